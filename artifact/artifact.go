@@ -1,0 +1,416 @@
+// Package artifact loads the measurements rubick ships from the Rubick /
+// Morphling artifact (Apache-2.0, see NOTICE): per-model facts, the profiling
+// runs the performance model is fitted on, the measured iteration times of
+// (plan, placement) pairs, and the job traces. The files are embedded so
+// every command has a working default; Dir reads a replacement tree with the
+// same layout.
+package artifact
+
+import (
+	"embed"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/rubick-sched/rubick/model"
+)
+
+//go:embed data
+var embedded embed.FS
+
+// ErrFormat reports a malformed data file; the message names file, line and field.
+var ErrFormat = errors.New("malformed data")
+
+// Default returns the embedded data tree.
+func Default() fs.FS {
+	sub, err := fs.Sub(embedded, "data")
+	if err != nil { // unreachable: the directory is embedded at build time
+		return embedded
+	}
+	return sub
+}
+
+// Dir returns the data tree rooted at dir on disk.
+func Dir(dir string) fs.FS { return os.DirFS(dir) }
+
+// Open returns Dir(dir), or Default when dir is empty.
+func Open(dir string) fs.FS {
+	if dir == "" {
+		return Default()
+	}
+	return Dir(dir)
+}
+
+// ModelInfo is one entry of models.json.
+type ModelInfo struct {
+	Spec model.Spec
+	// MaxMicroBatch is the largest per-GPU micro-batch that fits in 80 GB by
+	// family key: dp, dp_gc, zero_dp, zero_dp_gc, zero_offload, zero_offload_gc (0 = infeasible).
+	MaxMicroBatch map[string]int
+	PCIeGBps      float64 // the artifact's per-model PCIe figure
+	NVLinkGBps    float64 // the artifact's per-model NVLink figure
+	Fitted        model.Params
+	RefThroughput float64             // samples/s
+	Placements3D  map[string][]string // PTD code -> measured placements
+}
+
+// ProfileRow is one profiling run (profile/<m>/config.csv + data.csv).
+type ProfileRow struct {
+	Nodes, GPUs   int
+	ParamsM       float64 // parameters / 2^20
+	Batch         int
+	SeqHid        float64
+	CPUThreads    int
+	ZeroType      int // 0 none, 1 ZeRO-Offload, 2 ZeRO-DP
+	IsTP, IsPP    bool
+	FwdMs, TccMs  float64
+	OptMs, IterMs float64
+	Strategy      string // digit code: [0] forward multiplier (2 = checkpointing), [1] accumulation steps, last = zero type
+}
+
+// Measurement is one row of traces/<m>/placements.csv.
+type Measurement struct {
+	ExecPlan  string // ga, gc, zero-dp, zero-offload or a PTD code such as "248"
+	Placement model.Placement
+	IterS     float64 // measured iteration time for the global batch, seconds
+	Line      int
+}
+
+// Set is the whole data tree.
+type Set struct {
+	Models     map[string]ModelInfo
+	Profiles   map[string][]ProfileRow
+	Placements map[string][]Measurement
+}
+
+// ModelNames returns the model names in sorted order.
+func (s *Set) ModelNames() []string {
+	names := make([]string, 0, len(s.Models))
+	for n := range s.Models {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// profileDir maps model names to the artifact's profile directory names.
+var profileDir = map[string]string{"llama7": "llama7b", "llama30": "llama30b"}
+
+// Load reads models.json, every model's profile and placements.
+func Load(fsys fs.FS) (*Set, error) {
+	models, err := loadModels(fsys)
+	if err != nil {
+		return nil, err
+	}
+	s := &Set{Models: models, Profiles: map[string][]ProfileRow{}, Placements: map[string][]Measurement{}}
+	for name := range models {
+		dir := name
+		if d, ok := profileDir[name]; ok {
+			dir = d
+		}
+		prof, err := loadProfile(fsys, path.Join("profile", dir))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		s.Profiles[name] = prof
+		meas, err := loadPlacements(fsys, path.Join("traces", name, "placements.csv"))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		s.Placements[name] = meas
+	}
+	return s, nil
+}
+
+type jsonModel struct {
+	Layers        int                 `json:"layers"`
+	Hidden        int                 `json:"hidden"`
+	Heads         int                 `json:"heads"`
+	SeqLen        int                 `json:"seq_len"`
+	GlobalBatch   int                 `json:"global_batch"`
+	Parameters    float64             `json:"parameters"`
+	ForwardMs     float64             `json:"forward_ms_1gpu"`
+	RefThroughput float64             `json:"reference_throughput_samples_per_s"`
+	MaxMicroBatch map[string]int      `json:"max_micro_batch"`
+	Env           map[string]float64  `json:"env"`
+	Fitted        map[string]float64  `json:"fitted"`
+	Placements3D  map[string][]string `json:"placements_3d"`
+}
+
+func loadModels(fsys fs.FS) (map[string]ModelInfo, error) {
+	raw, err := fs.ReadFile(fsys, "models.json")
+	if err != nil {
+		return nil, fmt.Errorf("read models.json: %w", err)
+	}
+	var doc struct {
+		Models map[string]jsonModel `json:"models"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("%w: models.json: %v", ErrFormat, err)
+	}
+	out := make(map[string]ModelInfo, len(doc.Models))
+	for name, m := range doc.Models {
+		spec := model.Spec{
+			Name: name, Params: m.Parameters, Layers: m.Layers, Hidden: m.Hidden, Heads: m.Heads,
+			SeqLen: m.SeqLen, GlobalBatch: m.GlobalBatch, ForwardMs: m.ForwardMs,
+		}
+		if err := spec.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: models.json: %v", ErrFormat, err)
+		}
+		f := m.Fitted
+		out[name] = ModelInfo{
+			Spec:          spec,
+			MaxMicroBatch: m.MaxMicroBatch,
+			PCIeGBps:      m.Env["pcie_gbps"],
+			NVLinkGBps:    m.Env["nvlink_gbps"],
+			Fitted: model.Params{
+				KBwd: f["k_bwd"], KSync: f["k_sync"], KOpt: f["k_opt"], KOptOff: f["k_os_offload"],
+				KOff: f["k_off"], KSwap: f["k_swap"], KConst: f["k_const"],
+			},
+			RefThroughput: m.RefThroughput,
+			Placements3D:  m.Placements3D,
+		}
+	}
+	return out, nil
+}
+
+// table is a parsed CSV file with a header.
+type table struct {
+	file   string
+	header map[string]int
+	rows   [][]string
+}
+
+func readTable(r io.Reader, file string) (*table, error) {
+	cr := csv.NewReader(r)
+	cr.TrimLeadingSpace = true
+	recs, err := cr.ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrFormat, file, err)
+	}
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("%w: %s: no header", ErrFormat, file)
+	}
+	t := &table{file: file, header: map[string]int{}, rows: recs[1:]}
+	for i, h := range recs[0] {
+		t.header[strings.TrimSpace(h)] = i
+	}
+	return t, nil
+}
+
+func openTable(fsys fs.FS, file string) (*table, error) {
+	f, err := fsys.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readTable(f, file)
+}
+
+// field returns the named column of row i (0-based data row).
+func (t *table) field(i int, col string) (string, error) {
+	c, ok := t.header[col]
+	if !ok {
+		return "", fmt.Errorf("%w: %s: missing column %q", ErrFormat, t.file, col)
+	}
+	if c >= len(t.rows[i]) {
+		return "", fmt.Errorf("%w: %s line %d: missing field %q", ErrFormat, t.file, i+2, col)
+	}
+	return strings.TrimSpace(t.rows[i][c]), nil
+}
+
+func (t *table) float(i int, col string) (float64, error) {
+	s, err := t.field(i, col)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("%w: %s line %d: %s=%q is not a finite number", ErrFormat, t.file, i+2, col, s)
+	}
+	return v, nil
+}
+
+func (t *table) int(i int, col string) (int, error) {
+	v, err := t.float(i, col)
+	if err != nil {
+		return 0, err
+	}
+	if v != math.Trunc(v) || v < 0 || v > math.MaxInt32 {
+		s, _ := t.field(i, col)
+		return 0, fmt.Errorf("%w: %s line %d: %s=%q is not a non-negative integer", ErrFormat, t.file, i+2, col, s)
+	}
+	return int(v), nil
+}
+
+// rowReader accumulates the first error of a row's field reads.
+type rowReader struct {
+	t   *table
+	i   int
+	err error
+}
+
+func (r *rowReader) str(col string) string {
+	if r.err != nil {
+		return ""
+	}
+	v, err := r.t.field(r.i, col)
+	r.err = err
+	return v
+}
+
+func (r *rowReader) f(col string) float64 {
+	if r.err != nil {
+		return 0
+	}
+	v, err := r.t.float(r.i, col)
+	r.err = err
+	return v
+}
+
+func (r *rowReader) n(col string) int {
+	if r.err != nil {
+		return 0
+	}
+	v, err := r.t.int(r.i, col)
+	r.err = err
+	return v
+}
+
+func loadProfile(fsys fs.FS, dir string) ([]ProfileRow, error) {
+	cfg, err := openTable(fsys, path.Join(dir, "config.csv"))
+	if err != nil {
+		return nil, err
+	}
+	dat, err := openTable(fsys, path.Join(dir, "data.csv"))
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.rows) != len(dat.rows) {
+		return nil, fmt.Errorf("%w: %s: config.csv has %d rows, data.csv %d", ErrFormat, dir, len(cfg.rows), len(dat.rows))
+	}
+	out := make([]ProfileRow, 0, len(cfg.rows))
+	for i := range cfg.rows {
+		c, d := &rowReader{t: cfg, i: i}, &rowReader{t: dat, i: i}
+		p := ProfileRow{
+			Nodes: c.n("nodes"), GPUs: c.n("gpus"), ParamsM: c.f("parameter_size"), Batch: c.n("batch_size"),
+			SeqHid: c.f("seq_hid"), CPUThreads: c.n("num_cpu_threads"), ZeroType: c.n("zero_type"),
+			IsTP: c.n("is_tp") != 0, IsPP: c.n("is_pp") != 0,
+			FwdMs: d.f("forward_time"), TccMs: d.f("Tcc"), OptMs: d.f("Topt"), IterMs: d.f("iter_time"),
+			Strategy: d.str("strategy"),
+		}
+		if err := errors.Join(c.err, d.err); err != nil {
+			return nil, err
+		}
+		if p.GPUs <= 0 || p.Nodes <= 0 {
+			return nil, fmt.Errorf("%w: %s/config.csv line %d: gpus=%d nodes=%d must be > 0", ErrFormat, dir, i+2, p.GPUs, p.Nodes)
+		}
+		if len(p.Strategy) < 3 {
+			return nil, fmt.Errorf("%w: %s/data.csv line %d: strategy=%q needs at least 3 digits", ErrFormat, dir, i+2, p.Strategy)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func loadPlacements(fsys fs.FS, file string) ([]Measurement, error) {
+	t, err := openTable(fsys, file)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Measurement, 0, len(t.rows))
+	for i := range t.rows {
+		r := &rowReader{t: t, i: i}
+		m := Measurement{ExecPlan: r.str("exec_plan"), IterS: r.f("iter_time"), Line: i + 2}
+		pl := r.str("placement")
+		if r.err != nil {
+			return nil, r.err
+		}
+		if m.Placement, err = model.ParsePlacement(pl); err != nil {
+			return nil, fmt.Errorf("%w: %s line %d: %v", ErrFormat, file, i+2, err)
+		}
+		if !(m.IterS > 0) {
+			return nil, fmt.Errorf("%w: %s line %d: iter_time=%v must be > 0", ErrFormat, file, i+2, m.IterS)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// Job is one row of a workload trace.
+type Job struct {
+	Name       string
+	SubmitS    float64 // submission time, seconds from trace start
+	DurationS  float64 // duration on the requested resources, seconds
+	App        string  // model type
+	GPUs, CPUs int     // requested
+	Bandwidth  float64
+	ExecPlan   string // requested plan: ga, gc, zero-dp, zero-offload or a PTD code
+	Steps      int    // iterations to finish
+	Guaranteed bool   // is_sla
+	Line       int
+}
+
+// Workloads lists the workload files shipped under workloads/.
+func Workloads(fsys fs.FS) ([]string, error) {
+	ents, err := fs.ReadDir(fsys, "workloads")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".csv") {
+			out = append(out, strings.TrimSuffix(e.Name(), ".csv"))
+		}
+	}
+	return out, nil
+}
+
+// LoadWorkload reads workloads/<name>.csv from fsys.
+func LoadWorkload(fsys fs.FS, name string) ([]Job, error) {
+	file := path.Join("workloads", name+".csv")
+	f, err := fsys.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("workload %q: %w", name, err)
+	}
+	defer f.Close()
+	return ReadWorkload(f, file)
+}
+
+// ReadWorkload parses a workload CSV; file names the source in errors.
+func ReadWorkload(r io.Reader, file string) ([]Job, error) {
+	t, err := readTable(r, file)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Job, 0, len(t.rows))
+	for i := range t.rows {
+		rr := &rowReader{t: t, i: i}
+		j := Job{
+			Name: rr.str("name"), SubmitS: rr.f("submission_time"), DurationS: rr.f("duration"),
+			App: rr.str("application"), GPUs: rr.n("num_gpus"), CPUs: rr.n("num_cpus"),
+			Bandwidth: rr.f("bandwidth"), ExecPlan: rr.str("exec_plan"), Steps: rr.n("steps"), Line: i + 2,
+		}
+		j.Guaranteed = rr.n("is_sla") == 1
+		if rr.err != nil {
+			return nil, rr.err
+		}
+		if j.GPUs <= 0 {
+			return nil, fmt.Errorf("%w: %s line %d: num_gpus=%d must be > 0", ErrFormat, file, i+2, j.GPUs)
+		}
+		if j.SubmitS < 0 {
+			return nil, fmt.Errorf("%w: %s line %d: submission_time=%v must be >= 0", ErrFormat, file, i+2, j.SubmitS)
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}

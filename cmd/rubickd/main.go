@@ -1,0 +1,12 @@
+// Command rubickd is part of rubick; see the README.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	fmt.Fprintln(os.Stderr, "rubickd: not built yet")
+	os.Exit(2)
+}

@@ -1,0 +1,242 @@
+// Package model is rubick's performance and memory model: it predicts the
+// iteration time of a deep-learning training job for any execution plan on
+// any placement (BRIEF section 3, the Rubick paper's Appendix A), decides
+// which plans fit in GPU and host memory, fits the seven model parameters to
+// measured samples, and derives resource-sensitivity curves.
+//
+// The package is pure: it imports neither the Slurm bridge nor the store, so
+// the daemon, the simulator and the tests all drive the same code.
+package model
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Sentinel errors callers branch on.
+var (
+	// ErrInvalidPlan reports a plan that is not valid for its placement or model.
+	ErrInvalidPlan = errors.New("invalid plan")
+	// ErrInfeasible reports a plan that does not fit in GPU or host memory.
+	ErrInfeasible = errors.New("plan does not fit in memory")
+	// ErrNoPlan reports that no valid, memory-feasible plan exists.
+	ErrNoPlan = errors.New("no feasible plan")
+	// ErrTooFewSamples reports that a fit lacks the samples to identify its parameters.
+	ErrTooFewSamples = errors.New("too few samples to fit")
+	// ErrBadInput reports malformed input (NaN, non-positive sizes, unknown names).
+	ErrBadInput = errors.New("bad input")
+)
+
+// Spec holds the constants of one model type.
+type Spec struct {
+	Name        string  `json:"name"`
+	Params      float64 `json:"parameters"`   // parameter count
+	Layers      int     `json:"layers"`       // transformer layers
+	Hidden      int     `json:"hidden"`       // hidden size
+	Heads       int     `json:"heads"`        // attention heads
+	SeqLen      int     `json:"seq_len"`      // sequence length
+	GlobalBatch int     `json:"global_batch"` // samples per iteration; never changes for a job
+	// ForwardMs is the profiled forward time of the whole global batch on one GPU, in ms.
+	ForwardMs float64 `json:"forward_ms_1gpu"`
+}
+
+// Validate reports the first field of s that cannot be used by the model.
+func (s Spec) Validate() error {
+	switch {
+	case s.Name == "":
+		return fmt.Errorf("%w: spec.name is empty", ErrBadInput)
+	case !(s.Params > 0):
+		return fmt.Errorf("%w: spec %s: parameters=%v must be > 0", ErrBadInput, s.Name, s.Params)
+	case s.Layers <= 0:
+		return fmt.Errorf("%w: spec %s: layers=%d must be > 0", ErrBadInput, s.Name, s.Layers)
+	case s.Hidden <= 0:
+		return fmt.Errorf("%w: spec %s: hidden=%d must be > 0", ErrBadInput, s.Name, s.Hidden)
+	case s.Heads <= 0:
+		return fmt.Errorf("%w: spec %s: heads=%d must be > 0", ErrBadInput, s.Name, s.Heads)
+	case s.SeqLen <= 0:
+		return fmt.Errorf("%w: spec %s: seq_len=%d must be > 0", ErrBadInput, s.Name, s.SeqLen)
+	case s.GlobalBatch <= 0:
+		return fmt.Errorf("%w: spec %s: global_batch=%d must be > 0", ErrBadInput, s.Name, s.GlobalBatch)
+	case !(s.ForwardMs > 0):
+		return fmt.Errorf("%w: spec %s: forward_ms_1gpu=%v must be > 0", ErrBadInput, s.Name, s.ForwardMs)
+	}
+	return nil
+}
+
+// Family is the plan family used by the artifact's traces and by reports.
+type Family string
+
+// Plan families.
+const (
+	FamilyGA          Family = "ga"           // data parallel + gradient accumulation
+	FamilyGC          Family = "gc"           // data parallel + activation checkpointing
+	FamilyZeroDP      Family = "zero-dp"      // ZeRO-DP (stage >= 1), no offload
+	FamilyZeroOffload Family = "zero-offload" // ZeRO-Offload
+	Family3D          Family = "3d"           // tensor and/or pipeline parallel
+)
+
+// Families lists every family in report order.
+var Families = []Family{FamilyGA, FamilyGC, FamilyZeroDP, FamilyZeroOffload, Family3D}
+
+// Plan is an execution plan. DP*TP*PP equals the GPUs of the placement and
+// DP*MicroBatch*Accum equals the model's global batch.
+type Plan struct {
+	DP         int  `json:"dp"`
+	TP         int  `json:"tp"`
+	PP         int  `json:"pp"`
+	MicroBatch int  `json:"micro_batch"` // per-GPU micro-batch size
+	Accum      int  `json:"accum"`       // micro-batches per iteration per DP rank (pipeline m when PP > 1)
+	ZeRO       int  `json:"zero"`        // ZeRO stage 0-3
+	Offload    bool `json:"offload"`     // ZeRO-Offload: optimizer states and step on the CPU
+	Checkpoint bool `json:"checkpoint"`  // activation checkpointing (recompute)
+}
+
+// GPUs is the number of GPUs the plan runs on.
+func (p Plan) GPUs() int { return p.DP * p.TP * p.PP }
+
+// Family classifies the plan.
+func (p Plan) Family() Family {
+	switch {
+	case p.TP > 1 || p.PP > 1:
+		return Family3D
+	case p.Offload:
+		return FamilyZeroOffload
+	case p.ZeRO > 0:
+		return FamilyZeroDP
+	case p.Checkpoint:
+		return FamilyGC
+	default:
+		return FamilyGA
+	}
+}
+
+// String renders the plan compactly, e.g. "dp4.tp2.pp1.mb2.a1.z0" with
+// "+off" and "+gc" suffixes.
+func (p Plan) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "dp%d.tp%d.pp%d.mb%d.a%d.z%d", p.DP, p.TP, p.PP, p.MicroBatch, p.Accum, p.ZeRO)
+	if p.Offload {
+		b.WriteString("+off")
+	}
+	if p.Checkpoint {
+		b.WriteString("+gc")
+	}
+	return b.String()
+}
+
+// Placement lists the GPUs a job uses on each node it spans.
+type Placement []int
+
+// ParsePlacement parses the artifact's digit form ("2222", "88888888").
+func ParsePlacement(s string) (Placement, error) {
+	if s == "" {
+		return nil, fmt.Errorf("%w: placement is empty", ErrBadInput)
+	}
+	p := make(Placement, 0, len(s))
+	for _, r := range s {
+		if r < '1' || r > '9' {
+			return nil, fmt.Errorf("%w: placement %q: %q is not a GPU count 1-9", ErrBadInput, s, r)
+		}
+		p = append(p, int(r-'0'))
+	}
+	return p, nil
+}
+
+// GPUs is the total GPU count.
+func (p Placement) GPUs() int {
+	n := 0
+	for _, g := range p {
+		n += g
+	}
+	return n
+}
+
+// Nodes is the number of nodes spanned.
+func (p Placement) Nodes() int { return len(p) }
+
+// MaxPerNode is the largest per-node GPU count.
+func (p Placement) MaxPerNode() int {
+	m := 0
+	for _, g := range p {
+		m = max(m, g)
+	}
+	return m
+}
+
+// Canonical returns the placement with nodes sorted by descending GPU count;
+// two placements with the same canonical form perform the same.
+func (p Placement) Canonical() Placement {
+	c := slices.Clone(p)
+	slices.SortFunc(c, func(a, b int) int { return b - a })
+	return c
+}
+
+// String renders the placement as digits when every node holds at most 9
+// GPUs, else as a dash-separated list.
+func (p Placement) String() string {
+	var b strings.Builder
+	sep := p.MaxPerNode() > 9
+	for i, g := range p {
+		if sep && i > 0 {
+			b.WriteByte('-')
+		}
+		b.WriteString(strconv.Itoa(g))
+	}
+	return b.String()
+}
+
+// Resources are what a job holds: GPUs per node, CPUs and host memory in total.
+type Resources struct {
+	Placement Placement `json:"placement"`
+	CPUs      int       `json:"cpus"`       // CPU cores over all nodes
+	HostMemGB float64   `json:"host_mem_gb"` // host memory over all nodes
+}
+
+// Env holds the facts of the cluster the model prices: link bandwidths and
+// memory sizes. One value per link type for the whole cluster.
+type Env struct {
+	IntraGBps  float64 `json:"intra_gbps"`   // GPU-GPU inside a node (NVLink)
+	InterGBps  float64 `json:"inter_gbps"`   // between nodes (RDMA)
+	PCIeGBps   float64 `json:"pcie_gbps"`    // CPU-GPU
+	GPUMemGB   float64 `json:"gpu_mem_gb"`   // memory of one GPU
+	NodeMemGB  float64 `json:"node_mem_gb"`  // host memory of one node
+	NodeCPUs   int     `json:"node_cpus"`    // CPU cores of one node
+	NodeGPUs   int     `json:"node_gpus"`    // GPUs of one node
+}
+
+// Params are the seven fitted parameters of a model type.
+type Params struct {
+	KBwd    float64 `json:"k_bwd"`     // backward / forward time ratio
+	KSync   float64 `json:"k_sync"`    // overlap of backward and DP communication
+	KOpt    float64 `json:"k_opt"`     // optimizer time per parameter on GPU
+	KOptOff float64 `json:"k_opt_off"` // CPU Adam time per parameter per core
+	KOff    float64 `json:"k_off"`     // overlap of DP communication and offload transfer
+	KSwap   float64 `json:"k_swap"`    // overlap of CPU optimizer and offload transfer
+	KConst  float64 `json:"k_const"`   // constant per-iteration overhead
+}
+
+// Breakdown is a predicted iteration, in seconds.
+type Breakdown struct {
+	Fwd    float64 `json:"fwd_s"`
+	Bwd    float64 `json:"bwd_s"`
+	CommDP float64 `json:"comm_dp_s"`
+	CommTP float64 `json:"comm_tp_s"`
+	CommPP float64 `json:"comm_pp_s"`
+	CC     float64 `json:"cc_s"`  // compute + communication
+	Opt    float64 `json:"opt_s"` // optimizer step
+	Off    float64 `json:"off_s"` // offload transfer
+	OO     float64 `json:"oo_s"`  // optimizer + offload after overlap
+	Iter   float64 `json:"iter_s"`
+}
+
+// Sample is one measured iteration of a plan on some resources.
+type Sample struct {
+	Plan      Plan      `json:"plan"`
+	Resources Resources `json:"resources"`
+	IterS     float64   `json:"iter_s"` // measured iteration time, seconds
+	// Optional measured phases (seconds, 0 when unknown) that a fit may also use.
+	FwdS, CCS, OptS float64
+}
