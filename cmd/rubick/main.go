@@ -1,0 +1,64 @@
+// Command rubick is the admin and user CLI: simulate policies on traces
+// (sim), fit, validate and query the performance model (model), report on
+// finished jobs (report) and explain a job's plan (explain).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// command is one subcommand: run parses args and writes to stdout.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+// errUsage marks a usage error already explained on stderr.
+var errUsage = errors.New("usage error")
+
+func commands() map[string]command {
+	return map[string]command{
+		"model": {"fit, validate and query the performance model", runModel},
+		"sim":   {"replay a workload trace against scheduling policies", runSim},
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: rubick <command> [flags]\n\ncommands:")
+	for _, name := range sortedKeys(commands()) {
+		fmt.Fprintf(w, "  %-8s %s\n", name, commands()[name].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'rubick <command> -h' for the flags of a command.")
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		return nil
+	}
+	c, ok := commands()[args[0]]
+	if !ok {
+		usage(stderr)
+		return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+	}
+	return c.run(ctx, args[1:], stdout, stderr)
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rubick:", err)
+		if errors.Is(err, errUsage) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
