@@ -191,20 +191,20 @@ func (p Placement) String() string {
 // Resources are what a job holds: GPUs per node, CPUs and host memory in total.
 type Resources struct {
 	Placement Placement `json:"placement"`
-	CPUs      int       `json:"cpus"`       // CPU cores over all nodes
+	CPUs      int       `json:"cpus"`        // CPU cores over all nodes
 	HostMemGB float64   `json:"host_mem_gb"` // host memory over all nodes
 }
 
 // Env holds the facts of the cluster the model prices: link bandwidths and
 // memory sizes. One value per link type for the whole cluster.
 type Env struct {
-	IntraGBps  float64 `json:"intra_gbps"`   // GPU-GPU inside a node (NVLink)
-	InterGBps  float64 `json:"inter_gbps"`   // between nodes (RDMA)
-	PCIeGBps   float64 `json:"pcie_gbps"`    // CPU-GPU
-	GPUMemGB   float64 `json:"gpu_mem_gb"`   // memory of one GPU
-	NodeMemGB  float64 `json:"node_mem_gb"`  // host memory of one node
-	NodeCPUs   int     `json:"node_cpus"`    // CPU cores of one node
-	NodeGPUs   int     `json:"node_gpus"`    // GPUs of one node
+	IntraGBps float64 `json:"intra_gbps"`  // GPU-GPU inside a node (NVLink)
+	InterGBps float64 `json:"inter_gbps"`  // between nodes (RDMA)
+	PCIeGBps  float64 `json:"pcie_gbps"`   // CPU-GPU
+	GPUMemGB  float64 `json:"gpu_mem_gb"`  // memory of one GPU
+	NodeMemGB float64 `json:"node_mem_gb"` // host memory of one node
+	NodeCPUs  int     `json:"node_cpus"`   // CPU cores of one node
+	NodeGPUs  int     `json:"node_gpus"`   // GPUs of one node
 }
 
 // Params are the seven fitted parameters of a model type.
