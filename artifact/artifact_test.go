@@ -1,0 +1,80 @@
+package artifact
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestLoadEmbedded(t *testing.T) {
+	set, err := Load(Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantModels := []string{"bert", "gpt2", "llama30", "llama7", "roberta", "t5", "vit"}
+	if diff := cmp.Diff(wantModels, set.ModelNames()); diff != "" {
+		t.Errorf("models (-want +got):\n%s", diff)
+	}
+	rows := 0
+	for _, m := range set.Placements {
+		rows += len(m)
+	}
+	// The artifact README documents 512 measured (plan, placement) rows.
+	if rows != 512 {
+		t.Errorf("placement rows = %d, want 512", rows)
+	}
+	gotProfiles := map[string]int{}
+	for name, p := range set.Profiles {
+		gotProfiles[name] = len(p)
+	}
+	wantProfiles := map[string]int{"bert": 7, "gpt2": 4, "llama30": 3, "llama7": 3, "roberta": 6, "t5": 7, "vit": 7}
+	if diff := cmp.Diff(wantProfiles, gotProfiles); diff != "" {
+		t.Errorf("profile rows (-want +got):\n%s", diff)
+	}
+	base, err := LoadWorkload(Default(), "workload-base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(base) != 406 {
+		t.Errorf("base trace jobs = %d, want 406", len(base))
+	}
+}
+
+func TestReadWorkloadErrors(t *testing.T) {
+	const header = "name,submission_time,duration,application,num_gpus,num_cpus,bandwidth,exec_plan,steps,is_sla\n"
+	tests := map[string]struct {
+		body string
+		want string // substring naming the field and value
+	}{
+		"nan submit":   {body: "a,NaN,1,gpt2,1,8,0,ga,10,0\n", want: `submission_time="NaN"`},
+		"zero gpus":    {body: "a,0,1,gpt2,0,8,0,ga,10,0\n", want: "num_gpus=0"},
+		"frac steps":   {body: "a,0,1,gpt2,1,8,0,ga,1.5,0\n", want: `steps="1.5"`},
+		"short row":    {body: "a,0,1\n", want: "wrong number of fields"},
+		"negative cpu": {body: "a,0,1,gpt2,1,-8,0,ga,10,0\n", want: `num_cpus="-8"`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := ReadWorkload(strings.NewReader(header+tc.body), "w.csv")
+			if !errors.Is(err, ErrFormat) {
+				t.Fatalf("error = %v, want ErrFormat", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not name %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoadMalformedPlacements(t *testing.T) {
+	fsys := fstest.MapFS{
+		"models.json": {Data: []byte(`{"models":{"m":{"layers":2,"hidden":8,"heads":2,"seq_len":4,"global_batch":4,"parameters":100,"forward_ms_1gpu":1}}}`)},
+		"traces/m/placements.csv": {Data: []byte("exec_plan,placement,iter_time\nga,80,1.0\n")},
+	}
+	_, err := Load(fsys)
+	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), `"80"`) {
+		t.Fatalf("Load error = %v, want ErrFormat naming placement \"80\"", err)
+	}
+}
