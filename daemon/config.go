@@ -1,0 +1,315 @@
+// Package daemon is rubickd's core: its validated configuration, the
+// control loop (snapshot, decide, apply, record) and its metrics. The
+// command in cmd/rubickd only wires flags, signals and logging to it.
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/viper"
+)
+
+// DefaultConfigPath is where rubickd looks for its configuration file.
+const DefaultConfigPath = "/etc/rubick/rubickd.yaml"
+
+// ErrConfig reports an invalid configuration; the message names the field path.
+var ErrConfig = errors.New("invalid configuration")
+
+// Config is rubickd's configuration. Field names are the YAML keys; every
+// key can also be set from the environment as RUBICK_<PATH> with dots
+// replaced by underscores (RUBICK_SLURMRESTD_URL, RUBICK_INTERVAL).
+type Config struct {
+	Slurmrestd SlurmrestdConfig `mapstructure:"slurmrestd"`
+	Commands   CommandsConfig   `mapstructure:"commands"`
+	// Partitions are the partitions whose jobs rubickd manages.
+	Partitions []string `mapstructure:"partitions"`
+	// TenantFrom picks what a job's tenant is: its Slurm "account" or "qos".
+	TenantFrom string         `mapstructure:"tenant_from"`
+	Tenants    []TenantConfig `mapstructure:"tenants"`
+	// Interval is the time between two cycles when nothing changes.
+	Interval   time.Duration    `mapstructure:"interval"`
+	Checkpoint CheckpointConfig `mapstructure:"checkpoint"`
+	// RestartCost is the initial estimate of one checkpoint-restart
+	// (signal, checkpoint, requeue, restart); measured values replace it.
+	RestartCost time.Duration `mapstructure:"restart_cost"`
+	// Store is the SQLite database path.
+	Store  string       `mapstructure:"store"`
+	Policy PolicyConfig `mapstructure:"policy"`
+	// RigidJobs says what to do with jobs in managed partitions that carry
+	// no model type: "schedule" them with their own request, or "ignore" them.
+	RigidJobs string `mapstructure:"rigid_jobs"`
+	// Listen is the address of the metrics and samples HTTP endpoint.
+	Listen   string `mapstructure:"listen"`
+	LogLevel string `mapstructure:"log_level"`
+}
+
+// SlurmrestdConfig says how to reach slurmrestd.
+type SlurmrestdConfig struct {
+	URL string `mapstructure:"url"`
+	// Version pins the API version (v0.0.38, v0.0.41); empty detects it.
+	Version   string        `mapstructure:"version"`
+	User      string        `mapstructure:"user"`
+	TokenFile string        `mapstructure:"token_file"`
+	RateLimit float64       `mapstructure:"rate_limit"` // requests per second
+	Timeout   time.Duration `mapstructure:"timeout"`
+}
+
+// CommandsConfig holds the Slurm command paths (run with argv, never a shell).
+type CommandsConfig struct {
+	Scontrol string        `mapstructure:"scontrol"`
+	Scancel  string        `mapstructure:"scancel"`
+	Sacct    string        `mapstructure:"sacct"`
+	Timeout  time.Duration `mapstructure:"timeout"`
+}
+
+// TenantConfig is one tenant: the accounts or QOS it covers and its GPU quota.
+type TenantConfig struct {
+	Name string `mapstructure:"name"`
+	// Match lists the accounts (or QOS, per tenant_from) of the tenant.
+	Match []string `mapstructure:"match"`
+	// QuotaGPUs is the guaranteed GPU quota; jobs within it are guaranteed.
+	QuotaGPUs int `mapstructure:"quota_gpus"`
+}
+
+// CheckpointConfig says how a job is asked to checkpoint before a restart.
+type CheckpointConfig struct {
+	Signal string        `mapstructure:"signal"`
+	Grace  time.Duration `mapstructure:"grace"`
+}
+
+// PolicyConfig selects the policy and its knobs.
+type PolicyConfig struct {
+	Name string `mapstructure:"name"`
+	// ReconfigThreshold is the least (T - N*delta)/T a running job keeps
+	// after one more reconfiguration.
+	ReconfigThreshold float64 `mapstructure:"reconfig_threshold"`
+	// StarvationAge is how long a best-effort job may wait before it is
+	// scheduled regardless of its slope.
+	StarvationAge time.Duration `mapstructure:"starvation_age"`
+}
+
+// Defaults returns the configuration used for every key the file and the
+// environment leave unset.
+func Defaults() Config {
+	return Config{
+		Slurmrestd: SlurmrestdConfig{
+			URL: "http://127.0.0.1:6820", User: "root", TokenFile: "/etc/rubick/slurm.jwt",
+			RateLimit: 20, Timeout: 10 * time.Second,
+		},
+		Commands: CommandsConfig{
+			Scontrol: "scontrol", Scancel: "scancel", Sacct: "sacct", Timeout: 30 * time.Second,
+		},
+		Partitions:  []string{"gpu"},
+		TenantFrom:  "account",
+		Interval:    30 * time.Second,
+		Checkpoint:  CheckpointConfig{Signal: "USR1", Grace: 120 * time.Second},
+		RestartCost: 60 * time.Second,
+		Store:       "/var/lib/rubick/rubick.db",
+		Policy:      PolicyConfig{Name: "rubick", ReconfigThreshold: 0.97, StarvationAge: time.Hour},
+		RigidJobs:   "schedule",
+		Listen:      "127.0.0.1:9717",
+		LogLevel:    "info",
+	}
+}
+
+// LoadConfig reads path (empty: no file) over the defaults, then applies
+// the RUBICK_* variables of environ, and validates the result. environ is
+// passed explicitly (os.Environ() in main) so tests control it.
+func LoadConfig(path string, environ []string) (Config, error) {
+	v := viper.New()
+	d := Defaults()
+	setDefaults(v, d)
+	known := v.AllKeys()
+	if path != "" {
+		v.SetConfigFile(path)
+		if err := v.ReadInConfig(); err != nil {
+			return Config{}, fmt.Errorf("%w: read %s: %v", ErrConfig, path, err)
+		}
+		for _, k := range v.AllKeys() {
+			// tenants is a list of maps, which viper reports as one key.
+			if !slices.Contains(known, k) && k != "tenants" {
+				return Config{}, fmt.Errorf("%w: %s: unknown key %q", ErrConfig, path, k)
+			}
+		}
+	}
+	byEnv := make(map[string]string, len(known))
+	for _, k := range known {
+		byEnv["RUBICK_"+strings.ToUpper(strings.ReplaceAll(k, ".", "_"))] = k
+	}
+	for _, kv := range environ {
+		name, val, _ := strings.Cut(kv, "=")
+		// RUBICK_MODEL_TYPE is what the SPANK plugin exports into jobs, not a setting.
+		if !strings.HasPrefix(name, "RUBICK_") || name == "RUBICK_MODEL_TYPE" {
+			continue
+		}
+		key, ok := byEnv[name]
+		if !ok {
+			return Config{}, fmt.Errorf("%w: environment variable %s matches no configuration key", ErrConfig, name)
+		}
+		v.Set(key, val)
+	}
+	var c Config
+	if err := v.Unmarshal(&c); err != nil {
+		return Config{}, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	return c, c.Validate()
+}
+
+func setDefaults(v *viper.Viper, d Config) {
+	v.SetDefault("slurmrestd.url", d.Slurmrestd.URL)
+	v.SetDefault("slurmrestd.version", d.Slurmrestd.Version)
+	v.SetDefault("slurmrestd.user", d.Slurmrestd.User)
+	v.SetDefault("slurmrestd.token_file", d.Slurmrestd.TokenFile)
+	v.SetDefault("slurmrestd.rate_limit", d.Slurmrestd.RateLimit)
+	v.SetDefault("slurmrestd.timeout", d.Slurmrestd.Timeout)
+	v.SetDefault("commands.scontrol", d.Commands.Scontrol)
+	v.SetDefault("commands.scancel", d.Commands.Scancel)
+	v.SetDefault("commands.sacct", d.Commands.Sacct)
+	v.SetDefault("commands.timeout", d.Commands.Timeout)
+	v.SetDefault("partitions", d.Partitions)
+	v.SetDefault("tenant_from", d.TenantFrom)
+	v.SetDefault("interval", d.Interval)
+	v.SetDefault("checkpoint.signal", d.Checkpoint.Signal)
+	v.SetDefault("checkpoint.grace", d.Checkpoint.Grace)
+	v.SetDefault("restart_cost", d.RestartCost)
+	v.SetDefault("store", d.Store)
+	v.SetDefault("policy.name", d.Policy.Name)
+	v.SetDefault("policy.reconfig_threshold", d.Policy.ReconfigThreshold)
+	v.SetDefault("policy.starvation_age", d.Policy.StarvationAge)
+	v.SetDefault("rigid_jobs", d.RigidJobs)
+	v.SetDefault("listen", d.Listen)
+	v.SetDefault("log_level", d.LogLevel)
+}
+
+var (
+	nameRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	versionRE = regexp.MustCompile(`^v0\.0\.(3[89]|4[0-9])$`)
+	signals   = []string{"USR1", "USR2", "TERM", "INT", "HUP", "CONT", "URG"}
+)
+
+// Validate reports the first invalid field by its path and value.
+func (c Config) Validate() error {
+	bad := func(path string, val any, why string) error {
+		return fmt.Errorf("%w: %s=%v: %s", ErrConfig, path, val, why)
+	}
+	u, err := url.Parse(c.Slurmrestd.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "unix") || (u.Scheme != "unix" && u.Host == "") {
+		return bad("slurmrestd.url", fmt.Sprintf("%q", c.Slurmrestd.URL), "want http(s)://host:port")
+	}
+	if c.Slurmrestd.Version != "" && !versionRE.MatchString(c.Slurmrestd.Version) {
+		return bad("slurmrestd.version", fmt.Sprintf("%q", c.Slurmrestd.Version), "want empty (detect) or v0.0.38 .. v0.0.49")
+	}
+	if !nameRE.MatchString(c.Slurmrestd.User) {
+		return bad("slurmrestd.user", fmt.Sprintf("%q", c.Slurmrestd.User), "not a user name")
+	}
+	if c.Slurmrestd.TokenFile == "" {
+		return bad("slurmrestd.token_file", `""`, "a JWT token file is required")
+	}
+	if !(c.Slurmrestd.RateLimit > 0) || c.Slurmrestd.RateLimit > 10000 {
+		return bad("slurmrestd.rate_limit", c.Slurmrestd.RateLimit, "want requests per second in (0, 10000]")
+	}
+	if c.Slurmrestd.Timeout <= 0 {
+		return bad("slurmrestd.timeout", c.Slurmrestd.Timeout, "must be > 0")
+	}
+	for path, cmd := range map[string]string{"commands.scontrol": c.Commands.Scontrol, "commands.scancel": c.Commands.Scancel, "commands.sacct": c.Commands.Sacct} {
+		if cmd == "" || strings.ContainsAny(cmd, " \t\n;|&$`") {
+			return bad(path, fmt.Sprintf("%q", cmd), "want a command name or absolute path without spaces or shell characters")
+		}
+	}
+	if c.Commands.Timeout <= 0 {
+		return bad("commands.timeout", c.Commands.Timeout, "must be > 0")
+	}
+	if len(c.Partitions) == 0 {
+		return bad("partitions", "[]", "at least one managed partition is required")
+	}
+	for i, p := range c.Partitions {
+		if !nameRE.MatchString(p) {
+			return bad(fmt.Sprintf("partitions[%d]", i), fmt.Sprintf("%q", p), "not a partition name")
+		}
+	}
+	if c.TenantFrom != "account" && c.TenantFrom != "qos" {
+		return bad("tenant_from", fmt.Sprintf("%q", c.TenantFrom), `want "account" or "qos"`)
+	}
+	seen := map[string]bool{}
+	matched := map[string]string{}
+	for i, t := range c.Tenants {
+		path := fmt.Sprintf("tenants[%d]", i)
+		if !nameRE.MatchString(t.Name) {
+			return bad(path+".name", fmt.Sprintf("%q", t.Name), "not a tenant name")
+		}
+		if seen[t.Name] {
+			return bad(path+".name", fmt.Sprintf("%q", t.Name), "duplicate tenant")
+		}
+		seen[t.Name] = true
+		if t.QuotaGPUs < 0 || t.QuotaGPUs > 1_000_000 {
+			return bad(path+".quota_gpus", t.QuotaGPUs, "want 0..1000000")
+		}
+		for j, m := range t.Match {
+			if !nameRE.MatchString(m) {
+				return bad(fmt.Sprintf("%s.match[%d]", path, j), fmt.Sprintf("%q", m), "not an account or QOS name")
+			}
+			if other, dup := matched[m]; dup {
+				return bad(fmt.Sprintf("%s.match[%d]", path, j), fmt.Sprintf("%q", m), "already belongs to tenant "+other)
+			}
+			matched[m] = t.Name
+		}
+	}
+	if c.Interval < time.Second || c.Interval > time.Hour {
+		return bad("interval", c.Interval, "want 1s..1h")
+	}
+	if !slices.Contains(signals, strings.TrimPrefix(strings.ToUpper(c.Checkpoint.Signal), "SIG")) {
+		return bad("checkpoint.signal", fmt.Sprintf("%q", c.Checkpoint.Signal), "want one of "+strings.Join(signals, ", "))
+	}
+	if c.Checkpoint.Grace < 0 || c.Checkpoint.Grace > 24*time.Hour {
+		return bad("checkpoint.grace", c.Checkpoint.Grace, "want 0..24h")
+	}
+	if c.RestartCost < 0 || c.RestartCost > 24*time.Hour {
+		return bad("restart_cost", c.RestartCost, "want 0..24h")
+	}
+	if c.Store == "" {
+		return bad("store", `""`, "a database path is required")
+	}
+	if !nameRE.MatchString(c.Policy.Name) {
+		return bad("policy.name", fmt.Sprintf("%q", c.Policy.Name), "not a policy name")
+	}
+	if !(c.Policy.ReconfigThreshold >= 0 && c.Policy.ReconfigThreshold <= 1) {
+		return bad("policy.reconfig_threshold", c.Policy.ReconfigThreshold, "want 0..1")
+	}
+	if c.Policy.StarvationAge < 0 {
+		return bad("policy.starvation_age", c.Policy.StarvationAge, "must be >= 0")
+	}
+	if c.RigidJobs != "schedule" && c.RigidJobs != "ignore" {
+		return bad("rigid_jobs", fmt.Sprintf("%q", c.RigidJobs), `want "schedule" or "ignore"`)
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil && c.Listen != "" {
+		return bad("listen", fmt.Sprintf("%q", c.Listen), "want host:port or empty to disable")
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return bad("log_level", fmt.Sprintf("%q", c.LogLevel), "want debug, info, warn or error")
+	}
+	return nil
+}
+
+// TenantOf returns the tenant of a job with the given account and QOS, or
+// "" when no tenant matches (the job is best-effort).
+func (c Config) TenantOf(account, qos string) string {
+	key := account
+	if c.TenantFrom == "qos" {
+		key = qos
+	}
+	for _, t := range c.Tenants {
+		if slices.Contains(t.Match, key) {
+			return t.Name
+		}
+	}
+	return ""
+}

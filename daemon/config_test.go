@@ -1,0 +1,98 @@
+package daemon
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestLoadConfigDefaults(t *testing.T) {
+	c, err := LoadConfig("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Defaults(), c); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
+	}
+}
+
+func TestLoadConfigExampleFileAndEnv(t *testing.T) {
+	c, err := LoadConfig("../contrib/rubickd/rubickd.yaml", []string{
+		"RUBICK_INTERVAL=45s", "RUBICK_PARTITIONS=gpu,a100", "RUBICK_MODEL_TYPE=gpt2", "PATH=/bin",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Interval != 45*time.Second {
+		t.Errorf("interval = %v, want the environment's 45s", c.Interval)
+	}
+	if diff := cmp.Diff([]string{"gpu", "a100"}, c.Partitions); diff != "" {
+		t.Errorf("partitions (-want +got):\n%s", diff)
+	}
+	want := []TenantConfig{{Name: "vision", Match: []string{"vision", "vision-dev"}, QuotaGPUs: 16}, {Name: "nlp", Match: []string{"nlp"}, QuotaGPUs: 16}}
+	if diff := cmp.Diff(want, c.Tenants); diff != "" {
+		t.Errorf("tenants (-want +got):\n%s", diff)
+	}
+	if got := c.TenantOf("vision-dev", "normal"); got != "vision" {
+		t.Errorf("TenantOf(vision-dev) = %q, want vision", got)
+	}
+	if got := c.TenantOf("other", "normal"); got != "" {
+		t.Errorf("TenantOf(other) = %q, want none", got)
+	}
+}
+
+func TestLoadConfigErrorsNameTheField(t *testing.T) {
+	tests := map[string]struct {
+		yaml string
+		env  []string
+		want string
+	}{
+		"bad url":          {yaml: "slurmrestd:\n  url: ftp://x\n", want: "slurmrestd.url"},
+		"bad version":      {yaml: "slurmrestd:\n  version: v1\n", want: `slurmrestd.version="v1"`},
+		"zero rate":        {yaml: "slurmrestd:\n  rate_limit: 0\n", want: "slurmrestd.rate_limit=0"},
+		"shell in command": {yaml: "commands:\n  scontrol: \"scontrol; rm -rf /\"\n", want: "commands.scontrol"},
+		"no partitions":    {yaml: "partitions: []\n", want: "partitions"},
+		"bad partition":    {yaml: "partitions: [\"gpu x\"]\n", want: `partitions[0]="gpu x"`},
+		"tenant_from":      {yaml: "tenant_from: user\n", want: `tenant_from="user"`},
+		"dup tenant":       {yaml: "tenants:\n  - {name: a, quota_gpus: 1}\n  - {name: a, quota_gpus: 1}\n", want: `tenants[1].name="a"`},
+		"negative quota":   {yaml: "tenants:\n  - {name: a, quota_gpus: -3}\n", want: "tenants[0].quota_gpus=-3"},
+		"shared account":   {yaml: "tenants:\n  - {name: a, match: [x]}\n  - {name: b, match: [x]}\n", want: `tenants[1].match[0]="x"`},
+		"interval":         {yaml: "interval: 10ms\n", want: "interval=10ms"},
+		"signal":           {yaml: "checkpoint:\n  signal: KILL\n", want: `checkpoint.signal="KILL"`},
+		"threshold":        {yaml: "policy:\n  reconfig_threshold: 1.5\n", want: "policy.reconfig_threshold=1.5"},
+		"rigid":            {yaml: "rigid_jobs: maybe\n", want: `rigid_jobs="maybe"`},
+		"unknown key":      {yaml: "intervall: 30s\n", want: `unknown key "intervall"`},
+		"bad duration":     {yaml: "interval: soon\n", want: "interval"},
+		"unknown env":      {env: []string{"RUBICK_INTERVL=3s"}, want: "RUBICK_INTERVL"},
+		"env value":        {env: []string{"RUBICK_LOG_LEVEL=loud"}, want: `log_level="loud"`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			path := ""
+			if tc.yaml != "" {
+				path = filepath.Join(t.TempDir(), "rubickd.yaml")
+				if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := LoadConfig(path, tc.env)
+			if !errors.Is(err, ErrConfig) {
+				t.Fatalf("error = %v, want ErrConfig", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not name %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoadConfigMissingFile(t *testing.T) {
+	if _, err := LoadConfig(filepath.Join(t.TempDir(), "absent.yaml"), nil); !errors.Is(err, ErrConfig) {
+		t.Fatalf("error = %v, want ErrConfig", err)
+	}
+}
