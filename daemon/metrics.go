@@ -1,0 +1,67 @@
+package daemon
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are rubickd's Prometheus metrics, registered on their own
+// registry so tests and several daemons in one process do not collide.
+type Metrics struct {
+	Registry       *prometheus.Registry
+	CycleDuration  prometheus.Histogram
+	PolicyDuration prometheus.Histogram
+	Actions        *prometheus.CounterVec
+	SlurmErrors    *prometheus.CounterVec
+	Jobs           *prometheus.GaugeVec
+	Samples        *prometheus.CounterVec
+	LastCycle      prometheus.Gauge
+}
+
+// NewMetrics creates and registers every metric.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		CycleDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "rubick_cycle_duration_seconds",
+			Help:    "Duration of one control cycle: Slurm reads, policy and apply, excluding waits for checkpoints.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+		}),
+		PolicyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "rubick_policy_duration_seconds",
+			Help:    "Duration of one policy decision on a snapshot.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+		Actions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rubick_actions_total",
+			Help: "Actions applied to Slurm. action: start, shrink, restart, preempt, annotate. result: ok, failed, skipped (dry run or already applied).",
+		}, []string{"action", "result"}),
+		SlurmErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rubick_slurm_api_errors_total",
+			Help: "Failed calls to Slurm. source: slurmrestd, scontrol, scancel, sacct.",
+		}, []string{"source"}),
+		Jobs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rubick_jobs",
+			Help: "Jobs in managed partitions at the last cycle. state: Slurm job state (PENDING, RUNNING, ...). class: guaranteed, best-effort, rigid.",
+		}, []string{"state", "class"}),
+		Samples: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rubick_samples_total",
+			Help: "Profiling samples reported by rubick-srun. result: accepted, rejected.",
+		}, []string{"result"}),
+		LastCycle: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rubick_last_cycle_timestamp_seconds",
+			Help: "Unix time at which the last control cycle finished.",
+		}),
+	}
+	m.Registry.MustRegister(m.CycleDuration, m.PolicyDuration, m.Actions, m.SlurmErrors, m.Jobs, m.Samples, m.LastCycle,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+}

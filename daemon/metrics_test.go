@@ -1,0 +1,35 @@
+package daemon
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestMetricsExposeDocumentedNames(t *testing.T) {
+	m := NewMetrics()
+	m.Actions.WithLabelValues("start", "ok").Inc()
+	m.SlurmErrors.WithLabelValues("slurmrestd").Inc()
+	m.Jobs.WithLabelValues("PENDING", "best-effort").Set(3)
+	m.CycleDuration.Observe(0.2)
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`rubick_actions_total{action="start",result="ok"} 1`,
+		`rubick_slurm_api_errors_total{source="slurmrestd"} 1`,
+		`rubick_jobs{class="best-effort",state="PENDING"} 3`,
+		`rubick_cycle_duration_seconds_count 1`,
+		"# HELP rubick_policy_duration_seconds",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics output lacks %q", want)
+		}
+	}
+}
