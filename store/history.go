@@ -1,0 +1,384 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/rubick-sched/rubick/model"
+)
+
+// Result is the outcome of a recorded plan action.
+type Result string
+
+// Action results.
+const (
+	// ResultPending marks an action decided but not yet confirmed: it may or
+	// may not have reached Slurm.
+	ResultPending Result = ""
+	// ResultOK marks an action Slurm accepted.
+	ResultOK Result = "ok"
+	// ResultFailed marks an action Slurm rejected or that failed part way.
+	ResultFailed Result = "failed"
+	// ResultAbandoned marks an action that will not be applied, for example
+	// a pending action a restarted daemon found superseded by Slurm's state.
+	ResultAbandoned Result = "abandoned"
+)
+
+// Action is one decided change to one job: its plan history entry.
+type Action struct {
+	ID        int64  // set by the store
+	CycleID   int64  // the decision cycle that produced it; 0 for none
+	JobID     int64  // Slurm job id; the job must be stored
+	Kind      string // what to do, e.g. "start", "shrink", "reconfigure", "preempt"
+	Plan      model.Plan
+	Resources model.Resources
+	DecidedAt time.Time // set by the store when recorded
+	AppliedAt time.Time // set by the store by MarkApplied; zero while pending
+	Result    Result
+	Error     string // why the action failed or was abandoned
+}
+
+// Decision is one scheduling cycle: the policy's output and why.
+type Decision struct {
+	CycleID  int64     // set by the store; increasing, never reused
+	At       time.Time // set by the store when recorded
+	Policy   string
+	Duration time.Duration // time the policy took to decide
+	// Reasons holds, per Slurm job id, a JSON value explaining the job's
+	// outcome in this cycle (plan, resources or wait).
+	Reasons map[int64]json.RawMessage
+	Actions []Action
+}
+
+// Reason is a job's explanation from one decision cycle.
+type Reason struct {
+	CycleID int64
+	At      time.Time
+	Policy  string
+	JobID   int64
+	Reason  json.RawMessage
+}
+
+// RecordPlan records a as pending, before it is applied, and returns it
+// with its ID and DecidedAt set; the ID, times, Result and Error given are
+// ignored. It wraps ErrNotFound when the job or the cycle is not stored.
+func (s *Store) RecordPlan(ctx context.Context, a Action) (Action, error) {
+	if err := checkAction(a); err != nil {
+		return Action{}, fmt.Errorf("store: record plan for job %d: %w", a.JobID, err)
+	}
+	now := s.now().UTC()
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		a, err = insertAction(ctx, tx, a, now)
+		return err
+	})
+	if err != nil {
+		return Action{}, fmt.Errorf("store: record plan for job %d: %w", a.JobID, err)
+	}
+	return a, nil
+}
+
+// RecordDecision records d and its actions, all pending, in one
+// transaction, and returns it with the cycle ID, the time and the action
+// IDs set. The CycleID of each action is set to the new cycle's.
+func (s *Store) RecordDecision(ctx context.Context, d Decision) (Decision, error) {
+	if err := checkName("policy", d.Policy); err != nil {
+		return Decision{}, fmt.Errorf("store: record decision: %w", err)
+	}
+	if d.Duration < 0 {
+		return Decision{}, fmt.Errorf("store: record decision: %w: duration=%v must be >= 0", ErrInvalid, d.Duration)
+	}
+	for job, r := range d.Reasons {
+		if !json.Valid(r) {
+			return Decision{}, fmt.Errorf("store: record decision: %w: reason for job %d=%q is not JSON", ErrInvalid, job, r)
+		}
+	}
+	for i, a := range d.Actions {
+		if err := checkAction(a); err != nil {
+			return Decision{}, fmt.Errorf("store: record decision: action %d (job %d): %w", i, a.JobID, err)
+		}
+	}
+	out := d
+	out.At = s.now().UTC()
+	out.Actions = slices.Clone(d.Actions)
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO decisions(decided_ns, policy, duration_ns) VALUES (?, ?, ?)`,
+			out.At.UnixNano(), d.Policy, int64(d.Duration))
+		if err != nil {
+			return err
+		}
+		if out.CycleID, err = res.LastInsertId(); err != nil {
+			return err
+		}
+		// Sorted, so the write order and any error do not depend on map order.
+		for _, job := range slices.Sorted(maps.Keys(d.Reasons)) {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO decision_reasons(cycle_id, job_id, reason) VALUES (?, ?, ?)`,
+				out.CycleID, job, string(d.Reasons[job])); err != nil {
+				return fmt.Errorf("reason for job %d: %w", job, err)
+			}
+		}
+		for i := range out.Actions {
+			out.Actions[i].CycleID = out.CycleID
+			if out.Actions[i], err = insertAction(ctx, tx, out.Actions[i], out.At); err != nil {
+				return fmt.Errorf("action %d: %w", i, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return Decision{}, fmt.Errorf("store: record decision: %w", err)
+	}
+	return out, nil
+}
+
+func checkAction(a Action) error {
+	if a.JobID <= 0 {
+		return fmt.Errorf("%w: job_id=%d must be > 0", ErrInvalid, a.JobID)
+	}
+	if a.CycleID < 0 {
+		return fmt.Errorf("%w: cycle_id=%d must be >= 0", ErrInvalid, a.CycleID)
+	}
+	if err := checkName("kind", a.Kind); err != nil {
+		return err
+	}
+	if a.Plan != (model.Plan{}) {
+		return checkPlan(a.Plan, a.Resources)
+	}
+	// Actions without a plan (preempt, cancel) may still carry resources.
+	if len(a.Resources.Placement) > 0 {
+		return checkResources(a.Resources)
+	}
+	if a.Resources.CPUs < 0 {
+		return fmt.Errorf("%w: cpus=%d must be >= 0", ErrInvalid, a.Resources.CPUs)
+	}
+	return checkNonNeg("host_mem_gb", a.Resources.HostMemGB)
+}
+
+func insertAction(ctx context.Context, tx *sql.Tx, a Action, now time.Time) (Action, error) {
+	var one int
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM jobs WHERE job_id = ?`, a.JobID).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Action{}, fmt.Errorf("job %d: %w", a.JobID, ErrNotFound)
+	}
+	if err != nil {
+		return Action{}, err
+	}
+	cycle := sql.NullInt64{Int64: a.CycleID, Valid: a.CycleID != 0}
+	if cycle.Valid {
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM decisions WHERE cycle_id = ?`, a.CycleID).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return Action{}, fmt.Errorf("cycle %d: %w", a.CycleID, ErrNotFound)
+		}
+		if err != nil {
+			return Action{}, err
+		}
+	}
+	plan, placement := planColumns(a.Plan, a.Resources)
+	res, err := tx.ExecContext(ctx, `
+		INSERT INTO plan_history(cycle_id, job_id, kind, plan, placement, cpus, host_mem_gb, decided_ns, error)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, '')`,
+		cycle, a.JobID, a.Kind, plan, placement, a.Resources.CPUs, a.Resources.HostMemGB, now.UnixNano())
+	if err != nil {
+		return Action{}, err
+	}
+	if a.ID, err = res.LastInsertId(); err != nil {
+		return Action{}, err
+	}
+	a.DecidedAt, a.AppliedAt, a.Result, a.Error = now, time.Time{}, ResultPending, ""
+	return a, nil
+}
+
+// MarkApplied resolves the pending action id with res: ResultOK needs a nil
+// applyErr, ResultFailed a non-nil one, ResultAbandoned either. ResultOK
+// also makes the action's plan, if it has one, the job's last plan, in the
+// same transaction. It wraps ErrNotFound for an unknown action and
+// ErrResolved for one already resolved, so an action is never confirmed
+// twice.
+func (s *Store) MarkApplied(ctx context.Context, id int64, res Result, applyErr error) error {
+	switch {
+	case res == ResultOK && applyErr != nil:
+		return fmt.Errorf("store: mark action %d: %w: result=ok with error %q", id, ErrInvalid, applyErr)
+	case res == ResultFailed && applyErr == nil:
+		return fmt.Errorf("store: mark action %d: %w: result=failed needs an error", id, ErrInvalid)
+	case res != ResultOK && res != ResultFailed && res != ResultAbandoned:
+		return fmt.Errorf("store: mark action %d: %w: result=%q must be ok, failed or abandoned", id, ErrInvalid, res)
+	}
+	msg := ""
+	if applyErr != nil {
+		msg = applyErr.Error()
+	}
+	now := s.now().UnixNano()
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `UPDATE plan_history SET result = ?, applied_ns = ?, error = ?
+			WHERE id = ? AND result IS NULL`, string(res), now, msg, id)
+		if err != nil {
+			return err
+		}
+		if n, err := r.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			var prev string
+			err := tx.QueryRowContext(ctx, `SELECT result FROM plan_history WHERE id = ?`, id).Scan(&prev)
+			if errors.Is(err, sql.ErrNoRows) {
+				return ErrNotFound
+			}
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("%w: result is %s", ErrResolved, prev)
+		}
+		if res != ResultOK {
+			return nil
+		}
+		_, err = tx.ExecContext(ctx, `
+			UPDATE jobs SET (last_plan, last_placement, last_cpus, last_host_mem_gb) =
+				(SELECT plan, placement, cpus, host_mem_gb FROM plan_history WHERE id = ?1)
+			WHERE job_id = (SELECT job_id FROM plan_history WHERE id = ?1 AND plan IS NOT NULL)`, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: mark action %d: %w", id, err)
+	}
+	return nil
+}
+
+const actionColumns = `id, cycle_id, job_id, kind, plan, placement, cpus, host_mem_gb,
+	decided_ns, applied_ns, result, error`
+
+func scanAction(sc scanner) (Action, error) {
+	var a Action
+	var cycle, decided, applied sql.NullInt64
+	var plan, placement, result sql.NullString
+	if err := sc.Scan(&a.ID, &cycle, &a.JobID, &a.Kind, &plan, &placement, &a.Resources.CPUs,
+		&a.Resources.HostMemGB, &decided, &applied, &result, &a.Error); err != nil {
+		return Action{}, err
+	}
+	var err error
+	if a.Plan, a.Resources.Placement, err = fromPlanColumns(plan, placement); err != nil {
+		return Action{}, fmt.Errorf("action %d: %w", a.ID, err)
+	}
+	a.CycleID, a.Result = cycle.Int64, Result(result.String)
+	a.DecidedAt, a.AppliedAt = fromTimestamp(decided), fromTimestamp(applied)
+	return a, nil
+}
+
+func (s *Store) actions(ctx context.Context, q querier, where string, args ...any) ([]Action, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+actionColumns+` FROM plan_history WHERE `+where+` ORDER BY id`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Action
+	for rows.Next() {
+		a, err := scanAction(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// Pending returns every action decided but not yet resolved, oldest first.
+// A restarted daemon reconciles these against Slurm and resolves each one
+// before deciding anything new for its job, so none is applied twice.
+func (s *Store) Pending(ctx context.Context) ([]Action, error) {
+	out, err := s.actions(ctx, s.r, `result IS NULL`)
+	if err != nil {
+		return nil, fmt.Errorf("store: pending actions: %w", err)
+	}
+	return out, nil
+}
+
+// PlanHistory returns every action recorded for the job, oldest first.
+func (s *Store) PlanHistory(ctx context.Context, jobID int64) ([]Action, error) {
+	out, err := s.actions(ctx, s.r, `job_id = ?`, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("store: plan history of job %d: %w", jobID, err)
+	}
+	return out, nil
+}
+
+// Decision returns the decision cycle with its reasons and actions, or an
+// error wrapping ErrNotFound.
+func (s *Store) Decision(ctx context.Context, cycleID int64) (Decision, error) {
+	var d Decision
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		var at, dur int64
+		err := tx.QueryRowContext(ctx, `SELECT cycle_id, decided_ns, policy, duration_ns FROM decisions WHERE cycle_id = ?`,
+			cycleID).Scan(&d.CycleID, &at, &d.Policy, &dur)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		d.At, d.Duration = time.Unix(0, at).UTC(), time.Duration(dur)
+		rows, err := tx.QueryContext(ctx, `SELECT job_id, reason FROM decision_reasons WHERE cycle_id = ?`, cycleID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var job int64
+			var r string
+			if err := rows.Scan(&job, &r); err != nil {
+				return err
+			}
+			if d.Reasons == nil {
+				d.Reasons = map[int64]json.RawMessage{}
+			}
+			d.Reasons[job] = json.RawMessage(r)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		d.Actions, err = s.actions(ctx, tx, `cycle_id = ?`, cycleID)
+		return err
+	})
+	if err != nil {
+		return Decision{}, fmt.Errorf("store: decision %d: %w", cycleID, err)
+	}
+	return d, nil
+}
+
+// Reasons returns the explanations recorded for the job, newest first, at
+// most limit of them (all when limit <= 0).
+func (s *Store) Reasons(ctx context.Context, jobID int64, limit int) ([]Reason, error) {
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	rows, err := s.r.QueryContext(ctx, `
+		SELECT r.cycle_id, d.decided_ns, d.policy, r.job_id, r.reason
+		FROM decision_reasons r JOIN decisions d USING (cycle_id)
+		WHERE r.job_id = ? ORDER BY r.cycle_id DESC LIMIT ?`, jobID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: reasons of job %d: %w", jobID, err)
+	}
+	defer rows.Close()
+	var out []Reason
+	for rows.Next() {
+		var r Reason
+		var at int64
+		var text string
+		if err := rows.Scan(&r.CycleID, &at, &r.Policy, &r.JobID, &text); err != nil {
+			return nil, fmt.Errorf("store: reasons of job %d: %w", jobID, err)
+		}
+		r.At, r.Reason = time.Unix(0, at).UTC(), json.RawMessage(text)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: reasons of job %d: %w", jobID, err)
+	}
+	return out, nil
+}

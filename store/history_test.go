@@ -1,0 +1,317 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/model"
+)
+
+var (
+	plan8 = model.Plan{DP: 4, TP: 2, PP: 1, MicroBatch: 4, Accum: 4, ZeRO: 1}
+	res8  = model.Resources{Placement: model.Placement{8}, CPUs: 64, HostMemGB: 400}
+	plan4 = model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 2, Accum: 8, ZeRO: 2, Offload: true}
+	res4  = model.Resources{Placement: model.Placement{2, 2}, CPUs: 32, HostMemGB: 200}
+)
+
+func TestJobs(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "")
+	sub := time.Date(2026, 2, 28, 9, 0, 0, 0, time.UTC)
+	jobs := []Job{
+		{ID: 7, ModelType: "gpt2", Class: Guaranteed, Tenant: "nlp", State: "PENDING", Submitted: sub},
+		{ID: 3, Class: BestEffort, Tenant: "cv", State: "RUNNING"}, // rigid, submit time unknown
+		{ID: 9, ModelType: "bert", Class: BestEffort, State: "RUNNING", LastPlan: plan4, LastResources: res4},
+	}
+	for _, j := range jobs { // t0, t0+1s, t0+2s
+		if err := s.UpsertJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Job 7 starts; job 9 is requeued and its plan is not known from Slurm.
+	jobs[0].State, jobs[0].LastPlan, jobs[0].LastResources = "RUNNING", plan8, res8
+	jobs[2].State = "PENDING"
+	if err := s.UpsertJob(ctx, jobs[0]); err != nil { // t0+3s
+		t.Fatal(err)
+	}
+	if err := s.UpsertJob(ctx, Job{ID: 9, ModelType: "bert", Class: BestEffort, State: "PENDING"}); err != nil { // t0+4s
+		t.Fatal(err)
+	}
+
+	sec := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
+	want := map[int64]Job{
+		3: {ID: 3, Class: BestEffort, Tenant: "cv", State: "RUNNING", FirstSeen: sec(1), Updated: sec(1)},
+		7: {ID: 7, ModelType: "gpt2", Class: Guaranteed, Tenant: "nlp", State: "RUNNING", Submitted: sub,
+			FirstSeen: sec(0), Updated: sec(3), LastPlan: plan8, LastResources: res8},
+		9: {ID: 9, ModelType: "bert", Class: BestEffort, State: "PENDING", FirstSeen: sec(2), Updated: sec(4),
+			LastPlan: plan4, LastResources: res4},
+	}
+	for name, tc := range map[string]struct {
+		filter JobFilter
+		want   []int64
+	}{
+		"all":             {JobFilter{}, []int64{3, 7, 9}},
+		"running":         {JobFilter{States: []string{"RUNNING"}}, []int64{3, 7}},
+		"pending or done": {JobFilter{States: []string{"PENDING", "COMPLETED"}}, []int64{9}},
+		"by model":        {JobFilter{ModelType: "gpt2"}, []int64{7}},
+		"model and state": {JobFilter{States: []string{"PENDING"}, ModelType: "gpt2"}, nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := s.Jobs(ctx, tc.filter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wantJobs []Job
+			for _, id := range tc.want {
+				wantJobs = append(wantJobs, want[id])
+			}
+			if d := cmp.Diff(wantJobs, got); d != "" {
+				t.Errorf("Jobs(%+v) (-want +got):\n%s", tc.filter, d)
+			}
+		})
+	}
+	got, err := s.Job(ctx, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want[7], got); d != "" {
+		t.Errorf("Job(7) (-want +got):\n%s", d)
+	}
+	if _, err := s.Job(ctx, 8); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Job(8) = %v, want ErrNotFound", err)
+	}
+}
+
+func TestUpsertJobRejects(t *testing.T) {
+	for name, tc := range map[string]struct {
+		job  Job
+		want string
+	}{
+		"zero id":       {Job{Class: Guaranteed, State: "PENDING"}, "job_id=0"},
+		"bad class":     {Job{ID: 1, Class: "gold", State: "PENDING"}, `class="gold"`},
+		"empty state":   {Job{ID: 1, Class: Guaranteed}, `state=""`},
+		"zero-GPU plan": {Job{ID: 1, Class: Guaranteed, State: "RUNNING", LastPlan: plan8, LastResources: model.Resources{Placement: model.Placement{0}}}, "gpus=0"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := openTest(t, "")
+			err := s.UpsertJob(context.Background(), tc.job)
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("UpsertJob = %v, want ErrInvalid naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// decide records one cycle for jobs 7 (start) and 9 (preempt).
+func decide(t *testing.T, s *Store) Decision {
+	t.Helper()
+	ctx := context.Background()
+	for _, j := range []Job{
+		{ID: 7, ModelType: "gpt2", Class: Guaranteed, Tenant: "nlp", State: "PENDING"},
+		{ID: 9, ModelType: "bert", Class: BestEffort, State: "RUNNING", LastPlan: plan4, LastResources: res4},
+	} {
+		if err := s.UpsertJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := s.RecordDecision(ctx, Decision{
+		Policy:   "rubick",
+		Duration: 1500 * time.Microsecond,
+		Reasons: map[int64]json.RawMessage{
+			7: json.RawMessage(`{"why":"guaranteed, minRes fits quota","slope":0.8}`),
+			9: json.RawMessage(`"lowest slope"`),
+		},
+		Actions: []Action{
+			{JobID: 7, Kind: "start", Plan: plan8, Resources: res8},
+			{JobID: 9, Kind: "preempt"},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestRecordDecision(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "")
+	d := decide(t, s) // jobs at t0, t0+1s; decision at t0+2s
+	at := t0.Add(2 * time.Second)
+	want := Decision{
+		CycleID: 1, At: at, Policy: "rubick", Duration: 1500 * time.Microsecond,
+		Reasons: map[int64]json.RawMessage{
+			7: json.RawMessage(`{"why":"guaranteed, minRes fits quota","slope":0.8}`),
+			9: json.RawMessage(`"lowest slope"`),
+		},
+		Actions: []Action{
+			{ID: 1, CycleID: 1, JobID: 7, Kind: "start", Plan: plan8, Resources: res8, DecidedAt: at},
+			{ID: 2, CycleID: 1, JobID: 9, Kind: "preempt", DecidedAt: at},
+		},
+	}
+	if diff := cmp.Diff(want, d); diff != "" {
+		t.Errorf("RecordDecision (-want +got):\n%s", diff)
+	}
+	got, err := s.Decision(ctx, d.CycleID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Decision (-want +got):\n%s", diff)
+	}
+	if _, err := s.Decision(ctx, 99); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Decision(99) = %v, want ErrNotFound", err)
+	}
+	reasons, err := s.Reasons(ctx, 9, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantReasons := []Reason{{CycleID: 1, At: at, Policy: "rubick", JobID: 9, Reason: json.RawMessage(`"lowest slope"`)}}
+	if diff := cmp.Diff(wantReasons, reasons); diff != "" {
+		t.Errorf("Reasons(9) (-want +got):\n%s", diff)
+	}
+}
+
+func TestRecordDecisionIsAtomic(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "")
+	if err := s.UpsertJob(ctx, Job{ID: 7, Class: Guaranteed, State: "PENDING"}); err != nil {
+		t.Fatal(err)
+	}
+	// The second action names a job the store has never seen.
+	_, err := s.RecordDecision(ctx, Decision{Policy: "rubick", Actions: []Action{
+		{JobID: 7, Kind: "start", Plan: plan8, Resources: res8},
+		{JobID: 8, Kind: "start", Plan: plan8, Resources: res8},
+	}})
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("RecordDecision with an unknown job = %v, want ErrNotFound", err)
+	}
+	if p, err := s.Pending(ctx); err != nil || len(p) != 0 {
+		t.Errorf("Pending after a failed decision = %v, %v; want none", p, err)
+	}
+	if _, err := s.Decision(ctx, 1); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Decision(1) after a failed decision = %v, want ErrNotFound", err)
+	}
+}
+
+func TestRecordDecisionRejects(t *testing.T) {
+	for name, tc := range map[string]struct {
+		d    Decision
+		want string
+	}{
+		"no policy":       {Decision{}, `policy=""`},
+		"negative time":   {Decision{Policy: "p", Duration: -1}, "duration=-1ns"},
+		"reason not JSON": {Decision{Policy: "p", Reasons: map[int64]json.RawMessage{4: json.RawMessage("slow")}}, `job 4="slow"`},
+		"action no kind":  {Decision{Policy: "p", Actions: []Action{{JobID: 1}}}, `kind=""`},
+		"action plan":     {Decision{Policy: "p", Actions: []Action{{JobID: 1, Kind: "start", Plan: plan8, Resources: res4}}}, "uses 8 GPUs"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := openTest(t, "")
+			_, err := s.RecordDecision(context.Background(), tc.d)
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("RecordDecision = %v, want ErrInvalid naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestPendingAndMarkApplied(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "")
+	d := decide(t, s) // t0..t0+2s
+	start, preempt := d.Actions[0], d.Actions[1]
+
+	manual, err := s.RecordPlan(ctx, Action{JobID: 9, Kind: "reconfigure", Plan: plan4, Resources: res4}) // t0+3s
+	if err != nil {
+		t.Fatal(err)
+	}
+	if manual.ID != 3 || manual.CycleID != 0 || !manual.DecidedAt.Equal(t0.Add(3*time.Second)) {
+		t.Errorf("RecordPlan = %+v, want ID 3, no cycle, decided at t0+3s", manual)
+	}
+	pending, err := s.Pending(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]Action{start, preempt, manual}, pending); d != "" {
+		t.Errorf("Pending (-want +got):\n%s", d)
+	}
+
+	if err := s.MarkApplied(ctx, start.ID, ResultOK, nil); err != nil { // t0+4s
+		t.Fatal(err)
+	}
+	if err := s.MarkApplied(ctx, preempt.ID, ResultFailed, errors.New("scontrol: Job is no longer pending")); err != nil { // t0+5s
+		t.Fatal(err)
+	}
+	if err := s.MarkApplied(ctx, start.ID, ResultOK, nil); !errors.Is(err, ErrResolved) {
+		t.Errorf("second MarkApplied = %v, want ErrResolved", err)
+	}
+	if err := s.MarkApplied(ctx, 99, ResultOK, nil); !errors.Is(err, ErrNotFound) {
+		t.Errorf("MarkApplied(99) = %v, want ErrNotFound", err)
+	}
+	for name, tc := range map[string]struct {
+		res Result
+		err error
+	}{
+		"ok with error":     {ResultOK, errors.New("x")},
+		"failed, no error":  {ResultFailed, nil},
+		"pending is no end": {ResultPending, nil},
+		"unknown result":    {"maybe", nil},
+	} {
+		if err := s.MarkApplied(ctx, manual.ID, tc.res, tc.err); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: MarkApplied = %v, want ErrInvalid", name, err)
+		}
+	}
+
+	pending, err = s.Pending(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]Action{manual}, pending); d != "" {
+		t.Errorf("Pending after marking (-want +got):\n%s", d)
+	}
+
+	// The applied start became job 7's last plan; the failed preempt left job 9 alone.
+	j7, err := s.Job(ctx, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j7.LastPlan != plan8 || !cmp.Equal(j7.LastResources, res8) {
+		t.Errorf("job 7 last plan = %v on %+v, want %v on %+v", j7.LastPlan, j7.LastResources, plan8, res8)
+	}
+	hist, err := s.PlanHistory(ctx, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	preempt.Result, preempt.AppliedAt, preempt.Error = ResultFailed, t0.Add(5*time.Second), "scontrol: Job is no longer pending"
+	if d := cmp.Diff([]Action{preempt, manual}, hist); d != "" {
+		t.Errorf("PlanHistory(9) (-want +got):\n%s", d)
+	}
+	if err := s.MarkApplied(ctx, manual.ID, ResultAbandoned, nil); err != nil {
+		t.Errorf("MarkApplied abandoned: %v", err)
+	}
+	j9, err := s.Job(ctx, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j9.LastPlan != plan4 {
+		t.Errorf("job 9 last plan = %v, want %v unchanged", j9.LastPlan, plan4)
+	}
+}
+
+func TestRecordPlanUnknownJobOrCycle(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "")
+	if _, err := s.RecordPlan(ctx, Action{JobID: 5, Kind: "start", Plan: plan8, Resources: res8}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("RecordPlan for an unknown job = %v, want ErrNotFound", err)
+	}
+	if err := s.UpsertJob(ctx, Job{ID: 5, Class: BestEffort, State: "PENDING"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RecordPlan(ctx, Action{CycleID: 3, JobID: 5, Kind: "start", Plan: plan8, Resources: res8}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("RecordPlan for an unknown cycle = %v, want ErrNotFound", err)
+	}
+}

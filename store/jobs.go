@@ -1,0 +1,174 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rubick-sched/rubick/model"
+)
+
+// Class is a job's service class (BRIEF section 4).
+type Class string
+
+// Job classes.
+const (
+	// Guaranteed jobs consume their tenant's quota and have a throughput SLO.
+	Guaranteed Class = "guaranteed"
+	// BestEffort jobs use no quota and may be preempted.
+	BestEffort Class = "best-effort"
+)
+
+// Job is a Slurm job as rubick last saw it.
+type Job struct {
+	ID        int64  // Slurm job id
+	ModelType string // "" for a rigid job without a model type
+	Class     Class
+	Tenant    string // Slurm account or QOS the quota is charged to
+	State     string // Slurm job state, e.g. PENDING or RUNNING
+	Submitted time.Time
+	FirstSeen time.Time // set by the store on the first UpsertJob, then kept
+	Updated   time.Time // set by the store on every UpsertJob
+	// LastPlan and LastResources are the last plan the job ran with or was
+	// successfully given; zero when it has none yet.
+	LastPlan      model.Plan
+	LastResources model.Resources
+}
+
+// UpsertJob stores j, replacing the stored fields of a known job except
+// FirstSeen, which the store sets once. A zero LastPlan keeps the stored
+// last plan: a job that is queued again still remembers how it last ran.
+func (s *Store) UpsertJob(ctx context.Context, j Job) error {
+	if err := checkJob(j); err != nil {
+		return fmt.Errorf("store: upsert job %d: %w", j.ID, err)
+	}
+	plan, placement := planColumns(j.LastPlan, j.LastResources)
+	hasPlan := plan.Valid
+	if !hasPlan {
+		placement = sql.NullString{}
+	}
+	mt := sql.NullString{String: j.ModelType, Valid: j.ModelType != ""}
+	now := s.now().UnixNano()
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `
+			INSERT INTO jobs(job_id, model_type, class, tenant, state, submitted_ns, first_seen_ns, updated_ns,
+				last_plan, last_placement, last_cpus, last_host_mem_gb)
+			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9,
+				CASE WHEN ?12 THEN ?10 END, CASE WHEN ?12 THEN ?11 END)
+			ON CONFLICT(job_id) DO UPDATE SET
+				model_type = excluded.model_type, class = excluded.class, tenant = excluded.tenant,
+				state = excluded.state, submitted_ns = excluded.submitted_ns, updated_ns = excluded.updated_ns,
+				last_plan        = CASE WHEN ?12 THEN excluded.last_plan ELSE last_plan END,
+				last_placement   = CASE WHEN ?12 THEN excluded.last_placement ELSE last_placement END,
+				last_cpus        = CASE WHEN ?12 THEN excluded.last_cpus ELSE last_cpus END,
+				last_host_mem_gb = CASE WHEN ?12 THEN excluded.last_host_mem_gb ELSE last_host_mem_gb END`,
+			j.ID, mt, string(j.Class), j.Tenant, j.State, timestamp(j.Submitted), now,
+			plan, placement, j.LastResources.CPUs, j.LastResources.HostMemGB, hasPlan)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: upsert job %d: %w", j.ID, err)
+	}
+	return nil
+}
+
+func checkJob(j Job) error {
+	if j.ID <= 0 {
+		return fmt.Errorf("%w: job_id=%d must be > 0", ErrInvalid, j.ID)
+	}
+	if j.ModelType != "" {
+		if err := checkName("model_type", j.ModelType); err != nil {
+			return err
+		}
+	}
+	if j.Class != Guaranteed && j.Class != BestEffort {
+		return fmt.Errorf("%w: class=%q must be %q or %q", ErrInvalid, j.Class, Guaranteed, BestEffort)
+	}
+	if err := checkName("state", j.State); err != nil {
+		return err
+	}
+	if j.LastPlan != (model.Plan{}) {
+		return checkPlan(j.LastPlan, j.LastResources)
+	}
+	return nil
+}
+
+// JobFilter selects jobs; its zero value selects every job.
+type JobFilter struct {
+	States    []string // any of these Slurm states; empty for any state
+	ModelType string   // only this model type; empty for any
+}
+
+// Job returns the job with Slurm id id, or an error wrapping ErrNotFound.
+func (s *Store) Job(ctx context.Context, id int64) (Job, error) {
+	j, err := scanJob(s.r.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE job_id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Job{}, fmt.Errorf("store: job %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Job{}, fmt.Errorf("store: job %d: %w", id, err)
+	}
+	return j, nil
+}
+
+// Jobs returns the jobs f selects, ordered by Slurm id.
+func (s *Store) Jobs(ctx context.Context, f JobFilter) ([]Job, error) {
+	var where []string
+	var args []any
+	if len(f.States) > 0 {
+		where = append(where, "state IN (?"+strings.Repeat(", ?", len(f.States)-1)+")")
+		for _, st := range f.States {
+			args = append(args, st)
+		}
+	}
+	if f.ModelType != "" {
+		where = append(where, "model_type = ?")
+		args = append(args, f.ModelType)
+	}
+	q := `SELECT ` + jobColumns + ` FROM jobs`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	rows, err := s.r.QueryContext(ctx, q+" ORDER BY job_id", args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: jobs: %w", err)
+		}
+		out = append(out, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: jobs: %w", err)
+	}
+	return out, nil
+}
+
+const jobColumns = `job_id, model_type, class, tenant, state, submitted_ns, first_seen_ns, updated_ns,
+	last_plan, last_placement, last_cpus, last_host_mem_gb`
+
+func scanJob(sc scanner) (Job, error) {
+	var j Job
+	var mt, class, plan, placement sql.NullString
+	var submitted, first, updated, cpus sql.NullInt64
+	var mem sql.NullFloat64
+	if err := sc.Scan(&j.ID, &mt, &class, &j.Tenant, &j.State, &submitted, &first, &updated,
+		&plan, &placement, &cpus, &mem); err != nil {
+		return Job{}, err
+	}
+	j.ModelType, j.Class = mt.String, Class(class.String)
+	j.Submitted, j.FirstSeen, j.Updated = fromTimestamp(submitted), fromTimestamp(first), fromTimestamp(updated)
+	var err error
+	if j.LastPlan, j.LastResources.Placement, err = fromPlanColumns(plan, placement); err != nil {
+		return Job{}, fmt.Errorf("job %d: %w", j.ID, err)
+	}
+	j.LastResources.CPUs, j.LastResources.HostMemGB = int(cpus.Int64), mem.Float64
+	return j, nil
+}

@@ -1,0 +1,215 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// migration is one schema change. Versions start at 1 and are contiguous;
+// a released migration is never edited, only followed by a new one.
+type migration struct {
+	version int
+	name    string
+	up      string
+}
+
+// migrations lists every schema change this binary knows, oldest first.
+func migrations() []migration {
+	return []migration{
+		{version: 1, name: "initial schema", up: schemaV1},
+	}
+}
+
+// SchemaVersion is the schema version this binary migrates databases to.
+func SchemaVersion() int { return len(migrations()) }
+
+const bootstrap = `CREATE TABLE IF NOT EXISTS schema_migrations (
+	version    INTEGER PRIMARY KEY,
+	name       TEXT    NOT NULL,
+	applied_ns INTEGER NOT NULL
+) STRICT`
+
+// schemaV1 holds times as Unix nanoseconds (UTC), plans in the compact form
+// of model.Plan.String and placements in the form of model.Placement.String.
+const schemaV1 = `
+CREATE TABLE model_types (
+	name       TEXT    PRIMARY KEY CHECK (name <> ''),
+	spec       TEXT    NOT NULL CHECK (json_valid(spec)),
+	created_ns INTEGER NOT NULL,
+	updated_ns INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE fits (
+	id         INTEGER PRIMARY KEY,
+	model_type TEXT    NOT NULL REFERENCES model_types(name),
+	k_bwd      REAL    NOT NULL,
+	k_sync     REAL    NOT NULL,
+	k_opt      REAL    NOT NULL,
+	k_opt_off  REAL    NOT NULL,
+	k_off      REAL    NOT NULL,
+	k_swap     REAL    NOT NULL,
+	k_const    REAL    NOT NULL,
+	rmsle      REAL    NOT NULL CHECK (rmsle >= 0),
+	mape_pct   REAL    NOT NULL CHECK (mape_pct >= 0),
+	samples    INTEGER NOT NULL CHECK (samples >= 0),
+	pinned        TEXT    NOT NULL CHECK (json_valid(pinned)),
+	params_source TEXT    NOT NULL,
+	origin        TEXT    NOT NULL CHECK (origin <> ''),
+	created_ns INTEGER NOT NULL,
+	current    INTEGER NOT NULL CHECK (current IN (0, 1))
+) STRICT;
+CREATE INDEX fits_by_model ON fits(model_type, id);
+-- At most one current fit per model type, whatever the code does.
+CREATE UNIQUE INDEX fits_current ON fits(model_type) WHERE current = 1;
+
+CREATE TABLE samples (
+	id          INTEGER PRIMARY KEY,
+	model_type  TEXT    NOT NULL REFERENCES model_types(name),
+	dp          INTEGER NOT NULL CHECK (dp >= 1),
+	tp          INTEGER NOT NULL CHECK (tp >= 1),
+	pp          INTEGER NOT NULL CHECK (pp >= 1),
+	micro_batch INTEGER NOT NULL CHECK (micro_batch >= 1),
+	accum       INTEGER NOT NULL CHECK (accum >= 1),
+	zero        INTEGER NOT NULL CHECK (zero BETWEEN 0 AND 3),
+	offload     INTEGER NOT NULL CHECK (offload IN (0, 1)),
+	checkpoint  INTEGER NOT NULL CHECK (checkpoint IN (0, 1)),
+	placement   TEXT    NOT NULL,
+	gpus        INTEGER NOT NULL CHECK (gpus >= 1),
+	cpus        INTEGER NOT NULL CHECK (cpus >= 0),
+	host_mem_gb REAL    NOT NULL CHECK (host_mem_gb >= 0),
+	iter_s      REAL    NOT NULL CHECK (iter_s > 0),
+	fwd_s       REAL    NOT NULL,
+	cc_s        REAL    NOT NULL,
+	opt_s       REAL    NOT NULL,
+	source_job  INTEGER,
+	source      TEXT    NOT NULL CHECK (source <> ''),
+	created_ns  INTEGER NOT NULL
+) STRICT;
+CREATE INDEX samples_by_model ON samples(model_type, id);
+CREATE INDEX samples_by_job ON samples(source_job) WHERE source_job IS NOT NULL;
+
+CREATE TABLE jobs (
+	job_id           INTEGER PRIMARY KEY CHECK (job_id > 0),
+	model_type       TEXT,
+	class            TEXT    NOT NULL CHECK (class IN ('guaranteed', 'best-effort')),
+	tenant           TEXT    NOT NULL,
+	state            TEXT    NOT NULL CHECK (state <> ''),
+	submitted_ns     INTEGER,
+	first_seen_ns    INTEGER NOT NULL,
+	updated_ns       INTEGER NOT NULL,
+	last_plan        TEXT,
+	last_placement   TEXT,
+	last_cpus        INTEGER,
+	last_host_mem_gb REAL
+) STRICT;
+CREATE INDEX jobs_by_state ON jobs(state);
+
+CREATE TABLE decisions (
+	cycle_id    INTEGER PRIMARY KEY AUTOINCREMENT,
+	decided_ns  INTEGER NOT NULL,
+	policy      TEXT    NOT NULL CHECK (policy <> ''),
+	duration_ns INTEGER NOT NULL CHECK (duration_ns >= 0)
+) STRICT;
+
+CREATE TABLE decision_reasons (
+	cycle_id INTEGER NOT NULL REFERENCES decisions(cycle_id),
+	job_id   INTEGER NOT NULL,
+	reason   TEXT    NOT NULL CHECK (json_valid(reason)),
+	PRIMARY KEY (cycle_id, job_id)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX decision_reasons_by_job ON decision_reasons(job_id, cycle_id);
+
+CREATE TABLE plan_history (
+	id          INTEGER PRIMARY KEY AUTOINCREMENT,
+	cycle_id    INTEGER REFERENCES decisions(cycle_id),
+	job_id      INTEGER NOT NULL REFERENCES jobs(job_id),
+	kind        TEXT    NOT NULL CHECK (kind <> ''),
+	plan        TEXT,
+	placement   TEXT,
+	cpus        INTEGER NOT NULL CHECK (cpus >= 0),
+	host_mem_gb REAL    NOT NULL CHECK (host_mem_gb >= 0),
+	decided_ns  INTEGER NOT NULL,
+	applied_ns  INTEGER,
+	result      TEXT    CHECK (result IN ('ok', 'failed', 'abandoned')),
+	error       TEXT    NOT NULL,
+	CHECK ((result IS NULL) = (applied_ns IS NULL))
+) STRICT;
+CREATE INDEX plan_history_by_job ON plan_history(job_id, id);
+CREATE INDEX plan_history_by_cycle ON plan_history(cycle_id) WHERE cycle_id IS NOT NULL;
+CREATE INDEX plan_history_pending ON plan_history(id) WHERE result IS NULL;
+`
+
+// migrate brings db to the newest version in migs. Each migration runs in
+// its own transaction together with its schema_migrations row, so a crash
+// leaves the database at the previous version, never between two. The
+// version is re-read inside each transaction, so two processes opening the
+// same file at once apply every migration exactly once.
+func migrate(ctx context.Context, db *sql.DB, migs []migration, now func() time.Time, log *slog.Logger) error {
+	for i, m := range migs {
+		if m.version != i+1 {
+			return fmt.Errorf("migration %d (%s) has version %d, want %d", i, m.name, m.version, i+1)
+		}
+	}
+	if _, err := db.ExecContext(ctx, bootstrap); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	for _, m := range migs {
+		err := func() error {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				return fmt.Errorf("begin: %w", err)
+			}
+			defer tx.Rollback()
+			cur, err := schemaVersion(ctx, tx)
+			if err != nil {
+				return err
+			}
+			if cur > len(migs) {
+				return fmt.Errorf("%w: database is at version %d, this binary knows up to %d", ErrSchemaTooNew, cur, len(migs))
+			}
+			if cur >= m.version {
+				return nil
+			}
+			if _, err := tx.ExecContext(ctx, m.up); err != nil {
+				return fmt.Errorf("apply: %w", err)
+			}
+			if _, err := tx.ExecContext(ctx,
+				`INSERT INTO schema_migrations(version, name, applied_ns) VALUES (?, ?, ?)`,
+				m.version, m.name, now().UnixNano()); err != nil {
+				return fmt.Errorf("record: %w", err)
+			}
+			if err := tx.Commit(); err != nil {
+				return fmt.Errorf("commit: %w", err)
+			}
+			log.Info("store: applied migration", "version", m.version, "name", m.name)
+			return nil
+		}()
+		if err != nil {
+			if errors.Is(err, ErrSchemaTooNew) {
+				return err
+			}
+			return fmt.Errorf("migration %d (%s): %w", m.version, m.name, err)
+		}
+	}
+	// A database with no migrations to run still has to be checked.
+	var cur int
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&cur); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if cur > len(migs) {
+		return fmt.Errorf("%w: database is at version %d, this binary knows up to %d", ErrSchemaTooNew, cur, len(migs))
+	}
+	return nil
+}
+
+func schemaVersion(ctx context.Context, tx *sql.Tx) (int, error) {
+	var v int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return v, nil
+}

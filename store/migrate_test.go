@@ -1,0 +1,155 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+type appliedMigration struct {
+	Version int
+	Name    string
+}
+
+func appliedMigrations(t *testing.T, s *Store) []appliedMigration {
+	t.Helper()
+	rows, err := s.r.QueryContext(context.Background(), `SELECT version, name FROM schema_migrations ORDER BY version`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []appliedMigration
+	for rows.Next() {
+		var m appliedMigration
+		if err := rows.Scan(&m.Version, &m.Name); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func wantMigrations(migs []migration) []appliedMigration {
+	var out []appliedMigration
+	for _, m := range migs {
+		out = append(out, appliedMigration{m.version, m.name})
+	}
+	return out
+}
+
+func TestMigrationsAreContiguous(t *testing.T) {
+	for i, m := range migrations() {
+		if m.version != i+1 || m.name == "" || m.up == "" {
+			t.Errorf("migration %d = {version %d, name %q}, want version %d with a name and SQL", i, m.version, m.name, i+1)
+		}
+	}
+	if SchemaVersion() != len(migrations()) {
+		t.Errorf("SchemaVersion() = %d, want %d", SchemaVersion(), len(migrations()))
+	}
+}
+
+func TestMigrationsIdempotent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rubick.db")
+	for range 3 {
+		s := openTest(t, path)
+		if d := cmp.Diff(wantMigrations(migrations()), appliedMigrations(t, s)); d != "" {
+			t.Fatalf("schema_migrations (-want +got):\n%s", d)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestMigrationUpgradesOlderDatabase(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "rubick.db")
+	s := openTest(t, path)
+	if err := s.UpsertModelType(ctx, gpt2()); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	v2 := append(migrations(), migration{version: SchemaVersion() + 1, name: "add note",
+		up: `ALTER TABLE model_types ADD COLUMN note TEXT NOT NULL DEFAULT 'kept'`})
+	s2, err := open(ctx, path, v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if d := cmp.Diff(wantMigrations(v2), appliedMigrations(t, s2)); d != "" {
+		t.Errorf("schema_migrations (-want +got):\n%s", d)
+	}
+	var note string
+	if err := s2.r.QueryRowContext(ctx, `SELECT note FROM model_types WHERE name = 'gpt2'`).Scan(&note); err != nil || note != "kept" {
+		t.Errorf("migrated row: note=%q err=%v, want note=kept", note, err)
+	}
+}
+
+func TestSchemaTooNew(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "rubick.db")
+	newer := append(migrations(), migration{version: SchemaVersion() + 1, name: "future", up: `CREATE TABLE future (x INTEGER)`})
+	s, err := open(ctx, path, newer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	s, err = Open(ctx, path)
+	if err == nil {
+		s.Close()
+		t.Fatal("Open of a newer database succeeded")
+	}
+	if !errors.Is(err, ErrSchemaTooNew) {
+		t.Fatalf("Open = %v, want ErrSchemaTooNew", err)
+	}
+	t.Logf("error: %v", err)
+}
+
+func TestFailedMigrationRollsBack(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "rubick.db")
+	s := openTest(t, path)
+	s.Close()
+
+	// The first statement succeeds, the second fails: neither may remain.
+	bad := append(migrations(), migration{version: SchemaVersion() + 1, name: "broken",
+		up: `CREATE TABLE half (x INTEGER); INSERT INTO no_such_table VALUES (1);`})
+	if s, err := open(ctx, path, bad); err == nil {
+		s.Close()
+		t.Fatal("open with a broken migration succeeded")
+	}
+	s = openTest(t, path)
+	if d := cmp.Diff(wantMigrations(migrations()), appliedMigrations(t, s)); d != "" {
+		t.Errorf("schema_migrations (-want +got):\n%s", d)
+	}
+	var n int
+	if err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_schema WHERE name = 'half'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("table of the failed migration: count=%d err=%v, want 0", n, err)
+	}
+}
+
+func TestConcurrentOpenMigratesOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rubick.db")
+	var wg sync.WaitGroup
+	stores := make([]*Store, 4)
+	errs := make([]error, len(stores))
+	for i := range stores {
+		wg.Go(func() { stores[i], errs[i] = Open(context.Background(), path) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Open %d: %v", i, err)
+		}
+		defer stores[i].Close()
+	}
+	if d := cmp.Diff(wantMigrations(migrations()), appliedMigrations(t, stores[0])); d != "" {
+		t.Errorf("schema_migrations (-want +got):\n%s", d)
+	}
+}

@@ -1,0 +1,130 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/rubick-sched/rubick/model"
+)
+
+// StoredSample is a profiling sample with where and when it was measured.
+type StoredSample struct {
+	ID        int64
+	ModelType string
+	model.Sample
+	SourceJob int64 // Slurm job that measured it; 0 when none did
+	Source    Source
+	Created   time.Time
+}
+
+// AddSamples stores samples of modelType measured by the Slurm job
+// sourceJob (0 for none) in one transaction: either all are stored or none.
+// It rejects the whole batch, naming the sample, the field and the value,
+// when any sample is malformed, and wraps ErrNotFound when the model type is
+// not stored.
+func (s *Store) AddSamples(ctx context.Context, modelType string, samples []model.Sample, sourceJob int64, src Source) error {
+	if err := checkSamples(modelType, samples, sourceJob, src); err != nil {
+		return fmt.Errorf("store: add samples for %q: %w", modelType, err)
+	}
+	if len(samples) == 0 {
+		return nil
+	}
+	job := sql.NullInt64{Int64: sourceJob, Valid: sourceJob != 0}
+	now := s.now().UnixNano()
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if err := modelTypeExists(ctx, tx, modelType); err != nil {
+			return err
+		}
+		st, err := tx.PrepareContext(ctx, `
+			INSERT INTO samples(model_type, dp, tp, pp, micro_batch, accum, zero, offload, checkpoint,
+				placement, gpus, cpus, host_mem_gb, iter_s, fwd_s, cc_s, opt_s, source_job, source, created_ns)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for i, smp := range samples {
+			p, r := smp.Plan, smp.Resources
+			if _, err := st.ExecContext(ctx, modelType, p.DP, p.TP, p.PP, p.MicroBatch, p.Accum, p.ZeRO,
+				boolInt(p.Offload), boolInt(p.Checkpoint), encodePlacement(r.Placement), r.Placement.GPUs(),
+				r.CPUs, r.HostMemGB, smp.IterS, smp.FwdS, smp.CCS, smp.OptS, job, string(src), now); err != nil {
+				return fmt.Errorf("sample %d: %w", i, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: add samples for %q: %w", modelType, err)
+	}
+	return nil
+}
+
+func checkSamples(modelType string, samples []model.Sample, sourceJob int64, src Source) error {
+	if err := checkName("model_type", modelType); err != nil {
+		return err
+	}
+	if err := checkName("source", string(src)); err != nil {
+		return err
+	}
+	if sourceJob < 0 {
+		return fmt.Errorf("%w: source_job=%d must be >= 0", ErrInvalid, sourceJob)
+	}
+	for i, smp := range samples {
+		if err := checkSample(smp); err != nil {
+			return fmt.Errorf("sample %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func checkSample(smp model.Sample) error {
+	if err := checkPlan(smp.Plan, smp.Resources); err != nil {
+		return err
+	}
+	if !finite(smp.IterS) || smp.IterS <= 0 {
+		return fmt.Errorf("%w: iter_s=%v must be finite and > 0", ErrInvalid, smp.IterS)
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"fwd_s", smp.FwdS}, {"cc_s", smp.CCS}, {"opt_s", smp.OptS}} {
+		if err := checkNonNeg(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Samples returns every sample of modelType, oldest first.
+func (s *Store) Samples(ctx context.Context, modelType string) ([]StoredSample, error) {
+	rows, err := s.r.QueryContext(ctx, `
+		SELECT id, dp, tp, pp, micro_batch, accum, zero, offload, checkpoint, placement,
+			cpus, host_mem_gb, iter_s, fwd_s, cc_s, opt_s, source_job, source, created_ns
+		FROM samples WHERE model_type = ? ORDER BY id`, modelType)
+	if err != nil {
+		return nil, fmt.Errorf("store: samples of %q: %w", modelType, err)
+	}
+	defer rows.Close()
+	var out []StoredSample
+	for rows.Next() {
+		ss := StoredSample{ModelType: modelType}
+		p, r := &ss.Plan, &ss.Resources
+		var placement, src string
+		var job, created sql.NullInt64
+		if err := rows.Scan(&ss.ID, &p.DP, &p.TP, &p.PP, &p.MicroBatch, &p.Accum, &p.ZeRO, &p.Offload, &p.Checkpoint,
+			&placement, &r.CPUs, &r.HostMemGB, &ss.IterS, &ss.FwdS, &ss.CCS, &ss.OptS, &job, &src, &created); err != nil {
+			return nil, fmt.Errorf("store: samples of %q: %w", modelType, err)
+		}
+		if r.Placement, err = decodePlacement(placement); err != nil {
+			return nil, fmt.Errorf("store: samples of %q: sample %d: %w", modelType, ss.ID, err)
+		}
+		ss.SourceJob, ss.Source, ss.Created = job.Int64, Source(src), fromTimestamp(created)
+		out = append(out, ss)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: samples of %q: %w", modelType, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,109 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/model"
+)
+
+func TestSamplesRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "")
+	if err := s.UpsertModelType(ctx, gpt2()); err != nil { // t0
+		t.Fatal(err)
+	}
+	off := model.Sample{
+		Plan:      model.Plan{DP: 2, TP: 1, PP: 1, MicroBatch: 8, Accum: 4, ZeRO: 2, Offload: true, Checkpoint: true},
+		Resources: model.Resources{Placement: model.Placement{1, 1}, CPUs: 24, HostMemGB: 256.5},
+		IterS:     3.25, FwdS: 0.5, CCS: 1.75, OptS: 1.5,
+	}
+	wide := sample(16, 2, 1, model.Placement{16, 16}, 0.8) // > 9 GPUs per node: dash form
+	batch1 := []model.Sample{sample(8, 1, 1, model.Placement{8}, 1.5), off}
+	if err := s.AddSamples(ctx, "gpt2", batch1, 1001, SourceProfile); err != nil { // t0+1s
+		t.Fatal(err)
+	}
+	if err := s.AddSamples(ctx, "gpt2", []model.Sample{wide}, 0, SourceArtifact); err != nil { // t0+2s
+		t.Fatal(err)
+	}
+	if err := s.AddSamples(ctx, "gpt2", nil, 0, SourceArtifact); err != nil {
+		t.Fatalf("AddSamples of no samples: %v", err)
+	}
+	got, err := s.Samples(ctx, "gpt2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []StoredSample{
+		{ID: 1, ModelType: "gpt2", Sample: batch1[0], SourceJob: 1001, Source: SourceProfile, Created: t0.Add(1e9)},
+		{ID: 2, ModelType: "gpt2", Sample: off, SourceJob: 1001, Source: SourceProfile, Created: t0.Add(1e9)},
+		{ID: 3, ModelType: "gpt2", Sample: wide, SourceJob: 0, Source: SourceArtifact, Created: t0.Add(2e9)},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("Samples (-want +got):\n%s", d)
+	}
+	if other, err := s.Samples(ctx, "bert"); err != nil || len(other) != 0 {
+		t.Errorf("Samples of another model = %v, %v; want none", other, err)
+	}
+}
+
+func TestAddSamplesRejects(t *testing.T) {
+	good := sample(8, 1, 1, model.Placement{8}, 1.5)
+	with := func(f func(*model.Sample)) model.Sample {
+		s := good
+		s.Resources.Placement = append(model.Placement(nil), good.Resources.Placement...)
+		f(&s)
+		return s
+	}
+	for name, tc := range map[string]struct {
+		model   string
+		samples []model.Sample
+		job     int64
+		src     Source
+		want    string
+	}{
+		"empty model name": {"", []model.Sample{good}, 1, SourceOnline, `model_type=""`},
+		"empty source":     {"gpt2", []model.Sample{good}, 1, "", `source=""`},
+		"negative job":     {"gpt2", []model.Sample{good}, -1, SourceOnline, "source_job=-1"},
+		"NaN iteration":    {"gpt2", []model.Sample{good, with(func(s *model.Sample) { s.IterS = math.NaN() })}, 1, SourceOnline, "sample 1: invalid input: iter_s=NaN"},
+		"zero iteration":   {"gpt2", []model.Sample{with(func(s *model.Sample) { s.IterS = 0 })}, 1, SourceOnline, "iter_s=0"},
+		"infinite fwd":     {"gpt2", []model.Sample{with(func(s *model.Sample) { s.FwdS = math.Inf(1) })}, 1, SourceOnline, "fwd_s=+Inf"},
+		"zero GPUs":        {"gpt2", []model.Sample{with(func(s *model.Sample) { s.Resources.Placement = model.Placement{0} })}, 1, SourceOnline, "gpus=0"},
+		"no placement":     {"gpt2", []model.Sample{with(func(s *model.Sample) { s.Resources.Placement = nil })}, 1, SourceOnline, "placement=[]"},
+		"zero dp":          {"gpt2", []model.Sample{with(func(s *model.Sample) { s.Plan.DP = 0 })}, 1, SourceOnline, "plan.dp=0"},
+		"zero stage 4":     {"gpt2", []model.Sample{with(func(s *model.Sample) { s.Plan.ZeRO = 4 })}, 1, SourceOnline, "plan.zero=4"},
+		"plan vs placement": {"gpt2", []model.Sample{with(func(s *model.Sample) { s.Resources.Placement = model.Placement{4} })}, 1, SourceOnline,
+			"uses 8 GPUs but placement=4 has 4"},
+		"negative cpus":   {"gpt2", []model.Sample{with(func(s *model.Sample) { s.Resources.CPUs = -2 })}, 1, SourceOnline, "cpus=-2"},
+		"NaN host memory": {"gpt2", []model.Sample{with(func(s *model.Sample) { s.Resources.HostMemGB = math.NaN() })}, 1, SourceOnline, "host_mem_gb=NaN"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := openTest(t, "")
+			if err := s.UpsertModelType(ctx, gpt2()); err != nil {
+				t.Fatal(err)
+			}
+			err := s.AddSamples(ctx, tc.model, tc.samples, tc.job, tc.src)
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("AddSamples = %v, want ErrInvalid", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not name %q", err, tc.want)
+			}
+			if got, _ := s.Samples(ctx, "gpt2"); len(got) != 0 {
+				t.Errorf("a rejected batch stored %d samples", len(got))
+			}
+		})
+	}
+}
+
+func TestAddSamplesUnknownModel(t *testing.T) {
+	s := openTest(t, "")
+	err := s.AddSamples(context.Background(), "gpt2", []model.Sample{sample(8, 1, 1, model.Placement{8}, 1)}, 1, SourceOnline)
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("AddSamples for an unknown model type = %v, want ErrNotFound", err)
+	}
+}

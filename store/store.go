@@ -1,0 +1,265 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	// The driver registers itself as "sqlite3".
+	_ "github.com/mattn/go-sqlite3"
+)
+
+// Sentinel errors callers branch on.
+var (
+	// ErrNotFound reports a model type, fit, job, decision or action that is not stored.
+	ErrNotFound = errors.New("not found")
+	// ErrInvalid reports input the store refuses; the message names the field and its value.
+	ErrInvalid = errors.New("invalid input")
+	// ErrSchemaTooNew reports a database migrated by a newer rubick than this binary.
+	ErrSchemaTooNew = errors.New("database schema is newer than this binary")
+	// ErrResolved reports a MarkApplied on an action that already has a result.
+	ErrResolved = errors.New("action already resolved")
+)
+
+// Sync is the SQLite synchronous level of the writer connection.
+type Sync string
+
+// Synchronous levels.
+const (
+	// SyncFull fsyncs the write-ahead log on every commit: a committed
+	// transaction survives a power loss. The default, because a recorded
+	// plan action is the only memory of a side effect already sent to Slurm.
+	SyncFull Sync = "FULL"
+	// SyncNormal fsyncs only at checkpoints: commits survive a process crash
+	// but the last few may be lost on power loss. For simulations and tests.
+	SyncNormal Sync = "NORMAL"
+)
+
+// Option configures Open.
+type Option func(*config)
+
+type config struct {
+	now         func() time.Time
+	log         *slog.Logger
+	busyTimeout time.Duration
+	readers     int
+	sync        Sync
+}
+
+// WithClock sets the clock every stored time comes from; the default is time.Now.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+
+// WithLogger sets the logger for migrations; the default discards.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithBusyTimeout sets how long a connection waits for a lock held by
+// another process before failing with SQLITE_BUSY; the default is 5 s.
+func WithBusyTimeout(d time.Duration) Option { return func(c *config) { c.busyTimeout = d } }
+
+// WithReaders sets the size of the reader pool; the default is 4.
+func WithReaders(n int) Option { return func(c *config) { c.readers = n } }
+
+// WithSync sets the synchronous level of the writer; the default is SyncFull.
+func WithSync(s Sync) Option { return func(c *config) { c.sync = s } }
+
+// Store is rubick's SQLite database. Its methods are safe for concurrent use.
+type Store struct {
+	w *sql.DB // exactly one connection: every write goes through it
+	r *sql.DB // query-only connections
+	// currentFit is prepared once: it runs for every job of a known model
+	// type, and preparing costs about as much as running it.
+	currentFit *sql.Stmt
+	now        func() time.Time
+	log        *slog.Logger
+}
+
+// Open opens or creates the database at path, applies any pending
+// migrations, each in its own transaction, and returns the Store. It fails
+// with ErrSchemaTooNew when the database was migrated by a newer binary.
+// path must name a file: an in-memory database would not be shared between
+// the writer and the readers.
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	return open(ctx, path, migrations(), opts...)
+}
+
+func open(ctx context.Context, path string, migs []migration, opts ...Option) (*Store, error) {
+	cfg := config{
+		now:         time.Now,
+		log:         slog.New(slog.DiscardHandler),
+		busyTimeout: 5 * time.Second,
+		readers:     4,
+		sync:        SyncFull,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	switch {
+	case path == "" || path == ":memory:" || strings.HasPrefix(path, "file:"):
+		return nil, fmt.Errorf("store: open: %w: path=%q must name a database file", ErrInvalid, path)
+	case strings.ContainsAny(path, "?#"):
+		// The driver reads everything after '?' as its own parameters.
+		return nil, fmt.Errorf("store: open: %w: path=%q must not contain '?' or '#'", ErrInvalid, path)
+	case cfg.readers < 1:
+		return nil, fmt.Errorf("store: open: %w: readers=%d must be >= 1", ErrInvalid, cfg.readers)
+	case cfg.busyTimeout < 0:
+		return nil, fmt.Errorf("store: open: %w: busy timeout=%v must be >= 0", ErrInvalid, cfg.busyTimeout)
+	case cfg.sync != SyncFull && cfg.sync != SyncNormal:
+		return nil, fmt.Errorf("store: open: %w: sync=%q must be FULL or NORMAL", ErrInvalid, cfg.sync)
+	case cfg.now == nil:
+		return nil, fmt.Errorf("store: open: %w: clock is nil", ErrInvalid)
+	}
+	if cfg.log == nil {
+		cfg.log = slog.New(slog.DiscardHandler)
+	}
+
+	common := url.Values{}
+	common.Set("_busy_timeout", fmt.Sprint(cfg.busyTimeout.Milliseconds()))
+	common.Set("_foreign_keys", "on")
+
+	wq := url.Values{}
+	for k, v := range common {
+		wq[k] = v
+	}
+	wq.Set("_journal_mode", "WAL")
+	wq.Set("_synchronous", string(cfg.sync))
+	// BEGIN IMMEDIATE takes the write lock up front: a deferred transaction
+	// that reads first and writes later can fail with SQLITE_BUSY when
+	// another process wrote in between, and busy_timeout cannot help it.
+	wq.Set("_txlock", "immediate")
+	w, err := sql.Open("sqlite3", path+"?"+wq.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+
+	s := &Store{w: w, now: cfg.now, log: cfg.log}
+	if err := s.checkWriter(ctx, cfg.sync); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if err := migrate(ctx, w, migs, cfg.now, cfg.log); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+
+	rq := url.Values{}
+	for k, v := range common {
+		rq[k] = v
+	}
+	rq.Set("_query_only", "on")
+	r, err := sql.Open("sqlite3", path+"?"+rq.Encode())
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(cfg.readers)
+	r.SetMaxIdleConns(cfg.readers)
+	s.r = r
+	if err := r.PingContext(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store: open %s: readers: %w", path, err)
+	}
+	if s.currentFit, err = r.PrepareContext(ctx, `SELECT `+fitColumns+` FROM fits WHERE model_type = ? AND current = 1`); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store: open %s: prepare: %w", path, err)
+	}
+	return s, nil
+}
+
+// checkWriter verifies that the pragmas the durability argument rests on
+// took effect; the driver silently keeps the rollback journal on file
+// systems where WAL is unavailable.
+func (s *Store) checkWriter(ctx context.Context, want Sync) error {
+	var mode string
+	if err := s.w.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("read journal_mode: %w", err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("journal_mode is %q, want wal", mode)
+	}
+	var fk int
+	if err := s.w.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&fk); err != nil {
+		return fmt.Errorf("read foreign_keys: %w", err)
+	}
+	if fk != 1 {
+		return errors.New("foreign keys are off")
+	}
+	var sync int
+	if err := s.w.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil {
+		return fmt.Errorf("read synchronous: %w", err)
+	}
+	if levels := map[Sync]int{SyncNormal: 1, SyncFull: 2}; sync != levels[want] {
+		return fmt.Errorf("synchronous is %d, want %s", sync, want)
+	}
+	return nil
+}
+
+// Close closes both pools. The Store must not be used afterwards.
+func (s *Store) Close() error {
+	var errs []error
+	if s.currentFit != nil {
+		errs = append(errs, s.currentFit.Close())
+	}
+	if s.r != nil {
+		errs = append(errs, s.r.Close())
+	}
+	return errors.Join(append(errs, s.w.Close())...)
+}
+
+// write runs fn in one writer transaction and commits it, or rolls it back
+// when fn fails.
+func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		return errors.Join(err, ignoreDone(tx.Rollback()))
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// read runs fn in one read transaction, so that the queries it makes see a
+// single snapshot.
+func (s *Store) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.r.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	err = fn(tx)
+	return errors.Join(err, ignoreDone(tx.Rollback()))
+}
+
+func ignoreDone(err error) error {
+	if errors.Is(err, sql.ErrTxDone) {
+		return nil
+	}
+	return err
+}
+
+// timestamp converts the clock's time for storage; the zero time is stored
+// as NULL so that "unknown" survives a round trip.
+func timestamp(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixNano(), Valid: true}
+}
+
+func fromTimestamp(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.Unix(0, n.Int64).UTC()
+}
