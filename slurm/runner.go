@@ -1,0 +1,87 @@
+package slurm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// Runner executes one command given as argv. It never involves a shell, so
+// job names, comments and node names reach Slurm as single arguments
+// whatever characters they contain.
+type Runner interface {
+	Run(ctx context.Context, argv []string) (stdout []byte, err error)
+}
+
+// CommandError is a failed command: its argv, exit code and stderr.
+type CommandError struct {
+	Argv     []string
+	ExitCode int // -1 when the command did not run or was killed
+	Stderr   string
+	Err      error
+}
+
+// Error gives the command line, the failure and stderr.
+func (e *CommandError) Error() string {
+	s := fmt.Sprintf("%s: %v", strings.Join(e.Argv, " "), e.Err)
+	if e.Stderr != "" {
+		s += ": " + e.Stderr
+	}
+	return s
+}
+
+// Unwrap returns the underlying exec or context error.
+func (e *CommandError) Unwrap() error { return e.Err }
+
+// ExecRunner runs commands with os/exec.
+type ExecRunner struct{}
+
+// maxStderr bounds the stderr kept in a CommandError.
+const maxStderr = 4 << 10
+
+// Run implements Runner. The environment is rubickd's own minus
+// SLURM_JOB_ID/SLURM_JOBID: with those set, scontrol writes resize scripts
+// into its working directory on every shrink.
+func (ExecRunner) Run(ctx context.Context, argv []string) ([]byte, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("empty argv")
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = withoutJobID(os.Environ())
+	// a grandchild holding the pipes must not block Wait after a kill
+	cmd.WaitDelay = time.Second
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		code := -1
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", ctx.Err(), err)
+		}
+		stderr := strings.TrimSpace(errb.String())
+		if len(stderr) > maxStderr {
+			stderr = stderr[:maxStderr] + "..."
+		}
+		return out.Bytes(), &CommandError{Argv: argv, ExitCode: code, Stderr: stderr, Err: err}
+	}
+	return out.Bytes(), nil
+}
+
+func withoutJobID(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "SLURM_JOB_ID=") || strings.HasPrefix(kv, "SLURM_JOBID=") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}

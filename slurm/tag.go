@@ -1,0 +1,262 @@
+package slurm
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Tag is rubick's record on a job, kept in the job's AdminComment as one
+// ';'-separated segment:
+//
+//	rubick:v1 model=gpt2 class=guaranteed tenant=physics plan=dp4.tp2.pp1.mb2.a1.z0 gen=3
+//
+// AdminComment rather than Comment because users cannot change it; a segment
+// rather than the whole field so that other tools' content survives.
+type Tag struct {
+	// ModelType is the model type the job was submitted with (--model-type).
+	ModelType string
+	// Class is ClassGuaranteed, ClassBestEffort or empty (not yet decided).
+	Class string
+	// Tenant is the quota holder (a Slurm account or QOS, by configuration).
+	Tenant string
+	// Plan is the compact parallelisation plan, e.g. "dp4.tp2.pp1.mb2.a1.z0+gc".
+	// It is opaque here; package model parses it.
+	Plan string
+	// Generation counts rubick's reconfigurations of the job. A restarted
+	// rubickd compares it with its store so it never applies an action twice.
+	Generation int
+	// Extra holds keys this version does not know, so that a tag written by
+	// a newer rubick survives a round trip through an older one.
+	Extra map[string]string
+}
+
+// Job classes.
+const (
+	ClassGuaranteed = "guaranteed"
+	ClassBestEffort = "best-effort"
+)
+
+const (
+	tagPrefix  = "rubick:"
+	tagVersion = "v1"
+	// legacyModelKey is what the first job_submit.lua wrote
+	// ("model_type=resnet50"); it still yields a tag with the model type.
+	legacyModelKey = "model_type="
+	// adminCommentSep separates the segments of different tools.
+	adminCommentSep = ";"
+)
+
+// ErrTag is wrapped by every malformed-tag error.
+var ErrTag = errors.New("malformed rubick tag")
+
+// ParseTag parses one "rubick:v1 ..." segment. Errors wrap ErrTag and name
+// the offending field and value; ParseTag never panics.
+func ParseTag(s string) (Tag, error) {
+	s = strings.TrimSpace(s)
+	rest, ok := strings.CutPrefix(s, tagPrefix)
+	if !ok {
+		return Tag{}, fmt.Errorf("%w: %q does not start with %q", ErrTag, clip(s), tagPrefix)
+	}
+	fields := strings.Fields(rest)
+	if len(fields) == 0 || fields[0] != tagVersion {
+		got := ""
+		if len(fields) > 0 {
+			got = fields[0]
+		}
+		return Tag{}, fmt.Errorf("%w: version %q, want %q", ErrTag, clip(got), tagVersion)
+	}
+	var t Tag
+	seen := map[string]bool{}
+	for _, f := range fields[1:] {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			return Tag{}, fmt.Errorf("%w: field %q has no '='", ErrTag, clip(f))
+		}
+		if !validKey(k) {
+			return Tag{}, fmt.Errorf("%w: bad key %q", ErrTag, clip(k))
+		}
+		if seen[k] {
+			return Tag{}, fmt.Errorf("%w: duplicate key %q", ErrTag, k)
+		}
+		seen[k] = true
+		if err := checkValue(k, v); err != nil {
+			return Tag{}, err
+		}
+		switch k {
+		case "model":
+			t.ModelType = v
+		case "class":
+			if v != ClassGuaranteed && v != ClassBestEffort {
+				return Tag{}, fmt.Errorf("%w: class=%q, want %q or %q", ErrTag, clip(v), ClassGuaranteed, ClassBestEffort)
+			}
+			t.Class = v
+		case "tenant":
+			t.Tenant = v
+		case "plan":
+			t.Plan = v
+		case "gen":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || v != strconv.Itoa(n) {
+				return Tag{}, fmt.Errorf("%w: gen=%q is not a non-negative integer", ErrTag, clip(v))
+			}
+			t.Generation = n
+		default:
+			if v == "" {
+				return Tag{}, fmt.Errorf("%w: key %q has an empty value", ErrTag, k)
+			}
+			if t.Extra == nil {
+				t.Extra = map[string]string{}
+			}
+			t.Extra[k] = v
+		}
+	}
+	return t, nil
+}
+
+// String formats the tag; empty fields are left out and unknown keys follow
+// the known ones in sorted order, so equal tags give equal strings. Call
+// Validate first when the fields come from outside: String does not escape.
+func (t Tag) String() string {
+	var b strings.Builder
+	b.WriteString(tagPrefix + tagVersion)
+	add := func(k, v string) {
+		if v != "" {
+			b.WriteString(" " + k + "=" + v)
+		}
+	}
+	add("model", t.ModelType)
+	add("class", t.Class)
+	add("tenant", t.Tenant)
+	add("plan", t.Plan)
+	if t.Generation > 0 {
+		add("gen", strconv.Itoa(t.Generation))
+	}
+	for _, k := range slices.Sorted(maps.Keys(t.Extra)) {
+		add(k, t.Extra[k])
+	}
+	return b.String()
+}
+
+// Validate reports whether the tag can be written and read back unchanged.
+func (t Tag) Validate() error {
+	for _, kv := range [][2]string{{"model", t.ModelType}, {"tenant", t.Tenant}, {"plan", t.Plan}} {
+		if err := checkValue(kv[0], kv[1]); err != nil {
+			return err
+		}
+	}
+	if t.Class != "" && t.Class != ClassGuaranteed && t.Class != ClassBestEffort {
+		return fmt.Errorf("%w: class=%q, want %q or %q", ErrTag, clip(t.Class), ClassGuaranteed, ClassBestEffort)
+	}
+	if t.Generation < 0 {
+		return fmt.Errorf("%w: gen=%d is negative", ErrTag, t.Generation)
+	}
+	for k, v := range t.Extra {
+		if !validKey(k) || isKnownKey(k) {
+			return fmt.Errorf("%w: bad extra key %q", ErrTag, clip(k))
+		}
+		if v == "" {
+			return fmt.Errorf("%w: extra key %q has an empty value", ErrTag, k)
+		}
+		if err := checkValue(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TagFromAdminComment finds rubick's segment in an AdminComment. It returns
+// nil and no error when there is none. A legacy "model_type=X" segment, and
+// no rubick segment, gives a tag with only ModelType set.
+func TagFromAdminComment(ac string) (*Tag, error) {
+	var legacy *Tag
+	for _, seg := range strings.Split(ac, adminCommentSep) {
+		seg = strings.TrimSpace(seg)
+		if strings.HasPrefix(seg, tagPrefix) {
+			t, err := ParseTag(seg)
+			if err != nil {
+				return nil, err
+			}
+			return &t, nil
+		}
+		if v, ok := strings.CutPrefix(seg, legacyModelKey); ok && legacy == nil && checkValue("model_type", v) == nil && v != "" {
+			legacy = &Tag{ModelType: v}
+		}
+	}
+	return legacy, nil
+}
+
+// MergeAdminComment returns ac with its rubick segment replaced by t (or t
+// appended), keeping every other segment and its order. A malformed or older
+// rubick segment is replaced too: rubick owns that segment.
+func MergeAdminComment(ac string, t Tag) (string, error) {
+	if err := t.Validate(); err != nil {
+		return "", err
+	}
+	var out []string
+	placed := false
+	for _, seg := range strings.Split(ac, adminCommentSep) {
+		if strings.HasPrefix(strings.TrimSpace(seg), tagPrefix) {
+			if !placed {
+				out = append(out, t.String())
+				placed = true
+			}
+			continue
+		}
+		if strings.TrimSpace(seg) == "" {
+			continue
+		}
+		out = append(out, seg)
+	}
+	if !placed {
+		out = append(out, t.String())
+	}
+	return strings.Join(out, adminCommentSep), nil
+}
+
+func isKnownKey(k string) bool {
+	switch k {
+	case "model", "class", "tenant", "plan", "gen":
+		return true
+	}
+	return false
+}
+
+func validKey(k string) bool {
+	if k == "" || len(k) > 32 {
+		return false
+	}
+	for _, c := range k {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkValue accepts the characters a plan, model name or account uses and
+// rejects the separators of the format (space, '=', ';') and anything a
+// careless reader might hand to a shell.
+func checkValue(k, v string) error {
+	if len(v) > 256 {
+		return fmt.Errorf("%w: %s is %d bytes long, at most 256", ErrTag, k, len(v))
+	}
+	for _, c := range v {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			strings.ContainsRune("._+-:/@,", c)) {
+			return fmt.Errorf("%w: %s=%q contains %q", ErrTag, k, clip(v), c)
+		}
+	}
+	return nil
+}
+
+// clip bounds user-controlled text quoted in error messages.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}

@@ -1,0 +1,230 @@
+package slurm
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseTag(t *testing.T) {
+	tests := map[string]struct {
+		in   string
+		want Tag
+	}{
+		"full": {
+			"rubick:v1 model=gpt2 class=guaranteed tenant=physics plan=dp4.tp2.pp1.mb2.a1.z0+gc gen=3",
+			Tag{ModelType: "gpt2", Class: ClassGuaranteed, Tenant: "physics", Plan: "dp4.tp2.pp1.mb2.a1.z0+gc", Generation: 3},
+		},
+		"model only":   {"rubick:v1 model=bert", Tag{ModelType: "bert"}},
+		"best effort":  {"rubick:v1 class=best-effort", Tag{Class: ClassBestEffort}},
+		"bare version": {"rubick:v1", Tag{}},
+		"extra spaces": {"  rubick:v1   model=gpt2  ", Tag{ModelType: "gpt2"}},
+		"unknown key":  {"rubick:v1 model=gpt2 zone=eu-1", Tag{ModelType: "gpt2", Extra: map[string]string{"zone": "eu-1"}}},
+		"account w/ @": {"rubick:v1 tenant=lab@site", Tag{Tenant: "lab@site"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := ParseTag(tc.in)
+			if err != nil {
+				t.Fatalf("ParseTag(%q): %v", tc.in, err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseTagErrors(t *testing.T) {
+	// Each error must name the field and the value at fault.
+	tests := map[string]struct{ in, mention string }{
+		"not a tag":      {"model_type=gpt2", "rubick:"},
+		"old lab form":   {"rubick:plan=dp4,gpus=4", `"plan=dp4,gpus=4"`},
+		"future version": {"rubick:v2 model=x", `"v2"`},
+		"no equals":      {"rubick:v1 model", `"model"`},
+		"bad class":      {"rubick:v1 class=gold", `class="gold"`},
+		"bad gen":        {"rubick:v1 gen=-1", `gen="-1"`},
+		"gen not number": {"rubick:v1 gen=3x", `gen="3x"`},
+		"gen leading 0":  {"rubick:v1 gen=03", `gen="03"`},
+		"duplicate":      {"rubick:v1 model=a model=b", `"model"`},
+		"bad key":        {"rubick:v1 Model=a", `"Model"`},
+		"shell chars":    {"rubick:v1 plan=$(reboot)", "plan="},
+		"empty extra":    {"rubick:v1 zone=", `"zone"`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseTag(tc.in)
+			if !errors.Is(err, ErrTag) {
+				t.Fatalf("ParseTag(%q) err = %v, want ErrTag", tc.in, err)
+			}
+			if !strings.Contains(err.Error(), tc.mention) {
+				t.Errorf("error %q does not mention %s", err, tc.mention)
+			}
+		})
+	}
+}
+
+func TestTagString(t *testing.T) {
+	tag := Tag{ModelType: "gpt2", Class: ClassBestEffort, Tenant: "t1", Plan: "dp2.tp1.pp1.mb4.a1.z2+off", Generation: 2,
+		Extra: map[string]string{"zz": "1", "aa": "2"}}
+	want := "rubick:v1 model=gpt2 class=best-effort tenant=t1 plan=dp2.tp1.pp1.mb4.a1.z2+off gen=2 aa=2 zz=1"
+	if got := tag.String(); got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	back, err := ParseTag(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(tag, back); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+}
+
+func TestTagValidate(t *testing.T) {
+	bad := map[string]Tag{
+		"space in model":  {ModelType: "gpt 2"},
+		"semicolon":       {Tenant: "a;b"},
+		"class":           {Class: "premium"},
+		"negative gen":    {Generation: -1},
+		"known extra key": {Extra: map[string]string{"plan": "x"}},
+		"empty extra":     {Extra: map[string]string{"x": ""}},
+		"long":            {Plan: strings.Repeat("a", 300)},
+	}
+	for name, tag := range bad {
+		if err := tag.Validate(); !errors.Is(err, ErrTag) {
+			t.Errorf("%s: Validate() = %v, want ErrTag", name, err)
+		}
+	}
+}
+
+func TestMergeAdminComment(t *testing.T) {
+	tag := Tag{ModelType: "gpt2", Plan: "dp4.tp1.pp1.mb1.a1.z0", Generation: 1}
+	ts := tag.String()
+	tests := map[string]struct{ in, want string }{
+		"empty":               {"", ts},
+		"legacy model_type":   {"model_type=gpt2", "model_type=gpt2;" + ts},
+		"replace old tag":     {"model_type=gpt2;rubick:v1 model=gpt2 gen=0", "model_type=gpt2;" + ts},
+		"replace malformed":   {"rubick:plan=dp4,gpus=4", ts},
+		"keep order":          {"a=1;rubick:v1 gen=9;b=2", "a=1;" + ts + ";b=2"},
+		"keep other's spaces": {"site: note with spaces ", "site: note with spaces ;" + ts},
+		"two rubick segments": {"rubick:v1 gen=1;x;rubick:v1 gen=2", ts + ";x"},
+		"shell text kept":     {"x; rm -rf /;$(reboot)", "x; rm -rf /;$(reboot);" + ts},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := MergeAdminComment(tc.in, tag)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("MergeAdminComment(%q) =\n %q\nwant\n %q", tc.in, got, tc.want)
+			}
+			back, err := TagFromAdminComment(got)
+			if err != nil || back == nil {
+				t.Fatalf("TagFromAdminComment(%q) = %v, %v", got, back, err)
+			}
+			if diff := cmp.Diff(tag, *back); diff != "" {
+				t.Errorf("read back (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if _, err := MergeAdminComment("x", Tag{Plan: "a b"}); !errors.Is(err, ErrTag) {
+		t.Errorf("invalid tag merged: %v", err)
+	}
+}
+
+func TestTagFromAdminComment(t *testing.T) {
+	tests := map[string]struct {
+		in      string
+		want    *Tag
+		wantErr bool
+	}{
+		"none":          {"just a note", nil, false},
+		"empty":         {"", nil, false},
+		"legacy":        {"model_type=resnet50", &Tag{ModelType: "resnet50"}, false},
+		"tag wins":      {"model_type=resnet50;rubick:v1 model=bert", &Tag{ModelType: "bert"}, false},
+		"malformed tag": {"model_type=x;rubick:pending-decision", nil, true},
+	}
+	for name, tc := range tests {
+		got, err := TagFromAdminComment(tc.in)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%s: err = %v", name, err)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", name, diff)
+		}
+	}
+}
+
+// FuzzParseTag checks that the parser never panics and that whatever it
+// accepts formats back to something it parses to the same tag.
+func FuzzParseTag(f *testing.F) {
+	for _, s := range []string{
+		"rubick:v1 model=gpt2 class=guaranteed tenant=physics plan=dp4.tp2.pp1.mb2.a1.z0+gc gen=3",
+		"rubick:v1", "rubick:v1 zone=eu", "rubick:v2 x=y", "rubick:plan=dp4", "rubick:v1 gen=99999999999999999999",
+		"rubick:v1 model=a model=b", "rubick:v1 class=", "rubick:v1 \x00=\xff", "",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tag, err := ParseTag(s)
+		if err != nil {
+			if !errors.Is(err, ErrTag) {
+				t.Fatalf("error %v does not wrap ErrTag", err)
+			}
+			return
+		}
+		if err := tag.Validate(); err != nil {
+			t.Fatalf("parsed tag %+v fails Validate: %v", tag, err)
+		}
+		again, err := ParseTag(tag.String())
+		if err != nil {
+			t.Fatalf("re-parse of %q: %v", tag.String(), err)
+		}
+		if diff := cmp.Diff(tag, again); diff != "" {
+			t.Fatalf("round trip of %q (-first +second):\n%s", s, diff)
+		}
+	})
+}
+
+// FuzzMergeAdminComment checks that merging keeps every non-rubick,
+// non-empty segment and leaves exactly one readable tag.
+func FuzzMergeAdminComment(f *testing.F) {
+	for _, s := range []string{"", "model_type=x", "a;b;;c", "rubick:v1 gen=1;x", "x; rm -rf /", "rubick:garbage"} {
+		f.Add(s)
+	}
+	tag := Tag{ModelType: "m", Generation: 4}
+	f.Fuzz(func(t *testing.T, ac string) {
+		got, err := MergeAdminComment(ac, tag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kept []string
+		for _, seg := range strings.Split(ac, ";") {
+			if strings.TrimSpace(seg) != "" && !strings.HasPrefix(strings.TrimSpace(seg), "rubick:") {
+				kept = append(kept, seg)
+			}
+		}
+		var others []string
+		n := 0
+		for _, seg := range strings.Split(got, ";") {
+			if strings.HasPrefix(strings.TrimSpace(seg), "rubick:") {
+				n++
+				continue
+			}
+			others = append(others, seg)
+		}
+		if n != 1 {
+			t.Fatalf("%d rubick segments in %q", n, got)
+		}
+		if diff := cmp.Diff(kept, others); diff != "" {
+			t.Fatalf("other content changed (-want +got):\n%s", diff)
+		}
+		back, err := TagFromAdminComment(got)
+		if err != nil || back == nil || back.Generation != 4 {
+			t.Fatalf("read back %v, %v", back, err)
+		}
+	})
+}

@@ -1,0 +1,42 @@
+package slurm
+
+import "testing"
+
+func TestGPUsFromGres(t *testing.T) {
+	tests := map[string]int{
+		"":                        0,
+		"gres:gpu:4":              4, // 22.05 tres_per_node
+		"gres/gpu:4":              4, // 24.11 tres_per_node
+		"gpu:8":                   8, // node gres
+		"gpu:0":                   0,
+		"gpu:4(IDX:0-3)":          4, // gres_detail
+		"gpu:a100:2(IDX:0-1)":     2,
+		"gpu:(null):4(IDX:0-3)":   4,
+		"gpu:8(S:0-1)":            8,
+		"gres/gpu":                1,
+		"gpu:a100":                1,
+		"gres/gpu:2,gres/shard:1": 2,
+		"gpu:a100:2,gpu:v100:1":   3,
+		"shard:4":                 0,
+		"gres:gpu:x:y":            0,
+	}
+	for in, want := range tests {
+		if got := gpusFromGres(in); got != want {
+			t.Errorf("gpusFromGres(%q) = %d, want %d", in, got, want)
+		}
+	}
+}
+
+func TestTRES(t *testing.T) {
+	tests := map[string]int{
+		"cpu=8,mem=64G,node=1,billing=8,gres/gpu=4":        4,
+		"cpu=1,mem=4000M,node=1,billing=1":                 0,
+		"cpu=2,gres/gpu:a100=2,gres/gpu:v100=1":            3,
+		"cpu=2,gres/gpu=3,gres/gpu:a100=2,gres/gpu:v100=1": 3,
+	}
+	for in, want := range tests {
+		if got := tresGPUs(in); got != want {
+			t.Errorf("tresGPUs(%q) = %d, want %d", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,129 @@
+package slurm
+
+import "time"
+
+// API versions of slurmrestd that this package speaks.
+const (
+	// Version38 is the slurmrestd API of Slurm 22.05 (v0.0.38).
+	Version38 = "v0.0.38"
+	// Version41 is the slurmrestd API of Slurm 23.11 to 24.11 (v0.0.41).
+	Version41 = "v0.0.41"
+)
+
+// Job states as rubick sees them. Slurm's base states are passed through
+// upper-case; these are the ones callers usually branch on.
+const (
+	StatePending    = "PENDING"
+	StateRunning    = "RUNNING"
+	StateSuspended  = "SUSPENDED"
+	StateCompleting = "COMPLETING"
+	StateCompleted  = "COMPLETED"
+	StateCancelled  = "CANCELLED"
+	StateFailed     = "FAILED"
+	StateTimeout    = "TIMEOUT"
+	StateNodeFail   = "NODE_FAIL"
+	StatePreempted  = "PREEMPTED"
+	StateOutOfMem   = "OUT_OF_MEMORY"
+	StateBootFail   = "BOOT_FAIL"
+	StateDeadline   = "DEADLINE"
+)
+
+// Job is a Slurm job as rubick needs it, independent of the API version.
+type Job struct {
+	ID        int
+	Name      string
+	User      string
+	Account   string
+	Partition string
+	QOS       string
+
+	// State is the normalised base state, e.g. "PENDING" or "RUNNING".
+	// Flags that 24.11 lists next to the base state (e.g. "COMPLETING",
+	// "REQUEUED") are in StateFlags.
+	State      string
+	StateFlags []string
+	// Reason is Slurm's state reason, e.g. "JobHeldUser", "Resources";
+	// empty for Slurm's "None".
+	Reason   string
+	Priority int64
+	// Held is true when the job is held: priority 0 (what job_submit.lua
+	// and requeuehold set) or an explicit hold.
+	Held bool
+
+	// NodeList is the expanded list of allocated nodes (empty while pending).
+	NodeList  []string
+	BatchHost string
+	NodeCount int
+	// GPUsPerNode is the GPU count per node, from the request (tres_per_node
+	// "gres:gpu:4" in 22.05, "gres/gpu:4" in 24.11), else the allocation.
+	GPUsPerNode int
+	// GPUs is the total allocated GPU count (tres_alloc_str), 0 when pending.
+	GPUs        int
+	CPUs        int
+	CPUsPerTask int
+	Tasks       int
+	// MemPerNodeMB is the memory per node in MiB when the job asked for
+	// memory per node; MemPerCPUMB when it asked per CPU. One of them is 0.
+	MemPerNodeMB int64
+	MemPerCPUMB  int64
+
+	Requeue      bool
+	RestartCount int
+	SubmitTime   time.Time
+	StartTime    time.Time
+
+	Comment      string
+	AdminComment string
+	// Tag is the rubick tag parsed from AdminComment; nil when there is none.
+	Tag *Tag
+	// TagErr is the parse error of a malformed rubick tag, nil otherwise.
+	// A malformed tag never hides the job.
+	TagErr error
+}
+
+// Node is a Slurm node as rubick needs it.
+type Node struct {
+	Name string
+	// State is the upper-case base state, e.g. "IDLE", "MIXED", "ALLOCATED",
+	// "DOWN"; Flags holds the rest (e.g. "DRAIN").
+	State      string
+	Flags      []string
+	GPUs       int
+	GPUsUsed   int
+	CPUs       int
+	CPUsAlloc  int
+	MemMB      int64
+	MemAllocMB int64
+	Partitions []string
+	Reason     string
+}
+
+// Partition is a Slurm partition.
+type Partition struct {
+	Name       string
+	State      string
+	Nodes      []string
+	TotalCPUs  int
+	TotalNodes int
+}
+
+// SubmitRequest is a batch job submission; rubick uses it in tests and the
+// lab, not in scheduling.
+type SubmitRequest struct {
+	Name         string
+	Partition    string
+	Script       string
+	Nodes        int
+	Tasks        int
+	CPUsPerTask  int
+	GPUsPerNode  int
+	MemPerNodeMB int64
+	Hold         bool
+	Requeue      bool
+	Comment      string
+	AdminComment string
+	WorkDir      string
+	StdOut       string
+	// Env is the job environment as "K=V" pairs.
+	Env []string
+}

@@ -1,0 +1,330 @@
+package slurm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rubick-sched/rubick/slurm/gen/v0038"
+)
+
+// v38 adapts the generated v0.0.38 client (Slurm 22.05).
+type v38 struct {
+	c   *RESTCluster
+	api *v0038.Client
+}
+
+func newV38(base string, d *doer, c *RESTCluster) (*v38, error) {
+	api, err := v0038.NewClient(base, v0038.WithHTTPClient(d))
+	if err != nil {
+		return nil, fmt.Errorf("slurm: v0.0.38 client: %w", err)
+	}
+	return &v38{c: c, api: api}, nil
+}
+
+// The generated v0.0.38 types follow the spec, but 22.05 sends the meta
+// version numbers as integers (the spec says strings) and errors with
+// error_code (the spec says error_number). These wrappers shadow those
+// fields with raw JSON (errors are read by parseErrors); the embedded
+// generated type decodes the rest.
+type (
+	v38Jobs struct {
+		v0038.V0038JobsResponse
+		Meta   json.RawMessage `json:"meta"`
+		Errors json.RawMessage `json:"errors"`
+		Jobs   []v38Job        `json:"jobs"`
+	}
+	v38Job struct {
+		v0038.V0038JobResponseProperties
+		// cpus_per_task is a string in the spec, a number (or null) on the wire.
+		CpusPerTask flexInt `json:"cpus_per_task"`
+	}
+	v38Nodes struct {
+		v0038.V0038NodesResponse
+		Meta   json.RawMessage `json:"meta"`
+		Errors json.RawMessage `json:"errors"`
+	}
+	v38Partitions struct {
+		v0038.V0038PartitionsResponse
+		Meta   json.RawMessage `json:"meta"`
+		Errors json.RawMessage `json:"errors"`
+	}
+	v38Pings struct {
+		v0038.V0038Pings
+		Meta   json.RawMessage `json:"meta"`
+		Errors json.RawMessage `json:"errors"`
+	}
+	v38Submit struct {
+		v0038.V0038JobSubmissionResponse
+		Meta   json.RawMessage `json:"meta"`
+		Errors json.RawMessage `json:"errors"`
+	}
+)
+
+func (b *v38) ping(ctx context.Context) error {
+	const ep = "GET /slurm/v0.0.38/ping"
+	status, body, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) { return b.api.SlurmV0038Ping(ctx) })
+	if err != nil {
+		return err
+	}
+	if err := responseErrors(ep, status, body); err != nil {
+		return err
+	}
+	var r v38Pings
+	if err := b.c.decode(ep, body, &r); err != nil {
+		return err
+	}
+	for _, p := range deref(r.Pings) {
+		if st := deref(p.Ping); st != "UP" {
+			return fmt.Errorf("slurmrestd %s: slurmctld %s is %q: %w", ep, deref(p.Hostname), st, ErrUnavailable)
+		}
+	}
+	return nil
+}
+
+func (b *v38) jobs(ctx context.Context, since time.Time) ([]Job, bool, error) {
+	const ep = "GET /slurm/v0.0.38/jobs"
+	var params v0038.SlurmV0038GetJobsParams
+	if !since.IsZero() {
+		t := since.Unix()
+		params.UpdateTime = &t
+	}
+	status, body, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) { return b.api.SlurmV0038GetJobs(ctx, &params) })
+	if err != nil {
+		return nil, false, err
+	}
+	if status == http.StatusNotModified {
+		return nil, false, nil
+	}
+	js, err := b.decodeJobs(ep, status, body)
+	return js, true, err
+}
+
+func (b *v38) job(ctx context.Context, id int) (Job, error) {
+	ep := "GET /slurm/v0.0.38/job/" + strconv.Itoa(id)
+	status, body, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) {
+		return b.api.SlurmV0038GetJob(ctx, strconv.Itoa(id))
+	})
+	if err != nil {
+		return Job{}, err
+	}
+	js, err := b.decodeJobs(ep, status, body)
+	if err != nil {
+		return Job{}, err
+	}
+	for _, j := range js {
+		if j.ID == id {
+			return j, nil
+		}
+	}
+	return Job{}, fmt.Errorf("slurmrestd %s: job %d: %w", ep, id, ErrNotFound)
+}
+
+func (b *v38) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
+	if err := responseErrors(ep, status, body); err != nil {
+		return nil, err
+	}
+	var r v38Jobs
+	if err := b.c.decode(ep, body, &r); err != nil {
+		return nil, err
+	}
+	out := make([]Job, 0, len(r.Jobs))
+	for _, w := range r.Jobs {
+		out = append(out, b.c.finishJob(w.domain()))
+	}
+	return out, nil
+}
+
+func (w v38Job) domain() Job {
+	j := Job{
+		ID:           deref(w.JobId),
+		Name:         deref(w.Name),
+		User:         deref(w.UserName),
+		Account:      deref(w.Account),
+		Partition:    deref(w.Partition),
+		QOS:          deref(w.Qos),
+		State:        strings.ToUpper(deref(w.JobState)),
+		Reason:       reason(deref(w.StateReason)),
+		Priority:     int64(deref(w.Priority)),
+		BatchHost:    deref(w.BatchHost),
+		NodeCount:    deref(w.NodeCount),
+		CPUs:         deref(w.Cpus),
+		CPUsPerTask:  int(w.CpusPerTask.Value),
+		Tasks:        deref(w.Tasks),
+		MemPerNodeMB: int64(deref(w.MemoryPerNode)),
+		MemPerCPUMB:  int64(deref(w.MemoryPerCpu)),
+		Requeue:      deref(w.Requeue),
+		RestartCount: deref(w.RestartCnt),
+		SubmitTime:   unixTime(deref(w.SubmitTime)),
+		StartTime:    unixTime(deref(w.StartTime)),
+		Comment:      deref(w.Comment),
+		AdminComment: deref(w.AdminComment),
+	}
+	j.Held = j.State == StatePending && (w.Priority != nil && j.Priority == 0 || heldReason(j.Reason))
+	setJobResources(&j, deref(w.Nodes), deref(w.TresPerNode), deref(w.TresAllocStr), deref(w.GresDetail))
+	return j
+}
+
+func (b *v38) nodes(ctx context.Context) ([]Node, error) {
+	const ep = "GET /slurm/v0.0.38/nodes"
+	status, body, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) {
+		return b.api.SlurmV0038GetNodes(ctx, nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := responseErrors(ep, status, body); err != nil {
+		return nil, err
+	}
+	var r v38Nodes
+	if err := b.c.decode(ep, body, &r); err != nil {
+		return nil, err
+	}
+	var out []Node
+	for _, n := range deref(r.Nodes) {
+		state, flags := nodeState(strings.Split(deref(n.State), "+"))
+		flags = append(flags, upperAll(deref(n.StateFlags))...)
+		out = append(out, Node{
+			Name:       deref(n.Name),
+			State:      state,
+			Flags:      flags,
+			GPUs:       gpusFromGres(deref(n.Gres)),
+			GPUsUsed:   gpusFromGres(deref(n.GresUsed)),
+			CPUs:       deref(n.Cpus),
+			CPUsAlloc:  int(deref(n.AllocCpus)),
+			MemMB:      int64(deref(n.RealMemory)),
+			MemAllocMB: deref(n.AllocMemory),
+			Partitions: deref(n.Partitions),
+			Reason:     deref(n.Reason),
+		})
+	}
+	return out, nil
+}
+
+func (b *v38) partitions(ctx context.Context) ([]Partition, error) {
+	const ep = "GET /slurm/v0.0.38/partitions"
+	status, body, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) {
+		return b.api.SlurmV0038GetPartitions(ctx, nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := responseErrors(ep, status, body); err != nil {
+		return nil, err
+	}
+	var r v38Partitions
+	if err := b.c.decode(ep, body, &r); err != nil {
+		return nil, err
+	}
+	var out []Partition
+	for _, p := range deref(r.Partitions) {
+		nodes, err := ExpandHostlist(deref(p.Nodes))
+		if err != nil {
+			return nil, fmt.Errorf("slurmrestd %s: partition %s: %w", ep, deref(p.Name), err)
+		}
+		out = append(out, Partition{
+			Name:       deref(p.Name),
+			State:      strings.ToUpper(deref(p.State)),
+			Nodes:      nodes,
+			TotalCPUs:  deref(p.TotalCpus),
+			TotalNodes: deref(p.TotalNodes),
+		})
+	}
+	return out, nil
+}
+
+// v38SubmitBody is written by hand: the spec's "nodes" is an array
+// [min,max] that 22.05 silently ignores ([2,2] gives one node), while the
+// string "n-n" works; "environment" is a dictionary in this version.
+type v38SubmitBody struct {
+	Job struct {
+		Name         string            `json:"name,omitempty"`
+		Partition    string            `json:"partition,omitempty"`
+		Nodes        string            `json:"nodes,omitempty"`
+		Tasks        int               `json:"tasks,omitempty"`
+		CPUsPerTask  int               `json:"cpus_per_task,omitempty"`
+		Gres         string            `json:"gres,omitempty"`
+		MemPerNode   int64             `json:"memory_per_node,omitempty"`
+		Hold         bool              `json:"hold,omitempty"`
+		Requeue      bool              `json:"requeue"`
+		Comment      string            `json:"comment,omitempty"`
+		WorkDir      string            `json:"current_working_directory,omitempty"`
+		StdOut       string            `json:"standard_output,omitempty"`
+		Environment  map[string]string `json:"environment"`
+		AdminComment string            `json:"admin_comment,omitempty"`
+	} `json:"job"`
+	Script string `json:"script"`
+}
+
+func (b *v38) submit(ctx context.Context, req SubmitRequest) (int, error) {
+	const ep = "POST /slurm/v0.0.38/job/submit"
+	var body v38SubmitBody
+	j := &body.Job
+	j.Name, j.Partition, j.Tasks, j.CPUsPerTask = req.Name, req.Partition, req.Tasks, req.CPUsPerTask
+	if req.Nodes > 0 {
+		j.Nodes = fmt.Sprintf("%d-%d", req.Nodes, req.Nodes)
+	}
+	if req.GPUsPerNode > 0 {
+		j.Gres = "gpu:" + strconv.Itoa(req.GPUsPerNode)
+	}
+	j.MemPerNode, j.Hold, j.Requeue, j.Comment = req.MemPerNodeMB, req.Hold, req.Requeue, req.Comment
+	j.WorkDir, j.StdOut = req.WorkDir, req.StdOut
+	// v0.0.38 has no admin_comment on submit; it is sent anyway for
+	// servers that accept it, and ignored otherwise.
+	j.AdminComment = req.AdminComment
+	j.Environment = map[string]string{}
+	for _, kv := range envOrDefault(req.Env) {
+		k, v, _ := strings.Cut(kv, "=")
+		j.Environment[k] = v
+	}
+	body.Script = req.Script
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return 0, err
+	}
+	status, resp, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) {
+		return b.api.SlurmV0038SubmitJobWithBody(ctx, "application/json", bytes.NewReader(raw))
+	})
+	var r v38Submit
+	if len(resp) > 0 {
+		if derr := b.c.decode(ep, resp, &r); derr != nil && err == nil {
+			return 0, derr
+		}
+	}
+	return submitResult(ep, status, deref(r.JobId), resp, err)
+}
+
+// submitResult treats a job id with only "job held" (2042) errors as
+// success, whatever the HTTP status.
+func submitResult(ep string, status, id int, body []byte, callErr error) (int, error) {
+	errs := parseErrors(body)
+	onlyHeld := true
+	for _, e := range errs {
+		if e.Code != esJobHeld {
+			onlyHeld = false
+		}
+	}
+	if id > 0 && onlyHeld {
+		return id, nil
+	}
+	if callErr != nil {
+		return 0, callErr
+	}
+	if len(errs) > 0 {
+		return 0, &APIError{Endpoint: ep, Status: status, Errors: errs}
+	}
+	return 0, fmt.Errorf("slurmrestd %s: no job id in the answer", ep)
+}
+
+func envOrDefault(env []string) []string {
+	if len(env) == 0 {
+		// slurmrestd rejects a submission without any environment.
+		return []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	}
+	return env
+}

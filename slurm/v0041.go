@@ -1,0 +1,303 @@
+package slurm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/rubick-sched/rubick/slurm/gen/v0041"
+)
+
+// v41 adapts the generated v0.0.41 client (Slurm 23.11 to 24.11).
+type v41 struct {
+	c   *RESTCluster
+	api *v0041.Client
+}
+
+func newV41(base string, d *doer, c *RESTCluster) (*v41, error) {
+	api, err := v0041.NewClient(base, v0041.WithHTTPClient(d))
+	if err != nil {
+		return nil, fmt.Errorf("slurm: v0.0.41 client: %w", err)
+	}
+	return &v41{c: c, api: api}, nil
+}
+
+// noVal is the shape of 24.11's {set, infinite, number} objects as the
+// generator writes them (an unnamed struct, identical for every field).
+type noVal[T int32 | int64 | float64] = struct {
+	Infinite *bool `json:"infinite,omitempty"`
+	Number   *T    `json:"number,omitempty"`
+	Set      *bool `json:"set,omitempty"`
+}
+
+// num returns a {set, infinite, number} value; unset or infinite give 0.
+func num[T int32 | int64 | float64](v *noVal[T]) int64 {
+	if v == nil || !deref(v.Set) || deref(v.Infinite) || v.Number == nil {
+		return 0
+	}
+	return int64(*v.Number)
+}
+
+// v41Overlay re-reads the job fields whose real range exceeds the spec:
+// priority is an int32 in the spec but a uint32 in Slurm (4294901729 is a
+// normal priority/basic value), which the generated type cannot hold.
+type v41Overlay struct {
+	Jobs []struct {
+		Priority flexInt `json:"priority"`
+	} `json:"jobs"`
+}
+
+func (b *v41) ping(ctx context.Context) error {
+	const ep = "GET /slurm/v0.0.41/ping/"
+	status, body, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) { return b.api.SlurmV0041GetPing(ctx) })
+	if err != nil {
+		return err
+	}
+	if err := responseErrors(ep, status, body); err != nil {
+		return err
+	}
+	var r v0041.V0041OpenapiPingArrayResp
+	if err := b.c.decode(ep, body, &r); err != nil {
+		return err
+	}
+	for _, p := range r.Pings {
+		if st := deref(p.Pinged); st != "UP" {
+			return fmt.Errorf("slurmrestd %s: slurmctld %s is %q: %w", ep, deref(p.Hostname), st, ErrUnavailable)
+		}
+	}
+	return nil
+}
+
+func (b *v41) jobs(ctx context.Context, since time.Time) ([]Job, bool, error) {
+	const ep = "GET /slurm/v0.0.41/jobs/"
+	var params v0041.SlurmV0041GetJobsParams
+	if !since.IsZero() {
+		t := strconv.FormatInt(since.Unix(), 10)
+		params.UpdateTime = &t
+	}
+	status, body, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) { return b.api.SlurmV0041GetJobs(ctx, &params) })
+	if err != nil {
+		return nil, false, err
+	}
+	if status == http.StatusNotModified {
+		return nil, false, nil
+	}
+	js, err := b.decodeJobs(ep, status, body)
+	return js, true, err
+}
+
+func (b *v41) job(ctx context.Context, id int) (Job, error) {
+	ep := "GET /slurm/v0.0.41/job/" + strconv.Itoa(id)
+	status, body, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) {
+		return b.api.SlurmV0041GetJob(ctx, strconv.Itoa(id), nil)
+	})
+	if err != nil {
+		return Job{}, err
+	}
+	js, err := b.decodeJobs(ep, status, body)
+	if err != nil {
+		return Job{}, err
+	}
+	for _, j := range js {
+		if j.ID == id {
+			return j, nil
+		}
+	}
+	return Job{}, fmt.Errorf("slurmrestd %s: job %d: %w", ep, id, ErrNotFound)
+}
+
+func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
+	if err := responseErrors(ep, status, body); err != nil {
+		return nil, err
+	}
+	var r v0041.V0041OpenapiJobInfoResp
+	if err := b.c.decode(ep, body, &r); err != nil {
+		return nil, err
+	}
+	var ov v41Overlay
+	if err := json.Unmarshal(body, &ov); err != nil || len(ov.Jobs) != len(r.Jobs) {
+		return nil, fmt.Errorf("slurmrestd %s: decoding job priorities: %v (%d of %d jobs)", ep, err, len(ov.Jobs), len(r.Jobs))
+	}
+	out := make([]Job, 0, len(r.Jobs))
+	for i, w := range r.Jobs {
+		var states []string
+		for _, s := range deref(w.JobState) {
+			states = append(states, string(s))
+		}
+		state, flags := jobState(states)
+		j := Job{
+			ID:           int(deref(w.JobId)),
+			Name:         deref(w.Name),
+			User:         deref(w.UserName),
+			Account:      deref(w.Account),
+			Partition:    deref(w.Partition),
+			QOS:          deref(w.Qos),
+			State:        state,
+			StateFlags:   flags,
+			Reason:       reason(deref(w.StateReason)),
+			Priority:     ov.Jobs[i].Priority.Value,
+			BatchHost:    deref(w.BatchHost),
+			NodeCount:    int(num(w.NodeCount)),
+			CPUs:         int(num(w.Cpus)),
+			CPUsPerTask:  int(num(w.CpusPerTask)),
+			Tasks:        int(num(w.Tasks)),
+			MemPerNodeMB: num(w.MemoryPerNode),
+			MemPerCPUMB:  num(w.MemoryPerCpu),
+			Requeue:      deref(w.Requeue),
+			RestartCount: int(deref(w.RestartCnt)),
+			SubmitTime:   unixTime(num(w.SubmitTime)),
+			StartTime:    unixTime(num(w.StartTime)),
+			Comment:      deref(w.Comment),
+			AdminComment: deref(w.AdminComment),
+		}
+		j.Held = j.State == StatePending &&
+			(deref(w.Hold) || ov.Jobs[i].Priority.Set && j.Priority == 0 || heldReason(j.Reason))
+		setJobResources(&j, deref(w.Nodes), deref(w.TresPerNode), deref(w.TresAllocStr), deref(w.GresDetail))
+		out = append(out, b.c.finishJob(j))
+	}
+	return out, nil
+}
+
+func (b *v41) nodes(ctx context.Context) ([]Node, error) {
+	const ep = "GET /slurm/v0.0.41/nodes/"
+	status, body, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) {
+		return b.api.SlurmV0041GetNodes(ctx, nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := responseErrors(ep, status, body); err != nil {
+		return nil, err
+	}
+	var r v0041.V0041OpenapiNodesResp
+	if err := b.c.decode(ep, body, &r); err != nil {
+		return nil, err
+	}
+	out := make([]Node, 0, len(r.Nodes))
+	for _, n := range r.Nodes {
+		var words []string
+		for _, s := range deref(n.State) {
+			words = append(words, string(s))
+		}
+		state, flags := nodeState(words)
+		out = append(out, Node{
+			Name:       deref(n.Name),
+			State:      state,
+			Flags:      flags,
+			GPUs:       gpusFromGres(deref(n.Gres)),
+			GPUsUsed:   gpusFromGres(deref(n.GresUsed)),
+			CPUs:       int(deref(n.Cpus)),
+			CPUsAlloc:  int(deref(n.AllocCpus)),
+			MemMB:      deref(n.RealMemory),
+			MemAllocMB: deref(n.AllocMemory),
+			Partitions: deref(n.Partitions),
+			Reason:     deref(n.Reason),
+		})
+	}
+	return out, nil
+}
+
+func (b *v41) partitions(ctx context.Context) ([]Partition, error) {
+	const ep = "GET /slurm/v0.0.41/partitions/"
+	status, body, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) {
+		return b.api.SlurmV0041GetPartitions(ctx, nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := responseErrors(ep, status, body); err != nil {
+		return nil, err
+	}
+	var r v0041.V0041OpenapiPartitionResp
+	if err := b.c.decode(ep, body, &r); err != nil {
+		return nil, err
+	}
+	out := make([]Partition, 0, len(r.Partitions))
+	for _, p := range r.Partitions {
+		part := Partition{Name: deref(p.Name)}
+		if p.Nodes != nil {
+			nodes, err := ExpandHostlist(deref(p.Nodes.Configured))
+			if err != nil {
+				return nil, fmt.Errorf("slurmrestd %s: partition %s: %w", ep, part.Name, err)
+			}
+			part.Nodes, part.TotalNodes = nodes, int(deref(p.Nodes.Total))
+		}
+		if p.Cpus != nil {
+			part.TotalCPUs = int(deref(p.Cpus.Total))
+		}
+		if p.Partition != nil {
+			var words []string
+			for _, s := range deref(p.Partition.State) {
+				words = append(words, string(s))
+			}
+			if len(words) > 0 {
+				part.State = upperAll(words)[0]
+			}
+		}
+		out = append(out, part)
+	}
+	return out, nil
+}
+
+func (b *v41) submit(ctx context.Context, req SubmitRequest) (int, error) {
+	const ep = "POST /slurm/v0.0.41/job/submit"
+	// In v0.0.41 the environment is a list of "K=V" and the script moves
+	// into the job description.
+	env := envOrDefault(req.Env)
+	d := v0041.V0041JobDescMsg{
+		Environment: &env,
+		Script:      &req.Script,
+		Requeue:     &req.Requeue,
+	}
+	setStr := func(dst **string, v string) {
+		if v != "" {
+			*dst = &v
+		}
+	}
+	setI32 := func(dst **int32, v int) {
+		if v > 0 {
+			n := int32(v)
+			*dst = &n
+		}
+	}
+	setStr(&d.Name, req.Name)
+	setStr(&d.Partition, req.Partition)
+	setStr(&d.Comment, req.Comment)
+	setStr(&d.AdminComment, req.AdminComment)
+	setStr(&d.CurrentWorkingDirectory, req.WorkDir)
+	setStr(&d.StandardOutput, req.StdOut)
+	setI32(&d.MinimumNodes, req.Nodes)
+	setI32(&d.MaximumNodes, req.Nodes)
+	setI32(&d.Tasks, req.Tasks)
+	setI32(&d.CpusPerTask, req.CPUsPerTask)
+	if req.GPUsPerNode > 0 {
+		setStr(&d.TresPerNode, "gres/gpu:"+strconv.Itoa(req.GPUsPerNode))
+	}
+	if req.MemPerNodeMB > 0 {
+		set, mem := true, req.MemPerNodeMB
+		d.MemoryPerNode = &noVal[int64]{Set: &set, Number: &mem}
+	}
+	if req.Hold {
+		d.Hold = &req.Hold
+	}
+	raw, err := json.Marshal(v0041.V0041JobSubmitReq{Job: &d})
+	if err != nil {
+		return 0, err
+	}
+	status, resp, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) {
+		return b.api.SlurmV0041PostJobSubmitWithBody(ctx, "application/json", bytes.NewReader(raw))
+	})
+	var r v0041.V0041OpenapiJobSubmitResponse
+	if len(resp) > 0 {
+		if derr := b.c.decode(ep, resp, &r); derr != nil && err == nil {
+			return 0, derr
+		}
+	}
+	// 24.11 reports the held state (2042) under warnings and in
+	// result.error_code, not under errors.
+	return submitResult(ep, status, int(deref(r.JobId)), resp, err)
+}
