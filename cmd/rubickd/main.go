@@ -1,12 +1,162 @@
-// Command rubickd is part of rubick; see the README.
+// Command rubickd is rubick's scheduling daemon: every interval it reads
+// jobs and nodes from slurmrestd, asks the policy for a plan, applies it
+// with scontrol and records it in its SQLite store.
+//
+// Usage:
+//
+//	rubickd [--config /etc/rubick/rubickd.yaml] [--once] [--dry-run]
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
 	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/rubick-sched/rubick/artifact"
+	"github.com/rubick-sched/rubick/daemon"
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/policy"
+	"github.com/rubick-sched/rubick/slurm"
+	"github.com/rubick-sched/rubick/store"
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "rubickd: not built yet")
-	os.Exit(2)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rubickd:", err)
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("rubickd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", daemon.DefaultConfigPath, "configuration file (YAML); a missing file at the default path means built-in defaults")
+	once := fs.Bool("once", false, "run one cycle, print its report as JSON and exit")
+	dryRun := fs.Bool("dry-run", false, "decide one cycle and print the plan without touching Slurm or the store (implies --once)")
+	dataDir := fs.String("data", "", "measurement data used to seed unknown model types (default: the embedded artifact data)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: rubickd [flags]\n\nEvery configuration key can also be set as RUBICK_<KEY> (see contrib/rubickd/rubickd.yaml).\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	path := *configPath
+	if path == daemon.DefaultConfigPath {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			path = ""
+		}
+	}
+	cfg, err := daemon.LoadConfig(path, os.Environ())
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level(cfg.LogLevel)}))
+
+	if err := os.MkdirAll(filepath.Dir(cfg.Store), 0o750); err != nil {
+		return fmt.Errorf("store directory: %w", err)
+	}
+	st, err := store.Open(ctx, cfg.Store, store.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	env := model.DefaultEnv()
+	set, err := artifact.Load(artifact.Open(*dataDir))
+	if err != nil {
+		return err
+	}
+	if added, err := daemon.Seed(ctx, st, set, env); err != nil {
+		return err
+	} else if len(added) > 0 {
+		log.Info("seeded model types", "models", added)
+	}
+
+	cluster, err := slurm.NewCluster(ctx, slurm.Config{
+		URL: cfg.Slurmrestd.URL, Version: cfg.Slurmrestd.Version, TokenFile: cfg.Slurmrestd.TokenFile,
+		User: cfg.Slurmrestd.User, RateLimit: cfg.Slurmrestd.RateLimit, Timeout: cfg.Slurmrestd.Timeout, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("connected to slurmrestd", "url", cfg.Slurmrestd.URL, "version", cluster.Version())
+	applier, err := slurm.NewApplier(slurm.ApplierConfig{
+		Scontrol: cfg.Commands.Scontrol, Scancel: cfg.Commands.Scancel, Cluster: cluster, Logger: log,
+		CommandTimeout: cfg.Commands.Timeout, Signal: cfg.Checkpoint.Signal, CheckpointTimeout: cfg.Checkpoint.Grace,
+	})
+	if err != nil {
+		return err
+	}
+	pcfg := policy.DefaultConfig()
+	pcfg.ReconfigKeep = cfg.Policy.ReconfigThreshold
+	pcfg.StarvationAge = cfg.Policy.StarvationAge
+	pol, err := policy.New(cfg.Policy.Name, pcfg)
+	if err != nil {
+		return err
+	}
+	metrics := daemon.NewMetrics()
+	d, err := daemon.New(cfg, daemon.Deps{Cluster: cluster, Applier: applier, Store: st, Policy: pol, Env: env, Metrics: metrics, Logger: log})
+	if err != nil {
+		return err
+	}
+
+	if *once || *dryRun {
+		if !*dryRun {
+			if err := d.Reconcile(ctx); err != nil {
+				return err
+			}
+		}
+		rep, err := d.Cycle(ctx, *dryRun)
+		if err != nil {
+			return err
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+
+	if cfg.Listen != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", metrics.Handler())
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(d.Last())
+		})
+		srv := &http.Server{Addr: cfg.Listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics endpoint", "err", err)
+			}
+		}()
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+	log.Info("rubickd running", "policy", pol.Name(), "interval", cfg.Interval, "partitions", cfg.Partitions)
+	return d.Run(ctx)
+}
+
+func level(s string) slog.Level {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(s))
+	return l
 }

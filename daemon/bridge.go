@@ -1,0 +1,368 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/policy"
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+// ErrNotUniform reports an allocation Slurm cannot express for one job:
+// Gres=gpu:N and CPUsPerTask are per node, so every node of a job gets the
+// same GPUs and CPUs.
+var ErrNotUniform = errors.New("allocation is not uniform across nodes")
+
+// Tag keys rubick keeps in the tag's extra fields.
+const (
+	// tagReq records the user's original request (GPUs per node x nodes,
+	// CPUs, memory) before rubick resizes the job: Slurm forgets it.
+	tagReq = "req"
+	// tagRan records seconds of run time before the current start, so the
+	// reconfiguration rule sees the whole run time across requeues.
+	tagRan = "ran"
+)
+
+// request is the user's original resource request, kept in the tag.
+type request struct {
+	Nodes, GPUsPerNode, CPUs int
+	MemMB                    int64
+}
+
+func (r request) String() string {
+	return fmt.Sprintf("n%d.g%d.c%d.m%d", r.Nodes, r.GPUsPerNode, r.CPUs, r.MemMB)
+}
+
+func parseRequest(s string) (request, error) {
+	var r request
+	parts := strings.Split(s, ".")
+	dst := []*int{&r.Nodes, &r.GPUsPerNode, &r.CPUs}
+	if len(parts) != 4 {
+		return r, fmt.Errorf("tag %s=%q: want n<nodes>.g<gpus>.c<cpus>.m<MiB>", tagReq, s)
+	}
+	for i, p := range []string{"n", "g", "c"} {
+		v, ok := strings.CutPrefix(parts[i], p)
+		n, err := strconv.Atoi(v)
+		if !ok || err != nil || n < 0 || n > 1<<20 {
+			return r, fmt.Errorf("tag %s=%q: field %q is not %s<integer>", tagReq, s, parts[i], p)
+		}
+		*dst[i] = n
+	}
+	v, ok := strings.CutPrefix(parts[3], "m")
+	m, err := strconv.ParseInt(v, 10, 64)
+	if !ok || err != nil || m < 0 {
+		return r, fmt.Errorf("tag %s=%q: field %q is not m<MiB>", tagReq, s, parts[3])
+	}
+	r.MemMB = m
+	if r.Nodes == 0 || r.GPUsPerNode == 0 {
+		return r, fmt.Errorf("tag %s=%q: nodes and GPUs must be > 0", tagReq, s)
+	}
+	return r, nil
+}
+
+// managedJob is one job rubick schedules, with what the policy needs and
+// what the Applier needs to act on it.
+type managedJob struct {
+	slurm slurm.Job
+	tag   slurm.Tag
+	req   request
+	ran   time.Duration
+}
+
+// View is one cycle's picture of the cluster: the policy's snapshot and the
+// Slurm jobs behind it.
+type View struct {
+	Snapshot *policy.Snapshot
+	managed  map[string]*managedJob
+	// Unmanaged lists held jobs with a rubick tag that the policy cannot
+	// schedule (no fitted model, malformed tag), with the reason.
+	Unmanaged map[int]string
+}
+
+// Estimators gives the fitted estimator of a model type, or false.
+type Estimators func(modelType string) (policy.Estimator, bool)
+
+// BuildView converts what Slurm reports into a policy snapshot. Only nodes
+// of the managed partitions that can run jobs count; their capacity is
+// reduced by whatever jobs rubick does not manage hold on them.
+func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, est Estimators, restartCost time.Duration, log *slog.Logger) (*View, error) {
+	v := &View{managed: map[string]*managedJob{}, Unmanaged: map[int]string{}}
+	models := map[string]policy.Estimator{}
+	var pjobs []policy.Job
+	usage := map[string]policy.NodeAlloc{} // what managed jobs hold, per node
+	for _, j := range jobs {
+		if !slices.Contains(cfg.Partitions, j.Partition) || (j.State != slurm.StatePending && j.State != slurm.StateRunning) {
+			continue
+		}
+		if j.TagErr != nil {
+			v.Unmanaged[j.ID] = j.TagErr.Error()
+			continue
+		}
+		if j.Tag == nil || j.Tag.ModelType == "" {
+			continue // rigid: Slurm schedules it; its usage shows in the node counters
+		}
+		e, ok := est(j.Tag.ModelType)
+		if !ok {
+			v.Unmanaged[j.ID] = fmt.Sprintf("model type %q has no fitted model", j.Tag.ModelType)
+			continue
+		}
+		mj, pj, err := convertJob(cfg, now, j, e)
+		if err != nil {
+			v.Unmanaged[j.ID] = err.Error()
+			log.Warn("job not schedulable", "job", j.ID, "err", err)
+			continue
+		}
+		models[j.Tag.ModelType] = e
+		v.managed[pj.ID] = mj
+		pjobs = append(pjobs, pj)
+		for _, a := range pj.Alloc {
+			u := usage[a.Node]
+			u.GPUs += a.GPUs
+			u.CPUs += a.CPUs
+			u.MemGB += a.MemGB
+			usage[a.Node] = u
+		}
+	}
+	var pnodes []policy.Node
+	for _, n := range nodes {
+		if !usable(n, cfg.Partitions) {
+			continue
+		}
+		u := usage[n.Name]
+		// Capacity left to rubick: total minus what others hold, where
+		// others = used - rubick's own.
+		others := func(used, mine int) int { return max(used-mine, 0) }
+		memOthers := max(float64(n.MemAllocMB)/1024-u.MemGB, 0)
+		pnodes = append(pnodes, policy.Node{
+			Name:  n.Name,
+			GPUs:  max(n.GPUs-others(n.GPUsUsed, u.GPUs), 0),
+			CPUs:  max(n.CPUs-others(n.CPUsAlloc, u.CPUs), 0),
+			MemGB: math.Max(float64(n.MemMB)/1024-memOthers, 0),
+		})
+	}
+	var tenants []policy.Tenant
+	for _, t := range cfg.Tenants {
+		tenants = append(tenants, policy.Tenant{Name: t.Name, GPUQuota: t.QuotaGPUs})
+	}
+	snap, err := policy.NewSnapshot(now, pnodes, pjobs, tenants, models, restartCost)
+	if err != nil {
+		return nil, err
+	}
+	v.Snapshot = snap
+	return v, nil
+}
+
+// usable reports whether a node belongs to a managed partition and can run jobs.
+func usable(n slurm.Node, partitions []string) bool {
+	in := false
+	for _, p := range n.Partitions {
+		in = in || slices.Contains(partitions, p)
+	}
+	if !in {
+		return false
+	}
+	state := strings.ToUpper(n.State + " " + strings.Join(n.Flags, " "))
+	for _, bad := range []string{"DOWN", "DRAIN", "FAIL", "INVAL", "NOT_RESPONDING", "MAINT", "POWER", "FUTURE", "UNKNOWN"} {
+		if strings.Contains(state, bad) {
+			return false
+		}
+	}
+	return true
+}
+
+// convertJob maps one tagged Slurm job onto a policy job.
+func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator) (*managedJob, policy.Job, error) {
+	mj := &managedJob{slurm: j, tag: *j.Tag}
+	if s, ok := j.Tag.Extra[tagReq]; ok {
+		r, err := parseRequest(s)
+		if err != nil {
+			return nil, policy.Job{}, err
+		}
+		mj.req = r
+	} else {
+		mj.req = request{Nodes: max(j.NodeCount, 1), GPUsPerNode: j.GPUsPerNode, CPUs: j.CPUs, MemMB: j.MemPerNodeMB}
+		if mj.req.MemMB == 0 && j.MemPerCPUMB > 0 {
+			mj.req.MemMB = j.MemPerCPUMB * int64(j.CPUs) / int64(mj.req.Nodes)
+		}
+	}
+	if mj.req.GPUsPerNode <= 0 {
+		return nil, policy.Job{}, fmt.Errorf("job %d: gres gpu per node=%d: a model-type job needs GPUs", j.ID, mj.req.GPUsPerNode)
+	}
+	if s, ok := j.Tag.Extra[tagRan]; ok {
+		sec, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || sec < 0 {
+			return nil, policy.Job{}, fmt.Errorf("job %d: tag %s=%q is not whole seconds", j.ID, tagRan, s)
+		}
+		mj.ran = time.Duration(sec) * time.Second
+	}
+	tenant := cfg.TenantOf(j.Account, j.QOS)
+	pl := make(model.Placement, mj.req.Nodes)
+	for i := range pl {
+		pl[i] = mj.req.GPUsPerNode
+	}
+	reqRes := model.Resources{Placement: pl, CPUs: mj.req.CPUs, HostMemGB: float64(mj.req.MemMB) * float64(mj.req.Nodes) / 1024}
+	// The user's launch line is not visible to rubickd; the SLO baseline is
+	// the best plan on the requested resources, the strictest reading.
+	reqPlan, _, err := e.BestPlan(reqRes, nil)
+	if err != nil {
+		return nil, policy.Job{}, fmt.Errorf("job %d: no feasible plan for model %s on its request %s: %w", j.ID, j.Tag.ModelType, pl, err)
+	}
+	pj := policy.Job{
+		ID: strconv.Itoa(j.ID), Model: j.Tag.ModelType, Tenant: tenant,
+		Guaranteed: j.Tag.Class == slurm.ClassGuaranteed && tenant != "",
+		Submit:     j.SubmitTime,
+		Request: policy.Request{
+			GPUs: pl.GPUs(), CPUs: mj.req.CPUs, MemGB: reqRes.HostMemGB, Placement: pl, Plan: reqPlan,
+		},
+		RunTime:   mj.ran,
+		Reconfigs: max(j.Tag.Generation-1, 0),
+	}
+	if j.State == slurm.StateRunning && len(j.NodeList) > 0 {
+		n := len(j.NodeList)
+		for _, name := range j.NodeList {
+			pj.Alloc = append(pj.Alloc, policy.NodeAlloc{
+				Node: name, GPUs: j.GPUsPerNode, CPUs: j.CPUs / n, MemGB: float64(memPerNode(j)) / 1024,
+			})
+		}
+		if !j.StartTime.IsZero() && now.After(j.StartTime) {
+			pj.RunTime += now.Sub(j.StartTime)
+		}
+		plan, err := model.ParsePlan(j.Tag.Plan)
+		if err != nil || plan.GPUs() != j.GPUsPerNode*n {
+			// A job started outside rubick (or an old tag): assume the best
+			// plan for what it holds.
+			plan, _, err = e.BestPlan(model.Resources{Placement: allocPlacement(pj.Alloc), CPUs: j.CPUs}, nil)
+			if err != nil {
+				return nil, policy.Job{}, fmt.Errorf("job %d: no feasible plan on its allocation: %w", j.ID, err)
+			}
+		}
+		pj.Plan = plan
+	}
+	return mj, pj, nil
+}
+
+func memPerNode(j slurm.Job) int64 {
+	if j.MemPerNodeMB > 0 {
+		return j.MemPerNodeMB
+	}
+	if n := max(len(j.NodeList), 1); j.MemPerCPUMB > 0 {
+		return j.MemPerCPUMB * int64(j.CPUs) / int64(n)
+	}
+	return 0
+}
+
+func allocPlacement(alloc []policy.NodeAlloc) model.Placement {
+	var pl model.Placement
+	for _, a := range alloc {
+		if a.GPUs > 0 {
+			pl = append(pl, a.GPUs)
+		}
+	}
+	return pl
+}
+
+// SlurmActions turns the policy's plan into Slurm actions, in the order
+// they must run: releases (preempt, shrink) before takes (restart, start).
+// Keep actions become nothing. An action Slurm cannot express is dropped
+// and reported in skipped, keyed by job id.
+func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Action, skipped map[int]error) {
+	skipped = map[int]error{}
+	var releases, takes []slurm.Action
+	for _, a := range p.Actions {
+		mj, ok := v.managed[a.JobID]
+		if !ok || a.Kind == policy.Keep {
+			continue
+		}
+		sa, err := mj.slurmAction(a, now)
+		if err != nil {
+			skipped[mj.slurm.ID] = err
+			continue
+		}
+		if sa.Kind == slurm.ActionPreempt || sa.Kind == slurm.ActionShrink {
+			releases = append(releases, sa)
+		} else {
+			takes = append(takes, sa)
+		}
+	}
+	return append(releases, takes...), skipped
+}
+
+func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action, error) {
+	j := mj.slurm
+	tag := mj.tag
+	tag.Extra = map[string]string{}
+	for k, v := range mj.tag.Extra {
+		tag.Extra[k] = v
+	}
+	tag.Extra[tagReq] = mj.req.String()
+	tag.Generation = mj.tag.Generation + 1
+	ran := mj.ran
+	if j.State == slurm.StateRunning && !j.StartTime.IsZero() && now.After(j.StartTime) {
+		ran += now.Sub(j.StartTime)
+	}
+	out := slurm.Action{JobID: j.ID, Tag: &tag}
+	switch a.Kind {
+	case policy.Preempt:
+		tag.Extra[tagRan] = strconv.FormatInt(int64(ran/time.Second), 10)
+		out.Kind = slurm.ActionPreempt
+		return out, nil
+	case policy.Start, policy.Restart, policy.Shrink:
+	default:
+		return slurm.Action{}, fmt.Errorf("job %d: unknown action kind %q", j.ID, a.Kind)
+	}
+	var nodes []string
+	gpus, cpus, memMB := -1, -1, int64(0)
+	for _, n := range a.Alloc {
+		if n.GPUs == 0 && n.CPUs == 0 {
+			continue
+		}
+		if (gpus >= 0 && n.GPUs != gpus) || (cpus >= 0 && n.CPUs != cpus) {
+			return slurm.Action{}, fmt.Errorf("job %d: %w: %v", j.ID, ErrNotUniform, a.Alloc)
+		}
+		gpus, cpus = n.GPUs, n.CPUs
+		memMB = max(memMB, int64(math.Ceil(n.MemGB*1024)))
+		nodes = append(nodes, n.Node)
+	}
+	if len(nodes) == 0 {
+		return slurm.Action{}, fmt.Errorf("job %d: %s action with an empty allocation", j.ID, a.Kind)
+	}
+	tag.Plan = a.Plan.String()
+	out.Nodes, out.NumNodes, out.GPUsPerNode, out.CPUsPerTask, out.MemPerNodeMB = nodes, len(nodes), gpus, cpus, memMB
+	switch {
+	case j.State == slurm.StatePending:
+		out.Kind = slurm.ActionStart
+	case a.Kind == policy.Shrink && canShrinkInPlace(j, nodes, gpus, cpus):
+		out.Kind = slurm.ActionShrink
+	default:
+		// Growing, changing GPUs per node or dropping the batch host needs a
+		// checkpoint-restart: Slurm changes GPUs only on pending jobs.
+		out.Kind = slurm.ActionRestart
+		tag.Extra[tagRan] = strconv.FormatInt(int64(ran/time.Second), 10)
+	}
+	return out, nil
+}
+
+// canShrinkInPlace reports whether Slurm can shrink the running job to
+// nodes: a strict subset of its nodes with the same GPUs and CPUs each,
+// keeping the batch host.
+func canShrinkInPlace(j slurm.Job, nodes []string, gpusPerNode, cpusPerNode int) bool {
+	if gpusPerNode != j.GPUsPerNode || len(nodes) >= len(j.NodeList) || !slices.Contains(nodes, j.BatchHost) {
+		return false
+	}
+	if cpusPerNode != j.CPUs/len(j.NodeList) {
+		return false
+	}
+	for _, n := range nodes {
+		if !slices.Contains(j.NodeList, n) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,356 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/policy"
+	"github.com/rubick-sched/rubick/slurm"
+	"github.com/rubick-sched/rubick/store"
+)
+
+// Cluster is what the daemon reads from Slurm.
+type Cluster interface {
+	Jobs(ctx context.Context, since time.Time) ([]slurm.Job, bool, error)
+	Job(ctx context.Context, id int) (slurm.Job, error)
+	Nodes(ctx context.Context) ([]slurm.Node, error)
+}
+
+// Applier applies Slurm actions and reports a result per action.
+type Applier interface {
+	Apply(ctx context.Context, actions []slurm.Action) []slurm.ActionResult
+}
+
+// Store is the part of the store the daemon writes and reads.
+type Store interface {
+	ModelTypes(ctx context.Context) ([]store.ModelType, error)
+	CurrentFit(ctx context.Context, modelType string) (store.Fit, error)
+	UpsertJob(ctx context.Context, j store.Job) error
+	RecordDecision(ctx context.Context, d store.Decision) (store.Decision, error)
+	MarkApplied(ctx context.Context, id int64, res store.Result, applyErr error) error
+	Pending(ctx context.Context) ([]store.Action, error)
+}
+
+// Deps are the daemon's collaborators.
+type Deps struct {
+	Cluster Cluster
+	Applier Applier
+	Store   Store
+	Policy  policy.Policy
+	// Env holds the cluster facts the model prices (bandwidths, GPU memory).
+	Env     model.Env
+	Metrics *Metrics
+	Logger  *slog.Logger
+	Now     func() time.Time
+}
+
+// Daemon runs rubickd's control loop.
+type Daemon struct {
+	cfg  Config
+	deps Deps
+
+	mu       sync.Mutex // guards the fields below, read by the status endpoint
+	lastJobs []slurm.Job
+	polled   time.Time
+	last     CycleReport
+}
+
+// New checks deps and returns a Daemon.
+func New(cfg Config, deps Deps) (*Daemon, error) {
+	if deps.Cluster == nil || deps.Applier == nil || deps.Store == nil || deps.Policy == nil {
+		return nil, errors.New("daemon: cluster, applier, store and policy are required")
+	}
+	if deps.Metrics == nil {
+		deps.Metrics = NewMetrics()
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	return &Daemon{cfg: cfg, deps: deps}, nil
+}
+
+// CycleReport summarises one cycle.
+type CycleReport struct {
+	At       time.Time             `json:"at"`
+	Jobs     int                   `json:"jobs"`
+	Plan     policy.Plan           `json:"plan"`
+	Actions  []slurm.Action        `json:"actions"`
+	Skipped  map[int]string        `json:"skipped,omitempty"`
+	Failed   map[int]string        `json:"failed,omitempty"`
+	Ignored  map[int]string        `json:"ignored,omitempty"` // tagged jobs rubick cannot schedule
+	CycleID  int64                 `json:"cycle_id,omitempty"`
+	Duration time.Duration         `json:"duration_ns"`
+	Policy   time.Duration         `json:"policy_ns"`
+	Results  []slurm.ActionResult  `json:"-"`
+	Models   map[string]model.Spec `json:"-"`
+}
+
+// estimators loads the current fit of every model type from the store.
+func (d *Daemon) estimators(ctx context.Context) (Estimators, error) {
+	types, err := d.deps.Store.ModelTypes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read model types: %w", err)
+	}
+	est := map[string]policy.Estimator{}
+	for _, t := range types {
+		fit, err := d.deps.Store.CurrentFit(ctx, t.Spec.Name)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // no fit yet: its jobs wait for profiling
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read fit of %s: %w", t.Spec.Name, err)
+		}
+		est[t.Spec.Name] = policy.FromPredictor(model.Predictor{Spec: t.Spec, Params: fit.Params, Env: d.deps.Env})
+	}
+	return func(name string) (policy.Estimator, bool) { e, ok := est[name]; return e, ok }, nil
+}
+
+// Reconcile settles the actions a previous run recorded but did not
+// confirm: an action whose plan Slurm now shows running is marked applied,
+// any other is abandoned. Nothing is re-applied; the next cycle decides
+// afresh from what Slurm reports.
+func (d *Daemon) Reconcile(ctx context.Context) error {
+	pending, err := d.deps.Store.Pending(ctx)
+	if err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	for _, a := range pending {
+		j, err := d.deps.Cluster.Job(ctx, int(a.JobID))
+		res, why := store.ResultAbandoned, errors.New("rubickd stopped before confirming; Slurm state differs")
+		switch {
+		case errors.Is(err, slurm.ErrNotFound):
+			why = errors.New("job no longer known to Slurm")
+		case err != nil:
+			return fmt.Errorf("reconcile job %d: %w", a.JobID, err)
+		case j.Tag != nil && j.Tag.Plan == a.Plan.String() && (a.Kind == string(slurm.ActionPreempt) || j.State == slurm.StateRunning):
+			res, why = store.ResultOK, nil
+		case a.Kind == string(slurm.ActionPreempt) && j.State == slurm.StatePending:
+			res, why = store.ResultOK, nil
+		}
+		if err := d.deps.Store.MarkApplied(ctx, a.ID, res, why); err != nil && !errors.Is(err, store.ErrResolved) {
+			return fmt.Errorf("reconcile action %d: %w", a.ID, err)
+		}
+		d.deps.Logger.Info("reconciled action", "job", a.JobID, "action", a.Kind, "result", res)
+	}
+	return nil
+}
+
+// Cycle runs one snapshot, decide, apply, record cycle. With dryRun it
+// decides and reports but touches neither Slurm nor the store.
+func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
+	start := d.deps.Now()
+	rep := CycleReport{At: start, Skipped: map[int]string{}, Failed: map[int]string{}}
+	jobs, err := d.jobs(ctx)
+	if err != nil {
+		d.deps.Metrics.SlurmErrors.WithLabelValues("slurmrestd").Inc()
+		return rep, err
+	}
+	nodes, err := d.deps.Cluster.Nodes(ctx)
+	if err != nil {
+		d.deps.Metrics.SlurmErrors.WithLabelValues("slurmrestd").Inc()
+		return rep, fmt.Errorf("read nodes: %w", err)
+	}
+	est, err := d.estimators(ctx)
+	if err != nil {
+		return rep, err
+	}
+	view, err := BuildView(d.cfg, start, nodes, jobs, est, d.cfg.RestartCost, d.deps.Logger)
+	if err != nil {
+		return rep, fmt.Errorf("build snapshot: %w", err)
+	}
+	rep.Ignored = view.Unmanaged
+	rep.Jobs = len(view.Snapshot.Jobs)
+	d.countJobs(jobs, view)
+	t0 := d.deps.Now()
+	plan, err := d.deps.Policy.Decide(ctx, view.Snapshot)
+	rep.Policy = d.deps.Now().Sub(t0)
+	d.deps.Metrics.PolicyDuration.Observe(rep.Policy.Seconds())
+	if err != nil {
+		return rep, fmt.Errorf("policy %s: %w", d.deps.Policy.Name(), err)
+	}
+	rep.Plan = plan
+	actions, skipped := view.SlurmActions(plan, start)
+	rep.Actions = actions
+	for id, e := range skipped {
+		rep.Skipped[id] = e.Error()
+		d.deps.Logger.Warn("action not expressible in Slurm", "job", id, "err", e)
+	}
+	if dryRun {
+		rep.Duration = d.deps.Now().Sub(start)
+		return rep, nil
+	}
+	recorded, err := d.record(ctx, view, plan, actions, rep.Policy)
+	if err != nil {
+		return rep, err
+	}
+	rep.CycleID = recorded.CycleID
+	// Apply only what was recorded first, so a crash in between leaves a
+	// pending record to reconcile rather than an unrecorded change.
+	results := d.deps.Applier.Apply(ctx, actions)
+	rep.Results = results
+	for i, r := range results {
+		res, kind := store.ResultOK, string(r.Action.Kind)
+		if r.Err != nil {
+			res = store.ResultFailed
+			rep.Failed[r.Action.JobID] = r.Err.Error()
+			d.deps.Logger.Warn("action failed", "job", r.Action.JobID, "action", kind, "err", r.Err)
+		} else {
+			d.deps.Logger.Info("action applied", "job", r.Action.JobID, "action", kind, "plan", planOf(r.Action))
+		}
+		d.deps.Metrics.Actions.WithLabelValues(kind, string(res)).Inc()
+		if i < len(recorded.Actions) {
+			if err := d.deps.Store.MarkApplied(ctx, recorded.Actions[i].ID, res, r.Err); err != nil {
+				return rep, fmt.Errorf("record result of job %d: %w", r.Action.JobID, err)
+			}
+		}
+	}
+	rep.Duration = d.deps.Now().Sub(start)
+	d.deps.Metrics.CycleDuration.Observe(rep.Duration.Seconds())
+	d.deps.Metrics.LastCycle.Set(float64(d.deps.Now().Unix()))
+	d.mu.Lock()
+	d.last = rep
+	d.mu.Unlock()
+	return rep, nil
+}
+
+func planOf(a slurm.Action) string {
+	if a.Tag == nil {
+		return ""
+	}
+	return a.Tag.Plan
+}
+
+// jobs polls slurmrestd with update_time and reuses the last list on 304.
+func (d *Daemon) jobs(ctx context.Context) ([]slurm.Job, error) {
+	d.mu.Lock()
+	since, last := d.polled, d.lastJobs
+	d.mu.Unlock()
+	now := d.deps.Now()
+	jobs, changed, err := d.deps.Cluster.Jobs(ctx, since)
+	if err != nil {
+		return nil, fmt.Errorf("read jobs: %w", err)
+	}
+	if !changed && since.IsZero() {
+		return nil, errors.New("read jobs: unchanged answer to a full poll")
+	}
+	if !changed {
+		return last, nil
+	}
+	d.mu.Lock()
+	// One second back: update_time has one-second resolution.
+	d.polled, d.lastJobs = now.Add(-time.Second), jobs
+	d.mu.Unlock()
+	return jobs, nil
+}
+
+// Invalidate forgets the cached job list, so the next cycle reads it in
+// full; call it after applying actions, which change jobs.
+func (d *Daemon) Invalidate() {
+	d.mu.Lock()
+	d.polled, d.lastJobs = time.Time{}, nil
+	d.mu.Unlock()
+}
+
+func (d *Daemon) countJobs(jobs []slurm.Job, v *View) {
+	d.deps.Metrics.Jobs.Reset()
+	for _, j := range jobs {
+		class := "rigid"
+		if mj, ok := v.managed[strconv.Itoa(j.ID)]; ok {
+			class = slurm.ClassBestEffort
+			if mj.tag.Class == slurm.ClassGuaranteed {
+				class = slurm.ClassGuaranteed
+			}
+		}
+		d.deps.Metrics.Jobs.WithLabelValues(j.State, class).Inc()
+	}
+}
+
+// record stores the jobs, the decision with its reasons, and the actions
+// as pending, in that order.
+func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions []slurm.Action, took time.Duration) (store.Decision, error) {
+	for _, pj := range v.Snapshot.Jobs {
+		mj := v.managed[pj.ID]
+		class := store.BestEffort
+		if pj.Guaranteed {
+			class = store.Guaranteed
+		}
+		sj := store.Job{
+			ID: int64(mj.slurm.ID), ModelType: pj.Model, Class: class, Tenant: pj.Tenant,
+			State: mj.slurm.State, Submitted: mj.slurm.SubmitTime,
+		}
+		if err := d.deps.Store.UpsertJob(ctx, sj); err != nil {
+			return store.Decision{}, fmt.Errorf("record job %d: %w", mj.slurm.ID, err)
+		}
+	}
+	dec := store.Decision{Policy: d.deps.Policy.Name(), Duration: took, Reasons: map[int64]json.RawMessage{}}
+	for _, a := range plan.Actions {
+		id, err := strconv.ParseInt(a.JobID, 10, 64)
+		if err != nil {
+			continue
+		}
+		raw, err := json.Marshal(a)
+		if err != nil {
+			return store.Decision{}, fmt.Errorf("encode reason of job %d: %w", id, err)
+		}
+		dec.Reasons[id] = raw
+	}
+	for _, a := range actions {
+		plan, _ := model.ParsePlan(planOf(a))
+		pl := make(model.Placement, len(a.Nodes))
+		for i := range pl {
+			pl[i] = a.GPUsPerNode
+		}
+		dec.Actions = append(dec.Actions, store.Action{
+			JobID: int64(a.JobID), Kind: string(a.Kind), Plan: plan,
+			Resources: model.Resources{Placement: pl, CPUs: a.CPUsPerTask * len(a.Nodes), HostMemGB: float64(a.MemPerNodeMB) * float64(len(a.Nodes)) / 1024},
+		})
+	}
+	rec, err := d.deps.Store.RecordDecision(ctx, dec)
+	if err != nil {
+		return store.Decision{}, fmt.Errorf("record decision: %w", err)
+	}
+	return rec, nil
+}
+
+// Last returns the report of the last applied cycle.
+func (d *Daemon) Last() CycleReport {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.last
+}
+
+// Run reconciles, then runs a cycle every interval until ctx ends. A cycle
+// in progress when ctx ends finishes with a fresh context bounded by the
+// command timeout, so SIGTERM never leaves a half-applied action behind.
+func (d *Daemon) Run(ctx context.Context) error {
+	if err := d.Reconcile(ctx); err != nil {
+		return err
+	}
+	tick := time.NewTicker(d.cfg.Interval)
+	defer tick.Stop()
+	for {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Interval+d.cfg.Checkpoint.Grace+2*d.cfg.Commands.Timeout)
+		rep, err := d.Cycle(cctx, false)
+		cancel()
+		if err != nil {
+			d.deps.Logger.Error("cycle failed", "err", err)
+		} else if len(rep.Actions) > 0 {
+			d.Invalidate()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}

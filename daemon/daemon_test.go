@@ -1,0 +1,243 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/artifact"
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/policy"
+	"github.com/rubick-sched/rubick/slurm"
+	"github.com/rubick-sched/rubick/store"
+)
+
+var t0 = time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)
+
+type fakeCluster struct {
+	jobs  []slurm.Job
+	nodes []slurm.Node
+	err   error
+}
+
+func (f *fakeCluster) Jobs(context.Context, time.Time) ([]slurm.Job, bool, error) {
+	return f.jobs, true, f.err
+}
+func (f *fakeCluster) Nodes(context.Context) ([]slurm.Node, error) { return f.nodes, f.err }
+func (f *fakeCluster) Job(_ context.Context, id int) (slurm.Job, error) {
+	for _, j := range f.jobs {
+		if j.ID == id {
+			return j, nil
+		}
+	}
+	return slurm.Job{}, slurm.ErrNotFound
+}
+
+type fakeApplier struct {
+	got  []slurm.Action
+	fail map[int]error
+}
+
+func (f *fakeApplier) Apply(_ context.Context, acts []slurm.Action) []slurm.ActionResult {
+	var out []slurm.ActionResult
+	for _, a := range acts {
+		f.got = append(f.got, a)
+		out = append(out, slurm.ActionResult{Action: a, Err: f.fail[a.JobID]})
+	}
+	return out
+}
+
+func labNodes(n int) []slurm.Node {
+	var out []slurm.Node
+	for i := 1; i <= n; i++ {
+		out = append(out, slurm.Node{
+			Name: "node" + string(rune('0'+i)), State: "IDLE", GPUs: 8, CPUs: 64, MemMB: 512000, Partitions: []string{"gpu"},
+		})
+	}
+	return out
+}
+
+func heldJob(id int, modelType string, nodes, gpus int) slurm.Job {
+	return slurm.Job{
+		ID: id, Name: "train", Account: "root", Partition: "gpu", State: slurm.StatePending, Held: true,
+		NodeCount: nodes, GPUsPerNode: gpus, CPUs: 8 * nodes, MemPerNodeMB: 64000,
+		SubmitTime: t0.Add(-time.Duration(id) * time.Minute), Requeue: true,
+		Tag: &slurm.Tag{ModelType: modelType, Class: slurm.ClassBestEffort},
+	}
+}
+
+func newTestDaemon(t *testing.T, c *fakeCluster, a *fakeApplier) (*Daemon, *store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "rubick.db"), store.WithClock(func() time.Time { return t0 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	set, err := artifact.Load(artifact.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Seed(ctx, st, set, model.DefaultEnv()); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.New("rubick", policy.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Defaults()
+	d, err := New(cfg, Deps{Cluster: c, Applier: a, Store: st, Policy: pol, Env: model.DefaultEnv(), Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, st
+}
+
+func TestCycleStartsHeldJobsUniformly(t *testing.T) {
+	c := &fakeCluster{nodes: labNodes(4), jobs: []slurm.Job{heldJob(11, "gpt2", 1, 4), heldJob(12, "bert", 1, 2)}}
+	a := &fakeApplier{}
+	d, st := newTestDaemon(t, c, a)
+	rep, err := d.Cycle(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.got) == 0 {
+		t.Fatalf("no actions applied; report %+v", rep)
+	}
+	for _, act := range a.got {
+		t.Logf("action %+v tag %+v", act, *act.Tag)
+	}
+	t.Logf("skipped %v", rep.Skipped)
+	for _, act := range a.got {
+		if act.Kind != slurm.ActionStart {
+			t.Errorf("job %d: kind %s, want start", act.JobID, act.Kind)
+		}
+		plan, err := model.ParsePlan(act.Tag.Plan)
+		if err != nil {
+			t.Fatalf("job %d: tag plan %q: %v", act.JobID, act.Tag.Plan, err)
+		}
+		if got, want := plan.GPUs(), act.GPUsPerNode*len(act.Nodes); got != want {
+			t.Errorf("job %d: plan %s uses %d GPUs, allocation has %d", act.JobID, plan, got, want)
+		}
+		if act.Tag.Generation != 1 || act.Tag.Extra[tagReq] == "" {
+			t.Errorf("job %d: tag %+v lacks generation 1 or the request", act.JobID, act.Tag)
+		}
+	}
+	pending, err := st.Pending(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pending) != 0 {
+		t.Errorf("%d actions left pending after a successful apply", len(pending))
+	}
+	hist, err := st.PlanHistory(context.Background(), int64(a.got[0].JobID))
+	if err != nil || len(hist) != 1 || hist[0].Result != store.ResultOK {
+		t.Errorf("plan history of job %d = %+v, %v; want one ok action", a.got[0].JobID, hist, err)
+	}
+}
+
+func TestDryRunTouchesNothing(t *testing.T) {
+	c := &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{heldJob(21, "gpt2", 1, 8)}}
+	a := &fakeApplier{}
+	d, st := newTestDaemon(t, c, a)
+	rep, err := d.Cycle(context.Background(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Actions) == 0 {
+		t.Fatal("dry run decided nothing")
+	}
+	if len(a.got) != 0 {
+		t.Errorf("dry run applied %d actions", len(a.got))
+	}
+	if _, err := st.Job(context.Background(), 21); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("dry run stored the job: %v", err)
+	}
+}
+
+func TestUnschedulableJobsAreReportedNotLost(t *testing.T) {
+	bad := heldJob(31, "gpt2", 1, 2)
+	bad.Tag, bad.TagErr = nil, errors.New(`malformed rubick tag: gen="x"`)
+	unknown := heldJob(32, "mystery-model", 1, 2)
+	noGPU := heldJob(33, "bert", 1, 0)
+	c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{bad, unknown, noGPU}}
+	d, _ := newTestDaemon(t, c, &fakeApplier{})
+	rep, err := d.Cycle(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int{31, 32, 33}, sortedIDs(rep.Ignored)); diff != "" {
+		t.Errorf("ignored jobs (-want +got):\n%s\n%v", diff, rep.Ignored)
+	}
+}
+
+func TestApplyFailureIsRecorded(t *testing.T) {
+	c := &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{heldJob(41, "bert", 1, 2)}}
+	a := &fakeApplier{fail: map[int]error{41: errors.New("scontrol: Invalid node name specified")}}
+	d, st := newTestDaemon(t, c, a)
+	rep, err := d.Cycle(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Failed[41] == "" {
+		t.Fatalf("failure not reported: %+v", rep.Failed)
+	}
+	hist, err := st.PlanHistory(context.Background(), 41)
+	if err != nil || len(hist) != 1 || hist[0].Result != store.ResultFailed {
+		t.Errorf("history = %+v, %v; want one failed action", hist, err)
+	}
+}
+
+func TestReconcileNeverReapplies(t *testing.T) {
+	ctx := context.Background()
+	c := &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{heldJob(51, "bert", 1, 2), heldJob(52, "bert", 1, 2)}}
+	a := &fakeApplier{}
+	d, st := newTestDaemon(t, c, a)
+	// A previous run recorded two starts and died before confirming them.
+	plan := model.Plan{DP: 2, TP: 1, PP: 1, MicroBatch: 16, Accum: 1}
+	for _, id := range []int64{51, 52} {
+		if err := st.UpsertJob(ctx, store.Job{ID: id, ModelType: "bert", Class: store.BestEffort, State: "PENDING", Submitted: t0}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.RecordPlan(ctx, store.Action{JobID: id, Kind: "start", Plan: plan, Resources: model.Resources{Placement: model.Placement{2}, CPUs: 8}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Slurm shows 51 running that plan; 52 never got released.
+	c.jobs[0].State, c.jobs[0].NodeList, c.jobs[0].Tag.Plan = slurm.StateRunning, []string{"node1"}, plan.String()
+	if err := d.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.got) != 0 {
+		t.Errorf("reconcile applied %d actions", len(a.got))
+	}
+	got := map[int64]store.Result{}
+	for _, id := range []int64{51, 52} {
+		h, err := st.PlanHistory(ctx, id)
+		if err != nil || len(h) != 1 {
+			t.Fatalf("history of %d: %+v %v", id, h, err)
+		}
+		got[id] = h[0].Result
+	}
+	if diff := cmp.Diff(map[int64]store.Result{51: store.ResultOK, 52: store.ResultAbandoned}, got); diff != "" {
+		t.Errorf("reconciled results (-want +got):\n%s", diff)
+	}
+}
+
+func sortedIDs(m map[int]string) []int {
+	var out []int
+	for k := range m {
+		out = append(out, k)
+	}
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}

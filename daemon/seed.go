@@ -1,0 +1,58 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/rubick-sched/rubick/artifact"
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/store"
+)
+
+// SeedStore is the part of the store seeding writes.
+type SeedStore interface {
+	ModelTypes(ctx context.Context) ([]store.ModelType, error)
+	UpsertModelType(ctx context.Context, spec model.Spec) error
+	HasFit(ctx context.Context, modelType string) (bool, error)
+	AddFit(ctx context.Context, modelType string, r model.FitResult, src store.Source) (store.Fit, error)
+}
+
+// Seed registers every model type of set that the store lacks, with its fit
+// on set's profiling runs, so jobs of those types are scheduled from the
+// first cycle without profiling. Model types the store already has, and
+// their fits, are left alone: a fit learned online is never overwritten.
+// It returns the names it added.
+func Seed(ctx context.Context, st SeedStore, set *artifact.Set, env model.Env) ([]string, error) {
+	have, err := st.ModelTypes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("seed: %w", err)
+	}
+	known := map[string]bool{}
+	for _, t := range have {
+		known[t.Spec.Name] = true
+	}
+	fits, err := artifact.FitAll(ctx, set, env)
+	if err != nil {
+		return nil, fmt.Errorf("seed: fit shipped profiles: %w", err)
+	}
+	var added []string
+	for _, name := range set.ModelNames() {
+		if known[name] {
+			continue
+		}
+		if err := st.UpsertModelType(ctx, set.Models[name].Spec); err != nil {
+			return added, fmt.Errorf("seed %s: %w", name, err)
+		}
+		if fit, ok := fits[name]; ok {
+			if has, err := st.HasFit(ctx, name); err != nil {
+				return added, fmt.Errorf("seed %s: %w", name, err)
+			} else if !has {
+				if _, err := st.AddFit(ctx, name, fit, store.SourceProfile); err != nil {
+					return added, fmt.Errorf("seed %s: %w", name, err)
+				}
+			}
+		}
+		added = append(added, name)
+	}
+	return added, nil
+}
