@@ -121,8 +121,10 @@ func Defaults() Config {
 
 // LoadConfig reads path (empty: no file) over the defaults, then applies
 // the RUBICK_* variables of environ, and validates the result. environ is
-// passed explicitly (os.Environ() in main) so tests control it.
-func LoadConfig(path string, environ []string) (Config, error) {
+// passed explicitly (os.Environ() in main) so tests control it. RUBICK_*
+// variables that match no key (a typo, or another rubick tool's variable
+// such as RUBICK_MODEL_TYPE) are returned as warnings for the caller to log.
+func LoadConfig(path string, environ []string) (Config, []string, error) {
 	v := viper.New()
 	d := Defaults()
 	setDefaults(v, d)
@@ -130,36 +132,37 @@ func LoadConfig(path string, environ []string) (Config, error) {
 	if path != "" {
 		v.SetConfigFile(path)
 		if err := v.ReadInConfig(); err != nil {
-			return Config{}, fmt.Errorf("%w: read %s: %v", ErrConfig, path, err)
+			return Config{}, nil, fmt.Errorf("%w: read %s: %v", ErrConfig, path, err)
 		}
 		for _, k := range v.AllKeys() {
 			// tenants is a list of maps, which viper reports as one key.
 			if !slices.Contains(known, k) && k != "tenants" {
-				return Config{}, fmt.Errorf("%w: %s: unknown key %q", ErrConfig, path, k)
+				return Config{}, nil, fmt.Errorf("%w: %s: unknown key %q", ErrConfig, path, k)
 			}
 		}
 	}
+	var warnings []string
 	byEnv := make(map[string]string, len(known))
 	for _, k := range known {
 		byEnv["RUBICK_"+strings.ToUpper(strings.ReplaceAll(k, ".", "_"))] = k
 	}
 	for _, kv := range environ {
 		name, val, _ := strings.Cut(kv, "=")
-		// RUBICK_MODEL_TYPE is what the SPANK plugin exports into jobs, not a setting.
-		if !strings.HasPrefix(name, "RUBICK_") || name == "RUBICK_MODEL_TYPE" {
+		if !strings.HasPrefix(name, "RUBICK_") {
 			continue
 		}
 		key, ok := byEnv[name]
 		if !ok {
-			return Config{}, fmt.Errorf("%w: environment variable %s matches no configuration key", ErrConfig, name)
+			warnings = append(warnings, fmt.Sprintf("environment variable %s matches no configuration key; ignored", name))
+			continue
 		}
 		v.Set(key, val)
 	}
 	var c Config
 	if err := v.Unmarshal(&c); err != nil {
-		return Config{}, fmt.Errorf("%w: %v", ErrConfig, err)
+		return Config{}, warnings, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	return c, c.Validate()
+	return c, warnings, c.Validate()
 }
 
 func setDefaults(v *viper.Viper, d Config) {

@@ -12,9 +12,12 @@ import (
 )
 
 func TestLoadConfigDefaults(t *testing.T) {
-	c, err := LoadConfig("", nil)
+	c, warn, err := LoadConfig("", nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(warn) != 0 {
+		t.Errorf("warnings = %v, want none", warn)
 	}
 	if diff := cmp.Diff(Defaults(), c); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
@@ -22,11 +25,14 @@ func TestLoadConfigDefaults(t *testing.T) {
 }
 
 func TestLoadConfigExampleFileAndEnv(t *testing.T) {
-	c, err := LoadConfig("../contrib/rubickd/rubickd.yaml", []string{
+	c, warn, err := LoadConfig("../contrib/rubickd/rubickd.yaml", []string{
 		"RUBICK_INTERVAL=45s", "RUBICK_PARTITIONS=gpu,a100", "RUBICK_MODEL_TYPE=gpt2", "PATH=/bin",
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(warn) != 1 || !strings.Contains(warn[0], "RUBICK_MODEL_TYPE") {
+		t.Errorf("warnings = %q, want one naming RUBICK_MODEL_TYPE", warn)
 	}
 	if c.Interval != 45*time.Second {
 		t.Errorf("interval = %v, want the environment's 45s", c.Interval)
@@ -68,7 +74,6 @@ func TestLoadConfigErrorsNameTheField(t *testing.T) {
 		"rigid":            {yaml: "rigid_jobs: maybe\n", want: `rigid_jobs="maybe"`},
 		"unknown key":      {yaml: "intervall: 30s\n", want: `unknown key "intervall"`},
 		"bad duration":     {yaml: "interval: soon\n", want: "interval"},
-		"unknown env":      {env: []string{"RUBICK_INTERVL=3s"}, want: "RUBICK_INTERVL"},
 		"env value":        {env: []string{"RUBICK_LOG_LEVEL=loud"}, want: `log_level="loud"`},
 	}
 	for name, tc := range tests {
@@ -80,7 +85,7 @@ func TestLoadConfigErrorsNameTheField(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			_, err := LoadConfig(path, tc.env)
+			_, _, err := LoadConfig(path, tc.env)
 			if !errors.Is(err, ErrConfig) {
 				t.Fatalf("error = %v, want ErrConfig", err)
 			}
@@ -92,7 +97,17 @@ func TestLoadConfigErrorsNameTheField(t *testing.T) {
 }
 
 func TestLoadConfigMissingFile(t *testing.T) {
-	if _, err := LoadConfig(filepath.Join(t.TempDir(), "absent.yaml"), nil); !errors.Is(err, ErrConfig) {
+	if _, _, err := LoadConfig(filepath.Join(t.TempDir(), "absent.yaml"), nil); !errors.Is(err, ErrConfig) {
 		t.Fatalf("error = %v, want ErrConfig", err)
+	}
+}
+
+func TestLoadConfigWarnsOnUnknownVariable(t *testing.T) {
+	_, warn, err := LoadConfig("", []string{"RUBICK_INTERVL=3s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warn) != 1 || !strings.Contains(warn[0], "RUBICK_INTERVL") {
+		t.Errorf("warnings = %q, want one naming RUBICK_INTERVL", warn)
 	}
 }

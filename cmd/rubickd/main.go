@@ -63,11 +63,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			path = ""
 		}
 	}
-	cfg, err := daemon.LoadConfig(path, os.Environ())
+	cfg, warnings, err := daemon.LoadConfig(path, os.Environ())
 	if err != nil {
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level(cfg.LogLevel)}))
+	for _, w := range warnings {
+		log.Warn(w)
+	}
 
 	if err := os.MkdirAll(filepath.Dir(cfg.Store), 0o750); err != nil {
 		return fmt.Errorf("store directory: %w", err)
