@@ -1,12 +1,546 @@
-// Command rubick-srun is part of rubick; see the README.
+// Command rubick-srun runs a training job step with the plan rubickd chose.
+// It stands in for srun in the batch script:
+//
+//	rubick-srun [flags] [--] python pretrain_gpt.py --tensor-model-parallel-size 2 ...
+//
+// It reads the job's plan (--plan, else the rubick tag in the job's
+// AdminComment via scontrol), rewrites the launch line to it (package
+// launch), starts srun with the task geometry the plan needs, forwards the
+// checkpoint signal to the step, passes the trainer's output through while
+// reading iteration times from it, reports them to rubickd as profiling
+// samples (package launch/report), and exits with the step's exit status.
+// See docs/rubick-srun.md.
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rubick-sched/rubick/launch"
+	"github.com/rubick-sched/rubick/launch/report"
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+// Exit statuses of rubick-srun itself; otherwise it exits with the step's.
+const (
+	exitUsage  = 2   // bad flags or a plan the launch line cannot take
+	exitLaunch = 127 // srun could not be started
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "rubick-srun: not built yet")
-	os.Exit(2)
+	os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// config is the parsed command line.
+type config struct {
+	plan, dialect, mode, gpuBind, signal string
+	scontrol, srun                       string
+	stateDir, checkpointDir, modelType   string
+	reportURL, munge, unmunge, mungeSock string
+	cpusPerTask, globalBatch, reportSkip int
+	ensureLoad, dryRun                   bool
+	logLevel                             string
+	train                                []string
+	checkpointSig                        syscall.Signal
+	parsedDialect                        launch.Dialect
+	parsedMode                           launch.Mode
+	parsedBind                           launch.GPUBind
+}
+
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("rubick-srun", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.plan, "plan", "", "compact plan to run, e.g. dp4.tp2.pp1.mb2.a1.z0+gc (default: the job's rubick tag)")
+	fs.StringVar(&c.dialect, "dialect", "auto", "launch line dialect: auto, megatron, megatron-deepspeed or deepspeed")
+	fs.StringVar(&c.mode, "launcher", "auto", "how srun starts the trainer: gpu (one task per GPU), node (one torchrun/deepspeed launcher per node), direct (no srun), auto (node when the line starts with torchrun or deepspeed, else gpu)")
+	fs.StringVar(&c.gpuBind, "gpu-bind", string(launch.BindShared), "GPUs per task: shared (--gres=gpu:N, every task sees its node's GPUs) or per-task (--gpus-per-task=1)")
+	fs.IntVar(&c.cpusPerTask, "cpus-per-task", 0, "CPUs per task (default: SLURM_CPUS_ON_NODE divided among the node's tasks)")
+	fs.IntVar(&c.globalBatch, "global-batch", 0, "global batch the job must keep (default: from the launch line or its DeepSpeed config)")
+	fs.StringVar(&c.signal, "signal", "USR1", "checkpoint signal forwarded to the step (SIGTERM and SIGINT are forwarded too)")
+	fs.StringVar(&c.scontrol, "scontrol", "scontrol", "scontrol program used to read the job's plan")
+	fs.StringVar(&c.srun, "srun", "srun", "srun program")
+	fs.StringVar(&c.stateDir, "state-dir", "", "job-private directory for the rewritten DeepSpeed config, visible on every node of the job (default: $SLURM_SUBMIT_DIR/.rubick/$SLURM_JOB_ID)")
+	fs.StringVar(&c.checkpointDir, "checkpoint-dir", "", "pass --save/--load DIR to a Megatron line that has no --save (default: leave the line alone)")
+	fs.BoolVar(&c.ensureLoad, "ensure-load", true, "add --load X to a Megatron line that has --save X and no --load, so a requeued job resumes")
+	fs.StringVar(&c.modelType, "model-type", "", "model type reported with samples (default: the job's rubick tag)")
+	fs.StringVar(&c.reportURL, "report-url", getenv("RUBICK_REPORT_URL"), "rubickd samples endpoint (default $RUBICK_REPORT_URL; empty: no reporting)")
+	fs.StringVar(&c.munge, "munge", "munge", "munge program used to sign samples")
+	fs.StringVar(&c.mungeSock, "munge-socket", "", "munged socket (default: munge's own default)")
+	fs.IntVar(&c.reportSkip, "report-skip", 1, "iteration-time lines skipped per run before reporting (warm-up)")
+	fs.BoolVar(&c.dryRun, "dry-run", false, "print the rewritten command and DeepSpeed config, run nothing")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: rubick-srun [flags] [--] <training command...>\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	c.train = fs.Args()
+	if len(c.train) == 0 {
+		return c, fmt.Errorf("no training command given after the flags")
+	}
+	var err error
+	if c.parsedDialect, err = launch.ParseDialect(c.dialect); err != nil {
+		return c, fmt.Errorf("--dialect: %w", err)
+	}
+	if c.parsedMode, err = launch.ParseMode(c.mode); err != nil {
+		return c, fmt.Errorf("--launcher: %w", err)
+	}
+	if c.parsedBind, err = launch.ParseGPUBind(c.gpuBind); err != nil {
+		return c, fmt.Errorf("--gpu-bind: %w", err)
+	}
+	if c.checkpointSig, err = parseSignal(c.signal); err != nil {
+		return c, err
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"--cpus-per-task", c.cpusPerTask}, {"--global-batch", c.globalBatch}, {"--report-skip", c.reportSkip}} {
+		if f.v < 0 {
+			return c, fmt.Errorf("%s=%d must be >= 0", f.name, f.v)
+		}
+	}
+	return c, nil
+}
+
+func parseSignal(s string) (syscall.Signal, error) {
+	switch strings.TrimPrefix(strings.ToUpper(s), "SIG") {
+	case "USR1":
+		return syscall.SIGUSR1, nil
+	case "USR2":
+		return syscall.SIGUSR2, nil
+	case "TERM":
+		return syscall.SIGTERM, nil
+	case "INT":
+		return syscall.SIGINT, nil
+	case "HUP":
+		return syscall.SIGHUP, nil
+	case "QUIT":
+		return syscall.SIGQUIT, nil
+	}
+	if n, err := strconv.Atoi(s); err == nil && n > 0 && n < 65 {
+		return syscall.Signal(n), nil
+	}
+	return 0, fmt.Errorf("--signal=%q is not USR1, USR2, TERM, INT, HUP, QUIT or a signal number", s)
+}
+
+func newLogger(level string, w io.Writer, jobID string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level=%q: %w", level, err)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})).With("prog", "rubick-srun", "job", jobID), nil
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	// The step's stderr is copied by a goroutine while rubick-srun logs to
+	// the same writer.
+	stderr = &lockedWriter{w: stderr}
+	cfg, err := parseFlags(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "rubick-srun:", err)
+		return exitUsage
+	}
+	jobID := getenv("SLURM_JOB_ID")
+	log, err := newLogger(cfg.logLevel, stderr, jobID)
+	if err != nil {
+		fmt.Fprintln(stderr, "rubick-srun:", err)
+		return exitUsage
+	}
+	alloc, err := allocFromEnv(getenv)
+	if err != nil {
+		log.Error("bad Slurm environment", "err", err)
+		return exitUsage
+	}
+
+	plan, tag, err := jobPlan(ctx, cfg, jobID, log)
+	if err != nil {
+		log.Error("bad plan", "err", err)
+		return exitUsage
+	}
+	var st step
+	if plan == nil {
+		log.Warn("no plan for this job; running the command unchanged")
+		st = unchangedStep(cfg)
+	} else if st, err = planStep(cfg, *plan, alloc, jobID, getenv); errors.Is(err, launch.ErrUnknownDialect) && cfg.parsedDialect == launch.DialectAuto {
+		log.Warn("launch line not recognised; running it unchanged (pass --dialect to rewrite it)", "err", err)
+		st = unchangedStep(cfg)
+	} else if err != nil {
+		log.Error("cannot run the plan", "plan", plan.String(), "err", err)
+		return exitUsage
+	}
+
+	if cfg.dryRun {
+		fmt.Fprintln(stdout, shellQuote(st.argv))
+		if st.config != nil {
+			fmt.Fprintf(stdout, "# %s (rewritten from %s):\n%s", st.config.Path, st.config.Source, st.config.Data)
+		}
+		return 0
+	}
+	if st.config != nil {
+		if err := writeFileAtomic(st.config.Path, st.config.Data); err != nil {
+			log.Error("cannot write the rewritten DeepSpeed config", "err", err)
+			return exitLaunch
+		}
+	}
+	var samples *sampler
+	if plan != nil {
+		modelType := cfg.modelType
+		if modelType == "" && tag != nil {
+			modelType = tag.ModelType
+		}
+		rep := report.NewReporter(ctx, report.ReporterConfig{URL: cfg.reportURL, Logger: log,
+			Encoder: report.Munge{MungePath: cfg.munge, Socket: cfg.mungeSock}})
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			log.Debug("samples reported", "count", rep.Close(cctx))
+		}()
+		samples = &sampler{rep: rep, skip: cfg.reportSkip, parser: report.Parser{GlobalBatch: st.globalBatch},
+			base: report.Sample{Version: report.SampleVersion, JobID: jobID, ModelType: modelType, Plan: plan.String(),
+				Placement: st.placement.String(), CPUs: alloc.CPUsOnNode * alloc.Nodes}}
+	}
+	log.Info("launching", "argv", shellQuote(st.argv))
+	return launchStep(ctx, st, cfg.checkpointSig, samples, stdout, stderr, log)
+}
+
+// allocFromEnv reads the job's allocation from the Slurm environment; out
+// of a job it is one node with unknown GPUs and CPUs.
+func allocFromEnv(getenv func(string) string) (launch.Alloc, error) {
+	a := launch.Alloc{Nodes: 1}
+	for _, f := range []struct {
+		key string
+		dst *int
+	}{{"SLURM_JOB_NUM_NODES", &a.Nodes}, {"SLURM_GPUS_ON_NODE", &a.GPUsOnNode}, {"SLURM_CPUS_ON_NODE", &a.CPUsOnNode}} {
+		v := getenv(f.key)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return a, fmt.Errorf("%s=%q is not a non-negative integer", f.key, v)
+		}
+		*f.dst = n
+	}
+	return a, nil
+}
+
+// jobPlan returns the plan to run: --plan, else the job's rubick tag; nil
+// when there is none (out of a job, no tag, or scontrol failing).
+func jobPlan(ctx context.Context, cfg config, jobID string, log *slog.Logger) (*model.Plan, *slurm.Tag, error) {
+	if cfg.plan != "" {
+		p, err := model.ParsePlan(cfg.plan)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--plan: %w", err)
+		}
+		return &p, nil, nil
+	}
+	if jobID == "" {
+		log.Warn("not in a Slurm job (SLURM_JOB_ID unset) and no --plan")
+		return nil, nil, nil
+	}
+	tag, err := readTag(ctx, cfg.scontrol, jobID)
+	if err != nil {
+		log.Warn("cannot read the job's rubick tag", "err", err)
+		return nil, nil, nil
+	}
+	if tag == nil || tag.Plan == "" {
+		log.Warn("the job's AdminComment has no rubick plan")
+		return nil, tag, nil
+	}
+	p, err := model.ParsePlan(tag.Plan)
+	if err != nil {
+		return nil, tag, fmt.Errorf("AdminComment of job %s: %w", jobID, err)
+	}
+	return &p, tag, nil
+}
+
+// readTag runs "scontrol show job -o ID" (argv, no shell) and parses the
+// rubick tag out of its AdminComment.
+func readTag(ctx context.Context, scontrol, jobID string) (*slurm.Tag, error) {
+	if _, err := strconv.ParseUint(strings.Split(jobID, "_")[0], 10, 64); err != nil {
+		return nil, fmt.Errorf("SLURM_JOB_ID=%q is not a job id", jobID)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	cmd := exec.CommandContext(ctx, scontrol, "show", "job", "-o", jobID)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%s show job -o %s: %w: %s", scontrol, jobID, err, strings.TrimSpace(errOut.String()))
+	}
+	return slurm.TagFromAdminComment(adminComment(out.String()))
+}
+
+// adminComment extracts the AdminComment value from one-line scontrol
+// output. The value may hold spaces ("rubick:v1 model=gpt2 ..."); it ends
+// where the next scontrol field ("Key=", capitalised) begins.
+func adminComment(line string) string {
+	fields := strings.Fields(line)
+	for i, f := range fields {
+		v, ok := strings.CutPrefix(f, "AdminComment=")
+		if !ok {
+			continue
+		}
+		parts := []string{v}
+		for _, g := range fields[i+1:] {
+			if k, _, ok := strings.Cut(g, "="); ok && k != "" && k[0] >= 'A' && k[0] <= 'Z' {
+				break
+			}
+			parts = append(parts, g)
+		}
+		return strings.Join(parts, " ")
+	}
+	return ""
+}
+
+// step is what rubick-srun runs.
+type step struct {
+	argv        []string
+	env         []string // added to the environment
+	config      *launch.Config
+	globalBatch int
+	placement   model.Placement
+}
+
+func unchangedStep(cfg config) step {
+	if cfg.parsedMode == launch.ModeDirect {
+		return step{argv: cfg.train}
+	}
+	return step{argv: append([]string{cfg.srun}, cfg.train...)}
+}
+
+func planStep(cfg config, plan model.Plan, alloc launch.Alloc, jobID string, getenv func(string) string) (step, error) {
+	geo, err := launch.PlanGeometry(plan, alloc, launch.GeometryOptions{Mode: cfg.parsedMode, Bind: cfg.parsedBind,
+		CPUsPerTask: cfg.cpusPerTask, Launcher: launch.DetectLauncher(cfg.train)})
+	if err != nil {
+		return step{}, err
+	}
+	stateDir := cfg.stateDir
+	if stateDir == "" {
+		base := getenv("SLURM_SUBMIT_DIR")
+		if base == "" {
+			base = "."
+		}
+		id := jobID
+		if id == "" {
+			id = "nojob"
+		}
+		stateDir = filepath.Join(base, ".rubick", id)
+	}
+	opts := launch.Options{Dialect: cfg.parsedDialect, GlobalBatch: cfg.globalBatch, ConfigDir: stateDir,
+		EnsureLoad: cfg.ensureLoad, CheckpointDir: cfg.checkpointDir}
+	if geo.Mode == launch.ModePerNode {
+		opts.Nodes, opts.GPUsPerNode = geo.Nodes, geo.GPUsPerNode
+	}
+	res, err := launch.Rewrite(cfg.train, plan, opts)
+	if err != nil {
+		return step{}, err
+	}
+	st := step{argv: res.Argv, config: res.Config, globalBatch: res.GlobalBatch, placement: geo.Placement(),
+		env: []string{"RUBICK_PLAN=" + plan.String(), "RUBICK_PLACEMENT=" + geo.Placement().String()}}
+	if geo.Mode != launch.ModeDirect {
+		st.argv = geo.Command(cfg.srun, res.Argv)
+	}
+	// DeepSpeed's CPU Adam sizes its thread pool from OMP_NUM_THREADS.
+	if plan.Offload && geo.CPUsPerTask > 0 && getenv("OMP_NUM_THREADS") == "" {
+		st.env = append(st.env, "OMP_NUM_THREADS="+strconv.Itoa(geo.CPUsPerTask))
+	}
+	return st, nil
+}
+
+// launchStep runs the step in its own process group, forwards signals to
+// the group, taps its output for iteration times and returns its exit
+// status (128+N when a signal N ended it).
+func launchStep(ctx context.Context, st step, ckptSig syscall.Signal, s *sampler, stdout, stderr io.Writer, log *slog.Logger) int {
+	cmd := exec.Command(st.argv[0], st.argv[1:]...)
+	cmd.Env = append(os.Environ(), st.env...)
+	cmd.Stdin = os.Stdin
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if s != nil {
+		outTap, errTap := &lineTap{s: s}, &lineTap{s: s}
+		defer outTap.flush()
+		defer errTap.flush()
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(stdout, outTap), io.MultiWriter(stderr, errTap)
+	}
+	// Its own group, so a forwarded signal reaches srun and whatever it
+	// started locally, and a signal meant for rubick-srun is not delivered
+	// twice by the terminal.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, ckptSig, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		log.Error("cannot start the step", "argv0", st.argv[0], "err", err)
+		return exitLaunch
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case sig := <-sigs:
+				log.Info("forwarding signal to the step", "signal", sig)
+				if err := syscall.Kill(-cmd.Process.Pid, sig.(syscall.Signal)); err != nil {
+					log.Warn("forwarding signal failed", "signal", sig, "err", err)
+				}
+			case <-ctx.Done():
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+				return
+			case <-done:
+				return
+			}
+		}
+	}()
+	err := cmd.Wait()
+	close(done)
+	wg.Wait()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			log.Info("step ended by a signal", "signal", ws.Signal())
+			return 128 + int(ws.Signal())
+		}
+		log.Info("step exited", "status", ee.ExitCode())
+		return ee.ExitCode()
+	}
+	log.Error("waiting for the step failed", "err", err)
+	return exitLaunch
+}
+
+// sampler turns iteration-time lines into samples for the reporter.
+type sampler struct {
+	mu     sync.Mutex
+	rep    *report.Reporter
+	parser report.Parser
+	skip   int
+	base   report.Sample
+}
+
+func (s *sampler) line(line string) {
+	m, ok := s.parser.Parse(line)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.skip > 0 {
+		s.skip--
+		return
+	}
+	smp := s.base
+	smp.Iteration, smp.IterS, smp.Source, smp.Time = m.Iteration, m.IterS, m.Source, time.Now().UTC()
+	s.rep.Submit(smp)
+}
+
+// maxLine bounds the bytes kept for one unfinished line; output is passed
+// through whole regardless, only parsing gives up on longer lines.
+const maxLine = 64 << 10
+
+// lineTap splits a stream into lines for a sampler.
+type lineTap struct {
+	s   *sampler
+	buf []byte
+}
+
+func (t *lineTap) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			if len(t.buf)+len(p) <= maxLine {
+				t.buf = append(t.buf, p...)
+			}
+			break
+		}
+		t.buf = append(t.buf, p[:i]...)
+		if len(t.buf) <= maxLine {
+			t.s.line(string(t.buf))
+		}
+		t.buf, p = t.buf[:0], p[i+1:]
+	}
+	return n, nil
+}
+
+func (t *lineTap) flush() {
+	if len(t.buf) > 0 {
+		t.s.line(string(t.buf))
+		t.buf = t.buf[:0]
+	}
+}
+
+// writeFileAtomic writes data to path (mode 0600, its directory 0700) so
+// that no task ever reads a half-written config.
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// shellQuote renders argv for humans (logs, --dry-run); it is never run.
+func shellQuote(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=+./:,@%") == "" {
+			out[i] = a
+			continue
+		}
+		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
+}
+
+// lockedWriter serialises writes from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

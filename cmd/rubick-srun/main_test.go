@@ -1,0 +1,418 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/launch/report"
+)
+
+// The test binary plays srun, scontrol, munge and unmunge when it runs
+// under those names (symbolic links in fakes), and rubick-srun itself when
+// RUBICK_SRUN_MAIN is set, so the tests need no Slurm and no munged.
+func TestMain(m *testing.M) {
+	switch filepath.Base(os.Args[0]) {
+	case "srun":
+		os.Exit(fakeSrun(os.Args[1:]))
+	case "scontrol":
+		if os.Getenv("FAKE_SCONTROL_FAIL") != "" {
+			fmt.Fprintln(os.Stderr, "slurm_load_jobs error: Invalid job id specified")
+			os.Exit(1)
+		}
+		fmt.Printf("JobId=%s JobName=train UserId=alice(1000) Priority=1 AdminComment=other=1;rubick:v1 model=gpt2 class=guaranteed plan=%s gen=2 SystemComment=x Comment=hello world NumNodes=1\n",
+			os.Args[len(os.Args)-1], os.Getenv("FAKE_PLAN"))
+		os.Exit(0)
+	case "munge":
+		in, _ := io.ReadAll(os.Stdin)
+		fmt.Printf("MUNGE:%s:\n", base64.StdEncoding.EncodeToString(in))
+		os.Exit(0)
+	}
+	if os.Getenv("RUBICK_SRUN_MAIN") == "1" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// fakeSrun records its argv and plays a trainer.
+func fakeSrun(args []string) int {
+	if p := os.Getenv("FAKE_SRUN_LOG"); p != "" {
+		data, _ := json.Marshal(append([]string{"srun"}, args...))
+		_ = os.WriteFile(p, data, 0o644)
+	}
+	switch os.Getenv("FAKE_SRUN_MODE") {
+	case "wait-signal":
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2)
+		fmt.Println("ready")
+		s := <-sigs
+		fmt.Println("got", s)
+		return 75
+	default:
+		os.Stdout.WriteString(trainerOutput)
+		fmt.Fprint(os.Stderr, "[INFO] epoch=0/micro_step=8/global_step=4, RunningAvgSamplesPerSec=30.0, CurrSamplesPerSec=32.0, MemAllocated=1GB\n")
+		n, _ := strconv.Atoi(os.Getenv("FAKE_SRUN_EXIT"))
+		return n
+	}
+}
+
+const trainerOutput = "building GPT model ...\n" +
+	" iteration        1/      10 | consumed samples: 16 | elapsed time per iteration (ms): 900.0 |\n" +
+	" iteration        2/      10 | consumed samples: 32 | elapsed time per iteration (ms): 500.0 |\n" +
+	" iteration        3/      10 | consumed samples: 48 | elapsed time per iteration (ms): 250.0 |\n" +
+	"no newline at the end"
+
+// fakes makes the fake programs and returns their directory.
+func fakes(t *testing.T) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, name := range []string{"srun", "scontrol", "munge"} {
+		if err := os.Symlink(self, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func envMap(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestHelp(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run(t.Context(), []string{"--help"}, envMap(nil), &out, &errOut); code != 0 {
+		t.Fatalf("--help exit %d", code)
+	}
+	for _, f := range []string{"-plan", "-dialect", "-launcher", "-gpu-bind", "-cpus-per-task", "-global-batch", "-signal",
+		"-scontrol", "-srun", "-state-dir", "-checkpoint-dir", "-ensure-load", "-model-type", "-report-url", "-munge",
+		"-munge-socket", "-report-skip", "-dry-run", "-log-level", `(default "USR1")`, "(default true)"} {
+		if !strings.Contains(errOut.String(), f) {
+			t.Errorf("help lacks %q", f)
+		}
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	line := []string{"python", "pretrain_gpt.py", "--global-batch-size", "32"}
+	cases := map[string]struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		"plan":         {args: append([]string{"--plan", "dp4"}, line...), want: `--plan: bad input: plan`},
+		"dialect":      {args: append([]string{"--dialect", "jax"}, line...), want: `--dialect: bad input: dialect="jax"`},
+		"launcher":     {args: append([]string{"--launcher", "mpi"}, line...), want: `mode="mpi"`},
+		"signal":       {args: append([]string{"--signal", "FOO"}, line...), want: `--signal="FOO"`},
+		"cpus":         {args: append([]string{"--cpus-per-task=-1"}, line...), want: "--cpus-per-task=-1"},
+		"no command":   {args: []string{"--plan", "dp1.tp1.pp1.mb1.a1.z0"}, want: "no training command"},
+		"nodes":        {args: append([]string{"--plan", "dp1.tp1.pp1.mb1.a1.z0"}, line...), env: map[string]string{"SLURM_JOB_NUM_NODES": "two"}, want: `SLURM_JOB_NUM_NODES=\"two\"`},
+		"global batch": {args: append([]string{"--plan", "dp4.tp1.pp1.mb2.a1.z0"}, line...), want: "--global-batch-size=32 but plan dp4.tp1.pp1.mb2.a1.z0 gives DP*MicroBatch*Accum = 4*2*1 = 8"},
+		"log level":    {args: append([]string{"--log-level", "loud"}, line...), want: `--log-level="loud"`},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(t.Context(), c.args, envMap(c.env), &out, &errOut)
+			if code != exitUsage || !strings.Contains(errOut.String(), c.want) {
+				t.Errorf("exit %d, stderr:\n%s\nwant %d and %q", code, errOut.String(), exitUsage, c.want)
+			}
+		})
+	}
+}
+
+func TestDryRunDeepSpeed(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "ds.json")
+	if err := os.WriteFile(cfgPath, []byte(`{"train_batch_size": 16, "zero_optimization": {"stage": 0}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"--plan", "dp2.tp1.pp1.mb4.a2.z2+off", "--state-dir", state, "--dry-run",
+		"deepspeed", "train.py", "--deepspeed_config", cfgPath},
+		envMap(map[string]string{"SLURM_JOB_NUM_NODES": "1", "SLURM_CPUS_ON_NODE": "16"}), &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	want := "srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --gres=gpu:2 --cpus-per-task=16 --cpu-bind=cores --kill-on-bad-exit=1 " +
+		"deepspeed --num_nodes 1 --num_gpus 2 train.py --deepspeed_config " + filepath.Join(state, "rubick-ds.json") + "\n"
+	if !strings.HasPrefix(out.String(), want) {
+		t.Errorf("dry run printed\n%s\nwant it to start with\n%s", out.String(), want)
+	}
+	for _, s := range []string{`"stage": 2`, `"device": "cpu"`, `"gradient_accumulation_steps": 2`} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("dry run config lacks %s:\n%s", s, out.String())
+		}
+	}
+	if _, err := os.Stat(state); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("dry run wrote %s: %v", state, err)
+	}
+}
+
+func TestAdminComment(t *testing.T) {
+	cases := map[string]string{
+		"JobId=1 AdminComment=rubick:v1 model=gpt2 plan=dp1.tp1.pp1.mb1.a1.z0 Comment=a b": "rubick:v1 model=gpt2 plan=dp1.tp1.pp1.mb1.a1.z0",
+		"JobId=1 AdminComment=x;rubick:v1 gen=3 SystemComment=y":                           "x;rubick:v1 gen=3",
+		"JobId=1 AdminComment=rubick:v1 model=bert":                                        "rubick:v1 model=bert",
+		"JobId=1 Comment=AdminComment=fake":                                                "",
+		"JobId=1 Priority=0":                                                               "",
+	}
+	for in, want := range cases {
+		if got := adminComment(in); got != want {
+			t.Errorf("adminComment(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// collector is a samples endpoint that records what it accepts.
+type collector struct {
+	mu  sync.Mutex
+	got []report.Sample
+}
+
+func (c *collector) server(t *testing.T) *httptest.Server {
+	// The fake munge only base64-encodes; decode it the same way.
+	verify := verifierFunc(func(_ context.Context, cred string) (report.Credential, error) {
+		raw, err := base64.StdEncoding.DecodeString(strings.TrimSuffix(strings.TrimPrefix(cred, "MUNGE:"), ":"))
+		return report.Credential{UID: 1000, Payload: raw}, err
+	})
+	srv := httptest.NewServer(report.Handler(verify, func(_ context.Context, _ uint32, s report.Sample) error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.got = append(c.got, s)
+		return nil
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+type verifierFunc func(context.Context, string) (report.Credential, error)
+
+func (f verifierFunc) Decode(ctx context.Context, cred string) (report.Credential, error) {
+	return f(ctx, cred)
+}
+
+func readArgv(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var argv []string
+	if err := json.Unmarshal(data, &argv); err != nil {
+		t.Fatal(err)
+	}
+	return argv
+}
+
+// TestRunFromAdminComment runs the whole path: plan from scontrol, srun with
+// the plan's geometry, output passed through unchanged, samples reported,
+// the step's exit status returned.
+func TestRunFromAdminComment(t *testing.T) {
+	bin := fakes(t)
+	logPath := filepath.Join(t.TempDir(), "argv.json")
+	t.Setenv("FAKE_SRUN_LOG", logPath)
+	t.Setenv("FAKE_SRUN_EXIT", "3")
+	t.Setenv("FAKE_PLAN", "dp2.tp1.pp1.mb4.a2.z0+gc")
+	var col collector
+	srv := col.server(t)
+	env := envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NUM_NODES": "1", "SLURM_GPUS_ON_NODE": "2",
+		"SLURM_CPUS_ON_NODE": "8"})
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"--scontrol", filepath.Join(bin, "scontrol"), "--srun", filepath.Join(bin, "srun"),
+		"--munge", filepath.Join(bin, "munge"), "--report-url", srv.URL, "--report-skip", "0", "--",
+		"python", "pretrain_gpt.py", "--global-batch-size", "16", "--micro-batch-size", "8", "--save", "/ck"}, env, &out, &errOut)
+	if code != 3 {
+		t.Fatalf("exit %d, want the step's 3; stderr:\n%s", code, errOut.String())
+	}
+	wantArgv := []string{"srun", "--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--gres=gpu:2", "--cpus-per-task=4", "--kill-on-bad-exit=1",
+		"python", "pretrain_gpt.py", "--global-batch-size", "16", "--micro-batch-size", "4", "--save", "/ck",
+		"--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1",
+		"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1", "--load", "/ck"}
+	if diff := cmp.Diff(wantArgv, readArgv(t, logPath)); diff != "" {
+		t.Errorf("srun argv (-want +got):\n%s", diff)
+	}
+	if out.String() != trainerOutput {
+		t.Errorf("stdout changed:\n%q\nwant\n%q", out.String(), trainerOutput)
+	}
+	// The DeepSpeed line on stderr counts too.
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	var got []string
+	for _, s := range col.got {
+		if s.JobID != "42" || s.ModelType != "gpt2" || s.Plan != "dp2.tp1.pp1.mb4.a2.z0+gc" || s.Placement != "2" || s.CPUs != 8 {
+			t.Errorf("sample %+v", s)
+		}
+		got = append(got, fmt.Sprintf("%s %d %.3f", s.Source, s.Iteration, s.IterS))
+	}
+	want := []string{"megatron 1 0.900", "megatron 2 0.500", "megatron 3 0.250", "deepspeed 4 0.500"}
+	// stdout and stderr are read concurrently: order across them is free.
+	if !sameSet(want, got) {
+		t.Errorf("samples %q, want %q", got, want)
+	}
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := map[string]int{}
+	for _, s := range a {
+		seen[s]++
+	}
+	for _, s := range b {
+		seen[s]--
+	}
+	for _, n := range seen {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func TestRunUnchanged(t *testing.T) {
+	bin := fakes(t)
+	train := []string{"python", "pretrain_gpt.py", "--micro-batch-size", "2"}
+	cases := map[string]struct {
+		env   map[string]string
+		args  []string
+		extra map[string]string
+		warn  string
+	}{
+		"not in a job":   {env: map[string]string{}, warn: "SLURM_JOB_ID unset"},
+		"scontrol fails": {env: map[string]string{"SLURM_JOB_ID": "7"}, extra: map[string]string{"FAKE_SCONTROL_FAIL": "1"}, warn: "Invalid job id"},
+		"no plan in tag": {env: map[string]string{"SLURM_JOB_ID": "7"}, extra: map[string]string{"FAKE_PLAN": ""}, warn: "no rubick plan"},
+		"unknown line": {env: map[string]string{}, args: []string{"--plan", "dp1.tp1.pp1.mb1.a1.z0"},
+			warn: "launch line not recognised"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			logPath := filepath.Join(t.TempDir(), "argv.json")
+			t.Setenv("FAKE_SRUN_LOG", logPath)
+			t.Setenv("FAKE_SRUN_EXIT", "0")
+			for k, v := range c.extra {
+				t.Setenv(k, v)
+			}
+			cmdline := train
+			if name == "unknown line" {
+				cmdline = []string{"bash", "train.sh"}
+			}
+			args := append(append([]string{"--scontrol", filepath.Join(bin, "scontrol"), "--srun", filepath.Join(bin, "srun")}, c.args...), cmdline...)
+			var out, errOut bytes.Buffer
+			if code := run(t.Context(), args, envMap(c.env), &out, &errOut); code != 0 {
+				t.Fatalf("exit %d:\n%s", code, errOut.String())
+			}
+			if diff := cmp.Diff(append([]string{"srun"}, cmdline...), readArgv(t, logPath)); diff != "" {
+				t.Errorf("argv (-want +got):\n%s", diff)
+			}
+			if !strings.Contains(errOut.String(), c.warn) {
+				t.Errorf("stderr lacks %q:\n%s", c.warn, errOut.String())
+			}
+		})
+	}
+}
+
+// TestSignalForwarded runs rubick-srun as a process, signals it with the
+// checkpoint signal, and checks that the step got it and its exit status
+// came back.
+func TestSignalForwarded(t *testing.T) {
+	bin := fakes(t)
+	for _, c := range []struct {
+		flag string
+		sig  syscall.Signal
+	}{{"USR1", syscall.SIGUSR1}, {"SIGUSR2", syscall.SIGUSR2}} {
+		t.Run(c.flag, func(t *testing.T) {
+			self, _ := os.Executable()
+			cmd := exec.Command(self, "--plan", "dp1.tp1.pp1.mb1.a1.z0", "--signal", c.flag, "--srun", filepath.Join(bin, "srun"),
+				"python", "pretrain_gpt.py", "--global-batch-size", "1")
+			cmd.Env = append(os.Environ(), "RUBICK_SRUN_MAIN=1", "FAKE_SRUN_MODE=wait-signal", "SLURM_JOB_NUM_NODES=1")
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var errOut bytes.Buffer
+			cmd.Stderr = &errOut
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			kill := time.AfterFunc(60*time.Second, func() { _ = cmd.Process.Kill() })
+			defer kill.Stop()
+			sc := bufio.NewScanner(stdout)
+			if !sc.Scan() || sc.Text() != "ready" {
+				t.Fatalf("step did not start: %q %v\n%s", sc.Text(), sc.Err(), errOut.String())
+			}
+			if err := cmd.Process.Signal(c.sig); err != nil {
+				t.Fatal(err)
+			}
+			var rest strings.Builder
+			for sc.Scan() {
+				rest.WriteString(sc.Text() + "\n")
+			}
+			err = cmd.Wait()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 75 {
+				t.Fatalf("exit %v, want 75\n%s", err, errOut.String())
+			}
+			if !strings.Contains(rest.String(), "got "+c.sig.String()) {
+				t.Errorf("step output %q lacks the forwarded signal", rest.String())
+			}
+		})
+	}
+}
+
+func TestShellQuote(t *testing.T) {
+	got := shellQuote([]string{"python", "a b", "it's", "", "--x=1"})
+	if want := `python 'a b' 'it'\''s' '' --x=1`; got != want {
+		t.Errorf("shellQuote = %s, want %s", got, want)
+	}
+}
+
+func TestSamplerSkipsWarmUp(t *testing.T) {
+	var col collector
+	srv := col.server(t)
+	rep := report.NewReporter(t.Context(), report.ReporterConfig{URL: srv.URL, Encoder: base64Encoder{}})
+	s := &sampler{rep: rep, skip: 1, base: report.Sample{Version: 1, JobID: "1", Plan: "dp1.tp1.pp1.mb1.a1.z0", Placement: "1"}}
+	tap := &lineTap{s: s}
+	for _, chunk := range []string{" iteration 1/ 9 | elapsed time per iteration (ms): 9", "00.0 |\n iteration 2/ 9 | elapsed",
+		" time per iteration (ms): 100.0 |\nnoise\n iteration 3/ 9 | elapsed time per iteration (ms): 200.0 |"} {
+		if _, err := tap.Write([]byte(chunk)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tap.flush()
+	if n := rep.Close(t.Context()); n != 2 {
+		t.Fatalf("sent %d samples, want 2", n)
+	}
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	if len(col.got) != 2 || col.got[0].Iteration != 2 || col.got[0].IterS != 0.1 || col.got[1].IterS != 0.2 {
+		t.Errorf("samples %+v", col.got)
+	}
+}
+
+// base64Encoder is the fake munge's encoding, in process.
+type base64Encoder struct{}
+
+func (base64Encoder) Encode(_ context.Context, payload []byte) (string, error) {
+	return "MUNGE:" + base64.StdEncoding.EncodeToString(payload) + ":", nil
+}

@@ -1,0 +1,185 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// Sentinel errors callers branch on.
+var (
+	// ErrUnknownDialect reports a launch line in none of the known dialects.
+	ErrUnknownDialect = errors.New("unknown launch dialect")
+	// ErrGlobalBatch reports a plan whose DP*MicroBatch*Accum differs from
+	// the global batch the launch line or its config fixes.
+	ErrGlobalBatch = errors.New("plan changes the global batch")
+	// ErrUnsupported reports a plan the dialect cannot express.
+	ErrUnsupported = errors.New("plan not expressible in this dialect")
+	// ErrBadInput reports a malformed launch line, config, plan or option;
+	// the message names the field and its value.
+	ErrBadInput = errors.New("bad input")
+)
+
+// Dialect is the framework whose flags a launch line uses.
+type Dialect string
+
+// Dialects. DialectAuto asks Rewrite to detect it.
+const (
+	DialectAuto Dialect = ""
+	// Megatron is Megatron-LM (core): pretrain_gpt.py and its flags.
+	Megatron Dialect = "megatron"
+	// MegatronDeepSpeed is Megatron-DeepSpeed: Megatron flags plus
+	// --deepspeed / --deepspeed_config / --zero-stage.
+	MegatronDeepSpeed Dialect = "megatron-deepspeed"
+	// DeepSpeed is a plain DeepSpeed script configured by a JSON file.
+	DeepSpeed Dialect = "deepspeed"
+)
+
+// ParseDialect parses a dialect name; "" and "auto" mean DialectAuto.
+func ParseDialect(s string) (Dialect, error) {
+	switch d := Dialect(s); d {
+	case "auto":
+		return DialectAuto, nil
+	case DialectAuto, Megatron, MegatronDeepSpeed, DeepSpeed:
+		return d, nil
+	}
+	return "", fmt.Errorf("%w: dialect=%q, want auto, %s, %s or %s", ErrBadInput, s, Megatron, MegatronDeepSpeed, DeepSpeed)
+}
+
+// Launchers that start one process per GPU themselves.
+const (
+	LauncherNone      = ""
+	LauncherTorchrun  = "torchrun"
+	LauncherDeepSpeed = "deepspeed"
+)
+
+// layout locates the parts of a launch line: an optional per-node launcher
+// with its own flags, then the training program and its flags.
+type layout struct {
+	launcher string
+	// launcherFlags is where the launcher's flags start (after "torchrun"
+	// or "python -m torch.distributed.run"); -1 when they cannot be edited.
+	launcherFlags int
+	// script is the index of the training script or program; its flags
+	// follow it.
+	script int
+}
+
+// trainLo is the first index of the training program's flags.
+func (l layout) trainLo() int { return l.script + 1 }
+
+func parseLayout(argv []string) layout {
+	l := layout{}
+	if len(argv) == 0 {
+		return l
+	}
+	i := 0
+	switch base := filepath.Base(argv[0]); {
+	case base == "torchrun":
+		l.launcher, i = LauncherTorchrun, 1
+	case base == "deepspeed":
+		l.launcher, i = LauncherDeepSpeed, 1
+	case strings.HasPrefix(base, "python"):
+		for j := 1; j+1 < len(argv); j++ {
+			if argv[j] != "-m" {
+				continue
+			}
+			switch argv[j+1] {
+			case "torch.distributed.run", "torch.distributed.launch":
+				l.launcher, i = LauncherTorchrun, j+2
+			case "deepspeed.launcher.runner":
+				l.launcher, i = LauncherDeepSpeed, j+2
+			default:
+				// "python -m package.module": the module is the program.
+				l.script = j + 1
+				return l
+			}
+			break
+		}
+	}
+	l.launcherFlags = i
+	for j := i; j < len(argv); j++ {
+		if strings.HasSuffix(argv[j], ".py") {
+			l.script = j
+			return l
+		}
+	}
+	// No script file: the program is argv[0], or, after a launcher, an
+	// argument we cannot tell from the launcher's own flags, which are then
+	// left alone.
+	l.script = max(i-1, 0)
+	l.launcherFlags = -1
+	return l
+}
+
+// Flags rubick reads or writes. Megatron spells them with dashes,
+// DeepSpeed's launchers accept both spellings of theirs.
+var (
+	fTP          = valued("--tensor-model-parallel-size")
+	fPP          = valued("--pipeline-model-parallel-size")
+	fMB          = valued("--micro-batch-size")
+	fGB          = valued("--global-batch-size")
+	fRecGran     = valued("--recompute-granularity")
+	fRecMethod   = valued("--recompute-method")
+	fRecLayers   = valued("--recompute-num-layers")
+	fRecAct      = switchFlag("--recompute-activations")
+	fCkptAct     = switchFlag("--checkpoint-activations")
+	fDSActCkpt   = switchFlag("--deepspeed-activation-checkpointing")
+	fDistOpt     = switchFlag("--use-distributed-optimizer")
+	fCPUOffload  = switchFlag("--optimizer-cpu-offload")
+	fZeroStage   = valued("--zero-stage")
+	fDSConfig    = valued("--deepspeed_config", "--deepspeed-config")
+	fDeepSpeed   = switchFlag("--deepspeed")
+	fDeepSpeedHF = valued("--deepspeed") // "--deepspeed ds.json" (Hugging Face style)
+	fLoad        = valued("--load")
+	fSave        = valued("--save")
+
+	fNprocPerNode = valued("--nproc_per_node", "--nproc-per-node")
+	fNnodes       = valued("--nnodes")
+	fNumGPUs      = valued("--num_gpus", "--num-gpus")
+	fNumNodes     = valued("--num_nodes", "--num-nodes")
+
+	megatronSignals = []flagSpec{fTP, fPP, fMB, fGB, fRecGran, fRecAct, fCkptAct, fDistOpt,
+		valued("--num-layers"), valued("--hidden-size"), valued("--num-attention-heads"),
+		valued("--train-iters"), valued("--seq-length")}
+	deepspeedSignals = []flagSpec{fDeepSpeed, fDSConfig, fZeroStage}
+)
+
+// Detect tells the dialect of a launch line: Megatron flags or a
+// pretrain_*.py script make it Megatron; DeepSpeed flags or the deepspeed
+// launcher make it DeepSpeed; both make it Megatron-DeepSpeed.
+func Detect(argv []string) (Dialect, error) {
+	l := parseLayout(argv)
+	c := cmdline{toks: argv}
+	lo, hi := l.trainLo(), len(argv)
+	megatron := l.script < len(argv) && strings.HasPrefix(filepath.Base(argv[l.script]), "pretrain_")
+	for _, f := range megatronSignals {
+		megatron = megatron || c.has(f, lo, hi)
+	}
+	ds := l.launcher == LauncherDeepSpeed
+	for _, f := range deepspeedSignals {
+		ds = ds || c.has(f, lo, hi)
+	}
+	switch {
+	case megatron && ds:
+		return MegatronDeepSpeed, nil
+	case megatron:
+		return Megatron, nil
+	case ds:
+		return DeepSpeed, nil
+	}
+	return "", fmt.Errorf("%w: %q has neither Megatron nor DeepSpeed flags; pass the dialect explicitly", ErrUnknownDialect, clip(strings.Join(argv, " ")))
+}
+
+// DetectLauncher names the per-node launcher the line starts with
+// (LauncherTorchrun, LauncherDeepSpeed) or LauncherNone.
+func DetectLauncher(argv []string) string { return parseLayout(argv).launcher }
+
+// clip bounds user-controlled text quoted in error messages.
+func clip(s string) string {
+	if len(s) > 120 {
+		return s[:120] + "..."
+	}
+	return s
+}

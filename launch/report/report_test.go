@@ -1,0 +1,379 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The test binary doubles as a fake munge and unmunge when it runs under
+// those names (symbolic links made by fakeMunge), so the tests need no munged.
+func TestMain(m *testing.M) {
+	switch filepath.Base(os.Args[0]) {
+	case "munge":
+		in, _ := io.ReadAll(os.Stdin)
+		fmt.Printf("MUNGE:%s:\n", base64.StdEncoding.EncodeToString(append([]byte(os.Getenv("FAKE_UID")+";"), in...)))
+		os.Exit(0)
+	case "unmunge":
+		in, _ := io.ReadAll(os.Stdin)
+		body := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(string(in)), "MUNGE:"), ":")
+		raw, err := base64.StdEncoding.DecodeString(body)
+		uid, payload, ok := strings.Cut(string(raw), ";")
+		if err != nil || !ok {
+			fmt.Fprintln(os.Stderr, "unmunge: Error: Invalid credential format")
+			os.Exit(8)
+		}
+		// The layout of unmunge --numeric --keys=STATUS,UID,GID,LENGTH.
+		fmt.Printf("STATUS:          0\nUID:             %s\nGID:             %s\nLENGTH:          %d\n\n%s", uid, uid, len(payload), payload)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// fakeMunge returns a Munge whose programs are this test binary, encoding
+// credentials for uid.
+func fakeMunge(t *testing.T, uid int) Munge {
+	t.Helper()
+	t.Setenv("FAKE_UID", strconv.Itoa(uid))
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, name := range []string{"munge", "unmunge"} {
+		if err := os.Symlink(self, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return Munge{MungePath: filepath.Join(dir, "munge"), UnmungePath: filepath.Join(dir, "unmunge")}
+}
+
+// inProcess encodes and decodes credentials in the fake's format without
+// running a program, for tests about what happens around the credential.
+type inProcess struct{ uid uint32 }
+
+func (f inProcess) Encode(_ context.Context, payload []byte) (string, error) {
+	return "MUNGE:" + base64.StdEncoding.EncodeToString(append([]byte(strconv.Itoa(int(f.uid))+";"), payload...)) + ":", nil
+}
+
+func (f inProcess) Decode(_ context.Context, cred string) (Credential, error) {
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSuffix(strings.TrimPrefix(cred, "MUNGE:"), ":"))
+	uid, payload, ok := strings.Cut(string(raw), ";")
+	n, err2 := strconv.Atoi(uid)
+	if err != nil || err2 != nil || !ok {
+		return Credential{}, fmt.Errorf("%w: fake", ErrCredential)
+	}
+	return Credential{UID: uint32(n), GID: uint32(n), Payload: []byte(payload)}, nil
+}
+
+func sample() Sample {
+	return Sample{Version: SampleVersion, JobID: "42", ModelType: "gpt2", Plan: "dp4.tp2.pp1.mb2.a1.z0+gc",
+		Placement: "44", CPUs: 32, Iteration: 10, IterS: 0.5123, Source: SourceMegatron,
+		Time: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
+}
+
+func TestParser(t *testing.T) {
+	cases := map[string]struct {
+		line string
+		gb   int
+		want Measurement
+		ok   bool
+	}{
+		"megatron": {
+			line: " [2024-05-01 10:00:00] iteration       10/    1000 | consumed samples:          320 | elapsed time per iteration (ms): 512.3 | learning rate: 1.500E-04 |",
+			want: Measurement{Iteration: 10, IterS: 0.5123, Source: SourceMegatron}, ok: true,
+		},
+		"megatron with running mean": {
+			line: " iteration      200/  500000 | consumed samples: 6400 | elapsed time per iteration (ms): 1034.5/1020.0 | throughput per GPU (TFLOP/s/GPU): 180.2 |",
+			want: Measurement{Iteration: 200, IterS: 1.0345, Source: SourceMegatron}, ok: true,
+		},
+		"deepspeed": {
+			line: "[2024-05-01 10:00:00,123] [INFO] [timer.py:260:stop] epoch=0/micro_step=40/global_step=10, RunningAvgSamplesPerSec=61.2, CurrSamplesPerSec=64.0, MemAllocated=4.2GB, MaxMemAllocated=9.1GB",
+			gb:   32, want: Measurement{Iteration: 10, IterS: 0.5, Source: SourceDeepSpeed}, ok: true,
+		},
+		"old deepspeed": {
+			line: "[INFO] [logging.py:60:log_dist] [Rank 0] 0/50, SamplesPerSec=16.0",
+			gb:   32, want: Measurement{Iteration: 50, IterS: 2, Source: SourceDeepSpeed}, ok: true,
+		},
+		"deepspeed without global batch": {line: "epoch=0/micro_step=1/global_step=1, RunningAvgSamplesPerSec=1, CurrSamplesPerSec=1,"},
+		"validation line":                {line: " validation loss at iteration 100 | lm loss value: 3.2 |"},
+		"zero time":                      {line: " iteration 1/ 2 | elapsed time per iteration (ms): 0.0 |"},
+		"noise":                          {line: "loss: 2.34 iteration time 12ms", gb: 8},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, ok := Parser{GlobalBatch: c.gb}.Parse(c.line)
+			if ok != c.ok {
+				t.Fatalf("Parse ok = %v, want %v (%+v)", ok, c.ok, got)
+			}
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSampleValidate(t *testing.T) {
+	mod := map[string]func(*Sample){
+		"version":   func(s *Sample) { s.Version = 2 },
+		"job_id":    func(s *Sample) { s.JobID = "42; rm -rf" },
+		"plan":      func(s *Sample) { s.Plan = "dp4" },
+		"placement": func(s *Sample) { s.Placement = "0" },
+		"cpus":      func(s *Sample) { s.CPUs = -1 },
+		"iter_s":    func(s *Sample) { s.IterS = 0 },
+	}
+	for field, f := range mod {
+		t.Run(field, func(t *testing.T) {
+			s := sample()
+			f(&s)
+			err := s.Validate()
+			if !errors.Is(err, ErrBadSample) || !strings.Contains(err.Error(), field) {
+				t.Errorf("Validate = %v, want ErrBadSample naming %s", err, field)
+			}
+		})
+	}
+	ms, err := sample().ModelSample()
+	if err != nil || ms.Plan.TP != 2 || ms.Resources.Placement.GPUs() != 8 || ms.IterS != 0.5123 {
+		t.Errorf("ModelSample = %+v, %v", ms, err)
+	}
+}
+
+func TestMungeFakeRoundTrip(t *testing.T) {
+	m := fakeMunge(t, 1234)
+	payload := []byte(`{"a":1}` + "\n\n" + `tail`)
+	cred, err := m.Encode(t.Context(), payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.Decode(t.Context(), cred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Credential{UID: 1234, GID: 1234, Payload: payload}, c); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if _, err := m.Decode(t.Context(), "MUNGE:AAAA:"); !errors.Is(err, ErrCredential) {
+		t.Errorf("Decode(garbage) = %v, want ErrCredential", err)
+	}
+	if _, err := m.Decode(t.Context(), "not a credential"); !errors.Is(err, ErrCredential) {
+		t.Errorf("Decode(text) = %v, want ErrCredential", err)
+	}
+	if _, err := (Munge{MungePath: t.TempDir() + "/absent"}).Encode(t.Context(), payload); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Encode without munge = %v, want ErrUnavailable", err)
+	}
+}
+
+func TestParseUnmunge(t *testing.T) {
+	cases := map[string]struct {
+		out  string
+		want Credential
+		err  error
+	}{
+		"numeric":          {out: "STATUS:  0\nUID:  1000\nGID:  100\nLENGTH:  2\n\nhi", want: Credential{UID: 1000, GID: 100, Payload: []byte("hi")}},
+		"named status":     {out: "STATUS:  Success (0)\nUID: 7\nGID: 7\nLENGTH: 0\n\n", want: Credential{UID: 7, GID: 7, Payload: []byte{}}},
+		"failed status":    {out: "STATUS:  Expired credential (15)\nUID: 7\nGID: 7\n\n", err: ErrCredential},
+		"no separator":     {out: "STATUS: 0\nUID: 7\n", err: ErrCredential},
+		"uid not numeric":  {out: "STATUS: 0\nUID: root (0)\nGID: 0\n\n", err: ErrCredential},
+		"length trims end": {out: "STATUS: 0\nUID: 1\nGID: 1\nLENGTH: 2\n\nab\n", want: Credential{UID: 1, GID: 1, Payload: []byte("ab")}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := parseUnmunge([]byte(c.out))
+			if !errors.Is(err, c.err) {
+				t.Fatalf("err = %v, want %v", err, c.err)
+			}
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestReporterEndToEnd sends samples through a Reporter to a Handler, both
+// with the fake munge, and checks what the daemon side receives.
+func TestReporterEndToEnd(t *testing.T) {
+	m := fakeMunge(t, 4321)
+	var mu sync.Mutex
+	var got []Sample
+	srv := httptest.NewServer(Handler(m, func(_ context.Context, uid uint32, s Sample) error {
+		if uid != 4321 {
+			return fmt.Errorf("%w: uid %d", ErrNotOwner, uid)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, s)
+		return nil
+	}))
+	defer srv.Close()
+
+	r := NewReporter(t.Context(), ReporterConfig{URL: srv.URL, Encoder: m})
+	want := []Sample{sample(), sample()}
+	want[1].Iteration = 20
+	for _, s := range want {
+		if !r.Submit(s) {
+			t.Fatal("Submit dropped a sample")
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if n := r.Close(ctx); n != 2 {
+		t.Fatalf("sent %d samples, want 2", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("received (-want +got):\n%s", diff)
+	}
+}
+
+// syncBuffer is a log sink safe for the reporter's goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestReporterWithoutMungeLogsOnce(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	var logs syncBuffer
+	r := NewReporter(t.Context(), ReporterConfig{URL: srv.URL, Encoder: Munge{MungePath: t.TempDir() + "/absent"},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	for range 5 {
+		r.Submit(sample())
+	}
+	if n := r.Close(t.Context()); n != 0 {
+		t.Errorf("sent %d samples without munge", n)
+	}
+	if c := strings.Count(logs.String(), "level=WARN"); c != 1 || hits.Load() != 0 {
+		t.Errorf("logged %d times (want 1), %d requests (want 0):\n%s", c, hits.Load(), logs.String())
+	}
+}
+
+func TestReporterServerErrorsDoNotBlock(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "down", http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+	var logs syncBuffer
+	r := NewReporter(t.Context(), ReporterConfig{URL: srv.URL, Encoder: inProcess{uid: 1}, Queue: 2,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	for range 50 {
+		r.Submit(sample()) // never blocks, drops when full
+	}
+	r.Close(t.Context())
+	if c := strings.Count(logs.String(), "level=WARN"); c != 1 {
+		t.Errorf("%d warnings, want 1:\n%s", c, logs.String())
+	}
+	if NewReporter(t.Context(), ReporterConfig{}).Submit(sample()) {
+		t.Error("a Reporter without URL accepted a sample")
+	}
+}
+
+func TestHandlerStatus(t *testing.T) {
+	m := inProcess{uid: 1000}
+	cred := func(payload string) string {
+		c, err := m.Encode(t.Context(), []byte(payload))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	good := `{"version":1,"job_id":"42","model_type":"gpt2","plan":"dp1.tp1.pp1.mb1.a1.z0","placement":"1","iter_s":0.1}`
+	accept := func(_ context.Context, uid uint32, s Sample) error {
+		if s.JobID != "42" {
+			return ErrNotOwner
+		}
+		return nil
+	}
+	cases := map[string]struct {
+		method, body string
+		want         int
+	}{
+		"ok":           {http.MethodPost, cred(good), http.StatusNoContent},
+		"get":          {http.MethodGet, "", http.StatusMethodNotAllowed},
+		"forged":       {http.MethodPost, "MUNGE:bm90LWEtY3JlZA==:", http.StatusUnauthorized},
+		"bad payload":  {http.MethodPost, cred(`{"version":1}`), http.StatusBadRequest},
+		"not json":     {http.MethodPost, cred(`plan=dp1`), http.StatusBadRequest},
+		"not the user": {http.MethodPost, cred(strings.Replace(good, `"42"`, `"43"`, 1)), http.StatusForbidden},
+	}
+	h := Handler(m, accept)
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(c.method, "/v1/samples", strings.NewReader(c.body)))
+			if rec.Code != c.want {
+				t.Errorf("status %d, want %d: %s", rec.Code, c.want, rec.Body)
+			}
+		})
+	}
+}
+
+// TestMungeRealRoundTrip runs the real munge and unmunge when munged
+// answers here (or at $RUBICK_TEST_MUNGE_SOCKET).
+func TestMungeRealRoundTrip(t *testing.T) {
+	m := Munge{Socket: os.Getenv("RUBICK_TEST_MUNGE_SOCKET")}
+	for _, p := range []string{"munge", "unmunge"} {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Skipf("%s not installed", p)
+		}
+	}
+	payload, _ := sampleJSON(t)
+	cred, err := m.Encode(t.Context(), payload)
+	if errors.Is(err, ErrUnavailable) {
+		t.Skipf("munged not running: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.Decode(t.Context(), cred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strconv.Itoa(os.Getuid()); strconv.Itoa(int(c.UID)) != want || !bytes.Equal(c.Payload, payload) {
+		t.Errorf("decoded uid %d payload %q, want uid %s payload %q", c.UID, c.Payload, want, payload)
+	}
+	// munged refuses a credential it has already decoded: no replay.
+	if _, err := m.Decode(t.Context(), cred); !errors.Is(err, ErrCredential) {
+		t.Errorf("replayed credential: err = %v, want ErrCredential", err)
+	}
+}
+
+func sampleJSON(t *testing.T) ([]byte, Sample) {
+	t.Helper()
+	s := sample()
+	var b bytes.Buffer
+	if _, err := fmt.Fprintf(&b, `{"version":1,"job_id":%q,"plan":%q,"placement":%q,"iter_s":%v}`, s.JobID, s.Plan, s.Placement, s.IterS); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes(), s
+}

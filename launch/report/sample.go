@@ -1,0 +1,159 @@
+package report
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/rubick-sched/rubick/model"
+)
+
+// Sentinel errors callers branch on.
+var (
+	// ErrBadSample reports a sample payload that is malformed or out of range.
+	ErrBadSample = errors.New("bad sample")
+	// ErrUnavailable reports that MUNGE is not installed or munged is not
+	// running here; reporting is then skipped.
+	ErrUnavailable = errors.New("munge unavailable")
+	// ErrCredential reports a credential unmunge rejected (forged, expired,
+	// replayed, or for another cluster).
+	ErrCredential = errors.New("invalid munge credential")
+)
+
+// SampleVersion is the payload format version.
+const SampleVersion = 1
+
+// Sample is one measured iteration time of a job, as reported to rubickd.
+type Sample struct {
+	Version int `json:"version"`
+	// JobID is the Slurm job id ($SLURM_JOB_ID).
+	JobID string `json:"job_id"`
+	// ModelType is the job's model type, from its rubick tag.
+	ModelType string `json:"model_type"`
+	// Plan is the compact plan the job ran, model.Plan.String's form.
+	Plan string `json:"plan"`
+	// Placement is the GPUs per node, model.Placement.String's form.
+	Placement string `json:"placement"`
+	// CPUs is the number of CPU cores over all nodes (0 when unknown).
+	CPUs int `json:"cpus"`
+	// Iteration is the trainer's iteration counter at the measurement.
+	Iteration int `json:"iteration"`
+	// IterS is the measured time of one iteration, in seconds.
+	IterS float64 `json:"iter_s"`
+	// Source names the log format the time was read from.
+	Source string `json:"source"`
+	// Time is when rubick-srun read the measurement.
+	Time time.Time `json:"time"`
+}
+
+var jobIDRe = regexp.MustCompile(`^[0-9]+(_[0-9]+)?$`)
+
+// Validate reports the first field of s that rubickd cannot use.
+func (s Sample) Validate() error {
+	if s.Version != SampleVersion {
+		return fmt.Errorf("%w: version=%d, want %d", ErrBadSample, s.Version, SampleVersion)
+	}
+	if !jobIDRe.MatchString(s.JobID) {
+		return fmt.Errorf("%w: job_id=%q is not a Slurm job id", ErrBadSample, clip(s.JobID))
+	}
+	if _, err := model.ParsePlan(s.Plan); err != nil {
+		return fmt.Errorf("%w: plan: %w", ErrBadSample, err)
+	}
+	if _, err := model.ParsePlacement(s.Placement); err != nil {
+		return fmt.Errorf("%w: placement: %w", ErrBadSample, err)
+	}
+	if s.CPUs < 0 {
+		return fmt.Errorf("%w: cpus=%d is negative", ErrBadSample, s.CPUs)
+	}
+	if !(s.IterS > 0) || math.IsInf(s.IterS, 0) || s.IterS > 7*24*3600 {
+		return fmt.Errorf("%w: iter_s=%v is not a positive duration", ErrBadSample, s.IterS)
+	}
+	return nil
+}
+
+// ModelSample converts s into the model's sample type, with its plan and
+// placement parsed, as rubickd stores it.
+func (s Sample) ModelSample() (model.Sample, error) {
+	if err := s.Validate(); err != nil {
+		return model.Sample{}, err
+	}
+	plan, _ := model.ParsePlan(s.Plan)         // checked by Validate
+	pl, _ := model.ParsePlacement(s.Placement) // checked by Validate
+	return model.Sample{Plan: plan, Resources: model.Resources{Placement: pl, CPUs: s.CPUs}, IterS: s.IterS}, nil
+}
+
+// Measurement is one iteration time read from a trainer's log.
+type Measurement struct {
+	Iteration int
+	IterS     float64
+	Source    string
+}
+
+// Log formats Parser understands.
+const (
+	// SourceMegatron is Megatron's training_log line:
+	//   " [2024-05-01 10:00:00] iteration       10/    1000 | consumed samples: 320 |
+	//    elapsed time per iteration (ms): 512.3 | ..."
+	// Recent versions print "512.3/498.7" (this interval / running mean);
+	// the first number is taken.
+	SourceMegatron = "megatron"
+	// SourceDeepSpeed is DeepSpeed's ThroughputTimer line:
+	//   "epoch=0/micro_step=40/global_step=10, RunningAvgSamplesPerSec=61.2,
+	//    CurrSamplesPerSec=62.0, MemAllocated=..."
+	// or the older "0/40, SamplesPerSec=61.2". The iteration time is the
+	// global batch divided by the samples per second.
+	SourceDeepSpeed = "deepspeed"
+)
+
+var (
+	megatronIterRe = regexp.MustCompile(`iteration\s+(\d+)\s*/\s*\d+\s*\|.*?elapsed time per iteration \(ms\):\s*([0-9.]+(?:[eE][-+]?\d+)?)`)
+	dsCurrRe       = regexp.MustCompile(`global_step=(\d+),.*?CurrSamplesPerSec=([0-9.]+(?:[eE][-+]?\d+)?)`)
+	dsOldRe        = regexp.MustCompile(`(\d+)/(\d+), SamplesPerSec=([0-9.]+(?:[eE][-+]?\d+)?)`)
+)
+
+// Parser reads iteration times from trainer log lines. GlobalBatch converts
+// DeepSpeed's samples per second into seconds per iteration; with 0,
+// DeepSpeed lines are ignored.
+type Parser struct {
+	GlobalBatch int
+}
+
+// Parse returns the measurement a line carries, if any.
+func (p Parser) Parse(line string) (Measurement, bool) {
+	if m := megatronIterRe.FindStringSubmatch(line); m != nil {
+		it, err1 := strconv.Atoi(m[1])
+		ms, err2 := strconv.ParseFloat(m[2], 64)
+		if err1 != nil || err2 != nil || !(ms > 0) {
+			return Measurement{}, false
+		}
+		return Measurement{Iteration: it, IterS: ms / 1000, Source: SourceMegatron}, true
+	}
+	if p.GlobalBatch <= 0 {
+		return Measurement{}, false
+	}
+	var step, sps string
+	if m := dsCurrRe.FindStringSubmatch(line); m != nil {
+		step, sps = m[1], m[2]
+	} else if m := dsOldRe.FindStringSubmatch(line); m != nil {
+		step, sps = m[2], m[3]
+	} else {
+		return Measurement{}, false
+	}
+	it, err1 := strconv.Atoi(step)
+	v, err2 := strconv.ParseFloat(sps, 64)
+	if err1 != nil || err2 != nil || !(v > 0) || math.IsInf(v, 0) {
+		return Measurement{}, false
+	}
+	return Measurement{Iteration: it, IterS: float64(p.GlobalBatch) / v, Source: SourceDeepSpeed}, true
+}
+
+// clip bounds untrusted text quoted in error messages.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}

@@ -1,0 +1,491 @@
+package launch
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/rubick-sched/rubick/model"
+)
+
+// Options tune Rewrite and Inspect.
+type Options struct {
+	// Dialect forces the dialect; DialectAuto detects it.
+	Dialect Dialect
+	// GlobalBatch is the global batch the job must keep (for instance the
+	// model type's); 0 takes it from the launch line or its config.
+	GlobalBatch int
+	// ConfigDir is the job-private directory the rewritten DeepSpeed config
+	// is destined for. Required when the line has a DeepSpeed config.
+	ConfigDir string
+	// ReadFile reads the user's DeepSpeed config; nil means os.ReadFile.
+	ReadFile func(name string) ([]byte, error)
+	// EnsureLoad adds "--load X" to a Megatron line that saves to X and
+	// loads from nowhere, so that a requeued job resumes.
+	EnsureLoad bool
+	// CheckpointDir, when set, is given as --save (and --load) to a Megatron
+	// line that has no --save.
+	CheckpointDir string
+	// Nodes and GPUsPerNode, when both positive, size a per-node launcher:
+	// torchrun --nnodes/--nproc_per_node, deepspeed --num_nodes/--num_gpus.
+	Nodes, GPUsPerNode int
+}
+
+func (o Options) readFile(name string) ([]byte, error) {
+	if o.ReadFile != nil {
+		return o.ReadFile(name)
+	}
+	return os.ReadFile(name)
+}
+
+// Config is a rewritten DeepSpeed config, to be written at Path.
+type Config struct {
+	// Source is the user's config, as the launch line names it.
+	Source string
+	// Path is where the rewritten copy goes: inside Options.ConfigDir.
+	Path string
+	// Data is the rewritten JSON.
+	Data []byte
+}
+
+// Result is a rewritten launch line.
+type Result struct {
+	Dialect Dialect
+	// Launcher is the per-node launcher the line starts with, if any.
+	Launcher string
+	// Argv is the rewritten command.
+	Argv []string
+	// GlobalBatch is the global batch the rewritten line trains with; it
+	// equals the one the input fixed, when it fixed one.
+	GlobalBatch int
+	// Config is the rewritten DeepSpeed config, nil when the line has none.
+	Config *Config
+}
+
+// ValidatePlan reports the first field of p that no dialect can run.
+func ValidatePlan(p model.Plan) error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"dp", p.DP}, {"tp", p.TP}, {"pp", p.PP}, {"micro_batch", p.MicroBatch}, {"accum", p.Accum}} {
+		if f.v < 1 {
+			return fmt.Errorf("%w: plan %s: %s=%d must be >= 1", ErrBadInput, p, f.name, f.v)
+		}
+	}
+	if p.ZeRO < 0 || p.ZeRO > 3 {
+		return fmt.Errorf("%w: plan %s: zero=%d is not a ZeRO stage 0-3", ErrBadInput, p, p.ZeRO)
+	}
+	if p.Offload && p.ZeRO < 1 {
+		return fmt.Errorf("%w: plan %s: ZeRO-Offload needs ZeRO stage >= 1, got zero=%d", ErrBadInput, p, p.ZeRO)
+	}
+	return nil
+}
+
+// Rewrite rewrites the training command argv to run plan. Flags the plan
+// fixes are replaced where they are, in the form they were written
+// ("--flag value" or "--flag=value"), or appended when absent; every other
+// token passes through unchanged and in order. The global batch never
+// changes: when the line, its config or opts fix one that differs from
+// plan.DP*plan.MicroBatch*plan.Accum, Rewrite fails with ErrGlobalBatch.
+func Rewrite(argv []string, plan model.Plan, opts Options) (Result, error) {
+	if len(argv) == 0 {
+		return Result{}, fmt.Errorf("%w: the training command is empty", ErrBadInput)
+	}
+	if err := ValidatePlan(plan); err != nil {
+		return Result{}, err
+	}
+	d, err := dialectOf(argv, opts)
+	if err != nil {
+		return Result{}, err
+	}
+	if d == DeepSpeed && (plan.TP > 1 || plan.PP > 1) {
+		return Result{}, fmt.Errorf("%w: plan %s uses tensor or pipeline parallelism, which a plain DeepSpeed script does not take from its config", ErrUnsupported, plan)
+	}
+	l := parseLayout(argv)
+	c := &cmdline{toks: slices.Clone(argv)}
+	lo, hi := l.trainLo(), len(c.toks)
+
+	cf, err := loadConfig(c, d, lo, hi, opts)
+	if err != nil {
+		return Result{}, err
+	}
+	gb, err := checkGlobalBatch(c, lo, hi, cf, plan, opts)
+	if err != nil {
+		return Result{}, err
+	}
+	if plan.Offload && d == MegatronDeepSpeed && cf == nil {
+		return Result{}, fmt.Errorf("%w: plan %s offloads the optimizer, which Megatron-DeepSpeed takes from a DeepSpeed config; the line has no --deepspeed_config", ErrUnsupported, plan)
+	}
+
+	res := Result{Dialect: d, Launcher: l.launcher, GlobalBatch: gb}
+	switch d {
+	case Megatron:
+		hi = rewriteMegatron(c, plan, gb, lo, hi)
+	case MegatronDeepSpeed:
+		hi = rewriteMegatronDeepSpeed(c, plan, gb, lo, hi)
+	}
+	if cf != nil {
+		if opts.ConfigDir == "" {
+			return Result{}, fmt.Errorf("%w: the line has a DeepSpeed config (%s) but no job-private directory was given for its rewritten copy", ErrBadInput, cf.path)
+		}
+		if err := rewriteConfig(cf.obj, plan, gb); err != nil {
+			return Result{}, fmt.Errorf("DeepSpeed config %s: %w", cf.path, err)
+		}
+		data, err := cf.obj.indented()
+		if err != nil {
+			return Result{}, fmt.Errorf("DeepSpeed config %s: %w", cf.path, err)
+		}
+		res.Config = &Config{Source: cf.path, Path: filepath.Join(opts.ConfigDir, "rubick-"+filepath.Base(cf.path)), Data: data}
+		hi = c.set(cf.flag, res.Config.Path, lo, hi)
+	}
+	if d != DeepSpeed {
+		if opts.CheckpointDir != "" && !c.has(fSave, lo, hi) {
+			hi = c.set(fSave, opts.CheckpointDir, lo, hi)
+		}
+		if save, ok := c.get(fSave, lo, hi); ok && save != "" && (opts.EnsureLoad || opts.CheckpointDir != "") && !c.has(fLoad, lo, hi) {
+			c.set(fLoad, save, lo, hi)
+		}
+	}
+	// Launcher flags precede the script, so editing them last leaves the
+	// indices used above valid.
+	if l.launcherFlags >= 0 && opts.Nodes > 0 && opts.GPUsPerNode > 0 {
+		nodes, gpn := strconv.Itoa(opts.Nodes), strconv.Itoa(opts.GPUsPerNode)
+		switch l.launcher {
+		case LauncherTorchrun:
+			end := c.set(fNnodes, nodes, l.launcherFlags, l.script)
+			c.set(fNprocPerNode, gpn, l.launcherFlags, end)
+		case LauncherDeepSpeed:
+			end := c.set(fNumNodes, nodes, l.launcherFlags, l.script)
+			c.set(fNumGPUs, gpn, l.launcherFlags, end)
+		}
+	}
+	res.Argv = c.toks
+	return res, nil
+}
+
+func dialectOf(argv []string, opts Options) (Dialect, error) {
+	if opts.Dialect != DialectAuto {
+		_, err := ParseDialect(string(opts.Dialect))
+		return opts.Dialect, err
+	}
+	return Detect(argv)
+}
+
+func rewriteMegatron(c *cmdline, plan model.Plan, gb, lo, hi int) int {
+	hi = setSizes(c, plan, gb, lo, hi)
+	// --recompute-activations means selective recompute and would override
+	// the full recompute the plan was priced with.
+	hi = c.remove(fRecAct, lo, hi)
+	hi = setFullRecompute(c, plan.Checkpoint, lo, hi)
+	// Megatron's distributed optimizer shards optimizer states over DP:
+	// ZeRO stage 1; stages 2 and 3 map to it too.
+	hi = c.setSwitch(fDistOpt, plan.ZeRO >= 1, lo, hi)
+	return c.setSwitch(fCPUOffload, plan.Offload, lo, hi)
+}
+
+func rewriteMegatronDeepSpeed(c *cmdline, plan model.Plan, gb, lo, hi int) int {
+	hi = setSizes(c, plan, gb, lo, hi)
+	hi = c.remove(fRecAct, lo, hi)
+	hi = c.setSwitch(fCkptAct, plan.Checkpoint, lo, hi)
+	if !plan.Checkpoint {
+		hi = c.remove(fDSActCkpt, lo, hi)
+	}
+	// Only versions that know --recompute-granularity get it: older
+	// Megatron-DeepSpeed forks reject it.
+	if !plan.Checkpoint || c.has(fRecGran, lo, hi) {
+		hi = setFullRecompute(c, plan.Checkpoint, lo, hi)
+	}
+	return c.set(fZeroStage, strconv.Itoa(plan.ZeRO), lo, hi)
+}
+
+func setSizes(c *cmdline, plan model.Plan, gb, lo, hi int) int {
+	hi = c.set(fTP, strconv.Itoa(plan.TP), lo, hi)
+	hi = c.set(fPP, strconv.Itoa(plan.PP), lo, hi)
+	hi = c.set(fMB, strconv.Itoa(plan.MicroBatch), lo, hi)
+	// Written even when absent, so Megatron's default (micro-batch x DP)
+	// cannot change the global batch when DP changes.
+	return c.set(fGB, strconv.Itoa(gb), lo, hi)
+}
+
+func setFullRecompute(c *cmdline, on bool, lo, hi int) int {
+	if !on {
+		hi = c.remove(fRecGran, lo, hi)
+		hi = c.remove(fRecMethod, lo, hi)
+		return c.remove(fRecLayers, lo, hi)
+	}
+	hi = c.set(fRecGran, "full", lo, hi)
+	hi = c.set(fRecMethod, "uniform", lo, hi)
+	if !c.has(fRecLayers, lo, hi) {
+		hi = c.set(fRecLayers, "1", lo, hi)
+	}
+	return hi
+}
+
+// userConfig is the DeepSpeed config a launch line names.
+type userConfig struct {
+	path string
+	flag flagSpec
+	obj  *jsonObject
+}
+
+func configFlag(c *cmdline, lo, hi int) (string, flagSpec, bool) {
+	if v, ok := c.get(fDSConfig, lo, hi); ok {
+		return v, fDSConfig, true
+	}
+	for _, o := range c.find(fDeepSpeedHF, lo, hi) {
+		if strings.HasSuffix(o.value, ".json") {
+			return o.value, fDeepSpeedHF, true
+		}
+	}
+	return "", flagSpec{}, false
+}
+
+func loadConfig(c *cmdline, d Dialect, lo, hi int, opts Options) (*userConfig, error) {
+	if d == Megatron {
+		return nil, nil
+	}
+	path, flag, ok := configFlag(c, lo, hi)
+	if !ok {
+		if d == DeepSpeed {
+			return nil, fmt.Errorf("%w: a DeepSpeed line needs --deepspeed_config FILE.json, found none", ErrBadInput)
+		}
+		return nil, nil
+	}
+	if path == "" {
+		return nil, fmt.Errorf("%w: --deepspeed_config is empty", ErrBadInput)
+	}
+	data, err := opts.readFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read DeepSpeed config: %w", err)
+	}
+	obj, err := parseObject(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: DeepSpeed config %s: %w", ErrBadInput, path, err)
+	}
+	return &userConfig{path: path, flag: flag, obj: obj}, nil
+}
+
+// checkGlobalBatch returns the global batch the line keeps, failing when its
+// sources disagree with each other or with the plan.
+func checkGlobalBatch(c *cmdline, lo, hi int, cf *userConfig, plan model.Plan, opts Options) (int, error) {
+	type source struct {
+		name string
+		v    int
+	}
+	var srcs []source
+	if v, ok := c.get(fGB, lo, hi); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return 0, fmt.Errorf("%w: --global-batch-size=%q is not a positive integer", ErrBadInput, clip(v))
+		}
+		srcs = append(srcs, source{"--global-batch-size", n})
+	}
+	if cf != nil {
+		n, ok, err := cf.obj.intVal("train_batch_size")
+		if err != nil {
+			return 0, fmt.Errorf("DeepSpeed config %s: %w", cf.path, err)
+		}
+		if ok {
+			if n < 1 {
+				return 0, fmt.Errorf("%w: DeepSpeed config %s: train_batch_size=%d must be >= 1", ErrBadInput, cf.path, n)
+			}
+			srcs = append(srcs, source{"train_batch_size in " + cf.path, n})
+		}
+	}
+	if opts.GlobalBatch > 0 {
+		srcs = append(srcs, source{"the job's global batch", opts.GlobalBatch})
+	}
+	for _, s := range srcs[min(1, len(srcs)):] {
+		if s.v != srcs[0].v {
+			return 0, fmt.Errorf("%w: %s=%d but %s=%d", ErrBadInput, srcs[0].name, srcs[0].v, s.name, s.v)
+		}
+	}
+	want := plan.DP * plan.MicroBatch * plan.Accum
+	if len(srcs) > 0 && srcs[0].v != want {
+		return 0, fmt.Errorf("%w: %s=%d but plan %s gives DP*MicroBatch*Accum = %d*%d*%d = %d",
+			ErrGlobalBatch, srcs[0].name, srcs[0].v, plan, plan.DP, plan.MicroBatch, plan.Accum, want)
+	}
+	return want, nil
+}
+
+// defaultActivationCheckpointing is DeepSpeed's activation checkpointing
+// section with its documented defaults, added when the plan checkpoints
+// and the user's config has none.
+const defaultActivationCheckpointing = `{"partition_activations":false,"cpu_checkpointing":false,"contiguous_memory_optimization":false,"synchronize_checkpoint_boundary":false,"profile":false}`
+
+func rewriteConfig(cfg *jsonObject, plan model.Plan, gb int) error {
+	cfg.setInt("train_batch_size", gb)
+	cfg.setInt("train_micro_batch_size_per_gpu", plan.MicroBatch)
+	cfg.setInt("gradient_accumulation_steps", plan.Accum)
+
+	zo, err := cfg.object("zero_optimization")
+	if err != nil {
+		// Legacy configs write "zero_optimization": true; the plan replaces it.
+		if raw := string(cfg.vals["zero_optimization"]); raw != "true" && raw != "false" {
+			return fmt.Errorf("%w: %w", ErrBadInput, err)
+		}
+		zo = nil
+	}
+	if zo == nil && (plan.ZeRO > 0 || cfg.has("zero_optimization")) {
+		zo = newObject()
+	}
+	if zo != nil {
+		zo.setInt("stage", plan.ZeRO)
+		// The deprecated "cpu_offload" switch would offload behind the plan's back.
+		zo.del("cpu_offload")
+		if plan.Offload {
+			off, err := zo.object("offload_optimizer")
+			if err != nil {
+				return fmt.Errorf("%w: zero_optimization.%w", ErrBadInput, err)
+			}
+			if off == nil {
+				off = newObject()
+			}
+			off.setString("device", "cpu")
+			if !off.has("pin_memory") {
+				off.setBool("pin_memory", true)
+			}
+			if err := zo.setObject("offload_optimizer", off); err != nil {
+				return err
+			}
+		} else {
+			zo.del("offload_optimizer")
+		}
+		// DeepSpeed accepts parameter offload only at stage 3.
+		if plan.ZeRO != 3 {
+			zo.del("offload_param")
+		}
+		if err := cfg.setObject("zero_optimization", zo); err != nil {
+			return err
+		}
+	}
+	switch {
+	case !plan.Checkpoint:
+		cfg.del("activation_checkpointing")
+	case !cfg.has("activation_checkpointing") || string(cfg.vals["activation_checkpointing"]) == "null":
+		cfg.set("activation_checkpointing", json.RawMessage(defaultActivationCheckpointing))
+	}
+	return nil
+}
+
+// Expressible is the plan a dialect can express: Rewrite then Inspect give
+// back Expressible(d, plan). Megatron-LM has one sharded optimizer, so ZeRO
+// stages 2 and 3 read back as 1.
+func Expressible(d Dialect, p model.Plan) model.Plan {
+	if d == Megatron && p.ZeRO > 1 {
+		p.ZeRO = 1
+	}
+	return p
+}
+
+// Inspect reads back the plan and global batch a launch line expresses when
+// it runs on gpus GPUs: the inverse of Rewrite (see Expressible). A
+// DeepSpeed config the line names is read with opts.ReadFile.
+func Inspect(argv []string, gpus int, opts Options) (model.Plan, int, error) {
+	d, err := dialectOf(argv, opts)
+	if err != nil {
+		return model.Plan{}, 0, err
+	}
+	l := parseLayout(argv)
+	c := &cmdline{toks: argv}
+	lo, hi := l.trainLo(), len(argv)
+	cf, err := loadConfig(c, d, lo, hi, opts)
+	if err != nil {
+		return model.Plan{}, 0, err
+	}
+	intFlag := func(f flagSpec, def int) (int, error) {
+		v, ok := c.get(f, lo, hi)
+		if !ok {
+			return def, nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("%w: %s=%q is not a non-negative integer", ErrBadInput, f.names[0], clip(v))
+		}
+		return n, nil
+	}
+	cfgInt := func(k string) (int, bool, error) {
+		if cf == nil {
+			return 0, false, nil
+		}
+		return cf.obj.intVal(k)
+	}
+	p := model.Plan{}
+	var gb int
+	var errs []error
+	collect := func(n int, err error) int { errs = append(errs, err); return n }
+	p.TP = collect(intFlag(fTP, 1))
+	p.PP = collect(intFlag(fPP, 1))
+	p.MicroBatch = collect(intFlag(fMB, 0))
+	gb = collect(intFlag(fGB, 0))
+	if n, ok, err := cfgInt("train_micro_batch_size_per_gpu"); ok || err != nil {
+		errs = append(errs, err)
+		p.MicroBatch = n
+	}
+	if n, ok, err := cfgInt("train_batch_size"); (ok && gb == 0) || err != nil {
+		errs = append(errs, err)
+		gb = n
+	}
+	if err := errors.Join(errs...); err != nil {
+		return model.Plan{}, 0, err
+	}
+	if p.TP < 1 || p.PP < 1 || gpus%(p.TP*p.PP) != 0 {
+		return model.Plan{}, 0, fmt.Errorf("%w: %d GPUs are not a multiple of tp=%d x pp=%d", ErrBadInput, gpus, p.TP, p.PP)
+	}
+	p.DP = gpus / (p.TP * p.PP)
+	if p.MicroBatch < 1 || gb < 1 {
+		return model.Plan{}, 0, fmt.Errorf("%w: the line fixes no micro-batch (%d) or global batch (%d)", ErrBadInput, p.MicroBatch, gb)
+	}
+	if n, ok, err := cfgInt("gradient_accumulation_steps"); err != nil {
+		return model.Plan{}, 0, err
+	} else if ok {
+		p.Accum = n
+	} else if gb%(p.DP*p.MicroBatch) == 0 {
+		p.Accum = gb / (p.DP * p.MicroBatch)
+	} else {
+		return model.Plan{}, 0, fmt.Errorf("%w: global batch %d is not a multiple of dp=%d x micro-batch=%d", ErrBadInput, gb, p.DP, p.MicroBatch)
+	}
+
+	recomputeFull := func() bool { v, _ := c.get(fRecGran, lo, hi); return v == "full" }
+	var zo *jsonObject
+	if cf != nil {
+		if zo, err = cf.obj.object("zero_optimization"); err != nil {
+			return model.Plan{}, 0, fmt.Errorf("%w: %w", ErrBadInput, err)
+		}
+	}
+	switch d {
+	case Megatron:
+		if c.has(fDistOpt, lo, hi) {
+			p.ZeRO = 1
+		}
+		p.Offload = c.has(fCPUOffload, lo, hi)
+		p.Checkpoint = recomputeFull()
+	case MegatronDeepSpeed:
+		p.Checkpoint = c.has(fCkptAct, lo, hi) || recomputeFull()
+		if p.ZeRO, err = intFlag(fZeroStage, 0); err != nil {
+			return model.Plan{}, 0, err
+		}
+	case DeepSpeed:
+		p.Checkpoint = cf.obj.has("activation_checkpointing")
+	}
+	if zo != nil {
+		n, ok, err := zo.intVal("stage")
+		if err != nil {
+			return model.Plan{}, 0, err
+		}
+		if ok {
+			p.ZeRO = n
+		}
+		off, err := zo.object("offload_optimizer")
+		if err != nil {
+			return model.Plan{}, 0, fmt.Errorf("%w: %w", ErrBadInput, err)
+		}
+		p.Offload = off != nil && off.str("device") == "cpu"
+	}
+	return p, gb, nil
+}

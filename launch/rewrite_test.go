@@ -1,0 +1,328 @@
+package launch
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/model"
+)
+
+var update = flag.Bool("update", false, "rewrite the testdata/*.golden files")
+
+func mustPlan(t testing.TB, s string) model.Plan {
+	t.Helper()
+	p, err := model.ParsePlan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Launch lines of each dialect, all with a global batch of 32.
+var (
+	megatronLine = strings.Fields(`python pretrain_gpt.py --num-layers 24 --hidden-size 1024 --num-attention-heads 16
+		--seq-length 1024 --tensor-model-parallel-size 1 --pipeline-model-parallel-size=1 --micro-batch-size 4
+		--global-batch-size 32 --recompute-activations --train-iters 500 --save /ckpt/gpt2 --lr 1.5e-4 --fp16`)
+	megatronDSLine = strings.Fields(`deepspeed pretrain_gpt.py --num-layers 24 --tensor-model-parallel-size 1
+		--micro-batch-size 4 --global-batch-size 32 --deepspeed --deepspeed_config testdata/ds_zero2.json
+		--zero-stage 2 --checkpoint-activations --deepspeed-activation-checkpointing --save /ckpt --lr 1e-4`)
+	deepspeedLine = strings.Fields(`deepspeed --num_gpus 8 train.py --epochs 3 --deepspeed
+		--deepspeed_config=testdata/ds_zero2.json --log-dir logs`)
+	torchrunLine = strings.Fields(`torchrun --nproc_per_node=8 --nnodes 1 --rdzv-backend c10d pretrain_gpt.py
+		--tensor-model-parallel-size 2 --micro-batch-size 1 --global-batch-size 32 --use-distributed-optimizer
+		--recompute-granularity=selective --save /ckpt --load /ckpt/other`)
+	hfLine = strings.Fields(`python train.py --deepspeed testdata/ds_offload.json --output_dir out`)
+)
+
+// Plans of every family with a global batch of 32.
+var familyPlans = map[model.Family]string{
+	model.FamilyGA:          "dp8.tp1.pp1.mb2.a2.z0",
+	model.FamilyGC:          "dp8.tp1.pp1.mb4.a1.z0+gc",
+	model.FamilyZeroDP:      "dp8.tp1.pp1.mb4.a1.z2",
+	model.FamilyZeroOffload: "dp4.tp1.pp1.mb4.a2.z2+off",
+	model.Family3D:          "dp2.tp2.pp2.mb2.a8.z1+gc",
+}
+
+func renderGolden(argv []string, plan model.Plan, res Result) string {
+	var b strings.Builder
+	b.WriteString("input:  " + strings.Join(argv, " ") + "\n")
+	b.WriteString("plan:   " + plan.String() + "\n")
+	b.WriteString("dialect: " + string(res.Dialect) + "\n")
+	b.WriteString("argv:\n")
+	for _, a := range res.Argv {
+		b.WriteString("  " + a + "\n")
+	}
+	if res.Config != nil {
+		b.WriteString("config " + res.Config.Source + " -> " + res.Config.Path + ":\n")
+		b.Write(res.Config.Data)
+	}
+	return b.String()
+}
+
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./launch/ -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s mismatch (-golden +got):\n%s", path, diff)
+	}
+}
+
+func TestRewriteGolden(t *testing.T) {
+	lines := map[string][]string{
+		"megatron":           megatronLine,
+		"megatron-deepspeed": megatronDSLine,
+		"deepspeed":          deepspeedLine,
+	}
+	type tc struct {
+		argv []string
+		plan string
+	}
+	cases := map[string]tc{
+		"torchrun-3d":  {torchrunLine, "dp4.tp2.pp1.mb1.a8.z0+gc"},
+		"hf-offload":   {hfLine, "dp8.tp1.pp1.mb2.a2.z1+off"},
+		"hf-stage3-gc": {hfLine, "dp8.tp1.pp1.mb4.a1.z3+off+gc"},
+	}
+	for dialect, argv := range lines {
+		for fam, plan := range familyPlans {
+			if dialect == "deepspeed" && fam == model.Family3D {
+				continue // not expressible; see TestRewriteErrors
+			}
+			cases[dialect+"-"+string(fam)] = tc{argv, plan}
+		}
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			plan := mustPlan(t, c.plan)
+			res, err := Rewrite(c.argv, plan, Options{ConfigDir: "/job/rubick", EnsureLoad: true, Nodes: 1, GPUsPerNode: plan.GPUs()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkGolden(t, name, renderGolden(c.argv, plan, res))
+			// The rewritten line reads back as the plan.
+			files := map[string][]byte{}
+			if res.Config != nil {
+				files[res.Config.Path] = res.Config.Data
+			}
+			got, gb, err := Inspect(res.Argv, plan.GPUs(), Options{ReadFile: mapReader(files)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(Expressible(res.Dialect, plan), got); diff != "" || gb != 32 {
+				t.Errorf("Inspect gb=%d (want 32), plan diff (-want +got):\n%s", gb, diff)
+			}
+		})
+	}
+}
+
+// mapReader serves files from m and falls back to the disk.
+func mapReader(m map[string][]byte) func(string) ([]byte, error) {
+	return func(name string) ([]byte, error) {
+		if b, ok := m[name]; ok {
+			return b, nil
+		}
+		return os.ReadFile(name)
+	}
+}
+
+func TestRewriteErrors(t *testing.T) {
+	cases := map[string]struct {
+		argv    []string
+		plan    string
+		opts    Options
+		want    error
+		message string // a substring the message must contain
+	}{
+		"plan changes the flag's global batch": {
+			argv: megatronLine, plan: "dp8.tp1.pp1.mb2.a1.z0", want: ErrGlobalBatch,
+			message: "--global-batch-size=32 but plan dp8.tp1.pp1.mb2.a1.z0 gives DP*MicroBatch*Accum = 8*2*1 = 16",
+		},
+		"plan changes the config's global batch": {
+			argv: deepspeedLine, plan: "dp8.tp1.pp1.mb8.a1.z0", want: ErrGlobalBatch,
+			message: "train_batch_size in testdata/ds_zero2.json=32 but plan dp8.tp1.pp1.mb8.a1.z0 gives DP*MicroBatch*Accum = 8*8*1 = 64",
+		},
+		"plan changes the job's global batch": {
+			argv: []string{"python", "pretrain_gpt.py", "--micro-batch-size", "2"}, plan: "dp8.tp1.pp1.mb2.a1.z0",
+			opts: Options{GlobalBatch: 32}, want: ErrGlobalBatch, message: "the job's global batch=32",
+		},
+		"flag and config disagree": {
+			argv: append(append([]string{}, megatronDSLine...), "--global-batch-size", "64"), plan: "dp8.tp1.pp1.mb4.a2.z0",
+			want: ErrBadInput, message: "--global-batch-size=64 but train_batch_size in testdata/ds_zero2.json=32",
+		},
+		"deepspeed cannot do 3d": {
+			argv: deepspeedLine, plan: familyPlans[model.Family3D], want: ErrUnsupported,
+		},
+		"megatron-deepspeed offload needs a config": {
+			argv: []string{"python", "pretrain_gpt.py", "--deepspeed", "--global-batch-size", "32"}, plan: "dp8.tp1.pp1.mb4.a1.z2+off",
+			want: ErrUnsupported, message: "--deepspeed_config",
+		},
+		"unknown dialect": {
+			argv: []string{"bash", "train.sh", "--epochs", "3"}, plan: "dp1.tp1.pp1.mb1.a1.z0", want: ErrUnknownDialect,
+		},
+		"offload without zero": {
+			argv: megatronLine, plan: "dp8.tp1.pp1.mb4.a1.z0+off", want: ErrBadInput, message: "zero=0",
+		},
+		"bad global batch flag": {
+			argv: []string{"python", "pretrain_gpt.py", "--global-batch-size=abc"}, plan: "dp1.tp1.pp1.mb1.a1.z0",
+			want: ErrBadInput, message: `--global-batch-size="abc"`,
+		},
+		"auto batch in config": {
+			argv: []string{"deepspeed", "train.py", "--deepspeed_config", "auto.json"}, plan: "dp1.tp1.pp1.mb1.a1.z0",
+			opts: Options{ConfigDir: "/job", ReadFile: mapReader(map[string][]byte{"auto.json": []byte(`{"train_batch_size": "auto"}`)})},
+			want: ErrBadInput, message: `train_batch_size="auto" is not an integer`,
+		},
+		"config is not an object": {
+			argv: []string{"deepspeed", "train.py", "--deepspeed_config", "bad.json"}, plan: "dp1.tp1.pp1.mb1.a1.z0",
+			opts: Options{ConfigDir: "/job", ReadFile: mapReader(map[string][]byte{"bad.json": []byte(`[1]`)})},
+			want: ErrBadInput, message: "bad.json",
+		},
+		"no config dir": {
+			argv: deepspeedLine, plan: "dp8.tp1.pp1.mb4.a1.z0", want: ErrBadInput, message: "job-private directory",
+		},
+		"deepspeed without config": {
+			argv: []string{"deepspeed", "train.py", "--epochs", "1"}, plan: "dp1.tp1.pp1.mb1.a1.z0", want: ErrBadInput,
+		},
+		"missing config file": {
+			argv: deepspeedLine, plan: "dp8.tp1.pp1.mb4.a1.z0", opts: Options{ConfigDir: "/job",
+				ReadFile: func(string) ([]byte, error) { return nil, os.ErrNotExist }}, want: os.ErrNotExist,
+		},
+		"forced bad dialect": {
+			argv: megatronLine, plan: "dp8.tp1.pp1.mb4.a1.z0", opts: Options{Dialect: "pytorch"}, want: ErrBadInput, message: `dialect="pytorch"`,
+		},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Rewrite(c.argv, mustPlan(t, c.plan), c.opts)
+			if !errors.Is(err, c.want) {
+				t.Fatalf("Rewrite error = %v, want %v", err, c.want)
+			}
+			if !strings.Contains(err.Error(), c.message) {
+				t.Errorf("error %q does not contain %q", err, c.message)
+			}
+		})
+	}
+}
+
+func TestRewriteFlagForms(t *testing.T) {
+	cases := map[string]struct {
+		argv []string
+		plan string
+		opts Options
+		want []string
+	}{
+		"inline form kept, duplicates dropped, unknown flags in order": {
+			argv: []string{"python", "pretrain_gpt.py", "--foo", "x", "--tensor-model-parallel-size=1", "--bar=y",
+				"--tensor-model-parallel-size", "4", "--micro-batch-size", "2", "--global-batch-size=16", "--baz"},
+			plan: "dp4.tp2.pp1.mb2.a2.z0",
+			want: []string{"python", "pretrain_gpt.py", "--foo", "x", "--tensor-model-parallel-size=2", "--bar=y",
+				"--micro-batch-size", "2", "--global-batch-size=16", "--baz", "--pipeline-model-parallel-size", "1"},
+		},
+		"absent flags added, recompute removed": {
+			argv: []string{"python", "pretrain_gpt.py", "--recompute-granularity", "full", "--recompute-method=block",
+				"--recompute-num-layers", "2", "--use-distributed-optimizer", "--seed", "7"},
+			plan: "dp2.tp1.pp1.mb4.a1.z0",
+			want: []string{"python", "pretrain_gpt.py", "--seed", "7", "--tensor-model-parallel-size", "1",
+				"--pipeline-model-parallel-size", "1", "--micro-batch-size", "4", "--global-batch-size", "8"},
+		},
+		"recompute kept layers": {
+			argv: []string{"python", "pretrain_gpt.py", "--recompute-num-layers=2", "--global-batch-size", "8"},
+			plan: "dp2.tp1.pp1.mb4.a1.z0+gc",
+			want: []string{"python", "pretrain_gpt.py", "--recompute-num-layers=2", "--global-batch-size", "8",
+				"--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1", "--micro-batch-size", "4",
+				"--recompute-granularity", "full", "--recompute-method", "uniform"},
+		},
+		"checkpoint dir gives save and load": {
+			argv: []string{"python", "pretrain_gpt.py", "--micro-batch-size", "4"},
+			plan: "dp1.tp1.pp1.mb4.a1.z0", opts: Options{CheckpointDir: "/scratch/j1"},
+			want: []string{"python", "pretrain_gpt.py", "--micro-batch-size", "4", "--tensor-model-parallel-size", "1",
+				"--pipeline-model-parallel-size", "1", "--global-batch-size", "4", "--save", "/scratch/j1", "--load", "/scratch/j1"},
+		},
+		"load not added unless asked": {
+			argv: []string{"python", "pretrain_gpt.py", "--save=/c", "--global-batch-size", "4", "--micro-batch-size", "4",
+				"--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1"},
+			plan: "dp1.tp1.pp1.mb4.a1.z0",
+			want: []string{"python", "pretrain_gpt.py", "--save=/c", "--global-batch-size", "4", "--micro-batch-size", "4",
+				"--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1"},
+		},
+		"emulated trainer without script": {
+			argv: []string{"/usr/bin/rubick-emu-trainer", "--train-iters", "5", "--global-batch-size", "8", "--save", "/c"},
+			plan: "dp2.tp1.pp1.mb2.a2.z1", opts: Options{EnsureLoad: true},
+			want: []string{"/usr/bin/rubick-emu-trainer", "--train-iters", "5", "--global-batch-size", "8", "--save", "/c",
+				"--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1", "--micro-batch-size", "2",
+				"--use-distributed-optimizer", "--load", "/c"},
+		},
+		"python -m torch.distributed.run": {
+			argv: []string{"python3", "-m", "torch.distributed.run", "--nproc-per-node=2", "pretrain_gpt.py", "--global-batch-size", "8"},
+			plan: "dp4.tp1.pp1.mb2.a1.z0", opts: Options{Nodes: 1, GPUsPerNode: 4},
+			want: []string{"python3", "-m", "torch.distributed.run", "--nproc-per-node=4", "--nnodes", "1", "pretrain_gpt.py",
+				"--global-batch-size", "8", "--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1", "--micro-batch-size", "2"},
+		},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			res, err := Rewrite(c.argv, mustPlan(t, c.plan), c.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(c.want, res.Argv); diff != "" {
+				t.Errorf("argv (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRewriteLeavesInputAlone(t *testing.T) {
+	argv := append([]string(nil), megatronLine...)
+	if _, err := Rewrite(argv, mustPlan(t, familyPlans[model.Family3D]), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(megatronLine, argv); diff != "" {
+		t.Errorf("Rewrite changed its input (-want +got):\n%s", diff)
+	}
+}
+
+func TestDetect(t *testing.T) {
+	cases := map[string]struct {
+		argv     []string
+		want     Dialect
+		launcher string
+	}{
+		"megatron by script":       {[]string{"python", "pretrain_bert.py"}, Megatron, LauncherNone},
+		"megatron by flag":         {[]string{"python", "main.py", "--tensor-model-parallel-size", "2"}, Megatron, LauncherNone},
+		"megatron-deepspeed":       {megatronDSLine, MegatronDeepSpeed, LauncherDeepSpeed},
+		"megatron + zero-stage":    {[]string{"python", "pretrain_gpt.py", "--zero-stage=1"}, MegatronDeepSpeed, LauncherNone},
+		"deepspeed launcher":       {[]string{"deepspeed", "train.py"}, DeepSpeed, LauncherDeepSpeed},
+		"deepspeed config":         {[]string{"python", "train.py", "--deepspeed_config", "ds.json"}, DeepSpeed, LauncherNone},
+		"torchrun megatron":        {torchrunLine, Megatron, LauncherTorchrun},
+		"launcher flag not signal": {[]string{"torchrun", "--micro-batch-size", "2", "train.py"}, "", LauncherTorchrun},
+		"module program":           {[]string{"python", "-m", "megatron.train", "--micro-batch-size", "2"}, Megatron, LauncherNone},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := Detect(c.argv)
+			if c.want == "" {
+				if !errors.Is(err, ErrUnknownDialect) {
+					t.Fatalf("Detect = %q, %v; want ErrUnknownDialect", got, err)
+				}
+			} else if err != nil || got != c.want {
+				t.Fatalf("Detect = %q, %v; want %q", got, err, c.want)
+			}
+			if l := DetectLauncher(c.argv); l != c.launcher {
+				t.Errorf("DetectLauncher = %q, want %q", l, c.launcher)
+			}
+		})
+	}
+}

@@ -1,0 +1,217 @@
+package trainer
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/model"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestParseArgs(t *testing.T) {
+	args := strings.Fields("--tensor-model-parallel-size 2 --pipeline-model-parallel-size=1 --micro-batch-size 2 " +
+		"--global-batch-size 16 --train-iters 20 --save /c --load /c --use-distributed-optimizer " +
+		"--recompute-granularity full --recompute-method uniform --model-type gpt2 --iter-ms 250 --time-scale 0.01 --lr 1e-4")
+	got, err := ParseArgs(args, env(map[string]string{"SLURM_PROCID": "3", "SLURM_NTASKS": "8",
+		"SLURM_JOB_NUM_NODES": "2", "SLURM_GPUS_ON_NODE": "4", "SLURM_CPUS_ON_NODE": "16"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Options{
+		Plan:        model.Plan{DP: 4, TP: 2, PP: 1, MicroBatch: 2, Accum: 2, ZeRO: 1, Checkpoint: true},
+		GlobalBatch: 16, ModelType: "gpt2", TrainIters: 20, Save: "/c", Load: "/c", LogInterval: 1,
+		IterMs: 250, TimeScale: 0.01, Rank: 3, Tasks: 8, Placement: model.Placement{4, 4}, CPUs: 32,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+
+	got, err = ParseArgs(strings.Fields("--micro-batch-size 1 --global-batch-size 6 --train-iters 1"),
+		env(map[string]string{"CUDA_VISIBLE_DEVICES": "0,1,2", "SLURM_NNODES": "2"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Plan.DP != 6 || got.Plan.Accum != 1 || got.Placement.String() != "33" {
+		t.Errorf("from CUDA_VISIBLE_DEVICES and SLURM_NNODES: plan %s placement %s", got.Plan, got.Placement)
+	}
+}
+
+func TestParseArgsErrors(t *testing.T) {
+	base := "--micro-batch-size 1 --global-batch-size 4 "
+	cases := map[string]struct {
+		args, field string
+		env         map[string]string
+	}{
+		"no train iters":  {args: base, field: "--train-iters"},
+		"bad train iters": {args: base + "--train-iters x", field: "--train-iters"},
+		"bad time scale":  {args: base + "--train-iters 1 --time-scale -1", field: "--time-scale"},
+		"bad iter ms":     {args: base + "--train-iters 1 --iter-ms 0", field: "--iter-ms"},
+		"bad procid":      {args: base + "--train-iters 1", field: "SLURM_PROCID", env: map[string]string{"SLURM_PROCID": "a"}},
+		"rank too big":    {args: base + "--train-iters 1", field: "SLURM_PROCID=2", env: map[string]string{"SLURM_PROCID": "2", "SLURM_NTASKS": "2"}},
+		"bad world size":  {args: base + "--train-iters 1 --world-size 0", field: "--world-size"},
+		"batch mismatch":  {args: "--micro-batch-size 3 --global-batch-size 4 --train-iters 1", field: "global batch 4"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseArgs(strings.Fields(c.args), env(c.env))
+			if err == nil || !strings.Contains(err.Error(), c.field) {
+				t.Fatalf("err = %v, want one naming %s", err, c.field)
+			}
+		})
+	}
+}
+
+// fakeClock fires every sleep at once; at sleep number stopAt it sends a
+// checkpoint request instead and never fires.
+type fakeClock struct {
+	now    time.Time
+	sleeps []time.Duration
+	stopAt int
+	ckpt   chan struct{}
+}
+
+func (c *fakeClock) Now() time.Time { return c.now }
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.sleeps = append(c.sleeps, d)
+	if c.stopAt > 0 && len(c.sleeps) == c.stopAt {
+		c.ckpt <- struct{}{}
+		return nil
+	}
+	ch := make(chan time.Time, 1)
+	ch <- c.now
+	return ch
+}
+
+func newClock(stopAt int) *fakeClock {
+	return &fakeClock{now: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), stopAt: stopAt, ckpt: make(chan struct{}, 1)}
+}
+
+func opts(t *testing.T, dir string, iters int) Options {
+	t.Helper()
+	o, err := ParseArgs([]string{"--micro-batch-size", "2", "--global-batch-size", "8", "--train-iters", strconv.Itoa(iters),
+		"--save", dir, "--load", dir, "--iter-ms", "200", "--time-scale", "0.5"}, env(map[string]string{"SLURM_GPUS_ON_NODE": "4"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func TestRunCheckpointAndResume(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	clk := newClock(4) // three iterations complete, then the signal
+	res, err := Run(t.Context(), Config{Options: opts(t, dir, 6), Clock: clk, Out: &out, Checkpoint: clk.ckpt})
+	if !errors.Is(err, ErrCheckpointed) {
+		t.Fatalf("Run = %v, want ErrCheckpointed", err)
+	}
+	if diff := cmp.Diff(Result{Start: 0, End: 3, Saved: 3}, res); diff != "" {
+		t.Errorf("result (-want +got):\n%s", diff)
+	}
+	if n, err := ReadTracker(dir); n != 3 || err != nil {
+		t.Errorf("tracker = %d, %v; want 3", n, err)
+	}
+	// Sleeps are the iteration time scaled; the log shows the unscaled time.
+	if clk.sleeps[0] != 100*time.Millisecond {
+		t.Errorf("slept %v, want 100ms", clk.sleeps[0])
+	}
+	for _, want := range []string{
+		"rubick-emu-trainer: received rank=0 tasks=1 tp=1 pp=1 dp=4 mb=2 gbs=8 accum=1 zero=0 offload=false gc=false train_iters=6",
+		" [2025-01-02 03:04:05] iteration        3/       6 | consumed samples:           24 | elapsed time per iteration (ms): 200.0 |",
+		" saved checkpoint at iteration 3 to " + dir,
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	out.Reset()
+	clk = newClock(0)
+	res, err = Run(t.Context(), Config{Options: opts(t, dir, 6), Clock: clk, Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Result{Start: 3, End: 6, Saved: 6}, res); diff != "" {
+		t.Errorf("resumed result (-want +got):\n%s", diff)
+	}
+	if len(clk.sleeps) != 3 || !strings.Contains(out.String(), "loading checkpoint from "+dir+" at iteration 3") {
+		t.Errorf("resumed run slept %d times (want 3):\n%s", len(clk.sleeps), out.String())
+	}
+
+	// A finished job restarted does nothing more.
+	res, err = Run(t.Context(), Config{Options: opts(t, dir, 6), Clock: newClock(0), Out: &out})
+	if err != nil || res.End != 6 || res.Saved != -1 {
+		t.Errorf("finished run: %+v, %v", res, err)
+	}
+}
+
+func TestRunRanks(t *testing.T) {
+	for rank, wantIterLines := range map[int]bool{0: false, 1: true} {
+		dir := t.TempDir()
+		o := opts(t, dir, 2)
+		o.Rank, o.Tasks = rank, 2
+		var out bytes.Buffer
+		if _, err := Run(t.Context(), Config{Options: o, Clock: newClock(0), Out: &out}); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(out.String(), "iteration        2/"); got != wantIterLines {
+			t.Errorf("rank %d printed iteration lines: %v, want %v", rank, got, wantIterLines)
+		}
+		_, err := os.Stat(filepath.Join(dir, TrackerFile))
+		if saved := err == nil; saved != (rank == 0) {
+			t.Errorf("rank %d wrote a checkpoint: %v", rank, saved)
+		}
+	}
+}
+
+type fixedTimer time.Duration
+
+func (f fixedTimer) IterTime(string, model.Plan, model.Placement, int) (time.Duration, bool) {
+	return time.Duration(f), f > 0
+}
+
+func TestRunTimer(t *testing.T) {
+	o := opts(t, t.TempDir(), 1)
+	o.TimeScale = 1
+	clk := newClock(0)
+	var out bytes.Buffer
+	if _, err := Run(t.Context(), Config{Options: o, Clock: clk, Out: &out, Timer: fixedTimer(1234 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	if clk.sleeps[0] != 1234*time.Millisecond || !strings.Contains(out.String(), "(ms): 1234.0 |") {
+		t.Errorf("slept %v:\n%s", clk.sleeps, out.String())
+	}
+}
+
+func TestTracker(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	if n, err := ReadTracker(dir); n != 0 || err != nil {
+		t.Fatalf("empty dir: %d, %v", n, err)
+	}
+	for _, it := range []int{5, 12} {
+		if err := WriteTracker(dir, it); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := ReadTracker(dir); n != it || err != nil {
+			t.Fatalf("ReadTracker = %d, %v; want %d", n, err, it)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("temporary files left behind: %v", entries)
+	}
+	if err := os.WriteFile(filepath.Join(dir, TrackerFile), []byte("release\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadTracker(dir); !errors.Is(err, ErrBadInput) {
+		t.Errorf("ReadTracker(release) = %v, want ErrBadInput", err)
+	}
+}
