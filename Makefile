@@ -31,8 +31,38 @@ test: ## unit tests with the race detector
 bench: ## benchmarks of the model and the policy
 	$(GO) test -run '^$$' -bench . -benchmem ./model/ ./policy/
 
-integration: ## tests against the local Slurm lab (installs it when root)
-	@echo "integration: no real-Slurm tests yet"
+integration: ## tests against the local Slurm lab (installs and starts it when root)
+	@if [ "$$(id -u)" = 0 ]; then scripts/lab/ensure.sh; fi
+	@if command -v cc >/dev/null; then o=$$(mktemp -d) && $(MAKE) -s -C contrib/spank test O=$$o && rm -rf $$o; \
+	else echo "SKIP: SPANK validator unit test (no C compiler)"; fi
+	@if command -v lua5.1 >/dev/null; then lua5.1 contrib/slurm/test_job_submit.lua; \
+	else echo "SKIP: job_submit.lua unit test (no lua5.1)"; fi
+	@if [ -r "$(LAB)/env.sh" ] && ( . "$(LAB)/env.sh" && scontrol ping 2>/dev/null | grep -q UP ); then \
+	  . "$(LAB)/env.sh" && $(GO) test -tags integration -count=1 ./test/integration/; \
+	else echo "SKIP: real-Slurm integration tests: no Slurm lab running at $(LAB) (as root: make lab-up)"; fi
+
+.PHONY: lab-up lab-down lab-purge lab-smoke lab-2411 lab-2411-down spank
+
+lab-up: ## install (root, apt) and start the Slurm 22.05 lab in $(LAB); idempotent
+	scripts/lab/ensure.sh
+
+lab-down: ## stop the lab, keeping its state
+	scripts/lab/down.sh
+
+lab-purge: ## stop the lab and delete $(LAB)
+	scripts/lab/down.sh --purge
+
+lab-smoke: ## quick shell checks of the running lab
+	scripts/lab/smoke.sh
+
+lab-2411: ## opt-in: Slurm 24.11 in a Debian trixie chroot (slurmrestd v0.0.40-42)
+	scripts/lab/trixie-up.sh
+
+lab-2411-down: ## stop the 24.11 chroot lab (TRIXIE_ARGS=--purge deletes it)
+	scripts/lab/trixie-down.sh $(TRIXIE_ARGS)
+
+spank: ## build the SPANK plugin (contrib/spank) and run its unit test
+	$(MAKE) -C contrib/spank all test check-exports
 
 generate: ## regenerate the slurmrestd clients
 	$(GO) generate ./slurm/...

@@ -354,3 +354,25 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// WaitCheckpoint returns the Applier's checkpoint wait: it polls the job
+// until it stops running, which is what a job under rubick-srun does once
+// its trainer has checkpointed (it requeues itself held). The Applier
+// bounds the wait and requeues the job itself when the bound passes.
+func WaitCheckpoint(c Cluster, every time.Duration) func(ctx context.Context, j slurm.Job) error {
+	return func(ctx context.Context, j slurm.Job) error {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-t.C:
+			}
+			now, err := c.Job(ctx, j.ID)
+			if err == nil && now.State != slurm.StateRunning {
+				return nil
+			}
+		}
+	}
+}

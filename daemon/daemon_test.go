@@ -241,3 +241,19 @@ func sortedIDs(m map[int]string) []int {
 	}
 	return out
 }
+
+func TestWaitCheckpointReturnsWhenJobLeavesRunning(t *testing.T) {
+	j := heldJob(61, "bert", 1, 2)
+	j.State = slurm.StateRunning
+	c := &fakeCluster{jobs: []slurm.Job{j}}
+	wait := WaitCheckpoint(c, time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := wait(ctx, j); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait on a running job = %v, want the deadline", err)
+	}
+	c.jobs[0].State = slurm.StatePending
+	if err := wait(context.Background(), j); err != nil {
+		t.Fatalf("wait on a requeued job = %v", err)
+	}
+}

@@ -447,6 +447,12 @@ func (r *run) checkpointRequeue(ctx context.Context, job Job) (time.Time, error)
 		return time.Time{}, fmt.Errorf("waiting for the checkpoint of job %d: %w", act.JobID, err)
 	}
 	r.step(st)
+	// rubick-srun requeues its own job held once the trainer checkpointed;
+	// a second requeuehold would fail on the now pending job.
+	if now, err := r.a.cfg.Cluster.Job(ctx, act.JobID); err == nil && now.State == StatePending && now.Held {
+		r.step(StepResult{Name: "requeuehold", Note: "the job requeued itself after its checkpoint"})
+		return r.a.cfg.Clock.Now(), nil
+	}
 	if err := r.cmd(ctx, "requeuehold", r.a.cfg.Scontrol, "requeuehold", r.id()); err != nil {
 		return time.Time{}, err
 	}

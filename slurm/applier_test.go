@@ -186,7 +186,7 @@ func TestApplyRestart(t *testing.T) {
 		wantSleeps []time.Duration
 	}{
 		// checkpoint wait, then the release delay measured from the requeue
-		"pending at once": {[]Job{running(32, "node2", "node3"), pendingHeld(32)},
+		"pending at once": {[]Job{running(32, "node2", "node3"), running(32, "node2", "node3"), pendingHeld(32)},
 			[]time.Duration{30 * time.Second, 2 * time.Second}},
 		// two polls of 1 s already cover the 2 s release delay
 		"completing first": {[]Job{running(32, "node2", "node3"), running(32, "node2", "node3"), completing, pendingHeld(32)},
@@ -226,7 +226,7 @@ func TestApplyRestartFailureRereadsJob(t *testing.T) {
 	half := pendingHeld(32)
 	half.NodeList = nil
 	half.GPUsPerNode = 4 // what Slurm says after the half-applied update
-	f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), pendingHeld(32), half}}, nil)
+	f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), running(32, "node2", "node3"), pendingHeld(32), half}}, nil)
 	f.runner.failAt = map[int]string{3: "scontrol: error: Node count specification invalid"}
 	res := f.app.ApplyOne(context.Background(), restartAction())
 
@@ -271,7 +271,7 @@ func TestApplyRestartPendingTimeout(t *testing.T) {
 func TestApplyCheckpointWait(t *testing.T) {
 	t.Run("injected waiter", func(t *testing.T) {
 		var waited Job
-		f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), pendingHeld(32)}}, func(c *ApplierConfig) {
+		f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), running(32, "node2", "node3"), pendingHeld(32)}}, func(c *ApplierConfig) {
 			c.WaitCheckpoint = func(ctx context.Context, j Job) error { waited = j; return nil }
 			c.Signal = "TERM"
 		})
@@ -286,6 +286,21 @@ func TestApplyCheckpointWait(t *testing.T) {
 			{"/usr/bin/scancel", "--signal=TERM", "--batch", "32"},
 			{"/usr/bin/scontrol", "requeuehold", "32"},
 		}
+		if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
+			t.Errorf("argv (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("job requeued itself", func(t *testing.T) {
+		// rubick-srun requeues the job held after the checkpoint: no second
+		// requeuehold, which Slurm would refuse on a pending job.
+		f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), pendingHeld(32)}}, func(c *ApplierConfig) {
+			c.WaitCheckpoint = func(ctx context.Context, j Job) error { return nil }
+		})
+		res := f.app.ApplyOne(context.Background(), Action{Kind: ActionPreempt, JobID: 32})
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		want := [][]string{{"/usr/bin/scancel", "--signal=USR1", "--batch", "32"}}
 		if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
 			t.Errorf("argv (-want +got):\n%s", diff)
 		}

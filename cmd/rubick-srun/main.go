@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -53,7 +54,7 @@ type config struct {
 	stateDir, checkpointDir, modelType   string
 	reportURL, munge, unmunge, mungeSock string
 	cpusPerTask, globalBatch, reportSkip int
-	ensureLoad, dryRun                   bool
+	ensureLoad, dryRun, requeue          bool
 	logLevel                             string
 	train                                []string
 	checkpointSig                        syscall.Signal
@@ -83,6 +84,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&c.munge, "munge", "munge", "munge program used to sign samples")
 	fs.StringVar(&c.mungeSock, "munge-socket", "", "munged socket (default: munge's own default)")
 	fs.IntVar(&c.reportSkip, "report-skip", 1, "iteration-time lines skipped per run before reporting (warm-up)")
+	fs.BoolVar(&c.requeue, "requeue-on-checkpoint", true, "after the checkpoint signal, requeue the job held (scontrol requeuehold $SLURM_JOB_ID) so rubickd restarts it with its new plan")
 	fs.BoolVar(&c.dryRun, "dry-run", false, "print the rewritten command and DeepSpeed config, run nothing")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.Usage = func() {
@@ -221,7 +223,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 				Placement: st.placement.String(), CPUs: alloc.CPUsOnNode * alloc.Nodes}}
 	}
 	log.Info("launching", "argv", shellQuote(st.argv))
-	return launchStep(ctx, st, cfg.checkpointSig, samples, stdout, stderr, log)
+	status, checkpointed := launchStep(ctx, st, cfg.checkpointSig, samples, stdout, stderr, log)
+	if checkpointed && cfg.requeue && jobID != "" {
+		requeueHold(ctx, cfg.scontrol, jobID, log)
+	}
+	return status
 }
 
 // allocFromEnv reads the job's allocation from the Slurm environment; out
@@ -372,7 +378,7 @@ func planStep(cfg config, plan model.Plan, alloc launch.Alloc, jobID string, get
 // launchStep runs the step in its own process group, forwards signals to
 // the group, taps its output for iteration times and returns its exit
 // status (128+N when a signal N ended it).
-func launchStep(ctx context.Context, st step, ckptSig syscall.Signal, s *sampler, stdout, stderr io.Writer, log *slog.Logger) int {
+func launchStep(ctx context.Context, st step, ckptSig syscall.Signal, s *sampler, stdout, stderr io.Writer, log *slog.Logger) (status int, checkpointed bool) {
 	cmd := exec.Command(st.argv[0], st.argv[1:]...)
 	cmd.Env = append(os.Environ(), st.env...)
 	cmd.Stdin = os.Stdin
@@ -393,8 +399,9 @@ func launchStep(ctx context.Context, st step, ckptSig syscall.Signal, s *sampler
 	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
 		log.Error("cannot start the step", "argv0", st.argv[0], "err", err)
-		return exitLaunch
+		return exitLaunch, false
 	}
+	var gotCkpt atomic.Bool
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -404,6 +411,9 @@ func launchStep(ctx context.Context, st step, ckptSig syscall.Signal, s *sampler
 			select {
 			case sig := <-sigs:
 				log.Info("forwarding signal to the step", "signal", sig)
+				if sig == ckptSig {
+					gotCkpt.Store(true)
+				}
 				if err := syscall.Kill(-cmd.Process.Pid, sig.(syscall.Signal)); err != nil {
 					log.Warn("forwarding signal failed", "signal", sig, "err", err)
 				}
@@ -421,17 +431,34 @@ func launchStep(ctx context.Context, st step, ckptSig syscall.Signal, s *sampler
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
-		return 0
+		return 0, gotCkpt.Load()
 	case errors.As(err, &ee):
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			log.Info("step ended by a signal", "signal", ws.Signal())
-			return 128 + int(ws.Signal())
+			return 128 + int(ws.Signal()), gotCkpt.Load()
 		}
 		log.Info("step exited", "status", ee.ExitCode())
-		return ee.ExitCode()
+		return ee.ExitCode(), gotCkpt.Load()
 	}
 	log.Error("waiting for the step failed", "err", err)
-	return exitLaunch
+	return exitLaunch, gotCkpt.Load()
+}
+
+// requeueHold puts the job back in the queue, held, after the trainer
+// checkpointed on rubickd's signal. Doing it from inside the job (users may
+// requeue their own jobs) means a restart survives a rubickd that dies
+// between its signal and its own requeuehold: the job waits, held, for the
+// next rubickd cycle instead of ending.
+func requeueHold(ctx context.Context, scontrol, jobID string, log *slog.Logger) {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(cctx, scontrol, "requeuehold", jobID).CombinedOutput()
+	if err != nil {
+		// rubickd requeues the job itself once its checkpoint wait ends.
+		log.Warn("requeuehold after checkpoint failed", "err", err, "output", strings.TrimSpace(string(out)))
+		return
+	}
+	log.Info("checkpointed; job requeued held for rubickd to restart it")
 }
 
 // sampler turns iteration-time lines into samples for the reporter.

@@ -33,6 +33,11 @@ func TestMain(m *testing.M) {
 	case "srun":
 		os.Exit(fakeSrun(os.Args[1:]))
 	case "scontrol":
+		if p := os.Getenv("FAKE_SCONTROL_LOG"); p != "" {
+			f, _ := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+			fmt.Fprintln(f, strings.Join(os.Args[1:], " "))
+			f.Close()
+		}
 		if os.Getenv("FAKE_SCONTROL_FAIL") != "" {
 			fmt.Fprintln(os.Stderr, "slurm_load_jobs error: Invalid job id specified")
 			os.Exit(1)
@@ -343,9 +348,11 @@ func TestSignalForwarded(t *testing.T) {
 	}{{"USR1", syscall.SIGUSR1}, {"SIGUSR2", syscall.SIGUSR2}} {
 		t.Run(c.flag, func(t *testing.T) {
 			self, _ := os.Executable()
+			scontrolLog := filepath.Join(t.TempDir(), "scontrol.log")
 			cmd := exec.Command(self, "--plan", "dp1.tp1.pp1.mb1.a1.z0", "--signal", c.flag, "--srun", filepath.Join(bin, "srun"),
-				"python", "pretrain_gpt.py", "--global-batch-size", "1")
-			cmd.Env = append(os.Environ(), "RUBICK_SRUN_MAIN=1", "FAKE_SRUN_MODE=wait-signal", "SLURM_JOB_NUM_NODES=1")
+				"--scontrol", filepath.Join(bin, "scontrol"), "python", "pretrain_gpt.py", "--global-batch-size", "1")
+			cmd.Env = append(os.Environ(), "RUBICK_SRUN_MAIN=1", "FAKE_SRUN_MODE=wait-signal", "SLURM_JOB_NUM_NODES=1",
+				"SLURM_JOB_ID=42", "FAKE_SCONTROL_LOG="+scontrolLog)
 			stdout, err := cmd.StdoutPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -375,6 +382,12 @@ func TestSignalForwarded(t *testing.T) {
 			}
 			if !strings.Contains(rest.String(), "got "+c.sig.String()) {
 				t.Errorf("step output %q lacks the forwarded signal", rest.String())
+			}
+			// After the checkpoint the job requeues itself held, so a restart
+			// survives rubickd dying between its signal and its requeue.
+			calls, _ := os.ReadFile(scontrolLog)
+			if got := strings.TrimSpace(string(calls)); got != "requeuehold 42" {
+				t.Errorf("scontrol calls = %q, want \"requeuehold 42\"", got)
 			}
 		})
 	}

@@ -1,0 +1,190 @@
+--[[
+job_submit.lua - hand deep-learning jobs to the Rubick scheduler (rubickd).
+
+Enable with `JobSubmitPlugins=lua` in slurm.conf; the file lives next to
+slurm.conf. For a job submitted to a managed partition with a model type,
+this script
+  * appends "rubick:v1 model=NAME class=CLASS" to the job's AdminComment,
+    keeping whatever else is there (fields are separated by ';'),
+  * holds the job (priority 0) so that only rubickd starts it, after it has
+    chosen the job's size, nodes and execution plan,
+  * makes it requeueable, because rubickd resizes running jobs by requeueing.
+Jobs without a model type, or outside the managed partitions, are untouched.
+
+Where the model type comes from, first match wins:
+  1. `sbatch/salloc/srun --model-type=NAME`: the rubick SPANK plugin puts
+     RUBICK_MODEL_TYPE=NAME in the job's SPANK environment;
+  2. a `rubick:model=NAME` word in the job comment, for submissions that
+     cannot pass SPANK options (slurmrestd), e.g.
+     `"comment": "rubick:model=gpt2"`.
+A malformed name (not [a-z0-9][a-z0-9._-]{0,63}) or, when MODEL_TYPES_FILE
+exists, a name missing from that list rejects the submission.
+--]]
+
+-- ---------------------------------------------------------------- settings
+
+-- Partitions whose model-typed jobs rubickd manages.
+local MANAGED_PARTITIONS = { gpu = true }
+
+-- One name per line, '#' comments; the same file as the SPANK plugin's
+-- models= argument. When the file does not exist only the syntax is checked.
+local MODEL_TYPES_FILE = "/etc/rubick/model-types"
+
+-- Service class by QOS, then by account (explicit or default); the first
+-- match wins, otherwise DEFAULT_CLASS.
+local CLASS_BY_QOS = { guaranteed = "guaranteed" }
+local CLASS_BY_ACCOUNT = {}
+local DEFAULT_CLASS = "best-effort"
+
+-- Users allowed to release a held managed job: root and the account rubickd
+-- runs as. Others get an error from `scontrol release`.
+local SCHEDULER_UIDS = { [0] = true }
+
+-- rubickd grows or shrinks running jobs by requeueing them.
+local FORCE_REQUEUE = true
+
+-- ---------------------------------------------------------------- helpers
+
+local TAG = "rubick:v1"
+local NAME_MAX = 64
+
+local function valid_name(name)
+   return type(name) == "string" and #name <= NAME_MAX
+      and string.match(name, "^[a-z0-9][a-z0-9._-]*$") ~= nil
+end
+
+-- Returns the set of names in MODEL_TYPES_FILE, or nil when it is absent.
+-- Read on every managed submission so an edited list applies at once.
+local function load_model_types()
+   local f = io.open(MODEL_TYPES_FILE, "r")
+   if f == nil then return nil end
+   local set = {}
+   for line in f:lines() do
+      local name = string.match(string.gsub(line, "#.*$", ""), "^%s*(.-)%s*$")
+      if name ~= "" then set[name] = true end
+   end
+   f:close()
+   return set
+end
+
+local function model_from_spank_env(job_desc)
+   local env = job_desc.spank_job_env
+   if env == nil then return nil end
+   for _, kv in pairs(env) do
+      local v = string.match(kv, "^RUBICK_MODEL_TYPE=(.*)$")
+      if v ~= nil then return v end
+   end
+   return nil
+end
+
+local function model_from_comment(job_desc)
+   local c = job_desc.comment
+   if c == nil then return nil end
+   -- a whole word: start of string or after a blank or ';'
+   local v = string.match(c, "^rubick:model=([^%s;]*)")
+      or string.match(c, "[%s;]rubick:model=([^%s;]*)")
+   return v
+end
+
+-- The partitions the job asks for; the default partition when none.
+local function requested_partitions(job_desc, part_list)
+   local names = {}
+   if job_desc.partition ~= nil and job_desc.partition ~= "" then
+      for p in string.gmatch(job_desc.partition, "[^,]+") do
+         table.insert(names, p)
+      end
+   elseif part_list ~= nil then
+      for _, part in pairs(part_list) do
+         if part.flag_default == 1 then table.insert(names, part.name) end
+      end
+   end
+   return names
+end
+
+local function is_managed(job_desc, part_list)
+   for _, p in ipairs(requested_partitions(job_desc, part_list)) do
+      if MANAGED_PARTITIONS[p] then return true end
+   end
+   return false
+end
+
+local function service_class(job_desc)
+   local qos = job_desc.qos or job_desc.default_qos
+   if qos ~= nil and CLASS_BY_QOS[qos] then return CLASS_BY_QOS[qos] end
+   local account = job_desc.account or job_desc.default_account
+   if account ~= nil and CLASS_BY_ACCOUNT[account] then
+      return CLASS_BY_ACCOUNT[account]
+   end
+   return DEFAULT_CLASS
+end
+
+-- Appends tag to an AdminComment, replacing an earlier rubick:v1 field and
+-- keeping every other ';'-separated field in order.
+local function with_tag(admin_comment, tag)
+   local fields = {}
+   if admin_comment ~= nil then
+      for field in string.gmatch(admin_comment, "[^;]+") do
+         if string.sub(field, 1, #TAG + 1) ~= TAG .. " " and field ~= TAG then
+            table.insert(fields, field)
+         end
+      end
+   end
+   table.insert(fields, tag)
+   return table.concat(fields, ";")
+end
+
+local function reject(msg)
+   slurm.log_user("rubick: %s", msg)
+   slurm.log_info("job_submit.lua: rejected: %s", msg)
+   return slurm.ERROR
+end
+
+-- ---------------------------------------------------------------- entry points
+
+function slurm_job_submit(job_desc, part_list, submit_uid)
+   local model = model_from_spank_env(job_desc)
+   if model == nil then model = model_from_comment(job_desc) end
+   if model == nil then return slurm.SUCCESS end
+   if not is_managed(job_desc, part_list) then return slurm.SUCCESS end
+
+   if not valid_name(model) then
+      return reject(string.format(
+         "invalid model type '%s': use 1-%d characters of a-z 0-9 . _ -, " ..
+         "starting with a letter or digit", string.sub(model, 1, 80), NAME_MAX))
+   end
+   local known = load_model_types()
+   if known ~= nil and not known[model] then
+      return reject(string.format(
+         "unknown model type '%s': not in %s", model, MODEL_TYPES_FILE))
+   end
+
+   local class = service_class(job_desc)
+   local tag = string.format("%s model=%s class=%s", TAG, model, class)
+   job_desc.admin_comment = with_tag(job_desc.admin_comment, tag)
+   job_desc.priority = 0
+   if FORCE_REQUEUE then job_desc.requeue = 1 end
+   slurm.log_info("job_submit.lua: uid %d model=%s class=%s: tagged and held",
+                  submit_uid, model, class)
+   return slurm.SUCCESS
+end
+
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+   -- Only the scheduler may release a held managed job: a user's
+   -- `scontrol release` would start it with the size it was submitted with.
+   if SCHEDULER_UIDS[modify_uid] then return slurm.SUCCESS end
+   local ac = job_rec.admin_comment
+   if ac == nil or string.find(ac, TAG, 1, true) == nil then
+      return slurm.SUCCESS
+   end
+   local prio = job_desc.priority
+   if job_rec.priority == 0 and prio ~= nil and prio ~= slurm.NO_VAL
+      and prio ~= 0 then
+      slurm.log_user("rubick: job %s is started by the Rubick scheduler; " ..
+                     "it cannot be released by hand", tostring(job_rec.job_id))
+      return slurm.ERROR
+   end
+   return slurm.SUCCESS
+end
+
+slurm.log_info("job_submit.lua: rubick job submit filter loaded")
+return slurm.SUCCESS

@@ -1,0 +1,127 @@
+-- test_job_submit.lua - unit test of job_submit.lua with a fake `slurm`
+-- table, run by `lua5.1 contrib/slurm/test_job_submit.lua` (from any
+-- directory). The same script is exercised through real sbatch by
+-- test/integration.
+local dir = string.match(arg[0], "^(.*)/") or "."
+
+local failures = 0
+local function check(cond, fmt, ...)
+   if not cond then
+      failures = failures + 1
+      io.stderr:write("FAIL: " .. string.format(fmt, ...) .. "\n")
+   end
+end
+
+-- a model list in a temporary file
+local list = os.tmpname()
+local f = assert(io.open(list, "w"))
+f:write("# test list\ngpt2\nbert # trailing comment\n  llama-7b  \n")
+f:close()
+
+-- load job_submit.lua with the list and an account class mapping
+local src = assert(io.open(dir .. "/job_submit.lua")):read("*a")
+local n
+src, n = string.gsub(src, "\nlocal MODEL_TYPES_FILE = [^\n]*", "\nlocal MODEL_TYPES_FILE = \"" .. list .. "\"")
+assert(n == 1, "MODEL_TYPES_FILE line not found")
+src, n = string.gsub(src, "\nlocal CLASS_BY_ACCOUNT = [^\n]*", "\nlocal CLASS_BY_ACCOUNT = { physics = \"guaranteed\" }")
+assert(n == 1, "CLASS_BY_ACCOUNT line not found")
+
+local user_msgs = {}
+slurm = {
+   SUCCESS = 0, ERROR = -1, NO_VAL = 4294967294,
+   log_info = function() end,
+   log_user = function(fmt, ...) table.insert(user_msgs, string.format(fmt, ...)) end,
+}
+local chunk = assert(loadstring(src, "job_submit.lua"))
+check(chunk() == slurm.SUCCESS, "script did not return slurm.SUCCESS")
+
+local parts = { gpu = { name = "gpu", flag_default = 1 }, cpu = { name = "cpu", flag_default = 0 } }
+local function spank(model) return { [0] = "OTHER=1", [1] = "RUBICK_MODEL_TYPE=" .. model } end
+
+-- submit cases: job_desc -> expected rc, admin_comment, priority, requeue
+local cases = {
+   { name = "spank env, explicit managed partition",
+     job = { partition = "gpu", spank_job_env = spank("gpt2") },
+     rc = 0, ac = "rubick:v1 model=gpt2 class=best-effort", prio = 0, requeue = 1 },
+   { name = "default partition is managed",
+     job = { spank_job_env = spank("bert") },
+     rc = 0, ac = "rubick:v1 model=bert class=best-effort", prio = 0 },
+   { name = "partition list containing a managed one",
+     job = { partition = "cpu,gpu", spank_job_env = spank("bert") },
+     rc = 0, ac = "rubick:v1 model=bert class=best-effort", prio = 0 },
+   { name = "unmanaged partition untouched",
+     job = { partition = "cpu", spank_job_env = spank("gpt2") },
+     rc = 0, ac = nil, prio = nil },
+   { name = "no model type untouched",
+     job = { partition = "gpu", comment = "just a note", spank_job_env = { [0] = "A=B" } },
+     rc = 0, ac = nil, prio = nil },
+   { name = "existing admin comment kept, old tag replaced",
+     job = { partition = "gpu", admin_comment = "site=x;rubick:v1 model=old;y=2", spank_job_env = spank("gpt2") },
+     rc = 0, ac = "site=x;y=2;rubick:v1 model=gpt2 class=best-effort", prio = 0 },
+   { name = "guaranteed by QOS",
+     job = { partition = "gpu", qos = "guaranteed", spank_job_env = spank("gpt2") },
+     rc = 0, ac = "rubick:v1 model=gpt2 class=guaranteed", prio = 0 },
+   { name = "guaranteed by default account",
+     job = { partition = "gpu", default_account = "physics", spank_job_env = spank("gpt2") },
+     rc = 0, ac = "rubick:v1 model=gpt2 class=guaranteed", prio = 0 },
+   { name = "comment fallback",
+     job = { partition = "gpu", comment = "note; rubick:model=llama-7b" },
+     rc = 0, ac = "rubick:v1 model=llama-7b class=best-effort", prio = 0 },
+   { name = "comment word must be whole",
+     job = { partition = "gpu", comment = "xrubick:model=gpt2" },
+     rc = 0, ac = nil, prio = nil },
+   { name = "spank env wins over comment",
+     job = { partition = "gpu", comment = "rubick:model=bert", spank_job_env = spank("gpt2") },
+     rc = 0, ac = "rubick:v1 model=gpt2 class=best-effort", prio = 0 },
+   { name = "malformed name rejected",
+     job = { partition = "gpu", spank_job_env = spank("Bad Name") },
+     rc = -1, msg = "invalid model type 'Bad Name'" },
+   { name = "empty name rejected",
+     job = { partition = "gpu", comment = "rubick:model=" },
+     rc = -1, msg = "invalid model type ''" },
+   { name = "unlisted name rejected",
+     job = { partition = "gpu", spank_job_env = spank("vit") },
+     rc = -1, msg = "unknown model type 'vit'" },
+   { name = "65 characters rejected",
+     job = { partition = "gpu", spank_job_env = spank(string.rep("a", 65)) },
+     rc = -1, msg = "invalid model type" },
+}
+for _, c in ipairs(cases) do
+   user_msgs = {}
+   local rc = slurm_job_submit(c.job, parts, 1000)
+   check(rc == c.rc, "%s: rc %s, want %s", c.name, tostring(rc), tostring(c.rc))
+   if c.rc == 0 then
+      check(c.job.admin_comment == c.ac, "%s: admin_comment %q, want %q", c.name,
+            tostring(c.job.admin_comment), tostring(c.ac))
+      check(c.job.priority == c.prio, "%s: priority %s, want %s", c.name,
+            tostring(c.job.priority), tostring(c.prio))
+      if c.requeue then
+         check(c.job.requeue == c.requeue, "%s: requeue %s", c.name, tostring(c.job.requeue))
+      end
+   else
+      check(user_msgs[1] ~= nil and string.find(user_msgs[1], c.msg, 1, true) ~= nil,
+            "%s: user message %q, want it to contain %q", c.name, tostring(user_msgs[1]), c.msg)
+   end
+end
+
+-- modify: only SCHEDULER_UIDS may release a held managed job
+local managed = { job_id = 7, priority = 0, admin_comment = "rubick:v1 model=gpt2 class=best-effort" }
+local modify_cases = {
+   { name = "user release refused", desc = { priority = 4294967295 }, rec = managed, uid = 1000, rc = -1 },
+   { name = "root release allowed", desc = { priority = 4294967295 }, rec = managed, uid = 0, rc = 0 },
+   { name = "user time limit change allowed", desc = { priority = 4294967294 }, rec = managed, uid = 1000, rc = 0 },
+   { name = "user hold allowed", desc = { priority = 0 }, rec = managed, uid = 1000, rc = 0 },
+   { name = "untagged job untouched", desc = { priority = 4294967295 },
+     rec = { job_id = 8, priority = 0, admin_comment = "site=x" }, uid = 1000, rc = 0 },
+}
+for _, c in ipairs(modify_cases) do
+   local rc = slurm_job_modify(c.desc, c.rec, parts, c.uid)
+   check(rc == c.rc, "modify %s: rc %s, want %s", c.name, tostring(rc), tostring(c.rc))
+end
+
+os.remove(list)
+if failures > 0 then
+   io.stderr:write(string.format("test_job_submit: %d failure(s)\n", failures))
+   os.exit(1)
+end
+print("test_job_submit: ok")

@@ -1,0 +1,188 @@
+//go:build integration
+
+package integration
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// A --model-type job in the managed partition is tagged and held, and both
+// scontrol and slurmrestd show it that way. The class comes from the QOS.
+func TestModelTypeJobIsTaggedAndHeld(t *testing.T) {
+	l := needLab(t)
+	for name, tc := range map[string]struct {
+		args []string
+		tag  string
+	}{
+		"default class":  {[]string{"--model-type=gpt2"}, "rubick:v1 model=gpt2 class=best-effort"},
+		"guaranteed QOS": {[]string{"--model-type=llama7", "--qos=guaranteed"}, "rubick:v1 model=llama7 class=guaranteed"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			id := l.sbatch(t, append(tc.args, "--gres=gpu:2", "-N1", "--wrap", "sleep 30")...)
+
+			out := showJob(t, id)
+			got := map[string]string{
+				"JobState":     field(out, "JobState"),
+				"Priority":     field(out, "Priority"),
+				"AdminComment": field(out, "AdminComment"),
+				"Requeue":      field(out, "Requeue"),
+				"Partition":    field(out, "Partition"),
+			}
+			want := map[string]string{
+				"JobState":     "PENDING",
+				"Priority":     "0",
+				"AdminComment": tc.tag,
+				"Requeue":      "1",
+				"Partition":    l.partition,
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("scontrol show job %s (-want +got):\n%s", id, d)
+			}
+
+			j := l.restGetJob(t, id)
+			gotREST := restJob{JobState: j.JobState, Priority: j.Priority, AdminComment: j.AdminComment, Requeue: j.Requeue}
+			wantREST := restJob{JobState: "PENDING", Priority: 0, AdminComment: tc.tag, Requeue: true}
+			if d := cmp.Diff(wantREST, gotREST); d != "" {
+				t.Errorf("GET /slurm/v0.0.38/job/%s (-want +got):\n%s", id, d)
+			}
+		})
+	}
+}
+
+// A held job stays held across scheduling cycles: nothing but rubickd starts it.
+func TestHeldJobStaysPending(t *testing.T) {
+	l := needLab(t)
+	id := l.sbatch(t, "--model-type=gpt2", "--gres=gpu:1", "-N1", "--wrap", "sleep 30")
+	time.Sleep(6 * time.Second) // > sched_interval and bf_interval (5 s)
+	if s := jobState(id); s != "PENDING" {
+		t.Errorf("held job is %s after 6 s, want PENDING", s)
+	}
+}
+
+// Bad model types are refused at submission, with the reason on stderr.
+func TestBadModelTypeIsRefused(t *testing.T) {
+	l := needLab(t)
+	for name, tc := range map[string]struct {
+		args    []string
+		wantErr string
+	}{
+		"syntax (SPANK plugin)": {
+			args:    []string{"--model-type=bad name!"},
+			wantErr: "rubick: invalid --model-type 'bad name!'",
+		},
+		"upper case (SPANK plugin)": {
+			args:    []string{"--model-type=GPT2"},
+			wantErr: "rubick: invalid --model-type 'GPT2'",
+		},
+		"not in the site list (SPANK plugin)": {
+			args:    []string{"--model-type=no-such-model"},
+			wantErr: "rubick: unknown --model-type 'no-such-model'",
+		},
+		"comment fallback (job_submit.lua)": {
+			args:    []string{"--comment=rubick:model=Bad!"},
+			wantErr: "rubick: invalid model type 'Bad!'",
+		},
+		"comment fallback, not listed (job_submit.lua)": {
+			args:    []string{"--comment=rubick:model=no-such-model"},
+			wantErr: "rubick: unknown model type 'no-such-model'",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			argv := append([]string{"sbatch", "--parsable", "-D", l.out, "-o", "/dev/null"}, tc.args...)
+			r := command("", append(argv, "--wrap", "true")...)
+			if r.err == nil {
+				command("", "scancel", strings.TrimSpace(r.stdout))
+				t.Fatalf("sbatch %v succeeded (job %s), want an error", tc.args, r.stdout)
+			}
+			if !strings.Contains(r.stderr, tc.wantErr) {
+				t.Errorf("stderr = %q, want it to contain %q", r.stderr, tc.wantErr)
+			}
+		})
+	}
+}
+
+// Jobs without a model type are left alone: no tag, no hold, user comment kept.
+func TestJobWithoutModelTypeIsUntouched(t *testing.T) {
+	l := needLab(t)
+	id := l.sbatch(t, "--gres=gpu:1", "-N1", "--comment=user note", "--wrap", "sleep 30")
+	waitState(t, id, "RUNNING", 20*time.Second)
+	out := showJob(t, id)
+	if ac := field(out, "AdminComment"); ac != "" {
+		t.Errorf("AdminComment = %q, want empty", ac)
+	}
+	if c := field(out, "Comment"); c != "user note" {
+		t.Errorf("Comment = %q, want %q", c, "user note")
+	}
+}
+
+// REST submissions cannot pass SPANK options; "rubick:model=NAME" in the
+// comment is the documented fallback. A held submit answers error 2042 along
+// with a valid job id.
+func TestRESTSubmitWithCommentFallback(t *testing.T) {
+	l := needLab(t)
+	body := map[string]any{
+		"job": map[string]any{
+			"name": "it-rest", "partition": l.partition, "nodes": "1", "tasks": 1,
+			"gres": "gpu:1", "comment": "rubick:model=bert",
+			"current_working_directory": l.out, "standard_output": "/dev/null",
+			"environment": map[string]string{"PATH": "/usr/bin:/bin"},
+		},
+		"script": "#!/bin/bash\nsleep 30\n",
+	}
+	var resp struct {
+		JobID  int         `json:"job_id"`
+		Errors []restError `json:"errors"`
+	}
+	code := l.rest(t, http.MethodPost, "/slurm/v0.0.38/job/submit", body, &resp)
+	if resp.JobID == 0 {
+		t.Fatalf("submit: HTTP %d, no job id, errors %+v", code, resp.Errors)
+	}
+	id := fmt.Sprint(resp.JobID)
+	t.Cleanup(func() { command("", "scancel", id) })
+	for _, e := range resp.Errors {
+		if e.ErrorCode != 2042 {
+			t.Errorf("submit: unexpected error %+v", e)
+		}
+	}
+	j := l.restGetJob(t, id)
+	if j.Priority != 0 || j.AdminComment != "rubick:v1 model=bert class=best-effort" || j.Comment != "rubick:model=bert" {
+		t.Errorf("job %s: priority %d admin_comment %q comment %q, want 0, the rubick:v1 tag and the user's comment",
+			id, j.Priority, j.AdminComment, j.Comment)
+	}
+}
+
+// Only the scheduler (root here) may release a held managed job; a user's
+// own `scontrol release` is refused by job_submit.lua's slurm_job_modify.
+func TestUserCannotReleaseManagedJob(t *testing.T) {
+	l := needLab(t)
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: needs root to submit as another user")
+	}
+	r := command("nobody", "sbatch", "--parsable", "-D", l.out, "-o", "/dev/null",
+		"--model-type=gpt2", "--gres=gpu:1", "--wrap", "sleep 30")
+	if r.err != nil {
+		t.Fatalf("sbatch as nobody: %v: %s", r.err, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	t.Cleanup(func() { command("", "scancel", id) })
+	if p := field(showJob(t, id), "Priority"); p != "0" {
+		t.Fatalf("Priority = %s, want 0 (held)", p)
+	}
+	if r := command("nobody", "scontrol", "release", id); r.err == nil {
+		t.Errorf("scontrol release by the job's owner succeeded, want it refused")
+	}
+	if p := field(showJob(t, id), "Priority"); p != "0" {
+		t.Errorf("Priority after the user's release = %s, want 0", p)
+	}
+	// The user may still hold or cancel it.
+	if r := command("nobody", "scancel", id); r.err != nil {
+		t.Errorf("scancel by the owner: %v: %s", r.err, r.stderr)
+	}
+}
