@@ -8,7 +8,7 @@ export LAB
 .PHONY: help build demo check test vet fmt-check bench integration e2e lab-up lab-down generate clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 build: ## build every command into bin/
 	$(GO) build -o $(BIN)/ ./cmd/...
@@ -16,7 +16,7 @@ build: ## build every command into bin/
 demo: build ## run the simulator on the embedded Base trace with every policy
 	$(BIN)/rubick model validate
 
-check: vet fmt-check test integration ## every test: unit, race, real-Slurm integration and end-to-end
+check: vet fmt-check test integration e2e ## every test: unit, race, real-Slurm integration and end-to-end
 
 vet: ## go vet
 	$(GO) vet $(PKGS)
@@ -40,6 +40,12 @@ integration: ## tests against the local Slurm lab (installs and starts it when r
 	@if [ -r "$(LAB)/env.sh" ] && ( . "$(LAB)/env.sh" && scontrol ping 2>/dev/null | grep -q UP ); then \
 	  . "$(LAB)/env.sh" && $(GO) test -tags integration -count=1 ./test/integration/; \
 	else echo "SKIP: real-Slurm integration tests: no Slurm lab running at $(LAB) (as root: make lab-up)"; fi
+
+e2e: ## end-to-end run on the Slurm lab (about 3 minutes), ending with one JSON line of results
+	@if [ -r "$(LAB)/env.sh" ] && ( . "$(LAB)/env.sh" && scontrol ping 2>/dev/null | grep -q UP ); then \
+	  . "$(LAB)/env.sh" && E2E_RESULT="$(LAB)/e2e-result.json" $(GO) test -tags e2e -count=1 -timeout 15m ./test/e2e/ && \
+	  cat "$(LAB)/e2e-result.json"; \
+	else echo "SKIP: end-to-end run: no Slurm lab running at $(LAB) (as root: make lab-up)"; fi
 
 .PHONY: lab-up lab-down lab-purge lab-smoke lab-2411 lab-2411-down spank
 

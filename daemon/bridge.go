@@ -28,7 +28,16 @@ const (
 	// tagRan records seconds of run time before the current start, so the
 	// reconfiguration rule sees the whole run time across requeues.
 	tagRan = "ran"
+	// tagAt records when rubickd released the job (Unix seconds). Slurm
+	// takes a moment to start a released job; until then it must not look
+	// like a queued job to decide on again.
+	tagAt = "at"
 )
+
+// StartGrace is how long a released job may stay pending before rubickd
+// decides on it again (Slurm starts a released job in 0.2-3 s in the lab;
+// a job still pending after this will not start where it was sent).
+const StartGrace = 60 * time.Second
 
 // request is the user's original resource request, kept in the tag.
 type request struct {
@@ -84,6 +93,9 @@ type View struct {
 	// Unmanaged lists held jobs with a rubick tag that the policy cannot
 	// schedule (no fitted model, malformed tag), with the reason.
 	Unmanaged map[int]string
+	// Starting lists jobs rubickd released less than StartGrace ago that
+	// Slurm has not started yet; a cycle that sees any waits for them.
+	Starting []int
 }
 
 // Estimators gives the fitted estimator of a model type, or false.
@@ -107,6 +119,10 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 		}
 		if j.Tag == nil || j.Tag.ModelType == "" {
 			continue // rigid: Slurm schedules it; its usage shows in the node counters
+		}
+		if starting(j, now) {
+			v.Starting = append(v.Starting, j.ID)
+			continue
 		}
 		e, ok := est(j.Tag.ModelType)
 		if !ok {
@@ -157,6 +173,18 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 	}
 	v.Snapshot = snap
 	return v, nil
+}
+
+// starting reports whether rubickd released the pending job moments ago.
+func starting(j slurm.Job, now time.Time) bool {
+	if j.State != slurm.StatePending || j.Held || j.Tag == nil {
+		return false
+	}
+	sec, err := strconv.ParseInt(j.Tag.Extra[tagAt], 10, 64)
+	if err != nil {
+		return false
+	}
+	return now.Sub(time.Unix(sec, 0)) < StartGrace
 }
 
 // usable reports whether a node belongs to a managed partition and can run jobs.
@@ -334,35 +362,17 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 		return slurm.Action{}, fmt.Errorf("job %d: %s action with an empty allocation", j.ID, a.Kind)
 	}
 	tag.Plan = a.Plan.String()
+	tag.Extra[tagAt] = strconv.FormatInt(now.Unix(), 10)
 	out.Nodes, out.NumNodes, out.GPUsPerNode, out.CPUsPerTask, out.MemPerNodeMB = nodes, len(nodes), gpus, cpus, memMB
-	switch {
-	case j.State == slurm.StatePending:
+	if j.State == slurm.StatePending {
 		out.Kind = slurm.ActionStart
-	case a.Kind == policy.Shrink && canShrinkInPlace(j, nodes, gpus, cpus):
-		out.Kind = slurm.ActionShrink
-	default:
-		// Growing, changing GPUs per node or dropping the batch host needs a
-		// checkpoint-restart: Slurm changes GPUs only on pending jobs.
-		out.Kind = slurm.ActionRestart
-		tag.Extra[tagRan] = strconv.FormatInt(int64(ran/time.Second), 10)
+		return out, nil
 	}
+	// Every change of a running job is a checkpoint-restart, shrinks
+	// included: Slurm changes GPUs only on pending jobs, and an in-place
+	// NumNodes shrink kills the trainer's ranks on the dropped nodes before
+	// they can checkpoint, while the new plan needs a relaunch anyway.
+	out.Kind = slurm.ActionRestart
+	tag.Extra[tagRan] = strconv.FormatInt(int64(ran/time.Second), 10)
 	return out, nil
-}
-
-// canShrinkInPlace reports whether Slurm can shrink the running job to
-// nodes: a strict subset of its nodes with the same GPUs and CPUs each,
-// keeping the batch host.
-func canShrinkInPlace(j slurm.Job, nodes []string, gpusPerNode, cpusPerNode int) bool {
-	if gpusPerNode != j.GPUsPerNode || len(nodes) >= len(j.NodeList) || !slices.Contains(nodes, j.BatchHost) {
-		return false
-	}
-	if cpusPerNode != j.CPUs/len(j.NodeList) {
-		return false
-	}
-	for _, n := range nodes {
-		if !slices.Contains(j.NodeList, n) {
-			return false
-		}
-	}
-	return true
 }

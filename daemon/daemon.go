@@ -87,7 +87,8 @@ type CycleReport struct {
 	Actions  []slurm.Action        `json:"actions"`
 	Skipped  map[int]string        `json:"skipped,omitempty"`
 	Failed   map[int]string        `json:"failed,omitempty"`
-	Ignored  map[int]string        `json:"ignored,omitempty"` // tagged jobs rubick cannot schedule
+	Ignored  map[int]string        `json:"ignored,omitempty"`  // tagged jobs rubick cannot schedule
+	Starting []int                 `json:"starting,omitempty"` // released jobs Slurm has yet to start; nothing decided
 	CycleID  int64                 `json:"cycle_id,omitempty"`
 	Duration time.Duration         `json:"duration_ns"`
 	Policy   time.Duration         `json:"policy_ns"`
@@ -171,6 +172,14 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	rep.Ignored = view.Unmanaged
 	rep.Jobs = len(view.Snapshot.Jobs)
 	d.countJobs(jobs, view)
+	if len(view.Starting) > 0 {
+		// Deciding now would see released jobs as queued and their nodes
+		// as free; wait for Slurm to start them.
+		rep.Starting = view.Starting
+		d.deps.Logger.Debug("waiting for released jobs to start", "jobs", view.Starting)
+		rep.Duration = d.deps.Now().Sub(start)
+		return rep, nil
+	}
 	t0 := d.deps.Now()
 	plan, err := d.deps.Policy.Decide(ctx, view.Snapshot)
 	rep.Policy = d.deps.Now().Sub(t0)

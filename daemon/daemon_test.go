@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -255,5 +256,31 @@ func TestWaitCheckpointReturnsWhenJobLeavesRunning(t *testing.T) {
 	c.jobs[0].State = slurm.StatePending
 	if err := wait(context.Background(), j); err != nil {
 		t.Fatalf("wait on a requeued job = %v", err)
+	}
+}
+
+func TestCycleWaitsForReleasedJobs(t *testing.T) {
+	released := heldJob(71, "bert", 1, 2)
+	released.Held = false
+	released.Tag.Plan = "dp2.tp1.pp1.mb16.a1.z0"
+	released.Tag.Extra = map[string]string{"at": strconv.FormatInt(t0.Add(-2*time.Second).Unix(), 10)}
+	queued := heldJob(72, "gpt2", 1, 4)
+	c := &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{released, queued}}
+	a := &fakeApplier{}
+	d, _ := newTestDaemon(t, c, a)
+	rep, err := d.Cycle(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.got) != 0 || len(rep.Starting) != 1 {
+		t.Fatalf("applied %d actions, starting %v; want none while job 71 starts", len(a.got), rep.Starting)
+	}
+	// Past the grace the job is decided on again.
+	c.jobs[0].Tag.Extra["at"] = strconv.FormatInt(t0.Add(-StartGrace-time.Second).Unix(), 10)
+	if _, err := d.Cycle(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.got) == 0 {
+		t.Fatal("no action after the start grace")
 	}
 }

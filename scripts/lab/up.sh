@@ -306,10 +306,10 @@ mv "$LAB/jwt-root.token.new" "$LAB/jwt-root.token"
   echo "# for curl in this shell: -H \"X-SLURM-USER-TOKEN: \$SLURM_JWT\""
   # shellcheck disable=SC2016 # expanded when env.sh is sourced, so a new token is picked up
   printf 'SLURM_JWT=$(cat %q 2>/dev/null)\n' "$LAB/jwt-root.token"
-  printf 'export RUBICK_LAB_PARTITION=%q\n' "$PARTITION"
-  printf 'export RUBICK_LAB_NODES=%q\n' "$NODES"
-  printf 'export RUBICK_LAB_GPUS_PER_NODE=%q\n' "$GPUS"
-  printf 'export RUBICK_LAB_MODEL_TYPES_FILE=%q\n' "$ETC/rubick-model-types"
+  printf 'export LAB_PARTITION=%q\n' "$PARTITION"
+  printf 'export LAB_NODES=%q\n' "$NODES"
+  printf 'export LAB_GPUS_PER_NODE=%q\n' "$GPUS"
+  printf 'export LAB_MODEL_TYPES_FILE=%q\n' "$ETC/rubick-model-types"
 } > "$LAB/env.sh.new"
 install_file "$LAB/env.sh" 644
 

@@ -5,7 +5,7 @@
 //
 // The tests carry the build tag "integration" and read the lab from the
 // environment written to $LAB/env.sh (LAB, SLURM_CONF, SLURMRESTD_URL,
-// SLURMRESTD_USER, SLURMRESTD_TOKEN_FILE, RUBICK_LAB_*). They skip, saying
+// SLURMRESTD_USER, SLURMRESTD_TOKEN_FILE, LAB_*). They skip, saying
 // why, when that environment is missing or slurmctld does not answer.
 //
 //	make integration                                  # starts the lab when root

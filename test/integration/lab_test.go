@@ -68,15 +68,15 @@ func detectLab() (*lab, string) {
 		dir:       os.Getenv("LAB"),
 		restURL:   strings.TrimRight(os.Getenv("SLURMRESTD_URL"), "/"),
 		restUser:  envOr("SLURMRESTD_USER", "root"),
-		partition: envOr("RUBICK_LAB_PARTITION", "gpu"),
+		partition: envOr("LAB_PARTITION", "gpu"),
 	}
 	l.out = filepath.Join(l.dir, "out")
 	var err error
-	if l.nodes, err = strconv.Atoi(envOr("RUBICK_LAB_NODES", "4")); err != nil {
-		return nil, "RUBICK_LAB_NODES: " + err.Error()
+	if l.nodes, err = strconv.Atoi(envOr("LAB_NODES", "4")); err != nil {
+		return nil, "LAB_NODES: " + err.Error()
 	}
-	if l.gpus, err = strconv.Atoi(envOr("RUBICK_LAB_GPUS_PER_NODE", "8")); err != nil {
-		return nil, "RUBICK_LAB_GPUS_PER_NODE: " + err.Error()
+	if l.gpus, err = strconv.Atoi(envOr("LAB_GPUS_PER_NODE", "8")); err != nil {
+		return nil, "LAB_GPUS_PER_NODE: " + err.Error()
 	}
 	b, err := os.ReadFile(os.Getenv("SLURMRESTD_TOKEN_FILE"))
 	if err != nil {

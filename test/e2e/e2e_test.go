@@ -1,0 +1,424 @@
+//go:build e2e
+
+// Package e2e runs rubick end to end on the local Slurm lab (scripts/lab):
+// real sbatch submissions through the SPANK option and job_submit.lua,
+// rubickd deciding and applying with scontrol, rubick-srun rewriting the
+// emulated trainer's flags, checkpoint-restarts, and rubickd killed with
+// SIGKILL at random points. It ends by writing one JSON line of results.
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rubick-sched/rubick/slurm"
+	"github.com/rubick-sched/rubick/store"
+)
+
+// jobSpec is one submission of the scenario.
+type jobSpec struct {
+	model       string
+	nodes, gpus int
+	iters       int
+	batch       int           // the model's global batch
+	after       time.Duration // submission delay from the start
+	guaranteed  bool          // submitted with --qos=guaranteed (a tenant with a GPU quota)
+}
+
+// The scenario: best-effort jobs find an empty cluster and rubick spreads
+// them over it (more GPUs than they asked for where that helps); then a
+// guaranteed job arrives whose minimum resources must be reclaimed from
+// them, so running jobs are shrunk or replanned through checkpoint-restart;
+// then more best-effort jobs queue behind.
+var scenario = []jobSpec{
+	{model: "t5", nodes: 2, gpus: 4, iters: 1000, batch: 16},
+	{model: "gpt2", nodes: 1, gpus: 4, iters: 700, batch: 16},
+	{model: "bert", nodes: 1, gpus: 2, iters: 1600, batch: 32},
+	{model: "vit", nodes: 1, gpus: 2, iters: 1600, batch: 64},
+	{model: "roberta", nodes: 1, gpus: 8, iters: 300, batch: 64, after: 45 * time.Second, guaranteed: true},
+	{model: "bert", nodes: 1, gpus: 4, iters: 400, batch: 32, after: 50 * time.Second},
+}
+
+// Result is the JSON line the test writes (BRIEF section 8).
+type Result struct {
+	Jobs                     int     `json:"jobs"`
+	Completed                int     `json:"completed"`
+	Reconfigurations         int     `json:"reconfigurations"`
+	Shrinks                  int     `json:"shrinks"`
+	Lost                     int     `json:"lost"`
+	StuckHeld                int     `json:"stuck_held"`
+	MedianDecisionToRunningS float64 `json:"median_decision_to_running_s"`
+	DecisionToRunningSamples int     `json:"decision_to_running_samples"`
+	RubickdKills             int     `json:"rubickd_kills"`
+	IterationsShort          int     `json:"iterations_short"`
+	WallS                    float64 `json:"wall_s"`
+}
+
+type lab struct {
+	env       []string // the process environment plus the lab's Slurm variables
+	url, user string
+	tokenFile string
+}
+
+func labFromEnv(t *testing.T) lab {
+	l := lab{url: os.Getenv("SLURMRESTD_URL"), user: os.Getenv("SLURMRESTD_USER"), tokenFile: os.Getenv("SLURMRESTD_TOKEN_FILE")}
+	if l.url == "" || l.tokenFile == "" || os.Getenv("SLURM_CONF") == "" {
+		t.Skip("SKIP: no Slurm lab in the environment (source $LAB/env.sh; as root: make lab-up)")
+	}
+	if l.user == "" {
+		l.user = "root"
+	}
+	l.env = os.Environ()
+	return l
+}
+
+func (l lab) run(t *testing.T, argv ...string) string {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = l.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Clean(filepath.Join(wd, "..", ".."))
+}
+
+func TestEndToEnd(t *testing.T) {
+	l := labFromEnv(t)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
+	defer cancel()
+
+	dir := filepath.Join(os.Getenv("LAB"), "e2e", start.Format("20060102-150405"))
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/rubickd", "./cmd/rubick-srun", "./cmd/rubick-emu-trainer")
+	build.Dir = repoRoot(t)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	cfgPath := filepath.Join(dir, "rubickd.yaml")
+	dbPath := filepath.Join(dir, "rubick.db")
+	cfg := fmt.Sprintf(`slurmrestd:
+  url: %s
+  user: %s
+  token_file: %s
+  rate_limit: 100
+partitions: [gpu]
+tenant_from: qos
+tenants:
+  - name: lab-guaranteed
+    match: [guaranteed]
+    quota_gpus: 16
+interval: 2s
+checkpoint:
+  signal: USR1
+  grace: 30s
+restart_cost: 1s
+store: %s
+policy:
+  name: rubick
+  starvation_age: 1m
+listen: ""
+log_level: info
+`, l.url, l.user, l.tokenFile, dbPath)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	cluster, err := slurm.NewCluster(ctx, slurm.Config{URL: l.url, User: l.user, TokenFile: l.tokenFile, RateLimit: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// rubickd, restarted after every SIGKILL.
+	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
+	d.start()
+	defer d.stop()
+
+	// Watch: the first time each (job, plan) is seen running.
+	w := &watcher{seen: map[int][]sighting{}}
+	wctx, wstop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); w.loop(wctx, cluster) }()
+
+	// Submit the scenario.
+	script := filepath.Join(dir, "train.sh")
+	if err := os.WriteFile(script, []byte(trainScript(bin, dir)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var ids []int
+	want := map[int]jobSpec{}
+	for _, js := range scenario {
+		if wait := time.Until(start.Add(js.after)); wait > 0 {
+			time.Sleep(wait)
+		}
+		qos := "--qos=normal"
+		if js.guaranteed {
+			qos = "--qos=guaranteed"
+		}
+		out := l.run(t, "sbatch", "--parsable", "--model-type="+js.model, qos, "-p", "gpu", "-J", "e2e-"+js.model,
+			"-N", strconv.Itoa(js.nodes), "--ntasks-per-node=1", "--gres=gpu:"+strconv.Itoa(js.gpus), "--cpus-per-task=8",
+			"--mem=32G", "--requeue", "--open-mode=append", "-o", filepath.Join(dir, "job-%j.out"),
+			"--export=ALL,E2E_MODEL="+js.model+",E2E_ITERS="+strconv.Itoa(js.iters)+",E2E_BATCH="+strconv.Itoa(js.batch),
+			script)
+		id, err := strconv.Atoi(strings.Split(out, ";")[0])
+		if err != nil {
+			t.Fatalf("sbatch printed %q", out)
+		}
+		ids = append(ids, id)
+		want[id] = js
+	}
+	t.Logf("submitted %v", ids)
+
+	// Kill rubickd at random points until every job has finished.
+	rng := rand.New(rand.NewPCG(uint64(start.UnixNano()), 7))
+	kills := 0
+	for {
+		finished, err := allFinished(ctx, cluster, ids)
+		if err != nil {
+			t.Logf("poll: %v", err)
+		}
+		if finished {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Errorf("jobs not finished after %v; rubickd log: %s", time.Since(start), d.log)
+			break
+		}
+		time.Sleep(time.Duration(1000+rng.IntN(6000)) * time.Millisecond)
+		if kills < 20 {
+			d.kill()
+			kills++
+			d.start()
+		}
+	}
+	wstop()
+	wg.Wait()
+	d.stop()
+
+	res := Result{Jobs: len(ids), RubickdKills: kills}
+	st, err := store.Open(context.Background(), dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var delays []float64
+	for _, id := range ids {
+		j, err := cluster.Job(context.Background(), id)
+		if err != nil {
+			t.Errorf("job %d: %v", id, err)
+			res.Lost++
+			continue
+		}
+		if j.State == slurm.StateCompleted {
+			res.Completed++
+		} else {
+			res.Lost++
+			t.Errorf("job %d ended %s (%s)", id, j.State, j.Reason)
+		}
+		if j.State == slurm.StatePending && j.Held {
+			res.StuckHeld++
+		}
+		done, err := iterationsDone(filepath.Join(dir, fmt.Sprintf("ckpt-%d", id)))
+		if err != nil || done != want[id].iters {
+			res.IterationsShort++
+			t.Errorf("job %d: %d iterations done (err %v), want %d", id, done, err, want[id].iters)
+		}
+		hist, err := st.PlanHistory(context.Background(), int64(id))
+		if err != nil {
+			t.Errorf("history of %d: %v", id, err)
+			continue
+		}
+		// Slurm counts the job's restarts; the store says which of them
+		// gave the job fewer GPUs.
+		res.Reconfigurations += j.RestartCount
+		gpus := 0
+		for _, a := range hist {
+			if a.Result != store.ResultOK || (a.Kind != string(slurm.ActionStart) && a.Kind != string(slurm.ActionRestart)) {
+				continue
+			}
+			if g := a.Resources.Placement.GPUs(); gpus > 0 && g < gpus {
+				res.Shrinks++
+			}
+			gpus = a.Resources.Placement.GPUs()
+			if at, ok := w.firstRunning(id, a.Plan.String(), a.DecidedAt); ok {
+				delays = append(delays, at.Sub(a.DecidedAt).Seconds())
+			}
+		}
+		t.Logf("job %d %s: %s, %d restarts, %d actions", id, want[id].model, j.State, j.RestartCount, len(hist))
+	}
+	res.DecisionToRunningSamples = len(delays)
+	if len(delays) > 0 {
+		slices.Sort(delays)
+		res.MedianDecisionToRunningS = delays[len(delays)/2]
+	}
+	res.WallS = time.Since(start).Seconds()
+	line, _ := json.Marshal(res)
+	t.Logf("%s", line)
+	if p := os.Getenv("E2E_RESULT"); p != "" {
+		if err := os.WriteFile(p, append(line, '\n'), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	if res.Lost != 0 || res.StuckHeld != 0 || res.IterationsShort != 0 {
+		t.Errorf("lost %d, stuck held %d, short of iterations %d: all must be 0", res.Lost, res.StuckHeld, res.IterationsShort)
+	}
+	if res.Reconfigurations == 0 {
+		t.Errorf("no running job was reconfigured")
+	}
+}
+
+// trainScript is the user's batch script: rubick-srun in place of srun,
+// exec'd so it receives the checkpoint signal of `scancel --batch`.
+func trainScript(bin, dir string) string {
+	return fmt.Sprintf(`#!/bin/bash
+exec %[1]s/rubick-srun --launcher gpu -- %[1]s/rubick-emu-trainer --model-type "$E2E_MODEL" \
+  --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --micro-batch-size 1 \
+  --global-batch-size "$E2E_BATCH" --train-iters "$E2E_ITERS" --time-scale 0.25 --log-interval 10 \
+  --save %[2]s/ckpt-"$SLURM_JOB_ID"
+`, bin, dir)
+}
+
+// iterationsDone reads the trainer's Megatron-style checkpoint tracker.
+func iterationsDone(ckpt string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(ckpt, "latest_checkpointed_iteration.txt"))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+func allFinished(ctx context.Context, c slurm.Cluster, ids []int) (bool, error) {
+	for _, id := range ids {
+		j, err := c.Job(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		switch j.State {
+		case slurm.StatePending, slurm.StateRunning, slurm.StateSuspended, slurm.StateCompleting:
+			return false, nil
+		}
+		if slices.Contains(j.StateFlags, slurm.StateCompleting) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// watcher records when each job was seen running which plan.
+type watcher struct {
+	mu   sync.Mutex
+	seen map[int][]sighting
+}
+
+type sighting struct {
+	plan string
+	at   time.Time
+}
+
+func (w *watcher) loop(ctx context.Context, c slurm.Cluster) {
+	for ctx.Err() == nil {
+		jobs, _, err := c.Jobs(ctx, time.Time{})
+		now := time.Now()
+		if err == nil {
+			w.mu.Lock()
+			for _, j := range jobs {
+				if j.State == slurm.StateRunning && j.Tag != nil && j.Tag.Plan != "" {
+					w.seen[j.ID] = append(w.seen[j.ID], sighting{j.Tag.Plan, now})
+				}
+			}
+			w.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// firstRunning returns the first time after decided the job was seen
+// running plan.
+func (w *watcher) firstRunning(id int, plan string, decided time.Time) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range w.seen[id] {
+		if s.plan == plan && s.at.After(decided) {
+			return s.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+type daemonProc struct {
+	t        *testing.T
+	bin, cfg string
+	env      []string
+	log      string
+	cmd      *exec.Cmd
+}
+
+func (d *daemonProc) start() {
+	f, err := os.OpenFile(d.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	d.cmd = exec.Command(d.bin, "--config", d.cfg)
+	d.cmd.Env = d.env
+	d.cmd.Stdout, d.cmd.Stderr = f, f
+	if err := d.cmd.Start(); err != nil {
+		d.t.Fatal(err)
+	}
+	f.Close()
+}
+
+func (d *daemonProc) kill() {
+	if d.cmd == nil || d.cmd.Process == nil {
+		return
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGKILL)
+	_ = d.cmd.Wait()
+	d.cmd = nil
+}
+
+// stop ends rubickd the way an admin does: SIGTERM, which lets the cycle
+// in progress finish.
+func (d *daemonProc) stop() {
+	if d.cmd == nil || d.cmd.Process == nil {
+		return
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = d.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-done
+	}
+	d.cmd = nil
+}
