@@ -61,6 +61,9 @@ type ModelInfo struct {
 	Fitted        model.Params
 	RefThroughput float64             // samples/s
 	Placements3D  map[string][]string // PTD code -> measured placements
+	// Corrections lists the placeholder values of models.json that Load
+	// replaced (see corrections.go), one human-readable line each.
+	Corrections []string
 }
 
 // ProfileRow is one profiling run (profile/<m>/config.csv + data.csv).
@@ -127,6 +130,9 @@ func Load(fsys fs.FS) (*Set, error) {
 			return nil, err
 		}
 		s.Placements[name] = meas
+	}
+	if err := applyCorrections(s); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

@@ -70,7 +70,7 @@ func TestReadWorkloadErrors(t *testing.T) {
 
 func TestLoadMalformedPlacements(t *testing.T) {
 	fsys := fstest.MapFS{
-		"models.json": {Data: []byte(`{"models":{"m":{"layers":2,"hidden":8,"heads":2,"seq_len":4,"global_batch":4,"parameters":100,"forward_ms_1gpu":1}}}`)},
+		"models.json":             {Data: []byte(`{"models":{"m":{"layers":2,"hidden":8,"heads":2,"seq_len":4,"global_batch":4,"parameters":100,"forward_ms_1gpu":1}}}`)},
 		"traces/m/placements.csv": {Data: []byte("exec_plan,placement,iter_time\nga,80,1.0\n")},
 	}
 	_, err := Load(fsys)

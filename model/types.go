@@ -205,6 +205,18 @@ type Env struct {
 	NodeMemGB float64 `json:"node_mem_gb"` // host memory of one node
 	NodeCPUs  int     `json:"node_cpus"`   // CPU cores of one node
 	NodeGPUs  int     `json:"node_gpus"`   // GPUs of one node
+	// GPUsPerNIC is how many GPUs of a node share one inter-node NIC of
+	// InterGBps; a node reaches the network through ceil(GPUs used /
+	// GPUsPerNIC) NICs. 0 means one NIC for the whole node.
+	GPUsPerNIC int `json:"gpus_per_nic"`
+	// HostMemGBps is the effective host memory bandwidth of a node, which
+	// the CPU Adam step of ZeRO-Offload streams its state through; 0 means
+	// the DefaultEnv value.
+	HostMemGBps float64 `json:"host_mem_gbps"`
+	// Pipeline1F1B is set when the training framework overlaps pipeline
+	// micro-batches across stages (1F1B); the jobs the artifact measured ran
+	// them one at a time, which DefaultEnv models.
+	Pipeline1F1B bool `json:"pipeline_1f1b"`
 }
 
 // Params are the seven fitted parameters of a model type.

@@ -26,6 +26,10 @@ func commands() map[string]command {
 	return map[string]command{
 		"model": {"fit, validate and query the performance model", runModel},
 		"sim":   {"replay a workload trace against scheduling policies", runSim},
+
+		"report":  {"summarise jobs from Slurm accounting (JCT, GPU-hours, reconfigurations, plans)", runReport},
+		"explain": {"explain a job's model, plan, alternatives and recent decisions", runExplain},
+		"status":  {"show rubickd's health, managed jobs and model fits", runStatus},
 	}
 }
 

@@ -2,11 +2,295 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/rubick-sched/rubick/artifact"
+	"github.com/rubick-sched/rubick/model"
 )
+
+const modelUsage = `usage: rubick model <fit|validate|best-plan> [flags]
+
+  fit        fit the performance model of every model (or --model) on its profile/ samples
+  validate   fit on profile/ only, predict every measured placements.csv row, score accuracy and plan choice
+  best-plan  the best feasible plan of --model on --placement and its predicted iteration time
+
+Run 'rubick model <subcommand> -h' for its flags.`
 
 // runModel implements `rubick model fit|validate|best-plan`.
 func runModel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return fmt.Errorf("model: not built yet")
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(stdout, modelUsage)
+		return nil
+	}
+	switch args[0] {
+	case "fit":
+		return modelFit(ctx, args[1:], stdout, stderr)
+	case "validate":
+		return modelValidate(ctx, args[1:], stdout, stderr)
+	case "best-plan":
+		return modelBestPlan(ctx, args[1:], stdout, stderr)
+	}
+	fmt.Fprintln(stderr, modelUsage)
+	return fmt.Errorf("%w: unknown model subcommand %q", errUsage, args[0])
+}
+
+// newFlags returns a flag set that prints its usage, with every default,
+// to stderr and reports parse errors as usage errors.
+func newFlags(name, summary string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: rubick %s [flags]\n\n%s\n\nflags:\n", name, summary)
+		printDefaults(stderr, fs)
+	}
+	return fs
+}
+
+// printDefaults lists every flag with its default, including empty and
+// false ones, which flag.PrintDefaults leaves out.
+func printDefaults(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		typ, usage := flag.UnquoteUsage(f)
+		def := f.DefValue
+		if typ == "string" {
+			def = strconv.Quote(def)
+		}
+		name := "--" + f.Name
+		if typ != "" {
+			name += " " + typ
+		}
+		fmt.Fprintf(w, "  %s\n    \t%s (default %s)\n", name, usage, def)
+	})
+}
+
+// parseFlags parses args; -h is not an error.
+func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return true, nil
+		}
+		return false, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return false, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	return false, nil
+}
+
+func loadSet(dir string) (*artifact.Set, error) {
+	set, err := artifact.Load(artifact.Open(dir))
+	if err != nil {
+		if dir == "" {
+			dir = "embedded data"
+		}
+		return nil, fmt.Errorf("load %s: %w", dir, err)
+	}
+	return set, nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// fitRow is one line of `rubick model fit --json`.
+type fitRow struct {
+	Model       string          `json:"model"`
+	Spec        model.Spec      `json:"spec"`
+	Corrections []string        `json:"corrections,omitempty"`
+	Fit         model.FitResult `json:"fit"`
+}
+
+func modelFit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("model fit", "Fit the seven performance-model parameters of each model on its profile/ samples.", stderr)
+	data := fs.String("data", "", "artifact data directory; empty means the embedded copy")
+	only := fs.String("model", "", "fit only this model; empty means every model")
+	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	set, err := loadSet(*data)
+	if err != nil {
+		return err
+	}
+	if *only != "" {
+		info, ok := set.Models[*only]
+		if !ok {
+			return fmt.Errorf("%w: --model %q: not in the data (have %s)", model.ErrBadInput, *only, strings.Join(set.ModelNames(), ", "))
+		}
+		set = &artifact.Set{
+			Models:     map[string]artifact.ModelInfo{*only: info},
+			Profiles:   map[string][]artifact.ProfileRow{*only: set.Profiles[*only]},
+			Placements: map[string][]artifact.Measurement{*only: set.Placements[*only]},
+		}
+	}
+	fits, err := artifact.FitAll(ctx, set, model.DefaultEnv())
+	if err != nil {
+		return err
+	}
+	rows := make([]fitRow, 0, len(fits))
+	for _, name := range set.ModelNames() {
+		f, ok := fits[name]
+		if !ok {
+			continue
+		}
+		rows = append(rows, fitRow{Model: name, Spec: set.Models[name].Spec, Corrections: set.Models[name].Corrections, Fit: f})
+	}
+	if *asJSON {
+		return writeJSON(stdout, rows)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "model\tsamples\tk_bwd\tk_sync\tk_opt\tk_opt_off\tk_off\tk_swap\tk_const\trmsle\tmape_pct\tpinned\t")
+	for _, r := range rows {
+		p := r.Fit.Params
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.4f\t%.3f\t%.3f\t%.3f\t%.4f\t%.4f\t%.2f\t%s\t\n", r.Model, r.Fit.Samples,
+			p.KBwd, p.KSync, p.KOpt, p.KOptOff, p.KOff, p.KSwap, p.KConst, r.Fit.RMSLE, r.Fit.MAPE, strings.Join(r.Fit.Pinned, ","))
+	}
+	return tw.Flush()
+}
+
+func modelValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("model validate", "Fit each model on its profile/ samples only, predict every measured row of its placements.csv,\nand score accuracy per model and plan family and the plan choice per placement.", stderr)
+	data := fs.String("data", "", "artifact data directory; empty means the embedded copy")
+	asJSON := fs.Bool("json", false, "print the JSON array of BRIEF section 8 instead of a table")
+	exclude := fs.Bool("exclude-suspect", false, "leave the rows the data README flags as suspect out of the scores")
+	rowsOut := fs.Bool("rows", false, "also list every predicted row (table output only)")
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	set, err := loadSet(*data)
+	if err != nil {
+		return err
+	}
+	v, err := artifact.Validate(ctx, set, model.DefaultEnv(), artifact.ValidateOptions{ExcludeSuspect: *exclude})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		out := make([]any, 0, len(v.Accuracy)+len(v.PlanChoice))
+		for _, a := range v.Accuracy {
+			out = append(out, a)
+		}
+		for _, p := range v.PlanChoice {
+			out = append(out, p)
+		}
+		return writeJSON(stdout, out)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "model\tfamily\trows\tmape_pct\tmax_ape_pct\t")
+	for _, a := range v.Accuracy {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%.1f\t\n", a.Model, a.Family, a.Rows, a.MAPEPct, a.MaxAPEPct)
+	}
+	fmt.Fprintln(tw, "\t\t\t\t\t")
+	fmt.Fprintln(tw, "model\tplan choice\tplacements\tbest_pick_pct\tregret_pct_avg\tregret_pct_max\t")
+	for _, p := range v.PlanChoice {
+		fmt.Fprintf(tw, "%s\t\t%d\t%.1f\t%.2f\t%.2f\t\n", p.Model, p.Placements, p.BestPickPct, p.RegretPctAvg, p.RegretPctMax)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	suspect := 0
+	for _, r := range v.Rows {
+		if r.Suspect != "" {
+			suspect++
+		}
+	}
+	scored := "included in"
+	if *exclude {
+		scored = "left out of"
+	}
+	fmt.Fprintf(stdout, "\n%d of %d rows are flagged suspect by the data README (%s the scores above; --rows lists them).\n", suspect, len(v.Rows), scored)
+	if *rowsOut {
+		rows := slices.Clone(v.Rows)
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "\nmodel\texec_plan\tplacement\tplan\tmeasured_s\tpredicted_s\tape_pct\tsuspect")
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.4f\t%.4f\t%.1f\t%s\n", r.Model, r.ExecPlan, r.Placement, r.Plan, r.MeasuredS, r.PredictedS, r.APEPct, r.Suspect)
+		}
+		return tw.Flush()
+	}
+	return nil
+}
+
+// bestPlanOut is the JSON of `rubick model best-plan --json`.
+type bestPlanOut struct {
+	Model      string               `json:"model"`
+	Placement  string               `json:"placement"`
+	CPUs       int                  `json:"cpus"`
+	Plan       model.Plan           `json:"plan"`
+	PlanString string               `json:"plan_string"`
+	Family     model.Family         `json:"family"`
+	IterS      float64              `json:"iter_s"`
+	Throughput float64              `json:"throughput"`
+	Breakdown  model.Breakdown      `json:"breakdown"`
+	Memory     model.MemoryEstimate `json:"memory"`
+}
+
+func modelBestPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("model best-plan", "Print the best memory-feasible plan of a model on a placement and its predicted iteration time.", stderr)
+	data := fs.String("data", "", "artifact data directory; empty means the embedded copy")
+	name := fs.String("model", "", "model type, e.g. gpt2 (required)")
+	place := fs.String("placement", "", "GPUs per node as digits, e.g. 8 or 4444 (required)")
+	cpus := fs.Int("cpus", 0, "CPU cores of the job over all nodes; 0 means 4 per GPU, as the artifact measured")
+	asJSON := fs.Bool("json", false, "print JSON instead of text")
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	if *name == "" || *place == "" {
+		fs.Usage()
+		return fmt.Errorf("%w: --model and --placement are required", errUsage)
+	}
+	pl, err := model.ParsePlacement(*place)
+	if err != nil {
+		return fmt.Errorf("--placement: %w", err)
+	}
+	if *cpus < 0 {
+		return fmt.Errorf("%w: --cpus=%d must be >= 0", model.ErrBadInput, *cpus)
+	}
+	set, err := loadSet(*data)
+	if err != nil {
+		return err
+	}
+	info, ok := set.Models[*name]
+	if !ok {
+		return fmt.Errorf("%w: --model %q: not in the data (have %s)", model.ErrBadInput, *name, strings.Join(set.ModelNames(), ", "))
+	}
+	c := *cpus
+	if c == 0 {
+		c = artifact.MeasuredThreadsPerGPU * pl.GPUs()
+	}
+	samples, err := artifact.ProfileSamples(info.Spec, set.Profiles[*name])
+	if err != nil {
+		return err
+	}
+	env := model.DefaultEnv()
+	fit, err := model.Fit(ctx, info.Spec, env, samples, model.FitOptions{AllowPartial: true})
+	if err != nil {
+		return err
+	}
+	pred := model.Predictor{Spec: info.Spec, Params: fit.Params, Env: env}
+	r := model.Resources{Placement: pl, CPUs: c}
+	plan, bd, err := pred.BestPlan(r, nil)
+	if err != nil {
+		return err
+	}
+	out := bestPlanOut{
+		Model: *name, Placement: pl.String(), CPUs: c, Plan: plan, PlanString: plan.String(), Family: plan.Family(),
+		IterS: bd.Iter, Throughput: float64(info.Spec.GlobalBatch) / bd.Iter, Breakdown: bd, Memory: pred.Memory(plan, pl),
+	}
+	if *asJSON {
+		return writeJSON(stdout, out)
+	}
+	fmt.Fprintf(stdout, "model %s on %s with %d CPUs: plan %s (%s)\npredicted iteration %.4f s, %.2f samples/s, %.1f GB per GPU\n",
+		out.Model, out.Placement, out.CPUs, out.PlanString, out.Family, out.IterS, out.Throughput, out.Memory.GPUGB)
+	return nil
 }

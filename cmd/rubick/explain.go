@@ -1,0 +1,451 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/policy"
+	"github.com/rubick-sched/rubick/report"
+	"github.com/rubick-sched/rubick/store"
+)
+
+// explanation is what `rubick explain` prints; its JSON keys are stable
+// (docs/report.md).
+type explanation struct {
+	JobID     int64     `json:"job_id"`
+	Store     string    `json:"store"`
+	ModelType string    `json:"model_type"`
+	Class     string    `json:"class"`
+	Tenant    string    `json:"tenant"`
+	State     string    `json:"state"`
+	Submitted time.Time `json:"submitted"`
+	Updated   time.Time `json:"updated"`
+	Fit       *fitView  `json:"fit"`
+	Plan      string    `json:"plan"`
+	Placement string    `json:"placement"`
+	CPUs      int       `json:"cpus"`
+	HostMemGB float64   `json:"host_mem_gb"`
+	// Throughput is the predicted samples/s of the current plan.
+	Throughput   *float64      `json:"throughput"`
+	Alternatives []alternative `json:"alternatives"`
+	// MinRes and Slope come from the newest stored reason that has them.
+	MinRes  json.RawMessage     `json:"min_res"`
+	Slope   *float64            `json:"slope"`
+	Reasons []reasonView        `json:"reasons"`
+	History []report.PlanChange `json:"plan_history"`
+	Notes   []string            `json:"notes"`
+}
+
+// fitView is a stored fit as explain and status show it.
+type fitView struct {
+	ID     int64        `json:"id"`
+	Params model.Params `json:"params"`
+	RMSLE  float64      `json:"rmsle"`
+	MAPE   float64      `json:"mape_pct"`
+	// Samples is the number of samples the fit saw.
+	Samples int `json:"samples"`
+	// Origin is how the fit was made (profile, online, artifact);
+	// ParamSource names another model's samples its parameters come from.
+	Origin      string    `json:"origin"`
+	ParamSource string    `json:"param_source"`
+	Pinned      []string  `json:"pinned"`
+	Created     time.Time `json:"created"`
+	AgeS        float64   `json:"age_s"`
+}
+
+func newFitView(f store.Fit, now time.Time) *fitView {
+	return &fitView{
+		ID: f.ID, Params: f.Params, RMSLE: f.RMSLE, MAPE: f.MAPE, Samples: f.Samples, Origin: string(f.Origin),
+		ParamSource: f.Source, Pinned: append([]string{}, f.Pinned...), Created: f.Created,
+		AgeS: now.Sub(f.Created).Seconds(),
+	}
+}
+
+// alternative is one plan on the job's current resources.
+type alternative struct {
+	Plan       string  `json:"plan"`
+	Family     string  `json:"family"`
+	Throughput float64 `json:"throughput"`
+	IterS      float64 `json:"iter_s"`
+	// VsCurrent is Throughput divided by the current plan's; 0 when the
+	// current plan cannot be priced.
+	VsCurrent float64 `json:"vs_current"`
+	Current   bool    `json:"current"`
+}
+
+// reasonView is one cycle's stored reason for the job: the policy.Action
+// rubickd recorded, or the raw JSON when it is not one.
+type reasonView struct {
+	CycleID    int64           `json:"cycle_id"`
+	At         time.Time       `json:"at"`
+	Policy     string          `json:"policy"`
+	Kind       string          `json:"kind"`
+	Reason     string          `json:"reason"`
+	Detail     string          `json:"detail"`
+	Plan       string          `json:"plan"`
+	Placement  string          `json:"placement"`
+	Throughput float64         `json:"throughput"`
+	Raw        json.RawMessage `json:"raw"`
+}
+
+func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return explainCmd(ctx, args, stdout, stderr, processEnv())
+}
+
+func explainCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env cliEnv) error {
+	fset := newFlags("explain JOBID", "Explain a job from rubick's store: its model type and fit, current plan and\n"+
+		"placement, the predicted throughput of the best plans on that placement, and the\n"+
+		"reasons rubickd recorded in its last decision cycles.", stderr)
+	storeFlag := fset.String("store", defaultStore, "rubick store (SQLite); $"+storeEnv+" when the flag is not given")
+	asJSON := fset.Bool("json", false, "write JSON")
+	top := fset.Int("top", 5, "plans to list on the current placement")
+	nReasons := fset.Int("reasons", 5, "stored decision reasons to show, newest first")
+	// Accept the job id before or after the flags.
+	var rest []string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		rest, args = args[:1], args[1:]
+	}
+	if err := fset.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	rest = append(rest, fset.Args()...)
+	if len(rest) != 1 {
+		fset.Usage()
+		return fmt.Errorf("%w: want exactly one JOBID, got %q", errUsage, rest)
+	}
+	id, err := strconv.ParseInt(rest[0], 10, 64)
+	if err != nil || id <= 0 {
+		return fmt.Errorf("%w: JOBID %q is not a positive integer", errUsage, rest[0])
+	}
+	if *top < 0 || *nReasons < 0 {
+		return fmt.Errorf("%w: --top and --reasons must be >= 0", errUsage)
+	}
+	set := false
+	fset.Visit(func(f *flag.Flag) { set = set || f.Name == "store" })
+	path := storePathFrom(*storeFlag, set, env)
+	st, err := openStore(ctx, path)
+	if err != nil {
+		return fmt.Errorf("explain: %w", err)
+	}
+	defer st.Close()
+	ex, err := explain(ctx, st, path, id, *top, *nReasons, env.now())
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(ex)
+	}
+	return ex.write(stdout)
+}
+
+// explainStore is what explain reads; *store.Store has it.
+type explainStore interface {
+	Job(ctx context.Context, id int64) (store.Job, error)
+	ModelType(ctx context.Context, name string) (store.ModelType, error)
+	CurrentFit(ctx context.Context, modelType string) (store.Fit, error)
+	Reasons(ctx context.Context, jobID int64, limit int) ([]store.Reason, error)
+	PlanHistory(ctx context.Context, jobID int64) ([]store.Action, error)
+}
+
+func explain(ctx context.Context, st explainStore, path string, id int64, top, nReasons int, now time.Time) (*explanation, error) {
+	j, err := st.Job(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("explain: job %d is not in the store %s (rubickd records a job once it polls it): %w", id, path, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("explain: %w", err)
+	}
+	ex := &explanation{
+		JobID: id, Store: path, ModelType: j.ModelType, Class: string(j.Class), Tenant: j.Tenant, State: j.State,
+		Submitted: j.Submitted, Updated: j.Updated, Alternatives: []alternative{}, Reasons: []reasonView{},
+		History: []report.PlanChange{}, Notes: []string{},
+	}
+	if j.LastPlan != (model.Plan{}) {
+		ex.Plan, ex.Placement = j.LastPlan.String(), j.LastResources.Placement.String()
+		ex.CPUs, ex.HostMemGB = j.LastResources.CPUs, j.LastResources.HostMemGB
+	}
+	if err := ex.addModel(ctx, st, j, top, now); err != nil {
+		return nil, err
+	}
+	reasons, err := st.Reasons(ctx, id, nReasons)
+	if err != nil {
+		return nil, fmt.Errorf("explain: %w", err)
+	}
+	if nReasons == 0 {
+		reasons = nil
+	}
+	for _, r := range reasons {
+		ex.Reasons = append(ex.Reasons, newReasonView(r))
+		if ex.MinRes == nil || ex.Slope == nil {
+			minRes, slope := reasonExtras(r.Reason)
+			if ex.MinRes == nil {
+				ex.MinRes = minRes
+			}
+			if ex.Slope == nil {
+				ex.Slope = slope
+			}
+		}
+	}
+	hist, err := st.PlanHistory(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("explain: %w", err)
+	}
+	for _, a := range hist {
+		pc := report.PlanChange{At: a.DecidedAt, Kind: a.Kind, Placement: a.Resources.Placement.String(),
+			CPUs: a.Resources.CPUs, Result: string(a.Result), Error: a.Error}
+		if a.Plan != (model.Plan{}) {
+			pc.Plan = a.Plan.String()
+		}
+		ex.History = append(ex.History, pc)
+	}
+	return ex, nil
+}
+
+// addModel fills the fit, the current plan's throughput and the
+// alternatives on the current placement.
+func (ex *explanation) addModel(ctx context.Context, st explainStore, j store.Job, top int, now time.Time) error {
+	if j.ModelType == "" {
+		ex.Notes = append(ex.Notes, "no model type: a rigid job, run with its own request and plan")
+		return nil
+	}
+	mt, err := st.ModelType(ctx, j.ModelType)
+	if errors.Is(err, store.ErrNotFound) {
+		ex.Notes = append(ex.Notes, fmt.Sprintf("model type %q is not in the store: the job waits for profiling", j.ModelType))
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("explain: %w", err)
+	}
+	fit, err := st.CurrentFit(ctx, j.ModelType)
+	if errors.Is(err, store.ErrNotFound) {
+		ex.Notes = append(ex.Notes, fmt.Sprintf("model type %q has no fit yet: the job waits for profiling samples", j.ModelType))
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("explain: %w", err)
+	}
+	ex.Fit = newFitView(fit, now)
+	if j.LastPlan == (model.Plan{}) {
+		ex.Notes = append(ex.Notes, "no plan yet: the job has not been placed")
+		return nil
+	}
+	p := model.Predictor{Spec: mt.Spec, Params: fit.Params, Env: model.DefaultEnv()}
+	res := j.LastResources
+	cur, err := p.Throughput(j.LastPlan, res)
+	if err != nil {
+		ex.Notes = append(ex.Notes, fmt.Sprintf("current plan %s on %s cannot be priced: %v", j.LastPlan, res.Placement, err))
+	} else {
+		ex.Throughput = &cur
+	}
+	var alts []alternative
+	for _, plan := range model.Enumerate(mt.Spec, res.Placement) {
+		if p.Feasible(plan, res) != nil {
+			continue
+		}
+		b, err := p.Predict(plan, res)
+		if err != nil || !(b.Iter > 0) {
+			continue
+		}
+		a := alternative{Plan: plan.String(), Family: string(plan.Family()), IterS: b.Iter,
+			Throughput: float64(mt.Spec.GlobalBatch) / b.Iter, Current: plan == j.LastPlan}
+		if ex.Throughput != nil && cur > 0 {
+			a.VsCurrent = a.Throughput / cur
+		}
+		alts = append(alts, a)
+	}
+	slices.SortStableFunc(alts, func(a, b alternative) int {
+		return cmp.Or(cmp.Compare(b.Throughput, a.Throughput), strings.Compare(a.Plan, b.Plan))
+	})
+	for i, a := range alts {
+		if i < top || a.Current {
+			ex.Alternatives = append(ex.Alternatives, a)
+		}
+	}
+	if len(alts) == 0 {
+		ex.Notes = append(ex.Notes, fmt.Sprintf("no memory-feasible plan on %s with %d CPUs", res.Placement, res.CPUs))
+	}
+	return nil
+}
+
+func newReasonView(r store.Reason) reasonView {
+	v := reasonView{CycleID: r.CycleID, At: r.At, Policy: r.Policy}
+	var a policy.Action
+	if err := json.Unmarshal(r.Reason, &a); err != nil || (a.Kind == "" && a.Reason == "") {
+		v.Raw = r.Reason
+		return v
+	}
+	v.Kind, v.Reason, v.Detail, v.Throughput = string(a.Kind), string(a.Reason), a.Detail, a.Throughput
+	if a.Plan != (model.Plan{}) {
+		v.Plan = a.Plan.String()
+	}
+	v.Placement = a.Placement().String()
+	return v
+}
+
+// reasonExtras finds a minimum-resources value and a slope in a stored
+// reason, under the keys a policy may add beside the action's.
+func reasonExtras(raw json.RawMessage) (json.RawMessage, *float64) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return nil, nil
+	}
+	var minRes json.RawMessage
+	for _, k := range []string{"min_res", "minres", "min_resources"} {
+		if v, ok := m[k]; ok && string(v) != "null" {
+			minRes = v
+			break
+		}
+	}
+	var slope *float64
+	if v, ok := m["slope"]; ok {
+		var f float64
+		if json.Unmarshal(v, &f) == nil {
+			slope = &f
+		}
+	}
+	return minRes, slope
+}
+
+func (ex *explanation) write(w io.Writer) error {
+	ew := &stickyWriter{w: w}
+	mt := ex.ModelType
+	if mt == "" {
+		mt = report.NoModel
+	}
+	fmt.Fprintf(ew, "job %d: model %s, class %s, tenant %s, state %s\n", ex.JobID, mt, orDash(ex.Class), orDash(ex.Tenant), ex.State)
+	fmt.Fprintf(ew, "  submitted %s, last seen %s, store %s\n", utcTime(ex.Submitted), utcTime(ex.Updated), ex.Store)
+	if f := ex.Fit; f != nil {
+		src := f.Origin
+		if f.ParamSource != "" {
+			src += ", parameters from " + f.ParamSource
+		}
+		fmt.Fprintf(ew, "fit #%d: RMSLE %.4f, MAPE %.2f %%, %d samples, %s, %s old", f.ID, f.RMSLE, f.MAPE, f.Samples, src, ageString(f.AgeS))
+		if len(f.Pinned) > 0 {
+			fmt.Fprintf(ew, ", pinned %s", strings.Join(f.Pinned, ","))
+		}
+		p := f.Params
+		fmt.Fprintf(ew, "\n  k_bwd=%.4g k_sync=%.4g k_opt=%.4g k_opt_off=%.4g k_off=%.4g k_swap=%.4g k_const=%.4g\n",
+			p.KBwd, p.KSync, p.KOpt, p.KOptOff, p.KOff, p.KSwap, p.KConst)
+	}
+	if ex.Plan != "" {
+		tput := "not priced"
+		if ex.Throughput != nil {
+			tput = fmt.Sprintf("%.4g samples/s predicted", *ex.Throughput)
+		}
+		fmt.Fprintf(ew, "current plan %s on %s, %d CPUs, %.0f GB host memory: %s\n", ex.Plan, ex.Placement, ex.CPUs, ex.HostMemGB, tput)
+	}
+	if len(ex.Alternatives) > 0 {
+		fmt.Fprintf(ew, "best plans on %s:\n", ex.Placement)
+		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  plan\tfamily\tsamples/s\titer\tvs current")
+		for _, a := range ex.Alternatives {
+			mark := ""
+			if a.Current {
+				mark = "(current)"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%.4g\t%.3fs\t%.2fx\t%s\n", a.Plan, a.Family, a.Throughput, a.IterS, a.VsCurrent, mark)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if ex.MinRes != nil {
+		fmt.Fprintf(ew, "minimum resources: %s\n", ex.MinRes)
+	}
+	if ex.Slope != nil {
+		fmt.Fprintf(ew, "slope: %.4g\n", *ex.Slope)
+	}
+	if len(ex.Reasons) > 0 {
+		fmt.Fprintln(ew, "recent decisions, newest first:")
+		for _, r := range ex.Reasons {
+			if r.Raw != nil {
+				fmt.Fprintf(ew, "  %s cycle %d %s: %s\n", utcTime(r.At), r.CycleID, r.Policy, r.Raw)
+				continue
+			}
+			fmt.Fprintf(ew, "  %s cycle %d %s: %s (%s) %s on %s, %.4g samples/s%s\n", utcTime(r.At), r.CycleID, r.Policy,
+				r.Kind, r.Reason, orDash(r.Plan), orDash(r.Placement), r.Throughput, colonDetail(r.Detail))
+		}
+	} else {
+		fmt.Fprintln(ew, "no decision recorded for this job yet")
+	}
+	if len(ex.History) > 0 {
+		fmt.Fprintln(ew, "plan history:")
+		for _, h := range ex.History {
+			res := h.Result
+			if res == "" {
+				res = "pending"
+			}
+			fmt.Fprintf(ew, "  %s %s %s on %s, %d CPUs: %s%s\n", utcTime(h.At), h.Kind, orDash(h.Plan), orDash(h.Placement), h.CPUs, res, colonDetail(h.Error))
+		}
+	}
+	for _, n := range ex.Notes {
+		fmt.Fprintf(ew, "note: %s\n", n)
+	}
+	return ew.err
+}
+
+func colonDetail(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ": " + s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func utcTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// ageString formats an age in seconds compactly.
+func ageString(s float64) string {
+	d := time.Duration(s) * time.Second
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%.0fs", s)
+	case d < time.Hour:
+		return fmt.Sprintf("%.0fm", d.Minutes())
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%.1fh", d.Hours())
+	}
+	return fmt.Sprintf("%.1fd", d.Hours()/24)
+}
+
+// stickyWriter keeps the first write error so printing code checks once.
+type stickyWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *stickyWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}

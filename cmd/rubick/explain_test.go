@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/policy"
+	"github.com/rubick-sched/rubick/store"
+)
+
+func explainGPT2Spec() model.Spec {
+	return model.Spec{Name: "gpt2", Params: 1.5e9, Layers: 48, Hidden: 1600, Heads: 25, SeqLen: 1024, GlobalBatch: 64, ForwardMs: 812.5}
+}
+
+// seedStore writes a store with model types gpt2 (fitted) and bert (not),
+// a running gpt2 job 42 with two decisions, and a queued rigid job 43.
+func seedExplainStore(t *testing.T) (string, model.Plan) {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "rubick.db")
+	clock := fixedNow.Add(-2 * time.Hour)
+	st, err := store.Open(ctx, path, store.WithClock(func() time.Time { clock = clock.Add(time.Minute); return clock }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.UpsertModelType(ctx, explainGPT2Spec()); err != nil {
+		t.Fatal(err)
+	}
+	bert := model.Spec{Name: "bert", Params: 3.4e8, Layers: 24, Hidden: 1024, Heads: 16, SeqLen: 512, GlobalBatch: 128, ForwardMs: 100}
+	if err := st.UpsertModelType(ctx, bert); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AddFit(ctx, "gpt2", model.FitResult{Params: model.Priors(), RMSLE: 0.05, MAPE: 4.5, Samples: 9, Pinned: []string{"k_off"}}, store.SourceProfile); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := model.ParsePlan("dp4.tp1.pp1.mb2.a8.z0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := model.Resources{Placement: model.Placement{4}, CPUs: 16, HostMemGB: 128}
+	if err := st.UpsertJob(ctx, store.Job{ID: 42, ModelType: "gpt2", Class: store.Guaranteed, Tenant: "physics", State: "RUNNING",
+		Submitted: fixedNow.Add(-3 * time.Hour), LastPlan: plan, LastResources: res}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpsertJob(ctx, store.Job{ID: 43, Class: store.BestEffort, State: "PENDING"}); err != nil {
+		t.Fatal(err)
+	}
+	start := policy.Action{Kind: policy.Start, JobID: "42", Plan: plan, Throughput: 50, Reason: policy.ReasonSLO,
+		Detail: "admitted at its minimum", Alloc: []policy.NodeAlloc{{Node: "n1", GPUs: 4, CPUs: 16, MemGB: 128}}}
+	raw, _ := json.Marshal(start)
+	d, err := st.RecordDecision(ctx, store.Decision{Policy: "rubick", Duration: time.Millisecond,
+		Reasons: map[int64]json.RawMessage{42: raw}, Actions: []store.Action{{JobID: 42, Kind: "start", Plan: plan, Resources: res}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkApplied(ctx, d.Actions[0].ID, store.ResultOK, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A later cycle's reason carries extra keys beside the action's.
+	keep := json.RawMessage(`{"kind":"keep","job":"42","plan":{"dp":4,"tp":1,"pp":1,"micro_batch":2,"accum":8},"throughput":50,` +
+		`"reason":"restart-penalty","detail":"a restart would cost 4% of its run time","min_res":{"gpus":2,"cpus":8},"slope":0.31}`)
+	if _, err := st.RecordDecision(ctx, store.Decision{Policy: "rubick", Reasons: map[int64]json.RawMessage{42: keep, 43: json.RawMessage(`"queued"`)}}); err != nil {
+		t.Fatal(err)
+	}
+	return path, plan
+}
+
+func TestExplainJSON(t *testing.T) {
+	path, plan := seedExplainStore(t)
+	var out, errb bytes.Buffer
+	if err := explainCmd(context.Background(), []string{"42", "--store", path, "--json", "--top", "3"}, &out, &errb, testEnv(t)); err != nil {
+		t.Fatal(err)
+	}
+	var ex explanation
+	if err := json.Unmarshal(out.Bytes(), &ex); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if ex.ModelType != "gpt2" || ex.Plan != plan.String() || ex.Placement != "4" || ex.CPUs != 16 || ex.State != "RUNNING" {
+		t.Errorf("job fields = %+v", ex)
+	}
+	if ex.Fit == nil || ex.Fit.Samples != 9 || ex.Fit.RMSLE != 0.05 || ex.Fit.Origin != "profile" || !cmp.Equal(ex.Fit.Pinned, []string{"k_off"}) {
+		t.Errorf("fit = %+v", ex.Fit)
+	}
+	// Alternatives: the top 3 by predicted throughput, plus the current
+	// plan when it is not among them, each priced like the daemon does.
+	p := model.Predictor{Spec: explainGPT2Spec(), Params: model.Priors(), Env: model.DefaultEnv()}
+	res := model.Resources{Placement: model.Placement{4}, CPUs: 16, HostMemGB: 128}
+	cur, err := p.Throughput(plan, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.Throughput == nil || *ex.Throughput != cur {
+		t.Errorf("throughput = %v, want %v", ex.Throughput, cur)
+	}
+	if n := len(ex.Alternatives); n < 3 || n > 4 {
+		t.Fatalf("alternatives = %d, want 3 (+ current)", n)
+	}
+	sawCurrent := false
+	for i, a := range ex.Alternatives {
+		want, err := p.Throughput(mustParseTestPlan(t, a.Plan), res)
+		if err != nil || want != a.Throughput {
+			t.Errorf("alternative %s: %v samples/s, model says %v (%v)", a.Plan, a.Throughput, want, err)
+		}
+		if i > 0 && i < 3 && a.Throughput > ex.Alternatives[i-1].Throughput {
+			t.Errorf("alternatives not sorted: %+v", ex.Alternatives)
+		}
+		sawCurrent = sawCurrent || (a.Current && a.Plan == plan.String())
+	}
+	if !sawCurrent {
+		t.Errorf("current plan missing from %+v", ex.Alternatives)
+	}
+	var minRes bytes.Buffer
+	_ = json.Compact(&minRes, ex.MinRes)
+	if minRes.String() != `{"gpus":2,"cpus":8}` || ex.Slope == nil || *ex.Slope != 0.31 {
+		t.Errorf("min_res %s slope %v", ex.MinRes, ex.Slope)
+	}
+	wantReasons := []struct{ kind, reason string }{{"keep", "restart-penalty"}, {"start", "slo-min-res"}}
+	if len(ex.Reasons) != 2 {
+		t.Fatalf("reasons = %+v", ex.Reasons)
+	}
+	for i, w := range wantReasons {
+		if r := ex.Reasons[i]; r.Kind != w.kind || r.Reason != w.reason || r.Policy != "rubick" {
+			t.Errorf("reason %d = %+v, want %v", i, r, w)
+		}
+	}
+	if ex.Reasons[1].Placement != "4" || ex.Reasons[1].Detail != "admitted at its minimum" {
+		t.Errorf("start reason = %+v", ex.Reasons[1])
+	}
+	if len(ex.History) != 1 || ex.History[0].Result != "ok" || ex.History[0].Plan != plan.String() {
+		t.Errorf("history = %+v", ex.History)
+	}
+}
+
+func mustParseTestPlan(t *testing.T, s string) model.Plan {
+	t.Helper()
+	p, err := model.ParsePlan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestExplainText(t *testing.T) {
+	path, _ := seedExplainStore(t)
+	var out, errb bytes.Buffer
+	// Flags before the job id, and the store from the environment.
+	env := testEnv(t)
+	env.getenv = func(k string) string {
+		if k == storeEnv {
+			return path
+		}
+		return ""
+	}
+	if err := explainCmd(context.Background(), []string{"--reasons", "1", "42"}, &out, &errb, env); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"job 42: model gpt2, class guaranteed, tenant physics, state RUNNING",
+		"fit #1: RMSLE 0.0500, MAPE 4.50 %, 9 samples, profile",
+		"current plan dp4.tp1.pp1.mb2.a8.z0 on 4, 16 CPUs",
+		"(current)",
+		"minimum resources: {\"gpus\":2,\"cpus\":8}",
+		"slope: 0.31",
+		"keep (restart-penalty)",
+		"plan history:",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "slo-min-res") {
+		t.Errorf("--reasons 1 showed the older reason:\n%s", out.String())
+	}
+
+	out.Reset()
+	if err := explainCmd(context.Background(), []string{"43", "--store", path}, &out, &errb, testEnv(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"job 43: model (none)", `cycle 2 rubick: "queued"`, "note: no model type"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("rigid job output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestExplainErrors(t *testing.T) {
+	path, _ := seedExplainStore(t)
+	missing := filepath.Join(t.TempDir(), "nope.db")
+	tests := map[string]struct {
+		args  []string
+		is    error
+		parts []string
+	}{
+		"unknown job":    {args: []string{"999", "--store", path}, is: store.ErrNotFound, parts: []string{"job 999", path}},
+		"missing store":  {args: []string{"42", "--store", missing}, parts: []string{missing, "does not exist"}},
+		"no job id":      {args: []string{"--store", path}, is: errUsage},
+		"two job ids":    {args: []string{"1", "2"}, is: errUsage},
+		"bad job id":     {args: []string{"12_3"}, is: errUsage},
+		"negative top":   {args: []string{"42", "--top", "-1"}, is: errUsage},
+		"unknown flag":   {args: []string{"42", "--verbose"}, is: errUsage},
+		"flag after id ": {args: []string{"42", "--store"}, is: errUsage},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			err := explainCmd(context.Background(), tc.args, &out, &errb, testEnv(t))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("error = %v, want %v", err, tc.is)
+			}
+			for _, p := range tc.parts {
+				if !strings.Contains(err.Error(), p) {
+					t.Errorf("error %q lacks %q", err, p)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func runCLI(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := run(context.Background(), args, &out, &errb)
+	return out.String(), errb.String(), err
+}
+
+// TestModelValidateJSON checks the BRIEF section 8 contract of
+// `rubick model validate --json`.
+func TestModelValidateJSON(t *testing.T) {
+	out, _, err := runCLI(t, "model", "validate", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("not a JSON array: %v\n%s", err, out)
+	}
+	accKeys := []string{"family", "mape_pct", "max_ape_pct", "model", "rows"}
+	pcKeys := []string{"best_pick_pct", "family", "model", "placements", "regret_pct_avg", "regret_pct_max"}
+	families := map[string]bool{"ga": true, "gc": true, "zero-dp": true, "zero-offload": true, "3d": true}
+	var overall, allPC bool
+	perFamilyAll := map[string]bool{}
+	pcModels := map[string]bool{}
+	for _, r := range rows {
+		var keys []string
+		for k := range r {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		fam, _ := r["family"].(string)
+		model, _ := r["model"].(string)
+		switch {
+		case fam == "plan-choice":
+			if diff := cmp.Diff(pcKeys, keys); diff != "" {
+				t.Errorf("plan-choice row keys (-want +got):\n%s", diff)
+			}
+			pcModels[model] = true
+			allPC = allPC || model == "all"
+		case fam == "all":
+			overall = overall || model == "all"
+			if diff := cmp.Diff(accKeys, keys); diff != "" {
+				t.Errorf("overall row keys (-want +got):\n%s", diff)
+			}
+			if r["rows"].(float64) != 512 {
+				t.Errorf("overall row covers %v rows, want 512", r["rows"])
+			}
+		case families[fam]:
+			if diff := cmp.Diff(accKeys, keys); diff != "" {
+				t.Errorf("accuracy row keys (-want +got):\n%s", diff)
+			}
+			if model == "all" {
+				perFamilyAll[fam] = true
+			}
+		default:
+			t.Errorf("unexpected family %q in %v", fam, r)
+		}
+	}
+	if !overall || !allPC || len(perFamilyAll) != len(families) {
+		t.Errorf("overall row %v, overall plan-choice %v, per-family all rows %v", overall, allPC, perFamilyAll)
+	}
+	if len(pcModels) < 7 {
+		t.Errorf("plan-choice rows for %v, want every model with several plans and all", pcModels)
+	}
+}
+
+func TestModelValidateTable(t *testing.T) {
+	out, _, err := runCLI(t, "model", "validate", "--exclude-suspect")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"mape_pct", "best_pick_pct", "81 of 512 rows are flagged suspect", "left out of"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestModelBestPlan(t *testing.T) {
+	out, _, err := runCLI(t, "model", "best-plan", "--model", "llama7", "--placement", "8888", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Plan struct {
+			DP, TP, PP int
+		} `json:"plan"`
+		IterS float64 `json:"iter_s"`
+		CPUs  int     `json:"cpus"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Plan.DP*got.Plan.TP*got.Plan.PP != 32 || !(got.IterS > 0) || got.CPUs != 128 {
+		t.Errorf("best plan %+v", got)
+	}
+}
+
+func TestModelFit(t *testing.T) {
+	out, _, err := runCLI(t, "model", "fit", "--model", "bert", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []struct {
+		Model string `json:"model"`
+		Fit   struct {
+			Samples int `json:"samples"`
+		} `json:"fit"`
+	}
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Model != "bert" || rows[0].Fit.Samples != 7 {
+		t.Errorf("fit output %+v", rows)
+	}
+	table, _, err := runCLI(t, "model", "fit")
+	if err != nil || !strings.Contains(table, "llama30") || !strings.Contains(table, "k_bwd") {
+		t.Errorf("fit table: %v\n%s", err, table)
+	}
+}
+
+func TestModelErrors(t *testing.T) {
+	tests := map[string]struct {
+		args  []string
+		usage bool
+		want  string
+	}{
+		"unknown subcommand": {args: []string{"model", "predict"}, usage: true, want: `"predict"`},
+		"unknown flag":       {args: []string{"model", "validate", "--bogus"}, usage: true, want: "bogus"},
+		"missing model":      {args: []string{"model", "best-plan", "--placement", "8"}, usage: true, want: "--model"},
+		"unknown model":      {args: []string{"model", "best-plan", "--model", "gpt5", "--placement", "8"}, want: `"gpt5"`},
+		"bad placement":      {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "80"}, want: `"80"`},
+		"negative cpus":      {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "8", "--cpus", "-1"}, want: "--cpus=-1"},
+		"missing data":       {args: []string{"model", "validate", "--data", "/nonexistent/rubick"}, want: "/nonexistent/rubick"},
+		"fit unknown model":  {args: []string{"model", "fit", "--model", "gpt5"}, want: `"gpt5"`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := runCLI(t, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v, want one naming %s", err, tc.want)
+			}
+			if errors.Is(err, errUsage) != tc.usage {
+				t.Errorf("usage error = %v, want %v", errors.Is(err, errUsage), tc.usage)
+			}
+		})
+	}
+}
+
+// TestModelHelpListsDefaults: every flag of every subcommand appears in -h
+// with its default.
+func TestModelHelpListsDefaults(t *testing.T) {
+	for sub, flags := range map[string][]string{
+		"fit":       {"--data", "--model", "--json"},
+		"validate":  {"--data", "--json", "--exclude-suspect", "--rows"},
+		"best-plan": {"--data", "--model", "--placement", "--cpus", "--json"},
+	} {
+		_, stderr, err := runCLI(t, "model", sub, "-h")
+		if err != nil {
+			t.Fatalf("%s -h: %v", sub, err)
+		}
+		for _, f := range flags {
+			i := strings.Index(stderr, "  "+f)
+			if i < 0 || !strings.Contains(stderr[i:], "(default ") {
+				t.Errorf("%s -h does not list %s with its default:\n%s", sub, f, stderr)
+			}
+		}
+	}
+	out, _, err := runCLI(t, "model")
+	if err != nil || !strings.Contains(out, "best-plan") {
+		t.Errorf("model usage: %v\n%s", err, out)
+	}
+}

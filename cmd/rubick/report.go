@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/report"
+	"github.com/rubick-sched/rubick/slurm"
+	"github.com/rubick-sched/rubick/store"
+)
+
+// defaultStore is rubickd's default database path.
+const defaultStore = "/var/lib/rubick/rubick.db"
+
+// storeEnv overrides the default store path of explain and status.
+const storeEnv = "RUBICK_STORE"
+
+// cliEnv is what the report, explain and status commands take from the
+// process, injected so tests fix the clock, the zone and the collaborators.
+type cliEnv struct {
+	now    func() time.Time
+	getenv func(string) string
+	loc    *time.Location
+	runner slurm.Runner
+	http   *http.Client
+	stdin  io.Reader
+}
+
+func processEnv() cliEnv {
+	return cliEnv{
+		now: time.Now, getenv: os.Getenv, loc: time.Local, runner: slurm.ExecRunner{},
+		http: &http.Client{Timeout: 5 * time.Second}, stdin: os.Stdin,
+	}
+}
+
+func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return reportCmd(ctx, args, stdout, stderr, processEnv())
+}
+
+func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env cliEnv) error {
+	fset := newFlags("report", "Summarise finished and running jobs from Slurm accounting (sacct): JCT, queueing,\n"+
+		"GPU-hours, reconfigurations, SLO violations and plan history per model type, account and tenant.\n"+
+		"docs/report.md defines every column.", stderr)
+	since := fset.String("since", "-7d", "first submit time: YYYY-MM-DD[THH:MM:SS], RFC 3339, now, or -<N>d / -<duration> before now (no bound with --input unless given)")
+	until := fset.String("until", "now", "submit times before this; same forms as --since (no bound with --input unless given)")
+	sacct := fset.String("sacct", "sacct", "sacct binary to run (argv, no shell)")
+	input := fset.String("input", "", "read saved `sacct --parsable2` output (with its header) from this file instead of running sacct; - for stdin")
+	storePath := fset.String("store", "", "rubick store to add plan history and the SLO check from (optional)")
+	asCSV := fset.Bool("csv", false, "write CSV: one row per summary (per job with --jobs)")
+	asJSON := fset.Bool("json", false, "write the whole report as JSON")
+	jobs := fset.Bool("jobs", false, "also list every job (table) or list jobs instead of summaries (CSV)")
+	plotDir := fset.String("plot", "", "write charts (jct-cdf, gpu-alloc, plans) into this directory")
+	plotFormat := fset.String("plot-format", "png", "chart format: png or svg")
+	capacity := fset.Int("gpus", 0, "cluster GPUs, to plot allocation as a fraction (0: plot GPU counts)")
+	by := fset.String("by", strings.Join(report.DefaultBy, ","), "group by these, comma-separated: "+strings.Join(report.Dimensions, ", "))
+	overhead := fset.Duration("restart-overhead", report.DefaultRestartOverhead, "GPU time lost per reconfiguration on top of the measured gap (checkpoint load, warm-up)")
+	tz := fset.String("tz", "Local", "time zone sacct prints its times in (IANA name, Local or UTC)")
+	if help, err := parseFlags(fset, args); help || err != nil {
+		return err
+	}
+	if *asCSV && *asJSON {
+		return fmt.Errorf("%w: --csv and --json are exclusive", errUsage)
+	}
+	loc := env.loc
+	if *tz != "Local" {
+		l, err := time.LoadLocation(*tz)
+		if err != nil {
+			return fmt.Errorf("%w: --tz=%q: %v", errUsage, *tz, err)
+		}
+		loc = l
+	}
+	set := map[string]bool{}
+	fset.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	now := env.now().In(loc)
+	var o report.Options
+	var err error
+	if *input == "" || set["since"] {
+		if o.Since, err = parseWhen(*since, now, loc); err != nil {
+			return fmt.Errorf("%w: --since: %v", errUsage, err)
+		}
+	}
+	if *input == "" || set["until"] {
+		if o.Until, err = parseWhen(*until, now, loc); err != nil {
+			return fmt.Errorf("%w: --until: %v", errUsage, err)
+		}
+	}
+	o.RestartOverhead = *overhead
+	for _, d := range strings.Split(*by, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			o.By = append(o.By, d)
+		}
+	}
+	if o.By == nil {
+		o.By = []string{}
+	}
+	if err := o.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+
+	var text []byte
+	switch *input {
+	case "":
+		q := report.Query{Path: *sacct, Since: o.Since, Until: o.Until, Location: loc}
+		if text, err = q.Run(ctx, env.runner); err != nil {
+			return err
+		}
+	case "-":
+		if text, err = io.ReadAll(env.stdin); err != nil {
+			return fmt.Errorf("report: read stdin: %w", err)
+		}
+	default:
+		if text, err = os.ReadFile(*input); err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+	}
+	rows, cols, err := report.ParseSacct(bytes.NewReader(text), loc)
+	if err != nil {
+		if *input != "" {
+			return fmt.Errorf("report: %s: %w", *input, err)
+		}
+		return fmt.Errorf("report: %w", err)
+	}
+	rep, err := report.Build(rows, cols, o)
+	if err != nil {
+		return err
+	}
+	if *storePath != "" {
+		st, err := openStore(ctx, *storePath)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		if err := rep.Enrich(ctx, st, *storePath, model.DefaultEnv()); err != nil {
+			return err
+		}
+	}
+	switch {
+	case *asJSON:
+		err = rep.WriteJSON(stdout)
+	case *asCSV:
+		err = rep.WriteCSV(stdout, *jobs)
+	default:
+		err = rep.WriteTable(stdout, *jobs)
+	}
+	if err != nil {
+		return err
+	}
+	if *plotDir != "" {
+		files, err := rep.Plot(*plotDir, report.PlotOptions{Format: *plotFormat, CapacityGPUs: *capacity, Now: now})
+		for _, f := range files {
+			fmt.Fprintln(stderr, "wrote", f)
+		}
+		if err != nil && !errors.Is(err, report.ErrNoData) {
+			return err
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "rubick report:", err)
+		}
+	}
+	return rep.Err()
+}
+
+// parseWhen reads a point in time: now, -7d, -36h, a date, a date and time
+// (in loc), or RFC 3339.
+func parseWhen(s string, now time.Time, loc *time.Location) (time.Time, error) {
+	switch {
+	case s == "now":
+		return now, nil
+	case strings.HasPrefix(s, "-"):
+		if n, ok := strings.CutSuffix(s[1:], "d"); ok {
+			days, err := strconv.Atoi(n)
+			if err != nil || days < 0 {
+				return time.Time{}, fmt.Errorf("%q: want -<days>d", s)
+			}
+			return now.AddDate(0, 0, -days), nil
+		}
+		d, err := time.ParseDuration(s[1:])
+		if err != nil || d < 0 {
+			return time.Time{}, fmt.Errorf("%q: want -<N>d or a Go duration such as -36h", s)
+		}
+		return now.Add(-d), nil
+	}
+	for _, layout := range []string{"2006-01-02", "2006-01-02T15:04:05", "2006-01-02 15:04:05"} {
+		if t, err := time.ParseInLocation(layout, s, loc); err == nil {
+			return t, nil
+		}
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("%q: want now, -<N>d, -<duration>, YYYY-MM-DD[THH:MM:SS] or RFC 3339", s)
+}
+
+// storePathFrom resolves the store path of explain and status: the flag
+// when given, else $RUBICK_STORE, else rubickd's default.
+func storePathFrom(flagValue string, set bool, env cliEnv) string {
+	if set {
+		return flagValue
+	}
+	if p := env.getenv(storeEnv); p != "" {
+		return p
+	}
+	return flagValue
+}
+
+// openStore opens an existing store; it never creates one, so a mistyped
+// path is an error rather than an empty database.
+func openStore(ctx context.Context, path string) (*store.Store, error) {
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("store %s does not exist (set --store or %s): %w", path, storeEnv, err)
+		}
+		return nil, fmt.Errorf("store %s: %w", path, err)
+	}
+	st, err := store.Open(ctx, path, store.WithReaders(2))
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}

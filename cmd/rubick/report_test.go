@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/report"
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+// fixedNow is the clock of every command test.
+var fixedNow = time.Date(2026, 11, 8, 12, 0, 0, 0, time.UTC)
+
+func testEnv(t *testing.T) cliEnv {
+	t.Helper()
+	return cliEnv{
+		now:    func() time.Time { return fixedNow },
+		getenv: func(string) string { return "" },
+		loc:    time.UTC,
+		runner: slurm.ExecRunner{},
+		http:   &http.Client{Timeout: 5 * time.Second},
+		stdin:  strings.NewReader(""),
+	}
+}
+
+const sample2205 = "../../report/testdata/sacct-22.05.txt"
+const synthetic = "../../report/testdata/synthetic.txt"
+
+func TestReportInputJSON(t *testing.T) {
+	var out, errb bytes.Buffer
+	err := reportCmd(context.Background(), []string{"--input", sample2205, "--json"}, &out, &errb, testEnv(t))
+	// The sample holds one malformed tag (job 31): the report is still
+	// written, and the command fails naming the job and the field.
+	if !errors.Is(err, report.ErrJob) || !strings.Contains(err.Error(), `job 31: AdminComment="rubick:plan=dp4,gpus=4"`) {
+		t.Fatalf("error = %v, want ErrJob naming job 31", err)
+	}
+	var rep struct {
+		Overall report.Summary `json:"overall"`
+		Errors  []struct {
+			JobID string `json:"job_id"`
+			Field string `json:"field"`
+		} `json:"errors"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, out.String())
+	}
+	if rep.Overall.Jobs != 43 || rep.Overall.Resizes != 7 || len(rep.Errors) != 1 || rep.Errors[0].JobID != "31" {
+		t.Errorf("report = %+v", rep)
+	}
+}
+
+func TestReportTableMatchesGolden(t *testing.T) {
+	var out, errb bytes.Buffer
+	err := reportCmd(context.Background(), []string{"--input", sample2205, "--jobs"}, &out, &errb, testEnv(t))
+	if !errors.Is(err, report.ErrJob) {
+		t.Fatalf("error = %v", err)
+	}
+	want, err := os.ReadFile("../../report/testdata/sacct-22.05.golden.table")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), out.String()); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+}
+
+// TestReportFakeSacct runs the argv path against a fake sacct binary: the
+// default window is the 7 days before the injected now.
+func TestReportFakeSacct(t *testing.T) {
+	dir := t.TempDir()
+	argsFile := filepath.Join(dir, "args")
+	data, err := filepath.Abs(synthetic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "sacct")
+	script := "#!/bin/sh\nprintf '%s\\n' \"$@\" > '" + argsFile + "'\ncat '" + data + "'\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	err = reportCmd(context.Background(), []string{"--sacct", bin, "--csv", "--by", "model"}, &out, &errb, testEnv(t))
+	if !errors.Is(err, report.ErrJob) { // job 104's malformed tag
+		t.Fatalf("error = %v", err)
+	}
+	args, _ := os.ReadFile(argsFile)
+	for _, want := range []string{"--starttime=2026-11-01T12:00:00\n", "--endtime=2026-11-08T12:00:00\n", "--duplicates\n", "--parsable2\n"} {
+		if !strings.Contains(string(args), want) {
+			t.Errorf("sacct argv %q lacks %q", args, want)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	// header, overall, 3 model types; 107 (October) is outside the window.
+	if len(lines) != 5 || !strings.HasPrefix(lines[1], "all,all,7,") {
+		t.Errorf("csv:\n%s", out.String())
+	}
+}
+
+func TestReportPlot(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "charts")
+	var out, errb bytes.Buffer
+	err := reportCmd(context.Background(), []string{"--input", synthetic, "--since", "2026-11-01", "--plot", dir, "--plot-format", "svg", "--gpus", "32"},
+		&out, &errb, testEnv(t))
+	if !errors.Is(err, report.ErrJob) {
+		t.Fatalf("error = %v", err)
+	}
+	for _, name := range []string{"jct-cdf.svg", "gpu-alloc.svg", "plans.svg"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestReportUsageErrors(t *testing.T) {
+	tests := map[string][]string{
+		"csv and json":   {"--input", synthetic, "--csv", "--json"},
+		"bad since":      {"--input", synthetic, "--since", "last tuesday"},
+		"bad group":      {"--input", synthetic, "--by", "model,user"},
+		"window":         {"--input", synthetic, "--since", "2026-11-05", "--until", "2026-11-01"},
+		"extra argument": {"--input", synthetic, "42"},
+		"bad zone":       {"--input", synthetic, "--tz", "Mars/Olympus"},
+	}
+	for name, args := range tests {
+		t.Run(name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if err := reportCmd(context.Background(), args, &out, &errb, testEnv(t)); !errors.Is(err, errUsage) {
+				t.Errorf("error = %v, want a usage error", err)
+			}
+		})
+	}
+	var out, errb bytes.Buffer
+	err := reportCmd(context.Background(), []string{"--input", filepath.Join(t.TempDir(), "missing.txt")}, &out, &errb, testEnv(t))
+	if err == nil || !strings.Contains(err.Error(), "missing.txt") {
+		t.Errorf("missing input: %v", err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.txt")
+	_ = os.WriteFile(bad, []byte("JobID|State|Elapsed\n7|COMPLETED|soon\n"), 0o644)
+	err = reportCmd(context.Background(), []string{"--input", bad}, &out, &errb, testEnv(t))
+	if !errors.Is(err, report.ErrInput) || !strings.Contains(err.Error(), `Elapsed="soon"`) {
+		t.Errorf("bad input: %v", err)
+	}
+}
+
+func TestReportStdin(t *testing.T) {
+	env := testEnv(t)
+	env.stdin = strings.NewReader("JobID|State|Elapsed|AllocTRES\n1|COMPLETED|01:00:00|gres/gpu=2,node=1\n")
+	var out, errb bytes.Buffer
+	if err := reportCmd(context.Background(), []string{"--input", "-", "--csv"}, &out, &errb, env); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "\nall,all,1,1,,,,2,") {
+		t.Errorf("csv:\n%s", out.String())
+	}
+}
+
+// TestHelpListsEveryFlag checks that -h prints every flag with its default.
+func TestHelpListsEveryFlag(t *testing.T) {
+	for name, fn := range map[string]func(context.Context, []string, *bytes.Buffer, *bytes.Buffer, cliEnv) error{
+		"report": func(ctx context.Context, a []string, o, e *bytes.Buffer, env cliEnv) error {
+			return reportCmd(ctx, a, o, e, env)
+		},
+		"explain": func(ctx context.Context, a []string, o, e *bytes.Buffer, env cliEnv) error {
+			return explainCmd(ctx, a, o, e, env)
+		},
+		"status": func(ctx context.Context, a []string, o, e *bytes.Buffer, env cliEnv) error {
+			return statusCmd(ctx, a, o, e, env)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if err := fn(context.Background(), []string{"--help"}, &out, &errb, testEnv(t)); err != nil {
+				t.Fatalf("--help: %v", err)
+			}
+			help := errb.String()
+			want := map[string][]string{
+				"report":  {"since", "until", "sacct", "input", "store", "csv", "json", "jobs", "plot", "plot-format", "gpus", "by", "restart-overhead", "tz"},
+				"explain": {"store", "json", "top", "reasons"},
+				"status":  {"url", "store", "json", "timeout"},
+			}[name]
+			for _, f := range want {
+				if !strings.Contains(help, "--"+f+" ") && !strings.Contains(help, "--"+f+"\n") {
+					t.Errorf("help lacks --%s:\n%s", f, help)
+				}
+			}
+			if n := strings.Count(help, "(default "); n != len(want) {
+				t.Errorf("help shows %d defaults, want %d:\n%s", n, len(want), help)
+			}
+		})
+	}
+}
+
+func TestParseWhen(t *testing.T) {
+	tests := map[string]struct {
+		in      string
+		want    time.Time
+		wantErr bool
+	}{
+		"now":      {in: "now", want: fixedNow},
+		"days":     {in: "-7d", want: fixedNow.AddDate(0, 0, -7)},
+		"duration": {in: "-36h", want: fixedNow.Add(-36 * time.Hour)},
+		"date":     {in: "2026-11-01", want: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)},
+		"datetime": {in: "2026-11-01T10:30:00", want: time.Date(2026, 11, 1, 10, 30, 0, 0, time.UTC)},
+		"rfc3339":  {in: "2026-11-01T10:30:00+02:00", want: time.Date(2026, 11, 1, 8, 30, 0, 0, time.UTC)},
+		"words":    {in: "yesterday", wantErr: true},
+		"bad days": {in: "-xd", wantErr: true},
+		"positive": {in: "7d", wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := parseWhen(tc.in, fixedNow, time.UTC)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("parseWhen(%q) error = %v", tc.in, err)
+			}
+			if !got.Equal(tc.want) {
+				t.Errorf("parseWhen(%q) = %v, want %v", tc.in, got, tc.want)
+			}
+		})
+	}
+}

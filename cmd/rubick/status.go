@@ -1,0 +1,292 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rubick-sched/rubick/daemon"
+	"github.com/rubick-sched/rubick/store"
+)
+
+// statusView is what `rubick status` prints; its JSON keys are stable
+// (docs/report.md).
+type statusView struct {
+	URL    string     `json:"url"`
+	Daemon daemonView `json:"daemon"`
+	Store  string     `json:"store"`
+	// StoreError says why the store could not be read; empty when it was.
+	StoreError string `json:"store_error"`
+	// JobsByState counts the store's jobs with a model type (managed) and
+	// without (rigid) per Slurm state.
+	JobsByState  map[string]int `json:"jobs_by_state"`
+	RigidByState map[string]int `json:"rigid_by_state"`
+	Models       []modelView    `json:"model_types"`
+	Notes        []string       `json:"notes"`
+}
+
+// daemonView is rubickd's health and last cycle.
+type daemonView struct {
+	Reachable bool   `json:"reachable"`
+	Healthy   bool   `json:"healthy"`
+	Error     string `json:"error"`
+	// The fields below describe the last cycle; null or zero before the first.
+	LastCycle *time.Time `json:"last_cycle"`
+	CycleID   int64      `json:"cycle_id"`
+	// DurationS is the whole cycle, PolicyS the policy's share.
+	DurationS float64 `json:"duration_s"`
+	PolicyS   float64 `json:"policy_s"`
+	Jobs      int     `json:"jobs"`
+	// Decided counts the policy's actions by kind; Applied the Slurm
+	// actions the cycle ran.
+	Decided map[string]int `json:"decided"`
+	Applied int            `json:"applied"`
+	Failed  map[int]string `json:"failed"`
+	Skipped map[int]string `json:"skipped"`
+	Ignored map[int]string `json:"ignored"`
+}
+
+// modelView is one model type and its current fit.
+type modelView struct {
+	Name string   `json:"name"`
+	Fit  *fitView `json:"fit"`
+	// FitCount is the number of stored fits, current or not.
+	FitCount int `json:"fits"`
+}
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return statusCmd(ctx, args, stdout, stderr, processEnv())
+}
+
+func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env cliEnv) error {
+	fset := newFlags("status", "Show rubickd's health and last decision cycle (from its HTTP endpoint), the\n"+
+		"managed jobs by state and every model type with its fit (from the store).\n"+
+		"Either source may be down; the other is still shown.", stderr)
+	url := fset.String("url", "http://127.0.0.1:9717", "rubickd's HTTP endpoint (config listen)")
+	storeFlag := fset.String("store", defaultStore, "rubick store (SQLite); $"+storeEnv+" when the flag is not given")
+	asJSON := fset.Bool("json", false, "write JSON")
+	timeout := fset.Duration("timeout", 3*time.Second, "timeout of each request to rubickd")
+	if help, err := parseFlags(fset, args); help || err != nil {
+		return err
+	}
+	set := false
+	fset.Visit(func(f *flag.Flag) { set = set || f.Name == "store" })
+	path := storePathFrom(*storeFlag, set, env)
+	v := &statusView{URL: strings.TrimRight(*url, "/"), Store: path, JobsByState: map[string]int{},
+		RigidByState: map[string]int{}, Models: []modelView{}, Notes: []string{}}
+
+	v.Daemon = probeDaemon(ctx, env.http, v.URL, *timeout)
+	if !v.Daemon.Reachable {
+		v.Notes = append(v.Notes, fmt.Sprintf("rubickd is not reachable at %s: showing the store only", v.URL))
+	}
+	if st, err := openStore(ctx, path); err != nil {
+		v.StoreError = err.Error()
+	} else {
+		err := v.readStore(ctx, st, env.now())
+		st.Close()
+		if err != nil {
+			v.StoreError = err.Error()
+		}
+	}
+	if v.StoreError != "" {
+		v.Notes = append(v.Notes, "store not read: "+v.StoreError)
+	}
+	var err error
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(v)
+	} else {
+		err = v.write(stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if !v.Daemon.Reachable && v.StoreError != "" {
+		return fmt.Errorf("status: neither rubickd (%s) nor the store (%s) could be read", v.Daemon.Error, v.StoreError)
+	}
+	return nil
+}
+
+// probeDaemon asks /healthz and /status; errors are reported, not returned,
+// because the store half of the status is still worth printing.
+func probeDaemon(ctx context.Context, c *http.Client, base string, timeout time.Duration) daemonView {
+	d := daemonView{Decided: map[string]int{}, Failed: map[int]string{}, Skipped: map[int]string{}, Ignored: map[int]string{}}
+	body, code, err := get(ctx, c, base+"/healthz", timeout)
+	if err != nil {
+		d.Error = err.Error()
+		return d
+	}
+	d.Reachable = true
+	d.Healthy = code == http.StatusOK
+	if !d.Healthy {
+		d.Error = fmt.Sprintf("/healthz: HTTP %d: %s", code, strings.TrimSpace(string(body)))
+	}
+	body, code, err = get(ctx, c, base+"/status", timeout)
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("HTTP %d", code)
+	}
+	var rep daemon.CycleReport
+	if err == nil {
+		if jerr := json.Unmarshal(body, &rep); jerr != nil {
+			err = fmt.Errorf("decode: %w", jerr)
+		}
+	}
+	if err != nil {
+		d.Error = strings.TrimPrefix(d.Error+"; ", "; ") + "/status: " + err.Error()
+		return d
+	}
+	if !rep.At.IsZero() {
+		at := rep.At
+		d.LastCycle = &at
+	}
+	d.CycleID, d.Jobs, d.Applied = rep.CycleID, rep.Jobs, len(rep.Actions)
+	d.DurationS, d.PolicyS = rep.Duration.Seconds(), rep.Policy.Seconds()
+	for _, a := range rep.Plan.Actions {
+		d.Decided[string(a.Kind)]++
+	}
+	maps.Copy(d.Failed, rep.Failed)
+	maps.Copy(d.Skipped, rep.Skipped)
+	maps.Copy(d.Ignored, rep.Ignored)
+	return d
+}
+
+func get(ctx context.Context, c *http.Client, url string, timeout time.Duration) ([]byte, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	// /status carries one cycle's plan: bounded, but not tiny.
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", url, err)
+	}
+	return body, resp.StatusCode, nil
+}
+
+// statusStore is what status reads; *store.Store has it.
+type statusStore interface {
+	Jobs(ctx context.Context, f store.JobFilter) ([]store.Job, error)
+	ModelTypes(ctx context.Context) ([]store.ModelType, error)
+	Fits(ctx context.Context, modelType string) ([]store.Fit, error)
+}
+
+func (v *statusView) readStore(ctx context.Context, st statusStore, now time.Time) error {
+	jobs, err := st.Jobs(ctx, store.JobFilter{})
+	if err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		if j.ModelType != "" {
+			v.JobsByState[j.State]++
+		} else {
+			v.RigidByState[j.State]++
+		}
+	}
+	types, err := st.ModelTypes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, t := range types {
+		fits, err := st.Fits(ctx, t.Spec.Name)
+		if err != nil {
+			return err
+		}
+		m := modelView{Name: t.Spec.Name, FitCount: len(fits)}
+		if i := slices.IndexFunc(fits, func(f store.Fit) bool { return f.Current }); i >= 0 {
+			m.Fit = newFitView(fits[i], now)
+		}
+		v.Models = append(v.Models, m)
+	}
+	return nil
+}
+
+func (v *statusView) write(w io.Writer) error {
+	ew := &stickyWriter{w: w}
+	d := v.Daemon
+	switch {
+	case !d.Reachable:
+		fmt.Fprintf(ew, "rubickd %s: DOWN (%s)\n", v.URL, d.Error)
+	case d.LastCycle == nil:
+		fmt.Fprintf(ew, "rubickd %s: %s, no cycle yet%s\n", v.URL, health(d), colonDetail(d.Error))
+	default:
+		fmt.Fprintf(ew, "rubickd %s: %s, last cycle %d at %s took %.3fs (policy %.3fs), %d jobs%s\n", v.URL, health(d),
+			d.CycleID, utcTime(*d.LastCycle), d.DurationS, d.PolicyS, d.Jobs, colonDetail(d.Error))
+		fmt.Fprintf(ew, "  decided: %s; applied %d, failed %d, skipped %d, ignored %d\n",
+			counts(d.Decided), d.Applied, len(d.Failed), len(d.Skipped), len(d.Ignored))
+		for _, m := range []struct {
+			name string
+			m    map[int]string
+		}{{"failed", d.Failed}, {"skipped", d.Skipped}, {"ignored", d.Ignored}} {
+			for _, id := range sortedKeys(m.m) {
+				fmt.Fprintf(ew, "    %s job %d: %s\n", m.name, id, m.m[id])
+			}
+		}
+	}
+	if v.StoreError != "" {
+		fmt.Fprintf(ew, "store %s: NOT READ (%s)\n", v.Store, v.StoreError)
+	} else {
+		fmt.Fprintf(ew, "store %s\n", v.Store)
+		fmt.Fprintf(ew, "  managed jobs by state: %s\n", counts(v.JobsByState))
+		fmt.Fprintf(ew, "  rigid jobs by state:   %s\n", counts(v.RigidByState))
+		if len(v.Models) == 0 {
+			fmt.Fprintln(ew, "  no model types")
+		} else {
+			tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "  model type\tfit\tRMSLE\tMAPE %\tsamples\torigin\tage\tfits")
+			for _, m := range v.Models {
+				if m.Fit == nil {
+					fmt.Fprintf(tw, "  %s\tnone\t-\t-\t-\t-\t-\t%d\n", m.Name, m.FitCount)
+					continue
+				}
+				f := m.Fit
+				origin := f.Origin
+				if f.ParamSource != "" {
+					origin += " (from " + f.ParamSource + ")"
+				}
+				fmt.Fprintf(tw, "  %s\t#%d\t%.4f\t%.2f\t%d\t%s\t%s\t%d\n", m.Name, f.ID, f.RMSLE, f.MAPE, f.Samples, origin, ageString(f.AgeS), m.FitCount)
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+	for _, n := range v.Notes {
+		fmt.Fprintf(ew, "note: %s\n", n)
+	}
+	return ew.err
+}
+
+func health(d daemonView) string {
+	if d.Healthy {
+		return "healthy"
+	}
+	return "UNHEALTHY"
+}
+
+// counts renders "RUNNING=3 PENDING=1" in key order; "none" when empty.
+func counts(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(parts, " ")
+}

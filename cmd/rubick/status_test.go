@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/daemon"
+	"github.com/rubick-sched/rubick/policy"
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+// fakeDaemon serves rubickd's /healthz and /status with rep.
+func fakeDaemon(t *testing.T, rep daemon.CycleReport) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(rep)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestStatusJSON(t *testing.T) {
+	path, _ := seedExplainStore(t)
+	rep := daemon.CycleReport{
+		At: fixedNow.Add(-30 * time.Second), Jobs: 3, CycleID: 7, Duration: 1500 * time.Millisecond, Policy: 20 * time.Millisecond,
+		Plan:    policy.Plan{Actions: []policy.Action{{Kind: policy.Start, JobID: "42"}, {Kind: policy.Keep, JobID: "43"}, {Kind: policy.Keep, JobID: "44"}}},
+		Actions: []slurm.Action{{Kind: slurm.ActionStart, JobID: 42}},
+		Failed:  map[int]string{44: "scontrol: rc=1"},
+	}
+	srv := fakeDaemon(t, rep)
+	var out, errb bytes.Buffer
+	if err := statusCmd(context.Background(), []string{"--url", srv.URL + "/", "--store", path, "--json"}, &out, &errb, testEnv(t)); err != nil {
+		t.Fatal(err)
+	}
+	var v statusView
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	d := v.Daemon
+	if !d.Reachable || !d.Healthy || d.CycleID != 7 || d.Jobs != 3 || d.DurationS != 1.5 || d.Applied != 1 ||
+		d.LastCycle == nil || !d.LastCycle.Equal(rep.At) {
+		t.Errorf("daemon = %+v", d)
+	}
+	if diff := cmp.Diff(map[string]int{"start": 1, "keep": 2}, d.Decided); diff != "" {
+		t.Errorf("decided (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[int]string{44: "scontrol: rc=1"}, d.Failed); diff != "" {
+		t.Errorf("failed (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]int{"RUNNING": 1}, v.JobsByState); diff != "" {
+		t.Errorf("managed jobs (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]int{"PENDING": 1}, v.RigidByState); diff != "" {
+		t.Errorf("rigid jobs (-want +got):\n%s", diff)
+	}
+	if len(v.Models) != 2 || v.Models[0].Name != "bert" || v.Models[0].Fit != nil || v.Models[1].Name != "gpt2" ||
+		v.Models[1].Fit == nil || v.Models[1].Fit.Samples != 9 || v.Models[1].FitCount != 1 {
+		t.Errorf("models = %+v", v.Models)
+	}
+	// The fit was made by the store's clock, two hours before fixedNow
+	// plus a few ticks; age comes from the injected now.
+	if age := v.Models[1].Fit.AgeS; age <= 0 || age > 2*3600 {
+		t.Errorf("fit age = %v s", age)
+	}
+	if len(v.Notes) != 0 || v.StoreError != "" {
+		t.Errorf("notes %q, store error %q", v.Notes, v.StoreError)
+	}
+}
+
+func TestStatusDaemonDown(t *testing.T) {
+	path, _ := seedExplainStore(t)
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close() // nothing listens there any more
+	var out, errb bytes.Buffer
+	if err := statusCmd(context.Background(), []string{"--url", url, "--store", path}, &out, &errb, testEnv(t)); err != nil {
+		t.Fatalf("daemon down but store readable: %v", err)
+	}
+	for _, want := range []string{"rubickd " + url + ": DOWN", "managed jobs by state: RUNNING=1", "gpt2", "#1", "bert", "none",
+		"note: rubickd is not reachable at " + url + ": showing the store only"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	// Neither source: an error naming both.
+	missing := filepath.Join(t.TempDir(), "none.db")
+	out.Reset()
+	err := statusCmd(context.Background(), []string{"--url", url, "--store", missing}, &out, &errb, testEnv(t))
+	if err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("error = %v, want one naming %s", err, missing)
+	}
+}
+
+func TestStatusUnhealthy(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "store locked", http.StatusServiceUnavailable)
+	})
+	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "{not json") })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	path, _ := seedExplainStore(t)
+	var out, errb bytes.Buffer
+	if err := statusCmd(context.Background(), []string{"--url", srv.URL, "--store", path}, &out, &errb, testEnv(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"UNHEALTHY", "HTTP 503: store locked", "/status: decode"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestStatusNoCycleYet(t *testing.T) {
+	srv := fakeDaemon(t, daemon.CycleReport{})
+	var out, errb bytes.Buffer
+	env := testEnv(t)
+	if err := statusCmd(context.Background(), []string{"--url", srv.URL, "--store", filepath.Join(t.TempDir(), "x.db")}, &out, &errb, env); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "healthy, no cycle yet") || !strings.Contains(out.String(), "NOT READ") {
+		t.Errorf("output:\n%s", out.String())
+	}
+}

@@ -1,0 +1,167 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// syntheticSamples prices a rich set of plans with known parameters: single-
+// and multi-node data parallelism (k_sync), ZeRO-2 and plain DP (k_opt vs
+// k_const), and ZeRO-Offload over several GPU and CPU counts and across
+// nodes (k_opt_off, k_off, k_swap).
+func syntheticSamples(t testing.TB, p Predictor) []Sample {
+	t.Helper()
+	type c struct {
+		plan Plan
+		pl   Placement
+		cpus int
+	}
+	cases := []c{
+		{Plan{DP: 1, TP: 1, PP: 1, MicroBatch: 8, Accum: 1}, Placement{1}, 1},
+		{Plan{DP: 2, TP: 1, PP: 1, MicroBatch: 4, Accum: 1}, Placement{2}, 2},
+		{Plan{DP: 8, TP: 1, PP: 1, MicroBatch: 1, Accum: 1}, Placement{8}, 8},
+		{Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 2, Accum: 1}, Placement{1, 1, 1, 1}, 4},
+		{Plan{DP: 8, TP: 1, PP: 1, MicroBatch: 1, Accum: 1}, Placement{2, 2, 2, 2}, 8},
+		{Plan{DP: 8, TP: 1, PP: 1, MicroBatch: 1, Accum: 1, ZeRO: 2}, Placement{8}, 8},
+		{Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 2, Accum: 1, ZeRO: 2}, Placement{1, 1, 1, 1}, 4},
+		{Plan{DP: 1, TP: 1, PP: 1, MicroBatch: 8, Accum: 1, ZeRO: 2, Offload: true}, Placement{1}, 1},
+		{Plan{DP: 1, TP: 1, PP: 1, MicroBatch: 8, Accum: 1, ZeRO: 2, Offload: true}, Placement{1}, 16},
+		{Plan{DP: 2, TP: 1, PP: 1, MicroBatch: 4, Accum: 1, ZeRO: 2, Offload: true}, Placement{2}, 4},
+		{Plan{DP: 8, TP: 1, PP: 1, MicroBatch: 1, Accum: 1, ZeRO: 2, Offload: true}, Placement{8}, 64},
+		{Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 2, Accum: 1, ZeRO: 2, Offload: true}, Placement{1, 1, 1, 1}, 8},
+		{Plan{DP: 8, TP: 1, PP: 1, MicroBatch: 1, Accum: 1, ZeRO: 2, Offload: true}, Placement{1, 1, 1, 1, 1, 1, 1, 1}, 16},
+		{Plan{DP: 8, TP: 1, PP: 1, MicroBatch: 1, Accum: 1, ZeRO: 2, Offload: true}, Placement{1, 1, 1, 1, 1, 1, 1, 1}, 256},
+	}
+	out := make([]Sample, 0, len(cases))
+	for _, c := range cases {
+		r := Resources{Placement: c.pl, CPUs: c.cpus}
+		bd, err := p.Predict(c.plan, r)
+		if err != nil {
+			t.Fatalf("Predict(%s): %v", c.plan, err)
+		}
+		out = append(out, Sample{Plan: c.plan, Resources: r, IterS: bd.Iter})
+	}
+	return out
+}
+
+// TestFitRecovers fits noise-free samples generated from known parameters
+// and expects every parameter back within 1 %.
+func TestFitRecovers(t *testing.T) {
+	truth := Params{KBwd: 2.4, KSync: 1.8, KOpt: 0.2, KOptOff: 6, KOff: 2.5, KSwap: 1.6, KConst: 0.05}
+	// A slow network and PCIe make the overlap exponents visible.
+	env := testEnv()
+	env.InterGBps, env.PCIeGBps = 2, 2
+	spec := testSpec()
+	samples := syntheticSamples(t, Predictor{Spec: spec, Params: truth, Env: env})
+	got, err := Fit(context.Background(), spec, env, samples, FitOptions{NeedOffload: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Pinned) != 0 {
+		t.Fatalf("pinned %v, want every parameter identified", got.Pinned)
+	}
+	w, g := truth.vec(), got.Params.vec()
+	for j := range w {
+		if math.Abs(g[j]-w[j]) > 0.01*w[j] {
+			t.Errorf("%s = %v, want %v within 1%%", paramNames[j], g[j], w[j])
+		}
+	}
+	if got.RMSLE > 1e-3 || got.Samples != len(samples) {
+		t.Errorf("RMSLE = %v over %d samples, want ~0 over %d", got.RMSLE, got.Samples, len(samples))
+	}
+	again, err := Fit(context.Background(), spec, env, samples, FitOptions{NeedOffload: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(got, again); diff != "" {
+		t.Errorf("fit not deterministic (-first +second):\n%s", diff)
+	}
+}
+
+// TestFitPartial: three ZeRO-Offload samples on one node, like the llama
+// profiles, identify only what scales differently; the rest stay at the
+// priors and are listed.
+func TestFitPartial(t *testing.T) {
+	truth := Params{KBwd: 2, KSync: 1, KOpt: 0.075, KOptOff: 20, KOff: 1, KSwap: 1, KConst: 0.3}
+	spec, env := testSpec(), testEnv()
+	p := Predictor{Spec: spec, Params: truth, Env: env}
+	var samples []Sample
+	for _, d := range []int{2, 4, 8} {
+		plan := Plan{DP: d, TP: 1, PP: 1, MicroBatch: 8 / d, Accum: 1, ZeRO: 2, Offload: true}
+		r := Resources{Placement: Placement{d}, CPUs: 4 * d}
+		bd, err := p.Predict(plan, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		samples = append(samples, Sample{Plan: plan, Resources: r, IterS: bd.Iter})
+	}
+	_, err := Fit(context.Background(), spec, env, samples, FitOptions{NeedOffload: true})
+	if !errors.Is(err, ErrTooFewSamples) || !strings.Contains(err.Error(), "3 samples (need >= 7)") {
+		t.Fatalf("strict fit error = %v, want ErrTooFewSamples naming the sample count", err)
+	}
+	got, err := Fit(context.Background(), spec, env, samples, FitOptions{NeedOffload: true, AllowPartial: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"k_bwd", "k_opt", "k_sync", "k_swap", "k_off"}, got.Pinned); diff != "" {
+		t.Errorf("pinned (-want +got):\n%s", diff)
+	}
+	if got.Params.KBwd != Priors().KBwd || got.Params.KOpt != Priors().KOpt {
+		t.Errorf("pinned parameters moved: %+v", got.Params)
+	}
+	if got.RMSLE > 0.01 {
+		t.Errorf("RMSLE = %v, want the identified parameters to explain the samples", got.RMSLE)
+	}
+}
+
+func TestFitErrors(t *testing.T) {
+	spec, env := testSpec(), testEnv()
+	good := syntheticSamples(t, Predictor{Spec: spec, Params: testParams(), Env: env})
+	noOffload := good[:7]
+	nan := append([]Sample(nil), good...)
+	nan[3].IterS = math.NaN()
+	badPlan := append([]Sample(nil), good...)
+	badPlan[0].Plan.DP = 3
+	tests := map[string]struct {
+		samples []Sample
+		opts    FitOptions
+		is      error
+		want    string
+	}{
+		"none":           {samples: nil, is: ErrTooFewSamples, want: "0 samples"},
+		"few":            {samples: good[:5], is: ErrTooFewSamples, want: "5 samples (need >= 7)"},
+		"no offload":     {samples: noOffload, opts: FitOptions{NeedOffload: true}, is: ErrTooFewSamples, want: "0 ZeRO-Offload samples (need >= 3)"},
+		"nan iteration":  {samples: nan, is: ErrBadInput, want: "sample 3: iter_s=NaN"},
+		"plan mismatch":  {samples: badPlan, is: ErrInvalidPlan, want: "sample 0"},
+		"partial, empty": {samples: nil, opts: FitOptions{AllowPartial: true}, is: ErrTooFewSamples, want: "0 samples"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := Fit(context.Background(), spec, env, tc.samples, tc.opts)
+			if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Fit error = %v, want %v naming %q", err, tc.is, tc.want)
+			}
+		})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Fit(ctx, spec, env, good, FitOptions{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Fit with a cancelled context = %v, want context.Canceled", err)
+	}
+}
+
+func BenchmarkFit7(b *testing.B) {
+	spec, env := testSpec(), testEnv()
+	samples := syntheticSamples(b, Predictor{Spec: spec, Params: testParams(), Env: env})[:7]
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Fit(context.Background(), spec, env, samples, FitOptions{AllowPartial: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,180 @@
+package report
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/slurm"
+	"github.com/rubick-sched/rubick/store"
+)
+
+// Store is what Enrich reads from rubick's store; *store.Store has it.
+type Store interface {
+	Job(ctx context.Context, id int64) (store.Job, error)
+	PlanHistory(ctx context.Context, jobID int64) ([]store.Action, error)
+	ModelType(ctx context.Context, name string) (store.ModelType, error)
+	CurrentFit(ctx context.Context, modelType string) (store.Fit, error)
+}
+
+// sloTolerance absorbs floating-point noise between two predictions of the
+// same plan; anything lower is a violation.
+const sloTolerance = 1e-6
+
+// Enrich adds rubickd's plan history to every job the store knows and
+// checks the SLO of guaranteed jobs: a guaranteed job violates its SLO when
+// a plan it ran with (an applied store action, else the plan= of a run's
+// tag on that run's allocation) has a predicted throughput below that of
+// the best plan on its requested resources (req=), the baseline rubickd
+// itself guarantees. Predictions use the model type's current fit in env.
+// name is the store path, for the report header.
+func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.Env) error {
+	r.Store, r.storeSet = name, true
+	preds := map[string]*model.Predictor{}
+	predErr := map[string]error{}
+	predictor := func(mt string) (*model.Predictor, error) {
+		if p, ok := preds[mt]; ok {
+			return p, predErr[mt]
+		}
+		spec, err := st.ModelType(ctx, mt)
+		if err == nil {
+			var fit store.Fit
+			if fit, err = st.CurrentFit(ctx, mt); err == nil {
+				preds[mt] = &model.Predictor{Spec: spec.Spec, Params: fit.Params, Env: env}
+				return preds[mt], nil
+			}
+		}
+		preds[mt], predErr[mt] = nil, err
+		return nil, err
+	}
+	for i := range r.Jobs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		j := &r.Jobs[i]
+		id, err := strconv.ParseInt(j.ID, 10, 64)
+		if err != nil {
+			continue // array or heterogeneous job ids are not rubick's
+		}
+		hist, err := st.PlanHistory(ctx, id)
+		if err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+		j.StorePlans = []PlanChange{}
+		for _, a := range hist {
+			pc := PlanChange{At: a.DecidedAt, Kind: a.Kind, Placement: a.Resources.Placement.String(),
+				CPUs: a.Resources.CPUs, Result: string(a.Result), Error: a.Error}
+			if a.Plan != (model.Plan{}) {
+				pc.Plan = a.Plan.String()
+			}
+			j.StorePlans = append(j.StorePlans, pc)
+		}
+		if j.Class == "" {
+			if sj, err := st.Job(ctx, id); err == nil {
+				j.Class = string(sj.Class)
+				if j.ModelType == NoModel && sj.ModelType != "" {
+					j.ModelType = sj.ModelType
+				}
+			} else if !errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("report: %w", err)
+			}
+		}
+		if j.Class != slurm.ClassGuaranteed {
+			continue
+		}
+		if j.ModelType == NoModel {
+			j.SLODetail = "no model type"
+			continue
+		}
+		p, err := predictor(j.ModelType)
+		if err != nil {
+			j.SLODetail = fmt.Sprintf("no fitted model: %v", err)
+			continue
+		}
+		j.checkSLO(*p, hist)
+	}
+	r.summarize()
+	return nil
+}
+
+// checkSLO sets SLOViolated, or leaves it nil with the reason in SLODetail.
+func (j *Job) checkSLO(p model.Predictor, hist []store.Action) {
+	if j.req == nil {
+		j.SLODetail = "no req= in the tag: the requested resources are unknown"
+		return
+	}
+	reqRes := model.Resources{
+		Placement: uniform(j.req.Nodes, j.req.gpus()),
+		CPUs:      j.req.CPUs,
+		HostMemGB: float64(j.req.MemMB) * float64(j.req.Nodes) / 1024,
+	}
+	reqPlan, _, err := p.BestPlan(reqRes, nil)
+	if err != nil {
+		j.SLODetail = fmt.Sprintf("no feasible plan on the request %s: %v", reqRes.Placement, err)
+		return
+	}
+	want, err := p.Throughput(reqPlan, reqRes)
+	if err != nil {
+		j.SLODetail = fmt.Sprintf("request %s: %v", reqRes.Placement, err)
+		return
+	}
+	type ran struct {
+		plan model.Plan
+		res  model.Resources
+	}
+	var runs []ran
+	for _, a := range hist {
+		if a.Result == store.ResultOK && a.Plan != (model.Plan{}) && a.Resources.Placement.GPUs() > 0 {
+			runs = append(runs, ran{a.Plan, a.Resources})
+		}
+	}
+	if len(runs) == 0 {
+		for k, run := range j.Runs {
+			row := j.rows[k]
+			if run.Plan == "" || run.GPUs == 0 || run.ElapsedS == 0 {
+				continue
+			}
+			plan, err := model.ParsePlan(run.Plan)
+			if err != nil {
+				continue
+			}
+			runs = append(runs, ran{plan, model.Resources{Placement: uniform(max(row.Nodes, 1), run.GPUs), CPUs: row.CPUs}})
+		}
+	}
+	if len(runs) == 0 {
+		j.SLODetail = "no plan with resources recorded"
+		return
+	}
+	worst, worstTput := -1, 0.0
+	for k, rn := range runs {
+		got, err := p.Throughput(rn.plan, rn.res)
+		if err != nil {
+			j.SLODetail = fmt.Sprintf("plan %s on %s: %v", rn.plan, rn.res.Placement, err)
+			return
+		}
+		if worst < 0 || got < worstTput {
+			worst, worstTput = k, got
+		}
+	}
+	v := worstTput < want*(1-sloTolerance)
+	j.SLOViolated = &v
+	w := runs[worst]
+	j.SLODetail = fmt.Sprintf("lowest %.4g samples/s (%s on %s) vs %.4g requested (%s on %s)",
+		worstTput, w.plan, w.res.Placement, want, reqPlan, reqRes.Placement)
+}
+
+// uniform spreads gpus evenly over nodes (Slurm's Gres=gpu:N is per node);
+// an uneven total puts the remainder on the first nodes.
+func uniform(nodes, gpus int) model.Placement {
+	nodes = max(nodes, 1)
+	pl := make(model.Placement, nodes)
+	for i := range pl {
+		pl[i] = gpus / nodes
+		if i < gpus%nodes {
+			pl[i]++
+		}
+	}
+	return pl
+}

@@ -1,0 +1,182 @@
+package report
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/store"
+)
+
+// fakeStore is an in-memory Store.
+type fakeStore struct {
+	jobs    map[int64]store.Job
+	history map[int64][]store.Action
+	specs   map[string]model.Spec
+	fits    map[string]store.Fit
+}
+
+func (f *fakeStore) Job(_ context.Context, id int64) (store.Job, error) {
+	if j, ok := f.jobs[id]; ok {
+		return j, nil
+	}
+	return store.Job{}, fmt.Errorf("job %d: %w", id, store.ErrNotFound)
+}
+
+func (f *fakeStore) PlanHistory(_ context.Context, id int64) ([]store.Action, error) {
+	return f.history[id], nil
+}
+
+func (f *fakeStore) ModelType(_ context.Context, name string) (store.ModelType, error) {
+	if s, ok := f.specs[name]; ok {
+		return store.ModelType{Spec: s}, nil
+	}
+	return store.ModelType{}, fmt.Errorf("model type %q: %w", name, store.ErrNotFound)
+}
+
+func (f *fakeStore) CurrentFit(_ context.Context, name string) (store.Fit, error) {
+	if s, ok := f.fits[name]; ok {
+		return s, nil
+	}
+	return store.Fit{}, fmt.Errorf("fit of %q: %w", name, store.ErrNotFound)
+}
+
+func gpt2Spec() model.Spec {
+	return model.Spec{Name: "gpt2", Params: 1.5e9, Layers: 48, Hidden: 1600, Heads: 25, SeqLen: 1024, GlobalBatch: 64, ForwardMs: 812.5}
+}
+
+func mustPlan(t *testing.T, s string) model.Plan {
+	t.Helper()
+	p, err := model.ParsePlan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestEnrichSLO(t *testing.T) {
+	ctx := context.Background()
+	env := model.DefaultEnv()
+	pred := model.Predictor{Spec: gpt2Spec(), Params: model.Priors(), Env: env}
+	// Job 101 asked for n1.g4.c8.m64000: the SLO baseline is the best plan there.
+	reqRes := model.Resources{Placement: model.Placement{4}, CPUs: 8, HostMemGB: 64000.0 / 1024}
+	best, _, err := pred.BestPlan(reqRes, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := pred.Throughput(best, reqRes)
+	small := model.Resources{Placement: model.Placement{2}, CPUs: 4, HostMemGB: 32}
+	smallPlan := mustPlan(t, "dp2.tp1.pp1.mb4.a8.z0")
+	got, err := pred.Throughput(smallPlan, small)
+	if err != nil || got >= want {
+		t.Fatalf("precondition: %s on 2 GPUs gives %v samples/s (err %v), want below %v", smallPlan, got, err, want)
+	}
+	t0 := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	tests := map[string]struct {
+		hist       []store.Action
+		fits       map[string]store.Fit
+		wantViol   *bool
+		wantDetail string
+	}{
+		"applied best plan on the request meets the SLO": {
+			hist: []store.Action{{JobID: 101, Kind: "start", Plan: best, Resources: reqRes, Result: store.ResultOK, DecidedAt: t0}},
+			fits: map[string]store.Fit{"gpt2": {FitResult: model.FitResult{Params: model.Priors()}}}, wantViol: ptr(false),
+		},
+		"applied plan on 2 GPUs violates it": {
+			hist: []store.Action{
+				{JobID: 101, Kind: "start", Plan: best, Resources: reqRes, Result: store.ResultOK, DecidedAt: t0},
+				{JobID: 101, Kind: "restart", Plan: smallPlan, Resources: small, Result: store.ResultOK, DecidedAt: t0.Add(time.Hour)},
+			},
+			fits: map[string]store.Fit{"gpt2": {FitResult: model.FitResult{Params: model.Priors()}}}, wantViol: ptr(true),
+			wantDetail: "(dp2.tp1.pp1.mb4.a8.z0 on 2)",
+		},
+		"failed actions do not count": {
+			hist: []store.Action{
+				{JobID: 101, Kind: "start", Plan: best, Resources: reqRes, Result: store.ResultOK, DecidedAt: t0},
+				{JobID: 101, Kind: "restart", Plan: smallPlan, Resources: small, Result: store.ResultFailed, Error: "rc=1", DecidedAt: t0.Add(time.Hour)},
+			},
+			fits: map[string]store.Fit{"gpt2": {FitResult: model.FitResult{Params: model.Priors()}}}, wantViol: ptr(false),
+		},
+		"without history the tag plans are priced": {
+			fits: map[string]store.Fit{"gpt2": {FitResult: model.FitResult{Params: model.Priors()}}},
+			// the tag's runs: dp4.mb2.a8 on 4 GPUs and dp8.mb1.a8 on 2 nodes of 4
+			wantViol: ptr(min(tput(t, pred, "dp4.tp1.pp1.mb2.a8.z0", model.Placement{4}, 8),
+				tput(t, pred, "dp8.tp1.pp1.mb1.a8.z0", model.Placement{4, 4}, 16)) < want*(1-sloTolerance)),
+		},
+		"no fit leaves it unchecked": {wantDetail: "no fitted model"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := load(t, "synthetic.txt", syntheticOptions())
+			st := &fakeStore{
+				history: map[int64][]store.Action{101: tc.hist},
+				specs:   map[string]model.Spec{"gpt2": gpt2Spec()},
+				fits:    tc.fits,
+			}
+			if err := r.Enrich(ctx, st, "/tmp/x.db", env); err != nil {
+				t.Fatal(err)
+			}
+			j := r.Jobs[0]
+			if j.ID != "101" {
+				t.Fatalf("first job %s", j.ID)
+			}
+			if diff := cmp.Diff(tc.wantViol, j.SLOViolated); diff != "" {
+				t.Errorf("violated (-want +got):\n%s\ndetail: %s", diff, j.SLODetail)
+			}
+			if !strings.Contains(j.SLODetail, tc.wantDetail) {
+				t.Errorf("detail %q lacks %q", j.SLODetail, tc.wantDetail)
+			}
+			if len(j.StorePlans) != len(tc.hist) {
+				t.Errorf("store plans %v, want %d", j.StorePlans, len(tc.hist))
+			}
+			// bert (job 103) has no model in the store: unchecked.
+			if r.Overall.SLOViolations == nil || r.Overall.SLOUnchecked < 1 {
+				t.Errorf("overall SLO = %v, unchecked %d", r.Overall.SLOViolations, r.Overall.SLOUnchecked)
+			}
+			wantCount := 0
+			if tc.wantViol != nil && *tc.wantViol {
+				wantCount = 1
+			}
+			if *r.Overall.SLOViolations != wantCount {
+				t.Errorf("overall violations = %d, want %d", *r.Overall.SLOViolations, wantCount)
+			}
+			if r.Store != "/tmp/x.db" {
+				t.Errorf("store = %q", r.Store)
+			}
+		})
+	}
+}
+
+func tput(t *testing.T, p model.Predictor, plan string, pl model.Placement, cpus int) float64 {
+	t.Helper()
+	v, err := p.Throughput(mustPlan(t, plan), model.Resources{Placement: pl, CPUs: cpus})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestEnrichClassFromStore(t *testing.T) {
+	r := load(t, "sacct-22.05.txt", Options{})
+	st := &fakeStore{jobs: map[int64]store.Job{32: {ID: 32, ModelType: "gpt2", Class: store.Guaranteed, State: "CANCELLED"}}}
+	if err := r.Enrich(context.Background(), st, "s.db", model.DefaultEnv()); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range r.Jobs {
+		if j.ID != "32" {
+			continue
+		}
+		if j.ModelType != "gpt2" || j.Class != "guaranteed" || j.SLOViolated != nil || !strings.Contains(j.SLODetail, "no fitted model") {
+			t.Errorf("job 32 = model %q class %q slo %v %q", j.ModelType, j.Class, j.SLOViolated, j.SLODetail)
+		}
+	}
+	if r.Overall.Guaranteed != 1 || r.Overall.SLOUnchecked != 1 || *r.Overall.SLOViolations != 0 {
+		t.Errorf("overall = %+v", r.Overall)
+	}
+}

@@ -1,0 +1,349 @@
+package report
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+// NoModel is the model type of jobs without a rubick tag, and the key of
+// any grouping value a job lacks.
+const NoModel = "(none)"
+
+// GPU sources of a run's GPU count.
+const (
+	// GPUsFromTRES: the gres/gpu entry of AllocTRES.
+	GPUsFromTRES = "alloc_tres"
+	// GPUsFromRequest: AllocTRES lacks gres/gpu (AccountingStorageTRES
+	// without gres/gpu), so the tag's req= GPUs per node times the run's
+	// nodes stand in.
+	GPUsFromRequest = "request"
+	// GPUsNone: the run holds nothing (empty AllocTRES, never started).
+	GPUsNone = "none"
+	// GPUsMissing: AllocTRES lacks gres/gpu and there is no request to fall
+	// back on; the run counts 0 GPUs.
+	GPUsMissing = "missing"
+)
+
+// terminal lists the sacct states in which a job is over. Everything else
+// (PENDING, RUNNING, REQUEUED, RESIZING, SUSPENDED, ...) is not.
+var terminal = []string{
+	"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL",
+	"PREEMPTED", "BOOT_FAIL", "DEADLINE", "REVOKED",
+}
+
+// Run is one run of a job: one sacct row.
+type Run struct {
+	State string     `json:"state"`
+	Start *time.Time `json:"start"`
+	End   *time.Time `json:"end"`
+	// ElapsedS is sacct's Elapsed, or End - Start without that column.
+	ElapsedS  float64 `json:"elapsed_s"`
+	GPUs      int     `json:"gpus"`
+	GPUSource string  `json:"gpu_source"`
+	Nodes     int     `json:"nodes"`
+	CPUs      int     `json:"cpus"`
+	// Plan is the plan= of the run's rubick tag; empty when it has none.
+	Plan string `json:"plan"`
+}
+
+// PlanChange is one plan action rubickd recorded for a job (store only).
+type PlanChange struct {
+	At        time.Time `json:"at"`
+	Kind      string    `json:"kind"`
+	Plan      string    `json:"plan"`
+	Placement string    `json:"placement"`
+	CPUs      int       `json:"cpus"`
+	Result    string    `json:"result"`
+	Error     string    `json:"error"`
+}
+
+// Job is one Slurm job with all its runs and its metrics. Pointer fields
+// are null in JSON when the input cannot tell (see docs/report.md).
+type Job struct {
+	ID        string `json:"job_id"`
+	Name      string `json:"name"`
+	Account   string `json:"account"`
+	QOS       string `json:"qos"`
+	Partition string `json:"partition"`
+	// ModelType, Class, Tenant and Request come from the newest run's
+	// rubick tag; ModelType is NoModel without one.
+	ModelType string `json:"model_type"`
+	Class     string `json:"class"`
+	Tenant    string `json:"tenant"`
+	Request   string `json:"request"`
+	// State is the last run's state; Finished whether it is terminal.
+	State      string     `json:"state"`
+	Finished   bool       `json:"finished"`
+	Submit     *time.Time `json:"submit"`
+	FirstStart *time.Time `json:"first_start"`
+	End        *time.Time `json:"end"`
+	JCTS       *float64   `json:"jct_s"`
+	QueueS     *float64   `json:"queue_s"`
+	Runs       []Run      `json:"runs"`
+	Requeues   int        `json:"requeues"`
+	Resizes    int        `json:"resizes"`
+	// Reconfigurations is Requeues + Resizes: every row but the last.
+	Reconfigurations     int     `json:"reconfigurations"`
+	ReconfigLostS        float64 `json:"reconfig_lost_s"`
+	ReconfigLostGPUHours float64 `json:"reconfig_lost_gpu_hours"`
+	GPUHours             float64 `json:"gpu_hours"`
+	UsefulGPUHours       float64 `json:"useful_gpu_hours"`
+	GPUTRESMissing       bool    `json:"gpu_tres_missing"`
+	// Plans is the tag's plan per run with repeats collapsed.
+	Plans []string `json:"plans"`
+	// StorePlans is rubickd's plan history; null without a store.
+	StorePlans []PlanChange `json:"store_plans"`
+	// BelowRequest: a guaranteed job ran on fewer GPUs (per AllocTRES)
+	// than its req= asked for. Computable from sacct alone; not by itself
+	// an SLO violation, since a better plan may make up for fewer GPUs.
+	BelowRequest bool `json:"below_request"`
+	// SLOViolated is set only with a store (see Enrich).
+	SLOViolated *bool  `json:"slo_violated"`
+	SLODetail   string `json:"slo_detail"`
+
+	req  *request
+	rows []Row // the sacct rows behind Runs, for the store check
+}
+
+// JobError is a problem with one job; the job is still reported with what
+// could be read.
+type JobError struct {
+	JobID string
+	Field string
+	Value string
+	Err   error
+}
+
+// Error names the job, the field and the value.
+func (e *JobError) Error() string {
+	return fmt.Sprintf("job %s: %s=%q: %v", e.JobID, e.Field, clip(e.Value), e.Err)
+}
+
+// Unwrap returns ErrJob and the cause, so errors.Is finds both.
+func (e *JobError) Unwrap() []error { return []error{ErrJob, e.Err} }
+
+// MarshalJSON writes {"job_id","field","value","error"}.
+func (e *JobError) MarshalJSON() ([]byte, error) {
+	return marshalJSON(struct {
+		JobID string `json:"job_id"`
+		Field string `json:"field"`
+		Value string `json:"value"`
+		Error string `json:"error"`
+	}{e.JobID, e.Field, e.Value, e.Err.Error()})
+}
+
+// request is the tag's req= (n<nodes>.g<GPUs per node>.c<CPUs>.m<MiB>).
+type request struct {
+	Nodes, GPUsPerNode, CPUs int
+	MemMB                    int64
+}
+
+func (r request) gpus() int { return r.Nodes * r.GPUsPerNode }
+
+func parseRequest(s string) (request, error) {
+	var r request
+	parts := strings.Split(s, ".")
+	if len(parts) != 4 {
+		return r, errors.New("want n<nodes>.g<GPUs per node>.c<CPUs>.m<MiB>")
+	}
+	dst := []*int{&r.Nodes, &r.GPUsPerNode, &r.CPUs}
+	for i, p := range []string{"n", "g", "c", "m"} {
+		v, ok := strings.CutPrefix(parts[i], p)
+		n, err := strconv.ParseInt(v, 10, 64)
+		if !ok || err != nil || n < 0 || n > 1<<40 {
+			return r, fmt.Errorf("field %q is not %s<integer>", parts[i], p)
+		}
+		if i < 3 {
+			*dst[i] = int(n)
+		} else {
+			r.MemMB = n
+		}
+	}
+	if r.Nodes == 0 || r.GPUsPerNode == 0 {
+		return r, errors.New("nodes and GPUs per node must be > 0")
+	}
+	return r, nil
+}
+
+// groupRows groups rows by job id, in order of first appearance.
+func groupRows(rows []Row) [][]Row {
+	var order []string
+	by := map[string][]Row{}
+	for _, r := range rows {
+		if _, ok := by[r.JobID]; !ok {
+			order = append(order, r.JobID)
+		}
+		by[r.JobID] = append(by[r.JobID], r)
+	}
+	out := make([][]Row, 0, len(order))
+	for _, id := range order {
+		rs := by[id]
+		// sacct -D lists runs in database order; sort by start when every
+		// run has one, so the cost of each restart is measured between
+		// the right neighbours.
+		if !slices.ContainsFunc(rs, func(r Row) bool { return r.Start.IsZero() }) {
+			slices.SortStableFunc(rs, func(a, b Row) int { return a.Start.Compare(b.Start) })
+		}
+		out = append(out, rs)
+	}
+	return out
+}
+
+// buildJob computes one job's metrics from its runs.
+func buildJob(rows []Row, overhead time.Duration) (Job, []*JobError) {
+	last := rows[len(rows)-1]
+	j := Job{
+		ID: last.JobID, Name: last.JobName, Account: last.Account, QOS: last.QOS, Partition: last.Partition,
+		ModelType: NoModel, State: last.State, Finished: slices.Contains(terminal, last.State),
+		Runs: []Run{}, Plans: []string{},
+	}
+	var errs []*JobError
+	seen := map[string]bool{}
+	addErr := func(field, value string, err error) {
+		e := &JobError{JobID: j.ID, Field: field, Value: value, Err: err}
+		if !seen[e.Error()] {
+			seen[e.Error()] = true
+			errs = append(errs, e)
+		}
+	}
+	// The newest tag describes the job; each run keeps its own plan.
+	tags := make([]*slurm.Tag, len(rows))
+	for i, r := range rows {
+		t, err := slurm.TagFromAdminComment(r.AdminComment)
+		if err != nil {
+			addErr("AdminComment", r.AdminComment, err)
+			continue
+		}
+		tags[i] = t
+		if t == nil {
+			continue
+		}
+		if t.ModelType != "" {
+			j.ModelType = t.ModelType
+		}
+		j.Class = cmp.Or(t.Class, j.Class)
+		j.Tenant = cmp.Or(t.Tenant, j.Tenant)
+		if s, ok := t.Extra["req"]; ok {
+			req, err := parseRequest(s)
+			if err != nil {
+				addErr("AdminComment req", s, err)
+			} else {
+				j.Request, j.req = s, &req
+			}
+		}
+	}
+	var lostGPUs float64
+	for i, r := range rows {
+		run := Run{State: r.State, Start: timePtr(r.Start), End: timePtr(r.End), Nodes: r.Nodes, CPUs: r.CPUs}
+		switch {
+		case r.HasElapsed:
+			run.ElapsedS = r.Elapsed.Seconds()
+		case !r.Start.IsZero() && r.End.After(r.Start):
+			run.ElapsedS = r.End.Sub(r.Start).Seconds()
+		}
+		switch {
+		case r.HasGPUTRES:
+			run.GPUs, run.GPUSource = r.GPUs, GPUsFromTRES
+		case r.AllocTRES == "":
+			run.GPUSource = GPUsNone
+		case j.req != nil:
+			run.GPUs, run.GPUSource = j.req.GPUsPerNode*max(r.Nodes, 1), GPUsFromRequest
+			if r.Nodes == 0 {
+				run.GPUs = j.req.gpus()
+			}
+		default:
+			run.GPUSource = GPUsMissing
+			j.GPUTRESMissing = true
+		}
+		if t := tags[i]; t != nil && t.Plan != "" {
+			if _, err := model.ParsePlan(t.Plan); err != nil {
+				addErr("AdminComment plan", t.Plan, err)
+			} else {
+				run.Plan = t.Plan
+				if len(j.Plans) == 0 || j.Plans[len(j.Plans)-1] != t.Plan {
+					j.Plans = append(j.Plans, t.Plan)
+				}
+			}
+		}
+		j.GPUHours += run.ElapsedS * float64(run.GPUs) / 3600
+		if j.Class == slurm.ClassGuaranteed && j.req != nil && run.GPUSource == GPUsFromTRES &&
+			run.ElapsedS > 0 && run.GPUs < j.req.gpus() {
+			j.BelowRequest = true
+		}
+		j.Runs = append(j.Runs, run)
+	}
+	// Every row but the last ends in a reconfiguration: RESIZING rows are
+	// shrinks in place, any other state a requeue (restart elsewhere).
+	for i := 0; i+1 < len(rows); i++ {
+		next := j.Runs[i+1]
+		if rows[i].State == "RESIZING" {
+			j.Resizes++
+		} else {
+			j.Requeues++
+			if !rows[i].End.IsZero() && rows[i+1].Start.After(rows[i].End) {
+				j.ReconfigLostS += rows[i+1].Start.Sub(rows[i].End).Seconds()
+			}
+		}
+		oh := min(overhead.Seconds(), next.ElapsedS)
+		j.ReconfigLostS += oh
+		lostGPUs += oh * float64(next.GPUs) / 3600
+	}
+	j.Reconfigurations = j.Requeues + j.Resizes
+	j.ReconfigLostGPUHours = lostGPUs
+	j.UsefulGPUHours = j.GPUHours - lostGPUs
+
+	var submit, start time.Time
+	for _, r := range rows {
+		if !r.Submit.IsZero() && (submit.IsZero() || r.Submit.Before(submit)) {
+			submit = r.Submit
+		}
+		if !r.Start.IsZero() && (start.IsZero() || r.Start.Before(start)) {
+			start = r.Start
+		}
+	}
+	j.Submit, j.FirstStart = timePtr(submit), timePtr(start)
+	if j.Finished && !last.End.IsZero() {
+		j.End = timePtr(last.End)
+		if !submit.IsZero() {
+			j.JCTS = floatPtr(last.End.Sub(submit).Seconds())
+		}
+	}
+	if !submit.IsZero() && !start.IsZero() {
+		j.QueueS = floatPtr(start.Sub(submit).Seconds())
+	}
+	j.rows = rows
+	return j, errs
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func floatPtr(v float64) *float64 { return &v }
+
+// jobIDCompare orders job ids numerically where they are numbers ("9" before
+// "10"), then by text (array and heterogeneous ids).
+func jobIDCompare(a, b string) int {
+	na, ea := strconv.ParseInt(a, 10, 64)
+	nb, eb := strconv.ParseInt(b, 10, 64)
+	switch {
+	case ea == nil && eb == nil:
+		return cmp.Compare(na, nb)
+	case ea == nil:
+		return -1
+	case eb == nil:
+		return 1
+	}
+	return strings.Compare(a, b)
+}

@@ -1,0 +1,263 @@
+package report
+
+import (
+	"errors"
+	"fmt"
+	"image/color"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+// ErrNoData reports a chart the input has no data for (no times, no plans).
+var ErrNoData = errors.New("no data to plot")
+
+// PlotOptions configure Plot.
+type PlotOptions struct {
+	// Format is "png" or "svg".
+	Format string
+	// CapacityGPUs turns the allocation chart into a utilisation fraction;
+	// 0 plots allocated GPUs.
+	CapacityGPUs int
+	// Now ends the runs that have not ended yet.
+	Now time.Time
+}
+
+// palette is a fixed colour cycle, one colour per model type.
+var palette = []color.RGBA{
+	{0xd6, 0x27, 0x28, 0xff}, {0x1f, 0x77, 0xb4, 0xff}, {0x2c, 0xa0, 0x2c, 0xff}, {0xff, 0x7f, 0x0e, 0xff},
+	{0x94, 0x67, 0xbd, 0xff}, {0x8c, 0x56, 0x4b, 0xff}, {0xe3, 0x77, 0xc2, 0xff}, {0x7f, 0x7f, 0x7f, 0xff},
+}
+
+// Plot writes jct-cdf, gpu-alloc and plans charts into dir and returns the
+// files written. A chart without data is skipped; its reason comes back in
+// the joined error (wrapping ErrNoData), after the other charts are written.
+func (r *Report) Plot(dir string, o PlotOptions) ([]string, error) {
+	if o.Format != "png" && o.Format != "svg" {
+		return nil, fmt.Errorf("report: plot format %q: want png or svg", o.Format)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("report: plot: %w", err)
+	}
+	var files []string
+	var errs []error
+	for _, c := range []struct {
+		name string
+		make func(PlotOptions) (*plot.Plot, error)
+	}{{"jct-cdf", r.jctCDF}, {"gpu-alloc", r.gpuAlloc}, {"plans", r.plansOverTime}} {
+		p, err := c.make(o)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.name, err))
+			continue
+		}
+		file := filepath.Join(dir, c.name+"."+o.Format)
+		if err := save(p, file, o.Format); err != nil {
+			return files, err
+		}
+		files = append(files, file)
+	}
+	if len(errs) > 0 {
+		return files, fmt.Errorf("report: plot: %w", errors.Join(errs...))
+	}
+	return files, nil
+}
+
+// jctCDF plots the CDF of JCTs per model type.
+func (r *Report) jctCDF(PlotOptions) (*plot.Plot, error) {
+	by := map[string][]float64{}
+	for _, j := range r.Jobs {
+		if j.JCTS != nil {
+			by[j.ModelType] = append(by[j.ModelType], *j.JCTS)
+		}
+	}
+	if len(by) == 0 {
+		return nil, fmt.Errorf("%w: no job has a JCT (needs Submit and End)", ErrNoData)
+	}
+	p := plot.New()
+	p.Title.Text = "Job completion time CDF"
+	p.X.Label.Text = "JCT (h)"
+	p.Y.Label.Text = "fraction of jobs"
+	p.Y.Min, p.Y.Max = 0, 1
+	for i, mt := range sortedKeys(by) {
+		v := slices.Sorted(slices.Values(by[mt]))
+		pts := make(plotter.XYs, 0, 2*len(v))
+		for k, x := range v {
+			pts = append(pts, plotter.XY{X: x / 3600, Y: float64(k) / float64(len(v))},
+				plotter.XY{X: x / 3600, Y: float64(k+1) / float64(len(v))})
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return nil, err
+		}
+		l.Color = palette[i%len(palette)]
+		p.Add(l)
+		p.Legend.Add(mt, l)
+	}
+	p.Legend.Top, p.Legend.Left = false, false
+	return p, nil
+}
+
+// gpuAlloc plots the GPUs allocated over time (or their fraction of the
+// capacity), summed over every run.
+func (r *Report) gpuAlloc(o PlotOptions) (*plot.Plot, error) {
+	type ev struct {
+		t time.Time
+		d int
+	}
+	var evs []ev
+	for _, j := range r.Jobs {
+		for _, run := range j.Runs {
+			if run.Start == nil || run.GPUs == 0 {
+				continue
+			}
+			end := o.Now
+			if run.End != nil {
+				end = *run.End
+			}
+			if !end.After(*run.Start) {
+				continue
+			}
+			evs = append(evs, ev{*run.Start, run.GPUs}, ev{end, -run.GPUs})
+		}
+	}
+	if len(evs) == 0 {
+		return nil, fmt.Errorf("%w: no run has a start time and GPUs", ErrNoData)
+	}
+	slices.SortStableFunc(evs, func(a, b ev) int { return a.t.Compare(b.t) })
+	t0 := evs[0].t
+	p := plot.New()
+	p.Title.Text = "GPUs allocated"
+	p.X.Label.Text = "hours since " + t0.Format(time.RFC3339)
+	p.Y.Label.Text = "GPUs"
+	scale := 1.0
+	if o.CapacityGPUs > 0 {
+		p.Title.Text = fmt.Sprintf("GPU allocation (of %d GPUs)", o.CapacityGPUs)
+		p.Y.Label.Text = "fraction of GPUs"
+		scale = 1 / float64(o.CapacityGPUs)
+		p.Y.Min, p.Y.Max = 0, 1.05
+	}
+	pts := plotter.XYs{}
+	cur := 0
+	for _, e := range evs {
+		x := e.t.Sub(t0).Hours()
+		pts = append(pts, plotter.XY{X: x, Y: float64(cur) * scale})
+		cur += e.d
+		pts = append(pts, plotter.XY{X: x, Y: float64(cur) * scale})
+	}
+	l, err := plotter.NewLine(pts)
+	if err != nil {
+		return nil, err
+	}
+	l.Color = palette[1]
+	p.Add(l)
+	return p, nil
+}
+
+// plansOverTime draws one bar per run of every job with a plan, one job per
+// row, labelled with the run's plan.
+func (r *Report) plansOverTime(o PlotOptions) (*plot.Plot, error) {
+	var t0 time.Time
+	type seg struct {
+		row        int
+		start, end time.Time
+		plan       string
+		color      color.RGBA
+	}
+	var segs []seg
+	models := map[string]int{}
+	row := 0
+	for _, j := range r.Jobs {
+		if len(j.Plans) == 0 {
+			continue
+		}
+		c, ok := models[j.ModelType]
+		if !ok {
+			c = len(models)
+			models[j.ModelType] = c
+		}
+		added := false
+		for _, run := range j.Runs {
+			if run.Start == nil || run.Plan == "" {
+				continue
+			}
+			end := o.Now
+			if run.End != nil {
+				end = *run.End
+			}
+			segs = append(segs, seg{row, *run.Start, end, run.Plan, palette[c%len(palette)]})
+			if t0.IsZero() || run.Start.Before(t0) {
+				t0 = *run.Start
+			}
+			added = true
+		}
+		if added {
+			row++
+		}
+	}
+	if len(segs) == 0 {
+		return nil, fmt.Errorf("%w: no run has both a start time and a plan", ErrNoData)
+	}
+	p := plot.New()
+	p.Title.Text = "Plans over time (one row per job)"
+	p.X.Label.Text = "hours since " + t0.Format(time.RFC3339)
+	p.Y.Label.Text = "job"
+	labels := plotter.XYLabels{}
+	for _, s := range segs {
+		y := float64(s.row)
+		l, err := plotter.NewLine(plotter.XYs{{X: s.start.Sub(t0).Hours(), Y: y}, {X: s.end.Sub(t0).Hours(), Y: y}})
+		if err != nil {
+			return nil, err
+		}
+		l.Color, l.Width = s.color, vg.Points(6)
+		p.Add(l)
+		labels.XYs = append(labels.XYs, plotter.XY{X: s.start.Sub(t0).Hours(), Y: y + 0.25})
+		labels.Labels = append(labels.Labels, s.plan)
+	}
+	lb, err := plotter.NewLabels(labels)
+	if err != nil {
+		return nil, err
+	}
+	p.Add(lb)
+	p.Y.Min, p.Y.Max = -0.5, float64(row)-0.5+0.5
+	return p, nil
+}
+
+func save(p *plot.Plot, file, format string) error {
+	const w, h = 8 * vg.Inch, 5 * vg.Inch
+	var c vg.CanvasWriterTo
+	if format == "svg" {
+		c = vgsvg.New(w, h)
+	} else {
+		c = vgimg.PngCanvas{Canvas: vgimg.New(w, h)}
+	}
+	p.Draw(draw.New(c))
+	f, err := os.Create(file)
+	if err != nil {
+		return fmt.Errorf("report: plot: %w", err)
+	}
+	if _, err := c.WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("report: plot %s: %w", file, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("report: plot %s: %w", file, err)
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

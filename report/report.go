@@ -1,0 +1,279 @@
+package report
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Dimensions the report can group by, in their documented order.
+var Dimensions = []string{"model", "account", "tenant", "class", "qos", "partition"}
+
+// DefaultBy is the default grouping.
+var DefaultBy = []string{"model", "account", "tenant"}
+
+// DefaultRestartOverhead is the cost charged for each reconfiguration on
+// top of the measured gap: checkpoint load and warm-up of the next run.
+// 260 s is the paper artifact's restart penalty, also the simulator's.
+const DefaultRestartOverhead = 260 * time.Second
+
+// Options configure Build.
+type Options struct {
+	// Since and Until select jobs by submit time: Since <= Submit < Until.
+	// A zero bound is open. Jobs whose submit time is unknown are kept.
+	Since, Until time.Time
+	// RestartOverhead is charged per reconfiguration, capped at the next
+	// run's length.
+	RestartOverhead time.Duration
+	// By lists the dimensions to group by (see Dimensions).
+	By []string
+}
+
+// Validate names the first bad option.
+func (o Options) Validate() error {
+	if o.RestartOverhead < 0 {
+		return fmt.Errorf("report: restart overhead %v is negative", o.RestartOverhead)
+	}
+	if !o.Since.IsZero() && !o.Until.IsZero() && !o.Since.Before(o.Until) {
+		return fmt.Errorf("report: since %s is not before until %s", o.Since.Format(time.RFC3339), o.Until.Format(time.RFC3339))
+	}
+	for _, d := range o.By {
+		if !slices.Contains(Dimensions, d) {
+			return fmt.Errorf("report: group by %q: want one of %s", d, strings.Join(Dimensions, ", "))
+		}
+	}
+	return nil
+}
+
+// Summary aggregates a set of jobs. Pointer fields are null when no job of
+// the set has the columns they need.
+type Summary struct {
+	Key      string   `json:"key"`
+	Jobs     int      `json:"jobs"`
+	Finished int      `json:"finished"`
+	AvgJCTS  *float64 `json:"avg_jct_s"`
+	P99JCTS  *float64 `json:"p99_jct_s"`
+	// AvgQueueS averages first start - submit over the jobs that started.
+	AvgQueueS            *float64 `json:"avg_queue_s"`
+	GPUHours             float64  `json:"gpu_hours"`
+	UsefulGPUHours       float64  `json:"useful_gpu_hours"`
+	Reconfigurations     int      `json:"reconfigurations"`
+	Requeues             int      `json:"requeues"`
+	Resizes              int      `json:"resizes"`
+	ReconfigLostS        float64  `json:"reconfig_lost_s"`
+	ReconfigLostGPUHours float64  `json:"reconfig_lost_gpu_hours"`
+	Guaranteed           int      `json:"guaranteed"`
+	BelowRequest         int      `json:"below_request"`
+	// SLOViolations counts guaranteed jobs the store check found below
+	// their requested throughput; null without a store.
+	SLOViolations *int `json:"slo_violations"`
+	// SLOUnchecked counts guaranteed jobs the store check could not price.
+	SLOUnchecked   int `json:"slo_unchecked"`
+	GPUTRESMissing int `json:"gpu_tres_missing"`
+}
+
+// Group is the summaries along one dimension, ordered by key.
+type Group struct {
+	By   string    `json:"by"`
+	Rows []Summary `json:"rows"`
+}
+
+// Report is the whole report. Its JSON keys are stable; docs/report.md
+// lists them.
+type Report struct {
+	Since            *time.Time `json:"since"`
+	Until            *time.Time `json:"until"`
+	RestartOverheadS float64    `json:"restart_overhead_s"`
+	// Store is the store path the report was enriched from; empty for none.
+	Store   string      `json:"store"`
+	Overall Summary     `json:"overall"`
+	Groups  []Group     `json:"groups"`
+	Jobs    []Job       `json:"jobs"`
+	Errors  []*JobError `json:"errors"`
+	Notes   []string    `json:"notes"`
+
+	by       []string
+	storeSet bool
+}
+
+// Err returns nil, or an error wrapping ErrJob that lists the jobs that
+// could not be fully reported.
+func (r *Report) Err() error {
+	if len(r.Errors) == 0 {
+		return nil
+	}
+	errs := make([]error, len(r.Errors))
+	for i, e := range r.Errors {
+		errs[i] = e
+	}
+	return fmt.Errorf("report: %d problem(s): %w", len(r.Errors), errors.Join(errs...))
+}
+
+// Build groups sacct rows into jobs, keeps those in the window and
+// summarises them. Per-job problems go to Report.Errors; the jobs are still
+// reported.
+func Build(rows []Row, cols Columns, o Options) (*Report, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if o.By == nil {
+		o.By = DefaultBy
+	}
+	r := &Report{
+		Since: timePtr(o.Since), Until: timePtr(o.Until), RestartOverheadS: o.RestartOverhead.Seconds(),
+		Jobs: []Job{}, Errors: []*JobError{}, Notes: []string{}, by: o.By,
+	}
+	for _, c := range []struct{ col, note string }{
+		{"Submit", "no Submit column: the time window is not applied and JCT and queueing delay are unknown"},
+		{"Start", "no Start column: queueing delay and restart gaps are unknown"},
+		{"End", "no End column: JCT and restart gaps are unknown"},
+		{"Elapsed", "no Elapsed column: run lengths come from End - Start"},
+		{"AllocTRES", "no AllocTRES column: GPU-hours are unknown (0)"},
+		{"AdminComment", "no AdminComment column: every job is model type " + NoModel},
+		{"Account", "no Account column: every job is account " + NoModel},
+	} {
+		if !cols[c.col] {
+			r.Notes = append(r.Notes, c.note)
+		}
+	}
+	for _, rs := range groupRows(rows) {
+		j, errs := buildJob(rs, o.RestartOverhead)
+		if j.Submit != nil && (!o.Since.IsZero() && j.Submit.Before(o.Since) || !o.Until.IsZero() && !j.Submit.Before(o.Until)) {
+			continue
+		}
+		r.Jobs = append(r.Jobs, j)
+		r.Errors = append(r.Errors, errs...)
+	}
+	slices.SortStableFunc(r.Jobs, func(a, b Job) int { return jobIDCompare(a.ID, b.ID) })
+	var missing int
+	for _, j := range r.Jobs {
+		if j.GPUTRESMissing && j.ModelType != NoModel {
+			missing++
+		}
+	}
+	if missing > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d rubick job(s) have AllocTRES without gres/gpu and no req= to fall back on: set AccountingStorageTRES=gres/gpu", missing))
+	}
+	r.summarize()
+	return r, nil
+}
+
+// summarize fills Overall and Groups from Jobs.
+func (r *Report) summarize() {
+	r.Overall = summarize("all", r.Jobs, r.storeSet)
+	r.Groups = []Group{}
+	for _, dim := range r.by {
+		keys := map[string][]Job{}
+		for _, j := range r.Jobs {
+			k := dimension(j, dim)
+			keys[k] = append(keys[k], j)
+		}
+		g := Group{By: dim, Rows: []Summary{}}
+		names := make([]string, 0, len(keys))
+		for k := range keys {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		for _, k := range names {
+			g.Rows = append(g.Rows, summarize(k, keys[k], r.storeSet))
+		}
+		r.Groups = append(r.Groups, g)
+	}
+}
+
+func dimension(j Job, dim string) string {
+	v := ""
+	switch dim {
+	case "model":
+		v = j.ModelType
+	case "account":
+		v = j.Account
+	case "tenant":
+		v = j.Tenant
+	case "class":
+		v = j.Class
+	case "qos":
+		v = j.QOS
+	case "partition":
+		v = j.Partition
+	}
+	if v == "" {
+		return NoModel
+	}
+	return v
+}
+
+func summarize(key string, jobs []Job, withStore bool) Summary {
+	s := Summary{Key: key, Jobs: len(jobs)}
+	var jcts []float64
+	var queue float64
+	var queued int
+	var slo int
+	for _, j := range jobs {
+		if j.Finished {
+			s.Finished++
+		}
+		if j.JCTS != nil {
+			jcts = append(jcts, *j.JCTS)
+		}
+		if j.QueueS != nil {
+			queue += *j.QueueS
+			queued++
+		}
+		s.GPUHours += j.GPUHours
+		s.UsefulGPUHours += j.UsefulGPUHours
+		s.Reconfigurations += j.Reconfigurations
+		s.Requeues += j.Requeues
+		s.Resizes += j.Resizes
+		s.ReconfigLostS += j.ReconfigLostS
+		s.ReconfigLostGPUHours += j.ReconfigLostGPUHours
+		if j.Class == "guaranteed" {
+			s.Guaranteed++
+			if withStore && j.SLOViolated == nil {
+				s.SLOUnchecked++
+			}
+		}
+		if j.BelowRequest {
+			s.BelowRequest++
+		}
+		if j.SLOViolated != nil && *j.SLOViolated {
+			slo++
+		}
+		if j.GPUTRESMissing {
+			s.GPUTRESMissing++
+		}
+	}
+	if len(jcts) > 0 {
+		sum := 0.0
+		for _, v := range jcts {
+			sum += v
+		}
+		s.AvgJCTS = floatPtr(sum / float64(len(jcts)))
+		s.P99JCTS = floatPtr(Percentile(jcts, 99))
+	}
+	if queued > 0 {
+		s.AvgQueueS = floatPtr(queue / float64(queued))
+	}
+	if withStore {
+		s.SLOViolations = &slo
+	}
+	return s
+}
+
+// Percentile is the nearest-rank percentile: the smallest value with at
+// least p percent of the values at or below it. It does not modify vs.
+func Percentile(vs []float64, p float64) float64 {
+	if len(vs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	k := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[min(max(k, 0), len(s)-1)]
+}
+
+func marshalJSON(v any) ([]byte, error) { return json.Marshal(v) }

@@ -1,0 +1,410 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+func load(t *testing.T, file string, o Options) *Report {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, cols, err := ParseSacct(f, time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Build(rows, cols, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func syntheticOptions() Options {
+	return Options{
+		Since:           time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC),
+		Until:           time.Date(2026, 11, 5, 0, 0, 0, 0, time.UTC),
+		RestartOverhead: DefaultRestartOverhead,
+	}
+}
+
+// jobView is the part of a Job the synthetic test pins by hand.
+type jobView struct {
+	ID, ModelType, Class, Tenant, State string
+	Finished                            bool
+	JCTS, QueueS                        *float64
+	Runs, Requeues, Resizes, Reconfigs  int
+	LostS, LostGPUh, GPUh, UsefulGPUh   float64
+	GPUSources                          []string
+	GPUTRESMissing, BelowRequest        bool
+	Plans                               []string
+}
+
+func view(j Job) jobView {
+	v := jobView{ID: j.ID, ModelType: j.ModelType, Class: j.Class, Tenant: j.Tenant, State: j.State,
+		Finished: j.Finished, JCTS: j.JCTS, QueueS: j.QueueS, Runs: len(j.Runs), Requeues: j.Requeues,
+		Resizes: j.Resizes, Reconfigs: j.Reconfigurations, LostS: j.ReconfigLostS, LostGPUh: j.ReconfigLostGPUHours,
+		GPUh: j.GPUHours, UsefulGPUh: j.UsefulGPUHours, GPUTRESMissing: j.GPUTRESMissing,
+		BelowRequest: j.BelowRequest, Plans: j.Plans}
+	for _, r := range j.Runs {
+		v.GPUSources = append(v.GPUSources, r.GPUSource)
+	}
+	return v
+}
+
+func f(v float64) *float64 { return &v }
+
+// TestSynthetic pins every metric of a hand-built sacct text; the expected
+// numbers are worked out in the comments from the rows in
+// testdata/synthetic.txt.
+func TestSynthetic(t *testing.T) {
+	r := load(t, "synthetic.txt", syntheticOptions())
+	lost := 260.0 * 8 / 3600 // overhead x GPUs of the run after the reconfiguration
+	want := []jobView{
+		// Requeued once: 1 h on 4 GPUs, a 5 min gap, 2 h on 8 GPUs.
+		{ID: "101", ModelType: "gpt2", Class: "guaranteed", Tenant: "physics", State: "COMPLETED", Finished: true,
+			JCTS: f(3*3600 + 600), QueueS: f(300), Runs: 2, Requeues: 1, Reconfigs: 1,
+			LostS: 300 + 260, LostGPUh: lost, GPUh: 4 + 16, UsefulGPUh: 20 - lost,
+			GPUSources: []string{"alloc_tres", "alloc_tres"},
+			Plans:      []string{"dp4.tp1.pp1.mb2.a8.z0", "dp8.tp1.pp1.mb1.a8.z0"}},
+		// Shrunk in place from 16 to 8 GPUs, still running.
+		{ID: "102", ModelType: "gpt2", Class: "best-effort", Tenant: "bio", State: "RUNNING",
+			QueueS: f(30), Runs: 2, Resizes: 1, Reconfigs: 1, LostS: 260, LostGPUh: lost, GPUh: 8 + 6, UsefulGPUh: 14 - lost,
+			GPUSources: []string{"alloc_tres", "alloc_tres"},
+			Plans:      []string{"dp16.tp1.pp1.mb1.a4.z0", "dp8.tp1.pp1.mb1.a8.z0"}},
+		// Guaranteed, asked for 4 GPUs, ran on 2.
+		{ID: "103", ModelType: "bert", Class: "guaranteed", Tenant: "physics", State: "COMPLETED", Finished: true,
+			JCTS: f(4200), QueueS: f(600), Runs: 1, GPUh: 2, UsefulGPUh: 2, GPUSources: []string{"alloc_tres"},
+			BelowRequest: true, Plans: []string{"dp2.tp1.pp1.mb8.a8.z0"}},
+		// Malformed tag: reported untagged, with an error.
+		{ID: "104", ModelType: NoModel, State: "COMPLETED", Finished: true, JCTS: f(610), QueueS: f(10), Runs: 1,
+			GPUh: 1.0 / 6, UsefulGPUh: 1.0 / 6, GPUSources: []string{"alloc_tres"}, Plans: []string{}},
+		// No gres/gpu in AllocTRES: req= gives 8 GPUs per node on 2 nodes.
+		{ID: "105", ModelType: "gpt2", Class: "best-effort", Tenant: "bio", State: "COMPLETED", Finished: true,
+			JCTS: f(1800), QueueS: f(0), Runs: 1, GPUh: 8, UsefulGPUh: 8, GPUSources: []string{"request"}, Plans: []string{}},
+		// No gres/gpu and nothing to fall back on.
+		{ID: "106", ModelType: NoModel, State: "CANCELLED", Finished: true, JCTS: f(1260), QueueS: f(60), Runs: 1,
+			GPUSources: []string{"missing"}, GPUTRESMissing: true, Plans: []string{}},
+		// 107 was submitted before the window. 108 never started.
+		{ID: "108", ModelType: "bert", Class: "best-effort", Tenant: "bio", State: "PENDING", Runs: 1,
+			GPUSources: []string{"none"}, Plans: []string{}},
+	}
+	var got []jobView
+	for _, j := range r.Jobs {
+		got = append(got, view(j))
+	}
+	approx := cmpopts.EquateApprox(0, 1e-9)
+	if diff := cmp.Diff(want, got, approx); diff != "" {
+		t.Errorf("jobs (-want +got):\n%s", diff)
+	}
+
+	wantAll := Summary{Key: "all", Jobs: 7, Finished: 5,
+		AvgJCTS: f((11400 + 4200 + 610 + 1800 + 1260) / 5.0), P99JCTS: f(11400),
+		AvgQueueS: f((300 + 30 + 600 + 10 + 0 + 60) / 6.0),
+		GPUHours:  20 + 14 + 2 + 1.0/6 + 8, UsefulGPUHours: 20 + 14 + 2 + 1.0/6 + 8 - 2*lost,
+		Reconfigurations: 2, Requeues: 1, Resizes: 1, ReconfigLostS: 560 + 260, ReconfigLostGPUHours: 2 * lost,
+		Guaranteed: 2, BelowRequest: 1, GPUTRESMissing: 1}
+	if diff := cmp.Diff(wantAll, r.Overall, approx); diff != "" {
+		t.Errorf("overall (-want +got):\n%s", diff)
+	}
+	var keys []string
+	for _, g := range r.Groups {
+		for _, s := range g.Rows {
+			keys = append(keys, g.By+"="+s.Key)
+		}
+	}
+	wantKeys := []string{"model=(none)", "model=bert", "model=gpt2", "account=bio", "account=chem", "account=physics",
+		"tenant=(none)", "tenant=bio", "tenant=physics"}
+	if diff := cmp.Diff(wantKeys, keys); diff != "" {
+		t.Errorf("group keys (-want +got):\n%s", diff)
+	}
+	gpt2 := r.Groups[0].Rows[2]
+	if gpt2.Jobs != 3 || gpt2.Finished != 2 || *gpt2.P99JCTS != 11400 || gpt2.Reconfigurations != 2 {
+		t.Errorf("gpt2 summary = %+v", gpt2)
+	}
+
+	if len(r.Errors) != 1 {
+		t.Fatalf("errors = %v, want the malformed tag of job 104", r.Errors)
+	}
+	e := r.Errors[0]
+	if e.JobID != "104" || e.Field != "AdminComment" || e.Value != "rubick:v1 model=gpt2 class=gold" || !errors.Is(e, slurm.ErrTag) {
+		t.Errorf("error = %+v", e)
+	}
+	if err := r.Err(); !errors.Is(err, ErrJob) || !strings.Contains(err.Error(), `job 104: AdminComment="rubick:v1 model=gpt2 class=gold"`) {
+		t.Errorf("Err() = %v, want ErrJob naming job 104 and the field", err)
+	}
+	if len(r.Notes) != 0 {
+		t.Errorf("notes = %q, want none: every column is present and every tagged job has gres/gpu or req=", r.Notes)
+	}
+}
+
+func TestWindow(t *testing.T) {
+	tests := map[string]struct {
+		since, until time.Time
+		want         []string
+	}{
+		"open":       {want: []string{"101", "102", "103", "104", "105", "106", "107", "108"}},
+		"since only": {since: time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC), want: []string{"104", "105", "106", "108"}},
+		"until is exclusive": {since: time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC), until: time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC),
+			want: []string{"101", "102", "103"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := load(t, "synthetic.txt", Options{Since: tc.since, Until: tc.until})
+			var got []string
+			for _, j := range r.Jobs {
+				got = append(got, j.ID)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("jobs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	day := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	tests := map[string]struct {
+		o    Options
+		want string
+	}{
+		"ok":               {o: Options{By: []string{"model", "qos"}}},
+		"bad dimension":    {o: Options{By: []string{"user"}}, want: `group by "user"`},
+		"negative":         {o: Options{RestartOverhead: -time.Second}, want: "negative"},
+		"empty window":     {o: Options{Since: day, Until: day}, want: "not before"},
+		"until before now": {o: Options{Since: day, Until: day.Add(-time.Hour)}, want: "not before"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			err := tc.o.Validate()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("Validate() = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	tests := map[string]struct {
+		vs   []float64
+		p    float64
+		want float64
+	}{
+		"one":          {vs: []float64{7}, p: 99, want: 7},
+		"nearest rank": {vs: []float64{5, 1, 4, 2, 3}, p: 50, want: 3},
+		"p99 of 100":   {vs: seq(100), p: 99, want: 99},
+		"p99 of 101":   {vs: seq(101), p: 99, want: 100},
+		"p0":           {vs: []float64{3, 1, 2}, p: 0, want: 1},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := Percentile(tc.vs, tc.p); got != tc.want {
+				t.Errorf("Percentile(%v, %v) = %v, want %v", tc.vs, tc.p, got, tc.want)
+			}
+		})
+	}
+}
+
+func seq(n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = float64(i + 1)
+	}
+	return out
+}
+
+// TestGoldenSample22_05 renders the report of sacct output captured on the
+// Slurm 22.05 lab. That capture has no time or account columns, so only
+// counts, GPU-hours and reconfigurations are known.
+func TestGoldenSample22_05(t *testing.T) {
+	r := load(t, "sacct-22.05.txt", Options{RestartOverhead: DefaultRestartOverhead})
+	// Facts read off the sample by hand.
+	byID := map[string]Job{}
+	for _, j := range r.Jobs {
+		byID[j.ID] = j
+	}
+	if len(r.Jobs) != 43 {
+		t.Errorf("jobs = %d, want 43 distinct ids among 51 rows", len(r.Jobs))
+	}
+	for id, want := range map[string]struct {
+		model   string
+		resizes int
+		gpuh    float64
+	}{
+		"20": {NoModel, 1, (2*24 + 15*8) / 3600.0},
+		"25": {NoModel, 1, (18*8 + 6*8) / 3600.0}, // rows interleaved with 27 and 28
+		"32": {NoModel, 0, 249 * 16 / 3600.0},
+		"44": {"resnet50", 0, 5 / 3600.0}, // legacy model_type= segment
+		"45": {"bert", 0, 5 / 3600.0},
+		"47": {"gpt2", 0, 0},                // no AllocTRES: never ran
+		"30": {NoModel, 0, 0},               // 364 days, but no AllocTRES
+		"31": {NoModel, 0, 49 * 4 / 3600.0}, // malformed tag
+	} {
+		j := byID[id]
+		if j.ModelType != want.model || j.Resizes != want.resizes || cmp.Diff(want.gpuh, j.GPUHours, cmpopts.EquateApprox(0, 1e-12)) != "" {
+			t.Errorf("job %s: model %q resizes %d GPU-h %v, want %q %d %v", id, j.ModelType, j.Resizes, j.GPUHours, want.model, want.resizes, want.gpuh)
+		}
+		if j.JCTS != nil || j.QueueS != nil {
+			t.Errorf("job %s: JCT/queue known without time columns", id)
+		}
+	}
+	if len(r.Errors) != 1 || r.Errors[0].JobID != "31" || r.Errors[0].Field != "AdminComment" {
+		t.Errorf("errors = %v, want job 31's AdminComment", r.Errors)
+	}
+	for _, format := range []string{"table", "json", "csv"} {
+		var b bytes.Buffer
+		var err error
+		switch format {
+		case "table":
+			err = r.WriteTable(&b, true)
+		case "json":
+			err = r.WriteJSON(&b)
+		case "csv":
+			err = r.WriteCSV(&b, false)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		golden(t, "sacct-22.05.golden."+format, b.Bytes())
+	}
+}
+
+// TestGoldenSynthetic pins the three renderings of the synthetic report.
+func TestGoldenSynthetic(t *testing.T) {
+	r := load(t, "synthetic.txt", syntheticOptions())
+	var table, js, csvSum, csvJobs bytes.Buffer
+	if err := r.WriteTable(&table, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteCSV(&csvSum, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteCSV(&csvJobs, true); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "synthetic.golden.table", table.Bytes())
+	golden(t, "synthetic.golden.json", js.Bytes())
+	golden(t, "synthetic.golden.csv", csvSum.Bytes())
+	golden(t, "synthetic.golden.jobs.csv", csvJobs.Bytes())
+}
+
+// TestJSONKeys pins the documented top-level, summary and job keys.
+func TestJSONKeys(t *testing.T) {
+	r := load(t, "synthetic.txt", syntheticOptions())
+	var b bytes.Buffer
+	if err := r.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b.Bytes(), &top); err != nil {
+		t.Fatal(err)
+	}
+	var overall, job, run, jerr map[string]any
+	var jobs, errs []json.RawMessage
+	_ = json.Unmarshal(top["overall"], &overall)
+	_ = json.Unmarshal(top["jobs"], &jobs)
+	_ = json.Unmarshal(jobs[0], &job)
+	_ = json.Unmarshal(top["errors"], &errs)
+	_ = json.Unmarshal(errs[0], &jerr)
+	runs, _ := json.Marshal(job["runs"].([]any)[0])
+	_ = json.Unmarshal(runs, &run)
+	for name, tc := range map[string]struct {
+		m    any
+		want []string
+	}{
+		"top": {top, []string{"errors", "groups", "jobs", "notes", "overall", "restart_overhead_s", "since", "store", "until"}},
+		"summary": {overall, []string{"avg_jct_s", "avg_queue_s", "below_request", "finished", "gpu_hours", "gpu_tres_missing",
+			"guaranteed", "jobs", "key", "p99_jct_s", "reconfig_lost_gpu_hours", "reconfig_lost_s", "reconfigurations",
+			"requeues", "resizes", "slo_unchecked", "slo_violations", "useful_gpu_hours"}},
+		"job": {job, []string{"account", "below_request", "class", "end", "finished", "first_start", "gpu_hours",
+			"gpu_tres_missing", "jct_s", "job_id", "model_type", "name", "partition", "plans", "qos", "queue_s",
+			"reconfig_lost_gpu_hours", "reconfig_lost_s", "reconfigurations", "request", "requeues", "resizes", "runs",
+			"slo_detail", "slo_violated", "state", "store_plans", "submit", "tenant", "useful_gpu_hours"}},
+		"run":   {run, []string{"cpus", "elapsed_s", "end", "gpu_source", "gpus", "nodes", "plan", "start", "state"}},
+		"error": {jerr, []string{"error", "field", "job_id", "value"}},
+	} {
+		var got []string
+		switch m := tc.m.(type) {
+		case map[string]json.RawMessage:
+			got = sortedKeys(m)
+		case map[string]any:
+			got = sortedKeys(m)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s keys (-want +got):\n%s", name, diff)
+		}
+	}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./report -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", name, diff)
+	}
+}
+
+func TestPlot(t *testing.T) {
+	r := load(t, "synthetic.txt", syntheticOptions())
+	for _, format := range []string{"png", "svg"} {
+		dir := t.TempDir()
+		files, err := r.Plot(dir, PlotOptions{Format: format, CapacityGPUs: 32, Now: time.Date(2026, 11, 2, 14, 0, 0, 0, time.UTC)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"jct-cdf." + format, "gpu-alloc." + format, "plans." + format}
+		var got []string
+		for _, f := range files {
+			got = append(got, filepath.Base(f))
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			magic := map[string]string{"png": "\x89PNG", "svg": "<?xml"}[format]
+			if !bytes.HasPrefix(b, []byte(magic)) {
+				t.Errorf("%s does not start with %q", f, magic)
+			}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("files (-want +got):\n%s", diff)
+		}
+	}
+	// The 22.05 capture has no times: every chart is skipped with a reason.
+	g := load(t, "sacct-22.05.txt", Options{})
+	files, err := g.Plot(t.TempDir(), PlotOptions{Format: "png"})
+	if len(files) != 0 || !errors.Is(err, ErrNoData) {
+		t.Errorf("plot without times: files %v, error %v; want none and ErrNoData", files, err)
+	}
+	if _, err := r.Plot(t.TempDir(), PlotOptions{Format: "gif"}); err == nil {
+		t.Error("gif accepted")
+	}
+}

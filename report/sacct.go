@@ -1,0 +1,357 @@
+package report
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+// Sentinel errors callers branch on.
+var (
+	// ErrInput reports sacct text that cannot be read: a missing column, a
+	// row with the wrong number of fields, or a value that does not parse.
+	ErrInput = errors.New("bad sacct input")
+	// ErrJob is wrapped by the per-job problems of a report (a malformed
+	// rubick tag, for example); the rest of the report is still produced.
+	ErrJob = errors.New("job not fully reported")
+)
+
+// Fields are the sacct columns the report asks for, in query order.
+// Restarts are not a sacct field: they are counted from REQUEUED rows.
+var Fields = []string{
+	"JobID", "JobName", "Account", "QOS", "Partition", "State",
+	"Submit", "Start", "End", "Elapsed", "AllocTRES", "AdminComment", "Comment",
+}
+
+// Row is one sacct row: one run of a job.
+type Row struct {
+	// Line is the 1-based line of the row in the input, for error messages.
+	Line    int
+	JobID   string
+	JobName string
+	Account string
+	QOS     string
+	// Partition is as sacct prints it.
+	Partition string
+	// State is the first word of sacct's state ("CANCELLED by 0" is
+	// CANCELLED).
+	State string
+	// Submit, Start and End are zero when sacct prints Unknown or None, or
+	// when the column is absent.
+	Submit, Start, End time.Time
+	// Elapsed is the run's wall time; HasElapsed is false when the column
+	// is absent.
+	Elapsed    time.Duration
+	HasElapsed bool
+	// AllocTRES is the raw allocation; GPUs is its gres/gpu count and
+	// HasGPUTRES whether it names gres/gpu at all.
+	AllocTRES  string
+	GPUs       int
+	HasGPUTRES bool
+	// Nodes and CPUs come from AllocTRES (node=, cpu=); 0 when absent.
+	Nodes, CPUs  int
+	AdminComment string
+	Comment      string
+}
+
+// Columns says which of Fields an input had.
+type Columns map[string]bool
+
+// ParseSacct reads `sacct --parsable2` text with its header line. Steps
+// (JobID with a '.') are skipped: the report is about allocations. Errors
+// wrap ErrInput and name the line, job, field and value.
+func ParseSacct(r io.Reader, loc *time.Location) ([]Row, Columns, error) {
+	if loc == nil {
+		loc = time.Local
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	var (
+		idx  map[string]int
+		cols Columns
+		rows []Row
+		line int
+	)
+	for sc.Scan() {
+		line++
+		text := strings.TrimRight(sc.Text(), "\r")
+		if strings.TrimSpace(text) == "" {
+			continue
+		}
+		f := strings.Split(text, "|")
+		if idx == nil {
+			var err error
+			if idx, cols, err = header(f, line); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		// --parsable (not 2) ends every line with a '|'.
+		if len(f) == len(idx)+1 && f[len(f)-1] == "" {
+			f = f[:len(f)-1]
+		}
+		if len(f) != len(idx) {
+			return nil, nil, fmt.Errorf("%w: line %d: %d fields, header has %d (a '|' inside a comment?)", ErrInput, line, len(f), len(idx))
+		}
+		get := func(name string) string {
+			if i, ok := idx[name]; ok {
+				return strings.TrimSpace(f[i])
+			}
+			return ""
+		}
+		row, err := parseRow(get, cols, line, loc)
+		if err != nil {
+			return nil, nil, err
+		}
+		if strings.Contains(row.JobID, ".") {
+			continue
+		}
+		rows = append(rows, row)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, nil, fmt.Errorf("%w: line %d: %w", ErrInput, line+1, err)
+	}
+	if idx == nil {
+		return nil, nil, fmt.Errorf("%w: no header line", ErrInput)
+	}
+	return rows, cols, nil
+}
+
+func header(f []string, line int) (map[string]int, Columns, error) {
+	idx := map[string]int{}
+	cols := Columns{}
+	for i, name := range f {
+		name = strings.TrimSpace(name)
+		// sacct capitalises as asked; compare with Fields' spelling.
+		for _, want := range Fields {
+			if strings.EqualFold(name, want) {
+				name = want
+			}
+		}
+		if _, dup := idx[name]; dup {
+			return nil, nil, fmt.Errorf("%w: line %d: column %q twice", ErrInput, line, name)
+		}
+		idx[name] = i
+		cols[name] = true
+	}
+	for _, need := range []string{"JobID", "State"} {
+		if !cols[need] {
+			return nil, nil, fmt.Errorf("%w: line %d: header lacks column %s (is the first line sacct's header?)", ErrInput, line, need)
+		}
+	}
+	return idx, cols, nil
+}
+
+func parseRow(get func(string) string, cols Columns, line int, loc *time.Location) (Row, error) {
+	r := Row{
+		Line: line, JobID: get("JobID"), JobName: get("JobName"), Account: get("Account"),
+		QOS: get("QOS"), Partition: get("Partition"), AllocTRES: get("AllocTRES"),
+		AdminComment: get("AdminComment"), Comment: get("Comment"),
+	}
+	bad := func(field, value string, err error) error {
+		return fmt.Errorf("%w: line %d: job %q: %s=%q: %w", ErrInput, line, r.JobID, field, clip(value), err)
+	}
+	if r.JobID == "" {
+		return r, bad("JobID", "", errors.New("empty"))
+	}
+	if st := strings.Fields(get("State")); len(st) > 0 {
+		r.State = strings.TrimSuffix(st[0], "+")
+	} else {
+		return r, bad("State", "", errors.New("empty"))
+	}
+	for _, t := range []struct {
+		name string
+		dst  *time.Time
+	}{{"Submit", &r.Submit}, {"Start", &r.Start}, {"End", &r.End}} {
+		v := get(t.name)
+		ts, err := parseTime(v, loc)
+		if err != nil {
+			return r, bad(t.name, v, err)
+		}
+		*t.dst = ts
+	}
+	if cols["Elapsed"] {
+		v := get("Elapsed")
+		d, err := ParseElapsed(v)
+		if err != nil {
+			return r, bad("Elapsed", v, err)
+		}
+		r.Elapsed, r.HasElapsed = d, true
+	}
+	tres, err := ParseTRES(r.AllocTRES)
+	if err != nil {
+		return r, bad("AllocTRES", r.AllocTRES, err)
+	}
+	r.GPUs, r.HasGPUTRES = tres.GPUs, tres.HasGPU
+	r.Nodes, r.CPUs = tres.Nodes, tres.CPUs
+	return r, nil
+}
+
+// timeLayouts are the forms sacct prints (SLURM_TIME_FORMAT=standard, the
+// default) and RFC 3339 for inputs converted by other tools.
+var timeLayouts = []string{"2006-01-02T15:04:05", time.RFC3339}
+
+// parseTime parses a sacct time in loc; Unknown, None and empty give the
+// zero time.
+func parseTime(v string, loc *time.Location) (time.Time, error) {
+	switch v {
+	case "", "Unknown", "None":
+		return time.Time{}, nil
+	}
+	for _, layout := range timeLayouts {
+		if t, err := time.ParseInLocation(layout, v, loc); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, errors.New("want YYYY-MM-DDTHH:MM:SS, Unknown or None")
+}
+
+// ParseElapsed parses sacct's [D-]HH:MM:SS, and the MM:SS and MM:SS.mmm
+// forms it uses for short times.
+func ParseElapsed(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, errors.New("empty elapsed time")
+	}
+	var d time.Duration
+	rest := v
+	if ds, r, ok := strings.Cut(v, "-"); ok {
+		n, err := strconv.Atoi(ds)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("days %q are not a non-negative integer", ds)
+		}
+		d, rest = time.Duration(n)*24*time.Hour, r
+	}
+	parts := strings.Split(rest, ":")
+	if len(parts) < 2 || len(parts) > 3 {
+		return 0, errors.New("want [D-]HH:MM:SS")
+	}
+	unit := time.Minute
+	if len(parts) == 3 {
+		unit = time.Hour
+	}
+	for i, p := range parts {
+		if i == len(parts)-1 {
+			secs, err := strconv.ParseFloat(p, 64)
+			if err != nil || secs < 0 || secs >= 60 || strings.ContainsAny(p, "eE+-") {
+				return 0, fmt.Errorf("seconds %q are not in [0, 60)", p)
+			}
+			return d + time.Duration(secs*float64(time.Second)+0.5), nil
+		}
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 || (i > 0 && n >= 60) || strings.HasPrefix(p, "+") {
+			return 0, fmt.Errorf("component %q is out of range", p)
+		}
+		d += time.Duration(n) * unit
+		unit /= 60
+	}
+	return d, nil
+}
+
+// TRES is what the report reads from an AllocTRES string.
+type TRES struct {
+	GPUs   int
+	HasGPU bool
+	Nodes  int
+	CPUs   int
+}
+
+// ParseTRES reads gres/gpu, node and cpu from an AllocTRES string such as
+// "billing=8,cpu=8,gres/gpu=4,mem=64G,node=1". Typed GPU entries
+// ("gres/gpu:a100=4") count when the untyped total is absent.
+func ParseTRES(s string) (TRES, error) {
+	var t TRES
+	if s == "" {
+		return t, nil
+	}
+	typed, untyped := 0, -1
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return TRES{}, fmt.Errorf("entry %q has no '='", clip(kv))
+		}
+		isInt := k == "node" || k == "cpu" || k == "gres/gpu" || strings.HasPrefix(k, "gres/gpu:")
+		if !isInt {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return TRES{}, fmt.Errorf("%s=%q is not a non-negative integer", k, clip(v))
+		}
+		switch {
+		case k == "node":
+			t.Nodes = n
+		case k == "cpu":
+			t.CPUs = n
+		case k == "gres/gpu":
+			untyped = n
+		default:
+			typed += n
+			t.HasGPU = true
+		}
+	}
+	if untyped >= 0 {
+		t.GPUs, t.HasGPU = untyped, true
+	} else {
+		t.GPUs = typed
+	}
+	return t, nil
+}
+
+// Query says how to run sacct.
+type Query struct {
+	// Path is the sacct binary; "sacct" looks it up in PATH.
+	Path string
+	// Since and Until bound the jobs sacct selects (--starttime,
+	// --endtime); zero leaves a bound to sacct's default.
+	Since, Until time.Time
+	// Location is the zone sacct runs in (its times carry no offset); nil
+	// means the local zone.
+	Location *time.Location
+}
+
+// Argv is the sacct command line for q: every user's allocations, one row
+// per run (--duplicates), parsable with a header, the columns of Fields.
+func (q Query) Argv() []string {
+	path := q.Path
+	if path == "" {
+		path = "sacct"
+	}
+	argv := []string{path, "--allusers", "--allocations", "--duplicates", "--parsable2",
+		"--format=" + strings.Join(Fields, ",")}
+	loc := q.Location
+	if loc == nil {
+		loc = time.Local
+	}
+	const layout = "2006-01-02T15:04:05"
+	if !q.Since.IsZero() {
+		argv = append(argv, "--starttime="+q.Since.In(loc).Format(layout))
+	}
+	if !q.Until.IsZero() {
+		argv = append(argv, "--endtime="+q.Until.In(loc).Format(layout))
+	}
+	return argv
+}
+
+// Run runs sacct through r (argv, never a shell) and returns its output.
+func (q Query) Run(ctx context.Context, r slurm.Runner) ([]byte, error) {
+	out, err := r.Run(ctx, q.Argv())
+	if err != nil {
+		return nil, fmt.Errorf("report: sacct: %w", err)
+	}
+	return out, nil
+}
+
+// clip bounds input text quoted in error messages.
+func clip(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
+}

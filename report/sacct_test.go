@@ -1,0 +1,185 @@
+package report
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+func TestParseElapsed(t *testing.T) {
+	tests := map[string]struct {
+		in      string
+		want    time.Duration
+		wantErr bool
+	}{
+		"hms":          {in: "01:02:03", want: time.Hour + 2*time.Minute + 3*time.Second},
+		"days":         {in: "364-23:59:00", want: 364*24*time.Hour + 23*time.Hour + 59*time.Minute},
+		"mm:ss":        {in: "05:07", want: 5*time.Minute + 7*time.Second},
+		"millis":       {in: "00:01.500", want: 1500 * time.Millisecond},
+		"zero":         {in: "00:00:00"},
+		"empty":        {in: "", wantErr: true},
+		"minutes 60":   {in: "00:60:00", wantErr: true},
+		"seconds 60":   {in: "00:00:60", wantErr: true},
+		"words":        {in: "INVALID", wantErr: true},
+		"negative day": {in: "-1-00:00:00", wantErr: true},
+		"four parts":   {in: "1:2:3:4", wantErr: true},
+		"exponent":     {in: "00:1e1", wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := ParseElapsed(tc.in)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("ParseElapsed(%q) error = %v, want error %v", tc.in, err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("ParseElapsed(%q) (-want +got):\n%s", tc.in, diff)
+			}
+		})
+	}
+}
+
+func TestParseTRES(t *testing.T) {
+	tests := map[string]struct {
+		in      string
+		want    TRES
+		wantErr bool
+	}{
+		"gpu":        {in: "billing=8,cpu=8,gres/gpu=4,mem=64G,node=1", want: TRES{GPUs: 4, HasGPU: true, Nodes: 1, CPUs: 8}},
+		"no gpu":     {in: "billing=1,cpu=1,mem=500G,node=1", want: TRES{Nodes: 1, CPUs: 1}},
+		"empty":      {in: ""},
+		"typed only": {in: "cpu=2,gres/gpu:a100=2,gres/gpu:v100=1,node=2", want: TRES{GPUs: 3, HasGPU: true, Nodes: 2, CPUs: 2}},
+		"typed and total": {in: "gres/gpu=4,gres/gpu:a100=4,node=1",
+			want: TRES{GPUs: 4, HasGPU: true, Nodes: 1}},
+		"fractional mem is ignored": {in: "mem=62.50G,gres/gpu=16,node=2", want: TRES{GPUs: 16, HasGPU: true, Nodes: 2}},
+		"bad gpu":                   {in: "gres/gpu=four", wantErr: true},
+		"no equals":                 {in: "cpu=1,node", wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := ParseTRES(tc.in)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("ParseTRES(%q) error = %v, want error %v", tc.in, err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("ParseTRES(%q) (-want +got):\n%s", tc.in, diff)
+			}
+		})
+	}
+}
+
+// TestParseSacctErrors checks that bad input names the line, the job, the
+// field and the value.
+func TestParseSacctErrors(t *testing.T) {
+	const head = "JobID|State|Submit|Elapsed|AllocTRES\n"
+	tests := map[string]struct {
+		in   string
+		want []string // substrings of the error
+	}{
+		"bad elapsed":    {in: head + "7|COMPLETED|None|ten minutes|\n", want: []string{"line 2", `job "7"`, `Elapsed="ten minutes"`}},
+		"bad submit":     {in: head + "7|COMPLETED|yesterday|00:00:01|\n", want: []string{`Submit="yesterday"`}},
+		"bad tres":       {in: head + "8|COMPLETED|None|00:00:01|gres/gpu=x\n", want: []string{`job "8"`, `AllocTRES="gres/gpu=x"`, "gres/gpu"}},
+		"empty state":    {in: head + "9||None|00:00:01|\n", want: []string{`State=""`}},
+		"empty job id":   {in: head + "|COMPLETED|None|00:00:01|\n", want: []string{`JobID=""`}},
+		"field count":    {in: head + "7|COMPLETED|None|00:00:01|a|b|c\n", want: []string{"line 2", "7 fields, header has 5"}},
+		"no job id":      {in: "State|Elapsed\nCOMPLETED|00:00:01\n", want: []string{"lacks column JobID"}},
+		"duplicate col":  {in: "JobID|State|State\n1|A|B\n", want: []string{`column "State" twice`}},
+		"empty input":    {in: "", want: []string{"no header"}},
+		"data as header": {in: "44|mt-test|COMPLETED\n", want: []string{"lacks column JobID"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := ParseSacct(strings.NewReader(tc.in), time.UTC)
+			if !errors.Is(err, ErrInput) {
+				t.Fatalf("error = %v, want ErrInput", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseSacctRows(t *testing.T) {
+	in := "JobID|State|Start|Elapsed|AllocTRES\n" +
+		"5|CANCELLED by 0|2026-11-02T10:00:00|00:00:01|billing=2,cpu=2,gres/gpu=2,mem=8000M,node=2|\n" + // --parsable trailing '|'
+		"5.batch|CANCELLED|2026-11-02T10:00:00|00:00:01|cpu=1\n" +
+		"\n" +
+		"6|RUNNING|Unknown|00:00:00|\n"
+	rows, cols, err := ParseSacct(strings.NewReader(in), time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Row{
+		{Line: 2, JobID: "5", State: "CANCELLED", Start: time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC),
+			Elapsed: time.Second, HasElapsed: true, AllocTRES: "billing=2,cpu=2,gres/gpu=2,mem=8000M,node=2",
+			GPUs: 2, HasGPUTRES: true, Nodes: 2, CPUs: 2},
+		{Line: 5, JobID: "6", State: "RUNNING", HasElapsed: true},
+	}
+	if diff := cmp.Diff(want, rows); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(Columns{"JobID": true, "State": true, "Start": true, "Elapsed": true, "AllocTRES": true}, cols); diff != "" {
+		t.Errorf("columns (-want +got):\n%s", diff)
+	}
+}
+
+func TestQueryArgv(t *testing.T) {
+	q := Query{Path: "/usr/bin/sacct", Since: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC),
+		Until: time.Date(2026, 11, 8, 12, 30, 0, 0, time.UTC), Location: time.UTC}
+	want := []string{"/usr/bin/sacct", "--allusers", "--allocations", "--duplicates", "--parsable2",
+		"--format=JobID,JobName,Account,QOS,Partition,State,Submit,Start,End,Elapsed,AllocTRES,AdminComment,Comment",
+		"--starttime=2026-11-01T00:00:00", "--endtime=2026-11-08T12:30:00"}
+	if diff := cmp.Diff(want, q.Argv()); diff != "" {
+		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+	if got := (Query{}).Argv(); got[0] != "sacct" || len(got) != 6 {
+		t.Errorf("default argv = %q, want sacct without time bounds", got)
+	}
+}
+
+// TestQueryRunFakeSacct runs a fake sacct binary through the real exec
+// path: it records its arguments one per line and prints a saved output.
+func TestQueryRunFakeSacct(t *testing.T) {
+	dir := t.TempDir()
+	argsFile := filepath.Join(dir, "args")
+	sample, err := filepath.Abs("testdata/synthetic.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\nprintf '%s\\n' \"$@\" > '" + argsFile + "'\ncat '" + sample + "'\n"
+	bin := filepath.Join(dir, "sacct")
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	q := Query{Path: bin, Since: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), Location: time.UTC}
+	out, err := q.Run(context.Background(), slurm.ExecRunner{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := os.ReadFile(sample)
+	if diff := cmp.Diff(string(want), string(out)); diff != "" {
+		t.Errorf("output (-want +got):\n%s", diff)
+	}
+	gotArgs, _ := os.ReadFile(argsFile)
+	if diff := cmp.Diff(strings.Join(q.Argv()[1:], "\n")+"\n", string(gotArgs)); diff != "" {
+		t.Errorf("argv seen by sacct (-want +got):\n%s", diff)
+	}
+
+	failing := filepath.Join(dir, "sacct-fail")
+	if err := os.WriteFile(failing, []byte("#!/bin/sh\necho 'sacct: error: Problem talking to the database' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Query{Path: failing}.Run(context.Background(), slurm.ExecRunner{})
+	if err == nil || !strings.Contains(err.Error(), "Problem talking to the database") {
+		t.Errorf("failing sacct: error = %v, want its stderr", err)
+	}
+}
