@@ -44,7 +44,8 @@ type Config struct {
 	Policy PolicyConfig `mapstructure:"policy"`
 	// RigidJobs says what to do with jobs in managed partitions that carry
 	// no model type: "schedule" them with their own request, or "ignore" them.
-	RigidJobs string `mapstructure:"rigid_jobs"`
+	RigidJobs string        `mapstructure:"rigid_jobs"`
+	Samples   SamplesConfig `mapstructure:"samples"`
 	// Listen is the address of the metrics and samples HTTP endpoint.
 	Listen   string `mapstructure:"listen"`
 	LogLevel string `mapstructure:"log_level"`
@@ -84,6 +85,17 @@ type CheckpointConfig struct {
 	Grace  time.Duration `mapstructure:"grace"`
 }
 
+// SamplesConfig governs the iteration times rubick-srun reports.
+type SamplesConfig struct {
+	// Unmunge verifies the munge credential of each report.
+	Unmunge string `mapstructure:"unmunge"`
+	// MungeSocket is munged's socket; empty uses munge's default.
+	MungeSocket string `mapstructure:"munge_socket"`
+	// RefitThreshold is the mean relative error of new samples above which
+	// a model type is refitted.
+	RefitThreshold float64 `mapstructure:"refit_threshold"`
+}
+
 // PolicyConfig selects the policy and its knobs.
 type PolicyConfig struct {
 	Name string `mapstructure:"name"`
@@ -114,6 +126,7 @@ func Defaults() Config {
 		Store:       "/var/lib/rubick/rubick.db",
 		Policy:      PolicyConfig{Name: "rubick", ReconfigThreshold: 0.97, StarvationAge: time.Hour},
 		RigidJobs:   "schedule",
+		Samples:     SamplesConfig{Unmunge: "unmunge", RefitThreshold: 0.10},
 		Listen:      "127.0.0.1:9717",
 		LogLevel:    "info",
 	}
@@ -187,6 +200,9 @@ func setDefaults(v *viper.Viper, d Config) {
 	v.SetDefault("policy.reconfig_threshold", d.Policy.ReconfigThreshold)
 	v.SetDefault("policy.starvation_age", d.Policy.StarvationAge)
 	v.SetDefault("rigid_jobs", d.RigidJobs)
+	v.SetDefault("samples.unmunge", d.Samples.Unmunge)
+	v.SetDefault("samples.munge_socket", d.Samples.MungeSocket)
+	v.SetDefault("samples.refit_threshold", d.Samples.RefitThreshold)
 	v.SetDefault("listen", d.Listen)
 	v.SetDefault("log_level", d.LogLevel)
 }
@@ -221,7 +237,8 @@ func (c Config) Validate() error {
 	if c.Slurmrestd.Timeout <= 0 {
 		return bad("slurmrestd.timeout", c.Slurmrestd.Timeout, "must be > 0")
 	}
-	for path, cmd := range map[string]string{"commands.scontrol": c.Commands.Scontrol, "commands.scancel": c.Commands.Scancel, "commands.sacct": c.Commands.Sacct} {
+	for path, cmd := range map[string]string{"commands.scontrol": c.Commands.Scontrol, "commands.scancel": c.Commands.Scancel,
+		"commands.sacct": c.Commands.Sacct, "samples.unmunge": c.Samples.Unmunge} {
 		if cmd == "" || strings.ContainsAny(cmd, " \t\n;|&$`") {
 			return bad(path, fmt.Sprintf("%q", cmd), "want a command name or absolute path without spaces or shell characters")
 		}
@@ -287,6 +304,9 @@ func (c Config) Validate() error {
 	}
 	if c.Policy.StarvationAge < 0 {
 		return bad("policy.starvation_age", c.Policy.StarvationAge, "must be >= 0")
+	}
+	if !(c.Samples.RefitThreshold > 0 && c.Samples.RefitThreshold < 10) {
+		return bad("samples.refit_threshold", c.Samples.RefitThreshold, "want a relative error in (0, 10)")
 	}
 	if c.RigidJobs != "schedule" && c.RigidJobs != "ignore" {
 		return bad("rigid_jobs", fmt.Sprintf("%q", c.RigidJobs), `want "schedule" or "ignore"`)

@@ -49,6 +49,9 @@ type Deps struct {
 	Metrics *Metrics
 	Logger  *slog.Logger
 	Now     func() time.Time
+	// Learner, when set, refits model types from reported samples at the
+	// start of each cycle.
+	Learner *Learner
 }
 
 // Daemon runs rubickd's control loop.
@@ -89,6 +92,7 @@ type CycleReport struct {
 	Failed   map[int]string        `json:"failed,omitempty"`
 	Ignored  map[int]string        `json:"ignored,omitempty"`  // tagged jobs rubick cannot schedule
 	Starting []int                 `json:"starting,omitempty"` // released jobs Slurm has yet to start; nothing decided
+	Refitted []string              `json:"refitted,omitempty"` // model types refitted from new samples
 	CycleID  int64                 `json:"cycle_id,omitempty"`
 	Duration time.Duration         `json:"duration_ns"`
 	Policy   time.Duration         `json:"policy_ns"`
@@ -160,6 +164,13 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	if err != nil {
 		d.deps.Metrics.SlurmErrors.WithLabelValues("slurmrestd").Inc()
 		return rep, fmt.Errorf("read nodes: %w", err)
+	}
+	if d.deps.Learner != nil && !dryRun {
+		if refitted, err := d.deps.Learner.Refit(ctx); err != nil {
+			d.deps.Logger.Warn("refit failed", "err", err)
+		} else if len(refitted) > 0 {
+			rep.Refitted = refitted
+		}
 	}
 	est, err := d.estimators(ctx)
 	if err != nil {

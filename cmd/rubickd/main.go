@@ -24,6 +24,7 @@ import (
 
 	"github.com/rubick-sched/rubick/artifact"
 	"github.com/rubick-sched/rubick/daemon"
+	"github.com/rubick-sched/rubick/launch/report"
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/policy"
 	"github.com/rubick-sched/rubick/slurm"
@@ -115,7 +116,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	metrics := daemon.NewMetrics()
-	d, err := daemon.New(cfg, daemon.Deps{Cluster: cluster, Applier: applier, Store: st, Policy: pol, Env: env, Metrics: metrics, Logger: log})
+	learner := &daemon.Learner{Store: st, Cluster: cluster, Env: env, Threshold: cfg.Samples.RefitThreshold, Logger: log}
+	d, err := daemon.New(cfg, daemon.Deps{Cluster: cluster, Applier: applier, Store: st, Policy: pol, Env: env, Metrics: metrics, Logger: log, Learner: learner})
 	if err != nil {
 		return err
 	}
@@ -138,6 +140,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if cfg.Listen != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler())
+		verifier := report.Munge{UnmungePath: cfg.Samples.Unmunge, Socket: cfg.Samples.MungeSocket}
+		mux.Handle("/samples", report.Handler(verifier, func(ctx context.Context, uid uint32, s report.Sample) error {
+			err := learner.Accept(ctx, uid, s)
+			result := "accepted"
+			if err != nil {
+				result = "rejected"
+				log.Warn("sample rejected", "job", s.JobID, "uid", uid, "err", err)
+			}
+			metrics.Samples.WithLabelValues(result).Inc()
+			return err
+		}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 		mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")

@@ -1,0 +1,198 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os/user"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/rubick-sched/rubick/launch/report"
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/slurm"
+	"github.com/rubick-sched/rubick/store"
+)
+
+// LearnStore is the part of the store the learning loop uses.
+type LearnStore interface {
+	ModelType(ctx context.Context, name string) (store.ModelType, error)
+	CurrentFit(ctx context.Context, modelType string) (store.Fit, error)
+	AddSamples(ctx context.Context, modelType string, samples []model.Sample, sourceJob int64, src store.Source) error
+	Samples(ctx context.Context, modelType string) ([]store.StoredSample, error)
+	AddFit(ctx context.Context, modelType string, r model.FitResult, src store.Source) (store.Fit, error)
+}
+
+// Learner turns the iteration times rubick-srun reports into stored
+// samples, and refits a model type when its current fit mispredicts the
+// new samples by more than Threshold, or when a model type without a fit
+// has gathered enough samples. Every fit is kept; the store makes a new
+// fit current only when it is better than the current one.
+type Learner struct {
+	Store   LearnStore
+	Cluster Cluster
+	Env     model.Env
+	// Threshold is the mean relative error of new samples above which the
+	// model type is refitted (BRIEF 3: e.g. 10 %).
+	Threshold float64
+	Logger    *slog.Logger
+	// LookupUID maps a Slurm user name to its UID; nil uses the system's
+	// user database.
+	LookupUID func(name string) (uint32, error)
+
+	mu    sync.Mutex
+	dirty map[string]bool
+}
+
+// Accept is the samples endpoint's check-and-store step: the sender (uid,
+// from munge) must own the job or be root, the job must run the sample's
+// model type, and the sample must be well formed.
+func (l *Learner) Accept(ctx context.Context, uid uint32, s report.Sample) error {
+	id, err := strconv.Atoi(s.JobID)
+	if err != nil || id <= 0 {
+		return fmt.Errorf("%w: job_id=%q is not a Slurm job id", report.ErrBadSample, s.JobID)
+	}
+	j, err := l.Cluster.Job(ctx, id)
+	if errors.Is(err, slurm.ErrNotFound) {
+		return fmt.Errorf("%w: job_id=%d is not known to Slurm", report.ErrBadSample, id)
+	}
+	if err != nil {
+		return fmt.Errorf("read job %d: %w", id, err)
+	}
+	if uid != 0 {
+		owner, err := l.uidOf(j.User)
+		if err != nil {
+			return fmt.Errorf("owner of job %d: %w", id, err)
+		}
+		if owner != uid {
+			return fmt.Errorf("%w: uid %d reported for job %d of user %s", report.ErrNotOwner, uid, id, j.User)
+		}
+	}
+	if j.Tag == nil || j.Tag.ModelType != s.ModelType {
+		return fmt.Errorf("%w: model_type=%q but job %d runs %q", report.ErrBadSample, s.ModelType, id, tagModel(j.Tag))
+	}
+	ms, err := s.ModelSample()
+	if err != nil {
+		return err
+	}
+	if err := l.Store.AddSamples(ctx, s.ModelType, []model.Sample{ms}, int64(id), store.SourceOnline); err != nil {
+		return fmt.Errorf("%w: %v", report.ErrBadSample, err)
+	}
+	l.mu.Lock()
+	if l.dirty == nil {
+		l.dirty = map[string]bool{}
+	}
+	l.dirty[s.ModelType] = true
+	l.mu.Unlock()
+	return nil
+}
+
+func tagModel(t *slurm.Tag) string {
+	if t == nil {
+		return ""
+	}
+	return t.ModelType
+}
+
+func (l *Learner) uidOf(name string) (uint32, error) {
+	if l.LookupUID != nil {
+		return l.LookupUID(name)
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseUint(u.Uid, 10, 32)
+	return uint32(n), err
+}
+
+// Refit fits every model type that received samples since the last call
+// and needs it; it returns the model types it stored a new fit for.
+func (l *Learner) Refit(ctx context.Context) ([]string, error) {
+	l.mu.Lock()
+	var todo []string
+	for mt := range l.dirty {
+		todo = append(todo, mt)
+	}
+	l.dirty = nil
+	l.mu.Unlock()
+	slices.Sort(todo)
+	var refitted []string
+	for _, mt := range todo {
+		ok, err := l.refit(ctx, mt)
+		if err != nil {
+			return refitted, fmt.Errorf("refit %s: %w", mt, err)
+		}
+		if ok {
+			refitted = append(refitted, mt)
+		}
+	}
+	return refitted, nil
+}
+
+func (l *Learner) refit(ctx context.Context, mt string) (bool, error) {
+	spec, err := l.Store.ModelType(ctx, mt)
+	if err != nil {
+		return false, err
+	}
+	stored, err := l.Store.Samples(ctx, mt)
+	if err != nil {
+		return false, err
+	}
+	samples := make([]model.Sample, len(stored))
+	for i, s := range stored {
+		samples[i] = s.Sample
+	}
+	opts := model.FitOptions{}
+	cur, err := l.Store.CurrentFit(ctx, mt)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		// A new model type: fit once the samples identify the parameters.
+	case err != nil:
+		return false, err
+	default:
+		p := model.Predictor{Spec: spec.Spec, Params: cur.Params, Env: l.Env}
+		var sum float64
+		n := 0
+		for _, s := range stored {
+			if s.Created.Before(cur.Created) {
+				continue
+			}
+			b, err := p.Predict(s.Plan, s.Resources)
+			if err != nil {
+				continue
+			}
+			sum += math.Abs(b.Iter-s.IterS) / s.IterS
+			n++
+		}
+		if n == 0 || sum/float64(n) <= l.Threshold {
+			return false, nil
+		}
+		l.log().Info("fit mispredicts new samples; refitting", "model", mt, "mean_rel_err", sum/float64(n), "samples", n)
+		opts.AllowPartial, opts.Prior = true, &cur.Params
+	}
+	res, err := model.Fit(ctx, spec.Spec, l.Env, samples, opts)
+	if errors.Is(err, model.ErrTooFewSamples) {
+		l.log().Info("waiting for more samples", "model", mt, "samples", len(samples), "err", err)
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	fit, err := l.Store.AddFit(ctx, mt, res, store.SourceOnline)
+	if err != nil {
+		return false, err
+	}
+	l.log().Info("stored fit", "model", mt, "rmsle", res.RMSLE, "samples", res.Samples, "current", fit.Current)
+	return true, nil
+}
+
+func (l *Learner) log() *slog.Logger {
+	if l.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l.Logger
+}

@@ -1,0 +1,155 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rubick-sched/rubick/artifact"
+	"github.com/rubick-sched/rubick/launch/report"
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/slurm"
+	"github.com/rubick-sched/rubick/store"
+)
+
+func newLearner(t *testing.T, jobs ...slurm.Job) (*Learner, *store.Store, *time.Time) {
+	t.Helper()
+	now := t0
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "l.db"), store.WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	l := &Learner{Store: st, Cluster: &fakeCluster{jobs: jobs}, Env: model.DefaultEnv(), Threshold: 0.1,
+		LookupUID: func(name string) (uint32, error) {
+			if name == "alice" {
+				return 1000, nil
+			}
+			return 0, errors.New("unknown user " + name)
+		}}
+	return l, st, &now
+}
+
+func runningJob(id int, modelType string) slurm.Job {
+	j := heldJob(id, modelType, 1, 4)
+	j.State, j.User, j.Held = slurm.StateRunning, "alice", false
+	return j
+}
+
+func TestAcceptChecksOwnerModelAndJob(t *testing.T) {
+	l, st, _ := newLearner(t, runningJob(5, "bert"))
+	set, err := artifact.Load(artifact.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpsertModelType(context.Background(), set.Models["bert"].Spec); err != nil {
+		t.Fatal(err)
+	}
+	good := report.Sample{Version: report.SampleVersion, JobID: "5", ModelType: "bert", Plan: "dp4.tp1.pp1.mb8.a1.z0", Placement: "4", CPUs: 16, Iteration: 3, IterS: 0.2}
+	tests := map[string]struct {
+		uid     uint32
+		mutate  func(*report.Sample)
+		wantErr error
+	}{
+		"owner":         {uid: 1000},
+		"root":          {uid: 0},
+		"other user":    {uid: 1001, wantErr: report.ErrNotOwner},
+		"unknown job":   {uid: 1000, mutate: func(s *report.Sample) { s.JobID = "99" }, wantErr: report.ErrBadSample},
+		"bad job id":    {uid: 1000, mutate: func(s *report.Sample) { s.JobID = "5; rm -rf /" }, wantErr: report.ErrBadSample},
+		"wrong model":   {uid: 1000, mutate: func(s *report.Sample) { s.ModelType = "gpt2" }, wantErr: report.ErrBadSample},
+		"bad iteration": {uid: 1000, mutate: func(s *report.Sample) { s.IterS = -1 }, wantErr: report.ErrBadSample},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := good
+			if tc.mutate != nil {
+				tc.mutate(&s)
+			}
+			err := l.Accept(context.Background(), tc.uid, s)
+			if tc.wantErr == nil && err != nil || tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Accept = %v, want %v", err, tc.wantErr)
+			}
+		})
+	}
+	got, err := st.Samples(context.Background(), "bert")
+	if err != nil || len(got) != 2 {
+		t.Fatalf("stored samples = %d (%v), want the 2 accepted", len(got), err)
+	}
+}
+
+// samplesOf measures the plans of a hidden "true" model on one node.
+func samplesOf(p model.Predictor, scale float64) []report.Sample {
+	var out []report.Sample
+	for _, g := range []int{1, 2, 4, 8} {
+		for _, off := range []bool{false, true} {
+			pl := model.Placement{g}
+			plan := model.Plan{DP: g, TP: 1, PP: 1, MicroBatch: p.Spec.GlobalBatch / g, Accum: 1}
+			cpus := 4 * g
+			if off {
+				plan.ZeRO, plan.Offload = 2, true
+			}
+			b, err := p.Predict(plan, model.Resources{Placement: pl, CPUs: cpus})
+			if err != nil {
+				continue
+			}
+			out = append(out, report.Sample{Version: report.SampleVersion, JobID: "5", ModelType: p.Spec.Name,
+				Plan: plan.String(), Placement: pl.String(), CPUs: cpus, Iteration: 2, IterS: b.Iter * scale})
+		}
+	}
+	return out
+}
+
+func TestRefitNewModelTypeAndDrift(t *testing.T) {
+	ctx := context.Background()
+	l, st, now := newLearner(t, runningJob(5, "newnet"))
+	spec := model.Spec{Name: "newnet", Params: 350e6, Layers: 24, Hidden: 1024, Heads: 16, SeqLen: 1024, GlobalBatch: 32, ForwardMs: 300}
+	if err := st.UpsertModelType(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	truth := model.Predictor{Spec: spec, Params: model.Priors(), Env: model.DefaultEnv()}
+	samples := samplesOf(truth, 1)
+	if len(samples) < 7 {
+		t.Fatalf("only %d samples generated", len(samples))
+	}
+	for _, s := range samples {
+		if err := l.Accept(ctx, 1000, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refitted, err := l.Refit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(refitted) != 1 {
+		t.Fatalf("refitted %v, want newnet fitted from its samples", refitted)
+	}
+	if ok, _ := st.HasFit(ctx, "newnet"); !ok {
+		t.Fatal("no fit stored")
+	}
+	// Samples the fit predicts well: no refit.
+	*now = now.Add(time.Hour)
+	for _, s := range samplesOf(truth, 1.02)[:3] {
+		if err := l.Accept(ctx, 1000, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if refitted, err := l.Refit(ctx); err != nil || len(refitted) != 0 {
+		t.Fatalf("refit after accurate samples = %v, %v; want none", refitted, err)
+	}
+	// The job runs 40 % slower than predicted: refit, and every fit is kept.
+	*now = now.Add(time.Hour)
+	for _, s := range samplesOf(truth, 1.4) {
+		if err := l.Accept(ctx, 1000, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if refitted, err := l.Refit(ctx); err != nil || len(refitted) != 1 {
+		t.Fatalf("refit after drift = %v, %v; want newnet", refitted, err)
+	}
+	fits, err := st.Fits(ctx, "newnet")
+	if err != nil || len(fits) != 2 {
+		t.Fatalf("fits = %d, %v; want both kept", len(fits), err)
+	}
+}
