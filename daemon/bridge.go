@@ -96,6 +96,10 @@ type View struct {
 	// Starting lists jobs rubickd released less than StartGrace ago that
 	// Slurm has not started yet; a cycle that sees any waits for them.
 	Starting []int
+	// Rigid lists held jobs with a rubick tag the policy cannot schedule
+	// (no fitted model yet, malformed tag). They are released on their own
+	// request rather than left held: a job is never stranded.
+	Rigid []slurm.Job
 }
 
 // Estimators gives the fitted estimator of a model type, or false.
@@ -115,6 +119,9 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 		}
 		if j.TagErr != nil {
 			v.Unmanaged[j.ID] = j.TagErr.Error()
+			if j.State == slurm.StatePending && j.Held {
+				v.Rigid = append(v.Rigid, j)
+			}
 			continue
 		}
 		if j.Tag == nil || j.Tag.ModelType == "" {
@@ -127,12 +134,18 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 		e, ok := est(j.Tag.ModelType)
 		if !ok {
 			v.Unmanaged[j.ID] = fmt.Sprintf("model type %q has no fitted model", j.Tag.ModelType)
+			if j.State == slurm.StatePending && j.Held {
+				v.Rigid = append(v.Rigid, j)
+			}
 			continue
 		}
 		mj, pj, err := convertJob(cfg, now, j, e)
 		if err != nil {
 			v.Unmanaged[j.ID] = err.Error()
 			log.Warn("job not schedulable", "job", j.ID, "err", err)
+			if j.State == slurm.StatePending && j.Held {
+				v.Rigid = append(v.Rigid, j)
+			}
 			continue
 		}
 		models[j.Tag.ModelType] = e
@@ -375,4 +388,34 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 	out.Kind = slurm.ActionRestart
 	tag.Extra[tagRan] = strconv.FormatInt(int64(ran/time.Second), 10)
 	return out, nil
+}
+
+// tagProfile asks rubick-srun to run its profiling phase before training.
+const tagProfile = "profile"
+
+// RigidActions releases each rigid job on its own request, letting Slurm
+// place it. A job whose model type is registered (profile reports whether
+// it is) but not fitted is tagged profile=1, so rubick-srun measures the
+// configurations the fit needs before it trains.
+func (v *View) RigidActions(now time.Time, profile func(modelType string) bool) []slurm.Action {
+	var out []slurm.Action
+	for _, j := range v.Rigid {
+		a := slurm.Action{Kind: slurm.ActionStart, JobID: j.ID, NumNodes: max(j.NodeCount, 1),
+			GPUsPerNode: j.GPUsPerNode, CPUsPerTask: max(j.CPUs/max(j.NodeCount, 1), 1), MemPerNodeMB: memPerNode(j)}
+		if j.Tag != nil {
+			tag := *j.Tag
+			tag.Extra = map[string]string{}
+			for k, val := range j.Tag.Extra {
+				tag.Extra[k] = val
+			}
+			tag.Generation++
+			tag.Extra[tagAt] = strconv.FormatInt(now.Unix(), 10)
+			if profile(tag.ModelType) {
+				tag.Extra[tagProfile] = "1"
+			}
+			a.Tag = &tag
+		}
+		out = append(out, a)
+	}
+	return out
 }

@@ -100,24 +100,28 @@ type CycleReport struct {
 	Models   map[string]model.Spec `json:"-"`
 }
 
-// estimators loads the current fit of every model type from the store.
-func (d *Daemon) estimators(ctx context.Context) (Estimators, error) {
+// estimators loads the current fit of every model type from the store, and
+// reports which model types are registered (a spec is known).
+func (d *Daemon) estimators(ctx context.Context) (Estimators, func(string) bool, error) {
 	types, err := d.deps.Store.ModelTypes(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read model types: %w", err)
+		return nil, nil, fmt.Errorf("read model types: %w", err)
 	}
 	est := map[string]policy.Estimator{}
+	known := map[string]bool{}
 	for _, t := range types {
+		known[t.Spec.Name] = true
 		fit, err := d.deps.Store.CurrentFit(ctx, t.Spec.Name)
 		if errors.Is(err, store.ErrNotFound) {
 			continue // no fit yet: its jobs wait for profiling
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read fit of %s: %w", t.Spec.Name, err)
+			return nil, nil, fmt.Errorf("read fit of %s: %w", t.Spec.Name, err)
 		}
 		est[t.Spec.Name] = policy.FromPredictor(model.Predictor{Spec: t.Spec, Params: fit.Params, Env: d.deps.Env})
 	}
-	return func(name string) (policy.Estimator, bool) { e, ok := est[name]; return e, ok }, nil
+	lookup := func(name string) (policy.Estimator, bool) { e, ok := est[name]; return e, ok }
+	return lookup, func(name string) bool { return known[name] }, nil
 }
 
 // Reconcile settles the actions a previous run recorded but did not
@@ -172,7 +176,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 			rep.Refitted = refitted
 		}
 	}
-	est, err := d.estimators(ctx)
+	est, registered, err := d.estimators(ctx)
 	if err != nil {
 		return rep, err
 	}
@@ -200,6 +204,8 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	}
 	rep.Plan = plan
 	actions, skipped := view.SlurmActions(plan, start)
+	unfitted := func(mt string) bool { _, fitted := est(mt); return registered(mt) && !fitted }
+	actions = append(actions, view.RigidActions(start, unfitted)...)
 	rep.Actions = actions
 	for id, e := range skipped {
 		rep.Skipped[id] = e.Error()
@@ -209,7 +215,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 		rep.Duration = d.deps.Now().Sub(start)
 		return rep, nil
 	}
-	recorded, err := d.record(ctx, view, plan, actions, rep.Policy)
+	recorded, err := d.record(ctx, view, plan, actions, rep.Policy, registered)
 	if err != nil {
 		return rep, err
 	}
@@ -297,7 +303,16 @@ func (d *Daemon) countJobs(jobs []slurm.Job, v *View) {
 
 // record stores the jobs, the decision with its reasons, and the actions
 // as pending, in that order.
-func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions []slurm.Action, took time.Duration) (store.Decision, error) {
+func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions []slurm.Action, took time.Duration, registered func(string) bool) (store.Decision, error) {
+	for _, j := range v.Rigid {
+		sj := store.Job{ID: int64(j.ID), Class: store.BestEffort, State: j.State, Submitted: j.SubmitTime}
+		if j.Tag != nil && registered(j.Tag.ModelType) {
+			sj.ModelType = j.Tag.ModelType
+		}
+		if err := d.deps.Store.UpsertJob(ctx, sj); err != nil {
+			return store.Decision{}, fmt.Errorf("record job %d: %w", j.ID, err)
+		}
+	}
 	for _, pj := range v.Snapshot.Jobs {
 		mj := v.managed[pj.ID]
 		class := store.BestEffort

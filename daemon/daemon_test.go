@@ -159,19 +159,40 @@ func TestDryRunTouchesNothing(t *testing.T) {
 	}
 }
 
-func TestUnschedulableJobsAreReportedNotLost(t *testing.T) {
+func TestUnschedulableJobsAreReleasedNotLost(t *testing.T) {
 	bad := heldJob(31, "gpt2", 1, 2)
 	bad.Tag, bad.TagErr = nil, errors.New(`malformed rubick tag: gen="x"`)
 	unknown := heldJob(32, "mystery-model", 1, 2)
 	noGPU := heldJob(33, "bert", 1, 0)
-	c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{bad, unknown, noGPU}}
-	d, _ := newTestDaemon(t, c, &fakeApplier{})
+	unfitted := heldJob(34, "newnet", 1, 4)
+	c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{bad, unknown, noGPU, unfitted}}
+	a := &fakeApplier{}
+	d, st := newTestDaemon(t, c, a)
+	spec := model.Spec{Name: "newnet", Params: 1e8, Layers: 12, Hidden: 768, Heads: 12, SeqLen: 512, GlobalBatch: 32, ForwardMs: 50}
+	if err := st.UpsertModelType(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
 	rep, err := d.Cycle(context.Background(), false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]int{31, 32, 33}, sortedIDs(rep.Ignored)); diff != "" {
+	if diff := cmp.Diff([]int{31, 32, 33, 34}, sortedIDs(rep.Ignored)); diff != "" {
 		t.Errorf("ignored jobs (-want +got):\n%s\n%v", diff, rep.Ignored)
+	}
+	// Jobs without a usable model run on their own request; a registered
+	// model type without a fit is profiled first.
+	got := map[int]string{}
+	for _, act := range a.got {
+		if act.Kind != slurm.ActionStart || len(act.Nodes) != 0 {
+			t.Errorf("job %d: %s on %v, want a start Slurm places", act.JobID, act.Kind, act.Nodes)
+		}
+		got[act.JobID] = ""
+		if act.Tag != nil {
+			got[act.JobID] = act.Tag.Extra["profile"]
+		}
+	}
+	if diff := cmp.Diff(map[int]string{31: "", 32: "", 33: "", 34: "1"}, got); diff != "" {
+		t.Errorf("released jobs -> profile flag (-want +got):\n%s", diff)
 	}
 }
 
