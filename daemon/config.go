@@ -46,6 +46,10 @@ type Config struct {
 	// no model type: "schedule" them with their own request, or "ignore" them.
 	RigidJobs string        `mapstructure:"rigid_jobs"`
 	Samples   SamplesConfig `mapstructure:"samples"`
+	// GPUFacts is a JSON file written by `rubick gpuinfo` on a compute node
+	// (GPU memory, GPUs per node, NVLink); empty keeps the built-in A800
+	// values. rubickd usually runs where no GPU is.
+	GPUFacts string `mapstructure:"gpu_facts"`
 	// Listen is the address of the metrics and samples HTTP endpoint.
 	Listen   string `mapstructure:"listen"`
 	LogLevel string `mapstructure:"log_level"`
@@ -200,6 +204,7 @@ func setDefaults(v *viper.Viper, d Config) {
 	v.SetDefault("policy.reconfig_threshold", d.Policy.ReconfigThreshold)
 	v.SetDefault("policy.starvation_age", d.Policy.StarvationAge)
 	v.SetDefault("rigid_jobs", d.RigidJobs)
+	v.SetDefault("gpu_facts", d.GPUFacts)
 	v.SetDefault("samples.unmunge", d.Samples.Unmunge)
 	v.SetDefault("samples.munge_socket", d.Samples.MungeSocket)
 	v.SetDefault("samples.refit_threshold", d.Samples.RefitThreshold)

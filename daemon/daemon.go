@@ -222,7 +222,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	rep.CycleID = recorded.CycleID
 	// Apply only what was recorded first, so a crash in between leaves a
 	// pending record to reconcile rather than an unrecorded change.
-	results := d.deps.Applier.Apply(ctx, actions)
+	results := d.apply(ctx, actions)
 	rep.Results = results
 	for i, r := range results {
 		res, kind := store.ResultOK, string(r.Action.Kind)
@@ -247,6 +247,34 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	d.last = rep
 	d.mu.Unlock()
 	return rep, nil
+}
+
+// applyWorkers bounds the actions applied at once: each is a few scontrol
+// calls of about 0.1 s, so a burst of starts would otherwise take seconds.
+const applyWorkers = 8
+
+// apply runs the releases (preempt, shrink) one by one first, since they
+// free what the others take, then the rest concurrently; results keep the
+// order of actions.
+func (d *Daemon) apply(ctx context.Context, actions []slurm.Action) []slurm.ActionResult {
+	results := make([]slurm.ActionResult, len(actions))
+	first := 0
+	for first < len(actions) && (actions[first].Kind == slurm.ActionPreempt || actions[first].Kind == slurm.ActionShrink) {
+		results[first] = d.deps.Applier.Apply(ctx, actions[first:first+1])[0]
+		first++
+	}
+	sem := make(chan struct{}, applyWorkers)
+	var wg sync.WaitGroup
+	for i := first; i < len(actions); i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer func() { <-sem; wg.Done() }()
+			results[i] = d.deps.Applier.Apply(ctx, actions[i:i+1])[0]
+		}(i)
+	}
+	wg.Wait()
+	return results
 }
 
 func planOf(a slurm.Action) string {

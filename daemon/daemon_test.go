@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,11 +39,14 @@ func (f *fakeCluster) Job(_ context.Context, id int) (slurm.Job, error) {
 }
 
 type fakeApplier struct {
+	mu   sync.Mutex
 	got  []slurm.Action
 	fail map[int]error
 }
 
 func (f *fakeApplier) Apply(_ context.Context, acts []slurm.Action) []slurm.ActionResult {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	var out []slurm.ActionResult
 	for _, a := range acts {
 		f.got = append(f.got, a)
@@ -303,5 +307,27 @@ func TestCycleWaitsForReleasedJobs(t *testing.T) {
 	}
 	if len(a.got) == 0 {
 		t.Fatal("no action after the start grace")
+	}
+}
+
+func TestApplyReleasesFirstAndKeepsResultOrder(t *testing.T) {
+	a := &fakeApplier{fail: map[int]error{4: errors.New("boom")}}
+	d, _ := newTestDaemon(t, &fakeCluster{}, a)
+	acts := []slurm.Action{{Kind: slurm.ActionPreempt, JobID: 1}, {Kind: slurm.ActionShrink, JobID: 2}}
+	for id := 3; id < 20; id++ {
+		acts = append(acts, slurm.Action{Kind: slurm.ActionStart, JobID: id})
+	}
+	res := d.apply(context.Background(), acts)
+	for i, r := range res {
+		if r.Action.JobID != acts[i].JobID {
+			t.Fatalf("result %d is job %d, want %d", i, r.Action.JobID, acts[i].JobID)
+		}
+	}
+	// Job 4 is the fourth action.
+	if !errors.Is(res[3].Err, a.fail[4]) || res[2].Err != nil || res[4].Err != nil {
+		t.Errorf("errors misplaced: %v %v %v", res[2].Err, res[3].Err, res[4].Err)
+	}
+	if a.got[0].JobID != 1 || a.got[1].JobID != 2 {
+		t.Errorf("releases applied as %d, %d; want 1, 2 first", a.got[0].JobID, a.got[1].JobID)
 	}
 }

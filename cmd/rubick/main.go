@@ -30,6 +30,7 @@ func commands() map[string]command {
 		"report":  {"summarise jobs from Slurm accounting (JCT, GPU-hours, reconfigurations, plans)", runReport},
 		"explain": {"explain a job's model, plan, alternatives and recent decisions", runExplain},
 		"status":  {"show rubickd's health, managed jobs and model fits", runStatus},
+		"gpuinfo": {"probe this node's GPUs with NVML and print the facts as JSON", runGPUInfo},
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/rubick-sched/rubick/artifact"
 	"github.com/rubick-sched/rubick/daemon"
+	"github.com/rubick-sched/rubick/gpuinfo"
 	"github.com/rubick-sched/rubick/launch/report"
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/policy"
@@ -82,6 +83,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer st.Close()
 	env := model.DefaultEnv()
+	if cfg.GPUFacts != "" {
+		raw, err := os.ReadFile(cfg.GPUFacts)
+		if err != nil {
+			return fmt.Errorf("gpu_facts: %w", err)
+		}
+		var facts gpuinfo.Facts
+		if err := json.Unmarshal(raw, &facts); err != nil {
+			return fmt.Errorf("gpu_facts %s: %w", cfg.GPUFacts, err)
+		}
+		env = gpuinfo.ApplyTo(env, facts)
+		log.Info("GPU facts applied", "file", cfg.GPUFacts, "source", facts.Source, "gpus", env.NodeGPUs, "gpu_mem_gb", env.GPUMemGB, "intra_gbps", env.IntraGBps)
+	}
 	set, err := artifact.Load(artifact.Open(*dataDir))
 	if err != nil {
 		return err
