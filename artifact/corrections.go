@@ -2,6 +2,7 @@ package artifact
 
 import (
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -14,7 +15,6 @@ const (
 	llama30Layers = 60
 	llama30Hidden = 6656
 	llama30Heads  = 52
-	llama30Seq    = 2048
 )
 
 // applyCorrections replaces the placeholders of models.json that would make
@@ -24,11 +24,13 @@ const (
 //   - llama7 forward_ms_1gpu (1000, a placeholder in the artifact): the
 //     mean of forward_time x gpus over its profile rows (about 3,000 ms),
 //     which is what the placements' own forward column shows on 1 GPU.
-//   - llama30: the LLaMA-30B shape above and a forward time scaled from
+//   - shapes: every profile states hidden x sequence x layers (seq_hid) of
+//     the runs it measured; where the spec disagrees, the spec follows the
+//     profile (shapeFromProfile).
+//   - llama30: the LLaMA-30B shape above, run with llama7's sequence length
+//     (the llama runs share one setup), and a forward time scaled from
 //     llama7's by the forward FLOPs (parameters x global batch x sequence),
 //     since its profile is a copy of llama7's and cannot measure it.
-//   - gpt2 heads 19: 1920 hidden units do not split into 19 heads, and the
-//     measured TP=5 plans need a head count divisible by 5; 20 heads of 96.
 func applyCorrections(s *Set) error {
 	fix := func(name string, f func(*ModelInfo) error) error {
 		info, ok := s.Models[name]
@@ -55,11 +57,18 @@ func applyCorrections(s *Set) error {
 	}); err != nil {
 		return err
 	}
+	for _, name := range s.ModelNames() {
+		if err := fix(name, func(m *ModelInfo) error { return shapeFromProfile(m, s.Profiles[name]) }); err != nil {
+			return err
+		}
+	}
 	if err := fix("llama30", func(m *ModelInfo) error {
 		ref, ok := s.Models["llama7"]
 		if !ok {
 			return nil
 		}
+		// The llama runs share one setup: the sequence llama7's profile ran.
+		llama30Seq := ref.Spec.SeqLen
 		sp := &m.Spec
 		m.Corrections = append(m.Corrections, fmt.Sprintf(
 			"shape parameters=%.3g layers=%d hidden=%d heads=%d seq_len=%d -> LLaMA-30B %.3g/%d/%d/%d/%d",
@@ -75,14 +84,7 @@ func applyCorrections(s *Set) error {
 	}); err != nil {
 		return err
 	}
-	return fix("gpt2", func(m *ModelInfo) error {
-		if m.Spec.Heads != 19 || m.Spec.Hidden != 1920 {
-			return nil
-		}
-		m.Corrections = append(m.Corrections, "heads 19 -> 20 (1920 hidden units; measured TP=5 plans)")
-		m.Spec.Heads = 20
-		return nil
-	})
+	return nil
 }
 
 // profileForwardMs is the forward time of the global batch on one GPU that
@@ -103,4 +105,50 @@ func profileForwardMs(rows []ProfileRow) (float64, bool) {
 		sum += v
 	}
 	return sum / float64(len(vals)), true
+}
+
+// publishedShapes are the published architectures a profile can be matched
+// to by parameter count (within 3 %) and seq_hid when its spec's hidden
+// size is wrong too.
+var publishedShapes = []struct {
+	name                       string
+	params                     float64
+	layers, hidden, heads, seq int
+}{
+	{"BERT-large", 336e6, 24, 1024, 16, 512},
+	{"GPT-2 XL", 1558e6, 48, 1600, 25, 1024},
+}
+
+// shapeFromProfile makes the spec's hidden x sequence x layers agree with
+// the seq_hid its profile was measured with: by the sequence length alone
+// when that divides out (roberta, vit, llama7), else by a published
+// architecture with the same parameter count and product (bert is
+// BERT-large, gpt2 is GPT-2 XL, whose 25 heads also admit the measured
+// TP-5 plans). A spec that matches neither is left as it is (t5: its
+// seq_hid 2^24 is not 1280 x 16 x any integer and it matches no table
+// entry).
+func shapeFromProfile(m *ModelInfo, rows []ProfileRow) error {
+	if len(rows) == 0 || !profileMatches(m.Spec, rows) {
+		return nil
+	}
+	want := rows[0].SeqHid
+	sp := &m.Spec
+	cur := float64(sp.Hidden) * float64(sp.SeqLen) * float64(sp.Layers)
+	if want <= 0 || cur == want {
+		return nil
+	}
+	if s := want / float64(sp.Hidden*sp.Layers); s == math.Trunc(s) {
+		m.Corrections = append(m.Corrections, fmt.Sprintf("seq_len %d -> %.0f (profile seq_hid %.0f = hidden x seq x layers)", sp.SeqLen, s, want))
+		sp.SeqLen = int(s)
+		return nil
+	}
+	for _, a := range publishedShapes {
+		if math.Abs(sp.Params-a.params) <= 0.03*a.params && float64(a.layers*a.hidden*a.seq) == want {
+			m.Corrections = append(m.Corrections, fmt.Sprintf("shape layers=%d hidden=%d heads=%d seq_len=%d -> %s %d/%d/%d/%d (profile seq_hid %.0f, %.3g parameters)",
+				sp.Layers, sp.Hidden, sp.Heads, sp.SeqLen, a.name, a.layers, a.hidden, a.heads, a.seq, want, sp.Params))
+			sp.Layers, sp.Hidden, sp.Heads, sp.SeqLen = a.layers, a.hidden, a.heads, a.seq
+			return nil
+		}
+	}
+	return nil
 }

@@ -11,22 +11,31 @@ package model
 //   - InterGBps 12.5: one 100 Gb/s RDMA NIC.
 //   - PCIeGBps 12: PCIe 4.0 x16 host-device copies from pinned memory.
 //
+// RidgeFlopPerByte is the A800's roofline ridge point (about 153 FLOP/byte),
+// which prices the efficiency TP shards lose as they shrink.
+//
 // GPUsPerNIC 2 models the usual HGX A800 layout where two GPUs share one
 // PCIe switch and its NIC, so a node reaches the network through
 // ceil(GPUs used / 2) NICs.
 func DefaultEnv() Env {
 	return Env{
-		IntraGBps:   150,
-		InterGBps:   12.5,
-		PCIeGBps:    12,
-		GPUMemGB:    80,
-		NodeMemGB:   1600,
-		NodeCPUs:    96,
-		NodeGPUs:    8,
-		GPUsPerNIC:  2,
-		HostMemGBps: defaultHostMemGBps,
+		IntraGBps:        150,
+		InterGBps:        12.5,
+		PCIeGBps:         12,
+		GPUMemGB:         80,
+		NodeMemGB:        1600,
+		NodeCPUs:         96,
+		NodeGPUs:         8,
+		GPUsPerNIC:       2,
+		HostMemGBps:      defaultHostMemGBps,
+		RidgeFlopPerByte: a800RidgeFlopPerByte,
 	}
 }
+
+// a800RidgeFlopPerByte is the A800's roofline ridge point from its data
+// sheet: 312 TFLOP/s dense bf16 tensor-core peak over 2.039 TB/s of HBM2e
+// bandwidth.
+const a800RidgeFlopPerByte = 312e12 / 2.039e12
 
 // defaultHostMemGBps is the effective memory bandwidth of a two-socket A800
 // host for CPU Adam's streaming access (16 DDR4-3200 channels peak at about

@@ -174,8 +174,9 @@ func (p Predictor) checkModel() error {
 //
 // The equations are those of BRIEF section 3 with the deviations listed in
 // docs/model.md: pipelines price the TP traffic on the 1F1B critical path,
-// cross-node DP rings share the NICs of a node, and ZeRO-Offload moves the
-// DP reduction out of the backward pass into the offload phase.
+// cross-node DP rings share the NICs of a node, ZeRO-Offload moves the DP
+// reduction out of the backward pass into the offload phase, and a TP
+// shard runs slower than 1/t of the layer (tpSlowdown).
 func (p Predictor) Predict(plan Plan, r Resources) (Breakdown, error) {
 	if err := p.checkModel(); err != nil {
 		return Breakdown{}, err
@@ -194,7 +195,7 @@ func (p Predictor) price(plan Plan, r Resources, lo layout) Breakdown {
 	P := s.Params
 	fwd1 := s.ForwardMs / 1000 // whole global batch, one GPU, seconds
 	// One micro-batch through this GPU's shard of every layer.
-	tMB := fwd1 * float64(plan.MicroBatch) / b / t
+	tMB := fwd1 * float64(plan.MicroBatch) / b / t * p.tpSlowdown(plan.TP)
 	var out Breakdown
 
 	// Communication volumes, in bytes per GPU.
@@ -280,4 +281,24 @@ func (p Predictor) price(plan Plan, r Resources, lo layout) Breakdown {
 	}
 	out.Iter = out.CC + out.OO + k.KConst
 	return out
+}
+
+// tpSlowdown is how much longer one GPU's TP shard of a layer takes than
+// 1/t of the profiled (t = 1) layer.
+//
+// Per token, a layer's GEMMs do about 24 h^2 FLOPs, which TP divides by t,
+// while every rank still reads and writes the full h-wide activations
+// around them (the inputs of the column-parallel GEMMs, the outputs of the
+// row-parallel ones before their all-reduce, layer norms, dropout and
+// residuals), which TP does not divide. On a roofline the replicated part
+// costs about ridge/h of the FLOP part at t = 1, so a shard takes
+// (1/t + ridge/h) / (1 + ridge/h) of the profiled layer: the narrower the
+// shard (h/t), the larger the memory-bound share. The profiled forward
+// already contains the t = 1 share, hence the normalisation.
+func (p Predictor) tpSlowdown(t int) float64 {
+	if t <= 1 || p.Env.RidgeFlopPerByte <= 0 {
+		return 1
+	}
+	w0 := p.Env.RidgeFlopPerByte / float64(p.Spec.Hidden)
+	return (1 + w0*float64(t)) / (1 + w0)
 }

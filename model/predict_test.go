@@ -254,3 +254,39 @@ func BenchmarkPredict64(b *testing.B) {
 		}
 	}
 }
+
+func TestTPSlowdown(t *testing.T) {
+	spec := Spec{Name: "m", Params: 1e9, Layers: 8, Hidden: 1600, Heads: 16, SeqLen: 1024, GlobalBatch: 16, ForwardMs: 1000}
+	tests := []struct {
+		name  string
+		ridge float64
+		tp    int
+		want  float64
+	}{
+		{"no TP", 153, 1, 1},
+		{"unset ridge", 0, 8, 1},
+		// (1 + 153*t/1600) / (1 + 153/1600)
+		{"tp2", 153, 2, (1 + 0.19125) / (1 + 0.095625)},
+		{"tp5", 153, 5, (1 + 0.478125) / (1 + 0.095625)},
+	}
+	got := map[string]float64{}
+	want := map[string]float64{}
+	for _, tc := range tests {
+		p := Predictor{Spec: spec, Env: Env{RidgeFlopPerByte: tc.ridge}}
+		got[tc.name], want[tc.name] = p.tpSlowdown(tc.tp), tc.want
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateApprox(0, 1e-12)); diff != "" {
+		t.Errorf("tpSlowdown (-want +got):\n%s", diff)
+	}
+	// The slowdown stretches the TP shard's compute and nothing else: a
+	// TP-2 plan's forward is 1/2 of the one-GPU forward times the factor.
+	env := DefaultEnv()
+	p := Predictor{Spec: spec, Params: Priors(), Env: env}
+	bd, err := p.Predict(Plan{DP: 1, TP: 2, PP: 1, MicroBatch: 16, Accum: 1}, Resources{Placement: Placement{2}, CPUs: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wantFwd := 0.5 * p.tpSlowdown(2); math.Abs(bd.Fwd-wantFwd) > 1e-12 {
+		t.Errorf("TP-2 forward = %v s, want %v", bd.Fwd, wantFwd)
+	}
+}

@@ -217,6 +217,12 @@ type Env struct {
 	// micro-batches across stages (1F1B); the jobs the artifact measured ran
 	// them one at a time, which DefaultEnv models.
 	Pipeline1F1B bool `json:"pipeline_1f1b"`
+	// RidgeFlopPerByte is the GPU's roofline ridge point: peak matrix
+	// FLOP/s over memory bytes/s. Tensor parallelism divides a layer's
+	// GEMM FLOPs by t but not the traffic of its replicated activations,
+	// so a shard runs slower than 1/t of the layer (see tpSlowdown); 0
+	// prices TP shards at exactly 1/t.
+	RidgeFlopPerByte float64 `json:"ridge_flop_per_byte"`
 }
 
 // Params are the seven fitted parameters of a model type.
