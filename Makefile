@@ -5,7 +5,7 @@ PKGS      := ./...
 LAB       ?= /tmp/rubick-lab
 export LAB
 
-.PHONY: help build demo check test vet fmt-check bench integration e2e lab-up lab-down generate clean
+.PHONY: help build demo check test vet fmt-check man man-check bench integration e2e lab-up lab-down generate clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -16,7 +16,7 @@ build: ## build every command into bin/
 demo: build ## run the simulator on the embedded Base trace with every policy
 	$(BIN)/rubick model validate
 
-check: vet fmt-check test integration e2e ## every test: unit, race, real-Slurm integration and end-to-end
+check: vet fmt-check man-check test integration e2e ## every test: unit, race, real-Slurm integration and end-to-end
 
 vet: ## go vet
 	$(GO) vet $(PKGS)
@@ -69,6 +69,12 @@ lab-2411-down: ## stop the 24.11 chroot lab (TRIXIE_ARGS=--purge deletes it)
 
 spank: ## build the SPANK plugin (contrib/spank) and run its unit test
 	$(MAKE) -C contrib/spank all test check-exports
+
+man: ## regenerate docs/man from every command's --help
+	scripts/gen-man.sh
+
+man-check: ## fail when docs/man differs from the commands' --help
+	scripts/gen-man.sh --check
 
 generate: ## regenerate the slurmrestd clients
 	$(GO) generate ./slurm/...

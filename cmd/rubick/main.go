@@ -1,6 +1,7 @@
 // Command rubick is the admin and user CLI: simulate policies on traces
 // (sim), fit, validate and query the performance model (model), report on
-// finished jobs (report) and explain a job's plan (explain).
+// finished jobs (report), explain a job's plan (explain), show rubickd's
+// health (status) and probe a node's GPUs (gpuinfo).
 package main
 
 import (
