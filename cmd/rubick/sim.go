@@ -2,11 +2,182 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/rubick-sched/rubick/artifact"
+	"github.com/rubick-sched/rubick/policy"
+	"github.com/rubick-sched/rubick/sim"
 )
+
+// simOptions are the parsed flags of `rubick sim`.
+type simOptions struct {
+	workload string
+	data     string
+	policies []string
+	cfg      sim.Config
+	json     bool
+	plot     string
+	parallel int
+}
+
+func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
+	def := sim.DefaultConfig()
+	o := simOptions{cfg: def}
+	fset := flag.NewFlagSet("rubick sim", flag.ContinueOnError)
+	fset.SetOutput(stderr)
+	fset.Usage = func() {
+		fmt.Fprintln(stderr, "usage: rubick sim [flags]\n\nReplay a workload trace against scheduling policies on a simulated cluster.\n\nflags:")
+		fset.PrintDefaults()
+	}
+	fset.StringVar(&o.workload, "workload", "workload-base", "embedded trace (workload-base, workload-bp, workload-mt, naive) or a CSV file path")
+	fset.StringVar(&o.data, "data", "", "artifact data directory (default: the embedded data)")
+	pols := fset.String("policy", strings.Join(policy.Names(), ","), "comma-separated policies")
+	fset.IntVar(&o.cfg.Nodes, "nodes", def.Nodes, "nodes in the cluster")
+	fset.IntVar(&o.cfg.GPUsPerNode, "gpus-per-node", def.GPUsPerNode, "GPUs per node")
+	fset.IntVar(&o.cfg.CPUsPerNode, "cpus-per-node", def.CPUsPerNode, "CPU cores per node")
+	fset.Float64Var(&o.cfg.MemPerNodeGB, "mem-per-node-gb", def.MemPerNodeGB, "host memory per node, GB")
+	fset.DurationVar(&o.cfg.Interval, "interval", def.Interval, "scheduling interval (simulated time)")
+	fset.DurationVar(&o.cfg.RestartPenalty, "restart-penalty", def.RestartPenalty, "time without progress after every start and placement change")
+	fset.Float64Var(&o.cfg.LoadScale, "load-scale", def.LoadScale, "divide submission times by this (> 1 compresses arrivals)")
+	fset.IntVar(&o.cfg.GuaranteedQuota, "quota", def.GuaranteedQuota, "GPU quota of guaranteed jobs (0: every GPU)")
+	fset.BoolVar(&o.json, "json", false, "print a JSON array, one object per policy")
+	fset.StringVar(&o.plot, "plot", "", "write JCT CDFs and GPU utilisation to this .svg or .png file")
+	fset.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "policies simulated at once")
+	if err := fset.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return o, err
+		}
+		return o, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fset.NArg() > 0 {
+		return o, fmt.Errorf("%w: unexpected argument %q", errUsage, fset.Arg(0))
+	}
+	for _, p := range strings.Split(*pols, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if !slices.Contains(policy.Names(), p) {
+			return o, fmt.Errorf("%w: --policy %q: unknown policy (known: %s)", errUsage, p, strings.Join(policy.Names(), ", "))
+		}
+		o.policies = append(o.policies, p)
+	}
+	if len(o.policies) == 0 {
+		return o, fmt.Errorf("%w: --policy %q names no policy", errUsage, *pols)
+	}
+	checks := []struct {
+		bad  bool
+		flag string
+		val  any
+		why  string
+	}{
+		{o.cfg.Nodes <= 0, "--nodes", o.cfg.Nodes, "must be > 0"},
+		{o.cfg.GPUsPerNode <= 0 || o.cfg.GPUsPerNode > 64, "--gpus-per-node", o.cfg.GPUsPerNode, "must be in 1..64"},
+		{o.cfg.CPUsPerNode <= 0, "--cpus-per-node", o.cfg.CPUsPerNode, "must be > 0"},
+		{!(o.cfg.MemPerNodeGB > 0), "--mem-per-node-gb", o.cfg.MemPerNodeGB, "must be > 0"},
+		{o.cfg.Interval.Seconds() < 1, "--interval", o.cfg.Interval, "must be >= 1s"},
+		{o.cfg.RestartPenalty < 0, "--restart-penalty", o.cfg.RestartPenalty, "must be >= 0"},
+		{!(o.cfg.LoadScale > 0) || o.cfg.LoadScale > 1e6, "--load-scale", o.cfg.LoadScale, "must be a positive number"},
+		{o.cfg.GuaranteedQuota < 0, "--quota", o.cfg.GuaranteedQuota, "must be >= 0"},
+		{o.parallel <= 0, "--parallel", o.parallel, "must be > 0"},
+	}
+	for _, c := range checks {
+		if c.bad {
+			return o, fmt.Errorf("%w: %s=%v %s", errUsage, c.flag, c.val, c.why)
+		}
+	}
+	if o.plot != "" {
+		ext := strings.ToLower(filepath.Ext(o.plot))
+		if ext != ".svg" && ext != ".png" {
+			return o, fmt.Errorf("%w: --plot %q must end in .svg or .png", errUsage, o.plot)
+		}
+	}
+	return o, nil
+}
+
+// loadWorkload resolves --workload: an embedded trace name first, then a file.
+func loadWorkload(fsys fs.FS, name string) ([]artifact.Job, error) {
+	base := strings.TrimSuffix(name, ".csv")
+	if names, err := artifact.Workloads(fsys); err == nil && slices.Contains(names, base) && !strings.ContainsRune(name, os.PathSeparator) {
+		return artifact.LoadWorkload(fsys, base)
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --workload %q is neither an embedded trace nor a readable file: %v", errUsage, name, err)
+	}
+	defer f.Close()
+	return artifact.ReadWorkload(f, name)
+}
 
 // runSim implements `rubick sim`.
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return fmt.Errorf("sim: not built yet")
+	o, err := parseSimFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if o.data != "" {
+		if st, err := os.Stat(o.data); err != nil || !st.IsDir() {
+			return fmt.Errorf("%w: --data %q is not a directory", errUsage, o.data)
+		}
+	}
+	fsys := artifact.Open(o.data)
+	rows, err := loadWorkload(fsys, o.workload)
+	if err != nil {
+		return err
+	}
+	data, err := sim.Prepare(ctx, fsys, o.cfg)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	results := make([]*sim.Result, len(o.policies))
+	errs := make([]error, len(o.policies))
+	sem := make(chan struct{}, o.parallel)
+	var wg sync.WaitGroup
+	for i, name := range o.policies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			pol, err := policy.New(name, policy.DefaultConfig())
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			results[i], errs[i] = sim.Run(ctx, o.cfg, data, rows, pol, log.With("policy", name))
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if o.plot != "" {
+		if err := sim.Plot(o.plot, results); err != nil {
+			return err
+		}
+	}
+	if o.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(results)
+	}
+	fmt.Fprintf(stdout, "workload %s: %d jobs on %d x %d GPUs, interval %v, restart penalty %v, load scale %g\n\n",
+		o.workload, len(rows), o.cfg.Nodes, o.cfg.GPUsPerNode, o.cfg.Interval, o.cfg.RestartPenalty, o.cfg.LoadScale)
+	return sim.WriteTable(stdout, results)
 }

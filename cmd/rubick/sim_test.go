@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func runSimArgs(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := run(context.Background(), append([]string{"sim"}, args...), &out, &errb)
+	return out.String(), errb.String(), err
+}
+
+func TestSimBadFlags(t *testing.T) {
+	tests := map[string]struct {
+		args []string
+		want string
+	}{
+		"zero nodes":       {[]string{"--nodes", "0"}, "--nodes=0"},
+		"too many gpus":    {[]string{"--gpus-per-node", "100"}, "--gpus-per-node=100"},
+		"no cpus":          {[]string{"--cpus-per-node", "-4"}, "--cpus-per-node=-4"},
+		"no memory":        {[]string{"--mem-per-node-gb", "0"}, "--mem-per-node-gb=0"},
+		"tiny interval":    {[]string{"--interval", "10ms"}, "--interval=10ms"},
+		"negative penalty": {[]string{"--restart-penalty", "-1s"}, "--restart-penalty=-1s"},
+		"negative load":    {[]string{"--load-scale", "-2"}, "--load-scale=-2"},
+		"unknown policy":   {[]string{"--policy", "rubick,tetris"}, `--policy "tetris"`},
+		"empty policy":     {[]string{"--policy", ","}, "--policy"},
+		"plot format":      {[]string{"--plot", "out.pdf"}, `--plot "out.pdf"`},
+		"missing workload": {[]string{"--workload", "/nonexistent/trace.csv"}, `--workload "/nonexistent/trace.csv"`},
+		"missing data":     {[]string{"--data", "/nonexistent"}, `--data "/nonexistent"`},
+		"not a duration":   {[]string{"--interval", "soon"}, "soon"},
+		"stray argument":   {[]string{"extra"}, `"extra"`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := runSimArgs(t, tc.args...)
+			if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("sim %v: error %v, want a usage error naming %s", tc.args, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSimHelpListsDefaults(t *testing.T) {
+	_, stderr, err := runSimArgs(t, "-h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"-workload", "workload-base", "-nodes", "(default 8)", "-interval", "1m0s", "-restart-penalty", "4m20s", "-load-scale", "-json", "-plot", "-policy", "rubick,fifo"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("help does not mention %q:\n%s", want, stderr)
+		}
+	}
+}
+
+func TestSimJSON(t *testing.T) {
+	out, _, err := runSimArgs(t, "--workload", "naive", "--policy", "fifo,rubick", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("not a JSON array: %v\n%s", err, out)
+	}
+	var names []string
+	for _, r := range rows {
+		names = append(names, r["policy"].(string))
+		for _, k := range []string{"policy", "jobs", "completed", "avg_jct_s", "p50_jct_s", "p99_jct_s", "makespan_s", "avg_queue_s",
+			"restarts", "gpu_util", "round_ms_avg", "round_ms_max", "slo_violations", "guaranteed", "best_effort", "fallback_job_s", "bound"} {
+			if _, ok := r[k]; !ok {
+				t.Errorf("%v lacks %q", r["policy"], k)
+			}
+		}
+		for _, k := range []string{"guaranteed", "best_effort", "bound"} {
+			if _, ok := r[k].(map[string]any)["avg_jct_s"]; !ok {
+				t.Errorf("%v: %s lacks avg_jct_s", r["policy"], k)
+			}
+		}
+		if r["jobs"].(float64) != 10 || r["completed"].(float64) != 10 {
+			t.Errorf("%v: jobs %v completed %v, want 10 and 10", r["policy"], r["jobs"], r["completed"])
+		}
+	}
+	if diff := cmp.Diff([]string{"fifo", "rubick"}, names); diff != "" {
+		t.Errorf("policy order (-want +got):\n%s", diff)
+	}
+}
+
+func TestSimTableAndPlot(t *testing.T) {
+	dir := t.TempDir()
+	for _, file := range []string{"cdf.svg", "cdf.png"} {
+		path := filepath.Join(dir, file)
+		out, _, err := runSimArgs(t, "--workload", "naive", "--policy", "rubick,antman", "--plot", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"policy", "avg JCT s", "rubick", "antman", "bound"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("table lacks %q:\n%s", want, out)
+			}
+		}
+		if st, err := os.Stat(path); err != nil || st.Size() < 1000 {
+			t.Errorf("plot %s: %v (size %d)", path, err, st.Size())
+		}
+	}
+}
+
+func TestSimWorkloadFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tiny.csv")
+	csv := "name,submission_time,duration,application,num_gpus,num_cpus,bandwidth,exec_plan,steps,is_sla\n" +
+		"bert-0,0,100,bert,2,16,0,ga,100,1\n"
+	if err := os.WriteFile(path, []byte(csv), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runSimArgs(t, "--workload", path, "--policy", "rubick", "--json", "--interval", "30s", "--restart-penalty", "0s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []struct {
+		Completed  int `json:"completed"`
+		Guaranteed struct {
+			Jobs int `json:"jobs"`
+		} `json:"guaranteed"`
+	}
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Completed != 1 || rows[0].Guaranteed.Jobs != 1 {
+		t.Errorf("rows = %+v, want one completed guaranteed job", rows)
+	}
+}

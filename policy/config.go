@@ -1,0 +1,88 @@
+package policy
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config tunes the policies. The zero value is not valid; start from
+// DefaultConfig. Every policy reads only the fields that apply to it.
+type Config struct {
+	// ReconfigKeep is the fraction of a running job's run time that must
+	// remain useful after its restarts: a job is reconfigured only if
+	// (T - N*delta)/T >= ReconfigKeep with T its run time so far, N its
+	// reconfigurations including the new one and delta the restart cost.
+	ReconfigKeep float64
+	// StarvationAge is how long a best-effort job may wait before it is
+	// scheduled ahead of the slope order.
+	StarvationAge time.Duration
+	// SLOMargin is the headroom over the requested throughput a guaranteed
+	// job needs when it runs on other resources or another plan than it
+	// asked for, to absorb performance-model error.
+	SLOMargin float64
+	// MinCPUsPerGPU is the fewest CPU cores a job gets per GPU (data loading).
+	MinCPUsPerGPU int
+	// HostMemPerGPUGB is host memory reserved per GPU besides what the
+	// plan's offloaded state needs (data loader, pinned buffers).
+	HostMemPerGPUGB float64
+	// MaxScale bounds a job's GPUs to MaxScale times its request (0: no bound).
+	MaxScale float64
+	// MinGain is the smallest marginal efficiency worth taking a free GPU
+	// for: the throughput one more GPU adds, over the per-GPU throughput of
+	// the model on one whole node. It keeps jobs from hoarding GPUs that
+	// barely help and that they could not give back without a restart.
+	MinGain float64
+	// MinShare is the fraction of its requested throughput a best-effort
+	// job must get to start, or keep when it is shrunk: a job crawling on a
+	// sliver of GPUs could not grow back without a restart.
+	MinShare float64
+	// PlanSwitchGain is the predicted speed-up over the requested plan's
+	// family another plan needs to be chosen instead (model error margin).
+	PlanSwitchGain float64
+	// DefaultQuota is the GPU quota of a tenant the snapshot does not list
+	// (0: such tenants have no quota).
+	DefaultQuota int
+}
+
+// DefaultConfig returns the configuration the benchmarks use.
+func DefaultConfig() Config {
+	return Config{
+		ReconfigKeep:    0.9,
+		StarvationAge:   2 * time.Hour,
+		SLOMargin:       0.2,
+		MinCPUsPerGPU:   1,
+		HostMemPerGPUGB: 16,
+		MaxScale:        0,
+		MinGain:         0.5,
+		MinShare:        0,
+		PlanSwitchGain:  0.1,
+		DefaultQuota:    0,
+	}
+}
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	switch {
+	case !(c.ReconfigKeep >= 0 && c.ReconfigKeep <= 1):
+		return fmt.Errorf("%w: ReconfigKeep=%v must be in [0, 1]", ErrBadConfig, c.ReconfigKeep)
+	case c.StarvationAge < 0:
+		return fmt.Errorf("%w: StarvationAge=%v must be >= 0", ErrBadConfig, c.StarvationAge)
+	case !(c.SLOMargin >= 0 && c.SLOMargin < 1):
+		return fmt.Errorf("%w: SLOMargin=%v must be in [0, 1)", ErrBadConfig, c.SLOMargin)
+	case c.MinCPUsPerGPU < 0:
+		return fmt.Errorf("%w: MinCPUsPerGPU=%d must be >= 0", ErrBadConfig, c.MinCPUsPerGPU)
+	case !(c.HostMemPerGPUGB >= 0):
+		return fmt.Errorf("%w: HostMemPerGPUGB=%v must be >= 0", ErrBadConfig, c.HostMemPerGPUGB)
+	case !(c.MaxScale == 0 || c.MaxScale >= 1):
+		return fmt.Errorf("%w: MaxScale=%v must be 0 or >= 1", ErrBadConfig, c.MaxScale)
+	case !(c.MinGain >= 0):
+		return fmt.Errorf("%w: MinGain=%v must be >= 0", ErrBadConfig, c.MinGain)
+	case !(c.MinShare >= 0 && c.MinShare <= 1):
+		return fmt.Errorf("%w: MinShare=%v must be in [0, 1]", ErrBadConfig, c.MinShare)
+	case !(c.PlanSwitchGain >= 0):
+		return fmt.Errorf("%w: PlanSwitchGain=%v must be >= 0", ErrBadConfig, c.PlanSwitchGain)
+	case c.DefaultQuota < 0:
+		return fmt.Errorf("%w: DefaultQuota=%d must be >= 0", ErrBadConfig, c.DefaultQuota)
+	}
+	return nil
+}

@@ -1,0 +1,1111 @@
+package policy
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/rubick-sched/rubick/model"
+)
+
+// variant selects which reconfigurations a slope-driven policy may make;
+// rubick and its ablations and Sia share the same engine.
+type variant struct {
+	space    space // plans it may choose
+	fixedRes bool  // GPUs fixed at the request (start or preempt only)
+	tuneCPU  bool  // CPUs are a second, tuned dimension
+	slo      bool  // guaranteed jobs get SLO admission within quota
+	sia      bool  // Sia's configuration set: power-of-two single node or whole nodes
+	replan   bool  // a running job may restart on the same resources with a faster plan
+}
+
+var (
+	variantRubick        = variant{space: spaceAny, tuneCPU: true, slo: true, replan: true}
+	variantResourcesOnly = variant{space: spaceDP, tuneCPU: true, slo: true}
+	variantSia           = variant{space: spaceDP, sia: true}
+)
+
+// engine is Algorithm 1 (BRIEF section 4) parameterised by a variant.
+type engine struct {
+	name string
+	cfg  Config
+	v    variant
+	perf *perfCache
+
+	mu    sync.Mutex
+	infos map[infoKey]jobInfo // per request, persisted across rounds
+}
+
+func newEngine(name string, c Config, v variant) *engine {
+	p := newPerfCache()
+	return &engine{name: name, cfg: c, v: v, perf: p, infos: map[infoKey]jobInfo{}}
+}
+
+// Name implements Policy.
+func (e *engine) Name() string { return e.name }
+
+// slot is what a job holds on one node during a round.
+type slot struct{ node, gpus, cpus int }
+
+// jstate is one job during a round.
+type jstate struct {
+	j       *Job
+	idx     int
+	est     Estimator
+	running bool   // held resources in the snapshot
+	orig    []slot // the snapshot's allocation, by node index
+	cur     []slot // the tentative allocation, by node index
+	gpus    int
+	info    jobInfo
+	minNT   float64 // normalised throughput it must keep (SLO), 0 for best-effort
+	// Throughput is normalised by info.unit, so a slope of 1 is linear
+	// scaling at the per-GPU speed of one whole node.
+	floor  float64 // normalised throughput a best-effort job needs to start
+	cap    int     // most GPUs it may hold
+	cpg    int     // baseline CPUs per GPU
+	frozen bool    // running and not reconfigurable this round
+	admit  bool    // guaranteed and admitted within quota
+	starve bool
+	reason Reason
+	detail string
+}
+
+// nstate is one node during a round.
+type nstate struct {
+	n       *Node
+	freeGPU int
+	freeCPU int
+	jobs    []int // jobs holding GPUs here (possibly zero after a shrink)
+}
+
+// op is one logged change of a job's slot, for undo.
+type op struct{ job, node, dg, dc int }
+
+// round is the mutable working copy of one Decide call.
+type round struct {
+	e        *engine
+	s        *Snapshot
+	nodes    []nstate
+	jobs     []*jstate
+	nodeGPUs int
+	memGB    float64
+	log      []op
+	logging  bool
+	reserved []int // GPUs per node held back for a starving job
+	buf      []int
+
+	// Incremental state that keeps a round cheap when little can change.
+	freeTotal     int        // free GPUs over all nodes
+	reservedTotal int        // reserved GPUs over all nodes
+	version       int        // bumped on every allocation change
+	nodeVer       []int      // per node, bumped when an allocation there changes
+	memo          [][2]vmemo // per node and privileged: the two best victims
+	minLoss       [2]float64 // cluster-wide least victim loss, per privileged
+	minLossVer    [2]int     // version minLoss was computed at (0: never)
+}
+
+// vmemo caches a node's best victims at one node version.
+type vmemo struct {
+	ver       int
+	valid     bool
+	best, alt victim // alt is the best victim that is not best's job
+	nBest     int    // 0, 1 or 2 victims found
+}
+
+// Decide implements Policy.
+func (e *engine) Decide(ctx context.Context, s *Snapshot) (Plan, error) {
+	e.perf.sync(s.Models)
+	r, err := e.newRound(s)
+	if err != nil {
+		return Plan{}, err
+	}
+	if err := r.run(ctx); err != nil {
+		return Plan{}, err
+	}
+	return r.commit(), nil
+}
+
+func (e *engine) newRound(s *Snapshot) (*round, error) {
+	r := &round{e: e, s: s, nodes: make([]nstate, len(s.Nodes)), reserved: make([]int, len(s.Nodes)),
+		nodeVer: make([]int, len(s.Nodes)), memo: make([][2]vmemo, len(s.Nodes))}
+	r.memGB = math.Inf(1)
+	for i := range s.Nodes {
+		n := &s.Nodes[i]
+		r.nodes[i] = nstate{n: n, freeGPU: n.GPUs, freeCPU: n.CPUs}
+		r.nodeGPUs = max(r.nodeGPUs, n.GPUs)
+		r.memGB = min(r.memGB, n.MemGB)
+	}
+	if len(s.Nodes) == 0 {
+		r.memGB = 0
+	}
+	r.version = 1
+	r.jobs = make([]*jstate, len(s.Jobs))
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		js := &jstate{j: j, idx: i, est: s.Models[j.Model], running: j.Running()}
+		for _, a := range j.Alloc {
+			n, _ := s.NodeIndex(a.Node)
+			if a.GPUs == 0 && a.CPUs == 0 {
+				continue
+			}
+			js.orig = append(js.orig, slot{node: n, gpus: a.GPUs, cpus: a.CPUs})
+			r.nodes[n].freeGPU -= a.GPUs
+			r.nodes[n].freeCPU -= a.CPUs
+			r.nodes[n].jobs = append(r.nodes[n].jobs, i)
+		}
+		slices.SortFunc(js.orig, func(a, b slot) int { return a.node - b.node })
+		js.cur = slices.Clone(js.orig)
+		for _, sl := range js.cur {
+			js.gpus += sl.gpus
+		}
+		js.info = e.jobInfo(r, js)
+		js.cpg = max(e.cfg.MinCPUsPerGPU, min(j.Request.CPUs/max(1, j.Request.GPUs), maxCPUsPerGPU(s)))
+		js.cap = r.capOf(js)
+		if e.v.slo && j.Guaranteed {
+			js.minNT = (1 + e.cfg.SLOMargin) * js.info.ref / js.info.unit
+		}
+		js.floor = e.cfg.MinShare * js.info.ref / js.info.unit
+		if js.running {
+			js.frozen = !e.reconfigurable(s, j)
+		}
+		// Old jobs, queued or running, are served first and are not shrunk
+		// for younger ones: that bounds the tail of completion times.
+		js.starve = !(e.v.slo && j.Guaranteed) && e.cfg.StarvationAge > 0 && s.Now.Sub(j.Submit) >= e.cfg.StarvationAge
+		r.jobs[i] = js
+	}
+	for i := range r.nodes {
+		r.freeTotal += r.nodes[i].freeGPU
+	}
+	return r, nil
+}
+
+func maxCPUsPerGPU(s *Snapshot) int {
+	m := 0
+	for _, n := range s.Nodes {
+		if n.GPUs > 0 {
+			m = max(m, n.CPUs/n.GPUs)
+		}
+	}
+	return m
+}
+
+func (r *round) capOf(js *jstate) int {
+	req := js.j.Request.GPUs
+	if r.e.v.fixedRes {
+		return req
+	}
+	total := 0
+	for _, n := range r.s.Nodes {
+		total += n.GPUs
+	}
+	if r.e.cfg.MaxScale > 0 {
+		total = min(total, int(math.Floor(r.e.cfg.MaxScale*float64(req))))
+	}
+	return max(total, 1)
+}
+
+// reconfigurable applies the reconfiguration-cost rule.
+func (e *engine) reconfigurable(s *Snapshot, j *Job) bool {
+	delta := s.RestartCost.Seconds()
+	if delta <= 0 {
+		return true
+	}
+	t := j.RunTime.Seconds()
+	if t <= 0 {
+		return false
+	}
+	return (t-float64(j.Reconfigs+1)*delta)/t >= e.cfg.ReconfigKeep
+}
+
+// infoKey identifies a request; jobInfo depends on nothing else.
+type infoKey struct {
+	model string
+	plan  model.Plan
+	shape string
+	cpus  int
+}
+
+// jobInfo is derived from a job's request once and cached.
+type jobInfo struct {
+	ref      float64 // predicted samples/s of the requested plan on the request
+	unit     float64 // samples/s per GPU of the model's best plan on one whole node
+	reqShape string  // canonical requested placement
+	entry    float64 // best normalised throughput per GPU at any size
+	minGPUs  int     // fewest GPUs meeting the SLO on a packed placement (quota charge)
+	minShape string
+	// startGPUs is the fewest GPUs (packed) giving a best-effort job its
+	// MinShare of the requested throughput.
+	startGPUs int
+	// minG is the fewest GPUs (packed) with any runnable plan.
+	minG int
+}
+
+func (e *engine) jobInfo(r *round, js *jstate) jobInfo {
+	j := js.j
+	pl := j.Request.Placement
+	if len(pl) == 0 {
+		pl = PackedPlacement(j.Request.GPUs, r.nodeGPUs)
+	}
+	k := infoKey{model: j.Model, plan: j.Request.Plan, shape: shapeKey(pl), cpus: j.Request.CPUs}
+	e.mu.Lock()
+	info, ok := e.infos[k]
+	e.mu.Unlock()
+	if ok {
+		return info
+	}
+	info = jobInfo{reqShape: k.shape, minGPUs: j.Request.GPUs, minShape: k.shape}
+	info.ref = e.perf.best(j.Model, js.est, spaceFixed, j.Request.Plan, k.shape, j.Request.CPUs, r.memGB, r.nodeGPUs).tput
+	if !(info.ref > 0) {
+		info.ref = e.perf.best(j.Model, js.est, spaceAny, j.Request.Plan, k.shape, j.Request.CPUs, r.memGB, r.nodeGPUs).tput
+	}
+	if !(info.ref > 0) {
+		info.ref = 1
+	}
+	cpg := max(1, j.Request.CPUs/max(1, j.Request.GPUs))
+	hi := j.Request.GPUs
+	if !e.v.fixedRes {
+		hi = max(hi, r.nodeGPUs)
+	}
+	info.unit = e.perf.best(j.Model, js.est, spaceAny, model.Plan{}, shapeKey(PackedPlacement(r.nodeGPUs, r.nodeGPUs)), r.nodeGPUs*cpg, r.memGB, r.nodeGPUs).tput / float64(max(1, r.nodeGPUs))
+	if !(info.unit > 0) {
+		info.unit = info.ref / float64(j.Request.GPUs)
+	}
+	minNT := (1 + e.cfg.SLOMargin) * info.ref / info.unit
+	for g := 1; g <= hi; g++ {
+		if e.v.fixedRes && g != j.Request.GPUs {
+			continue
+		}
+		shape := shapeKey(PackedPlacement(g, r.nodeGPUs))
+		v := e.perf.best(j.Model, js.est, e.v.space, j.Request.Plan, shape, g*cpg, r.memGB, r.nodeGPUs)
+		nt := v.tput / info.unit
+		info.entry = max(info.entry, nt/float64(g))
+		if g < info.minGPUs && nt >= minNT {
+			info.minGPUs, info.minShape = g, shape
+		}
+		if info.minG == 0 && v.tput > 0 {
+			info.minG = g
+		}
+		if info.startGPUs == 0 && v.tput > 0 && v.tput >= e.cfg.MinShare*info.ref {
+			info.startGPUs = g
+		}
+	}
+	if info.startGPUs == 0 {
+		info.startGPUs = j.Request.GPUs
+	}
+	e.mu.Lock()
+	e.infos[k] = info
+	e.mu.Unlock()
+	return info
+}
+
+// on returns the GPUs js holds on node n.
+func (js *jstate) on(n int) int {
+	for _, s := range js.cur {
+		if s.node == n {
+			return s.gpus
+		}
+	}
+	return 0
+}
+
+func (js *jstate) cpus() int {
+	c := 0
+	for _, s := range js.cur {
+		c += s.cpus
+	}
+	return c
+}
+
+// adjust changes js's slot on node n by dg GPUs and dc CPUs.
+func (r *round) adjust(js *jstate, n, dg, dc int) {
+	i := slices.IndexFunc(js.cur, func(s slot) bool { return s.node == n })
+	if i < 0 {
+		pos, _ := slices.BinarySearchFunc(js.cur, n, func(s slot, n int) int { return s.node - n })
+		js.cur = slices.Insert(js.cur, pos, slot{node: n})
+		i = pos
+		if !slices.Contains(r.nodes[n].jobs, js.idx) {
+			r.nodes[n].jobs = append(r.nodes[n].jobs, js.idx)
+		}
+	}
+	js.cur[i].gpus += dg
+	js.cur[i].cpus += dc
+	js.gpus += dg
+	r.nodes[n].freeGPU -= dg
+	r.nodes[n].freeCPU -= dc
+	r.freeTotal -= dg
+	r.version++
+	r.nodeVer[n] = r.version
+	for _, sl := range js.cur {
+		// js's throughput, hence its loss as a victim, changed on every node it holds.
+		r.nodeVer[sl.node] = r.version
+	}
+	if js.cur[i].gpus == 0 && js.cur[i].cpus == 0 {
+		js.cur = slices.Delete(js.cur, i, i+1)
+	}
+	if r.logging {
+		r.log = append(r.log, op{job: js.idx, node: n, dg: dg, dc: dc})
+	}
+}
+
+// undo reverts logged changes back to mark.
+func (r *round) undo(mark int) {
+	logging := r.logging
+	r.logging = false
+	for i := len(r.log) - 1; i >= mark; i-- {
+		o := r.log[i]
+		r.adjust(r.jobs[o.job], o.node, -o.dg, -o.dc)
+	}
+	r.log = r.log[:mark]
+	r.logging = logging
+}
+
+// tput is the best predicted samples/s of js on slots (with their CPUs),
+// or on slots with node n changed by dg GPUs and dc CPUs.
+func (r *round) tput(js *jstate, slots []slot, n, dg, dc int) perfVal {
+	r.buf = r.buf[:0]
+	cpus := 0
+	found := false
+	for _, s := range slots {
+		g, c := s.gpus, s.cpus
+		if s.node == n {
+			g, c, found = g+dg, c+dc, true
+		}
+		if g > 0 {
+			r.buf = append(r.buf, g)
+		}
+		cpus += c
+	}
+	if !found && dg > 0 {
+		r.buf = append(r.buf, dg)
+		cpus += dc
+	}
+	if len(r.buf) == 0 {
+		return perfVal{}
+	}
+	shape := shapeKey(r.buf)
+	if r.e.v.sia && !siaShape(shape, r.nodeGPUs) && shape != js.info.reqShape {
+		// Sia only considers its configuration set (and the request itself,
+		// for plans such as TP=5 that no power of two can host).
+		return perfVal{}
+	}
+	return r.e.perf.pick(js.j.Model, js.est, r.e.v.space, js.j.Request.Plan, shape, cpus, r.memGB, r.e.cfg.PlanSwitchGain)
+}
+
+// nt is normalised throughput: samples/s over the request's.
+func (r *round) nt(js *jstate) float64 {
+	if js.gpus == 0 {
+		return 0
+	}
+	return r.tput(js, js.cur, -1, 0, 0).tput / js.info.unit
+}
+
+// cpuFor is the CPUs that come with k more GPUs on node n for js.
+func (r *round) cpuFor(js *jstate, n, k int) (int, bool) {
+	free := r.nodes[n].freeCPU
+	want := js.cpg * k
+	if want <= free {
+		return want, true
+	}
+	if r.e.cfg.MinCPUsPerGPU*k <= free {
+		return free, true
+	}
+	return 0, false
+}
+
+// sloOK reports whether js's tentative allocation meets its minimum.
+func (r *round) sloOK(js *jstate, nt float64) bool { return r.okAt(js, js.cur, js.gpus, nt) }
+
+// okAt reports whether js holding slots (gpus GPUs, normalised throughput
+// nt) meets its minimum: the request's GPU count when resources are fixed;
+// the SLO for an admitted guaranteed job (its own request shape, where the
+// requested plan is kept, or the requested throughput plus the margin);
+// for a best-effort job a runnable plan with at least its floor.
+func (r *round) okAt(js *jstate, slots []slot, gpus int, nt float64) bool {
+	if gpus == 0 || nt <= 0 {
+		return false
+	}
+	if r.e.v.fixedRes && gpus != js.j.Request.GPUs {
+		return false
+	}
+	if js.minNT == 0 {
+		return nt >= js.floor
+	}
+	if len(js.info.reqShape) == 1 && len(slots) > 1 {
+		// Cross-node predictions are the least certain (profiles are taken
+		// on one node), so a guaranteed job that asked for one node stays
+		// on one node.
+		return false
+	}
+	return nt >= js.minNT || r.shapeOf(slots) == js.info.reqShape
+}
+
+func (r *round) shapeOf(slots []slot) string {
+	r.buf = r.buf[:0]
+	for _, s := range slots {
+		r.buf = append(r.buf, s.gpus)
+	}
+	return shapeKey(r.buf)
+}
+
+// victim is a candidate to give up GPUs on one node.
+type victim struct {
+	js   *jstate
+	r    int     // GPUs it gives up
+	loss float64 // normalised throughput lost per GPU
+}
+
+// shrinkable reports whether v may give up resources to a job this round.
+func (r *round) shrinkable(v *jstate, privileged bool) bool {
+	if !v.running {
+		return true
+	}
+	if privileged && !v.j.Guaranteed {
+		return true // best-effort jobs yield to guaranteed jobs below their SLO
+	}
+	return !v.frozen && !v.starve
+}
+
+// bestVictim returns the job on node n losing the least normalised
+// throughput per GPU by giving some GPUs to j.
+func (r *round) bestVictim(j *jstate, n int, privileged bool) (victim, bool) {
+	p := 0
+	if privileged {
+		p = 1
+	}
+	m := &r.memo[n][p]
+	if !m.valid || m.ver != r.nodeVer[n] {
+		*m = r.scanVictims(n, privileged)
+		m.ver, m.valid = r.nodeVer[n], true
+	}
+	switch {
+	case m.nBest == 0:
+		return victim{}, false
+	case m.best.js != j:
+		return m.best, true
+	case m.nBest == 2:
+		return m.alt, true
+	}
+	return victim{}, false
+}
+
+// minVictimLoss is the least loss per GPU of any victim in the cluster.
+func (r *round) minVictimLoss(privileged bool) float64 {
+	p := 0
+	if privileged {
+		p = 1
+	}
+	if r.minLossVer[p] == r.version {
+		return r.minLoss[p]
+	}
+	best := math.Inf(1)
+	for n := range r.nodes {
+		if v, ok := r.bestVictim(nil, n, privileged); ok {
+			best = min(best, v.loss)
+		}
+	}
+	r.minLoss[p], r.minLossVer[p] = best, r.version
+	return best
+}
+
+// scanVictims finds the two best victims on node n from different jobs.
+func (r *round) scanVictims(n int, privileged bool) vmemo {
+	var m vmemo
+	consider := func(c victim) {
+		switch {
+		case m.nBest == 0:
+			m.best, m.nBest = c, 1
+		case better(c, m.best):
+			if c.js != m.best.js {
+				m.alt, m.nBest = m.best, 2
+			}
+			m.best = c
+		case c.js != m.best.js && (m.nBest == 1 || better(c, m.alt)):
+			m.alt, m.nBest = c, 2
+		}
+	}
+	for _, vi := range r.nodes[n].jobs {
+		v := r.jobs[vi]
+		if !r.shrinkable(v, privileged) {
+			continue
+		}
+		held := v.on(n)
+		if held == 0 {
+			continue
+		}
+		cur := r.nt(v)
+		for k := 1; k <= held; k++ {
+			var after float64
+			if k < v.gpus {
+				slots := withDelta(v.cur, n, -k)
+				after = r.tput(v, slots, -1, 0, 0).tput / v.info.unit
+				if !r.okAt(v, slots, v.gpus-k, after) {
+					continue
+				}
+			} else if v.minNT > 0 || (v.j.Guaranteed && r.e.v.slo) {
+				continue // a guaranteed job is never preempted
+			}
+			consider(victim{js: v, r: k, loss: (cur - after) / float64(k)})
+			break // the smallest release that leaves a runnable job
+		}
+	}
+	return m
+}
+
+func better(a, b victim) bool {
+	return a.loss < b.loss || (a.loss == b.loss && a.js.idx < b.js.idx)
+}
+
+func withDelta(slots []slot, n, dg int) []slot {
+	out := make([]slot, 0, len(slots))
+	for _, s := range slots {
+		if s.node == n {
+			s.gpus += dg
+		}
+		if s.gpus > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// take moves k GPUs on node n from v to j (v nil: from free GPUs).
+func (r *round) take(j, v *jstate, n, k int) bool {
+	if v != nil {
+		held := v.on(n)
+		var heldCPU int
+		for _, s := range v.cur {
+			if s.node == n {
+				heldCPU = s.cpus
+			}
+		}
+		dc := heldCPU
+		if k < held {
+			dc = heldCPU - heldCPU*(held-k)/held
+		}
+		r.adjust(v, n, -k, -dc)
+		v.reason, v.detail = ReasonReclaimed, "by "+j.j.ID
+	}
+	c, ok := r.cpuFor(j, n, k)
+	if !ok {
+		return false
+	}
+	r.adjust(j, n, k, c)
+	return true
+}
+
+// nodeOrder lists the nodes j may take GPUs on: its own first, then nodes
+// with free GPUs (best fit for its request, then most free), then nodes
+// holding jobs it could take from.
+func (r *round) nodeOrder(j *jstate, privileged bool) []int {
+	var own, free, busy []int
+	for _, s := range j.cur {
+		own = append(own, s.node)
+	}
+	slices.SortStableFunc(own, func(a, b int) int { return j.on(b) - j.on(a) })
+	want := min(j.j.Request.GPUs, r.nodeGPUs)
+	if j.minNT > 0 && len(j.info.reqShape) == 1 && len(j.cur) == 1 {
+		return own
+	}
+	for i := range r.nodes {
+		if j.on(i) > 0 {
+			continue
+		}
+		nd := &r.nodes[i]
+		if nd.freeGPU-r.reserved[i] > 0 {
+			free = append(free, i)
+			continue
+		}
+		for _, vi := range nd.jobs {
+			v := r.jobs[vi]
+			if v != j && v.on(i) > 0 && r.shrinkable(v, privileged) {
+				busy = append(busy, i)
+				break
+			}
+		}
+	}
+	avail := func(i int) int { return r.nodes[i].freeGPU - r.reserved[i] }
+	slices.SortStableFunc(free, func(a, b int) int {
+		fa, fb := avail(a) >= want, avail(b) >= want
+		switch {
+		case fa && !fb:
+			return -1
+		case fb && !fa:
+			return 1
+		case fa:
+			return cmp.Compare(avail(a), avail(b))
+		default:
+			return cmp.Compare(avail(b), avail(a))
+		}
+	})
+	return append(append(own, free...), busy...)
+}
+
+// schedule is ScheduleJob: j takes free GPUs and GPUs of jobs whose slope is
+// lower than its own, node by node, then commits if it reached its minimum
+// (a runnable allocation, and its SLO if guaranteed) or undoes everything.
+func (r *round) schedule(j *jstate, privileged bool) bool {
+	mark := len(r.log)
+	r.logging = true
+	defer func() { r.logging = false }()
+	for _, n := range r.nodeOrder(j, privileged) {
+		r.growOn(j, n, privileged)
+		if j.gpus >= j.cap {
+			break
+		}
+	}
+	nt := r.nt(j)
+	if !r.sloOK(j, nt) {
+		r.undo(mark)
+		return false
+	}
+	return true
+}
+
+// growOn is the per-node loop of ScheduleJob.
+func (r *round) growOn(j *jstate, n int, privileged bool) {
+	nd := &r.nodes[n]
+	for iter := 0; iter < 4*nd.n.GPUs+4; iter++ {
+		room := min(nd.n.GPUs-j.on(n), j.cap-j.gpus)
+		if room <= 0 {
+			return
+		}
+		free := max(0, min(nd.freeGPU-r.reserved[n], room))
+		cur := r.nt(j)
+		below := !r.sloOK(j, cur)
+		if cur == 0 || below {
+			// Not runnable yet (or below its SLO): take one GPU, free first.
+			if free > 0 {
+				if !r.take(j, nil, n, 1) {
+					return
+				}
+				continue
+			}
+			v, ok := r.bestVictim(j, n, privileged)
+			if !ok || !(privileged && below || v.loss < j.info.entry) {
+				return
+			}
+			r.take(j, v.js, n, v.r)
+			continue
+		}
+		// Runnable: the best step of k GPUs on this node by gain per GPU.
+		bestK, bestGain := 0, 0.0
+		freeK, freeGain := 0, 0.0
+		for k := 1; k <= room; k++ {
+			c := j.cpg * k
+			next := r.tput(j, j.cur, n, k, c).tput / j.info.unit
+			g := (next - cur) / float64(k)
+			if g > bestGain+1e-12 {
+				bestK, bestGain = k, g
+			}
+			if k <= free && g > freeGain+1e-12 {
+				freeK, freeGain = k, g
+			}
+		}
+		if freeK > 0 && freeGain > r.e.cfg.MinGain {
+			if !r.take(j, nil, n, freeK) {
+				return
+			}
+			continue
+		}
+		if bestK <= free || bestGain <= r.e.cfg.MinGain {
+			return
+		}
+		v, ok := r.bestVictim(j, n, privileged)
+		if !ok || v.loss >= bestGain {
+			return
+		}
+		r.take(j, v.js, n, v.r)
+	}
+}
+
+// slope is the normalised throughput gain per GPU j could get next: its
+// entry efficiency when it holds nothing, else the best step on its nodes.
+func (r *round) slope(j *jstate) float64 {
+	if j.gpus == 0 {
+		return j.info.entry
+	}
+	cur := r.nt(j)
+	best := 0.0
+	for _, s := range j.cur {
+		room := min(r.nodes[s.node].n.GPUs-s.gpus, j.cap-j.gpus)
+		for k := 1; k <= room; k++ {
+			g := (r.tput(j, j.cur, s.node, k, j.cpg*k).tput/j.info.unit - cur) / float64(k)
+			best = max(best, g)
+		}
+	}
+	return best
+}
+
+func (r *round) run(ctx context.Context) error {
+	// 1. Privileged: queued guaranteed jobs whose minimum fits the quota.
+	used := map[string]int{}
+	if r.e.v.slo {
+		for _, js := range r.jobs {
+			if js.running && js.j.Guaranteed {
+				used[js.j.Tenant] += js.info.minGPUs
+				js.admit = true
+			}
+		}
+		var queued []*jstate
+		for _, js := range r.jobs {
+			if !js.running && js.j.Guaranteed {
+				queued = append(queued, js)
+			}
+		}
+		slices.SortStableFunc(queued, bySubmit)
+		for _, js := range queued {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("policy %s: %w", r.e.name, err)
+			}
+			if used[js.j.Tenant]+js.info.minGPUs > r.quota(js.j.Tenant) {
+				js.reason, js.detail = ReasonQuota, fmt.Sprintf("needs %d GPUs, tenant %q has %d of %d in use", js.info.minGPUs, js.j.Tenant, used[js.j.Tenant], r.quota(js.j.Tenant))
+				continue
+			}
+			if r.schedule(js, true) {
+				used[js.j.Tenant] += js.info.minGPUs
+				js.admit = true
+				js.reason = ReasonSLO
+			} else {
+				js.reason = ReasonNoResources
+			}
+		}
+	}
+	// 2. Best-effort queued and running jobs, starving first, then by slope.
+	type cand struct {
+		js    *jstate
+		slope float64
+	}
+	var cands []cand
+	for _, js := range r.jobs {
+		guaranteedQueued := r.e.v.slo && js.j.Guaranteed && !js.running
+		if guaranteedQueued || (js.running && (js.frozen || r.e.v.fixedRes)) {
+			continue
+		}
+		cands = append(cands, cand{js, r.slope(js)})
+	}
+	slices.SortStableFunc(cands, func(a, b cand) int {
+		if a.js.starve != b.js.starve {
+			if a.js.starve {
+				return -1
+			}
+			return 1
+		}
+		if a.js.starve {
+			return bySubmit(a.js, b.js)
+		}
+		if c := cmp.Compare(b.slope, a.slope); c != 0 {
+			return c
+		}
+		return bySubmit(a.js, b.js)
+	})
+	reserving := false
+	for _, c := range cands {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("policy %s: %w", r.e.name, err)
+		}
+		js := c.js
+		// Nothing free and nobody worth shrinking: nothing to try.
+		stuck := r.freeTotal-r.reservedTotal < max(1, js.info.minG-js.gpus) && !(r.minVictimLoss(false) < c.slope)
+		if js.running {
+			if !stuck {
+				r.replace(js)
+			}
+			continue
+		}
+		had := js.gpus
+		if !stuck && r.schedule(js, false) {
+			if !js.running && js.reason == "" {
+				js.reason = ReasonSlope
+				if js.starve {
+					js.reason = ReasonStarving
+				}
+			}
+			continue
+		}
+		if !js.running && js.gpus == 0 && had == 0 {
+			js.reason = ReasonNoResources
+			if js.starve && !reserving {
+				// Hold back what is free for the oldest starving job, so
+				// that jobs behind it cannot keep taking it forever.
+				reserving = true
+				need := js.info.startGPUs
+				for i := range r.nodes {
+					if need <= 0 {
+						break
+					}
+					k := min(need, r.nodes[i].freeGPU)
+					r.reserved[i] += k
+					r.reservedTotal += k
+					need -= k
+				}
+			}
+		}
+	}
+	if r.e.v.tuneCPU {
+		r.tuneCPUs()
+	}
+	return nil
+}
+
+// replace re-places a running job from scratch, as if its GPUs were free,
+// and keeps the result only if the restart pays for itself: the new
+// allocation is faster by more than MinGain and, taking the run time so far
+// as the best guess of the time left, saves more than one restart cost.
+func (r *round) replace(js *jstate) {
+	mark := len(r.log)
+	r.logging = true
+	old := r.nt(js)
+	orig := slices.Clone(js.cur)
+	for _, s := range orig {
+		r.adjust(js, s.node, -s.gpus, -s.cpus)
+	}
+	ok := r.schedule(js, false)
+	now := r.nt(js)
+	left := js.j.RunTime.Seconds()
+	worth := ok && now > old*(1+r.e.cfg.MinGain) && left*(1-old/now) >= r.s.RestartCost.Seconds()
+	if !worth || slices.Equal(js.cur, orig) {
+		r.undo(mark)
+		r.logging = false
+		return
+	}
+	r.logging = false
+	js.reason = ReasonSlope
+	js.detail = fmt.Sprintf("%.2fx faster", now/old)
+}
+
+func bySubmit(a, b *jstate) int {
+	if c := a.j.Submit.Compare(b.j.Submit); c != 0 {
+		return c
+	}
+	return strings.Compare(a.j.ID, b.j.ID)
+}
+
+func (r *round) quota(tenant string) int {
+	for _, t := range r.s.Tenants {
+		if t.Name == tenant {
+			return t.GPUQuota
+		}
+	}
+	return r.e.cfg.DefaultQuota
+}
+
+// changed reports whether js's allocation differs from the snapshot's.
+func (js *jstate) changed() bool { return !slices.Equal(js.orig, js.cur) }
+
+// gpuChanged reports whether js's GPUs per node differ from the snapshot's.
+func (js *jstate) gpuChanged() bool {
+	if len(js.orig) != len(js.cur) {
+		return true
+	}
+	for i := range js.orig {
+		if js.orig[i].node != js.cur[i].node || js.orig[i].gpus != js.cur[i].gpus {
+			return true
+		}
+	}
+	return false
+}
+
+// tuneCPUs gives free CPUs, one per GPU of a slot at a time, to the jobs
+// placed this round whose predicted throughput rises most per CPU.
+func (r *round) tuneCPUs() {
+	for n := range r.nodes {
+		nd := &r.nodes[n]
+		for nd.freeCPU > 0 {
+			var best *jstate
+			bestGain := 1e-9
+			for _, vi := range nd.jobs {
+				js := r.jobs[vi]
+				g := js.on(n)
+				if g == 0 || !js.gpuChanged() || g > nd.freeCPU {
+					continue
+				}
+				cur := r.nt(js)
+				gain := (r.tput(js, js.cur, n, 0, g).tput/js.info.unit - cur) / float64(g)
+				if gain > bestGain {
+					best, bestGain = js, gain
+				}
+			}
+			if best == nil {
+				break
+			}
+			r.adjust(best, n, 0, best.on(n))
+		}
+	}
+}
+
+// commit turns the final allocation into actions, choosing each changed
+// job's plan and its host memory.
+func (r *round) commit() Plan {
+	memFree := make([]float64, len(r.nodes))
+	for i := range r.nodes {
+		memFree[i] = r.nodes[i].n.MemGB
+	}
+	// Unchanged running jobs keep their memory.
+	for _, js := range r.jobs {
+		if js.running && !js.changed() {
+			for _, a := range js.j.Alloc {
+				n, _ := r.s.NodeIndex(a.Node)
+				memFree[n] -= a.MemGB
+			}
+		}
+	}
+	p := Plan{Actions: make([]Action, 0, len(r.jobs))}
+	for _, js := range r.jobs {
+		p.Actions = append(p.Actions, r.action(js, memFree))
+	}
+	return p
+}
+
+func (r *round) action(js *jstate, memFree []float64) Action {
+	j := js.j
+	a := Action{JobID: j.ID, Reason: js.reason, Detail: js.detail}
+	if js.gpus == 0 {
+		if js.running {
+			a.Kind = Preempt
+			if a.Reason == "" {
+				a.Reason = ReasonReclaimed
+			}
+			return a
+		}
+		a.Kind = Keep
+		if a.Reason == "" {
+			a.Reason = ReasonNoResources
+		}
+		return a
+	}
+	if js.running && !js.changed() {
+		a.Kind, a.Alloc, a.Plan = Keep, slices.Clone(j.Alloc), j.Plan
+		a.Reason = ReasonUnchanged
+		if js.frozen {
+			a.Reason = ReasonPenalty
+		}
+		pl := r.placement(js.cur)
+		cur := model.Resources{Placement: pl, CPUs: js.cpus(), HostMemGB: r.memGB * float64(len(pl))}
+		if b, err := js.est.Predict(j.Plan, cur); err == nil && b.Iter > 0 {
+			a.Throughput = float64(js.est.Spec().GlobalBatch) / b.Iter
+		}
+		if r.e.v.replan && !js.frozen {
+			v := r.tput(js, js.cur, -1, 0, 0)
+			if v.tput > a.Throughput*1.1 && v.plan != j.Plan {
+				for _, al := range j.Alloc {
+					n, _ := r.s.NodeIndex(al.Node)
+					memFree[n] += al.MemGB
+				}
+				if r.memFits(js, v.plan, memFree, true) {
+					a.Detail = fmt.Sprintf("%s predicted %.3g samples/s over %.3g for %s", v.plan, v.tput, a.Throughput, j.Plan)
+					a.Kind, a.Plan, a.Throughput, a.Reason = Restart, v.plan, v.tput, ReasonReplan
+					a.Alloc = r.allocOf(js, v.plan)
+				} else {
+					r.memFits(js, j.Plan, memFree, true)
+				}
+			}
+		}
+		return a
+	}
+	v := r.tput(js, js.cur, -1, 0, 0)
+	plan, tput := v.plan, v.tput
+	if js.admit && r.shapeOf(js.cur) == js.info.reqShape && tput < js.info.unit*js.minNT {
+		// On its own request shape a guaranteed job keeps its own plan
+		// unless another is clearly faster: the SLO is its plan's speed.
+		plan, tput = j.Request.Plan, js.info.ref
+	}
+	if !r.memFits(js, plan, memFree, false) {
+		pl := r.placement(js.cur)
+		res := model.Resources{Placement: pl, CPUs: js.cpus(), HostMemGB: r.memGB * float64(len(pl))}
+		alt, b, err := js.est.BestPlan(res, func(p model.Plan) bool { return r.memFits(js, p, memFree, false) })
+		if err != nil || !(b.Iter > 0) {
+			r.release(js)
+			if js.running {
+				return Action{Kind: Preempt, JobID: j.ID, Reason: ReasonNoPlan, Detail: "no plan fits the free host memory"}
+			}
+			return Action{Kind: Keep, JobID: j.ID, Reason: ReasonNoPlan, Detail: "no plan fits the free host memory"}
+		}
+		plan, tput = alt, float64(js.est.Spec().GlobalBatch)/b.Iter
+	}
+	r.memFits(js, plan, memFree, true)
+	a.Plan, a.Throughput = plan, tput
+	a.Alloc = r.allocOf(js, plan)
+	switch {
+	case !js.running:
+		a.Kind = Start
+		if a.Reason == "" {
+			a.Reason = ReasonSlope
+		}
+	case subset(js.cur, js.orig):
+		a.Kind = Shrink
+		if a.Reason == "" {
+			a.Reason = ReasonReclaimed
+		}
+	default:
+		a.Kind = Restart
+		if a.Reason == "" || a.Reason == ReasonReclaimed {
+			a.Reason = ReasonSlope
+		}
+	}
+	if a.Detail == "" {
+		a.Detail = fmt.Sprintf("%s on %s with %d CPUs: %.3g samples/s (%.2fx request)", plan, r.placement(js.cur), js.cpus(), tput, tput/js.info.ref)
+	}
+	return a
+}
+
+// release frees a job's tentative GPUs (used when no plan fits memory).
+func (r *round) release(js *jstate) {
+	for len(js.cur) > 0 {
+		s := js.cur[0]
+		r.adjust(js, s.node, -s.gpus, -s.cpus)
+	}
+}
+
+func subset(cur, orig []slot) bool {
+	for _, c := range cur {
+		i := slices.IndexFunc(orig, func(o slot) bool { return o.node == c.node })
+		if i < 0 || c.gpus > orig[i].gpus || c.cpus > orig[i].cpus {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *round) placement(slots []slot) model.Placement {
+	pl := make(model.Placement, 0, len(slots))
+	for _, s := range slots {
+		if s.gpus > 0 {
+			pl = append(pl, s.gpus)
+		}
+	}
+	return pl
+}
+
+// hostMem is the host memory plan needs on a node holding g of its GPUs.
+func (r *round) hostMem(js *jstate, plan model.Plan, g int) float64 {
+	pl := r.placement(js.cur)
+	m := js.est.Memory(plan, pl.Canonical())
+	return r.e.cfg.HostMemPerGPUGB*float64(g) + m.HostGBNode
+}
+
+// memFits checks (and with reserve, books) the host memory of plan.
+func (r *round) memFits(js *jstate, plan model.Plan, memFree []float64, reserve bool) bool {
+	for _, s := range js.cur {
+		if r.hostMem(js, plan, s.gpus) > memFree[s.node]+1e-9 {
+			return false
+		}
+	}
+	if reserve {
+		for _, s := range js.cur {
+			memFree[s.node] -= r.hostMem(js, plan, s.gpus)
+		}
+	}
+	return true
+}
+
+func (r *round) allocOf(js *jstate, plan model.Plan) []NodeAlloc {
+	out := make([]NodeAlloc, 0, len(js.cur))
+	for _, s := range js.cur {
+		out = append(out, NodeAlloc{Node: r.nodes[s.node].n.Name, GPUs: s.gpus, CPUs: s.cpus, MemGB: r.hostMem(js, plan, s.gpus)})
+	}
+	return out
+}

@@ -1,0 +1,186 @@
+package policy
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/rubick-sched/rubick/model"
+)
+
+// space restricts the plans a policy may choose.
+type space uint8
+
+const (
+	// spaceAny allows every valid, memory-feasible plan.
+	spaceAny space = iota
+	// spaceDP keeps the requested plan's TP, PP, ZeRO stage, offload and
+	// checkpointing and scales data parallelism with the GPUs.
+	spaceDP
+	// spaceFixed allows only the requested plan, on its own GPU count.
+	spaceFixed
+)
+
+// perfKey identifies one cached prediction: the best plan of a model type
+// within a plan space on one placement shape with a CPU count.
+type perfKey struct {
+	model string
+	space space
+	req   model.Plan // the requested plan for spaceDP and spaceFixed, else zero
+	shape string     // canonical placement, one byte per node
+	cpus  int
+	mem   int // host GB per node the plan may use
+}
+
+// perfVal is the cached best plan and its throughput (0 when nothing fits).
+type perfVal struct {
+	plan model.Plan
+	tput float64
+}
+
+// perfCache memoises predictions across rounds: a placement's best plan
+// only depends on its canonical shape, so a round re-evaluates only shapes
+// it has never seen. It is safe for concurrent use and is dropped per model
+// type when that type's estimator changes (a refit).
+type perfCache struct {
+	mu   sync.Mutex
+	ests map[string]Estimator
+	m    map[perfKey]perfVal
+}
+
+func newPerfCache() *perfCache {
+	return &perfCache{ests: map[string]Estimator{}, m: map[perfKey]perfVal{}}
+}
+
+// sync drops the entries of every model type whose estimator changed.
+func (c *perfCache) sync(models map[string]Estimator) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	stale := map[string]bool{}
+	for name, e := range models {
+		if old, ok := c.ests[name]; !ok || old != e {
+			stale[name] = true
+			c.ests[name] = e
+		}
+	}
+	if len(stale) == 0 {
+		return
+	}
+	for k := range c.m {
+		if stale[k.model] {
+			delete(c.m, k)
+		}
+	}
+}
+
+// shapeKey encodes a placement as its canonical byte string.
+func shapeKey(pl []int) string {
+	b := make([]byte, 0, len(pl))
+	for _, g := range pl {
+		if g > 0 {
+			b = append(b, byte(min(g, 255)))
+		}
+	}
+	slices.SortFunc(b, func(x, y byte) int { return int(y) - int(x) })
+	return string(b)
+}
+
+func shapePlacement(shape string) model.Placement {
+	pl := make(model.Placement, len(shape))
+	for i := range len(shape) {
+		pl[i] = int(shape[i])
+	}
+	return pl
+}
+
+// allowDP accepts plans that differ from req only in data parallelism and
+// the micro-batch split.
+func allowDP(req model.Plan) func(model.Plan) bool {
+	return func(p model.Plan) bool {
+		return p.TP == req.TP && p.PP == req.PP && p.ZeRO == req.ZeRO &&
+			p.Offload == req.Offload && p.Checkpoint == req.Checkpoint
+	}
+}
+
+// siaShape reports whether a shape is in Sia's configuration set: one node
+// with a power-of-two GPU count, or several whole nodes.
+func siaShape(shape string, nodeGPUs int) bool {
+	if len(shape) == 1 {
+		g := int(shape[0])
+		return g&(g-1) == 0 || g == nodeGPUs
+	}
+	for i := range len(shape) {
+		if int(shape[i]) != nodeGPUs {
+			return false
+		}
+	}
+	return true
+}
+
+// best returns the best plan of est within sp on shape with cpus CPUs.
+func (c *perfCache) best(name string, est Estimator, sp space, req model.Plan, shape string, cpus int, memGB float64, nodeGPUs int) perfVal {
+	if shape == "" {
+		return perfVal{}
+	}
+	k := perfKey{model: name, space: sp, shape: shape, cpus: cpus, mem: int(memGB)}
+	if sp != spaceAny {
+		k.req = req
+	}
+	c.mu.Lock()
+	v, ok := c.m[k]
+	c.mu.Unlock()
+	if ok {
+		return v
+	}
+	v = compute(est, sp, req, shape, cpus, memGB)
+	c.mu.Lock()
+	c.m[k] = v
+	c.mu.Unlock()
+	return v
+}
+
+func compute(est Estimator, sp space, req model.Plan, shape string, cpus int, memGB float64) perfVal {
+	pl := shapePlacement(shape)
+	r := model.Resources{Placement: pl, CPUs: cpus, HostMemGB: memGB * float64(len(pl))}
+	gb := float64(est.Spec().GlobalBatch)
+	switch sp {
+	case spaceFixed:
+		if req.GPUs() != pl.GPUs() {
+			return perfVal{}
+		}
+		// The user's own plan ran on real hardware, so its memory is not
+		// second-guessed; only a plan the placement cannot host is rejected.
+		b, err := est.Predict(req, r)
+		if err != nil || !(b.Iter > 0) {
+			return perfVal{}
+		}
+		return perfVal{plan: req, tput: gb / b.Iter}
+	case spaceDP:
+		p, b, err := est.BestPlan(r, allowDP(req))
+		if err != nil || !(b.Iter > 0) {
+			return perfVal{}
+		}
+		return perfVal{plan: p, tput: gb / b.Iter}
+	default:
+		p, b, err := est.BestPlan(r, nil)
+		if err != nil || !(b.Iter > 0) {
+			return perfVal{}
+		}
+		return perfVal{plan: p, tput: gb / b.Iter}
+	}
+}
+
+// pick is best within sp, except that with spaceAny the requested plan's
+// family (scaled along data parallelism) is kept unless another plan is
+// predicted at least gain faster: the user's plan ran before, the model
+// may be off by several per cent, and a wrong switch costs a restart.
+func (c *perfCache) pick(name string, est Estimator, sp space, req model.Plan, shape string, cpus int, memGB, gain float64) perfVal {
+	v := c.best(name, est, sp, req, shape, cpus, memGB, 0)
+	if sp != spaceAny || gain <= 0 {
+		return v
+	}
+	d := c.best(name, est, spaceDP, req, shape, cpus, memGB, 0)
+	if d.tput > 0 && v.tput < d.tput*(1+gain) {
+		return d
+	}
+	return v
+}

@@ -1,0 +1,136 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/rubick-sched/rubick/model"
+)
+
+// Kind is the type of an action.
+type Kind string
+
+// Action kinds. The Applier runs preemptions and shrinks before restarts
+// and starts, so resources are released before they are taken.
+const (
+	// Start runs a queued job on Alloc with Plan.
+	Start Kind = "start"
+	// Shrink reduces a running job to Alloc (a subset of what it holds).
+	Shrink Kind = "shrink"
+	// Restart moves a running job to Alloc and Plan through checkpoint-restart
+	// (growth, a different shape or a different plan).
+	Restart Kind = "restart"
+	// Preempt releases everything a best-effort job holds; it goes back to
+	// the queue and resumes from its checkpoint later.
+	Preempt Kind = "preempt"
+	// Keep leaves the job as it is, running or queued.
+	Keep Kind = "keep"
+)
+
+// Reason is a short machine-readable code explaining an action.
+type Reason string
+
+// Reason codes, for `rubick explain` and metrics.
+const (
+	ReasonSLO         Reason = "slo-min-res"      // guaranteed job admitted at (at least) its minimum resources
+	ReasonSlope       Reason = "slope"            // resources went where they raise throughput most
+	ReasonStarving    Reason = "starvation"       // queued past the anti-starvation age
+	ReasonFIFO        Reason = "fifo"             // next in submission order
+	ReasonBackfill    Reason = "backfill"         // started out of order without delaying the queue head
+	ReasonReplan      Reason = "replan"           // same resources, a faster plan
+	ReasonReclaimed   Reason = "reclaimed"        // resources taken by a job with a higher slope or an SLO
+	ReasonNoResources Reason = "no-resources"     // queued: nothing free enough to reach its minimum
+	ReasonQuota       Reason = "quota"            // queued: tenant quota exhausted
+	ReasonPenalty     Reason = "restart-penalty"  // not reconfigured: the restart would cost too much of its run time
+	ReasonUnchanged   Reason = "unchanged"        // running as before
+	ReasonNoPlan      Reason = "no-feasible-plan" // queued: no memory-feasible plan on any resources it could get
+)
+
+// Action is one decision about one job.
+type Action struct {
+	Kind  Kind        `json:"kind"`
+	JobID string      `json:"job"`
+	Alloc []NodeAlloc `json:"alloc,omitempty"` // the job's allocation after the action
+	Plan  model.Plan  `json:"plan"`            // the plan to run after the action
+	// Throughput is the predicted samples/s after the action (0 when queued).
+	Throughput float64 `json:"throughput"`
+	Reason     Reason  `json:"reason"`
+	Detail     string  `json:"detail,omitempty"`
+}
+
+// Placement returns the GPUs per node of the action's allocation.
+func (a Action) Placement() model.Placement {
+	var pl model.Placement
+	for _, n := range a.Alloc {
+		if n.GPUs > 0 {
+			pl = append(pl, n.GPUs)
+		}
+	}
+	return pl
+}
+
+// Plan is the decision of one round: one action per job of the snapshot,
+// in job ID order.
+type Plan struct {
+	Actions []Action `json:"actions"`
+}
+
+// Action returns the action for the job with the given ID.
+func (p Plan) Action(id string) (Action, bool) {
+	i, ok := slices.BinarySearchFunc(p.Actions, id, func(a Action, id string) int { return strings.Compare(a.JobID, id) })
+	if !ok {
+		return Action{}, false
+	}
+	return p.Actions[i], true
+}
+
+// Count returns the number of actions of kind k.
+func (p Plan) Count(k Kind) int {
+	n := 0
+	for _, a := range p.Actions {
+		if a.Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+// Policy decides one round.
+type Policy interface {
+	// Name is the registry name.
+	Name() string
+	// Decide returns one action per job of s. It must not modify s, and the
+	// same snapshot yields the same plan.
+	Decide(ctx context.Context, s *Snapshot) (Plan, error)
+}
+
+// constructors is the policy registry, a constant table.
+var constructors = map[string]func(Config) Policy{
+	"rubick":   func(c Config) Policy { return newEngine("rubick", c, variantRubick) },
+	"rubick-e": func(c Config) Policy { return newQueue("rubick-e", c, queueRubickE) },
+	"rubick-r": func(c Config) Policy { return newEngine("rubick-r", c, variantResourcesOnly) },
+	"rubick-n": func(c Config) Policy { return newQueue("rubick-n", c, queueRubickN) },
+	"sia":      func(c Config) Policy { return newEngine("sia", c, variantSia) },
+	"fifo":     func(c Config) Policy { return newQueue("fifo", c, queueFIFO) },
+	"synergy":  func(c Config) Policy { return newQueue("synergy", c, queueSynergy) },
+	"antman":   func(c Config) Policy { return newQueue("antman", c, queueAntMan) },
+}
+
+// Names lists the registered policies, rubick first, then the baselines.
+func Names() []string {
+	return []string{"rubick", "fifo", "synergy", "sia", "antman", "rubick-e", "rubick-r", "rubick-n"}
+}
+
+// New returns the named policy with configuration c (validated).
+func New(name string, c Config) (Policy, error) {
+	f, ok := constructors[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q (known: %s)", ErrUnknownPolicy, name, strings.Join(Names(), ", "))
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return f(c), nil
+}

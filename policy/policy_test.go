@@ -1,0 +1,234 @@
+package policy_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/policy"
+	pt "github.com/rubick-sched/rubick/policy/policytest"
+)
+
+// outcome is the part of an action a table test pins down.
+type outcome struct {
+	Kind   policy.Kind
+	GPUs   int
+	Reason policy.Reason
+}
+
+func outcomes(p policy.Plan) map[string]outcome {
+	out := map[string]outcome{}
+	for _, a := range p.Actions {
+		g := 0
+		for _, n := range a.Alloc {
+			g += n.GPUs
+		}
+		out[a.JobID] = outcome{Kind: a.Kind, GPUs: g, Reason: a.Reason}
+	}
+	return out
+}
+
+func snap(t *testing.T, now time.Duration, nodes []policy.Node, tenants []policy.Tenant, jobs ...policy.Job) *policy.Snapshot {
+	t.Helper()
+	s, err := policy.NewSnapshot(pt.Epoch.Add(now), nodes, jobs, tenants, pt.Models(), 260*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func dp(g, batch int) model.Plan {
+	return model.Plan{DP: g, TP: 1, PP: 1, MicroBatch: batch / g, Accum: 1}
+}
+
+func TestDecide(t *testing.T) {
+	tests := map[string]struct {
+		policy  string
+		now     time.Duration
+		nodes   []policy.Node
+		tenants []policy.Tenant
+		jobs    []policy.Job
+		want    map[string]outcome
+	}{
+		"fifo backfills a job that ends before the head can start": {
+			policy: "fifo", now: 10 * time.Minute, nodes: pt.Cluster(2, 8),
+			jobs: []policy.Job{
+				pt.NewJob("r", "small").GPUs(4).TimeLimit(time.Hour).Running(dp(4, 32), 10*time.Minute, pt.On("n0", 4)).Obj(),
+				pt.NewJob("a", "small").GPUs(16).Plan(dp(16, 32)).SubmittedAt(time.Minute).Obj(),
+				pt.NewJob("b", "small").GPUs(4).TimeLimit(30 * time.Minute).SubmittedAt(2 * time.Minute).Obj(),
+				pt.NewJob("c", "small").GPUs(4).TimeLimit(2 * time.Hour).SubmittedAt(3 * time.Minute).Obj(),
+			},
+			want: map[string]outcome{
+				"r": {policy.Keep, 4, policy.ReasonUnchanged},
+				"a": {policy.Keep, 0, policy.ReasonNoResources},
+				"b": {policy.Start, 4, policy.ReasonBackfill},
+				"c": {policy.Keep, 0, policy.ReasonNoResources},
+			},
+		},
+		"fifo starts in submission order on the request": {
+			policy: "fifo", nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("a", "small").GPUs(4).Obj(),
+				pt.NewJob("b", "small").GPUs(8).SubmittedAt(time.Second).Obj(),
+				pt.NewJob("c", "small").GPUs(2).SubmittedAt(2 * time.Second).Obj(),
+			},
+			want: map[string]outcome{
+				"a": {policy.Start, 4, policy.ReasonFIFO},
+				"b": {policy.Keep, 0, policy.ReasonNoResources},
+				"c": {policy.Start, 2, policy.ReasonBackfill},
+			},
+		},
+		"rubick scales a lone job up on an idle node": {
+			policy: "rubick", nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{pt.NewJob("a", "small").GPUs(1).Obj()},
+			want: map[string]outcome{"a": {policy.Start, 8, policy.ReasonSlope}},
+		},
+		"rubick starts a job below its request rather than queue it": {
+			policy: "rubick", now: time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("r", "small").GPUs(6).Running(dp(2, 32), 30*time.Minute, pt.On("n0", 6)).Obj(),
+				pt.NewJob("a", "small").GPUs(8).SubmittedAt(50 * time.Minute).Obj(),
+			},
+			want: map[string]outcome{
+				"r": {policy.Keep, 6, policy.ReasonPenalty},
+				"a": {policy.Start, 2, policy.ReasonSlope},
+			},
+		},
+		"rubick shrinks a best-effort job for a guaranteed one": {
+			policy: "rubick", now: time.Hour, nodes: pt.Cluster(1, 8),
+			tenants: []policy.Tenant{{Name: "default", GPUQuota: 8}},
+			jobs: []policy.Job{
+				pt.NewJob("be", "small").GPUs(8).Running(dp(8, 32), 10*time.Minute, pt.On("n0", 8)).Obj(),
+				pt.NewJob("g", "small").GPUs(4).Guaranteed().SubmittedAt(59 * time.Minute).Obj(),
+			},
+			want: map[string]outcome{
+				"be": {policy.Shrink, 4, policy.ReasonReclaimed},
+				"g":  {policy.Start, 4, policy.ReasonSLO},
+			},
+		},
+		"rubick keeps a guaranteed job over its tenant's quota queued": {
+			policy: "rubick", now: time.Hour, nodes: pt.Cluster(2, 8),
+			tenants: []policy.Tenant{{Name: "default", GPUQuota: 4}},
+			jobs: []policy.Job{
+				pt.NewJob("g1", "small").GPUs(4).Guaranteed().Running(dp(4, 32), 10*time.Minute, pt.On("n0", 4)).Obj(),
+				pt.NewJob("g2", "small").GPUs(4).Guaranteed().SubmittedAt(59 * time.Minute).Obj(),
+			},
+			want: map[string]outcome{
+				"g1": {policy.Keep, 4, policy.ReasonPenalty},
+				"g2": {policy.Keep, 0, policy.ReasonQuota},
+			},
+		},
+		"antman preempts an opportunistic job for a guaranteed one": {
+			policy: "antman", now: time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("be", "small").GPUs(8).Running(dp(8, 32), 10*time.Minute, pt.On("n0", 8)).Obj(),
+				pt.NewJob("g", "small").GPUs(4).Guaranteed().SubmittedAt(59 * time.Minute).Obj(),
+			},
+			want: map[string]outcome{
+				"be": {policy.Preempt, 0, policy.ReasonReclaimed},
+				"g":  {policy.Start, 4, policy.ReasonSLO},
+			},
+		},
+		"rubick-n runs the request exactly": {
+			policy: "rubick-n", nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{pt.NewJob("a", "small").GPUs(2).Obj()},
+			want: map[string]outcome{"a": {policy.Start, 2, policy.ReasonFIFO}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p, err := policy.New(tc.policy, policy.DefaultConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan, err := p.Decide(context.Background(), snap(t, tc.now, tc.nodes, tc.tenants, tc.jobs...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, outcomes(plan)); diff != "" {
+				t.Errorf("outcomes (-want +got):\n%s\nplan: %+v", diff, plan)
+			}
+		})
+	}
+}
+
+func TestNew(t *testing.T) {
+	tests := map[string]struct {
+		name    string
+		mutate  func(*policy.Config)
+		wantErr error
+		field   string
+	}{
+		"every registered name":   {name: "rubick"},
+		"unknown policy":          {name: "tetris", wantErr: policy.ErrUnknownPolicy, field: "tetris"},
+		"keep fraction above one": {name: "rubick", mutate: func(c *policy.Config) { c.ReconfigKeep = 1.5 }, wantErr: policy.ErrBadConfig, field: "ReconfigKeep"},
+		"negative starvation age": {name: "fifo", mutate: func(c *policy.Config) { c.StarvationAge = -time.Second }, wantErr: policy.ErrBadConfig, field: "StarvationAge"},
+		"margin of one":           {name: "rubick", mutate: func(c *policy.Config) { c.SLOMargin = 1 }, wantErr: policy.ErrBadConfig, field: "SLOMargin"},
+		"scale below one":         {name: "rubick", mutate: func(c *policy.Config) { c.MaxScale = 0.5 }, wantErr: policy.ErrBadConfig, field: "MaxScale"},
+		"share above one":         {name: "rubick", mutate: func(c *policy.Config) { c.MinShare = 2 }, wantErr: policy.ErrBadConfig, field: "MinShare"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := policy.DefaultConfig()
+			if tc.mutate != nil {
+				tc.mutate(&c)
+			}
+			p, err := policy.New(tc.name, c)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("New(%q) error = %v, want %v", tc.name, err, tc.wantErr)
+			}
+			if err != nil && !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("error %q does not name %q", err, tc.field)
+			}
+			if err == nil && p.Name() != tc.name {
+				t.Errorf("Name() = %q, want %q", p.Name(), tc.name)
+			}
+		})
+	}
+	for _, n := range policy.Names() {
+		if _, err := policy.New(n, policy.DefaultConfig()); err != nil {
+			t.Errorf("New(%q): %v", n, err)
+		}
+	}
+}
+
+func TestNewSnapshotRejects(t *testing.T) {
+	ok := pt.NewJob("a", "small").GPUs(2).Running(dp(2, 32), time.Minute, pt.On("n0", 2)).Obj()
+	tests := map[string]struct {
+		nodes []policy.Node
+		jobs  []policy.Job
+		want  string
+	}{
+		"duplicate node":   {nodes: append(pt.Cluster(1, 8), pt.Cluster(1, 8)...), want: `duplicate node "n0"`},
+		"duplicate job":    {nodes: pt.Cluster(1, 8), jobs: []policy.Job{ok, ok}, want: `duplicate job "a"`},
+		"unknown node":     {nodes: pt.Cluster(1, 8), jobs: []policy.Job{pt.NewJob("b", "small").Running(dp(1, 32), time.Minute, pt.On("n9", 1)).Obj()}, want: `unknown node "n9"`},
+		"unknown model":    {nodes: pt.Cluster(1, 8), jobs: []policy.Job{{ID: "c", Model: "gpt9", Request: policy.Request{GPUs: 1}}}, want: `model type "gpt9"`},
+		"over capacity":    {nodes: pt.Cluster(1, 4), jobs: []policy.Job{pt.NewJob("d", "small").GPUs(8).Running(dp(8, 32), time.Minute, pt.On("n0", 8)).Obj()}, want: "over capacity"},
+		"zero GPU request": {nodes: pt.Cluster(1, 8), jobs: []policy.Job{{ID: "e", Model: "small"}}, want: "request.gpus=0"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := policy.NewSnapshot(pt.Epoch, tc.nodes, tc.jobs, nil, pt.Models(), 0)
+			if !errors.Is(err, policy.ErrBadSnapshot) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("NewSnapshot error = %v, want ErrBadSnapshot naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestDecideHonoursContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s := snap(t, 0, pt.Cluster(1, 8), nil, pt.NewJob("a", "small").Obj())
+	for _, name := range policy.Names() {
+		p, _ := policy.New(name, policy.DefaultConfig())
+		if _, err := p.Decide(ctx, s); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s: Decide on a cancelled context = %v, want context.Canceled", name, err)
+		}
+	}
+}

@@ -1,0 +1,376 @@
+package policy
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/rubick-sched/rubick/model"
+)
+
+// queueKind selects one of the queue-based policies, which never change a
+// running job's GPUs or plan.
+type queueKind struct {
+	backfill   bool // EASY backfill behind the first job that cannot start
+	guaranteed bool // guaranteed jobs first, preempting best-effort ones
+	tuneCPU    bool // CPUs follow the job's predicted sensitivity
+	bestPlan   bool // the model's best plan for the requested resources
+}
+
+var (
+	// queueFIFO is what Slurm users have: the requested resources and plan,
+	// submission order with EASY backfill.
+	queueFIFO = queueKind{backfill: true}
+	// queueSynergy is FIFO with backfill whose CPUs follow each job's
+	// sensitivity (Synergy-TUNE): fewer for jobs that do not need them, more
+	// for jobs that speed up; GPUs and plan stay as requested.
+	queueSynergy = queueKind{backfill: true, tuneCPU: true}
+	// queueAntMan runs guaranteed jobs on their request in submission order,
+	// ahead of best-effort jobs, which use whatever is idle and are preempted
+	// the moment a guaranteed job needs their GPUs.
+	queueAntMan = queueKind{guaranteed: true}
+	// queueRubickE is rubick without resource reconfiguration: requested
+	// resources, guaranteed jobs first, backfill, and the best plan.
+	queueRubickE = queueKind{backfill: true, guaranteed: true, bestPlan: true}
+	// queueRubickN is rubick without either reconfiguration.
+	queueRubickN = queueKind{backfill: true, guaranteed: true}
+)
+
+// queue implements the queue-based baselines.
+type queue struct {
+	name string
+	cfg  Config
+	kind queueKind
+	perf *perfCache
+}
+
+func newQueue(name string, c Config, k queueKind) *queue {
+	return &queue{name: name, cfg: c, kind: k, perf: newPerfCache()}
+}
+
+// Name implements Policy.
+func (q *queue) Name() string { return q.name }
+
+// qnode is a node's free capacity during a queue round.
+type qnode struct {
+	gpus, cpus int
+	mem        float64
+}
+
+// Decide implements Policy.
+func (q *queue) Decide(ctx context.Context, s *Snapshot) (Plan, error) {
+	q.perf.sync(s.Models)
+	nodeGPUs, memGB := 0, math.Inf(1)
+	free := make([]qnode, len(s.Nodes))
+	for i, n := range s.Nodes {
+		free[i] = qnode{n.GPUs, n.CPUs, n.MemGB}
+		nodeGPUs = max(nodeGPUs, n.GPUs)
+		memGB = min(memGB, n.MemGB)
+	}
+	for i := range s.Jobs {
+		for _, a := range s.Jobs[i].Alloc {
+			n, _ := s.NodeIndex(a.Node)
+			free[n].gpus -= a.GPUs
+			free[n].cpus -= a.CPUs
+			free[n].mem -= a.MemGB
+		}
+	}
+	actions := make(map[string]Action, len(s.Jobs))
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		if j.Running() {
+			actions[j.ID] = Action{Kind: Keep, JobID: j.ID, Alloc: slices.Clone(j.Alloc), Plan: j.Plan,
+				Throughput: q.predict(s, j, j.Plan, placementOf(j.Alloc), cpusOf(j.Alloc), memGB), Reason: ReasonUnchanged}
+		}
+	}
+	var queued []*Job
+	for i := range s.Jobs {
+		if !s.Jobs[i].Running() {
+			queued = append(queued, &s.Jobs[i])
+		}
+	}
+	slices.SortStableFunc(queued, func(a, b *Job) int {
+		if q.kind.guaranteed && a.Guaranteed != b.Guaranteed {
+			if a.Guaranteed {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(a.Submit.Compare(b.Submit), cmp.Compare(a.ID, b.ID))
+	})
+	var head *Job       // the first job that could not start (EASY backfill)
+	var shadow []qnode  // free capacity when head can start
+	var shadowT float64 // seconds from now until then
+	for _, j := range queued {
+		if err := ctx.Err(); err != nil {
+			return Plan{}, fmt.Errorf("policy %s: %w", q.name, err)
+		}
+		pl := j.Request.Placement
+		if len(pl) == 0 {
+			pl = PackedPlacement(j.Request.GPUs, nodeGPUs)
+		}
+		if q.kind.guaranteed && j.Guaranteed {
+			if _, ok := q.fit(s, free, pl, j); !ok {
+				q.preemptFor(s, free, pl, j, actions)
+			}
+		}
+		nodes, ok := q.fit(s, free, pl, j)
+		if ok && head != nil && shadow != nil && q.kind.backfill {
+			// Backfill only if the head still starts on time: the job ends
+			// before the head's shadow time or leaves the head's room free.
+			ends := j.TimeLimit > 0 && j.TimeLimit.Seconds() <= shadowT
+			if !ends {
+				after := slices.Clone(shadow)
+				for i, n := range nodes {
+					after[n].gpus -= pl[i]
+				}
+				hp := head.Request.Placement
+				if len(hp) == 0 {
+					hp = PackedPlacement(head.Request.GPUs, nodeGPUs)
+				}
+				_, ok = q.fit(s, after, hp, head)
+			}
+		}
+		if !ok {
+			actions[j.ID] = Action{Kind: Keep, JobID: j.ID, Reason: ReasonNoResources,
+				Detail: fmt.Sprintf("needs %s GPUs per node", model.Placement(pl))}
+			if head == nil && q.kind.backfill {
+				head = j
+				shadow, shadowT = q.shadow(s, free, j, pl, actions)
+			}
+			continue
+		}
+		a := q.start(s, free, nodes, pl, j, memGB)
+		if head != nil {
+			a.Reason = ReasonBackfill
+		}
+		actions[j.ID] = a
+	}
+	p := Plan{Actions: make([]Action, 0, len(s.Jobs))}
+	for i := range s.Jobs {
+		p.Actions = append(p.Actions, actions[s.Jobs[i].ID])
+	}
+	return p, nil
+}
+
+func placementOf(alloc []NodeAlloc) model.Placement {
+	var pl model.Placement
+	for _, a := range alloc {
+		if a.GPUs > 0 {
+			pl = append(pl, a.GPUs)
+		}
+	}
+	return pl
+}
+
+func cpusOf(alloc []NodeAlloc) int {
+	c := 0
+	for _, a := range alloc {
+		c += a.CPUs
+	}
+	return c
+}
+
+func (q *queue) predict(s *Snapshot, j *Job, plan model.Plan, pl model.Placement, cpus int, memGB float64) float64 {
+	est := s.Models[j.Model]
+	b, err := est.Predict(plan, model.Resources{Placement: pl, CPUs: cpus, HostMemGB: memGB * float64(len(pl))})
+	if err != nil || !(b.Iter > 0) {
+		return 0
+	}
+	return float64(est.Spec().GlobalBatch) / b.Iter
+}
+
+// fit finds nodes for placement pl (GPUs and the minimum CPUs and memory):
+// for each part, largest first, the fitting node with the least free GPUs.
+func (q *queue) fit(s *Snapshot, free []qnode, pl model.Placement, j *Job) ([]int, bool) {
+	used := make(map[int]bool, len(pl))
+	out := make([]int, len(pl))
+	order := make([]int, len(pl))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return pl[b] - pl[a] })
+	for _, i := range order {
+		g := pl[i]
+		best := -1
+		for n := range free {
+			if used[n] || free[n].gpus < g || free[n].cpus < q.minCPUs(j, g) || free[n].mem < q.cfg.HostMemPerGPUGB*float64(g) {
+				continue
+			}
+			if best < 0 || free[n].gpus < free[best].gpus {
+				best = n
+			}
+		}
+		if best < 0 {
+			return nil, false
+		}
+		used[best] = true
+		out[i] = best
+	}
+	return out, true
+}
+
+// minCPUs is the fewest CPUs a job may start with on a node holding g of its GPUs.
+func (q *queue) minCPUs(j *Job, g int) int {
+	want := j.Request.CPUs * g / max(1, j.Request.GPUs)
+	if q.kind.tuneCPU {
+		return min(want, q.cfg.MinCPUsPerGPU*g)
+	}
+	return want
+}
+
+// start books a job on nodes and returns its Start action.
+func (q *queue) start(s *Snapshot, free []qnode, nodes []int, pl model.Placement, j *Job, memGB float64) Action {
+	est := s.Models[j.Model]
+	alloc := make([]NodeAlloc, len(nodes))
+	total := 0
+	for i, n := range nodes {
+		c := q.minCPUs(j, pl[i])
+		alloc[i] = NodeAlloc{Node: s.Nodes[n].Name, GPUs: pl[i], CPUs: c}
+		total += c
+	}
+	if q.kind.tuneCPU {
+		// Tune CPUs: the fewest that give (nearly) the best predicted
+		// throughput among what is free on the job's nodes.
+		maxc := math.MaxInt
+		for i, n := range nodes {
+			maxc = min(maxc, free[n].cpus/pl[i])
+		}
+		bestC, bestT := q.cfg.MinCPUsPerGPU, 0.0
+		for c := q.cfg.MinCPUsPerGPU; c <= maxc; c++ {
+			t := q.perf.best(j.Model, est, spaceFixed, j.Request.Plan, shapeKey(pl), c*pl.GPUs(), memGB, 0).tput
+			if t > bestT*1.01 {
+				bestC, bestT = c, t
+			}
+		}
+		total = 0
+		for i := range alloc {
+			alloc[i].CPUs = bestC * alloc[i].GPUs
+			total += alloc[i].CPUs
+		}
+	}
+	plan := j.Request.Plan
+	detail := fmt.Sprintf("requested %s on %s", plan, pl)
+	if q.kind.bestPlan {
+		v := q.perf.pick(j.Model, est, spaceAny, plan, shapeKey(pl), total, memGB, q.cfg.PlanSwitchGain)
+		req := q.predict(s, j, plan, pl, total, memGB)
+		if v.tput > req && q.hostFits(est, v.plan, pl, nodes, free) {
+			plan = v.plan
+			detail = fmt.Sprintf("%s on %s: %.3g samples/s, %.2fx the requested plan", plan, pl, v.tput, v.tput/max(req, 1e-12))
+		}
+	}
+	hostNode := est.Memory(plan, pl.Canonical()).HostGBNode
+	for i, n := range nodes {
+		alloc[i].MemGB = q.cfg.HostMemPerGPUGB*float64(pl[i]) + hostNode
+		if alloc[i].MemGB > free[n].mem {
+			// The user's own plan ran before: book what is left, not more.
+			alloc[i].MemGB = max(q.cfg.HostMemPerGPUGB*float64(pl[i]), free[n].mem)
+		}
+		free[n].gpus -= alloc[i].GPUs
+		free[n].cpus -= alloc[i].CPUs
+		free[n].mem -= alloc[i].MemGB
+	}
+	slices.SortFunc(alloc, func(a, b NodeAlloc) int {
+		ia, _ := s.NodeIndex(a.Node)
+		ib, _ := s.NodeIndex(b.Node)
+		return ia - ib
+	})
+	reason := ReasonFIFO
+	if j.Guaranteed && q.kind.guaranteed {
+		reason = ReasonSLO
+	}
+	return Action{Kind: Start, JobID: j.ID, Alloc: alloc, Plan: plan,
+		Throughput: q.predict(s, j, plan, pl, total, memGB), Reason: reason, Detail: detail}
+}
+
+// hostFits reports whether plan's host memory fits on the chosen nodes.
+func (q *queue) hostFits(est Estimator, plan model.Plan, pl model.Placement, nodes []int, free []qnode) bool {
+	h := est.Memory(plan, pl.Canonical()).HostGBNode
+	for i, n := range nodes {
+		if q.cfg.HostMemPerGPUGB*float64(pl[i])+h > free[n].mem {
+			return false
+		}
+	}
+	return true
+}
+
+// shadow returns the free capacity at the moment the head job could start
+// if running jobs end at their time limits, and how far away that is.
+func (q *queue) shadow(s *Snapshot, free []qnode, head *Job, pl model.Placement, actions map[string]Action) ([]qnode, float64) {
+	type end struct {
+		t     float64
+		alloc []NodeAlloc
+	}
+	var ends []end
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		a, ok := actions[j.ID]
+		if !ok || (a.Kind != Keep && a.Kind != Start) || len(a.Alloc) == 0 {
+			continue // queued, or preempted this round
+		}
+		t := math.Inf(1)
+		if j.TimeLimit > 0 {
+			t = max(0, (j.TimeLimit - j.RunTime).Seconds())
+		}
+		ends = append(ends, end{t, a.Alloc})
+	}
+	slices.SortStableFunc(ends, func(a, b end) int { return cmp.Compare(a.t, b.t) })
+	f := slices.Clone(free)
+	for _, e := range ends {
+		if _, ok := q.fit(s, f, pl, head); ok {
+			return f, e.t
+		}
+		if math.IsInf(e.t, 1) {
+			break
+		}
+		for _, a := range e.alloc {
+			n, _ := s.NodeIndex(a.Node)
+			f[n].gpus += a.GPUs
+			f[n].cpus += a.CPUs
+			f[n].mem += a.MemGB
+		}
+		if _, ok := q.fit(s, f, pl, head); ok {
+			return f, e.t
+		}
+	}
+	// Never fits on what running jobs release: do not hold others back.
+	return nil, math.Inf(1)
+}
+
+// preemptFor preempts best-effort running jobs, most recently started
+// first, until guaranteed job j fits.
+func (q *queue) preemptFor(s *Snapshot, free []qnode, pl model.Placement, j *Job, actions map[string]Action) {
+	var victims []*Job
+	for i := range s.Jobs {
+		v := &s.Jobs[i]
+		if a, ok := actions[v.ID]; ok && a.Kind == Keep && v.Running() && !v.Guaranteed {
+			victims = append(victims, v)
+		}
+	}
+	slices.SortStableFunc(victims, func(a, b *Job) int {
+		return cmp.Or(cmp.Compare(a.RunTime, b.RunTime), cmp.Compare(a.ID, b.ID))
+	})
+	trial := slices.Clone(free)
+	var chosen []*Job
+	for _, v := range victims {
+		if _, ok := q.fit(s, trial, pl, j); ok {
+			break
+		}
+		for _, a := range v.Alloc {
+			n, _ := s.NodeIndex(a.Node)
+			trial[n].gpus += a.GPUs
+			trial[n].cpus += a.CPUs
+			trial[n].mem += a.MemGB
+		}
+		chosen = append(chosen, v)
+	}
+	if _, ok := q.fit(s, trial, pl, j); !ok {
+		return
+	}
+	copy(free, trial)
+	for _, v := range chosen {
+		actions[v.ID] = Action{Kind: Preempt, JobID: v.ID, Reason: ReasonReclaimed, Detail: "by guaranteed " + j.ID}
+	}
+}

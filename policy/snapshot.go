@@ -1,0 +1,246 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rubick-sched/rubick/model"
+)
+
+// Sentinel errors callers branch on.
+var (
+	// ErrBadSnapshot reports a snapshot that cannot be scheduled: a duplicate
+	// name, an allocation on an unknown node, a node over capacity, a job
+	// whose model type has no estimator.
+	ErrBadSnapshot = errors.New("bad snapshot")
+	// ErrUnknownPolicy reports a policy name missing from the registry.
+	ErrUnknownPolicy = errors.New("unknown policy")
+	// ErrBadConfig reports an invalid Config; the message names the field.
+	ErrBadConfig = errors.New("bad policy config")
+)
+
+// Estimator prices execution plans for one model type. model.Predictor
+// implements it through FromPredictor; tests substitute simple fakes.
+type Estimator interface {
+	// Spec returns the model type's constants (global batch, heads, layers).
+	Spec() model.Spec
+	// BestPlan returns the memory-feasible plan with the shortest predicted
+	// iteration on r among those allow accepts (nil accepts all).
+	BestPlan(r model.Resources, allow func(model.Plan) bool) (model.Plan, model.Breakdown, error)
+	// Predict returns the predicted iteration of plan on r.
+	Predict(plan model.Plan, r model.Resources) (model.Breakdown, error)
+	// Feasible reports whether plan fits in GPU memory and the host memory of r.
+	Feasible(plan model.Plan, r model.Resources) error
+	// Memory estimates the memory plan needs on pl.
+	Memory(plan model.Plan, pl model.Placement) model.MemoryEstimate
+}
+
+// predictorEstimator adapts model.Predictor to Estimator.
+type predictorEstimator struct{ p model.Predictor }
+
+// FromPredictor returns the Estimator backed by a fitted model.Predictor.
+func FromPredictor(p model.Predictor) Estimator { return predictorEstimator{p} }
+
+func (e predictorEstimator) Spec() model.Spec { return e.p.Spec }
+func (e predictorEstimator) BestPlan(r model.Resources, allow func(model.Plan) bool) (model.Plan, model.Breakdown, error) {
+	return e.p.BestPlan(r, allow)
+}
+func (e predictorEstimator) Predict(plan model.Plan, r model.Resources) (model.Breakdown, error) {
+	return e.p.Predict(plan, r)
+}
+func (e predictorEstimator) Feasible(plan model.Plan, r model.Resources) error {
+	return e.p.Feasible(plan, r)
+}
+func (e predictorEstimator) Memory(plan model.Plan, pl model.Placement) model.MemoryEstimate {
+	return e.p.Memory(plan, pl)
+}
+
+// Node is one schedulable machine.
+type Node struct {
+	Name  string  `json:"name"`
+	GPUs  int     `json:"gpus"`
+	CPUs  int     `json:"cpus"`
+	MemGB float64 `json:"mem_gb"`
+	// Class names the node's bandwidth class (a switch or rack); the model
+	// prices one inter-node bandwidth for the whole cluster, so the policy
+	// only uses it to keep a job's nodes together when it has the choice.
+	Class string `json:"class,omitempty"`
+}
+
+// NodeAlloc is what one job holds (or is to hold) on one node.
+type NodeAlloc struct {
+	Node  string  `json:"node"`
+	GPUs  int     `json:"gpus"`
+	CPUs  int     `json:"cpus"`
+	MemGB float64 `json:"mem_gb"`
+}
+
+// Request is what the user asked for: the resources and the plan a
+// guaranteed job's SLO is measured against.
+type Request struct {
+	GPUs  int     `json:"gpus"`
+	CPUs  int     `json:"cpus"`
+	MemGB float64 `json:"mem_gb,omitempty"`
+	// Placement is the requested shape (GPUs per node); nil means packed:
+	// whole nodes first, the remainder on one more node.
+	Placement model.Placement `json:"placement,omitempty"`
+	// Plan is the execution plan the user's launch line describes.
+	Plan model.Plan `json:"plan"`
+}
+
+// Job is one training job as the scheduler sees it.
+type Job struct {
+	ID         string    `json:"id"`
+	Model      string    `json:"model"` // model type; Snapshot.Models has its estimator
+	Tenant     string    `json:"tenant,omitempty"`
+	Guaranteed bool      `json:"guaranteed"`
+	Submit     time.Time `json:"submit"`
+	Request    Request   `json:"request"`
+	// Alloc is what the job holds now, one entry per node; empty when queued.
+	Alloc []NodeAlloc `json:"alloc,omitempty"`
+	// Plan is the plan the job runs now; meaningful only when Alloc is set.
+	Plan model.Plan `json:"plan"`
+	// RunTime is the time the job has held resources, over all its starts.
+	RunTime time.Duration `json:"run_time"`
+	// Reconfigs counts the placement or plan changes after the first start.
+	Reconfigs int `json:"reconfigs"`
+	// TimeLimit is the user's estimate of the run time on the request (the
+	// Slurm time limit); 0 when unknown. Only backfill uses it.
+	TimeLimit time.Duration `json:"time_limit,omitempty"`
+}
+
+// Running reports whether the job holds resources.
+func (j *Job) Running() bool { return len(j.Alloc) > 0 }
+
+// GPUs is the number of GPUs the job holds.
+func (j *Job) GPUs() int {
+	n := 0
+	for _, a := range j.Alloc {
+		n += a.GPUs
+	}
+	return n
+}
+
+// Tenant is a quota holder (a Slurm account or QOS).
+type Tenant struct {
+	Name string `json:"name"`
+	// GPUQuota bounds the GPUs its guaranteed jobs may hold at their minimum.
+	GPUQuota int `json:"gpu_quota"`
+}
+
+// Snapshot is the immutable input of one scheduling round. Build it with
+// NewSnapshot, which copies its inputs; Decide never modifies it.
+type Snapshot struct {
+	Now     time.Time
+	Nodes   []Node
+	Jobs    []Job
+	Tenants []Tenant
+	// Models maps a model type to its fitted estimator.
+	Models map[string]Estimator
+	// RestartCost is the measured cost of one checkpoint-restart (signal,
+	// checkpoint, requeue, restart); the reconfiguration rule uses it.
+	RestartCost time.Duration
+
+	nodeIndex map[string]int
+}
+
+// NewSnapshot validates and copies its inputs into a Snapshot: names are
+// unique, every allocation names a known node, no node is over capacity and
+// every job's model type has an estimator. Jobs are kept in ID order and
+// nodes in the given order, so decisions never depend on map iteration.
+func NewSnapshot(now time.Time, nodes []Node, jobs []Job, tenants []Tenant, models map[string]Estimator, restartCost time.Duration) (*Snapshot, error) {
+	s := &Snapshot{
+		Now: now, Nodes: slices.Clone(nodes), Tenants: slices.Clone(tenants),
+		Models: make(map[string]Estimator, len(models)), RestartCost: restartCost,
+		nodeIndex: make(map[string]int, len(nodes)),
+	}
+	for k, v := range models {
+		s.Models[k] = v
+	}
+	for i, n := range s.Nodes {
+		if n.Name == "" {
+			return nil, fmt.Errorf("%w: node %d has no name", ErrBadSnapshot, i)
+		}
+		if _, dup := s.nodeIndex[n.Name]; dup {
+			return nil, fmt.Errorf("%w: duplicate node %q", ErrBadSnapshot, n.Name)
+		}
+		if n.GPUs < 0 || n.CPUs < 0 || n.MemGB < 0 {
+			return nil, fmt.Errorf("%w: node %q has negative capacity", ErrBadSnapshot, n.Name)
+		}
+		s.nodeIndex[n.Name] = i
+	}
+	s.Jobs = make([]Job, len(jobs))
+	for i, j := range jobs {
+		j.Alloc = slices.Clone(j.Alloc)
+		j.Request.Placement = slices.Clone(j.Request.Placement)
+		s.Jobs[i] = j
+	}
+	slices.SortFunc(s.Jobs, func(a, b Job) int { return strings.Compare(a.ID, b.ID) })
+	gpus := make([]int, len(nodes))
+	cpus := make([]int, len(nodes))
+	mem := make([]float64, len(nodes))
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		if j.ID == "" {
+			return nil, fmt.Errorf("%w: a job has no id", ErrBadSnapshot)
+		}
+		if i > 0 && s.Jobs[i-1].ID == j.ID {
+			return nil, fmt.Errorf("%w: duplicate job %q", ErrBadSnapshot, j.ID)
+		}
+		if _, ok := s.Models[j.Model]; !ok {
+			return nil, fmt.Errorf("%w: job %s: no estimator for model type %q", ErrBadSnapshot, j.ID, j.Model)
+		}
+		if j.Request.GPUs <= 0 {
+			return nil, fmt.Errorf("%w: job %s: request.gpus=%d must be > 0", ErrBadSnapshot, j.ID, j.Request.GPUs)
+		}
+		for _, a := range j.Alloc {
+			n, ok := s.nodeIndex[a.Node]
+			if !ok {
+				return nil, fmt.Errorf("%w: job %s holds resources on unknown node %q", ErrBadSnapshot, j.ID, a.Node)
+			}
+			gpus[n] += a.GPUs
+			cpus[n] += a.CPUs
+			mem[n] += a.MemGB
+		}
+	}
+	for i, n := range s.Nodes {
+		if gpus[i] > n.GPUs || cpus[i] > n.CPUs || mem[i] > n.MemGB+1e-6 {
+			return nil, fmt.Errorf("%w: node %q over capacity: %d/%d GPUs, %d/%d CPUs, %.1f/%.1f GB",
+				ErrBadSnapshot, n.Name, gpus[i], n.GPUs, cpus[i], n.CPUs, mem[i], n.MemGB)
+		}
+	}
+	return s, nil
+}
+
+// NodeIndex returns the position of the named node in Nodes.
+func (s *Snapshot) NodeIndex(name string) (int, bool) {
+	i, ok := s.nodeIndex[name]
+	return i, ok
+}
+
+// Job returns the job with the given ID.
+func (s *Snapshot) Job(id string) (*Job, bool) {
+	i, ok := slices.BinarySearchFunc(s.Jobs, id, func(j Job, id string) int { return strings.Compare(j.ID, id) })
+	if !ok {
+		return nil, false
+	}
+	return &s.Jobs[i], true
+}
+
+// PackedPlacement is the request shape a Slurm user gets for g GPUs on
+// nodes of perNode GPUs: whole nodes first, the remainder on one more.
+func PackedPlacement(g, perNode int) model.Placement {
+	if perNode <= 0 || g <= 0 {
+		return nil
+	}
+	var pl model.Placement
+	for g > 0 {
+		n := min(g, perNode)
+		pl = append(pl, n)
+		g -= n
+	}
+	return pl
+}

@@ -1,0 +1,450 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rubick-sched/rubick/artifact"
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/policy"
+)
+
+// Sentinel errors callers branch on.
+var (
+	// ErrBadConfig reports an invalid Config; the message names the field.
+	ErrBadConfig = errors.New("bad simulator config")
+	// ErrBadAction reports a plan the simulator cannot apply: a node over
+	// capacity, a plan that does not match its placement, an action on an
+	// unknown job. It is a policy bug.
+	ErrBadAction = errors.New("policy returned an invalid action")
+)
+
+// Config describes the simulated cluster and the replay.
+type Config struct {
+	Nodes        int
+	GPUsPerNode  int
+	CPUsPerNode  int
+	MemPerNodeGB float64
+	// Interval is the scheduling period in simulated time.
+	Interval time.Duration
+	// RestartPenalty is the time without progress after every start and
+	// placement or plan change.
+	RestartPenalty time.Duration
+	// LoadScale divides submission times: above 1 the trace arrives faster.
+	LoadScale float64
+	// GuaranteedQuota is the GPU quota of the single tenant (0: every GPU).
+	GuaranteedQuota int
+	// MaxTime stops a replay that has not finished (a policy that starves a job).
+	MaxTime time.Duration
+	// MeasuredCPUsPerGPU is the CPU count per GPU the measured iteration
+	// times are taken to have run with (the traces request 8).
+	MeasuredCPUsPerGPU int
+}
+
+// DefaultConfig is the artifact's cluster: 8 nodes x 8 GPUs, 96 CPUs,
+// 1,600 GB, a 60 s interval and a 260 s restart penalty.
+func DefaultConfig() Config {
+	return Config{
+		Nodes: 8, GPUsPerNode: 8, CPUsPerNode: 96, MemPerNodeGB: 1600,
+		Interval: time.Minute, RestartPenalty: 260 * time.Second, LoadScale: 1,
+		MaxTime: 3 * 24 * time.Hour, MeasuredCPUsPerGPU: 8,
+	}
+}
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	switch {
+	case c.Nodes <= 0:
+		return fmt.Errorf("%w: Nodes=%d must be > 0", ErrBadConfig, c.Nodes)
+	case c.GPUsPerNode <= 0 || c.GPUsPerNode > 64:
+		return fmt.Errorf("%w: GPUsPerNode=%d must be in 1..64", ErrBadConfig, c.GPUsPerNode)
+	case c.CPUsPerNode <= 0:
+		return fmt.Errorf("%w: CPUsPerNode=%d must be > 0", ErrBadConfig, c.CPUsPerNode)
+	case !(c.MemPerNodeGB > 0):
+		return fmt.Errorf("%w: MemPerNodeGB=%v must be > 0", ErrBadConfig, c.MemPerNodeGB)
+	case c.Interval < time.Second:
+		return fmt.Errorf("%w: Interval=%v must be >= 1s", ErrBadConfig, c.Interval)
+	case c.RestartPenalty < 0:
+		return fmt.Errorf("%w: RestartPenalty=%v must be >= 0", ErrBadConfig, c.RestartPenalty)
+	case !(c.LoadScale > 0) || math.IsInf(c.LoadScale, 0):
+		return fmt.Errorf("%w: LoadScale=%v must be a positive number", ErrBadConfig, c.LoadScale)
+	case c.GuaranteedQuota < 0:
+		return fmt.Errorf("%w: GuaranteedQuota=%d must be >= 0", ErrBadConfig, c.GuaranteedQuota)
+	case c.MaxTime <= 0:
+		return fmt.Errorf("%w: MaxTime=%v must be > 0", ErrBadConfig, c.MaxTime)
+	case c.MeasuredCPUsPerGPU <= 0:
+		return fmt.Errorf("%w: MeasuredCPUsPerGPU=%d must be > 0", ErrBadConfig, c.MeasuredCPUsPerGPU)
+	}
+	return nil
+}
+
+// Env is the model environment of the simulated cluster: the artifact's
+// A800 links with this cluster's node sizes.
+func (c Config) Env() model.Env {
+	e := model.DefaultEnv()
+	e.NodeGPUs, e.NodeCPUs, e.NodeMemGB = c.GPUsPerNode, c.CPUsPerNode, c.MemPerNodeGB
+	return e
+}
+
+// Data is what every replay of one data tree shares: the measurements,
+// the models fitted on the profile data, and the oracle built from both.
+type Data struct {
+	Set        *artifact.Set
+	Predictors map[string]model.Predictor
+	Fits       map[string]model.FitResult
+	Oracle     *Oracle
+}
+
+// Prepare loads a data tree and fits every model on its profile samples.
+func Prepare(ctx context.Context, fsys fs.FS, cfg Config) (*Data, error) {
+	set, err := artifact.Load(fsys)
+	if err != nil {
+		return nil, fmt.Errorf("load data: %w", err)
+	}
+	env := cfg.Env()
+	fits, err := artifact.FitAll(ctx, set, env)
+	if err != nil {
+		return nil, fmt.Errorf("fit models: %w", err)
+	}
+	preds := make(map[string]model.Predictor, len(set.Models))
+	for _, name := range set.ModelNames() {
+		p := model.Predictor{Spec: set.Models[name].Spec, Env: env, Params: set.Models[name].Fitted}
+		if f, ok := fits[name]; ok {
+			p.Params = f.Params
+		}
+		preds[name] = p
+	}
+	return &Data{Set: set, Predictors: preds, Fits: fits, Oracle: NewOracle(set, preds, cfg.MeasuredCPUsPerGPU)}, nil
+}
+
+// Job is one trace job during a replay.
+type Job struct {
+	artifact.Job
+	Submit  float64 // seconds, after load scaling
+	Request policy.Request
+	steps   float64
+
+	// replay state
+	done      float64 // iterations completed
+	alloc     []policy.NodeAlloc
+	plan      model.Plan
+	penalty   float64 // seconds of restart left
+	runTime   float64 // seconds holding resources
+	reconfigs int
+	started   bool
+	firstRun  float64
+	finish    float64
+	finished  bool
+	violated  bool
+	reqIter   float64 // ground-truth iteration time of the request
+}
+
+// loadJobs turns trace rows into replay jobs with parsed requests.
+func loadJobs(rows []artifact.Job, d *Data, cfg Config) ([]*Job, error) {
+	jobs := make([]*Job, 0, len(rows))
+	for _, r := range rows {
+		info, ok := d.Set.Models[r.App]
+		if !ok {
+			return nil, fmt.Errorf("job %s (line %d): unknown model %q", r.Name, r.Line, r.App)
+		}
+		pl := policy.PackedPlacement(r.GPUs, cfg.GPUsPerNode)
+		plan, err := model.ParseExecPlan(info.Spec, r.ExecPlan, pl)
+		if err != nil {
+			return nil, fmt.Errorf("job %s (line %d): %w", r.Name, r.Line, err)
+		}
+		if r.Steps <= 0 {
+			return nil, fmt.Errorf("job %s (line %d): steps=%d must be > 0", r.Name, r.Line, r.Steps)
+		}
+		j := &Job{Job: r, Submit: r.SubmitS / cfg.LoadScale, steps: float64(r.Steps),
+			Request: policy.Request{GPUs: r.GPUs, CPUs: r.CPUs, Placement: pl, Plan: plan}}
+		if j.Request.CPUs <= 0 {
+			j.Request.CPUs = r.GPUs * cfg.MeasuredCPUsPerGPU
+		}
+		t, err := d.Oracle.IterTime(r.App, plan, pl, j.Request.CPUs)
+		if err != nil {
+			return nil, fmt.Errorf("job %s (line %d): request: %w", r.Name, r.Line, err)
+		}
+		j.reqIter = t.IterS
+		jobs = append(jobs, j)
+	}
+	slices.SortStableFunc(jobs, func(a, b *Job) int {
+		if a.Submit != b.Submit {
+			if a.Submit < b.Submit {
+				return -1
+			}
+			return 1
+		}
+		return a.Line - b.Line
+	})
+	return jobs, nil
+}
+
+// Run replays rows with policy pol on the cluster of cfg.
+func Run(ctx context.Context, cfg Config, d *Data, rows []artifact.Job, pol policy.Policy, log *slog.Logger) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	jobs, err := loadJobs(rows, d, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return replay(ctx, cfg, d, jobs, pol, log)
+}
+
+// replay runs the loaded jobs to completion.
+func replay(ctx context.Context, cfg Config, d *Data, jobs []*Job, pol policy.Policy, log *slog.Logger) (*Result, error) {
+	nodes := make([]policy.Node, cfg.Nodes)
+	for i := range nodes {
+		nodes[i] = policy.Node{Name: "n" + strconv.Itoa(i), GPUs: cfg.GPUsPerNode, CPUs: cfg.CPUsPerNode, MemGB: cfg.MemPerNodeGB}
+	}
+	quota := cfg.GuaranteedQuota
+	if quota == 0 {
+		quota = cfg.Nodes * cfg.GPUsPerNode
+	}
+	tenants := []policy.Tenant{{Name: "default", GPUQuota: quota}}
+	models := make(map[string]policy.Estimator, len(d.Predictors))
+	for name, p := range d.Predictors {
+		models[name] = policy.FromPredictor(p)
+	}
+	byID := make(map[string]*Job, len(jobs))
+	for _, j := range jobs {
+		byID[j.Name] = j
+	}
+	res := &Result{Policy: pol.Name(), Jobs: len(jobs)}
+	epoch := time.Unix(0, 0).UTC()
+	step := cfg.Interval.Seconds()
+	penalty := cfg.RestartPenalty.Seconds()
+	totalGPUs := float64(cfg.Nodes * cfg.GPUsPerNode)
+	next := 0 // next arrival
+	var active []*Job
+	finished := 0
+	for t := 0.0; finished < len(jobs); t += step {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if t > cfg.MaxTime.Seconds() {
+			var names []string
+			for _, j := range active {
+				names = append(names, j.Name)
+			}
+			return nil, fmt.Errorf("sim %s: %d of %d jobs unfinished after %v (%s)", pol.Name(), len(jobs)-finished, len(jobs), cfg.MaxTime, strings.Join(names[:min(len(names), 5)], ", "))
+		}
+		if len(active) == 0 && next < len(jobs) && jobs[next].Submit > t {
+			// Idle cluster: jump to the round at or after the next arrival.
+			t = math.Ceil(jobs[next].Submit/step) * step
+		}
+		for next < len(jobs) && jobs[next].Submit <= t {
+			active = append(active, jobs[next])
+			next++
+		}
+		snap, err := snapshot(epoch, t, nodes, tenants, models, active, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("sim %s at t=%.0f: %w", pol.Name(), t, err)
+		}
+		start := time.Now()
+		plan, err := pol.Decide(ctx, snap)
+		elapsed := time.Since(start)
+		if err != nil {
+			return nil, fmt.Errorf("sim %s at t=%.0f: %w", pol.Name(), t, err)
+		}
+		res.addRound(elapsed)
+		if err := apply(snap, plan, byID, d, t, penalty, res, log); err != nil {
+			return nil, fmt.Errorf("sim %s at t=%.0f: %w", pol.Name(), t, err)
+		}
+		// Advance one interval.
+		used := 0
+		keep := active[:0]
+		for _, j := range active {
+			if len(j.alloc) == 0 {
+				keep = append(keep, j)
+				continue
+			}
+			g := 0
+			for _, a := range j.alloc {
+				g += a.GPUs
+			}
+			used += g
+			avail := step
+			wait := min(j.penalty, avail)
+			j.penalty -= wait
+			avail -= wait
+			j.runTime += step
+			if avail > 0 {
+				tr, err := d.Oracle.IterTime(j.App, j.plan, placementOf(j.alloc), cpusOf(j.alloc))
+				if err != nil {
+					return nil, fmt.Errorf("sim %s at t=%.0f: job %s: %w", pol.Name(), t, j.Name, err)
+				}
+				need := (j.steps - j.done) * tr.IterS
+				run := min(avail, need)
+				j.done += run / tr.IterS
+				res.account(tr, run)
+				if j.Guaranteed && tr.IterS > j.reqIter*(1+1e-9) {
+					j.violated = true
+				}
+				if need <= avail {
+					j.finished = true
+					j.finish = t + wait + need
+					res.gpuSeconds += float64(g) * (wait + need)
+					finished++
+					continue
+				}
+			}
+			res.gpuSeconds += float64(g) * step
+			keep = append(keep, j)
+		}
+		queued := 0
+		for _, j := range active {
+			if len(j.alloc) == 0 {
+				queued++
+			}
+		}
+		if queued > 0 {
+			res.IdleQueuedGPUS += (totalGPUs - float64(used)) * step
+		}
+		active = keep
+		res.util = append(res.util, UtilPoint{T: t, Util: float64(used) / totalGPUs})
+	}
+	res.finish(jobs, totalGPUs, cfg, d)
+	return res, nil
+}
+
+func placementOf(alloc []policy.NodeAlloc) model.Placement {
+	var pl model.Placement
+	for _, a := range alloc {
+		if a.GPUs > 0 {
+			pl = append(pl, a.GPUs)
+		}
+	}
+	return pl
+}
+
+func cpusOf(alloc []policy.NodeAlloc) int {
+	c := 0
+	for _, a := range alloc {
+		c += a.CPUs
+	}
+	return c
+}
+
+// snapshot builds the policy's view of the active jobs at time t.
+func snapshot(epoch time.Time, t float64, nodes []policy.Node, tenants []policy.Tenant, models map[string]policy.Estimator, active []*Job, cfg Config) (*policy.Snapshot, error) {
+	jobs := make([]policy.Job, len(active))
+	for i, j := range active {
+		jobs[i] = policy.Job{
+			ID: j.Name, Model: j.App, Tenant: "default", Guaranteed: j.Guaranteed,
+			Submit:    epoch.Add(secs(j.Submit)),
+			Request:   j.Request,
+			Alloc:     j.alloc,
+			Plan:      j.plan,
+			RunTime:   secs(j.runTime),
+			Reconfigs: j.reconfigs,
+			TimeLimit: secs(j.DurationS + cfg.RestartPenalty.Seconds()),
+		}
+	}
+	return policy.NewSnapshot(epoch.Add(secs(t)), nodes, jobs, tenants, models, cfg.RestartPenalty)
+}
+
+func secs(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }
+
+// apply checks a plan against the snapshot and carries it out.
+func apply(s *policy.Snapshot, p policy.Plan, byID map[string]*Job, d *Data, t, penalty float64, res *Result, log *slog.Logger) error {
+	if len(p.Actions) != len(s.Jobs) {
+		return fmt.Errorf("%w: %d actions for %d jobs", ErrBadAction, len(p.Actions), len(s.Jobs))
+	}
+	gpus := map[string]int{}
+	cpus := map[string]int{}
+	mem := map[string]float64{}
+	for _, a := range p.Actions {
+		j, ok := byID[a.JobID]
+		if !ok {
+			return fmt.Errorf("%w: unknown job %q", ErrBadAction, a.JobID)
+		}
+		sj, ok := s.Job(a.JobID)
+		if !ok {
+			return fmt.Errorf("%w: job %q is not active", ErrBadAction, a.JobID)
+		}
+		switch a.Kind {
+		case policy.Keep:
+			if !slices.Equal(a.Alloc, sj.Alloc) && !(len(a.Alloc) == 0 && len(sj.Alloc) == 0) {
+				return fmt.Errorf("%w: keep of %s changes its allocation", ErrBadAction, a.JobID)
+			}
+		case policy.Preempt:
+			if !sj.Running() {
+				return fmt.Errorf("%w: preempt of queued job %s", ErrBadAction, a.JobID)
+			}
+		case policy.Start, policy.Shrink, policy.Restart:
+			if (a.Kind == policy.Start) == sj.Running() {
+				return fmt.Errorf("%w: %s of %s, which is running=%v", ErrBadAction, a.Kind, a.JobID, sj.Running())
+			}
+			if err := checkPlan(d, j, a); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("%w: unknown kind %q for %s", ErrBadAction, a.Kind, a.JobID)
+		}
+		if a.Kind != policy.Preempt {
+			for _, na := range a.Alloc {
+				gpus[na.Node] += na.GPUs
+				cpus[na.Node] += na.CPUs
+				mem[na.Node] += na.MemGB
+			}
+		}
+	}
+	for _, n := range s.Nodes {
+		if gpus[n.Name] > n.GPUs || cpus[n.Name] > n.CPUs || mem[n.Name] > n.MemGB+1e-6 {
+			return fmt.Errorf("%w: node %s over capacity: %d/%d GPUs, %d/%d CPUs, %.0f/%.0f GB",
+				ErrBadAction, n.Name, gpus[n.Name], n.GPUs, cpus[n.Name], n.CPUs, mem[n.Name], n.MemGB)
+		}
+	}
+	for _, a := range p.Actions {
+		j := byID[a.JobID]
+		switch a.Kind {
+		case policy.Start:
+			j.alloc, j.plan, j.penalty = slices.Clone(a.Alloc), a.Plan, penalty
+			if !j.started {
+				j.started, j.firstRun = true, t
+				res.Starts++
+			} else {
+				res.Restarts++ // resumed after a preemption
+			}
+			log.Debug("start", "job", j.Name, "plan", a.Plan.String(), "placement", placementOf(a.Alloc).String(), "t", t)
+		case policy.Shrink, policy.Restart:
+			j.alloc, j.plan, j.penalty = slices.Clone(a.Alloc), a.Plan, penalty
+			j.reconfigs++
+			res.Restarts++
+			log.Debug(string(a.Kind), "job", j.Name, "plan", a.Plan.String(), "placement", placementOf(a.Alloc).String(), "t", t)
+		case policy.Preempt:
+			j.alloc, j.penalty = nil, 0
+			j.reconfigs++
+			res.Preemptions++
+			log.Debug("preempt", "job", j.Name, "t", t)
+		}
+	}
+	return nil
+}
+
+// checkPlan verifies that a started or changed job's plan is valid for its
+// placement and keeps the model's global batch.
+func checkPlan(d *Data, j *Job, a policy.Action) error {
+	pl := placementOf(a.Alloc)
+	spec := d.Set.Models[j.App].Spec
+	p := a.Plan
+	if p.GPUs() != pl.GPUs() || pl.GPUs() == 0 {
+		return fmt.Errorf("%w: %s: plan %s uses %d GPUs on placement %s", ErrBadAction, j.Name, p, p.GPUs(), pl)
+	}
+	if p.DP*p.MicroBatch*p.Accum != spec.GlobalBatch {
+		return fmt.Errorf("%w: %s: plan %s changes the global batch %d", ErrBadAction, j.Name, p, spec.GlobalBatch)
+	}
+	return nil
+}

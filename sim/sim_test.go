@@ -1,0 +1,254 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rubick-sched/rubick/artifact"
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/policy"
+)
+
+// testData fits the embedded data once for the whole package.
+var testData = sync.OnceValues(func() (*Data, error) {
+	return Prepare(context.Background(), artifact.Default(), DefaultConfig())
+})
+
+func data(t *testing.T) *Data {
+	t.Helper()
+	d, err := testData()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestPlanCode(t *testing.T) {
+	tests := map[string]struct {
+		plan model.Plan
+		want string
+	}{
+		"data parallel":            {model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 4, Accum: 1}, "ga"},
+		"accumulation":             {model.Plan{DP: 2, TP: 1, PP: 1, MicroBatch: 2, Accum: 4}, "ga"},
+		"checkpointing":            {model.Plan{DP: 2, TP: 1, PP: 1, MicroBatch: 8, Accum: 1, Checkpoint: true}, "gc"},
+		"zero":                     {model.Plan{DP: 8, TP: 1, PP: 1, MicroBatch: 2, Accum: 1, ZeRO: 2}, "zero-dp"},
+		"zero-3":                   {model.Plan{DP: 8, TP: 1, PP: 1, MicroBatch: 2, Accum: 1, ZeRO: 3}, "zero-dp"},
+		"offload":                  {model.Plan{DP: 8, TP: 1, PP: 1, MicroBatch: 1, Accum: 1, ZeRO: 2, Offload: true}, "zero-offload"},
+		"zero with checkpointing":  {model.Plan{DP: 8, TP: 1, PP: 1, MicroBatch: 1, Accum: 1, ZeRO: 2, Checkpoint: true}, ""},
+		"3d":                       {model.Plan{DP: 4, TP: 4, PP: 3, MicroBatch: 1, Accum: 1}, "344"},
+		"tensor only":              {model.Plan{DP: 1, TP: 5, PP: 1, MicroBatch: 16, Accum: 1}, "151"},
+		"degree above nine":        {model.Plan{DP: 16, TP: 2, PP: 1, MicroBatch: 1, Accum: 1}, ""},
+		"3d with checkpointing":    {model.Plan{DP: 2, TP: 4, PP: 2, MicroBatch: 2, Accum: 1, Checkpoint: true}, "242"},
+		"pipeline with accumulate": {model.Plan{DP: 1, TP: 4, PP: 6, MicroBatch: 1, Accum: 4}, "641"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := PlanCode(tc.plan); got != tc.want {
+				t.Errorf("PlanCode(%s) = %q, want %q", tc.plan, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestOracleMatching(t *testing.T) {
+	d := data(t)
+	gaPlan := func(g int) model.Plan { return model.Plan{DP: g, TP: 1, PP: 1, MicroBatch: 32 / g, Accum: 1} }
+	tests := map[string]struct {
+		model  string
+		plan   model.Plan
+		pl     model.Placement
+		iter   float64 // 0: do not check
+		source Source
+	}{
+		// bert,ga,112 = 0.319 s; rotations match exactly.
+		"exact":               {"bert", gaPlan(4), model.Placement{1, 1, 2}, 0.319, Measured},
+		"rotation":            {"bert", gaPlan(4), model.Placement{2, 1, 1}, 0.319, Measured},
+		"rotation of another": {"bert", gaPlan(4), model.Placement{1, 2, 1}, 0.319, Measured},
+		// bert,ga,11222 = 0.268 s; 12122 is no rotation of it, only a permutation.
+		"permutation": {"bert", gaPlan(8), model.Placement{1, 2, 1, 2, 2}, 0.268, MeasuredPermuted},
+		// Nothing measured for bert on two full nodes.
+		"fallback": {"bert", model.Plan{DP: 16, TP: 1, PP: 1, MicroBatch: 2, Accum: 1}, model.Placement{8, 8}, 0, Fallback},
+		// llama7,244,8888 = 0.943 s.
+		"3d": {"llama7", model.Plan{DP: 4, TP: 4, PP: 2, MicroBatch: 1, Accum: 2}, model.Placement{8, 8, 8, 8}, 0.943, Measured},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := d.Oracle.IterTime(tc.model, tc.plan, tc.pl, 8*tc.pl.GPUs())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Source != tc.source {
+				t.Errorf("source = %d, want %d", got.Source, tc.source)
+			}
+			if tc.iter > 0 && math.Abs(got.IterS-tc.iter) > 0.001 {
+				t.Errorf("iteration = %.4f s, want %.3f", got.IterS, tc.iter)
+			}
+			if !(got.IterS > 0) {
+				t.Errorf("iteration = %v, want > 0", got.IterS)
+			}
+		})
+	}
+}
+
+func TestOracleScalesOffloadWithCPUs(t *testing.T) {
+	d := data(t)
+	// llama7,zero-offload,8 = 9.401 s measured with (we take) 8 CPUs per GPU.
+	plan := model.Plan{DP: 8, TP: 1, PP: 1, MicroBatch: 1, Accum: 1, ZeRO: 2, Offload: true}
+	ref, err := d.Oracle.IterTime("llama7", plan, model.Placement{8}, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fewer, err := d.Oracle.IterTime("llama7", plan, model.Placement{8}, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref.CPUScaled || math.Abs(ref.IterS-9.401) > 0.001 {
+		t.Errorf("at the measured CPUs: %+v, want the measured 9.401 s unscaled", ref)
+	}
+	if !fewer.CPUScaled || !(fewer.IterS > ref.IterS) {
+		t.Errorf("with 16 CPUs: %+v, want a scaled time above %.3f s", fewer, ref.IterS)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := map[string]struct {
+		mutate func(*Config)
+		field  string
+	}{
+		"default":       {func(*Config) {}, ""},
+		"no nodes":      {func(c *Config) { c.Nodes = 0 }, "Nodes"},
+		"huge nodes":    {func(c *Config) { c.GPUsPerNode = 65 }, "GPUsPerNode"},
+		"no cpus":       {func(c *Config) { c.CPUsPerNode = 0 }, "CPUsPerNode"},
+		"no memory":     {func(c *Config) { c.MemPerNodeGB = 0 }, "MemPerNodeGB"},
+		"fast interval": {func(c *Config) { c.Interval = time.Millisecond }, "Interval"},
+		"negative cost": {func(c *Config) { c.RestartPenalty = -time.Second }, "RestartPenalty"},
+		"zero load":     {func(c *Config) { c.LoadScale = 0 }, "LoadScale"},
+		"nan load":      {func(c *Config) { c.LoadScale = math.NaN() }, "LoadScale"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := DefaultConfig()
+			tc.mutate(&c)
+			err := c.Validate()
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("Validate() = %v, want ErrBadConfig naming %s", err, tc.field)
+			}
+		})
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	xs := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	got := []float64{percentile(xs, 50), percentile(xs, 99), percentile(xs, 100), percentile(nil, 50)}
+	if diff := cmp.Diff([]float64{5, 10, 10, 0}, got); diff != "" {
+		t.Errorf("percentiles (-want +got):\n%s", diff)
+	}
+}
+
+// TestRunNaive replays the artifact's 10-job trace with every policy and
+// checks what must hold whatever the policy: every job completes, no job
+// beats the lower bound, the accounting adds up, and replays repeat.
+func TestRunNaive(t *testing.T) {
+	d := data(t)
+	rows, err := artifact.LoadWorkload(artifact.Default(), "naive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	for _, name := range policy.Names() {
+		t.Run(name, func(t *testing.T) {
+			run := func() *Result {
+				p, err := policy.New(name, policy.DefaultConfig())
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := Run(context.Background(), cfg, d, rows, p, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+			r := run()
+			if r.Completed != len(rows) || r.Jobs != len(rows) {
+				t.Fatalf("completed %d of %d jobs", r.Completed, r.Jobs)
+			}
+			if r.AvgJCT < r.Bound.AvgJCT-1e-6 || r.Makespan < r.Bound.Makespan-1e-6 {
+				t.Errorf("beats the lower bound: avg %.0f < %.0f or makespan %.0f < %.0f", r.AvgJCT, r.Bound.AvgJCT, r.Makespan, r.Bound.Makespan)
+			}
+			if r.P50JCT > r.P99JCT || r.P99JCT > r.Makespan {
+				t.Errorf("percentiles out of order: p50 %.0f p99 %.0f makespan %.0f", r.P50JCT, r.P99JCT, r.Makespan)
+			}
+			if r.GPUUtil <= 0 || r.GPUUtil > 1 {
+				t.Errorf("gpu_util = %v, want in (0, 1]", r.GPUUtil)
+			}
+			if r.Starts != len(rows) {
+				t.Errorf("starts = %d, want one per job (%d)", r.Starts, len(rows))
+			}
+			if r.FallbackJobS+r.PermutedJobS > r.ProgressJobS+1e-6 {
+				t.Errorf("fallback %.0f + permuted %.0f exceed progress %.0f", r.FallbackJobS, r.PermutedJobS, r.ProgressJobS)
+			}
+			again := run()
+			opts := cmp.Options{cmp.AllowUnexported(Result{}), cmp.FilterPath(func(p cmp.Path) bool {
+				switch p.Last().String() {
+				case ".RoundMsAvg", ".RoundMsMax", ".roundTotal":
+					return true // wall-clock time of the policy
+				}
+				return false
+			}, cmp.Ignore())}
+			if diff := cmp.Diff(r, again, opts); diff != "" {
+				t.Errorf("two replays differ:\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestRestartPenaltyCounts checks the penalty on the first start: a lone
+// job takes exactly its run time plus the penalty, rounded up to the
+// interval at which it arrives.
+func TestRestartPenaltyCounts(t *testing.T) {
+	d := data(t)
+	rows := []artifact.Job{{Name: "bert-0", SubmitS: 0, App: "bert", GPUs: 1, CPUs: 8, ExecPlan: "ga", Steps: 1000, Line: 2}}
+	for _, pen := range []time.Duration{0, 260 * time.Second} {
+		cfg := DefaultConfig()
+		cfg.RestartPenalty = pen
+		p, _ := policy.New("fifo", policy.DefaultConfig())
+		r, err := Run(context.Background(), cfg, d, rows, p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := pen.Seconds() + 1000*0.657 // bert,ga,1 = 0.657 s
+		if math.Abs(r.AvgJCT-want) > 0.5 {
+			t.Errorf("penalty %v: JCT %.1f s, want %.1f", pen, r.AvgJCT, want)
+		}
+	}
+}
+
+func TestRunRejectsBadTrace(t *testing.T) {
+	d := data(t)
+	p, _ := policy.New("fifo", policy.DefaultConfig())
+	tests := map[string]artifact.Job{
+		"unknown model": {Name: "x", App: "gpt9", GPUs: 1, ExecPlan: "ga", Steps: 1},
+		"bad plan":      {Name: "y", App: "bert", GPUs: 3, ExecPlan: "ga", Steps: 1},
+		"no steps":      {Name: "z", App: "bert", GPUs: 1, ExecPlan: "ga", Steps: 0},
+	}
+	for name, row := range tests {
+		t.Run(name, func(t *testing.T) {
+			if _, err := Run(context.Background(), DefaultConfig(), d, []artifact.Job{row}, p, nil); err == nil || !strings.Contains(err.Error(), row.Name) {
+				t.Errorf("Run = %v, want an error naming job %s", err, row.Name)
+			}
+		})
+	}
+}
