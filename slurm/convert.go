@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -109,4 +110,15 @@ func upperAll(ws []string) []string {
 		out = append(out, strings.ToUpper(strings.TrimSpace(w)))
 	}
 	return out
+}
+
+// findJob picks job id out of a one-job answer; slurmrestd answers with a
+// list even for one job.
+func findJob(js []Job, id int, ep string) (Job, error) {
+	for _, j := range js {
+		if j.ID == id {
+			return j, nil
+		}
+	}
+	return Job{}, fmt.Errorf("slurmrestd %s: job %d: %w", ep, id, ErrNotFound)
 }

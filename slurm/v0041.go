@@ -102,12 +102,7 @@ func (b *v41) job(ctx context.Context, id int) (Job, error) {
 	if err != nil {
 		return Job{}, err
 	}
-	for _, j := range js {
-		if j.ID == id {
-			return j, nil
-		}
-	}
-	return Job{}, fmt.Errorf("slurmrestd %s: job %d: %w", ep, id, ErrNotFound)
+	return findJob(js, id, ep)
 }
 
 func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
