@@ -52,20 +52,33 @@ type Options struct {
 	LogInterval int
 	// SaveInterval is Megatron's --save-interval; 0 saves only at the end.
 	SaveInterval int
+	// ExitInterval is Megatron's --exit-interval: the run saves (when
+	// Save is set) and exits at the first iteration that is a multiple of
+	// it; 0 never. Profiling runs pass it without --save.
+	ExitInterval int
 	// IterMs is the iteration time, in ms, when no IterTimer knows the plan.
 	IterMs float64
 	// TimeScale multiplies the sleeps (not the logged times), so tests run
 	// fast while logging realistic iteration times.
 	TimeScale float64
 
-	Rank, Tasks int             // SLURM_PROCID, SLURM_NTASKS
-	Placement   model.Placement // from SLURM_JOB_NUM_NODES and the GPUs on each node
-	CPUs        int             // SLURM_CPUS_ON_NODE x nodes; 0 when unknown
+	Rank, Tasks int // SLURM_PROCID, SLURM_NTASKS
+	// Placement is RUBICK_PLACEMENT when set, else SLURM_JOB_NUM_NODES
+	// nodes of SLURM_GPUS_ON_NODE (or CUDA_VISIBLE_DEVICES) GPUs.
+	Placement model.Placement
+	// CPUs is RUBICK_CPUS when set, else SLURM_CPUS_ON_NODE x nodes; 0
+	// when unknown.
+	CPUs int
 }
 
 // ParseArgs reads the flags (without the program name) and the SLURM
 // environment through getenv. Unknown flags are ignored, as a Megatron
 // script would pass its many other flags through.
+//
+// rubick-srun states the GPUs per node and the CPUs a step was given in
+// RUBICK_PLACEMENT and RUBICK_CPUS; they take precedence over the Slurm
+// variables, which describe the whole job even when a profiling run uses
+// only some of its GPUs (CUDA_VISIBLE_DEVICES) and CPUs.
 func ParseArgs(args []string, getenv func(string) string) (Options, error) {
 	o := Options{LogInterval: 1, IterMs: 100, TimeScale: 1, Rank: 0, Tasks: 1}
 	intEnv := func(key string, def int) (int, error) {
@@ -97,17 +110,29 @@ func ParseArgs(args []string, getenv func(string) string) (Options, error) {
 		}
 	}
 	cpn := grab(intEnv("SLURM_CPUS_ON_NODE", 0))
+	cpus := grab(intEnv("RUBICK_CPUS", -1))
 	if err := errors.Join(errs...); err != nil {
 		return Options{}, err
 	}
-	if nodes < 1 {
-		return Options{}, fmt.Errorf("%w: SLURM_JOB_NUM_NODES=%d must be >= 1", ErrBadInput, nodes)
+	if v := getenv("RUBICK_PLACEMENT"); v != "" {
+		pl, err := model.ParsePlacement(v)
+		if err != nil {
+			return Options{}, fmt.Errorf("%w: RUBICK_PLACEMENT: %w", ErrBadInput, err)
+		}
+		o.Placement = pl
+	} else {
+		if nodes < 1 {
+			return Options{}, fmt.Errorf("%w: SLURM_JOB_NUM_NODES=%d must be >= 1", ErrBadInput, nodes)
+		}
+		o.Placement = make(model.Placement, nodes)
+		for i := range o.Placement {
+			o.Placement[i] = gpn
+		}
 	}
-	o.Placement = make(model.Placement, nodes)
-	for i := range o.Placement {
-		o.Placement[i] = gpn
+	o.CPUs = cpn * o.Placement.Nodes()
+	if cpus >= 0 {
+		o.CPUs = cpus
 	}
-	o.CPUs = cpn * nodes
 	if o.Rank >= max(o.Tasks, 1) {
 		return Options{}, fmt.Errorf("%w: SLURM_PROCID=%d is not below SLURM_NTASKS=%d", ErrBadInput, o.Rank, o.Tasks)
 	}
@@ -149,6 +174,7 @@ func ParseArgs(args []string, getenv func(string) string) (Options, error) {
 	intFlag("--train-iters", &o.TrainIters, 1)
 	intFlag("--log-interval", &o.LogInterval, 1)
 	intFlag("--save-interval", &o.SaveInterval, 0)
+	intFlag("--exit-interval", &o.ExitInterval, 0)
 	floatFlag("--iter-ms", &o.IterMs)
 	floatFlag("--time-scale", &o.TimeScale)
 	o.Save, _ = launch.LookupFlag(args, "--save")
@@ -208,9 +234,12 @@ type Result struct {
 }
 
 // Run trains: resumes from Options.Load, runs iterations until TrainIters
-// in total, and saves at the end. On a checkpoint request it saves the
-// iterations completed and returns ErrCheckpointed. Only rank 0 writes
-// checkpoints; only the last rank prints iteration lines, as Megatron does.
+// in total, and saves at the end. With ExitInterval it stops earlier, at
+// the first iteration that is a multiple of it, saving only when Save is
+// set, as Megatron's --exit-interval does. On a checkpoint request it
+// saves the iterations completed and returns ErrCheckpointed. Only rank 0
+// writes checkpoints; only the last rank prints iteration lines, as
+// Megatron does.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	o := cfg.Options
 	if cfg.Clock == nil {
@@ -279,6 +308,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			if err := save(it); err != nil {
 				return res, err
 			}
+		}
+		if o.ExitInterval > 0 && it%o.ExitInterval == 0 && it < o.TrainIters {
+			fmt.Fprintf(cfg.Out, " exiting program at iteration %d (--exit-interval %d)\n", it, o.ExitInterval)
+			break
 		}
 	}
 	if err := save(res.End); err != nil {

@@ -215,3 +215,84 @@ func TestTracker(t *testing.T) {
 		t.Errorf("ReadTracker(release) = %v, want ErrBadInput", err)
 	}
 }
+
+// TestRunExitInterval: --exit-interval stops the run at the first multiple
+// of it, as Megatron's does, and saves only when --save is set.
+func TestRunExitInterval(t *testing.T) {
+	cases := map[string]struct {
+		save      bool
+		start     int // iteration already checkpointed
+		wantEnd   int
+		wantSaved int
+	}{
+		"profiling run, no save": {wantEnd: 3, wantSaved: -1},
+		"with save":              {save: true, wantEnd: 3, wantSaved: 3},
+		"resumed, absolute":      {save: true, start: 4, wantEnd: 6, wantSaved: 6},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if c.start > 0 {
+				if err := WriteTracker(dir, c.start); err != nil {
+					t.Fatal(err)
+				}
+			}
+			args := []string{"--micro-batch-size", "2", "--global-batch-size", "8", "--train-iters", "10", "--exit-interval", "3", "--iter-ms", "10"}
+			if c.save {
+				args = append(args, "--save", dir, "--load", dir)
+			}
+			o, err := ParseArgs(args, env(map[string]string{"SLURM_GPUS_ON_NODE": "4"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			res, err := Run(t.Context(), Config{Options: o, Clock: newClock(0), Out: &out})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(Result{Start: c.start, End: c.wantEnd, Saved: c.wantSaved}, res); diff != "" {
+				t.Errorf("result (-want +got):\n%s", diff)
+			}
+			if !strings.Contains(out.String(), "exiting program at iteration "+strconv.Itoa(c.wantEnd)) {
+				t.Errorf("output lacks the exit line:\n%s", out.String())
+			}
+			if n, _ := ReadTracker(dir); !c.save && n != 0 {
+				t.Errorf("a run without --save wrote iteration %d", n)
+			}
+		})
+	}
+}
+
+// TestParseArgsRubickEnv: the placement and CPUs rubick-srun gives a step
+// override the job-wide Slurm variables.
+func TestParseArgsRubickEnv(t *testing.T) {
+	args := strings.Fields("--micro-batch-size 4 --global-batch-size 32 --train-iters 5 --optimizer-cpu-offload --use-distributed-optimizer")
+	cases := map[string]struct {
+		env      map[string]string
+		wantPl   string
+		wantCPUs int
+		wantDP   int
+	}{
+		"slurm only": {env: map[string]string{"SLURM_GPUS_ON_NODE": "8", "SLURM_CPUS_ON_NODE": "64"}, wantPl: "8", wantCPUs: 64, wantDP: 8},
+		"profiling run on 2 of 8 GPUs": {env: map[string]string{"SLURM_GPUS_ON_NODE": "8", "SLURM_CPUS_ON_NODE": "64",
+			"CUDA_VISIBLE_DEVICES": "0,1", "RUBICK_PLACEMENT": "2", "RUBICK_CPUS": "32"}, wantPl: "2", wantCPUs: 32, wantDP: 2},
+		"two nodes": {env: map[string]string{"SLURM_JOB_NUM_NODES": "1", "RUBICK_PLACEMENT": "44", "SLURM_CPUS_ON_NODE": "8"},
+			wantPl: "44", wantCPUs: 16, wantDP: 8},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			o, err := ParseArgs(args, env(c.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.Placement.String() != c.wantPl || o.CPUs != c.wantCPUs || o.Plan.DP != c.wantDP || !o.Plan.Offload {
+				t.Errorf("placement %s cpus %d plan %s; want %s, %d, dp%d with offload", o.Placement, o.CPUs, o.Plan, c.wantPl, c.wantCPUs, c.wantDP)
+			}
+		})
+	}
+	for _, bad := range []map[string]string{{"RUBICK_PLACEMENT": "0"}, {"RUBICK_CPUS": "x"}} {
+		if _, err := ParseArgs(args, env(bad)); !errors.Is(err, ErrBadInput) {
+			t.Errorf("env %v: err = %v, want ErrBadInput", bad, err)
+		}
+	}
+}

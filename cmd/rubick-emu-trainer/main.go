@@ -4,7 +4,7 @@
 // takes on its placement, logs Megatron iteration lines, checkpoints on
 // SIGUSR1/SIGTERM and resumes from --load.
 //
-// Exit status: 0 when --train-iters is reached, 75 (EX_TEMPFAIL, "try
+// Exit status: 0 when --train-iters or --exit-interval is reached, 75 (EX_TEMPFAIL, "try
 // again") after a checkpoint on a signal, 2 on bad flags, 1 otherwise.
 package main
 
@@ -45,6 +45,8 @@ Megatron flags read (others are accepted and ignored):
   --train-iters N                  total iterations over all restarts (required)
   --save DIR, --load DIR           checkpoint tracker directory (default none)
   --save-interval N                also save every N iterations (default 0: at the end only)
+  --exit-interval N                stop at the first iteration that is a multiple of N, saving
+                                   only when --save is given (default 0: never)
   --log-interval N                 iterations per log line (default 1)
   --recompute-granularity full, --use-distributed-optimizer, --optimizer-cpu-offload,
   --zero-stage N, --deepspeed_config FILE   the rest of the plan
@@ -56,7 +58,8 @@ Emulator flags:
   --world-size N                   GPUs in all (default: nodes x GPUs on the node)
   --checkpoint-exit-code N         exit status after a checkpoint (default 75)
 Environment: SLURM_PROCID, SLURM_NTASKS, SLURM_JOB_NUM_NODES, SLURM_GPUS_ON_NODE
-(or CUDA_VISIBLE_DEVICES), SLURM_CPUS_ON_NODE.
+(or CUDA_VISIBLE_DEVICES), SLURM_CPUS_ON_NODE; RUBICK_PLACEMENT (GPUs per node, e.g. 2
+or 44) and RUBICK_CPUS, set by rubick-srun on every step, take precedence.
 `
 
 func main() {

@@ -9,6 +9,9 @@
 // checkpoint signal to the step, passes the trainer's output through while
 // reading iteration times from it, reports them to rubickd as profiling
 // samples (package launch/report), and exits with the step's exit status.
+// A job tagged profile=1 (its model type has no fitted model yet) first
+// runs a bounded profiling phase of short sampled configurations on its
+// first node (profile.go, launch.ProfilePlans), then re-reads its plan.
 // See docs/rubick-srun.md.
 package main
 
@@ -54,6 +57,8 @@ type config struct {
 	stateDir, checkpointDir, modelType   string
 	reportURL, munge, unmunge, mungeSock string
 	cpusPerTask, globalBatch, reportSkip int
+	profileIters                         int
+	profileTimeout, profileRunTimeout    time.Duration
 	ensureLoad, dryRun, requeue          bool
 	logLevel                             string
 	train                                []string
@@ -85,6 +90,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&c.mungeSock, "munge-socket", "", "munged socket (default: munge's own default)")
 	fs.IntVar(&c.reportSkip, "report-skip", 1, "iteration-time lines skipped per run before reporting (warm-up)")
 	fs.BoolVar(&c.requeue, "requeue-on-checkpoint", true, "after the checkpoint signal, requeue the job held (scontrol requeuehold $SLURM_JOB_ID) so rubickd restarts it with its new plan")
+	fs.IntVar(&c.profileIters, "profile-iters", launch.DefaultProfileIters, "iterations of each profiling run, the first --report-skip of them warm-up (0: never profile)")
+	fs.DurationVar(&c.profileTimeout, "profile-timeout", 5*time.Minute, "time bound of the whole profiling phase")
+	fs.DurationVar(&c.profileRunTimeout, "profile-run-timeout", 2*time.Minute, "time bound of one profiling run")
 	fs.BoolVar(&c.dryRun, "dry-run", false, "print the rewritten command and DeepSpeed config, run nothing")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.Usage = func() {
@@ -118,6 +126,12 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 		if f.v < 0 {
 			return c, fmt.Errorf("%s=%d must be >= 0", f.name, f.v)
 		}
+	}
+	if c.profileIters != 0 && c.profileIters <= c.reportSkip {
+		return c, fmt.Errorf("--profile-iters=%d must be 0 or above --report-skip=%d (the warm-up)", c.profileIters, c.reportSkip)
+	}
+	if c.profileTimeout <= 0 || c.profileRunTimeout <= 0 {
+		return c, fmt.Errorf("--profile-timeout=%s and --profile-run-timeout=%s must be positive", c.profileTimeout, c.profileRunTimeout)
 	}
 	return c, nil
 }
@@ -180,11 +194,56 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Error("bad plan", "err", err)
 		return exitUsage
 	}
+	modelType := cfg.modelType
+	if modelType == "" && tag != nil {
+		modelType = tag.ModelType
+	}
+	stateDir := stateDirFor(cfg, jobID, getenv)
+
+	var rep *report.Reporter
+	if !cfg.dryRun && (plan != nil || wantProfile(cfg, tag)) {
+		rep = report.NewReporter(ctx, report.ReporterConfig{URL: cfg.reportURL, Logger: log,
+			Encoder: report.Munge{MungePath: cfg.munge, Socket: cfg.mungeSock}})
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			log.Debug("samples reported", "count", rep.Close(cctx))
+		}()
+	}
+	if wantProfile(cfg, tag) {
+		ph, err := newProfilePhase(cfg, plan, alloc, stateDir)
+		switch {
+		case err != nil:
+			log.Warn("profiling phase skipped: no configurations to run", "err", err)
+		case cfg.dryRun:
+			ph.getenv = getenv
+			ph.printDry(stdout)
+		default:
+			ph.jobID, ph.modelType, ph.getenv, ph.rep, ph.stdout, ph.stderr, ph.log = jobID, modelType, getenv, rep, stdout, stderr, log
+			if ph.done() {
+				log.Info("profiling phase already done for this job; not repeated", "record", filepath.Join(stateDir, profileFile))
+				break
+			}
+			if sig := ph.run(ctx); sig != 0 {
+				if sig == cfg.checkpointSig {
+					if cfg.requeue && jobID != "" {
+						requeueHold(ctx, cfg.scontrol, jobID, log)
+					}
+					return exitCheckpointed
+				}
+				return 128 + int(sig)
+			}
+			if cfg.plan == "" && jobID != "" {
+				plan = rereadPlan(ctx, cfg, jobID, plan, log)
+			}
+		}
+	}
+
 	var st step
 	if plan == nil {
 		log.Warn("no plan for this job; running the command unchanged")
 		st = unchangedStep(cfg)
-	} else if st, err = planStep(cfg, *plan, alloc, jobID, getenv); errors.Is(err, launch.ErrUnknownDialect) && cfg.parsedDialect == launch.DialectAuto {
+	} else if st, err = planStep(cfg, *plan, alloc, stateDir, getenv); errors.Is(err, launch.ErrUnknownDialect) && cfg.parsedDialect == launch.DialectAuto {
 		log.Warn("launch line not recognised; running it unchanged (pass --dialect to rewrite it)", "err", err)
 		st = unchangedStep(cfg)
 	} else if err != nil {
@@ -207,17 +266,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	var samples *sampler
 	if plan != nil {
-		modelType := cfg.modelType
-		if modelType == "" && tag != nil {
-			modelType = tag.ModelType
-		}
-		rep := report.NewReporter(ctx, report.ReporterConfig{URL: cfg.reportURL, Logger: log,
-			Encoder: report.Munge{MungePath: cfg.munge, Socket: cfg.mungeSock}})
-		defer func() {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			log.Debug("samples reported", "count", rep.Close(cctx))
-		}()
 		samples = &sampler{rep: rep, skip: cfg.reportSkip, parser: report.Parser{GlobalBatch: st.globalBatch},
 			base: report.Sample{Version: report.SampleVersion, JobID: jobID, ModelType: modelType, Plan: plan.String(),
 				Placement: st.placement.String(), CPUs: alloc.CPUsOnNode * alloc.Nodes}}
@@ -336,23 +384,28 @@ func unchangedStep(cfg config) step {
 	return step{argv: append([]string{cfg.srun}, cfg.train...)}
 }
 
-func planStep(cfg config, plan model.Plan, alloc launch.Alloc, jobID string, getenv func(string) string) (step, error) {
+// stateDirFor is the job-private directory for rewritten configs and the
+// profiling record.
+func stateDirFor(cfg config, jobID string, getenv func(string) string) string {
+	if cfg.stateDir != "" {
+		return cfg.stateDir
+	}
+	base := getenv("SLURM_SUBMIT_DIR")
+	if base == "" {
+		base = "."
+	}
+	id := jobID
+	if id == "" {
+		id = "nojob"
+	}
+	return filepath.Join(base, ".rubick", id)
+}
+
+func planStep(cfg config, plan model.Plan, alloc launch.Alloc, stateDir string, getenv func(string) string) (step, error) {
 	geo, err := launch.PlanGeometry(plan, alloc, launch.GeometryOptions{Mode: cfg.parsedMode, Bind: cfg.parsedBind,
 		CPUsPerTask: cfg.cpusPerTask, Launcher: launch.DetectLauncher(cfg.train)})
 	if err != nil {
 		return step{}, err
-	}
-	stateDir := cfg.stateDir
-	if stateDir == "" {
-		base := getenv("SLURM_SUBMIT_DIR")
-		if base == "" {
-			base = "."
-		}
-		id := jobID
-		if id == "" {
-			id = "nojob"
-		}
-		stateDir = filepath.Join(base, ".rubick", id)
 	}
 	opts := launch.Options{Dialect: cfg.parsedDialect, GlobalBatch: cfg.globalBatch, ConfigDir: stateDir,
 		EnsureLoad: cfg.ensureLoad, CheckpointDir: cfg.checkpointDir}
@@ -367,6 +420,9 @@ func planStep(cfg config, plan model.Plan, alloc launch.Alloc, jobID string, get
 		env: []string{"RUBICK_PLAN=" + plan.String(), "RUBICK_PLACEMENT=" + geo.Placement().String()}}
 	if geo.Mode != launch.ModeDirect {
 		st.argv = geo.Command(cfg.srun, res.Argv)
+	}
+	if alloc.CPUsOnNode > 0 {
+		st.env = append(st.env, "RUBICK_CPUS="+strconv.Itoa(alloc.CPUsOnNode*alloc.Nodes))
 	}
 	// DeepSpeed's CPU Adam sizes its thread pool from OMP_NUM_THREADS.
 	if plan.Offload && geo.CPUsPerTask > 0 && getenv("OMP_NUM_THREADS") == "" {
@@ -384,7 +440,7 @@ func launchStep(ctx context.Context, st step, ckptSig syscall.Signal, s *sampler
 	cmd.Stdin = os.Stdin
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if s != nil {
-		outTap, errTap := &lineTap{s: s}, &lineTap{s: s}
+		outTap, errTap := &lineTap{line: s.line}, &lineTap{line: s.line}
 		defer outTap.flush()
 		defer errTap.flush()
 		cmd.Stdout, cmd.Stderr = io.MultiWriter(stdout, outTap), io.MultiWriter(stderr, errTap)
@@ -490,10 +546,10 @@ func (s *sampler) line(line string) {
 // through whole regardless, only parsing gives up on longer lines.
 const maxLine = 64 << 10
 
-// lineTap splits a stream into lines for a sampler.
+// lineTap splits a stream into lines for a line handler (a sampler's).
 type lineTap struct {
-	s   *sampler
-	buf []byte
+	line func(string)
+	buf  []byte
 }
 
 func (t *lineTap) Write(p []byte) (int, error) {
@@ -508,7 +564,7 @@ func (t *lineTap) Write(p []byte) (int, error) {
 		}
 		t.buf = append(t.buf, p[:i]...)
 		if len(t.buf) <= maxLine {
-			t.s.line(string(t.buf))
+			t.line(string(t.buf))
 		}
 		t.buf, p = t.buf[:0], p[i+1:]
 	}
@@ -517,7 +573,7 @@ func (t *lineTap) Write(p []byte) (int, error) {
 
 func (t *lineTap) flush() {
 	if len(t.buf) > 0 {
-		t.s.line(string(t.buf))
+		t.line(string(t.buf))
 		t.buf = t.buf[:0]
 	}
 }

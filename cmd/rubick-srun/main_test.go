@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -25,8 +24,8 @@ import (
 	"github.com/rubick-sched/rubick/launch/report"
 )
 
-// The test binary plays srun, scontrol, munge and unmunge when it runs
-// under those names (symbolic links in fakes), and rubick-srun itself when
+// The test binary plays srun and scontrol when it runs under those names
+// (symbolic links in fakes; munge is a shell script), and rubick-srun itself when
 // RUBICK_SRUN_MAIN is set, so the tests need no Slurm and no munged.
 func TestMain(m *testing.M) {
 	switch filepath.Base(os.Args[0]) {
@@ -42,12 +41,18 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "slurm_load_jobs error: Invalid job id specified")
 			os.Exit(1)
 		}
-		fmt.Printf("JobId=%s JobName=train UserId=alice(1000) Priority=1 AdminComment=other=1;rubick:v1 model=gpt2 class=guaranteed plan=%s gen=2 SystemComment=x Comment=hello world NumNodes=1\n",
-			os.Args[len(os.Args)-1], os.Getenv("FAKE_PLAN"))
-		os.Exit(0)
-	case "munge":
-		in, _ := io.ReadAll(os.Stdin)
-		fmt.Printf("MUNGE:%s:\n", base64.StdEncoding.EncodeToString(in))
+		plan := os.Getenv("FAKE_PLAN")
+		if p := os.Getenv("FAKE_PLAN_FILE"); p != "" {
+			if data, err := os.ReadFile(p); err == nil {
+				plan = strings.TrimSpace(string(data))
+			}
+		}
+		extra := ""
+		if e := os.Getenv("FAKE_TAG_EXTRA"); e != "" {
+			extra = " " + e
+		}
+		fmt.Printf("JobId=%s JobName=train UserId=alice(1000) Priority=1 AdminComment=other=1;rubick:v1 model=gpt2 class=guaranteed plan=%s gen=2%s SystemComment=x Comment=hello world NumNodes=1\n",
+			os.Args[len(os.Args)-1], plan, extra)
 		os.Exit(0)
 	}
 	if os.Getenv("RUBICK_SRUN_MAIN") == "1" {
@@ -61,6 +66,12 @@ func fakeSrun(args []string) int {
 	if p := os.Getenv("FAKE_SRUN_LOG"); p != "" {
 		data, _ := json.Marshal(append([]string{"srun"}, args...))
 		_ = os.WriteFile(p, data, 0o644)
+	}
+	if d := os.Getenv("FAKE_SRUN_LOGDIR"); d != "" {
+		logInvocation(d, args)
+	}
+	if os.Getenv("RUBICK_PROFILE_RUN") != "" || os.Getenv("FAKE_SRUN_MODE") == "emu" {
+		return fakeTrainer(args)
 	}
 	switch os.Getenv("FAKE_SRUN_MODE") {
 	case "wait-signal":
@@ -92,10 +103,15 @@ func fakes(t *testing.T) string {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	for _, name := range []string{"srun", "scontrol", "munge"} {
+	for _, name := range []string{"srun", "scontrol"} {
 		if err := os.Symlink(self, filepath.Join(dir, name)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// munge runs once per sample: a shell script is much faster to start
+	// than the test binary, more so under the race detector.
+	if err := os.WriteFile(filepath.Join(dir, "munge"), []byte("#!/bin/sh\nprintf 'MUNGE:%s:\\n' \"$(base64 -w0)\"\n"), 0o755); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }
@@ -109,7 +125,7 @@ func TestHelp(t *testing.T) {
 	}
 	for _, f := range []string{"-plan", "-dialect", "-launcher", "-gpu-bind", "-cpus-per-task", "-global-batch", "-signal",
 		"-scontrol", "-srun", "-state-dir", "-checkpoint-dir", "-ensure-load", "-model-type", "-report-url", "-munge",
-		"-munge-socket", "-report-skip", "-dry-run", "-log-level", `(default "USR1")`, "(default true)"} {
+		"-munge-socket", "-report-skip", "-dry-run", "-log-level", "-profile-iters", "-profile-timeout", "-profile-run-timeout", "(default 5m0s)", `(default "USR1")`, "(default true)"} {
 		if !strings.Contains(errOut.String(), f) {
 			t.Errorf("help lacks %q", f)
 		}
@@ -123,15 +139,17 @@ func TestBadInput(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		"plan":         {args: append([]string{"--plan", "dp4"}, line...), want: `--plan: bad input: plan`},
-		"dialect":      {args: append([]string{"--dialect", "jax"}, line...), want: `--dialect: bad input: dialect="jax"`},
-		"launcher":     {args: append([]string{"--launcher", "mpi"}, line...), want: `mode="mpi"`},
-		"signal":       {args: append([]string{"--signal", "FOO"}, line...), want: `--signal="FOO"`},
-		"cpus":         {args: append([]string{"--cpus-per-task=-1"}, line...), want: "--cpus-per-task=-1"},
-		"no command":   {args: []string{"--plan", "dp1.tp1.pp1.mb1.a1.z0"}, want: "no training command"},
-		"nodes":        {args: append([]string{"--plan", "dp1.tp1.pp1.mb1.a1.z0"}, line...), env: map[string]string{"SLURM_JOB_NUM_NODES": "two"}, want: `SLURM_JOB_NUM_NODES=\"two\"`},
-		"global batch": {args: append([]string{"--plan", "dp4.tp1.pp1.mb2.a1.z0"}, line...), want: "--global-batch-size=32 but plan dp4.tp1.pp1.mb2.a1.z0 gives DP*MicroBatch*Accum = 4*2*1 = 8"},
-		"log level":    {args: append([]string{"--log-level", "loud"}, line...), want: `--log-level="loud"`},
+		"plan":            {args: append([]string{"--plan", "dp4"}, line...), want: `--plan: bad input: plan`},
+		"dialect":         {args: append([]string{"--dialect", "jax"}, line...), want: `--dialect: bad input: dialect="jax"`},
+		"launcher":        {args: append([]string{"--launcher", "mpi"}, line...), want: `mode="mpi"`},
+		"signal":          {args: append([]string{"--signal", "FOO"}, line...), want: `--signal="FOO"`},
+		"cpus":            {args: append([]string{"--cpus-per-task=-1"}, line...), want: "--cpus-per-task=-1"},
+		"no command":      {args: []string{"--plan", "dp1.tp1.pp1.mb1.a1.z0"}, want: "no training command"},
+		"nodes":           {args: append([]string{"--plan", "dp1.tp1.pp1.mb1.a1.z0"}, line...), env: map[string]string{"SLURM_JOB_NUM_NODES": "two"}, want: `SLURM_JOB_NUM_NODES=\"two\"`},
+		"global batch":    {args: append([]string{"--plan", "dp4.tp1.pp1.mb2.a1.z0"}, line...), want: "--global-batch-size=32 but plan dp4.tp1.pp1.mb2.a1.z0 gives DP*MicroBatch*Accum = 4*2*1 = 8"},
+		"log level":       {args: append([]string{"--log-level", "loud"}, line...), want: `--log-level="loud"`},
+		"profile iters":   {args: append([]string{"--profile-iters", "1"}, line...), want: "--profile-iters=1 must be 0 or above --report-skip=1"},
+		"profile timeout": {args: append([]string{"--profile-timeout", "0s"}, line...), want: "--profile-timeout=0s"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -405,7 +423,7 @@ func TestSamplerSkipsWarmUp(t *testing.T) {
 	srv := col.server(t)
 	rep := report.NewReporter(t.Context(), report.ReporterConfig{URL: srv.URL, Encoder: base64Encoder{}})
 	s := &sampler{rep: rep, skip: 1, base: report.Sample{Version: 1, JobID: "1", Plan: "dp1.tp1.pp1.mb1.a1.z0", Placement: "1"}}
-	tap := &lineTap{s: s}
+	tap := &lineTap{line: s.line}
 	for _, chunk := range []string{" iteration 1/ 9 | elapsed time per iteration (ms): 9", "00.0 |\n iteration 2/ 9 | elapsed",
 		" time per iteration (ms): 100.0 |\nnoise\n iteration 3/ 9 | elapsed time per iteration (ms): 200.0 |"} {
 		if _, err := tap.Write([]byte(chunk)); err != nil {

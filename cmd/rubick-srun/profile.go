@@ -1,0 +1,526 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rubick-sched/rubick/launch"
+	"github.com/rubick-sched/rubick/launch/report"
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+// tagProfile is the rubick tag key by which rubickd asks for a profiling
+// phase: the job's model type has no fitted model yet.
+const tagProfile = "profile"
+
+// profileFile is the phase's record in the state directory.
+const profileFile = "profile.json"
+
+// exitCheckpointed is rubick-srun's status when the checkpoint signal
+// arrived during the profiling phase: nothing was trained, so the job's
+// checkpoint is as it was (EX_TEMPFAIL, as a checkpointed trainer exits).
+const exitCheckpointed = 75
+
+// Outcomes of a profiling run.
+const (
+	runOK          = "ok"          // measured its iterations (or exited 0 with some)
+	runFailed      = "failed"      // could not be built or started, or exited early
+	runTimeout     = "timeout"     // hit its own or the phase's time bound
+	runSkipped     = "skipped"     // the phase's time ran out before it started
+	runInterrupted = "interrupted" // a signal ended the phase
+)
+
+// profileRecord is one run in profile.json.
+type profileRecord struct {
+	Run  int    `json:"run"`
+	Of   int    `json:"of"`
+	Plan string `json:"plan"`
+	launch.ProfileRun
+	VisibleDevices string    `json:"visible_devices"`
+	Argv           []string  `json:"argv,omitempty"`
+	Status         string    `json:"status"`
+	ExitStatus     *int      `json:"exit_status,omitempty"`
+	Measured       int       `json:"measured"` // iteration times read, warm-up included
+	IterS          []float64 `json:"iter_s"`   // reported iteration times
+	MedianIterS    float64   `json:"median_iter_s,omitempty"`
+	Seconds        float64   `json:"seconds"`
+	Error          string    `json:"error,omitempty"`
+}
+
+// profileReport is profile.json.
+type profileReport struct {
+	Version     int             `json:"version"`
+	JobID       string          `json:"job_id"`
+	ModelType   string          `json:"model_type"`
+	Dialect     string          `json:"dialect"`
+	GlobalBatch int             `json:"global_batch"`
+	GPUsOnNode  int             `json:"gpus_on_node"`
+	CPUsOnNode  int             `json:"cpus_on_node"`
+	Started     time.Time       `json:"started"`
+	Finished    time.Time       `json:"finished,omitzero"`
+	Complete    bool            `json:"complete"` // the phase ran to its end (runs may still have failed)
+	Reason      string          `json:"reason,omitempty"`
+	Samples     int             `json:"samples"`         // iteration times reported
+	OffloadRuns int             `json:"offload_runs_ok"` // ZeRO-Offload runs with a sample
+	Runs        []profileRecord `json:"runs"`
+}
+
+// profilePhase runs the short sampled configurations of a job whose model
+// type rubickd has no fit for, on the job's first node, before training.
+type profilePhase struct {
+	cfg        config
+	jobID      string
+	modelType  string
+	stateDir   string
+	getenv     func(string) string
+	alloc      launch.Alloc
+	gpusOnNode int
+	dialect    launch.Dialect
+	gb         int
+	runs       []launch.ProfileRun
+	rep        *report.Reporter // nil in a dry run
+	stdout     io.Writer
+	stderr     io.Writer
+	log        *slog.Logger
+	// grace is how long a trainer may take to exit on its own after its
+	// last iteration, and to exit after SIGTERM before SIGKILL.
+	grace time.Duration
+}
+
+// wantProfile reports whether the job asks for a profiling phase.
+func wantProfile(cfg config, tag *slurm.Tag) bool {
+	return cfg.profileIters > 0 && tag != nil && tag.Extra[tagProfile] == "1"
+}
+
+// newProfilePhase chooses the runs for the job. plan is the job's plan, or
+// nil when its tag has none; the launch line then says the global batch.
+func newProfilePhase(cfg config, plan *model.Plan, alloc launch.Alloc, stateDir string) (*profilePhase, error) {
+	d := cfg.parsedDialect
+	if d == launch.DialectAuto {
+		var err error
+		if d, err = launch.Detect(cfg.train); err != nil {
+			return nil, err
+		}
+	}
+	gpusOnNode := alloc.GPUsOnNode
+	var base model.Plan
+	gb := cfg.globalBatch
+	if plan != nil {
+		base = *plan
+		if gpusOnNode == 0 {
+			gpusOnNode = max(plan.GPUs()/max(alloc.Nodes, 1), 1)
+		}
+		if gb == 0 {
+			gb = plan.DP * plan.MicroBatch * plan.Accum
+		}
+	} else {
+		if gpusOnNode == 0 {
+			return nil, fmt.Errorf("the job has no plan and SLURM_GPUS_ON_NODE is unset: the GPUs to profile on are unknown")
+		}
+		p, lineGB, err := launch.Inspect(cfg.train, gpusOnNode*alloc.Nodes, launch.Options{Dialect: d})
+		if err != nil {
+			return nil, fmt.Errorf("the job has no plan and its launch line states none: %w", err)
+		}
+		base = p
+		if gb == 0 {
+			gb = lineGB
+		}
+	}
+	runs, err := launch.ProfilePlans(gb, gpusOnNode, alloc.CPUsOnNode, d,
+		launch.ProfileOptions{MaxMicroBatch: base.MicroBatch, Iters: cfg.profileIters})
+	if err != nil {
+		return nil, err
+	}
+	return &profilePhase{cfg: cfg, alloc: alloc, gpusOnNode: gpusOnNode, dialect: d, gb: gb, runs: runs,
+		stateDir: stateDir, grace: 10 * time.Second}, nil
+}
+
+// done reports whether an earlier start of this job (before a requeue)
+// completed the phase already.
+func (ph *profilePhase) done() bool {
+	data, err := os.ReadFile(filepath.Join(ph.stateDir, profileFile))
+	if err != nil {
+		return false
+	}
+	var r profileReport
+	return json.Unmarshal(data, &r) == nil && r.Complete
+}
+
+// build is the step of run i: its rewritten launch line on the first node.
+func (ph *profilePhase) build(i int) (step, error) {
+	run := ph.runs[i]
+	geo, err := launch.PlanGeometry(run.Plan, launch.Alloc{Nodes: 1, GPUsOnNode: ph.gpusOnNode, CPUsOnNode: run.CPUs},
+		launch.GeometryOptions{Mode: ph.cfg.parsedMode, Bind: ph.cfg.parsedBind, Launcher: launch.DetectLauncher(ph.cfg.train)})
+	if err != nil {
+		return step{}, err
+	}
+	opts := launch.Options{Dialect: ph.dialect, GlobalBatch: ph.cfg.globalBatch,
+		ConfigDir: filepath.Join(ph.stateDir, "profile", fmt.Sprintf("run-%02d", i+1))}
+	if geo.Mode == launch.ModePerNode {
+		opts.Nodes, opts.GPUsPerNode = 1, geo.GPUsPerNode
+	}
+	res, err := launch.RewriteProfile(ph.cfg.train, run, opts)
+	if err != nil {
+		return step{}, err
+	}
+	st := step{argv: res.Argv, config: res.Config, globalBatch: res.GlobalBatch, placement: geo.Placement(),
+		env: []string{"RUBICK_PLAN=" + run.Plan.String(), "RUBICK_PLACEMENT=" + geo.Placement().String(),
+			"RUBICK_CPUS=" + strconv.Itoa(run.CPUs), fmt.Sprintf("RUBICK_PROFILE_RUN=%d/%d", i+1, len(ph.runs)),
+			"CUDA_VISIBLE_DEVICES=" + launch.VisibleDevices(ph.getenv("CUDA_VISIBLE_DEVICES"), run.GPUs)}}
+	if geo.Mode != launch.ModeDirect {
+		st.argv = geo.Command(ph.cfg.srun, res.Argv)
+		// The batch host is the job's first node.
+		if node := ph.getenv("SLURMD_NODENAME"); ph.alloc.Nodes > 1 && node != "" {
+			st.argv = slices.Insert(st.argv, 1, "--nodelist="+node)
+		}
+	}
+	if run.Plan.Offload && geo.CPUsPerTask > 0 && ph.getenv("OMP_NUM_THREADS") == "" {
+		st.env = append(st.env, "OMP_NUM_THREADS="+strconv.Itoa(geo.CPUsPerTask))
+	}
+	return st, nil
+}
+
+// printDry writes the runs' commands for --dry-run.
+func (ph *profilePhase) printDry(w io.Writer) {
+	for i, run := range ph.runs {
+		fmt.Fprintf(w, "# profile run %d/%d %s gpus=%d cpus=%d: %s\n", i+1, len(ph.runs), run.Plan, run.GPUs, run.CPUs, run.Purpose)
+		st, err := ph.build(i)
+		if err != nil {
+			fmt.Fprintf(w, "#   not runnable: %v\n", err)
+			continue
+		}
+		fmt.Fprintln(w, shellQuote(append(slices.Clone(st.env), st.argv...)))
+	}
+}
+
+// run runs the phase within --profile-timeout. It never fails the job: a
+// run that cannot start, fails or times out is logged and skipped. It
+// returns the signal that ended it early, if one did.
+func (ph *profilePhase) run(ctx context.Context) syscall.Signal {
+	ctx, cancel := context.WithTimeoutCause(ctx, ph.cfg.profileTimeout, errPhaseTimeout)
+	defer cancel()
+	sigCtx, sigCancel := context.WithCancelCause(ctx)
+	defer sigCancel(nil)
+	var got signalBox
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, ph.cfg.checkpointSig, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case s := <-sigs:
+			got.set(s.(syscall.Signal))
+			ph.log.Info("signal during the profiling phase; stopping it", "signal", s)
+			sigCancel(errInterrupted)
+		case <-sigCtx.Done():
+		}
+	}()
+
+	rep := profileReport{Version: 1, JobID: ph.jobID, ModelType: ph.modelType, Dialect: string(ph.dialect), GlobalBatch: ph.gb,
+		GPUsOnNode: ph.gpusOnNode, CPUsOnNode: ph.alloc.CPUsOnNode, Started: time.Now().UTC()}
+	ph.log.Info("profiling phase: the model type has no fitted model yet", "runs", len(ph.runs), "iters", ph.cfg.profileIters,
+		"timeout", ph.cfg.profileTimeout, "record", filepath.Join(ph.stateDir, profileFile))
+	for i, run := range ph.runs {
+		rec := profileRecord{Run: i + 1, Of: len(ph.runs), Plan: run.Plan.String(), ProfileRun: run, Status: runSkipped,
+			VisibleDevices: launch.VisibleDevices(ph.getenv("CUDA_VISIBLE_DEVICES"), run.GPUs), IterS: []float64{}}
+		switch {
+		case context.Cause(sigCtx) == errInterrupted:
+			rec.Status = runInterrupted
+		case sigCtx.Err() != nil:
+			rec.Error = "the profiling phase's time bound was reached"
+		default:
+			ph.runOne(sigCtx, i, &rec)
+		}
+		rep.Runs = append(rep.Runs, rec)
+		ph.summary(rec)
+		ph.write(&rep)
+	}
+	rep.Finished = time.Now().UTC()
+	switch {
+	case context.Cause(sigCtx) == errInterrupted:
+		rep.Reason = "interrupted by " + got.get().String()
+	case ctx.Err() != nil:
+		rep.Reason = "time bound reached"
+		rep.Complete = true
+	default:
+		rep.Complete = true
+	}
+	ph.write(&rep)
+	ph.log.Info("profiling phase over", "samples", rep.Samples, "offload_runs_ok", rep.OffloadRuns,
+		"seconds", rep.Finished.Sub(rep.Started).Round(time.Millisecond).Seconds(), "reason", rep.Reason)
+	if rep.OffloadRuns < launch.MinProfileOffloadRuns || okRuns(rep.Runs) < launch.MinProfileRuns {
+		ph.log.Warn("the profiling phase measured fewer configurations than a fit needs", "ok_runs", okRuns(rep.Runs),
+			"want", launch.MinProfileRuns, "offload_runs_ok", rep.OffloadRuns, "want_offload", launch.MinProfileOffloadRuns)
+	}
+	return got.get()
+}
+
+var (
+	errPhaseTimeout = errors.New("profiling phase time bound reached")
+	errRunTimeout   = errors.New("profiling run time bound reached")
+	errInterrupted  = errors.New("profiling phase interrupted by a signal")
+)
+
+func okRuns(rs []profileRecord) int {
+	n := 0
+	for _, r := range rs {
+		if len(r.IterS) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// runOne runs profiling run i and fills rec.
+func (ph *profilePhase) runOne(ctx context.Context, i int, rec *profileRecord) {
+	start := time.Now()
+	defer func() { rec.Seconds = time.Since(start).Round(time.Millisecond).Seconds() }()
+	st, err := ph.build(i)
+	if err != nil {
+		rec.Status, rec.Error = runFailed, err.Error()
+		return
+	}
+	rec.Argv = st.argv
+	if st.config != nil {
+		if err := writeFileAtomic(st.config.Path, st.config.Data); err != nil {
+			rec.Status, rec.Error = runFailed, fmt.Sprintf("write the DeepSpeed config: %v", err)
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, ph.cfg.profileRunTimeout, errRunTimeout)
+	defer cancel()
+
+	run := ph.runs[i]
+	enough := make(chan struct{})
+	m := &profileMeter{skip: ph.cfg.reportSkip, want: run.Iters, enough: enough, rep: ph.rep,
+		parser: report.Parser{GlobalBatch: st.globalBatch},
+		base: report.Sample{Version: report.SampleVersion, JobID: ph.jobID, ModelType: ph.modelType, Plan: run.Plan.String(),
+			Placement: st.placement.String(), CPUs: run.CPUs}}
+	outTap, errTap := &lineTap{line: m.line}, &lineTap{line: m.line}
+	cmd := exec.Command(st.argv[0], st.argv[1:]...)
+	cmd.Env = append(os.Environ(), st.env...)
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(ph.stdout, outTap), io.MultiWriter(ph.stderr, errTap)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Wait returns even if a stray process keeps the output open.
+	cmd.WaitDelay = ph.grace
+	ph.log.Info("profile run starting", "run", fmt.Sprintf("%d/%d", i+1, len(ph.runs)), "argv", shellQuote(st.argv))
+	if err := cmd.Start(); err != nil {
+		rec.Status, rec.Error = runFailed, fmt.Sprintf("start: %v", err)
+		return
+	}
+
+	done := make(chan struct{})
+	var stopped sync.WaitGroup
+	var stopCause error
+	stopped.Add(1)
+	go func() {
+		defer stopped.Done()
+		pgid := cmd.Process.Pid
+		stop := func() {
+			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(ph.grace):
+				ph.log.Warn("profile run ignored SIGTERM; killing it", "run", i+1)
+				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			}
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			stopCause = context.Cause(ctx)
+			stop()
+		case <-enough:
+			if launch.SelfExiting(ph.dialect) {
+				// --exit-interval ends it; stop it only if it lingers.
+				select {
+				case <-done:
+					return
+				case <-ctx.Done():
+				case <-time.After(ph.grace):
+				}
+			}
+			stop()
+		}
+	}()
+	err = cmd.Wait()
+	outTap.flush()
+	errTap.flush()
+	close(done)
+	stopped.Wait()
+
+	status := 0
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		status = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			status = 128 + int(ws.Signal())
+		}
+	default:
+		rec.Error = err.Error()
+		status = exitLaunch
+	}
+	rec.ExitStatus = &status
+	rec.Measured, rec.IterS = m.result()
+	if len(rec.IterS) > 0 {
+		rec.MedianIterS = median(rec.IterS)
+	}
+	switch {
+	case rec.Measured >= run.Iters:
+		rec.Status = runOK
+	case errors.Is(stopCause, errInterrupted):
+		rec.Status = runInterrupted
+	case stopCause != nil:
+		rec.Status, rec.Error = runTimeout, stopCause.Error()
+	case status == 0 && len(rec.IterS) > 0:
+		rec.Status = runOK
+	default:
+		rec.Status = runFailed
+		if rec.Error == "" {
+			rec.Error = fmt.Sprintf("exit status %d after %d of %d iteration times", status, rec.Measured, run.Iters)
+		}
+	}
+}
+
+// summary prints the run's line in the job's log.
+func (ph *profilePhase) summary(r profileRecord) {
+	head := fmt.Sprintf("rubick-srun: profile run %d/%d %s gpus=%d cpus=%d", r.Run, r.Of, r.Plan, r.GPUs, r.CPUs)
+	switch {
+	case r.MedianIterS > 0 && r.Status == runOK:
+		fmt.Fprintf(ph.stderr, "%s iter=%.3fs\n", head, r.MedianIterS)
+	case r.MedianIterS > 0:
+		fmt.Fprintf(ph.stderr, "%s iter=%.3fs %s: %s\n", head, r.MedianIterS, r.Status, r.Error)
+	case r.Error != "":
+		fmt.Fprintf(ph.stderr, "%s %s: %s\n", head, r.Status, r.Error)
+	default:
+		fmt.Fprintf(ph.stderr, "%s %s\n", head, r.Status)
+	}
+}
+
+// write stores the phase's record; failures are logged only.
+func (ph *profilePhase) write(rep *profileReport) {
+	rep.Samples, rep.OffloadRuns = 0, 0
+	for _, r := range rep.Runs {
+		rep.Samples += len(r.IterS)
+		if r.Plan != "" && len(r.IterS) > 0 && r.ProfileRun.Plan.Offload {
+			rep.OffloadRuns++
+		}
+	}
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err == nil {
+		err = writeFileAtomic(filepath.Join(ph.stateDir, profileFile), append(data, '\n'))
+	}
+	if err != nil {
+		ph.log.Warn("cannot write the profiling record", "err", err)
+	}
+}
+
+// profileMeter reads a profiling run's iteration times: it reports those
+// after the warm-up and says when the run has measured enough.
+type profileMeter struct {
+	mu       sync.Mutex
+	parser   report.Parser
+	rep      *report.Reporter
+	base     report.Sample
+	skip     int
+	want     int
+	measured int
+	iterS    []float64
+	enough   chan struct{}
+}
+
+func (m *profileMeter) line(line string) {
+	meas, ok := m.parser.Parse(line)
+	if !ok {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.measured++
+	if m.measured == m.want {
+		close(m.enough)
+	}
+	if m.measured <= m.skip || m.measured > m.want {
+		return
+	}
+	m.iterS = append(m.iterS, meas.IterS)
+	if m.rep != nil {
+		smp := m.base
+		smp.Iteration, smp.IterS, smp.Source, smp.Time = meas.Iteration, meas.IterS, meas.Source, time.Now().UTC()
+		m.rep.Submit(smp)
+	}
+}
+
+func (m *profileMeter) result() (int, []float64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.measured, slices.Clone(m.iterS)
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// signalBox holds the first signal received.
+type signalBox struct {
+	mu  sync.Mutex
+	sig syscall.Signal
+}
+
+func (b *signalBox) set(s syscall.Signal) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.sig == 0 {
+		b.sig = s
+	}
+}
+
+func (b *signalBox) get() syscall.Signal {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.sig
+}
+
+// rereadPlan reads the job's plan again after the profiling phase: rubickd
+// may have fitted the model type and chosen another. It keeps old when the
+// tag cannot be read or holds no valid plan.
+func rereadPlan(ctx context.Context, cfg config, jobID string, old *model.Plan, log *slog.Logger) *model.Plan {
+	tag, err := readTag(ctx, cfg.scontrol, jobID)
+	if err == nil && (tag == nil || tag.Plan == "") {
+		err = errors.New("the job's AdminComment has no rubick plan")
+	}
+	if err != nil {
+		log.Warn("cannot re-read the job's plan after profiling; keeping the one it started with", "err", err)
+		return old
+	}
+	p, err := model.ParsePlan(tag.Plan)
+	if err != nil {
+		log.Warn("the job's plan after profiling is malformed; keeping the one it started with", "err", err)
+		return old
+	}
+	if old == nil || p != *old {
+		log.Info("plan after profiling", "plan", p.String())
+	}
+	return &p
+}

@@ -1,0 +1,502 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/launch"
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/trainer"
+)
+
+// invocation is one start of the fake srun.
+type invocation struct {
+	Argv []string          `json:"argv"`
+	Env  map[string]string `json:"env"`
+}
+
+// logInvocation appends the fake srun's argv and the environment rubick-srun
+// sets to dir/calls.jsonl.
+func logInvocation(dir string, args []string) {
+	inv := invocation{Argv: append([]string{"srun"}, args...), Env: map[string]string{}}
+	for _, k := range []string{"CUDA_VISIBLE_DEVICES", "RUBICK_PLAN", "RUBICK_PLACEMENT", "RUBICK_CPUS", "RUBICK_PROFILE_RUN", "OMP_NUM_THREADS"} {
+		if v, ok := os.LookupEnv(k); ok {
+			inv.Env[k] = v
+		}
+	}
+	data, _ := json.Marshal(inv)
+	f, err := os.OpenFile(filepath.Join(dir, "calls.jsonl"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	f.Write(append(data, '\n'))
+}
+
+func readInvocations(t *testing.T, dir string) []invocation {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, "calls.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []invocation
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var inv invocation
+		if err := json.Unmarshal(sc.Bytes(), &inv); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, inv)
+	}
+	return out
+}
+
+// fakeTimer prices iterations so that the profiling runs differ: compute
+// shrinks with the GPUs, communication grows with them, CPU Adam shrinks
+// with the CPUs.
+type fakeTimer struct{}
+
+func (fakeTimer) IterTime(_ string, p model.Plan, pl model.Placement, cpus int) (time.Duration, bool) {
+	g := float64(pl.GPUs())
+	s := 0.05 + 0.8/g + 0.1*(g-1)/g
+	if p.Offload {
+		s += 1.6 / float64(max(cpus, 1))
+	}
+	if p.Checkpoint {
+		s += 0.2 / g
+	}
+	return time.Duration(s * float64(time.Second)), true
+}
+
+// fakeTrainer plays the step srun starts: the emulated Megatron trainer
+// (package trainer) on the line after the srun options, as the last rank,
+// or a DeepSpeed script that logs until it is stopped. FAKE_SRUN_FAIL_RUN
+// and FAKE_SRUN_HANG_RUN make one profiling run fail or hang.
+func fakeTrainer(args []string) int {
+	i := slices.IndexFunc(args, func(a string) bool { return !strings.HasPrefix(a, "--") })
+	line := args[i:]
+	run, _, _ := strings.Cut(os.Getenv("RUBICK_PROFILE_RUN"), "/")
+	switch run {
+	case "":
+	case os.Getenv("FAKE_SRUN_FAIL_RUN"):
+		fmt.Fprintln(os.Stderr, "torch.OutOfMemoryError: CUDA out of memory")
+		return 1
+	case os.Getenv("FAKE_SRUN_HANG_RUN"):
+		fmt.Println("hanging")
+		select {} // until a signal ends it
+	}
+	if p := os.Getenv("FAKE_PLAN_FILE"); p != "" && os.Getenv("RUBICK_PROFILE_RUN") != "" &&
+		strings.HasPrefix(os.Getenv("RUBICK_PROFILE_RUN"), os.Getenv("FAKE_LAST_RUN")+"/") {
+		// rubickd fitted the model type and chose another plan.
+		_ = os.WriteFile(p, []byte(os.Getenv("FAKE_PLAN_AFTER")), 0o644)
+	}
+	script := slices.IndexFunc(line, func(a string) bool { return strings.HasSuffix(a, ".py") })
+	if filepath.Base(line[script]) == "train.py" {
+		// A DeepSpeed script: no exit bound; logs until stopped.
+		for step := 1; ; step++ {
+			fmt.Printf("epoch=0/micro_step=%d/global_step=%d, RunningAvgSamplesPerSec=40.0, CurrSamplesPerSec=%d.0, MemAllocated=1GB\n", step, step, 30+step)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	getenv := func(k string) string {
+		switch k {
+		case "SLURM_PROCID":
+			return "0"
+		case "SLURM_NTASKS":
+			return "1"
+		}
+		return os.Getenv(k)
+	}
+	opts, err := trainer.ParseArgs(line[script+1:], getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if _, err := trainer.Run(context.Background(), trainer.Config{Options: opts, Timer: fakeTimer{}, Out: os.Stdout}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// profileEnv is a 4-GPU, 16-CPU single-node job.
+func profileEnv() func(string) string {
+	return envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NUM_NODES": "1", "SLURM_GPUS_ON_NODE": "4",
+		"SLURM_CPUS_ON_NODE": "16", "CUDA_VISIBLE_DEVICES": "4,5,6,7"})
+}
+
+var profileLine = strings.Fields("python pretrain_gpt.py --micro-batch-size 4 --global-batch-size 16 --train-iters 20 --log-interval 10 --time-scale 0.001")
+
+// profileSetup makes the fakes and a job tagged profile=1 with plan
+// dp4.tp1.pp1.mb4.a1.z0; it returns rubick-srun's leading flags, the
+// fake srun's log directory and the state directory.
+func profileSetup(t *testing.T, reportURL string) (flags []string, logDir, stateDir string) {
+	bin := fakes(t)
+	logDir, stateDir = t.TempDir(), filepath.Join(t.TempDir(), "state")
+	planFile := filepath.Join(t.TempDir(), "plan")
+	if err := os.WriteFile(planFile, []byte("dp4.tp1.pp1.mb4.a1.z0"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FAKE_SRUN_LOGDIR", logDir)
+	t.Setenv("FAKE_PLAN_FILE", planFile)
+	t.Setenv("FAKE_TAG_EXTRA", "profile=1")
+	t.Setenv("FAKE_SRUN_MODE", "emu")
+	flags = []string{"--scontrol", filepath.Join(bin, "scontrol"), "--srun", filepath.Join(bin, "srun"),
+		"--munge", filepath.Join(bin, "munge"), "--state-dir", stateDir, "--profile-iters", "4"}
+	if reportURL != "" {
+		flags = append(flags, "--report-url", reportURL)
+	}
+	return flags, logDir, stateDir
+}
+
+func readProfile(t *testing.T, stateDir string) profileReport {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(stateDir, profileFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r profileReport
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+var summaryRe = regexp.MustCompile(`(?m)^rubick-srun: profile run (\d+)/(\d+) (\S+) gpus=(\d+) cpus=(\d+) (.*)$`)
+
+// TestProfilePhase: a job tagged profile=1 runs every profiling
+// configuration on its first node (argv and environment checked), reports
+// their iteration times after the warm-up, skips a run that fails, writes
+// profile.json, prints one summary line per run, re-reads its plan and
+// then trains with the plan rubickd chose meanwhile.
+func TestProfilePhase(t *testing.T) {
+	var col collector
+	srv := col.server(t)
+	flags, logDir, stateDir := profileSetup(t, srv.URL)
+	save := filepath.Join(t.TempDir(), "ckpt")
+	want, err := launch.ProfilePlans(16, 4, 16, launch.Megatron, launch.ProfileOptions{MaxMicroBatch: 4, Iters: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(want)
+	t.Setenv("FAKE_SRUN_FAIL_RUN", "2")
+	t.Setenv("FAKE_LAST_RUN", strconv.Itoa(n))
+	t.Setenv("FAKE_PLAN_AFTER", "dp2.tp1.pp1.mb4.a2.z0+gc")
+
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), append(append(flags, "--"), append(slices.Clone(profileLine), "--save", save)...), profileEnv(), &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, errOut.String())
+	}
+	calls := readInvocations(t, logDir)
+	if len(calls) != n+1 {
+		t.Fatalf("%d srun calls, want %d profiling runs and the training run:\n%s", len(calls), n, errOut.String())
+	}
+	if n < launch.MinProfileRuns {
+		t.Fatalf("%d profiling runs, want >= %d", n, launch.MinProfileRuns)
+	}
+
+	// Runs 1 (plain DP, all GPUs) and 3 (ZeRO-Offload, 1 GPU) in full.
+	common := strings.Fields("python pretrain_gpt.py --micro-batch-size 4 --global-batch-size 16 --train-iters 20 --log-interval 1 " +
+		"--time-scale 0.001 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1")
+	full := map[int]invocation{
+		0: {Argv: slices.Concat(strings.Fields("srun --nodes=1 --ntasks=4 --ntasks-per-node=4 --gres=gpu:4 --cpus-per-task=4 --kill-on-bad-exit=1"),
+			common, []string{"--exit-interval", "4"}),
+			Env: map[string]string{"CUDA_VISIBLE_DEVICES": "4,5,6,7", "RUBICK_PLAN": "dp4.tp1.pp1.mb4.a1.z0", "RUBICK_PLACEMENT": "4",
+				"RUBICK_CPUS": "16", "RUBICK_PROFILE_RUN": fmt.Sprintf("1/%d", n)}},
+		2: {Argv: slices.Concat(strings.Fields("srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --gres=gpu:1 --cpus-per-task=16 --cpu-bind=cores --kill-on-bad-exit=1"),
+			common, strings.Fields("--use-distributed-optimizer --optimizer-cpu-offload --exit-interval 4")),
+			Env: map[string]string{"CUDA_VISIBLE_DEVICES": "4", "RUBICK_PLAN": "dp1.tp1.pp1.mb4.a4.z1+off", "RUBICK_PLACEMENT": "1",
+				"RUBICK_CPUS": "16", "RUBICK_PROFILE_RUN": fmt.Sprintf("3/%d", n), "OMP_NUM_THREADS": "16"}},
+	}
+	for i, w := range full {
+		if diff := cmp.Diff(w, calls[i]); diff != "" {
+			t.Errorf("profiling run %d (-want +got):\n%s", i+1, diff)
+		}
+	}
+	// Every run: its plan on its GPUs and CPUs of the first node, bounded,
+	// no checkpoints.
+	for i, r := range want {
+		c := calls[i]
+		g, cpt := strconv.Itoa(r.GPUs), strconv.Itoa(r.CPUs/r.GPUs)
+		for _, a := range []string{"--ntasks=" + g, "--gres=gpu:" + g, "--cpus-per-task=" + cpt, "--exit-interval"} {
+			if !slices.Contains(c.Argv, a) {
+				t.Errorf("run %d (%s): argv lacks %s: %q", i+1, r.Plan, a, c.Argv)
+			}
+		}
+		if slices.Contains(c.Argv, "--save") || slices.Contains(c.Argv, "--load") || slices.Contains(c.Argv, save) {
+			t.Errorf("run %d (%s) would touch the job's checkpoints: %q", i+1, r.Plan, c.Argv)
+		}
+		if mb, _ := launch.LookupFlag(c.Argv, "--micro-batch-size"); mb != strconv.Itoa(r.Plan.MicroBatch) {
+			t.Errorf("run %d: micro-batch %s, want %d", i+1, mb, r.Plan.MicroBatch)
+		}
+		if c.Env["RUBICK_PLAN"] != r.Plan.String() || c.Env["CUDA_VISIBLE_DEVICES"] != launch.VisibleDevices("4,5,6,7", r.GPUs) ||
+			c.Env["RUBICK_CPUS"] != strconv.Itoa(r.CPUs) {
+			t.Errorf("run %d (%s, %d GPUs, %d CPUs): env %v", i+1, r.Plan, r.GPUs, r.CPUs, c.Env)
+		}
+	}
+	// The training run: the plan rubickd set during the phase, resuming.
+	train := calls[n]
+	wantTrain := slices.Concat(strings.Fields("srun --nodes=1 --ntasks=2 --ntasks-per-node=2 --gres=gpu:2 --cpus-per-task=8 --kill-on-bad-exit=1"),
+		strings.Fields("python pretrain_gpt.py --micro-batch-size 4 --global-batch-size 16 --train-iters 20 --log-interval 10 --time-scale 0.001"),
+		[]string{"--save", save}, strings.Fields("--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 "+
+			"--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"), []string{"--load", save})
+	if diff := cmp.Diff(wantTrain, train.Argv); diff != "" {
+		t.Errorf("training run (-want +got):\n%s", diff)
+	}
+	if _, ok := train.Env["RUBICK_PROFILE_RUN"]; ok {
+		t.Errorf("training run marked as a profiling run: %v", train.Env)
+	}
+	if it, err := trainer.ReadTracker(save); it != 20 || err != nil {
+		t.Errorf("checkpoint = %d, %v; want 20 from the training run alone", it, err)
+	}
+
+	// Summary lines, one per run; run 2 failed and was skipped.
+	lines := summaryRe.FindAllStringSubmatch(errOut.String(), -1)
+	if len(lines) != n {
+		t.Fatalf("%d summary lines, want %d:\n%s", len(lines), n, errOut.String())
+	}
+	for i, l := range lines {
+		r := want[i]
+		if l[1] != strconv.Itoa(i+1) || l[2] != strconv.Itoa(n) || l[3] != r.Plan.String() || l[4] != strconv.Itoa(r.GPUs) || l[5] != strconv.Itoa(r.CPUs) {
+			t.Errorf("summary %q does not describe run %d (%s)", l[0], i+1, r.Plan)
+		}
+		if ok := regexp.MustCompile(`^iter=[0-9]+\.[0-9]{3}s$`).MatchString(l[6]); ok != (i != 1) {
+			t.Errorf("summary %q", l[0])
+		}
+	}
+	if !strings.Contains(lines[1][6], "failed: exit status 1") {
+		t.Errorf("failing run's summary %q", lines[1][0])
+	}
+
+	// profile.json.
+	rec := readProfile(t, stateDir)
+	if !rec.Complete || rec.JobID != "42" || rec.ModelType != "gpt2" || rec.GlobalBatch != 16 || len(rec.Runs) != n ||
+		rec.Samples != 3*(n-1) || rec.OffloadRuns < launch.MinProfileOffloadRuns {
+		t.Errorf("profile.json: %+v", rec)
+	}
+	for i, r := range rec.Runs {
+		wantStatus := runOK
+		if i == 1 {
+			wantStatus = runFailed
+		}
+		if r.Status != wantStatus || r.Plan != want[i].Plan.String() || r.GPUs != want[i].GPUs || r.CPUs != want[i].CPUs {
+			t.Errorf("profile.json run %d: %+v", i+1, r)
+		}
+	}
+
+	// Samples: three per successful run (four iterations, one warm-up),
+	// with the run's plan, placement and CPUs; then the training run's.
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	per := map[string][]float64{}
+	for _, s := range col.got {
+		if s.JobID != "42" || s.ModelType != "gpt2" {
+			t.Errorf("sample %+v", s)
+		}
+		k := fmt.Sprintf("%s %s %d", s.Plan, s.Placement, s.CPUs)
+		per[k] = append(per[k], s.IterS)
+	}
+	for i, r := range want {
+		k := fmt.Sprintf("%s %d %d", r.Plan, r.GPUs, r.CPUs)
+		if wantN := map[bool]int{true: 0, false: 3}[i == 1]; len(per[k]) != wantN {
+			t.Errorf("run %d (%s): %d samples, want %d", i+1, k, len(per[k]), wantN)
+		}
+	}
+	if got := per["dp2.tp1.pp1.mb4.a2.z0+gc 2 16"]; len(got) != 1 {
+		t.Errorf("training run samples %v, want 1 (20 iterations logged every 10, one warm-up)", got)
+	}
+	// Halving the CPUs of the 1-GPU offload run shows in its time.
+	if all, half := per["dp1.tp1.pp1.mb4.a4.z1+off 1 16"], per["dp1.tp1.pp1.mb4.a4.z1+off 1 8"]; len(all) == 0 || len(half) == 0 || !(half[0] > all[0]) {
+		t.Errorf("offload on 16 CPUs %v, on 8 CPUs %v: want slower on 8", all, half)
+	}
+}
+
+// TestProfileTimeouts: a hanging run is stopped by its own bound and the
+// next runs go on; a hanging run under the phase's bound ends the phase,
+// the rest is skipped, and the training run starts.
+func TestProfileTimeouts(t *testing.T) {
+	cases := map[string]struct {
+		flags      []string
+		hang       string
+		wantStatus func(i int) string
+		reason     string
+	}{
+		"run bound": {flags: []string{"--profile-run-timeout", "300ms"}, hang: "2",
+			wantStatus: func(i int) string { return map[bool]string{true: runTimeout, false: runOK}[i == 1] }},
+		"phase bound": {flags: []string{"--profile-timeout", "1s"}, hang: "1", reason: "time bound reached",
+			wantStatus: func(i int) string { return map[bool]string{true: runTimeout, false: runSkipped}[i == 0] }},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			flags, logDir, stateDir := profileSetup(t, "")
+			t.Setenv("FAKE_SRUN_HANG_RUN", c.hang)
+			start := time.Now()
+			var out, errOut bytes.Buffer
+			code := run(t.Context(), slices.Concat(flags, c.flags, []string{"--"}, profileLine), profileEnv(), &out, &errOut)
+			if code != 0 {
+				t.Fatalf("exit %d:\n%s", code, errOut.String())
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("took %v: the bound did not hold", d)
+			}
+			rec := readProfile(t, stateDir)
+			if !rec.Complete || rec.Reason != c.reason {
+				t.Errorf("profile.json complete=%v reason=%q", rec.Complete, rec.Reason)
+			}
+			for i, r := range rec.Runs {
+				if r.Status != c.wantStatus(i) {
+					t.Errorf("run %d: status %s, want %s (%s)", i+1, r.Status, c.wantStatus(i), r.Error)
+				}
+			}
+			calls := readInvocations(t, logDir)
+			if last := calls[len(calls)-1]; last.Env["RUBICK_PROFILE_RUN"] != "" || last.Env["RUBICK_PLAN"] != "dp4.tp1.pp1.mb4.a1.z0" {
+				t.Errorf("the training run did not follow the phase: %+v", last)
+			}
+			if !strings.Contains(errOut.String(), "timeout: profiling") {
+				t.Errorf("no timeout in the summary lines:\n%s", errOut.String())
+			}
+		})
+	}
+}
+
+// TestProfileDeepSpeedStopped: a DeepSpeed script has no exit bound; each
+// run is stopped once it logged its iterations, and counts as measured.
+func TestProfileDeepSpeedStopped(t *testing.T) {
+	flags, logDir, stateDir := profileSetup(t, "")
+	cfgPath := filepath.Join(t.TempDir(), "ds.json")
+	if err := os.WriteFile(cfgPath, []byte(`{"train_batch_size": 16, "steps_per_print": 100}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FAKE_SRUN_MODE", "")
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), slices.Concat(flags, []string{"--", "deepspeed", "train.py", "--deepspeed_config", cfgPath}), profileEnv(), &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, errOut.String())
+	}
+	rec := readProfile(t, stateDir)
+	if len(rec.Runs) < launch.MinProfileRuns || rec.OffloadRuns < launch.MinProfileOffloadRuns {
+		t.Fatalf("profile.json: %+v", rec)
+	}
+	for i, r := range rec.Runs {
+		if r.Status != runOK || r.Measured != 4 || len(r.IterS) != 3 || r.ExitStatus == nil || *r.ExitStatus != 128+int(syscall.SIGTERM) {
+			t.Errorf("run %d: %+v", i+1, r)
+		}
+	}
+	calls := readInvocations(t, logDir)
+	wantFirst := strings.Fields("srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --gres=gpu:4 --cpus-per-task=16 --kill-on-bad-exit=1 " +
+		"deepspeed --num_nodes 1 --num_gpus 4 train.py --deepspeed_config " + filepath.Join(stateDir, "profile", "run-01", "rubick-ds.json"))
+	if diff := cmp.Diff(wantFirst, calls[0].Argv); diff != "" {
+		t.Errorf("first run (-want +got):\n%s", diff)
+	}
+	data, err := os.ReadFile(filepath.Join(stateDir, "profile", "run-01", "rubick-ds.json"))
+	if err != nil || !strings.Contains(string(data), `"steps_per_print": 1,`) {
+		t.Errorf("run 1 config: %v\n%s", err, data)
+	}
+}
+
+func TestProfileDryRunAndDone(t *testing.T) {
+	flags, logDir, stateDir := profileSetup(t, "")
+	var out, errOut bytes.Buffer
+	if code := run(t.Context(), slices.Concat(flags, []string{"--dry-run", "--"}, profileLine), profileEnv(), &out, &errOut); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, errOut.String())
+	}
+	for _, w := range []string{
+		"# profile run 3/9 dp1.tp1.pp1.mb4.a4.z1+off gpus=1 cpus=16: ZeRO-Offload on 1 GPU, all CPUs",
+		"RUBICK_PROFILE_RUN=3/9 CUDA_VISIBLE_DEVICES=4 OMP_NUM_THREADS=16 /",
+		"/srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --gres=gpu:1 --cpus-per-task=16 --cpu-bind=cores --kill-on-bad-exit=1 python pretrain_gpt.py",
+		// The training run follows, unbounded.
+		"/srun --nodes=1 --ntasks=4 --ntasks-per-node=4 --gres=gpu:4 --cpus-per-task=4 --kill-on-bad-exit=1 python pretrain_gpt.py " +
+			"--micro-batch-size 4 --global-batch-size 16 --train-iters 20 --log-interval 10 --time-scale 0.001 " +
+			"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1\n",
+	} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("dry run lacks %q:\n%s", w, out.String())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(logDir, "calls.jsonl")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("dry run ran something: %v", err)
+	}
+
+	// A requeued job whose phase completed does not profile again.
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stateDir, profileFile), []byte(`{"complete": true}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	errOut.Reset()
+	if code := run(t.Context(), slices.Concat(flags, []string{"--"}, profileLine), profileEnv(), &out, &errOut); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, errOut.String())
+	}
+	if calls := readInvocations(t, logDir); len(calls) != 1 || calls[0].Env["RUBICK_PROFILE_RUN"] != "" {
+		t.Errorf("calls %+v, want the training run only", calls)
+	}
+	if !strings.Contains(errOut.String(), "profiling phase already done") {
+		t.Errorf("stderr:\n%s", errOut.String())
+	}
+}
+
+// TestProfileCheckpointSignal: the checkpoint signal during the phase stops
+// it (nothing was trained, so nothing to save), requeues the job held and
+// exits 75 without training.
+func TestProfileCheckpointSignal(t *testing.T) {
+	flags, logDir, stateDir := profileSetup(t, "")
+	scontrolLog := filepath.Join(t.TempDir(), "scontrol.log")
+	self, _ := os.Executable()
+	cmd := exec.Command(self, slices.Concat(flags, []string{"--"}, profileLine)...)
+	cmd.Env = append(os.Environ(), "RUBICK_SRUN_MAIN=1", "FAKE_SRUN_HANG_RUN=1", "FAKE_SCONTROL_LOG="+scontrolLog,
+		"SLURM_JOB_ID=42", "SLURM_JOB_NUM_NODES=1", "SLURM_GPUS_ON_NODE=4", "SLURM_CPUS_ON_NODE=16")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	kill := time.AfterFunc(60*time.Second, func() { _ = cmd.Process.Kill() })
+	defer kill.Stop()
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() && sc.Text() != "hanging" {
+	}
+	if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() {
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitCheckpointed {
+		t.Fatalf("exit %v, want %d\n%s", err, exitCheckpointed, errOut.String())
+	}
+	calls, _ := os.ReadFile(scontrolLog)
+	if !strings.HasSuffix(strings.TrimSpace(string(calls)), "requeuehold 42") {
+		t.Errorf("scontrol calls %q, want a requeuehold last", calls)
+	}
+	if n := len(readInvocations(t, logDir)); n != 1 {
+		t.Errorf("%d srun calls, want the interrupted profiling run only", n)
+	}
+	rec := readProfile(t, stateDir)
+	if rec.Complete || !strings.Contains(rec.Reason, "interrupted") || rec.Runs[0].Status != runInterrupted || rec.Runs[1].Status != runInterrupted {
+		t.Errorf("profile.json complete=%v reason=%q runs %s, %s", rec.Complete, rec.Reason, rec.Runs[0].Status, rec.Runs[1].Status)
+	}
+}

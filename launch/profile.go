@@ -1,0 +1,313 @@
+package launch
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/rubick-sched/rubick/model"
+)
+
+// Profiling phase bounds (BRIEF 3 and 7): a fit of the seven model
+// parameters needs at least MinProfileRuns sampled configurations, at least
+// MinProfileOffloadRuns of them with ZeRO-Offload.
+const (
+	MinProfileRuns        = 7
+	MinProfileOffloadRuns = 3
+	// DefaultProfileIters is the iterations of one profiling run, the
+	// first of which is warm-up.
+	DefaultProfileIters = 6
+)
+
+// ProfileOptions tune ProfilePlans.
+type ProfileOptions struct {
+	// MaxMicroBatch caps the micro-batch of every run, so that no run holds
+	// more activations per GPU than the job's own plan does; fewer GPUs
+	// then accumulate more. 0 means no cap.
+	MaxMicroBatch int
+	// Iters is the iterations each run trains, warm-up included;
+	// 0 means DefaultProfileIters. It must be at least 2.
+	Iters int
+}
+
+// ProfileRun is one short configuration of the profiling phase. It runs on
+// the first node of the job only.
+type ProfileRun struct {
+	// Plan is what the run trains with, as the dialect expresses it
+	// (Expressible): pure data parallel, the job's global batch.
+	Plan model.Plan `json:"-"`
+	// GPUs is the number of GPUs used: the first GPUs of the node
+	// (VisibleDevices). It equals Plan.GPUs().
+	GPUs int `json:"gpus"`
+	// CPUs is the CPU cores the run gets on the node; 0 when the node's
+	// CPUs are unknown (srun's default then applies).
+	CPUs int `json:"cpus"`
+	// Iters is the iterations to train, the first being warm-up.
+	Iters int `json:"iters"`
+	// Purpose says which terms of the model the run isolates.
+	Purpose string `json:"purpose"`
+}
+
+// ProfilePlans chooses the configurations of a profiling phase for a job
+// whose global batch is globalBatch, on one node with gpusOnNode GPUs and
+// cpusOnNode CPUs (0 when unknown), for a launch line of dialect d. The
+// choice is deterministic and ordered by how much each run adds to the fit,
+// so a phase cut short by its time bound keeps the most useful runs:
+//
+//  1. plain DP on all GPUs (compute plus the DP all-reduce),
+//  2. plain DP on 1 GPU (compute alone: no communication),
+//  3. ZeRO-Offload on 1 GPU with all CPUs (CPU Adam and PCIe, no communication),
+//  4. ZeRO-Offload on all GPUs with all CPUs (offload overlapped with communication),
+//  5. ZeRO-Offload on 1 GPU with half the CPUs (CPU Adam time doubles, PCIe does not),
+//  6. plain DP on 2 GPUs, 7. ZeRO-DP on all GPUs, 8. plain DP on 4 GPUs,
+//  9. ZeRO-Offload on 2 GPUs, 10. activation checkpointing on all GPUs,
+//
+// leaving out those the node or the batch cannot take (GPU counts must
+// divide the global batch; "all GPUs" is the largest count that does), then
+// adding variants until there are at least MinProfileRuns runs, at least
+// MinProfileOffloadRuns with offload. Every run keeps the global batch:
+// DP x MicroBatch x Accum = globalBatch, with the largest micro-batch up to
+// opts.MaxMicroBatch and accumulation for the rest.
+func ProfilePlans(globalBatch, gpusOnNode, cpusOnNode int, d Dialect, opts ProfileOptions) ([]ProfileRun, error) {
+	switch {
+	case globalBatch < 1:
+		return nil, fmt.Errorf("%w: profile: global batch=%d must be >= 1", ErrBadInput, globalBatch)
+	case gpusOnNode < 1:
+		return nil, fmt.Errorf("%w: profile: GPUs on node=%d must be >= 1", ErrBadInput, gpusOnNode)
+	case cpusOnNode < 0:
+		return nil, fmt.Errorf("%w: profile: CPUs on node=%d must be >= 0", ErrBadInput, cpusOnNode)
+	case opts.MaxMicroBatch < 0:
+		return nil, fmt.Errorf("%w: profile: max micro-batch=%d must be >= 0", ErrBadInput, opts.MaxMicroBatch)
+	case d == DialectAuto:
+		return nil, fmt.Errorf("%w: profile: the dialect must be known", ErrBadInput)
+	}
+	if _, err := ParseDialect(string(d)); err != nil {
+		return nil, err
+	}
+	iters := opts.Iters
+	if iters == 0 {
+		iters = DefaultProfileIters
+	}
+	if iters < 2 {
+		return nil, fmt.Errorf("%w: profile: iterations=%d must be >= 2 (the first is warm-up)", ErrBadInput, iters)
+	}
+
+	b := profileBuilder{gb: globalBatch, cpus: cpusOnNode, d: d, cap: opts.MaxMicroBatch, iters: iters}
+	all := 1 // the largest GPU count that divides the global batch
+	for g := min(gpusOnNode, globalBatch); g >= 1; g-- {
+		if globalBatch%g == 0 {
+			all = g
+			break
+		}
+	}
+	usable := func(g int) bool { return g <= all && globalBatch%g == 0 }
+	half := b.cpuShare(2)
+
+	b.add(all, 0, false, false, b.cpus, "plain DP on all GPUs: compute and the DP all-reduce (k_bwd, k_sync)")
+	b.add(1, 0, false, false, b.cpus, "plain DP on 1 GPU: compute alone, no communication (k_bwd, k_opt + k_const)")
+	b.add(1, 2, true, false, b.cpus, "ZeRO-Offload on 1 GPU, all CPUs: CPU Adam and PCIe, no communication (k_opt_off, k_swap)")
+	b.add(all, 2, true, false, b.cpus, "ZeRO-Offload on all GPUs, all CPUs: offload overlapped with the DP all-reduce (k_off)")
+	b.add(1, 2, true, false, half, "ZeRO-Offload on 1 GPU, half the CPUs: CPU Adam time doubles, PCIe does not (k_opt_off vs k_swap)")
+	if usable(2) {
+		b.add(2, 0, false, false, b.cpus, "plain DP on 2 GPUs: DP volume 2(d-1)/d against compute (k_sync)")
+	}
+	if all > 1 {
+		b.add(all, 2, false, false, b.cpus, "ZeRO-DP on all GPUs: optimizer step sharded over DP (k_opt apart from k_const)")
+	}
+	if usable(4) {
+		b.add(4, 0, false, false, b.cpus, "plain DP on 4 GPUs: DP volume against compute (k_sync)")
+	}
+	if usable(2) {
+		b.add(2, 2, true, false, b.cpus, "ZeRO-Offload on 2 GPUs, all CPUs: offload transfer per GPU halves (k_off, k_swap)")
+	}
+	b.add(all, 0, false, true, b.cpus, "activation checkpointing on all GPUs: one more forward per iteration (k_bwd)")
+
+	// Variants for small nodes and batches, until the fit's minimum is met.
+	pads := []func(){
+		func() { b.add(all, 2, true, false, half, "ZeRO-Offload on all GPUs, half the CPUs (k_opt_off)") },
+		func() {
+			b.add(1, 2, true, false, b.cpuShare(4), "ZeRO-Offload on 1 GPU, a quarter of the CPUs (k_opt_off)")
+		},
+		func() { b.add(1, 2, true, true, b.cpus, "ZeRO-Offload with checkpointing on 1 GPU (k_bwd, k_opt_off)") },
+		func() { b.add(1, 3, true, false, b.cpus, "ZeRO-Offload stage 3 on 1 GPU (k_opt_off, k_swap)") },
+		func() {
+			b.addHalfMB(1, 2, true, b.cpus, "ZeRO-Offload on 1 GPU with half the micro-batch (k_opt_off against compute)")
+		},
+	}
+	for _, pad := range pads {
+		if b.offload >= MinProfileOffloadRuns {
+			break
+		}
+		pad()
+	}
+	for _, pad := range []func(){
+		func() { b.add(1, 0, false, true, b.cpus, "activation checkpointing on 1 GPU (k_bwd)") },
+		func() {
+			b.addHalfMB(1, 0, false, b.cpus, "plain DP on 1 GPU with half the micro-batch (k_bwd against k_const)")
+		},
+		func() { b.add(1, 2, false, false, b.cpus, "ZeRO-DP on 1 GPU (k_opt)") },
+		func() { b.addHalfMB(all, 0, false, b.cpus, "plain DP on all GPUs with half the micro-batch (k_sync)") },
+	} {
+		if len(b.runs) >= MinProfileRuns {
+			break
+		}
+		pad()
+	}
+	// A node and batch too small for that many distinct configurations
+	// measure some twice: repeated samples still fit, only no better.
+	distinct := len(b.runs)
+	for i := 0; b.offload < MinProfileOffloadRuns || len(b.runs) < MinProfileRuns; i++ {
+		r := b.runs[i%distinct]
+		if b.offload < MinProfileOffloadRuns && !r.Plan.Offload {
+			continue
+		}
+		r.Purpose = "repeat: " + r.Purpose
+		b.push(r)
+	}
+	return b.runs, nil
+}
+
+// profileBuilder collects distinct profiling runs in order.
+type profileBuilder struct {
+	gb, cpus, cap, iters int
+	d                    Dialect
+	runs                 []ProfileRun
+	offload              int
+}
+
+// cpuShare is 1/div of the node's CPUs, at least one when any are known.
+func (b *profileBuilder) cpuShare(div int) int {
+	if b.cpus == 0 {
+		return 0
+	}
+	return max(b.cpus/div, 1)
+}
+
+// microBatch is the largest divisor of perRank within the cap.
+func (b *profileBuilder) microBatch(perRank int) int {
+	limit := perRank
+	if b.cap > 0 {
+		limit = min(limit, b.cap)
+	}
+	for m := limit; m > 1; m-- {
+		if perRank%m == 0 {
+			return m
+		}
+	}
+	return 1
+}
+
+func (b *profileBuilder) add(gpus, zero int, off, gc bool, cpus int, purpose string) {
+	b.addMB(gpus, zero, off, gc, cpus, b.microBatch(b.gb/gpus), purpose)
+}
+
+// addHalfMB adds the run with the next smaller micro-batch, if any.
+func (b *profileBuilder) addHalfMB(gpus, zero int, off bool, cpus int, purpose string) {
+	perRank := b.gb / gpus
+	m := b.microBatch(perRank)
+	for s := m - 1; s >= 1; s-- {
+		if perRank%s == 0 {
+			b.addMB(gpus, zero, off, false, cpus, s, purpose)
+			return
+		}
+	}
+}
+
+func (b *profileBuilder) addMB(gpus, zero int, off, gc bool, cpus, mb int, purpose string) {
+	perRank := b.gb / gpus
+	p := Expressible(b.d, model.Plan{DP: gpus, TP: 1, PP: 1, MicroBatch: mb, Accum: perRank / mb,
+		ZeRO: zero, Offload: off, Checkpoint: gc})
+	if cpus > 0 && gpus > 1 && cpus >= gpus {
+		// Whole cores per rank, so srun's per-task split gives exactly cpus.
+		cpus -= cpus % gpus
+	}
+	r := ProfileRun{Plan: p, GPUs: gpus, CPUs: cpus, Iters: b.iters, Purpose: purpose}
+	if slices.ContainsFunc(b.runs, func(o ProfileRun) bool { return o.Plan == r.Plan && o.CPUs == r.CPUs }) {
+		return
+	}
+	b.push(r)
+}
+
+func (b *profileBuilder) push(r ProfileRun) {
+	b.runs = append(b.runs, r)
+	if r.Plan.Offload {
+		b.offload++
+	}
+}
+
+// VisibleDevices is the CUDA_VISIBLE_DEVICES value that exposes the first n
+// GPUs of visible, the job's own CUDA_VISIBLE_DEVICES (all of them when it
+// lists fewer); an empty visible means devices 0 to n-1.
+func VisibleDevices(visible string, n int) string {
+	var ids []string
+	for _, f := range strings.Split(visible, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			ids = append(ids, f)
+		}
+	}
+	if len(ids) == 0 {
+		for i := range n {
+			ids = append(ids, strconv.Itoa(i))
+		}
+	}
+	return strings.Join(ids[:min(n, len(ids))], ",")
+}
+
+// Flags a profiling run sets on Megatron lines.
+var (
+	fExitInterval = valued("--exit-interval")
+	fLogInterval  = valued("--log-interval")
+	fSaveInterval = valued("--save-interval")
+)
+
+// RewriteProfile rewrites argv for one profiling run: Rewrite with the
+// run's plan (opts.Nodes and opts.GPUsPerNode size a per-node launcher, as
+// for Rewrite), then bounded and kept away from the job's checkpoints:
+//
+//   - Megatron and Megatron-DeepSpeed: --save, --load and --save-interval
+//     are removed, so the run starts from scratch and writes no checkpoint
+//     (Megatron saves at --exit-interval only when --save is set);
+//     --exit-interval run.Iters makes it exit after that many iterations;
+//     --log-interval 1 logs every iteration.
+//   - DeepSpeed: the config copy gets steps_per_print 1 so every step is
+//     logged. A plain DeepSpeed script has no exit bound, and its own
+//     checkpoint flags are unknown: the caller stops it after run.Iters
+//     measured iterations.
+//
+// opts.EnsureLoad and opts.CheckpointDir are ignored.
+func RewriteProfile(argv []string, run ProfileRun, opts Options) (Result, error) {
+	if run.Iters < 1 {
+		return Result{}, fmt.Errorf("%w: profile run %s: iterations=%d must be >= 1", ErrBadInput, run.Plan, run.Iters)
+	}
+	opts.EnsureLoad, opts.CheckpointDir = false, ""
+	res, err := Rewrite(argv, run.Plan, opts)
+	if err != nil {
+		return Result{}, err
+	}
+	switch res.Dialect {
+	case Megatron, MegatronDeepSpeed:
+		c := &cmdline{toks: res.Argv}
+		lo, hi := parseLayout(c.toks).trainLo(), len(c.toks)
+		hi = c.remove(fSave, lo, hi)
+		hi = c.remove(fLoad, lo, hi)
+		hi = c.remove(fSaveInterval, lo, hi)
+		hi = c.set(fExitInterval, strconv.Itoa(run.Iters), lo, hi)
+		c.set(fLogInterval, "1", lo, hi)
+		res.Argv = c.toks
+	case DeepSpeed:
+		obj, err := parseObject(res.Config.Data)
+		if err != nil {
+			return Result{}, fmt.Errorf("DeepSpeed config %s: %w", res.Config.Source, err)
+		}
+		obj.setInt("steps_per_print", 1)
+		if res.Config.Data, err = obj.indented(); err != nil {
+			return Result{}, fmt.Errorf("DeepSpeed config %s: %w", res.Config.Source, err)
+		}
+	}
+	return res, nil
+}
+
+// SelfExiting reports whether a line of dialect d, rewritten by
+// RewriteProfile, stops on its own after its iterations.
+func SelfExiting(d Dialect) bool { return d == Megatron || d == MegatronDeepSpeed }

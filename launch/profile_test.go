@@ -1,0 +1,309 @@
+package launch
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
+)
+
+// runKey renders a profiling run for table comparisons.
+func runKey(r ProfileRun) string {
+	return r.Plan.String() + " gpus=" + strconv.Itoa(r.GPUs) + " cpus=" + strconv.Itoa(r.CPUs) + " iters=" + strconv.Itoa(r.Iters)
+}
+
+func TestProfilePlans(t *testing.T) {
+	cases := map[string]struct {
+		gb, gpus, cpus int
+		d              Dialect
+		opts           ProfileOptions
+		want           []string
+	}{
+		"8-GPU node, Megatron, micro-batch capped at the job's 4": {gb: 32, gpus: 8, cpus: 64, d: Megatron,
+			opts: ProfileOptions{MaxMicroBatch: 4}, want: []string{
+				"dp8.tp1.pp1.mb4.a1.z0 gpus=8 cpus=64 iters=6",
+				"dp1.tp1.pp1.mb4.a8.z0 gpus=1 cpus=64 iters=6",
+				"dp1.tp1.pp1.mb4.a8.z1+off gpus=1 cpus=64 iters=6", // Megatron: one sharded optimizer
+				"dp8.tp1.pp1.mb4.a1.z1+off gpus=8 cpus=64 iters=6",
+				"dp1.tp1.pp1.mb4.a8.z1+off gpus=1 cpus=32 iters=6",
+				"dp2.tp1.pp1.mb4.a4.z0 gpus=2 cpus=64 iters=6",
+				"dp8.tp1.pp1.mb4.a1.z1 gpus=8 cpus=64 iters=6",
+				"dp4.tp1.pp1.mb4.a2.z0 gpus=4 cpus=64 iters=6",
+				"dp2.tp1.pp1.mb4.a4.z1+off gpus=2 cpus=64 iters=6",
+				"dp8.tp1.pp1.mb4.a1.z0+gc gpus=8 cpus=64 iters=6",
+			}},
+		"DeepSpeed keeps ZeRO stage 2, 4 iterations": {gb: 16, gpus: 4, cpus: 20, d: DeepSpeed,
+			opts: ProfileOptions{MaxMicroBatch: 8, Iters: 4}, want: []string{
+				"dp4.tp1.pp1.mb4.a1.z0 gpus=4 cpus=20 iters=4",
+				"dp1.tp1.pp1.mb8.a2.z0 gpus=1 cpus=20 iters=4",
+				"dp1.tp1.pp1.mb8.a2.z2+off gpus=1 cpus=20 iters=4",
+				"dp4.tp1.pp1.mb4.a1.z2+off gpus=4 cpus=20 iters=4",
+				"dp1.tp1.pp1.mb8.a2.z2+off gpus=1 cpus=10 iters=4",
+				"dp2.tp1.pp1.mb8.a1.z0 gpus=2 cpus=20 iters=4",
+				"dp4.tp1.pp1.mb4.a1.z2 gpus=4 cpus=20 iters=4",
+				"dp2.tp1.pp1.mb8.a1.z2+off gpus=2 cpus=20 iters=4",
+				"dp4.tp1.pp1.mb4.a1.z0+gc gpus=4 cpus=20 iters=4",
+			}},
+		"batch of 6 on 4 GPUs: all = 3 GPUs, whole cores per rank": {gb: 6, gpus: 4, cpus: 16, d: Megatron, want: []string{
+			"dp3.tp1.pp1.mb2.a1.z0 gpus=3 cpus=15 iters=6",
+			"dp1.tp1.pp1.mb6.a1.z0 gpus=1 cpus=16 iters=6",
+			"dp1.tp1.pp1.mb6.a1.z1+off gpus=1 cpus=16 iters=6",
+			"dp3.tp1.pp1.mb2.a1.z1+off gpus=3 cpus=15 iters=6",
+			"dp1.tp1.pp1.mb6.a1.z1+off gpus=1 cpus=8 iters=6",
+			"dp2.tp1.pp1.mb3.a1.z0 gpus=2 cpus=16 iters=6",
+			"dp3.tp1.pp1.mb2.a1.z1 gpus=3 cpus=15 iters=6",
+			"dp2.tp1.pp1.mb3.a1.z1+off gpus=2 cpus=16 iters=6",
+			"dp3.tp1.pp1.mb2.a1.z0+gc gpus=3 cpus=15 iters=6",
+		}},
+		"2 GPUs, CPUs unknown: padded with offload variants": {gb: 16, gpus: 2, cpus: 0, d: MegatronDeepSpeed,
+			opts: ProfileOptions{MaxMicroBatch: 2}, want: []string{
+				"dp2.tp1.pp1.mb2.a4.z0 gpus=2 cpus=0 iters=6",
+				"dp1.tp1.pp1.mb2.a8.z0 gpus=1 cpus=0 iters=6",
+				"dp1.tp1.pp1.mb2.a8.z2+off gpus=1 cpus=0 iters=6",
+				"dp2.tp1.pp1.mb2.a4.z2+off gpus=2 cpus=0 iters=6",
+				"dp2.tp1.pp1.mb2.a4.z2 gpus=2 cpus=0 iters=6",
+				"dp2.tp1.pp1.mb2.a4.z0+gc gpus=2 cpus=0 iters=6",
+				"dp1.tp1.pp1.mb2.a8.z2+off+gc gpus=1 cpus=0 iters=6",
+			}},
+		"1 GPU, batch 1, 1 CPU: too few distinct runs, some repeated": {gb: 1, gpus: 1, cpus: 1, d: Megatron, want: []string{
+			"dp1.tp1.pp1.mb1.a1.z0 gpus=1 cpus=1 iters=6",
+			"dp1.tp1.pp1.mb1.a1.z1+off gpus=1 cpus=1 iters=6",
+			"dp1.tp1.pp1.mb1.a1.z0+gc gpus=1 cpus=1 iters=6",
+			"dp1.tp1.pp1.mb1.a1.z1+off+gc gpus=1 cpus=1 iters=6",
+			"dp1.tp1.pp1.mb1.a1.z1 gpus=1 cpus=1 iters=6",
+			"dp1.tp1.pp1.mb1.a1.z1+off gpus=1 cpus=1 iters=6",
+			"dp1.tp1.pp1.mb1.a1.z0+gc gpus=1 cpus=1 iters=6",
+		}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			runs, err := ProfilePlans(c.gb, c.gpus, c.cpus, c.d, c.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, r := range runs {
+				got = append(got, runKey(r))
+				if r.Purpose == "" {
+					t.Errorf("run %s has no purpose", r.Plan)
+				}
+			}
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("runs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestProfilePlansErrors(t *testing.T) {
+	cases := map[string]struct {
+		gb, gpus, cpus int
+		d              Dialect
+		opts           ProfileOptions
+		field          string
+	}{
+		"batch":       {gb: 0, gpus: 8, d: Megatron, field: "global batch=0"},
+		"gpus":        {gb: 8, gpus: 0, d: Megatron, field: "GPUs on node=0"},
+		"cpus":        {gb: 8, gpus: 1, cpus: -1, d: Megatron, field: "CPUs on node=-1"},
+		"iters":       {gb: 8, gpus: 1, d: Megatron, opts: ProfileOptions{Iters: 1}, field: "iterations=1"},
+		"cap":         {gb: 8, gpus: 1, d: Megatron, opts: ProfileOptions{MaxMicroBatch: -2}, field: "micro-batch=-2"},
+		"auto":        {gb: 8, gpus: 1, d: DialectAuto, field: "dialect must be known"},
+		"bad dialect": {gb: 8, gpus: 1, d: "jax", field: `dialect="jax"`},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := ProfilePlans(c.gb, c.gpus, c.cpus, c.d, c.opts)
+			if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), c.field) {
+				t.Errorf("err = %v, want ErrBadInput naming %q", err, c.field)
+			}
+		})
+	}
+}
+
+// TestPropertyProfilePlans: for any batch, node and dialect, the phase has
+// at least MinProfileRuns runs, MinProfileOffloadRuns with offload, each
+// keeping the global batch on GPUs the node has, expressible in the
+// dialect and accepted by RewriteProfile; the offload runs vary the GPUs
+// and the CPUs wherever the node allows; the choice is deterministic.
+func TestPropertyProfilePlans(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		gb := rapid.IntRange(1, 1024).Draw(t, "global batch")
+		gpus := rapid.IntRange(1, 16).Draw(t, "gpus")
+		cpus := rapid.IntRange(0, 256).Draw(t, "cpus")
+		d := rapid.SampledFrom([]Dialect{Megatron, MegatronDeepSpeed, DeepSpeed}).Draw(t, "dialect")
+		opts := ProfileOptions{MaxMicroBatch: rapid.IntRange(0, 64).Draw(t, "cap"), Iters: rapid.IntRange(0, 20).Draw(t, "iters")}
+		if opts.Iters == 1 {
+			opts.Iters = 2
+		}
+		runs, err := ProfilePlans(gb, gpus, cpus, d, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, _ := ProfilePlans(gb, gpus, cpus, d, opts)
+		if diff := cmp.Diff(runs, again); diff != "" {
+			t.Fatalf("not deterministic:\n%s", diff)
+		}
+		if len(runs) < MinProfileRuns {
+			t.Fatalf("%d runs, want >= %d", len(runs), MinProfileRuns)
+		}
+		wantIters := opts.Iters
+		if wantIters == 0 {
+			wantIters = DefaultProfileIters
+		}
+		offGPUs, offCPUs := map[int]bool{}, map[int]bool{}
+		usableGPUs := 0
+		for g := 1; g <= gpus; g++ {
+			if gb%g == 0 {
+				usableGPUs++
+			}
+		}
+		files := map[string][]byte{"ds.json": []byte(`{"train_batch_size": ` + strconv.Itoa(gb) + `, "steps_per_print": 10}`)}
+		line := []string{"python", "pretrain_gpt.py", "--global-batch-size", strconv.Itoa(gb), "--save", "/ck", "--train-iters", "100"}
+		if d != Megatron {
+			line = append(line, "--deepspeed", "--deepspeed_config", "ds.json")
+		}
+		if d == DeepSpeed {
+			line = []string{"deepspeed", "train.py", "--deepspeed_config", "ds.json"}
+		}
+		for _, r := range runs {
+			p := r.Plan
+			if p.DP*p.MicroBatch*p.Accum != gb {
+				t.Fatalf("run %s: DP*MicroBatch*Accum = %d, want the global batch %d", p, p.DP*p.MicroBatch*p.Accum, gb)
+			}
+			if p.TP != 1 || p.PP != 1 || r.GPUs != p.GPUs() || r.GPUs > gpus || r.GPUs < 1 {
+				t.Fatalf("run %s on %d GPUs of %d", p, r.GPUs, gpus)
+			}
+			if opts.MaxMicroBatch > 0 && p.MicroBatch > opts.MaxMicroBatch {
+				t.Fatalf("run %s: micro-batch above the cap %d", p, opts.MaxMicroBatch)
+			}
+			if r.CPUs < 0 || r.CPUs > cpus || (cpus > 0) != (r.CPUs > 0) {
+				t.Fatalf("run %s: %d CPUs of %d", p, r.CPUs, cpus)
+			}
+			if r.Iters != wantIters {
+				t.Fatalf("run %s: %d iterations, want %d", p, r.Iters, wantIters)
+			}
+			if err := ValidatePlan(p); err != nil || Expressible(d, p) != p {
+				t.Fatalf("run %s: not a plan %s expresses (%v)", p, d, err)
+			}
+			if p.Offload {
+				offGPUs[r.GPUs], offCPUs[r.CPUs] = true, true
+			}
+			if _, err := RewriteProfile(line, r, Options{Dialect: d, ConfigDir: "/job", ReadFile: mapReader(files)}); err != nil {
+				t.Fatalf("RewriteProfile(%s): %v", p, err)
+			}
+		}
+		off := slices.DeleteFunc(slices.Clone(runs), func(r ProfileRun) bool { return !r.Plan.Offload })
+		if len(off) < MinProfileOffloadRuns {
+			t.Fatalf("%d offload runs, want >= %d", len(off), MinProfileOffloadRuns)
+		}
+		if usableGPUs > 1 && len(offGPUs) < 2 {
+			t.Fatalf("offload runs all on the same GPU count: %v", offGPUs)
+		}
+		if cpus >= 2 && len(offCPUs) < 2 {
+			t.Fatalf("offload runs all with the same CPU count: %v", offCPUs)
+		}
+	})
+}
+
+func TestRewriteProfile(t *testing.T) {
+	files := map[string][]byte{"ds.json": []byte(`{"train_batch_size": 32, "steps_per_print": 10, "zero_optimization": {"stage": 0}}`)}
+	run := func(plan string) ProfileRun {
+		p := mustPlan(t, plan)
+		return ProfileRun{Plan: p, GPUs: p.GPUs(), CPUs: 16, Iters: 6}
+	}
+	cases := map[string]struct {
+		argv     []string
+		run      ProfileRun
+		opts     Options
+		want     []string
+		wantConf map[string]any
+	}{
+		"megatron: no checkpoints, exits after 6 iterations, logs each": {
+			argv: strings.Fields("python pretrain_gpt.py --micro-batch-size 4 --global-batch-size 32 --train-iters 500 " +
+				"--save /ckpt --load /ckpt --save-interval 100 --log-interval=100 --exit-interval 1000 --lr 1e-4"),
+			run:  run("dp2.tp1.pp1.mb4.a4.z1+off"),
+			opts: Options{EnsureLoad: true, CheckpointDir: "/other"},
+			want: strings.Fields("python pretrain_gpt.py --micro-batch-size 4 --global-batch-size 32 --train-iters 500 " +
+				"--log-interval=1 --exit-interval 6 --lr 1e-4 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 " +
+				"--use-distributed-optimizer --optimizer-cpu-offload"),
+		},
+		"torchrun megatron-deepspeed on one node": {
+			argv: strings.Fields("torchrun --nnodes 2 --nproc_per_node 8 pretrain_gpt.py --micro-batch-size 4 " +
+				"--global-batch-size 32 --deepspeed --deepspeed_config ds.json --zero-stage 0 --save=/ckpt"),
+			run:  run("dp1.tp1.pp1.mb4.a8.z2+off"),
+			opts: Options{Nodes: 1, GPUsPerNode: 1},
+			want: strings.Fields("torchrun --nnodes 1 --nproc_per_node 1 pretrain_gpt.py --micro-batch-size 4 " +
+				"--global-batch-size 32 --deepspeed --deepspeed_config /job/rubick-ds.json --zero-stage 2 " +
+				"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --exit-interval 6 --log-interval 1"),
+			wantConf: map[string]any{"train_batch_size": 32.0, "steps_per_print": 10.0, "train_micro_batch_size_per_gpu": 4.0,
+				"gradient_accumulation_steps": 8.0, "zero_optimization": map[string]any{"stage": 2.0,
+					"offload_optimizer": map[string]any{"device": "cpu", "pin_memory": true}}},
+		},
+		"deepspeed: every step printed, stopped by the caller": {
+			argv: strings.Fields("deepspeed train.py --deepspeed_config ds.json --output_dir /ckpt"),
+			run:  run("dp4.tp1.pp1.mb8.a1.z0"),
+			opts: Options{Nodes: 1, GPUsPerNode: 4},
+			want: strings.Fields("deepspeed --num_nodes 1 --num_gpus 4 train.py --deepspeed_config /job/rubick-ds.json --output_dir /ckpt"),
+			wantConf: map[string]any{"train_batch_size": 32.0, "steps_per_print": 1.0, "train_micro_batch_size_per_gpu": 8.0,
+				"gradient_accumulation_steps": 1.0, "zero_optimization": map[string]any{"stage": 0.0}},
+		},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			c.opts.ConfigDir, c.opts.ReadFile = "/job", mapReader(files)
+			res, err := RewriteProfile(c.argv, c.run, c.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(c.want, res.Argv); diff != "" {
+				t.Errorf("argv (-want +got):\n%s", diff)
+			}
+			if c.wantConf == nil {
+				if res.Config != nil {
+					t.Errorf("unexpected config %s", res.Config.Data)
+				}
+				return
+			}
+			var got map[string]any
+			if err := json.Unmarshal(res.Config.Data, &got); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(c.wantConf, got); diff != "" {
+				t.Errorf("config (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if _, err := RewriteProfile([]string{"python", "pretrain_gpt.py"}, ProfileRun{Plan: mustPlan(t, "dp1.tp1.pp1.mb1.a1.z0")}, Options{}); !errors.Is(err, ErrBadInput) {
+		t.Errorf("zero iterations: err = %v, want ErrBadInput", err)
+	}
+	if _, err := RewriteProfile([]string{"python", "pretrain_gpt.py", "--global-batch-size", "8"}, run("dp2.tp1.pp1.mb2.a1.z0"), Options{}); !errors.Is(err, ErrGlobalBatch) {
+		t.Errorf("batch change: err = %v, want ErrGlobalBatch", err)
+	}
+	if !SelfExiting(Megatron) || !SelfExiting(MegatronDeepSpeed) || SelfExiting(DeepSpeed) {
+		t.Error("SelfExiting: only Megatron dialects take --exit-interval")
+	}
+}
+
+func TestVisibleDevices(t *testing.T) {
+	cases := []struct {
+		visible string
+		n       int
+		want    string
+	}{
+		{"", 2, "0,1"},
+		{"4,5,6,7", 2, "4,5"},
+		{"GPU-aa, GPU-bb", 1, "GPU-aa"},
+		{"3", 1, "3"},
+		{"3", 2, "3"}, // no more than the job sees
+	}
+	for _, c := range cases {
+		if got := VisibleDevices(c.visible, c.n); got != c.want {
+			t.Errorf("VisibleDevices(%q, %d) = %q, want %q", c.visible, c.n, got, c.want)
+		}
+	}
+}
