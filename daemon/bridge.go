@@ -318,7 +318,13 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 	var releases, takes []slurm.Action
 	for _, a := range p.Actions {
 		mj, ok := v.managed[a.JobID]
-		if !ok || a.Kind == policy.Keep {
+		if !ok {
+			continue
+		}
+		if a.Kind == policy.Keep {
+			if ann, ok := mj.profiledAnnotation(a); ok {
+				takes = append(takes, ann)
+			}
 			continue
 		}
 		sa, err := mj.slurmAction(a, now)
@@ -333,6 +339,28 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 		}
 	}
 	return append(releases, takes...), skipped
+}
+
+// profiledAnnotation gives a running job that was started for profiling,
+// and whose model type is now fitted, the plan the policy keeps it on, and
+// clears its profile flag: rubick-srun reads the plan when its phase ends.
+func (mj *managedJob) profiledAnnotation(a policy.Action) (slurm.Action, bool) {
+	if mj.slurm.State != slurm.StateRunning || mj.tag.Extra[tagProfile] != "1" {
+		return slurm.Action{}, false
+	}
+	tag := mj.tag
+	tag.Extra = map[string]string{}
+	for k, v := range mj.tag.Extra {
+		if k != tagProfile {
+			tag.Extra[k] = v
+		}
+	}
+	tag.Plan = a.Plan.String()
+	j := mj.slurm
+	n := max(len(j.NodeList), 1)
+	// The allocation is what the job holds; annotate only records it.
+	return slurm.Action{Kind: slurm.ActionAnnotate, JobID: j.ID, Tag: &tag, Nodes: j.NodeList, NumNodes: n,
+		GPUsPerNode: j.GPUsPerNode, CPUsPerTask: j.CPUs / n, MemPerNodeMB: memPerNode(j)}, true
 }
 
 func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action, error) {

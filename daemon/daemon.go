@@ -369,13 +369,17 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 	}
 	for _, a := range actions {
 		plan, _ := model.ParsePlan(planOf(a))
-		pl := make(model.Placement, len(a.Nodes))
+		n := max(a.NumNodes, len(a.Nodes))
+		if a.GPUsPerNode <= 0 {
+			n = 0 // a GPU-less rigid job: no placement to record
+		}
+		pl := make(model.Placement, n)
 		for i := range pl {
 			pl[i] = a.GPUsPerNode
 		}
 		dec.Actions = append(dec.Actions, store.Action{
 			JobID: int64(a.JobID), Kind: string(a.Kind), Plan: plan,
-			Resources: model.Resources{Placement: pl, CPUs: a.CPUsPerTask * len(a.Nodes), HostMemGB: float64(a.MemPerNodeMB) * float64(len(a.Nodes)) / 1024},
+			Resources: model.Resources{Placement: pl, CPUs: a.CPUsPerTask * n, HostMemGB: float64(a.MemPerNodeMB) * float64(n) / 1024},
 		})
 	}
 	rec, err := d.deps.Store.RecordDecision(ctx, dec)

@@ -331,3 +331,28 @@ func TestApplyReleasesFirstAndKeepsResultOrder(t *testing.T) {
 		t.Errorf("releases applied as %d, %d; want 1, 2 first", a.got[0].JobID, a.got[1].JobID)
 	}
 }
+
+func TestProfiledJobGetsItsPlanOnceFitted(t *testing.T) {
+	j := heldJob(81, "bert", 1, 4)
+	j.State, j.Held, j.NodeList, j.BatchHost = slurm.StateRunning, false, []string{"node1"}, "node1"
+	j.StartTime = t0.Add(-time.Minute)
+	j.Tag.Generation, j.Tag.Extra = 1, map[string]string{"profile": "1", "req": "n1.g4.c8.m64000"}
+	c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{j}}
+	a := &fakeApplier{}
+	d, _ := newTestDaemon(t, c, a)
+	if _, err := d.Cycle(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	var ann *slurm.Action
+	for i := range a.got {
+		if a.got[i].JobID == 81 && a.got[i].Kind == slurm.ActionAnnotate {
+			ann = &a.got[i]
+		}
+	}
+	if ann == nil {
+		t.Fatalf("no annotation of the profiled job; actions %+v", a.got)
+	}
+	if _, err := model.ParsePlan(ann.Tag.Plan); err != nil || ann.Tag.Extra["profile"] != "" {
+		t.Errorf("tag %+v: want a plan and no profile flag", ann.Tag)
+	}
+}
