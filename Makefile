@@ -14,7 +14,7 @@ build: ## build every command into bin/
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 demo: build ## run the simulator on the embedded Base trace with every policy
-	$(BIN)/rubick model validate
+	$(BIN)/rubick sim --workload workload-base --policy rubick,fifo,synergy,sia,antman,rubick-e,rubick-r,rubick-n
 
 check: vet fmt-check man-check test integration e2e ## every test: unit, race, real-Slurm integration and end-to-end
 

@@ -32,11 +32,12 @@ var benchModels = sync.OnceValues(func() (map[string]policy.Estimator, error) {
 	return out, nil
 })
 
-// genRounds builds rounds consecutive snapshots of a cluster of nodes
-// 8-GPU nodes with jobs drawn from the Base trace's mix: most GPUs held by
-// running jobs (of all ages), the rest of the jobs queued; from one round to
-// the next a few jobs finish and as many arrive.
-func genRounds(b *testing.B, nodes, jobs, rounds int) []*policy.Snapshot {
+// genRounds builds rounds consecutive snapshots of a steady cluster of
+// nodes 8-GPU nodes holding jobs jobs drawn from the Base trace's mix: the
+// policy itself places them (its plan applied round after round, as the
+// daemon would), and between rounds a few running jobs finish and as many
+// new jobs arrive.
+func genRounds(b *testing.B, name string, nodes, jobs, rounds int) []*policy.Snapshot {
 	b.Helper()
 	models, err := benchModels()
 	if err != nil {
@@ -52,9 +53,9 @@ func genRounds(b *testing.B, nodes, jobs, rounds int) []*policy.Snapshot {
 	for i := range ns {
 		ns[i] = policy.Node{Name: fmt.Sprintf("n%04d", i), GPUs: 8, CPUs: 96, MemGB: 1600}
 	}
-	epoch := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	now := epoch.Add(24 * time.Hour)
-	mk := func(id int) policy.Job {
+	now := time.Date(2025, 1, 2, 0, 0, 0, 0, time.UTC)
+	next := 0
+	mk := func() policy.Job {
 		for {
 			row := trace[rng.IntN(len(trace))]
 			pl := policy.PackedPlacement(row.GPUs, 8)
@@ -62,78 +63,65 @@ func genRounds(b *testing.B, nodes, jobs, rounds int) []*policy.Snapshot {
 			if err != nil {
 				continue
 			}
-			return policy.Job{ID: fmt.Sprintf("j%06d", id), Model: row.App, Tenant: "default", Guaranteed: rng.IntN(4) == 0,
-				Submit:  now.Add(-time.Duration(rng.IntN(6*3600)) * time.Second),
+			next++
+			return policy.Job{ID: fmt.Sprintf("j%06d", next), Model: row.App, Tenant: "default", Guaranteed: rng.IntN(4) == 0,
+				Submit:  now.Add(-time.Duration(rng.IntN(3*3600)) * time.Second),
 				Request: policy.Request{GPUs: row.GPUs, CPUs: row.CPUs, Plan: plan}}
 		}
 	}
-	free := make([]int, nodes)
-	for i := range free {
-		free[i] = 8
-	}
-	place := func(j *policy.Job) {
-		pl := policy.PackedPlacement(j.Request.GPUs, 8)
-		var alloc []policy.NodeAlloc
-		used := map[int]bool{}
-		for _, g := range pl {
-			n := slices.IndexFunc(free, func(f int) bool { return f >= g })
-			for n >= 0 && used[n] {
-				k := slices.IndexFunc(free[n+1:], func(f int) bool { return f >= g })
-				if k < 0 {
-					n = -1
-					break
-				}
-				n += 1 + k
-			}
-			if n < 0 {
-				return
-			}
-			used[n] = true
-			alloc = append(alloc, policy.NodeAlloc{Node: ns[n].Name, GPUs: g, CPUs: 8 * g, MemGB: 16 * float64(g)})
-		}
-		for _, a := range alloc {
-			var n int
-			fmt.Sscanf(a.Node, "n%d", &n)
-			free[n] -= a.GPUs
-		}
-		j.Alloc, j.Plan = alloc, j.Request.Plan
-		j.RunTime = time.Duration(rng.IntN(4*3600)) * time.Second
-		j.Reconfigs = rng.IntN(2)
-	}
 	all := make([]policy.Job, jobs)
 	for i := range all {
-		all[i] = mk(i)
-		place(&all[i])
+		all[i] = mk()
 	}
-	next := jobs
+	p, err := policy.New(name, policy.DefaultConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	tenants := []policy.Tenant{{Name: "default", GPUQuota: nodes * 4}}
 	var out []*policy.Snapshot
-	for r := range rounds {
-		s, err := policy.NewSnapshot(now.Add(time.Duration(r)*time.Minute), ns, all, []policy.Tenant{{Name: "default", GPUQuota: nodes * 4}}, models, 260*time.Second)
+	const warm = 4
+	for r := range warm + rounds {
+		s, err := policy.NewSnapshot(now, ns, all, tenants, models, 260*time.Second)
 		if err != nil {
 			b.Fatal(err)
 		}
-		out = append(out, s)
+		if r >= warm {
+			out = append(out, s)
+		}
+		plan, err := p.Decide(context.Background(), s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		all = slices.Clone(s.Jobs)
+		for i, a := range plan.Actions {
+			j := &all[i]
+			switch a.Kind {
+			case policy.Start:
+				j.Alloc, j.Plan = a.Alloc, a.Plan
+			case policy.Shrink, policy.Restart:
+				j.Alloc, j.Plan = a.Alloc, a.Plan
+				j.Reconfigs++
+			case policy.Preempt:
+				j.Alloc = nil
+				j.Reconfigs++
+			}
+			if j.Running() {
+				j.RunTime += time.Minute
+			}
+		}
 		// A few running jobs finish, as many new ones arrive.
 		for k := 0; k < max(1, jobs/100); k++ {
 			i := rng.IntN(len(all))
-			for _, a := range all[i].Alloc {
-				var n int
-				fmt.Sscanf(a.Node, "n%d", &n)
-				free[n] += a.GPUs
-			}
-			all[i] = mk(next)
-			all[i].Submit = now.Add(time.Duration(r) * time.Minute)
-			next++
+			all[i] = mk()
+			all[i].Submit = now
 		}
-		for i := range all {
-			all[i].RunTime += time.Minute
-		}
+		now = now.Add(time.Minute)
 	}
 	return out
 }
 
 func benchDecide(b *testing.B, name string, nodes, jobs int) {
-	rounds := genRounds(b, nodes, jobs, 16)
+	rounds := genRounds(b, name, nodes, jobs, 16)
 	p, err := policy.New(name, policy.DefaultConfig())
 	if err != nil {
 		b.Fatal(err)

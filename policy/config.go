@@ -36,6 +36,11 @@ type Config struct {
 	// job must get to start, or keep when it is shrunk: a job crawling on a
 	// sliver of GPUs could not grow back without a restart.
 	MinShare float64
+	// MaxSpread bounds the nodes a job spans to MaxSpread times the nodes of
+	// its request: a job scattered over GPU fragments of many nodes runs on
+	// the model's least certain predictions and costs every round it is
+	// priced in.
+	MaxSpread int
 	// PlanSwitchGain is the predicted speed-up over the requested plan's
 	// family another plan needs to be chosen instead (model error margin).
 	PlanSwitchGain float64
@@ -54,8 +59,9 @@ func DefaultConfig() Config {
 		HostMemPerGPUGB: 16,
 		MaxScale:        0,
 		MinGain:         0.5,
-		MinShare:        0,
+		MinShare:        0.25,
 		PlanSwitchGain:  0.1,
+		MaxSpread:       2,
 		DefaultQuota:    0,
 	}
 }
@@ -79,6 +85,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MinGain=%v must be >= 0", ErrBadConfig, c.MinGain)
 	case !(c.MinShare >= 0 && c.MinShare <= 1):
 		return fmt.Errorf("%w: MinShare=%v must be in [0, 1]", ErrBadConfig, c.MinShare)
+	case c.MaxSpread < 1:
+		return fmt.Errorf("%w: MaxSpread=%d must be >= 1", ErrBadConfig, c.MaxSpread)
 	case !(c.PlanSwitchGain >= 0):
 		return fmt.Errorf("%w: PlanSwitchGain=%v must be >= 0", ErrBadConfig, c.PlanSwitchGain)
 	case c.DefaultQuota < 0:

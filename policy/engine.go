@@ -70,8 +70,22 @@ type jstate struct {
 	frozen bool    // running and not reconfigurable this round
 	admit  bool    // guaranteed and admitted within quota
 	starve bool
-	reason Reason
-	detail string
+	ver    int        // bumped whenever its allocation changes
+	losses []lossMemo // its cheapest release per node, as a victim
+	// fresh[k-1] is its normalised throughput with k more GPUs on a node it
+	// does not hold, valid at version freshVer (nodes must be alike in size).
+	fresh    []float64
+	freshVer int
+	maxNodes int // most nodes it may span
+	reason   Reason
+	detail   string
+}
+
+// lossMemo is a job's cheapest release on one node at one version.
+type lossMemo struct {
+	node, ver int
+	v         victim
+	ok        bool
 }
 
 // nstate is one node during a round.
@@ -146,7 +160,7 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 	r.jobs = make([]*jstate, len(s.Jobs))
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
-		js := &jstate{j: j, idx: i, est: s.Models[j.Model], running: j.Running()}
+		js := &jstate{j: j, idx: i, est: s.Models[j.Model], running: j.Running(), freshVer: -1}
 		for _, a := range j.Alloc {
 			n, _ := s.NodeIndex(a.Node)
 			if a.GPUs == 0 && a.CPUs == 0 {
@@ -165,6 +179,7 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 		js.info = e.jobInfo(r, js)
 		js.cpg = max(e.cfg.MinCPUsPerGPU, min(j.Request.CPUs/max(1, j.Request.GPUs), maxCPUsPerGPU(s)))
 		js.cap = r.capOf(js)
+		js.maxNodes = max(1, e.cfg.MaxSpread*len(js.info.reqShape))
 		if e.v.slo && j.Guaranteed {
 			js.minNT = (1 + e.cfg.SLOMargin) * js.info.ref / js.info.unit
 		}
@@ -334,6 +349,7 @@ func (r *round) adjust(js *jstate, n, dg, dc int) {
 	js.cur[i].gpus += dg
 	js.cur[i].cpus += dc
 	js.gpus += dg
+	js.ver++
 	r.nodes[n].freeGPU -= dg
 	r.nodes[n].freeCPU -= dc
 	r.freeTotal -= dg
@@ -532,37 +548,67 @@ func (r *round) scanVictims(n int, privileged bool) vmemo {
 		if !r.shrinkable(v, privileged) {
 			continue
 		}
-		held := v.on(n)
-		if held == 0 {
-			continue
-		}
-		cur := r.nt(v)
-		for k := 1; k <= held; k++ {
-			var after float64
-			if k < v.gpus {
-				slots := withDelta(v.cur, n, -k)
-				after = r.tput(v, slots, -1, 0, 0).tput / v.info.unit
-				if !r.okAt(v, slots, v.gpus-k, after) {
-					continue
-				}
-			} else if v.minNT > 0 || (v.j.Guaranteed && r.e.v.slo) {
-				continue // a guaranteed job is never preempted
-			}
-			consider(victim{js: v, r: k, loss: (cur - after) / float64(k)})
-			break // the smallest release that leaves a runnable job
+		if c, ok := r.releaseOn(v, n); ok {
+			consider(c)
 		}
 	}
 	return m
+}
+
+// releaseOn is v's cheapest release of GPUs on node n that leaves it at or
+// above its minimum (or preempts a best-effort job), memoised per version.
+func (r *round) releaseOn(v *jstate, n int) (victim, bool) {
+	for _, m := range v.losses {
+		if m.node == n && m.ver == v.ver {
+			return m.v, m.ok
+		}
+	}
+	c, ok := r.computeRelease(v, n)
+	for i := range v.losses {
+		if v.losses[i].node == n {
+			v.losses[i] = lossMemo{node: n, ver: v.ver, v: c, ok: ok}
+			return c, ok
+		}
+	}
+	v.losses = append(v.losses, lossMemo{node: n, ver: v.ver, v: c, ok: ok})
+	return c, ok
+}
+
+func (r *round) computeRelease(v *jstate, n int) (victim, bool) {
+	held := v.on(n)
+	if held == 0 {
+		return victim{}, false
+	}
+	cur := r.nt(v)
+	for k := 1; k <= held; k++ {
+		var after float64
+		if k < v.gpus {
+			slots := withDelta(v.cur, n, -k)
+			after = r.tput(v, slots, -1, 0, 0).tput / v.info.unit
+			if !r.okAt(v, slots, v.gpus-k, after) {
+				continue
+			}
+		} else if v.minNT > 0 || (v.j.Guaranteed && r.e.v.slo) {
+			return victim{}, false // a guaranteed job is never preempted
+		}
+		return victim{js: v, r: k, loss: (cur - after) / float64(k)}, true
+	}
+	return victim{}, false
 }
 
 func better(a, b victim) bool {
 	return a.loss < b.loss || (a.loss == b.loss && a.js.idx < b.js.idx)
 }
 
+// withDelta returns slots with dg GPUs more on node n; a release gives
+// back CPUs in proportion, as take does.
 func withDelta(slots []slot, n, dg int) []slot {
 	out := make([]slot, 0, len(slots))
 	for _, s := range slots {
 		if s.node == n {
+			if dg < 0 && s.gpus > 0 {
+				s.cpus = s.cpus * (s.gpus + dg) / s.gpus
+			}
 			s.gpus += dg
 		}
 		if s.gpus > 0 {
@@ -572,7 +618,8 @@ func withDelta(slots []slot, n, dg int) []slot {
 	return out
 }
 
-// take moves k GPUs on node n from v to j (v nil: from free GPUs).
+// take moves k GPUs on node n from v to j (v nil: from free GPUs; j nil:
+// to free GPUs).
 func (r *round) take(j, v *jstate, n, k int) bool {
 	if v != nil {
 		held := v.on(n)
@@ -587,7 +634,13 @@ func (r *round) take(j, v *jstate, n, k int) bool {
 			dc = heldCPU - heldCPU*(held-k)/held
 		}
 		r.adjust(v, n, -k, -dc)
-		v.reason, v.detail = ReasonReclaimed, "by "+j.j.ID
+		v.reason = ReasonReclaimed
+		if j != nil {
+			v.detail = "by " + j.j.ID
+		}
+	}
+	if j == nil {
+		return true
 	}
 	c, ok := r.cpuFor(j, n, k)
 	if !ok {
@@ -619,12 +672,11 @@ func (r *round) nodeOrder(j *jstate, privileged bool) []int {
 			free = append(free, i)
 			continue
 		}
-		for _, vi := range nd.jobs {
-			v := r.jobs[vi]
-			if v != j && v.on(i) > 0 && r.shrinkable(v, privileged) {
-				busy = append(busy, i)
-				break
-			}
+		// Only nodes with a victim j could take from: any victim when j
+		// is privileged, else one losing less than j's entry slope (for a
+		// job holding nothing) or than its largest possible gain.
+		if v, ok := r.bestVictim(j, i, privileged); ok && (privileged || j.gpus > 0 || v.loss < j.info.entry) {
+			busy = append(busy, i)
 		}
 	}
 	avail := func(i int) int { return r.nodes[i].freeGPU - r.reserved[i] }
@@ -670,7 +722,7 @@ func (r *round) growOn(j *jstate, n int, privileged bool) {
 	nd := &r.nodes[n]
 	for iter := 0; iter < 4*nd.n.GPUs+4; iter++ {
 		room := min(nd.n.GPUs-j.on(n), j.cap-j.gpus)
-		if room <= 0 {
+		if room <= 0 || (j.on(n) == 0 && len(j.cur) >= j.maxNodes) {
 			return
 		}
 		free := max(0, min(nd.freeGPU-r.reserved[n], room))
@@ -694,9 +746,23 @@ func (r *round) growOn(j *jstate, n int, privileged bool) {
 		// Runnable: the best step of k GPUs on this node by gain per GPU.
 		bestK, bestGain := 0, 0.0
 		freeK, freeGain := 0, 0.0
+		fresh := j.on(n) == 0
+		if fresh && j.freshVer != j.ver {
+			// Every node j does not hold yet gives the same shapes: price
+			// them once per allocation of j.
+			j.freshVer = j.ver
+			j.fresh = j.fresh[:0]
+			for k := 1; k <= min(nd.n.GPUs, j.cap-j.gpus); k++ {
+				j.fresh = append(j.fresh, r.tput(j, j.cur, n, k, j.cpg*k).tput/j.info.unit)
+			}
+		}
 		for k := 1; k <= room; k++ {
-			c := j.cpg * k
-			next := r.tput(j, j.cur, n, k, c).tput / j.info.unit
+			var next float64
+			if fresh && k <= len(j.fresh) {
+				next = j.fresh[k-1]
+			} else {
+				next = r.tput(j, j.cur, n, k, j.cpg*k).tput / j.info.unit
+			}
 			g := (next - cur) / float64(k)
 			if g > bestGain+1e-12 {
 				bestK, bestGain = k, g
@@ -714,11 +780,21 @@ func (r *round) growOn(j *jstate, n int, privileged bool) {
 		if bestK <= free || bestGain <= r.e.cfg.MinGain {
 			return
 		}
-		v, ok := r.bestVictim(j, n, privileged)
-		if !ok || v.loss >= bestGain {
+		// Take the step only whole: from victims each losing less than j
+		// gains, until the free GPUs cover it; else leave things as they were.
+		mark := len(r.log)
+		for r.nodes[n].freeGPU-r.reserved[n] < bestK {
+			v, ok := r.bestVictim(j, n, privileged)
+			if !ok || v.loss >= bestGain {
+				r.undo(mark)
+				return
+			}
+			r.take(nil, v.js, n, v.r)
+		}
+		if !r.take(j, nil, n, bestK) {
+			r.undo(mark)
 			return
 		}
-		r.take(j, v.js, n, v.r)
 	}
 }
 
@@ -832,16 +908,7 @@ func (r *round) run(ctx context.Context) error {
 				// Hold back what is free for the oldest starving job, so
 				// that jobs behind it cannot keep taking it forever.
 				reserving = true
-				need := js.info.startGPUs
-				for i := range r.nodes {
-					if need <= 0 {
-						break
-					}
-					k := min(need, r.nodes[i].freeGPU)
-					r.reserved[i] += k
-					r.reservedTotal += k
-					need -= k
-				}
+				r.reserve(js.info.startGPUs)
 			}
 		}
 	}
@@ -875,6 +942,22 @@ func (r *round) replace(js *jstate) {
 	r.logging = false
 	js.reason = ReasonSlope
 	js.detail = fmt.Sprintf("%.2fx faster", now/old)
+}
+
+// reserve holds back up to need free GPUs, node by node, for the rest of
+// the round, so that jobs behind a starving one cannot keep taking them.
+func (r *round) reserve(need int) {
+	for i := range r.nodes {
+		if need <= 0 {
+			return
+		}
+		k := min(need, r.nodes[i].freeGPU-r.reserved[i])
+		if k > 0 {
+			r.reserved[i] += k
+			r.reservedTotal += k
+			need -= k
+		}
+	}
 }
 
 func bySubmit(a, b *jstate) int {

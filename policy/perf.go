@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"slices"
 	"sync"
 
 	"github.com/rubick-sched/rubick/model"
@@ -18,6 +17,9 @@ const (
 	spaceDP
 	// spaceFixed allows only the requested plan, on its own GPU count.
 	spaceFixed
+	// spacePick is spaceAny biased to the requested family (see pick); it
+	// only names pick's own cache entries.
+	spacePick
 )
 
 // perfKey identifies one cached prediction: the best plan of a model type
@@ -74,13 +76,25 @@ func (c *perfCache) sync(models map[string]Estimator) {
 
 // shapeKey encodes a placement as its canonical byte string.
 func shapeKey(pl []int) string {
-	b := make([]byte, 0, len(pl))
-	for _, g := range pl {
-		if g > 0 {
-			b = append(b, byte(min(g, 255)))
-		}
+	if len(pl) > 16 {
+		return shapeKeyLong(pl)
 	}
-	slices.SortFunc(b, func(x, y byte) int { return int(y) - int(x) })
+	var arr [16]byte
+	b := arr[:0]
+	for _, g := range pl {
+		if g <= 0 {
+			continue
+		}
+		// Insertion sort, descending: shapes are short.
+		x := byte(min(g, 255))
+		b = append(b, x)
+		i := len(b) - 1
+		for i > 0 && b[i-1] < x {
+			b[i] = b[i-1]
+			i--
+		}
+		b[i] = x
+	}
 	return string(b)
 }
 
@@ -174,13 +188,42 @@ func compute(est Estimator, sp space, req model.Plan, shape string, cpus int, me
 // predicted at least gain faster: the user's plan ran before, the model
 // may be off by several per cent, and a wrong switch costs a restart.
 func (c *perfCache) pick(name string, est Estimator, sp space, req model.Plan, shape string, cpus int, memGB, gain float64) perfVal {
-	v := c.best(name, est, sp, req, shape, cpus, memGB, 0)
 	if sp != spaceAny || gain <= 0 {
+		return c.best(name, est, sp, req, shape, cpus, memGB, 0)
+	}
+	k := perfKey{model: name, space: spacePick, req: req, shape: shape, cpus: cpus, mem: int(memGB)}
+	c.mu.Lock()
+	v, ok := c.m[k]
+	c.mu.Unlock()
+	if ok {
 		return v
 	}
+	v = c.best(name, est, spaceAny, req, shape, cpus, memGB, 0)
 	d := c.best(name, est, spaceDP, req, shape, cpus, memGB, 0)
 	if d.tput > 0 && v.tput < d.tput*(1+gain) {
-		return d
+		v = d
 	}
+	c.mu.Lock()
+	c.m[k] = v
+	c.mu.Unlock()
 	return v
+}
+
+// shapeKeyLong is shapeKey by counting, for shapes over many nodes.
+func shapeKeyLong(pl []int) string {
+	var count [256]int
+	n := 0
+	for _, g := range pl {
+		if g > 0 {
+			count[min(g, 255)]++
+			n++
+		}
+	}
+	b := make([]byte, 0, n)
+	for g := 255; g > 0; g-- {
+		for range count[g] {
+			b = append(b, byte(g))
+		}
+	}
+	return string(b)
 }

@@ -45,7 +45,7 @@ type Config struct {
 	// MaxTime stops a replay that has not finished (a policy that starves a job).
 	MaxTime time.Duration
 	// MeasuredCPUsPerGPU is the CPU count per GPU the measured iteration
-	// times are taken to have run with (the traces request 8).
+	// times ran with (DeepSpeed's CPU Adam threads per process).
 	MeasuredCPUsPerGPU int
 }
 
@@ -55,7 +55,7 @@ func DefaultConfig() Config {
 	return Config{
 		Nodes: 8, GPUsPerNode: 8, CPUsPerNode: 96, MemPerNodeGB: 1600,
 		Interval: time.Minute, RestartPenalty: 260 * time.Second, LoadScale: 1,
-		MaxTime: 3 * 24 * time.Hour, MeasuredCPUsPerGPU: 8,
+		MaxTime: 3 * 24 * time.Hour, MeasuredCPUsPerGPU: artifact.MeasuredThreadsPerGPU,
 	}
 }
 
@@ -166,7 +166,7 @@ func loadJobs(rows []artifact.Job, d *Data, cfg Config) ([]*Job, error) {
 		j := &Job{Job: r, Submit: r.SubmitS / cfg.LoadScale, steps: float64(r.Steps),
 			Request: policy.Request{GPUs: r.GPUs, CPUs: r.CPUs, Placement: pl, Plan: plan}}
 		if j.Request.CPUs <= 0 {
-			j.Request.CPUs = r.GPUs * cfg.MeasuredCPUsPerGPU
+			j.Request.CPUs = r.GPUs * 8 // the traces' own ratio
 		}
 		t, err := d.Oracle.IterTime(r.App, plan, pl, j.Request.CPUs)
 		if err != nil {

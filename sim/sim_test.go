@@ -99,13 +99,13 @@ func TestOracleMatching(t *testing.T) {
 
 func TestOracleScalesOffloadWithCPUs(t *testing.T) {
 	d := data(t)
-	// llama7,zero-offload,8 = 9.401 s measured with (we take) 8 CPUs per GPU.
+	// llama7,zero-offload,8 = 9.401 s, measured with 4 CPU Adam threads per GPU.
 	plan := model.Plan{DP: 8, TP: 1, PP: 1, MicroBatch: 1, Accum: 1, ZeRO: 2, Offload: true}
-	ref, err := d.Oracle.IterTime("llama7", plan, model.Placement{8}, 64)
+	ref, err := d.Oracle.IterTime("llama7", plan, model.Placement{8}, 32)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fewer, err := d.Oracle.IterTime("llama7", plan, model.Placement{8}, 16)
+	fewer, err := d.Oracle.IterTime("llama7", plan, model.Placement{8}, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestOracleScalesOffloadWithCPUs(t *testing.T) {
 		t.Errorf("at the measured CPUs: %+v, want the measured 9.401 s unscaled", ref)
 	}
 	if !fewer.CPUScaled || !(fewer.IterS > ref.IterS) {
-		t.Errorf("with 16 CPUs: %+v, want a scaled time above %.3f s", fewer, ref.IterS)
+		t.Errorf("with 8 CPUs: %+v, want a scaled time above %.3f s", fewer, ref.IterS)
 	}
 }
 

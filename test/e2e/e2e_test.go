@@ -63,6 +63,7 @@ type Result struct {
 	DecisionToRunningSamples int     `json:"decision_to_running_samples"`
 	RubickdKills             int     `json:"rubickd_kills"`
 	IterationsShort          int     `json:"iterations_short"`
+	ReplannedJobs            int     `json:"replanned_jobs"`
 	WallS                    float64 `json:"wall_s"`
 }
 
@@ -254,6 +255,15 @@ log_level: info
 			t.Errorf("history of %d: %v", id, err)
 			continue
 		}
+		// A restarted job's trainer must have received a new plan and
+		// resumed from its checkpoint.
+		if j.RestartCount > 0 {
+			plans, resumed := trainerLog(t, filepath.Join(dir, fmt.Sprintf("job-%d.out", id)))
+			if len(plans) >= 2 && resumed > 0 {
+				res.ReplannedJobs++
+			}
+			t.Logf("job %d: rank-0 plans %v, %d resumes", id, plans, resumed)
+		}
 		// Slurm counts the job's restarts; the store says which of them
 		// gave the job fewer GPUs.
 		res.Reconfigurations += j.RestartCount
@@ -288,8 +298,9 @@ log_level: info
 	if res.Lost != 0 || res.StuckHeld != 0 || res.IterationsShort != 0 {
 		t.Errorf("lost %d, stuck held %d, short of iterations %d: all must be 0", res.Lost, res.StuckHeld, res.IterationsShort)
 	}
-	if res.Reconfigurations == 0 {
-		t.Errorf("no running job was reconfigured")
+	if res.Reconfigurations == 0 || res.ReplannedJobs == 0 {
+		t.Errorf("reconfigurations %d, replanned jobs %d: want a running job restarted with a new plan, resumed from its checkpoint",
+			res.Reconfigurations, res.ReplannedJobs)
 	}
 }
 
@@ -302,6 +313,28 @@ exec %[1]s/rubick-srun --launcher gpu -- %[1]s/rubick-emu-trainer --model-type "
   --global-batch-size "$E2E_BATCH" --train-iters "$E2E_ITERS" --time-scale 0.25 --log-interval 10 \
   --save %[2]s/ckpt-"$SLURM_JOB_ID"
 `, bin, dir)
+}
+
+// trainerLog returns the distinct plans rank 0 of the emulated trainer
+// received, in order, and how often it resumed from a checkpoint.
+func trainerLog(t *testing.T, path string) (plans []string, resumed int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Errorf("job log: %v", err)
+		return nil, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, "received rank=0 ") {
+			if _, plan, ok := strings.Cut(line, " plan="); ok && !slices.Contains(plans, plan) {
+				plans = append(plans, plan)
+			}
+		}
+		if strings.HasPrefix(line, " loading checkpoint from ") {
+			resumed++
+		}
+	}
+	return plans, resumed
 }
 
 // iterationsDone reads the trainer's Megatron-style checkpoint tracker.
