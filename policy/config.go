@@ -59,7 +59,7 @@ func DefaultConfig() Config {
 		HostMemPerGPUGB: 16,
 		MaxScale:        0,
 		MinGain:         0.5,
-		MinShare:        0.25,
+		MinShare:        0.5,
 		PlanSwitchGain:  0.1,
 		MaxSpread:       2,
 		DefaultQuota:    0,
