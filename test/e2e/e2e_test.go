@@ -211,7 +211,7 @@ log_level: info
 			t.Errorf("jobs not finished after %v; rubickd log: %s", time.Since(start), d.log)
 			break
 		}
-		time.Sleep(time.Duration(1000+rng.IntN(6000)) * time.Millisecond)
+		time.Sleep(time.Duration(1000+rng.IntN(3000)) * time.Millisecond)
 		if kills < 20 {
 			d.kill()
 			kills++
@@ -294,6 +294,9 @@ log_level: info
 		if err := os.WriteFile(p, append(line, '\n'), 0o644); err != nil {
 			t.Error(err)
 		}
+	}
+	if res.RubickdKills < 20 {
+		t.Errorf("rubickd was killed %d times before the jobs finished, want 20", res.RubickdKills)
 	}
 	if res.Lost != 0 || res.StuckHeld != 0 || res.IterationsShort != 0 {
 		t.Errorf("lost %d, stuck held %d, short of iterations %d: all must be 0", res.Lost, res.StuckHeld, res.IterationsShort)
