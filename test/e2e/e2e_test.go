@@ -167,6 +167,27 @@ log_level: info
 	wg.Add(1)
 	go func() { defer wg.Done(); w.loop(wctx, cluster) }()
 
+	// Kill rubickd at random points of its cycles, 20 times, from the first
+	// submission on, restarting it each time.
+	kctx, kstop := context.WithCancel(ctx)
+	killed := make(chan int, 1)
+	go func() {
+		rng := rand.New(rand.NewPCG(uint64(start.UnixNano()), 7))
+		n := 0
+		for n < 20 {
+			select {
+			case <-kctx.Done():
+				killed <- n
+				return
+			case <-time.After(time.Duration(1000+rng.IntN(3000)) * time.Millisecond):
+			}
+			d.kill()
+			n++
+			d.start()
+		}
+		killed <- n
+	}()
+
 	// Submit the scenario.
 	script := filepath.Join(dir, "train.sh")
 	if err := os.WriteFile(script, []byte(trainScript(bin, dir)), 0o755); err != nil {
@@ -196,9 +217,7 @@ log_level: info
 	}
 	t.Logf("submitted %v", ids)
 
-	// Kill rubickd at random points until every job has finished.
-	rng := rand.New(rand.NewPCG(uint64(start.UnixNano()), 7))
-	kills := 0
+	// Wait for every job; the killer below SIGKILLs rubickd meanwhile.
 	for {
 		finished, err := allFinished(ctx, cluster, ids)
 		if err != nil {
@@ -211,13 +230,10 @@ log_level: info
 			t.Errorf("jobs not finished after %v; rubickd log: %s", time.Since(start), d.log)
 			break
 		}
-		time.Sleep(time.Duration(1000+rng.IntN(3000)) * time.Millisecond)
-		if kills < 20 {
-			d.kill()
-			kills++
-			d.start()
-		}
+		time.Sleep(time.Second)
 	}
+	kstop()
+	kills := <-killed
 	wstop()
 	wg.Wait()
 	d.stop()
@@ -419,15 +435,18 @@ type daemonProc struct {
 }
 
 func (d *daemonProc) start() {
+	// Errorf, not Fatal: the killer goroutine restarts rubickd too.
 	f, err := os.OpenFile(d.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		d.t.Fatal(err)
+		d.t.Errorf("rubickd log: %v", err)
+		return
 	}
 	d.cmd = exec.Command(d.bin, "--config", d.cfg)
 	d.cmd.Env = d.env
 	d.cmd.Stdout, d.cmd.Stderr = f, f
 	if err := d.cmd.Start(); err != nil {
-		d.t.Fatal(err)
+		d.t.Errorf("start rubickd: %v", err)
+		d.cmd = nil
 	}
 	f.Close()
 }
