@@ -5,7 +5,7 @@ PKGS      := ./...
 LAB       ?= /tmp/rubick-lab
 export LAB
 
-.PHONY: help build demo check test vet fmt-check man man-check bench integration e2e lab-up lab-down generate clean
+.PHONY: help build demo check test vet fmt-check man man-check bench integration integration-2411 e2e lab-up lab-down generate clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -16,7 +16,7 @@ build: ## build every command into bin/
 demo: build ## run the simulator on the embedded Base trace with every policy
 	$(BIN)/rubick sim --workload workload-base --policy rubick,fifo,synergy,sia,antman,rubick-e,rubick-r,rubick-n
 
-check: vet fmt-check man-check test integration e2e ## every test: unit, race, real-Slurm integration and end-to-end
+check: vet fmt-check man-check test integration integration-2411 e2e ## every test: unit, race, real-Slurm integration and end-to-end
 
 vet: ## go vet
 	$(GO) vet $(PKGS)
@@ -40,6 +40,16 @@ integration: ## tests against the local Slurm lab (installs and starts it when r
 	@if [ -r "$(LAB)/env.sh" ] && ( . "$(LAB)/env.sh" && scontrol ping 2>/dev/null | grep -q UP ); then \
 	  . "$(LAB)/env.sh" && $(GO) test -tags integration -count=1 ./test/integration/; \
 	else echo "SKIP: real-Slurm integration tests: no Slurm lab running at $(LAB) (as root: make lab-up)"; fi
+
+TRIXIE_ROOT ?= /tmp/rubick-trixie
+export TRIXIE_ROOT
+
+integration-2411: ## the v0.0.41 client and the Applier against real Slurm 24.11 (a trixie chroot; root)
+	@if [ "$$(id -u)" = 0 ] && ! scripts/lab/trixie-up.sh; then \
+	  echo "SKIP: Slurm 24.11 tests: the trixie chroot could not be built here (see the output above)"; \
+	elif [ -r "$(TRIXIE_ROOT)/lab/env.sh" ]; then \
+	  . "$(TRIXIE_ROOT)/lab/env.sh" && $(GO) test -tags integration -count=1 ./test/slurm2411/; \
+	else echo "SKIP: Slurm 24.11 tests: no chroot lab at $(TRIXIE_ROOT) (as root: make lab-2411)"; fi
 
 e2e: ## end-to-end run on the Slurm lab (about 3 minutes), ending with one JSON line of results
 	@if [ -r "$(LAB)/env.sh" ] && ( . "$(LAB)/env.sh" && scontrol ping 2>/dev/null | grep -q UP ); then \

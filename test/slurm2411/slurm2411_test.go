@@ -1,0 +1,117 @@
+//go:build integration
+
+// Package slurm2411 tests the slurmrestd v0.0.41 client and the Applier
+// against a real Slurm 24.11 (scripts/lab/trixie-up.sh, a Debian trixie
+// chroot): version detection, nodes, a REST submission tagged and held by
+// job_submit.lua, and a start through scontrol that lands where asked.
+package slurm2411
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+func TestV0041AgainstSlurm2411(t *testing.T) {
+	root := os.Getenv("SLURM_CHROOT")
+	url, token := os.Getenv("SLURMRESTD_URL"), os.Getenv("SLURMRESTD_TOKEN_FILE")
+	if root == "" || url == "" || token == "" {
+		t.Skip("SKIP: no Slurm 24.11 chroot lab in the environment (as root: make lab-2411; source /tmp/rubick-trixie/lab/env.sh)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := slurm.NewCluster(ctx, slurm.Config{URL: url, User: "root", TokenFile: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Version() != slurm.Version41 {
+		t.Fatalf("detected %s, want %s", c.Version(), slurm.Version41)
+	}
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes) < 2 {
+		t.Fatalf("%d nodes, want the lab's 4", len(nodes))
+	}
+	for _, n := range nodes {
+		if n.GPUs != 8 || n.CPUs <= 0 || n.MemMB <= 0 {
+			t.Errorf("node %+v: want 8 GPUs and positive CPUs and memory", n)
+		}
+	}
+
+	// A REST submission carries its model type in the comment; the lab's
+	// job_submit.lua tags and holds it.
+	id, err := c.Submit(ctx, slurm.SubmitRequest{
+		Name: "rubick-2411", Partition: "gpu", Script: "#!/bin/bash\nsleep 120\n", Nodes: 1, Tasks: 1,
+		CPUsPerTask: 1, GPUsPerNode: 1, MemPerNodeMB: 1000, Requeue: true, Comment: "rubick:model=bert",
+		WorkDir: "/tmp", StdOut: "/dev/null", Env: []string{"PATH=/usr/bin:/bin"},
+	})
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	t.Cleanup(func() { cancelJob(root, id) })
+	j, err := c.Job(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !j.Held || j.State != slurm.StatePending || j.Tag == nil || j.Tag.ModelType != "bert" {
+		t.Fatalf("job %d: state %s held %v tag %+v; want pending, held, model bert", id, j.State, j.Held, j.Tag)
+	}
+
+	// Start it on two chosen nodes with 4 GPUs each, through the Applier
+	// and the chroot's scontrol.
+	scontrol := filepath.Join(t.TempDir(), "scontrol")
+	wrapper := fmt.Sprintf("#!/bin/sh\nexec chroot %s scontrol \"$@\"\n", root)
+	if err := os.WriteFile(scontrol, []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	app, err := slurm.NewApplier(slurm.ApplierConfig{Scontrol: scontrol, Scancel: scontrol, Cluster: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{nodes[0].Name, nodes[1].Name}
+	tag := *j.Tag
+	tag.Plan, tag.Generation = "dp8.tp1.pp1.mb4.a1.z0", 1
+	res := app.ApplyOne(ctx, slurm.Action{Kind: slurm.ActionStart, JobID: id, Nodes: want, GPUsPerNode: 4, CPUsPerTask: 2, MemPerNodeMB: 2000, Tag: &tag})
+	if res.Err != nil {
+		t.Fatalf("start: %v (steps %+v)", res.Err, res.Steps)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		j, err = c.Job(ctx, id)
+		if err == nil && j.State == slurm.StateRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %d not running 60 s after release: %+v %v", id, j, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	got := slices.Clone(j.NodeList)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) || j.GPUsPerNode != 4 {
+		t.Errorf("running on %v with %d GPUs per node, want %v with 4", got, j.GPUsPerNode, want)
+	}
+	if j.Tag == nil || j.Tag.Plan != tag.Plan || !strings.Contains(j.AdminComment, "rubick:v1") {
+		t.Errorf("tag after start = %+v (AdminComment %q), want plan %s", j.Tag, j.AdminComment, tag.Plan)
+	}
+}
+
+func cancelJob(root string, id int) {
+	// Best effort: the lab is torn down with its jobs anyway.
+	_ = runArgv("chroot", root, "scancel", fmt.Sprint(id))
+}
+
+func runArgv(argv ...string) error {
+	return exec.Command(argv[0], argv[1:]...).Run()
+}
