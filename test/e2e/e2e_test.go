@@ -116,7 +116,7 @@ func TestEndToEnd(t *testing.T) {
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/rubickd", "./cmd/rubick-srun", "./cmd/rubick-emu-trainer")
+	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/rubickd", "./cmd/rubick-srun", "./cmd/rubick-emu-trainer", "./cmd/rubick")
 	build.Dir = repoRoot(t)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
@@ -303,6 +303,7 @@ log_level: info
 		slices.Sort(delays)
 		res.MedianDecisionToRunningS = delays[len(delays)/2]
 	}
+	checkAccounting(t, l, filepath.Join(bin, "rubick"), dbPath, ids, res.Reconfigurations)
 	res.WallS = time.Since(start).Seconds()
 	line, _ := json.Marshal(res)
 	t.Logf("%s", line)
@@ -332,6 +333,59 @@ exec %[1]s/rubick-srun --launcher gpu -- %[1]s/rubick-emu-trainer --model-type "
   --global-batch-size "$E2E_BATCH" --train-iters "$E2E_ITERS" --time-scale 0.25 --log-interval 10 \
   --save %[2]s/ckpt-"$SLURM_JOB_ID"
 `, bin, dir)
+}
+
+// checkAccounting reads the finished jobs back from Slurm accounting: sacct
+// shows each job's plan in its AdminComment, and `rubick report` over the
+// lab's sacct and rubickd's store counts every job and reconfiguration.
+func checkAccounting(t *testing.T, l lab, rubick, db string, ids []int, reconfigs int) {
+	t.Helper()
+	var list []string
+	for _, id := range ids {
+		list = append(list, strconv.Itoa(id))
+	}
+	// slurmdbd receives the final records a moment after the jobs end.
+	var out string
+	for try := 0; try < 20; try++ {
+		out = l.run(t, "sacct", "-P", "-X", "-n", "-j", strings.Join(list, ","), "-o", "JobID,State,AdminComment")
+		if strings.Count(out, "plan=") >= len(ids) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Split(line, "|")
+		if len(f) == 3 && !strings.Contains(f[2], "plan=") {
+			t.Errorf("sacct shows no plan for job %s: %q", f[0], line)
+		}
+	}
+	if strings.Count(out, "plan=") < len(ids) {
+		t.Errorf("sacct shows %d plans for %d jobs:\n%s", strings.Count(out, "plan="), len(ids), out)
+	}
+	rep := l.run(t, rubick, "report", "--json", "--since", "-1h", "--store", db, "--tz", "UTC", "--by", "model")
+	var r struct {
+		Jobs []struct {
+			JobID            string   `json:"job_id"`
+			Reconfigurations int      `json:"reconfigurations"`
+			Plans            []string `json:"plans"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal([]byte(rep), &r); err != nil {
+		t.Fatalf("rubick report --json: %v\n%s", err, rep)
+	}
+	found, total := 0, 0
+	for _, j := range r.Jobs {
+		if slices.Contains(list, j.JobID) {
+			found++
+			total += j.Reconfigurations
+			if len(j.Plans) == 0 {
+				t.Errorf("rubick report: job %s has no plan history", j.JobID)
+			}
+		}
+	}
+	if found != len(ids) || total < reconfigs {
+		t.Errorf("rubick report found %d of %d jobs and %d reconfigurations (Slurm counted %d)", found, len(ids), total, reconfigs)
+	}
 }
 
 // trainerLog returns the distinct plans rank 0 of the emulated trainer

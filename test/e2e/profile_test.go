@@ -101,7 +101,7 @@ log_level: info
 exec %[1]s/rubick-srun --launcher gpu --state-dir %[2]s/state-"$SLURM_JOB_ID" \
   --munge-socket %[3]s --report-url http://127.0.0.1:%[4]d/samples --profile-iters 5 -- \
   %[1]s/rubick-emu-trainer --model-type bert --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \
-  --micro-batch-size 8 --global-batch-size %[5]d --train-iters 200 --time-scale 0.25 --log-interval 10 \
+  --micro-batch-size 4 --global-batch-size %[5]d --train-iters 200 --time-scale 0.25 --log-interval 10 \
   --save %[2]s/ckpt-"$SLURM_JOB_ID"
 `, bin, dir, socket, port, spec.GlobalBatch)
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
@@ -113,7 +113,7 @@ exec %[1]s/rubick-srun --launcher gpu --state-dir %[2]s/state-"$SLURM_JOB_ID" \
 	}
 	submit := func() int {
 		out := l.run(t, "sbatch", "--parsable", "--model-type="+mt, "-p", "gpu", "-J", "e2e-"+mt, "-N", "1",
-			"--ntasks-per-node=1", "--gres=gpu:4", "--cpus-per-task=16", "--mem=32G", "--requeue",
+			"--ntasks-per-node=1", "--gres=gpu:8", "--cpus-per-task=32", "--mem=32G", "--requeue",
 			"--open-mode=append", "-o", filepath.Join(dir, "job-%j.out"), script)
 		id, err := strconv.Atoi(strings.Split(out, ";")[0])
 		if err != nil {
