@@ -37,7 +37,7 @@ var benchModels = sync.OnceValues(func() (map[string]policy.Estimator, error) {
 // policy itself places them (its plan applied round after round, as the
 // daemon would), and between rounds a few running jobs finish and as many
 // new jobs arrive.
-func genRounds(b *testing.B, name string, nodes, jobs, rounds int) []*policy.Snapshot {
+func genRounds(b *testing.B, name string, nodes, jobs, warm, rounds int) []*policy.Snapshot {
 	b.Helper()
 	models, err := benchModels()
 	if err != nil {
@@ -79,7 +79,6 @@ func genRounds(b *testing.B, name string, nodes, jobs, rounds int) []*policy.Sna
 	}
 	tenants := []policy.Tenant{{Name: "default", GPUQuota: nodes * 4}}
 	var out []*policy.Snapshot
-	const warm = 4
 	for r := range warm + rounds {
 		s, err := policy.NewSnapshot(now, ns, all, tenants, models, 260*time.Second)
 		if err != nil {
@@ -87,6 +86,9 @@ func genRounds(b *testing.B, name string, nodes, jobs, rounds int) []*policy.Sna
 		}
 		if r >= warm {
 			out = append(out, s)
+		}
+		if len(out) == rounds {
+			break
 		}
 		plan, err := p.Decide(context.Background(), s)
 		if err != nil {
@@ -121,7 +123,7 @@ func genRounds(b *testing.B, name string, nodes, jobs, rounds int) []*policy.Sna
 }
 
 func benchDecide(b *testing.B, name string, nodes, jobs int) {
-	rounds := genRounds(b, name, nodes, jobs, 16)
+	rounds := genRounds(b, name, nodes, jobs, 4, 16)
 	p, err := policy.New(name, policy.DefaultConfig())
 	if err != nil {
 		b.Fatal(err)
@@ -156,3 +158,18 @@ func BenchmarkDecideRubick110Jobs8Nodes(b *testing.B)      { benchDecide(b, "rub
 func BenchmarkDecideRubick2048Jobs256Nodes(b *testing.B)   { benchDecide(b, "rubick", 256, 2048) }
 func BenchmarkDecideRubick10000Jobs1000Nodes(b *testing.B) { benchDecide(b, "rubick", 1000, 10000) }
 func BenchmarkDecideFIFO2048Jobs256Nodes(b *testing.B)     { benchDecide(b, "fifo", 256, 2048) }
+
+// benchCold times the first round of a fresh policy (empty caches) on a
+// cluster whose jobs are all queued: a restarted daemon's worst round.
+func benchCold(b *testing.B, nodes, jobs int) {
+	s := genRounds(b, "rubick", nodes, jobs, 0, 1)[0]
+	for b.Loop() {
+		p, _ := policy.New("rubick", policy.DefaultConfig())
+		if _, err := p.Decide(context.Background(), s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecideRubickCold2048Jobs256Nodes(b *testing.B)   { benchCold(b, 256, 2048) }
+func BenchmarkDecideRubickCold10000Jobs1000Nodes(b *testing.B) { benchCold(b, 1000, 10000) }

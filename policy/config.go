@@ -53,13 +53,13 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		ReconfigKeep:    0.9,
-		StarvationAge:   2 * time.Hour,
+		StarvationAge:   4 * time.Hour,
 		SLOMargin:       0.2,
 		MinCPUsPerGPU:   1,
 		HostMemPerGPUGB: 16,
 		MaxScale:        0,
 		MinGain:         0.5,
-		MinShare:        0.5,
+		MinShare:        0,
 		PlanSwitchGain:  0.1,
 		MaxSpread:       2,
 		DefaultQuota:    0,

@@ -15,18 +15,19 @@ import (
 // variant selects which reconfigurations a slope-driven policy may make;
 // rubick and its ablations and Sia share the same engine.
 type variant struct {
-	space    space // plans it may choose
-	fixedRes bool  // GPUs fixed at the request (start or preempt only)
-	tuneCPU  bool  // CPUs are a second, tuned dimension
-	slo      bool  // guaranteed jobs get SLO admission within quota
-	sia      bool  // Sia's configuration set: power-of-two single node or whole nodes
-	replan   bool  // a running job may restart on the same resources with a faster plan
+	space   space // plans it may choose
+	tuneCPU bool  // CPUs are a second, tuned dimension
+	slo     bool  // guaranteed jobs get SLO admission within quota
+	sia     bool  // Sia's configuration set: power-of-two single node or whole nodes
+	replan  bool  // a running job may restart on the same resources with a faster plan
+	// noStarve drops the anti-starvation age (Sia has none).
+	noStarve bool
 }
 
 var (
 	variantRubick        = variant{space: spaceAny, tuneCPU: true, slo: true, replan: true}
 	variantResourcesOnly = variant{space: spaceDP, tuneCPU: true, slo: true}
-	variantSia           = variant{space: spaceDP, sia: true}
+	variantSia           = variant{space: spaceDP, sia: true, noStarve: true}
 )
 
 // engine is Algorithm 1 (BRIEF section 4) parameterised by a variant.
@@ -132,7 +133,15 @@ type vmemo struct {
 
 // Decide implements Policy.
 func (e *engine) Decide(ctx context.Context, s *Snapshot) (Plan, error) {
-	e.perf.sync(s.Models)
+	if stale := e.perf.sync(s.Models); len(stale) > 0 {
+		e.mu.Lock()
+		for k := range e.infos {
+			if stale[k.model] {
+				delete(e.infos, k)
+			}
+		}
+		e.mu.Unlock()
+	}
 	r, err := e.newRound(s)
 	if err != nil {
 		return Plan{}, err
@@ -189,7 +198,7 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 		}
 		// Old jobs, queued or running, are served first and are not shrunk
 		// for younger ones: that bounds the tail of completion times.
-		js.starve = !(e.v.slo && j.Guaranteed) && e.cfg.StarvationAge > 0 && s.Now.Sub(j.Submit) >= e.cfg.StarvationAge
+		js.starve = !(e.v.slo && j.Guaranteed) && !e.v.noStarve && e.cfg.StarvationAge > 0 && s.Now.Sub(j.Submit) >= e.cfg.StarvationAge
 		r.jobs[i] = js
 	}
 	for i := range r.nodes {
@@ -210,9 +219,6 @@ func maxCPUsPerGPU(s *Snapshot) int {
 
 func (r *round) capOf(js *jstate) int {
 	req := js.j.Request.GPUs
-	if r.e.v.fixedRes {
-		return req
-	}
 	total := 0
 	for _, n := range r.s.Nodes {
 		total += n.GPUs
@@ -236,12 +242,15 @@ func (e *engine) reconfigurable(s *Snapshot, j *Job) bool {
 	return (t-float64(j.Reconfigs+1)*delta)/t >= e.cfg.ReconfigKeep
 }
 
-// infoKey identifies a request; jobInfo depends on nothing else.
+// infoKey identifies a request on a cluster shape; jobInfo depends on
+// nothing else (and on the estimator, whose change drops the entries).
 type infoKey struct {
-	model string
-	plan  model.Plan
-	shape string
-	cpus  int
+	model    string
+	plan     model.Plan
+	shape    string
+	cpus     int
+	nodeGPUs int
+	memGB    int
 }
 
 // jobInfo is derived from a job's request once and cached.
@@ -265,7 +274,7 @@ func (e *engine) jobInfo(r *round, js *jstate) jobInfo {
 	if len(pl) == 0 {
 		pl = PackedPlacement(j.Request.GPUs, r.nodeGPUs)
 	}
-	k := infoKey{model: j.Model, plan: j.Request.Plan, shape: shapeKey(pl), cpus: j.Request.CPUs}
+	k := infoKey{model: j.Model, plan: j.Request.Plan, shape: shapeKey(pl), cpus: j.Request.CPUs, nodeGPUs: r.nodeGPUs, memGB: int(r.memGB)}
 	e.mu.Lock()
 	info, ok := e.infos[k]
 	e.mu.Unlock()
@@ -273,29 +282,23 @@ func (e *engine) jobInfo(r *round, js *jstate) jobInfo {
 		return info
 	}
 	info = jobInfo{reqShape: k.shape, minGPUs: j.Request.GPUs, minShape: k.shape}
-	info.ref = e.perf.best(j.Model, js.est, spaceFixed, j.Request.Plan, k.shape, j.Request.CPUs, r.memGB, r.nodeGPUs).tput
+	info.ref = e.perf.best(j.Model, js.est, spaceFixed, j.Request.Plan, k.shape, j.Request.CPUs, r.memGB).tput
 	if !(info.ref > 0) {
-		info.ref = e.perf.best(j.Model, js.est, spaceAny, j.Request.Plan, k.shape, j.Request.CPUs, r.memGB, r.nodeGPUs).tput
+		info.ref = e.perf.best(j.Model, js.est, spaceAny, j.Request.Plan, k.shape, j.Request.CPUs, r.memGB).tput
 	}
 	if !(info.ref > 0) {
 		info.ref = 1
 	}
 	cpg := max(1, j.Request.CPUs/max(1, j.Request.GPUs))
-	hi := j.Request.GPUs
-	if !e.v.fixedRes {
-		hi = max(hi, r.nodeGPUs)
-	}
-	info.unit = e.perf.best(j.Model, js.est, spaceAny, model.Plan{}, shapeKey(PackedPlacement(r.nodeGPUs, r.nodeGPUs)), r.nodeGPUs*cpg, r.memGB, r.nodeGPUs).tput / float64(max(1, r.nodeGPUs))
+	hi := max(j.Request.GPUs, r.nodeGPUs)
+	info.unit = e.perf.best(j.Model, js.est, spaceAny, model.Plan{}, shapeKey(PackedPlacement(r.nodeGPUs, r.nodeGPUs)), r.nodeGPUs*cpg, r.memGB).tput / float64(max(1, r.nodeGPUs))
 	if !(info.unit > 0) {
 		info.unit = info.ref / float64(j.Request.GPUs)
 	}
 	minNT := (1 + e.cfg.SLOMargin) * info.ref / info.unit
 	for g := 1; g <= hi; g++ {
-		if e.v.fixedRes && g != j.Request.GPUs {
-			continue
-		}
 		shape := shapeKey(PackedPlacement(g, r.nodeGPUs))
-		v := e.perf.best(j.Model, js.est, e.v.space, j.Request.Plan, shape, g*cpg, r.memGB, r.nodeGPUs)
+		v := e.perf.best(j.Model, js.est, e.v.space, j.Request.Plan, shape, g*cpg, r.memGB)
 		nt := v.tput / info.unit
 		info.entry = max(info.entry, nt/float64(g))
 		if g < info.minGPUs && nt >= minNT {
@@ -322,6 +325,16 @@ func (js *jstate) on(n int) int {
 	for _, s := range js.cur {
 		if s.node == n {
 			return s.gpus
+		}
+	}
+	return 0
+}
+
+// cpusOn returns the CPUs js holds on node n.
+func (js *jstate) cpusOn(n int) int {
+	for _, s := range js.cur {
+		if s.node == n {
+			return s.cpus
 		}
 	}
 	return 0
@@ -436,15 +449,11 @@ func (r *round) cpuFor(js *jstate, n, k int) (int, bool) {
 func (r *round) sloOK(js *jstate, nt float64) bool { return r.okAt(js, js.cur, js.gpus, nt) }
 
 // okAt reports whether js holding slots (gpus GPUs, normalised throughput
-// nt) meets its minimum: the request's GPU count when resources are fixed;
-// the SLO for an admitted guaranteed job (its own request shape, where the
+// nt) meets its minimum: the SLO for an admitted guaranteed job (its own request shape, where the
 // requested plan is kept, or the requested throughput plus the margin);
 // for a best-effort job a runnable plan with at least its floor.
 func (r *round) okAt(js *jstate, slots []slot, gpus int, nt float64) bool {
 	if gpus == 0 || nt <= 0 {
-		return false
-	}
-	if r.e.v.fixedRes && gpus != js.j.Request.GPUs {
 		return false
 	}
 	if js.minNT == 0 {
@@ -476,13 +485,15 @@ type victim struct {
 
 // shrinkable reports whether v may give up resources to a job this round.
 func (r *round) shrinkable(v *jstate, privileged bool) bool {
-	if !v.running {
-		return true
-	}
-	if privileged && !v.j.Guaranteed {
+	switch {
+	case privileged && !v.j.Guaranteed:
 		return true // best-effort jobs yield to guaranteed jobs below their SLO
+	case v.starve:
+		return false // and old jobs to nobody else
+	case !v.running:
+		return true // placed this round: moving it costs nothing
 	}
-	return !v.frozen && !v.starve
+	return !v.frozen
 }
 
 // bestVictim returns the job on node n losing the least normalised
@@ -782,9 +793,11 @@ func (r *round) growOn(j *jstate, n int, privileged bool) {
 		}
 		// Take the step only whole: from victims each losing less than j
 		// gains, until the free GPUs cover it; else leave things as they were.
+		// Above its minimum a guaranteed job has no privilege left: it grows
+		// like any other job, from victims that may be reconfigured.
 		mark := len(r.log)
 		for r.nodes[n].freeGPU-r.reserved[n] < bestK {
-			v, ok := r.bestVictim(j, n, privileged)
+			v, ok := r.bestVictim(j, n, false)
 			if !ok || v.loss >= bestGain {
 				r.undo(mark)
 				return
@@ -858,7 +871,7 @@ func (r *round) run(ctx context.Context) error {
 	var cands []cand
 	for _, js := range r.jobs {
 		guaranteedQueued := r.e.v.slo && js.j.Guaranteed && !js.running
-		if guaranteedQueued || (js.running && (js.frozen || r.e.v.fixedRes)) {
+		if guaranteedQueued || (js.running && js.frozen) {
 			continue
 		}
 		cands = append(cands, cand{js, r.slope(js)})
@@ -997,13 +1010,16 @@ func (js *jstate) gpuChanged() bool {
 func (r *round) tuneCPUs() {
 	for n := range r.nodes {
 		nd := &r.nodes[n]
+		share := nd.n.CPUs / max(1, nd.n.GPUs)
 		for nd.freeCPU > 0 {
 			var best *jstate
 			bestGain := 1e-9
 			for _, vi := range nd.jobs {
 				js := r.jobs[vi]
 				g := js.on(n)
-				if g == 0 || !js.gpuChanged() || g > nd.freeCPU {
+				if g == 0 || !js.gpuChanged() || g > nd.freeCPU || js.cpusOn(n)+g > g*share {
+					// Beyond the node's CPUs per GPU, the GPUs of jobs placed
+					// later would have no data loaders.
 					continue
 				}
 				cur := r.nt(js)
@@ -1073,7 +1089,8 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 		}
 		if r.e.v.replan && !js.frozen {
 			v := r.tput(js, js.cur, -1, 0, 0)
-			if v.tput > a.Throughput*1.1 && v.plan != j.Plan {
+			worth := a.Throughput > 0 && j.RunTime.Seconds()*(1-a.Throughput/v.tput) >= r.s.RestartCost.Seconds()
+			if v.tput > a.Throughput*(1+r.e.cfg.PlanSwitchGain) && v.plan != j.Plan && worth {
 				for _, al := range j.Alloc {
 					n, _ := r.s.NodeIndex(al.Node)
 					memFree[n] += al.MemGB

@@ -53,8 +53,13 @@ func newPerfCache() *perfCache {
 	return &perfCache{ests: map[string]Estimator{}, m: map[perfKey]perfVal{}}
 }
 
-// sync drops the entries of every model type whose estimator changed.
-func (c *perfCache) sync(models map[string]Estimator) {
+// maxEntries bounds the cache; past it the cache starts over, which only
+// costs the next rounds their misses.
+const maxEntries = 1 << 20
+
+// sync drops the entries of every model type whose estimator changed and
+// returns those types.
+func (c *perfCache) sync(models map[string]Estimator) map[string]bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	stale := map[string]bool{}
@@ -64,14 +69,19 @@ func (c *perfCache) sync(models map[string]Estimator) {
 			c.ests[name] = e
 		}
 	}
+	if len(c.m) > maxEntries {
+		clear(c.m)
+		return stale
+	}
 	if len(stale) == 0 {
-		return
+		return nil
 	}
 	for k := range c.m {
 		if stale[k.model] {
 			delete(c.m, k)
 		}
 	}
+	return stale
 }
 
 // shapeKey encodes a placement as its canonical byte string.
@@ -131,7 +141,7 @@ func siaShape(shape string, nodeGPUs int) bool {
 }
 
 // best returns the best plan of est within sp on shape with cpus CPUs.
-func (c *perfCache) best(name string, est Estimator, sp space, req model.Plan, shape string, cpus int, memGB float64, nodeGPUs int) perfVal {
+func (c *perfCache) best(name string, est Estimator, sp space, req model.Plan, shape string, cpus int, memGB float64) perfVal {
 	if shape == "" {
 		return perfVal{}
 	}
@@ -189,7 +199,7 @@ func compute(est Estimator, sp space, req model.Plan, shape string, cpus int, me
 // may be off by several per cent, and a wrong switch costs a restart.
 func (c *perfCache) pick(name string, est Estimator, sp space, req model.Plan, shape string, cpus int, memGB, gain float64) perfVal {
 	if sp != spaceAny || gain <= 0 {
-		return c.best(name, est, sp, req, shape, cpus, memGB, 0)
+		return c.best(name, est, sp, req, shape, cpus, memGB)
 	}
 	k := perfKey{model: name, space: spacePick, req: req, shape: shape, cpus: cpus, mem: int(memGB)}
 	c.mu.Lock()
@@ -198,8 +208,8 @@ func (c *perfCache) pick(name string, est Estimator, sp space, req model.Plan, s
 	if ok {
 		return v
 	}
-	v = c.best(name, est, spaceAny, req, shape, cpus, memGB, 0)
-	d := c.best(name, est, spaceDP, req, shape, cpus, memGB, 0)
+	v = c.best(name, est, spaceAny, req, shape, cpus, memGB)
+	d := c.best(name, est, spaceDP, req, shape, cpus, memGB)
 	if d.tput > 0 && v.tput < d.tput*(1+gain) {
 		v = d
 	}

@@ -134,6 +134,33 @@ func TestDecide(t *testing.T) {
 				"g":  {policy.Start, 4, policy.ReasonSLO},
 			},
 		},
+		"rubick regrows an old job when GPUs free up": {
+			policy: "rubick", now: 4 * time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("old", "small").GPUs(2).Running(dp(2, 32), 3*time.Hour, pt.On("n0", 2)).Obj(),
+			},
+			want: map[string]outcome{"old": {policy.Restart, 8, policy.ReasonSlope}},
+		},
+		"rubick leaves a young job alone however much it could gain": {
+			policy: "rubick", now: time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("young", "small").GPUs(2).Running(dp(2, 32), 10*time.Minute, pt.On("n0", 2)).Obj(),
+			},
+			want: map[string]outcome{"young": {policy.Keep, 2, policy.ReasonPenalty}},
+		},
+		"rubick serves a starving job before younger ones": {
+			policy: "rubick", now: 10 * time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("r", "small").GPUs(4).Running(dp(4, 32), 20*time.Minute, pt.On("n0", 4)).Obj(),
+				pt.NewJob("old", "wide").GPUs(4).SubmittedAt(time.Hour).Obj(),
+				pt.NewJob("new", "small").GPUs(1).SubmittedAt(10*time.Hour - time.Minute).Obj(),
+			},
+			want: map[string]outcome{
+				"r":   {policy.Keep, 4, policy.ReasonPenalty},
+				"old": {policy.Start, 4, policy.ReasonStarving},
+				"new": {policy.Keep, 0, policy.ReasonNoResources},
+			},
+		},
 		"rubick-n runs the request exactly": {
 			policy: "rubick-n", nodes: pt.Cluster(1, 8),
 			jobs: []policy.Job{pt.NewJob("a", "small").GPUs(2).Obj()},
@@ -230,5 +257,29 @@ func TestDecideHonoursContext(t *testing.T) {
 		if _, err := p.Decide(ctx, s); !errors.Is(err, context.Canceled) {
 			t.Errorf("%s: Decide on a cancelled context = %v, want context.Canceled", name, err)
 		}
+	}
+}
+
+func TestSynergyTunesCPUs(t *testing.T) {
+	offload := model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 2, Accum: 1, ZeRO: 2, Offload: true}
+	s := snap(t, 0, pt.Cluster(1, 8), nil,
+		pt.NewJob("off", "big").GPUs(4).Plan(offload).Obj(),
+		pt.NewJob("dp", "small").GPUs(4).SubmittedAt(time.Second).Obj(),
+	)
+	p, _ := policy.New("synergy", policy.DefaultConfig())
+	plan, err := p.Decide(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, a := range plan.Actions {
+		for _, n := range a.Alloc {
+			got[a.JobID] += n.CPUs
+		}
+	}
+	// 96 CPUs: the offload job's CPU Adam speeds up with every core, the
+	// data-parallel job needs only its data loaders (1 per GPU).
+	if diff := cmp.Diff(map[string]int{"off": 48, "dp": 4}, got); diff != "" {
+		t.Errorf("CPUs per job (-want +got):\n%s", diff)
 	}
 }

@@ -171,6 +171,9 @@ func TestPropertiesEveryPolicy(t *testing.T) {
 					t.Fatal(err)
 				}
 				checkPlan(t, name, s, plan)
+				if name == "sia" {
+					checkSiaShapes(t, s, plan)
+				}
 				if diff := cmp.Diff(before, s.Jobs, cmpopts.EquateEmpty()); diff != "" {
 					t.Fatalf("Decide modified the snapshot:\n%s", diff)
 				}
@@ -235,4 +238,32 @@ func TestPropertyGuaranteedKeepsSLO(t *testing.T) {
 			}
 		}
 	})
+}
+
+// checkSiaShapes asserts Sia's configuration set: one node with a power of
+// two GPUs or whole nodes, unless the job asked for that shape itself.
+func checkSiaShapes(t *rapid.T, s *policy.Snapshot, p policy.Plan) {
+	for i, a := range p.Actions {
+		if a.Kind != policy.Start && a.Kind != policy.Restart && a.Kind != policy.Shrink {
+			continue
+		}
+		pl := a.Placement()
+		j := &s.Jobs[i]
+		if slices.Equal(pl.Canonical(), policy.PackedPlacement(j.Request.GPUs, s.Nodes[0].GPUs).Canonical()) {
+			continue
+		}
+		ok := len(pl) == 1 && pl[0]&(pl[0]-1) == 0
+		if len(pl) > 1 {
+			ok = true
+			for k, g := range pl {
+				n, _ := s.NodeIndex(a.Alloc[k].Node)
+				if g != s.Nodes[n].GPUs {
+					ok = false
+				}
+			}
+		}
+		if !ok {
+			t.Fatalf("sia placed %s on %s, outside its configuration set", j.ID, pl)
+		}
+	}
 }

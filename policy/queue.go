@@ -234,13 +234,16 @@ func (q *queue) start(s *Snapshot, free []qnode, nodes []int, pl model.Placement
 	if q.kind.tuneCPU {
 		// Tune CPUs: the fewest that give (nearly) the best predicted
 		// throughput among what is free on the job's nodes.
+		// Up to the node's proportional share per GPU: more would starve
+		// the GPUs of the jobs behind it of their data loaders.
 		maxc := math.MaxInt
 		for i, n := range nodes {
-			maxc = min(maxc, free[n].cpus/pl[i])
+			share := s.Nodes[n].CPUs / max(1, s.Nodes[n].GPUs)
+			maxc = min(maxc, free[n].cpus/pl[i], share)
 		}
 		bestC, bestT := q.cfg.MinCPUsPerGPU, 0.0
 		for c := q.cfg.MinCPUsPerGPU; c <= maxc; c++ {
-			t := q.perf.best(j.Model, est, spaceFixed, j.Request.Plan, shapeKey(pl), c*pl.GPUs(), memGB, 0).tput
+			t := q.perf.best(j.Model, est, spaceFixed, j.Request.Plan, shapeKey(pl), c*pl.GPUs(), memGB).tput
 			if t > bestT*1.01 {
 				bestC, bestT = c, t
 			}

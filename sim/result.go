@@ -131,7 +131,7 @@ func summarise(jcts, queues []float64, n int) Class {
 	return Class{Jobs: n, Completed: len(jcts), AvgJCT: mean(jcts), P50JCT: percentile(jcts, 50), P99JCT: percentile(jcts, 99), AvgQueue: mean(queues)}
 }
 
-func (r *Result) finish(jobs []*Job, totalGPUs float64, cfg Config, d *Data) {
+func (r *Result) finish(jobs []*simJob, totalGPUs float64, cfg Config, d *Data) {
 	var all, allQ, g, gQ, be, beQ []float64
 	nG := 0
 	for _, j := range jobs {
@@ -169,7 +169,7 @@ func (r *Result) finish(jobs []*Job, totalGPUs float64, cfg Config, d *Data) {
 
 // bound computes the lower bound: each job alone at its model's fastest
 // measured iteration on the cluster, plus one restart penalty.
-func bound(jobs []*Job, cfg Config, d *Data) Bound {
+func bound(jobs []*simJob, cfg Config, d *Data) Bound {
 	var jcts []float64
 	var b Bound
 	for _, j := range jobs {

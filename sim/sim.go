@@ -125,8 +125,8 @@ func Prepare(ctx context.Context, fsys fs.FS, cfg Config) (*Data, error) {
 	return &Data{Set: set, Predictors: preds, Fits: fits, Oracle: NewOracle(set, preds, cfg.MeasuredCPUsPerGPU)}, nil
 }
 
-// Job is one trace job during a replay.
-type Job struct {
+// simJob is one trace job during a replay.
+type simJob struct {
 	artifact.Job
 	Submit  float64 // seconds, after load scaling
 	Request policy.Request
@@ -148,8 +148,8 @@ type Job struct {
 }
 
 // loadJobs turns trace rows into replay jobs with parsed requests.
-func loadJobs(rows []artifact.Job, d *Data, cfg Config) ([]*Job, error) {
-	jobs := make([]*Job, 0, len(rows))
+func loadJobs(rows []artifact.Job, d *Data, cfg Config) ([]*simJob, error) {
+	jobs := make([]*simJob, 0, len(rows))
 	for _, r := range rows {
 		info, ok := d.Set.Models[r.App]
 		if !ok {
@@ -163,7 +163,7 @@ func loadJobs(rows []artifact.Job, d *Data, cfg Config) ([]*Job, error) {
 		if r.Steps <= 0 {
 			return nil, fmt.Errorf("job %s (line %d): steps=%d must be > 0", r.Name, r.Line, r.Steps)
 		}
-		j := &Job{Job: r, Submit: r.SubmitS / cfg.LoadScale, steps: float64(r.Steps),
+		j := &simJob{Job: r, Submit: r.SubmitS / cfg.LoadScale, steps: float64(r.Steps),
 			Request: policy.Request{GPUs: r.GPUs, CPUs: r.CPUs, Placement: pl, Plan: plan}}
 		if j.Request.CPUs <= 0 {
 			j.Request.CPUs = r.GPUs * 8 // the traces' own ratio
@@ -175,7 +175,7 @@ func loadJobs(rows []artifact.Job, d *Data, cfg Config) ([]*Job, error) {
 		j.reqIter = t.IterS
 		jobs = append(jobs, j)
 	}
-	slices.SortStableFunc(jobs, func(a, b *Job) int {
+	slices.SortStableFunc(jobs, func(a, b *simJob) int {
 		if a.Submit != b.Submit {
 			if a.Submit < b.Submit {
 				return -1
@@ -203,7 +203,7 @@ func Run(ctx context.Context, cfg Config, d *Data, rows []artifact.Job, pol poli
 }
 
 // replay runs the loaded jobs to completion.
-func replay(ctx context.Context, cfg Config, d *Data, jobs []*Job, pol policy.Policy, log *slog.Logger) (*Result, error) {
+func replay(ctx context.Context, cfg Config, d *Data, jobs []*simJob, pol policy.Policy, log *slog.Logger) (*Result, error) {
 	nodes := make([]policy.Node, cfg.Nodes)
 	for i := range nodes {
 		nodes[i] = policy.Node{Name: "n" + strconv.Itoa(i), GPUs: cfg.GPUsPerNode, CPUs: cfg.CPUsPerNode, MemGB: cfg.MemPerNodeGB}
@@ -217,7 +217,7 @@ func replay(ctx context.Context, cfg Config, d *Data, jobs []*Job, pol policy.Po
 	for name, p := range d.Predictors {
 		models[name] = policy.FromPredictor(p)
 	}
-	byID := make(map[string]*Job, len(jobs))
+	byID := make(map[string]*simJob, len(jobs))
 	for _, j := range jobs {
 		byID[j.Name] = j
 	}
@@ -227,7 +227,7 @@ func replay(ctx context.Context, cfg Config, d *Data, jobs []*Job, pol policy.Po
 	penalty := cfg.RestartPenalty.Seconds()
 	totalGPUs := float64(cfg.Nodes * cfg.GPUsPerNode)
 	next := 0 // next arrival
-	var active []*Job
+	var active []*simJob
 	finished := 0
 	for t := 0.0; finished < len(jobs); t += step {
 		if err := ctx.Err(); err != nil {
@@ -338,7 +338,7 @@ func cpusOf(alloc []policy.NodeAlloc) int {
 }
 
 // snapshot builds the policy's view of the active jobs at time t.
-func snapshot(epoch time.Time, t float64, nodes []policy.Node, tenants []policy.Tenant, models map[string]policy.Estimator, active []*Job, cfg Config) (*policy.Snapshot, error) {
+func snapshot(epoch time.Time, t float64, nodes []policy.Node, tenants []policy.Tenant, models map[string]policy.Estimator, active []*simJob, cfg Config) (*policy.Snapshot, error) {
 	jobs := make([]policy.Job, len(active))
 	for i, j := range active {
 		jobs[i] = policy.Job{
@@ -358,7 +358,7 @@ func snapshot(epoch time.Time, t float64, nodes []policy.Node, tenants []policy.
 func secs(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }
 
 // apply checks a plan against the snapshot and carries it out.
-func apply(s *policy.Snapshot, p policy.Plan, byID map[string]*Job, d *Data, t, penalty float64, res *Result, log *slog.Logger) error {
+func apply(s *policy.Snapshot, p policy.Plan, byID map[string]*simJob, d *Data, t, penalty float64, res *Result, log *slog.Logger) error {
 	if len(p.Actions) != len(s.Jobs) {
 		return fmt.Errorf("%w: %d actions for %d jobs", ErrBadAction, len(p.Actions), len(s.Jobs))
 	}
@@ -436,7 +436,7 @@ func apply(s *policy.Snapshot, p policy.Plan, byID map[string]*Job, d *Data, t, 
 
 // checkPlan verifies that a started or changed job's plan is valid for its
 // placement and keeps the model's global batch.
-func checkPlan(d *Data, j *Job, a policy.Action) error {
+func checkPlan(d *Data, j *simJob, a policy.Action) error {
 	pl := placementOf(a.Alloc)
 	spec := d.Set.Models[j.App].Spec
 	p := a.Plan

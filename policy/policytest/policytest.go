@@ -49,8 +49,7 @@ func (b *JobBuilder) Tenant(t string) *JobBuilder { b.j.Tenant = t; return b }
 // SubmittedAt sets the submission time as an offset from Epoch.
 func (b *JobBuilder) SubmittedAt(d time.Duration) *JobBuilder { b.j.Submit = Epoch.Add(d); return b }
 
-// Running places the job: per node name, GPUs (8 CPUs and 16 GB per GPU),
-// running plan p, for run time rt.
+// Running makes the job hold alloc (see On) and run plan p, having run for rt.
 func (b *JobBuilder) Running(p model.Plan, rt time.Duration, alloc ...policy.NodeAlloc) *JobBuilder {
 	b.j.Alloc, b.j.Plan, b.j.RunTime = alloc, p, rt
 	return b
