@@ -251,7 +251,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 
 // applyWorkers bounds the actions applied at once: each is a few scontrol
 // calls of about 0.1 s, so a burst of starts would otherwise take seconds.
-const applyWorkers = 8
+const applyWorkers = 16
 
 // apply runs the releases (preempt, shrink) one by one first, since they
 // free what the others take, then the rest concurrently; results keep the
