@@ -279,7 +279,7 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator) (*ma
 		if err != nil || plan.GPUs() != j.GPUsPerNode*n {
 			// A job started outside rubick (or an old tag): assume the best
 			// plan for what it holds.
-			plan, _, err = e.BestPlan(model.Resources{Placement: allocPlacement(pj.Alloc), CPUs: j.CPUs}, nil)
+			plan, _, err = e.BestPlan(model.Resources{Placement: policy.PlacementOf(pj.Alloc), CPUs: j.CPUs}, nil)
 			if err != nil {
 				return nil, policy.Job{}, fmt.Errorf("job %d: no feasible plan on its allocation: %w", j.ID, err)
 			}
@@ -297,16 +297,6 @@ func memPerNode(j slurm.Job) int64 {
 		return j.MemPerCPUMB * int64(j.CPUs) / int64(n)
 	}
 	return 0
-}
-
-func allocPlacement(alloc []policy.NodeAlloc) model.Placement {
-	var pl model.Placement
-	for _, a := range alloc {
-		if a.GPUs > 0 {
-			pl = append(pl, a.GPUs)
-		}
-	}
-	return pl
 }
 
 // SlurmActions turns the policy's plan into Slurm actions, in the order

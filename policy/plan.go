@@ -61,9 +61,13 @@ type Action struct {
 }
 
 // Placement returns the GPUs per node of the action's allocation.
-func (a Action) Placement() model.Placement {
+func (a Action) Placement() model.Placement { return PlacementOf(a.Alloc) }
+
+// PlacementOf returns the GPUs per node of an allocation, leaving out
+// nodes where it holds no GPU.
+func PlacementOf(alloc []NodeAlloc) model.Placement {
 	var pl model.Placement
-	for _, n := range a.Alloc {
+	for _, n := range alloc {
 		if n.GPUs > 0 {
 			pl = append(pl, n.GPUs)
 		}

@@ -281,7 +281,7 @@ func replay(ctx context.Context, cfg Config, d *Data, jobs []*simJob, pol policy
 			avail -= wait
 			j.runTime += step
 			if avail > 0 {
-				tr, err := d.Oracle.IterTime(j.App, j.plan, placementOf(j.alloc), cpusOf(j.alloc))
+				tr, err := d.Oracle.IterTime(j.App, j.plan, policy.PlacementOf(j.alloc), cpusOf(j.alloc))
 				if err != nil {
 					return nil, fmt.Errorf("sim %s at t=%.0f: job %s: %w", pol.Name(), t, j.Name, err)
 				}
@@ -317,16 +317,6 @@ func replay(ctx context.Context, cfg Config, d *Data, jobs []*simJob, pol policy
 	}
 	res.finish(jobs, totalGPUs, cfg, d)
 	return res, nil
-}
-
-func placementOf(alloc []policy.NodeAlloc) model.Placement {
-	var pl model.Placement
-	for _, a := range alloc {
-		if a.GPUs > 0 {
-			pl = append(pl, a.GPUs)
-		}
-	}
-	return pl
 }
 
 func cpusOf(alloc []policy.NodeAlloc) int {
@@ -418,12 +408,12 @@ func apply(s *policy.Snapshot, p policy.Plan, byID map[string]*simJob, d *Data, 
 			} else {
 				res.Restarts++ // resumed after a preemption
 			}
-			log.Debug("start", "job", j.Name, "plan", a.Plan.String(), "placement", placementOf(a.Alloc).String(), "t", t)
+			log.Debug("start", "job", j.Name, "plan", a.Plan.String(), "placement", policy.PlacementOf(a.Alloc).String(), "t", t)
 		case policy.Shrink, policy.Restart:
 			j.alloc, j.plan, j.penalty = slices.Clone(a.Alloc), a.Plan, penalty
 			j.reconfigs++
 			res.Restarts++
-			log.Debug(string(a.Kind), "job", j.Name, "plan", a.Plan.String(), "placement", placementOf(a.Alloc).String(), "t", t)
+			log.Debug(string(a.Kind), "job", j.Name, "plan", a.Plan.String(), "placement", policy.PlacementOf(a.Alloc).String(), "t", t)
 		case policy.Preempt:
 			j.alloc, j.penalty = nil, 0
 			j.reconfigs++
@@ -437,7 +427,7 @@ func apply(s *policy.Snapshot, p policy.Plan, byID map[string]*simJob, d *Data, 
 // checkPlan verifies that a started or changed job's plan is valid for its
 // placement and keeps the model's global batch.
 func checkPlan(d *Data, j *simJob, a policy.Action) error {
-	pl := placementOf(a.Alloc)
+	pl := policy.PlacementOf(a.Alloc)
 	spec := d.Set.Models[j.App].Spec
 	p := a.Plan
 	if p.GPUs() != pl.GPUs() || pl.GPUs() == 0 {
