@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -338,13 +339,8 @@ func (mj *managedJob) profiledAnnotation(a policy.Action) (slurm.Action, bool) {
 	if mj.slurm.State != slurm.StateRunning || mj.tag.Extra[tagProfile] != "1" {
 		return slurm.Action{}, false
 	}
-	tag := mj.tag
-	tag.Extra = map[string]string{}
-	for k, v := range mj.tag.Extra {
-		if k != tagProfile {
-			tag.Extra[k] = v
-		}
-	}
+	tag := cloneTag(mj.tag)
+	delete(tag.Extra, tagProfile)
 	tag.Plan = a.Plan.String()
 	j := mj.slurm
 	n := max(len(j.NodeList), 1)
@@ -355,11 +351,7 @@ func (mj *managedJob) profiledAnnotation(a policy.Action) (slurm.Action, bool) {
 
 func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action, error) {
 	j := mj.slurm
-	tag := mj.tag
-	tag.Extra = map[string]string{}
-	for k, v := range mj.tag.Extra {
-		tag.Extra[k] = v
-	}
+	tag := cloneTag(mj.tag)
 	tag.Extra[tagReq] = mj.req.String()
 	tag.Generation = mj.tag.Generation + 1
 	ran := mj.ran
@@ -408,6 +400,16 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 	return out, nil
 }
 
+// cloneTag copies t so that an action's tag can be edited without touching
+// the job's; Extra is never nil in the copy.
+func cloneTag(t slurm.Tag) slurm.Tag {
+	t.Extra = maps.Clone(t.Extra)
+	if t.Extra == nil {
+		t.Extra = map[string]string{}
+	}
+	return t
+}
+
 // tagProfile asks rubick-srun to run its profiling phase before training.
 const tagProfile = "profile"
 
@@ -421,11 +423,7 @@ func (v *View) RigidActions(now time.Time, profile func(modelType string) bool) 
 		a := slurm.Action{Kind: slurm.ActionStart, JobID: j.ID, NumNodes: max(j.NodeCount, 1),
 			GPUsPerNode: j.GPUsPerNode, CPUsPerTask: max(j.CPUs/max(j.NodeCount, 1), 1), MemPerNodeMB: memPerNode(j)}
 		if j.Tag != nil {
-			tag := *j.Tag
-			tag.Extra = map[string]string{}
-			for k, val := range j.Tag.Extra {
-				tag.Extra[k] = val
-			}
+			tag := cloneTag(*j.Tag)
 			tag.Generation++
 			tag.Extra[tagAt] = strconv.FormatInt(now.Unix(), 10)
 			if profile(tag.ModelType) {
