@@ -13,8 +13,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/rubick-sched/rubick/chart"
 )
 
 // ErrNoData reports a chart the input has no data for (no times, no plans).
@@ -59,7 +59,7 @@ func (r *Report) Plot(dir string, o PlotOptions) ([]string, error) {
 			continue
 		}
 		file := filepath.Join(dir, c.name+"."+o.Format)
-		if err := save(p, file, o.Format); err != nil {
+		if err := save(p, file); err != nil {
 			return files, err
 		}
 		files = append(files, file)
@@ -230,25 +230,16 @@ func (r *Report) plansOverTime(o PlotOptions) (*plot.Plot, error) {
 	return p, nil
 }
 
-func save(p *plot.Plot, file, format string) error {
+// save draws p and writes it to file, whose extension is the format.
+func save(p *plot.Plot, file string) error {
 	const w, h = 8 * vg.Inch, 5 * vg.Inch
-	var c vg.CanvasWriterTo
-	if format == "svg" {
-		c = vgsvg.New(w, h)
-	} else {
-		c = vgimg.PngCanvas{Canvas: vgimg.New(w, h)}
+	c, err := chart.NewCanvas(file, w, h)
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
 	}
 	p.Draw(draw.New(c))
-	f, err := os.Create(file)
-	if err != nil {
-		return fmt.Errorf("report: plot: %w", err)
-	}
-	if _, err := c.WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("report: plot %s: %w", file, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("report: plot %s: %w", file, err)
+	if err := chart.WriteFile(c, file); err != nil {
+		return fmt.Errorf("report: %w", err)
 	}
 	return nil
 }

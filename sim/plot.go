@@ -3,16 +3,13 @@ package sim
 import (
 	"fmt"
 	"image/color"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/rubick-sched/rubick/chart"
 )
 
 // palette gives each policy a distinct colour, in result order.
@@ -77,7 +74,7 @@ func Plot(file string, results []*Result) error {
 	util.Legend.Top = false
 	const width, height = 10 * vg.Inch, 8 * vg.Inch
 	plots := [][]*plot.Plot{{cdf}, {util}}
-	c, err := newCanvas(file, width, height)
+	c, err := chart.NewCanvas(file, width, height)
 	if err != nil {
 		return err
 	}
@@ -87,31 +84,5 @@ func Plot(file string, results []*Result) error {
 	for row := range plots {
 		plots[row][0].Draw(canvases[row][0])
 	}
-	return saveCanvas(c, file)
-}
-
-// newCanvas returns an SVG or PNG canvas by the file's extension.
-func newCanvas(file string, w, h vg.Length) (vg.CanvasWriterTo, error) {
-	switch strings.ToLower(filepath.Ext(file)) {
-	case ".svg":
-		return vgsvg.New(w, h), nil
-	case ".png":
-		return vgimg.PngCanvas{Canvas: vgimg.New(w, h)}, nil
-	}
-	return nil, fmt.Errorf("plot %q: want a .svg or .png file", file)
-}
-
-func saveCanvas(c vg.CanvasWriterTo, file string) error {
-	f, err := os.Create(file)
-	if err != nil {
-		return fmt.Errorf("plot: %w", err)
-	}
-	if _, err := c.WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("plot %s: %w", file, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("plot %s: %w", file, err)
-	}
-	return nil
+	return chart.WriteFile(c, file)
 }
