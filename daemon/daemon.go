@@ -368,10 +368,15 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		dec.Reasons[id] = raw
 	}
 	for _, a := range actions {
-		plan, _ := model.ParsePlan(planOf(a))
 		n := max(a.NumNodes, len(a.Nodes))
 		if a.GPUsPerNode <= 0 {
-			n = 0 // a GPU-less rigid job: no placement to record
+			n = 0 // a GPU-less rigid job, or a preempt: no placement to record
+		}
+		var plan model.Plan
+		if n > 0 {
+			// A preempt's tag still names the plan the job ran with; the
+			// history records a plan only with the placement it runs on.
+			plan, _ = model.ParsePlan(planOf(a))
 		}
 		pl := make(model.Placement, n)
 		for i := range pl {

@@ -76,6 +76,11 @@ func heldJob(id int, modelType string, nodes, gpus int) slurm.Job {
 
 func newTestDaemon(t *testing.T, c *fakeCluster, a *fakeApplier) (*Daemon, *store.Store) {
 	t.Helper()
+	return newTestDaemonWith(t, c, a, func(*Config) {})
+}
+
+func newTestDaemonWith(t *testing.T, c *fakeCluster, a *fakeApplier, edit func(*Config)) (*Daemon, *store.Store) {
+	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "rubick.db"), store.WithClock(func() time.Time { return t0 }))
 	if err != nil {
@@ -94,6 +99,7 @@ func newTestDaemon(t *testing.T, c *fakeCluster, a *fakeApplier) (*Daemon, *stor
 		t.Fatal(err)
 	}
 	cfg := Defaults()
+	edit(&cfg)
 	d, err := New(cfg, Deps{Cluster: c, Applier: a, Store: st, Policy: pol, Env: model.DefaultEnv(), Now: func() time.Time { return t0 }})
 	if err != nil {
 		t.Fatal(err)
@@ -354,5 +360,40 @@ func TestProfiledJobGetsItsPlanOnceFitted(t *testing.T) {
 	}
 	if _, err := model.ParsePlan(ann.Tag.Plan); err != nil || ann.Tag.Extra["profile"] != "" {
 		t.Errorf("tag %+v: want a plan and no profile flag", ann.Tag)
+	}
+}
+
+// A guaranteed job arriving on a full cluster makes the policy release a
+// best-effort job; the release is recorded (without a plan or placement of
+// its own) and applied before the start that needs its GPUs.
+func TestReclaimForGuaranteedJobIsRecordedAndApplied(t *testing.T) {
+	be := heldJob(91, "bert", 1, 8)
+	be.State, be.Held, be.NodeList, be.BatchHost = slurm.StateRunning, false, []string{"node1"}, "node1"
+	be.StartTime = t0.Add(-time.Hour)
+	be.Tag.Generation, be.Tag.Plan = 1, "dp8.tp1.pp1.mb4.a1.z0"
+	be.Tag.Extra = map[string]string{"req": "n1.g8.c8.m64000", "at": strconv.FormatInt(t0.Add(-time.Hour).Unix(), 10)}
+	g := heldJob(92, "roberta", 1, 8)
+	g.Account, g.Tag.Class = "lab", slurm.ClassGuaranteed
+	c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{be, g}}
+	c.nodes[0].State = "MIXED"
+	c.nodes[0].GPUsUsed, c.nodes[0].CPUsAlloc, c.nodes[0].MemAllocMB = 8, 8, 64000
+	a := &fakeApplier{}
+	d, st := newTestDaemonWith(t, c, a, func(cfg *Config) {
+		cfg.Tenants = []TenantConfig{{Name: "lab", Match: []string{"lab"}, QuotaGPUs: 8}}
+	})
+	rep, err := d.Cycle(context.Background(), false)
+	if err != nil {
+		t.Fatalf("cycle: %v", err)
+	}
+	var kinds []string
+	for _, act := range a.got {
+		kinds = append(kinds, strconv.Itoa(act.JobID)+":"+string(act.Kind))
+	}
+	if len(kinds) == 0 || (kinds[0] != "91:preempt" && kinds[0] != "91:shrink" && kinds[0] != "91:restart") {
+		t.Fatalf("applied %v (report %+v); want job 91 released first", kinds, rep)
+	}
+	hist, err := st.PlanHistory(context.Background(), 91)
+	if err != nil || len(hist) != 1 || hist[0].Result != store.ResultOK {
+		t.Errorf("plan history of job 91 = %+v, %v; want one ok action", hist, err)
 	}
 }
