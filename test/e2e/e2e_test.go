@@ -32,22 +32,24 @@ type jobSpec struct {
 	model       string
 	nodes, gpus int
 	iters       int
-	batch       int           // the model's global batch
-	after       time.Duration // submission delay from the start
-	guaranteed  bool          // submitted with --qos=guaranteed (a tenant with a GPU quota)
+	batch       int  // the model's global batch
+	guaranteed  bool // submitted with --qos=guaranteed (a tenant with a GPU quota)
 }
 
 // The scenario: best-effort jobs asking for more GPUs than the lab has
-// (44 of 32) saturate it, so when a guaranteed job arrives its minimum
+// (44 of 32) saturate it. The guaranteed job is submitted only once every
+// GPU is allocated to them (and the kills are over), so its minimum
 // resources must be reclaimed from running best-effort jobs: shrunk or
 // replanned through checkpoint-restart, or preempted and resumed later.
+// The best-effort jobs last 60-90 s on their first allocation, so none
+// ends on its own before the reclaim.
 var scenario = []jobSpec{
-	{model: "t5", nodes: 2, gpus: 8, iters: 900, batch: 16},
+	{model: "t5", nodes: 2, gpus: 8, iters: 1300, batch: 16},
 	{model: "gpt2", nodes: 1, gpus: 8, iters: 600, batch: 16},
-	{model: "bert", nodes: 1, gpus: 8, iters: 1400, batch: 32},
-	{model: "vit", nodes: 1, gpus: 8, iters: 1400, batch: 64},
-	{model: "bert", nodes: 1, gpus: 4, iters: 600, batch: 32},
-	{model: "roberta", nodes: 1, gpus: 8, iters: 300, batch: 64, after: 45 * time.Second, guaranteed: true},
+	{model: "bert", nodes: 1, gpus: 8, iters: 2000, batch: 32},
+	{model: "vit", nodes: 1, gpus: 8, iters: 4000, batch: 64},
+	{model: "bert", nodes: 1, gpus: 4, iters: 1000, batch: 32},
+	{model: "roberta", nodes: 1, gpus: 8, iters: 300, batch: 64, guaranteed: true},
 }
 
 // Result is the JSON line the test writes (BRIEF section 8).
@@ -56,6 +58,7 @@ type Result struct {
 	Completed                int     `json:"completed"`
 	Reconfigurations         int     `json:"reconfigurations"`
 	Shrinks                  int     `json:"shrinks"`
+	Preemptions              int     `json:"preemptions"`
 	Lost                     int     `json:"lost"`
 	StuckHeld                int     `json:"stuck_held"`
 	MedianDecisionToRunningS float64 `json:"median_decision_to_running_s"`
@@ -167,12 +170,14 @@ log_level: info
 	go func() { defer wg.Done(); w.loop(wctx, cluster) }()
 
 	// Kill rubickd at random points of its cycles, 20 times, from the first
-	// submission on (every 1-2.5 s: the 20 land before the guaranteed job
-	// arrives, so the reclaim that follows is checked too), restarting it
-	// each time.
+	// submission on (every 0.6-1.6 s), restarting it each time; the
+	// guaranteed job waits for the 20, so the reclaim that follows runs
+	// on a daemon that has just recovered from them.
 	kctx, kstop := context.WithCancel(ctx)
 	killed := make(chan int, 1)
+	killsOver := make(chan struct{})
 	go func() {
+		defer close(killsOver)
 		rng := rand.New(rand.NewPCG(uint64(start.UnixNano()), 7))
 		n := 0
 		for n < 20 {
@@ -180,7 +185,7 @@ log_level: info
 			case <-kctx.Done():
 				killed <- n
 				return
-			case <-time.After(time.Duration(1000+rng.IntN(1500)) * time.Millisecond):
+			case <-time.After(time.Duration(600+rng.IntN(1000)) * time.Millisecond):
 			}
 			d.kill()
 			n++
@@ -196,13 +201,14 @@ log_level: info
 	}
 	var ids []int
 	want := map[int]jobSpec{}
+	var guaranteedAt time.Time
 	for _, js := range scenario {
-		if wait := time.Until(start.Add(js.after)); wait > 0 {
-			time.Sleep(wait)
-		}
 		qos := "--qos=normal"
 		if js.guaranteed {
 			qos = "--qos=guaranteed"
+			<-killsOver
+			waitFull(ctx, t, cluster, ids)
+			guaranteedAt = time.Now()
 		}
 		out := l.run(t, "sbatch", "--parsable", "--model-type="+js.model, qos, "-p", "gpu", "-J", "e2e-"+js.model,
 			"-N", strconv.Itoa(js.nodes), "--ntasks-per-node=1", "--gres=gpu:"+strconv.Itoa(js.gpus), "--cpus-per-task=8",
@@ -286,6 +292,9 @@ log_level: info
 		res.Reconfigurations += j.RestartCount
 		gpus := 0
 		for _, a := range hist {
+			if a.Result == store.ResultOK && a.Kind == string(slurm.ActionPreempt) && a.DecidedAt.After(guaranteedAt) {
+				res.Preemptions++
+			}
 			if a.Result != store.ResultOK || (a.Kind != string(slurm.ActionStart) && a.Kind != string(slurm.ActionRestart)) {
 				continue
 			}
@@ -319,13 +328,43 @@ log_level: info
 	if res.Lost != 0 || res.StuckHeld != 0 || res.IterationsShort != 0 {
 		t.Errorf("lost %d, stuck held %d, short of iterations %d: all must be 0", res.Lost, res.StuckHeld, res.IterationsShort)
 	}
-	if res.Shrinks == 0 {
-		t.Errorf("no running job was shrunk for the guaranteed job")
+	if res.Shrinks+res.Preemptions == 0 {
+		t.Errorf("no GPUs were reclaimed for the guaranteed job: no running job was shrunk or preempted")
 	}
 	if res.Reconfigurations == 0 || res.ReplannedJobs == 0 {
 		t.Errorf("reconfigurations %d, replanned jobs %d: want a running job restarted with a new plan, resumed from its checkpoint",
 			res.Reconfigurations, res.ReplannedJobs)
 	}
+}
+
+// waitFull returns once every job of ids runs and every GPU of the lab is
+// allocated; it fails the test if that does not happen within 90 s, since
+// the reclaim the scenario checks needs a full cluster.
+func waitFull(ctx context.Context, t *testing.T, c slurm.Cluster, ids []int) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	var state string
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		running := 0
+		for _, id := range ids {
+			if j, err := c.Job(ctx, id); err == nil && j.State == slurm.StateRunning {
+				running++
+			}
+		}
+		used, total := 0, 0
+		if nodes, err := c.Nodes(ctx); err == nil {
+			for _, n := range nodes {
+				used, total = used+n.GPUsUsed, total+n.GPUs
+			}
+		}
+		state = fmt.Sprintf("%d of %d jobs running, %d of %d GPUs allocated", running, len(ids), used, total)
+		if running == len(ids) && total > 0 && used == total {
+			t.Logf("cluster full: %s", state)
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("the best-effort jobs never filled the lab (%s): no reclaim to check", state)
 }
 
 // trainScript is the user's batch script: rubick-srun in place of srun,
