@@ -16,7 +16,7 @@ build: ## build every command into bin/
 demo: build ## run the simulator on the embedded Base trace with every policy
 	$(BIN)/rubick sim --workload workload-base --policy rubick,fifo,synergy,sia,antman,rubick-e,rubick-r,rubick-n
 
-check: vet fmt-check man-check test integration integration-2411 e2e ## every test: unit, race, real-Slurm integration and end-to-end
+check: vet fmt-check man-check test lab-fresh integration integration-2411 e2e ## every test: unit, race, real-Slurm integration and end-to-end
 
 vet: ## go vet
 	$(GO) vet $(PKGS)
@@ -57,7 +57,16 @@ e2e: ## end-to-end run on the Slurm lab (about 3 minutes), ending with one JSON 
 	  cat "$(LAB)/e2e-result.json"; \
 	else echo "SKIP: end-to-end run: no Slurm lab running at $(LAB) (as root: make lab-up)"; fi
 
-.PHONY: lab-up lab-down lab-purge lab-smoke lab-2411 lab-2411-down spank
+.PHONY: lab-up lab-down lab-purge lab-fresh lab-smoke lab-2411 lab-2411-down spank
+
+# The tests assume an empty cluster: a lab left over by an earlier run (its
+# daemons killed, its state on disk) would recover that run's jobs and keep
+# the nodes busy. So `make check` deletes both labs' state first; the trixie
+# chroot's packages are kept.
+lab-fresh: ## (root) stop both labs and delete their state, so the tests start on an empty cluster
+	@if [ "$$(id -u)" = 0 ]; then scripts/lab/down.sh --purge && \
+	  if [ -e "$(TRIXIE_ROOT)/.rubick-trixie" ]; then scripts/lab/trixie-down.sh --reset; fi; \
+	else echo "SKIP: lab reset (not root)"; fi
 
 lab-up: ## install (root, apt) and start the Slurm 22.05 lab in $(LAB); idempotent
 	scripts/lab/ensure.sh

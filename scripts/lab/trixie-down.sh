@@ -1,8 +1,10 @@
 #!/bin/bash
-# trixie-down.sh [--purge] - stop the Slurm 24.11 chroot lab of trixie-up.sh
-# (recorded PIDs only, checked as in lib.sh) and unmount the chroot's /proc,
-# /dev and /sys. --purge then deletes the chroot, never while anything is
-# still mounted inside it.
+# trixie-down.sh [--reset|--purge] - stop the Slurm 24.11 chroot lab of
+# trixie-up.sh (recorded PIDs only, checked as in lib.sh) and unmount the
+# chroot's /proc, /dev and /sys. --reset then deletes the lab's state (jobs,
+# logs, configuration under $TRIXIE_ROOT/lab) and keeps the installed chroot;
+# --purge deletes the whole chroot. Neither deletes while anything is still
+# mounted inside it.
 set -euo pipefail
 
 R=${TRIXIE_ROOT:-/tmp/rubick-trixie}
@@ -14,11 +16,12 @@ export LAB_ROOT=$R
 . "$REPO/scripts/lab/lib.sh"
 export LOG_TAG=lab-2411-down
 
-PURGE=0
+PURGE=0 RESET=0
 case ${1:-} in
   --purge) PURGE=1 ;;
+  --reset) RESET=1 ;;
   "") ;;
-  *) die "usage: $0 [--purge]" ;;
+  *) die "usage: $0 [--reset|--purge]" ;;
 esac
 case $R in /?*) ;; *) die "TRIXIE_ROOT must be an absolute path: $R" ;; esac
 
@@ -59,11 +62,17 @@ for m in sys dev proc; do
   if mountpoint -q "$R/$m"; then umount "$R/$m" 2> /dev/null || umount -l "$R/$m"; fi
 done
 
-if [ "$PURGE" = 1 ] && [ -e "$R" ]; then
+if { [ "$PURGE" = 1 ] || [ "$RESET" = 1 ]; } && [ -e "$R" ]; then
   [ -e "$R/.rubick-trixie" ] || die "$R has no .rubick-trixie marker: not deleting it"
   if awk -v r="$R/" 'index($2, r) == 1 { found = 1 } END { exit !found }' /proc/mounts; then
     die "something is still mounted under $R: not deleting it"
   fi
+fi
+if [ "$RESET" = 1 ] && [ -e "$LAB" ]; then
+  rm -rf --one-file-system -- "$LAB"
+  log "deleted the lab state $LAB"
+fi
+if [ "$PURGE" = 1 ] && [ -e "$R" ]; then
   # --one-file-system: never descend into a mount that appeared meanwhile
   rm -rf --one-file-system -- "$R"
   rm -f "$R.debootstrap.log" "$R.apt.log"

@@ -200,12 +200,21 @@ func waitState(t *testing.T, id, state string, timeout time.Duration) {
 func (l *lab) idleNodes(t *testing.T, n int) []string {
 	t.Helper()
 	var nodes []string
-	waitFor(t, 30*time.Second, fmt.Sprintf("%d idle nodes", n), func() bool {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
 		r := command("", "sinfo", "-h", "-N", "-r", "-p", l.partition, "-t", "idle", "-o", "%N")
 		nodes = slices.Compact(slices.Sorted(slices.Values(strings.Fields(r.stdout))))
-		return len(nodes) >= n
-	})
-	return nodes[:n]
+		if len(nodes) >= n {
+			return nodes[:n]
+		}
+		if time.Now().After(deadline) {
+			// Name what holds the nodes: usually jobs a killed earlier run
+			// left in the lab's state (make lab-fresh clears it).
+			q := command("", "squeue", "-h", "-o", "%i %T %j %N")
+			t.Fatalf("timeout (30s) waiting for %d idle nodes (idle: %v); the queue:\n%s", n, nodes, q.stdout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // rest calls slurmrestd with the lab's JWT and decodes a JSON answer into v

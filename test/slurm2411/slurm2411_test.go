@@ -68,9 +68,10 @@ func TestV0041AgainstSlurm2411(t *testing.T) {
 	}
 
 	// Start it on two chosen nodes with 4 GPUs each, through the Applier
-	// and the chroot's scontrol.
+	// and the chroot's scontrol, which must read the chroot's own
+	// slurm.conf even where the 22.05 lab's env.sh exported SLURM_CONF.
 	scontrol := filepath.Join(t.TempDir(), "scontrol")
-	wrapper := fmt.Sprintf("#!/bin/sh\nexec chroot %s scontrol \"$@\"\n", root)
+	wrapper := fmt.Sprintf("#!/bin/sh\nexec chroot %s env -u SLURM_CONF scontrol \"$@\"\n", root)
 	if err := os.WriteFile(scontrol, []byte(wrapper), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestV0041AgainstSlurm2411(t *testing.T) {
 
 func cancelJob(root string, id int) {
 	// Best effort: the lab is torn down with its jobs anyway.
-	_ = runArgv("chroot", root, "scancel", fmt.Sprint(id))
+	_ = runArgv("chroot", root, "env", "-u", "SLURM_CONF", "scancel", fmt.Sprint(id))
 }
 
 func runArgv(argv ...string) error {
