@@ -364,6 +364,15 @@ func unixTime(sec int64) time.Time {
 	return time.Unix(sec, 0).UTC()
 }
 
+// minutes converts Slurm's time limit in minutes; 0 and negative values
+// (unset) give 0.
+func minutes[T int32 | int64](m T) time.Duration {
+	if m <= 0 {
+		return 0
+	}
+	return time.Duration(m) * time.Minute
+}
+
 func deref[T any](p *T) T {
 	var zero T
 	if p == nil {

@@ -95,6 +95,10 @@ func TestGolden2205(t *testing.T) {
 			t.Errorf("job %d (-want +got):\n%s", id, diff)
 		}
 	}
+	// time_limit is in minutes; null (no limit) reads as 0.
+	if got, want := byID[27].TimeLimit, 525599*time.Minute; got != want {
+		t.Errorf("job 27 TimeLimit = %v, want %v", got, want)
+	}
 	// The lab's old free-form tags are reported as malformed, not dropped.
 	for _, id := range []int{31, 33} {
 		if !errors.Is(byID[id].TagErr, ErrTag) || !strings.Contains(byID[id].TagErr.Error(), "version") {
@@ -540,6 +544,31 @@ func TestV41LargePriority(t *testing.T) {
 	jobs, _, err := c.Jobs(context.Background(), time.Time{})
 	if err != nil || len(jobs) != 1 || jobs[0].Priority != 4294901729 || jobs[0].Held {
 		t.Fatalf("got %+v, %v", jobs, err)
+	}
+}
+
+func TestV41TimeLimit(t *testing.T) {
+	tests := map[string]struct {
+		limit string
+		want  time.Duration
+	}{
+		"set":      {`{"set":true,"infinite":false,"number":90}`, 90 * time.Minute},
+		"infinite": {`{"set":false,"infinite":true,"number":0}`, 0},
+		"absent":   {`null`, 0},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f, srv := newFakeRestd(t, Version41)
+			c := newTestCluster(t, srv.URL, nil)
+			f.overrides["/slurm/v0.0.41/jobs/"] = `{"jobs":[{"job_id":7,"job_state":["PENDING"],"priority":{"set":true,"number":5},"time_limit":` + tc.limit + `}],"errors":[]}`
+			jobs, _, err := c.Jobs(context.Background(), time.Time{})
+			if err != nil || len(jobs) != 1 {
+				t.Fatalf("got %+v, %v", jobs, err)
+			}
+			if jobs[0].TimeLimit != tc.want {
+				t.Errorf("TimeLimit = %v, want %v", jobs[0].TimeLimit, tc.want)
+			}
+		})
 	}
 }
 

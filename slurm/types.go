@@ -71,6 +71,9 @@ type Job struct {
 	RestartCount int
 	SubmitTime   time.Time
 	StartTime    time.Time
+	// TimeLimit is the job's time limit (sbatch --time); 0 when it has none
+	// (unlimited or unset).
+	TimeLimit time.Duration
 
 	Comment      string
 	AdminComment string

@@ -157,6 +157,7 @@ func (w v38Job) domain() Job {
 		RestartCount: deref(w.RestartCnt),
 		SubmitTime:   unixTime(deref(w.SubmitTime)),
 		StartTime:    unixTime(deref(w.StartTime)),
+		TimeLimit:    minutes(deref(w.TimeLimit)),
 		Comment:      deref(w.Comment),
 		AdminComment: deref(w.AdminComment),
 	}

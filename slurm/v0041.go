@@ -146,6 +146,7 @@ func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
 			RestartCount: int(deref(w.RestartCnt)),
 			SubmitTime:   unixTime(num(w.SubmitTime)),
 			StartTime:    unixTime(num(w.StartTime)),
+			TimeLimit:    minutes(num(w.TimeLimit)),
 			Comment:      deref(w.Comment),
 			AdminComment: deref(w.AdminComment),
 		}
