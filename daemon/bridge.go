@@ -265,6 +265,8 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator) (*ma
 		},
 		RunTime:   mj.ran,
 		Reconfigs: max(j.Tag.Generation-1, 0),
+		// The user's --time: the order of the guaranteed queue and backfill.
+		TimeLimit: j.TimeLimit,
 	}
 	if j.State == slurm.StateRunning && len(j.NodeList) > 0 {
 		n := len(j.NodeList)

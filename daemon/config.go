@@ -110,11 +110,28 @@ type PolicyConfig struct {
 	// StarvationAge is how long a best-effort job may wait before it is
 	// scheduled regardless of its slope.
 	StarvationAge time.Duration `mapstructure:"starvation_age"`
+	// GuaranteedOrder is the admission order of queued guaranteed jobs:
+	// "shortest" (time limit) or "submit".
+	GuaranteedOrder string `mapstructure:"guaranteed_order"`
+	// GuaranteedAge is how long a guaranteed job may wait before it is
+	// admitted ahead of shorter ones (0: never).
+	GuaranteedAge time.Duration `mapstructure:"guaranteed_age"`
+}
+
+// Config returns the policy package's configuration with these knobs set.
+func (p PolicyConfig) Config() policy.Config {
+	c := policy.DefaultConfig()
+	c.ReconfigKeep = p.ReconfigThreshold
+	c.StarvationAge = p.StarvationAge
+	c.GuaranteedOrder = p.GuaranteedOrder
+	c.GuaranteedAge = p.GuaranteedAge
+	return c
 }
 
 // Defaults returns the configuration used for every key the file and the
 // environment leave unset.
 func Defaults() Config {
+	pd := policy.DefaultConfig()
 	return Config{
 		Slurmrestd: SlurmrestdConfig{
 			URL: "http://127.0.0.1:6820", User: "root", TokenFile: "/etc/rubick/slurm.jwt",
@@ -131,8 +148,8 @@ func Defaults() Config {
 		Store:       "/var/lib/rubick/rubick.db",
 		// The policy's own tuned defaults (docs/policy.md says why 0.9, not
 		// the paper's 0.97, with a 260 s restart).
-		Policy: PolicyConfig{Name: "rubick", ReconfigThreshold: policy.DefaultConfig().ReconfigKeep,
-			StarvationAge: policy.DefaultConfig().StarvationAge},
+		Policy: PolicyConfig{Name: "rubick", ReconfigThreshold: pd.ReconfigKeep, StarvationAge: pd.StarvationAge,
+			GuaranteedOrder: pd.GuaranteedOrder, GuaranteedAge: pd.GuaranteedAge},
 		RigidJobs: "schedule",
 		Samples:   SamplesConfig{Unmunge: "unmunge", RefitThreshold: 0.10},
 		Listen:    "127.0.0.1:9717",
@@ -207,6 +224,8 @@ func setDefaults(v *viper.Viper, d Config) {
 	v.SetDefault("policy.name", d.Policy.Name)
 	v.SetDefault("policy.reconfig_threshold", d.Policy.ReconfigThreshold)
 	v.SetDefault("policy.starvation_age", d.Policy.StarvationAge)
+	v.SetDefault("policy.guaranteed_order", d.Policy.GuaranteedOrder)
+	v.SetDefault("policy.guaranteed_age", d.Policy.GuaranteedAge)
 	v.SetDefault("rigid_jobs", d.RigidJobs)
 	v.SetDefault("gpu_facts", d.GPUFacts)
 	v.SetDefault("samples.unmunge", d.Samples.Unmunge)
@@ -313,6 +332,12 @@ func (c Config) Validate() error {
 	}
 	if c.Policy.StarvationAge < 0 {
 		return bad("policy.starvation_age", c.Policy.StarvationAge, "must be >= 0")
+	}
+	if c.Policy.GuaranteedOrder != policy.OrderShortest && c.Policy.GuaranteedOrder != policy.OrderSubmit {
+		return bad("policy.guaranteed_order", fmt.Sprintf("%q", c.Policy.GuaranteedOrder), `want "shortest" or "submit"`)
+	}
+	if c.Policy.GuaranteedAge < 0 {
+		return bad("policy.guaranteed_age", c.Policy.GuaranteedAge, "must be >= 0")
 	}
 	if !(c.Samples.RefitThreshold > 0 && c.Samples.RefitThreshold < 10) {
 		return bad("samples.refit_threshold", c.Samples.RefitThreshold, "want a relative error in (0, 10)")

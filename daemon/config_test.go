@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/rubick-sched/rubick/policy"
 )
 
 func TestLoadConfigDefaults(t *testing.T) {
@@ -50,6 +52,9 @@ func TestLoadConfigExampleFileAndEnv(t *testing.T) {
 	if got := c.TenantOf("other", "normal"); got != "" {
 		t.Errorf("TenantOf(other) = %q, want none", got)
 	}
+	if diff := cmp.Diff(policy.DefaultConfig(), c.Policy.Config()); diff != "" {
+		t.Errorf("the example's policy knobs differ from the policy defaults (-want +got):\n%s", diff)
+	}
 }
 
 func TestLoadConfigErrorsNameTheField(t *testing.T) {
@@ -71,6 +76,8 @@ func TestLoadConfigErrorsNameTheField(t *testing.T) {
 		"interval":         {yaml: "interval: 10ms\n", want: "interval=10ms"},
 		"signal":           {yaml: "checkpoint:\n  signal: KILL\n", want: `checkpoint.signal="KILL"`},
 		"threshold":        {yaml: "policy:\n  reconfig_threshold: 1.5\n", want: "policy.reconfig_threshold=1.5"},
+		"guaranteed order": {yaml: "policy:\n  guaranteed_order: random\n", want: `policy.guaranteed_order="random"`},
+		"guaranteed age":   {yaml: "policy:\n  guaranteed_age: -1h\n", want: "policy.guaranteed_age=-1h"},
 		"rigid":            {yaml: "rigid_jobs: maybe\n", want: `rigid_jobs="maybe"`},
 		"unknown key":      {yaml: "intervall: 30s\n", want: `unknown key "intervall"`},
 		"bad duration":     {yaml: "interval: soon\n", want: "interval"},

@@ -94,7 +94,7 @@ func newTestDaemonWith(t *testing.T, c *fakeCluster, a *fakeApplier, edit func(*
 	if _, err := Seed(ctx, st, set, model.DefaultEnv()); err != nil {
 		t.Fatal(err)
 	}
-	pol, err := policy.New("rubick", policy.DefaultConfig())
+	pol, err := policy.New("rubick", Defaults().Policy.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,5 +395,32 @@ func TestReclaimForGuaranteedJobIsRecordedAndApplied(t *testing.T) {
 	hist, err := st.PlanHistory(context.Background(), 91)
 	if err != nil || len(hist) != 1 || hist[0].Result != store.ResultOK {
 		t.Errorf("plan history of job 91 = %+v, %v; want one ok action", hist, err)
+	}
+}
+
+// Two guaranteed jobs wait for the same quota: the one whose sbatch --time
+// is shorter is admitted first, though it was submitted later.
+func TestGuaranteedQueueShortestTimeLimitFirst(t *testing.T) {
+	long := heldJob(21, "bert", 1, 8) // submitted first (21 minutes ago)
+	long.Account, long.Tag.Class, long.TimeLimit = "lab", slurm.ClassGuaranteed, 10*time.Hour
+	short := heldJob(20, "bert", 1, 8)
+	short.Account, short.Tag.Class, short.TimeLimit = "lab", slurm.ClassGuaranteed, time.Hour
+	short.SubmitTime = t0.Add(-time.Minute)
+	c := &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{long, short}}
+	a := &fakeApplier{}
+	d, _ := newTestDaemonWith(t, c, a, func(cfg *Config) {
+		cfg.Tenants = []TenantConfig{{Name: "lab", Match: []string{"lab"}, QuotaGPUs: 8}}
+	})
+	if _, err := d.Cycle(context.Background(), false); err != nil {
+		t.Fatalf("cycle: %v", err)
+	}
+	var started []int
+	for _, act := range a.got {
+		if act.Kind == slurm.ActionStart {
+			started = append(started, act.JobID)
+		}
+	}
+	if diff := cmp.Diff([]int{20}, started); diff != "" {
+		t.Errorf("started jobs (-want +got):\n%s", diff)
 	}
 }

@@ -2,6 +2,9 @@ package policy
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -16,6 +19,13 @@ type Config struct {
 	// StarvationAge is how long a best-effort job may wait before it is
 	// scheduled ahead of the slope order.
 	StarvationAge time.Duration
+	// GuaranteedOrder is the order in which queued guaranteed jobs are
+	// admitted within their tenant's quota: OrderShortest or OrderSubmit.
+	GuaranteedOrder string
+	// GuaranteedAge bounds the wait shortest-first can impose on a long
+	// guaranteed job: one queued this long is admitted ahead of the
+	// younger ones, in submission order (0: never).
+	GuaranteedAge time.Duration
 	// SLOMargin is the headroom over the requested throughput a guaranteed
 	// job needs when it runs on other resources or another plan than it
 	// asked for, to absorb performance-model error.
@@ -49,11 +59,23 @@ type Config struct {
 	DefaultQuota int
 }
 
+// Orders of the guaranteed queue (Config.GuaranteedOrder).
+const (
+	// OrderShortest admits the job with the shortest time limit first (jobs
+	// without one last), which minimises the average wait when the quota
+	// is the bottleneck.
+	OrderShortest = "shortest"
+	// OrderSubmit admits jobs in submission order.
+	OrderSubmit = "submit"
+)
+
 // DefaultConfig returns the configuration the benchmarks use.
 func DefaultConfig() Config {
 	return Config{
 		ReconfigKeep:    0.9,
 		StarvationAge:   4 * time.Hour,
+		GuaranteedOrder: OrderShortest,
+		GuaranteedAge:   8 * time.Hour,
 		SLOMargin:       0.2,
 		MinCPUsPerGPU:   1,
 		HostMemPerGPUGB: 16,
@@ -73,6 +95,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: ReconfigKeep=%v must be in [0, 1]", ErrBadConfig, c.ReconfigKeep)
 	case c.StarvationAge < 0:
 		return fmt.Errorf("%w: StarvationAge=%v must be >= 0", ErrBadConfig, c.StarvationAge)
+	case c.GuaranteedOrder != OrderShortest && c.GuaranteedOrder != OrderSubmit:
+		return fmt.Errorf("%w: GuaranteedOrder=%q must be %q or %q", ErrBadConfig, c.GuaranteedOrder, OrderShortest, OrderSubmit)
+	case c.GuaranteedAge < 0:
+		return fmt.Errorf("%w: GuaranteedAge=%v must be >= 0", ErrBadConfig, c.GuaranteedAge)
 	case !(c.SLOMargin >= 0 && c.SLOMargin < 1):
 		return fmt.Errorf("%w: SLOMargin=%v must be in [0, 1)", ErrBadConfig, c.SLOMargin)
 	case c.MinCPUsPerGPU < 0:
@@ -92,5 +118,92 @@ func (c Config) Validate() error {
 	case c.DefaultQuota < 0:
 		return fmt.Errorf("%w: DefaultQuota=%d must be >= 0", ErrBadConfig, c.DefaultQuota)
 	}
+	return nil
+}
+
+// Knobs lists the names Set accepts, in the order of Config's fields.
+func Knobs() []string {
+	out := make([]string, len(knobs))
+	for i, k := range knobs {
+		out[i] = k.name
+	}
+	return out
+}
+
+type knob struct {
+	name string
+	set  func(c *Config, v string) error
+}
+
+func floatKnob(f func(*Config) *float64) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return err
+		}
+		*f(c) = x
+		return nil
+	}
+}
+
+func intKnob(f func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		x, err := strconv.Atoi(v)
+		if err != nil {
+			return err
+		}
+		*f(c) = x
+		return nil
+	}
+}
+
+func durationKnob(f func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		x, err := time.ParseDuration(v)
+		if err != nil {
+			return err
+		}
+		*f(c) = x
+		return nil
+	}
+}
+
+// knobs names every field of Config for Set, as the field is named.
+var knobs = []knob{
+	{"ReconfigKeep", floatKnob(func(c *Config) *float64 { return &c.ReconfigKeep })},
+	{"StarvationAge", durationKnob(func(c *Config) *time.Duration { return &c.StarvationAge })},
+	{"GuaranteedOrder", func(c *Config, v string) error { c.GuaranteedOrder = v; return nil }},
+	{"GuaranteedAge", durationKnob(func(c *Config) *time.Duration { return &c.GuaranteedAge })},
+	{"SLOMargin", floatKnob(func(c *Config) *float64 { return &c.SLOMargin })},
+	{"MinCPUsPerGPU", intKnob(func(c *Config) *int { return &c.MinCPUsPerGPU })},
+	{"HostMemPerGPUGB", floatKnob(func(c *Config) *float64 { return &c.HostMemPerGPUGB })},
+	{"MaxScale", floatKnob(func(c *Config) *float64 { return &c.MaxScale })},
+	{"MinGain", floatKnob(func(c *Config) *float64 { return &c.MinGain })},
+	{"MinShare", floatKnob(func(c *Config) *float64 { return &c.MinShare })},
+	{"MaxSpread", intKnob(func(c *Config) *int { return &c.MaxSpread })},
+	{"PlanSwitchGain", floatKnob(func(c *Config) *float64 { return &c.PlanSwitchGain })},
+	{"DefaultQuota", intKnob(func(c *Config) *int { return &c.DefaultQuota })},
+}
+
+// Set parses "Name=value" (a field of Config, see Knobs; durations as in
+// time.ParseDuration) into c and validates the result. It lets a simulation
+// try one setting without a rebuild.
+func (c *Config) Set(kv string) error {
+	name, v, ok := strings.Cut(kv, "=")
+	if !ok {
+		return fmt.Errorf("%w: %q: want Name=value", ErrBadConfig, kv)
+	}
+	i := slices.IndexFunc(knobs, func(k knob) bool { return k.name == name })
+	if i < 0 {
+		return fmt.Errorf("%w: %q: unknown knob (known: %s)", ErrBadConfig, name, strings.Join(Knobs(), ", "))
+	}
+	next := *c
+	if err := knobs[i].set(&next, v); err != nil {
+		return fmt.Errorf("%w: %s=%q: %v", ErrBadConfig, name, v, err)
+	}
+	if err := next.Validate(); err != nil {
+		return err
+	}
+	*c = next
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rubick-sched/rubick/model"
 )
@@ -845,7 +846,7 @@ func (r *round) run(ctx context.Context) error {
 				queued = append(queued, js)
 			}
 		}
-		slices.SortStableFunc(queued, bySubmit)
+		r.orderGuaranteed(queued)
 		for _, js := range queued {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("policy %s: %w", r.e.name, err)
@@ -971,6 +972,39 @@ func (r *round) reserve(need int) {
 			need -= k
 		}
 	}
+}
+
+// orderGuaranteed sorts the queued guaranteed jobs for admission. The
+// quota, not the GPUs, is what they wait for, and jobs admitted greedily in
+// submission order queue every short job behind the long ones of a burst;
+// shortest time limit first minimises the average wait, and GuaranteedAge
+// keeps it from starving a long job.
+func (r *round) orderGuaranteed(q []*jstate) {
+	if r.e.cfg.GuaranteedOrder != OrderShortest {
+		slices.SortStableFunc(q, bySubmit)
+		return
+	}
+	old := func(js *jstate) bool {
+		return r.e.cfg.GuaranteedAge > 0 && r.s.Now.Sub(js.j.Submit) >= r.e.cfg.GuaranteedAge
+	}
+	limit := func(js *jstate) time.Duration {
+		if js.j.TimeLimit <= 0 {
+			return math.MaxInt64 // no estimate: after every job that has one
+		}
+		return js.j.TimeLimit
+	}
+	slices.SortStableFunc(q, func(a, b *jstate) int {
+		oa, ob := old(a), old(b)
+		switch {
+		case oa && !ob:
+			return -1
+		case ob && !oa:
+			return 1
+		case oa:
+			return bySubmit(a, b)
+		}
+		return cmp.Or(cmp.Compare(limit(a), limit(b)), bySubmit(a, b))
+	})
 }
 
 func bySubmit(a, b *jstate) int {

@@ -3,6 +3,7 @@ package policy_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,7 @@ func dp(g, batch int) model.Plan {
 func TestDecide(t *testing.T) {
 	tests := map[string]struct {
 		policy  string
+		config  func(*policy.Config) // changes to DefaultConfig, if any
 		now     time.Duration
 		nodes   []policy.Node
 		tenants []policy.Tenant
@@ -123,6 +125,55 @@ func TestDecide(t *testing.T) {
 				"g2": {policy.Keep, 0, policy.ReasonQuota},
 			},
 		},
+		"rubick admits the guaranteed job with the shortest time limit first": {
+			policy: "rubick", now: time.Hour, nodes: pt.Cluster(2, 8),
+			tenants: []policy.Tenant{{Name: "default", GPUQuota: 4}},
+			jobs: []policy.Job{
+				pt.NewJob("long", "small").GPUs(4).Guaranteed().TimeLimit(5 * time.Hour).SubmittedAt(10 * time.Minute).Obj(),
+				pt.NewJob("short", "small").GPUs(4).Guaranteed().TimeLimit(time.Hour).SubmittedAt(20 * time.Minute).Obj(),
+			},
+			want: map[string]outcome{
+				"long":  {policy.Keep, 0, policy.ReasonQuota},
+				"short": {policy.Start, 8, policy.ReasonSLO},
+			},
+		},
+		"rubick admits a guaranteed job without a time limit after those with one": {
+			policy: "rubick", now: time.Hour, nodes: pt.Cluster(2, 8),
+			tenants: []policy.Tenant{{Name: "default", GPUQuota: 4}},
+			jobs: []policy.Job{
+				pt.NewJob("unknown", "small").GPUs(4).Guaranteed().SubmittedAt(10 * time.Minute).Obj(),
+				pt.NewJob("known", "small").GPUs(4).Guaranteed().TimeLimit(20 * time.Hour).SubmittedAt(20 * time.Minute).Obj(),
+			},
+			want: map[string]outcome{
+				"unknown": {policy.Keep, 0, policy.ReasonQuota},
+				"known":   {policy.Start, 8, policy.ReasonSLO},
+			},
+		},
+		"rubick admits a guaranteed job queued past GuaranteedAge first": {
+			policy: "rubick", now: 9 * time.Hour, nodes: pt.Cluster(2, 8),
+			tenants: []policy.Tenant{{Name: "default", GPUQuota: 4}},
+			jobs: []policy.Job{
+				pt.NewJob("old", "small").GPUs(4).Guaranteed().TimeLimit(5 * time.Hour).Obj(),
+				pt.NewJob("young", "small").GPUs(4).Guaranteed().TimeLimit(time.Hour).SubmittedAt(8*time.Hour + 30*time.Minute).Obj(),
+			},
+			want: map[string]outcome{
+				"old":   {policy.Start, 8, policy.ReasonSLO},
+				"young": {policy.Keep, 0, policy.ReasonQuota},
+			},
+		},
+		"rubick admits guaranteed jobs in submission order when configured": {
+			policy: "rubick", now: time.Hour, nodes: pt.Cluster(2, 8),
+			config:  func(c *policy.Config) { c.GuaranteedOrder = policy.OrderSubmit },
+			tenants: []policy.Tenant{{Name: "default", GPUQuota: 4}},
+			jobs: []policy.Job{
+				pt.NewJob("long", "small").GPUs(4).Guaranteed().TimeLimit(5 * time.Hour).SubmittedAt(10 * time.Minute).Obj(),
+				pt.NewJob("short", "small").GPUs(4).Guaranteed().TimeLimit(time.Hour).SubmittedAt(20 * time.Minute).Obj(),
+			},
+			want: map[string]outcome{
+				"long":  {policy.Start, 8, policy.ReasonSLO},
+				"short": {policy.Keep, 0, policy.ReasonQuota},
+			},
+		},
 		"antman preempts an opportunistic job for a guaranteed one": {
 			policy: "antman", now: time.Hour, nodes: pt.Cluster(1, 8),
 			jobs: []policy.Job{
@@ -169,7 +220,11 @@ func TestDecide(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			p, err := policy.New(tc.policy, policy.DefaultConfig())
+			cfg := policy.DefaultConfig()
+			if tc.config != nil {
+				tc.config(&cfg)
+			}
+			p, err := policy.New(tc.policy, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -191,13 +246,15 @@ func TestNew(t *testing.T) {
 		wantErr error
 		field   string
 	}{
-		"every registered name":   {name: "rubick"},
-		"unknown policy":          {name: "tetris", wantErr: policy.ErrUnknownPolicy, field: "tetris"},
-		"keep fraction above one": {name: "rubick", mutate: func(c *policy.Config) { c.ReconfigKeep = 1.5 }, wantErr: policy.ErrBadConfig, field: "ReconfigKeep"},
-		"negative starvation age": {name: "fifo", mutate: func(c *policy.Config) { c.StarvationAge = -time.Second }, wantErr: policy.ErrBadConfig, field: "StarvationAge"},
-		"margin of one":           {name: "rubick", mutate: func(c *policy.Config) { c.SLOMargin = 1 }, wantErr: policy.ErrBadConfig, field: "SLOMargin"},
-		"scale below one":         {name: "rubick", mutate: func(c *policy.Config) { c.MaxScale = 0.5 }, wantErr: policy.ErrBadConfig, field: "MaxScale"},
-		"share above one":         {name: "rubick", mutate: func(c *policy.Config) { c.MinShare = 2 }, wantErr: policy.ErrBadConfig, field: "MinShare"},
+		"every registered name":    {name: "rubick"},
+		"unknown policy":           {name: "tetris", wantErr: policy.ErrUnknownPolicy, field: "tetris"},
+		"keep fraction above one":  {name: "rubick", mutate: func(c *policy.Config) { c.ReconfigKeep = 1.5 }, wantErr: policy.ErrBadConfig, field: "ReconfigKeep"},
+		"negative starvation age":  {name: "fifo", mutate: func(c *policy.Config) { c.StarvationAge = -time.Second }, wantErr: policy.ErrBadConfig, field: "StarvationAge"},
+		"margin of one":            {name: "rubick", mutate: func(c *policy.Config) { c.SLOMargin = 1 }, wantErr: policy.ErrBadConfig, field: "SLOMargin"},
+		"unknown guaranteed order": {name: "rubick", mutate: func(c *policy.Config) { c.GuaranteedOrder = "random" }, wantErr: policy.ErrBadConfig, field: "GuaranteedOrder"},
+		"negative guaranteed age":  {name: "rubick", mutate: func(c *policy.Config) { c.GuaranteedAge = -time.Hour }, wantErr: policy.ErrBadConfig, field: "GuaranteedAge"},
+		"scale below one":          {name: "rubick", mutate: func(c *policy.Config) { c.MaxScale = 0.5 }, wantErr: policy.ErrBadConfig, field: "MaxScale"},
+		"share above one":          {name: "rubick", mutate: func(c *policy.Config) { c.MinShare = 2 }, wantErr: policy.ErrBadConfig, field: "MinShare"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -281,5 +338,55 @@ func TestSynergyTunesCPUs(t *testing.T) {
 	// data-parallel job needs only its data loaders (1 per GPU).
 	if diff := cmp.Diff(map[string]int{"off": 48, "dp": 4}, got); diff != "" {
 		t.Errorf("CPUs per job (-want +got):\n%s", diff)
+	}
+}
+
+func TestConfigSet(t *testing.T) {
+	tests := map[string]struct {
+		kv      string
+		want    func(*policy.Config)
+		wantErr string
+	}{
+		"float":          {kv: "ReconfigKeep=0.97", want: func(c *policy.Config) { c.ReconfigKeep = 0.97 }},
+		"duration":       {kv: "StarvationAge=2h", want: func(c *policy.Config) { c.StarvationAge = 2 * time.Hour }},
+		"int":            {kv: "MaxSpread=3", want: func(c *policy.Config) { c.MaxSpread = 3 }},
+		"word":           {kv: "GuaranteedOrder=submit", want: func(c *policy.Config) { c.GuaranteedOrder = policy.OrderSubmit }},
+		"no equals":      {kv: "MinGain", wantErr: `"MinGain": want Name=value`},
+		"unknown":        {kv: "Speed=2", wantErr: `"Speed": unknown knob`},
+		"not a number":   {kv: "MinGain=lots", wantErr: `MinGain="lots"`},
+		"fails validate": {kv: "SLOMargin=2", wantErr: "SLOMargin=2 must be in [0, 1)"},
+		"bad word":       {kv: "GuaranteedOrder=lifo", wantErr: `GuaranteedOrder="lifo"`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := policy.DefaultConfig()
+			err := got.Set(tc.kv)
+			want := policy.DefaultConfig()
+			if tc.wantErr != "" {
+				if !errors.Is(err, policy.ErrBadConfig) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Set(%q) = %v, want ErrBadConfig with %q", tc.kv, err, tc.wantErr)
+				}
+			} else {
+				if err != nil {
+					t.Fatalf("Set(%q) = %v", tc.kv, err)
+				}
+				tc.want(&want)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("config after Set(%q) (-want +got):\n%s", tc.kv, diff)
+			}
+		})
+	}
+}
+
+// Every field of Config can be set by its name.
+func TestKnobsCoverConfig(t *testing.T) {
+	var fields []string
+	ct := reflect.TypeOf(policy.Config{})
+	for i := range ct.NumField() {
+		fields = append(fields, ct.Field(i).Name)
+	}
+	if diff := cmp.Diff(fields, policy.Knobs()); diff != "" {
+		t.Errorf("Knobs() against Config's fields (-fields +knobs):\n%s", diff)
 	}
 }

@@ -121,10 +121,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	pcfg := policy.DefaultConfig()
-	pcfg.ReconfigKeep = cfg.Policy.ReconfigThreshold
-	pcfg.StarvationAge = cfg.Policy.StarvationAge
-	pol, err := policy.New(cfg.Policy.Name, pcfg)
+	pol, err := policy.New(cfg.Policy.Name, cfg.Policy.Config())
 	if err != nil {
 		return err
 	}
