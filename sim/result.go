@@ -34,6 +34,9 @@ type Result struct {
 	SLOViolations int   `json:"slo_violations"`
 	Guaranteed    Class `json:"guaranteed"`
 	BestEffort    Class `json:"best_effort"`
+	// Models splits the results per model type, each with its guaranteed
+	// and best-effort jobs: which models a policy serves well or badly.
+	Models map[string]ModelClasses `json:"models"`
 	// FallbackJobS is job-seconds of progress priced by the fitted model
 	// because nothing was measured for the plan and placement.
 	FallbackJobS float64 `json:"fallback_job_s"`
@@ -65,6 +68,13 @@ type Class struct {
 	P50JCT    float64 `json:"p50_jct_s"`
 	P99JCT    float64 `json:"p99_jct_s"`
 	AvgQueue  float64 `json:"avg_queue_s"`
+}
+
+// ModelClasses summarises the jobs of one model type.
+type ModelClasses struct {
+	All        Class `json:"all"`
+	Guaranteed Class `json:"guaranteed"`
+	BestEffort Class `json:"best_effort"`
 }
 
 // Bound is the lower bound of the trace's JCTs.
@@ -131,33 +141,61 @@ func summarise(jcts, queues []float64, n int) Class {
 	return Class{Jobs: n, Completed: len(jcts), AvgJCT: mean(jcts), P50JCT: percentile(jcts, 50), P99JCT: percentile(jcts, 99), AvgQueue: mean(queues)}
 }
 
+// classes gathers the JCTs and queueing delays of a set of jobs, split by
+// class, for summarise.
+type classes struct {
+	all, allQ, g, gQ, be, beQ []float64
+	n, nG                     int
+}
+
+func (c *classes) add(j *simJob) {
+	c.n++
+	if j.Guaranteed {
+		c.nG++
+	}
+	if !j.finished {
+		return
+	}
+	jct, q := j.finish-j.Submit, j.firstRun-j.Submit
+	c.all, c.allQ = append(c.all, jct), append(c.allQ, q)
+	if j.Guaranteed {
+		c.g, c.gQ = append(c.g, jct), append(c.gQ, q)
+	} else {
+		c.be, c.beQ = append(c.be, jct), append(c.beQ, q)
+	}
+}
+
+func (c *classes) summary() ModelClasses {
+	return ModelClasses{All: summarise(c.all, c.allQ, c.n), Guaranteed: summarise(c.g, c.gQ, c.nG),
+		BestEffort: summarise(c.be, c.beQ, c.n-c.nG)}
+}
+
 func (r *Result) finish(jobs []*simJob, totalGPUs float64, cfg Config, d *Data) {
-	var all, allQ, g, gQ, be, beQ []float64
-	nG := 0
+	var total classes
+	perModel := map[string]*classes{}
 	for _, j := range jobs {
-		if j.Guaranteed {
-			nG++
+		total.add(j)
+		if perModel[j.App] == nil {
+			perModel[j.App] = &classes{}
 		}
+		perModel[j.App].add(j)
 		if !j.finished {
 			continue
 		}
-		jct, q := j.finish-j.Submit, j.firstRun-j.Submit
-		all, allQ = append(all, jct), append(allQ, q)
-		if j.Guaranteed {
-			g, gQ = append(g, jct), append(gQ, q)
-			if j.violated {
-				r.SLOViolations++
-			}
-		} else {
-			be, beQ = append(be, jct), append(beQ, q)
+		if j.Guaranteed && j.violated {
+			r.SLOViolations++
 		}
 		r.Makespan = max(r.Makespan, j.finish)
 	}
-	c := summarise(all, allQ, len(jobs))
+	sum := total.summary()
+	c := sum.All
 	r.Completed, r.AvgJCT, r.P50JCT, r.P99JCT, r.AvgQueue = c.Completed, c.AvgJCT, c.P50JCT, c.P99JCT, c.AvgQueue
-	r.jcts = all
-	r.Guaranteed = summarise(g, gQ, nG)
-	r.BestEffort = summarise(be, beQ, len(jobs)-nG)
+	r.jcts = total.all
+	r.Guaranteed, r.BestEffort = sum.Guaranteed, sum.BestEffort
+	r.Models = make(map[string]ModelClasses, len(perModel))
+	for m, pc := range perModel {
+		r.Models[m] = pc.summary()
+	}
 	if r.Makespan > 0 {
 		r.GPUUtil = r.gpuSeconds / (totalGPUs * r.Makespan)
 	}

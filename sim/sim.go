@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"log/slog"
 	"math"
@@ -42,6 +43,10 @@ type Config struct {
 	LoadScale float64
 	// GuaranteedQuota is the GPU quota of the single tenant (0: every GPU).
 	GuaranteedQuota int
+	// TimeLimitOver makes the jobs' time limits user-like: each job's limit
+	// is its trace duration (plus one restart) times a factor in
+	// [1, 1+TimeLimitOver], fixed per job name (0: exact limits).
+	TimeLimitOver float64
 	// MaxTime stops a replay that has not finished (a policy that starves a job).
 	MaxTime time.Duration
 	// MeasuredCPUsPerGPU is the CPU count per GPU the measured iteration
@@ -78,6 +83,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: LoadScale=%v must be a positive number", ErrBadConfig, c.LoadScale)
 	case c.GuaranteedQuota < 0:
 		return fmt.Errorf("%w: GuaranteedQuota=%d must be >= 0", ErrBadConfig, c.GuaranteedQuota)
+	case !(c.TimeLimitOver >= 0) || math.IsInf(c.TimeLimitOver, 0):
+		return fmt.Errorf("%w: TimeLimitOver=%v must be a number >= 0", ErrBadConfig, c.TimeLimitOver)
 	case c.MaxTime <= 0:
 		return fmt.Errorf("%w: MaxTime=%v must be > 0", ErrBadConfig, c.MaxTime)
 	case c.MeasuredCPUsPerGPU <= 0:
@@ -339,7 +346,7 @@ func snapshot(epoch time.Time, t float64, nodes []policy.Node, tenants []policy.
 			Plan:      j.plan,
 			RunTime:   secs(j.runTime),
 			Reconfigs: j.reconfigs,
-			TimeLimit: secs(j.DurationS + cfg.RestartPenalty.Seconds()),
+			TimeLimit: secs((j.DurationS + cfg.RestartPenalty.Seconds()) * overestimate(j.Name, cfg.TimeLimitOver)),
 		}
 	}
 	return policy.NewSnapshot(epoch.Add(secs(t)), nodes, jobs, tenants, models, cfg.RestartPenalty)
@@ -437,4 +444,16 @@ func checkPlan(d *Data, j *simJob, a policy.Action) error {
 		return fmt.Errorf("%w: %s: plan %s changes the global batch %d", ErrBadAction, j.Name, p, spec.GlobalBatch)
 	}
 	return nil
+}
+
+// overestimate is the factor in [1, 1+over] by which the user of job name
+// overestimates its run time: a hash of the name, so every policy and every
+// replay sees the same limits.
+func overestimate(name string, over float64) float64 {
+	if over == 0 {
+		return 1
+	}
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return 1 + over*float64(h.Sum32()%10001)/10000
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -131,6 +132,8 @@ func TestConfigValidate(t *testing.T) {
 		"negative cost": {func(c *Config) { c.RestartPenalty = -time.Second }, "RestartPenalty"},
 		"zero load":     {func(c *Config) { c.LoadScale = 0 }, "LoadScale"},
 		"nan load":      {func(c *Config) { c.LoadScale = math.NaN() }, "LoadScale"},
+		"negative over": {func(c *Config) { c.TimeLimitOver = -1 }, "TimeLimitOver"},
+		"nan over":      {func(c *Config) { c.TimeLimitOver = math.NaN() }, "TimeLimitOver"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -147,6 +150,26 @@ func TestConfigValidate(t *testing.T) {
 				t.Errorf("Validate() = %v, want ErrBadConfig naming %s", err, tc.field)
 			}
 		})
+	}
+}
+
+// Overestimated time limits are fixed per job name, within [1, 1+over],
+// and spread over that range.
+func TestOverestimate(t *testing.T) {
+	lo, hi := math.Inf(1), 0.0
+	for i := range 200 {
+		name := fmt.Sprintf("job-%d", i)
+		f := overestimate(name, 3)
+		if f < 1 || f > 4 || f != overestimate(name, 3) {
+			t.Fatalf("overestimate(%s, 3) = %v (then %v), want a fixed value in [1, 4]", name, f, overestimate(name, 3))
+		}
+		lo, hi = min(lo, f), max(hi, f)
+	}
+	if lo > 1.2 || hi < 3.8 {
+		t.Errorf("200 factors span [%.2f, %.2f], want most of [1, 4]", lo, hi)
+	}
+	if f := overestimate("job-1", 0); f != 1 {
+		t.Errorf("overestimate with 0 = %v, want 1 (exact limits)", f)
 	}
 }
 
@@ -196,6 +219,17 @@ func TestRunNaive(t *testing.T) {
 			}
 			if r.Starts != len(rows) {
 				t.Errorf("starts = %d, want one per job (%d)", r.Starts, len(rows))
+			}
+			// The per-model split adds up to the whole trace.
+			jobs, done, sum := 0, 0, 0.0
+			for _, m := range r.Models {
+				if m.All.Jobs != m.Guaranteed.Jobs+m.BestEffort.Jobs {
+					t.Errorf("model split %+v: classes do not add up", m)
+				}
+				jobs, done, sum = jobs+m.All.Jobs, done+m.All.Completed, sum+m.All.AvgJCT*float64(m.All.Completed)
+			}
+			if jobs != r.Jobs || done != r.Completed || math.Abs(sum/float64(done)-r.AvgJCT) > 1e-6 {
+				t.Errorf("models add up to %d jobs, %d done, avg %.3f; want %d, %d, %.3f", jobs, done, sum/float64(done), r.Jobs, r.Completed, r.AvgJCT)
 			}
 			if r.FallbackJobS+r.PermutedJobS > r.ProgressJobS+1e-6 {
 				t.Errorf("fallback %.0f + permuted %.0f exceed progress %.0f", r.FallbackJobS, r.PermutedJobS, r.ProgressJobS)

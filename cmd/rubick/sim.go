@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -27,14 +28,25 @@ type simOptions struct {
 	data     string
 	policies []string
 	cfg      sim.Config
+	policy   policy.Config // every policy's knobs
 	json     bool
 	plot     string
 	parallel int
 }
 
+// knobDefaults lists every policy knob with its value in c.
+func knobDefaults(c policy.Config) string {
+	v := reflect.ValueOf(c)
+	var out []string
+	for _, k := range policy.Knobs() {
+		out = append(out, fmt.Sprintf("%s=%v", k, v.FieldByName(k)))
+	}
+	return strings.Join(out, " ")
+}
+
 func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 	def := sim.DefaultConfig()
-	o := simOptions{cfg: def}
+	o := simOptions{cfg: def, policy: policy.DefaultConfig()}
 	fset := flag.NewFlagSet("rubick sim", flag.ContinueOnError)
 	fset.SetOutput(stderr)
 	fset.Usage = func() {
@@ -52,6 +64,10 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 	fset.DurationVar(&o.cfg.RestartPenalty, "restart-penalty", def.RestartPenalty, "time without progress after every start and placement change")
 	fset.Float64Var(&o.cfg.LoadScale, "load-scale", def.LoadScale, "divide submission times by this (> 1 compresses arrivals)")
 	fset.IntVar(&o.cfg.GuaranteedQuota, "quota", def.GuaranteedQuota, "GPU quota of guaranteed jobs (0: every GPU)")
+	fset.Float64Var(&o.cfg.TimeLimitOver, "time-limit-over", def.TimeLimitOver, "time limits overestimate runs by a per-job factor in [1, 1+this] (0: exact)")
+	fset.Func("set", "set a policy knob, Name=value; repeatable (defaults: "+knobDefaults(o.policy)+")", func(kv string) error {
+		return o.policy.Set(kv)
+	})
 	fset.BoolVar(&o.json, "json", false, "print a JSON array, one object per policy")
 	fset.StringVar(&o.plot, "plot", "", "write JCT CDFs and GPU utilisation to this .svg or .png file")
 	fset.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "policies simulated at once")
@@ -91,6 +107,7 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 		{o.cfg.RestartPenalty < 0, "--restart-penalty", o.cfg.RestartPenalty, "must be >= 0"},
 		{!(o.cfg.LoadScale > 0) || o.cfg.LoadScale > 1e6, "--load-scale", o.cfg.LoadScale, "must be a positive number"},
 		{o.cfg.GuaranteedQuota < 0, "--quota", o.cfg.GuaranteedQuota, "must be >= 0"},
+		{!(o.cfg.TimeLimitOver >= 0) || o.cfg.TimeLimitOver > 1e6, "--time-limit-over", o.cfg.TimeLimitOver, "must be a number in [0, 1e6]"},
 		{o.parallel <= 0, "--parallel", o.parallel, "must be > 0"},
 	}
 	for _, c := range checks {
@@ -155,7 +172,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			pol, err := policy.New(name, policy.DefaultConfig())
+			pol, err := policy.New(name, o.policy)
 			if err != nil {
 				errs[i] = err
 				return

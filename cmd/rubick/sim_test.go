@@ -39,6 +39,8 @@ func TestSimBadFlags(t *testing.T) {
 		"missing data":     {[]string{"--data", "/nonexistent"}, `--data "/nonexistent"`},
 		"not a duration":   {[]string{"--interval", "soon"}, "soon"},
 		"stray argument":   {[]string{"extra"}, `"extra"`},
+		"unknown knob":     {[]string{"--set", "Speed=2"}, `"Speed": unknown knob`},
+		"bad knob value":   {[]string{"--set", "SLOMargin=1.5"}, "SLOMargin=1.5"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -55,7 +57,7 @@ func TestSimHelpListsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"-workload", "workload-base", "-nodes", "(default 8)", "-interval", "1m0s", "-restart-penalty", "4m20s", "-load-scale", "-json", "-plot", "-policy", "rubick,fifo"} {
+	for _, want := range []string{"-workload", "workload-base", "-nodes", "(default 8)", "-interval", "1m0s", "-restart-penalty", "4m20s", "-load-scale", "-json", "-plot", "-policy", "rubick,fifo", "-set", "ReconfigKeep=0.9", "GuaranteedOrder=shortest"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("help does not mention %q:\n%s", want, stderr)
 		}
