@@ -331,6 +331,9 @@ log_level: info
 	if res.Shrinks+res.Preemptions == 0 {
 		t.Errorf("no GPUs were reclaimed for the guaranteed job: no running job was shrunk or preempted")
 	}
+	if res.Shrinks == 0 {
+		t.Errorf("no running job was restarted on fewer GPUs")
+	}
 	if res.Reconfigurations == 0 || res.ReplannedJobs == 0 {
 		t.Errorf("reconfigurations %d, replanned jobs %d: want a running job restarted with a new plan, resumed from its checkpoint",
 			res.Reconfigurations, res.ReplannedJobs)
