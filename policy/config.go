@@ -135,54 +135,37 @@ type knob struct {
 	set  func(c *Config, v string) error
 }
 
-func floatKnob(f func(*Config) *float64) func(*Config, string) error {
+// setter parses a value with parse into the field of Config that field
+// points to.
+func setter[T any](parse func(string) (T, error), field func(*Config) *T) func(*Config, string) error {
 	return func(c *Config, v string) error {
-		x, err := strconv.ParseFloat(v, 64)
+		x, err := parse(v)
 		if err != nil {
 			return err
 		}
-		*f(c) = x
+		*field(c) = x
 		return nil
 	}
 }
 
-func intKnob(f func(*Config) *int) func(*Config, string) error {
-	return func(c *Config, v string) error {
-		x, err := strconv.Atoi(v)
-		if err != nil {
-			return err
-		}
-		*f(c) = x
-		return nil
-	}
-}
-
-func durationKnob(f func(*Config) *time.Duration) func(*Config, string) error {
-	return func(c *Config, v string) error {
-		x, err := time.ParseDuration(v)
-		if err != nil {
-			return err
-		}
-		*f(c) = x
-		return nil
-	}
-}
+func parseFloat(v string) (float64, error) { return strconv.ParseFloat(v, 64) }
+func parseWord(v string) (string, error)   { return v, nil }
 
 // knobs names every field of Config for Set, as the field is named.
 var knobs = []knob{
-	{"ReconfigKeep", floatKnob(func(c *Config) *float64 { return &c.ReconfigKeep })},
-	{"StarvationAge", durationKnob(func(c *Config) *time.Duration { return &c.StarvationAge })},
-	{"GuaranteedOrder", func(c *Config, v string) error { c.GuaranteedOrder = v; return nil }},
-	{"GuaranteedAge", durationKnob(func(c *Config) *time.Duration { return &c.GuaranteedAge })},
-	{"SLOMargin", floatKnob(func(c *Config) *float64 { return &c.SLOMargin })},
-	{"MinCPUsPerGPU", intKnob(func(c *Config) *int { return &c.MinCPUsPerGPU })},
-	{"HostMemPerGPUGB", floatKnob(func(c *Config) *float64 { return &c.HostMemPerGPUGB })},
-	{"MaxScale", floatKnob(func(c *Config) *float64 { return &c.MaxScale })},
-	{"MinGain", floatKnob(func(c *Config) *float64 { return &c.MinGain })},
-	{"MinShare", floatKnob(func(c *Config) *float64 { return &c.MinShare })},
-	{"MaxSpread", intKnob(func(c *Config) *int { return &c.MaxSpread })},
-	{"PlanSwitchGain", floatKnob(func(c *Config) *float64 { return &c.PlanSwitchGain })},
-	{"DefaultQuota", intKnob(func(c *Config) *int { return &c.DefaultQuota })},
+	{"ReconfigKeep", setter(parseFloat, func(c *Config) *float64 { return &c.ReconfigKeep })},
+	{"StarvationAge", setter(time.ParseDuration, func(c *Config) *time.Duration { return &c.StarvationAge })},
+	{"GuaranteedOrder", setter(parseWord, func(c *Config) *string { return &c.GuaranteedOrder })},
+	{"GuaranteedAge", setter(time.ParseDuration, func(c *Config) *time.Duration { return &c.GuaranteedAge })},
+	{"SLOMargin", setter(parseFloat, func(c *Config) *float64 { return &c.SLOMargin })},
+	{"MinCPUsPerGPU", setter(strconv.Atoi, func(c *Config) *int { return &c.MinCPUsPerGPU })},
+	{"HostMemPerGPUGB", setter(parseFloat, func(c *Config) *float64 { return &c.HostMemPerGPUGB })},
+	{"MaxScale", setter(parseFloat, func(c *Config) *float64 { return &c.MaxScale })},
+	{"MinGain", setter(parseFloat, func(c *Config) *float64 { return &c.MinGain })},
+	{"MinShare", setter(parseFloat, func(c *Config) *float64 { return &c.MinShare })},
+	{"MaxSpread", setter(strconv.Atoi, func(c *Config) *int { return &c.MaxSpread })},
+	{"PlanSwitchGain", setter(parseFloat, func(c *Config) *float64 { return &c.PlanSwitchGain })},
+	{"DefaultQuota", setter(strconv.Atoi, func(c *Config) *int { return &c.DefaultQuota })},
 }
 
 // Set parses "Name=value" (a field of Config, see Knobs; durations as in
