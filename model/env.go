@@ -1,5 +1,13 @@
 package model
 
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"strings"
+)
+
 // DefaultEnv returns the environment of the Rubick artifact's cluster:
 // nodes of 8 NVIDIA A800 80 GB GPUs, 96 CPU cores and 1,600 GB of memory.
 //
@@ -77,4 +85,55 @@ func (p Params) vec() [nParams]float64 {
 
 func paramsFromVec(v [nParams]float64) Params {
 	return Params{KBwd: v[0], KSync: v[1], KOpt: v[2], KOptOff: v[3], KOff: v[4], KSwap: v[5], KConst: v[6]}
+}
+
+// EnvKeys lists the names Env.Set accepts: Env's JSON field names.
+func EnvKeys() []string {
+	var out []string
+	t := reflect.TypeOf(Env{})
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		out = append(out, name)
+	}
+	return out
+}
+
+// Set parses "name=value" (a JSON field name of Env, see EnvKeys, and a
+// JSON value: a number, or true/false) into e. It lets `rubick model`
+// price another cluster, or check what one deviation of docs/model.md is
+// worth, without a rebuild. Bandwidths, memory and counts must be >= 0.
+func (e *Env) Set(kv string) error {
+	name, v, ok := strings.Cut(kv, "=")
+	if !ok {
+		return fmt.Errorf("%w: env %q: want name=value", ErrBadInput, kv)
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("env: %w", err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return fmt.Errorf("env: %w", err)
+	}
+	if _, ok := fields[name]; !ok {
+		return fmt.Errorf("%w: env %q: unknown name (known: %s)", ErrBadInput, name, strings.Join(EnvKeys(), ", "))
+	}
+	fields[name] = json.RawMessage(v)
+	b, err = json.Marshal(fields)
+	if err != nil {
+		return fmt.Errorf("%w: env %s=%q: not a JSON value", ErrBadInput, name, v)
+	}
+	var next Env
+	if err := json.Unmarshal(b, &next); err != nil {
+		return fmt.Errorf("%w: env %s=%q: %v", ErrBadInput, name, v, err)
+	}
+	nums := map[string]float64{"intra_gbps": next.IntraGBps, "inter_gbps": next.InterGBps, "pcie_gbps": next.PCIeGBps,
+		"gpu_mem_gb": next.GPUMemGB, "node_mem_gb": next.NodeMemGB, "node_cpus": float64(next.NodeCPUs),
+		"node_gpus": float64(next.NodeGPUs), "gpus_per_nic": float64(next.GPUsPerNIC),
+		"host_mem_gbps": next.HostMemGBps, "ridge_flop_per_byte": next.RidgeFlopPerByte}
+	if x, ok := nums[name]; ok && (!(x >= 0) || math.IsInf(x, 0)) {
+		return fmt.Errorf("%w: env %s=%s must be a finite number >= 0", ErrBadInput, name, v)
+	}
+	*e = next
+	return nil
 }

@@ -67,6 +67,11 @@ func printDefaults(w io.Writer, fs *flag.FlagSet) {
 		if typ != "" {
 			name += " " + typ
 		}
+		if typ == "value" {
+			// A repeatable flag (flag.Func) names its defaults in its usage.
+			fmt.Fprintf(w, "  %s\n    \t%s\n", name, usage)
+			return
+		}
 		fmt.Fprintf(w, "  %s\n    \t%s (default %s)\n", name, usage, def)
 	})
 }
@@ -83,6 +88,26 @@ func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
 		return false, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
 	return false, nil
+}
+
+// envFlag adds --env to fs: repeatable name=value changes of the cluster
+// environment the model prices (model.Env's JSON names), from DefaultEnv.
+func envFlag(fs *flag.FlagSet) *model.Env {
+	env := model.DefaultEnv()
+	fs.Func("env", "change the priced environment, name=value; repeatable ("+envDefaults(env)+")", env.Set)
+	return &env
+}
+
+// envDefaults lists every environment name with its value in e.
+func envDefaults(e model.Env) string {
+	b, _ := json.Marshal(e) // a struct of numbers and bools always marshals
+	var vals map[string]json.RawMessage
+	_ = json.Unmarshal(b, &vals)
+	var out []string
+	for _, k := range model.EnvKeys() {
+		out = append(out, k+"="+string(vals[k]))
+	}
+	return "defaults: " + strings.Join(out, " ")
 }
 
 func loadSet(dir string) (*artifact.Set, error) {
@@ -115,6 +140,7 @@ func modelFit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	data := fs.String("data", "", "artifact data directory; empty means the embedded copy")
 	only := fs.String("model", "", "fit only this model; empty means every model")
 	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
+	env := envFlag(fs)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -133,7 +159,7 @@ func modelFit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			Placements: map[string][]artifact.Measurement{*only: set.Placements[*only]},
 		}
 	}
-	fits, err := artifact.FitAll(ctx, set, model.DefaultEnv())
+	fits, err := artifact.FitAll(ctx, set, *env)
 	if err != nil {
 		return err
 	}
@@ -164,6 +190,7 @@ func modelValidate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	asJSON := fs.Bool("json", false, "print the JSON array of BRIEF section 8 instead of a table")
 	exclude := fs.Bool("exclude-suspect", false, "leave the rows the data README flags as suspect out of the scores")
 	rowsOut := fs.Bool("rows", false, "also list every predicted row (table output only)")
+	env := envFlag(fs)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -171,7 +198,7 @@ func modelValidate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	v, err := artifact.Validate(ctx, set, model.DefaultEnv(), artifact.ValidateOptions{ExcludeSuspect: *exclude})
+	v, err := artifact.Validate(ctx, set, *env, artifact.ValidateOptions{ExcludeSuspect: *exclude})
 	if err != nil {
 		return err
 	}
@@ -242,6 +269,7 @@ func modelBestPlan(ctx context.Context, args []string, stdout, stderr io.Writer)
 	place := fs.String("placement", "", "GPUs per node as digits, e.g. 8 or 4444 (required)")
 	cpus := fs.Int("cpus", 0, "CPU cores of the job over all nodes; 0 means 4 per GPU, as the artifact measured")
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
+	envp := envFlag(fs)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -272,7 +300,7 @@ func modelBestPlan(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	env := model.DefaultEnv()
+	env := *envp
 	fit, err := model.Fit(ctx, info.Spec, env, samples, model.FitOptions{AllowPartial: true})
 	if err != nil {
 		return err

@@ -110,6 +110,27 @@ func TestModelBestPlan(t *testing.T) {
 	}
 }
 
+// A slower network between nodes makes multi-node plans slower.
+func TestModelBestPlanEnv(t *testing.T) {
+	iter := func(args ...string) float64 {
+		t.Helper()
+		out, _, err := runCLI(t, append([]string{"model", "best-plan", "--model", "bert", "--placement", "44", "--json"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			IterS float64 `json:"iter_s"`
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatal(err)
+		}
+		return got.IterS
+	}
+	if fast, slow := iter(), iter("--env", "inter_gbps=1"); !(slow > fast) {
+		t.Errorf("iteration on 44 with 1 GB/s between nodes = %v s, want slower than %v s at the default", slow, fast)
+	}
+}
+
 func TestModelFit(t *testing.T) {
 	out, _, err := runCLI(t, "model", "fit", "--model", "bert", "--json")
 	if err != nil {
@@ -147,6 +168,8 @@ func TestModelErrors(t *testing.T) {
 		"negative cpus":      {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "8", "--cpus", "-1"}, want: "--cpus=-1"},
 		"missing data":       {args: []string{"model", "validate", "--data", "/nonexistent/rubick"}, want: "/nonexistent/rubick"},
 		"fit unknown model":  {args: []string{"model", "fit", "--model", "gpt5"}, want: `"gpt5"`},
+		"unknown env name":   {args: []string{"model", "validate", "--env", "nvlink=400"}, usage: true, want: `"nvlink"`},
+		"bad env value":      {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "8", "--env", "inter_gbps=-2"}, usage: true, want: "inter_gbps=-2"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -165,17 +188,21 @@ func TestModelErrors(t *testing.T) {
 // with its default.
 func TestModelHelpListsDefaults(t *testing.T) {
 	for sub, flags := range map[string][]string{
-		"fit":       {"--data", "--model", "--json"},
-		"validate":  {"--data", "--json", "--exclude-suspect", "--rows"},
-		"best-plan": {"--data", "--model", "--placement", "--cpus", "--json"},
+		"fit":       {"--data", "--model", "--json", "--env"},
+		"validate":  {"--data", "--json", "--exclude-suspect", "--rows", "--env"},
+		"best-plan": {"--data", "--model", "--placement", "--cpus", "--json", "--env"},
 	} {
 		_, stderr, err := runCLI(t, "model", sub, "-h")
 		if err != nil {
 			t.Fatalf("%s -h: %v", sub, err)
 		}
 		for _, f := range flags {
+			want := "(default " // a repeatable flag lists its defaults instead
+			if f == "--env" {
+				want = "(defaults: intra_gbps=150 "
+			}
 			i := strings.Index(stderr, "  "+f)
-			if i < 0 || !strings.Contains(stderr[i:], "(default ") {
+			if i < 0 || !strings.Contains(stderr[i:], want) {
 				t.Errorf("%s -h does not list %s with its default:\n%s", sub, f, stderr)
 			}
 		}

@@ -1,0 +1,71 @@
+package model
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestEnvSet(t *testing.T) {
+	tests := map[string]struct {
+		kv      string
+		want    func(*Env)
+		wantErr string
+	}{
+		"float":        {kv: "inter_gbps=25", want: func(e *Env) { e.InterGBps = 25 }},
+		"int":          {kv: "gpus_per_nic=0", want: func(e *Env) { e.GPUsPerNIC = 0 }},
+		"bool":         {kv: "pipeline_1f1b=true", want: func(e *Env) { e.Pipeline1F1B = true }},
+		"zero ridge":   {kv: "ridge_flop_per_byte=0", want: func(e *Env) { e.RidgeFlopPerByte = 0 }},
+		"no equals":    {kv: "inter_gbps", wantErr: `env "inter_gbps": want name=value`},
+		"unknown":      {kv: "nvlink=400", wantErr: `env "nvlink": unknown name`},
+		"not json":     {kv: "inter_gbps=fast", wantErr: `inter_gbps="fast": not a JSON value`},
+		"wrong type":   {kv: "node_cpus=1.5", wantErr: `node_cpus="1.5"`},
+		"negative":     {kv: "pcie_gbps=-1", wantErr: "pcie_gbps=-1 must be a finite number >= 0"},
+		"string value": {kv: `intra_gbps="150"`, wantErr: `intra_gbps=`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, want := DefaultEnv(), DefaultEnv()
+			err := got.Set(tc.kv)
+			if tc.wantErr != "" {
+				if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Set(%q) = %v, want ErrBadInput with %q", tc.kv, err, tc.wantErr)
+				}
+			} else {
+				if err != nil {
+					t.Fatalf("Set(%q) = %v", tc.kv, err)
+				}
+				tc.want(&want)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("env after Set(%q) (-want +got):\n%s", tc.kv, diff)
+			}
+		})
+	}
+}
+
+// Every name EnvKeys lists is accepted with its current value, which
+// leaves the environment as it was.
+func TestEnvKeysRoundTrip(t *testing.T) {
+	def := DefaultEnv()
+	b, err := json.Marshal(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vals map[string]json.RawMessage
+	if err := json.Unmarshal(b, &vals); err != nil {
+		t.Fatal(err)
+	}
+	if len(EnvKeys()) != len(vals) {
+		t.Errorf("EnvKeys() = %v, want the %d JSON fields of Env", EnvKeys(), len(vals))
+	}
+	for _, k := range EnvKeys() {
+		e := def
+		if err := e.Set(k + "=" + string(vals[k])); err != nil || e != def {
+			t.Errorf("Set(%s=%s) = %v, env %+v; want no change", k, vals[k], err, e)
+		}
+	}
+}
