@@ -37,7 +37,7 @@ var benchModels = sync.OnceValues(func() (map[string]policy.Estimator, error) {
 // policy itself places them (its plan applied round after round, as the
 // daemon would), and between rounds a few running jobs finish and as many
 // new jobs arrive.
-func genRounds(b *testing.B, name string, nodes, jobs, warm, rounds int) []*policy.Snapshot {
+func genRounds(b *testing.B, name string, cfg policy.Config, nodes, jobs, warm, rounds int) []*policy.Snapshot {
 	b.Helper()
 	models, err := benchModels()
 	if err != nil {
@@ -73,7 +73,7 @@ func genRounds(b *testing.B, name string, nodes, jobs, warm, rounds int) []*poli
 	for i := range all {
 		all[i] = mk()
 	}
-	p, err := policy.New(name, policy.DefaultConfig())
+	p, err := policy.New(name, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -122,9 +122,9 @@ func genRounds(b *testing.B, name string, nodes, jobs, warm, rounds int) []*poli
 	return out
 }
 
-func benchDecide(b *testing.B, name string, nodes, jobs int) {
-	rounds := genRounds(b, name, nodes, jobs, 4, 16)
-	p, err := policy.New(name, policy.DefaultConfig())
+func benchDecide(b *testing.B, name string, cfg policy.Config, nodes, jobs int) {
+	rounds := genRounds(b, name, cfg, nodes, jobs, 4, 16)
+	p, err := policy.New(name, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -154,15 +154,31 @@ func benchDecide(b *testing.B, name string, nodes, jobs int) {
 // The targets: about 110 active jobs on 8 nodes at most 1 ms per round on
 // average; 2,048 jobs on 256 nodes at most 5 ms at the median; 10,000 jobs
 // on 1,000 nodes under 1 s. See docs/benchmarks.md for the numbers.
-func BenchmarkDecideRubick110Jobs8Nodes(b *testing.B)      { benchDecide(b, "rubick", 8, 110) }
-func BenchmarkDecideRubick2048Jobs256Nodes(b *testing.B)   { benchDecide(b, "rubick", 256, 2048) }
-func BenchmarkDecideRubick10000Jobs1000Nodes(b *testing.B) { benchDecide(b, "rubick", 1000, 10000) }
-func BenchmarkDecideFIFO2048Jobs256Nodes(b *testing.B)     { benchDecide(b, "fifo", 256, 2048) }
+func BenchmarkDecideRubick110Jobs8Nodes(b *testing.B) {
+	benchDecide(b, "rubick", policy.DefaultConfig(), 8, 110)
+}
+func BenchmarkDecideRubick2048Jobs256Nodes(b *testing.B) {
+	benchDecide(b, "rubick", policy.DefaultConfig(), 256, 2048)
+}
+func BenchmarkDecideRubick10000Jobs1000Nodes(b *testing.B) {
+	benchDecide(b, "rubick", policy.DefaultConfig(), 1000, 10000)
+}
+func BenchmarkDecideFIFO2048Jobs256Nodes(b *testing.B) {
+	benchDecide(b, "fifo", policy.DefaultConfig(), 256, 2048)
+}
+
+// What MaxSpread saves (docs/policy.md): the same rounds with jobs free to
+// span any number of nodes.
+func BenchmarkDecideRubick2048Jobs256NodesAnySpread(b *testing.B) {
+	cfg := policy.DefaultConfig()
+	cfg.MaxSpread = 256
+	benchDecide(b, "rubick", cfg, 256, 2048)
+}
 
 // benchCold times the first round of a fresh policy (empty caches) on a
 // cluster whose jobs are all queued: a restarted daemon's worst round.
 func benchCold(b *testing.B, nodes, jobs int) {
-	s := genRounds(b, "rubick", nodes, jobs, 0, 1)[0]
+	s := genRounds(b, "rubick", policy.DefaultConfig(), nodes, jobs, 0, 1)[0]
 	for b.Loop() {
 		p, _ := policy.New("rubick", policy.DefaultConfig())
 		if _, err := p.Decide(context.Background(), s); err != nil {

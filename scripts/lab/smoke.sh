@@ -1,5 +1,5 @@
 #!/bin/bash
-# smoke.sh - quick end-to-end check of a running lab (about 10 s): every
+# smoke.sh - quick end-to-end check of a running lab (about 2 s): every
 # daemon answers, a GPU job runs, and the --model-type path tags and holds a
 # job that then starts where it is told. The Go integration tests
 # (test/integration) cover the same ground and more; this is the shell-only
