@@ -3,8 +3,8 @@ package model
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"reflect"
+	"strconv"
 	"strings"
 )
 
@@ -98,6 +98,25 @@ func EnvKeys() []string {
 	return out
 }
 
+// values is e as JSON values by name.
+func (e Env) values() map[string]json.RawMessage {
+	b, _ := json.Marshal(e) // numbers and bools always marshal
+	var vals map[string]json.RawMessage
+	_ = json.Unmarshal(b, &vals)
+	return vals
+}
+
+// KeyValues lists every field of e as "name=value", in EnvKeys order: what
+// Set accepts to rebuild e.
+func (e Env) KeyValues() []string {
+	vals := e.values()
+	var out []string
+	for _, k := range EnvKeys() {
+		out = append(out, k+"="+string(vals[k]))
+	}
+	return out
+}
+
 // Set parses "name=value" (a JSON field name of Env, see EnvKeys, and a
 // JSON value: a number, or true/false) into e. It lets `rubick model`
 // price another cluster, or check what one deviation of docs/model.md is
@@ -107,32 +126,23 @@ func (e *Env) Set(kv string) error {
 	if !ok {
 		return fmt.Errorf("%w: env %q: want name=value", ErrBadInput, kv)
 	}
-	b, err := json.Marshal(e)
-	if err != nil {
-		return fmt.Errorf("env: %w", err)
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(b, &fields); err != nil {
-		return fmt.Errorf("env: %w", err)
-	}
+	fields := e.values()
 	if _, ok := fields[name]; !ok {
 		return fmt.Errorf("%w: env %q: unknown name (known: %s)", ErrBadInput, name, strings.Join(EnvKeys(), ", "))
 	}
+	// Every number of Env is a bandwidth, a size or a count; JSON numbers
+	// are always finite.
+	if x, err := strconv.ParseFloat(v, 64); err == nil && x < 0 {
+		return fmt.Errorf("%w: env %s=%s must be a finite number >= 0", ErrBadInput, name, v)
+	}
 	fields[name] = json.RawMessage(v)
-	b, err = json.Marshal(fields)
+	b, err := json.Marshal(fields)
 	if err != nil {
 		return fmt.Errorf("%w: env %s=%q: not a JSON value", ErrBadInput, name, v)
 	}
 	var next Env
 	if err := json.Unmarshal(b, &next); err != nil {
 		return fmt.Errorf("%w: env %s=%q: %v", ErrBadInput, name, v, err)
-	}
-	nums := map[string]float64{"intra_gbps": next.IntraGBps, "inter_gbps": next.InterGBps, "pcie_gbps": next.PCIeGBps,
-		"gpu_mem_gb": next.GPUMemGB, "node_mem_gb": next.NodeMemGB, "node_cpus": float64(next.NodeCPUs),
-		"node_gpus": float64(next.NodeGPUs), "gpus_per_nic": float64(next.GPUsPerNIC),
-		"host_mem_gbps": next.HostMemGBps, "ridge_flop_per_byte": next.RidgeFlopPerByte}
-	if x, ok := nums[name]; ok && (!(x >= 0) || math.IsInf(x, 0)) {
-		return fmt.Errorf("%w: env %s=%s must be a finite number >= 0", ErrBadInput, name, v)
 	}
 	*e = next
 	return nil

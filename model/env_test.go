@@ -47,8 +47,8 @@ func TestEnvSet(t *testing.T) {
 	}
 }
 
-// Every name EnvKeys lists is accepted with its current value, which
-// leaves the environment as it was.
+// Every name EnvKeys lists is accepted with its current value (KeyValues),
+// which leaves the environment as it was.
 func TestEnvKeysRoundTrip(t *testing.T) {
 	def := DefaultEnv()
 	b, err := json.Marshal(def)
@@ -62,10 +62,10 @@ func TestEnvKeysRoundTrip(t *testing.T) {
 	if len(EnvKeys()) != len(vals) {
 		t.Errorf("EnvKeys() = %v, want the %d JSON fields of Env", EnvKeys(), len(vals))
 	}
-	for _, k := range EnvKeys() {
+	for _, kv := range def.KeyValues() {
 		e := def
-		if err := e.Set(k + "=" + string(vals[k])); err != nil || e != def {
-			t.Errorf("Set(%s=%s) = %v, env %+v; want no change", k, vals[k], err, e)
+		if err := e.Set(kv); err != nil || e != def {
+			t.Errorf("Set(%s) = %v, env %+v; want no change", kv, err, e)
 		}
 	}
 }

@@ -100,14 +100,7 @@ func envFlag(fs *flag.FlagSet) *model.Env {
 
 // envDefaults lists every environment name with its value in e.
 func envDefaults(e model.Env) string {
-	b, _ := json.Marshal(e) // a struct of numbers and bools always marshals
-	var vals map[string]json.RawMessage
-	_ = json.Unmarshal(b, &vals)
-	var out []string
-	for _, k := range model.EnvKeys() {
-		out = append(out, k+"="+string(vals[k]))
-	}
-	return "defaults: " + strings.Join(out, " ")
+	return "defaults: " + strings.Join(e.KeyValues(), " ")
 }
 
 func loadSet(dir string) (*artifact.Set, error) {
