@@ -174,9 +174,18 @@ func field(out, key string) string {
 // waitFor polls cond every 200 ms until it returns true or the timeout ends.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	waitForOr(t, timeout, what, cond, nil)
+}
+
+// waitForOr is waitFor that adds explain's text to the timeout's failure.
+func waitForOr(t *testing.T, timeout time.Duration, what string, cond func() bool, explain func() string) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
+			if explain != nil {
+				what += "; " + explain()
+			}
 			t.Fatalf("timeout (%v) waiting for %s", timeout, what)
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -200,21 +209,17 @@ func waitState(t *testing.T, id, state string, timeout time.Duration) {
 func (l *lab) idleNodes(t *testing.T, n int) []string {
 	t.Helper()
 	var nodes []string
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitForOr(t, 30*time.Second, fmt.Sprintf("%d idle nodes", n), func() bool {
 		r := command("", "sinfo", "-h", "-N", "-r", "-p", l.partition, "-t", "idle", "-o", "%N")
 		nodes = slices.Compact(slices.Sorted(slices.Values(strings.Fields(r.stdout))))
-		if len(nodes) >= n {
-			return nodes[:n]
-		}
-		if time.Now().After(deadline) {
-			// Name what holds the nodes: usually jobs a killed earlier run
-			// left in the lab's state (make lab-fresh clears it).
-			q := command("", "squeue", "-h", "-o", "%i %T %j %N")
-			t.Fatalf("timeout (30s) waiting for %d idle nodes (idle: %v); the queue:\n%s", n, nodes, q.stdout)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return len(nodes) >= n
+	}, func() string {
+		// Name what holds the nodes: usually jobs a killed earlier run
+		// left in the lab's state (make lab-fresh clears it).
+		q := command("", "squeue", "-h", "-o", "%i %T %j %N")
+		return fmt.Sprintf("idle: %v; the queue:\n%s", nodes, q.stdout)
+	})
+	return nodes[:n]
 }
 
 // rest calls slurmrestd with the lab's JWT and decodes a JSON answer into v
