@@ -138,6 +138,8 @@ type simJob struct {
 	Submit  float64 // seconds, after load scaling
 	Request policy.Request
 	steps   float64
+	// timeLimit is what the user would give sbatch --time (Config.TimeLimitOver).
+	timeLimit time.Duration
 
 	// replay state
 	done      float64 // iterations completed
@@ -171,7 +173,8 @@ func loadJobs(rows []artifact.Job, d *Data, cfg Config) ([]*simJob, error) {
 			return nil, fmt.Errorf("job %s (line %d): steps=%d must be > 0", r.Name, r.Line, r.Steps)
 		}
 		j := &simJob{Job: r, Submit: r.SubmitS / cfg.LoadScale, steps: float64(r.Steps),
-			Request: policy.Request{GPUs: r.GPUs, CPUs: r.CPUs, Placement: pl, Plan: plan}}
+			Request:   policy.Request{GPUs: r.GPUs, CPUs: r.CPUs, Placement: pl, Plan: plan},
+			timeLimit: secs((r.DurationS + cfg.RestartPenalty.Seconds()) * overestimate(r.Name, cfg.TimeLimitOver))}
 		if j.Request.CPUs <= 0 {
 			j.Request.CPUs = r.GPUs * 8 // the traces' own ratio
 		}
@@ -346,7 +349,7 @@ func snapshot(epoch time.Time, t float64, nodes []policy.Node, tenants []policy.
 			Plan:      j.plan,
 			RunTime:   secs(j.runTime),
 			Reconfigs: j.reconfigs,
-			TimeLimit: secs((j.DurationS + cfg.RestartPenalty.Seconds()) * overestimate(j.Name, cfg.TimeLimitOver)),
+			TimeLimit: j.timeLimit,
 		}
 	}
 	return policy.NewSnapshot(epoch.Add(secs(t)), nodes, jobs, tenants, models, cfg.RestartPenalty)
