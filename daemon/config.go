@@ -116,6 +116,10 @@ type PolicyConfig struct {
 	// GuaranteedAge is how long a guaranteed job may wait before it is
 	// admitted ahead of shorter ones (0: never).
 	GuaranteedAge time.Duration `mapstructure:"guaranteed_age"`
+	// ReclaimKeep is the fraction of its throughput a best-effort job keeps
+	// when a guaranteed job takes part of its GPUs; below it the job is
+	// requeued whole instead.
+	ReclaimKeep float64 `mapstructure:"reclaim_keep"`
 }
 
 // Config returns the policy package's configuration with these knobs set.
@@ -125,6 +129,7 @@ func (p PolicyConfig) Config() policy.Config {
 	c.StarvationAge = p.StarvationAge
 	c.GuaranteedOrder = p.GuaranteedOrder
 	c.GuaranteedAge = p.GuaranteedAge
+	c.ReclaimKeep = p.ReclaimKeep
 	return c
 }
 
@@ -149,7 +154,7 @@ func Defaults() Config {
 		// The policy's own tuned defaults (docs/policy.md says why 0.9, not
 		// the paper's 0.97, with a 260 s restart).
 		Policy: PolicyConfig{Name: "rubick", ReconfigThreshold: pd.ReconfigKeep, StarvationAge: pd.StarvationAge,
-			GuaranteedOrder: pd.GuaranteedOrder, GuaranteedAge: pd.GuaranteedAge},
+			GuaranteedOrder: pd.GuaranteedOrder, GuaranteedAge: pd.GuaranteedAge, ReclaimKeep: pd.ReclaimKeep},
 		RigidJobs: "schedule",
 		Samples:   SamplesConfig{Unmunge: "unmunge", RefitThreshold: 0.10},
 		Listen:    "127.0.0.1:9717",
@@ -226,6 +231,7 @@ func setDefaults(v *viper.Viper, d Config) {
 	v.SetDefault("policy.starvation_age", d.Policy.StarvationAge)
 	v.SetDefault("policy.guaranteed_order", d.Policy.GuaranteedOrder)
 	v.SetDefault("policy.guaranteed_age", d.Policy.GuaranteedAge)
+	v.SetDefault("policy.reclaim_keep", d.Policy.ReclaimKeep)
 	v.SetDefault("rigid_jobs", d.RigidJobs)
 	v.SetDefault("gpu_facts", d.GPUFacts)
 	v.SetDefault("samples.unmunge", d.Samples.Unmunge)
@@ -338,6 +344,9 @@ func (c Config) Validate() error {
 	}
 	if c.Policy.GuaranteedAge < 0 {
 		return bad("policy.guaranteed_age", c.Policy.GuaranteedAge, "must be >= 0")
+	}
+	if !(c.Policy.ReclaimKeep >= 0 && c.Policy.ReclaimKeep <= 1) {
+		return bad("policy.reclaim_keep", c.Policy.ReclaimKeep, "want 0..1")
 	}
 	if !(c.Samples.RefitThreshold > 0 && c.Samples.RefitThreshold < 10) {
 		return bad("samples.refit_threshold", c.Samples.RefitThreshold, "want a relative error in (0, 10)")

@@ -78,6 +78,7 @@ func TestLoadConfigErrorsNameTheField(t *testing.T) {
 		"threshold":        {yaml: "policy:\n  reconfig_threshold: 1.5\n", want: "policy.reconfig_threshold=1.5"},
 		"guaranteed order": {yaml: "policy:\n  guaranteed_order: random\n", want: `policy.guaranteed_order="random"`},
 		"guaranteed age":   {yaml: "policy:\n  guaranteed_age: -1h\n", want: "policy.guaranteed_age=-1h"},
+		"reclaim keep":     {yaml: "policy:\n  reclaim_keep: 2\n", want: "policy.reclaim_keep=2"},
 		"rigid":            {yaml: "rigid_jobs: maybe\n", want: `rigid_jobs="maybe"`},
 		"unknown key":      {yaml: "intervall: 30s\n", want: `unknown key "intervall"`},
 		"bad duration":     {yaml: "interval: soon\n", want: "interval"},

@@ -46,6 +46,10 @@ type Config struct {
 	// job must get to start, or keep when it is shrunk: a job crawling on a
 	// sliver of GPUs could not grow back without a restart.
 	MinShare float64
+	// ReclaimKeep is the fraction of its throughput a best-effort job must
+	// keep when a guaranteed job takes part of its GPUs; below it the job
+	// is preempted whole instead, and restarts on a proper allocation.
+	ReclaimKeep float64
 	// MaxSpread bounds the nodes a job spans to MaxSpread times the nodes of
 	// its request: a job scattered over GPU fragments of many nodes runs on
 	// the model's least certain predictions and costs every round it is
@@ -82,6 +86,7 @@ func DefaultConfig() Config {
 		MaxScale:        0,
 		MinGain:         0.5,
 		MinShare:        0,
+		ReclaimKeep:     0.5,
 		PlanSwitchGain:  0.1,
 		MaxSpread:       2,
 		DefaultQuota:    0,
@@ -111,6 +116,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MinGain=%v must be >= 0", ErrBadConfig, c.MinGain)
 	case !(c.MinShare >= 0 && c.MinShare <= 1):
 		return fmt.Errorf("%w: MinShare=%v must be in [0, 1]", ErrBadConfig, c.MinShare)
+	case !(c.ReclaimKeep >= 0 && c.ReclaimKeep <= 1):
+		return fmt.Errorf("%w: ReclaimKeep=%v must be in [0, 1]", ErrBadConfig, c.ReclaimKeep)
 	case c.MaxSpread < 1:
 		return fmt.Errorf("%w: MaxSpread=%d must be >= 1", ErrBadConfig, c.MaxSpread)
 	case !(c.PlanSwitchGain >= 0):
@@ -163,6 +170,7 @@ var knobs = []knob{
 	{"MaxScale", setter(parseFloat, func(c *Config) *float64 { return &c.MaxScale })},
 	{"MinGain", setter(parseFloat, func(c *Config) *float64 { return &c.MinGain })},
 	{"MinShare", setter(parseFloat, func(c *Config) *float64 { return &c.MinShare })},
+	{"ReclaimKeep", setter(parseFloat, func(c *Config) *float64 { return &c.ReclaimKeep })},
 	{"MaxSpread", setter(strconv.Atoi, func(c *Config) *int { return &c.MaxSpread })},
 	{"PlanSwitchGain", setter(parseFloat, func(c *Config) *float64 { return &c.PlanSwitchGain })},
 	{"DefaultQuota", setter(strconv.Atoi, func(c *Config) *int { return &c.DefaultQuota })},

@@ -85,9 +85,10 @@ type jstate struct {
 
 // lossMemo is a job's cheapest release on one node at one version.
 type lossMemo struct {
-	node, ver int
-	v         victim
-	ok        bool
+	node, ver  int
+	privileged bool
+	v          victim
+	ok         bool
 }
 
 // nstate is one node during a round.
@@ -197,8 +198,11 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 		if js.running {
 			js.frozen = !e.reconfigurable(s, j)
 		}
-		// Old jobs, queued or running, are served first and are not shrunk
-		// for younger ones: that bounds the tail of completion times.
+		// Old jobs are served first, and one that cannot start has free
+		// GPUs held back for it: that bounds the tail of completion times.
+		// Once running it competes like any other job; shielding it from
+		// shrinks let an old job cut down to a sliver (by a guaranteed job)
+		// keep that sliver for hours.
 		js.starve = !(e.v.slo && j.Guaranteed) && !e.v.noStarve && e.cfg.StarvationAge > 0 && s.Now.Sub(j.Submit) >= e.cfg.StarvationAge
 		r.jobs[i] = js
 	}
@@ -489,8 +493,6 @@ func (r *round) shrinkable(v *jstate, privileged bool) bool {
 	switch {
 	case privileged && !v.j.Guaranteed:
 		return true // best-effort jobs yield to guaranteed jobs below their SLO
-	case v.starve:
-		return false // and old jobs to nobody else
 	case !v.running:
 		return true // placed this round: moving it costs nothing
 	}
@@ -560,7 +562,7 @@ func (r *round) scanVictims(n int, privileged bool) vmemo {
 		if !r.shrinkable(v, privileged) {
 			continue
 		}
-		if c, ok := r.releaseOn(v, n); ok {
+		if c, ok := r.releaseOn(v, n, privileged); ok {
 			consider(c)
 		}
 	}
@@ -569,24 +571,29 @@ func (r *round) scanVictims(n int, privileged bool) vmemo {
 
 // releaseOn is v's cheapest release of GPUs on node n that leaves it at or
 // above its minimum (or preempts a best-effort job), memoised per version.
-func (r *round) releaseOn(v *jstate, n int) (victim, bool) {
+func (r *round) releaseOn(v *jstate, n int, privileged bool) (victim, bool) {
 	for _, m := range v.losses {
-		if m.node == n && m.ver == v.ver {
+		if m.node == n && m.ver == v.ver && m.privileged == privileged {
 			return m.v, m.ok
 		}
 	}
-	c, ok := r.computeRelease(v, n)
+	c, ok := r.computeRelease(v, n, privileged)
 	for i := range v.losses {
-		if v.losses[i].node == n {
-			v.losses[i] = lossMemo{node: n, ver: v.ver, v: c, ok: ok}
+		if v.losses[i].node == n && v.losses[i].privileged == privileged {
+			v.losses[i] = lossMemo{node: n, ver: v.ver, privileged: privileged, v: c, ok: ok}
 			return c, ok
 		}
 	}
-	v.losses = append(v.losses, lossMemo{node: n, ver: v.ver, v: c, ok: ok})
+	v.losses = append(v.losses, lossMemo{node: n, ver: v.ver, privileged: privileged, v: c, ok: ok})
 	return c, ok
 }
 
-func (r *round) computeRelease(v *jstate, n int) (victim, bool) {
+// computeRelease finds the fewest GPUs v can give up on node n. For a
+// guaranteed job (privileged) a best-effort job gives up part of its GPUs
+// only if it keeps ReclaimKeep of its throughput, else all of them: a job
+// cut to a sliver holds GPUs it barely uses, and counts a reconfiguration
+// that keeps it from growing back, where a preempted one restarts whole.
+func (r *round) computeRelease(v *jstate, n int, privileged bool) (victim, bool) {
 	held := v.on(n)
 	if held == 0 {
 		return victim{}, false
@@ -597,7 +604,7 @@ func (r *round) computeRelease(v *jstate, n int) (victim, bool) {
 		if k < v.gpus {
 			slots := withDelta(v.cur, n, -k)
 			after = r.tput(v, slots, -1, 0, 0).tput / v.info.unit
-			if !r.okAt(v, slots, v.gpus-k, after) {
+			if !r.okAt(v, slots, v.gpus-k, after) || (privileged && v.minNT == 0 && after < r.e.cfg.ReclaimKeep*cur) {
 				continue
 			}
 		} else if v.minNT > 0 || (v.j.Guaranteed && r.e.v.slo) {
@@ -646,9 +653,13 @@ func (r *round) take(j, v *jstate, n, k int) bool {
 			dc = heldCPU - heldCPU*(held-k)/held
 		}
 		r.adjust(v, n, -k, -dc)
-		v.reason = ReasonReclaimed
-		if j != nil {
-			v.detail = "by " + j.j.ID
+		// A job placed this round and still starting keeps the reason it
+		// starts for.
+		if v.running || v.gpus == 0 {
+			v.reason = ReasonReclaimed
+			if j != nil {
+				v.detail = "by " + j.j.ID
+			}
 		}
 	}
 	if j == nil {
@@ -722,11 +733,87 @@ func (r *round) schedule(j *jstate, privileged bool) bool {
 		}
 	}
 	nt := r.nt(j)
-	if !r.sloOK(j, nt) {
-		r.undo(mark)
-		return false
+	if r.sloOK(j, nt) {
+		return true
 	}
-	return true
+	r.undo(mark)
+	if privileged && j.gpus == 0 {
+		return r.fitShape(j)
+	}
+	return false
+}
+
+// fitShape (called by schedule, which logs changes for undo) places a
+// queued guaranteed job on exactly its minimum shape, or
+// else its requested one, node by node on the nodes that need the fewest
+// GPUs reclaimed. The greedy search takes free GPUs first, wherever they
+// are; when the SLO needs whole nodes and best-effort jobs are scattered
+// over every node, that ends on a shape below the SLO, and the job would
+// wait for the best-effort jobs to end instead of reclaiming their GPUs.
+func (r *round) fitShape(j *jstate) bool {
+	shapes := []string{j.info.minShape}
+	if j.info.reqShape != j.info.minShape {
+		shapes = append(shapes, j.info.reqShape)
+	}
+	for _, shape := range shapes {
+		mark := len(r.log)
+		ok := true
+		for _, c := range []byte(shape) {
+			if !r.fitOn(j, int(c)) {
+				ok = false
+				break
+			}
+		}
+		if ok && r.sloOK(j, r.nt(j)) {
+			return true
+		}
+		r.undo(mark)
+	}
+	return false
+}
+
+// fitOn gives j k GPUs on one node it does not hold yet: the node needing
+// the fewest GPUs reclaimed from jobs that must yield to it, then the one
+// with the fewest free GPUs left over.
+func (r *round) fitOn(j *jstate, k int) bool {
+	type cand struct{ n, free int }
+	var cands []cand
+	for n := range r.nodes {
+		nd := &r.nodes[n]
+		if j.on(n) > 0 || nd.n.GPUs < k {
+			continue
+		}
+		free := nd.freeGPU - r.reserved[n]
+		avail := free
+		for _, vi := range nd.jobs {
+			if v := r.jobs[vi]; v != j && r.shrinkable(v, true) {
+				avail += v.on(n)
+			}
+		}
+		if avail >= k {
+			cands = append(cands, cand{n, free})
+		}
+	}
+	slices.SortStableFunc(cands, func(a, b cand) int {
+		return cmp.Or(cmp.Compare(max(0, k-a.free), max(0, k-b.free)), cmp.Compare(a.free, b.free))
+	})
+	for _, c := range cands {
+		mark := len(r.log)
+		ok := true
+		for r.nodes[c.n].freeGPU-r.reserved[c.n] < k {
+			v, found := r.bestVictim(j, c.n, true)
+			if !found {
+				ok = false
+				break
+			}
+			r.take(nil, v.js, c.n, v.r)
+		}
+		if ok && r.take(j, nil, c.n, k) {
+			return true
+		}
+		r.undo(mark)
+	}
+	return false
 }
 
 // growOn is the per-node loop of ScheduleJob.

@@ -113,6 +113,20 @@ func TestDecide(t *testing.T) {
 				"g":  {policy.Start, 4, policy.ReasonSLO},
 			},
 		},
+		"rubick preempts a best-effort job that would keep less than ReclaimKeep": {
+			policy: "rubick", now: time.Hour, nodes: pt.Cluster(1, 8),
+			// dp4 keeps about 60 % of dp8's throughput.
+			config:  func(c *policy.Config) { c.ReclaimKeep = 0.9 },
+			tenants: []policy.Tenant{{Name: "default", GPUQuota: 8}},
+			jobs: []policy.Job{
+				pt.NewJob("be", "small").GPUs(8).Running(dp(8, 32), 10*time.Minute, pt.On("n0", 8)).Obj(),
+				pt.NewJob("g", "small").GPUs(4).Guaranteed().SubmittedAt(59 * time.Minute).Obj(),
+			},
+			want: map[string]outcome{
+				"be": {policy.Preempt, 0, policy.ReasonReclaimed},
+				"g":  {policy.Start, 8, policy.ReasonSLO}, // and grows into the rest
+			},
+		},
 		"rubick keeps a guaranteed job over its tenant's quota queued": {
 			policy: "rubick", now: time.Hour, nodes: pt.Cluster(2, 8),
 			tenants: []policy.Tenant{{Name: "default", GPUQuota: 4}},
@@ -199,16 +213,30 @@ func TestDecide(t *testing.T) {
 			},
 			want: map[string]outcome{"young": {policy.Keep, 2, policy.ReasonPenalty}},
 		},
-		"rubick serves a starving job before younger ones": {
+		"rubick starts a starving job first, then shares by slope": {
 			policy: "rubick", now: 10 * time.Hour, nodes: pt.Cluster(1, 8),
 			jobs: []policy.Job{
 				pt.NewJob("r", "small").GPUs(4).Running(dp(4, 32), 20*time.Minute, pt.On("n0", 4)).Obj(),
 				pt.NewJob("old", "wide").GPUs(4).SubmittedAt(time.Hour).Obj(),
+				pt.NewJob("new", "wide").GPUs(4).SubmittedAt(10*time.Hour - time.Minute).Obj(),
+			},
+			// Both wide jobs run at 2 GPUs faster in sum than one at 4.
+			want: map[string]outcome{
+				"r":   {policy.Keep, 4, policy.ReasonPenalty},
+				"old": {policy.Start, 2, policy.ReasonStarving},
+				"new": {policy.Start, 2, policy.ReasonSlope},
+			},
+		},
+		"rubick serves a starving job before younger ones": {
+			policy: "rubick", now: 10 * time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("r", "small").GPUs(6).Running(dp(6, 30), 20*time.Minute, pt.On("n0", 6)).Obj(),
+				pt.NewJob("old", "big").GPUs(4).SubmittedAt(time.Hour).Obj(),
 				pt.NewJob("new", "small").GPUs(1).SubmittedAt(10*time.Hour - time.Minute).Obj(),
 			},
 			want: map[string]outcome{
-				"r":   {policy.Keep, 4, policy.ReasonPenalty},
-				"old": {policy.Start, 4, policy.ReasonStarving},
+				"r":   {policy.Keep, 6, policy.ReasonPenalty},
+				"old": {policy.Start, 2, policy.ReasonStarving},
 				"new": {policy.Keep, 0, policy.ReasonNoResources},
 			},
 		},
@@ -254,6 +282,7 @@ func TestNew(t *testing.T) {
 		"unknown guaranteed order": {name: "rubick", mutate: func(c *policy.Config) { c.GuaranteedOrder = "random" }, wantErr: policy.ErrBadConfig, field: "GuaranteedOrder"},
 		"negative guaranteed age":  {name: "rubick", mutate: func(c *policy.Config) { c.GuaranteedAge = -time.Hour }, wantErr: policy.ErrBadConfig, field: "GuaranteedAge"},
 		"scale below one":          {name: "rubick", mutate: func(c *policy.Config) { c.MaxScale = 0.5 }, wantErr: policy.ErrBadConfig, field: "MaxScale"},
+		"reclaim keep above one":   {name: "rubick", mutate: func(c *policy.Config) { c.ReclaimKeep = 1.5 }, wantErr: policy.ErrBadConfig, field: "ReclaimKeep"},
 		"share above one":          {name: "rubick", mutate: func(c *policy.Config) { c.MinShare = 2 }, wantErr: policy.ErrBadConfig, field: "MinShare"},
 	}
 	for name, tc := range tests {
@@ -388,5 +417,41 @@ func TestKnobsCoverConfig(t *testing.T) {
 	}
 	if diff := cmp.Diff(fields, policy.Knobs()); diff != "" {
 		t.Errorf("Knobs() against Config's fields (-fields +knobs):\n%s", diff)
+	}
+}
+
+// A guaranteed job whose SLO needs whole nodes must not be kept queued by
+// best-effort jobs scattered over the cluster: it takes the nodes that can
+// be emptied, not the free GPUs the greedy search finds first.
+func TestGuaranteedTakesWholeNodesFromScatteredBestEffort(t *testing.T) {
+	wide := model.Plan{DP: 2, TP: 8, PP: 1, MicroBatch: 4, Accum: 1}
+	jobs := []policy.Job{
+		pt.NewJob("gs", "small").GPUs(2).Guaranteed().Running(dp(2, 32), time.Hour, pt.On("n0", 2)).Obj(),
+		pt.NewJob("b0", "small").GPUs(4).Running(dp(4, 32), time.Hour, pt.On("n0", 4)).Obj(),
+		pt.NewJob("b1", "small").GPUs(8).Running(dp(8, 32), time.Hour, pt.On("n1", 8)).Obj(),
+		pt.NewJob("b2", "small").GPUs(4).Running(dp(4, 32), time.Hour, pt.On("n2", 4)).Obj(),
+		pt.NewJob("b3", "small").GPUs(2).Running(dp(2, 32), time.Hour, pt.On("n3", 2)).Obj(),
+		pt.NewJob("b4", "small").GPUs(4).Running(dp(4, 32), time.Hour, pt.On("n3", 4)).Obj(),
+		pt.NewJob("g", "big").GPUs(16).Plan(wide).Guaranteed().SubmittedAt(2 * time.Hour).Obj(),
+	}
+	p, err := policy.New("rubick", policy.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := p.Decide(context.Background(), snap(t, 2*time.Hour+time.Minute, pt.Cluster(4, 8), []policy.Tenant{{Name: "default", GPUQuota: 32}}, jobs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range plan.Actions {
+		switch a.JobID {
+		case "g":
+			if a.Kind != policy.Start || a.Placement().GPUs() < 16 {
+				t.Errorf("g: %s on %v (%s %s), want a start on at least 16 GPUs", a.Kind, a.Placement(), a.Reason, a.Detail)
+			}
+		case "gs":
+			if a.Kind != policy.Keep {
+				t.Errorf("gs: %s, want keep", a.Kind)
+			}
+		}
 	}
 }
