@@ -798,20 +798,9 @@ func (r *round) fitOn(j *jstate, k int) bool {
 		return cmp.Or(cmp.Compare(max(0, k-a.free), max(0, k-b.free)), cmp.Compare(a.free, b.free))
 	})
 	for _, c := range cands {
-		mark := len(r.log)
-		ok := true
-		for r.nodes[c.n].freeGPU-r.reserved[c.n] < k {
-			v, found := r.bestVictim(j, c.n, true)
-			if !found {
-				ok = false
-				break
-			}
-			r.take(nil, v.js, c.n, v.r)
-		}
-		if ok && r.take(j, nil, c.n, k) {
+		if r.claim(j, c.n, k, true, math.Inf(1)) {
 			return true
 		}
-		r.undo(mark)
 	}
 	return false
 }
@@ -879,24 +868,33 @@ func (r *round) growOn(j *jstate, n int, privileged bool) {
 		if bestK <= free || bestGain <= r.e.cfg.MinGain {
 			return
 		}
-		// Take the step only whole: from victims each losing less than j
-		// gains, until the free GPUs cover it; else leave things as they were.
-		// Above its minimum a guaranteed job has no privilege left: it grows
-		// like any other job, from victims that may be reconfigured.
-		mark := len(r.log)
-		for r.nodes[n].freeGPU-r.reserved[n] < bestK {
-			v, ok := r.bestVictim(j, n, false)
-			if !ok || v.loss >= bestGain {
-				r.undo(mark)
-				return
-			}
-			r.take(nil, v.js, n, v.r)
-		}
-		if !r.take(j, nil, n, bestK) {
-			r.undo(mark)
+		// Take the step only whole, from victims each losing less than j
+		// gains. Above its minimum a guaranteed job has no privilege left:
+		// it grows like any other job, from victims that may be reconfigured.
+		if !r.claim(j, n, bestK, false, bestGain) {
 			return
 		}
 	}
+}
+
+// claim gives j k GPUs on node n, first freeing what is missing from the
+// cheapest victims, each losing less than maxLoss per GPU; if that falls
+// short, it leaves everything as it was. Changes are logged for undo.
+func (r *round) claim(j *jstate, n, k int, privileged bool, maxLoss float64) bool {
+	mark := len(r.log)
+	for r.nodes[n].freeGPU-r.reserved[n] < k {
+		v, ok := r.bestVictim(j, n, privileged)
+		if !ok || v.loss >= maxLoss {
+			r.undo(mark)
+			return false
+		}
+		r.take(nil, v.js, n, v.r)
+	}
+	if !r.take(j, nil, n, k) {
+		r.undo(mark)
+		return false
+	}
+	return true
 }
 
 // slope is the normalised throughput gain per GPU j could get next: its
