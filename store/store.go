@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	// The driver registers itself as "sqlite3".
-	_ "github.com/mattn/go-sqlite3"
+	// The driver also registers itself as "sqlite3".
+	"github.com/mattn/go-sqlite3"
 )
 
 // Sentinel errors callers branch on.
@@ -141,11 +141,11 @@ func open(ctx context.Context, path string, migs []migration, opts ...Option) (*
 	w.SetConnMaxIdleTime(0)
 
 	s := &Store{w: w, now: cfg.now, log: cfg.log}
-	if err := s.checkWriter(ctx, cfg.sync); err != nil {
+	if err := retryBusy(ctx, cfg.busyTimeout, func() error { return s.checkWriter(ctx, cfg.sync) }); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	if err := migrate(ctx, w, migs, cfg.now, cfg.log); err != nil {
+	if err := retryBusy(ctx, cfg.busyTimeout, func() error { return migrate(ctx, w, migs, cfg.now, cfg.log) }); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
@@ -172,6 +172,27 @@ func open(ctx context.Context, path string, migs []migration, opts ...Option) (*
 		return nil, fmt.Errorf("store: open %s: prepare: %w", path, err)
 	}
 	return s, nil
+}
+
+// retryBusy runs f until it returns anything but SQLITE_BUSY, or timeout
+// has passed. SQLite answers some statements with SQLITE_BUSY without
+// calling the busy handler, such as reading the journal mode while another
+// connection turns a new database to WAL: processes opening a fresh store
+// at the same time meet exactly that. f must be safe to repeat.
+func retryBusy(ctx context.Context, timeout time.Duration, f func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		var se sqlite3.Error
+		if err == nil || !errors.As(err, &se) || se.Code != sqlite3.ErrBusy || !time.Now().Before(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // checkWriter verifies that the pragmas the durability argument rests on
