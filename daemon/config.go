@@ -133,6 +133,24 @@ func (p PolicyConfig) Config() policy.Config {
 	return c
 }
 
+// keyOf returns the YAML key under which this file sets the policy.Config
+// field, or "" for a field it leaves at the policy's default.
+func (PolicyConfig) keyOf(field string) string {
+	switch field {
+	case "ReconfigKeep":
+		return "policy.reconfig_threshold"
+	case "StarvationAge":
+		return "policy.starvation_age"
+	case "GuaranteedOrder":
+		return "policy.guaranteed_order"
+	case "GuaranteedAge":
+		return "policy.guaranteed_age"
+	case "ReclaimKeep":
+		return "policy.reclaim_keep"
+	}
+	return ""
+}
+
 // Defaults returns the configuration used for every key the file and the
 // environment leave unset.
 func Defaults() Config {
@@ -333,20 +351,16 @@ func (c Config) Validate() error {
 	if !nameRE.MatchString(c.Policy.Name) {
 		return bad("policy.name", fmt.Sprintf("%q", c.Policy.Name), "not a policy name")
 	}
-	if !(c.Policy.ReconfigThreshold >= 0 && c.Policy.ReconfigThreshold <= 1) {
-		return bad("policy.reconfig_threshold", c.Policy.ReconfigThreshold, "want 0..1")
-	}
-	if c.Policy.StarvationAge < 0 {
-		return bad("policy.starvation_age", c.Policy.StarvationAge, "must be >= 0")
-	}
-	if c.Policy.GuaranteedOrder != policy.OrderShortest && c.Policy.GuaranteedOrder != policy.OrderSubmit {
-		return bad("policy.guaranteed_order", fmt.Sprintf("%q", c.Policy.GuaranteedOrder), `want "shortest" or "submit"`)
-	}
-	if c.Policy.GuaranteedAge < 0 {
-		return bad("policy.guaranteed_age", c.Policy.GuaranteedAge, "must be >= 0")
-	}
-	if !(c.Policy.ReclaimKeep >= 0 && c.Policy.ReclaimKeep <= 1) {
-		return bad("policy.reclaim_keep", c.Policy.ReclaimKeep, "want 0..1")
+	if err := c.Policy.Config().Validate(); err != nil {
+		var fe *policy.FieldError
+		if errors.As(err, &fe) {
+			if key := c.Policy.keyOf(fe.Field); key != "" {
+				return bad(key, fe.Value, "want "+fe.Want)
+			}
+		}
+		// A field this file does not set was valid by default; keep the
+		// policy's words rather than lose the error.
+		return fmt.Errorf("%w: policy: %w", ErrConfig, err)
 	}
 	if !(c.Samples.RefitThreshold > 0 && c.Samples.RefitThreshold < 10) {
 		return bad("samples.refit_threshold", c.Samples.RefitThreshold, "want a relative error in (0, 10)")

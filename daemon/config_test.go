@@ -76,6 +76,7 @@ func TestLoadConfigErrorsNameTheField(t *testing.T) {
 		"interval":         {yaml: "interval: 10ms\n", want: "interval=10ms"},
 		"signal":           {yaml: "checkpoint:\n  signal: KILL\n", want: `checkpoint.signal="KILL"`},
 		"threshold":        {yaml: "policy:\n  reconfig_threshold: 1.5\n", want: "policy.reconfig_threshold=1.5"},
+		"starvation age":   {yaml: "policy:\n  starvation_age: -1s\n", want: "policy.starvation_age=-1s: want >= 0"},
 		"guaranteed order": {yaml: "policy:\n  guaranteed_order: random\n", want: `policy.guaranteed_order="random"`},
 		"guaranteed age":   {yaml: "policy:\n  guaranteed_age: -1h\n", want: "policy.guaranteed_age=-1h"},
 		"reclaim keep":     {yaml: "policy:\n  reclaim_keep: 2\n", want: "policy.reclaim_keep=2"},

@@ -93,37 +93,59 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports the first invalid field.
+// FieldError is what Validate returns: the first invalid field of Config,
+// named as Set names it, so that a caller with its own names for the knobs
+// (rubickd's YAML keys) can report the field in its own terms.
+type FieldError struct {
+	Field string // the Config field, e.g. "ReclaimKeep"
+	Value string // the value as written in a message (strings quoted)
+	Want  string // what would be valid, e.g. "0..1"
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%v: %s=%s: want %s", ErrBadConfig, e.Field, e.Value, e.Want)
+}
+
+// Unwrap makes errors.Is(err, ErrBadConfig) hold.
+func (e *FieldError) Unwrap() error { return ErrBadConfig }
+
+// Validate reports the first invalid field as a *FieldError.
 func (c Config) Validate() error {
+	bad := func(field string, v any, want string) error {
+		if s, ok := v.(string); ok {
+			v = strconv.Quote(s)
+		}
+		return &FieldError{Field: field, Value: fmt.Sprint(v), Want: want}
+	}
 	switch {
 	case !(c.ReconfigKeep >= 0 && c.ReconfigKeep <= 1):
-		return fmt.Errorf("%w: ReconfigKeep=%v must be in [0, 1]", ErrBadConfig, c.ReconfigKeep)
+		return bad("ReconfigKeep", c.ReconfigKeep, "0..1")
 	case c.StarvationAge < 0:
-		return fmt.Errorf("%w: StarvationAge=%v must be >= 0", ErrBadConfig, c.StarvationAge)
+		return bad("StarvationAge", c.StarvationAge, ">= 0")
 	case c.GuaranteedOrder != OrderShortest && c.GuaranteedOrder != OrderSubmit:
-		return fmt.Errorf("%w: GuaranteedOrder=%q must be %q or %q", ErrBadConfig, c.GuaranteedOrder, OrderShortest, OrderSubmit)
+		return bad("GuaranteedOrder", c.GuaranteedOrder, strconv.Quote(OrderShortest)+" or "+strconv.Quote(OrderSubmit))
 	case c.GuaranteedAge < 0:
-		return fmt.Errorf("%w: GuaranteedAge=%v must be >= 0", ErrBadConfig, c.GuaranteedAge)
+		return bad("GuaranteedAge", c.GuaranteedAge, ">= 0")
 	case !(c.SLOMargin >= 0 && c.SLOMargin < 1):
-		return fmt.Errorf("%w: SLOMargin=%v must be in [0, 1)", ErrBadConfig, c.SLOMargin)
+		return bad("SLOMargin", c.SLOMargin, "0 <= x < 1")
 	case c.MinCPUsPerGPU < 0:
-		return fmt.Errorf("%w: MinCPUsPerGPU=%d must be >= 0", ErrBadConfig, c.MinCPUsPerGPU)
+		return bad("MinCPUsPerGPU", c.MinCPUsPerGPU, ">= 0")
 	case !(c.HostMemPerGPUGB >= 0):
-		return fmt.Errorf("%w: HostMemPerGPUGB=%v must be >= 0", ErrBadConfig, c.HostMemPerGPUGB)
+		return bad("HostMemPerGPUGB", c.HostMemPerGPUGB, ">= 0")
 	case !(c.MaxScale == 0 || c.MaxScale >= 1):
-		return fmt.Errorf("%w: MaxScale=%v must be 0 or >= 1", ErrBadConfig, c.MaxScale)
+		return bad("MaxScale", c.MaxScale, "0 (no bound) or >= 1")
 	case !(c.MinGain >= 0):
-		return fmt.Errorf("%w: MinGain=%v must be >= 0", ErrBadConfig, c.MinGain)
+		return bad("MinGain", c.MinGain, ">= 0")
 	case !(c.MinShare >= 0 && c.MinShare <= 1):
-		return fmt.Errorf("%w: MinShare=%v must be in [0, 1]", ErrBadConfig, c.MinShare)
+		return bad("MinShare", c.MinShare, "0..1")
 	case !(c.ReclaimKeep >= 0 && c.ReclaimKeep <= 1):
-		return fmt.Errorf("%w: ReclaimKeep=%v must be in [0, 1]", ErrBadConfig, c.ReclaimKeep)
+		return bad("ReclaimKeep", c.ReclaimKeep, "0..1")
 	case c.MaxSpread < 1:
-		return fmt.Errorf("%w: MaxSpread=%d must be >= 1", ErrBadConfig, c.MaxSpread)
+		return bad("MaxSpread", c.MaxSpread, ">= 1")
 	case !(c.PlanSwitchGain >= 0):
-		return fmt.Errorf("%w: PlanSwitchGain=%v must be >= 0", ErrBadConfig, c.PlanSwitchGain)
+		return bad("PlanSwitchGain", c.PlanSwitchGain, ">= 0")
 	case c.DefaultQuota < 0:
-		return fmt.Errorf("%w: DefaultQuota=%d must be >= 0", ErrBadConfig, c.DefaultQuota)
+		return bad("DefaultQuota", c.DefaultQuota, ">= 0")
 	}
 	return nil
 }

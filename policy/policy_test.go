@@ -298,6 +298,10 @@ func TestNew(t *testing.T) {
 			if err != nil && !strings.Contains(err.Error(), tc.field) {
 				t.Errorf("error %q does not name %q", err, tc.field)
 			}
+			var fe *policy.FieldError
+			if errors.Is(tc.wantErr, policy.ErrBadConfig) && (!errors.As(err, &fe) || fe.Field != tc.field) {
+				t.Errorf("error %v is not a *FieldError for %s", err, tc.field)
+			}
 			if err == nil && p.Name() != tc.name {
 				t.Errorf("Name() = %q, want %q", p.Name(), tc.name)
 			}
@@ -383,7 +387,7 @@ func TestConfigSet(t *testing.T) {
 		"no equals":      {kv: "MinGain", wantErr: `"MinGain": want Name=value`},
 		"unknown":        {kv: "Speed=2", wantErr: `"Speed": unknown knob`},
 		"not a number":   {kv: "MinGain=lots", wantErr: `MinGain="lots"`},
-		"fails validate": {kv: "SLOMargin=2", wantErr: "SLOMargin=2 must be in [0, 1)"},
+		"fails validate": {kv: "SLOMargin=2", wantErr: "SLOMargin=2: want 0 <= x < 1"},
 		"bad word":       {kv: "GuaranteedOrder=lifo", wantErr: `GuaranteedOrder="lifo"`},
 	}
 	for name, tc := range tests {
