@@ -154,6 +154,18 @@ func FitAll(ctx context.Context, set *Set, env model.Env) (map[string]model.FitR
 	return out, nil
 }
 
+// OwnProfileSamples returns the profiling runs FitAll fits name on, or nil
+// when name has none or its profile is a copy of another model's (FitAll
+// then borrows that model's fit, and the runs do not fit name's spec).
+func OwnProfileSamples(set *Set, name string) ([]model.Sample, error) {
+	rows := set.Profiles[name]
+	m, ok := set.Models[name]
+	if len(rows) == 0 || !ok || !profileMatches(m.Spec, rows) {
+		return nil, nil
+	}
+	return ProfileSamples(m.Spec, rows)
+}
+
 // profileMatches reports whether profile rows were measured on a model of
 // spec's size: parameter_size is in units of 2^20 parameters.
 func profileMatches(spec model.Spec, rows []ProfileRow) bool {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os/user"
 	"slices"
 	"strconv"
@@ -23,14 +22,16 @@ type LearnStore interface {
 	CurrentFit(ctx context.Context, modelType string) (store.Fit, error)
 	AddSamples(ctx context.Context, modelType string, samples []model.Sample, sourceJob int64, src store.Source) error
 	Samples(ctx context.Context, modelType string) ([]store.StoredSample, error)
-	AddFit(ctx context.Context, modelType string, r model.FitResult, src store.Source) (store.Fit, error)
+	AddFitAs(ctx context.Context, modelType string, r model.FitResult, src store.Source, how store.Promotion) (store.Fit, error)
 }
 
 // Learner turns the iteration times rubick-srun reports into stored
-// samples, and refits a model type when its current fit mispredicts the
-// new samples by more than Threshold, or when a model type without a fit
-// has gathered enough samples. Every fit is kept; the store makes a new
-// fit current only when it is better than the current one.
+// samples, and fits a model type without a fit once its samples suffice.
+// When the current fit mispredicts the configurations measured since it was
+// made by more than Threshold, the Learner refits on every sample and lets
+// the refit replace the current fit only if, configuration by
+// configuration, fits made without a configuration predict it better than
+// the current fit does (model.Refit). Every fit is kept.
 type Learner struct {
 	Store   LearnStore
 	Cluster Cluster
@@ -45,6 +46,15 @@ type Learner struct {
 
 	mu    sync.Mutex
 	dirty map[string]bool
+	// tried is, per model type, the current fit and the number of recent
+	// configurations at the last refit attempt: a refit is retried only
+	// when a new configuration has been measured since.
+	tried map[string]attempt
+}
+
+type attempt struct {
+	fitID   int64
+	configs int
 }
 
 // Accept is the samples endpoint's check-and-store step: the sender (uid,
@@ -110,7 +120,8 @@ func (l *Learner) uidOf(name string) (uint32, error) {
 }
 
 // Refit fits every model type that received samples since the last call
-// and needs it; it returns the model types it stored a new fit for.
+// and needs it; it returns the model types whose current fit it replaced
+// (or created).
 func (l *Learner) Refit(ctx context.Context) ([]string, error) {
 	l.mu.Lock()
 	var todo []string
@@ -142,52 +153,80 @@ func (l *Learner) refit(ctx context.Context, mt string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	cur, err := l.Store.CurrentFit(ctx, mt)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return l.fitNew(ctx, spec.Spec, stored)
+	case err != nil:
+		return false, err
+	}
+	// Samples reported since the current fit was made are the evidence
+	// against it; the rest (older reports, the shipped profile) it has seen.
+	var old, recent []model.Sample
+	for _, s := range stored {
+		if s.Source == store.SourceOnline && s.Created.After(cur.Created) {
+			recent = append(recent, s.Sample)
+		} else {
+			old = append(old, s.Sample)
+		}
+	}
+	d, usable := model.DriftOf(model.Predictor{Spec: spec.Spec, Params: cur.Params, Env: l.Env}, recent)
+	if d.MeanErr <= l.Threshold {
+		return false, nil
+	}
+	l.mu.Lock()
+	last, seen := l.tried[mt]
+	if seen && last.fitID == cur.ID && d.Configs <= last.configs {
+		l.mu.Unlock()
+		return false, nil // nothing new since the last attempt
+	}
+	if l.tried == nil {
+		l.tried = map[string]attempt{}
+	}
+	l.tried[mt] = attempt{fitID: cur.ID, configs: d.Configs}
+	l.mu.Unlock()
+	if !d.Refittable(l.Threshold) {
+		l.log().Info("fit mispredicts one configuration; waiting for a second before refitting", "model", mt, "mean_rel_err", d.MeanErr)
+		return false, nil
+	}
+	rr, err := model.Refit(ctx, spec.Spec, l.Env, cur.Params, old, usable)
+	if err != nil {
+		return false, err
+	}
+	how := store.PromoteNever
+	if rr.Better {
+		how = store.PromoteAlways
+	}
+	fit, err := l.Store.AddFitAs(ctx, mt, rr.Fit, store.SourceOnline, how)
+	if err != nil {
+		return false, err
+	}
+	l.log().Info("refit on new samples", "model", mt, "configs", rr.Configs, "current_err", rr.CurrentErr,
+		"held_out_err", rr.HeldOutErr, "samples", rr.Fit.Samples, "current", fit.Current)
+	return fit.Current, nil
+}
+
+// fitNew fits a model type that has no fit yet, once its samples identify
+// the parameters.
+func (l *Learner) fitNew(ctx context.Context, spec model.Spec, stored []store.StoredSample) (bool, error) {
 	samples := make([]model.Sample, len(stored))
 	for i, s := range stored {
 		samples[i] = s.Sample
 	}
-	opts := model.FitOptions{}
-	cur, err := l.Store.CurrentFit(ctx, mt)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		// A new model type: fit once the samples identify the parameters.
-	case err != nil:
-		return false, err
-	default:
-		p := model.Predictor{Spec: spec.Spec, Params: cur.Params, Env: l.Env}
-		var sum float64
-		n := 0
-		for _, s := range stored {
-			if s.Created.Before(cur.Created) {
-				continue
-			}
-			b, err := p.Predict(s.Plan, s.Resources)
-			if err != nil {
-				continue
-			}
-			sum += math.Abs(b.Iter-s.IterS) / s.IterS
-			n++
-		}
-		if n == 0 || sum/float64(n) <= l.Threshold {
-			return false, nil
-		}
-		l.log().Info("fit mispredicts new samples; refitting", "model", mt, "mean_rel_err", sum/float64(n), "samples", n)
-		opts.AllowPartial, opts.Prior = true, &cur.Params
-	}
-	res, err := model.Fit(ctx, spec.Spec, l.Env, samples, opts)
+	res, err := model.Fit(ctx, spec, l.Env, samples, model.FitOptions{})
 	if errors.Is(err, model.ErrTooFewSamples) {
-		l.log().Info("waiting for more samples", "model", mt, "samples", len(samples), "err", err)
+		l.log().Info("waiting for more samples", "model", spec.Name, "samples", len(samples), "err", err)
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	fit, err := l.Store.AddFit(ctx, mt, res, store.SourceOnline)
+	fit, err := l.Store.AddFitAs(ctx, spec.Name, res, store.SourceOnline, store.PromoteIfBetter)
 	if err != nil {
 		return false, err
 	}
-	l.log().Info("stored fit", "model", mt, "rmsle", res.RMSLE, "samples", res.Samples, "current", fit.Current)
-	return true, nil
+	l.log().Info("stored fit", "model", spec.Name, "rmsle", res.RMSLE, "samples", res.Samples, "current", fit.Current)
+	return fit.Current, nil
 }
 
 func (l *Learner) log() *slog.Logger {

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
@@ -151,5 +152,134 @@ func TestRefitNewModelTypeAndDrift(t *testing.T) {
 	fits, err := st.Fits(ctx, "newnet")
 	if err != nil || len(fits) != 2 {
 		t.Fatalf("fits = %d, %v; want both kept", len(fits), err)
+	}
+	// The refit is current (its RMSLE over every sample is higher than the
+	// first fit's over its own, so the store alone would not have chosen
+	// it) and prices the drifted job.
+	cur, err := st.CurrentFit(ctx, "newnet")
+	if err != nil || cur.ID != fits[1].ID {
+		t.Fatalf("current fit = %d (%v), want the refit %d", cur.ID, err, fits[1].ID)
+	}
+	if cur.RMSLE <= fits[0].RMSLE {
+		t.Errorf("refit RMSLE %v <= first fit's %v: the promotion rule was not exercised", cur.RMSLE, fits[0].RMSLE)
+	}
+	last := samplesOf(truth, 1.4)
+	drifted, err := report.Sample.ModelSample(last[len(last)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := model.Predictor{Spec: spec, Params: cur.Params, Env: model.DefaultEnv()}.Predict(drifted.Plan, drifted.Resources)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first fit is 1 - 1/1.4 = 29 % off; the refit must halve that (a
+	// uniform slowdown is not exactly expressible: the forward time is the
+	// spec's).
+	if e := math.Abs(b.Iter/drifted.IterS - 1); e > 0.5*(1-1/1.4) {
+		t.Errorf("refit predicts %.3f s for a %.3f s sample (%.0f %% off)", b.Iter, drifted.IterS, 100*e)
+	}
+}
+
+// seedFit stores spec with a fit on truth's single-node samples, as a
+// profiled model type starts out.
+func seedFit(t *testing.T, l *Learner, st *store.Store, spec model.Spec, truth model.Predictor) {
+	t.Helper()
+	ctx := context.Background()
+	if err := st.UpsertModelType(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range samplesOf(truth, 1) {
+		if err := l.Accept(ctx, 1000, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if refitted, err := l.Refit(ctx); err != nil || len(refitted) != 1 {
+		t.Fatalf("first fit = %v, %v", refitted, err)
+	}
+}
+
+// multiNode is the sample of a data-parallel plan on placement pl, its
+// iteration time scale times truth's.
+func multiNode(t *testing.T, truth model.Predictor, pl model.Placement, scale float64) report.Sample {
+	t.Helper()
+	g := pl.GPUs()
+	plan := model.Plan{DP: g, TP: 1, PP: 1, MicroBatch: truth.Spec.GlobalBatch / g, Accum: 1}
+	b, err := truth.Predict(plan, model.Resources{Placement: pl, CPUs: 4 * g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return report.Sample{Version: report.SampleVersion, JobID: "5", ModelType: truth.Spec.Name,
+		Plan: plan.String(), Placement: pl.String(), CPUs: 4 * g, Iteration: 2, IterS: b.Iter * scale}
+}
+
+func TestRefitNeedsTwoConfigurationsAndNewEvidence(t *testing.T) {
+	ctx := context.Background()
+	l, st, now := newLearner(t, runningJob(5, "newnet"))
+	spec := model.Spec{Name: "newnet", Params: 350e6, Layers: 24, Hidden: 1024, Heads: 16, SeqLen: 1024, GlobalBatch: 32, ForwardMs: 300}
+	truth := model.Predictor{Spec: spec, Params: model.Priors(), Env: model.DefaultEnv()}
+	seedFit(t, l, st, spec, truth)
+	// Cross-node runs 30 % slower than the single-node fit predicts: a
+	// systematic error a refit can learn.
+	step := func(pl model.Placement, reports int) []string {
+		t.Helper()
+		*now = now.Add(time.Minute)
+		for range reports {
+			if err := l.Accept(ctx, 1000, multiNode(t, truth, pl, 1.3)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		refitted, err := l.Refit(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return refitted
+	}
+	fits := func() int {
+		t.Helper()
+		f, err := st.Fits(ctx, "newnet")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(f)
+	}
+	if got := step(model.Placement{4, 4}, 5); len(got) != 0 || fits() != 1 {
+		t.Fatalf("one configuration: refitted %v, %d fits; want no refit yet", got, fits())
+	}
+	if got := step(model.Placement{4, 4}, 5); len(got) != 0 || fits() != 1 {
+		t.Fatalf("the same configuration again: refitted %v, %d fits; want no refit", got, fits())
+	}
+	if got := step(model.Placement{2, 2}, 1); len(got) != 1 || fits() != 2 {
+		t.Fatalf("a second configuration: refitted %v, %d fits; want the refit current", got, fits())
+	}
+}
+
+func TestRefitRejectedWhenHeldOutConfigurationsDisagree(t *testing.T) {
+	ctx := context.Background()
+	l, st, now := newLearner(t, runningJob(5, "newnet"))
+	spec := model.Spec{Name: "newnet", Params: 350e6, Layers: 24, Hidden: 1024, Heads: 16, SeqLen: 1024, GlobalBatch: 32, ForwardMs: 300}
+	truth := model.Predictor{Spec: spec, Params: model.Priors(), Env: model.DefaultEnv()}
+	seedFit(t, l, st, spec, truth)
+	first, err := st.CurrentFit(ctx, "newnet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two cross-node configurations that contradict each other: no fit made
+	// from one predicts the other, so the refit must not replace the fit.
+	*now = now.Add(time.Minute)
+	for _, s := range []report.Sample{multiNode(t, truth, model.Placement{4, 4}, 2), multiNode(t, truth, model.Placement{2, 2}, 0.5)} {
+		if err := l.Accept(ctx, 1000, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refitted, err := l.Refit(ctx)
+	if err != nil || len(refitted) != 0 {
+		t.Fatalf("refit = %v, %v; want the refit kept as a candidate only", refitted, err)
+	}
+	fits, err := st.Fits(ctx, "newnet")
+	if err != nil || len(fits) != 2 {
+		t.Fatalf("fits = %d, %v; want the rejected refit stored too", len(fits), err)
+	}
+	if cur, err := st.CurrentFit(ctx, "newnet"); err != nil || cur.ID != first.ID {
+		t.Errorf("current fit = %d (%v), want still %d", cur.ID, err, first.ID)
 	}
 }

@@ -28,7 +28,7 @@ page rubick 1 "The admin and user CLI: simulate policies, fit and query the perf
 for sub in sim report explain status gpuinfo; do
   page "rubick-$sub" 1 "\`rubick $sub\`" -- "$bin/rubick" "$sub"
 done
-for sub in fit validate best-plan; do
+for sub in fit validate learn best-plan; do
   page "rubick-model-$sub" 1 "\`rubick model $sub\`" -- "$bin/rubick" model "$sub"
 done
 page rubickd 8 "The rubick scheduling daemon (configuration: contrib/rubickd/rubickd.yaml)." -- "$bin/rubickd"

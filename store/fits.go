@@ -123,12 +123,37 @@ type Fit struct {
 	Current bool
 }
 
+// Promotion says whether a fit AddFitAs stores becomes the current fit.
+type Promotion int
+
+const (
+	// PromoteIfBetter makes it current when the model type has none or when
+	// its RMSLE is strictly lower than the current fit's (AddFit).
+	PromoteIfBetter Promotion = iota
+	// PromoteAlways makes it current: the caller has compared the fits on
+	// the same evidence (an online refit over more samples has a higher
+	// RMSLE and may still be the better model).
+	PromoteAlways
+	// PromoteNever keeps it as a candidate unless the type has no fit.
+	PromoteNever
+)
+
 // AddFit stores r as a new fit of modelType and returns it with its ID. It
 // becomes the current fit only when the model type has none or when its
 // RMSLE is strictly lower than the current fit's: a worse fit never replaces
-// a better one silently. Use PromoteFit to make it current regardless, for
-// example after an online refit on more samples than the current fit saw.
+// a better one silently. AddFitAs lets a caller that compared the fits on
+// the same samples decide.
 func (s *Store) AddFit(ctx context.Context, modelType string, r model.FitResult, src Source) (Fit, error) {
+	return s.AddFitAs(ctx, modelType, r, src, PromoteIfBetter)
+}
+
+// AddFitAs is AddFit with the promotion rule given: storing the fit and
+// making it current are one transaction. A model type without a fit always
+// takes the new one.
+func (s *Store) AddFitAs(ctx context.Context, modelType string, r model.FitResult, src Source, how Promotion) (Fit, error) {
+	if how < PromoteIfBetter || how > PromoteNever {
+		return Fit{}, fmt.Errorf("store: add fit for %q: %w: promotion=%d", modelType, ErrInvalid, how)
+	}
 	if err := checkFit(modelType, r, src); err != nil {
 		return Fit{}, fmt.Errorf("store: add fit for %q: %w", modelType, err)
 	}
@@ -149,7 +174,14 @@ func (s *Store) AddFit(ctx context.Context, modelType string, r model.FitResult,
 			`SELECT MIN(rmsle) FROM fits WHERE model_type = ? AND current = 1`, modelType).Scan(&best); err != nil {
 			return err
 		}
-		f.Current = !best.Valid || r.RMSLE < best.Float64
+		switch how {
+		case PromoteAlways:
+			f.Current = true
+		case PromoteNever:
+			f.Current = !best.Valid
+		default:
+			f.Current = !best.Valid || r.RMSLE < best.Float64
+		}
 		if f.Current {
 			if _, err := tx.ExecContext(ctx,
 				`UPDATE fits SET current = 0 WHERE model_type = ? AND current = 1`, modelType); err != nil {

@@ -149,6 +149,55 @@ func TestBestFitWins(t *testing.T) {
 	}
 }
 
+func TestAddFitAs(t *testing.T) {
+	for name, tc := range map[string]struct {
+		first, second float64 // RMSLEs; the second is added with how
+		how           Promotion
+		wantSecond    bool // the second fit is current afterwards
+	}{
+		"never, type without a fit": {0, 0.3, PromoteNever, true},
+		"never keeps a worse one":   {0.3, 0.1, PromoteNever, false},
+		"always takes a worse one":  {0.1, 0.3, PromoteAlways, true},
+		"if better, better":         {0.3, 0.1, PromoteIfBetter, true},
+		"if better, worse":          {0.1, 0.3, PromoteIfBetter, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := openTest(t, "")
+			if err := s.UpsertModelType(ctx, gpt2()); err != nil {
+				t.Fatal(err)
+			}
+			if tc.first > 0 {
+				if _, err := s.AddFit(ctx, "gpt2", fitWith(tc.first), SourceProfile); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f, err := s.AddFitAs(ctx, "gpt2", fitWith(tc.second), SourceOnline, tc.how)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur, err := s.CurrentFit(ctx, "gpt2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cur.ID == f.ID; got != tc.wantSecond || f.Current != tc.wantSecond {
+				t.Errorf("second fit current: stored %v, returned %v; want %v", got, f.Current, tc.wantSecond)
+			}
+		})
+	}
+	ctx := context.Background()
+	s := openTest(t, "")
+	if err := s.UpsertModelType(ctx, gpt2()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AddFitAs(ctx, "gpt2", fitWith(0.1), SourceOnline, Promotion(7)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "promotion=7") {
+		t.Errorf("AddFitAs(promotion 7) = %v, want ErrInvalid naming promotion=7", err)
+	}
+	if fits, err := s.Fits(ctx, "gpt2"); err != nil || len(fits) != 0 {
+		t.Errorf("after a rejected fit: %d fits, %v; want none stored", len(fits), err)
+	}
+}
+
 func TestFitRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, "")

@@ -13,18 +13,20 @@ import (
 	"text/tabwriter"
 
 	"github.com/rubick-sched/rubick/artifact"
+	"github.com/rubick-sched/rubick/daemon"
 	"github.com/rubick-sched/rubick/model"
 )
 
-const modelUsage = `usage: rubick model <fit|validate|best-plan> [flags]
+const modelUsage = `usage: rubick model <fit|validate|learn|best-plan> [flags]
 
   fit        fit the performance model of every model (or --model) on its profile/ samples
   validate   fit on profile/ only, predict every measured placements.csv row, score accuracy and plan choice
+  learn      replay rubickd's online refits on measured rows and score the rows they did not see
   best-plan  the best feasible plan of --model on --placement and its predicted iteration time
 
 Run 'rubick model <subcommand> -h' for its flags.`
 
-// runModel implements `rubick model fit|validate|best-plan`.
+// runModel implements `rubick model fit|validate|learn|best-plan`.
 func runModel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(stdout, modelUsage)
@@ -35,6 +37,8 @@ func runModel(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return modelFit(ctx, args[1:], stdout, stderr)
 	case "validate":
 		return modelValidate(ctx, args[1:], stdout, stderr)
+	case "learn":
+		return modelLearn(ctx, args[1:], stdout, stderr)
 	case "best-plan":
 		return modelBestPlan(ctx, args[1:], stdout, stderr)
 	}
@@ -253,6 +257,42 @@ type bestPlanOut struct {
 	Throughput float64              `json:"throughput"`
 	Breakdown  model.Breakdown      `json:"breakdown"`
 	Memory     model.MemoryEstimate `json:"memory"`
+}
+
+// modelLearn implements `rubick model learn`.
+func modelLearn(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("model learn", "Replay rubickd's online learning on the measured rows: per model and seed, --rows random\n"+
+		"placements.csv rows reach the learner as job reports after the profile fit; when they warrant\n"+
+		"a refit (mean error above --threshold over two or more configurations), the refit replaces the\n"+
+		"fit if fits made without each configuration predict it better than the profile fit does.\n"+
+		"Every other row is scored with the profile fit (static) and with the learner's fit (learned).", stderr)
+	data := fs.String("data", "", "artifact data directory; empty means the embedded copy")
+	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
+	rows := fs.Int("rows", 10, "measured rows each model's learner sees per seed")
+	seeds := fs.Int("seeds", 10, "independent random draws")
+	threshold := fs.Float64("threshold", daemon.Defaults().Samples.RefitThreshold, "refit threshold, as rubickd's samples.refit_threshold")
+	exclude := fs.Bool("exclude-suspect", false, "leave the rows the data README flags as suspect out of the scores")
+	env := envFlag(fs)
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	set, err := loadSet(*data)
+	if err != nil {
+		return err
+	}
+	scores, err := artifact.Learn(ctx, set, *env, artifact.LearnOptions{Rows: *rows, Seeds: *seeds, Threshold: *threshold, ExcludeSuspect: *exclude})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(stdout, scores)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "model\tscored\tstatic_mape_pct\tlearned_mape_pct\trefits\tpromoted\t")
+	for _, s := range scores {
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%d\t%d\t\n", s.Model, s.Scored, s.StaticMAPEPct, s.LearnedMAPEPct, s.Refits, s.Promoted)
+	}
+	return tw.Flush()
 }
 
 func modelBestPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error {

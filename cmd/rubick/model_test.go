@@ -154,6 +154,37 @@ func TestModelFit(t *testing.T) {
 	}
 }
 
+// TestModelLearnJSON runs one draw of the online-refit replay.
+func TestModelLearnJSON(t *testing.T) {
+	out, _, err := runCLI(t, "model", "learn", "--rows", "5", "--seeds", "1", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("not a JSON array: %v\n%s", err, out)
+	}
+	want := []string{"learned_mape_pct", "model", "promoted", "refits", "scored", "static_mape_pct"}
+	by := map[string]map[string]any{}
+	for _, r := range rows {
+		keys := make([]string, 0, len(r))
+		for k := range r {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		if d := cmp.Diff(want, keys); d != "" {
+			t.Errorf("row keys (-want +got):\n%s", d)
+		}
+		by[r["model"].(string)] = r
+	}
+	if by["all"] == nil || len(by) != 8 {
+		t.Fatalf("rows for %d models, want the 7 shipped models and all:\n%s", len(by), out)
+	}
+	if l := by["llama30"]; l["promoted"].(float64) != 1 || !(l["learned_mape_pct"].(float64) < l["static_mape_pct"].(float64)) {
+		t.Errorf("llama30 = %v, want its refit promoted and its error lower", l)
+	}
+}
+
 func TestModelErrors(t *testing.T) {
 	tests := map[string]struct {
 		args  []string
@@ -169,6 +200,7 @@ func TestModelErrors(t *testing.T) {
 		"missing data":       {args: []string{"model", "validate", "--data", "/nonexistent/rubick"}, want: "/nonexistent/rubick"},
 		"fit unknown model":  {args: []string{"model", "fit", "--model", "gpt5"}, want: `"gpt5"`},
 		"unknown env name":   {args: []string{"model", "validate", "--env", "nvlink=400"}, usage: true, want: `"nvlink"`},
+		"learn without rows": {args: []string{"model", "learn", "--rows", "0"}, want: "rows=0"},
 		"bad env value":      {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "8", "--env", "inter_gbps=-2"}, usage: true, want: "inter_gbps=-2"},
 	}
 	for name, tc := range tests {
@@ -190,6 +222,7 @@ func TestModelHelpListsDefaults(t *testing.T) {
 	for sub, flags := range map[string][]string{
 		"fit":       {"--data", "--model", "--json", "--env"},
 		"validate":  {"--data", "--json", "--exclude-suspect", "--rows", "--env"},
+		"learn":     {"--data", "--json", "--rows", "--seeds", "--threshold", "--exclude-suspect", "--env"},
 		"best-plan": {"--data", "--model", "--placement", "--cpus", "--json", "--env"},
 	} {
 		_, stderr, err := runCLI(t, "model", sub, "-h")

@@ -1,0 +1,149 @@
+package artifact
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/rubick-sched/rubick/model"
+)
+
+// LearnOptions tune Learn.
+type LearnOptions struct {
+	// Rows is how many measured rows of each model reach the learner, drawn
+	// at random without replacement.
+	Rows int
+	// Seeds is how many independent draws are replayed.
+	Seeds int
+	// Threshold is the learner's refit threshold, rubickd's
+	// samples.refit_threshold.
+	Threshold float64
+	// ExcludeSuspect leaves the rows SuspectReason flags out of the scores
+	// (they can still be drawn, as a cluster would measure them).
+	ExcludeSuspect bool
+}
+
+// LearnScore is one model's (or "all") accuracy on the rows the learner
+// did not see, with the fit from the profile alone and with the fit the
+// learner ended with, summed over every seed.
+type LearnScore struct {
+	Model string `json:"model"`
+	// Scored is the number of held-out row predictions scored (rows x seeds).
+	Scored int `json:"scored"`
+	// StaticMAPEPct uses the profile fit, LearnedMAPEPct the learner's.
+	StaticMAPEPct  float64 `json:"static_mape_pct"`
+	LearnedMAPEPct float64 `json:"learned_mape_pct"`
+	// Refits counts the seeds whose draw warranted a refit, Promoted those
+	// where the refit replaced the profile fit.
+	Refits   int `json:"refits"`
+	Promoted int `json:"promoted"`
+}
+
+// Learn replays rubickd's online learning on the measured rows: for each
+// model and seed, Rows measured rows reach the learner as if jobs had
+// reported them after the profile fit; when they warrant a refit
+// (model.Drift.Refittable), the refit replaces the fit if model.Refit finds
+// it better. Every other row is then predicted by the profile fit and by
+// the learner's fit. It answers how much the learning loop recovers of
+// what single-node profiles cannot see.
+func Learn(ctx context.Context, set *Set, env model.Env, opts LearnOptions) ([]LearnScore, error) {
+	if opts.Rows < 1 || opts.Seeds < 1 || !(opts.Threshold >= 0) {
+		return nil, fmt.Errorf("%w: learn rows=%d seeds=%d threshold=%v: want rows >= 1, seeds >= 1, threshold >= 0",
+			model.ErrBadInput, opts.Rows, opts.Seeds, opts.Threshold)
+	}
+	fits, err := FitAll(ctx, set, env)
+	if err != nil {
+		return nil, err
+	}
+	type agg struct {
+		n                int
+		static, learned  float64
+		refits, promoted int
+	}
+	per := map[string]*agg{"all": {}}
+	var names []string
+	for _, name := range set.ModelNames() {
+		fit, ok := fits[name]
+		rows := set.Placements[name]
+		if !ok || len(rows) <= opts.Rows {
+			continue
+		}
+		names = append(names, name)
+		a := &agg{}
+		per[name] = a
+		spec := set.Models[name].Spec
+		old, err := OwnProfileSamples(set, name)
+		if err != nil {
+			return nil, err
+		}
+		samples := make([]model.Sample, len(rows))
+		for i, m := range rows {
+			plan, err := model.ParseExecPlan(spec, m.ExecPlan, m.Placement)
+			if err != nil {
+				return nil, fmt.Errorf("%s placements.csv line %d: %w", name, m.Line, err)
+			}
+			samples[i] = model.Sample{Plan: plan, IterS: m.IterS,
+				Resources: model.Resources{Placement: m.Placement, CPUs: MeasuredThreadsPerGPU * m.Placement.GPUs()}}
+		}
+		static := model.Predictor{Spec: spec, Params: fit.Params, Env: env}
+		for seed := range opts.Seeds {
+			draw := rand.New(rand.NewPCG(uint64(seed), nameSeed(name))).Perm(len(rows))[:opts.Rows]
+			recent := make([]model.Sample, len(draw))
+			for i, j := range draw {
+				recent[i] = samples[j]
+			}
+			learned := static
+			if d, usable := model.DriftOf(static, recent); d.Refittable(opts.Threshold) {
+				a.refits++
+				rr, err := model.Refit(ctx, spec, env, fit.Params, old, usable)
+				if err != nil {
+					return nil, fmt.Errorf("learn %s seed %d: %w", name, seed, err)
+				}
+				if rr.Better {
+					a.promoted++
+					learned.Params = rr.Fit.Params
+				}
+			}
+			for j, m := range rows {
+				if slices.Contains(draw, j) || (opts.ExcludeSuspect && SuspectReason(name, m) != "") {
+					continue
+				}
+				one := samples[j : j+1]
+				s, err := model.MeanRelErr(static, one)
+				if err != nil {
+					return nil, fmt.Errorf("%s placements.csv line %d: %w", name, m.Line, err)
+				}
+				l, err := model.MeanRelErr(learned, one)
+				if err != nil {
+					return nil, fmt.Errorf("%s placements.csv line %d: %w", name, m.Line, err)
+				}
+				for _, x := range []*agg{a, per["all"]} {
+					x.n++
+					x.static += s
+					x.learned += l
+				}
+			}
+		}
+		per["all"].refits += a.refits
+		per["all"].promoted += a.promoted
+	}
+	var out []LearnScore
+	for _, name := range append(names, "all") {
+		a := per[name]
+		if a.n == 0 {
+			continue
+		}
+		out = append(out, LearnScore{Model: name, Scored: a.n, StaticMAPEPct: 100 * a.static / float64(a.n),
+			LearnedMAPEPct: 100 * a.learned / float64(a.n), Refits: a.refits, Promoted: a.promoted})
+	}
+	return out, nil
+}
+
+// nameSeed makes each model's draws independent of the others'.
+func nameSeed(name string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return h.Sum64()
+}

@@ -1,0 +1,132 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestCollapse(t *testing.T) {
+	a := Sample{Plan: Plan{DP: 2, TP: 1, PP: 1, MicroBatch: 4, Accum: 1}, Resources: Resources{Placement: Placement{2}, CPUs: 2}}
+	b := a
+	b.Resources.Placement = Placement{1, 1}
+	c := a
+	c.Resources.CPUs = 8 // same plan and placement, other CPUs: another configuration
+	at := func(s Sample, iter float64) Sample { s.IterS = iter; return s }
+	tests := map[string]struct {
+		in, want []Sample
+	}{
+		"empty":            {nil, nil},
+		"distinct kept":    {[]Sample{at(a, 1), at(b, 2), at(c, 3)}, []Sample{at(a, 1), at(b, 2), at(c, 3)}},
+		"odd count median": {[]Sample{at(a, 5), at(b, 2), at(a, 1), at(a, 3)}, []Sample{at(a, 3), at(b, 2)}},
+		"even count mean of the middle two": {[]Sample{at(a, 4), at(a, 1), at(a, 2), at(a, 100)},
+			[]Sample{at(a, 3)}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if d := cmp.Diff(tc.want, Collapse(tc.in)); d != "" {
+				t.Errorf("Collapse (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// refitCase is a model fitted on single-node samples of truth, and
+// multi-node samples of a cluster whose network is slower than the fit's.
+func refitCase(t *testing.T) (spec Spec, env Env, cur Params, old, slowNet []Sample) {
+	t.Helper()
+	spec, env = testSpec(), testEnv()
+	truth := Params{KBwd: 2.2, KSync: 1, KOpt: 0.1, KOptOff: 2, KOff: 1, KSwap: 2, KConst: 0.05}
+	for _, s := range syntheticSamples(t, Predictor{Spec: spec, Params: truth, Env: env}) {
+		if s.Resources.Placement.Nodes() == 1 {
+			old = append(old, s)
+		}
+	}
+	res, err := Fit(context.Background(), spec, env, old, FitOptions{AllowPartial: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := env
+	slow.InterGBps /= 4
+	for _, s := range syntheticSamples(t, Predictor{Spec: spec, Params: truth, Env: slow}) {
+		if s.Resources.Placement.Nodes() > 1 {
+			slowNet = append(slowNet, s)
+		}
+	}
+	return spec, env, res.Params, old, slowNet
+}
+
+func TestRefit(t *testing.T) {
+	ctx := context.Background()
+	spec, env, cur, old, slowNet := refitCase(t)
+	if len(slowNet) < 3 {
+		t.Fatalf("only %d multi-node samples", len(slowNet))
+	}
+	contradict := []Sample{slowNet[0], slowNet[1]}
+	contradict[0].IterS *= 3
+	contradict[1].IterS /= 3
+	tests := map[string]struct {
+		recent     []Sample
+		wantBetter bool
+		wantInf    bool // no held-out estimate
+	}{
+		// The fit's network is 4x too fast: every cross-node run is slower
+		// than predicted in the same way, which a refit learns.
+		"systematic error": {recent: slowNet, wantBetter: true},
+		// One configuration reported many times: nothing to hold out.
+		"one configuration": {recent: []Sample{slowNet[0], slowNet[0], slowNet[0]}, wantInf: true},
+		// Two runs that disagree: no fit made from one predicts the other.
+		"contradiction": {recent: contradict, wantBetter: false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			rr, err := Refit(ctx, spec, env, cur, old, tc.recent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rr.Better != tc.wantBetter || math.IsInf(rr.HeldOutErr, 1) != tc.wantInf {
+				t.Errorf("Better=%v held-out=%.3f current=%.3f; want Better=%v, held-out infinite=%v",
+					rr.Better, rr.HeldOutErr, rr.CurrentErr, tc.wantBetter, tc.wantInf)
+			}
+			if want := len(Collapse(tc.recent)); rr.Configs != want {
+				t.Errorf("Configs = %d, want %d", rr.Configs, want)
+			}
+			if want := len(old) + rr.Configs; rr.Fit.Samples != want {
+				t.Errorf("fit on %d samples, want %d (old plus one per recent configuration)", rr.Fit.Samples, want)
+			}
+		})
+	}
+}
+
+// A configuration measured again supersedes its old measurement: the refit
+// follows the job's new speed.
+func TestRefitPrefersNewMeasurements(t *testing.T) {
+	spec, env, cur, old, _ := refitCase(t)
+	var recent []Sample
+	for _, s := range old {
+		s.IterS *= 1.3
+		recent = append(recent, s)
+	}
+	rr, err := Refit(context.Background(), spec, env, cur, old, recent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rr.Fit.Samples != len(old) {
+		t.Errorf("fit on %d samples, want %d: old measurements of re-measured configurations must go", rr.Fit.Samples, len(old))
+	}
+	if !rr.Better || rr.Fit.MAPE > 0.5*100*rr.CurrentErr {
+		t.Errorf("Better=%v, refit MAPE %.1f %% against the current fit's %.1f %%", rr.Better, rr.Fit.MAPE, 100*rr.CurrentErr)
+	}
+}
+
+func TestRefitCancelled(t *testing.T) {
+	spec, env, cur, old, slowNet := refitCase(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Refit(ctx, spec, env, cur, old, slowNet); !errors.Is(err, context.Canceled) {
+		t.Errorf("Refit on a cancelled context = %v, want context.Canceled", err)
+	}
+}
