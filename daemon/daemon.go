@@ -92,7 +92,7 @@ type CycleReport struct {
 	Failed   map[int]string        `json:"failed,omitempty"`
 	Ignored  map[int]string        `json:"ignored,omitempty"`  // tagged jobs rubick cannot schedule
 	Starting []int                 `json:"starting,omitempty"` // released jobs Slurm has yet to start; nothing decided
-	Refitted []string              `json:"refitted,omitempty"` // model types refitted from new samples
+	Refitted []string              `json:"refitted,omitempty"` // model types whose current fit changed: a first fit, or a refit on reported samples
 	CycleID  int64                 `json:"cycle_id,omitempty"`
 	Duration time.Duration         `json:"duration_ns"`
 	Policy   time.Duration         `json:"policy_ns"`
