@@ -5,7 +5,7 @@ PKGS      := ./...
 LAB       ?= /tmp/rubick-lab
 export LAB
 
-.PHONY: help build demo check test vet fmt-check man man-check bench integration integration-2411 e2e lab-up lab-down generate clean
+.PHONY: help build demo check test vet lint fmt-check man man-check bench integration integration-2411 e2e lab-up lab-down generate clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -20,6 +20,11 @@ check: vet fmt-check man-check test lab-fresh integration integration-2411 e2e #
 
 vet: ## go vet
 	$(GO) vet $(PKGS)
+
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+lint: ## staticcheck, fetched through the Go module proxy (not part of check: it needs the proxy)
+	$(GO) run $(STATICCHECK) $(PKGS)
 
 fmt-check: ## fail when gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '/gen/')); \

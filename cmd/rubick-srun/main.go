@@ -55,7 +55,7 @@ type config struct {
 	plan, dialect, mode, gpuBind, signal string
 	scontrol, srun                       string
 	stateDir, checkpointDir, modelType   string
-	reportURL, munge, unmunge, mungeSock string
+	reportURL, munge, mungeSock          string
 	cpusPerTask, globalBatch, reportSkip int
 	profileIters                         int
 	profileTimeout, profileRunTimeout    time.Duration
