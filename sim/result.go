@@ -46,6 +46,11 @@ type Result struct {
 	// CPUScaledJobS is job-seconds of measured ZeRO-Offload times scaled by
 	// the model to the CPUs the job held.
 	CPUScaledJobS float64 `json:"cpu_scaled_job_s"`
+	// MispricedJobS is job-seconds of progress at a plan and placement whose
+	// ground-truth iteration time is more than MispricedTolerance away
+	// from the policy's own prediction, either way: how much of the run the
+	// policy decided on wrong numbers.
+	MispricedJobS float64 `json:"mispriced_job_s"`
 	// ProgressJobS is all job-seconds of progress, the denominator of the above.
 	ProgressJobS float64 `json:"progress_job_s"`
 	// IdleQueuedGPUS is GPU-seconds left unallocated while jobs were queued.
@@ -103,8 +108,22 @@ func (r *Result) addRound(d time.Duration) {
 	r.RoundMsMax = max(r.RoundMsMax, float64(d.Microseconds())/1000)
 }
 
-func (r *Result) account(t Truth, s float64) {
+// MispricedTolerance is the relative gap between the ground truth and the
+// policy's prediction above which progress counts as MispricedJobS.
+const MispricedTolerance = 0.2
+
+// mispriced reports whether a truth of truthS seconds lies outside
+// [1/(1+tol), 1+tol] times the believedS prediction.
+func mispriced(truthS, believedS float64) bool {
+	r := truthS / believedS
+	return r > 1+MispricedTolerance || r < 1/(1+MispricedTolerance)
+}
+
+func (r *Result) account(t Truth, believedS, s float64) {
 	r.ProgressJobS += s
+	if mispriced(t.IterS, believedS) {
+		r.MispricedJobS += s
+	}
 	switch t.Source {
 	case Fallback:
 		r.FallbackJobS += s
@@ -228,20 +247,25 @@ func bound(jobs []*simJob, cfg Config, d *Data) Bound {
 // with the lower bound as the last row.
 func WriteTable(w io.Writer, results []*Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tjobs\tdone\tavg JCT s\tp50 s\tp99 s\tmakespan s\tqueue s\tG avg s\tBE avg s\tSLO viol\trestarts\tGPU util\tround ms avg/max\tfallback %\t")
+	fmt.Fprintln(tw, "policy\tjobs\tdone\tavg JCT s\tp50 s\tp99 s\tmakespan s\tqueue s\tG avg s\tBE avg s\tSLO viol\trestarts\tGPU util\tround ms avg/max\tfallback %\tmispriced % of measured\t")
 	for _, r := range results {
-		fb := 0.0
+		fb, mp := 0.0, 0.0
 		if r.ProgressJobS > 0 {
 			fb = 100 * r.FallbackJobS / r.ProgressJobS
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t%.0f\t%d\t%d\t%.2f\t%.2f/%.1f\t%.1f\t\n",
+		// Fallback progress is priced by the policy's own model, so only
+		// measured progress can be mispriced: report its share of that.
+		if m := r.ProgressJobS - r.FallbackJobS; m > 0 {
+			mp = 100 * r.MispricedJobS / m
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t%.0f\t%d\t%d\t%.2f\t%.2f/%.1f\t%.1f\t%.1f\t\n",
 			r.Policy, r.Jobs, r.Completed, r.AvgJCT, r.P50JCT, r.P99JCT, r.Makespan, r.AvgQueue,
-			classAvg(r.Guaranteed), r.BestEffort.AvgJCT, r.SLOViolations, r.Restarts, r.GPUUtil, r.RoundMsAvg, r.RoundMsMax, fb)
+			classAvg(r.Guaranteed), r.BestEffort.AvgJCT, r.SLOViolations, r.Restarts, r.GPUUtil, r.RoundMsAvg, r.RoundMsMax, fb, mp)
 	}
 	if len(results) > 0 {
 		b := results[0].Bound
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
-			"bound", results[0].Jobs, "-", b.AvgJCT, b.P50JCT, b.P99JCT, b.Makespan, "-", "-", "-", "-", "-", "-", "-", "-")
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			"bound", results[0].Jobs, "-", b.AvgJCT, b.P50JCT, b.P99JCT, b.Makespan, "-", "-", "-", "-", "-", "-", "-", "-", "-")
 	}
 	return tw.Flush()
 }

@@ -291,14 +291,20 @@ func replay(ctx context.Context, cfg Config, d *Data, jobs []*simJob, pol policy
 			avail -= wait
 			j.runTime += step
 			if avail > 0 {
-				tr, err := d.Oracle.IterTime(j.App, j.plan, policy.PlacementOf(j.alloc), cpusOf(j.alloc))
+				r := model.Resources{Placement: policy.PlacementOf(j.alloc), CPUs: cpusOf(j.alloc)}
+				tr, err := d.Oracle.IterTime(j.App, j.plan, r.Placement, r.CPUs)
+				if err != nil {
+					return nil, fmt.Errorf("sim %s at t=%.0f: job %s: %w", pol.Name(), t, j.Name, err)
+				}
+				// What the policy believed this configuration runs at.
+				believed, err := d.Predictors[j.App].Predict(j.plan, r)
 				if err != nil {
 					return nil, fmt.Errorf("sim %s at t=%.0f: job %s: %w", pol.Name(), t, j.Name, err)
 				}
 				need := (j.steps - j.done) * tr.IterS
 				run := min(avail, need)
 				j.done += run / tr.IterS
-				res.account(tr, run)
+				res.account(tr, believed.Iter, run)
 				if j.Guaranteed && tr.IterS > j.reqIter*(1+1e-9) {
 					j.violated = true
 				}

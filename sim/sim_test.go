@@ -234,6 +234,11 @@ func TestRunNaive(t *testing.T) {
 			if r.FallbackJobS+r.PermutedJobS > r.ProgressJobS+1e-6 {
 				t.Errorf("fallback %.0f + permuted %.0f exceed progress %.0f", r.FallbackJobS, r.PermutedJobS, r.ProgressJobS)
 			}
+			// Fallback progress is priced by the policy's own model, so it
+			// can be mispriced only where the CPU count scales a measurement.
+			if r.MispricedJobS > r.ProgressJobS-r.FallbackJobS+r.CPUScaledJobS+1e-6 {
+				t.Errorf("mispriced %.0f exceeds measured progress %.0f", r.MispricedJobS, r.ProgressJobS-r.FallbackJobS+r.CPUScaledJobS)
+			}
 			again := run()
 			opts := cmp.Options{cmp.AllowUnexported(Result{}), cmp.FilterPath(func(p cmp.Path) bool {
 				switch p.Last().String() {
@@ -284,5 +289,23 @@ func TestRunRejectsBadTrace(t *testing.T) {
 				t.Errorf("Run = %v, want an error naming job %s", err, row.Name)
 			}
 		})
+	}
+}
+
+func TestMispriced(t *testing.T) {
+	for name, tc := range map[string]struct {
+		truth, believed float64
+		want            bool
+	}{
+		"exact":                   {1, 1, false},
+		"19 % slower":             {1.19, 1, false},
+		"21 % slower":             {1.21, 1, true},
+		"just inside 1/1.2":       {1, 1.19, false},
+		"faster than 1/1.2":       {1, 1.21, true},
+		"four times slower (vit)": {0.4, 0.1, true},
+	} {
+		if got := mispriced(tc.truth, tc.believed); got != tc.want {
+			t.Errorf("%s: mispriced(%v, %v) = %v, want %v", name, tc.truth, tc.believed, got, tc.want)
+		}
 	}
 }
