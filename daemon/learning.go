@@ -88,6 +88,9 @@ func (l *Learner) Accept(ctx context.Context, uid uint32, s report.Sample) error
 	if err != nil {
 		return err
 	}
+	if err := l.plausible(ctx, s.ModelType, ms); err != nil {
+		return err
+	}
 	if err := l.Store.AddSamples(ctx, s.ModelType, []model.Sample{ms}, int64(id), store.SourceOnline); err != nil {
 		return fmt.Errorf("%w: %v", report.ErrBadSample, err)
 	}
@@ -97,6 +100,46 @@ func (l *Learner) Accept(ctx context.Context, uid uint32, s report.Sample) error
 	}
 	l.dirty[s.ModelType] = true
 	l.mu.Unlock()
+	return nil
+}
+
+// maxSampleRatio bounds how far a reported iteration time may be from the
+// current fit's prediction: a time off by more than this factor is a unit
+// mix-up or a broken node, not something a shared model should learn.
+const maxSampleRatio = 10
+
+// plausible rejects a sample the model type's spec cannot price (a plan
+// that does not fit its global batch, say: no fit could use it), and one
+// whose iteration time is more than maxSampleRatio times away from what the
+// current fit predicts. A type without a fit takes any priceable time.
+func (l *Learner) plausible(ctx context.Context, mt string, ms model.Sample) error {
+	spec, err := l.Store.ModelType(ctx, mt)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: model_type=%q is not registered", report.ErrBadSample, mt)
+	}
+	if err != nil {
+		return fmt.Errorf("model type %s: %w", mt, err)
+	}
+	p := model.Predictor{Spec: spec.Spec, Params: model.Priors(), Env: l.Env}
+	cur, err := l.Store.CurrentFit(ctx, mt)
+	hasFit := err == nil
+	switch {
+	case hasFit:
+		p.Params = cur.Params
+	case !errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("current fit of %s: %w", mt, err)
+	}
+	b, err := p.Predict(ms.Plan, ms.Resources)
+	if err != nil {
+		return fmt.Errorf("%w: plan %s on placement %s: %v", report.ErrBadSample, ms.Plan, ms.Resources.Placement, err)
+	}
+	if !hasFit {
+		return nil
+	}
+	if r := ms.IterS / b.Iter; r > maxSampleRatio || r < 1.0/maxSampleRatio {
+		return fmt.Errorf("%w: iter_s=%g is %.3gx the %.3g s the current fit of %s predicts for %s on placement %s",
+			report.ErrBadSample, ms.IterS, r, b.Iter, mt, ms.Plan, ms.Resources.Placement)
+	}
 	return nil
 }
 

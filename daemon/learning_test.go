@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,11 +49,19 @@ func TestAcceptChecksOwnerModelAndJob(t *testing.T) {
 	if err := st.UpsertModelType(context.Background(), set.Models["bert"].Spec); err != nil {
 		t.Fatal(err)
 	}
+	fits, err := artifact.FitAll(context.Background(), set, model.DefaultEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AddFit(context.Background(), "bert", fits["bert"], store.SourceProfile); err != nil {
+		t.Fatal(err)
+	}
 	good := report.Sample{Version: report.SampleVersion, JobID: "5", ModelType: "bert", Plan: "dp4.tp1.pp1.mb8.a1.z0", Placement: "4", CPUs: 16, Iteration: 3, IterS: 0.2}
 	tests := map[string]struct {
 		uid     uint32
 		mutate  func(*report.Sample)
 		wantErr error
+		field   string // the error names it
 	}{
 		"owner":         {uid: 1000},
 		"root":          {uid: 0},
@@ -61,6 +70,11 @@ func TestAcceptChecksOwnerModelAndJob(t *testing.T) {
 		"bad job id":    {uid: 1000, mutate: func(s *report.Sample) { s.JobID = "5; rm -rf /" }, wantErr: report.ErrBadSample},
 		"wrong model":   {uid: 1000, mutate: func(s *report.Sample) { s.ModelType = "gpt2" }, wantErr: report.ErrBadSample},
 		"bad iteration": {uid: 1000, mutate: func(s *report.Sample) { s.IterS = -1 }, wantErr: report.ErrBadSample},
+		// bert's global batch is 32: dp4 x mb4 covers only half of it.
+		"plan off the global batch": {uid: 1000, mutate: func(s *report.Sample) { s.Plan = "dp4.tp1.pp1.mb4.a1.z0" }, wantErr: report.ErrBadSample, field: "dp4.tp1.pp1.mb4.a1.z0"},
+		// Milliseconds reported as seconds: 1000x the fit's prediction.
+		"absurd time":  {uid: 1000, mutate: func(s *report.Sample) { s.IterS = 200 }, wantErr: report.ErrBadSample, field: "iter_s=200"},
+		"fast by 100x": {uid: 1000, mutate: func(s *report.Sample) { s.IterS = 0.002 }, wantErr: report.ErrBadSample, field: "iter_s=0.002"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -71,6 +85,9 @@ func TestAcceptChecksOwnerModelAndJob(t *testing.T) {
 			err := l.Accept(context.Background(), tc.uid, s)
 			if tc.wantErr == nil && err != nil || tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Accept = %v, want %v", err, tc.wantErr)
+			}
+			if err != nil && !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("Accept = %v, want it to name %s", err, tc.field)
 			}
 		})
 	}
