@@ -129,6 +129,9 @@ func Learn(ctx context.Context, set *Set, env model.Env, opts LearnOptions) ([]L
 		per["all"].refits += a.refits
 		per["all"].promoted += a.promoted
 	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("%w: learn rows=%d: no model has more measured rows than that", model.ErrBadInput, opts.Rows)
+	}
 	var out []LearnScore
 	for _, name := range append(names, "all") {
 		a := per[name]

@@ -268,7 +268,7 @@ func modelLearn(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		"Every other row is scored with the profile fit (static) and with the learner's fit (learned).", stderr)
 	data := fs.String("data", "", "artifact data directory; empty means the embedded copy")
 	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
-	rows := fs.Int("rows", 10, "measured rows each model's learner sees per seed")
+	rows := fs.Int("rows", 10, "measured rows each model's learner sees per seed (models with no more rows are left out)")
 	seeds := fs.Int("seeds", 10, "independent random draws")
 	threshold := fs.Float64("threshold", daemon.Defaults().Samples.RefitThreshold, "refit threshold, as rubickd's samples.refit_threshold")
 	exclude := fs.Bool("exclude-suspect", false, "leave the rows the data README flags as suspect out of the scores")
