@@ -44,8 +44,8 @@ type RefitResult struct {
 // that question directly: each recent configuration is predicted by a fit
 // made without it, and the refit wins when those predictions beat cur's.
 // On the artifact's data this promotes the refits that fix llama30 (whose
-// profile is a copy of llama7's) and rejects those that chase vit's bimodal
-// rows (docs/model.md, "Online refits").
+// profile is a copy of llama7's); given enough configurations it rejects
+// those that chase vit's bimodal rows (docs/model.md, "Online refits").
 //
 // Samples of one configuration are collapsed to their median iteration
 // time first, so a job that reports often weighs no more than one that
@@ -68,7 +68,7 @@ func Refit(ctx context.Context, spec Spec, env Env, cur Params, old, recent []Sa
 	opts := FitOptions{AllowPartial: true, Prior: &cur}
 	fit, err := Fit(ctx, spec, env, all, opts)
 	if err != nil {
-		return RefitResult{}, err
+		return RefitResult{}, fmt.Errorf("refit %s: %w", spec.Name, err)
 	}
 	out := RefitResult{Fit: fit, Configs: len(recentC), HeldOutErr: math.Inf(1)}
 	if out.CurrentErr, err = MeanRelErr(Predictor{Spec: spec, Params: cur, Env: env}, recentC); err != nil {
