@@ -56,11 +56,11 @@ func Refit(ctx context.Context, spec Spec, env Env, cur Params, old, recent []Sa
 	// by its new measurements only: the job may run differently now.
 	recentKeys := map[string]bool{}
 	for _, s := range recentC {
-		recentKeys[configKey(s)] = true
+		recentKeys[ConfigKey(s)] = true
 	}
 	var base []Sample
 	for _, s := range Collapse(old) {
-		if !recentKeys[configKey(s)] {
+		if !recentKeys[ConfigKey(s)] {
 			base = append(base, s)
 		}
 	}
@@ -158,9 +158,9 @@ func relErr(p Predictor, s Sample) (float64, error) {
 	return math.Abs(b.Iter-s.IterS) / s.IterS, nil
 }
 
-// configKey identifies what a sample measured: the plan on a placement
-// with a CPU count.
-func configKey(s Sample) string {
+// ConfigKey identifies what a sample measured: the plan on a placement
+// with a CPU count. Samples with one key are one configuration.
+func ConfigKey(s Sample) string {
 	return fmt.Sprintf("%s@%s/%d", s.Plan, s.Resources.Placement, s.Resources.CPUs)
 }
 
@@ -172,7 +172,7 @@ func Collapse(samples []Sample) []Sample {
 	var out []Sample
 	var times [][]float64
 	for _, s := range samples {
-		k := configKey(s)
+		k := ConfigKey(s)
 		i, ok := idx[k]
 		if !ok {
 			i = len(out)

@@ -51,6 +51,9 @@ type Result struct {
 	// from the policy's own prediction, either way: how much of the run the
 	// policy decided on wrong numbers.
 	MispricedJobS float64 `json:"mispriced_job_s"`
+	// Refits counts, per model type, the online refits run
+	// (Config.RefitThreshold) and those the policy priced with from then on.
+	Refits map[string]RefitCount `json:"refits,omitempty"`
 	// ProgressJobS is all job-seconds of progress, the denominator of the above.
 	ProgressJobS float64 `json:"progress_job_s"`
 	// IdleQueuedGPUS is GPU-seconds left unallocated while jobs were queued.
@@ -106,6 +109,25 @@ func (r *Result) addRound(d time.Duration) {
 	r.Rounds++
 	r.roundTotal += d
 	r.RoundMsMax = max(r.RoundMsMax, float64(d.Microseconds())/1000)
+}
+
+// RefitCount is the online refits of one model type in a replay.
+type RefitCount struct {
+	Tried    int `json:"tried"`
+	Promoted int `json:"promoted"`
+}
+
+func (r *Result) countRefit(name string, promoted bool) {
+	if r.Refits == nil {
+		r.Refits = map[string]RefitCount{}
+	}
+	c := r.Refits[name]
+	if promoted {
+		c.Promoted++
+	} else {
+		c.Tried++
+	}
+	r.Refits[name] = c
 }
 
 // MispricedTolerance is the relative gap between the ground truth and the

@@ -52,6 +52,11 @@ type Config struct {
 	// MeasuredCPUsPerGPU is the CPU count per GPU the measured iteration
 	// times ran with (DeepSpeed's CPU Adam threads per process).
 	MeasuredCPUsPerGPU int
+	// RefitThreshold, when > 0, replays rubickd's online refits: running
+	// jobs report their ground-truth times and a model type the policy
+	// misprices by more than this (mean relative error) is refitted
+	// (rubickd's samples.refit_threshold). 0 keeps the profile fits.
+	RefitThreshold float64
 }
 
 // DefaultConfig is the artifact's cluster: 8 nodes x 8 GPUs, 96 CPUs,
@@ -89,6 +94,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MaxTime=%v must be > 0", ErrBadConfig, c.MaxTime)
 	case c.MeasuredCPUsPerGPU <= 0:
 		return fmt.Errorf("%w: MeasuredCPUsPerGPU=%d must be > 0", ErrBadConfig, c.MeasuredCPUsPerGPU)
+	case !(c.RefitThreshold >= 0) || math.IsInf(c.RefitThreshold, 0):
+		return fmt.Errorf("%w: RefitThreshold=%v must be a number >= 0", ErrBadConfig, c.RefitThreshold)
 	}
 	return nil
 }
@@ -224,8 +231,19 @@ func replay(ctx context.Context, cfg Config, d *Data, jobs []*simJob, pol policy
 	}
 	tenants := []policy.Tenant{{Name: "default", GPUQuota: quota}}
 	models := make(map[string]policy.Estimator, len(d.Predictors))
+	// believed is what the policy prices with: the profile fits, or the
+	// learner's refits of them.
+	believed := make(map[string]model.Predictor, len(d.Predictors))
 	for name, p := range d.Predictors {
 		models[name] = policy.FromPredictor(p)
+		believed[name] = p
+	}
+	var lrn *learner
+	if cfg.RefitThreshold > 0 {
+		var err error
+		if lrn, err = newLearner(d, cfg.Env(), cfg.RefitThreshold); err != nil {
+			return nil, err
+		}
 	}
 	byID := make(map[string]*simJob, len(jobs))
 	for _, j := range jobs {
@@ -257,6 +275,20 @@ func replay(ctx context.Context, cfg Config, d *Data, jobs []*simJob, pol policy
 		for next < len(jobs) && jobs[next].Submit <= t {
 			active = append(active, jobs[next])
 			next++
+		}
+		if lrn != nil {
+			tried, changed, err := lrn.refit(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("sim %s at t=%.0f: %w", pol.Name(), t, err)
+			}
+			for _, name := range tried {
+				res.countRefit(name, false)
+			}
+			for _, name := range changed {
+				res.countRefit(name, true)
+				believed[name] = lrn.types[name].pred
+				models[name] = policy.FromPredictor(believed[name])
+			}
 		}
 		snap, err := snapshot(epoch, t, nodes, tenants, models, active, cfg)
 		if err != nil {
@@ -297,14 +329,17 @@ func replay(ctx context.Context, cfg Config, d *Data, jobs []*simJob, pol policy
 					return nil, fmt.Errorf("sim %s at t=%.0f: job %s: %w", pol.Name(), t, j.Name, err)
 				}
 				// What the policy believed this configuration runs at.
-				believed, err := d.Predictors[j.App].Predict(j.plan, r)
+				thought, err := believed[j.App].Predict(j.plan, r)
 				if err != nil {
 					return nil, fmt.Errorf("sim %s at t=%.0f: job %s: %w", pol.Name(), t, j.Name, err)
+				}
+				if lrn != nil {
+					lrn.report(j.App, model.Sample{Plan: j.plan, Resources: r, IterS: tr.IterS})
 				}
 				need := (j.steps - j.done) * tr.IterS
 				run := min(avail, need)
 				j.done += run / tr.IterS
-				res.account(tr, believed.Iter, run)
+				res.account(tr, thought.Iter, run)
 				if j.Guaranteed && tr.IterS > j.reqIter*(1+1e-9) {
 					j.violated = true
 				}

@@ -133,6 +133,7 @@ func TestConfigValidate(t *testing.T) {
 		"zero load":     {func(c *Config) { c.LoadScale = 0 }, "LoadScale"},
 		"nan load":      {func(c *Config) { c.LoadScale = math.NaN() }, "LoadScale"},
 		"negative over": {func(c *Config) { c.TimeLimitOver = -1 }, "TimeLimitOver"},
+		"nan refit":     {func(c *Config) { c.RefitThreshold = math.NaN() }, "RefitThreshold"},
 		"nan over":      {func(c *Config) { c.TimeLimitOver = math.NaN() }, "TimeLimitOver"},
 	}
 	for name, tc := range tests {

@@ -18,6 +18,7 @@ import (
 	"sync"
 
 	"github.com/rubick-sched/rubick/artifact"
+	"github.com/rubick-sched/rubick/daemon"
 	"github.com/rubick-sched/rubick/policy"
 	"github.com/rubick-sched/rubick/sim"
 )
@@ -65,6 +66,8 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 	fset.Float64Var(&o.cfg.LoadScale, "load-scale", def.LoadScale, "divide submission times by this (> 1 compresses arrivals)")
 	fset.IntVar(&o.cfg.GuaranteedQuota, "quota", def.GuaranteedQuota, "GPU quota of guaranteed jobs (0: every GPU)")
 	fset.Float64Var(&o.cfg.TimeLimitOver, "time-limit-over", def.TimeLimitOver, "time limits overestimate runs by a per-job factor in [1, 1+this] (0: exact)")
+	fset.Float64Var(&o.cfg.RefitThreshold, "refit-threshold", def.RefitThreshold,
+		fmt.Sprintf("replay rubickd's online refits with this threshold (rubickd's default: %g; 0: the profile fits throughout)", daemon.Defaults().Samples.RefitThreshold))
 	fset.Func("set", "set a policy knob, Name=value; repeatable (defaults: "+knobDefaults(o.policy)+")", func(kv string) error {
 		return o.policy.Set(kv)
 	})
@@ -108,6 +111,7 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 		{!(o.cfg.LoadScale > 0) || o.cfg.LoadScale > 1e6, "--load-scale", o.cfg.LoadScale, "must be a positive number"},
 		{o.cfg.GuaranteedQuota < 0, "--quota", o.cfg.GuaranteedQuota, "must be >= 0"},
 		{!(o.cfg.TimeLimitOver >= 0) || o.cfg.TimeLimitOver > 1e6, "--time-limit-over", o.cfg.TimeLimitOver, "must be a number in [0, 1e6]"},
+		{!(o.cfg.RefitThreshold >= 0) || o.cfg.RefitThreshold > 10, "--refit-threshold", o.cfg.RefitThreshold, "must be a number in [0, 10]"},
 		{o.parallel <= 0, "--parallel", o.parallel, "must be > 0"},
 	}
 	for _, c := range checks {
