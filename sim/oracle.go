@@ -63,11 +63,16 @@ type Truth struct {
 
 // NewOracle indexes the measured rows of set; preds are the fitted models
 // used where nothing was measured and to scale offload times with CPUs.
-func NewOracle(set *artifact.Set, preds map[string]model.Predictor, refCPUsPerGPU int) *Oracle {
+// With excludeSuspect the rows artifact.SuspectReason flags are not
+// indexed, so the model prices those configurations.
+func NewOracle(set *artifact.Set, preds map[string]model.Predictor, refCPUsPerGPU int, excludeSuspect bool) *Oracle {
 	o := &Oracle{rows: map[string]map[string][]measured{}, preds: preds, refCPUsPerGPU: refCPUsPerGPU, cache: map[oracleKey]Truth{}}
 	for _, name := range set.ModelNames() {
 		byCode := map[string][]measured{}
 		for _, m := range set.Placements[name] {
+			if excludeSuspect && artifact.SuspectReason(name, m) != "" {
+				continue
+			}
 			byCode[m.ExecPlan] = append(byCode[m.ExecPlan], measured{pl: m.Placement, iter: m.IterS})
 		}
 		o.rows[name] = byCode

@@ -52,6 +52,10 @@ type Config struct {
 	// MeasuredCPUsPerGPU is the CPU count per GPU the measured iteration
 	// times ran with (DeepSpeed's CPU Adam threads per process).
 	MeasuredCPUsPerGPU int
+	// ExcludeSuspect leaves the measured rows the data README calls suspect
+	// (artifact.SuspectReason) out of the ground truth: the model prices
+	// those configurations. It applies when the Data is prepared.
+	ExcludeSuspect bool
 	// RefitThreshold, when > 0, replays rubickd's online refits: running
 	// jobs report their ground-truth times and a model type the policy
 	// misprices by more than this (mean relative error) is refitted
@@ -136,7 +140,7 @@ func Prepare(ctx context.Context, fsys fs.FS, cfg Config) (*Data, error) {
 		}
 		preds[name] = p
 	}
-	return &Data{Set: set, Predictors: preds, Fits: fits, Oracle: NewOracle(set, preds, cfg.MeasuredCPUsPerGPU)}, nil
+	return &Data{Set: set, Predictors: preds, Fits: fits, Oracle: NewOracle(set, preds, cfg.MeasuredCPUsPerGPU, cfg.ExcludeSuspect)}, nil
 }
 
 // simJob is one trace job during a replay.

@@ -98,6 +98,31 @@ func TestOracleMatching(t *testing.T) {
 	}
 }
 
+// Without suspect rows, roberta's 1-GPU ga time (705 ms, equal to its 2-GPU
+// time) is no longer ground truth: the model prices it.
+func TestOracleExcludeSuspect(t *testing.T) {
+	d := data(t)
+	plan := model.Plan{DP: 1, TP: 1, PP: 1, MicroBatch: d.Predictors["roberta"].Spec.GlobalBatch, Accum: 1}
+	for _, exclude := range []bool{false, true} {
+		o := NewOracle(d.Set, d.Predictors, artifact.MeasuredThreadsPerGPU, exclude)
+		got, err := o.IterTime("roberta", plan, model.Placement{1}, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, wantSource := 0.7054, Measured
+		if exclude {
+			b, err := d.Predictors["roberta"].Predict(plan, model.Resources{Placement: model.Placement{1}, CPUs: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, wantSource = b.Iter, Fallback
+		}
+		if got.Source != wantSource || math.Abs(got.IterS-want) > 1e-3 {
+			t.Errorf("exclude=%v: %.4f s from source %d, want %.4f s from %d", exclude, got.IterS, got.Source, want, wantSource)
+		}
+	}
+}
+
 func TestOracleScalesOffloadWithCPUs(t *testing.T) {
 	d := data(t)
 	// llama7,zero-offload,8 = 9.401 s, measured with 4 CPU Adam threads per GPU.
