@@ -13,6 +13,13 @@ import (
 // folds.
 const maxRefitFolds = 10
 
+// oldTolerance is how much worse, in mean relative error, a refit may
+// predict the configurations the current fit was made from (and that were
+// not measured again) than the current fit does: fitting new evidence may
+// cost the old a little, not more than half of rubickd's default 10 %
+// refit threshold.
+const oldTolerance = 0.05
+
 // RefitResult is a refit of a model type on new evidence, with the
 // evidence for replacing the current parameters by it.
 type RefitResult struct {
@@ -29,8 +36,13 @@ type RefitResult struct {
 	// the refit is expected to make of a configuration it has not seen.
 	// It is +Inf with fewer than two recent configurations.
 	HeldOutErr float64
-	// Better is HeldOutErr < CurrentErr: the refit should replace the
-	// current parameters.
+	// OldCurrentErr and OldRefitErr are the mean relative errors of the
+	// current parameters and of the refit on the old configurations that
+	// were not measured again (0 when there are none).
+	OldCurrentErr, OldRefitErr float64
+	// Better says the refit should replace the current parameters:
+	// HeldOutErr < CurrentErr, and OldRefitErr is at most oldTolerance
+	// above OldCurrentErr.
 	Better bool
 }
 
@@ -42,10 +54,11 @@ type RefitResult struct {
 // its RMSLE over them cannot be compared with cur's over fewer, so neither
 // says whether the refit predicts the next placement better. Refit asks
 // that question directly: each recent configuration is predicted by a fit
-// made without it, and the refit wins when those predictions beat cur's.
+// made without it, and the refit wins when those predictions beat cur's,
+// provided it still predicts the old configurations about as well as cur.
 // On the artifact's data this promotes the refits that fix llama30 (whose
-// profile is a copy of llama7's); given enough configurations it rejects
-// those that chase vit's bimodal rows (docs/model.md, "Online refits").
+// profile is a copy of llama7's) and rejects those that chase vit's
+// bimodal rows (docs/model.md, "Online refits").
 //
 // Samples of one configuration are collapsed to their median iteration
 // time first, so a job that reports often weighs no more than one that
@@ -103,7 +116,13 @@ func Refit(ctx context.Context, spec Spec, env Env, cur Params, old, recent []Sa
 		}
 	}
 	out.HeldOutErr = held / float64(len(recentC))
-	out.Better = out.HeldOutErr < out.CurrentErr
+	if out.OldCurrentErr, err = MeanRelErr(Predictor{Spec: spec, Params: cur, Env: env}, base); err != nil {
+		return RefitResult{}, err
+	}
+	if out.OldRefitErr, err = MeanRelErr(Predictor{Spec: spec, Params: fit.Params, Env: env}, base); err != nil {
+		return RefitResult{}, err
+	}
+	out.Better = out.HeldOutErr < out.CurrentErr && out.OldRefitErr <= out.OldCurrentErr+oldTolerance
 	return out, nil
 }
 

@@ -34,50 +34,72 @@ func TestCollapse(t *testing.T) {
 	}
 }
 
-// refitCase is a model fitted on single-node samples of truth, and
-// multi-node samples of a cluster whose network is slower than the fit's.
-func refitCase(t *testing.T) (spec Spec, env Env, cur Params, old, slowNet []Sample) {
+// refitCase is a model fitted on single-node samples of truth, and truth's
+// multi-node samples. truth overlaps its gradient all-reduce with the
+// backward pass (k_sync 3), which single-node samples cannot show (their
+// NVLink all-reduce is too short), so the fit keeps the prior k_sync = 1
+// and overprices every cross-node run in a way a refit can learn without
+// losing the single-node runs.
+func refitCase(t *testing.T) (spec Spec, env Env, cur Params, old, multi []Sample) {
 	t.Helper()
 	spec, env = testSpec(), testEnv()
-	truth := Params{KBwd: 2.2, KSync: 1, KOpt: 0.1, KOptOff: 2, KOff: 1, KSwap: 2, KConst: 0.05}
+	// NVLink so fast that single-node all-reduces hide nothing, a network
+	// so slow that the overlap matters.
+	env.IntraGBps, env.InterGBps = 5000, 2
+	truth := Params{KBwd: 2.2, KSync: 3, KOpt: 0.1, KOptOff: 2, KOff: 1, KSwap: 2, KConst: 0.05}
 	for _, s := range syntheticSamples(t, Predictor{Spec: spec, Params: truth, Env: env}) {
 		if s.Resources.Placement.Nodes() == 1 {
 			old = append(old, s)
+		} else {
+			multi = append(multi, s)
 		}
 	}
 	res, err := Fit(context.Background(), spec, env, old, FitOptions{AllowPartial: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	slow := env
-	slow.InterGBps /= 4
-	for _, s := range syntheticSamples(t, Predictor{Spec: spec, Params: truth, Env: slow}) {
+	return spec, env, res.Params, old, multi
+}
+
+// slowerNetwork is truth's multi-node samples on a network 4x slower than
+// the model's environment says: no parameter expresses it, so a refit that
+// follows them must distort the single-node terms.
+func slowerNetwork(t *testing.T, spec Spec, env Env) []Sample {
+	t.Helper()
+	truth := Params{KBwd: 2.2, KSync: 3, KOpt: 0.1, KOptOff: 2, KOff: 1, KSwap: 2, KConst: 0.05}
+	env.InterGBps /= 4
+	var out []Sample
+	for _, s := range syntheticSamples(t, Predictor{Spec: spec, Params: truth, Env: env}) {
 		if s.Resources.Placement.Nodes() > 1 {
-			slowNet = append(slowNet, s)
+			out = append(out, s)
 		}
 	}
-	return spec, env, res.Params, old, slowNet
+	return out
 }
 
 func TestRefit(t *testing.T) {
 	ctx := context.Background()
-	spec, env, cur, old, slowNet := refitCase(t)
-	if len(slowNet) < 3 {
-		t.Fatalf("only %d multi-node samples", len(slowNet))
+	spec, env, cur, old, multi := refitCase(t)
+	if len(multi) < 3 {
+		t.Fatalf("only %d multi-node samples", len(multi))
 	}
-	contradict := []Sample{slowNet[0], slowNet[1]}
+	contradict := []Sample{multi[0], multi[1]}
 	contradict[0].IterS *= 3
 	contradict[1].IterS /= 3
 	tests := map[string]struct {
 		recent     []Sample
 		wantBetter bool
 		wantInf    bool // no held-out estimate
+		// wantOldWorse: the refit predicts the held-out runs better but
+		// the old ones worse than oldTolerance allows.
+		wantOldWorse bool
 	}{
-		// The fit's network is 4x too fast: every cross-node run is slower
-		// than predicted in the same way, which a refit learns.
-		"systematic error": {recent: slowNet, wantBetter: true},
+		"missing term": {recent: slowerNetwork(t, spec, env), wantOldWorse: true},
+		// Every cross-node run is faster than predicted in the same way
+		// (the overlap), which a refit learns.
+		"systematic error": {recent: multi, wantBetter: true},
 		// One configuration reported many times: nothing to hold out.
-		"one configuration": {recent: []Sample{slowNet[0], slowNet[0], slowNet[0]}, wantInf: true},
+		"one configuration": {recent: []Sample{multi[0], multi[0], multi[0]}, wantInf: true},
 		// Two runs that disagree: no fit made from one predicts the other.
 		"contradiction": {recent: contradict, wantBetter: false},
 	}
@@ -90,6 +112,10 @@ func TestRefit(t *testing.T) {
 			if rr.Better != tc.wantBetter || math.IsInf(rr.HeldOutErr, 1) != tc.wantInf {
 				t.Errorf("Better=%v held-out=%.3f current=%.3f; want Better=%v, held-out infinite=%v",
 					rr.Better, rr.HeldOutErr, rr.CurrentErr, tc.wantBetter, tc.wantInf)
+			}
+			if oldWorse := rr.HeldOutErr < rr.CurrentErr && rr.OldRefitErr > rr.OldCurrentErr+oldTolerance; oldWorse != tc.wantOldWorse {
+				t.Errorf("held-out %.3f vs current %.3f, old %.3f vs %.3f: refit worse on the old runs = %v, want %v",
+					rr.HeldOutErr, rr.CurrentErr, rr.OldRefitErr, rr.OldCurrentErr, oldWorse, tc.wantOldWorse)
 			}
 			if want := len(Collapse(tc.recent)); rr.Configs != want {
 				t.Errorf("Configs = %d, want %d", rr.Configs, want)
@@ -123,10 +149,10 @@ func TestRefitPrefersNewMeasurements(t *testing.T) {
 }
 
 func TestRefitCancelled(t *testing.T) {
-	spec, env, cur, old, slowNet := refitCase(t)
+	spec, env, cur, old, multi := refitCase(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := Refit(ctx, spec, env, cur, old, slowNet); !errors.Is(err, context.Canceled) {
+	if _, err := Refit(ctx, spec, env, cur, old, multi); !errors.Is(err, context.Canceled) {
 		t.Errorf("Refit on a cancelled context = %v, want context.Canceled", err)
 	}
 }
