@@ -300,3 +300,37 @@ func TestRefitRejectedWhenHeldOutConfigurationsDisagree(t *testing.T) {
 		t.Errorf("current fit = %d (%v), want still %d", cur.ID, err, first.ID)
 	}
 }
+
+// A seeded type on faster GPUs than the artifact's: jobs run at half the
+// predicted time on two configurations, and the first refit is promoted.
+// Nothing from the artifact's cluster holds it back.
+func TestRefitSeededTypeOnFasterHardware(t *testing.T) {
+	ctx := context.Background()
+	l, st, now := newLearner(t, runningJob(5, "bert"))
+	set, err := artifact.Load(artifact.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Seed(ctx, st, set, model.DefaultEnv()); err != nil {
+		t.Fatal(err)
+	}
+	seeded, err := st.CurrentFit(ctx, "bert")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := set.Models["bert"].Spec
+	was := model.Predictor{Spec: spec, Params: seeded.Params, Env: model.DefaultEnv()}
+	*now = now.Add(time.Minute)
+	for _, pl := range []model.Placement{{8}, {4, 4}, {2, 2, 2, 2}} {
+		if err := l.Accept(ctx, 1000, multiNode(t, was, pl, 0.5)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if refitted, err := l.Refit(ctx); err != nil || len(refitted) != 1 {
+		t.Fatalf("refit = %v, %v; want bert's refit current", refitted, err)
+	}
+	cur, err := st.CurrentFit(ctx, "bert")
+	if err != nil || cur.ID == seeded.ID {
+		t.Fatalf("current fit %d (%v), want a new one", cur.ID, err)
+	}
+}

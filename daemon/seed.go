@@ -15,13 +15,15 @@ type SeedStore interface {
 	UpsertModelType(ctx context.Context, spec model.Spec) error
 	HasFit(ctx context.Context, modelType string) (bool, error)
 	AddFit(ctx context.Context, modelType string, r model.FitResult, src store.Source) (store.Fit, error)
-	AddSamples(ctx context.Context, modelType string, samples []model.Sample, sourceJob int64, src store.Source) error
 }
 
 // Seed registers every model type of set that the store lacks, with its fit
 // on set's profiling runs, so jobs of those types are scheduled from the
-// first cycle without profiling. The runs are stored too (source
-// "artifact", before the fit), so an online refit keeps them as evidence. Model types the store already has, and
+// first cycle without profiling. The runs themselves are not stored: they
+// were measured on the artifact's cluster, which need not be this one, and
+// an online refit must not be held to them (model.Refit keeps a refit from
+// mispredicting its old samples); the seeded fit carries them as the
+// starting point of every refit. Model types the store already has, and
 // their fits, are left alone: a fit learned online is never overwritten.
 // It returns the names it added.
 func Seed(ctx context.Context, st SeedStore, set *artifact.Set, env model.Env) ([]string, error) {
@@ -49,13 +51,6 @@ func Seed(ctx context.Context, st SeedStore, set *artifact.Set, env model.Env) (
 			if has, err := st.HasFit(ctx, name); err != nil {
 				return added, fmt.Errorf("seed %s: %w", name, err)
 			} else if !has {
-				runs, err := artifact.OwnProfileSamples(set, name)
-				if err != nil {
-					return added, fmt.Errorf("seed %s: %w", name, err)
-				}
-				if err := st.AddSamples(ctx, name, runs, 0, store.SourceArtifact); err != nil {
-					return added, fmt.Errorf("seed %s: %w", name, err)
-				}
 				if _, err := st.AddFit(ctx, name, fit, store.SourceProfile); err != nil {
 					return added, fmt.Errorf("seed %s: %w", name, err)
 				}

@@ -5,15 +5,14 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/rubick-sched/rubick/artifact"
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/store"
 )
 
-// Seeding stores each model type's own profiling runs with its fit, once;
-// a type whose profile is a copy of another's gets the fit but no runs.
-func TestSeedStoresProfileRunsOnce(t *testing.T) {
+// Seeding gives every shipped model type a fit, once, and stores none of
+// the artifact's runs as samples of this cluster.
+func TestSeedFitsOnceWithoutSamples(t *testing.T) {
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "rubick.db"))
 	if err != nil {
@@ -24,30 +23,20 @@ func TestSeedStoresProfileRunsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 2 {
-		if _, err := Seed(ctx, st, set, model.DefaultEnv()); err != nil {
-			t.Fatal(err)
-		}
+	added, err := Seed(ctx, st, set, model.DefaultEnv())
+	if err != nil || len(added) != len(set.ModelNames()) {
+		t.Fatalf("first seed added %v, %v; want every shipped model", added, err)
 	}
-	got := map[string]int{}
+	if again, err := Seed(ctx, st, set, model.DefaultEnv()); err != nil || len(again) != 0 {
+		t.Fatalf("second seed added %v, %v; want nothing", again, err)
+	}
 	for _, name := range set.ModelNames() {
-		ss, err := st.Samples(ctx, name)
-		if err != nil {
-			t.Fatal(err)
+		fits, err := st.Fits(ctx, name)
+		if err != nil || len(fits) != 1 || !fits[0].Current {
+			t.Errorf("%s: %d fits (%v), want one current", name, len(fits), err)
 		}
-		for _, s := range ss {
-			if s.Source != store.SourceArtifact || s.SourceJob != 0 {
-				t.Errorf("%s sample %d: source %q job %d, want artifact, no job", name, s.ID, s.Source, s.SourceJob)
-			}
+		if ss, err := st.Samples(ctx, name); err != nil || len(ss) != 0 {
+			t.Errorf("%s: %d samples stored (%v), want none", name, len(ss), err)
 		}
-		got[name] = len(ss)
-	}
-	want := map[string]int{}
-	for _, name := range set.ModelNames() {
-		want[name] = len(set.Profiles[name])
-	}
-	want["llama30"] = 0 // its profile is llama7's
-	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("stored profiling runs per model type (-want +got):\n%s", d)
 	}
 }
