@@ -41,6 +41,7 @@ func TestSimBadFlags(t *testing.T) {
 		"stray argument":   {[]string{"extra"}, `"extra"`},
 		"unknown knob":     {[]string{"--set", "Speed=2"}, `"Speed": unknown knob`},
 		"bad knob value":   {[]string{"--set", "SLOMargin=1.5"}, "SLOMargin=1.5"},
+		"negative refit":   {[]string{"--refit-threshold", "-0.1"}, "--refit-threshold=-0.1"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -57,7 +58,7 @@ func TestSimHelpListsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"-workload", "workload-base", "-nodes", "(default 8)", "-interval", "1m0s", "-restart-penalty", "4m20s", "-load-scale", "-json", "-plot", "-policy", "rubick,fifo", "-set", "ReconfigKeep=0.9", "GuaranteedOrder=shortest"} {
+	for _, want := range []string{"-workload", "workload-base", "-nodes", "(default 8)", "-interval", "1m0s", "-restart-penalty", "4m20s", "-load-scale", "-json", "-plot", "-policy", "rubick,fifo", "-set", "ReconfigKeep=0.9", "GuaranteedOrder=shortest", "-refit-threshold", "-exclude-suspect"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("help does not mention %q:\n%s", want, stderr)
 		}
@@ -77,7 +78,7 @@ func TestSimJSON(t *testing.T) {
 	for _, r := range rows {
 		names = append(names, r["policy"].(string))
 		for _, k := range []string{"policy", "jobs", "completed", "avg_jct_s", "p50_jct_s", "p99_jct_s", "makespan_s", "avg_queue_s",
-			"restarts", "gpu_util", "round_ms_avg", "round_ms_max", "slo_violations", "guaranteed", "best_effort", "fallback_job_s", "bound"} {
+			"restarts", "gpu_util", "round_ms_avg", "round_ms_max", "slo_violations", "guaranteed", "best_effort", "fallback_job_s", "mispriced_job_s", "bound"} {
 			if _, ok := r[k]; !ok {
 				t.Errorf("%v lacks %q", r["policy"], k)
 			}
