@@ -83,7 +83,7 @@ func (l *learner) refit(ctx context.Context) (tried, changed []string, err error
 			continue
 		}
 		t.pred.Params = rr.Fit.Params
-		t.old = append(t.old, t.recent...)
+		t.old = append(t.old, usable...)
 		t.recent, t.seen, t.checked = nil, map[string]bool{}, 0
 		changed = append(changed, name)
 	}
