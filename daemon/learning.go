@@ -213,7 +213,9 @@ func (l *Learner) refit(ctx context.Context, mt string) (bool, error) {
 			old = append(old, s.Sample)
 		}
 	}
-	d, usable := model.DriftOf(model.Predictor{Spec: spec.Spec, Params: cur.Params, Env: l.Env}, recent)
+	p := model.Predictor{Spec: spec.Spec, Params: cur.Params, Env: l.Env}
+	d, usable := model.DriftOf(p, recent)
+	old = model.Priceable(p, old)
 	if d.MeanErr <= l.Threshold {
 		return false, nil
 	}

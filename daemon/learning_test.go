@@ -334,3 +334,29 @@ func TestRefitSeededTypeOnFasterHardware(t *testing.T) {
 		t.Fatalf("current fit %d (%v), want a new one", cur.ID, err)
 	}
 }
+
+// Samples stored under an older spec of the type (another global batch)
+// cannot be priced any more; a refit leaves them out instead of failing.
+func TestRefitSkipsSamplesOfAnOlderSpec(t *testing.T) {
+	ctx := context.Background()
+	l, st, now := newLearner(t, runningJob(5, "newnet"))
+	spec := model.Spec{Name: "newnet", Params: 350e6, Layers: 24, Hidden: 1024, Heads: 16, SeqLen: 1024, GlobalBatch: 32, ForwardMs: 300}
+	seedFit(t, l, st, spec, model.Predictor{Spec: spec, Params: model.Priors(), Env: model.DefaultEnv()})
+	spec.GlobalBatch, spec.ForwardMs = 64, 600
+	if err := st.UpsertModelType(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	truth := model.Predictor{Spec: spec, Params: model.Priors(), Env: model.DefaultEnv()}
+	*now = now.Add(time.Minute)
+	for _, pl := range []model.Placement{{4, 4}, {2, 2}} {
+		if err := l.Accept(ctx, 1000, multiNode(t, truth, pl, 1.5)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.Refit(ctx); err != nil {
+		t.Fatalf("refit with samples of an older spec stored: %v", err)
+	}
+	if fits, err := st.Fits(ctx, "newnet"); err != nil || len(fits) != 2 {
+		t.Errorf("fits = %d (%v), want the first and the refit", len(fits), err)
+	}
+}

@@ -144,15 +144,22 @@ func (d Drift) Refittable(threshold float64) bool {
 // its samples. Samples p cannot price (a plan the spec rejects) are left
 // out and returned, so the caller can refit on the rest.
 func DriftOf(p Predictor, recent []Sample) (Drift, []Sample) {
-	usable := make([]Sample, 0, len(recent))
-	for _, s := range recent {
-		if _, err := p.Predict(s.Plan, s.Resources); err == nil {
-			usable = append(usable, s)
-		}
-	}
+	usable := Priceable(p, recent)
 	c := Collapse(usable)
 	e, _ := MeanRelErr(p, c) // every sample of c was priced above
 	return Drift{Configs: len(c), MeanErr: e}, usable
+}
+
+// Priceable returns the samples p can price: a sample stored under an
+// older spec of its model type (another global batch, say) may not be.
+func Priceable(p Predictor, samples []Sample) []Sample {
+	out := make([]Sample, 0, len(samples))
+	for _, s := range samples {
+		if _, err := p.Predict(s.Plan, s.Resources); err == nil {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // MeanRelErr is the mean of |predicted - measured| / measured over samples
