@@ -337,7 +337,10 @@ func replay(ctx context.Context, cfg Config, d *Data, jobs []*simJob, pol policy
 				if err != nil {
 					return nil, fmt.Errorf("sim %s at t=%.0f: job %s: %w", pol.Name(), t, j.Name, err)
 				}
-				if lrn != nil {
+				// Only measured times are reported: a fallback time is the
+				// profile fit's own prediction, and learning from it would
+				// be circular.
+				if lrn != nil && tr.Source != Fallback {
 					lrn.report(j.App, model.Sample{Plan: j.plan, Resources: r, IterS: tr.IterS})
 				}
 				need := (j.steps - j.done) * tr.IterS
