@@ -95,7 +95,7 @@ func Learn(ctx context.Context, set *Set, env model.Env, opts LearnOptions) ([]L
 				recent[i] = samples[j]
 			}
 			learned := static
-			if d, usable := model.DriftOf(static, recent); d.Refittable(opts.Threshold) {
+			if d, usable := model.DriftOf(static, old, recent); d.Refittable(opts.Threshold) {
 				a.refits++
 				rr, err := model.Refit(ctx, spec, env, fit.Params, old, usable)
 				if err != nil {

@@ -214,8 +214,8 @@ func (l *Learner) refit(ctx context.Context, mt string) (bool, error) {
 		}
 	}
 	p := model.Predictor{Spec: spec.Spec, Params: cur.Params, Env: l.Env}
-	d, usable := model.DriftOf(p, recent)
 	old = model.Priceable(p, old)
+	d, usable := model.DriftOf(p, old, recent)
 	if d.MeanErr <= l.Threshold {
 		return false, nil
 	}
@@ -231,7 +231,8 @@ func (l *Learner) refit(ctx context.Context, mt string) (bool, error) {
 	l.tried[mt] = attempt{fitID: cur.ID, configs: d.Configs}
 	l.mu.Unlock()
 	if !d.Refittable(l.Threshold) {
-		l.log().Info("fit mispredicts one configuration; waiting for a second before refitting", "model", mt, "mean_rel_err", d.MeanErr)
+		l.log().Info("fit mispredicts new configurations; waiting for more before refitting", "model", mt,
+			"mean_rel_err", d.MeanErr, "new_configs", d.Configs, "all_configs", d.Total)
 		return false, nil
 	}
 	rr, err := model.Refit(ctx, spec.Spec, l.Env, cur.Params, old, usable)

@@ -321,7 +321,9 @@ func TestRefitSeededTypeOnFasterHardware(t *testing.T) {
 	spec := set.Models["bert"].Spec
 	was := model.Predictor{Spec: spec, Params: seeded.Params, Env: model.DefaultEnv()}
 	*now = now.Add(time.Minute)
-	for _, pl := range []model.Placement{{8}, {4, 4}, {2, 2, 2, 2}} {
+	// Seven configurations: a type with no samples of this cluster needs as
+	// many as a first fit.
+	for _, pl := range []model.Placement{{8}, {4, 4}, {2, 2, 2, 2}, {4}, {2, 2}, {1, 1, 1, 1}, {2}} {
 		if err := l.Accept(ctx, 1000, multiNode(t, was, pl, 0.5)); err != nil {
 			t.Fatal(err)
 		}
@@ -348,7 +350,9 @@ func TestRefitSkipsSamplesOfAnOlderSpec(t *testing.T) {
 	}
 	truth := model.Predictor{Spec: spec, Params: model.Priors(), Env: model.DefaultEnv()}
 	*now = now.Add(time.Minute)
-	for _, pl := range []model.Placement{{4, 4}, {2, 2}} {
+	// The old samples cannot be priced any more, so seven new
+	// configurations are needed, as for a first fit.
+	for _, pl := range []model.Placement{{4, 4}, {2, 2}, {8}, {4}, {2, 2, 2, 2}, {1, 1, 1, 1}, {2}} {
 		if err := l.Accept(ctx, 1000, multiNode(t, truth, pl, 1.5)); err != nil {
 			t.Fatal(err)
 		}

@@ -129,25 +129,32 @@ func Refit(ctx context.Context, spec Spec, env Env, cur Params, old, recent []Sa
 // Drift is what recent samples say about a predictor: how many
 // configurations they cover and how far off the predictor is on them.
 type Drift struct {
-	Configs int
-	MeanErr float64 // mean relative error over the configurations
+	Configs int     // recent configurations
+	Total   int     // configurations of old and recent samples together
+	MeanErr float64 // mean relative error over the recent configurations
 }
 
 // Refittable reports whether the drift warrants a refit: the error exceeds
-// threshold, and there are at least two configurations, so that Refit can
-// hold one out.
+// threshold, there are at least two recent configurations (so Refit can
+// hold one out), and old and recent samples cover at least the seven
+// configurations a first fit needs (BRIEF 3). Fewer let a refit match two
+// or three runs exactly with a degenerate tuple: a llama30 refit from two
+// of its 3D runs traded k_bwd for a large k_const, which misprices every
+// llama30 configuration with a short iteration.
 func (d Drift) Refittable(threshold float64) bool {
-	return d.Configs >= 2 && d.MeanErr > threshold
+	return d.Configs >= 2 && d.Total >= minSamples && d.MeanErr > threshold
 }
 
 // DriftOf measures p on recent samples, each configuration at the median of
-// its samples. Samples p cannot price (a plan the spec rejects) are left
-// out and returned, so the caller can refit on the rest.
-func DriftOf(p Predictor, recent []Sample) (Drift, []Sample) {
+// its samples, and counts the configurations of old and recent together.
+// Samples p cannot price (a plan the spec rejects) are left out; the
+// recent ones that remain are returned, so the caller can refit on them.
+func DriftOf(p Predictor, old, recent []Sample) (Drift, []Sample) {
 	usable := Priceable(p, recent)
 	c := Collapse(usable)
 	e, _ := MeanRelErr(p, c) // every sample of c was priced above
-	return Drift{Configs: len(c), MeanErr: e}, usable
+	total := len(Collapse(append(Priceable(p, old), c...)))
+	return Drift{Configs: len(c), Total: total, MeanErr: e}, usable
 }
 
 // Priceable returns the samples p can price: a sample stored under an

@@ -70,7 +70,7 @@ func (l *learner) refit(ctx context.Context) (tried, changed []string, err error
 			continue
 		}
 		t.checked = len(t.recent)
-		d, usable := model.DriftOf(t.pred, t.recent)
+		d, usable := model.DriftOf(t.pred, t.old, t.recent)
 		if !d.Refittable(l.threshold) {
 			continue
 		}

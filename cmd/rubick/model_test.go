@@ -156,7 +156,7 @@ func TestModelFit(t *testing.T) {
 
 // TestModelLearnJSON runs one draw of the online-refit replay.
 func TestModelLearnJSON(t *testing.T) {
-	out, _, err := runCLI(t, "model", "learn", "--rows", "5", "--seeds", "1", "--json")
+	out, _, err := runCLI(t, "model", "learn", "--rows", "7", "--seeds", "1", "--json")
 	if err != nil {
 		t.Fatal(err)
 	}
