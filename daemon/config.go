@@ -45,8 +45,12 @@ type Config struct {
 	Policy PolicyConfig `mapstructure:"policy"`
 	// RigidJobs says what to do with jobs in managed partitions that carry
 	// no model type: "schedule" them with their own request, or "ignore" them.
-	RigidJobs string        `mapstructure:"rigid_jobs"`
-	Samples   SamplesConfig `mapstructure:"samples"`
+	RigidJobs string `mapstructure:"rigid_jobs"`
+	// SeedFits says whether the shipped model types are registered with the
+	// fits of their shipped profiles (measured on A800 GPUs), or with their
+	// specs only, so that the first job of each is profiled on this cluster.
+	SeedFits bool          `mapstructure:"seed_fits"`
+	Samples  SamplesConfig `mapstructure:"samples"`
 	// GPUFacts is a JSON file written by `rubick gpuinfo` on a compute node
 	// (GPU memory, GPUs per node, NVLink); empty keeps the built-in A800
 	// values. rubickd usually runs where no GPU is.
@@ -174,6 +178,7 @@ func Defaults() Config {
 		Policy: PolicyConfig{Name: "rubick", ReconfigThreshold: pd.ReconfigKeep, StarvationAge: pd.StarvationAge,
 			GuaranteedOrder: pd.GuaranteedOrder, GuaranteedAge: pd.GuaranteedAge, ReclaimKeep: pd.ReclaimKeep},
 		RigidJobs: "schedule",
+		SeedFits:  true,
 		Samples:   SamplesConfig{Unmunge: "unmunge", RefitThreshold: 0.10},
 		Listen:    "127.0.0.1:9717",
 		LogLevel:  "info",
@@ -251,6 +256,7 @@ func setDefaults(v *viper.Viper, d Config) {
 	v.SetDefault("policy.guaranteed_age", d.Policy.GuaranteedAge)
 	v.SetDefault("policy.reclaim_keep", d.Policy.ReclaimKeep)
 	v.SetDefault("rigid_jobs", d.RigidJobs)
+	v.SetDefault("seed_fits", d.SeedFits)
 	v.SetDefault("gpu_facts", d.GPUFacts)
 	v.SetDefault("samples.unmunge", d.Samples.Unmunge)
 	v.SetDefault("samples.munge_socket", d.Samples.MungeSocket)

@@ -55,6 +55,13 @@ func TestLoadConfigExampleFileAndEnv(t *testing.T) {
 	if diff := cmp.Diff(policy.DefaultConfig(), c.Policy.Config()); diff != "" {
 		t.Errorf("the example's policy knobs differ from the policy defaults (-want +got):\n%s", diff)
 	}
+	if !c.SeedFits {
+		t.Error("seed_fits = false, want the example's true")
+	}
+	off, _, err := LoadConfig("", []string{"RUBICK_SEED_FITS=false"})
+	if err != nil || off.SeedFits {
+		t.Errorf("RUBICK_SEED_FITS=false: seed_fits = %v (%v), want false", off.SeedFits, err)
+	}
 }
 
 func TestLoadConfigErrorsNameTheField(t *testing.T) {

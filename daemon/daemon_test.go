@@ -91,7 +91,7 @@ func newTestDaemonWith(t *testing.T, c *fakeCluster, a *fakeApplier, edit func(*
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Seed(ctx, st, set, model.DefaultEnv()); err != nil {
+	if _, err := Seed(ctx, st, set, model.DefaultEnv(), true); err != nil {
 		t.Fatal(err)
 	}
 	pol, err := policy.New("rubick", Defaults().Policy.Config())

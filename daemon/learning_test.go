@@ -311,7 +311,7 @@ func TestRefitSeededTypeOnFasterHardware(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Seed(ctx, st, set, model.DefaultEnv()); err != nil {
+	if _, err := Seed(ctx, st, set, model.DefaultEnv(), true); err != nil {
 		t.Fatal(err)
 	}
 	seeded, err := st.CurrentFit(ctx, "bert")

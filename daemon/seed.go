@@ -25,8 +25,10 @@ type SeedStore interface {
 // mispredicting its old samples); the seeded fit carries them as the
 // starting point of every refit. Model types the store already has, and
 // their fits, are left alone: a fit learned online is never overwritten.
-// It returns the names it added.
-func Seed(ctx context.Context, st SeedStore, set *artifact.Set, env model.Env) ([]string, error) {
+// Without withFits (rubickd's seed_fits: false) the types are registered
+// with their specs only, and the first job of each is profiled on this
+// cluster. It returns the names it added.
+func Seed(ctx context.Context, st SeedStore, set *artifact.Set, env model.Env, withFits bool) ([]string, error) {
 	have, err := st.ModelTypes(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("seed: %w", err)
@@ -35,9 +37,11 @@ func Seed(ctx context.Context, st SeedStore, set *artifact.Set, env model.Env) (
 	for _, t := range have {
 		known[t.Spec.Name] = true
 	}
-	fits, err := artifact.FitAll(ctx, set, env)
-	if err != nil {
-		return nil, fmt.Errorf("seed: fit shipped profiles: %w", err)
+	fits := map[string]model.FitResult{}
+	if withFits {
+		if fits, err = artifact.FitAll(ctx, set, env); err != nil {
+			return nil, fmt.Errorf("seed: fit shipped profiles: %w", err)
+		}
 	}
 	var added []string
 	for _, name := range set.ModelNames() {

@@ -23,11 +23,11 @@ func TestSeedFitsOnceWithoutSamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	added, err := Seed(ctx, st, set, model.DefaultEnv())
+	added, err := Seed(ctx, st, set, model.DefaultEnv(), true)
 	if err != nil || len(added) != len(set.ModelNames()) {
 		t.Fatalf("first seed added %v, %v; want every shipped model", added, err)
 	}
-	if again, err := Seed(ctx, st, set, model.DefaultEnv()); err != nil || len(again) != 0 {
+	if again, err := Seed(ctx, st, set, model.DefaultEnv(), true); err != nil || len(again) != 0 {
 		t.Fatalf("second seed added %v, %v; want nothing", again, err)
 	}
 	for _, name := range set.ModelNames() {
@@ -37,6 +37,34 @@ func TestSeedFitsOnceWithoutSamples(t *testing.T) {
 		}
 		if ss, err := st.Samples(ctx, name); err != nil || len(ss) != 0 {
 			t.Errorf("%s: %d samples stored (%v), want none", name, len(ss), err)
+		}
+	}
+}
+
+// With seed_fits: false the shipped types are registered without fits, so
+// the first job of each is profiled on this cluster.
+func TestSeedSpecsOnly(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "rubick.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	set, err := artifact.Load(artifact.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	added, err := Seed(ctx, st, set, model.DefaultEnv(), false)
+	if err != nil || len(added) != len(set.ModelNames()) {
+		t.Fatalf("seed added %v, %v; want every shipped model", added, err)
+	}
+	for _, name := range set.ModelNames() {
+		mt, err := st.ModelType(ctx, name)
+		if err != nil || mt.Spec != set.Models[name].Spec {
+			t.Errorf("%s: spec %+v (%v), want the shipped one", name, mt.Spec, err)
+		}
+		if has, err := st.HasFit(ctx, name); err != nil || has {
+			t.Errorf("%s: has a fit = %v (%v), want none", name, has, err)
 		}
 	}
 }

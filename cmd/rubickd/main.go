@@ -99,7 +99,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if added, err := daemon.Seed(ctx, st, set, env); err != nil {
+	if added, err := daemon.Seed(ctx, st, set, env, cfg.SeedFits); err != nil {
 		return err
 	} else if len(added) > 0 {
 		log.Info("seeded model types", "models", added)
