@@ -37,8 +37,9 @@ type Config struct {
 	// Interval is the time between two cycles when nothing changes.
 	Interval   time.Duration    `mapstructure:"interval"`
 	Checkpoint CheckpointConfig `mapstructure:"checkpoint"`
-	// RestartCost is the initial estimate of one checkpoint-restart
-	// (signal, checkpoint, requeue, restart); measured values replace it.
+	// RestartCost is what the policy assumes one checkpoint-restart
+	// (signal, checkpoint, requeue, restart) costs a job. rubickd does not
+	// measure it: set it from the site's checkpoint and start-up times.
 	RestartCost time.Duration `mapstructure:"restart_cost"`
 	// Store is the SQLite database path.
 	Store  string       `mapstructure:"store"`
