@@ -83,8 +83,9 @@ func Refit(ctx context.Context, spec Spec, env Env, cur Params, old, recent []Sa
 	if err != nil {
 		return RefitResult{}, fmt.Errorf("refit %s: %w", spec.Name, err)
 	}
+	curP := Predictor{Spec: spec, Params: cur, Env: env}
 	out := RefitResult{Fit: fit, Configs: len(recentC), HeldOutErr: math.Inf(1)}
-	if out.CurrentErr, err = MeanRelErr(Predictor{Spec: spec, Params: cur, Env: env}, recentC); err != nil {
+	if out.CurrentErr, err = MeanRelErr(curP, recentC); err != nil {
 		return RefitResult{}, err
 	}
 	if len(recentC) < 2 {
@@ -116,7 +117,7 @@ func Refit(ctx context.Context, spec Spec, env Env, cur Params, old, recent []Sa
 		}
 	}
 	out.HeldOutErr = held / float64(len(recentC))
-	if out.OldCurrentErr, err = MeanRelErr(Predictor{Spec: spec, Params: cur, Env: env}, base); err != nil {
+	if out.OldCurrentErr, err = MeanRelErr(curP, base); err != nil {
 		return RefitResult{}, err
 	}
 	if out.OldRefitErr, err = MeanRelErr(Predictor{Spec: spec, Params: fit.Params, Env: env}, base); err != nil {
@@ -147,13 +148,14 @@ func (d Drift) Refittable(threshold float64) bool {
 
 // DriftOf measures p on recent samples, each configuration at the median of
 // its samples, and counts the configurations of old and recent together.
-// Samples p cannot price (a plan the spec rejects) are left out; the
-// recent ones that remain are returned, so the caller can refit on them.
+// old must be samples p can price (see Priceable), as Refit needs them.
+// Recent samples p cannot price (a plan the spec rejects) are left out; the
+// ones that remain are returned, so the caller can refit on them.
 func DriftOf(p Predictor, old, recent []Sample) (Drift, []Sample) {
 	usable := Priceable(p, recent)
 	c := Collapse(usable)
 	e, _ := MeanRelErr(p, c) // every sample of c was priced above
-	total := len(Collapse(append(Priceable(p, old), c...)))
+	total := len(Collapse(append(slices.Clone(old), c...)))
 	return Drift{Configs: len(c), Total: total, MeanErr: e}, usable
 }
 
