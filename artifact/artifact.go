@@ -88,6 +88,18 @@ type Measurement struct {
 	Line      int
 }
 
+// Sample is the measurement as a sample of spec: its plan code read for
+// spec on its placement, with the MeasuredThreadsPerGPU CPU threads per
+// GPU the row ran with.
+func (m Measurement) Sample(spec model.Spec) (model.Sample, error) {
+	plan, err := model.ParseExecPlan(spec, m.ExecPlan, m.Placement)
+	if err != nil {
+		return model.Sample{}, err
+	}
+	return model.Sample{Plan: plan, IterS: m.IterS,
+		Resources: model.Resources{Placement: m.Placement, CPUs: MeasuredThreadsPerGPU * m.Placement.GPUs()}}, nil
+}
+
 // Set is the whole data tree.
 type Set struct {
 	Models     map[string]ModelInfo

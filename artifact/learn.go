@@ -80,12 +80,9 @@ func Learn(ctx context.Context, set *Set, env model.Env, opts LearnOptions) ([]L
 		}
 		samples := make([]model.Sample, len(rows))
 		for i, m := range rows {
-			plan, err := model.ParseExecPlan(spec, m.ExecPlan, m.Placement)
-			if err != nil {
+			if samples[i], err = m.Sample(spec); err != nil {
 				return nil, fmt.Errorf("%s placements.csv line %d: %w", name, m.Line, err)
 			}
-			samples[i] = model.Sample{Plan: plan, IterS: m.IterS,
-				Resources: model.Resources{Placement: m.Placement, CPUs: MeasuredThreadsPerGPU * m.Placement.GPUs()}}
 		}
 		static := model.Predictor{Spec: spec, Params: fit.Params, Env: env}
 		for seed := range opts.Seeds {

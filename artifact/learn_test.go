@@ -98,12 +98,11 @@ func BenchmarkRefitVit20(b *testing.B) {
 		if m.Placement.Nodes() < 2 || len(recent) == 20 {
 			continue
 		}
-		plan, err := model.ParseExecPlan(spec, m.ExecPlan, m.Placement)
+		s, err := m.Sample(spec)
 		if err != nil {
 			b.Fatal(err)
 		}
-		recent = append(recent, model.Sample{Plan: plan, IterS: m.IterS,
-			Resources: model.Resources{Placement: m.Placement, CPUs: MeasuredThreadsPerGPU * m.Placement.GPUs()}})
+		recent = append(recent, s)
 	}
 	for b.Loop() {
 		if _, err := model.Refit(context.Background(), spec, model.DefaultEnv(), fits["vit"].Params, old, recent); err != nil {

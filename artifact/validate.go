@@ -95,12 +95,12 @@ func Validate(ctx context.Context, set *Set, env model.Env, opts ValidateOptions
 		spec := set.Models[name].Spec
 		pred := model.Predictor{Spec: spec, Params: fit.Params, Env: env}
 		for _, m := range set.Placements[name] {
-			plan, err := model.ParseExecPlan(spec, m.ExecPlan, m.Placement)
+			smp, err := m.Sample(spec)
 			if err != nil {
 				return nil, fmt.Errorf("%s placements.csv line %d: %w", name, m.Line, err)
 			}
-			r := model.Resources{Placement: m.Placement, CPUs: MeasuredThreadsPerGPU * m.Placement.GPUs()}
-			bd, err := pred.Predict(plan, r)
+			plan := smp.Plan
+			bd, err := pred.Predict(plan, smp.Resources)
 			if err != nil {
 				return nil, fmt.Errorf("%s placements.csv line %d: %w", name, m.Line, err)
 			}

@@ -16,13 +16,12 @@ func reportRows(t *testing.T, d *Data, l *learner, name string, n int) {
 	t.Helper()
 	spec := d.Predictors[name].Spec
 	for _, m := range d.Set.Placements[name][:n] {
-		plan, err := model.ParseExecPlan(spec, m.ExecPlan, m.Placement)
+		s, err := m.Sample(spec)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := model.Resources{Placement: m.Placement, CPUs: artifact.MeasuredThreadsPerGPU * m.Placement.GPUs()}
 		for range 3 { // a job reports every round; one configuration counts once
-			l.report(name, model.Sample{Plan: plan, Resources: r, IterS: m.IterS})
+			l.report(name, s)
 		}
 	}
 }
