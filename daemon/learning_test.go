@@ -122,7 +122,7 @@ func samplesOf(p model.Predictor, scale float64) []report.Sample {
 func TestRefitNewModelTypeAndDrift(t *testing.T) {
 	ctx := context.Background()
 	l, st, now := newLearner(t, runningJob(5, "newnet"))
-	spec := model.Spec{Name: "newnet", Params: 350e6, Layers: 24, Hidden: 1024, Heads: 16, SeqLen: 1024, GlobalBatch: 32, ForwardMs: 300}
+	spec := newnetSpec()
 	if err := st.UpsertModelType(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
@@ -197,6 +197,11 @@ func TestRefitNewModelTypeAndDrift(t *testing.T) {
 	}
 }
 
+// newnetSpec is a BERT-large-like model type the shipped data does not know.
+func newnetSpec() model.Spec {
+	return model.Spec{Name: "newnet", Params: 350e6, Layers: 24, Hidden: 1024, Heads: 16, SeqLen: 1024, GlobalBatch: 32, ForwardMs: 300}
+}
+
 // seedFit stores spec with a fit on truth's single-node samples, as a
 // profiled model type starts out.
 func seedFit(t *testing.T, l *Learner, st *store.Store, spec model.Spec, truth model.Predictor) {
@@ -232,7 +237,7 @@ func multiNode(t *testing.T, truth model.Predictor, pl model.Placement, scale fl
 func TestRefitNeedsTwoConfigurationsAndNewEvidence(t *testing.T) {
 	ctx := context.Background()
 	l, st, now := newLearner(t, runningJob(5, "newnet"))
-	spec := model.Spec{Name: "newnet", Params: 350e6, Layers: 24, Hidden: 1024, Heads: 16, SeqLen: 1024, GlobalBatch: 32, ForwardMs: 300}
+	spec := newnetSpec()
 	truth := model.Predictor{Spec: spec, Params: model.Priors(), Env: model.DefaultEnv()}
 	seedFit(t, l, st, spec, truth)
 	// Cross-node runs 30 % slower than the single-node fit predicts: a
@@ -273,7 +278,7 @@ func TestRefitNeedsTwoConfigurationsAndNewEvidence(t *testing.T) {
 func TestRefitRejectedWhenHeldOutConfigurationsDisagree(t *testing.T) {
 	ctx := context.Background()
 	l, st, now := newLearner(t, runningJob(5, "newnet"))
-	spec := model.Spec{Name: "newnet", Params: 350e6, Layers: 24, Hidden: 1024, Heads: 16, SeqLen: 1024, GlobalBatch: 32, ForwardMs: 300}
+	spec := newnetSpec()
 	truth := model.Predictor{Spec: spec, Params: model.Priors(), Env: model.DefaultEnv()}
 	seedFit(t, l, st, spec, truth)
 	first, err := st.CurrentFit(ctx, "newnet")
@@ -342,7 +347,7 @@ func TestRefitSeededTypeOnFasterHardware(t *testing.T) {
 func TestRefitSkipsSamplesOfAnOlderSpec(t *testing.T) {
 	ctx := context.Background()
 	l, st, now := newLearner(t, runningJob(5, "newnet"))
-	spec := model.Spec{Name: "newnet", Params: 350e6, Layers: 24, Hidden: 1024, Heads: 16, SeqLen: 1024, GlobalBatch: 32, ForwardMs: 300}
+	spec := newnetSpec()
 	seedFit(t, l, st, spec, model.Predictor{Spec: spec, Params: model.Priors(), Env: model.DefaultEnv()})
 	spec.GlobalBatch, spec.ForwardMs = 64, 600
 	if err := st.UpsertModelType(ctx, spec); err != nil {

@@ -10,11 +10,10 @@ import (
 	"github.com/rubick-sched/rubick/store"
 )
 
-// Seeding gives every shipped model type a fit, once, and stores none of
-// the artifact's runs as samples of this cluster.
-func TestSeedFitsOnceWithoutSamples(t *testing.T) {
-	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "rubick.db"))
+// emptyStoreAndData is a new store and the embedded data to seed it from.
+func emptyStoreAndData(t *testing.T) (*store.Store, *artifact.Set) {
+	t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "rubick.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,6 +22,14 @@ func TestSeedFitsOnceWithoutSamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return st, set
+}
+
+// Seeding gives every shipped model type a fit, once, and stores none of
+// the artifact's runs as samples of this cluster.
+func TestSeedFitsOnceWithoutSamples(t *testing.T) {
+	ctx := context.Background()
+	st, set := emptyStoreAndData(t)
 	added, err := Seed(ctx, st, set, model.DefaultEnv(), true)
 	if err != nil || len(added) != len(set.ModelNames()) {
 		t.Fatalf("first seed added %v, %v; want every shipped model", added, err)
@@ -45,15 +52,7 @@ func TestSeedFitsOnceWithoutSamples(t *testing.T) {
 // the first job of each is profiled on this cluster.
 func TestSeedSpecsOnly(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "rubick.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	set, err := artifact.Load(artifact.Default())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, set := emptyStoreAndData(t)
 	added, err := Seed(ctx, st, set, model.DefaultEnv(), false)
 	if err != nil || len(added) != len(set.ModelNames()) {
 		t.Fatalf("seed added %v, %v; want every shipped model", added, err)
