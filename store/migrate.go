@@ -21,6 +21,7 @@ type migration struct {
 func migrations() []migration {
 	return []migration{
 		{version: 1, name: "initial schema", up: schemaV1},
+		{version: 2, name: "restart costs", up: schemaV2},
 	}
 }
 
@@ -141,6 +142,26 @@ CREATE TABLE plan_history (
 CREATE INDEX plan_history_by_job ON plan_history(job_id, id);
 CREATE INDEX plan_history_by_cycle ON plan_history(cycle_id) WHERE cycle_id IS NOT NULL;
 CREATE INDEX plan_history_pending ON plan_history(id) WHERE result IS NULL;
+`
+
+// schemaV2 keeps the trainer's iteration counter of online samples (NULL
+// for profile and artifact samples), so that progress across a
+// checkpoint-restart can be counted, and the restart costs measured from it.
+const schemaV2 = `
+ALTER TABLE samples ADD COLUMN iteration INTEGER CHECK (iteration IS NULL OR iteration >= 0);
+
+CREATE TABLE restart_costs (
+	action_id   INTEGER PRIMARY KEY REFERENCES plan_history(id),
+	job_id      INTEGER NOT NULL REFERENCES jobs(job_id),
+	model_type  TEXT    NOT NULL REFERENCES model_types(name),
+	cost_s      REAL    NOT NULL CHECK (cost_s >= 0),
+	signaled_ns INTEGER NOT NULL,
+	resumed_ns  INTEGER NOT NULL CHECK (resumed_ns >= signaled_ns),
+	before_iter INTEGER NOT NULL CHECK (before_iter >= 0),
+	after_iter  INTEGER NOT NULL CHECK (after_iter >= before_iter),
+	measured_ns INTEGER NOT NULL
+) STRICT;
+CREATE INDEX restart_costs_by_model ON restart_costs(model_type, action_id);
 `
 
 // migrate brings db to the newest version in migs. Each migration runs in

@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/model"
 )
 
 type appliedMigration struct {
@@ -151,5 +153,34 @@ func TestConcurrentOpenMigratesOnce(t *testing.T) {
 	}
 	if d := cmp.Diff(wantMigrations(migrations()), appliedMigrations(t, stores[0])); d != "" {
 		t.Errorf("schema_migrations (-want +got):\n%s", d)
+	}
+}
+
+// A database written before samples had an iteration column keeps its
+// samples, which read back with the iteration unknown.
+func TestMigrationV2KeepsSamples(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "rubick.db")
+	v1, err := open(ctx, path, migrations()[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v1.w.ExecContext(ctx, `
+		INSERT INTO model_types(name, spec, created_ns, updated_ns) VALUES ('gpt2', '{}', 1, 1);
+		INSERT INTO samples(model_type, dp, tp, pp, micro_batch, accum, zero, offload, checkpoint, placement,
+			gpus, cpus, host_mem_gb, iter_s, fwd_s, cc_s, opt_s, source_job, source, created_ns)
+		VALUES ('gpt2', 8, 1, 1, 2, 4, 1, 0, 0, '8', 8, 64, 100, 1.5, 0, 0, 0, 12, 'online', 5)`); err != nil {
+		t.Fatal(err)
+	}
+	v1.Close()
+	s := openTest(t, path)
+	got, err := s.JobSamples(ctx, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []StoredSample{{ID: 1, ModelType: "gpt2", Sample: sample(8, 1, 1, model.Placement{8}, 1.5),
+		SourceJob: 12, Source: SourceOnline, Created: time.Unix(0, 5).UTC(), Iteration: -1}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("samples after migrating (-want +got):\n%s", d)
 	}
 }

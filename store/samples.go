@@ -17,6 +17,9 @@ type StoredSample struct {
 	SourceJob int64 // Slurm job that measured it; 0 when none did
 	Source    Source
 	Created   time.Time
+	// Iteration is the trainer's iteration counter at the measurement, -1
+	// when not reported (profile and artifact samples).
+	Iteration int
 }
 
 // AddSamples stores samples of modelType measured by the Slurm job
@@ -25,12 +28,30 @@ type StoredSample struct {
 // when any sample is malformed, and wraps ErrNotFound when the model type is
 // not stored.
 func (s *Store) AddSamples(ctx context.Context, modelType string, samples []model.Sample, sourceJob int64, src Source) error {
+	return s.addSamples(ctx, modelType, samples, sourceJob, src, -1)
+}
+
+// AddReported stores one sample a running job reported, with the trainer's
+// iteration counter at the measurement (>= 0), which measuring a
+// checkpoint-restart's cost needs.
+func (s *Store) AddReported(ctx context.Context, modelType string, smp model.Sample, sourceJob int64, iteration int) error {
+	if iteration < 0 {
+		return fmt.Errorf("store: add samples for %q: %w: iteration=%d must be >= 0", modelType, ErrInvalid, iteration)
+	}
+	if sourceJob <= 0 {
+		return fmt.Errorf("store: add samples for %q: %w: source_job=%d must be > 0", modelType, ErrInvalid, sourceJob)
+	}
+	return s.addSamples(ctx, modelType, []model.Sample{smp}, sourceJob, SourceOnline, iteration)
+}
+
+func (s *Store) addSamples(ctx context.Context, modelType string, samples []model.Sample, sourceJob int64, src Source, iteration int) error {
 	if err := checkSamples(modelType, samples, sourceJob, src); err != nil {
 		return fmt.Errorf("store: add samples for %q: %w", modelType, err)
 	}
 	if len(samples) == 0 {
 		return nil
 	}
+	iter := sql.NullInt64{Int64: int64(iteration), Valid: iteration >= 0}
 	job := sql.NullInt64{Int64: sourceJob, Valid: sourceJob != 0}
 	now := s.now().UnixNano()
 	err := s.write(ctx, func(tx *sql.Tx) error {
@@ -39,8 +60,8 @@ func (s *Store) AddSamples(ctx context.Context, modelType string, samples []mode
 		}
 		st, err := tx.PrepareContext(ctx, `
 			INSERT INTO samples(model_type, dp, tp, pp, micro_batch, accum, zero, offload, checkpoint,
-				placement, gpus, cpus, host_mem_gb, iter_s, fwd_s, cc_s, opt_s, source_job, source, created_ns)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+				placement, gpus, cpus, host_mem_gb, iter_s, fwd_s, cc_s, opt_s, source_job, source, created_ns, iteration)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 		if err != nil {
 			return err
 		}
@@ -49,7 +70,7 @@ func (s *Store) AddSamples(ctx context.Context, modelType string, samples []mode
 			p, r := smp.Plan, smp.Resources
 			if _, err := st.ExecContext(ctx, modelType, p.DP, p.TP, p.PP, p.MicroBatch, p.Accum, p.ZeRO,
 				boolInt(p.Offload), boolInt(p.Checkpoint), encodePlacement(r.Placement), r.Placement.GPUs(),
-				r.CPUs, r.HostMemGB, smp.IterS, smp.FwdS, smp.CCS, smp.OptS, job, string(src), now); err != nil {
+				r.CPUs, r.HostMemGB, smp.IterS, smp.FwdS, smp.CCS, smp.OptS, job, string(src), now, iter); err != nil {
 				return fmt.Errorf("sample %d: %w", i, err)
 			}
 		}
@@ -99,32 +120,50 @@ func checkSample(smp model.Sample) error {
 
 // Samples returns every sample of modelType, oldest first.
 func (s *Store) Samples(ctx context.Context, modelType string) ([]StoredSample, error) {
-	rows, err := s.r.QueryContext(ctx, `
-		SELECT id, dp, tp, pp, micro_batch, accum, zero, offload, checkpoint, placement,
-			cpus, host_mem_gb, iter_s, fwd_s, cc_s, opt_s, source_job, source, created_ns
-		FROM samples WHERE model_type = ? ORDER BY id`, modelType)
+	out, err := s.samples(ctx, `model_type = ? ORDER BY id`, modelType)
 	if err != nil {
 		return nil, fmt.Errorf("store: samples of %q: %w", modelType, err)
+	}
+	return out, nil
+}
+
+// JobSamples returns every sample the Slurm job measured, oldest first.
+func (s *Store) JobSamples(ctx context.Context, jobID int64) ([]StoredSample, error) {
+	out, err := s.samples(ctx, `source_job = ? ORDER BY created_ns, id`, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("store: samples of job %d: %w", jobID, err)
+	}
+	return out, nil
+}
+
+func (s *Store) samples(ctx context.Context, where string, args ...any) ([]StoredSample, error) {
+	rows, err := s.r.QueryContext(ctx, `
+		SELECT id, model_type, dp, tp, pp, micro_batch, accum, zero, offload, checkpoint, placement,
+			cpus, host_mem_gb, iter_s, fwd_s, cc_s, opt_s, source_job, source, created_ns, iteration
+		FROM samples WHERE `+where, args...)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	var out []StoredSample
 	for rows.Next() {
-		ss := StoredSample{ModelType: modelType}
+		var ss StoredSample
 		p, r := &ss.Plan, &ss.Resources
 		var placement, src string
-		var job, created sql.NullInt64
-		if err := rows.Scan(&ss.ID, &p.DP, &p.TP, &p.PP, &p.MicroBatch, &p.Accum, &p.ZeRO, &p.Offload, &p.Checkpoint,
-			&placement, &r.CPUs, &r.HostMemGB, &ss.IterS, &ss.FwdS, &ss.CCS, &ss.OptS, &job, &src, &created); err != nil {
-			return nil, fmt.Errorf("store: samples of %q: %w", modelType, err)
+		var job, created, iter sql.NullInt64
+		if err := rows.Scan(&ss.ID, &ss.ModelType, &p.DP, &p.TP, &p.PP, &p.MicroBatch, &p.Accum, &p.ZeRO, &p.Offload, &p.Checkpoint,
+			&placement, &r.CPUs, &r.HostMemGB, &ss.IterS, &ss.FwdS, &ss.CCS, &ss.OptS, &job, &src, &created, &iter); err != nil {
+			return nil, err
 		}
 		if r.Placement, err = decodePlacement(placement); err != nil {
-			return nil, fmt.Errorf("store: samples of %q: sample %d: %w", modelType, ss.ID, err)
+			return nil, fmt.Errorf("sample %d: %w", ss.ID, err)
 		}
 		ss.SourceJob, ss.Source, ss.Created = job.Int64, Source(src), fromTimestamp(created)
+		ss.Iteration = -1
+		if iter.Valid {
+			ss.Iteration = int(iter.Int64)
+		}
 		out = append(out, ss)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: samples of %q: %w", modelType, err)
-	}
-	return out, nil
+	return out, rows.Err()
 }

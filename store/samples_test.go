@@ -38,9 +38,9 @@ func TestSamplesRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []StoredSample{
-		{ID: 1, ModelType: "gpt2", Sample: batch1[0], SourceJob: 1001, Source: SourceProfile, Created: t0.Add(1e9)},
-		{ID: 2, ModelType: "gpt2", Sample: off, SourceJob: 1001, Source: SourceProfile, Created: t0.Add(1e9)},
-		{ID: 3, ModelType: "gpt2", Sample: wide, SourceJob: 0, Source: SourceArtifact, Created: t0.Add(2e9)},
+		{ID: 1, ModelType: "gpt2", Sample: batch1[0], SourceJob: 1001, Source: SourceProfile, Created: t0.Add(1e9), Iteration: -1},
+		{ID: 2, ModelType: "gpt2", Sample: off, SourceJob: 1001, Source: SourceProfile, Created: t0.Add(1e9), Iteration: -1},
+		{ID: 3, ModelType: "gpt2", Sample: wide, SourceJob: 0, Source: SourceArtifact, Created: t0.Add(2e9), Iteration: -1},
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("Samples (-want +got):\n%s", d)
