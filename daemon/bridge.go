@@ -108,8 +108,10 @@ type Estimators func(modelType string) (policy.Estimator, bool)
 
 // BuildView converts what Slurm reports into a policy snapshot. Only nodes
 // of the managed partitions that can run jobs count; their capacity is
-// reduced by whatever jobs rubick does not manage hold on them.
-func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, est Estimators, restartCost time.Duration, log *slog.Logger) (*View, error) {
+// reduced by whatever jobs rubick does not manage hold on them. Restarts
+// are priced at restartCosts for the model types it holds, at
+// cfg.RestartCost for the others.
+func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, est Estimators, restartCosts map[string]time.Duration, log *slog.Logger) (*View, error) {
 	v := &View{managed: map[string]*managedJob{}, Unmanaged: map[int]string{}}
 	models := map[string]policy.Estimator{}
 	var pjobs []policy.Job
@@ -181,7 +183,7 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 	for _, t := range cfg.Tenants {
 		tenants = append(tenants, policy.Tenant{Name: t.Name, GPUQuota: t.QuotaGPUs})
 	}
-	snap, err := policy.NewSnapshot(now, pnodes, pjobs, tenants, models, restartCost)
+	snap, err := policy.NewSnapshot(now, pnodes, pjobs, tenants, models, cfg.RestartCost, policy.WithRestartCosts(restartCosts))
 	if err != nil {
 		return nil, err
 	}

@@ -38,9 +38,13 @@ type Config struct {
 	Interval   time.Duration    `mapstructure:"interval"`
 	Checkpoint CheckpointConfig `mapstructure:"checkpoint"`
 	// RestartCost is what the policy assumes one checkpoint-restart
-	// (signal, checkpoint, requeue, restart) costs a job. rubickd does not
-	// measure it: set it from the site's checkpoint and start-up times.
+	// (signal, checkpoint, requeue, restart) costs a job of a model type
+	// whose restarts rubickd has not measured.
 	RestartCost time.Duration `mapstructure:"restart_cost"`
+	// MeasureRestartCost says whether rubickd measures each restart from
+	// the iteration times its job reports before and after it, and prices
+	// a model type's restarts at the median of its last five measurements.
+	MeasureRestartCost bool `mapstructure:"measure_restart_cost"`
 	// Store is the SQLite database path.
 	Store  string       `mapstructure:"store"`
 	Policy PolicyConfig `mapstructure:"policy"`
@@ -168,12 +172,13 @@ func Defaults() Config {
 		Commands: CommandsConfig{
 			Scontrol: "scontrol", Scancel: "scancel", Sacct: "sacct", Timeout: 30 * time.Second,
 		},
-		Partitions:  []string{"gpu"},
-		TenantFrom:  "account",
-		Interval:    30 * time.Second,
-		Checkpoint:  CheckpointConfig{Signal: "USR1", Grace: 120 * time.Second},
-		RestartCost: 60 * time.Second,
-		Store:       "/var/lib/rubick/rubick.db",
+		Partitions:         []string{"gpu"},
+		TenantFrom:         "account",
+		Interval:           30 * time.Second,
+		Checkpoint:         CheckpointConfig{Signal: "USR1", Grace: 120 * time.Second},
+		RestartCost:        60 * time.Second,
+		MeasureRestartCost: true,
+		Store:              "/var/lib/rubick/rubick.db",
 		// The policy's own tuned defaults (docs/policy.md says why 0.9, not
 		// the paper's 0.97, with a 260 s restart).
 		Policy: PolicyConfig{Name: "rubick", ReconfigThreshold: pd.ReconfigKeep, StarvationAge: pd.StarvationAge,
@@ -249,6 +254,7 @@ func setDefaults(v *viper.Viper, d Config) {
 	v.SetDefault("checkpoint.signal", d.Checkpoint.Signal)
 	v.SetDefault("checkpoint.grace", d.Checkpoint.Grace)
 	v.SetDefault("restart_cost", d.RestartCost)
+	v.SetDefault("measure_restart_cost", d.MeasureRestartCost)
 	v.SetDefault("store", d.Store)
 	v.SetDefault("policy.name", d.Policy.Name)
 	v.SetDefault("policy.reconfig_threshold", d.Policy.ReconfigThreshold)

@@ -36,6 +36,7 @@ type Store interface {
 	RecordDecision(ctx context.Context, d store.Decision) (store.Decision, error)
 	MarkApplied(ctx context.Context, id int64, res store.Result, applyErr error) error
 	Pending(ctx context.Context) ([]store.Action, error)
+	RestartStore
 }
 
 // Deps are the daemon's collaborators.
@@ -124,6 +125,27 @@ func (d *Daemon) estimators(ctx context.Context) (Estimators, func(string) bool,
 	return lookup, func(name string) bool { return known[name] }, nil
 }
 
+// restartCosts measures the restarts whose jobs have reported since (not
+// in a dry run) and returns the measured restart cost of each model type;
+// the configured cost covers the rest. A store failure here is logged: it
+// leaves the configured cost in place rather than stopping scheduling.
+func (d *Daemon) restartCosts(ctx context.Context, now time.Time, dryRun bool) map[string]time.Duration {
+	if !d.cfg.MeasureRestartCost {
+		return nil
+	}
+	if !dryRun {
+		if err := measureRestarts(ctx, d.deps.Store, now, d.deps.Logger); err != nil {
+			d.deps.Logger.Warn("measuring restart costs failed", "err", err)
+		}
+	}
+	costs, err := restartCosts(ctx, d.deps.Store)
+	if err != nil {
+		d.deps.Logger.Warn("reading restart costs failed; using restart_cost", "err", err)
+		return nil
+	}
+	return costs
+}
+
 // Reconcile settles the actions a previous run recorded but did not
 // confirm: an action whose plan Slurm now shows running is marked applied,
 // any other is abandoned. Nothing is re-applied; the next cycle decides
@@ -180,7 +202,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	view, err := BuildView(d.cfg, start, nodes, jobs, est, d.cfg.RestartCost, d.deps.Logger)
+	view, err := BuildView(d.cfg, start, nodes, jobs, est, d.restartCosts(ctx, start, dryRun), d.deps.Logger)
 	if err != nil {
 		return rep, fmt.Errorf("build snapshot: %w", err)
 	}

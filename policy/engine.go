@@ -236,7 +236,7 @@ func (r *round) capOf(js *jstate) int {
 
 // reconfigurable applies the reconfiguration-cost rule.
 func (e *engine) reconfigurable(s *Snapshot, j *Job) bool {
-	delta := s.RestartCost.Seconds()
+	delta := s.RestartCostOf(j.Model).Seconds()
 	if delta <= 0 {
 		return true
 	}
@@ -1032,7 +1032,7 @@ func (r *round) replace(js *jstate) {
 	ok := r.schedule(js, false)
 	now := r.nt(js)
 	left := js.j.RunTime.Seconds()
-	worth := ok && now > old*(1+r.e.cfg.MinGain) && left*(1-old/now) >= r.s.RestartCost.Seconds()
+	worth := ok && now > old*(1+r.e.cfg.MinGain) && left*(1-old/now) >= r.s.RestartCostOf(js.j.Model).Seconds()
 	if !worth || slices.Equal(js.cur, orig) {
 		r.undo(mark)
 		r.logging = false
@@ -1208,7 +1208,7 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 		}
 		if r.e.v.replan && !js.frozen {
 			v := r.tput(js, js.cur, -1, 0, 0)
-			worth := a.Throughput > 0 && j.RunTime.Seconds()*(1-a.Throughput/v.tput) >= r.s.RestartCost.Seconds()
+			worth := a.Throughput > 0 && j.RunTime.Seconds()*(1-a.Throughput/v.tput) >= r.s.RestartCostOf(j.Model).Seconds()
 			if v.tput > a.Throughput*(1+r.e.cfg.PlanSwitchGain) && v.plan != j.Plan && worth {
 				for _, al := range j.Alloc {
 					n, _ := r.s.NodeIndex(al.Node)

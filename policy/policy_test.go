@@ -459,3 +459,46 @@ func TestGuaranteedTakesWholeNodesFromScatteredBestEffort(t *testing.T) {
 		}
 	}
 }
+
+// A measured restart cost replaces the default for its model type only: with
+// the default 260 s a job 10 minutes in may not restart, with a measured 5 s
+// it may, and a job of another model type still may not.
+func TestMeasuredRestartCosts(t *testing.T) {
+	jobs := []policy.Job{
+		pt.NewJob("a", "small").GPUs(4).Running(dp(4, 32), 10*time.Minute, pt.On("n0", 4)).Obj(),
+		pt.NewJob("b", "wide").GPUs(4).Running(dp(4, 16), 10*time.Minute, pt.On("n1", 4)).Obj(),
+	}
+	for name, tc := range map[string]struct {
+		costs map[string]time.Duration
+		want  map[string]outcome
+	}{
+		"default": {nil, map[string]outcome{
+			"a": {policy.Keep, 4, policy.ReasonPenalty}, "b": {policy.Keep, 4, policy.ReasonPenalty}}},
+		"measured for small": {map[string]time.Duration{"small": 5 * time.Second}, map[string]outcome{
+			"a": {policy.Restart, 8, policy.ReasonSlope}, "b": {policy.Keep, 4, policy.ReasonPenalty}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, err := policy.NewSnapshot(pt.Epoch.Add(time.Hour), pt.Cluster(2, 8), jobs, nil, pt.Models(), 260*time.Second,
+				policy.WithRestartCosts(tc.costs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pol, err := policy.New("rubick", policy.DefaultConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := pol.Decide(context.Background(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, outcomes(p)); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+	_, err := policy.NewSnapshot(pt.Epoch, pt.Cluster(1, 8), nil, nil, pt.Models(), 0,
+		policy.WithRestartCosts(map[string]time.Duration{"small": -time.Second}))
+	if !errors.Is(err, policy.ErrBadSnapshot) || !strings.Contains(err.Error(), `"small"`) {
+		t.Errorf("negative measured cost: %v, want ErrBadSnapshot naming the model type", err)
+	}
+}

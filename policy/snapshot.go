@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -140,22 +141,58 @@ type Snapshot struct {
 	Tenants []Tenant
 	// Models maps a model type to its fitted estimator.
 	Models map[string]Estimator
-	// RestartCost is the measured cost of one checkpoint-restart (signal,
-	// checkpoint, requeue, restart); the reconfiguration rule uses it.
+	// RestartCost is the cost of one checkpoint-restart (signal,
+	// checkpoint, requeue, restart) of a job whose model type has no
+	// measured cost in RestartCosts; the reconfiguration rule uses it.
 	RestartCost time.Duration
+	// RestartCosts holds measured restart costs per model type.
+	RestartCosts map[string]time.Duration
 
 	nodeIndex map[string]int
+}
+
+// SnapshotOption sets an optional input of NewSnapshot.
+type SnapshotOption func(*Snapshot) error
+
+// WithRestartCosts gives restart costs measured per model type; a job of
+// another model type is priced at the snapshot's default restart cost.
+func WithRestartCosts(costs map[string]time.Duration) SnapshotOption {
+	return func(s *Snapshot) error {
+		for mt, c := range costs {
+			if c < 0 {
+				return fmt.Errorf("%w: restart cost of model type %q is %v", ErrBadSnapshot, mt, c)
+			}
+		}
+		s.RestartCosts = maps.Clone(costs)
+		return nil
+	}
+}
+
+// RestartCostOf is the restart cost of a job of modelType.
+func (s *Snapshot) RestartCostOf(modelType string) time.Duration {
+	if c, ok := s.RestartCosts[modelType]; ok {
+		return c
+	}
+	return s.RestartCost
 }
 
 // NewSnapshot validates and copies its inputs into a Snapshot: names are
 // unique, every allocation names a known node, no node is over capacity and
 // every job's model type has an estimator. Jobs are kept in ID order and
 // nodes in the given order, so decisions never depend on map iteration.
-func NewSnapshot(now time.Time, nodes []Node, jobs []Job, tenants []Tenant, models map[string]Estimator, restartCost time.Duration) (*Snapshot, error) {
+func NewSnapshot(now time.Time, nodes []Node, jobs []Job, tenants []Tenant, models map[string]Estimator, restartCost time.Duration, opts ...SnapshotOption) (*Snapshot, error) {
 	s := &Snapshot{
 		Now: now, Nodes: slices.Clone(nodes), Tenants: slices.Clone(tenants),
 		Models: make(map[string]Estimator, len(models)), RestartCost: restartCost,
 		nodeIndex: make(map[string]int, len(nodes)),
+	}
+	if restartCost < 0 {
+		return nil, fmt.Errorf("%w: restart cost %v is negative", ErrBadSnapshot, restartCost)
+	}
+	for _, o := range opts {
+		if err := o(s); err != nil {
+			return nil, err
+		}
 	}
 	for k, v := range models {
 		s.Models[k] = v

@@ -100,16 +100,19 @@ func checkRestartCost(c RestartCost) error {
 	return checkName("model_type", c.ModelType)
 }
 
-// RestartCosts returns the newest limit restart costs of modelType (of
-// every model type when modelType is empty), newest first; limit <= 0
-// means all.
+// RestartCosts returns the newest limit restart costs of modelType, or of
+// each model type when modelType is empty, newest first (by model type,
+// then newest first, when empty); limit <= 0 means all.
 func (s *Store) RestartCosts(ctx context.Context, modelType string, limit int) ([]RestartCost, error) {
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
 	}
 	rows, err := s.r.QueryContext(ctx, `
 		SELECT action_id, job_id, model_type, cost_s, signaled_ns, resumed_ns, before_iter, after_iter, measured_ns
-		FROM restart_costs WHERE ?1 = '' OR model_type = ?1 ORDER BY action_id DESC LIMIT ?2`, modelType, limit)
+		FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY model_type ORDER BY action_id DESC) AS nth
+			FROM restart_costs WHERE ?1 = '' OR model_type = ?1)
+		WHERE ?2 < 0 OR nth <= ?2
+		ORDER BY model_type, action_id DESC`, modelType, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: restart costs of %q: %w", modelType, err)
 	}

@@ -80,17 +80,18 @@ func TestRestartCosts(t *testing.T) {
 		{JobID: 9, Kind: "restart", Plan: plan4, Resources: res4},
 		{JobID: 9, Kind: "start", Plan: plan4, Resources: res4},
 		{JobID: 7, Kind: "restart", Plan: plan8, Resources: res8},
+		{JobID: 7, Kind: "restart", Plan: plan8, Resources: res8},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r7, r9, st9, failed := d.Actions[0], d.Actions[1], d.Actions[2], d.Actions[3]
-	for _, a := range []Action{r7, r9, st9} {
-		if err := s.MarkApplied(ctx, a.ID, ResultOK, nil); err != nil { // t0+5..7s
+	r7, r9, st9, failed, r7b := d.Actions[0], d.Actions[1], d.Actions[2], d.Actions[3], d.Actions[4]
+	for _, a := range []Action{r7, r9, st9, r7b} {
+		if err := s.MarkApplied(ctx, a.ID, ResultOK, nil); err != nil { // t0+5..8s
 			t.Fatal(err)
 		}
 	}
-	if err := s.MarkApplied(ctx, failed.ID, ResultFailed, errors.New("scontrol failed")); err != nil { // t0+8s
+	if err := s.MarkApplied(ctx, failed.ID, ResultFailed, errors.New("scontrol failed")); err != nil { // t0+9s
 		t.Fatal(err)
 	}
 	ids := func(as []Action) []int64 {
@@ -104,7 +105,7 @@ func TestRestartCosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff([]int64{r7.ID, r9.ID}, ids(un)); d != "" {
+	if d := cmp.Diff([]int64{r7.ID, r9.ID, r7b.ID}, ids(un)); d != "" {
 		t.Errorf("Unmeasured (-want +got):\n%s", d)
 	}
 	if un, _ := s.Unmeasured(ctx, "restart", t0.Add(time.Hour)); len(un) != 0 {
@@ -114,7 +115,7 @@ func TestRestartCosts(t *testing.T) {
 	sig := r7.DecidedAt
 	c7 := RestartCost{ActionID: r7.ID, JobID: 7, ModelType: "gpt2", Cost: 42500 * time.Millisecond,
 		Signaled: sig, Resumed: sig.Add(time.Minute), BeforeIter: 100, AfterIter: 120}
-	if added, err := s.AddRestartCost(ctx, c7); err != nil || !added { // t0+9s
+	if added, err := s.AddRestartCost(ctx, c7); err != nil || !added { // t0+10s
 		t.Fatalf("AddRestartCost = %v, %v; want added", added, err)
 	}
 	again := c7
@@ -124,7 +125,12 @@ func TestRestartCosts(t *testing.T) {
 	}
 	c9 := RestartCost{ActionID: r9.ID, JobID: 9, ModelType: "bert", Cost: 0,
 		Signaled: sig, Resumed: sig, BeforeIter: 5, AfterIter: 5}
-	if _, err := s.AddRestartCost(ctx, c9); err != nil { // t0+11s
+	if _, err := s.AddRestartCost(ctx, c9); err != nil { // t0+12s
+		t.Fatal(err)
+	}
+	c7b := RestartCost{ActionID: r7b.ID, JobID: 7, ModelType: "gpt2", Cost: 30 * time.Second,
+		Signaled: sig, Resumed: sig.Add(time.Minute), BeforeIter: 150, AfterIter: 170}
+	if _, err := s.AddRestartCost(ctx, c7b); err != nil { // t0+13s
 		t.Fatal(err)
 	}
 	un, err = s.Unmeasured(ctx, "restart", t0)
@@ -132,16 +138,17 @@ func TestRestartCosts(t *testing.T) {
 		t.Errorf("Unmeasured after measuring = %v, %v; want none", ids(un), err)
 	}
 
-	c7.Measured, c9.Measured = t0.Add(9*time.Second), t0.Add(11*time.Second)
+	c7.Measured, c9.Measured, c7b.Measured = t0.Add(10*time.Second), t0.Add(12*time.Second), t0.Add(13*time.Second)
 	for name, tc := range map[string]struct {
 		model string
 		limit int
 		want  []RestartCost
 	}{
-		"all":      {"", 0, []RestartCost{c9, c7}},
-		"newest":   {"", 1, []RestartCost{c9}},
-		"one type": {"gpt2", 5, []RestartCost{c7}},
-		"none":     {"t5", 0, nil},
+		"all":            {"", 0, []RestartCost{c9, c7b, c7}},
+		"newest of each": {"", 1, []RestartCost{c9, c7b}},
+		"one type":       {"gpt2", 5, []RestartCost{c7b, c7}},
+		"newest of one":  {"gpt2", 1, []RestartCost{c7b}},
+		"none":           {"t5", 0, nil},
 	} {
 		got, err := s.RestartCosts(ctx, tc.model, tc.limit)
 		if err != nil {

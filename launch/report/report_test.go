@@ -138,6 +138,7 @@ func TestSampleValidate(t *testing.T) {
 		"placement": func(s *Sample) { s.Placement = "0" },
 		"cpus":      func(s *Sample) { s.CPUs = -1 },
 		"iter_s":    func(s *Sample) { s.IterS = 0 },
+		"iteration": func(s *Sample) { s.Iteration = -3 },
 	}
 	for field, f := range mod {
 		t.Run(field, func(t *testing.T) {

@@ -71,6 +71,9 @@ func (s Sample) Validate() error {
 	if !(s.IterS > 0) || math.IsInf(s.IterS, 0) || s.IterS > 7*24*3600 {
 		return fmt.Errorf("%w: iter_s=%v is not a positive duration", ErrBadSample, s.IterS)
 	}
+	if s.Iteration < 0 {
+		return fmt.Errorf("%w: iteration=%d is negative", ErrBadSample, s.Iteration)
+	}
 	return nil
 }
 

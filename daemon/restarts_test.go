@@ -1,0 +1,171 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/policy"
+	"github.com/rubick-sched/rubick/slurm"
+	"github.com/rubick-sched/rubick/store"
+)
+
+func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+
+func reported(sec float64, iter int, iterS float64) store.StoredSample {
+	return store.StoredSample{ModelType: "bert", Sample: model.Sample{IterS: iterS}, SourceJob: 7,
+		Source: store.SourceOnline, Created: at(sec), Iteration: iter}
+}
+
+func TestMeasureRestart(t *testing.T) {
+	// Decided at 100 s, applied (released) at 130 s.
+	restart := store.Action{ID: 3, JobID: 7, Kind: string(slurm.ActionRestart), DecidedAt: at(100), AppliedAt: at(130), Result: store.ResultOK}
+	profile := reported(97, -1, 0.1)
+	profile.Source, profile.Iteration = store.SourceProfile, -1
+	for name, tc := range map[string]struct {
+		prev, next time.Time
+		samples    []store.StoredSample
+		want       store.RestartCost
+		err        error
+	}{
+		// 5 more iterations at 1 s before the stop, so 70-50-5 = 15 of the
+		// new run's at 2 s by 160 s: 60 s - 30 s.
+		"steady on both sides": {samples: []store.StoredSample{reported(90, 45, 1), reported(95, 50, 1), reported(110, 51, 1),
+			reported(160, 70, 2), reported(162, 71, 2)},
+			want: store.RestartCost{ActionID: 3, JobID: 7, ModelType: "bert", Cost: 30 * time.Second,
+				Signaled: at(100), Resumed: at(160), BeforeIter: 50, AfterIter: 70}},
+		"profile samples ignored": {samples: []store.StoredSample{reported(95, 50, 1), profile, reported(160, 70, 2)},
+			want: store.RestartCost{ActionID: 3, JobID: 7, ModelType: "bert", Cost: 30 * time.Second,
+				Signaled: at(100), Resumed: at(160), BeforeIter: 50, AfterIter: 70}},
+		// The checkpoint lost the 5 iterations after the last sample: they
+		// count as cost, at the new run's speed.
+		"lost iterations": {samples: []store.StoredSample{reported(95, 50, 1), reported(160, 65, 2)},
+			want: store.RestartCost{ActionID: 3, JobID: 7, ModelType: "bert", Cost: 40 * time.Second,
+				Signaled: at(100), Resumed: at(160), BeforeIter: 50, AfterIter: 65}},
+		"never negative": {samples: []store.StoredSample{reported(95, 50, 1), reported(160, 200, 2)},
+			want: store.RestartCost{ActionID: 3, JobID: 7, ModelType: "bert", Cost: 0,
+				Signaled: at(100), Resumed: at(160), BeforeIter: 50, AfterIter: 200}},
+		"not reported yet":        {samples: []store.StoredSample{reported(95, 50, 1)}, err: errNoSampleAfter},
+		"reported after the next": {next: at(150), samples: []store.StoredSample{reported(95, 50, 1), reported(160, 70, 2)}, err: errNoSampleAfter},
+		"before from an older run": {prev: at(96), samples: []store.StoredSample{reported(95, 50, 1), reported(160, 70, 2)},
+			err: errNoSampleBefore},
+		"counter went back": {samples: []store.StoredSample{reported(95, 50, 1), reported(160, 12, 2)}, err: errCounterBack},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := MeasureRestart(restart, tc.prev, tc.next, tc.samples)
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("err = %v, want %v", err, tc.err)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// A restart the daemon applied is measured once its job reports again, and
+// the model type's restart cost becomes the median of its measurements;
+// with measure_restart_cost off the configured cost stays.
+func TestDaemonMeasuresRestartCosts(t *testing.T) {
+	ctx := context.Background()
+	now := t0
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "rubick.db"), store.WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	spec := newnetSpec()
+	if err := st.UpsertModelType(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	plan := model.Plan{DP: 2, TP: 1, PP: 1, MicroBatch: 16, Accum: 1}
+	smp := model.Sample{Plan: plan, Resources: model.Resources{Placement: model.Placement{2}, CPUs: 8}, IterS: 1}
+	report := func(sec float64, job int64, iter int) {
+		now = at(sec)
+		if err := st.AddReported(ctx, spec.Name, smp, job, iter); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restart := func(sec, appliedSec float64, job int64) {
+		now = at(sec)
+		a, err := st.RecordPlan(ctx, store.Action{JobID: job, Kind: string(slurm.ActionRestart), Plan: plan, Resources: smp.Resources})
+		if err != nil {
+			t.Fatal(err)
+		}
+		now = at(appliedSec)
+		if err := st.MarkApplied(ctx, a.ID, store.ResultOK, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []int64{1, 2, 3} {
+		if err := st.UpsertJob(ctx, store.Job{ID: id, ModelType: spec.Name, Class: store.BestEffort, State: "RUNNING"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each job trains 5 iterations at 1 s after its last report before the
+	// restart. Job 1: 30 s to its next report, 5 iterations of its own in
+	// it: 25 s lost. Job 2: 60 s, 15 own: 45 s. Job 3: not reported yet.
+	report(5, 1, 10)
+	restart(10, 15, 1)
+	report(40, 1, 20)
+	report(15, 2, 20)
+	restart(20, 30, 2)
+	report(80, 2, 40)
+	report(25, 3, 5)
+	restart(30, 40, 3)
+	pol, err := policy.New("rubick", Defaults().Policy.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	d, err := New(Defaults(), Deps{Cluster: &fakeCluster{}, Applier: &fakeApplier{}, Store: st, Policy: pol,
+		Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.restartCosts(ctx, at(100), true); len(got) != 0 {
+		t.Errorf("dry run measured %v", got)
+	}
+	want := map[string]time.Duration{spec.Name: 35 * time.Second} // median of 25 s and 45 s
+	if d := cmp.Diff(want, d.restartCosts(ctx, at(100), false)); d != "" {
+		t.Errorf("restart costs (-want +got):\n%s", d)
+	}
+	report(130, 3, 15) // 100 s, 5 own iterations: 95 s
+	want[spec.Name] = 45 * time.Second
+	if d := cmp.Diff(want, d.restartCosts(ctx, at(140), false)); d != "" {
+		t.Errorf("restart costs after job 3 reported (-want +got):\n%s", d)
+	}
+	cs, err := st.RestartCosts(ctx, spec.Name, 0)
+	if err != nil || len(cs) != 3 {
+		t.Errorf("stored %d restart costs (%v), want 3", len(cs), err)
+	}
+
+	off := Defaults()
+	off.MeasureRestartCost = false
+	d2, err := New(off, Deps{Cluster: &fakeCluster{}, Applier: &fakeApplier{}, Store: st, Policy: pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d2.restartCosts(ctx, at(140), false); got != nil {
+		t.Errorf("measure_restart_cost off: %v, want none", got)
+	}
+}
+
+func TestBuildViewPricesRestartsPerModelType(t *testing.T) {
+	none := func(string) (policy.Estimator, bool) { return nil, false }
+	v, err := BuildView(Defaults(), t0, labNodes(1), nil, none, map[string]time.Duration{"bert": 5 * time.Second}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v.Snapshot.RestartCostOf("bert"); got != 5*time.Second {
+		t.Errorf("bert restart cost %v, want the measured 5s", got)
+	}
+	if got := v.Snapshot.RestartCostOf("gpt2"); got != Defaults().RestartCost {
+		t.Errorf("gpt2 restart cost %v, want restart_cost %v", got, Defaults().RestartCost)
+	}
+}

@@ -1,0 +1,172 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rubick-sched/rubick/slurm"
+	"github.com/rubick-sched/rubick/store"
+)
+
+// TestRestartCostMeasured: a job that reports its iteration times is
+// restarted by rubickd on more GPUs; rubickd measures what the restart cost
+// from the reports before and after it, stores it, and the cost agrees with
+// what Slurm saw: no less than the time the job was not running, no more
+// than the time to its first report after the restart.
+func TestRestartCostMeasured(t *testing.T) {
+	l := labFromEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	lab := os.Getenv("LAB")
+	dir := filepath.Join(lab, "e2e", "restart-"+time.Now().Format("20060102-150405"))
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/rubickd", "./cmd/rubick-srun", "./cmd/rubick-emu-trainer")
+	build.Dir = repoRoot(t)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	port := freePort(t)
+	socket := filepath.Join(lab, "munge", "munge.socket.2")
+	dbPath := filepath.Join(dir, "rubick.db")
+	cfgPath := filepath.Join(dir, "rubickd.yaml")
+	// restart_cost 1s: the job may be restarted once it has run 34 s
+	// (BRIEF 4's rule with a 0.97 threshold).
+	cfg := fmt.Sprintf(`slurmrestd:
+  url: %s
+  user: %s
+  token_file: %s
+  rate_limit: 100
+partitions: [gpu]
+interval: 2s
+restart_cost: 1s
+measure_restart_cost: true
+store: %s
+samples:
+  munge_socket: %s
+listen: 127.0.0.1:%d
+log_level: debug
+`, l.url, l.user, l.tokenFile, dbPath, socket, port)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cluster, err := slurm.NewCluster(ctx, slurm.Config{URL: l.url, User: l.user, TokenFile: l.tokenFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	defer func() {
+		if len(ids) > 0 {
+			cmd := exec.Command("scancel", ids...)
+			cmd.Env = l.env
+			_ = cmd.Run()
+		}
+	}()
+
+	// A rigid job holds three of the four nodes, so the rubick job starts
+	// on the fourth; when it ends, rubick grows the job onto all four.
+	filler := l.run(t, "sbatch", "--parsable", "-p", "gpu", "-J", "e2e-filler", "-N", "3", "--ntasks-per-node=1",
+		"--gres=gpu:8", "--cpus-per-task=8", "--mem=8G", "-o", "/dev/null", "--wrap", "sleep 600")
+	filler = strings.Split(filler, ";")[0]
+	ids = append(ids, filler)
+	fillerID, _ := strconv.Atoi(filler)
+	for ctx.Err() == nil {
+		if j, err := cluster.Job(ctx, fillerID); err == nil && j.State == slurm.StateRunning {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+
+	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
+	d.start()
+	defer d.stop()
+
+	// Real time (--time-scale 1): the measurement compares wall time with
+	// the reported iteration times.
+	script := filepath.Join(dir, "train.sh")
+	body := fmt.Sprintf(`#!/bin/bash
+exec %[1]s/rubick-srun --launcher gpu --munge-socket %[3]s --report-url http://127.0.0.1:%[4]d/samples -- \
+  %[1]s/rubick-emu-trainer --model-type roberta --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \
+  --micro-batch-size 1 --global-batch-size 64 --train-iters 3000 --time-scale 1 --log-interval 5 \
+  --save %[2]s/ckpt-"$SLURM_JOB_ID"
+`, bin, dir, socket, port)
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := l.run(t, "sbatch", "--parsable", "--model-type=roberta", "-p", "gpu", "-J", "e2e-restart", "-N", "1",
+		"--ntasks-per-node=1", "--gres=gpu:8", "--cpus-per-task=8", "--mem=32G", "--requeue", "--open-mode=append",
+		"-o", filepath.Join(dir, "job-%j.out"), script)
+	out = strings.Split(out, ";")[0]
+	ids = append(ids, out)
+	id, err := strconv.Atoi(out)
+	if err != nil {
+		t.Fatalf("sbatch printed %q", out)
+	}
+
+	// Let it run past the 34 s the restart rule wants, then free the nodes.
+	var started time.Time
+	for ctx.Err() == nil {
+		j, err := cluster.Job(ctx, id)
+		if err == nil && j.State == slurm.StateRunning && started.IsZero() {
+			started = time.Now()
+		}
+		if !started.IsZero() && time.Since(started) > 40*time.Second {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	l.run(t, "scancel", filler)
+
+	// Wait for rubickd to restart the job and measure the restart.
+	st, err := store.Open(ctx, dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var costs []store.RestartCost
+	for ctx.Err() == nil {
+		costs, err = st.RestartCosts(ctx, "roberta", 0)
+		if err == nil && len(costs) > 0 {
+			break
+		}
+		time.Sleep(2 * time.Second)
+	}
+	if len(costs) == 0 {
+		hist, _ := st.PlanHistory(context.Background(), int64(id))
+		t.Fatalf("no restart cost measured for job %d; its actions %+v; rubickd log %s", id, hist, d.log)
+	}
+	c := costs[0]
+	j, err := cluster.Job(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The old run trains until the signal, a moment after the decision,
+	// and Slurm's StartTime has one-second resolution: 2 s of slack.
+	notRunning := j.StartTime.Sub(c.Signaled) - 2*time.Second
+	toReport := c.Resumed.Sub(c.Signaled)
+	if c.JobID != int64(id) || c.Cost < notRunning || c.Cost > toReport {
+		t.Errorf("restart cost %+v: want job %d and a cost in [%v, %v] (Slurm restarted it at %v)",
+			c, id, notRunning, toReport, j.StartTime)
+	}
+	log, _ := os.ReadFile(d.log)
+	if !strings.Contains(string(log), "restart cost measured") {
+		t.Errorf("rubickd did not log the measurement (%s)", d.log)
+	}
+	line, _ := json.Marshal(map[string]any{
+		"job": id, "restart_cost_s": c.Cost.Seconds(), "not_running_s": (notRunning + 2*time.Second).Seconds(),
+		"to_first_report_s": toReport.Seconds(), "iterations": []int{c.BeforeIter, c.AfterIter},
+	})
+	t.Logf("%s", line)
+}
