@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/slurm"
@@ -17,6 +18,7 @@ type Store interface {
 	PlanHistory(ctx context.Context, jobID int64) ([]store.Action, error)
 	ModelType(ctx context.Context, name string) (store.ModelType, error)
 	CurrentFit(ctx context.Context, modelType string) (store.Fit, error)
+	JobRestartCosts(ctx context.Context, jobID int64) ([]store.RestartCost, error)
 }
 
 // sloTolerance absorbs floating-point noise between two predictions of the
@@ -29,9 +31,12 @@ const sloTolerance = 1e-6
 // tag on that run's allocation) has a predicted throughput below that of
 // the best plan on its requested resources (req=), the baseline rubickd
 // itself guarantees. Predictions use the model type's current fit in env.
-// name is the store path, for the report header.
+// A requeue whose restart rubickd measured is priced at that cost instead
+// of the gap plus the configured overhead. name is the store path, for the
+// report header.
 func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.Env) error {
 	r.Store, r.storeSet = name, true
+	measured, requeues := 0, 0
 	preds := map[string]*model.Predictor{}
 	predErr := map[string]error{}
 	predictor := func(mt string) (*model.Predictor, error) {
@@ -61,6 +66,15 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 		hist, err := st.PlanHistory(ctx, id)
 		if err != nil {
 			return fmt.Errorf("report: %w", err)
+		}
+		if len(j.requeues) > 0 {
+			costs, err := st.JobRestartCosts(ctx, id)
+			if err != nil {
+				return fmt.Errorf("report: %w", err)
+			}
+			j.priceRequeues(costs)
+			measured += j.ReconfigMeasured
+			requeues += len(j.requeues)
 		}
 		j.StorePlans = []PlanChange{}
 		for _, a := range hist {
@@ -95,8 +109,43 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 		}
 		j.checkSLO(*p, hist)
 	}
+	if measured > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d of %d requeues priced at the restart cost rubickd measured; the others at the gap plus the restart overhead", measured, requeues))
+	}
 	r.summarize()
 	return nil
+}
+
+// clockSlack absorbs sacct's one-second times when a measured restart is
+// matched to the run it stopped.
+const clockSlack = time.Second
+
+// priceRequeues replaces the sacct price of each requeue whose restart
+// rubickd measured (decided while the run it ended was running) with the
+// measured cost. The GPUs are taken to be held for the cost less the gap
+// between the runs, as the overhead was.
+func (j *Job) priceRequeues(costs []store.RestartCost) {
+	used := make([]bool, len(costs))
+	for _, rq := range j.requeues {
+		row := j.rows[rq.run]
+		if row.Start.IsZero() || row.End.IsZero() {
+			continue
+		}
+		for k, c := range costs {
+			if used[k] || c.Signaled.Before(row.Start.Add(-clockSlack)) || c.Signaled.After(row.End.Add(clockSlack)) {
+				continue
+			}
+			used[k] = true
+			cost := c.Cost.Seconds()
+			held := max(cost-rq.gapS, 0)
+			j.ReconfigLostS += cost - rq.gapS - rq.ohS
+			lost := (held - rq.ohS) * float64(rq.nextGPUs) / 3600
+			j.ReconfigLostGPUHours += lost
+			j.UsefulGPUHours -= lost
+			j.ReconfigMeasured++
+			break
+		}
+	}
 }
 
 // checkSLO sets SLOViolated, or leaves it nil with the reason in SLODetail.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/store"
 )
@@ -18,6 +19,11 @@ type fakeStore struct {
 	history map[int64][]store.Action
 	specs   map[string]model.Spec
 	fits    map[string]store.Fit
+	costs   map[int64][]store.RestartCost
+}
+
+func (f *fakeStore) JobRestartCosts(_ context.Context, id int64) ([]store.RestartCost, error) {
+	return f.costs[id], nil
 }
 
 func (f *fakeStore) Job(_ context.Context, id int64) (store.Job, error) {
@@ -178,5 +184,47 @@ func TestEnrichClassFromStore(t *testing.T) {
 	}
 	if r.Overall.Guaranteed != 1 || r.Overall.SLOUnchecked != 1 || *r.Overall.SLOViolations != 0 {
 		t.Errorf("overall = %+v", r.Overall)
+	}
+}
+
+// A requeue whose restart rubickd measured is priced at the measured cost;
+// a measurement from outside the run is not matched to it.
+func TestEnrichMeasuredRestartCost(t *testing.T) {
+	r := load(t, "synthetic.txt", syntheticOptions())
+	var before Job
+	for _, j := range r.Jobs {
+		if j.ID == "101" {
+			before = j
+		}
+	}
+	// Run 1 of job 101: 10:05-11:05 on 4 GPUs; run 2 from 11:10 on 8.
+	signaled := time.Date(2026, 11, 2, 11, 4, 50, 0, time.UTC)
+	st := &fakeStore{costs: map[int64][]store.RestartCost{101: {
+		{ActionID: 1, JobID: 101, Cost: time.Hour, Signaled: time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)},
+		{ActionID: 2, JobID: 101, Cost: 400 * time.Second, Signaled: signaled},
+	}}}
+	if err := r.Enrich(context.Background(), st, "s.db", model.DefaultEnv()); err != nil {
+		t.Fatal(err)
+	}
+	var got Job
+	for _, j := range r.Jobs {
+		if j.ID == "101" {
+			got = j
+		}
+	}
+	const gapS = 300.0
+	oh := before.ReconfigLostS - gapS
+	type price struct {
+		Measured        int
+		LostS, LostGPUH float64
+		UsefulGPUH      float64
+	}
+	want := price{1, 400, (400 - gapS) * 8 / 3600, before.GPUHours - (400-gapS)*8/3600}
+	if d := cmp.Diff(want, price{got.ReconfigMeasured, got.ReconfigLostS, got.ReconfigLostGPUHours, got.UsefulGPUHours},
+		cmpopts.EquateApprox(0, 1e-9)); d != "" {
+		t.Errorf("job 101 priced (-want +got):\n%s\n(sacct price: %.0f s gap + %.0f s overhead)", d, gapS, oh)
+	}
+	if !strings.Contains(strings.Join(r.Notes, "\n"), "1 of ") {
+		t.Errorf("notes %q do not say how many requeues were measured", r.Notes)
 	}
 }

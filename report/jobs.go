@@ -94,9 +94,12 @@ type Job struct {
 	Reconfigurations     int     `json:"reconfigurations"`
 	ReconfigLostS        float64 `json:"reconfig_lost_s"`
 	ReconfigLostGPUHours float64 `json:"reconfig_lost_gpu_hours"`
-	GPUHours             float64 `json:"gpu_hours"`
-	UsefulGPUHours       float64 `json:"useful_gpu_hours"`
-	GPUTRESMissing       bool    `json:"gpu_tres_missing"`
+	// ReconfigMeasured counts the requeues priced at the restart cost
+	// rubickd measured (with a store) instead of gap + overhead.
+	ReconfigMeasured int     `json:"reconfig_measured"`
+	GPUHours         float64 `json:"gpu_hours"`
+	UsefulGPUHours   float64 `json:"useful_gpu_hours"`
+	GPUTRESMissing   bool    `json:"gpu_tres_missing"`
 	// Plans is the tag's plan per run with repeats collapsed.
 	Plans []string `json:"plans"`
 	// StorePlans is rubickd's plan history; null without a store.
@@ -111,6 +114,17 @@ type Job struct {
 
 	req  *request
 	rows []Row // the sacct rows behind Runs, for the store check
+	// requeues are the job's requeues as priced from sacct, for Enrich to
+	// replace with measured costs.
+	requeues []requeue
+}
+
+// requeue is one requeue of a job: run ended, next started, and what it
+// was priced at from sacct alone.
+type requeue struct {
+	run       int // index of the run it ended
+	gapS, ohS float64
+	nextGPUs  int
 }
 
 // JobError is a problem with one job; the job is still reported with what
@@ -284,15 +298,18 @@ func buildJob(rows []Row, overhead time.Duration) (Job, []*JobError) {
 	// shrinks in place, any other state a requeue (restart elsewhere).
 	for i := 0; i+1 < len(rows); i++ {
 		next := j.Runs[i+1]
+		oh := min(overhead.Seconds(), next.ElapsedS)
 		if rows[i].State == "RESIZING" {
 			j.Resizes++
 		} else {
 			j.Requeues++
+			rq := requeue{run: i, ohS: oh, nextGPUs: next.GPUs}
 			if !rows[i].End.IsZero() && rows[i+1].Start.After(rows[i].End) {
-				j.ReconfigLostS += rows[i+1].Start.Sub(rows[i].End).Seconds()
+				rq.gapS = rows[i+1].Start.Sub(rows[i].End).Seconds()
 			}
+			j.requeues = append(j.requeues, rq)
+			j.ReconfigLostS += rq.gapS
 		}
-		oh := min(overhead.Seconds(), next.ElapsedS)
 		j.ReconfigLostS += oh
 		lostGPUs += oh * float64(next.GPUs) / 3600
 	}

@@ -337,7 +337,7 @@ func TestJSONKeys(t *testing.T) {
 			"requeues", "resizes", "slo_unchecked", "slo_violations", "useful_gpu_hours"}},
 		"job": {job, []string{"account", "below_request", "class", "end", "finished", "first_start", "gpu_hours",
 			"gpu_tres_missing", "jct_s", "job_id", "model_type", "name", "partition", "plans", "qos", "queue_s",
-			"reconfig_lost_gpu_hours", "reconfig_lost_s", "reconfigurations", "request", "requeues", "resizes", "runs",
+			"reconfig_lost_gpu_hours", "reconfig_lost_s", "reconfig_measured", "reconfigurations", "request", "requeues", "resizes", "runs",
 			"slo_detail", "slo_violated", "state", "store_plans", "submit", "tenant", "useful_gpu_hours"}},
 		"run":   {run, []string{"cpus", "elapsed_s", "end", "gpu_source", "gpus", "nodes", "plan", "start", "state"}},
 		"error": {jerr, []string{"error", "field", "job_id", "value"}},

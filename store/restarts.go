@@ -107,14 +107,35 @@ func (s *Store) RestartCosts(ctx context.Context, modelType string, limit int) (
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
 	}
-	rows, err := s.r.QueryContext(ctx, `
-		SELECT action_id, job_id, model_type, cost_s, signaled_ns, resumed_ns, before_iter, after_iter, measured_ns
+	out, err := s.restartCosts(ctx, `SELECT `+restartCostColumns+`
 		FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY model_type ORDER BY action_id DESC) AS nth
 			FROM restart_costs WHERE ?1 = '' OR model_type = ?1)
 		WHERE ?2 < 0 OR nth <= ?2
 		ORDER BY model_type, action_id DESC`, modelType, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: restart costs of %q: %w", modelType, err)
+	}
+	return out, nil
+}
+
+// JobRestartCosts returns the measured restart costs of the Slurm job,
+// oldest first.
+func (s *Store) JobRestartCosts(ctx context.Context, jobID int64) ([]RestartCost, error) {
+	out, err := s.restartCosts(ctx, `SELECT `+restartCostColumns+` FROM restart_costs WHERE job_id = ? ORDER BY action_id`, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("store: restart costs of job %d: %w", jobID, err)
+	}
+	return out, nil
+}
+
+const restartCostColumns = `action_id, job_id, model_type, cost_s, signaled_ns, resumed_ns,
+	before_iter, after_iter, measured_ns`
+
+// restartCosts runs query, a SELECT of restartCostColumns.
+func (s *Store) restartCosts(ctx context.Context, query string, args ...any) ([]RestartCost, error) {
+	rows, err := s.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	var out []RestartCost
@@ -123,14 +144,11 @@ func (s *Store) RestartCosts(ctx context.Context, modelType string, limit int) (
 		var cost float64
 		var sig, res, at int64
 		if err := rows.Scan(&c.ActionID, &c.JobID, &c.ModelType, &cost, &sig, &res, &c.BeforeIter, &c.AfterIter, &at); err != nil {
-			return nil, fmt.Errorf("store: restart costs of %q: %w", modelType, err)
+			return nil, err
 		}
 		c.Cost = time.Duration(cost * float64(time.Second))
 		c.Signaled, c.Resumed, c.Measured = time.Unix(0, sig).UTC(), time.Unix(0, res).UTC(), time.Unix(0, at).UTC()
 		out = append(out, c)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: restart costs of %q: %w", modelType, err)
-	}
-	return out, nil
+	return out, rows.Err()
 }

@@ -159,6 +159,14 @@ func TestRestartCosts(t *testing.T) {
 		}
 	}
 
+	byJob, err := s.JobRestartCosts(ctx, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]RestartCost{c7, c7b}, byJob); d != "" {
+		t.Errorf("JobRestartCosts(7) (-want +got):\n%s", d)
+	}
+
 	bad := func(f func(*RestartCost)) RestartCost {
 		c := c7
 		c.ActionID = st9.ID

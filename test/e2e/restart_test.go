@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,7 +34,7 @@ func TestRestartCostMeasured(t *testing.T) {
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/rubickd", "./cmd/rubick-srun", "./cmd/rubick-emu-trainer")
+	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/rubickd", "./cmd/rubick-srun", "./cmd/rubick-emu-trainer", "./cmd/rubick")
 	build.Dir = repoRoot(t)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
@@ -75,18 +76,24 @@ log_level: debug
 		}
 	}()
 
-	// A rigid job holds three of the four nodes, so the rubick job starts
-	// on the fourth; when it ends, rubick grows the job onto all four.
-	filler := l.run(t, "sbatch", "--parsable", "-p", "gpu", "-J", "e2e-filler", "-N", "3", "--ntasks-per-node=1",
-		"--gres=gpu:8", "--cpus-per-task=8", "--mem=8G", "-o", "/dev/null", "--wrap", "sleep 600")
-	filler = strings.Split(filler, ";")[0]
-	ids = append(ids, filler)
-	fillerID, _ := strconv.Atoi(filler)
-	for ctx.Err() == nil {
-		if j, err := cluster.Job(ctx, fillerID); err == nil && j.State == slurm.StateRunning {
-			break
+	// Rigid jobs hold all but 2 GPUs of the lab, so the rubick job starts
+	// on those 2; when they end, rubick grows it (about 3x faster on 8
+	// GPUs than on 2).
+	var fillers []string
+	for _, f := range []struct{ nodes, gpus string }{{"3", "8"}, {"1", "6"}} {
+		out := l.run(t, "sbatch", "--parsable", "-p", "gpu", "-J", "e2e-filler", "-N", f.nodes, "--ntasks-per-node=1",
+			"--gres=gpu:"+f.gpus, "--cpus-per-task=8", "--mem=8G", "-o", "/dev/null", "--wrap", "sleep 600")
+		fillers = append(fillers, strings.Split(out, ";")[0])
+	}
+	ids = append(ids, fillers...)
+	for _, f := range fillers {
+		id, _ := strconv.Atoi(f)
+		for ctx.Err() == nil {
+			if j, err := cluster.Job(ctx, id); err == nil && j.State == slurm.StateRunning {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
 		}
-		time.Sleep(500 * time.Millisecond)
 	}
 
 	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
@@ -106,7 +113,7 @@ exec %[1]s/rubick-srun --launcher gpu --munge-socket %[3]s --report-url http://1
 		t.Fatal(err)
 	}
 	out := l.run(t, "sbatch", "--parsable", "--model-type=roberta", "-p", "gpu", "-J", "e2e-restart", "-N", "1",
-		"--ntasks-per-node=1", "--gres=gpu:8", "--cpus-per-task=8", "--mem=32G", "--requeue", "--open-mode=append",
+		"--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue", "--open-mode=append",
 		"-o", filepath.Join(dir, "job-%j.out"), script)
 	out = strings.Split(out, ";")[0]
 	ids = append(ids, out)
@@ -127,7 +134,7 @@ exec %[1]s/rubick-srun --launcher gpu --munge-socket %[3]s --report-url http://1
 		}
 		time.Sleep(time.Second)
 	}
-	l.run(t, "scancel", filler)
+	l.run(t, append([]string{"scancel"}, fillers...)...)
 
 	// Wait for rubickd to restart the job and measure the restart.
 	st, err := store.Open(ctx, dbPath)
@@ -164,6 +171,40 @@ exec %[1]s/rubick-srun --launcher gpu --munge-socket %[3]s --report-url http://1
 	if !strings.Contains(string(log), "restart cost measured") {
 		t.Errorf("rubickd did not log the measurement (%s)", d.log)
 	}
+
+	// rubick report prices the requeue at the measured cost once sacct has
+	// the job's runs.
+	l.run(t, "scancel", out)
+	type reportJob struct {
+		JobID            string  `json:"job_id"`
+		Requeues         int     `json:"requeues"`
+		ReconfigMeasured int     `json:"reconfig_measured"`
+		ReconfigLostS    float64 `json:"reconfig_lost_s"`
+	}
+	var rj reportJob
+	for try := 0; try < 30 && rj.ReconfigMeasured == 0; try++ {
+		time.Sleep(time.Second)
+		cmd := exec.Command(filepath.Join(bin, "rubick"), "report", "--json", "--store", dbPath, "--since", "-1h")
+		cmd.Env = l.env
+		raw, _ := cmd.Output() // exits 1 when other tests' jobs have malformed tags
+		var r struct {
+			Jobs []reportJob `json:"jobs"`
+		}
+		if err := json.Unmarshal(raw, &r); err != nil {
+			continue
+		}
+		for _, j := range r.Jobs {
+			if j.JobID == out {
+				rj = j
+			}
+		}
+	}
+	if rj.ReconfigMeasured != 1 || rj.Requeues < 1 {
+		t.Errorf("rubick report: job %s %+v, want one requeue priced at the measured cost", out, rj)
+	} else if rj.Requeues == 1 && math.Abs(rj.ReconfigLostS-c.Cost.Seconds()) > 1e-6 {
+		t.Errorf("rubick report: job %s lost %.3f s to reconfiguration, want the measured %.3f s", out, rj.ReconfigLostS, c.Cost.Seconds())
+	}
+
 	line, _ := json.Marshal(map[string]any{
 		"job": id, "restart_cost_s": c.Cost.Seconds(), "not_running_s": (notRunning + 2*time.Second).Seconds(),
 		"to_first_report_s": toReport.Seconds(), "iterations": []int{c.BeforeIter, c.AfterIter},
