@@ -123,26 +123,40 @@ func measureRestarts(ctx context.Context, st RestartStore, now time.Time, log *s
 }
 
 // restartCosts returns the restart cost of each model type with a measured
-// one: the median of its newest recentRestarts.
+// one.
 func restartCosts(ctx context.Context, st RestartStore) (map[string]time.Duration, error) {
 	cs, err := st.RestartCosts(ctx, "", recentRestarts)
 	if err != nil {
 		return nil, err
 	}
-	byType := map[string][]time.Duration{}
+	byType := map[string][]store.RestartCost{}
 	for _, c := range cs {
-		byType[c.ModelType] = append(byType[c.ModelType], c.Cost)
+		byType[c.ModelType] = append(byType[c.ModelType], c)
 	}
 	out := make(map[string]time.Duration, len(byType))
-	for mt, ds := range byType {
-		slices.Sort(ds)
-		m := ds[len(ds)/2]
-		if len(ds)%2 == 0 {
-			m = (ds[len(ds)/2-1] + m) / 2
-		}
-		out[mt] = m
+	for mt, cs := range byType {
+		out[mt] = RestartCostOf(cs)
 	}
 	return out, nil
+}
+
+// RestartCostOf is the restart cost rubickd prices a model type's restarts
+// at, given its measured restarts newest first: the median of the newest
+// five. It is 0 without measurements.
+func RestartCostOf(newestFirst []store.RestartCost) time.Duration {
+	n := min(len(newestFirst), recentRestarts)
+	if n == 0 {
+		return 0
+	}
+	ds := make([]time.Duration, n)
+	for i, c := range newestFirst[:n] {
+		ds[i] = c.Cost
+	}
+	slices.Sort(ds)
+	if n%2 == 0 {
+		return (ds[n/2-1] + ds[n/2]) / 2
+	}
+	return ds[n/2]
 }
 
 // neighbours returns when the job's last applied start or restart before a

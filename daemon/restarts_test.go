@@ -169,3 +169,27 @@ func TestBuildViewPricesRestartsPerModelType(t *testing.T) {
 		t.Errorf("gpt2 restart cost %v, want restart_cost %v", got, Defaults().RestartCost)
 	}
 }
+
+func TestRestartCostOf(t *testing.T) {
+	cs := func(secs ...int) []store.RestartCost {
+		var out []store.RestartCost
+		for _, s := range secs {
+			out = append(out, store.RestartCost{Cost: time.Duration(s) * time.Second})
+		}
+		return out
+	}
+	for name, tc := range map[string]struct {
+		newestFirst []store.RestartCost
+		want        time.Duration
+	}{
+		"none":                {nil, 0},
+		"one":                 {cs(7), 7 * time.Second},
+		"even count":          {cs(10, 30, 20, 40), 25 * time.Second},
+		"newest five only":    {cs(1, 2, 3, 4, 5, 1000, 1000, 1000), 3 * time.Second},
+		"outlier in the five": {cs(300, 10, 11, 12, 13), 12 * time.Second},
+	} {
+		if got := RestartCostOf(tc.newestFirst); got != tc.want {
+			t.Errorf("%s: RestartCostOf = %v, want %v", name, got, tc.want)
+		}
+	}
+}

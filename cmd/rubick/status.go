@@ -60,6 +60,11 @@ type modelView struct {
 	Fit  *fitView `json:"fit"`
 	// FitCount is the number of stored fits, current or not.
 	FitCount int `json:"fits"`
+	// RestartCostS is what rubickd prices the type's restarts at when it
+	// has measured some (the median of the newest five); null otherwise.
+	RestartCostS *float64 `json:"restart_cost_s"`
+	// RestartsMeasured counts the type's measured restarts.
+	RestartsMeasured int `json:"restarts_measured"`
 }
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -184,6 +189,7 @@ type statusStore interface {
 	Jobs(ctx context.Context, f store.JobFilter) ([]store.Job, error)
 	ModelTypes(ctx context.Context) ([]store.ModelType, error)
 	Fits(ctx context.Context, modelType string) ([]store.Fit, error)
+	RestartCosts(ctx context.Context, modelType string, limit int) ([]store.RestartCost, error)
 }
 
 func (v *statusView) readStore(ctx context.Context, st statusStore, now time.Time) error {
@@ -210,6 +216,14 @@ func (v *statusView) readStore(ctx context.Context, st statusStore, now time.Tim
 		m := modelView{Name: t.Spec.Name, FitCount: len(fits)}
 		if i := slices.IndexFunc(fits, func(f store.Fit) bool { return f.Current }); i >= 0 {
 			m.Fit = newFitView(fits[i], now)
+		}
+		restarts, err := st.RestartCosts(ctx, t.Spec.Name, 0)
+		if err != nil {
+			return err
+		}
+		if m.RestartsMeasured = len(restarts); m.RestartsMeasured > 0 {
+			c := daemon.RestartCostOf(restarts).Seconds()
+			m.RestartCostS = &c
 		}
 		v.Models = append(v.Models, m)
 	}
@@ -248,10 +262,14 @@ func (v *statusView) write(w io.Writer) error {
 			fmt.Fprintln(ew, "  no model types")
 		} else {
 			tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "  model type\tfit\tRMSLE\tMAPE %\tsamples\torigin\tage\tfits")
+			fmt.Fprintln(tw, "  model type\tfit\tRMSLE\tMAPE %\tsamples\torigin\tage\tfits\trestart cost")
 			for _, m := range v.Models {
+				restart := "-"
+				if m.RestartCostS != nil {
+					restart = fmt.Sprintf("%.1fs (%d measured)", *m.RestartCostS, m.RestartsMeasured)
+				}
 				if m.Fit == nil {
-					fmt.Fprintf(tw, "  %s\tnone\t-\t-\t-\t-\t-\t%d\n", m.Name, m.FitCount)
+					fmt.Fprintf(tw, "  %s\tnone\t-\t-\t-\t-\t-\t%d\t%s\n", m.Name, m.FitCount, restart)
 					continue
 				}
 				f := m.Fit
@@ -259,7 +277,7 @@ func (v *statusView) write(w io.Writer) error {
 				if f.ParamSource != "" {
 					origin += " (from " + f.ParamSource + ")"
 				}
-				fmt.Fprintf(tw, "  %s\t#%d\t%.4f\t%.2f\t%d\t%s\t%s\t%d\n", m.Name, f.ID, f.RMSLE, f.MAPE, f.Samples, origin, ageString(f.AgeS), m.FitCount)
+				fmt.Fprintf(tw, "  %s\t#%d\t%.4f\t%.2f\t%d\t%s\t%s\t%d\t%s\n", m.Name, f.ID, f.RMSLE, f.MAPE, f.Samples, origin, ageString(f.AgeS), m.FitCount, restart)
 			}
 			if err := tw.Flush(); err != nil {
 				return err

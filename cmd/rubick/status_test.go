@@ -14,8 +14,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rubick-sched/rubick/daemon"
+	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/policy"
 	"github.com/rubick-sched/rubick/slurm"
+	"github.com/rubick-sched/rubick/store"
 )
 
 // fakeDaemon serves rubickd's /healthz and /status with rep.
@@ -33,7 +35,8 @@ func fakeDaemon(t *testing.T, rep daemon.CycleReport) *httptest.Server {
 }
 
 func TestStatusJSON(t *testing.T) {
-	path, _ := seedExplainStore(t)
+	path, plan := seedExplainStore(t)
+	addRestartCost(t, path, 42, "gpt2", plan, 12500*time.Millisecond)
 	rep := daemon.CycleReport{
 		At: fixedNow.Add(-30 * time.Second), Jobs: 3, CycleID: 7, Duration: 1500 * time.Millisecond, Policy: 20 * time.Millisecond,
 		Plan:    policy.Plan{Actions: []policy.Action{{Kind: policy.Start, JobID: "42"}, {Kind: policy.Keep, JobID: "43"}, {Kind: policy.Keep, JobID: "44"}}},
@@ -69,6 +72,10 @@ func TestStatusJSON(t *testing.T) {
 	if len(v.Models) != 2 || v.Models[0].Name != "bert" || v.Models[0].Fit != nil || v.Models[1].Name != "gpt2" ||
 		v.Models[1].Fit == nil || v.Models[1].Fit.Samples != 9 || v.Models[1].FitCount != 1 {
 		t.Errorf("models = %+v", v.Models)
+	}
+	if c := v.Models[1].RestartCostS; c == nil || *c != 12.5 || v.Models[1].RestartsMeasured != 1 || v.Models[0].RestartCostS != nil {
+		t.Errorf("restart costs: gpt2 %v (%d measured), bert %v; want 12.5 s (1) and none",
+			v.Models[1].RestartCostS, v.Models[1].RestartsMeasured, v.Models[0].RestartCostS)
 	}
 	// The fit was made by the store's clock, two hours before fixedNow
 	// plus a few ticks; age comes from the injected now.
@@ -134,5 +141,28 @@ func TestStatusNoCycleYet(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "healthy, no cycle yet") || !strings.Contains(out.String(), "NOT READ") {
 		t.Errorf("output:\n%s", out.String())
+	}
+}
+
+// addRestartCost records an applied restart of job and its measured cost.
+func addRestartCost(t *testing.T, path string, job int64, mt string, plan model.Plan, cost time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	res := model.Resources{Placement: model.Placement{plan.GPUs()}, CPUs: 16}
+	a, err := st.RecordPlan(ctx, store.Action{JobID: job, Kind: string(slurm.ActionRestart), Plan: plan, Resources: res})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkApplied(ctx, a.ID, store.ResultOK, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AddRestartCost(ctx, store.RestartCost{ActionID: a.ID, JobID: job, ModelType: mt, Cost: cost,
+		Signaled: a.DecidedAt, Resumed: a.DecidedAt.Add(cost), BeforeIter: 10, AfterIter: 12}); err != nil {
+		t.Fatal(err)
 	}
 }
