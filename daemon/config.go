@@ -59,7 +59,8 @@ type Config struct {
 	// GPUFacts is a JSON file written by `rubick gpuinfo` on a compute node
 	// (GPU memory, GPUs per node, NVLink); empty keeps the built-in A800
 	// values. rubickd usually runs where no GPU is.
-	GPUFacts string `mapstructure:"gpu_facts"`
+	GPUFacts  string          `mapstructure:"gpu_facts"`
+	Retention RetentionConfig `mapstructure:"retention"`
 	// Listen is the address of the metrics and samples HTTP endpoint.
 	Listen   string `mapstructure:"listen"`
 	LogLevel string `mapstructure:"log_level"`
@@ -97,6 +98,17 @@ type TenantConfig struct {
 type CheckpointConfig struct {
 	Signal string        `mapstructure:"signal"`
 	Grace  time.Duration `mapstructure:"grace"`
+}
+
+// RetentionConfig bounds what the store keeps; rubickd prunes once an
+// hour. Plan history, fits and profile samples are always kept.
+type RetentionConfig struct {
+	// Reasons is how long per-job decision reasons are kept (each job's
+	// newest is kept longer, for rubick explain); 0 keeps all.
+	Reasons time.Duration `mapstructure:"reasons"`
+	// SamplesPerConfig is how many reported samples are kept per job and
+	// configuration (plan, placement, CPUs), the newest; 0 keeps all.
+	SamplesPerConfig int `mapstructure:"samples_per_config"`
 }
 
 // SamplesConfig governs the iteration times rubick-srun reports.
@@ -178,6 +190,7 @@ func Defaults() Config {
 		Checkpoint:         CheckpointConfig{Signal: "USR1", Grace: 120 * time.Second},
 		RestartCost:        60 * time.Second,
 		MeasureRestartCost: true,
+		Retention:          RetentionConfig{Reasons: 14 * 24 * time.Hour, SamplesPerConfig: 100},
 		Store:              "/var/lib/rubick/rubick.db",
 		// The policy's own tuned defaults (docs/policy.md says why 0.9, not
 		// the paper's 0.97, with a 260 s restart).
@@ -255,6 +268,8 @@ func setDefaults(v *viper.Viper, d Config) {
 	v.SetDefault("checkpoint.grace", d.Checkpoint.Grace)
 	v.SetDefault("restart_cost", d.RestartCost)
 	v.SetDefault("measure_restart_cost", d.MeasureRestartCost)
+	v.SetDefault("retention.reasons", d.Retention.Reasons)
+	v.SetDefault("retention.samples_per_config", d.Retention.SamplesPerConfig)
 	v.SetDefault("store", d.Store)
 	v.SetDefault("policy.name", d.Policy.Name)
 	v.SetDefault("policy.reconfig_threshold", d.Policy.ReconfigThreshold)
@@ -360,6 +375,12 @@ func (c Config) Validate() error {
 	}
 	if c.Store == "" {
 		return bad("store", `""`, "a database path is required")
+	}
+	if c.Retention.Reasons < 0 {
+		return bad("retention.reasons", c.Retention.Reasons, "want >= 0 (0 keeps all)")
+	}
+	if c.Retention.SamplesPerConfig < 0 || c.Retention.SamplesPerConfig > 1_000_000 {
+		return bad("retention.samples_per_config", c.Retention.SamplesPerConfig, "want 0..1000000 (0 keeps all)")
 	}
 	if !nameRE.MatchString(c.Policy.Name) {
 		return bad("policy.name", fmt.Sprintf("%q", c.Policy.Name), "not a policy name")

@@ -58,6 +58,10 @@ func TestLoadConfigExampleFileAndEnv(t *testing.T) {
 	if !c.SeedFits {
 		t.Error("seed_fits = false, want the example's true")
 	}
+	if d := Defaults(); c.Retention != d.Retention || c.MeasureRestartCost != d.MeasureRestartCost || c.RestartCost != d.RestartCost {
+		t.Errorf("example: retention %+v, measure_restart_cost %v, restart_cost %v; want the defaults %+v, %v, %v",
+			c.Retention, c.MeasureRestartCost, c.RestartCost, d.Retention, d.MeasureRestartCost, d.RestartCost)
+	}
 	off, _, err := LoadConfig("", []string{"RUBICK_SEED_FITS=false"})
 	if err != nil || off.SeedFits {
 		t.Errorf("RUBICK_SEED_FITS=false: seed_fits = %v (%v), want false", off.SeedFits, err)
@@ -88,6 +92,8 @@ func TestLoadConfigErrorsNameTheField(t *testing.T) {
 		"guaranteed age":   {yaml: "policy:\n  guaranteed_age: -1h\n", want: "policy.guaranteed_age=-1h"},
 		"reclaim keep":     {yaml: "policy:\n  reclaim_keep: 2\n", want: "policy.reclaim_keep=2"},
 		"rigid":            {yaml: "rigid_jobs: maybe\n", want: `rigid_jobs="maybe"`},
+		"retention":        {yaml: "retention:\n  reasons: -1h\n", want: "retention.reasons=-1h"},
+		"samples kept":     {env: []string{"RUBICK_RETENTION_SAMPLES_PER_CONFIG=-2"}, want: "retention.samples_per_config=-2"},
 		"unknown key":      {yaml: "intervall: 30s\n", want: `unknown key "intervall"`},
 		"bad duration":     {yaml: "interval: soon\n", want: "interval"},
 		"env value":        {env: []string{"RUBICK_LOG_LEVEL=loud"}, want: `log_level="loud"`},

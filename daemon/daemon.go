@@ -36,6 +36,7 @@ type Store interface {
 	RecordDecision(ctx context.Context, d store.Decision) (store.Decision, error)
 	MarkApplied(ctx context.Context, id int64, res store.Result, applyErr error) error
 	Pending(ctx context.Context) ([]store.Action, error)
+	Prune(ctx context.Context, r store.Retention) (store.Pruned, error)
 	RestartStore
 }
 
@@ -423,16 +424,43 @@ func (d *Daemon) Last() CycleReport {
 	return d.last
 }
 
-// Run reconciles, then runs a cycle every interval until ctx ends. A cycle
-// in progress when ctx ends finishes with a fresh context bounded by the
-// command timeout, so SIGTERM never leaves a half-applied action behind.
+// pruneEvery is how often Run applies the retention settings.
+const pruneEvery = time.Hour
+
+// Prune deletes what the retention settings do not keep.
+func (d *Daemon) Prune(ctx context.Context) (store.Pruned, error) {
+	r := store.Retention{SamplesPerConfig: d.cfg.Retention.SamplesPerConfig}
+	if d.cfg.Retention.Reasons > 0 {
+		r.ReasonsBefore = d.deps.Now().Add(-d.cfg.Retention.Reasons)
+	}
+	p, err := d.deps.Store.Prune(ctx, r)
+	if err != nil {
+		return p, err
+	}
+	if p != (store.Pruned{}) {
+		d.deps.Logger.Info("store pruned", "reasons", p.Reasons, "decisions", p.Decisions, "samples", p.Samples)
+	}
+	return p, nil
+}
+
+// Run reconciles, then runs a cycle every interval until ctx ends, and
+// prunes the store once an hour. A cycle in progress when ctx ends
+// finishes with a fresh context bounded by the command timeout, so SIGTERM
+// never leaves a half-applied action behind.
 func (d *Daemon) Run(ctx context.Context) error {
 	if err := d.Reconcile(ctx); err != nil {
 		return err
 	}
 	tick := time.NewTicker(d.cfg.Interval)
 	defer tick.Stop()
+	var pruned time.Time
 	for {
+		if now := d.deps.Now(); now.Sub(pruned) >= pruneEvery {
+			pruned = now
+			if _, err := d.Prune(ctx); err != nil {
+				d.deps.Logger.Warn("pruning the store failed", "err", err)
+			}
+		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Interval+d.cfg.Checkpoint.Grace+2*d.cfg.Commands.Timeout)
 		rep, err := d.Cycle(cctx, false)
 		cancel()

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strconv"
@@ -422,5 +423,64 @@ func TestGuaranteedQueueShortestTimeLimitFirst(t *testing.T) {
 	}
 	if diff := cmp.Diff([]int{20}, started); diff != "" {
 		t.Errorf("started jobs (-want +got):\n%s", diff)
+	}
+}
+
+// Prune applies the retention settings against the daemon's clock: cycles
+// a day old lose their reasons (each job keeps its newest), reported
+// samples beyond the bound per configuration go.
+func TestPruneAppliesRetention(t *testing.T) {
+	ctx := context.Background()
+	now := t0.Add(-48 * time.Hour)
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "rubick.db"), store.WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	spec := newnetSpec()
+	if err := st.UpsertModelType(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpsertJob(ctx, store.Job{ID: 5, ModelType: spec.Name, Class: store.BestEffort, State: "RUNNING"}); err != nil {
+		t.Fatal(err)
+	}
+	reason := map[int64]json.RawMessage{5: json.RawMessage(`"keep"`)}
+	for range 3 { // two days ago
+		if _, err := st.RecordDecision(ctx, store.Decision{Policy: "rubick", Reasons: reason}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	smp := model.Sample{Plan: model.Plan{DP: 2, TP: 1, PP: 1, MicroBatch: 16, Accum: 1},
+		Resources: model.Resources{Placement: model.Placement{2}, CPUs: 8}, IterS: 1}
+	for i := range 5 {
+		if err := st.AddReported(ctx, spec.Name, smp, 5, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now = t0
+	pol, err := policy.New("rubick", Defaults().Policy.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Defaults()
+	cfg.Retention = RetentionConfig{}
+	off, err := New(cfg, Deps{Cluster: &fakeCluster{}, Applier: &fakeApplier{}, Store: st, Policy: pol, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := off.Prune(ctx); err != nil || got != (store.Pruned{}) {
+		t.Errorf("retention off: Prune = %+v, %v; want nothing pruned", got, err)
+	}
+	cfg.Retention = RetentionConfig{Reasons: 24 * time.Hour, SamplesPerConfig: 2}
+	d, err := New(cfg, Deps{Cluster: &fakeCluster{}, Applier: &fakeApplier{}, Store: st, Policy: pol, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.Prune(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(store.Pruned{Reasons: 2, Decisions: 2, Samples: 3}, got); diff != "" {
+		t.Errorf("Prune (-want +got):\n%s", diff)
 	}
 }

@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/rubick-sched/rubick/model"
 )
@@ -66,4 +68,66 @@ func BenchmarkCurrentFit(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkPrune measures the hourly prune at a busy site: 200 jobs that
+// each reported 360 iteration times in the hour (one per 10 s) on one
+// configuration, pruned to the default 100 per configuration, and 200
+// jobs' reasons of 120 cycles (one per 30 s) pruned to the newest.
+func BenchmarkPrune(b *testing.B) {
+	ctx := context.Background()
+	s := openTest(b, "", WithSync(SyncNormal))
+	if err := s.UpsertModelType(ctx, gpt2()); err != nil {
+		b.Fatal(err)
+	}
+	const jobs, perJob, cycles = 200, 360, 120
+	for j := range jobs {
+		if err := s.UpsertJob(ctx, Job{ID: int64(j + 1), ModelType: "gpt2", Class: BestEffort, State: "RUNNING"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	fill := func() {
+		err := s.write(ctx, func(tx *sql.Tx) error {
+			for j := range jobs {
+				for i := range perJob {
+					if _, err := tx.ExecContext(ctx, `
+						INSERT INTO samples(model_type, dp, tp, pp, micro_batch, accum, zero, offload, checkpoint,
+							placement, gpus, cpus, host_mem_gb, iter_s, fwd_s, cc_s, opt_s, source_job, source, created_ns, iteration)
+						VALUES ('gpt2', 8, 1, 1, 2, 4, 1, 0, 0, '8', 8, 64, 100, 1.5, 0, 0, 0, ?, 'online', ?, ?)`,
+						j+1, i, i); err != nil {
+						return err
+					}
+				}
+			}
+			for c := range cycles {
+				res, err := tx.ExecContext(ctx, `INSERT INTO decisions(decided_ns, policy, duration_ns) VALUES (?, 'rubick', 0)`, c)
+				if err != nil {
+					return err
+				}
+				id, _ := res.LastInsertId()
+				for j := range jobs {
+					if _, err := tx.ExecContext(ctx, `INSERT INTO decision_reasons(cycle_id, job_id, reason) VALUES (?, ?, '"keep"')`, id, j+1); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	r := Retention{ReasonsBefore: time.Unix(0, cycles), SamplesPerConfig: 100}
+	for b.Loop() {
+		b.StopTimer()
+		fill()
+		b.StartTimer()
+		p, err := s.Prune(ctx, r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if p.Samples < jobs*(perJob-100) || p.Reasons < jobs*(cycles-1) {
+			b.Fatalf("pruned %+v", p)
+		}
+	}
 }

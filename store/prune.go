@@ -1,0 +1,82 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// Retention says what Prune keeps. Zero values keep everything of that
+// kind.
+type Retention struct {
+	// ReasonsBefore: per-job reasons of decision cycles older than this
+	// are deleted, except each job's newest (what rubick explain shows
+	// first), and then the cycles left with neither reasons nor actions.
+	// Plan history is never pruned.
+	ReasonsBefore time.Time
+	// SamplesPerConfig bounds the online samples kept per job and
+	// configuration (model type, plan, placement, CPUs): the newest are
+	// kept. The Learner takes the median per configuration, which this
+	// many samples already fix; profile and artifact samples are kept.
+	SamplesPerConfig int
+}
+
+// Pruned counts what Prune deleted.
+type Pruned struct {
+	Reasons   int64 `json:"reasons"`
+	Decisions int64 `json:"decisions"`
+	Samples   int64 `json:"samples"`
+}
+
+// Prune deletes what r does not keep, one kind per transaction, so that a
+// crash between kinds leaves a consistent database.
+func (s *Store) Prune(ctx context.Context, r Retention) (Pruned, error) {
+	var p Pruned
+	if r.SamplesPerConfig < 0 {
+		return p, fmt.Errorf("store: prune: %w: samples_per_config=%d must be >= 0", ErrInvalid, r.SamplesPerConfig)
+	}
+	exec := func(what string, n *int64, query string, args ...any) error {
+		return s.write(ctx, func(tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, query, args...)
+			if err != nil {
+				return fmt.Errorf("store: prune %s: %w", what, err)
+			}
+			*n, err = res.RowsAffected()
+			return err
+		})
+	}
+	if !r.ReasonsBefore.IsZero() {
+		before := r.ReasonsBefore.UnixNano()
+		if err := exec("reasons", &p.Reasons, `
+			DELETE FROM decision_reasons
+			WHERE cycle_id IN (SELECT cycle_id FROM decisions WHERE decided_ns < ?1)
+			  AND (job_id, cycle_id) NOT IN (SELECT job_id, MAX(cycle_id) FROM decision_reasons GROUP BY job_id)`,
+			before); err != nil {
+			return p, err
+		}
+		if err := exec("decisions", &p.Decisions, `
+			DELETE FROM decisions
+			WHERE decided_ns < ?1
+			  AND cycle_id NOT IN (SELECT cycle_id FROM decision_reasons)
+			  AND cycle_id NOT IN (SELECT cycle_id FROM plan_history WHERE cycle_id IS NOT NULL)`,
+			before); err != nil {
+			return p, err
+		}
+	}
+	if r.SamplesPerConfig > 0 {
+		if err := exec("samples", &p.Samples, `
+			DELETE FROM samples WHERE id IN (
+				SELECT id FROM (
+					SELECT id, ROW_NUMBER() OVER (
+						PARTITION BY source_job, model_type, dp, tp, pp, micro_batch, accum, zero, offload,
+							checkpoint, placement, cpus
+						ORDER BY id DESC) AS nth
+					FROM samples WHERE source = ?1)
+				WHERE nth > ?2)`,
+			string(SourceOnline), r.SamplesPerConfig); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
