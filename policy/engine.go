@@ -1200,6 +1200,16 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 		a.Reason = ReasonUnchanged
 		if js.frozen {
 			a.Reason = ReasonPenalty
+			if a.Detail == "" {
+				delta := r.s.RestartCostOf(j.Model)
+				t := j.RunTime.Seconds()
+				left := 0.0
+				if t > 0 {
+					left = (t - float64(j.Reconfigs+1)*delta.Seconds()) / t
+				}
+				a.Detail = fmt.Sprintf("one more restart (%v each, %d so far) would leave %.0f%% of its %v run time useful, below %.0f%%",
+					delta.Round(100*time.Millisecond), j.Reconfigs, 100*max(left, 0), j.RunTime.Round(time.Second), 100*r.e.cfg.ReconfigKeep)
+			}
 		}
 		pl := r.placement(js.cur)
 		cur := model.Resources{Placement: pl, CPUs: js.cpus(), HostMemGB: r.memGB * float64(len(pl))}

@@ -494,6 +494,13 @@ func TestMeasuredRestartCosts(t *testing.T) {
 			if d := cmp.Diff(tc.want, outcomes(p)); d != "" {
 				t.Errorf("(-want +got):\n%s", d)
 			}
+			for _, a := range p.Actions {
+				// 10 minutes run, 260 s per restart: 57 % left.
+				want := "one more restart (4m20s each, 0 so far) would leave 57% of its 10m0s run time useful, below 90%"
+				if a.Reason == policy.ReasonPenalty && a.Detail != want {
+					t.Errorf("job %s: detail %q, want %q", a.JobID, a.Detail, want)
+				}
+			}
 		})
 	}
 	_, err := policy.NewSnapshot(pt.Epoch, pt.Cluster(1, 8), nil, nil, pt.Models(), 0,
