@@ -144,6 +144,9 @@ func (d *Daemon) restartCosts(ctx context.Context, now time.Time, dryRun bool) m
 		d.deps.Logger.Warn("reading restart costs failed; using restart_cost", "err", err)
 		return nil
 	}
+	for mt, c := range costs {
+		d.deps.Metrics.RestartCost.WithLabelValues(mt).Set(c.Seconds())
+	}
 	return costs
 }
 

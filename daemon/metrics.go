@@ -18,6 +18,7 @@ type Metrics struct {
 	SlurmErrors    *prometheus.CounterVec
 	Jobs           *prometheus.GaugeVec
 	Samples        *prometheus.CounterVec
+	RestartCost    *prometheus.GaugeVec
 	LastCycle      prometheus.Gauge
 }
 
@@ -51,12 +52,16 @@ func NewMetrics() *Metrics {
 			Name: "rubick_samples_total",
 			Help: "Profiling samples reported by rubick-srun. result: accepted, rejected.",
 		}, []string{"result"}),
+		RestartCost: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rubick_restart_cost_seconds",
+			Help: "Measured cost of one checkpoint-restart per model type (median of the newest five), as the policy prices it. Absent for types priced at restart_cost.",
+		}, []string{"model_type"}),
 		LastCycle: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "rubick_last_cycle_timestamp_seconds",
 			Help: "Unix time at which the last control cycle finished.",
 		}),
 	}
-	m.Registry.MustRegister(m.CycleDuration, m.PolicyDuration, m.Actions, m.SlurmErrors, m.Jobs, m.Samples, m.LastCycle,
+	m.Registry.MustRegister(m.CycleDuration, m.PolicyDuration, m.Actions, m.SlurmErrors, m.Jobs, m.Samples, m.RestartCost, m.LastCycle,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

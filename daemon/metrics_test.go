@@ -13,6 +13,7 @@ func TestMetricsExposeDocumentedNames(t *testing.T) {
 	m.SlurmErrors.WithLabelValues("slurmrestd").Inc()
 	m.Jobs.WithLabelValues("PENDING", "best-effort").Set(3)
 	m.CycleDuration.Observe(0.2)
+	m.RestartCost.WithLabelValues("gpt2").Set(42.5)
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL)
@@ -26,6 +27,7 @@ func TestMetricsExposeDocumentedNames(t *testing.T) {
 		`rubick_slurm_api_errors_total{source="slurmrestd"} 1`,
 		`rubick_jobs{class="best-effort",state="PENDING"} 3`,
 		`rubick_cycle_duration_seconds_count 1`,
+		`rubick_restart_cost_seconds{model_type="gpt2"} 42.5`,
 		"# HELP rubick_policy_duration_seconds",
 	} {
 		if !strings.Contains(string(body), want) {

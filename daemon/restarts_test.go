@@ -140,6 +140,9 @@ func TestDaemonMeasuresRestartCosts(t *testing.T) {
 	if d := cmp.Diff(want, d.restartCosts(ctx, at(140), false)); d != "" {
 		t.Errorf("restart costs after job 3 reported (-want +got):\n%s", d)
 	}
+	if got := gaugeValue(t, d.deps.Metrics, "rubick_restart_cost_seconds", spec.Name); got != 45 {
+		t.Errorf("rubick_restart_cost_seconds{model_type=%q} = %v, want 45", spec.Name, got)
+	}
 	cs, err := st.RestartCosts(ctx, spec.Name, 0)
 	if err != nil || len(cs) != 3 {
 		t.Errorf("stored %d restart costs (%v), want 3", len(cs), err)
@@ -192,4 +195,27 @@ func TestRestartCostOf(t *testing.T) {
 			t.Errorf("%s: RestartCostOf = %v, want %v", name, got, tc.want)
 		}
 	}
+}
+
+// gaugeValue reads the gauge name{model_type=label} from m's registry.
+func gaugeValue(t *testing.T, m *Metrics, name, label string) float64 {
+	t.Helper()
+	fams, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "model_type" && l.GetValue() == label {
+					return mt.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{model_type=%q}", name, label)
+	return 0
 }
