@@ -61,6 +61,10 @@ type Daemon struct {
 	cfg  Config
 	deps Deps
 
+	// unmeasurable holds the restarts MeasureRestart gave up on; only the
+	// cycle reads and writes it.
+	unmeasurable map[int64]time.Time
+
 	mu       sync.Mutex // guards the fields below, read by the status endpoint
 	lastJobs []slurm.Job
 	polled   time.Time
@@ -135,7 +139,10 @@ func (d *Daemon) restartCosts(ctx context.Context, now time.Time, dryRun bool) m
 		return nil
 	}
 	if !dryRun {
-		if err := measureRestarts(ctx, d.deps.Store, now, d.deps.Logger); err != nil {
+		if d.unmeasurable == nil {
+			d.unmeasurable = map[int64]time.Time{}
+		}
+		if err := measureRestarts(ctx, d.deps.Store, now, d.unmeasurable, d.deps.Logger); err != nil {
 			d.deps.Logger.Warn("measuring restart costs failed", "err", err)
 		}
 	}

@@ -33,7 +33,7 @@ const (
 
 // Why a restart cannot be measured (yet).
 var (
-	errNoSampleAfter  = errors.New("no sample reported since the restart")
+	errNoSampleAfter  = errors.New("no sample reported between the restart and the job's next action")
 	errNoSampleBefore = errors.New("no sample reported in the run before the restart")
 	errCounterBack    = errors.New("the trainer's iteration counter went back: the run did not resume from its checkpoint")
 )
@@ -56,8 +56,8 @@ var (
 // is the wall time from the decision to restart until training went on,
 // less the training done in it: checkpoint, requeue, the wait for the
 // nodes, start-up, loading and warm-up, and any iterations the checkpoint
-// lost. It fails with errNoSampleAfter while the restarted run has not
-// reported.
+// lost. It fails with errNoSampleAfter when the restarted run has not
+// reported before the job's next action.
 func MeasureRestart(a store.Action, prev, next time.Time, samples []store.StoredSample) (store.RestartCost, error) {
 	var before, after *store.StoredSample
 	for i := range samples {
@@ -91,13 +91,25 @@ func MeasureRestart(a store.Action, prev, next time.Time, samples []store.Stored
 }
 
 // measureRestarts stores the cost of every restart of the last
-// measureWindow whose job has reported since.
-func measureRestarts(ctx context.Context, st RestartStore, now time.Time, log *slog.Logger) error {
-	todo, err := st.Unmeasured(ctx, string(slurm.ActionRestart), now.Add(-measureWindow))
+// measureWindow whose job has reported since. A restart that cannot be
+// measured from the reports there are (see MeasureRestart) never will be:
+// it goes into skip, keyed by action id with its decision time, and is not
+// read again; entries older than the window are dropped.
+func measureRestarts(ctx context.Context, st RestartStore, now time.Time, skip map[int64]time.Time, log *slog.Logger) error {
+	since := now.Add(-measureWindow)
+	for id, at := range skip {
+		if at.Before(since) {
+			delete(skip, id)
+		}
+	}
+	todo, err := st.Unmeasured(ctx, string(slurm.ActionRestart), since)
 	if err != nil {
 		return err
 	}
 	for _, a := range todo {
+		if _, ok := skip[a.ID]; ok {
+			continue
+		}
 		hist, err := st.PlanHistory(ctx, a.JobID)
 		if err != nil {
 			return err
@@ -109,7 +121,8 @@ func measureRestarts(ctx context.Context, st RestartStore, now time.Time, log *s
 		}
 		c, err := MeasureRestart(a, prev, next, samples)
 		if err != nil {
-			log.Debug("restart not measured", "job", a.JobID, "action", a.ID, "why", err)
+			skip[a.ID] = a.DecidedAt
+			log.Info("restart not measurable", "job", a.JobID, "action", a.ID, "why", err)
 			continue
 		}
 		if added, err := st.AddRestartCost(ctx, c); err != nil {

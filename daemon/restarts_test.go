@@ -102,7 +102,7 @@ func TestDaemonMeasuresRestartCosts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, id := range []int64{1, 2, 3} {
+	for _, id := range []int64{1, 2, 3, 4} {
 		if err := st.UpsertJob(ctx, store.Job{ID: id, ModelType: spec.Name, Class: store.BestEffort, State: "RUNNING"}); err != nil {
 			t.Fatal(err)
 		}
@@ -118,6 +118,10 @@ func TestDaemonMeasuresRestartCosts(t *testing.T) {
 	report(80, 2, 40)
 	report(25, 3, 5)
 	restart(30, 40, 3)
+	// Job 4's trainer did not resume: its counter restarted from 0.
+	report(50, 4, 100)
+	restart(55, 60, 4)
+	report(90, 4, 3)
 	pol, err := policy.New("rubick", Defaults().Policy.Config())
 	if err != nil {
 		t.Fatal(err)
@@ -134,6 +138,9 @@ func TestDaemonMeasuresRestartCosts(t *testing.T) {
 	want := map[string]time.Duration{spec.Name: 35 * time.Second} // median of 25 s and 45 s
 	if d := cmp.Diff(want, d.restartCosts(ctx, at(100), false)); d != "" {
 		t.Errorf("restart costs (-want +got):\n%s", d)
+	}
+	if len(d.unmeasurable) != 1 {
+		t.Errorf("unmeasurable restarts %v, want job 4's", d.unmeasurable)
 	}
 	report(130, 3, 15) // 100 s, 5 own iterations: 95 s
 	want[spec.Name] = 45 * time.Second

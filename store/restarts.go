@@ -26,12 +26,15 @@ type RestartCost struct {
 }
 
 // Unmeasured returns the actions of kind that Slurm applied (result ok),
-// decided at or after since, with no restart cost stored yet, oldest
-// first.
+// decided at or after since, with no restart cost stored yet, whose job
+// has reported an online sample since the action was applied (without
+// one there is nothing to measure yet), oldest first.
 func (s *Store) Unmeasured(ctx context.Context, kind string, since time.Time) ([]Action, error) {
 	out, err := s.actions(ctx, s.r,
-		`kind = ? AND result = 'ok' AND decided_ns >= ? AND id NOT IN (SELECT action_id FROM restart_costs)`,
-		kind, since.UnixNano())
+		`kind = ? AND result = 'ok' AND decided_ns >= ? AND id NOT IN (SELECT action_id FROM restart_costs)
+		AND EXISTS (SELECT 1 FROM samples s WHERE s.source_job = plan_history.job_id AND s.source = ?
+			AND s.iteration IS NOT NULL AND s.created_ns > plan_history.applied_ns)`,
+		kind, since.UnixNano(), string(SourceOnline))
 	if err != nil {
 		return nil, fmt.Errorf("store: unmeasured %s actions: %w", kind, err)
 	}

@@ -101,7 +101,21 @@ func TestRestartCosts(t *testing.T) {
 		}
 		return out
 	}
+	// Nothing to measure before the jobs report again.
 	un, err := s.Unmeasured(ctx, "restart", t0)
+	if err != nil || len(un) != 0 {
+		t.Errorf("Unmeasured before any report = %v, %v; want none", ids(un), err)
+	}
+	if err := s.AddReported(ctx, "gpt2", sample(8, 1, 1, model.Placement{8}, 1.5), 7, 30); err != nil { // t0+10s
+		t.Fatal(err)
+	}
+	if un, _ := s.Unmeasured(ctx, "restart", t0); !cmp.Equal([]int64{r7.ID, r7b.ID}, ids(un)) {
+		t.Errorf("Unmeasured after job 7 reported = %v, want %v", ids(un), []int64{r7.ID, r7b.ID})
+	}
+	if err := s.AddReported(ctx, "gpt2", sample(8, 1, 1, model.Placement{8}, 1.5), 9, 30); err != nil { // t0+11s
+		t.Fatal(err)
+	}
+	un, err = s.Unmeasured(ctx, "restart", t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +129,7 @@ func TestRestartCosts(t *testing.T) {
 	sig := r7.DecidedAt
 	c7 := RestartCost{ActionID: r7.ID, JobID: 7, ModelType: "gpt2", Cost: 42500 * time.Millisecond,
 		Signaled: sig, Resumed: sig.Add(time.Minute), BeforeIter: 100, AfterIter: 120}
-	if added, err := s.AddRestartCost(ctx, c7); err != nil || !added { // t0+10s
+	if added, err := s.AddRestartCost(ctx, c7); err != nil || !added { // t0+12s
 		t.Fatalf("AddRestartCost = %v, %v; want added", added, err)
 	}
 	again := c7
@@ -125,12 +139,12 @@ func TestRestartCosts(t *testing.T) {
 	}
 	c9 := RestartCost{ActionID: r9.ID, JobID: 9, ModelType: "bert", Cost: 0,
 		Signaled: sig, Resumed: sig, BeforeIter: 5, AfterIter: 5}
-	if _, err := s.AddRestartCost(ctx, c9); err != nil { // t0+12s
+	if _, err := s.AddRestartCost(ctx, c9); err != nil { // t0+14s
 		t.Fatal(err)
 	}
 	c7b := RestartCost{ActionID: r7b.ID, JobID: 7, ModelType: "gpt2", Cost: 30 * time.Second,
 		Signaled: sig, Resumed: sig.Add(time.Minute), BeforeIter: 150, AfterIter: 170}
-	if _, err := s.AddRestartCost(ctx, c7b); err != nil { // t0+13s
+	if _, err := s.AddRestartCost(ctx, c7b); err != nil { // t0+15s
 		t.Fatal(err)
 	}
 	un, err = s.Unmeasured(ctx, "restart", t0)
@@ -138,7 +152,7 @@ func TestRestartCosts(t *testing.T) {
 		t.Errorf("Unmeasured after measuring = %v, %v; want none", ids(un), err)
 	}
 
-	c7.Measured, c9.Measured, c7b.Measured = t0.Add(10*time.Second), t0.Add(12*time.Second), t0.Add(13*time.Second)
+	c7.Measured, c9.Measured, c7b.Measured = t0.Add(12*time.Second), t0.Add(14*time.Second), t0.Add(15*time.Second)
 	for name, tc := range map[string]struct {
 		model string
 		limit int
