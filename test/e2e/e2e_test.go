@@ -107,14 +107,12 @@ func repoRoot(t *testing.T) string {
 	return filepath.Clean(filepath.Join(wd, "..", ".."))
 }
 
-func TestEndToEnd(t *testing.T) {
-	l := labFromEnv(t)
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
-	defer cancel()
-
-	dir := filepath.Join(os.Getenv("LAB"), "e2e", start.Format("20060102-150405"))
-	bin := filepath.Join(dir, "bin")
+// buildInto makes $LAB/e2e/<name>-<time> and builds rubick's commands into
+// its bin/; it returns both directories.
+func buildInto(t *testing.T, name string) (dir, bin string) {
+	t.Helper()
+	dir = filepath.Join(os.Getenv("LAB"), "e2e", name+"-"+time.Now().Format("20060102-150405"))
+	bin = filepath.Join(dir, "bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -123,6 +121,16 @@ func TestEndToEnd(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
+	return dir, bin
+}
+
+func TestEndToEnd(t *testing.T) {
+	l := labFromEnv(t)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
+	defer cancel()
+
+	dir, bin := buildInto(t, "run")
 	cfgPath := filepath.Join(dir, "rubickd.yaml")
 	dbPath := filepath.Join(dir, "rubick.db")
 	cfg := fmt.Sprintf(`slurmrestd:

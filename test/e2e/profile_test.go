@@ -9,7 +9,6 @@ import (
 	"math"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -31,16 +30,7 @@ func TestProfilingNewModelType(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	lab := os.Getenv("LAB")
-	dir := filepath.Join(lab, "e2e", "profile-"+time.Now().Format("20060102-150405"))
-	bin := filepath.Join(dir, "bin")
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/rubickd", "./cmd/rubick-srun", "./cmd/rubick-emu-trainer")
-	build.Dir = repoRoot(t)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	dir, bin := buildInto(t, "profile")
 
 	// The new model type: bert's shape under a name the store has no fit
 	// for. The emulated trainer still times its iterations as bert.

@@ -29,16 +29,7 @@ func TestRestartCostMeasured(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	lab := os.Getenv("LAB")
-	dir := filepath.Join(lab, "e2e", "restart-"+time.Now().Format("20060102-150405"))
-	bin := filepath.Join(dir, "bin")
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/rubickd", "./cmd/rubick-srun", "./cmd/rubick-emu-trainer", "./cmd/rubick")
-	build.Dir = repoRoot(t)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	dir, bin := buildInto(t, "restart")
 	port := freePort(t)
 	socket := filepath.Join(lab, "munge", "munge.socket.2")
 	dbPath := filepath.Join(dir, "rubick.db")
