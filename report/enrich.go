@@ -67,24 +67,16 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 		if err != nil {
 			return fmt.Errorf("report: %w", err)
 		}
+		costs, err := st.JobRestartCosts(ctx, id)
+		if err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
 		if len(j.requeues) > 0 {
-			costs, err := st.JobRestartCosts(ctx, id)
-			if err != nil {
-				return fmt.Errorf("report: %w", err)
-			}
 			j.priceRequeues(costs)
 			measured += j.ReconfigMeasured
 			requeues += len(j.requeues)
 		}
-		j.StorePlans = []PlanChange{}
-		for _, a := range hist {
-			pc := PlanChange{At: a.DecidedAt, Kind: a.Kind, Placement: a.Resources.Placement.String(),
-				CPUs: a.Resources.CPUs, Result: string(a.Result), Error: a.Error}
-			if a.Plan != (model.Plan{}) {
-				pc.Plan = a.Plan.String()
-			}
-			j.StorePlans = append(j.StorePlans, pc)
-		}
+		j.StorePlans = PlanChanges(hist, costs)
 		if j.Class == "" {
 			if sj, err := st.Job(ctx, id); err == nil {
 				j.Class = string(sj.Class)

@@ -199,10 +199,11 @@ func TestEnrichMeasuredRestartCost(t *testing.T) {
 	}
 	// Run 1 of job 101: 10:05-11:05 on 4 GPUs; run 2 from 11:10 on 8.
 	signaled := time.Date(2026, 11, 2, 11, 4, 50, 0, time.UTC)
-	st := &fakeStore{costs: map[int64][]store.RestartCost{101: {
-		{ActionID: 1, JobID: 101, Cost: time.Hour, Signaled: time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)},
-		{ActionID: 2, JobID: 101, Cost: 400 * time.Second, Signaled: signaled},
-	}}}
+	st := &fakeStore{history: map[int64][]store.Action{101: {{ID: 2, JobID: 101, Kind: "restart", DecidedAt: signaled, Result: store.ResultOK}}},
+		costs: map[int64][]store.RestartCost{101: {
+			{ActionID: 1, JobID: 101, Cost: time.Hour, Signaled: time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)},
+			{ActionID: 2, JobID: 101, Cost: 400 * time.Second, Signaled: signaled},
+		}}}
 	if err := r.Enrich(context.Background(), st, "s.db", model.DefaultEnv()); err != nil {
 		t.Fatal(err)
 	}
@@ -223,6 +224,9 @@ func TestEnrichMeasuredRestartCost(t *testing.T) {
 	if d := cmp.Diff(want, price{got.ReconfigMeasured, got.ReconfigLostS, got.ReconfigLostGPUHours, got.UsefulGPUHours},
 		cmpopts.EquateApprox(0, 1e-9)); d != "" {
 		t.Errorf("job 101 priced (-want +got):\n%s\n(sacct price: %.0f s gap + %.0f s overhead)", d, gapS, oh)
+	}
+	if len(got.StorePlans) != 1 || got.StorePlans[0].RestartCostS == nil || *got.StorePlans[0].RestartCostS != 400 {
+		t.Errorf("store plans %+v, want the restart with its measured 400 s", got.StorePlans)
 	}
 	if !strings.Contains(strings.Join(r.Notes, "\n"), "1 of ") {
 		t.Errorf("notes %q do not say how many requeues were measured", r.Notes)

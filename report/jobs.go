@@ -11,6 +11,7 @@ import (
 
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/slurm"
+	"github.com/rubick-sched/rubick/store"
 )
 
 // NoModel is the model type of jobs without a rubick tag, and the key of
@@ -63,6 +64,31 @@ type PlanChange struct {
 	CPUs      int       `json:"cpus"`
 	Result    string    `json:"result"`
 	Error     string    `json:"error"`
+	// RestartCostS is what rubickd measured the restart to cost; null
+	// when it was not measured (or the action is not a restart).
+	RestartCostS *float64 `json:"restart_cost_s"`
+}
+
+// PlanChanges turns a job's plan history and its measured restart costs
+// into the rows report and explain show.
+func PlanChanges(hist []store.Action, costs []store.RestartCost) []PlanChange {
+	byAction := make(map[int64]float64, len(costs))
+	for _, c := range costs {
+		byAction[c.ActionID] = c.Cost.Seconds()
+	}
+	out := make([]PlanChange, 0, len(hist))
+	for _, a := range hist {
+		pc := PlanChange{At: a.DecidedAt, Kind: a.Kind, Placement: a.Resources.Placement.String(),
+			CPUs: a.Resources.CPUs, Result: string(a.Result), Error: a.Error}
+		if a.Plan != (model.Plan{}) {
+			pc.Plan = a.Plan.String()
+		}
+		if c, ok := byAction[a.ID]; ok {
+			pc.RestartCostS = &c
+		}
+		out = append(out, pc)
+	}
+	return out
 }
 
 // Job is one Slurm job with all its runs and its metrics. Pointer fields

@@ -161,8 +161,12 @@ func (r *Report) WriteTable(w io.Writer, jobs bool) error {
 				if res == "" {
 					res = "pending"
 				}
-				fmt.Fprintf(ew, "    %s %-8s %s on %s, %d CPUs: %s%s\n", pc.At.Format(time.RFC3339), pc.Kind,
-					dash(pc.Plan), dash(pc.Placement), pc.CPUs, res, suffix(pc.Error))
+				cost := ""
+				if pc.RestartCostS != nil {
+					cost = fmt.Sprintf(" (restart cost %.1fs, measured)", *pc.RestartCostS)
+				}
+				fmt.Fprintf(ew, "    %s %-8s %s on %s, %d CPUs: %s%s%s\n", pc.At.Format(time.RFC3339), pc.Kind,
+					dash(pc.Plan), dash(pc.Placement), pc.CPUs, res, suffix(pc.Error), cost)
 			}
 			if j.SLOViolated != nil || j.SLODetail != "" {
 				v := "unchecked"

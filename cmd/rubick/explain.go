@@ -161,6 +161,7 @@ type explainStore interface {
 	CurrentFit(ctx context.Context, modelType string) (store.Fit, error)
 	Reasons(ctx context.Context, jobID int64, limit int) ([]store.Reason, error)
 	PlanHistory(ctx context.Context, jobID int64) ([]store.Action, error)
+	JobRestartCosts(ctx context.Context, jobID int64) ([]store.RestartCost, error)
 }
 
 func explain(ctx context.Context, st explainStore, path string, id int64, top, nReasons int, now time.Time) (*explanation, error) {
@@ -206,14 +207,11 @@ func explain(ctx context.Context, st explainStore, path string, id int64, top, n
 	if err != nil {
 		return nil, fmt.Errorf("explain: %w", err)
 	}
-	for _, a := range hist {
-		pc := report.PlanChange{At: a.DecidedAt, Kind: a.Kind, Placement: a.Resources.Placement.String(),
-			CPUs: a.Resources.CPUs, Result: string(a.Result), Error: a.Error}
-		if a.Plan != (model.Plan{}) {
-			pc.Plan = a.Plan.String()
-		}
-		ex.History = append(ex.History, pc)
+	costs, err := st.JobRestartCosts(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("explain: %w", err)
 	}
+	ex.History = report.PlanChanges(hist, costs)
 	return ex, nil
 }
 
@@ -281,6 +279,14 @@ func (ex *explanation) addModel(ctx context.Context, st explainStore, j store.Jo
 		ex.Notes = append(ex.Notes, fmt.Sprintf("no memory-feasible plan on %s with %d CPUs", res.Placement, res.CPUs))
 	}
 	return nil
+}
+
+// restartCost is a history line's measured restart cost, if any.
+func restartCost(s *float64) string {
+	if s == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (restart cost %.1fs, measured)", *s)
 }
 
 func newReasonView(r store.Reason) reasonView {
@@ -391,7 +397,8 @@ func (ex *explanation) write(w io.Writer) error {
 			if res == "" {
 				res = "pending"
 			}
-			fmt.Fprintf(ew, "  %s %s %s on %s, %d CPUs: %s%s\n", utcTime(h.At), h.Kind, orDash(h.Plan), orDash(h.Placement), h.CPUs, res, colonDetail(h.Error))
+			fmt.Fprintf(ew, "  %s %s %s on %s, %d CPUs: %s%s%s\n", utcTime(h.At), h.Kind, orDash(h.Plan), orDash(h.Placement), h.CPUs, res,
+				colonDetail(h.Error), restartCost(h.RestartCostS))
 		}
 	}
 	for _, n := range ex.Notes {

@@ -150,7 +150,8 @@ func mustParseTestPlan(t *testing.T, s string) model.Plan {
 }
 
 func TestExplainText(t *testing.T) {
-	path, _ := seedExplainStore(t)
+	path, plan := seedExplainStore(t)
+	addRestartCost(t, path, 42, "gpt2", plan, 12500*time.Millisecond)
 	var out, errb bytes.Buffer
 	// Flags before the job id, and the store from the environment.
 	env := testEnv(t)
@@ -172,6 +173,7 @@ func TestExplainText(t *testing.T) {
 		"slope: 0.31",
 		"keep (restart-penalty)",
 		"plan history:",
+		"restart dp4.tp1.pp1.mb2.a8.z0 on 4, 16 CPUs: ok (restart cost 12.5s, measured)",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
