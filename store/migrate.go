@@ -162,6 +162,9 @@ CREATE TABLE restart_costs (
 	measured_ns INTEGER NOT NULL
 ) STRICT;
 CREATE INDEX restart_costs_by_model ON restart_costs(model_type, action_id);
+CREATE INDEX restart_costs_by_job ON restart_costs(job_id, action_id);
+-- rubickd looks up the recent restarts every cycle; plan history is never pruned.
+CREATE INDEX plan_history_by_kind ON plan_history(kind, decided_ns);
 `
 
 // migrate brings db to the newest version in migs. Each migration runs in
