@@ -20,6 +20,7 @@ import (
 type LearnStore interface {
 	ModelType(ctx context.Context, name string) (store.ModelType, error)
 	CurrentFit(ctx context.Context, modelType string) (store.Fit, error)
+	AddSamples(ctx context.Context, modelType string, samples []model.Sample, sourceJob int64, src store.Source) error
 	AddReported(ctx context.Context, modelType string, smp model.Sample, sourceJob int64, iteration int) error
 	Samples(ctx context.Context, modelType string) ([]store.StoredSample, error)
 	AddFitAs(ctx context.Context, modelType string, r model.FitResult, src store.Source, how store.Promotion) (store.Fit, error)
@@ -91,7 +92,12 @@ func (l *Learner) Accept(ctx context.Context, uid uint32, s report.Sample) error
 	if err := l.plausible(ctx, s.ModelType, ms); err != nil {
 		return err
 	}
-	if err := l.Store.AddReported(ctx, s.ModelType, ms, int64(id), s.Iteration); err != nil {
+	if s.Iteration != nil {
+		err = l.Store.AddReported(ctx, s.ModelType, ms, int64(id), *s.Iteration)
+	} else {
+		err = l.Store.AddSamples(ctx, s.ModelType, []model.Sample{ms}, int64(id), store.SourceOnline)
+	}
+	if err != nil {
 		return fmt.Errorf("%w: %v", report.ErrBadSample, err)
 	}
 	l.mu.Lock()

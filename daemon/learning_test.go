@@ -5,10 +5,12 @@ import (
 	"errors"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/rubick-sched/rubick/artifact"
 	"github.com/rubick-sched/rubick/launch/report"
 	"github.com/rubick-sched/rubick/model"
@@ -56,7 +58,7 @@ func TestAcceptChecksOwnerModelAndJob(t *testing.T) {
 	if _, err := st.AddFit(context.Background(), "bert", fits["bert"], store.SourceProfile); err != nil {
 		t.Fatal(err)
 	}
-	good := report.Sample{Version: report.SampleVersion, JobID: "5", ModelType: "bert", Plan: "dp4.tp1.pp1.mb8.a1.z0", Placement: "4", CPUs: 16, Iteration: 3, IterS: 0.2}
+	good := report.Sample{Version: report.SampleVersion, JobID: "5", ModelType: "bert", Plan: "dp4.tp1.pp1.mb8.a1.z0", Placement: "4", CPUs: 16, Iteration: ptr(3), IterS: 0.2}
 	tests := map[string]struct {
 		uid     uint32
 		mutate  func(*report.Sample)
@@ -65,6 +67,7 @@ func TestAcceptChecksOwnerModelAndJob(t *testing.T) {
 	}{
 		"owner":         {uid: 1000},
 		"root":          {uid: 0},
+		"no step count": {uid: 1000, mutate: func(s *report.Sample) { s.Iteration = nil }},
 		"other user":    {uid: 1001, wantErr: report.ErrNotOwner},
 		"unknown job":   {uid: 1000, mutate: func(s *report.Sample) { s.JobID = "99" }, wantErr: report.ErrBadSample},
 		"bad job id":    {uid: 1000, mutate: func(s *report.Sample) { s.JobID = "5; rm -rf /" }, wantErr: report.ErrBadSample},
@@ -92,10 +95,20 @@ func TestAcceptChecksOwnerModelAndJob(t *testing.T) {
 		})
 	}
 	got, err := st.Samples(context.Background(), "bert")
-	if err != nil || len(got) != 2 {
-		t.Fatalf("stored samples = %d (%v), want the 2 accepted", len(got), err)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("stored samples = %d (%v), want the 3 accepted", len(got), err)
+	}
+	var iters []int
+	for _, g := range got {
+		iters = append(iters, g.Iteration)
+	}
+	slices.Sort(iters)
+	if d := cmp.Diff([]int{-1, 3, 3}, iters); d != "" {
+		t.Errorf("stored iterations (-want +got):\n%s", d)
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // samplesOf measures the plans of a hidden "true" model on one node.
 func samplesOf(p model.Predictor, scale float64) []report.Sample {
@@ -113,7 +126,7 @@ func samplesOf(p model.Predictor, scale float64) []report.Sample {
 				continue
 			}
 			out = append(out, report.Sample{Version: report.SampleVersion, JobID: "5", ModelType: p.Spec.Name,
-				Plan: plan.String(), Placement: pl.String(), CPUs: cpus, Iteration: 2, IterS: b.Iter * scale})
+				Plan: plan.String(), Placement: pl.String(), CPUs: cpus, Iteration: ptr(2), IterS: b.Iter * scale})
 		}
 	}
 	return out
@@ -231,7 +244,7 @@ func multiNode(t *testing.T, truth model.Predictor, pl model.Placement, scale fl
 		t.Fatal(err)
 	}
 	return report.Sample{Version: report.SampleVersion, JobID: "5", ModelType: truth.Spec.Name,
-		Plan: plan.String(), Placement: pl.String(), CPUs: 4 * g, Iteration: 2, IterS: b.Iter * scale}
+		Plan: plan.String(), Placement: pl.String(), CPUs: 4 * g, Iteration: ptr(2), IterS: b.Iter * scale}
 }
 
 func TestRefitNeedsTwoConfigurationsAndNewEvidence(t *testing.T) {

@@ -537,9 +537,7 @@ func (s *sampler) line(line string) {
 		s.skip--
 		return
 	}
-	smp := s.base
-	smp.Iteration, smp.IterS, smp.Source, smp.Time = m.Iteration, m.IterS, m.Source, time.Now().UTC()
-	s.rep.Submit(smp)
+	s.rep.Submit(s.base.With(m, time.Now().UTC()))
 }
 
 // maxLine bounds the bytes kept for one unfinished line; output is passed

@@ -460,9 +460,7 @@ func (m *profileMeter) line(line string) {
 	}
 	m.iterS = append(m.iterS, meas.IterS)
 	if m.rep != nil {
-		smp := m.base
-		smp.Iteration, smp.IterS, smp.Source, smp.Time = meas.Iteration, meas.IterS, meas.Source, time.Now().UTC()
-		m.rep.Submit(smp)
+		m.rep.Submit(m.base.With(meas, time.Now().UTC()))
 	}
 }
 

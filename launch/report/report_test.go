@@ -85,7 +85,7 @@ func (f inProcess) Decode(_ context.Context, cred string) (Credential, error) {
 
 func sample() Sample {
 	return Sample{Version: SampleVersion, JobID: "42", ModelType: "gpt2", Plan: "dp4.tp2.pp1.mb2.a1.z0+gc",
-		Placement: "44", CPUs: 32, Iteration: 10, IterS: 0.5123, Source: SourceMegatron,
+		Placement: "44", CPUs: 32, Iteration: ptr(10), IterS: 0.5123, Source: SourceMegatron,
 		Time: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
 }
 
@@ -98,15 +98,15 @@ func TestParser(t *testing.T) {
 	}{
 		"megatron": {
 			line: " [2024-05-01 10:00:00] iteration       10/    1000 | consumed samples:          320 | elapsed time per iteration (ms): 512.3 | learning rate: 1.500E-04 |",
-			want: Measurement{Iteration: 10, IterS: 0.5123, Source: SourceMegatron}, ok: true,
+			want: Measurement{Iteration: 10, Step: true, IterS: 0.5123, Source: SourceMegatron}, ok: true,
 		},
 		"megatron with running mean": {
 			line: " iteration      200/  500000 | consumed samples: 6400 | elapsed time per iteration (ms): 1034.5/1020.0 | throughput per GPU (TFLOP/s/GPU): 180.2 |",
-			want: Measurement{Iteration: 200, IterS: 1.0345, Source: SourceMegatron}, ok: true,
+			want: Measurement{Iteration: 200, Step: true, IterS: 1.0345, Source: SourceMegatron}, ok: true,
 		},
 		"deepspeed": {
 			line: "[2024-05-01 10:00:00,123] [INFO] [timer.py:260:stop] epoch=0/micro_step=40/global_step=10, RunningAvgSamplesPerSec=61.2, CurrSamplesPerSec=64.0, MemAllocated=4.2GB, MaxMemAllocated=9.1GB",
-			gb:   32, want: Measurement{Iteration: 10, IterS: 0.5, Source: SourceDeepSpeed}, ok: true,
+			gb:   32, want: Measurement{Iteration: 10, Step: true, IterS: 0.5, Source: SourceDeepSpeed}, ok: true,
 		},
 		"old deepspeed": {
 			line: "[INFO] [logging.py:60:log_dist] [Rank 0] 0/50, SamplesPerSec=16.0",
@@ -138,7 +138,7 @@ func TestSampleValidate(t *testing.T) {
 		"placement": func(s *Sample) { s.Placement = "0" },
 		"cpus":      func(s *Sample) { s.CPUs = -1 },
 		"iter_s":    func(s *Sample) { s.IterS = 0 },
-		"iteration": func(s *Sample) { s.Iteration = -3 },
+		"iteration": func(s *Sample) { s.Iteration = ptr(-3) },
 	}
 	for field, f := range mod {
 		t.Run(field, func(t *testing.T) {
@@ -226,7 +226,7 @@ func TestReporterEndToEnd(t *testing.T) {
 
 	r := NewReporter(t.Context(), ReporterConfig{URL: srv.URL, Encoder: m})
 	want := []Sample{sample(), sample()}
-	want[1].Iteration = 20
+	want[1].Iteration = ptr(20)
 	for _, s := range want {
 		if !r.Submit(s) {
 			t.Fatal("Submit dropped a sample")
@@ -377,4 +377,31 @@ func sampleJSON(t *testing.T) ([]byte, Sample) {
 		t.Fatal(err)
 	}
 	return b.Bytes(), s
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// A measurement becomes a sample's fields; a micro-step count is not
+// reported as an iteration.
+func TestSampleWith(t *testing.T) {
+	at := time.Date(2026, 11, 24, 8, 0, 0, 0, time.UTC)
+	base := Sample{Version: SampleVersion, JobID: "7", ModelType: "gpt2", Plan: "dp8.tp1.pp1.mb1.a1.z0", Placement: "8", Iteration: ptr(99)}
+	for name, tc := range map[string]struct {
+		m    Measurement
+		want Sample
+	}{
+		"step counter": {Measurement{Iteration: 40, Step: true, IterS: 0.5, Source: SourceMegatron},
+			Sample{Version: SampleVersion, JobID: "7", ModelType: "gpt2", Plan: "dp8.tp1.pp1.mb1.a1.z0", Placement: "8",
+				Iteration: ptr(40), IterS: 0.5, Source: SourceMegatron, Time: at}},
+		"micro-steps": {Measurement{Iteration: 160, IterS: 2, Source: SourceDeepSpeed},
+			Sample{Version: SampleVersion, JobID: "7", ModelType: "gpt2", Plan: "dp8.tp1.pp1.mb1.a1.z0", Placement: "8",
+				IterS: 2, Source: SourceDeepSpeed, Time: at}},
+	} {
+		if d := cmp.Diff(tc.want, base.With(tc.m, at)); d != "" {
+			t.Errorf("%s (-want +got):\n%s", name, d)
+		}
+	}
+	if *base.Iteration != 99 {
+		t.Errorf("With changed its receiver's iteration to %d", *base.Iteration)
+	}
 }

@@ -39,8 +39,11 @@ type Sample struct {
 	Placement string `json:"placement"`
 	// CPUs is the number of CPU cores over all nodes (0 when unknown).
 	CPUs int `json:"cpus"`
-	// Iteration is the trainer's iteration counter at the measurement.
-	Iteration int `json:"iteration"`
+	// Iteration is the trainer's optimizer-step counter at the measurement,
+	// which a resumed run continues (Megatron's iteration, DeepSpeed's
+	// global_step); absent when the log line has none (DeepSpeed's old
+	// epoch/micro_step form). rubickd measures restart costs with it.
+	Iteration *int `json:"iteration,omitempty"`
 	// IterS is the measured time of one iteration, in seconds.
 	IterS float64 `json:"iter_s"`
 	// Source names the log format the time was read from.
@@ -71,8 +74,8 @@ func (s Sample) Validate() error {
 	if !(s.IterS > 0) || math.IsInf(s.IterS, 0) || s.IterS > 7*24*3600 {
 		return fmt.Errorf("%w: iter_s=%v is not a positive duration", ErrBadSample, s.IterS)
 	}
-	if s.Iteration < 0 {
-		return fmt.Errorf("%w: iteration=%d is negative", ErrBadSample, s.Iteration)
+	if s.Iteration != nil && *s.Iteration < 0 {
+		return fmt.Errorf("%w: iteration=%d is negative", ErrBadSample, *s.Iteration)
 	}
 	return nil
 }
@@ -91,8 +94,22 @@ func (s Sample) ModelSample() (model.Sample, error) {
 // Measurement is one iteration time read from a trainer's log.
 type Measurement struct {
 	Iteration int
-	IterS     float64
-	Source    string
+	// Step says Iteration counts optimizer steps and continues across a
+	// resume; DeepSpeed's old lines count micro-steps instead.
+	Step   bool
+	IterS  float64
+	Source string
+}
+
+// With returns s carrying m, read at time at.
+func (s Sample) With(m Measurement, at time.Time) Sample {
+	s.Iteration = nil
+	if m.Step {
+		it := m.Iteration
+		s.Iteration = &it
+	}
+	s.IterS, s.Source, s.Time = m.IterS, m.Source, at
+	return s
 }
 
 // Log formats Parser understands.
@@ -132,14 +149,15 @@ func (p Parser) Parse(line string) (Measurement, bool) {
 		if err1 != nil || err2 != nil || !(ms > 0) {
 			return Measurement{}, false
 		}
-		return Measurement{Iteration: it, IterS: ms / 1000, Source: SourceMegatron}, true
+		return Measurement{Iteration: it, Step: true, IterS: ms / 1000, Source: SourceMegatron}, true
 	}
 	if p.GlobalBatch <= 0 {
 		return Measurement{}, false
 	}
 	var step, sps string
+	global := false
 	if m := dsCurrRe.FindStringSubmatch(line); m != nil {
-		step, sps = m[1], m[2]
+		step, sps, global = m[1], m[2], true
 	} else if m := dsOldRe.FindStringSubmatch(line); m != nil {
 		step, sps = m[2], m[3]
 	} else {
@@ -150,7 +168,7 @@ func (p Parser) Parse(line string) (Measurement, bool) {
 	if err1 != nil || err2 != nil || !(v > 0) || math.IsInf(v, 0) {
 		return Measurement{}, false
 	}
-	return Measurement{Iteration: it, IterS: float64(p.GlobalBatch) / v, Source: SourceDeepSpeed}, true
+	return Measurement{Iteration: it, Step: global, IterS: float64(p.GlobalBatch) / v, Source: SourceDeepSpeed}, true
 }
 
 // clip bounds untrusted text quoted in error messages.
