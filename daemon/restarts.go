@@ -17,7 +17,6 @@ type RestartStore interface {
 	Unmeasured(ctx context.Context, kind string, since time.Time) ([]store.Action, error)
 	PlanHistory(ctx context.Context, jobID int64) ([]store.Action, error)
 	JobSamples(ctx context.Context, jobID int64) ([]store.StoredSample, error)
-	Job(ctx context.Context, id int64) (store.Job, error)
 	AddRestartCost(ctx context.Context, c store.RestartCost) (bool, error)
 	RestartCosts(ctx context.Context, modelType string, limit int) ([]store.RestartCost, error)
 }
