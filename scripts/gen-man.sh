@@ -31,6 +31,9 @@ done
 for sub in fit validate learn best-plan; do
   page "rubick-model-$sub" 1 "\`rubick model $sub\`" -- "$bin/rubick" model "$sub"
 done
+for sub in stats prune; do
+  page "rubick-store-$sub" 1 "\`rubick store $sub\`" -- "$bin/rubick" store "$sub"
+done
 page rubickd 8 "The rubick scheduling daemon (configuration: contrib/rubickd/rubickd.yaml)." -- "$bin/rubickd"
 page rubick-srun 1 "Runs inside a batch script in place of srun and rewrites the launch line to rubick's plan." -- "$bin/rubick-srun"
 page rubick-emu-trainer 1 "An emulated Megatron trainer for tests on clusters without GPUs." -- "$bin/rubick-emu-trainer"

@@ -80,3 +80,66 @@ func (s *Store) Prune(ctx context.Context, r Retention) (Pruned, error) {
 	}
 	return p, nil
 }
+
+// Stats is what the store holds, for operators sizing retention.
+type Stats struct {
+	SchemaVersion int `json:"schema_version"`
+	// Rows counts the rows of each table.
+	Rows map[string]int64 `json:"rows"`
+	// OnlineSamples are the samples jobs reported (the ones Prune bounds).
+	OnlineSamples int64 `json:"online_samples"`
+	// OldestCycle and NewestCycle are the times of the stored decision
+	// cycles; zero without any.
+	OldestCycle time.Time `json:"oldest_cycle,omitzero"`
+	NewestCycle time.Time `json:"newest_cycle,omitzero"`
+	// Bytes is the database's size in pages, FreeBytes the part SQLite
+	// will reuse before growing the file.
+	Bytes     int64 `json:"bytes"`
+	FreeBytes int64 `json:"free_bytes"`
+}
+
+// statsTables are the tables Stats counts.
+var statsTables = []string{"model_types", "fits", "samples", "jobs", "decisions", "decision_reasons", "plan_history", "restart_costs"}
+
+// Stats reads what the store holds in one read transaction.
+func (s *Store) Stats(ctx context.Context) (Stats, error) {
+	st := Stats{Rows: map[string]int64{}}
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		v, err := schemaVersion(ctx, tx)
+		if err != nil {
+			return err
+		}
+		st.SchemaVersion = v
+		for _, t := range statsTables {
+			var n int64
+			// t comes from statsTables, never from input.
+			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+t).Scan(&n); err != nil {
+				return fmt.Errorf("count %s: %w", t, err)
+			}
+			st.Rows[t] = n
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM samples WHERE source = ?`, string(SourceOnline)).Scan(&st.OnlineSamples); err != nil {
+			return err
+		}
+		var oldest, newest sql.NullInt64
+		if err := tx.QueryRowContext(ctx, `SELECT MIN(decided_ns), MAX(decided_ns) FROM decisions`).Scan(&oldest, &newest); err != nil {
+			return err
+		}
+		st.OldestCycle, st.NewestCycle = fromTimestamp(oldest), fromTimestamp(newest)
+		var pages, free, size int64
+		for _, q := range []struct {
+			pragma string
+			into   *int64
+		}{{"page_count", &pages}, {"freelist_count", &free}, {"page_size", &size}} {
+			if err := tx.QueryRowContext(ctx, `PRAGMA `+q.pragma).Scan(q.into); err != nil {
+				return fmt.Errorf("pragma %s: %w", q.pragma, err)
+			}
+		}
+		st.Bytes, st.FreeBytes = pages*size, free*size
+		return nil
+	})
+	if err != nil {
+		return Stats{}, fmt.Errorf("store: stats: %w", err)
+	}
+	return st, nil
+}

@@ -55,6 +55,16 @@ func TestPrune(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	before, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRows := map[string]int64{"model_types": 1, "fits": 0, "samples": 14, "jobs": 2, "decisions": 4,
+		"decision_reasons": 5, "plan_history": 1, "restart_costs": 0}
+	if d := cmp.Diff(wantRows, before.Rows); d != "" || before.OnlineSamples != 11 || before.SchemaVersion != SchemaVersion() ||
+		!before.OldestCycle.Equal(t0.Add(3*time.Second)) || !before.NewestCycle.Equal(t0.Add(6*time.Second)) || before.Bytes <= 0 {
+		t.Errorf("Stats = %+v (rows -want +got:\n%s)", before, d)
+	}
 	got, err := s.Prune(ctx, Retention{ReasonsBefore: t0.Add(6 * time.Second), SamplesPerConfig: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +105,13 @@ func TestPrune(t *testing.T) {
 		t.Errorf("job 9's samples after pruning (-want +got):\n%s", d)
 	}
 
+	after, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Rows["decision_reasons"] != 2 || after.Rows["decisions"] != 3 || after.OnlineSamples != 6 || after.Rows["samples"] != 9 {
+		t.Errorf("Stats after pruning = %+v", after)
+	}
 	again, err := s.Prune(ctx, Retention{ReasonsBefore: t0.Add(6 * time.Second), SamplesPerConfig: 2})
 	if err != nil || again != (Pruned{}) {
 		t.Errorf("second Prune = %+v, %v; want nothing left to prune", again, err)

@@ -1,7 +1,8 @@
 // Command rubick is the admin and user CLI: simulate policies on traces
 // (sim), fit, validate and query the performance model (model), report on
 // finished jobs (report), explain a job's plan (explain), show rubickd's
-// health (status) and probe a node's GPUs (gpuinfo).
+// health (status), inspect or prune the store (store) and probe a node's
+// GPUs (gpuinfo).
 package main
 
 import (
@@ -31,6 +32,7 @@ func commands() map[string]command {
 		"report":  {"summarise jobs from Slurm accounting (JCT, GPU-hours, reconfigurations, plans)", runReport},
 		"explain": {"explain a job's model, plan, alternatives and recent decisions", runExplain},
 		"status":  {"show rubickd's health, managed jobs and model fits", runStatus},
+		"store":   {"show what rubick's store holds, or prune it now", runStore},
 		"gpuinfo": {"probe this node's GPUs with NVML and print the facts as JSON", runGPUInfo},
 	}
 }
