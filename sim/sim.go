@@ -39,6 +39,10 @@ type Config struct {
 	// RestartPenalty is the time without progress after every start and
 	// placement or plan change.
 	RestartPenalty time.Duration
+	// AssumedRestartCost is what the policy is told a restart costs, to
+	// see what a wrong restart_cost does; 0 means RestartPenalty (the
+	// policy knows the cost, as rubickd does once it has measured it).
+	AssumedRestartCost time.Duration
 	// LoadScale divides submission times: above 1 the trace arrives faster.
 	LoadScale float64
 	// GuaranteedQuota is the GPU quota of the single tenant (0: every GPU).
@@ -88,6 +92,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: Interval=%v must be >= 1s", ErrBadConfig, c.Interval)
 	case c.RestartPenalty < 0:
 		return fmt.Errorf("%w: RestartPenalty=%v must be >= 0", ErrBadConfig, c.RestartPenalty)
+	case c.AssumedRestartCost < 0:
+		return fmt.Errorf("%w: AssumedRestartCost=%v must be >= 0", ErrBadConfig, c.AssumedRestartCost)
 	case !(c.LoadScale > 0) || math.IsInf(c.LoadScale, 0):
 		return fmt.Errorf("%w: LoadScale=%v must be a positive number", ErrBadConfig, c.LoadScale)
 	case c.GuaranteedQuota < 0:
@@ -400,7 +406,11 @@ func snapshot(epoch time.Time, t float64, nodes []policy.Node, tenants []policy.
 			TimeLimit: j.timeLimit,
 		}
 	}
-	return policy.NewSnapshot(epoch.Add(secs(t)), nodes, jobs, tenants, models, cfg.RestartPenalty)
+	assumed := cfg.RestartPenalty
+	if cfg.AssumedRestartCost > 0 {
+		assumed = cfg.AssumedRestartCost
+	}
+	return policy.NewSnapshot(epoch.Add(secs(t)), nodes, jobs, tenants, models, assumed)
 }
 
 func secs(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }

@@ -155,6 +155,7 @@ func TestConfigValidate(t *testing.T) {
 		"no memory":     {func(c *Config) { c.MemPerNodeGB = 0 }, "MemPerNodeGB"},
 		"fast interval": {func(c *Config) { c.Interval = time.Millisecond }, "Interval"},
 		"negative cost": {func(c *Config) { c.RestartPenalty = -time.Second }, "RestartPenalty"},
+		"negative told": {func(c *Config) { c.AssumedRestartCost = -time.Second }, "AssumedRestartCost"},
 		"zero load":     {func(c *Config) { c.LoadScale = 0 }, "LoadScale"},
 		"nan load":      {func(c *Config) { c.LoadScale = math.NaN() }, "LoadScale"},
 		"negative over": {func(c *Config) { c.TimeLimitOver = -1 }, "TimeLimitOver"},
@@ -297,6 +298,40 @@ func TestRestartPenaltyCounts(t *testing.T) {
 		want := pen.Seconds() + 1000*0.657 // bert,ga,1 = 0.657 s
 		if math.Abs(r.AvgJCT-want) > 0.5 {
 			t.Errorf("penalty %v: JCT %.1f s, want %.1f", pen, r.AvgJCT, want)
+		}
+	}
+}
+
+// toldPolicy records the restart cost its snapshots carry.
+type toldPolicy struct {
+	policy.Policy
+	told []time.Duration
+}
+
+func (p *toldPolicy) Decide(ctx context.Context, s *policy.Snapshot) (policy.Plan, error) {
+	p.told = append(p.told, s.RestartCost)
+	return p.Policy.Decide(ctx, s)
+}
+
+// The policy is told AssumedRestartCost; the replay still charges the
+// penalty.
+func TestAssumedRestartCost(t *testing.T) {
+	d := data(t)
+	rows := []artifact.Job{{Name: "bert-0", SubmitS: 0, App: "bert", GPUs: 1, CPUs: 8, ExecPlan: "ga", Steps: 1000, Line: 2}}
+	for _, tc := range []struct{ assumed, told time.Duration }{{0, 260 * time.Second}, {30 * time.Second, 30 * time.Second}} {
+		cfg := DefaultConfig()
+		cfg.AssumedRestartCost = tc.assumed
+		fifo, _ := policy.New("fifo", policy.DefaultConfig())
+		p := &toldPolicy{Policy: fifo}
+		r, err := Run(context.Background(), cfg, d, rows, p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.told) == 0 || p.told[0] != tc.told {
+			t.Errorf("assumed %v: the policy was told %v, want %v", tc.assumed, p.told, tc.told)
+		}
+		if want := 260 + 1000*0.657; math.Abs(r.AvgJCT-want) > 0.5 {
+			t.Errorf("assumed %v: JCT %.1f s, want the 260 s penalty charged: %.1f", tc.assumed, r.AvgJCT, want)
 		}
 	}
 }

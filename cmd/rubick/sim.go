@@ -63,6 +63,7 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 	fset.Float64Var(&o.cfg.MemPerNodeGB, "mem-per-node-gb", def.MemPerNodeGB, "host memory per node, GB")
 	fset.DurationVar(&o.cfg.Interval, "interval", def.Interval, "scheduling interval (simulated time)")
 	fset.DurationVar(&o.cfg.RestartPenalty, "restart-penalty", def.RestartPenalty, "time without progress after every start and placement change")
+	fset.DurationVar(&o.cfg.AssumedRestartCost, "assumed-restart-cost", 0, "what the policies are told a restart costs; 0: the penalty itself")
 	fset.Float64Var(&o.cfg.LoadScale, "load-scale", def.LoadScale, "divide submission times by this (> 1 compresses arrivals)")
 	fset.IntVar(&o.cfg.GuaranteedQuota, "quota", def.GuaranteedQuota, "GPU quota of guaranteed jobs (0: every GPU)")
 	fset.Float64Var(&o.cfg.TimeLimitOver, "time-limit-over", def.TimeLimitOver, "time limits overestimate runs by a per-job factor in [1, 1+this] (0: exact)")
@@ -109,6 +110,7 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 		{!(o.cfg.MemPerNodeGB > 0), "--mem-per-node-gb", o.cfg.MemPerNodeGB, "must be > 0"},
 		{o.cfg.Interval.Seconds() < 1, "--interval", o.cfg.Interval, "must be >= 1s"},
 		{o.cfg.RestartPenalty < 0, "--restart-penalty", o.cfg.RestartPenalty, "must be >= 0"},
+		{o.cfg.AssumedRestartCost < 0, "--assumed-restart-cost", o.cfg.AssumedRestartCost, "must be >= 0"},
 		{!(o.cfg.LoadScale > 0) || o.cfg.LoadScale > 1e6, "--load-scale", o.cfg.LoadScale, "must be a positive number"},
 		{o.cfg.GuaranteedQuota < 0, "--quota", o.cfg.GuaranteedQuota, "must be >= 0"},
 		{!(o.cfg.TimeLimitOver >= 0) || o.cfg.TimeLimitOver > 1e6, "--time-limit-over", o.cfg.TimeLimitOver, "must be a number in [0, 1e6]"},
