@@ -188,7 +188,7 @@ func Defaults() Config {
 		TenantFrom:         "account",
 		Interval:           30 * time.Second,
 		Checkpoint:         CheckpointConfig{Signal: "USR1", Grace: 120 * time.Second},
-		RestartCost:        60 * time.Second,
+		RestartCost:        260 * time.Second,
 		MeasureRestartCost: true,
 		Retention:          RetentionConfig{Reasons: 14 * 24 * time.Hour, SamplesPerConfig: 100},
 		Store:              "/var/lib/rubick/rubick.db",
