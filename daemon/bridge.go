@@ -101,6 +101,9 @@ type View struct {
 	// (no fitted model yet, malformed tag). They are released on their own
 	// request rather than left held: a job is never stranded.
 	Rigid []slurm.Job
+	// Reserved is what the snapshot holds back for the first pending
+	// rigid job (rigid_jobs: schedule); nil when none waits.
+	Reserved *Reservation
 }
 
 // Estimators gives the fitted estimator of a model type, or false.
@@ -108,7 +111,8 @@ type Estimators func(modelType string) (policy.Estimator, bool)
 
 // BuildView converts what Slurm reports into a policy snapshot. Only nodes
 // of the managed partitions that can run jobs count; their capacity is
-// reduced by whatever jobs rubick does not manage hold on them. Restarts
+// reduced by whatever jobs rubick does not manage hold on them, and, with
+// rigid_jobs: schedule, by what the first pending rigid job needs. Restarts
 // are priced at restartCosts for the model types it holds, at
 // cfg.RestartCost for the others.
 func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, est Estimators, restartCosts map[string]time.Duration, log *slog.Logger) (*View, error) {
@@ -178,6 +182,9 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 			CPUs:  max(n.CPUs-others(n.CPUsAlloc, u.CPUs), 0),
 			MemGB: math.Max(float64(n.MemMB)/1024-memOthers, 0),
 		})
+	}
+	if cfg.RigidJobs == RigidSchedule {
+		v.Reserved = reserveRigid(cfg, jobs, nodes, pnodes, usage)
 	}
 	var tenants []policy.Tenant
 	for _, t := range cfg.Tenants {

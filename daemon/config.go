@@ -48,8 +48,11 @@ type Config struct {
 	// Store is the SQLite database path.
 	Store  string       `mapstructure:"store"`
 	Policy PolicyConfig `mapstructure:"policy"`
-	// RigidJobs says what to do with jobs in managed partitions that carry
-	// no model type: "schedule" them with their own request, or "ignore" them.
+	// RigidJobs says what rubickd does for jobs in managed partitions that
+	// carry no model type, which Slurm itself starts: "schedule" keeps free
+	// resources for the first pending one until its request fits
+	// (RigidSchedule), "ignore" lets them take what is free when Slurm
+	// looks (RigidIgnore).
 	RigidJobs string `mapstructure:"rigid_jobs"`
 	// SeedFits says whether the shipped model types are registered with the
 	// fits of their shipped profiles (measured on A800 GPUs), or with their
@@ -196,7 +199,7 @@ func Defaults() Config {
 		// the paper's 0.97, with a 260 s restart).
 		Policy: PolicyConfig{Name: "rubick", ReconfigThreshold: pd.ReconfigKeep, StarvationAge: pd.StarvationAge,
 			GuaranteedOrder: pd.GuaranteedOrder, GuaranteedAge: pd.GuaranteedAge, ReclaimKeep: pd.ReclaimKeep},
-		RigidJobs: "schedule",
+		RigidJobs: RigidSchedule,
 		SeedFits:  true,
 		Samples:   SamplesConfig{Unmunge: "unmunge", RefitThreshold: 0.10},
 		Listen:    "127.0.0.1:9717",
@@ -399,7 +402,7 @@ func (c Config) Validate() error {
 	if !(c.Samples.RefitThreshold > 0 && c.Samples.RefitThreshold < 10) {
 		return bad("samples.refit_threshold", c.Samples.RefitThreshold, "want a relative error in (0, 10)")
 	}
-	if c.RigidJobs != "schedule" && c.RigidJobs != "ignore" {
+	if c.RigidJobs != RigidSchedule && c.RigidJobs != RigidIgnore {
 		return bad("rigid_jobs", fmt.Sprintf("%q", c.RigidJobs), `want "schedule" or "ignore"`)
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil && c.Listen != "" {

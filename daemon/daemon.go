@@ -98,6 +98,7 @@ type CycleReport struct {
 	Failed   map[int]string        `json:"failed,omitempty"`
 	Ignored  map[int]string        `json:"ignored,omitempty"`  // tagged jobs rubick cannot schedule
 	Starting []int                 `json:"starting,omitempty"` // released jobs Slurm has yet to start; nothing decided
+	Reserved *Reservation          `json:"reserved,omitempty"` // free resources held back for a pending rigid job
 	Refitted []string              `json:"refitted,omitempty"` // model types whose current fit changed: a first fit, or a refit on reported samples
 	CycleID  int64                 `json:"cycle_id,omitempty"`
 	Duration time.Duration         `json:"duration_ns"`
@@ -218,6 +219,9 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 		return rep, fmt.Errorf("build snapshot: %w", err)
 	}
 	rep.Ignored = view.Unmanaged
+	if rep.Reserved = view.Reserved; rep.Reserved != nil {
+		d.deps.Logger.Debug("resources held for a rigid job", "job", rep.Reserved.JobID, "nodes", rep.Reserved.Nodes, "gpus", rep.Reserved.GPUs)
+	}
 	rep.Jobs = len(view.Snapshot.Jobs)
 	d.countJobs(jobs, view)
 	if len(view.Starting) > 0 {

@@ -52,6 +52,8 @@ type daemonView struct {
 	Failed  map[int]string `json:"failed"`
 	Skipped map[int]string `json:"skipped"`
 	Ignored map[int]string `json:"ignored"`
+	// Reserved is what the last cycle held back for a pending rigid job.
+	Reserved *daemon.Reservation `json:"reserved"`
 }
 
 // modelView is one model type and its current fit.
@@ -161,6 +163,7 @@ func probeDaemon(ctx context.Context, c *http.Client, base string, timeout time.
 	maps.Copy(d.Failed, rep.Failed)
 	maps.Copy(d.Skipped, rep.Skipped)
 	maps.Copy(d.Ignored, rep.Ignored)
+	d.Reserved = rep.Reserved
 	return d
 }
 
@@ -250,6 +253,9 @@ func (v *statusView) write(w io.Writer) error {
 			for _, id := range sortedKeys(m.m) {
 				fmt.Fprintf(ew, "    %s job %d: %s\n", m.name, id, m.m[id])
 			}
+		}
+		if r := d.Reserved; r != nil {
+			fmt.Fprintf(ew, "  held for rigid job %d: %d free GPUs on %s\n", r.JobID, r.GPUs, strings.Join(r.Nodes, ","))
 		}
 	}
 	if v.StoreError != "" {

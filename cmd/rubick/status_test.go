@@ -39,9 +39,10 @@ func TestStatusJSON(t *testing.T) {
 	addRestartCost(t, path, 42, "gpt2", plan, 12500*time.Millisecond)
 	rep := daemon.CycleReport{
 		At: fixedNow.Add(-30 * time.Second), Jobs: 3, CycleID: 7, Duration: 1500 * time.Millisecond, Policy: 20 * time.Millisecond,
-		Plan:    policy.Plan{Actions: []policy.Action{{Kind: policy.Start, JobID: "42"}, {Kind: policy.Keep, JobID: "43"}, {Kind: policy.Keep, JobID: "44"}}},
-		Actions: []slurm.Action{{Kind: slurm.ActionStart, JobID: 42}},
-		Failed:  map[int]string{44: "scontrol: rc=1"},
+		Plan:     policy.Plan{Actions: []policy.Action{{Kind: policy.Start, JobID: "42"}, {Kind: policy.Keep, JobID: "43"}, {Kind: policy.Keep, JobID: "44"}}},
+		Actions:  []slurm.Action{{Kind: slurm.ActionStart, JobID: 42}},
+		Failed:   map[int]string{44: "scontrol: rc=1"},
+		Reserved: &daemon.Reservation{JobID: 45, Nodes: []string{"n2"}, GPUs: 8},
 	}
 	srv := fakeDaemon(t, rep)
 	var out, errb bytes.Buffer
@@ -62,6 +63,9 @@ func TestStatusJSON(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[int]string{44: "scontrol: rc=1"}, d.Failed); diff != "" {
 		t.Errorf("failed (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(rep.Reserved, d.Reserved); diff != "" {
+		t.Errorf("reserved (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(map[string]int{"RUNNING": 1}, v.JobsByState); diff != "" {
 		t.Errorf("managed jobs (-want +got):\n%s", diff)

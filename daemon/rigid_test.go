@@ -1,0 +1,88 @@
+package daemon
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/policy"
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+func rigidJob(id int, nodes, gpus int, prio int64, submitted time.Duration) slurm.Job {
+	return slurm.Job{ID: id, Partition: "gpu", State: slurm.StatePending, Reason: "Resources", Priority: prio,
+		NodeCount: nodes, GPUsPerNode: gpus, CPUs: 16 * nodes, MemPerNodeMB: 64 * 1024, SubmitTime: t0.Add(submitted)}
+}
+
+func TestReserveRigid(t *testing.T) {
+	// Two 8-GPU nodes; rubick's jobs hold 6 GPUs, 12 CPUs and 100 GB of
+	// node1, so 2 GPUs there are free.
+	pnodes := func() []policy.Node {
+		return []policy.Node{{Name: "node1", GPUs: 8, CPUs: 64, MemGB: 500}, {Name: "node2", GPUs: 8, CPUs: 64, MemGB: 500}}
+	}
+	usage := map[string]policy.NodeAlloc{"node1": {GPUs: 6, CPUs: 12, MemGB: 100}}
+	held := rigidJob(1, 1, 8, 100, 0)
+	held.Held = true
+	dep := rigidJob(2, 1, 8, 100, 0)
+	dep.Reason = "Dependency"
+	tagged := rigidJob(3, 1, 8, 100, 0)
+	tagged.Tag = &slurm.Tag{ModelType: "bert"}
+	huge := rigidJob(4, 1, 16, 100, 0) // no node has 16 GPUs
+	other := rigidJob(5, 1, 8, 100, 0)
+	other.Partition = "cpu"
+	for name, tc := range map[string]struct {
+		jobs      []slurm.Job
+		want      *Reservation
+		wantNodes []policy.Node
+	}{
+		"none waiting": {jobs: nil, wantNodes: pnodes()},
+		"one node, the freest": {jobs: []slurm.Job{rigidJob(7, 1, 8, 1, 0)},
+			want:      &Reservation{JobID: 7, Nodes: []string{"node2"}, GPUs: 8},
+			wantNodes: []policy.Node{{Name: "node1", GPUs: 8, CPUs: 64, MemGB: 500}, {Name: "node2", GPUs: 0, CPUs: 48, MemGB: 436}}},
+		// Two nodes: node1 gives what is free (2 GPUs), never rubick's 6.
+		"two nodes, never below rubick's usage": {jobs: []slurm.Job{rigidJob(8, 2, 8, 1, 0)},
+			want:      &Reservation{JobID: 8, Nodes: []string{"node1", "node2"}, GPUs: 10},
+			wantNodes: []policy.Node{{Name: "node1", GPUs: 6, CPUs: 48, MemGB: 436}, {Name: "node2", GPUs: 0, CPUs: 48, MemGB: 436}}},
+		"highest priority, then oldest": {jobs: []slurm.Job{rigidJob(9, 1, 4, 1, 0), rigidJob(10, 1, 2, 5, time.Hour), rigidJob(11, 1, 1, 5, time.Minute)},
+			want:      &Reservation{JobID: 11, Nodes: []string{"node2"}, GPUs: 1},
+			wantNodes: []policy.Node{{Name: "node1", GPUs: 8, CPUs: 64, MemGB: 500}, {Name: "node2", GPUs: 7, CPUs: 48, MemGB: 436}}},
+		"held, waiting on something else, tagged, impossible or elsewhere: skipped": {
+			jobs:      []slurm.Job{held, dep, tagged, huge, other, rigidJob(12, 1, 2, 1, time.Hour)},
+			want:      &Reservation{JobID: 12, Nodes: []string{"node2"}, GPUs: 2},
+			wantNodes: []policy.Node{{Name: "node1", GPUs: 8, CPUs: 64, MemGB: 500}, {Name: "node2", GPUs: 6, CPUs: 48, MemGB: 436}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pn := pnodes()
+			got := reserveRigid(Defaults(), tc.jobs, labNodes(2), pn, usage)
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("reservation (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tc.wantNodes, pn); d != "" {
+				t.Errorf("capacity left to the policy (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// With rigid_jobs: schedule the snapshot holds back what the first
+// pending rigid job needs; with ignore it does not.
+func TestBuildViewRigidJobs(t *testing.T) {
+	none := func(string) (policy.Estimator, bool) { return nil, false }
+	jobs := []slurm.Job{rigidJob(7, 1, 8, 1, 0)}
+	for mode, wantGPUs := range map[string]int{RigidSchedule: 8, RigidIgnore: 16} {
+		cfg := Defaults()
+		cfg.RigidJobs = mode
+		v, err := BuildView(cfg, t0, labNodes(2), jobs, none, nil, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for _, n := range v.Snapshot.Nodes {
+			got += n.GPUs
+		}
+		if got != wantGPUs || (v.Reserved != nil) != (mode == RigidSchedule) {
+			t.Errorf("%s: %d GPUs left to the policy, reservation %+v; want %d", mode, got, v.Reserved, wantGPUs)
+		}
+	}
+}
