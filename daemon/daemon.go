@@ -60,6 +60,9 @@ type Deps struct {
 type Daemon struct {
 	cfg  Config
 	deps Deps
+	// boot is the configuration rubickd started with; Reload compares the
+	// settings only a restart changes against it.
+	boot Config
 
 	// unmeasurable holds the restarts MeasureRestart gave up on; only the
 	// cycle reads and writes it.
@@ -69,6 +72,7 @@ type Daemon struct {
 	lastJobs []slurm.Job
 	polled   time.Time
 	last     CycleReport
+	pending  *pendingReload
 }
 
 // New checks deps and returns a Daemon.
@@ -85,7 +89,7 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	return &Daemon{cfg: cfg, deps: deps}, nil
+	return &Daemon{cfg: cfg, deps: deps, boot: cfg}, nil
 }
 
 // CycleReport summarises one cycle.
@@ -188,9 +192,11 @@ func (d *Daemon) Reconcile(ctx context.Context) error {
 	return nil
 }
 
-// Cycle runs one snapshot, decide, apply, record cycle. With dryRun it
-// decides and reports but touches neither Slurm nor the store.
+// Cycle runs one snapshot, decide, apply, record cycle, with the
+// configuration a Reload queued, if any. With dryRun it decides and reports
+// but touches neither Slurm nor the store.
 func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
+	d.applyReload()
 	start := d.deps.Now()
 	rep := CycleReport{At: start, Skipped: map[int]string{}, Failed: map[int]string{}}
 	jobs, err := d.jobs(ctx)
@@ -465,7 +471,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := d.Reconcile(ctx); err != nil {
 		return err
 	}
-	tick := time.NewTicker(d.cfg.Interval)
+	interval := d.cfg.Interval
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	var pruned time.Time
 	for {
@@ -482,6 +489,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.deps.Logger.Error("cycle failed", "err", err)
 		} else if len(rep.Actions) > 0 {
 			d.Invalidate()
+		}
+		if d.cfg.Interval != interval { // a reload changed it
+			interval = d.cfg.Interval
+			tick.Reset(interval)
 		}
 		select {
 		case <-ctx.Done():

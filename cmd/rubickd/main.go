@@ -69,7 +69,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level(cfg.LogLevel)}))
+	var logLevel slog.LevelVar
+	logLevel.Set(level(cfg.LogLevel))
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: &logLevel}))
 	for _, w := range warnings {
 		log.Warn(w)
 	}
@@ -178,8 +180,41 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			_ = srv.Shutdown(sctx)
 		}()
 	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			reload(d, path, &logLevel, log)
+		}
+	}()
 	log.Info("rubickd running", "policy", pol.Name(), "interval", cfg.Interval, "partitions", cfg.Partitions)
 	return d.Run(ctx)
+}
+
+// reload re-reads the configuration on SIGHUP. A file that does not load,
+// or that changes a setting only a restart applies, is logged and the
+// running configuration stays.
+func reload(d *daemon.Daemon, path string, logLevel *slog.LevelVar, log *slog.Logger) {
+	cfg, warnings, err := daemon.LoadConfig(path, os.Environ())
+	if err != nil {
+		log.Error("reload refused; the running configuration stays", "err", err)
+		return
+	}
+	for _, w := range warnings {
+		log.Warn(w)
+	}
+	pol, err := policy.New(cfg.Policy.Name, cfg.Policy.Config())
+	if err != nil {
+		log.Error("reload refused; the running configuration stays", "err", err)
+		return
+	}
+	if err := d.Reload(cfg, pol); err != nil {
+		log.Error("reload refused; the running configuration stays", "err", err)
+		return
+	}
+	logLevel.Set(level(cfg.LogLevel))
+	log.Info("configuration read; it applies from the next cycle", "file", path)
 }
 
 func level(s string) slog.Level {

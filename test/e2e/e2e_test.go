@@ -586,6 +586,13 @@ func (d *daemonProc) kill() {
 	d.cmd = nil
 }
 
+// hup asks rubickd to reload its configuration, as systemctl reload does.
+func (d *daemonProc) hup() {
+	if d.cmd != nil && d.cmd.Process != nil {
+		_ = d.cmd.Process.Signal(syscall.SIGHUP)
+	}
+}
+
 // stop ends rubickd the way an admin does: SIGTERM, which lets the cycle
 // in progress finish.
 func (d *daemonProc) stop() {
