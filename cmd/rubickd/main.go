@@ -5,6 +5,9 @@
 // Usage:
 //
 //	rubickd [--config /etc/rubick/rubickd.yaml] [--once] [--dry-run]
+//
+// SIGTERM lets the cycle in progress finish; SIGHUP re-reads the
+// configuration for the next cycle.
 package main
 
 import (
@@ -53,7 +56,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	dryRun := fs.Bool("dry-run", false, "decide one cycle and print the plan without touching Slurm or the store (implies --once)")
 	dataDir := fs.String("data", "", "measurement data used to seed unknown model types (default: the embedded artifact data)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: rubickd [flags]\n\nEvery configuration key can also be set as RUBICK_<KEY> (see contrib/rubickd/rubickd.yaml).\n\nflags:")
+		fmt.Fprintln(stderr, "usage: rubickd [flags]\n\nEvery configuration key can also be set as RUBICK_<KEY> (see contrib/rubickd/rubickd.yaml).\n"+
+			"SIGHUP re-reads the configuration; it applies from the next cycle (docs/admin-guide.md).\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
