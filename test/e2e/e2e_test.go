@@ -107,6 +107,37 @@ func repoRoot(t *testing.T) string {
 	return filepath.Clean(filepath.Join(wd, "..", ".."))
 }
 
+// writeConfig writes dir/rubickd.yaml for the lab: slurmrestd, the gpu
+// partition, a 2 s interval and the store dir/rubick.db, then the lines of
+// extra. It returns the file's path and content and the store's path.
+func writeConfig(t *testing.T, l lab, dir, extra string) (path, content, db string) {
+	t.Helper()
+	path, db = filepath.Join(dir, "rubickd.yaml"), filepath.Join(dir, "rubick.db")
+	content = fmt.Sprintf(`slurmrestd:
+  url: %s
+  user: %s
+  token_file: %s
+  rate_limit: 100
+partitions: [gpu]
+interval: 2s
+store: %s
+`, l.url, l.user, l.tokenFile, db) + extra
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, content, db
+}
+
+// scancelAll cancels the jobs in *ids, ignoring errors: a test's cleanup.
+func scancelAll(l lab, ids *[]string) {
+	if len(*ids) == 0 {
+		return
+	}
+	cmd := exec.Command("scancel", *ids...)
+	cmd.Env = l.env
+	_ = cmd.Run()
+}
+
 // buildInto makes $LAB/e2e/<name>-<time> and builds rubick's commands into
 // its bin/; it returns both directories.
 func buildInto(t *testing.T, name string) (dir, bin string) {
@@ -131,34 +162,21 @@ func TestEndToEnd(t *testing.T) {
 	defer cancel()
 
 	dir, bin := buildInto(t, "run")
-	cfgPath := filepath.Join(dir, "rubickd.yaml")
-	dbPath := filepath.Join(dir, "rubick.db")
-	cfg := fmt.Sprintf(`slurmrestd:
-  url: %s
-  user: %s
-  token_file: %s
-  rate_limit: 100
-partitions: [gpu]
-tenant_from: qos
+	cfgPath, _, dbPath := writeConfig(t, l, dir, `tenant_from: qos
 tenants:
   - name: lab-guaranteed
     match: [guaranteed]
     quota_gpus: 16
-interval: 2s
 checkpoint:
   signal: USR1
   grace: 30s
 restart_cost: 1s
-store: %s
 policy:
   name: rubick
   starvation_age: 1m
 listen: ""
 log_level: info
-`, l.url, l.user, l.tokenFile, dbPath)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`)
 
 	cluster, err := slurm.NewCluster(ctx, slurm.Config{URL: l.url, User: l.user, TokenFile: l.tokenFile, RateLimit: 50})
 	if err != nil {

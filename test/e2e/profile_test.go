@@ -64,24 +64,12 @@ func TestProfilingNewModelType(t *testing.T) {
 
 	port := freePort(t)
 	socket := filepath.Join(lab, "munge", "munge.socket.2")
-	cfgPath := filepath.Join(dir, "rubickd.yaml")
-	cfg := fmt.Sprintf(`slurmrestd:
-  url: %s
-  user: %s
-  token_file: %s
-  rate_limit: 100
-partitions: [gpu]
-interval: 2s
-restart_cost: 1s
-store: %s
+	cfgPath, _, _ := writeConfig(t, l, dir, fmt.Sprintf(`restart_cost: 1s
 samples:
   munge_socket: %s
 listen: 127.0.0.1:%d
 log_level: info
-`, l.url, l.user, l.tokenFile, dbPath, socket, port)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`, socket, port))
 	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
 	d.start()
 	defer d.stop()

@@ -32,40 +32,21 @@ func TestRestartCostMeasured(t *testing.T) {
 	dir, bin := buildInto(t, "restart")
 	port := freePort(t)
 	socket := filepath.Join(lab, "munge", "munge.socket.2")
-	dbPath := filepath.Join(dir, "rubick.db")
-	cfgPath := filepath.Join(dir, "rubickd.yaml")
 	// restart_cost 1s: the job may be restarted once it has run 34 s
 	// (BRIEF 4's rule with a 0.97 threshold).
-	cfg := fmt.Sprintf(`slurmrestd:
-  url: %s
-  user: %s
-  token_file: %s
-  rate_limit: 100
-partitions: [gpu]
-interval: 2s
-restart_cost: 1s
+	cfgPath, _, dbPath := writeConfig(t, l, dir, fmt.Sprintf(`restart_cost: 1s
 measure_restart_cost: true
-store: %s
 samples:
   munge_socket: %s
 listen: 127.0.0.1:%d
 log_level: debug
-`, l.url, l.user, l.tokenFile, dbPath, socket, port)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`, socket, port))
 	cluster, err := slurm.NewCluster(ctx, slurm.Config{URL: l.url, User: l.user, TokenFile: l.tokenFile})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ids []string
-	defer func() {
-		if len(ids) > 0 {
-			cmd := exec.Command("scancel", ids...)
-			cmd.Env = l.env
-			_ = cmd.Run()
-		}
-	}()
+	defer scancelAll(l, &ids)
 
 	// Rigid jobs hold all but 2 GPUs of the lab, so the rubick job starts
 	// on those 2; when they end, rubick grows it (about 3x faster on 8

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -27,35 +26,16 @@ func TestRigidJobReservation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	dir, bin := buildInto(t, "rigid")
-	dbPath := filepath.Join(dir, "rubick.db")
-	cfgPath := filepath.Join(dir, "rubickd.yaml")
-	cfg := fmt.Sprintf(`slurmrestd:
-  url: %s
-  user: %s
-  token_file: %s
-  rate_limit: 100
-partitions: [gpu]
-interval: 2s
-rigid_jobs: schedule
-store: %s
+	cfgPath, cfg, dbPath := writeConfig(t, l, dir, `rigid_jobs: schedule
 listen: ""
 log_level: debug
-`, l.url, l.user, l.tokenFile, dbPath)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`)
 	cluster, err := slurm.NewCluster(ctx, slurm.Config{URL: l.url, User: l.user, TokenFile: l.tokenFile})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ids []string
-	defer func() {
-		if len(ids) > 0 {
-			cmd := exec.Command("scancel", ids...)
-			cmd.Env = l.env
-			_ = cmd.Run()
-		}
-	}()
+	defer scancelAll(l, &ids)
 	sbatch := func(args ...string) int {
 		out := l.run(t, append([]string{"sbatch", "--parsable", "-p", "gpu", "--ntasks-per-node=1", "--cpus-per-task=8",
 			"--mem=8G", "-o", "/dev/null"}, args...)...)
