@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -70,9 +69,7 @@ func storeStats(ctx context.Context, args []string, stdout, stderr io.Writer, en
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
+		return writeJSON(stdout, struct {
 			Store string `json:"store"`
 			store.Stats
 		}{path, s})
@@ -129,9 +126,7 @@ func storePrune(ctx context.Context, args []string, stdout, stderr io.Writer, en
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
+		return writeJSON(stdout, struct {
 			Store string `json:"store"`
 			store.Pruned
 		}{path, p})
