@@ -84,7 +84,6 @@ type SlurmrestdConfig struct {
 type CommandsConfig struct {
 	Scontrol string        `mapstructure:"scontrol"`
 	Scancel  string        `mapstructure:"scancel"`
-	Sacct    string        `mapstructure:"sacct"`
 	Timeout  time.Duration `mapstructure:"timeout"`
 }
 
@@ -185,7 +184,7 @@ func Defaults() Config {
 			RateLimit: 20, Timeout: 10 * time.Second,
 		},
 		Commands: CommandsConfig{
-			Scontrol: "scontrol", Scancel: "scancel", Sacct: "sacct", Timeout: 30 * time.Second,
+			Scontrol: "scontrol", Scancel: "scancel", Timeout: 30 * time.Second,
 		},
 		Partitions:         []string{"gpu"},
 		TenantFrom:         "account",
@@ -207,6 +206,12 @@ func Defaults() Config {
 	}
 }
 
+// retiredKeys are keys earlier example files had that rubickd never used:
+// a file that still has one loads, with a warning saying why it is ignored.
+var retiredKeys = map[string]string{
+	"commands.sacct": "rubickd never runs sacct; rubick report takes --sacct",
+}
+
 // LoadConfig reads path (empty: no file) over the defaults, then applies
 // the RUBICK_* variables of environ, and validates the result. environ is
 // passed explicitly (os.Environ() in main) so tests control it. RUBICK_*
@@ -222,14 +227,20 @@ func LoadConfig(path string, environ []string) (Config, []string, error) {
 		if err := v.ReadInConfig(); err != nil {
 			return Config{}, nil, fmt.Errorf("%w: read %s: %v", ErrConfig, path, err)
 		}
+	}
+	var warnings []string
+	if path != "" {
 		for _, k := range v.AllKeys() {
+			if why, ok := retiredKeys[k]; ok {
+				warnings = append(warnings, fmt.Sprintf("%s: key %q is ignored: %s", path, k, why))
+				continue
+			}
 			// tenants is a list of maps, which viper reports as one key.
 			if !slices.Contains(known, k) && k != "tenants" {
 				return Config{}, nil, fmt.Errorf("%w: %s: unknown key %q", ErrConfig, path, k)
 			}
 		}
 	}
-	var warnings []string
 	byEnv := make(map[string]string, len(known))
 	for _, k := range known {
 		byEnv["RUBICK_"+strings.ToUpper(strings.ReplaceAll(k, ".", "_"))] = k
@@ -262,7 +273,6 @@ func setDefaults(v *viper.Viper, d Config) {
 	v.SetDefault("slurmrestd.timeout", d.Slurmrestd.Timeout)
 	v.SetDefault("commands.scontrol", d.Commands.Scontrol)
 	v.SetDefault("commands.scancel", d.Commands.Scancel)
-	v.SetDefault("commands.sacct", d.Commands.Sacct)
 	v.SetDefault("commands.timeout", d.Commands.Timeout)
 	v.SetDefault("partitions", d.Partitions)
 	v.SetDefault("tenant_from", d.TenantFrom)
@@ -321,7 +331,7 @@ func (c Config) Validate() error {
 		return bad("slurmrestd.timeout", c.Slurmrestd.Timeout, "must be > 0")
 	}
 	for path, cmd := range map[string]string{"commands.scontrol": c.Commands.Scontrol, "commands.scancel": c.Commands.Scancel,
-		"commands.sacct": c.Commands.Sacct, "samples.unmunge": c.Samples.Unmunge} {
+		"samples.unmunge": c.Samples.Unmunge} {
 		if cmd == "" || strings.ContainsAny(cmd, " \t\n;|&$`") {
 			return bad(path, fmt.Sprintf("%q", cmd), "want a command name or absolute path without spaces or shell characters")
 		}

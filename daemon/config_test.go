@@ -118,6 +118,22 @@ func TestLoadConfigErrorsNameTheField(t *testing.T) {
 	}
 }
 
+// A key earlier example files had and rubickd never used loads with a
+// warning instead of failing as unknown.
+func TestLoadConfigRetiredKey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rubickd.yaml")
+	if err := os.WriteFile(path, []byte("commands:\n  sacct: /usr/bin/sacct\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, warn, err := LoadConfig(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warn) != 1 || !strings.Contains(warn[0], `"commands.sacct" is ignored`) {
+		t.Errorf("warnings = %q, want one saying commands.sacct is ignored", warn)
+	}
+}
+
 func TestLoadConfigMissingFile(t *testing.T) {
 	if _, _, err := LoadConfig(filepath.Join(t.TempDir(), "absent.yaml"), nil); !errors.Is(err, ErrConfig) {
 		t.Fatalf("error = %v, want ErrConfig", err)
