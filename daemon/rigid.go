@@ -67,8 +67,8 @@ func reserveRigid(cfg Config, jobs []slurm.Job, nodes []slurm.Node, pnodes []pol
 			memGB = float64(j.MemPerCPUMB) * float64(cpus) / 1024
 		}
 		type cand struct {
-			i                int
-			freeGPUs, freeCP int
+			i                  int
+			freeGPUs, freeCPUs int
 		}
 		var cands []cand
 		for i, pn := range pnodes {
@@ -84,7 +84,7 @@ func reserveRigid(cfg Config, jobs []slurm.Job, nodes []slurm.Node, pnodes []pol
 			continue
 		}
 		slices.SortFunc(cands, func(a, b cand) int {
-			return cmp.Or(cmp.Compare(b.freeGPUs, a.freeGPUs), cmp.Compare(b.freeCP, a.freeCP), cmp.Compare(pnodes[a.i].Name, pnodes[b.i].Name))
+			return cmp.Or(cmp.Compare(b.freeGPUs, a.freeGPUs), cmp.Compare(b.freeCPUs, a.freeCPUs), cmp.Compare(pnodes[a.i].Name, pnodes[b.i].Name))
 		})
 		r := &Reservation{JobID: j.ID}
 		for _, c := range cands[:nNodes] {
