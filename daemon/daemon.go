@@ -225,7 +225,9 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 		return rep, fmt.Errorf("build snapshot: %w", err)
 	}
 	rep.Ignored = view.Unmanaged
+	d.deps.Metrics.RigidReserved.Set(0)
 	if rep.Reserved = view.Reserved; rep.Reserved != nil {
+		d.deps.Metrics.RigidReserved.Set(float64(rep.Reserved.GPUs))
 		d.deps.Logger.Debug("resources held for a rigid job", "job", rep.Reserved.JobID, "nodes", rep.Reserved.Nodes, "gpus", rep.Reserved.GPUs)
 	}
 	rep.Jobs = len(view.Snapshot.Jobs)

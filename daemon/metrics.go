@@ -19,6 +19,7 @@ type Metrics struct {
 	Jobs           *prometheus.GaugeVec
 	Samples        *prometheus.CounterVec
 	RestartCost    *prometheus.GaugeVec
+	RigidReserved  prometheus.Gauge
 	LastCycle      prometheus.Gauge
 }
 
@@ -56,12 +57,16 @@ func NewMetrics() *Metrics {
 			Name: "rubick_restart_cost_seconds",
 			Help: "Measured cost of one checkpoint-restart per model type (median of the newest five), as the policy prices it. Absent for types priced at restart_cost.",
 		}, []string{"model_type"}),
+		RigidReserved: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rubick_rigid_reserved_gpus",
+			Help: "Free GPUs held back at the last cycle for the first pending job without a model type (rigid_jobs: schedule).",
+		}),
 		LastCycle: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "rubick_last_cycle_timestamp_seconds",
 			Help: "Unix time at which the last control cycle finished.",
 		}),
 	}
-	m.Registry.MustRegister(m.CycleDuration, m.PolicyDuration, m.Actions, m.SlurmErrors, m.Jobs, m.Samples, m.RestartCost, m.LastCycle,
+	m.Registry.MustRegister(m.CycleDuration, m.PolicyDuration, m.Actions, m.SlurmErrors, m.Jobs, m.Samples, m.RestartCost, m.RigidReserved, m.LastCycle,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

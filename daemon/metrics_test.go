@@ -14,6 +14,7 @@ func TestMetricsExposeDocumentedNames(t *testing.T) {
 	m.Jobs.WithLabelValues("PENDING", "best-effort").Set(3)
 	m.CycleDuration.Observe(0.2)
 	m.RestartCost.WithLabelValues("gpt2").Set(42.5)
+	m.RigidReserved.Set(8)
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL)
@@ -28,6 +29,7 @@ func TestMetricsExposeDocumentedNames(t *testing.T) {
 		`rubick_jobs{class="best-effort",state="PENDING"} 3`,
 		`rubick_cycle_duration_seconds_count 1`,
 		`rubick_restart_cost_seconds{model_type="gpt2"} 42.5`,
+		`rubick_rigid_reserved_gpus 8`,
 		"# HELP rubick_policy_duration_seconds",
 	} {
 		if !strings.Contains(string(body), want) {

@@ -86,3 +86,29 @@ func TestBuildViewRigidJobs(t *testing.T) {
 		}
 	}
 }
+
+// A cycle reports the reservation and exports the held GPUs.
+func TestCycleReportsRigidReservation(t *testing.T) {
+	c := &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{rigidJob(7, 1, 8, 1, 0)}}
+	d, _ := newTestDaemon(t, c, &fakeApplier{})
+	rep, err := d.Cycle(t.Context(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Reserved == nil || rep.Reserved.JobID != 7 || rep.Reserved.GPUs != 8 {
+		t.Errorf("reserved = %+v, want 8 GPUs for job 7", rep.Reserved)
+	}
+	fams, err := d.deps.Metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := -1.0
+	for _, f := range fams {
+		if f.GetName() == "rubick_rigid_reserved_gpus" {
+			got = f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	if got != 8 {
+		t.Errorf("rubick_rigid_reserved_gpus = %v, want 8", got)
+	}
+}
