@@ -107,7 +107,7 @@ func explainCmd(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	fset := newFlags("explain JOBID", "Explain a job from rubick's store: its model type and fit, current plan and\n"+
 		"placement, the predicted throughput of the best plans on that placement, and the\n"+
 		"reasons rubickd recorded in its last decision cycles.", stderr)
-	storeFlag := fset.String("store", defaultStore, "rubick store (SQLite); $"+storeEnv+" when the flag is not given")
+	storePath := storePathFlag(fset, env)
 	asJSON := fset.Bool("json", false, "write JSON")
 	top := fset.Int("top", 5, "plans to list on the current placement")
 	nReasons := fset.Int("reasons", 5, "stored decision reasons to show, newest first")
@@ -134,9 +134,7 @@ func explainCmd(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	if *top < 0 || *nReasons < 0 {
 		return fmt.Errorf("%w: --top and --reasons must be >= 0", errUsage)
 	}
-	set := false
-	fset.Visit(func(f *flag.Flag) { set = set || f.Name == "store" })
-	path := storePathFrom(*storeFlag, set, env)
+	path := storePath()
 	st, err := openStore(ctx, path)
 	if err != nil {
 		return fmt.Errorf("explain: %w", err)

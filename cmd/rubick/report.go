@@ -202,16 +202,19 @@ func parseWhen(s string, now time.Time, loc *time.Location) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%q: want now, -<N>d, -<duration>, YYYY-MM-DD[THH:MM:SS] or RFC 3339", s)
 }
 
-// storePathFrom resolves the store path of explain and status: the flag
-// when given, else $RUBICK_STORE, else rubickd's default.
-func storePathFrom(flagValue string, set bool, env cliEnv) string {
-	if set {
-		return flagValue
+// storePathFlag adds --store to fs for explain, status and store, and
+// returns the path to use once fs is parsed: the flag when given, else
+// $RUBICK_STORE, else rubickd's default.
+func storePathFlag(fs *flag.FlagSet, env cliEnv) func() string {
+	path := fs.String("store", defaultStore, "rubick store (SQLite); $"+storeEnv+" when the flag is not given")
+	return func() string {
+		set := false
+		fs.Visit(func(f *flag.Flag) { set = set || f.Name == "store" })
+		if p := env.getenv(storeEnv); !set && p != "" {
+			return p
+		}
+		return *path
 	}
-	if p := env.getenv(storeEnv); p != "" {
-		return p
-	}
-	return flagValue
 }
 
 // openStore opens an existing store; it never creates one, so a mistyped

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -78,15 +77,13 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 		"managed jobs by state and every model type with its fit (from the store).\n"+
 		"Either source may be down; the other is still shown.", stderr)
 	url := fset.String("url", "http://127.0.0.1:9717", "rubickd's HTTP endpoint (config listen)")
-	storeFlag := fset.String("store", defaultStore, "rubick store (SQLite); $"+storeEnv+" when the flag is not given")
+	storePath := storePathFlag(fset, env)
 	asJSON := fset.Bool("json", false, "write JSON")
 	timeout := fset.Duration("timeout", 3*time.Second, "timeout of each request to rubickd")
 	if help, err := parseFlags(fset, args); help || err != nil {
 		return err
 	}
-	set := false
-	fset.Visit(func(f *flag.Flag) { set = set || f.Name == "store" })
-	path := storePathFrom(*storeFlag, set, env)
+	path := storePath()
 	v := &statusView{URL: strings.TrimRight(*url, "/"), Store: path, JobsByState: map[string]int{},
 		RigidByState: map[string]int{}, Models: []modelView{}, Notes: []string{}}
 

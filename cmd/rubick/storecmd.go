@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -38,28 +37,16 @@ func storeCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	return fmt.Errorf("%w: unknown store subcommand %q", errUsage, args[0])
 }
 
-// storeFlags adds --store and --json to fs and returns a function that
-// opens the store once the flags are parsed.
-func storeFlags(fs *flag.FlagSet, env cliEnv) (open func(context.Context) (*store.Store, string, error), asJSON *bool) {
-	path := fs.String("store", defaultStore, "rubick store (SQLite); $"+storeEnv+" when the flag is not given")
-	asJSON = fs.Bool("json", false, "write JSON")
-	return func(ctx context.Context) (*store.Store, string, error) {
-		set := false
-		fs.Visit(func(f *flag.Flag) { set = set || f.Name == "store" })
-		p := storePathFrom(*path, set, env)
-		st, err := openStore(ctx, p)
-		return st, p, err
-	}, asJSON
-}
-
 func storeStats(ctx context.Context, args []string, stdout, stderr io.Writer, env cliEnv) error {
 	fs := newFlags("store stats", "Show what rubick's store holds: rows per table, the samples jobs reported,\n"+
 		"the time span of the stored decision cycles and the database size.", stderr)
-	open, asJSON := storeFlags(fs, env)
+	storePath := storePathFlag(fs, env)
+	asJSON := fs.Bool("json", false, "write JSON")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
-	st, path, err := open(ctx)
+	path := storePath()
+	st, err := openStore(ctx, path)
 	if err != nil {
 		return fmt.Errorf("store stats: %w", err)
 	}
@@ -100,7 +87,8 @@ func storePrune(ctx context.Context, args []string, stdout, stderr io.Writer, en
 		"than --reasons (each job's newest stays) and reported samples beyond the newest\n"+
 		"--samples-per-config per job and configuration. Plan history, fits and profile\n"+
 		"samples are never deleted. Safe while rubickd runs.", stderr)
-	open, asJSON := storeFlags(fs, env)
+	storePath := storePathFlag(fs, env)
+	asJSON := fs.Bool("json", false, "write JSON")
 	reasons := fs.Duration("reasons", 14*24*time.Hour, "keep per-job reasons this long; 0 keeps all")
 	perConfig := fs.Int("samples-per-config", 100, "reported samples kept per job and configuration; 0 keeps all")
 	if help, err := parseFlags(fs, args); help || err != nil {
@@ -112,7 +100,8 @@ func storePrune(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	if *perConfig < 0 {
 		return fmt.Errorf("%w: --samples-per-config=%d must be >= 0", errUsage, *perConfig)
 	}
-	st, path, err := open(ctx)
+	path := storePath()
+	st, err := openStore(ctx, path)
 	if err != nil {
 		return fmt.Errorf("store prune: %w", err)
 	}
