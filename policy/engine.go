@@ -236,15 +236,22 @@ func (r *round) capOf(js *jstate) int {
 
 // reconfigurable applies the reconfiguration-cost rule.
 func (e *engine) reconfigurable(s *Snapshot, j *Job) bool {
+	return usefulAfterRestart(s, j) >= e.cfg.ReconfigKeep
+}
+
+// usefulAfterRestart is the share of j's run time left useful after one
+// more restart, (T - (N+1)*delta)/T: 1 when restarts cost nothing, and -Inf
+// for a job that has not run yet, which no ReconfigKeep admits.
+func usefulAfterRestart(s *Snapshot, j *Job) float64 {
 	delta := s.RestartCostOf(j.Model).Seconds()
 	if delta <= 0 {
-		return true
+		return 1
 	}
 	t := j.RunTime.Seconds()
 	if t <= 0 {
-		return false
+		return math.Inf(-1)
 	}
-	return (t-float64(j.Reconfigs+1)*delta)/t >= e.cfg.ReconfigKeep
+	return (t - float64(j.Reconfigs+1)*delta) / t
 }
 
 // infoKey identifies a request on a cluster shape; jobInfo depends on
@@ -1202,11 +1209,7 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 			a.Reason = ReasonPenalty
 			if a.Detail == "" {
 				delta := r.s.RestartCostOf(j.Model)
-				t := j.RunTime.Seconds()
-				left := 0.0
-				if t > 0 {
-					left = (t - float64(j.Reconfigs+1)*delta.Seconds()) / t
-				}
+				left := usefulAfterRestart(r.s, j)
 				a.Detail = fmt.Sprintf("one more restart (%v each, %d so far) would leave %.0f%% of its %v run time useful, below %.0f%%",
 					delta.Round(100*time.Millisecond), j.Reconfigs, 100*max(left, 0), j.RunTime.Round(time.Second), 100*r.e.cfg.ReconfigKeep)
 			}
