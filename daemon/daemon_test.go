@@ -431,12 +431,7 @@ func TestGuaranteedQueueShortestTimeLimitFirst(t *testing.T) {
 // samples beyond the bound per configuration go.
 func TestPruneAppliesRetention(t *testing.T) {
 	ctx := context.Background()
-	now := t0.Add(-48 * time.Hour)
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "rubick.db"), store.WithClock(func() time.Time { return now }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, now := clockStore(t, t0.Add(-48*time.Hour))
 	spec := newnetSpec()
 	if err := st.UpsertModelType(ctx, spec); err != nil {
 		t.Fatal(err)
@@ -457,14 +452,14 @@ func TestPruneAppliesRetention(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	now = t0
+	*now = t0
 	pol, err := policy.New("rubick", Defaults().Policy.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := Defaults()
 	cfg.Retention = RetentionConfig{}
-	off, err := New(cfg, Deps{Cluster: &fakeCluster{}, Applier: &fakeApplier{}, Store: st, Policy: pol, Now: func() time.Time { return now }})
+	off, err := New(cfg, Deps{Cluster: &fakeCluster{}, Applier: &fakeApplier{}, Store: st, Policy: pol, Now: func() time.Time { return *now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,7 +467,7 @@ func TestPruneAppliesRetention(t *testing.T) {
 		t.Errorf("retention off: Prune = %+v, %v; want nothing pruned", got, err)
 	}
 	cfg.Retention = RetentionConfig{Reasons: 24 * time.Hour, SamplesPerConfig: 2}
-	d, err := New(cfg, Deps{Cluster: &fakeCluster{}, Applier: &fakeApplier{}, Store: st, Policy: pol, Now: func() time.Time { return now }})
+	d, err := New(cfg, Deps{Cluster: &fakeCluster{}, Applier: &fakeApplier{}, Store: st, Policy: pol, Now: func() time.Time { return *now }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,14 +18,22 @@ import (
 	"github.com/rubick-sched/rubick/store"
 )
 
-func newLearner(t *testing.T, jobs ...slurm.Job) (*Learner, *store.Store, *time.Time) {
+// clockStore opens a store in t's temporary directory whose clock reads
+// the returned time, starting at start; the store closes when t ends.
+func clockStore(t *testing.T, start time.Time) (*store.Store, *time.Time) {
 	t.Helper()
-	now := t0
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "l.db"), store.WithClock(func() time.Time { return now }))
+	now := start
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "rubick.db"), store.WithClock(func() time.Time { return now }))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	return st, &now
+}
+
+func newLearner(t *testing.T, jobs ...slurm.Job) (*Learner, *store.Store, *time.Time) {
+	t.Helper()
+	st, now := clockStore(t, t0)
 	l := &Learner{Store: st, Cluster: &fakeCluster{jobs: jobs}, Env: model.DefaultEnv(), Threshold: 0.1,
 		LookupUID: func(name string) (uint32, error) {
 			if name == "alice" {
@@ -33,7 +41,7 @@ func newLearner(t *testing.T, jobs ...slurm.Job) (*Learner, *store.Store, *time.
 			}
 			return 0, errors.New("unknown user " + name)
 		}}
-	return l, st, &now
+	return l, st, now
 }
 
 func runningJob(id int, modelType string) slurm.Job {

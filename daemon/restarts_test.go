@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -73,12 +72,7 @@ func TestMeasureRestart(t *testing.T) {
 // with measure_restart_cost off the configured cost stays.
 func TestDaemonMeasuresRestartCosts(t *testing.T) {
 	ctx := context.Background()
-	now := t0
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "rubick.db"), store.WithClock(func() time.Time { return now }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, now := clockStore(t, t0)
 	spec := newnetSpec()
 	if err := st.UpsertModelType(ctx, spec); err != nil {
 		t.Fatal(err)
@@ -86,18 +80,18 @@ func TestDaemonMeasuresRestartCosts(t *testing.T) {
 	plan := model.Plan{DP: 2, TP: 1, PP: 1, MicroBatch: 16, Accum: 1}
 	smp := model.Sample{Plan: plan, Resources: model.Resources{Placement: model.Placement{2}, CPUs: 8}, IterS: 1}
 	report := func(sec float64, job int64, iter int) {
-		now = at(sec)
+		*now = at(sec)
 		if err := st.AddReported(ctx, spec.Name, smp, job, iter); err != nil {
 			t.Fatal(err)
 		}
 	}
 	restart := func(sec, appliedSec float64, job int64) {
-		now = at(sec)
+		*now = at(sec)
 		a, err := st.RecordPlan(ctx, store.Action{JobID: job, Kind: string(slurm.ActionRestart), Plan: plan, Resources: smp.Resources})
 		if err != nil {
 			t.Fatal(err)
 		}
-		now = at(appliedSec)
+		*now = at(appliedSec)
 		if err := st.MarkApplied(ctx, a.ID, store.ResultOK, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +122,7 @@ func TestDaemonMeasuresRestartCosts(t *testing.T) {
 	}
 
 	d, err := New(Defaults(), Deps{Cluster: &fakeCluster{}, Applier: &fakeApplier{}, Store: st, Policy: pol,
-		Now: func() time.Time { return now }})
+		Now: func() time.Time { return *now }})
 	if err != nil {
 		t.Fatal(err)
 	}
