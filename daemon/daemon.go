@@ -151,7 +151,7 @@ func (d *Daemon) restartCosts(ctx context.Context, now time.Time, dryRun bool) m
 			d.deps.Logger.Warn("measuring restart costs failed", "err", err)
 		}
 	}
-	costs, err := restartCosts(ctx, d.deps.Store)
+	costs, err := medianRestartCosts(ctx, d.deps.Store)
 	if err != nil {
 		d.deps.Logger.Warn("reading restart costs failed; using restart_cost", "err", err)
 		return nil

@@ -134,9 +134,9 @@ func measureRestarts(ctx context.Context, st RestartStore, now time.Time, skip m
 	return nil
 }
 
-// restartCosts returns the restart cost of each model type with a measured
-// one.
-func restartCosts(ctx context.Context, st RestartStore) (map[string]time.Duration, error) {
+// medianRestartCosts returns the restart cost of each model type with a
+// measured one (RestartCostOf of its newest).
+func medianRestartCosts(ctx context.Context, st RestartStore) (map[string]time.Duration, error) {
 	cs, err := st.RestartCosts(ctx, "", recentRestarts)
 	if err != nil {
 		return nil, err
