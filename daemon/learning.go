@@ -8,6 +8,7 @@ import (
 	"os/user"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/rubick-sched/rubick/launch/report"
@@ -254,8 +255,16 @@ func (l *Learner) refit(ctx context.Context, mt string) (bool, error) {
 		return false, err
 	}
 	l.log().Info("refit on new samples", "model", mt, "configs", rr.Configs, "current_err", rr.CurrentErr,
-		"held_out_err", rr.HeldOutErr, "samples", rr.Fit.Samples, "current", fit.Current)
+		"held_out_err", rr.HeldOutErr, "samples", rr.Fit.Samples, "moved", movedParams(rr.Only), "current", fit.Current)
 	return fit.Current, nil
+}
+
+// movedParams says which parameters a refit was free to move.
+func movedParams(only []string) string {
+	if only == nil {
+		return "all"
+	}
+	return strings.Join(only, ",")
 }
 
 // fitNew fits a model type that has no fit yet, once its samples identify

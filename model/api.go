@@ -34,6 +34,9 @@ type FitOptions struct {
 	AllowPartial bool
 	// Prior overrides Priors() as starting point and pinned values.
 	Prior *Params
+	// Only, when set, names the parameters the fit may move (JSON names);
+	// every other one stays at the prior, identifiable or not.
+	Only []string
 }
 
 // FitResult is a fitted parameter tuple with its quality.

@@ -58,7 +58,7 @@ const defaultHostMemGBps = 80
 // per billion parameters, a CPU Adam step of about 4 core-seconds per
 // billion parameters, and 10 ms of fixed per-iteration overhead.
 func Priors() Params {
-	return Params{KBwd: 2, KSync: 1, KOpt: 0.075, KOptOff: 4, KOff: 1, KSwap: 2, KConst: 0.01}
+	return Params{KBwd: 2, KSync: 1, KOpt: 0.075, KOptOff: 4, KOff: 1, KSwap: 2, KConst: 0.01, K3D: 1}
 }
 
 // paramBounds are the box constraints of a fit, in Params field order.
@@ -71,20 +71,21 @@ var paramBounds = [nParams][2]float64{
 	{1, 64},    // KOff
 	{1, 64},    // KSwap
 	{0, 2},     // KConst, s
+	{0.1, 10},  // K3D
 }
 
 // nParams is the number of fitted parameters.
-const nParams = 7
+const nParams = 8
 
 // paramNames names the fitted parameters in Params field order, as in JSON.
-var paramNames = [nParams]string{"k_bwd", "k_sync", "k_opt", "k_opt_off", "k_off", "k_swap", "k_const"}
+var paramNames = [nParams]string{"k_bwd", "k_sync", "k_opt", "k_opt_off", "k_off", "k_swap", "k_const", "k_3d"}
 
 func (p Params) vec() [nParams]float64 {
-	return [nParams]float64{p.KBwd, p.KSync, p.KOpt, p.KOptOff, p.KOff, p.KSwap, p.KConst}
+	return [nParams]float64{p.KBwd, p.KSync, p.KOpt, p.KOptOff, p.KOff, p.KSwap, p.KConst, p.k3d()}
 }
 
 func paramsFromVec(v [nParams]float64) Params {
-	return Params{KBwd: v[0], KSync: v[1], KOpt: v[2], KOptOff: v[3], KOff: v[4], KSwap: v[5], KConst: v[6]}
+	return Params{KBwd: v[0], KSync: v[1], KOpt: v[2], KOptOff: v[3], KOff: v[4], KSwap: v[5], KConst: v[6], K3D: v[7]}
 }
 
 // EnvKeys lists the names Env.Set accepts: Env's JSON field names.
@@ -146,4 +147,19 @@ func (e *Env) Set(kv string) error {
 	}
 	*e = next
 	return nil
+}
+
+// k3d is K3D with its unset zero read as 1: tuples stored or written before
+// K3D existed price 3D plans as they did.
+func (p Params) k3d() float64 {
+	if p.K3D == 0 {
+		return 1
+	}
+	return p.K3D
+}
+
+// Normalized is p with an unset K3D written as the 1 it means.
+func (p Params) Normalized() Params {
+	p.K3D = p.k3d()
+	return p
 }

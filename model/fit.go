@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"gonum.org/v1/gonum/optimize"
 )
@@ -35,7 +36,9 @@ const (
 // the CPU Adam speed vary most between setups, while a backward pass of
 // about twice the forward is a good default when the samples cannot tell
 // it from the CPU optimizer (ZeRO-Offload-only profiles scale both as 1/d).
-var identOrder = [nParams]int{6, 3, 0, 2, 1, 5, 4} // const, opt_off, bwd, opt, sync, swap, off
+// k_3d comes last: only 3D samples see it, and on those it competes with
+// k_bwd, which DP samples also pin down.
+var identOrder = [nParams]int{6, 3, 0, 2, 1, 5, 4, 7} // const, opt_off, bwd, opt, sync, swap, off, 3d
 
 // fitSample is a sample with its layout resolved once.
 type fitSample struct {
@@ -70,21 +73,15 @@ func Fit(ctx context.Context, spec Spec, env Env, samples []Sample, opts FitOpti
 	if err := base.checkModel(); err != nil {
 		return FitResult{}, err
 	}
-	fs := make([]fitSample, 0, len(samples))
+	fs, err := base.fitSamples(samples)
+	if err != nil {
+		return FitResult{}, err
+	}
 	offload := 0
-	for i, s := range samples {
-		if math.IsNaN(s.IterS) || math.IsInf(s.IterS, 0) || s.IterS <= 0 {
-			return FitResult{}, fmt.Errorf("%w: sample %d: iter_s=%v must be a finite number > 0", ErrBadInput, i, s.IterS)
-		}
-		if err := base.checkPlan(s.Plan, s.Resources); err != nil {
-			return FitResult{}, fmt.Errorf("sample %d: %w", i, err)
-		}
-		lo := base.analyze(s.Plan, s.Resources.Placement)
-		f := fitSample{plan: s.Plan, res: s.Resources, lo: lo, logT: math.Log(s.IterS)}
+	for _, s := range samples {
 		if s.Plan.Offload {
 			offload++
 		}
-		fs = append(fs, f)
 	}
 	var missing []string
 	if len(fs) < minSamples {
@@ -100,10 +97,24 @@ func Fit(ctx context.Context, spec Spec, env Env, samples []Sample, opts FitOpti
 		return FitResult{}, fmt.Errorf("%w: %s: have %v", ErrTooFewSamples, spec.Name, missing)
 	}
 	free := identifiable(base, fs)
+	if opts.Only != nil {
+		only, err := paramMask(opts.Only)
+		if err != nil {
+			return FitResult{}, err
+		}
+		for j := range free {
+			free[j] = free[j] && only[j]
+		}
+	}
 	obj := objective{base: base, samples: fs, free: free, prior: prior.vec()}
 	starts := opts.Starts
 	if starts <= 0 {
 		starts = defaultStarts
+	}
+	if !slices.Contains(free[:], true) {
+		// Nothing to move (the samples identify none of the parameters Only
+		// allows): the prior is the fit, and the optimizer has no dimension.
+		starts = 0
 	}
 	bestF := math.Inf(1)
 	var bestU []float64
@@ -142,6 +153,35 @@ func Fit(ctx context.Context, spec Spec, env Env, samples []Sample, opts FitOpti
 	out.RMSLE = math.Sqrt(sq / float64(len(fs)))
 	out.MAPE = 100 * ape / float64(len(fs))
 	return out, nil
+}
+
+// paramMask marks the parameters names lists.
+func paramMask(names []string) ([nParams]bool, error) {
+	var m [nParams]bool
+	for _, n := range names {
+		j := slices.Index(paramNames[:], n)
+		if j < 0 {
+			return m, fmt.Errorf("%w: fit only=%q: unknown parameter (known: %s)", ErrBadInput, n, strings.Join(paramNames[:], ", "))
+		}
+		m[j] = true
+	}
+	return m, nil
+}
+
+// fitSamples checks samples and resolves their layouts.
+func (p Predictor) fitSamples(samples []Sample) ([]fitSample, error) {
+	fs := make([]fitSample, 0, len(samples))
+	for i, s := range samples {
+		if math.IsNaN(s.IterS) || math.IsInf(s.IterS, 0) || s.IterS <= 0 {
+			return nil, fmt.Errorf("%w: sample %d: iter_s=%v must be a finite number > 0", ErrBadInput, i, s.IterS)
+		}
+		if err := p.checkPlan(s.Plan, s.Resources); err != nil {
+			return nil, fmt.Errorf("sample %d: %w", i, err)
+		}
+		lo := p.analyze(s.Plan, s.Resources.Placement)
+		fs = append(fs, fitSample{plan: s.Plan, res: s.Resources, lo: lo, logT: math.Log(s.IterS)})
+	}
+	return fs, nil
 }
 
 // objective is the fit's loss over unconstrained variables u: parameter j

@@ -13,7 +13,7 @@ import (
 // syntheticSamples prices a rich set of plans with known parameters: single-
 // and multi-node data parallelism (k_sync), ZeRO-2 and plain DP (k_opt vs
 // k_const), and ZeRO-Offload over several GPU and CPU counts and across
-// nodes (k_opt_off, k_off, k_swap).
+// nodes (k_opt_off, k_off, k_swap), and TP and PP plans (k_3d).
 func syntheticSamples(t testing.TB, p Predictor) []Sample {
 	t.Helper()
 	type c struct {
@@ -36,6 +36,8 @@ func syntheticSamples(t testing.TB, p Predictor) []Sample {
 		{Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 2, Accum: 1, ZeRO: 2, Offload: true}, Placement{1, 1, 1, 1}, 8},
 		{Plan{DP: 8, TP: 1, PP: 1, MicroBatch: 1, Accum: 1, ZeRO: 2, Offload: true}, Placement{1, 1, 1, 1, 1, 1, 1, 1}, 16},
 		{Plan{DP: 8, TP: 1, PP: 1, MicroBatch: 1, Accum: 1, ZeRO: 2, Offload: true}, Placement{1, 1, 1, 1, 1, 1, 1, 1}, 256},
+		{Plan{DP: 1, TP: 4, PP: 1, MicroBatch: 8, Accum: 1}, Placement{4}, 4},
+		{Plan{DP: 2, TP: 2, PP: 2, MicroBatch: 1, Accum: 4}, Placement{4, 4}, 8},
 	}
 	out := make([]Sample, 0, len(cases))
 	for _, c := range cases {
@@ -52,7 +54,7 @@ func syntheticSamples(t testing.TB, p Predictor) []Sample {
 // TestFitRecovers fits noise-free samples generated from known parameters
 // and expects every parameter back within 1 %.
 func TestFitRecovers(t *testing.T) {
-	truth := Params{KBwd: 2.4, KSync: 1.8, KOpt: 0.2, KOptOff: 6, KOff: 2.5, KSwap: 1.6, KConst: 0.05}
+	truth := Params{KBwd: 2.4, KSync: 1.8, KOpt: 0.2, KOptOff: 6, KOff: 2.5, KSwap: 1.6, KConst: 0.05, K3D: 1.7}
 	// A slow network and PCIe make the overlap exponents visible.
 	env := testEnv()
 	env.InterGBps, env.PCIeGBps = 2, 2
@@ -108,7 +110,7 @@ func TestFitPartial(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"k_bwd", "k_opt", "k_sync", "k_swap", "k_off"}, got.Pinned); diff != "" {
+	if diff := cmp.Diff([]string{"k_bwd", "k_opt", "k_sync", "k_swap", "k_off", "k_3d"}, got.Pinned); diff != "" {
 		t.Errorf("pinned (-want +got):\n%s", diff)
 	}
 	if got.Params.KBwd != Priors().KBwd || got.Params.KOpt != Priors().KOpt {
@@ -163,5 +165,26 @@ func BenchmarkFit7(b *testing.B) {
 		if _, err := Fit(context.Background(), spec, env, samples, FitOptions{AllowPartial: true}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A fit allowed to move only parameters the samples cannot identify is the
+// prior, not an optimizer error.
+func TestFitOnlyUnidentified(t *testing.T) {
+	var dp []Sample
+	for _, s := range syntheticSamples(t, testPredictor()) {
+		if s.Plan.TP == 1 && s.Plan.PP == 1 {
+			dp = append(dp, s)
+		}
+	}
+	got, err := Fit(context.Background(), testSpec(), testEnv(), dp, FitOptions{Only: []string{"k_3d"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(Priors(), got.Params); d != "" {
+		t.Errorf("params (-prior +got):\n%s", d)
+	}
+	if len(got.Pinned) != nParams {
+		t.Errorf("pinned %v, want all %d", got.Pinned, nParams)
 	}
 }

@@ -196,6 +196,10 @@ func (p Predictor) price(plan Plan, r Resources, lo layout) Breakdown {
 	fwd1 := s.ForwardMs / 1000 // whole global batch, one GPU, seconds
 	// One micro-batch through this GPU's shard of every layer.
 	tMB := fwd1 * float64(plan.MicroBatch) / b / t * p.tpSlowdown(plan.TP)
+	if plan.TP > 1 || plan.PP > 1 {
+		// 3D plans run Megatron's kernels, not those the profile timed.
+		tMB *= k.k3d()
+	}
 	var out Breakdown
 
 	// Communication volumes, in bytes per GPU.

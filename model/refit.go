@@ -44,6 +44,9 @@ type RefitResult struct {
 	// HeldOutErr < CurrentErr, and OldRefitErr is at most oldTolerance
 	// above OldCurrentErr.
 	Better bool
+	// Only lists the parameters the refit moved when it moved only those
+	// the old samples could not identify; nil when it could move all.
+	Only []string
 }
 
 // Refit fits spec on old and recent samples, starting from and pinning at
@@ -59,6 +62,13 @@ type RefitResult struct {
 // On the artifact's data this promotes the refits that fix llama30 (whose
 // profile is a copy of llama7's) and rejects those that chase vit's
 // bimodal rows (docs/model.md, "Online refits").
+//
+// When the recent samples identify parameters the old ones could not (k_3d
+// once 3D plans have run, k_sync once runs crossed nodes), Refit also tries
+// a fit that moves only those, leaving what the old samples pinned down as
+// it is, and keeps whichever of the two passes both checks with the lower
+// held-out error. New evidence about a new term then need not bend the
+// others, which is what the old-sample check would reject.
 //
 // Samples of one configuration are collapsed to their median iteration
 // time first, so a job that reports often weighs no more than one that
@@ -77,37 +87,75 @@ func Refit(ctx context.Context, spec Spec, env Env, cur Params, old, recent []Sa
 			base = append(base, s)
 		}
 	}
-	all := append(slices.Clone(base), recentC...)
-	opts := FitOptions{AllowPartial: true, Prior: &cur}
-	fit, err := Fit(ctx, spec, env, all, opts)
+	curP := Predictor{Spec: spec, Params: cur, Env: env}
+	r := refit{ctx: ctx, cur: curP, base: base, recent: recentC}
+	var err error
+	if r.curErr, err = MeanRelErr(curP, recentC); err != nil {
+		return RefitResult{}, err
+	}
+	if r.oldCurErr, err = MeanRelErr(curP, base); err != nil {
+		return RefitResult{}, err
+	}
+	out, err := r.candidate(nil)
+	if err != nil {
+		return RefitResult{}, err
+	}
+	only, err := newTerms(curP, base, append(slices.Clone(base), recentC...))
+	if err != nil || only == nil {
+		return out, err
+	}
+	narrow, err := r.candidate(only)
+	if err != nil {
+		return RefitResult{}, err
+	}
+	if narrow.Better && (!out.Better || narrow.HeldOutErr < out.HeldOutErr) {
+		return narrow, nil
+	}
+	return out, nil
+}
+
+// refit is one Refit call's data: the current predictor, the old
+// configurations not measured again, the recent ones, and the current
+// predictor's errors on both.
+type refit struct {
+	ctx               context.Context
+	cur               Predictor
+	base, recent      []Sample
+	curErr, oldCurErr float64
+}
+
+// candidate fits every sample, moving only the parameters only names (all
+// when nil), and judges the result.
+func (r refit) candidate(only []string) (RefitResult, error) {
+	spec, env := r.cur.Spec, r.cur.Env
+	opts := FitOptions{AllowPartial: true, Prior: &r.cur.Params, Only: only}
+	all := append(slices.Clone(r.base), r.recent...)
+	fit, err := Fit(r.ctx, spec, env, all, opts)
 	if err != nil {
 		return RefitResult{}, fmt.Errorf("refit %s: %w", spec.Name, err)
 	}
-	curP := Predictor{Spec: spec, Params: cur, Env: env}
-	out := RefitResult{Fit: fit, Configs: len(recentC), HeldOutErr: math.Inf(1)}
-	if out.CurrentErr, err = MeanRelErr(curP, recentC); err != nil {
-		return RefitResult{}, err
-	}
-	if len(recentC) < 2 {
+	out := RefitResult{Fit: fit, Only: only, Configs: len(r.recent), HeldOutErr: math.Inf(1),
+		CurrentErr: r.curErr, OldCurrentErr: r.oldCurErr}
+	if len(r.recent) < 2 {
 		return out, nil
 	}
-	folds := min(len(recentC), maxRefitFolds)
+	folds := min(len(r.recent), maxRefitFolds)
 	held := 0.0
 	for f := range folds {
-		train := slices.Clone(base)
+		train := slices.Clone(r.base)
 		var test []Sample
-		for i, s := range recentC {
+		for i, s := range r.recent {
 			if i%folds == f {
 				test = append(test, s)
 			} else {
 				train = append(train, s)
 			}
 		}
-		r, err := Fit(ctx, spec, env, train, opts)
+		fr, err := Fit(r.ctx, spec, env, train, opts)
 		if err != nil {
 			return RefitResult{}, fmt.Errorf("refit %s: fold %d: %w", spec.Name, f, err)
 		}
-		p := Predictor{Spec: spec, Params: r.Params, Env: env}
+		p := Predictor{Spec: spec, Params: fr.Params, Env: env}
 		for _, s := range test {
 			e, err := relErr(p, s)
 			if err != nil {
@@ -116,15 +164,44 @@ func Refit(ctx context.Context, spec Spec, env Env, cur Params, old, recent []Sa
 			held += e
 		}
 	}
-	out.HeldOutErr = held / float64(len(recentC))
-	if out.OldCurrentErr, err = MeanRelErr(curP, base); err != nil {
-		return RefitResult{}, err
-	}
-	if out.OldRefitErr, err = MeanRelErr(Predictor{Spec: spec, Params: fit.Params, Env: env}, base); err != nil {
+	out.HeldOutErr = held / float64(len(r.recent))
+	if out.OldRefitErr, err = MeanRelErr(Predictor{Spec: spec, Params: fit.Params, Env: env}, r.base); err != nil {
 		return RefitResult{}, err
 	}
 	out.Better = out.HeldOutErr < out.CurrentErr && out.OldRefitErr <= out.OldCurrentErr+oldTolerance
 	return out, nil
+}
+
+// newTerms names the parameters the samples of all identify and those of
+// old alone do not, or returns nil when there are none, or when old is
+// empty or identifies nothing (the narrow fit would then be the full one).
+func newTerms(p Predictor, old, all []Sample) ([]string, error) {
+	if len(old) == 0 {
+		return nil, nil
+	}
+	fo, err := p.fitSamples(old)
+	if err != nil {
+		return nil, err
+	}
+	fa, err := p.fitSamples(all)
+	if err != nil {
+		return nil, err
+	}
+	was, is := identifiable(p, fo), identifiable(p, fa)
+	var names []string
+	kept := false
+	for _, j := range identOrder {
+		switch {
+		case is[j] && !was[j]:
+			names = append(names, paramNames[j])
+		case is[j]:
+			kept = true
+		}
+	}
+	if !kept {
+		return nil, nil
+	}
+	return names, nil
 }
 
 // Drift is what recent samples say about a predictor: how many

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -48,9 +50,12 @@ func refitCase(t *testing.T) (spec Spec, env Env, cur Params, old, multi []Sampl
 	env.IntraGBps, env.InterGBps = 5000, 2
 	truth := Params{KBwd: 2.2, KSync: 3, KOpt: 0.1, KOptOff: 2, KOff: 1, KSwap: 2, KConst: 0.05}
 	for _, s := range syntheticSamples(t, Predictor{Spec: spec, Params: truth, Env: env}) {
-		if s.Resources.Placement.Nodes() == 1 {
+		switch {
+		case s.Plan.TP > 1 || s.Plan.PP > 1:
+			// Left to TestRefitNewTerm.
+		case s.Resources.Placement.Nodes() == 1:
 			old = append(old, s)
-		} else {
+		default:
 			multi = append(multi, s)
 		}
 	}
@@ -70,7 +75,7 @@ func slowerNetwork(t *testing.T, spec Spec, env Env) []Sample {
 	env.InterGBps /= 4
 	var out []Sample
 	for _, s := range syntheticSamples(t, Predictor{Spec: spec, Params: truth, Env: env}) {
-		if s.Resources.Placement.Nodes() > 1 {
+		if s.Resources.Placement.Nodes() > 1 && s.Plan.TP == 1 && s.Plan.PP == 1 {
 			out = append(out, s)
 		}
 	}
@@ -145,6 +150,73 @@ func TestRefitPrefersNewMeasurements(t *testing.T) {
 	}
 	if !rr.Better || rr.Fit.MAPE > 0.5*100*rr.CurrentErr {
 		t.Errorf("Better=%v, refit MAPE %.1f %% against the current fit's %.1f %%", rr.Better, rr.Fit.MAPE, 100*rr.CurrentErr)
+	}
+}
+
+// threeD is truth's TP and PP samples with their compute k3d times what the
+// data-parallel samples imply.
+func threeD(t *testing.T, spec Spec, env Env, k3d float64) []Sample {
+	t.Helper()
+	truth := Params{KBwd: 2.2, KSync: 3, KOpt: 0.1, KOptOff: 2, KOff: 1, KSwap: 2, KConst: 0.05, K3D: k3d}
+	var out []Sample
+	for _, s := range syntheticSamples(t, Predictor{Spec: spec, Params: truth, Env: env}) {
+		if s.Plan.TP > 1 || s.Plan.PP > 1 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestRefitNewTerm: 3D runs slower than the data-parallel profile implies
+// identify k_3d, which the profile could not. When the recent samples
+// also carry an error no parameter explains (a slower network), the full
+// refit bends the profile's parameters to it and fails the old-sample
+// check; the refit that moves k_3d alone is kept.
+func TestRefitNewTerm(t *testing.T) {
+	spec, env, cur, old, _ := refitCase(t)
+	if cur.k3d() != 1 {
+		t.Fatalf("profile fit moved k_3d to %v without 3D samples", cur.K3D)
+	}
+	tests := map[string]struct {
+		recent   []Sample
+		wantOnly []string
+		maxErr   float64 // relative error of the fitted k_3d
+	}{
+		"3D runs only": {threeD(t, spec, env, 2.5), []string{"k_3d"}, 0.01},
+		// The cross-node runs also identify k_sync and k_off, new terms
+		// too; k_3d absorbs some of the network's slowness.
+		"3D runs and a slow net": {append(threeD(t, spec, env, 2.5), slowerNetwork(t, spec, env)...),
+			[]string{"k_sync", "k_off", "k_3d"}, 0.2},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			rr, err := Refit(context.Background(), spec, env, cur, old, tc.recent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rr.Better {
+				t.Fatalf("Better = false (held-out %.3f, current %.3f, old %.3f vs %.3f)", rr.HeldOutErr, rr.CurrentErr, rr.OldRefitErr, rr.OldCurrentErr)
+			}
+			if d := cmp.Diff(tc.wantOnly, rr.Only); d != "" {
+				t.Errorf("Only (-want +got):\n%s", d)
+			}
+			if k := rr.Fit.Params.K3D; math.Abs(k-2.5) > tc.maxErr*2.5 {
+				t.Errorf("k_3d = %v, want 2.5 within %.0f %%", k, 100*tc.maxErr)
+			}
+			c, r := cur.vec(), rr.Fit.Params.vec()
+			for j, name := range paramNames {
+				if !slices.Contains(rr.Only, name) && r[j] != c[j] {
+					t.Errorf("%s moved from %v to %v; only %v may", name, c[j], r[j], rr.Only)
+				}
+			}
+		})
+	}
+}
+
+func TestFitOnlyUnknown(t *testing.T) {
+	_, err := Fit(context.Background(), testSpec(), testEnv(), syntheticSamples(t, testPredictor()), FitOptions{Only: []string{"k_bwd", "k_fwd"}})
+	if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), `only="k_fwd"`) {
+		t.Errorf("Fit with an unknown parameter in Only = %v, want ErrBadInput naming it", err)
 	}
 }
 

@@ -225,7 +225,8 @@ type Env struct {
 	RidgeFlopPerByte float64 `json:"ridge_flop_per_byte"`
 }
 
-// Params are the seven fitted parameters of a model type.
+// Params are the fitted parameters of a model type: BRIEF section 3's seven
+// and K3D.
 type Params struct {
 	KBwd    float64 `json:"k_bwd"`     // backward / forward time ratio
 	KSync   float64 `json:"k_sync"`    // overlap of backward and DP communication
@@ -234,6 +235,10 @@ type Params struct {
 	KOff    float64 `json:"k_off"`     // overlap of DP communication and offload transfer
 	KSwap   float64 `json:"k_swap"`    // overlap of CPU optimizer and offload transfer
 	KConst  float64 `json:"k_const"`   // constant per-iteration overhead
+	// K3D scales the compute of plans with TP or PP > 1, which run on
+	// another code path (Megatron) than the data-parallel plans a profile
+	// measures (DeepSpeed). Only 3D samples identify it; 0 means 1.
+	K3D float64 `json:"k_3d"`
 }
 
 // Breakdown is a predicted iteration, in seconds.

@@ -164,6 +164,7 @@ func (s *Store) AddFitAs(ctx context.Context, modelType string, r model.FitResul
 	if r.Pinned == nil {
 		pinned = []byte("[]")
 	}
+	r.Params = r.Params.Normalized()
 	f := Fit{ModelType: modelType, FitResult: r, Origin: src, Created: s.now().UTC()}
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		if err := modelTypeExists(ctx, tx, modelType); err != nil {
@@ -190,10 +191,10 @@ func (s *Store) AddFitAs(ctx context.Context, modelType string, r model.FitResul
 		}
 		p := r.Params
 		res, err := tx.ExecContext(ctx, `
-			INSERT INTO fits(model_type, k_bwd, k_sync, k_opt, k_opt_off, k_off, k_swap, k_const,
+			INSERT INTO fits(model_type, k_bwd, k_sync, k_opt, k_opt_off, k_off, k_swap, k_const, k_3d,
 				rmsle, mape_pct, samples, pinned, params_source, origin, created_ns, current)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			modelType, p.KBwd, p.KSync, p.KOpt, p.KOptOff, p.KOff, p.KSwap, p.KConst,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			modelType, p.KBwd, p.KSync, p.KOpt, p.KOptOff, p.KOff, p.KSwap, p.KConst, p.K3D,
 			r.RMSLE, r.MAPE, r.Samples, string(pinned), r.Source, string(src), f.Created.UnixNano(), boolInt(f.Current))
 		if err != nil {
 			return err
@@ -266,7 +267,7 @@ func (s *Store) PromoteFit(ctx context.Context, id int64) error {
 	return nil
 }
 
-const fitColumns = `id, model_type, k_bwd, k_sync, k_opt, k_opt_off, k_off, k_swap, k_const,
+const fitColumns = `id, model_type, k_bwd, k_sync, k_opt, k_opt_off, k_off, k_swap, k_const, k_3d,
 	rmsle, mape_pct, samples, pinned, params_source, origin, created_ns, current`
 
 func scanFit(sc scanner) (Fit, error) {
@@ -274,7 +275,7 @@ func scanFit(sc scanner) (Fit, error) {
 	var pinned, src string
 	var created sql.NullInt64
 	p := &f.Params
-	if err := sc.Scan(&f.ID, &f.ModelType, &p.KBwd, &p.KSync, &p.KOpt, &p.KOptOff, &p.KOff, &p.KSwap, &p.KConst,
+	if err := sc.Scan(&f.ID, &f.ModelType, &p.KBwd, &p.KSync, &p.KOpt, &p.KOptOff, &p.KOff, &p.KSwap, &p.KConst, &p.K3D,
 		&f.RMSLE, &f.MAPE, &f.Samples, &pinned, &f.FitResult.Source, &src, &created, &f.Current); err != nil {
 		return Fit{}, err
 	}

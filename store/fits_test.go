@@ -214,7 +214,7 @@ func TestFitRoundTrip(t *testing.T) {
 	if err := s.UpsertModelType(ctx, gpt2()); err != nil { // t0+1s
 		t.Fatal(err)
 	}
-	r := model.FitResult{Params: model.Params{KBwd: 2.1, KSync: 3.5, KOpt: 1.25e-9, KOptOff: 4e-9, KOff: 2, KSwap: 1.5, KConst: 0.031},
+	r := model.FitResult{Params: model.Params{KBwd: 2.1, KSync: 3.5, KOpt: 1.25e-9, KOptOff: 4e-9, KOff: 2, KSwap: 1.5, KConst: 0.031, K3D: 2.75},
 		RMSLE: 0.042, MAPE: 3.9, Samples: 11, Pinned: []string{"k_swap"}, Source: "gpt2-xl profile"}
 	got, err := s.AddFit(ctx, "gpt2", r, SourceArtifact) // t0+2s
 	if err != nil {
@@ -251,6 +251,7 @@ func TestAddFitRejects(t *testing.T) {
 		"NaN rmsle":        {"gpt2", model.FitResult{RMSLE: math.NaN()}, SourceOnline, "rmsle=NaN"},
 		"negative mape":    {"gpt2", model.FitResult{MAPE: -1}, SourceOnline, "mape_pct=-1"},
 		"infinite k_const": {"gpt2", model.FitResult{Params: model.Params{KConst: math.Inf(1)}}, SourceOnline, "params.k_const=+Inf"},
+		"negative k_3d":    {"gpt2", model.FitResult{Params: model.Params{K3D: -1}}, SourceOnline, "params.k_3d=-1"},
 		"negative samples": {"gpt2", model.FitResult{Samples: -3}, SourceOnline, "samples=-3"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -22,6 +22,7 @@ func migrations() []migration {
 	return []migration{
 		{version: 1, name: "initial schema", up: schemaV1},
 		{version: 2, name: "restart costs", up: schemaV2},
+		{version: 3, name: "3D compute factor", up: schemaV3},
 	}
 }
 
@@ -165,6 +166,12 @@ CREATE INDEX restart_costs_by_model ON restart_costs(model_type, action_id);
 CREATE INDEX restart_costs_by_job ON restart_costs(job_id, action_id);
 -- rubickd looks up the recent restarts every cycle; plan history is never pruned.
 CREATE INDEX plan_history_by_kind ON plan_history(kind, decided_ns);
+`
+
+// schemaV3 adds the fitted factor on the compute of TP and PP plans; the
+// fits made before it priced them at 1, which they keep.
+const schemaV3 = `
+ALTER TABLE fits ADD COLUMN k_3d REAL NOT NULL DEFAULT 1 CHECK (k_3d > 0);
 `
 
 // migrate brings db to the newest version in migs. Each migration runs in

@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -156,16 +158,53 @@ func TestConcurrentOpenMigratesOnce(t *testing.T) {
 	}
 }
 
+// olderDB creates a database at path at schema version v, as an older
+// rubick left it: a Store cannot open one (its statements need the newest
+// schema).
+func olderDB(t *testing.T, path string, v int) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate(context.Background(), db, migrations()[:v], time.Now, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// A fit stored before k_3d existed reads back with k_3d = 1: it priced 3D
+// plans as if at 1.
+func TestMigrationV3KeepsFits(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "rubick.db")
+	v2 := olderDB(t, path, 2)
+	if _, err := v2.ExecContext(ctx, `
+		INSERT INTO model_types(name, spec, created_ns, updated_ns) VALUES ('gpt2', '{}', 1, 1);
+		INSERT INTO fits(model_type, k_bwd, k_sync, k_opt, k_opt_off, k_off, k_swap, k_const,
+			rmsle, mape_pct, samples, pinned, params_source, origin, created_ns, current)
+		VALUES ('gpt2', 2, 1.5, 0.1, 4, 1, 2, 0.01, 0.05, 4.5, 7, '[]', '', 'profile', 5, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	v2.Close()
+	s := openTest(t, path)
+	got, err := s.CurrentFit(ctx, "gpt2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := model.Params{KBwd: 2, KSync: 1.5, KOpt: 0.1, KOptOff: 4, KOff: 1, KSwap: 2, KConst: 0.01, K3D: 1}
+	if d := cmp.Diff(want, got.Params); d != "" {
+		t.Errorf("fit after migrating (-want +got):\n%s", d)
+	}
+}
+
 // A database written before samples had an iteration column keeps its
 // samples, which read back with the iteration unknown.
 func TestMigrationV2KeepsSamples(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "rubick.db")
-	v1, err := open(ctx, path, migrations()[:1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := v1.w.ExecContext(ctx, `
+	v1 := olderDB(t, path, 1)
+	if _, err := v1.ExecContext(ctx, `
 		INSERT INTO model_types(name, spec, created_ns, updated_ns) VALUES ('gpt2', '{}', 1, 1);
 		INSERT INTO samples(model_type, dp, tp, pp, micro_batch, accum, zero, offload, checkpoint, placement,
 			gpus, cpus, host_mem_gb, iter_s, fwd_s, cc_s, opt_s, source_job, source, created_ns)

@@ -344,8 +344,8 @@ func (ex *explanation) write(w io.Writer) error {
 			fmt.Fprintf(ew, ", pinned %s", strings.Join(f.Pinned, ","))
 		}
 		p := f.Params
-		fmt.Fprintf(ew, "\n  k_bwd=%.4g k_sync=%.4g k_opt=%.4g k_opt_off=%.4g k_off=%.4g k_swap=%.4g k_const=%.4g\n",
-			p.KBwd, p.KSync, p.KOpt, p.KOptOff, p.KOff, p.KSwap, p.KConst)
+		fmt.Fprintf(ew, "\n  k_bwd=%.4g k_sync=%.4g k_opt=%.4g k_opt_off=%.4g k_off=%.4g k_swap=%.4g k_const=%.4g k_3d=%.4g\n",
+			p.KBwd, p.KSync, p.KOpt, p.KOptOff, p.KOff, p.KSwap, p.KConst, p.Normalized().K3D)
 	}
 	if ex.Plan != "" {
 		tput := "not priced"

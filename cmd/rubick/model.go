@@ -172,11 +172,11 @@ func modelFit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return writeJSON(stdout, rows)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "model\tsamples\tk_bwd\tk_sync\tk_opt\tk_opt_off\tk_off\tk_swap\tk_const\trmsle\tmape_pct\tpinned\t")
+	fmt.Fprintln(tw, "model\tsamples\tk_bwd\tk_sync\tk_opt\tk_opt_off\tk_off\tk_swap\tk_const\tk_3d\trmsle\tmape_pct\tpinned\t")
 	for _, r := range rows {
 		p := r.Fit.Params
-		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.4f\t%.3f\t%.3f\t%.3f\t%.4f\t%.4f\t%.2f\t%s\t\n", r.Model, r.Fit.Samples,
-			p.KBwd, p.KSync, p.KOpt, p.KOptOff, p.KOff, p.KSwap, p.KConst, r.Fit.RMSLE, r.Fit.MAPE, strings.Join(r.Fit.Pinned, ","))
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.4f\t%.3f\t%.3f\t%.3f\t%.4f\t%.3f\t%.4f\t%.2f\t%s\t\n", r.Model, r.Fit.Samples,
+			p.KBwd, p.KSync, p.KOpt, p.KOptOff, p.KOff, p.KSwap, p.KConst, p.Normalized().K3D, r.Fit.RMSLE, r.Fit.MAPE, strings.Join(r.Fit.Pinned, ","))
 	}
 	return tw.Flush()
 }
