@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"math/rand/v2"
 	"slices"
 
@@ -39,6 +40,16 @@ type LearnScore struct {
 	// where the refit replaced the profile fit.
 	Refits   int `json:"refits"`
 	Promoted int `json:"promoted"`
+	// Placements counts the plan-choice placements scored (placements x
+	// seeds): those with several measured plans and no drawn row, so the
+	// learner never saw how fast any plan there ran.
+	Placements int `json:"placements"`
+	// Static/Learned BestPickPct and RegretPct score the plan each fit
+	// ranks first there, as rubick model validate does.
+	StaticBestPickPct  float64 `json:"static_best_pick_pct"`
+	LearnedBestPickPct float64 `json:"learned_best_pick_pct"`
+	StaticRegretPct    float64 `json:"static_regret_pct_avg"`
+	LearnedRegretPct   float64 `json:"learned_regret_pct_avg"`
 }
 
 // Learn replays rubickd's online learning on the measured rows: for each
@@ -61,6 +72,10 @@ func Learn(ctx context.Context, set *Set, env model.Env, opts LearnOptions) ([]L
 		n                int
 		static, learned  float64
 		refits, promoted int
+		// plan choice, static then learned
+		places int
+		hits   [2]int
+		regret [2]float64
 	}
 	per := map[string]*agg{"all": {}}
 	var names []string
@@ -103,9 +118,24 @@ func Learn(ctx context.Context, set *Set, env model.Env, opts LearnOptions) ([]L
 					learned.Params = rr.Fit.Params
 				}
 			}
+			seen := map[string]bool{} // placements of drawn rows
+			for _, j := range draw {
+				seen[rotationKey(rows[j].Placement)] = true
+			}
+			var choice [2][]RowPrediction
 			for j, m := range rows {
 				if slices.Contains(draw, j) || (opts.ExcludeSuspect && SuspectReason(name, m) != "") {
 					continue
+				}
+				if !seen[rotationKey(m.Placement)] {
+					for i, p := range []model.Predictor{static, learned} {
+						bd, err := p.Predict(samples[j].Plan, samples[j].Resources)
+						if err != nil {
+							return nil, fmt.Errorf("%s placements.csv line %d: %w", name, m.Line, err)
+						}
+						choice[i] = append(choice[i], RowPrediction{Model: name, ExecPlan: m.ExecPlan,
+							Placement: m.Placement, MeasuredS: m.IterS, PredictedS: bd.Iter})
+					}
 				}
 				one := samples[j : j+1]
 				s, err := model.MeanRelErr(static, one)
@@ -122,6 +152,20 @@ func Learn(ctx context.Context, set *Set, env model.Env, opts LearnOptions) ([]L
 					x.learned += l
 				}
 			}
+			for i, rs := range choice {
+				for _, pc := range planChoice(rs, []string{name}) {
+					if pc.Model != name {
+						continue
+					}
+					for _, x := range []*agg{a, per["all"]} {
+						if i == 0 {
+							x.places += pc.Placements
+						}
+						x.hits[i] += int(math.Round(pc.BestPickPct * float64(pc.Placements) / 100))
+						x.regret[i] += pc.RegretPctAvg * float64(pc.Placements)
+					}
+				}
+			}
 		}
 		per["all"].refits += a.refits
 		per["all"].promoted += a.promoted
@@ -135,8 +179,14 @@ func Learn(ctx context.Context, set *Set, env model.Env, opts LearnOptions) ([]L
 		if a.n == 0 {
 			continue
 		}
-		out = append(out, LearnScore{Model: name, Scored: a.n, StaticMAPEPct: 100 * a.static / float64(a.n),
-			LearnedMAPEPct: 100 * a.learned / float64(a.n), Refits: a.refits, Promoted: a.promoted})
+		ls := LearnScore{Model: name, Scored: a.n, StaticMAPEPct: 100 * a.static / float64(a.n),
+			LearnedMAPEPct: 100 * a.learned / float64(a.n), Refits: a.refits, Promoted: a.promoted, Placements: a.places}
+		if a.places > 0 {
+			n := float64(a.places)
+			ls.StaticBestPickPct, ls.LearnedBestPickPct = 100*float64(a.hits[0])/n, 100*float64(a.hits[1])/n
+			ls.StaticRegretPct, ls.LearnedRegretPct = a.regret[0]/n, a.regret[1]/n
+		}
+		out = append(out, ls)
 	}
 	return out, nil
 }

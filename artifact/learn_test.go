@@ -48,6 +48,15 @@ func TestLearn(t *testing.T) {
 		if s.Promoted > s.Refits {
 			t.Errorf("%s: %d promotions out of %d refits", s.Model, s.Promoted, s.Refits)
 		}
+		if s.Promoted == 0 && (s.LearnedBestPickPct != s.StaticBestPickPct || s.LearnedRegretPct != s.StaticRegretPct) {
+			t.Errorf("%s: no refit promoted, yet plan choice %.1f %% / %.2f %% != static %.1f %% / %.2f %%",
+				s.Model, s.LearnedBestPickPct, s.LearnedRegretPct, s.StaticBestPickPct, s.StaticRegretPct)
+		}
+	}
+	// bert has 18 placements with several measured plans; a draw of 7 rows
+	// leaves most of them unseen.
+	if p := by["bert"].Placements; p < 10*seeds || p > 18*seeds {
+		t.Errorf("bert: %d plan-choice placements scored over %d seeds, want 10-18 per seed", p, seeds)
 	}
 	if by["all"].Scored != sum {
 		t.Errorf("all: scored %d, want the sum %d", by["all"].Scored, sum)
@@ -58,6 +67,21 @@ func TestLearn(t *testing.T) {
 	if l.Refits != seeds || l.Promoted < seeds-1 || !(l.LearnedMAPEPct < 0.6*l.StaticMAPEPct) {
 		t.Errorf("llama30: %d refits, %d promoted, MAPE %.1f -> %.1f %%; want %d refits, >= %d promoted, under 60 %% of static",
 			l.Refits, l.Promoted, l.StaticMAPEPct, l.LearnedMAPEPct, seeds, seeds-1)
+	}
+}
+
+// Learning t5's k_3d also mends its plan choice: at placements the learner
+// never saw, the learned fit stops preferring the slow 3D plans.
+func TestLearnPlanChoiceT5(t *testing.T) {
+	scores, err := Learn(context.Background(), subset(t, "t5"), model.DefaultEnv(), LearnOptions{Rows: 10, Seeds: 4, Threshold: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := scores[0]
+	t.Logf("t5: %d promoted of %d, %d placements, best pick %.1f -> %.1f %%, regret %.2f -> %.2f %%",
+		s.Promoted, s.Refits, s.Placements, s.StaticBestPickPct, s.LearnedBestPickPct, s.StaticRegretPct, s.LearnedRegretPct)
+	if s.Model != "t5" || s.Promoted == 0 || !(s.LearnedRegretPct < 0.75*s.StaticRegretPct) || s.LearnedBestPickPct < s.StaticBestPickPct {
+		t.Errorf("t5 plan choice after learning: %+v; want a promoted refit, regret below 75 %% of static, best pick no worse", s)
 	}
 }
 

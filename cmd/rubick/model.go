@@ -181,6 +181,14 @@ func modelFit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return tw.Flush()
 }
 
+// pctOrDash prints a percentage of n scored items, or "-" when none was.
+func pctOrDash(n int, pct float64) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", pct)
+}
+
 func modelValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("model validate", "Fit each model on its profile/ samples only, predict every measured row of its placements.csv,\nand score accuracy per model and plan family and the plan choice per placement.", stderr)
 	data := fs.String("data", "", "artifact data directory; empty means the embedded copy")
@@ -265,7 +273,9 @@ func modelLearn(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		"placements.csv rows reach the learner as job reports after the profile fit; when they warrant\n"+
 		"a refit (mean error above --threshold over two or more configurations), the refit replaces the\n"+
 		"fit if fits made without each configuration predict it better than the profile fit does.\n"+
-		"Every other row is scored with the profile fit (static) and with the learner's fit (learned).", stderr)
+		"Every other row is scored with the profile fit (static) and with the learner's fit (learned),\n"+
+		"and so is the plan each ranks first at every placement with several measured plans and no\n"+
+		"drawn row.", stderr)
 	data := fs.String("data", "", "artifact data directory; empty means the embedded copy")
 	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
 	rows := fs.Int("rows", 10, "measured rows each model's learner sees per seed (models with no more rows are left out)")
@@ -288,9 +298,11 @@ func modelLearn(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return writeJSON(stdout, scores)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "model\tscored\tstatic_mape_pct\tlearned_mape_pct\trefits\tpromoted\t")
+	fmt.Fprintln(tw, "model\tscored\tstatic_mape_pct\tlearned_mape_pct\trefits\tpromoted\tplacements\tstatic_best_pick_pct\tlearned_best_pick_pct\tstatic_regret_pct\tlearned_regret_pct\t")
 	for _, s := range scores {
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%d\t%d\t\n", s.Model, s.Scored, s.StaticMAPEPct, s.LearnedMAPEPct, s.Refits, s.Promoted)
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t\n", s.Model, s.Scored, s.StaticMAPEPct, s.LearnedMAPEPct, s.Refits, s.Promoted,
+			s.Placements, pctOrDash(s.Placements, s.StaticBestPickPct), pctOrDash(s.Placements, s.LearnedBestPickPct),
+			pctOrDash(s.Placements, s.StaticRegretPct), pctOrDash(s.Placements, s.LearnedRegretPct))
 	}
 	return tw.Flush()
 }
