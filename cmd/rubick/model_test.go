@@ -164,7 +164,8 @@ func TestModelLearnJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("not a JSON array: %v\n%s", err, out)
 	}
-	want := []string{"learned_mape_pct", "model", "promoted", "refits", "scored", "static_mape_pct"}
+	want := []string{"learned_best_pick_pct", "learned_mape_pct", "learned_regret_pct_avg", "model", "placements",
+		"promoted", "refits", "scored", "static_best_pick_pct", "static_mape_pct", "static_regret_pct_avg"}
 	by := map[string]map[string]any{}
 	for _, r := range rows {
 		keys := make([]string, 0, len(r))
