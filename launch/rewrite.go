@@ -103,7 +103,7 @@ func Rewrite(argv []string, plan model.Plan, opts Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if d == DeepSpeed && (plan.TP > 1 || plan.PP > 1) {
+	if cannotOf(d, true)&(model.FeatureTP|model.FeaturePP)&model.Of(plan) != 0 {
 		return Result{}, fmt.Errorf("%w: plan %s uses tensor or pipeline parallelism, which a plain DeepSpeed script does not take from its config", ErrUnsupported, plan)
 	}
 	l := parseLayout(argv)
@@ -118,7 +118,7 @@ func Rewrite(argv []string, plan model.Plan, opts Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if plan.Offload && d == MegatronDeepSpeed && cf == nil {
+	if !cannotOf(d, cf != nil).Allows(plan) {
 		return Result{}, fmt.Errorf("%w: plan %s offloads the optimizer, which Megatron-DeepSpeed takes from a DeepSpeed config; the line has no --deepspeed_config", ErrUnsupported, plan)
 	}
 
@@ -243,6 +243,37 @@ func configFlag(c *cmdline, lo, hi int) (string, flagSpec, bool) {
 		}
 	}
 	return "", flagSpec{}, false
+}
+
+// cannotOf is what a line of dialect d, with or without a DeepSpeed config,
+// cannot express: a plain DeepSpeed script builds its model itself and
+// takes no TP or PP degree from its config, and Megatron-DeepSpeed offloads
+// the optimizer only through a DeepSpeed config.
+func cannotOf(d Dialect, hasConfig bool) model.Features {
+	switch {
+	case d == DeepSpeed:
+		return model.FeatureTP | model.FeaturePP
+	case d == MegatronDeepSpeed && !hasConfig:
+		return model.FeatureOffload
+	}
+	return 0
+}
+
+// Cannot reports the dialect of a launch line and the plan features it
+// cannot express, so the scheduler can keep to the plans it can: what
+// Rewrite would refuse with ErrUnsupported.
+func Cannot(argv []string, opts Options) (model.Features, Dialect, error) {
+	if len(argv) == 0 {
+		return 0, DialectAuto, fmt.Errorf("%w: the training command is empty", ErrBadInput)
+	}
+	d, err := dialectOf(argv, opts)
+	if err != nil {
+		return 0, DialectAuto, err
+	}
+	l := parseLayout(argv)
+	c := &cmdline{toks: argv}
+	_, _, hasConfig := configFlag(c, l.trainLo(), len(argv))
+	return cannotOf(d, hasConfig), d, nil
 }
 
 func loadConfig(c *cmdline, d Dialect, lo, hi int, opts Options) (*userConfig, error) {

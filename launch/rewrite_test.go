@@ -326,3 +326,43 @@ func TestDetect(t *testing.T) {
 		})
 	}
 }
+
+// Cannot names exactly what Rewrite refuses with ErrUnsupported.
+func TestCannot(t *testing.T) {
+	noConfig := []string{"python", "pretrain_gpt.py", "--deepspeed", "--global-batch-size", "32"}
+	tests := map[string]struct {
+		argv    []string
+		cannot  model.Features
+		dialect Dialect
+		err     error
+	}{
+		"megatron":                 {argv: megatronLine, dialect: Megatron},
+		"megatron-deepspeed":       {argv: megatronDSLine, dialect: MegatronDeepSpeed},
+		"megatron-deepspeed plain": {argv: noConfig, cannot: model.FeatureOffload, dialect: MegatronDeepSpeed},
+		"deepspeed":                {argv: deepspeedLine, cannot: model.FeatureTP | model.FeaturePP, dialect: DeepSpeed},
+		"hugging face":             {argv: hfLine, cannot: model.FeatureTP | model.FeaturePP, dialect: DeepSpeed},
+		"unknown":                  {argv: []string{"bash", "train.sh"}, err: ErrUnknownDialect},
+		"empty":                    {argv: nil, err: ErrBadInput},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cannot, d, err := Cannot(tc.argv, Options{})
+			if !errors.Is(err, tc.err) || cannot != tc.cannot || d != tc.dialect {
+				t.Fatalf("Cannot = %v, %q, %v; want %v, %q, %v", cannot, d, err, tc.cannot, tc.dialect, tc.err)
+			}
+			if err != nil {
+				return
+			}
+			for _, fam := range model.Families {
+				plan, err := model.ParsePlan(familyPlans[fam])
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = Rewrite(tc.argv, plan, Options{ConfigDir: t.TempDir()})
+				if refused := errors.Is(err, ErrUnsupported); refused == cannot.Allows(plan) {
+					t.Errorf("%s: Rewrite = %v, but Cannot says %q", plan, err, cannot)
+				}
+			}
+		})
+	}
+}
