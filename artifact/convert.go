@@ -122,15 +122,9 @@ func FitAll(ctx context.Context, set *Set, env model.Env) (map[string]model.FitR
 		}
 		spec := set.Models[name].Spec
 		if !profileMatches(spec, rows) {
-			src := ""
-			for _, other := range set.ModelNames() {
-				if other != name && profileMatches(set.Models[other].Spec, set.Profiles[other]) && slices.Equal(rows, set.Profiles[other]) {
-					src = other
-					break
-				}
-			}
-			if src == "" {
-				return nil, fmt.Errorf("%w: %s profile: parameter_size=%.0fM does not match the spec's %.0f parameters", ErrFormat, name, rows[0].ParamsM, spec.Params)
+			src, err := profileSource(set, name)
+			if err != nil {
+				return nil, err
 			}
 			borrowed[name] = src
 			continue
@@ -146,12 +140,58 @@ func FitAll(ctx context.Context, set *Set, env model.Env) (map[string]model.FitR
 		out[name] = res
 	}
 	for name, src := range borrowed {
-		res := out[src]
-		res.Pinned = slices.Clone(res.Pinned)
-		res.Source = fmt.Sprintf("profile of %s (the %s profile is a copy of it)", src, name)
-		out[name] = res
+		out[name] = borrowedFit(out[src], src, name)
 	}
 	return out, nil
+}
+
+// FitOne is FitAll's fit of one model of set, which may need another
+// model's profile (llama30's is a copy of llama7's). It wraps ErrFormat
+// when name has no profile rows.
+func FitOne(ctx context.Context, set *Set, env model.Env, name string) (model.FitResult, error) {
+	rows := set.Profiles[name]
+	if len(rows) == 0 {
+		return model.FitResult{}, fmt.Errorf("%w: %s has no profile rows", ErrFormat, name)
+	}
+	src := name
+	if !profileMatches(set.Models[name].Spec, rows) {
+		var err error
+		if src, err = profileSource(set, name); err != nil {
+			return model.FitResult{}, err
+		}
+	}
+	samples, err := ProfileSamples(set.Models[src].Spec, set.Profiles[src])
+	if err != nil {
+		return model.FitResult{}, err
+	}
+	res, err := model.Fit(ctx, set.Models[src].Spec, env, samples, model.FitOptions{AllowPartial: true})
+	if err != nil {
+		return model.FitResult{}, fmt.Errorf("fit %s: %w", src, err)
+	}
+	if src != name {
+		res = borrowedFit(res, src, name)
+	}
+	return res, nil
+}
+
+// profileSource finds the model whose identical profile name's rows copy,
+// for a profile measured on another model size than name's spec.
+func profileSource(set *Set, name string) (string, error) {
+	rows := set.Profiles[name]
+	for _, other := range set.ModelNames() {
+		if other != name && profileMatches(set.Models[other].Spec, set.Profiles[other]) && slices.Equal(rows, set.Profiles[other]) {
+			return other, nil
+		}
+	}
+	return "", fmt.Errorf("%w: %s profile: parameter_size=%.0fM does not match the spec's %.0f parameters",
+		ErrFormat, name, rows[0].ParamsM, set.Models[name].Spec.Params)
+}
+
+// borrowedFit is src's fit as name's, saying where it comes from.
+func borrowedFit(res model.FitResult, src, name string) model.FitResult {
+	res.Pinned = slices.Clone(res.Pinned)
+	res.Source = fmt.Sprintf("profile of %s (the %s profile is a copy of it)", src, name)
+	return res
 }
 
 // OwnProfileSamples returns the profiling runs FitAll fits name on, or nil

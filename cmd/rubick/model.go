@@ -145,19 +145,18 @@ func modelFit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	var fits map[string]model.FitResult
 	if *only != "" {
-		info, ok := set.Models[*only]
-		if !ok {
+		if _, ok := set.Models[*only]; !ok {
 			return fmt.Errorf("%w: --model %q: not in the data (have %s)", model.ErrBadInput, *only, strings.Join(set.ModelNames(), ", "))
 		}
-		set = &artifact.Set{
-			Models:     map[string]artifact.ModelInfo{*only: info},
-			Profiles:   map[string][]artifact.ProfileRow{*only: set.Profiles[*only]},
-			Placements: map[string][]artifact.Measurement{*only: set.Placements[*only]},
+		// The whole set stays: a profile may be a copy of another model's.
+		f, err := artifact.FitOne(ctx, set, *env, *only)
+		if err != nil {
+			return err
 		}
-	}
-	fits, err := artifact.FitAll(ctx, set, *env)
-	if err != nil {
+		fits = map[string]model.FitResult{*only: f}
+	} else if fits, err = artifact.FitAll(ctx, set, *env); err != nil {
 		return err
 	}
 	rows := make([]fitRow, 0, len(fits))
@@ -341,12 +340,8 @@ func modelBestPlan(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if c == 0 {
 		c = artifact.MeasuredThreadsPerGPU * pl.GPUs()
 	}
-	samples, err := artifact.ProfileSamples(info.Spec, set.Profiles[*name])
-	if err != nil {
-		return err
-	}
 	env := *envp
-	fit, err := model.Fit(ctx, info.Spec, env, samples, model.FitOptions{AllowPartial: true})
+	fit, err := artifact.FitOne(ctx, set, env, *name)
 	if err != nil {
 		return err
 	}

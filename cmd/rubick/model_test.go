@@ -154,6 +154,31 @@ func TestModelFit(t *testing.T) {
 	}
 }
 
+// llama30's profile is a copy of llama7's: fitting or planning llama30
+// alone must still find it, as fitting every model does.
+func TestModelBorrowedProfile(t *testing.T) {
+	out, _, err := runCLI(t, "model", "fit", "--model", "llama30", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []struct {
+		Fit struct {
+			Samples int    `json:"samples"`
+			Source  string `json:"source"`
+		} `json:"fit"`
+	}
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Fit.Samples != 3 || !strings.Contains(rows[0].Fit.Source, "llama7") {
+		t.Errorf("fit --model llama30: %+v, want llama7's 3 runs with the source named", rows)
+	}
+	out, _, err = runCLI(t, "model", "best-plan", "--model", "llama30", "--placement", "8", "--json")
+	if err != nil || !strings.Contains(out, `"plan"`) {
+		t.Errorf("best-plan --model llama30: %v\n%s", err, out)
+	}
+}
+
 // TestModelLearnJSON runs one draw of the online-refit replay.
 func TestModelLearnJSON(t *testing.T) {
 	out, _, err := runCLI(t, "model", "learn", "--rows", "7", "--seeds", "1", "--json")
