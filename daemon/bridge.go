@@ -115,7 +115,12 @@ type Estimators func(modelType string) (policy.Estimator, bool)
 // rigid_jobs: schedule, by what the first pending rigid job needs. Restarts
 // are priced at restartCosts for the model types it holds, at
 // cfg.RestartCost for the others.
-func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, est Estimators, restartCosts map[string]time.Duration, log *slog.Logger) (*View, error) {
+//
+// cannot holds, per job id, the plan features its launch line cannot
+// express, as rubick-srun reported them; every plan rubickd gives the job
+// avoids them.
+func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, est Estimators, restartCosts map[string]time.Duration,
+	cannot map[int]model.Features, log *slog.Logger) (*View, error) {
 	v := &View{managed: map[string]*managedJob{}, Unmanaged: map[int]string{}}
 	models := map[string]policy.Estimator{}
 	var pjobs []policy.Job
@@ -146,7 +151,7 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 			}
 			continue
 		}
-		mj, pj, err := convertJob(cfg, now, j, e)
+		mj, pj, err := convertJob(cfg, now, j, e, cannot[j.ID])
 		if err != nil {
 			v.Unmanaged[j.ID] = err.Error()
 			log.Warn("job not schedulable", "job", j.ID, "err", err)
@@ -229,7 +234,7 @@ func usable(n slurm.Node, partitions []string) bool {
 }
 
 // convertJob maps one tagged Slurm job onto a policy job.
-func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator) (*managedJob, policy.Job, error) {
+func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, cannot model.Features) (*managedJob, policy.Job, error) {
 	mj := &managedJob{slurm: j, tag: *j.Tag}
 	if s, ok := j.Tag.Extra[tagReq]; ok {
 		r, err := parseRequest(s)
@@ -260,9 +265,15 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator) (*ma
 	}
 	reqRes := model.Resources{Placement: pl, CPUs: mj.req.CPUs, HostMemGB: float64(mj.req.MemMB) * float64(mj.req.Nodes) / 1024}
 	// The user's launch line is not visible to rubickd; the SLO baseline is
-	// the best plan on the requested resources, the strictest reading.
-	reqPlan, _, err := e.BestPlan(reqRes, nil)
+	// the best plan on the requested resources that the line can run (any,
+	// until rubick-srun has said what it cannot), the strictest reading.
+	allow := func(p model.Plan) bool { return cannot.Allows(p) }
+	reqPlan, _, err := e.BestPlan(reqRes, allow)
 	if err != nil {
+		if cannot != 0 {
+			return nil, policy.Job{}, fmt.Errorf("job %d: no feasible plan without %s (what its launch line cannot run) for model %s on its request %s: %w",
+				j.ID, cannot, j.Tag.ModelType, pl, err)
+		}
 		return nil, policy.Job{}, fmt.Errorf("job %d: no feasible plan for model %s on its request %s: %w", j.ID, j.Tag.ModelType, pl, err)
 	}
 	pj := policy.Job{
@@ -276,6 +287,7 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator) (*ma
 		Reconfigs: max(j.Tag.Generation-1, 0),
 		// The user's --time: the order of the guaranteed queue and backfill.
 		TimeLimit: j.TimeLimit,
+		Cannot:    cannot,
 	}
 	if j.State == slurm.StateRunning && len(j.NodeList) > 0 {
 		n := len(j.NodeList)
@@ -291,7 +303,7 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator) (*ma
 		if err != nil || plan.GPUs() != j.GPUsPerNode*n {
 			// A job started outside rubick (or an old tag): assume the best
 			// plan for what it holds.
-			plan, _, err = e.BestPlan(model.Resources{Placement: policy.PlacementOf(pj.Alloc), CPUs: j.CPUs}, nil)
+			plan, _, err = e.BestPlan(model.Resources{Placement: policy.PlacementOf(pj.Alloc), CPUs: j.CPUs}, allow)
 			if err != nil {
 				return nil, policy.Job{}, fmt.Errorf("job %d: no feasible plan on its allocation: %w", j.ID, err)
 			}

@@ -37,6 +37,7 @@ type Store interface {
 	MarkApplied(ctx context.Context, id int64, res store.Result, applyErr error) error
 	Pending(ctx context.Context) ([]store.Action, error)
 	Prune(ctx context.Context, r store.Retention) (store.Pruned, error)
+	JobsCannot(ctx context.Context, ids []int64) (map[int64]model.Features, error)
 	RestartStore
 }
 
@@ -192,6 +193,29 @@ func (d *Daemon) Reconcile(ctx context.Context) error {
 	return nil
 }
 
+// launchLimits reads what the launch lines of jobs cannot express, as
+// their rubick-srun reported it, for the jobs with a model type.
+func (d *Daemon) launchLimits(ctx context.Context, jobs []slurm.Job) (map[int]model.Features, error) {
+	var ids []int64
+	for _, j := range jobs {
+		if j.Tag != nil && j.Tag.ModelType != "" {
+			ids = append(ids, int64(j.ID))
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	byID, err := d.deps.Store.JobsCannot(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read launch limits: %w", err)
+	}
+	out := make(map[int]model.Features, len(byID))
+	for id, f := range byID {
+		out[int(id)] = f
+	}
+	return out, nil
+}
+
 // Cycle runs one snapshot, decide, apply, record cycle, with the
 // configuration a Reload queued, if any. With dryRun it decides and reports
 // but touches neither Slurm nor the store.
@@ -220,7 +244,11 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	view, err := BuildView(d.cfg, start, nodes, jobs, est, d.restartCosts(ctx, start, dryRun), d.deps.Logger)
+	cannot, err := d.launchLimits(ctx, jobs)
+	if err != nil {
+		return rep, err
+	}
+	view, err := BuildView(d.cfg, start, nodes, jobs, est, d.restartCosts(ctx, start, dryRun), cannot, d.deps.Logger)
 	if err != nil {
 		return rep, fmt.Errorf("build snapshot: %w", err)
 	}

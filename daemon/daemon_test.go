@@ -6,12 +6,14 @@ import (
 	"errors"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rubick-sched/rubick/artifact"
+	"github.com/rubick-sched/rubick/launch/report"
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/policy"
 	"github.com/rubick-sched/rubick/slurm"
@@ -477,5 +479,64 @@ func TestPruneAppliesRetention(t *testing.T) {
 	}
 	if diff := cmp.Diff(store.Pruned{Reasons: 2, Decisions: 2, Samples: 3}, got); diff != "" {
 		t.Errorf("Prune (-want +got):\n%s", diff)
+	}
+}
+
+// What rubick-srun reports a job's launch line cannot run reaches the
+// policy through the store. gpt2 asking for 5 GPUs is planned (on 4, where
+// ZeRO-DP beats TP 5 on 5) without a report; with a plain DeepSpeed line's
+// report no plan the line can run fits its request (the global batch of 16
+// does not split over 5 data-parallel ranks, and TP is out), so rubickd
+// releases it on its own request, as a job it cannot plan, and rubick-srun
+// runs the line unchanged. (TestCannot in package policy shows the policy
+// itself avoiding what a job cannot run.)
+func TestCycleKeepsToTheLaunchLine(t *testing.T) {
+	tests := map[string]struct {
+		gpus     int
+		cannot   model.Features
+		wantPlan string // "" for a release without a plan
+		unmanage string // what the cycle report says of the job then
+	}{
+		"no report":                  {gpus: 5, wantPlan: "dp4.tp1.pp1.mb4.a1.z2"},
+		"deepspeed line":             {gpus: 5, cannot: model.FeatureTP | model.FeaturePP, unmanage: "without tp,pp"},
+		"deepspeed line, 4 GPUs":     {gpus: 4, cannot: model.FeatureTP | model.FeaturePP, wantPlan: "dp4.tp1.pp1.mb4.a1.z2"},
+		"megatron-deepspeed, 4 GPUs": {gpus: 4, cannot: model.FeatureOffload, wantPlan: "dp4.tp1.pp1.mb4.a1.z2"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			// Other work holds 3 of the node's 8 GPUs.
+			nodes := labNodes(1)
+			nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 3, 24
+			c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{heldJob(21, "gpt2", 1, tc.gpus)}}
+			c.jobs[0].User = "alice"
+			a := &fakeApplier{}
+			d, st := newTestDaemon(t, c, a)
+			ctx := context.Background()
+			if tc.cannot != 0 {
+				// The start that led to the report registered the job.
+				if err := st.UpsertJob(ctx, store.Job{ID: 21, ModelType: "gpt2", Class: store.BestEffort, State: "PENDING"}); err != nil {
+					t.Fatal(err)
+				}
+				l := &Learner{Store: st, Cluster: c, Env: model.DefaultEnv(), LookupUID: func(string) (uint32, error) { return 1000, nil }}
+				n := report.Launch{Kind: report.KindLaunch, Version: report.LaunchVersion, JobID: "21", ModelType: "gpt2",
+					Dialect: "deepspeed", Cannot: tc.cannot.String(), Plan: "dp1.tp5.pp1.mb16.a1.z0", Refused: true}
+				if err := l.AcceptLaunch(ctx, 1000, n); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rep, err := d.Cycle(ctx, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(a.got) != 1 || a.got[0].Kind != slurm.ActionStart || a.got[0].Tag == nil {
+				t.Fatalf("actions %+v, want one start", a.got)
+			}
+			if got := a.got[0].Tag.Plan; got != tc.wantPlan {
+				t.Errorf("started with plan %q, want %q", got, tc.wantPlan)
+			}
+			if why := rep.Ignored[21]; tc.unmanage != "" && !strings.Contains(why, tc.unmanage) {
+				t.Errorf("report says %q of the job, want it to name %q", why, tc.unmanage)
+			}
+		})
 	}
 }

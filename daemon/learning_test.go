@@ -390,3 +390,43 @@ func TestRefitSkipsSamplesOfAnOlderSpec(t *testing.T) {
 		t.Errorf("fits = %d (%v), want the first and the refit", len(fits), err)
 	}
 }
+
+func TestAcceptLaunch(t *testing.T) {
+	l, st, _ := newLearner(t, runningJob(5, "bert"), runningJob(6, "bert"))
+	ctx := context.Background()
+	if err := st.UpsertJob(ctx, store.Job{ID: 5, ModelType: "bert", Class: store.BestEffort, State: "RUNNING"}); err != nil {
+		t.Fatal(err)
+	}
+	good := report.Launch{Kind: report.KindLaunch, Version: report.LaunchVersion, JobID: "5", ModelType: "bert",
+		Dialect: "deepspeed", Cannot: "tp,pp", Plan: "dp2.tp2.pp1.mb16.a1.z0", Refused: true}
+	tests := map[string]struct {
+		uid     uint32
+		mutate  func(*report.Launch)
+		wantErr error
+	}{
+		"owner":            {uid: 1000},
+		"other user":       {uid: 1001, wantErr: report.ErrNotOwner},
+		"wrong model":      {uid: 1000, mutate: func(n *report.Launch) { n.ModelType = "gpt2" }, wantErr: report.ErrBadLaunch},
+		"unknown to slurm": {uid: 1000, mutate: func(n *report.Launch) { n.JobID = "99" }, wantErr: report.ErrBadLaunch},
+		// Slurm knows job 6, rubickd never scheduled it.
+		"never scheduled": {uid: 1000, mutate: func(n *report.Launch) { n.JobID = "6" }, wantErr: report.ErrBadLaunch},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			n := good
+			if tc.mutate != nil {
+				tc.mutate(&n)
+			}
+			if err := l.AcceptLaunch(ctx, tc.uid, n); tc.wantErr == nil && err != nil || tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
+				t.Errorf("AcceptLaunch = %v, want %v", err, tc.wantErr)
+			}
+		})
+	}
+	got, err := st.JobsCannot(ctx, []int64{5, 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(map[int64]model.Features{5: model.FeatureTP | model.FeaturePP}, got); d != "" {
+		t.Errorf("stored (-want +got):\n%s", d)
+	}
+}

@@ -162,7 +162,7 @@ func TestDaemonMeasuresRestartCosts(t *testing.T) {
 
 func TestBuildViewPricesRestartsPerModelType(t *testing.T) {
 	none := func(string) (policy.Estimator, bool) { return nil, false }
-	v, err := BuildView(Defaults(), t0, labNodes(1), nil, none, map[string]time.Duration{"bert": 5 * time.Second}, slog.New(slog.DiscardHandler))
+	v, err := BuildView(Defaults(), t0, labNodes(1), nil, none, map[string]time.Duration{"bert": 5 * time.Second}, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

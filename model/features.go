@@ -51,6 +51,19 @@ func (f Features) String() string {
 	return strings.Join(names, ",")
 }
 
+// MarshalText writes String's form, so JSON shows names, not bits.
+func (f Features) MarshalText() ([]byte, error) { return []byte(f.String()), nil }
+
+// UnmarshalText parses String's form.
+func (f *Features) UnmarshalText(b []byte) error {
+	v, err := ParseFeatures(string(b))
+	if err != nil {
+		return err
+	}
+	*f = v
+	return nil
+}
+
 // ParseFeatures parses String's form; "" is the empty set.
 func ParseFeatures(s string) (Features, error) {
 	var f Features

@@ -258,6 +258,7 @@ func usefulAfterRestart(s *Snapshot, j *Job) float64 {
 // nothing else (and on the estimator, whose change drops the entries).
 type infoKey struct {
 	model    string
+	cannot   model.Features
 	plan     model.Plan
 	shape    string
 	cpus     int
@@ -286,7 +287,7 @@ func (e *engine) jobInfo(r *round, js *jstate) jobInfo {
 	if len(pl) == 0 {
 		pl = PackedPlacement(j.Request.GPUs, r.nodeGPUs)
 	}
-	k := infoKey{model: j.Model, plan: j.Request.Plan, shape: shapeKey(pl), cpus: j.Request.CPUs, nodeGPUs: r.nodeGPUs, memGB: int(r.memGB)}
+	k := infoKey{model: j.Model, cannot: j.Cannot, plan: j.Request.Plan, shape: shapeKey(pl), cpus: j.Request.CPUs, nodeGPUs: r.nodeGPUs, memGB: int(r.memGB)}
 	e.mu.Lock()
 	info, ok := e.infos[k]
 	e.mu.Unlock()
@@ -294,23 +295,23 @@ func (e *engine) jobInfo(r *round, js *jstate) jobInfo {
 		return info
 	}
 	info = jobInfo{reqShape: k.shape, minGPUs: j.Request.GPUs, minShape: k.shape}
-	info.ref = e.perf.best(j.Model, js.est, spaceFixed, j.Request.Plan, k.shape, j.Request.CPUs, r.memGB).tput
+	info.ref = e.perf.best(j.Model, js.est, spaceFixed, j.Cannot, j.Request.Plan, k.shape, j.Request.CPUs, r.memGB).tput
 	if !(info.ref > 0) {
-		info.ref = e.perf.best(j.Model, js.est, spaceAny, j.Request.Plan, k.shape, j.Request.CPUs, r.memGB).tput
+		info.ref = e.perf.best(j.Model, js.est, spaceAny, j.Cannot, j.Request.Plan, k.shape, j.Request.CPUs, r.memGB).tput
 	}
 	if !(info.ref > 0) {
 		info.ref = 1
 	}
 	cpg := max(1, j.Request.CPUs/max(1, j.Request.GPUs))
 	hi := max(j.Request.GPUs, r.nodeGPUs)
-	info.unit = e.perf.best(j.Model, js.est, spaceAny, model.Plan{}, shapeKey(PackedPlacement(r.nodeGPUs, r.nodeGPUs)), r.nodeGPUs*cpg, r.memGB).tput / float64(max(1, r.nodeGPUs))
+	info.unit = e.perf.best(j.Model, js.est, spaceAny, j.Cannot, model.Plan{}, shapeKey(PackedPlacement(r.nodeGPUs, r.nodeGPUs)), r.nodeGPUs*cpg, r.memGB).tput / float64(max(1, r.nodeGPUs))
 	if !(info.unit > 0) {
 		info.unit = info.ref / float64(j.Request.GPUs)
 	}
 	minNT := (1 + e.cfg.SLOMargin) * info.ref / info.unit
 	for g := 1; g <= hi; g++ {
 		shape := shapeKey(PackedPlacement(g, r.nodeGPUs))
-		v := e.perf.best(j.Model, js.est, e.v.space, j.Request.Plan, shape, g*cpg, r.memGB)
+		v := e.perf.best(j.Model, js.est, e.v.space, j.Cannot, j.Request.Plan, shape, g*cpg, r.memGB)
 		nt := v.tput / info.unit
 		info.entry = max(info.entry, nt/float64(g))
 		if g < info.minGPUs && nt >= minNT {
@@ -433,7 +434,7 @@ func (r *round) tput(js *jstate, slots []slot, n, dg, dc int) perfVal {
 		// for plans such as TP=5 that no power of two can host).
 		return perfVal{}
 	}
-	return r.e.perf.pick(js.j.Model, js.est, r.e.v.space, js.j.Request.Plan, shape, cpus, r.memGB, r.e.cfg.PlanSwitchGain)
+	return r.e.perf.pick(js.j.Model, js.est, r.e.v.space, js.j.Cannot, js.j.Request.Plan, shape, cpus, r.memGB, r.e.cfg.PlanSwitchGain)
 }
 
 // nt is normalised throughput: samples/s over the request's.
@@ -1202,6 +1203,9 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 		}
 		return a
 	}
+	if js.running && !js.changed() && !j.Cannot.Allows(j.Plan) {
+		return r.unsupported(js, memFree)
+	}
 	if js.running && !js.changed() {
 		a.Kind, a.Alloc, a.Plan = Keep, slices.Clone(j.Alloc), j.Plan
 		a.Reason = ReasonUnchanged
@@ -1248,7 +1252,7 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 	if !r.memFits(js, plan, memFree, false) {
 		pl := r.placement(js.cur)
 		res := model.Resources{Placement: pl, CPUs: js.cpus(), HostMemGB: r.memGB * float64(len(pl))}
-		alt, b, err := js.est.BestPlan(res, func(p model.Plan) bool { return r.memFits(js, p, memFree, false) })
+		alt, b, err := js.est.BestPlan(res, allowing(func(p model.Plan) bool { return r.memFits(js, p, memFree, false) }, j.Cannot))
 		if err != nil || !(b.Iter > 0) {
 			r.release(js)
 			if js.running {
@@ -1285,6 +1289,25 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 }
 
 // release frees a job's tentative GPUs (used when no plan fits memory).
+// unsupported gives a running job whose launch line cannot run its plan
+// the best plan it can run on the resources it holds, whatever the restart
+// costs (the job makes no progress as it is), or sends it back to the
+// queue when none fits.
+func (r *round) unsupported(js *jstate, memFree []float64) Action {
+	j := js.j
+	for _, al := range j.Alloc {
+		n, _ := r.s.NodeIndex(al.Node)
+		memFree[n] += al.MemGB
+	}
+	why := fmt.Sprintf("its launch line cannot run %s (no %s)", j.Plan, j.Cannot)
+	if v := r.tput(js, js.cur, -1, 0, 0); v.tput > 0 && r.memFits(js, v.plan, memFree, true) {
+		return Action{Kind: Restart, JobID: j.ID, Plan: v.plan, Throughput: v.tput, Alloc: r.allocOf(js, v.plan),
+			Reason: ReasonUnsupported, Detail: why + "; " + v.plan.String() + " instead"}
+	}
+	r.release(js)
+	return Action{Kind: Preempt, JobID: j.ID, Reason: ReasonUnsupported, Detail: why + ", and no plan it can run fits what it holds"}
+}
+
 func (r *round) release(js *jstate) {
 	for len(js.cur) > 0 {
 		s := js.cur[0]

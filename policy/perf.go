@@ -25,12 +25,13 @@ const (
 // perfKey identifies one cached prediction: the best plan of a model type
 // within a plan space on one placement shape with a CPU count.
 type perfKey struct {
-	model string
-	space space
-	req   model.Plan // the requested plan for spaceDP and spaceFixed, else zero
-	shape string     // canonical placement, one byte per node
-	cpus  int
-	mem   int // host GB per node the plan may use
+	model  string
+	space  space
+	cannot model.Features // plan features the job's launch line cannot express
+	req    model.Plan     // the requested plan for spaceDP and spaceFixed, else zero
+	shape  string         // canonical placement, one byte per node
+	cpus   int
+	mem    int // host GB per node the plan may use
 }
 
 // perfVal is the cached best plan and its throughput (0 when nothing fits).
@@ -125,6 +126,18 @@ func allowDP(req model.Plan) func(model.Plan) bool {
 	}
 }
 
+// allowing is allow with the plans using a feature of cannot removed; nil
+// (every plan) when both allow everything.
+func allowing(allow func(model.Plan) bool, cannot model.Features) func(model.Plan) bool {
+	switch {
+	case cannot == 0:
+		return allow
+	case allow == nil:
+		return cannot.Allows
+	}
+	return func(p model.Plan) bool { return cannot.Allows(p) && allow(p) }
+}
+
 // siaShape reports whether a shape is in Sia's configuration set: one node
 // with a power-of-two GPU count, or several whole nodes.
 func siaShape(shape string, nodeGPUs int) bool {
@@ -140,12 +153,13 @@ func siaShape(shape string, nodeGPUs int) bool {
 	return true
 }
 
-// best returns the best plan of est within sp on shape with cpus CPUs.
-func (c *perfCache) best(name string, est Estimator, sp space, req model.Plan, shape string, cpus int, memGB float64) perfVal {
+// best returns the best plan of est within sp, without the features of
+// cannot, on shape with cpus CPUs.
+func (c *perfCache) best(name string, est Estimator, sp space, cannot model.Features, req model.Plan, shape string, cpus int, memGB float64) perfVal {
 	if shape == "" {
 		return perfVal{}
 	}
-	k := perfKey{model: name, space: sp, shape: shape, cpus: cpus, mem: int(memGB)}
+	k := perfKey{model: name, space: sp, cannot: cannot, shape: shape, cpus: cpus, mem: int(memGB)}
 	if sp != spaceAny {
 		k.req = req
 	}
@@ -155,20 +169,20 @@ func (c *perfCache) best(name string, est Estimator, sp space, req model.Plan, s
 	if ok {
 		return v
 	}
-	v = compute(est, sp, req, shape, cpus, memGB)
+	v = compute(est, sp, cannot, req, shape, cpus, memGB)
 	c.mu.Lock()
 	c.m[k] = v
 	c.mu.Unlock()
 	return v
 }
 
-func compute(est Estimator, sp space, req model.Plan, shape string, cpus int, memGB float64) perfVal {
+func compute(est Estimator, sp space, cannot model.Features, req model.Plan, shape string, cpus int, memGB float64) perfVal {
 	pl := shapePlacement(shape)
 	r := model.Resources{Placement: pl, CPUs: cpus, HostMemGB: memGB * float64(len(pl))}
 	gb := float64(est.Spec().GlobalBatch)
 	switch sp {
 	case spaceFixed:
-		if req.GPUs() != pl.GPUs() {
+		if req.GPUs() != pl.GPUs() || !cannot.Allows(req) {
 			return perfVal{}
 		}
 		// The user's own plan ran on real hardware, so its memory is not
@@ -179,13 +193,13 @@ func compute(est Estimator, sp space, req model.Plan, shape string, cpus int, me
 		}
 		return perfVal{plan: req, tput: gb / b.Iter}
 	case spaceDP:
-		p, b, err := est.BestPlan(r, allowDP(req))
+		p, b, err := est.BestPlan(r, allowing(allowDP(req), cannot))
 		if err != nil || !(b.Iter > 0) {
 			return perfVal{}
 		}
 		return perfVal{plan: p, tput: gb / b.Iter}
 	default:
-		p, b, err := est.BestPlan(r, nil)
+		p, b, err := est.BestPlan(r, allowing(nil, cannot))
 		if err != nil || !(b.Iter > 0) {
 			return perfVal{}
 		}
@@ -197,19 +211,19 @@ func compute(est Estimator, sp space, req model.Plan, shape string, cpus int, me
 // family (scaled along data parallelism) is kept unless another plan is
 // predicted at least gain faster: the user's plan ran before, the model
 // may be off by several per cent, and a wrong switch costs a restart.
-func (c *perfCache) pick(name string, est Estimator, sp space, req model.Plan, shape string, cpus int, memGB, gain float64) perfVal {
+func (c *perfCache) pick(name string, est Estimator, sp space, cannot model.Features, req model.Plan, shape string, cpus int, memGB, gain float64) perfVal {
 	if sp != spaceAny || gain <= 0 {
-		return c.best(name, est, sp, req, shape, cpus, memGB)
+		return c.best(name, est, sp, cannot, req, shape, cpus, memGB)
 	}
-	k := perfKey{model: name, space: spacePick, req: req, shape: shape, cpus: cpus, mem: int(memGB)}
+	k := perfKey{model: name, space: spacePick, cannot: cannot, req: req, shape: shape, cpus: cpus, mem: int(memGB)}
 	c.mu.Lock()
 	v, ok := c.m[k]
 	c.mu.Unlock()
 	if ok {
 		return v
 	}
-	v = c.best(name, est, spaceAny, req, shape, cpus, memGB)
-	d := c.best(name, est, spaceDP, req, shape, cpus, memGB)
+	v = c.best(name, est, spaceAny, cannot, req, shape, cpus, memGB)
+	d := c.best(name, est, spaceDP, cannot, req, shape, cpus, memGB)
 	if d.tput > 0 && v.tput < d.tput*(1+gain) {
 		v = d
 	}

@@ -46,6 +46,7 @@ const (
 	ReasonPenalty     Reason = "restart-penalty"  // not reconfigured: the restart would cost too much of its run time
 	ReasonUnchanged   Reason = "unchanged"        // running as before
 	ReasonNoPlan      Reason = "no-feasible-plan" // queued: no memory-feasible plan on any resources it could get
+	ReasonUnsupported Reason = "launch-line"      // its launch line cannot run its plan: another plan, or back to the queue
 )
 
 // Action is one decision about one job.

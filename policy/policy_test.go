@@ -509,3 +509,55 @@ func TestMeasuredRestartCosts(t *testing.T) {
 		t.Errorf("negative measured cost: %v, want ErrBadSnapshot naming the model type", err)
 	}
 }
+
+// A job's launch line may be unable to express some plans (a DeepSpeed
+// script takes no TP or PP degree): no policy gives it one, and a running
+// job found on such a plan is moved to one it can run, penalty or not.
+func TestCannot(t *testing.T) {
+	tp := model.Plan{DP: 2, TP: 4, PP: 1, MicroBatch: 4, Accum: 1}
+	jobs := []policy.Job{
+		pt.NewJob("free", "big").GPUs(8).Obj(),
+		pt.NewJob("ds", "big").GPUs(8).Cannot(model.FeatureTP | model.FeaturePP).Obj(),
+		pt.NewJob("nooff", "big").GPUs(1).Cannot(model.FeatureOffload).Obj(),
+		// Frozen by the restart penalty, yet on a plan it cannot run.
+		pt.NewJob("stuck", "big").GPUs(8).Cannot(model.FeatureTP|model.FeaturePP).Reconfigs(3).
+			Running(tp, 10*time.Minute, pt.On("n3", 8)).Obj(),
+	}
+	s, err := policy.NewSnapshot(pt.Epoch.Add(time.Hour), pt.Cluster(4, 8), jobs, nil, pt.Models(), 260*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cannot := map[string]model.Features{}
+	for _, j := range jobs {
+		cannot[j.ID] = j.Cannot
+	}
+	for _, name := range policy.Names() {
+		t.Run(name, func(t *testing.T) {
+			pol, err := policy.New(name, policy.DefaultConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := pol.Decide(context.Background(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range p.Actions {
+				if len(a.Alloc) > 0 && !cannot[a.JobID].Allows(a.Plan) {
+					t.Errorf("job %s: %s %s, which uses what it cannot (%s)", a.JobID, a.Kind, a.Plan, cannot[a.JobID])
+				}
+				if a.JobID == "stuck" && (a.Reason != policy.ReasonUnsupported || (a.Kind != policy.Restart && a.Kind != policy.Preempt)) {
+					t.Errorf("job stuck: %s (%s: %s), want a restart or preemption for its launch line", a.Kind, a.Reason, a.Detail)
+				}
+			}
+			if name != "rubick" {
+				return
+			}
+			// The unrestricted twin shows the restriction mattered.
+			for _, a := range p.Actions {
+				if a.JobID == "free" && a.Plan.TP == 1 && a.Plan.PP == 1 {
+					t.Errorf("job free runs %s: the fake's best plan for big on 8 GPUs should use TP, or this test shows nothing", a.Plan)
+				}
+			}
+		})
+	}
+}

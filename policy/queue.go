@@ -80,7 +80,10 @@ func (q *queue) Decide(ctx context.Context, s *Snapshot) (Plan, error) {
 	actions := make(map[string]Action, len(s.Jobs))
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
-		if j.Running() {
+		switch {
+		case j.Running() && !j.Cannot.Allows(j.Plan):
+			actions[j.ID] = q.unsupported(s, j)
+		case j.Running():
 			actions[j.ID] = Action{Kind: Keep, JobID: j.ID, Alloc: slices.Clone(j.Alloc), Plan: j.Plan,
 				Throughput: q.predict(s, j, j.Plan, placementOf(j.Alloc), cpusOf(j.Alloc), memGB), Reason: ReasonUnchanged}
 		}
@@ -173,6 +176,25 @@ func cpusOf(alloc []NodeAlloc) int {
 	return c
 }
 
+// unsupported moves a running job whose launch line cannot run its plan to
+// the best plan it can run on what it holds (within the host memory it
+// holds), or back to the queue when none fits. Freed resources wait for
+// the next round.
+func (q *queue) unsupported(s *Snapshot, j *Job) Action {
+	why := fmt.Sprintf("its launch line cannot run %s (no %s)", j.Plan, j.Cannot)
+	mem := 0.0
+	for _, a := range j.Alloc {
+		mem += a.MemGB
+	}
+	res := model.Resources{Placement: placementOf(j.Alloc), CPUs: cpusOf(j.Alloc), HostMemGB: mem}
+	est := s.Models[j.Model]
+	if p, b, err := est.BestPlan(res, j.Cannot.Allows); err == nil && b.Iter > 0 {
+		return Action{Kind: Restart, JobID: j.ID, Alloc: slices.Clone(j.Alloc), Plan: p,
+			Throughput: float64(est.Spec().GlobalBatch) / b.Iter, Reason: ReasonUnsupported, Detail: why + "; " + p.String() + " instead"}
+	}
+	return Action{Kind: Preempt, JobID: j.ID, Reason: ReasonUnsupported, Detail: why + ", and no plan it can run fits what it holds"}
+}
+
 func (q *queue) predict(s *Snapshot, j *Job, plan model.Plan, pl model.Placement, cpus int, memGB float64) float64 {
 	est := s.Models[j.Model]
 	b, err := est.Predict(plan, model.Resources{Placement: pl, CPUs: cpus, HostMemGB: memGB * float64(len(pl))})
@@ -243,7 +265,7 @@ func (q *queue) start(s *Snapshot, free []qnode, nodes []int, pl model.Placement
 		}
 		bestC, bestT := q.cfg.MinCPUsPerGPU, 0.0
 		for c := q.cfg.MinCPUsPerGPU; c <= maxc; c++ {
-			t := q.perf.best(j.Model, est, spaceFixed, j.Request.Plan, shapeKey(pl), c*pl.GPUs(), memGB).tput
+			t := q.perf.best(j.Model, est, spaceFixed, j.Cannot, j.Request.Plan, shapeKey(pl), c*pl.GPUs(), memGB).tput
 			if t > bestT*1.01 {
 				bestC, bestT = c, t
 			}
@@ -257,7 +279,7 @@ func (q *queue) start(s *Snapshot, free []qnode, nodes []int, pl model.Placement
 	plan := j.Request.Plan
 	detail := fmt.Sprintf("requested %s on %s", plan, pl)
 	if q.kind.bestPlan {
-		v := q.perf.pick(j.Model, est, spaceAny, plan, shapeKey(pl), total, memGB, q.cfg.PlanSwitchGain)
+		v := q.perf.pick(j.Model, est, spaceAny, j.Cannot, plan, shapeKey(pl), total, memGB, q.cfg.PlanSwitchGain)
 		req := q.predict(s, j, plan, pl, total, memGB)
 		if v.tput > req && q.hostFits(est, v.plan, pl, nodes, free) {
 			plan = v.plan

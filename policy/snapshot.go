@@ -111,6 +111,9 @@ type Job struct {
 	// TimeLimit is the user's estimate of the run time on the request (the
 	// Slurm time limit); 0 when unknown. Only backfill uses it.
 	TimeLimit time.Duration `json:"time_limit,omitempty"`
+	// Cannot is what the job's launch line cannot express: every plan the
+	// policy gives the job avoids these features.
+	Cannot model.Features `json:"cannot,omitempty"`
 }
 
 // Running reports whether the job holds resources.

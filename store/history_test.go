@@ -87,6 +87,41 @@ func TestJobs(t *testing.T) {
 	}
 }
 
+// What a job's launch line cannot express survives the daemon's upserts of
+// the job, and reads back per job.
+func TestJobsCannot(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "")
+	for _, id := range []int64{4, 5, 6} {
+		if err := s.UpsertJob(ctx, Job{ID: id, ModelType: "gpt2", Class: BestEffort, State: "RUNNING"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SetJobCannot(ctx, 99, model.FeatureTP); !errors.Is(err, ErrNotFound) {
+		t.Errorf("SetJobCannot for an unknown job = %v, want ErrNotFound", err)
+	}
+	if err := s.SetJobCannot(ctx, 4, model.FeatureTP|model.FeaturePP); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetJobCannot(ctx, 6, model.FeatureOffload); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpsertJob(ctx, Job{ID: 4, ModelType: "gpt2", Class: BestEffort, State: "PENDING", LastPlan: plan4, LastResources: res4}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.JobsCannot(ctx, []int64{4, 5, 99})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(map[int64]model.Features{4: model.FeatureTP | model.FeaturePP}, got); d != "" {
+		t.Errorf("JobsCannot(4, 5, 99) (-want +got):\n%s", d)
+	}
+	j, err := s.Job(ctx, 6)
+	if err != nil || j.Cannot != model.FeatureOffload {
+		t.Errorf("Job(6).Cannot = %v, %v; want offload", j.Cannot, err)
+	}
+}
+
 func TestUpsertJobRejects(t *testing.T) {
 	for name, tc := range map[string]struct {
 		job  Job

@@ -36,6 +36,9 @@ type Job struct {
 	// successfully given; zero when it has none yet.
 	LastPlan      model.Plan
 	LastResources model.Resources
+	// Cannot is what the job's launch line cannot express, as reported by
+	// rubick-srun (SetJobCannot); UpsertJob leaves it alone.
+	Cannot model.Features
 }
 
 // UpsertJob stores j, replacing the stored fields of a known job except
@@ -152,23 +155,87 @@ func (s *Store) Jobs(ctx context.Context, f JobFilter) ([]Job, error) {
 }
 
 const jobColumns = `job_id, model_type, class, tenant, state, submitted_ns, first_seen_ns, updated_ns,
-	last_plan, last_placement, last_cpus, last_host_mem_gb`
+	last_plan, last_placement, last_cpus, last_host_mem_gb, cannot`
 
 func scanJob(sc scanner) (Job, error) {
 	var j Job
 	var mt, class, plan, placement sql.NullString
 	var submitted, first, updated, cpus sql.NullInt64
 	var mem sql.NullFloat64
+	var cannot string
 	if err := sc.Scan(&j.ID, &mt, &class, &j.Tenant, &j.State, &submitted, &first, &updated,
-		&plan, &placement, &cpus, &mem); err != nil {
+		&plan, &placement, &cpus, &mem, &cannot); err != nil {
 		return Job{}, err
+	}
+	var err error
+	if j.Cannot, err = model.ParseFeatures(cannot); err != nil {
+		return Job{}, fmt.Errorf("job %d: %w", j.ID, err)
 	}
 	j.ModelType, j.Class = mt.String, Class(class.String)
 	j.Submitted, j.FirstSeen, j.Updated = fromTimestamp(submitted), fromTimestamp(first), fromTimestamp(updated)
-	var err error
 	if j.LastPlan, j.LastResources.Placement, err = fromPlanColumns(plan, placement); err != nil {
 		return Job{}, fmt.Errorf("job %d: %w", j.ID, err)
 	}
 	j.LastResources.CPUs, j.LastResources.HostMemGB = int(cpus.Int64), mem.Float64
 	return j, nil
+}
+
+// SetJobCannot records what the launch line of job id cannot express. It
+// wraps ErrNotFound when the store has never seen the job.
+func (s *Store) SetJobCannot(ctx context.Context, id int64, f model.Features) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE jobs SET cannot = ? WHERE job_id = ?`, f.String(), id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return errors.Join(ErrNotFound, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: job %d: set cannot=%q: %w", id, f, err)
+	}
+	return nil
+}
+
+// JobsCannot returns, for those of ids whose launch line cannot express
+// some plan feature, what it cannot; jobs without a report are absent.
+func (s *Store) JobsCannot(ctx context.Context, ids []int64) (map[int64]model.Features, error) {
+	out := map[int64]model.Features{}
+	// SQLite binds at most 32,766 parameters per statement.
+	const chunk = 1000
+	for len(ids) > 0 {
+		n := min(len(ids), chunk)
+		args := make([]any, n)
+		for i, id := range ids[:n] {
+			args[i] = id
+		}
+		ids = ids[n:]
+		rows, err := s.r.QueryContext(ctx, `SELECT job_id, cannot FROM jobs WHERE cannot <> '' AND job_id IN (?`+
+			strings.Repeat(", ?", n-1)+`)`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("store: jobs cannot: %w", err)
+		}
+		for rows.Next() {
+			var id int64
+			var c string
+			if err := rows.Scan(&id, &c); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("store: jobs cannot: %w", err)
+			}
+			f, err := model.ParseFeatures(c)
+			if err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("store: job %d: %w", id, err)
+			}
+			out[id] = f
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("store: jobs cannot: %w", err)
+		}
+	}
+	return out, nil
 }

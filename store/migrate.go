@@ -22,7 +22,7 @@ func migrations() []migration {
 	return []migration{
 		{version: 1, name: "initial schema", up: schemaV1},
 		{version: 2, name: "restart costs", up: schemaV2},
-		{version: 3, name: "3D compute factor", up: schemaV3},
+		{version: 3, name: "3D compute factor, launch limits", up: schemaV3},
 	}
 }
 
@@ -168,10 +168,13 @@ CREATE INDEX restart_costs_by_job ON restart_costs(job_id, action_id);
 CREATE INDEX plan_history_by_kind ON plan_history(kind, decided_ns);
 `
 
-// schemaV3 adds the fitted factor on the compute of TP and PP plans; the
-// fits made before it priced them at 1, which they keep.
+// schemaV3 adds the fitted factor on the compute of TP and PP plans (the
+// fits made before it priced them at 1, which they keep), and the plan
+// features a job's launch line cannot express, as rubick-srun reports them
+// (model.Features' form; empty for none or not reported).
 const schemaV3 = `
 ALTER TABLE fits ADD COLUMN k_3d REAL NOT NULL DEFAULT 1 CHECK (k_3d > 0);
+ALTER TABLE jobs ADD COLUMN cannot TEXT NOT NULL DEFAULT '';
 `
 
 // migrate brings db to the newest version in migs. Each migration runs in

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -227,7 +228,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			if sig := ph.run(ctx); sig != 0 {
 				if sig == cfg.checkpointSig {
 					if cfg.requeue && jobID != "" {
-						requeueHold(ctx, cfg.scontrol, jobID, log)
+						_ = requeueHold(ctx, cfg.scontrol, jobID, log)
 					}
 					return exitCheckpointed
 				}
@@ -246,6 +247,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	} else if st, err = planStep(cfg, *plan, alloc, stateDir, getenv); errors.Is(err, launch.ErrUnknownDialect) && cfg.parsedDialect == launch.DialectAuto {
 		log.Warn("launch line not recognised; running it unchanged (pass --dialect to rewrite it)", "err", err)
 		st = unchangedStep(cfg)
+	} else if errors.Is(err, launch.ErrUnsupported) && !cfg.dryRun && jobID != "" {
+		return refuse(ctx, cfg, jobID, modelType, *plan, err, log)
 	} else if err != nil {
 		log.Error("cannot run the plan", "plan", plan.String(), "err", err)
 		return exitUsage
@@ -270,10 +273,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			base: report.Sample{Version: report.SampleVersion, JobID: jobID, ModelType: modelType, Plan: plan.String(),
 				Placement: st.placement.String(), CPUs: alloc.CPUsOnNode * alloc.Nodes}}
 	}
+	if plan != nil && jobID != "" && cfg.reportURL != "" {
+		// Tell rubickd what this line cannot run before it plans the job
+		// again; a slow rubickd delays the trainer by launchNoticeWait at most.
+		lctx, cancel := context.WithTimeout(ctx, launchNoticeWait)
+		_ = sendLaunch(lctx, cfg, jobID, modelType, *plan, false, log)
+		cancel()
+	}
 	log.Info("launching", "argv", shellQuote(st.argv))
 	status, checkpointed := launchStep(ctx, st, cfg.checkpointSig, samples, stdout, stderr, log)
 	if checkpointed && cfg.requeue && jobID != "" {
-		requeueHold(ctx, cfg.scontrol, jobID, log)
+		_ = requeueHold(ctx, cfg.scontrol, jobID, log)
 	}
 	return status
 }
@@ -505,16 +515,93 @@ func launchStep(ctx context.Context, st step, ckptSig syscall.Signal, s *sampler
 // requeue their own jobs) means a restart survives a rubickd that dies
 // between its signal and its own requeuehold: the job waits, held, for the
 // next rubickd cycle instead of ending.
-func requeueHold(ctx context.Context, scontrol, jobID string, log *slog.Logger) {
+func requeueHold(ctx context.Context, scontrol, jobID string, log *slog.Logger) error {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(cctx, scontrol, "requeuehold", jobID).CombinedOutput()
 	if err != nil {
 		// rubickd requeues the job itself once its checkpoint wait ends.
 		log.Warn("requeuehold after checkpoint failed", "err", err, "output", strings.TrimSpace(string(out)))
-		return
+		return err
 	}
 	log.Info("checkpointed; job requeued held for rubickd to restart it")
+	return nil
+}
+
+// launchNoticeWait bounds the launch notice sent before training starts.
+const launchNoticeWait = 3 * time.Second
+
+// refuseWait bounds how long a job whose plan its line cannot run waits
+// for rubickd's restart signal when it could not requeue itself.
+const refuseWait = 10 * time.Minute
+
+// refuse handles a plan the launch line cannot express (a TP plan for a
+// plain DeepSpeed script, say): rubick-srun tells rubickd what the line
+// cannot run, so every later plan avoids it, and requeues the job held so
+// that rubickd starts it again with such a plan. Nothing has run, so
+// nothing is lost. When the requeue fails it waits for rubickd, which
+// restarts a running job whose plan its line cannot run, as for a
+// checkpoint.
+func refuse(ctx context.Context, cfg config, jobID, modelType string, plan model.Plan, why error, log *slog.Logger) int {
+	log.Warn("the launch line cannot run this plan; asking rubickd for another", "plan", plan.String(), "err", why)
+	if err := sendLaunch(ctx, cfg, jobID, modelType, plan, true, log); err != nil {
+		log.Error("could not tell rubickd what the launch line cannot run; it may choose the same plan again", "err", err)
+	}
+	if cfg.requeue && requeueHold(ctx, cfg.scontrol, jobID, log) == nil {
+		return exitCheckpointed
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, cfg.checkpointSig)
+	defer signal.Stop(sigs)
+	select {
+	case <-sigs:
+		log.Info("rubickd signalled the restart")
+		if cfg.requeue {
+			_ = requeueHold(ctx, cfg.scontrol, jobID, log) // rubickd requeues it otherwise
+		}
+		return exitCheckpointed
+	case <-time.After(refuseWait):
+	case <-ctx.Done():
+	}
+	log.Error("no restart came; the job cannot run its plan", "plan", plan.String(), "waited", refuseWait)
+	return exitUsage
+}
+
+// sendLaunch reports what the job's launch line cannot express (and, with
+// refused, that it cannot run plan). A refusal is retried: rubickd must
+// hear it before it plans the job again.
+func sendLaunch(ctx context.Context, cfg config, jobID, modelType string, plan model.Plan, refused bool, log *slog.Logger) error {
+	if cfg.reportURL == "" {
+		return errors.New("no samples endpoint configured (--report-url)")
+	}
+	cannot, d, err := launch.Cannot(cfg.train, launch.Options{Dialect: cfg.parsedDialect})
+	if err != nil {
+		return err
+	}
+	n := report.Launch{JobID: jobID, ModelType: modelType, Dialect: string(d), Cannot: cannot.String(),
+		Plan: plan.String(), Refused: refused, Time: time.Now()}
+	hc := &http.Client{Timeout: 10 * time.Second}
+	enc := report.Munge{MungePath: cfg.munge, Socket: cfg.mungeSock}
+	tries := 1
+	if refused {
+		tries = 3
+	}
+	for i := range tries {
+		if i > 0 {
+			select {
+			case <-time.After(5 * time.Second):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if err = report.SendLaunch(ctx, hc, cfg.reportURL, enc, n); err == nil || errors.Is(err, report.ErrUnavailable) {
+			break
+		}
+	}
+	if err != nil && !refused {
+		log.Debug("launch notice not delivered", "err", err)
+	}
+	return err
 }
 
 // sampler turns iteration-time lines into samples for the reporter.

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/rubick-sched/rubick/launch/report"
 )
 
@@ -208,8 +209,9 @@ func TestAdminComment(t *testing.T) {
 
 // collector is a samples endpoint that records what it accepts.
 type collector struct {
-	mu  sync.Mutex
-	got []report.Sample
+	mu       sync.Mutex
+	got      []report.Sample
+	launches []report.Launch
 }
 
 func (c *collector) server(t *testing.T) *httptest.Server {
@@ -218,11 +220,19 @@ func (c *collector) server(t *testing.T) *httptest.Server {
 		raw, err := base64.StdEncoding.DecodeString(strings.TrimSuffix(strings.TrimPrefix(cred, "MUNGE:"), ":"))
 		return report.Credential{UID: 1000, Payload: raw}, err
 	})
-	srv := httptest.NewServer(report.Handler(verify, func(_ context.Context, _ uint32, s report.Sample) error {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		c.got = append(c.got, s)
-		return nil
+	srv := httptest.NewServer(report.Handler(verify, report.Acceptors{
+		Sample: func(_ context.Context, _ uint32, s report.Sample) error {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.got = append(c.got, s)
+			return nil
+		},
+		Launch: func(_ context.Context, _ uint32, l report.Launch) error {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.launches = append(c.launches, l)
+			return nil
+		},
 	}))
 	t.Cleanup(srv.Close)
 	return srv
@@ -295,6 +305,51 @@ func TestRunFromAdminComment(t *testing.T) {
 	// stdout and stderr are read concurrently: order across them is free.
 	if !sameSet(want, got) {
 		t.Errorf("samples %q, want %q", got, want)
+	}
+	// Before training, the line said it can run every plan.
+	if len(col.launches) != 1 || col.launches[0].Refused || col.launches[0].Cannot != "" || col.launches[0].Dialect != "megatron" {
+		t.Errorf("launch notices %+v, want one from a megatron line that can run anything", col.launches)
+	}
+}
+
+// A plain DeepSpeed script cannot take a TP plan: rubick-srun runs
+// nothing, tells rubickd what the line cannot run, and requeues the job
+// held for rubickd to start it again with another plan.
+func TestRunRefusedPlan(t *testing.T) {
+	bin := fakes(t)
+	dir := t.TempDir()
+	srunLog, scontrolLog := filepath.Join(dir, "argv.json"), filepath.Join(dir, "scontrol.log")
+	t.Setenv("FAKE_SRUN_LOG", srunLog)
+	t.Setenv("FAKE_SCONTROL_LOG", scontrolLog)
+	t.Setenv("FAKE_PLAN", "dp1.tp2.pp1.mb16.a1.z0")
+	ds := filepath.Join(dir, "ds.json")
+	if err := os.WriteFile(ds, []byte(`{"train_batch_size": 16, "zero_optimization": {"stage": 1}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var col collector
+	srv := col.server(t)
+	env := envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NUM_NODES": "1", "SLURM_GPUS_ON_NODE": "2",
+		"SLURM_CPUS_ON_NODE": "8", "SLURM_SUBMIT_DIR": dir})
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"--scontrol", filepath.Join(bin, "scontrol"), "--srun", filepath.Join(bin, "srun"),
+		"--munge", filepath.Join(bin, "munge"), "--report-url", srv.URL, "--",
+		"deepspeed", "train.py", "--deepspeed_config", ds}, env, &out, &errOut)
+	if code != exitCheckpointed {
+		t.Fatalf("exit %d, want %d (requeued); stderr:\n%s", code, exitCheckpointed, errOut.String())
+	}
+	if _, err := os.Stat(srunLog); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("srun ran (%v): a plan the line cannot take must not start", err)
+	}
+	calls, err := os.ReadFile(scontrolLog)
+	if err != nil || !strings.Contains(string(calls), "requeuehold 42") {
+		t.Errorf("scontrol calls %q (%v), want a requeuehold of job 42", calls, err)
+	}
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	want := []report.Launch{{Kind: report.KindLaunch, Version: report.LaunchVersion, JobID: "42", ModelType: "gpt2",
+		Dialect: "deepspeed", Cannot: "tp,pp", Plan: "dp1.tp2.pp1.mb16.a1.z0", Refused: true}}
+	if d := cmp.Diff(want, col.launches, cmpopts.IgnoreFields(report.Launch{}, "Time")); d != "" {
+		t.Errorf("launch notices (-want +got):\n%s", d)
 	}
 }
 

@@ -31,11 +31,14 @@ type explanation struct {
 	State     string    `json:"state"`
 	Submitted time.Time `json:"submitted"`
 	Updated   time.Time `json:"updated"`
-	Fit       *fitView  `json:"fit"`
-	Plan      string    `json:"plan"`
-	Placement string    `json:"placement"`
-	CPUs      int       `json:"cpus"`
-	HostMemGB float64   `json:"host_mem_gb"`
+	// Cannot is what the job's launch line cannot express, as rubick-srun
+	// reported it ("" for nothing, or no report yet).
+	Cannot    string   `json:"cannot"`
+	Fit       *fitView `json:"fit"`
+	Plan      string   `json:"plan"`
+	Placement string   `json:"placement"`
+	CPUs      int      `json:"cpus"`
+	HostMemGB float64  `json:"host_mem_gb"`
 	// Throughput is the predicted samples/s of the current plan.
 	Throughput   *float64      `json:"throughput"`
 	Alternatives []alternative `json:"alternatives"`
@@ -172,7 +175,7 @@ func explain(ctx context.Context, st explainStore, path string, id int64, top, n
 	}
 	ex := &explanation{
 		JobID: id, Store: path, ModelType: j.ModelType, Class: string(j.Class), Tenant: j.Tenant, State: j.State,
-		Submitted: j.Submitted, Updated: j.Updated, Alternatives: []alternative{}, Reasons: []reasonView{},
+		Submitted: j.Submitted, Updated: j.Updated, Cannot: j.Cannot.String(), Alternatives: []alternative{}, Reasons: []reasonView{},
 		History: []report.PlanChange{}, Notes: []string{},
 	}
 	if j.LastPlan != (model.Plan{}) {
@@ -251,7 +254,7 @@ func (ex *explanation) addModel(ctx context.Context, st explainStore, j store.Jo
 	}
 	var alts []alternative
 	for _, plan := range model.Enumerate(mt.Spec, res.Placement) {
-		if p.Feasible(plan, res) != nil {
+		if p.Feasible(plan, res) != nil || !j.Cannot.Allows(plan) {
 			continue
 		}
 		b, err := p.Predict(plan, res)
@@ -334,6 +337,9 @@ func (ex *explanation) write(w io.Writer) error {
 	}
 	fmt.Fprintf(ew, "job %d: model %s, class %s, tenant %s, state %s\n", ex.JobID, mt, orDash(ex.Class), orDash(ex.Tenant), ex.State)
 	fmt.Fprintf(ew, "  submitted %s, last seen %s, store %s\n", utcTime(ex.Submitted), utcTime(ex.Updated), ex.Store)
+	if ex.Cannot != "" {
+		fmt.Fprintf(ew, "  its launch line cannot run plans with %s (reported by rubick-srun); no plan shown or chosen uses them\n", ex.Cannot)
+	}
 	if f := ex.Fit; f != nil {
 		src := f.Origin
 		if f.ParamSource != "" {

@@ -140,6 +140,45 @@ func TestExplainJSON(t *testing.T) {
 	}
 }
 
+// A job whose launch line cannot run TP or PP is shown so, and its
+// alternatives are only plans it can run.
+func TestExplainCannot(t *testing.T) {
+	path, _ := seedExplainStore(t)
+	st, err := store.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetJobCannot(context.Background(), 42, model.FeatureTP|model.FeaturePP); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	for _, top := range []string{"3", "50"} {
+		var out, errb bytes.Buffer
+		if err := explainCmd(context.Background(), []string{"42", "--store", path, "--json", "--top", top}, &out, &errb, testEnv(t)); err != nil {
+			t.Fatal(err)
+		}
+		var ex explanation
+		if err := json.Unmarshal(out.Bytes(), &ex); err != nil {
+			t.Fatal(err)
+		}
+		if ex.Cannot != "tp,pp" || len(ex.Alternatives) == 0 {
+			t.Fatalf("cannot %q, %d alternatives", ex.Cannot, len(ex.Alternatives))
+		}
+		for _, a := range ex.Alternatives {
+			if p := mustParseTestPlan(t, a.Plan); p.TP > 1 || p.PP > 1 {
+				t.Errorf("--top %s: alternative %s uses what the line cannot run", top, a.Plan)
+			}
+		}
+	}
+	var out, errb bytes.Buffer
+	if err := explainCmd(context.Background(), []string{"42", "--store", path}, &out, &errb, testEnv(t)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "its launch line cannot run plans with tp,pp") {
+		t.Errorf("text output lacks the launch line's limits:\n%s", out.String())
+	}
+}
+
 func mustParseTestPlan(t *testing.T, s string) model.Plan {
 	t.Helper()
 	p, err := model.ParsePlan(s)

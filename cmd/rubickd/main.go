@@ -157,15 +157,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler())
 		verifier := report.Munge{UnmungePath: cfg.Samples.Unmunge, Socket: cfg.Samples.MungeSocket}
-		mux.Handle("/samples", report.Handler(verifier, func(ctx context.Context, uid uint32, s report.Sample) error {
-			err := learner.Accept(ctx, uid, s)
-			result := "accepted"
-			if err != nil {
-				result = "rejected"
-				log.Warn("sample rejected", "job", s.JobID, "uid", uid, "err", err)
-			}
-			metrics.Samples.WithLabelValues(result).Inc()
-			return err
+		mux.Handle("/samples", report.Handler(verifier, report.Acceptors{
+			Sample: func(ctx context.Context, uid uint32, s report.Sample) error {
+				err := learner.Accept(ctx, uid, s)
+				result := "accepted"
+				if err != nil {
+					result = "rejected"
+					log.Warn("sample rejected", "job", s.JobID, "uid", uid, "err", err)
+				}
+				metrics.Samples.WithLabelValues(result).Inc()
+				return err
+			},
+			Launch: func(ctx context.Context, uid uint32, n report.Launch) error {
+				err := learner.AcceptLaunch(ctx, uid, n)
+				if err != nil {
+					log.Warn("launch notice rejected", "job", n.JobID, "uid", uid, "err", err)
+				}
+				return err
+			},
 		}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 		mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {

@@ -131,9 +131,20 @@ func (r *Reporter) run(ctx context.Context) {
 
 // Send encodes s in a credential and POSTs it to url.
 func Send(ctx context.Context, hc *http.Client, url string, enc Encoder, s Sample) error {
-	payload, err := json.Marshal(s)
+	return send(ctx, hc, url, enc, "sample", s)
+}
+
+// SendLaunch encodes l in a credential and POSTs it to url, the samples
+// endpoint.
+func SendLaunch(ctx context.Context, hc *http.Client, url string, enc Encoder, l Launch) error {
+	l.Kind, l.Version = KindLaunch, LaunchVersion
+	return send(ctx, hc, url, enc, "launch notice", l)
+}
+
+func send(ctx context.Context, hc *http.Client, url string, enc Encoder, what string, v any) error {
+	payload, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("encode sample: %w", err)
+		return fmt.Errorf("encode %s: %w", what, err)
 	}
 	cred, err := enc.Encode(ctx, payload)
 	if err != nil {
@@ -146,12 +157,12 @@ func Send(ctx context.Context, hc *http.Client, url string, enc Encoder, s Sampl
 	req.Header.Set("Content-Type", ContentType)
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("post sample: %w", err)
+		return fmt.Errorf("post %s: %w", what, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("post sample: %s: %s", resp.Status, bytes.TrimSpace(msg))
+		return fmt.Errorf("post %s: %s: %s", what, resp.Status, bytes.TrimSpace(msg))
 	}
 	return nil
 }
@@ -160,41 +171,58 @@ func Send(ctx context.Context, hc *http.Client, url string, enc Encoder, s Sampl
 // the authenticated UID with the sample it carries. The caller must still
 // check that the UID owns Sample.JobID.
 func ReadSample(ctx context.Context, body io.Reader, v Verifier) (uint32, Sample, error) {
+	uid, payload, err := readCredential(ctx, body, v)
+	if err != nil {
+		return uid, Sample{}, err
+	}
+	s, err := decode[Sample](payload, ErrBadSample)
+	return uid, s, err
+}
+
+// readCredential reads one request body (a credential) and verifies it.
+func readCredential(ctx context.Context, body io.Reader, v Verifier) (uint32, []byte, error) {
 	raw, err := io.ReadAll(io.LimitReader(body, maxCredential+1))
 	if err != nil {
-		return 0, Sample{}, fmt.Errorf("read credential: %w", err)
+		return 0, nil, fmt.Errorf("read credential: %w", err)
 	}
 	if len(raw) > maxCredential {
-		return 0, Sample{}, fmt.Errorf("%w: credential longer than %d bytes", ErrCredential, maxCredential)
+		return 0, nil, fmt.Errorf("%w: credential longer than %d bytes", ErrCredential, maxCredential)
 	}
 	cred, err := v.Decode(ctx, string(raw))
 	if err != nil {
-		return 0, Sample{}, err
+		return 0, nil, err
 	}
-	var s Sample
-	if err := json.Unmarshal(cred.Payload, &s); err != nil {
-		return cred.UID, Sample{}, fmt.Errorf("%w: payload: %w", ErrBadSample, err)
+	return cred.UID, cred.Payload, nil
+}
+
+// decode parses and validates one payload, wrapping bad in JSON errors.
+func decode[T interface{ Validate() error }](payload []byte, bad error) (T, error) {
+	var v T
+	if err := json.Unmarshal(payload, &v); err != nil {
+		return v, fmt.Errorf("%w: payload: %w", bad, err)
 	}
-	if err := s.Validate(); err != nil {
-		return cred.UID, Sample{}, err
-	}
-	return cred.UID, s, nil
+	return v, v.Validate()
+}
+
+// Acceptors take what rubick-srun sends: each checks that the UID owns
+// the job (returning ErrNotOwner otherwise) and records the message.
+type Acceptors struct {
+	Sample func(ctx context.Context, uid uint32, s Sample) error
+	// Launch may be nil: launch notices are then refused as bad requests.
+	Launch func(ctx context.Context, uid uint32, l Launch) error
 }
 
 // Handler serves rubickd's samples endpoint: it verifies each POSTed
-// credential and hands the UID and sample to accept, which checks that the
-// UID owns the job (returning ErrNotOwner otherwise) and stores the sample.
-func Handler(v Verifier, accept func(ctx context.Context, uid uint32, s Sample) error) http.Handler {
+// credential and hands the UID and the sample or launch notice it carries
+// (a payload with "kind": "launch") to the matching acceptor.
+func Handler(v Verifier, a Acceptors) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
 			http.Error(w, "POST a MUNGE credential", http.StatusMethodNotAllowed)
 			return
 		}
-		uid, s, err := ReadSample(req.Context(), req.Body, v)
-		if err == nil {
-			err = accept(req.Context(), uid, s)
-		}
+		err := serve(req.Context(), req.Body, v, a)
 		switch {
 		case err == nil:
 			w.WriteHeader(http.StatusNoContent)
@@ -202,10 +230,42 @@ func Handler(v Verifier, accept func(ctx context.Context, uid uint32, s Sample) 
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 		case errors.Is(err, ErrNotOwner):
 			http.Error(w, err.Error(), http.StatusForbidden)
-		case errors.Is(err, ErrBadSample):
+		case errors.Is(err, ErrBadSample), errors.Is(err, ErrBadLaunch):
 			http.Error(w, err.Error(), http.StatusBadRequest)
 		default:
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		}
 	})
+}
+
+// serve reads one credential and hands its payload to its acceptor.
+func serve(ctx context.Context, body io.Reader, v Verifier, a Acceptors) error {
+	uid, payload, err := readCredential(ctx, body, v)
+	if err != nil {
+		return err
+	}
+	var probe struct {
+		Kind string `json:"kind"`
+	}
+	if err := json.Unmarshal(payload, &probe); err != nil {
+		return fmt.Errorf("%w: payload: %w", ErrBadSample, err)
+	}
+	switch probe.Kind {
+	case "":
+		s, err := decode[Sample](payload, ErrBadSample)
+		if err != nil {
+			return err
+		}
+		return a.Sample(ctx, uid, s)
+	case KindLaunch:
+		if a.Launch == nil {
+			return fmt.Errorf("%w: this endpoint takes no launch notices", ErrBadLaunch)
+		}
+		l, err := decode[Launch](payload, ErrBadLaunch)
+		if err != nil {
+			return err
+		}
+		return a.Launch(ctx, uid, l)
+	}
+	return fmt.Errorf("%w: kind=%q is neither a sample nor %q", ErrBadSample, clip(probe.Kind), KindLaunch)
 }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/model"
 )
 
 // The test binary doubles as a fake munge and unmunge when it runs under
@@ -213,7 +214,7 @@ func TestReporterEndToEnd(t *testing.T) {
 	m := fakeMunge(t, 4321)
 	var mu sync.Mutex
 	var got []Sample
-	srv := httptest.NewServer(Handler(m, func(_ context.Context, uid uint32, s Sample) error {
+	srv := httptest.NewServer(Handler(m, Acceptors{Sample: func(_ context.Context, uid uint32, s Sample) error {
 		if uid != 4321 {
 			return fmt.Errorf("%w: uid %d", ErrNotOwner, uid)
 		}
@@ -221,7 +222,7 @@ func TestReporterEndToEnd(t *testing.T) {
 		defer mu.Unlock()
 		got = append(got, s)
 		return nil
-	}))
+	}}))
 	defer srv.Close()
 
 	r := NewReporter(t.Context(), ReporterConfig{URL: srv.URL, Encoder: m})
@@ -310,11 +311,23 @@ func TestHandlerStatus(t *testing.T) {
 		return c
 	}
 	good := `{"version":1,"job_id":"42","model_type":"gpt2","plan":"dp1.tp1.pp1.mb1.a1.z0","placement":"1","iter_s":0.1}`
-	accept := func(_ context.Context, uid uint32, s Sample) error {
-		if s.JobID != "42" {
-			return ErrNotOwner
-		}
-		return nil
+	launch := `{"kind":"launch","version":1,"job_id":"42","model_type":"gpt2","dialect":"deepspeed","cannot":"tp,pp","plan":"dp1.tp2.pp1.mb1.a1.z0","refused":true}`
+	accept := Acceptors{
+		Sample: func(_ context.Context, uid uint32, s Sample) error {
+			if s.JobID != "42" {
+				return ErrNotOwner
+			}
+			return nil
+		},
+		Launch: func(_ context.Context, uid uint32, l Launch) error {
+			if l.JobID != "42" {
+				return ErrNotOwner
+			}
+			if l.Features() != model.FeatureTP|model.FeaturePP {
+				return fmt.Errorf("cannot %v", l.Features())
+			}
+			return nil
+		},
 	}
 	cases := map[string]struct {
 		method, body string
@@ -326,6 +339,14 @@ func TestHandlerStatus(t *testing.T) {
 		"bad payload":  {http.MethodPost, cred(`{"version":1}`), http.StatusBadRequest},
 		"not json":     {http.MethodPost, cred(`plan=dp1`), http.StatusBadRequest},
 		"not the user": {http.MethodPost, cred(strings.Replace(good, `"42"`, `"43"`, 1)), http.StatusForbidden},
+		"launch":       {http.MethodPost, cred(launch), http.StatusNoContent},
+		"launch, not the user": {http.MethodPost, cred(strings.Replace(launch, `"42"`, `"43"`, 1)),
+			http.StatusForbidden},
+		"launch, unknown feature": {http.MethodPost, cred(strings.Replace(launch, `tp,pp`, `tp,zero4`, 1)),
+			http.StatusBadRequest},
+		"launch, bad plan": {http.MethodPost, cred(strings.Replace(launch, `dp1.tp2`, `dp0.tp2`, 1)),
+			http.StatusBadRequest},
+		"unknown kind": {http.MethodPost, cred(`{"kind":"hello","version":1}`), http.StatusBadRequest},
 	}
 	h := Handler(m, accept)
 	for name, c := range cases {
@@ -336,6 +357,33 @@ func TestHandlerStatus(t *testing.T) {
 				t.Errorf("status %d, want %d: %s", rec.Code, c.want, rec.Body)
 			}
 		})
+	}
+	// An endpoint without a launch acceptor refuses launch notices.
+	rec := httptest.NewRecorder()
+	Handler(m, Acceptors{Sample: accept.Sample}).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/samples", strings.NewReader(cred(launch))))
+	if rec.Code != http.StatusBadRequest {
+		t.Errorf("launch notice without a launch acceptor: status %d, want 400", rec.Code)
+	}
+}
+
+// SendLaunch fills in the kind and version, and the handler hands the
+// notice over as sent.
+func TestSendLaunch(t *testing.T) {
+	m := fakeMunge(t, 4321)
+	var got Launch
+	srv := httptest.NewServer(Handler(m, Acceptors{
+		Sample: func(context.Context, uint32, Sample) error { return errors.New("not a sample") },
+		Launch: func(_ context.Context, uid uint32, l Launch) error { got = l; return nil },
+	}))
+	defer srv.Close()
+	sent := Launch{JobID: "7", ModelType: "gpt2", Dialect: "deepspeed", Cannot: "tp,pp", Plan: "dp2.tp2.pp1.mb4.a1.z0",
+		Refused: true, Time: time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)}
+	if err := SendLaunch(t.Context(), srv.Client(), srv.URL, m, sent); err != nil {
+		t.Fatal(err)
+	}
+	sent.Kind, sent.Version = KindLaunch, LaunchVersion
+	if d := cmp.Diff(sent, got); d != "" {
+		t.Errorf("received (-sent +got):\n%s", d)
 	}
 }
 

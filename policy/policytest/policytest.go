@@ -58,6 +58,9 @@ func (b *JobBuilder) Running(p model.Plan, rt time.Duration, alloc ...policy.Nod
 // Reconfigs sets the number of reconfigurations so far.
 func (b *JobBuilder) Reconfigs(n int) *JobBuilder { b.j.Reconfigs = n; return b }
 
+// Cannot sets the plan features the job's launch line cannot express.
+func (b *JobBuilder) Cannot(f model.Features) *JobBuilder { b.j.Cannot = f; return b }
+
 // TimeLimit sets the user's run-time estimate.
 func (b *JobBuilder) TimeLimit(d time.Duration) *JobBuilder { b.j.TimeLimit = d; return b }
 

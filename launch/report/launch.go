@@ -1,0 +1,70 @@
+package report
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rubick-sched/rubick/model"
+)
+
+// ErrBadLaunch reports a launch notice that is malformed or out of range.
+var ErrBadLaunch = errors.New("bad launch notice")
+
+// LaunchVersion is the launch notice's format version.
+const LaunchVersion = 1
+
+// KindLaunch marks a launch notice on the samples endpoint; samples carry
+// no kind.
+const KindLaunch = "launch"
+
+// Launch tells rubickd which plans a job's launch line can run. rubick-srun
+// sends it when it starts the job's step, and before it requeues a job
+// whose plan the line cannot express, so that rubickd keeps the job to the
+// plans it can run from then on.
+type Launch struct {
+	Kind    string `json:"kind"` // always KindLaunch
+	Version int    `json:"version"`
+	// JobID is the Slurm job id ($SLURM_JOB_ID).
+	JobID string `json:"job_id"`
+	// ModelType is the job's model type, from its rubick tag.
+	ModelType string `json:"model_type"`
+	// Dialect is the framework the line was read as (launch.Dialect).
+	Dialect string `json:"dialect"`
+	// Cannot lists the plan features the line cannot express, in
+	// model.Features' form ("tp,pp"; "" for none).
+	Cannot string `json:"cannot"`
+	// Plan is the plan rubickd had set; Refused says the line cannot run it.
+	Plan    string `json:"plan"`
+	Refused bool   `json:"refused,omitempty"`
+	// Time is when rubick-srun read the line.
+	Time time.Time `json:"time"`
+}
+
+// Validate reports the first field of l that rubickd cannot use.
+func (l Launch) Validate() error {
+	if l.Kind != KindLaunch {
+		return fmt.Errorf("%w: kind=%q, want %q", ErrBadLaunch, clip(l.Kind), KindLaunch)
+	}
+	if l.Version != LaunchVersion {
+		return fmt.Errorf("%w: version=%d, want %d", ErrBadLaunch, l.Version, LaunchVersion)
+	}
+	if !jobIDRe.MatchString(l.JobID) {
+		return fmt.Errorf("%w: job_id=%q is not a Slurm job id", ErrBadLaunch, clip(l.JobID))
+	}
+	if _, err := model.ParseFeatures(l.Cannot); err != nil {
+		return fmt.Errorf("%w: cannot: %w", ErrBadLaunch, err)
+	}
+	if l.Plan != "" {
+		if _, err := model.ParsePlan(l.Plan); err != nil {
+			return fmt.Errorf("%w: plan: %w", ErrBadLaunch, err)
+		}
+	}
+	return nil
+}
+
+// Features is Cannot parsed; l must be valid.
+func (l Launch) Features() model.Features {
+	f, _ := model.ParseFeatures(l.Cannot) // checked by Validate
+	return f
+}
