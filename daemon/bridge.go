@@ -447,6 +447,10 @@ func (v *View) RigidActions(now time.Time, profile func(modelType string) bool) 
 			GPUsPerNode: j.GPUsPerNode, CPUsPerTask: max(j.CPUs/max(j.NodeCount, 1), 1), MemPerNodeMB: memPerNode(j)}
 		if j.Tag != nil {
 			tag := cloneTag(*j.Tag)
+			// Released unplanned: rubick-srun runs the line unchanged. A plan
+			// left from an earlier start was chosen for other resources, or
+			// is one the line has refused.
+			tag.Plan = ""
 			tag.Generation++
 			tag.Extra[tagAt] = strconv.FormatInt(now.Unix(), 10)
 			if profile(tag.ModelType) {

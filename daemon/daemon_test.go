@@ -523,6 +523,8 @@ func TestCycleKeepsToTheLaunchLine(t *testing.T) {
 				if err := l.AcceptLaunch(ctx, 1000, n); err != nil {
 					t.Fatal(err)
 				}
+				// The refused start left its plan in the tag.
+				c.jobs[0].Tag.Plan, c.jobs[0].Tag.Generation = n.Plan, 1
 			}
 			rep, err := d.Cycle(ctx, false)
 			if err != nil {

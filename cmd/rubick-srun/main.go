@@ -228,7 +228,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			if sig := ph.run(ctx); sig != 0 {
 				if sig == cfg.checkpointSig {
 					if cfg.requeue && jobID != "" {
-						_ = requeueHold(ctx, cfg.scontrol, jobID, log)
+						_ = requeueHold(ctx, cfg.scontrol, jobID, whyCheckpoint, log)
 					}
 					return exitCheckpointed
 				}
@@ -283,7 +283,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	log.Info("launching", "argv", shellQuote(st.argv))
 	status, checkpointed := launchStep(ctx, st, cfg.checkpointSig, samples, stdout, stderr, log)
 	if checkpointed && cfg.requeue && jobID != "" {
-		_ = requeueHold(ctx, cfg.scontrol, jobID, log)
+		_ = requeueHold(ctx, cfg.scontrol, jobID, whyCheckpoint, log)
 	}
 	return status
 }
@@ -515,18 +515,24 @@ func launchStep(ctx context.Context, st step, ckptSig syscall.Signal, s *sampler
 // requeue their own jobs) means a restart survives a rubickd that dies
 // between its signal and its own requeuehold: the job waits, held, for the
 // next rubickd cycle instead of ending.
-func requeueHold(ctx context.Context, scontrol, jobID string, log *slog.Logger) error {
+func requeueHold(ctx context.Context, scontrol, jobID, why string, log *slog.Logger) error {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(cctx, scontrol, "requeuehold", jobID).CombinedOutput()
 	if err != nil {
 		// rubickd requeues the job itself once its checkpoint wait ends.
-		log.Warn("requeuehold after checkpoint failed", "err", err, "output", strings.TrimSpace(string(out)))
+		log.Warn("requeuehold failed", "after", why, "err", err, "output", strings.TrimSpace(string(out)))
 		return err
 	}
-	log.Info("checkpointed; job requeued held for rubickd to restart it")
+	log.Info("job requeued held for rubickd to restart it", "after", why)
 	return nil
 }
+
+// Why a job requeues itself, for requeueHold's log lines.
+const (
+	whyCheckpoint = "checkpoint"
+	whyRefused    = "plan refused"
+)
 
 // launchNoticeWait bounds the launch notice sent before training starts.
 const launchNoticeWait = 3 * time.Second
@@ -547,7 +553,7 @@ func refuse(ctx context.Context, cfg config, jobID, modelType string, plan model
 	if err := sendLaunch(ctx, cfg, jobID, modelType, plan, true, log); err != nil {
 		log.Error("could not tell rubickd what the launch line cannot run; it may choose the same plan again", "err", err)
 	}
-	if cfg.requeue && requeueHold(ctx, cfg.scontrol, jobID, log) == nil {
+	if cfg.requeue && requeueHold(ctx, cfg.scontrol, jobID, whyRefused, log) == nil {
 		return exitCheckpointed
 	}
 	sigs := make(chan os.Signal, 1)
@@ -557,7 +563,7 @@ func refuse(ctx context.Context, cfg config, jobID, modelType string, plan model
 	case <-sigs:
 		log.Info("rubickd signalled the restart")
 		if cfg.requeue {
-			_ = requeueHold(ctx, cfg.scontrol, jobID, log) // rubickd requeues it otherwise
+			_ = requeueHold(ctx, cfg.scontrol, jobID, whyRefused, log) // rubickd requeues it otherwise
 		}
 		return exitCheckpointed
 	case <-time.After(refuseWait):

@@ -1,0 +1,119 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/slurm"
+	"github.com/rubick-sched/rubick/store"
+)
+
+// TestLaunchLineRefusal: on one free GPU llama7 fits only with ZeRO-Offload,
+// which a Megatron-DeepSpeed line without a DeepSpeed config cannot
+// express. rubick-srun refuses the plan instead of failing the job: it tells
+// rubickd (over munge) what the line cannot run and requeues the job held;
+// rubickd, finding no plan the line can run on the job's request, releases
+// it unplanned, and the line runs unchanged to completion.
+func TestLaunchLineRefusal(t *testing.T) {
+	l := labFromEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	lab := os.Getenv("LAB")
+	dir, bin := buildInto(t, "launch")
+	port := freePort(t)
+	socket := filepath.Join(lab, "munge", "munge.socket.2")
+	cfgPath, _, dbPath := writeConfig(t, l, dir, fmt.Sprintf(`samples:
+  munge_socket: %s
+listen: 127.0.0.1:%d
+log_level: debug
+`, socket, port))
+	cluster, err := slurm.NewCluster(ctx, slurm.Config{URL: l.url, User: l.user, TokenFile: l.tokenFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	defer scancelAll(l, &ids)
+
+	// Rigid jobs hold all but one GPU of the lab. The job asks for host memory
+	// enough for ZeRO-Offload of 7B parameters.
+	var fillers []string
+	for _, f := range []struct{ nodes, gpus string }{{"3", "8"}, {"1", "7"}} {
+		out := l.run(t, "sbatch", "--parsable", "-p", "gpu", "-J", "e2e-filler", "-N", f.nodes, "--ntasks-per-node=1",
+			"--gres=gpu:"+f.gpus, "--cpus-per-task=8", "--mem=8G", "-o", "/dev/null", "--wrap", "sleep 600")
+		fillers = append(fillers, strings.Split(out, ";")[0])
+	}
+	ids = append(ids, fillers...)
+	for _, f := range fillers {
+		id, _ := strconv.Atoi(f)
+		for ctx.Err() == nil {
+			if j, err := cluster.Job(ctx, id); err == nil && j.State == slurm.StateRunning {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+
+	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
+	d.start()
+	defer d.stop()
+
+	script := filepath.Join(dir, "train.sh")
+	body := fmt.Sprintf(`#!/bin/bash
+exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socket %[3]s \
+  --report-url http://127.0.0.1:%[4]d/samples -- \
+  %[1]s/rubick-emu-trainer --model-type llama7 --deepspeed --tensor-model-parallel-size 1 \
+  --pipeline-model-parallel-size 1 --micro-batch-size 1 --global-batch-size 8 --train-iters 20 \
+  --time-scale 0.01 --log-interval 5 --save %[2]s/ckpt-"$SLURM_JOB_ID"
+`, bin, dir, socket, port)
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := l.run(t, "sbatch", "--parsable", "--model-type=llama7", "-p", "gpu", "-J", "e2e-launch", "-N", "1",
+		"--ntasks-per-node=1", "--gres=gpu:1", "--cpus-per-task=8", "--mem=200G", "--requeue", "--open-mode=append",
+		"-o", filepath.Join(dir, "job-%j.out"), script)
+	out = strings.Split(out, ";")[0]
+	ids = append(ids, out)
+	id, err := strconv.Atoi(out)
+	if err != nil {
+		t.Fatalf("sbatch printed %q", out)
+	}
+
+	var j slurm.Job
+	for ctx.Err() == nil {
+		if j, err = cluster.Job(ctx, id); err == nil && j.State != slurm.StatePending && j.State != slurm.StateRunning {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	jobOut, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("job-%d.out", id)))
+	if j.State != slurm.StateCompleted {
+		t.Fatalf("job %d ended %s, want COMPLETED; rubickd log %s; job output:\n%s", id, j.State, d.log, jobOut)
+	}
+	for _, want := range []string{"the launch line cannot run this plan", "+off", "running the command unchanged"} {
+		if !strings.Contains(string(jobOut), want) {
+			t.Errorf("job output lacks %q:\n%s", want, jobOut)
+		}
+	}
+	log, _ := os.ReadFile(d.log)
+	if !strings.Contains(string(log), "launch line cannot run the job's plan") {
+		t.Errorf("rubickd did not log the refusal (%s)", d.log)
+	}
+	st, err := store.Open(ctx, dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	got, err := st.JobsCannot(ctx, []int64{int64(id)})
+	if err != nil || got[int64(id)] != model.FeatureOffload {
+		t.Errorf("stored launch limits %v (%v), want offload for job %d", got, err, id)
+	}
+}
