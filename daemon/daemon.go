@@ -37,7 +37,7 @@ type Store interface {
 	MarkApplied(ctx context.Context, id int64, res store.Result, applyErr error) error
 	Pending(ctx context.Context) ([]store.Action, error)
 	Prune(ctx context.Context, r store.Retention) (store.Pruned, error)
-	JobsCannot(ctx context.Context, ids []int64) (map[int64]model.Features, error)
+	LaunchLimits(ctx context.Context, jobs []store.LaunchKey) (map[int64]model.Features, error)
 	RestartStore
 }
 
@@ -193,19 +193,20 @@ func (d *Daemon) Reconcile(ctx context.Context) error {
 	return nil
 }
 
-// launchLimits reads what the launch lines of jobs cannot express, as
-// their rubick-srun reported it, for the jobs with a model type.
+// launchLimits reads what the launch lines of jobs with a model type
+// cannot express, as their rubick-srun reported it, or, before a job's
+// first report, as its user's last job of that model type did.
 func (d *Daemon) launchLimits(ctx context.Context, jobs []slurm.Job) (map[int]model.Features, error) {
-	var ids []int64
+	var keys []store.LaunchKey
 	for _, j := range jobs {
-		if j.Tag != nil && j.Tag.ModelType != "" {
-			ids = append(ids, int64(j.ID))
+		if j.Tag != nil && j.Tag.ModelType != "" && (j.State == slurm.StatePending || j.State == slurm.StateRunning) {
+			keys = append(keys, store.LaunchKey{ID: int64(j.ID), User: j.User, ModelType: j.Tag.ModelType})
 		}
 	}
-	if len(ids) == 0 {
+	if len(keys) == 0 {
 		return nil, nil
 	}
-	byID, err := d.deps.Store.JobsCannot(ctx, ids)
+	byID, err := d.deps.Store.LaunchLimits(ctx, keys)
 	if err != nil {
 		return nil, fmt.Errorf("read launch limits: %w", err)
 	}

@@ -488,19 +488,22 @@ func TestPruneAppliesRetention(t *testing.T) {
 // report no plan the line can run fits its request (the global batch of 16
 // does not split over 5 data-parallel ranks, and TP is out), so rubickd
 // releases it on its own request, as a job it cannot plan, and rubick-srun
-// runs the line unchanged. (TestCannot in package policy shows the policy
-// itself avoiding what a job cannot run.)
+// runs the line unchanged. A job that has not reported yet is taken to be
+// like its user's last job of the same model type. (TestCannot in package
+// policy shows the policy itself avoiding what a job cannot run.)
 func TestCycleKeepsToTheLaunchLine(t *testing.T) {
 	tests := map[string]struct {
 		gpus     int
 		cannot   model.Features
+		earlier  bool   // the report came from the user's earlier job, not this one
 		wantPlan string // "" for a release without a plan
 		unmanage string // what the cycle report says of the job then
 	}{
-		"no report":                  {gpus: 5, wantPlan: "dp4.tp1.pp1.mb4.a1.z2"},
-		"deepspeed line":             {gpus: 5, cannot: model.FeatureTP | model.FeaturePP, unmanage: "without tp,pp"},
-		"deepspeed line, 4 GPUs":     {gpus: 4, cannot: model.FeatureTP | model.FeaturePP, wantPlan: "dp4.tp1.pp1.mb4.a1.z2"},
-		"megatron-deepspeed, 4 GPUs": {gpus: 4, cannot: model.FeatureOffload, wantPlan: "dp4.tp1.pp1.mb4.a1.z2"},
+		"user's earlier deepspeed job": {gpus: 5, cannot: model.FeatureTP | model.FeaturePP, earlier: true, unmanage: "without tp,pp"},
+		"no report":                    {gpus: 5, wantPlan: "dp4.tp1.pp1.mb4.a1.z2"},
+		"deepspeed line":               {gpus: 5, cannot: model.FeatureTP | model.FeaturePP, unmanage: "without tp,pp"},
+		"deepspeed line, 4 GPUs":       {gpus: 4, cannot: model.FeatureTP | model.FeaturePP, wantPlan: "dp4.tp1.pp1.mb4.a1.z2"},
+		"megatron-deepspeed, 4 GPUs":   {gpus: 4, cannot: model.FeatureOffload, wantPlan: "dp4.tp1.pp1.mb4.a1.z2"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -512,7 +515,14 @@ func TestCycleKeepsToTheLaunchLine(t *testing.T) {
 			a := &fakeApplier{}
 			d, st := newTestDaemon(t, c, a)
 			ctx := context.Background()
-			if tc.cannot != 0 {
+			if tc.earlier {
+				if err := st.UpsertJob(ctx, store.Job{ID: 20, ModelType: "gpt2", Class: store.BestEffort, State: "COMPLETED"}); err != nil {
+					t.Fatal(err)
+				}
+				if err := st.SetJobCannot(ctx, 20, "alice", tc.cannot); err != nil {
+					t.Fatal(err)
+				}
+			} else if tc.cannot != 0 {
 				// The start that led to the report registered the job.
 				if err := st.UpsertJob(ctx, store.Job{ID: 21, ModelType: "gpt2", Class: store.BestEffort, State: "PENDING"}); err != nil {
 					t.Fatal(err)

@@ -25,7 +25,7 @@ type LearnStore interface {
 	AddReported(ctx context.Context, modelType string, smp model.Sample, sourceJob int64, iteration int) error
 	Samples(ctx context.Context, modelType string) ([]store.StoredSample, error)
 	AddFitAs(ctx context.Context, modelType string, r model.FitResult, src store.Source, how store.Promotion) (store.Fit, error)
-	SetJobCannot(ctx context.Context, id int64, f model.Features) error
+	SetJobCannot(ctx context.Context, id int64, user string, f model.Features) error
 }
 
 // Learner turns the iteration times rubick-srun reports into stored
@@ -64,10 +64,11 @@ type attempt struct {
 // from munge) must own the job or be root, the job must run the sample's
 // model type, and the sample must be well formed.
 func (l *Learner) Accept(ctx context.Context, uid uint32, s report.Sample) error {
-	id, err := l.sender(ctx, uid, s.JobID, s.ModelType, report.ErrBadSample)
+	j, err := l.sender(ctx, uid, s.JobID, s.ModelType, report.ErrBadSample)
 	if err != nil {
 		return err
 	}
+	id := j.ID
 	ms, err := s.ModelSample()
 	if err != nil {
 		return err
@@ -93,44 +94,45 @@ func (l *Learner) Accept(ctx context.Context, uid uint32, s report.Sample) error
 }
 
 // sender checks that uid may report for job jobID (its owner, or root)
-// and that the job runs modelType, and returns the job's id; bad wraps a
-// malformed or mismatched report.
-func (l *Learner) sender(ctx context.Context, uid uint32, jobID, modelType string, bad error) (int, error) {
+// and that the job runs modelType, and returns the job as Slurm has it;
+// bad wraps a malformed or mismatched report.
+func (l *Learner) sender(ctx context.Context, uid uint32, jobID, modelType string, bad error) (slurm.Job, error) {
 	id, err := strconv.Atoi(jobID)
 	if err != nil || id <= 0 {
-		return 0, fmt.Errorf("%w: job_id=%q is not a Slurm job id", bad, jobID)
+		return slurm.Job{}, fmt.Errorf("%w: job_id=%q is not a Slurm job id", bad, jobID)
 	}
 	j, err := l.Cluster.Job(ctx, id)
 	if errors.Is(err, slurm.ErrNotFound) {
-		return 0, fmt.Errorf("%w: job_id=%d is not known to Slurm", bad, id)
+		return slurm.Job{}, fmt.Errorf("%w: job_id=%d is not known to Slurm", bad, id)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("read job %d: %w", id, err)
+		return slurm.Job{}, fmt.Errorf("read job %d: %w", id, err)
 	}
 	if uid != 0 {
 		owner, err := l.uidOf(j.User)
 		if err != nil {
-			return 0, fmt.Errorf("owner of job %d: %w", id, err)
+			return slurm.Job{}, fmt.Errorf("owner of job %d: %w", id, err)
 		}
 		if owner != uid {
-			return 0, fmt.Errorf("%w: uid %d reported for job %d of user %s", report.ErrNotOwner, uid, id, j.User)
+			return slurm.Job{}, fmt.Errorf("%w: uid %d reported for job %d of user %s", report.ErrNotOwner, uid, id, j.User)
 		}
 	}
 	if j.Tag == nil || j.Tag.ModelType != modelType {
-		return 0, fmt.Errorf("%w: model_type=%q but job %d runs %q", bad, modelType, id, tagModel(j.Tag))
+		return slurm.Job{}, fmt.Errorf("%w: model_type=%q but job %d runs %q", bad, modelType, id, tagModel(j.Tag))
 	}
-	return id, nil
+	return j, nil
 }
 
 // AcceptLaunch is the samples endpoint's step for launch notices: after the
 // same checks as Accept, it records what the job's launch line cannot
 // express, which every later plan for the job avoids.
 func (l *Learner) AcceptLaunch(ctx context.Context, uid uint32, n report.Launch) error {
-	id, err := l.sender(ctx, uid, n.JobID, n.ModelType, report.ErrBadLaunch)
+	j, err := l.sender(ctx, uid, n.JobID, n.ModelType, report.ErrBadLaunch)
 	if err != nil {
 		return err
 	}
-	if err := l.Store.SetJobCannot(ctx, int64(id), n.Features()); err != nil {
+	id := j.ID
+	if err := l.Store.SetJobCannot(ctx, int64(id), j.User, n.Features()); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("%w: job %d has not been scheduled by rubickd", report.ErrBadLaunch, id)
 		}

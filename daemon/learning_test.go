@@ -422,7 +422,7 @@ func TestAcceptLaunch(t *testing.T) {
 			}
 		})
 	}
-	got, err := st.JobsCannot(ctx, []int64{5, 6})
+	got, err := st.LaunchLimits(ctx, []store.LaunchKey{{ID: 5, User: "alice", ModelType: "bert"}, {ID: 6}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,34 +88,53 @@ func TestJobs(t *testing.T) {
 }
 
 // What a job's launch line cannot express survives the daemon's upserts of
-// the job, and reads back per job.
-func TestJobsCannot(t *testing.T) {
+// the job and reads back per job; a job that has not reported yet gets its
+// user's newest report for its model type.
+func TestLaunchLimits(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, "")
-	for _, id := range []int64{4, 5, 6} {
-		if err := s.UpsertJob(ctx, Job{ID: id, ModelType: "gpt2", Class: BestEffort, State: "RUNNING"}); err != nil {
+	for _, mt := range []model.Spec{gpt2(), {Name: "bert", Params: 3.4e8, Layers: 24, Hidden: 1024, Heads: 16, SeqLen: 512, GlobalBatch: 32, ForwardMs: 100}} {
+		if err := s.UpsertModelType(ctx, mt); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.SetJobCannot(ctx, 99, model.FeatureTP); !errors.Is(err, ErrNotFound) {
+	for id, mt := range map[int64]string{4: "gpt2", 5: "gpt2", 6: "gpt2", 7: "bert", 8: "gpt2"} {
+		if err := s.UpsertJob(ctx, Job{ID: id, ModelType: mt, Class: BestEffort, State: "RUNNING"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := []LaunchKey{{4, "alice", "gpt2"}, {5, "alice", "gpt2"}, {6, "bob", "gpt2"}, {7, "alice", "bert"}, {8, "alice", "gpt2"}, {99, "carol", "gpt2"}}
+	check := func(step string, want map[int64]model.Features) {
+		t.Helper()
+		got, err := s.LaunchLimits(ctx, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("%s: LaunchLimits (-want +got):\n%s", step, d)
+		}
+	}
+	check("no reports", map[int64]model.Features{})
+	if err := s.SetJobCannot(ctx, 99, "carol", model.FeatureTP); !errors.Is(err, ErrNotFound) {
 		t.Errorf("SetJobCannot for an unknown job = %v, want ErrNotFound", err)
 	}
-	if err := s.SetJobCannot(ctx, 4, model.FeatureTP|model.FeaturePP); err != nil {
+	if err := s.SetJobCannot(ctx, 4, "alice", model.FeatureTP|model.FeaturePP); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetJobCannot(ctx, 6, model.FeatureOffload); err != nil {
+	if err := s.SetJobCannot(ctx, 6, "bob", model.FeatureOffload); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.UpsertJob(ctx, Job{ID: 4, ModelType: "gpt2", Class: BestEffort, State: "PENDING", LastPlan: plan4, LastResources: res4}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.JobsCannot(ctx, []int64{4, 5, 99})
-	if err != nil {
+	tpPP := model.FeatureTP | model.FeaturePP
+	check("alice's deepspeed job", map[int64]model.Features{4: tpPP, 5: tpPP, 6: model.FeatureOffload, 8: tpPP})
+	// Alice's newest gpt2 job runs Megatron: her other unreported job
+	// follows it, job 4 keeps its own report.
+	if err := s.SetJobCannot(ctx, 8, "alice", 0); err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff(map[int64]model.Features{4: model.FeatureTP | model.FeaturePP}, got); d != "" {
-		t.Errorf("JobsCannot(4, 5, 99) (-want +got):\n%s", d)
-	}
+	check("alice's megatron job", map[int64]model.Features{4: tpPP, 6: model.FeatureOffload})
 	j, err := s.Job(ctx, 6)
 	if err != nil || j.Cannot != model.FeatureOffload {
 		t.Errorf("Job(6).Cannot = %v, %v; want offload", j.Cannot, err)

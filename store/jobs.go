@@ -162,13 +162,13 @@ func scanJob(sc scanner) (Job, error) {
 	var mt, class, plan, placement sql.NullString
 	var submitted, first, updated, cpus sql.NullInt64
 	var mem sql.NullFloat64
-	var cannot string
+	var cannot sql.NullString
 	if err := sc.Scan(&j.ID, &mt, &class, &j.Tenant, &j.State, &submitted, &first, &updated,
 		&plan, &placement, &cpus, &mem, &cannot); err != nil {
 		return Job{}, err
 	}
 	var err error
-	if j.Cannot, err = model.ParseFeatures(cannot); err != nil {
+	if j.Cannot, err = model.ParseFeatures(cannot.String); err != nil {
 		return Job{}, fmt.Errorf("job %d: %w", j.ID, err)
 	}
 	j.ModelType, j.Class = mt.String, Class(class.String)
@@ -180,18 +180,31 @@ func scanJob(sc scanner) (Job, error) {
 	return j, nil
 }
 
-// SetJobCannot records what the launch line of job id cannot express. It
-// wraps ErrNotFound when the store has never seen the job.
-func (s *Store) SetJobCannot(ctx context.Context, id int64, f model.Features) error {
+// SetJobCannot records what the launch line of job id cannot express, as
+// its rubick-srun reported it, and, when user is set, as the guess for
+// user's next jobs of the same model type until they report. It wraps
+// ErrNotFound when the store has never seen the job.
+func (s *Store) SetJobCannot(ctx context.Context, id int64, user string, f model.Features) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE jobs SET cannot = ? WHERE job_id = ?`, f.String(), id)
-		if err != nil {
+		var mt sql.NullString
+		if err := tx.QueryRowContext(ctx, `SELECT model_type FROM jobs WHERE job_id = ?`, id).Scan(&mt); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return ErrNotFound
+			}
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return errors.Join(ErrNotFound, err)
+		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET cannot = ? WHERE job_id = ?`, f.String(), id); err != nil {
+			return err
 		}
-		return nil
+		if user == "" || !mt.Valid {
+			return nil
+		}
+		_, err := tx.ExecContext(ctx, `
+			INSERT INTO launch_limits(user_name, model_type, cannot, job_id, updated_ns) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT(user_name, model_type) DO UPDATE SET
+				cannot = excluded.cannot, job_id = excluded.job_id, updated_ns = excluded.updated_ns`,
+			user, mt.String, f.String(), id, s.now().UnixNano())
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("store: job %d: set cannot=%q: %w", id, f, err)
@@ -199,43 +212,98 @@ func (s *Store) SetJobCannot(ctx context.Context, id int64, f model.Features) er
 	return nil
 }
 
-// JobsCannot returns, for those of ids whose launch line cannot express
-// some plan feature, what it cannot; jobs without a report are absent.
-func (s *Store) JobsCannot(ctx context.Context, ids []int64) (map[int64]model.Features, error) {
-	out := map[int64]model.Features{}
-	// SQLite binds at most 32,766 parameters per statement.
-	const chunk = 1000
-	for len(ids) > 0 {
-		n := min(len(ids), chunk)
-		args := make([]any, n)
-		for i, id := range ids[:n] {
-			args[i] = id
+// LaunchKey names a job for LaunchLimits.
+type LaunchKey struct {
+	ID        int64
+	User      string // the Slurm user who owns it
+	ModelType string
+}
+
+// LaunchLimits returns what the launch line of each job cannot express:
+// its own report, or, for a job that has not reported yet, the newest
+// report of a job of the same user and model type (users resubmit the same
+// script). Jobs with nothing to avoid are absent.
+func (s *Store) LaunchLimits(ctx context.Context, jobs []LaunchKey) (map[int64]model.Features, error) {
+	own := map[int64]model.Features{}
+	ids := make([]any, 0, len(jobs))
+	for _, j := range jobs {
+		ids = append(ids, j.ID)
+	}
+	err := s.inChunks(ctx, `SELECT job_id, cannot FROM jobs WHERE cannot IS NOT NULL AND job_id IN `, ids, func(rows *sql.Rows) error {
+		var id int64
+		var c string
+		if err := rows.Scan(&id, &c); err != nil {
+			return err
 		}
-		ids = ids[n:]
-		rows, err := s.r.QueryContext(ctx, `SELECT job_id, cannot FROM jobs WHERE cannot <> '' AND job_id IN (?`+
-			strings.Repeat(", ?", n-1)+`)`, args...)
+		f, err := model.ParseFeatures(c)
 		if err != nil {
-			return nil, fmt.Errorf("store: jobs cannot: %w", err)
+			return fmt.Errorf("job %d: %w", id, err)
+		}
+		own[id] = f
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: launch limits: %w", err)
+	}
+	users := map[string]bool{}
+	var names []any
+	for _, j := range jobs {
+		if _, ok := own[j.ID]; !ok && j.User != "" && !users[j.User] {
+			users[j.User] = true
+			names = append(names, j.User)
+		}
+	}
+	prior := map[[2]string]model.Features{}
+	err = s.inChunks(ctx, `SELECT user_name, model_type, cannot FROM launch_limits WHERE user_name IN `, names, func(rows *sql.Rows) error {
+		var user, mt, c string
+		if err := rows.Scan(&user, &mt, &c); err != nil {
+			return err
+		}
+		f, err := model.ParseFeatures(c)
+		if err != nil {
+			return fmt.Errorf("user %s, model type %s: %w", user, mt, err)
+		}
+		prior[[2]string{user, mt}] = f
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: launch limits: %w", err)
+	}
+	out := map[int64]model.Features{}
+	for _, j := range jobs {
+		f, ok := own[j.ID]
+		if !ok {
+			f = prior[[2]string{j.User, j.ModelType}]
+		}
+		if f != 0 {
+			out[j.ID] = f
+		}
+	}
+	return out, nil
+}
+
+// inChunks runs query, which ends in "IN ", with args as its list, in
+// chunks (SQLite binds at most 32,766 parameters), calling row per row.
+func (s *Store) inChunks(ctx context.Context, query string, args []any, row func(*sql.Rows) error) error {
+	const chunk = 1000
+	for len(args) > 0 {
+		n := min(len(args), chunk)
+		rows, err := s.r.QueryContext(ctx, query+"(?"+strings.Repeat(", ?", n-1)+")", args[:n]...)
+		if err != nil {
+			return err
 		}
 		for rows.Next() {
-			var id int64
-			var c string
-			if err := rows.Scan(&id, &c); err != nil {
+			if err := row(rows); err != nil {
 				rows.Close()
-				return nil, fmt.Errorf("store: jobs cannot: %w", err)
+				return err
 			}
-			f, err := model.ParseFeatures(c)
-			if err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("store: job %d: %w", id, err)
-			}
-			out[id] = f
 		}
 		err = rows.Err()
 		rows.Close()
 		if err != nil {
-			return nil, fmt.Errorf("store: jobs cannot: %w", err)
+			return err
 		}
+		args = args[n:]
 	}
-	return out, nil
+	return nil
 }

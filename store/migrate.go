@@ -171,10 +171,21 @@ CREATE INDEX plan_history_by_kind ON plan_history(kind, decided_ns);
 // schemaV3 adds the fitted factor on the compute of TP and PP plans (the
 // fits made before it priced them at 1, which they keep), and the plan
 // features a job's launch line cannot express, as rubick-srun reports them
-// (model.Features' form; empty for none or not reported).
+// (model.Features' form, empty for none; NULL until the job reports),
+// with each user's newest report per model type, which stands for a job of
+// theirs that has not reported yet.
 const schemaV3 = `
 ALTER TABLE fits ADD COLUMN k_3d REAL NOT NULL DEFAULT 1 CHECK (k_3d > 0);
-ALTER TABLE jobs ADD COLUMN cannot TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN cannot TEXT;
+
+CREATE TABLE launch_limits (
+	user_name  TEXT    NOT NULL CHECK (user_name <> ''),
+	model_type TEXT    NOT NULL CHECK (model_type <> ''),
+	cannot     TEXT    NOT NULL,
+	job_id     INTEGER NOT NULL REFERENCES jobs(job_id),
+	updated_ns INTEGER NOT NULL,
+	PRIMARY KEY (user_name, model_type)
+) STRICT, WITHOUT ROWID;
 `
 
 // migrate brings db to the newest version in migs. Each migration runs in

@@ -112,7 +112,7 @@ exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socke
 		t.Fatal(err)
 	}
 	defer st.Close()
-	got, err := st.JobsCannot(ctx, []int64{int64(id)})
+	got, err := st.LaunchLimits(ctx, []store.LaunchKey{{ID: int64(id)}})
 	if err != nil || got[int64(id)] != model.FeatureOffload {
 		t.Errorf("stored launch limits %v (%v), want offload for job %d", got, err, id)
 	}
