@@ -1288,7 +1288,6 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 	return a
 }
 
-// release frees a job's tentative GPUs (used when no plan fits memory).
 // unsupported gives a running job whose launch line cannot run its plan
 // the best plan it can run on the resources it holds, whatever the restart
 // costs (the job makes no progress as it is), or sends it back to the
@@ -1308,6 +1307,7 @@ func (r *round) unsupported(js *jstate, memFree []float64) Action {
 	return Action{Kind: Preempt, JobID: j.ID, Reason: ReasonUnsupported, Detail: why + ", and no plan it can run fits what it holds"}
 }
 
+// release frees a job's tentative GPUs (used when no plan fits memory).
 func (r *round) release(js *jstate) {
 	for len(js.cur) > 0 {
 		s := js.cur[0]
