@@ -311,9 +311,13 @@ func (l *Learner) fitNew(ctx context.Context, spec model.Spec, stored []store.St
 	for i, s := range stored {
 		samples[i] = s.Sample
 	}
+	// BRIEF 3's seven samples are seven measured configurations: a run that
+	// reports every iteration would otherwise make two runs of a profiling
+	// phase a "fit", pinning what the other runs are there to show.
+	samples = model.Collapse(samples)
 	res, err := model.Fit(ctx, spec, l.Env, samples, model.FitOptions{})
 	if errors.Is(err, model.ErrTooFewSamples) {
-		l.log().Info("waiting for more samples", "model", spec.Name, "samples", len(samples), "err", err)
+		l.log().Info("waiting for more samples", "model", spec.Name, "configurations", len(samples), "err", err)
 		return false, nil
 	}
 	if err != nil {

@@ -140,6 +140,40 @@ func samplesOf(p model.Predictor, scale float64) []report.Sample {
 	return out
 }
 
+// A model type without a fit waits for seven configurations, not seven
+// reports: a profiling run reports every iteration.
+func TestFirstFitCountsConfigurations(t *testing.T) {
+	ctx := context.Background()
+	l, st, _ := newLearner(t, runningJob(5, "newnet"))
+	spec := newnetSpec()
+	if err := st.UpsertModelType(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	truth := model.Predictor{Spec: spec, Params: model.Priors(), Env: model.DefaultEnv()}
+	samples := samplesOf(truth, 1)
+	if len(samples) < 7 {
+		t.Fatalf("only %d samples generated", len(samples))
+	}
+	// Six configurations, four reports each.
+	for _, s := range samples[:6] {
+		for it := range 4 {
+			s.Iteration = ptr(2 + it)
+			if err := l.Accept(ctx, 1000, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if refitted, err := l.Refit(ctx); err != nil || len(refitted) != 0 {
+		t.Fatalf("Refit = %v, %v; want no fit from 24 reports of 6 configurations", refitted, err)
+	}
+	if err := l.Accept(ctx, 1000, samples[6]); err != nil {
+		t.Fatal(err)
+	}
+	if refitted, err := l.Refit(ctx); err != nil || len(refitted) != 1 {
+		t.Fatalf("Refit = %v, %v; want a fit once a seventh configuration reported", refitted, err)
+	}
+}
+
 func TestRefitNewModelTypeAndDrift(t *testing.T) {
 	ctx := context.Background()
 	l, st, now := newLearner(t, runningJob(5, "newnet"))
