@@ -200,3 +200,55 @@ func TestLearnT5ThreeD(t *testing.T) {
 		}
 	}
 }
+
+// One single-node TP run in the profile, as rubick-srun's profiling phase
+// adds for Megatron lines, identifies t5's k_3d from the start: with t5's
+// `141` row (TP 4 on one node) beside its 7 profile runs, the fit predicts
+// the other 19 3D rows far better and the profile runs as well as before.
+func TestProfileWithOneTPRun(t *testing.T) {
+	ctx := context.Background()
+	set := subset(t, "t5")
+	env := model.DefaultEnv()
+	spec := set.Models["t5"].Spec
+	old, err := OwnProfileSamples(set, "t5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tp, rest []model.Sample
+	for _, m := range set.Placements["t5"] {
+		s, err := m.Sample(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case m.ExecPlan == "141":
+			tp = append(tp, s)
+		case s.Plan.TP > 1 || s.Plan.PP > 1:
+			rest = append(rest, s)
+		}
+	}
+	if len(tp) != 1 || len(rest) != 19 {
+		t.Fatalf("%d TP-4 rows and %d other 3D rows, want 1 and 19", len(tp), len(rest))
+	}
+	profile, err := model.Fit(ctx, spec, env, old, model.FitOptions{AllowPartial: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withTP, err := model.Fit(ctx, spec, env, append(slices.Clone(old), tp...), model.FitOptions{AllowPartial: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mape := func(p model.Params, s []model.Sample) float64 {
+		e, err := model.MeanRelErr(model.Predictor{Spec: spec, Params: p, Env: env}, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 100 * e
+	}
+	t.Logf("t5 3D rows: MAPE %.1f %% -> %.1f %%; profile runs %.1f %% -> %.1f %%; k_3d %.2f",
+		mape(profile.Params, rest), mape(withTP.Params, rest), mape(profile.Params, old), mape(withTP.Params, old), withTP.Params.K3D)
+	if slices.Contains(withTP.Pinned, "k_3d") || mape(withTP.Params, rest) > 0.4*mape(profile.Params, rest) ||
+		mape(withTP.Params, old) > mape(profile.Params, old)+1 {
+		t.Errorf("a TP run in the profile should identify k_3d and cut the 3D error by more than half, keeping the profile runs")
+	}
+}

@@ -29,13 +29,20 @@ type ProfileOptions struct {
 	// Iters is the iterations each run trains, warm-up included;
 	// 0 means DefaultProfileIters. It must be at least 2.
 	Iters int
+	// TP is a tensor-parallel degree the model admits (it divides the
+	// attention heads). When it is above 1, the dialect expresses TP and
+	// the node has TP GPUs, a run with TP on that many GPUs follows the
+	// ZeRO-DP run: the profile's only run on the 3D code path, which
+	// identifies k_3d. 0 means none.
+	TP int
 }
 
 // ProfileRun is one short configuration of the profiling phase. It runs on
 // the first node of the job only.
 type ProfileRun struct {
 	// Plan is what the run trains with, as the dialect expresses it
-	// (Expressible): pure data parallel, the job's global batch.
+	// (Expressible), with the job's global batch: data parallel, except
+	// for the one tensor-parallel run of ProfileOptions.TP.
 	Plan model.Plan `json:"-"`
 	// GPUs is the number of GPUs used: the first GPUs of the node
 	// (VisibleDevices). It equals Plan.GPUs().
@@ -60,8 +67,10 @@ type ProfileRun struct {
 //  3. ZeRO-Offload on 1 GPU with all CPUs (CPU Adam and PCIe, no communication),
 //  4. ZeRO-Offload on all GPUs with all CPUs (offload overlapped with communication),
 //  5. ZeRO-Offload on 1 GPU with half the CPUs (CPU Adam time doubles, PCIe does not),
-//  6. plain DP on 2 GPUs, 7. ZeRO-DP on all GPUs, 8. plain DP on 4 GPUs,
-//  9. ZeRO-Offload on 2 GPUs, 10. activation checkpointing on all GPUs,
+//  6. plain DP on 2 GPUs, 7. ZeRO-DP on all GPUs,
+//  8. tensor parallel on opts.TP GPUs (lines that express TP; the 3D code path),
+//  9. plain DP on 4 GPUs, 10. ZeRO-Offload on 2 GPUs,
+//  11. activation checkpointing on all GPUs,
 //
 // leaving out those the node or the batch cannot take (GPU counts must
 // divide the global batch; "all GPUs" is the largest count that does), then
@@ -114,6 +123,12 @@ func ProfilePlans(globalBatch, gpusOnNode, cpusOnNode int, d Dialect, opts Profi
 	}
 	if all > 1 {
 		b.add(all, 2, false, false, b.cpus, "ZeRO-DP on all GPUs: optimizer step sharded over DP (k_opt apart from k_const)")
+	}
+	if t := opts.TP; t > 1 && t <= gpusOnNode && cannotOf(d, true)&model.FeatureTP == 0 {
+		mb := b.microBatch(globalBatch)
+		b.push(ProfileRun{Plan: Expressible(d, model.Plan{DP: 1, TP: t, PP: 1, MicroBatch: mb, Accum: globalBatch / mb}),
+			GPUs: t, CPUs: b.cpus - b.cpus%t, Iters: iters,
+			Purpose: fmt.Sprintf("tensor parallel on %d GPUs: the 3D code path's compute against data parallelism's (k_3d)", t)})
 	}
 	if usable(4) {
 		b.add(4, 0, false, false, b.cpus, "plain DP on 4 GPUs: DP volume against compute (k_sync)")

@@ -141,12 +141,23 @@ func newProfilePhase(cfg config, plan *model.Plan, alloc launch.Alloc, stateDir 
 		}
 	}
 	runs, err := launch.ProfilePlans(gb, gpusOnNode, alloc.CPUsOnNode, d,
-		launch.ProfileOptions{MaxMicroBatch: base.MicroBatch, Iters: cfg.profileIters})
+		launch.ProfileOptions{MaxMicroBatch: base.MicroBatch, Iters: cfg.profileIters, TP: profileTP(cfg.train)})
 	if err != nil {
 		return nil, err
 	}
 	return &profilePhase{cfg: cfg, alloc: alloc, gpusOnNode: gpusOnNode, dialect: d, gb: gb, runs: runs,
 		stateDir: stateDir, grace: 10 * time.Second}, nil
+}
+
+// profileTP is the TP degree of the profiling phase's one tensor-parallel
+// run: 2 when the line's --num-attention-heads is even (TP must divide
+// the heads), else 0 (no such run).
+func profileTP(argv []string) int {
+	v, ok := launch.LookupFlag(argv, "--num-attention-heads")
+	if h, err := strconv.Atoi(v); ok && err == nil && h > 0 && h%2 == 0 {
+		return 2
+	}
+	return 0
 }
 
 // done reports whether an earlier start of this job (before a requeue)

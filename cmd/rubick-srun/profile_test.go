@@ -500,3 +500,29 @@ func TestProfileCheckpointSignal(t *testing.T) {
 		t.Errorf("profile.json complete=%v reason=%q runs %s, %s", rec.Complete, rec.Reason, rec.Runs[0].Status, rec.Runs[1].Status)
 	}
 }
+
+// A Megatron line with an even head count gets the phase's TP-2 run, on
+// two GPUs after ZeRO-DP; an odd head count cannot take TP 2.
+func TestProfileTPRun(t *testing.T) {
+	for _, tc := range []struct {
+		heads string
+		want  bool
+	}{{"16", true}, {"25", false}} {
+		t.Run(tc.heads+" heads", func(t *testing.T) {
+			flags, _, _ := profileSetup(t, "")
+			line := slices.Concat(profileLine, []string{"--num-attention-heads", tc.heads})
+			var out, errOut bytes.Buffer
+			if code := run(t.Context(), slices.Concat(flags, []string{"--dry-run", "--"}, line), profileEnv(), &out, &errOut); code != 0 {
+				t.Fatalf("exit %d:\n%s", code, errOut.String())
+			}
+			for _, w := range []string{
+				"# profile run 8/10 dp1.tp2.pp1.mb4.a4.z0 gpus=2 cpus=16: tensor parallel on 2 GPUs",
+				"--tensor-model-parallel-size 2 --pipeline-model-parallel-size 1 --exit-interval 4",
+			} {
+				if got := strings.Contains(out.String(), w); got != tc.want {
+					t.Errorf("dry run has %q: %v, want %v:\n%s", w, got, tc.want, out.String())
+				}
+			}
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -78,8 +79,8 @@ log_level: info
 	body := fmt.Sprintf(`#!/bin/bash
 exec %[1]s/rubick-srun --launcher gpu --state-dir %[2]s/state-"$SLURM_JOB_ID" \
   --munge-socket %[3]s --report-url http://127.0.0.1:%[4]d/samples --profile-iters 5 -- \
-  %[1]s/rubick-emu-trainer --model-type bert --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \
-  --micro-batch-size 4 --global-batch-size %[5]d --train-iters 200 --time-scale 0.25 --log-interval 10 \
+  %[1]s/rubick-emu-trainer --model-type bert --num-attention-heads 16 --tensor-model-parallel-size 1 \
+  --pipeline-model-parallel-size 1 --micro-batch-size 4 --global-batch-size %[5]d --train-iters 200 --time-scale 0.25 --log-interval 10 \
   --save %[2]s/ckpt-"$SLURM_JOB_ID"
 `, bin, dir, socket, port, spec.GlobalBatch)
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
@@ -131,17 +132,21 @@ exec %[1]s/rubick-srun --launcher gpu --state-dir %[2]s/state-"$SLURM_JOB_ID" \
 	if err := json.Unmarshal(raw, &prof); err != nil {
 		t.Fatalf("profile.json: %v", err)
 	}
-	ok, offload := 0, 0
+	ok, offload, tp := 0, 0, 0
 	for _, r := range prof.Runs {
 		if r.Status == "ok" {
 			ok++
 			if strings.Contains(r.Plan, "+off") {
 				offload++
 			}
+			if strings.Contains(r.Plan, ".tp2.") {
+				tp++
+			}
 		}
 	}
-	if ok < 7 || offload < 3 {
-		t.Errorf("profile: %d runs ok (%d offload), want >= 7 and >= 3\n%s", ok, offload, raw)
+	// 16 heads: the phase also runs TP 2 on 2 GPUs, for k_3d.
+	if ok < 7 || offload < 3 || tp != 1 {
+		t.Errorf("profile: %d runs ok (%d offload, %d TP 2), want >= 7, >= 3 and 1\n%s", ok, offload, tp, raw)
 	}
 
 	st, err = store.Open(ctx, dbPath)
@@ -154,7 +159,13 @@ exec %[1]s/rubick-srun --launcher gpu --state-dir %[2]s/state-"$SLURM_JOB_ID" \
 		t.Fatalf("no fit for %s after profiling: %v (rubickd log %s)", mt, err, d.log)
 	}
 	samples, _ := st.Samples(ctx, mt)
-	t.Logf("fit of %s from %d samples: rmsle %.3f, mape %.1f%%, origin %s", mt, len(samples), fit.RMSLE, fit.MAPE, fit.Origin)
+	t.Logf("fit of %s from %d samples: rmsle %.3f, mape %.1f%%, origin %s, k_3d %.2f, pinned %v", mt, len(samples), fit.RMSLE, fit.MAPE, fit.Origin, fit.Params.K3D, fit.Pinned)
+	// The TP run's iterations reached the store: a refit can use them for
+	// k_3d once 3D runs drift from the fit (rubickd fits as soon as the
+	// first runs suffice, before this one).
+	if !slices.ContainsFunc(samples, func(s store.StoredSample) bool { return s.Sample.Plan.TP == 2 }) {
+		t.Errorf("no sample of the profile's TP run among %d", len(samples))
+	}
 	profileS := prof.Finished.Sub(prof.Started).Seconds()
 	if profileS <= 0 || profileS > 300 {
 		t.Errorf("profiling phase took %.0f s, want (0, 300]", profileS)
