@@ -60,6 +60,11 @@ type Config struct {
 	// (artifact.SuspectReason) out of the ground truth: the model prices
 	// those configurations. It applies when the Data is prepared.
 	ExcludeSuspect bool
+	// FixedFrameworks keeps each job to the framework of the plan it asked
+	// for, as the artifact's jobs ran: a data-parallel request is a plain
+	// DeepSpeed script, which cannot take TP or PP (policy.Job.Cannot); a
+	// 3D request is a Megatron line, which can take every plan.
+	FixedFrameworks bool
 	// RefitThreshold, when > 0, replays rubickd's online refits: running
 	// jobs report their ground-truth times and a model type the policy
 	// misprices by more than this (mean relative error) is refitted
@@ -404,6 +409,9 @@ func snapshot(epoch time.Time, t float64, nodes []policy.Node, tenants []policy.
 			RunTime:   secs(j.runTime),
 			Reconfigs: j.reconfigs,
 			TimeLimit: j.timeLimit,
+		}
+		if cfg.FixedFrameworks && j.Request.Plan.TP == 1 && j.Request.Plan.PP == 1 {
+			jobs[i].Cannot = model.FeatureTP | model.FeaturePP
 		}
 	}
 	assumed := cfg.RestartPenalty

@@ -370,3 +370,109 @@ func TestMispriced(t *testing.T) {
 		}
 	}
 }
+
+// watchPolicy checks every plan against what its snapshot says each job
+// cannot run.
+type watchPolicy struct {
+	policy.Policy
+	t          *testing.T
+	restricted int // job-rounds with something the job cannot run
+}
+
+func (p *watchPolicy) Decide(ctx context.Context, s *policy.Snapshot) (policy.Plan, error) {
+	plan, err := p.Policy.Decide(ctx, s)
+	cannot := map[string]model.Features{}
+	for _, j := range s.Jobs {
+		cannot[j.ID] = j.Cannot
+		if j.Cannot != 0 {
+			p.restricted++
+			if j.Request.Plan.TP > 1 || j.Request.Plan.PP > 1 {
+				p.t.Errorf("job %s asked for %s yet cannot run %s", j.ID, j.Request.Plan, j.Cannot)
+			}
+		}
+	}
+	for _, a := range plan.Actions {
+		if len(a.Alloc) > 0 && !cannot[a.JobID].Allows(a.Plan) {
+			p.t.Errorf("job %s given %s, which it cannot run (%s)", a.JobID, a.Plan, cannot[a.JobID])
+		}
+	}
+	return plan, err
+}
+
+// With FixedFrameworks a job that asked for a data-parallel plan never
+// gets a TP or PP plan.
+func TestFixedFrameworks(t *testing.T) {
+	d := data(t)
+	rows, err := artifact.LoadWorkload(artifact.Default(), "naive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.FixedFrameworks = true
+	rubick, err := policy.New("rubick", policy.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &watchPolicy{Policy: rubick, t: t}
+	r, err := Run(context.Background(), cfg, d, rows, p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Completed != len(rows) || p.restricted == 0 {
+		t.Errorf("completed %d of %d, %d restricted job-rounds; want all done and some restricted", r.Completed, len(rows), p.restricted)
+	}
+}
+
+// countPolicy counts the starts and restarts of jobs that asked for a
+// data-parallel plan, and those among them on a TP or PP plan.
+type countPolicy struct {
+	policy.Policy
+	dpJobs, on3D int
+}
+
+func (p *countPolicy) Decide(ctx context.Context, s *policy.Snapshot) (policy.Plan, error) {
+	plan, err := p.Policy.Decide(ctx, s)
+	req := map[string]model.Plan{}
+	for _, j := range s.Jobs {
+		req[j.ID] = j.Request.Plan
+	}
+	for _, a := range plan.Actions {
+		if r := req[a.JobID]; (a.Kind == policy.Start || a.Kind == policy.Restart) && r.TP == 1 && r.PP == 1 {
+			p.dpJobs++
+			if a.Plan.TP > 1 || a.Plan.PP > 1 {
+				p.on3D++
+			}
+		}
+	}
+	return plan, err
+}
+
+// On the Base trace rubick never gives a job that asked for a data-parallel
+// plan a TP or PP plan, restricted or not: the difference --fixed-frameworks
+// makes comes from the plans it weighs, not those it chooses. This pins
+// what docs/simulator.md says; a policy change that fails it changes that
+// reading.
+func TestFixedFrameworksChangesNoPlan(t *testing.T) {
+	d := data(t)
+	rows, err := artifact.LoadWorkload(artifact.Default(), "workload-base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fixed := range []bool{false, true} {
+		cfg := DefaultConfig()
+		cfg.FixedFrameworks = fixed
+		rubick, err := policy.New("rubick", policy.DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &countPolicy{Policy: rubick}
+		r, err := Run(context.Background(), cfg, d, rows, p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("fixed frameworks %v: avg JCT %.0f s; %d starts and restarts of data-parallel requests, %d on TP or PP", fixed, r.AvgJCT, p.dpJobs, p.on3D)
+		if p.on3D != 0 {
+			t.Errorf("fixed frameworks %v: %d data-parallel requests started on TP or PP plans", fixed, p.on3D)
+		}
+	}
+}

@@ -67,6 +67,7 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 	fset.Float64Var(&o.cfg.LoadScale, "load-scale", def.LoadScale, "divide submission times by this (> 1 compresses arrivals)")
 	fset.IntVar(&o.cfg.GuaranteedQuota, "quota", def.GuaranteedQuota, "GPU quota of guaranteed jobs (0: every GPU)")
 	fset.Float64Var(&o.cfg.TimeLimitOver, "time-limit-over", def.TimeLimitOver, "time limits overestimate runs by a per-job factor in [1, 1+this] (0: exact)")
+	fset.BoolVar(&o.cfg.FixedFrameworks, "fixed-frameworks", def.FixedFrameworks, "jobs keep the framework of the plan they asked for: data-parallel requests are plain DeepSpeed scripts, which cannot take TP or PP plans")
 	fset.BoolVar(&o.cfg.ExcludeSuspect, "exclude-suspect", def.ExcludeSuspect, "leave the measured rows the data README calls suspect out of the ground truth (the model prices them)")
 	fset.Float64Var(&o.cfg.RefitThreshold, "refit-threshold", def.RefitThreshold,
 		fmt.Sprintf("replay rubickd's online refits with this threshold (rubickd's default: %g; 0: the profile fits throughout)", daemon.Defaults().Samples.RefitThreshold))
