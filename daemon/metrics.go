@@ -18,6 +18,7 @@ type Metrics struct {
 	SlurmErrors    *prometheus.CounterVec
 	Jobs           *prometheus.GaugeVec
 	Samples        *prometheus.CounterVec
+	LaunchNotices  *prometheus.CounterVec
 	RestartCost    *prometheus.GaugeVec
 	RigidReserved  prometheus.Gauge
 	LastCycle      prometheus.Gauge
@@ -53,6 +54,10 @@ func NewMetrics() *Metrics {
 			Name: "rubick_samples_total",
 			Help: "Profiling samples reported by rubick-srun. result: accepted, rejected.",
 		}, []string{"result"}),
+		LaunchNotices: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rubick_launch_notices_total",
+			Help: "Launch notices from rubick-srun. result: accepted, refused (the job's line could not run its plan; it requeued itself), rejected.",
+		}, []string{"result"}),
 		RestartCost: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "rubick_restart_cost_seconds",
 			Help: "Measured cost of one checkpoint-restart per model type (median of the newest five), as the policy prices it. Absent for types priced at restart_cost.",
@@ -66,7 +71,7 @@ func NewMetrics() *Metrics {
 			Help: "Unix time at which the last control cycle finished.",
 		}),
 	}
-	m.Registry.MustRegister(m.CycleDuration, m.PolicyDuration, m.Actions, m.SlurmErrors, m.Jobs, m.Samples, m.RestartCost, m.RigidReserved, m.LastCycle,
+	m.Registry.MustRegister(m.CycleDuration, m.PolicyDuration, m.Actions, m.SlurmErrors, m.Jobs, m.Samples, m.LaunchNotices, m.RestartCost, m.RigidReserved, m.LastCycle,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -170,9 +170,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			},
 			Launch: func(ctx context.Context, uid uint32, n report.Launch) error {
 				err := learner.AcceptLaunch(ctx, uid, n)
-				if err != nil {
+				result := "accepted"
+				switch {
+				case err != nil:
+					result = "rejected"
 					log.Warn("launch notice rejected", "job", n.JobID, "uid", uid, "err", err)
+				case n.Refused:
+					result = "refused"
 				}
+				metrics.LaunchNotices.WithLabelValues(result).Inc()
 				return err
 			},
 		}))

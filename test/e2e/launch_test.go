@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -106,6 +108,15 @@ exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socke
 	log, _ := os.ReadFile(d.log)
 	if !strings.Contains(string(log), "launch line cannot run the job's plan") {
 		t.Errorf("rubickd did not log the refusal (%s)", d.log)
+	}
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metrics), `rubick_launch_notices_total{result="refused"} 1`) {
+		t.Errorf("metrics lack one refused launch notice:\n%s", metrics)
 	}
 	st, err := store.Open(ctx, dbPath)
 	if err != nil {
