@@ -109,6 +109,16 @@ type View struct {
 // Estimators gives the fitted estimator of a model type, or false.
 type Estimators func(modelType string) (policy.Estimator, bool)
 
+// JobFacts are what the store knows of a job beyond what Slurm says.
+type JobFacts struct {
+	// Cannot is what the job's launch line cannot express (every plan
+	// rubickd gives it avoids these features).
+	Cannot model.Features
+	// RestartCost is the median of the job's own measured restarts; 0
+	// prices them as its model type's.
+	RestartCost time.Duration
+}
+
 // BuildView converts what Slurm reports into a policy snapshot. Only nodes
 // of the managed partitions that can run jobs count; their capacity is
 // reduced by whatever jobs rubick does not manage hold on them, and, with
@@ -116,11 +126,9 @@ type Estimators func(modelType string) (policy.Estimator, bool)
 // are priced at restartCosts for the model types it holds, at
 // cfg.RestartCost for the others.
 //
-// cannot holds, per job id, the plan features its launch line cannot
-// express, as rubick-srun reported them; every plan rubickd gives the job
-// avoids them.
+// facts holds, per job id, what the store knows of it beyond Slurm.
 func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, est Estimators, restartCosts map[string]time.Duration,
-	cannot map[int]model.Features, log *slog.Logger) (*View, error) {
+	facts map[int]JobFacts, log *slog.Logger) (*View, error) {
 	v := &View{managed: map[string]*managedJob{}, Unmanaged: map[int]string{}}
 	models := map[string]policy.Estimator{}
 	var pjobs []policy.Job
@@ -151,7 +159,7 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 			}
 			continue
 		}
-		mj, pj, err := convertJob(cfg, now, j, e, cannot[j.ID])
+		mj, pj, err := convertJob(cfg, now, j, e, facts[j.ID])
 		if err != nil {
 			v.Unmanaged[j.ID] = err.Error()
 			log.Warn("job not schedulable", "job", j.ID, "err", err)
@@ -234,7 +242,8 @@ func usable(n slurm.Node, partitions []string) bool {
 }
 
 // convertJob maps one tagged Slurm job onto a policy job.
-func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, cannot model.Features) (*managedJob, policy.Job, error) {
+func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, facts JobFacts) (*managedJob, policy.Job, error) {
+	cannot := facts.Cannot
 	mj := &managedJob{slurm: j, tag: *j.Tag}
 	if s, ok := j.Tag.Extra[tagReq]; ok {
 		r, err := parseRequest(s)
@@ -286,8 +295,9 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, cann
 		RunTime:   mj.ran,
 		Reconfigs: max(j.Tag.Generation-1, 0),
 		// The user's --time: the order of the guaranteed queue and backfill.
-		TimeLimit: j.TimeLimit,
-		Cannot:    cannot,
+		TimeLimit:   j.TimeLimit,
+		Cannot:      cannot,
+		RestartCost: facts.RestartCost,
 	}
 	if j.State == slurm.StateRunning && len(j.NodeList) > 0 {
 		n := len(j.NodeList)

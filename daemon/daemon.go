@@ -193,26 +193,50 @@ func (d *Daemon) Reconcile(ctx context.Context) error {
 	return nil
 }
 
-// launchLimits reads what the launch lines of jobs with a model type
-// cannot express, as their rubick-srun reported it, or, before a job's
-// first report, as its user's last job of that model type did.
-func (d *Daemon) launchLimits(ctx context.Context, jobs []slurm.Job) (map[int]model.Features, error) {
+// minOwnRestarts is how many of its own measured restarts a job needs
+// before it is priced at their median instead of its model type's: one
+// restart slowed by a busy file system should not decide alone.
+const minOwnRestarts = 2
+
+// jobFacts reads what the store knows of the jobs with a model type: what
+// their launch lines cannot express, as their rubick-srun reported it (or,
+// before a job's first report, as its user's last job of that model type
+// did), and, with measure_restart_cost, what their own restarts cost.
+func (d *Daemon) jobFacts(ctx context.Context, jobs []slurm.Job) (map[int]JobFacts, error) {
 	var keys []store.LaunchKey
+	var ids []int64
 	for _, j := range jobs {
 		if j.Tag != nil && j.Tag.ModelType != "" && (j.State == slurm.StatePending || j.State == slurm.StateRunning) {
 			keys = append(keys, store.LaunchKey{ID: int64(j.ID), User: j.User, ModelType: j.Tag.ModelType})
+			ids = append(ids, int64(j.ID))
 		}
 	}
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	byID, err := d.deps.Store.LaunchLimits(ctx, keys)
+	limits, err := d.deps.Store.LaunchLimits(ctx, keys)
 	if err != nil {
 		return nil, fmt.Errorf("read launch limits: %w", err)
 	}
-	out := make(map[int]model.Features, len(byID))
-	for id, f := range byID {
-		out[int(id)] = f
+	out := make(map[int]JobFacts, len(limits))
+	for id, f := range limits {
+		out[int(id)] = JobFacts{Cannot: f}
+	}
+	if !d.cfg.MeasureRestartCost {
+		return out, nil
+	}
+	costs, err := d.deps.Store.JobsRestartCosts(ctx, ids)
+	if err != nil {
+		// As for the model types' costs: priced at their type's instead.
+		d.deps.Logger.Warn("reading jobs' restart costs failed", "err", err)
+		return out, nil
+	}
+	for id, cs := range costs {
+		if len(cs) >= minOwnRestarts {
+			f := out[int(id)]
+			f.RestartCost = RestartCostOf(cs)
+			out[int(id)] = f
+		}
 	}
 	return out, nil
 }
@@ -245,11 +269,12 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	cannot, err := d.launchLimits(ctx, jobs)
+	costs := d.restartCosts(ctx, start, dryRun) // measures new restarts first
+	facts, err := d.jobFacts(ctx, jobs)
 	if err != nil {
 		return rep, err
 	}
-	view, err := BuildView(d.cfg, start, nodes, jobs, est, d.restartCosts(ctx, start, dryRun), cannot, d.deps.Logger)
+	view, err := BuildView(d.cfg, start, nodes, jobs, est, costs, facts, d.deps.Logger)
 	if err != nil {
 		return rep, fmt.Errorf("build snapshot: %w", err)
 	}

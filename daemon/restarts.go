@@ -14,6 +14,7 @@ import (
 
 // RestartStore is the part of the store that measuring restart costs uses.
 type RestartStore interface {
+	JobsRestartCosts(ctx context.Context, ids []int64) (map[int64][]store.RestartCost, error)
 	Unmeasured(ctx context.Context, kind string, since time.Time) ([]store.Action, error)
 	PlanHistory(ctx context.Context, jobID int64) ([]store.Action, error)
 	JobSamples(ctx context.Context, jobID int64) ([]store.StoredSample, error)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/artifact"
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/policy"
 	"github.com/rubick-sched/rubick/slurm"
@@ -149,6 +150,27 @@ func TestDaemonMeasuresRestartCosts(t *testing.T) {
 		t.Errorf("stored %d restart costs (%v), want 3", len(cs), err)
 	}
 
+	// A job is priced at its own restarts once it has two: job 2's second
+	// restart, decided at 150 s, resumes at 200 s with 10 iterations of its
+	// own (40 s); its median is 42.5 s, job 1 keeps the type's cost.
+	jobs := []slurm.Job{
+		{ID: 1, State: slurm.StateRunning, Tag: &slurm.Tag{ModelType: spec.Name}},
+		{ID: 2, State: slurm.StateRunning, Tag: &slurm.Tag{ModelType: spec.Name}},
+	}
+	if facts, err := d.jobFacts(ctx, jobs); err != nil || len(facts) != 0 {
+		t.Errorf("job facts with one restart each = %v, %v; want none", facts, err)
+	}
+	restart(150, 160, 2)
+	report(200, 2, 120)
+	d.restartCosts(ctx, at(210), false)
+	facts, err := d.jobFacts(ctx, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(map[int]JobFacts{2: {RestartCost: 42500 * time.Millisecond}}, facts); d != "" {
+		t.Errorf("job facts (-want +got):\n%s", d)
+	}
+
 	off := Defaults()
 	off.MeasureRestartCost = false
 	d2, err := New(off, Deps{Cluster: &fakeCluster{}, Applier: &fakeApplier{}, Store: st, Policy: pol})
@@ -157,6 +179,33 @@ func TestDaemonMeasuresRestartCosts(t *testing.T) {
 	}
 	if got := d2.restartCosts(ctx, at(140), false); got != nil {
 		t.Errorf("measure_restart_cost off: %v, want none", got)
+	}
+}
+
+// A job's own restart cost, from the store's facts, reaches the snapshot.
+func TestBuildViewPricesRestartsPerJob(t *testing.T) {
+	set, err := artifact.Load(artifact.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fits, err := artifact.FitAll(context.Background(), set, model.DefaultEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	est := func(mt string) (policy.Estimator, bool) {
+		return policy.FromPredictor(model.Predictor{Spec: set.Models[mt].Spec, Params: fits[mt].Params, Env: model.DefaultEnv()}), true
+	}
+	jobs := []slurm.Job{heldJob(5, "bert", 1, 2), heldJob(6, "bert", 1, 2)}
+	v, err := BuildView(Defaults(), t0, labNodes(1), jobs, est, nil, map[int]JobFacts{5: {RestartCost: 7 * time.Second}}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]time.Duration{}
+	for i := range v.Snapshot.Jobs {
+		got[v.Snapshot.Jobs[i].ID] = v.Snapshot.JobRestartCost(&v.Snapshot.Jobs[i])
+	}
+	if d := cmp.Diff(map[string]time.Duration{"5": 7 * time.Second, "6": Defaults().RestartCost}, got); d != "" {
+		t.Errorf("restart cost per job (-want +got):\n%s", d)
 	}
 }
 

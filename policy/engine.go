@@ -243,7 +243,7 @@ func (e *engine) reconfigurable(s *Snapshot, j *Job) bool {
 // more restart, (T - (N+1)*delta)/T: 1 when restarts cost nothing, and -Inf
 // for a job that has not run yet, which no ReconfigKeep admits.
 func usefulAfterRestart(s *Snapshot, j *Job) float64 {
-	delta := s.RestartCostOf(j.Model).Seconds()
+	delta := s.JobRestartCost(j).Seconds()
 	if delta <= 0 {
 		return 1
 	}
@@ -1040,7 +1040,7 @@ func (r *round) replace(js *jstate) {
 	ok := r.schedule(js, false)
 	now := r.nt(js)
 	left := js.j.RunTime.Seconds()
-	worth := ok && now > old*(1+r.e.cfg.MinGain) && left*(1-old/now) >= r.s.RestartCostOf(js.j.Model).Seconds()
+	worth := ok && now > old*(1+r.e.cfg.MinGain) && left*(1-old/now) >= r.s.JobRestartCost(js.j).Seconds()
 	if !worth || slices.Equal(js.cur, orig) {
 		r.undo(mark)
 		r.logging = false
@@ -1212,7 +1212,7 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 		if js.frozen {
 			a.Reason = ReasonPenalty
 			if a.Detail == "" {
-				delta := r.s.RestartCostOf(j.Model)
+				delta := r.s.JobRestartCost(j)
 				left := usefulAfterRestart(r.s, j)
 				a.Detail = fmt.Sprintf("one more restart (%v each, %d so far) would leave %.0f%% of its %v run time useful, below %.0f%%",
 					delta.Round(100*time.Millisecond), j.Reconfigs, 100*max(left, 0), j.RunTime.Round(time.Second), 100*r.e.cfg.ReconfigKeep)
@@ -1225,7 +1225,7 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 		}
 		if r.e.v.replan && !js.frozen {
 			v := r.tput(js, js.cur, -1, 0, 0)
-			worth := a.Throughput > 0 && j.RunTime.Seconds()*(1-a.Throughput/v.tput) >= r.s.RestartCostOf(j.Model).Seconds()
+			worth := a.Throughput > 0 && j.RunTime.Seconds()*(1-a.Throughput/v.tput) >= r.s.JobRestartCost(j).Seconds()
 			if v.tput > a.Throughput*(1+r.e.cfg.PlanSwitchGain) && v.plan != j.Plan && worth {
 				for _, al := range j.Alloc {
 					n, _ := r.s.NodeIndex(al.Node)

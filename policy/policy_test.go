@@ -561,3 +561,44 @@ func TestCannot(t *testing.T) {
 		})
 	}
 }
+
+// A job's own measured restart cost overrides its model type's, either way.
+func TestJobRestartCost(t *testing.T) {
+	for name, tc := range map[string]struct {
+		own   time.Duration
+		types map[string]time.Duration
+		want  outcome
+	}{
+		"own cheap, type default":   {own: 5 * time.Second, want: outcome{policy.Restart, 8, policy.ReasonSlope}},
+		"own dear, type cheap":      {own: 260 * time.Second, types: map[string]time.Duration{"small": 5 * time.Second}, want: outcome{policy.Keep, 4, policy.ReasonPenalty}},
+		"none, type cheap":          {types: map[string]time.Duration{"small": 5 * time.Second}, want: outcome{policy.Restart, 8, policy.ReasonSlope}},
+		"none, type default (260s)": {want: outcome{policy.Keep, 4, policy.ReasonPenalty}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := pt.NewJob("a", "small").GPUs(4).Running(dp(4, 32), 10*time.Minute, pt.On("n0", 4)).Obj()
+			a.RestartCost = tc.own
+			s, err := policy.NewSnapshot(pt.Epoch.Add(time.Hour), pt.Cluster(2, 8), []policy.Job{a}, nil, pt.Models(), 260*time.Second,
+				policy.WithRestartCosts(tc.types))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pol, err := policy.New("rubick", policy.DefaultConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := pol.Decide(context.Background(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(map[string]outcome{"a": tc.want}, outcomes(p)); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+	bad := pt.NewJob("a", "small").GPUs(4).Obj()
+	bad.RestartCost = -time.Second
+	if _, err := policy.NewSnapshot(pt.Epoch, pt.Cluster(1, 8), []policy.Job{bad}, nil, pt.Models(), 0); !errors.Is(err, policy.ErrBadSnapshot) ||
+		!strings.Contains(err.Error(), "restart_cost=-1s") {
+		t.Errorf("negative job restart cost: %v, want ErrBadSnapshot naming it", err)
+	}
+}

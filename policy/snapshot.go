@@ -114,6 +114,9 @@ type Job struct {
 	// Cannot is what the job's launch line cannot express: every plan the
 	// policy gives the job avoids these features.
 	Cannot model.Features `json:"cannot,omitempty"`
+	// RestartCost is what the job's own restarts were measured to cost; 0
+	// prices it as its model type (Snapshot.JobRestartCost).
+	RestartCost time.Duration `json:"restart_cost,omitempty"`
 }
 
 // Running reports whether the job holds resources.
@@ -179,6 +182,15 @@ func (s *Snapshot) RestartCostOf(modelType string) time.Duration {
 	return s.RestartCost
 }
 
+// JobRestartCost is what one more restart of j costs: its own measured
+// cost, else its model type's (RestartCostOf).
+func (s *Snapshot) JobRestartCost(j *Job) time.Duration {
+	if j.RestartCost > 0 {
+		return j.RestartCost
+	}
+	return s.RestartCostOf(j.Model)
+}
+
 // NewSnapshot validates and copies its inputs into a Snapshot: names are
 // unique, every allocation names a known node, no node is over capacity and
 // every job's model type has an estimator. Jobs are kept in ID order and
@@ -235,6 +247,9 @@ func NewSnapshot(now time.Time, nodes []Node, jobs []Job, tenants []Tenant, mode
 		}
 		if j.Request.GPUs <= 0 {
 			return nil, fmt.Errorf("%w: job %s: request.gpus=%d must be > 0", ErrBadSnapshot, j.ID, j.Request.GPUs)
+		}
+		if j.RestartCost < 0 {
+			return nil, fmt.Errorf("%w: job %s: restart_cost=%v is negative", ErrBadSnapshot, j.ID, j.RestartCost)
 		}
 		for _, a := range j.Alloc {
 			n, ok := s.nodeIndex[a.Node]

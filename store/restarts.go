@@ -1,10 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -143,15 +145,48 @@ func (s *Store) restartCosts(ctx context.Context, query string, args ...any) ([]
 	defer rows.Close()
 	var out []RestartCost
 	for rows.Next() {
-		var c RestartCost
-		var cost float64
-		var sig, res, at int64
-		if err := rows.Scan(&c.ActionID, &c.JobID, &c.ModelType, &cost, &sig, &res, &c.BeforeIter, &c.AfterIter, &at); err != nil {
+		c, err := scanRestartCost(rows)
+		if err != nil {
 			return nil, err
 		}
-		c.Cost = time.Duration(cost * float64(time.Second))
-		c.Signaled, c.Resumed, c.Measured = time.Unix(0, sig).UTC(), time.Unix(0, res).UTC(), time.Unix(0, at).UTC()
 		out = append(out, c)
 	}
 	return out, rows.Err()
+}
+
+func scanRestartCost(sc scanner) (RestartCost, error) {
+	var c RestartCost
+	var cost float64
+	var sig, res, at int64
+	if err := sc.Scan(&c.ActionID, &c.JobID, &c.ModelType, &cost, &sig, &res, &c.BeforeIter, &c.AfterIter, &at); err != nil {
+		return RestartCost{}, err
+	}
+	c.Cost = time.Duration(cost * float64(time.Second))
+	c.Signaled, c.Resumed, c.Measured = time.Unix(0, sig).UTC(), time.Unix(0, res).UTC(), time.Unix(0, at).UTC()
+	return c, nil
+}
+
+// JobsRestartCosts returns the measured restart costs of each of ids that
+// has some, newest first.
+func (s *Store) JobsRestartCosts(ctx context.Context, ids []int64) (map[int64][]RestartCost, error) {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	out := map[int64][]RestartCost{}
+	err := s.inChunks(ctx, `SELECT `+restartCostColumns+` FROM restart_costs WHERE job_id IN `, args, func(rows *sql.Rows) error {
+		c, err := scanRestartCost(rows)
+		if err != nil {
+			return err
+		}
+		out[c.JobID] = append(out[c.JobID], c)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: restart costs of %d jobs: %w", len(ids), err)
+	}
+	for _, cs := range out {
+		slices.SortFunc(cs, func(a, b RestartCost) int { return cmp.Compare(b.ActionID, a.ActionID) })
+	}
+	return out, nil
 }

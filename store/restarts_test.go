@@ -180,6 +180,13 @@ func TestRestartCosts(t *testing.T) {
 	if d := cmp.Diff([]RestartCost{c7, c7b}, byJob); d != "" {
 		t.Errorf("JobRestartCosts(7) (-want +got):\n%s", d)
 	}
+	byJobs, err := s.JobsRestartCosts(ctx, []int64{7, 9, 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(map[int64][]RestartCost{7: {c7b, c7}, 9: {c9}}, byJobs); d != "" {
+		t.Errorf("JobsRestartCosts(7, 9, 12) (-want +got):\n%s", d)
+	}
 
 	bad := func(f func(*RestartCost)) RestartCost {
 		c := c7
