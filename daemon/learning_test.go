@@ -140,13 +140,14 @@ func samplesOf(p model.Predictor, scale float64) []report.Sample {
 	return out
 }
 
-// A model type without a fit waits for seven configurations, not seven
-// reports: a profiling run reports every iteration.
-func TestFirstFitCountsConfigurations(t *testing.T) {
-	ctx := context.Background()
-	l, st, _ := newLearner(t, runningJob(5, "newnet"))
+// newnetLearner is a learner for job 5 of the registered, unfitted model
+// type newnet, and the samples of newnet's true model (the priors) on one
+// node.
+func newnetLearner(t *testing.T) (*Learner, *store.Store, *time.Time, model.Predictor, []report.Sample) {
+	t.Helper()
+	l, st, now := newLearner(t, runningJob(5, "newnet"))
 	spec := newnetSpec()
-	if err := st.UpsertModelType(ctx, spec); err != nil {
+	if err := st.UpsertModelType(context.Background(), spec); err != nil {
 		t.Fatal(err)
 	}
 	truth := model.Predictor{Spec: spec, Params: model.Priors(), Env: model.DefaultEnv()}
@@ -154,6 +155,14 @@ func TestFirstFitCountsConfigurations(t *testing.T) {
 	if len(samples) < 7 {
 		t.Fatalf("only %d samples generated", len(samples))
 	}
+	return l, st, now, truth, samples
+}
+
+// A model type without a fit waits for seven configurations, not seven
+// reports: a profiling run reports every iteration.
+func TestFirstFitCountsConfigurations(t *testing.T) {
+	ctx := context.Background()
+	l, _, _, _, samples := newnetLearner(t)
 	// Six configurations, four reports each.
 	for _, s := range samples[:6] {
 		for it := range 4 {
@@ -176,16 +185,7 @@ func TestFirstFitCountsConfigurations(t *testing.T) {
 
 func TestRefitNewModelTypeAndDrift(t *testing.T) {
 	ctx := context.Background()
-	l, st, now := newLearner(t, runningJob(5, "newnet"))
-	spec := newnetSpec()
-	if err := st.UpsertModelType(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	truth := model.Predictor{Spec: spec, Params: model.Priors(), Env: model.DefaultEnv()}
-	samples := samplesOf(truth, 1)
-	if len(samples) < 7 {
-		t.Fatalf("only %d samples generated", len(samples))
-	}
+	l, st, now, truth, samples := newnetLearner(t)
 	for _, s := range samples {
 		if err := l.Accept(ctx, 1000, s); err != nil {
 			t.Fatal(err)
@@ -240,7 +240,7 @@ func TestRefitNewModelTypeAndDrift(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := model.Predictor{Spec: spec, Params: cur.Params, Env: model.DefaultEnv()}.Predict(drifted.Plan, drifted.Resources)
+	b, err := model.Predictor{Spec: truth.Spec, Params: cur.Params, Env: model.DefaultEnv()}.Predict(drifted.Plan, drifted.Resources)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -483,14 +483,7 @@ func TestMeasuredRestartCosts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pol, err := policy.New("rubick", policy.DefaultConfig())
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := pol.Decide(context.Background(), s)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := decideRubick(t, s)
 			if d := cmp.Diff(tc.want, outcomes(p)); d != "" {
 				t.Errorf("(-want +got):\n%s", d)
 			}
@@ -562,6 +555,20 @@ func TestCannot(t *testing.T) {
 	}
 }
 
+// decideRubick is the rubick policy's plan for s.
+func decideRubick(t *testing.T, s *policy.Snapshot) policy.Plan {
+	t.Helper()
+	pol, err := policy.New("rubick", policy.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pol.Decide(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // A job's own measured restart cost overrides its model type's, either way.
 func TestJobRestartCost(t *testing.T) {
 	for name, tc := range map[string]struct {
@@ -582,14 +589,7 @@ func TestJobRestartCost(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pol, err := policy.New("rubick", policy.DefaultConfig())
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := pol.Decide(context.Background(), s)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := decideRubick(t, s)
 			if d := cmp.Diff(map[string]outcome{"a": tc.want}, outcomes(p)); d != "" {
 				t.Errorf("(-want +got):\n%s", d)
 			}

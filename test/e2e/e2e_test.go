@@ -128,6 +128,31 @@ store: %s
 	return path, content, db
 }
 
+// filler is a rigid job's size: nodes of gpus GPUs each.
+type filler struct{ nodes, gpus string }
+
+// holdGPUs submits rigid jobs that sleep on the given sizes, waits until
+// they run (or ctx ends) and returns their ids, for the caller to cancel.
+func holdGPUs(ctx context.Context, t *testing.T, l lab, cluster *slurm.RESTCluster, sizes ...filler) []string {
+	t.Helper()
+	var ids []string
+	for _, f := range sizes {
+		out := l.run(t, "sbatch", "--parsable", "-p", "gpu", "-J", "e2e-filler", "-N", f.nodes, "--ntasks-per-node=1",
+			"--gres=gpu:"+f.gpus, "--cpus-per-task=8", "--mem=8G", "-o", "/dev/null", "--wrap", "sleep 600")
+		ids = append(ids, strings.Split(out, ";")[0])
+	}
+	for _, f := range ids {
+		id, _ := strconv.Atoi(f)
+		for ctx.Err() == nil {
+			if j, err := cluster.Job(ctx, id); err == nil && j.State == slurm.StateRunning {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	return ids
+}
+
 // scancelAll cancels the jobs in *ids, ignoring errors: a test's cleanup.
 func scancelAll(l lab, ids *[]string) {
 	if len(*ids) == 0 {

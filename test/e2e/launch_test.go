@@ -47,22 +47,7 @@ log_level: debug
 
 	// Rigid jobs hold all but one GPU of the lab. The job asks for host memory
 	// enough for ZeRO-Offload of 7B parameters.
-	var fillers []string
-	for _, f := range []struct{ nodes, gpus string }{{"3", "8"}, {"1", "7"}} {
-		out := l.run(t, "sbatch", "--parsable", "-p", "gpu", "-J", "e2e-filler", "-N", f.nodes, "--ntasks-per-node=1",
-			"--gres=gpu:"+f.gpus, "--cpus-per-task=8", "--mem=8G", "-o", "/dev/null", "--wrap", "sleep 600")
-		fillers = append(fillers, strings.Split(out, ";")[0])
-	}
-	ids = append(ids, fillers...)
-	for _, f := range fillers {
-		id, _ := strconv.Atoi(f)
-		for ctx.Err() == nil {
-			if j, err := cluster.Job(ctx, id); err == nil && j.State == slurm.StateRunning {
-				break
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-	}
+	ids = append(ids, holdGPUs(ctx, t, l, cluster, filler{"3", "8"}, filler{"1", "7"})...)
 
 	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
 	d.start()

@@ -51,22 +51,8 @@ log_level: debug
 	// Rigid jobs hold all but 2 GPUs of the lab, so the rubick job starts
 	// on those 2; when they end, rubick grows it (about 3x faster on 8
 	// GPUs than on 2).
-	var fillers []string
-	for _, f := range []struct{ nodes, gpus string }{{"3", "8"}, {"1", "6"}} {
-		out := l.run(t, "sbatch", "--parsable", "-p", "gpu", "-J", "e2e-filler", "-N", f.nodes, "--ntasks-per-node=1",
-			"--gres=gpu:"+f.gpus, "--cpus-per-task=8", "--mem=8G", "-o", "/dev/null", "--wrap", "sleep 600")
-		fillers = append(fillers, strings.Split(out, ";")[0])
-	}
+	fillers := holdGPUs(ctx, t, l, cluster, filler{"3", "8"}, filler{"1", "6"})
 	ids = append(ids, fillers...)
-	for _, f := range fillers {
-		id, _ := strconv.Atoi(f)
-		for ctx.Err() == nil {
-			if j, err := cluster.Job(ctx, id); err == nil && j.State == slurm.StateRunning {
-				break
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-	}
 
 	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
 	d.start()
