@@ -65,6 +65,9 @@ type Config struct {
 	// DeepSpeed script, which cannot take TP or PP (policy.Job.Cannot); a
 	// 3D request is a Megatron line, which can take every plan.
 	FixedFrameworks bool
+	// FixedFrameworkModels, when set, limits FixedFrameworks to the jobs of
+	// these model types.
+	FixedFrameworkModels []string
 	// RefitThreshold, when > 0, replays rubickd's online refits: running
 	// jobs report their ground-truth times and a model type the policy
 	// misprices by more than this (mean relative error) is refitted
@@ -137,6 +140,12 @@ func Prepare(ctx context.Context, fsys fs.FS, cfg Config) (*Data, error) {
 	set, err := artifact.Load(fsys)
 	if err != nil {
 		return nil, fmt.Errorf("load data: %w", err)
+	}
+	for _, m := range cfg.FixedFrameworkModels {
+		if _, ok := set.Models[m]; !ok {
+			return nil, fmt.Errorf("%w: FixedFrameworkModels: model type %q is not in the data (have %s)",
+				ErrBadConfig, m, strings.Join(set.ModelNames(), ", "))
+		}
 	}
 	env := cfg.Env()
 	fits, err := artifact.FitAll(ctx, set, env)
@@ -410,7 +419,8 @@ func snapshot(epoch time.Time, t float64, nodes []policy.Node, tenants []policy.
 			Reconfigs: j.reconfigs,
 			TimeLimit: j.timeLimit,
 		}
-		if cfg.FixedFrameworks && j.Request.Plan.TP == 1 && j.Request.Plan.PP == 1 {
+		if cfg.FixedFrameworks && j.Request.Plan.TP == 1 && j.Request.Plan.PP == 1 &&
+			(len(cfg.FixedFrameworkModels) == 0 || slices.Contains(cfg.FixedFrameworkModels, j.App)) {
 			jobs[i].Cannot = model.FeatureTP | model.FeaturePP
 		}
 	}

@@ -68,6 +68,15 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 	fset.IntVar(&o.cfg.GuaranteedQuota, "quota", def.GuaranteedQuota, "GPU quota of guaranteed jobs (0: every GPU)")
 	fset.Float64Var(&o.cfg.TimeLimitOver, "time-limit-over", def.TimeLimitOver, "time limits overestimate runs by a per-job factor in [1, 1+this] (0: exact)")
 	fset.BoolVar(&o.cfg.FixedFrameworks, "fixed-frameworks", def.FixedFrameworks, "jobs keep the framework of the plan they asked for: data-parallel requests are plain DeepSpeed scripts, which cannot take TP or PP plans")
+	fset.Func("fixed-frameworks-models", "--fixed-frameworks for these comma-separated model types only (implies --fixed-frameworks)", func(v string) error {
+		for _, m := range strings.Split(v, ",") {
+			if m = strings.TrimSpace(m); m != "" {
+				o.cfg.FixedFrameworkModels = append(o.cfg.FixedFrameworkModels, m)
+			}
+		}
+		o.cfg.FixedFrameworks = true
+		return nil
+	})
 	fset.BoolVar(&o.cfg.ExcludeSuspect, "exclude-suspect", def.ExcludeSuspect, "leave the measured rows the data README calls suspect out of the ground truth (the model prices them)")
 	fset.Float64Var(&o.cfg.RefitThreshold, "refit-threshold", def.RefitThreshold,
 		fmt.Sprintf("replay rubickd's online refits with this threshold (rubickd's default: %g; 0: the profile fits throughout)", daemon.Defaults().Samples.RefitThreshold))
@@ -166,6 +175,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	data, err := sim.Prepare(ctx, fsys, o.cfg)
+	if errors.Is(err, sim.ErrBadConfig) {
+		return fmt.Errorf("%w: --fixed-frameworks-models: %v", errUsage, err)
+	}
 	if err != nil {
 		return err
 	}

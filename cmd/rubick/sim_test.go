@@ -42,6 +42,7 @@ func TestSimBadFlags(t *testing.T) {
 		"unknown knob":     {[]string{"--set", "Speed=2"}, `"Speed": unknown knob`},
 		"bad knob value":   {[]string{"--set", "SLOMargin=1.5"}, "SLOMargin=1.5"},
 		"negative refit":   {[]string{"--refit-threshold", "-0.1"}, "--refit-threshold=-0.1"},
+		"unknown model":    {[]string{"--fixed-frameworks-models", "bert,gpt5"}, `model type "gpt5"`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
