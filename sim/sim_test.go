@@ -424,10 +424,10 @@ func TestFixedFrameworks(t *testing.T) {
 }
 
 // countPolicy counts the starts and restarts of jobs that asked for a
-// data-parallel plan, and those among them on a TP or PP plan.
+// data-parallel plan, the GPUs they got, and those on a TP or PP plan.
 type countPolicy struct {
 	policy.Policy
-	dpJobs, on3D int
+	dpJobs, on3D, gpus int
 }
 
 func (p *countPolicy) Decide(ctx context.Context, s *policy.Snapshot) (policy.Plan, error) {
@@ -439,6 +439,9 @@ func (p *countPolicy) Decide(ctx context.Context, s *policy.Snapshot) (policy.Pl
 	for _, a := range plan.Actions {
 		if r := req[a.JobID]; (a.Kind == policy.Start || a.Kind == policy.Restart) && r.TP == 1 && r.PP == 1 {
 			p.dpJobs++
+			for _, al := range a.Alloc {
+				p.gpus += al.GPUs
+			}
 			if a.Plan.TP > 1 || a.Plan.PP > 1 {
 				p.on3D++
 			}
@@ -470,7 +473,8 @@ func TestFixedFrameworksChangesNoPlan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("fixed frameworks %v: avg JCT %.0f s; %d starts and restarts of data-parallel requests, %d on TP or PP", fixed, r.AvgJCT, p.dpJobs, p.on3D)
+		t.Logf("fixed frameworks %v: avg JCT %.0f s; %d starts and restarts of data-parallel requests, %.2f GPUs each on average, %d on TP or PP",
+			fixed, r.AvgJCT, p.dpJobs, float64(p.gpus)/float64(p.dpJobs), p.on3D)
 		if p.on3D != 0 {
 			t.Errorf("fixed frameworks %v: %d data-parallel requests started on TP or PP plans", fixed, p.on3D)
 		}
