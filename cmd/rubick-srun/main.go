@@ -247,7 +247,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	} else if st, err = planStep(cfg, *plan, alloc, stateDir, getenv); errors.Is(err, launch.ErrUnknownDialect) && cfg.parsedDialect == launch.DialectAuto {
 		log.Warn("launch line not recognised; running it unchanged (pass --dialect to rewrite it)", "err", err)
 		st = unchangedStep(cfg)
-	} else if errors.Is(err, launch.ErrUnsupported) && !cfg.dryRun && jobID != "" {
+	} else if errors.Is(err, launch.ErrUnsupported) && !cfg.dryRun && jobID != "" && cfg.plan == "" {
+		// rubickd chose the plan (a --plan is the user's own mistake, below).
 		return refuse(ctx, cfg, jobID, modelType, *plan, err, log)
 	} else if err != nil {
 		log.Error("cannot run the plan", "plan", plan.String(), "err", err)

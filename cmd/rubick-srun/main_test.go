@@ -312,6 +312,29 @@ func TestRunFromAdminComment(t *testing.T) {
 	}
 }
 
+// A --plan the line cannot take is the user's own: an error naming it, no
+// requeue (nobody would release the job).
+func TestRunUnsupportedOwnPlan(t *testing.T) {
+	bin := fakes(t)
+	dir := t.TempDir()
+	scontrolLog := filepath.Join(dir, "scontrol.log")
+	t.Setenv("FAKE_SCONTROL_LOG", scontrolLog)
+	ds := filepath.Join(dir, "ds.json")
+	if err := os.WriteFile(ds, []byte(`{"train_batch_size": 16}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NUM_NODES": "1", "SLURM_GPUS_ON_NODE": "2", "SLURM_SUBMIT_DIR": dir})
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"--scontrol", filepath.Join(bin, "scontrol"), "--srun", filepath.Join(bin, "srun"),
+		"--plan", "dp1.tp2.pp1.mb16.a1.z0", "--", "deepspeed", "train.py", "--deepspeed_config", ds}, env, &out, &errOut)
+	if code != exitUsage || !strings.Contains(errOut.String(), "tensor or pipeline parallelism") {
+		t.Errorf("exit %d, stderr:\n%s\nwant %d naming the TP plan", code, errOut.String(), exitUsage)
+	}
+	if calls, _ := os.ReadFile(scontrolLog); strings.Contains(string(calls), "requeuehold") {
+		t.Errorf("scontrol calls %q: a --plan the line cannot run must not requeue the job", calls)
+	}
+}
+
 // A plain DeepSpeed script cannot take a TP plan: rubick-srun runs
 // nothing, tells rubickd what the line cannot run, and requeues the job
 // held for rubickd to start it again with another plan.
