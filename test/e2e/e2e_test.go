@@ -128,6 +128,32 @@ store: %s
 	return path, content, db
 }
 
+// cluster is a slurmrestd client of the lab.
+func (l lab) cluster(ctx context.Context, t *testing.T) *slurm.RESTCluster {
+	t.Helper()
+	c, err := slurm.NewCluster(ctx, slurm.Config{URL: l.url, User: l.user, TokenFile: l.tokenFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// samples is rubickd's samples endpoint on a free local port, its reports
+// signed with the lab's munged.
+type samples struct {
+	port   int
+	socket string
+}
+
+func newSamples(t *testing.T) samples {
+	return samples{port: freePort(t), socket: filepath.Join(os.Getenv("LAB"), "munge", "munge.socket.2")}
+}
+
+// config is the rubickd.yaml lines that serve the endpoint.
+func (s samples) config() string {
+	return fmt.Sprintf("samples:\n  munge_socket: %s\nlisten: 127.0.0.1:%d\n", s.socket, s.port)
+}
+
 // filler is a rigid job's size: nodes of gpus GPUs each.
 type filler struct{ nodes, gpus string }
 

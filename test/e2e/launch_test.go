@@ -29,19 +29,10 @@ func TestLaunchLineRefusal(t *testing.T) {
 	l := labFromEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	lab := os.Getenv("LAB")
 	dir, bin := buildInto(t, "launch")
-	port := freePort(t)
-	socket := filepath.Join(lab, "munge", "munge.socket.2")
-	cfgPath, _, dbPath := writeConfig(t, l, dir, fmt.Sprintf(`samples:
-  munge_socket: %s
-listen: 127.0.0.1:%d
-log_level: debug
-`, socket, port))
-	cluster, err := slurm.NewCluster(ctx, slurm.Config{URL: l.url, User: l.user, TokenFile: l.tokenFile})
-	if err != nil {
-		t.Fatal(err)
-	}
+	smp := newSamples(t)
+	cfgPath, _, dbPath := writeConfig(t, l, dir, smp.config()+"log_level: debug\n")
+	cluster := l.cluster(ctx, t)
 	var ids []string
 	defer scancelAll(l, &ids)
 
@@ -60,7 +51,7 @@ exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socke
   %[1]s/rubick-emu-trainer --model-type llama7 --deepspeed --tensor-model-parallel-size 1 \
   --pipeline-model-parallel-size 1 --micro-batch-size 1 --global-batch-size 8 --train-iters 20 \
   --time-scale 0.01 --log-interval 5 --save %[2]s/ckpt-"$SLURM_JOB_ID"
-`, bin, dir, socket, port)
+`, bin, dir, smp.socket, smp.port)
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +85,7 @@ exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socke
 	if !strings.Contains(string(log), "launch line cannot run the job's plan") {
 		t.Errorf("rubickd did not log the refusal (%s)", d.log)
 	}
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", smp.port))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,6 @@ func TestProfilingNewModelType(t *testing.T) {
 	l := labFromEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	lab := os.Getenv("LAB")
 	dir, bin := buildInto(t, "profile")
 
 	// The new model type: bert's shape under a name the store has no fit
@@ -63,14 +62,8 @@ func TestProfilingNewModelType(t *testing.T) {
 		}
 	}
 
-	port := freePort(t)
-	socket := filepath.Join(lab, "munge", "munge.socket.2")
-	cfgPath, _, _ := writeConfig(t, l, dir, fmt.Sprintf(`restart_cost: 1s
-samples:
-  munge_socket: %s
-listen: 127.0.0.1:%d
-log_level: info
-`, socket, port))
+	smp := newSamples(t)
+	cfgPath, _, _ := writeConfig(t, l, dir, "restart_cost: 1s\n"+smp.config()+"log_level: info\n")
 	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
 	d.start()
 	defer d.stop()
@@ -82,14 +75,11 @@ exec %[1]s/rubick-srun --launcher gpu --state-dir %[2]s/state-"$SLURM_JOB_ID" \
   %[1]s/rubick-emu-trainer --model-type bert --num-attention-heads 16 --tensor-model-parallel-size 1 \
   --pipeline-model-parallel-size 1 --micro-batch-size 4 --global-batch-size %[5]d --train-iters 200 --time-scale 0.25 --log-interval 10 \
   --save %[2]s/ckpt-"$SLURM_JOB_ID"
-`, bin, dir, socket, port, spec.GlobalBatch)
+`, bin, dir, smp.socket, smp.port, spec.GlobalBatch)
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cluster, err := slurm.NewCluster(ctx, slurm.Config{URL: l.url, User: l.user, TokenFile: l.tokenFile})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cluster := l.cluster(ctx, t)
 	submit := func() int {
 		out := l.run(t, "sbatch", "--parsable", "--model-type="+mt, "-p", "gpu", "-J", "e2e-"+mt, "-N", "1",
 			"--ntasks-per-node=1", "--gres=gpu:8", "--cpus-per-task=32", "--mem=32G", "--requeue",

@@ -28,23 +28,12 @@ func TestRestartCostMeasured(t *testing.T) {
 	l := labFromEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	lab := os.Getenv("LAB")
 	dir, bin := buildInto(t, "restart")
-	port := freePort(t)
-	socket := filepath.Join(lab, "munge", "munge.socket.2")
+	smp := newSamples(t)
 	// restart_cost 1s: the job may be restarted once it has run 34 s
 	// (BRIEF 4's rule with a 0.97 threshold).
-	cfgPath, _, dbPath := writeConfig(t, l, dir, fmt.Sprintf(`restart_cost: 1s
-measure_restart_cost: true
-samples:
-  munge_socket: %s
-listen: 127.0.0.1:%d
-log_level: debug
-`, socket, port))
-	cluster, err := slurm.NewCluster(ctx, slurm.Config{URL: l.url, User: l.user, TokenFile: l.tokenFile})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfgPath, _, dbPath := writeConfig(t, l, dir, "restart_cost: 1s\nmeasure_restart_cost: true\n"+smp.config()+"log_level: debug\n")
+	cluster := l.cluster(ctx, t)
 	var ids []string
 	defer scancelAll(l, &ids)
 
@@ -66,7 +55,7 @@ exec %[1]s/rubick-srun --launcher gpu --munge-socket %[3]s --report-url http://1
   %[1]s/rubick-emu-trainer --model-type roberta --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \
   --micro-batch-size 1 --global-batch-size 64 --train-iters 3000 --time-scale 1 --log-interval 5 \
   --save %[2]s/ckpt-"$SLURM_JOB_ID"
-`, bin, dir, socket, port)
+`, bin, dir, smp.socket, smp.port)
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}

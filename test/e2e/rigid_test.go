@@ -30,10 +30,7 @@ func TestRigidJobReservation(t *testing.T) {
 listen: ""
 log_level: debug
 `)
-	cluster, err := slurm.NewCluster(ctx, slurm.Config{URL: l.url, User: l.user, TokenFile: l.tokenFile})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cluster := l.cluster(ctx, t)
 	var ids []string
 	defer scancelAll(l, &ids)
 	sbatch := func(args ...string) int {
