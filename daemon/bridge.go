@@ -276,7 +276,7 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 	// The user's launch line is not visible to rubickd; the SLO baseline is
 	// the best plan on the requested resources that the line can run (any,
 	// until rubick-srun has said what it cannot), the strictest reading.
-	allow := func(p model.Plan) bool { return cannot.Allows(p) }
+	allow := cannot.Allows
 	reqPlan, _, err := e.BestPlan(reqRes, allow)
 	if err != nil {
 		if cannot != 0 {

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -71,20 +72,11 @@ func ParseFeatures(s string) (Features, error) {
 		return 0, nil
 	}
 	for _, n := range strings.Split(s, ",") {
-		i := indexOf(featureNames[:], n)
+		i := slices.Index(featureNames[:], n)
 		if i < 0 {
 			return 0, fmt.Errorf("%w: plan feature %q: want %s", ErrBadInput, n, strings.Join(featureNames[:], ", "))
 		}
 		f |= 1 << i
 	}
 	return f, nil
-}
-
-func indexOf(names []string, n string) int {
-	for i, x := range names {
-		if x == n {
-			return i
-		}
-	}
-	return -1
 }

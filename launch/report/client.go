@@ -167,18 +167,6 @@ func send(ctx context.Context, hc *http.Client, url string, enc Encoder, what st
 	return nil
 }
 
-// ReadSample reads one request body (a credential), verifies it and returns
-// the authenticated UID with the sample it carries. The caller must still
-// check that the UID owns Sample.JobID.
-func ReadSample(ctx context.Context, body io.Reader, v Verifier) (uint32, Sample, error) {
-	uid, payload, err := readCredential(ctx, body, v)
-	if err != nil {
-		return uid, Sample{}, err
-	}
-	s, err := decode[Sample](payload, ErrBadSample)
-	return uid, s, err
-}
-
 // readCredential reads one request body (a credential) and verifies it.
 func readCredential(ctx context.Context, body io.Reader, v Verifier) (uint32, []byte, error) {
 	raw, err := io.ReadAll(io.LimitReader(body, maxCredential+1))
