@@ -67,7 +67,7 @@ exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socke
 
 	var j slurm.Job
 	for ctx.Err() == nil {
-		if j, err = cluster.Job(ctx, id); err == nil && j.State != slurm.StatePending && j.State != slurm.StateRunning {
+		if j, err = cluster.Job(ctx, id); err == nil && ended(j) {
 			break
 		}
 		time.Sleep(time.Second)

@@ -93,7 +93,7 @@ exec %[1]s/rubick-srun --launcher gpu --state-dir %[2]s/state-"$SLURM_JOB_ID" \
 	wait := func(id int) slurm.Job {
 		for ctx.Err() == nil {
 			j, err := cluster.Job(ctx, id)
-			if err == nil && j.State != slurm.StatePending && j.State != slurm.StateRunning && !hasCompleting(j) {
+			if err == nil && ended(j) {
 				return j
 			}
 			time.Sleep(time.Second)
@@ -216,15 +216,6 @@ func planString(h []store.Action) string {
 		return ""
 	}
 	return h[0].Plan.String()
-}
-
-func hasCompleting(j slurm.Job) bool {
-	for _, f := range j.StateFlags {
-		if f == slurm.StateCompleting {
-			return true
-		}
-	}
-	return false
 }
 
 func freePort(t *testing.T) int {
