@@ -84,6 +84,14 @@ type managedJob struct {
 	tag   slurm.Tag
 	req   request
 	ran   time.Duration
+	// adjusted says why the policy's request is not req; empty when it is.
+	adjusted string
+}
+
+// clusterShape is what the managed partitions' usable nodes add up to.
+type clusterShape struct {
+	nodeGPUs int // GPUs of the largest node
+	gpus     int // GPUs in all
 }
 
 // View is one cycle's picture of the cluster: the policy's snapshot and the
@@ -94,6 +102,10 @@ type View struct {
 	// Unmanaged lists held jobs with a rubick tag that the policy cannot
 	// schedule (no fitted model, malformed tag), with the reason.
 	Unmanaged map[int]string
+	// Adjusted lists managed jobs on whose request no plan fits: the
+	// policy plans them from the nearest GPU count where one does. The
+	// value says why and from what.
+	Adjusted map[int]string
 	// Starting lists jobs rubickd released less than StartGrace ago that
 	// Slurm has not started yet; a cycle that sees any waits for them.
 	Starting []int
@@ -129,10 +141,17 @@ type JobFacts struct {
 // facts holds, per job id, what the store knows of it beyond Slurm.
 func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, est Estimators, restartCosts map[string]time.Duration,
 	facts map[int]JobFacts, log *slog.Logger) (*View, error) {
-	v := &View{managed: map[string]*managedJob{}, Unmanaged: map[int]string{}}
+	v := &View{managed: map[string]*managedJob{}, Unmanaged: map[int]string{}, Adjusted: map[int]string{}}
 	models := map[string]policy.Estimator{}
 	var pjobs []policy.Job
 	usage := map[string]policy.NodeAlloc{} // what managed jobs hold, per node
+	var shape clusterShape
+	for _, n := range nodes {
+		if usable(n, cfg.Partitions) {
+			shape.nodeGPUs = max(shape.nodeGPUs, n.GPUs)
+			shape.gpus += n.GPUs
+		}
+	}
 	for _, j := range jobs {
 		if !slices.Contains(cfg.Partitions, j.Partition) || (j.State != slurm.StatePending && j.State != slurm.StateRunning) {
 			continue
@@ -159,7 +178,11 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 			}
 			continue
 		}
-		mj, pj, err := convertJob(cfg, now, j, e, facts[j.ID])
+		mj, pj, err := convertJob(cfg, now, j, e, facts[j.ID], shape)
+		if err == nil && mj.adjusted != "" {
+			v.Adjusted[j.ID] = mj.adjusted
+			log.Debug("request adjusted", "job", j.ID, "why", mj.adjusted)
+		}
 		if err != nil {
 			v.Unmanaged[j.ID] = err.Error()
 			log.Warn("job not schedulable", "job", j.ID, "err", err)
@@ -242,7 +265,7 @@ func usable(n slurm.Node, partitions []string) bool {
 }
 
 // convertJob maps one tagged Slurm job onto a policy job.
-func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, facts JobFacts) (*managedJob, policy.Job, error) {
+func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, facts JobFacts, shape clusterShape) (*managedJob, policy.Job, error) {
 	cannot := facts.Cannot
 	mj := &managedJob{slurm: j, tag: *j.Tag}
 	if s, ok := j.Tag.Extra[tagReq]; ok {
@@ -279,18 +302,27 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 	allow := cannot.Allows
 	reqPlan, _, err := e.BestPlan(reqRes, allow)
 	if err != nil {
+		what := "no feasible plan"
 		if cannot != 0 {
-			return nil, policy.Job{}, fmt.Errorf("job %d: no feasible plan without %s (what its launch line cannot run) for model %s on its request %s: %w",
-				j.ID, cannot, j.Tag.ModelType, pl, err)
+			what = fmt.Sprintf("no feasible plan without %s (what its launch line cannot run)", cannot)
 		}
-		return nil, policy.Job{}, fmt.Errorf("job %d: no feasible plan for model %s on its request %s: %w", j.ID, j.Tag.ModelType, pl, err)
+		// Started on its request the job could only fail, and choosing
+		// GPUs is rubick's job: plan it from the nearest count that can
+		// run it.
+		res, plan, ok := nearestRequest(e, allow, reqRes, mj.req.Nodes, shape)
+		if !ok {
+			return nil, policy.Job{}, fmt.Errorf("job %d: %s for model %s on its request of %s or on any other GPU count up to the cluster's %d: %w",
+				j.ID, what, j.Tag.ModelType, gpusOn(pl), shape.gpus, err)
+		}
+		mj.adjusted = fmt.Sprintf("%s for model %s on its request of %s; planned from %s", what, j.Tag.ModelType, gpusOn(pl), gpusOn(res.Placement))
+		pl, reqRes, reqPlan = res.Placement, res, plan
 	}
 	pj := policy.Job{
 		ID: strconv.Itoa(j.ID), Model: j.Tag.ModelType, Tenant: tenant,
 		Guaranteed: j.Tag.Class == slurm.ClassGuaranteed && tenant != "",
 		Submit:     j.SubmitTime,
 		Request: policy.Request{
-			GPUs: pl.GPUs(), CPUs: mj.req.CPUs, MemGB: reqRes.HostMemGB, Placement: pl, Plan: reqPlan,
+			GPUs: pl.GPUs(), CPUs: reqRes.CPUs, MemGB: reqRes.HostMemGB, Placement: pl, Plan: reqPlan,
 		},
 		RunTime:   mj.ran,
 		Reconfigs: max(j.Tag.Generation-1, 0),
@@ -321,6 +353,44 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 		pj.Plan = plan
 	}
 	return mj, pj, nil
+}
+
+// nearestRequest finds the GPU count nearest the request, packed on nodes
+// of the cluster's shape, on which some plan the launch line can run fits:
+// the most below the request, else the fewest above it (the cluster's GPUs
+// at most). CPUs follow the GPUs at the request's ratio, host memory the
+// nodes at the request's per-node amount.
+func nearestRequest(e policy.Estimator, allow func(model.Plan) bool, req model.Resources, reqNodes int, shape clusterShape) (model.Resources, model.Plan, bool) {
+	reqGPUs := req.Placement.GPUs()
+	memPerNode := req.HostMemGB / float64(max(reqNodes, 1))
+	try := func(g int) (model.Resources, model.Plan, bool) {
+		pl := policy.PackedPlacement(g, shape.nodeGPUs)
+		res := model.Resources{Placement: pl, CPUs: max(req.CPUs*g/max(reqGPUs, 1), 1), HostMemGB: memPerNode * float64(len(pl))}
+		plan, _, err := e.BestPlan(res, allow)
+		return res, plan, err == nil
+	}
+	for g := min(reqGPUs-1, shape.gpus); g >= 1; g-- {
+		if res, plan, ok := try(g); ok {
+			return res, plan, true
+		}
+	}
+	for g := reqGPUs + 1; g <= shape.gpus; g++ {
+		if res, plan, ok := try(g); ok {
+			return res, plan, true
+		}
+	}
+	return model.Resources{}, model.Plan{}, false
+}
+
+// gpusOn says "5 GPUs on 1 node" of a placement.
+func gpusOn(pl model.Placement) string {
+	plural := func(n int, what string) string {
+		if n == 1 {
+			return "1 " + what
+		}
+		return fmt.Sprintf("%d %ss", n, what)
+	}
+	return plural(pl.GPUs(), "GPU") + " on " + plural(len(pl), "node")
 }
 
 func memPerNode(j slurm.Job) int64 {

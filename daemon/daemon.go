@@ -102,6 +102,7 @@ type CycleReport struct {
 	Skipped  map[int]string        `json:"skipped,omitempty"`
 	Failed   map[int]string        `json:"failed,omitempty"`
 	Ignored  map[int]string        `json:"ignored,omitempty"`  // tagged jobs rubick cannot schedule
+	Adjusted map[int]string        `json:"adjusted,omitempty"` // managed jobs planned from another GPU count than their request, which no plan fits
 	Starting []int                 `json:"starting,omitempty"` // released jobs Slurm has yet to start; nothing decided
 	Reserved *Reservation          `json:"reserved,omitempty"` // free resources held back for a pending rigid job
 	Refitted []string              `json:"refitted,omitempty"` // model types whose current fit changed: a first fit, or a refit on reported samples
@@ -278,7 +279,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	if err != nil {
 		return rep, fmt.Errorf("build snapshot: %w", err)
 	}
-	rep.Ignored = view.Unmanaged
+	rep.Ignored, rep.Adjusted = view.Unmanaged, view.Adjusted
 	d.deps.Metrics.RigidReserved.Set(0)
 	if rep.Reserved = view.Reserved; rep.Reserved != nil {
 		d.deps.Metrics.RigidReserved.Set(float64(rep.Reserved.GPUs))

@@ -487,36 +487,49 @@ func TestPruneAppliesRetention(t *testing.T) {
 // ZeRO-DP beats TP 5 on 5) without a report; with a plain DeepSpeed line's
 // report no plan the line can run fits its request (the global batch of 16
 // does not split over 5 data-parallel ranks, and TP is out), so rubickd
-// releases it on its own request, as a job it cannot plan, and rubick-srun
-// runs the line unchanged. A job that has not reported yet is taken to be
-// like its user's last job of the same model type. (TestCannot in package
-// policy shows the policy itself avoiding what a job cannot run.)
+// plans it from the nearest GPU count that can run it, 4, and says so in
+// the cycle report. A job that has not reported yet is taken to be like its
+// user's last job of the same model type. (TestCannot in package policy
+// shows the policy itself avoiding what a job cannot run.)
 func TestCycleKeepsToTheLaunchLine(t *testing.T) {
 	tests := map[string]struct {
+		model    string // gpt2 when empty
 		gpus     int
 		cannot   model.Features
 		earlier  bool   // the report came from the user's earlier job, not this one
 		wantPlan string // "" for a release without a plan
-		unmanage string // what the cycle report says of the job then
+		adjusted string // what the cycle report says of the job's request
+		ignored  string // what it says of a job it cannot plan
 	}{
-		"user's earlier deepspeed job": {gpus: 5, cannot: model.FeatureTP | model.FeaturePP, earlier: true, unmanage: "without tp,pp"},
+		"user's earlier deepspeed job": {gpus: 5, cannot: model.FeatureTP | model.FeaturePP, earlier: true, wantPlan: "dp4.tp1.pp1.mb4.a1.z2", adjusted: "without tp,pp (what its launch line cannot run) for model gpt2 on its request of 5 GPUs on 1 node; planned from 4 GPUs on 1 node"},
 		"no report":                    {gpus: 5, wantPlan: "dp4.tp1.pp1.mb4.a1.z2"},
-		"deepspeed line":               {gpus: 5, cannot: model.FeatureTP | model.FeaturePP, unmanage: "without tp,pp"},
+		"deepspeed line":               {gpus: 5, cannot: model.FeatureTP | model.FeaturePP, wantPlan: "dp4.tp1.pp1.mb4.a1.z2", adjusted: "without tp,pp (what its launch line cannot run) for model gpt2 on its request of 5 GPUs on 1 node; planned from 4 GPUs on 1 node"},
 		"deepspeed line, 4 GPUs":       {gpus: 4, cannot: model.FeatureTP | model.FeaturePP, wantPlan: "dp4.tp1.pp1.mb4.a1.z2"},
 		"megatron-deepspeed, 4 GPUs":   {gpus: 4, cannot: model.FeatureOffload, wantPlan: "dp4.tp1.pp1.mb4.a1.z2"},
+		// llama7 fits one GPU only with ZeRO-Offload: planned from more.
+		"llama7 without offload, 1 GPU": {model: "llama7", gpus: 1, cannot: model.FeatureOffload, wantPlan: "dp4.tp1.pp1.mb2.a1.z3",
+			adjusted: "without offload (what its launch line cannot run) for model llama7 on its request of 1 GPU on 1 node; planned from 2 GPUs on 1 node"},
+		// Nothing on the cluster runs llama30 without offload, TP or PP:
+		// released on its request, as a job rubick cannot plan.
+		"llama30 data-parallel only": {model: "llama30", gpus: 1, cannot: model.FeatureOffload | model.FeatureTP | model.FeaturePP,
+			ignored: "on its request of 1 GPU on 1 node or on any other GPU count up to the cluster's 8"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			// Other work holds 3 of the node's 8 GPUs.
 			nodes := labNodes(1)
 			nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 3, 24
-			c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{heldJob(21, "gpt2", 1, tc.gpus)}}
+			mt := tc.model
+			if mt == "" {
+				mt = "gpt2"
+			}
+			c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{heldJob(21, mt, 1, tc.gpus)}}
 			c.jobs[0].User = "alice"
 			a := &fakeApplier{}
 			d, st := newTestDaemon(t, c, a)
 			ctx := context.Background()
 			if tc.earlier {
-				if err := st.UpsertJob(ctx, store.Job{ID: 20, ModelType: "gpt2", Class: store.BestEffort, State: "COMPLETED"}); err != nil {
+				if err := st.UpsertJob(ctx, store.Job{ID: 20, ModelType: mt, Class: store.BestEffort, State: "COMPLETED"}); err != nil {
 					t.Fatal(err)
 				}
 				if err := st.SetJobCannot(ctx, 20, "alice", tc.cannot); err != nil {
@@ -524,11 +537,11 @@ func TestCycleKeepsToTheLaunchLine(t *testing.T) {
 				}
 			} else if tc.cannot != 0 {
 				// The start that led to the report registered the job.
-				if err := st.UpsertJob(ctx, store.Job{ID: 21, ModelType: "gpt2", Class: store.BestEffort, State: "PENDING"}); err != nil {
+				if err := st.UpsertJob(ctx, store.Job{ID: 21, ModelType: mt, Class: store.BestEffort, State: "PENDING"}); err != nil {
 					t.Fatal(err)
 				}
 				l := &Learner{Store: st, Cluster: c, Env: model.DefaultEnv(), LookupUID: func(string) (uint32, error) { return 1000, nil }}
-				n := report.Launch{Kind: report.KindLaunch, Version: report.LaunchVersion, JobID: "21", ModelType: "gpt2",
+				n := report.Launch{Kind: report.KindLaunch, Version: report.LaunchVersion, JobID: "21", ModelType: mt,
 					Dialect: "deepspeed", Cannot: tc.cannot.String(), Plan: "dp1.tp5.pp1.mb16.a1.z0", Refused: true}
 				if err := l.AcceptLaunch(ctx, 1000, n); err != nil {
 					t.Fatal(err)
@@ -546,8 +559,11 @@ func TestCycleKeepsToTheLaunchLine(t *testing.T) {
 			if got := a.got[0].Tag.Plan; got != tc.wantPlan {
 				t.Errorf("started with plan %q, want %q", got, tc.wantPlan)
 			}
-			if why := rep.Ignored[21]; tc.unmanage != "" && !strings.Contains(why, tc.unmanage) {
-				t.Errorf("report says %q of the job, want it to name %q", why, tc.unmanage)
+			if why := rep.Adjusted[21]; !strings.HasSuffix(why, tc.adjusted) || (why == "") != (tc.adjusted == "") {
+				t.Errorf("report says the request was adjusted: %q, want it to end %q", why, tc.adjusted)
+			}
+			if why := rep.Ignored[21]; !strings.Contains(why, tc.ignored) || (why == "") != (tc.ignored == "") {
+				t.Errorf("report ignores the job: %q, want it to say %q", why, tc.ignored)
 			}
 		})
 	}

@@ -51,6 +51,9 @@ type daemonView struct {
 	Failed  map[int]string `json:"failed"`
 	Skipped map[int]string `json:"skipped"`
 	Ignored map[int]string `json:"ignored"`
+	// Adjusted lists managed jobs planned from another GPU count than
+	// their request, on which no plan fits.
+	Adjusted map[int]string `json:"adjusted"`
 	// Reserved is what the last cycle held back for a pending rigid job.
 	Reserved *daemon.Reservation `json:"reserved"`
 }
@@ -123,7 +126,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 // probeDaemon asks /healthz and /status; errors are reported, not returned,
 // because the store half of the status is still worth printing.
 func probeDaemon(ctx context.Context, c *http.Client, base string, timeout time.Duration) daemonView {
-	d := daemonView{Decided: map[string]int{}, Failed: map[int]string{}, Skipped: map[int]string{}, Ignored: map[int]string{}}
+	d := daemonView{Decided: map[string]int{}, Failed: map[int]string{}, Skipped: map[int]string{}, Ignored: map[int]string{}, Adjusted: map[int]string{}}
 	body, code, err := get(ctx, c, base+"/healthz", timeout)
 	if err != nil {
 		d.Error = err.Error()
@@ -160,6 +163,7 @@ func probeDaemon(ctx context.Context, c *http.Client, base string, timeout time.
 	maps.Copy(d.Failed, rep.Failed)
 	maps.Copy(d.Skipped, rep.Skipped)
 	maps.Copy(d.Ignored, rep.Ignored)
+	maps.Copy(d.Adjusted, rep.Adjusted)
 	d.Reserved = rep.Reserved
 	return d
 }
@@ -241,12 +245,12 @@ func (v *statusView) write(w io.Writer) error {
 	default:
 		fmt.Fprintf(ew, "rubickd %s: %s, last cycle %d at %s took %.3fs (policy %.3fs), %d jobs%s\n", v.URL, health(d),
 			d.CycleID, utcTime(*d.LastCycle), d.DurationS, d.PolicyS, d.Jobs, colonDetail(d.Error))
-		fmt.Fprintf(ew, "  decided: %s; applied %d, failed %d, skipped %d, ignored %d\n",
-			counts(d.Decided), d.Applied, len(d.Failed), len(d.Skipped), len(d.Ignored))
+		fmt.Fprintf(ew, "  decided: %s; applied %d, failed %d, skipped %d, ignored %d, adjusted %d\n",
+			counts(d.Decided), d.Applied, len(d.Failed), len(d.Skipped), len(d.Ignored), len(d.Adjusted))
 		for _, m := range []struct {
 			name string
 			m    map[int]string
-		}{{"failed", d.Failed}, {"skipped", d.Skipped}, {"ignored", d.Ignored}} {
+		}{{"failed", d.Failed}, {"skipped", d.Skipped}, {"ignored", d.Ignored}, {"adjusted", d.Adjusted}} {
 			for _, id := range sortedKeys(m.m) {
 				fmt.Fprintf(ew, "    %s job %d: %s\n", m.name, id, m.m[id])
 			}

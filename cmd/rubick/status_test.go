@@ -42,6 +42,7 @@ func TestStatusJSON(t *testing.T) {
 		Plan:     policy.Plan{Actions: []policy.Action{{Kind: policy.Start, JobID: "42"}, {Kind: policy.Keep, JobID: "43"}, {Kind: policy.Keep, JobID: "44"}}},
 		Actions:  []slurm.Action{{Kind: slurm.ActionStart, JobID: 42}},
 		Failed:   map[int]string{44: "scontrol: rc=1"},
+		Adjusted: map[int]string{46: "no feasible plan for model llama7 on its request of 1 GPU on 1 node; planned from 2 GPUs on 1 node"},
 		Reserved: &daemon.Reservation{JobID: 45, Nodes: []string{"n2"}, GPUs: 8},
 	}
 	srv := fakeDaemon(t, rep)
@@ -63,6 +64,9 @@ func TestStatusJSON(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[int]string{44: "scontrol: rc=1"}, d.Failed); diff != "" {
 		t.Errorf("failed (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(rep.Adjusted, d.Adjusted); diff != "" {
+		t.Errorf("adjusted (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(rep.Reserved, d.Reserved); diff != "" {
 		t.Errorf("reserved (-want +got):\n%s", diff)
@@ -88,6 +92,18 @@ func TestStatusJSON(t *testing.T) {
 	}
 	if len(v.Notes) != 0 || v.StoreError != "" {
 		t.Errorf("notes %q, store error %q", v.Notes, v.StoreError)
+	}
+
+	out.Reset()
+	if err := statusCmd(context.Background(), []string{"--url", srv.URL, "--store", path}, &out, &errb, testEnv(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"applied 1, failed 1, skipped 0, ignored 0, adjusted 1\n", "    failed job 44: scontrol: rc=1\n",
+		"    adjusted job 46: no feasible plan for model llama7 on its request of 1 GPU on 1 node; planned from 2 GPUs on 1 node\n",
+		"  held for rigid job 45: 8 free GPUs on n2\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
 	}
 }
 

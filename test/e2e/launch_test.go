@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rubick-sched/rubick/daemon"
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/slurm"
 	"github.com/rubick-sched/rubick/store"
@@ -22,9 +24,10 @@ import (
 // TestLaunchLineRefusal: on one free GPU llama7 fits only with ZeRO-Offload,
 // which a Megatron-DeepSpeed line without a DeepSpeed config cannot
 // express. rubick-srun refuses the plan instead of failing the job: it tells
-// rubickd (over munge) what the line cannot run and requeues the job held;
-// rubickd, finding no plan the line can run on the job's request, releases
-// it unplanned, and the line runs unchanged to completion.
+// rubickd (over munge) what the line cannot run and requeues the job held.
+// rubickd, finding no plan the line can run on the job's one GPU, plans it
+// from two (the cycle report says so) and starts it when GPUs free up, with
+// a plan without offload; the job completes.
 func TestLaunchLineRefusal(t *testing.T) {
 	l := labFromEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -39,6 +42,7 @@ func TestLaunchLineRefusal(t *testing.T) {
 	// Rigid jobs hold all but one GPU of the lab. The job asks for host memory
 	// enough for ZeRO-Offload of 7B parameters.
 	ids = append(ids, holdGPUs(ctx, t, l, cluster, filler{"3", "8"}, filler{"1", "7"})...)
+	seven := ids[len(ids)-1]
 
 	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
 	d.start()
@@ -65,6 +69,23 @@ exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socke
 		t.Fatalf("sbatch printed %q", out)
 	}
 
+	// The refusal: the job is back in the queue, and rubickd plans it from
+	// two GPUs, which are not free yet.
+	var rep daemon.CycleReport
+	for ctx.Err() == nil {
+		if rep = cycleReport(t, smp.port); rep.Adjusted[id] != "" {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if why := rep.Adjusted[id]; !strings.Contains(why, "without offload") || !strings.HasSuffix(why, "planned from 2 GPUs on 1 node") {
+		t.Fatalf("cycle report says the request was adjusted: %q, want without offload, from 2 GPUs; rubickd log %s", why, d.log)
+	}
+	if j, err := cluster.Job(ctx, id); err != nil || j.State != slurm.StatePending {
+		t.Fatalf("job %d: %s (%v), want it pending until GPUs free up", id, j.State, err)
+	}
+	l.run(t, "scancel", seven)
+
 	var j slurm.Job
 	for ctx.Err() == nil {
 		if j, err = cluster.Job(ctx, id); err == nil && ended(j) {
@@ -76,10 +97,13 @@ exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socke
 	if j.State != slurm.StateCompleted {
 		t.Fatalf("job %d ended %s, want COMPLETED; rubickd log %s; job output:\n%s", id, j.State, d.log, jobOut)
 	}
-	for _, want := range []string{"the launch line cannot run this plan", "+off", "running the command unchanged"} {
+	for _, want := range []string{"the launch line cannot run this plan", "+off", "job requeued held for rubickd to restart it", "launching"} {
 		if !strings.Contains(string(jobOut), want) {
 			t.Errorf("job output lacks %q:\n%s", want, jobOut)
 		}
+	}
+	if j.Tag == nil || strings.Contains(j.Tag.Plan, "+off") || j.GPUs < 2 {
+		t.Errorf("job %d ran on %d GPUs with tag %+v, want a plan without offload on 2 or more", id, j.GPUs, j.Tag)
 	}
 	log, _ := os.ReadFile(d.log)
 	if !strings.Contains(string(log), "launch line cannot run the job's plan") {
@@ -103,4 +127,22 @@ exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socke
 	if err != nil || got[int64(id)] != model.FeatureOffload {
 		t.Errorf("stored launch limits %v (%v), want offload for job %d", got, err, id)
 	}
+}
+
+// cycleReport reads rubickd's last cycle report; the zero report while
+// rubickd is not serving yet.
+func cycleReport(t *testing.T, port int) daemon.CycleReport {
+	t.Helper()
+	var rep daemon.CycleReport
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/status", port))
+	if err != nil {
+		return rep
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
+			t.Errorf("/status: %v", err)
+		}
+	}
+	return rep
 }
