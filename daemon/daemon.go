@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -460,6 +461,10 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		id, err := strconv.ParseInt(a.JobID, 10, 64)
 		if err != nil {
 			continue
+		}
+		if why := v.Adjusted[int(id)]; why != "" {
+			// rubick explain shows why the job is not planned from its request.
+			a.Detail = strings.TrimPrefix(a.Detail+"; ", "; ") + why
 		}
 		raw, err := json.Marshal(a)
 		if err != nil {

@@ -565,6 +565,13 @@ func TestCycleKeepsToTheLaunchLine(t *testing.T) {
 			if why := rep.Ignored[21]; !strings.Contains(why, tc.ignored) || (why == "") != (tc.ignored == "") {
 				t.Errorf("report ignores the job: %q, want it to say %q", why, tc.ignored)
 			}
+			// The stored decision says it too, for rubick explain.
+			if tc.adjusted != "" {
+				rs, err := st.Reasons(ctx, 21, 1)
+				if err != nil || len(rs) != 1 || !strings.Contains(string(rs[0].Reason), tc.adjusted) {
+					t.Errorf("stored reasons %+v (%v), want one naming %q", rs, err, tc.adjusted)
+				}
+			}
 		})
 	}
 }
