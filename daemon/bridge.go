@@ -29,6 +29,10 @@ const (
 	// tagRan records seconds of run time before the current start, so the
 	// reconfiguration rule sees the whole run time across requeues.
 	tagRan = "ran"
+	// tagLimit records the Slurm reason (a QOS, association or partition
+	// size limit) that held back a larger allocation rubickd gave the job;
+	// from then on the job is planned within its request.
+	tagLimit = "lim"
 	// tagAt records when rubickd released the job (Unix seconds). Slurm
 	// takes a moment to start a released job; until then it must not look
 	// like a queued job to decide on again.
@@ -86,6 +90,9 @@ type managedJob struct {
 	ran   time.Duration
 	// adjusted says why the policy's request is not req; empty when it is.
 	adjusted string
+	// limit is the Slurm size limit that now holds the pending job back;
+	// its next action records it in the tag.
+	limit string
 }
 
 // clusterShape is what the managed partitions' usable nodes add up to.
@@ -166,7 +173,26 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 		if j.Tag == nil || j.Tag.ModelType == "" {
 			continue // rigid: Slurm schedules it; its usage shows in the node counters
 		}
-		if starting(j, now) {
+		// A size limit is Slurm's verdict on a released job: it will not
+		// start as it is, so there is no start to wait for.
+		limit := ""
+		if j.State == slurm.StatePending && !j.Held && slurm.SizeLimitReason(j.Reason) {
+			if j.Tag.Extra[tagLimit] != "" {
+				// Held back even within its request: Slurm decides when it
+				// starts. A job rubick had resized gets its request back.
+				v.Unmanaged[j.ID] = fmt.Sprintf("Slurm holds it back for a limit (%s) within its request; it starts when Slurm allows", j.Reason)
+				if !atRequest(j) {
+					v.Rigid = append(v.Rigid, j)
+				}
+				continue
+			}
+			limit = strings.Map(func(r rune) rune {
+				if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+					return r
+				}
+				return -1
+			}, j.Reason) // a tag value
+		} else if starting(j, now) {
 			v.Starting = append(v.Starting, j.ID)
 			continue
 		}
@@ -178,7 +204,7 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 			}
 			continue
 		}
-		mj, pj, err := convertJob(cfg, now, j, e, facts[j.ID], shape)
+		mj, pj, err := convertJob(cfg, now, j, e, facts[j.ID], shape, limit)
 		if err == nil && mj.adjusted != "" {
 			v.Adjusted[j.ID] = mj.adjusted
 			log.Debug("request adjusted", "job", j.ID, "why", mj.adjusted)
@@ -265,9 +291,13 @@ func usable(n slurm.Node, partitions []string) bool {
 }
 
 // convertJob maps one tagged Slurm job onto a policy job.
-func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, facts JobFacts, shape clusterShape) (*managedJob, policy.Job, error) {
+//
+// limit is the Slurm reason a size limit holds the pending job back for,
+// empty when none does; with it, or once one has (the tag says so), the
+// job is planned within its request.
+func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, facts JobFacts, shape clusterShape, limit string) (*managedJob, policy.Job, error) {
 	cannot := facts.Cannot
-	mj := &managedJob{slurm: j, tag: *j.Tag}
+	mj := &managedJob{slurm: j, tag: *j.Tag, limit: limit}
 	if s, ok := j.Tag.Extra[tagReq]; ok {
 		r, err := parseRequest(s)
 		if err != nil {
@@ -327,9 +357,10 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 		RunTime:   mj.ran,
 		Reconfigs: max(j.Tag.Generation-1, 0),
 		// The user's --time: the order of the guaranteed queue and backfill.
-		TimeLimit:   j.TimeLimit,
-		Cannot:      cannot,
-		RestartCost: facts.RestartCost,
+		TimeLimit:     j.TimeLimit,
+		Cannot:        cannot,
+		RestartCost:   facts.RestartCost,
+		WithinRequest: limit != "" || j.Tag.Extra[tagLimit] != "",
 	}
 	if j.State == slurm.StateRunning && len(j.NodeList) > 0 {
 		n := len(j.NodeList)
@@ -456,6 +487,9 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 	j := mj.slurm
 	tag := cloneTag(mj.tag)
 	tag.Extra[tagReq] = mj.req.String()
+	if mj.limit != "" {
+		tag.Extra[tagLimit] = mj.limit
+	}
 	tag.Generation = mj.tag.Generation + 1
 	ran := mj.ran
 	if j.State == slurm.StateRunning && !j.StartTime.IsZero() && now.After(j.StartTime) {
@@ -523,9 +557,15 @@ const tagProfile = "profile"
 func (v *View) RigidActions(now time.Time, profile func(modelType string) bool) []slurm.Action {
 	var out []slurm.Action
 	for _, j := range v.Rigid {
-		a := slurm.Action{Kind: slurm.ActionStart, JobID: j.ID, NumNodes: max(j.NodeCount, 1),
-			GPUsPerNode: j.GPUsPerNode, CPUsPerTask: max(j.CPUs/max(j.NodeCount, 1), 1), MemPerNodeMB: memPerNode(j)}
+		req := request{Nodes: max(j.NodeCount, 1), GPUsPerNode: j.GPUsPerNode, CPUs: j.CPUs, MemMB: memPerNode(j)}
+		if r, ok := tagRequest(j); ok {
+			req = r // rubick resized it before
+		}
+		a := slurm.Action{Kind: slurm.ActionStart, JobID: j.ID, NumNodes: req.Nodes,
+			GPUsPerNode: req.GPUsPerNode, CPUsPerTask: max(req.CPUs/req.Nodes, 1), MemPerNodeMB: req.MemMB}
 		if j.Tag != nil {
+			// Nodes an earlier start of rubick's chose are not the user's.
+			a.ClearNodes = j.Tag.Generation > 0
 			tag := cloneTag(*j.Tag)
 			// Released unplanned: rubick-srun runs the line unchanged. A plan
 			// left from an earlier start was chosen for other resources, or
@@ -541,4 +581,24 @@ func (v *View) RigidActions(now time.Time, profile func(modelType string) bool) 
 		out = append(out, a)
 	}
 	return out
+}
+
+// tagRequest is the user's request as rubick recorded it when it first
+// resized the job; false when it never did (or the record is unreadable).
+func tagRequest(j slurm.Job) (request, bool) {
+	if j.Tag == nil {
+		return request{}, false
+	}
+	s, ok := j.Tag.Extra[tagReq]
+	if !ok {
+		return request{}, false
+	}
+	r, err := parseRequest(s)
+	return r, err == nil
+}
+
+// atRequest reports whether the job's size is its user's request.
+func atRequest(j slurm.Job) bool {
+	r, ok := tagRequest(j)
+	return !ok || (max(j.NodeCount, 1) == r.Nodes && j.GPUsPerNode == r.GPUsPerNode && j.CPUs == r.CPUs)
 }

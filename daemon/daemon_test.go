@@ -575,3 +575,89 @@ func TestCycleKeepsToTheLaunchLine(t *testing.T) {
 		})
 	}
 }
+
+// A job rubickd grew past what a Slurm limit allows stays pending with the
+// limit as its reason. rubickd then plans it within its request and records
+// the limit in its tag; held back again within the request, it is Slurm's
+// to start (given its request back if rubick had resized it).
+func TestCycleKeepsToSlurmLimits(t *testing.T) {
+	// Released moments ago: a size limit needs no start grace, as Slurm
+	// has decided; waiting for resources it is decided on again after it.
+	released := func(gpus int, reason, limit string) slurm.Job {
+		j := heldJob(21, "gpt2", 1, gpus)
+		j.Held, j.Reason = false, reason
+		j.CPUs = 8 * gpus
+		j.Tag.Plan, j.Tag.Generation = "dp8.tp1.pp1.mb2.a1.z0", 1
+		at := t0.Add(-2 * time.Second)
+		if !slurm.SizeLimitReason(reason) {
+			at = t0.Add(-StartGrace - time.Second)
+		}
+		j.Tag.Extra = map[string]string{tagReq: "n1.g2.c16.m64000", tagAt: strconv.FormatInt(at.Unix(), 10)}
+		if limit != "" {
+			j.Tag.Extra[tagLimit] = limit
+		}
+		return j
+	}
+	tests := map[string]struct {
+		job     slurm.Job
+		want    *slurm.Action // nil: no action
+		ignored string
+	}{
+		"grown past a QOS limit": {job: released(8, "QOSMaxGRESPerJob", ""),
+			want: &slurm.Action{Kind: slurm.ActionStart, JobID: 21, Nodes: []string{"node1"}, NumNodes: 1, GPUsPerNode: 2, CPUsPerTask: 16}},
+		"waiting for resources": {job: released(8, "Resources", ""),
+			want: &slurm.Action{Kind: slurm.ActionStart, JobID: 21, Nodes: []string{"node1"}, NumNodes: 1, GPUsPerNode: 8, CPUsPerTask: 64}},
+		"held back within its request": {job: released(2, "QOSGrpGRES", "QOSMaxGRESPerJob"), ignored: "QOSGrpGRES"},
+		"held back below its request": {job: released(1, "QOSMinGRES", "QOSMaxGRESPerJob"), ignored: "QOSMinGRES",
+			want: &slurm.Action{Kind: slurm.ActionStart, JobID: 21, ClearNodes: true, NumNodes: 1, GPUsPerNode: 2, CPUsPerTask: 16, MemPerNodeMB: 64000}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{tc.job}}
+			a := &fakeApplier{}
+			d, _ := newTestDaemon(t, c, a)
+			rep, err := d.Cycle(context.Background(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got *slurm.Action
+			if len(a.got) > 1 {
+				t.Fatalf("actions %+v, want at most one", a.got)
+			} else if len(a.got) == 1 {
+				got = &a.got[0]
+			}
+			var tag *slurm.Tag
+			if got != nil {
+				tag, got.Tag = got.Tag, nil
+				if tc.want != nil && tc.want.MemPerNodeMB == 0 {
+					// The policy's plan sets the memory; a test of its own.
+					if tc.job.Tag.Extra[tagLimit] != "" || slurm.SizeLimitReason(tc.job.Reason) {
+						if got.MemPerNodeMB > 64000 {
+							t.Errorf("memory %d MB per node, above the request's 64000", got.MemPerNodeMB)
+						}
+					}
+					got.MemPerNodeMB = 0
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("action (-want +got):\n%s", diff)
+			}
+			if why := rep.Ignored[21]; !strings.Contains(why, tc.ignored) || (why == "") != (tc.ignored == "") {
+				t.Errorf("report ignores the job: %q, want it to name %q", why, tc.ignored)
+			}
+			if tag == nil {
+				return
+			}
+			wantLimit := tc.job.Tag.Extra[tagLimit]
+			if wantLimit == "" && slurm.SizeLimitReason(tc.job.Reason) {
+				wantLimit = tc.job.Reason
+			}
+			if tag.Extra[tagLimit] != wantLimit {
+				t.Errorf("tag %s, want %s=%q", tag, tagLimit, wantLimit)
+			}
+			if tc.ignored != "" && tag.Plan != "" {
+				t.Errorf("given its request back with plan %q, want none (the line runs unchanged)", tag.Plan)
+			}
+		})
+	}
+}

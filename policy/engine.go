@@ -191,6 +191,9 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 		js.cpg = max(e.cfg.MinCPUsPerGPU, min(j.Request.CPUs/max(1, j.Request.GPUs), maxCPUsPerGPU(s)))
 		js.cap = r.capOf(js)
 		js.maxNodes = max(1, e.cfg.MaxSpread*len(js.info.reqShape))
+		if j.WithinRequest {
+			js.maxNodes = max(1, len(js.info.reqShape))
+		}
 		if e.v.slo && j.Guaranteed {
 			js.minNT = (1 + e.cfg.SLOMargin) * js.info.ref / js.info.unit
 		}
@@ -230,6 +233,9 @@ func (r *round) capOf(js *jstate) int {
 	}
 	if r.e.cfg.MaxScale > 0 {
 		total = min(total, int(math.Floor(r.e.cfg.MaxScale*float64(req))))
+	}
+	if js.j.WithinRequest {
+		total = min(total, req)
 	}
 	return max(total, 1)
 }
@@ -1144,7 +1150,8 @@ func (r *round) tuneCPUs() {
 			for _, vi := range nd.jobs {
 				js := r.jobs[vi]
 				g := js.on(n)
-				if g == 0 || !js.gpuChanged() || g > nd.freeCPU || js.cpusOn(n)+g > g*share {
+				if g == 0 || !js.gpuChanged() || g > nd.freeCPU || js.cpusOn(n)+g > g*share ||
+					js.j.WithinRequest && js.cpus()+g > js.j.Request.CPUs {
 					// Beyond the node's CPUs per GPU, the GPUs of jobs placed
 					// later would have no data loaders.
 					continue
@@ -1339,15 +1346,22 @@ func (r *round) placement(slots []slot) model.Placement {
 func (r *round) hostMem(js *jstate, plan model.Plan, g int) float64 {
 	pl := r.placement(js.cur)
 	m := js.est.Memory(plan, pl.Canonical())
-	return r.e.cfg.HostMemPerGPUGB*float64(g) + m.HostGBNode
+	return js.j.hostMem(r.e.cfg.HostMemPerGPUGB*float64(g)+m.HostGBNode, m.HostGBNode)
 }
 
-// memFits checks (and with reserve, books) the host memory of plan.
+// memFits checks (and with reserve, books) the host memory of plan; a job
+// held to its request gets no more than it asked for.
 func (r *round) memFits(js *jstate, plan model.Plan, memFree []float64, reserve bool) bool {
+	total := 0.0
 	for _, s := range js.cur {
-		if r.hostMem(js, plan, s.gpus) > memFree[s.node]+1e-9 {
+		m := r.hostMem(js, plan, s.gpus)
+		if m > memFree[s.node]+1e-9 {
 			return false
 		}
+		total += m
+	}
+	if js.j.WithinRequest && js.j.Request.MemGB > 0 && total > js.j.Request.MemGB+1e-9 {
+		return false
 	}
 	if reserve {
 		for _, s := range js.cur {

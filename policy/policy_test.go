@@ -602,3 +602,45 @@ func TestJobRestartCost(t *testing.T) {
 		t.Errorf("negative job restart cost: %v, want ErrBadSnapshot naming it", err)
 	}
 }
+
+// A job Slurm's limits hold to its request gets no more GPUs, nodes or CPUs
+// than it asked for from any policy, on a cluster where rubick would
+// otherwise grow it (the twin without the flag shows that).
+func TestWithinRequest(t *testing.T) {
+	for _, within := range []bool{false, true} {
+		b := pt.NewJob("a", "small").GPUs(2).CPUs(8)
+		if within {
+			b = b.WithinRequest()
+		}
+		j := b.Obj()
+		j.Request.MemGB = 20 // below the policy's default host memory for 2 GPUs
+		s, err := policy.NewSnapshot(pt.Epoch.Add(time.Hour), pt.Cluster(2, 8), []policy.Job{j}, nil, pt.Models(), 260*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range policy.Names() {
+			pol, err := policy.New(name, policy.DefaultConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := pol.Decide(context.Background(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := p.Actions[0]
+			gpus, cpus, mem := 0, 0, 0.0
+			for _, n := range a.Alloc {
+				gpus += n.GPUs
+				cpus += n.CPUs
+				mem += n.MemGB
+			}
+			switch {
+			case within && (gpus == 0 || gpus > 2 || len(a.Alloc) > 1 || cpus > 8 || mem > 20):
+				t.Errorf("%s: job within its request of 2 GPUs, 8 CPUs, 20 GB got %d GPUs, %d CPUs, %.0f GB on %d nodes (%s: %s)",
+					name, gpus, cpus, mem, len(a.Alloc), a.Reason, a.Detail)
+			case !within && name == "rubick" && gpus <= 2:
+				t.Errorf("rubick gave the unlimited job %d GPUs; the test needs it to grow", gpus)
+			}
+		}
+	}
+}

@@ -281,14 +281,16 @@ func (q *queue) start(s *Snapshot, free []qnode, nodes []int, pl model.Placement
 	if q.kind.bestPlan {
 		v := q.perf.pick(j.Model, est, spaceAny, j.Cannot, plan, shapeKey(pl), total, memGB, q.cfg.PlanSwitchGain)
 		req := q.predict(s, j, plan, pl, total, memGB)
-		if v.tput > req && q.hostFits(est, v.plan, pl, nodes, free) {
+		within := !j.WithinRequest || j.Request.MemGB <= 0 ||
+			est.Memory(v.plan, pl.Canonical()).HostGBNode*float64(len(pl)) <= j.Request.MemGB+1e-9
+		if v.tput > req && within && q.hostFits(est, v.plan, pl, nodes, free) {
 			plan = v.plan
 			detail = fmt.Sprintf("%s on %s: %.3g samples/s, %.2fx the requested plan", plan, pl, v.tput, v.tput/max(req, 1e-12))
 		}
 	}
 	hostNode := est.Memory(plan, pl.Canonical()).HostGBNode
 	for i, n := range nodes {
-		alloc[i].MemGB = q.cfg.HostMemPerGPUGB*float64(pl[i]) + hostNode
+		alloc[i].MemGB = j.hostMem(q.cfg.HostMemPerGPUGB*float64(pl[i])+hostNode, hostNode)
 		if alloc[i].MemGB > free[n].mem {
 			// The user's own plan ran before: book what is left, not more.
 			alloc[i].MemGB = max(q.cfg.HostMemPerGPUGB*float64(pl[i]), free[n].mem)

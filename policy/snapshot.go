@@ -117,6 +117,21 @@ type Job struct {
 	// RestartCost is what the job's own restarts were measured to cost; 0
 	// prices it as its model type (Snapshot.JobRestartCost).
 	RestartCost time.Duration `json:"restart_cost,omitempty"`
+	// WithinRequest holds the job to its request: no more GPUs, nodes or
+	// CPUs than it asked for. rubickd sets it once Slurm has held a larger
+	// allocation back for a QOS, association or partition limit.
+	WithinRequest bool `json:"within_request,omitempty"`
+}
+
+// hostMem is the host memory per node a policy books for the job: mem, or,
+// for a job held to its request, what it asked for per node unless the
+// plan's offloaded states (need) take more.
+func (j *Job) hostMem(mem, need float64) float64 {
+	if !j.WithinRequest || j.Request.MemGB <= 0 {
+		return mem
+	}
+	per := j.Request.MemGB / float64(max(1, len(j.Request.Placement)))
+	return max(min(mem, per), need)
 }
 
 // Running reports whether the job holds resources.

@@ -39,6 +39,9 @@ type Action struct {
 	// (shrink). For start and restart it may be empty to let Slurm place
 	// NumNodes nodes.
 	Nodes []string
+	// ClearNodes, with Nodes empty, also clears the node list an earlier
+	// start set, so that Slurm places the job anywhere.
+	ClearNodes bool
 	// NumNodes defaults to len(Nodes).
 	NumNodes     int
 	GPUsPerNode  int
@@ -350,6 +353,8 @@ func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeue
 	}
 	if len(act.Nodes) > 0 {
 		argv = append(argv, "NodeList="+strings.Join(act.Nodes, ","))
+	} else if act.ClearNodes {
+		argv = append(argv, "NodeList=")
 	}
 	if err := r.cmd(ctx, "resize", argv...); err != nil {
 		return err

@@ -78,17 +78,21 @@ func TestApplyStart(t *testing.T) {
 }
 
 func TestApplyStartLetsSlurmPlace(t *testing.T) {
-	f := newApplierFixture(t, map[int][]Job{33: {pendingHeld(33)}}, nil)
-	res := f.app.ApplyOne(context.Background(), Action{Kind: ActionStart, JobID: 33, NumNodes: 1, CPUsPerTask: 2})
-	if res.Err != nil {
-		t.Fatal(res.Err)
-	}
-	want := [][]string{
-		{"/usr/bin/scontrol", "update", "JobId=33", "NumNodes=1-1", "NumTasks=1", "CPUsPerTask=2", "NumCPUs=2"},
-		{"/usr/bin/scontrol", "release", "33"},
-	}
-	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
-		t.Errorf("argv (-want +got):\n%s", diff)
+	for _, clear := range []bool{false, true} {
+		f := newApplierFixture(t, map[int][]Job{33: {pendingHeld(33)}}, nil)
+		res := f.app.ApplyOne(context.Background(), Action{Kind: ActionStart, JobID: 33, NumNodes: 1, CPUsPerTask: 2, ClearNodes: clear})
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		resize := []string{"/usr/bin/scontrol", "update", "JobId=33", "NumNodes=1-1", "NumTasks=1", "CPUsPerTask=2", "NumCPUs=2"}
+		if clear {
+			// An empty NodeList clears the list an earlier start set.
+			resize = append(resize, "NodeList=")
+		}
+		want := [][]string{resize, {"/usr/bin/scontrol", "release", "33"}}
+		if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
+			t.Errorf("ClearNodes %v: argv (-want +got):\n%s", clear, diff)
+		}
 	}
 }
 

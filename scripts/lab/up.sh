@@ -132,6 +132,9 @@ install_file() {
   echo "DefMemPerCPU=4000"
   echo "GresTypes=gpu"
   echo "AccountingStorageTRES=gres/gpu"
+  # as most sites run: QOS and association limits hold jobs back (the
+  # e2e tests set one and check that rubickd keeps to it)
+  echo "AccountingStorageEnforce=associations,limits,qos"
   echo "SchedulerType=sched/backfill"
   # a released or requeued job starts within ~5 s
   echo "SchedulerParameters=bf_interval=5,sched_interval=5"
@@ -253,6 +256,10 @@ fi
 # job_submit.lua's default class table maps QOS "guaranteed" to that class
 if ! sacctmgr -n -P show qos format=name | grep -qx guaranteed; then
   sacctmgr -i add qos guaranteed >/dev/null
+fi
+# with qos enforced, root (who runs the lab's jobs) must be allowed it
+if ! sacctmgr -n -P show assoc user=root format=qos | grep -q guaranteed; then
+  sacctmgr -i modify user root set qos+=guaranteed >/dev/null
 fi
 
 # ------------------------------------------------------------ slurmctld + slurmd per node

@@ -1,0 +1,81 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+// TestSlurmLimit: the QOS allows 4 GPUs per job. On the idle lab rubick
+// grows a roberta job asking for 2 GPUs to a whole node (it trains 3x
+// faster on 8 than on 2), which Slurm holds back with QOSMaxGRESPerJob.
+// rubickd then plans the job within its request, records the limit in its
+// tag, and the job runs to completion.
+func TestSlurmLimit(t *testing.T) {
+	l := labFromEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir, bin := buildInto(t, "limit")
+	cfgPath, _, _ := writeConfig(t, l, dir, "log_level: debug\n")
+	cluster := l.cluster(ctx, t)
+	var ids []string
+	defer scancelAll(l, &ids)
+
+	l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "MaxTRESPerJob=gres/gpu=4")
+	defer l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "MaxTRESPerJob=gres/gpu=-1")
+
+	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
+	d.start()
+	defer d.stop()
+
+	script := filepath.Join(dir, "train.sh")
+	body := fmt.Sprintf(`#!/bin/bash
+exec %[1]s/rubick-srun --launcher gpu -- \
+  %[1]s/rubick-emu-trainer --model-type roberta --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \
+  --micro-batch-size 1 --global-batch-size 64 --train-iters 20 --time-scale 0.01 --log-interval 5 \
+  --save %[2]s/ckpt-"$SLURM_JOB_ID"
+`, bin, dir)
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := l.run(t, "sbatch", "--parsable", "--model-type=roberta", "-p", "gpu", "-J", "e2e-limit", "-N", "1",
+		"--qos=normal", "--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue", "--open-mode=append",
+		"-o", filepath.Join(dir, "job-%j.out"), script)
+	out = strings.Split(out, ";")[0]
+	ids = append(ids, out)
+	id, err := strconv.Atoi(out)
+	if err != nil {
+		t.Fatalf("sbatch printed %q", out)
+	}
+
+	var j slurm.Job
+	held := false // seen held back by the QOS limit
+	for ctx.Err() == nil {
+		if j, err = cluster.Job(ctx, id); err == nil {
+			held = held || j.Reason == "QOSMaxGRESPerJob"
+			if ended(j) {
+				break
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	jobOut, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("job-%d.out", id)))
+	if j.State != slurm.StateCompleted {
+		t.Fatalf("job %d ended %s (%s), want COMPLETED; rubickd log %s; job output:\n%s", id, j.State, j.Reason, d.log, jobOut)
+	}
+	if j.Tag == nil || j.Tag.Extra["lim"] != "QOSMaxGRESPerJob" {
+		t.Errorf("job %d tag %+v, want lim=QOSMaxGRESPerJob (held back: %v); rubickd log %s", id, j.Tag, held, d.log)
+	}
+	if len(j.NodeList) != 1 || j.GPUs > 2 {
+		t.Errorf("job %d ran on %v with %d GPUs, want its request: one node, 2 GPUs at most", id, j.NodeList, j.GPUs)
+	}
+}
