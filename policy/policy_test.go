@@ -526,14 +526,7 @@ func TestCannot(t *testing.T) {
 	}
 	for _, name := range policy.Names() {
 		t.Run(name, func(t *testing.T) {
-			pol, err := policy.New(name, policy.DefaultConfig())
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := pol.Decide(context.Background(), s)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := decide(t, name, s)
 			for _, a := range p.Actions {
 				if len(a.Alloc) > 0 && !cannot[a.JobID].Allows(a.Plan) {
 					t.Errorf("job %s: %s %s, which uses what it cannot (%s)", a.JobID, a.Kind, a.Plan, cannot[a.JobID])
@@ -558,7 +551,13 @@ func TestCannot(t *testing.T) {
 // decideRubick is the rubick policy's plan for s.
 func decideRubick(t *testing.T, s *policy.Snapshot) policy.Plan {
 	t.Helper()
-	pol, err := policy.New("rubick", policy.DefaultConfig())
+	return decide(t, "rubick", s)
+}
+
+// decide is the named policy's plan for s, with the default configuration.
+func decide(t *testing.T, name string, s *policy.Snapshot) policy.Plan {
+	t.Helper()
+	pol, err := policy.New(name, policy.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -619,15 +618,7 @@ func TestWithinRequest(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, name := range policy.Names() {
-			pol, err := policy.New(name, policy.DefaultConfig())
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := pol.Decide(context.Background(), s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			a := p.Actions[0]
+			a := decide(t, name, s).Actions[0]
 			gpus, cpus, mem := 0, 0, 0.0
 			for _, n := range a.Alloc {
 				gpus += n.GPUs

@@ -261,6 +261,11 @@ fi
 if ! sacctmgr -n -P show assoc user=root format=qos | grep -q guaranteed; then
   sacctmgr -i modify user root set qos+=guaranteed >/dev/null
 fi
+# with associations enforced, a user needs one to submit; the integration
+# tests submit as nobody
+if ! sacctmgr -n -P show assoc user=nobody format=user | grep -qx nobody; then
+  sacctmgr -i add user nobody account=root >/dev/null
+fi
 
 # ------------------------------------------------------------ slurmctld + slurmd per node
 if ! alive slurmctld; then

@@ -179,6 +179,25 @@ func holdGPUs(ctx context.Context, t *testing.T, l lab, cluster *slurm.RESTClust
 	return ids
 }
 
+// submitScript writes body as dir/train.sh and submits it with sbatch and
+// args, its output appended to dir/job-<id>.out; the id is added to ids.
+func (l lab) submitScript(t *testing.T, dir, body string, ids *[]string, args ...string) int {
+	t.Helper()
+	script := filepath.Join(dir, "train.sh")
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	argv := append([]string{"sbatch", "--parsable"}, args...)
+	out := l.run(t, append(argv, "--open-mode=append", "-o", filepath.Join(dir, "job-%j.out"), script)...)
+	out = strings.Split(out, ";")[0]
+	*ids = append(*ids, out)
+	id, err := strconv.Atoi(out)
+	if err != nil {
+		t.Fatalf("sbatch printed %q", out)
+	}
+	return id
+}
+
 // scancelAll cancels the jobs in *ids, ignoring errors: a test's cleanup.
 func scancelAll(l lab, ids *[]string) {
 	if len(*ids) == 0 {

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +47,6 @@ func TestLaunchLineRefusal(t *testing.T) {
 	d.start()
 	defer d.stop()
 
-	script := filepath.Join(dir, "train.sh")
 	body := fmt.Sprintf(`#!/bin/bash
 exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socket %[3]s \
   --report-url http://127.0.0.1:%[4]d/samples -- \
@@ -56,18 +54,8 @@ exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socke
   --pipeline-model-parallel-size 1 --micro-batch-size 1 --global-batch-size 8 --train-iters 20 \
   --time-scale 0.01 --log-interval 5 --save %[2]s/ckpt-"$SLURM_JOB_ID"
 `, bin, dir, smp.socket, smp.port)
-	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	out := l.run(t, "sbatch", "--parsable", "--model-type=llama7", "-p", "gpu", "-J", "e2e-launch", "-N", "1",
-		"--ntasks-per-node=1", "--gres=gpu:1", "--cpus-per-task=8", "--mem=200G", "--requeue", "--open-mode=append",
-		"-o", filepath.Join(dir, "job-%j.out"), script)
-	out = strings.Split(out, ";")[0]
-	ids = append(ids, out)
-	id, err := strconv.Atoi(out)
-	if err != nil {
-		t.Fatalf("sbatch printed %q", out)
-	}
+	id := l.submitScript(t, dir, body, &ids, "--model-type=llama7", "-p", "gpu", "-J", "e2e-launch", "-N", "1",
+		"--ntasks-per-node=1", "--gres=gpu:1", "--cpus-per-task=8", "--mem=200G", "--requeue")
 
 	// The refusal: the job is back in the queue, and rubickd plans it from
 	// two GPUs, which are not free yet.
@@ -86,7 +74,10 @@ exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socke
 	}
 	l.run(t, "scancel", seven)
 
-	var j slurm.Job
+	var (
+		j   slurm.Job
+		err error
+	)
 	for ctx.Err() == nil {
 		if j, err = cluster.Job(ctx, id); err == nil && ended(j) {
 			break

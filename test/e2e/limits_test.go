@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -37,27 +35,19 @@ func TestSlurmLimit(t *testing.T) {
 	d.start()
 	defer d.stop()
 
-	script := filepath.Join(dir, "train.sh")
 	body := fmt.Sprintf(`#!/bin/bash
 exec %[1]s/rubick-srun --launcher gpu -- \
   %[1]s/rubick-emu-trainer --model-type roberta --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \
   --micro-batch-size 1 --global-batch-size 64 --train-iters 20 --time-scale 0.01 --log-interval 5 \
   --save %[2]s/ckpt-"$SLURM_JOB_ID"
 `, bin, dir)
-	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	out := l.run(t, "sbatch", "--parsable", "--model-type=roberta", "-p", "gpu", "-J", "e2e-limit", "-N", "1",
-		"--qos=normal", "--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue", "--open-mode=append",
-		"-o", filepath.Join(dir, "job-%j.out"), script)
-	out = strings.Split(out, ";")[0]
-	ids = append(ids, out)
-	id, err := strconv.Atoi(out)
-	if err != nil {
-		t.Fatalf("sbatch printed %q", out)
-	}
+	id := l.submitScript(t, dir, body, &ids, "--model-type=roberta", "-p", "gpu", "-J", "e2e-limit", "-N", "1",
+		"--qos=normal", "--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue")
 
-	var j slurm.Job
+	var (
+		j   slurm.Job
+		err error
+	)
 	held := false // seen held back by the QOS limit
 	for ctx.Err() == nil {
 		if j, err = cluster.Job(ctx, id); err == nil {

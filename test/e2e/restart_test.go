@@ -49,25 +49,14 @@ func TestRestartCostMeasured(t *testing.T) {
 
 	// Real time (--time-scale 1): the measurement compares wall time with
 	// the reported iteration times.
-	script := filepath.Join(dir, "train.sh")
 	body := fmt.Sprintf(`#!/bin/bash
 exec %[1]s/rubick-srun --launcher gpu --munge-socket %[3]s --report-url http://127.0.0.1:%[4]d/samples -- \
   %[1]s/rubick-emu-trainer --model-type roberta --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \
   --micro-batch-size 1 --global-batch-size 64 --train-iters 3000 --time-scale 1 --log-interval 5 \
   --save %[2]s/ckpt-"$SLURM_JOB_ID"
 `, bin, dir, smp.socket, smp.port)
-	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	out := l.run(t, "sbatch", "--parsable", "--model-type=roberta", "-p", "gpu", "-J", "e2e-restart", "-N", "1",
-		"--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue", "--open-mode=append",
-		"-o", filepath.Join(dir, "job-%j.out"), script)
-	out = strings.Split(out, ";")[0]
-	ids = append(ids, out)
-	id, err := strconv.Atoi(out)
-	if err != nil {
-		t.Fatalf("sbatch printed %q", out)
-	}
+	id := l.submitScript(t, dir, body, &ids, "--model-type=roberta", "-p", "gpu", "-J", "e2e-restart", "-N", "1",
+		"--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue")
 
 	// Let it run past the 34 s the restart rule wants, then free the nodes.
 	var started time.Time
@@ -121,7 +110,7 @@ exec %[1]s/rubick-srun --launcher gpu --munge-socket %[3]s --report-url http://1
 
 	// rubick report prices the requeue at the measured cost once sacct has
 	// the job's runs.
-	l.run(t, "scancel", out)
+	l.run(t, "scancel", strconv.Itoa(id))
 	type reportJob struct {
 		JobID            string  `json:"job_id"`
 		Requeues         int     `json:"requeues"`
@@ -141,15 +130,15 @@ exec %[1]s/rubick-srun --launcher gpu --munge-socket %[3]s --report-url http://1
 			continue
 		}
 		for _, j := range r.Jobs {
-			if j.JobID == out {
+			if j.JobID == strconv.Itoa(id) {
 				rj = j
 			}
 		}
 	}
 	if rj.ReconfigMeasured != 1 || rj.Requeues < 1 {
-		t.Errorf("rubick report: job %s %+v, want one requeue priced at the measured cost", out, rj)
+		t.Errorf("rubick report: job %d %+v, want one requeue priced at the measured cost", id, rj)
 	} else if rj.Requeues == 1 && math.Abs(rj.ReconfigLostS-c.Cost.Seconds()) > 1e-6 {
-		t.Errorf("rubick report: job %s lost %.3f s to reconfiguration, want the measured %.3f s", out, rj.ReconfigLostS, c.Cost.Seconds())
+		t.Errorf("rubick report: job %d lost %.3f s to reconfiguration, want the measured %.3f s", id, rj.ReconfigLostS, c.Cost.Seconds())
 	}
 
 	line, _ := json.Marshal(map[string]any{
