@@ -230,10 +230,15 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 	}
 	var pnodes []policy.Node
 	for _, n := range nodes {
+		u := usage[n.Name]
 		if !usable(n, cfg.Partitions) {
+			if u.GPUs > 0 || u.CPUs > 0 {
+				// Drained or reserved under a running rubick job: the job
+				// keeps what it holds (or is moved), nothing new goes there.
+				pnodes = append(pnodes, policy.Node{Name: n.Name, GPUs: u.GPUs, CPUs: u.CPUs, MemGB: u.MemGB})
+			}
 			continue
 		}
-		u := usage[n.Name]
 		// Capacity left to rubick: total minus what others hold, where
 		// others = used - rubick's own.
 		others := func(used, mine int) int { return max(used-mine, 0) }
@@ -282,7 +287,8 @@ func usable(n slurm.Node, partitions []string) bool {
 		return false
 	}
 	state := strings.ToUpper(n.State + " " + strings.Join(n.Flags, " "))
-	for _, bad := range []string{"DOWN", "DRAIN", "FAIL", "INVAL", "NOT_RESPONDING", "MAINT", "POWER", "FUTURE", "UNKNOWN"} {
+	// RESERVED: inside an active reservation, which rubick's jobs are not in.
+	for _, bad := range []string{"DOWN", "DRAIN", "FAIL", "INVAL", "NOT_RESPONDING", "MAINT", "RESERVED", "POWER", "FUTURE", "UNKNOWN"} {
 		if strings.Contains(state, bad) {
 			return false
 		}

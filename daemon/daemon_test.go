@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -657,6 +658,40 @@ func TestCycleKeepsToSlurmLimits(t *testing.T) {
 			}
 			if tc.ignored != "" && tag.Plan != "" {
 				t.Errorf("given its request back with plan %q, want none (the line runs unchanged)", tag.Plan)
+			}
+		})
+	}
+}
+
+// A node drained or reserved under a running rubick job stays in the
+// snapshot with what the job holds and nothing free: the cycle goes on (an
+// allocation on a node the snapshot lacks would fail it), and no queued job
+// is sent there.
+func TestCycleAroundDrainedAndReservedNodes(t *testing.T) {
+	for name, flags := range map[string][]string{"drained": {"DRAIN"}, "reserved": {"RESERVED"}} {
+		t.Run(name, func(t *testing.T) {
+			running := heldJob(91, "bert", 1, 4)
+			running.State, running.Held, running.NodeList, running.BatchHost = slurm.StateRunning, false, []string{"node1"}, "node1"
+			running.StartTime = t0.Add(-time.Minute)
+			running.Tag.Plan, running.Tag.Generation = "dp4.tp1.pp1.mb8.a1.z0", 1
+			nodes := labNodes(2)
+			nodes[0].State, nodes[0].Flags = "MIXED", flags
+			nodes[0].GPUsUsed, nodes[0].CPUsAlloc, nodes[0].MemAllocMB = 4, 8, 64000
+			c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{running, heldJob(92, "bert", 1, 4)}}
+			a := &fakeApplier{}
+			d, _ := newTestDaemon(t, c, a)
+			if _, err := d.Cycle(context.Background(), false); err != nil {
+				t.Fatalf("cycle with a job on a %s node: %v", name, err)
+			}
+			started := false
+			for _, act := range a.got {
+				if slices.Contains(act.Nodes, "node1") && act.JobID != 91 {
+					t.Errorf("job %d sent to the %s node: %+v", act.JobID, name, act)
+				}
+				started = started || act.JobID == 92
+			}
+			if !started {
+				t.Errorf("queued job not started on the free node; actions %+v", a.got)
 			}
 		})
 	}
