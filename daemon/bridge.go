@@ -39,6 +39,10 @@ const (
 	tagAt = "at"
 )
 
+// splitPerCycle bounds the array tasks split off in one cycle (one scontrol
+// call each).
+const splitPerCycle = 32
+
 // StartGrace is how long a released job may stay pending before rubickd
 // decides on it again (Slurm starts a released job in 0.2-3 s in the lab;
 // a job still pending after this will not start where it was sent).
@@ -95,6 +99,21 @@ type managedJob struct {
 	limit string
 }
 
+// arraySplit is a job array record and the tasks to split off it.
+type arraySplit struct {
+	job   slurm.Job
+	tasks []int
+}
+
+// SplitActions splits the tasks of each held array record off it.
+func (v *View) SplitActions() []slurm.Action {
+	var out []slurm.Action
+	for _, a := range v.Arrays {
+		out = append(out, slurm.Action{Kind: slurm.ActionSplit, JobID: a.job.ID, Tasks: a.tasks})
+	}
+	return out
+}
+
 // clusterShape is what the managed partitions' usable nodes add up to.
 type clusterShape struct {
 	nodeGPUs int // GPUs of the largest node
@@ -113,6 +132,9 @@ type View struct {
 	// policy plans them from the nearest GPU count where one does. The
 	// value says why and from what.
 	Adjusted map[int]string
+	// Arrays are held job arrays whose tasks are still one record, with
+	// the tasks to split off this cycle; they are planned once split.
+	Arrays []arraySplit
 	// Starting lists jobs rubickd released less than StartGrace ago that
 	// Slurm has not started yet; a cycle that sees any waits for them.
 	Starting []int
@@ -172,6 +194,18 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 		}
 		if j.Tag == nil || j.Tag.ModelType == "" {
 			continue // rigid: Slurm schedules it; its usage shows in the node counters
+		}
+		if j.State == slurm.StatePending && j.Held && j.ArrayTasks != "" {
+			// One record for many tasks: a release would start them all
+			// alike. Split them off first; each is then a job of its own.
+			tasks, err := slurm.ArrayTaskIDs(j.ArrayTasks, splitPerCycle)
+			if err != nil {
+				v.Unmanaged[j.ID] = err.Error()
+				v.Rigid = append(v.Rigid, j)
+				continue
+			}
+			v.Arrays = append(v.Arrays, arraySplit{job: j, tasks: tasks})
+			continue
 		}
 		// A size limit is Slurm's verdict on a released job: it will not
 		// start as it is, so there is no start to wait for.

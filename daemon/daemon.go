@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -307,6 +308,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	actions, skipped := view.SlurmActions(plan, start)
 	unfitted := func(mt string) bool { _, fitted := est(mt); return registered(mt) && !fitted }
 	actions = append(actions, view.RigidActions(start, unfitted)...)
+	actions = append(actions, view.SplitActions()...)
 	rep.Actions = actions
 	for id, e := range skipped {
 		rep.Skipped[id] = e.Error()
@@ -433,7 +435,11 @@ func (d *Daemon) countJobs(jobs []slurm.Job, v *View) {
 // record stores the jobs, the decision with its reasons, and the actions
 // as pending, in that order.
 func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions []slurm.Action, took time.Duration, registered func(string) bool) (store.Decision, error) {
-	for _, j := range v.Rigid {
+	others := slices.Clone(v.Rigid)
+	for _, a := range v.Arrays {
+		others = append(others, a.job)
+	}
+	for _, j := range others {
 		sj := store.Job{ID: int64(j.ID), Class: store.BestEffort, State: j.State, Submitted: j.SubmitTime}
 		if j.Tag != nil && registered(j.Tag.ModelType) {
 			sj.ModelType = j.Tag.ModelType

@@ -696,3 +696,31 @@ func TestCycleAroundDrainedAndReservedNodes(t *testing.T) {
 		})
 	}
 }
+
+// A held job array whose tasks are still one record is split, not started:
+// a release would start every task alike. Its tasks are planned once they
+// are jobs of their own.
+func TestCycleSplitsJobArrays(t *testing.T) {
+	array := heldJob(50, "bert", 1, 2)
+	array.ArrayTasks = "0-3"
+	c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{array}}
+	a := &fakeApplier{}
+	d, _ := newTestDaemon(t, c, a)
+	if _, err := d.Cycle(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	want := []slurm.Action{{Kind: slurm.ActionSplit, JobID: 50, Tasks: []int{0, 1, 2, 3}}}
+	if diff := cmp.Diff(want, a.got); diff != "" {
+		t.Errorf("actions (-want +got):\n%s", diff)
+	}
+
+	big := heldJob(51, "bert", 1, 2)
+	big.ArrayTasks = "0-999%8"
+	c.jobs, a.got = []slurm.Job{big}, nil
+	if _, err := d.Cycle(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.got) != 1 || len(a.got[0].Tasks) != splitPerCycle || a.got[0].Tasks[splitPerCycle-1] != splitPerCycle-1 {
+		t.Errorf("actions %+v, want the first %d tasks split", a.got, splitPerCycle)
+	}
+}

@@ -29,6 +29,10 @@ const (
 	// ActionPreempt checkpoints a running job and puts it back in the queue,
 	// held.
 	ActionPreempt ActionKind = "preempt"
+	// ActionSplit splits tasks off a pending job array's single record, each
+	// into a job of its own that keeps the hold and the tag, so that every
+	// task can be sized and released alone.
+	ActionSplit ActionKind = "split"
 )
 
 // Action is one change to one job, in Slurm's terms.
@@ -39,6 +43,8 @@ type Action struct {
 	// (shrink). For start and restart it may be empty to let Slurm place
 	// NumNodes nodes.
 	Nodes []string
+	// Tasks are the array task IDs a split takes off the array's record.
+	Tasks []int
 	// ClearNodes, with Nodes empty, also clears the node list an earlier
 	// start set, so that Slurm places the job anywhere.
 	ClearNodes bool
@@ -208,6 +214,8 @@ type run struct {
 	a   *Applier
 	res ActionResult
 	log *slog.Logger
+	// ref names the job to scontrol and scancel (Job.Ref), once read.
+	ref string
 }
 
 func (r *run) do(ctx context.Context) error {
@@ -222,7 +230,21 @@ func (r *run) do(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.ref = job.Ref()
 	switch act.Kind {
+	case ActionSplit:
+		if job.State != StatePending || job.ArrayTasks == "" {
+			return fmt.Errorf("split job %d: %w: %s, not a pending array record", act.JobID, ErrJobState, job.State)
+		}
+		for _, k := range act.Tasks {
+			// Any update of one task splits it off; the AdminComment it
+			// already has is one that cannot change anything else.
+			task := fmt.Sprintf("JobId=%d_%d", act.JobID, k)
+			if err := r.cmd(ctx, "split", r.a.cfg.Scontrol, "update", task, "AdminComment="+job.AdminComment); err != nil {
+				return err
+			}
+		}
+		return nil
 	case ActionAnnotate:
 		if act.Tag == nil {
 			return fmt.Errorf("%w: annotate without a tag", ErrBadAction)
@@ -289,6 +311,15 @@ func validateAction(act Action) error {
 		if numNodes(act) < 1 {
 			return bad("shrinking to %d nodes", numNodes(act))
 		}
+	case ActionSplit:
+		if len(act.Tasks) == 0 {
+			return bad("no tasks")
+		}
+		for _, k := range act.Tasks {
+			if k < 0 {
+				return bad("task %d", k)
+			}
+		}
 	}
 	return nil
 }
@@ -314,8 +345,13 @@ func validToken(s string) bool {
 	return true
 }
 
-func (r *run) jobArg() string { return "JobId=" + strconv.Itoa(r.res.Action.JobID) }
-func (r *run) id() string     { return strconv.Itoa(r.res.Action.JobID) }
+func (r *run) jobArg() string { return "JobId=" + r.id() }
+func (r *run) id() string {
+	if r.ref != "" {
+		return r.ref
+	}
+	return strconv.Itoa(r.res.Action.JobID)
+}
 
 // annotate merges the tag into the AdminComment the job has now.
 func (r *run) annotate(ctx context.Context, job Job) error {

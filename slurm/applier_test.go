@@ -445,3 +445,66 @@ func TestWithoutJobID(t *testing.T) {
 		t.Error(diff)
 	}
 }
+
+func TestApplySplit(t *testing.T) {
+	array := pendingHeld(40)
+	array.ArrayTasks, array.AdminComment = "0-3", "rubick:v1 model=bert class=best-effort"
+	f := newApplierFixture(t, map[int][]Job{40: {array}}, nil)
+	res := f.app.ApplyOne(context.Background(), Action{Kind: ActionSplit, JobID: 40, Tasks: []int{0, 1}})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	want := [][]string{
+		{"/usr/bin/scontrol", "update", "JobId=40_0", "AdminComment=rubick:v1 model=bert class=best-effort"},
+		{"/usr/bin/scontrol", "update", "JobId=40_1", "AdminComment=rubick:v1 model=bert class=best-effort"},
+	}
+	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
+		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+
+	// A job that is no array record (split already) is not touched.
+	f = newApplierFixture(t, map[int][]Job{41: {pendingHeld(41)}}, nil)
+	if res := f.app.ApplyOne(context.Background(), Action{Kind: ActionSplit, JobID: 41, Tasks: []int{0}}); !errors.Is(res.Err, ErrJobState) {
+		t.Errorf("split of a plain job: %v, want ErrJobState", res.Err)
+	}
+	for _, tasks := range [][]int{nil, {-1}} {
+		if res := f.app.ApplyOne(context.Background(), Action{Kind: ActionSplit, JobID: 41, Tasks: tasks}); !errors.Is(res.Err, ErrBadAction) {
+			t.Errorf("split of tasks %v: %v, want ErrBadAction", tasks, res.Err)
+		}
+	}
+	if len(f.runner.Calls()) != 0 {
+		t.Errorf("scontrol ran: %v", f.runner.Calls())
+	}
+}
+
+// The array's last record keeps the array's ID, which names every task to
+// scontrol: a task is always named ARRAY_TASK.
+func TestApplyStartArrayTask(t *testing.T) {
+	task := pendingHeld(40)
+	task.ArrayJobID, task.ArrayTaskID = 40, 3
+	f := newApplierFixture(t, map[int][]Job{40: {task}}, nil)
+	res := f.app.ApplyOne(context.Background(), Action{Kind: ActionStart, JobID: 40, NumNodes: 1, CPUsPerTask: 2})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	want := [][]string{
+		{"/usr/bin/scontrol", "update", "JobId=40_3", "NumNodes=1-1", "NumTasks=1", "CPUsPerTask=2", "NumCPUs=2"},
+		{"/usr/bin/scontrol", "release", "40_3"},
+	}
+	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
+		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+}
+
+func TestJobRef(t *testing.T) {
+	for want, j := range map[string]Job{
+		"7":    {ID: 7},
+		"40_3": {ID: 40, ArrayJobID: 40, ArrayTaskID: 3},
+		"40_0": {ID: 41, ArrayJobID: 40, ArrayTaskID: 0},
+		"40":   {ID: 40, ArrayJobID: 40, ArrayTasks: "0-2"},
+	} {
+		if got := j.Ref(); got != want {
+			t.Errorf("%+v.Ref() = %q, want %q", j, got, want)
+		}
+	}
+}

@@ -1,6 +1,9 @@
 package slurm
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // API versions of slurmrestd that this package speaks.
 const (
@@ -77,6 +80,14 @@ type Job struct {
 
 	Comment      string
 	AdminComment string
+	// ArrayJobID is the job array's ID for a task of one (its own record,
+	// split off or the array's last); 0 for other jobs. ArrayTaskID is the
+	// task's ID then.
+	ArrayJobID, ArrayTaskID int
+	// ArrayTasks lists the tasks of a job array that are still one pending
+	// record under this ID ("0-3", "0,2-3", "0-15:4"); empty for any other
+	// job, array tasks Slurm has split off included.
+	ArrayTasks string
 	// Tag is the rubick tag parsed from AdminComment; nil when there is none.
 	Tag *Tag
 	// TagErr is the parse error of a malformed rubick tag, nil otherwise.
@@ -99,6 +110,17 @@ type Node struct {
 	MemAllocMB int64
 	Partitions []string
 	Reason     string
+}
+
+// Ref names the job to scontrol and scancel: "ARRAY_TASK" for a task of a
+// job array, since the array's ID (which the array's last record keeps as
+// its own) names every task; the ID for other jobs and for an array record
+// that still holds several tasks.
+func (j Job) Ref() string {
+	if j.ArrayJobID > 0 && j.ArrayTasks == "" {
+		return strconv.Itoa(j.ArrayJobID) + "_" + strconv.Itoa(j.ArrayTaskID)
+	}
+	return strconv.Itoa(j.ID)
 }
 
 // Partition is a Slurm partition.

@@ -159,6 +159,9 @@ func (w v38Job) domain() Job {
 		StartTime:    unixTime(deref(w.StartTime)),
 		TimeLimit:    minutes(deref(w.TimeLimit)),
 		Comment:      deref(w.Comment),
+		ArrayTasks:   deref(w.ArrayTaskString),
+		ArrayJobID:   deref(w.ArrayJobId),
+		ArrayTaskID:  deref(w.ArrayTaskId),
 		AdminComment: deref(w.AdminComment),
 	}
 	j.Held = j.State == StatePending && (w.Priority != nil && j.Priority == 0 || heldReason(j.Reason))

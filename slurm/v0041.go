@@ -148,6 +148,9 @@ func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
 			StartTime:    unixTime(num(w.StartTime)),
 			TimeLimit:    minutes(num(w.TimeLimit)),
 			Comment:      deref(w.Comment),
+			ArrayTasks:   deref(w.ArrayTaskString),
+			ArrayJobID:   int(num(w.ArrayJobId)),
+			ArrayTaskID:  int(num(w.ArrayTaskId)),
 			AdminComment: deref(w.AdminComment),
 		}
 		j.Held = j.State == StatePending &&

@@ -53,6 +53,10 @@ func main() {
 
 // config is the parsed command line.
 type config struct {
+	// jobRef names the job to scontrol: $SLURM_JOB_ID, or ARRAY_TASK for a
+	// task of a job array (whose own ID, for the array's last record, would
+	// name every task of the array).
+	jobRef                               string
 	plan, dialect, mode, gpuBind, signal string
 	scontrol, srun                       string
 	stateDir, checkpointDir, modelType   string
@@ -179,6 +183,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return exitUsage
 	}
 	jobID := getenv("SLURM_JOB_ID")
+	cfg.jobRef = jobID
+	a, aerr := strconv.ParseUint(getenv("SLURM_ARRAY_JOB_ID"), 10, 64)
+	k, kerr := strconv.ParseUint(getenv("SLURM_ARRAY_TASK_ID"), 10, 64)
+	if jobID != "" && aerr == nil && kerr == nil {
+		cfg.jobRef = fmt.Sprintf("%d_%d", a, k)
+	}
 	log, err := newLogger(cfg.logLevel, stderr, jobID)
 	if err != nil {
 		fmt.Fprintln(stderr, "rubick-srun:", err)
@@ -228,7 +238,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			if sig := ph.run(ctx); sig != 0 {
 				if sig == cfg.checkpointSig {
 					if cfg.requeue && jobID != "" {
-						_ = requeueHold(ctx, cfg.scontrol, jobID, whyCheckpoint, log)
+						_ = requeueHold(ctx, cfg.scontrol, cfg.jobRef, whyCheckpoint, log)
 					}
 					return exitCheckpointed
 				}
@@ -284,7 +294,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	log.Info("launching", "argv", shellQuote(st.argv))
 	status, checkpointed := launchStep(ctx, st, cfg.checkpointSig, samples, stdout, stderr, log)
 	if checkpointed && cfg.requeue && jobID != "" {
-		_ = requeueHold(ctx, cfg.scontrol, jobID, whyCheckpoint, log)
+		_ = requeueHold(ctx, cfg.scontrol, cfg.jobRef, whyCheckpoint, log)
 	}
 	return status
 }
@@ -324,7 +334,7 @@ func jobPlan(ctx context.Context, cfg config, jobID string, log *slog.Logger) (*
 		log.Warn("not in a Slurm job (SLURM_JOB_ID unset) and no --plan")
 		return nil, nil, nil
 	}
-	tag, err := readTag(ctx, cfg.scontrol, jobID)
+	tag, err := readTag(ctx, cfg.scontrol, cfg.jobRef)
 	if err != nil {
 		log.Warn("cannot read the job's rubick tag", "err", err)
 		return nil, nil, nil
@@ -554,7 +564,7 @@ func refuse(ctx context.Context, cfg config, jobID, modelType string, plan model
 	if err := sendLaunch(ctx, cfg, jobID, modelType, plan, true, log); err != nil {
 		log.Error("could not tell rubickd what the launch line cannot run; it may choose the same plan again", "err", err)
 	}
-	if cfg.requeue && requeueHold(ctx, cfg.scontrol, jobID, whyRefused, log) == nil {
+	if cfg.requeue && requeueHold(ctx, cfg.scontrol, cfg.jobRef, whyRefused, log) == nil {
 		return exitCheckpointed
 	}
 	sigs := make(chan os.Signal, 1)
@@ -564,7 +574,7 @@ func refuse(ctx context.Context, cfg config, jobID, modelType string, plan model
 	case <-sigs:
 		log.Info("rubickd signalled the restart")
 		if cfg.requeue {
-			_ = requeueHold(ctx, cfg.scontrol, jobID, whyRefused, log) // rubickd requeues it otherwise
+			_ = requeueHold(ctx, cfg.scontrol, cfg.jobRef, whyRefused, log) // rubickd requeues it otherwise
 		}
 		return exitCheckpointed
 	case <-time.After(refuseWait):

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -337,8 +338,22 @@ func TestRunUnsupportedOwnPlan(t *testing.T) {
 
 // A plain DeepSpeed script cannot take a TP plan: rubick-srun runs
 // nothing, tells rubickd what the line cannot run, and requeues the job
-// held for rubickd to start it again with another plan.
+// held for rubickd to start it again with another plan. A task of a job
+// array is named ARRAY_TASK to scontrol: its own ID may be the array's,
+// which names every task.
 func TestRunRefusedPlan(t *testing.T) {
+	for name, tc := range map[string]struct {
+		env map[string]string
+		ref string // what scontrol is given
+	}{
+		"job":        {map[string]string{}, "42"},
+		"array task": {map[string]string{"SLURM_ARRAY_JOB_ID": "40", "SLURM_ARRAY_TASK_ID": "3"}, "40_3"},
+	} {
+		t.Run(name, func(t *testing.T) { testRunRefusedPlan(t, tc.env, tc.ref) })
+	}
+}
+
+func testRunRefusedPlan(t *testing.T, extraEnv map[string]string, ref string) {
 	bin := fakes(t)
 	dir := t.TempDir()
 	srunLog, scontrolLog := filepath.Join(dir, "argv.json"), filepath.Join(dir, "scontrol.log")
@@ -351,8 +366,10 @@ func TestRunRefusedPlan(t *testing.T) {
 	}
 	var col collector
 	srv := col.server(t)
-	env := envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NUM_NODES": "1", "SLURM_GPUS_ON_NODE": "2",
-		"SLURM_CPUS_ON_NODE": "8", "SLURM_SUBMIT_DIR": dir})
+	vars := map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NUM_NODES": "1", "SLURM_GPUS_ON_NODE": "2",
+		"SLURM_CPUS_ON_NODE": "8", "SLURM_SUBMIT_DIR": dir}
+	maps.Copy(vars, extraEnv)
+	env := envMap(vars)
 	var out, errOut bytes.Buffer
 	code := run(t.Context(), []string{"--scontrol", filepath.Join(bin, "scontrol"), "--srun", filepath.Join(bin, "srun"),
 		"--munge", filepath.Join(bin, "munge"), "--report-url", srv.URL, "--",
@@ -364,8 +381,8 @@ func TestRunRefusedPlan(t *testing.T) {
 		t.Errorf("srun ran (%v): a plan the line cannot take must not start", err)
 	}
 	calls, err := os.ReadFile(scontrolLog)
-	if err != nil || !strings.Contains(string(calls), "requeuehold 42") {
-		t.Errorf("scontrol calls %q (%v), want a requeuehold of job 42", calls, err)
+	if err != nil || !strings.Contains(string(calls), "show job -o "+ref+"\n") || !strings.Contains(string(calls), "requeuehold "+ref+"\n") {
+		t.Errorf("scontrol calls %q (%v), want the tag read and a requeuehold of %s", calls, err, ref)
 	}
 	col.mu.Lock()
 	defer col.mu.Unlock()

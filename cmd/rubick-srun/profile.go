@@ -515,7 +515,7 @@ func (b *signalBox) get() syscall.Signal {
 // may have fitted the model type and chosen another. It keeps old when the
 // tag cannot be read or holds no valid plan.
 func rereadPlan(ctx context.Context, cfg config, jobID string, old *model.Plan, log *slog.Logger) *model.Plan {
-	tag, err := readTag(ctx, cfg.scontrol, jobID)
+	tag, err := readTag(ctx, cfg.scontrol, cfg.jobRef)
 	if err == nil && (tag == nil || tag.Plan == "") {
 		err = errors.New("the job's AdminComment has no rubick plan")
 	}

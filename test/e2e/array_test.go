@@ -1,0 +1,87 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rubick-sched/rubick/store"
+)
+
+// TestJobArray: a job array submitted with --model-type is one pending
+// record until its tasks are split off. rubickd splits them and plans each
+// task on its own (each has its own start in the plan history); releasing
+// the record would have started every task alike, unplanned.
+func TestJobArray(t *testing.T) {
+	l := labFromEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir, bin := buildInto(t, "array")
+	cfgPath, _, dbPath := writeConfig(t, l, dir, "")
+	var ids []string
+	defer scancelAll(l, &ids)
+
+	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
+	d.start()
+	defer d.stop()
+
+	body := fmt.Sprintf(`#!/bin/bash
+exec %[1]s/rubick-srun --launcher gpu -- \
+  %[1]s/rubick-emu-trainer --model-type bert --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \
+  --micro-batch-size 1 --global-batch-size 32 --train-iters 20 --time-scale 0.01 --log-interval 5 \
+  --save %[2]s/ckpt-"$SLURM_JOB_ID"
+`, bin, dir)
+	id := l.submitScript(t, dir, body, &ids, "--array=0-2", "--model-type=bert", "-p", "gpu", "-J", "e2e-array", "-N", "1",
+		"--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue")
+
+	// sacct lists each task with its own job id (JobIDRaw) once it ran.
+	var tasks map[string]string // task (e.g. 12_0) -> job id
+	for ctx.Err() == nil {
+		out := l.run(t, "sacct", "-P", "-X", "-n", "-j", strconv.Itoa(id), "-o", "JobID,JobIDRaw,State")
+		tasks = map[string]string{}
+		done := 0
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			f := strings.Split(line, "|")
+			if len(f) != 3 || strings.Contains(f[0], "[") {
+				continue
+			}
+			tasks[f[0]] = f[1]
+			if f[2] == "COMPLETED" {
+				done++
+			} else if f[2] != "PENDING" && f[2] != "RUNNING" && !strings.HasPrefix(f[2], "REQUEUE") {
+				t.Fatalf("task %s ended %s; rubickd log %s", f[0], f[2], d.log)
+			}
+		}
+		if done == 3 {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if len(tasks) != 3 {
+		t.Fatalf("array %d: tasks %v, want 3 completed; rubickd log %s", id, tasks, d.log)
+	}
+	st, err := store.Open(ctx, dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for task, raw := range tasks {
+		jid, _ := strconv.ParseInt(raw, 10, 64)
+		hist, err := st.PlanHistory(ctx, jid)
+		starts := 0
+		for _, a := range hist {
+			if a.Kind == "start" && a.Plan.GPUs() > 0 {
+				starts++
+			}
+		}
+		if err != nil || starts != 1 {
+			t.Errorf("task %s (job %d): %d planned starts in the history (%v), want 1; rubickd log %s", task, jid, starts, err, d.log)
+		}
+	}
+}
