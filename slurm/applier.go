@@ -383,6 +383,11 @@ func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeue
 		argv = append(argv, "MinMemoryNode="+strconv.FormatInt(act.MemPerNodeMB, 10))
 	}
 	if act.GPUsPerNode > 0 {
+		if job.GPUsNotPerNode {
+			// A --gpus or --gpus-per-task request beside Gres=gpu:N is an
+			// invalid gres specification; both must be cleared, together.
+			argv = append(argv, "TresPerJob=", "TresPerTask=")
+		}
 		// Gres=gpu:N works in 22.05 and 24.11; TresPerNode=gres/gpu:N is
 		// silently ignored by 22.05.
 		argv = append(argv, "Gres=gpu:"+strconv.Itoa(act.GPUsPerNode))

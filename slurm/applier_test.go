@@ -508,3 +508,24 @@ func TestJobRef(t *testing.T) {
 		}
 	}
 }
+
+// A job that asked for its GPUs with --gpus or --gpus-per-task has those
+// requests cleared with the resize: beside Gres=gpu:N they are an invalid
+// gres specification.
+func TestApplyStartClearsGPUsPerJob(t *testing.T) {
+	job := pendingHeld(33)
+	job.GPUsPerNode, job.GPUsNotPerNode = 4, true
+	f := newApplierFixture(t, map[int][]Job{33: {job}}, nil)
+	res := f.app.ApplyOne(context.Background(), Action{Kind: ActionStart, JobID: 33, Nodes: []string{"node1"}, GPUsPerNode: 8, CPUsPerTask: 2})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	want := [][]string{
+		{"/usr/bin/scontrol", "update", "JobId=33", "NumNodes=1-1", "NumTasks=1", "CPUsPerTask=2", "NumCPUs=2",
+			"TresPerJob=", "TresPerTask=", "Gres=gpu:8", "NodeList=node1"},
+		{"/usr/bin/scontrol", "release", "33"},
+	}
+	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
+		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+}

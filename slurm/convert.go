@@ -23,15 +23,35 @@ func reason(r string) string {
 	return r
 }
 
+// jobTRES is what slurmrestd says of a job's nodes and trackable resources.
+type jobTRES struct {
+	nodes                                string
+	perNode, perJob, perTask, alloc, req string
+	gresDetail                           []string
+}
+
 // setJobResources fills the node list and GPU counts from the strings both
 // API versions share.
-func setJobResources(j *Job, nodes, tresPerNode, tresAlloc string, gresDetail []string) {
-	if list, err := ExpandHostlist(nodes); err == nil {
+func setJobResources(j *Job, t jobTRES) {
+	if list, err := ExpandHostlist(t.nodes); err == nil {
 		j.NodeList = list
 	}
-	j.GPUsPerNode = gpusFromGres(tresPerNode)
+	j.GPUsPerNode = gpusFromGres(t.perNode)
+	if j.GPUsPerNode == 0 && j.State == StatePending {
+		// --gpus=N or --gpus-per-task asks for GPUs per job or task; the
+		// total over the job's nodes is the per-node count rubick's
+		// resize (Gres=gpu:N) replaces it with. tres_req_str has the
+		// total only where AccountingStorageTRES lists gres/gpu.
+		total := tresGPUs(t.req)
+		if total == 0 {
+			total = gpusFromGres(t.perJob) + gpusFromGres(t.perTask)*max(j.Tasks, 1)
+		}
+		if n := max(j.NodeCount, 1); total > 0 && total%n == 0 {
+			j.GPUsPerNode, j.GPUsNotPerNode = total/n, true
+		}
+	}
 	detail := 0
-	for _, d := range gresDetail {
+	for _, d := range t.gresDetail {
 		n := gpusFromGres(d)
 		detail += n
 		if j.GPUsPerNode == 0 {
@@ -42,7 +62,7 @@ func setJobResources(j *Job, nodes, tresPerNode, tresAlloc string, gresDetail []
 	}
 	// tres_alloc_str lacks gres/gpu unless AccountingStorageTRES has it;
 	// gres_detail (one entry per allocated node) is always there.
-	j.GPUs = tresGPUs(tresAlloc)
+	j.GPUs = tresGPUs(t.alloc)
 	if j.GPUs == 0 {
 		j.GPUs = detail
 	}

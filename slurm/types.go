@@ -60,6 +60,10 @@ type Job struct {
 	// GPUsPerNode is the GPU count per node, from the request (tres_per_node
 	// "gres:gpu:4" in 22.05, "gres/gpu:4" in 24.11), else the allocation.
 	GPUsPerNode int
+	// GPUsNotPerNode is true for a pending job that asked for its GPUs per
+	// job or per task (--gpus, --gpus-per-task): GPUsPerNode is then its
+	// total over its nodes, and a resize must clear those requests.
+	GPUsNotPerNode bool
 	// GPUs is the total allocated GPU count (tres_alloc_str), 0 when pending.
 	GPUs        int
 	CPUs        int

@@ -165,7 +165,8 @@ func (w v38Job) domain() Job {
 		AdminComment: deref(w.AdminComment),
 	}
 	j.Held = j.State == StatePending && (w.Priority != nil && j.Priority == 0 || heldReason(j.Reason))
-	setJobResources(&j, deref(w.Nodes), deref(w.TresPerNode), deref(w.TresAllocStr), deref(w.GresDetail))
+	setJobResources(&j, jobTRES{nodes: deref(w.Nodes), perNode: deref(w.TresPerNode), perJob: deref(w.TresPerJob),
+		perTask: deref(w.TresPerTask), alloc: deref(w.TresAllocStr), req: deref(w.TresReqStr), gresDetail: deref(w.GresDetail)})
 	return j
 }
 

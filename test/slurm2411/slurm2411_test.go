@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -115,4 +116,87 @@ func cancelJob(root string, id int) {
 
 func runArgv(argv ...string) error {
 	return exec.Command(argv[0], argv[1:]...).Run()
+}
+
+// On 24.11 too: a --gpus job is resized to a per-node count (its per-job
+// request cleared), and a held job array is split, its last record then
+// started under ARRAY_TASK.
+func TestV0041GPUsPerJobAndArrays(t *testing.T) {
+	root := os.Getenv("SLURM_CHROOT")
+	url, token := os.Getenv("SLURMRESTD_URL"), os.Getenv("SLURMRESTD_TOKEN_FILE")
+	if root == "" || url == "" || token == "" {
+		t.Skip("SKIP: no Slurm 24.11 chroot lab in the environment (as root: make lab-2411; source /tmp/rubick-trixie/lab/env.sh)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := slurm.NewCluster(ctx, slurm.Config{URL: url, User: "root", TokenFile: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scontrol := filepath.Join(t.TempDir(), "scontrol")
+	wrapper := fmt.Sprintf("#!/bin/sh\nexec chroot %s env -u SLURM_CONF scontrol \"$@\"\n", root)
+	if err := os.WriteFile(scontrol, []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	app, err := slurm.NewApplier(slurm.ApplierConfig{Scontrol: scontrol, Scancel: scontrol, Cluster: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbatch := func(args ...string) int {
+		argv := append([]string{root, "env", "-u", "SLURM_CONF", "sbatch", "--parsable", "-H", "-p", "gpu", "-D", "/tmp", "-o", "/dev/null"}, args...)
+		out, err := exec.Command("chroot", append(argv, "--wrap", "sleep 120")...).Output()
+		if err != nil {
+			t.Fatalf("sbatch %v: %v", args, err)
+		}
+		id, err := strconv.Atoi(strings.Split(strings.TrimSpace(string(out)), ";")[0])
+		if err != nil {
+			t.Fatalf("sbatch printed %q", out)
+		}
+		t.Cleanup(func() { cancelJob(root, id) })
+		return id
+	}
+	running := func(id int) slurm.Job {
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			j, err := c.Job(ctx, id)
+			if err == nil && j.State == slurm.StateRunning {
+				return j
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("job %d not running 60 s after release: %+v %v", id, j, err)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+
+	id := sbatch("--gpus=2")
+	j, err := c.Job(ctx, id)
+	if err != nil || j.GPUsPerNode != 2 || !j.GPUsNotPerNode {
+		t.Fatalf("--gpus=2 job %d: %d GPUs per node, not per node %v (%v); want 2, true", id, j.GPUsPerNode, j.GPUsNotPerNode, err)
+	}
+	if res := app.ApplyOne(ctx, slurm.Action{Kind: slurm.ActionStart, JobID: id, NumNodes: 1, GPUsPerNode: 4, CPUsPerTask: 2}); res.Err != nil {
+		t.Fatalf("start: %v (steps %+v)", res.Err, res.Steps)
+	}
+	if j := running(id); j.GPUs != 4 {
+		t.Errorf("--gpus=2 job resized to 4 per node runs with %d GPUs", j.GPUs)
+	}
+
+	arr := sbatch("--array=0-1", "--gres=gpu:1")
+	j, err = c.Job(ctx, arr)
+	if err != nil || j.ArrayTasks == "" {
+		t.Fatalf("array %d: tasks %q (%v), want one record for both", arr, j.ArrayTasks, err)
+	}
+	if res := app.ApplyOne(ctx, slurm.Action{Kind: slurm.ActionSplit, JobID: arr, Tasks: []int{0, 1}}); res.Err != nil {
+		t.Fatalf("split: %v (steps %+v)", res.Err, res.Steps)
+	}
+	j, err = c.Job(ctx, arr)
+	if err != nil || j.ArrayTasks != "" || j.Ref() != fmt.Sprintf("%d_1", arr) || !j.Held {
+		t.Fatalf("array %d after the split: tasks %q, ref %s, held %v (%v); want task 1 alone, held", arr, j.ArrayTasks, j.Ref(), j.Held, err)
+	}
+	if res := app.ApplyOne(ctx, slurm.Action{Kind: slurm.ActionStart, JobID: arr, NumNodes: 1, GPUsPerNode: 2, CPUsPerTask: 2}); res.Err != nil {
+		t.Fatalf("start of the array's last record: %v (steps %+v)", res.Err, res.Steps)
+	}
+	if j := running(arr); j.GPUs != 2 {
+		t.Errorf("array task resized to 2 GPUs runs with %d", j.GPUs)
+	}
 }
