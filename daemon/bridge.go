@@ -114,6 +114,33 @@ func (v *View) SplitActions() []slurm.Action {
 	return out
 }
 
+// allowedNodes lists the usable nodes a job's --constraint and --exclude
+// leave it; nil when it has neither. A constraint rubick cannot evaluate
+// node by node, or one no node satisfies, is an error: Slurm places the job.
+func allowedNodes(j slurm.Job, nodes []slurm.Node, partitions []string) ([]string, error) {
+	if j.Constraint == "" && len(j.Excluded) == 0 {
+		return nil, nil
+	}
+	var out []string
+	for _, n := range nodes {
+		if !usable(n, partitions) || slices.Contains(j.Excluded, n.Name) {
+			continue
+		}
+		ok, err := slurm.MatchConstraint(j.Constraint, n.Features)
+		if err != nil {
+			return nil, fmt.Errorf("job %d: --constraint: %w", j.ID, err)
+		}
+		if ok {
+			out = append(out, n.Name)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("job %d: no usable node of the managed partitions satisfies --constraint=%q without the %d --exclude nodes",
+			j.ID, j.Constraint, len(j.Excluded))
+	}
+	return out, nil
+}
+
 // clusterShape is what the managed partitions' usable nodes add up to.
 type clusterShape struct {
 	nodeGPUs int // GPUs of the largest node
@@ -239,6 +266,9 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 			continue
 		}
 		mj, pj, err := convertJob(cfg, now, j, e, facts[j.ID], shape, limit)
+		if err == nil {
+			pj.Nodes, err = allowedNodes(j, nodes, cfg.Partitions)
+		}
 		if err == nil && mj.adjusted != "" {
 			v.Adjusted[j.ID] = mj.adjusted
 			log.Debug("request adjusted", "job", j.ID, "why", mj.adjusted)

@@ -724,3 +724,52 @@ func TestCycleSplitsJobArrays(t *testing.T) {
 		t.Errorf("actions %+v, want the first %d tasks split", a.got, splitPerCycle)
 	}
 }
+
+// --constraint and --exclude bound where rubick places a job; a constraint
+// rubick cannot evaluate node by node leaves the placement to Slurm.
+func TestCycleKeepsToConstraints(t *testing.T) {
+	tests := map[string]struct {
+		constraint string
+		excluded   []string
+		nodes      []string // where it may start; nil: released for Slurm to place
+		ignored    string
+	}{
+		"feature":          {constraint: "a100", nodes: []string{"node2", "node3"}},
+		"feature or":       {constraint: "h100|a100&ib", nodes: []string{"node2"}},
+		"exclude":          {excluded: []string{"node1", "node2"}, nodes: []string{"node3"}},
+		"feature, exclude": {constraint: "a100", excluded: []string{"node2"}, nodes: []string{"node3"}},
+		"brackets":         {constraint: "[a100|h100]", ignored: "unsupported constraint"},
+		"no such node":     {constraint: "h100", ignored: "no usable node"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			nodes := labNodes(3)
+			nodes[1].Features = []string{"a100", "ib"}
+			nodes[2].Features = []string{"a100"}
+			j := heldJob(21, "bert", 1, 4)
+			j.Constraint, j.Excluded = tc.constraint, tc.excluded
+			c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{j}}
+			a := &fakeApplier{}
+			d, _ := newTestDaemon(t, c, a)
+			rep, err := d.Cycle(context.Background(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(a.got) != 1 || a.got[0].Kind != slurm.ActionStart {
+				t.Fatalf("actions %+v, want one start", a.got)
+			}
+			got := a.got[0].Nodes
+			if tc.nodes == nil && len(got) > 0 || len(got) == 0 && tc.nodes != nil {
+				t.Errorf("started on %v, want %v", got, tc.nodes)
+			}
+			for _, n := range got {
+				if !slices.Contains(tc.nodes, n) {
+					t.Errorf("started on %v, want only nodes of %v", got, tc.nodes)
+				}
+			}
+			if why := rep.Ignored[21]; !strings.Contains(why, tc.ignored) || (why == "") != (tc.ignored == "") {
+				t.Errorf("report ignores the job: %q, want it to say %q", why, tc.ignored)
+			}
+		})
+	}
+}

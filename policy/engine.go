@@ -55,8 +55,10 @@ type slot struct{ node, gpus, cpus int }
 
 // jstate is one job during a round.
 type jstate struct {
-	j       *Job
-	idx     int
+	j   *Job
+	idx int
+	// allowed marks the nodes the job may run on, by index; nil: any.
+	allowed []bool
 	est     Estimator
 	running bool   // held resources in the snapshot
 	orig    []slot // the snapshot's allocation, by node index
@@ -172,6 +174,14 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
 		js := &jstate{j: j, idx: i, est: s.Models[j.Model], running: j.Running(), freshVer: -1}
+		if len(j.Nodes) > 0 {
+			js.allowed = make([]bool, len(s.Nodes))
+			for _, name := range j.Nodes {
+				if n, ok := s.NodeIndex(name); ok {
+					js.allowed[n] = true
+				}
+			}
+		}
 		for _, a := range j.Alloc {
 			n, _ := s.NodeIndex(a.Node)
 			if a.GPUs == 0 && a.CPUs == 0 {
@@ -338,6 +348,9 @@ func (e *engine) jobInfo(r *round, js *jstate) jobInfo {
 	e.mu.Unlock()
 	return info
 }
+
+// may reports whether js may run on node n (Job.Nodes).
+func (js *jstate) may(n int) bool { return js.allowed == nil || js.allowed[n] }
 
 // on returns the GPUs js holds on node n.
 func (js *jstate) on(n int) int {
@@ -654,6 +667,9 @@ func withDelta(slots []slot, n, dg int) []slot {
 // take moves k GPUs on node n from v to j (v nil: from free GPUs; j nil:
 // to free GPUs).
 func (r *round) take(j, v *jstate, n, k int) bool {
+	if j != nil && !j.may(n) {
+		return false
+	}
 	if v != nil {
 		held := v.on(n)
 		var heldCPU int
@@ -701,7 +717,7 @@ func (r *round) nodeOrder(j *jstate, privileged bool) []int {
 		return own
 	}
 	for i := range r.nodes {
-		if j.on(i) > 0 {
+		if j.on(i) > 0 || !j.may(i) {
 			continue
 		}
 		nd := &r.nodes[i]
@@ -794,7 +810,7 @@ func (r *round) fitOn(j *jstate, k int) bool {
 	var cands []cand
 	for n := range r.nodes {
 		nd := &r.nodes[n]
-		if j.on(n) > 0 || nd.n.GPUs < k {
+		if j.on(n) > 0 || nd.n.GPUs < k || !j.may(n) {
 			continue
 		}
 		free := nd.freeGPU - r.reserved[n]

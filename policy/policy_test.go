@@ -635,3 +635,25 @@ func TestWithinRequest(t *testing.T) {
 		}
 	}
 }
+
+// A job that may run on some nodes only (its --constraint and --exclude)
+// gets GPUs there alone, from every policy, though the others are free.
+func TestJobNodes(t *testing.T) {
+	j := pt.NewJob("a", "small").GPUs(4).Obj()
+	j.Nodes = []string{"n2"}
+	s, err := policy.NewSnapshot(pt.Epoch.Add(time.Hour), pt.Cluster(4, 8), []policy.Job{j}, nil, pt.Models(), 260*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range policy.Names() {
+		a := decide(t, name, s).Actions[0]
+		if len(a.Alloc) == 0 {
+			t.Errorf("%s: %s (%s: %s), want a start on n2", name, a.Kind, a.Reason, a.Detail)
+		}
+		for _, n := range a.Alloc {
+			if n.Node != "n2" {
+				t.Errorf("%s: GPUs on %s, want n2 only", name, n.Node)
+			}
+		}
+	}
+}

@@ -218,7 +218,7 @@ func (q *queue) fit(s *Snapshot, free []qnode, pl model.Placement, j *Job) ([]in
 		g := pl[i]
 		best := -1
 		for n := range free {
-			if used[n] || free[n].gpus < g || free[n].cpus < q.minCPUs(j, g) || free[n].mem < q.cfg.HostMemPerGPUGB*float64(g) {
+			if used[n] || !j.may(s.Nodes[n].Name) || free[n].gpus < g || free[n].cpus < q.minCPUs(j, g) || free[n].mem < q.cfg.HostMemPerGPUGB*float64(g) {
 				continue
 			}
 			if best < 0 || free[n].gpus < free[best].gpus {

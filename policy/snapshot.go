@@ -117,11 +117,17 @@ type Job struct {
 	// RestartCost is what the job's own restarts were measured to cost; 0
 	// prices it as its model type (Snapshot.JobRestartCost).
 	RestartCost time.Duration `json:"restart_cost,omitempty"`
+	// Nodes, when not empty, are the only nodes the job may run on (those
+	// its --constraint and --exclude leave it); empty: any node.
+	Nodes []string `json:"nodes,omitempty"`
 	// WithinRequest holds the job to its request: no more GPUs, nodes or
 	// CPUs than it asked for. rubickd sets it once Slurm has held a larger
 	// allocation back for a QOS, association or partition limit.
 	WithinRequest bool `json:"within_request,omitempty"`
 }
+
+// may reports whether the job may run on the named node.
+func (j *Job) may(node string) bool { return len(j.Nodes) == 0 || slices.Contains(j.Nodes, node) }
 
 // hostMem is the host memory per node a policy books for the job: mem, or,
 // for a job held to its request, what it asked for per node unless the
@@ -243,6 +249,7 @@ func NewSnapshot(now time.Time, nodes []Node, jobs []Job, tenants []Tenant, mode
 	for i, j := range jobs {
 		j.Alloc = slices.Clone(j.Alloc)
 		j.Request.Placement = slices.Clone(j.Request.Placement)
+		j.Nodes = slices.Clone(j.Nodes)
 		s.Jobs[i] = j
 	}
 	slices.SortFunc(s.Jobs, func(a, b Job) int { return strings.Compare(a.ID, b.ID) })

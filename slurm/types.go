@@ -84,6 +84,10 @@ type Job struct {
 
 	Comment      string
 	AdminComment string
+	// Constraint is the job's --constraint (features its nodes must have);
+	// Excluded the nodes of its --exclude.
+	Constraint string
+	Excluded   []string
 	// ArrayJobID is the job array's ID for a task of one (its own record,
 	// split off or the array's last); 0 for other jobs. ArrayTaskID is the
 	// task's ID then.
@@ -114,6 +118,8 @@ type Node struct {
 	MemAllocMB int64
 	Partitions []string
 	Reason     string
+	// Features are the node's active features, what --constraint matches.
+	Features []string
 }
 
 // Ref names the job to scontrol and scancel: "ARRAY_TASK" for a task of a

@@ -160,6 +160,8 @@ func (w v38Job) domain() Job {
 		TimeLimit:    minutes(deref(w.TimeLimit)),
 		Comment:      deref(w.Comment),
 		ArrayTasks:   deref(w.ArrayTaskString),
+		Constraint:   deref(w.Features),
+		Excluded:     expandOrNil(deref(w.ExcludedNodes)),
 		ArrayJobID:   deref(w.ArrayJobId),
 		ArrayTaskID:  deref(w.ArrayTaskId),
 		AdminComment: deref(w.AdminComment),
@@ -201,6 +203,7 @@ func (b *v38) nodes(ctx context.Context) ([]Node, error) {
 			MemAllocMB: deref(n.AllocMemory),
 			Partitions: deref(n.Partitions),
 			Reason:     deref(n.Reason),
+			Features:   splitList(deref(n.ActiveFeatures)),
 		})
 	}
 	return out, nil

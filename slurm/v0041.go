@@ -149,6 +149,8 @@ func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
 			TimeLimit:    minutes(num(w.TimeLimit)),
 			Comment:      deref(w.Comment),
 			ArrayTasks:   deref(w.ArrayTaskString),
+			Constraint:   deref(w.Features),
+			Excluded:     expandOrNil(deref(w.ExcludedNodes)),
 			ArrayJobID:   int(num(w.ArrayJobId)),
 			ArrayTaskID:  int(num(w.ArrayTaskId)),
 			AdminComment: deref(w.AdminComment),
@@ -196,6 +198,7 @@ func (b *v41) nodes(ctx context.Context) ([]Node, error) {
 			MemAllocMB: deref(n.AllocMemory),
 			Partitions: deref(n.Partitions),
 			Reason:     deref(n.Reason),
+			Features:   deref(n.ActiveFeatures),
 		})
 	}
 	return out, nil

@@ -158,9 +158,11 @@ install_file() {
   echo "JobAcctGatherType=jobacct_gather/linux"
   echo "JobAcctGatherFrequency=30"
   for i in $(seq 1 "$NODES"); do
+    # two GPU kinds, as features for --constraint (the first half a100)
+    feature=h100; [ "$i" -le $((NODES / 2)) ] && feature=a100
     echo "NodeName=node$i NodeHostname=$HN NodeAddr=127.0.0.1 Port=$((SLURMD_PORT_BASE + i))" \
       "CPUs=$NODE_CPUS Boards=1 SocketsPerBoard=2 CoresPerSocket=$((NODE_CPUS / 2)) ThreadsPerCore=1" \
-      "RealMemory=$NODE_MEM_MB Gres=gpu:$GPUS State=UNKNOWN"
+      "RealMemory=$NODE_MEM_MB Gres=gpu:$GPUS Feature=$feature State=UNKNOWN"
   done
   echo "PartitionName=$PARTITION Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO"
 } > "$ETC/slurm.conf.new"
