@@ -114,6 +114,36 @@ func (v *View) SplitActions() []slurm.Action {
 	return out
 }
 
+// waitsOn reports whether a held job's --dependency names a job that has
+// not ended: Slurm clears a satisfied dependency only at its next pass over
+// held jobs (up to a minute later on the lab), so a dependency on jobs that
+// have all ended is taken as satisfied. Forms without a job ID (singleton)
+// are Slurm's to judge once the job is released.
+func waitsOn(dep string, active map[int]bool) bool {
+	// "afterok:12:13(unfulfilled),after:14+5(unfulfilled)?afterany:15_2"
+	for _, item := range strings.FieldsFunc(dep, func(r rune) bool { return r == ',' || r == '?' }) {
+		item, _, _ = strings.Cut(item, "(")
+		_, ids, _ := strings.Cut(item, ":")
+		for _, id := range strings.Split(ids, ":") {
+			id, _, _ = strings.Cut(id, "+") // after:ID+minutes
+			id, _, _ = strings.Cut(id, "_") // an array task: its array
+			if n, err := strconv.Atoi(id); err == nil && active[n] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ended reports whether a job reached a final state.
+func ended(j slurm.Job) bool {
+	switch j.State {
+	case slurm.StatePending, slurm.StateRunning, slurm.StateSuspended, slurm.StateCompleting:
+		return false
+	}
+	return !slices.Contains(j.StateFlags, slurm.StateCompleting)
+}
+
 // allowedNodes lists the usable nodes a job's --constraint and --exclude
 // leave it; nil when it has neither. A constraint rubick cannot evaluate
 // node by node, or one no node satisfies, is an error: Slurm places the job.
@@ -208,6 +238,12 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 			shape.gpus += n.GPUs
 		}
 	}
+	active := map[int]bool{} // jobs not ended, by ID, for dependencies
+	for _, j := range jobs {
+		if !ended(j) {
+			active[j.ID] = true
+		}
+	}
 	for _, j := range jobs {
 		if !slices.Contains(cfg.Partitions, j.Partition) || (j.State != slurm.StatePending && j.State != slurm.StateRunning) {
 			continue
@@ -232,6 +268,16 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 				continue
 			}
 			v.Arrays = append(v.Arrays, arraySplit{job: j, tasks: tasks})
+			continue
+		}
+		if j.State == slurm.StatePending && (j.Held && waitsOn(j.Dependency, active) || !j.Held && slurm.WaitReason(j.Reason)) {
+			// Its dependencies, begin time or a job-count limit hold it,
+			// not nodes: GPUs planned for it would stay idle meanwhile.
+			why := j.Reason
+			if j.Held {
+				why = "dependency " + j.Dependency
+			}
+			v.Unmanaged[j.ID] = fmt.Sprintf("waits for %s; planned once Slurm lets it start", why)
 			continue
 		}
 		// A size limit is Slurm's verdict on a released job: it will not

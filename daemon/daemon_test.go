@@ -773,3 +773,61 @@ func TestCycleKeepsToConstraints(t *testing.T) {
 		})
 	}
 }
+
+// A job that waits for its dependencies, begin time or a job-count limit is
+// not planned: GPUs given to it would stay idle until Slurm lets it start.
+func TestCycleLeavesWaitingJobs(t *testing.T) {
+	dep := heldJob(21, "bert", 1, 4)
+	dep.Dependency = "afterok:20(unfulfilled)"
+	throttled := heldJob(22, "bert", 1, 4)
+	throttled.Held, throttled.Reason = false, "JobArrayTaskLimit"
+	throttled.Tag.Extra = map[string]string{tagAt: strconv.FormatInt(t0.Add(-StartGrace-time.Second).Unix(), 10)}
+	// Job 20, what job 21 depends on, runs (rigid, 1 GPU).
+	first := slurm.Job{ID: 20, Partition: "gpu", State: slurm.StateRunning, NodeList: []string{"node1"}, GPUsPerNode: 1, CPUs: 1}
+	nodes := labNodes(1)
+	nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 1, 1
+	c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{first, dep, throttled}}
+	a := &fakeApplier{}
+	d, _ := newTestDaemon(t, c, a)
+	rep, err := d.Cycle(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.got) != 0 {
+		t.Errorf("actions %+v, want none", a.got)
+	}
+	for id, want := range map[int]string{21: "waits for dependency afterok:20(unfulfilled)", 22: "waits for JobArrayTaskLimit"} {
+		if !strings.Contains(rep.Ignored[id], want) {
+			t.Errorf("report on job %d: %q, want %q", id, rep.Ignored[id], want)
+		}
+	}
+	// Once job 20 ends the job is planned, though Slurm clears the
+	// dependency only at its next pass over held jobs.
+	c.jobs = []slurm.Job{dep}
+	if _, err := d.Cycle(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.got) != 1 || a.got[0].JobID != 21 || a.got[0].Kind != slurm.ActionStart {
+		t.Errorf("actions %+v, want job 21 started", a.got)
+	}
+}
+
+func TestWaitsOn(t *testing.T) {
+	active := map[int]bool{12: true, 15: true}
+	for dep, want := range map[string]bool{
+		"":                              false,
+		"afterok:12(unfulfilled)":       true,
+		"afterok:11:12(unfulfilled)":    true,
+		"afterany:11(unfulfilled)":      false,
+		"after:11+12(unfulfilled)":      false,
+		"afterok:11,afterany:15_2":      true,
+		"singleton(unfulfilled)":        false,
+		"afternotok:13?afterok:12":      true,
+		"afterok:x(unfulfilled)":        false,
+		"afterburstbuffer:11,aftercorr": false,
+	} {
+		if got := waitsOn(dep, active); got != want {
+			t.Errorf("waitsOn(%q) = %v, want %v", dep, got, want)
+		}
+	}
+}

@@ -142,3 +142,12 @@ func findJob(js []Job, id int, ep string) (Job, error) {
 	}
 	return Job{}, fmt.Errorf("slurmrestd %s: job %d: %w", ep, id, ErrNotFound)
 }
+
+// dependency is what the job still waits for; Slurm reports none as "" or
+// "(null)".
+func dependency(d string) string {
+	if d == "(null)" {
+		return ""
+	}
+	return d
+}

@@ -36,3 +36,24 @@ func TestSizeLimitReason(t *testing.T) {
 		}
 	}
 }
+
+func TestWaitReason(t *testing.T) {
+	for reason, want := range map[string]bool{
+		"Dependency":               true,
+		"DependencyNeverSatisfied": true,
+		"BeginTime":                true,
+		"JobArrayTaskLimit":        true,
+		"QOSMaxJobsPerUserLimit":   true,
+		"AssocGrpJobsLimit":        true,
+		"AssocMaxJobsLimit":        true,
+		"Resources":                false,
+		"Priority":                 false,
+		"QOSMaxGRESPerJob":         false,
+		"JobHeldUser":              false,
+		"":                         false,
+	} {
+		if got := WaitReason(reason); got != want {
+			t.Errorf("WaitReason(%q) = %v, want %v", reason, got, want)
+		}
+	}
+}

@@ -84,6 +84,9 @@ type Job struct {
 
 	Comment      string
 	AdminComment string
+	// Dependency is what the job still waits for (--dependency), e.g.
+	// "afterok:12(unfulfilled)"; empty when nothing.
+	Dependency string
 	// Constraint is the job's --constraint (features its nodes must have);
 	// Excluded the nodes of its --exclude.
 	Constraint string

@@ -161,6 +161,7 @@ func (w v38Job) domain() Job {
 		Comment:      deref(w.Comment),
 		ArrayTasks:   deref(w.ArrayTaskString),
 		Constraint:   deref(w.Features),
+		Dependency:   dependency(deref(w.Dependency)),
 		Excluded:     expandOrNil(deref(w.ExcludedNodes)),
 		ArrayJobID:   deref(w.ArrayJobId),
 		ArrayTaskID:  deref(w.ArrayTaskId),

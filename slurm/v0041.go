@@ -150,6 +150,7 @@ func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
 			Comment:      deref(w.Comment),
 			ArrayTasks:   deref(w.ArrayTaskString),
 			Constraint:   deref(w.Features),
+			Dependency:   dependency(deref(w.Dependency)),
 			Excluded:     expandOrNil(deref(w.ExcludedNodes)),
 			ArrayJobID:   int(num(w.ArrayJobId)),
 			ArrayTaskID:  int(num(w.ArrayTaskId)),

@@ -1,0 +1,69 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rubick-sched/rubick/slurm"
+	"github.com/rubick-sched/rubick/store"
+)
+
+// TestDependency: a rubick job submitted with --dependency on a running
+// job is not planned while it waits (GPUs given to it would stay idle);
+// once its dependency ends, rubickd plans and starts it.
+func TestDependency(t *testing.T) {
+	l := labFromEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir, bin := buildInto(t, "dependency")
+	cfgPath, _, dbPath := writeConfig(t, l, dir, "")
+	cluster := l.cluster(ctx, t)
+	var ids []string
+	defer scancelAll(l, &ids)
+
+	first := holdGPUs(ctx, t, l, cluster, filler{"1", "1"})
+	ids = append(ids, first...)
+	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
+	d.start()
+	defer d.stop()
+
+	body := fmt.Sprintf(`#!/bin/bash
+exec %[1]s/rubick-srun --launcher gpu -- \
+  %[1]s/rubick-emu-trainer --model-type bert --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \
+  --micro-batch-size 1 --global-batch-size 32 --train-iters 20 --time-scale 0.01 --log-interval 5 \
+  --save %[2]s/ckpt-"$SLURM_JOB_ID"
+`, bin, dir)
+	id := l.submitScript(t, dir, body, &ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-dependency", "-N", "1",
+		"--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue", "--dependency=afterany:"+first[0])
+
+	// A few cycles (2 s each): still held, nothing planned.
+	time.Sleep(8 * time.Second)
+	j, err := cluster.Job(ctx, id)
+	if err != nil || j.State != slurm.StatePending || !j.Held || j.Dependency == "" {
+		t.Fatalf("job %d while its dependency runs: %s, held %v, dependency %q (%v); want pending, held, waiting", id, j.State, j.Held, j.Dependency, err)
+	}
+	l.run(t, "scancel", first[0])
+	for ctx.Err() == nil {
+		if j, err = cluster.Job(ctx, id); err == nil && ended(j) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" {
+		t.Fatalf("job %d ended %s, tag %v; want COMPLETED on a plan rubickd chose; rubickd log %s", id, j.State, j.Tag, d.log)
+	}
+	st, err := store.Open(ctx, dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	hist, err := st.PlanHistory(ctx, int64(id))
+	if err != nil || len(hist) != 1 {
+		t.Errorf("plan history of job %d: %+v (%v), want one start, after its dependency ended", id, hist, err)
+	}
+}
