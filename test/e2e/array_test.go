@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,16 +25,9 @@ func TestJobArray(t *testing.T) {
 	var ids []string
 	defer scancelAll(l, &ids)
 
-	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
-	d.start()
-	defer d.stop()
+	d := runDaemon(t, l, bin, dir, cfgPath)
 
-	body := fmt.Sprintf(`#!/bin/bash
-exec %[1]s/rubick-srun --launcher gpu -- \
-  %[1]s/rubick-emu-trainer --model-type bert --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \
-  --micro-batch-size 1 --global-batch-size 32 --train-iters 20 --time-scale 0.01 --log-interval 5 \
-  --save %[2]s/ckpt-"$SLURM_JOB_ID"
-`, bin, dir)
+	body := shortTraining(bin, dir, "bert", 32)
 	id := l.submitScript(t, dir, body, &ids, "--array=0-2", "--model-type=bert", "-p", "gpu", "-J", "e2e-array", "-N", "1",
 		"--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue")
 

@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -28,16 +26,9 @@ func TestConstraintAndExclude(t *testing.T) {
 	var ids []string
 	defer scancelAll(l, &ids)
 
-	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
-	d.start()
-	defer d.stop()
+	d := runDaemon(t, l, bin, dir, cfgPath)
 
-	body := fmt.Sprintf(`#!/bin/bash
-exec %[1]s/rubick-srun --launcher gpu -- \
-  %[1]s/rubick-emu-trainer --model-type bert --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \
-  --micro-batch-size 1 --global-batch-size 32 --train-iters 20 --time-scale 0.01 --log-interval 5 \
-  --save %[2]s/ckpt-"$SLURM_JOB_ID"
-`, bin, dir)
+	body := shortTraining(bin, dir, "bert", 32)
 	for _, tc := range []struct {
 		arg   string
 		nodes []string
@@ -47,20 +38,7 @@ exec %[1]s/rubick-srun --launcher gpu -- \
 	} {
 		id := l.submitScript(t, dir, body, &ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-constraint", "-N", "1",
 			"--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue", tc.arg)
-		var j slurm.Job
-		var ran []string
-		for ctx.Err() == nil {
-			var err error
-			if j, err = cluster.Job(ctx, id); err == nil {
-				if len(j.NodeList) > 0 {
-					ran = j.NodeList
-				}
-				if ended(j) {
-					break
-				}
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
+		j, ran := waitEnded(ctx, cluster, id)
 		if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" {
 			t.Errorf("job %d (%s) ended %s (%s), tag %v; want COMPLETED on a plan rubickd chose; rubickd log %s", id, tc.arg, j.State, j.Reason, j.Tag, d.log)
 		}

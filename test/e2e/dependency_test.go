@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -28,16 +26,9 @@ func TestDependency(t *testing.T) {
 
 	first := holdGPUs(ctx, t, l, cluster, filler{"1", "1"})
 	ids = append(ids, first...)
-	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
-	d.start()
-	defer d.stop()
+	d := runDaemon(t, l, bin, dir, cfgPath)
 
-	body := fmt.Sprintf(`#!/bin/bash
-exec %[1]s/rubick-srun --launcher gpu -- \
-  %[1]s/rubick-emu-trainer --model-type bert --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \
-  --micro-batch-size 1 --global-batch-size 32 --train-iters 20 --time-scale 0.01 --log-interval 5 \
-  --save %[2]s/ckpt-"$SLURM_JOB_ID"
-`, bin, dir)
+	body := shortTraining(bin, dir, "bert", 32)
 	id := l.submitScript(t, dir, body, &ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-dependency", "-N", "1",
 		"--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue", "--dependency=afterany:"+first[0])
 
@@ -48,12 +39,7 @@ exec %[1]s/rubick-srun --launcher gpu -- \
 		t.Fatalf("job %d while its dependency runs: %s, held %v, dependency %q (%v); want pending, held, waiting", id, j.State, j.Held, j.Dependency, err)
 	}
 	l.run(t, "scancel", first[0])
-	for ctx.Err() == nil {
-		if j, err = cluster.Job(ctx, id); err == nil && ended(j) {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	j, _ = waitEnded(ctx, cluster, id)
 	if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" {
 		t.Fatalf("job %d ended %s, tag %v; want COMPLETED on a plan rubickd chose; rubickd log %s", id, j.State, j.Tag, d.log)
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -29,9 +28,7 @@ func TestDrainedNode(t *testing.T) {
 	var ids []string
 	defer scancelAll(l, &ids)
 
-	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
-	d.start()
-	defer d.stop()
+	d := runDaemon(t, l, bin, dir, cfgPath)
 
 	body := fmt.Sprintf(`#!/bin/bash
 exec %[1]s/rubick-srun --launcher gpu -- \

@@ -198,6 +198,46 @@ func (l lab) submitScript(t *testing.T, dir, body string, ids *[]string, args ..
 	return id
 }
 
+// runDaemon starts rubickd with cfgPath, its log in dir; it stops when the
+// test ends.
+func runDaemon(t *testing.T, l lab, bin, dir, cfgPath string) *daemonProc {
+	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
+	d.start()
+	t.Cleanup(d.stop)
+	return d
+}
+
+// shortTraining is a batch script in which rubick-srun runs the emulated
+// trainer of model for 20 quick iterations, checkpointing under dir.
+func shortTraining(bin, dir, model string, globalBatch int) string {
+	return fmt.Sprintf(`#!/bin/bash
+exec %[1]s/rubick-srun --launcher gpu -- \
+  %[1]s/rubick-emu-trainer --model-type %[3]s --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \
+  --micro-batch-size 1 --global-batch-size %[4]d --train-iters 20 --time-scale 0.01 --log-interval 5 \
+  --save %[2]s/ckpt-"$SLURM_JOB_ID"
+`, bin, dir, model, globalBatch)
+}
+
+// waitEnded polls job id until it ends or ctx does; it returns the job as
+// last read and the nodes it was last seen running on.
+func waitEnded(ctx context.Context, cluster slurm.Cluster, id int) (slurm.Job, []string) {
+	var j slurm.Job
+	var ran []string
+	for ctx.Err() == nil {
+		var err error
+		if j, err = cluster.Job(ctx, id); err == nil {
+			if len(j.NodeList) > 0 {
+				ran = j.NodeList
+			}
+			if ended(j) {
+				break
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return j, ran
+}
+
 // scancelAll cancels the jobs in *ids, ignoring errors: a test's cleanup.
 func scancelAll(l lab, ids *[]string) {
 	if len(*ids) == 0 {

@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -26,27 +24,13 @@ func TestGPUsPerJobAndTask(t *testing.T) {
 	var ids []string
 	defer scancelAll(l, &ids)
 
-	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
-	d.start()
-	defer d.stop()
+	d := runDaemon(t, l, bin, dir, cfgPath)
 
-	body := fmt.Sprintf(`#!/bin/bash
-exec %[1]s/rubick-srun --launcher gpu -- \
-  %[1]s/rubick-emu-trainer --model-type bert --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \
-  --micro-batch-size 1 --global-batch-size 32 --train-iters 20 --time-scale 0.01 --log-interval 5 \
-  --save %[2]s/ckpt-"$SLURM_JOB_ID"
-`, bin, dir)
+	body := shortTraining(bin, dir, "bert", 32)
 	for _, gpus := range [][]string{{"--gpus=2"}, {"--ntasks=2", "--gpus-per-task=1"}} {
 		args := append([]string{"--model-type=bert", "-p", "gpu", "-J", "e2e-gpus", "-N", "1", "--cpus-per-task=4", "--mem=32G", "--requeue"}, gpus...)
 		id := l.submitScript(t, dir, body, &ids, args...)
-		var j slurm.Job
-		for ctx.Err() == nil {
-			var err error
-			if j, err = cluster.Job(ctx, id); err == nil && ended(j) {
-				break
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
+		j, _ := waitEnded(ctx, cluster, id)
 		if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" || j.Tag.Generation < 1 {
 			t.Errorf("job %d (%v) ended %s (%s), tag %v; want COMPLETED on a plan rubickd chose; rubickd log %s", id, gpus, j.State, j.Reason, j.Tag, d.log)
 		}

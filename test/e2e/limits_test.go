@@ -31,16 +31,9 @@ func TestSlurmLimit(t *testing.T) {
 	l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "MaxTRESPerJob=gres/gpu=4")
 	defer l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "MaxTRESPerJob=gres/gpu=-1")
 
-	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
-	d.start()
-	defer d.stop()
+	d := runDaemon(t, l, bin, dir, cfgPath)
 
-	body := fmt.Sprintf(`#!/bin/bash
-exec %[1]s/rubick-srun --launcher gpu -- \
-  %[1]s/rubick-emu-trainer --model-type roberta --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \
-  --micro-batch-size 1 --global-batch-size 64 --train-iters 20 --time-scale 0.01 --log-interval 5 \
-  --save %[2]s/ckpt-"$SLURM_JOB_ID"
-`, bin, dir)
+	body := shortTraining(bin, dir, "roberta", 64)
 	id := l.submitScript(t, dir, body, &ids, "--model-type=roberta", "-p", "gpu", "-J", "e2e-limit", "-N", "1",
 		"--qos=normal", "--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue")
 

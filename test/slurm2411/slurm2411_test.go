@@ -22,17 +22,9 @@ import (
 )
 
 func TestV0041AgainstSlurm2411(t *testing.T) {
-	root := os.Getenv("SLURM_CHROOT")
-	url, token := os.Getenv("SLURMRESTD_URL"), os.Getenv("SLURMRESTD_TOKEN_FILE")
-	if root == "" || url == "" || token == "" {
-		t.Skip("SKIP: no Slurm 24.11 chroot lab in the environment (as root: make lab-2411; source /tmp/rubick-trixie/lab/env.sh)")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := slurm.NewCluster(ctx, slurm.Config{URL: url, User: "root", TokenFile: token})
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, c, app := chrootLab(ctx, t)
 	if c.Version() != slurm.Version41 {
 		t.Fatalf("detected %s, want %s", c.Version(), slurm.Version41)
 	}
@@ -68,18 +60,7 @@ func TestV0041AgainstSlurm2411(t *testing.T) {
 		t.Fatalf("job %d: state %s held %v tag %+v; want pending, held, model bert", id, j.State, j.Held, j.Tag)
 	}
 
-	// Start it on two chosen nodes with 4 GPUs each, through the Applier
-	// and the chroot's scontrol, which must read the chroot's own
-	// slurm.conf even where the 22.05 lab's env.sh exported SLURM_CONF.
-	scontrol := filepath.Join(t.TempDir(), "scontrol")
-	wrapper := fmt.Sprintf("#!/bin/sh\nexec chroot %s env -u SLURM_CONF scontrol \"$@\"\n", root)
-	if err := os.WriteFile(scontrol, []byte(wrapper), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	app, err := slurm.NewApplier(slurm.ApplierConfig{Scontrol: scontrol, Scancel: scontrol, Cluster: c})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Start it on two chosen nodes with 4 GPUs each, through the Applier.
 	want := []string{nodes[0].Name, nodes[1].Name}
 	tag := *j.Tag
 	tag.Plan, tag.Generation = "dp8.tp1.pp1.mb4.a1.z0", 1
@@ -109,26 +90,16 @@ func TestV0041AgainstSlurm2411(t *testing.T) {
 	}
 }
 
-func cancelJob(root string, id int) {
-	// Best effort: the lab is torn down with its jobs anyway.
-	_ = runArgv("chroot", root, "env", "-u", "SLURM_CONF", "scancel", fmt.Sprint(id))
-}
-
-func runArgv(argv ...string) error {
-	return exec.Command(argv[0], argv[1:]...).Run()
-}
-
-// On 24.11 too: a --gpus job is resized to a per-node count (its per-job
-// request cleared), and a held job array is split, its last record then
-// started under ARRAY_TASK.
-func TestV0041GPUsPerJobAndArrays(t *testing.T) {
+// chrootLab is the 24.11 chroot lab: its root, a v0.0.41 client and an
+// Applier whose scontrol runs inside the chroot (reading the chroot's own
+// slurm.conf even where the 22.05 lab's env.sh exported SLURM_CONF).
+func chrootLab(ctx context.Context, t *testing.T) (string, *slurm.RESTCluster, *slurm.Applier) {
+	t.Helper()
 	root := os.Getenv("SLURM_CHROOT")
 	url, token := os.Getenv("SLURMRESTD_URL"), os.Getenv("SLURMRESTD_TOKEN_FILE")
 	if root == "" || url == "" || token == "" {
 		t.Skip("SKIP: no Slurm 24.11 chroot lab in the environment (as root: make lab-2411; source /tmp/rubick-trixie/lab/env.sh)")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	c, err := slurm.NewCluster(ctx, slurm.Config{URL: url, User: "root", TokenFile: token})
 	if err != nil {
 		t.Fatal(err)
@@ -142,6 +113,25 @@ func TestV0041GPUsPerJobAndArrays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return root, c, app
+}
+
+func cancelJob(root string, id int) {
+	// Best effort: the lab is torn down with its jobs anyway.
+	_ = runArgv("chroot", root, "env", "-u", "SLURM_CONF", "scancel", fmt.Sprint(id))
+}
+
+func runArgv(argv ...string) error {
+	return exec.Command(argv[0], argv[1:]...).Run()
+}
+
+// On 24.11 too: a --gpus job is resized to a per-node count (its per-job
+// request cleared), and a held job array is split, its last record then
+// started under ARRAY_TASK.
+func TestV0041GPUsPerJobAndArrays(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	root, c, app := chrootLab(ctx, t)
 	sbatch := func(args ...string) int {
 		argv := append([]string{root, "env", "-u", "SLURM_CONF", "sbatch", "--parsable", "-H", "-p", "gpu", "-D", "/tmp", "-o", "/dev/null"}, args...)
 		out, err := exec.Command("chroot", append(argv, "--wrap", "sleep 120")...).Output()
