@@ -270,6 +270,13 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 			v.Arrays = append(v.Arrays, arraySplit{job: j, tasks: tasks})
 			continue
 		}
+		if j.State == slurm.StatePending && j.Reason == "JobHeldAdmin" {
+			// An admin's scontrol hold (job_submit.lua's hold reads
+			// JobHeldUser, a requeuehold its own reason): not rubick's to
+			// release.
+			v.Unmanaged[j.ID] = "held by an administrator (scontrol hold); planned once released"
+			continue
+		}
 		if j.State == slurm.StatePending && (j.Held && waitsOn(j.Dependency, active) || !j.Held && slurm.WaitReason(j.Reason)) {
 			// Its dependencies, begin time or a job-count limit hold it,
 			// not nodes: GPUs planned for it would stay idle meanwhile.

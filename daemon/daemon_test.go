@@ -776,17 +776,20 @@ func TestCycleKeepsToConstraints(t *testing.T) {
 
 // A job that waits for its dependencies, begin time or a job-count limit is
 // not planned: GPUs given to it would stay idle until Slurm lets it start.
+// Nor is one an administrator held: releasing it is theirs.
 func TestCycleLeavesWaitingJobs(t *testing.T) {
 	dep := heldJob(21, "bert", 1, 4)
 	dep.Dependency = "afterok:20(unfulfilled)"
 	throttled := heldJob(22, "bert", 1, 4)
 	throttled.Held, throttled.Reason = false, "JobArrayTaskLimit"
 	throttled.Tag.Extra = map[string]string{tagAt: strconv.FormatInt(t0.Add(-StartGrace-time.Second).Unix(), 10)}
+	admin := heldJob(23, "bert", 1, 4)
+	admin.Reason = "JobHeldAdmin"
 	// Job 20, what job 21 depends on, runs (rigid, 1 GPU).
 	first := slurm.Job{ID: 20, Partition: "gpu", State: slurm.StateRunning, NodeList: []string{"node1"}, GPUsPerNode: 1, CPUs: 1}
 	nodes := labNodes(1)
 	nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 1, 1
-	c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{first, dep, throttled}}
+	c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{first, dep, throttled, admin}}
 	a := &fakeApplier{}
 	d, _ := newTestDaemon(t, c, a)
 	rep, err := d.Cycle(context.Background(), false)
@@ -796,7 +799,7 @@ func TestCycleLeavesWaitingJobs(t *testing.T) {
 	if len(a.got) != 0 {
 		t.Errorf("actions %+v, want none", a.got)
 	}
-	for id, want := range map[int]string{21: "waits for dependency afterok:20(unfulfilled)", 22: "waits for JobArrayTaskLimit"} {
+	for id, want := range map[int]string{21: "waits for dependency afterok:20(unfulfilled)", 22: "waits for JobArrayTaskLimit", 23: "held by an administrator"} {
 		if !strings.Contains(rep.Ignored[id], want) {
 			t.Errorf("report on job %d: %q, want %q", id, rep.Ignored[id], want)
 		}

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -13,7 +14,8 @@ import (
 
 // TestDependency: a rubick job submitted with --dependency on a running
 // job is not planned while it waits (GPUs given to it would stay idle);
-// once its dependency ends, rubickd plans and starts it.
+// once its dependency ends, rubickd plans and starts it. A job an admin
+// held (scontrol hold) is not rubick's to release.
 func TestDependency(t *testing.T) {
 	l := labFromEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -26,9 +28,11 @@ func TestDependency(t *testing.T) {
 
 	first := holdGPUs(ctx, t, l, cluster, filler{"1", "1"})
 	ids = append(ids, first...)
+	body := shortTraining(bin, dir, "bert", 32)
+	held := l.submitScript(t, dir, body, &ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-held", "-N", "1", "--gres=gpu:1", "--requeue")
+	l.run(t, "scontrol", "hold", strconv.Itoa(held))
 	d := runDaemon(t, l, bin, dir, cfgPath)
 
-	body := shortTraining(bin, dir, "bert", 32)
 	id := l.submitScript(t, dir, body, &ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-dependency", "-N", "1",
 		"--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue", "--dependency=afterany:"+first[0])
 
@@ -51,5 +55,8 @@ func TestDependency(t *testing.T) {
 	hist, err := st.PlanHistory(ctx, int64(id))
 	if err != nil || len(hist) != 1 {
 		t.Errorf("plan history of job %d: %+v (%v), want one start, after its dependency ended", id, hist, err)
+	}
+	if j, err := cluster.Job(ctx, held); err != nil || j.State != slurm.StatePending || j.Reason != "JobHeldAdmin" {
+		t.Errorf("admin-held job %d: %s (%s, %v), want still pending, JobHeldAdmin", held, j.State, j.Reason, err)
 	}
 }
