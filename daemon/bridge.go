@@ -135,15 +135,6 @@ func waitsOn(dep string, active map[int]bool) bool {
 	return false
 }
 
-// ended reports whether a job reached a final state.
-func ended(j slurm.Job) bool {
-	switch j.State {
-	case slurm.StatePending, slurm.StateRunning, slurm.StateSuspended, slurm.StateCompleting:
-		return false
-	}
-	return !slices.Contains(j.StateFlags, slurm.StateCompleting)
-}
-
 // allowedNodes lists the usable nodes a job's --constraint and --exclude
 // leave it; nil when it has neither. A constraint rubick cannot evaluate
 // node by node, or one no node satisfies, is an error: Slurm places the job.
@@ -240,7 +231,7 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 	}
 	active := map[int]bool{} // jobs not ended, by ID, for dependencies
 	for _, j := range jobs {
-		if !ended(j) {
+		if !j.Ended() {
 			active[j.ID] = true
 		}
 	}

@@ -529,3 +529,21 @@ func TestApplyStartClearsGPUsPerJob(t *testing.T) {
 		t.Errorf("argv (-want +got):\n%s", diff)
 	}
 }
+
+func TestJobEnded(t *testing.T) {
+	for _, tc := range []struct {
+		j    Job
+		want bool
+	}{
+		{Job{State: StateCompleted}, true},
+		{Job{State: StateFailed}, true},
+		{Job{State: StateCompleting}, false},
+		{Job{State: StateRunning}, false},
+		{Job{State: StatePending}, false},
+		{Job{State: StateCompleted, StateFlags: []string{StateCompleting}}, false},
+	} {
+		if got := tc.j.Ended(); got != tc.want {
+			t.Errorf("%s %v: Ended() = %v, want %v", tc.j.State, tc.j.StateFlags, got, tc.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"slices"
 	"strconv"
 	"time"
 )
@@ -123,6 +124,17 @@ type Node struct {
 	Reason     string
 	// Features are the node's active features, what --constraint matches.
 	Features []string
+}
+
+// Ended reports whether the job reached a final state. A requeued job
+// passes through COMPLETING (a base state in 22.05, a flag in 24.11) on its
+// way back to PENDING, so that is not an end.
+func (j Job) Ended() bool {
+	switch j.State {
+	case StatePending, StateRunning, StateSuspended, StateCompleting:
+		return false
+	}
+	return !slices.Contains(j.StateFlags, StateCompleting)
 }
 
 // Ref names the job to scontrol and scancel: "ARRAY_TASK" for a task of a

@@ -229,7 +229,7 @@ func waitEnded(ctx context.Context, cluster slurm.Cluster, id int) (slurm.Job, [
 			if len(j.NodeList) > 0 {
 				ran = j.NodeList
 			}
-			if ended(j) {
+			if j.Ended() {
 				break
 			}
 		}
@@ -625,22 +625,11 @@ func allFinished(ctx context.Context, c slurm.Cluster, ids []int) (bool, error) 
 		if err != nil {
 			return false, err
 		}
-		if !ended(j) {
+		if !j.Ended() {
 			return false, nil
 		}
 	}
 	return true, nil
-}
-
-// ended reports whether a job reached a final state. A requeued job passes
-// through COMPLETING (a base state in 22.05, a flag in 24.11) on its way
-// back to PENDING, so that is not an end.
-func ended(j slurm.Job) bool {
-	switch j.State {
-	case slurm.StatePending, slurm.StateRunning, slurm.StateSuspended, slurm.StateCompleting:
-		return false
-	}
-	return !slices.Contains(j.StateFlags, slurm.StateCompleting)
 }
 
 // watcher records when each job was seen running which plan.

@@ -79,7 +79,7 @@ exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socke
 		err error
 	)
 	for ctx.Err() == nil {
-		if j, err = cluster.Job(ctx, id); err == nil && ended(j) {
+		if j, err = cluster.Job(ctx, id); err == nil && j.Ended() {
 			break
 		}
 		time.Sleep(time.Second)

@@ -45,7 +45,7 @@ func TestSlurmLimit(t *testing.T) {
 	for ctx.Err() == nil {
 		if j, err = cluster.Job(ctx, id); err == nil {
 			held = held || j.Reason == "QOSMaxGRESPerJob"
-			if ended(j) {
+			if j.Ended() {
 				break
 			}
 		}

@@ -93,7 +93,7 @@ exec %[1]s/rubick-srun --launcher gpu --state-dir %[2]s/state-"$SLURM_JOB_ID" \
 	wait := func(id int) slurm.Job {
 		for ctx.Err() == nil {
 			j, err := cluster.Job(ctx, id)
-			if err == nil && ended(j) {
+			if err == nil && j.Ended() {
 				return j
 			}
 			time.Sleep(time.Second)

@@ -90,7 +90,7 @@ exec %[1]s/rubick-srun --launcher gpu -- %[1]s/rubick-emu-trainer --model-type b
 			t.Fatalf("rubick job %d started on %v while rigid job %d waited (%s) for the nodes; rubickd log %s",
 				elastic, e.NodeList, rigid, r.Reason, d.log)
 		}
-		if ended(f) && !started[rigid].IsZero() && !started[elastic].IsZero() {
+		if f.Ended() && !started[rigid].IsZero() && !started[elastic].IsZero() {
 			break
 		}
 		time.Sleep(500 * time.Millisecond)
