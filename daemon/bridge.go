@@ -249,6 +249,13 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 		if j.Tag == nil || j.Tag.ModelType == "" {
 			continue // rigid: Slurm schedules it; its usage shows in the node counters
 		}
+		if j.State == slurm.StatePending && j.Reason == "JobHeldAdmin" {
+			// An admin's scontrol hold (job_submit.lua's hold reads
+			// JobHeldUser, a requeuehold its own reason): not rubick's to
+			// release.
+			v.Unmanaged[j.ID] = "held by an administrator (scontrol hold); planned once released"
+			continue
+		}
 		if j.State == slurm.StatePending && j.Held && j.ArrayTasks != "" {
 			// One record for many tasks: a release would start them all
 			// alike. Split them off first; each is then a job of its own.
@@ -259,13 +266,6 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 				continue
 			}
 			v.Arrays = append(v.Arrays, arraySplit{job: j, tasks: tasks})
-			continue
-		}
-		if j.State == slurm.StatePending && j.Reason == "JobHeldAdmin" {
-			// An admin's scontrol hold (job_submit.lua's hold reads
-			// JobHeldUser, a requeuehold its own reason): not rubick's to
-			// release.
-			v.Unmanaged[j.ID] = "held by an administrator (scontrol hold); planned once released"
 			continue
 		}
 		if j.State == slurm.StatePending && (j.Held && waitsOn(j.Dependency, active) || !j.Held && slurm.WaitReason(j.Reason)) {

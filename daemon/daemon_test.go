@@ -785,6 +785,7 @@ func TestCycleLeavesWaitingJobs(t *testing.T) {
 	throttled.Tag.Extra = map[string]string{tagAt: strconv.FormatInt(t0.Add(-StartGrace-time.Second).Unix(), 10)}
 	admin := heldJob(23, "bert", 1, 4)
 	admin.Reason = "JobHeldAdmin"
+	admin.ArrayTasks = "0-3" // not even split
 	// Job 20, what job 21 depends on, runs (rigid, 1 GPU).
 	first := slurm.Job{ID: 20, Partition: "gpu", State: slurm.StateRunning, NodeList: []string{"node1"}, GPUsPerNode: 1, CPUs: 1}
 	nodes := labNodes(1)
