@@ -18,6 +18,7 @@ import (
 // the record would have started every task alike, unplanned.
 func TestJobArray(t *testing.T) {
 	l := labFromEnv(t)
+	l.waitIdle(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir, bin := buildInto(t, "array")

@@ -18,6 +18,7 @@ import (
 // (a node a job cannot use left it pending with BadConstraints).
 func TestConstraintAndExclude(t *testing.T) {
 	l := labFromEnv(t)
+	l.waitIdle(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir, bin := buildInto(t, "constraint")

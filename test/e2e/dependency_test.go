@@ -18,6 +18,7 @@ import (
 // held (scontrol hold) is not rubick's to release.
 func TestDependency(t *testing.T) {
 	l := labFromEnv(t)
+	l.waitIdle(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir, bin := buildInto(t, "dependency")

@@ -19,6 +19,7 @@ import (
 // afterwards starts on another node.
 func TestDrainedNode(t *testing.T) {
 	l := labFromEnv(t)
+	l.waitIdle(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir, bin := buildInto(t, "drain")

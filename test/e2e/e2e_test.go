@@ -198,6 +198,19 @@ func (l lab) submitScript(t *testing.T, dir, body string, ids *[]string, args ..
 	return id
 }
 
+// waitIdle waits (30 s at most) until the lab's partition has no jobs
+// left, as the tests before may leave some ending: a test that needs free
+// nodes starts from an idle lab.
+func (l lab) waitIdle(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		if strings.TrimSpace(l.run(t, "squeue", "-h", "-p", "gpu", "-o", "%i")) == "" {
+			return
+		}
+	}
+	t.Logf("the lab still has jobs after 30 s: %s", l.run(t, "squeue", "-h", "-p", "gpu"))
+}
+
 // runDaemon starts rubickd with cfgPath, its log in dir; it stops when the
 // test ends.
 func runDaemon(t *testing.T, l lab, bin, dir, cfgPath string) *daemonProc {

@@ -16,6 +16,7 @@ import (
 // and they run to completion on rubick's plans.
 func TestGPUsPerJobAndTask(t *testing.T) {
 	l := labFromEnv(t)
+	l.waitIdle(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir, bin := buildInto(t, "gpus")

@@ -20,6 +20,7 @@ import (
 // tag, and the job runs to completion.
 func TestSlurmLimit(t *testing.T) {
 	l := labFromEnv(t)
+	l.waitIdle(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir, bin := buildInto(t, "limit")
