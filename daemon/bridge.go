@@ -135,16 +135,17 @@ func waitsOn(dep string, active map[int]bool) bool {
 	return false
 }
 
-// allowedNodes lists the usable nodes a job's --constraint and --exclude
-// leave it; nil when it has neither. A constraint rubick cannot evaluate
-// node by node, or one no node satisfies, is an error: Slurm places the job.
-func allowedNodes(j slurm.Job, nodes []slurm.Node, partitions []string) ([]string, error) {
+// allowedNodes lists the usable nodes (open) a job's --constraint and
+// --exclude leave it; nil when it has neither. A constraint rubick cannot
+// evaluate node by node, or one no node satisfies, is an error: Slurm
+// places the job.
+func allowedNodes(j slurm.Job, open []slurm.Node) ([]string, error) {
 	if j.Constraint == "" && len(j.Excluded) == 0 {
 		return nil, nil
 	}
 	var out []string
-	for _, n := range nodes {
-		if !usable(n, partitions) || slices.Contains(j.Excluded, n.Name) {
+	for _, n := range open {
+		if slices.Contains(j.Excluded, n.Name) {
 			continue
 		}
 		ok, err := slurm.MatchConstraint(j.Constraint, n.Features)
@@ -223,8 +224,10 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 	var pjobs []policy.Job
 	usage := map[string]policy.NodeAlloc{} // what managed jobs hold, per node
 	var shape clusterShape
+	var open []slurm.Node // the usable nodes
 	for _, n := range nodes {
 		if usable(n, cfg.Partitions) {
+			open = append(open, n)
 			shape.nodeGPUs = max(shape.nodeGPUs, n.GPUs)
 			shape.gpus += n.GPUs
 		}
@@ -311,7 +314,7 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 		}
 		mj, pj, err := convertJob(cfg, now, j, e, facts[j.ID], shape, limit)
 		if err == nil {
-			pj.Nodes, err = allowedNodes(j, nodes, cfg.Partitions)
+			pj.Nodes, err = allowedNodes(j, open)
 		}
 		if err == nil && mj.adjusted != "" {
 			v.Adjusted[j.ID] = mj.adjusted
