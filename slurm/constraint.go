@@ -43,23 +43,3 @@ func MatchConstraint(constraint string, features []string) (bool, error) {
 	}
 	return false, nil
 }
-
-// splitList splits Slurm's comma-separated lists; nil for "".
-func splitList(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, ",")
-}
-
-// expandOrNil expands a hostlist, nil when it is empty or malformed.
-func expandOrNil(s string) []string {
-	if s == "" {
-		return nil
-	}
-	list, err := ExpandHostlist(s)
-	if err != nil {
-		return nil
-	}
-	return list
-}

@@ -33,9 +33,7 @@ type jobTRES struct {
 // setJobResources fills the node list and GPU counts from the strings both
 // API versions share.
 func setJobResources(j *Job, t jobTRES) {
-	if list, err := ExpandHostlist(t.nodes); err == nil {
-		j.NodeList = list
-	}
+	j.NodeList = expandOrNil(t.nodes)
 	j.GPUsPerNode = gpusFromGres(t.perNode)
 	if j.GPUsPerNode == 0 && j.State == StatePending {
 		// --gpus=N or --gpus-per-task asks for GPUs per job or task; the
@@ -150,4 +148,21 @@ func dependency(d string) string {
 		return ""
 	}
 	return d
+}
+
+// splitList splits Slurm's comma-separated lists; nil for "".
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+// expandOrNil expands a hostlist; nil when it is empty or malformed.
+func expandOrNil(s string) []string {
+	list, err := ExpandHostlist(s)
+	if err != nil {
+		return nil
+	}
+	return list
 }
