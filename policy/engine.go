@@ -1376,7 +1376,7 @@ func (r *round) memFits(js *jstate, plan model.Plan, memFree []float64, reserve 
 		}
 		total += m
 	}
-	if js.j.WithinRequest && js.j.Request.MemGB > 0 && total > js.j.Request.MemGB+1e-9 {
+	if !js.j.memWithin(total) {
 		return false
 	}
 	if reserve {

@@ -281,8 +281,7 @@ func (q *queue) start(s *Snapshot, free []qnode, nodes []int, pl model.Placement
 	if q.kind.bestPlan {
 		v := q.perf.pick(j.Model, est, spaceAny, j.Cannot, plan, shapeKey(pl), total, memGB, q.cfg.PlanSwitchGain)
 		req := q.predict(s, j, plan, pl, total, memGB)
-		within := !j.WithinRequest || j.Request.MemGB <= 0 ||
-			est.Memory(v.plan, pl.Canonical()).HostGBNode*float64(len(pl)) <= j.Request.MemGB+1e-9
+		within := j.memWithin(est.Memory(v.plan, pl.Canonical()).HostGBNode * float64(len(pl)))
 		if v.tput > req && within && q.hostFits(est, v.plan, pl, nodes, free) {
 			plan = v.plan
 			detail = fmt.Sprintf("%s on %s: %.3g samples/s, %.2fx the requested plan", plan, pl, v.tput, v.tput/max(req, 1e-12))

@@ -140,6 +140,12 @@ func (j *Job) hostMem(mem, need float64) float64 {
 	return max(min(mem, per), need)
 }
 
+// memWithin reports whether total host memory over the job's nodes is
+// what a job held to its request may have; any is, for other jobs.
+func (j *Job) memWithin(total float64) bool {
+	return !j.WithinRequest || j.Request.MemGB <= 0 || total <= j.Request.MemGB+1e-9
+}
+
 // Running reports whether the job holds resources.
 func (j *Job) Running() bool { return len(j.Alloc) > 0 }
 
