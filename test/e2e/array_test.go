@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,19 +16,13 @@ import (
 // task on its own (each has its own start in the plan history); releasing
 // the record would have started every task alike, unplanned.
 func TestJobArray(t *testing.T) {
-	l := labFromEnv(t)
-	l.waitIdle(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	dir, bin := buildInto(t, "array")
-	cfgPath, _, dbPath := writeConfig(t, l, dir, "")
-	var ids []string
-	defer scancelAll(l, &ids)
+	lt := newLabTest(t, "array", 2*time.Minute, "")
+	l, ctx, dir, bin, cfgPath, dbPath := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.dbPath
 
 	d := runDaemon(t, l, bin, dir, cfgPath)
 
 	body := shortTraining(bin, dir, "bert", 32)
-	id := l.submitScript(t, dir, body, &ids, "--array=0-2", "--model-type=bert", "-p", "gpu", "-J", "e2e-array", "-N", "1",
+	id := l.submitScript(t, dir, body, &lt.ids, "--array=0-2", "--model-type=bert", "-p", "gpu", "-J", "e2e-array", "-N", "1",
 		"--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue")
 
 	// sacct lists each task with its own job id (JobIDRaw) once it ran.

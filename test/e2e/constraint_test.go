@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -17,15 +16,8 @@ import (
 // with --exclude on a node it did not exclude, though every node is free
 // (a node a job cannot use left it pending with BadConstraints).
 func TestConstraintAndExclude(t *testing.T) {
-	l := labFromEnv(t)
-	l.waitIdle(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	dir, bin := buildInto(t, "constraint")
-	cfgPath, _, _ := writeConfig(t, l, dir, "")
-	cluster := l.cluster(ctx, t)
-	var ids []string
-	defer scancelAll(l, &ids)
+	lt := newLabTest(t, "constraint", 2*time.Minute, "")
+	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
 
 	d := runDaemon(t, l, bin, dir, cfgPath)
 
@@ -37,7 +29,7 @@ func TestConstraintAndExclude(t *testing.T) {
 		{"--constraint=h100", []string{"node3", "node4"}},
 		{"--exclude=node1,node2,node3", []string{"node4"}},
 	} {
-		id := l.submitScript(t, dir, body, &ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-constraint", "-N", "1",
+		id := l.submitScript(t, dir, body, &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-constraint", "-N", "1",
 			"--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue", tc.arg)
 		j, ran := waitEnded(ctx, cluster, id)
 		if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" {

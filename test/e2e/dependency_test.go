@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -17,24 +16,17 @@ import (
 // once its dependency ends, rubickd plans and starts it. A job an admin
 // held (scontrol hold) is not rubick's to release.
 func TestDependency(t *testing.T) {
-	l := labFromEnv(t)
-	l.waitIdle(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	dir, bin := buildInto(t, "dependency")
-	cfgPath, _, dbPath := writeConfig(t, l, dir, "")
-	cluster := l.cluster(ctx, t)
-	var ids []string
-	defer scancelAll(l, &ids)
+	lt := newLabTest(t, "dependency", 2*time.Minute, "")
+	l, ctx, dir, bin, cfgPath, dbPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.dbPath, lt.cluster
 
 	first := holdGPUs(ctx, t, l, cluster, filler{"1", "1"})
-	ids = append(ids, first...)
+	lt.ids = append(lt.ids, first...)
 	body := shortTraining(bin, dir, "bert", 32)
-	held := l.submitScript(t, dir, body, &ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-held", "-N", "1", "--gres=gpu:1", "--requeue")
+	held := l.submitScript(t, dir, body, &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-held", "-N", "1", "--gres=gpu:1", "--requeue")
 	l.run(t, "scontrol", "hold", strconv.Itoa(held))
 	d := runDaemon(t, l, bin, dir, cfgPath)
 
-	id := l.submitScript(t, dir, body, &ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-dependency", "-N", "1",
+	id := l.submitScript(t, dir, body, &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-dependency", "-N", "1",
 		"--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue", "--dependency=afterany:"+first[0])
 
 	// A few cycles (2 s each): still held, nothing planned.

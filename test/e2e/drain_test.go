@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -18,16 +17,9 @@ import (
 // cycles go on (the job keeps what it holds there), and a job submitted
 // afterwards starts on another node.
 func TestDrainedNode(t *testing.T) {
-	l := labFromEnv(t)
-	l.waitIdle(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	dir, bin := buildInto(t, "drain")
 	smp := newSamples(t)
-	cfgPath, _, _ := writeConfig(t, l, dir, smp.config())
-	cluster := l.cluster(ctx, t)
-	var ids []string
-	defer scancelAll(l, &ids)
+	lt := newLabTest(t, "drain", 2*time.Minute, smp.config())
+	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
 
 	d := runDaemon(t, l, bin, dir, cfgPath)
 
@@ -38,7 +30,7 @@ exec %[1]s/rubick-srun --launcher gpu -- \
   --save %[2]s/ckpt-"$SLURM_JOB_ID"
 `, bin, dir)
 	submit := func() int {
-		return l.submitScript(t, dir, body, &ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-drain", "-N", "1",
+		return l.submitScript(t, dir, body, &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-drain", "-N", "1",
 			"--ntasks-per-node=1", "--gres=gpu:8", "--cpus-per-task=8", "--mem=32G", "--requeue")
 	}
 	running := func(id int) slurm.Job {

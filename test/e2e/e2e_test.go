@@ -198,6 +198,32 @@ func (l lab) submitScript(t *testing.T, dir, body string, ids *[]string, args ..
 	return id
 }
 
+// labTest is where most lab tests start: the lab, idle; a deadline; rubick's
+// commands built into dir/bin; a rubickd configuration (with extra) in dir;
+// a slurmrestd client; and the jobs the test submits, cancelled when it ends.
+type labTest struct {
+	lab
+	ctx             context.Context
+	dir, bin        string
+	cfgPath, dbPath string
+	cluster         *slurm.RESTCluster
+	ids             []string
+}
+
+func newLabTest(t *testing.T, name string, timeout time.Duration, extra string) *labTest {
+	t.Helper()
+	l := labFromEnv(t)
+	l.waitIdle(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	lt := &labTest{lab: l, ctx: ctx}
+	lt.dir, lt.bin = buildInto(t, name)
+	lt.cfgPath, _, lt.dbPath = writeConfig(t, l, lt.dir, extra)
+	lt.cluster = l.cluster(ctx, t)
+	t.Cleanup(func() { scancelAll(l, &lt.ids) })
+	return lt
+}
+
 // waitIdle waits (30 s at most) until the lab's partition has no jobs
 // left, as the tests before may leave some ending: a test that needs free
 // nodes starts from an idle lab.

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -15,22 +14,15 @@ import (
 // resize to Gres=gpu:N beside those requests is invalid, so it clears them)
 // and they run to completion on rubick's plans.
 func TestGPUsPerJobAndTask(t *testing.T) {
-	l := labFromEnv(t)
-	l.waitIdle(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	dir, bin := buildInto(t, "gpus")
-	cfgPath, _, _ := writeConfig(t, l, dir, "")
-	cluster := l.cluster(ctx, t)
-	var ids []string
-	defer scancelAll(l, &ids)
+	lt := newLabTest(t, "gpus", 2*time.Minute, "")
+	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
 
 	d := runDaemon(t, l, bin, dir, cfgPath)
 
 	body := shortTraining(bin, dir, "bert", 32)
 	for _, gpus := range [][]string{{"--gpus=2"}, {"--ntasks=2", "--gpus-per-task=1"}} {
 		args := append([]string{"--model-type=bert", "-p", "gpu", "-J", "e2e-gpus", "-N", "1", "--cpus-per-task=4", "--mem=32G", "--requeue"}, gpus...)
-		id := l.submitScript(t, dir, body, &ids, args...)
+		id := l.submitScript(t, dir, body, &lt.ids, args...)
 		j, _ := waitEnded(ctx, cluster, id)
 		if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" || j.Tag.Generation < 1 {
 			t.Errorf("job %d (%v) ended %s (%s), tag %v; want COMPLETED on a plan rubickd chose; rubickd log %s", id, gpus, j.State, j.Reason, j.Tag, d.log)

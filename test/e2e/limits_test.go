@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,15 +18,8 @@ import (
 // rubickd then plans the job within its request, records the limit in its
 // tag, and the job runs to completion.
 func TestSlurmLimit(t *testing.T) {
-	l := labFromEnv(t)
-	l.waitIdle(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	dir, bin := buildInto(t, "limit")
-	cfgPath, _, _ := writeConfig(t, l, dir, "log_level: debug\n")
-	cluster := l.cluster(ctx, t)
-	var ids []string
-	defer scancelAll(l, &ids)
+	lt := newLabTest(t, "limit", 3*time.Minute, "log_level: debug\n")
+	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
 
 	l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "MaxTRESPerJob=gres/gpu=4")
 	defer l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "MaxTRESPerJob=gres/gpu=-1")
@@ -35,7 +27,7 @@ func TestSlurmLimit(t *testing.T) {
 	d := runDaemon(t, l, bin, dir, cfgPath)
 
 	body := shortTraining(bin, dir, "roberta", 64)
-	id := l.submitScript(t, dir, body, &ids, "--model-type=roberta", "-p", "gpu", "-J", "e2e-limit", "-N", "1",
+	id := l.submitScript(t, dir, body, &lt.ids, "--model-type=roberta", "-p", "gpu", "-J", "e2e-limit", "-N", "1",
 		"--qos=normal", "--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue")
 
 	var (
