@@ -37,6 +37,10 @@ const (
 	// takes a moment to start a released job; until then it must not look
 	// like a queued job to decide on again.
 	tagAt = "at"
+	// tagNodes records the user's --nodelist (a hostlist) when rubick first
+	// acts on the job: rubick's own NodeList= updates replace the list
+	// Slurm reports.
+	tagNodes = "nl"
 )
 
 // splitPerCycle bounds the array tasks split off in one cycle (one scontrol
@@ -97,6 +101,8 @@ type managedJob struct {
 	// limit is the Slurm size limit that now holds the pending job back;
 	// its next action records it in the tag.
 	limit string
+	// nodes is the user's --nodelist; the job's actions record it.
+	nodes []string
 }
 
 // arraySplit is a job array record and the tasks to split off it.
@@ -135,17 +141,50 @@ func waitsOn(dep string, active map[int]bool) bool {
 	return false
 }
 
-// allowedNodes lists the usable nodes (open) a job's --constraint and
-// --exclude leave it; nil when it has neither. A constraint rubick cannot
-// evaluate node by node, or one no node satisfies, is an error: Slurm
-// places the job.
-func allowedNodes(j slurm.Job, open []slurm.Node) ([]string, error) {
-	if j.Constraint == "" && len(j.Excluded) == 0 {
+// userNodes is the job's --nodelist: the tag's record once rubick has
+// acted on the job, what Slurm reports before that. nil when it has none.
+func userNodes(j slurm.Job) ([]string, error) {
+	if j.Tag == nil {
+		return j.RequiredNodes, nil
+	}
+	if s, ok := j.Tag.Extra[tagNodes]; ok {
+		nodes, err := slurm.ExpandHostlist(s)
+		if err != nil {
+			return nil, fmt.Errorf("tag %s=%q: %w", tagNodes, s, err)
+		}
+		return nodes, nil
+	}
+	if j.Tag.Generation > 0 {
+		return nil, nil // what Slurm reports is rubick's placement
+	}
+	if len(slurm.CompressHostlist(j.RequiredNodes)) > maxTagNodes {
+		return nil, fmt.Errorf("--nodelist=%s...: longer than the %d characters rubick can record",
+			slurm.CompressHostlist(j.RequiredNodes)[:32], maxTagNodes)
+	}
+	return j.RequiredNodes, nil
+}
+
+// maxTagNodes is the longest hostlist a tag value holds.
+const maxTagNodes = 256
+
+// recordNodes writes the user's --nodelist into an action's tag.
+func recordNodes(tag *slurm.Tag, nodes []string) {
+	if len(nodes) > 0 {
+		tag.Extra[tagNodes] = slurm.CompressHostlist(nodes)
+	}
+}
+
+// allowedNodes lists the usable nodes (open) a job's --constraint,
+// --exclude and --nodelist (required) leave it; nil when it has none of
+// them. A constraint rubick cannot evaluate node by node, or one no node
+// satisfies, is an error: Slurm places the job.
+func allowedNodes(j slurm.Job, required []string, open []slurm.Node) ([]string, error) {
+	if j.Constraint == "" && len(j.Excluded) == 0 && len(required) == 0 {
 		return nil, nil
 	}
 	var out []string
 	for _, n := range open {
-		if slices.Contains(j.Excluded, n.Name) {
+		if slices.Contains(j.Excluded, n.Name) || len(required) > 0 && !slices.Contains(required, n.Name) {
 			continue
 		}
 		ok, err := slurm.MatchConstraint(j.Constraint, n.Features)
@@ -155,6 +194,10 @@ func allowedNodes(j slurm.Job, open []slurm.Node) ([]string, error) {
 		if ok {
 			out = append(out, n.Name)
 		}
+	}
+	if len(out) == 0 && len(required) > 0 {
+		return nil, fmt.Errorf("job %d: no node of its --nodelist=%s is usable in the managed partitions or satisfies --constraint=%q",
+			j.ID, slurm.CompressHostlist(required), j.Constraint)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("job %d: no usable node of the managed partitions satisfies --constraint=%q without the %d --exclude nodes",
@@ -281,6 +324,15 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 			v.Unmanaged[j.ID] = fmt.Sprintf("waits for %s; planned once Slurm lets it start", why)
 			continue
 		}
+		if j.Exclusive {
+			// Slurm keeps every other job off its nodes, whatever share of
+			// them it uses, while the policies place jobs side by side.
+			v.Unmanaged[j.ID] = "--exclusive: runs on its own request, placed by Slurm; rubick reconfigures jobs that share nodes"
+			if j.State == slurm.StatePending && j.Held {
+				v.Rigid = append(v.Rigid, j)
+			}
+			continue
+		}
 		// A size limit is Slurm's verdict on a released job: it will not
 		// start as it is, so there is no start to wait for.
 		limit := ""
@@ -314,7 +366,10 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 		}
 		mj, pj, err := convertJob(cfg, now, j, e, facts[j.ID], shape, limit)
 		if err == nil {
-			pj.Nodes, err = allowedNodes(j, open)
+			mj.nodes, err = userNodes(j)
+		}
+		if err == nil {
+			pj.Nodes, err = allowedNodes(j, mj.nodes, open)
 		}
 		if err == nil && mj.adjusted != "" {
 			v.Adjusted[j.ID] = mj.adjusted
@@ -607,6 +662,7 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 	if mj.limit != "" {
 		tag.Extra[tagLimit] = mj.limit
 	}
+	recordNodes(&tag, mj.nodes)
 	tag.Generation = mj.tag.Generation + 1
 	ran := mj.ran
 	if j.State == slurm.StateRunning && !j.StartTime.IsZero() && now.After(j.StartTime) {
@@ -681,9 +737,12 @@ func (v *View) RigidActions(now time.Time, profile func(modelType string) bool) 
 		a := slurm.Action{Kind: slurm.ActionStart, JobID: j.ID, NumNodes: req.Nodes,
 			GPUsPerNode: req.GPUsPerNode, CPUsPerTask: max(req.CPUs/req.Nodes, 1), MemPerNodeMB: req.MemMB}
 		if j.Tag != nil {
-			// Nodes an earlier start of rubick's chose are not the user's.
-			a.ClearNodes = j.Tag.Generation > 0
+			// Nodes an earlier start of rubick's chose are not the user's:
+			// the job gets its own --nodelist back, or none.
+			nodes, err := userNodes(j)
+			a.Nodes, a.ClearNodes = nodes, err == nil && len(nodes) == 0 && j.Tag.Generation > 0
 			tag := cloneTag(*j.Tag)
+			recordNodes(&tag, nodes)
 			// Released unplanned: rubick-srun runs the line unchanged. A plan
 			// left from an earlier start was chosen for other resources, or
 			// is one the line has refused.

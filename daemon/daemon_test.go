@@ -725,21 +725,39 @@ func TestCycleSplitsJobArrays(t *testing.T) {
 	}
 }
 
-// --constraint and --exclude bound where rubick places a job; a constraint
-// rubick cannot evaluate node by node leaves the placement to Slurm.
+// --constraint, --exclude and --nodelist bound where rubick places a job;
+// a constraint rubick cannot evaluate node by node leaves the placement to
+// Slurm. The user's --nodelist is recorded in the tag, since rubick's own
+// NodeList= updates replace what Slurm reports.
 func TestCycleKeepsToConstraints(t *testing.T) {
 	tests := map[string]struct {
 		constraint string
 		excluded   []string
-		nodes      []string // where it may start; nil: released for Slurm to place
+		required   []string // what Slurm reports as the job's node list
+		gen        int      // rubick's actions on the job so far
+		tagNodes   string   // the tag's record of the user's --nodelist
+		nodes      []string // where it may start
+		rigid      bool     // released on its request: Slurm places it on nodes
+		clear      bool     // and clears the node list
 		ignored    string
 	}{
-		"feature":          {constraint: "a100", nodes: []string{"node2", "node3"}},
-		"feature or":       {constraint: "h100|a100&ib", nodes: []string{"node2"}},
-		"exclude":          {excluded: []string{"node1", "node2"}, nodes: []string{"node3"}},
-		"feature, exclude": {constraint: "a100", excluded: []string{"node2"}, nodes: []string{"node3"}},
-		"brackets":         {constraint: "[a100|h100]", ignored: "unsupported constraint"},
-		"no such node":     {constraint: "h100", ignored: "no usable node"},
+		"feature":            {constraint: "a100", nodes: []string{"node2", "node3"}},
+		"feature or":         {constraint: "h100|a100&ib", nodes: []string{"node2"}},
+		"exclude":            {excluded: []string{"node1", "node2"}, nodes: []string{"node3"}},
+		"feature, exclude":   {constraint: "a100", excluded: []string{"node2"}, nodes: []string{"node3"}},
+		"brackets":           {constraint: "[a100|h100]", rigid: true, ignored: "unsupported constraint"},
+		"no such node":       {constraint: "h100", rigid: true, ignored: "no usable node"},
+		"nodelist":           {required: []string{"node1", "node3"}, nodes: []string{"node1", "node3"}},
+		"nodelist, feature":  {constraint: "a100", required: []string{"node1", "node2"}, nodes: []string{"node2"}},
+		"nodelist recorded":  {required: []string{"node2"}, gen: 1, tagNodes: "node3", nodes: []string{"node3"}},
+		"rubick's node list": {required: []string{"node2"}, gen: 1, nodes: []string{"node1", "node2", "node3"}},
+		"nodelist unusable":  {required: []string{"node9"}, rigid: true, nodes: []string{"node9"}, ignored: "no node of its --nodelist=node9"},
+		"rigid, nodelist back": {constraint: "[a100|h100]", required: []string{"node3"}, gen: 1, tagNodes: "node[1-2]",
+			rigid: true, nodes: []string{"node1", "node2"}, ignored: "unsupported constraint"},
+		"rigid, rubick's node list": {constraint: "[a100|h100]", required: []string{"node3"}, gen: 1,
+			rigid: true, clear: true, ignored: "unsupported constraint"},
+		// The user's list is unknown: the node list stays as it is.
+		"bad record": {gen: 1, tagNodes: "node[2-", rigid: true, ignored: "tag nl="},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -747,7 +765,10 @@ func TestCycleKeepsToConstraints(t *testing.T) {
 			nodes[1].Features = []string{"a100", "ib"}
 			nodes[2].Features = []string{"a100"}
 			j := heldJob(21, "bert", 1, 4)
-			j.Constraint, j.Excluded = tc.constraint, tc.excluded
+			j.Constraint, j.Excluded, j.RequiredNodes, j.Tag.Generation = tc.constraint, tc.excluded, tc.required, tc.gen
+			if tc.tagNodes != "" {
+				j.Tag.Extra = map[string]string{tagNodes: tc.tagNodes}
+			}
 			c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{j}}
 			a := &fakeApplier{}
 			d, _ := newTestDaemon(t, c, a)
@@ -758,19 +779,75 @@ func TestCycleKeepsToConstraints(t *testing.T) {
 			if len(a.got) != 1 || a.got[0].Kind != slurm.ActionStart {
 				t.Fatalf("actions %+v, want one start", a.got)
 			}
-			got := a.got[0].Nodes
-			if tc.nodes == nil && len(got) > 0 || len(got) == 0 && tc.nodes != nil {
-				t.Errorf("started on %v, want %v", got, tc.nodes)
-			}
-			for _, n := range got {
-				if !slices.Contains(tc.nodes, n) {
-					t.Errorf("started on %v, want only nodes of %v", got, tc.nodes)
+			got := a.got[0]
+			if tc.rigid {
+				if diff := cmp.Diff(tc.nodes, got.Nodes); diff != "" || got.ClearNodes != tc.clear || got.Tag.Plan != "" {
+					t.Errorf("released on nodes %v (clear %v) with plan %q, want on its request with nodes %v and no plan",
+						got.Nodes, got.ClearNodes, got.Tag.Plan, tc.nodes)
 				}
+			} else if len(got.Nodes) == 0 || got.Tag.Plan == "" {
+				t.Errorf("started on %v with plan %q, want a planned start on nodes of %v", got.Nodes, got.Tag.Plan, tc.nodes)
+			}
+			for _, n := range got.Nodes {
+				if !slices.Contains(tc.nodes, n) {
+					t.Errorf("started on %v, want only nodes of %v", got.Nodes, tc.nodes)
+				}
+			}
+			wantRecord := tc.tagNodes
+			if tc.gen == 0 && tc.required != nil {
+				wantRecord = slurm.CompressHostlist(tc.required)
+			}
+			if got.Tag.Extra[tagNodes] != wantRecord {
+				t.Errorf("tag %s, want %s=%q", got.Tag, tagNodes, wantRecord)
 			}
 			if why := rep.Ignored[21]; !strings.Contains(why, tc.ignored) || (why == "") != (tc.ignored == "") {
 				t.Errorf("report ignores the job: %q, want it to say %q", why, tc.ignored)
 			}
 		})
+	}
+}
+
+// An --exclusive job keeps every other job off its nodes, whatever share
+// of them it uses: it is released on its own request for Slurm to place,
+// and the node it runs on (all its CPUs allocated) gets no rubick job.
+func TestCycleLeavesExclusiveJobsToSlurm(t *testing.T) {
+	running := heldJob(31, "bert", 1, 2)
+	running.State, running.Held, running.NodeList, running.BatchHost = slurm.StateRunning, false, []string{"node1"}, "node1"
+	running.Exclusive, running.StartTime, running.CPUs = true, t0.Add(-time.Hour), 64
+	held := heldJob(32, "bert", 1, 2)
+	held.Exclusive = true
+	nodes := labNodes(2)
+	nodes[0].State, nodes[0].GPUsUsed, nodes[0].CPUsAlloc, nodes[0].MemAllocMB = "MIXED", 2, 64, 64000
+	c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{running, held, heldJob(33, "bert", 1, 4)}}
+	a := &fakeApplier{}
+	d, _ := newTestDaemon(t, c, a)
+	rep, err := d.Cycle(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int]slurm.Action{}
+	for _, act := range a.got {
+		got[act.JobID] = act
+	}
+	if len(got) != 2 {
+		t.Fatalf("actions %+v, want a start of jobs 32 and 33", a.got)
+	}
+	want := slurm.Action{Kind: slurm.ActionStart, JobID: 32, NumNodes: 1, GPUsPerNode: 2, CPUsPerTask: 8, MemPerNodeMB: 64000}
+	rigid := got[32]
+	if rigid.Tag == nil || rigid.Tag.Plan != "" {
+		t.Errorf("exclusive job released with tag %v, want one without a plan", rigid.Tag)
+	}
+	rigid.Tag = nil
+	if diff := cmp.Diff(want, rigid); diff != "" {
+		t.Errorf("exclusive job (-want +got):\n%s", diff)
+	}
+	if slices.Contains(got[33].Nodes, "node1") || got[33].Tag.Plan == "" {
+		t.Errorf("job 33 started on %v with plan %q, want a plan off node1 (the exclusive job's)", got[33].Nodes, got[33].Tag.Plan)
+	}
+	for _, id := range []int{31, 32} {
+		if !strings.Contains(rep.Ignored[id], "--exclusive") {
+			t.Errorf("report on job %d: %q, want it to name --exclusive", id, rep.Ignored[id])
+		}
 	}
 }
 

@@ -87,7 +87,8 @@ func TestGolden2205(t *testing.T) {
 			State: StateCancelled, Priority: 4294901735,
 			NodeList: []string{"node2", "node3"}, BatchHost: "node2", NodeCount: 2,
 			GPUsPerNode: 8, GPUs: 16, CPUs: 2, Tasks: byID[24].Tasks, MemPerCPUMB: 4000,
-			Requeue: true, RestartCount: 4, SubmitTime: byID[24].SubmitTime, StartTime: byID[24].StartTime,
+			RequiredNodes: []string{"node2", "node3"},
+			Requeue:       true, RestartCount: 4, SubmitTime: byID[24].SubmitTime, StartTime: byID[24].StartTime,
 		},
 	}
 	for id, w := range want {
@@ -653,6 +654,53 @@ func TestJobsGPUsPerJobAndArrays(t *testing.T) {
 			var gots []got
 			for _, j := range jobs {
 				gots = append(gots, got{j.GPUsPerNode, j.GPUsNotPerNode, j.ArrayJobID, j.ArrayTaskID, j.ArrayTasks, j.Ref()})
+			}
+			if d := cmp.Diff(tc.want, gots); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestJobsExclusiveAndRequiredNodes: the shared modes and node lists are
+// what the two labs report for sbatch --exclusive, --exclusive=user,
+// --oversubscribe, -w and none of them.
+func TestJobsExclusiveAndRequiredNodes(t *testing.T) {
+	type got struct {
+		Exclusive bool
+		Required  []string
+	}
+	tests := map[string]struct {
+		version, path, body string
+		want                []got
+	}{
+		"22.05": {Version38, "/slurm/v0.0.38/jobs", `{"errors":[],"jobs":[
+			{"job_id":40,"job_state":"PENDING","shared":"none","required_nodes":""},
+			{"job_id":41,"job_state":"PENDING","shared":null,"required_nodes":"node[3-4]"},
+			{"job_id":42,"job_state":"PENDING","shared":"user","required_nodes":""},
+			{"job_id":43,"job_state":"PENDING","shared":"shared","required_nodes":""},
+			{"job_id":44,"job_state":"PENDING","shared":null,"required_nodes":""}]}`,
+			[]got{{true, nil}, {false, []string{"node3", "node4"}}, {true, nil}, {false, nil}, {false, nil}}},
+		"24.11": {Version41, "/slurm/v0.0.41/jobs/", `{"errors":[],"warnings":[],"jobs":[
+			{"job_id":5,"job_state":["PENDING"],"shared":["none"],"exclusive":["true"],"required_nodes":""},
+			{"job_id":6,"job_state":["PENDING"],"shared":["user"],"exclusive":["user"],"required_nodes":""},
+			{"job_id":7,"job_state":["PENDING"],"shared":[],"exclusive":[],"required_nodes":"node2"},
+			{"job_id":8,"job_state":["PENDING"],"shared":["oversubscribe"],"exclusive":["false"],"required_nodes":""},
+			{"job_id":9,"job_state":["PENDING"],"shared":[],"exclusive":[],"required_nodes":""}]}`,
+			[]got{{true, nil}, {true, nil}, {false, []string{"node2"}}, {false, nil}, {false, nil}}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f, srv := newFakeRestd(t, tc.version)
+			c := newTestCluster(t, srv.URL, nil)
+			f.overrides[tc.path] = tc.body
+			jobs, _, err := c.Jobs(context.Background(), time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gots []got
+			for _, j := range jobs {
+				gots = append(gots, got{j.Exclusive, j.RequiredNodes})
 			}
 			if d := cmp.Diff(tc.want, gots); d != "" {
 				t.Errorf("(-want +got):\n%s", d)

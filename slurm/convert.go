@@ -150,6 +150,19 @@ func dependency(d string) string {
 	return d
 }
 
+// exclusive reports whether a job's shared mode (22.05 "shared", 24.11 one
+// of the "shared" flags) keeps other jobs off its nodes: "none" for
+// --exclusive, "user" and "mcs" for the per-user and per-MCS forms; "topo"
+// (24.11) keeps its whole topology segment. "shared" and "oversubscribe"
+// (--oversubscribe), and nothing, let it share.
+func exclusive(shared string) bool {
+	switch strings.ToLower(shared) {
+	case "none", "user", "mcs", "topo":
+		return true
+	}
+	return false
+}
+
 // splitList splits Slurm's comma-separated lists; nil for "".
 func splitList(s string) []string {
 	if s == "" {

@@ -3,6 +3,7 @@ package slurm
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -134,4 +135,77 @@ func parseIndex(s string) (int, error) {
 		}
 	}
 	return strconv.Atoi(s)
+}
+
+// CompressHostlist writes names as a hostlist expression that
+// ExpandHostlist turns back into the same names: names sharing a prefix and
+// ending in numbers of one zero padding become one range group
+// ("node1,node2,node3,node5" gives "node[1-3,5]"). Groups keep the order of
+// their first name; duplicates are dropped; nil gives "".
+func CompressHostlist(names []string) string {
+	type group struct {
+		prefix string
+		width  int // digits of a zero-padded number; 0 when unpadded
+		nums   []int
+	}
+	var groups []*group // names without a usable number are groups of width -1
+	at := map[[2]string]*group{}
+	seen := map[string]bool{}
+	for _, name := range names {
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		i := len(name)
+		for i > 0 && name[i-1] >= '0' && name[i-1] <= '9' {
+			i--
+		}
+		digits := name[i:]
+		n, err := strconv.Atoi(digits)
+		// A prefix with brackets or commas would not read back as one name.
+		if digits == "" || len(digits) > 9 || err != nil || strings.ContainsAny(name[:i], "[],") {
+			groups = append(groups, &group{prefix: name, width: -1})
+			continue
+		}
+		width := 0
+		if len(digits) > 1 && digits[0] == '0' {
+			width = len(digits)
+		}
+		key := [2]string{name[:i], strconv.Itoa(width)}
+		g := at[key]
+		if g == nil {
+			g = &group{prefix: name[:i], width: width}
+			at[key] = g
+			groups = append(groups, g)
+		}
+		g.nums = append(g.nums, n)
+	}
+	num := func(n, width int) string { return fmt.Sprintf("%0*d", width, n) }
+	var out []string
+	for _, g := range groups {
+		if g.width < 0 {
+			out = append(out, g.prefix)
+			continue
+		}
+		if len(g.nums) == 1 {
+			out = append(out, g.prefix+num(g.nums[0], g.width))
+			continue
+		}
+		slices.Sort(g.nums)
+		var ranges []string
+		for k := 0; k < len(g.nums); {
+			e := k
+			for e+1 < len(g.nums) && g.nums[e+1] == g.nums[e]+1 {
+				e++
+			}
+			r := num(g.nums[k], g.width)
+			if e > k {
+				r += "-" + num(g.nums[e], g.width)
+			}
+			ranges = append(ranges, r)
+			k = e + 1
+		}
+		out = append(out, g.prefix+"["+strings.Join(ranges, ",")+"]")
+	}
+	return strings.Join(out, ",")
 }

@@ -2,9 +2,11 @@ package slurm
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
 )
 
 func TestExpandHostlist(t *testing.T) {
@@ -56,6 +58,52 @@ func FuzzExpandHostlist(f *testing.F) {
 		got, err := ExpandHostlist(s)
 		if err == nil && len(got) > maxHostlist {
 			t.Fatalf("%d names, more than the bound", len(got))
+		}
+	})
+}
+
+func TestCompressHostlist(t *testing.T) {
+	tests := map[string]struct {
+		in   []string
+		want string
+	}{
+		"none":        {nil, ""},
+		"one":         {[]string{"node3"}, "node3"},
+		"range":       {[]string{"node3", "node4"}, "node[3-4]"},
+		"gap":         {[]string{"node5", "node1", "node2", "node3"}, "node[1-3,5]"},
+		"duplicates":  {[]string{"node1", "node1"}, "node1"},
+		"padding":     {[]string{"n08", "n09", "n10"}, "n[08-09],n10"},
+		"prefixes":    {[]string{"gpu1", "node2", "gpu2"}, "gpu[1-2],node2"},
+		"no number":   {[]string{"login", "r1-ib"}, "login,r1-ib"},
+		"inner digit": {[]string{"r1n1", "r1n2", "r2n1"}, "r1n[1-2],r2n1"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := CompressHostlist(tc.in); got != tc.want {
+				t.Errorf("CompressHostlist(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCompressHostlistRoundTrip: expanding the compressed form gives the
+// same set of names.
+func TestCompressHostlistRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		names := rapid.SliceOf(rapid.StringMatching(`[a-c]{1,2}(-ib)?[0-9]{0,3}`)).Draw(t, "names")
+		got, err := ExpandHostlist(CompressHostlist(names))
+		if err != nil {
+			t.Fatalf("%q: %v", CompressHostlist(names), err)
+		}
+		want := slices.Clone(names)
+		slices.Sort(want)
+		want = slices.Compact(want)
+		slices.Sort(got)
+		if len(want) == 0 {
+			want = nil
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%q via %q (-want +got):\n%s", names, CompressHostlist(names), diff)
 		}
 	})
 }

@@ -246,7 +246,7 @@ func checkValue(k, v string) error {
 	}
 	for _, c := range v {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			strings.ContainsRune("._+-:/@,", c)) {
+			strings.ContainsRune("._+-:/@,[]", c)) { // [] for hostlists
 			return fmt.Errorf("%w: %s=%q contains %q", ErrTag, k, clip(v), c)
 		}
 	}

@@ -23,6 +23,7 @@ func TestParseTag(t *testing.T) {
 		"extra spaces": {"  rubick:v1   model=gpt2  ", Tag{ModelType: "gpt2"}},
 		"unknown key":  {"rubick:v1 model=gpt2 zone=eu-1", Tag{ModelType: "gpt2", Extra: map[string]string{"zone": "eu-1"}}},
 		"account w/ @": {"rubick:v1 tenant=lab@site", Tag{Tenant: "lab@site"}},
+		"hostlist":     {"rubick:v1 nl=node[1-3,5]", Tag{Extra: map[string]string{"nl": "node[1-3,5]"}}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -92,6 +92,13 @@ type Job struct {
 	// Excluded the nodes of its --exclude.
 	Constraint string
 	Excluded   []string
+	// RequiredNodes are the nodes of the job's --nodelist (-w). Slurm
+	// reports the node list of the last NodeList= update in its place, so
+	// once rubick has placed the job this is rubick's list, not the user's.
+	RequiredNodes []string
+	// Exclusive is true for a job that does not share its nodes:
+	// --exclusive, --exclusive=user or =mcs.
+	Exclusive bool
 	// ArrayJobID is the job array's ID for a task of one (its own record,
 	// split off or the array's last); 0 for other jobs. ArrayTaskID is the
 	// task's ID then.

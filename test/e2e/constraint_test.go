@@ -12,9 +12,10 @@ import (
 )
 
 // TestConstraintAndExclude: the lab's nodes 1-2 have feature a100, 3-4
-// h100. rubick places a job with --constraint=h100 on an h100 node and one
-// with --exclude on a node it did not exclude, though every node is free
-// (a node a job cannot use left it pending with BadConstraints).
+// h100. rubick places a job with --constraint=h100 on an h100 node, one
+// with --exclude on a node it did not exclude and one with --nodelist on
+// its node, though every node is free (a node a job cannot use left it
+// pending with BadConstraints; the node list was overridden).
 func TestConstraintAndExclude(t *testing.T) {
 	lt := newLabTest(t, "constraint", 2*time.Minute, "")
 	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
@@ -28,6 +29,7 @@ func TestConstraintAndExclude(t *testing.T) {
 	}{
 		{"--constraint=h100", []string{"node3", "node4"}},
 		{"--exclude=node1,node2,node3", []string{"node4"}},
+		{"--nodelist=node2", []string{"node2"}},
 	} {
 		id := l.submitScript(t, dir, body, &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-constraint", "-N", "1",
 			"--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue", tc.arg)
@@ -38,5 +40,39 @@ func TestConstraintAndExclude(t *testing.T) {
 		if len(ran) == 0 || slices.ContainsFunc(ran, func(n string) bool { return !slices.Contains(tc.nodes, n) }) {
 			t.Errorf("job %d (%s) ran on %v, want nodes of %s", id, tc.arg, ran, strings.Join(tc.nodes, ","))
 		}
+	}
+}
+
+// TestExclusive: an --exclusive job is released on its own request for
+// Slurm to place, and a rubick job submitted while it runs is planned onto
+// another node (Slurm would hold it pending on the exclusive job's).
+func TestExclusive(t *testing.T) {
+	lt := newLabTest(t, "exclusive", 2*time.Minute, "")
+	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
+
+	d := runDaemon(t, l, bin, dir, cfgPath)
+
+	body := shortTraining(bin, dir, "bert", 32)
+	args := []string{"--model-type=bert", "-p", "gpu", "-N", "1", "--ntasks-per-node=1", "--gres=gpu:2",
+		"--cpus-per-task=8", "--mem=32G", "--requeue"}
+	excl := l.submitScript(t, dir, strings.Replace(body, "exec ", "sleep 20\nexec ", 1), &lt.ids,
+		append([]string{"-J", "e2e-exclusive", "--exclusive"}, args...)...)
+	var node string
+	for ctx.Err() == nil && node == "" {
+		if j, err := cluster.Job(ctx, excl); err == nil && j.State == slurm.StateRunning && len(j.NodeList) > 0 {
+			node = j.NodeList[0]
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	id := l.submitScript(t, dir, body, &lt.ids, append([]string{"-J", "e2e-shared"}, args...)...)
+	j, ran := waitEnded(ctx, cluster, id)
+	if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" || slices.Contains(ran, node) {
+		t.Errorf("job %d ended %s (%s) on %v, tag %v; want COMPLETED on a plan rubickd chose, off node %s of exclusive job %d; rubickd log %s",
+			id, j.State, j.Reason, ran, j.Tag, node, excl, d.log)
+	}
+	j, _ = waitEnded(ctx, cluster, excl)
+	if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan != "" || j.GPUsPerNode != 2 {
+		t.Errorf("exclusive job %d ended %s (%s), %d GPUs, tag %v; want COMPLETED on its 2 GPUs without a plan; rubickd log %s",
+			excl, j.State, j.Reason, j.GPUsPerNode, j.Tag, d.log)
 	}
 }
