@@ -477,10 +477,7 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 		}
 		mj.req = r
 	} else {
-		mj.req = request{Nodes: max(j.NodeCount, 1), GPUsPerNode: j.GPUsPerNode, CPUs: j.CPUs, MemMB: j.MemPerNodeMB}
-		if mj.req.MemMB == 0 && j.MemPerCPUMB > 0 {
-			mj.req.MemMB = j.MemPerCPUMB * int64(j.CPUs) / int64(mj.req.Nodes)
-		}
+		mj.req = ownRequest(j)
 	}
 	if mj.req.GPUsPerNode <= 0 {
 		return nil, policy.Job{}, fmt.Errorf("job %d: gres gpu per node=%d: a model-type job needs GPUs", j.ID, mj.req.GPUsPerNode)
@@ -596,11 +593,15 @@ func gpusOn(pl model.Placement) string {
 	return plural(pl.GPUs(), "GPU") + " on " + plural(len(pl), "node")
 }
 
+// memPerNode is the memory per node the job asks for (MiB): --mem, or
+// --mem-per-cpu times its CPUs spread over its nodes; 0 when it asked for
+// neither.
 func memPerNode(j slurm.Job) int64 {
 	if j.MemPerNodeMB > 0 {
 		return j.MemPerNodeMB
 	}
-	if n := max(len(j.NodeList), 1); j.MemPerCPUMB > 0 {
+	// NodeCount: a pending job has no node list yet.
+	if n := max(j.NodeCount, len(j.NodeList), 1); j.MemPerCPUMB > 0 {
 		return j.MemPerCPUMB * int64(j.CPUs) / int64(n)
 	}
 	return 0
@@ -730,7 +731,7 @@ const tagProfile = "profile"
 func (v *View) RigidActions(now time.Time, profile func(modelType string) bool) []slurm.Action {
 	var out []slurm.Action
 	for _, j := range v.Rigid {
-		req := request{Nodes: max(j.NodeCount, 1), GPUsPerNode: j.GPUsPerNode, CPUs: j.CPUs, MemMB: memPerNode(j)}
+		req := ownRequest(j)
 		if r, ok := tagRequest(j); ok {
 			req = r // rubick resized it before
 		}
@@ -757,6 +758,12 @@ func (v *View) RigidActions(now time.Time, profile func(modelType string) bool) 
 		out = append(out, a)
 	}
 	return out
+}
+
+// ownRequest is the job's request as Slurm reports it now: the user's
+// until rubick first resizes the job (tagRequest has it from then on).
+func ownRequest(j slurm.Job) request {
+	return request{Nodes: max(j.NodeCount, 1), GPUsPerNode: j.GPUsPerNode, CPUs: j.CPUs, MemMB: memPerNode(j)}
 }
 
 // tagRequest is the user's request as rubick recorded it when it first
