@@ -209,7 +209,9 @@ func allowedNodes(j slurm.Job, required []string, open []slurm.Node) ([]string, 
 // clusterShape is what the managed partitions' usable nodes add up to.
 type clusterShape struct {
 	nodeGPUs int // GPUs of the largest node
-	gpus     int // GPUs in all
+	gpus     int // GPUs in all, or what the job's QOS allows when less
+	// qos names that QOS; empty when gpus is the cluster's.
+	qos string
 }
 
 // View is one cycle's picture of the cluster: the policy's snapshot and the
@@ -252,16 +254,29 @@ type JobFacts struct {
 	RestartCost time.Duration
 }
 
+// Inputs is what one cycle read: Slurm's nodes, jobs and QOS limits, and
+// what rubick knows beyond them.
+type Inputs struct {
+	Nodes []slurm.Node
+	Jobs  []slurm.Job
+	// Estimators gives each fitted model type's estimator.
+	Estimators Estimators
+	// RestartCosts are the measured restart costs per model type; others
+	// are priced at Config.RestartCost.
+	RestartCosts map[string]time.Duration
+	// Facts holds, per job id, what the store knows of it beyond Slurm.
+	Facts map[int]JobFacts
+	// QOS holds each QOS's per-job limits by name; nil when unknown, and
+	// then Slurm's pending reasons teach them (tagLimit).
+	QOS map[string]slurm.QOS
+}
+
 // BuildView converts what Slurm reports into a policy snapshot. Only nodes
 // of the managed partitions that can run jobs count; their capacity is
 // reduced by whatever jobs rubick does not manage hold on them, and, with
-// rigid_jobs: schedule, by what the first pending rigid job needs. Restarts
-// are priced at restartCosts for the model types it holds, at
-// cfg.RestartCost for the others.
-//
-// facts holds, per job id, what the store knows of it beyond Slurm.
-func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, est Estimators, restartCosts map[string]time.Duration,
-	facts map[int]JobFacts, log *slog.Logger) (*View, error) {
+// rigid_jobs: schedule, by what the first pending rigid job needs.
+func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, error) {
+	nodes, jobs, est, facts := in.Nodes, in.Jobs, in.Estimators, in.Facts
 	v := &View{managed: map[string]*managedJob{}, Unmanaged: map[int]string{}, Adjusted: map[int]string{}}
 	models := map[string]policy.Estimator{}
 	var pjobs []policy.Job
@@ -364,7 +379,13 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 			}
 			continue
 		}
-		mj, pj, err := convertJob(cfg, now, j, e, facts[j.ID], shape, limit)
+		q := in.QOS[j.QOS]
+		jshape := shape // what the job's QOS lets it reach
+		if q.MaxGPUsPerJob > 0 && q.MaxGPUsPerJob < jshape.gpus {
+			jshape.gpus, jshape.qos = q.MaxGPUsPerJob, q.Name
+		}
+		mj, pj, err := convertJob(cfg, now, j, e, facts[j.ID], jshape, limit)
+		pj.Max = policy.Size{GPUs: q.MaxGPUsPerJob, Nodes: q.MaxNodesPerJob, CPUs: q.MaxCPUsPerJob}
 		if err == nil {
 			mj.nodes, err = userNodes(j)
 		}
@@ -423,7 +444,7 @@ func BuildView(cfg Config, now time.Time, nodes []slurm.Node, jobs []slurm.Job, 
 	for _, t := range cfg.Tenants {
 		tenants = append(tenants, policy.Tenant{Name: t.Name, GPUQuota: t.QuotaGPUs})
 	}
-	snap, err := policy.NewSnapshot(now, pnodes, pjobs, tenants, models, cfg.RestartCost, policy.WithRestartCosts(restartCosts))
+	snap, err := policy.NewSnapshot(now, pnodes, pjobs, tenants, models, cfg.RestartCost, policy.WithRestartCosts(in.RestartCosts))
 	if err != nil {
 		return nil, err
 	}
@@ -510,8 +531,12 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 		// run it.
 		res, plan, ok := nearestRequest(e, allow, reqRes, mj.req.Nodes, shape)
 		if !ok {
-			return nil, policy.Job{}, fmt.Errorf("job %d: %s for model %s on its request of %s or on any other GPU count up to the cluster's %d: %w",
-				j.ID, what, j.Tag.ModelType, gpusOn(pl), shape.gpus, err)
+			upTo := fmt.Sprintf("the cluster's %d", shape.gpus)
+			if shape.qos != "" {
+				upTo = fmt.Sprintf("the %d of QOS %s", shape.gpus, shape.qos)
+			}
+			return nil, policy.Job{}, fmt.Errorf("job %d: %s for model %s on its request of %s or on any other GPU count up to %s: %w",
+				j.ID, what, j.Tag.ModelType, gpusOn(pl), upTo, err)
 		}
 		mj.adjusted = fmt.Sprintf("%s for model %s on its request of %s; planned from %s", what, j.Tag.ModelType, gpusOn(pl), gpusOn(res.Placement))
 		pl, reqRes, reqPlan = res.Placement, res, plan

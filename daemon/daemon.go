@@ -25,6 +25,17 @@ type Cluster interface {
 	Nodes(ctx context.Context) ([]slurm.Node, error)
 }
 
+// QOSLister is a Cluster that lists QOS limits (slurm.RESTCluster does).
+// Without it, or when the listing fails, rubickd learns limits from the
+// reasons Slurm holds jobs back for.
+type QOSLister interface {
+	QOS(ctx context.Context) ([]slurm.QOS, error)
+}
+
+// qosRefresh is how long a QOS listing is reused: limits change rarely,
+// and each listing is a slurmdbd query.
+const qosRefresh = time.Minute
+
 // Applier applies Slurm actions and reports a result per action.
 type Applier interface {
 	Apply(ctx context.Context, actions []slurm.Action) []slurm.ActionResult
@@ -70,6 +81,12 @@ type Daemon struct {
 	// unmeasurable holds the restarts MeasureRestart gave up on; only the
 	// cycle reads and writes it.
 	unmeasurable map[int64]time.Time
+
+	// qos is the last QOS listing, qosAt when it was read; qosErr is the
+	// last listing error (logged once). Only the cycle uses them.
+	qos    map[string]slurm.QOS
+	qosAt  time.Time
+	qosErr error
 
 	mu       sync.Mutex // guards the fields below, read by the status endpoint
 	lastJobs []slurm.Job
@@ -244,6 +261,31 @@ func (d *Daemon) jobFacts(ctx context.Context, jobs []slurm.Job) (map[int]JobFac
 	return out, nil
 }
 
+// qosLimits is the QOS listing, read again once qosRefresh has passed. A
+// failed listing keeps the last one; a version without the endpoint is not
+// asked again.
+func (d *Daemon) qosLimits(ctx context.Context, now time.Time) map[string]slurm.QOS {
+	l, ok := d.deps.Cluster.(QOSLister)
+	if !ok || errors.Is(d.qosErr, slurm.ErrUnsupported) || !d.qosAt.IsZero() && now.Sub(d.qosAt) < qosRefresh {
+		return d.qos
+	}
+	d.qosAt = now
+	list, err := l.QOS(ctx)
+	if err != nil {
+		if d.qosErr == nil || err.Error() != d.qosErr.Error() {
+			d.deps.Logger.Warn("QOS limits not read; Slurm's pending reasons will show them", "err", err)
+		}
+		d.qosErr = err
+		return d.qos
+	}
+	d.qosErr = nil
+	d.qos = make(map[string]slurm.QOS, len(list))
+	for _, q := range list {
+		d.qos[q.Name] = q
+	}
+	return d.qos
+}
+
 // Cycle runs one snapshot, decide, apply, record cycle, with the
 // configuration a Reload queued, if any. With dryRun it decides and reports
 // but touches neither Slurm nor the store.
@@ -277,7 +319,8 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	view, err := BuildView(d.cfg, start, nodes, jobs, est, costs, facts, d.deps.Logger)
+	view, err := BuildView(d.cfg, start, Inputs{Nodes: nodes, Jobs: jobs, Estimators: est, RestartCosts: costs,
+		Facts: facts, QOS: d.qosLimits(ctx, start)}, d.deps.Logger)
 	if err != nil {
 		return rep, fmt.Errorf("build snapshot: %w", err)
 	}

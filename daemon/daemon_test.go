@@ -83,7 +83,7 @@ func newTestDaemon(t *testing.T, c *fakeCluster, a *fakeApplier) (*Daemon, *stor
 	return newTestDaemonWith(t, c, a, func(*Config) {})
 }
 
-func newTestDaemonWith(t *testing.T, c *fakeCluster, a *fakeApplier, edit func(*Config)) (*Daemon, *store.Store) {
+func newTestDaemonWith(t *testing.T, c Cluster, a *fakeApplier, edit func(*Config)) (*Daemon, *store.Store) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "rubick.db"), store.WithClock(func() time.Time { return t0 }))
@@ -804,6 +804,77 @@ func TestCycleKeepsToConstraints(t *testing.T) {
 				t.Errorf("report ignores the job: %q, want it to say %q", why, tc.ignored)
 			}
 		})
+	}
+}
+
+// qosCluster lists QOS limits besides what fakeCluster reports.
+type qosCluster struct {
+	*fakeCluster
+	qos   []slurm.QOS
+	err   error
+	calls int
+}
+
+func (q *qosCluster) QOS(context.Context) ([]slurm.QOS, error) {
+	q.calls++
+	return q.qos, q.err
+}
+
+// A QOS's per-job limits bound what rubick gives the QOS's jobs before
+// Slurm has to hold one back; a job of another QOS is the twin that shows
+// rubick growing it past them.
+func TestCycleKeepsToQOSLimits(t *testing.T) {
+	limited := heldJob(21, "bert", 1, 2)
+	limited.QOS = "normal"
+	free := heldJob(22, "bert", 1, 2)
+	free.QOS = "guaranteed"
+	for _, j := range []slurm.Job{limited, free} {
+		t.Run(j.QOS, func(t *testing.T) {
+			c := &qosCluster{fakeCluster: &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{j}},
+				qos: []slurm.QOS{{Name: "normal", MaxGPUsPerJob: 4, MaxNodesPerJob: 1, MaxCPUsPerJob: 24}, {Name: "guaranteed"}}}
+			a := &fakeApplier{}
+			d, _ := newTestDaemonWith(t, c, a, func(*Config) {})
+			if _, err := d.Cycle(context.Background(), false); err != nil {
+				t.Fatal(err)
+			}
+			if len(a.got) != 1 || a.got[0].Kind != slurm.ActionStart {
+				t.Fatalf("actions %+v, want one start", a.got)
+			}
+			got := a.got[0]
+			gpus, cpus := got.GPUsPerNode*got.NumNodes, got.CPUsPerTask*got.NumNodes
+			within := gpus <= 4 && got.NumNodes <= 1 && cpus <= 24
+			if j.QOS == "normal" && !within || j.QOS != "normal" && within {
+				t.Errorf("QOS %s: started with %d GPUs, %d CPUs on %d nodes; want within 4 GPUs, 24 CPUs, 1 node only for QOS normal",
+					j.QOS, gpus, cpus, got.NumNodes)
+			}
+		})
+	}
+}
+
+// The QOS listing is read once a minute; a failed one keeps the last, and
+// an API version without it is not asked again.
+func TestQOSLimitsRefresh(t *testing.T) {
+	c := &qosCluster{fakeCluster: &fakeCluster{}, qos: []slurm.QOS{{Name: "normal", MaxGPUsPerJob: 4}}}
+	d, _ := newTestDaemonWith(t, c, &fakeApplier{}, func(*Config) {})
+	ctx := context.Background()
+	want := map[string]slurm.QOS{"normal": {Name: "normal", MaxGPUsPerJob: 4}}
+	steps := []struct {
+		after time.Duration
+		err   error
+		calls int
+	}{
+		{0, nil, 1},
+		{30 * time.Second, nil, 1}, // reused
+		{qosRefresh, errors.New("slurmdbd down"), 2},
+		{2 * qosRefresh, slurm.ErrUnsupported, 3},
+		{3 * qosRefresh, nil, 3}, // not asked again
+	}
+	for _, st := range steps {
+		c.err = st.err
+		got := d.qosLimits(ctx, t0.Add(st.after))
+		if diff := cmp.Diff(want, got); diff != "" || c.calls != st.calls {
+			t.Errorf("at +%v: %d listings, want %d; limits (-want +got):\n%s", st.after, c.calls, st.calls, diff)
+		}
 	}
 }
 

@@ -196,7 +196,7 @@ func TestBuildViewPricesRestartsPerJob(t *testing.T) {
 		return policy.FromPredictor(model.Predictor{Spec: set.Models[mt].Spec, Params: fits[mt].Params, Env: model.DefaultEnv()}), true
 	}
 	jobs := []slurm.Job{heldJob(5, "bert", 1, 2), heldJob(6, "bert", 1, 2)}
-	v, err := BuildView(Defaults(), t0, labNodes(1), jobs, est, nil, map[int]JobFacts{5: {RestartCost: 7 * time.Second}}, slog.New(slog.DiscardHandler))
+	v, err := BuildView(Defaults(), t0, Inputs{Nodes: labNodes(1), Jobs: jobs, Estimators: est, Facts: map[int]JobFacts{5: {RestartCost: 7 * time.Second}}}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestBuildViewPricesRestartsPerJob(t *testing.T) {
 
 func TestBuildViewPricesRestartsPerModelType(t *testing.T) {
 	none := func(string) (policy.Estimator, bool) { return nil, false }
-	v, err := BuildView(Defaults(), t0, labNodes(1), nil, none, map[string]time.Duration{"bert": 5 * time.Second}, nil, slog.New(slog.DiscardHandler))
+	v, err := BuildView(Defaults(), t0, Inputs{Nodes: labNodes(1), Estimators: none, RestartCosts: map[string]time.Duration{"bert": 5 * time.Second}}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

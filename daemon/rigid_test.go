@@ -73,7 +73,7 @@ func TestBuildViewRigidJobs(t *testing.T) {
 	for mode, wantGPUs := range map[string]int{RigidSchedule: 8, RigidIgnore: 16} {
 		cfg := Defaults()
 		cfg.RigidJobs = mode
-		v, err := BuildView(cfg, t0, labNodes(2), jobs, none, nil, nil, slog.New(slog.DiscardHandler))
+		v, err := BuildView(cfg, t0, Inputs{Nodes: labNodes(2), Jobs: jobs, Estimators: none}, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}

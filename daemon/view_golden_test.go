@@ -88,7 +88,7 @@ func TestBuildViewFromRealResponses(t *testing.T) {
 				t.Fatal(err)
 			}
 			est := func(string) (policy.Estimator, bool) { return nil, false }
-			v, err := BuildView(Defaults(), t0, nodes, jobs, est, nil, nil, slog.New(slog.DiscardHandler))
+			v, err := BuildView(Defaults(), t0, Inputs{Nodes: nodes, Jobs: jobs, Estimators: est}, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -204,6 +204,9 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 		if j.WithinRequest {
 			js.maxNodes = max(1, len(js.info.reqShape))
 		}
+		if j.Max.Nodes > 0 {
+			js.maxNodes = min(js.maxNodes, j.Max.Nodes)
+		}
 		if e.v.slo && j.Guaranteed {
 			js.minNT = (1 + e.cfg.SLOMargin) * js.info.ref / js.info.unit
 		}
@@ -246,6 +249,12 @@ func (r *round) capOf(js *jstate) int {
 	}
 	if js.j.WithinRequest {
 		total = min(total, req)
+	}
+	if m := js.j.Max; m.GPUs > 0 {
+		total = min(total, m.GPUs)
+	}
+	if m := js.j.Max; m.CPUs > 0 && r.e.cfg.MinCPUsPerGPU > 0 {
+		total = min(total, m.CPUs/r.e.cfg.MinCPUsPerGPU)
 	}
 	return max(total, 1)
 }
@@ -467,6 +476,9 @@ func (r *round) nt(js *jstate) float64 {
 // cpuFor is the CPUs that come with k more GPUs on node n for js.
 func (r *round) cpuFor(js *jstate, n, k int) (int, bool) {
 	free := r.nodes[n].freeCPU
+	if b := js.j.cpuBudget(js.cpus()); b >= 0 {
+		free = min(free, b)
+	}
 	want := js.cpg * k
 	if want <= free {
 		return want, true
@@ -1167,7 +1179,7 @@ func (r *round) tuneCPUs() {
 				js := r.jobs[vi]
 				g := js.on(n)
 				if g == 0 || !js.gpuChanged() || g > nd.freeCPU || js.cpusOn(n)+g > g*share ||
-					js.j.WithinRequest && js.cpus()+g > js.j.Request.CPUs {
+					!js.j.cpusWithin(js.cpus()+g) {
 					// Beyond the node's CPUs per GPU, the GPUs of jobs placed
 					// later would have no data loaders.
 					continue

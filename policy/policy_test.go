@@ -636,6 +636,49 @@ func TestWithinRequest(t *testing.T) {
 	}
 }
 
+// A job's Max (a Slurm QOS's per-job limits) bounds what every policy
+// gives it, above its request too; the bounds are table rows, with no
+// bound as the row that shows rubick growing the job past them.
+func TestJobMax(t *testing.T) {
+	tests := map[string]policy.Size{
+		"none":  {},
+		"gpus":  {GPUs: 4},
+		"nodes": {Nodes: 1},
+		"cpus":  {CPUs: 20},
+		"all":   {GPUs: 3, Nodes: 1, CPUs: 12},
+	}
+	for name, max := range tests {
+		t.Run(name, func(t *testing.T) {
+			j := pt.NewJob("a", "small").GPUs(2).CPUs(8).Obj()
+			j.Max = max
+			s, err := policy.NewSnapshot(pt.Epoch.Add(time.Hour), pt.Cluster(4, 4), []policy.Job{j}, nil, pt.Models(), 260*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, pol := range policy.Names() {
+				a := decide(t, pol, s).Actions[0]
+				gpus, cpus := 0, 0
+				for _, n := range a.Alloc {
+					gpus += n.GPUs
+					cpus += n.CPUs
+				}
+				if gpus == 0 || max.GPUs > 0 && gpus > max.GPUs || max.Nodes > 0 && len(a.Alloc) > max.Nodes || max.CPUs > 0 && cpus > max.CPUs {
+					t.Errorf("%s: got %d GPUs, %d CPUs on %d nodes, want a start within %+v (%s: %s)",
+						pol, gpus, cpus, len(a.Alloc), max, a.Reason, a.Detail)
+				}
+				if max == (policy.Size{}) && pol == "rubick" && (gpus <= 4 || cpus <= 20 || len(a.Alloc) <= 1) {
+					t.Errorf("rubick gave the unbounded job %d GPUs, %d CPUs on %d nodes; the test needs it past every bound", gpus, cpus, len(a.Alloc))
+				}
+			}
+		})
+	}
+	j := pt.NewJob("a", "small").GPUs(2).Obj()
+	j.Max.CPUs = -1
+	if _, err := policy.NewSnapshot(pt.Epoch, pt.Cluster(1, 8), []policy.Job{j}, nil, pt.Models(), 0); !errors.Is(err, policy.ErrBadSnapshot) || !strings.Contains(err.Error(), "max=") {
+		t.Errorf("negative bound: %v, want ErrBadSnapshot naming max", err)
+	}
+}
+
 // A job that may run on some nodes only (its --constraint and --exclude)
 // gets GPUs there alone, from every policy, though the others are free.
 func TestJobNodes(t *testing.T) {

@@ -124,6 +124,31 @@ type Job struct {
 	// CPUs than it asked for. rubickd sets it once Slurm has held a larger
 	// allocation back for a QOS, association or partition limit.
 	WithinRequest bool `json:"within_request,omitempty"`
+	// Max bounds the job's allocation from outside, whatever pays: a Slurm
+	// QOS's per-job limits. Zero fields bound nothing.
+	Max Size `json:"max,omitzero"`
+}
+
+// Size is an allocation's size over all its nodes.
+type Size struct {
+	GPUs  int `json:"gpus,omitempty"`
+	Nodes int `json:"nodes,omitempty"`
+	CPUs  int `json:"cpus,omitempty"`
+}
+
+// cpusWithin reports whether the job may hold cpus CPUs in all: no more
+// than it asked for when held to its request, nor than Max allows.
+func (j *Job) cpusWithin(cpus int) bool {
+	return (!j.WithinRequest || cpus <= j.Request.CPUs) && (j.Max.CPUs <= 0 || cpus <= j.Max.CPUs)
+}
+
+// cpuBudget is how many more CPUs a job holding cpus may get under Max;
+// -1 when unbounded.
+func (j *Job) cpuBudget(cpus int) int {
+	if j.Max.CPUs <= 0 {
+		return -1
+	}
+	return max(j.Max.CPUs-cpus, 0)
 }
 
 // may reports whether the job may run on the named node.
@@ -278,6 +303,9 @@ func NewSnapshot(now time.Time, nodes []Node, jobs []Job, tenants []Tenant, mode
 		}
 		if j.RestartCost < 0 {
 			return nil, fmt.Errorf("%w: job %s: restart_cost=%v is negative", ErrBadSnapshot, j.ID, j.RestartCost)
+		}
+		if j.Max.GPUs < 0 || j.Max.Nodes < 0 || j.Max.CPUs < 0 {
+			return nil, fmt.Errorf("%w: job %s: max=%+v has a negative bound", ErrBadSnapshot, j.ID, j.Max)
 		}
 		for _, a := range j.Alloc {
 			n, ok := s.nodeIndex[a.Node]

@@ -85,6 +85,7 @@ type backend interface {
 	nodes(ctx context.Context) ([]Node, error)
 	partitions(ctx context.Context) ([]Partition, error)
 	submit(ctx context.Context, req SubmitRequest) (int, error)
+	qos(ctx context.Context) ([]QOS, error)
 }
 
 // NewCluster connects to slurmrestd. Unless cfg.Version pins it, it probes
@@ -175,6 +176,14 @@ func (c *RESTCluster) Nodes(ctx context.Context) ([]Node, error) { return c.api.
 // Partitions implements Cluster.
 func (c *RESTCluster) Partitions(ctx context.Context) ([]Partition, error) {
 	return c.api.partitions(ctx)
+}
+
+// QOS lists the QOS slurmdbd knows, with their per-job limits, through
+// slurmrestd's database plugin. It wraps ErrUnsupported where the API
+// version has no such endpoint that this package can read (v0.0.41: the
+// specification rubick generates from was served without the plugin).
+func (c *RESTCluster) QOS(ctx context.Context) ([]QOS, error) {
+	return c.api.qos(ctx)
 }
 
 // Submit implements Cluster.

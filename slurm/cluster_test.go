@@ -708,3 +708,33 @@ func TestJobsExclusiveAndRequiredNodes(t *testing.T) {
 		})
 	}
 }
+
+// TestQOS reads the lab's QOS list (dbv0.0.38-qos.json, recorded with
+// MaxTRESPerJob=gres/gpu=4,node=2,cpu=64 on normal).
+func TestQOS(t *testing.T) {
+	body, err := os.ReadFile("testdata/22.05/dbv0.0.38-qos.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, srv := newFakeRestd(t, Version38)
+	c := newTestCluster(t, srv.URL, nil)
+	f.overrides["/slurmdb/v0.0.38/qos"] = string(body)
+	got, err := c.QOS(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []QOS{{Name: "normal", MaxGPUsPerJob: 4, MaxNodesPerJob: 2, MaxCPUsPerJob: 64}, {Name: "guaranteed"}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+
+	f.overrides["/slurmdb/v0.0.38/qos"] = `{"errors":[{"error_code":7000,"error":"Unable to connect to database"}],"QOS":[]}`
+	if _, err := c.QOS(context.Background()); err == nil || !strings.Contains(err.Error(), "Unable to connect to database") {
+		t.Errorf("QOS with slurmdbd down: %v, want its error", err)
+	}
+
+	_, srv41 := newFakeRestd(t, Version41)
+	if _, err := newTestCluster(t, srv41.URL, nil).QOS(context.Background()); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("QOS over v0.0.41: %v, want ErrUnsupported", err)
+	}
+}

@@ -17,6 +17,9 @@ var (
 	// ErrUnsupportedVersion means the server speaks no API version that
 	// this package knows, or Config.Version names an unknown one.
 	ErrUnsupportedVersion = errors.New("unsupported slurmrestd API version")
+	// ErrUnsupported means the API version in use has no endpoint for what
+	// was asked.
+	ErrUnsupported = errors.New("not supported by this slurmrestd API version")
 )
 
 // Slurm error numbers this package interprets (slurm_errno.h).

@@ -164,6 +164,15 @@ type Partition struct {
 	TotalNodes int
 }
 
+// QOS is a Slurm QOS and what it allows one job (MaxTRESPerJob); 0 where
+// it sets no bound.
+type QOS struct {
+	Name string
+	// MaxGPUsPerJob bounds gres/gpu, MaxNodesPerJob node and MaxCPUsPerJob
+	// cpu of one job's allocation.
+	MaxGPUsPerJob, MaxNodesPerJob, MaxCPUsPerJob int
+}
+
 // SubmitRequest is a batch job submission; rubick uses it in tests and the
 // lab, not in scheduling.
 type SubmitRequest struct {

@@ -54,6 +54,24 @@ type (
 		Meta   json.RawMessage `json:"meta"`
 		Errors json.RawMessage `json:"errors"`
 	}
+	// v38QOS reads only what rubick uses of the QOS list: 22.05 sends the
+	// id as a number (the spec says string) and names the list "QOS".
+	v38QOS struct {
+		Meta   json.RawMessage `json:"meta"`
+		Errors json.RawMessage `json:"errors"`
+		QOS    []struct {
+			Name   *string `json:"name"`
+			Limits *struct {
+				Max *struct {
+					Tres *struct {
+						Per *struct {
+							Job *v0038.Dbv0038TresList `json:"job"`
+						} `json:"per"`
+					} `json:"tres"`
+				} `json:"max"`
+			} `json:"limits"`
+		} `json:"qos"`
+	}
 	v38Pings struct {
 		v0038.V0038Pings
 		Meta   json.RawMessage `json:"meta"`
@@ -208,6 +226,42 @@ func (b *v38) nodes(ctx context.Context) ([]Node, error) {
 			Reason:     deref(n.Reason),
 			Features:   splitList(deref(n.ActiveFeatures)),
 		})
+	}
+	return out, nil
+}
+
+func (b *v38) qos(ctx context.Context) ([]QOS, error) {
+	const ep = "GET /slurmdb/v0.0.38/qos"
+	status, body, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) {
+		return b.api.SlurmdbV0038GetQos(ctx, nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := responseErrors(ep, status, body); err != nil {
+		return nil, err
+	}
+	var r v38QOS
+	if err := b.c.decode(ep, body, &r); err != nil {
+		return nil, err
+	}
+	var out []QOS
+	for _, q := range r.QOS {
+		o := QOS{Name: deref(q.Name)}
+		if l := q.Limits; l != nil && l.Max != nil && l.Max.Tres != nil && l.Max.Tres.Per != nil {
+			for _, t := range deref(l.Max.Tres.Per.Job) {
+				n := deref(t.Count)
+				switch typ := deref(t.Type) + "/" + deref(t.Name); typ {
+				case "gres/gpu":
+					o.MaxGPUsPerJob = n
+				case "node/":
+					o.MaxNodesPerJob = n
+				case "cpu/":
+					o.MaxCPUsPerJob = n
+				}
+			}
+		}
+		out = append(out, o)
 	}
 	return out, nil
 }

@@ -209,6 +209,10 @@ func (b *v41) nodes(ctx context.Context) ([]Node, error) {
 	return out, nil
 }
 
+func (*v41) qos(context.Context) ([]QOS, error) {
+	return nil, fmt.Errorf("slurm: QOS limits over v0.0.41: %w", ErrUnsupported)
+}
+
 func (b *v41) partitions(ctx context.Context) ([]Partition, error) {
 	const ep = "GET /slurm/v0.0.41/partitions/"
 	status, body, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) {

@@ -12,17 +12,35 @@ import (
 	"github.com/rubick-sched/rubick/slurm"
 )
 
-// TestSlurmLimit: the QOS allows 4 GPUs per job. On the idle lab rubick
-// grows a roberta job asking for 2 GPUs to a whole node (it trains 3x
-// faster on 8 than on 2), which Slurm holds back with QOSMaxGRESPerJob.
-// rubickd then plans the job within its request, records the limit in its
-// tag, and the job runs to completion.
+// TestSlurmLimit: 4 GPUs per job, set on the QOS or on root's association.
+// On the idle lab rubick grows a roberta job asking for 2 GPUs to a whole
+// node (it trains 3x faster on 8 than on 2). rubickd reads QOS limits
+// from slurmdbd and plans the job within them at once. An association's
+// limit it learns from Slurm: Slurm holds the job back with
+// AssocMaxGRESPerJob, rubickd plans it within its request, records the
+// limit in its tag, and the job runs to completion.
 func TestSlurmLimit(t *testing.T) {
+	tests := []struct {
+		name  string
+		set   []string // sacctmgr -i modify ... set, then reset with -1
+		limit string   // the reason Slurm holds the job back for; "" for none
+		gpus  int      // the most GPUs the job may run on
+	}{
+		{"QOS", []string{"qos", "normal", "set"}, "", 4},
+		{"association", []string{"user", "root", "set"}, "AssocMaxGRESPerJob", 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { slurmLimit(t, tc.set, tc.limit, tc.gpus) })
+	}
+}
+
+func slurmLimit(t *testing.T, set []string, limit string, gpus int) {
 	lt := newLabTest(t, "limit", 3*time.Minute, "log_level: debug\n")
 	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
 
-	l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "MaxTRESPerJob=gres/gpu=4")
-	defer l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "MaxTRESPerJob=gres/gpu=-1")
+	sacctmgr := append([]string{"sacctmgr", "-i", "modify"}, set...)
+	l.run(t, append(sacctmgr, "MaxTRESPerJob=gres/gpu=4")...)
+	defer l.run(t, append(sacctmgr, "MaxTRESPerJob=gres/gpu=-1")...)
 
 	d := runDaemon(t, l, bin, dir, cfgPath)
 
@@ -34,10 +52,12 @@ func TestSlurmLimit(t *testing.T) {
 		j   slurm.Job
 		err error
 	)
-	held := false // seen held back by the QOS limit
+	heldFor := map[string]bool{} // the reasons it was seen pending for
 	for ctx.Err() == nil {
 		if j, err = cluster.Job(ctx, id); err == nil {
-			held = held || j.Reason == "QOSMaxGRESPerJob"
+			if j.State == slurm.StatePending {
+				heldFor[j.Reason] = true
+			}
 			if j.Ended() {
 				break
 			}
@@ -48,10 +68,16 @@ func TestSlurmLimit(t *testing.T) {
 	if j.State != slurm.StateCompleted {
 		t.Fatalf("job %d ended %s (%s), want COMPLETED; rubickd log %s; job output:\n%s", id, j.State, j.Reason, d.log, jobOut)
 	}
-	if j.Tag == nil || j.Tag.Extra["lim"] != "QOSMaxGRESPerJob" {
-		t.Errorf("job %d tag %+v, want lim=QOSMaxGRESPerJob (held back: %v); rubickd log %s", id, j.Tag, held, d.log)
+	for reason := range heldFor {
+		if slurm.SizeLimitReason(reason) && reason != limit {
+			t.Errorf("job %d was held back for %s, want %q only (rubickd log %s)", id, reason, limit, d.log)
+		}
 	}
-	if len(j.NodeList) != 1 || j.GPUs > 2 {
-		t.Errorf("job %d ran on %v with %d GPUs, want its request: one node, 2 GPUs at most", id, j.NodeList, j.GPUs)
+	if j.Tag == nil || j.Tag.Plan == "" || j.Tag.Extra["lim"] != limit {
+		t.Errorf("job %d tag %+v, want a plan and lim=%q (pending for %v); rubickd log %s", id, j.Tag, limit, heldFor, d.log)
+	}
+	t.Logf("job %d ran on %d GPUs (tag %v), pending for %v", id, j.GPUs, j.Tag, heldFor)
+	if len(j.NodeList) != 1 || j.GPUs > gpus {
+		t.Errorf("job %d ran on %v with %d GPUs, want one node, %d GPUs at most", id, j.NodeList, j.GPUs, gpus)
 	}
 }
