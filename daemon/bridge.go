@@ -103,6 +103,28 @@ type managedJob struct {
 	limit string
 	// nodes is the user's --nodelist; the job's actions record it.
 	nodes []string
+	// part is the managed partition a pending job submitted to several is
+	// planned in and started in; empty for other jobs.
+	part string
+}
+
+// partitionOf is the partition rubickd plans the job in: its own, or, for
+// a pending job submitted to several, the first managed one (in the job's
+// order) with a usable node. "" when none of them is managed.
+func partitionOf(j slurm.Job, managed []string, open []slurm.Node) string {
+	var first string
+	for _, p := range j.Partitions() {
+		if !slices.Contains(managed, p) {
+			continue
+		}
+		if slices.ContainsFunc(open, func(n slurm.Node) bool { return slices.Contains(n.Partitions, p) }) {
+			return p
+		}
+		if first == "" {
+			first = p
+		}
+	}
+	return first
 }
 
 // arraySplit is a job array record and the tasks to split off it.
@@ -174,17 +196,15 @@ func recordNodes(tag *slurm.Tag, nodes []string) {
 	}
 }
 
-// allowedNodes lists the usable nodes (open) a job's --constraint,
-// --exclude and --nodelist (required) leave it; nil when it has none of
-// them. A constraint rubick cannot evaluate node by node, or one no node
-// satisfies, is an error: Slurm places the job.
-func allowedNodes(j slurm.Job, required []string, open []slurm.Node) ([]string, error) {
-	if j.Constraint == "" && len(j.Excluded) == 0 && len(required) == 0 {
-		return nil, nil
-	}
+// allowedNodes lists the usable nodes (open) the job's partition (part),
+// --constraint, --exclude and --nodelist (required) leave it; nil when that
+// is all of them. A constraint rubick cannot evaluate node by node, or no
+// node left, is an error: Slurm places the job.
+func allowedNodes(j slurm.Job, part string, required []string, open []slurm.Node) ([]string, error) {
 	var out []string
 	for _, n := range open {
-		if slices.Contains(j.Excluded, n.Name) || len(required) > 0 && !slices.Contains(required, n.Name) {
+		if !slices.Contains(n.Partitions, part) ||
+			slices.Contains(j.Excluded, n.Name) || len(required) > 0 && !slices.Contains(required, n.Name) {
 			continue
 		}
 		ok, err := slurm.MatchConstraint(j.Constraint, n.Features)
@@ -195,15 +215,17 @@ func allowedNodes(j slurm.Job, required []string, open []slurm.Node) ([]string, 
 			out = append(out, n.Name)
 		}
 	}
-	if len(out) == 0 && len(required) > 0 {
-		return nil, fmt.Errorf("job %d: no node of its --nodelist=%s is usable in the managed partitions or satisfies --constraint=%q",
-			j.ID, slurm.CompressHostlist(required), j.Constraint)
+	switch {
+	case len(out) == len(open):
+		return nil, nil
+	case len(out) > 0:
+		return out, nil
+	case len(required) > 0:
+		return nil, fmt.Errorf("job %d: no node of its --nodelist=%s is usable in partition %s or satisfies --constraint=%q",
+			j.ID, slurm.CompressHostlist(required), part, j.Constraint)
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("job %d: no usable node of the managed partitions satisfies --constraint=%q without the %d --exclude nodes",
-			j.ID, j.Constraint, len(j.Excluded))
-	}
-	return out, nil
+	return nil, fmt.Errorf("job %d: no usable node of partition %s satisfies --constraint=%q without the %d --exclude nodes",
+		j.ID, part, j.Constraint, len(j.Excluded))
 }
 
 // clusterShape is what the managed partitions' usable nodes add up to.
@@ -297,7 +319,8 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		}
 	}
 	for _, j := range jobs {
-		if !slices.Contains(cfg.Partitions, j.Partition) || (j.State != slurm.StatePending && j.State != slurm.StateRunning) {
+		part := partitionOf(j, cfg.Partitions, open)
+		if part == "" || (j.State != slurm.StatePending && j.State != slurm.StateRunning) {
 			continue
 		}
 		if j.TagErr != nil {
@@ -390,7 +413,10 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			mj.nodes, err = userNodes(j)
 		}
 		if err == nil {
-			pj.Nodes, err = allowedNodes(j, mj.nodes, open)
+			pj.Nodes, err = allowedNodes(j, part, mj.nodes, open)
+		}
+		if len(j.Partitions()) > 1 {
+			mj.part = part
 		}
 		if err == nil && mj.adjusted != "" {
 			v.Adjusted[j.ID] = mj.adjusted
@@ -719,6 +745,9 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 	}
 	if len(nodes) == 0 {
 		return slurm.Action{}, fmt.Errorf("job %d: %s action with an empty allocation", j.ID, a.Kind)
+	}
+	if j.State == slurm.StatePending {
+		out.Partition = mj.part
 	}
 	tag.Plan = a.Plan.String()
 	tag.Extra[tagAt] = strconv.FormatInt(now.Unix(), 10)

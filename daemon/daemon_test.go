@@ -807,6 +807,64 @@ func TestCycleKeepsToConstraints(t *testing.T) {
 	}
 }
 
+// A job is placed on the nodes of its partition only; one submitted to
+// several (job_submit.lua holds it when any is managed) is planned in the
+// first managed one with a usable node and started there; one in no
+// managed partition is not rubickd's.
+func TestCycleKeepsToPartitions(t *testing.T) {
+	tests := map[string]struct {
+		partition string
+		drained   string
+		nodes     []string // where it may start; nil: not started
+		part      string   // the partition its start names
+	}{
+		"managed":         {partition: "gpu2", nodes: []string{"node3"}},
+		"several":         {partition: "debug,gpu", nodes: []string{"node1", "node2"}, part: "gpu"},
+		"several managed": {partition: "gpu2,gpu", nodes: []string{"node3"}, part: "gpu2"},
+		"first drained":   {partition: "gpu2,gpu", drained: "node3", nodes: []string{"node1", "node2"}, part: "gpu"},
+		"unmanaged":       {partition: "debug"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			nodes := labNodes(4)
+			for i, p := range [][]string{{"gpu", "debug"}, {"gpu", "debug"}, {"gpu2", "debug"}, {"debug"}} {
+				nodes[i].Partitions = p
+			}
+			for i := range nodes {
+				if nodes[i].Name == tc.drained {
+					nodes[i].State, nodes[i].Flags = "IDLE", []string{"DRAIN"}
+				}
+			}
+			j := heldJob(21, "bert", 1, 4)
+			j.Partition = tc.partition
+			c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{j}}
+			a := &fakeApplier{}
+			d, _ := newTestDaemonWith(t, c, a, func(cfg *Config) { cfg.Partitions = []string{"gpu", "gpu2"} })
+			if _, err := d.Cycle(context.Background(), false); err != nil {
+				t.Fatal(err)
+			}
+			if tc.nodes == nil {
+				if len(a.got) > 0 {
+					t.Errorf("actions %+v, want none", a.got)
+				}
+				return
+			}
+			if len(a.got) != 1 || a.got[0].Kind != slurm.ActionStart || len(a.got[0].Nodes) == 0 {
+				t.Fatalf("actions %+v, want one planned start", a.got)
+			}
+			got := a.got[0]
+			for _, n := range got.Nodes {
+				if !slices.Contains(tc.nodes, n) {
+					t.Errorf("started on %v, want only nodes of %v", got.Nodes, tc.nodes)
+				}
+			}
+			if got.Partition != tc.part {
+				t.Errorf("start on %v names partition %q, want %q", got.Nodes, got.Partition, tc.part)
+			}
+		})
+	}
+}
+
 // qosCluster lists QOS limits besides what fakeCluster reports.
 type qosCluster struct {
 	*fakeCluster

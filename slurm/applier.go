@@ -53,6 +53,9 @@ type Action struct {
 	GPUsPerNode  int
 	CPUsPerTask  int
 	MemPerNodeMB int64
+	// Partition, when set, narrows a pending job submitted to several
+	// partitions to the one its Nodes are in (start only).
+	Partition string
 	// Tag, when set, is merged into the AdminComment (before the release
 	// for start and restart, so the job reads its new plan when it starts).
 	Tag *Tag
@@ -391,6 +394,9 @@ func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeue
 		// Gres=gpu:N works in 22.05 and 24.11; TresPerNode=gres/gpu:N is
 		// silently ignored by 22.05.
 		argv = append(argv, "Gres=gpu:"+strconv.Itoa(act.GPUsPerNode))
+	}
+	if act.Partition != "" {
+		argv = append(argv, "Partition="+act.Partition)
 	}
 	if len(act.Nodes) > 0 {
 		argv = append(argv, "NodeList="+strings.Join(act.Nodes, ","))

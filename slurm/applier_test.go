@@ -530,6 +530,26 @@ func TestApplyStartClearsGPUsPerJob(t *testing.T) {
 	}
 }
 
+// A job submitted to several partitions is started in the one rubick
+// placed it in.
+func TestApplyStartNamesPartition(t *testing.T) {
+	job := pendingHeld(34)
+	job.Partition = "debug,gpu"
+	f := newApplierFixture(t, map[int][]Job{34: {job}}, nil)
+	res := f.app.ApplyOne(context.Background(), Action{Kind: ActionStart, JobID: 34, Nodes: []string{"node2"}, GPUsPerNode: 2, CPUsPerTask: 4, Partition: "gpu"})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	want := [][]string{
+		{"/usr/bin/scontrol", "update", "JobId=34", "NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4",
+			"Gres=gpu:2", "Partition=gpu", "NodeList=node2"},
+		{"/usr/bin/scontrol", "release", "34"},
+	}
+	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
+		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+}
+
 func TestJobEnded(t *testing.T) {
 	for _, tc := range []struct {
 		j    Job

@@ -34,10 +34,12 @@ const (
 
 // Job is a Slurm job as rubick needs it, independent of the API version.
 type Job struct {
-	ID        int
-	Name      string
-	User      string
-	Account   string
+	ID      int
+	Name    string
+	User    string
+	Account string
+	// Partition is the job's partition; a pending job submitted to several
+	// lists them all, comma-separated (Partitions splits them).
 	Partition string
 	QOS       string
 
@@ -132,6 +134,9 @@ type Node struct {
 	// Features are the node's active features, what --constraint matches.
 	Features []string
 }
+
+// Partitions splits Partition.
+func (j Job) Partitions() []string { return splitList(j.Partition) }
 
 // Ended reports whether the job reached a final state. A requeued job
 // passes through COMPLETING (a base state in 22.05, a flag in 24.11) on its

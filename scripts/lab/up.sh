@@ -165,6 +165,9 @@ install_file() {
       "RealMemory=$NODE_MEM_MB Gres=gpu:$GPUS Feature=$feature State=UNKNOWN"
   done
   echo "PartitionName=$PARTITION Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO"
+  # a second partition over the same nodes, which rubickd does not manage:
+  # jobs submitted to both (-p debug,$PARTITION) are rubick's
+  echo "PartitionName=debug Nodes=node[1-$NODES] MaxTime=INFINITE State=UP OverSubscribe=NO"
 } > "$ETC/slurm.conf.new"
 install_file "$ETC/slurm.conf" 644
 
