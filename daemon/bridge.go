@@ -340,6 +340,15 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			v.Unmanaged[j.ID] = "held by an administrator (scontrol hold); planned once released"
 			continue
 		}
+		if j.HetJobID != 0 {
+			// Slurm resizes no component of a heterogeneous job and starts
+			// them together: the leader's release starts them all.
+			v.Unmanaged[j.ID] = fmt.Sprintf("component %d of heterogeneous job %d: runs on its own request, placed by Slurm", j.HetJobOffset, j.HetJobID)
+			if j.State == slurm.StatePending && j.Held && j.ID == j.HetJobID {
+				v.Rigid = append(v.Rigid, j)
+			}
+			continue
+		}
 		if j.State == slurm.StatePending && j.Held && j.ArrayTasks != "" {
 			// One record for many tasks: a release would start them all
 			// alike. Split them off first; each is then a job of its own.
@@ -791,13 +800,19 @@ func (v *View) RigidActions(now time.Time, profile func(modelType string) bool) 
 		}
 		a := slurm.Action{Kind: slurm.ActionStart, JobID: j.ID, NumNodes: req.Nodes,
 			GPUsPerNode: req.GPUsPerNode, CPUsPerTask: max(req.CPUs/req.Nodes, 1), MemPerNodeMB: req.MemMB}
+		if j.HetJobID != 0 {
+			// Any size update is refused; rubick never changed one.
+			a = slurm.Action{Kind: slurm.ActionRelease, JobID: j.ID}
+		}
 		if j.Tag != nil {
 			// Nodes an earlier start of rubick's chose are not the user's:
 			// the job gets its own --nodelist back, or none.
-			nodes, err := userNodes(j)
-			a.Nodes, a.ClearNodes = nodes, err == nil && len(nodes) == 0 && j.Tag.Generation > 0
 			tag := cloneTag(*j.Tag)
-			recordNodes(&tag, nodes)
+			if a.Kind == slurm.ActionStart {
+				nodes, err := userNodes(j)
+				a.Nodes, a.ClearNodes = nodes, err == nil && len(nodes) == 0 && j.Tag.Generation > 0
+				recordNodes(&tag, nodes)
+			}
 			// Released unplanned: rubick-srun runs the line unchanged. A plan
 			// left from an earlier start was chosen for other resources, or
 			// is one the line has refused.

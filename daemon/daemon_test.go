@@ -865,6 +865,34 @@ func TestCycleKeepsToPartitions(t *testing.T) {
 	}
 }
 
+// A heterogeneous job is started as submitted: Slurm resizes none of its
+// components and starts them together, so only the leader is released,
+// as it is.
+func TestCycleReleasesHeterogeneousJobs(t *testing.T) {
+	leader, comp := heldJob(52, "bert", 1, 2), heldJob(53, "bert", 1, 1)
+	leader.HetJobID, comp.HetJobID, comp.HetJobOffset = 52, 52, 1
+	c := &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{leader, comp}}
+	a := &fakeApplier{}
+	d, _ := newTestDaemon(t, c, a)
+	rep, err := d.Cycle(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.got) != 1 || a.got[0].Tag == nil || a.got[0].Tag.Plan != "" || a.got[0].Tag.Generation != 1 {
+		t.Fatalf("actions %+v, want one release of the leader, tagged without a plan", a.got)
+	}
+	got := a.got[0]
+	got.Tag = nil
+	if diff := cmp.Diff(slurm.Action{Kind: slurm.ActionRelease, JobID: 52}, got); diff != "" {
+		t.Errorf("action (-want +got):\n%s", diff)
+	}
+	for _, id := range []int{52, 53} {
+		if !strings.Contains(rep.Ignored[id], "heterogeneous job 52") {
+			t.Errorf("report on job %d: %q, want it to name heterogeneous job 52", id, rep.Ignored[id])
+		}
+	}
+}
+
 // qosCluster lists QOS limits besides what fakeCluster reports.
 type qosCluster struct {
 	*fakeCluster

@@ -29,6 +29,10 @@ const (
 	// ActionPreempt checkpoints a running job and puts it back in the queue,
 	// held.
 	ActionPreempt ActionKind = "preempt"
+	// ActionRelease releases a held pending job as it is, after merging
+	// its tag: for jobs Slurm does not let rubick resize (heterogeneous
+	// jobs; the leader's release starts every component).
+	ActionRelease ActionKind = "release"
 	// ActionSplit splits tasks off a pending job array's single record, each
 	// into a job of its own that keeps the hold and the tag, so that every
 	// task can be sized and released alone.
@@ -258,6 +262,16 @@ func (r *run) do(ctx context.Context) error {
 			return fmt.Errorf("start job %d: %w: %s, want PENDING", act.JobID, ErrJobState, job.State)
 		}
 		return r.sizeAndRelease(ctx, job, false, time.Time{})
+	case ActionRelease:
+		if job.State != StatePending {
+			return fmt.Errorf("release job %d: %w: %s, want PENDING", act.JobID, ErrJobState, job.State)
+		}
+		if act.Tag != nil {
+			if err := r.annotate(ctx, job); err != nil {
+				return err
+			}
+		}
+		return r.cmd(ctx, "release", r.a.cfg.Scontrol, "release", r.id())
 	case ActionShrink:
 		return r.shrink(ctx, job)
 	case ActionRestart:

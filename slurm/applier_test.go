@@ -550,6 +550,32 @@ func TestApplyStartNamesPartition(t *testing.T) {
 	}
 }
 
+// A release starts a held job as it is: the tag, then scontrol release;
+// nothing that resizes it (Slurm refuses that for heterogeneous jobs).
+func TestApplyRelease(t *testing.T) {
+	job := pendingHeld(52)
+	job.HetJobID = 52
+	f := newApplierFixture(t, map[int][]Job{52: {job}}, nil)
+	tag := Tag{ModelType: "bert", Generation: 1}
+	res := f.app.ApplyOne(context.Background(), Action{Kind: ActionRelease, JobID: 52, Tag: &tag})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	want := [][]string{
+		{"/usr/bin/scontrol", "update", "JobId=52", "AdminComment=model_type=gpt2;rubick:v1 model=bert gen=1"},
+		{"/usr/bin/scontrol", "release", "52"},
+	}
+	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
+		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+
+	job.State = StateRunning
+	f = newApplierFixture(t, map[int][]Job{52: {job}}, nil)
+	if res := f.app.ApplyOne(context.Background(), Action{Kind: ActionRelease, JobID: 52}); !errors.Is(res.Err, ErrJobState) || len(f.runner.Calls()) > 0 {
+		t.Errorf("release of a running job: %v, calls %v; want ErrJobState and no call", res.Err, f.runner.Calls())
+	}
+}
+
 func TestJobEnded(t *testing.T) {
 	for _, tc := range []struct {
 		j    Job

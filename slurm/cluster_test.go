@@ -662,13 +662,15 @@ func TestJobsGPUsPerJobAndArrays(t *testing.T) {
 	}
 }
 
-// TestJobsExclusiveAndRequiredNodes: the shared modes and node lists are
-// what the two labs report for sbatch --exclusive, --exclusive=user,
-// --oversubscribe, -w and none of them.
-func TestJobsExclusiveAndRequiredNodes(t *testing.T) {
+// TestJobsExclusiveRequiredNodesHet: the shared modes, node lists and
+// heterogeneous job fields are what the two labs report for sbatch
+// --exclusive, --exclusive=user, --oversubscribe, -w, none of them, and a
+// job with two components (hetjob).
+func TestJobsExclusiveRequiredNodesHet(t *testing.T) {
 	type got struct {
-		Exclusive bool
-		Required  []string
+		Exclusive   bool
+		Required    []string
+		Het, Offset int
 	}
 	tests := map[string]struct {
 		version, path, body string
@@ -679,15 +681,21 @@ func TestJobsExclusiveAndRequiredNodes(t *testing.T) {
 			{"job_id":41,"job_state":"PENDING","shared":null,"required_nodes":"node[3-4]"},
 			{"job_id":42,"job_state":"PENDING","shared":"user","required_nodes":""},
 			{"job_id":43,"job_state":"PENDING","shared":"shared","required_nodes":""},
-			{"job_id":44,"job_state":"PENDING","shared":null,"required_nodes":""}]}`,
-			[]got{{true, nil}, {false, []string{"node3", "node4"}}, {true, nil}, {false, nil}, {false, nil}}},
+			{"job_id":44,"job_state":"PENDING","shared":null,"required_nodes":""},
+			{"job_id":52,"job_state":"PENDING","het_job_id":52,"het_job_offset":0,"het_job_id_set":"52-53"},
+			{"job_id":53,"job_state":"PENDING","het_job_id":52,"het_job_offset":1,"het_job_id_set":"52-53"}]}`,
+			[]got{{true, nil, 0, 0}, {false, []string{"node3", "node4"}, 0, 0}, {true, nil, 0, 0}, {false, nil, 0, 0}, {false, nil, 0, 0},
+				{false, nil, 52, 0}, {false, nil, 52, 1}}},
 		"24.11": {Version41, "/slurm/v0.0.41/jobs/", `{"errors":[],"warnings":[],"jobs":[
 			{"job_id":5,"job_state":["PENDING"],"shared":["none"],"exclusive":["true"],"required_nodes":""},
 			{"job_id":6,"job_state":["PENDING"],"shared":["user"],"exclusive":["user"],"required_nodes":""},
 			{"job_id":7,"job_state":["PENDING"],"shared":[],"exclusive":[],"required_nodes":"node2"},
 			{"job_id":8,"job_state":["PENDING"],"shared":["oversubscribe"],"exclusive":["false"],"required_nodes":""},
-			{"job_id":9,"job_state":["PENDING"],"shared":[],"exclusive":[],"required_nodes":""}]}`,
-			[]got{{true, nil}, {true, nil}, {false, []string{"node2"}}, {false, nil}, {false, nil}}},
+			{"job_id":9,"job_state":["PENDING"],"shared":[],"exclusive":[],"required_nodes":""},
+			{"job_id":15,"job_state":["PENDING"],"het_job_id":{"set":true,"infinite":false,"number":15},"het_job_offset":{"set":true,"infinite":false,"number":0}},
+			{"job_id":16,"job_state":["PENDING"],"het_job_id":{"set":true,"infinite":false,"number":15},"het_job_offset":{"set":true,"infinite":false,"number":1}}]}`,
+			[]got{{true, nil, 0, 0}, {true, nil, 0, 0}, {false, []string{"node2"}, 0, 0}, {false, nil, 0, 0}, {false, nil, 0, 0},
+				{false, nil, 15, 0}, {false, nil, 15, 1}}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -700,7 +708,7 @@ func TestJobsExclusiveAndRequiredNodes(t *testing.T) {
 			}
 			var gots []got
 			for _, j := range jobs {
-				gots = append(gots, got{j.Exclusive, j.RequiredNodes})
+				gots = append(gots, got{j.Exclusive, j.RequiredNodes, j.HetJobID, j.HetJobOffset})
 			}
 			if d := cmp.Diff(tc.want, gots); d != "" {
 				t.Errorf("(-want +got):\n%s", d)

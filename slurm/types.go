@@ -105,6 +105,10 @@ type Job struct {
 	// split off or the array's last); 0 for other jobs. ArrayTaskID is the
 	// task's ID then.
 	ArrayJobID, ArrayTaskID int
+	// HetJobID is the leader's ID for each component of a heterogeneous
+	// job (sbatch with hetjob / ':'), 0 for other jobs; HetJobOffset is the
+	// component's index, 0 for the leader.
+	HetJobID, HetJobOffset int
 	// ArrayTasks lists the tasks of a job array that are still one pending
 	// record under this ID ("0-3", "0,2-3", "0-15:4"); empty for any other
 	// job, array tasks Slurm has split off included.

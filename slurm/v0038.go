@@ -185,6 +185,8 @@ func (w v38Job) domain() Job {
 		Exclusive:     exclusive(deref(w.Shared)),
 		ArrayJobID:    deref(w.ArrayJobId),
 		ArrayTaskID:   deref(w.ArrayTaskId),
+		HetJobID:      deref(w.HetJobId),
+		HetJobOffset:  deref(w.HetJobOffset),
 		AdminComment:  deref(w.AdminComment),
 	}
 	j.Held = j.State == StatePending && (w.Priority != nil && j.Priority == 0 || heldReason(j.Reason))

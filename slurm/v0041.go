@@ -155,6 +155,8 @@ func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
 			RequiredNodes: expandOrNil(deref(w.RequiredNodes)),
 			ArrayJobID:    int(num(w.ArrayJobId)),
 			ArrayTaskID:   int(num(w.ArrayTaskId)),
+			HetJobID:      int(num(w.HetJobId)),
+			HetJobOffset:  int(num(w.HetJobOffset)),
 			AdminComment:  deref(w.AdminComment),
 		}
 		for _, f := range deref(w.Shared) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rubick-sched/rubick/slurm"
 	"github.com/rubick-sched/rubick/store"
 )
 
@@ -67,6 +68,28 @@ func TestJobArray(t *testing.T) {
 		}
 		if err != nil || starts != 1 {
 			t.Errorf("task %s (job %d): %d planned starts in the history (%v), want 1; rubickd log %s", task, jid, starts, err, d.log)
+		}
+	}
+}
+
+// TestHeterogeneousJob: a job of two components (sbatch with a hetjob
+// line) submitted with --model-type is two held records that Slurm starts
+// together and resizes neither of. rubickd releases the leader as it is,
+// and both components run to completion (rubick used to plan each
+// component alone: the leader's resize failed every cycle and it stayed
+// held).
+func TestHeterogeneousJob(t *testing.T) {
+	lt := newLabTest(t, "hetjob", 2*time.Minute, "")
+	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
+
+	d := runDaemon(t, l, bin, dir, cfgPath)
+
+	body := "#!/bin/bash\n#SBATCH -N 1 --gres=gpu:2\n#SBATCH hetjob\n#SBATCH -N 1 --gres=gpu:1\nsleep 2\n"
+	id := l.submitScript(t, dir, body, &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-hetjob", "--requeue")
+	for _, c := range []int{id, id + 1} { // the components' records
+		j, _ := waitEnded(ctx, cluster, c)
+		if j.State != slurm.StateCompleted || j.HetJobID != id {
+			t.Errorf("job %d (heterogeneous job %d) ended %s (%s); want COMPLETED; rubickd log %s", c, j.HetJobID, j.State, j.Reason, d.log)
 		}
 	}
 }
