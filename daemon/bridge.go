@@ -340,6 +340,15 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			v.Unmanaged[j.ID] = "held by an administrator (scontrol hold); planned once released"
 			continue
 		}
+		if j.Reservation != "" {
+			// Its nodes are the reservation's, which rubick leaves out of
+			// the snapshot (a node in an active reservation is not usable).
+			v.Unmanaged[j.ID] = fmt.Sprintf("--reservation=%s: runs on its own request, placed by Slurm in the reservation", j.Reservation)
+			if j.State == slurm.StatePending && j.Held {
+				v.Rigid = append(v.Rigid, j)
+			}
+			continue
+		}
 		if j.HetJobID != 0 {
 			// Slurm resizes no component of a heterogeneous job and starts
 			// them together: the leader's release starts them all.

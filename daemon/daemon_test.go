@@ -965,46 +965,60 @@ func TestQOSLimitsRefresh(t *testing.T) {
 }
 
 // An --exclusive job keeps every other job off its nodes, whatever share
-// of them it uses: it is released on its own request for Slurm to place,
-// and the node it runs on (all its CPUs allocated) gets no rubick job.
+// of them it uses, and a job in a reservation runs on the reservation's
+// nodes, which are not in the snapshot: each is released on its own
+// request for Slurm to place. The node an exclusive job runs on (all its
+// CPUs allocated) gets no rubick job.
 func TestCycleLeavesExclusiveJobsToSlurm(t *testing.T) {
-	running := heldJob(31, "bert", 1, 2)
-	running.State, running.Held, running.NodeList, running.BatchHost = slurm.StateRunning, false, []string{"node1"}, "node1"
-	running.Exclusive, running.StartTime, running.CPUs = true, t0.Add(-time.Hour), 64
-	held := heldJob(32, "bert", 1, 2)
-	held.Exclusive = true
-	nodes := labNodes(2)
-	nodes[0].State, nodes[0].GPUsUsed, nodes[0].CPUsAlloc, nodes[0].MemAllocMB = "MIXED", 2, 64, 64000
-	c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{running, held, heldJob(33, "bert", 1, 4)}}
-	a := &fakeApplier{}
-	d, _ := newTestDaemon(t, c, a)
-	rep, err := d.Cycle(context.Background(), false)
-	if err != nil {
-		t.Fatal(err)
+	tests := map[string]struct {
+		mark func(*slurm.Job)
+		says string
+	}{
+		"exclusive":   {func(j *slurm.Job) { j.Exclusive = true }, "--exclusive"},
+		"reservation": {func(j *slurm.Job) { j.Reservation = "r1" }, "--reservation=r1"},
 	}
-	got := map[int]slurm.Action{}
-	for _, act := range a.got {
-		got[act.JobID] = act
-	}
-	if len(got) != 2 {
-		t.Fatalf("actions %+v, want a start of jobs 32 and 33", a.got)
-	}
-	want := slurm.Action{Kind: slurm.ActionStart, JobID: 32, NumNodes: 1, GPUsPerNode: 2, CPUsPerTask: 8, MemPerNodeMB: 64000}
-	rigid := got[32]
-	if rigid.Tag == nil || rigid.Tag.Plan != "" {
-		t.Errorf("exclusive job released with tag %v, want one without a plan", rigid.Tag)
-	}
-	rigid.Tag = nil
-	if diff := cmp.Diff(want, rigid); diff != "" {
-		t.Errorf("exclusive job (-want +got):\n%s", diff)
-	}
-	if slices.Contains(got[33].Nodes, "node1") || got[33].Tag.Plan == "" {
-		t.Errorf("job 33 started on %v with plan %q, want a plan off node1 (the exclusive job's)", got[33].Nodes, got[33].Tag.Plan)
-	}
-	for _, id := range []int{31, 32} {
-		if !strings.Contains(rep.Ignored[id], "--exclusive") {
-			t.Errorf("report on job %d: %q, want it to name --exclusive", id, rep.Ignored[id])
-		}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			running := heldJob(31, "bert", 1, 2)
+			running.State, running.Held, running.NodeList, running.BatchHost = slurm.StateRunning, false, []string{"node1"}, "node1"
+			running.StartTime, running.CPUs = t0.Add(-time.Hour), 64
+			held := heldJob(32, "bert", 1, 2)
+			tc.mark(&running)
+			tc.mark(&held)
+			nodes := labNodes(2)
+			nodes[0].State, nodes[0].GPUsUsed, nodes[0].CPUsAlloc, nodes[0].MemAllocMB = "MIXED", 2, 64, 64000
+			c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{running, held, heldJob(33, "bert", 1, 4)}}
+			a := &fakeApplier{}
+			d, _ := newTestDaemon(t, c, a)
+			rep, err := d.Cycle(context.Background(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[int]slurm.Action{}
+			for _, act := range a.got {
+				got[act.JobID] = act
+			}
+			if len(got) != 2 {
+				t.Fatalf("actions %+v, want a start of jobs 32 and 33", a.got)
+			}
+			want := slurm.Action{Kind: slurm.ActionStart, JobID: 32, NumNodes: 1, GPUsPerNode: 2, CPUsPerTask: 8, MemPerNodeMB: 64000}
+			rigid := got[32]
+			if rigid.Tag == nil || rigid.Tag.Plan != "" {
+				t.Errorf("job released with tag %v, want one without a plan", rigid.Tag)
+			}
+			rigid.Tag = nil
+			if diff := cmp.Diff(want, rigid); diff != "" {
+				t.Errorf("job 32 (-want +got):\n%s", diff)
+			}
+			if slices.Contains(got[33].Nodes, "node1") || got[33].Tag.Plan == "" {
+				t.Errorf("job 33 started on %v with plan %q, want a plan off node1 (job 31's)", got[33].Nodes, got[33].Tag.Plan)
+			}
+			for _, id := range []int{31, 32} {
+				if !strings.Contains(rep.Ignored[id], tc.says) {
+					t.Errorf("report on job %d: %q, want it to name %s", id, rep.Ignored[id], tc.says)
+				}
+			}
+		})
 	}
 }
 

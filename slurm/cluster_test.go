@@ -662,15 +662,16 @@ func TestJobsGPUsPerJobAndArrays(t *testing.T) {
 	}
 }
 
-// TestJobsExclusiveRequiredNodesHet: the shared modes, node lists and
-// heterogeneous job fields are what the two labs report for sbatch
-// --exclusive, --exclusive=user, --oversubscribe, -w, none of them, and a
-// job with two components (hetjob).
+// TestJobsExclusiveRequiredNodesHet: the shared modes, node lists,
+// heterogeneous job fields and reservations are what the two labs report
+// for sbatch --exclusive, --exclusive=user, --oversubscribe, -w, none of
+// them, a job with two components (hetjob) and --reservation.
 func TestJobsExclusiveRequiredNodesHet(t *testing.T) {
 	type got struct {
 		Exclusive   bool
 		Required    []string
 		Het, Offset int
+		Reservation string
 	}
 	tests := map[string]struct {
 		version, path, body string
@@ -683,9 +684,10 @@ func TestJobsExclusiveRequiredNodesHet(t *testing.T) {
 			{"job_id":43,"job_state":"PENDING","shared":"shared","required_nodes":""},
 			{"job_id":44,"job_state":"PENDING","shared":null,"required_nodes":""},
 			{"job_id":52,"job_state":"PENDING","het_job_id":52,"het_job_offset":0,"het_job_id_set":"52-53"},
-			{"job_id":53,"job_state":"PENDING","het_job_id":52,"het_job_offset":1,"het_job_id_set":"52-53"}]}`,
-			[]got{{true, nil, 0, 0}, {false, []string{"node3", "node4"}, 0, 0}, {true, nil, 0, 0}, {false, nil, 0, 0}, {false, nil, 0, 0},
-				{false, nil, 52, 0}, {false, nil, 52, 1}}},
+			{"job_id":53,"job_state":"PENDING","het_job_id":52,"het_job_offset":1,"het_job_id_set":"52-53"},
+			{"job_id":58,"job_state":"PENDING","resv_name":"r1"}]}`,
+			[]got{{true, nil, 0, 0, ""}, {false, []string{"node3", "node4"}, 0, 0, ""}, {true, nil, 0, 0, ""}, {false, nil, 0, 0, ""},
+				{false, nil, 0, 0, ""}, {false, nil, 52, 0, ""}, {false, nil, 52, 1, ""}, {false, nil, 0, 0, "r1"}}},
 		"24.11": {Version41, "/slurm/v0.0.41/jobs/", `{"errors":[],"warnings":[],"jobs":[
 			{"job_id":5,"job_state":["PENDING"],"shared":["none"],"exclusive":["true"],"required_nodes":""},
 			{"job_id":6,"job_state":["PENDING"],"shared":["user"],"exclusive":["user"],"required_nodes":""},
@@ -693,9 +695,10 @@ func TestJobsExclusiveRequiredNodesHet(t *testing.T) {
 			{"job_id":8,"job_state":["PENDING"],"shared":["oversubscribe"],"exclusive":["false"],"required_nodes":""},
 			{"job_id":9,"job_state":["PENDING"],"shared":[],"exclusive":[],"required_nodes":""},
 			{"job_id":15,"job_state":["PENDING"],"het_job_id":{"set":true,"infinite":false,"number":15},"het_job_offset":{"set":true,"infinite":false,"number":0}},
-			{"job_id":16,"job_state":["PENDING"],"het_job_id":{"set":true,"infinite":false,"number":15},"het_job_offset":{"set":true,"infinite":false,"number":1}}]}`,
-			[]got{{true, nil, 0, 0}, {true, nil, 0, 0}, {false, []string{"node2"}, 0, 0}, {false, nil, 0, 0}, {false, nil, 0, 0},
-				{false, nil, 15, 0}, {false, nil, 15, 1}}},
+			{"job_id":16,"job_state":["PENDING"],"het_job_id":{"set":true,"infinite":false,"number":15},"het_job_offset":{"set":true,"infinite":false,"number":1}},
+			{"job_id":17,"job_state":["PENDING"],"resv_name":"r1"}]}`,
+			[]got{{true, nil, 0, 0, ""}, {true, nil, 0, 0, ""}, {false, []string{"node2"}, 0, 0, ""}, {false, nil, 0, 0, ""},
+				{false, nil, 0, 0, ""}, {false, nil, 15, 0, ""}, {false, nil, 15, 1, ""}, {false, nil, 0, 0, "r1"}}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -708,7 +711,7 @@ func TestJobsExclusiveRequiredNodesHet(t *testing.T) {
 			}
 			var gots []got
 			for _, j := range jobs {
-				gots = append(gots, got{j.Exclusive, j.RequiredNodes, j.HetJobID, j.HetJobOffset})
+				gots = append(gots, got{j.Exclusive, j.RequiredNodes, j.HetJobID, j.HetJobOffset, j.Reservation})
 			}
 			if d := cmp.Diff(tc.want, gots); d != "" {
 				t.Errorf("(-want +got):\n%s", d)

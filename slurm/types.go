@@ -105,6 +105,9 @@ type Job struct {
 	// split off or the array's last); 0 for other jobs. ArrayTaskID is the
 	// task's ID then.
 	ArrayJobID, ArrayTaskID int
+	// Reservation is the reservation the job was submitted to
+	// (--reservation); empty when none.
+	Reservation string
 	// HetJobID is the leader's ID for each component of a heterogeneous
 	// job (sbatch with hetjob / ':'), 0 for other jobs; HetJobOffset is the
 	// component's index, 0 for the leader.

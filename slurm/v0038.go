@@ -187,6 +187,7 @@ func (w v38Job) domain() Job {
 		ArrayTaskID:   deref(w.ArrayTaskId),
 		HetJobID:      deref(w.HetJobId),
 		HetJobOffset:  deref(w.HetJobOffset),
+		Reservation:   deref(w.ResvName),
 		AdminComment:  deref(w.AdminComment),
 	}
 	j.Held = j.State == StatePending && (w.Priority != nil && j.Priority == 0 || heldReason(j.Reason))

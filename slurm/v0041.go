@@ -157,6 +157,7 @@ func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
 			ArrayTaskID:   int(num(w.ArrayTaskId)),
 			HetJobID:      int(num(w.HetJobId)),
 			HetJobOffset:  int(num(w.HetJobOffset)),
+			Reservation:   deref(w.ResvName),
 			AdminComment:  deref(w.AdminComment),
 		}
 		for _, f := range deref(w.Shared) {

@@ -80,3 +80,24 @@ func TestExclusive(t *testing.T) {
 			excl, j.State, j.Reason, j.GPUsPerNode, j.Tag, d.log)
 	}
 }
+
+// TestReservation: a job submitted to a reservation runs on its nodes,
+// released on its own request for Slurm to place (rubick used to plan it
+// onto nodes outside the reservation, where it sat with BadConstraints).
+func TestReservation(t *testing.T) {
+	lt := newLabTest(t, "reservation", 2*time.Minute, "")
+	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
+
+	l.run(t, "scontrol", "create", "reservation", "ReservationName=e2e-resv", "Users=root", "Nodes=node4",
+		"StartTime=now", "Duration=10")
+	defer l.run(t, "scontrol", "delete", "ReservationName=e2e-resv")
+	d := runDaemon(t, l, bin, dir, cfgPath)
+
+	id := l.submitScript(t, dir, shortTraining(bin, dir, "bert", 32), &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-resv",
+		"--reservation=e2e-resv", "-N", "1", "--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue")
+	j, ran := waitEnded(ctx, cluster, id)
+	if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan != "" || !slices.Equal(ran, []string{"node4"}) {
+		t.Errorf("job %d ended %s (%s) on %v, tag %v; want COMPLETED on node4 without a plan; rubickd log %s",
+			id, j.State, j.Reason, ran, j.Tag, d.log)
+	}
+}
