@@ -318,6 +318,25 @@ func (c *RESTCluster) decode(endpoint string, body []byte, v any) error {
 	return nil
 }
 
+// get calls a GET endpoint and decodes its answer (answer) into a T.
+func get[T any](ctx context.Context, c *RESTCluster, ep string, call func(context.Context) (*http.Response, error)) (T, error) {
+	var r T
+	status, body, err := c.call(ctx, ep, call)
+	if err != nil {
+		return r, err
+	}
+	return r, c.answer(ep, status, body, &r)
+}
+
+// answer decodes a response body into v once it carries no Slurm errors
+// (an *APIError otherwise).
+func (c *RESTCluster) answer(ep string, status int, body []byte, v any) error {
+	if err := responseErrors(ep, status, body); err != nil {
+		return err
+	}
+	return c.decode(ep, body, v)
+}
+
 // responseErrors returns an *APIError when a 2xx answer still carries
 // Slurm errors.
 func responseErrors(endpoint string, status int, body []byte) error {

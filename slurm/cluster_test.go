@@ -644,15 +644,8 @@ func TestJobsGPUsPerJobAndArrays(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			f, srv := newFakeRestd(t, tc.version)
-			c := newTestCluster(t, srv.URL, nil)
-			f.overrides[tc.path] = tc.body
-			jobs, _, err := c.Jobs(context.Background(), time.Time{})
-			if err != nil {
-				t.Fatal(err)
-			}
 			var gots []got
-			for _, j := range jobs {
+			for _, j := range jobsServed(t, tc.version, tc.path, tc.body) {
 				gots = append(gots, got{j.GPUsPerNode, j.GPUsNotPerNode, j.ArrayJobID, j.ArrayTaskID, j.ArrayTasks, j.Ref()})
 			}
 			if d := cmp.Diff(tc.want, gots); d != "" {
@@ -702,15 +695,8 @@ func TestJobsExclusiveRequiredNodesHet(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			f, srv := newFakeRestd(t, tc.version)
-			c := newTestCluster(t, srv.URL, nil)
-			f.overrides[tc.path] = tc.body
-			jobs, _, err := c.Jobs(context.Background(), time.Time{})
-			if err != nil {
-				t.Fatal(err)
-			}
 			var gots []got
-			for _, j := range jobs {
+			for _, j := range jobsServed(t, tc.version, tc.path, tc.body) {
 				gots = append(gots, got{j.Exclusive, j.RequiredNodes, j.HetJobID, j.HetJobOffset, j.Reservation})
 			}
 			if d := cmp.Diff(tc.want, gots); d != "" {
@@ -748,4 +734,17 @@ func TestQOS(t *testing.T) {
 	if _, err := newTestCluster(t, srv41.URL, nil).QOS(context.Background()); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("QOS over v0.0.41: %v, want ErrUnsupported", err)
 	}
+}
+
+// jobsServed is what Jobs makes of body, served at path by a fake
+// slurmrestd of version.
+func jobsServed(t *testing.T, version, path, body string) []Job {
+	t.Helper()
+	f, srv := newFakeRestd(t, version)
+	f.overrides[path] = body
+	jobs, _, err := newTestCluster(t, srv.URL, nil).Jobs(context.Background(), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jobs
 }

@@ -86,15 +86,8 @@ type (
 
 func (b *v38) ping(ctx context.Context) error {
 	const ep = "GET /slurm/v0.0.38/ping"
-	status, body, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) { return b.api.SlurmV0038Ping(ctx) })
+	r, err := get[v38Pings](ctx, b.c, ep, func(ctx context.Context) (*http.Response, error) { return b.api.SlurmV0038Ping(ctx) })
 	if err != nil {
-		return err
-	}
-	if err := responseErrors(ep, status, body); err != nil {
-		return err
-	}
-	var r v38Pings
-	if err := b.c.decode(ep, body, &r); err != nil {
 		return err
 	}
 	for _, p := range deref(r.Pings) {
@@ -139,11 +132,8 @@ func (b *v38) job(ctx context.Context, id int) (Job, error) {
 }
 
 func (b *v38) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
-	if err := responseErrors(ep, status, body); err != nil {
-		return nil, err
-	}
 	var r v38Jobs
-	if err := b.c.decode(ep, body, &r); err != nil {
+	if err := b.c.answer(ep, status, body, &r); err != nil {
 		return nil, err
 	}
 	out := make([]Job, 0, len(r.Jobs))
@@ -198,17 +188,10 @@ func (w v38Job) domain() Job {
 
 func (b *v38) nodes(ctx context.Context) ([]Node, error) {
 	const ep = "GET /slurm/v0.0.38/nodes"
-	status, body, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) {
+	r, err := get[v38Nodes](ctx, b.c, ep, func(ctx context.Context) (*http.Response, error) {
 		return b.api.SlurmV0038GetNodes(ctx, nil)
 	})
 	if err != nil {
-		return nil, err
-	}
-	if err := responseErrors(ep, status, body); err != nil {
-		return nil, err
-	}
-	var r v38Nodes
-	if err := b.c.decode(ep, body, &r); err != nil {
 		return nil, err
 	}
 	var out []Node
@@ -235,17 +218,10 @@ func (b *v38) nodes(ctx context.Context) ([]Node, error) {
 
 func (b *v38) qos(ctx context.Context) ([]QOS, error) {
 	const ep = "GET /slurmdb/v0.0.38/qos"
-	status, body, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) {
+	r, err := get[v38QOS](ctx, b.c, ep, func(ctx context.Context) (*http.Response, error) {
 		return b.api.SlurmdbV0038GetQos(ctx, nil)
 	})
 	if err != nil {
-		return nil, err
-	}
-	if err := responseErrors(ep, status, body); err != nil {
-		return nil, err
-	}
-	var r v38QOS
-	if err := b.c.decode(ep, body, &r); err != nil {
 		return nil, err
 	}
 	var out []QOS
@@ -271,17 +247,10 @@ func (b *v38) qos(ctx context.Context) ([]QOS, error) {
 
 func (b *v38) partitions(ctx context.Context) ([]Partition, error) {
 	const ep = "GET /slurm/v0.0.38/partitions"
-	status, body, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) {
+	r, err := get[v38Partitions](ctx, b.c, ep, func(ctx context.Context) (*http.Response, error) {
 		return b.api.SlurmV0038GetPartitions(ctx, nil)
 	})
 	if err != nil {
-		return nil, err
-	}
-	if err := responseErrors(ep, status, body); err != nil {
-		return nil, err
-	}
-	var r v38Partitions
-	if err := b.c.decode(ep, body, &r); err != nil {
 		return nil, err
 	}
 	var out []Partition

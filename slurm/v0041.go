@@ -53,15 +53,8 @@ type v41Overlay struct {
 
 func (b *v41) ping(ctx context.Context) error {
 	const ep = "GET /slurm/v0.0.41/ping/"
-	status, body, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) { return b.api.SlurmV0041GetPing(ctx) })
+	r, err := get[v0041.V0041OpenapiPingArrayResp](ctx, b.c, ep, func(ctx context.Context) (*http.Response, error) { return b.api.SlurmV0041GetPing(ctx) })
 	if err != nil {
-		return err
-	}
-	if err := responseErrors(ep, status, body); err != nil {
-		return err
-	}
-	var r v0041.V0041OpenapiPingArrayResp
-	if err := b.c.decode(ep, body, &r); err != nil {
 		return err
 	}
 	for _, p := range r.Pings {
@@ -106,11 +99,8 @@ func (b *v41) job(ctx context.Context, id int) (Job, error) {
 }
 
 func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
-	if err := responseErrors(ep, status, body); err != nil {
-		return nil, err
-	}
 	var r v0041.V0041OpenapiJobInfoResp
-	if err := b.c.decode(ep, body, &r); err != nil {
+	if err := b.c.answer(ep, status, body, &r); err != nil {
 		return nil, err
 	}
 	var ov v41Overlay
@@ -174,17 +164,10 @@ func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
 
 func (b *v41) nodes(ctx context.Context) ([]Node, error) {
 	const ep = "GET /slurm/v0.0.41/nodes/"
-	status, body, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) {
+	r, err := get[v0041.V0041OpenapiNodesResp](ctx, b.c, ep, func(ctx context.Context) (*http.Response, error) {
 		return b.api.SlurmV0041GetNodes(ctx, nil)
 	})
 	if err != nil {
-		return nil, err
-	}
-	if err := responseErrors(ep, status, body); err != nil {
-		return nil, err
-	}
-	var r v0041.V0041OpenapiNodesResp
-	if err := b.c.decode(ep, body, &r); err != nil {
 		return nil, err
 	}
 	out := make([]Node, 0, len(r.Nodes))
@@ -218,17 +201,10 @@ func (*v41) qos(context.Context) ([]QOS, error) {
 
 func (b *v41) partitions(ctx context.Context) ([]Partition, error) {
 	const ep = "GET /slurm/v0.0.41/partitions/"
-	status, body, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) {
+	r, err := get[v0041.V0041OpenapiPartitionResp](ctx, b.c, ep, func(ctx context.Context) (*http.Response, error) {
 		return b.api.SlurmV0041GetPartitions(ctx, nil)
 	})
 	if err != nil {
-		return nil, err
-	}
-	if err := responseErrors(ep, status, body); err != nil {
-		return nil, err
-	}
-	var r v0041.V0041OpenapiPartitionResp
-	if err := b.c.decode(ep, body, &r); err != nil {
 		return nil, err
 	}
 	out := make([]Partition, 0, len(r.Partitions))
