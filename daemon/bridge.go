@@ -231,9 +231,9 @@ func allowedNodes(j slurm.Job, part string, required []string, open []slurm.Node
 // clusterShape is what the managed partitions' usable nodes add up to.
 type clusterShape struct {
 	nodeGPUs int // GPUs of the largest node
-	gpus     int // GPUs in all, or what the job's QOS allows when less
-	// qos names that QOS; empty when gpus is the cluster's.
-	qos string
+	gpus     int // GPUs in all, or what the job's limits allow when less
+	// limited says gpus is the job's limit, not the cluster's.
+	limited bool
 }
 
 // View is one cycle's picture of the cluster: the policy's snapshot and the
@@ -288,9 +288,9 @@ type Inputs struct {
 	RestartCosts map[string]time.Duration
 	// Facts holds, per job id, what the store knows of it beyond Slurm.
 	Facts map[int]JobFacts
-	// QOS holds each QOS's per-job limits by name; nil when unknown, and
-	// then Slurm's pending reasons teach them (tagLimit).
-	QOS map[string]slurm.QOS
+	// Limits are the QOS and association limits slurmdbd lists; empty when
+	// unknown, and then Slurm's pending reasons teach them (tagLimit).
+	Limits slurm.Limits
 }
 
 // BuildView converts what Slurm reports into a policy snapshot. Only nodes
@@ -420,13 +420,13 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			}
 			continue
 		}
-		q := in.QOS[j.QOS]
-		jshape := shape // what the job's QOS lets it reach
-		if q.MaxGPUsPerJob > 0 && q.MaxGPUsPerJob < jshape.gpus {
-			jshape.gpus, jshape.qos = q.MaxGPUsPerJob, q.Name
+		lim := in.Limits.PerJob(j, part)
+		jshape := shape // what the job's limits let it reach
+		if lim.GPUs > 0 && lim.GPUs < jshape.gpus {
+			jshape.gpus, jshape.limited = lim.GPUs, true
 		}
 		mj, pj, err := convertJob(cfg, now, j, e, facts[j.ID], jshape, limit)
-		pj.Max = policy.Size{GPUs: q.MaxGPUsPerJob, Nodes: q.MaxNodesPerJob, CPUs: q.MaxCPUsPerJob}
+		pj.Max = policy.Size{GPUs: lim.GPUs, Nodes: lim.Nodes, CPUs: lim.CPUs}
 		if err == nil {
 			mj.nodes, err = userNodes(j)
 		}
@@ -576,8 +576,8 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 		res, plan, ok := nearestRequest(e, allow, reqRes, mj.req.Nodes, shape)
 		if !ok {
 			upTo := fmt.Sprintf("the cluster's %d", shape.gpus)
-			if shape.qos != "" {
-				upTo = fmt.Sprintf("the %d of QOS %s", shape.gpus, shape.qos)
+			if shape.limited {
+				upTo = fmt.Sprintf("the %d its QOS or association allows", shape.gpus)
 			}
 			return nil, policy.Job{}, fmt.Errorf("job %d: %s for model %s on its request of %s or on any other GPU count up to %s: %w",
 				j.ID, what, j.Tag.ModelType, gpusOn(pl), upTo, err)

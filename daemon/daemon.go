@@ -25,16 +25,16 @@ type Cluster interface {
 	Nodes(ctx context.Context) ([]slurm.Node, error)
 }
 
-// QOSLister is a Cluster that lists QOS limits (slurm.RESTCluster does).
-// Without it, or when the listing fails, rubickd learns limits from the
-// reasons Slurm holds jobs back for.
-type QOSLister interface {
-	QOS(ctx context.Context) ([]slurm.QOS, error)
+// LimitLister is a Cluster that lists QOS and association limits
+// (slurm.RESTCluster does). Without it, or when the listing fails, rubickd
+// learns limits from the reasons Slurm holds jobs back for.
+type LimitLister interface {
+	Limits(ctx context.Context) (slurm.Limits, error)
 }
 
-// qosRefresh is how long a QOS listing is reused: limits change rarely,
-// and each listing is a slurmdbd query.
-const qosRefresh = time.Minute
+// limitsRefresh is how long a limits listing is reused: limits change
+// rarely, and each listing is two slurmdbd queries.
+const limitsRefresh = time.Minute
 
 // Applier applies Slurm actions and reports a result per action.
 type Applier interface {
@@ -82,11 +82,12 @@ type Daemon struct {
 	// cycle reads and writes it.
 	unmeasurable map[int64]time.Time
 
-	// qos is the last QOS listing, qosAt when it was read; qosErr is the
-	// last listing error (logged once). Only the cycle uses them.
-	qos    map[string]slurm.QOS
-	qosAt  time.Time
-	qosErr error
+	// limits is the last limits listing, limitsAt when it was read;
+	// limitsErr is the last listing error (logged once). Only the cycle
+	// uses them.
+	limits    slurm.Limits
+	limitsAt  time.Time
+	limitsErr error
 
 	mu       sync.Mutex // guards the fields below, read by the status endpoint
 	lastJobs []slurm.Job
@@ -261,29 +262,25 @@ func (d *Daemon) jobFacts(ctx context.Context, jobs []slurm.Job) (map[int]JobFac
 	return out, nil
 }
 
-// qosLimits is the QOS listing, read again once qosRefresh has passed. A
-// failed listing keeps the last one; a version without the endpoint is not
-// asked again.
-func (d *Daemon) qosLimits(ctx context.Context, now time.Time) map[string]slurm.QOS {
-	l, ok := d.deps.Cluster.(QOSLister)
-	if !ok || errors.Is(d.qosErr, slurm.ErrUnsupported) || !d.qosAt.IsZero() && now.Sub(d.qosAt) < qosRefresh {
-		return d.qos
+// slurmLimits is the limits listing, read again once limitsRefresh has
+// passed. A failed listing keeps the last one; a version without the
+// endpoints is not asked again.
+func (d *Daemon) slurmLimits(ctx context.Context, now time.Time) slurm.Limits {
+	l, ok := d.deps.Cluster.(LimitLister)
+	if !ok || errors.Is(d.limitsErr, slurm.ErrUnsupported) || !d.limitsAt.IsZero() && now.Sub(d.limitsAt) < limitsRefresh {
+		return d.limits
 	}
-	d.qosAt = now
-	list, err := l.QOS(ctx)
+	d.limitsAt = now
+	list, err := l.Limits(ctx)
 	if err != nil {
-		if d.qosErr == nil || err.Error() != d.qosErr.Error() {
-			d.deps.Logger.Warn("QOS limits not read; Slurm's pending reasons will show them", "err", err)
+		if d.limitsErr == nil || err.Error() != d.limitsErr.Error() {
+			d.deps.Logger.Warn("QOS and association limits not read; Slurm's pending reasons will show them", "err", err)
 		}
-		d.qosErr = err
-		return d.qos
+		d.limitsErr = err
+		return d.limits
 	}
-	d.qosErr = nil
-	d.qos = make(map[string]slurm.QOS, len(list))
-	for _, q := range list {
-		d.qos[q.Name] = q
-	}
-	return d.qos
+	d.limits, d.limitsErr = list, nil
+	return d.limits
 }
 
 // Cycle runs one snapshot, decide, apply, record cycle, with the
@@ -320,7 +317,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 		return rep, err
 	}
 	view, err := BuildView(d.cfg, start, Inputs{Nodes: nodes, Jobs: jobs, Estimators: est, RestartCosts: costs,
-		Facts: facts, QOS: d.qosLimits(ctx, start)}, d.deps.Logger)
+		Facts: facts, Limits: d.slurmLimits(ctx, start)}, d.deps.Logger)
 	if err != nil {
 		return rep, fmt.Errorf("build snapshot: %w", err)
 	}

@@ -893,31 +893,45 @@ func TestCycleReleasesHeterogeneousJobs(t *testing.T) {
 	}
 }
 
-// qosCluster lists QOS limits besides what fakeCluster reports.
-type qosCluster struct {
+// limitsCluster lists QOS and association limits besides what fakeCluster
+// reports.
+type limitsCluster struct {
 	*fakeCluster
-	qos   []slurm.QOS
-	err   error
-	calls int
+	limits slurm.Limits
+	err    error
+	calls  int
 }
 
-func (q *qosCluster) QOS(context.Context) ([]slurm.QOS, error) {
-	q.calls++
-	return q.qos, q.err
+func (l *limitsCluster) Limits(context.Context) (slurm.Limits, error) {
+	l.calls++
+	return l.limits, l.err
 }
 
-// A QOS's per-job limits bound what rubick gives the QOS's jobs before
-// Slurm has to hold one back; a job of another QOS is the twin that shows
-// rubick growing it past them.
-func TestCycleKeepsToQOSLimits(t *testing.T) {
-	limited := heldJob(21, "bert", 1, 2)
-	limited.QOS = "normal"
-	free := heldJob(22, "bert", 1, 2)
-	free.QOS = "guaranteed"
-	for _, j := range []slurm.Job{limited, free} {
-		t.Run(j.QOS, func(t *testing.T) {
-			c := &qosCluster{fakeCluster: &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{j}},
-				qos: []slurm.QOS{{Name: "normal", MaxGPUsPerJob: 4, MaxNodesPerJob: 1, MaxCPUsPerJob: 24}, {Name: "guaranteed"}}}
+// A QOS's or an association's per-job limits bound what rubick gives the
+// job before Slurm has to hold it back; a job under neither is the twin
+// that shows rubick growing it past them.
+func TestCycleKeepsToListedLimits(t *testing.T) {
+	bound := slurm.JobLimits{GPUs: 4, Nodes: 1, CPUs: 24}
+	limits := slurm.Limits{
+		QOS: map[string]slurm.QOS{"normal": {Name: "normal", PerJob: bound}, "guaranteed": {Name: "guaranteed"}},
+		Associations: []slurm.Association{
+			{Cluster: "lab", Account: "physics", User: "ann", PerJob: bound},
+			{Cluster: "lab", Account: "root"},
+		},
+	}
+	tests := map[string]struct {
+		qos, account, user string
+		bounded            bool
+	}{
+		"QOS":         {"normal", "root", "bob", true},
+		"association": {"guaranteed", "physics", "ann", true},
+		"neither":     {"guaranteed", "root", "bob", false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			j := heldJob(21, "bert", 1, 2)
+			j.Cluster, j.QOS, j.Account, j.User = "lab", tc.qos, tc.account, tc.user
+			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{j}}, limits: limits}
 			a := &fakeApplier{}
 			d, _ := newTestDaemonWith(t, c, a, func(*Config) {})
 			if _, err := d.Cycle(context.Background(), false); err != nil {
@@ -928,22 +942,21 @@ func TestCycleKeepsToQOSLimits(t *testing.T) {
 			}
 			got := a.got[0]
 			gpus, cpus := got.GPUsPerNode*got.NumNodes, got.CPUsPerTask*got.NumNodes
-			within := gpus <= 4 && got.NumNodes <= 1 && cpus <= 24
-			if j.QOS == "normal" && !within || j.QOS != "normal" && within {
-				t.Errorf("QOS %s: started with %d GPUs, %d CPUs on %d nodes; want within 4 GPUs, 24 CPUs, 1 node only for QOS normal",
-					j.QOS, gpus, cpus, got.NumNodes)
+			if within := gpus <= 4 && got.NumNodes <= 1 && cpus <= 24; within != tc.bounded {
+				t.Errorf("started with %d GPUs, %d CPUs on %d nodes; within 4 GPUs, 24 CPUs, 1 node: %v, want %v",
+					gpus, cpus, got.NumNodes, within, tc.bounded)
 			}
 		})
 	}
 }
 
-// The QOS listing is read once a minute; a failed one keeps the last, and
-// an API version without it is not asked again.
-func TestQOSLimitsRefresh(t *testing.T) {
-	c := &qosCluster{fakeCluster: &fakeCluster{}, qos: []slurm.QOS{{Name: "normal", MaxGPUsPerJob: 4}}}
+// The limits listing is read once a minute; a failed one keeps the last,
+// and an API version without it is not asked again.
+func TestSlurmLimitsRefresh(t *testing.T) {
+	want := slurm.Limits{QOS: map[string]slurm.QOS{"normal": {Name: "normal", PerJob: slurm.JobLimits{GPUs: 4}}}}
+	c := &limitsCluster{fakeCluster: &fakeCluster{}, limits: want}
 	d, _ := newTestDaemonWith(t, c, &fakeApplier{}, func(*Config) {})
 	ctx := context.Background()
-	want := map[string]slurm.QOS{"normal": {Name: "normal", MaxGPUsPerJob: 4}}
 	steps := []struct {
 		after time.Duration
 		err   error
@@ -951,13 +964,16 @@ func TestQOSLimitsRefresh(t *testing.T) {
 	}{
 		{0, nil, 1},
 		{30 * time.Second, nil, 1}, // reused
-		{qosRefresh, errors.New("slurmdbd down"), 2},
-		{2 * qosRefresh, slurm.ErrUnsupported, 3},
-		{3 * qosRefresh, nil, 3}, // not asked again
+		{limitsRefresh, errors.New("slurmdbd down"), 2},
+		{2 * limitsRefresh, slurm.ErrUnsupported, 3},
+		{3 * limitsRefresh, nil, 3}, // not asked again
 	}
 	for _, st := range steps {
 		c.err = st.err
-		got := d.qosLimits(ctx, t0.Add(st.after))
+		if st.err != nil {
+			c.limits = slurm.Limits{}
+		}
+		got := d.slurmLimits(ctx, t0.Add(st.after))
 		if diff := cmp.Diff(want, got); diff != "" || c.calls != st.calls {
 			t.Errorf("at +%v: %d listings, want %d; limits (-want +got):\n%s", st.after, c.calls, st.calls, diff)
 		}

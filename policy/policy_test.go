@@ -636,7 +636,7 @@ func TestWithinRequest(t *testing.T) {
 	}
 }
 
-// A job's Max (a Slurm QOS's per-job limits) bounds what every policy
+// A job's Max (the per-job limits of its Slurm QOS and association) bounds what every policy
 // gives it, above its request too; the bounds are table rows, with no
 // bound as the row that shows rubick growing the job past them.
 func TestJobMax(t *testing.T) {

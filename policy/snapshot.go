@@ -124,8 +124,9 @@ type Job struct {
 	// CPUs than it asked for. rubickd sets it once Slurm has held a larger
 	// allocation back for a QOS, association or partition limit.
 	WithinRequest bool `json:"within_request,omitempty"`
-	// Max bounds the job's allocation from outside, whatever pays: a Slurm
-	// QOS's per-job limits. Zero fields bound nothing.
+	// Max bounds the job's allocation from outside, whatever pays: the
+	// per-job limits of its Slurm QOS and association. Zero fields bound
+	// nothing.
 	Max Size `json:"max,omitzero"`
 }
 

@@ -86,6 +86,7 @@ type backend interface {
 	partitions(ctx context.Context) ([]Partition, error)
 	submit(ctx context.Context, req SubmitRequest) (int, error)
 	qos(ctx context.Context) ([]QOS, error)
+	associations(ctx context.Context) ([]Association, error)
 }
 
 // NewCluster connects to slurmrestd. Unless cfg.Version pins it, it probes
@@ -178,12 +179,25 @@ func (c *RESTCluster) Partitions(ctx context.Context) ([]Partition, error) {
 	return c.api.partitions(ctx)
 }
 
-// QOS lists the QOS slurmdbd knows, with their per-job limits, through
-// slurmrestd's database plugin. It wraps ErrUnsupported where the API
-// version has no such endpoint that this package can read (v0.0.41: the
-// specification rubick generates from was served without the plugin).
-func (c *RESTCluster) QOS(ctx context.Context) ([]QOS, error) {
-	return c.api.qos(ctx)
+// Limits lists the QOS and associations slurmdbd knows, with their per-job
+// limits, through slurmrestd's database plugin. It wraps ErrUnsupported
+// where the API version has no such endpoint that this package can read
+// (v0.0.41: the specification rubick generates from was served without
+// the plugin).
+func (c *RESTCluster) Limits(ctx context.Context) (Limits, error) {
+	qos, err := c.api.qos(ctx)
+	if err != nil {
+		return Limits{}, err
+	}
+	assocs, err := c.api.associations(ctx)
+	if err != nil {
+		return Limits{}, err
+	}
+	l := Limits{QOS: make(map[string]QOS, len(qos)), Associations: assocs}
+	for _, q := range qos {
+		l.QOS[q.Name] = q
+	}
+	return l, nil
 }
 
 // Submit implements Cluster.

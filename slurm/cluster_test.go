@@ -61,7 +61,7 @@ func TestGolden2205(t *testing.T) {
 	// Values read off testdata/22.05/v0.0.38-jobs.json by hand.
 	want := map[int]Job{
 		31: {
-			ID: 31, Name: "resnet50", User: "root", Account: "root", Partition: "gpu", QOS: "normal",
+			ID: 31, Name: "resnet50", User: "root", Account: "root", Cluster: "rubick", Partition: "gpu", QOS: "normal",
 			State: StateRunning, Priority: 4294901729,
 			NodeList: []string{"node1"}, BatchHost: "node1", NodeCount: 1,
 			GPUsPerNode: 4, GPUs: 4, CPUs: 8, Tasks: 1, MemPerNodeMB: 65536,
@@ -69,21 +69,21 @@ func TestGolden2205(t *testing.T) {
 			Comment: "model=resnet50;updated", AdminComment: "rubick:plan=dp4,gpus=4",
 		},
 		32: {
-			ID: 32, Name: "gpt2-ddp", User: "root", Account: "root", Partition: "gpu", QOS: "normal",
+			ID: 32, Name: "gpt2-ddp", User: "root", Account: "root", Cluster: "rubick", Partition: "gpu", QOS: "normal",
 			State: StateRunning, Priority: 4294901728,
 			NodeList: []string{"node2", "node3"}, BatchHost: "node2", NodeCount: 2,
 			GPUsPerNode: 8, GPUs: 16, CPUs: 32, Tasks: 2, MemPerCPUMB: 4000,
 			Requeue: true, SubmitTime: ts(1795315344), StartTime: ts(1795315344),
 		},
 		33: {
-			ID: 33, Name: "bert-held", User: "root", Account: "root", Partition: "gpu", QOS: "normal",
+			ID: 33, Name: "bert-held", User: "root", Account: "root", Cluster: "rubick", Partition: "gpu", QOS: "normal",
 			State: StatePending, Reason: "JobHeldUser", Priority: 0, Held: true,
 			NodeCount: 1, GPUsPerNode: 2, CPUs: 1, Tasks: 1, MemPerCPUMB: 4000,
 			Requeue: true, SubmitTime: ts(1795315344),
 			AdminComment: "rubick:pending-decision",
 		},
 		24: {
-			ID: 24, Name: "rq.sh", User: "root", Account: "root", Partition: "gpu", QOS: "normal",
+			ID: 24, Name: "rq.sh", User: "root", Account: "root", Cluster: "rubick", Partition: "gpu", QOS: "normal",
 			State: StateCancelled, Priority: 4294901735,
 			NodeList: []string{"node2", "node3"}, BatchHost: "node2", NodeCount: 2,
 			GPUsPerNode: 8, GPUs: 16, CPUs: 2, Tasks: byID[24].Tasks, MemPerCPUMB: 4000,
@@ -159,13 +159,13 @@ func TestGolden2411(t *testing.T) {
 	// and the totals come from gres_detail.
 	want := []Job{
 		{
-			ID: 1, Name: "wrap", User: "root", Partition: "gpu", State: StateCompleted, Priority: 1,
+			ID: 1, Name: "wrap", User: "root", Cluster: "rubick24", Partition: "gpu", State: StateCompleted, Priority: 1,
 			NodeList: []string{"node1"}, BatchHost: "node1", NodeCount: 1, GPUsPerNode: 1,
 			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, Requeue: true,
 			SubmitTime: ts(1795317671), StartTime: ts(1795317671),
 		},
 		{
-			ID: 2, Name: "wrap", User: "root", Partition: "gpu", State: StateRunning, Priority: 1,
+			ID: 2, Name: "wrap", User: "root", Cluster: "rubick24", Partition: "gpu", State: StateRunning, Priority: 1,
 			NodeList: []string{"node1"}, BatchHost: "node1", NodeCount: 1, GPUsPerNode: 1, GPUs: 1,
 			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, Requeue: true,
 			SubmitTime: ts(1795317681), StartTime: ts(1795317681),
@@ -173,13 +173,13 @@ func TestGolden2411(t *testing.T) {
 			Tag: &Tag{ModelType: "llama"}, // the legacy job_submit.lua form
 		},
 		{
-			ID: 3, Name: "gpt2-ddp", User: "root", Partition: "gpu", State: StateRunning, Priority: 1,
+			ID: 3, Name: "gpt2-ddp", User: "root", Cluster: "rubick24", Partition: "gpu", State: StateRunning, Priority: 1,
 			NodeList: []string{"node2", "node3"}, BatchHost: "node2", NodeCount: 2, GPUsPerNode: 8, GPUs: 16,
 			CPUs: 32, CPUsPerTask: 16, Tasks: 2, MemPerCPUMB: 4000, Requeue: true,
 			SubmitTime: ts(1795317689), StartTime: ts(1795317690),
 		},
 		{
-			ID: 4, Name: "bert-held", User: "root", Partition: "gpu", State: StatePending,
+			ID: 4, Name: "bert-held", User: "root", Cluster: "rubick24", Partition: "gpu", State: StatePending,
 			Reason: "JobHeldUser", Priority: 0, Held: true, NodeCount: 1, GPUsPerNode: 2,
 			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, Requeue: true,
 			SubmitTime: ts(1795317689),
@@ -706,33 +706,49 @@ func TestJobsExclusiveRequiredNodesHet(t *testing.T) {
 	}
 }
 
-// TestQOS reads the lab's QOS list (dbv0.0.38-qos.json, recorded with
-// MaxTRESPerJob=gres/gpu=4,node=2,cpu=64 on normal).
-func TestQOS(t *testing.T) {
-	body, err := os.ReadFile("testdata/22.05/dbv0.0.38-qos.json")
-	if err != nil {
-		t.Fatal(err)
+// TestLimits reads the lab's QOS and association lists, recorded with
+// MaxTRESPerJob=gres/gpu=4,node=2,cpu=64 on QOS normal, gres/gpu=4 on
+// user root's association and node=2 on account root's.
+func TestLimits(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile("testdata/22.05/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
 	}
 	f, srv := newFakeRestd(t, Version38)
 	c := newTestCluster(t, srv.URL, nil)
-	f.overrides["/slurmdb/v0.0.38/qos"] = string(body)
-	got, err := c.QOS(context.Background())
+	f.overrides["/slurmdb/v0.0.38/qos"] = read("dbv0.0.38-qos.json")
+	f.overrides["/slurmdb/v0.0.38/associations"] = read("dbv0.0.38-associations.json")
+	got, err := c.Limits(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []QOS{{Name: "normal", MaxGPUsPerJob: 4, MaxNodesPerJob: 2, MaxCPUsPerJob: 64}, {Name: "guaranteed"}}
+	want := Limits{
+		QOS: map[string]QOS{
+			"normal":     {Name: "normal", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUs: 64}},
+			"guaranteed": {Name: "guaranteed"},
+		},
+		Associations: []Association{
+			{Cluster: "rubicklab", Account: "root", PerJob: JobLimits{Nodes: 2}},
+			// slurmdbd lists the limits a child inherits on the child too.
+			{Cluster: "rubicklab", Account: "root", User: "nobody", PerJob: JobLimits{Nodes: 2}},
+			{Cluster: "rubicklab", Account: "root", User: "root", PerJob: JobLimits{GPUs: 4, Nodes: 2}},
+		},
+	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
 	}
 
 	f.overrides["/slurmdb/v0.0.38/qos"] = `{"errors":[{"error_code":7000,"error":"Unable to connect to database"}],"QOS":[]}`
-	if _, err := c.QOS(context.Background()); err == nil || !strings.Contains(err.Error(), "Unable to connect to database") {
-		t.Errorf("QOS with slurmdbd down: %v, want its error", err)
+	if _, err := c.Limits(context.Background()); err == nil || !strings.Contains(err.Error(), "Unable to connect to database") {
+		t.Errorf("Limits with slurmdbd down: %v, want its error", err)
 	}
 
 	_, srv41 := newFakeRestd(t, Version41)
-	if _, err := newTestCluster(t, srv41.URL, nil).QOS(context.Background()); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("QOS over v0.0.41: %v, want ErrUnsupported", err)
+	if _, err := newTestCluster(t, srv41.URL, nil).Limits(context.Background()); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Limits over v0.0.41: %v, want ErrUnsupported", err)
 	}
 }
 

@@ -38,6 +38,8 @@ type Job struct {
 	Name    string
 	User    string
 	Account string
+	// Cluster is the name of the cluster the job is on.
+	Cluster string
 	// Partition is the job's partition; a pending job submitted to several
 	// lists them all, comma-separated (Partitions splits them).
 	Partition string
@@ -176,13 +178,25 @@ type Partition struct {
 	TotalNodes int
 }
 
-// QOS is a Slurm QOS and what it allows one job (MaxTRESPerJob); 0 where
-// it sets no bound.
+// JobLimits is what a QOS or an association allows one job's allocation
+// (MaxTRESPerJob: gres/gpu, node, cpu); 0 where it sets no bound.
+type JobLimits struct {
+	GPUs, Nodes, CPUs int
+}
+
+// QOS is a Slurm QOS and its per-job limits.
 type QOS struct {
-	Name string
-	// MaxGPUsPerJob bounds gres/gpu, MaxNodesPerJob node and MaxCPUsPerJob
-	// cpu of one job's allocation.
-	MaxGPUsPerJob, MaxNodesPerJob, MaxCPUsPerJob int
+	Name   string
+	PerJob JobLimits
+}
+
+// Association is a Slurm association (an account, or a user in an
+// account, optionally for one partition) and its per-job limits.
+type Association struct {
+	Cluster, Account, User, Partition string
+	// Parent is the parent account of an account's own association.
+	Parent string
+	PerJob JobLimits
 }
 
 // SubmitRequest is a batch job submission; rubick uses it in tests and the

@@ -54,23 +54,38 @@ type (
 		Meta   json.RawMessage `json:"meta"`
 		Errors json.RawMessage `json:"errors"`
 	}
-	// v38QOS reads only what rubick uses of the QOS list: 22.05 sends the
-	// id as a number (the spec says string) and names the list "QOS".
+	// v38QOS and v38Assocs read only what rubick uses of the QOS and
+	// association lists: 22.05 sends ids as numbers (the spec says
+	// strings) and names the QOS list "QOS".
 	v38QOS struct {
 		Meta   json.RawMessage `json:"meta"`
 		Errors json.RawMessage `json:"errors"`
 		QOS    []struct {
 			Name   *string `json:"name"`
 			Limits *struct {
-				Max *struct {
-					Tres *struct {
-						Per *struct {
-							Job *v0038.Dbv0038TresList `json:"job"`
-						} `json:"per"`
-					} `json:"tres"`
-				} `json:"max"`
+				Max *v38Max `json:"max"`
 			} `json:"limits"`
 		} `json:"qos"`
+	}
+	v38Assocs struct {
+		Meta         json.RawMessage `json:"meta"`
+		Errors       json.RawMessage `json:"errors"`
+		Associations []struct {
+			Cluster       *string `json:"cluster"`
+			Account       *string `json:"account"`
+			User          *string `json:"user"`
+			Partition     *string `json:"partition"`
+			ParentAccount *string `json:"parent_account"`
+			Max           *v38Max `json:"max"`
+		} `json:"associations"`
+	}
+	// v38Max holds the per-job TRES limits of a QOS or an association.
+	v38Max struct {
+		Tres *struct {
+			Per *struct {
+				Job *v0038.Dbv0038TresList `json:"job"`
+			} `json:"per"`
+		} `json:"tres"`
 	}
 	v38Pings struct {
 		v0038.V0038Pings
@@ -149,6 +164,7 @@ func (w v38Job) domain() Job {
 		Name:          deref(w.Name),
 		User:          deref(w.UserName),
 		Account:       deref(w.Account),
+		Cluster:       deref(w.Cluster),
 		Partition:     deref(w.Partition),
 		QOS:           deref(w.Qos),
 		State:         strings.ToUpper(deref(w.JobState)),
@@ -227,22 +243,48 @@ func (b *v38) qos(ctx context.Context) ([]QOS, error) {
 	var out []QOS
 	for _, q := range r.QOS {
 		o := QOS{Name: deref(q.Name)}
-		if l := q.Limits; l != nil && l.Max != nil && l.Max.Tres != nil && l.Max.Tres.Per != nil {
-			for _, t := range deref(l.Max.Tres.Per.Job) {
-				n := deref(t.Count)
-				switch typ := deref(t.Type) + "/" + deref(t.Name); typ {
-				case "gres/gpu":
-					o.MaxGPUsPerJob = n
-				case "node/":
-					o.MaxNodesPerJob = n
-				case "cpu/":
-					o.MaxCPUsPerJob = n
-				}
-			}
+		if q.Limits != nil {
+			o.PerJob = q.Limits.Max.perJob()
 		}
 		out = append(out, o)
 	}
 	return out, nil
+}
+
+func (b *v38) associations(ctx context.Context) ([]Association, error) {
+	const ep = "GET /slurmdb/v0.0.38/associations"
+	r, err := get[v38Assocs](ctx, b.c, ep, func(ctx context.Context) (*http.Response, error) {
+		return b.api.SlurmdbV0038GetAssociations(ctx, nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []Association
+	for _, a := range r.Associations {
+		out = append(out, Association{Cluster: deref(a.Cluster), Account: deref(a.Account), User: deref(a.User),
+			Partition: deref(a.Partition), Parent: deref(a.ParentAccount), PerJob: a.Max.perJob()})
+	}
+	return out, nil
+}
+
+// perJob reads gres/gpu, node and cpu off the per-job TRES limits.
+func (m *v38Max) perJob() JobLimits {
+	var out JobLimits
+	if m == nil || m.Tres == nil || m.Tres.Per == nil {
+		return out
+	}
+	for _, t := range deref(m.Tres.Per.Job) {
+		n := max(deref(t.Count), 0)
+		switch deref(t.Type) + "/" + deref(t.Name) {
+		case "gres/gpu":
+			out.GPUs = n
+		case "node/":
+			out.Nodes = n
+		case "cpu/":
+			out.CPUs = n
+		}
+	}
+	return out
 }
 
 func (b *v38) partitions(ctx context.Context) ([]Partition, error) {

@@ -119,6 +119,7 @@ func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
 			Name:          deref(w.Name),
 			User:          deref(w.UserName),
 			Account:       deref(w.Account),
+			Cluster:       deref(w.Cluster),
 			Partition:     deref(w.Partition),
 			QOS:           deref(w.Qos),
 			State:         state,
@@ -197,6 +198,10 @@ func (b *v41) nodes(ctx context.Context) ([]Node, error) {
 
 func (*v41) qos(context.Context) ([]QOS, error) {
 	return nil, fmt.Errorf("slurm: QOS limits over v0.0.41: %w", ErrUnsupported)
+}
+
+func (*v41) associations(context.Context) ([]Association, error) {
+	return nil, fmt.Errorf("slurm: association limits over v0.0.41: %w", ErrUnsupported)
 }
 
 func (b *v41) partitions(ctx context.Context) ([]Partition, error) {

@@ -12,22 +12,23 @@ import (
 	"github.com/rubick-sched/rubick/slurm"
 )
 
-// TestSlurmLimit: 4 GPUs per job, set on the QOS or on root's association.
-// On the idle lab rubick grows a roberta job asking for 2 GPUs to a whole
-// node (it trains 3x faster on 8 than on 2). rubickd reads QOS limits
-// from slurmdbd and plans the job within them at once. An association's
-// limit it learns from Slurm: Slurm holds the job back with
-// AssocMaxGRESPerJob, rubickd plans it within its request, records the
-// limit in its tag, and the job runs to completion.
+// TestSlurmLimit: 4 GPUs per job, set on the QOS or on root's association,
+// or 4 GPUs for all the QOS's jobs together. On the idle lab rubick grows a
+// roberta job asking for 2 GPUs to a whole node (it trains 3x faster on 8
+// than on 2). rubickd reads per-job limits from slurmdbd and plans the job
+// within them at once. A group limit it learns from Slurm: Slurm holds the
+// job back with QOSGrpGRES, rubickd plans it within its request, records
+// the limit in its tag, and the job runs to completion.
 func TestSlurmLimit(t *testing.T) {
 	tests := []struct {
 		name  string
-		set   []string // sacctmgr -i modify ... set, then reset with -1
+		set   []string // sacctmgr -i modify ... set, then the limit; reset with -1
 		limit string   // the reason Slurm holds the job back for; "" for none
 		gpus  int      // the most GPUs the job may run on
 	}{
-		{"QOS", []string{"qos", "normal", "set"}, "", 4},
-		{"association", []string{"user", "root", "set"}, "AssocMaxGRESPerJob", 2},
+		{"QOS", []string{"qos", "normal", "set", "MaxTRESPerJob=gres/gpu="}, "", 4},
+		{"association", []string{"user", "root", "set", "MaxTRESPerJob=gres/gpu="}, "", 4},
+		{"group", []string{"qos", "normal", "set", "GrpTRES=gres/gpu="}, "QOSGrpGRES", 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { slurmLimit(t, tc.set, tc.limit, tc.gpus) })
@@ -38,9 +39,9 @@ func slurmLimit(t *testing.T, set []string, limit string, gpus int) {
 	lt := newLabTest(t, "limit", 3*time.Minute, "log_level: debug\n")
 	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
 
-	sacctmgr := append([]string{"sacctmgr", "-i", "modify"}, set...)
-	l.run(t, append(sacctmgr, "MaxTRESPerJob=gres/gpu=4")...)
-	defer l.run(t, append(sacctmgr, "MaxTRESPerJob=gres/gpu=-1")...)
+	sacctmgr := append([]string{"sacctmgr", "-i", "modify"}, set[:len(set)-1]...)
+	l.run(t, append(sacctmgr, set[len(set)-1]+"4")...)
+	defer l.run(t, append(sacctmgr, set[len(set)-1]+"-1")...)
 
 	d := runDaemon(t, l, bin, dir, cfgPath)
 

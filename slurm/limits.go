@@ -1,0 +1,59 @@
+package slurm
+
+import "cmp"
+
+// Limits are the QOS and associations slurmdbd lists, for working out the
+// per-job limits that apply to a job.
+type Limits struct {
+	QOS          map[string]QOS
+	Associations []Association
+}
+
+// maxAccountDepth bounds the walk up the account tree, against a cycle in
+// what slurmdbd reports.
+const maxAccountDepth = 64
+
+// PerJob is what applies to job j run in partition: for each TRES, its
+// QOS's limit when that sets one (QOS limits take precedence in Slurm),
+// else the nearest association's on j's cluster that does: the user's for
+// the partition, the user's, then the account's and its parents' up the
+// tree (an association inherits a limit it does not set).
+func (l Limits) PerJob(j Job, partition string) JobLimits {
+	out := l.QOS[j.QOS].PerJob
+	fill := func(a JobLimits) {
+		out.GPUs = cmp.Or(out.GPUs, a.GPUs)
+		out.Nodes = cmp.Or(out.Nodes, a.Nodes)
+		out.CPUs = cmp.Or(out.CPUs, a.CPUs)
+	}
+	find := func(account, user, partition string) (Association, bool) {
+		for _, a := range l.Associations {
+			if a.Cluster == j.Cluster && a.Account == account && a.User == user && a.Partition == partition {
+				return a, true
+			}
+		}
+		return Association{}, false
+	}
+	account, user := j.Account, j.User
+	if user != "" {
+		if partition != "" {
+			if a, ok := find(account, user, partition); ok {
+				fill(a.PerJob)
+			}
+		}
+		if a, ok := find(account, user, ""); ok {
+			fill(a.PerJob)
+		}
+	}
+	for range maxAccountDepth {
+		a, ok := find(account, "", "")
+		if !ok {
+			break
+		}
+		fill(a.PerJob)
+		if a.Parent == "" || a.Parent == account {
+			break
+		}
+		account = a.Parent
+	}
+	return out
+}

@@ -1,0 +1,47 @@
+package slurm
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestLimitsPerJob(t *testing.T) {
+	l := Limits{
+		QOS: map[string]QOS{
+			"normal": {Name: "normal"},
+			"small":  {Name: "small", PerJob: JobLimits{GPUs: 2}},
+		},
+		Associations: []Association{
+			{Cluster: "lab", Account: "root"},
+			{Cluster: "lab", Account: "science", Parent: "root", PerJob: JobLimits{Nodes: 2, CPUs: 64}},
+			{Cluster: "lab", Account: "physics", Parent: "science", PerJob: JobLimits{GPUs: 8}},
+			{Cluster: "lab", Account: "physics", User: "ann", PerJob: JobLimits{GPUs: 4}},
+			{Cluster: "lab", Account: "physics", User: "ann", Partition: "big", PerJob: JobLimits{GPUs: 16}},
+			{Cluster: "other", Account: "physics", User: "bob", PerJob: JobLimits{GPUs: 1}},
+			{Cluster: "lab", Account: "loop", Parent: "loop2", PerJob: JobLimits{CPUs: 9}},
+			{Cluster: "lab", Account: "loop2", Parent: "loop"},
+		},
+	}
+	tests := map[string]struct {
+		qos, account, user, partition string
+		want                          JobLimits
+	}{
+		"user's":            {"normal", "physics", "ann", "gpu", JobLimits{GPUs: 4, Nodes: 2, CPUs: 64}},
+		"user's, partition": {"normal", "physics", "ann", "big", JobLimits{GPUs: 16, Nodes: 2, CPUs: 64}},
+		"QOS first":         {"small", "physics", "ann", "big", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64}},
+		"account's":         {"normal", "physics", "carl", "gpu", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64}},
+		"other cluster":     {"normal", "physics", "bob", "gpu", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64}},
+		"none":              {"normal", "root", "root", "gpu", JobLimits{}},
+		"unknown":           {"gold", "nowhere", "x", "gpu", JobLimits{}},
+		"parent cycle":      {"normal", "loop", "x", "gpu", JobLimits{CPUs: 9}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			j := Job{Cluster: "lab", QOS: tc.qos, Account: tc.account, User: tc.user}
+			if diff := cmp.Diff(tc.want, l.PerJob(j, tc.partition)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
