@@ -197,13 +197,13 @@ func recordNodes(tag *slurm.Tag, nodes []string) {
 }
 
 // allowedNodes lists the usable nodes (open) the job's partition (part),
-// --constraint, --exclude and --nodelist (required) leave it; nil when that
-// is all of them. A constraint rubick cannot evaluate node by node, or no
+// GPU type, --constraint, --exclude and --nodelist (required) leave it; nil
+// when that is all of them. A constraint rubick cannot evaluate node by node, or no
 // node left, is an error: Slurm places the job.
 func allowedNodes(j slurm.Job, part string, required []string, open []slurm.Node) ([]string, error) {
 	var out []string
 	for _, n := range open {
-		if !slices.Contains(n.Partitions, part) ||
+		if !slices.Contains(n.Partitions, part) || len(j.GPUTypes) == 1 && !slices.Contains(n.GPUTypes, j.GPUTypes[0]) ||
 			slices.Contains(j.Excluded, n.Name) || len(required) > 0 && !slices.Contains(required, n.Name) {
 			continue
 		}
@@ -344,6 +344,14 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			// Its nodes are the reservation's, which rubick leaves out of
 			// the snapshot (a node in an active reservation is not usable).
 			v.Unmanaged[j.ID] = fmt.Sprintf("--reservation=%s: runs on its own request, placed by Slurm in the reservation", j.Reservation)
+			if j.State == slurm.StatePending && j.Held {
+				v.Rigid = append(v.Rigid, j)
+			}
+			continue
+		}
+		if len(j.GPUTypes) > 1 {
+			// One per-node count cannot keep a request for several types.
+			v.Unmanaged[j.ID] = fmt.Sprintf("GPUs of types %s: runs on its own request, placed by Slurm", strings.Join(j.GPUTypes, ", "))
 			if j.State == slurm.StatePending && j.Held {
 				v.Rigid = append(v.Rigid, j)
 			}
@@ -809,8 +817,9 @@ func (v *View) RigidActions(now time.Time, profile func(modelType string) bool) 
 		}
 		a := slurm.Action{Kind: slurm.ActionStart, JobID: j.ID, NumNodes: req.Nodes,
 			GPUsPerNode: req.GPUsPerNode, CPUsPerTask: max(req.CPUs/req.Nodes, 1), MemPerNodeMB: req.MemMB}
-		if j.HetJobID != 0 {
-			// Any size update is refused; rubick never changed one.
+		if j.HetJobID != 0 || len(j.GPUTypes) > 1 {
+			// Any size update is refused (a heterogeneous job), or cannot
+			// keep the GPU request; rubick never changed either.
 			a = slurm.Action{Kind: slurm.ActionRelease, JobID: j.ID}
 		}
 		if j.Tag != nil {

@@ -733,6 +733,7 @@ func TestCycleKeepsToConstraints(t *testing.T) {
 	tests := map[string]struct {
 		constraint string
 		excluded   []string
+		gpuTypes   []string
 		required   []string // what Slurm reports as the job's node list
 		gen        int      // rubick's actions on the job so far
 		tagNodes   string   // the tag's record of the user's --nodelist
@@ -748,6 +749,8 @@ func TestCycleKeepsToConstraints(t *testing.T) {
 		"brackets":           {constraint: "[a100|h100]", rigid: true, ignored: "unsupported constraint"},
 		"no such node":       {constraint: "h100", rigid: true, ignored: "no usable node"},
 		"nodelist":           {required: []string{"node1", "node3"}, nodes: []string{"node1", "node3"}},
+		"GPU type":           {gpuTypes: []string{"h100"}, nodes: []string{"node3"}},
+		"GPU type, none":     {gpuTypes: []string{"v100"}, rigid: true, ignored: "no usable node"},
 		"nodelist, feature":  {constraint: "a100", required: []string{"node1", "node2"}, nodes: []string{"node2"}},
 		"nodelist recorded":  {required: []string{"node2"}, gen: 1, tagNodes: "node3", nodes: []string{"node3"}},
 		"rubick's node list": {required: []string{"node2"}, gen: 1, nodes: []string{"node1", "node2", "node3"}},
@@ -764,8 +767,10 @@ func TestCycleKeepsToConstraints(t *testing.T) {
 			nodes := labNodes(3)
 			nodes[1].Features = []string{"a100", "ib"}
 			nodes[2].Features = []string{"a100"}
+			nodes[0].GPUTypes, nodes[1].GPUTypes, nodes[2].GPUTypes = []string{"a100"}, []string{"a100"}, []string{"h100"}
 			j := heldJob(21, "bert", 1, 4)
 			j.Constraint, j.Excluded, j.RequiredNodes, j.Tag.Generation = tc.constraint, tc.excluded, tc.required, tc.gen
+			j.GPUTypes = tc.gpuTypes
 			if tc.tagNodes != "" {
 				j.Tag.Extra = map[string]string{tagNodes: tc.tagNodes}
 			}
@@ -862,6 +867,26 @@ func TestCycleKeepsToPartitions(t *testing.T) {
 				t.Errorf("start on %v names partition %q, want %q", got.Nodes, got.Partition, tc.part)
 			}
 		})
+	}
+}
+
+// A job asking for GPUs of several types is released as it is: one
+// per-node count cannot keep its request.
+func TestCycleReleasesSeveralGPUTypes(t *testing.T) {
+	j := heldJob(41, "bert", 1, 3)
+	j.GPUTypes = []string{"a100", "v100"}
+	c := &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{j}}
+	a := &fakeApplier{}
+	d, _ := newTestDaemon(t, c, a)
+	rep, err := d.Cycle(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.got) != 1 || a.got[0].Kind != slurm.ActionRelease || a.got[0].Tag == nil || a.got[0].Tag.Plan != "" {
+		t.Errorf("actions %+v, want one release as submitted", a.got)
+	}
+	if !strings.Contains(rep.Ignored[41], "a100, v100") {
+		t.Errorf("report on job 41: %q, want it to name the types", rep.Ignored[41])
 	}
 }
 

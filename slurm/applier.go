@@ -406,8 +406,18 @@ func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeue
 			argv = append(argv, "TresPerJob=", "TresPerTask=")
 		}
 		// Gres=gpu:N works in 22.05 and 24.11; TresPerNode=gres/gpu:N is
-		// silently ignored by 22.05.
-		argv = append(argv, "Gres=gpu:"+strconv.Itoa(act.GPUsPerNode))
+		// silently ignored by 22.05. A typed request keeps its type: an
+		// untyped Gres beside it is refused ("Invalid GRES specification
+		// (with and without type identification)").
+		gres := "gpu:"
+		switch len(job.GPUTypes) {
+		case 0:
+		case 1:
+			gres += job.GPUTypes[0] + ":"
+		default:
+			return fmt.Errorf("%w: job %d asks for GPUs of %d types, which one per-node count cannot keep", ErrBadAction, job.ID, len(job.GPUTypes))
+		}
+		argv = append(argv, "Gres="+gres+strconv.Itoa(act.GPUsPerNode))
 	}
 	if act.Partition != "" {
 		argv = append(argv, "Partition="+act.Partition)

@@ -530,6 +530,33 @@ func TestApplyStartClearsGPUsPerJob(t *testing.T) {
 	}
 }
 
+// A job that asked for a GPU type keeps it through the resize: an untyped
+// Gres beside it is refused. One per-node count cannot keep several types.
+func TestApplyStartKeepsGPUType(t *testing.T) {
+	job := pendingHeld(35)
+	job.GPUTypes = []string{"h100"}
+	f := newApplierFixture(t, map[int][]Job{35: {job}}, nil)
+	res := f.app.ApplyOne(context.Background(), Action{Kind: ActionStart, JobID: 35, Nodes: []string{"node3"}, GPUsPerNode: 4, CPUsPerTask: 4})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	want := [][]string{
+		{"/usr/bin/scontrol", "update", "JobId=35", "NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4",
+			"Gres=gpu:h100:4", "NodeList=node3"},
+		{"/usr/bin/scontrol", "release", "35"},
+	}
+	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
+		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+
+	job.GPUTypes = []string{"a100", "v100"}
+	f = newApplierFixture(t, map[int][]Job{35: {job}}, nil)
+	res = f.app.ApplyOne(context.Background(), Action{Kind: ActionStart, JobID: 35, Nodes: []string{"node3"}, GPUsPerNode: 4, CPUsPerTask: 4})
+	if !errors.Is(res.Err, ErrBadAction) || len(f.runner.Calls()) > 0 {
+		t.Errorf("two GPU types: %v, calls %v; want ErrBadAction and no call", res.Err, f.runner.Calls())
+	}
+}
+
 // A job submitted to several partitions is started in the one rubick
 // placed it in.
 func TestApplyStartNamesPartition(t *testing.T) {

@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -34,6 +35,27 @@ func gpusFromGres(s string) int {
 		}
 	}
 	return total
+}
+
+// gpuTypes lists the GPU types named in a GRES or TRES-per-node string of
+// any form gpusFromGres reads ("gres:gpu:h100:2" gives h100, "gpu:a100:8(S:0-1)"
+// a100), in order and without repeats; untyped entries ("gpu:4",
+// "gpu:(null):4") name none.
+func gpuTypes(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		e = strings.TrimPrefix(strings.TrimPrefix(stripGresSuffix(strings.TrimSpace(e)), "gres:"), "gres/")
+		parts := strings.Split(e, ":")
+		if parts[0] != "gpu" || len(parts) < 2 || len(parts) > 3 {
+			continue
+		}
+		t := parts[1]
+		if _, err := strconv.Atoi(t); err == nil || t == "(null)" || t == "" || slices.Contains(out, t) {
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 // stripGresSuffix drops a parenthesised suffix such as "(IDX:0-3)" or

@@ -1,6 +1,10 @@
 package slurm
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
 
 func TestGPUsFromGres(t *testing.T) {
 	tests := map[string]int{
@@ -37,6 +41,28 @@ func TestTRES(t *testing.T) {
 	for in, want := range tests {
 		if got := tresGPUs(in); got != want {
 			t.Errorf("tresGPUs(%q) = %d, want %d", in, got, want)
+		}
+	}
+}
+
+func TestGPUTypes(t *testing.T) {
+	tests := map[string][]string{
+		"":                                nil,
+		"gres:gpu:h100:2":                 {"h100"}, // 22.05 tres_per_node, read off the lab
+		"gres/gpu:h100:2":                 {"h100"}, // 24.11
+		"gpu:a100:8(S:0-1)":               {"a100"}, // node gres
+		"gpu:a100:2(IDX:0-1)":             {"a100"},
+		"gres:gpu:2":                      nil,
+		"gpu:(null):4(IDX:0-3)":           nil,
+		"gpu:a100":                        {"a100"},
+		"gpu:a100:2,gpu:v100:1":           {"a100", "v100"},
+		"gres:gpu:a100:2,gres:gpu:a100:1": {"a100"},
+		"gres/shard:h100:2":               nil,
+		",gres:gpu:h100:2,":               {"h100"},
+	}
+	for in, want := range tests {
+		if diff := cmp.Diff(want, gpuTypes(in)); diff != "" {
+			t.Errorf("gpuTypes(%q) (-want +got):\n%s", in, diff)
 		}
 	}
 }

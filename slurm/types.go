@@ -69,6 +69,9 @@ type Job struct {
 	// job or per task (--gpus, --gpus-per-task): GPUsPerNode is then its
 	// total over its nodes, and a resize must clear those requests.
 	GPUsNotPerNode bool
+	// GPUTypes are the GPU types the job asks for (--gres=gpu:h100:2,
+	// --gpus=h100:2); nil for any GPU.
+	GPUTypes []string
 	// GPUs is the total allocated GPU count (tres_alloc_str), 0 when pending.
 	GPUs        int
 	CPUs        int
@@ -140,6 +143,9 @@ type Node struct {
 	MemAllocMB int64
 	Partitions []string
 	Reason     string
+	// GPUTypes are the types of the node's GPUs (gres gpu:a100:8); nil
+	// when untyped.
+	GPUTypes []string
 	// Features are the node's active features, what --constraint matches.
 	Features []string
 }

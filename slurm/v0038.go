@@ -219,6 +219,7 @@ func (b *v38) nodes(ctx context.Context) ([]Node, error) {
 			State:      state,
 			Flags:      flags,
 			GPUs:       gpusFromGres(deref(n.Gres)),
+			GPUTypes:   gpuTypes(deref(n.Gres)),
 			GPUsUsed:   gpusFromGres(deref(n.GresUsed)),
 			CPUs:       deref(n.Cpus),
 			CPUsAlloc:  int(deref(n.AllocCpus)),

@@ -183,6 +183,7 @@ func (b *v41) nodes(ctx context.Context) ([]Node, error) {
 			State:      state,
 			Flags:      flags,
 			GPUs:       gpusFromGres(deref(n.Gres)),
+			GPUTypes:   gpuTypes(deref(n.Gres)),
 			GPUsUsed:   gpusFromGres(deref(n.GresUsed)),
 			CPUs:       int(deref(n.Cpus)),
 			CPUsAlloc:  int(deref(n.AllocCpus)),

@@ -50,7 +50,7 @@ rest_ping() { rest_get /slurm/v0.0.38/ping | grep -q '"ping"'; }
 
 check "slurmctld answers" sh -c 'scontrol ping | grep -q UP'
 check "$LAB_NODES nodes with gpu:$LAB_GPUS_PER_NODE responding" \
-  test "$(sinfo -h -N -r -o '%N %G' | grep -c "gpu:$LAB_GPUS_PER_NODE")" -ge "$LAB_NODES"
+  test "$(sinfo -h -N -r -o '%N %G' | grep -cE "gpu:([a-z0-9]+:)?$LAB_GPUS_PER_NODE")" -ge "$LAB_NODES"
 check "slurmdbd answers (sacctmgr)" sh -c 'sacctmgr -n -P show cluster format=cluster | grep -q .'
 check "slurmrestd answers with the token" rest_ping
 check "sbatch --help lists --model-type" sh -c 'sbatch --help | grep -q -- --model-type'

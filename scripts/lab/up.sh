@@ -158,11 +158,12 @@ install_file() {
   echo "JobAcctGatherType=jobacct_gather/linux"
   echo "JobAcctGatherFrequency=30"
   for i in $(seq 1 "$NODES"); do
-    # two GPU kinds, as features for --constraint (the first half a100)
+    # two GPU kinds, as GRES types and as features for --constraint (the
+    # first half a100)
     feature=h100; [ "$i" -le $((NODES / 2)) ] && feature=a100
     echo "NodeName=node$i NodeHostname=$HN NodeAddr=127.0.0.1 Port=$((SLURMD_PORT_BASE + i))" \
       "CPUs=$NODE_CPUS Boards=1 SocketsPerBoard=2 CoresPerSocket=$((NODE_CPUS / 2)) ThreadsPerCore=1" \
-      "RealMemory=$NODE_MEM_MB Gres=gpu:$GPUS Feature=$feature State=UNKNOWN"
+      "RealMemory=$NODE_MEM_MB Gres=gpu:$feature:$GPUS Feature=$feature State=UNKNOWN"
   done
   echo "PartitionName=$PARTITION Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO"
   # a second partition over the same nodes, which rubickd does not manage:
@@ -171,8 +172,14 @@ install_file() {
 } > "$ETC/slurm.conf.new"
 install_file "$ETC/slurm.conf" 644
 
-printf 'AutoDetect=off\nNodeName=node[1-%s] Name=gpu File=%s/dev/nvidia[0-%s]\n' \
-  "$NODES" "$LAB" "$((GPUS - 1))" > "$ETC/gres.conf.new"
+# typed GPUs, as the features say (--gres=gpu:h100:2 keeps to nodes 3-4)
+{
+  echo "AutoDetect=off"
+  for i in $(seq 1 "$NODES"); do
+    feature=h100; [ "$i" -le $((NODES / 2)) ] && feature=a100
+    echo "NodeName=node$i Name=gpu Type=$feature File=$LAB/dev/nvidia[0-$((GPUS - 1))]"
+  done
+} > "$ETC/gres.conf.new"
 install_file "$ETC/gres.conf" 644
 
 # 22.05 slurmd always initialises a cgroup plugin. v1 and hybrid hosts:

@@ -17,7 +17,9 @@ import (
 // its node, though every node is free (a node a job cannot use left it
 // pending with BadConstraints; the node list was overridden). A job
 // submitted to the unmanaged partition debug and to gpu runs in gpu (it
-// used to stay held: its partition was "debug,gpu").
+// used to stay held: its partition was "debug,gpu"), and one asking for
+// h100 GPUs (the lab's GRES types follow the features) on an h100 node
+// (its resize used to be refused: an untyped Gres beside a typed request).
 func TestConstraintAndExclude(t *testing.T) {
 	lt := newLabTest(t, "constraint", 2*time.Minute, "")
 	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
@@ -33,6 +35,7 @@ func TestConstraintAndExclude(t *testing.T) {
 		{"--exclude=node1,node2,node3", []string{"node4"}},
 		{"--nodelist=node2", []string{"node2"}},
 		{"--partition=debug,gpu", []string{"node1", "node2", "node3", "node4"}},
+		{"--gres=gpu:h100:2", []string{"node3", "node4"}},
 	} {
 		id := l.submitScript(t, dir, body, &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-constraint", "-N", "1",
 			"--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue", tc.arg)
@@ -40,6 +43,9 @@ func TestConstraintAndExclude(t *testing.T) {
 		if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" || j.Partition != "gpu" {
 			t.Errorf("job %d (%s) ended %s (%s) in partition %s, tag %v; want COMPLETED in gpu on a plan rubickd chose; rubickd log %s",
 				id, tc.arg, j.State, j.Reason, j.Partition, j.Tag, d.log)
+		}
+		if strings.HasPrefix(tc.arg, "--gres=") && !slices.Equal(j.GPUTypes, []string{"h100"}) {
+			t.Errorf("job %d (%s) ran on GPUs of types %v, want h100", id, tc.arg, j.GPUTypes)
 		}
 		if len(ran) == 0 || slices.ContainsFunc(ran, func(n string) bool { return !slices.Contains(tc.nodes, n) }) {
 			t.Errorf("job %d (%s) ran on %v, want nodes of %s", id, tc.arg, ran, strings.Join(tc.nodes, ","))
