@@ -38,13 +38,18 @@ func TestUpdateThenReleaseStartsOnGivenNodes(t *testing.T) {
 	if got := field(out, "NodeList"); got != wantNodes {
 		t.Errorf("NodeList = %q, want %q", got, wantNodes)
 	}
-	if got := regexp.MustCompile(`GRES=gpu:4\(IDX:0-3\)`).FindAllString(out, -1); len(got) != 1 ||
+	// The lab's GPUs are typed (a100, h100): an untyped request is given
+	// GPUs of the nodes' type.
+	four := `gpu:(?:[a-z0-9]+:)?4\(IDX:0-3\)`
+	if got := regexp.MustCompile(`GRES=`+four).FindAllString(out, -1); len(got) != 1 ||
 		!strings.Contains(out, "Nodes="+wantNodes+" ") {
-		t.Errorf("want one per-node line for %s with GRES=gpu:4(IDX:0-3) in:\n%s", wantNodes, out)
+		t.Errorf("want one per-node line for %s with GRES=gpu:[TYPE:]4(IDX:0-3) in:\n%s", wantNodes, out)
 	}
 	j := l.restGetJob(t, id)
-	if j.Nodes != wantNodes || j.NodeCount != 2 || !slices.Equal(j.GresDetail, []string{"gpu:4(IDX:0-3)", "gpu:4(IDX:0-3)"}) {
-		t.Errorf("REST: nodes %q count %d gres_detail %q, want %q 2 [gpu:4(IDX:0-3) x2]", j.Nodes, j.NodeCount, j.GresDetail, wantNodes)
+	detail := regexp.MustCompile(`^` + four + `$`)
+	if j.Nodes != wantNodes || j.NodeCount != 2 || len(j.GresDetail) != 2 ||
+		slices.ContainsFunc(j.GresDetail, func(d string) bool { return !detail.MatchString(d) }) {
+		t.Errorf("REST: nodes %q count %d gres_detail %q, want %q 2 [gpu:[TYPE:]4(IDX:0-3) x2]", j.Nodes, j.NodeCount, j.GresDetail, wantNodes)
 	}
 
 	// The tasks see the GPUs Slurm gave them, on the nodes it chose.
