@@ -518,6 +518,14 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		}
 		dec.Reasons[id] = raw
 	}
+	for _, j := range v.Rigid {
+		// rubick explain says why the job was released as submitted.
+		raw, err := json.Marshal(policy.Action{JobID: strconv.Itoa(j.ID), Kind: policy.Start, Reason: reasonAsSubmitted, Detail: v.Unmanaged[j.ID]})
+		if err != nil {
+			return store.Decision{}, fmt.Errorf("encode reason of job %d: %w", j.ID, err)
+		}
+		dec.Reasons[int64(j.ID)] = raw
+	}
 	for _, a := range actions {
 		n := max(a.NumNodes, len(a.Nodes))
 		if a.GPUsPerNode <= 0 {
@@ -544,6 +552,10 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 	}
 	return rec, nil
 }
+
+// reasonAsSubmitted is the stored reason of a job released on its own
+// request, unplanned; the detail says why.
+const reasonAsSubmitted policy.Reason = "as-submitted"
 
 // Last returns the report of the last applied cycle.
 func (d *Daemon) Last() CycleReport {

@@ -1030,7 +1030,7 @@ func TestCycleLeavesExclusiveJobsToSlurm(t *testing.T) {
 			nodes[0].State, nodes[0].GPUsUsed, nodes[0].CPUsAlloc, nodes[0].MemAllocMB = "MIXED", 2, 64, 64000
 			c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{running, held, heldJob(33, "bert", 1, 4)}}
 			a := &fakeApplier{}
-			d, _ := newTestDaemon(t, c, a)
+			d, st := newTestDaemon(t, c, a)
 			rep, err := d.Cycle(context.Background(), false)
 			if err != nil {
 				t.Fatal(err)
@@ -1041,6 +1041,12 @@ func TestCycleLeavesExclusiveJobsToSlurm(t *testing.T) {
 			}
 			if len(got) != 2 {
 				t.Fatalf("actions %+v, want a start of jobs 32 and 33", a.got)
+			}
+			// rubick explain reads why from the store.
+			reasons, err := st.Reasons(context.Background(), 32, 1)
+			if err != nil || len(reasons) != 1 || !strings.Contains(string(reasons[0].Reason), `"reason":"as-submitted"`) ||
+				!strings.Contains(string(reasons[0].Reason), tc.says) {
+				t.Errorf("stored reasons of job 32: %v, %v; want as-submitted naming %s", reasons, err, tc.says)
 			}
 			want := slurm.Action{Kind: slurm.ActionStart, JobID: 32, NumNodes: 1, GPUsPerNode: 2, CPUsPerTask: 8, MemPerNodeMB: 64000}
 			rigid := got[32]
