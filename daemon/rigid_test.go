@@ -115,14 +115,18 @@ func TestCycleReportsRigidReservation(t *testing.T) {
 
 // A rigid job is released on its own request, memory per node included: a
 // pending multi-node --mem-per-cpu job has no node list yet, and its memory
-// is shared over the nodes it asks for, not asked of each.
+// is shared over the nodes it asks for, not asked of each. A --nodelist
+// shorter than the node count comes back as it was.
 func TestRigidActionsOwnRequest(t *testing.T) {
 	perCPU := heldJob(7, "bert", 2, 4)
 	perCPU.CPUs, perCPU.MemPerNodeMB, perCPU.MemPerCPUMB = 16, 0, 4000
 	perNode := heldJob(8, "bert", 2, 4)
 	resized := heldJob(9, "bert", 1, 8)
 	resized.Tag.Generation, resized.Tag.Extra = 1, map[string]string{tagReq: "n2.g2.c8.m16000"}
-	v := &View{Rigid: []slurm.Job{perCPU, perNode, resized}}
+	// -w node3 -N2: node3 and another.
+	listed := heldJob(10, "bert", 2, 4)
+	listed.Tag.Generation, listed.Tag.Extra = 1, map[string]string{tagNodes: "node3"}
+	v := &View{Rigid: []slurm.Job{perCPU, perNode, resized, listed}}
 	var got []slurm.Action
 	for _, a := range v.RigidActions(t0, func(string) bool { return false }) {
 		a.Tag = nil
@@ -132,6 +136,7 @@ func TestRigidActionsOwnRequest(t *testing.T) {
 		{Kind: slurm.ActionStart, JobID: 7, NumNodes: 2, GPUsPerNode: 4, CPUsPerTask: 8, MemPerNodeMB: 32000},
 		{Kind: slurm.ActionStart, JobID: 8, NumNodes: 2, GPUsPerNode: 4, CPUsPerTask: 8, MemPerNodeMB: 64000},
 		{Kind: slurm.ActionStart, JobID: 9, NumNodes: 2, GPUsPerNode: 2, CPUsPerTask: 4, MemPerNodeMB: 16000, ClearNodes: true},
+		{Kind: slurm.ActionStart, JobID: 10, Nodes: []string{"node3"}, NumNodes: 2, GPUsPerNode: 4, CPUsPerTask: 8, MemPerNodeMB: 64000},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("actions (-want +got):\n%s", diff)

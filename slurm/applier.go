@@ -45,7 +45,8 @@ type Action struct {
 	JobID int
 	// Nodes is the node list to run on (start, restart) or to keep
 	// (shrink). For start and restart it may be empty to let Slurm place
-	// NumNodes nodes.
+	// NumNodes nodes, or, for start, shorter than NumNodes: nodes the job
+	// must include (a user's --nodelist).
 	Nodes []string
 	// Tasks are the array task IDs a split takes off the array's record.
 	Tasks []int
@@ -304,7 +305,10 @@ func validateAction(act Action) error {
 	if len(act.Nodes) != len(slices.Compact(slices.Sorted(slices.Values(act.Nodes)))) {
 		return bad("duplicate nodes in %v", act.Nodes)
 	}
-	if act.NumNodes != 0 && len(act.Nodes) != 0 && act.NumNodes != len(act.Nodes) {
+	// More nodes than listed, for a start, is a user's --nodelist given
+	// back: the listed nodes and others.
+	if act.NumNodes != 0 && len(act.Nodes) != 0 && act.NumNodes != len(act.Nodes) &&
+		(act.Kind != ActionStart || act.NumNodes < len(act.Nodes)) {
 		return bad("NumNodes %d but %d nodes listed", act.NumNodes, len(act.Nodes))
 	}
 	if act.Tag != nil {

@@ -103,7 +103,8 @@ func TestApplyRejectsBeforeRunning(t *testing.T) {
 	}{
 		"start without CPUs":    {Action{Kind: ActionStart, JobID: 5, NumNodes: 1}, ErrBadAction},
 		"start without nodes":   {Action{Kind: ActionStart, JobID: 5, CPUsPerTask: 1}, ErrBadAction},
-		"count and list differ": {Action{Kind: ActionStart, JobID: 5, NumNodes: 3, Nodes: []string{"a"}, CPUsPerTask: 1}, ErrBadAction},
+		"fewer than listed":     {Action{Kind: ActionStart, JobID: 5, NumNodes: 1, Nodes: []string{"a", "b"}, CPUsPerTask: 1}, ErrBadAction},
+		"restart count differs": {Action{Kind: ActionRestart, JobID: 5, NumNodes: 3, Nodes: []string{"a"}, CPUsPerTask: 1}, ErrBadAction},
 		"duplicate nodes":       {Action{Kind: ActionStart, JobID: 5, Nodes: []string{"a", "a"}, CPUsPerTask: 1}, ErrBadAction},
 		"node name with comma":  {Action{Kind: ActionStart, JobID: 5, Nodes: []string{"a,b"}, CPUsPerTask: 1}, ErrBadAction},
 		"node name with space":  {Action{Kind: ActionShrink, JobID: 5, Nodes: []string{"a b"}}, ErrBadAction},
@@ -554,6 +555,24 @@ func TestApplyStartKeepsGPUType(t *testing.T) {
 	res = f.app.ApplyOne(context.Background(), Action{Kind: ActionStart, JobID: 35, Nodes: []string{"node3"}, GPUsPerNode: 4, CPUsPerTask: 4})
 	if !errors.Is(res.Err, ErrBadAction) || len(f.runner.Calls()) > 0 {
 		t.Errorf("two GPU types: %v, calls %v; want ErrBadAction and no call", res.Err, f.runner.Calls())
+	}
+}
+
+// A start may list fewer nodes than it asks for: a user's --nodelist
+// (nodes the job must include) given back on its own request.
+func TestApplyStartWithRequiredNodes(t *testing.T) {
+	f := newApplierFixture(t, map[int][]Job{36: {pendingHeld(36)}}, nil)
+	res := f.app.ApplyOne(context.Background(), Action{Kind: ActionStart, JobID: 36, NumNodes: 2, Nodes: []string{"node3"}, GPUsPerNode: 2, CPUsPerTask: 4})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	want := [][]string{
+		{"/usr/bin/scontrol", "update", "JobId=36", "NumNodes=2-2", "NumTasks=2", "CPUsPerTask=4", "NumCPUs=8",
+			"Gres=gpu:2", "NodeList=node3"},
+		{"/usr/bin/scontrol", "release", "36"},
+	}
+	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
+		t.Errorf("argv (-want +got):\n%s", diff)
 	}
 }
 
