@@ -197,13 +197,16 @@ func recordNodes(tag *slurm.Tag, nodes []string) {
 }
 
 // allowedNodes lists the usable nodes (open) the job's partition (part),
-// GPU type, --constraint, --exclude and --nodelist (required) leave it; nil
-// when that is all of them. A constraint rubick cannot evaluate node by node, or no
+// reservation (reserved gives each node's active reservations), GPU type,
+// --constraint, --exclude and --nodelist (required) leave it; nil when
+// that is all of them. A constraint rubick cannot evaluate node by node, or no
 // node left, is an error: Slurm places the job.
-func allowedNodes(j slurm.Job, part string, required []string, open []slurm.Node) ([]string, error) {
+func allowedNodes(j slurm.Job, part string, required []string, open []slurm.Node, reserved map[string][]string) ([]string, error) {
 	var out []string
 	for _, n := range open {
-		if !slices.Contains(n.Partitions, part) || len(j.GPUTypes) == 1 && !slices.Contains(n.GPUTypes, j.GPUTypes[0]) ||
+		// A reservation's job runs on its nodes, and other jobs off them.
+		inResv := j.Reservation == "" && len(reserved[n.Name]) == 0 || slices.Contains(reserved[n.Name], j.Reservation)
+		if !inResv || !slices.Contains(n.Partitions, part) || len(j.GPUTypes) == 1 && !slices.Contains(n.GPUTypes, j.GPUTypes[0]) ||
 			slices.Contains(j.Excluded, n.Name) || len(required) > 0 && !slices.Contains(required, n.Name) {
 			continue
 		}
@@ -291,6 +294,9 @@ type Inputs struct {
 	// Limits are the QOS and association limits slurmdbd lists; empty when
 	// unknown, and then Slurm's pending reasons teach them (tagLimit).
 	Limits slurm.Limits
+	// Reservations are Slurm's advance reservations; those active now keep
+	// their nodes for their own jobs.
+	Reservations []slurm.Reservation
 }
 
 // BuildView converts what Slurm reports into a policy snapshot. Only nodes
@@ -304,9 +310,18 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 	var pjobs []policy.Job
 	usage := map[string]policy.NodeAlloc{} // what managed jobs hold, per node
 	var shape clusterShape
+	reserved := map[string][]string{} // node -> the active reservations holding it
+	for _, r := range in.Reservations {
+		if r.Active(now) {
+			for _, n := range r.Nodes {
+				reserved[n] = append(reserved[n], r.Name)
+			}
+		}
+	}
+	isUsable := func(n slurm.Node) bool { return usable(n, cfg.Partitions, len(reserved[n.Name]) > 0) }
 	var open []slurm.Node // the usable nodes
 	for _, n := range nodes {
-		if usable(n, cfg.Partitions) {
+		if isUsable(n) {
 			open = append(open, n)
 			shape.nodeGPUs = max(shape.nodeGPUs, n.GPUs)
 			shape.gpus += n.GPUs
@@ -340,10 +355,9 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			v.Unmanaged[j.ID] = "held by an administrator (scontrol hold); planned once released"
 			continue
 		}
-		if j.Reservation != "" {
-			// Its nodes are the reservation's, which rubick leaves out of
-			// the snapshot (a node in an active reservation is not usable).
-			v.Unmanaged[j.ID] = fmt.Sprintf("--reservation=%s: runs on its own request, placed by Slurm in the reservation", j.Reservation)
+		if j.Reservation != "" && !slices.ContainsFunc(in.Reservations, func(r slurm.Reservation) bool { return r.Name == j.Reservation && r.Active(now) }) {
+			// Not active (or not listed): Slurm starts it when it is.
+			v.Unmanaged[j.ID] = fmt.Sprintf("--reservation=%s is not active: runs on its own request, placed by Slurm in the reservation", j.Reservation)
 			if j.State == slurm.StatePending && j.Held {
 				v.Rigid = append(v.Rigid, j)
 			}
@@ -439,7 +453,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			mj.nodes, err = userNodes(j)
 		}
 		if err == nil {
-			pj.Nodes, err = allowedNodes(j, part, mj.nodes, open)
+			pj.Nodes, err = allowedNodes(j, part, mj.nodes, open, reserved)
 		}
 		if len(j.Partitions()) > 1 {
 			mj.part = part
@@ -470,7 +484,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 	var pnodes []policy.Node
 	for _, n := range nodes {
 		u := usage[n.Name]
-		if !usable(n, cfg.Partitions) {
+		if !isUsable(n) {
 			if u.GPUs > 0 || u.CPUs > 0 {
 				// Drained or reserved under a running rubick job: the job
 				// keeps what it holds (or is moved), nothing new goes there.
@@ -516,8 +530,11 @@ func starting(j slurm.Job, now time.Time) bool {
 	return now.Sub(time.Unix(sec, 0)) < StartGrace
 }
 
-// usable reports whether a node belongs to a managed partition and can run jobs.
-func usable(n slurm.Node, partitions []string) bool {
+// usable reports whether a node belongs to a managed partition and can run
+// jobs. A node Slurm flags RESERVED is usable only when a listed active
+// reservation holds it (reserved): rubick then plans that reservation's
+// jobs there, and no others.
+func usable(n slurm.Node, partitions []string, reserved bool) bool {
 	in := false
 	for _, p := range n.Partitions {
 		in = in || slices.Contains(partitions, p)
@@ -526,8 +543,10 @@ func usable(n slurm.Node, partitions []string) bool {
 		return false
 	}
 	state := strings.ToUpper(n.State + " " + strings.Join(n.Flags, " "))
-	// RESERVED: inside an active reservation, which rubick's jobs are not in.
-	for _, bad := range []string{"DOWN", "DRAIN", "FAIL", "INVAL", "NOT_RESPONDING", "MAINT", "RESERVED", "POWER", "FUTURE", "UNKNOWN"} {
+	if strings.Contains(state, "RESERVED") && !reserved {
+		return false
+	}
+	for _, bad := range []string{"DOWN", "DRAIN", "FAIL", "INVAL", "NOT_RESPONDING", "MAINT", "POWER", "FUTURE", "UNKNOWN"} {
 		if strings.Contains(state, bad) {
 			return false
 		}

@@ -32,6 +32,13 @@ type LimitLister interface {
 	Limits(ctx context.Context) (slurm.Limits, error)
 }
 
+// ReservationLister is a Cluster that lists advance reservations
+// (slurm.RESTCluster does). Without it, nodes Slurm flags RESERVED are
+// left alone and jobs submitted to a reservation are released as they are.
+type ReservationLister interface {
+	Reservations(ctx context.Context) ([]slurm.Reservation, error)
+}
+
 // limitsRefresh is how long a limits listing is reused: limits change
 // rarely, and each listing is two slurmdbd queries.
 const limitsRefresh = time.Minute
@@ -88,6 +95,8 @@ type Daemon struct {
 	limits    slurm.Limits
 	limitsAt  time.Time
 	limitsErr error
+	// resvErr is the last reservation listing error, logged once.
+	resvErr error
 
 	mu       sync.Mutex // guards the fields below, read by the status endpoint
 	lastJobs []slurm.Job
@@ -283,6 +292,25 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time) slurm.Limits {
 	return d.limits
 }
 
+// reservations lists the reservations each cycle (they start and end at
+// any time); nil when that fails.
+func (d *Daemon) reservations(ctx context.Context) []slurm.Reservation {
+	l, ok := d.deps.Cluster.(ReservationLister)
+	if !ok {
+		return nil
+	}
+	list, err := l.Reservations(ctx)
+	if err != nil {
+		if d.resvErr == nil || err.Error() != d.resvErr.Error() {
+			d.deps.Logger.Warn("reservations not read; reserved nodes are left alone this cycle", "err", err)
+		}
+		d.resvErr = err
+		return nil
+	}
+	d.resvErr = nil
+	return list
+}
+
 // Cycle runs one snapshot, decide, apply, record cycle, with the
 // configuration a Reload queued, if any. With dryRun it decides and reports
 // but touches neither Slurm nor the store.
@@ -317,7 +345,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 		return rep, err
 	}
 	view, err := BuildView(d.cfg, start, Inputs{Nodes: nodes, Jobs: jobs, Estimators: est, RestartCosts: costs,
-		Facts: facts, Limits: d.slurmLimits(ctx, start)}, d.deps.Logger)
+		Facts: facts, Limits: d.slurmLimits(ctx, start), Reservations: d.reservations(ctx)}, d.deps.Logger)
 	if err != nil {
 		return rep, fmt.Errorf("build snapshot: %w", err)
 	}

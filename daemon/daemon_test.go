@@ -918,6 +918,59 @@ func TestCycleReleasesHeterogeneousJobs(t *testing.T) {
 	}
 }
 
+// resvCluster lists reservations besides what fakeCluster reports.
+type resvCluster struct {
+	*fakeCluster
+	resv []slurm.Reservation
+}
+
+func (r *resvCluster) Reservations(context.Context) ([]slurm.Reservation, error) { return r.resv, nil }
+
+// A job submitted to an active reservation is planned on the reservation's
+// nodes, and other jobs off them; one whose reservation is not active is
+// released as it is, for Slurm to start when it is.
+func TestCycleKeepsToReservations(t *testing.T) {
+	tests := map[string]struct {
+		start time.Time
+		nodes []string // where job 61 (in r1) may start; nil: as submitted
+	}{
+		"active":     {t0.Add(-time.Minute), []string{"node2"}},
+		"not active": {t0.Add(time.Hour), nil},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			nodes := labNodes(3)
+			if tc.start.Before(t0) {
+				nodes[1].Flags = []string{"RESERVED"}
+			}
+			inResv, other := heldJob(61, "bert", 1, 4), heldJob(62, "bert", 1, 4)
+			inResv.Reservation = "r1"
+			c := &resvCluster{fakeCluster: &fakeCluster{nodes: nodes, jobs: []slurm.Job{inResv, other}},
+				resv: []slurm.Reservation{{Name: "r1", Nodes: []string{"node2"}, Start: tc.start, End: tc.start.Add(2 * time.Hour)}}}
+			a := &fakeApplier{}
+			d, _ := newTestDaemonWith(t, c, a, func(*Config) {})
+			if _, err := d.Cycle(context.Background(), false); err != nil {
+				t.Fatal(err)
+			}
+			got := map[int]slurm.Action{}
+			for _, act := range a.got {
+				got[act.JobID] = act
+			}
+			r, o := got[61], got[62]
+			if tc.nodes == nil {
+				if r.Kind != slurm.ActionStart || len(r.Nodes) > 0 || r.Tag == nil || r.Tag.Plan != "" {
+					t.Errorf("job 61 %+v, want a start as submitted", r)
+				}
+			} else if !slices.Equal(r.Nodes, tc.nodes) || r.Tag == nil || r.Tag.Plan == "" {
+				t.Errorf("job 61 %+v, want a planned start on %v", r, tc.nodes)
+			}
+			if len(o.Nodes) == 0 || slices.Contains(o.Nodes, "node2") && tc.nodes != nil {
+				t.Errorf("job 62 started on %v, want a planned start off the reservation's node2", o.Nodes)
+			}
+		})
+	}
+}
+
 // limitsCluster lists QOS and association limits besides what fakeCluster
 // reports.
 type limitsCluster struct {

@@ -87,6 +87,7 @@ type backend interface {
 	submit(ctx context.Context, req SubmitRequest) (int, error)
 	qos(ctx context.Context) ([]QOS, error)
 	associations(ctx context.Context) ([]Association, error)
+	reservations(ctx context.Context) ([]Reservation, error)
 }
 
 // NewCluster connects to slurmrestd. Unless cfg.Version pins it, it probes
@@ -198,6 +199,11 @@ func (c *RESTCluster) Limits(ctx context.Context) (Limits, error) {
 		l.QOS[q.Name] = q
 	}
 	return l, nil
+}
+
+// Reservations lists the advance reservations slurmctld knows.
+func (c *RESTCluster) Reservations(ctx context.Context) ([]Reservation, error) {
+	return c.api.reservations(ctx)
 }
 
 // Submit implements Cluster.

@@ -764,3 +764,38 @@ func jobsServed(t *testing.T, version, path, body string) []Job {
 	}
 	return jobs
 }
+
+// TestReservations reads the labs' reservation lists: on 22.05 r1 (node4,
+// active) and later (node3, an hour ahead); on 24.11 r1 (node2).
+func TestReservations(t *testing.T) {
+	tests := map[string]struct {
+		version string
+		want    []Reservation
+	}{
+		"22.05": {Version38, []Reservation{
+			{Name: "r1", Nodes: []string{"node4"}, Start: ts(1795538892), End: ts(1795540692), Flags: []string{"SPEC_NODES"}},
+			{Name: "later", Nodes: []string{"node3"}, Start: ts(1795542492), End: ts(1795544292), Flags: []string{"SPEC_NODES"}},
+		}},
+		"24.11": {Version41, []Reservation{
+			{Name: "r1", Nodes: []string{"node2"}, Start: ts(1795538897), End: ts(1795540697), Flags: []string{"SPEC_NODES"}},
+		}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, srv := newFakeRestd(t, tc.version)
+			got, err := newTestCluster(t, srv.URL, nil).Reservations(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+	r := Reservation{Start: ts(100), End: ts(200)}
+	for at, want := range map[int64]bool{99: false, 100: true, 199: true, 200: false} {
+		if got := r.Active(ts(at)); got != want {
+			t.Errorf("Active at %d = %v, want %v", at, got, want)
+		}
+	}
+}

@@ -205,6 +205,19 @@ type Association struct {
 	PerJob JobLimits
 }
 
+// Reservation is a Slurm advance reservation.
+type Reservation struct {
+	Name       string
+	Nodes      []string
+	Start, End time.Time
+	Flags      []string
+}
+
+// Active reports whether the reservation holds its nodes at now.
+func (r Reservation) Active(now time.Time) bool {
+	return !now.Before(r.Start) && (r.End.IsZero() || now.Before(r.End))
+}
+
 // SubmitRequest is a batch job submission; rubick uses it in tests and the
 // lab, not in scheduling.
 type SubmitRequest struct {

@@ -54,6 +54,11 @@ type (
 		Meta   json.RawMessage `json:"meta"`
 		Errors json.RawMessage `json:"errors"`
 	}
+	v38Reservations struct {
+		v0038.V0038ReservationsResponse
+		Meta   json.RawMessage `json:"meta"`
+		Errors json.RawMessage `json:"errors"`
+	}
 	// v38QOS and v38Assocs read only what rubick uses of the QOS and
 	// association lists: 22.05 sends ids as numbers (the spec says
 	// strings) and names the QOS list "QOS".
@@ -286,6 +291,26 @@ func (m *v38Max) perJob() JobLimits {
 		}
 	}
 	return out
+}
+
+func (b *v38) reservations(ctx context.Context) ([]Reservation, error) {
+	const ep = "GET /slurm/v0.0.38/reservations"
+	r, err := get[v38Reservations](ctx, b.c, ep, func(ctx context.Context) (*http.Response, error) {
+		return b.api.SlurmV0038GetReservations(ctx, nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []Reservation
+	for _, v := range deref(r.Reservations) {
+		nodes, err := ExpandHostlist(deref(v.NodeList))
+		if err != nil {
+			return nil, fmt.Errorf("slurmrestd %s: reservation %s: %w", ep, deref(v.Name), err)
+		}
+		out = append(out, Reservation{Name: deref(v.Name), Nodes: nodes, Start: unixTime(int64(deref(v.StartTime))),
+			End: unixTime(int64(deref(v.EndTime))), Flags: upperAll(deref(v.Flags))})
+	}
+	return out, nil
 }
 
 func (b *v38) partitions(ctx context.Context) ([]Partition, error) {

@@ -205,6 +205,30 @@ func (*v41) associations(context.Context) ([]Association, error) {
 	return nil, fmt.Errorf("slurm: association limits over v0.0.41: %w", ErrUnsupported)
 }
 
+func (b *v41) reservations(ctx context.Context) ([]Reservation, error) {
+	const ep = "GET /slurm/v0.0.41/reservations/"
+	r, err := get[v0041.V0041OpenapiReservationResp](ctx, b.c, ep, func(ctx context.Context) (*http.Response, error) {
+		return b.api.SlurmV0041GetReservations(ctx, nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []Reservation
+	for _, v := range r.Reservations {
+		nodes, err := ExpandHostlist(deref(v.NodeList))
+		if err != nil {
+			return nil, fmt.Errorf("slurmrestd %s: reservation %s: %w", ep, deref(v.Name), err)
+		}
+		var flags []string
+		for _, f := range deref(v.Flags) {
+			flags = append(flags, string(f))
+		}
+		out = append(out, Reservation{Name: deref(v.Name), Nodes: nodes, Start: unixTime(num(v.StartTime)),
+			End: unixTime(num(v.EndTime)), Flags: upperAll(flags)})
+	}
+	return out, nil
+}
+
 func (b *v41) partitions(ctx context.Context) ([]Partition, error) {
 	const ep = "GET /slurm/v0.0.41/partitions/"
 	r, err := get[v0041.V0041OpenapiPartitionResp](ctx, b.c, ep, func(ctx context.Context) (*http.Response, error) {

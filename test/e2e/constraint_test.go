@@ -87,9 +87,10 @@ func TestExclusive(t *testing.T) {
 	}
 }
 
-// TestReservation: a job submitted to a reservation runs on its nodes,
-// released on its own request for Slurm to place (rubick used to plan it
-// onto nodes outside the reservation, where it sat with BadConstraints).
+// TestReservation: a job submitted to an active reservation is planned on
+// its nodes (rubick used to plan it onto nodes outside, where it sat with
+// BadConstraints), and a job outside it is planned off them, though the
+// reserved node is the one left free (it used to sit pending there).
 func TestReservation(t *testing.T) {
 	lt := newLabTest(t, "reservation", 2*time.Minute, "")
 	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
@@ -97,13 +98,26 @@ func TestReservation(t *testing.T) {
 	l.run(t, "scontrol", "create", "reservation", "ReservationName=e2e-resv", "Users=root", "Nodes=node4",
 		"StartTime=now", "Duration=10")
 	defer l.run(t, "scontrol", "delete", "ReservationName=e2e-resv")
+	// Nodes 1-3 busy for the test's length, without rubick.
+	filler := l.submitScript(t, dir, "#!/bin/bash\nsleep 300\n", &lt.ids, "-p", "gpu", "-J", "e2e-filler", "-N", "3", "--gres=gpu:8", "--exclusive")
+	for ctx.Err() == nil {
+		if j, err := cluster.Job(ctx, filler); err == nil && j.State == slurm.StateRunning {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 	d := runDaemon(t, l, bin, dir, cfgPath)
 
-	id := l.submitScript(t, dir, shortTraining(bin, dir, "bert", 32), &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-resv",
-		"--reservation=e2e-resv", "-N", "1", "--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue")
-	j, ran := waitEnded(ctx, cluster, id)
-	if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan != "" || !slices.Equal(ran, []string{"node4"}) {
-		t.Errorf("job %d ended %s (%s) on %v, tag %v; want COMPLETED on node4 without a plan; rubickd log %s",
-			id, j.State, j.Reason, ran, j.Tag, d.log)
+	args := []string{"--model-type=bert", "-p", "gpu", "-N", "1", "--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue"}
+	outside := l.submitScript(t, dir, shortTraining(bin, dir, "bert", 32), &lt.ids, append([]string{"-J", "e2e-outside"}, args...)...)
+	inside := l.submitScript(t, dir, shortTraining(bin, dir, "bert", 32), &lt.ids, append([]string{"-J", "e2e-resv", "--reservation=e2e-resv"}, args...)...)
+	j, ran := waitEnded(ctx, cluster, inside)
+	if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" || !slices.Equal(ran, []string{"node4"}) {
+		t.Errorf("job %d ended %s (%s) on %v, tag %v; want COMPLETED on node4 on a plan rubickd chose; rubickd log %s",
+			inside, j.State, j.Reason, ran, j.Tag, d.log)
+	}
+	if j, err := cluster.Job(ctx, outside); err != nil || j.State != slurm.StatePending || !j.Held {
+		t.Errorf("job %d outside the reservation: %s (%s), held %v, %v; want held while nodes 1-3 are busy; rubickd log %s",
+			outside, j.State, j.Reason, j.Held, err, d.log)
 	}
 }
