@@ -510,89 +510,58 @@ func TestJobRef(t *testing.T) {
 	}
 }
 
-// A job that asked for its GPUs with --gpus or --gpus-per-task has those
-// requests cleared with the resize: beside Gres=gpu:N they are an invalid
-// gres specification.
-func TestApplyStartClearsGPUsPerJob(t *testing.T) {
-	job := pendingHeld(33)
-	job.GPUsPerNode, job.GPUsNotPerNode = 4, true
-	f := newApplierFixture(t, map[int][]Job{33: {job}}, nil)
-	res := f.app.ApplyOne(context.Background(), Action{Kind: ActionStart, JobID: 33, Nodes: []string{"node1"}, GPUsPerNode: 8, CPUsPerTask: 2})
-	if res.Err != nil {
-		t.Fatal(res.Err)
+// The resize of a start keeps what the job asked for that rubick does not
+// change, and sends only what it does.
+func TestApplyStartResize(t *testing.T) {
+	tests := map[string]struct {
+		job  func(*Job)
+		act  Action
+		want []string // the update's argv after the size
+	}{
+		// --gpus and --gpus-per-task beside Gres=gpu:N are an invalid gres
+		// specification: cleared with the resize.
+		"GPUs per job": {func(j *Job) { j.GPUsPerNode, j.GPUsNotPerNode = 4, true },
+			Action{Nodes: []string{"node1"}, GPUsPerNode: 8, CPUsPerTask: 2},
+			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=2", "NumCPUs=2", "TresPerJob=", "TresPerTask=", "Gres=gpu:8", "NodeList=node1"}},
+		// An untyped Gres beside a typed request is refused.
+		"GPU type": {func(j *Job) { j.GPUTypes = []string{"h100"} },
+			Action{Nodes: []string{"node3"}, GPUsPerNode: 4, CPUsPerTask: 4},
+			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:h100:4", "NodeList=node3"}},
+		// A user's --nodelist given back: node3 and another.
+		"fewer nodes listed": {func(*Job) {},
+			Action{NumNodes: 2, Nodes: []string{"node3"}, GPUsPerNode: 2, CPUsPerTask: 4},
+			[]string{"NumNodes=2-2", "NumTasks=2", "CPUsPerTask=4", "NumCPUs=8", "Gres=gpu:2", "NodeList=node3"}},
+		// Submitted to several partitions: started in rubick's.
+		"partition": {func(j *Job) { j.Partition = "debug,gpu" },
+			Action{Nodes: []string{"node2"}, GPUsPerNode: 2, CPUsPerTask: 4, Partition: "gpu"},
+			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:2", "Partition=gpu", "NodeList=node2"}},
 	}
-	want := [][]string{
-		{"/usr/bin/scontrol", "update", "JobId=33", "NumNodes=1-1", "NumTasks=1", "CPUsPerTask=2", "NumCPUs=2",
-			"TresPerJob=", "TresPerTask=", "Gres=gpu:8", "NodeList=node1"},
-		{"/usr/bin/scontrol", "release", "33"},
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			job := pendingHeld(33)
+			tc.job(&job)
+			f := newApplierFixture(t, map[int][]Job{33: {job}}, nil)
+			tc.act.Kind, tc.act.JobID = ActionStart, 33
+			if res := f.app.ApplyOne(context.Background(), tc.act); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			want := [][]string{
+				append([]string{"/usr/bin/scontrol", "update", "JobId=33"}, tc.want...),
+				{"/usr/bin/scontrol", "release", "33"},
+			}
+			if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
+				t.Errorf("argv (-want +got):\n%s", diff)
+			}
+		})
 	}
-	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
-		t.Errorf("argv (-want +got):\n%s", diff)
-	}
-}
 
-// A job that asked for a GPU type keeps it through the resize: an untyped
-// Gres beside it is refused. One per-node count cannot keep several types.
-func TestApplyStartKeepsGPUType(t *testing.T) {
+	// One per-node count cannot keep several GPU types.
 	job := pendingHeld(35)
-	job.GPUTypes = []string{"h100"}
+	job.GPUTypes = []string{"a100", "v100"}
 	f := newApplierFixture(t, map[int][]Job{35: {job}}, nil)
 	res := f.app.ApplyOne(context.Background(), Action{Kind: ActionStart, JobID: 35, Nodes: []string{"node3"}, GPUsPerNode: 4, CPUsPerTask: 4})
-	if res.Err != nil {
-		t.Fatal(res.Err)
-	}
-	want := [][]string{
-		{"/usr/bin/scontrol", "update", "JobId=35", "NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4",
-			"Gres=gpu:h100:4", "NodeList=node3"},
-		{"/usr/bin/scontrol", "release", "35"},
-	}
-	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
-		t.Errorf("argv (-want +got):\n%s", diff)
-	}
-
-	job.GPUTypes = []string{"a100", "v100"}
-	f = newApplierFixture(t, map[int][]Job{35: {job}}, nil)
-	res = f.app.ApplyOne(context.Background(), Action{Kind: ActionStart, JobID: 35, Nodes: []string{"node3"}, GPUsPerNode: 4, CPUsPerTask: 4})
 	if !errors.Is(res.Err, ErrBadAction) || len(f.runner.Calls()) > 0 {
 		t.Errorf("two GPU types: %v, calls %v; want ErrBadAction and no call", res.Err, f.runner.Calls())
-	}
-}
-
-// A start may list fewer nodes than it asks for: a user's --nodelist
-// (nodes the job must include) given back on its own request.
-func TestApplyStartWithRequiredNodes(t *testing.T) {
-	f := newApplierFixture(t, map[int][]Job{36: {pendingHeld(36)}}, nil)
-	res := f.app.ApplyOne(context.Background(), Action{Kind: ActionStart, JobID: 36, NumNodes: 2, Nodes: []string{"node3"}, GPUsPerNode: 2, CPUsPerTask: 4})
-	if res.Err != nil {
-		t.Fatal(res.Err)
-	}
-	want := [][]string{
-		{"/usr/bin/scontrol", "update", "JobId=36", "NumNodes=2-2", "NumTasks=2", "CPUsPerTask=4", "NumCPUs=8",
-			"Gres=gpu:2", "NodeList=node3"},
-		{"/usr/bin/scontrol", "release", "36"},
-	}
-	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
-		t.Errorf("argv (-want +got):\n%s", diff)
-	}
-}
-
-// A job submitted to several partitions is started in the one rubick
-// placed it in.
-func TestApplyStartNamesPartition(t *testing.T) {
-	job := pendingHeld(34)
-	job.Partition = "debug,gpu"
-	f := newApplierFixture(t, map[int][]Job{34: {job}}, nil)
-	res := f.app.ApplyOne(context.Background(), Action{Kind: ActionStart, JobID: 34, Nodes: []string{"node2"}, GPUsPerNode: 2, CPUsPerTask: 4, Partition: "gpu"})
-	if res.Err != nil {
-		t.Fatal(res.Err)
-	}
-	want := [][]string{
-		{"/usr/bin/scontrol", "update", "JobId=34", "NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4",
-			"Gres=gpu:2", "Partition=gpu", "NodeList=node2"},
-		{"/usr/bin/scontrol", "release", "34"},
-	}
-	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
-		t.Errorf("argv (-want +got):\n%s", diff)
 	}
 }
 
