@@ -196,39 +196,67 @@ func recordNodes(tag *slurm.Tag, nodes []string) {
 	}
 }
 
-// allowedNodes lists the usable nodes (open) the job's partition (part),
-// reservation (reserved gives each node's active reservations), GPU type,
-// --constraint, --exclude and --nodelist (required) leave it; nil when
-// that is all of them. A constraint rubick cannot evaluate node by node, or no
-// node left, is an error: Slurm places the job.
-func allowedNodes(j slurm.Job, part string, required []string, open []slurm.Node, reserved map[string][]string) ([]string, error) {
+// openNodes are the usable nodes of one cycle, each with the active
+// reservations holding it, and the allowed-node lists worked out so far for
+// jobs that differ only in partition, reservation, GPU type and constraint
+// (most jobs share one of a few).
+type openNodes struct {
+	nodes []slurm.Node
+	resv  [][]string
+	memo  map[[4]string][]string
+}
+
+// allowedNodes lists the usable nodes the job's partition (part),
+// reservation, GPU type, --constraint, --exclude and --nodelist (required)
+// leave it; nil when that is all of them. A constraint rubick cannot
+// evaluate node by node, or no node left, is an error: Slurm places the
+// job.
+func (o *openNodes) allowedNodes(j slurm.Job, part string, required []string) ([]string, error) {
+	gpuType := ""
+	if len(j.GPUTypes) == 1 {
+		gpuType = j.GPUTypes[0]
+	}
+	key := [4]string{part, j.Reservation, gpuType, j.Constraint}
+	plain := len(j.Excluded) == 0 && len(required) == 0
+	if out, ok := o.memo[key]; ok && plain {
+		return out, nil
+	}
 	var out []string
-	for _, n := range open {
+	for i, n := range o.nodes {
 		// A reservation's job runs on its nodes, and other jobs off them.
-		inResv := j.Reservation == "" && len(reserved[n.Name]) == 0 || slices.Contains(reserved[n.Name], j.Reservation)
-		if !inResv || !slices.Contains(n.Partitions, part) || len(j.GPUTypes) == 1 && !slices.Contains(n.GPUTypes, j.GPUTypes[0]) ||
+		inResv := j.Reservation == "" && len(o.resv[i]) == 0 || slices.Contains(o.resv[i], j.Reservation)
+		if !inResv || !slices.Contains(n.Partitions, part) || gpuType != "" && !slices.Contains(n.GPUTypes, gpuType) ||
 			slices.Contains(j.Excluded, n.Name) || len(required) > 0 && !slices.Contains(required, n.Name) {
 			continue
 		}
-		ok, err := slurm.MatchConstraint(j.Constraint, n.Features)
-		if err != nil {
-			return nil, fmt.Errorf("job %d: --constraint: %w", j.ID, err)
+		if j.Constraint != "" {
+			ok, err := slurm.MatchConstraint(j.Constraint, n.Features)
+			if err != nil {
+				return nil, fmt.Errorf("job %d: --constraint: %w", j.ID, err)
+			}
+			if !ok {
+				continue
+			}
 		}
-		if ok {
-			out = append(out, n.Name)
-		}
+		out = append(out, n.Name)
 	}
 	switch {
-	case len(out) == len(open):
-		return nil, nil
-	case len(out) > 0:
-		return out, nil
-	case len(required) > 0:
+	case len(out) == len(o.nodes):
+		out = nil
+	case len(out) == 0 && len(required) > 0:
 		return nil, fmt.Errorf("job %d: no node of its --nodelist=%s is usable in partition %s or satisfies --constraint=%q",
 			j.ID, slurm.CompressHostlist(required), part, j.Constraint)
+	case len(out) == 0:
+		return nil, fmt.Errorf("job %d: no usable node of partition %s satisfies --constraint=%q without the %d --exclude nodes",
+			j.ID, part, j.Constraint, len(j.Excluded))
 	}
-	return nil, fmt.Errorf("job %d: no usable node of partition %s satisfies --constraint=%q without the %d --exclude nodes",
-		j.ID, part, j.Constraint, len(j.Excluded))
+	if plain {
+		if o.memo == nil {
+			o.memo = map[[4]string][]string{}
+		}
+		o.memo[key] = out
+	}
+	return out, nil
 }
 
 // clusterShape is what the managed partitions' usable nodes add up to.
@@ -319,10 +347,11 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		}
 	}
 	isUsable := func(n slurm.Node) bool { return usable(n, cfg.Partitions, len(reserved[n.Name]) > 0) }
-	var open []slurm.Node // the usable nodes
+	var open openNodes
 	for _, n := range nodes {
 		if isUsable(n) {
-			open = append(open, n)
+			open.nodes = append(open.nodes, n)
+			open.resv = append(open.resv, reserved[n.Name])
 			shape.nodeGPUs = max(shape.nodeGPUs, n.GPUs)
 			shape.gpus += n.GPUs
 		}
@@ -334,7 +363,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		}
 	}
 	for _, j := range jobs {
-		part := partitionOf(j, cfg.Partitions, open)
+		part := partitionOf(j, cfg.Partitions, open.nodes)
 		if part == "" || (j.State != slurm.StatePending && j.State != slurm.StateRunning) {
 			continue
 		}
@@ -453,7 +482,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			mj.nodes, err = userNodes(j)
 		}
 		if err == nil {
-			pj.Nodes, err = allowedNodes(j, part, mj.nodes, open, reserved)
+			pj.Nodes, err = open.allowedNodes(j, part, mj.nodes)
 		}
 		if len(j.Partitions()) > 1 {
 			mj.part = part
