@@ -718,10 +718,14 @@ func gpusOn(pl model.Placement) string {
 	return plural(pl.GPUs(), "GPU") + " on " + plural(len(pl), "node")
 }
 
-// memPerNode is the memory per node the job asks for (MiB): --mem, or
-// --mem-per-cpu times its CPUs spread over its nodes; 0 when it asked for
-// neither.
+// memPerNode is the memory per node the job asks for (MiB): --mem-per-gpu
+// times its GPUs per node until rubick resizes it (the resize sets
+// MinMemoryNode), --mem, or --mem-per-cpu times its CPUs spread over its
+// nodes; 0 when it asked for none of them.
 func memPerNode(j slurm.Job) int64 {
+	if _, resized := tagRequest(j); !resized && j.MemPerGPUMB > 0 {
+		return j.MemPerGPUMB * int64(j.GPUsPerNode)
+	}
 	if j.MemPerNodeMB > 0 {
 		return j.MemPerNodeMB
 	}

@@ -115,8 +115,9 @@ func TestCycleReportsRigidReservation(t *testing.T) {
 
 // A rigid job is released on its own request, memory per node included: a
 // pending multi-node --mem-per-cpu job has no node list yet, and its memory
-// is shared over the nodes it asks for, not asked of each. A --nodelist
-// shorter than the node count comes back as it was.
+// is shared over the nodes it asks for, not asked of each; a --mem-per-gpu
+// job's memory is per GPU. A --nodelist shorter than the node count comes
+// back as it was.
 func TestRigidActionsOwnRequest(t *testing.T) {
 	perCPU := heldJob(7, "bert", 2, 4)
 	perCPU.CPUs, perCPU.MemPerNodeMB, perCPU.MemPerCPUMB = 16, 0, 4000
@@ -126,7 +127,10 @@ func TestRigidActionsOwnRequest(t *testing.T) {
 	// -w node3 -N2: node3 and another.
 	listed := heldJob(10, "bert", 2, 4)
 	listed.Tag.Generation, listed.Tag.Extra = 1, map[string]string{tagNodes: "node3"}
-	v := &View{Rigid: []slurm.Job{perCPU, perNode, resized, listed}}
+	// --mem-per-gpu=16G: 22.05 reports a default per-CPU memory beside it.
+	perGPU := heldJob(11, "bert", 1, 2)
+	perGPU.MemPerNodeMB, perGPU.MemPerCPUMB, perGPU.MemPerGPUMB = 0, 4000, 16384
+	v := &View{Rigid: []slurm.Job{perCPU, perNode, resized, listed, perGPU}}
 	var got []slurm.Action
 	for _, a := range v.RigidActions(t0, func(string) bool { return false }) {
 		a.Tag = nil
@@ -137,6 +141,7 @@ func TestRigidActionsOwnRequest(t *testing.T) {
 		{Kind: slurm.ActionStart, JobID: 8, NumNodes: 2, GPUsPerNode: 4, CPUsPerTask: 8, MemPerNodeMB: 64000},
 		{Kind: slurm.ActionStart, JobID: 9, NumNodes: 2, GPUsPerNode: 2, CPUsPerTask: 4, MemPerNodeMB: 16000, ClearNodes: true},
 		{Kind: slurm.ActionStart, JobID: 10, Nodes: []string{"node3"}, NumNodes: 2, GPUsPerNode: 4, CPUsPerTask: 8, MemPerNodeMB: 64000},
+		{Kind: slurm.ActionStart, JobID: 11, NumNodes: 1, GPUsPerNode: 2, CPUsPerTask: 8, MemPerNodeMB: 32768},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("actions (-want +got):\n%s", diff)

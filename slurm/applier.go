@@ -400,7 +400,12 @@ func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeue
 		"NumTasks=" + strconv.Itoa(n),
 		"CPUsPerTask=" + strconv.Itoa(act.CPUsPerTask),
 		"NumCPUs=" + strconv.Itoa(n*act.CPUsPerTask)}
-	if act.MemPerNodeMB > 0 {
+	// A --mem-per-gpu job keeps its memory per GPU: beside it MinMemoryNode
+	// puts SLURM_MEM_PER_NODE in the job's environment next to the
+	// SLURM_MEM_PER_GPU of its submission, and srun refuses both. Its steps
+	// ask that submitted value per GPU, so the job's never goes below it.
+	perGPU := job.MemPerGPUMB > 0 && act.GPUsPerNode > 0
+	if act.MemPerNodeMB > 0 && !perGPU {
 		argv = append(argv, "MinMemoryNode="+strconv.FormatInt(act.MemPerNodeMB, 10))
 	}
 	if act.GPUsPerNode > 0 {
@@ -422,6 +427,11 @@ func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeue
 			return fmt.Errorf("%w: job %d asks for GPUs of %d types, which one per-node count cannot keep", ErrBadAction, job.ID, len(job.GPUTypes))
 		}
 		argv = append(argv, "Gres="+gres+strconv.Itoa(act.GPUsPerNode))
+		if perGPU {
+			// Accepted only beside Gres=, in both versions.
+			mem := max(job.MemPerGPUMB, (act.MemPerNodeMB+int64(act.GPUsPerNode)-1)/int64(act.GPUsPerNode))
+			argv = append(argv, "MemPerTres=gres:gpu:"+strconv.FormatInt(mem, 10))
+		}
 	}
 	if act.Partition != "" {
 		argv = append(argv, "Partition="+act.Partition)

@@ -531,6 +531,15 @@ func TestApplyStartResize(t *testing.T) {
 		"fewer nodes listed": {func(*Job) {},
 			Action{NumNodes: 2, Nodes: []string{"node3"}, GPUsPerNode: 2, CPUsPerTask: 4},
 			[]string{"NumNodes=2-2", "NumTasks=2", "CPUsPerTask=4", "NumCPUs=8", "Gres=gpu:2", "NodeList=node3"}},
+		// --mem-per-gpu: memory per GPU, never below the submitted value
+		// (checked on both labs: srun refuses SLURM_MEM_PER_NODE beside
+		// SLURM_MEM_PER_GPU, and steps ask the submitted value).
+		"memory per GPU": {func(j *Job) { j.MemPerGPUMB = 16384 },
+			Action{Nodes: []string{"node1"}, GPUsPerNode: 4, CPUsPerTask: 4, MemPerNodeMB: 100000},
+			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:4", "MemPerTres=gres:gpu:25000", "NodeList=node1"}},
+		"memory per GPU, less": {func(j *Job) { j.MemPerGPUMB = 16384 },
+			Action{Nodes: []string{"node1"}, GPUsPerNode: 4, CPUsPerTask: 4, MemPerNodeMB: 40000},
+			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:4", "MemPerTres=gres:gpu:16384", "NodeList=node1"}},
 		// Submitted to several partitions: started in rubick's.
 		"partition": {func(j *Job) { j.Partition = "debug,gpu" },
 			Action{Nodes: []string{"node2"}, GPUsPerNode: 2, CPUsPerTask: 4, Partition: "gpu"},

@@ -58,6 +58,23 @@ func gpuTypes(s string) []string {
 	return out
 }
 
+// memPerGPU reads the GPU entry of memory_per_tres ("gres:gpu:16384" in
+// 22.05, "gres/gpu:16384" in 24.11, both read off the labs; entries are
+// separated by ';' or ','): MiB per GPU, 0 when there is none.
+func memPerGPU(s string) int64 {
+	for _, e := range strings.FieldsFunc(s, func(r rune) bool { return r == ';' || r == ',' }) {
+		e = strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(e), "gres:"), "gres/")
+		parts := strings.Split(e, ":")
+		if parts[0] != "gpu" || len(parts) < 2 {
+			continue
+		}
+		if n, err := strconv.ParseInt(parts[len(parts)-1], 10, 64); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 0
+}
+
 // stripGresSuffix drops a parenthesised suffix such as "(IDX:0-3)" or
 // "(S:0-1)" but keeps the "(null)" that Slurm writes for an untyped GRES.
 func stripGresSuffix(e string) string {

@@ -66,3 +66,18 @@ func TestGPUTypes(t *testing.T) {
 		}
 	}
 }
+
+func TestMemPerGPU(t *testing.T) {
+	for in, want := range map[string]int64{
+		"":                          0,
+		"gres:gpu:16384":            16384, // 22.05, read off the lab
+		"gres/gpu:16384":            16384, // 24.11
+		"gres/gpu:h100:8192":        8192,
+		"gres/shard:10;gres/gpu:99": 99,
+		"gres/gpu:x":                0,
+	} {
+		if got := memPerGPU(in); got != want {
+			t.Errorf("memPerGPU(%q) = %d, want %d", in, got, want)
+		}
+	}
+}

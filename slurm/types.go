@@ -81,6 +81,10 @@ type Job struct {
 	// memory per node; MemPerCPUMB when it asked per CPU. One of them is 0.
 	MemPerNodeMB int64
 	MemPerCPUMB  int64
+	// MemPerGPUMB is the job's --mem-per-gpu (memory_per_tres), 0 when it
+	// has none. Beside it 22.05 reports a default per-CPU memory and 24.11
+	// the per-GPU value as per-node memory, neither of them the job's.
+	MemPerGPUMB int64
 
 	Requeue      bool
 	RestartCount int

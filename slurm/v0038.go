@@ -182,6 +182,7 @@ func (w v38Job) domain() Job {
 		Tasks:         deref(w.Tasks),
 		MemPerNodeMB:  int64(deref(w.MemoryPerNode)),
 		MemPerCPUMB:   int64(deref(w.MemoryPerCpu)),
+		MemPerGPUMB:   memPerGPU(deref(w.MemoryPerTres)),
 		Requeue:       deref(w.Requeue),
 		RestartCount:  deref(w.RestartCnt),
 		SubmitTime:    unixTime(deref(w.SubmitTime)),

@@ -133,6 +133,7 @@ func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
 			Tasks:         int(num(w.Tasks)),
 			MemPerNodeMB:  num(w.MemoryPerNode),
 			MemPerCPUMB:   num(w.MemoryPerCpu),
+			MemPerGPUMB:   memPerGPU(deref(w.MemoryPerTres)),
 			Requeue:       deref(w.Requeue),
 			RestartCount:  int(deref(w.RestartCnt)),
 			SubmitTime:    unixTime(num(w.SubmitTime)),

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,9 +54,10 @@ func TestConstraintAndExclude(t *testing.T) {
 	}
 }
 
-// TestExclusive: an --exclusive job is released on its own request for
-// Slurm to place, and a rubick job submitted while it runs is planned onto
-// another node (Slurm would hold it pending on the exclusive job's).
+// TestExclusive: an --exclusive job is released on its own request (its
+// --mem-per-gpu memory included) for Slurm to place, and a rubick job
+// submitted while it runs is planned onto another node (Slurm would hold it
+// pending on the exclusive job's).
 func TestExclusive(t *testing.T) {
 	lt := newLabTest(t, "exclusive", 2*time.Minute, "")
 	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
@@ -65,14 +67,24 @@ func TestExclusive(t *testing.T) {
 	body := shortTraining(bin, dir, "bert", 32)
 	args := []string{"--model-type=bert", "-p", "gpu", "-N", "1", "--ntasks-per-node=1", "--gres=gpu:2",
 		"--cpus-per-task=8", "--mem=32G", "--requeue"}
+	// With --mem-per-gpu: 22.05 reports a default per-CPU memory beside it,
+	// which the release on its request used to send as its memory (2 CPUs x
+	// 4000M), and any MinMemoryNode beside --mem-per-gpu fails srun.
 	excl := l.submitScript(t, dir, strings.Replace(body, "exec ", "sleep 20\nexec ", 1), &lt.ids,
-		append([]string{"-J", "e2e-exclusive", "--exclusive"}, args...)...)
+		"-J", "e2e-exclusive", "--exclusive", "--model-type=bert", "-p", "gpu", "-N", "1", "--ntasks-per-node=1", "--gres=gpu:2",
+		"--cpus-per-task=2", "--mem-per-gpu=16G", "--requeue")
 	var node string
 	for ctx.Err() == nil && node == "" {
 		if j, err := cluster.Job(ctx, excl); err == nil && j.State == slurm.StateRunning && len(j.NodeList) > 0 {
 			node = j.NodeList[0]
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+	// Released with MinMemoryNode its srun steps failed: "SLURM_MEM_PER_CPU,
+	// SLURM_MEM_PER_GPU, and SLURM_MEM_PER_NODE are mutually exclusive".
+	if show := l.run(t, "scontrol", "show", "job", strconv.Itoa(excl)); !strings.Contains(show, "MemPerTres=gres:gpu:16384") ||
+		!strings.Contains(show, "MinMemoryNode=0 ") {
+		t.Errorf("exclusive job %d runs without its memory per GPU:\n%s", excl, show)
 	}
 	id := l.submitScript(t, dir, body, &lt.ids, append([]string{"-J", "e2e-shared"}, args...)...)
 	j, ran := waitEnded(ctx, cluster, id)

@@ -20,8 +20,11 @@ func TestGPUsPerJobAndTask(t *testing.T) {
 	d := runDaemon(t, l, bin, dir, cfgPath)
 
 	body := shortTraining(bin, dir, "bert", 32)
-	for _, gpus := range [][]string{{"--gpus=2"}, {"--ntasks=2", "--gpus-per-task=1"}} {
-		args := append([]string{"--model-type=bert", "-p", "gpu", "-J", "e2e-gpus", "-N", "1", "--cpus-per-task=4", "--mem=32G", "--requeue"}, gpus...)
+	// The last asks for its memory per GPU: resized with MinMemoryNode, its
+	// srun steps failed (SLURM_MEM_PER_NODE beside SLURM_MEM_PER_GPU).
+	for _, gpus := range [][]string{{"--gpus=2", "--mem=32G"}, {"--ntasks=2", "--gpus-per-task=1", "--mem=32G"},
+		{"--gres=gpu:2", "--mem-per-gpu=16G"}} {
+		args := append([]string{"--model-type=bert", "-p", "gpu", "-J", "e2e-gpus", "-N", "1", "--cpus-per-task=4", "--requeue"}, gpus...)
 		id := l.submitScript(t, dir, body, &lt.ids, args...)
 		j, _ := waitEnded(ctx, cluster, id)
 		if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" || j.Tag.Generation < 1 {
