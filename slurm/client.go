@@ -180,21 +180,31 @@ func (c *RESTCluster) Partitions(ctx context.Context) ([]Partition, error) {
 	return c.api.partitions(ctx)
 }
 
-// Limits lists the QOS and associations slurmdbd knows, with their per-job
-// limits, through slurmrestd's database plugin. It wraps ErrUnsupported
-// where the API version has no such endpoint that this package can read
-// (v0.0.41: the specification rubick generates from was served without
-// the plugin).
+// Limits lists the partitions' node limits, and the QOS and associations
+// slurmdbd knows with their per-job limits, through slurmrestd's database
+// plugin. Where the API version has no database endpoints this package can
+// read (v0.0.41: the specification rubick generates from was served
+// without the plugin), it gives the partitions' limits alone.
 func (c *RESTCluster) Limits(ctx context.Context) (Limits, error) {
+	parts, err := c.api.partitions(ctx)
+	if err != nil {
+		return Limits{}, err
+	}
+	l := Limits{Partitions: make(map[string]Partition, len(parts))}
+	for _, p := range parts {
+		l.Partitions[p.Name] = p
+	}
 	qos, err := c.api.qos(ctx)
+	if errors.Is(err, ErrUnsupported) {
+		return l, nil
+	}
 	if err != nil {
 		return Limits{}, err
 	}
-	assocs, err := c.api.associations(ctx)
-	if err != nil {
+	if l.Associations, err = c.api.associations(ctx); err != nil {
 		return Limits{}, err
 	}
-	l := Limits{QOS: make(map[string]QOS, len(qos)), Associations: assocs}
+	l.QOS = make(map[string]QOS, len(qos))
 	for _, q := range qos {
 		l.QOS[q.Name] = q
 	}

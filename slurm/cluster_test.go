@@ -736,6 +736,8 @@ func TestLimits(t *testing.T) {
 			{Cluster: "rubicklab", Account: "root", User: "nobody", PerJob: JobLimits{Nodes: 2}},
 			{Cluster: "rubicklab", Account: "root", User: "root", PerJob: JobLimits{GPUs: 4, Nodes: 2}},
 		},
+		Partitions: map[string]Partition{"gpu": {Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"},
+			TotalCPUs: 256, TotalNodes: 4}},
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
@@ -746,9 +748,23 @@ func TestLimits(t *testing.T) {
 		t.Errorf("Limits with slurmdbd down: %v, want its error", err)
 	}
 
+	// v0.0.41 has no database paths here: the partitions' limits alone.
 	_, srv41 := newFakeRestd(t, Version41)
-	if _, err := newTestCluster(t, srv41.URL, nil).Limits(context.Background()); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("Limits over v0.0.41: %v, want ErrUnsupported", err)
+	l41, err := newTestCluster(t, srv41.URL, nil).Limits(context.Background())
+	if err != nil || l41.QOS != nil || l41.Associations != nil || len(l41.Partitions) != 1 {
+		t.Errorf("Limits over v0.0.41: %+v, %v; want the partitions alone", l41, err)
+	}
+
+	// MaxNodes as the 22.05 lab reports it (scontrol update PartitionName=gpu
+	// MaxNodes=2; -1 when unlimited) and as 24.11 writes a limit.
+	f.overrides["/slurm/v0.0.38/partitions"] = `{"errors":[],"partitions":[{"name":"gpu","nodes":"node[1-4]","maximum_nodes_per_job":2},{"name":"debug","nodes":"node[1-4]","maximum_nodes_per_job":-1}]}`
+	f41, srv41 := newFakeRestd(t, Version41)
+	f41.overrides["/slurm/v0.0.41/partitions/"] = `{"errors":[],"warnings":[],"partitions":[{"name":"gpu","maximums":{"nodes":{"set":true,"infinite":false,"number":2}}},{"name":"debug","maximums":{"nodes":{"set":false,"infinite":true,"number":0}}}]}`
+	for v, c := range map[string]*RESTCluster{"22.05": c, "24.11": newTestCluster(t, srv41.URL, nil)} {
+		parts, err := c.Partitions(context.Background())
+		if err != nil || len(parts) != 2 || parts[0].MaxNodesPerJob != 2 || parts[1].MaxNodesPerJob != 0 {
+			t.Errorf("%s: partitions %+v, %v; want MaxNodes 2 and unlimited", v, parts, err)
+		}
 	}
 }
 

@@ -2,11 +2,13 @@ package slurm
 
 import "cmp"
 
-// Limits are the QOS and associations slurmdbd lists, for working out the
-// per-job limits that apply to a job.
+// Limits are the QOS and associations slurmdbd lists, and the partitions,
+// for working out the per-job limits that apply to a job.
 type Limits struct {
 	QOS          map[string]QOS
 	Associations []Association
+	// Partitions holds each partition's per-job node limit by name.
+	Partitions map[string]Partition
 }
 
 // maxAccountDepth bounds the walk up the account tree, against a cycle in
@@ -17,8 +19,18 @@ const maxAccountDepth = 64
 // QOS's limit when that sets one (QOS limits take precedence in Slurm),
 // else the nearest association's on j's cluster that does: the user's for
 // the partition, the user's, then the account's and its parents' up the
-// tree (an association inherits a limit it does not set).
+// tree (an association inherits a limit it does not set); and no more
+// nodes than the partition's MaxNodes.
 func (l Limits) PerJob(j Job, partition string) JobLimits {
+	out := l.tres(j, partition)
+	if m := l.Partitions[partition].MaxNodesPerJob; m > 0 && (out.Nodes == 0 || m < out.Nodes) {
+		out.Nodes = m
+	}
+	return out
+}
+
+// tres is PerJob without the partition's own limits.
+func (l Limits) tres(j Job, partition string) JobLimits {
 	out := l.QOS[j.QOS].PerJob
 	fill := func(a JobLimits) {
 		out.GPUs = cmp.Or(out.GPUs, a.GPUs)

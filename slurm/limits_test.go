@@ -12,6 +12,7 @@ func TestLimitsPerJob(t *testing.T) {
 			"normal": {Name: "normal"},
 			"small":  {Name: "small", PerJob: JobLimits{GPUs: 2}},
 		},
+		Partitions: map[string]Partition{"small": {Name: "small", MaxNodesPerJob: 1}, "wide": {Name: "wide", MaxNodesPerJob: 4}},
 		Associations: []Association{
 			{Cluster: "lab", Account: "root"},
 			{Cluster: "lab", Account: "science", Parent: "root", PerJob: JobLimits{Nodes: 2, CPUs: 64}},
@@ -35,6 +36,9 @@ func TestLimitsPerJob(t *testing.T) {
 		"none":              {"normal", "root", "root", "gpu", JobLimits{}},
 		"unknown":           {"gold", "nowhere", "x", "gpu", JobLimits{}},
 		"parent cycle":      {"normal", "loop", "x", "gpu", JobLimits{CPUs: 9}},
+		"partition":         {"normal", "physics", "carl", "small", JobLimits{GPUs: 8, Nodes: 1, CPUs: 64}},
+		"partition above":   {"normal", "physics", "carl", "wide", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64}},
+		"partition alone":   {"normal", "root", "root", "small", JobLimits{Nodes: 1}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

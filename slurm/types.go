@@ -186,6 +186,8 @@ type Partition struct {
 	Nodes      []string
 	TotalCPUs  int
 	TotalNodes int
+	// MaxNodesPerJob is the partition's MaxNodes; 0 when unlimited.
+	MaxNodesPerJob int
 }
 
 // JobLimits is what a QOS or an association allows one job's allocation

@@ -334,6 +334,8 @@ func (b *v38) partitions(ctx context.Context) ([]Partition, error) {
 			Nodes:      nodes,
 			TotalCPUs:  deref(p.TotalCpus),
 			TotalNodes: deref(p.TotalNodes),
+			// -1: unlimited
+			MaxNodesPerJob: max(deref(p.MaximumNodesPerJob), 0),
 		})
 	}
 	return out, nil

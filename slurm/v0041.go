@@ -251,6 +251,9 @@ func (b *v41) partitions(ctx context.Context) ([]Partition, error) {
 		if p.Cpus != nil {
 			part.TotalCPUs = int(deref(p.Cpus.Total))
 		}
+		if p.Maximums != nil {
+			part.MaxNodesPerJob = int(num(p.Maximums.Nodes))
+		}
 		if p.Partition != nil {
 			var words []string
 			for _, s := range deref(p.Partition.State) {
