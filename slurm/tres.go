@@ -15,26 +15,31 @@ import (
 func gpusFromGres(s string) int {
 	total := 0
 	for _, e := range strings.Split(s, ",") {
-		e = strings.TrimSpace(e)
-		e = stripGresSuffix(e)
-		e = strings.TrimPrefix(e, "gres:")
-		e = strings.TrimPrefix(e, "gres/")
-		parts := strings.Split(e, ":")
-		if parts[0] != "gpu" {
+		f, ok := gpuEntry(e)
+		if !ok {
 			continue
 		}
-		if len(parts) == 1 {
+		if len(f) == 0 {
 			total++
 			continue
 		}
-		last := parts[len(parts)-1]
-		if n, err := strconv.Atoi(last); err == nil {
+		if n, err := strconv.Atoi(f[len(f)-1]); err == nil {
 			total += max(n, 0)
-		} else if len(parts) == 2 {
+		} else if len(f) == 1 {
 			total++ // "gpu:a100": a typed GPU without a count
 		}
 	}
 	return total
+}
+
+// gpuEntry reads one entry of a GRES or TRES string: the fields after
+// "gpu" ("gres:gpu:h100:2(IDX:0-1)" gives [h100 2]), its "gres:" or
+// "gres/" prefix and its suffix dropped; false for an entry that is not a
+// GPU.
+func gpuEntry(e string) ([]string, bool) {
+	e = strings.TrimPrefix(strings.TrimPrefix(stripGresSuffix(strings.TrimSpace(e)), "gres:"), "gres/")
+	parts := strings.Split(e, ":")
+	return parts[1:], parts[0] == "gpu"
 }
 
 // gpuTypes lists the GPU types named in a GRES or TRES-per-node string of
@@ -44,12 +49,11 @@ func gpusFromGres(s string) int {
 func gpuTypes(s string) []string {
 	var out []string
 	for _, e := range strings.Split(s, ",") {
-		e = strings.TrimPrefix(strings.TrimPrefix(stripGresSuffix(strings.TrimSpace(e)), "gres:"), "gres/")
-		parts := strings.Split(e, ":")
-		if parts[0] != "gpu" || len(parts) < 2 || len(parts) > 3 {
+		f, ok := gpuEntry(e)
+		if !ok || len(f) < 1 || len(f) > 2 {
 			continue
 		}
-		t := parts[1]
+		t := f[0]
 		if _, err := strconv.Atoi(t); err == nil || t == "(null)" || t == "" || slices.Contains(out, t) {
 			continue
 		}
@@ -63,12 +67,11 @@ func gpuTypes(s string) []string {
 // separated by ';' or ','): MiB per GPU, 0 when there is none.
 func memPerGPU(s string) int64 {
 	for _, e := range strings.FieldsFunc(s, func(r rune) bool { return r == ';' || r == ',' }) {
-		e = strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(e), "gres:"), "gres/")
-		parts := strings.Split(e, ":")
-		if parts[0] != "gpu" || len(parts) < 2 {
+		f, ok := gpuEntry(e)
+		if !ok || len(f) == 0 {
 			continue
 		}
-		if n, err := strconv.ParseInt(parts[len(parts)-1], 10, 64); err == nil && n > 0 {
+		if n, err := strconv.ParseInt(f[len(f)-1], 10, 64); err == nil && n > 0 {
 			return n
 		}
 	}
