@@ -25,8 +25,8 @@ type Cluster interface {
 	Nodes(ctx context.Context) ([]slurm.Node, error)
 }
 
-// LimitLister is a Cluster that lists QOS and association limits
-// (slurm.RESTCluster does). Without it, or when the listing fails, rubickd
+// LimitLister is a Cluster that lists partition, QOS and association
+// limits (slurm.RESTCluster does). Without it, or when the listing fails, rubickd
 // learns limits from the reasons Slurm holds jobs back for.
 type LimitLister interface {
 	Limits(ctx context.Context) (slurm.Limits, error)
@@ -40,7 +40,7 @@ type ReservationLister interface {
 }
 
 // limitsRefresh is how long a limits listing is reused: limits change
-// rarely, and each listing is two slurmdbd queries.
+// rarely, and each listing is a partitions query and two slurmdbd ones.
 const limitsRefresh = time.Minute
 
 // Applier applies Slurm actions and reports a result per action.
@@ -281,14 +281,10 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time) slurm.Limits {
 	}
 	d.limitsAt = now
 	list, err := l.Limits(ctx)
-	if err != nil {
-		if d.limitsErr == nil || err.Error() != d.limitsErr.Error() {
-			d.deps.Logger.Warn("QOS and association limits not read; Slurm's pending reasons will show them", "err", err)
-		}
-		d.limitsErr = err
-		return d.limits
+	d.warnNew(&d.limitsErr, err, "QOS and association limits not read; Slurm's pending reasons will show them")
+	if err == nil {
+		d.limits = list
 	}
-	d.limits, d.limitsErr = list, nil
 	return d.limits
 }
 
@@ -300,15 +296,21 @@ func (d *Daemon) reservations(ctx context.Context) []slurm.Reservation {
 		return nil
 	}
 	list, err := l.Reservations(ctx)
+	d.warnNew(&d.resvErr, err, "reservations not read; reserved nodes are left alone this cycle")
 	if err != nil {
-		if d.resvErr == nil || err.Error() != d.resvErr.Error() {
-			d.deps.Logger.Warn("reservations not read; reserved nodes are left alone this cycle", "err", err)
-		}
-		d.resvErr = err
 		return nil
 	}
-	d.resvErr = nil
 	return list
+}
+
+// warnNew logs a listing's error unless it repeats the last one (*last),
+// so that a lasting failure is logged once, and records err (nil when the
+// listing worked) as the last.
+func (d *Daemon) warnNew(last *error, err error, msg string) {
+	if err != nil && (*last == nil || err.Error() != (*last).Error()) {
+		d.deps.Logger.Warn(msg, "err", err)
+	}
+	*last = err
 }
 
 // Cycle runs one snapshot, decide, apply, record cycle, with the
