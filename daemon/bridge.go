@@ -229,16 +229,13 @@ func (o *openNodes) allowedNodes(j slurm.Job, part string, required []string) ([
 			slices.Contains(j.Excluded, n.Name) || len(required) > 0 && !slices.Contains(required, n.Name) {
 			continue
 		}
-		if j.Constraint != "" {
-			ok, err := slurm.MatchConstraint(j.Constraint, n.Features)
-			if err != nil {
-				return nil, fmt.Errorf("job %d: --constraint: %w", j.ID, err)
-			}
-			if !ok {
-				continue
-			}
+		ok, err := slurm.MatchConstraint(j.Constraint, n.Features)
+		if err != nil {
+			return nil, fmt.Errorf("job %d: --constraint: %w", j.ID, err)
 		}
-		out = append(out, n.Name)
+		if ok {
+			out = append(out, n.Name)
+		}
 	}
 	switch {
 	case len(out) == len(o.nodes):
@@ -339,8 +336,10 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 	usage := map[string]policy.NodeAlloc{} // what managed jobs hold, per node
 	var shape clusterShape
 	reserved := map[string][]string{} // node -> the active reservations holding it
+	activeResv := map[string]bool{}
 	for _, r := range in.Reservations {
 		if r.Active(now) {
+			activeResv[r.Name] = true
 			for _, n := range r.Nodes {
 				reserved[n] = append(reserved[n], r.Name)
 			}
@@ -363,15 +362,15 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		}
 	}
 	for _, j := range jobs {
+		if j.State != slurm.StatePending && j.State != slurm.StateRunning {
+			continue
+		}
 		part := partitionOf(j, cfg.Partitions, open.nodes)
-		if part == "" || (j.State != slurm.StatePending && j.State != slurm.StateRunning) {
+		if part == "" {
 			continue
 		}
 		if j.TagErr != nil {
-			v.Unmanaged[j.ID] = j.TagErr.Error()
-			if j.State == slurm.StatePending && j.Held {
-				v.Rigid = append(v.Rigid, j)
-			}
+			v.asSubmitted(j, j.TagErr.Error())
 			continue
 		}
 		if j.Tag == nil || j.Tag.ModelType == "" {
@@ -384,28 +383,24 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			v.Unmanaged[j.ID] = "held by an administrator (scontrol hold); planned once released"
 			continue
 		}
-		if j.Reservation != "" && !slices.ContainsFunc(in.Reservations, func(r slurm.Reservation) bool { return r.Name == j.Reservation && r.Active(now) }) {
+		if j.Reservation != "" && !activeResv[j.Reservation] {
 			// Not active (or not listed): Slurm starts it when it is.
-			v.Unmanaged[j.ID] = fmt.Sprintf("--reservation=%s is not active: runs on its own request, placed by Slurm in the reservation", j.Reservation)
-			if j.State == slurm.StatePending && j.Held {
-				v.Rigid = append(v.Rigid, j)
-			}
+			v.asSubmitted(j, fmt.Sprintf("--reservation=%s is not active: runs on its own request, placed by Slurm in the reservation", j.Reservation))
 			continue
 		}
 		if len(j.GPUTypes) > 1 {
 			// One per-node count cannot keep a request for several types.
-			v.Unmanaged[j.ID] = fmt.Sprintf("GPUs of types %s: runs on its own request, placed by Slurm", strings.Join(j.GPUTypes, ", "))
-			if j.State == slurm.StatePending && j.Held {
-				v.Rigid = append(v.Rigid, j)
-			}
+			v.asSubmitted(j, fmt.Sprintf("GPUs of types %s: runs on its own request, placed by Slurm", strings.Join(j.GPUTypes, ", ")))
 			continue
 		}
 		if j.HetJobID != 0 {
 			// Slurm resizes no component of a heterogeneous job and starts
 			// them together: the leader's release starts them all.
-			v.Unmanaged[j.ID] = fmt.Sprintf("component %d of heterogeneous job %d: runs on its own request, placed by Slurm", j.HetJobOffset, j.HetJobID)
-			if j.State == slurm.StatePending && j.Held && j.ID == j.HetJobID {
-				v.Rigid = append(v.Rigid, j)
+			why := fmt.Sprintf("component %d of heterogeneous job %d: runs on its own request, placed by Slurm", j.HetJobOffset, j.HetJobID)
+			if j.ID == j.HetJobID {
+				v.asSubmitted(j, why)
+			} else {
+				v.Unmanaged[j.ID] = why
 			}
 			continue
 		}
@@ -414,8 +409,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			// alike. Split them off first; each is then a job of its own.
 			tasks, err := slurm.ArrayTaskIDs(j.ArrayTasks, splitPerCycle)
 			if err != nil {
-				v.Unmanaged[j.ID] = err.Error()
-				v.Rigid = append(v.Rigid, j)
+				v.asSubmitted(j, err.Error())
 				continue
 			}
 			v.Arrays = append(v.Arrays, arraySplit{job: j, tasks: tasks})
@@ -434,10 +428,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		if j.Exclusive {
 			// Slurm keeps every other job off its nodes, whatever share of
 			// them it uses, while the policies place jobs side by side.
-			v.Unmanaged[j.ID] = "--exclusive: runs on its own request, placed by Slurm; rubick reconfigures jobs that share nodes"
-			if j.State == slurm.StatePending && j.Held {
-				v.Rigid = append(v.Rigid, j)
-			}
+			v.asSubmitted(j, "--exclusive: runs on its own request, placed by Slurm; rubick reconfigures jobs that share nodes")
 			continue
 		}
 		// A size limit is Slurm's verdict on a released job: it will not
@@ -465,10 +456,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		}
 		e, ok := est(j.Tag.ModelType)
 		if !ok {
-			v.Unmanaged[j.ID] = fmt.Sprintf("model type %q has no fitted model", j.Tag.ModelType)
-			if j.State == slurm.StatePending && j.Held {
-				v.Rigid = append(v.Rigid, j)
-			}
+			v.asSubmitted(j, fmt.Sprintf("model type %q has no fitted model", j.Tag.ModelType))
 			continue
 		}
 		lim := in.Limits.PerJob(j, part)
@@ -492,11 +480,8 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			log.Debug("request adjusted", "job", j.ID, "why", mj.adjusted)
 		}
 		if err != nil {
-			v.Unmanaged[j.ID] = err.Error()
 			log.Warn("job not schedulable", "job", j.ID, "err", err)
-			if j.State == slurm.StatePending && j.Held {
-				v.Rigid = append(v.Rigid, j)
-			}
+			v.asSubmitted(j, err.Error())
 			continue
 		}
 		models[j.Tag.ModelType] = e
@@ -545,6 +530,16 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 	}
 	v.Snapshot = snap
 	return v, nil
+}
+
+// asSubmitted lists j as ignored, for why, and releases it on its own
+// request when it is held for rubick (RigidActions): a job rubick cannot
+// plan is never stranded.
+func (v *View) asSubmitted(j slurm.Job, why string) {
+	v.Unmanaged[j.ID] = why
+	if j.State == slurm.StatePending && j.Held {
+		v.Rigid = append(v.Rigid, j)
+	}
 }
 
 // starting reports whether rubickd released the pending job moments ago.

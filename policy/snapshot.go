@@ -118,7 +118,8 @@ type Job struct {
 	// prices it as its model type (Snapshot.JobRestartCost).
 	RestartCost time.Duration `json:"restart_cost,omitempty"`
 	// Nodes, when not empty, are the only nodes the job may run on (those
-	// its --constraint and --exclude leave it); empty: any node.
+	// its partition, reservation, GPU type, --constraint, --exclude and
+	// --nodelist leave it); empty: any node.
 	Nodes []string `json:"nodes,omitempty"`
 	// WithinRequest holds the job to its request: no more GPUs, nodes or
 	// CPUs than it asked for. rubickd sets it once Slurm has held a larger
