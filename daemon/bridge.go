@@ -41,6 +41,10 @@ const (
 	// acts on the job: rubick's own NodeList= updates replace the list
 	// Slurm reports.
 	tagNodes = "nl"
+	// tagTime records the user's time limit (whole minutes) when rubick
+	// first acts on the job: rubick's own TimeLimit= updates replace the
+	// one Slurm reports.
+	tagTime = "tl"
 )
 
 // splitPerCycle bounds the array tasks split off in one cycle (one scontrol
@@ -106,6 +110,59 @@ type managedJob struct {
 	// part is the managed partition a pending job submitted to several is
 	// planned in and started in; empty for other jobs.
 	part string
+	// time is what the job's time limit at a start is worked out from.
+	time jobTime
+}
+
+// jobTime is what a job's time limit at a start is worked out from.
+type jobTime struct {
+	user    time.Duration // the user's --time; 0: none
+	reqTput float64       // predicted samples/s on the request; 0: unknown
+	max     time.Duration // the MaxWall or MaxTime that applies; 0: none
+	margin  float64       // share added to a stretched limit; < 0: never stretch
+}
+
+// maxStretch bounds a stretched limit whatever the prediction says.
+const maxStretch = 365 * 24 * time.Hour
+
+// limitAt is the job's time limit for a run at tput samples/s: the
+// user's, or, when that is predicted slower than its request, the user's
+// scaled by how much slower, plus the margin, in whole minutes up to max,
+// never below the user's own. 0 when the job has no limit.
+func (t jobTime) limitAt(tput float64) time.Duration {
+	if t.user <= 0 || t.margin < 0 || !(t.reqTput > 0) || !(tput > 0) || tput >= t.reqTput {
+		return t.user
+	}
+	d := time.Duration(min(float64(t.user)*t.reqTput/tput*(1+t.margin), float64(maxStretch)))
+	d = (d + time.Minute - 1) / time.Minute * time.Minute
+	if t.max > 0 {
+		d = min(d, t.max)
+	}
+	return max(d, t.user)
+}
+
+// userTime is the job's --time: the tag's record once rubick has acted on
+// the job, what Slurm reports before that (0 when unlimited).
+func userTime(j slurm.Job) (time.Duration, error) {
+	s, ok := "", false
+	if j.Tag != nil {
+		s, ok = j.Tag.Extra[tagTime]
+	}
+	if !ok {
+		return j.TimeLimit, nil
+	}
+	m, err := strconv.ParseInt(s, 10, 32)
+	if err != nil || m <= 0 {
+		return 0, fmt.Errorf("tag %s=%q is not whole minutes", tagTime, s)
+	}
+	return time.Duration(m) * time.Minute, nil
+}
+
+// recordTime writes the user's time limit into an action's tag.
+func recordTime(tag *slurm.Tag, user time.Duration) {
+	if user > 0 {
+		tag.Extra[tagTime] = strconv.FormatInt(int64(user/time.Minute), 10)
+	}
 }
 
 // partitionOf is the partition rubickd plans the job in: its own, or, for
@@ -467,6 +524,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		mj, pj, err := convertJob(cfg, now, j, e, facts[j.ID], jshape, limit)
 		pj.Max = policy.Size{GPUs: lim.GPUs, Nodes: lim.Nodes, CPUs: lim.CPUs}
 		if err == nil {
+			mj.time.max = lim.Wall
 			mj.nodes, err = userNodes(j)
 		}
 		if err == nil {
@@ -615,7 +673,7 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 	// the best plan on the requested resources that the line can run (any,
 	// until rubick-srun has said what it cannot), the strictest reading.
 	allow := cannot.Allows
-	reqPlan, _, err := e.BestPlan(reqRes, allow)
+	reqPlan, reqB, err := e.BestPlan(reqRes, allow)
 	if err != nil {
 		what := "no feasible plan"
 		if cannot != 0 {
@@ -635,6 +693,17 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 		}
 		mj.adjusted = fmt.Sprintf("%s for model %s on its request of %s; planned from %s", what, j.Tag.ModelType, gpusOn(pl), gpusOn(res.Placement))
 		pl, reqRes, reqPlan = res.Placement, res, plan
+		reqB, _ = e.Predict(plan, res)
+	}
+	mj.time.margin = -1
+	if cfg.TimeLimits.Stretch {
+		mj.time.margin = cfg.TimeLimits.Margin
+	}
+	if reqB.Iter > 0 {
+		mj.time.reqTput = float64(e.Spec().GlobalBatch) / reqB.Iter
+	}
+	if mj.time.user, err = userTime(j); err != nil {
+		return nil, policy.Job{}, fmt.Errorf("job %d: %w", j.ID, err)
 	}
 	pj := policy.Job{
 		ID: strconv.Itoa(j.ID), Model: j.Tag.ModelType, Tenant: tenant,
@@ -646,7 +715,7 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 		RunTime:   mj.ran,
 		Reconfigs: max(j.Tag.Generation-1, 0),
 		// The user's --time: the order of the guaranteed queue and backfill.
-		TimeLimit:     j.TimeLimit,
+		TimeLimit:     mj.time.user,
 		Cannot:        cannot,
 		RestartCost:   facts.RestartCost,
 		WithinRequest: limit != "" || j.Tag.Extra[tagLimit] != "",
@@ -788,6 +857,7 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 		tag.Extra[tagLimit] = mj.limit
 	}
 	recordNodes(&tag, mj.nodes)
+	recordTime(&tag, mj.time.user)
 	tag.Generation = mj.tag.Generation + 1
 	ran := mj.ran
 	if j.State == slurm.StateRunning && !j.StartTime.IsZero() && now.After(j.StartTime) {
@@ -825,6 +895,9 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 	tag.Plan = a.Plan.String()
 	tag.Extra[tagAt] = strconv.FormatInt(now.Unix(), 10)
 	out.Nodes, out.NumNodes, out.GPUsPerNode, out.CPUsPerTask, out.MemPerNodeMB = nodes, len(nodes), gpus, cpus, memMB
+	if tl := mj.time.limitAt(a.Throughput); tl > 0 && tl != j.TimeLimit {
+		out.TimeLimit = tl
+	}
 	if j.State == slurm.StatePending {
 		out.Kind = slurm.ActionStart
 		return out, nil
@@ -877,6 +950,11 @@ func (v *View) RigidActions(now time.Time, profile func(modelType string) bool) 
 				nodes, err := userNodes(j)
 				a.Nodes, a.ClearNodes = nodes, err == nil && len(nodes) == 0 && j.Tag.Generation > 0
 				recordNodes(&tag, nodes)
+				// The user's own time limit back, for the request it was
+				// meant for.
+				if user, err := userTime(j); err == nil && user > 0 && user != j.TimeLimit {
+					a.TimeLimit = user
+				}
 			}
 			// Released unplanned: rubick-srun runs the line unchanged. A plan
 			// left from an earlier start was chosen for other resources, or

@@ -48,6 +48,9 @@ type Config struct {
 	// Store is the SQLite database path.
 	Store  string       `mapstructure:"store"`
 	Policy PolicyConfig `mapstructure:"policy"`
+	// TimeLimits says what rubickd does with the time limit (--time) of a
+	// job it runs slower than its request.
+	TimeLimits TimeLimitsConfig `mapstructure:"time_limits"`
 	// RigidJobs says what rubickd does for jobs in managed partitions that
 	// carry no model type, which Slurm itself starts: "schedule" keeps free
 	// resources for the first pending one until its request fits
@@ -100,6 +103,20 @@ type TenantConfig struct {
 type CheckpointConfig struct {
 	Signal string        `mapstructure:"signal"`
 	Grace  time.Duration `mapstructure:"grace"`
+}
+
+// TimeLimitsConfig says how a job's time limit follows its plan. A user's
+// --time is meant for the request; on fewer or slower resources the same
+// work takes longer, and Slurm would end the job (TIMEOUT) before it.
+type TimeLimitsConfig struct {
+	// Stretch scales the limit at each start by how much slower than its
+	// request the job's plan is predicted to run, up to the job's MaxWall
+	// (QOS, association) or its partition's MaxTime; a job as fast as its
+	// request or faster keeps the user's limit.
+	Stretch bool `mapstructure:"stretch"`
+	// Margin is added to a stretched limit against prediction error
+	// (0.25: a quarter more).
+	Margin float64 `mapstructure:"margin"`
 }
 
 // RetentionConfig bounds what the store keeps; rubickd prunes once an
@@ -198,11 +215,14 @@ func Defaults() Config {
 		// the paper's 0.97, with a 260 s restart).
 		Policy: PolicyConfig{Name: "rubick", ReconfigThreshold: pd.ReconfigKeep, StarvationAge: pd.StarvationAge,
 			GuaranteedOrder: pd.GuaranteedOrder, GuaranteedAge: pd.GuaranteedAge, ReclaimKeep: pd.ReclaimKeep},
-		RigidJobs: RigidSchedule,
-		SeedFits:  true,
-		Samples:   SamplesConfig{Unmunge: "unmunge", RefitThreshold: 0.10},
-		Listen:    "127.0.0.1:9717",
-		LogLevel:  "info",
+		// The margin covers the model's error on measured rows (17 % mean,
+		// docs/benchmarks.md) with some of its tail.
+		TimeLimits: TimeLimitsConfig{Stretch: true, Margin: 0.25},
+		RigidJobs:  RigidSchedule,
+		SeedFits:   true,
+		Samples:    SamplesConfig{Unmunge: "unmunge", RefitThreshold: 0.10},
+		Listen:     "127.0.0.1:9717",
+		LogLevel:   "info",
 	}
 }
 
@@ -290,6 +310,8 @@ func setDefaults(v *viper.Viper, d Config) {
 	v.SetDefault("policy.guaranteed_order", d.Policy.GuaranteedOrder)
 	v.SetDefault("policy.guaranteed_age", d.Policy.GuaranteedAge)
 	v.SetDefault("policy.reclaim_keep", d.Policy.ReclaimKeep)
+	v.SetDefault("time_limits.stretch", d.TimeLimits.Stretch)
+	v.SetDefault("time_limits.margin", d.TimeLimits.Margin)
 	v.SetDefault("rigid_jobs", d.RigidJobs)
 	v.SetDefault("seed_fits", d.SeedFits)
 	v.SetDefault("gpu_facts", d.GPUFacts)
@@ -411,6 +433,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.Samples.RefitThreshold > 0 && c.Samples.RefitThreshold < 10) {
 		return bad("samples.refit_threshold", c.Samples.RefitThreshold, "want a relative error in (0, 10)")
+	}
+	if !(c.TimeLimits.Margin >= 0 && c.TimeLimits.Margin <= 10) {
+		return bad("time_limits.margin", c.TimeLimits.Margin, "want a fraction in [0, 10]")
 	}
 	if c.RigidJobs != RigidSchedule && c.RigidJobs != RigidIgnore {
 		return bad("rigid_jobs", fmt.Sprintf("%q", c.RigidJobs), `want "schedule" or "ignore"`)

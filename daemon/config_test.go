@@ -58,6 +58,9 @@ func TestLoadConfigExampleFileAndEnv(t *testing.T) {
 	if !c.SeedFits {
 		t.Error("seed_fits = false, want the example's true")
 	}
+	if c.TimeLimits != Defaults().TimeLimits {
+		t.Errorf("example: time_limits %+v, want the defaults %+v", c.TimeLimits, Defaults().TimeLimits)
+	}
 	if d := Defaults(); c.Retention != d.Retention || c.MeasureRestartCost != d.MeasureRestartCost || c.RestartCost != d.RestartCost {
 		t.Errorf("example: retention %+v, measure_restart_cost %v, restart_cost %v; want the defaults %+v, %v, %v",
 			c.Retention, c.MeasureRestartCost, c.RestartCost, d.Retention, d.MeasureRestartCost, d.RestartCost)
@@ -92,6 +95,7 @@ func TestLoadConfigErrorsNameTheField(t *testing.T) {
 		"guaranteed age":   {yaml: "policy:\n  guaranteed_age: -1h\n", want: "policy.guaranteed_age=-1h"},
 		"reclaim keep":     {yaml: "policy:\n  reclaim_keep: 2\n", want: "policy.reclaim_keep=2"},
 		"rigid":            {yaml: "rigid_jobs: maybe\n", want: `rigid_jobs="maybe"`},
+		"time margin":      {yaml: "time_limits:\n  margin: -0.1\n", want: "time_limits.margin=-0.1"},
 		"retention":        {yaml: "retention:\n  reasons: -1h\n", want: "retention.reasons=-1h"},
 		"samples kept":     {env: []string{"RUBICK_RETENTION_SAMPLES_PER_CONFIG=-2"}, want: "retention.samples_per_config=-2"},
 		"unknown key":      {yaml: "intervall: 30s\n", want: `unknown key "intervall"`},

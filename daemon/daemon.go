@@ -533,6 +533,12 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		}
 	}
 	dec := store.Decision{Policy: d.deps.Policy.Name(), Duration: took, Reasons: map[int64]json.RawMessage{}}
+	limits := map[int]time.Duration{}
+	for _, a := range actions {
+		if a.TimeLimit > 0 {
+			limits[a.JobID] = a.TimeLimit
+		}
+	}
 	for _, a := range plan.Actions {
 		id, err := strconv.ParseInt(a.JobID, 10, 64)
 		if err != nil {
@@ -542,6 +548,10 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 			// rubick explain shows why the job is not planned from its request.
 			a.Detail = strings.TrimPrefix(a.Detail+"; ", "; ") + why
 		}
+		if tl, ok := limits[int(id)]; ok && v.managed[a.JobID] != nil {
+			// and why its time limit is not the one it was submitted with.
+			a.Detail = strings.TrimPrefix(a.Detail+"; ", "; ") + timeLimitNote(tl, v.managed[a.JobID].time.user)
+		}
 		raw, err := json.Marshal(a)
 		if err != nil {
 			return store.Decision{}, fmt.Errorf("encode reason of job %d: %w", id, err)
@@ -550,7 +560,11 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 	}
 	for _, j := range v.Rigid {
 		// rubick explain says why the job was released as submitted.
-		raw, err := json.Marshal(policy.Action{JobID: strconv.Itoa(j.ID), Kind: policy.Start, Reason: reasonAsSubmitted, Detail: v.Unmanaged[j.ID]})
+		why := v.Unmanaged[j.ID]
+		if tl, ok := limits[j.ID]; ok {
+			why += "; " + timeLimitNote(tl, tl) // only ever the user's back
+		}
+		raw, err := json.Marshal(policy.Action{JobID: strconv.Itoa(j.ID), Kind: policy.Start, Reason: reasonAsSubmitted, Detail: why})
 		if err != nil {
 			return store.Decision{}, fmt.Errorf("encode reason of job %d: %w", j.ID, err)
 		}
@@ -581,6 +595,16 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		return store.Decision{}, fmt.Errorf("record decision: %w", err)
 	}
 	return rec, nil
+}
+
+// timeLimitNote says what a start set the job's time limit to, and why;
+// user is the user's own limit.
+func timeLimitNote(tl, user time.Duration) string {
+	if tl == user {
+		return fmt.Sprintf("time limit back to the user's %d min", int(tl/time.Minute))
+	}
+	return fmt.Sprintf("time limit %d min: the user's %d min, for a plan predicted slower than its request",
+		int(tl/time.Minute), int(user/time.Minute))
 }
 
 // reasonAsSubmitted is the stored reason of a job released on its own

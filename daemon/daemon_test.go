@@ -1183,3 +1183,111 @@ func TestWaitsOn(t *testing.T) {
 		}
 	}
 }
+
+func TestJobTimeLimitAt(t *testing.T) {
+	tests := map[string]struct {
+		t    jobTime
+		tput float64
+		want time.Duration
+	}{
+		"no limit":        {jobTime{reqTput: 10, margin: 0.25}, 5, 0},
+		"as fast":         {jobTime{user: time.Hour, reqTput: 10, margin: 0.25}, 10, time.Hour},
+		"faster":          {jobTime{user: time.Hour, reqTput: 10, margin: 0.25}, 20, time.Hour},
+		"half as fast":    {jobTime{user: time.Hour, reqTput: 10, margin: 0.25}, 5, 150 * time.Minute},
+		"whole minutes":   {jobTime{user: 10 * time.Minute, reqTput: 10}, 3, 34 * time.Minute}, // 33.3 min
+		"capped":          {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, max: 90 * time.Minute}, 5, 90 * time.Minute},
+		"cap below user":  {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, max: 30 * time.Minute}, 5, time.Hour},
+		"stretch off":     {jobTime{user: time.Hour, reqTput: 10, margin: -1}, 5, time.Hour},
+		"request unknown": {jobTime{user: time.Hour, margin: 0.25}, 5, time.Hour},
+		"plan unknown":    {jobTime{user: time.Hour, reqTput: 10, margin: 0.25}, 0, time.Hour},
+		"absurd":          {jobTime{user: time.Hour, reqTput: 1e12, margin: 0.25}, 1e-12, maxStretch},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.t.limitAt(tc.tput); got != tc.want {
+				t.Errorf("limitAt(%v) = %v, want %v", tc.tput, got, tc.want)
+			}
+		})
+	}
+}
+
+// A job rubick runs slower than its request gets its time limit scaled to
+// match, up to its MaxWall, and the user's back when it runs as fast again
+// or is released on its request; the user's limit is kept in the tag.
+func TestCycleStretchesTimeLimits(t *testing.T) {
+	tests := map[string]struct {
+		nodes, gpus int           // the request
+		limit       time.Duration // what Slurm reports
+		tagTime     string        // the tag's record of the user's limit
+		wall        time.Duration // the QOS's MaxWall
+		off         bool          // time_limits.stretch: false
+		model       string
+		check       func(time.Duration) bool // the start's TimeLimit
+		want        string                   // what check says
+		record      string                   // the tag's tl after the start
+		ignored     string
+		explain     string // in the stored reason
+	}{
+		"fewer GPUs": {nodes: 2, gpus: 8, limit: time.Hour, record: "60",
+			check: func(d time.Duration) bool { return d > time.Hour && d%time.Minute == 0 }, want: "over 1h, whole minutes",
+			explain: "the user's 60 min, for a plan predicted slower"},
+		"capped": {nodes: 2, gpus: 8, limit: time.Hour, wall: 70 * time.Minute, record: "60",
+			check: func(d time.Duration) bool { return d == 70*time.Minute }, want: "the QOS's 1h10m",
+			explain: "time limit 70 min: the user's 60 min"},
+		"stretch off": {nodes: 2, gpus: 8, limit: time.Hour, off: true, record: "60",
+			check: func(d time.Duration) bool { return d == 0 }, want: "unchanged"},
+		"no limit": {nodes: 2, gpus: 8,
+			check: func(d time.Duration) bool { return d == 0 }, want: "unchanged"},
+		"request fits": {nodes: 1, gpus: 2, limit: time.Hour, record: "60",
+			check: func(d time.Duration) bool { return d == 0 }, want: "unchanged"},
+		"user's back": {nodes: 1, gpus: 2, limit: 150 * time.Minute, tagTime: "60", record: "60",
+			check: func(d time.Duration) bool { return d == time.Hour }, want: "the user's 1h", explain: "time limit back to the user's 60 min"},
+		"rigid, user's back": {nodes: 1, gpus: 2, limit: 150 * time.Minute, tagTime: "60", model: "nosuch", record: "60",
+			check: func(d time.Duration) bool { return d == time.Hour }, want: "the user's 1h", ignored: "no fitted model",
+			explain: "time limit back to the user's 60 min"},
+		"bad record": {nodes: 1, gpus: 2, limit: 150 * time.Minute, tagTime: "soon", record: "soon",
+			check: func(d time.Duration) bool { return d == 0 }, want: "unchanged", ignored: `tag tl="soon"`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			modelType := tc.model
+			if modelType == "" {
+				modelType = "bert"
+			}
+			j := heldJob(21, modelType, tc.nodes, tc.gpus)
+			j.Cluster, j.QOS, j.TimeLimit = "lab", "normal", tc.limit
+			if tc.tagTime != "" {
+				j.Tag.Generation, j.Tag.Extra = 1, map[string]string{tagTime: tc.tagTime}
+			}
+			limits := slurm.Limits{QOS: map[string]slurm.QOS{"normal": {Name: "normal", PerJob: slurm.JobLimits{Wall: tc.wall}}}}
+			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{j}}, limits: limits}
+			a := &fakeApplier{}
+			d, st := newTestDaemonWith(t, c, a, func(cfg *Config) { cfg.TimeLimits.Stretch = !tc.off })
+			rep, err := d.Cycle(context.Background(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(a.got) != 1 || a.got[0].Kind != slurm.ActionStart {
+				t.Fatalf("actions %+v, want one start", a.got)
+			}
+			got := a.got[0]
+			if !tc.check(got.TimeLimit) {
+				t.Errorf("started on %d x %d GPUs with TimeLimit %v, want %s", got.NumNodes, got.GPUsPerNode, got.TimeLimit, tc.want)
+			}
+			if rec := got.Tag.Extra[tagTime]; rec != tc.record {
+				t.Errorf("tag %s, want %s=%q", got.Tag, tagTime, tc.record)
+			}
+			if why := rep.Ignored[21]; !strings.Contains(why, tc.ignored) || (why == "") != (tc.ignored == "") {
+				t.Errorf("report ignores the job: %q, want it to say %q", why, tc.ignored)
+			}
+			reasons, err := st.Reasons(context.Background(), 21, 1)
+			if err != nil || len(reasons) != 1 {
+				t.Fatalf("stored reasons of job 21: %v, %v; want one", reasons, err)
+			}
+			if says := strings.Contains(string(reasons[0].Reason), "time limit"); says != (tc.explain != "") ||
+				!strings.Contains(string(reasons[0].Reason), tc.explain) {
+				t.Errorf("stored reason %s, want it to say %q", reasons[0].Reason, tc.explain)
+			}
+		})
+	}
+}

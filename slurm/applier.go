@@ -61,6 +61,9 @@ type Action struct {
 	// Partition, when set, narrows a pending job submitted to several
 	// partitions to the one its Nodes are in (start only).
 	Partition string
+	// TimeLimit, when set, is the job's time limit from this start (start
+	// and restart), in whole minutes rounded up.
+	TimeLimit time.Duration
 	// Tag, when set, is merged into the AdminComment (before the release
 	// for start and restart, so the job reads its new plan when it starts).
 	Tag *Tag
@@ -325,8 +328,8 @@ func validateAction(act Action) error {
 			// NumCPUs is never lowered by Slurm: always send the full size
 			return bad("CPUsPerTask %d, want >= 1", act.CPUsPerTask)
 		}
-		if act.GPUsPerNode < 0 || act.MemPerNodeMB < 0 {
-			return bad("negative GPUs or memory")
+		if act.GPUsPerNode < 0 || act.MemPerNodeMB < 0 || act.TimeLimit < 0 {
+			return bad("negative GPUs, memory or time limit")
 		}
 	case ActionShrink:
 		if numNodes(act) < 1 {
@@ -435,6 +438,9 @@ func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeue
 	}
 	if act.Partition != "" {
 		argv = append(argv, "Partition="+act.Partition)
+	}
+	if act.TimeLimit > 0 {
+		argv = append(argv, "TimeLimit="+strconv.FormatInt(int64((act.TimeLimit+time.Minute-1)/time.Minute), 10))
 	}
 	if len(act.Nodes) > 0 {
 		argv = append(argv, "NodeList="+strings.Join(act.Nodes, ","))

@@ -120,6 +120,7 @@ func TestApplyRejectsBeforeRunning(t *testing.T) {
 		"shrink that grows":     {Action{Kind: ActionShrink, JobID: 5, NumNodes: 3}, ErrBadAction},
 		"restart a no-requeue":  {Action{Kind: ActionRestart, JobID: 7, NumNodes: 1, CPUsPerTask: 1}, ErrJobState},
 		"preempt a pending job": {Action{Kind: ActionPreempt, JobID: 8}, ErrJobState},
+		"negative time limit":   {Action{Kind: ActionStart, JobID: 6, NumNodes: 1, CPUsPerTask: 1, TimeLimit: -time.Minute}, ErrBadAction},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -544,6 +545,10 @@ func TestApplyStartResize(t *testing.T) {
 		"partition": {func(j *Job) { j.Partition = "debug,gpu" },
 			Action{Nodes: []string{"node2"}, GPUsPerNode: 2, CPUsPerTask: 4, Partition: "gpu"},
 			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:2", "Partition=gpu", "NodeList=node2"}},
+		// Slurm takes whole minutes: a part of one is rounded up.
+		"time limit": {func(*Job) {},
+			Action{Nodes: []string{"node2"}, GPUsPerNode: 2, CPUsPerTask: 4, TimeLimit: 90*time.Minute + time.Second},
+			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:2", "TimeLimit=91", "NodeList=node2"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -707,8 +707,9 @@ func TestJobsExclusiveRequiredNodesHet(t *testing.T) {
 }
 
 // TestLimits reads the lab's QOS and association lists, recorded with
-// MaxTRESPerJob=gres/gpu=4,node=2,cpu=64 on QOS normal, gres/gpu=4 on
-// user root's association and node=2 on account root's.
+// MaxTRESPerJob=gres/gpu=4,node=2,cpu=64 MaxWall=120 on QOS normal,
+// gres/gpu=4 MaxWall=90 on user root's association and node=2 on account
+// root's.
 func TestLimits(t *testing.T) {
 	read := func(name string) string {
 		b, err := os.ReadFile("testdata/22.05/" + name)
@@ -727,14 +728,14 @@ func TestLimits(t *testing.T) {
 	}
 	want := Limits{
 		QOS: map[string]QOS{
-			"normal":     {Name: "normal", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUs: 64}},
+			"normal":     {Name: "normal", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUs: 64, Wall: 120 * time.Minute}},
 			"guaranteed": {Name: "guaranteed"},
 		},
 		Associations: []Association{
 			{Cluster: "rubicklab", Account: "root", PerJob: JobLimits{Nodes: 2}},
 			// slurmdbd lists the limits a child inherits on the child too.
 			{Cluster: "rubicklab", Account: "root", User: "nobody", PerJob: JobLimits{Nodes: 2}},
-			{Cluster: "rubicklab", Account: "root", User: "root", PerJob: JobLimits{GPUs: 4, Nodes: 2}},
+			{Cluster: "rubicklab", Account: "root", User: "root", PerJob: JobLimits{GPUs: 4, Nodes: 2, Wall: 90 * time.Minute}},
 		},
 		Partitions: map[string]Partition{"gpu": {Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"},
 			TotalCPUs: 256, TotalNodes: 4}},
@@ -755,15 +756,17 @@ func TestLimits(t *testing.T) {
 		t.Errorf("Limits over v0.0.41: %+v, %v; want the partitions alone", l41, err)
 	}
 
-	// MaxNodes as the 22.05 lab reports it (scontrol update PartitionName=gpu
-	// MaxNodes=2; -1 when unlimited) and as 24.11 writes a limit.
-	f.overrides["/slurm/v0.0.38/partitions"] = `{"errors":[],"partitions":[{"name":"gpu","nodes":"node[1-4]","maximum_nodes_per_job":2},{"name":"debug","nodes":"node[1-4]","maximum_nodes_per_job":-1}]}`
+	// MaxNodes and MaxTime as the 22.05 lab reports them (scontrol update
+	// PartitionName=gpu MaxNodes=2 MaxTime=60; -1 when unlimited) and as
+	// 24.11 writes a limit.
+	f.overrides["/slurm/v0.0.38/partitions"] = `{"errors":[],"partitions":[{"name":"gpu","nodes":"node[1-4]","maximum_nodes_per_job":2,"max_time_limit":60},{"name":"debug","nodes":"node[1-4]","maximum_nodes_per_job":-1,"max_time_limit":-1}]}`
 	f41, srv41 := newFakeRestd(t, Version41)
-	f41.overrides["/slurm/v0.0.41/partitions/"] = `{"errors":[],"warnings":[],"partitions":[{"name":"gpu","maximums":{"nodes":{"set":true,"infinite":false,"number":2}}},{"name":"debug","maximums":{"nodes":{"set":false,"infinite":true,"number":0}}}]}`
+	f41.overrides["/slurm/v0.0.41/partitions/"] = `{"errors":[],"warnings":[],"partitions":[{"name":"gpu","maximums":{"nodes":{"set":true,"infinite":false,"number":2},"time":{"set":true,"infinite":false,"number":60}}},{"name":"debug","maximums":{"nodes":{"set":false,"infinite":true,"number":0},"time":{"set":false,"infinite":true,"number":0}}}]}`
 	for v, c := range map[string]*RESTCluster{"22.05": c, "24.11": newTestCluster(t, srv41.URL, nil)} {
 		parts, err := c.Partitions(context.Background())
-		if err != nil || len(parts) != 2 || parts[0].MaxNodesPerJob != 2 || parts[1].MaxNodesPerJob != 0 {
-			t.Errorf("%s: partitions %+v, %v; want MaxNodes 2 and unlimited", v, parts, err)
+		if err != nil || len(parts) != 2 || parts[0].MaxNodesPerJob != 2 || parts[1].MaxNodesPerJob != 0 ||
+			parts[0].MaxTime != time.Hour || parts[1].MaxTime != 0 {
+			t.Errorf("%s: partitions %+v, %v; want MaxNodes 2 and unlimited, MaxTime 1 h and unlimited", v, parts, err)
 		}
 	}
 }

@@ -7,7 +7,7 @@ import "cmp"
 type Limits struct {
 	QOS          map[string]QOS
 	Associations []Association
-	// Partitions holds each partition's per-job node limit by name.
+	// Partitions holds each partition's per-job limits by name.
 	Partitions map[string]Partition
 }
 
@@ -20,11 +20,15 @@ const maxAccountDepth = 64
 // else the nearest association's on j's cluster that does: the user's for
 // the partition, the user's, then the account's and its parents' up the
 // tree (an association inherits a limit it does not set); and no more
-// nodes than the partition's MaxNodes.
+// nodes than the partition's MaxNodes, nor more time than its MaxTime.
 func (l Limits) PerJob(j Job, partition string) JobLimits {
 	out := l.tres(j, partition)
-	if m := l.Partitions[partition].MaxNodesPerJob; m > 0 && (out.Nodes == 0 || m < out.Nodes) {
+	p := l.Partitions[partition]
+	if m := p.MaxNodesPerJob; m > 0 && (out.Nodes == 0 || m < out.Nodes) {
 		out.Nodes = m
+	}
+	if m := p.MaxTime; m > 0 && (out.Wall == 0 || m < out.Wall) {
+		out.Wall = m
 	}
 	return out
 }
@@ -36,6 +40,7 @@ func (l Limits) tres(j Job, partition string) JobLimits {
 		out.GPUs = cmp.Or(out.GPUs, a.GPUs)
 		out.Nodes = cmp.Or(out.Nodes, a.Nodes)
 		out.CPUs = cmp.Or(out.CPUs, a.CPUs)
+		out.Wall = cmp.Or(out.Wall, a.Wall)
 	}
 	find := func(account, user, partition string) (Association, bool) {
 		for _, a := range l.Associations {

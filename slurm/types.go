@@ -188,12 +188,16 @@ type Partition struct {
 	TotalNodes int
 	// MaxNodesPerJob is the partition's MaxNodes; 0 when unlimited.
 	MaxNodesPerJob int
+	// MaxTime is the partition's MaxTime; 0 when unlimited.
+	MaxTime time.Duration
 }
 
-// JobLimits is what a QOS or an association allows one job's allocation
-// (MaxTRESPerJob: gres/gpu, node, cpu); 0 where it sets no bound.
+// JobLimits is what a QOS or an association allows one job: its
+// allocation (MaxTRESPerJob: gres/gpu, node, cpu) and its time limit
+// (MaxWall, or a partition's MaxTime); 0 where it sets no bound.
 type JobLimits struct {
 	GPUs, Nodes, CPUs int
+	Wall              time.Duration
 }
 
 // QOS is a Slurm QOS and its per-job limits.

@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -84,13 +85,25 @@ type (
 			Max           *v38Max `json:"max"`
 		} `json:"associations"`
 	}
-	// v38Max holds the per-job TRES limits of a QOS or an association.
+	// v38Max holds the per-job limits of a QOS or an association: TRES,
+	// and the time limit in minutes, which a QOS keeps under
+	// wall_clock.per.job and an association under jobs.per.wall_clock.
 	v38Max struct {
 		Tres *struct {
 			Per *struct {
 				Job *v0038.Dbv0038TresList `json:"job"`
 			} `json:"per"`
 		} `json:"tres"`
+		WallClock *struct {
+			Per *struct {
+				Job *int64 `json:"job"`
+			} `json:"per"`
+		} `json:"wall_clock"`
+		Jobs *struct {
+			Per *struct {
+				WallClock *int64 `json:"wall_clock"`
+			} `json:"per"`
+		} `json:"jobs"`
 	}
 	v38Pings struct {
 		v0038.V0038Pings
@@ -274,10 +287,20 @@ func (b *v38) associations(ctx context.Context) ([]Association, error) {
 	return out, nil
 }
 
-// perJob reads gres/gpu, node and cpu off the per-job TRES limits.
+// perJob reads gres/gpu, node and cpu off the per-job TRES limits, and
+// the time limit.
 func (m *v38Max) perJob() JobLimits {
 	var out JobLimits
-	if m == nil || m.Tres == nil || m.Tres.Per == nil {
+	if m == nil {
+		return out
+	}
+	if m.WallClock != nil && m.WallClock.Per != nil {
+		out.Wall = minutes(deref(m.WallClock.Per.Job))
+	}
+	if m.Jobs != nil && m.Jobs.Per != nil {
+		out.Wall = cmp.Or(out.Wall, minutes(deref(m.Jobs.Per.WallClock)))
+	}
+	if m.Tres == nil || m.Tres.Per == nil {
 		return out
 	}
 	for _, t := range deref(m.Tres.Per.Job) {
@@ -336,6 +359,7 @@ func (b *v38) partitions(ctx context.Context) ([]Partition, error) {
 			TotalNodes: deref(p.TotalNodes),
 			// -1: unlimited
 			MaxNodesPerJob: max(deref(p.MaximumNodesPerJob), 0),
+			MaxTime:        minutes(deref(p.MaxTimeLimit)),
 		})
 	}
 	return out, nil

@@ -253,6 +253,7 @@ func (b *v41) partitions(ctx context.Context) ([]Partition, error) {
 		}
 		if p.Maximums != nil {
 			part.MaxNodesPerJob = int(num(p.Maximums.Nodes))
+			part.MaxTime = minutes(num(p.Maximums.Time))
 		}
 		if p.Partition != nil {
 			var words []string

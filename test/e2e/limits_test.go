@@ -82,3 +82,31 @@ func slurmLimit(t *testing.T, set []string, limit string, gpus int) {
 		t.Errorf("job %d ran on %v with %d GPUs, want one node, %d GPUs at most", id, j.NodeList, j.GPUs, gpus)
 	}
 }
+
+// TestTimeLimitStretched: a roberta job asks for 4 GPUs and 10 minutes
+// under a QOS allowing 2 GPUs and 15 minutes per job. rubick runs it on 2
+// GPUs, about half as fast as its request, so it scales the limit (10 min
+// x the predicted slowdown x 1.25) up to the QOS's 15, keeps the user's 10
+// in the tag, and the job completes.
+func TestTimeLimitStretched(t *testing.T) {
+	lt := newLabTest(t, "timelimit", 2*time.Minute, "")
+	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
+
+	l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "MaxTRESPerJob=gres/gpu=2", "MaxWall=15")
+	defer l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "MaxTRESPerJob=gres/gpu=-1", "MaxWall=-1")
+
+	d := runDaemon(t, l, bin, dir, cfgPath)
+	id := l.submitScript(t, dir, shortTraining(bin, dir, "roberta", 64), &lt.ids, "--model-type=roberta", "-p", "gpu",
+		"-J", "e2e-timelimit", "-N", "1", "--qos=normal", "--ntasks-per-node=1", "--gres=gpu:4", "--cpus-per-task=8",
+		"--mem=32G", "--time=10", "--requeue")
+	j, _ := waitEnded(ctx, cluster, id)
+	limit := j.TimeLimit
+	if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" {
+		t.Fatalf("job %d ended %s (%s), tag %v; want COMPLETED on a plan rubickd chose; rubickd log %s", id, j.State, j.Reason, j.Tag, d.log)
+	}
+	t.Logf("job %d ran on %d GPUs with a %v limit, tag %v", id, j.GPUs, limit, j.Tag)
+	if j.GPUs > 2 || limit != 15*time.Minute || j.Tag.Extra["tl"] != "10" {
+		t.Errorf("job %d ran on %d GPUs with a %v limit, tag %v; want 2 GPUs at most, the QOS's 15m and tl=10; rubickd log %s",
+			id, j.GPUs, limit, j.Tag, d.log)
+	}
+}
