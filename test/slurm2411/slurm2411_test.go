@@ -64,7 +64,8 @@ func TestV0041AgainstSlurm2411(t *testing.T) {
 	want := []string{nodes[0].Name, nodes[1].Name}
 	tag := *j.Tag
 	tag.Plan, tag.Generation = "dp8.tp1.pp1.mb4.a1.z0", 1
-	res := app.ApplyOne(ctx, slurm.Action{Kind: slurm.ActionStart, JobID: id, Nodes: want, GPUsPerNode: 4, CPUsPerTask: 2, MemPerNodeMB: 2000, Tag: &tag})
+	res := app.ApplyOne(ctx, slurm.Action{Kind: slurm.ActionStart, JobID: id, Nodes: want, GPUsPerNode: 4, CPUsPerTask: 2, MemPerNodeMB: 2000,
+		TimeLimit: 25 * time.Minute, Tag: &tag})
 	if res.Err != nil {
 		t.Fatalf("start: %v (steps %+v)", res.Err, res.Steps)
 	}
@@ -82,8 +83,8 @@ func TestV0041AgainstSlurm2411(t *testing.T) {
 	got := slices.Clone(j.NodeList)
 	slices.Sort(got)
 	slices.Sort(want)
-	if !slices.Equal(got, want) || j.GPUsPerNode != 4 {
-		t.Errorf("running on %v with %d GPUs per node, want %v with 4", got, j.GPUsPerNode, want)
+	if !slices.Equal(got, want) || j.GPUsPerNode != 4 || j.TimeLimit != 25*time.Minute {
+		t.Errorf("running on %v with %d GPUs per node and a %v limit, want %v with 4 and 25m", got, j.GPUsPerNode, j.TimeLimit, want)
 	}
 	if j.Tag == nil || j.Tag.Plan != tag.Plan || !strings.Contains(j.AdminComment, "rubick:v1") {
 		t.Errorf("tag after start = %+v (AdminComment %q), want plan %s", j.Tag, j.AdminComment, tag.Plan)
