@@ -133,3 +133,53 @@ func TestReservation(t *testing.T) {
 			outside, j.State, j.Reason, j.Held, err, d.log)
 	}
 }
+
+// TestExclusivePartition: in a partition with OverSubscribe=EXCLUSIVE (and
+// likewise ExclusiveUser=YES) Slurm gives every job whole nodes, and both
+// versions report its jobs as --exclusive ones (shared "none", "user";
+// checked on both labs). So rubick releases them on their requests, for
+// Slurm to place one per node, rather than plan two onto one node, where
+// the second would wait for the first.
+func TestExclusivePartition(t *testing.T) {
+	lt := newLabTest(t, "exclusive-partition", 2*time.Minute, "")
+	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
+
+	l.run(t, "scontrol", "update", "PartitionName=gpu", "OverSubscribe=EXCLUSIVE")
+	defer l.run(t, "scontrol", "update", "PartitionName=gpu", "OverSubscribe=NO")
+	d := runDaemon(t, l, bin, dir, cfgPath)
+
+	body := strings.Replace(shortTraining(bin, dir, "bert", 32), "exec ", "sleep 5\nexec ", 1)
+	var ids []int
+	for range 2 {
+		ids = append(ids, l.submitScript(t, dir, body, &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-exclusive-partition",
+			"-N", "1", "--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue"))
+	}
+	seen := map[int][]string{} // the nodes each was seen running on
+	for ctx.Err() == nil {
+		ended := 0
+		for _, id := range ids {
+			if j, err := cluster.Job(ctx, id); err == nil {
+				if j.State == slurm.StateRunning {
+					seen[id] = j.NodeList
+				}
+				if j.Ended() {
+					ended++
+				}
+			}
+		}
+		if ended == len(ids) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	for _, id := range ids {
+		j, err := cluster.Job(ctx, id)
+		if err != nil || j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan != "" {
+			t.Errorf("job %d ended %s (%s), tag %v, %v; want COMPLETED as submitted, without a plan; rubickd log %s",
+				id, j.State, j.Reason, j.Tag, err, d.log)
+		}
+	}
+	if a, b := seen[ids[0]], seen[ids[1]]; len(a) == 0 || len(b) == 0 || slices.ContainsFunc(a, func(n string) bool { return slices.Contains(b, n) }) {
+		t.Errorf("jobs ran on %v and %v, want both seen running, on different nodes", a, b)
+	}
+}
