@@ -112,6 +112,47 @@ type managedJob struct {
 	part string
 	// time is what the job's time limit at a start is worked out from.
 	time jobTime
+	// groups are the group GPU limits the job counts against.
+	groups []slurm.GPUGroup
+}
+
+// ErrGroupLimit reports an action that would take a job's group (its QOS,
+// user, account or association) past a GPU limit on its jobs together.
+var ErrGroupLimit = errors.New("over a group GPU limit")
+
+// groupUsage sums the GPUs of the running jobs, every job in Slurm, per
+// group GPU limit each counts against.
+func groupUsage(l slurm.Limits, jobs []slurm.Job) map[slurm.GPUGroup]int {
+	use := map[slurm.GPUGroup]int{}
+	for _, j := range jobs {
+		if j.State != slurm.StateRunning || j.GPUs <= 0 {
+			continue
+		}
+		for _, g := range l.GPUGroups(j, j.Partition) {
+			use[g] += j.GPUs
+		}
+	}
+	return use
+}
+
+// headroom is the most GPUs job j may hold under its group limits, given
+// what the groups' running jobs hold (j's own GPUs included, when it
+// runs), and the group that binds; false when no group limit applies.
+func headroom(groups []slurm.GPUGroup, use map[slurm.GPUGroup]int, j slurm.Job) (int, slurm.GPUGroup, bool) {
+	var (
+		room  int
+		bound slurm.GPUGroup
+	)
+	for i, g := range groups {
+		own := 0
+		if j.State == slurm.StateRunning {
+			own = j.GPUs
+		}
+		if r := g.GPUs - use[g] + own; i == 0 || r < room {
+			room, bound = r, g
+		}
+	}
+	return room, bound, len(groups) > 0
 }
 
 // jobTime is what a job's time limit at a start is worked out from.
@@ -346,6 +387,8 @@ type View struct {
 	// Reserved is what the snapshot holds back for the first pending
 	// rigid job (rigid_jobs: schedule); nil when none waits.
 	Reserved *Reservation
+	// usage is the GPUs running jobs hold per group GPU limit.
+	usage map[slurm.GPUGroup]int
 }
 
 // Estimators gives the fitted estimator of a model type, or false.
@@ -418,6 +461,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			active[j.ID] = true
 		}
 	}
+	v.usage = groupUsage(in.Limits, jobs)
 	for _, j := range jobs {
 		if j.State != slurm.StatePending && j.State != slurm.StateRunning {
 			continue
@@ -517,6 +561,21 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			continue
 		}
 		lim := in.Limits.PerJob(j, part)
+		groups := in.Limits.GPUGroups(j, part)
+		if room, g, ok := headroom(groups, v.usage, j); ok {
+			if room <= 0 && j.State == slurm.StatePending {
+				// Slurm would hold it back whatever its size: it stays held
+				// and is planned once the group has room.
+				v.Unmanaged[j.ID] = fmt.Sprintf("waits for room in %s: %d of its %d GPUs in use", g.Limit, v.usage[g], g.GPUs)
+				continue
+			}
+			// Room for growth only: a running job is never made to shrink
+			// because its group is over a limit lowered meanwhile.
+			room = max(room, j.GPUs)
+			if lim.GPUs == 0 || room < lim.GPUs {
+				lim.GPUs = room
+			}
+		}
 		jshape := shape // what the job's limits let it reach
 		if lim.GPUs > 0 && lim.GPUs < jshape.gpus {
 			jshape.gpus, jshape.limited = lim.GPUs, true
@@ -543,6 +602,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			continue
 		}
 		models[j.Tag.ModelType] = e
+		mj.groups = groups
 		v.managed[pj.ID] = mj
 		pjobs = append(pjobs, pj)
 		for _, a := range pj.Alloc {
@@ -804,7 +864,57 @@ func memPerNode(j slurm.Job) int64 {
 // they must run: releases (preempt, shrink) before takes (restart, start).
 // Keep actions become nothing. An action Slurm cannot express is dropped
 // and reported in skipped, keyed by job id.
+//
+// The policy sees each job's group GPU limits as a bound on that job
+// alone; a start or restart that would take a group past its limit
+// together with the plan's others is dropped too (ErrGroupLimit), in job
+// order: the job stays as it is, and the next cycle plans it within the
+// room left.
 func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Action, skipped map[int]error) {
+	actions, skipped = v.slurmActions(p, now)
+	use := maps.Clone(v.usage)
+	held := func(id int) (int, []slurm.GPUGroup) {
+		mj := v.managed[strconv.Itoa(id)]
+		if mj == nil {
+			return 0, nil
+		}
+		if mj.slurm.State != slurm.StateRunning {
+			return 0, mj.groups
+		}
+		return mj.slurm.GPUs, mj.groups
+	}
+	for _, a := range actions {
+		if a.Kind == slurm.ActionPreempt {
+			gpus, groups := held(a.JobID)
+			for _, g := range groups {
+				use[g] -= gpus
+			}
+		}
+	}
+	kept := actions[:0]
+	for _, a := range actions {
+		if a.Kind != slurm.ActionStart && a.Kind != slurm.ActionRestart {
+			kept = append(kept, a)
+			continue
+		}
+		gpus, groups := held(a.JobID)
+		add := a.GPUsPerNode*max(a.NumNodes, len(a.Nodes)) - gpus
+		if i := slices.IndexFunc(groups, func(g slurm.GPUGroup) bool { return add > 0 && use[g]+add > g.GPUs }); i >= 0 {
+			g := groups[i]
+			skipped[a.JobID] = fmt.Errorf("job %d: %w: %s allows %d GPUs, %d in use or planned before it, and its plan adds %d",
+				a.JobID, ErrGroupLimit, g.Limit, g.GPUs, use[g], add)
+			continue
+		}
+		for _, g := range groups {
+			use[g] += add
+		}
+		kept = append(kept, a)
+	}
+	return kept, skipped
+}
+
+// slurmActions is SlurmActions before the group limits.
+func (v *View) slurmActions(p policy.Plan, now time.Time) (actions []slurm.Action, skipped map[int]error) {
 	skipped = map[int]error{}
 	var releases, takes []slurm.Action
 	for _, a := range p.Actions {

@@ -382,6 +382,15 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	rep.Actions = actions
 	for id, e := range skipped {
 		rep.Skipped[id] = e.Error()
+		if errors.Is(e, ErrGroupLimit) {
+			// Planned again next cycle within the room left; rubick
+			// explain says why it did not start now.
+			d.deps.Logger.Info("action deferred for a group limit", "job", id, "err", e)
+			if i, ok := slices.BinarySearchFunc(plan.Actions, strconv.Itoa(id), func(a policy.Action, id string) int { return strings.Compare(a.JobID, id) }); ok {
+				plan.Actions[i] = policy.Action{Kind: policy.Keep, JobID: plan.Actions[i].JobID, Reason: reasonGroupLimit, Detail: e.Error()}
+			}
+			continue
+		}
 		d.deps.Logger.Warn("action not expressible in Slurm", "job", id, "err", e)
 	}
 	if dryRun {
@@ -606,6 +615,10 @@ func timeLimitNote(tl, user time.Duration) string {
 	return fmt.Sprintf("time limit %d min: the user's %d min, for a plan predicted slower than its request",
 		int(tl/time.Minute), int(user/time.Minute))
 }
+
+// reasonGroupLimit is the stored reason of a job whose start or restart
+// waits for room under a group GPU limit; the detail names it.
+const reasonGroupLimit policy.Reason = "group-limit"
 
 // reasonAsSubmitted is the stored reason of a job released on its own
 // request, unplanned; the detail says why.

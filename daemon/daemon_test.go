@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -1289,5 +1290,101 @@ func TestCycleStretchesTimeLimits(t *testing.T) {
 				t.Errorf("stored reason %s, want it to say %q", reasons[0].Reason, tc.explain)
 			}
 		})
+	}
+}
+
+// A QOS's GrpTRES (and any other group GPU limit) bounds each job by the
+// room its group has left: a job is grown no further, and one whose group
+// is full stays held, planned once there is room.
+func TestCycleKeepsToGroupLimits(t *testing.T) {
+	tests := map[string]struct {
+		grp     int // the QOS's GrpTRES gres/gpu
+		others  int // GPUs a running job of the QOS holds on node2
+		maxGPUs int // the most GPUs the job may start with; 0: held
+		ignored string
+	}{
+		"no limit":   {grp: 0, maxGPUs: 8},
+		"room":       {grp: 4, others: 2, maxGPUs: 2},
+		"group full": {grp: 4, others: 4, ignored: "waits for room in QOS shared GrpTRES: 4 of its 4 GPUs in use"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			nodes := labNodes(2)
+			other := slurm.Job{ID: 9, Name: "other", Account: "root", Partition: "gpu", QOS: "shared", Cluster: "lab",
+				State: slurm.StateRunning, NodeCount: 1, NodeList: []string{"node2"}, GPUsPerNode: tc.others, GPUs: tc.others, CPUs: 8}
+			nodes[1].GPUsUsed, nodes[1].CPUsAlloc = tc.others, 8
+			j := heldJob(21, "bert", 1, 2)
+			j.Cluster, j.QOS = "lab", "shared"
+			limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", GrpGPUs: tc.grp}}}
+			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: nodes, jobs: []slurm.Job{j, other}}, limits: limits}
+			a := &fakeApplier{}
+			d, _ := newTestDaemonWith(t, c, a, func(*Config) {})
+			rep, err := d.Cycle(context.Background(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.maxGPUs == 0 {
+				if len(a.got) != 0 || rep.Ignored[21] != tc.ignored {
+					t.Errorf("actions %+v, ignored %q; want none, and %q", a.got, rep.Ignored[21], tc.ignored)
+				}
+				return
+			}
+			if len(a.got) != 1 || a.got[0].Kind != slurm.ActionStart {
+				t.Fatalf("actions %+v, want one start", a.got)
+			}
+			if g := a.got[0].GPUsPerNode * a.got[0].NumNodes; g > tc.maxGPUs || g < 2 {
+				t.Errorf("started on %d GPUs, want 2 to %d", g, tc.maxGPUs)
+			}
+			if tc.grp == 0 && a.got[0].GPUsPerNode*a.got[0].NumNodes != 8 {
+				t.Errorf("without a limit started on %d GPUs, want the whole free node (8): the twin that shows the cap", a.got[0].GPUsPerNode)
+			}
+		})
+	}
+}
+
+// The plan's starts and restarts together stay within each group's room,
+// in job order, after the plan's preemptions free theirs; the rest wait.
+func TestSlurmActionsKeepGroupsTogether(t *testing.T) {
+	set, err := artifact.Load(artifact.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fits, err := artifact.FitAll(context.Background(), set, model.DefaultEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	est := func(mt string) (policy.Estimator, bool) {
+		return policy.FromPredictor(model.Predictor{Spec: set.Models[mt].Spec, Params: fits[mt].Params, Env: model.DefaultEnv()}), true
+	}
+	running := runningJob(5, "bert")
+	running.NodeList, running.GPUs, running.Tag.Plan = []string{"node1"}, 4, "dp4.tp1.pp1.mb8.a1.z0"
+	jobs := []slurm.Job{running, heldJob(6, "bert", 1, 4), heldJob(7, "bert", 1, 4), heldJob(8, "bert", 1, 4)}
+	for i := range jobs {
+		jobs[i].Cluster, jobs[i].QOS = "lab", "shared"
+	}
+	nodes := labNodes(3)
+	nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 4, 8
+	limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", GrpGPUs: 10}}}
+	v, err := BuildView(Defaults(), t0, Inputs{Nodes: nodes, Jobs: jobs, Estimators: est, Limits: limits}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := policy.Plan{Actions: []policy.Action{
+		{Kind: policy.Preempt, JobID: "5"},
+		{Kind: policy.Start, JobID: "6", Alloc: []policy.NodeAlloc{{Node: "node2", GPUs: 4, CPUs: 8}}, Plan: model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1}},
+		{Kind: policy.Start, JobID: "7", Alloc: []policy.NodeAlloc{{Node: "node3", GPUs: 4, CPUs: 8}}, Plan: model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1}},
+		{Kind: policy.Start, JobID: "8", Alloc: []policy.NodeAlloc{{Node: "node1", GPUs: 4, CPUs: 8}}, Plan: model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1}},
+	}}
+	actions, skipped := v.SlurmActions(plan, t0)
+	var got []int
+	for _, a := range actions {
+		got = append(got, a.JobID)
+	}
+	if diff := cmp.Diff([]int{5, 6, 7}, got); diff != "" {
+		t.Errorf("actions (-want +got):\n%s", diff)
+	}
+	if len(skipped) != 1 || !errors.Is(skipped[8], ErrGroupLimit) ||
+		!strings.Contains(skipped[8].Error(), "QOS shared GrpTRES allows 10 GPUs, 8 in use or planned before it, and its plan adds 4") {
+		t.Errorf("skipped %v, want job 8 for the group limit", skipped)
 	}
 }

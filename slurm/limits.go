@@ -1,6 +1,9 @@
 package slurm
 
-import "cmp"
+import (
+	"cmp"
+	"fmt"
+)
 
 // Limits are the QOS and associations slurmdbd lists, and the partitions,
 // for working out the per-job limits that apply to a job.
@@ -67,6 +70,67 @@ func (l Limits) tres(j Job, partition string) JobLimits {
 			break
 		}
 		fill(a.PerJob)
+		if a.Parent == "" || a.Parent == account {
+			break
+		}
+		account = a.Parent
+	}
+	return out
+}
+
+// GPUGroup is a limit on the GPUs of several jobs together: a QOS's
+// GrpTRES, MaxTRESPerUser or MaxTRESPerAccount, or an association's
+// GrpTRES. It is comparable, so usage can be summed per group.
+type GPUGroup struct {
+	// Limit names the limit and whose it is, as an admin would look it up.
+	Limit string
+	GPUs  int
+}
+
+// GPUGroups lists the group GPU limits job j counts against when it runs
+// in partition: its QOS's (GrpTRES, and MaxTRESPerUser and
+// MaxTRESPerAccount for its user and account), and the GrpTRES of its
+// associations, the user's (for the partition, and without one) and its
+// account's and their parents' up the tree. Slurm may skip an
+// association's where the QOS sets the same kind of limit; counting every
+// one is the strictest reading.
+func (l Limits) GPUGroups(j Job, partition string) []GPUGroup {
+	var out []GPUGroup
+	add := func(n int, format string, args ...any) {
+		if n > 0 {
+			out = append(out, GPUGroup{Limit: fmt.Sprintf(format, args...), GPUs: n})
+		}
+	}
+	if q, ok := l.QOS[j.QOS]; ok {
+		add(q.GrpGPUs, "QOS %s GrpTRES", q.Name)
+		add(q.PerUserGPUs, "QOS %s MaxTRESPerUser (user %s)", q.Name, j.User)
+		add(q.PerAccountGPUs, "QOS %s MaxTRESPerAccount (account %s)", q.Name, j.Account)
+	}
+	find := func(account, user, partition string) (Association, bool) {
+		for _, a := range l.Associations {
+			if a.Cluster == j.Cluster && a.Account == account && a.User == user && a.Partition == partition {
+				return a, true
+			}
+		}
+		return Association{}, false
+	}
+	account := j.Account
+	if j.User != "" {
+		if partition != "" {
+			if a, ok := find(account, j.User, partition); ok {
+				add(a.GrpGPUs, "association %s/%s/%s GrpTRES", account, j.User, partition)
+			}
+		}
+		if a, ok := find(account, j.User, ""); ok {
+			add(a.GrpGPUs, "association %s/%s GrpTRES", account, j.User)
+		}
+	}
+	for range maxAccountDepth {
+		a, ok := find(account, "", "")
+		if !ok {
+			break
+		}
+		add(a.GrpGPUs, "association %s GrpTRES", account)
 		if a.Parent == "" || a.Parent == account {
 			break
 		}

@@ -200,10 +200,14 @@ type JobLimits struct {
 	Wall              time.Duration
 }
 
-// QOS is a Slurm QOS and its per-job limits.
+// QOS is a Slurm QOS and its limits.
 type QOS struct {
 	Name   string
 	PerJob JobLimits
+	// GrpGPUs bounds the GPUs of all the QOS's jobs together (GrpTRES),
+	// PerUserGPUs and PerAccountGPUs those of one user's or one account's
+	// jobs in it (MaxTRESPerUser, MaxTRESPerAccount); 0: no bound.
+	GrpGPUs, PerUserGPUs, PerAccountGPUs int
 }
 
 // Association is a Slurm association (an account, or a user in an
@@ -213,6 +217,9 @@ type Association struct {
 	// Parent is the parent account of an account's own association.
 	Parent string
 	PerJob JobLimits
+	// GrpGPUs bounds the GPUs of the association's jobs and its
+	// children's together (GrpTRES=gres/gpu); 0: no bound.
+	GrpGPUs int
 }
 
 // Reservation is a Slurm advance reservation.

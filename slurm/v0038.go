@@ -85,13 +85,17 @@ type (
 			Max           *v38Max `json:"max"`
 		} `json:"associations"`
 	}
-	// v38Max holds the per-job limits of a QOS or an association: TRES,
-	// and the time limit in minutes, which a QOS keeps under
+	// v38Max holds the limits of a QOS or an association: TRES per job,
+	// for all jobs together (total: GrpTRES) and, for a QOS, per user and
+	// per account; and the time limit in minutes, which a QOS keeps under
 	// wall_clock.per.job and an association under jobs.per.wall_clock.
 	v38Max struct {
 		Tres *struct {
-			Per *struct {
-				Job *v0038.Dbv0038TresList `json:"job"`
+			Total *v0038.Dbv0038TresList `json:"total"`
+			Per   *struct {
+				Job     *v0038.Dbv0038TresList `json:"job"`
+				User    *v0038.Dbv0038TresList `json:"user"`
+				Account *v0038.Dbv0038TresList `json:"account"`
 			} `json:"per"`
 		} `json:"tres"`
 		WallClock *struct {
@@ -264,7 +268,11 @@ func (b *v38) qos(ctx context.Context) ([]QOS, error) {
 	for _, q := range r.QOS {
 		o := QOS{Name: deref(q.Name)}
 		if q.Limits != nil {
-			o.PerJob = q.Limits.Max.perJob()
+			m := q.Limits.Max
+			o.PerJob, o.GrpGPUs = m.perJob(), m.grpGPUs()
+			if m != nil && m.Tres != nil && m.Tres.Per != nil {
+				o.PerUserGPUs, o.PerAccountGPUs = gpusIn(m.Tres.Per.User), gpusIn(m.Tres.Per.Account)
+			}
 		}
 		out = append(out, o)
 	}
@@ -282,9 +290,27 @@ func (b *v38) associations(ctx context.Context) ([]Association, error) {
 	var out []Association
 	for _, a := range r.Associations {
 		out = append(out, Association{Cluster: deref(a.Cluster), Account: deref(a.Account), User: deref(a.User),
-			Partition: deref(a.Partition), Parent: deref(a.ParentAccount), PerJob: a.Max.perJob()})
+			Partition: deref(a.Partition), Parent: deref(a.ParentAccount), PerJob: a.Max.perJob(), GrpGPUs: a.Max.grpGPUs()})
 	}
 	return out, nil
+}
+
+// grpGPUs reads gres/gpu off the limits on all jobs together (GrpTRES).
+func (m *v38Max) grpGPUs() int {
+	if m == nil || m.Tres == nil {
+		return 0
+	}
+	return gpusIn(m.Tres.Total)
+}
+
+// gpusIn is the gres/gpu count of a TRES list; 0 when it has none.
+func gpusIn(l *v0038.Dbv0038TresList) int {
+	for _, t := range deref(l) {
+		if deref(t.Type) == "gres" && deref(t.Name) == "gpu" {
+			return max(deref(t.Count), 0)
+		}
+	}
+	return 0
 }
 
 // perJob reads gres/gpu, node and cpu off the per-job TRES limits, and

@@ -15,32 +15,35 @@ import (
 // TestSlurmLimit: 4 GPUs per job, set on the QOS or on root's association,
 // or 4 GPUs for all the QOS's jobs together. On the idle lab rubick grows a
 // roberta job asking for 2 GPUs to a whole node (it trains 3x faster on 8
-// than on 2). rubickd reads per-job limits from slurmdbd and plans the job
-// within them at once. A group limit it learns from Slurm: Slurm holds the
-// job back with QOSGrpGRES, rubickd plans it within its request, records
-// the limit in its tag, and the job runs to completion.
+// than on 2). rubickd reads these limits from slurmdbd and plans the job
+// within them at once. A limit it does not read (4 GPUs per node) it
+// learns from Slurm: Slurm holds the job back with QOSMaxGRESPerNode,
+// rubickd plans it within its request, records the limit in its tag, and
+// the job runs to completion.
 func TestSlurmLimit(t *testing.T) {
 	tests := []struct {
 		name  string
 		set   []string // sacctmgr -i modify ... set, then the limit; reset with -1
-		limit string   // the reason Slurm holds the job back for; "" for none
-		gpus  int      // the most GPUs the job may run on
+		value string
+		limit string // the reason Slurm holds the job back for; "" for none
+		gpus  int    // the most GPUs the job may run on
 	}{
-		{"QOS", []string{"qos", "normal", "set", "MaxTRESPerJob=gres/gpu="}, "", 4},
-		{"association", []string{"user", "root", "set", "MaxTRESPerJob=gres/gpu="}, "", 4},
-		{"group", []string{"qos", "normal", "set", "GrpTRES=gres/gpu="}, "QOSGrpGRES", 2},
+		{"QOS", []string{"qos", "normal", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", 4},
+		{"association", []string{"user", "root", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", 4},
+		{"group", []string{"qos", "normal", "set", "GrpTRES=gres/gpu="}, "4", "", 4},
+		{"per node", []string{"qos", "normal", "set", "MaxTRESPerNode=gres/gpu="}, "4", "QOSMaxGRESPerNode", 2},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) { slurmLimit(t, tc.set, tc.limit, tc.gpus) })
+		t.Run(tc.name, func(t *testing.T) { slurmLimit(t, tc.set, tc.value, tc.limit, tc.gpus) })
 	}
 }
 
-func slurmLimit(t *testing.T, set []string, limit string, gpus int) {
+func slurmLimit(t *testing.T, set []string, value, limit string, gpus int) {
 	lt := newLabTest(t, "limit", 3*time.Minute, "log_level: debug\n")
 	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
 
 	sacctmgr := append([]string{"sacctmgr", "-i", "modify"}, set[:len(set)-1]...)
-	l.run(t, append(sacctmgr, set[len(set)-1]+"4")...)
+	l.run(t, append(sacctmgr, set[len(set)-1]+value)...)
 	defer l.run(t, append(sacctmgr, set[len(set)-1]+"-1")...)
 
 	d := runDaemon(t, l, bin, dir, cfgPath)
