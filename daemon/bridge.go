@@ -112,47 +112,73 @@ type managedJob struct {
 	part string
 	// time is what the job's time limit at a start is worked out from.
 	time jobTime
-	// groups are the group GPU limits the job counts against.
-	groups []slurm.GPUGroup
+	// groups are the group limits the job counts against.
+	groups []slurm.Group
 }
 
 // ErrGroupLimit reports an action that would take a job's group (its QOS,
-// user, account or association) past a GPU limit on its jobs together.
-var ErrGroupLimit = errors.New("over a group GPU limit")
+// user, account or association) past a GPU or CPU limit on its jobs
+// together.
+var ErrGroupLimit = errors.New("over a group limit")
 
-// groupUsage sums the GPUs of the running jobs, every job in Slurm, per
-// group GPU limit each counts against.
-func groupUsage(l slurm.Limits, jobs []slurm.Job) map[slurm.GPUGroup]int {
-	use := map[slurm.GPUGroup]int{}
+// groupUsage sums the GPUs and CPUs of the running jobs, every job in
+// Slurm, per group limit each counts against.
+func groupUsage(l slurm.Limits, jobs []slurm.Job) map[slurm.Group]slurm.GroupLimits {
+	use := map[slurm.Group]slurm.GroupLimits{}
 	for _, j := range jobs {
-		if j.State != slurm.StateRunning || j.GPUs <= 0 {
+		if j.State != slurm.StateRunning {
 			continue
 		}
-		for _, g := range l.GPUGroups(j, j.Partition) {
-			use[g] += j.GPUs
+		for _, g := range l.Groups(j, j.Partition) {
+			use[g] = slurm.GroupLimits{GPUs: use[g].GPUs + j.GPUs, CPUs: use[g].CPUs + j.CPUs}
 		}
 	}
 	return use
 }
 
-// headroom is the most GPUs job j may hold under its group limits, given
-// what the groups' running jobs hold (j's own GPUs included, when it
-// runs), and the group that binds; false when no group limit applies.
-func headroom(groups []slurm.GPUGroup, use map[slurm.GPUGroup]int, j slurm.Job) (int, slurm.GPUGroup, bool) {
-	var (
-		room  int
-		bound slurm.GPUGroup
-	)
-	for i, g := range groups {
-		own := 0
-		if j.State == slurm.StateRunning {
-			own = j.GPUs
+// groupRoom is what a job may hold under its group limits: GPUs and CPUs,
+// 0 when a group is full (or over), -1 where no group bounds them; by
+// names the group that binds.
+type groupRoom struct {
+	gpus, cpus   int
+	gpuBy, cpuBy slurm.Group
+}
+
+// roomOf is the room job j has under groups, given what their running
+// jobs hold (j's own included, when it runs).
+func roomOf(groups []slurm.Group, use map[slurm.Group]slurm.GroupLimits, j slurm.Job) groupRoom {
+	r := groupRoom{gpus: -1, cpus: -1}
+	var own slurm.GroupLimits
+	if j.State == slurm.StateRunning {
+		own = slurm.GroupLimits{GPUs: j.GPUs, CPUs: j.CPUs}
+	}
+	for _, g := range groups {
+		if g.GPUs > 0 {
+			if n := max(g.GPUs-use[g].GPUs+own.GPUs, 0); r.gpus < 0 || n < r.gpus {
+				r.gpus, r.gpuBy = n, g
+			}
 		}
-		if r := g.GPUs - use[g] + own; i == 0 || r < room {
-			room, bound = r, g
+		if g.CPUs > 0 {
+			if n := max(g.CPUs-use[g].CPUs+own.CPUs, 0); r.cpus < 0 || n < r.cpus {
+				r.cpus, r.cpuBy = n, g
+			}
 		}
 	}
-	return room, bound, len(groups) > 0
+	return r
+}
+
+// capBy lowers a per-job bound (0: none) to room (-1: none), never below
+// what the job holds: a running job is not made to shrink because its
+// group is over a limit lowered meanwhile.
+func capBy(bound, room, holds int) int {
+	if room < 0 {
+		return bound
+	}
+	room = max(room, holds)
+	if bound == 0 || room < bound {
+		return room
+	}
+	return bound
 }
 
 // jobTime is what a job's time limit at a start is worked out from.
@@ -387,8 +413,8 @@ type View struct {
 	// Reserved is what the snapshot holds back for the first pending
 	// rigid job (rigid_jobs: schedule); nil when none waits.
 	Reserved *Reservation
-	// usage is the GPUs running jobs hold per group GPU limit.
-	usage map[slurm.GPUGroup]int
+	// usage is the GPUs and CPUs running jobs hold per group limit.
+	usage map[slurm.Group]slurm.GroupLimits
 }
 
 // Estimators gives the fitted estimator of a model type, or false.
@@ -561,21 +587,23 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			continue
 		}
 		lim := in.Limits.PerJob(j, part)
-		groups := in.Limits.GPUGroups(j, part)
-		if room, g, ok := headroom(groups, v.usage, j); ok {
-			if room <= 0 && j.State == slurm.StatePending {
-				// Slurm would hold it back whatever its size: it stays held
-				// and is planned once the group has room.
-				v.Unmanaged[j.ID] = fmt.Sprintf("waits for room in %s: %d of its %d GPUs in use", g.Limit, v.usage[g], g.GPUs)
-				continue
+		groups := in.Limits.Groups(j, part)
+		room := roomOf(groups, v.usage, j)
+		if j.State == slurm.StatePending && (room.gpus == 0 || room.cpus == 0) {
+			// Slurm would hold it back whatever its size: it stays held
+			// and is planned once the group has room.
+			g, what, used, allowed := room.gpuBy, "GPUs", v.usage[room.gpuBy].GPUs, room.gpuBy.GPUs
+			if room.gpus != 0 {
+				g, what, used, allowed = room.cpuBy, "CPUs", v.usage[room.cpuBy].CPUs, room.cpuBy.CPUs
 			}
-			// Room for growth only: a running job is never made to shrink
-			// because its group is over a limit lowered meanwhile.
-			room = max(room, j.GPUs)
-			if lim.GPUs == 0 || room < lim.GPUs {
-				lim.GPUs = room
-			}
+			v.Unmanaged[j.ID] = fmt.Sprintf("waits for room in %s: %s in use %d, allowed %d", g.Limit, what, used, allowed)
+			continue
 		}
+		held := slurm.GroupLimits{}
+		if j.State == slurm.StateRunning {
+			held = slurm.GroupLimits{GPUs: j.GPUs, CPUs: j.CPUs}
+		}
+		lim.GPUs, lim.CPUs = capBy(lim.GPUs, room.gpus, held.GPUs), capBy(lim.CPUs, room.cpus, held.CPUs)
 		jshape := shape // what the job's limits let it reach
 		if lim.GPUs > 0 && lim.GPUs < jshape.gpus {
 			jshape.gpus, jshape.limited = lim.GPUs, true
@@ -873,21 +901,21 @@ func memPerNode(j slurm.Job) int64 {
 func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Action, skipped map[int]error) {
 	actions, skipped = v.slurmActions(p, now)
 	use := maps.Clone(v.usage)
-	held := func(id int) (int, []slurm.GPUGroup) {
+	held := func(id int) (slurm.GroupLimits, []slurm.Group) {
 		mj := v.managed[strconv.Itoa(id)]
 		if mj == nil {
-			return 0, nil
+			return slurm.GroupLimits{}, nil
 		}
 		if mj.slurm.State != slurm.StateRunning {
-			return 0, mj.groups
+			return slurm.GroupLimits{}, mj.groups
 		}
-		return mj.slurm.GPUs, mj.groups
+		return slurm.GroupLimits{GPUs: mj.slurm.GPUs, CPUs: mj.slurm.CPUs}, mj.groups
 	}
 	for _, a := range actions {
 		if a.Kind == slurm.ActionPreempt {
-			gpus, groups := held(a.JobID)
+			h, groups := held(a.JobID)
 			for _, g := range groups {
-				use[g] -= gpus
+				use[g] = slurm.GroupLimits{GPUs: use[g].GPUs - h.GPUs, CPUs: use[g].CPUs - h.CPUs}
 			}
 		}
 	}
@@ -897,16 +925,30 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 			kept = append(kept, a)
 			continue
 		}
-		gpus, groups := held(a.JobID)
-		add := a.GPUsPerNode*max(a.NumNodes, len(a.Nodes)) - gpus
-		if i := slices.IndexFunc(groups, func(g slurm.GPUGroup) bool { return add > 0 && use[g]+add > g.GPUs }); i >= 0 {
-			g := groups[i]
-			skipped[a.JobID] = fmt.Errorf("job %d: %w: %s allows %d GPUs, %d in use or planned before it, and its plan adds %d",
-				a.JobID, ErrGroupLimit, g.Limit, g.GPUs, use[g], add)
+		h, groups := held(a.JobID)
+		n := max(a.NumNodes, len(a.Nodes))
+		add := slurm.GroupLimits{GPUs: a.GPUsPerNode*n - h.GPUs, CPUs: a.CPUsPerTask*n - h.CPUs}
+		var over error
+		for _, g := range groups {
+			u := use[g]
+			switch {
+			case g.GPUs > 0 && add.GPUs > 0 && u.GPUs+add.GPUs > g.GPUs:
+				over = fmt.Errorf("job %d: %w: %s allows %d GPUs, %d in use or planned before it, and its plan adds %d",
+					a.JobID, ErrGroupLimit, g.Limit, g.GPUs, u.GPUs, add.GPUs)
+			case g.CPUs > 0 && add.CPUs > 0 && u.CPUs+add.CPUs > g.CPUs:
+				over = fmt.Errorf("job %d: %w: %s allows %d CPUs, %d in use or planned before it, and its plan adds %d",
+					a.JobID, ErrGroupLimit, g.Limit, g.CPUs, u.CPUs, add.CPUs)
+			}
+			if over != nil {
+				break
+			}
+		}
+		if over != nil {
+			skipped[a.JobID] = over
 			continue
 		}
 		for _, g := range groups {
-			use[g] += add
+			use[g] = slurm.GroupLimits{GPUs: use[g].GPUs + add.GPUs, CPUs: use[g].CPUs + add.CPUs}
 		}
 		kept = append(kept, a)
 	}

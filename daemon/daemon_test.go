@@ -1293,19 +1293,22 @@ func TestCycleStretchesTimeLimits(t *testing.T) {
 	}
 }
 
-// A QOS's GrpTRES (and any other group GPU limit) bounds each job by the
-// room its group has left: a job is grown no further, and one whose group
-// is full stays held, planned once there is room.
+// A QOS's GrpTRES (and any other group GPU or CPU limit) bounds each job
+// by the room its group has left: a job is grown no further, and one whose
+// group is full stays held, planned once there is room.
 func TestCycleKeepsToGroupLimits(t *testing.T) {
 	tests := map[string]struct {
-		grp     int // the QOS's GrpTRES gres/gpu
-		others  int // GPUs a running job of the QOS holds on node2
-		maxGPUs int // the most GPUs the job may start with; 0: held
+		grp     slurm.GroupLimits // the QOS's GrpTRES
+		others  int               // GPUs a running job of the QOS holds on node2, with 8 CPUs
+		maxGPUs int               // the most GPUs the job may start with; 0: held
+		maxCPUs int               // the most CPUs
 		ignored string
 	}{
-		"no limit":   {grp: 0, maxGPUs: 8},
-		"room":       {grp: 4, others: 2, maxGPUs: 2},
-		"group full": {grp: 4, others: 4, ignored: "waits for room in QOS shared GrpTRES: 4 of its 4 GPUs in use"},
+		"no limit":   {others: 2, maxGPUs: 8, maxCPUs: 64}, // 4 GPUs, 16 CPUs
+		"GPU room":   {grp: slurm.GroupLimits{GPUs: 4}, others: 2, maxGPUs: 2, maxCPUs: 64},
+		"group full": {grp: slurm.GroupLimits{GPUs: 4}, others: 4, ignored: "waits for room in QOS shared GrpTRES: GPUs in use 4, allowed 4"},
+		"CPU room":   {grp: slurm.GroupLimits{CPUs: 20}, others: 2, maxGPUs: 8, maxCPUs: 12},
+		"CPUs full":  {grp: slurm.GroupLimits{CPUs: 8}, others: 2, ignored: "waits for room in QOS shared GrpTRES: CPUs in use 8, allowed 8"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -1315,7 +1318,7 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 			nodes[1].GPUsUsed, nodes[1].CPUsAlloc = tc.others, 8
 			j := heldJob(21, "bert", 1, 2)
 			j.Cluster, j.QOS = "lab", "shared"
-			limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", GrpGPUs: tc.grp}}}
+			limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Grp: tc.grp}}}
 			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: nodes, jobs: []slurm.Job{j, other}}, limits: limits}
 			a := &fakeApplier{}
 			d, _ := newTestDaemonWith(t, c, a, func(*Config) {})
@@ -1332,11 +1335,13 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 			if len(a.got) != 1 || a.got[0].Kind != slurm.ActionStart {
 				t.Fatalf("actions %+v, want one start", a.got)
 			}
-			if g := a.got[0].GPUsPerNode * a.got[0].NumNodes; g > tc.maxGPUs || g < 2 {
-				t.Errorf("started on %d GPUs, want 2 to %d", g, tc.maxGPUs)
+			got := a.got[0]
+			gpus, cpus := got.GPUsPerNode*got.NumNodes, got.CPUsPerTask*got.NumNodes
+			if gpus > tc.maxGPUs || gpus < 2 || cpus > tc.maxCPUs {
+				t.Errorf("started on %d GPUs, %d CPUs; want 2 to %d GPUs, %d CPUs at most", gpus, cpus, tc.maxGPUs, tc.maxCPUs)
 			}
-			if tc.grp == 0 && a.got[0].GPUsPerNode*a.got[0].NumNodes != 8 {
-				t.Errorf("without a limit started on %d GPUs, want the whole free node (8): the twin that shows the cap", a.got[0].GPUsPerNode)
+			if tc.grp == (slurm.GroupLimits{}) && (gpus <= 2 || cpus <= 12) {
+				t.Errorf("without a limit started on %d GPUs, %d CPUs; want over 2 GPUs and 12 CPUs: the twin that shows the caps", gpus, cpus)
 			}
 		})
 	}
@@ -1364,27 +1369,50 @@ func TestSlurmActionsKeepGroupsTogether(t *testing.T) {
 	}
 	nodes := labNodes(3)
 	nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 4, 8
-	limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", GrpGPUs: 10}}}
-	v, err := BuildView(Defaults(), t0, Inputs{Nodes: nodes, Jobs: jobs, Estimators: est, Limits: limits}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
+	start := func(id, node string) policy.Action {
+		return policy.Action{Kind: policy.Start, JobID: id, Alloc: []policy.NodeAlloc{{Node: node, GPUs: 4, CPUs: 8}},
+			Plan: model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1}}
 	}
 	plan := policy.Plan{Actions: []policy.Action{
-		{Kind: policy.Preempt, JobID: "5"},
-		{Kind: policy.Start, JobID: "6", Alloc: []policy.NodeAlloc{{Node: "node2", GPUs: 4, CPUs: 8}}, Plan: model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1}},
-		{Kind: policy.Start, JobID: "7", Alloc: []policy.NodeAlloc{{Node: "node3", GPUs: 4, CPUs: 8}}, Plan: model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1}},
-		{Kind: policy.Start, JobID: "8", Alloc: []policy.NodeAlloc{{Node: "node1", GPUs: 4, CPUs: 8}}, Plan: model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1}},
+		{Kind: policy.Preempt, JobID: "5"}, start("6", "node2"), start("7", "node3"), start("8", "node1"),
 	}}
-	actions, skipped := v.SlurmActions(plan, t0)
-	var got []int
-	for _, a := range actions {
-		got = append(got, a.JobID)
+	tests := map[string]struct {
+		grp     slurm.GroupLimits
+		kept    []int
+		skipped map[int]string
+	}{
+		"GPUs": {slurm.GroupLimits{GPUs: 10}, []int{5, 6, 7},
+			map[int]string{8: "QOS shared GrpTRES allows 10 GPUs, 8 in use or planned before it, and its plan adds 4"}},
+		"CPUs": {slurm.GroupLimits{CPUs: 12}, []int{5, 6}, map[int]string{
+			7: "QOS shared GrpTRES allows 12 CPUs, 8 in use or planned before it, and its plan adds 8",
+			8: "QOS shared GrpTRES allows 12 CPUs, 8 in use or planned before it, and its plan adds 8"}},
+		"room for all": {slurm.GroupLimits{GPUs: 12, CPUs: 24}, []int{5, 6, 7, 8}, map[int]string{}},
 	}
-	if diff := cmp.Diff([]int{5, 6, 7}, got); diff != "" {
-		t.Errorf("actions (-want +got):\n%s", diff)
-	}
-	if len(skipped) != 1 || !errors.Is(skipped[8], ErrGroupLimit) ||
-		!strings.Contains(skipped[8].Error(), "QOS shared GrpTRES allows 10 GPUs, 8 in use or planned before it, and its plan adds 4") {
-		t.Errorf("skipped %v, want job 8 for the group limit", skipped)
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Grp: tc.grp}}}
+			v, err := BuildView(Defaults(), t0, Inputs{Nodes: nodes, Jobs: jobs, Estimators: est, Limits: limits}, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			actions, skipped := v.SlurmActions(plan, t0)
+			var kept []int
+			for _, a := range actions {
+				kept = append(kept, a.JobID)
+			}
+			if diff := cmp.Diff(tc.kept, kept); diff != "" {
+				t.Errorf("actions (-want +got):\n%s", diff)
+			}
+			why := map[int]string{}
+			for id, err := range skipped {
+				if !errors.Is(err, ErrGroupLimit) {
+					t.Errorf("job %d skipped for %v, want ErrGroupLimit", id, err)
+				}
+				_, why[id], _ = strings.Cut(err.Error(), ErrGroupLimit.Error()+": ")
+			}
+			if diff := cmp.Diff(tc.skipped, why); diff != "" {
+				t.Errorf("skipped (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -707,11 +707,11 @@ func TestJobsExclusiveRequiredNodesHet(t *testing.T) {
 }
 
 // TestLimits reads the lab's QOS and association lists, recorded with
-// MaxTRESPerJob=gres/gpu=4,node=2,cpu=64 MaxWall=120 GrpTRES=gres/gpu=12
-// MaxTRESPerUser=gres/gpu=6 MaxTRESPerAccount=gres/gpu=7 on QOS normal,
-// MaxTRESPerJob=gres/gpu=4 MaxWall=90 GrpTRES=gres/gpu=5 on user root's
-// association and MaxTRESPerJob=node=2 GrpTRES=gres/gpu=9 on account
-// root's.
+// MaxTRESPerJob=gres/gpu=4,node=2,cpu=64 MaxWall=120
+// GrpTRES=gres/gpu=12,cpu=96 MaxTRESPerUser=gres/gpu=6,cpu=48
+// MaxTRESPerAccount=gres/gpu=7 on QOS normal, MaxTRESPerJob=gres/gpu=4
+// MaxWall=90 GrpTRES=gres/gpu=5,cpu=40 on user root's association and
+// MaxTRESPerJob=node=2 GrpTRES=gres/gpu=9 on account root's.
 func TestLimits(t *testing.T) {
 	read := func(name string) string {
 		b, err := os.ReadFile("testdata/22.05/" + name)
@@ -731,15 +731,16 @@ func TestLimits(t *testing.T) {
 	want := Limits{
 		QOS: map[string]QOS{
 			"normal": {Name: "normal", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUs: 64, Wall: 120 * time.Minute},
-				GrpGPUs: 12, PerUserGPUs: 6, PerAccountGPUs: 7},
+				Grp: GroupLimits{GPUs: 12, CPUs: 96}, PerUser: GroupLimits{GPUs: 6, CPUs: 48}, PerAccount: GroupLimits{GPUs: 7}},
 			"guaranteed": {Name: "guaranteed"},
 		},
 		Associations: []Association{
-			{Cluster: "rubicklab", Account: "root", PerJob: JobLimits{Nodes: 2}, GrpGPUs: 9},
+			{Cluster: "rubicklab", Account: "root", PerJob: JobLimits{Nodes: 2}, Grp: GroupLimits{GPUs: 9}},
 			// slurmdbd lists the per-job limits a child inherits on the
 			// child too, not the group limits it counts against.
 			{Cluster: "rubicklab", Account: "root", User: "nobody", PerJob: JobLimits{Nodes: 2}},
-			{Cluster: "rubicklab", Account: "root", User: "root", PerJob: JobLimits{GPUs: 4, Nodes: 2, Wall: 90 * time.Minute}, GrpGPUs: 5},
+			{Cluster: "rubicklab", Account: "root", User: "root", PerJob: JobLimits{GPUs: 4, Nodes: 2, Wall: 90 * time.Minute},
+				Grp: GroupLimits{GPUs: 5, CPUs: 40}},
 		},
 		Partitions: map[string]Partition{"gpu": {Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"},
 			TotalCPUs: 256, TotalNodes: 4}},

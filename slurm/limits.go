@@ -78,33 +78,33 @@ func (l Limits) tres(j Job, partition string) JobLimits {
 	return out
 }
 
-// GPUGroup is a limit on the GPUs of several jobs together: a QOS's
-// GrpTRES, MaxTRESPerUser or MaxTRESPerAccount, or an association's
-// GrpTRES. It is comparable, so usage can be summed per group.
-type GPUGroup struct {
+// Group is a limit on several jobs together: a QOS's GrpTRES,
+// MaxTRESPerUser or MaxTRESPerAccount, or an association's GrpTRES. It is
+// comparable, so usage can be summed per group.
+type Group struct {
 	// Limit names the limit and whose it is, as an admin would look it up.
 	Limit string
-	GPUs  int
+	GroupLimits
 }
 
-// GPUGroups lists the group GPU limits job j counts against when it runs
-// in partition: its QOS's (GrpTRES, and MaxTRESPerUser and
+// Groups lists the group limits on GPUs or CPUs job j counts against when
+// it runs in partition: its QOS's (GrpTRES, and MaxTRESPerUser and
 // MaxTRESPerAccount for its user and account), and the GrpTRES of its
 // associations, the user's (for the partition, and without one) and its
 // account's and their parents' up the tree. Slurm may skip an
 // association's where the QOS sets the same kind of limit; counting every
 // one is the strictest reading.
-func (l Limits) GPUGroups(j Job, partition string) []GPUGroup {
-	var out []GPUGroup
-	add := func(n int, format string, args ...any) {
-		if n > 0 {
-			out = append(out, GPUGroup{Limit: fmt.Sprintf(format, args...), GPUs: n})
+func (l Limits) Groups(j Job, partition string) []Group {
+	var out []Group
+	add := func(g GroupLimits, format string, args ...any) {
+		if g != (GroupLimits{}) {
+			out = append(out, Group{Limit: fmt.Sprintf(format, args...), GroupLimits: g})
 		}
 	}
 	if q, ok := l.QOS[j.QOS]; ok {
-		add(q.GrpGPUs, "QOS %s GrpTRES", q.Name)
-		add(q.PerUserGPUs, "QOS %s MaxTRESPerUser (user %s)", q.Name, j.User)
-		add(q.PerAccountGPUs, "QOS %s MaxTRESPerAccount (account %s)", q.Name, j.Account)
+		add(q.Grp, "QOS %s GrpTRES", q.Name)
+		add(q.PerUser, "QOS %s MaxTRESPerUser (user %s)", q.Name, j.User)
+		add(q.PerAccount, "QOS %s MaxTRESPerAccount (account %s)", q.Name, j.Account)
 	}
 	find := func(account, user, partition string) (Association, bool) {
 		for _, a := range l.Associations {
@@ -118,11 +118,11 @@ func (l Limits) GPUGroups(j Job, partition string) []GPUGroup {
 	if j.User != "" {
 		if partition != "" {
 			if a, ok := find(account, j.User, partition); ok {
-				add(a.GrpGPUs, "association %s/%s/%s GrpTRES", account, j.User, partition)
+				add(a.Grp, "association %s/%s/%s GrpTRES", account, j.User, partition)
 			}
 		}
 		if a, ok := find(account, j.User, ""); ok {
-			add(a.GrpGPUs, "association %s/%s GrpTRES", account, j.User)
+			add(a.Grp, "association %s/%s GrpTRES", account, j.User)
 		}
 	}
 	for range maxAccountDepth {
@@ -130,7 +130,7 @@ func (l Limits) GPUGroups(j Job, partition string) []GPUGroup {
 		if !ok {
 			break
 		}
-		add(a.GrpGPUs, "association %s GrpTRES", account)
+		add(a.Grp, "association %s GrpTRES", account)
 		if a.Parent == "" || a.Parent == account {
 			break
 		}

@@ -54,40 +54,42 @@ func TestLimitsPerJob(t *testing.T) {
 	}
 }
 
-func TestLimitsGPUGroups(t *testing.T) {
+func TestLimitsGroups(t *testing.T) {
 	l := Limits{
 		QOS: map[string]QOS{
 			"normal": {Name: "normal"},
-			"shared": {Name: "shared", GrpGPUs: 16, PerUserGPUs: 8, PerAccountGPUs: 12},
+			"shared": {Name: "shared", Grp: GroupLimits{GPUs: 16}, PerUser: GroupLimits{GPUs: 8, CPUs: 64}, PerAccount: GroupLimits{CPUs: 96}},
 		},
 		Associations: []Association{
 			{Cluster: "lab", Account: "root"},
-			{Cluster: "lab", Account: "science", Parent: "root", GrpGPUs: 32},
-			{Cluster: "lab", Account: "physics", Parent: "science", GrpGPUs: 24},
-			{Cluster: "lab", Account: "physics", User: "ann", GrpGPUs: 4},
-			{Cluster: "lab", Account: "physics", User: "ann", Partition: "big", GrpGPUs: 2},
-			{Cluster: "other", Account: "physics", User: "bob", GrpGPUs: 1},
+			{Cluster: "lab", Account: "science", Parent: "root", Grp: GroupLimits{GPUs: 32}},
+			{Cluster: "lab", Account: "physics", Parent: "science", Grp: GroupLimits{GPUs: 24, CPUs: 200}},
+			{Cluster: "lab", Account: "physics", User: "ann", Grp: GroupLimits{GPUs: 4}},
+			{Cluster: "lab", Account: "physics", User: "ann", Partition: "big", Grp: GroupLimits{GPUs: 2}},
+			{Cluster: "other", Account: "physics", User: "bob", Grp: GroupLimits{GPUs: 1}},
 		},
 	}
 	tests := map[string]struct {
 		qos, account, user, partition string
-		want                          []GPUGroup
+		want                          []Group
 	}{
-		"QOS": {"shared", "root", "carl", "gpu", []GPUGroup{
-			{"QOS shared GrpTRES", 16}, {"QOS shared MaxTRESPerUser (user carl)", 8}, {"QOS shared MaxTRESPerAccount (account root)", 12}}},
-		"associations": {"normal", "physics", "ann", "gpu", []GPUGroup{
-			{"association physics/ann GrpTRES", 4}, {"association physics GrpTRES", 24}, {"association science GrpTRES", 32}}},
-		"partition": {"normal", "physics", "ann", "big", []GPUGroup{
-			{"association physics/ann/big GrpTRES", 2}, {"association physics/ann GrpTRES", 4},
-			{"association physics GrpTRES", 24}, {"association science GrpTRES", 32}}},
-		"other cluster": {"normal", "physics", "bob", "gpu", []GPUGroup{
-			{"association physics GrpTRES", 24}, {"association science GrpTRES", 32}}},
+		"QOS": {"shared", "root", "carl", "gpu", []Group{
+			{"QOS shared GrpTRES", GroupLimits{GPUs: 16}}, {"QOS shared MaxTRESPerUser (user carl)", GroupLimits{GPUs: 8, CPUs: 64}},
+			{"QOS shared MaxTRESPerAccount (account root)", GroupLimits{CPUs: 96}}}},
+		"associations": {"normal", "physics", "ann", "gpu", []Group{
+			{"association physics/ann GrpTRES", GroupLimits{GPUs: 4}}, {"association physics GrpTRES", GroupLimits{GPUs: 24, CPUs: 200}},
+			{"association science GrpTRES", GroupLimits{GPUs: 32}}}},
+		"partition": {"normal", "physics", "ann", "big", []Group{
+			{"association physics/ann/big GrpTRES", GroupLimits{GPUs: 2}}, {"association physics/ann GrpTRES", GroupLimits{GPUs: 4}},
+			{"association physics GrpTRES", GroupLimits{GPUs: 24, CPUs: 200}}, {"association science GrpTRES", GroupLimits{GPUs: 32}}}},
+		"other cluster": {"normal", "physics", "bob", "gpu", []Group{
+			{"association physics GrpTRES", GroupLimits{GPUs: 24, CPUs: 200}}, {"association science GrpTRES", GroupLimits{GPUs: 32}}}},
 		"none": {"normal", "root", "root", "gpu", nil},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			j := Job{Cluster: "lab", QOS: tc.qos, Account: tc.account, User: tc.user}
-			if diff := cmp.Diff(tc.want, l.GPUGroups(j, tc.partition)); diff != "" {
+			if diff := cmp.Diff(tc.want, l.Groups(j, tc.partition)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})

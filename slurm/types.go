@@ -204,10 +204,16 @@ type JobLimits struct {
 type QOS struct {
 	Name   string
 	PerJob JobLimits
-	// GrpGPUs bounds the GPUs of all the QOS's jobs together (GrpTRES),
-	// PerUserGPUs and PerAccountGPUs those of one user's or one account's
-	// jobs in it (MaxTRESPerUser, MaxTRESPerAccount); 0: no bound.
-	GrpGPUs, PerUserGPUs, PerAccountGPUs int
+	// Grp bounds all the QOS's jobs together (GrpTRES), PerUser and
+	// PerAccount one user's or one account's jobs in it (MaxTRESPerUser,
+	// MaxTRESPerAccount).
+	Grp, PerUser, PerAccount GroupLimits
+}
+
+// GroupLimits bound the GPUs (gres/gpu) and CPUs of several jobs together;
+// 0 where they set no bound.
+type GroupLimits struct {
+	GPUs, CPUs int
 }
 
 // Association is a Slurm association (an account, or a user in an
@@ -217,9 +223,9 @@ type Association struct {
 	// Parent is the parent account of an account's own association.
 	Parent string
 	PerJob JobLimits
-	// GrpGPUs bounds the GPUs of the association's jobs and its
-	// children's together (GrpTRES=gres/gpu); 0: no bound.
-	GrpGPUs int
+	// Grp bounds the association's jobs and its children's together
+	// (GrpTRES).
+	Grp GroupLimits
 }
 
 // Reservation is a Slurm advance reservation.

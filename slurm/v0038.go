@@ -269,9 +269,9 @@ func (b *v38) qos(ctx context.Context) ([]QOS, error) {
 		o := QOS{Name: deref(q.Name)}
 		if q.Limits != nil {
 			m := q.Limits.Max
-			o.PerJob, o.GrpGPUs = m.perJob(), m.grpGPUs()
+			o.PerJob, o.Grp = m.perJob(), m.grp()
 			if m != nil && m.Tres != nil && m.Tres.Per != nil {
-				o.PerUserGPUs, o.PerAccountGPUs = gpusIn(m.Tres.Per.User), gpusIn(m.Tres.Per.Account)
+				o.PerUser, o.PerAccount = groupIn(m.Tres.Per.User), groupIn(m.Tres.Per.Account)
 			}
 		}
 		out = append(out, o)
@@ -290,27 +290,31 @@ func (b *v38) associations(ctx context.Context) ([]Association, error) {
 	var out []Association
 	for _, a := range r.Associations {
 		out = append(out, Association{Cluster: deref(a.Cluster), Account: deref(a.Account), User: deref(a.User),
-			Partition: deref(a.Partition), Parent: deref(a.ParentAccount), PerJob: a.Max.perJob(), GrpGPUs: a.Max.grpGPUs()})
+			Partition: deref(a.Partition), Parent: deref(a.ParentAccount), PerJob: a.Max.perJob(), Grp: a.Max.grp()})
 	}
 	return out, nil
 }
 
-// grpGPUs reads gres/gpu off the limits on all jobs together (GrpTRES).
-func (m *v38Max) grpGPUs() int {
+// grp reads the limits on all jobs together (GrpTRES).
+func (m *v38Max) grp() GroupLimits {
 	if m == nil || m.Tres == nil {
-		return 0
+		return GroupLimits{}
 	}
-	return gpusIn(m.Tres.Total)
+	return groupIn(m.Tres.Total)
 }
 
-// gpusIn is the gres/gpu count of a TRES list; 0 when it has none.
-func gpusIn(l *v0038.Dbv0038TresList) int {
+// groupIn reads gres/gpu and cpu off a TRES list; 0 where it has none.
+func groupIn(l *v0038.Dbv0038TresList) GroupLimits {
+	var out GroupLimits
 	for _, t := range deref(l) {
-		if deref(t.Type) == "gres" && deref(t.Name) == "gpu" {
-			return max(deref(t.Count), 0)
+		switch deref(t.Type) + "/" + deref(t.Name) {
+		case "gres/gpu":
+			out.GPUs = max(deref(t.Count), 0)
+		case "cpu/":
+			out.CPUs = max(deref(t.Count), 0)
 		}
 	}
-	return 0
+	return out
 }
 
 // perJob reads gres/gpu, node and cpu off the per-job TRES limits, and

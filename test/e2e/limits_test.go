@@ -13,7 +13,7 @@ import (
 )
 
 // TestSlurmLimit: 4 GPUs per job, set on the QOS or on root's association,
-// or 4 GPUs for all the QOS's jobs together. On the idle lab rubick grows a
+// or 4 GPUs (16 CPUs) for all the QOS's jobs together. On the idle lab rubick grows a
 // roberta job asking for 2 GPUs to a whole node (it trains 3x faster on 8
 // than on 2). rubickd reads these limits from slurmdbd and plans the job
 // within them at once. A limit it does not read (4 GPUs per node) it
@@ -27,18 +27,22 @@ func TestSlurmLimit(t *testing.T) {
 		value string
 		limit string // the reason Slurm holds the job back for; "" for none
 		gpus  int    // the most GPUs the job may run on
+		cpus  int    // the most CPUs; 0: any
 	}{
-		{"QOS", []string{"qos", "normal", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", 4},
-		{"association", []string{"user", "root", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", 4},
-		{"group", []string{"qos", "normal", "set", "GrpTRES=gres/gpu="}, "4", "", 4},
-		{"per node", []string{"qos", "normal", "set", "MaxTRESPerNode=gres/gpu="}, "4", "QOSMaxGRESPerNode", 2},
+		{"QOS", []string{"qos", "normal", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", 4, 0},
+		{"association", []string{"user", "root", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", 4, 0},
+		{"group", []string{"qos", "normal", "set", "GrpTRES=gres/gpu="}, "4", "", 4, 0},
+		// Slurm itself lets root's NumCPUs= update past this one: before
+		// rubick read it, the job ran on 8 GPUs with 32 CPUs.
+		{"group CPUs", []string{"qos", "normal", "set", "GrpTRES=cpu="}, "16", "", 8, 16},
+		{"per node", []string{"qos", "normal", "set", "MaxTRESPerNode=gres/gpu="}, "4", "QOSMaxGRESPerNode", 2, 0},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) { slurmLimit(t, tc.set, tc.value, tc.limit, tc.gpus) })
+		t.Run(tc.name, func(t *testing.T) { slurmLimit(t, tc.set, tc.value, tc.limit, tc.gpus, tc.cpus) })
 	}
 }
 
-func slurmLimit(t *testing.T, set []string, value, limit string, gpus int) {
+func slurmLimit(t *testing.T, set []string, value, limit string, gpus, cpus int) {
 	lt := newLabTest(t, "limit", 3*time.Minute, "log_level: debug\n")
 	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
 
@@ -80,9 +84,9 @@ func slurmLimit(t *testing.T, set []string, value, limit string, gpus int) {
 	if j.Tag == nil || j.Tag.Plan == "" || j.Tag.Extra["lim"] != limit {
 		t.Errorf("job %d tag %+v, want a plan and lim=%q (pending for %v); rubickd log %s", id, j.Tag, limit, heldFor, d.log)
 	}
-	t.Logf("job %d ran on %d GPUs (tag %v), pending for %v", id, j.GPUs, j.Tag, heldFor)
-	if len(j.NodeList) != 1 || j.GPUs > gpus {
-		t.Errorf("job %d ran on %v with %d GPUs, want one node, %d GPUs at most", id, j.NodeList, j.GPUs, gpus)
+	t.Logf("job %d ran on %d GPUs, %d CPUs (tag %v), pending for %v", id, j.GPUs, j.CPUs, j.Tag, heldFor)
+	if len(j.NodeList) != 1 || j.GPUs > gpus || (cpus > 0 && j.CPUs > cpus) {
+		t.Errorf("job %d ran on %v with %d GPUs, %d CPUs; want one node, %d GPUs at most (and %d CPUs, if > 0)", id, j.NodeList, j.GPUs, j.CPUs, gpus, cpus)
 	}
 }
 
