@@ -126,7 +126,8 @@ type Job struct {
 	// allocation back for a QOS, association or partition limit.
 	WithinRequest bool `json:"within_request,omitempty"`
 	// Max bounds the job's allocation from outside, whatever pays: the
-	// per-job limits of its Slurm QOS and association. Zero fields bound
+	// per-job limits of its Slurm QOS and association, and the room left
+	// under the limits on its groups' jobs together. Zero fields bound
 	// nothing.
 	Max Size `json:"max,omitzero"`
 }
