@@ -79,6 +79,15 @@ func heldJob(id int, modelType string, nodes, gpus int) slurm.Job {
 	}
 }
 
+// oneStart is the one action a cycle applied, which must be a start.
+func oneStart(t *testing.T, a *fakeApplier) slurm.Action {
+	t.Helper()
+	if len(a.got) != 1 || a.got[0].Kind != slurm.ActionStart || a.got[0].Tag == nil {
+		t.Fatalf("actions %+v, want one start with a tag", a.got)
+	}
+	return a.got[0]
+}
+
 func newTestDaemon(t *testing.T, c *fakeCluster, a *fakeApplier) (*Daemon, *store.Store) {
 	t.Helper()
 	return newTestDaemonWith(t, c, a, func(*Config) {})
@@ -555,10 +564,7 @@ func TestCycleKeepsToTheLaunchLine(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(a.got) != 1 || a.got[0].Kind != slurm.ActionStart || a.got[0].Tag == nil {
-				t.Fatalf("actions %+v, want one start", a.got)
-			}
-			if got := a.got[0].Tag.Plan; got != tc.wantPlan {
+			if got := oneStart(t, a).Tag.Plan; got != tc.wantPlan {
 				t.Errorf("started with plan %q, want %q", got, tc.wantPlan)
 			}
 			if why := rep.Adjusted[21]; !strings.HasSuffix(why, tc.adjusted) || (why == "") != (tc.adjusted == "") {
@@ -782,10 +788,7 @@ func TestCycleKeepsToConstraints(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(a.got) != 1 || a.got[0].Kind != slurm.ActionStart {
-				t.Fatalf("actions %+v, want one start", a.got)
-			}
-			got := a.got[0]
+			got := oneStart(t, a)
 			if tc.rigid {
 				if diff := cmp.Diff(tc.nodes, got.Nodes); diff != "" || got.ClearNodes != tc.clear || got.Tag.Plan != "" {
 					t.Errorf("released on nodes %v (clear %v) with plan %q, want on its request with nodes %v and no plan",
@@ -1016,10 +1019,7 @@ func TestCycleKeepsToListedLimits(t *testing.T) {
 			if _, err := d.Cycle(context.Background(), false); err != nil {
 				t.Fatal(err)
 			}
-			if len(a.got) != 1 || a.got[0].Kind != slurm.ActionStart {
-				t.Fatalf("actions %+v, want one start", a.got)
-			}
-			got := a.got[0]
+			got := oneStart(t, a)
 			gpus, cpus := got.GPUsPerNode*got.NumNodes, got.CPUsPerTask*got.NumNodes
 			if within := gpus <= 4 && got.NumNodes <= 1 && cpus <= 24; within != tc.bounded {
 				t.Errorf("started with %d GPUs, %d CPUs on %d nodes; within 4 GPUs, 24 CPUs, 1 node: %v, want %v",
@@ -1268,10 +1268,7 @@ func TestCycleStretchesTimeLimits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(a.got) != 1 || a.got[0].Kind != slurm.ActionStart {
-				t.Fatalf("actions %+v, want one start", a.got)
-			}
-			got := a.got[0]
+			got := oneStart(t, a)
 			if !tc.check(got.TimeLimit) {
 				t.Errorf("started on %d x %d GPUs with TimeLimit %v, want %s", got.NumNodes, got.GPUsPerNode, got.TimeLimit, tc.want)
 			}
@@ -1332,10 +1329,7 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 				}
 				return
 			}
-			if len(a.got) != 1 || a.got[0].Kind != slurm.ActionStart {
-				t.Fatalf("actions %+v, want one start", a.got)
-			}
-			got := a.got[0]
+			got := oneStart(t, a)
 			gpus, cpus := got.GPUsPerNode*got.NumNodes, got.CPUsPerTask*got.NumNodes
 			if gpus > tc.maxGPUs || gpus < 2 || cpus > tc.maxCPUs {
 				t.Errorf("started on %d GPUs, %d CPUs; want 2 to %d GPUs, %d CPUs at most", gpus, cpus, tc.maxGPUs, tc.maxCPUs)
@@ -1350,17 +1344,7 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 // The plan's starts and restarts together stay within each group's room,
 // in job order, after the plan's preemptions free theirs; the rest wait.
 func TestSlurmActionsKeepGroupsTogether(t *testing.T) {
-	set, err := artifact.Load(artifact.Default())
-	if err != nil {
-		t.Fatal(err)
-	}
-	fits, err := artifact.FitAll(context.Background(), set, model.DefaultEnv())
-	if err != nil {
-		t.Fatal(err)
-	}
-	est := func(mt string) (policy.Estimator, bool) {
-		return policy.FromPredictor(model.Predictor{Spec: set.Models[mt].Spec, Params: fits[mt].Params, Env: model.DefaultEnv()}), true
-	}
+	est := shippedEstimators(t)
 	running := runningJob(5, "bert")
 	running.NodeList, running.GPUs, running.Tag.Plan = []string{"node1"}, 4, "dp4.tp1.pp1.mb8.a1.z0"
 	jobs := []slurm.Job{running, heldJob(6, "bert", 1, 4), heldJob(7, "bert", 1, 4), heldJob(8, "bert", 1, 4)}

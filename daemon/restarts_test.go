@@ -182,8 +182,10 @@ func TestDaemonMeasuresRestartCosts(t *testing.T) {
 	}
 }
 
-// A job's own restart cost, from the store's facts, reaches the snapshot.
-func TestBuildViewPricesRestartsPerJob(t *testing.T) {
+// shippedEstimators gives every shipped model type's estimator, fitted on
+// its shipped profile.
+func shippedEstimators(t *testing.T) Estimators {
+	t.Helper()
 	set, err := artifact.Load(artifact.Default())
 	if err != nil {
 		t.Fatal(err)
@@ -192,9 +194,18 @@ func TestBuildViewPricesRestartsPerJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	est := func(mt string) (policy.Estimator, bool) {
-		return policy.FromPredictor(model.Predictor{Spec: set.Models[mt].Spec, Params: fits[mt].Params, Env: model.DefaultEnv()}), true
+	return func(mt string) (policy.Estimator, bool) {
+		m, ok := set.Models[mt]
+		if !ok {
+			return nil, false
+		}
+		return policy.FromPredictor(model.Predictor{Spec: m.Spec, Params: fits[mt].Params, Env: model.DefaultEnv()}), true
 	}
+}
+
+// A job's own restart cost, from the store's facts, reaches the snapshot.
+func TestBuildViewPricesRestartsPerJob(t *testing.T) {
+	est := shippedEstimators(t)
 	jobs := []slurm.Job{heldJob(5, "bert", 1, 2), heldJob(6, "bert", 1, 2)}
 	v, err := BuildView(Defaults(), t0, Inputs{Nodes: labNodes(1), Jobs: jobs, Estimators: est, Facts: map[int]JobFacts{5: {RestartCost: 7 * time.Second}}}, slog.New(slog.DiscardHandler))
 	if err != nil {

@@ -39,41 +39,45 @@ func (l Limits) PerJob(j Job, partition string) JobLimits {
 // tres is PerJob without the partition's own limits.
 func (l Limits) tres(j Job, partition string) JobLimits {
 	out := l.QOS[j.QOS].PerJob
-	fill := func(a JobLimits) {
-		out.GPUs = cmp.Or(out.GPUs, a.GPUs)
-		out.Nodes = cmp.Or(out.Nodes, a.Nodes)
-		out.CPUs = cmp.Or(out.CPUs, a.CPUs)
-		out.Wall = cmp.Or(out.Wall, a.Wall)
+	for _, a := range l.chain(j, partition) {
+		out.GPUs = cmp.Or(out.GPUs, a.PerJob.GPUs)
+		out.Nodes = cmp.Or(out.Nodes, a.PerJob.Nodes)
+		out.CPUs = cmp.Or(out.CPUs, a.PerJob.CPUs)
+		out.Wall = cmp.Or(out.Wall, a.PerJob.Wall)
 	}
-	find := func(account, user, partition string) (Association, bool) {
+	return out
+}
+
+// chain lists the associations of job j run in partition, nearest first:
+// the user's for the partition, the user's, then the account's and its
+// parents' up the tree, on j's cluster; those that exist.
+func (l Limits) chain(j Job, partition string) []Association {
+	var out []Association
+	find := func(account, user, partition string) bool {
 		for _, a := range l.Associations {
 			if a.Cluster == j.Cluster && a.Account == account && a.User == user && a.Partition == partition {
-				return a, true
+				out = append(out, a)
+				return true
 			}
 		}
-		return Association{}, false
+		return false
 	}
-	account, user := j.Account, j.User
-	if user != "" {
+	if j.User != "" {
 		if partition != "" {
-			if a, ok := find(account, user, partition); ok {
-				fill(a.PerJob)
-			}
+			find(j.Account, j.User, partition)
 		}
-		if a, ok := find(account, user, ""); ok {
-			fill(a.PerJob)
-		}
+		find(j.Account, j.User, "")
 	}
+	account := j.Account
 	for range maxAccountDepth {
-		a, ok := find(account, "", "")
-		if !ok {
+		if !find(account, "", "") {
 			break
 		}
-		fill(a.PerJob)
-		if a.Parent == "" || a.Parent == account {
+		parent := out[len(out)-1].Parent
+		if parent == "" || parent == account {
 			break
 		}
-		account = a.Parent
+		account = parent
 	}
 	return out
 }
@@ -106,35 +110,20 @@ func (l Limits) Groups(j Job, partition string) []Group {
 		add(q.PerUser, "QOS %s MaxTRESPerUser (user %s)", q.Name, j.User)
 		add(q.PerAccount, "QOS %s MaxTRESPerAccount (account %s)", q.Name, j.Account)
 	}
-	find := func(account, user, partition string) (Association, bool) {
-		for _, a := range l.Associations {
-			if a.Cluster == j.Cluster && a.Account == account && a.User == user && a.Partition == partition {
-				return a, true
-			}
-		}
-		return Association{}, false
-	}
-	account := j.Account
-	if j.User != "" {
-		if partition != "" {
-			if a, ok := find(account, j.User, partition); ok {
-				add(a.Grp, "association %s/%s/%s GrpTRES", account, j.User, partition)
-			}
-		}
-		if a, ok := find(account, j.User, ""); ok {
-			add(a.Grp, "association %s/%s GrpTRES", account, j.User)
-		}
-	}
-	for range maxAccountDepth {
-		a, ok := find(account, "", "")
-		if !ok {
-			break
-		}
-		add(a.Grp, "association %s GrpTRES", account)
-		if a.Parent == "" || a.Parent == account {
-			break
-		}
-		account = a.Parent
+	for _, a := range l.chain(j, partition) {
+		add(a.Grp, "association %s GrpTRES", a.path())
 	}
 	return out
+}
+
+// path names the association as account[/user[/partition]].
+func (a Association) path() string {
+	p := a.Account
+	if a.User != "" {
+		p += "/" + a.User
+		if a.Partition != "" {
+			p += "/" + a.Partition
+		}
+	}
+	return p
 }
