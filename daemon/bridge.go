@@ -893,11 +893,11 @@ func memPerNode(j slurm.Job) int64 {
 // Keep actions become nothing. An action Slurm cannot express is dropped
 // and reported in skipped, keyed by job id.
 //
-// The policy sees each job's group GPU limits as a bound on that job
-// alone; a start or restart that would take a group past its limit
-// together with the plan's others is dropped too (ErrGroupLimit), in job
-// order: the job stays as it is, and the next cycle plans it within the
-// room left.
+// The policy sees each job's group limits as a bound on that job alone; a
+// start or restart that would take a group past its GPU or CPU limit
+// together with the plan's others, after its preemptions, is dropped too
+// (ErrGroupLimit), in the order of the actions: the job stays as it is,
+// and the next cycle plans it within the room left.
 func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Action, skipped map[int]error) {
 	actions, skipped = v.slurmActions(p, now)
 	use := maps.Clone(v.usage)
