@@ -415,6 +415,9 @@ type View struct {
 	Reserved *Reservation
 	// usage is the GPUs and CPUs running jobs hold per group limit.
 	usage map[slurm.Group]slurm.GroupLimits
+	// Waiting lists pending jobs kept held while a group limit of theirs
+	// has no room left; Unmanaged says which.
+	Waiting []slurm.Job
 }
 
 // Estimators gives the fitted estimator of a model type, or false.
@@ -597,6 +600,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 				g, what, used, allowed = room.cpuBy, "CPUs", v.usage[room.cpuBy].CPUs, room.cpuBy.CPUs
 			}
 			v.Unmanaged[j.ID] = fmt.Sprintf("waits for room in %s: %s in use %d, allowed %d", g.Limit, what, used, allowed)
+			v.Waiting = append(v.Waiting, j)
 			continue
 		}
 		held := slurm.GroupLimits{}

@@ -514,7 +514,7 @@ func (d *Daemon) countJobs(jobs []slurm.Job, v *View) {
 // record stores the jobs, the decision with its reasons, and the actions
 // as pending, in that order.
 func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions []slurm.Action, took time.Duration, registered func(string) bool) (store.Decision, error) {
-	others := slices.Clone(v.Rigid)
+	others := slices.Concat(v.Rigid, v.Waiting)
 	for _, a := range v.Arrays {
 		others = append(others, a.job)
 	}
@@ -522,6 +522,9 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		sj := store.Job{ID: int64(j.ID), Class: store.BestEffort, State: j.State, Submitted: j.SubmitTime}
 		if j.Tag != nil && registered(j.Tag.ModelType) {
 			sj.ModelType = j.Tag.ModelType
+		}
+		if j.Tag != nil && j.Tag.Class == slurm.ClassGuaranteed && d.cfg.TenantOf(j.Account, j.QOS) != "" {
+			sj.Class = store.Guaranteed // as convertJob reads it
 		}
 		if err := d.deps.Store.UpsertJob(ctx, sj); err != nil {
 			return store.Decision{}, fmt.Errorf("record job %d: %w", j.ID, err)
@@ -566,6 +569,14 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 			return store.Decision{}, fmt.Errorf("encode reason of job %d: %w", id, err)
 		}
 		dec.Reasons[id] = raw
+	}
+	for _, j := range v.Waiting {
+		// rubick explain says why the job is still held.
+		raw, err := json.Marshal(policy.Action{JobID: strconv.Itoa(j.ID), Kind: policy.Keep, Reason: reasonGroupLimit, Detail: v.Unmanaged[j.ID]})
+		if err != nil {
+			return store.Decision{}, fmt.Errorf("encode reason of job %d: %w", j.ID, err)
+		}
+		dec.Reasons[int64(j.ID)] = raw
 	}
 	for _, j := range v.Rigid {
 		// rubick explain says why the job was released as submitted.
@@ -617,7 +628,7 @@ func timeLimitNote(tl, user time.Duration) string {
 }
 
 // reasonGroupLimit is the stored reason of a job whose start or restart
-// waits for room under a group GPU limit; the detail names it.
+// waits for room under a group limit; the detail names it.
 const reasonGroupLimit policy.Reason = "group-limit"
 
 // reasonAsSubmitted is the stored reason of a job released on its own

@@ -1318,7 +1318,7 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 			limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Grp: tc.grp}}}
 			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: nodes, jobs: []slurm.Job{j, other}}, limits: limits}
 			a := &fakeApplier{}
-			d, _ := newTestDaemonWith(t, c, a, func(*Config) {})
+			d, st := newTestDaemonWith(t, c, a, func(*Config) {})
 			rep, err := d.Cycle(context.Background(), false)
 			if err != nil {
 				t.Fatal(err)
@@ -1326,6 +1326,12 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 			if tc.maxGPUs == 0 {
 				if len(a.got) != 0 || rep.Ignored[21] != tc.ignored {
 					t.Errorf("actions %+v, ignored %q; want none, and %q", a.got, rep.Ignored[21], tc.ignored)
+				}
+				// rubick explain says why it is still held.
+				reasons, err := st.Reasons(context.Background(), 21, 1)
+				if err != nil || len(reasons) != 1 || !strings.Contains(string(reasons[0].Reason), `"reason":"group-limit"`) ||
+					!strings.Contains(string(reasons[0].Reason), tc.ignored) {
+					t.Errorf("stored reasons of job 21: %v, %v; want group-limit saying %q", reasons, err, tc.ignored)
 				}
 				return
 			}
