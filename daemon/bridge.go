@@ -121,15 +121,36 @@ type managedJob struct {
 // together.
 var ErrGroupLimit = errors.New("over a group limit")
 
+// groupsMemo gives slurm.Limits.Groups, worked out once per distinct
+// cluster, QOS, account, user and partition (most jobs share one of a
+// few).
+type groupsMemo struct {
+	l    slurm.Limits
+	memo map[[5]string][]slurm.Group
+}
+
+func (m *groupsMemo) of(j slurm.Job, partition string) []slurm.Group {
+	k := [5]string{j.Cluster, j.QOS, j.Account, j.User, partition}
+	g, ok := m.memo[k]
+	if !ok {
+		if m.memo == nil {
+			m.memo = map[[5]string][]slurm.Group{}
+		}
+		g = m.l.Groups(j, partition)
+		m.memo[k] = g
+	}
+	return g
+}
+
 // groupUsage sums the GPUs and CPUs of the running jobs, every job in
 // Slurm, per group limit each counts against.
-func groupUsage(l slurm.Limits, jobs []slurm.Job) map[slurm.Group]slurm.GroupLimits {
+func groupUsage(groups *groupsMemo, jobs []slurm.Job) map[slurm.Group]slurm.GroupLimits {
 	use := map[slurm.Group]slurm.GroupLimits{}
 	for _, j := range jobs {
 		if j.State != slurm.StateRunning {
 			continue
 		}
-		for _, g := range l.Groups(j, j.Partition) {
+		for _, g := range groups.of(j, j.Partition) {
 			use[g] = slurm.GroupLimits{GPUs: use[g].GPUs + j.GPUs, CPUs: use[g].CPUs + j.CPUs}
 		}
 	}
@@ -490,7 +511,8 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			active[j.ID] = true
 		}
 	}
-	v.usage = groupUsage(in.Limits, jobs)
+	groupsOf := &groupsMemo{l: in.Limits}
+	v.usage = groupUsage(groupsOf, jobs)
 	for _, j := range jobs {
 		if j.State != slurm.StatePending && j.State != slurm.StateRunning {
 			continue
@@ -590,7 +612,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			continue
 		}
 		lim := in.Limits.PerJob(j, part)
-		groups := in.Limits.Groups(j, part)
+		groups := groupsOf.of(j, part)
 		room := roomOf(groups, v.usage, j)
 		if j.State == slurm.StatePending && (room.gpus == 0 || room.cpus == 0) {
 			// Slurm would hold it back whatever its size: it stays held

@@ -40,9 +40,10 @@ func BenchmarkNearestRequestNone(b *testing.B) {
 // BenchmarkBuildView is one cycle's conversion on a large cluster: 512
 // nodes of 8 GPUs in two managed partitions, one active reservation of 16
 // nodes, and 2,000 bert jobs (half running on 2 GPUs, half held asking
-// for 4) of which a tenth
-// have a --constraint and a tenth are in the reservation. Every job's
-// allowed nodes are worked out (partition, reservation, constraint).
+// for 4) of which a tenth have a --constraint and a tenth are in the
+// reservation, under per-job and group limits of a QOS and 61
+// associations. Every job's allowed nodes are worked out (partition,
+// reservation, constraint), and its limits and its groups' usage.
 func BenchmarkBuildView(b *testing.B) {
 	set, err := artifact.Load(artifact.Default())
 	if err != nil {
@@ -69,7 +70,8 @@ func BenchmarkBuildView(b *testing.B) {
 	}
 	var jobs []slurm.Job
 	for i := range 2000 {
-		j := slurm.Job{ID: 1000 + i, Name: "train", Account: "root", Partition: "gpu", State: slurm.StatePending, Held: true,
+		j := slurm.Job{ID: 1000 + i, Name: "train", Account: fmt.Sprintf("a%d", i%10), User: fmt.Sprintf("u%d", i%50),
+			QOS: "normal", Cluster: "lab", Partition: "gpu", State: slurm.StatePending, Held: true,
 			NodeCount: 1, GPUsPerNode: 4, CPUs: 32, MemPerNodeMB: 64000, SubmitTime: t0.Add(-time.Duration(i) * time.Second),
 			Requeue: true, Tag: &slurm.Tag{ModelType: "bert", Class: slurm.ClassBestEffort}}
 		if i%2 == 1 {
@@ -85,9 +87,22 @@ func BenchmarkBuildView(b *testing.B) {
 		}
 		jobs = append(jobs, j)
 	}
+	// Per-job and group limits on the QOS and on 10 accounts with 50
+	// users under root.
+	limits := slurm.Limits{QOS: map[string]slurm.QOS{"normal": {Name: "normal",
+		PerJob: slurm.JobLimits{GPUs: 16}, Grp: slurm.GroupLimits{GPUs: 4000}, PerUser: slurm.GroupLimits{GPUs: 200}}}}
+	limits.Associations = append(limits.Associations, slurm.Association{Cluster: "lab", Account: "root", Grp: slurm.GroupLimits{CPUs: 1 << 20}})
+	for a := range 10 {
+		limits.Associations = append(limits.Associations, slurm.Association{Cluster: "lab", Account: fmt.Sprintf("a%d", a), Parent: "root",
+			Grp: slurm.GroupLimits{GPUs: 800}})
+	}
+	for u := range 50 {
+		limits.Associations = append(limits.Associations, slurm.Association{Cluster: "lab", Account: fmt.Sprintf("a%d", u%10),
+			User: fmt.Sprintf("u%d", u), PerJob: slurm.JobLimits{Nodes: 4}})
+	}
 	cfg := Defaults()
 	cfg.Partitions = []string{"gpu", "gpu2"}
-	in := Inputs{Nodes: nodes, Jobs: jobs, Estimators: est,
+	in := Inputs{Nodes: nodes, Jobs: jobs, Estimators: est, Limits: limits,
 		Reservations: []slurm.Reservation{{Name: "r1", Nodes: resvNodes, Start: t0.Add(-time.Hour), End: t0.Add(time.Hour)}}}
 	log := slog.New(slog.DiscardHandler)
 	for b.Loop() {
