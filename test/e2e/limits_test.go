@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,5 +117,90 @@ func TestTimeLimitStretched(t *testing.T) {
 	if j.GPUs > 2 || limit != 15*time.Minute || j.Tag.Extra["tl"] != "10" {
 		t.Errorf("job %d ran on %d GPUs with a %v limit, tag %v; want 2 GPUs at most, the QOS's 15m and tl=10; rubickd log %s",
 			id, j.GPUs, limit, j.Tag, d.log)
+	}
+}
+
+// TestGroupLimit: the QOS allows its jobs 4 GPUs together, and a job
+// without a model type holds all 4 for 8 s. Two roberta jobs asking for 2
+// GPUs each stay held meanwhile (rubick explain: group-limit), then run
+// within the 4 together: never more, and never held back by Slurm
+// (before rubick read group limits, it grew a job to 8 GPUs, Slurm held it
+// back with QOSGrpGRES and rubick pinned it to its request).
+func TestGroupLimit(t *testing.T) {
+	lt := newLabTest(t, "group", 2*time.Minute, "")
+	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
+
+	l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "GrpTRES=gres/gpu=4")
+	defer l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "GrpTRES=gres/gpu=-1")
+
+	filler := l.submitScript(t, dir, "#!/bin/bash\nsleep 8\n", &lt.ids, "-p", "gpu", "-J", "e2e-group-filler", "--qos=normal",
+		"-N", "1", "--gres=gpu:4", "--cpus-per-task=4")
+	for ctx.Err() == nil {
+		if j, err := cluster.Job(ctx, filler); err == nil && j.State == slurm.StateRunning {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	d := runDaemon(t, l, bin, dir, cfgPath)
+	var ids []int
+	for range 2 {
+		ids = append(ids, l.submitScript(t, dir, shortTraining(bin, dir, "roberta", 64), &lt.ids, "--model-type=roberta", "-p", "gpu",
+			"-J", "e2e-group", "--qos=normal", "-N", "1", "--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue"))
+	}
+	var (
+		fillerEnd  time.Time
+		firstStart time.Time
+		most       int                 // GPUs the QOS's jobs were seen holding together
+		reasons    = map[string]bool{} // reasons the rubick jobs were seen pending for
+	)
+	for ctx.Err() == nil {
+		ended, gpus := 0, 0
+		for _, id := range append([]int{filler}, ids...) {
+			j, err := cluster.Job(ctx, id)
+			if err != nil {
+				continue
+			}
+			if j.State == slurm.StateRunning {
+				gpus += j.GPUs
+				if id != filler && firstStart.IsZero() {
+					firstStart = time.Now()
+				}
+			}
+			if j.State == slurm.StatePending && id != filler {
+				reasons[j.Reason] = true
+			}
+			if j.Ended() {
+				ended++
+				if id == filler && fillerEnd.IsZero() {
+					fillerEnd = time.Now()
+				}
+			}
+		}
+		most = max(most, gpus)
+		if ended == 3 {
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	for _, id := range ids {
+		j, err := cluster.Job(ctx, id)
+		if err != nil || j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" || j.Tag.Extra["lim"] != "" {
+			t.Errorf("job %d ended %s (%s), tag %v, %v; want COMPLETED on a plan, no lim; rubickd log %s", id, j.State, j.Reason, j.Tag, err, d.log)
+		}
+	}
+	t.Logf("QOS jobs held %d GPUs together at most; rubick jobs pending for %v; first started %v after the filler ended",
+		most, reasons, firstStart.Sub(fillerEnd).Round(100*time.Millisecond))
+	if most > 4 || firstStart.Before(fillerEnd) {
+		t.Errorf("the QOS's jobs held %d GPUs together (want 4 at most); a rubick job started at %v, the filler ended at %v; rubickd log %s",
+			most, firstStart, fillerEnd, d.log)
+	}
+	for r := range reasons {
+		if slurm.SizeLimitReason(r) {
+			t.Errorf("a rubick job was held back for %s; rubickd log %s", r, d.log)
+		}
+	}
+	out := l.run(t, filepath.Join(bin, "rubick"), "explain", "--store", lt.dbPath, "--reasons", "200", strconv.Itoa(ids[0]))
+	if !strings.Contains(out, "group-limit") {
+		t.Errorf("rubick explain %d does not say it waited for the group limit:\n%s", ids[0], out)
 	}
 }
