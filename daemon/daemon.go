@@ -380,9 +380,11 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	actions = append(actions, view.RigidActions(start, unfitted)...)
 	actions = append(actions, view.SplitActions()...)
 	rep.Actions = actions
+	limited := len(view.Waiting)
 	for id, e := range skipped {
 		rep.Skipped[id] = e.Error()
 		if errors.Is(e, ErrGroupLimit) {
+			limited++
 			// Planned again next cycle within the room left; rubick
 			// explain says why it did not start now.
 			d.deps.Logger.Info("action deferred for a group limit", "job", id, "err", e)
@@ -393,6 +395,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 		}
 		d.deps.Logger.Warn("action not expressible in Slurm", "job", id, "err", e)
 	}
+	d.deps.Metrics.GroupLimited.Set(float64(limited))
 	if dryRun {
 		rep.Duration = d.deps.Now().Sub(start)
 		return rep, nil

@@ -1327,6 +1327,9 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 				if len(a.got) != 0 || rep.Ignored[21] != tc.ignored {
 					t.Errorf("actions %+v, ignored %q; want none, and %q", a.got, rep.Ignored[21], tc.ignored)
 				}
+				if got := gauge(t, d, "rubick_group_limited_jobs"); got != 1 {
+					t.Errorf("rubick_group_limited_jobs = %v, want 1", got)
+				}
 				// rubick explain says why it is still held.
 				reasons, err := st.Reasons(context.Background(), 21, 1)
 				if err != nil || len(reasons) != 1 || !strings.Contains(string(reasons[0].Reason), `"reason":"group-limit"`) ||

@@ -21,6 +21,7 @@ type Metrics struct {
 	LaunchNotices  *prometheus.CounterVec
 	RestartCost    *prometheus.GaugeVec
 	RigidReserved  prometheus.Gauge
+	GroupLimited   prometheus.Gauge
 	LastCycle      prometheus.Gauge
 }
 
@@ -66,12 +67,16 @@ func NewMetrics() *Metrics {
 			Name: "rubick_rigid_reserved_gpus",
 			Help: "Free GPUs held back at the last cycle for the first pending job without a model type (rigid_jobs: schedule).",
 		}),
+		GroupLimited: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rubick_group_limited_jobs",
+			Help: "Jobs kept from starting or growing at the last cycle by a group limit (GrpTRES, MaxTRESPerUser, MaxTRESPerAccount): held while the group is full, or deferred to the next cycle.",
+		}),
 		LastCycle: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "rubick_last_cycle_timestamp_seconds",
 			Help: "Unix time at which the last control cycle finished.",
 		}),
 	}
-	m.Registry.MustRegister(m.CycleDuration, m.PolicyDuration, m.Actions, m.SlurmErrors, m.Jobs, m.Samples, m.LaunchNotices, m.RestartCost, m.RigidReserved, m.LastCycle,
+	m.Registry.MustRegister(m.CycleDuration, m.PolicyDuration, m.Actions, m.SlurmErrors, m.Jobs, m.Samples, m.LaunchNotices, m.RestartCost, m.RigidReserved, m.GroupLimited, m.LastCycle,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -15,6 +15,7 @@ func TestMetricsExposeDocumentedNames(t *testing.T) {
 	m.CycleDuration.Observe(0.2)
 	m.RestartCost.WithLabelValues("gpt2").Set(42.5)
 	m.RigidReserved.Set(8)
+	m.GroupLimited.Set(2)
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL)
@@ -30,6 +31,7 @@ func TestMetricsExposeDocumentedNames(t *testing.T) {
 		`rubick_cycle_duration_seconds_count 1`,
 		`rubick_restart_cost_seconds{model_type="gpt2"} 42.5`,
 		`rubick_rigid_reserved_gpus 8`,
+		`rubick_group_limited_jobs 2`,
 		"# HELP rubick_policy_duration_seconds",
 	} {
 		if !strings.Contains(string(body), want) {

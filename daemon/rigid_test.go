@@ -98,17 +98,7 @@ func TestCycleReportsRigidReservation(t *testing.T) {
 	if rep.Reserved == nil || rep.Reserved.JobID != 7 || rep.Reserved.GPUs != 8 {
 		t.Errorf("reserved = %+v, want 8 GPUs for job 7", rep.Reserved)
 	}
-	fams, err := d.deps.Metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := -1.0
-	for _, f := range fams {
-		if f.GetName() == "rubick_rigid_reserved_gpus" {
-			got = f.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	if got != 8 {
+	if got := gauge(t, d, "rubick_rigid_reserved_gpus"); got != 8 {
 		t.Errorf("rubick_rigid_reserved_gpus = %v, want 8", got)
 	}
 }
@@ -146,4 +136,19 @@ func TestRigidActionsOwnRequest(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("actions (-want +got):\n%s", diff)
 	}
+}
+
+// gauge is the value of the daemon's gauge name; -1 when it has none.
+func gauge(t *testing.T, d *Daemon, name string) float64 {
+	t.Helper()
+	fams, err := d.deps.Metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == name {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
 }
