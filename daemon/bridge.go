@@ -921,49 +921,61 @@ func memPerNode(j slurm.Job) int64 {
 //
 // The policy sees each job's group limits as a bound on that job alone; a
 // start or restart that would take a group past its GPU or CPU limit
-// together with the plan's others, after its preemptions, is dropped too
-// (ErrGroupLimit), in the order of the actions: the job stays as it is,
-// and the next cycle plans it within the room left.
+// together with the plan's others, after what the plan frees, is dropped
+// too (ErrGroupLimit), in the order of the actions: the job stays as it
+// is, and the next cycle plans it within the room left.
 func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Action, skipped map[int]error) {
 	actions, skipped = v.slurmActions(p, now)
 	use := maps.Clone(v.usage)
-	held := func(id int) (slurm.GroupLimits, []slurm.Group) {
-		mj := v.managed[strconv.Itoa(id)]
+	// change is what an action adds to its job's groups (negative for
+	// what it frees), and those groups.
+	change := func(a slurm.Action) (slurm.GroupLimits, []slurm.Group) {
+		mj := v.managed[strconv.Itoa(a.JobID)]
 		if mj == nil {
 			return slurm.GroupLimits{}, nil
 		}
-		if mj.slurm.State != slurm.StateRunning {
-			return slurm.GroupLimits{}, mj.groups
+		var held slurm.GroupLimits
+		if mj.slurm.State == slurm.StateRunning {
+			held = slurm.GroupLimits{GPUs: mj.slurm.GPUs, CPUs: mj.slurm.CPUs}
 		}
-		return slurm.GroupLimits{GPUs: mj.slurm.GPUs, CPUs: mj.slurm.CPUs}, mj.groups
+		switch a.Kind {
+		case slurm.ActionPreempt:
+			return slurm.GroupLimits{GPUs: -held.GPUs, CPUs: -held.CPUs}, mj.groups
+		case slurm.ActionStart, slurm.ActionRestart:
+			n := max(a.NumNodes, len(a.Nodes))
+			return slurm.GroupLimits{GPUs: a.GPUsPerNode*n - held.GPUs, CPUs: a.CPUsPerTask*n - held.CPUs}, mj.groups
+		}
+		return slurm.GroupLimits{}, nil
 	}
+	apply := func(d slurm.GroupLimits, groups []slurm.Group) {
+		for _, g := range groups {
+			use[g] = slurm.GroupLimits{GPUs: use[g].GPUs + d.GPUs, CPUs: use[g].CPUs + d.CPUs}
+		}
+	}
+	// What the plan frees first (preemptions, restarts on less), then what
+	// it takes, in order.
 	for _, a := range actions {
-		if a.Kind == slurm.ActionPreempt {
-			h, groups := held(a.JobID)
-			for _, g := range groups {
-				use[g] = slurm.GroupLimits{GPUs: use[g].GPUs - h.GPUs, CPUs: use[g].CPUs - h.CPUs}
-			}
+		if d, groups := change(a); d.GPUs <= 0 && d.CPUs <= 0 {
+			apply(d, groups)
 		}
 	}
 	kept := actions[:0]
 	for _, a := range actions {
-		if a.Kind != slurm.ActionStart && a.Kind != slurm.ActionRestart {
+		d, groups := change(a)
+		if d.GPUs <= 0 && d.CPUs <= 0 {
 			kept = append(kept, a)
 			continue
 		}
-		h, groups := held(a.JobID)
-		n := max(a.NumNodes, len(a.Nodes))
-		add := slurm.GroupLimits{GPUs: a.GPUsPerNode*n - h.GPUs, CPUs: a.CPUsPerTask*n - h.CPUs}
 		var over error
 		for _, g := range groups {
 			u := use[g]
 			switch {
-			case g.GPUs > 0 && add.GPUs > 0 && u.GPUs+add.GPUs > g.GPUs:
+			case g.GPUs > 0 && d.GPUs > 0 && u.GPUs+d.GPUs > g.GPUs:
 				over = fmt.Errorf("job %d: %w: %s allows %d GPUs, %d in use or planned before it, and its plan adds %d",
-					a.JobID, ErrGroupLimit, g.Limit, g.GPUs, u.GPUs, add.GPUs)
-			case g.CPUs > 0 && add.CPUs > 0 && u.CPUs+add.CPUs > g.CPUs:
+					a.JobID, ErrGroupLimit, g.Limit, g.GPUs, u.GPUs, d.GPUs)
+			case g.CPUs > 0 && d.CPUs > 0 && u.CPUs+d.CPUs > g.CPUs:
 				over = fmt.Errorf("job %d: %w: %s allows %d CPUs, %d in use or planned before it, and its plan adds %d",
-					a.JobID, ErrGroupLimit, g.Limit, g.CPUs, u.CPUs, add.CPUs)
+					a.JobID, ErrGroupLimit, g.Limit, g.CPUs, u.CPUs, d.CPUs)
 			}
 			if over != nil {
 				break
@@ -973,9 +985,7 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 			skipped[a.JobID] = over
 			continue
 		}
-		for _, g := range groups {
-			use[g] = slurm.GroupLimits{GPUs: use[g].GPUs + add.GPUs, CPUs: use[g].CPUs + add.CPUs}
-		}
+		apply(d, groups)
 		kept = append(kept, a)
 	}
 	return kept, skipped

@@ -1409,3 +1409,30 @@ func TestSlurmActionsKeepGroupsTogether(t *testing.T) {
 		})
 	}
 }
+
+// A restart onto fewer GPUs frees its room before any start takes it,
+// whatever the order of the actions.
+func TestSlurmActionsGroupRoomFreedFirst(t *testing.T) {
+	running := runningJob(9, "bert")
+	running.NodeList, running.GPUs, running.Tag.Plan = []string{"node1"}, 4, "dp4.tp1.pp1.mb8.a1.z0"
+	jobs := []slurm.Job{heldJob(6, "bert", 1, 4), heldJob(7, "bert", 1, 4), running}
+	for i := range jobs {
+		jobs[i].Cluster, jobs[i].QOS = "lab", "shared"
+	}
+	nodes := labNodes(3)
+	nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 4, 8
+	limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Grp: slurm.GroupLimits{GPUs: 10}}}}
+	v, err := BuildView(Defaults(), t0, Inputs{Nodes: nodes, Jobs: jobs, Estimators: shippedEstimators(t), Limits: limits}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := func(kind policy.Kind, id, node string, gpus int) policy.Action {
+		return policy.Action{Kind: kind, JobID: id, Alloc: []policy.NodeAlloc{{Node: node, GPUs: gpus, CPUs: 8}},
+			Plan: model.Plan{DP: gpus, TP: 1, PP: 1, MicroBatch: 32 / gpus, Accum: 1}}
+	}
+	plan := policy.Plan{Actions: []policy.Action{on(policy.Start, "6", "node2", 4), on(policy.Start, "7", "node3", 4), on(policy.Restart, "9", "node1", 2)}}
+	actions, skipped := v.SlurmActions(plan, t0)
+	if len(actions) != 3 || len(skipped) != 0 {
+		t.Errorf("actions %+v, skipped %v; want all three: 4 + 4 + 2 GPUs fit the 10", actions, skipped)
+	}
+}
