@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -754,18 +755,43 @@ func TestLimits(t *testing.T) {
 		t.Errorf("Limits with slurmdbd down: %v, want its error", err)
 	}
 
-	// v0.0.41 has no database paths here: the partitions' limits alone.
+	// A 24.11 slurmrestd without the database plugin answers 404 there:
+	// the partitions' limits alone.
 	_, srv41 := newFakeRestd(t, Version41)
 	l41, err := newTestCluster(t, srv41.URL, nil).Limits(context.Background())
 	if err != nil || l41.QOS != nil || l41.Associations != nil || len(l41.Partitions) != 1 {
-		t.Errorf("Limits over v0.0.41: %+v, %v; want the partitions alone", l41, err)
+		t.Errorf("Limits over v0.0.41 without /slurmdb: %+v, %v; want the partitions alone", l41, err)
+	}
+	// With it (the 24.11 chroot lab with WITH_DBD=1, the same limits set).
+	read41 := func(name string) string {
+		b, err := os.ReadFile("testdata/24.11/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	f41, srv41 := newFakeRestd(t, Version41)
+	f41.overrides["/slurmdb/v0.0.41/qos"] = read41("dbv0.0.41-qos.json")
+	f41.overrides["/slurmdb/v0.0.41/associations"] = read41("dbv0.0.41-associations.json")
+	l41, err = newTestCluster(t, srv41.URL, nil).Limits(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want41 := want
+	want41.Partitions = l41.Partitions
+	want41.Associations = slices.Clone(want.Associations)
+	for i := range want41.Associations {
+		want41.Associations[i].Cluster = "rubicklab2411"
+	}
+	if d := cmp.Diff(want41, l41); d != "" {
+		t.Errorf("24.11 (-want +got):\n%s", d)
 	}
 
 	// MaxNodes and MaxTime as the 22.05 lab reports them (scontrol update
 	// PartitionName=gpu MaxNodes=2 MaxTime=60; -1 when unlimited) and as
 	// 24.11 writes a limit.
 	f.overrides["/slurm/v0.0.38/partitions"] = `{"errors":[],"partitions":[{"name":"gpu","nodes":"node[1-4]","maximum_nodes_per_job":2,"max_time_limit":60},{"name":"debug","nodes":"node[1-4]","maximum_nodes_per_job":-1,"max_time_limit":-1}]}`
-	f41, srv41 := newFakeRestd(t, Version41)
+	f41, srv41 = newFakeRestd(t, Version41)
 	f41.overrides["/slurm/v0.0.41/partitions/"] = `{"errors":[],"warnings":[],"partitions":[{"name":"gpu","maximums":{"nodes":{"set":true,"infinite":false,"number":2},"time":{"set":true,"infinite":false,"number":60}}},{"name":"debug","maximums":{"nodes":{"set":false,"infinite":true,"number":0},"time":{"set":false,"infinite":true,"number":0}}}]}`
 	for v, c := range map[string]*RESTCluster{"22.05": c, "24.11": newTestCluster(t, srv41.URL, nil)} {
 		parts, err := c.Partitions(context.Background())

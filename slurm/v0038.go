@@ -2,7 +2,6 @@ package slurm
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -59,55 +58,6 @@ type (
 		v0038.V0038ReservationsResponse
 		Meta   json.RawMessage `json:"meta"`
 		Errors json.RawMessage `json:"errors"`
-	}
-	// v38QOS and v38Assocs read only what rubick uses of the QOS and
-	// association lists: 22.05 sends ids as numbers (the spec says
-	// strings) and names the QOS list "QOS".
-	v38QOS struct {
-		Meta   json.RawMessage `json:"meta"`
-		Errors json.RawMessage `json:"errors"`
-		QOS    []struct {
-			Name   *string `json:"name"`
-			Limits *struct {
-				Max *v38Max `json:"max"`
-			} `json:"limits"`
-		} `json:"qos"`
-	}
-	v38Assocs struct {
-		Meta         json.RawMessage `json:"meta"`
-		Errors       json.RawMessage `json:"errors"`
-		Associations []struct {
-			Cluster       *string `json:"cluster"`
-			Account       *string `json:"account"`
-			User          *string `json:"user"`
-			Partition     *string `json:"partition"`
-			ParentAccount *string `json:"parent_account"`
-			Max           *v38Max `json:"max"`
-		} `json:"associations"`
-	}
-	// v38Max holds the limits of a QOS or an association: TRES per job,
-	// for all jobs together (total: GrpTRES) and, for a QOS, per user and
-	// per account; and the time limit in minutes, which a QOS keeps under
-	// wall_clock.per.job and an association under jobs.per.wall_clock.
-	v38Max struct {
-		Tres *struct {
-			Total *v0038.Dbv0038TresList `json:"total"`
-			Per   *struct {
-				Job     *v0038.Dbv0038TresList `json:"job"`
-				User    *v0038.Dbv0038TresList `json:"user"`
-				Account *v0038.Dbv0038TresList `json:"account"`
-			} `json:"per"`
-		} `json:"tres"`
-		WallClock *struct {
-			Per *struct {
-				Job *int64 `json:"job"`
-			} `json:"per"`
-		} `json:"wall_clock"`
-		Jobs *struct {
-			Per *struct {
-				WallClock *int64 `json:"wall_clock"`
-			} `json:"per"`
-		} `json:"jobs"`
 	}
 	v38Pings struct {
 		v0038.V0038Pings
@@ -257,94 +207,17 @@ func (b *v38) nodes(ctx context.Context) ([]Node, error) {
 }
 
 func (b *v38) qos(ctx context.Context) ([]QOS, error) {
-	const ep = "GET /slurmdb/v0.0.38/qos"
-	r, err := get[v38QOS](ctx, b.c, ep, func(ctx context.Context) (*http.Response, error) {
+	r, err := get[dbQOSList](ctx, b.c, "GET /slurmdb/v0.0.38/qos", func(ctx context.Context) (*http.Response, error) {
 		return b.api.SlurmdbV0038GetQos(ctx, nil)
 	})
-	if err != nil {
-		return nil, err
-	}
-	var out []QOS
-	for _, q := range r.QOS {
-		o := QOS{Name: deref(q.Name)}
-		if q.Limits != nil {
-			m := q.Limits.Max
-			o.PerJob, o.Grp = m.perJob(), m.grp()
-			if m != nil && m.Tres != nil && m.Tres.Per != nil {
-				o.PerUser, o.PerAccount = groupIn(m.Tres.Per.User), groupIn(m.Tres.Per.Account)
-			}
-		}
-		out = append(out, o)
-	}
-	return out, nil
+	return r.convert(), err
 }
 
 func (b *v38) associations(ctx context.Context) ([]Association, error) {
-	const ep = "GET /slurmdb/v0.0.38/associations"
-	r, err := get[v38Assocs](ctx, b.c, ep, func(ctx context.Context) (*http.Response, error) {
+	r, err := get[dbAssocList](ctx, b.c, "GET /slurmdb/v0.0.38/associations", func(ctx context.Context) (*http.Response, error) {
 		return b.api.SlurmdbV0038GetAssociations(ctx, nil)
 	})
-	if err != nil {
-		return nil, err
-	}
-	var out []Association
-	for _, a := range r.Associations {
-		out = append(out, Association{Cluster: deref(a.Cluster), Account: deref(a.Account), User: deref(a.User),
-			Partition: deref(a.Partition), Parent: deref(a.ParentAccount), PerJob: a.Max.perJob(), Grp: a.Max.grp()})
-	}
-	return out, nil
-}
-
-// grp reads the limits on all jobs together (GrpTRES).
-func (m *v38Max) grp() GroupLimits {
-	if m == nil || m.Tres == nil {
-		return GroupLimits{}
-	}
-	return groupIn(m.Tres.Total)
-}
-
-// groupIn reads gres/gpu and cpu off a TRES list; 0 where it has none.
-func groupIn(l *v0038.Dbv0038TresList) GroupLimits {
-	var out GroupLimits
-	for _, t := range deref(l) {
-		switch deref(t.Type) + "/" + deref(t.Name) {
-		case "gres/gpu":
-			out.GPUs = max(deref(t.Count), 0)
-		case "cpu/":
-			out.CPUs = max(deref(t.Count), 0)
-		}
-	}
-	return out
-}
-
-// perJob reads gres/gpu, node and cpu off the per-job TRES limits, and
-// the time limit.
-func (m *v38Max) perJob() JobLimits {
-	var out JobLimits
-	if m == nil {
-		return out
-	}
-	if m.WallClock != nil && m.WallClock.Per != nil {
-		out.Wall = minutes(deref(m.WallClock.Per.Job))
-	}
-	if m.Jobs != nil && m.Jobs.Per != nil {
-		out.Wall = cmp.Or(out.Wall, minutes(deref(m.Jobs.Per.WallClock)))
-	}
-	if m.Tres == nil || m.Tres.Per == nil {
-		return out
-	}
-	for _, t := range deref(m.Tres.Per.Job) {
-		n := max(deref(t.Count), 0)
-		switch deref(t.Type) + "/" + deref(t.Name) {
-		case "gres/gpu":
-			out.GPUs = n
-		case "node/":
-			out.Nodes = n
-		case "cpu/":
-			out.CPUs = n
-		}
-	}
-	return out
+	return r.convert(), err
 }
 
 func (b *v38) reservations(ctx context.Context) ([]Reservation, error) {

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -198,12 +200,37 @@ func (b *v41) nodes(ctx context.Context) ([]Node, error) {
 	return out, nil
 }
 
-func (*v41) qos(context.Context) ([]QOS, error) {
-	return nil, fmt.Errorf("slurm: QOS limits over v0.0.41: %w", ErrUnsupported)
+func (b *v41) qos(ctx context.Context) ([]QOS, error) {
+	r, err := getDB[dbQOSList](ctx, b, "slurmdb/v0.0.41/qos")
+	return r.convert(), err
 }
 
-func (*v41) associations(context.Context) ([]Association, error) {
-	return nil, fmt.Errorf("slurm: association limits over v0.0.41: %w", ErrUnsupported)
+func (b *v41) associations(ctx context.Context) ([]Association, error) {
+	r, err := getDB[dbAssocList](ctx, b, "slurmdb/v0.0.41/associations")
+	return r.convert(), err
+}
+
+// getDB reads a /slurmdb path, which the generated client lacks (the
+// shipped specification was served without the database plugin). A
+// slurmrestd without that plugin answers 404: ErrUnsupported, so the
+// limits come from the partitions alone, as before.
+func getDB[T any](ctx context.Context, b *v41, path string) (T, error) {
+	ep := "GET /" + path
+	r, err := get[T](ctx, b.c, ep, func(ctx context.Context) (*http.Response, error) {
+		u, err := url.JoinPath(b.api.Server, path)
+		if err != nil {
+			return nil, err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return nil, err
+		}
+		return b.api.Client.Do(req)
+	})
+	if apiErr, ok := errors.AsType[*APIError](err); ok && apiErr.Status == http.StatusNotFound {
+		return r, fmt.Errorf("slurmrestd %s: no database plugin: %w", ep, ErrUnsupported)
+	}
+	return r, err
 }
 
 func (b *v41) reservations(ctx context.Context) ([]Reservation, error) {

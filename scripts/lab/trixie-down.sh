@@ -56,6 +56,8 @@ if [ -d "$LAB/run" ]; then
   done
   wait "${pids[@]}"
   stop slurmctld
+  stop slurmdbd    # WITH_DBD=1 only; stop skips a daemon that is not running
+  stop mariadbd
   stop munged
 fi
 for m in sys dev proc; do

@@ -11,6 +11,8 @@
 # Settings (environment, defaults): TRIXIE_ROOT=/tmp/rubick-trixie NODES=4
 #   CTLD_PORT=7917 SLURMD_PORT_BASE=17300 REST_ADDR=127.0.0.1:7821
 #   DEBIAN_MIRROR=http://deb.debian.org/debian WITH_SPANK=1
+#   WITH_DBD=0 (1: slurmdbd + MariaDB inside the chroot, limits enforced, and
+#   slurmrestd serving /slurmdb/v0.0.4x; DBD_PORT=7918 DB_PORT=7916)
 # Output: $TRIXIE_ROOT/lab/env.sh (SLURMRESTD_URL, SLURMRESTD_TOKEN_FILE,
 # SLURM_CHROOT); run Slurm commands as `chroot "$SLURM_CHROOT" scontrol ...`.
 set -euo pipefail
@@ -23,6 +25,9 @@ SLURMD_PORT_BASE=${SLURMD_PORT_BASE:-17300}
 REST_ADDR=${REST_ADDR:-127.0.0.1:7821}
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 WITH_SPANK=${WITH_SPANK:-1}
+WITH_DBD=${WITH_DBD:-0}
+DBD_PORT=${DBD_PORT:-7918}
+DB_PORT=${DB_PORT:-7916}
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 L=/lab          # the lab directory as seen inside the chroot
 HL=$R$L         # the same directory from the host
@@ -66,6 +71,7 @@ cp /etc/resolv.conf "$R/etc/resolv.conf" 2> /dev/null || true
 PKGS=(munge slurmctld slurmd slurmrestd slurm-client slurm-wlm-basic-plugins slurm-wlm-jwt-plugin
   curl ca-certificates procps)
 [ "$WITH_SPANK" = 1 ] && PKGS+=(gcc libc6-dev make libslurm-dev)
+[ "$WITH_DBD" = 1 ] && PKGS+=(slurmdbd mariadb-server)
 missing=()
 for p in "${PKGS[@]}"; do
   # shellcheck disable=SC2016 # a dpkg-query format, not a shell expansion
@@ -122,8 +128,16 @@ chmod 400 "$R/etc/munge/munge.key"
   echo "SelectTypeParameters=CR_Core_Memory"
   echo "DefMemPerCPU=4000"
   echo "GresTypes=gpu"
-  # no AccountingStorageTRES=gres/gpu: 24.11 makes it fatal without slurmdbd
-  echo "AccountingStorageType=accounting_storage/none"
+  if [ "$WITH_DBD" = 1 ]; then
+    echo "AccountingStorageType=accounting_storage/slurmdbd"
+    echo "AccountingStorageHost=localhost"
+    echo "AccountingStoragePort=$DBD_PORT"
+    echo "AccountingStorageEnforce=associations,limits,qos"
+    echo "AccountingStorageTRES=gres/gpu"
+  else
+    # no AccountingStorageTRES=gres/gpu: 24.11 makes it fatal without slurmdbd
+    echo "AccountingStorageType=accounting_storage/none"
+  fi
   echo "SchedulerType=sched/backfill"
   echo "SchedulerParameters=bf_interval=5,sched_interval=5"
   [ "$WITH_SPANK" = 1 ] && echo "JobSubmitPlugins=lua"
@@ -163,6 +177,55 @@ if ! alive munged; then
   start_daemon munged chroot --userspec=munge:munge "$R" env -i SLURM_CONF=$SLURM_CONF /usr/sbin/munged -F
   wait_for 15 munged sh -c "chroot '$R' munge -n | chroot '$R' unmunge"
 fi
+if [ "$WITH_DBD" = 1 ]; then
+  {
+    echo "AuthType=auth/munge"
+    echo "AuthAltTypes=auth/jwt"
+    echo "AuthAltParameters=jwt_key=$L/state/jwt_hs256.key"
+    echo "DbdHost=localhost"
+    echo "DbdAddr=127.0.0.1"
+    echo "DbdPort=$DBD_PORT"
+    echo "SlurmUser=root"
+    echo "LogFile=$L/log/slurmdbd.log"
+    echo "PidFile=$L/run/slurmdbd.pid"
+    echo "StorageType=accounting_storage/mysql"
+    echo "StorageHost=127.0.0.1"
+    echo "StoragePort=$DB_PORT"
+    echo "StorageUser=slurm"
+    echo "StoragePass=rubicklab"
+    echo "StorageLoc=slurm_acct_db"
+  } > "$R/etc/slurm/slurmdbd.conf"
+  chmod 600 "$R/etc/slurm/slurmdbd.conf"    # slurmdbd refuses a readable file with a password
+  mkdir -p "$HL/mysql" "$HL/mysqld"
+  in_root chown -R mysql:mysql "$L/mysql" "$L/mysqld"
+  if [ ! -d "$HL/mysql/mysql" ]; then
+    in_root mariadb-install-db --no-defaults --user=mysql --datadir="$L/mysql" \
+      --auth-root-authentication-method=socket --skip-test-db > "$HL/log/mariadb-install.log" 2>&1 \
+      || { tail -5 "$HL/log/mariadb-install.log" >&2; die "mariadb-install-db failed"; }
+  fi
+  DB_SOCKET=$L/mysqld/mysqld.sock
+  if ! alive mariadbd; then
+    start_daemon mariadbd "${IN_ROOT[@]}" /usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$L/mysql" \
+      --socket="$DB_SOCKET" --port="$DB_PORT" --bind-address=127.0.0.1 \
+      --pid-file="$L/mysqld/mysqld.pid" --log-error="$L/mysqld/mariadb.log" \
+      --innodb-buffer-pool-size=128M --skip-name-resolve
+    wait_for 60 mariadbd in_root mariadb --no-defaults -S "$DB_SOCKET" -uroot -e 'select 1'
+  fi
+  in_root mariadb --no-defaults -S "$DB_SOCKET" -uroot -e "
+    CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'rubicklab';
+    GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"
+  if ! alive slurmdbd; then
+    start_daemon slurmdbd "${IN_ROOT[@]}" /usr/sbin/slurmdbd -D
+    # The first start on a fresh database may die on MariaDB 11.8
+    # ("_check_mysql_concat_is_sane: null result"); the second one works.
+    sleep 1
+    alive slurmdbd || start_daemon slurmdbd "${IN_ROOT[@]}" /usr/sbin/slurmdbd -D
+    wait_for 60 slurmdbd in_root sacctmgr -n show cluster
+  fi
+  if ! in_root sacctmgr -n -P show cluster format=cluster | grep -qx rubicklab2411; then
+    in_root sacctmgr -i add cluster rubicklab2411 > /dev/null
+  fi
+fi
 if ! alive slurmctld; then
   start_daemon slurmctld "${IN_ROOT[@]}" /usr/sbin/slurmctld -D -i
   wait_for 30 slurmctld sh -c "chroot '$R' scontrol ping | grep -q UP"
@@ -175,9 +238,11 @@ for i in $(seq 1 "$NODES"); do
 done
 nodes_ready() { [ "$(in_root sinfo -h -N -r -t idle,mixed,alloc -o %N | sort -u | wc -l)" -ge "$NODES" ]; }
 wait_for 60 "$NODES nodes" nodes_ready
+REST_PLUGINS=openapi/slurmctld
+[ "$WITH_DBD" = 1 ] && REST_PLUGINS=openapi/slurmctld,openapi/slurmdbd
 if ! alive slurmrestd; then
   start_daemon slurmrestd chroot --userspec=nobody:nogroup "$R" env -i SLURM_CONF=$SLURM_CONF SLURM_JWT=daemon \
-    /usr/sbin/slurmrestd -a rest_auth/jwt -s openapi/slurmctld "$REST_ADDR"
+    /usr/sbin/slurmrestd -a rest_auth/jwt -s "$REST_PLUGINS" "$REST_ADDR"
   wait_for 30 slurmrestd sh -c "curl -s -o /dev/null -w '%{http_code}' 'http://$REST_ADDR/openapi/v3' | grep -qx 401"
 fi
 log "daemons ready in $(since "$t0")s"

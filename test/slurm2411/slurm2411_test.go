@@ -191,3 +191,26 @@ func TestV0041GPUsPerJobAndArrays(t *testing.T) {
 		t.Errorf("array task resized to 2 GPUs runs with %d", j.GPUs)
 	}
 }
+
+// TestV0041Limits reads the limits: with slurmrestd's database plugin
+// (trixie-up.sh WITH_DBD=1) the QOS and associations slurmdbd lists, the
+// partitions' alone without it (slurmrestd answers 404 on /slurmdb).
+func TestV0041Limits(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, c, _ := chrootLab(ctx, t)
+	l, err := c.Limits(ctx)
+	if err != nil {
+		t.Fatalf("Limits: %v", err)
+	}
+	if _, ok := l.Partitions["gpu"]; !ok {
+		t.Errorf("partitions %v, want gpu", l.Partitions)
+	}
+	if l.QOS == nil {
+		t.Log("no /slurmdb paths (no database plugin): the partitions' limits alone")
+		return
+	}
+	if _, ok := l.QOS["normal"]; !ok || len(l.Associations) == 0 {
+		t.Errorf("QOS %v, associations %v; want QOS normal and the cluster's associations", l.QOS, l.Associations)
+	}
+}

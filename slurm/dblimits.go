@@ -1,0 +1,139 @@
+package slurm
+
+import "cmp"
+
+// The QOS and association lists of slurmdbd, as slurmrestd's database
+// plugin writes them in v0.0.38 (22.05) and v0.0.41 (24.11): the same
+// fields, with numbers either plain (22.05) or {set, infinite, number}
+// (24.11), which flexInt reads alike. Only what rubick uses is decoded:
+// 22.05 sends ids as numbers where its spec says strings, and names the
+// QOS list "QOS"; the shipped 24.11 specification was served without the
+// database plugin, so its generated client has none of these paths.
+type (
+	dbQOSList struct {
+		QOS   []dbQOS `json:"qos"`
+		QOS38 []dbQOS `json:"QOS"`
+	}
+	dbQOS struct {
+		Name   *string `json:"name"`
+		Limits *struct {
+			Max *dbMax `json:"max"`
+		} `json:"limits"`
+	}
+	dbAssocList struct {
+		Associations []struct {
+			Cluster       *string `json:"cluster"`
+			Account       *string `json:"account"`
+			User          *string `json:"user"`
+			Partition     *string `json:"partition"`
+			ParentAccount *string `json:"parent_account"`
+			Max           *dbMax  `json:"max"`
+		} `json:"associations"`
+	}
+	// dbMax holds the limits of a QOS or an association: TRES per job,
+	// for all jobs together (total: GrpTRES) and, for a QOS, per user and
+	// per account; and the time limit in minutes, which a QOS keeps under
+	// wall_clock.per.job and an association under jobs.per.wall_clock.
+	dbMax struct {
+		Tres *struct {
+			Total *[]dbTRES `json:"total"`
+			Per   *struct {
+				Job     *[]dbTRES `json:"job"`
+				User    *[]dbTRES `json:"user"`
+				Account *[]dbTRES `json:"account"`
+			} `json:"per"`
+		} `json:"tres"`
+		WallClock *struct {
+			Per *struct {
+				Job flexInt `json:"job"`
+			} `json:"per"`
+		} `json:"wall_clock"`
+		Jobs *struct {
+			Per *struct {
+				WallClock flexInt `json:"wall_clock"`
+			} `json:"per"`
+		} `json:"jobs"`
+	}
+	dbTRES struct {
+		Type  string `json:"type"`
+		Name  string `json:"name"`
+		Count int    `json:"count"`
+	}
+)
+
+func (l dbQOSList) convert() []QOS {
+	var out []QOS
+	for _, q := range append(l.QOS, l.QOS38...) {
+		o := QOS{Name: deref(q.Name)}
+		if q.Limits != nil {
+			m := q.Limits.Max
+			o.PerJob, o.Grp = m.perJob(), m.grp()
+			if m != nil && m.Tres != nil && m.Tres.Per != nil {
+				o.PerUser, o.PerAccount = groupIn(m.Tres.Per.User), groupIn(m.Tres.Per.Account)
+			}
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+func (l dbAssocList) convert() []Association {
+	var out []Association
+	for _, a := range l.Associations {
+		out = append(out, Association{Cluster: deref(a.Cluster), Account: deref(a.Account), User: deref(a.User),
+			Partition: deref(a.Partition), Parent: deref(a.ParentAccount), PerJob: a.Max.perJob(), Grp: a.Max.grp()})
+	}
+	return out
+}
+
+// grp reads the limits on all jobs together (GrpTRES).
+func (m *dbMax) grp() GroupLimits {
+	if m == nil || m.Tres == nil {
+		return GroupLimits{}
+	}
+	return groupIn(m.Tres.Total)
+}
+
+// groupIn reads gres/gpu and cpu off a TRES list; 0 where it has none.
+func groupIn(l *[]dbTRES) GroupLimits {
+	var out GroupLimits
+	for _, t := range deref(l) {
+		switch t.Type + "/" + t.Name {
+		case "gres/gpu":
+			out.GPUs = max(t.Count, 0)
+		case "cpu/":
+			out.CPUs = max(t.Count, 0)
+		}
+	}
+	return out
+}
+
+// perJob reads gres/gpu, node and cpu off the per-job TRES limits, and
+// the time limit.
+func (m *dbMax) perJob() JobLimits {
+	var out JobLimits
+	if m == nil {
+		return out
+	}
+	if m.WallClock != nil && m.WallClock.Per != nil {
+		out.Wall = minutes(m.WallClock.Per.Job.Value)
+	}
+	if m.Jobs != nil && m.Jobs.Per != nil {
+		out.Wall = cmp.Or(out.Wall, minutes(m.Jobs.Per.WallClock.Value))
+	}
+	if m.Tres == nil || m.Tres.Per == nil {
+		return out
+	}
+	for _, t := range deref(m.Tres.Per.Job) {
+		n := max(t.Count, 0)
+		switch t.Type + "/" + t.Name {
+		case "gres/gpu":
+			out.GPUs = n
+		case "node/":
+			out.Nodes = n
+		case "cpu/":
+			out.CPUs = n
+		}
+	}
+	return out
+}
