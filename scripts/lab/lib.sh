@@ -74,3 +74,25 @@ wait_for() {
   done
   log "$name ready after $(since "$t0")s"
 }
+
+# slurmdbd_conf <lab dir as slurmdbd sees it> <DbdPort> <StoragePort>: the
+# lab's slurmdbd.conf on stdout, after its first lines (auth); both labs'
+# slurmdbd run as root against a MariaDB on 127.0.0.1.
+slurmdbd_conf() {
+  local dir=$1 dbd_port=$2 db_port=$3
+  echo "AuthAltTypes=auth/jwt"
+  echo "AuthAltParameters=jwt_key=$dir/state/jwt_hs256.key"
+  echo "DbdHost=localhost"
+  echo "DbdAddr=127.0.0.1"
+  echo "DbdPort=$dbd_port"
+  echo "SlurmUser=root"
+  echo "DebugLevel=info"
+  echo "LogFile=$dir/log/slurmdbd.log"
+  echo "PidFile=$dir/run/slurmdbd.pid"
+  echo "StorageType=accounting_storage/mysql"
+  echo "StorageHost=127.0.0.1"
+  echo "StoragePort=$db_port"
+  echo "StorageUser=slurm"
+  echo "StoragePass=rubicklab"
+  echo "StorageLoc=slurm_acct_db"
+}

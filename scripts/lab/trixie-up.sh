@@ -180,20 +180,7 @@ fi
 if [ "$WITH_DBD" = 1 ]; then
   {
     echo "AuthType=auth/munge"
-    echo "AuthAltTypes=auth/jwt"
-    echo "AuthAltParameters=jwt_key=$L/state/jwt_hs256.key"
-    echo "DbdHost=localhost"
-    echo "DbdAddr=127.0.0.1"
-    echo "DbdPort=$DBD_PORT"
-    echo "SlurmUser=root"
-    echo "LogFile=$L/log/slurmdbd.log"
-    echo "PidFile=$L/run/slurmdbd.pid"
-    echo "StorageType=accounting_storage/mysql"
-    echo "StorageHost=127.0.0.1"
-    echo "StoragePort=$DB_PORT"
-    echo "StorageUser=slurm"
-    echo "StoragePass=rubicklab"
-    echo "StorageLoc=slurm_acct_db"
+    slurmdbd_conf "$L" "$DBD_PORT" "$DB_PORT"
   } > "$R/etc/slurm/slurmdbd.conf"
   chmod 600 "$R/etc/slurm/slurmdbd.conf"    # slurmdbd refuses a readable file with a password
   mkdir -p "$HL/mysql" "$HL/mysqld"

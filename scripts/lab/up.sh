@@ -195,21 +195,7 @@ install_file "$ETC/cgroup.conf" 644
 {
   echo "AuthType=auth/munge"
   echo "AuthInfo=socket=$MUNGE_SOCKET"
-  echo "AuthAltTypes=auth/jwt"
-  echo "AuthAltParameters=jwt_key=$LAB/state/jwt_hs256.key"
-  echo "DbdHost=localhost"
-  echo "DbdAddr=127.0.0.1"
-  echo "DbdPort=$DBD_PORT"
-  echo "SlurmUser=root"
-  echo "DebugLevel=info"
-  echo "LogFile=$LAB/log/slurmdbd.log"
-  echo "PidFile=$LAB/run/slurmdbd.pid"
-  echo "StorageType=accounting_storage/mysql"
-  echo "StorageHost=127.0.0.1"
-  echo "StoragePort=$DB_PORT"
-  echo "StorageUser=slurm"
-  echo "StoragePass=rubicklab"
-  echo "StorageLoc=slurm_acct_db"
+  slurmdbd_conf "$LAB" "$DBD_PORT" "$DB_PORT"
 } > "$ETC/slurmdbd.conf.new"
 install_file "$ETC/slurmdbd.conf" 600     # slurmdbd refuses a readable file with a password
 
