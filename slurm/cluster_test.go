@@ -239,8 +239,12 @@ func TestJobsNotModified(t *testing.T) {
 				t.Fatalf("before lastUpdate: jobs=%d changed=%v err=%v, want the list", len(jobs), changed, err)
 			}
 			reqs := f.Requests()
-			if last := reqs[len(reqs)-1]; !strings.Contains(last, "update_time=1795315300") {
-				t.Errorf("last request %q lacks update_time", last)
+			want := "update_time=1795315300"
+			if v == Version41 {
+				want = "update_time=uts1795315300"
+			}
+			if last := reqs[len(reqs)-1]; !strings.Contains(last, want) {
+				t.Errorf("last request %q lacks %s", last, want)
 			}
 		})
 	}

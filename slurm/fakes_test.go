@@ -129,9 +129,26 @@ func (f *fakeRestd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case name == "jobs" && r.Method == http.MethodGet:
 		if ut := r.URL.Query().Get("update_time"); ut != "" {
-			n, _ := strconv.ParseInt(ut, 10, 64)
+			if f.version == Version38 {
+				// 22.05: seconds; 304 with an empty body when unchanged.
+				n, _ := strconv.ParseInt(ut, 10, 64)
+				if lastUpdate > 0 && n >= lastUpdate {
+					w.WriteHeader(http.StatusNotModified)
+					return
+				}
+				break
+			}
+			// 24.11 (checked on the chroot lab): "uts<seconds>"; a bare
+			// number is refused with 422, and an unchanged list is a 200
+			// with no jobs and last_update 0.
+			n, err := strconv.ParseInt(strings.TrimPrefix(ut, "uts"), 10, 64)
+			if !strings.HasPrefix(ut, "uts") || err != nil {
+				w.WriteHeader(http.StatusUnprocessableEntity)
+				fmt.Fprintf(w, `{"jobs":[],"errors":[{"description":"Parsing of %s for timestamp failed","error_number":9202,"error":"Unable to convert Data type","source":"#/update_time/"}]}`, ut)
+				return
+			}
 			if lastUpdate > 0 && n >= lastUpdate {
-				w.WriteHeader(http.StatusNotModified)
+				fmt.Fprint(w, `{"jobs":[],"last_backfill":{"set":true,"infinite":false,"number":0},"last_update":{"set":true,"infinite":false,"number":0},"meta":{},"errors":[],"warnings":[]}`)
 				return
 			}
 		}

@@ -71,7 +71,10 @@ func (b *v41) jobs(ctx context.Context, since time.Time) ([]Job, bool, error) {
 	const ep = "GET /slurm/v0.0.41/jobs/"
 	var params v0041.SlurmV0041GetJobsParams
 	if !since.IsZero() {
-		t := strconv.FormatInt(since.Unix(), 10)
+		// 24.11 parses update_time as a Slurm time: a bare number is
+		// refused (422, "Parsing of N for timestamp failed"), "uts<N>"
+		// is seconds since the epoch (checked on the chroot lab).
+		t := "uts" + strconv.FormatInt(since.Unix(), 10)
 		params.UpdateTime = &t
 	}
 	status, body, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) { return b.api.SlurmV0041GetJobs(ctx, &params) })
@@ -82,7 +85,20 @@ func (b *v41) jobs(ctx context.Context, since time.Time) ([]Job, bool, error) {
 		return nil, false, nil
 	}
 	js, err := b.decodeJobs(ep, status, body)
+	if err == nil && len(js) == 0 && !since.IsZero() && unchangedList(body) {
+		return nil, false, nil
+	}
 	return js, true, err
+}
+
+// unchangedList reports a 24.11 answer to update_time meaning "nothing
+// changed": no jobs and last_update 0, where 22.05 answered 304. A full
+// list, even an empty one, carries the controller's last update time.
+func unchangedList(body []byte) bool {
+	var r struct {
+		LastUpdate flexInt `json:"last_update"`
+	}
+	return json.Unmarshal(body, &r) == nil && r.LastUpdate.Set && r.LastUpdate.Value == 0
 }
 
 func (b *v41) job(ctx context.Context, id int) (Job, error) {

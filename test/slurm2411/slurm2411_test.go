@@ -214,3 +214,21 @@ func TestV0041Limits(t *testing.T) {
 		t.Errorf("QOS %v, associations %v; want QOS normal and the cluster's associations", l.QOS, l.Associations)
 	}
 }
+
+// TestV0041Polling polls with update_time as rubickd does every cycle: 24.11
+// refuses a bare number (HTTP 422), so the client sends uts<seconds>, and
+// reads an answer with no jobs and last_update 0 as "unchanged".
+func TestV0041Polling(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, c, _ := chrootLab(ctx, t)
+	if _, changed, err := c.Jobs(ctx, time.Time{}); err != nil || !changed {
+		t.Fatalf("full poll: changed %v, %v", changed, err)
+	}
+	if jobs, changed, err := c.Jobs(ctx, time.Now().Add(time.Hour)); err != nil || changed || jobs != nil {
+		t.Errorf("poll since an hour ahead: %d jobs, changed %v, %v; want unchanged", len(jobs), changed, err)
+	}
+	if _, changed, err := c.Jobs(ctx, time.Now().Add(-24*time.Hour)); err != nil || !changed {
+		t.Errorf("poll since a day ago: changed %v, %v; want the list", changed, err)
+	}
+}
