@@ -3,7 +3,8 @@
 // Package slurm2411 tests the slurmrestd v0.0.41 client and the Applier
 // against a real Slurm 24.11 (scripts/lab/trixie-up.sh, a Debian trixie
 // chroot): version detection, nodes, a REST submission tagged and held by
-// job_submit.lua, and a start through scontrol that lands where asked.
+// job_submit.lua, a start through scontrol that lands where asked, polling,
+// the limits, and rubickd itself for a few cycles.
 package slurm2411
 
 import (
@@ -230,5 +231,85 @@ func TestV0041Polling(t *testing.T) {
 	}
 	if _, changed, err := c.Jobs(ctx, time.Now().Add(-24*time.Hour)); err != nil || !changed {
 		t.Errorf("poll since a day ago: changed %v, %v; want the list", changed, err)
+	}
+}
+
+// TestRubickdAgainstSlurm2411 runs rubickd itself against 24.11 for a few
+// cycles: two model-typed jobs, held by job_submit.lua, are started on
+// plans rubickd chose, and no cycle fails (every cycle after the first
+// used to fail there: docs/slurm.md, Polling).
+func TestRubickdAgainstSlurm2411(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	root, c, _ := chrootLab(ctx, t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "rubickd")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../../cmd/rubickd").CombinedOutput(); err != nil {
+		t.Fatalf("go build rubickd: %v\n%s", err, out)
+	}
+	for _, cmd := range []string{"scontrol", "scancel"} {
+		wrapper := fmt.Sprintf("#!/bin/sh\nexec chroot %s env -u SLURM_CONF %s \"$@\"\n", root, cmd)
+		if err := os.WriteFile(filepath.Join(dir, cmd), []byte(wrapper), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := fmt.Sprintf(`slurmrestd:
+  url: %s
+  user: root
+  token_file: %s
+commands:
+  scontrol: %s/scontrol
+  scancel: %s/scancel
+partitions: [gpu]
+interval: 2s
+store: %s/rubick.db
+listen: ""
+log_level: debug
+`, os.Getenv("SLURMRESTD_URL"), os.Getenv("SLURMRESTD_TOKEN_FILE"), dir, dir, dir)
+	if err := os.WriteFile(filepath.Join(dir, "rubickd.yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "rubickd.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	dctx, stop := context.WithCancel(ctx)
+	d := exec.CommandContext(dctx, bin, "--config", filepath.Join(dir, "rubickd.yaml"))
+	d.Stdout, d.Stderr = logFile, logFile
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stop(); _ = d.Wait() }()
+
+	var ids []int
+	for range 2 {
+		out, err := exec.CommandContext(ctx, "chroot", root, "env", "-u", "SLURM_CONF", "sbatch", "--parsable", "--model-type=bert",
+			"-p", "gpu", "-N", "1", "--gres=gpu:2", "--cpus-per-task=2", "--mem=4G", "--requeue", "-o", "/dev/null",
+			"--wrap", "sleep 5").Output()
+		if err != nil {
+			t.Fatalf("sbatch: %v", err)
+		}
+		id, err := strconv.Atoi(strings.TrimSpace(strings.Split(string(out), ";")[0]))
+		if err != nil {
+			t.Fatalf("sbatch printed %q", out)
+		}
+		ids = append(ids, id)
+		t.Cleanup(func() { cancelJob(root, id) })
+	}
+	started := map[int]string{} // the plan each job was seen running with
+	for ctx.Err() == nil && len(started) < len(ids) {
+		for _, id := range ids {
+			if j, err := c.Job(ctx, id); err == nil && j.State != slurm.StatePending && j.Tag != nil && j.Tag.Plan != "" {
+				started[id] = j.Tag.Plan
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(5 * time.Second) // a few more cycles
+	logText, _ := os.ReadFile(logPath)
+	if len(started) < len(ids) || strings.Contains(string(logText), "cycle failed") {
+		t.Errorf("jobs %v started on plans %v (want all); rubickd log:\n%s", ids, started, logText)
 	}
 }
