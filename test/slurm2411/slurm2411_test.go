@@ -313,3 +313,60 @@ log_level: debug
 		t.Errorf("jobs %v started on plans %v (want all); rubickd log:\n%s", ids, started, logText)
 	}
 }
+
+// TestV0041Restart runs a checkpoint-restart on 24.11: the batch shell is
+// signalled, the job requeued held, resized onto another node with more
+// GPUs and a new time limit, and released.
+func TestV0041Restart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	root, c, _ := chrootLab(ctx, t)
+	dir := t.TempDir()
+	for _, cmd := range []string{"scontrol", "scancel"} {
+		wrapper := fmt.Sprintf("#!/bin/sh\nexec chroot %s env -u SLURM_CONF %s \"$@\"\n", root, cmd)
+		if err := os.WriteFile(filepath.Join(dir, cmd), []byte(wrapper), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	app, err := slurm.NewApplier(slurm.ApplierConfig{Scontrol: filepath.Join(dir, "scontrol"), Scancel: filepath.Join(dir, "scancel"),
+		Cluster: c, WaitCheckpoint: func(context.Context, slurm.Job) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, "chroot", root, "env", "-u", "SLURM_CONF", "sbatch", "--parsable", "-H", "-p", "gpu",
+		"--requeue", "-D", "/tmp", "-o", "/dev/null", "--gres=gpu:2", "--wrap", "sleep 120").Output()
+	if err != nil {
+		t.Fatalf("sbatch: %v", err)
+	}
+	id, err := strconv.Atoi(strings.Split(strings.TrimSpace(string(out)), ";")[0])
+	if err != nil {
+		t.Fatalf("sbatch printed %q", out)
+	}
+	t.Cleanup(func() { cancelJob(root, id) })
+	runningOn := func(node string) slurm.Job {
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			j, err := c.Job(ctx, id)
+			if err == nil && j.State == slurm.StateRunning && slices.Equal(j.NodeList, []string{node}) {
+				return j
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("job %d not running on %s after 60 s: %+v %v", id, node, j, err)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	start := slurm.Action{Kind: slurm.ActionStart, JobID: id, Nodes: []string{"node1"}, GPUsPerNode: 2, CPUsPerTask: 2}
+	if res := app.ApplyOne(ctx, start); res.Err != nil {
+		t.Fatalf("start: %v (steps %+v)", res.Err, res.Steps)
+	}
+	runningOn("node1")
+	restart := slurm.Action{Kind: slurm.ActionRestart, JobID: id, Nodes: []string{"node2"}, GPUsPerNode: 4, CPUsPerTask: 4,
+		TimeLimit: 20 * time.Minute}
+	if res := app.ApplyOne(ctx, restart); res.Err != nil {
+		t.Fatalf("restart: %v (steps %+v)", res.Err, res.Steps)
+	}
+	if j := runningOn("node2"); j.GPUs != 4 || j.TimeLimit != 20*time.Minute || j.RestartCount != 1 {
+		t.Errorf("after the restart: %d GPUs, limit %v, %d restarts; want 4, 20m, 1", j.GPUs, j.TimeLimit, j.RestartCount)
+	}
+}
