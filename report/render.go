@@ -26,7 +26,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 var summaryHeader = []string{
 	"by", "key", "jobs", "finished", "avg_jct_s", "p99_jct_s", "avg_queue_s", "gpu_hours", "useful_gpu_hours",
 	"reconfigurations", "requeues", "resizes", "reconfig_lost_s", "reconfig_lost_gpu_hours",
-	"guaranteed", "below_request", "slo_violations", "slo_unchecked", "gpu_tres_missing",
+	"guaranteed", "below_request", "slo_violations", "slo_unchecked", "gpu_tres_missing", "timed_out",
 }
 
 // jobHeader is the CSV header of job rows.
@@ -80,7 +80,7 @@ func summaryCSV(by string, s Summary) []string {
 		csvPtr(s.AvgQueueS), num(s.GPUHours), num(s.UsefulGPUHours), strconv.Itoa(s.Reconfigurations),
 		strconv.Itoa(s.Requeues), strconv.Itoa(s.Resizes), num(s.ReconfigLostS), num(s.ReconfigLostGPUHours),
 		strconv.Itoa(s.Guaranteed), strconv.Itoa(s.BelowRequest), slo, strconv.Itoa(s.SLOUnchecked),
-		strconv.Itoa(s.GPUTRESMissing),
+		strconv.Itoa(s.GPUTRESMissing), strconv.Itoa(s.TimedOut),
 	}
 }
 
@@ -207,8 +207,12 @@ func tableRow(w io.Writer, s Summary) {
 			slo += fmt.Sprintf(" (%d unchecked)", s.SLOUnchecked)
 		}
 	}
-	fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%s\t%.3f\t%.3f\t%d (%d+%d)\t%s / %.3f GPU-h\t%d\t%d\t%s\n",
-		s.Key, s.Jobs, s.Finished, dur(s.AvgJCTS), dur(s.P99JCTS), dur(s.AvgQueueS), s.GPUHours, s.UsefulGPUHours,
+	done := strconv.Itoa(s.Finished)
+	if s.TimedOut > 0 {
+		done += fmt.Sprintf(" (%d timeout)", s.TimedOut)
+	}
+	fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%.3f\t%.3f\t%d (%d+%d)\t%s / %.3f GPU-h\t%d\t%d\t%s\n",
+		s.Key, s.Jobs, done, dur(s.AvgJCTS), dur(s.P99JCTS), dur(s.AvgQueueS), s.GPUHours, s.UsefulGPUHours,
 		s.Reconfigurations, s.Requeues, s.Resizes, dur(&s.ReconfigLostS), s.ReconfigLostGPUHours,
 		s.Guaranteed, s.BelowRequest, slo)
 }

@@ -52,9 +52,12 @@ func (o Options) Validate() error {
 // Summary aggregates a set of jobs. Pointer fields are null when no job of
 // the set has the columns they need.
 type Summary struct {
-	Key      string   `json:"key"`
-	Jobs     int      `json:"jobs"`
-	Finished int      `json:"finished"`
+	Key      string `json:"key"`
+	Jobs     int    `json:"jobs"`
+	Finished int    `json:"finished"`
+	// TimedOut counts the finished jobs whose last run ended TIMEOUT:
+	// Slurm ended them at their time limit, before they were done.
+	TimedOut int      `json:"timed_out"`
 	AvgJCTS  *float64 `json:"avg_jct_s"`
 	P99JCTS  *float64 `json:"p99_jct_s"`
 	// AvgQueueS averages first start - submit over the jobs that started.
@@ -216,6 +219,9 @@ func summarize(key string, jobs []Job, withStore bool) Summary {
 	for _, j := range jobs {
 		if j.Finished {
 			s.Finished++
+		}
+		if j.State == "TIMEOUT" {
+			s.TimedOut++
 		}
 		if j.JCTS != nil {
 			jcts = append(jcts, *j.JCTS)

@@ -96,7 +96,8 @@ func TestSynthetic(t *testing.T) {
 		{ID: "104", ModelType: NoModel, State: "COMPLETED", Finished: true, JCTS: f(610), QueueS: f(10), Runs: 1,
 			GPUh: 1.0 / 6, UsefulGPUh: 1.0 / 6, GPUSources: []string{"alloc_tres"}, Plans: []string{}},
 		// No gres/gpu in AllocTRES: req= gives 8 GPUs per node on 2 nodes.
-		{ID: "105", ModelType: "gpt2", Class: "best-effort", Tenant: "bio", State: "COMPLETED", Finished: true,
+		// Ended at its time limit.
+		{ID: "105", ModelType: "gpt2", Class: "best-effort", Tenant: "bio", State: "TIMEOUT", Finished: true,
 			JCTS: f(1800), QueueS: f(0), Runs: 1, GPUh: 8, UsefulGPUh: 8, GPUSources: []string{"request"}, Plans: []string{}},
 		// No gres/gpu and nothing to fall back on.
 		{ID: "106", ModelType: NoModel, State: "CANCELLED", Finished: true, JCTS: f(1260), QueueS: f(60), Runs: 1,
@@ -114,7 +115,7 @@ func TestSynthetic(t *testing.T) {
 		t.Errorf("jobs (-want +got):\n%s", diff)
 	}
 
-	wantAll := Summary{Key: "all", Jobs: 7, Finished: 5,
+	wantAll := Summary{Key: "all", Jobs: 7, Finished: 5, TimedOut: 1,
 		AvgJCTS: f((11400 + 4200 + 610 + 1800 + 1260) / 5.0), P99JCTS: f(11400),
 		AvgQueueS: f((300 + 30 + 600 + 10 + 0 + 60) / 6.0),
 		GPUHours:  20 + 14 + 2 + 1.0/6 + 8, UsefulGPUHours: 20 + 14 + 2 + 1.0/6 + 8 - 2*lost,
@@ -334,7 +335,7 @@ func TestJSONKeys(t *testing.T) {
 		"top": {top, []string{"errors", "groups", "jobs", "notes", "overall", "restart_overhead_s", "since", "store", "until"}},
 		"summary": {overall, []string{"avg_jct_s", "avg_queue_s", "below_request", "finished", "gpu_hours", "gpu_tres_missing",
 			"guaranteed", "jobs", "key", "p99_jct_s", "reconfig_lost_gpu_hours", "reconfig_lost_s", "reconfigurations",
-			"requeues", "resizes", "slo_unchecked", "slo_violations", "useful_gpu_hours"}},
+			"requeues", "resizes", "slo_unchecked", "slo_violations", "timed_out", "useful_gpu_hours"}},
 		"job": {job, []string{"account", "below_request", "class", "end", "finished", "first_start", "gpu_hours",
 			"gpu_tres_missing", "jct_s", "job_id", "model_type", "name", "partition", "plans", "qos", "queue_s",
 			"reconfig_lost_gpu_hours", "reconfig_lost_s", "reconfig_measured", "reconfigurations", "request", "requeues", "resizes", "runs",
