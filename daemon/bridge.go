@@ -204,10 +204,11 @@ func capBy(bound, room, holds int) int {
 
 // jobTime is what a job's time limit at a start is worked out from.
 type jobTime struct {
-	user    time.Duration // the user's --time; 0: none
-	reqTput float64       // predicted samples/s on the request; 0: unknown
-	max     time.Duration // the MaxWall or MaxTime that applies; 0: none
-	margin  float64       // share added to a stretched limit; < 0: never stretch
+	user     time.Duration // the user's --time; 0: none
+	reqTput  float64       // predicted samples/s on the request; 0: unknown
+	measured float64       // samples/s the running job reports; 0: unknown
+	max      time.Duration // the MaxWall or MaxTime that applies; 0: none
+	margin   float64       // share added to a stretched limit; < 0: never stretch
 }
 
 // maxStretch bounds a stretched limit whatever the prediction says.
@@ -452,6 +453,9 @@ type JobFacts struct {
 	// RestartCost is the median of the job's own measured restarts; 0
 	// prices them as its model type's.
 	RestartCost time.Duration
+	// IterS is the iteration time the running job reports on its current
+	// run; 0 when unknown.
+	IterS float64
 }
 
 // Inputs is what one cycle read: Slurm's nodes, jobs and QOS limits, and
@@ -816,6 +820,9 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 	if reqB.Iter > 0 {
 		mj.time.reqTput = float64(e.Spec().GlobalBatch) / reqB.Iter
 	}
+	if facts.IterS > 0 {
+		mj.time.measured = float64(e.Spec().GlobalBatch) / facts.IterS
+	}
 	if mj.time.user, err = userTime(j); err != nil {
 		return nil, policy.Job{}, fmt.Errorf("job %d: %w", j.ID, err)
 	}
@@ -1004,6 +1011,9 @@ func (v *View) slurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 			if ann, ok := mj.profiledAnnotation(a); ok {
 				takes = append(takes, ann)
 			}
+			if ext, ok := mj.timeExtension(); ok {
+				takes = append(takes, ext)
+			}
 			continue
 		}
 		sa, err := mj.slurmAction(a, now)
@@ -1097,6 +1107,22 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 	out.Kind = slurm.ActionRestart
 	tag.Extra[tagRan] = strconv.FormatInt(int64(ran/time.Second), 10)
 	return out, nil
+}
+
+// timeExtension raises the time limit of a running job that reports a
+// slower speed than its limit was set for (a plan the model overrated):
+// to the limit it would get at the measured speed, once that is over a
+// tenth above the one it has. It never lowers a limit.
+func (mj *managedJob) timeExtension() (slurm.Action, bool) {
+	j := mj.slurm
+	if j.State != slurm.StateRunning || j.TimeLimit <= 0 || !(mj.time.measured > 0) {
+		return slurm.Action{}, false
+	}
+	want := mj.time.limitAt(mj.time.measured)
+	if want <= j.TimeLimit+j.TimeLimit/10 {
+		return slurm.Action{}, false
+	}
+	return slurm.Action{Kind: slurm.ActionTimeLimit, JobID: j.ID, TimeLimit: want}, true
 }
 
 // cloneTag copies t so that an action's tag can be edited without touching

@@ -252,6 +252,21 @@ func (d *Daemon) jobFacts(ctx context.Context, jobs []slurm.Job) (map[int]JobFac
 	for id, f := range limits {
 		out[int(id)] = JobFacts{Cannot: f}
 	}
+	if d.cfg.TimeLimits.Stretch {
+		for _, j := range jobs {
+			if j.State != slurm.StateRunning || j.Tag == nil || j.Tag.Plan == "" || j.TimeLimit <= 0 {
+				continue
+			}
+			iterS, err := d.measuredIterS(ctx, j)
+			if err != nil {
+				d.deps.Logger.Warn("reading a job's samples failed", "job", j.ID, "err", err)
+				continue
+			}
+			f := out[j.ID]
+			f.IterS = iterS
+			out[j.ID] = f
+		}
+	}
 	if !d.cfg.MeasureRestartCost {
 		return out, nil
 	}
@@ -269,6 +284,31 @@ func (d *Daemon) jobFacts(ctx context.Context, jobs []slurm.Job) (map[int]JobFac
 		}
 	}
 	return out, nil
+}
+
+// minRunSamples is how many reported iteration times of its current run a
+// job needs before its time limit follows its measured speed.
+const minRunSamples = 3
+
+// measuredIterS is the median of the last (up to 5) iteration times job j
+// reported on its current run and plan; 0 with fewer than minRunSamples.
+func (d *Daemon) measuredIterS(ctx context.Context, j slurm.Job) (float64, error) {
+	samples, err := d.deps.Store.JobSamples(ctx, int64(j.ID))
+	if err != nil {
+		return 0, err
+	}
+	var times []float64
+	for _, s := range samples {
+		if s.Source == store.SourceOnline && !s.Created.Before(j.StartTime) && s.Plan.String() == j.Tag.Plan {
+			times = append(times, s.IterS)
+		}
+	}
+	if len(times) < minRunSamples {
+		return 0, nil
+	}
+	times = times[max(0, len(times)-5):]
+	slices.Sort(times)
+	return times[len(times)/2], nil
 }
 
 // slurmLimits is the limits listing, read again once limitsRefresh has
@@ -549,9 +589,11 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 	}
 	dec := store.Decision{Policy: d.deps.Policy.Name(), Duration: took, Reasons: map[int64]json.RawMessage{}}
 	limits := map[int]time.Duration{}
+	raised := map[int]bool{} // by a timelimit action: the run measured slower
 	for _, a := range actions {
 		if a.TimeLimit > 0 {
 			limits[a.JobID] = a.TimeLimit
+			raised[a.JobID] = a.Kind == slurm.ActionTimeLimit
 		}
 	}
 	for _, a := range plan.Actions {
@@ -565,7 +607,11 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		}
 		if tl, ok := limits[int(id)]; ok && v.managed[a.JobID] != nil {
 			// and why its time limit is not the one it was submitted with.
-			a.Detail = strings.TrimPrefix(a.Detail+"; ", "; ") + timeLimitNote(tl, v.managed[a.JobID].time.user)
+			note := timeLimitNote(tl, v.managed[a.JobID].time.user)
+			if raised[int(id)] {
+				note = fmt.Sprintf("time limit raised to %d min: the run reports a lower speed than its limit was set for", int(tl/time.Minute))
+			}
+			a.Detail = strings.TrimPrefix(a.Detail+"; ", "; ") + note
 		}
 		raw, err := json.Marshal(a)
 		if err != nil {

@@ -1436,3 +1436,83 @@ func TestSlurmActionsGroupRoomFreedFirst(t *testing.T) {
 		t.Errorf("actions %+v, skipped %v; want all three: 4 + 4 + 2 GPUs fit the 10", actions, skipped)
 	}
 }
+
+// A running job that reports a lower speed than its limit was set for
+// (its plan overrated) gets its limit raised to what that speed needs; one
+// as fast as predicted, or with stretching off, keeps its limit.
+func TestCycleRaisesTimeLimitsOnMeasuredSpeed(t *testing.T) {
+	plan := model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1}
+	res := model.Resources{Placement: model.Placement{4}, CPUs: 8}
+	e, _ := shippedEstimators(t)("bert")
+	b, err := e.Predict(plan, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The limit follows the request's predicted speed (its best plan on
+	// 4 GPUs, 8 CPUs) over the measured one: 60 min x that x 1.25.
+	_, req, err := e.BestPlan(model.Resources{Placement: model.Placement{4}, CPUs: 8, HostMemGB: 64000.0 / 1024}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raised := func(slower float64) time.Duration {
+		d := time.Duration(float64(time.Hour) * b.Iter * slower / req.Iter * 1.25)
+		return (d + time.Minute - 1) / time.Minute * time.Minute
+	}
+	tests := map[string]struct {
+		slower  float64 // measured iteration time over the predicted one
+		off     bool
+		earlier bool          // the samples are of an earlier run
+		want    time.Duration // the raised limit; 0: none
+	}{
+		"3x slower":        {slower: 3, want: raised(3)},
+		"an earlier run's": {slower: 3, earlier: true},
+		// The 75 min it has cover the predicted speed with its margin.
+		"as predicted": {slower: 1},
+		"stretch off":  {slower: 3, off: true},
+	}
+	if raised(1) > 75*time.Minute*11/10 {
+		t.Fatalf("at the predicted speed the limit would be raised to %v: the twin shows nothing", raised(1))
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			j := runningJob(5, "bert")
+			j.NodeList, j.GPUs, j.Tag.Plan, j.Tag.Generation = []string{"node1"}, 4, plan.String(), 1
+			j.StartTime, j.TimeLimit = t0.Add(-10*time.Minute), 75*time.Minute
+			if tc.earlier {
+				j.StartTime = t0.Add(time.Second) // the store's clock stamps them at t0
+			}
+			j.Tag.Extra = map[string]string{tagTime: "60", tagReq: "n1.g4.c8.m64000"}
+			nodes := labNodes(1)
+			nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 4, 8
+			c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{j}}
+			a := &fakeApplier{}
+			d, st := newTestDaemonWith(t, c, a, func(cfg *Config) { cfg.TimeLimits.Stretch = !tc.off })
+			for i := range 3 {
+				smp := model.Sample{Plan: plan, Resources: res, IterS: b.Iter * tc.slower}
+				if err := st.AddReported(context.Background(), "bert", smp, 5, 10*i); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := d.Cycle(context.Background(), false); err != nil {
+				t.Fatal(err)
+			}
+			var got time.Duration
+			for _, act := range a.got {
+				if act.Kind == slurm.ActionTimeLimit && act.JobID == 5 {
+					got = act.TimeLimit
+				} else {
+					t.Errorf("unexpected action %+v", act)
+				}
+			}
+			if got != tc.want {
+				t.Errorf("time limit raised to %v, want %v (0: none)", got, tc.want)
+			}
+			if tc.want > 0 {
+				reasons, err := st.Reasons(context.Background(), 5, 1)
+				if err != nil || len(reasons) != 1 || !strings.Contains(string(reasons[0].Reason), "time limit raised to") {
+					t.Errorf("stored reasons %v, %v; want one saying the limit was raised", reasons, err)
+				}
+			}
+		})
+	}
+}

@@ -33,6 +33,9 @@ const (
 	// its tag: for jobs Slurm does not let rubick resize (heterogeneous
 	// jobs; the leader's release starts every component).
 	ActionRelease ActionKind = "release"
+	// ActionTimeLimit sets the time limit of a running or pending job
+	// (TimeLimit), and nothing else.
+	ActionTimeLimit ActionKind = "timelimit"
 	// ActionSplit splits tasks off a pending job array's single record, each
 	// into a job of its own that keeps the hold and the tag, so that every
 	// task can be sized and released alone.
@@ -62,7 +65,8 @@ type Action struct {
 	// partitions to the one its Nodes are in (start only).
 	Partition string
 	// TimeLimit, when set, is the job's time limit from this start (start
-	// and restart), in whole minutes rounded up.
+	// and restart), or its new one (timelimit), in whole minutes rounded
+	// up.
 	TimeLimit time.Duration
 	// Tag, when set, is merged into the AdminComment (before the release
 	// for start and restart, so the job reads its new plan when it starts).
@@ -278,6 +282,11 @@ func (r *run) do(ctx context.Context) error {
 		return r.cmd(ctx, "release", r.a.cfg.Scontrol, "release", r.id())
 	case ActionShrink:
 		return r.shrink(ctx, job)
+	case ActionTimeLimit:
+		if job.State != StateRunning && job.State != StatePending {
+			return fmt.Errorf("time limit of job %d: %w: %s, want RUNNING or PENDING", act.JobID, ErrJobState, job.State)
+		}
+		return r.cmd(ctx, "time limit", r.a.cfg.Scontrol, "update", r.jobArg(), "TimeLimit="+minutesArg(act.TimeLimit))
 	case ActionRestart:
 		requeued, err := r.checkpointRequeue(ctx, job)
 		if err != nil {
@@ -334,6 +343,10 @@ func validateAction(act Action) error {
 	case ActionShrink:
 		if numNodes(act) < 1 {
 			return bad("shrinking to %d nodes", numNodes(act))
+		}
+	case ActionTimeLimit:
+		if act.TimeLimit <= 0 {
+			return bad("TimeLimit %v, want > 0", act.TimeLimit)
 		}
 	case ActionSplit:
 		if len(act.Tasks) == 0 {
@@ -440,7 +453,7 @@ func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeue
 		argv = append(argv, "Partition="+act.Partition)
 	}
 	if act.TimeLimit > 0 {
-		argv = append(argv, "TimeLimit="+strconv.FormatInt(int64((act.TimeLimit+time.Minute-1)/time.Minute), 10))
+		argv = append(argv, "TimeLimit="+minutesArg(act.TimeLimit))
 	}
 	if len(act.Nodes) > 0 {
 		argv = append(argv, "NodeList="+strings.Join(act.Nodes, ","))
@@ -467,6 +480,11 @@ func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeue
 		}
 	}
 	return r.cmd(ctx, "release", r.a.cfg.Scontrol, "release", r.id())
+}
+
+// minutesArg is d in whole minutes, rounded up: what TimeLimit= takes.
+func minutesArg(d time.Duration) string {
+	return strconv.FormatInt(int64((d+time.Minute-1)/time.Minute), 10)
 }
 
 // shrink drops nodes from a running job, keeping the batch host.

@@ -101,26 +101,28 @@ func TestApplyRejectsBeforeRunning(t *testing.T) {
 		act     Action
 		wantErr error
 	}{
-		"start without CPUs":    {Action{Kind: ActionStart, JobID: 5, NumNodes: 1}, ErrBadAction},
-		"start without nodes":   {Action{Kind: ActionStart, JobID: 5, CPUsPerTask: 1}, ErrBadAction},
-		"fewer than listed":     {Action{Kind: ActionStart, JobID: 5, NumNodes: 1, Nodes: []string{"a", "b"}, CPUsPerTask: 1}, ErrBadAction},
-		"restart count differs": {Action{Kind: ActionRestart, JobID: 5, NumNodes: 3, Nodes: []string{"a"}, CPUsPerTask: 1}, ErrBadAction},
-		"duplicate nodes":       {Action{Kind: ActionStart, JobID: 5, Nodes: []string{"a", "a"}, CPUsPerTask: 1}, ErrBadAction},
-		"node name with comma":  {Action{Kind: ActionStart, JobID: 5, Nodes: []string{"a,b"}, CPUsPerTask: 1}, ErrBadAction},
-		"node name with space":  {Action{Kind: ActionShrink, JobID: 5, Nodes: []string{"a b"}}, ErrBadAction},
-		"bad tag":               {Action{Kind: ActionAnnotate, JobID: 5, Tag: &Tag{Plan: "a;b"}}, ErrBadAction},
-		"annotate without tag":  {Action{Kind: ActionAnnotate, JobID: 5}, ErrBadAction},
-		"no job id":             {Action{Kind: ActionAnnotate, Tag: planTag}, ErrBadAction},
-		"shrink to zero":        {Action{Kind: ActionShrink, JobID: 5}, ErrBadAction},
-		"unknown kind":          {Action{Kind: "grow", JobID: 5}, ErrBadAction},
-		"start a running job":   {Action{Kind: ActionStart, JobID: 5, NumNodes: 1, CPUsPerTask: 1}, ErrJobState},
-		"shrink a pending job":  {Action{Kind: ActionShrink, JobID: 6, NumNodes: 1}, ErrJobState},
-		"drop the batch host":   {Action{Kind: ActionShrink, JobID: 5, Nodes: []string{"node2"}}, ErrBadAction},
-		"keep a foreign node":   {Action{Kind: ActionShrink, JobID: 5, Nodes: []string{"node1", "node9"}}, ErrBadAction},
-		"shrink that grows":     {Action{Kind: ActionShrink, JobID: 5, NumNodes: 3}, ErrBadAction},
-		"restart a no-requeue":  {Action{Kind: ActionRestart, JobID: 7, NumNodes: 1, CPUsPerTask: 1}, ErrJobState},
-		"preempt a pending job": {Action{Kind: ActionPreempt, JobID: 8}, ErrJobState},
-		"negative time limit":   {Action{Kind: ActionStart, JobID: 6, NumNodes: 1, CPUsPerTask: 1, TimeLimit: -time.Minute}, ErrBadAction},
+		"start without CPUs":     {Action{Kind: ActionStart, JobID: 5, NumNodes: 1}, ErrBadAction},
+		"start without nodes":    {Action{Kind: ActionStart, JobID: 5, CPUsPerTask: 1}, ErrBadAction},
+		"fewer than listed":      {Action{Kind: ActionStart, JobID: 5, NumNodes: 1, Nodes: []string{"a", "b"}, CPUsPerTask: 1}, ErrBadAction},
+		"restart count differs":  {Action{Kind: ActionRestart, JobID: 5, NumNodes: 3, Nodes: []string{"a"}, CPUsPerTask: 1}, ErrBadAction},
+		"duplicate nodes":        {Action{Kind: ActionStart, JobID: 5, Nodes: []string{"a", "a"}, CPUsPerTask: 1}, ErrBadAction},
+		"node name with comma":   {Action{Kind: ActionStart, JobID: 5, Nodes: []string{"a,b"}, CPUsPerTask: 1}, ErrBadAction},
+		"node name with space":   {Action{Kind: ActionShrink, JobID: 5, Nodes: []string{"a b"}}, ErrBadAction},
+		"bad tag":                {Action{Kind: ActionAnnotate, JobID: 5, Tag: &Tag{Plan: "a;b"}}, ErrBadAction},
+		"annotate without tag":   {Action{Kind: ActionAnnotate, JobID: 5}, ErrBadAction},
+		"no job id":              {Action{Kind: ActionAnnotate, Tag: planTag}, ErrBadAction},
+		"shrink to zero":         {Action{Kind: ActionShrink, JobID: 5}, ErrBadAction},
+		"unknown kind":           {Action{Kind: "grow", JobID: 5}, ErrBadAction},
+		"start a running job":    {Action{Kind: ActionStart, JobID: 5, NumNodes: 1, CPUsPerTask: 1}, ErrJobState},
+		"shrink a pending job":   {Action{Kind: ActionShrink, JobID: 6, NumNodes: 1}, ErrJobState},
+		"drop the batch host":    {Action{Kind: ActionShrink, JobID: 5, Nodes: []string{"node2"}}, ErrBadAction},
+		"keep a foreign node":    {Action{Kind: ActionShrink, JobID: 5, Nodes: []string{"node1", "node9"}}, ErrBadAction},
+		"shrink that grows":      {Action{Kind: ActionShrink, JobID: 5, NumNodes: 3}, ErrBadAction},
+		"restart a no-requeue":   {Action{Kind: ActionRestart, JobID: 7, NumNodes: 1, CPUsPerTask: 1}, ErrJobState},
+		"preempt a pending job":  {Action{Kind: ActionPreempt, JobID: 8}, ErrJobState},
+		"negative time limit":    {Action{Kind: ActionStart, JobID: 6, NumNodes: 1, CPUsPerTask: 1, TimeLimit: -time.Minute}, ErrBadAction},
+		"no time limit":          {Action{Kind: ActionTimeLimit, JobID: 5}, ErrBadAction},
+		"time limit of an ended": {Action{Kind: ActionTimeLimit, JobID: 9, TimeLimit: time.Hour}, ErrJobState},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -128,11 +130,14 @@ func TestApplyRejectsBeforeRunning(t *testing.T) {
 			noRequeue.Requeue = false
 			notHeld := pendingHeld(8)
 			notHeld.Held = false
+			ended := running(9, "node1")
+			ended.State = StateCompleted
 			f := newApplierFixture(t, map[int][]Job{
 				5: {running(5, "node1", "node2", "node3")},
 				6: {pendingHeld(6)},
 				7: {noRequeue},
 				8: {notHeld},
+				9: {ended},
 			}, nil)
 			res := f.app.ApplyOne(context.Background(), tc.act)
 			if !errors.Is(res.Err, tc.wantErr) {
@@ -620,5 +625,17 @@ func TestJobEnded(t *testing.T) {
 		if got := tc.j.Ended(); got != tc.want {
 			t.Errorf("%s %v: Ended() = %v, want %v", tc.j.State, tc.j.StateFlags, got, tc.want)
 		}
+	}
+}
+
+// A time limit alone: one update, on a running job.
+func TestApplyTimeLimit(t *testing.T) {
+	f := newApplierFixture(t, map[int][]Job{5: {running(5, "node1")}}, nil)
+	if res := f.app.ApplyOne(context.Background(), Action{Kind: ActionTimeLimit, JobID: 5, TimeLimit: 95*time.Minute + time.Second}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	want := [][]string{{"/usr/bin/scontrol", "update", "JobId=5", "TimeLimit=96"}}
+	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
+		t.Errorf("argv (-want +got):\n%s", diff)
 	}
 }

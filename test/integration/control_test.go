@@ -86,6 +86,12 @@ func TestShrinkRunningJob(t *testing.T) {
 		t.Errorf("dropping the batch host: err %v stderr %q, want \"Invalid node name specified\"", r.err, r.stderr)
 	}
 
+	// rubickd raises a running job's limit alone (slurm.ActionTimeLimit).
+	run(t, "scontrol", "update", "JobId="+id, "TimeLimit=45")
+	if got := field(showJob(t, id), "TimeLimit"); got != "00:45:00" {
+		t.Errorf("TimeLimit of the running job after TimeLimit=45: %q", got)
+	}
+
 	run(t, "scontrol", "update", "JobId="+id, "NumNodes=1")
 	out := showJob(t, id)
 	if got, want := [3]string{field(out, "JobState"), field(out, "NumNodes"), field(out, "NodeList")},

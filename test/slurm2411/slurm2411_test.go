@@ -316,7 +316,8 @@ log_level: debug
 
 // TestV0041Restart runs a checkpoint-restart on 24.11: the batch shell is
 // signalled, the job requeued held, resized onto another node with more
-// GPUs and a new time limit, and released.
+// GPUs and a new time limit, and released; then its limit is raised while
+// it runs.
 func TestV0041Restart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -368,5 +369,12 @@ func TestV0041Restart(t *testing.T) {
 	}
 	if j := runningOn("node2"); j.GPUs != 4 || j.TimeLimit != 20*time.Minute || j.RestartCount != 1 {
 		t.Errorf("after the restart: %d GPUs, limit %v, %d restarts; want 4, 20m, 1", j.GPUs, j.TimeLimit, j.RestartCount)
+	}
+	// A running job's limit raised alone (a run slower than predicted).
+	if res := app.ApplyOne(ctx, slurm.Action{Kind: slurm.ActionTimeLimit, JobID: id, TimeLimit: 45 * time.Minute}); res.Err != nil {
+		t.Fatalf("time limit: %v (steps %+v)", res.Err, res.Steps)
+	}
+	if j := runningOn("node2"); j.TimeLimit != 45*time.Minute {
+		t.Errorf("after raising the limit: %v, want 45m", j.TimeLimit)
 	}
 }
