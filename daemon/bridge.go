@@ -142,16 +142,29 @@ func (m *groupsMemo) of(j slurm.Job, partition string) []slurm.Group {
 	return g
 }
 
+// holds is what j counts against its groups: the GPUs and CPUs it holds
+// when it runs, nothing otherwise.
+func holds(j slurm.Job) slurm.GroupLimits {
+	if j.State != slurm.StateRunning {
+		return slurm.GroupLimits{}
+	}
+	return slurm.GroupLimits{GPUs: j.GPUs, CPUs: j.CPUs}
+}
+
+// addTo adds d (negative for what is freed) to each group's usage.
+func addTo(use map[slurm.Group]slurm.GroupLimits, groups []slurm.Group, d slurm.GroupLimits) {
+	for _, g := range groups {
+		use[g] = slurm.GroupLimits{GPUs: use[g].GPUs + d.GPUs, CPUs: use[g].CPUs + d.CPUs}
+	}
+}
+
 // groupUsage sums the GPUs and CPUs of the running jobs, every job in
 // Slurm, per group limit each counts against.
 func groupUsage(groups *groupsMemo, jobs []slurm.Job) map[slurm.Group]slurm.GroupLimits {
 	use := map[slurm.Group]slurm.GroupLimits{}
 	for _, j := range jobs {
-		if j.State != slurm.StateRunning {
-			continue
-		}
-		for _, g := range groups.of(j, j.Partition) {
-			use[g] = slurm.GroupLimits{GPUs: use[g].GPUs + j.GPUs, CPUs: use[g].CPUs + j.CPUs}
+		if j.State == slurm.StateRunning {
+			addTo(use, groups.of(j, j.Partition), holds(j))
 		}
 	}
 	return use
@@ -169,10 +182,7 @@ type groupRoom struct {
 // jobs hold (j's own included, when it runs).
 func roomOf(groups []slurm.Group, use map[slurm.Group]slurm.GroupLimits, j slurm.Job) groupRoom {
 	r := groupRoom{gpus: -1, cpus: -1}
-	var own slurm.GroupLimits
-	if j.State == slurm.StateRunning {
-		own = slurm.GroupLimits{GPUs: j.GPUs, CPUs: j.CPUs}
-	}
+	own := holds(j)
 	for _, g := range groups {
 		if g.GPUs > 0 {
 			if n := max(g.GPUs-use[g].GPUs+own.GPUs, 0); r.gpus < 0 || n < r.gpus {
@@ -629,10 +639,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			v.Waiting = append(v.Waiting, j)
 			continue
 		}
-		held := slurm.GroupLimits{}
-		if j.State == slurm.StateRunning {
-			held = slurm.GroupLimits{GPUs: j.GPUs, CPUs: j.CPUs}
-		}
+		held := holds(j)
 		lim.GPUs, lim.CPUs = capBy(lim.GPUs, room.gpus, held.GPUs), capBy(lim.CPUs, room.cpus, held.CPUs)
 		jshape := shape // what the job's limits let it reach
 		if lim.GPUs > 0 && lim.GPUs < jshape.gpus {
@@ -941,10 +948,7 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 		if mj == nil {
 			return slurm.GroupLimits{}, nil
 		}
-		var held slurm.GroupLimits
-		if mj.slurm.State == slurm.StateRunning {
-			held = slurm.GroupLimits{GPUs: mj.slurm.GPUs, CPUs: mj.slurm.CPUs}
-		}
+		held := holds(mj.slurm)
 		switch a.Kind {
 		case slurm.ActionPreempt:
 			return slurm.GroupLimits{GPUs: -held.GPUs, CPUs: -held.CPUs}, mj.groups
@@ -954,16 +958,11 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 		}
 		return slurm.GroupLimits{}, nil
 	}
-	apply := func(d slurm.GroupLimits, groups []slurm.Group) {
-		for _, g := range groups {
-			use[g] = slurm.GroupLimits{GPUs: use[g].GPUs + d.GPUs, CPUs: use[g].CPUs + d.CPUs}
-		}
-	}
 	// What the plan frees first (preemptions, restarts on less), then what
 	// it takes, in order.
 	for _, a := range actions {
 		if d, groups := change(a); d.GPUs <= 0 && d.CPUs <= 0 {
-			apply(d, groups)
+			addTo(use, groups, d)
 		}
 	}
 	kept := actions[:0]
@@ -992,7 +991,7 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 			skipped[a.JobID] = over
 			continue
 		}
-		apply(d, groups)
+		addTo(use, groups, d)
 		kept = append(kept, a)
 	}
 	return kept, skipped

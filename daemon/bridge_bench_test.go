@@ -18,15 +18,7 @@ import (
 // TP, PP or offload, which no count of a 64 x 8 cluster runs, so every count
 // is tried. BuildView pays it for each such job, every cycle.
 func BenchmarkNearestRequestNone(b *testing.B) {
-	set, err := artifact.Load(artifact.Default())
-	if err != nil {
-		b.Fatal(err)
-	}
-	fit, err := artifact.FitOne(context.Background(), set, model.DefaultEnv(), "llama30")
-	if err != nil {
-		b.Fatal(err)
-	}
-	e := policy.FromPredictor(model.Predictor{Spec: set.Models["llama30"].Spec, Params: fit.Params, Env: model.DefaultEnv()})
+	e := benchEstimator(b, "llama30")
 	allow := (model.FeatureTP | model.FeaturePP | model.FeatureOffload).Allows
 	req := model.Resources{Placement: model.Placement{1}, CPUs: 8, HostMemGB: 200}
 	shape := clusterShape{nodeGPUs: 8, gpus: 512}
@@ -45,15 +37,7 @@ func BenchmarkNearestRequestNone(b *testing.B) {
 // associations. Every job's allowed nodes are worked out (partition,
 // reservation, constraint), and its limits and its groups' usage.
 func BenchmarkBuildView(b *testing.B) {
-	set, err := artifact.Load(artifact.Default())
-	if err != nil {
-		b.Fatal(err)
-	}
-	fit, err := artifact.FitOne(context.Background(), set, model.DefaultEnv(), "bert")
-	if err != nil {
-		b.Fatal(err)
-	}
-	e := policy.FromPredictor(model.Predictor{Spec: set.Models["bert"].Spec, Params: fit.Params, Env: model.DefaultEnv()})
+	e := benchEstimator(b, "bert")
 	est := func(mt string) (policy.Estimator, bool) { return e, mt == "bert" }
 	var nodes []slurm.Node
 	for i := range 512 {
@@ -114,4 +98,18 @@ func BenchmarkBuildView(b *testing.B) {
 			b.Fatalf("view of %d jobs (ignored: %d), want most of 2,000", len(v.Snapshot.Jobs), len(v.Unmanaged))
 		}
 	}
+}
+
+// benchEstimator is modelType's estimator, fitted on its shipped profile.
+func benchEstimator(b *testing.B, modelType string) policy.Estimator {
+	b.Helper()
+	set, err := artifact.Load(artifact.Default())
+	if err != nil {
+		b.Fatal(err)
+	}
+	fit, err := artifact.FitOne(context.Background(), set, model.DefaultEnv(), modelType)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return policy.FromPredictor(model.Predictor{Spec: set.Models[modelType].Spec, Params: fit.Params, Env: model.DefaultEnv()})
 }

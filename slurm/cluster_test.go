@@ -719,7 +719,7 @@ func TestJobsExclusiveRequiredNodesHet(t *testing.T) {
 // MaxTRESPerJob=node=2 GrpTRES=gres/gpu=9 on account root's.
 func TestLimits(t *testing.T) {
 	read := func(name string) string {
-		b, err := os.ReadFile("testdata/22.05/" + name)
+		b, err := os.ReadFile("testdata/" + name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -727,8 +727,8 @@ func TestLimits(t *testing.T) {
 	}
 	f, srv := newFakeRestd(t, Version38)
 	c := newTestCluster(t, srv.URL, nil)
-	f.overrides["/slurmdb/v0.0.38/qos"] = read("dbv0.0.38-qos.json")
-	f.overrides["/slurmdb/v0.0.38/associations"] = read("dbv0.0.38-associations.json")
+	f.overrides["/slurmdb/v0.0.38/qos"] = read("22.05/dbv0.0.38-qos.json")
+	f.overrides["/slurmdb/v0.0.38/associations"] = read("22.05/dbv0.0.38-associations.json")
 	got, err := c.Limits(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -767,16 +767,9 @@ func TestLimits(t *testing.T) {
 		t.Errorf("Limits over v0.0.41 without /slurmdb: %+v, %v; want the partitions alone", l41, err)
 	}
 	// With it (the 24.11 chroot lab with WITH_DBD=1, the same limits set).
-	read41 := func(name string) string {
-		b, err := os.ReadFile("testdata/24.11/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
 	f41, srv41 := newFakeRestd(t, Version41)
-	f41.overrides["/slurmdb/v0.0.41/qos"] = read41("dbv0.0.41-qos.json")
-	f41.overrides["/slurmdb/v0.0.41/associations"] = read41("dbv0.0.41-associations.json")
+	f41.overrides["/slurmdb/v0.0.41/qos"] = read("24.11/dbv0.0.41-qos.json")
+	f41.overrides["/slurmdb/v0.0.41/associations"] = read("24.11/dbv0.0.41-associations.json")
 	l41, err = newTestCluster(t, srv41.URL, nil).Limits(context.Background())
 	if err != nil {
 		t.Fatal(err)
