@@ -142,24 +142,25 @@ func (m *groupsMemo) of(j slurm.Job, partition string) []slurm.Group {
 	return g
 }
 
-// holds is what j counts against its groups: the GPUs and CPUs it holds
-// when it runs, nothing otherwise.
+// holds is what j counts against its groups: the GPUs, CPUs and memory it
+// holds when it runs, nothing otherwise.
 func holds(j slurm.Job) slurm.GroupLimits {
 	if j.State != slurm.StateRunning {
 		return slurm.GroupLimits{}
 	}
-	return slurm.GroupLimits{GPUs: j.GPUs, CPUs: j.CPUs}
+	return slurm.GroupLimits{GPUs: j.GPUs, CPUs: j.CPUs, MemMB: j.MemMB}
 }
 
 // addTo adds d (negative for what is freed) to each group's usage.
 func addTo(use map[slurm.Group]slurm.GroupLimits, groups []slurm.Group, d slurm.GroupLimits) {
 	for _, g := range groups {
-		use[g] = slurm.GroupLimits{GPUs: use[g].GPUs + d.GPUs, CPUs: use[g].CPUs + d.CPUs}
+		u := use[g]
+		use[g] = slurm.GroupLimits{GPUs: u.GPUs + d.GPUs, CPUs: u.CPUs + d.CPUs, MemMB: u.MemMB + d.MemMB}
 	}
 }
 
-// groupUsage sums the GPUs and CPUs of the running jobs, every job in
-// Slurm, per group limit each counts against.
+// groupUsage sums the GPUs, CPUs and memory of the running jobs, every job
+// in Slurm, per group limit each counts against.
 func groupUsage(groups *groupsMemo, jobs []slurm.Job) map[slurm.Group]slurm.GroupLimits {
 	use := map[slurm.Group]slurm.GroupLimits{}
 	for _, j := range jobs {
@@ -170,18 +171,19 @@ func groupUsage(groups *groupsMemo, jobs []slurm.Job) map[slurm.Group]slurm.Grou
 	return use
 }
 
-// groupRoom is what a job may hold under its group limits: GPUs and CPUs,
-// 0 when a group is full (or over), -1 where no group bounds them; by
-// names the group that binds.
+// groupRoom is what a job may hold under its group limits: GPUs, CPUs and
+// memory (MiB), 0 when a group is full (or over), -1 where no group bounds
+// them; by names the group that binds.
 type groupRoom struct {
-	gpus, cpus   int
-	gpuBy, cpuBy slurm.Group
+	gpus, cpus          int
+	mem                 int64
+	gpuBy, cpuBy, memBy slurm.Group
 }
 
 // roomOf is the room job j has under groups, given what their running
 // jobs hold (j's own included, when it runs).
 func roomOf(groups []slurm.Group, use map[slurm.Group]slurm.GroupLimits, j slurm.Job) groupRoom {
-	r := groupRoom{gpus: -1, cpus: -1}
+	r := groupRoom{gpus: -1, cpus: -1, mem: -1}
 	own := holds(j)
 	for _, g := range groups {
 		if g.GPUs > 0 {
@@ -194,14 +196,34 @@ func roomOf(groups []slurm.Group, use map[slurm.Group]slurm.GroupLimits, j slurm
 				r.cpus, r.cpuBy = n, g
 			}
 		}
+		if g.MemMB > 0 {
+			if n := max(g.MemMB-use[g].MemMB+own.MemMB, 0); r.mem < 0 || n < r.mem {
+				r.mem, r.memBy = n, g
+			}
+		}
 	}
 	return r
+}
+
+// full names what a pending job waits for when one of its groups has no
+// room left at all: the group, the resource and its use and limit; ok is
+// false while each has some room.
+func (r groupRoom) full(use map[slurm.Group]slurm.GroupLimits) (why string, ok bool) {
+	switch {
+	case r.gpus == 0:
+		return fmt.Sprintf("waits for room in %s: GPUs in use %d, allowed %d", r.gpuBy.Limit, use[r.gpuBy].GPUs, r.gpuBy.GPUs), true
+	case r.cpus == 0:
+		return fmt.Sprintf("waits for room in %s: CPUs in use %d, allowed %d", r.cpuBy.Limit, use[r.cpuBy].CPUs, r.cpuBy.CPUs), true
+	case r.mem == 0:
+		return fmt.Sprintf("waits for room in %s: memory in use %d MB, allowed %d MB", r.memBy.Limit, use[r.memBy].MemMB, r.memBy.MemMB), true
+	}
+	return "", false
 }
 
 // capBy lowers a per-job bound (0: none) to room (-1: none), never below
 // what the job holds: a running job is not made to shrink because its
 // group is over a limit lowered meanwhile.
-func capBy(bound, room, holds int) int {
+func capBy[T int | int64](bound, room, holds T) T {
 	if room < 0 {
 		return bound
 	}
@@ -628,25 +650,22 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		lim := in.Limits.PerJob(j, part)
 		groups := groupsOf.of(j, part)
 		room := roomOf(groups, v.usage, j)
-		if j.State == slurm.StatePending && (room.gpus == 0 || room.cpus == 0) {
+		if why, full := room.full(v.usage); full && j.State == slurm.StatePending {
 			// Slurm would hold it back whatever its size: it stays held
 			// and is planned once the group has room.
-			g, what, used, allowed := room.gpuBy, "GPUs", v.usage[room.gpuBy].GPUs, room.gpuBy.GPUs
-			if room.gpus != 0 {
-				g, what, used, allowed = room.cpuBy, "CPUs", v.usage[room.cpuBy].CPUs, room.cpuBy.CPUs
-			}
-			v.Unmanaged[j.ID] = fmt.Sprintf("waits for room in %s: %s in use %d, allowed %d", g.Limit, what, used, allowed)
+			v.Unmanaged[j.ID] = why
 			v.Waiting = append(v.Waiting, j)
 			continue
 		}
 		held := holds(j)
 		lim.GPUs, lim.CPUs = capBy(lim.GPUs, room.gpus, held.GPUs), capBy(lim.CPUs, room.cpus, held.CPUs)
+		lim.MemMB = capBy(lim.MemMB, room.mem, held.MemMB)
 		jshape := shape // what the job's limits let it reach
 		if lim.GPUs > 0 && lim.GPUs < jshape.gpus {
 			jshape.gpus, jshape.limited = lim.GPUs, true
 		}
 		mj, pj, err := convertJob(cfg, now, j, e, facts[j.ID], jshape, limit)
-		pj.Max = policy.Size{GPUs: lim.GPUs, Nodes: lim.Nodes, CPUs: lim.CPUs}
+		pj.Max = policy.Size{GPUs: lim.GPUs, Nodes: lim.Nodes, CPUs: lim.CPUs, MemGB: float64(lim.MemMB) / 1024}
 		if err == nil {
 			mj.time.max = lim.Wall
 			mj.nodes, err = userNodes(j)
@@ -951,24 +970,30 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 		held := holds(mj.slurm)
 		switch a.Kind {
 		case slurm.ActionPreempt:
-			return slurm.GroupLimits{GPUs: -held.GPUs, CPUs: -held.CPUs}, mj.groups
+			return slurm.GroupLimits{GPUs: -held.GPUs, CPUs: -held.CPUs, MemMB: -held.MemMB}, mj.groups
 		case slurm.ActionStart, slurm.ActionRestart:
 			n := max(a.NumNodes, len(a.Nodes))
-			return slurm.GroupLimits{GPUs: a.GPUsPerNode*n - held.GPUs, CPUs: a.CPUsPerTask*n - held.CPUs}, mj.groups
+			d := slurm.GroupLimits{GPUs: a.GPUsPerNode*n - held.GPUs, CPUs: a.CPUsPerTask*n - held.CPUs}
+			if m := a.MemMB(mj.slurm); m > 0 {
+				// An action that sets no memory leaves the job's as it is.
+				d.MemMB = m - held.MemMB
+			}
+			return d, mj.groups
 		}
 		return slurm.GroupLimits{}, nil
 	}
+	frees := func(d slurm.GroupLimits) bool { return d.GPUs <= 0 && d.CPUs <= 0 && d.MemMB <= 0 }
 	// What the plan frees first (preemptions, restarts on less), then what
 	// it takes, in order.
 	for _, a := range actions {
-		if d, groups := change(a); d.GPUs <= 0 && d.CPUs <= 0 {
+		if d, groups := change(a); frees(d) {
 			addTo(use, groups, d)
 		}
 	}
 	kept := actions[:0]
 	for _, a := range actions {
 		d, groups := change(a)
-		if d.GPUs <= 0 && d.CPUs <= 0 {
+		if frees(d) {
 			kept = append(kept, a)
 			continue
 		}
@@ -982,6 +1007,9 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 			case g.CPUs > 0 && d.CPUs > 0 && u.CPUs+d.CPUs > g.CPUs:
 				over = fmt.Errorf("job %d: %w: %s allows %d CPUs, %d in use or planned before it, and its plan adds %d",
 					a.JobID, ErrGroupLimit, g.Limit, g.CPUs, u.CPUs, d.CPUs)
+			case g.MemMB > 0 && d.MemMB > 0 && u.MemMB+d.MemMB > g.MemMB:
+				over = fmt.Errorf("job %d: %w: %s allows %d MB of memory, %d in use or planned before it, and its plan adds %d",
+					a.JobID, ErrGroupLimit, g.Limit, g.MemMB, u.MemMB, d.MemMB)
 			}
 			if over != nil {
 				break

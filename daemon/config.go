@@ -160,6 +160,9 @@ type PolicyConfig struct {
 	// when a guaranteed job takes part of its GPUs; below it the job is
 	// requeued whole instead.
 	ReclaimKeep float64 `mapstructure:"reclaim_keep"`
+	// HostMemPerGPUGB is the host memory (GB) booked per GPU of a job that
+	// asked for less per GPU, besides what its plan's offloaded states take.
+	HostMemPerGPUGB float64 `mapstructure:"host_mem_per_gpu_gb"`
 }
 
 // Config returns the policy package's configuration with these knobs set.
@@ -170,6 +173,7 @@ func (p PolicyConfig) Config() policy.Config {
 	c.GuaranteedOrder = p.GuaranteedOrder
 	c.GuaranteedAge = p.GuaranteedAge
 	c.ReclaimKeep = p.ReclaimKeep
+	c.HostMemPerGPUGB = p.HostMemPerGPUGB
 	return c
 }
 
@@ -187,6 +191,8 @@ func (PolicyConfig) keyOf(field string) string {
 		return "policy.guaranteed_age"
 	case "ReclaimKeep":
 		return "policy.reclaim_keep"
+	case "HostMemPerGPUGB":
+		return "policy.host_mem_per_gpu_gb"
 	}
 	return ""
 }
@@ -214,7 +220,8 @@ func Defaults() Config {
 		// The policy's own tuned defaults (docs/policy.md says why 0.9, not
 		// the paper's 0.97, with a 260 s restart).
 		Policy: PolicyConfig{Name: "rubick", ReconfigThreshold: pd.ReconfigKeep, StarvationAge: pd.StarvationAge,
-			GuaranteedOrder: pd.GuaranteedOrder, GuaranteedAge: pd.GuaranteedAge, ReclaimKeep: pd.ReclaimKeep},
+			GuaranteedOrder: pd.GuaranteedOrder, GuaranteedAge: pd.GuaranteedAge, ReclaimKeep: pd.ReclaimKeep,
+			HostMemPerGPUGB: pd.HostMemPerGPUGB},
 		// The margin covers the model's error on measured rows (17 % mean,
 		// docs/benchmarks.md) with some of its tail.
 		TimeLimits: TimeLimitsConfig{Stretch: true, Margin: 0.25},
@@ -310,6 +317,7 @@ func setDefaults(v *viper.Viper, d Config) {
 	v.SetDefault("policy.guaranteed_order", d.Policy.GuaranteedOrder)
 	v.SetDefault("policy.guaranteed_age", d.Policy.GuaranteedAge)
 	v.SetDefault("policy.reclaim_keep", d.Policy.ReclaimKeep)
+	v.SetDefault("policy.host_mem_per_gpu_gb", d.Policy.HostMemPerGPUGB)
 	v.SetDefault("time_limits.stretch", d.TimeLimits.Stretch)
 	v.SetDefault("time_limits.margin", d.TimeLimits.Margin)
 	v.SetDefault("rigid_jobs", d.RigidJobs)

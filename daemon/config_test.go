@@ -94,6 +94,7 @@ func TestLoadConfigErrorsNameTheField(t *testing.T) {
 		"guaranteed order": {yaml: "policy:\n  guaranteed_order: random\n", want: `policy.guaranteed_order="random"`},
 		"guaranteed age":   {yaml: "policy:\n  guaranteed_age: -1h\n", want: "policy.guaranteed_age=-1h"},
 		"reclaim keep":     {yaml: "policy:\n  reclaim_keep: 2\n", want: "policy.reclaim_keep=2"},
+		"host memory":      {yaml: "policy:\n  host_mem_per_gpu_gb: -4\n", want: "policy.host_mem_per_gpu_gb=-4"},
 		"rigid":            {yaml: "rigid_jobs: maybe\n", want: `rigid_jobs="maybe"`},
 		"time margin":      {yaml: "time_limits:\n  margin: -0.1\n", want: "time_limits.margin=-0.1"},
 		"retention":        {yaml: "retention:\n  reasons: -1h\n", want: "retention.reasons=-1h"},

@@ -993,7 +993,8 @@ func (l *limitsCluster) Limits(context.Context) (slurm.Limits, error) {
 // job before Slurm has to hold it back; a job under neither is the twin
 // that shows rubick growing it past them.
 func TestCycleKeepsToListedLimits(t *testing.T) {
-	bound := slurm.JobLimits{GPUs: 4, Nodes: 1, CPUs: 24}
+	// The job keeps the 32000 MB per GPU it asked for: 96000 MB is 3 GPUs.
+	bound := slurm.JobLimits{GPUs: 4, Nodes: 1, CPUs: 24, MemMB: 96000}
 	limits := slurm.Limits{
 		QOS: map[string]slurm.QOS{"normal": {Name: "normal", PerJob: bound}, "guaranteed": {Name: "guaranteed"}},
 		Associations: []slurm.Association{
@@ -1021,9 +1022,10 @@ func TestCycleKeepsToListedLimits(t *testing.T) {
 			}
 			got := oneStart(t, a)
 			gpus, cpus := got.GPUsPerNode*got.NumNodes, got.CPUsPerTask*got.NumNodes
-			if within := gpus <= 4 && got.NumNodes <= 1 && cpus <= 24; within != tc.bounded {
-				t.Errorf("started with %d GPUs, %d CPUs on %d nodes; within 4 GPUs, 24 CPUs, 1 node: %v, want %v",
-					gpus, cpus, got.NumNodes, within, tc.bounded)
+			mem := got.MemMB(j)
+			if within := gpus <= 4 && got.NumNodes <= 1 && cpus <= 24 && mem <= 96000; within != tc.bounded {
+				t.Errorf("started with %d GPUs, %d CPUs, %d MB on %d nodes; within 4 GPUs, 24 CPUs, 96000 MB, 1 node: %v, want %v",
+					gpus, cpus, mem, got.NumNodes, within, tc.bounded)
 			}
 		})
 	}
@@ -1290,15 +1292,16 @@ func TestCycleStretchesTimeLimits(t *testing.T) {
 	}
 }
 
-// A QOS's GrpTRES (and any other group GPU or CPU limit) bounds each job
-// by the room its group has left: a job is grown no further, and one whose
-// group is full stays held, planned once there is room.
+// A QOS's GrpTRES (and any other group GPU, CPU or memory limit) bounds
+// each job by the room its group has left: a job is grown no further, and
+// one whose group is full stays held, planned once there is room.
 func TestCycleKeepsToGroupLimits(t *testing.T) {
 	tests := map[string]struct {
 		grp     slurm.GroupLimits // the QOS's GrpTRES
-		others  int               // GPUs a running job of the QOS holds on node2, with 8 CPUs
+		others  int               // GPUs a running job of the QOS holds on node2, with 8 CPUs and 32000 MB
 		maxGPUs int               // the most GPUs the job may start with; 0: held
 		maxCPUs int               // the most CPUs
+		maxMem  int64             // the most memory (MB) over its nodes; 0: any
 		ignored string
 	}{
 		"no limit":   {others: 2, maxGPUs: 8, maxCPUs: 64}, // 4 GPUs, 16 CPUs
@@ -1306,12 +1309,17 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 		"group full": {grp: slurm.GroupLimits{GPUs: 4}, others: 4, ignored: "waits for room in QOS shared GrpTRES: GPUs in use 4, allowed 4"},
 		"CPU room":   {grp: slurm.GroupLimits{CPUs: 20}, others: 2, maxGPUs: 8, maxCPUs: 12},
 		"CPUs full":  {grp: slurm.GroupLimits{CPUs: 8}, others: 2, ignored: "waits for room in QOS shared GrpTRES: CPUs in use 8, allowed 8"},
+		// The job asked for 64000 MB with 2 GPUs, which it keeps per GPU:
+		// 96000 MB of room is 3 GPUs.
+		"memory room": {grp: slurm.GroupLimits{MemMB: 128000}, others: 2, maxGPUs: 3, maxCPUs: 64, maxMem: 96000},
+		"memory full": {grp: slurm.GroupLimits{MemMB: 32000}, others: 2,
+			ignored: "waits for room in QOS shared GrpTRES: memory in use 32000 MB, allowed 32000 MB"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			nodes := labNodes(2)
 			other := slurm.Job{ID: 9, Name: "other", Account: "root", Partition: "gpu", QOS: "shared", Cluster: "lab",
-				State: slurm.StateRunning, NodeCount: 1, NodeList: []string{"node2"}, GPUsPerNode: tc.others, GPUs: tc.others, CPUs: 8}
+				State: slurm.StateRunning, NodeCount: 1, NodeList: []string{"node2"}, GPUsPerNode: tc.others, GPUs: tc.others, CPUs: 8, MemMB: 32000}
 			nodes[1].GPUsUsed, nodes[1].CPUsAlloc = tc.others, 8
 			j := heldJob(21, "bert", 1, 2)
 			j.Cluster, j.QOS = "lab", "shared"
@@ -1340,11 +1348,14 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 			}
 			got := oneStart(t, a)
 			gpus, cpus := got.GPUsPerNode*got.NumNodes, got.CPUsPerTask*got.NumNodes
-			if gpus > tc.maxGPUs || gpus < 2 || cpus > tc.maxCPUs {
-				t.Errorf("started on %d GPUs, %d CPUs; want 2 to %d GPUs, %d CPUs at most", gpus, cpus, tc.maxGPUs, tc.maxCPUs)
+			mem := got.MemMB(j)
+			if gpus > tc.maxGPUs || gpus < 2 || cpus > tc.maxCPUs || tc.maxMem > 0 && mem > tc.maxMem {
+				t.Errorf("started on %d GPUs, %d CPUs, %d MB; want 2 to %d GPUs, %d CPUs at most, %d MB at most (0: any)",
+					gpus, cpus, mem, tc.maxGPUs, tc.maxCPUs, tc.maxMem)
 			}
-			if tc.grp == (slurm.GroupLimits{}) && (gpus <= 2 || cpus <= 12) {
-				t.Errorf("without a limit started on %d GPUs, %d CPUs; want over 2 GPUs and 12 CPUs: the twin that shows the caps", gpus, cpus)
+			if tc.grp == (slurm.GroupLimits{}) && (gpus <= 3 || cpus <= 12 || mem <= 96000) {
+				t.Errorf("without a limit started on %d GPUs, %d CPUs, %d MB; want over 3 GPUs, 12 CPUs and 96000 MB: the twin that shows the caps",
+					gpus, cpus, mem)
 			}
 		})
 	}
@@ -1356,6 +1367,7 @@ func TestSlurmActionsKeepGroupsTogether(t *testing.T) {
 	est := shippedEstimators(t)
 	running := runningJob(5, "bert")
 	running.NodeList, running.GPUs, running.Tag.Plan = []string{"node1"}, 4, "dp4.tp1.pp1.mb8.a1.z0"
+	running.MemMB = 32768
 	jobs := []slurm.Job{running, heldJob(6, "bert", 1, 4), heldJob(7, "bert", 1, 4), heldJob(8, "bert", 1, 4)}
 	for i := range jobs {
 		jobs[i].Cluster, jobs[i].QOS = "lab", "shared"
@@ -1363,7 +1375,7 @@ func TestSlurmActionsKeepGroupsTogether(t *testing.T) {
 	nodes := labNodes(3)
 	nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 4, 8
 	start := func(id, node string) policy.Action {
-		return policy.Action{Kind: policy.Start, JobID: id, Alloc: []policy.NodeAlloc{{Node: node, GPUs: 4, CPUs: 8}},
+		return policy.Action{Kind: policy.Start, JobID: id, Alloc: []policy.NodeAlloc{{Node: node, GPUs: 4, CPUs: 8, MemGB: 32}},
 			Plan: model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1}}
 	}
 	plan := policy.Plan{Actions: []policy.Action{
@@ -1379,7 +1391,9 @@ func TestSlurmActionsKeepGroupsTogether(t *testing.T) {
 		"CPUs": {slurm.GroupLimits{CPUs: 12}, []int{5, 6}, map[int]string{
 			7: "QOS shared GrpTRES allows 12 CPUs, 8 in use or planned before it, and its plan adds 8",
 			8: "QOS shared GrpTRES allows 12 CPUs, 8 in use or planned before it, and its plan adds 8"}},
-		"room for all": {slurm.GroupLimits{GPUs: 12, CPUs: 24}, []int{5, 6, 7, 8}, map[int]string{}},
+		"memory": {slurm.GroupLimits{MemMB: 81920}, []int{5, 6, 7},
+			map[int]string{8: "QOS shared GrpTRES allows 81920 MB of memory, 65536 in use or planned before it, and its plan adds 32768"}},
+		"room for all": {slurm.GroupLimits{GPUs: 12, CPUs: 24, MemMB: 98304}, []int{5, 6, 7, 8}, map[int]string{}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

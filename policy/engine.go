@@ -81,8 +81,11 @@ type jstate struct {
 	fresh    []float64
 	freshVer int
 	maxNodes int // most nodes it may span
-	reason   Reason
-	detail   string
+	// memPer and memBase price its host memory against Max.MemGB: booked
+	// per GPU, and per node whatever the plan.
+	memPer, memBase float64
+	reason          Reason
+	detail          string
 }
 
 // lossMemo is a job's cheapest release on one node at one version.
@@ -200,6 +203,12 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 		js.info = e.jobInfo(r, js)
 		js.cpg = max(e.cfg.MinCPUsPerGPU, min(j.Request.CPUs/max(1, j.Request.GPUs), maxCPUsPerGPU(s)))
 		js.cap = r.capOf(js)
+		if j.Max.MemGB > 0 {
+			plan := j.Request.Plan
+			plan.Offload = false
+			js.memPer = j.memPerGPU(e.cfg.HostMemPerGPUGB)
+			js.memBase = js.est.Memory(plan, model.Placement{1}).HostGBNode
+		}
 		js.maxNodes = max(1, e.cfg.MaxSpread*len(js.info.reqShape))
 		if j.WithinRequest {
 			js.maxNodes = max(1, len(js.info.reqShape))
@@ -256,7 +265,32 @@ func (r *round) capOf(js *jstate) int {
 	if m := js.j.Max; m.CPUs > 0 && r.e.cfg.MinCPUsPerGPU > 0 {
 		total = min(total, m.CPUs/r.e.cfg.MinCPUsPerGPU)
 	}
+	if per := js.j.memPerGPU(r.e.cfg.HostMemPerGPUGB); js.j.Max.MemGB > 0 && per > 0 {
+		// Every GPU books at least per: more GPUs than this could not
+		// have a plan within the job's memory bound.
+		total = min(total, int(math.Floor(js.j.Max.MemGB/per+1e-9)))
+	}
 	return max(total, 1)
+}
+
+// memRoom is how many more GPUs j may take on node n within its host
+// memory bound (Max.MemGB): each GPU books memPer, and each node memBase
+// whatever the plan, so a job is not grown to an allocation no plan fits.
+func (r *round) memRoom(j *jstate, n int) int {
+	if j.j.Max.MemGB <= 0 || j.memPer <= 0 {
+		return math.MaxInt
+	}
+	nodes := 0
+	for _, sl := range j.cur {
+		if sl.gpus > 0 {
+			nodes++
+		}
+	}
+	if j.on(n) == 0 {
+		nodes++
+	}
+	left := j.j.Max.MemGB - j.memBase*float64(nodes) - j.memPer*float64(j.gpus)
+	return max(int(math.Floor(left/j.memPer+1e-9)), 0)
 }
 
 // reconfigurable applies the reconfiguration-cost rule.
@@ -851,7 +885,7 @@ func (r *round) fitOn(j *jstate, k int) bool {
 func (r *round) growOn(j *jstate, n int, privileged bool) {
 	nd := &r.nodes[n]
 	for iter := 0; iter < 4*nd.n.GPUs+4; iter++ {
-		room := min(nd.n.GPUs-j.on(n), j.cap-j.gpus)
+		room := min(nd.n.GPUs-j.on(n), j.cap-j.gpus, r.memRoom(j, n))
 		if room <= 0 || (j.on(n) == 0 && len(j.cur) >= j.maxNodes) {
 			return
 		}
@@ -1290,10 +1324,14 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 		alt, b, err := js.est.BestPlan(res, allowing(func(p model.Plan) bool { return r.memFits(js, p, memFree, false) }, j.Cannot))
 		if err != nil || !(b.Iter > 0) {
 			r.release(js)
-			if js.running {
-				return Action{Kind: Preempt, JobID: j.ID, Reason: ReasonNoPlan, Detail: "no plan fits the free host memory"}
+			why := "no plan fits the free host memory"
+			if j.Max.MemGB > 0 {
+				why += fmt.Sprintf(" within the job's bound of %.0f GB", j.Max.MemGB)
 			}
-			return Action{Kind: Keep, JobID: j.ID, Reason: ReasonNoPlan, Detail: "no plan fits the free host memory"}
+			if js.running {
+				return Action{Kind: Preempt, JobID: j.ID, Reason: ReasonNoPlan, Detail: why}
+			}
+			return Action{Kind: Keep, JobID: j.ID, Reason: ReasonNoPlan, Detail: why}
 		}
 		plan, tput = alt, float64(js.est.Spec().GlobalBatch)/b.Iter
 	}
@@ -1374,7 +1412,7 @@ func (r *round) placement(slots []slot) model.Placement {
 func (r *round) hostMem(js *jstate, plan model.Plan, g int) float64 {
 	pl := r.placement(js.cur)
 	m := js.est.Memory(plan, pl.Canonical())
-	return js.j.hostMem(r.e.cfg.HostMemPerGPUGB*float64(g)+m.HostGBNode, m.HostGBNode)
+	return js.j.hostMem(r.e.cfg.HostMemPerGPUGB, g, m.HostGBNode)
 }
 
 // memFits checks (and with reserve, books) the host memory of plan; a job

@@ -3,6 +3,7 @@ package policy_test
 import (
 	"context"
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -646,36 +647,84 @@ func TestJobMax(t *testing.T) {
 		"nodes": {Nodes: 1},
 		"cpus":  {CPUs: 20},
 		"all":   {GPUs: 3, Nodes: 1, CPUs: 12},
+		// 16 GB per GPU by default: 2 GPUs at most.
+		"mem": {MemGB: 40},
+		// And 16 GB per node whatever the plan (below): 4 GPUs would book
+		// 80 GB, and 3 have no plan for a batch of 32.
+		"mem and base": {MemGB: 72},
 	}
 	for name, max := range tests {
 		t.Run(name, func(t *testing.T) {
 			j := pt.NewJob("a", "small").GPUs(2).CPUs(8).Obj()
 			j.Max = max
-			s, err := policy.NewSnapshot(pt.Epoch.Add(time.Hour), pt.Cluster(4, 4), []policy.Job{j}, nil, pt.Models(), 260*time.Second)
+			models := pt.Models()
+			if name == "mem and base" {
+				models["small"].(*pt.Fake).HostBaseGB = 16
+			}
+			s, err := policy.NewSnapshot(pt.Epoch.Add(time.Hour), pt.Cluster(4, 4), []policy.Job{j}, nil, models, 260*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, pol := range policy.Names() {
 				a := decide(t, pol, s).Actions[0]
-				gpus, cpus := 0, 0
+				gpus, cpus, mem := 0, 0, 0.0
 				for _, n := range a.Alloc {
 					gpus += n.GPUs
 					cpus += n.CPUs
+					mem += n.MemGB
 				}
-				if gpus == 0 || max.GPUs > 0 && gpus > max.GPUs || max.Nodes > 0 && len(a.Alloc) > max.Nodes || max.CPUs > 0 && cpus > max.CPUs {
-					t.Errorf("%s: got %d GPUs, %d CPUs on %d nodes, want a start within %+v (%s: %s)",
-						pol, gpus, cpus, len(a.Alloc), max, a.Reason, a.Detail)
+				if gpus == 0 || max.GPUs > 0 && gpus > max.GPUs || max.Nodes > 0 && len(a.Alloc) > max.Nodes || max.CPUs > 0 && cpus > max.CPUs ||
+					max.MemGB > 0 && mem > max.MemGB {
+					t.Errorf("%s: got %d GPUs, %d CPUs, %.0f GB on %d nodes, want a start within %+v (%s: %s)",
+						pol, gpus, cpus, mem, len(a.Alloc), max, a.Reason, a.Detail)
 				}
-				if max == (policy.Size{}) && pol == "rubick" && (gpus <= 4 || cpus <= 20 || len(a.Alloc) <= 1) {
-					t.Errorf("rubick gave the unbounded job %d GPUs, %d CPUs on %d nodes; the test needs it past every bound", gpus, cpus, len(a.Alloc))
+				if max == (policy.Size{}) && pol == "rubick" && (gpus <= 4 || cpus <= 20 || len(a.Alloc) <= 1 || mem <= 40) {
+					t.Errorf("rubick gave the unbounded job %d GPUs, %d CPUs, %.0f GB on %d nodes; the test needs it past every bound", gpus, cpus, mem, len(a.Alloc))
 				}
 			}
 		})
 	}
-	j := pt.NewJob("a", "small").GPUs(2).Obj()
-	j.Max.CPUs = -1
-	if _, err := policy.NewSnapshot(pt.Epoch, pt.Cluster(1, 8), []policy.Job{j}, nil, pt.Models(), 0); !errors.Is(err, policy.ErrBadSnapshot) || !strings.Contains(err.Error(), "max=") {
-		t.Errorf("negative bound: %v, want ErrBadSnapshot naming max", err)
+	for _, bad := range []policy.Size{{CPUs: -1}, {MemGB: -1}, {MemGB: math.NaN()}, {MemGB: math.Inf(1)}} {
+		j := pt.NewJob("a", "small").GPUs(2).Obj()
+		j.Max = bad
+		if _, err := policy.NewSnapshot(pt.Epoch, pt.Cluster(1, 8), []policy.Job{j}, nil, pt.Models(), 0); !errors.Is(err, policy.ErrBadSnapshot) || !strings.Contains(err.Error(), "max=") {
+			t.Errorf("bound %+v: %v, want ErrBadSnapshot naming max", bad, err)
+		}
+	}
+	for _, bad := range []float64{-1, math.NaN(), math.Inf(1)} {
+		j := pt.NewJob("a", "small").GPUs(2).Obj()
+		j.Request.MemGB = bad
+		if _, err := policy.NewSnapshot(pt.Epoch, pt.Cluster(1, 8), []policy.Job{j}, nil, pt.Models(), 0); !errors.Is(err, policy.ErrBadSnapshot) || !strings.Contains(err.Error(), "request.mem_gb=") {
+			t.Errorf("request memory %v: %v, want ErrBadSnapshot naming request.mem_gb", bad, err)
+		}
+	}
+}
+
+// A job keeps the host memory per GPU it asked for when a policy gives it
+// other GPUs, though that is more than the policy's default per GPU; a job
+// that asked for less gets the default.
+func TestMemoryPerGPU(t *testing.T) {
+	for _, perGPU := range []float64{4, 50} {
+		j := pt.NewJob("a", "small").GPUs(2).CPUs(8).Obj()
+		j.Request.MemGB = 2 * perGPU
+		s, err := policy.NewSnapshot(pt.Epoch.Add(time.Hour), pt.Cluster(2, 8), []policy.Job{j}, nil, pt.Models(), 260*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := max(perGPU, policy.DefaultConfig().HostMemPerGPUGB)
+		for _, name := range policy.Names() {
+			a := decide(t, name, s).Actions[0]
+			gpus := 0
+			for _, n := range a.Alloc {
+				gpus += n.GPUs
+				if n.MemGB < want*float64(n.GPUs) {
+					t.Errorf("%s: %d GPUs on %s with %.0f GB, want at least %.0f GB per GPU (asked %.0f)", name, n.GPUs, n.Node, n.MemGB, want, perGPU)
+				}
+			}
+			if name == "rubick" && gpus <= 2 {
+				t.Errorf("rubick gave the job %d GPUs; the test needs it to grow", gpus)
+			}
+		}
 	}
 }
 

@@ -218,7 +218,7 @@ func (q *queue) fit(s *Snapshot, free []qnode, pl model.Placement, j *Job) ([]in
 		g := pl[i]
 		best := -1
 		for n := range free {
-			if used[n] || !j.may(s.Nodes[n].Name) || free[n].gpus < g || free[n].cpus < q.minCPUs(j, g) || free[n].mem < q.cfg.HostMemPerGPUGB*float64(g) {
+			if used[n] || !j.may(s.Nodes[n].Name) || free[n].gpus < g || free[n].cpus < q.minCPUs(j, g) || free[n].mem < j.memPerGPU(q.cfg.HostMemPerGPUGB)*float64(g) {
 				continue
 			}
 			if best < 0 || free[n].gpus < free[best].gpus {
@@ -281,18 +281,17 @@ func (q *queue) start(s *Snapshot, free []qnode, nodes []int, pl model.Placement
 	if q.kind.bestPlan {
 		v := q.perf.pick(j.Model, est, spaceAny, j.Cannot, plan, shapeKey(pl), total, memGB, q.cfg.PlanSwitchGain)
 		req := q.predict(s, j, plan, pl, total, memGB)
-		within := j.memWithin(est.Memory(v.plan, pl.Canonical()).HostGBNode * float64(len(pl)))
-		if v.tput > req && within && q.hostFits(est, v.plan, pl, nodes, free) {
+		if v.tput > req && q.hostFits(j, est, v.plan, pl, nodes, free) {
 			plan = v.plan
 			detail = fmt.Sprintf("%s on %s: %.3g samples/s, %.2fx the requested plan", plan, pl, v.tput, v.tput/max(req, 1e-12))
 		}
 	}
 	hostNode := est.Memory(plan, pl.Canonical()).HostGBNode
 	for i, n := range nodes {
-		alloc[i].MemGB = j.hostMem(q.cfg.HostMemPerGPUGB*float64(pl[i])+hostNode, hostNode)
+		alloc[i].MemGB = j.hostMem(q.cfg.HostMemPerGPUGB, pl[i], hostNode)
 		if alloc[i].MemGB > free[n].mem {
 			// The user's own plan ran before: book what is left, not more.
-			alloc[i].MemGB = max(q.cfg.HostMemPerGPUGB*float64(pl[i]), free[n].mem)
+			alloc[i].MemGB = max(j.memPerGPU(q.cfg.HostMemPerGPUGB)*float64(pl[i]), free[n].mem)
 		}
 		free[n].gpus -= alloc[i].GPUs
 		free[n].cpus -= alloc[i].CPUs
@@ -311,15 +310,19 @@ func (q *queue) start(s *Snapshot, free []qnode, nodes []int, pl model.Placement
 		Throughput: q.predict(s, j, plan, pl, total, memGB), Reason: reason, Detail: detail}
 }
 
-// hostFits reports whether plan's host memory fits on the chosen nodes.
-func (q *queue) hostFits(est Estimator, plan model.Plan, pl model.Placement, nodes []int, free []qnode) bool {
+// hostFits reports whether the host memory j books with plan fits on the
+// chosen nodes and within what j may have.
+func (q *queue) hostFits(j *Job, est Estimator, plan model.Plan, pl model.Placement, nodes []int, free []qnode) bool {
 	h := est.Memory(plan, pl.Canonical()).HostGBNode
+	total := 0.0
 	for i, n := range nodes {
-		if q.cfg.HostMemPerGPUGB*float64(pl[i])+h > free[n].mem {
+		m := j.hostMem(q.cfg.HostMemPerGPUGB, pl[i], h)
+		if m > free[n].mem {
 			return false
 		}
+		total += m
 	}
-	return true
+	return j.memWithin(total)
 }
 
 // shadow returns the free capacity at the moment the head job could start

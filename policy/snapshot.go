@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -134,9 +135,10 @@ type Job struct {
 
 // Size is an allocation's size over all its nodes.
 type Size struct {
-	GPUs  int `json:"gpus,omitempty"`
-	Nodes int `json:"nodes,omitempty"`
-	CPUs  int `json:"cpus,omitempty"`
+	GPUs  int     `json:"gpus,omitempty"`
+	Nodes int     `json:"nodes,omitempty"`
+	CPUs  int     `json:"cpus,omitempty"`
+	MemGB float64 `json:"mem_gb,omitempty"`
 }
 
 // cpusWithin reports whether the job may hold cpus CPUs in all: no more
@@ -157,10 +159,24 @@ func (j *Job) cpuBudget(cpus int) int {
 // may reports whether the job may run on the named node.
 func (j *Job) may(node string) bool { return len(j.Nodes) == 0 || slices.Contains(j.Nodes, node) }
 
-// hostMem is the host memory per node a policy books for the job: mem, or,
-// for a job held to its request, what it asked for per node unless the
-// plan's offloaded states (need) take more.
-func (j *Job) hostMem(mem, need float64) float64 {
+// memPerGPU is the least host memory a policy books per GPU of the job:
+// the policy's default per GPU (def), or what the job asked for per GPU
+// when that is more, so a job given other GPUs keeps the memory per GPU
+// its user sized it with.
+func (j *Job) memPerGPU(def float64) float64 {
+	if j.Request.MemGB > 0 {
+		return max(def, j.Request.MemGB/float64(j.Request.GPUs))
+	}
+	return def
+}
+
+// hostMem is the host memory a policy books for the job on a node holding
+// g of its GPUs, with a plan whose offloaded states take need there: the
+// default per GPU (def) plus need, and no less than the job's own memory
+// per GPU; for a job held to its request, no more than it asked for per
+// node unless need takes more.
+func (j *Job) hostMem(def float64, g int, need float64) float64 {
+	mem := max(def*float64(g)+need, j.memPerGPU(0)*float64(g))
 	if !j.WithinRequest || j.Request.MemGB <= 0 {
 		return mem
 	}
@@ -169,8 +185,12 @@ func (j *Job) hostMem(mem, need float64) float64 {
 }
 
 // memWithin reports whether total host memory over the job's nodes is
-// what a job held to its request may have; any is, for other jobs.
+// what the job may have: no more than Max allows, nor, for a job held to
+// its request, than it asked for.
 func (j *Job) memWithin(total float64) bool {
+	if j.Max.MemGB > 0 && total > j.Max.MemGB+1e-9 {
+		return false
+	}
 	return !j.WithinRequest || j.Request.MemGB <= 0 || total <= j.Request.MemGB+1e-9
 }
 
@@ -307,7 +327,10 @@ func NewSnapshot(now time.Time, nodes []Node, jobs []Job, tenants []Tenant, mode
 		if j.RestartCost < 0 {
 			return nil, fmt.Errorf("%w: job %s: restart_cost=%v is negative", ErrBadSnapshot, j.ID, j.RestartCost)
 		}
-		if j.Max.GPUs < 0 || j.Max.Nodes < 0 || j.Max.CPUs < 0 {
+		if !(j.Request.MemGB >= 0) || math.IsInf(j.Request.MemGB, 0) {
+			return nil, fmt.Errorf("%w: job %s: request.mem_gb=%v must be finite and >= 0", ErrBadSnapshot, j.ID, j.Request.MemGB)
+		}
+		if j.Max.GPUs < 0 || j.Max.Nodes < 0 || j.Max.CPUs < 0 || !(j.Max.MemGB >= 0) || math.IsInf(j.Max.MemGB, 0) {
 			return nil, fmt.Errorf("%w: job %s: max=%+v has a negative bound", ErrBadSnapshot, j.ID, j.Max)
 		}
 		for _, a := range j.Alloc {

@@ -368,6 +368,27 @@ func numNodes(act Action) int {
 	return len(act.Nodes)
 }
 
+// memPerGPUOf is the memory per GPU (MiB) a start or restart sets for a
+// --mem-per-gpu job: its own value, or the action's memory per node spread
+// over its GPUs when that is more; 0 for any other job.
+func memPerGPUOf(job Job, act Action) int64 {
+	if job.MemPerGPUMB <= 0 || act.GPUsPerNode <= 0 {
+		return 0
+	}
+	return max(job.MemPerGPUMB, (act.MemPerNodeMB+int64(act.GPUsPerNode)-1)/int64(act.GPUsPerNode))
+}
+
+// MemMB is the memory (MiB) job holds over all its nodes once the start or
+// restart act has run, as Slurm counts it against memory limits; 0 when
+// act sets none.
+func (act Action) MemMB(job Job) int64 {
+	n := int64(numNodes(act))
+	if m := memPerGPUOf(job, act); m > 0 {
+		return m * int64(act.GPUsPerNode) * n
+	}
+	return act.MemPerNodeMB * n
+}
+
 // validToken accepts node names and signal names, nothing with spaces,
 // '=', ',' or shell characters.
 func validToken(s string) bool {
@@ -445,8 +466,7 @@ func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeue
 		argv = append(argv, "Gres="+gres+strconv.Itoa(act.GPUsPerNode))
 		if perGPU {
 			// Accepted only beside Gres=, in both versions.
-			mem := max(job.MemPerGPUMB, (act.MemPerNodeMB+int64(act.GPUsPerNode)-1)/int64(act.GPUsPerNode))
-			argv = append(argv, "MemPerTres=gres:gpu:"+strconv.FormatInt(mem, 10))
+			argv = append(argv, "MemPerTres=gres:gpu:"+strconv.FormatInt(memPerGPUOf(job, act), 10))
 		}
 	}
 	if act.Partition != "" {

@@ -65,7 +65,7 @@ func TestGolden2205(t *testing.T) {
 			ID: 31, Name: "resnet50", User: "root", Account: "root", Cluster: "rubick", Partition: "gpu", QOS: "normal",
 			State: StateRunning, Priority: 4294901729,
 			NodeList: []string{"node1"}, BatchHost: "node1", NodeCount: 1,
-			GPUsPerNode: 4, GPUs: 4, CPUs: 8, Tasks: 1, MemPerNodeMB: 65536,
+			GPUsPerNode: 4, GPUs: 4, CPUs: 8, Tasks: 1, MemPerNodeMB: 65536, MemMB: 65536,
 			Requeue: true, SubmitTime: ts(1795315344), StartTime: ts(1795315344),
 			Comment: "model=resnet50;updated", AdminComment: "rubick:plan=dp4,gpus=4",
 		},
@@ -73,7 +73,7 @@ func TestGolden2205(t *testing.T) {
 			ID: 32, Name: "gpt2-ddp", User: "root", Account: "root", Cluster: "rubick", Partition: "gpu", QOS: "normal",
 			State: StateRunning, Priority: 4294901728,
 			NodeList: []string{"node2", "node3"}, BatchHost: "node2", NodeCount: 2,
-			GPUsPerNode: 8, GPUs: 16, CPUs: 32, Tasks: 2, MemPerCPUMB: 4000,
+			GPUsPerNode: 8, GPUs: 16, CPUs: 32, Tasks: 2, MemPerCPUMB: 4000, MemMB: 128000,
 			Requeue: true, SubmitTime: ts(1795315344), StartTime: ts(1795315344),
 		},
 		33: {
@@ -87,7 +87,7 @@ func TestGolden2205(t *testing.T) {
 			ID: 24, Name: "rq.sh", User: "root", Account: "root", Cluster: "rubick", Partition: "gpu", QOS: "normal",
 			State: StateCancelled, Priority: 4294901735,
 			NodeList: []string{"node2", "node3"}, BatchHost: "node2", NodeCount: 2,
-			GPUsPerNode: 8, GPUs: 16, CPUs: 2, Tasks: byID[24].Tasks, MemPerCPUMB: 4000,
+			GPUsPerNode: 8, GPUs: 16, CPUs: 2, Tasks: byID[24].Tasks, MemPerCPUMB: 4000, MemMB: 8000,
 			RequiredNodes: []string{"node2", "node3"},
 			Requeue:       true, RestartCount: 4, SubmitTime: byID[24].SubmitTime, StartTime: byID[24].StartTime,
 		},
@@ -162,13 +162,13 @@ func TestGolden2411(t *testing.T) {
 		{
 			ID: 1, Name: "wrap", User: "root", Cluster: "rubick24", Partition: "gpu", State: StateCompleted, Priority: 1,
 			NodeList: []string{"node1"}, BatchHost: "node1", NodeCount: 1, GPUsPerNode: 1,
-			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, Requeue: true,
+			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, MemMB: 4000, Requeue: true,
 			SubmitTime: ts(1795317671), StartTime: ts(1795317671),
 		},
 		{
 			ID: 2, Name: "wrap", User: "root", Cluster: "rubick24", Partition: "gpu", State: StateRunning, Priority: 1,
 			NodeList: []string{"node1"}, BatchHost: "node1", NodeCount: 1, GPUsPerNode: 1, GPUs: 1,
-			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, Requeue: true,
+			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, MemMB: 4000, Requeue: true,
 			SubmitTime: ts(1795317681), StartTime: ts(1795317681),
 			Comment: "model_type=llama", AdminComment: "model_type=llama",
 			Tag: &Tag{ModelType: "llama"}, // the legacy job_submit.lua form
@@ -176,7 +176,7 @@ func TestGolden2411(t *testing.T) {
 		{
 			ID: 3, Name: "gpt2-ddp", User: "root", Cluster: "rubick24", Partition: "gpu", State: StateRunning, Priority: 1,
 			NodeList: []string{"node2", "node3"}, BatchHost: "node2", NodeCount: 2, GPUsPerNode: 8, GPUs: 16,
-			CPUs: 32, CPUsPerTask: 16, Tasks: 2, MemPerCPUMB: 4000, Requeue: true,
+			CPUs: 32, CPUsPerTask: 16, Tasks: 2, MemPerCPUMB: 4000, MemMB: 128000, Requeue: true,
 			SubmitTime: ts(1795317689), StartTime: ts(1795317690),
 		},
 		{
@@ -735,8 +735,9 @@ func TestLimits(t *testing.T) {
 	}
 	want := Limits{
 		QOS: map[string]QOS{
-			"normal": {Name: "normal", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUs: 64, Wall: 120 * time.Minute},
-				Grp: GroupLimits{GPUs: 12, CPUs: 96}, PerUser: GroupLimits{GPUs: 6, CPUs: 48}, PerAccount: GroupLimits{GPUs: 7}},
+			"normal": {Name: "normal", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUs: 64, MemMB: 200 << 10, Wall: 120 * time.Minute},
+				Grp: GroupLimits{GPUs: 12, CPUs: 96, MemMB: 1 << 20}, PerUser: GroupLimits{GPUs: 6, CPUs: 48, MemMB: 400 << 10},
+				PerAccount: GroupLimits{GPUs: 7}},
 			"guaranteed": {Name: "guaranteed"},
 		},
 		Associations: []Association{
@@ -745,7 +746,7 @@ func TestLimits(t *testing.T) {
 			// child too, not the group limits it counts against.
 			{Cluster: "rubicklab", Account: "root", User: "nobody", PerJob: JobLimits{Nodes: 2}},
 			{Cluster: "rubicklab", Account: "root", User: "root", PerJob: JobLimits{GPUs: 4, Nodes: 2, Wall: 90 * time.Minute},
-				Grp: GroupLimits{GPUs: 5, CPUs: 40}},
+				Grp: GroupLimits{GPUs: 5, CPUs: 40, MemMB: 300 << 10}},
 		},
 		Partitions: map[string]Partition{"gpu": {Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"},
 			TotalCPUs: 256, TotalNodes: 4}},

@@ -65,6 +65,9 @@ func setJobResources(j *Job, t jobTRES) {
 	if j.GPUs == 0 {
 		j.GPUs = detail
 	}
+	if j.State != StatePending {
+		j.MemMB = tresMemMB(t.alloc)
+	}
 }
 
 // finishJob parses the rubick tag and logs, rather than fails on, a

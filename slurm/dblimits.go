@@ -94,7 +94,8 @@ func (m *dbMax) grp() GroupLimits {
 	return groupIn(m.Tres.Total)
 }
 
-// groupIn reads gres/gpu and cpu off a TRES list; 0 where it has none.
+// groupIn reads gres/gpu, cpu and mem (MiB, as slurmdbd counts it) off a
+// TRES list; 0 where it has none.
 func groupIn(l *[]dbTRES) GroupLimits {
 	var out GroupLimits
 	for _, t := range deref(l) {
@@ -103,12 +104,14 @@ func groupIn(l *[]dbTRES) GroupLimits {
 			out.GPUs = max(t.Count, 0)
 		case "cpu/":
 			out.CPUs = max(t.Count, 0)
+		case "mem/":
+			out.MemMB = int64(max(t.Count, 0))
 		}
 	}
 	return out
 }
 
-// perJob reads gres/gpu, node and cpu off the per-job TRES limits, and
+// perJob reads gres/gpu, node, cpu and mem off the per-job TRES limits, and
 // the time limit.
 func (m *dbMax) perJob() JobLimits {
 	var out JobLimits
@@ -133,6 +136,8 @@ func (m *dbMax) perJob() JobLimits {
 			out.Nodes = n
 		case "cpu/":
 			out.CPUs = n
+		case "mem/":
+			out.MemMB = int64(n)
 		}
 	}
 	return out

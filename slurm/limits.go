@@ -43,6 +43,7 @@ func (l Limits) tres(j Job, partition string) JobLimits {
 		out.GPUs = cmp.Or(out.GPUs, a.PerJob.GPUs)
 		out.Nodes = cmp.Or(out.Nodes, a.PerJob.Nodes)
 		out.CPUs = cmp.Or(out.CPUs, a.PerJob.CPUs)
+		out.MemMB = cmp.Or(out.MemMB, a.PerJob.MemMB)
 		out.Wall = cmp.Or(out.Wall, a.PerJob.Wall)
 	}
 	return out
@@ -91,10 +92,10 @@ type Group struct {
 	GroupLimits
 }
 
-// Groups lists the group limits on GPUs or CPUs job j counts against when
-// it runs in partition: its QOS's (GrpTRES, and MaxTRESPerUser and
-// MaxTRESPerAccount for its user and account), and the GrpTRES of its
-// associations, the user's (for the partition, and without one) and its
+// Groups lists the group limits on GPUs, CPUs or memory job j counts
+// against when it runs in partition: its QOS's (GrpTRES, and
+// MaxTRESPerUser and MaxTRESPerAccount for its user and account), and the
+// GrpTRES of its associations, the user's (for the partition, and without one) and its
 // account's and their parents' up the tree. Slurm may skip an
 // association's where the QOS sets the same kind of limit; counting every
 // one is the strictest reading.

@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -104,6 +105,40 @@ func tresValue(tres, key string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// tresMemMB reads the mem entry of a TRES string ("mem=32G", "mem=4000M",
+// "mem=1.50T"; Slurm scales it to the largest whole unit) in MiB; 0 when
+// there is none or it does not parse.
+func tresMemMB(tres string) int64 {
+	v, ok := tresValue(tres, "mem")
+	if !ok || v == "" {
+		return 0
+	}
+	scale := 1.0
+	switch v[len(v)-1] {
+	case 'K':
+		scale = 1.0 / 1024
+	case 'M':
+	case 'G':
+		scale = 1024
+	case 'T':
+		scale = 1024 * 1024
+	case 'P':
+		scale = 1024 * 1024 * 1024
+	default:
+		scale = 0
+	}
+	if scale != 0 {
+		v = v[:len(v)-1]
+	} else {
+		scale = 1 // a bare number is MiB
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(f > 0) {
+		return 0
+	}
+	return int64(math.Ceil(f * scale))
 }
 
 // tresGPUs returns the total gres/gpu count of a TRES string, summing typed

@@ -45,6 +45,25 @@ func TestTRES(t *testing.T) {
 	}
 }
 
+func TestTRESMem(t *testing.T) {
+	tests := map[string]int64{
+		"cpu=8,mem=64G,node=1,billing=8,gres/gpu=4": 64 << 10,
+		"cpu=1,mem=4000M,node=1,billing=1":          4000,
+		"cpu=1,mem=1.50T,node=1":                    3 << 19,
+		"cpu=1,mem=512,node=1":                      512,
+		"cpu=1,mem=2048K":                           2,
+		"cpu=1,node=1":                              0,
+		"cpu=1,mem=lots":                            0,
+		"cpu=1,mem=-1G":                             0,
+		"cpu=1,mem=G":                               0,
+	}
+	for in, want := range tests {
+		if got := tresMemMB(in); got != want {
+			t.Errorf("tresMemMB(%q) = %d, want %d", in, got, want)
+		}
+	}
+}
+
 func TestGPUTypes(t *testing.T) {
 	tests := map[string][]string{
 		"":                                nil,

@@ -73,7 +73,11 @@ type Job struct {
 	// --gpus=h100:2); nil for any GPU.
 	GPUTypes []string
 	// GPUs is the total allocated GPU count (tres_alloc_str), 0 when pending.
-	GPUs        int
+	GPUs int
+	// MemMB is the total allocated memory in MiB over the job's nodes
+	// (tres_alloc_str), 0 when pending: what Slurm counts against the
+	// job's memory limits.
+	MemMB       int64
 	CPUs        int
 	CPUsPerTask int
 	Tasks       int
@@ -193,10 +197,11 @@ type Partition struct {
 }
 
 // JobLimits is what a QOS or an association allows one job: its
-// allocation (MaxTRESPerJob: gres/gpu, node, cpu) and its time limit
+// allocation (MaxTRESPerJob: gres/gpu, node, cpu, mem) and its time limit
 // (MaxWall, or a partition's MaxTime); 0 where it sets no bound.
 type JobLimits struct {
 	GPUs, Nodes, CPUs int
+	MemMB             int64
 	Wall              time.Duration
 }
 
@@ -210,10 +215,11 @@ type QOS struct {
 	Grp, PerUser, PerAccount GroupLimits
 }
 
-// GroupLimits bound the GPUs (gres/gpu) and CPUs of several jobs together;
-// 0 where they set no bound.
+// GroupLimits bound the GPUs (gres/gpu), CPUs and memory (MiB) of several
+// jobs together; 0 where they set no bound.
 type GroupLimits struct {
 	GPUs, CPUs int
+	MemMB      int64
 }
 
 // Association is a Slurm association (an account, or a user in an

@@ -115,7 +115,12 @@ func Models() map[string]policy.Estimator {
 }
 
 // Fake is a deterministic Estimator with the shape of the real model.
-type Fake struct{ S model.Spec }
+type Fake struct {
+	S model.Spec
+	// HostBaseGB is the host memory every node of a job needs whatever
+	// its plan (the real model books 16 GB); 0 by default.
+	HostBaseGB float64
+}
 
 var errFake = errors.New("fake estimator")
 
@@ -196,7 +201,7 @@ func (f *Fake) Memory(p model.Plan, pl model.Placement) model.MemoryEstimate {
 		states = 4 * f.S.Params / 1e9 / float64(max(1, p.TP))
 	}
 	act := 0.5 * float64(p.MicroBatch) * float64(f.S.SeqLen) / 1024
-	return model.MemoryEstimate{GPUGB: states + act, HostGBNode: host}
+	return model.MemoryEstimate{GPUGB: states + act, HostGBNode: f.HostBaseGB + host}
 }
 
 // Feasible implements policy.Estimator.

@@ -15,9 +15,10 @@ import (
 )
 
 // TestSlurmLimit: 4 GPUs per job, set on the QOS or on root's association,
-// or 4 GPUs (16 CPUs) for all the QOS's jobs together. On the idle lab rubick grows a
-// roberta job asking for 2 GPUs to a whole node (it trains 3x faster on 8
-// than on 2). rubickd reads these limits from slurmdbd and plans the job
+// or 4 GPUs (16 CPUs, 64 GB) for all the QOS's jobs together, or 64 GB per
+// job (16 GB per GPU and 16 per node: 3 GPUs at most). On the idle lab
+// rubick grows a roberta job asking for 2 GPUs to a whole node (it trains
+// 3x faster on 8 than on 2). rubickd reads these limits from slurmdbd and plans the job
 // within them at once. A limit it does not read (4 GPUs per node) it
 // learns from Slurm: Slurm holds the job back with QOSMaxGRESPerNode,
 // rubickd plans it within its request, records the limit in its tag, and
@@ -30,21 +31,26 @@ func TestSlurmLimit(t *testing.T) {
 		limit string // the reason Slurm holds the job back for; "" for none
 		gpus  int    // the most GPUs the job may run on
 		cpus  int    // the most CPUs; 0: any
+		mem   int64  // the most memory in MB; 0: any
 	}{
-		{"QOS", []string{"qos", "normal", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", 4, 0},
-		{"association", []string{"user", "root", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", 4, 0},
-		{"group", []string{"qos", "normal", "set", "GrpTRES=gres/gpu="}, "4", "", 4, 0},
+		{"QOS", []string{"qos", "normal", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", 4, 0, 0},
+		{"association", []string{"user", "root", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", 4, 0, 0},
+		{"group", []string{"qos", "normal", "set", "GrpTRES=gres/gpu="}, "4", "", 4, 0, 0},
 		// Slurm itself lets root's NumCPUs= update past this one: before
 		// rubick read it, the job ran on 8 GPUs with 32 CPUs.
-		{"group CPUs", []string{"qos", "normal", "set", "GrpTRES=cpu="}, "16", "", 8, 16},
-		{"per node", []string{"qos", "normal", "set", "MaxTRESPerNode=gres/gpu="}, "4", "QOSMaxGRESPerNode", 2, 0},
+		{"group CPUs", []string{"qos", "normal", "set", "GrpTRES=cpu="}, "16", "", 8, 16, 0},
+		// And its MinMemoryNode= update past these: before rubick read
+		// them, the job ran on 8 GPUs with 128 GB.
+		{"group memory", []string{"qos", "normal", "set", "GrpTRES=mem="}, "64G", "", 3, 0, 64 << 10},
+		{"memory per job", []string{"qos", "normal", "set", "MaxTRESPerJob=mem="}, "64G", "", 3, 0, 64 << 10},
+		{"per node", []string{"qos", "normal", "set", "MaxTRESPerNode=gres/gpu="}, "4", "QOSMaxGRESPerNode", 2, 0, 0},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) { slurmLimit(t, tc.set, tc.value, tc.limit, tc.gpus, tc.cpus) })
+		t.Run(tc.name, func(t *testing.T) { slurmLimit(t, tc.set, tc.value, tc.limit, tc.gpus, tc.cpus, tc.mem) })
 	}
 }
 
-func slurmLimit(t *testing.T, set []string, value, limit string, gpus, cpus int) {
+func slurmLimit(t *testing.T, set []string, value, limit string, gpus, cpus int, mem int64) {
 	lt := newLabTest(t, "limit", 3*time.Minute, "log_level: debug\n")
 	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
 
@@ -86,9 +92,10 @@ func slurmLimit(t *testing.T, set []string, value, limit string, gpus, cpus int)
 	if j.Tag == nil || j.Tag.Plan == "" || j.Tag.Extra["lim"] != limit {
 		t.Errorf("job %d tag %+v, want a plan and lim=%q (pending for %v); rubickd log %s", id, j.Tag, limit, heldFor, d.log)
 	}
-	t.Logf("job %d ran on %d GPUs, %d CPUs (tag %v), pending for %v", id, j.GPUs, j.CPUs, j.Tag, heldFor)
-	if len(j.NodeList) != 1 || j.GPUs > gpus || (cpus > 0 && j.CPUs > cpus) {
-		t.Errorf("job %d ran on %v with %d GPUs, %d CPUs; want one node, %d GPUs at most (and %d CPUs, if > 0)", id, j.NodeList, j.GPUs, j.CPUs, gpus, cpus)
+	t.Logf("job %d ran on %d GPUs, %d CPUs, %d MB (tag %v), pending for %v", id, j.GPUs, j.CPUs, j.MemMB, j.Tag, heldFor)
+	if len(j.NodeList) != 1 || j.GPUs > gpus || (cpus > 0 && j.CPUs > cpus) || (mem > 0 && j.MemMB > mem) {
+		t.Errorf("job %d ran on %v with %d GPUs, %d CPUs, %d MB; want one node, %d GPUs at most (and %d CPUs, %d MB, if > 0)",
+			id, j.NodeList, j.GPUs, j.CPUs, j.MemMB, gpus, cpus, mem)
 	}
 }
 
