@@ -206,18 +206,32 @@ func roomOf(groups []slurm.Group, use map[slurm.Group]slurm.GroupLimits, j slurm
 }
 
 // full names what a pending job waits for when one of its groups has no
-// room left at all: the group, the resource and its use and limit; ok is
-// false while each has some room.
-func (r groupRoom) full(use map[slurm.Group]slurm.GroupLimits) (why string, ok bool) {
+// room left for it: no GPU or CPU, or less memory (MiB) than its smallest
+// start books (minMem); the group, the resource and its use and limit. ok
+// is false while there is room.
+func (r groupRoom) full(use map[slurm.Group]slurm.GroupLimits, minMem int64) (why string, ok bool) {
 	switch {
 	case r.gpus == 0:
 		return fmt.Sprintf("waits for room in %s: GPUs in use %d, allowed %d", r.gpuBy.Limit, use[r.gpuBy].GPUs, r.gpuBy.GPUs), true
 	case r.cpus == 0:
 		return fmt.Sprintf("waits for room in %s: CPUs in use %d, allowed %d", r.cpuBy.Limit, use[r.cpuBy].CPUs, r.cpuBy.CPUs), true
-	case r.mem == 0:
-		return fmt.Sprintf("waits for room in %s: memory in use %d MB, allowed %d MB", r.memBy.Limit, use[r.memBy].MemMB, r.memBy.MemMB), true
+	case r.mem == 0 || r.mem > 0 && r.mem < minMem:
+		return fmt.Sprintf("waits for room in %s: memory in use %d MB, allowed %d MB, and one GPU needs %d MB",
+			r.memBy.Limit, use[r.memBy].MemMB, r.memBy.MemMB, minMem), true
 	}
 	return "", false
+}
+
+// oneGPUMem is the memory (MiB) the smallest start of j books: one GPU at
+// the memory per GPU the policy gives it (its own when more), and what a
+// node needs whatever the plan.
+func oneGPUMem(cfg Config, e policy.Estimator, j slurm.Job) int64 {
+	perGPU := int64(math.Ceil(cfg.Policy.HostMemPerGPUGB * 1024))
+	if g := j.GPUsPerNode; g > 0 {
+		perGPU = max(perGPU, memPerNode(j)/int64(g))
+	}
+	plan := model.Plan{DP: 1, TP: 1, PP: 1, MicroBatch: 1, Accum: max(e.Spec().GlobalBatch, 1)}
+	return perGPU + int64(math.Ceil(e.Memory(plan, model.Placement{1}).HostGBNode*1024))
 }
 
 // capBy lowers a per-job bound (0: none) to room (-1: none), never below
@@ -650,7 +664,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		lim := in.Limits.PerJob(j, part)
 		groups := groupsOf.of(j, part)
 		room := roomOf(groups, v.usage, j)
-		if why, full := room.full(v.usage); full && j.State == slurm.StatePending {
+		if why, full := room.full(v.usage, oneGPUMem(cfg, e, j)); full && j.State == slurm.StatePending {
 			// Slurm would hold it back whatever its size: it stays held
 			// and is planned once the group has room.
 			v.Unmanaged[j.ID] = why

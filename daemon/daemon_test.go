@@ -1313,7 +1313,10 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 		// 96000 MB of room is 3 GPUs.
 		"memory room": {grp: slurm.GroupLimits{MemMB: 128000}, others: 2, maxGPUs: 3, maxCPUs: 64, maxMem: 96000},
 		"memory full": {grp: slurm.GroupLimits{MemMB: 32000}, others: 2,
-			ignored: "waits for room in QOS shared GrpTRES: memory in use 32000 MB, allowed 32000 MB"},
+			ignored: "waits for room in QOS shared GrpTRES: memory in use 32000 MB, allowed 32000 MB, and one GPU needs 48384 MB"},
+		// 40000 MB left, short of one GPU's 32000 and a node's 16384.
+		"memory short": {grp: slurm.GroupLimits{MemMB: 72000}, others: 2,
+			ignored: "waits for room in QOS shared GrpTRES: memory in use 32000 MB, allowed 72000 MB, and one GPU needs 48384 MB"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
