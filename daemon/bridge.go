@@ -679,7 +679,8 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			jshape.gpus, jshape.limited = lim.GPUs, true
 		}
 		mj, pj, err := convertJob(cfg, now, j, e, facts[j.ID], jshape, limit)
-		pj.Max = policy.Size{GPUs: lim.GPUs, Nodes: lim.Nodes, CPUs: lim.CPUs, MemGB: float64(lim.MemMB) / 1024}
+		pj.Max = policy.Size{GPUs: lim.GPUs, Nodes: lim.Nodes, CPUs: lim.CPUs, MemGB: float64(lim.MemMB) / 1024,
+			GPUsPerNode: lim.GPUsPerNode, CPUsPerNode: lim.CPUsPerNode}
 		if err == nil {
 			mj.time.max = lim.Wall
 			mj.nodes, err = userNodes(j)

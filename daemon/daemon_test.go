@@ -996,7 +996,8 @@ func TestCycleKeepsToListedLimits(t *testing.T) {
 	// The job keeps the 32000 MB per GPU it asked for: 96000 MB is 3 GPUs.
 	bound := slurm.JobLimits{GPUs: 4, Nodes: 1, CPUs: 24, MemMB: 96000}
 	limits := slurm.Limits{
-		QOS: map[string]slurm.QOS{"normal": {Name: "normal", PerJob: bound}, "guaranteed": {Name: "guaranteed"}},
+		QOS: map[string]slurm.QOS{"normal": {Name: "normal", PerJob: bound}, "guaranteed": {Name: "guaranteed"},
+			"narrow": {Name: "narrow", PerJob: slurm.JobLimits{GPUsPerNode: 2}}, "thin": {Name: "thin", PerJob: slurm.JobLimits{CPUsPerNode: 6}}},
 		Associations: []slurm.Association{
 			{Cluster: "lab", Account: "physics", User: "ann", PerJob: bound},
 			{Cluster: "lab", Account: "root"},
@@ -1026,6 +1027,30 @@ func TestCycleKeepsToListedLimits(t *testing.T) {
 			if within := gpus <= 4 && got.NumNodes <= 1 && cpus <= 24 && mem <= 96000; within != tc.bounded {
 				t.Errorf("started with %d GPUs, %d CPUs, %d MB on %d nodes; within 4 GPUs, 24 CPUs, 96000 MB, 1 node: %v, want %v",
 					gpus, cpus, mem, got.NumNodes, within, tc.bounded)
+			}
+			if tc.bounded {
+				return
+			}
+			// The twin of the per-node case below: unbounded, it takes
+			// more than 2 GPUs and 6 CPUs on a node.
+			if got.GPUsPerNode <= 2 || got.CPUsPerTask <= 6 {
+				t.Errorf("unbounded job started with %d GPUs, %d CPUs per node; the per-node case needs more", got.GPUsPerNode, got.CPUsPerTask)
+			}
+		})
+	}
+	for qos, want := range map[string]slurm.JobLimits{"narrow": {GPUsPerNode: 2}, "thin": {CPUsPerNode: 6}} {
+		t.Run("per node "+qos, func(t *testing.T) {
+			j := heldJob(21, "bert", 1, 2)
+			j.Cluster, j.QOS, j.Account, j.User = "lab", qos, "root", "bob"
+			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{j}}, limits: limits}
+			a := &fakeApplier{}
+			d, _ := newTestDaemonWith(t, c, a, func(*Config) {})
+			if _, err := d.Cycle(context.Background(), false); err != nil {
+				t.Fatal(err)
+			}
+			got := oneStart(t, a)
+			if want.GPUsPerNode > 0 && got.GPUsPerNode > want.GPUsPerNode || want.CPUsPerNode > 0 && got.CPUsPerTask > want.CPUsPerNode {
+				t.Errorf("started with %d GPUs, %d CPUs per node on %d nodes; want no more than %+v", got.GPUsPerNode, got.CPUsPerTask, got.NumNodes, want)
 			}
 		})
 	}

@@ -513,6 +513,9 @@ func (r *round) cpuFor(js *jstate, n, k int) (int, bool) {
 	if b := js.j.cpuBudget(js.cpus()); b >= 0 {
 		free = min(free, b)
 	}
+	if m := js.j.Max.CPUsPerNode; m > 0 {
+		free = min(free, m-js.cpusOn(n))
+	}
 	want := js.cpg * k
 	if want <= free {
 		return want, true
@@ -886,6 +889,9 @@ func (r *round) growOn(j *jstate, n int, privileged bool) {
 	nd := &r.nodes[n]
 	for iter := 0; iter < 4*nd.n.GPUs+4; iter++ {
 		room := min(nd.n.GPUs-j.on(n), j.cap-j.gpus, r.memRoom(j, n))
+		if m := j.j.Max.GPUsPerNode; m > 0 {
+			room = min(room, m-j.on(n))
+		}
 		if room <= 0 || (j.on(n) == 0 && len(j.cur) >= j.maxNodes) {
 			return
 		}
@@ -1213,7 +1219,7 @@ func (r *round) tuneCPUs() {
 				js := r.jobs[vi]
 				g := js.on(n)
 				if g == 0 || !js.gpuChanged() || g > nd.freeCPU || js.cpusOn(n)+g > g*share ||
-					!js.j.cpusWithin(js.cpus()+g) {
+					!js.j.cpusWithin(js.cpus()+g) || js.j.Max.CPUsPerNode > 0 && js.cpusOn(n)+g > js.j.Max.CPUsPerNode {
 					// Beyond the node's CPUs per GPU, the GPUs of jobs placed
 					// later would have no data loaders.
 					continue

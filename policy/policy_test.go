@@ -651,12 +651,14 @@ func TestJobMax(t *testing.T) {
 		"mem": {MemGB: 40},
 		// And 16 GB per node whatever the plan (below): 4 GPUs would book
 		// 80 GB, and 3 have no plan for a batch of 32.
-		"mem and base": {MemGB: 72},
+		"mem and base":  {MemGB: 72},
+		"GPUs per node": {GPUsPerNode: 2},
+		"CPUs per node": {CPUsPerNode: 8},
 	}
-	for name, max := range tests {
+	for name, bound := range tests {
 		t.Run(name, func(t *testing.T) {
 			j := pt.NewJob("a", "small").GPUs(2).CPUs(8).Obj()
-			j.Max = max
+			j.Max = bound
 			models := pt.Models()
 			if name == "mem and base" {
 				models["small"].(*pt.Fake).HostBaseGB = 16
@@ -667,24 +669,26 @@ func TestJobMax(t *testing.T) {
 			}
 			for _, pol := range policy.Names() {
 				a := decide(t, pol, s).Actions[0]
-				gpus, cpus, mem := 0, 0, 0.0
+				gpus, cpus, mem, nodeGPUs, nodeCPUs := 0, 0, 0.0, 0, 0
 				for _, n := range a.Alloc {
 					gpus += n.GPUs
 					cpus += n.CPUs
 					mem += n.MemGB
+					nodeGPUs, nodeCPUs = max(nodeGPUs, n.GPUs), max(nodeCPUs, n.CPUs)
 				}
-				if gpus == 0 || max.GPUs > 0 && gpus > max.GPUs || max.Nodes > 0 && len(a.Alloc) > max.Nodes || max.CPUs > 0 && cpus > max.CPUs ||
-					max.MemGB > 0 && mem > max.MemGB {
-					t.Errorf("%s: got %d GPUs, %d CPUs, %.0f GB on %d nodes, want a start within %+v (%s: %s)",
-						pol, gpus, cpus, mem, len(a.Alloc), max, a.Reason, a.Detail)
+				if gpus == 0 || bound.GPUs > 0 && gpus > bound.GPUs || bound.Nodes > 0 && len(a.Alloc) > bound.Nodes || bound.CPUs > 0 && cpus > bound.CPUs ||
+					bound.MemGB > 0 && mem > bound.MemGB || bound.GPUsPerNode > 0 && nodeGPUs > bound.GPUsPerNode || bound.CPUsPerNode > 0 && nodeCPUs > bound.CPUsPerNode {
+					t.Errorf("%s: got %d GPUs, %d CPUs, %.0f GB on %d nodes (at most %d GPUs, %d CPUs on one), want a start within %+v (%s: %s)",
+						pol, gpus, cpus, mem, len(a.Alloc), nodeGPUs, nodeCPUs, bound, a.Reason, a.Detail)
 				}
-				if max == (policy.Size{}) && pol == "rubick" && (gpus <= 4 || cpus <= 20 || len(a.Alloc) <= 1 || mem <= 40) {
-					t.Errorf("rubick gave the unbounded job %d GPUs, %d CPUs, %.0f GB on %d nodes; the test needs it past every bound", gpus, cpus, mem, len(a.Alloc))
+				if bound == (policy.Size{}) && pol == "rubick" && (gpus <= 4 || cpus <= 20 || len(a.Alloc) <= 1 || mem <= 40 || nodeGPUs <= 2 || nodeCPUs <= 8) {
+					t.Errorf("rubick gave the unbounded job %d GPUs, %d CPUs, %.0f GB on %d nodes (at most %d GPUs, %d CPUs on one); the test needs it past every bound",
+						gpus, cpus, mem, len(a.Alloc), nodeGPUs, nodeCPUs)
 				}
 			}
 		})
 	}
-	for _, bad := range []policy.Size{{CPUs: -1}, {MemGB: -1}, {MemGB: math.NaN()}, {MemGB: math.Inf(1)}} {
+	for _, bad := range []policy.Size{{CPUs: -1}, {MemGB: -1}, {MemGB: math.NaN()}, {MemGB: math.Inf(1)}, {GPUsPerNode: -1}, {CPUsPerNode: -2}} {
 		j := pt.NewJob("a", "small").GPUs(2).Obj()
 		j.Max = bad
 		if _, err := policy.NewSnapshot(pt.Epoch, pt.Cluster(1, 8), []policy.Job{j}, nil, pt.Models(), 0); !errors.Is(err, policy.ErrBadSnapshot) || !strings.Contains(err.Error(), "max=") {

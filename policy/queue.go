@@ -262,6 +262,12 @@ func (q *queue) start(s *Snapshot, free []qnode, nodes []int, pl model.Placement
 		for i, n := range nodes {
 			share := s.Nodes[n].CPUs / max(1, s.Nodes[n].GPUs)
 			maxc = min(maxc, free[n].cpus/pl[i], share)
+			if m := j.Max.CPUsPerNode; m > 0 {
+				maxc = min(maxc, m/pl[i])
+			}
+		}
+		if m := j.Max.CPUs; m > 0 {
+			maxc = min(maxc, m/pl.GPUs())
 		}
 		bestC, bestT := q.cfg.MinCPUsPerGPU, 0.0
 		for c := q.cfg.MinCPUsPerGPU; c <= maxc; c++ {

@@ -133,12 +133,15 @@ type Job struct {
 	Max Size `json:"max,omitzero"`
 }
 
-// Size is an allocation's size over all its nodes.
+// Size is an allocation's size over all its nodes, and the most it holds
+// on any one node.
 type Size struct {
-	GPUs  int     `json:"gpus,omitempty"`
-	Nodes int     `json:"nodes,omitempty"`
-	CPUs  int     `json:"cpus,omitempty"`
-	MemGB float64 `json:"mem_gb,omitempty"`
+	GPUs        int     `json:"gpus,omitempty"`
+	Nodes       int     `json:"nodes,omitempty"`
+	CPUs        int     `json:"cpus,omitempty"`
+	MemGB       float64 `json:"mem_gb,omitempty"`
+	GPUsPerNode int     `json:"gpus_per_node,omitempty"`
+	CPUsPerNode int     `json:"cpus_per_node,omitempty"`
 }
 
 // cpusWithin reports whether the job may hold cpus CPUs in all: no more
@@ -330,7 +333,7 @@ func NewSnapshot(now time.Time, nodes []Node, jobs []Job, tenants []Tenant, mode
 		if !(j.Request.MemGB >= 0) || math.IsInf(j.Request.MemGB, 0) {
 			return nil, fmt.Errorf("%w: job %s: request.mem_gb=%v must be finite and >= 0", ErrBadSnapshot, j.ID, j.Request.MemGB)
 		}
-		if j.Max.GPUs < 0 || j.Max.Nodes < 0 || j.Max.CPUs < 0 || !(j.Max.MemGB >= 0) || math.IsInf(j.Max.MemGB, 0) {
+		if m := j.Max; m.GPUs < 0 || m.Nodes < 0 || m.CPUs < 0 || !(m.MemGB >= 0) || math.IsInf(m.MemGB, 0) || m.GPUsPerNode < 0 || m.CPUsPerNode < 0 {
 			return nil, fmt.Errorf("%w: job %s: max=%+v has a negative bound", ErrBadSnapshot, j.ID, j.Max)
 		}
 		for _, a := range j.Alloc {

@@ -735,7 +735,7 @@ func TestLimits(t *testing.T) {
 	}
 	want := Limits{
 		QOS: map[string]QOS{
-			"normal": {Name: "normal", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUs: 64, MemMB: 200 << 10, Wall: 120 * time.Minute},
+			"normal": {Name: "normal", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUs: 64, MemMB: 200 << 10, GPUsPerNode: 3, Wall: 120 * time.Minute},
 				Grp: GroupLimits{GPUs: 12, CPUs: 96, MemMB: 1 << 20}, PerUser: GroupLimits{GPUs: 6, CPUs: 48, MemMB: 400 << 10},
 				PerAccount: GroupLimits{GPUs: 7}},
 			"guaranteed": {Name: "guaranteed"},
@@ -745,7 +745,7 @@ func TestLimits(t *testing.T) {
 			// slurmdbd lists the per-job limits a child inherits on the
 			// child too, not the group limits it counts against.
 			{Cluster: "rubicklab", Account: "root", User: "nobody", PerJob: JobLimits{Nodes: 2}},
-			{Cluster: "rubicklab", Account: "root", User: "root", PerJob: JobLimits{GPUs: 4, Nodes: 2, Wall: 90 * time.Minute},
+			{Cluster: "rubicklab", Account: "root", User: "root", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUsPerNode: 24, Wall: 90 * time.Minute},
 				Grp: GroupLimits{GPUs: 5, CPUs: 40, MemMB: 300 << 10}},
 		},
 		Partitions: map[string]Partition{"gpu": {Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"},

@@ -39,6 +39,7 @@ type (
 			Total *[]dbTRES `json:"total"`
 			Per   *struct {
 				Job     *[]dbTRES `json:"job"`
+				Node    *[]dbTRES `json:"node"`
 				User    *[]dbTRES `json:"user"`
 				Account *[]dbTRES `json:"account"`
 			} `json:"per"`
@@ -111,8 +112,9 @@ func groupIn(l *[]dbTRES) GroupLimits {
 	return out
 }
 
-// perJob reads gres/gpu, node, cpu and mem off the per-job TRES limits, and
-// the time limit.
+// perJob reads gres/gpu, node, cpu and mem off the per-job TRES limits,
+// gres/gpu and cpu off the per-node ones (MaxTRESPerNode), and the time
+// limit.
 func (m *dbMax) perJob() JobLimits {
 	var out JobLimits
 	if m == nil {
@@ -138,6 +140,14 @@ func (m *dbMax) perJob() JobLimits {
 			out.CPUs = n
 		case "mem/":
 			out.MemMB = int64(n)
+		}
+	}
+	for _, t := range deref(m.Tres.Per.Node) {
+		switch t.Type + "/" + t.Name {
+		case "gres/gpu":
+			out.GPUsPerNode = max(t.Count, 0)
+		case "cpu/":
+			out.CPUsPerNode = max(t.Count, 0)
 		}
 	}
 	return out

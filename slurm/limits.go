@@ -44,6 +44,8 @@ func (l Limits) tres(j Job, partition string) JobLimits {
 		out.Nodes = cmp.Or(out.Nodes, a.PerJob.Nodes)
 		out.CPUs = cmp.Or(out.CPUs, a.PerJob.CPUs)
 		out.MemMB = cmp.Or(out.MemMB, a.PerJob.MemMB)
+		out.GPUsPerNode = cmp.Or(out.GPUsPerNode, a.PerJob.GPUsPerNode)
+		out.CPUsPerNode = cmp.Or(out.CPUsPerNode, a.PerJob.CPUsPerNode)
 		out.Wall = cmp.Or(out.Wall, a.PerJob.Wall)
 	}
 	return out

@@ -11,14 +11,14 @@ func TestLimitsPerJob(t *testing.T) {
 	l := Limits{
 		QOS: map[string]QOS{
 			"normal": {Name: "normal"},
-			"small":  {Name: "small", PerJob: JobLimits{GPUs: 2, Wall: 3 * time.Hour}},
+			"small":  {Name: "small", PerJob: JobLimits{GPUs: 2, GPUsPerNode: 1, Wall: 3 * time.Hour}},
 		},
 		Partitions: map[string]Partition{"small": {Name: "small", MaxNodesPerJob: 1, MaxTime: time.Hour},
 			"wide": {Name: "wide", MaxNodesPerJob: 4, MaxTime: 4 * time.Hour}},
 		Associations: []Association{
 			{Cluster: "lab", Account: "root"},
 			{Cluster: "lab", Account: "science", Parent: "root", PerJob: JobLimits{Nodes: 2, CPUs: 64}},
-			{Cluster: "lab", Account: "physics", Parent: "science", PerJob: JobLimits{GPUs: 8}},
+			{Cluster: "lab", Account: "physics", Parent: "science", PerJob: JobLimits{GPUs: 8, CPUsPerNode: 32}},
 			{Cluster: "lab", Account: "physics", User: "ann", PerJob: JobLimits{GPUs: 4, Wall: 2 * time.Hour}},
 			{Cluster: "lab", Account: "physics", User: "ann", Partition: "big", PerJob: JobLimits{GPUs: 16}},
 			{Cluster: "other", Account: "physics", User: "bob", PerJob: JobLimits{GPUs: 1}},
@@ -30,19 +30,19 @@ func TestLimitsPerJob(t *testing.T) {
 		qos, account, user, partition string
 		want                          JobLimits
 	}{
-		"user's":            {"normal", "physics", "ann", "gpu", JobLimits{GPUs: 4, Nodes: 2, CPUs: 64, Wall: 2 * time.Hour}},
-		"user's, partition": {"normal", "physics", "ann", "big", JobLimits{GPUs: 16, Nodes: 2, CPUs: 64, Wall: 2 * time.Hour}},
-		"QOS first":         {"small", "physics", "ann", "big", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, Wall: 3 * time.Hour}},
-		"account's":         {"normal", "physics", "carl", "gpu", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64}},
-		"other cluster":     {"normal", "physics", "bob", "gpu", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64}},
+		"user's":            {"normal", "physics", "ann", "gpu", JobLimits{GPUs: 4, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 2 * time.Hour}},
+		"user's, partition": {"normal", "physics", "ann", "big", JobLimits{GPUs: 16, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 2 * time.Hour}},
+		"QOS first":         {"small", "physics", "ann", "big", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, Wall: 3 * time.Hour}},
+		"account's":         {"normal", "physics", "carl", "gpu", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32}},
+		"other cluster":     {"normal", "physics", "bob", "gpu", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32}},
 		"none":              {"normal", "root", "root", "gpu", JobLimits{}},
 		"unknown":           {"gold", "nowhere", "x", "gpu", JobLimits{}},
 		"parent cycle":      {"normal", "loop", "x", "gpu", JobLimits{CPUs: 9}},
-		"partition":         {"normal", "physics", "carl", "small", JobLimits{GPUs: 8, Nodes: 1, CPUs: 64, Wall: time.Hour}},
-		"partition above":   {"normal", "physics", "carl", "wide", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, Wall: 4 * time.Hour}},
+		"partition":         {"normal", "physics", "carl", "small", JobLimits{GPUs: 8, Nodes: 1, CPUs: 64, CPUsPerNode: 32, Wall: time.Hour}},
+		"partition above":   {"normal", "physics", "carl", "wide", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 4 * time.Hour}},
 		"partition alone":   {"normal", "root", "root", "small", JobLimits{Nodes: 1, Wall: time.Hour}},
-		"partition's time":  {"small", "physics", "ann", "small", JobLimits{GPUs: 2, Nodes: 1, CPUs: 64, Wall: time.Hour}},
-		"QOS's time":        {"small", "physics", "ann", "wide", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, Wall: 3 * time.Hour}},
+		"partition's time":  {"small", "physics", "ann", "small", JobLimits{GPUs: 2, Nodes: 1, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, Wall: time.Hour}},
+		"QOS's time":        {"small", "physics", "ann", "wide", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, Wall: 3 * time.Hour}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

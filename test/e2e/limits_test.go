@@ -16,41 +16,50 @@ import (
 
 // TestSlurmLimit: 4 GPUs per job, set on the QOS or on root's association,
 // or 4 GPUs (16 CPUs, 64 GB) for all the QOS's jobs together, or 64 GB per
-// job (16 GB per GPU and 16 per node: 3 GPUs at most). On the idle lab
-// rubick grows a roberta job asking for 2 GPUs to a whole node (it trains
-// 3x faster on 8 than on 2). rubickd reads these limits from slurmdbd and plans the job
-// within them at once. A limit it does not read (4 GPUs per node) it
-// learns from Slurm: Slurm holds the job back with QOSMaxGRESPerNode,
-// rubickd plans it within its request, records the limit in its tag, and
-// the job runs to completion.
+// job (16 GB per GPU and 16 per node: 3 GPUs at most), or 4 GPUs per node.
+// On the idle lab rubick grows a roberta job asking for 2 GPUs to a whole
+// node (it trains 3x faster on 8 than on 2). rubickd reads these limits
+// from slurmdbd and plans the job within them at once. A limit it does not
+// read (40 GPU-minutes of running jobs) it learns from Slurm: Slurm holds
+// the job back with QOSGrpGRESRunMinutes, rubickd plans it within its
+// request, records the limit in its tag, and the job runs to completion.
 func TestSlurmLimit(t *testing.T) {
 	tests := []struct {
 		name  string
 		set   []string // sacctmgr -i modify ... set, then the limit; reset with -1
 		value string
 		limit string // the reason Slurm holds the job back for; "" for none
-		gpus  int    // the most GPUs the job may run on
-		cpus  int    // the most CPUs; 0: any
-		mem   int64  // the most memory in MB; 0: any
+		want  bounds
 	}{
-		{"QOS", []string{"qos", "normal", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", 4, 0, 0},
-		{"association", []string{"user", "root", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", 4, 0, 0},
-		{"group", []string{"qos", "normal", "set", "GrpTRES=gres/gpu="}, "4", "", 4, 0, 0},
+		{"QOS", []string{"qos", "normal", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", bounds{gpus: 4}},
+		{"association", []string{"user", "root", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", bounds{gpus: 4}},
+		{"group", []string{"qos", "normal", "set", "GrpTRES=gres/gpu="}, "4", "", bounds{gpus: 4}},
 		// Slurm itself lets root's NumCPUs= update past this one: before
 		// rubick read it, the job ran on 8 GPUs with 32 CPUs.
-		{"group CPUs", []string{"qos", "normal", "set", "GrpTRES=cpu="}, "16", "", 8, 16, 0},
+		{"group CPUs", []string{"qos", "normal", "set", "GrpTRES=cpu="}, "16", "", bounds{gpus: 8, cpus: 16}},
 		// And its MinMemoryNode= update past these: before rubick read
-		// them, the job ran on 8 GPUs with 128 GB.
-		{"group memory", []string{"qos", "normal", "set", "GrpTRES=mem="}, "64G", "", 3, 0, 64 << 10},
-		{"memory per job", []string{"qos", "normal", "set", "MaxTRESPerJob=mem="}, "64G", "", 3, 0, 64 << 10},
-		{"per node", []string{"qos", "normal", "set", "MaxTRESPerNode=gres/gpu="}, "4", "QOSMaxGRESPerNode", 2, 0, 0},
+		// them, the job ran on 8 GPUs with 144 GB.
+		{"group memory", []string{"qos", "normal", "set", "GrpTRES=mem="}, "64G", "", bounds{gpus: 3, mem: 64 << 10}},
+		{"memory per job", []string{"qos", "normal", "set", "MaxTRESPerJob=mem="}, "64G", "", bounds{gpus: 3, mem: 64 << 10}},
+		// Before rubick read it, Slurm held the job back
+		// (QOSMaxGRESPerNode) and rubick gave it its request.
+		{"per node", []string{"qos", "normal", "set", "MaxTRESPerNode=gres/gpu="}, "4", "", bounds{gpus: 8, nodes: 2, perNode: 4}},
+		// Not read: at 8 GPUs its 10 minutes are 80 GPU-minutes.
+		{"run minutes", []string{"qos", "normal", "set", "GrpTRESRunMins=gres/gpu="}, "40", "QOSGrpGRESRunMinutes", bounds{gpus: 2}},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) { slurmLimit(t, tc.set, tc.value, tc.limit, tc.gpus, tc.cpus, tc.mem) })
+		t.Run(tc.name, func(t *testing.T) { slurmLimit(t, tc.set, tc.value, tc.limit, tc.want) })
 	}
 }
 
-func slurmLimit(t *testing.T, set []string, value, limit string, gpus, cpus int, mem int64) {
+// bounds is what a job may run on: at most gpus GPUs (perNode on one
+// node, 0: any), on nodes nodes (0: one), cpus CPUs and mem MB (0: any).
+type bounds struct {
+	gpus, nodes, perNode, cpus int
+	mem                        int64
+}
+
+func slurmLimit(t *testing.T, set []string, value, limit string, want bounds) {
 	lt := newLabTest(t, "limit", 3*time.Minute, "log_level: debug\n")
 	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
 
@@ -62,7 +71,7 @@ func slurmLimit(t *testing.T, set []string, value, limit string, gpus, cpus int,
 
 	body := shortTraining(bin, dir, "roberta", 64)
 	id := l.submitScript(t, dir, body, &lt.ids, "--model-type=roberta", "-p", "gpu", "-J", "e2e-limit", "-N", "1",
-		"--qos=normal", "--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue")
+		"--qos=normal", "--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--time=10", "--requeue")
 
 	var (
 		j   slurm.Job
@@ -93,9 +102,10 @@ func slurmLimit(t *testing.T, set []string, value, limit string, gpus, cpus int,
 		t.Errorf("job %d tag %+v, want a plan and lim=%q (pending for %v); rubickd log %s", id, j.Tag, limit, heldFor, d.log)
 	}
 	t.Logf("job %d ran on %d GPUs, %d CPUs, %d MB (tag %v), pending for %v", id, j.GPUs, j.CPUs, j.MemMB, j.Tag, heldFor)
-	if len(j.NodeList) != 1 || j.GPUs > gpus || (cpus > 0 && j.CPUs > cpus) || (mem > 0 && j.MemMB > mem) {
-		t.Errorf("job %d ran on %v with %d GPUs, %d CPUs, %d MB; want one node, %d GPUs at most (and %d CPUs, %d MB, if > 0)",
-			id, j.NodeList, j.GPUs, j.CPUs, j.MemMB, gpus, cpus, mem)
+	if len(j.NodeList) > max(want.nodes, 1) || j.GPUs > want.gpus || (want.perNode > 0 && j.GPUsPerNode > want.perNode) ||
+		(want.cpus > 0 && j.CPUs > want.cpus) || (want.mem > 0 && j.MemMB > want.mem) {
+		t.Errorf("job %d ran on %v with %d GPUs (%d per node), %d CPUs, %d MB; want no more than %+v",
+			id, j.NodeList, j.GPUs, j.GPUsPerNode, j.CPUs, j.MemMB, want)
 	}
 }
 
