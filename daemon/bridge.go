@@ -222,16 +222,20 @@ func (r groupRoom) full(use map[slurm.Group]slurm.GroupLimits, minMem int64) (wh
 	return "", false
 }
 
-// oneGPUMem is the memory (MiB) the smallest start of j books: one GPU at
-// the memory per GPU the policy gives it (its own when more), and what a
-// node needs whatever the plan.
+// oneGPUMem is the memory (MiB) the smallest start of j books under a
+// memory limit: one GPU at the memory per GPU it asked for, when it asked
+// for memory (the policy books that alone then); else one GPU at the
+// policy's default and what a node needs whatever the plan.
 func oneGPUMem(cfg Config, e policy.Estimator, j slurm.Job) int64 {
-	perGPU := int64(math.Ceil(cfg.Policy.HostMemPerGPUGB * 1024))
-	if g := j.GPUsPerNode; g > 0 {
-		perGPU = max(perGPU, memPerNode(j)/int64(g))
+	req, ok := tagRequest(j)
+	if !ok {
+		req = ownRequest(j)
+	}
+	if req.MemMB > 0 && req.GPUsPerNode > 0 {
+		return (req.MemMB + int64(req.GPUsPerNode) - 1) / int64(req.GPUsPerNode)
 	}
 	plan := model.Plan{DP: 1, TP: 1, PP: 1, MicroBatch: 1, Accum: max(e.Spec().GlobalBatch, 1)}
-	return perGPU + int64(math.Ceil(e.Memory(plan, model.Placement{1}).HostGBNode*1024))
+	return int64(math.Ceil((cfg.Policy.HostMemPerGPUGB + e.Memory(plan, model.Placement{1}).HostGBNode) * 1024))
 }
 
 // capBy lowers a per-job bound (0: none) to room (-1: none), never below

@@ -1334,14 +1334,14 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 		"group full": {grp: slurm.GroupLimits{GPUs: 4}, others: 4, ignored: "waits for room in QOS shared GrpTRES: GPUs in use 4, allowed 4"},
 		"CPU room":   {grp: slurm.GroupLimits{CPUs: 20}, others: 2, maxGPUs: 8, maxCPUs: 12},
 		"CPUs full":  {grp: slurm.GroupLimits{CPUs: 8}, others: 2, ignored: "waits for room in QOS shared GrpTRES: CPUs in use 8, allowed 8"},
-		// The job asked for 64000 MB with 2 GPUs, which it keeps per GPU:
-		// 96000 MB of room is 3 GPUs.
+		// The job asked for 64000 MB with 2 GPUs, which is what it books
+		// per GPU under a memory limit: 96000 MB of room is 3 GPUs.
 		"memory room": {grp: slurm.GroupLimits{MemMB: 128000}, others: 2, maxGPUs: 3, maxCPUs: 64, maxMem: 96000},
 		"memory full": {grp: slurm.GroupLimits{MemMB: 32000}, others: 2,
-			ignored: "waits for room in QOS shared GrpTRES: memory in use 32000 MB, allowed 32000 MB, and one GPU needs 48384 MB"},
-		// 40000 MB left, short of one GPU's 32000 and a node's 16384.
-		"memory short": {grp: slurm.GroupLimits{MemMB: 72000}, others: 2,
-			ignored: "waits for room in QOS shared GrpTRES: memory in use 32000 MB, allowed 72000 MB, and one GPU needs 48384 MB"},
+			ignored: "waits for room in QOS shared GrpTRES: memory in use 32000 MB, allowed 32000 MB, and one GPU needs 32000 MB"},
+		// 28000 MB left, short of the 32000 per GPU it asked for.
+		"memory short": {grp: slurm.GroupLimits{MemMB: 60000}, others: 2,
+			ignored: "waits for room in QOS shared GrpTRES: memory in use 32000 MB, allowed 60000 MB, and one GPU needs 32000 MB"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

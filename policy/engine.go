@@ -81,9 +81,10 @@ type jstate struct {
 	fresh    []float64
 	freshVer int
 	maxNodes int // most nodes it may span
-	// memPer and memBase price its host memory against Max.MemGB: booked
-	// per GPU, and per node whatever the plan.
-	memPer, memBase float64
+	// hostBase is the host memory any plan needs on each of its nodes;
+	// memPer and memBase price its host memory against Max.MemGB and
+	// Max.MemGBPerNode: booked per GPU, and per node whatever the plan.
+	hostBase, memPer, memBase float64
 	reason          Reason
 	detail          string
 }
@@ -203,11 +204,10 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 		js.info = e.jobInfo(r, js)
 		js.cpg = max(e.cfg.MinCPUsPerGPU, min(j.Request.CPUs/max(1, j.Request.GPUs), maxCPUsPerGPU(s)))
 		js.cap = r.capOf(js)
-		if j.Max.MemGB > 0 {
-			plan := j.Request.Plan
-			plan.Offload = false
-			js.memPer = j.memPerGPU(e.cfg.HostMemPerGPUGB)
-			js.memBase = js.est.Memory(plan, model.Placement{1}).HostGBNode
+		js.hostBase = hostBase(js.est, j.Request.Plan)
+		js.memPer = j.memPerGPU(e.cfg.HostMemPerGPUGB)
+		if !j.ownMem() {
+			js.memBase = js.hostBase
 		}
 		js.maxNodes = max(1, e.cfg.MaxSpread*len(js.info.reqShape))
 		if j.WithinRequest {
@@ -892,6 +892,9 @@ func (r *round) growOn(j *jstate, n int, privileged bool) {
 		if m := j.j.Max.GPUsPerNode; m > 0 {
 			room = min(room, m-j.on(n))
 		}
+		if m := j.j.Max.MemGBPerNode; m > 0 && j.memPer > 0 {
+			room = min(room, int(math.Floor((m-j.memBase)/j.memPer+1e-9))-j.on(n))
+		}
 		if room <= 0 || (j.on(n) == 0 && len(j.cur) >= j.maxNodes) {
 			return
 		}
@@ -1418,7 +1421,7 @@ func (r *round) placement(slots []slot) model.Placement {
 func (r *round) hostMem(js *jstate, plan model.Plan, g int) float64 {
 	pl := r.placement(js.cur)
 	m := js.est.Memory(plan, pl.Canonical())
-	return js.j.hostMem(r.e.cfg.HostMemPerGPUGB, g, m.HostGBNode)
+	return js.j.hostMem(r.e.cfg.HostMemPerGPUGB, g, m.HostGBNode, js.hostBase)
 }
 
 // memFits checks (and with reserve, books) the host memory of plan; a job
@@ -1427,7 +1430,7 @@ func (r *round) memFits(js *jstate, plan model.Plan, memFree []float64, reserve 
 	total := 0.0
 	for _, s := range js.cur {
 		m := r.hostMem(js, plan, s.gpus)
-		if m > memFree[s.node]+1e-9 {
+		if m > memFree[s.node]+1e-9 || !js.j.memOnNode(m) {
 			return false
 		}
 		total += m

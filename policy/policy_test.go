@@ -654,6 +654,9 @@ func TestJobMax(t *testing.T) {
 		"mem and base":  {MemGB: 72},
 		"GPUs per node": {GPUsPerNode: 2},
 		"CPUs per node": {CPUsPerNode: 8},
+		// 16 GB per GPU: 3 GPUs on a node at most, and a batch of 32
+		// splits over 2 per node.
+		"memory per node": {MemGBPerNode: 50},
 	}
 	for name, bound := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -669,26 +672,27 @@ func TestJobMax(t *testing.T) {
 			}
 			for _, pol := range policy.Names() {
 				a := decide(t, pol, s).Actions[0]
-				gpus, cpus, mem, nodeGPUs, nodeCPUs := 0, 0, 0.0, 0, 0
+				gpus, cpus, mem, nodeGPUs, nodeCPUs, nodeMem := 0, 0, 0.0, 0, 0, 0.0
 				for _, n := range a.Alloc {
 					gpus += n.GPUs
 					cpus += n.CPUs
 					mem += n.MemGB
-					nodeGPUs, nodeCPUs = max(nodeGPUs, n.GPUs), max(nodeCPUs, n.CPUs)
+					nodeGPUs, nodeCPUs, nodeMem = max(nodeGPUs, n.GPUs), max(nodeCPUs, n.CPUs), max(nodeMem, n.MemGB)
 				}
 				if gpus == 0 || bound.GPUs > 0 && gpus > bound.GPUs || bound.Nodes > 0 && len(a.Alloc) > bound.Nodes || bound.CPUs > 0 && cpus > bound.CPUs ||
-					bound.MemGB > 0 && mem > bound.MemGB || bound.GPUsPerNode > 0 && nodeGPUs > bound.GPUsPerNode || bound.CPUsPerNode > 0 && nodeCPUs > bound.CPUsPerNode {
+					bound.MemGB > 0 && mem > bound.MemGB || bound.GPUsPerNode > 0 && nodeGPUs > bound.GPUsPerNode || bound.CPUsPerNode > 0 && nodeCPUs > bound.CPUsPerNode ||
+					bound.MemGBPerNode > 0 && nodeMem > bound.MemGBPerNode {
 					t.Errorf("%s: got %d GPUs, %d CPUs, %.0f GB on %d nodes (at most %d GPUs, %d CPUs on one), want a start within %+v (%s: %s)",
 						pol, gpus, cpus, mem, len(a.Alloc), nodeGPUs, nodeCPUs, bound, a.Reason, a.Detail)
 				}
-				if bound == (policy.Size{}) && pol == "rubick" && (gpus <= 4 || cpus <= 20 || len(a.Alloc) <= 1 || mem <= 40 || nodeGPUs <= 2 || nodeCPUs <= 8) {
+				if bound == (policy.Size{}) && pol == "rubick" && (gpus <= 4 || cpus <= 20 || len(a.Alloc) <= 1 || mem <= 40 || nodeGPUs <= 2 || nodeCPUs <= 8 || nodeMem <= 50) {
 					t.Errorf("rubick gave the unbounded job %d GPUs, %d CPUs, %.0f GB on %d nodes (at most %d GPUs, %d CPUs on one); the test needs it past every bound",
 						gpus, cpus, mem, len(a.Alloc), nodeGPUs, nodeCPUs)
 				}
 			}
 		})
 	}
-	for _, bad := range []policy.Size{{CPUs: -1}, {MemGB: -1}, {MemGB: math.NaN()}, {MemGB: math.Inf(1)}, {GPUsPerNode: -1}, {CPUsPerNode: -2}} {
+	for _, bad := range []policy.Size{{CPUs: -1}, {MemGB: -1}, {MemGB: math.NaN()}, {MemGB: math.Inf(1)}, {GPUsPerNode: -1}, {CPUsPerNode: -2}, {MemGBPerNode: math.NaN()}} {
 		j := pt.NewJob("a", "small").GPUs(2).Obj()
 		j.Max = bad
 		if _, err := policy.NewSnapshot(pt.Epoch, pt.Cluster(1, 8), []policy.Job{j}, nil, pt.Models(), 0); !errors.Is(err, policy.ErrBadSnapshot) || !strings.Contains(err.Error(), "max=") {
@@ -700,6 +704,40 @@ func TestJobMax(t *testing.T) {
 		j.Request.MemGB = bad
 		if _, err := policy.NewSnapshot(pt.Epoch, pt.Cluster(1, 8), []policy.Job{j}, nil, pt.Models(), 0); !errors.Is(err, policy.ErrBadSnapshot) || !strings.Contains(err.Error(), "request.mem_gb=") {
 			t.Errorf("request memory %v: %v, want ErrBadSnapshot naming request.mem_gb", bad, err)
+		}
+	}
+}
+
+// Under a memory bound a job that asked for memory is booked from its own
+// request alone (4 GB per GPU here, below the policy's 16 and the model's
+// 16 per node), so it starts within a bound the default booking could
+// never fit; the twin without a memory request shows the default cannot.
+func TestMemoryBoundBooksOwnRequest(t *testing.T) {
+	for _, asked := range []float64{8, 0} {
+		j := pt.NewJob("a", "small").GPUs(2).CPUs(8).Obj()
+		j.Request.MemGB = asked
+		j.Max.MemGB = 12
+		models := pt.Models()
+		models["small"].(*pt.Fake).HostBaseGB = 16
+		s, err := policy.NewSnapshot(pt.Epoch.Add(time.Hour), pt.Cluster(2, 8), []policy.Job{j}, nil, models, 260*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"rubick", "sia"} {
+			a := decide(t, name, s).Actions[0]
+			gpus, mem := 0, 0.0
+			for _, n := range a.Alloc {
+				gpus += n.GPUs
+				mem += n.MemGB
+			}
+			switch {
+			case asked > 0 && (gpus < 2 || mem > 12):
+				t.Errorf("%s: job asking 8 GB for 2 GPUs under a 12 GB bound got %d GPUs, %.0f GB (%s: %s); want a start within the bound",
+					name, gpus, mem, a.Reason, a.Detail)
+			case asked == 0 && gpus > 0:
+				t.Errorf("%s: job without a memory request got %d GPUs, %.0f GB under a 12 GB bound; the default booking (16 per GPU, 16 per node) cannot fit",
+					name, gpus, mem)
+			}
 		}
 	}
 }

@@ -292,9 +292,9 @@ func (q *queue) start(s *Snapshot, free []qnode, nodes []int, pl model.Placement
 			detail = fmt.Sprintf("%s on %s: %.3g samples/s, %.2fx the requested plan", plan, pl, v.tput, v.tput/max(req, 1e-12))
 		}
 	}
-	hostNode := est.Memory(plan, pl.Canonical()).HostGBNode
+	hostNode, base := est.Memory(plan, pl.Canonical()).HostGBNode, hostBase(est, plan)
 	for i, n := range nodes {
-		alloc[i].MemGB = j.hostMem(q.cfg.HostMemPerGPUGB, pl[i], hostNode)
+		alloc[i].MemGB = j.hostMem(q.cfg.HostMemPerGPUGB, pl[i], hostNode, base)
 		if alloc[i].MemGB > free[n].mem {
 			// The user's own plan ran before: book what is left, not more.
 			alloc[i].MemGB = max(j.memPerGPU(q.cfg.HostMemPerGPUGB)*float64(pl[i]), free[n].mem)
@@ -319,11 +319,11 @@ func (q *queue) start(s *Snapshot, free []qnode, nodes []int, pl model.Placement
 // hostFits reports whether the host memory j books with plan fits on the
 // chosen nodes and within what j may have.
 func (q *queue) hostFits(j *Job, est Estimator, plan model.Plan, pl model.Placement, nodes []int, free []qnode) bool {
-	h := est.Memory(plan, pl.Canonical()).HostGBNode
+	h, base := est.Memory(plan, pl.Canonical()).HostGBNode, hostBase(est, plan)
 	total := 0.0
 	for i, n := range nodes {
-		m := j.hostMem(q.cfg.HostMemPerGPUGB, pl[i], h)
-		if m > free[n].mem {
+		m := j.hostMem(q.cfg.HostMemPerGPUGB, pl[i], h, base)
+		if m > free[n].mem || !j.memOnNode(m) {
 			return false
 		}
 		total += m

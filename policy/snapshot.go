@@ -136,12 +136,13 @@ type Job struct {
 // Size is an allocation's size over all its nodes, and the most it holds
 // on any one node.
 type Size struct {
-	GPUs        int     `json:"gpus,omitempty"`
-	Nodes       int     `json:"nodes,omitempty"`
-	CPUs        int     `json:"cpus,omitempty"`
-	MemGB       float64 `json:"mem_gb,omitempty"`
-	GPUsPerNode int     `json:"gpus_per_node,omitempty"`
-	CPUsPerNode int     `json:"cpus_per_node,omitempty"`
+	GPUs         int     `json:"gpus,omitempty"`
+	Nodes        int     `json:"nodes,omitempty"`
+	CPUs         int     `json:"cpus,omitempty"`
+	MemGB        float64 `json:"mem_gb,omitempty"`
+	GPUsPerNode  int     `json:"gpus_per_node,omitempty"`
+	CPUsPerNode  int     `json:"cpus_per_node,omitempty"`
+	MemGBPerNode float64 `json:"mem_gb_per_node,omitempty"`
 }
 
 // cpusWithin reports whether the job may hold cpus CPUs in all: no more
@@ -162,24 +163,44 @@ func (j *Job) cpuBudget(cpus int) int {
 // may reports whether the job may run on the named node.
 func (j *Job) may(node string) bool { return len(j.Nodes) == 0 || slices.Contains(j.Nodes, node) }
 
-// memPerGPU is the least host memory a policy books per GPU of the job:
-// the policy's default per GPU (def), or what the job asked for per GPU
-// when that is more, so a job given other GPUs keeps the memory per GPU
-// its user sized it with.
+// memBound reports whether Max bounds the job's host memory.
+func (j *Job) memBound() bool { return j.Max.MemGB > 0 || j.Max.MemGBPerNode > 0 }
+
+// ownMem reports whether a policy books the job's host memory from its own
+// request alone: under a memory bound, for a job that asked for memory.
+// Its user sized that for what the job runs, and the policy's default per
+// GPU could keep it from starting within the bound at all.
+func (j *Job) ownMem() bool { return j.memBound() && j.Request.MemGB > 0 }
+
+// memPerGPU is the host memory a policy books per GPU of the job: what
+// the job asked for per GPU, or the policy's default (def) when that is
+// more and the job's memory is not booked from its own request alone; so a
+// job given other GPUs keeps the memory per GPU its user sized it with.
 func (j *Job) memPerGPU(def float64) float64 {
+	own := 0.0
 	if j.Request.MemGB > 0 {
-		return max(def, j.Request.MemGB/float64(j.Request.GPUs))
+		own = j.Request.MemGB / float64(j.Request.GPUs)
 	}
-	return def
+	if j.ownMem() {
+		return own
+	}
+	return max(def, own)
 }
 
 // hostMem is the host memory a policy books for the job on a node holding
-// g of its GPUs, with a plan whose offloaded states take need there: the
-// default per GPU (def) plus need, and no less than the job's own memory
-// per GPU; for a job held to its request, no more than it asked for per
-// node unless need takes more.
-func (j *Job) hostMem(def float64, g int, need float64) float64 {
-	mem := max(def*float64(g)+need, j.memPerGPU(0)*float64(g))
+// g of its GPUs, with a plan whose host need there is need, base of it what
+// any plan needs (offloaded states are the rest): the default per GPU
+// (def) plus need, and no less than the job's own memory per GPU; booked
+// from its own request alone, its memory per GPU and the offloaded states.
+// A job held to its request gets no more than it asked for per node unless
+// need takes more.
+func (j *Job) hostMem(def float64, g int, need, base float64) float64 {
+	var mem float64
+	if j.ownMem() {
+		mem = j.memPerGPU(def)*float64(g) + max(need-base, 0)
+	} else {
+		mem = max(def*float64(g)+need, j.memPerGPU(0)*float64(g))
+	}
 	if !j.WithinRequest || j.Request.MemGB <= 0 {
 		return mem
 	}
@@ -187,14 +208,26 @@ func (j *Job) hostMem(def float64, g int, need float64) float64 {
 	return max(min(mem, per), need)
 }
 
+// hostBase is the host memory a node of a job needs whatever its plan:
+// plan's need without its offloaded states.
+func hostBase(e Estimator, plan model.Plan) float64 {
+	plan.Offload = false
+	return e.Memory(plan, model.Placement{1}).HostGBNode
+}
+
 // memWithin reports whether total host memory over the job's nodes is
 // what the job may have: no more than Max allows, nor, for a job held to
-// its request, than it asked for.
+// its request, than it asked for. Max's bound per node is memOnNode's.
 func (j *Job) memWithin(total float64) bool {
 	if j.Max.MemGB > 0 && total > j.Max.MemGB+1e-9 {
 		return false
 	}
 	return !j.WithinRequest || j.Request.MemGB <= 0 || total <= j.Request.MemGB+1e-9
+}
+
+// memOnNode reports whether host memory mem on one node is within Max.
+func (j *Job) memOnNode(mem float64) bool {
+	return j.Max.MemGBPerNode <= 0 || mem <= j.Max.MemGBPerNode+1e-9
 }
 
 // Running reports whether the job holds resources.
@@ -333,7 +366,8 @@ func NewSnapshot(now time.Time, nodes []Node, jobs []Job, tenants []Tenant, mode
 		if !(j.Request.MemGB >= 0) || math.IsInf(j.Request.MemGB, 0) {
 			return nil, fmt.Errorf("%w: job %s: request.mem_gb=%v must be finite and >= 0", ErrBadSnapshot, j.ID, j.Request.MemGB)
 		}
-		if m := j.Max; m.GPUs < 0 || m.Nodes < 0 || m.CPUs < 0 || !(m.MemGB >= 0) || math.IsInf(m.MemGB, 0) || m.GPUsPerNode < 0 || m.CPUsPerNode < 0 {
+		if m := j.Max; m.GPUs < 0 || m.Nodes < 0 || m.CPUs < 0 || !(m.MemGB >= 0) || math.IsInf(m.MemGB, 0) || m.GPUsPerNode < 0 || m.CPUsPerNode < 0 ||
+			!(m.MemGBPerNode >= 0) || math.IsInf(m.MemGBPerNode, 0) {
 			return nil, fmt.Errorf("%w: job %s: max=%+v has a negative bound", ErrBadSnapshot, j.ID, j.Max)
 		}
 		for _, a := range j.Alloc {

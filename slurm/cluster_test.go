@@ -785,6 +785,13 @@ func TestLimits(t *testing.T) {
 		t.Errorf("24.11 (-want +got):\n%s", d)
 	}
 
+	// MaxTRESPerNode=mem=4G, shaped as the recorded per-node gres/gpu
+	// and per-job mem entries.
+	f.overrides["/slurmdb/v0.0.38/qos"] = `{"errors":[],"QOS":[{"name":"narrow","limits":{"max":{"tres":{"per":{"node":[{"type":"mem","name":null,"id":2,"count":4096}]}}}}}]}`
+	if got, err := c.Limits(context.Background()); err != nil || got.QOS["narrow"].PerJob != (JobLimits{MemMBPerNode: 4096}) {
+		t.Errorf("per-node memory: %+v, %v; want MemMBPerNode 4096", got.QOS["narrow"], err)
+	}
+
 	// MaxNodes and MaxTime as the 22.05 lab reports them (scontrol update
 	// PartitionName=gpu MaxNodes=2 MaxTime=60; -1 when unlimited) and as
 	// 24.11 writes a limit.

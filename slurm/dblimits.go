@@ -113,8 +113,8 @@ func groupIn(l *[]dbTRES) GroupLimits {
 }
 
 // perJob reads gres/gpu, node, cpu and mem off the per-job TRES limits,
-// gres/gpu and cpu off the per-node ones (MaxTRESPerNode), and the time
-// limit.
+// gres/gpu, cpu and mem off the per-node ones (MaxTRESPerNode), and the
+// time limit.
 func (m *dbMax) perJob() JobLimits {
 	var out JobLimits
 	if m == nil {
@@ -148,6 +148,8 @@ func (m *dbMax) perJob() JobLimits {
 			out.GPUsPerNode = max(t.Count, 0)
 		case "cpu/":
 			out.CPUsPerNode = max(t.Count, 0)
+		case "mem/":
+			out.MemMBPerNode = int64(max(t.Count, 0))
 		}
 	}
 	return out

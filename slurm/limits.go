@@ -46,6 +46,7 @@ func (l Limits) tres(j Job, partition string) JobLimits {
 		out.MemMB = cmp.Or(out.MemMB, a.PerJob.MemMB)
 		out.GPUsPerNode = cmp.Or(out.GPUsPerNode, a.PerJob.GPUsPerNode)
 		out.CPUsPerNode = cmp.Or(out.CPUsPerNode, a.PerJob.CPUsPerNode)
+		out.MemMBPerNode = cmp.Or(out.MemMBPerNode, a.PerJob.MemMBPerNode)
 		out.Wall = cmp.Or(out.Wall, a.PerJob.Wall)
 	}
 	return out

@@ -11,7 +11,7 @@ func TestLimitsPerJob(t *testing.T) {
 	l := Limits{
 		QOS: map[string]QOS{
 			"normal": {Name: "normal"},
-			"small":  {Name: "small", PerJob: JobLimits{GPUs: 2, GPUsPerNode: 1, Wall: 3 * time.Hour}},
+			"small":  {Name: "small", PerJob: JobLimits{GPUs: 2, GPUsPerNode: 1, MemMBPerNode: 4096, Wall: 3 * time.Hour}},
 		},
 		Partitions: map[string]Partition{"small": {Name: "small", MaxNodesPerJob: 1, MaxTime: time.Hour},
 			"wide": {Name: "wide", MaxNodesPerJob: 4, MaxTime: 4 * time.Hour}},
@@ -32,7 +32,7 @@ func TestLimitsPerJob(t *testing.T) {
 	}{
 		"user's":            {"normal", "physics", "ann", "gpu", JobLimits{GPUs: 4, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 2 * time.Hour}},
 		"user's, partition": {"normal", "physics", "ann", "big", JobLimits{GPUs: 16, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 2 * time.Hour}},
-		"QOS first":         {"small", "physics", "ann", "big", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, Wall: 3 * time.Hour}},
+		"QOS first":         {"small", "physics", "ann", "big", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, MemMBPerNode: 4096, Wall: 3 * time.Hour}},
 		"account's":         {"normal", "physics", "carl", "gpu", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32}},
 		"other cluster":     {"normal", "physics", "bob", "gpu", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32}},
 		"none":              {"normal", "root", "root", "gpu", JobLimits{}},
@@ -41,8 +41,8 @@ func TestLimitsPerJob(t *testing.T) {
 		"partition":         {"normal", "physics", "carl", "small", JobLimits{GPUs: 8, Nodes: 1, CPUs: 64, CPUsPerNode: 32, Wall: time.Hour}},
 		"partition above":   {"normal", "physics", "carl", "wide", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 4 * time.Hour}},
 		"partition alone":   {"normal", "root", "root", "small", JobLimits{Nodes: 1, Wall: time.Hour}},
-		"partition's time":  {"small", "physics", "ann", "small", JobLimits{GPUs: 2, Nodes: 1, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, Wall: time.Hour}},
-		"QOS's time":        {"small", "physics", "ann", "wide", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, Wall: 3 * time.Hour}},
+		"partition's time":  {"small", "physics", "ann", "small", JobLimits{GPUs: 2, Nodes: 1, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, MemMBPerNode: 4096, Wall: time.Hour}},
+		"QOS's time":        {"small", "physics", "ann", "wide", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, MemMBPerNode: 4096, Wall: 3 * time.Hour}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -198,12 +198,13 @@ type Partition struct {
 
 // JobLimits is what a QOS or an association allows one job: its
 // allocation (MaxTRESPerJob: gres/gpu, node, cpu, mem), on each node
-// (MaxTRESPerNode: gres/gpu, cpu) and its time limit (MaxWall, or a
+// (MaxTRESPerNode: gres/gpu, cpu, mem) and its time limit (MaxWall, or a
 // partition's MaxTime); 0 where it sets no bound.
 type JobLimits struct {
 	GPUs, Nodes, CPUs        int
 	MemMB                    int64
 	GPUsPerNode, CPUsPerNode int
+	MemMBPerNode             int64
 	Wall                     time.Duration
 }
 

@@ -16,8 +16,8 @@ import (
 
 // TestSlurmLimit: 4 GPUs per job, set on the QOS or on root's association,
 // or 4 GPUs (16 CPUs, 64 GB) for all the QOS's jobs together, or 64 GB per
-// job (16 GB per GPU and 16 per node: 3 GPUs at most), or 4 GPUs per node.
-// On the idle lab rubick grows a roberta job asking for 2 GPUs to a whole
+// job (at the 16 GB per GPU it asked for: 4 GPUs at most), or 4 GPUs or
+// 48 GB per node. On the idle lab rubick grows a roberta job asking for 2 GPUs to a whole
 // node (it trains 3x faster on 8 than on 2). rubickd reads these limits
 // from slurmdbd and plans the job within them at once. A limit it does not
 // read (40 GPU-minutes of running jobs) it learns from Slurm: Slurm holds
@@ -39,8 +39,9 @@ func TestSlurmLimit(t *testing.T) {
 		{"group CPUs", []string{"qos", "normal", "set", "GrpTRES=cpu="}, "16", "", bounds{gpus: 8, cpus: 16}},
 		// And its MinMemoryNode= update past these: before rubick read
 		// them, the job ran on 8 GPUs with 144 GB.
-		{"group memory", []string{"qos", "normal", "set", "GrpTRES=mem="}, "64G", "", bounds{gpus: 3, mem: 64 << 10}},
-		{"memory per job", []string{"qos", "normal", "set", "MaxTRESPerJob=mem="}, "64G", "", bounds{gpus: 3, mem: 64 << 10}},
+		{"group memory", []string{"qos", "normal", "set", "GrpTRES=mem="}, "64G", "", bounds{gpus: 4, mem: 64 << 10}},
+		{"memory per job", []string{"qos", "normal", "set", "MaxTRESPerJob=mem="}, "64G", "", bounds{gpus: 4, mem: 64 << 10}},
+		{"memory per node", []string{"qos", "normal", "set", "MaxTRESPerNode=mem="}, "48G", "", bounds{gpus: 8, nodes: 2, perNode: 3, mem: 96 << 10}},
 		// Before rubick read it, Slurm held the job back
 		// (QOSMaxGRESPerNode) and rubick gave it its request.
 		{"per node", []string{"qos", "normal", "set", "MaxTRESPerNode=gres/gpu="}, "4", "", bounds{gpus: 8, nodes: 2, perNode: 4}},
