@@ -85,8 +85,8 @@ type jstate struct {
 	// memPer and memBase price its host memory against Max.MemGB and
 	// Max.MemGBPerNode: booked per GPU, and per node whatever the plan.
 	hostBase, memPer, memBase float64
-	reason          Reason
-	detail          string
+	reason                    Reason
+	detail                    string
 }
 
 // lossMemo is a job's cheapest release on one node at one version.
@@ -102,7 +102,8 @@ type nstate struct {
 	n       *Node
 	freeGPU int
 	freeCPU int
-	jobs    []int // jobs holding GPUs here (possibly zero after a shrink)
+	heldMem float64 // host memory the snapshot's jobs hold here
+	jobs    []int   // jobs holding GPUs here (possibly zero after a shrink)
 }
 
 // op is one logged change of a job's slot, for undo.
@@ -194,6 +195,7 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 			js.orig = append(js.orig, slot{node: n, gpus: a.GPUs, cpus: a.CPUs})
 			r.nodes[n].freeGPU -= a.GPUs
 			r.nodes[n].freeCPU -= a.CPUs
+			r.nodes[n].heldMem += a.MemGB
 			r.nodes[n].jobs = append(r.nodes[n].jobs, i)
 		}
 		slices.SortFunc(js.orig, func(a, b slot) int { return a.node - b.node })
@@ -271,6 +273,17 @@ func (r *round) capOf(js *jstate) int {
 		total = min(total, int(math.Floor(js.j.Max.MemGB/per+1e-9)))
 	}
 	return max(total, 1)
+}
+
+// memHeldOn is the host memory js holds on the named node in the snapshot.
+func (js *jstate) memHeldOn(node string) float64 {
+	m := 0.0
+	for _, a := range js.j.Alloc {
+		if a.Node == node {
+			m += a.MemGB
+		}
+	}
+	return m
 }
 
 // memRoom is how many more GPUs j may take on node n within its host
@@ -892,7 +905,14 @@ func (r *round) growOn(j *jstate, n int, privileged bool) {
 		if m := j.j.Max.GPUsPerNode; m > 0 {
 			room = min(room, m-j.on(n))
 		}
-		if m := j.j.Max.MemGBPerNode; m > 0 && j.memPer > 0 {
+		if j.memPer > 0 {
+			// No more GPUs than the node's memory could book, other
+			// jobs' as they are (a job asking for much memory per GPU
+			// grown past it would have no plan that fits at all).
+			m := nd.n.MemGB - nd.heldMem + j.memHeldOn(nd.n.Name)
+			if b := j.j.Max.MemGBPerNode; b > 0 {
+				m = min(m, b)
+			}
 			room = min(room, int(math.Floor((m-j.memBase)/j.memPer+1e-9))-j.on(n))
 		}
 		if room <= 0 || (j.on(n) == 0 && len(j.cur) >= j.maxNodes) {

@@ -744,9 +744,11 @@ func TestMemoryBoundBooksOwnRequest(t *testing.T) {
 
 // A job keeps the host memory per GPU it asked for when a policy gives it
 // other GPUs, though that is more than the policy's default per GPU; a job
-// that asked for less gets the default.
+// that asked for less gets the default. One asking for 500 GB per GPU is
+// grown no further than its nodes' 1,600 GB allow (grown past them, no
+// plan would fit and it would not start at all).
 func TestMemoryPerGPU(t *testing.T) {
-	for _, perGPU := range []float64{4, 50} {
+	for _, perGPU := range []float64{4, 50, 500} {
 		j := pt.NewJob("a", "small").GPUs(2).CPUs(8).Obj()
 		j.Request.MemGB = 2 * perGPU
 		s, err := policy.NewSnapshot(pt.Epoch.Add(time.Hour), pt.Cluster(2, 8), []policy.Job{j}, nil, pt.Models(), 260*time.Second)
@@ -759,9 +761,12 @@ func TestMemoryPerGPU(t *testing.T) {
 			gpus := 0
 			for _, n := range a.Alloc {
 				gpus += n.GPUs
-				if n.MemGB < want*float64(n.GPUs) {
-					t.Errorf("%s: %d GPUs on %s with %.0f GB, want at least %.0f GB per GPU (asked %.0f)", name, n.GPUs, n.Node, n.MemGB, want, perGPU)
+				if n.MemGB < want*float64(n.GPUs) || n.MemGB > 1600 {
+					t.Errorf("%s: %d GPUs on %s with %.0f GB, want at least %.0f GB per GPU (asked %.0f), 1600 at most", name, n.GPUs, n.Node, n.MemGB, want, perGPU)
 				}
+			}
+			if gpus < 2 {
+				t.Errorf("%s: job asking %.0f GB per GPU got %d GPUs (%s: %s); want a start", name, perGPU, gpus, a.Reason, a.Detail)
 			}
 			if name == "rubick" && gpus <= 2 {
 				t.Errorf("rubick gave the job %d GPUs; the test needs it to grow", gpus)
