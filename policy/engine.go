@@ -1299,6 +1299,10 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 		if a.Reason == "" {
 			a.Reason = ReasonNoResources
 		}
+		if one := js.memPer + js.memBase; a.Detail == "" && js.memPer > 0 && (j.Max.MemGB > 0 && j.Max.MemGB < one || j.Max.MemGBPerNode > 0 && j.Max.MemGBPerNode < one) {
+			a.Detail = fmt.Sprintf("its memory bound (%.0f GB per job, %.0f per node; 0: none) is below the %.0f GB one GPU books",
+				j.Max.MemGB, j.Max.MemGBPerNode, one)
+		}
 		return a
 	}
 	if js.running && !js.changed() && !j.Cannot.Allows(j.Plan) {

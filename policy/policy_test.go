@@ -737,6 +737,8 @@ func TestMemoryBoundBooksOwnRequest(t *testing.T) {
 			case asked == 0 && gpus > 0:
 				t.Errorf("%s: job without a memory request got %d GPUs, %.0f GB under a 12 GB bound; the default booking (16 per GPU, 16 per node) cannot fit",
 					name, gpus, mem)
+			case asked == 0 && !strings.Contains(a.Detail, "below the 32 GB one GPU books"):
+				t.Errorf("%s: waits with %q, want it to say its bound is below the 32 GB one GPU books", name, a.Detail)
 			}
 		}
 	}
