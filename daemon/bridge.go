@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -223,16 +224,20 @@ func (r groupRoom) full(use map[slurm.Group]slurm.GroupLimits, minMem int64) (wh
 }
 
 // oneGPUMem is the memory (MiB) the smallest start of j books under a
-// memory limit: one GPU at the memory per GPU it asked for, when it asked
-// for memory (the policy books that alone then); else one GPU at the
-// policy's default and what a node needs whatever the plan.
+// memory limit: what it asked for with one GPU on one node, when it asked
+// for memory (the policy books that alone then: per GPU for
+// --mem-per-gpu, per node otherwise); else the policy's default for one
+// GPU and what a node needs whatever the plan.
 func oneGPUMem(cfg Config, e policy.Estimator, j slurm.Job) int64 {
+	if j.MemPerGPUMB > 0 {
+		return j.MemPerGPUMB
+	}
 	req, ok := tagRequest(j)
 	if !ok {
 		req = ownRequest(j)
 	}
-	if req.MemMB > 0 && req.GPUsPerNode > 0 {
-		return (req.MemMB + int64(req.GPUsPerNode) - 1) / int64(req.GPUsPerNode)
+	if req.MemMB > 0 {
+		return req.MemMB
 	}
 	plan := model.Plan{DP: 1, TP: 1, PP: 1, MicroBatch: 1, Accum: max(e.Spec().GlobalBatch, 1)}
 	return int64(math.Ceil((cfg.Policy.HostMemPerGPUGB + e.Memory(plan, model.Placement{1}).HostGBNode) * 1024))
@@ -745,12 +750,54 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 	for _, t := range cfg.Tenants {
 		tenants = append(tenants, policy.Tenant{Name: t.Name, GPUQuota: t.QuotaGPUs})
 	}
-	snap, err := policy.NewSnapshot(now, pnodes, pjobs, tenants, models, cfg.RestartCost, policy.WithRestartCosts(in.RestartCosts))
+	groups := snapshotGroups(pjobs, v.managed, v.usage)
+	snap, err := policy.NewSnapshot(now, pnodes, pjobs, tenants, models, cfg.RestartCost, policy.WithRestartCosts(in.RestartCosts),
+		policy.WithGroups(groups))
 	if err != nil {
 		return nil, err
 	}
 	v.Snapshot = snap
 	return v, nil
+}
+
+// snapshotGroups are the GPU and CPU group limits of the managed jobs as
+// the policy keeps their jobs within them together: each limit less what
+// the running jobs outside the snapshot hold under it. It names each job's
+// groups in its Groups. Memory limits stay per job (Max) and with
+// SlurmActions' check: the policy books memory after it places GPUs.
+func snapshotGroups(pjobs []policy.Job, managed map[string]*managedJob, usage map[slurm.Group]slurm.GroupLimits) []policy.Group {
+	inside := map[slurm.Group]slurm.GroupLimits{}
+	for i := range pjobs {
+		mj := managed[pjobs[i].ID]
+		for _, g := range mj.groups {
+			if g.GPUs == 0 && g.CPUs == 0 {
+				continue
+			}
+			pjobs[i].Groups = append(pjobs[i].Groups, g.Limit)
+			if _, ok := inside[g]; !ok {
+				inside[g] = slurm.GroupLimits{}
+			}
+			addTo(inside, []slurm.Group{g}, holds(mj.slurm))
+		}
+	}
+	keys := slices.SortedFunc(maps.Keys(inside), func(a, b slurm.Group) int {
+		return cmp.Or(strings.Compare(a.Limit, b.Limit), cmp.Compare(a.GPUs, b.GPUs), cmp.Compare(a.CPUs, b.CPUs))
+	})
+	room := func(limit, used, mine int) int {
+		if limit <= 0 {
+			return -1
+		}
+		return max(limit-(used-mine), 0)
+	}
+	out := make([]policy.Group, 0, len(keys))
+	for _, g := range keys {
+		if len(out) > 0 && out[len(out)-1].Name == g.Limit {
+			continue // one name is one limit; should two ever differ, the first in order is kept
+		}
+		u, in := usage[g], inside[g]
+		out = append(out, policy.Group{Name: g.Limit, GPUs: room(g.GPUs, u.GPUs, in.GPUs), CPUs: room(g.CPUs, u.CPUs, in.CPUs)})
+	}
+	return out
 }
 
 // asSubmitted lists j as ignored, for why, and releases it on its own
@@ -877,6 +924,7 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 		Submit:     j.SubmitTime,
 		Request: policy.Request{
 			GPUs: pl.GPUs(), CPUs: reqRes.CPUs, MemGB: reqRes.HostMemGB, Placement: pl, Plan: reqPlan,
+			MemPerGPUGB: float64(j.MemPerGPUMB) / 1024,
 		},
 		RunTime:   mj.ran,
 		Reconfigs: max(j.Tag.Generation-1, 0),

@@ -421,6 +421,11 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	actions = append(actions, view.SplitActions()...)
 	rep.Actions = actions
 	limited := len(view.Waiting)
+	for _, a := range plan.Actions {
+		if a.Reason == policy.ReasonGroup {
+			limited++
+		}
+	}
 	for id, e := range skipped {
 		rep.Skipped[id] = e.Error()
 		if errors.Is(e, ErrGroupLimit) {
@@ -677,8 +682,9 @@ func timeLimitNote(tl, user time.Duration) string {
 }
 
 // reasonGroupLimit is the stored reason of a job whose start or restart
-// waits for room under a group limit; the detail names it.
-const reasonGroupLimit policy.Reason = "group-limit"
+// waits for room under a group limit; the detail names it. The policy's
+// own, for a job it left queued for its group.
+const reasonGroupLimit = policy.ReasonGroup
 
 // reasonAsSubmitted is the stored reason of a job released on its own
 // request, unplanned; the detail says why.

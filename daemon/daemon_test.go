@@ -993,8 +993,9 @@ func (l *limitsCluster) Limits(context.Context) (slurm.Limits, error) {
 // job before Slurm has to hold it back; a job under neither is the twin
 // that shows rubick growing it past them.
 func TestCycleKeepsToListedLimits(t *testing.T) {
-	// The job keeps the 32000 MB per GPU it asked for: 96000 MB is 3 GPUs.
-	bound := slurm.JobLimits{GPUs: 4, Nodes: 1, CPUs: 24, MemMB: 96000}
+	// Under the memory limit the job books the 64000 MB per node it asked
+	// for; unbounded, 80 GB or more.
+	bound := slurm.JobLimits{GPUs: 4, Nodes: 1, CPUs: 24, MemMB: 72000}
 	limits := slurm.Limits{
 		QOS: map[string]slurm.QOS{"normal": {Name: "normal", PerJob: bound}, "guaranteed": {Name: "guaranteed"},
 			"narrow": {Name: "narrow", PerJob: slurm.JobLimits{GPUsPerNode: 2}}, "thin": {Name: "thin", PerJob: slurm.JobLimits{CPUsPerNode: 6}}},
@@ -1024,8 +1025,8 @@ func TestCycleKeepsToListedLimits(t *testing.T) {
 			got := oneStart(t, a)
 			gpus, cpus := got.GPUsPerNode*got.NumNodes, got.CPUsPerTask*got.NumNodes
 			mem := got.MemMB(j)
-			if within := gpus <= 4 && got.NumNodes <= 1 && cpus <= 24 && mem <= 96000; within != tc.bounded {
-				t.Errorf("started with %d GPUs, %d CPUs, %d MB on %d nodes; within 4 GPUs, 24 CPUs, 96000 MB, 1 node: %v, want %v",
+			if within := gpus <= 4 && got.NumNodes <= 1 && cpus <= 24 && mem <= 72000; within != tc.bounded {
+				t.Errorf("started with %d GPUs, %d CPUs, %d MB on %d nodes; within 4 GPUs, 24 CPUs, 72000 MB, 1 node: %v, want %v",
 					gpus, cpus, mem, got.NumNodes, within, tc.bounded)
 			}
 			if tc.bounded {
@@ -1334,14 +1335,14 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 		"group full": {grp: slurm.GroupLimits{GPUs: 4}, others: 4, ignored: "waits for room in QOS shared GrpTRES: GPUs in use 4, allowed 4"},
 		"CPU room":   {grp: slurm.GroupLimits{CPUs: 20}, others: 2, maxGPUs: 8, maxCPUs: 12},
 		"CPUs full":  {grp: slurm.GroupLimits{CPUs: 8}, others: 2, ignored: "waits for room in QOS shared GrpTRES: CPUs in use 8, allowed 8"},
-		// The job asked for 64000 MB with 2 GPUs, which is what it books
-		// per GPU under a memory limit: 96000 MB of room is 3 GPUs.
-		"memory room": {grp: slurm.GroupLimits{MemMB: 128000}, others: 2, maxGPUs: 3, maxCPUs: 64, maxMem: 96000},
+		// The job asked for 64000 MB (per node), which is what it books
+		// under a memory limit; unbounded it books 80 GB for 4 GPUs.
+		"memory room": {grp: slurm.GroupLimits{MemMB: 104000}, others: 2, maxGPUs: 8, maxCPUs: 64, maxMem: 72000},
 		"memory full": {grp: slurm.GroupLimits{MemMB: 32000}, others: 2,
-			ignored: "waits for room in QOS shared GrpTRES: memory in use 32000 MB, allowed 32000 MB, and one GPU needs 32000 MB"},
-		// 28000 MB left, short of the 32000 per GPU it asked for.
+			ignored: "waits for room in QOS shared GrpTRES: memory in use 32000 MB, allowed 32000 MB, and one GPU needs 64000 MB"},
+		// 28000 MB left, short of the 64000 per node it asked for.
 		"memory short": {grp: slurm.GroupLimits{MemMB: 60000}, others: 2,
-			ignored: "waits for room in QOS shared GrpTRES: memory in use 32000 MB, allowed 60000 MB, and one GPU needs 32000 MB"},
+			ignored: "waits for room in QOS shared GrpTRES: memory in use 32000 MB, allowed 60000 MB, and one GPU needs 64000 MB"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -1381,11 +1382,50 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 				t.Errorf("started on %d GPUs, %d CPUs, %d MB; want 2 to %d GPUs, %d CPUs at most, %d MB at most (0: any)",
 					gpus, cpus, mem, tc.maxGPUs, tc.maxCPUs, tc.maxMem)
 			}
-			if tc.grp == (slurm.GroupLimits{}) && (gpus <= 3 || cpus <= 12 || mem <= 96000) {
-				t.Errorf("without a limit started on %d GPUs, %d CPUs, %d MB; want over 3 GPUs, 12 CPUs and 96000 MB: the twin that shows the caps",
+			if tc.grp == (slurm.GroupLimits{}) && (gpus <= 2 || cpus <= 12 || mem <= 72000) {
+				t.Errorf("without a limit started on %d GPUs, %d CPUs, %d MB; want over 2 GPUs, 12 CPUs and 72000 MB: the twin that shows the caps",
 					gpus, cpus, mem)
 			}
 		})
+	}
+}
+
+// Two queued jobs of one QOS with GrpTRES=gres/gpu=4 are planned within
+// it together: no start is deferred for the group (bounded by the group's
+// room alone, the policy gave each 4 GPUs and the second start was
+// dropped by SlurmActions). bert scales well on one node, so the first
+// keeps 4 and the second waits with reason group-limit, as on a cluster
+// of 4 GPUs.
+func TestCycleSplitsGroupRoom(t *testing.T) {
+	a1, a2 := heldJob(21, "bert", 1, 2), heldJob(22, "bert", 1, 2)
+	for _, j := range []*slurm.Job{&a1, &a2} {
+		j.Cluster, j.QOS = "lab", "shared"
+	}
+	limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Grp: slurm.GroupLimits{GPUs: 4}}}}
+	c := &limitsCluster{fakeCluster: &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{a1, a2}}, limits: limits}
+	a := &fakeApplier{}
+	d, st := newTestDaemonWith(t, c, a, func(*Config) {})
+	rep, err := d.Cycle(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus := 0
+	for _, act := range a.got {
+		gpus += act.GPUsPerNode * act.NumNodes
+	}
+	if len(a.got) == 0 || gpus > 4 || len(rep.Skipped) != 0 {
+		t.Errorf("applied %+v (%d GPUs), skipped %v; want starts on 4 GPUs at most, none deferred", a.got, gpus, rep.Skipped)
+	}
+	if len(a.got) == 1 {
+		waiting := int64(21 + 22 - a.got[0].JobID)
+		reasons, err := st.Reasons(context.Background(), waiting, 1)
+		if err != nil || len(reasons) != 1 || !strings.Contains(string(reasons[0].Reason), `"reason":"group-limit"`) ||
+			!strings.Contains(string(reasons[0].Reason), "QOS shared GrpTRES: its jobs here hold 4 of the 4 GPUs left to them") {
+			t.Errorf("stored reasons of job %d: %s, %v; want group-limit naming the QOS", waiting, reasons[0].Reason, err)
+		}
+		if got := gauge(t, d, "rubick_group_limited_jobs"); got != 1 {
+			t.Errorf("rubick_group_limited_jobs = %v, want 1", got)
+		}
 	}
 }
 
@@ -1398,7 +1438,8 @@ func TestSlurmActionsKeepGroupsTogether(t *testing.T) {
 	running.MemMB = 32768
 	jobs := []slurm.Job{running, heldJob(6, "bert", 1, 4), heldJob(7, "bert", 1, 4), heldJob(8, "bert", 1, 4)}
 	for i := range jobs {
-		jobs[i].Cluster, jobs[i].QOS = "lab", "shared"
+		// Each asks for the 32 GB its start below books.
+		jobs[i].Cluster, jobs[i].QOS, jobs[i].MemPerNodeMB = "lab", "shared", 32768
 	}
 	nodes := labNodes(3)
 	nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 4, 8

@@ -85,6 +85,7 @@ type jstate struct {
 	// memPer and memBase price its host memory against Max.MemGB and
 	// Max.MemGBPerNode: booked per GPU, and per node whatever the plan.
 	hostBase, memPer, memBase float64
+	groups                    []int // indexes of its groups in the snapshot
 	reason                    Reason
 	detail                    string
 }
@@ -121,6 +122,8 @@ type round struct {
 	logging  bool
 	reserved []int // GPUs per node held back for a starving job
 	buf      []int
+	// groupUse is what each of the snapshot's groups' jobs hold now.
+	groupUse []groupUse
 
 	// Incremental state that keeps a round cheap when little can change.
 	freeTotal     int        // free GPUs over all nodes
@@ -175,6 +178,7 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 		r.memGB = 0
 	}
 	r.version = 1
+	r.groupUse = make([]groupUse, len(s.Groups))
 	r.jobs = make([]*jstate, len(s.Jobs))
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
@@ -203,14 +207,19 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 		for _, sl := range js.cur {
 			js.gpus += sl.gpus
 		}
+		for _, name := range j.Groups {
+			g := s.groupIndex[name]
+			js.groups = append(js.groups, g)
+			for _, sl := range js.cur {
+				r.groupUse[g].gpus += sl.gpus
+				r.groupUse[g].cpus += sl.cpus
+			}
+		}
 		js.info = e.jobInfo(r, js)
 		js.cpg = max(e.cfg.MinCPUsPerGPU, min(j.Request.CPUs/max(1, j.Request.GPUs), maxCPUsPerGPU(s)))
 		js.cap = r.capOf(js)
 		js.hostBase = hostBase(js.est, j.Request.Plan)
-		js.memPer = j.memPerGPU(e.cfg.HostMemPerGPUGB)
-		if !j.ownMem() {
-			js.memBase = js.hostBase
-		}
+		js.memPer, js.memBase = j.memRates(e.cfg.HostMemPerGPUGB, js.hostBase)
 		js.maxNodes = max(1, e.cfg.MaxSpread*len(js.info.reqShape))
 		if j.WithinRequest {
 			js.maxNodes = max(1, len(js.info.reqShape))
@@ -267,12 +276,68 @@ func (r *round) capOf(js *jstate) int {
 	if m := js.j.Max; m.CPUs > 0 && r.e.cfg.MinCPUsPerGPU > 0 {
 		total = min(total, m.CPUs/r.e.cfg.MinCPUsPerGPU)
 	}
-	if per := js.j.memPerGPU(r.e.cfg.HostMemPerGPUGB); js.j.Max.MemGB > 0 && per > 0 {
-		// Every GPU books at least per: more GPUs than this could not
-		// have a plan within the job's memory bound.
-		total = min(total, int(math.Floor(js.j.Max.MemGB/per+1e-9)))
-	}
+
 	return max(total, 1)
+}
+
+// groupUse is what a group's jobs hold during a round.
+type groupUse struct{ gpus, cpus int }
+
+// groupFree is how many more GPUs and CPUs js's groups let it take;
+// math.MaxInt where none bounds them.
+func (r *round) groupFree(js *jstate) (gpus, cpus int) {
+	gpus, cpus = math.MaxInt, math.MaxInt
+	for _, g := range js.groups {
+		b, u := r.s.Groups[g], r.groupUse[g]
+		if b.GPUs >= 0 {
+			gpus = min(gpus, max(b.GPUs-u.gpus, 0))
+		}
+		if b.CPUs >= 0 {
+			cpus = min(cpus, max(b.CPUs-u.cpus, 0))
+		}
+	}
+	return gpus, cpus
+}
+
+// fullGroup names the group of js that has no room left for it, and what
+// its jobs hold.
+func (r *round) fullGroup(js *jstate) string {
+	for _, g := range js.groups {
+		b, u := r.s.Groups[g], r.groupUse[g]
+		switch {
+		case b.GPUs >= 0 && u.gpus >= b.GPUs:
+			return fmt.Sprintf("%s: its jobs here hold %d of the %d GPUs left to them", b.Name, u.gpus, b.GPUs)
+		case b.CPUs >= 0 && b.CPUs-u.cpus < r.e.cfg.MinCPUsPerGPU:
+			return fmt.Sprintf("%s: its jobs here hold %d of the %d CPUs left to them", b.Name, u.cpus, b.CPUs)
+		}
+	}
+	return ""
+}
+
+// groupsOf is what js's groups hold now, for groupsOver.
+func (r *round) groupsOf(js *jstate) []groupUse {
+	if len(js.groups) == 0 {
+		return nil
+	}
+	out := make([]groupUse, len(js.groups))
+	for i, g := range js.groups {
+		out[i] = r.groupUse[g]
+	}
+	return out
+}
+
+// groupsOver reports whether a change since before left one of js's groups
+// above its bound and holding more than it did: a step taken from victims
+// outside the group adds to it, one from its own jobs does not.
+func (r *round) groupsOver(js *jstate, before []groupUse) bool {
+	for i, g := range js.groups {
+		b, u := r.s.Groups[g], r.groupUse[g]
+		if b.GPUs >= 0 && u.gpus > b.GPUs && u.gpus > before[i].gpus ||
+			b.CPUs >= 0 && u.cpus > b.CPUs && u.cpus > before[i].cpus {
+			return true
+		}
+	}
+	return false
 }
 
 // memHeldOn is the host memory js holds on the named node in the snapshot.
@@ -290,7 +355,7 @@ func (js *jstate) memHeldOn(node string) float64 {
 // memory bound (Max.MemGB): each GPU books memPer, and each node memBase
 // whatever the plan, so a job is not grown to an allocation no plan fits.
 func (r *round) memRoom(j *jstate, n int) int {
-	if j.j.Max.MemGB <= 0 || j.memPer <= 0 {
+	if j.j.Max.MemGB <= 0 {
 		return math.MaxInt
 	}
 	nodes := 0
@@ -303,6 +368,12 @@ func (r *round) memRoom(j *jstate, n int) int {
 		nodes++
 	}
 	left := j.j.Max.MemGB - j.memBase*float64(nodes) - j.memPer*float64(j.gpus)
+	switch {
+	case left < -1e-9:
+		return 0
+	case j.memPer <= 0:
+		return math.MaxInt // memory per node only: the node fits
+	}
 	return max(int(math.Floor(left/j.memPer+1e-9)), 0)
 }
 
@@ -450,6 +521,10 @@ func (r *round) adjust(js *jstate, n, dg, dc int) {
 	js.cur[i].gpus += dg
 	js.cur[i].cpus += dc
 	js.gpus += dg
+	for _, g := range js.groups {
+		r.groupUse[g].gpus += dg
+		r.groupUse[g].cpus += dc
+	}
 	js.ver++
 	r.nodes[n].freeGPU -= dg
 	r.nodes[n].freeCPU -= dc
@@ -528,6 +603,9 @@ func (r *round) cpuFor(js *jstate, n, k int) (int, bool) {
 	}
 	if m := js.j.Max.CPUsPerNode; m > 0 {
 		free = min(free, m-js.cpusOn(n))
+	}
+	if _, gc := r.groupFree(js); gc < free {
+		free = gc
 	}
 	want := js.cpg * k
 	if want <= free {
@@ -905,20 +983,24 @@ func (r *round) growOn(j *jstate, n int, privileged bool) {
 		if m := j.j.Max.GPUsPerNode; m > 0 {
 			room = min(room, m-j.on(n))
 		}
-		if j.memPer > 0 {
-			// No more GPUs than the node's memory could book, other
-			// jobs' as they are (a job asking for much memory per GPU
-			// grown past it would have no plan that fits at all).
-			m := nd.n.MemGB - nd.heldMem + j.memHeldOn(nd.n.Name)
-			if b := j.j.Max.MemGBPerNode; b > 0 {
-				m = min(m, b)
-			}
+		// No more GPUs than the node's memory could book, other jobs'
+		// as they are (a job asking for much memory per GPU grown past
+		// it would have no plan that fits at all).
+		m := nd.n.MemGB - nd.heldMem + j.memHeldOn(nd.n.Name)
+		if b := j.j.Max.MemGBPerNode; b > 0 {
+			m = min(m, b)
+		}
+		switch {
+		case m < j.memBase-1e-9:
+			room = 0
+		case j.memPer > 0:
 			room = min(room, int(math.Floor((m-j.memBase)/j.memPer+1e-9))-j.on(n))
 		}
 		if room <= 0 || (j.on(n) == 0 && len(j.cur) >= j.maxNodes) {
 			return
 		}
-		free := max(0, min(nd.freeGPU-r.reserved[n], room))
+		gg, _ := r.groupFree(j)
+		free := max(0, min(nd.freeGPU-r.reserved[n], room, gg))
 		cur := r.nt(j)
 		below := !r.sloOK(j, cur)
 		if cur == 0 || below {
@@ -933,7 +1015,19 @@ func (r *round) growOn(j *jstate, n int, privileged bool) {
 			if !ok || !(privileged && below || v.loss < j.info.entry) {
 				return
 			}
-			r.take(j, v.js, n, v.r)
+			// The victim frees v.r GPUs; j takes what its groups let it
+			// (more once the victim is in one of them), the rest stays
+			// free.
+			mark, before := len(r.log), r.groupsOf(j)
+			r.take(nil, v.js, n, v.r)
+			k := v.r
+			if gg, _ := r.groupFree(j); gg < k {
+				k = gg
+			}
+			if k <= 0 || !r.take(j, nil, n, k) || r.groupsOver(j, before) {
+				r.undo(mark)
+				return
+			}
 			continue
 		}
 		// Runnable: the best step of k GPUs on this node by gain per GPU.
@@ -995,7 +1089,8 @@ func (r *round) claim(j *jstate, n, k int, privileged bool, maxLoss float64) boo
 		}
 		r.take(nil, v.js, n, v.r)
 	}
-	if !r.take(j, nil, n, k) {
+	before := r.groupsOf(j)
+	if !r.take(j, nil, n, k) || r.groupsOver(j, before) {
 		r.undo(mark)
 		return false
 	}
@@ -1241,8 +1336,8 @@ func (r *round) tuneCPUs() {
 			for _, vi := range nd.jobs {
 				js := r.jobs[vi]
 				g := js.on(n)
-				if g == 0 || !js.gpuChanged() || g > nd.freeCPU || js.cpusOn(n)+g > g*share ||
-					!js.j.cpusWithin(js.cpus()+g) || js.j.Max.CPUsPerNode > 0 && js.cpusOn(n)+g > js.j.Max.CPUsPerNode {
+				if _, gc := r.groupFree(js); g == 0 || !js.gpuChanged() || g > nd.freeCPU || js.cpusOn(n)+g > g*share ||
+					!js.j.cpusWithin(js.cpus()+g) || js.j.Max.CPUsPerNode > 0 && js.cpusOn(n)+g > js.j.Max.CPUsPerNode || gc < g {
 					// Beyond the node's CPUs per GPU, the GPUs of jobs placed
 					// later would have no data loaders.
 					continue
@@ -1296,10 +1391,13 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 			return a
 		}
 		a.Kind = Keep
+		if gg, gc := r.groupFree(js); (a.Reason == "" || a.Reason == ReasonNoResources) && (gg == 0 || gc < r.e.cfg.MinCPUsPerGPU) {
+			a.Reason, a.Detail = ReasonGroup, r.fullGroup(js)
+		}
 		if a.Reason == "" {
 			a.Reason = ReasonNoResources
 		}
-		if one := js.memPer + js.memBase; a.Detail == "" && js.memPer > 0 && (j.Max.MemGB > 0 && j.Max.MemGB < one || j.Max.MemGBPerNode > 0 && j.Max.MemGBPerNode < one) {
+		if one := js.memPer + js.memBase; a.Detail == "" && one > 0 && (j.Max.MemGB > 0 && j.Max.MemGB < one || j.Max.MemGBPerNode > 0 && j.Max.MemGBPerNode < one) {
 			a.Detail = fmt.Sprintf("its memory bound (%.0f GB per job, %.0f per node; 0: none) is below the %.0f GB one GPU books",
 				j.Max.MemGB, j.Max.MemGBPerNode, one)
 		}

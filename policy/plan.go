@@ -42,6 +42,7 @@ const (
 	ReasonReplan      Reason = "replan"           // same resources, a faster plan
 	ReasonReclaimed   Reason = "reclaimed"        // resources taken by a job with a higher slope or an SLO
 	ReasonNoResources Reason = "no-resources"     // queued: nothing free enough to reach its minimum
+	ReasonGroup       Reason = "group-limit"      // queued: its group's jobs hold all their group allows
 	ReasonQuota       Reason = "quota"            // queued: tenant quota exhausted
 	ReasonPenalty     Reason = "restart-penalty"  // not reconfigured: the restart would cost too much of its run time
 	ReasonUnchanged   Reason = "unchanged"        // running as before

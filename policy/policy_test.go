@@ -744,35 +744,135 @@ func TestMemoryBoundBooksOwnRequest(t *testing.T) {
 	}
 }
 
-// A job keeps the host memory per GPU it asked for when a policy gives it
-// other GPUs, though that is more than the policy's default per GPU; a job
-// that asked for less gets the default. One asking for 500 GB per GPU is
-// grown no further than its nodes' 1,600 GB allow (grown past them, no
-// plan would fit and it would not start at all).
-func TestMemoryPerGPU(t *testing.T) {
-	for _, perGPU := range []float64{4, 50, 500} {
+// A job keeps the host memory it asked for when a policy gives it other
+// GPUs, as Slurm reads the request: per node (--mem) or per GPU
+// (--mem-per-gpu); a job that asked for less gets the policy's 16 GB per
+// GPU. One asking for 500 GB per GPU is grown no further than its nodes'
+// 1,600 GB allow (grown past them, no plan would fit and it would not
+// start at all).
+func TestMemoryRequest(t *testing.T) {
+	tests := []struct {
+		perNode, perGPU float64 // asked for with 2 GPUs on one node
+	}{{perNode: 8}, {perNode: 100}, {perNode: 1000}, {perGPU: 4}, {perGPU: 50}, {perGPU: 500}}
+	for _, tc := range tests {
 		j := pt.NewJob("a", "small").GPUs(2).CPUs(8).Obj()
-		j.Request.MemGB = 2 * perGPU
+		j.Request.Placement = model.Placement{2}
+		j.Request.MemGB, j.Request.MemPerGPUGB = tc.perNode+2*tc.perGPU, tc.perGPU
 		s, err := policy.NewSnapshot(pt.Epoch.Add(time.Hour), pt.Cluster(2, 8), []policy.Job{j}, nil, pt.Models(), 260*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := max(perGPU, policy.DefaultConfig().HostMemPerGPUGB)
+		def := policy.DefaultConfig().HostMemPerGPUGB
 		for _, name := range policy.Names() {
 			a := decide(t, name, s).Actions[0]
 			gpus := 0
 			for _, n := range a.Alloc {
 				gpus += n.GPUs
-				if n.MemGB < want*float64(n.GPUs) || n.MemGB > 1600 {
-					t.Errorf("%s: %d GPUs on %s with %.0f GB, want at least %.0f GB per GPU (asked %.0f), 1600 at most", name, n.GPUs, n.Node, n.MemGB, want, perGPU)
+				if want := max(def*float64(n.GPUs), tc.perNode, tc.perGPU*float64(n.GPUs)); n.MemGB < want || n.MemGB > 1600 {
+					t.Errorf("%s: %+v: %d GPUs on %s with %.0f GB, want %.0f to 1600", name, tc, n.GPUs, n.Node, n.MemGB, want)
 				}
 			}
 			if gpus < 2 {
-				t.Errorf("%s: job asking %.0f GB per GPU got %d GPUs (%s: %s); want a start", name, perGPU, gpus, a.Reason, a.Detail)
+				t.Errorf("%s: %+v: got %d GPUs (%s: %s); want a start", name, tc, gpus, a.Reason, a.Detail)
 			}
 			if name == "rubick" && gpus <= 2 {
 				t.Errorf("rubick gave the job %d GPUs; the test needs it to grow", gpus)
 			}
+		}
+	}
+}
+
+// Jobs of one group (a Slurm group limit) stay within it together, each
+// still bounded alone by its Max: two jobs that would each take 4 GPUs
+// share a group's 4, and both start; under a group's 16 CPUs the first
+// takes them (CPUs have no victims), the second waits. The twin without
+// the bound shows they would take 8 GPUs and 32 CPUs.
+func TestGroups(t *testing.T) {
+	tests := map[string]struct {
+		group      policy.Group
+		gpus, cpus int // the most both jobs may hold together; 0: any
+		starts     int
+	}{
+		"none": {group: policy.Group{Name: "g", GPUs: -1, CPUs: -1}, starts: 2},
+		"GPUs": {group: policy.Group{Name: "g", GPUs: 4, CPUs: -1}, gpus: 4, starts: 2},
+		"CPUs": {group: policy.Group{Name: "g", GPUs: -1, CPUs: 16}, cpus: 16, starts: 1},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			a := pt.NewJob("a", "small").GPUs(2).CPUs(8).SubmittedAt(0).Obj()
+			b := pt.NewJob("b", "small").GPUs(2).CPUs(8).SubmittedAt(time.Minute).Obj()
+			a.Groups, b.Groups = []string{"g"}, []string{"g"}
+			a.Max.GPUs, b.Max.GPUs = 4, 4
+			s, err := policy.NewSnapshot(pt.Epoch.Add(time.Hour), pt.Cluster(2, 8), []policy.Job{a, b}, nil, pt.Models(), 260*time.Second,
+				policy.WithGroups([]policy.Group{tc.group}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, pol := range []string{"rubick", "sia", "rubick-r"} {
+				gpus, cpus, starts := 0, 0, 0
+				for _, act := range decide(t, pol, s).Actions {
+					if act.Kind == policy.Start {
+						starts++
+					} else if act.Reason != policy.ReasonGroup || !strings.Contains(act.Detail, "g: its jobs here hold") {
+						t.Errorf("%s: job %s waits with %s: %s, want group-limit naming the group", pol, act.JobID, act.Reason, act.Detail)
+					}
+					for _, n := range act.Alloc {
+						gpus += n.GPUs
+						cpus += n.CPUs
+					}
+				}
+				if starts != tc.starts {
+					t.Errorf("%s: %d jobs start, want %d", pol, starts, tc.starts)
+				}
+				if tc.gpus > 0 && gpus > tc.gpus || tc.cpus > 0 && cpus > tc.cpus {
+					t.Errorf("%s: the group's jobs hold %d GPUs, %d CPUs together, want at most %+v", pol, gpus, cpus, tc.group)
+				}
+				if tc.gpus == 0 && tc.cpus == 0 && (gpus <= 4 || cpus <= 16) {
+					t.Errorf("%s: unbounded, the jobs took %d GPUs, %d CPUs; the test needs more than 4 and 16", pol, gpus, cpus)
+				}
+			}
+		})
+	}
+	for name, groups := range map[string][]policy.Group{
+		"empty name": {{Name: "", GPUs: 1, CPUs: -1}},
+		"duplicate":  {{Name: "g", GPUs: 1, CPUs: -1}, {Name: "g", GPUs: 2, CPUs: -1}},
+		"negative":   {{Name: "g", GPUs: -2, CPUs: -1}},
+	} {
+		if _, err := policy.NewSnapshot(pt.Epoch, pt.Cluster(1, 8), nil, nil, pt.Models(), 0, policy.WithGroups(groups)); !errors.Is(err, policy.ErrBadSnapshot) {
+			t.Errorf("%s: %v, want ErrBadSnapshot", name, err)
+		}
+	}
+	j := pt.NewJob("a", "small").GPUs(2).Obj()
+	j.Groups = []string{"nowhere"}
+	if _, err := policy.NewSnapshot(pt.Epoch, pt.Cluster(1, 8), []policy.Job{j}, nil, pt.Models(), 0); !errors.Is(err, policy.ErrBadSnapshot) || !strings.Contains(err.Error(), `"nowhere"`) {
+		t.Errorf("unknown group: %v, want ErrBadSnapshot naming it", err)
+	}
+}
+
+// A queued job of a group may take a victim's GPUs outside the group only
+// as far as the group has room: none (it waits), 2 of the 4 the victim
+// frees (the rest stay free), or, unbounded, all 4.
+func TestGroupVictims(t *testing.T) {
+	for _, tc := range []struct{ room, want int }{{0, 0}, {2, 2}, {-1, 4}} {
+		d := pt.NewJob("d", "small").GPUs(8).CPUs(32).SubmittedAt(0).
+			Running(model.Plan{DP: 8, TP: 1, PP: 1, MicroBatch: 4, Accum: 1}, 10*time.Hour, pt.On("n0", 8)).Obj()
+		b := pt.NewJob("b", "small").GPUs(2).CPUs(8).SubmittedAt(time.Minute).Obj()
+		b.Groups = []string{"g"}
+		s, err := policy.NewSnapshot(pt.Epoch.Add(11*time.Hour), pt.Cluster(1, 8), []policy.Job{d, b}, nil, pt.Models(), 260*time.Second,
+			policy.WithGroups([]policy.Group{{Name: "g", GPUs: tc.room, CPUs: -1}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for _, a := range decide(t, "rubick", s).Actions {
+			if a.JobID == "b" {
+				for _, n := range a.Alloc {
+					got += n.GPUs
+				}
+			}
+		}
+		if got != tc.want {
+			t.Errorf("group room %d: the queued job got %d GPUs, want %d", tc.room, got, tc.want)
 		}
 	}
 }

@@ -218,7 +218,7 @@ func (q *queue) fit(s *Snapshot, free []qnode, pl model.Placement, j *Job) ([]in
 		g := pl[i]
 		best := -1
 		for n := range free {
-			if used[n] || !j.may(s.Nodes[n].Name) || free[n].gpus < g || free[n].cpus < q.minCPUs(j, g) || free[n].mem < j.memPerGPU(q.cfg.HostMemPerGPUGB)*float64(g) {
+			if used[n] || !j.may(s.Nodes[n].Name) || free[n].gpus < g || free[n].cpus < q.minCPUs(j, g) || free[n].mem < j.hostMem(q.cfg.HostMemPerGPUGB, g, 0, 0) {
 				continue
 			}
 			if best < 0 || free[n].gpus < free[best].gpus {
@@ -297,7 +297,7 @@ func (q *queue) start(s *Snapshot, free []qnode, nodes []int, pl model.Placement
 		alloc[i].MemGB = j.hostMem(q.cfg.HostMemPerGPUGB, pl[i], hostNode, base)
 		if alloc[i].MemGB > free[n].mem {
 			// The user's own plan ran before: book what is left, not more.
-			alloc[i].MemGB = max(j.memPerGPU(q.cfg.HostMemPerGPUGB)*float64(pl[i]), free[n].mem)
+			alloc[i].MemGB = max(j.hostMem(q.cfg.HostMemPerGPUGB, pl[i], 0, 0), free[n].mem)
 		}
 		free[n].gpus -= alloc[i].GPUs
 		free[n].cpus -= alloc[i].CPUs

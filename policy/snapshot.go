@@ -89,6 +89,10 @@ type Request struct {
 	// Placement is the requested shape (GPUs per node); nil means packed:
 	// whole nodes first, the remainder on one more node.
 	Placement model.Placement `json:"placement,omitempty"`
+	// MemPerGPUGB is set when the job asked for memory per GPU
+	// (--mem-per-gpu): it keeps that per GPU on any GPUs. Otherwise MemGB
+	// is per node, over the request's nodes, as Slurm reads --mem.
+	MemPerGPUGB float64 `json:"mem_per_gpu_gb,omitempty"`
 	// Plan is the execution plan the user's launch line describes.
 	Plan model.Plan `json:"plan"`
 }
@@ -131,6 +135,9 @@ type Job struct {
 	// under the limits on its groups' jobs together. Zero fields bound
 	// nothing.
 	Max Size `json:"max,omitzero"`
+	// Groups names the snapshot's groups the job counts against: the
+	// rubick policies keep each group's jobs within it together.
+	Groups []string `json:"groups,omitempty"`
 }
 
 // Size is an allocation's size over all its nodes, and the most it holds
@@ -172,34 +179,45 @@ func (j *Job) memBound() bool { return j.Max.MemGB > 0 || j.Max.MemGBPerNode > 0
 // GPU could keep it from starting within the bound at all.
 func (j *Job) ownMem() bool { return j.memBound() && j.Request.MemGB > 0 }
 
-// memPerGPU is the host memory a policy books per GPU of the job: what
-// the job asked for per GPU, or the policy's default (def) when that is
-// more and the job's memory is not booked from its own request alone; so a
-// job given other GPUs keeps the memory per GPU its user sized it with.
-func (j *Job) memPerGPU(def float64) float64 {
-	own := 0.0
-	if j.Request.MemGB > 0 {
-		own = j.Request.MemGB / float64(j.Request.GPUs)
+// memFloor is the host memory the job asked for on a node holding g of its
+// GPUs, as Slurm reads its request: per GPU (--mem-per-gpu) or per node
+// (--mem, or per CPU); 0 when it asked for none.
+func (j *Job) memFloor(g int) float64 {
+	if j.Request.MemPerGPUGB > 0 {
+		return j.Request.MemPerGPUGB * float64(g)
 	}
-	if j.ownMem() {
-		return own
+	return j.Request.MemGB / float64(max(1, len(j.Request.Placement)))
+}
+
+// memRates bound what a policy books for the job on a node holding g of
+// its GPUs from above by per*g + base (offloaded states aside): per GPU
+// and per node. def is the policy's default per GPU, hostBase what any
+// plan needs on a node.
+func (j *Job) memRates(def, hostBase float64) (per, base float64) {
+	switch {
+	case j.ownMem() && j.Request.MemPerGPUGB > 0:
+		return j.Request.MemPerGPUGB, 0
+	case j.ownMem():
+		return 0, j.memFloor(0)
+	case j.Request.MemPerGPUGB > 0:
+		return max(def, j.Request.MemPerGPUGB), hostBase
 	}
-	return max(def, own)
+	return def, max(hostBase, j.memFloor(0))
 }
 
 // hostMem is the host memory a policy books for the job on a node holding
 // g of its GPUs, with a plan whose host need there is need, base of it what
 // any plan needs (offloaded states are the rest): the default per GPU
-// (def) plus need, and no less than the job's own memory per GPU; booked
-// from its own request alone, its memory per GPU and the offloaded states.
-// A job held to its request gets no more than it asked for per node unless
-// need takes more.
+// (def) plus need, and no less than the job asked for there; booked from
+// its own request alone, what it asked for plus offloaded states. A job
+// held to its request gets no more than it asked for per node unless need
+// takes more.
 func (j *Job) hostMem(def float64, g int, need, base float64) float64 {
 	var mem float64
 	if j.ownMem() {
-		mem = j.memPerGPU(def)*float64(g) + max(need-base, 0)
+		mem = j.memFloor(g) + max(need-base, 0)
 	} else {
-		mem = max(def*float64(g)+need, j.memPerGPU(0)*float64(g))
+		mem = max(def*float64(g)+need, j.memFloor(g))
 	}
 	if !j.WithinRequest || j.Request.MemGB <= 0 {
 		return mem
@@ -264,8 +282,40 @@ type Snapshot struct {
 	RestartCost time.Duration
 	// RestartCosts holds measured restart costs per model type.
 	RestartCosts map[string]time.Duration
+	// Groups bound jobs together (WithGroups); Job.Groups names them.
+	Groups []Group
 
-	nodeIndex map[string]int
+	nodeIndex  map[string]int
+	groupIndex map[string]int
+}
+
+// Group bounds what several jobs of a snapshot hold together: a Slurm
+// group limit (GrpTRES and the like) less what jobs outside the snapshot
+// hold under it.
+type Group struct {
+	Name string `json:"name"`
+	// GPUs and CPUs its jobs may hold in all; -1 where it sets no bound.
+	GPUs int `json:"gpus"`
+	CPUs int `json:"cpus"`
+}
+
+// WithGroups gives the groups that bound jobs together; each job lists its
+// own in Job.Groups.
+func WithGroups(groups []Group) SnapshotOption {
+	return func(s *Snapshot) error {
+		s.groupIndex = make(map[string]int, len(groups))
+		for i, g := range groups {
+			if _, dup := s.groupIndex[g.Name]; dup || g.Name == "" {
+				return fmt.Errorf("%w: group %d: name %q is empty or taken", ErrBadSnapshot, i, g.Name)
+			}
+			if g.GPUs < -1 || g.CPUs < -1 {
+				return fmt.Errorf("%w: group %q: gpus=%d, cpus=%d: want >= 0, or -1 for no bound", ErrBadSnapshot, g.Name, g.GPUs, g.CPUs)
+			}
+			s.groupIndex[g.Name] = i
+		}
+		s.Groups = slices.Clone(groups)
+		return nil
+	}
 }
 
 // SnapshotOption sets an optional input of NewSnapshot.
@@ -340,6 +390,7 @@ func NewSnapshot(now time.Time, nodes []Node, jobs []Job, tenants []Tenant, mode
 		j.Alloc = slices.Clone(j.Alloc)
 		j.Request.Placement = slices.Clone(j.Request.Placement)
 		j.Nodes = slices.Clone(j.Nodes)
+		j.Groups = slices.Clone(j.Groups)
 		s.Jobs[i] = j
 	}
 	slices.SortFunc(s.Jobs, func(a, b Job) int { return strings.Compare(a.ID, b.ID) })
@@ -366,9 +417,17 @@ func NewSnapshot(now time.Time, nodes []Node, jobs []Job, tenants []Tenant, mode
 		if !(j.Request.MemGB >= 0) || math.IsInf(j.Request.MemGB, 0) {
 			return nil, fmt.Errorf("%w: job %s: request.mem_gb=%v must be finite and >= 0", ErrBadSnapshot, j.ID, j.Request.MemGB)
 		}
+		if !(j.Request.MemPerGPUGB >= 0) || math.IsInf(j.Request.MemPerGPUGB, 0) {
+			return nil, fmt.Errorf("%w: job %s: request.mem_per_gpu_gb=%v must be finite and >= 0", ErrBadSnapshot, j.ID, j.Request.MemPerGPUGB)
+		}
 		if m := j.Max; m.GPUs < 0 || m.Nodes < 0 || m.CPUs < 0 || !(m.MemGB >= 0) || math.IsInf(m.MemGB, 0) || m.GPUsPerNode < 0 || m.CPUsPerNode < 0 ||
 			!(m.MemGBPerNode >= 0) || math.IsInf(m.MemGBPerNode, 0) {
 			return nil, fmt.Errorf("%w: job %s: max=%+v has a negative bound", ErrBadSnapshot, j.ID, j.Max)
+		}
+		for _, g := range j.Groups {
+			if _, ok := s.groupIndex[g]; !ok {
+				return nil, fmt.Errorf("%w: job %s: group %q is not in the snapshot", ErrBadSnapshot, j.ID, g)
+			}
 		}
 		for _, a := range j.Alloc {
 			n, ok := s.nodeIndex[a.Node]
