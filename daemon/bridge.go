@@ -689,7 +689,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		}
 		mj, pj, err := convertJob(cfg, now, j, e, facts[j.ID], jshape, limit)
 		pj.Max = policy.Size{GPUs: lim.GPUs, Nodes: lim.Nodes, CPUs: lim.CPUs, MemGB: float64(lim.MemMB) / 1024,
-			GPUsPerNode: lim.GPUsPerNode, CPUsPerNode: lim.CPUsPerNode}
+			GPUsPerNode: lim.GPUsPerNode, CPUsPerNode: lim.CPUsPerNode, MemGBPerNode: float64(lim.MemMBPerNode) / 1024}
 		if err == nil {
 			mj.time.max = lim.Wall
 			mj.nodes, err = userNodes(j)

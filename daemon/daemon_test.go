@@ -998,7 +998,8 @@ func TestCycleKeepsToListedLimits(t *testing.T) {
 	bound := slurm.JobLimits{GPUs: 4, Nodes: 1, CPUs: 24, MemMB: 72000}
 	limits := slurm.Limits{
 		QOS: map[string]slurm.QOS{"normal": {Name: "normal", PerJob: bound}, "guaranteed": {Name: "guaranteed"},
-			"narrow": {Name: "narrow", PerJob: slurm.JobLimits{GPUsPerNode: 2}}, "thin": {Name: "thin", PerJob: slurm.JobLimits{CPUsPerNode: 6}}},
+			"narrow": {Name: "narrow", PerJob: slurm.JobLimits{GPUsPerNode: 2}}, "thin": {Name: "thin", PerJob: slurm.JobLimits{CPUsPerNode: 6}},
+			"lean": {Name: "lean", PerJob: slurm.JobLimits{MemMBPerNode: 72000}}},
 		Associations: []slurm.Association{
 			{Cluster: "lab", Account: "physics", User: "ann", PerJob: bound},
 			{Cluster: "lab", Account: "root"},
@@ -1032,14 +1033,14 @@ func TestCycleKeepsToListedLimits(t *testing.T) {
 			if tc.bounded {
 				return
 			}
-			// The twin of the per-node case below: unbounded, it takes
-			// more than 2 GPUs and 6 CPUs on a node.
-			if got.GPUsPerNode <= 2 || got.CPUsPerTask <= 6 {
+			// The twin of the per-node cases below: unbounded, it takes
+			// more than 2 GPUs, 6 CPUs and 72000 MB on a node.
+			if got.GPUsPerNode <= 2 || got.CPUsPerTask <= 6 || got.MemPerNodeMB <= 72000 {
 				t.Errorf("unbounded job started with %d GPUs, %d CPUs per node; the per-node case needs more", got.GPUsPerNode, got.CPUsPerTask)
 			}
 		})
 	}
-	for qos, want := range map[string]slurm.JobLimits{"narrow": {GPUsPerNode: 2}, "thin": {CPUsPerNode: 6}} {
+	for qos, want := range map[string]slurm.JobLimits{"narrow": {GPUsPerNode: 2}, "thin": {CPUsPerNode: 6}, "lean": {MemMBPerNode: 72000}} {
 		t.Run("per node "+qos, func(t *testing.T) {
 			j := heldJob(21, "bert", 1, 2)
 			j.Cluster, j.QOS, j.Account, j.User = "lab", qos, "root", "bob"
@@ -1050,8 +1051,10 @@ func TestCycleKeepsToListedLimits(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := oneStart(t, a)
-			if want.GPUsPerNode > 0 && got.GPUsPerNode > want.GPUsPerNode || want.CPUsPerNode > 0 && got.CPUsPerTask > want.CPUsPerNode {
-				t.Errorf("started with %d GPUs, %d CPUs per node on %d nodes; want no more than %+v", got.GPUsPerNode, got.CPUsPerTask, got.NumNodes, want)
+			if want.GPUsPerNode > 0 && got.GPUsPerNode > want.GPUsPerNode || want.CPUsPerNode > 0 && got.CPUsPerTask > want.CPUsPerNode ||
+				want.MemMBPerNode > 0 && got.MemPerNodeMB > want.MemMBPerNode {
+				t.Errorf("started with %d GPUs, %d CPUs, %d MB per node on %d nodes; want no more than %+v",
+					got.GPUsPerNode, got.CPUsPerTask, got.MemPerNodeMB, got.NumNodes, want)
 			}
 		})
 	}

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,13 +17,14 @@ import (
 
 // TestSlurmLimit: 4 GPUs per job, set on the QOS or on root's association,
 // or 4 GPUs (16 CPUs, 64 GB) for all the QOS's jobs together, or 64 GB per
-// job (at the 16 GB per GPU it asked for: 4 GPUs at most), or 4 GPUs or
-// 48 GB per node. On the idle lab rubick grows a roberta job asking for 2 GPUs to a whole
-// node (it trains 3x faster on 8 than on 2). rubickd reads these limits
-// from slurmdbd and plans the job within them at once. A limit it does not
-// read (40 GPU-minutes of running jobs) it learns from Slurm: Slurm holds
-// the job back with QOSGrpGRESRunMinutes, rubickd plans it within its
-// request, records the limit in its tag, and the job runs to completion.
+// job (the job's 32 GB per node: 2 nodes at most), or 4 GPUs or 48 GB per
+// node (with 16 GB per GPU: 3 GPUs). On the idle lab rubick grows a
+// roberta job asking for 2 GPUs to a whole node (it trains 3x faster on 8
+// than on 2). rubickd reads these limits from slurmdbd and plans the job
+// within them at once. A limit it does not read (40 GPU-minutes of running
+// jobs) it learns from Slurm: Slurm holds the job back with
+// QOSGrpGRESRunMinutes, rubickd plans it within its request, records the
+// limit in its tag, and the job runs to completion.
 func TestSlurmLimit(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -30,26 +32,29 @@ func TestSlurmLimit(t *testing.T) {
 		value string
 		limit string // the reason Slurm holds the job back for; "" for none
 		want  bounds
+		mem   string // the job's memory request; "" for --mem=32G
 	}{
-		{"QOS", []string{"qos", "normal", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", bounds{gpus: 4}},
-		{"association", []string{"user", "root", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", bounds{gpus: 4}},
-		{"group", []string{"qos", "normal", "set", "GrpTRES=gres/gpu="}, "4", "", bounds{gpus: 4}},
+		{"QOS", []string{"qos", "normal", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", bounds{gpus: 4}, ""},
+		{"association", []string{"user", "root", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", bounds{gpus: 4}, ""},
+		{"group", []string{"qos", "normal", "set", "GrpTRES=gres/gpu="}, "4", "", bounds{gpus: 4}, ""},
 		// Slurm itself lets root's NumCPUs= update past this one: before
 		// rubick read it, the job ran on 8 GPUs with 32 CPUs.
-		{"group CPUs", []string{"qos", "normal", "set", "GrpTRES=cpu="}, "16", "", bounds{gpus: 8, cpus: 16}},
+		{"group CPUs", []string{"qos", "normal", "set", "GrpTRES=cpu="}, "16", "", bounds{gpus: 8, cpus: 16}, ""},
 		// And its MinMemoryNode= update past these: before rubick read
 		// them, the job ran on 8 GPUs with 144 GB.
-		{"group memory", []string{"qos", "normal", "set", "GrpTRES=mem="}, "64G", "", bounds{gpus: 4, mem: 64 << 10}},
-		{"memory per job", []string{"qos", "normal", "set", "MaxTRESPerJob=mem="}, "64G", "", bounds{gpus: 4, mem: 64 << 10}},
-		{"memory per node", []string{"qos", "normal", "set", "MaxTRESPerNode=mem="}, "48G", "", bounds{gpus: 8, nodes: 2, perNode: 3, mem: 96 << 10}},
+		{"group memory", []string{"qos", "normal", "set", "GrpTRES=mem="}, "64G", "", bounds{gpus: 16, nodes: 2, mem: 64 << 10}, ""},
+		{"memory per job", []string{"qos", "normal", "set", "MaxTRESPerJob=mem="}, "64G", "", bounds{gpus: 16, nodes: 2, mem: 64 << 10}, ""},
+		// 16 GB per GPU: 3 GPUs on a node at most.
+		{"memory per node", []string{"qos", "normal", "set", "MaxTRESPerNode=mem="}, "48G", "", bounds{gpus: 6, nodes: 2, perNode: 3, mem: 96 << 10},
+			"--mem-per-gpu=16G"},
 		// Before rubick read it, Slurm held the job back
 		// (QOSMaxGRESPerNode) and rubick gave it its request.
-		{"per node", []string{"qos", "normal", "set", "MaxTRESPerNode=gres/gpu="}, "4", "", bounds{gpus: 8, nodes: 2, perNode: 4}},
+		{"per node", []string{"qos", "normal", "set", "MaxTRESPerNode=gres/gpu="}, "4", "", bounds{gpus: 8, nodes: 2, perNode: 4}, ""},
 		// Not read: at 8 GPUs its 10 minutes are 80 GPU-minutes.
-		{"run minutes", []string{"qos", "normal", "set", "GrpTRESRunMins=gres/gpu="}, "40", "QOSGrpGRESRunMinutes", bounds{gpus: 2}},
+		{"run minutes", []string{"qos", "normal", "set", "GrpTRESRunMins=gres/gpu="}, "40", "QOSGrpGRESRunMinutes", bounds{gpus: 2}, ""},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) { slurmLimit(t, tc.set, tc.value, tc.limit, tc.want) })
+		t.Run(tc.name, func(t *testing.T) { slurmLimit(t, tc.set, tc.value, tc.limit, tc.want, cmp.Or(tc.mem, "--mem=32G")) })
 	}
 }
 
@@ -60,7 +65,7 @@ type bounds struct {
 	mem                        int64
 }
 
-func slurmLimit(t *testing.T, set []string, value, limit string, want bounds) {
+func slurmLimit(t *testing.T, set []string, value, limit string, want bounds, mem string) {
 	lt := newLabTest(t, "limit", 3*time.Minute, "log_level: debug\n")
 	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
 
@@ -72,7 +77,7 @@ func slurmLimit(t *testing.T, set []string, value, limit string, want bounds) {
 
 	body := shortTraining(bin, dir, "roberta", 64)
 	id := l.submitScript(t, dir, body, &lt.ids, "--model-type=roberta", "-p", "gpu", "-J", "e2e-limit", "-N", "1",
-		"--qos=normal", "--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--time=10", "--requeue")
+		"--qos=normal", "--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", mem, "--time=10", "--requeue")
 
 	var (
 		j   slurm.Job
