@@ -1013,17 +1013,22 @@ func TestCycleKeepsToListedLimits(t *testing.T) {
 		"association": {"guaranteed", "physics", "ann", true},
 		"neither":     {"guaranteed", "root", "bob", false},
 	}
+	// start runs a cycle on an idle lab with one 2-GPU bert job of the
+	// given QOS, account and user; it returns the job and its start.
+	start := func(t *testing.T, qos, account, user string) (slurm.Job, slurm.Action) {
+		j := heldJob(21, "bert", 1, 2)
+		j.Cluster, j.QOS, j.Account, j.User = "lab", qos, account, user
+		c := &limitsCluster{fakeCluster: &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{j}}, limits: limits}
+		a := &fakeApplier{}
+		d, _ := newTestDaemonWith(t, c, a, func(*Config) {})
+		if _, err := d.Cycle(context.Background(), false); err != nil {
+			t.Fatal(err)
+		}
+		return j, oneStart(t, a)
+	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			j := heldJob(21, "bert", 1, 2)
-			j.Cluster, j.QOS, j.Account, j.User = "lab", tc.qos, tc.account, tc.user
-			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{j}}, limits: limits}
-			a := &fakeApplier{}
-			d, _ := newTestDaemonWith(t, c, a, func(*Config) {})
-			if _, err := d.Cycle(context.Background(), false); err != nil {
-				t.Fatal(err)
-			}
-			got := oneStart(t, a)
+			j, got := start(t, tc.qos, tc.account, tc.user)
 			gpus, cpus := got.GPUsPerNode*got.NumNodes, got.CPUsPerTask*got.NumNodes
 			mem := got.MemMB(j)
 			if within := gpus <= 4 && got.NumNodes <= 1 && cpus <= 24 && mem <= 72000; within != tc.bounded {
@@ -1042,15 +1047,7 @@ func TestCycleKeepsToListedLimits(t *testing.T) {
 	}
 	for qos, want := range map[string]slurm.JobLimits{"narrow": {GPUsPerNode: 2}, "thin": {CPUsPerNode: 6}, "lean": {MemMBPerNode: 72000}} {
 		t.Run("per node "+qos, func(t *testing.T) {
-			j := heldJob(21, "bert", 1, 2)
-			j.Cluster, j.QOS, j.Account, j.User = "lab", qos, "root", "bob"
-			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{j}}, limits: limits}
-			a := &fakeApplier{}
-			d, _ := newTestDaemonWith(t, c, a, func(*Config) {})
-			if _, err := d.Cycle(context.Background(), false); err != nil {
-				t.Fatal(err)
-			}
-			got := oneStart(t, a)
+			_, got := start(t, qos, "root", "bob")
 			if want.GPUsPerNode > 0 && got.GPUsPerNode > want.GPUsPerNode || want.CPUsPerNode > 0 && got.CPUsPerTask > want.CPUsPerNode ||
 				want.MemMBPerNode > 0 && got.MemPerNodeMB > want.MemMBPerNode {
 				t.Errorf("started with %d GPUs, %d CPUs, %d MB per node on %d nodes; want no more than %+v",

@@ -142,15 +142,7 @@ func (m *dbMax) perJob() JobLimits {
 			out.MemMB = int64(n)
 		}
 	}
-	for _, t := range deref(m.Tres.Per.Node) {
-		switch t.Type + "/" + t.Name {
-		case "gres/gpu":
-			out.GPUsPerNode = max(t.Count, 0)
-		case "cpu/":
-			out.CPUsPerNode = max(t.Count, 0)
-		case "mem/":
-			out.MemMBPerNode = int64(max(t.Count, 0))
-		}
-	}
+	node := groupIn(m.Tres.Per.Node) // the same TRES, on each node
+	out.GPUsPerNode, out.CPUsPerNode, out.MemMBPerNode = node.GPUs, node.CPUs, node.MemMB
 	return out
 }
