@@ -673,7 +673,11 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		lim := in.Limits.PerJob(j, part)
 		groups := groupsOf.of(j, part)
 		room := roomOf(groups, v.usage, j)
-		if why, full := room.full(v.usage, oneGPUMem(cfg, e, j)); full && j.State == slurm.StatePending {
+		var minMem int64
+		if room.mem >= 0 && j.State == slurm.StatePending {
+			minMem = oneGPUMem(cfg, e, j)
+		}
+		if why, full := room.full(v.usage, minMem); full && j.State == slurm.StatePending {
 			// Slurm would hold it back whatever its size: it stays held
 			// and is planned once the group has room.
 			v.Unmanaged[j.ID] = why
@@ -750,7 +754,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 	for _, t := range cfg.Tenants {
 		tenants = append(tenants, policy.Tenant{Name: t.Name, GPUQuota: t.QuotaGPUs})
 	}
-	groups := snapshotGroups(pjobs, v.managed, v.usage)
+	groups := snapshotGroups(pjobs, v.managed, v.usage, pnodes)
 	snap, err := policy.NewSnapshot(now, pnodes, pjobs, tenants, models, cfg.RestartCost, policy.WithRestartCosts(in.RestartCosts),
 		policy.WithGroups(groups))
 	if err != nil {
@@ -763,39 +767,53 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 // snapshotGroups are the GPU and CPU group limits of the managed jobs as
 // the policy keeps their jobs within them together: each limit less what
 // the running jobs outside the snapshot hold under it. It names each job's
-// groups in its Groups. Memory limits stay per job (Max) and with
-// SlurmActions' check: the policy books memory after it places GPUs.
-func snapshotGroups(pjobs []policy.Job, managed map[string]*managedJob, usage map[slurm.Group]slurm.GroupLimits) []policy.Group {
+// groups in its Groups, those that could bind: a group with room for the
+// whole of nodes bounds nothing. Memory limits stay per job (Max) and
+// with SlurmActions' check: the policy books memory after it places GPUs.
+func snapshotGroups(pjobs []policy.Job, managed map[string]*managedJob, usage map[slurm.Group]slurm.GroupLimits, nodes []policy.Node) []policy.Group {
 	inside := map[slurm.Group]slurm.GroupLimits{}
 	for i := range pjobs {
 		mj := managed[pjobs[i].ID]
 		for _, g := range mj.groups {
-			if g.GPUs == 0 && g.CPUs == 0 {
-				continue
+			if g.GPUs > 0 || g.CPUs > 0 {
+				addTo(inside, []slurm.Group{g}, holds(mj.slurm))
 			}
-			pjobs[i].Groups = append(pjobs[i].Groups, g.Limit)
-			if _, ok := inside[g]; !ok {
-				inside[g] = slurm.GroupLimits{}
-			}
-			addTo(inside, []slurm.Group{g}, holds(mj.slurm))
 		}
 	}
-	keys := slices.SortedFunc(maps.Keys(inside), func(a, b slurm.Group) int {
-		return cmp.Or(strings.Compare(a.Limit, b.Limit), cmp.Compare(a.GPUs, b.GPUs), cmp.Compare(a.CPUs, b.CPUs))
-	})
+	var gpus, cpus int
+	for _, n := range nodes {
+		gpus, cpus = gpus+n.GPUs, cpus+n.CPUs
+	}
 	room := func(limit, used, mine int) int {
 		if limit <= 0 {
 			return -1
 		}
 		return max(limit-(used-mine), 0)
 	}
+	binds := map[slurm.Group]policy.Group{}
+	for g, in := range inside {
+		u := usage[g]
+		pg := policy.Group{Name: g.Limit, GPUs: room(g.GPUs, u.GPUs, in.GPUs), CPUs: room(g.CPUs, u.CPUs, in.CPUs)}
+		if pg.GPUs >= 0 && pg.GPUs < gpus || pg.CPUs >= 0 && pg.CPUs < cpus {
+			binds[g] = pg
+		}
+	}
+	for i := range pjobs {
+		for _, g := range managed[pjobs[i].ID].groups {
+			if _, ok := binds[g]; ok {
+				pjobs[i].Groups = append(pjobs[i].Groups, g.Limit)
+			}
+		}
+	}
+	keys := slices.SortedFunc(maps.Keys(binds), func(a, b slurm.Group) int {
+		return cmp.Or(strings.Compare(a.Limit, b.Limit), cmp.Compare(a.GPUs, b.GPUs), cmp.Compare(a.CPUs, b.CPUs))
+	})
 	out := make([]policy.Group, 0, len(keys))
 	for _, g := range keys {
 		if len(out) > 0 && out[len(out)-1].Name == g.Limit {
 			continue // one name is one limit; should two ever differ, the first in order is kept
 		}
-		u, in := usage[g], inside[g]
-		out = append(out, policy.Group{Name: g.Limit, GPUs: room(g.GPUs, u.GPUs, in.GPUs), CPUs: room(g.CPUs, u.CPUs, in.CPUs)})
+		out = append(out, binds[g])
 	}
 	return out
 }
