@@ -1006,10 +1006,14 @@ func (r *round) growOn(j *jstate, n int, privileged bool) {
 		if cur == 0 || below {
 			// Not runnable yet (or below its SLO): take one GPU, free first.
 			if free > 0 {
-				if !r.take(j, nil, n, 1) {
+				if r.take(j, nil, n, 1) {
+					continue
+				}
+				if _, gc := r.groupFree(j); gc >= r.e.cfg.MinCPUsPerGPU {
 					return
 				}
-				continue
+				// Its group's CPUs are taken: a victim of the group frees
+				// some with its GPUs.
 			}
 			v, ok := r.bestVictim(j, n, privileged)
 			if !ok || !(privileged && below || v.loss < j.info.entry) {

@@ -784,9 +784,9 @@ func TestMemoryRequest(t *testing.T) {
 
 // Jobs of one group (a Slurm group limit) stay within it together, each
 // still bounded alone by its Max: two jobs that would each take 4 GPUs
-// share a group's 4, and both start; under a group's 16 CPUs the first
-// takes them (CPUs have no victims), the second waits. The twin without
-// the bound shows they would take 8 GPUs and 32 CPUs.
+// share a group's 4, and both start; under a group's 16 CPUs too, the
+// second taking GPUs, and with them CPUs, from the first. The twin
+// without the bound shows they would take 8 GPUs and 32 CPUs.
 func TestGroups(t *testing.T) {
 	tests := map[string]struct {
 		group      policy.Group
@@ -795,7 +795,7 @@ func TestGroups(t *testing.T) {
 	}{
 		"none": {group: policy.Group{Name: "g", GPUs: -1, CPUs: -1}, starts: 2},
 		"GPUs": {group: policy.Group{Name: "g", GPUs: 4, CPUs: -1}, gpus: 4, starts: 2},
-		"CPUs": {group: policy.Group{Name: "g", GPUs: -1, CPUs: 16}, cpus: 16, starts: 1},
+		"CPUs": {group: policy.Group{Name: "g", GPUs: -1, CPUs: 16}, cpus: 16, starts: 2},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -865,10 +865,14 @@ func TestGroupVictims(t *testing.T) {
 		}
 		got := 0
 		for _, a := range decide(t, "rubick", s).Actions {
-			if a.JobID == "b" {
-				for _, n := range a.Alloc {
-					got += n.GPUs
-				}
+			if a.JobID != "b" {
+				continue
+			}
+			for _, n := range a.Alloc {
+				got += n.GPUs
+			}
+			if tc.want == 0 && (a.Reason != policy.ReasonGroup || !strings.Contains(a.Detail, "g: its jobs here hold 0 of the 0 GPUs left to them")) {
+				t.Errorf("group room 0: the queued job waits with %s: %q, want group-limit naming the group", a.Reason, a.Detail)
 			}
 		}
 		if got != tc.want {
