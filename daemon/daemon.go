@@ -58,6 +58,7 @@ type Store interface {
 	Pending(ctx context.Context) ([]store.Action, error)
 	Prune(ctx context.Context, r store.Retention) (store.Pruned, error)
 	LaunchLimits(ctx context.Context, jobs []store.LaunchKey) (map[int64]model.Features, error)
+	RecentJobSamples(ctx context.Context, jobIDs []int64, n int) (map[int64][]store.StoredSample, error)
 	RestartStore
 }
 
@@ -253,18 +254,24 @@ func (d *Daemon) jobFacts(ctx context.Context, jobs []slurm.Job) (map[int]JobFac
 		out[int(id)] = JobFacts{Cannot: f}
 	}
 	if d.cfg.TimeLimits.Stretch {
+		var timed []slurm.Job
+		var timedIDs []int64
 		for _, j := range jobs {
-			if j.State != slurm.StateRunning || j.Tag == nil || j.Tag.Plan == "" || j.TimeLimit <= 0 {
-				continue
+			if j.State == slurm.StateRunning && j.Tag != nil && j.Tag.Plan != "" && j.TimeLimit > 0 {
+				timed, timedIDs = append(timed, j), append(timedIDs, int64(j.ID))
 			}
-			iterS, err := d.measuredIterS(ctx, j)
-			if err != nil {
-				d.deps.Logger.Warn("reading a job's samples failed", "job", j.ID, "err", err)
-				continue
+		}
+		// One query for all of them, not one per job every cycle.
+		recent, err := d.deps.Store.RecentJobSamples(ctx, timedIDs, recentRunSamples)
+		if err != nil {
+			d.deps.Logger.Warn("reading running jobs' samples failed; their time limits follow the predictions", "err", err)
+		}
+		for _, j := range timed {
+			if iterS := measuredIterS(j, recent[int64(j.ID)]); iterS > 0 {
+				f := out[j.ID]
+				f.IterS = iterS
+				out[j.ID] = f
 			}
-			f := out[j.ID]
-			f.IterS = iterS
-			out[j.ID] = f
 		}
 	}
 	if !d.cfg.MeasureRestartCost {
@@ -287,28 +294,28 @@ func (d *Daemon) jobFacts(ctx context.Context, jobs []slurm.Job) (map[int]JobFac
 }
 
 // minRunSamples is how many reported iteration times of its current run a
-// job needs before its time limit follows its measured speed.
-const minRunSamples = 3
+// job needs before its time limit follows its measured speed; the median
+// of the newest recentRunSamples is that speed.
+const (
+	minRunSamples    = 3
+	recentRunSamples = 5
+)
 
-// measuredIterS is the median of the last (up to 5) iteration times job j
-// reported on its current run and plan; 0 with fewer than minRunSamples.
-func (d *Daemon) measuredIterS(ctx context.Context, j slurm.Job) (float64, error) {
-	samples, err := d.deps.Store.JobSamples(ctx, int64(j.ID))
-	if err != nil {
-		return 0, err
-	}
+// measuredIterS is the median of the iteration times among recent (a
+// job's newest reports, oldest first) that job j reported on its current
+// run and plan; 0 with fewer than minRunSamples.
+func measuredIterS(j slurm.Job, recent []store.StoredSample) float64 {
 	var times []float64
-	for _, s := range samples {
+	for _, s := range recent {
 		if s.Source == store.SourceOnline && !s.Created.Before(j.StartTime) && s.Plan.String() == j.Tag.Plan {
 			times = append(times, s.IterS)
 		}
 	}
 	if len(times) < minRunSamples {
-		return 0, nil
+		return 0
 	}
-	times = times[max(0, len(times)-5):]
 	slices.Sort(times)
-	return times[len(times)/2], nil
+	return times[len(times)/2]
 }
 
 // slurmLimits is the limits listing, read again once limitsRefresh has

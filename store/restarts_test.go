@@ -44,6 +44,30 @@ func TestReportedSamplesByJob(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("JobSamples(5) (-want +got):\n%s", d)
 	}
+	// The newest reported ones per job, the profile's left out; job 7 has
+	// none.
+	recent, err := s.RecentJobSamples(ctx, []int64{5, 6, 7}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRecent := map[int64][]StoredSample{
+		5: {want[2]},
+		6: {{ID: 3, ModelType: "gpt2", Sample: b, SourceJob: 6, Source: SourceOnline, Created: sec(3), Iteration: 0}},
+	}
+	if d := cmp.Diff(wantRecent, recent); d != "" {
+		t.Errorf("RecentJobSamples(5, 6, 7; 1) (-want +got):\n%s", d)
+	}
+	if recent, err = s.RecentJobSamples(ctx, []int64{5}, 5); err != nil || cmp.Diff(want[1:], recent[5]) != "" {
+		t.Errorf("RecentJobSamples(5; 5) = %v, %v; want its two reported samples, oldest first", recent, err)
+	}
+	// More ids than one statement takes: job 6 comes in the second.
+	ids := make([]int64, 0, maxVars+1)
+	for i := range maxVars {
+		ids = append(ids, int64(1000+i))
+	}
+	if recent, err = s.RecentJobSamples(ctx, append(ids, 6), 5); err != nil || len(recent) != 1 || len(recent[6]) != 1 {
+		t.Errorf("RecentJobSamples(%d ids) = %v, %v; want job 6's one sample", len(ids)+1, recent, err)
+	}
 	for name, tc := range map[string]struct {
 		job  int64
 		iter int

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/rubick-sched/rubick/model"
@@ -132,6 +134,37 @@ func (s *Store) JobSamples(ctx context.Context, jobID int64) ([]StoredSample, er
 	out, err := s.samples(ctx, `source_job = ? ORDER BY created_ns, id`, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("store: samples of job %d: %w", jobID, err)
+	}
+	return out, nil
+}
+
+// maxVars bounds the ids in one IN list, under SQLite's limit on
+// variables in a statement.
+const maxVars = 500
+
+// RecentJobSamples returns, for each of the Slurm jobs, the newest n
+// samples it reported while running (source online), oldest first; one
+// query per maxVars jobs, whatever the samples stored.
+func (s *Store) RecentJobSamples(ctx context.Context, jobIDs []int64, n int) (map[int64][]StoredSample, error) {
+	out := map[int64][]StoredSample{}
+	for ids := range slices.Chunk(jobIDs, maxVars) {
+		args := make([]any, 0, len(ids)+2)
+		for _, id := range ids {
+			args = append(args, id)
+		}
+		args = append(args, string(SourceOnline), n)
+		rows, err := s.samples(ctx, `id IN (
+			SELECT id FROM (
+				SELECT id, ROW_NUMBER() OVER (PARTITION BY source_job ORDER BY created_ns DESC, id DESC) AS rn
+				FROM samples WHERE source_job IN (?`+strings.Repeat(",?", len(ids)-1)+`) AND source = ?)
+			WHERE rn <= ?)
+			ORDER BY source_job, created_ns, id`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("store: recent samples of %d jobs: %w", len(ids), err)
+		}
+		for _, r := range rows {
+			out[r.SourceJob] = append(out[r.SourceJob], r)
+		}
 	}
 	return out, nil
 }
