@@ -195,9 +195,9 @@ func (d *Daemon) restartCosts(ctx context.Context, now time.Time, dryRun bool) m
 }
 
 // Reconcile settles the actions a previous run recorded but did not
-// confirm: an action whose plan Slurm now shows running is marked applied,
-// any other is abandoned. Nothing is re-applied; the next cycle decides
-// afresh from what Slurm reports.
+// confirm: an action whose plan Slurm now shows running, or released and
+// about to start, is marked applied, any other is abandoned. Nothing is
+// re-applied; the next cycle decides afresh from what Slurm reports.
 func (d *Daemon) Reconcile(ctx context.Context) error {
 	pending, err := d.deps.Store.Pending(ctx)
 	if err != nil {
@@ -212,6 +212,11 @@ func (d *Daemon) Reconcile(ctx context.Context) error {
 		case err != nil:
 			return fmt.Errorf("reconcile job %d: %w", a.JobID, err)
 		case j.Tag != nil && j.Tag.Plan == a.Plan.String() && (a.Kind == string(slurm.ActionPreempt) || j.State == slurm.StateRunning):
+			res, why = store.ResultOK, nil
+		case j.Tag != nil && j.Tag.Plan == a.Plan.String() && j.State == slurm.StatePending && !j.Held &&
+			(a.Kind == string(slurm.ActionStart) || a.Kind == string(slurm.ActionRestart)):
+			// Resized and released, waiting for Slurm's next pass: the
+			// release is the last step of a start.
 			res, why = store.ResultOK, nil
 		case a.Kind == string(slurm.ActionPreempt) && j.State == slurm.StatePending:
 			res, why = store.ResultOK, nil

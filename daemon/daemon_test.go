@@ -239,12 +239,12 @@ func TestApplyFailureIsRecorded(t *testing.T) {
 
 func TestReconcileNeverReapplies(t *testing.T) {
 	ctx := context.Background()
-	c := &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{heldJob(51, "bert", 1, 2), heldJob(52, "bert", 1, 2)}}
+	c := &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{heldJob(51, "bert", 1, 2), heldJob(52, "bert", 1, 2), heldJob(53, "bert", 1, 2), heldJob(54, "bert", 1, 2)}}
 	a := &fakeApplier{}
 	d, st := newTestDaemon(t, c, a)
-	// A previous run recorded two starts and died before confirming them.
+	// A previous run recorded four starts and died before confirming them.
 	plan := model.Plan{DP: 2, TP: 1, PP: 1, MicroBatch: 16, Accum: 1}
-	for _, id := range []int64{51, 52} {
+	for _, id := range []int64{51, 52, 53, 54} {
 		if err := st.UpsertJob(ctx, store.Job{ID: id, ModelType: "bert", Class: store.BestEffort, State: "PENDING", Submitted: t0}); err != nil {
 			t.Fatal(err)
 		}
@@ -252,8 +252,12 @@ func TestReconcileNeverReapplies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Slurm shows 51 running that plan; 52 never got released.
+	// Slurm shows 51 running that plan; 52 never got released; 53 was
+	// resized and released, and waits for Slurm's next pass; 54 was
+	// resized and not released.
 	c.jobs[0].State, c.jobs[0].NodeList, c.jobs[0].Tag.Plan = slurm.StateRunning, []string{"node1"}, plan.String()
+	c.jobs[2].Held, c.jobs[2].Tag.Plan = false, plan.String()
+	c.jobs[3].Tag.Plan = plan.String()
 	if err := d.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -261,14 +265,14 @@ func TestReconcileNeverReapplies(t *testing.T) {
 		t.Errorf("reconcile applied %d actions", len(a.got))
 	}
 	got := map[int64]store.Result{}
-	for _, id := range []int64{51, 52} {
+	for _, id := range []int64{51, 52, 53, 54} {
 		h, err := st.PlanHistory(ctx, id)
 		if err != nil || len(h) != 1 {
 			t.Fatalf("history of %d: %+v %v", id, h, err)
 		}
 		got[id] = h[0].Result
 	}
-	if diff := cmp.Diff(map[int64]store.Result{51: store.ResultOK, 52: store.ResultAbandoned}, got); diff != "" {
+	if diff := cmp.Diff(map[int64]store.Result{51: store.ResultOK, 52: store.ResultAbandoned, 53: store.ResultOK, 54: store.ResultAbandoned}, got); diff != "" {
 		t.Errorf("reconciled results (-want +got):\n%s", diff)
 	}
 }
