@@ -68,6 +68,18 @@ func setJobResources(j *Job, t jobTRES) {
 	if j.State != StatePending {
 		j.MemMB = tresMemMB(t.alloc)
 	}
+	if j.MemPerNodeMB == 0 && j.MemPerCPUMB == 0 && j.MemPerGPUMB == 0 {
+		// --mem=0, or no memory asked for and no default: Slurm gives the
+		// job each node's whole memory, which only the TRES line shows
+		// (memory_per_node is 0 or null; read off both labs).
+		tres := t.alloc
+		if j.State == StatePending {
+			tres = t.req
+		}
+		if m := tresMemMB(tres); m > 0 {
+			j.MemPerNodeMB = m / int64(max(j.NodeCount, len(j.NodeList), 1))
+		}
+	}
 }
 
 // finishJob parses the rubick tag and logs, rather than fails on, a

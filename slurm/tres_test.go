@@ -100,3 +100,27 @@ func TestMemPerGPU(t *testing.T) {
 		}
 	}
 }
+
+// A job with --mem=0 (or none and no default) reports no memory per node,
+// CPU or GPU: it gets each node's whole memory, which its TRES line shows
+// (as both labs report it). One that asked for memory keeps its own.
+func TestWholeNodeMemory(t *testing.T) {
+	tests := map[string]struct {
+		job  Job
+		tres jobTRES
+		want int64
+	}{
+		"pending --mem=0":     {Job{State: StatePending, NodeCount: 2}, jobTRES{req: "cpu=2,mem=1000G,node=2,billing=2"}, 512000},
+		"running --mem=0":     {Job{State: StateRunning, NodeCount: 1}, jobTRES{nodes: "node1", alloc: "cpu=1,mem=500G,node=1"}, 512000},
+		"per node":            {Job{State: StatePending, NodeCount: 1, MemPerNodeMB: 32768}, jobTRES{req: "cpu=1,mem=32G,node=1"}, 32768},
+		"per CPU":             {Job{State: StatePending, NodeCount: 1, MemPerCPUMB: 4000}, jobTRES{req: "cpu=1,mem=4000M,node=1"}, 0},
+		"no memory accounted": {Job{State: StatePending, NodeCount: 1}, jobTRES{req: "cpu=1,node=1"}, 0},
+	}
+	for name, tc := range tests {
+		j := tc.job
+		setJobResources(&j, tc.tres)
+		if j.MemPerNodeMB != tc.want {
+			t.Errorf("%s: MemPerNodeMB = %d, want %d", name, j.MemPerNodeMB, tc.want)
+		}
+	}
+}
