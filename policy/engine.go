@@ -990,11 +990,8 @@ func (r *round) growOn(j *jstate, n int, privileged bool) {
 		if b := j.j.Max.MemGBPerNode; b > 0 {
 			m = min(m, b)
 		}
-		switch {
-		case m < j.memBase-1e-9:
-			room = 0
-		case j.memPer > 0:
-			room = min(room, int(math.Floor((m-j.memBase)/j.memPer+1e-9))-j.on(n))
+		for room > 0 && j.j.hostMem(r.e.cfg.HostMemPerGPUGB, j.on(n)+room, j.hostBase, j.hostBase) > m+1e-9 {
+			room-- // its booking grows with its GPUs here: at most a node's GPUs steps
 		}
 		if room <= 0 || (j.on(n) == 0 && len(j.cur) >= j.maxNodes) {
 			return

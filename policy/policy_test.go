@@ -749,11 +749,11 @@ func TestMemoryBoundBooksOwnRequest(t *testing.T) {
 // (--mem-per-gpu); a job that asked for less gets the policy's 16 GB per
 // GPU. One asking for 500 GB per GPU is grown no further than its nodes'
 // 1,600 GB allow (grown past them, no plan would fit and it would not
-// start at all).
+// start at all); one asking for a whole node's 1,600 still starts.
 func TestMemoryRequest(t *testing.T) {
 	tests := []struct {
 		perNode, perGPU float64 // asked for with 2 GPUs on one node
-	}{{perNode: 8}, {perNode: 100}, {perNode: 1000}, {perGPU: 4}, {perGPU: 50}, {perGPU: 500}}
+	}{{perNode: 8}, {perNode: 100}, {perNode: 1000}, {perNode: 1600}, {perGPU: 4}, {perGPU: 50}, {perGPU: 500}}
 	for _, tc := range tests {
 		j := pt.NewJob("a", "small").GPUs(2).CPUs(8).Obj()
 		j.Request.Placement = model.Placement{2}
