@@ -645,7 +645,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		// A size limit is Slurm's verdict on a released job: it will not
 		// start as it is, so there is no start to wait for.
 		limit := ""
-		if j.State == slurm.StatePending && !j.Held && slurm.SizeLimitReason(j.Reason) {
+		if j.State == slurm.StatePending && refusedSize(j) {
 			if j.Tag.Extra[tagLimit] != "" {
 				// Held back even within its request: Slurm decides when it
 				// starts. A job rubick had resized gets its request back.
@@ -816,6 +816,19 @@ func snapshotGroups(pjobs []policy.Job, managed map[string]*managedJob, usage ma
 		out = append(out, binds[g])
 	}
 	return out
+}
+
+// refusedSize reports whether Slurm refuses to start the pending job j as
+// rubick released it: a limit on its size, or BadConstraints once rubick
+// has planned it (a node limit rubick does not read; such a job would
+// otherwise stay pending for good, as one did under a partition's
+// MaxCPUsPerNode before rubick read it). Slurm sets such a job's priority
+// to 0, which reads as held.
+func refusedSize(j slurm.Job) bool {
+	if j.Reason == "BadConstraints" {
+		return j.Tag != nil && j.Tag.Plan != ""
+	}
+	return !j.Held && slurm.SizeLimitReason(j.Reason)
 }
 
 // asSubmitted lists j as ignored, for why, and releases it on its own

@@ -601,7 +601,7 @@ func TestCycleKeepsToSlurmLimits(t *testing.T) {
 		j.CPUs = 8 * gpus
 		j.Tag.Plan, j.Tag.Generation = "dp8.tp1.pp1.mb2.a1.z0", 1
 		at := t0.Add(-2 * time.Second)
-		if !slurm.SizeLimitReason(reason) {
+		if !refusedSize(j) {
 			at = t0.Add(-StartGrace - time.Second)
 		}
 		j.Tag.Extra = map[string]string{tagReq: "n1.g2.c16.m64000", tagAt: strconv.FormatInt(at.Unix(), 10)}
@@ -610,12 +610,21 @@ func TestCycleKeepsToSlurmLimits(t *testing.T) {
 		}
 		return j
 	}
+	// Slurm zeroes the priority of a job whose constraints it cannot meet.
+	badConstraints := func() slurm.Job {
+		j := released(8, "BadConstraints", "")
+		j.Priority, j.Held = 0, true
+		return j
+	}
 	tests := map[string]struct {
 		job     slurm.Job
 		want    *slurm.Action // nil: no action
 		ignored string
 	}{
 		"grown past a QOS limit": {job: released(8, "QOSMaxGRESPerJob", ""),
+			want: &slurm.Action{Kind: slurm.ActionStart, JobID: 21, Nodes: []string{"node1"}, NumNodes: 1, GPUsPerNode: 2, CPUsPerTask: 16}},
+		// A node limit rubick does not read: pending for good otherwise.
+		"bad constraints after a resize": {job: badConstraints(),
 			want: &slurm.Action{Kind: slurm.ActionStart, JobID: 21, Nodes: []string{"node1"}, NumNodes: 1, GPUsPerNode: 2, CPUsPerTask: 16}},
 		"waiting for resources": {job: released(8, "Resources", ""),
 			want: &slurm.Action{Kind: slurm.ActionStart, JobID: 21, Nodes: []string{"node1"}, NumNodes: 1, GPUsPerNode: 8, CPUsPerTask: 64}},
@@ -643,7 +652,7 @@ func TestCycleKeepsToSlurmLimits(t *testing.T) {
 				tag, got.Tag = got.Tag, nil
 				if tc.want != nil && tc.want.MemPerNodeMB == 0 {
 					// The policy's plan sets the memory; a test of its own.
-					if tc.job.Tag.Extra[tagLimit] != "" || slurm.SizeLimitReason(tc.job.Reason) {
+					if tc.job.Tag.Extra[tagLimit] != "" || refusedSize(tc.job) {
 						if got.MemPerNodeMB > 64000 {
 							t.Errorf("memory %d MB per node, above the request's 64000", got.MemPerNodeMB)
 						}
@@ -661,7 +670,7 @@ func TestCycleKeepsToSlurmLimits(t *testing.T) {
 				return
 			}
 			wantLimit := tc.job.Tag.Extra[tagLimit]
-			if wantLimit == "" && slurm.SizeLimitReason(tc.job.Reason) {
+			if wantLimit == "" && refusedSize(tc.job) {
 				wantLimit = tc.job.Reason
 			}
 			if tag.Extra[tagLimit] != wantLimit {

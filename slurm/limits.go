@@ -3,6 +3,7 @@ package slurm
 import (
 	"cmp"
 	"fmt"
+	"time"
 )
 
 // Limits are the QOS and associations slurmdbd lists, and the partitions,
@@ -23,17 +24,24 @@ const maxAccountDepth = 64
 // else the nearest association's on j's cluster that does: the user's for
 // the partition, the user's, then the account's and its parents' up the
 // tree (an association inherits a limit it does not set); and no more
-// nodes than the partition's MaxNodes, nor more time than its MaxTime.
+// nodes than the partition's MaxNodes, nor more time than its MaxTime, nor
+// more CPUs or memory on a node than its MaxCPUsPerNode and MaxMemPerNode.
 func (l Limits) PerJob(j Job, partition string) JobLimits {
 	out := l.tres(j, partition)
 	p := l.Partitions[partition]
-	if m := p.MaxNodesPerJob; m > 0 && (out.Nodes == 0 || m < out.Nodes) {
-		out.Nodes = m
-	}
-	if m := p.MaxTime; m > 0 && (out.Wall == 0 || m < out.Wall) {
-		out.Wall = m
-	}
+	out.Nodes = tighter(out.Nodes, p.MaxNodesPerJob)
+	out.Wall = tighter(out.Wall, p.MaxTime)
+	out.CPUsPerNode = tighter(out.CPUsPerNode, p.MaxCPUsPerNode)
+	out.MemMBPerNode = tighter(out.MemMBPerNode, p.MaxMemPerNodeMB)
 	return out
+}
+
+// tighter is the smaller of two bounds where 0 is none.
+func tighter[T int | int64 | time.Duration](a, b T) T {
+	if b > 0 && (a == 0 || b < a) {
+		return b
+	}
+	return a
 }
 
 // tres is PerJob without the partition's own limits.

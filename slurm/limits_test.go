@@ -13,7 +13,7 @@ func TestLimitsPerJob(t *testing.T) {
 			"normal": {Name: "normal"},
 			"small":  {Name: "small", PerJob: JobLimits{GPUs: 2, GPUsPerNode: 1, MemMBPerNode: 4096, Wall: 3 * time.Hour}},
 		},
-		Partitions: map[string]Partition{"small": {Name: "small", MaxNodesPerJob: 1, MaxTime: time.Hour},
+		Partitions: map[string]Partition{"small": {Name: "small", MaxNodesPerJob: 1, MaxTime: time.Hour, MaxCPUsPerNode: 16, MaxMemPerNodeMB: 2048},
 			"wide": {Name: "wide", MaxNodesPerJob: 4, MaxTime: 4 * time.Hour}},
 		Associations: []Association{
 			{Cluster: "lab", Account: "root"},
@@ -38,10 +38,10 @@ func TestLimitsPerJob(t *testing.T) {
 		"none":              {"normal", "root", "root", "gpu", JobLimits{}},
 		"unknown":           {"gold", "nowhere", "x", "gpu", JobLimits{}},
 		"parent cycle":      {"normal", "loop", "x", "gpu", JobLimits{CPUs: 9}},
-		"partition":         {"normal", "physics", "carl", "small", JobLimits{GPUs: 8, Nodes: 1, CPUs: 64, CPUsPerNode: 32, Wall: time.Hour}},
+		"partition":         {"normal", "physics", "carl", "small", JobLimits{GPUs: 8, Nodes: 1, CPUs: 64, CPUsPerNode: 16, MemMBPerNode: 2048, Wall: time.Hour}},
 		"partition above":   {"normal", "physics", "carl", "wide", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 4 * time.Hour}},
-		"partition alone":   {"normal", "root", "root", "small", JobLimits{Nodes: 1, Wall: time.Hour}},
-		"partition's time":  {"small", "physics", "ann", "small", JobLimits{GPUs: 2, Nodes: 1, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, MemMBPerNode: 4096, Wall: time.Hour}},
+		"partition alone":   {"normal", "root", "root", "small", JobLimits{Nodes: 1, CPUsPerNode: 16, MemMBPerNode: 2048, Wall: time.Hour}},
+		"partition's time":  {"small", "physics", "ann", "small", JobLimits{GPUs: 2, Nodes: 1, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 16, MemMBPerNode: 2048, Wall: time.Hour}},
 		"QOS's time":        {"small", "physics", "ann", "wide", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, MemMBPerNode: 4096, Wall: 3 * time.Hour}},
 	}
 	for name, tc := range tests {

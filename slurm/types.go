@@ -194,6 +194,10 @@ type Partition struct {
 	MaxNodesPerJob int
 	// MaxTime is the partition's MaxTime; 0 when unlimited.
 	MaxTime time.Duration
+	// MaxCPUsPerNode and MaxMemPerNodeMB are the partition's
+	// MaxCPUsPerNode and MaxMemPerNode (MiB); 0 when unlimited.
+	MaxCPUsPerNode  int
+	MaxMemPerNodeMB int64
 }
 
 // JobLimits is what a QOS or an association allows one job: its

@@ -261,8 +261,10 @@ func (b *v38) partitions(ctx context.Context) ([]Partition, error) {
 			TotalCPUs:  deref(p.TotalCpus),
 			TotalNodes: deref(p.TotalNodes),
 			// -1: unlimited
-			MaxNodesPerJob: max(deref(p.MaximumNodesPerJob), 0),
-			MaxTime:        minutes(deref(p.MaxTimeLimit)),
+			MaxNodesPerJob:  max(deref(p.MaximumNodesPerJob), 0),
+			MaxTime:         minutes(deref(p.MaxTimeLimit)),
+			MaxCPUsPerNode:  max(deref(p.MaximumCpusPerNode), 0),
+			MaxMemPerNodeMB: max(deref(p.MaximumMemoryPerNode), 0),
 		})
 	}
 	return out, nil

@@ -297,6 +297,8 @@ func (b *v41) partitions(ctx context.Context) ([]Partition, error) {
 		if p.Maximums != nil {
 			part.MaxNodesPerJob = int(num(p.Maximums.Nodes))
 			part.MaxTime = minutes(num(p.Maximums.Time))
+			part.MaxCPUsPerNode = int(num(p.Maximums.CpusPerNode))
+			part.MaxMemPerNodeMB = num(p.Maximums.PartitionMemoryPerNode)
 		}
 		if p.Partition != nil {
 			var words []string

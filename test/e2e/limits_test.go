@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,50 +29,64 @@ import (
 func TestSlurmLimit(t *testing.T) {
 	tests := []struct {
 		name  string
-		set   []string // sacctmgr -i modify ... set, then the limit; reset with -1
+		set   []string // sacctmgr -i modify ... set (or a whole scontrol line), then the limit
 		value string
 		limit string // the reason Slurm holds the job back for; "" for none
 		want  bounds
 		mem   string // the job's memory request; "" for --mem=32G
+		reset string // the value that lifts the limit; "" for -1
 	}{
-		{"QOS", []string{"qos", "normal", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", bounds{gpus: 4}, ""},
-		{"association", []string{"user", "root", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", bounds{gpus: 4}, ""},
-		{"group", []string{"qos", "normal", "set", "GrpTRES=gres/gpu="}, "4", "", bounds{gpus: 4}, ""},
+		{"QOS", []string{"qos", "normal", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", bounds{gpus: 4}, "", ""},
+		{"association", []string{"user", "root", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", bounds{gpus: 4}, "", ""},
+		{"group", []string{"qos", "normal", "set", "GrpTRES=gres/gpu="}, "4", "", bounds{gpus: 4}, "", ""},
 		// Slurm itself lets root's NumCPUs= update past this one: before
 		// rubick read it, the job ran on 8 GPUs with 32 CPUs.
-		{"group CPUs", []string{"qos", "normal", "set", "GrpTRES=cpu="}, "16", "", bounds{gpus: 8, cpus: 16}, ""},
+		{"group CPUs", []string{"qos", "normal", "set", "GrpTRES=cpu="}, "16", "", bounds{gpus: 8, cpus: 16}, "", ""},
 		// And its MinMemoryNode= update past these: before rubick read
 		// them, the job ran on 8 GPUs with 144 GB.
-		{"group memory", []string{"qos", "normal", "set", "GrpTRES=mem="}, "64G", "", bounds{gpus: 16, nodes: 2, mem: 64 << 10}, ""},
-		{"memory per job", []string{"qos", "normal", "set", "MaxTRESPerJob=mem="}, "64G", "", bounds{gpus: 16, nodes: 2, mem: 64 << 10}, ""},
+		{"group memory", []string{"qos", "normal", "set", "GrpTRES=mem="}, "64G", "", bounds{gpus: 16, nodes: 2, mem: 64 << 10}, "", ""},
+		{"memory per job", []string{"qos", "normal", "set", "MaxTRESPerJob=mem="}, "64G", "", bounds{gpus: 16, nodes: 2, mem: 64 << 10}, "", ""},
 		// 16 GB per GPU: 3 GPUs on a node at most.
 		{"memory per node", []string{"qos", "normal", "set", "MaxTRESPerNode=mem="}, "48G", "", bounds{gpus: 6, nodes: 2, perNode: 3, mem: 96 << 10},
-			"--mem-per-gpu=16G"},
+			"--mem-per-gpu=16G", ""},
 		// Before rubick read it, Slurm held the job back
 		// (QOSMaxGRESPerNode) and rubick gave it its request.
-		{"per node", []string{"qos", "normal", "set", "MaxTRESPerNode=gres/gpu="}, "4", "", bounds{gpus: 8, nodes: 2, perNode: 4}, ""},
+		{"per node", []string{"qos", "normal", "set", "MaxTRESPerNode=gres/gpu="}, "4", "", bounds{gpus: 8, nodes: 2, perNode: 4}, "", ""},
 		// Not read: at 8 GPUs its 10 minutes are 80 GPU-minutes.
-		{"run minutes", []string{"qos", "normal", "set", "GrpTRESRunMins=gres/gpu="}, "40", "QOSGrpGRESRunMinutes", bounds{gpus: 2}, ""},
+		{"run minutes", []string{"qos", "normal", "set", "GrpTRESRunMins=gres/gpu="}, "40", "QOSGrpGRESRunMinutes", bounds{gpus: 2}, "", ""},
+		// The partition's: before rubick read them, the job was sized
+		// past them and Slurm held it back, with BadConstraints for the
+		// CPUs (a reason that names no limit) and MaxMemPerLimit.
+		{"partition CPUs per node", []string{"scontrol", "update", "PartitionName=gpu", "MaxCPUsPerNode="}, "16", "",
+			bounds{gpus: 16, nodes: 2, cpusPerNode: 16}, "", "UNLIMITED"},
+		{"partition memory per node", []string{"scontrol", "update", "PartitionName=gpu", "MaxMemPerNode="}, "48000", "",
+			bounds{gpus: 4, nodes: 2, perNode: 2, mem: 96000}, "--mem-per-gpu=16G", "0"},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) { slurmLimit(t, tc.set, tc.value, tc.limit, tc.want, cmp.Or(tc.mem, "--mem=32G")) })
+		t.Run(tc.name, func(t *testing.T) {
+			slurmLimit(t, tc.set, tc.value, cmp.Or(tc.reset, "-1"), tc.limit, tc.want, cmp.Or(tc.mem, "--mem=32G"))
+		})
 	}
 }
 
 // bounds is what a job may run on: at most gpus GPUs (perNode on one
-// node, 0: any), on nodes nodes (0: one), cpus CPUs and mem MB (0: any).
+// node, 0: any), on nodes nodes (0: one), cpus CPUs (cpusPerNode on one
+// node) and mem MB (0: any).
 type bounds struct {
-	gpus, nodes, perNode, cpus int
-	mem                        int64
+	gpus, nodes, perNode, cpus, cpusPerNode int
+	mem                                     int64
 }
 
-func slurmLimit(t *testing.T, set []string, value, limit string, want bounds, mem string) {
+func slurmLimit(t *testing.T, set []string, value, reset, limit string, want bounds, mem string) {
 	lt := newLabTest(t, "limit", 3*time.Minute, "log_level: debug\n")
 	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
 
-	sacctmgr := append([]string{"sacctmgr", "-i", "modify"}, set[:len(set)-1]...)
-	l.run(t, append(sacctmgr, set[len(set)-1]+value)...)
-	defer l.run(t, append(sacctmgr, set[len(set)-1]+"-1")...)
+	cmd := slices.Clone(set[:len(set)-1])
+	if cmd[0] != "scontrol" {
+		cmd = append([]string{"sacctmgr", "-i", "modify"}, cmd...)
+	}
+	l.run(t, append(cmd, set[len(set)-1]+value)...)
+	defer l.run(t, append(cmd, set[len(set)-1]+reset)...)
 
 	d := runDaemon(t, l, bin, dir, cfgPath)
 
@@ -109,7 +124,8 @@ func slurmLimit(t *testing.T, set []string, value, limit string, want bounds, me
 	}
 	t.Logf("job %d ran on %d GPUs, %d CPUs, %d MB (tag %v), pending for %v", id, j.GPUs, j.CPUs, j.MemMB, j.Tag, heldFor)
 	if len(j.NodeList) > max(want.nodes, 1) || j.GPUs > want.gpus || (want.perNode > 0 && j.GPUsPerNode > want.perNode) ||
-		(want.cpus > 0 && j.CPUs > want.cpus) || (want.mem > 0 && j.MemMB > want.mem) {
+		(want.cpus > 0 && j.CPUs > want.cpus) || (want.cpusPerNode > 0 && j.CPUs > want.cpusPerNode*max(len(j.NodeList), 1)) ||
+		(want.mem > 0 && j.MemMB > want.mem) {
 		t.Errorf("job %d ran on %v with %d GPUs (%d per node), %d CPUs, %d MB; want no more than %+v",
 			id, j.NodeList, j.GPUs, j.GPUsPerNode, j.CPUs, j.MemMB, want)
 	}
