@@ -1070,7 +1070,7 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 		case slurm.ActionPreempt:
 			return slurm.GroupLimits{GPUs: -held.GPUs, CPUs: -held.CPUs, MemMB: -held.MemMB}, mj.groups
 		case slurm.ActionStart, slurm.ActionRestart:
-			n := max(a.NumNodes, len(a.Nodes))
+			n := a.NodeCount()
 			d := slurm.GroupLimits{GPUs: a.GPUsPerNode*n - held.GPUs, CPUs: a.CPUsPerTask*n - held.CPUs}
 			if m := a.MemMB(mj.slurm); m > 0 {
 				// An action that sets no memory leaves the job's as it is.

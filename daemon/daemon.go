@@ -657,7 +657,7 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		dec.Reasons[int64(j.ID)] = raw
 	}
 	for _, a := range actions {
-		n := max(a.NumNodes, len(a.Nodes))
+		n := a.NodeCount()
 		if a.GPUsPerNode <= 0 {
 			n = 0 // a GPU-less rigid job, or a preempt: no placement to record
 		}

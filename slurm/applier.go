@@ -330,7 +330,7 @@ func validateAction(act Action) error {
 	}
 	switch act.Kind {
 	case ActionStart, ActionRestart:
-		if numNodes(act) < 1 {
+		if act.NodeCount() < 1 {
 			return bad("no node count")
 		}
 		if act.CPUsPerTask < 1 {
@@ -341,8 +341,8 @@ func validateAction(act Action) error {
 			return bad("negative GPUs, memory or time limit")
 		}
 	case ActionShrink:
-		if numNodes(act) < 1 {
-			return bad("shrinking to %d nodes", numNodes(act))
+		if act.NodeCount() < 1 {
+			return bad("shrinking to %d nodes", act.NodeCount())
 		}
 	case ActionTimeLimit:
 		if act.TimeLimit <= 0 {
@@ -361,7 +361,9 @@ func validateAction(act Action) error {
 	return nil
 }
 
-func numNodes(act Action) int {
+// NodeCount is the number of nodes a start, restart or shrink puts the
+// job on: NumNodes, or the nodes listed when it is 0.
+func (act Action) NodeCount() int {
 	if act.NumNodes > 0 {
 		return act.NumNodes
 	}
@@ -382,7 +384,7 @@ func memPerGPUOf(job Job, act Action) int64 {
 // restart act has run, as Slurm counts it against memory limits; 0 when
 // act sets none.
 func (act Action) MemMB(job Job) int64 {
-	n := int64(numNodes(act))
+	n := int64(act.NodeCount())
 	if m := memPerGPUOf(job, act); m > 0 {
 		return m * int64(act.GPUsPerNode) * n
 	}
@@ -430,7 +432,7 @@ func (r *run) annotate(ctx context.Context, job Job) error {
 // was issued (zero when an earlier attempt issued it).
 func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeued time.Time) error {
 	act := r.res.Action
-	n := numNodes(act)
+	n := act.NodeCount()
 	// NumNodes=n-n, not n: 22.05 rejects growing past the old maximum.
 	argv := []string{r.a.cfg.Scontrol, "update", r.jobArg(),
 		fmt.Sprintf("NumNodes=%d-%d", n, n),
@@ -513,7 +515,7 @@ func (r *run) shrink(ctx context.Context, job Job) error {
 	if job.State != StateRunning {
 		return fmt.Errorf("shrink job %d: %w: %s, want RUNNING", act.JobID, ErrJobState, job.State)
 	}
-	n := numNodes(act)
+	n := act.NodeCount()
 	if n >= len(job.NodeList) {
 		return fmt.Errorf("%w: job %d shrink to %d nodes, it has %d", ErrBadAction, act.JobID, n, len(job.NodeList))
 	}
