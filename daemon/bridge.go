@@ -118,8 +118,8 @@ type managedJob struct {
 }
 
 // ErrGroupLimit reports an action that would take a job's group (its QOS,
-// user, account or association) past a GPU or CPU limit on its jobs
-// together.
+// user, account or association) past a GPU, CPU or memory limit on its
+// jobs together.
 var ErrGroupLimit = errors.New("over a group limit")
 
 // groupsMemo gives slurm.Limits.Groups, worked out once per distinct
@@ -490,7 +490,7 @@ type View struct {
 	// Reserved is what the snapshot holds back for the first pending
 	// rigid job (rigid_jobs: schedule); nil when none waits.
 	Reserved *Reservation
-	// usage is the GPUs and CPUs running jobs hold per group limit.
+	// usage is the GPUs, CPUs and memory running jobs hold per group limit.
 	usage map[slurm.Group]slurm.GroupLimits
 	// Waiting lists pending jobs kept held while a group limit of theirs
 	// has no room left; Unmanaged says which.
@@ -1050,11 +1050,11 @@ func memPerNode(j slurm.Job) int64 {
 // Keep actions become nothing. An action Slurm cannot express is dropped
 // and reported in skipped, keyed by job id.
 //
-// The policy sees each job's group limits as a bound on that job alone; a
-// start or restart that would take a group past its GPU or CPU limit
-// together with the plan's others, after what the plan frees, is dropped
-// too (ErrGroupLimit), in the order of the actions: the job stays as it
-// is, and the next cycle plans it within the room left.
+// The policy keeps a group's jobs within its GPU and CPU room together, but
+// bounds memory per job; a start or restart that would take a group past
+// any of its limits together with the plan's others, after what the plan
+// frees, is dropped too (ErrGroupLimit), in the order of the actions: the
+// job stays as it is, and the next cycle plans it within the room left.
 func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Action, skipped map[int]error) {
 	actions, skipped = v.slurmActions(p, now)
 	use := maps.Clone(v.usage)

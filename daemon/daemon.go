@@ -446,7 +446,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 			// explain says why it did not start now.
 			d.deps.Logger.Info("action deferred for a group limit", "job", id, "err", e)
 			if i, ok := slices.BinarySearchFunc(plan.Actions, strconv.Itoa(id), func(a policy.Action, id string) int { return strings.Compare(a.JobID, id) }); ok {
-				plan.Actions[i] = policy.Action{Kind: policy.Keep, JobID: plan.Actions[i].JobID, Reason: reasonGroupLimit, Detail: e.Error()}
+				plan.Actions[i] = policy.Action{Kind: policy.Keep, JobID: plan.Actions[i].JobID, Reason: policy.ReasonGroup, Detail: e.Error()}
 			}
 			continue
 		}
@@ -638,7 +638,7 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 	}
 	for _, j := range v.Waiting {
 		// rubick explain says why the job is still held.
-		raw, err := json.Marshal(policy.Action{JobID: strconv.Itoa(j.ID), Kind: policy.Keep, Reason: reasonGroupLimit, Detail: v.Unmanaged[j.ID]})
+		raw, err := json.Marshal(policy.Action{JobID: strconv.Itoa(j.ID), Kind: policy.Keep, Reason: policy.ReasonGroup, Detail: v.Unmanaged[j.ID]})
 		if err != nil {
 			return store.Decision{}, fmt.Errorf("encode reason of job %d: %w", j.ID, err)
 		}
@@ -692,11 +692,6 @@ func timeLimitNote(tl, user time.Duration) string {
 	return fmt.Sprintf("time limit %d min: the user's %d min, for a plan predicted slower than its request",
 		int(tl/time.Minute), int(user/time.Minute))
 }
-
-// reasonGroupLimit is the stored reason of a job whose start or restart
-// waits for room under a group limit; the detail names it. The policy's
-// own, for a job it left queued for its group.
-const reasonGroupLimit = policy.ReasonGroup
 
 // reasonAsSubmitted is the stored reason of a job released on its own
 // request, unplanned; the detail says why.

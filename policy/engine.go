@@ -276,7 +276,6 @@ func (r *round) capOf(js *jstate) int {
 	if m := js.j.Max; m.CPUs > 0 && r.e.cfg.MinCPUsPerGPU > 0 {
 		total = min(total, m.CPUs/r.e.cfg.MinCPUsPerGPU)
 	}
-
 	return max(total, 1)
 }
 
