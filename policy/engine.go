@@ -977,19 +977,19 @@ func (r *round) fitOn(j *jstate, k int) bool {
 // growOn is the per-node loop of ScheduleJob.
 func (r *round) growOn(j *jstate, n int, privileged bool) {
 	nd := &r.nodes[n]
+	// No more GPUs than the node's memory could book, other jobs' as they
+	// are (a job asking for much memory per GPU grown past it would have
+	// no plan that fits at all).
+	mem := nd.n.MemGB - nd.heldMem + j.memHeldOn(nd.n.Name)
+	if b := j.j.Max.MemGBPerNode; b > 0 {
+		mem = min(mem, b)
+	}
 	for iter := 0; iter < 4*nd.n.GPUs+4; iter++ {
 		room := min(nd.n.GPUs-j.on(n), j.cap-j.gpus, r.memRoom(j, n))
 		if m := j.j.Max.GPUsPerNode; m > 0 {
 			room = min(room, m-j.on(n))
 		}
-		// No more GPUs than the node's memory could book, other jobs'
-		// as they are (a job asking for much memory per GPU grown past
-		// it would have no plan that fits at all).
-		m := nd.n.MemGB - nd.heldMem + j.memHeldOn(nd.n.Name)
-		if b := j.j.Max.MemGBPerNode; b > 0 {
-			m = min(m, b)
-		}
-		for room > 0 && j.j.hostMem(r.e.cfg.HostMemPerGPUGB, j.on(n)+room, j.hostBase, j.hostBase) > m+1e-9 {
+		for room > 0 && j.j.hostMem(r.e.cfg.HostMemPerGPUGB, j.on(n)+room, j.hostBase, j.hostBase) > mem+1e-9 {
 			room-- // its booking grows with its GPUs here: at most a node's GPUs steps
 		}
 		if room <= 0 || (j.on(n) == 0 && len(j.cur) >= j.maxNodes) {
