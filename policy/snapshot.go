@@ -243,6 +243,9 @@ func (j *Job) memWithin(total float64) bool {
 	return !j.WithinRequest || j.Request.MemGB <= 0 || total <= j.Request.MemGB+1e-9
 }
 
+// sizeGB reports whether v is a memory size: finite and >= 0 (not NaN).
+func sizeGB(v float64) bool { return v >= 0 && !math.IsInf(v, 1) }
+
 // memOnNode reports whether host memory mem on one node is within Max.
 func (j *Job) memOnNode(mem float64) bool {
 	return j.Max.MemGBPerNode <= 0 || mem <= j.Max.MemGBPerNode+1e-9
@@ -414,14 +417,13 @@ func NewSnapshot(now time.Time, nodes []Node, jobs []Job, tenants []Tenant, mode
 		if j.RestartCost < 0 {
 			return nil, fmt.Errorf("%w: job %s: restart_cost=%v is negative", ErrBadSnapshot, j.ID, j.RestartCost)
 		}
-		if !(j.Request.MemGB >= 0) || math.IsInf(j.Request.MemGB, 0) {
+		if !sizeGB(j.Request.MemGB) {
 			return nil, fmt.Errorf("%w: job %s: request.mem_gb=%v must be finite and >= 0", ErrBadSnapshot, j.ID, j.Request.MemGB)
 		}
-		if !(j.Request.MemPerGPUGB >= 0) || math.IsInf(j.Request.MemPerGPUGB, 0) {
+		if !sizeGB(j.Request.MemPerGPUGB) {
 			return nil, fmt.Errorf("%w: job %s: request.mem_per_gpu_gb=%v must be finite and >= 0", ErrBadSnapshot, j.ID, j.Request.MemPerGPUGB)
 		}
-		if m := j.Max; m.GPUs < 0 || m.Nodes < 0 || m.CPUs < 0 || !(m.MemGB >= 0) || math.IsInf(m.MemGB, 0) || m.GPUsPerNode < 0 || m.CPUsPerNode < 0 ||
-			!(m.MemGBPerNode >= 0) || math.IsInf(m.MemGBPerNode, 0) {
+		if m := j.Max; m.GPUs < 0 || m.Nodes < 0 || m.CPUs < 0 || m.GPUsPerNode < 0 || m.CPUsPerNode < 0 || !sizeGB(m.MemGB) || !sizeGB(m.MemGBPerNode) {
 			return nil, fmt.Errorf("%w: job %s: max=%+v has a negative bound", ErrBadSnapshot, j.ID, j.Max)
 		}
 		for _, g := range j.Groups {
