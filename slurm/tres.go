@@ -115,24 +115,9 @@ func tresMemMB(tres string) int64 {
 	if !ok || v == "" {
 		return 0
 	}
-	scale := 1.0
-	switch v[len(v)-1] {
-	case 'K':
-		scale = 1.0 / 1024
-	case 'M':
-	case 'G':
-		scale = 1024
-	case 'T':
-		scale = 1024 * 1024
-	case 'P':
-		scale = 1024 * 1024 * 1024
-	default:
-		scale = 0
-	}
-	if scale != 0 {
-		v = v[:len(v)-1]
-	} else {
-		scale = 1 // a bare number is MiB
+	scale := 1.0 // a bare number is MiB
+	if i := strings.IndexByte("KMGTP", v[len(v)-1]); i >= 0 {
+		scale, v = math.Pow(1024, float64(i-1)), v[:len(v)-1]
 	}
 	f, err := strconv.ParseFloat(v, 64)
 	if err != nil || !(f > 0) {
