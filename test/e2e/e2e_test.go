@@ -38,7 +38,8 @@ type jobSpec struct {
 
 // The scenario: best-effort jobs asking for more GPUs than the lab has
 // (44 of 32) saturate it. The guaranteed job is submitted only once every
-// GPU is allocated to them (and the kills are over), so its minimum
+// GPU is allocated to them (and the kills are over; waitFull adds a
+// best-effort job where rubick leaves some GPUs free), so its minimum
 // resources must be reclaimed from running best-effort jobs: shrunk or
 // replanned through checkpoint-restart, or preempted and resumed later.
 // The best-effort jobs last 60-90 s on their first allocation, so none
@@ -376,14 +377,18 @@ log_level: info
 	}
 	var ids []int
 	want := map[int]jobSpec{}
-	var guaranteedAt time.Time
-	for _, js := range scenario {
+	// A failed run leaves no job behind for the tests after it.
+	t.Cleanup(func() {
+		s := make([]string, len(ids))
+		for i, id := range ids {
+			s[i] = strconv.Itoa(id)
+		}
+		scancelAll(l, &s)
+	})
+	submit := func(js jobSpec) {
 		qos := "--qos=normal"
 		if js.guaranteed {
 			qos = "--qos=guaranteed"
-			<-killsOver
-			waitFull(ctx, t, cluster, ids)
-			guaranteedAt = time.Now()
 		}
 		out := l.run(t, "sbatch", "--parsable", "--model-type="+js.model, qos, "-p", "gpu", "-J", "e2e-"+js.model,
 			"-N", strconv.Itoa(js.nodes), "--ntasks-per-node=1", "--gres=gpu:"+strconv.Itoa(js.gpus), "--cpus-per-task=8",
@@ -396,6 +401,17 @@ log_level: info
 		}
 		ids = append(ids, id)
 		want[id] = js
+	}
+	var guaranteedAt time.Time
+	for _, js := range scenario {
+		if js.guaranteed {
+			<-killsOver
+			waitFull(ctx, t, cluster, &ids, func(free int) {
+				submit(jobSpec{model: "bert", nodes: 1, gpus: min(free, 8), iters: 1000, batch: 32})
+			})
+			guaranteedAt = time.Now()
+		}
+		submit(js)
 	}
 	t.Logf("submitted %v", ids)
 
@@ -515,16 +531,23 @@ log_level: info
 	}
 }
 
-// waitFull returns once every job of ids runs and every GPU of the lab is
-// allocated; it fails the test if that does not happen within 90 s, since
-// the reclaim the scenario checks needs a full cluster.
-func waitFull(ctx context.Context, t *testing.T, c slurm.Cluster, ids []int) {
+// waitFull returns once every job of *ids runs and every GPU of the lab is
+// allocated; it fails the test if that does not happen within 150 s, since
+// the reclaim the scenario checks needs a full cluster. rubick may leave
+// GPUs free for good when every job is running: where the kills landed
+// decides the first allocations, and the restart penalty may then keep each
+// job as it is. So once the allocation has stood still for 20 s with every
+// job running, waitFull calls topUp with the number of free GPUs (twice at
+// most), for the caller to submit one more best-effort job, which rubick
+// starts on them.
+func waitFull(ctx context.Context, t *testing.T, c slurm.Cluster, ids *[]int, topUp func(free int)) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(150 * time.Second)
 	var state string
+	lastUsed, since, topUps := -1, time.Now(), 0
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		running := 0
-		for _, id := range ids {
+		for _, id := range *ids {
 			if j, err := c.Job(ctx, id); err == nil && j.State == slurm.StateRunning {
 				running++
 			}
@@ -535,10 +558,18 @@ func waitFull(ctx context.Context, t *testing.T, c slurm.Cluster, ids []int) {
 				used, total = used+n.GPUsUsed, total+n.GPUs
 			}
 		}
-		state = fmt.Sprintf("%d of %d jobs running, %d of %d GPUs allocated", running, len(ids), used, total)
-		if running == len(ids) && total > 0 && used == total {
+		state = fmt.Sprintf("%d of %d jobs running, %d of %d GPUs allocated", running, len(*ids), used, total)
+		if running == len(*ids) && total > 0 && used == total {
 			t.Logf("cluster full: %s", state)
 			return
+		}
+		if used != lastUsed || running != len(*ids) {
+			lastUsed, since = used, time.Now()
+		} else if time.Since(since) >= 20*time.Second && topUps < 2 && total > used {
+			t.Logf("the allocation stood still for 20 s (%s): one more best-effort job for the free GPUs", state)
+			topUp(total - used)
+			topUps++
+			since = time.Now()
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
