@@ -777,7 +777,17 @@ func (d *daemonProc) kill() {
 	}
 	_ = d.cmd.Process.Signal(syscall.SIGKILL)
 	_ = d.cmd.Wait()
+	d.exitedEarly()
 	d.cmd = nil
+}
+
+// exitedEarly fails the test if rubickd, now waited for, had ended by
+// itself (a bad configuration, a crash) rather than by the test's signal:
+// the jobs would otherwise wait for a daemon that is not there.
+func (d *daemonProc) exitedEarly() {
+	if st := d.cmd.ProcessState; st != nil && st.Exited() && st.ExitCode() != 0 {
+		d.t.Errorf("rubickd exited by itself with status %d; log: %s", st.ExitCode(), d.log)
+	}
 }
 
 // hup asks rubickd to reload its configuration, as systemctl reload does.
@@ -802,5 +812,6 @@ func (d *daemonProc) stop() {
 		_ = d.cmd.Process.Kill()
 		<-done
 	}
+	d.exitedEarly()
 	d.cmd = nil
 }
