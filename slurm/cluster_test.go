@@ -712,11 +712,16 @@ func TestJobsExclusiveRequiredNodesHet(t *testing.T) {
 }
 
 // TestLimits reads the lab's QOS and association lists, recorded with
-// MaxTRESPerJob=gres/gpu=4,node=2,cpu=64 MaxWall=120
-// GrpTRES=gres/gpu=12,cpu=96 MaxTRESPerUser=gres/gpu=6,cpu=48
-// MaxTRESPerAccount=gres/gpu=7 on QOS normal, MaxTRESPerJob=gres/gpu=4
-// MaxWall=90 GrpTRES=gres/gpu=5,cpu=40 on user root's association and
-// MaxTRESPerJob=node=2 GrpTRES=gres/gpu=9 on account root's.
+// MaxTRESPerJob=gres/gpu=4,node=2,cpu=64,mem=200G MaxWall=120
+// GrpTRES=gres/gpu=12,cpu=96,mem=1T MaxTRESPerUser=gres/gpu=6,cpu=48,mem=400G
+// MaxTRESPerAccount=gres/gpu=7 MaxTRESPerNode=gres/gpu=3
+// GrpTRESRunMins=gres/gpu=600,cpu=6000 MaxTRESMinsPerJob=gres/gpu=240,cpu=2400
+// MaxTRESRunMinsPU=gres/gpu=300 MaxTRESRunMinsPA=gres/gpu=360 on QOS
+// normal; MaxTRESPerJob=gres/gpu=4,node=2 MaxTRESPerNode=cpu=24 MaxWall=90
+// GrpTRES=gres/gpu=5,cpu=40,mem=300G GrpTRESRunMins=gres/gpu=500
+// MaxTRESMinsPerJob=gres/gpu=200 on user root's association; and
+// MaxTRESPerJob=node=2 GrpTRES=gres/gpu=9 GrpTRESRunMins=cpu=9000 on
+// account root's.
 func TestLimits(t *testing.T) {
 	read := func(name string) string {
 		b, err := os.ReadFile("testdata/" + name)
@@ -735,18 +740,21 @@ func TestLimits(t *testing.T) {
 	}
 	want := Limits{
 		QOS: map[string]QOS{
-			"normal": {Name: "normal", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUs: 64, MemMB: 200 << 10, GPUsPerNode: 3, Wall: 120 * time.Minute},
-				Grp: GroupLimits{GPUs: 12, CPUs: 96, MemMB: 1 << 20}, PerUser: GroupLimits{GPUs: 6, CPUs: 48, MemMB: 400 << 10},
-				PerAccount: GroupLimits{GPUs: 7}},
+			"normal": {Name: "normal", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUs: 64, MemMB: 200 << 10, GPUsPerNode: 3, Wall: 120 * time.Minute,
+				GPUMins: 240, CPUMins: 2400},
+				Grp:        GroupLimits{GPUs: 12, CPUs: 96, MemMB: 1 << 20, GPURunMins: 600, CPURunMins: 6000},
+				PerUser:    GroupLimits{GPUs: 6, CPUs: 48, MemMB: 400 << 10, GPURunMins: 300},
+				PerAccount: GroupLimits{GPUs: 7, GPURunMins: 360}},
 			"guaranteed": {Name: "guaranteed"},
 		},
 		Associations: []Association{
-			{Cluster: "rubicklab", Account: "root", PerJob: JobLimits{Nodes: 2}, Grp: GroupLimits{GPUs: 9}},
+			{Cluster: "rubicklab", Account: "root", PerJob: JobLimits{Nodes: 2}, Grp: GroupLimits{GPUs: 9, CPURunMins: 9000}},
 			// slurmdbd lists the per-job limits a child inherits on the
 			// child too, not the group limits it counts against.
 			{Cluster: "rubicklab", Account: "root", User: "nobody", PerJob: JobLimits{Nodes: 2}},
-			{Cluster: "rubicklab", Account: "root", User: "root", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUsPerNode: 24, Wall: 90 * time.Minute},
-				Grp: GroupLimits{GPUs: 5, CPUs: 40, MemMB: 300 << 10}},
+			{Cluster: "rubicklab", Account: "root", User: "root", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUsPerNode: 24, Wall: 90 * time.Minute,
+				GPUMins: 200},
+				Grp: GroupLimits{GPUs: 5, CPUs: 40, MemMB: 300 << 10, GPURunMins: 500}},
 		},
 		Partitions: map[string]Partition{"gpu": {Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"},
 			TotalCPUs: 256, TotalNodes: 4}},

@@ -34,6 +34,11 @@ type (
 	// for all jobs together (total: GrpTRES) and, for a QOS, per user and
 	// per account; and the time limit in minutes, which a QOS keeps under
 	// wall_clock.per.job and an association under jobs.per.wall_clock.
+	// TRES-minutes: per job (MaxTRESMinsPerJob) under minutes.per.job for
+	// both; running jobs' together (GrpTRESRunMins) under minutes.per.qos
+	// for a QOS and group.active for an association; a QOS's per user and
+	// per account (MaxTRESRunMinsPU, PA) under minutes.per.user and
+	// account (read off the 22.05 lab with each set in turn).
 	dbMax struct {
 		Tres *struct {
 			Total *[]dbTRES `json:"total"`
@@ -43,6 +48,12 @@ type (
 				User    *[]dbTRES `json:"user"`
 				Account *[]dbTRES `json:"account"`
 			} `json:"per"`
+			Minutes *struct {
+				Per *dbMinutesPer `json:"per"`
+			} `json:"minutes"`
+			Group *struct {
+				Active *[]dbTRES `json:"active"`
+			} `json:"group"`
 		} `json:"tres"`
 		WallClock *struct {
 			Per *struct {
@@ -54,6 +65,12 @@ type (
 				WallClock flexInt `json:"wall_clock"`
 			} `json:"per"`
 		} `json:"jobs"`
+	}
+	dbMinutesPer struct {
+		Job     *[]dbTRES `json:"job"`
+		QOS     *[]dbTRES `json:"qos"`
+		User    *[]dbTRES `json:"user"`
+		Account *[]dbTRES `json:"account"`
 	}
 	dbTRES struct {
 		Type  string `json:"type"`
@@ -72,6 +89,11 @@ func (l dbQOSList) convert() []QOS {
 			if m != nil && m.Tres != nil && m.Tres.Per != nil {
 				o.PerUser, o.PerAccount = groupIn(m.Tres.Per.User), groupIn(m.Tres.Per.Account)
 			}
+			if mp := m.minutesPer(); mp != nil {
+				o.Grp.GPURunMins, o.Grp.CPURunMins = runMins(mp.QOS)
+				o.PerUser.GPURunMins, o.PerUser.CPURunMins = runMins(mp.User)
+				o.PerAccount.GPURunMins, o.PerAccount.CPURunMins = runMins(mp.Account)
+			}
 		}
 		out = append(out, o)
 	}
@@ -81,10 +103,29 @@ func (l dbQOSList) convert() []QOS {
 func (l dbAssocList) convert() []Association {
 	var out []Association
 	for _, a := range l.Associations {
-		out = append(out, Association{Cluster: deref(a.Cluster), Account: deref(a.Account), User: deref(a.User),
-			Partition: deref(a.Partition), Parent: deref(a.ParentAccount), PerJob: a.Max.perJob(), Grp: a.Max.grp()})
+		o := Association{Cluster: deref(a.Cluster), Account: deref(a.Account), User: deref(a.User),
+			Partition: deref(a.Partition), Parent: deref(a.ParentAccount), PerJob: a.Max.perJob(), Grp: a.Max.grp()}
+		if m := a.Max; m != nil && m.Tres != nil && m.Tres.Group != nil {
+			o.Grp.GPURunMins, o.Grp.CPURunMins = runMins(m.Tres.Group.Active)
+		}
+		out = append(out, o)
 	}
 	return out
+}
+
+// minutesPer is the TRES-minutes limits of m; nil where it has none.
+func (m *dbMax) minutesPer() *dbMinutesPer {
+	if m == nil || m.Tres == nil || m.Tres.Minutes == nil {
+		return nil
+	}
+	return m.Tres.Minutes.Per
+}
+
+// runMins reads gres/gpu and cpu off a TRES-minutes list; 0 where it has
+// none.
+func runMins(l *[]dbTRES) (gpu, cpu int64) {
+	g := groupIn(l)
+	return int64(g.GPUs), int64(g.CPUs)
 }
 
 // grp reads the limits on all jobs together (GrpTRES).
@@ -113,8 +154,9 @@ func groupIn(l *[]dbTRES) GroupLimits {
 }
 
 // perJob reads gres/gpu, node, cpu and mem off the per-job TRES limits,
-// gres/gpu, cpu and mem off the per-node ones (MaxTRESPerNode), and the
-// time limit.
+// gres/gpu, cpu and mem off the per-node ones (MaxTRESPerNode), gres/gpu
+// and cpu off the per-job TRES-minutes (MaxTRESMinsPerJob), and the time
+// limit.
 func (m *dbMax) perJob() JobLimits {
 	var out JobLimits
 	if m == nil {
@@ -125,6 +167,9 @@ func (m *dbMax) perJob() JobLimits {
 	}
 	if m.Jobs != nil && m.Jobs.Per != nil {
 		out.Wall = cmp.Or(out.Wall, minutes(m.Jobs.Per.WallClock.Value))
+	}
+	if mp := m.minutesPer(); mp != nil {
+		out.GPUMins, out.CPUMins = runMins(mp.Job)
 	}
 	if m.Tres == nil || m.Tres.Per == nil {
 		return out

@@ -56,6 +56,8 @@ func (l Limits) tres(j Job, partition string) JobLimits {
 		out.CPUsPerNode = cmp.Or(out.CPUsPerNode, a.PerJob.CPUsPerNode)
 		out.MemMBPerNode = cmp.Or(out.MemMBPerNode, a.PerJob.MemMBPerNode)
 		out.Wall = cmp.Or(out.Wall, a.PerJob.Wall)
+		out.GPUMins = cmp.Or(out.GPUMins, a.PerJob.GPUMins)
+		out.CPUMins = cmp.Or(out.CPUMins, a.PerJob.CPUMins)
 	}
 	return out
 }
@@ -95,16 +97,17 @@ func (l Limits) chain(j Job, partition string) []Association {
 }
 
 // Group is a limit on several jobs together: a QOS's GrpTRES,
-// MaxTRESPerUser or MaxTRESPerAccount, or an association's GrpTRES. It is
-// comparable, so usage can be summed per group.
+// MaxTRESPerUser or MaxTRESPerAccount, or an association's GrpTRES, with
+// the run-minute limits of the same (GrpTRESRunMins, MaxTRESRunMinsPU and
+// PA). It is comparable, so usage can be summed per group.
 type Group struct {
 	// Limit names the limit and whose it is, as an admin would look it up.
 	Limit string
 	GroupLimits
 }
 
-// Groups lists the group limits on GPUs, CPUs or memory job j counts
-// against when it runs in partition: its QOS's (GrpTRES, and
+// Groups lists the group limits on GPUs, CPUs, memory or run-minutes job
+// j counts against when it runs in partition: its QOS's (GrpTRES, and
 // MaxTRESPerUser and MaxTRESPerAccount for its user and account), and the
 // GrpTRES of its associations, the user's (for the partition, and without one) and its
 // account's and their parents' up the tree. Slurm may skip an

@@ -11,15 +11,15 @@ func TestLimitsPerJob(t *testing.T) {
 	l := Limits{
 		QOS: map[string]QOS{
 			"normal": {Name: "normal"},
-			"small":  {Name: "small", PerJob: JobLimits{GPUs: 2, GPUsPerNode: 1, MemMBPerNode: 4096, Wall: 3 * time.Hour}},
+			"small":  {Name: "small", PerJob: JobLimits{GPUs: 2, GPUsPerNode: 1, MemMBPerNode: 4096, Wall: 3 * time.Hour, GPUMins: 120}},
 		},
 		Partitions: map[string]Partition{"small": {Name: "small", MaxNodesPerJob: 1, MaxTime: time.Hour, MaxCPUsPerNode: 16, MaxMemPerNodeMB: 2048},
 			"wide": {Name: "wide", MaxNodesPerJob: 4, MaxTime: 4 * time.Hour}},
 		Associations: []Association{
 			{Cluster: "lab", Account: "root"},
 			{Cluster: "lab", Account: "science", Parent: "root", PerJob: JobLimits{Nodes: 2, CPUs: 64}},
-			{Cluster: "lab", Account: "physics", Parent: "science", PerJob: JobLimits{GPUs: 8, CPUsPerNode: 32}},
-			{Cluster: "lab", Account: "physics", User: "ann", PerJob: JobLimits{GPUs: 4, Wall: 2 * time.Hour}},
+			{Cluster: "lab", Account: "physics", Parent: "science", PerJob: JobLimits{GPUs: 8, CPUsPerNode: 32, GPUMins: 480}},
+			{Cluster: "lab", Account: "physics", User: "ann", PerJob: JobLimits{GPUs: 4, Wall: 2 * time.Hour, CPUMins: 1000}},
 			{Cluster: "lab", Account: "physics", User: "ann", Partition: "big", PerJob: JobLimits{GPUs: 16}},
 			{Cluster: "other", Account: "physics", User: "bob", PerJob: JobLimits{GPUs: 1}},
 			{Cluster: "lab", Account: "loop", Parent: "loop2", PerJob: JobLimits{CPUs: 9}},
@@ -30,19 +30,19 @@ func TestLimitsPerJob(t *testing.T) {
 		qos, account, user, partition string
 		want                          JobLimits
 	}{
-		"user's":            {"normal", "physics", "ann", "gpu", JobLimits{GPUs: 4, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 2 * time.Hour}},
-		"user's, partition": {"normal", "physics", "ann", "big", JobLimits{GPUs: 16, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 2 * time.Hour}},
-		"QOS first":         {"small", "physics", "ann", "big", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, MemMBPerNode: 4096, Wall: 3 * time.Hour}},
-		"account's":         {"normal", "physics", "carl", "gpu", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32}},
-		"other cluster":     {"normal", "physics", "bob", "gpu", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32}},
+		"user's":            {"normal", "physics", "ann", "gpu", JobLimits{GPUs: 4, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 2 * time.Hour, GPUMins: 480, CPUMins: 1000}},
+		"user's, partition": {"normal", "physics", "ann", "big", JobLimits{GPUs: 16, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 2 * time.Hour, GPUMins: 480, CPUMins: 1000}},
+		"QOS first":         {"small", "physics", "ann", "big", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, MemMBPerNode: 4096, Wall: 3 * time.Hour, GPUMins: 120, CPUMins: 1000}},
+		"account's":         {"normal", "physics", "carl", "gpu", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32, GPUMins: 480}},
+		"other cluster":     {"normal", "physics", "bob", "gpu", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32, GPUMins: 480}},
 		"none":              {"normal", "root", "root", "gpu", JobLimits{}},
 		"unknown":           {"gold", "nowhere", "x", "gpu", JobLimits{}},
 		"parent cycle":      {"normal", "loop", "x", "gpu", JobLimits{CPUs: 9}},
-		"partition":         {"normal", "physics", "carl", "small", JobLimits{GPUs: 8, Nodes: 1, CPUs: 64, CPUsPerNode: 16, MemMBPerNode: 2048, Wall: time.Hour}},
-		"partition above":   {"normal", "physics", "carl", "wide", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 4 * time.Hour}},
+		"partition":         {"normal", "physics", "carl", "small", JobLimits{GPUs: 8, Nodes: 1, CPUs: 64, CPUsPerNode: 16, MemMBPerNode: 2048, Wall: time.Hour, GPUMins: 480}},
+		"partition above":   {"normal", "physics", "carl", "wide", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 4 * time.Hour, GPUMins: 480}},
 		"partition alone":   {"normal", "root", "root", "small", JobLimits{Nodes: 1, CPUsPerNode: 16, MemMBPerNode: 2048, Wall: time.Hour}},
-		"partition's time":  {"small", "physics", "ann", "small", JobLimits{GPUs: 2, Nodes: 1, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 16, MemMBPerNode: 2048, Wall: time.Hour}},
-		"QOS's time":        {"small", "physics", "ann", "wide", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, MemMBPerNode: 4096, Wall: 3 * time.Hour}},
+		"partition's time":  {"small", "physics", "ann", "small", JobLimits{GPUs: 2, Nodes: 1, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 16, MemMBPerNode: 2048, Wall: time.Hour, GPUMins: 120, CPUMins: 1000}},
+		"QOS's time":        {"small", "physics", "ann", "wide", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, MemMBPerNode: 4096, Wall: 3 * time.Hour, GPUMins: 120, CPUMins: 1000}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -202,14 +202,16 @@ type Partition struct {
 
 // JobLimits is what a QOS or an association allows one job: its
 // allocation (MaxTRESPerJob: gres/gpu, node, cpu, mem), on each node
-// (MaxTRESPerNode: gres/gpu, cpu, mem) and its time limit (MaxWall, or a
-// partition's MaxTime); 0 where it sets no bound.
+// (MaxTRESPerNode: gres/gpu, cpu, mem), its time limit (MaxWall, or a
+// partition's MaxTime) and its GPUs and CPUs times its time limit, in
+// minutes (MaxTRESMinsPerJob: gres/gpu, cpu); 0 where it sets no bound.
 type JobLimits struct {
 	GPUs, Nodes, CPUs        int
 	MemMB                    int64
 	GPUsPerNode, CPUsPerNode int
 	MemMBPerNode             int64
 	Wall                     time.Duration
+	GPUMins, CPUMins         int64
 }
 
 // QOS is a Slurm QOS and its limits.
@@ -223,10 +225,14 @@ type QOS struct {
 }
 
 // GroupLimits bound the GPUs (gres/gpu), CPUs and memory (MiB) of several
-// jobs together; 0 where they set no bound.
+// jobs together, and their GPU- and CPU-minutes still to run: each running
+// job's GPUs (CPUs) times what is left of its time limit (GrpTRESRunMins,
+// MaxTRESRunMinsPerUser and PerAccount); 0 where they set no bound. The
+// same type sums what running jobs hold against them.
 type GroupLimits struct {
-	GPUs, CPUs int
-	MemMB      int64
+	GPUs, CPUs             int
+	MemMB                  int64
+	GPURunMins, CPURunMins int64
 }
 
 // Association is a Slurm association (an account, or a user in an
