@@ -118,8 +118,8 @@ type managedJob struct {
 }
 
 // ErrGroupLimit reports an action that would take a job's group (its QOS,
-// user, account or association) past a GPU, CPU or memory limit on its
-// jobs together.
+// user, account or association) past a GPU, CPU, memory or run-minute
+// limit on its jobs together.
 var ErrGroupLimit = errors.New("over a group limit")
 
 // groupsMemo gives slurm.Limits.Groups, worked out once per distinct
@@ -143,50 +143,74 @@ func (m *groupsMemo) of(j slurm.Job, partition string) []slurm.Group {
 	return g
 }
 
-// holds is what j counts against its groups: the GPUs, CPUs and memory it
-// holds when it runs, nothing otherwise.
-func holds(j slurm.Job) slurm.GroupLimits {
+// holds is what j counts against its groups at now: the GPUs, CPUs and
+// memory it holds when it runs, and those GPUs and CPUs times the minutes
+// left of its time limit (none without one); nothing when it does not run.
+func holds(j slurm.Job, now time.Time) slurm.GroupLimits {
 	if j.State != slurm.StateRunning {
 		return slurm.GroupLimits{}
 	}
-	return slurm.GroupLimits{GPUs: j.GPUs, CPUs: j.CPUs, MemMB: j.MemMB}
+	h := slurm.GroupLimits{GPUs: j.GPUs, CPUs: j.CPUs, MemMB: j.MemMB}
+	if j.TimeLimit > 0 {
+		left := wholeMinutes(max(j.TimeLimit-now.Sub(j.StartTime), 0))
+		h.GPURunMins, h.CPURunMins = int64(j.GPUs)*left, int64(j.CPUs)*left
+	}
+	return h
+}
+
+// wholeMinutes is d in minutes, rounded up.
+func wholeMinutes(d time.Duration) int64 {
+	return int64((d + time.Minute - 1) / time.Minute)
 }
 
 // addTo adds d (negative for what is freed) to each group's usage.
 func addTo(use map[slurm.Group]slurm.GroupLimits, groups []slurm.Group, d slurm.GroupLimits) {
 	for _, g := range groups {
 		u := use[g]
-		use[g] = slurm.GroupLimits{GPUs: u.GPUs + d.GPUs, CPUs: u.CPUs + d.CPUs, MemMB: u.MemMB + d.MemMB}
+		use[g] = slurm.GroupLimits{GPUs: u.GPUs + d.GPUs, CPUs: u.CPUs + d.CPUs, MemMB: u.MemMB + d.MemMB,
+			GPURunMins: u.GPURunMins + d.GPURunMins, CPURunMins: u.CPURunMins + d.CPURunMins}
 	}
 }
 
-// groupUsage sums the GPUs, CPUs and memory of the running jobs, every job
-// in Slurm, per group limit each counts against.
-func groupUsage(groups *groupsMemo, jobs []slurm.Job) map[slurm.Group]slurm.GroupLimits {
+// groupUsage sums what the running jobs, every job in Slurm, hold at now,
+// per group limit each counts against.
+func groupUsage(groups *groupsMemo, jobs []slurm.Job, now time.Time) map[slurm.Group]slurm.GroupLimits {
 	use := map[slurm.Group]slurm.GroupLimits{}
 	for _, j := range jobs {
 		if j.State == slurm.StateRunning {
-			addTo(use, groups.of(j, j.Partition), holds(j))
+			addTo(use, groups.of(j, j.Partition), holds(j, now))
 		}
 	}
 	return use
 }
 
-// groupRoom is what a job may hold under its group limits: GPUs, CPUs and
-// memory (MiB), 0 when a group is full (or over), -1 where no group bounds
-// them; by names the group that binds.
+// groupRoom is what a job may hold under its group limits: GPUs, CPUs,
+// memory (MiB) and GPU- and CPU-minutes to run, 0 when a group is full (or
+// over), -1 where no group bounds them; by names the group that binds.
 type groupRoom struct {
-	gpus, cpus          int
-	mem                 int64
-	gpuBy, cpuBy, memBy slurm.Group
+	gpus, cpus            int
+	mem, gpuMins, cpuMins int64
+	gpuBy, cpuBy, memBy   slurm.Group
+	gpuMinsBy, cpuMinsBy  slurm.Group
 }
 
-// roomOf is the room job j has under groups, given what their running
-// jobs hold (j's own included, when it runs).
-func roomOf(groups []slurm.Group, use map[slurm.Group]slurm.GroupLimits, j slurm.Job) groupRoom {
-	r := groupRoom{gpus: -1, cpus: -1, mem: -1}
-	own := holds(j)
+// roomOf is the room job j has under groups at now, given what their
+// running jobs hold (j's own included, when it runs: a restart gives its
+// GPUs and the minutes left of its limit back first).
+func roomOf(groups []slurm.Group, use map[slurm.Group]slurm.GroupLimits, j slurm.Job, now time.Time) groupRoom {
+	r := groupRoom{gpus: -1, cpus: -1, mem: -1, gpuMins: -1, cpuMins: -1}
+	own := holds(j, now)
 	for _, g := range groups {
+		if g.GPURunMins > 0 {
+			if n := max(g.GPURunMins-use[g].GPURunMins+own.GPURunMins, 0); r.gpuMins < 0 || n < r.gpuMins {
+				r.gpuMins, r.gpuMinsBy = n, g
+			}
+		}
+		if g.CPURunMins > 0 {
+			if n := max(g.CPURunMins-use[g].CPURunMins+own.CPURunMins, 0); r.cpuMins < 0 || n < r.cpuMins {
+				r.cpuMins, r.cpuMinsBy = n, g
+			}
+		}
 		if g.GPUs > 0 {
 			if n := max(g.GPUs-use[g].GPUs+own.GPUs, 0); r.gpus < 0 || n < r.gpus {
 				r.gpus, r.gpuBy = n, g
@@ -243,6 +267,72 @@ func oneGPUMem(cfg Config, e policy.Estimator, j slurm.Job) int64 {
 	return int64(math.Ceil((cfg.Policy.HostMemPerGPUGB + e.Memory(plan, model.Placement{1}).HostGBNode) * 1024))
 }
 
+// jobMinutes is what a job's TRES-minute limits leave it: GPU- and
+// CPU-minutes (-1: no bound), the tighter of its per-job limit
+// (MaxTRESMinsPerJob) and its groups' room to run (GrpTRESRunMins and the
+// like), and its user's time limit in whole minutes (0: none, which
+// leaves the minutes unpriced).
+type jobMinutes struct {
+	gpu, cpu int64
+	limit    int64
+	room     groupRoom
+	lim      slurm.JobLimits
+}
+
+// minutesOf works out jobMinutes for j.
+func minutesOf(j slurm.Job, lim slurm.JobLimits, room groupRoom) jobMinutes {
+	m := jobMinutes{gpu: room.gpuMins, cpu: room.cpuMins, room: room, lim: lim}
+	if tl, err := userTime(j); err == nil {
+		m.limit = wholeMinutes(tl)
+	}
+	if lim.GPUMins > 0 && (m.gpu < 0 || lim.GPUMins < m.gpu) {
+		m.gpu = lim.GPUMins
+	}
+	if lim.CPUMins > 0 && (m.cpu < 0 || lim.CPUMins < m.cpu) {
+		m.cpu = lim.CPUMins
+	}
+	return m
+}
+
+// bound lowers the job's GPU and CPU bounds (0: none) to what its minutes
+// allow over its time limit, never below what it holds.
+func (m jobMinutes) bound(gpus, cpus int, held slurm.GroupLimits) (int, int) {
+	if m.limit <= 0 {
+		return gpus, cpus
+	}
+	if m.gpu >= 0 {
+		gpus = capBy(gpus, int(m.gpu/m.limit), held.GPUs)
+	}
+	if m.cpu >= 0 {
+		cpus = capBy(cpus, int(m.cpu/m.limit), held.CPUs)
+	}
+	return gpus, cpus
+}
+
+// noRoom says why a pending job cannot start on even one GPU (or CPU) for
+// its time limit, and whether that is for good (its per-job limit) rather
+// than until a group's running jobs use up their minutes; ok is false when
+// it can start.
+func (m jobMinutes) noRoom(use map[slurm.Group]slurm.GroupLimits) (why string, never, ok bool) {
+	if m.limit <= 0 {
+		return "", false, false
+	}
+	check := func(what string, room, perJob int64, by slurm.Group, limit, used int64) (string, bool, bool) {
+		if room < 0 || room >= m.limit {
+			return "", false, false
+		}
+		if perJob > 0 && perJob < m.limit {
+			return fmt.Sprintf("its %d-minute time limit on one %s is over its %s-minutes per job (%d)", m.limit, what, what, perJob), true, true
+		}
+		return fmt.Sprintf("waits for room in %s: %s-minutes to run in use %d, allowed %d, and one %s for its %d-minute time limit takes %d",
+			by.Limit, what, used, limit, what, m.limit, m.limit), false, true
+	}
+	if why, never, ok := check("GPU", m.gpu, m.lim.GPUMins, m.room.gpuMinsBy, m.room.gpuMinsBy.GPURunMins, use[m.room.gpuMinsBy].GPURunMins); ok {
+		return why, never, ok
+	}
+	return check("CPU", m.cpu, m.lim.CPUMins, m.room.cpuMinsBy, m.room.cpuMinsBy.CPURunMins, use[m.room.cpuMinsBy].CPURunMins)
+}
+
 // capBy lowers a per-job bound (0: none) to room (-1: none), never below
 // what the job holds: a running job is not made to shrink because its
 // group is over a limit lowered meanwhile.
@@ -264,16 +354,22 @@ type jobTime struct {
 	measured float64       // samples/s the running job reports; 0: unknown
 	max      time.Duration // the MaxWall or MaxTime that applies; 0: none
 	margin   float64       // share added to a stretched limit; < 0: never stretch
+	// runMins are the GPU- and CPU-minutes its groups have left for the
+	// rest of its run, perJob those its per-job limit allows over its
+	// whole time limit; 0: no bound (a job with none left is not started).
+	runMins, perJob [2]int64
 }
 
 // maxStretch bounds a stretched limit whatever the prediction says.
 const maxStretch = 365 * 24 * time.Hour
 
-// limitAt is the job's time limit for a run at tput samples/s: the
-// user's, or, when that is predicted slower than its request, the user's
-// scaled by how much slower, plus the margin, in whole minutes up to max,
-// never below the user's own. 0 when the job has no limit.
-func (t jobTime) limitAt(tput float64) time.Duration {
+// limitAt is the job's time limit for a run at tput samples/s on gpus
+// GPUs and cpus CPUs, ran into it so far: the user's, or, when that is
+// predicted slower than its request, the user's scaled by how much slower,
+// plus the margin, in whole minutes up to max and to what its GPU- and
+// CPU-minutes allow for the rest of the run, never below the user's own.
+// 0 when the job has no limit.
+func (t jobTime) limitAt(tput float64, gpus, cpus int, ran time.Duration) time.Duration {
 	if t.user <= 0 || t.margin < 0 || !(t.reqTput > 0) || !(tput > 0) || tput >= t.reqTput {
 		return t.user
 	}
@@ -281,6 +377,14 @@ func (t jobTime) limitAt(tput float64) time.Duration {
 	d = (d + time.Minute - 1) / time.Minute * time.Minute
 	if t.max > 0 {
 		d = min(d, t.max)
+	}
+	for i, n := range [2]int64{int64(gpus), int64(cpus)} {
+		if t.runMins[i] > 0 && n > 0 {
+			d = min(d, time.Duration(t.runMins[i]/n)*time.Minute+ran)
+		}
+		if t.perJob[i] > 0 && n > 0 {
+			d = min(d, time.Duration(t.perJob[i]/n)*time.Minute)
+		}
 	}
 	return max(d, t.user)
 }
@@ -571,7 +675,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		}
 	}
 	groupsOf := &groupsMemo{l: in.Limits}
-	v.usage = groupUsage(groupsOf, jobs)
+	v.usage = groupUsage(groupsOf, jobs, now)
 	for _, j := range jobs {
 		if j.State != slurm.StatePending && j.State != slurm.StateRunning {
 			continue
@@ -672,7 +776,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		}
 		lim := in.Limits.PerJob(j, part)
 		groups := groupsOf.of(j, part)
-		room := roomOf(groups, v.usage, j)
+		room := roomOf(groups, v.usage, j, now)
 		var minMem int64
 		if room.mem >= 0 && j.State == slurm.StatePending {
 			minMem = oneGPUMem(cfg, e, j)
@@ -684,9 +788,23 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			v.Waiting = append(v.Waiting, j)
 			continue
 		}
-		held := holds(j)
+		held := holds(j, now)
 		lim.GPUs, lim.CPUs = capBy(lim.GPUs, room.gpus, held.GPUs), capBy(lim.CPUs, room.cpus, held.CPUs)
 		lim.MemMB = capBy(lim.MemMB, room.mem, held.MemMB)
+		mins := minutesOf(j, lim, room)
+		if j.State == slurm.StatePending {
+			if why, never, ok := mins.noRoom(v.usage); ok {
+				if never {
+					// Slurm holds it back at any size: left to Slurm.
+					v.asSubmitted(j, why)
+				} else {
+					v.Unmanaged[j.ID] = why
+					v.Waiting = append(v.Waiting, j)
+				}
+				continue
+			}
+		}
+		lim.GPUs, lim.CPUs = mins.bound(lim.GPUs, lim.CPUs, held)
 		jshape := shape // what the job's limits let it reach
 		if lim.GPUs > 0 && lim.GPUs < jshape.gpus {
 			jshape.gpus, jshape.limited = lim.GPUs, true
@@ -696,6 +814,8 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			GPUsPerNode: lim.GPUsPerNode, CPUsPerNode: lim.CPUsPerNode, MemGBPerNode: float64(lim.MemMBPerNode) / 1024}
 		if err == nil {
 			mj.time.max = lim.Wall
+			mj.time.runMins = [2]int64{max(room.gpuMins, 0), max(room.cpuMins, 0)}
+			mj.time.perJob = [2]int64{lim.GPUMins, lim.CPUMins}
 			mj.nodes, err = userNodes(j)
 		}
 		if err == nil {
@@ -754,7 +874,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 	for _, t := range cfg.Tenants {
 		tenants = append(tenants, policy.Tenant{Name: t.Name, GPUQuota: t.QuotaGPUs})
 	}
-	groups := snapshotGroups(pjobs, v.managed, v.usage, pnodes)
+	groups := snapshotGroups(pjobs, v.managed, v.usage, pnodes, now)
 	snap, err := policy.NewSnapshot(now, pnodes, pjobs, tenants, models, cfg.RestartCost, policy.WithRestartCosts(in.RestartCosts),
 		policy.WithGroups(groups))
 	if err != nil {
@@ -770,13 +890,13 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 // groups in its Groups, those that could bind: a group with room for the
 // whole of nodes bounds nothing. Memory limits stay per job (Max) and
 // with SlurmActions' check: the policy books memory after it places GPUs.
-func snapshotGroups(pjobs []policy.Job, managed map[string]*managedJob, usage map[slurm.Group]slurm.GroupLimits, nodes []policy.Node) []policy.Group {
+func snapshotGroups(pjobs []policy.Job, managed map[string]*managedJob, usage map[slurm.Group]slurm.GroupLimits, nodes []policy.Node, now time.Time) []policy.Group {
 	inside := map[slurm.Group]slurm.GroupLimits{}
 	for i := range pjobs {
 		mj := managed[pjobs[i].ID]
 		for _, g := range mj.groups {
 			if g.GPUs > 0 || g.CPUs > 0 {
-				addTo(inside, []slurm.Group{g}, holds(mj.slurm))
+				addTo(inside, []slurm.Group{g}, holds(mj.slurm, now))
 			}
 		}
 	}
@@ -1051,7 +1171,8 @@ func memPerNode(j slurm.Job) int64 {
 // and reported in skipped, keyed by job id.
 //
 // The policy keeps a group's jobs within its GPU and CPU room together, but
-// bounds memory per job; a start or restart that would take a group past
+// bounds memory and GPU- and CPU-minutes per job; a start or restart that
+// would take a group past
 // any of its limits together with the plan's others, after what the plan
 // frees, is dropped too (ErrGroupLimit), in the order of the actions: the
 // job stays as it is, and the next cycle plans it within the room left.
@@ -1065,10 +1186,11 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 		if mj == nil {
 			return slurm.GroupLimits{}, nil
 		}
-		held := holds(mj.slurm)
+		held := holds(mj.slurm, now)
 		switch a.Kind {
 		case slurm.ActionPreempt:
-			return slurm.GroupLimits{GPUs: -held.GPUs, CPUs: -held.CPUs, MemMB: -held.MemMB}, mj.groups
+			return slurm.GroupLimits{GPUs: -held.GPUs, CPUs: -held.CPUs, MemMB: -held.MemMB,
+				GPURunMins: -held.GPURunMins, CPURunMins: -held.CPURunMins}, mj.groups
 		case slurm.ActionStart, slurm.ActionRestart:
 			n := a.NodeCount()
 			d := slurm.GroupLimits{GPUs: a.GPUsPerNode*n - held.GPUs, CPUs: a.CPUsPerTask*n - held.CPUs}
@@ -1076,11 +1198,18 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 				// An action that sets no memory leaves the job's as it is.
 				d.MemMB = m - held.MemMB
 			}
+			// A start or a restart runs its whole time limit from now.
+			if tl := wholeMinutes(cmp.Or(a.TimeLimit, mj.slurm.TimeLimit)); tl > 0 {
+				d.GPURunMins = int64(a.GPUsPerNode*n)*tl - held.GPURunMins
+				d.CPURunMins = int64(a.CPUsPerTask*n)*tl - held.CPURunMins
+			}
 			return d, mj.groups
 		}
 		return slurm.GroupLimits{}, nil
 	}
-	frees := func(d slurm.GroupLimits) bool { return d.GPUs <= 0 && d.CPUs <= 0 && d.MemMB <= 0 }
+	frees := func(d slurm.GroupLimits) bool {
+		return d.GPUs <= 0 && d.CPUs <= 0 && d.MemMB <= 0 && d.GPURunMins <= 0 && d.CPURunMins <= 0
+	}
 	// What the plan frees first (preemptions, restarts on less), then what
 	// it takes, in order.
 	for _, a := range actions {
@@ -1108,6 +1237,12 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 			case g.MemMB > 0 && d.MemMB > 0 && u.MemMB+d.MemMB > g.MemMB:
 				over = fmt.Errorf("job %d: %w: %s allows %d MB of memory, %d in use or planned before it, and its plan adds %d",
 					a.JobID, ErrGroupLimit, g.Limit, g.MemMB, u.MemMB, d.MemMB)
+			case g.GPURunMins > 0 && d.GPURunMins > 0 && u.GPURunMins+d.GPURunMins > g.GPURunMins:
+				over = fmt.Errorf("job %d: %w: %s allows %d GPU-minutes to run, %d in use or planned before it, and its plan adds %d",
+					a.JobID, ErrGroupLimit, g.Limit, g.GPURunMins, u.GPURunMins, d.GPURunMins)
+			case g.CPURunMins > 0 && d.CPURunMins > 0 && u.CPURunMins+d.CPURunMins > g.CPURunMins:
+				over = fmt.Errorf("job %d: %w: %s allows %d CPU-minutes to run, %d in use or planned before it, and its plan adds %d",
+					a.JobID, ErrGroupLimit, g.Limit, g.CPURunMins, u.CPURunMins, d.CPURunMins)
 			}
 			if over != nil {
 				break
@@ -1136,7 +1271,7 @@ func (v *View) slurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 			if ann, ok := mj.profiledAnnotation(a); ok {
 				takes = append(takes, ann)
 			}
-			if ext, ok := mj.timeExtension(); ok {
+			if ext, ok := mj.timeExtension(now); ok {
 				takes = append(takes, ext)
 			}
 			continue
@@ -1218,7 +1353,7 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 	tag.Plan = a.Plan.String()
 	tag.Extra[tagAt] = strconv.FormatInt(now.Unix(), 10)
 	out.Nodes, out.NumNodes, out.GPUsPerNode, out.CPUsPerTask, out.MemPerNodeMB = nodes, len(nodes), gpus, cpus, memMB
-	if tl := mj.time.limitAt(a.Throughput); tl > 0 && tl != j.TimeLimit {
+	if tl := mj.time.limitAt(a.Throughput, gpus*len(nodes), cpus*len(nodes), 0); tl > 0 && tl != j.TimeLimit {
 		out.TimeLimit = tl
 	}
 	if j.State == slurm.StatePending {
@@ -1238,12 +1373,12 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 // slower speed than its limit was set for (a plan the model overrated):
 // to the limit it would get at the measured speed, once that is over a
 // tenth above the one it has. It never lowers a limit.
-func (mj *managedJob) timeExtension() (slurm.Action, bool) {
+func (mj *managedJob) timeExtension(now time.Time) (slurm.Action, bool) {
 	j := mj.slurm
 	if j.State != slurm.StateRunning || j.TimeLimit <= 0 || !(mj.time.measured > 0) {
 		return slurm.Action{}, false
 	}
-	want := mj.time.limitAt(mj.time.measured)
+	want := mj.time.limitAt(mj.time.measured, j.GPUs, j.CPUs, now.Sub(j.StartTime))
 	if want <= j.TimeLimit+j.TimeLimit/10 {
 		return slurm.Action{}, false
 	}

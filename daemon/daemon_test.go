@@ -1231,23 +1231,33 @@ func TestJobTimeLimitAt(t *testing.T) {
 		t    jobTime
 		tput float64
 		want time.Duration
+		ran  time.Duration // time into the run; every case runs on 8 GPUs and 32 CPUs
 	}{
-		"no limit":        {jobTime{reqTput: 10, margin: 0.25}, 5, 0},
-		"as fast":         {jobTime{user: time.Hour, reqTput: 10, margin: 0.25}, 10, time.Hour},
-		"faster":          {jobTime{user: time.Hour, reqTput: 10, margin: 0.25}, 20, time.Hour},
-		"half as fast":    {jobTime{user: time.Hour, reqTput: 10, margin: 0.25}, 5, 150 * time.Minute},
-		"whole minutes":   {jobTime{user: 10 * time.Minute, reqTput: 10}, 3, 34 * time.Minute}, // 33.3 min
-		"capped":          {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, max: 90 * time.Minute}, 5, 90 * time.Minute},
-		"cap below user":  {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, max: 30 * time.Minute}, 5, time.Hour},
-		"stretch off":     {jobTime{user: time.Hour, reqTput: 10, margin: -1}, 5, time.Hour},
-		"request unknown": {jobTime{user: time.Hour, margin: 0.25}, 5, time.Hour},
-		"plan unknown":    {jobTime{user: time.Hour, reqTput: 10, margin: 0.25}, 0, time.Hour},
-		"absurd":          {jobTime{user: time.Hour, reqTput: 1e12, margin: 0.25}, 1e-12, maxStretch},
+		"no limit":        {jobTime{reqTput: 10, margin: 0.25}, 5, 0, 0},
+		"as fast":         {jobTime{user: time.Hour, reqTput: 10, margin: 0.25}, 10, time.Hour, 0},
+		"faster":          {jobTime{user: time.Hour, reqTput: 10, margin: 0.25}, 20, time.Hour, 0},
+		"half as fast":    {jobTime{user: time.Hour, reqTput: 10, margin: 0.25}, 5, 150 * time.Minute, 0},
+		"whole minutes":   {jobTime{user: 10 * time.Minute, reqTput: 10}, 3, 34 * time.Minute, 0}, // 33.3 min
+		"capped":          {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, max: 90 * time.Minute}, 5, 90 * time.Minute, 0},
+		"cap below user":  {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, max: 30 * time.Minute}, 5, time.Hour, 0},
+		"stretch off":     {jobTime{user: time.Hour, reqTput: 10, margin: -1}, 5, time.Hour, 0},
+		"request unknown": {jobTime{user: time.Hour, margin: 0.25}, 5, time.Hour, 0},
+		"plan unknown":    {jobTime{user: time.Hour, reqTput: 10, margin: 0.25}, 0, time.Hour, 0},
+		// 8 GPUs may take 800 GPU-minutes (or 32 CPUs 3,200 CPU-minutes) in
+		// their group: 100 minutes from now, after the 30 run already. A
+		// per-job limit counts the whole time limit.
+		"GPU-minutes":         {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [2]int64{800, 0}}, 5, 100 * time.Minute, 0},
+		"GPU-minutes, ran":    {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [2]int64{800, 0}}, 5, 130 * time.Minute, 30 * time.Minute},
+		"CPU-minutes":         {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [2]int64{0, 3200}}, 5, 100 * time.Minute, 0},
+		"per job, ran":        {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, perJob: [2]int64{800, 0}}, 5, 100 * time.Minute, 30 * time.Minute},
+		"CPU-minutes per job": {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, perJob: [2]int64{0, 3200}}, 5, 100 * time.Minute, 0},
+		"minutes below user":  {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [2]int64{240, 0}}, 5, time.Hour, 0},
+		"absurd":              {jobTime{user: time.Hour, reqTput: 1e12, margin: 0.25}, 1e-12, maxStretch, 0},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := tc.t.limitAt(tc.tput); got != tc.want {
-				t.Errorf("limitAt(%v) = %v, want %v", tc.tput, got, tc.want)
+			if got := tc.t.limitAt(tc.tput, 8, 32, tc.ran); got != tc.want {
+				t.Errorf("limitAt(%v, 8, 32, %v) = %v, want %v", tc.tput, tc.ran, got, tc.want)
 			}
 		})
 	}
@@ -1333,15 +1343,21 @@ func TestCycleStretchesTimeLimits(t *testing.T) {
 
 // A QOS's GrpTRES (and any other group GPU, CPU or memory limit) bounds
 // each job by the room its group has left: a job is grown no further, and
-// one whose group is full stays held, planned once there is room.
+// one whose group is full stays held, planned once there is room. So do
+// GrpTRESRunMins over the job's 60-minute time limit (the running job has
+// 30 minutes left: 60 GPU- and 240 CPU-minutes) and MaxTRESMinsPerJob; a
+// job that one GPU for its time limit takes past the latter is left to
+// Slurm, which holds it back.
 func TestCycleKeepsToGroupLimits(t *testing.T) {
 	tests := map[string]struct {
 		grp     slurm.GroupLimits // the QOS's GrpTRES
+		qosJob  slurm.JobLimits   // the QOS's per-job limits
 		others  int               // GPUs a running job of the QOS holds on node2, with 8 CPUs and 32000 MB
 		maxGPUs int               // the most GPUs the job may start with; 0: held
 		maxCPUs int               // the most CPUs
 		maxMem  int64             // the most memory (MB) over its nodes; 0: any
 		ignored string
+		release bool // released as submitted, for Slurm to hold back
 	}{
 		"no limit":   {others: 2, maxGPUs: 8, maxCPUs: 64}, // 4 GPUs, 16 CPUs
 		"GPU room":   {grp: slurm.GroupLimits{GPUs: 4}, others: 2, maxGPUs: 2, maxCPUs: 64},
@@ -1356,22 +1372,40 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 		// 28000 MB left, short of the 64000 per node it asked for.
 		"memory short": {grp: slurm.GroupLimits{MemMB: 60000}, others: 2,
 			ignored: "waits for room in QOS shared GrpTRES: memory in use 32000 MB, allowed 60000 MB, and one GPU needs 64000 MB"},
+		"GPU-minutes room": {grp: slurm.GroupLimits{GPURunMins: 240}, others: 2, maxGPUs: 3, maxCPUs: 64},
+		"GPU-minutes full": {grp: slurm.GroupLimits{GPURunMins: 100}, others: 2,
+			ignored: "waits for room in QOS shared GrpTRES: GPU-minutes to run in use 60, allowed 100, and one GPU for its 60-minute time limit takes 60"},
+		"CPU-minutes room": {grp: slurm.GroupLimits{CPURunMins: 960}, others: 2, maxGPUs: 8, maxCPUs: 12},
+		"CPU-minutes full": {grp: slurm.GroupLimits{CPURunMins: 280}, others: 2,
+			ignored: "waits for room in QOS shared GrpTRES: CPU-minutes to run in use 240, allowed 280, and one CPU for its 60-minute time limit takes 60"},
+		"GPU-minutes per job": {qosJob: slurm.JobLimits{GPUMins: 180}, others: 2, maxGPUs: 3, maxCPUs: 64},
+		"CPU-minutes per job": {qosJob: slurm.JobLimits{CPUMins: 720}, others: 2, maxGPUs: 8, maxCPUs: 12},
+		"GPU-minutes per job short": {qosJob: slurm.JobLimits{GPUMins: 30}, others: 2, release: true,
+			ignored: "its 60-minute time limit on one GPU is over its GPU-minutes per job (30)"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			nodes := labNodes(2)
 			other := slurm.Job{ID: 9, Name: "other", Account: "root", Partition: "gpu", QOS: "shared", Cluster: "lab",
-				State: slurm.StateRunning, NodeCount: 1, NodeList: []string{"node2"}, GPUsPerNode: tc.others, GPUs: tc.others, CPUs: 8, MemMB: 32000}
+				State: slurm.StateRunning, NodeCount: 1, NodeList: []string{"node2"}, GPUsPerNode: tc.others, GPUs: tc.others, CPUs: 8, MemMB: 32000,
+				TimeLimit: time.Hour, StartTime: t0.Add(-30 * time.Minute)}
 			nodes[1].GPUsUsed, nodes[1].CPUsAlloc = tc.others, 8
 			j := heldJob(21, "bert", 1, 2)
-			j.Cluster, j.QOS = "lab", "shared"
-			limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Grp: tc.grp}}}
+			j.Cluster, j.QOS, j.TimeLimit = "lab", "shared", time.Hour
+			limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Grp: tc.grp, PerJob: tc.qosJob}}}
 			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: nodes, jobs: []slurm.Job{j, other}}, limits: limits}
 			a := &fakeApplier{}
 			d, st := newTestDaemonWith(t, c, a, func(*Config) {})
 			rep, err := d.Cycle(context.Background(), false)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tc.release {
+				got := oneStart(t, a)
+				if got.GPUsPerNode*got.NumNodes != 2 || rep.Ignored[21] != tc.ignored {
+					t.Errorf("released %+v, ignored %q; want its request (2 GPUs), and %q", got, rep.Ignored[21], tc.ignored)
+				}
+				return
 			}
 			if tc.maxGPUs == 0 {
 				if len(a.got) != 0 || rep.Ignored[21] != tc.ignored {
@@ -1395,7 +1429,7 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 				t.Errorf("started on %d GPUs, %d CPUs, %d MB; want 2 to %d GPUs, %d CPUs at most, %d MB at most (0: any)",
 					gpus, cpus, mem, tc.maxGPUs, tc.maxCPUs, tc.maxMem)
 			}
-			if tc.grp == (slurm.GroupLimits{}) && (gpus <= 2 || cpus <= 12 || mem <= 72000) {
+			if tc.grp == (slurm.GroupLimits{}) && tc.qosJob == (slurm.JobLimits{}) && (gpus <= 2 || cpus <= 12 || mem <= 72000) {
 				t.Errorf("without a limit started on %d GPUs, %d CPUs, %d MB; want over 2 GPUs, 12 CPUs and 72000 MB: the twin that shows the caps",
 					gpus, cpus, mem)
 			}
@@ -1451,9 +1485,10 @@ func TestSlurmActionsKeepGroupsTogether(t *testing.T) {
 	running.MemMB = 32768
 	jobs := []slurm.Job{running, heldJob(6, "bert", 1, 4), heldJob(7, "bert", 1, 4), heldJob(8, "bert", 1, 4)}
 	for i := range jobs {
-		// Each asks for the 32 GB its start below books.
-		jobs[i].Cluster, jobs[i].QOS, jobs[i].MemPerNodeMB = "lab", "shared", 32768
+		// Each asks for the 32 GB its start below books, and an hour.
+		jobs[i].Cluster, jobs[i].QOS, jobs[i].MemPerNodeMB, jobs[i].TimeLimit = "lab", "shared", 32768, time.Hour
 	}
+	jobs[0].StartTime = t0.Add(-20 * time.Minute) // 40 minutes left: 160 GPU-minutes, 320 CPU-minutes
 	nodes := labNodes(3)
 	nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 4, 8
 	start := func(id, node string) policy.Action {
@@ -1475,7 +1510,12 @@ func TestSlurmActionsKeepGroupsTogether(t *testing.T) {
 			8: "QOS shared GrpTRES allows 12 CPUs, 8 in use or planned before it, and its plan adds 8"}},
 		"memory": {slurm.GroupLimits{MemMB: 81920}, []int{5, 6, 7},
 			map[int]string{8: "QOS shared GrpTRES allows 81920 MB of memory, 65536 in use or planned before it, and its plan adds 32768"}},
-		"room for all": {slurm.GroupLimits{GPUs: 12, CPUs: 24, MemMB: 98304}, []int{5, 6, 7, 8}, map[int]string{}},
+		// An hour on 4 GPUs and 8 CPUs: 240 GPU- and 480 CPU-minutes each.
+		"GPU-minutes": {slurm.GroupLimits{GPURunMins: 600}, []int{5, 6, 7},
+			map[int]string{8: "QOS shared GrpTRES allows 600 GPU-minutes to run, 480 in use or planned before it, and its plan adds 240"}},
+		"CPU-minutes": {slurm.GroupLimits{CPURunMins: 1000}, []int{5, 6, 7},
+			map[int]string{8: "QOS shared GrpTRES allows 1000 CPU-minutes to run, 960 in use or planned before it, and its plan adds 480"}},
+		"room for all": {slurm.GroupLimits{GPUs: 12, CPUs: 24, MemMB: 98304, GPURunMins: 720, CPURunMins: 1440}, []int{5, 6, 7, 8}, map[int]string{}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -19,13 +19,14 @@ import (
 // TestSlurmLimit: 4 GPUs per job, set on the QOS or on root's association,
 // or 4 GPUs (16 CPUs, 64 GB) for all the QOS's jobs together, or 64 GB per
 // job (the job's 32 GB per node: 2 nodes at most), or 4 GPUs or 48 GB per
-// node (with 16 GB per GPU: 3 GPUs). On the idle lab rubick grows a
-// roberta job asking for 2 GPUs to a whole node (it trains 3x faster on 8
-// than on 2). rubickd reads these limits from slurmdbd and plans the job
-// within them at once. A limit it does not read (40 GPU-minutes of running
-// jobs) it learns from Slurm: Slurm holds the job back with
-// QOSGrpGRESRunMinutes, rubickd plans it within its request, records the
-// limit in its tag, and the job runs to completion.
+// node (with 16 GB per GPU: 3 GPUs), or 40 GPU-minutes of running jobs or
+// per job (4 GPUs for the job's 10 minutes). On the idle lab rubick grows
+// a roberta job asking for 2 GPUs to a whole node (it trains 3x faster on
+// 8 than on 2). rubickd reads these limits from slurmdbd and plans the job
+// within them at once. A limit it does not read (the QOS's billing, which
+// without TRESBillingWeights counts CPUs) it learns from Slurm: Slurm holds
+// the job back with QOSGrpBilling, rubickd plans it within its request,
+// records the limit in its tag, and the job runs to completion.
 func TestSlurmLimit(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -52,8 +53,14 @@ func TestSlurmLimit(t *testing.T) {
 		// Before rubick read it, Slurm held the job back
 		// (QOSMaxGRESPerNode) and rubick gave it its request.
 		{"per node", []string{"qos", "normal", "set", "MaxTRESPerNode=gres/gpu="}, "4", "", bounds{gpus: 8, nodes: 2, perNode: 4}, "", ""},
-		// Not read: at 8 GPUs its 10 minutes are 80 GPU-minutes.
-		{"run minutes", []string{"qos", "normal", "set", "GrpTRESRunMins=gres/gpu="}, "40", "QOSGrpGRESRunMinutes", bounds{gpus: 2}, "", ""},
+		// Before rubick read them, Slurm held the job back
+		// (QOSGrpGRESRunMinutes): at 8 GPUs its 10 minutes are 80
+		// GPU-minutes. rubick then gave it its request.
+		{"run minutes", []string{"qos", "normal", "set", "GrpTRESRunMins=gres/gpu="}, "40", "", bounds{gpus: 4}, "", ""},
+		{"minutes per job", []string{"qos", "normal", "set", "MaxTRESMinsPerJob=gres/gpu="}, "40", "", bounds{gpus: 4}, "", ""},
+		// Not read: the job's 8 CPUs are 8 of billing; grown, it would
+		// take more.
+		{"billing", []string{"qos", "normal", "set", "GrpTRES=billing="}, "12", "QOSGrpBilling", bounds{gpus: 2, cpus: 8}, "", ""},
 		// The partition's: before rubick read them, the job was sized
 		// past them and Slurm held it back, with BadConstraints for the
 		// CPUs (a reason that names no limit) and MaxMemPerLimit.
