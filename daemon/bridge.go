@@ -201,33 +201,26 @@ func roomOf(groups []slurm.Group, use map[slurm.Group]slurm.GroupLimits, j slurm
 	r := groupRoom{gpus: -1, cpus: -1, mem: -1, gpuMins: -1, cpuMins: -1}
 	own := holds(j, now)
 	for _, g := range groups {
-		if g.GPURunMins > 0 {
-			if n := max(g.GPURunMins-use[g].GPURunMins+own.GPURunMins, 0); r.gpuMins < 0 || n < r.gpuMins {
-				r.gpuMins, r.gpuMinsBy = n, g
-			}
-		}
-		if g.CPURunMins > 0 {
-			if n := max(g.CPURunMins-use[g].CPURunMins+own.CPURunMins, 0); r.cpuMins < 0 || n < r.cpuMins {
-				r.cpuMins, r.cpuMinsBy = n, g
-			}
-		}
-		if g.GPUs > 0 {
-			if n := max(g.GPUs-use[g].GPUs+own.GPUs, 0); r.gpus < 0 || n < r.gpus {
-				r.gpus, r.gpuBy = n, g
-			}
-		}
-		if g.CPUs > 0 {
-			if n := max(g.CPUs-use[g].CPUs+own.CPUs, 0); r.cpus < 0 || n < r.cpus {
-				r.cpus, r.cpuBy = n, g
-			}
-		}
-		if g.MemMB > 0 {
-			if n := max(g.MemMB-use[g].MemMB+own.MemMB, 0); r.mem < 0 || n < r.mem {
-				r.mem, r.memBy = n, g
-			}
-		}
+		u := use[g]
+		tighten(&r.gpus, &r.gpuBy, g, g.GPUs, u.GPUs, own.GPUs)
+		tighten(&r.cpus, &r.cpuBy, g, g.CPUs, u.CPUs, own.CPUs)
+		tighten(&r.mem, &r.memBy, g, g.MemMB, u.MemMB, own.MemMB)
+		tighten(&r.gpuMins, &r.gpuMinsBy, g, g.GPURunMins, u.GPURunMins, own.GPURunMins)
+		tighten(&r.cpuMins, &r.cpuMinsBy, g, g.CPURunMins, u.CPURunMins, own.CPURunMins)
 	}
 	return r
+}
+
+// tighten lowers *room (-1: none) to what group g leaves under its limit
+// (0: none) on one resource, given its use and what the job itself holds
+// there, and names g in *by when it binds.
+func tighten[T int | int64](room *T, by *slurm.Group, g slurm.Group, limit, used, own T) {
+	if limit <= 0 {
+		return
+	}
+	if n := max(limit-used+own, 0); *room < 0 || n < *room {
+		*room, *by = n, g
+	}
 }
 
 // full names what a pending job waits for when one of its groups has no
@@ -1226,25 +1219,8 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 		}
 		var over error
 		for _, g := range groups {
-			u := use[g]
-			switch {
-			case g.GPUs > 0 && d.GPUs > 0 && u.GPUs+d.GPUs > g.GPUs:
-				over = fmt.Errorf("job %d: %w: %s allows %d GPUs, %d in use or planned before it, and its plan adds %d",
-					a.JobID, ErrGroupLimit, g.Limit, g.GPUs, u.GPUs, d.GPUs)
-			case g.CPUs > 0 && d.CPUs > 0 && u.CPUs+d.CPUs > g.CPUs:
-				over = fmt.Errorf("job %d: %w: %s allows %d CPUs, %d in use or planned before it, and its plan adds %d",
-					a.JobID, ErrGroupLimit, g.Limit, g.CPUs, u.CPUs, d.CPUs)
-			case g.MemMB > 0 && d.MemMB > 0 && u.MemMB+d.MemMB > g.MemMB:
-				over = fmt.Errorf("job %d: %w: %s allows %d MB of memory, %d in use or planned before it, and its plan adds %d",
-					a.JobID, ErrGroupLimit, g.Limit, g.MemMB, u.MemMB, d.MemMB)
-			case g.GPURunMins > 0 && d.GPURunMins > 0 && u.GPURunMins+d.GPURunMins > g.GPURunMins:
-				over = fmt.Errorf("job %d: %w: %s allows %d GPU-minutes to run, %d in use or planned before it, and its plan adds %d",
-					a.JobID, ErrGroupLimit, g.Limit, g.GPURunMins, u.GPURunMins, d.GPURunMins)
-			case g.CPURunMins > 0 && d.CPURunMins > 0 && u.CPURunMins+d.CPURunMins > g.CPURunMins:
-				over = fmt.Errorf("job %d: %w: %s allows %d CPU-minutes to run, %d in use or planned before it, and its plan adds %d",
-					a.JobID, ErrGroupLimit, g.Limit, g.CPURunMins, u.CPURunMins, d.CPURunMins)
-			}
-			if over != nil {
+			if what := overGroup(g, use[g], d); what != "" {
+				over = fmt.Errorf("job %d: %w: %s", a.JobID, ErrGroupLimit, what)
 				break
 			}
 		}
@@ -1367,6 +1343,26 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 	out.Kind = slurm.ActionRestart
 	tag.Extra[tagRan] = strconv.FormatInt(int64(ran/time.Second), 10)
 	return out, nil
+}
+
+// overGroup says which of group g's limits its use u plus d would pass,
+// and by how much; "" for none.
+func overGroup(g slurm.Group, u, d slurm.GroupLimits) string {
+	for _, r := range [...]struct {
+		what             string
+		limit, used, add int64
+	}{
+		{"GPUs", int64(g.GPUs), int64(u.GPUs), int64(d.GPUs)},
+		{"CPUs", int64(g.CPUs), int64(u.CPUs), int64(d.CPUs)},
+		{"MB of memory", g.MemMB, u.MemMB, d.MemMB},
+		{"GPU-minutes to run", g.GPURunMins, u.GPURunMins, d.GPURunMins},
+		{"CPU-minutes to run", g.CPURunMins, u.CPURunMins, d.CPURunMins},
+	} {
+		if r.limit > 0 && r.add > 0 && r.used+r.add > r.limit {
+			return fmt.Sprintf("%s allows %d %s, %d in use or planned before it, and its plan adds %d", g.Limit, r.limit, r.what, r.used, r.add)
+		}
+	}
+	return ""
 }
 
 // timeExtension raises the time limit of a running job that reports a
