@@ -49,8 +49,8 @@ integration: ## tests against the local Slurm lab (installs and starts it when r
 TRIXIE_ROOT ?= /tmp/rubick-trixie
 export TRIXIE_ROOT
 
-integration-2411: ## the v0.0.41 client and the Applier against real Slurm 24.11 (a trixie chroot; root)
-	@if [ "$$(id -u)" = 0 ] && ! scripts/lab/trixie-up.sh; then \
+integration-2411: ## the v0.0.41 client, the Applier and rubickd against real Slurm 24.11 with slurmdbd (a trixie chroot; root)
+	@if [ "$$(id -u)" = 0 ] && ! WITH_DBD=1 scripts/lab/trixie-up.sh; then \
 	  echo "SKIP: Slurm 24.11 tests: the trixie chroot could not be built here (see the output above)"; \
 	elif [ -r "$(TRIXIE_ROOT)/lab/env.sh" ]; then \
 	  . "$(TRIXIE_ROOT)/lab/env.sh" && $(GO) test -tags integration -count=1 ./test/slurm2411/; \

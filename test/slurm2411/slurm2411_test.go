@@ -242,6 +242,87 @@ func TestRubickdAgainstSlurm2411(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	root, c, _ := chrootLab(ctx, t)
+	logPath := runRubickd(ctx, t, root)
+	ids := submitBert(ctx, t, root, 2)
+	started := map[int]string{} // the plan each job was seen running with
+	for ctx.Err() == nil && len(started) < len(ids) {
+		for _, id := range ids {
+			if j, err := c.Job(ctx, id); err == nil && j.State != slurm.StatePending && j.Tag != nil && j.Tag.Plan != "" {
+				started[id] = j.Tag.Plan
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(5 * time.Second) // a few more cycles
+	logText, _ := os.ReadFile(logPath)
+	if len(started) < len(ids) || strings.Contains(string(logText), "cycle failed") {
+		t.Errorf("jobs %v started on plans %v (want all); rubickd log:\n%s", ids, started, logText)
+	}
+}
+
+// TestRubickdLimits2411: with slurmdbd (trixie-up.sh WITH_DBD=1), rubickd
+// reads 24.11's QOS limits and plans within them: GrpTRESRunMins=gres/gpu=20
+// for two bert jobs of 5 minutes asking for 2 GPUs, which it would
+// otherwise grow to a node each (and Slurm then held back with
+// QOSGrpGRESRunMinutes). Neither is ever held back by Slurm for a limit,
+// and the two never hold more than 20 GPU-minutes to run together: the
+// first runs on 4 GPUs, the second after it.
+func TestRubickdLimits2411(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	root, c, _ := chrootLab(ctx, t)
+	if l, err := c.Limits(ctx); err != nil || l.QOS == nil {
+		t.Skipf("SKIP: no slurmdbd behind the 24.11 lab (trixie-up.sh WITH_DBD=1): %v", err)
+	}
+	sacctmgr := func(set string) {
+		t.Helper()
+		if out, err := exec.Command("chroot", root, "env", "-u", "SLURM_CONF", "sacctmgr", "-i", "modify", "qos", "normal", "set", set).CombinedOutput(); err != nil {
+			t.Fatalf("sacctmgr set %s: %v\n%s", set, err, out)
+		}
+	}
+	sacctmgr("GrpTRESRunMins=gres/gpu=20")
+	t.Cleanup(func() { sacctmgr("GrpTRESRunMins=gres/gpu=-1") })
+
+	logPath := runRubickd(ctx, t, root)
+	ids := submitBert(ctx, t, root, 2, "--time=5", "--qos=normal")
+	ended := map[int]bool{}
+	ran := map[int]int{} // the GPUs each job was seen running on
+	for ctx.Err() == nil && len(ended) < len(ids) {
+		minutes := 0
+		for _, id := range ids {
+			j, err := c.Job(ctx, id)
+			if err != nil {
+				continue
+			}
+			switch {
+			case j.Ended():
+				ended[id] = true
+			case j.State == slurm.StatePending && slurm.SizeLimitReason(j.Reason):
+				t.Fatalf("job %d held back by Slurm for %s; rubickd log %s", id, j.Reason, logPath)
+			case j.State == slurm.StateRunning:
+				ran[id] = j.GPUs
+				// What Slurm counts: the minutes left of its limit.
+				left := max(j.TimeLimit-time.Since(j.StartTime), 0)
+				minutes += j.GPUs * int((left+time.Minute-1)/time.Minute)
+			}
+		}
+		if minutes > 20 {
+			t.Fatalf("the jobs run with %d GPU-minutes of time limits together, want 20 at most (GrpTRESRunMins)", minutes)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if len(ended) < len(ids) || len(ran) < len(ids) {
+		logText, _ := os.ReadFile(logPath)
+		t.Fatalf("jobs %v, ended %v, ran on %v GPUs; want all run and ended; rubickd log:\n%s", ids, ended, ran, logText)
+	}
+	t.Logf("the jobs ran on %v GPUs", ran)
+}
+
+// runRubickd builds rubickd and runs it against the chroot lab until the
+// test ends, with scontrol and scancel run inside the chroot; it returns
+// the path of its log.
+func runRubickd(ctx context.Context, t *testing.T, root string) string {
+	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "rubickd")
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../../cmd/rubickd").CombinedOutput(); err != nil {
@@ -274,20 +355,25 @@ log_level: debug
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer logFile.Close()
 	dctx, stop := context.WithCancel(ctx)
 	d := exec.CommandContext(dctx, bin, "--config", filepath.Join(dir, "rubickd.yaml"))
 	d.Stdout, d.Stderr = logFile, logFile
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { stop(); _ = d.Wait() }()
+	t.Cleanup(func() { stop(); _ = d.Wait(); logFile.Close() })
+	return logPath
+}
 
+// submitBert submits n bert jobs of 2 GPUs that sleep 5 s, with args, in
+// the chroot lab; they are cancelled when the test ends.
+func submitBert(ctx context.Context, t *testing.T, root string, n int, args ...string) []int {
+	t.Helper()
 	var ids []int
-	for range 2 {
-		out, err := exec.CommandContext(ctx, "chroot", root, "env", "-u", "SLURM_CONF", "sbatch", "--parsable", "--model-type=bert",
-			"-p", "gpu", "-N", "1", "--gres=gpu:2", "--cpus-per-task=2", "--mem=4G", "--requeue", "-o", "/dev/null",
-			"--wrap", "sleep 5").Output()
+	for range n {
+		argv := append([]string{root, "env", "-u", "SLURM_CONF", "sbatch", "--parsable", "--model-type=bert",
+			"-p", "gpu", "-N", "1", "--gres=gpu:2", "--cpus-per-task=2", "--mem=4G", "--requeue", "-o", "/dev/null"}, args...)
+		out, err := exec.CommandContext(ctx, "chroot", append(argv, "--wrap", "sleep 5")...).Output()
 		if err != nil {
 			t.Fatalf("sbatch: %v", err)
 		}
@@ -298,20 +384,7 @@ log_level: debug
 		ids = append(ids, id)
 		t.Cleanup(func() { cancelJob(root, id) })
 	}
-	started := map[int]string{} // the plan each job was seen running with
-	for ctx.Err() == nil && len(started) < len(ids) {
-		for _, id := range ids {
-			if j, err := c.Job(ctx, id); err == nil && j.State != slurm.StatePending && j.Tag != nil && j.Tag.Plan != "" {
-				started[id] = j.Tag.Plan
-			}
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	time.Sleep(5 * time.Second) // a few more cycles
-	logText, _ := os.ReadFile(logPath)
-	if len(started) < len(ids) || strings.Contains(string(logText), "cycle failed") {
-		t.Errorf("jobs %v started on plans %v (want all); rubickd log:\n%s", ids, started, logText)
-	}
+	return ids
 }
 
 // TestV0041Restart runs a checkpoint-restart on 24.11: the batch shell is
