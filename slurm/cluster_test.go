@@ -794,25 +794,26 @@ func TestLimits(t *testing.T) {
 	}
 
 	// MaxTRESPerNode=mem=4G, shaped as the recorded per-node gres/gpu
-	// and per-job mem entries.
-	f.overrides["/slurmdb/v0.0.38/qos"] = `{"errors":[],"QOS":[{"name":"narrow","limits":{"max":{"tres":{"per":{"node":[{"type":"mem","name":null,"id":2,"count":4096}]}}}}}]}`
-	if got, err := c.Limits(context.Background()); err != nil || got.QOS["narrow"].PerJob != (JobLimits{MemMBPerNode: 4096}) {
-		t.Errorf("per-node memory: %+v, %v; want MemMBPerNode 4096", got.QOS["narrow"], err)
+	// and per-job mem entries; and Flags=OverPartQOS as both labs list it.
+	f.overrides["/slurmdb/v0.0.38/qos"] = `{"errors":[],"QOS":[{"name":"narrow","flags":["OVERRIDE_PARTITION_QOS"],"limits":{"max":{"tres":{"per":{"node":[{"type":"mem","name":null,"id":2,"count":4096}]}}}}}]}`
+	if got, err := c.Limits(context.Background()); err != nil || got.QOS["narrow"].PerJob != (JobLimits{MemMBPerNode: 4096}) || !got.QOS["narrow"].OverPartQOS {
+		t.Errorf("per-node memory: %+v, %v; want MemMBPerNode 4096 and OverPartQOS", got.QOS["narrow"], err)
 	}
 
 	// MaxNodes, MaxTime, MaxCPUsPerNode and MaxMemPerNode as the 22.05
 	// lab reports them (scontrol update PartitionName=gpu MaxNodes=2
 	// MaxTime=60; -1 or null when unlimited) and as 24.11 writes a limit
-	// (its unlimited MaxMemPerNode is a set 0, as recorded).
-	f.overrides["/slurm/v0.0.38/partitions"] = `{"errors":[],"partitions":[{"name":"gpu","nodes":"node[1-4]","maximum_nodes_per_job":2,"max_time_limit":60,"maximum_cpus_per_node":16,"maximum_memory_per_node":65536},{"name":"debug","nodes":"node[1-4]","maximum_nodes_per_job":-1,"max_time_limit":-1,"maximum_cpus_per_node":-1,"maximum_memory_per_node":null}]}`
+	// (its unlimited MaxMemPerNode is a set 0, as recorded); QOS=gpupart
+	// as both labs report it.
+	f.overrides["/slurm/v0.0.38/partitions"] = `{"errors":[],"partitions":[{"name":"gpu","nodes":"node[1-4]","maximum_nodes_per_job":2,"max_time_limit":60,"maximum_cpus_per_node":16,"maximum_memory_per_node":65536,"qos":"gpupart"},{"name":"debug","qos":"","nodes":"node[1-4]","maximum_nodes_per_job":-1,"max_time_limit":-1,"maximum_cpus_per_node":-1,"maximum_memory_per_node":null}]}`
 	f41, srv41 = newFakeRestd(t, Version41)
-	f41.overrides["/slurm/v0.0.41/partitions/"] = `{"errors":[],"warnings":[],"partitions":[{"name":"gpu","maximums":{"nodes":{"set":true,"infinite":false,"number":2},"time":{"set":true,"infinite":false,"number":60},"cpus_per_node":{"set":true,"infinite":false,"number":16},"partition_memory_per_node":{"set":true,"infinite":false,"number":65536}}},{"name":"debug","maximums":{"nodes":{"set":false,"infinite":true,"number":0},"time":{"set":false,"infinite":true,"number":0},"cpus_per_node":{"set":false,"infinite":true,"number":0},"partition_memory_per_node":{"set":true,"infinite":false,"number":0}}}]}`
+	f41.overrides["/slurm/v0.0.41/partitions/"] = `{"errors":[],"warnings":[],"partitions":[{"name":"gpu","maximums":{"nodes":{"set":true,"infinite":false,"number":2},"time":{"set":true,"infinite":false,"number":60},"cpus_per_node":{"set":true,"infinite":false,"number":16},"partition_memory_per_node":{"set":true,"infinite":false,"number":65536}},"qos":{"allowed":"","deny":"","assigned":"gpupart"}},{"name":"debug","maximums":{"nodes":{"set":false,"infinite":true,"number":0},"time":{"set":false,"infinite":true,"number":0},"cpus_per_node":{"set":false,"infinite":true,"number":0},"partition_memory_per_node":{"set":true,"infinite":false,"number":0}}}]}`
 	for v, c := range map[string]*RESTCluster{"22.05": c, "24.11": newTestCluster(t, srv41.URL, nil)} {
 		parts, err := c.Partitions(context.Background())
 		if err != nil || len(parts) != 2 || parts[0].MaxNodesPerJob != 2 || parts[1].MaxNodesPerJob != 0 ||
 			parts[0].MaxTime != time.Hour || parts[1].MaxTime != 0 || parts[0].MaxCPUsPerNode != 16 || parts[1].MaxCPUsPerNode != 0 ||
-			parts[0].MaxMemPerNodeMB != 65536 || parts[1].MaxMemPerNodeMB != 0 {
-			t.Errorf("%s: partitions %+v, %v; want MaxNodes 2 and unlimited, MaxTime 1 h and unlimited, MaxCPUsPerNode 16 and unlimited, MaxMemPerNode 65536 and unlimited",
+			parts[0].MaxMemPerNodeMB != 65536 || parts[1].MaxMemPerNodeMB != 0 || parts[0].QOS != "gpupart" || parts[1].QOS != "" {
+			t.Errorf("%s: partitions %+v, %v; want MaxNodes 2 and unlimited, MaxTime 1 h and unlimited, MaxCPUsPerNode 16 and unlimited, MaxMemPerNode 65536 and unlimited, QOS gpupart and none",
 				v, parts, err)
 		}
 	}

@@ -1,6 +1,9 @@
 package slurm
 
-import "cmp"
+import (
+	"cmp"
+	"slices"
+)
 
 // The QOS and association lists of slurmdbd, as slurmrestd's database
 // plugin writes them in v0.0.38 (22.05) and v0.0.41 (24.11): the same
@@ -15,7 +18,8 @@ type (
 		QOS38 []dbQOS `json:"QOS"`
 	}
 	dbQOS struct {
-		Name   *string `json:"name"`
+		Name   *string   `json:"name"`
+		Flags  *[]string `json:"flags"`
 		Limits *struct {
 			Max *dbMax `json:"max"`
 		} `json:"limits"`
@@ -82,7 +86,7 @@ type (
 func (l dbQOSList) convert() []QOS {
 	var out []QOS
 	for _, q := range append(l.QOS, l.QOS38...) {
-		o := QOS{Name: deref(q.Name)}
+		o := QOS{Name: deref(q.Name), OverPartQOS: slices.Contains(deref(q.Flags), "OVERRIDE_PARTITION_QOS")}
 		if q.Limits != nil {
 			m := q.Limits.Max
 			o.PerJob, o.Grp = m.perJob(), m.grp()

@@ -3,6 +3,7 @@ package slurm
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -19,13 +20,15 @@ type Limits struct {
 // what slurmdbd reports.
 const maxAccountDepth = 64
 
-// PerJob is what applies to job j run in partition: for each TRES, its
-// QOS's limit when that sets one (QOS limits take precedence in Slurm),
-// else the nearest association's on j's cluster that does: the user's for
-// the partition, the user's, then the account's and its parents' up the
-// tree (an association inherits a limit it does not set); and no more
-// nodes than the partition's MaxNodes, nor more time than its MaxTime, nor
-// more CPUs or memory on a node than its MaxCPUsPerNode and MaxMemPerNode.
+// PerJob is what applies to job j run in partition: for each TRES, the
+// limit of the partition's QOS when that sets one, else of the job's QOS
+// (the other way round when the job's QOS has OverPartQOS: QOS limits take
+// precedence in Slurm), else the nearest association's on j's cluster
+// that does: the user's for the partition, the user's, then the account's
+// and its parents' up the tree (an association inherits a limit it does
+// not set); and no more nodes than the partition's MaxNodes, nor more time
+// than its MaxTime, nor more CPUs or memory on a node than its
+// MaxCPUsPerNode and MaxMemPerNode.
 func (l Limits) PerJob(j Job, partition string) JobLimits {
 	out := l.tres(j, partition)
 	p := l.Partitions[partition]
@@ -46,18 +49,42 @@ func tighter[T int | int64 | time.Duration](a, b T) T {
 
 // tres is PerJob without the partition's own limits.
 func (l Limits) tres(j Job, partition string) JobLimits {
-	out := l.QOS[j.QOS].PerJob
+	var out JobLimits
+	for _, q := range l.qosOf(j, partition) {
+		out.fill(q.PerJob)
+	}
 	for _, a := range l.chain(j, partition) {
-		out.GPUs = cmp.Or(out.GPUs, a.PerJob.GPUs)
-		out.Nodes = cmp.Or(out.Nodes, a.PerJob.Nodes)
-		out.CPUs = cmp.Or(out.CPUs, a.PerJob.CPUs)
-		out.MemMB = cmp.Or(out.MemMB, a.PerJob.MemMB)
-		out.GPUsPerNode = cmp.Or(out.GPUsPerNode, a.PerJob.GPUsPerNode)
-		out.CPUsPerNode = cmp.Or(out.CPUsPerNode, a.PerJob.CPUsPerNode)
-		out.MemMBPerNode = cmp.Or(out.MemMBPerNode, a.PerJob.MemMBPerNode)
-		out.Wall = cmp.Or(out.Wall, a.PerJob.Wall)
-		out.GPUMins = cmp.Or(out.GPUMins, a.PerJob.GPUMins)
-		out.CPUMins = cmp.Or(out.CPUMins, a.PerJob.CPUMins)
+		out.fill(a.PerJob)
+	}
+	return out
+}
+
+// fill sets each bound l leaves unset (0) to from's.
+func (l *JobLimits) fill(from JobLimits) {
+	l.GPUs = cmp.Or(l.GPUs, from.GPUs)
+	l.Nodes = cmp.Or(l.Nodes, from.Nodes)
+	l.CPUs = cmp.Or(l.CPUs, from.CPUs)
+	l.MemMB = cmp.Or(l.MemMB, from.MemMB)
+	l.GPUsPerNode = cmp.Or(l.GPUsPerNode, from.GPUsPerNode)
+	l.CPUsPerNode = cmp.Or(l.CPUsPerNode, from.CPUsPerNode)
+	l.MemMBPerNode = cmp.Or(l.MemMBPerNode, from.MemMBPerNode)
+	l.Wall = cmp.Or(l.Wall, from.Wall)
+	l.GPUMins = cmp.Or(l.GPUMins, from.GPUMins)
+	l.CPUMins = cmp.Or(l.CPUMins, from.CPUMins)
+}
+
+// qosOf lists the QOS whose limits apply to job j run in partition, first
+// first: the partition's QOS, then the job's (the job's first when it has
+// OverPartQOS); one QOS once, and only those slurmdbd lists.
+func (l Limits) qosOf(j Job, partition string) []QOS {
+	var out []QOS
+	for _, name := range []string{l.Partitions[partition].QOS, j.QOS} {
+		if q, ok := l.QOS[name]; ok && name != "" && !slices.ContainsFunc(out, func(o QOS) bool { return o.Name == name }) {
+			out = append(out, q)
+		}
+	}
+	if len(out) == 2 && out[1].OverPartQOS {
+		out[0], out[1] = out[1], out[0]
 	}
 	return out
 }
@@ -107,8 +134,10 @@ type Group struct {
 }
 
 // Groups lists the group limits on GPUs, CPUs, memory or run-minutes job
-// j counts against when it runs in partition: its QOS's (GrpTRES, and
-// MaxTRESPerUser and MaxTRESPerAccount for its user and account), and the
+// j counts against when it runs in partition: its QOS's and its
+// partition's QOS's (GrpTRES, and MaxTRESPerUser and MaxTRESPerAccount for
+// its user and account; one QOS's limits count the jobs it applies to in
+// either role together, as in Slurm), and the
 // GrpTRES of its associations, the user's (for the partition, and without one) and its
 // account's and their parents' up the tree. Slurm may skip an
 // association's where the QOS sets the same kind of limit; counting every
@@ -120,7 +149,7 @@ func (l Limits) Groups(j Job, partition string) []Group {
 			out = append(out, Group{Limit: fmt.Sprintf(format, args...), GroupLimits: g})
 		}
 	}
-	if q, ok := l.QOS[j.QOS]; ok {
+	for _, q := range l.qosOf(j, partition) {
 		add(q.Grp, "QOS %s GrpTRES", q.Name)
 		add(q.PerUser, "QOS %s MaxTRESPerUser (user %s)", q.Name, j.User)
 		add(q.PerAccount, "QOS %s MaxTRESPerAccount (account %s)", q.Name, j.Account)

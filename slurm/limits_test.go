@@ -12,9 +12,12 @@ func TestLimitsPerJob(t *testing.T) {
 		QOS: map[string]QOS{
 			"normal": {Name: "normal"},
 			"small":  {Name: "small", PerJob: JobLimits{GPUs: 2, GPUsPerNode: 1, MemMBPerNode: 4096, Wall: 3 * time.Hour, GPUMins: 120}},
+			"part":   {Name: "part", PerJob: JobLimits{GPUs: 3, Wall: 30 * time.Minute}},
+			"over":   {Name: "over", OverPartQOS: true, PerJob: JobLimits{GPUs: 6}},
 		},
 		Partitions: map[string]Partition{"small": {Name: "small", MaxNodesPerJob: 1, MaxTime: time.Hour, MaxCPUsPerNode: 16, MaxMemPerNodeMB: 2048},
-			"wide": {Name: "wide", MaxNodesPerJob: 4, MaxTime: 4 * time.Hour}},
+			"wide":   {Name: "wide", MaxNodesPerJob: 4, MaxTime: 4 * time.Hour},
+			"shared": {Name: "shared", QOS: "part"}, "unknown": {Name: "unknown", QOS: "gone"}},
 		Associations: []Association{
 			{Cluster: "lab", Account: "root"},
 			{Cluster: "lab", Account: "science", Parent: "root", PerJob: JobLimits{Nodes: 2, CPUs: 64}},
@@ -42,7 +45,14 @@ func TestLimitsPerJob(t *testing.T) {
 		"partition above":   {"normal", "physics", "carl", "wide", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 4 * time.Hour, GPUMins: 480}},
 		"partition alone":   {"normal", "root", "root", "small", JobLimits{Nodes: 1, CPUsPerNode: 16, MemMBPerNode: 2048, Wall: time.Hour}},
 		"partition's time":  {"small", "physics", "ann", "small", JobLimits{GPUs: 2, Nodes: 1, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 16, MemMBPerNode: 2048, Wall: time.Hour, GPUMins: 120, CPUMins: 1000}},
-		"QOS's time":        {"small", "physics", "ann", "wide", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, MemMBPerNode: 4096, Wall: 3 * time.Hour, GPUMins: 120, CPUMins: 1000}},
+		// The partition's QOS first, then the job's, unless that has
+		// OverPartQOS; a partition QOS slurmdbd does not list sets nothing.
+		"partition QOS":         {"normal", "physics", "ann", "shared", JobLimits{GPUs: 3, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 30 * time.Minute, GPUMins: 480, CPUMins: 1000}},
+		"over job QOS":          {"small", "physics", "ann", "shared", JobLimits{GPUs: 3, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, MemMBPerNode: 4096, Wall: 30 * time.Minute, GPUMins: 120, CPUMins: 1000}},
+		"OverPartQOS":           {"over", "physics", "carl", "shared", JobLimits{GPUs: 6, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 30 * time.Minute, GPUMins: 480}},
+		"same QOS":              {"part", "physics", "carl", "shared", JobLimits{GPUs: 3, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 30 * time.Minute, GPUMins: 480}},
+		"unknown partition QOS": {"normal", "physics", "carl", "unknown", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32, GPUMins: 480}},
+		"QOS's time":            {"small", "physics", "ann", "wide", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, MemMBPerNode: 4096, Wall: 3 * time.Hour, GPUMins: 120, CPUMins: 1000}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -59,7 +69,9 @@ func TestLimitsGroups(t *testing.T) {
 		QOS: map[string]QOS{
 			"normal": {Name: "normal"},
 			"shared": {Name: "shared", Grp: GroupLimits{GPUs: 16}, PerUser: GroupLimits{GPUs: 8, CPUs: 64}, PerAccount: GroupLimits{CPUs: 96}},
+			"part":   {Name: "part", Grp: GroupLimits{GPUs: 12, GPURunMins: 600}},
 		},
+		Partitions: map[string]Partition{"qos": {Name: "qos", QOS: "part"}, "shared": {Name: "shared", QOS: "shared"}},
 		Associations: []Association{
 			{Cluster: "lab", Account: "root"},
 			{Cluster: "lab", Account: "science", Parent: "root", Grp: GroupLimits{GPUs: 32}},
@@ -85,6 +97,15 @@ func TestLimitsGroups(t *testing.T) {
 		"other cluster": {"normal", "physics", "bob", "gpu", []Group{
 			{"association physics GrpTRES", GroupLimits{GPUs: 24, CPUs: 200}}, {"association science GrpTRES", GroupLimits{GPUs: 32}}}},
 		"none": {"normal", "root", "root", "gpu", nil},
+		// Under the same name as a job QOS's, so that the jobs it applies
+		// to in either role count together.
+		"partition QOS": {"shared", "root", "carl", "qos", []Group{
+			{"QOS part GrpTRES", GroupLimits{GPUs: 12, GPURunMins: 600}}, {"QOS shared GrpTRES", GroupLimits{GPUs: 16}},
+			{"QOS shared MaxTRESPerUser (user carl)", GroupLimits{GPUs: 8, CPUs: 64}},
+			{"QOS shared MaxTRESPerAccount (account root)", GroupLimits{CPUs: 96}}}},
+		"partition QOS is the job's": {"shared", "root", "carl", "shared", []Group{
+			{"QOS shared GrpTRES", GroupLimits{GPUs: 16}}, {"QOS shared MaxTRESPerUser (user carl)", GroupLimits{GPUs: 8, CPUs: 64}},
+			{"QOS shared MaxTRESPerAccount (account root)", GroupLimits{CPUs: 96}}}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

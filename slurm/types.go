@@ -198,6 +198,9 @@ type Partition struct {
 	// MaxCPUsPerNode and MaxMemPerNode (MiB); 0 when unlimited.
 	MaxCPUsPerNode  int
 	MaxMemPerNodeMB int64
+	// QOS is the partition's QOS, whose limits apply to every job in it
+	// ahead of the job's own QOS; "" for none.
+	QOS string
 }
 
 // JobLimits is what a QOS or an association allows one job: its
@@ -216,8 +219,11 @@ type JobLimits struct {
 
 // QOS is a Slurm QOS and its limits.
 type QOS struct {
-	Name   string
-	PerJob JobLimits
+	Name string
+	// OverPartQOS is the OverPartQOS flag: this QOS's limits apply ahead
+	// of the partition's QOS for jobs that run with it.
+	OverPartQOS bool
+	PerJob      JobLimits
 	// Grp bounds all the QOS's jobs together (GrpTRES), PerUser and
 	// PerAccount one user's or one account's jobs in it (MaxTRESPerUser,
 	// MaxTRESPerAccount).

@@ -265,6 +265,7 @@ func (b *v38) partitions(ctx context.Context) ([]Partition, error) {
 			MaxTime:         minutes(deref(p.MaxTimeLimit)),
 			MaxCPUsPerNode:  max(deref(p.MaximumCpusPerNode), 0),
 			MaxMemPerNodeMB: max(deref(p.MaximumMemoryPerNode), 0),
+			QOS:             deref(p.Qos),
 		})
 	}
 	return out, nil

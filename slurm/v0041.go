@@ -294,6 +294,9 @@ func (b *v41) partitions(ctx context.Context) ([]Partition, error) {
 		if p.Cpus != nil {
 			part.TotalCPUs = int(deref(p.Cpus.Total))
 		}
+		if p.Qos != nil {
+			part.QOS = deref(p.Qos.Assigned)
+		}
 		if p.Maximums != nil {
 			part.MaxNodesPerJob = int(num(p.Maximums.Nodes))
 			part.MaxTime = minutes(num(p.Maximums.Time))

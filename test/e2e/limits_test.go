@@ -16,7 +16,8 @@ import (
 	"github.com/rubick-sched/rubick/slurm"
 )
 
-// TestSlurmLimit: 4 GPUs per job, set on the QOS or on root's association,
+// TestSlurmLimit: 4 GPUs per job, set on the QOS, on root's association or
+// on the partition's QOS,
 // or 4 GPUs (16 CPUs, 64 GB) for all the QOS's jobs together, or 64 GB per
 // job (the job's 32 GB per node: 2 nodes at most), or 4 GPUs or 48 GB per
 // node (with 16 GB per GPU: 3 GPUs), or 40 GPU-minutes of running jobs or
@@ -74,6 +75,17 @@ func TestSlurmLimit(t *testing.T) {
 			slurmLimit(t, tc.set, tc.value, cmp.Or(tc.reset, "-1"), tc.limit, tc.want, cmp.Or(tc.mem, "--mem=32G"))
 		})
 	}
+	// The partition's QOS applies ahead of the job's (normal): before
+	// rubick read it, Slurm held the job back (QOSMaxGRESPerJob) and
+	// rubick gave it its request.
+	t.Run("partition QOS", func(t *testing.T) {
+		l := labFromEnv(t)
+		l.run(t, "sacctmgr", "-i", "add", "qos", "gpupart")
+		defer l.run(t, "sacctmgr", "-i", "delete", "qos", "gpupart")
+		l.run(t, "scontrol", "update", "PartitionName=gpu", "QOS=gpupart")
+		defer l.run(t, "scontrol", "update", "PartitionName=gpu", "QOS=")
+		slurmLimit(t, []string{"qos", "gpupart", "set", "MaxTRESPerJob=gres/gpu="}, "4", "-1", "", bounds{gpus: 4}, "--mem=32G")
+	})
 }
 
 // bounds is what a job may run on: at most gpus GPUs (perNode on one
