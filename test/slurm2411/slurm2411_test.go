@@ -262,11 +262,13 @@ func TestRubickdAgainstSlurm2411(t *testing.T) {
 
 // TestRubickdLimits2411: with slurmdbd (trixie-up.sh WITH_DBD=1), rubickd
 // reads 24.11's QOS limits and plans within them: GrpTRESRunMins=gres/gpu=20
-// for two bert jobs of 5 minutes asking for 2 GPUs, which it would
-// otherwise grow to a node each (and Slurm then held back with
-// QOSGrpGRESRunMinutes). Neither is ever held back by Slurm for a limit,
-// and the two never hold more than 20 GPU-minutes to run together: the
-// first runs on 4 GPUs, the second after it.
+// on the jobs' QOS and MaxTRESPerJob=gres/gpu=4 on the partition's, for two
+// bert jobs asking for 2 GPUs, of 2 and 5 minutes. Unbounded, rubick grows
+// each to a node. Each limit binds (bert runs on 1, 2, 4 or 8 GPUs): the
+// partition's alone would let both run on 4, 28 GPU-minutes; the minutes
+// alone, the first on 8. Neither job is ever held back by Slurm for a
+// limit, none runs on more than 4 GPUs, and the two never hold more than
+// 20 GPU-minutes to run together.
 func TestRubickdLimits2411(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -274,17 +276,21 @@ func TestRubickdLimits2411(t *testing.T) {
 	if l, err := c.Limits(ctx); err != nil || l.QOS == nil {
 		t.Skipf("SKIP: no slurmdbd behind the 24.11 lab (trixie-up.sh WITH_DBD=1): %v", err)
 	}
-	sacctmgr := func(set string) {
+	inRoot := func(argv ...string) {
 		t.Helper()
-		if out, err := exec.Command("chroot", root, "env", "-u", "SLURM_CONF", "sacctmgr", "-i", "modify", "qos", "normal", "set", set).CombinedOutput(); err != nil {
-			t.Fatalf("sacctmgr set %s: %v\n%s", set, err, out)
+		if out, err := exec.Command("chroot", append([]string{root, "env", "-u", "SLURM_CONF"}, argv...)...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", argv, err, out)
 		}
 	}
-	sacctmgr("GrpTRESRunMins=gres/gpu=20")
-	t.Cleanup(func() { sacctmgr("GrpTRESRunMins=gres/gpu=-1") })
+	inRoot("sacctmgr", "-i", "modify", "qos", "normal", "set", "GrpTRESRunMins=gres/gpu=20")
+	t.Cleanup(func() { inRoot("sacctmgr", "-i", "modify", "qos", "normal", "set", "GrpTRESRunMins=gres/gpu=-1") })
+	inRoot("sacctmgr", "-i", "add", "qos", "gpupart", "MaxTRESPerJob=gres/gpu=4")
+	t.Cleanup(func() { inRoot("sacctmgr", "-i", "delete", "qos", "gpupart") })
+	inRoot("scontrol", "update", "PartitionName=gpu", "QOS=gpupart")
+	t.Cleanup(func() { inRoot("scontrol", "update", "PartitionName=gpu", "QOS=") })
 
 	logPath := runRubickd(ctx, t, root)
-	ids := submitBert(ctx, t, root, 2, "--time=5", "--qos=normal")
+	ids := append(submitBert(ctx, t, root, 1, "--time=2", "--qos=normal"), submitBert(ctx, t, root, 1, "--time=5", "--qos=normal")...)
 	ended := map[int]bool{}
 	ran := map[int]int{} // the GPUs each job was seen running on
 	for ctx.Err() == nil && len(ended) < len(ids) {
@@ -301,6 +307,9 @@ func TestRubickdLimits2411(t *testing.T) {
 				t.Fatalf("job %d held back by Slurm for %s; rubickd log %s", id, j.Reason, logPath)
 			case j.State == slurm.StateRunning:
 				ran[id] = j.GPUs
+				if j.GPUs > 4 {
+					t.Fatalf("job %d runs on %d GPUs, want 4 at most (the partition QOS's MaxTRESPerJob)", id, j.GPUs)
+				}
 				// What Slurm counts: the minutes left of its limit.
 				left := max(j.TimeLimit-time.Since(j.StartTime), 0)
 				minutes += j.GPUs * int((left+time.Minute-1)/time.Minute)
