@@ -1488,6 +1488,10 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 	}
 	if a.Detail == "" {
 		a.Detail = fmt.Sprintf("%s on %s with %d CPUs: %.3g samples/s (%.2fx request)", plan, r.placement(js.cur), js.cpus(), tput, tput/js.info.ref)
+		if m := j.Max.GPUs; m > 0 && js.gpus >= m {
+			// Say so when its limits, not its slope, stopped its growth.
+			a.Detail += fmt.Sprintf(", at the %d GPUs its limits allow", m)
+		}
 	}
 	return a
 }

@@ -3,6 +3,7 @@ package policy_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -684,6 +685,11 @@ func TestJobMax(t *testing.T) {
 					bound.MemGBPerNode > 0 && nodeMem > bound.MemGBPerNode {
 					t.Errorf("%s: got %d GPUs, %d CPUs, %.0f GB on %d nodes (at most %d GPUs, %d CPUs on one), want a start within %+v (%s: %s)",
 						pol, gpus, cpus, mem, len(a.Alloc), nodeGPUs, nodeCPUs, bound, a.Reason, a.Detail)
+				}
+				// rubick says when the bound, not the slope, stopped it.
+				atBound := fmt.Sprintf("at the %d GPUs its limits allow", bound.GPUs)
+				if pol == "rubick" && (bound.GPUs > 0 && gpus == bound.GPUs) != strings.Contains(a.Detail, atBound) {
+					t.Errorf("rubick started it on %d GPUs within %+v, detail %q: want %q exactly when at its GPU bound", gpus, bound, a.Detail, atBound)
 				}
 				if bound == (policy.Size{}) && pol == "rubick" && (gpus <= 4 || cpus <= 20 || len(a.Alloc) <= 1 || mem <= 40 || nodeGPUs <= 2 || nodeCPUs <= 8 || nodeMem <= 50) {
 					t.Errorf("rubick gave the unbounded job %d GPUs, %d CPUs, %.0f GB on %d nodes (at most %d GPUs, %d CPUs on one); the test needs it past every bound",
