@@ -94,9 +94,9 @@ func (l dbQOSList) convert() []QOS {
 				o.PerUser, o.PerAccount = groupIn(m.Tres.Per.User), groupIn(m.Tres.Per.Account)
 			}
 			if mp := m.minutesPer(); mp != nil {
-				o.Grp.GPURunMins, o.Grp.CPURunMins = runMins(mp.QOS)
-				o.PerUser.GPURunMins, o.PerUser.CPURunMins = runMins(mp.User)
-				o.PerAccount.GPURunMins, o.PerAccount.CPURunMins = runMins(mp.Account)
+				o.Grp.GPURunMins, o.Grp.CPURunMins = tresMins(mp.QOS)
+				o.PerUser.GPURunMins, o.PerUser.CPURunMins = tresMins(mp.User)
+				o.PerAccount.GPURunMins, o.PerAccount.CPURunMins = tresMins(mp.Account)
 			}
 		}
 		out = append(out, o)
@@ -110,7 +110,7 @@ func (l dbAssocList) convert() []Association {
 		o := Association{Cluster: deref(a.Cluster), Account: deref(a.Account), User: deref(a.User),
 			Partition: deref(a.Partition), Parent: deref(a.ParentAccount), PerJob: a.Max.perJob(), Grp: a.Max.grp()}
 		if m := a.Max; m != nil && m.Tres != nil && m.Tres.Group != nil {
-			o.Grp.GPURunMins, o.Grp.CPURunMins = runMins(m.Tres.Group.Active)
+			o.Grp.GPURunMins, o.Grp.CPURunMins = tresMins(m.Tres.Group.Active)
 		}
 		out = append(out, o)
 	}
@@ -125,9 +125,9 @@ func (m *dbMax) minutesPer() *dbMinutesPer {
 	return m.Tres.Minutes.Per
 }
 
-// runMins reads gres/gpu and cpu off a TRES-minutes list; 0 where it has
+// tresMins reads gres/gpu and cpu off a TRES-minutes list; 0 where it has
 // none.
-func runMins(l *[]dbTRES) (gpu, cpu int64) {
+func tresMins(l *[]dbTRES) (gpu, cpu int64) {
 	g := groupIn(l)
 	return int64(g.GPUs), int64(g.CPUs)
 }
@@ -173,7 +173,7 @@ func (m *dbMax) perJob() JobLimits {
 		out.Wall = cmp.Or(out.Wall, minutes(m.Jobs.Per.WallClock.Value))
 	}
 	if mp := m.minutesPer(); mp != nil {
-		out.GPUMins, out.CPUMins = runMins(mp.Job)
+		out.GPUMins, out.CPUMins = tresMins(mp.Job)
 	}
 	if m.Tres == nil || m.Tres.Per == nil {
 		return out
