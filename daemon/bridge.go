@@ -302,6 +302,15 @@ func (m jobMinutes) bound(gpus, cpus int, held slurm.GroupLimits) (int, int) {
 	return gpus, cpus
 }
 
+// gpuBy names the limit its GPU-minutes come from, for a GPU bound they
+// set.
+func (m jobMinutes) gpuBy() string {
+	if m.lim.GPUMins > 0 && m.lim.GPUMins == m.gpu {
+		return fmt.Sprintf("MaxTRESMinsPerJob of its QOS, its partition's QOS or its association, %d GPU-minutes for its %d-minute time limit", m.gpu, m.limit)
+	}
+	return fmt.Sprintf("%s, %d GPU-minutes left for its %d-minute time limit", m.room.gpuMinsBy.Limit, m.gpu, m.limit)
+}
+
 // noRoom says why a pending job cannot start on even one GPU (or CPU) for
 // its time limit, and whether that is for good (its per-job limit) rather
 // than until a group's running jobs use up their minutes; ok is false when
@@ -574,6 +583,9 @@ type View struct {
 	// policy plans them from the nearest GPU count where one does. The
 	// value says why and from what.
 	Adjusted map[int]string
+	// Bounds names, for managed jobs whose GPUs a Slurm limit bounds, the
+	// bound and the limit that sets it, for rubick explain.
+	Bounds map[int]GPUBound
 	// Arrays are held job arrays whose tasks are still one record, with
 	// the tasks to split off this cycle; they are planned once split.
 	Arrays []arraySplit
@@ -592,6 +604,12 @@ type View struct {
 	// Waiting lists pending jobs kept held while a group limit of theirs
 	// has no room left; Unmanaged says which.
 	Waiting []slurm.Job
+}
+
+// GPUBound is the most GPUs a job's Slurm limits let it hold, and why.
+type GPUBound struct {
+	GPUs int
+	By   string
 }
 
 // Estimators gives the fitted estimator of a model type, or false.
@@ -636,7 +654,7 @@ type Inputs struct {
 // rigid_jobs: schedule, by what the first pending rigid job needs.
 func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, error) {
 	nodes, jobs, est, facts := in.Nodes, in.Jobs, in.Estimators, in.Facts
-	v := &View{managed: map[string]*managedJob{}, Unmanaged: map[int]string{}, Adjusted: map[int]string{}}
+	v := &View{managed: map[string]*managedJob{}, Unmanaged: map[int]string{}, Adjusted: map[int]string{}, Bounds: map[int]GPUBound{}}
 	models := map[string]policy.Estimator{}
 	var pjobs []policy.Job
 	usage := map[string]policy.NodeAlloc{} // what managed jobs hold, per node
@@ -782,8 +800,12 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			continue
 		}
 		held := holds(j, now)
+		bound := GPUBound{GPUs: lim.GPUs, By: "MaxTRESPerJob of its QOS, its partition's QOS or its association"}
 		lim.GPUs, lim.CPUs = capBy(lim.GPUs, room.gpus, held.GPUs), capBy(lim.CPUs, room.cpus, held.CPUs)
 		lim.MemMB = capBy(lim.MemMB, room.mem, held.MemMB)
+		if lim.GPUs != bound.GPUs {
+			bound = GPUBound{lim.GPUs, fmt.Sprintf("%s, %d GPUs left", room.gpuBy.Limit, room.gpus)}
+		}
 		mins := minutesOf(j, lim, room)
 		if j.State == slurm.StatePending {
 			if why, never, ok := mins.noRoom(v.usage); ok {
@@ -798,6 +820,12 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			}
 		}
 		lim.GPUs, lim.CPUs = mins.bound(lim.GPUs, lim.CPUs, held)
+		if lim.GPUs != bound.GPUs {
+			bound = GPUBound{lim.GPUs, mins.gpuBy()}
+		}
+		if bound.GPUs > 0 {
+			v.Bounds[j.ID] = bound
+		}
 		jshape := shape // what the job's limits let it reach
 		if lim.GPUs > 0 && lim.GPUs < jshape.gpus {
 			jshape.gpus, jshape.limited = lim.GPUs, true

@@ -622,6 +622,10 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 			// rubick explain shows why the job is not planned from its request.
 			a.Detail = strings.TrimPrefix(a.Detail+"; ", "; ") + why
 		}
+		if b, ok := v.Bounds[int(id)]; ok && allocGPUs(a.Alloc) >= b.GPUs {
+			// and which limit it stopped at.
+			a.Detail = strings.TrimPrefix(a.Detail+"; ", "; ") + fmt.Sprintf("%d GPUs at most: %s", b.GPUs, b.By)
+		}
 		if tl, ok := limits[int(id)]; ok && v.managed[a.JobID] != nil {
 			// and why its time limit is not the one it was submitted with.
 			note := timeLimitNote(tl, v.managed[a.JobID].time.user)
@@ -681,6 +685,15 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		return store.Decision{}, fmt.Errorf("record decision: %w", err)
 	}
 	return rec, nil
+}
+
+// allocGPUs is the number of GPUs of an allocation.
+func allocGPUs(alloc []policy.NodeAlloc) int {
+	n := 0
+	for _, a := range alloc {
+		n += a.GPUs
+	}
+	return n
 }
 
 // timeLimitNote says what a start set the job's time limit to, and why;

@@ -1357,10 +1357,12 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 		maxCPUs int               // the most CPUs
 		maxMem  int64             // the most memory (MB) over its nodes; 0: any
 		ignored string
-		release bool // released as submitted, for Slurm to hold back
+		release bool   // released as submitted, for Slurm to hold back
+		bound   string // what rubick explain says stopped it, where it started at its bound
 	}{
-		"no limit":   {others: 2, maxGPUs: 8, maxCPUs: 64}, // 4 GPUs, 16 CPUs
-		"GPU room":   {grp: slurm.GroupLimits{GPUs: 4}, others: 2, maxGPUs: 2, maxCPUs: 64},
+		"no limit": {others: 2, maxGPUs: 8, maxCPUs: 64}, // 4 GPUs, 16 CPUs
+		"GPU room": {grp: slurm.GroupLimits{GPUs: 4}, others: 2, maxGPUs: 2, maxCPUs: 64,
+			bound: "2 GPUs at most: QOS shared GrpTRES, 2 GPUs left"},
 		"group full": {grp: slurm.GroupLimits{GPUs: 4}, others: 4, ignored: "waits for room in QOS shared GrpTRES: GPUs in use 4, allowed 4"},
 		"CPU room":   {grp: slurm.GroupLimits{CPUs: 20}, others: 2, maxGPUs: 8, maxCPUs: 12},
 		"CPUs full":  {grp: slurm.GroupLimits{CPUs: 8}, others: 2, ignored: "waits for room in QOS shared GrpTRES: CPUs in use 8, allowed 8"},
@@ -1372,13 +1374,15 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 		// 28000 MB left, short of the 64000 per node it asked for.
 		"memory short": {grp: slurm.GroupLimits{MemMB: 60000}, others: 2,
 			ignored: "waits for room in QOS shared GrpTRES: memory in use 32000 MB, allowed 60000 MB, and one GPU needs 64000 MB"},
-		"GPU-minutes room": {grp: slurm.GroupLimits{GPURunMins: 240}, others: 2, maxGPUs: 3, maxCPUs: 64},
+		"GPU-minutes room": {grp: slurm.GroupLimits{GPURunMins: 180}, others: 2, maxGPUs: 2, maxCPUs: 64,
+			bound: "2 GPUs at most: QOS shared GrpTRES, 120 GPU-minutes left for its 60-minute time limit"},
 		"GPU-minutes full": {grp: slurm.GroupLimits{GPURunMins: 100}, others: 2,
 			ignored: "waits for room in QOS shared GrpTRES: GPU-minutes to run in use 60, allowed 100, and one GPU for its 60-minute time limit takes 60"},
 		"CPU-minutes room": {grp: slurm.GroupLimits{CPURunMins: 960}, others: 2, maxGPUs: 8, maxCPUs: 12},
 		"CPU-minutes full": {grp: slurm.GroupLimits{CPURunMins: 280}, others: 2,
 			ignored: "waits for room in QOS shared GrpTRES: CPU-minutes to run in use 240, allowed 280, and one CPU for its 60-minute time limit takes 60"},
-		"GPU-minutes per job": {qosJob: slurm.JobLimits{GPUMins: 180}, others: 2, maxGPUs: 3, maxCPUs: 64},
+		"GPU-minutes per job": {qosJob: slurm.JobLimits{GPUMins: 120}, others: 2, maxGPUs: 2, maxCPUs: 64,
+			bound: "2 GPUs at most: MaxTRESMinsPerJob of its QOS, its partition's QOS or its association, 120 GPU-minutes for its 60-minute time limit"},
 		"CPU-minutes per job": {qosJob: slurm.JobLimits{CPUMins: 720}, others: 2, maxGPUs: 8, maxCPUs: 12},
 		"GPU-minutes per job short": {qosJob: slurm.JobLimits{GPUMins: 30}, others: 2, release: true,
 			ignored: "its 60-minute time limit on one GPU is over its GPU-minutes per job (30)"},
@@ -1428,6 +1432,12 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 			if gpus > tc.maxGPUs || gpus < 2 || cpus > tc.maxCPUs || tc.maxMem > 0 && mem > tc.maxMem {
 				t.Errorf("started on %d GPUs, %d CPUs, %d MB; want 2 to %d GPUs, %d CPUs at most, %d MB at most (0: any)",
 					gpus, cpus, mem, tc.maxGPUs, tc.maxCPUs, tc.maxMem)
+			}
+			if tc.bound != "" {
+				reasons, err := st.Reasons(context.Background(), 21, 1)
+				if err != nil || len(reasons) != 1 || !strings.Contains(string(reasons[0].Reason), tc.bound) {
+					t.Errorf("stored reasons of job 21: %v, %v; want them to say %q", reasons, err, tc.bound)
+				}
 			}
 			if tc.grp == (slurm.GroupLimits{}) && tc.qosJob == (slurm.JobLimits{}) && (gpus <= 2 || cpus <= 12 || mem <= 72000) {
 				t.Errorf("without a limit started on %d GPUs, %d CPUs, %d MB; want over 2 GPUs, 12 CPUs and 72000 MB: the twin that shows the caps",
