@@ -308,7 +308,7 @@ func (m jobMinutes) gpuBy() string {
 	if m.lim.GPUMins > 0 && m.lim.GPUMins == m.gpu {
 		return fmt.Sprintf("MaxTRESMinsPerJob of its QOS, its partition's QOS or its association, %d GPU-minutes for its %d-minute time limit", m.gpu, m.limit)
 	}
-	return fmt.Sprintf("%s, %d GPU-minutes left for its %d-minute time limit", m.room.gpuMinsBy.Limit, m.gpu, m.limit)
+	return fmt.Sprintf("%s, %d GPU-minutes left for its %d-minute time limit", m.room.gpuMinsBy.RunMinsName(), m.gpu, m.limit)
 }
 
 // noRoom says why a pending job cannot start on even one GPU (or CPU) for
@@ -327,7 +327,7 @@ func (m jobMinutes) noRoom(use map[slurm.Group]slurm.GroupLimits) (why string, n
 			return fmt.Sprintf("its %d-minute time limit on one %s is over its %s-minutes per job (%d)", m.limit, what, what, perJob), true, true
 		}
 		return fmt.Sprintf("waits for room in %s: %s-minutes to run in use %d, allowed %d, and one %s for its %d-minute time limit takes %d",
-			by.Limit, what, used, limit, what, m.limit, m.limit), false, true
+			by.RunMinsName(), what, used, limit, what, m.limit, m.limit), false, true
 	}
 	if why, never, ok := check("GPU", m.gpu, m.lim.GPUMins, m.room.gpuMinsBy, m.room.gpuMinsBy.GPURunMins, use[m.room.gpuMinsBy].GPURunMins); ok {
 		return why, never, ok
@@ -1376,18 +1376,19 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 // overGroup says which of group g's limits its use u plus d would pass,
 // and by how much; "" for none.
 func overGroup(g slurm.Group, u, d slurm.GroupLimits) string {
+	runMins := g.RunMinsName()
 	for _, r := range [...]struct {
-		what             string
+		name, what       string
 		limit, used, add int64
 	}{
-		{"GPUs", int64(g.GPUs), int64(u.GPUs), int64(d.GPUs)},
-		{"CPUs", int64(g.CPUs), int64(u.CPUs), int64(d.CPUs)},
-		{"MB of memory", g.MemMB, u.MemMB, d.MemMB},
-		{"GPU-minutes to run", g.GPURunMins, u.GPURunMins, d.GPURunMins},
-		{"CPU-minutes to run", g.CPURunMins, u.CPURunMins, d.CPURunMins},
+		{g.Limit, "GPUs", int64(g.GPUs), int64(u.GPUs), int64(d.GPUs)},
+		{g.Limit, "CPUs", int64(g.CPUs), int64(u.CPUs), int64(d.CPUs)},
+		{g.Limit, "MB of memory", g.MemMB, u.MemMB, d.MemMB},
+		{runMins, "GPU-minutes to run", g.GPURunMins, u.GPURunMins, d.GPURunMins},
+		{runMins, "CPU-minutes to run", g.CPURunMins, u.CPURunMins, d.CPURunMins},
 	} {
 		if r.limit > 0 && r.add > 0 && r.used+r.add > r.limit {
-			return fmt.Sprintf("%s allows %d %s, %d in use or planned before it, and its plan adds %d", g.Limit, r.limit, r.what, r.used, r.add)
+			return fmt.Sprintf("%s allows %d %s, %d in use or planned before it, and its plan adds %d", r.name, r.limit, r.what, r.used, r.add)
 		}
 	}
 	return ""

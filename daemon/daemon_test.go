@@ -1375,12 +1375,12 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 		"memory short": {grp: slurm.GroupLimits{MemMB: 60000}, others: 2,
 			ignored: "waits for room in QOS shared GrpTRES: memory in use 32000 MB, allowed 60000 MB, and one GPU needs 64000 MB"},
 		"GPU-minutes room": {grp: slurm.GroupLimits{GPURunMins: 180}, others: 2, maxGPUs: 2, maxCPUs: 64,
-			bound: "2 GPUs at most: QOS shared GrpTRES, 120 GPU-minutes left for its 60-minute time limit"},
+			bound: "2 GPUs at most: QOS shared GrpTRESRunMins, 120 GPU-minutes left for its 60-minute time limit"},
 		"GPU-minutes full": {grp: slurm.GroupLimits{GPURunMins: 100}, others: 2,
-			ignored: "waits for room in QOS shared GrpTRES: GPU-minutes to run in use 60, allowed 100, and one GPU for its 60-minute time limit takes 60"},
+			ignored: "waits for room in QOS shared GrpTRESRunMins: GPU-minutes to run in use 60, allowed 100, and one GPU for its 60-minute time limit takes 60"},
 		"CPU-minutes room": {grp: slurm.GroupLimits{CPURunMins: 960}, others: 2, maxGPUs: 8, maxCPUs: 12},
 		"CPU-minutes full": {grp: slurm.GroupLimits{CPURunMins: 280}, others: 2,
-			ignored: "waits for room in QOS shared GrpTRES: CPU-minutes to run in use 240, allowed 280, and one CPU for its 60-minute time limit takes 60"},
+			ignored: "waits for room in QOS shared GrpTRESRunMins: CPU-minutes to run in use 240, allowed 280, and one CPU for its 60-minute time limit takes 60"},
 		"GPU-minutes per job": {qosJob: slurm.JobLimits{GPUMins: 120}, others: 2, maxGPUs: 2, maxCPUs: 64,
 			bound: "2 GPUs at most: MaxTRESMinsPerJob of its QOS, its partition's QOS or its association, 120 GPU-minutes for its 60-minute time limit"},
 		"CPU-minutes per job": {qosJob: slurm.JobLimits{CPUMins: 720}, others: 2, maxGPUs: 8, maxCPUs: 12},
@@ -1522,9 +1522,9 @@ func TestSlurmActionsKeepGroupsTogether(t *testing.T) {
 			map[int]string{8: "QOS shared GrpTRES allows 81920 MB of memory, 65536 in use or planned before it, and its plan adds 32768"}},
 		// An hour on 4 GPUs and 8 CPUs: 240 GPU- and 480 CPU-minutes each.
 		"GPU-minutes": {slurm.GroupLimits{GPURunMins: 600}, []int{5, 6, 7},
-			map[int]string{8: "QOS shared GrpTRES allows 600 GPU-minutes to run, 480 in use or planned before it, and its plan adds 240"}},
+			map[int]string{8: "QOS shared GrpTRESRunMins allows 600 GPU-minutes to run, 480 in use or planned before it, and its plan adds 240"}},
 		"CPU-minutes": {slurm.GroupLimits{CPURunMins: 1000}, []int{5, 6, 7},
-			map[int]string{8: "QOS shared GrpTRES allows 1000 CPU-minutes to run, 960 in use or planned before it, and its plan adds 480"}},
+			map[int]string{8: "QOS shared GrpTRESRunMins allows 1000 CPU-minutes to run, 960 in use or planned before it, and its plan adds 480"}},
 		"room for all": {slurm.GroupLimits{GPUs: 12, CPUs: 24, MemMB: 98304, GPURunMins: 720, CPURunMins: 1440}, []int{5, 6, 7, 8}, map[int]string{}},
 	}
 	for name, tc := range tests {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -131,6 +132,15 @@ type Group struct {
 	// Limit names the limit and whose it is, as an admin would look it up.
 	Limit string
 	GroupLimits
+}
+
+// RunMinsName names g's run-minute limit as an admin sets it:
+// GrpTRESRunMins, MaxTRESRunMinsPU or MaxTRESRunMinsPA where Limit names
+// the GrpTRES, MaxTRESPerUser or MaxTRESPerAccount of the same QOS or
+// association.
+func (g Group) RunMinsName() string {
+	return strings.NewReplacer("GrpTRES", "GrpTRESRunMins", "MaxTRESPerUser", "MaxTRESRunMinsPU",
+		"MaxTRESPerAccount", "MaxTRESRunMinsPA").Replace(g.Limit)
 }
 
 // Groups lists the group limits on GPUs, CPUs, memory or run-minutes job

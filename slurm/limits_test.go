@@ -116,3 +116,17 @@ func TestLimitsGroups(t *testing.T) {
 		})
 	}
 }
+
+func TestGroupRunMinsName(t *testing.T) {
+	tests := map[string]string{
+		"QOS normal GrpTRES":                        "QOS normal GrpTRESRunMins",
+		"QOS normal MaxTRESPerUser (user ann)":      "QOS normal MaxTRESRunMinsPU (user ann)",
+		"QOS normal MaxTRESPerAccount (account ml)": "QOS normal MaxTRESRunMinsPA (account ml)",
+		"association physics/ann GrpTRES":           "association physics/ann GrpTRESRunMins",
+	}
+	for limit, want := range tests {
+		if got := (Group{Limit: limit}).RunMinsName(); got != want {
+			t.Errorf("RunMinsName of %q = %q, want %q", limit, got, want)
+		}
+	}
+}
