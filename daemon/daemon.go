@@ -622,7 +622,7 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 			// rubick explain shows why the job is not planned from its request.
 			a.Detail = strings.TrimPrefix(a.Detail+"; ", "; ") + why
 		}
-		if b, ok := v.Bounds[int(id)]; ok && allocGPUs(a.Alloc) >= b.GPUs {
+		if b, ok := v.Bounds[int(id)]; ok && a.Placement().GPUs() >= b.GPUs {
 			// and which limit it stopped at.
 			a.Detail = strings.TrimPrefix(a.Detail+"; ", "; ") + fmt.Sprintf("%d GPUs at most: %s", b.GPUs, b.By)
 		}
@@ -685,15 +685,6 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		return store.Decision{}, fmt.Errorf("record decision: %w", err)
 	}
 	return rec, nil
-}
-
-// allocGPUs is the number of GPUs of an allocation.
-func allocGPUs(alloc []policy.NodeAlloc) int {
-	n := 0
-	for _, a := range alloc {
-		n += a.GPUs
-	}
-	return n
 }
 
 // timeLimitNote says what a start set the job's time limit to, and why;
