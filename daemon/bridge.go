@@ -166,10 +166,14 @@ func wholeMinutes(d time.Duration) int64 {
 // addTo adds d (negative for what is freed) to each group's usage.
 func addTo(use map[slurm.Group]slurm.GroupLimits, groups []slurm.Group, d slurm.GroupLimits) {
 	for _, g := range groups {
-		u := use[g]
-		use[g] = slurm.GroupLimits{GPUs: u.GPUs + d.GPUs, CPUs: u.CPUs + d.CPUs, MemMB: u.MemMB + d.MemMB,
-			GPURunMins: u.GPURunMins + d.GPURunMins, CPURunMins: u.CPURunMins + d.CPURunMins}
+		use[g] = plus(use[g], d, 1)
 	}
+}
+
+// plus is a + k*b, field by field: one place to add a field to.
+func plus(a, b slurm.GroupLimits, k int) slurm.GroupLimits {
+	return slurm.GroupLimits{GPUs: a.GPUs + k*b.GPUs, CPUs: a.CPUs + k*b.CPUs, MemMB: a.MemMB + int64(k)*b.MemMB,
+		GPURunMins: a.GPURunMins + int64(k)*b.GPURunMins, CPURunMins: a.CPURunMins + int64(k)*b.CPURunMins}
 }
 
 // groupUsage sums what the running jobs, every job in Slurm, hold at now,
@@ -1210,21 +1214,20 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 		held := holds(mj.slurm, now)
 		switch a.Kind {
 		case slurm.ActionPreempt:
-			return slurm.GroupLimits{GPUs: -held.GPUs, CPUs: -held.CPUs, MemMB: -held.MemMB,
-				GPURunMins: -held.GPURunMins, CPURunMins: -held.CPURunMins}, mj.groups
+			return plus(slurm.GroupLimits{}, held, -1), mj.groups
 		case slurm.ActionStart, slurm.ActionRestart:
 			n := a.NodeCount()
-			d := slurm.GroupLimits{GPUs: a.GPUsPerNode*n - held.GPUs, CPUs: a.CPUsPerTask*n - held.CPUs}
+			after := held // what the job holds once the action ran
+			after.GPUs, after.CPUs = a.GPUsPerNode*n, a.CPUsPerTask*n
 			if m := a.MemMB(mj.slurm); m > 0 {
 				// An action that sets no memory leaves the job's as it is.
-				d.MemMB = m - held.MemMB
+				after.MemMB = m
 			}
 			// A start or a restart runs its whole time limit from now.
 			if tl := wholeMinutes(cmp.Or(a.TimeLimit, mj.slurm.TimeLimit)); tl > 0 {
-				d.GPURunMins = int64(a.GPUsPerNode*n)*tl - held.GPURunMins
-				d.CPURunMins = int64(a.CPUsPerTask*n)*tl - held.CPURunMins
+				after.GPURunMins, after.CPURunMins = int64(after.GPUs)*tl, int64(after.CPUs)*tl
 			}
-			return d, mj.groups
+			return plus(after, held, -1), mj.groups
 		}
 		return slurm.GroupLimits{}, nil
 	}
