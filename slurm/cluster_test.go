@@ -65,7 +65,7 @@ func TestGolden2205(t *testing.T) {
 			ID: 31, Name: "resnet50", User: "root", Account: "root", Cluster: "rubick", Partition: "gpu", QOS: "normal",
 			State: StateRunning, Priority: 4294901729,
 			NodeList: []string{"node1"}, BatchHost: "node1", NodeCount: 1,
-			GPUsPerNode: 4, GPUs: 4, CPUs: 8, Tasks: 1, MemPerNodeMB: 65536, MemMB: 65536,
+			GPUsPerNode: 4, GPUs: 4, CPUs: 8, Tasks: 1, MemPerNodeMB: 65536, MemMB: 65536, Billing: 8,
 			Requeue: true, SubmitTime: ts(1795315344), StartTime: ts(1795315344),
 			Comment: "model=resnet50;updated", AdminComment: "rubick:plan=dp4,gpus=4",
 		},
@@ -73,7 +73,7 @@ func TestGolden2205(t *testing.T) {
 			ID: 32, Name: "gpt2-ddp", User: "root", Account: "root", Cluster: "rubick", Partition: "gpu", QOS: "normal",
 			State: StateRunning, Priority: 4294901728,
 			NodeList: []string{"node2", "node3"}, BatchHost: "node2", NodeCount: 2,
-			GPUsPerNode: 8, GPUs: 16, CPUs: 32, Tasks: 2, MemPerCPUMB: 4000, MemMB: 128000,
+			GPUsPerNode: 8, GPUs: 16, CPUs: 32, Tasks: 2, MemPerCPUMB: 4000, MemMB: 128000, Billing: 32,
 			Requeue: true, SubmitTime: ts(1795315344), StartTime: ts(1795315344),
 		},
 		33: {
@@ -87,7 +87,7 @@ func TestGolden2205(t *testing.T) {
 			ID: 24, Name: "rq.sh", User: "root", Account: "root", Cluster: "rubick", Partition: "gpu", QOS: "normal",
 			State: StateCancelled, Priority: 4294901735,
 			NodeList: []string{"node2", "node3"}, BatchHost: "node2", NodeCount: 2,
-			GPUsPerNode: 8, GPUs: 16, CPUs: 2, Tasks: byID[24].Tasks, MemPerCPUMB: 4000, MemMB: 8000,
+			GPUsPerNode: 8, GPUs: 16, CPUs: 2, Tasks: byID[24].Tasks, MemPerCPUMB: 4000, MemMB: 8000, Billing: 1,
 			RequiredNodes: []string{"node2", "node3"},
 			Requeue:       true, RestartCount: 4, SubmitTime: byID[24].SubmitTime, StartTime: byID[24].StartTime,
 		},
@@ -162,13 +162,13 @@ func TestGolden2411(t *testing.T) {
 		{
 			ID: 1, Name: "wrap", User: "root", Cluster: "rubick24", Partition: "gpu", State: StateCompleted, Priority: 1,
 			NodeList: []string{"node1"}, BatchHost: "node1", NodeCount: 1, GPUsPerNode: 1,
-			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, MemMB: 4000, Requeue: true,
+			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, MemMB: 4000, Billing: 1, Requeue: true,
 			SubmitTime: ts(1795317671), StartTime: ts(1795317671),
 		},
 		{
 			ID: 2, Name: "wrap", User: "root", Cluster: "rubick24", Partition: "gpu", State: StateRunning, Priority: 1,
 			NodeList: []string{"node1"}, BatchHost: "node1", NodeCount: 1, GPUsPerNode: 1, GPUs: 1,
-			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, MemMB: 4000, Requeue: true,
+			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, MemMB: 4000, Billing: 1, Requeue: true,
 			SubmitTime: ts(1795317681), StartTime: ts(1795317681),
 			Comment: "model_type=llama", AdminComment: "model_type=llama",
 			Tag: &Tag{ModelType: "llama"}, // the legacy job_submit.lua form
@@ -176,7 +176,7 @@ func TestGolden2411(t *testing.T) {
 		{
 			ID: 3, Name: "gpt2-ddp", User: "root", Cluster: "rubick24", Partition: "gpu", State: StateRunning, Priority: 1,
 			NodeList: []string{"node2", "node3"}, BatchHost: "node2", NodeCount: 2, GPUsPerNode: 8, GPUs: 16,
-			CPUs: 32, CPUsPerTask: 16, Tasks: 2, MemPerCPUMB: 4000, MemMB: 128000, Requeue: true,
+			CPUs: 32, CPUsPerTask: 16, Tasks: 2, MemPerCPUMB: 4000, MemMB: 128000, Billing: 32, Requeue: true,
 			SubmitTime: ts(1795317689), StartTime: ts(1795317690),
 		},
 		{
@@ -712,13 +712,14 @@ func TestJobsExclusiveRequiredNodesHet(t *testing.T) {
 }
 
 // TestLimits reads the lab's QOS and association lists, recorded with
-// MaxTRESPerJob=gres/gpu=4,node=2,cpu=64,mem=200G MaxWall=120
-// GrpTRES=gres/gpu=12,cpu=96,mem=1T MaxTRESPerUser=gres/gpu=6,cpu=48,mem=400G
+// MaxTRESPerJob=gres/gpu=4,node=2,cpu=64,mem=200G,billing=50 MaxWall=120
+// GrpTRES=gres/gpu=12,cpu=96,mem=1T,billing=80
+// MaxTRESPerUser=gres/gpu=6,cpu=48,mem=400G,billing=40
 // MaxTRESPerAccount=gres/gpu=7 MaxTRESPerNode=gres/gpu=3
 // GrpTRESRunMins=gres/gpu=600,cpu=6000 MaxTRESMinsPerJob=gres/gpu=240,cpu=2400
 // MaxTRESRunMinsPU=gres/gpu=300 MaxTRESRunMinsPA=gres/gpu=360 on QOS
 // normal; MaxTRESPerJob=gres/gpu=4,node=2 MaxTRESPerNode=cpu=24 MaxWall=90
-// GrpTRES=gres/gpu=5,cpu=40,mem=300G GrpTRESRunMins=gres/gpu=500
+// GrpTRES=gres/gpu=5,cpu=40,mem=300G,billing=30 GrpTRESRunMins=gres/gpu=500
 // MaxTRESMinsPerJob=gres/gpu=200 on user root's association; and
 // MaxTRESPerJob=node=2 GrpTRES=gres/gpu=9 GrpTRESRunMins=cpu=9000 on
 // account root's.
@@ -741,9 +742,9 @@ func TestLimits(t *testing.T) {
 	want := Limits{
 		QOS: map[string]QOS{
 			"normal": {Name: "normal", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUs: 64, MemMB: 200 << 10, GPUsPerNode: 3, Wall: 120 * time.Minute,
-				GPUMins: 240, CPUMins: 2400},
-				Grp:        GroupLimits{GPUs: 12, CPUs: 96, MemMB: 1 << 20, GPURunMins: 600, CPURunMins: 6000},
-				PerUser:    GroupLimits{GPUs: 6, CPUs: 48, MemMB: 400 << 10, GPURunMins: 300},
+				GPUMins: 240, CPUMins: 2400, Billing: 50},
+				Grp:        GroupLimits{GPUs: 12, CPUs: 96, MemMB: 1 << 20, GPURunMins: 600, CPURunMins: 6000, Billing: 80},
+				PerUser:    GroupLimits{GPUs: 6, CPUs: 48, MemMB: 400 << 10, GPURunMins: 300, Billing: 40},
 				PerAccount: GroupLimits{GPUs: 7, GPURunMins: 360}},
 			"guaranteed": {Name: "guaranteed"},
 		},
@@ -754,7 +755,7 @@ func TestLimits(t *testing.T) {
 			{Cluster: "rubicklab", Account: "root", User: "nobody", PerJob: JobLimits{Nodes: 2}},
 			{Cluster: "rubicklab", Account: "root", User: "root", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUsPerNode: 24, Wall: 90 * time.Minute,
 				GPUMins: 200},
-				Grp: GroupLimits{GPUs: 5, CPUs: 40, MemMB: 300 << 10, GPURunMins: 500}},
+				Grp: GroupLimits{GPUs: 5, CPUs: 40, MemMB: 300 << 10, GPURunMins: 500, Billing: 30}},
 		},
 		Partitions: map[string]Partition{"gpu": {Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"},
 			TotalCPUs: 256, TotalNodes: 4}},
@@ -804,16 +805,18 @@ func TestLimits(t *testing.T) {
 	// lab reports them (scontrol update PartitionName=gpu MaxNodes=2
 	// MaxTime=60; -1 or null when unlimited) and as 24.11 writes a limit
 	// (its unlimited MaxMemPerNode is a set 0, as recorded); QOS=gpupart
-	// as both labs report it.
-	f.overrides["/slurm/v0.0.38/partitions"] = `{"errors":[],"partitions":[{"name":"gpu","nodes":"node[1-4]","maximum_nodes_per_job":2,"max_time_limit":60,"maximum_cpus_per_node":16,"maximum_memory_per_node":65536,"qos":"gpupart"},{"name":"debug","qos":"","nodes":"node[1-4]","maximum_nodes_per_job":-1,"max_time_limit":-1,"maximum_cpus_per_node":-1,"maximum_memory_per_node":null}]}`
+	// and TRESBillingWeights=CPU=0.5,Mem=0.25G,GRES/gpu=2.0 as both labs
+	// report them.
+	f.overrides["/slurm/v0.0.38/partitions"] = `{"errors":[],"partitions":[{"name":"gpu","nodes":"node[1-4]","maximum_nodes_per_job":2,"max_time_limit":60,"maximum_cpus_per_node":16,"maximum_memory_per_node":65536,"qos":"gpupart","billing_weights":"CPU=0.5,Mem=0.25G,GRES\/gpu=2.0"},{"name":"debug","qos":"","nodes":"node[1-4]","maximum_nodes_per_job":-1,"max_time_limit":-1,"maximum_cpus_per_node":-1,"maximum_memory_per_node":null}]}`
 	f41, srv41 = newFakeRestd(t, Version41)
-	f41.overrides["/slurm/v0.0.41/partitions/"] = `{"errors":[],"warnings":[],"partitions":[{"name":"gpu","maximums":{"nodes":{"set":true,"infinite":false,"number":2},"time":{"set":true,"infinite":false,"number":60},"cpus_per_node":{"set":true,"infinite":false,"number":16},"partition_memory_per_node":{"set":true,"infinite":false,"number":65536}},"qos":{"allowed":"","deny":"","assigned":"gpupart"}},{"name":"debug","maximums":{"nodes":{"set":false,"infinite":true,"number":0},"time":{"set":false,"infinite":true,"number":0},"cpus_per_node":{"set":false,"infinite":true,"number":0},"partition_memory_per_node":{"set":true,"infinite":false,"number":0}}}]}`
+	f41.overrides["/slurm/v0.0.41/partitions/"] = `{"errors":[],"warnings":[],"partitions":[{"name":"gpu","maximums":{"nodes":{"set":true,"infinite":false,"number":2},"time":{"set":true,"infinite":false,"number":60},"cpus_per_node":{"set":true,"infinite":false,"number":16},"partition_memory_per_node":{"set":true,"infinite":false,"number":65536}},"qos":{"allowed":"","deny":"","assigned":"gpupart"},"tres":{"billing_weights":"CPU=0.5,Mem=0.25G,GRES/gpu=2.0","configured":"cpu=256,mem=2000G,node=4,billing=256,gres/gpu=32"}},{"name":"debug","maximums":{"nodes":{"set":false,"infinite":true,"number":0},"time":{"set":false,"infinite":true,"number":0},"cpus_per_node":{"set":false,"infinite":true,"number":0},"partition_memory_per_node":{"set":true,"infinite":false,"number":0}}}]}`
 	for v, c := range map[string]*RESTCluster{"22.05": c, "24.11": newTestCluster(t, srv41.URL, nil)} {
 		parts, err := c.Partitions(context.Background())
 		if err != nil || len(parts) != 2 || parts[0].MaxNodesPerJob != 2 || parts[1].MaxNodesPerJob != 0 ||
 			parts[0].MaxTime != time.Hour || parts[1].MaxTime != 0 || parts[0].MaxCPUsPerNode != 16 || parts[1].MaxCPUsPerNode != 0 ||
-			parts[0].MaxMemPerNodeMB != 65536 || parts[1].MaxMemPerNodeMB != 0 || parts[0].QOS != "gpupart" || parts[1].QOS != "" {
-			t.Errorf("%s: partitions %+v, %v; want MaxNodes 2 and unlimited, MaxTime 1 h and unlimited, MaxCPUsPerNode 16 and unlimited, MaxMemPerNode 65536 and unlimited, QOS gpupart and none",
+			parts[0].MaxMemPerNodeMB != 65536 || parts[1].MaxMemPerNodeMB != 0 || parts[0].QOS != "gpupart" || parts[1].QOS != "" ||
+			parts[0].Billing != (BillingWeights{CPU: 0.5, GPU: 2, MemMB: 0.25 / 1024, Set: true}) || parts[1].Billing != (BillingWeights{}) {
+			t.Errorf("%s: partitions %+v, %v; want MaxNodes 2 and unlimited, MaxTime 1 h and unlimited, MaxCPUsPerNode 16 and unlimited, MaxMemPerNode 65536 and unlimited, QOS gpupart and none, billing weights and none",
 				v, parts, err)
 		}
 	}

@@ -3,6 +3,7 @@ package slurm
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -67,6 +68,9 @@ func setJobResources(j *Job, t jobTRES) {
 	}
 	if j.State != StatePending {
 		j.MemMB = tresMemMB(t.alloc)
+		if v, ok := tresValue(t.alloc, "billing"); ok {
+			j.Billing, _ = strconv.ParseInt(v, 10, 64)
+		}
 	}
 	if j.MemPerNodeMB == 0 && j.MemPerCPUMB == 0 && j.MemPerGPUMB == 0 {
 		// --mem=0, or no memory asked for and no default: Slurm gives the

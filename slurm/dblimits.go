@@ -140,8 +140,8 @@ func (m *dbMax) grp() GroupLimits {
 	return groupIn(m.Tres.Total)
 }
 
-// groupIn reads gres/gpu, cpu and mem (MiB, as slurmdbd counts it) off a
-// TRES list; 0 where it has none.
+// groupIn reads gres/gpu, cpu, mem (MiB, as slurmdbd counts it) and
+// billing off a TRES list; 0 where it has none.
 func groupIn(l *[]dbTRES) GroupLimits {
 	var out GroupLimits
 	for _, t := range deref(l) {
@@ -152,15 +152,17 @@ func groupIn(l *[]dbTRES) GroupLimits {
 			out.CPUs = max(t.Count, 0)
 		case "mem/":
 			out.MemMB = int64(max(t.Count, 0))
+		case "billing/":
+			out.Billing = int64(max(t.Count, 0))
 		}
 	}
 	return out
 }
 
-// perJob reads gres/gpu, node, cpu and mem off the per-job TRES limits,
-// gres/gpu, cpu and mem off the per-node ones (MaxTRESPerNode), gres/gpu
-// and cpu off the per-job TRES-minutes (MaxTRESMinsPerJob), and the time
-// limit.
+// perJob reads gres/gpu, node, cpu, mem and billing off the per-job TRES
+// limits, gres/gpu, cpu and mem off the per-node ones (MaxTRESPerNode),
+// gres/gpu and cpu off the per-job TRES-minutes (MaxTRESMinsPerJob), and
+// the time limit.
 func (m *dbMax) perJob() JobLimits {
 	var out JobLimits
 	if m == nil {
@@ -189,6 +191,8 @@ func (m *dbMax) perJob() JobLimits {
 			out.CPUs = n
 		case "mem/":
 			out.MemMB = int64(n)
+		case "billing/":
+			out.Billing = int64(n)
 		}
 	}
 	node := groupIn(m.Tres.Per.Node) // the same TRES, on each node

@@ -72,6 +72,7 @@ func (l *JobLimits) fill(from JobLimits) {
 	l.Wall = cmp.Or(l.Wall, from.Wall)
 	l.GPUMins = cmp.Or(l.GPUMins, from.GPUMins)
 	l.CPUMins = cmp.Or(l.CPUMins, from.CPUMins)
+	l.Billing = cmp.Or(l.Billing, from.Billing)
 }
 
 // qosOf lists the QOS whose limits apply to job j run in partition, first

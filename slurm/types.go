@@ -77,7 +77,10 @@ type Job struct {
 	// MemMB is the total allocated memory in MiB over the job's nodes
 	// (tres_alloc_str), 0 when pending: what Slurm counts against the
 	// job's memory limits.
-	MemMB       int64
+	MemMB int64
+	// Billing is what Slurm bills the job (tres_alloc_str), 0 when
+	// pending: what counts against billing limits.
+	Billing     int64
 	CPUs        int
 	CPUsPerTask int
 	Tasks       int
@@ -201,6 +204,8 @@ type Partition struct {
 	// QOS is the partition's QOS, whose limits apply to every job in it
 	// ahead of the job's own QOS; "" for none.
 	QOS string
+	// Billing is the partition's TRESBillingWeights.
+	Billing BillingWeights
 }
 
 // JobLimits is what a QOS or an association allows one job: its
@@ -215,6 +220,9 @@ type JobLimits struct {
 	MemMBPerNode             int64
 	Wall                     time.Duration
 	GPUMins, CPUMins         int64
+	// Billing is the job's billing (MaxTRESPerJob: billing), as its
+	// partition's TRESBillingWeights work it out.
+	Billing int64
 }
 
 // QOS is a Slurm QOS and its limits.
@@ -230,15 +238,16 @@ type QOS struct {
 	Grp, PerUser, PerAccount GroupLimits
 }
 
-// GroupLimits bound the GPUs (gres/gpu), CPUs and memory (MiB) of several
-// jobs together, and their GPU- and CPU-minutes still to run: each running
-// job's GPUs (CPUs) times what is left of its time limit (GrpTRESRunMins,
-// MaxTRESRunMinsPerUser and PerAccount); 0 where they set no bound. The
-// same type sums what running jobs hold against them.
+// GroupLimits bound the GPUs (gres/gpu), CPUs, memory (MiB) and billing
+// of several jobs together, and their GPU- and CPU-minutes still to run:
+// each running job's GPUs (CPUs) times what is left of its time limit
+// (GrpTRESRunMins, MaxTRESRunMinsPerUser and PerAccount); 0 where they set
+// no bound. The same type sums what running jobs hold against them.
 type GroupLimits struct {
 	GPUs, CPUs             int
 	MemMB                  int64
 	GPURunMins, CPURunMins int64
+	Billing                int64
 }
 
 // Association is a Slurm association (an account, or a user in an

@@ -254,8 +254,13 @@ func (b *v38) partitions(ctx context.Context) ([]Partition, error) {
 		if err != nil {
 			return nil, fmt.Errorf("slurmrestd %s: partition %s: %w", ep, deref(p.Name), err)
 		}
+		billing, err := ParseBillingWeights(deref(p.BillingWeights))
+		if err != nil {
+			return nil, fmt.Errorf("slurmrestd %s: partition %s: %w", ep, deref(p.Name), err)
+		}
 		out = append(out, Partition{
 			Name:       deref(p.Name),
+			Billing:    billing,
 			State:      strings.ToUpper(deref(p.State)),
 			Nodes:      nodes,
 			TotalCPUs:  deref(p.TotalCpus),

@@ -297,6 +297,13 @@ func (b *v41) partitions(ctx context.Context) ([]Partition, error) {
 		if p.Qos != nil {
 			part.QOS = deref(p.Qos.Assigned)
 		}
+		if p.Tres != nil {
+			w, err := ParseBillingWeights(deref(p.Tres.BillingWeights))
+			if err != nil {
+				return nil, fmt.Errorf("slurmrestd %s: partition %s: %w", ep, part.Name, err)
+			}
+			part.Billing = w
+		}
 		if p.Maximums != nil {
 			part.MaxNodesPerJob = int(num(p.Maximums.Nodes))
 			part.MaxTime = minutes(num(p.Maximums.Time))

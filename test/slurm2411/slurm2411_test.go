@@ -195,17 +195,26 @@ func TestV0041GPUsPerJobAndArrays(t *testing.T) {
 
 // TestV0041Limits reads the limits: with slurmrestd's database plugin
 // (trixie-up.sh WITH_DBD=1) the QOS and associations slurmdbd lists, the
-// partitions' alone without it (slurmrestd answers 404 on /slurmdb).
+// partitions' alone without it (slurmrestd answers 404 on /slurmdb); and
+// the partition's TRESBillingWeights either way.
 func TestV0041Limits(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, c, _ := chrootLab(ctx, t)
+	root, c, _ := chrootLab(ctx, t)
+	scontrol := func(arg string) {
+		t.Helper()
+		if out, err := exec.Command("chroot", root, "env", "-u", "SLURM_CONF", "scontrol", "update", "PartitionName=gpu", arg).CombinedOutput(); err != nil {
+			t.Fatalf("scontrol update PartitionName=gpu %s: %v\n%s", arg, err, out)
+		}
+	}
+	scontrol("TRESBillingWeights=CPU=0.5,Mem=0.25G,GRES/gpu=2.0")
+	t.Cleanup(func() { scontrol("TRESBillingWeights=") })
 	l, err := c.Limits(ctx)
 	if err != nil {
 		t.Fatalf("Limits: %v", err)
 	}
-	if _, ok := l.Partitions["gpu"]; !ok {
-		t.Errorf("partitions %v, want gpu", l.Partitions)
+	if p, ok := l.Partitions["gpu"]; !ok || p.Billing != (slurm.BillingWeights{CPU: 0.5, GPU: 2, MemMB: 0.25 / 1024, Set: true}) {
+		t.Errorf("partitions %+v, want gpu with its billing weights", l.Partitions)
 	}
 	if l.QOS == nil {
 		t.Log("no /slurmdb paths (no database plugin): the partitions' limits alone")

@@ -1,0 +1,102 @@
+package slurm
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// BillingWeights are a partition's TRESBillingWeights: what Slurm bills a
+// job for each CPU, GPU, node and MiB of memory it holds, the number its
+// billing limits (GrpTRES=billing=..., MaxTRESPerJob=billing=...) count.
+// The zero value is a partition that sets none, where Slurm bills CPUs
+// alone.
+type BillingWeights struct {
+	CPU, GPU, Node, MemMB float64
+	// Set is true when the partition names any weight: the others are 0.
+	Set bool
+}
+
+// ParseBillingWeights reads a TRESBillingWeights string as slurmrestd
+// reports it ("CPU=0.5,Mem=0.25G,GRES/gpu=2.0"; names in any case). A
+// memory weight is per MiB, or per unit of its suffix (G: per GiB, T: per
+// TiB); the 22.05 lab billed "Mem=2K" at 2 per MiB, which is what a K
+// gives here too. Weights of TRES rubick does not allocate (licenses,
+// burst buffers, other GRES) are left out: its jobs hold none. A typed
+// GPU's weight ("GRES/gpu:a100=3") adds to the GPU weight, the most such a
+// GPU can bill.
+func ParseBillingWeights(s string) (BillingWeights, error) {
+	var w BillingWeights
+	for _, kv := range strings.Split(s, ",") {
+		kv = strings.TrimSpace(kv)
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return BillingWeights{}, fmt.Errorf("TRESBillingWeights %q: entry %q is not TRES=weight", s, kv)
+		}
+		k = strings.ToLower(strings.TrimSpace(k))
+		scale := 1.0
+		if k == "mem" && v != "" {
+			switch v[len(v)-1] {
+			case 'G', 'g':
+				scale, v = 1.0/1024, v[:len(v)-1]
+			case 'T', 't':
+				scale, v = 1.0/(1024*1024), v[:len(v)-1]
+			case 'P', 'p':
+				scale, v = 1.0/(1024*1024*1024), v[:len(v)-1]
+			case 'M', 'm', 'K', 'k':
+				v = v[:len(v)-1]
+			}
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+			return BillingWeights{}, fmt.Errorf("TRESBillingWeights %q: weight %q of %s is not a number >= 0", s, v, k)
+		}
+		f *= scale
+		w.Set = true
+		switch {
+		case k == "cpu":
+			w.CPU = f
+		case k == "mem":
+			w.MemMB = f
+		case k == "node":
+			w.Node = f
+		case k == "gres/gpu" || strings.HasPrefix(k, "gres/gpu:"):
+			w.GPU += f
+		}
+	}
+	return w, nil
+}
+
+// Of is what Slurm bills an allocation of gpus GPUs, cpus CPUs, memMB MiB
+// and nodes nodes: the weighted sum, rounded down as Slurm does (CPU=0.5
+// and 3 CPUs, Mem=0.25G and 1 GiB, GRES/gpu=2 and 2 GPUs bill 5 on the
+// 22.05 lab); its CPUs when no weight is set. With PriorityFlags=MAX_TRES
+// Slurm bills the largest per-node term instead of their sum, never more,
+// so a bound worked out from Of holds there too.
+func (w BillingWeights) Of(gpus, cpus, nodes int, memMB int64) int64 {
+	if !w.Set {
+		return int64(cpus)
+	}
+	return int64(math.Floor(w.CPU*float64(cpus) + w.GPU*float64(gpus) + w.Node*float64(nodes) + w.MemMB*float64(memMB) + 1e-9))
+}
+
+// String names the weights as an admin sets them (memory per GiB).
+func (w BillingWeights) String() string {
+	if !w.Set {
+		return "TRESBillingWeights unset: CPUs alone"
+	}
+	var parts []string
+	for _, t := range []struct {
+		name, unit string
+		v          float64
+	}{{"CPU", "", w.CPU}, {"GRES/gpu", "", w.GPU}, {"Node", "", w.Node}, {"Mem", "G", w.MemMB * 1024}} {
+		if t.v > 0 {
+			parts = append(parts, t.name+"="+strconv.FormatFloat(t.v, 'g', 6, 64)+t.unit)
+		}
+	}
+	return "TRESBillingWeights=" + strings.Join(parts, ",")
+}
