@@ -115,11 +115,13 @@ type managedJob struct {
 	time jobTime
 	// groups are the group limits the job counts against.
 	groups []slurm.Group
+	// billing are its partition's TRESBillingWeights.
+	billing slurm.BillingWeights
 }
 
 // ErrGroupLimit reports an action that would take a job's group (its QOS,
-// user, account or association) past a GPU, CPU, memory or run-minute
-// limit on its jobs together.
+// user, account or association) past a GPU, CPU, memory, billing or
+// run-minute limit on its jobs together.
 var ErrGroupLimit = errors.New("over a group limit")
 
 // groupsMemo gives slurm.Limits.Groups, worked out once per distinct
@@ -143,14 +145,15 @@ func (m *groupsMemo) of(j slurm.Job, partition string) []slurm.Group {
 	return g
 }
 
-// holds is what j counts against its groups at now: the GPUs, CPUs and
-// memory it holds when it runs, and those GPUs and CPUs times the minutes
-// left of its time limit (none without one); nothing when it does not run.
+// holds is what j counts against its groups at now: the GPUs, CPUs,
+// memory and billing it holds when it runs, and those GPUs and CPUs times
+// the minutes left of its time limit (none without one); nothing when it
+// does not run.
 func holds(j slurm.Job, now time.Time) slurm.GroupLimits {
 	if j.State != slurm.StateRunning {
 		return slurm.GroupLimits{}
 	}
-	h := slurm.GroupLimits{GPUs: j.GPUs, CPUs: j.CPUs, MemMB: j.MemMB}
+	h := slurm.GroupLimits{GPUs: j.GPUs, CPUs: j.CPUs, MemMB: j.MemMB, Billing: j.Billing}
 	if j.TimeLimit > 0 {
 		left := wholeMinutes(max(j.TimeLimit-now.Sub(j.StartTime), 0))
 		h.GPURunMins, h.CPURunMins = int64(j.GPUs)*left, int64(j.CPUs)*left
@@ -173,7 +176,8 @@ func addTo(use map[slurm.Group]slurm.GroupLimits, groups []slurm.Group, d slurm.
 // plus is a + k*b, field by field: one place to add a field to.
 func plus(a, b slurm.GroupLimits, k int) slurm.GroupLimits {
 	return slurm.GroupLimits{GPUs: a.GPUs + k*b.GPUs, CPUs: a.CPUs + k*b.CPUs, MemMB: a.MemMB + int64(k)*b.MemMB,
-		GPURunMins: a.GPURunMins + int64(k)*b.GPURunMins, CPURunMins: a.CPURunMins + int64(k)*b.CPURunMins}
+		GPURunMins: a.GPURunMins + int64(k)*b.GPURunMins, CPURunMins: a.CPURunMins + int64(k)*b.CPURunMins,
+		Billing: a.Billing + int64(k)*b.Billing}
 }
 
 // groupUsage sums what the running jobs, every job in Slurm, hold at now,
@@ -189,20 +193,21 @@ func groupUsage(groups *groupsMemo, jobs []slurm.Job, now time.Time) map[slurm.G
 }
 
 // groupRoom is what a job may hold under its group limits: GPUs, CPUs,
-// memory (MiB) and GPU- and CPU-minutes to run, 0 when a group is full (or
-// over), -1 where no group bounds them; by names the group that binds.
+// memory (MiB), billing and GPU- and CPU-minutes to run, 0 when a group is
+// full (or over), -1 where no group bounds them; by names the group that
+// binds.
 type groupRoom struct {
-	gpus, cpus            int
-	mem, gpuMins, cpuMins int64
-	gpuBy, cpuBy, memBy   slurm.Group
-	gpuMinsBy, cpuMinsBy  slurm.Group
+	gpus, cpus                     int
+	mem, gpuMins, cpuMins, billing int64
+	gpuBy, cpuBy, memBy, billingBy slurm.Group
+	gpuMinsBy, cpuMinsBy           slurm.Group
 }
 
 // roomOf is the room job j has under groups at now, given what their
 // running jobs hold (j's own included, when it runs: a restart gives its
 // GPUs and the minutes left of its limit back first).
 func roomOf(groups []slurm.Group, use map[slurm.Group]slurm.GroupLimits, j slurm.Job, now time.Time) groupRoom {
-	r := groupRoom{gpus: -1, cpus: -1, mem: -1, gpuMins: -1, cpuMins: -1}
+	r := groupRoom{gpus: -1, cpus: -1, mem: -1, gpuMins: -1, cpuMins: -1, billing: -1}
 	own := holds(j, now)
 	for _, g := range groups {
 		u := use[g]
@@ -211,6 +216,7 @@ func roomOf(groups []slurm.Group, use map[slurm.Group]slurm.GroupLimits, j slurm
 		tighten(&r.mem, &r.memBy, g, g.MemMB, u.MemMB, own.MemMB)
 		tighten(&r.gpuMins, &r.gpuMinsBy, g, g.GPURunMins, u.GPURunMins, own.GPURunMins)
 		tighten(&r.cpuMins, &r.cpuMinsBy, g, g.CPURunMins, u.CPURunMins, own.CPURunMins)
+		tighten(&r.billing, &r.billingBy, g, g.Billing, u.Billing, own.Billing)
 	}
 	return r
 }
@@ -827,6 +833,34 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		if lim.GPUs != bound.GPUs {
 			bound = GPUBound{lim.GPUs, mins.gpuBy()}
 		}
+		weights := in.Limits.Partitions[part].Billing
+		if lim.Billing > 0 || room.billing >= 0 {
+			req, ok := tagRequest(j)
+			if !ok {
+				req = ownRequest(j)
+			}
+			bill := billOf(weights, lim.Billing, room, req, reqMemMB(j, req, func() int64 { return oneGPUMem(cfg, e, j) }))
+			if j.State == slurm.StatePending && bill.full() {
+				if bill.perJob > 0 && bill.room == bill.perJob {
+					// Slurm holds it back as submitted: left to Slurm.
+					v.asSubmitted(j, "no room to start under "+bill.why())
+				} else {
+					v.Unmanaged[j.ID] = fmt.Sprintf("waits for room in %s: billing in use %d, allowed %d, and its request bills %d (%s)",
+						bill.by.Limit, v.usage[bill.by].Billing, bill.by.Billing, bill.req, weights)
+					v.Waiting = append(v.Waiting, j)
+				}
+				continue
+			}
+			heldNodes := 0
+			if j.State == slurm.StateRunning {
+				heldNodes = max(j.NodeCount, 1)
+			}
+			lim.GPUs, lim.CPUs = capBy(lim.GPUs, bill.gpus, held.GPUs), capBy(lim.CPUs, bill.cpus, held.CPUs)
+			lim.MemMB, lim.Nodes = capBy(lim.MemMB, bill.memMB, held.MemMB), capBy(lim.Nodes, bill.nodes, heldNodes)
+			if lim.GPUs != bound.GPUs {
+				bound = GPUBound{lim.GPUs, bill.why()}
+			}
+		}
 		if bound.GPUs > 0 {
 			v.Bounds[j.ID] = bound
 		}
@@ -859,7 +893,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			continue
 		}
 		models[j.Tag.ModelType] = e
-		mj.groups = groups
+		mj.groups, mj.billing = groups, weights
 		v.managed[pj.ID] = mj
 		pjobs = append(pjobs, pj)
 		for _, a := range pj.Alloc {
@@ -1196,7 +1230,7 @@ func memPerNode(j slurm.Job) int64 {
 // and reported in skipped, keyed by job id.
 //
 // The policy keeps a group's jobs within its GPU and CPU room together, but
-// bounds memory and GPU- and CPU-minutes per job; a start or restart that
+// bounds memory, billing and GPU- and CPU-minutes per job; a start or restart that
 // would take a group past any of its limits together with the plan's
 // others, after what the plan frees, is dropped too (ErrGroupLimit), in the
 // order of the actions: the job stays as it is, and the next cycle plans it
@@ -1227,12 +1261,17 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 			if tl := wholeMinutes(cmp.Or(a.TimeLimit, mj.slurm.TimeLimit)); tl > 0 {
 				after.GPURunMins, after.CPURunMins = int64(after.GPUs)*tl, int64(after.CPUs)*tl
 			}
+			if slices.ContainsFunc(mj.groups, func(g slurm.Group) bool { return g.Billing > 0 }) {
+				// Priced only where it is limited: it bills what Slurm
+				// reported before, and the weights' arithmetic after.
+				after.Billing = mj.billing.Of(after.GPUs, after.CPUs, n, after.MemMB)
+			}
 			return plus(after, held, -1), mj.groups
 		}
 		return slurm.GroupLimits{}, nil
 	}
 	frees := func(d slurm.GroupLimits) bool {
-		return d.GPUs <= 0 && d.CPUs <= 0 && d.MemMB <= 0 && d.GPURunMins <= 0 && d.CPURunMins <= 0
+		return d.GPUs <= 0 && d.CPUs <= 0 && d.MemMB <= 0 && d.GPURunMins <= 0 && d.CPURunMins <= 0 && d.Billing <= 0
 	}
 	// What the plan frees first (preemptions, restarts on less), then what
 	// it takes, in order.
@@ -1387,6 +1426,7 @@ func overGroup(g slurm.Group, u, d slurm.GroupLimits) string {
 		{g.Limit, "GPUs", int64(g.GPUs), int64(u.GPUs), int64(d.GPUs)},
 		{g.Limit, "CPUs", int64(g.CPUs), int64(u.CPUs), int64(d.CPUs)},
 		{g.Limit, "MB of memory", g.MemMB, u.MemMB, d.MemMB},
+		{g.Limit, "billing", g.Billing, u.Billing, d.Billing},
 		{runMins, "GPU-minutes to run", g.GPURunMins, u.GPURunMins, d.GPURunMins},
 		{runMins, "CPU-minutes to run", g.CPURunMins, u.CPURunMins, d.CPURunMins},
 	} {

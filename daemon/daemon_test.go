@@ -1359,6 +1359,7 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 		ignored string
 		release bool   // released as submitted, for Slurm to hold back
 		bound   string // what rubick explain says stopped it, where it started at its bound
+		weights string // the partition's TRESBillingWeights
 	}{
 		"no limit": {others: 2, maxGPUs: 8, maxCPUs: 64}, // 4 GPUs, 16 CPUs
 		"GPU room": {grp: slurm.GroupLimits{GPUs: 4}, others: 2, maxGPUs: 2, maxCPUs: 64,
@@ -1386,6 +1387,19 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 		"CPU-minutes per job": {qosJob: slurm.JobLimits{CPUMins: 720}, others: 2, maxGPUs: 8, maxCPUs: 12},
 		"GPU-minutes per job short": {qosJob: slurm.JobLimits{GPUMins: 30}, others: 2, release: true,
 			ignored: "its 60-minute time limit on one GPU is over its GPU-minutes per job (30)"},
+		// Without weights Slurm bills CPUs: the other job's 8 of 20.
+		"billing room": {grp: slurm.GroupLimits{Billing: 20}, others: 2, maxGPUs: 8, maxCPUs: 12},
+		"billing full": {grp: slurm.GroupLimits{Billing: 8}, others: 2,
+			ignored: "waits for room in QOS shared GrpTRES: billing in use 8, allowed 8, and its request bills 8 (TRESBillingWeights unset: CPUs alone)"},
+		// The request bills 2x2 + 8x0.5 + 62.5x0.25 = 23.6, rounded down;
+		// 50 is 2.1 times that: 4 GPUs, 16 CPUs.
+		"billing per job": {qosJob: slurm.JobLimits{Billing: 50}, weights: "CPU=0.5,Mem=0.25G,GRES/gpu=2.0", others: 2, maxGPUs: 4, maxCPUs: 16,
+			bound: "4 GPUs at most: MaxTRESPerJob billing of its QOS, its partition's QOS or its association (50); its request bills 23 (TRESBillingWeights=CPU=0.5,GRES/gpu=2,Mem=0.25G)"},
+		// The other job bills 4 + 4 + 7.8: 55 of 70 left, 2.3 requests.
+		"billing group": {grp: slurm.GroupLimits{Billing: 70}, weights: "CPU=0.5,Mem=0.25G,GRES/gpu=2.0", others: 2, maxGPUs: 4, maxCPUs: 18,
+			bound: "4 GPUs at most: QOS shared GrpTRES billing, 55 left; its request bills 23 (TRESBillingWeights=CPU=0.5,GRES/gpu=2,Mem=0.25G)"},
+		"billing per job short": {qosJob: slurm.JobLimits{Billing: 10}, weights: "CPU=0.5,Mem=0.25G,GRES/gpu=2.0", others: 2, release: true,
+			ignored: "no room to start under MaxTRESPerJob billing of its QOS, its partition's QOS or its association (10); its request bills 23 (TRESBillingWeights=CPU=0.5,GRES/gpu=2,Mem=0.25G)"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -1394,9 +1408,15 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 				State: slurm.StateRunning, NodeCount: 1, NodeList: []string{"node2"}, GPUsPerNode: tc.others, GPUs: tc.others, CPUs: 8, MemMB: 32000,
 				TimeLimit: time.Hour, StartTime: t0.Add(-30 * time.Minute)}
 			nodes[1].GPUsUsed, nodes[1].CPUsAlloc = tc.others, 8
+			w, err := slurm.ParseBillingWeights(tc.weights)
+			if err != nil {
+				t.Fatal(err)
+			}
+			other.Billing = w.Of(tc.others, 8, 1, 32000) // as Slurm reports it
 			j := heldJob(21, "bert", 1, 2)
 			j.Cluster, j.QOS, j.TimeLimit = "lab", "shared", time.Hour
-			limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Grp: tc.grp, PerJob: tc.qosJob}}}
+			limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Grp: tc.grp, PerJob: tc.qosJob}},
+				Partitions: map[string]slurm.Partition{"gpu": {Name: "gpu", Billing: w}}}
 			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: nodes, jobs: []slurm.Job{j, other}}, limits: limits}
 			a := &fakeApplier{}
 			d, st := newTestDaemonWith(t, c, a, func(*Config) {})
@@ -1492,7 +1512,7 @@ func TestSlurmActionsKeepGroupsTogether(t *testing.T) {
 	est := shippedEstimators(t)
 	running := runningJob(5, "bert")
 	running.NodeList, running.GPUs, running.Tag.Plan = []string{"node1"}, 4, "dp4.tp1.pp1.mb8.a1.z0"
-	running.MemMB = 32768
+	running.MemMB, running.Billing = 32768, 8
 	jobs := []slurm.Job{running, heldJob(6, "bert", 1, 4), heldJob(7, "bert", 1, 4), heldJob(8, "bert", 1, 4)}
 	for i := range jobs {
 		// Each asks for the 32 GB its start below books, and an hour.
@@ -1525,7 +1545,10 @@ func TestSlurmActionsKeepGroupsTogether(t *testing.T) {
 			map[int]string{8: "QOS shared GrpTRESRunMins allows 600 GPU-minutes to run, 480 in use or planned before it, and its plan adds 240"}},
 		"CPU-minutes": {slurm.GroupLimits{CPURunMins: 1000}, []int{5, 6, 7},
 			map[int]string{8: "QOS shared GrpTRESRunMins allows 1000 CPU-minutes to run, 960 in use or planned before it, and its plan adds 480"}},
-		"room for all": {slurm.GroupLimits{GPUs: 12, CPUs: 24, MemMB: 98304, GPURunMins: 720, CPURunMins: 1440}, []int{5, 6, 7, 8}, map[int]string{}},
+		// No weights: each job bills its 8 CPUs.
+		"billing": {slurm.GroupLimits{Billing: 20}, []int{5, 6, 7},
+			map[int]string{8: "QOS shared GrpTRES allows 20 billing, 16 in use or planned before it, and its plan adds 8"}},
+		"room for all": {slurm.GroupLimits{GPUs: 12, CPUs: 24, MemMB: 98304, GPURunMins: 720, CPURunMins: 1440, Billing: 24}, []int{5, 6, 7, 8}, map[int]string{}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -21,12 +21,13 @@ import (
 // or 4 GPUs (16 CPUs, 64 GB) for all the QOS's jobs together, or 64 GB per
 // job (the job's 32 GB per node: 2 nodes at most), or 4 GPUs or 48 GB per
 // node (with 16 GB per GPU: 3 GPUs), or 40 GPU-minutes of running jobs or
-// per job (4 GPUs for the job's 10 minutes). On the idle lab rubick grows
-// a roberta job asking for 2 GPUs to a whole node (it trains 3x faster on
-// 8 than on 2). rubickd reads these limits from slurmdbd and plans the job
-// within them at once. A limit it does not read (the QOS's billing, which
-// without TRESBillingWeights counts CPUs) it learns from Slurm: Slurm holds
-// the job back with QOSGrpBilling, rubickd plans it within its request,
+// per job (4 GPUs for the job's 10 minutes), or a billing of 12 for the
+// QOS's jobs together (without TRESBillingWeights Slurm bills CPUs). On
+// the idle lab rubick grows a roberta job asking for 2 GPUs to a whole node
+// (it trains 3x faster on 8 than on 2). rubickd reads these limits from
+// slurmdbd and plans the job within them at once. A limit it does not read
+// (the QOS's billing per node) it learns from Slurm: Slurm holds the job
+// back with QOSMaxBillingPerNode, rubickd plans it within its request,
 // records the limit in its tag, and the job runs to completion.
 func TestSlurmLimit(t *testing.T) {
 	tests := []struct {
@@ -59,9 +60,12 @@ func TestSlurmLimit(t *testing.T) {
 		// GPU-minutes. rubick then gave it its request.
 		{"run minutes", []string{"qos", "normal", "set", "GrpTRESRunMins=gres/gpu="}, "40", "", bounds{gpus: 4}, "", ""},
 		{"minutes per job", []string{"qos", "normal", "set", "MaxTRESMinsPerJob=gres/gpu="}, "40", "", bounds{gpus: 4}, "", ""},
-		// Not read: the job's 8 CPUs are 8 of billing; grown, it would
-		// take more.
-		{"billing", []string{"qos", "normal", "set", "GrpTRES=billing="}, "12", "QOSGrpBilling", bounds{gpus: 2, cpus: 8}, "", ""},
+		// Before rubick read it, Slurm held the job grown to 32 CPUs back
+		// (QOSGrpBilling), and rubick gave it its request.
+		{"billing", []string{"qos", "normal", "set", "GrpTRES=billing="}, "12", "", bounds{gpus: 8, cpus: 12}, "", ""},
+		// Not read: the job's 8 CPUs bill 8 on its node; grown, it would
+		// bill more.
+		{"billing per node", []string{"qos", "normal", "set", "MaxTRESPerNode=billing="}, "12", "QOSMaxBillingPerNode", bounds{gpus: 2, cpus: 8}, "", ""},
 		// The partition's: before rubick read them, the job was sized
 		// past them and Slurm held it back, with BadConstraints for the
 		// CPUs (a reason that names no limit) and MaxMemPerLimit.
@@ -85,6 +89,16 @@ func TestSlurmLimit(t *testing.T) {
 		l.run(t, "scontrol", "update", "PartitionName=gpu", "QOS=gpupart")
 		defer l.run(t, "scontrol", "update", "PartitionName=gpu", "QOS=")
 		slurmLimit(t, []string{"qos", "gpupart", "set", "MaxTRESPerJob=gres/gpu="}, "4", "-1", "", bounds{gpus: 4}, "--mem=32G")
+	})
+	// With weights the request bills 2x2 + 8x0.5 + 32x0.25 = 16, and 36
+	// is 2.25 of it: 4 GPUs, 18 CPUs and 72 GB at most. Before rubick read
+	// them, it grew the job to 8 GPUs, 32 CPUs and 144 GB, which bill 68,
+	// and Slurm held it back (QOSGrpBilling).
+	t.Run("billing weights", func(t *testing.T) {
+		l := labFromEnv(t)
+		l.run(t, "scontrol", "update", "PartitionName=gpu", "TRESBillingWeights=CPU=0.5,Mem=0.25G,GRES/gpu=2.0")
+		defer l.run(t, "scontrol", "update", "PartitionName=gpu", "TRESBillingWeights=")
+		slurmLimit(t, []string{"qos", "normal", "set", "GrpTRES=billing="}, "36", "-1", "", bounds{gpus: 4, cpus: 18, mem: 72 << 10}, "--mem=32G")
 	})
 }
 

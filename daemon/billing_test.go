@@ -1,0 +1,68 @@
+package daemon
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+func TestBillOf(t *testing.T) {
+	req := request{Nodes: 1, GPUsPerNode: 2, CPUs: 8, MemMB: 32 << 10}
+	grp := slurm.Group{Limit: "QOS q GrpTRES", GroupLimits: slurm.GroupLimits{Billing: 100}}
+	type bounds struct {
+		GPUs, CPUs, Nodes int
+		MemMB             int64
+		Room, Req         int64
+	}
+	tests := []struct {
+		name    string
+		weights string
+		perJob  int64
+		room    int64 // the group's room; -1: none
+		want    bounds
+	}{
+		{"no limit", "CPU=1,GRES/gpu=4", 0, -1, bounds{-1, -1, -1, -1, -1, 16}},
+		// Unset weights bill CPUs: the room is a CPU bound, whatever the GPUs.
+		{"unset", "", 0, 20, bounds{-1, 20, -1, -1, 20, 8}},
+		// 2x4 + 8x1 = 16 per request; 40 is 2.5 of them.
+		{"GPUs and CPUs", "CPU=1,GRES/gpu=4", 0, 40, bounds{5, 20, -1, -1, 40, 16}},
+		{"per job tighter", "CPU=1,GRES/gpu=4", 24, 40, bounds{3, 12, -1, -1, 24, 16}},
+		// 8 + 32 GiB x 0.25 = 16; 32 is twice that.
+		{"memory", "CPU=1,Mem=0.25G", 0, 32, bounds{-1, 16, -1, 64 << 10, 32, 16}},
+		// The node bills 10 whatever runs on it: 30 of 40 left, 1.9 times 2x4 + 8x1.
+		{"node", "CPU=1,GRES/gpu=4,Node=10", 0, 40, bounds{3, 15, 1, -1, 40, 26}},
+		{"node alone", "Node=10", 0, 35, bounds{-1, -1, 3, -1, 35, 10}},
+		{"nothing of rubick's", "license/x=1", 0, 5, bounds{-1, -1, -1, -1, 5, 0}},
+		{"full", "CPU=1,GRES/gpu=4", 0, 7, bounds{0, 3, -1, -1, 7, 16}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := slurm.ParseBillingWeights(tc.weights)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := billOf(w, tc.perJob, groupRoom{billing: tc.room, billingBy: grp}, req, req.MemMB)
+			got := bounds{b.gpus, b.cpus, b.nodes, b.memMB, b.room, b.req}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+			// Whatever stays within the bounds bills no more than the room.
+			if tc.want.Room >= 0 && !b.full() {
+				at := func(n, none int) int {
+					if n < 0 {
+						return none
+					}
+					return n
+				}
+				mem := b.memMB
+				if mem < 0 {
+					mem = req.MemMB
+				}
+				if bill := w.Of(at(b.gpus, 2), at(b.cpus, 8), at(b.nodes, 1), mem); bill > b.room {
+					t.Errorf("the bounds bill %d, over the room %d", bill, b.room)
+				}
+			}
+		})
+	}
+}
