@@ -834,7 +834,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			bound = GPUBound{lim.GPUs, mins.gpuBy()}
 		}
 		weights := in.Limits.Partitions[part].Billing
-		if lim.Billing > 0 || room.billing >= 0 {
+		if weights.Unread == "" && (lim.Billing > 0 || room.billing >= 0) {
 			req, ok := tagRequest(j)
 			if !ok {
 				req = ownRequest(j)
@@ -1261,7 +1261,7 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 			if tl := wholeMinutes(cmp.Or(a.TimeLimit, mj.slurm.TimeLimit)); tl > 0 {
 				after.GPURunMins, after.CPURunMins = int64(after.GPUs)*tl, int64(after.CPUs)*tl
 			}
-			if slices.ContainsFunc(mj.groups, func(g slurm.Group) bool { return g.Billing > 0 }) {
+			if mj.billing.Unread == "" && slices.ContainsFunc(mj.groups, func(g slurm.Group) bool { return g.Billing > 0 }) {
 				// Priced only where it is limited: it bills what Slurm
 				// reported before, and the weights' arithmetic after.
 				after.Billing = mj.billing.Of(after.GPUs, after.CPUs, n, after.MemMB)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -98,6 +99,9 @@ type Daemon struct {
 	limitsErr error
 	// resvErr is the last reservation listing error, logged once.
 	resvErr error
+	// billingErr names the partitions whose billing weights the last
+	// listing could not read, logged once.
+	billingErr error
 
 	mu       sync.Mutex // guards the fields below, read by the status endpoint
 	lastJobs []slurm.Job
@@ -336,6 +340,13 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time) slurm.Limits {
 	d.warnNew(&d.limitsErr, err, "QOS and association limits not read; Slurm's pending reasons will show them")
 	if err == nil {
 		d.limits = list
+		var unread []error
+		for _, name := range slices.Sorted(maps.Keys(list.Partitions)) {
+			if why := list.Partitions[name].Billing.Unread; why != "" {
+				unread = append(unread, fmt.Errorf("partition %s: %s", name, why))
+			}
+		}
+		d.warnNew(&d.billingErr, errors.Join(unread...), "billing weights not read; billing limits in these partitions are learned from Slurm's pending reasons")
 	}
 	return d.limits
 }

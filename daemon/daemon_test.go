@@ -1100,6 +1100,23 @@ func TestSlurmLimitsRefresh(t *testing.T) {
 	}
 }
 
+// A partition whose billing weights did not parse is named in a warning,
+// once while it lasts.
+func TestSlurmLimitsWarnUnreadBilling(t *testing.T) {
+	unread := slurm.Limits{Partitions: map[string]slurm.Partition{"gpu": {Name: "gpu", Billing: slurm.BillingWeights{Unread: `weight "x" of cpu`}},
+		"debug": {Name: "debug"}}}
+	c := &limitsCluster{fakeCluster: &fakeCluster{}, limits: unread}
+	d, _ := newTestDaemonWith(t, c, &fakeApplier{}, func(*Config) {})
+	var log strings.Builder
+	d.deps.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	for i := range 3 {
+		d.slurmLimits(context.Background(), t0.Add(time.Duration(i)*limitsRefresh))
+	}
+	if got := strings.Count(log.String(), "billing weights not read"); got != 1 || !strings.Contains(log.String(), `partition gpu: weight \"x\" of cpu`) {
+		t.Errorf("log %q: want one warning naming partition gpu and why", log.String())
+	}
+}
+
 // An --exclusive job keeps every other job off its nodes, whatever share
 // of them it uses, and a job in a reservation runs on the reservation's
 // nodes, which are not in the snapshot: each is released on its own
@@ -1360,6 +1377,8 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 		release bool   // released as submitted, for Slurm to hold back
 		bound   string // what rubick explain says stopped it, where it started at its bound
 		weights string // the partition's TRESBillingWeights
+		unread  bool   // they did not parse
+		minCPUs int    // the fewest CPUs it may start with
 	}{
 		"no limit": {others: 2, maxGPUs: 8, maxCPUs: 64}, // 4 GPUs, 16 CPUs
 		"GPU room": {grp: slurm.GroupLimits{GPUs: 4}, others: 2, maxGPUs: 2, maxCPUs: 64,
@@ -1398,6 +1417,9 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 		// The other job bills 4 + 4 + 7.8: 55 of 70 left, 2.3 requests.
 		"billing group": {grp: slurm.GroupLimits{Billing: 70}, weights: "CPU=0.5,Mem=0.25G,GRES/gpu=2.0", others: 2, maxGPUs: 4, maxCPUs: 18,
 			bound: "4 GPUs at most: QOS shared GrpTRES billing, 55 left; its request bills 23 (TRESBillingWeights=CPU=0.5,GRES/gpu=2,Mem=0.25G)"},
+		// Weights that did not parse: the billing limit is left to Slurm
+		// (the job grows as without it, here to 8 GPUs and 32 CPUs).
+		"billing unread": {grp: slurm.GroupLimits{Billing: 20}, unread: true, others: 2, maxGPUs: 8, maxCPUs: 64, minCPUs: 13},
 		"billing per job short": {qosJob: slurm.JobLimits{Billing: 10}, weights: "CPU=0.5,Mem=0.25G,GRES/gpu=2.0", others: 2, release: true,
 			ignored: "no room to start under MaxTRESPerJob billing of its QOS, its partition's QOS or its association (10); its request bills 23 (TRESBillingWeights=CPU=0.5,GRES/gpu=2,Mem=0.25G)"},
 	}
@@ -1413,6 +1435,9 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 				t.Fatal(err)
 			}
 			other.Billing = w.Of(tc.others, 8, 1, 32000) // as Slurm reports it
+			if tc.unread {
+				w = slurm.BillingWeights{Unread: `TRESBillingWeights "CPU=x": weight "x" of cpu is not a number >= 0`}
+			}
 			j := heldJob(21, "bert", 1, 2)
 			j.Cluster, j.QOS, j.TimeLimit = "lab", "shared", time.Hour
 			limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Grp: tc.grp, PerJob: tc.qosJob}},
@@ -1449,9 +1474,9 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 			got := oneStart(t, a)
 			gpus, cpus := got.GPUsPerNode*got.NumNodes, got.CPUsPerTask*got.NumNodes
 			mem := got.MemMB(j)
-			if gpus > tc.maxGPUs || gpus < 2 || cpus > tc.maxCPUs || tc.maxMem > 0 && mem > tc.maxMem {
-				t.Errorf("started on %d GPUs, %d CPUs, %d MB; want 2 to %d GPUs, %d CPUs at most, %d MB at most (0: any)",
-					gpus, cpus, mem, tc.maxGPUs, tc.maxCPUs, tc.maxMem)
+			if gpus > tc.maxGPUs || gpus < 2 || cpus > tc.maxCPUs || cpus < tc.minCPUs || tc.maxMem > 0 && mem > tc.maxMem {
+				t.Errorf("started on %d GPUs, %d CPUs, %d MB; want 2 to %d GPUs, %d to %d CPUs, %d MB at most (0: any)",
+					gpus, cpus, mem, tc.maxGPUs, tc.minCPUs, tc.maxCPUs, tc.maxMem)
 			}
 			if tc.bound != "" {
 				reasons, err := st.Reasons(context.Background(), 21, 1)

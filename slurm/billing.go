@@ -16,7 +16,15 @@ type BillingWeights struct {
 	CPU, GPU, Node, MemMB float64
 	// Set is true when the partition names any weight: the others are 0.
 	Set bool
+	// Unread says why the partition's weights could not be read; "" when
+	// they were. Its bills are then unknown.
+	Unread string
 }
+
+// unreadBilling is the weights of a partition whose TRESBillingWeights
+// did not parse: one odd string costs the billing limits there, not the
+// listing.
+func unreadBilling(err error) BillingWeights { return BillingWeights{Unread: err.Error()} }
 
 // ParseBillingWeights reads a TRESBillingWeights string as slurmrestd
 // reports it ("CPU=0.5,Mem=0.25G,GRES/gpu=2.0"; names in any case). A

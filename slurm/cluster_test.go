@@ -820,6 +820,18 @@ func TestLimits(t *testing.T) {
 				v, parts, err)
 		}
 	}
+
+	// Weights that do not parse cost the partition its billing, not the
+	// listing.
+	f.overrides["/slurm/v0.0.38/partitions"] = `{"errors":[],"partitions":[{"name":"gpu","nodes":"node[1-4]","maximum_nodes_per_job":2,"billing_weights":"CPU=x"}]}`
+	f41.overrides["/slurm/v0.0.41/partitions/"] = `{"errors":[],"warnings":[],"partitions":[{"name":"gpu","maximums":{"nodes":{"set":true,"infinite":false,"number":2}},"tres":{"billing_weights":"CPU=x"}}]}`
+	for v, c := range map[string]*RESTCluster{"22.05": c, "24.11": newTestCluster(t, srv41.URL, nil)} {
+		parts, err := c.Partitions(context.Background())
+		if err != nil || len(parts) != 1 || parts[0].MaxNodesPerJob != 2 || parts[0].Billing.Set ||
+			!strings.Contains(parts[0].Billing.Unread, `weight "x" of cpu`) {
+			t.Errorf("%s: partitions %+v, %v; want gpu, MaxNodes 2, its billing weights unread", v, parts, err)
+		}
+	}
 }
 
 // jobsServed is what Jobs makes of body, served at path by a fake

@@ -256,7 +256,7 @@ func (b *v38) partitions(ctx context.Context) ([]Partition, error) {
 		}
 		billing, err := ParseBillingWeights(deref(p.BillingWeights))
 		if err != nil {
-			return nil, fmt.Errorf("slurmrestd %s: partition %s: %w", ep, deref(p.Name), err)
+			billing = unreadBilling(err)
 		}
 		out = append(out, Partition{
 			Name:       deref(p.Name),

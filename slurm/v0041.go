@@ -300,7 +300,7 @@ func (b *v41) partitions(ctx context.Context) ([]Partition, error) {
 		if p.Tres != nil {
 			w, err := ParseBillingWeights(deref(p.Tres.BillingWeights))
 			if err != nil {
-				return nil, fmt.Errorf("slurmrestd %s: partition %s: %w", ep, part.Name, err)
+				w = unreadBilling(err)
 			}
 			part.Billing = w
 		}
