@@ -94,9 +94,9 @@ func (l dbQOSList) convert() []QOS {
 				o.PerUser, o.PerAccount = groupIn(m.Tres.Per.User), groupIn(m.Tres.Per.Account)
 			}
 			if mp := m.minutesPer(); mp != nil {
-				o.Grp.GPURunMins, o.Grp.CPURunMins = tresMins(mp.QOS)
-				o.PerUser.GPURunMins, o.PerUser.CPURunMins = tresMins(mp.User)
-				o.PerAccount.GPURunMins, o.PerAccount.CPURunMins = tresMins(mp.Account)
+				o.Grp.GPURunMins, o.Grp.CPURunMins, o.Grp.BillingRunMins = tresMins(mp.QOS)
+				o.PerUser.GPURunMins, o.PerUser.CPURunMins, o.PerUser.BillingRunMins = tresMins(mp.User)
+				o.PerAccount.GPURunMins, o.PerAccount.CPURunMins, o.PerAccount.BillingRunMins = tresMins(mp.Account)
 			}
 		}
 		out = append(out, o)
@@ -110,7 +110,7 @@ func (l dbAssocList) convert() []Association {
 		o := Association{Cluster: deref(a.Cluster), Account: deref(a.Account), User: deref(a.User),
 			Partition: deref(a.Partition), Parent: deref(a.ParentAccount), PerJob: a.Max.perJob(), Grp: a.Max.grp()}
 		if m := a.Max; m != nil && m.Tres != nil && m.Tres.Group != nil {
-			o.Grp.GPURunMins, o.Grp.CPURunMins = tresMins(m.Tres.Group.Active)
+			o.Grp.GPURunMins, o.Grp.CPURunMins, o.Grp.BillingRunMins = tresMins(m.Tres.Group.Active)
 		}
 		out = append(out, o)
 	}
@@ -125,11 +125,11 @@ func (m *dbMax) minutesPer() *dbMinutesPer {
 	return m.Tres.Minutes.Per
 }
 
-// tresMins reads gres/gpu and cpu off a TRES-minutes list; 0 where it has
-// none.
-func tresMins(l *[]dbTRES) (gpu, cpu int64) {
+// tresMins reads gres/gpu, cpu and billing off a TRES-minutes list; 0
+// where it has none.
+func tresMins(l *[]dbTRES) (gpu, cpu, billing int64) {
 	g := groupIn(l)
-	return int64(g.GPUs), int64(g.CPUs)
+	return int64(g.GPUs), int64(g.CPUs), g.Billing
 }
 
 // grp reads the limits on all jobs together (GrpTRES).
@@ -161,8 +161,8 @@ func groupIn(l *[]dbTRES) GroupLimits {
 
 // perJob reads gres/gpu, node, cpu, mem and billing off the per-job TRES
 // limits, gres/gpu, cpu and mem off the per-node ones (MaxTRESPerNode),
-// gres/gpu and cpu off the per-job TRES-minutes (MaxTRESMinsPerJob), and
-// the time limit.
+// gres/gpu, cpu and billing off the per-job TRES-minutes
+// (MaxTRESMinsPerJob), and the time limit.
 func (m *dbMax) perJob() JobLimits {
 	var out JobLimits
 	if m == nil {
@@ -175,7 +175,7 @@ func (m *dbMax) perJob() JobLimits {
 		out.Wall = cmp.Or(out.Wall, minutes(m.Jobs.Per.WallClock.Value))
 	}
 	if mp := m.minutesPer(); mp != nil {
-		out.GPUMins, out.CPUMins = tresMins(mp.Job)
+		out.GPUMins, out.CPUMins, out.BillingMins = tresMins(mp.Job)
 	}
 	if m.Tres == nil || m.Tres.Per == nil {
 		return out

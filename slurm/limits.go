@@ -73,6 +73,7 @@ func (l *JobLimits) fill(from JobLimits) {
 	l.GPUMins = cmp.Or(l.GPUMins, from.GPUMins)
 	l.CPUMins = cmp.Or(l.CPUMins, from.CPUMins)
 	l.Billing = cmp.Or(l.Billing, from.Billing)
+	l.BillingMins = cmp.Or(l.BillingMins, from.BillingMins)
 }
 
 // qosOf lists the QOS whose limits apply to job j run in partition, first

@@ -209,10 +209,11 @@ type Partition struct {
 }
 
 // JobLimits is what a QOS or an association allows one job: its
-// allocation (MaxTRESPerJob: gres/gpu, node, cpu, mem), on each node
-// (MaxTRESPerNode: gres/gpu, cpu, mem), its time limit (MaxWall, or a
-// partition's MaxTime) and its GPUs and CPUs times its time limit, in
-// minutes (MaxTRESMinsPerJob: gres/gpu, cpu); 0 where it sets no bound.
+// allocation (MaxTRESPerJob: gres/gpu, node, cpu, mem, billing), on each
+// node (MaxTRESPerNode: gres/gpu, cpu, mem), its time limit (MaxWall, or a
+// partition's MaxTime) and its GPUs, CPUs and billing times its time
+// limit, in minutes (MaxTRESMinsPerJob: gres/gpu, cpu, billing); 0 where
+// it sets no bound.
 type JobLimits struct {
 	GPUs, Nodes, CPUs        int
 	MemMB                    int64
@@ -222,7 +223,7 @@ type JobLimits struct {
 	GPUMins, CPUMins         int64
 	// Billing is the job's billing (MaxTRESPerJob: billing), as its
 	// partition's TRESBillingWeights work it out.
-	Billing int64
+	Billing, BillingMins int64
 }
 
 // QOS is a Slurm QOS and its limits.
@@ -239,15 +240,17 @@ type QOS struct {
 }
 
 // GroupLimits bound the GPUs (gres/gpu), CPUs, memory (MiB) and billing
-// of several jobs together, and their GPU- and CPU-minutes still to run:
-// each running job's GPUs (CPUs) times what is left of its time limit
-// (GrpTRESRunMins, MaxTRESRunMinsPerUser and PerAccount); 0 where they set
-// no bound. The same type sums what running jobs hold against them.
+// of several jobs together, and their GPU-, CPU- and billing-minutes still
+// to run: each running job's GPUs (CPUs, billing) times what is left of
+// its time limit (GrpTRESRunMins, MaxTRESRunMinsPerUser and PerAccount); 0
+// where they set no bound. The same type sums what running jobs hold
+// against them.
 type GroupLimits struct {
 	GPUs, CPUs             int
 	MemMB                  int64
 	GPURunMins, CPURunMins int64
 	Billing                int64
+	BillingRunMins         int64
 }
 
 // Association is a Slurm association (an account, or a user in an
