@@ -7,9 +7,8 @@ import (
 	"github.com/rubick-sched/rubick/slurm"
 )
 
-// jobBill is what a job's billing limits leave it: the tighter of its
-// per-job limit (MaxTRESPerJob billing) and its groups' room (GrpTRES
-// billing and the like), as bounds on each TRES its partition's
+// jobBill is what a job's billing limits leave it: the tightest of its
+// rooms (billRooms), as bounds on each TRES its partition's
 // TRESBillingWeights bill (-1: none).
 //
 // Billing couples the TRES: a job may trade CPUs for GPUs under one
@@ -19,26 +18,68 @@ import (
 // policy makes of it. Without weights Slurm bills CPUs alone, and the room
 // is a CPU bound, exactly.
 type jobBill struct {
-	w    slurm.BillingWeights
-	room int64 // -1: no billing limit
-	// perJob is the per-job limit, by the group that sets room when that
-	// is tighter.
-	perJob int64
-	by     slurm.Group
+	w slurm.BillingWeights
+	// by is the room that binds; room is its billing, -1 when none does.
+	by   billRoom
+	room int64
 	// req is what the request bills.
 	req               int64
 	gpus, cpus, nodes int
 	memMB             int64
 }
 
+// billRoom is one billing limit's room for a job: the billing it may hold
+// (-1: none), whether it is a per-job limit (Slurm holds the job at any
+// size past it) or a group's (room comes as its jobs end), what to call
+// it, and, for a group, its use against its limit.
+type billRoom struct {
+	room   int64
+	perJob bool
+	name   string
+	use    string
+}
+
+// billRooms lists job j's billing rooms: its per-job limit, its groups'
+// room, and the billing-minutes of either over its time limit (minutes,
+// whole; 0: none, which leaves them unpriced).
+func billRooms(lim slurm.JobLimits, room groupRoom, use map[slurm.Group]slurm.GroupLimits, minutes int64) []billRoom {
+	var out []billRoom
+	if lim.Billing > 0 {
+		out = append(out, billRoom{room: lim.Billing, perJob: true,
+			name: fmt.Sprintf("MaxTRESPerJob billing of its QOS, its partition's QOS or its association (%d)", lim.Billing)})
+	}
+	if room.billing >= 0 {
+		by := room.billingBy
+		out = append(out, billRoom{room: room.billing, name: fmt.Sprintf("%s billing, %d left", by.Limit, room.billing),
+			use: fmt.Sprintf("%s: billing in use %d, allowed %d", by.Limit, use[by].Billing, by.Billing)})
+	}
+	if minutes <= 0 {
+		return out
+	}
+	if lim.BillingMins > 0 {
+		out = append(out, billRoom{room: lim.BillingMins / minutes, perJob: true,
+			name: fmt.Sprintf("MaxTRESMinsPerJob billing of its QOS, its partition's QOS or its association, %d billing-minutes for its %d-minute time limit",
+				lim.BillingMins, minutes)})
+	}
+	if room.billingMins >= 0 {
+		by := room.billingMinsBy
+		out = append(out, billRoom{room: room.billingMins / minutes,
+			name: fmt.Sprintf("%s, %d billing-minutes left for its %d-minute time limit", by.RunMinsName(), room.billingMins, minutes),
+			use: fmt.Sprintf("%s: billing-minutes to run in use %d, allowed %d, for its %d-minute time limit",
+				by.RunMinsName(), use[by].BillingRunMins, by.BillingRunMins, minutes)})
+	}
+	return out
+}
+
 // billOf works out jobBill for a job whose request is req, memory
 // included (MiB over its nodes; what the policy books for it when it asked
-// for none), under the per-job limit perJob (0: none) and its groups'
-// room.
-func billOf(w slurm.BillingWeights, perJob int64, room groupRoom, req request, reqMemMB int64) jobBill {
-	b := jobBill{w: w, room: room.billing, perJob: perJob, by: room.billingBy, gpus: -1, cpus: -1, nodes: -1, memMB: -1}
-	if perJob > 0 && (b.room < 0 || perJob < b.room) {
-		b.room = perJob
+// for none), under rooms.
+func billOf(w slurm.BillingWeights, rooms []billRoom, req request, reqMemMB int64) jobBill {
+	b := jobBill{w: w, room: -1, gpus: -1, cpus: -1, nodes: -1, memMB: -1}
+	for _, r := range rooms {
+		if r.room >= 0 && (b.room < 0 || r.room < b.room) {
+			b.by, b.room = r, r.room
+		}
 	}
 	gpus, cpus, nodes := req.Nodes*req.GPUsPerNode, req.CPUs, req.Nodes
 	b.req = w.Of(gpus, cpus, nodes, reqMemMB)
@@ -84,18 +125,16 @@ func (b jobBill) full() bool {
 	return b.gpus == 0 || b.cpus == 0 || b.nodes == 0 || b.memMB == 0
 }
 
-// limit names the limit room comes from.
-func (b jobBill) limit() string {
-	if b.perJob > 0 && b.perJob == b.room {
-		return fmt.Sprintf("MaxTRESPerJob billing of its QOS, its partition's QOS or its association (%d)", b.perJob)
-	}
-	return fmt.Sprintf("%s billing, %d left", b.by.Limit, b.room)
-}
-
 // why says what bounds the job, for a GPU bound the billing sets and a
 // pending job it leaves no room.
 func (b jobBill) why() string {
-	return fmt.Sprintf("%s; its request bills %d (%s)", b.limit(), b.req, b.w)
+	return fmt.Sprintf("%s; its request bills %d (%s)", b.by.name, b.req, b.w)
+}
+
+// waits says what a pending job it leaves no room waits for, under a
+// group's limit.
+func (b jobBill) waits() string {
+	return fmt.Sprintf("waits for room in %s, and its request bills %d (%s)", b.by.use, b.req, b.w)
 }
 
 // reqMemMB is the memory (MiB) a job's request holds over its nodes: what

@@ -42,7 +42,8 @@ func TestBillOf(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b := billOf(w, tc.perJob, groupRoom{billing: tc.room, billingBy: grp}, req, req.MemMB)
+			rooms := billRooms(slurm.JobLimits{Billing: tc.perJob}, groupRoom{billing: tc.room, billingBy: grp, billingMins: -1}, nil, 60)
+			b := billOf(w, rooms, req, req.MemMB)
 			got := bounds{b.gpus, b.cpus, b.nodes, b.memMB, b.room, b.req}
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Errorf("(-want +got):\n%s", d)
@@ -64,5 +65,40 @@ func TestBillOf(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The tightest room binds; billing-minutes are priced over the job's time
+// limit, and not at all without one.
+func TestBillRooms(t *testing.T) {
+	grp := slurm.Group{Limit: "QOS q GrpTRES", GroupLimits: slurm.GroupLimits{Billing: 100, BillingRunMins: 6000}}
+	room := groupRoom{billing: 40, billingBy: grp, billingMins: 1800, billingMinsBy: grp}
+	use := map[slurm.Group]slurm.GroupLimits{grp: {Billing: 60, BillingRunMins: 4200}}
+	tests := []struct {
+		name    string
+		lim     slurm.JobLimits
+		minutes int64
+		room    int64
+		perJob  bool
+		says    string
+	}{
+		{"group", slurm.JobLimits{}, 0, 40, false, "QOS q GrpTRES billing, 40 left"},
+		{"group minutes", slurm.JobLimits{}, 60, 30, false, "QOS q GrpTRESRunMins, 1800 billing-minutes left for its 60-minute time limit"},
+		{"per job", slurm.JobLimits{Billing: 25}, 60, 25, true, "MaxTRESPerJob billing of its QOS, its partition's QOS or its association (25)"},
+		{"per job minutes", slurm.JobLimits{BillingMins: 600}, 60, 10, true,
+			"MaxTRESMinsPerJob billing of its QOS, its partition's QOS or its association, 600 billing-minutes for its 60-minute time limit"},
+		{"per job minutes, no time limit", slurm.JobLimits{BillingMins: 600}, 0, 40, false, "QOS q GrpTRES billing, 40 left"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := billOf(slurm.BillingWeights{}, billRooms(tc.lim, room, use, tc.minutes), request{Nodes: 1, GPUsPerNode: 2, CPUs: 8}, 0)
+			if b.room != tc.room || b.by.perJob != tc.perJob || b.by.name != tc.says {
+				t.Errorf("room %d (per job %v, %q), want %d (%v, %q)", b.room, b.by.perJob, b.by.name, tc.room, tc.perJob, tc.says)
+			}
+		})
+	}
+	b := billOf(slurm.BillingWeights{}, billRooms(slurm.JobLimits{}, room, use, 60), request{Nodes: 1, GPUsPerNode: 2, CPUs: 8}, 0)
+	if want := "waits for room in QOS q GrpTRESRunMins: billing-minutes to run in use 4200, allowed 6000, for its 60-minute time limit, and its request bills 8 (TRESBillingWeights unset: CPUs alone)"; b.waits() != want {
+		t.Errorf("waits() = %q, want %q", b.waits(), want)
 	}
 }

@@ -146,9 +146,9 @@ func (m *groupsMemo) of(j slurm.Job, partition string) []slurm.Group {
 }
 
 // holds is what j counts against its groups at now: the GPUs, CPUs,
-// memory and billing it holds when it runs, and those GPUs and CPUs times
-// the minutes left of its time limit (none without one); nothing when it
-// does not run.
+// memory and billing it holds when it runs, and those GPUs, CPUs and
+// billing times the minutes left of its time limit (none without one);
+// nothing when it does not run.
 func holds(j slurm.Job, now time.Time) slurm.GroupLimits {
 	if j.State != slurm.StateRunning {
 		return slurm.GroupLimits{}
@@ -156,7 +156,7 @@ func holds(j slurm.Job, now time.Time) slurm.GroupLimits {
 	h := slurm.GroupLimits{GPUs: j.GPUs, CPUs: j.CPUs, MemMB: j.MemMB, Billing: j.Billing}
 	if j.TimeLimit > 0 {
 		left := wholeMinutes(max(j.TimeLimit-now.Sub(j.StartTime), 0))
-		h.GPURunMins, h.CPURunMins = int64(j.GPUs)*left, int64(j.CPUs)*left
+		h.GPURunMins, h.CPURunMins, h.BillingRunMins = int64(j.GPUs)*left, int64(j.CPUs)*left, j.Billing*left
 	}
 	return h
 }
@@ -177,7 +177,7 @@ func addTo(use map[slurm.Group]slurm.GroupLimits, groups []slurm.Group, d slurm.
 func plus(a, b slurm.GroupLimits, k int) slurm.GroupLimits {
 	return slurm.GroupLimits{GPUs: a.GPUs + k*b.GPUs, CPUs: a.CPUs + k*b.CPUs, MemMB: a.MemMB + int64(k)*b.MemMB,
 		GPURunMins: a.GPURunMins + int64(k)*b.GPURunMins, CPURunMins: a.CPURunMins + int64(k)*b.CPURunMins,
-		Billing: a.Billing + int64(k)*b.Billing}
+		Billing: a.Billing + int64(k)*b.Billing, BillingRunMins: a.BillingRunMins + int64(k)*b.BillingRunMins}
 }
 
 // groupUsage sums what the running jobs, every job in Slurm, hold at now,
@@ -193,21 +193,22 @@ func groupUsage(groups *groupsMemo, jobs []slurm.Job, now time.Time) map[slurm.G
 }
 
 // groupRoom is what a job may hold under its group limits: GPUs, CPUs,
-// memory (MiB), billing and GPU- and CPU-minutes to run, 0 when a group is
-// full (or over), -1 where no group bounds them; by names the group that
-// binds.
+// memory (MiB), billing and GPU-, CPU- and billing-minutes to run, 0 when
+// a group is full (or over), -1 where no group bounds them; by names the
+// group that binds.
 type groupRoom struct {
-	gpus, cpus                     int
-	mem, gpuMins, cpuMins, billing int64
-	gpuBy, cpuBy, memBy, billingBy slurm.Group
-	gpuMinsBy, cpuMinsBy           slurm.Group
+	gpus, cpus                          int
+	mem, gpuMins, cpuMins, billing      int64
+	billingMins                         int64
+	gpuBy, cpuBy, memBy, billingBy      slurm.Group
+	gpuMinsBy, cpuMinsBy, billingMinsBy slurm.Group
 }
 
 // roomOf is the room job j has under groups at now, given what their
 // running jobs hold (j's own included, when it runs: a restart gives its
 // GPUs and the minutes left of its limit back first).
 func roomOf(groups []slurm.Group, use map[slurm.Group]slurm.GroupLimits, j slurm.Job, now time.Time) groupRoom {
-	r := groupRoom{gpus: -1, cpus: -1, mem: -1, gpuMins: -1, cpuMins: -1, billing: -1}
+	r := groupRoom{gpus: -1, cpus: -1, mem: -1, gpuMins: -1, cpuMins: -1, billing: -1, billingMins: -1}
 	own := holds(j, now)
 	for _, g := range groups {
 		u := use[g]
@@ -217,6 +218,7 @@ func roomOf(groups []slurm.Group, use map[slurm.Group]slurm.GroupLimits, j slurm
 		tighten(&r.gpuMins, &r.gpuMinsBy, g, g.GPURunMins, u.GPURunMins, own.GPURunMins)
 		tighten(&r.cpuMins, &r.cpuMinsBy, g, g.CPURunMins, u.CPURunMins, own.CPURunMins)
 		tighten(&r.billing, &r.billingBy, g, g.Billing, u.Billing, own.Billing)
+		tighten(&r.billingMins, &r.billingMinsBy, g, g.BillingRunMins, u.BillingRunMins, own.BillingRunMins)
 	}
 	return r
 }
@@ -366,22 +368,23 @@ type jobTime struct {
 	measured float64       // samples/s the running job reports; 0: unknown
 	max      time.Duration // the MaxWall or MaxTime that applies; 0: none
 	margin   float64       // share added to a stretched limit; < 0: never stretch
-	// runMins are the GPU- and CPU-minutes its groups have left for the
-	// rest of its run, perJob those its per-job limit allows over its
-	// whole time limit; 0: no bound (a job with none left is not started).
-	runMins, perJob [2]int64
+	// runMins are the GPU-, CPU- and billing-minutes its groups have left
+	// for the rest of its run, perJob those its per-job limit allows over
+	// its whole time limit; 0: no bound (a job with none left is not
+	// started).
+	runMins, perJob [3]int64
 }
 
 // maxStretch bounds a stretched limit whatever the prediction says.
 const maxStretch = 365 * 24 * time.Hour
 
 // limitAt is the job's time limit for a run at tput samples/s on gpus
-// GPUs and cpus CPUs, ran into it so far: the user's, or, when that is
-// predicted slower than its request, the user's scaled by how much slower,
-// plus the margin, in whole minutes up to max and to what its GPU- and
-// CPU-minutes allow for the rest of the run, never below the user's own.
-// 0 when the job has no limit.
-func (t jobTime) limitAt(tput float64, gpus, cpus int, ran time.Duration) time.Duration {
+// GPUs and cpus CPUs billed bill, ran into it so far: the user's, or, when
+// that is predicted slower than its request, the user's scaled by how much
+// slower, plus the margin, in whole minutes up to max and to what its
+// GPU-, CPU- and billing-minutes allow for the rest of the run, never
+// below the user's own. 0 when the job has no limit.
+func (t jobTime) limitAt(tput float64, gpus, cpus int, bill int64, ran time.Duration) time.Duration {
 	if t.user <= 0 || t.margin < 0 || !(t.reqTput > 0) || !(tput > 0) || tput >= t.reqTput {
 		return t.user
 	}
@@ -390,7 +393,7 @@ func (t jobTime) limitAt(tput float64, gpus, cpus int, ran time.Duration) time.D
 	if t.max > 0 {
 		d = min(d, t.max)
 	}
-	for i, n := range [2]int64{int64(gpus), int64(cpus)} {
+	for i, n := range [3]int64{int64(gpus), int64(cpus), bill} {
 		if t.runMins[i] > 0 && n > 0 {
 			d = min(d, time.Duration(t.runMins[i]/n)*time.Minute+ran)
 		}
@@ -834,19 +837,18 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			bound = GPUBound{lim.GPUs, mins.gpuBy()}
 		}
 		weights := in.Limits.Partitions[part].Billing
-		if weights.Unread == "" && (lim.Billing > 0 || room.billing >= 0) {
+		if rooms := billRooms(lim, room, v.usage, mins.limit); weights.Unread == "" && len(rooms) > 0 {
 			req, ok := tagRequest(j)
 			if !ok {
 				req = ownRequest(j)
 			}
-			bill := billOf(weights, lim.Billing, room, req, reqMemMB(j, req, func() int64 { return oneGPUMem(cfg, e, j) }))
+			bill := billOf(weights, rooms, req, reqMemMB(j, req, func() int64 { return oneGPUMem(cfg, e, j) }))
 			if j.State == slurm.StatePending && bill.full() {
-				if bill.perJob > 0 && bill.room == bill.perJob {
+				if bill.by.perJob {
 					// Slurm holds it back as submitted: left to Slurm.
 					v.asSubmitted(j, "no room to start under "+bill.why())
 				} else {
-					v.Unmanaged[j.ID] = fmt.Sprintf("waits for room in %s: billing in use %d, allowed %d, and its request bills %d (%s)",
-						bill.by.Limit, v.usage[bill.by].Billing, bill.by.Billing, bill.req, weights)
+					v.Unmanaged[j.ID] = bill.waits()
 					v.Waiting = append(v.Waiting, j)
 				}
 				continue
@@ -873,8 +875,11 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			GPUsPerNode: lim.GPUsPerNode, CPUsPerNode: lim.CPUsPerNode, MemGBPerNode: float64(lim.MemMBPerNode) / 1024}
 		if err == nil {
 			mj.time.max = lim.Wall
-			mj.time.runMins = [2]int64{max(room.gpuMins, 0), max(room.cpuMins, 0)}
-			mj.time.perJob = [2]int64{lim.GPUMins, lim.CPUMins}
+			mj.time.runMins = [3]int64{max(room.gpuMins, 0), max(room.cpuMins, 0), max(room.billingMins, 0)}
+			mj.time.perJob = [3]int64{lim.GPUMins, lim.CPUMins, lim.BillingMins}
+			if weights.Unread != "" {
+				mj.time.runMins[2], mj.time.perJob[2] = 0, 0 // its bills are unknown
+			}
 			mj.nodes, err = userNodes(j)
 		}
 		if err == nil {
@@ -1261,17 +1266,18 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 			if tl := wholeMinutes(cmp.Or(a.TimeLimit, mj.slurm.TimeLimit)); tl > 0 {
 				after.GPURunMins, after.CPURunMins = int64(after.GPUs)*tl, int64(after.CPUs)*tl
 			}
-			if mj.billing.Unread == "" && slices.ContainsFunc(mj.groups, func(g slurm.Group) bool { return g.Billing > 0 }) {
+			if mj.billing.Unread == "" && slices.ContainsFunc(mj.groups, func(g slurm.Group) bool { return g.Billing > 0 || g.BillingRunMins > 0 }) {
 				// Priced only where it is limited: it bills what Slurm
 				// reported before, and the weights' arithmetic after.
 				after.Billing = mj.billing.Of(after.GPUs, after.CPUs, n, after.MemMB)
+				after.BillingRunMins = after.Billing * wholeMinutes(cmp.Or(a.TimeLimit, mj.slurm.TimeLimit))
 			}
 			return plus(after, held, -1), mj.groups
 		}
 		return slurm.GroupLimits{}, nil
 	}
 	frees := func(d slurm.GroupLimits) bool {
-		return d.GPUs <= 0 && d.CPUs <= 0 && d.MemMB <= 0 && d.GPURunMins <= 0 && d.CPURunMins <= 0 && d.Billing <= 0
+		return d.GPUs <= 0 && d.CPUs <= 0 && d.MemMB <= 0 && d.GPURunMins <= 0 && d.CPURunMins <= 0 && d.Billing <= 0 && d.BillingRunMins <= 0
 	}
 	// What the plan frees first (preemptions, restarts on less), then what
 	// it takes, in order.
@@ -1399,7 +1405,8 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 	tag.Plan = a.Plan.String()
 	tag.Extra[tagAt] = strconv.FormatInt(now.Unix(), 10)
 	out.Nodes, out.NumNodes, out.GPUsPerNode, out.CPUsPerTask, out.MemPerNodeMB = nodes, len(nodes), gpus, cpus, memMB
-	if tl := mj.time.limitAt(a.Throughput, gpus*len(nodes), cpus*len(nodes), 0); tl > 0 && tl != j.TimeLimit {
+	bill := mj.billing.Of(gpus*len(nodes), cpus*len(nodes), len(nodes), memMB*int64(len(nodes)))
+	if tl := mj.time.limitAt(a.Throughput, gpus*len(nodes), cpus*len(nodes), bill, 0); tl > 0 && tl != j.TimeLimit {
 		out.TimeLimit = tl
 	}
 	if j.State == slurm.StatePending {
@@ -1429,6 +1436,7 @@ func overGroup(g slurm.Group, u, d slurm.GroupLimits) string {
 		{g.Limit, "billing", g.Billing, u.Billing, d.Billing},
 		{runMins, "GPU-minutes to run", g.GPURunMins, u.GPURunMins, d.GPURunMins},
 		{runMins, "CPU-minutes to run", g.CPURunMins, u.CPURunMins, d.CPURunMins},
+		{runMins, "billing-minutes to run", g.BillingRunMins, u.BillingRunMins, d.BillingRunMins},
 	} {
 		if r.limit > 0 && r.add > 0 && r.used+r.add > r.limit {
 			return fmt.Sprintf("%s allows %d %s, %d in use or planned before it, and its plan adds %d", r.name, r.limit, r.what, r.used, r.add)
@@ -1446,7 +1454,7 @@ func (mj *managedJob) timeExtension(now time.Time) (slurm.Action, bool) {
 	if j.State != slurm.StateRunning || j.TimeLimit <= 0 || !(mj.time.measured > 0) {
 		return slurm.Action{}, false
 	}
-	want := mj.time.limitAt(mj.time.measured, j.GPUs, j.CPUs, now.Sub(j.StartTime))
+	want := mj.time.limitAt(mj.time.measured, j.GPUs, j.CPUs, j.Billing, now.Sub(j.StartTime))
 	if want <= j.TimeLimit+j.TimeLimit/10 {
 		return slurm.Action{}, false
 	}

@@ -1260,21 +1260,25 @@ func TestJobTimeLimitAt(t *testing.T) {
 		"stretch off":     {jobTime{user: time.Hour, reqTput: 10, margin: -1}, 5, time.Hour, 0},
 		"request unknown": {jobTime{user: time.Hour, margin: 0.25}, 5, time.Hour, 0},
 		"plan unknown":    {jobTime{user: time.Hour, reqTput: 10, margin: 0.25}, 0, time.Hour, 0},
-		// 8 GPUs may take 800 GPU-minutes (or 32 CPUs 3,200 CPU-minutes) in
-		// their group: 100 minutes from now, after the 30 run already. A
-		// per-job limit counts the whole time limit.
-		"GPU-minutes":         {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [2]int64{800, 0}}, 5, 100 * time.Minute, 0},
-		"GPU-minutes, ran":    {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [2]int64{800, 0}}, 5, 130 * time.Minute, 30 * time.Minute},
-		"CPU-minutes":         {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [2]int64{0, 3200}}, 5, 100 * time.Minute, 0},
-		"per job, ran":        {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, perJob: [2]int64{800, 0}}, 5, 100 * time.Minute, 30 * time.Minute},
-		"CPU-minutes per job": {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, perJob: [2]int64{0, 3200}}, 5, 100 * time.Minute, 0},
-		"minutes below user":  {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [2]int64{240, 0}}, 5, time.Hour, 0},
-		"absurd":              {jobTime{user: time.Hour, reqTput: 1e12, margin: 0.25}, 1e-12, maxStretch, 0},
+		// 8 GPUs may take 800 GPU-minutes (or 32 CPUs 3,200 CPU-minutes, or
+		// a bill of 40 4,000 billing-minutes) in their group: 100 minutes
+		// from now, after the 30 run already. A per-job limit counts the
+		// whole time limit.
+		"GPU-minutes":         {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [3]int64{800, 0}}, 5, 100 * time.Minute, 0},
+		"GPU-minutes, ran":    {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [3]int64{800, 0}}, 5, 130 * time.Minute, 30 * time.Minute},
+		"CPU-minutes":         {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [3]int64{0, 3200}}, 5, 100 * time.Minute, 0},
+		"per job, ran":        {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, perJob: [3]int64{800, 0}}, 5, 100 * time.Minute, 30 * time.Minute},
+		"CPU-minutes per job": {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, perJob: [3]int64{0, 3200}}, 5, 100 * time.Minute, 0},
+		"billing-minutes":     {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [3]int64{0, 0, 4000}}, 5, 100 * time.Minute, 0},
+		"billing-minutes per job": {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, perJob: [3]int64{0, 0, 4000}}, 5, 100 * time.Minute,
+			30 * time.Minute},
+		"minutes below user": {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [3]int64{240, 0}}, 5, time.Hour, 0},
+		"absurd":             {jobTime{user: time.Hour, reqTput: 1e12, margin: 0.25}, 1e-12, maxStretch, 0},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := tc.t.limitAt(tc.tput, 8, 32, tc.ran); got != tc.want {
-				t.Errorf("limitAt(%v, 8, 32, %v) = %v, want %v", tc.tput, tc.ran, got, tc.want)
+			if got := tc.t.limitAt(tc.tput, 8, 32, 40, tc.ran); got != tc.want {
+				t.Errorf("limitAt(%v, 8, 32, 40, %v) = %v, want %v", tc.tput, tc.ran, got, tc.want)
 			}
 		})
 	}
@@ -1417,6 +1421,12 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 		// The other job bills 4 + 4 + 7.8: 55 of 70 left, 2.3 requests.
 		"billing group": {grp: slurm.GroupLimits{Billing: 70}, weights: "CPU=0.5,Mem=0.25G,GRES/gpu=2.0", others: 2, maxGPUs: 4, maxCPUs: 18,
 			bound: "4 GPUs at most: QOS shared GrpTRES billing, 55 left; its request bills 23 (TRESBillingWeights=CPU=0.5,GRES/gpu=2,Mem=0.25G)"},
+		// The other job bills 8 for 30 more minutes: 240 billing-minutes.
+		"billing-minutes room": {grp: slurm.GroupLimits{BillingRunMins: 960}, others: 2, maxGPUs: 8, maxCPUs: 12},
+		"billing-minutes full": {grp: slurm.GroupLimits{BillingRunMins: 280}, others: 2,
+			ignored: "waits for room in QOS shared GrpTRESRunMins: billing-minutes to run in use 240, allowed 280, for its 60-minute time limit, and its request bills 8 (TRESBillingWeights unset: CPUs alone)"},
+		"billing-minutes per job": {qosJob: slurm.JobLimits{BillingMins: 3000}, weights: "CPU=0.5,Mem=0.25G,GRES/gpu=2.0", others: 2, maxGPUs: 4, maxCPUs: 16,
+			bound: "4 GPUs at most: MaxTRESMinsPerJob billing of its QOS, its partition's QOS or its association, 3000 billing-minutes for its 60-minute time limit; its request bills 23 (TRESBillingWeights=CPU=0.5,GRES/gpu=2,Mem=0.25G)"},
 		// Weights that did not parse: the billing limit is left to Slurm
 		// (the job grows as without it, here to 8 GPUs and 32 CPUs).
 		"billing unread": {grp: slurm.GroupLimits{Billing: 20}, unread: true, others: 2, maxGPUs: 8, maxCPUs: 64, minCPUs: 13},
@@ -1573,7 +1583,10 @@ func TestSlurmActionsKeepGroupsTogether(t *testing.T) {
 		// No weights: each job bills its 8 CPUs.
 		"billing": {slurm.GroupLimits{Billing: 20}, []int{5, 6, 7},
 			map[int]string{8: "QOS shared GrpTRES allows 20 billing, 16 in use or planned before it, and its plan adds 8"}},
-		"room for all": {slurm.GroupLimits{GPUs: 12, CPUs: 24, MemMB: 98304, GPURunMins: 720, CPURunMins: 1440, Billing: 24}, []int{5, 6, 7, 8}, map[int]string{}},
+		"billing-minutes": {slurm.GroupLimits{BillingRunMins: 1000}, []int{5, 6, 7},
+			map[int]string{8: "QOS shared GrpTRESRunMins allows 1000 billing-minutes to run, 960 in use or planned before it, and its plan adds 480"}},
+		"room for all": {slurm.GroupLimits{GPUs: 12, CPUs: 24, MemMB: 98304, GPURunMins: 720, CPURunMins: 1440, Billing: 24, BillingRunMins: 1440},
+			[]int{5, 6, 7, 8}, map[int]string{}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -21,8 +21,9 @@ import (
 // or 4 GPUs (16 CPUs, 64 GB) for all the QOS's jobs together, or 64 GB per
 // job (the job's 32 GB per node: 2 nodes at most), or 4 GPUs or 48 GB per
 // node (with 16 GB per GPU: 3 GPUs), or 40 GPU-minutes of running jobs or
-// per job (4 GPUs for the job's 10 minutes), or a billing of 12 for the
-// QOS's jobs together (without TRESBillingWeights Slurm bills CPUs). On
+// per job (4 GPUs for the job's 10 minutes), or a billing of 12 (or 120
+// billing-minutes) for the QOS's jobs together (without
+// TRESBillingWeights Slurm bills CPUs). On
 // the idle lab rubick grows a roberta job asking for 2 GPUs to a whole node
 // (it trains 3x faster on 8 than on 2). rubickd reads these limits from
 // slurmdbd and plans the job within them at once. A limit it does not read
@@ -63,6 +64,10 @@ func TestSlurmLimit(t *testing.T) {
 		// Before rubick read it, Slurm held the job grown to 32 CPUs back
 		// (QOSGrpBilling), and rubick gave it its request.
 		{"billing", []string{"qos", "normal", "set", "GrpTRES=billing="}, "12", "", bounds{gpus: 8, cpus: 12}, "", ""},
+		// 120 billing-minutes for its 10 minutes: a bill of 12, its CPUs.
+		// Before rubick read them, Slurm held the job grown to 32 CPUs
+		// back (QOSGrpBillingRunMinutes), and rubick gave it its request.
+		{"billing minutes", []string{"qos", "normal", "set", "GrpTRESRunMins=billing="}, "120", "", bounds{gpus: 8, cpus: 12}, "", ""},
 		// Not read: the job's 8 CPUs bill 8 on its node; grown, it would
 		// bill more.
 		{"billing per node", []string{"qos", "normal", "set", "MaxTRESPerNode=billing="}, "12", "QOSMaxBillingPerNode", bounds{gpus: 2, cpus: 8}, "", ""},
