@@ -1235,11 +1235,11 @@ func memPerNode(j slurm.Job) int64 {
 // and reported in skipped, keyed by job id.
 //
 // The policy keeps a group's jobs within its GPU and CPU room together, but
-// bounds memory, billing and GPU- and CPU-minutes per job; a start or restart that
-// would take a group past any of its limits together with the plan's
-// others, after what the plan frees, is dropped too (ErrGroupLimit), in the
-// order of the actions: the job stays as it is, and the next cycle plans it
-// within the room left.
+// bounds memory, billing and GPU-, CPU- and billing-minutes per job; a
+// start or restart that would take a group past any of its limits together
+// with the plan's others, after what the plan frees, is dropped too
+// (ErrGroupLimit), in the order of the actions: the job stays as it is, and
+// the next cycle plans it within the room left.
 func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Action, skipped map[int]error) {
 	actions, skipped = v.slurmActions(p, now)
 	use := maps.Clone(v.usage)
