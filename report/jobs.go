@@ -51,6 +51,9 @@ type Run struct {
 	GPUSource string  `json:"gpu_source"`
 	Nodes     int     `json:"nodes"`
 	CPUs      int     `json:"cpus"`
+	// Billing is AllocTRES billing=: what the run was billed per second
+	// of it, by its partition's TRESBillingWeights.
+	Billing int `json:"billing"`
 	// Plan is the plan= of the run's rubick tag; empty when it has none.
 	Plan string `json:"plan"`
 }
@@ -125,7 +128,10 @@ type Job struct {
 	ReconfigMeasured int     `json:"reconfig_measured"`
 	GPUHours         float64 `json:"gpu_hours"`
 	UsefulGPUHours   float64 `json:"useful_gpu_hours"`
-	GPUTRESMissing   bool    `json:"gpu_tres_missing"`
+	// BillingHours is the sum over runs of run length x billing, what the
+	// site charges the job's account.
+	BillingHours   float64 `json:"billing_hours"`
+	GPUTRESMissing bool    `json:"gpu_tres_missing"`
 	// Plans is the tag's plan per run with repeats collapsed.
 	Plans []string `json:"plans"`
 	// StorePlans is rubickd's plan history; null without a store.
@@ -282,7 +288,7 @@ func buildJob(rows []Row, overhead time.Duration) (Job, []*JobError) {
 	}
 	var lostGPUs float64
 	for i, r := range rows {
-		run := Run{State: r.State, Start: timePtr(r.Start), End: timePtr(r.End), Nodes: r.Nodes, CPUs: r.CPUs}
+		run := Run{State: r.State, Start: timePtr(r.Start), End: timePtr(r.End), Nodes: r.Nodes, CPUs: r.CPUs, Billing: r.Billing}
 		switch {
 		case r.HasElapsed:
 			run.ElapsedS = r.Elapsed.Seconds()
@@ -314,6 +320,7 @@ func buildJob(rows []Row, overhead time.Duration) (Job, []*JobError) {
 			}
 		}
 		j.GPUHours += run.ElapsedS * float64(run.GPUs) / 3600
+		j.BillingHours += run.ElapsedS * float64(run.Billing) / 3600
 		if j.Class == slurm.ClassGuaranteed && j.req != nil && run.GPUSource == GPUsFromTRES &&
 			run.ElapsedS > 0 && run.GPUs < j.req.gpus() {
 			j.BelowRequest = true

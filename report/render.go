@@ -26,7 +26,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 var summaryHeader = []string{
 	"by", "key", "jobs", "finished", "avg_jct_s", "p99_jct_s", "avg_queue_s", "gpu_hours", "useful_gpu_hours",
 	"reconfigurations", "requeues", "resizes", "reconfig_lost_s", "reconfig_lost_gpu_hours",
-	"guaranteed", "below_request", "slo_violations", "slo_unchecked", "gpu_tres_missing", "timed_out",
+	"guaranteed", "below_request", "slo_violations", "slo_unchecked", "gpu_tres_missing", "timed_out", "billing_hours",
 }
 
 // jobHeader is the CSV header of job rows.
@@ -34,7 +34,7 @@ var jobHeader = []string{
 	"job_id", "name", "account", "qos", "partition", "model_type", "class", "tenant", "state", "finished",
 	"submit", "first_start", "end", "jct_s", "queue_s", "runs", "requeues", "resizes", "reconfigurations",
 	"reconfig_lost_s", "reconfig_lost_gpu_hours", "gpu_hours", "useful_gpu_hours", "gpu_tres_missing",
-	"below_request", "slo_violated", "plans",
+	"below_request", "slo_violated", "plans", "billing_hours",
 }
 
 // WriteCSV writes one row per summary: the overall row (by "all"), then
@@ -51,7 +51,7 @@ func (r *Report) WriteCSV(w io.Writer, jobs bool) error {
 				strconv.Itoa(j.Resizes), strconv.Itoa(j.Reconfigurations), num(j.ReconfigLostS),
 				num(j.ReconfigLostGPUHours), num(j.GPUHours), num(j.UsefulGPUHours),
 				strconv.FormatBool(j.GPUTRESMissing), strconv.FormatBool(j.BelowRequest),
-				csvBool(j.SLOViolated), strings.Join(j.Plans, " "),
+				csvBool(j.SLOViolated), strings.Join(j.Plans, " "), num(j.BillingHours),
 			})
 		}
 	} else {
@@ -80,7 +80,7 @@ func summaryCSV(by string, s Summary) []string {
 		csvPtr(s.AvgQueueS), num(s.GPUHours), num(s.UsefulGPUHours), strconv.Itoa(s.Reconfigurations),
 		strconv.Itoa(s.Requeues), strconv.Itoa(s.Resizes), num(s.ReconfigLostS), num(s.ReconfigLostGPUHours),
 		strconv.Itoa(s.Guaranteed), strconv.Itoa(s.BelowRequest), slo, strconv.Itoa(s.SLOUnchecked),
-		strconv.Itoa(s.GPUTRESMissing), strconv.Itoa(s.TimedOut),
+		strconv.Itoa(s.GPUTRESMissing), strconv.Itoa(s.TimedOut), num(s.BillingHours),
 	}
 }
 
@@ -133,7 +133,7 @@ func (r *Report) WriteTable(w io.Writer, jobs bool) error {
 	for _, g := range r.Groups {
 		fmt.Fprintln(ew)
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "by %s\tjobs\tdone\tavg JCT\tp99 JCT\tavg queue\tGPU-h\tuseful GPU-h\treconf (rq+rs)\treconf cost\tguar.\tbelow req\tSLO viol.\n", g.By)
+		fmt.Fprintf(tw, "by %s\tjobs\tdone\tavg JCT\tp99 JCT\tavg queue\tGPU-h\tuseful GPU-h\tbilling-h\treconf (rq+rs)\treconf cost\tguar.\tbelow req\tSLO viol.\n", g.By)
 		for _, s := range g.Rows {
 			tableRow(tw, s)
 		}
@@ -180,11 +180,11 @@ func (r *Report) WriteTable(w io.Writer, jobs bool) error {
 	if jobs {
 		fmt.Fprintln(ew)
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "job\tname\tmodel\tclass\taccount\tstate\truns\treconf\tJCT\tqueue\tGPU-h\tuseful GPU-h\tplans")
+		fmt.Fprintln(tw, "job\tname\tmodel\tclass\taccount\tstate\truns\treconf\tJCT\tqueue\tGPU-h\tuseful GPU-h\tbilling-h\tplans")
 		for _, j := range r.Jobs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%.3f\t%.3f\t%s\n", j.ID, dash(j.Name), j.ModelType,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%.3f\t%.3f\t%.3f\t%s\n", j.ID, dash(j.Name), j.ModelType,
 				dash(j.Class), dash(j.Account), j.State, len(j.Runs), j.Reconfigurations, dur(j.JCTS), dur(j.QueueS),
-				j.GPUHours, j.UsefulGPUHours, dash(strings.Join(j.Plans, " -> ")))
+				j.GPUHours, j.UsefulGPUHours, j.BillingHours, dash(strings.Join(j.Plans, " -> ")))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -211,8 +211,8 @@ func tableRow(w io.Writer, s Summary) {
 	if s.TimedOut > 0 {
 		done += fmt.Sprintf(" (%d timeout)", s.TimedOut)
 	}
-	fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%.3f\t%.3f\t%d (%d+%d)\t%s / %.3f GPU-h\t%d\t%d\t%s\n",
-		s.Key, s.Jobs, done, dur(s.AvgJCTS), dur(s.P99JCTS), dur(s.AvgQueueS), s.GPUHours, s.UsefulGPUHours,
+	fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%.3f\t%.3f\t%.3f\t%d (%d+%d)\t%s / %.3f GPU-h\t%d\t%d\t%s\n",
+		s.Key, s.Jobs, done, dur(s.AvgJCTS), dur(s.P99JCTS), dur(s.AvgQueueS), s.GPUHours, s.UsefulGPUHours, s.BillingHours,
 		s.Reconfigurations, s.Requeues, s.Resizes, dur(&s.ReconfigLostS), s.ReconfigLostGPUHours,
 		s.Guaranteed, s.BelowRequest, slo)
 }

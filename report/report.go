@@ -64,6 +64,7 @@ type Summary struct {
 	AvgQueueS            *float64 `json:"avg_queue_s"`
 	GPUHours             float64  `json:"gpu_hours"`
 	UsefulGPUHours       float64  `json:"useful_gpu_hours"`
+	BillingHours         float64  `json:"billing_hours"`
 	Reconfigurations     int      `json:"reconfigurations"`
 	Requeues             int      `json:"requeues"`
 	Resizes              int      `json:"resizes"`
@@ -232,6 +233,7 @@ func summarize(key string, jobs []Job, withStore bool) Summary {
 		}
 		s.GPUHours += j.GPUHours
 		s.UsefulGPUHours += j.UsefulGPUHours
+		s.BillingHours += j.BillingHours
 		s.Reconfigurations += j.Reconfigurations
 		s.Requeues += j.Requeues
 		s.Resizes += j.Resizes

@@ -119,6 +119,8 @@ func TestSynthetic(t *testing.T) {
 		AvgJCTS: f((11400 + 4200 + 610 + 1800 + 1260) / 5.0), P99JCTS: f(11400),
 		AvgQueueS: f((300 + 30 + 600 + 10 + 0 + 60) / 6.0),
 		GPUHours:  20 + 14 + 2 + 1.0/6 + 8, UsefulGPUHours: 20 + 14 + 2 + 1.0/6 + 8 - 2*lost,
+		// 1 h x 8 + 2 h x 16, 30 min x 16 + 45 min x 8, then one run each.
+		BillingHours:     40 + 14 + 4 + 1.0/6 + 16 + 4.0/3,
 		Reconfigurations: 2, Requeues: 1, Resizes: 1, ReconfigLostS: 560 + 260, ReconfigLostGPUHours: 2 * lost,
 		Guaranteed: 2, BelowRequest: 1, GPUTRESMissing: 1}
 	if diff := cmp.Diff(wantAll, r.Overall, approx); diff != "" {
@@ -333,14 +335,14 @@ func TestJSONKeys(t *testing.T) {
 		want []string
 	}{
 		"top": {top, []string{"errors", "groups", "jobs", "notes", "overall", "restart_overhead_s", "since", "store", "until"}},
-		"summary": {overall, []string{"avg_jct_s", "avg_queue_s", "below_request", "finished", "gpu_hours", "gpu_tres_missing",
+		"summary": {overall, []string{"avg_jct_s", "avg_queue_s", "below_request", "billing_hours", "finished", "gpu_hours", "gpu_tres_missing",
 			"guaranteed", "jobs", "key", "p99_jct_s", "reconfig_lost_gpu_hours", "reconfig_lost_s", "reconfigurations",
 			"requeues", "resizes", "slo_unchecked", "slo_violations", "timed_out", "useful_gpu_hours"}},
-		"job": {job, []string{"account", "below_request", "class", "end", "finished", "first_start", "gpu_hours",
+		"job": {job, []string{"account", "below_request", "billing_hours", "class", "end", "finished", "first_start", "gpu_hours",
 			"gpu_tres_missing", "jct_s", "job_id", "model_type", "name", "partition", "plans", "qos", "queue_s",
 			"reconfig_lost_gpu_hours", "reconfig_lost_s", "reconfig_measured", "reconfigurations", "request", "requeues", "resizes", "runs",
 			"slo_detail", "slo_violated", "state", "store_plans", "submit", "tenant", "useful_gpu_hours"}},
-		"run":   {run, []string{"cpus", "elapsed_s", "end", "gpu_source", "gpus", "nodes", "plan", "start", "state"}},
+		"run":   {run, []string{"billing", "cpus", "elapsed_s", "end", "gpu_source", "gpus", "nodes", "plan", "start", "state"}},
 		"error": {jerr, []string{"error", "field", "job_id", "value"}},
 	} {
 		var got []string

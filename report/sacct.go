@@ -55,10 +55,11 @@ type Row struct {
 	AllocTRES  string
 	GPUs       int
 	HasGPUTRES bool
-	// Nodes and CPUs come from AllocTRES (node=, cpu=); 0 when absent.
-	Nodes, CPUs  int
-	AdminComment string
-	Comment      string
+	// Nodes, CPUs and Billing come from AllocTRES (node=, cpu=,
+	// billing=); 0 when absent.
+	Nodes, CPUs, Billing int
+	AdminComment         string
+	Comment              string
 }
 
 // Columns says which of Fields an input had.
@@ -190,7 +191,7 @@ func parseRow(get func(string) string, cols Columns, line int, loc *time.Locatio
 		return r, bad("AllocTRES", r.AllocTRES, err)
 	}
 	r.GPUs, r.HasGPUTRES = tres.GPUs, tres.HasGPU
-	r.Nodes, r.CPUs = tres.Nodes, tres.CPUs
+	r.Nodes, r.CPUs, r.Billing = tres.Nodes, tres.CPUs, tres.Billing
 	return r, nil
 }
 
@@ -260,10 +261,13 @@ type TRES struct {
 	HasGPU bool
 	Nodes  int
 	CPUs   int
+	// Billing is what Slurm billed the run by its partition's
+	// TRESBillingWeights, the number sites charge allocations in.
+	Billing int
 }
 
-// ParseTRES reads gres/gpu, node and cpu from an AllocTRES string such as
-// "billing=8,cpu=8,gres/gpu=4,mem=64G,node=1". Typed GPU entries
+// ParseTRES reads gres/gpu, node, cpu and billing from an AllocTRES string
+// such as "billing=8,cpu=8,gres/gpu=4,mem=64G,node=1". Typed GPU entries
 // ("gres/gpu:a100=4") count when the untyped total is absent.
 func ParseTRES(s string) (TRES, error) {
 	var t TRES
@@ -276,7 +280,7 @@ func ParseTRES(s string) (TRES, error) {
 		if !ok {
 			return TRES{}, fmt.Errorf("entry %q has no '='", clip(kv))
 		}
-		isInt := k == "node" || k == "cpu" || k == "gres/gpu" || strings.HasPrefix(k, "gres/gpu:")
+		isInt := k == "node" || k == "cpu" || k == "billing" || k == "gres/gpu" || strings.HasPrefix(k, "gres/gpu:")
 		if !isInt {
 			continue
 		}
@@ -289,6 +293,8 @@ func ParseTRES(s string) (TRES, error) {
 			t.Nodes = n
 		case k == "cpu":
 			t.CPUs = n
+		case k == "billing":
+			t.Billing = n
 		case k == "gres/gpu":
 			untyped = n
 		default:

@@ -51,14 +51,15 @@ func TestParseTRES(t *testing.T) {
 		want    TRES
 		wantErr bool
 	}{
-		"gpu":        {in: "billing=8,cpu=8,gres/gpu=4,mem=64G,node=1", want: TRES{GPUs: 4, HasGPU: true, Nodes: 1, CPUs: 8}},
-		"no gpu":     {in: "billing=1,cpu=1,mem=500G,node=1", want: TRES{Nodes: 1, CPUs: 1}},
+		"gpu":        {in: "billing=8,cpu=8,gres/gpu=4,mem=64G,node=1", want: TRES{GPUs: 4, HasGPU: true, Nodes: 1, CPUs: 8, Billing: 8}},
+		"no gpu":     {in: "billing=1,cpu=1,mem=500G,node=1", want: TRES{Nodes: 1, CPUs: 1, Billing: 1}},
 		"empty":      {in: ""},
 		"typed only": {in: "cpu=2,gres/gpu:a100=2,gres/gpu:v100=1,node=2", want: TRES{GPUs: 3, HasGPU: true, Nodes: 2, CPUs: 2}},
 		"typed and total": {in: "gres/gpu=4,gres/gpu:a100=4,node=1",
 			want: TRES{GPUs: 4, HasGPU: true, Nodes: 1}},
 		"fractional mem is ignored": {in: "mem=62.50G,gres/gpu=16,node=2", want: TRES{GPUs: 16, HasGPU: true, Nodes: 2}},
 		"bad gpu":                   {in: "gres/gpu=four", wantErr: true},
+		"bad billing":               {in: "billing=-2,cpu=1", wantErr: true},
 		"no equals":                 {in: "cpu=1,node", wantErr: true},
 	}
 	for name, tc := range tests {
@@ -121,7 +122,7 @@ func TestParseSacctRows(t *testing.T) {
 	want := []Row{
 		{Line: 2, JobID: "5", State: "CANCELLED", Start: time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC),
 			Elapsed: time.Second, HasElapsed: true, AllocTRES: "billing=2,cpu=2,gres/gpu=2,mem=8000M,node=2",
-			GPUs: 2, HasGPUTRES: true, Nodes: 2, CPUs: 2},
+			GPUs: 2, HasGPUTRES: true, Nodes: 2, CPUs: 2, Billing: 2},
 		{Line: 5, JobID: "6", State: "RUNNING", HasElapsed: true},
 	}
 	if diff := cmp.Diff(want, rows); diff != "" {
