@@ -629,6 +629,7 @@ func checkAccounting(t *testing.T, l lab, rubick, db string, ids []int, reconfig
 			JobID            string   `json:"job_id"`
 			Reconfigurations int      `json:"reconfigurations"`
 			Plans            []string `json:"plans"`
+			BillingHours     float64  `json:"billing_hours"`
 		} `json:"jobs"`
 		Errors []struct {
 			JobID string `json:"job_id"`
@@ -650,6 +651,10 @@ func checkAccounting(t *testing.T, l lab, rubick, db string, ids []int, reconfig
 			total += j.Reconfigurations
 			if len(j.Plans) == 0 {
 				t.Errorf("rubick report: job %s has no plan history", j.JobID)
+			}
+			// sacct's AllocTRES bills every run (its CPUs, on the lab).
+			if !(j.BillingHours > 0) {
+				t.Errorf("rubick report: job %s billed %v hours, want some", j.JobID, j.BillingHours)
 			}
 		}
 	}
