@@ -715,7 +715,7 @@ func TestJobsExclusiveRequiredNodesHet(t *testing.T) {
 // MaxTRESPerJob=gres/gpu=4,node=2,cpu=64,mem=200G,billing=50 MaxWall=120
 // GrpTRES=gres/gpu=12,cpu=96,mem=1T,billing=80
 // MaxTRESPerUser=gres/gpu=6,cpu=48,mem=400G,billing=40
-// MaxTRESPerAccount=gres/gpu=7 MaxTRESPerNode=gres/gpu=3
+// MaxTRESPerAccount=gres/gpu=7 MaxTRESPerNode=gres/gpu=3,billing=20
 // GrpTRESRunMins=gres/gpu=600,cpu=6000,billing=9000
 // MaxTRESMinsPerJob=gres/gpu=240,cpu=2400,billing=3000
 // MaxTRESRunMinsPU=gres/gpu=300,billing=4000 MaxTRESRunMinsPA=gres/gpu=360
@@ -744,7 +744,7 @@ func TestLimits(t *testing.T) {
 	want := Limits{
 		QOS: map[string]QOS{
 			"normal": {Name: "normal", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUs: 64, MemMB: 200 << 10, GPUsPerNode: 3, Wall: 120 * time.Minute,
-				GPUMins: 240, CPUMins: 2400, Billing: 50, BillingMins: 3000},
+				GPUMins: 240, CPUMins: 2400, Billing: 50, BillingMins: 3000, BillingPerNode: 20},
 				Grp:        GroupLimits{GPUs: 12, CPUs: 96, MemMB: 1 << 20, GPURunMins: 600, CPURunMins: 6000, Billing: 80, BillingRunMins: 9000},
 				PerUser:    GroupLimits{GPUs: 6, CPUs: 48, MemMB: 400 << 10, GPURunMins: 300, Billing: 40, BillingRunMins: 4000},
 				PerAccount: GroupLimits{GPUs: 7, GPURunMins: 360}},

@@ -160,9 +160,9 @@ func groupIn(l *[]dbTRES) GroupLimits {
 }
 
 // perJob reads gres/gpu, node, cpu, mem and billing off the per-job TRES
-// limits, gres/gpu, cpu and mem off the per-node ones (MaxTRESPerNode),
-// gres/gpu, cpu and billing off the per-job TRES-minutes
-// (MaxTRESMinsPerJob), and the time limit.
+// limits, gres/gpu, cpu, mem and billing off the per-node ones
+// (MaxTRESPerNode), gres/gpu, cpu and billing off the per-job
+// TRES-minutes (MaxTRESMinsPerJob), and the time limit.
 func (m *dbMax) perJob() JobLimits {
 	var out JobLimits
 	if m == nil {
@@ -196,6 +196,6 @@ func (m *dbMax) perJob() JobLimits {
 		}
 	}
 	node := groupIn(m.Tres.Per.Node) // the same TRES, on each node
-	out.GPUsPerNode, out.CPUsPerNode, out.MemMBPerNode = node.GPUs, node.CPUs, node.MemMB
+	out.GPUsPerNode, out.CPUsPerNode, out.MemMBPerNode, out.BillingPerNode = node.GPUs, node.CPUs, node.MemMB, node.Billing
 	return out
 }

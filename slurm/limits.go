@@ -74,6 +74,7 @@ func (l *JobLimits) fill(from JobLimits) {
 	l.CPUMins = cmp.Or(l.CPUMins, from.CPUMins)
 	l.Billing = cmp.Or(l.Billing, from.Billing)
 	l.BillingMins = cmp.Or(l.BillingMins, from.BillingMins)
+	l.BillingPerNode = cmp.Or(l.BillingPerNode, from.BillingPerNode)
 }
 
 // qosOf lists the QOS whose limits apply to job j run in partition, first

@@ -210,10 +210,10 @@ type Partition struct {
 
 // JobLimits is what a QOS or an association allows one job: its
 // allocation (MaxTRESPerJob: gres/gpu, node, cpu, mem, billing), on each
-// node (MaxTRESPerNode: gres/gpu, cpu, mem), its time limit (MaxWall, or a
-// partition's MaxTime) and its GPUs, CPUs and billing times its time
-// limit, in minutes (MaxTRESMinsPerJob: gres/gpu, cpu, billing); 0 where
-// it sets no bound.
+// node (MaxTRESPerNode: gres/gpu, cpu, mem, billing), its time limit
+// (MaxWall, or a partition's MaxTime) and its GPUs, CPUs and billing times
+// its time limit, in minutes (MaxTRESMinsPerJob: gres/gpu, cpu, billing);
+// 0 where it sets no bound.
 type JobLimits struct {
 	GPUs, Nodes, CPUs        int
 	MemMB                    int64
@@ -224,6 +224,9 @@ type JobLimits struct {
 	// Billing is the job's billing (MaxTRESPerJob: billing), as its
 	// partition's TRESBillingWeights work it out.
 	Billing, BillingMins int64
+	// BillingPerNode is its bill on any one node (MaxTRESPerNode:
+	// billing).
+	BillingPerNode int64
 }
 
 // QOS is a Slurm QOS and its limits.
