@@ -261,10 +261,7 @@ func oneGPUMem(cfg Config, e policy.Estimator, j slurm.Job) int64 {
 	if j.MemPerGPUMB > 0 {
 		return j.MemPerGPUMB
 	}
-	req, ok := tagRequest(j)
-	if !ok {
-		req = ownRequest(j)
-	}
+	req := userRequest(j)
 	if req.MemMB > 0 {
 		return req.MemMB
 	}
@@ -837,12 +834,10 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			bound = GPUBound{lim.GPUs, mins.gpuBy()}
 		}
 		weights := in.Limits.Partitions[part].Billing
+		req := userRequest(j)
+		reqMem := func() int64 { return reqMemMB(j, req, func() int64 { return oneGPUMem(cfg, e, j) }) }
 		if rooms := billRooms(lim, room, v.usage, mins.limit); weights.Unread == "" && len(rooms) > 0 {
-			req, ok := tagRequest(j)
-			if !ok {
-				req = ownRequest(j)
-			}
-			bill := billOf(weights, rooms, req, reqMemMB(j, req, func() int64 { return oneGPUMem(cfg, e, j) }))
+			bill := billOf(weights, rooms, req, reqMem())
 			if j.State == slurm.StatePending && bill.full() {
 				if bill.by.perJob {
 					// Slurm holds it back as submitted: left to Slurm.
@@ -862,6 +857,23 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			if lim.GPUs != bound.GPUs {
 				bound = GPUBound{lim.GPUs, bill.why()}
 			}
+		}
+		if weights.Unread == "" && lim.BillingPerNode > 0 {
+			// One node of the request, billed against the limit on each.
+			one := request{Nodes: 1, GPUsPerNode: req.GPUsPerNode, CPUs: max(req.CPUs/max(req.Nodes, 1), 1)}
+			room := []billRoom{{room: lim.BillingPerNode, perJob: true,
+				name: fmt.Sprintf("MaxTRESPerNode billing of its QOS, its partition's QOS or its association (%d)", lim.BillingPerNode)}}
+			bill := billOf(weights, room, one, reqMem()/int64(max(req.Nodes, 1)))
+			if j.State == slurm.StatePending && bill.full() {
+				v.asSubmitted(j, "no room to start under "+bill.why())
+				continue
+			}
+			var perNode slurm.GroupLimits // what it holds on each node
+			if n := int64(max(j.NodeCount, 1)); j.State == slurm.StateRunning {
+				perNode = slurm.GroupLimits{GPUs: j.GPUsPerNode, CPUs: int(int64(j.CPUs) / n), MemMB: j.MemMB / n}
+			}
+			lim.GPUsPerNode, lim.CPUsPerNode = capBy(lim.GPUsPerNode, bill.gpus, perNode.GPUs), capBy(lim.CPUsPerNode, bill.cpus, perNode.CPUs)
+			lim.MemMBPerNode = capBy(lim.MemMBPerNode, bill.memMB, perNode.MemMB)
 		}
 		if bound.GPUs > 0 {
 			v.Bounds[j.ID] = bound
@@ -1526,6 +1538,15 @@ func (v *View) RigidActions(now time.Time, profile func(modelType string) bool) 
 // until rubick first resizes the job (tagRequest has it from then on).
 func ownRequest(j slurm.Job) request {
 	return request{Nodes: max(j.NodeCount, 1), GPUsPerNode: j.GPUsPerNode, CPUs: j.CPUs, MemMB: memPerNode(j)}
+}
+
+// userRequest is the user's request: as rubick recorded it, else as the
+// job still has it.
+func userRequest(j slurm.Job) request {
+	if r, ok := tagRequest(j); ok {
+		return r
+	}
+	return ownRequest(j)
 }
 
 // tagRequest is the user's request as rubick recorded it when it first

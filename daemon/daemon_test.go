@@ -1383,6 +1383,8 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 		weights string // the partition's TRESBillingWeights
 		unread  bool   // they did not parse
 		minCPUs int    // the fewest CPUs it may start with
+		// perNode bounds its GPUs and CPUs on each node; 0: any.
+		perNode struct{ gpus, cpus int }
 	}{
 		"no limit": {others: 2, maxGPUs: 8, maxCPUs: 64}, // 4 GPUs, 16 CPUs
 		"GPU room": {grp: slurm.GroupLimits{GPUs: 4}, others: 2, maxGPUs: 2, maxCPUs: 64,
@@ -1427,6 +1429,14 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 			ignored: "waits for room in QOS shared GrpTRESRunMins: billing-minutes to run in use 240, allowed 280, for its 60-minute time limit, and its request bills 8 (TRESBillingWeights unset: CPUs alone)"},
 		"billing-minutes per job": {qosJob: slurm.JobLimits{BillingMins: 3000}, weights: "CPU=0.5,Mem=0.25G,GRES/gpu=2.0", others: 2, maxGPUs: 4, maxCPUs: 16,
 			bound: "4 GPUs at most: MaxTRESMinsPerJob billing of its QOS, its partition's QOS or its association, 3000 billing-minutes for its 60-minute time limit; its request bills 23 (TRESBillingWeights=CPU=0.5,GRES/gpu=2,Mem=0.25G)"},
+		// Without weights a node's bill is its CPUs.
+		"billing per node": {qosJob: slurm.JobLimits{BillingPerNode: 12}, others: 2, maxGPUs: 16, maxCPUs: 64, perNode: struct{ gpus, cpus int }{0, 12}},
+		// A node of the request bills 23.6; 30 is 1.27 of it: 2 GPUs and 10
+		// CPUs on each node.
+		"billing per node, weights": {qosJob: slurm.JobLimits{BillingPerNode: 30}, weights: "CPU=0.5,Mem=0.25G,GRES/gpu=2.0", others: 2,
+			maxGPUs: 16, maxCPUs: 64, perNode: struct{ gpus, cpus int }{2, 10}},
+		"billing per node short": {qosJob: slurm.JobLimits{BillingPerNode: 10}, weights: "CPU=0.5,Mem=0.25G,GRES/gpu=2.0", others: 2, release: true,
+			ignored: "no room to start under MaxTRESPerNode billing of its QOS, its partition's QOS or its association (10); its request bills 23 (TRESBillingWeights=CPU=0.5,GRES/gpu=2,Mem=0.25G)"},
 		// Weights that did not parse: the billing limit is left to Slurm
 		// (the job grows as without it, here to 8 GPUs and 32 CPUs).
 		"billing unread": {grp: slurm.GroupLimits{Billing: 20}, unread: true, others: 2, maxGPUs: 8, maxCPUs: 64, minCPUs: 13},
@@ -1487,6 +1497,9 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 			if gpus > tc.maxGPUs || gpus < 2 || cpus > tc.maxCPUs || cpus < tc.minCPUs || tc.maxMem > 0 && mem > tc.maxMem {
 				t.Errorf("started on %d GPUs, %d CPUs, %d MB; want 2 to %d GPUs, %d to %d CPUs, %d MB at most (0: any)",
 					gpus, cpus, mem, tc.maxGPUs, tc.minCPUs, tc.maxCPUs, tc.maxMem)
+			}
+			if g, c := tc.perNode.gpus, tc.perNode.cpus; g > 0 && got.GPUsPerNode > g || c > 0 && got.CPUsPerTask > c {
+				t.Errorf("started on %d GPUs and %d CPUs per node, want %d and %d at most (0: any)", got.GPUsPerNode, got.CPUsPerTask, g, c)
 			}
 			if tc.bound != "" {
 				reasons, err := st.Reasons(context.Background(), 21, 1)

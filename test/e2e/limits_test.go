@@ -23,12 +23,12 @@ import (
 // node (with 16 GB per GPU: 3 GPUs), or 40 GPU-minutes of running jobs or
 // per job (4 GPUs for the job's 10 minutes), or a billing of 12 (or 120
 // billing-minutes) for the QOS's jobs together (without
-// TRESBillingWeights Slurm bills CPUs). On
+// TRESBillingWeights Slurm bills CPUs), or 12 on each node. On
 // the idle lab rubick grows a roberta job asking for 2 GPUs to a whole node
 // (it trains 3x faster on 8 than on 2). rubickd reads these limits from
 // slurmdbd and plans the job within them at once. A limit it does not read
-// (the QOS's billing per node) it learns from Slurm: Slurm holds the job
-// back with QOSMaxBillingPerNode, rubickd plans it within its request,
+// (the QOS's memory-minutes) it learns from Slurm: Slurm holds the job
+// back with QOSGrpMemoryRunMinutes, rubickd plans it within its request,
 // records the limit in its tag, and the job runs to completion.
 func TestSlurmLimit(t *testing.T) {
 	tests := []struct {
@@ -68,9 +68,12 @@ func TestSlurmLimit(t *testing.T) {
 		// Before rubick read them, Slurm held the job grown to 32 CPUs
 		// back (QOSGrpBillingRunMinutes), and rubick gave it its request.
 		{"billing minutes", []string{"qos", "normal", "set", "GrpTRESRunMins=billing="}, "120", "", bounds{gpus: 8, cpus: 12}, "", ""},
-		// Not read: the job's 8 CPUs bill 8 on its node; grown, it would
-		// bill more.
-		{"billing per node", []string{"qos", "normal", "set", "MaxTRESPerNode=billing="}, "12", "QOSMaxBillingPerNode", bounds{gpus: 2, cpus: 8}, "", ""},
+		// Before rubick read it, Slurm held the job grown to 32 CPUs back
+		// (QOSMaxBillingPerNode), and rubick gave it its request.
+		{"billing per node", []string{"qos", "normal", "set", "MaxTRESPerNode=billing="}, "12", "", bounds{gpus: 16, nodes: 2, cpusPerNode: 12}, "", ""},
+		// Not read: its 32 GB for 10 minutes are 327,680 MB-minutes;
+		// grown, it would hold more.
+		{"memory minutes", []string{"qos", "normal", "set", "GrpTRESRunMins=mem="}, "400000", "QOSGrpMemoryRunMinutes", bounds{gpus: 2, cpus: 8}, "", ""},
 		// The partition's: before rubick read them, the job was sized
 		// past them and Slurm held it back, with BadConstraints for the
 		// CPUs (a reason that names no limit) and MaxMemPerLimit.
