@@ -962,17 +962,22 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 
 // snapshotGroups are the GPU and CPU group limits of the managed jobs as
 // the policy keeps their jobs within them together: each limit less what
-// the running jobs outside the snapshot hold under it. It names each job's
-// groups in its Groups, those that could bind: a group with room for the
-// whole of nodes bounds nothing. Memory limits stay per job (Max) and
-// with SlurmActions' check: the policy books memory after it places GPUs.
+// the running jobs outside the snapshot hold under it. A billing limit
+// whose jobs here all run in partitions without TRESBillingWeights bills
+// their CPUs alone, so it is a CPU limit too. It names each job's groups
+// in its Groups, those that could bind: a group with room for the whole of
+// nodes bounds nothing. Memory limits and weighted billing stay per job
+// (Max) and with SlurmActions' check: the policy books memory after it
+// places GPUs.
 func snapshotGroups(pjobs []policy.Job, managed map[string]*managedJob, usage map[slurm.Group]slurm.GroupLimits, nodes []policy.Node, now time.Time) []policy.Group {
 	inside := map[slurm.Group]slurm.GroupLimits{}
+	weighted := map[slurm.Group]bool{} // one of its jobs here bills more than CPUs, or an unknown bill
 	for i := range pjobs {
 		mj := managed[pjobs[i].ID]
 		for _, g := range mj.groups {
-			if g.GPUs > 0 || g.CPUs > 0 {
+			if g.GPUs > 0 || g.CPUs > 0 || g.Billing > 0 {
 				addTo(inside, []slurm.Group{g}, holds(mj.slurm, now))
+				weighted[g] = weighted[g] || mj.billing.Set || mj.billing.Unread != ""
 			}
 		}
 	}
@@ -990,6 +995,9 @@ func snapshotGroups(pjobs []policy.Job, managed map[string]*managedJob, usage ma
 	for g, in := range inside {
 		u := usage[g]
 		pg := policy.Group{Name: g.Limit, GPUs: room(g.GPUs, u.GPUs, in.GPUs), CPUs: room(g.CPUs, u.CPUs, in.CPUs)}
+		if b := room(int(g.Billing), int(u.Billing), int(in.Billing)); !weighted[g] && b >= 0 && (pg.CPUs < 0 || b < pg.CPUs) {
+			pg.CPUs = b
+		}
 		if pg.GPUs >= 0 && pg.GPUs < gpus || pg.CPUs >= 0 && pg.CPUs < cpus {
 			binds[g] = pg
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/rubick-sched/rubick/artifact"
 	"github.com/rubick-sched/rubick/launch/report"
 	"github.com/rubick-sched/rubick/model"
@@ -1551,6 +1552,69 @@ func TestCycleSplitsGroupRoom(t *testing.T) {
 		if got := gauge(t, d, "rubick_group_limited_jobs"); got != 1 {
 			t.Errorf("rubick_group_limited_jobs = %v, want 1", got)
 		}
+	}
+}
+
+// Billing without TRESBillingWeights counts CPUs: the policy plans two
+// queued jobs of a QOS with GrpTRES=billing=16 within 16 CPUs together, and
+// no start is deferred (each bounded alone to the 16, both were planned on
+// 16 and SlurmActions deferred the second). One that does not start waits
+// with reason group-limit, as under a CPU limit.
+func TestCycleSplitsBillingRoom(t *testing.T) {
+	a1, a2 := heldJob(21, "bert", 1, 2), heldJob(22, "bert", 1, 2)
+	for _, j := range []*slurm.Job{&a1, &a2} {
+		j.Cluster, j.QOS = "lab", "shared"
+	}
+	limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Grp: slurm.GroupLimits{Billing: 16}}}}
+	c := &limitsCluster{fakeCluster: &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{a1, a2}}, limits: limits}
+	a := &fakeApplier{}
+	d, st := newTestDaemonWith(t, c, a, func(*Config) {})
+	rep, err := d.Cycle(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpus := 0
+	for _, act := range a.got {
+		cpus += act.CPUsPerTask * act.NumNodes
+	}
+	if len(a.got) == 0 || cpus > 16 || len(rep.Skipped) != 0 {
+		t.Errorf("applied %+v (%d CPUs), skipped %v; want starts on 16 CPUs at most, none deferred", a.got, cpus, rep.Skipped)
+	}
+	if len(a.got) == 1 {
+		waiting := int64(21 + 22 - a.got[0].JobID)
+		reasons, err := st.Reasons(context.Background(), waiting, 1)
+		if err != nil || len(reasons) != 1 || !strings.Contains(string(reasons[0].Reason), `"reason":"group-limit"`) ||
+			!strings.Contains(string(reasons[0].Reason), "QOS shared GrpTRES") {
+			t.Errorf("stored reasons of job %d: %v, %v; want group-limit naming the QOS", waiting, reasons, err)
+		}
+	}
+}
+
+// A billing limit is a CPU room for the policy only where every job of it
+// bills CPUs alone; with weights it bounds each job alone.
+func TestSnapshotGroupsBilling(t *testing.T) {
+	for name, tc := range map[string]struct {
+		weights slurm.BillingWeights
+		want    []policy.Group
+	}{
+		"unset":    {slurm.BillingWeights{}, []policy.Group{{Name: "QOS shared GrpTRES", GPUs: -1, CPUs: 16}}},
+		"weighted": {slurm.BillingWeights{CPU: 1, GPU: 4, Set: true}, []policy.Group{}},
+		"unread":   {slurm.BillingWeights{Unread: "CPU=x"}, []policy.Group{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			j := heldJob(21, "bert", 1, 2)
+			j.Cluster, j.QOS = "lab", "shared"
+			limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Grp: slurm.GroupLimits{Billing: 16}}},
+				Partitions: map[string]slurm.Partition{"gpu": {Name: "gpu", Billing: tc.weights}}}
+			v, err := BuildView(Defaults(), t0, Inputs{Nodes: labNodes(2), Jobs: []slurm.Job{j}, Estimators: shippedEstimators(t), Limits: limits},
+				slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, v.Snapshot.Groups, cmpopts.EquateEmpty()); d != "" {
+				t.Errorf("groups (-want +got):\n%s", d)
+			}
+		})
 	}
 }
 
