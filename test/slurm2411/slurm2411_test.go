@@ -336,6 +336,64 @@ func TestRubickdLimits2411(t *testing.T) {
 	t.Logf("the jobs ran on %v GPUs", ran)
 }
 
+// TestRubickdBilling2411: with slurmdbd, rubickd reads 24.11's billing:
+// the partition's TRESBillingWeights=CPU=0.5,Mem=0.25G,GRES/gpu=2.0 and
+// GrpTRES=billing=14 on the jobs' QOS, for two bert jobs asking for 2 GPUs,
+// 2 CPUs and 4 GB, which bill 6 each. Unbounded, rubick grows the first to
+// a node, which bills over 14, and Slurm held it back (QOSGrpBilling). No
+// job is ever held back by Slurm for a limit, and what the running jobs
+// bill together, as Slurm reports it, never passes 14.
+func TestRubickdBilling2411(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	root, c, _ := chrootLab(ctx, t)
+	if l, err := c.Limits(ctx); err != nil || l.QOS == nil {
+		t.Skipf("SKIP: no slurmdbd behind the 24.11 lab (trixie-up.sh WITH_DBD=1): %v", err)
+	}
+	inRoot := func(argv ...string) {
+		t.Helper()
+		if out, err := exec.Command("chroot", append([]string{root, "env", "-u", "SLURM_CONF"}, argv...)...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", argv, err, out)
+		}
+	}
+	inRoot("scontrol", "update", "PartitionName=gpu", "TRESBillingWeights=CPU=0.5,Mem=0.25G,GRES/gpu=2.0")
+	t.Cleanup(func() { inRoot("scontrol", "update", "PartitionName=gpu", "TRESBillingWeights=") })
+	inRoot("sacctmgr", "-i", "modify", "qos", "normal", "set", "GrpTRES=billing=14")
+	t.Cleanup(func() { inRoot("sacctmgr", "-i", "modify", "qos", "normal", "set", "GrpTRES=billing=-1") })
+
+	logPath := runRubickd(ctx, t, root)
+	ids := submitBert(ctx, t, root, 2, "--qos=normal")
+	ended := map[int]bool{}
+	ran := map[int]int{} // the GPUs each job was seen running on
+	for ctx.Err() == nil && len(ended) < len(ids) {
+		var billed int64
+		for _, id := range ids {
+			j, err := c.Job(ctx, id)
+			if err != nil {
+				continue
+			}
+			switch {
+			case j.Ended():
+				ended[id] = true
+			case j.State == slurm.StatePending && slurm.SizeLimitReason(j.Reason):
+				logText, _ := os.ReadFile(logPath)
+				t.Fatalf("job %d held back by Slurm for %s; rubickd log:\n%s", id, j.Reason, logText)
+			case j.State == slurm.StateRunning:
+				ran[id], billed = j.GPUs, billed+j.Billing
+			}
+		}
+		if billed > 14 {
+			t.Fatalf("the running jobs bill %d together, want 14 at most (GrpTRES=billing=14)", billed)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if len(ended) < len(ids) || len(ran) < len(ids) {
+		logText, _ := os.ReadFile(logPath)
+		t.Fatalf("jobs %v, ended %v, ran on %v GPUs; want all run and ended; rubickd log:\n%s", ids, ended, ran, logText)
+	}
+	t.Logf("the jobs ran on %v GPUs", ran)
+}
+
 // runRubickd builds rubickd and runs it against the chroot lab until the
 // test ends, with scontrol and scancel run inside the chroot; it returns
 // the path of its log.
