@@ -71,10 +71,36 @@ func billRooms(lim slurm.JobLimits, room groupRoom, use map[slurm.Group]slurm.Gr
 	return out
 }
 
-// billOf works out jobBill for a job whose request is req, memory
-// included (MiB over its nodes; what the policy books for it when it asked
-// for none), under rooms.
-func billOf(w slurm.BillingWeights, rooms []billRoom, req request, reqMemMB int64) jobBill {
+// jobMem is how the policy books a job's host memory under a memory
+// bound (Max.MemGB, which a billing bound with a memory weight sets): what
+// it asked for on each node (--mem), or for each GPU (--mem-per-gpu); for a
+// job that asked for none, the policy's default, which grows about with
+// its GPUs (total: MiB at its request). One of the three is set.
+type jobMem struct {
+	perNode, perGPU, total int64
+}
+
+// memOf is jobMem for j, whose request is req; perGPU gives the policy's
+// default for one GPU on one node.
+func memOf(j slurm.Job, req request, perGPU func() int64) jobMem {
+	switch {
+	case j.MemPerGPUMB > 0:
+		return jobMem{perGPU: j.MemPerGPUMB}
+	case req.MemMB > 0:
+		return jobMem{perNode: req.MemMB}
+	}
+	return jobMem{total: perGPU() * int64(req.Nodes*req.GPUsPerNode)}
+}
+
+// billOf works out jobBill for a job whose request is req, booking memory
+// as mem, under rooms.
+//
+// What each node costs whatever runs on it (its node weight, and the
+// memory a job that asked for it per node books there) is held at the
+// request's nodes; the rest of the room is split over what grows with the
+// job (GPUs with their memory per GPU, CPUs, default memory) in the
+// request's proportions.
+func billOf(w slurm.BillingWeights, rooms []billRoom, req request, mem jobMem) jobBill {
 	b := jobBill{w: w, room: -1, gpus: -1, cpus: -1, nodes: -1, memMB: -1}
 	for _, r := range rooms {
 		if r.room >= 0 && (b.room < 0 || r.room < b.room) {
@@ -82,7 +108,7 @@ func billOf(w slurm.BillingWeights, rooms []billRoom, req request, reqMemMB int6
 		}
 	}
 	gpus, cpus, nodes := req.Nodes*req.GPUsPerNode, req.CPUs, req.Nodes
-	b.req = w.Of(gpus, cpus, nodes, reqMemMB)
+	b.req = w.Of(gpus, cpus, nodes, mem.perNode*int64(nodes)+mem.perGPU*int64(gpus)+mem.total)
 	if b.room < 0 {
 		return b
 	}
@@ -90,31 +116,37 @@ func billOf(w slurm.BillingWeights, rooms []billRoom, req request, reqMemMB int6
 		b.cpus = int(b.room)
 		return b
 	}
-	variable := w.GPU*float64(gpus) + w.CPU*float64(cpus) + w.MemMB*float64(reqMemMB)
+	perGPU := w.GPU + w.MemMB*float64(mem.perGPU)
+	perNode := w.Node + w.MemMB*float64(mem.perNode)
+	variable := perGPU*float64(gpus) + w.CPU*float64(cpus) + w.MemMB*float64(mem.total)
 	left := float64(b.room)
-	if w.Node > 0 {
-		if variable <= 0 {
-			b.nodes = int(left / w.Node)
-			return b
-		}
-		// Nodes bill whatever the job runs on them: no more than it asked
-		// for, and the rest of the room for what grows.
+	if perNode > 0 {
 		b.nodes = nodes
-		left -= w.Node * float64(nodes)
+		if variable <= 0 {
+			b.nodes = int(left / perNode)
+		}
+		left -= perNode * float64(b.nodes)
 	}
-	if variable <= 0 {
-		return b // bills nothing rubick allocates
+	share := 0.0
+	if variable > 0 {
+		share = max(left, 0) / variable
 	}
-	share := max(left, 0) / variable
 	const eps = 1e-9 // against 0.1*30 landing below 3
-	if w.GPU > 0 {
+	if perGPU > 0 {
 		b.gpus = int(math.Floor(share*float64(gpus) + eps))
 	}
 	if w.CPU > 0 {
 		b.cpus = int(math.Floor(share*float64(cpus) + eps))
 	}
 	if w.MemMB > 0 {
-		b.memMB = int64(math.Floor(share * float64(reqMemMB)))
+		switch {
+		case mem.perNode > 0:
+			b.memMB = mem.perNode * int64(b.nodes) // what its nodes book, no more
+		case mem.perGPU > 0:
+			b.memMB = mem.perGPU * int64(b.gpus)
+		default:
+			b.memMB = int64(math.Floor(share * float64(mem.total)))
+		}
 	}
 	return b
 }
@@ -135,18 +167,4 @@ func (b jobBill) why() string {
 // group's limit.
 func (b jobBill) waits() string {
 	return fmt.Sprintf("waits for room in %s, and its request bills %d (%s)", b.by.use, b.req, b.w)
-}
-
-// reqMemMB is the memory (MiB) a job's request holds over its nodes: what
-// it asked for, per GPU or per node, else what the policy books for its
-// GPUs by default (perGPU for one GPU on one node).
-func reqMemMB(j slurm.Job, req request, perGPU func() int64) int64 {
-	gpus := int64(req.Nodes * req.GPUsPerNode)
-	switch {
-	case j.MemPerGPUMB > 0:
-		return j.MemPerGPUMB * gpus
-	case req.MemMB > 0:
-		return req.MemMB * int64(req.Nodes)
-	}
-	return perGPU() * gpus
 }

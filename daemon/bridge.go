@@ -835,9 +835,9 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		}
 		weights := in.Limits.Partitions[part].Billing
 		req := userRequest(j)
-		reqMem := func() int64 { return reqMemMB(j, req, func() int64 { return oneGPUMem(cfg, e, j) }) }
+		mem := func() jobMem { return memOf(j, req, func() int64 { return oneGPUMem(cfg, e, j) }) }
 		if rooms := billRooms(lim, room, v.usage, mins.limit); weights.Unread == "" && len(rooms) > 0 {
-			bill := billOf(weights, rooms, req, reqMem())
+			bill := billOf(weights, rooms, req, mem())
 			if j.State == slurm.StatePending && bill.full() {
 				if bill.by.perJob {
 					// Slurm holds it back as submitted: left to Slurm.
@@ -863,7 +863,9 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			one := request{Nodes: 1, GPUsPerNode: req.GPUsPerNode, CPUs: max(req.CPUs/max(req.Nodes, 1), 1)}
 			room := []billRoom{{room: lim.BillingPerNode, perJob: true,
 				name: fmt.Sprintf("MaxTRESPerNode billing of its QOS, its partition's QOS or its association (%d)", lim.BillingPerNode)}}
-			bill := billOf(weights, room, one, reqMem()/int64(max(req.Nodes, 1)))
+			m := mem()
+			m.total /= int64(max(req.Nodes, 1))
+			bill := billOf(weights, room, one, m)
 			if j.State == slurm.StatePending && bill.full() {
 				v.asSubmitted(j, "no room to start under "+bill.why())
 				continue

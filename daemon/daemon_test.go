@@ -1417,25 +1417,27 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 		"billing room": {grp: slurm.GroupLimits{Billing: 20}, others: 2, maxGPUs: 8, maxCPUs: 12},
 		"billing full": {grp: slurm.GroupLimits{Billing: 8}, others: 2,
 			ignored: "waits for room in QOS shared GrpTRES: billing in use 8, allowed 8, and its request bills 8 (TRESBillingWeights unset: CPUs alone)"},
-		// The request bills 2x2 + 8x0.5 + 62.5x0.25 = 23.6, rounded down;
-		// 50 is 2.1 times that: 4 GPUs, 16 CPUs.
-		"billing per job": {qosJob: slurm.JobLimits{Billing: 50}, weights: "CPU=0.5,Mem=0.25G,GRES/gpu=2.0", others: 2, maxGPUs: 4, maxCPUs: 16,
-			bound: "4 GPUs at most: MaxTRESPerJob billing of its QOS, its partition's QOS or its association (50); its request bills 23 (TRESBillingWeights=CPU=0.5,GRES/gpu=2,Mem=0.25G)"},
-		// The other job bills 4 + 4 + 7.8: 55 of 70 left, 2.3 requests.
-		"billing group": {grp: slurm.GroupLimits{Billing: 70}, weights: "CPU=0.5,Mem=0.25G,GRES/gpu=2.0", others: 2, maxGPUs: 4, maxCPUs: 18,
-			bound: "4 GPUs at most: QOS shared GrpTRES billing, 55 left; its request bills 23 (TRESBillingWeights=CPU=0.5,GRES/gpu=2,Mem=0.25G)"},
+		// The request bills 2x2 + 8x0.5 + 62.5x0.25 = 23.6, rounded down.
+		// Its node's 62.5 GB bill 15.6 whatever it runs: of 34, 18.4 are
+		// left for 2.3 times its 2 GPUs and 8 CPUs, 4 GPUs and 18 CPUs.
+		"billing per job": {qosJob: slurm.JobLimits{Billing: 34}, weights: "CPU=0.5,Mem=0.25G,GRES/gpu=2.0", others: 2, maxGPUs: 4, maxCPUs: 18,
+			bound: "4 GPUs at most: MaxTRESPerJob billing of its QOS, its partition's QOS or its association (34); its request bills 23 (TRESBillingWeights=CPU=0.5,GRES/gpu=2,Mem=0.25G)"},
+		// The other job bills 4 + 4 + 7.8: 34 of 49 left.
+		"billing group": {grp: slurm.GroupLimits{Billing: 49}, weights: "CPU=0.5,Mem=0.25G,GRES/gpu=2.0", others: 2, maxGPUs: 4, maxCPUs: 18,
+			bound: "4 GPUs at most: QOS shared GrpTRES billing, 34 left; its request bills 23 (TRESBillingWeights=CPU=0.5,GRES/gpu=2,Mem=0.25G)"},
 		// The other job bills 8 for 30 more minutes: 240 billing-minutes.
 		"billing-minutes room": {grp: slurm.GroupLimits{BillingRunMins: 960}, others: 2, maxGPUs: 8, maxCPUs: 12},
 		"billing-minutes full": {grp: slurm.GroupLimits{BillingRunMins: 280}, others: 2,
 			ignored: "waits for room in QOS shared GrpTRESRunMins: billing-minutes to run in use 240, allowed 280, for its 60-minute time limit, and its request bills 8 (TRESBillingWeights unset: CPUs alone)"},
-		"billing-minutes per job": {qosJob: slurm.JobLimits{BillingMins: 3000}, weights: "CPU=0.5,Mem=0.25G,GRES/gpu=2.0", others: 2, maxGPUs: 4, maxCPUs: 16,
-			bound: "4 GPUs at most: MaxTRESMinsPerJob billing of its QOS, its partition's QOS or its association, 3000 billing-minutes for its 60-minute time limit; its request bills 23 (TRESBillingWeights=CPU=0.5,GRES/gpu=2,Mem=0.25G)"},
+		"billing-minutes per job": {qosJob: slurm.JobLimits{BillingMins: 2040}, weights: "CPU=0.5,Mem=0.25G,GRES/gpu=2.0", others: 2, maxGPUs: 4, maxCPUs: 18,
+			bound: "4 GPUs at most: MaxTRESMinsPerJob billing of its QOS, its partition's QOS or its association, 2040 billing-minutes for its 60-minute time limit; its request bills 23 (TRESBillingWeights=CPU=0.5,GRES/gpu=2,Mem=0.25G)"},
 		// Without weights a node's bill is its CPUs.
 		"billing per node": {qosJob: slurm.JobLimits{BillingPerNode: 12}, others: 2, maxGPUs: 16, maxCPUs: 64, perNode: struct{ gpus, cpus int }{0, 12}},
-		// A node of the request bills 23.6; 30 is 1.27 of it: 2 GPUs and 10
+		// A node of the request bills 23.6, its memory 15.6 of it: of 30,
+		// 14.4 are left for 1.8 times its 2 GPUs and 8 CPUs, 3 GPUs and 14
 		// CPUs on each node.
 		"billing per node, weights": {qosJob: slurm.JobLimits{BillingPerNode: 30}, weights: "CPU=0.5,Mem=0.25G,GRES/gpu=2.0", others: 2,
-			maxGPUs: 16, maxCPUs: 64, perNode: struct{ gpus, cpus int }{2, 10}},
+			maxGPUs: 16, maxCPUs: 64, perNode: struct{ gpus, cpus int }{3, 14}},
 		"billing per node short": {qosJob: slurm.JobLimits{BillingPerNode: 10}, weights: "CPU=0.5,Mem=0.25G,GRES/gpu=2.0", others: 2, release: true,
 			ignored: "no room to start under MaxTRESPerNode billing of its QOS, its partition's QOS or its association (10); its request bills 23 (TRESBillingWeights=CPU=0.5,GRES/gpu=2,Mem=0.25G)"},
 		// Weights that did not parse: the billing limit is left to Slurm

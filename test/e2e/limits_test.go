@@ -98,15 +98,16 @@ func TestSlurmLimit(t *testing.T) {
 		defer l.run(t, "scontrol", "update", "PartitionName=gpu", "QOS=")
 		slurmLimit(t, []string{"qos", "gpupart", "set", "MaxTRESPerJob=gres/gpu="}, "4", "-1", "", bounds{gpus: 4}, "--mem=32G")
 	})
-	// With weights the request bills 2x2 + 8x0.5 + 32x0.25 = 16, and 36
-	// is 2.25 of it: 4 GPUs, 18 CPUs and 72 GB at most. Before rubick read
-	// them, it grew the job to 8 GPUs, 32 CPUs and 144 GB, which bill 68,
-	// and Slurm held it back (QOSGrpBilling).
+	// With weights the request bills 2x2 + 8x0.5 + 32x0.25 = 16. Its
+	// node's 32 GB bill 8 whatever it runs, and the other 32 of 40 are 4
+	// times its 2 GPUs and 8 CPUs: 8 GPUs, 32 CPUs and 32 GB at most.
+	// Before rubick read them, it grew the job to 8 GPUs, 32 CPUs and 144
+	// GB, which bill 68, and Slurm held it back (QOSGrpBilling).
 	t.Run("billing weights", func(t *testing.T) {
 		l := labFromEnv(t)
 		l.run(t, "scontrol", "update", "PartitionName=gpu", "TRESBillingWeights=CPU=0.5,Mem=0.25G,GRES/gpu=2.0")
 		defer l.run(t, "scontrol", "update", "PartitionName=gpu", "TRESBillingWeights=")
-		slurmLimit(t, []string{"qos", "normal", "set", "GrpTRES=billing="}, "36", "-1", "", bounds{gpus: 4, cpus: 18, mem: 72 << 10}, "--mem=32G")
+		slurmLimit(t, []string{"qos", "normal", "set", "GrpTRES=billing="}, "40", "-1", "", bounds{gpus: 8, cpus: 32, mem: 32 << 10}, "--mem=32G")
 	})
 }
 
