@@ -12,11 +12,10 @@ import (
 // TRESBillingWeights bill (-1: none).
 //
 // Billing couples the TRES: a job may trade CPUs for GPUs under one
-// number. The bounds split the room in the proportions of the job's
-// request, the shape its user asked for, which the policy grows alike: an
-// allocation within every bound bills no more than the room, whatever the
-// policy makes of it. Without weights Slurm bills CPUs alone, and the room
-// is a CPU bound, exactly.
+// number. The bounds split the room the way the policy books the job
+// (billOf): an allocation within every bound bills no more than the room,
+// whatever the policy makes of it. Without weights Slurm bills CPUs alone,
+// and the room is a CPU bound, exactly.
 type jobBill struct {
 	w slurm.BillingWeights
 	// by is the room that binds; room is its billing, -1 when none does.
