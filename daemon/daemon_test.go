@@ -1523,72 +1523,54 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 // room alone, the policy gave each 4 GPUs and the second start was
 // dropped by SlurmActions). bert scales well on one node, so the first
 // keeps 4 and the second waits with reason group-limit, as on a cluster
-// of 4 GPUs.
+// of 4 GPUs. Billing without TRESBillingWeights counts CPUs, so
+// GrpTRES=billing=16 is planned as 16 CPUs the same way (bounded alone,
+// both were planned on 16 CPUs and the second was deferred).
 func TestCycleSplitsGroupRoom(t *testing.T) {
-	a1, a2 := heldJob(21, "bert", 1, 2), heldJob(22, "bert", 1, 2)
-	for _, j := range []*slurm.Job{&a1, &a2} {
-		j.Cluster, j.QOS = "lab", "shared"
+	tests := map[string]struct {
+		grp   slurm.GroupLimits
+		most  int                    // GPUs, or CPUs, the starts may take together
+		count func(slurm.Action) int // what they take
+		says  string                 // what the one left waiting says
+	}{
+		"GPUs": {slurm.GroupLimits{GPUs: 4}, 4, func(a slurm.Action) int { return a.GPUsPerNode * a.NumNodes },
+			"QOS shared GrpTRES: its jobs here hold 4 of the 4 GPUs left to them"},
+		"billing": {slurm.GroupLimits{Billing: 16}, 16, func(a slurm.Action) int { return a.CPUsPerTask * a.NumNodes },
+			"QOS shared GrpTRES: its jobs here hold 16 of the 16 CPUs left to them"},
 	}
-	limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Grp: slurm.GroupLimits{GPUs: 4}}}}
-	c := &limitsCluster{fakeCluster: &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{a1, a2}}, limits: limits}
-	a := &fakeApplier{}
-	d, st := newTestDaemonWith(t, c, a, func(*Config) {})
-	rep, err := d.Cycle(context.Background(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gpus := 0
-	for _, act := range a.got {
-		gpus += act.GPUsPerNode * act.NumNodes
-	}
-	if len(a.got) == 0 || gpus > 4 || len(rep.Skipped) != 0 {
-		t.Errorf("applied %+v (%d GPUs), skipped %v; want starts on 4 GPUs at most, none deferred", a.got, gpus, rep.Skipped)
-	}
-	if len(a.got) == 1 {
-		waiting := int64(21 + 22 - a.got[0].JobID)
-		reasons, err := st.Reasons(context.Background(), waiting, 1)
-		if err != nil || len(reasons) != 1 || !strings.Contains(string(reasons[0].Reason), `"reason":"group-limit"`) ||
-			!strings.Contains(string(reasons[0].Reason), "QOS shared GrpTRES: its jobs here hold 4 of the 4 GPUs left to them") {
-			t.Errorf("stored reasons of job %d: %s, %v; want group-limit naming the QOS", waiting, reasons[0].Reason, err)
-		}
-		if got := gauge(t, d, "rubick_group_limited_jobs"); got != 1 {
-			t.Errorf("rubick_group_limited_jobs = %v, want 1", got)
-		}
-	}
-}
-
-// Billing without TRESBillingWeights counts CPUs: the policy plans two
-// queued jobs of a QOS with GrpTRES=billing=16 within 16 CPUs together, and
-// no start is deferred (each bounded alone to the 16, both were planned on
-// 16 and SlurmActions deferred the second). One that does not start waits
-// with reason group-limit, as under a CPU limit.
-func TestCycleSplitsBillingRoom(t *testing.T) {
-	a1, a2 := heldJob(21, "bert", 1, 2), heldJob(22, "bert", 1, 2)
-	for _, j := range []*slurm.Job{&a1, &a2} {
-		j.Cluster, j.QOS = "lab", "shared"
-	}
-	limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Grp: slurm.GroupLimits{Billing: 16}}}}
-	c := &limitsCluster{fakeCluster: &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{a1, a2}}, limits: limits}
-	a := &fakeApplier{}
-	d, st := newTestDaemonWith(t, c, a, func(*Config) {})
-	rep, err := d.Cycle(context.Background(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cpus := 0
-	for _, act := range a.got {
-		cpus += act.CPUsPerTask * act.NumNodes
-	}
-	if len(a.got) == 0 || cpus > 16 || len(rep.Skipped) != 0 {
-		t.Errorf("applied %+v (%d CPUs), skipped %v; want starts on 16 CPUs at most, none deferred", a.got, cpus, rep.Skipped)
-	}
-	if len(a.got) == 1 {
-		waiting := int64(21 + 22 - a.got[0].JobID)
-		reasons, err := st.Reasons(context.Background(), waiting, 1)
-		if err != nil || len(reasons) != 1 || !strings.Contains(string(reasons[0].Reason), `"reason":"group-limit"`) ||
-			!strings.Contains(string(reasons[0].Reason), "QOS shared GrpTRES") {
-			t.Errorf("stored reasons of job %d: %v, %v; want group-limit naming the QOS", waiting, reasons, err)
-		}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			a1, a2 := heldJob(21, "bert", 1, 2), heldJob(22, "bert", 1, 2)
+			for _, j := range []*slurm.Job{&a1, &a2} {
+				j.Cluster, j.QOS = "lab", "shared"
+			}
+			limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Grp: tc.grp}}}
+			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{a1, a2}}, limits: limits}
+			a := &fakeApplier{}
+			d, st := newTestDaemonWith(t, c, a, func(*Config) {})
+			rep, err := d.Cycle(context.Background(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			took := 0
+			for _, act := range a.got {
+				took += tc.count(act)
+			}
+			if len(a.got) == 0 || took > tc.most || len(rep.Skipped) != 0 {
+				t.Errorf("applied %+v (%d), skipped %v; want starts on %d at most, none deferred", a.got, took, rep.Skipped, tc.most)
+			}
+			if len(a.got) == 1 {
+				waiting := int64(21 + 22 - a.got[0].JobID)
+				reasons, err := st.Reasons(context.Background(), waiting, 1)
+				if err != nil || len(reasons) != 1 || !strings.Contains(string(reasons[0].Reason), `"reason":"group-limit"`) ||
+					!strings.Contains(string(reasons[0].Reason), tc.says) {
+					t.Errorf("stored reasons of job %d: %v, %v; want group-limit saying %q", waiting, reasons, err, tc.says)
+				}
+				if got := gauge(t, d, "rubick_group_limited_jobs"); got != 1 {
+					t.Errorf("rubick_group_limited_jobs = %v, want 1", got)
+				}
+			}
+		})
 	}
 }
 

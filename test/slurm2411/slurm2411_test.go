@@ -281,16 +281,7 @@ func TestRubickdAgainstSlurm2411(t *testing.T) {
 func TestRubickdLimits2411(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	root, c, _ := chrootLab(ctx, t)
-	if l, err := c.Limits(ctx); err != nil || l.QOS == nil {
-		t.Skipf("SKIP: no slurmdbd behind the 24.11 lab (trixie-up.sh WITH_DBD=1): %v", err)
-	}
-	inRoot := func(argv ...string) {
-		t.Helper()
-		if out, err := exec.Command("chroot", append([]string{root, "env", "-u", "SLURM_CONF"}, argv...)...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v\n%s", argv, err, out)
-		}
-	}
+	root, c, inRoot := chrootLabWithDBD(ctx, t)
 	inRoot("sacctmgr", "-i", "modify", "qos", "normal", "set", "GrpTRESRunMins=gres/gpu=20")
 	t.Cleanup(func() { inRoot("sacctmgr", "-i", "modify", "qos", "normal", "set", "GrpTRESRunMins=gres/gpu=-1") })
 	inRoot("sacctmgr", "-i", "add", "qos", "gpupart", "MaxTRESPerJob=gres/gpu=4")
@@ -346,16 +337,7 @@ func TestRubickdLimits2411(t *testing.T) {
 func TestRubickdBilling2411(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	root, c, _ := chrootLab(ctx, t)
-	if l, err := c.Limits(ctx); err != nil || l.QOS == nil {
-		t.Skipf("SKIP: no slurmdbd behind the 24.11 lab (trixie-up.sh WITH_DBD=1): %v", err)
-	}
-	inRoot := func(argv ...string) {
-		t.Helper()
-		if out, err := exec.Command("chroot", append([]string{root, "env", "-u", "SLURM_CONF"}, argv...)...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v\n%s", argv, err, out)
-		}
-	}
+	root, c, inRoot := chrootLabWithDBD(ctx, t)
 	inRoot("scontrol", "update", "PartitionName=gpu", "TRESBillingWeights=CPU=0.5,Mem=0.25G,GRES/gpu=2.0")
 	t.Cleanup(func() { inRoot("scontrol", "update", "PartitionName=gpu", "TRESBillingWeights=") })
 	inRoot("sacctmgr", "-i", "modify", "qos", "normal", "set", "GrpTRES=billing=14")
@@ -392,6 +374,24 @@ func TestRubickdBilling2411(t *testing.T) {
 		t.Fatalf("jobs %v, ended %v, ran on %v GPUs; want all run and ended; rubickd log:\n%s", ids, ended, ran, logText)
 	}
 	t.Logf("the jobs ran on %v GPUs", ran)
+}
+
+// chrootLabWithDBD is chrootLab for a test that needs slurmdbd
+// (trixie-up.sh WITH_DBD=1), which it skips without, and a way to run a
+// command as root inside the chroot (sacctmgr, scontrol update), failing
+// the test when it fails.
+func chrootLabWithDBD(ctx context.Context, t *testing.T) (root string, c *slurm.RESTCluster, inRoot func(argv ...string)) {
+	t.Helper()
+	root, c, _ = chrootLab(ctx, t)
+	if l, err := c.Limits(ctx); err != nil || l.QOS == nil {
+		t.Skipf("SKIP: no slurmdbd behind the 24.11 lab (trixie-up.sh WITH_DBD=1): %v", err)
+	}
+	return root, c, func(argv ...string) {
+		t.Helper()
+		if out, err := exec.Command("chroot", append([]string{root, "env", "-u", "SLURM_CONF"}, argv...)...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", argv, err, out)
+		}
+	}
 }
 
 // runRubickd builds rubickd and runs it against the chroot lab until the
