@@ -140,6 +140,7 @@ type CycleReport struct {
 	Starting []int                 `json:"starting,omitempty"` // released jobs Slurm has yet to start; nothing decided
 	Reserved *Reservation          `json:"reserved,omitempty"` // free resources held back for a pending rigid job
 	Refitted []string              `json:"refitted,omitempty"` // model types whose current fit changed: a first fit, or a refit on reported samples
+	Groups   []GroupUse            `json:"groups,omitempty"`   // group limits running jobs count against, with their use
 	CycleID  int64                 `json:"cycle_id,omitempty"`
 	Duration time.Duration         `json:"duration_ns"`
 	Policy   time.Duration         `json:"policy_ns"`
@@ -414,7 +415,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	if err != nil {
 		return rep, fmt.Errorf("build snapshot: %w", err)
 	}
-	rep.Ignored, rep.Adjusted = view.Unmanaged, view.Adjusted
+	rep.Ignored, rep.Adjusted, rep.Groups = view.Unmanaged, view.Adjusted, view.GroupUse()
 	d.deps.Metrics.RigidReserved.Set(0)
 	if rep.Reserved = view.Reserved; rep.Reserved != nil {
 		d.deps.Metrics.RigidReserved.Set(float64(rep.Reserved.GPUs))

@@ -56,6 +56,9 @@ type daemonView struct {
 	Adjusted map[int]string `json:"adjusted"`
 	// Reserved is what the last cycle held back for a pending rigid job.
 	Reserved *daemon.Reservation `json:"reserved"`
+	// Groups are the group limits (GrpTRES and the like) running jobs
+	// count against, with what they hold.
+	Groups []daemon.GroupUse `json:"groups"`
 }
 
 // modelView is one model type and its current fit.
@@ -164,7 +167,7 @@ func probeDaemon(ctx context.Context, c *http.Client, base string, timeout time.
 	maps.Copy(d.Skipped, rep.Skipped)
 	maps.Copy(d.Ignored, rep.Ignored)
 	maps.Copy(d.Adjusted, rep.Adjusted)
-	d.Reserved = rep.Reserved
+	d.Reserved, d.Groups = rep.Reserved, rep.Groups
 	return d
 }
 
@@ -258,6 +261,14 @@ func (v *statusView) write(w io.Writer) error {
 		if r := d.Reserved; r != nil {
 			fmt.Fprintf(ew, "  held for rigid job %d: %d free GPUs on %s\n", r.JobID, r.GPUs, strings.Join(r.Nodes, ","))
 		}
+		if len(d.Groups) > 0 {
+			fmt.Fprintln(ew, "  group limits (in use / allowed):")
+			for _, g := range d.Groups {
+				if s := groupUse(g); s != "" {
+					fmt.Fprintf(ew, "    %s\n", s)
+				}
+			}
+		}
 	}
 	if v.StoreError != "" {
 		fmt.Fprintf(ew, "store %s: NOT READ (%s)\n", v.Store, v.StoreError)
@@ -314,4 +325,34 @@ func counts(m map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
 	}
 	return strings.Join(parts, " ")
+}
+
+// groupUse writes one group limit's use of what it bounds: "QOS normal
+// GrpTRES: 12/16 GPUs, 30/40 billing; QOS normal GrpTRESRunMins: 600/640
+// GPU-minutes"; "" when it bounds nothing.
+func groupUse(g daemon.GroupUse) string {
+	type row struct {
+		used, allowed int64
+		what          string
+	}
+	part := func(name string, rows ...row) string {
+		var out []string
+		for _, r := range rows {
+			if r.allowed > 0 {
+				out = append(out, fmt.Sprintf("%d/%d %s", r.used, r.allowed, r.what))
+			}
+		}
+		if len(out) == 0 {
+			return ""
+		}
+		return name + ": " + strings.Join(out, ", ")
+	}
+	u, a := g.InUse, g.Allowed
+	parts := []string{
+		part(g.Limit, row{int64(u.GPUs), int64(a.GPUs), "GPUs"}, row{int64(u.CPUs), int64(a.CPUs), "CPUs"},
+			row{u.MemMB, a.MemMB, "MB"}, row{u.Billing, a.Billing, "billing"}),
+		part(g.RunMins, row{u.GPURunMins, a.GPURunMins, "GPU-minutes"}, row{u.CPURunMins, a.CPURunMins, "CPU-minutes"},
+			row{u.BillingRunMins, a.BillingRunMins, "billing-minutes"}),
+	}
+	return strings.Join(slices.DeleteFunc(parts, func(p string) bool { return p == "" }), "; ")
 }

@@ -44,6 +44,13 @@ func TestStatusJSON(t *testing.T) {
 		Failed:   map[int]string{44: "scontrol: rc=1"},
 		Adjusted: map[int]string{46: "no feasible plan for model llama7 on its request of 1 GPU on 1 node; planned from 2 GPUs on 1 node"},
 		Reserved: &daemon.Reservation{JobID: 45, Nodes: []string{"n2"}, GPUs: 8},
+		Groups: []daemon.GroupUse{
+			{Limit: "QOS normal GrpTRES", RunMins: "QOS normal GrpTRESRunMins",
+				InUse:   daemon.TRESAmounts{GPUs: 12, CPUs: 48, MemMB: 1000, Billing: 30, GPURunMins: 600, CPURunMins: 2400, BillingRunMins: 1800},
+				Allowed: daemon.TRESAmounts{GPUs: 16, Billing: 40, GPURunMins: 640}},
+			// No bound on what it holds: not listed.
+			{Limit: "QOS idle GrpTRES", RunMins: "QOS idle GrpTRESRunMins", InUse: daemon.TRESAmounts{GPUs: 2}},
+		},
 	}
 	srv := fakeDaemon(t, rep)
 	var out, errb bytes.Buffer
@@ -70,6 +77,9 @@ func TestStatusJSON(t *testing.T) {
 	}
 	if diff := cmp.Diff(rep.Reserved, d.Reserved); diff != "" {
 		t.Errorf("reserved (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(rep.Groups, d.Groups); diff != "" {
+		t.Errorf("groups (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(map[string]int{"RUNNING": 1}, v.JobsByState); diff != "" {
 		t.Errorf("managed jobs (-want +got):\n%s", diff)
@@ -100,10 +110,14 @@ func TestStatusJSON(t *testing.T) {
 	}
 	for _, want := range []string{"applied 1, failed 1, skipped 0, ignored 0, adjusted 1\n", "    failed job 44: scontrol: rc=1\n",
 		"    adjusted job 46: no feasible plan for model llama7 on its request of 1 GPU on 1 node; planned from 2 GPUs on 1 node\n",
-		"  held for rigid job 45: 8 free GPUs on n2\n"} {
+		"  held for rigid job 45: 8 free GPUs on n2\n",
+		"  group limits (in use / allowed):\n    QOS normal GrpTRES: 12/16 GPUs, 30/40 billing; QOS normal GrpTRESRunMins: 600/640 GPU-minutes\nstore "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+	if strings.Contains(out.String(), "QOS idle") {
+		t.Errorf("output lists a group with nothing bounded:\n%s", out.String())
 	}
 }
 

@@ -1,0 +1,46 @@
+package daemon
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+// GroupUse is what the running jobs hold against one group limit, beside
+// what it allows (0: no bound), for rubick status.
+type GroupUse struct {
+	// Limit names it as an admin sets it ("QOS normal GrpTRES"); RunMins
+	// names its run-minute part ("QOS normal GrpTRESRunMins").
+	Limit   string      `json:"limit"`
+	RunMins string      `json:"run_mins"`
+	InUse   TRESAmounts `json:"in_use"`
+	Allowed TRESAmounts `json:"allowed"`
+}
+
+// TRESAmounts are GPUs, CPUs, memory and billing, and the GPU-, CPU- and
+// billing-minutes to run.
+type TRESAmounts struct {
+	GPUs           int   `json:"gpus"`
+	CPUs           int   `json:"cpus"`
+	MemMB          int64 `json:"mem_mb"`
+	Billing        int64 `json:"billing"`
+	GPURunMins     int64 `json:"gpu_run_mins"`
+	CPURunMins     int64 `json:"cpu_run_mins"`
+	BillingRunMins int64 `json:"billing_run_mins"`
+}
+
+func amounts(g slurm.GroupLimits) TRESAmounts {
+	return TRESAmounts{GPUs: g.GPUs, CPUs: g.CPUs, MemMB: g.MemMB, Billing: g.Billing,
+		GPURunMins: g.GPURunMins, CPURunMins: g.CPURunMins, BillingRunMins: g.BillingRunMins}
+}
+
+// GroupUse lists the group limits running jobs count against, by name.
+func (v *View) GroupUse() []GroupUse {
+	out := make([]GroupUse, 0, len(v.usage))
+	for g, u := range v.usage {
+		out = append(out, GroupUse{Limit: g.Limit, RunMins: g.RunMinsName(), InUse: amounts(u), Allowed: amounts(g.GroupLimits)})
+	}
+	slices.SortFunc(out, func(a, b GroupUse) int { return strings.Compare(a.Limit, b.Limit) })
+	return out
+}
