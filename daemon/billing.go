@@ -167,3 +167,61 @@ func (b jobBill) why() string {
 func (b jobBill) waits() string {
 	return fmt.Sprintf("waits for room in %s, and its request bills %d (%s)", b.by.use, b.req, b.w)
 }
+
+// billBounds lowers job j's limits (lim, and the GPU bound rubick explain
+// names) to what its billing limits leave it: rooms, priced by its
+// partition's weights w, and MaxTRESPerNode billing on each node. held is
+// what it holds, oneGPUMem the policy's default memory for one GPU. It
+// reports false for a pending job they leave nothing to start on, which
+// it then keeps waiting (a group's room) or releases as submitted (a
+// per-job limit, which Slurm holds it back for). Weights that did not
+// parse leave its billing to Slurm.
+func (v *View) billBounds(j slurm.Job, w slurm.BillingWeights, rooms []billRoom, lim *slurm.JobLimits, bound *GPUBound, held slurm.GroupLimits,
+	oneGPUMem func() int64) bool {
+	if w.Unread != "" || len(rooms) == 0 && lim.BillingPerNode <= 0 {
+		return true
+	}
+	req := userRequest(j)
+	mem := memOf(j, req, oneGPUMem)
+	pending := j.State == slurm.StatePending
+	if len(rooms) > 0 {
+		bill := billOf(w, rooms, req, mem)
+		if pending && bill.full() {
+			if bill.by.perJob {
+				v.asSubmitted(j, "no room to start under "+bill.why())
+			} else {
+				v.waits(j, bill.waits())
+			}
+			return false
+		}
+		heldNodes := 0
+		if j.State == slurm.StateRunning {
+			heldNodes = max(j.NodeCount, 1)
+		}
+		lim.GPUs, lim.CPUs = capBy(lim.GPUs, bill.gpus, held.GPUs), capBy(lim.CPUs, bill.cpus, held.CPUs)
+		lim.MemMB, lim.Nodes = capBy(lim.MemMB, bill.memMB, held.MemMB), capBy(lim.Nodes, bill.nodes, heldNodes)
+		if lim.GPUs != bound.GPUs {
+			*bound = GPUBound{lim.GPUs, bill.why()}
+		}
+	}
+	if lim.BillingPerNode > 0 {
+		// One node of the request, billed against the limit on each.
+		nodes := max(req.Nodes, 1)
+		one := request{Nodes: 1, GPUsPerNode: req.GPUsPerNode, CPUs: max(req.CPUs/nodes, 1)}
+		mem.total /= int64(nodes)
+		room := []billRoom{{room: lim.BillingPerNode, perJob: true,
+			name: fmt.Sprintf("MaxTRESPerNode billing of its QOS, its partition's QOS or its association (%d)", lim.BillingPerNode)}}
+		bill := billOf(w, room, one, mem)
+		if pending && bill.full() {
+			v.asSubmitted(j, "no room to start under "+bill.why())
+			return false
+		}
+		var perNode slurm.GroupLimits // what it holds on each node
+		if n := int64(max(j.NodeCount, 1)); j.State == slurm.StateRunning {
+			perNode = slurm.GroupLimits{GPUs: j.GPUsPerNode, CPUs: int(int64(j.CPUs) / n), MemMB: j.MemMB / n}
+		}
+		lim.GPUsPerNode, lim.CPUsPerNode = capBy(lim.GPUsPerNode, bill.gpus, perNode.GPUs), capBy(lim.CPUsPerNode, bill.cpus, perNode.CPUs)
+		lim.MemMBPerNode = capBy(lim.MemMBPerNode, bill.memMB, perNode.MemMB)
+	}
+	return true
+}

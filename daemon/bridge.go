@@ -805,8 +805,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		if why, full := room.full(v.usage, minMem); full && j.State == slurm.StatePending {
 			// Slurm would hold it back whatever its size: it stays held
 			// and is planned once the group has room.
-			v.Unmanaged[j.ID] = why
-			v.Waiting = append(v.Waiting, j)
+			v.waits(j, why)
 			continue
 		}
 		held := holds(j, now)
@@ -823,8 +822,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 					// Slurm holds it back at any size: left to Slurm.
 					v.asSubmitted(j, why)
 				} else {
-					v.Unmanaged[j.ID] = why
-					v.Waiting = append(v.Waiting, j)
+					v.waits(j, why)
 				}
 				continue
 			}
@@ -834,48 +832,8 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			bound = GPUBound{lim.GPUs, mins.gpuBy()}
 		}
 		weights := in.Limits.Partitions[part].Billing
-		req := userRequest(j)
-		mem := func() jobMem { return memOf(j, req, func() int64 { return oneGPUMem(cfg, e, j) }) }
-		if rooms := billRooms(lim, room, v.usage, mins.limit); weights.Unread == "" && len(rooms) > 0 {
-			bill := billOf(weights, rooms, req, mem())
-			if j.State == slurm.StatePending && bill.full() {
-				if bill.by.perJob {
-					// Slurm holds it back as submitted: left to Slurm.
-					v.asSubmitted(j, "no room to start under "+bill.why())
-				} else {
-					v.Unmanaged[j.ID] = bill.waits()
-					v.Waiting = append(v.Waiting, j)
-				}
-				continue
-			}
-			heldNodes := 0
-			if j.State == slurm.StateRunning {
-				heldNodes = max(j.NodeCount, 1)
-			}
-			lim.GPUs, lim.CPUs = capBy(lim.GPUs, bill.gpus, held.GPUs), capBy(lim.CPUs, bill.cpus, held.CPUs)
-			lim.MemMB, lim.Nodes = capBy(lim.MemMB, bill.memMB, held.MemMB), capBy(lim.Nodes, bill.nodes, heldNodes)
-			if lim.GPUs != bound.GPUs {
-				bound = GPUBound{lim.GPUs, bill.why()}
-			}
-		}
-		if weights.Unread == "" && lim.BillingPerNode > 0 {
-			// One node of the request, billed against the limit on each.
-			one := request{Nodes: 1, GPUsPerNode: req.GPUsPerNode, CPUs: max(req.CPUs/max(req.Nodes, 1), 1)}
-			room := []billRoom{{room: lim.BillingPerNode, perJob: true,
-				name: fmt.Sprintf("MaxTRESPerNode billing of its QOS, its partition's QOS or its association (%d)", lim.BillingPerNode)}}
-			m := mem()
-			m.total /= int64(max(req.Nodes, 1))
-			bill := billOf(weights, room, one, m)
-			if j.State == slurm.StatePending && bill.full() {
-				v.asSubmitted(j, "no room to start under "+bill.why())
-				continue
-			}
-			var perNode slurm.GroupLimits // what it holds on each node
-			if n := int64(max(j.NodeCount, 1)); j.State == slurm.StateRunning {
-				perNode = slurm.GroupLimits{GPUs: j.GPUsPerNode, CPUs: int(int64(j.CPUs) / n), MemMB: j.MemMB / n}
-			}
-			lim.GPUsPerNode, lim.CPUsPerNode = capBy(lim.GPUsPerNode, bill.gpus, perNode.GPUs), capBy(lim.CPUsPerNode, bill.cpus, perNode.CPUs)
-			lim.MemMBPerNode = capBy(lim.MemMBPerNode, bill.memMB, perNode.MemMB)
+		if !v.billBounds(j, weights, billRooms(lim, room, v.usage, mins.limit), &lim, &bound, held, func() int64 { return oneGPUMem(cfg, e, j) }) {
+			continue
 		}
 		if bound.GPUs > 0 {
 			v.Bounds[j.ID] = bound
@@ -1045,6 +1003,13 @@ func (v *View) asSubmitted(j slurm.Job, why string) {
 	if j.State == slurm.StatePending && j.Held {
 		v.Rigid = append(v.Rigid, j)
 	}
+}
+
+// waits keeps pending job j held while a group limit of its has no room
+// for it, and says why.
+func (v *View) waits(j slurm.Job, why string) {
+	v.Unmanaged[j.ID] = why
+	v.Waiting = append(v.Waiting, j)
 }
 
 // starting reports whether rubickd released the pending job moments ago.
@@ -1285,14 +1250,15 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 				after.MemMB = m
 			}
 			// A start or a restart runs its whole time limit from now.
-			if tl := wholeMinutes(cmp.Or(a.TimeLimit, mj.slurm.TimeLimit)); tl > 0 {
+			tl := wholeMinutes(cmp.Or(a.TimeLimit, mj.slurm.TimeLimit))
+			if tl > 0 {
 				after.GPURunMins, after.CPURunMins = int64(after.GPUs)*tl, int64(after.CPUs)*tl
 			}
 			if mj.billing.Unread == "" && slices.ContainsFunc(mj.groups, func(g slurm.Group) bool { return g.Billing > 0 || g.BillingRunMins > 0 }) {
 				// Priced only where it is limited: it bills what Slurm
 				// reported before, and the weights' arithmetic after.
 				after.Billing = mj.billing.Of(after.GPUs, after.CPUs, n, after.MemMB)
-				after.BillingRunMins = after.Billing * wholeMinutes(cmp.Or(a.TimeLimit, mj.slurm.TimeLimit))
+				after.BillingRunMins = after.Billing * tl
 			}
 			return plus(after, held, -1), mj.groups
 		}
