@@ -1393,7 +1393,7 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 	tag.Plan = a.Plan.String()
 	tag.Extra[tagAt] = strconv.FormatInt(now.Unix(), 10)
 	out.Nodes, out.NumNodes, out.GPUsPerNode, out.CPUsPerTask, out.MemPerNodeMB = nodes, len(nodes), gpus, cpus, memMB
-	bill := mj.billing.Of(gpus*len(nodes), cpus*len(nodes), len(nodes), memMB*int64(len(nodes)))
+	bill := mj.billing.Of(gpus*len(nodes), cpus*len(nodes), len(nodes), out.MemMB(j))
 	if tl := mj.time.limitAt(a.Throughput, gpus*len(nodes), cpus*len(nodes), bill, 0); tl > 0 && tl != j.TimeLimit {
 		out.TimeLimit = tl
 	}
