@@ -49,7 +49,7 @@ integration: ## tests against the local Slurm lab (installs and starts it when r
 TRIXIE_ROOT ?= /tmp/rubick-trixie
 export TRIXIE_ROOT
 
-integration-2411: ## the v0.0.41 client, the Applier and rubickd against real Slurm 24.11 with slurmdbd (a trixie chroot; root)
+integration-2411: ## the v0.0.41 and v0.0.42 clients, the Applier and rubickd against real Slurm 24.11 with slurmdbd (a trixie chroot; root)
 	@if [ "$$(id -u)" = 0 ] && ! WITH_DBD=1 scripts/lab/trixie-up.sh; then \
 	  echo "SKIP: Slurm 24.11 tests: the trixie chroot could not be built here (see the output above)"; \
 	elif [ -r "$(TRIXIE_ROOT)/lab/env.sh" ]; then \

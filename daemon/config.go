@@ -75,7 +75,7 @@ type Config struct {
 // SlurmrestdConfig says how to reach slurmrestd.
 type SlurmrestdConfig struct {
 	URL string `mapstructure:"url"`
-	// Version pins the API version (v0.0.38, v0.0.41); empty detects it.
+	// Version pins the API version (v0.0.38, v0.0.41, v0.0.42); empty detects it.
 	Version   string        `mapstructure:"version"`
 	User      string        `mapstructure:"user"`
 	TokenFile string        `mapstructure:"token_file"`

@@ -48,6 +48,19 @@ func TestBuildViewFromRealResponses(t *testing.T) {
 			// 2 runs "model_type=llama", a model type rubick has no fit for.
 			wantIgnored: []int{2},
 		},
+		"24.11 v0.0.42": {
+			dir: "24.11-v42", version: slurm.Version42,
+			// job 2 runs 8 GPUs, 8 CPUs and 32 GiB on node1 and node2,
+			// job 5 3 GPUs, 1 CPU and 24 GiB on node3.
+			wantNodes: []policy.Node{
+				{Name: "node1", GPUs: 0, CPUs: 56, MemGB: 468},
+				{Name: "node2", GPUs: 0, CPUs: 56, MemGB: 468},
+				{Name: "node3", GPUs: 5, CPUs: 63, MemGB: 476},
+				{Name: "node4", GPUs: 8, CPUs: 64, MemGB: 500},
+			},
+			// 4 is tagged for bert, which this test gives no fit.
+			wantIgnored: []int{4},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -38,7 +38,7 @@ type Cluster interface {
 type Config struct {
 	// URL is slurmrestd's base URL, e.g. "http://127.0.0.1:6820".
 	URL string
-	// Version pins the API version (Version38 or Version41); empty means
+	// Version pins the API version (Version38, Version41 or Version42); empty means
 	// detect it from what the server serves.
 	Version string
 	// TokenFile holds the JWT, raw or as "SLURM_JWT=..." (what
@@ -125,8 +125,8 @@ func NewCluster(ctx context.Context, cfg Config) (*RESTCluster, error) {
 		switch v {
 		case Version38:
 			return newV38(base, d, c)
-		case Version41:
-			return newV41(base, d, c)
+		case Version41, Version42:
+			return newV41(v, base, d, c)
 		}
 		return nil, fmt.Errorf("slurm: %w: %q", ErrUnsupportedVersion, v)
 	}
@@ -138,7 +138,7 @@ func NewCluster(ctx context.Context, cfg Config) (*RESTCluster, error) {
 		c.version, c.api = cfg.Version, b
 		return c, nil
 	}
-	for _, v := range []string{Version41, Version38} {
+	for _, v := range []string{Version42, Version41, Version38} {
 		b, err := build(v)
 		if err != nil {
 			return nil, err
@@ -155,7 +155,7 @@ func NewCluster(ctx context.Context, cfg Config) (*RESTCluster, error) {
 		cfg.Logger.Info("slurmrestd API version detected", "version", v, "url", base)
 		return c, nil
 	}
-	return nil, fmt.Errorf("slurm: %s serves neither %s nor %s: %w", base, Version41, Version38, ErrUnsupportedVersion)
+	return nil, fmt.Errorf("slurm: %s serves none of %s, %s and %s: %w", base, Version42, Version41, Version38, ErrUnsupportedVersion)
 }
 
 // Version returns the API version in use, e.g. "v0.0.38".

@@ -223,7 +223,7 @@ func TestGolden2411(t *testing.T) {
 }
 
 func TestJobsNotModified(t *testing.T) {
-	for _, v := range []string{Version38, Version41} {
+	for _, v := range []string{Version38, Version41, Version42} {
 		t.Run(v, func(t *testing.T) {
 			f, srv := newFakeRestd(t, v)
 			f.lastUpdate = 1795315400
@@ -240,7 +240,7 @@ func TestJobsNotModified(t *testing.T) {
 			}
 			reqs := f.Requests()
 			want := "update_time=1795315300"
-			if v == Version41 {
+			if v != Version38 {
 				want = "update_time=uts1795315300"
 			}
 			if last := reqs[len(reqs)-1]; !strings.Contains(last, want) {
@@ -330,7 +330,7 @@ func TestTimeoutIsUnavailableButCallerCancelIsNot(t *testing.T) {
 }
 
 func TestJobNotFound(t *testing.T) {
-	for _, v := range []string{Version38, Version41} {
+	for _, v := range []string{Version38, Version41, Version42} {
 		t.Run(v, func(t *testing.T) {
 			_, srv := newFakeRestd(t, v)
 			c := newTestCluster(t, srv.URL, nil)
@@ -426,7 +426,7 @@ func TestVersionDetectionAndPinning(t *testing.T) {
 		t.Errorf("detected %q", c.Version())
 	}
 	reqs := f.Requests()
-	want := []string{"GET /slurm/v0.0.41/ping/", "GET /slurm/v0.0.38/ping"}
+	want := []string{"GET /slurm/v0.0.42/ping/", "GET /slurm/v0.0.41/ping/", "GET /slurm/v0.0.38/ping"}
 	if diff := cmp.Diff(want, reqs); diff != "" {
 		t.Errorf("probe requests (-want +got):\n%s", diff)
 	}
@@ -478,8 +478,8 @@ func TestSubmitRealErrorFails(t *testing.T) {
 func TestSubmitBodies(t *testing.T) {
 	// The request bodies carry the fixes LAB.md section 5 found: nodes as
 	// "n-n" and environment as a dict in v0.0.38; a list and the script
-	// inside the job in v0.0.41.
-	for _, v := range []string{Version38, Version41} {
+	// inside the job from v0.0.41 on.
+	for _, v := range []string{Version38, Version41, Version42} {
 		t.Run(v, func(t *testing.T) {
 			var body string
 			f, srv := newFakeRestd(t, v)

@@ -52,7 +52,7 @@ func (c *fakeClock) Sleeps() []time.Duration {
 // authentication behaviour of the real one (LAB.md section 5).
 type fakeRestd struct {
 	t       *testing.T
-	version string // Version38 or Version41
+	version string // Version38, Version41 or Version42
 	dir     string
 	user    string
 
@@ -66,12 +66,19 @@ type fakeRestd struct {
 
 func newFakeRestd(t *testing.T, version string) (*fakeRestd, *httptest.Server) {
 	t.Helper()
-	f := &fakeRestd{t: t, version: version, user: "root", token: "good-token", overrides: map[string]string{}}
-	if version == Version38 {
-		f.dir = "testdata/22.05"
-	} else {
-		f.dir = "testdata/24.11"
+	switch version {
+	case Version38:
+		return newFakeRestdDir(t, version, "testdata/22.05")
+	case Version42:
+		return newFakeRestdDir(t, version, "testdata/24.11-v42")
 	}
+	return newFakeRestdDir(t, version, "testdata/24.11")
+}
+
+// newFakeRestdDir serves version's answers recorded in dir.
+func newFakeRestdDir(t *testing.T, version, dir string) (*fakeRestd, *httptest.Server) {
+	t.Helper()
+	f := &fakeRestd{t: t, version: version, dir: dir, user: "root", token: "good-token", overrides: map[string]string{}}
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
 	return f, srv

@@ -12,6 +12,8 @@ const (
 	Version38 = "v0.0.38"
 	// Version41 is the slurmrestd API of Slurm 23.11 to 24.11 (v0.0.41).
 	Version41 = "v0.0.41"
+	// Version42 is the slurmrestd API of Slurm 24.11 and later (v0.0.42).
+	Version42 = "v0.0.42"
 )
 
 // Job states as rubick sees them. Slurm's base states are passed through

@@ -6,26 +6,111 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/rubick-sched/rubick/slurm/gen/v0041"
+	"github.com/rubick-sched/rubick/slurm/gen/v0042"
 )
 
-// v41 adapts the generated v0.0.41 client (Slurm 23.11 to 24.11).
+// v41 adapts the generated v0.0.41 client (Slurm 23.11 to 24.11) and the
+// v0.0.42 one (24.11 and later). The answers of v0.0.42 differ from those
+// of v0.0.41 only in fields this adapter neither reads nor sends
+// (TestV42AnswersAsV41 checks both specifications), so both decode into
+// the v0.0.41 types; only the calls go through each version's client.
 type v41 struct {
-	c   *RESTCluster
-	api *v0041.Client
+	c      *RESTCluster
+	ver    string // Version41 or Version42
+	api    restCalls
+	server string // base URL, for the /slurmdb paths no client has
+	http   v0041.HttpRequestDoer
 }
 
-func newV41(base string, d *doer, c *RESTCluster) (*v41, error) {
-	api, err := v0041.NewClient(base, v0041.WithHTTPClient(d))
-	if err != nil {
-		return nil, fmt.Errorf("slurm: v0.0.41 client: %w", err)
+// restCalls are the generated client's requests this adapter makes,
+// returning the raw answers it decodes.
+type restCalls interface {
+	ping(ctx context.Context) (*http.Response, error)
+	jobs(ctx context.Context, updateTime *string) (*http.Response, error)
+	job(ctx context.Context, id string) (*http.Response, error)
+	nodes(ctx context.Context) (*http.Response, error)
+	partitions(ctx context.Context) (*http.Response, error)
+	reservations(ctx context.Context) (*http.Response, error)
+	submit(ctx context.Context, body io.Reader) (*http.Response, error)
+}
+
+func newV41(ver, base string, d *doer, c *RESTCluster) (*v41, error) {
+	var (
+		calls restCalls
+		err   error
+	)
+	switch ver {
+	case Version41:
+		var api *v0041.Client
+		api, err = v0041.NewClient(base, v0041.WithHTTPClient(d))
+		calls = calls41{api}
+	case Version42:
+		var api *v0042.Client
+		api, err = v0042.NewClient(base, v0042.WithHTTPClient(d))
+		calls = calls42{api}
+	default:
+		return nil, fmt.Errorf("slurm: %w: %q", ErrUnsupportedVersion, ver)
 	}
-	return &v41{c: c, api: api}, nil
+	if err != nil {
+		return nil, fmt.Errorf("slurm: %s client: %w", ver, err)
+	}
+	return &v41{c: c, ver: ver, api: calls, server: base, http: d}, nil
+}
+
+type calls41 struct{ c *v0041.Client }
+
+func (a calls41) ping(ctx context.Context) (*http.Response, error) { return a.c.SlurmV0041GetPing(ctx) }
+func (a calls41) jobs(ctx context.Context, ut *string) (*http.Response, error) {
+	return a.c.SlurmV0041GetJobs(ctx, &v0041.SlurmV0041GetJobsParams{UpdateTime: ut})
+}
+func (a calls41) job(ctx context.Context, id string) (*http.Response, error) {
+	return a.c.SlurmV0041GetJob(ctx, id, nil)
+}
+func (a calls41) nodes(ctx context.Context) (*http.Response, error) {
+	return a.c.SlurmV0041GetNodes(ctx, nil)
+}
+func (a calls41) partitions(ctx context.Context) (*http.Response, error) {
+	return a.c.SlurmV0041GetPartitions(ctx, nil)
+}
+func (a calls41) reservations(ctx context.Context) (*http.Response, error) {
+	return a.c.SlurmV0041GetReservations(ctx, nil)
+}
+func (a calls41) submit(ctx context.Context, body io.Reader) (*http.Response, error) {
+	return a.c.SlurmV0041PostJobSubmitWithBody(ctx, "application/json", body)
+}
+
+type calls42 struct{ c *v0042.Client }
+
+func (a calls42) ping(ctx context.Context) (*http.Response, error) { return a.c.SlurmV0042GetPing(ctx) }
+func (a calls42) jobs(ctx context.Context, ut *string) (*http.Response, error) {
+	return a.c.SlurmV0042GetJobs(ctx, &v0042.SlurmV0042GetJobsParams{UpdateTime: ut})
+}
+func (a calls42) job(ctx context.Context, id string) (*http.Response, error) {
+	return a.c.SlurmV0042GetJob(ctx, id, nil)
+}
+func (a calls42) nodes(ctx context.Context) (*http.Response, error) {
+	return a.c.SlurmV0042GetNodes(ctx, nil)
+}
+func (a calls42) partitions(ctx context.Context) (*http.Response, error) {
+	return a.c.SlurmV0042GetPartitions(ctx, nil)
+}
+func (a calls42) reservations(ctx context.Context) (*http.Response, error) {
+	return a.c.SlurmV0042GetReservations(ctx, nil)
+}
+func (a calls42) submit(ctx context.Context, body io.Reader) (*http.Response, error) {
+	return a.c.SlurmV0042PostJobSubmitWithBody(ctx, "application/json", body)
+}
+
+// ep names an endpoint of this version in errors and logs.
+func (b *v41) ep(method, path string) string {
+	return method + " /slurm/" + b.ver + "/" + path
 }
 
 // noVal is the shape of 24.11's {set, infinite, number} objects as the
@@ -54,8 +139,8 @@ type v41Overlay struct {
 }
 
 func (b *v41) ping(ctx context.Context) error {
-	const ep = "GET /slurm/v0.0.41/ping/"
-	r, err := get[v0041.V0041OpenapiPingArrayResp](ctx, b.c, ep, func(ctx context.Context) (*http.Response, error) { return b.api.SlurmV0041GetPing(ctx) })
+	ep := b.ep("GET", "ping/")
+	r, err := get[v0041.V0041OpenapiPingArrayResp](ctx, b.c, ep, b.api.ping)
 	if err != nil {
 		return err
 	}
@@ -68,16 +153,16 @@ func (b *v41) ping(ctx context.Context) error {
 }
 
 func (b *v41) jobs(ctx context.Context, since time.Time) ([]Job, bool, error) {
-	const ep = "GET /slurm/v0.0.41/jobs/"
-	var params v0041.SlurmV0041GetJobsParams
+	ep := b.ep("GET", "jobs/")
+	var updateTime *string
 	if !since.IsZero() {
 		// 24.11 parses update_time as a Slurm time: a bare number is
 		// refused (422, "Parsing of N for timestamp failed"), "uts<N>"
 		// is seconds since the epoch (checked on the chroot lab).
 		t := "uts" + strconv.FormatInt(since.Unix(), 10)
-		params.UpdateTime = &t
+		updateTime = &t
 	}
-	status, body, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) { return b.api.SlurmV0041GetJobs(ctx, &params) })
+	status, body, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) { return b.api.jobs(ctx, updateTime) })
 	if err != nil {
 		return nil, false, err
 	}
@@ -102,9 +187,9 @@ func unchangedList(body []byte) bool {
 }
 
 func (b *v41) job(ctx context.Context, id int) (Job, error) {
-	ep := "GET /slurm/v0.0.41/job/" + strconv.Itoa(id)
+	ep := b.ep("GET", "job/"+strconv.Itoa(id))
 	status, body, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) {
-		return b.api.SlurmV0041GetJob(ctx, strconv.Itoa(id), nil)
+		return b.api.job(ctx, strconv.Itoa(id))
 	})
 	if err != nil {
 		return Job{}, err
@@ -183,10 +268,8 @@ func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
 }
 
 func (b *v41) nodes(ctx context.Context) ([]Node, error) {
-	const ep = "GET /slurm/v0.0.41/nodes/"
-	r, err := get[v0041.V0041OpenapiNodesResp](ctx, b.c, ep, func(ctx context.Context) (*http.Response, error) {
-		return b.api.SlurmV0041GetNodes(ctx, nil)
-	})
+	ep := b.ep("GET", "nodes/")
+	r, err := get[v0041.V0041OpenapiNodesResp](ctx, b.c, ep, b.api.nodes)
 	if err != nil {
 		return nil, err
 	}
@@ -217,12 +300,12 @@ func (b *v41) nodes(ctx context.Context) ([]Node, error) {
 }
 
 func (b *v41) qos(ctx context.Context) ([]QOS, error) {
-	r, err := getDB[dbQOSList](ctx, b, "slurmdb/v0.0.41/qos")
+	r, err := getDB[dbQOSList](ctx, b, "slurmdb/"+b.ver+"/qos")
 	return r.convert(), err
 }
 
 func (b *v41) associations(ctx context.Context) ([]Association, error) {
-	r, err := getDB[dbAssocList](ctx, b, "slurmdb/v0.0.41/associations")
+	r, err := getDB[dbAssocList](ctx, b, "slurmdb/"+b.ver+"/associations")
 	return r.convert(), err
 }
 
@@ -233,7 +316,7 @@ func (b *v41) associations(ctx context.Context) ([]Association, error) {
 func getDB[T any](ctx context.Context, b *v41, path string) (T, error) {
 	ep := "GET /" + path
 	r, err := get[T](ctx, b.c, ep, func(ctx context.Context) (*http.Response, error) {
-		u, err := url.JoinPath(b.api.Server, path)
+		u, err := url.JoinPath(b.server, path)
 		if err != nil {
 			return nil, err
 		}
@@ -241,7 +324,7 @@ func getDB[T any](ctx context.Context, b *v41, path string) (T, error) {
 		if err != nil {
 			return nil, err
 		}
-		return b.api.Client.Do(req)
+		return b.http.Do(req)
 	})
 	if apiErr, ok := errors.AsType[*APIError](err); ok && apiErr.Status == http.StatusNotFound {
 		return r, fmt.Errorf("slurmrestd %s: no database plugin: %w", ep, ErrUnsupported)
@@ -250,10 +333,8 @@ func getDB[T any](ctx context.Context, b *v41, path string) (T, error) {
 }
 
 func (b *v41) reservations(ctx context.Context) ([]Reservation, error) {
-	const ep = "GET /slurm/v0.0.41/reservations/"
-	r, err := get[v0041.V0041OpenapiReservationResp](ctx, b.c, ep, func(ctx context.Context) (*http.Response, error) {
-		return b.api.SlurmV0041GetReservations(ctx, nil)
-	})
+	ep := b.ep("GET", "reservations/")
+	r, err := get[v0041.V0041OpenapiReservationResp](ctx, b.c, ep, b.api.reservations)
 	if err != nil {
 		return nil, err
 	}
@@ -274,10 +355,8 @@ func (b *v41) reservations(ctx context.Context) ([]Reservation, error) {
 }
 
 func (b *v41) partitions(ctx context.Context) ([]Partition, error) {
-	const ep = "GET /slurm/v0.0.41/partitions/"
-	r, err := get[v0041.V0041OpenapiPartitionResp](ctx, b.c, ep, func(ctx context.Context) (*http.Response, error) {
-		return b.api.SlurmV0041GetPartitions(ctx, nil)
-	})
+	ep := b.ep("GET", "partitions/")
+	r, err := get[v0041.V0041OpenapiPartitionResp](ctx, b.c, ep, b.api.partitions)
 	if err != nil {
 		return nil, err
 	}
@@ -325,8 +404,8 @@ func (b *v41) partitions(ctx context.Context) ([]Partition, error) {
 }
 
 func (b *v41) submit(ctx context.Context, req SubmitRequest) (int, error) {
-	const ep = "POST /slurm/v0.0.41/job/submit"
-	// In v0.0.41 the environment is a list of "K=V" and the script moves
+	ep := b.ep("POST", "job/submit")
+	// From v0.0.41 on the environment is a list of "K=V" and the script moves
 	// into the job description.
 	env := envOrDefault(req.Env)
 	d := v0041.V0041JobDescMsg{
@@ -370,7 +449,7 @@ func (b *v41) submit(ctx context.Context, req SubmitRequest) (int, error) {
 		return 0, err
 	}
 	status, resp, err := b.c.call(ctx, ep, func(ctx context.Context) (*http.Response, error) {
-		return b.api.SlurmV0041PostJobSubmitWithBody(ctx, "application/json", bytes.NewReader(raw))
+		return b.api.submit(ctx, bytes.NewReader(raw))
 	})
 	var r v0041.V0041OpenapiJobSubmitResponse
 	if len(resp) > 0 {

@@ -1,10 +1,11 @@
 //go:build integration
 
-// Package slurm2411 tests the slurmrestd v0.0.41 client and the Applier
-// against a real Slurm 24.11 (scripts/lab/trixie-up.sh, a Debian trixie
-// chroot): version detection, nodes, a REST submission tagged and held by
-// job_submit.lua, a start through scontrol that lands where asked, polling,
-// the limits, and rubickd itself for a few cycles.
+// Package slurm2411 tests the slurmrestd v0.0.41 and v0.0.42 clients and
+// the Applier against a real Slurm 24.11 (scripts/lab/trixie-up.sh, a
+// Debian trixie chroot), which serves both: version detection, nodes, a
+// REST submission tagged and held by job_submit.lua, a start through
+// scontrol that lands where asked, polling, the limits, and rubickd itself
+// for a few cycles.
 package slurm2411
 
 import (
@@ -22,13 +23,27 @@ import (
 	"github.com/rubick-sched/rubick/slurm"
 )
 
-func TestV0041AgainstSlurm2411(t *testing.T) {
+// bothVersions runs f once with each API version 24.11 serves that rubick
+// speaks.
+func bothVersions(t *testing.T, f func(t *testing.T, version string)) {
+	for _, v := range []string{slurm.Version41, slurm.Version42} {
+		t.Run(v, func(t *testing.T) { f(t, v) })
+	}
+}
+
+func TestDetectsV0042(t *testing.T) {
+	_, c, _ := chrootLab(context.Background(), t, "")
+	if c.Version() != slurm.Version42 {
+		t.Fatalf("detected %s, want %s, the newest 24.11 serves", c.Version(), slurm.Version42)
+	}
+}
+
+func TestRESTAgainstSlurm2411(t *testing.T) { bothVersions(t, restAgainstSlurm2411) }
+
+func restAgainstSlurm2411(t *testing.T, version string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	root, c, app := chrootLab(ctx, t)
-	if c.Version() != slurm.Version41 {
-		t.Fatalf("detected %s, want %s", c.Version(), slurm.Version41)
-	}
+	root, c, app := chrootLab(ctx, t, version)
 	nodes, err := c.Nodes(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +60,7 @@ func TestV0041AgainstSlurm2411(t *testing.T) {
 	// A REST submission carries its model type in the comment; the lab's
 	// job_submit.lua tags and holds it.
 	id, err := c.Submit(ctx, slurm.SubmitRequest{
-		Name: "rubick-2411", Partition: "gpu", Script: "#!/bin/bash\nsleep 120\n", Nodes: 1, Tasks: 1,
+		Name: "rubick-" + version, Partition: "gpu", Script: "#!/bin/bash\nsleep 120\n", Nodes: 1, Tasks: 1,
 		CPUsPerTask: 1, GPUsPerNode: 1, MemPerNodeMB: 1000, Requeue: true, Comment: "rubick:model=bert",
 		WorkDir: "/tmp", StdOut: "/dev/null", Env: []string{"PATH=/usr/bin:/bin"},
 	})
@@ -92,17 +107,18 @@ func TestV0041AgainstSlurm2411(t *testing.T) {
 	}
 }
 
-// chrootLab is the 24.11 chroot lab: its root, a v0.0.41 client and an
-// Applier whose scontrol runs inside the chroot (reading the chroot's own
-// slurm.conf even where the 22.05 lab's env.sh exported SLURM_CONF).
-func chrootLab(ctx context.Context, t *testing.T) (string, *slurm.RESTCluster, *slurm.Applier) {
+// chrootLab is the 24.11 chroot lab: its root, a client of version (""
+// detects it) and an Applier whose scontrol runs inside the chroot
+// (reading the chroot's own slurm.conf even where the 22.05 lab's env.sh
+// exported SLURM_CONF).
+func chrootLab(ctx context.Context, t *testing.T, version string) (string, *slurm.RESTCluster, *slurm.Applier) {
 	t.Helper()
 	root := os.Getenv("SLURM_CHROOT")
 	url, token := os.Getenv("SLURMRESTD_URL"), os.Getenv("SLURMRESTD_TOKEN_FILE")
 	if root == "" || url == "" || token == "" {
 		t.Skip("SKIP: no Slurm 24.11 chroot lab in the environment (as root: make lab-2411; source /tmp/rubick-trixie/lab/env.sh)")
 	}
-	c, err := slurm.NewCluster(ctx, slurm.Config{URL: url, User: "root", TokenFile: token})
+	c, err := slurm.NewCluster(ctx, slurm.Config{URL: url, Version: version, User: "root", TokenFile: token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,10 +146,10 @@ func runArgv(argv ...string) error {
 // On 24.11 too: a --gpus job is resized to a per-node count (its per-job
 // request cleared), and a held job array is split, its last record then
 // started under ARRAY_TASK.
-func TestV0041GPUsPerJobAndArrays(t *testing.T) {
+func TestGPUsPerJobAndArrays2411(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	root, c, app := chrootLab(ctx, t)
+	root, c, app := chrootLab(ctx, t, "")
 	sbatch := func(args ...string) int {
 		argv := append([]string{root, "env", "-u", "SLURM_CONF", "sbatch", "--parsable", "-H", "-p", "gpu", "-D", "/tmp", "-o", "/dev/null"}, args...)
 		out, err := exec.Command("chroot", append(argv, "--wrap", "sleep 120")...).Output()
@@ -197,10 +213,12 @@ func TestV0041GPUsPerJobAndArrays(t *testing.T) {
 // (trixie-up.sh WITH_DBD=1) the QOS and associations slurmdbd lists, the
 // partitions' alone without it (slurmrestd answers 404 on /slurmdb); and
 // the partition's TRESBillingWeights either way.
-func TestV0041Limits(t *testing.T) {
+func TestRESTLimits2411(t *testing.T) { bothVersions(t, restLimits2411) }
+
+func restLimits2411(t *testing.T, version string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	root, c, _ := chrootLab(ctx, t)
+	root, c, _ := chrootLab(ctx, t, version)
 	scontrol := func(arg string) {
 		t.Helper()
 		if out, err := exec.Command("chroot", root, "env", "-u", "SLURM_CONF", "scontrol", "update", "PartitionName=gpu", arg).CombinedOutput(); err != nil {
@@ -225,13 +243,16 @@ func TestV0041Limits(t *testing.T) {
 	}
 }
 
-// TestV0041Polling polls with update_time as rubickd does every cycle: 24.11
-// refuses a bare number (HTTP 422), so the client sends uts<seconds>, and
-// reads an answer with no jobs and last_update 0 as "unchanged".
-func TestV0041Polling(t *testing.T) {
+// TestRESTPolling2411 polls with update_time as rubickd does every cycle:
+// 24.11 refuses a bare number (HTTP 422), so the client sends
+// uts<seconds>, and reads an answer with no jobs and last_update 0 as
+// "unchanged".
+func TestRESTPolling2411(t *testing.T) { bothVersions(t, restPolling2411) }
+
+func restPolling2411(t *testing.T, version string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, c, _ := chrootLab(ctx, t)
+	_, c, _ := chrootLab(ctx, t, version)
 	if _, changed, err := c.Jobs(ctx, time.Time{}); err != nil || !changed {
 		t.Fatalf("full poll: changed %v, %v", changed, err)
 	}
@@ -250,7 +271,7 @@ func TestV0041Polling(t *testing.T) {
 func TestRubickdAgainstSlurm2411(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	root, c, _ := chrootLab(ctx, t)
+	root, c, _ := chrootLab(ctx, t, "")
 	logPath := runRubickd(ctx, t, root)
 	ids := submitBert(ctx, t, root, 2)
 	started := map[int]string{} // the plan each job was seen running with
@@ -377,7 +398,7 @@ func watchUnheld(ctx context.Context, t *testing.T, c *slurm.RESTCluster, ids []
 // the test when it fails.
 func chrootLabWithDBD(ctx context.Context, t *testing.T) (root string, c *slurm.RESTCluster, inRoot func(argv ...string)) {
 	t.Helper()
-	root, c, _ = chrootLab(ctx, t)
+	root, c, _ = chrootLab(ctx, t, "")
 	if l, err := c.Limits(ctx); err != nil || l.QOS == nil {
 		t.Skipf("SKIP: no slurmdbd behind the 24.11 lab (trixie-up.sh WITH_DBD=1): %v", err)
 	}
@@ -458,14 +479,14 @@ func submitBert(ctx context.Context, t *testing.T, root string, n int, args ...s
 	return ids
 }
 
-// TestV0041Restart runs a checkpoint-restart on 24.11: the batch shell is
+// TestRestart2411 runs a checkpoint-restart on 24.11: the batch shell is
 // signalled, the job requeued held, resized onto another node with more
 // GPUs and a new time limit, and released; then its limit is raised while
 // it runs.
-func TestV0041Restart(t *testing.T) {
+func TestRestart2411(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	root, c, _ := chrootLab(ctx, t)
+	root, c, _ := chrootLab(ctx, t, "")
 	dir := t.TempDir()
 	for _, cmd := range []string{"scontrol", "scancel"} {
 		wrapper := fmt.Sprintf("#!/bin/sh\nexec chroot %s env -u SLURM_CONF %s \"$@\"\n", root, cmd)
