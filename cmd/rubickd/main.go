@@ -83,6 +83,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(filepath.Dir(cfg.Store), 0o750); err != nil {
 		return fmt.Errorf("store directory: %w", err)
 	}
+	if !*dryRun {
+		// One rubickd per store: a second one would apply its own plans to
+		// the same jobs. A dry run applies nothing and may run beside it.
+		lock, err := daemon.LockInstance(daemon.LockPath(cfg.Store))
+		if err != nil {
+			return err
+		}
+		defer lock.Release()
+	}
 	st, err := store.Open(ctx, cfg.Store, store.WithLogger(log))
 	if err != nil {
 		return err
