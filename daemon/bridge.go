@@ -1413,21 +1413,14 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 // overGroup says which of group g's limits its use u plus d would pass,
 // and by how much; "" for none.
 func overGroup(g slurm.Group, u, d slurm.GroupLimits) string {
-	runMins := g.RunMinsName()
-	for _, r := range [...]struct {
-		name, what       string
-		limit, used, add int64
-	}{
-		{g.Limit, "GPUs", int64(g.GPUs), int64(u.GPUs), int64(d.GPUs)},
-		{g.Limit, "CPUs", int64(g.CPUs), int64(u.CPUs), int64(d.CPUs)},
-		{g.Limit, "MB of memory", g.MemMB, u.MemMB, d.MemMB},
-		{g.Limit, "billing", g.Billing, u.Billing, d.Billing},
-		{runMins, "GPU-minutes to run", g.GPURunMins, u.GPURunMins, d.GPURunMins},
-		{runMins, "CPU-minutes to run", g.CPURunMins, u.CPURunMins, d.CPURunMins},
-		{runMins, "billing-minutes to run", g.BillingRunMins, u.BillingRunMins, d.BillingRunMins},
-	} {
-		if r.limit > 0 && r.add > 0 && r.used+r.add > r.limit {
-			return fmt.Sprintf("%s allows %d %s, %d in use or planned before it, and its plan adds %d", r.name, r.limit, r.what, r.used, r.add)
+	limits, used, adds := g.GroupLimits.Amounts(), u.Amounts(), d.Amounts()
+	for i, l := range limits {
+		if l.Value > 0 && adds[i].Value > 0 && used[i].Value+adds[i].Value > l.Value {
+			name, what := g.Limit, l.What
+			if l.RunMins {
+				name, what = g.RunMinsName(), what+" to run"
+			}
+			return fmt.Sprintf("%s allows %d %s, %d in use or planned before it, and its plan adds %d", name, l.Value, what, used[i].Value, adds[i].Value)
 		}
 	}
 	return ""

@@ -19,27 +19,26 @@ type GroupUse struct {
 }
 
 // TRESAmounts are GPUs, CPUs, memory and billing, and the GPU-, CPU- and
-// billing-minutes to run.
+// billing-minutes to run: slurm.GroupLimits with JSON names, converted to
+// and from it (so a field added there must be added here).
 type TRESAmounts struct {
 	GPUs           int   `json:"gpus"`
 	CPUs           int   `json:"cpus"`
 	MemMB          int64 `json:"mem_mb"`
-	Billing        int64 `json:"billing"`
 	GPURunMins     int64 `json:"gpu_run_mins"`
 	CPURunMins     int64 `json:"cpu_run_mins"`
+	Billing        int64 `json:"billing"`
 	BillingRunMins int64 `json:"billing_run_mins"`
 }
 
-func amounts(g slurm.GroupLimits) TRESAmounts {
-	return TRESAmounts{GPUs: g.GPUs, CPUs: g.CPUs, MemMB: g.MemMB, Billing: g.Billing,
-		GPURunMins: g.GPURunMins, CPURunMins: g.CPURunMins, BillingRunMins: g.BillingRunMins}
-}
+// Amounts lists a's amounts as slurm.GroupLimits.Amounts does.
+func (a TRESAmounts) Amounts() [7]slurm.GroupAmount { return slurm.GroupLimits(a).Amounts() }
 
 // GroupUse lists the group limits running jobs count against, by name.
 func (v *View) GroupUse() []GroupUse {
 	out := make([]GroupUse, 0, len(v.usage))
 	for g, u := range v.usage {
-		out = append(out, GroupUse{Limit: g.Limit, RunMins: g.RunMinsName(), InUse: amounts(u), Allowed: amounts(g.GroupLimits)})
+		out = append(out, GroupUse{Limit: g.Limit, RunMins: g.RunMinsName(), InUse: TRESAmounts(u), Allowed: TRESAmounts(g.GroupLimits)})
 	}
 	slices.SortFunc(out, func(a, b GroupUse) int { return strings.Compare(a.Limit, b.Limit) })
 	return out

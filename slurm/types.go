@@ -258,6 +258,29 @@ type GroupLimits struct {
 	BillingRunMins         int64
 }
 
+// GroupAmount is one amount of a GroupLimits and what it counts.
+type GroupAmount struct {
+	Value int64
+	// What names its unit ("GPUs", "MB of memory", "GPU-minutes").
+	What string
+	// RunMins marks the amounts of GrpTRESRunMins and its kin.
+	RunMins bool
+}
+
+// Amounts lists l's amounts in one order, for what goes through all of
+// them (messages, status lines): a new field is added here alone.
+func (l GroupLimits) Amounts() [7]GroupAmount {
+	return [7]GroupAmount{
+		{Value: int64(l.GPUs), What: "GPUs"},
+		{Value: int64(l.CPUs), What: "CPUs"},
+		{Value: l.MemMB, What: "MB of memory"},
+		{Value: l.Billing, What: "billing"},
+		{Value: l.GPURunMins, What: "GPU-minutes", RunMins: true},
+		{Value: l.CPURunMins, What: "CPU-minutes", RunMins: true},
+		{Value: l.BillingRunMins, What: "billing-minutes", RunMins: true},
+	}
+}
+
 // Association is a Slurm association (an account, or a user in an
 // account, optionally for one partition) and its per-job limits.
 type Association struct {

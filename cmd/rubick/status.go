@@ -331,28 +331,25 @@ func counts(m map[string]int) string {
 // GrpTRES: 12/16 GPUs, 30/40 billing; QOS normal GrpTRESRunMins: 600/640
 // GPU-minutes"; "" when it bounds nothing.
 func groupUse(g daemon.GroupUse) string {
-	type row struct {
-		used, allowed int64
-		what          string
-	}
-	part := func(name string, rows ...row) string {
-		var out []string
-		for _, r := range rows {
-			if r.allowed > 0 {
-				out = append(out, fmt.Sprintf("%d/%d %s", r.used, r.allowed, r.what))
-			}
+	var sizes, runMins []string
+	used := g.InUse.Amounts()
+	for i, a := range g.Allowed.Amounts() {
+		if a.Value <= 0 {
+			continue
 		}
-		if len(out) == 0 {
-			return ""
+		s := fmt.Sprintf("%d/%d %s", used[i].Value, a.Value, a.What)
+		if a.RunMins {
+			runMins = append(runMins, s)
+		} else {
+			sizes = append(sizes, s)
 		}
-		return name + ": " + strings.Join(out, ", ")
 	}
-	u, a := g.InUse, g.Allowed
-	parts := []string{
-		part(g.Limit, row{int64(u.GPUs), int64(a.GPUs), "GPUs"}, row{int64(u.CPUs), int64(a.CPUs), "CPUs"},
-			row{u.MemMB, a.MemMB, "MB"}, row{u.Billing, a.Billing, "billing"}),
-		part(g.RunMins, row{u.GPURunMins, a.GPURunMins, "GPU-minutes"}, row{u.CPURunMins, a.CPURunMins, "CPU-minutes"},
-			row{u.BillingRunMins, a.BillingRunMins, "billing-minutes"}),
+	var parts []string
+	if len(sizes) > 0 {
+		parts = append(parts, g.Limit+": "+strings.Join(sizes, ", "))
 	}
-	return strings.Join(slices.DeleteFunc(parts, func(p string) bool { return p == "" }), "; ")
+	if len(runMins) > 0 {
+		parts = append(parts, g.RunMins+": "+strings.Join(runMins, ", "))
+	}
+	return strings.Join(parts, "; ")
 }
