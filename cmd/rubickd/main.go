@@ -53,7 +53,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", daemon.DefaultConfigPath, "configuration file (YAML); a missing file at the default path means built-in defaults")
 	once := fs.Bool("once", false, "run one cycle, print its report as JSON and exit")
-	dryRun := fs.Bool("dry-run", false, "decide one cycle and print the plan without touching Slurm or the store (implies --once)")
+	dryRun := fs.Bool("dry-run", false, "decide one cycle and print the plan; applies nothing to Slurm and records nothing in the store, which it creates and seeds like any start (implies --once)")
 	dataDir := fs.String("data", "", "measurement data used to seed unknown model types (default: the embedded artifact data)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: rubickd [flags]\n\nEvery configuration key can also be set as RUBICK_<KEY> (see contrib/rubickd/rubickd.yaml).\n"+
