@@ -49,6 +49,28 @@ func LockInstance(path string) (*InstanceLock, error) {
 	return &InstanceLock{f: f}, nil
 }
 
+// LockHolder reports whether a rubickd holds the lock at path, and who,
+// without taking it for longer than the test or writing anything.
+func LockHolder(path string) (holder string, held bool, err error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", false, nil // every rubickd creates it
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("instance lock: %w", err)
+	}
+	defer f.Close()
+	// A shared lock is refused while a rubickd holds its exclusive one.
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return "", false, fmt.Errorf("instance lock %s: %w", path, err)
+		}
+		text, _ := io.ReadAll(io.LimitReader(f, 512))
+		return strings.TrimSpace(string(text)), true, nil
+	}
+	return "", false, nil // closing drops the shared lock
+}
+
 // Release drops the lock. The file stays: removing it could let a
 // rubickd starting at that moment lock a file no longer on the path.
 func (l *InstanceLock) Release() error {

@@ -70,3 +70,31 @@ func TestInstanceLockDiesWithItsProcess(t *testing.T) {
 	}
 	l.Release()
 }
+
+func TestLockHolder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rubick.db.lock")
+	if who, held, err := LockHolder(path); err != nil || held || who != "" {
+		t.Fatalf("no lock file: %q %v %v, want not held", who, held, err)
+	}
+	l, err := LockInstance(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if who, held, err := LockHolder(path); err != nil || !held || !strings.HasPrefix(who, fmt.Sprintf("pid %d on ", os.Getpid())) {
+		t.Fatalf("held: %q %v %v, want held by pid %d", who, held, err, os.Getpid())
+	}
+	// Asking took nothing: the holder still has it, and after its release
+	// the next rubickd gets it.
+	if _, err := LockInstance(path); !errors.Is(err, ErrLocked) {
+		t.Fatalf("after LockHolder: %v, want ErrLocked", err)
+	}
+	l.Release()
+	if who, held, err := LockHolder(path); err != nil || held {
+		t.Fatalf("released: %q %v %v, want not held", who, held, err)
+	}
+	l, err = LockInstance(path)
+	if err != nil {
+		t.Fatalf("lock after LockHolder: %v", err)
+	}
+	l.Release()
+}

@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	rubickd [--config /etc/rubick/rubickd.yaml] [--once] [--dry-run]
+//	rubickd [--config /etc/rubick/rubickd.yaml] [--once] [--dry-run] [--check]
 //
 // SIGTERM lets the cycle in progress finish; SIGHUP re-reads the
 // configuration for the next cycle.
@@ -20,9 +20,11 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/rubick-sched/rubick/artifact"
@@ -54,6 +56,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	configPath := fs.String("config", daemon.DefaultConfigPath, "configuration file (YAML); a missing file at the default path means built-in defaults")
 	once := fs.Bool("once", false, "run one cycle, print its report as JSON and exit")
 	dryRun := fs.Bool("dry-run", false, "decide one cycle and print the plan; applies nothing to Slurm and records nothing in the store, which it creates and seeds like any start (implies --once)")
+	check := fs.Bool("check", false, "check the configuration, slurmrestd, the managed partitions, the commands and the slurm.conf settings rubickd relies on, print one line each, and exit (1 if one failed); changes nothing")
 	dataDir := fs.String("data", "", "measurement data used to seed unknown model types (default: the embedded artifact data)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: rubickd [flags]\n\nEvery configuration key can also be set as RUBICK_<KEY> (see contrib/rubickd/rubickd.yaml).\n"+
@@ -80,6 +83,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		log.Warn(w)
 	}
 
+	slurmCfg := slurm.Config{
+		URL: cfg.Slurmrestd.URL, Version: cfg.Slurmrestd.Version, TokenFile: cfg.Slurmrestd.TokenFile,
+		User: cfg.Slurmrestd.User, RateLimit: cfg.Slurmrestd.RateLimit, Timeout: cfg.Slurmrestd.Timeout, Logger: log,
+	}
+	if *check {
+		return runChecks(ctx, cfg, slurmCfg, stdout)
+	}
 	if err := os.MkdirAll(filepath.Dir(cfg.Store), 0o750); err != nil {
 		return fmt.Errorf("store directory: %w", err)
 	}
@@ -120,10 +130,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		log.Info("seeded model types", "models", added)
 	}
 
-	cluster, err := slurm.NewCluster(ctx, slurm.Config{
-		URL: cfg.Slurmrestd.URL, Version: cfg.Slurmrestd.Version, TokenFile: cfg.Slurmrestd.TokenFile,
-		User: cfg.Slurmrestd.User, RateLimit: cfg.Slurmrestd.RateLimit, Timeout: cfg.Slurmrestd.Timeout, Logger: log,
-	})
+	cluster, err := slurm.NewCluster(ctx, slurmCfg)
 	if err != nil {
 		return err
 	}
@@ -249,4 +256,31 @@ func level(s string) slog.Level {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(s))
 	return l
+}
+
+// runChecks prints rubickd --check: one line per check, failures first
+// in the exit status.
+func runChecks(ctx context.Context, cfg daemon.Config, slurmCfg slurm.Config, stdout io.Writer) error {
+	results := daemon.Preflight(ctx, cfg, daemon.CheckDeps{
+		Connect: func(ctx context.Context) (daemon.CheckCluster, error) {
+			return slurm.NewCluster(ctx, slurmCfg)
+		},
+		Runner:   slurm.ExecRunner{},
+		LookPath: exec.LookPath,
+	})
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	failed := 0
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Status, r.Name, r.Detail)
+		if r.Status == daemon.CheckFail {
+			failed++
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d checks failed", failed, len(results))
+	}
+	return nil
 }

@@ -1,0 +1,205 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+// Check outcomes. A failed check means rubickd cannot do its work; a
+// warning, that it works with less (no limits read, no GPU counts in
+// reports, slow starts).
+const (
+	CheckOK   = "ok"
+	CheckWarn = "warn"
+	CheckFail = "FAIL"
+)
+
+// CheckResult is one line of rubickd --check.
+type CheckResult struct {
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	Detail string `json:"detail"`
+}
+
+// CheckCluster is what the checks read from slurmrestd.
+type CheckCluster interface {
+	Version() string
+	Ping(ctx context.Context) error
+	Nodes(ctx context.Context) ([]slurm.Node, error)
+	Partitions(ctx context.Context) ([]slurm.Partition, error)
+	Limits(ctx context.Context) (slurm.Limits, error)
+}
+
+// CheckDeps are how the checks reach Slurm and the host.
+type CheckDeps struct {
+	// Connect reaches slurmrestd as rubickd does.
+	Connect func(ctx context.Context) (CheckCluster, error)
+	// Runner runs scontrol (argv).
+	Runner slurm.Runner
+	// LookPath finds a command as exec.LookPath does.
+	LookPath func(string) (string, error)
+}
+
+// Preflight checks what rubickd relies on, in the order an admin sets it
+// up (docs/admin-guide.md sections 2 and 3), without changing Slurm or the
+// store: the store's directory and lock, slurmrestd, the managed
+// partitions and their GPUs, the QOS and association limits, the commands
+// rubickd runs, and the slurm.conf settings it needs.
+func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
+	var out []CheckResult
+	add := func(name, status, format string, args ...any) {
+		out = append(out, CheckResult{Name: name, Status: status, Detail: fmt.Sprintf(format, args...)})
+	}
+	out = append(out, checkStore(cfg.Store))
+
+	c, err := deps.Connect(ctx)
+	if err == nil {
+		err = c.Ping(ctx)
+	}
+	if err != nil {
+		add("slurmrestd", CheckFail, "%s: %v", cfg.Slurmrestd.URL, err)
+	} else {
+		add("slurmrestd", CheckOK, "%s at %s, slurmctld answers", c.Version(), cfg.Slurmrestd.URL)
+		out = append(out, checkPartitions(ctx, c, cfg.Partitions)...)
+		switch l, err := c.Limits(ctx); {
+		case err != nil:
+			add("limits", CheckWarn, "QOS and association limits not read (%v): rubickd learns them from the jobs Slurm holds back", err)
+		case l.QOS == nil:
+			add("limits", CheckWarn, "slurmrestd serves no /slurmdb listing: rubickd learns QOS and association limits from the jobs Slurm holds back (run slurmrestd with openapi/slurmdbd)")
+		default:
+			add("limits", CheckOK, "%d QOS and %d associations read", len(l.QOS), len(l.Associations))
+		}
+	}
+
+	cmds := []struct{ key, path string }{{"commands.scancel", cfg.Commands.Scancel}}
+	if cfg.Listen != "" { // the samples endpoint verifies with unmunge
+		cmds = append(cmds, struct{ key, path string }{"samples.unmunge", cfg.Samples.Unmunge})
+	}
+	for _, cmd := range cmds {
+		switch p, err := deps.LookPath(cmd.path); {
+		case err == nil:
+			add(cmd.key, CheckOK, "%s", p)
+		case cmd.key == "samples.unmunge":
+			add(cmd.key, CheckWarn, "%s not found: rubick-srun's samples are refused, and the model learns nothing from the jobs' runs", cmd.path)
+		default:
+			add(cmd.key, CheckFail, "%s not found: rubickd cannot signal a job before a restart", cmd.path)
+		}
+	}
+	conf, err := slurm.ShowConfig(ctx, deps.Runner, cfg.Commands.Scontrol)
+	if err != nil {
+		add("commands.scontrol", CheckFail, "%v", err)
+		return out
+	}
+	add("commands.scontrol", CheckOK, "%s show config: Slurm %s", cfg.Commands.Scontrol, conf["SLURM_VERSION"])
+	return append(out, checkConf(conf)...)
+}
+
+func checkStore(path string) CheckResult {
+	r := CheckResult{Name: "store", Status: CheckOK}
+	dir := filepath.Dir(path)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		r.Detail = fmt.Sprintf("%s: its directory %s is made at the first start", path, dir)
+		return r
+	}
+	holder, held, err := LockHolder(LockPath(path))
+	switch {
+	case err != nil:
+		r.Status, r.Detail = CheckFail, err.Error()
+	case held:
+		r.Detail = fmt.Sprintf("%s in use by the running rubickd (pid %s)", path, strings.TrimPrefix(holder, "pid "))
+	default:
+		r.Detail = fmt.Sprintf("%s: no rubickd holds it", path)
+	}
+	return r
+}
+
+func checkPartitions(ctx context.Context, c CheckCluster, managed []string) []CheckResult {
+	parts, err := c.Partitions(ctx)
+	if err != nil {
+		return []CheckResult{{"partitions", CheckFail, err.Error()}}
+	}
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		return []CheckResult{{"partitions", CheckFail, err.Error()}}
+	}
+	gpus := map[string]int{}
+	for _, n := range nodes {
+		gpus[n.Name] = n.GPUs
+	}
+	byName := map[string]slurm.Partition{}
+	var names []string
+	for _, p := range parts {
+		byName[p.Name] = p
+		names = append(names, p.Name)
+	}
+	var out []CheckResult
+	for _, name := range managed {
+		r := CheckResult{Name: "partition " + name, Status: CheckOK}
+		p, ok := byName[name]
+		if !ok {
+			r.Status, r.Detail = CheckFail, fmt.Sprintf("not a partition of this cluster (it has %s): set partitions in rubickd.yaml and MANAGED_PARTITIONS in job_submit.lua", strings.Join(names, ", "))
+			out = append(out, r)
+			continue
+		}
+		withGPUs, total := 0, 0
+		for _, n := range p.Nodes {
+			if gpus[n] > 0 {
+				withGPUs++
+				total += gpus[n]
+			}
+		}
+		switch {
+		case total == 0:
+			r.Status, r.Detail = CheckFail, fmt.Sprintf("none of its %d nodes has a gres/gpu", len(p.Nodes))
+		case p.State != "" && p.State != "UP":
+			r.Status, r.Detail = CheckWarn, fmt.Sprintf("state %s: %d nodes with %d GPUs, none started while it is", p.State, withGPUs, total)
+		default:
+			r.Detail = fmt.Sprintf("%d nodes with %d GPUs", withGPUs, total)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// checkConf checks the slurm.conf settings of contrib/slurm/slurm.conf.example.
+func checkConf(c slurm.CtldConfig) []CheckResult {
+	var out []CheckResult
+	add := func(name string, ok bool, failStatus, okDetail, badDetail string) {
+		r := CheckResult{Name: name, Status: CheckOK, Detail: okDetail}
+		if !ok {
+			r.Status, r.Detail = failStatus, badDetail
+		}
+		out = append(out, r)
+	}
+	add("JobSubmitPlugins", c.Has("JobSubmitPlugins", "lua"), CheckFail, "lua",
+		fmt.Sprintf("%q has no lua: without job_submit.lua no job is tagged and held, and rubickd manages none", c["JobSubmitPlugins"]))
+	add("GresTypes", c.Has("GresTypes", "gpu"), CheckFail, "gpu",
+		fmt.Sprintf("%q has no gpu: Slurm allocates no GPUs", c["GresTypes"]))
+	add("SelectType", c["SelectType"] == "select/cons_tres", CheckWarn, "select/cons_tres",
+		fmt.Sprintf("%q: rubick sizes GPUs per node as select/cons_tres allocates them", c["SelectType"]))
+	memory := strings.Contains(strings.ToUpper(c["SelectTypeParameters"]), "MEMORY")
+	add("SelectTypeParameters", memory, CheckWarn, c["SelectTypeParameters"],
+		fmt.Sprintf("%q: memory is not a consumable resource, so the memory rubick books for offloaded optimizer states is not held for the job", c["SelectTypeParameters"]))
+	if memory {
+		_, perCPU := c["DefMemPerCPU"]
+		_, perGPU := c["DefMemPerGPU"]
+		node := c["DefMemPerNode"]
+		add("DefMemPerCPU", perCPU || perGPU || node != "" && node != "UNLIMITED" && node != "0", CheckWarn, "a default memory is set",
+			"no DefMemPerCPU, DefMemPerGPU or DefMemPerNode: a job that asks for no memory gets a whole node's, and no other job fits beside it (unless each partition sets one)")
+	}
+	add("AccountingStorageTRES", c.Has("AccountingStorageTRES", "gres/gpu"), CheckWarn, "has gres/gpu",
+		"no gres/gpu: sacct shows no GPU counts, and rubick report no GPU-hours")
+	add("JobRequeue", c["JobRequeue"] != "0", CheckWarn, c["JobRequeue"],
+		"0: a job without --requeue cannot be restarted on another size (job_submit.lua forces --requeue)")
+	bf, okBF := c.Param("SchedulerParameters", "bf_interval")
+	si, okSI := c.Param("SchedulerParameters", "sched_interval")
+	add("SchedulerParameters", okBF && okSI, CheckWarn, fmt.Sprintf("bf_interval=%s, sched_interval=%s", bf, si),
+		"no bf_interval and sched_interval (defaults 30 and 60 s): a job rubickd releases may wait a minute to start (bf_interval=5,sched_interval=5)")
+	return out
+}

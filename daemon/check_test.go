@@ -1,0 +1,153 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+type checkCluster struct {
+	parts  []slurm.Partition
+	nodes  []slurm.Node
+	limits slurm.Limits
+	ping   error
+}
+
+func (c checkCluster) Version() string                             { return slurm.Version41 }
+func (c checkCluster) Ping(context.Context) error                  { return c.ping }
+func (c checkCluster) Nodes(context.Context) ([]slurm.Node, error) { return c.nodes, nil }
+func (c checkCluster) Partitions(context.Context) ([]slurm.Partition, error) {
+	return c.parts, nil
+}
+func (c checkCluster) Limits(context.Context) (slurm.Limits, error) { return c.limits, nil }
+
+type confRunner struct{ out string }
+
+func (r confRunner) Run(context.Context, []string) ([]byte, error) {
+	if r.out == "" {
+		return nil, &slurm.CommandError{Argv: []string{"scontrol"}, ExitCode: 1, Err: errors.New("exit status 1"),
+			Stderr: "slurm_load_ctl_conf error: Unable to contact slurm controller"}
+	}
+	return []byte(r.out), nil
+}
+
+func TestPreflight(t *testing.T) {
+	recorded, err := os.ReadFile("../slurm/testdata/22.05/scontrol-show-config.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := checkCluster{
+		parts:  []slurm.Partition{{Name: "gpu", State: "UP", Nodes: []string{"n1", "n2", "login"}}, {Name: "debug", State: "UP"}},
+		nodes:  []slurm.Node{{Name: "n1", GPUs: 8}, {Name: "n2", GPUs: 8}, {Name: "login"}},
+		limits: slurm.Limits{QOS: map[string]slurm.QOS{"normal": {}}},
+	}
+	found := func(p string) (string, error) { return "/usr/bin/" + p, nil }
+	// A slurm.conf without what contrib/slurm/slurm.conf.example adds.
+	bare := strings.NewReplacer("JobSubmitPlugins        = lua", "JobSubmitPlugins        = (null)",
+		"SelectTypeParameters    = CR_CORE_MEMORY", "SelectTypeParameters    = CR_CORE",
+		",gres/gpu\n", "\n", "SchedulerParameters     = bf_interval=5,sched_interval=5", "SchedulerParameters     = (null)",
+		"JobRequeue              = 1", "JobRequeue              = 0").Replace(string(recorded))
+	type line struct{ Name, Status string }
+	tests := map[string]struct {
+		cluster  checkCluster
+		connect  error
+		conf     string
+		lookPath func(string) (string, error)
+		lock     bool
+		cfg      func(*Config)
+		want     []line
+		detail   map[string]string // name -> a part of its detail
+	}{
+		"the lab's settings": {
+			cluster: good, conf: string(recorded), lookPath: found,
+			want: []line{{"store", CheckOK}, {"slurmrestd", CheckOK}, {"partition gpu", CheckOK}, {"limits", CheckOK},
+				{"commands.scancel", CheckOK}, {"samples.unmunge", CheckOK}, {"commands.scontrol", CheckOK},
+				{"JobSubmitPlugins", CheckOK}, {"GresTypes", CheckOK}, {"SelectType", CheckOK}, {"SelectTypeParameters", CheckOK},
+				{"DefMemPerCPU", CheckOK}, {"AccountingStorageTRES", CheckOK}, {"JobRequeue", CheckOK}, {"SchedulerParameters", CheckOK}},
+			detail: map[string]string{"partition gpu": "2 nodes with 16 GPUs", "commands.scontrol": "Slurm 22.05.8",
+				"store": "no rubickd holds it"},
+		},
+		"a bare slurm.conf, no limits, no commands, a missing partition, the service running": {
+			cluster: checkCluster{parts: good.parts, nodes: good.nodes}, conf: bare,
+			lookPath: func(p string) (string, error) { return "", errors.New("not found") },
+			lock:     true,
+			cfg:      func(c *Config) { c.Partitions = []string{"gpu", "a100"} },
+			want: []line{{"store", CheckOK}, {"slurmrestd", CheckOK}, {"partition gpu", CheckOK}, {"partition a100", CheckFail},
+				{"limits", CheckWarn}, {"commands.scancel", CheckFail}, {"samples.unmunge", CheckWarn}, {"commands.scontrol", CheckOK},
+				{"JobSubmitPlugins", CheckFail}, {"GresTypes", CheckOK}, {"SelectType", CheckOK}, {"SelectTypeParameters", CheckWarn},
+				{"AccountingStorageTRES", CheckWarn}, {"JobRequeue", CheckWarn}, {"SchedulerParameters", CheckWarn}},
+			detail: map[string]string{"partition a100": "it has gpu, debug", "store": "in use by the running rubickd",
+				"JobSubmitPlugins": "rubickd manages none"},
+		},
+		"slurmrestd down, scontrol failing, no samples endpoint": {
+			connect: slurm.ErrUnavailable, lookPath: found,
+			cfg:    func(c *Config) { c.Listen = "" },
+			want:   []line{{"store", CheckOK}, {"slurmrestd", CheckFail}, {"commands.scancel", CheckOK}, {"commands.scontrol", CheckFail}},
+			detail: map[string]string{"commands.scontrol": "Unable to contact slurm controller"},
+		},
+		"slurmctld down behind slurmrestd": {
+			cluster: checkCluster{ping: errors.New("slurmctld DOWN")}, conf: string(recorded), lookPath: found,
+			want: []line{{"store", CheckOK}, {"slurmrestd", CheckFail}, {"commands.scancel", CheckOK}, {"samples.unmunge", CheckOK},
+				{"commands.scontrol", CheckOK}, {"JobSubmitPlugins", CheckOK}, {"GresTypes", CheckOK}, {"SelectType", CheckOK},
+				{"SelectTypeParameters", CheckOK}, {"DefMemPerCPU", CheckOK}, {"AccountingStorageTRES", CheckOK}, {"JobRequeue", CheckOK},
+				{"SchedulerParameters", CheckOK}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cfg := Defaults()
+			cfg.Store = filepath.Join(t.TempDir(), "rubick.db")
+			if tc.cfg != nil {
+				tc.cfg(&cfg)
+			}
+			if tc.lock {
+				l, err := LockInstance(LockPath(cfg.Store))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer l.Release()
+			}
+			got := Preflight(context.Background(), cfg, CheckDeps{
+				Connect: func(context.Context) (CheckCluster, error) {
+					if tc.connect != nil {
+						return nil, tc.connect
+					}
+					return tc.cluster, nil
+				},
+				Runner: confRunner{tc.conf}, LookPath: tc.lookPath,
+			})
+			var lines []line
+			for _, r := range got {
+				lines = append(lines, line{r.Name, r.Status})
+				if want, ok := tc.detail[r.Name]; ok && !strings.Contains(r.Detail, want) {
+					t.Errorf("%s: %q, want it to say %q", r.Name, r.Detail, want)
+				}
+			}
+			if d := cmp.Diff(tc.want, lines); d != "" {
+				t.Errorf("(-want +got):\n%s\n%+v", d, got)
+			}
+		})
+	}
+}
+
+func TestPreflightPartitionStates(t *testing.T) {
+	nodes := []slurm.Node{{Name: "n1", GPUs: 8}, {Name: "cpu1"}}
+	for _, tc := range []struct {
+		part       slurm.Partition
+		status, in string
+	}{
+		{slurm.Partition{Name: "gpu", State: "DOWN", Nodes: []string{"n1"}}, CheckWarn, "state DOWN"},
+		{slurm.Partition{Name: "gpu", State: "UP", Nodes: []string{"cpu1"}}, CheckFail, "none of its 1 nodes has a gres/gpu"},
+	} {
+		got := checkPartitions(context.Background(), checkCluster{parts: []slurm.Partition{tc.part}, nodes: nodes}, []string{"gpu"})
+		if len(got) != 1 || got[0].Status != tc.status || !strings.Contains(got[0].Detail, tc.in) {
+			t.Errorf("%+v: %+v, want %s saying %q", tc.part, got, tc.status, tc.in)
+		}
+	}
+}
