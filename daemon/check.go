@@ -44,6 +44,8 @@ type CheckDeps struct {
 	Runner slurm.Runner
 	// LookPath finds a command as exec.LookPath does.
 	LookPath func(string) (string, error)
+	// UID is the user rubickd runs scontrol as (os.Geteuid).
+	UID int
 }
 
 // Preflight checks what rubickd relies on, in the order an admin sets it
@@ -97,6 +99,7 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 		return out
 	}
 	add("commands.scontrol", CheckOK, "%s show config: Slurm %s", cfg.Commands.Scontrol, conf["SLURM_VERSION"])
+	out = append(out, checkUser(deps.UID, conf["SlurmUser"]))
 	return append(out, checkConf(conf)...)
 }
 
@@ -165,6 +168,24 @@ func checkPartitions(ctx context.Context, c CheckCluster, managed []string) []Ch
 		out = append(out, r)
 	}
 	return out
+}
+
+// checkUser checks that scontrol runs as someone Slurm lets update and
+// release other users' jobs: root or SlurmUser ("slurm(64030)"). Anyone
+// else must be a Slurm operator, which only sacctmgr shows.
+func checkUser(uid int, slurmUser string) CheckResult {
+	r := CheckResult{Name: "user", Status: CheckOK}
+	want := fmt.Sprintf("(%d)", uid)
+	switch {
+	case uid == 0:
+		r.Detail = "root"
+	case strings.HasSuffix(slurmUser, want):
+		r.Detail = "SlurmUser " + slurmUser
+	default:
+		r.Status = CheckWarn
+		r.Detail = fmt.Sprintf("uid %d is neither root nor SlurmUser %s: scontrol updates and releases other users' jobs only for a Slurm operator (sacctmgr modify user ... set AdminLevel=Operator)", uid, slurmUser)
+	}
+	return r
 }
 
 // checkConf checks the slurm.conf settings of contrib/slurm/slurm.conf.example.

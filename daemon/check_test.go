@@ -60,6 +60,7 @@ func TestPreflight(t *testing.T) {
 		conf     string
 		lookPath func(string) (string, error)
 		lock     bool
+		uid      int
 		cfg      func(*Config)
 		want     []line
 		detail   map[string]string // name -> a part of its detail
@@ -68,7 +69,7 @@ func TestPreflight(t *testing.T) {
 			cluster: good, conf: string(recorded), lookPath: found,
 			want: []line{{"store", CheckOK}, {"slurmrestd", CheckOK}, {"partition gpu", CheckOK}, {"limits", CheckOK},
 				{"commands.scancel", CheckOK}, {"samples.unmunge", CheckOK}, {"commands.scontrol", CheckOK},
-				{"JobSubmitPlugins", CheckOK}, {"GresTypes", CheckOK}, {"SelectType", CheckOK}, {"SelectTypeParameters", CheckOK},
+				{"user", CheckOK}, {"JobSubmitPlugins", CheckOK}, {"GresTypes", CheckOK}, {"SelectType", CheckOK}, {"SelectTypeParameters", CheckOK},
 				{"DefMemPerCPU", CheckOK}, {"AccountingStorageTRES", CheckOK}, {"JobRequeue", CheckOK}, {"SchedulerParameters", CheckOK}},
 			detail: map[string]string{"partition gpu": "2 nodes with 16 GPUs", "commands.scontrol": "Slurm 22.05.8",
 				"store": "no rubickd holds it"},
@@ -77,12 +78,13 @@ func TestPreflight(t *testing.T) {
 			cluster: checkCluster{parts: good.parts, nodes: good.nodes}, conf: bare,
 			lookPath: func(p string) (string, error) { return "", errors.New("not found") },
 			lock:     true,
+			uid:      1000,
 			cfg:      func(c *Config) { c.Partitions = []string{"gpu", "a100"} },
 			want: []line{{"store", CheckOK}, {"slurmrestd", CheckOK}, {"partition gpu", CheckOK}, {"partition a100", CheckFail},
 				{"limits", CheckWarn}, {"commands.scancel", CheckFail}, {"samples.unmunge", CheckWarn}, {"commands.scontrol", CheckOK},
-				{"JobSubmitPlugins", CheckFail}, {"GresTypes", CheckOK}, {"SelectType", CheckOK}, {"SelectTypeParameters", CheckWarn},
+				{"user", CheckWarn}, {"JobSubmitPlugins", CheckFail}, {"GresTypes", CheckOK}, {"SelectType", CheckOK}, {"SelectTypeParameters", CheckWarn},
 				{"AccountingStorageTRES", CheckWarn}, {"JobRequeue", CheckWarn}, {"SchedulerParameters", CheckWarn}},
-			detail: map[string]string{"partition a100": "it has gpu, debug", "store": "in use by the running rubickd",
+			detail: map[string]string{"partition a100": "it has gpu, debug", "store": "in use by the running rubickd", "user": "uid 1000 is neither root nor SlurmUser root(0)",
 				"JobSubmitPlugins": "rubickd manages none"},
 		},
 		"slurmrestd down, scontrol failing, no samples endpoint": {
@@ -94,7 +96,7 @@ func TestPreflight(t *testing.T) {
 		"slurmctld down behind slurmrestd": {
 			cluster: checkCluster{ping: errors.New("slurmctld DOWN")}, conf: string(recorded), lookPath: found,
 			want: []line{{"store", CheckOK}, {"slurmrestd", CheckFail}, {"commands.scancel", CheckOK}, {"samples.unmunge", CheckOK},
-				{"commands.scontrol", CheckOK}, {"JobSubmitPlugins", CheckOK}, {"GresTypes", CheckOK}, {"SelectType", CheckOK},
+				{"commands.scontrol", CheckOK}, {"user", CheckOK}, {"JobSubmitPlugins", CheckOK}, {"GresTypes", CheckOK}, {"SelectType", CheckOK},
 				{"SelectTypeParameters", CheckOK}, {"DefMemPerCPU", CheckOK}, {"AccountingStorageTRES", CheckOK}, {"JobRequeue", CheckOK},
 				{"SchedulerParameters", CheckOK}},
 		},
@@ -120,7 +122,7 @@ func TestPreflight(t *testing.T) {
 					}
 					return tc.cluster, nil
 				},
-				Runner: confRunner{tc.conf}, LookPath: tc.lookPath,
+				Runner: confRunner{tc.conf}, LookPath: tc.lookPath, UID: tc.uid,
 			})
 			var lines []line
 			for _, r := range got {
@@ -148,6 +150,17 @@ func TestPreflightPartitionStates(t *testing.T) {
 		got := checkPartitions(context.Background(), checkCluster{parts: []slurm.Partition{tc.part}, nodes: nodes}, []string{"gpu"})
 		if len(got) != 1 || got[0].Status != tc.status || !strings.Contains(got[0].Detail, tc.in) {
 			t.Errorf("%+v: %+v, want %s saying %q", tc.part, got, tc.status, tc.in)
+		}
+	}
+}
+
+func TestCheckUser(t *testing.T) {
+	for _, tc := range []struct {
+		uid    int
+		status string
+	}{{0, CheckOK}, {64030, CheckOK}, {1000, CheckWarn}, {6403, CheckWarn}} {
+		if got := checkUser(tc.uid, "slurm(64030)"); got.Status != tc.status {
+			t.Errorf("uid %d: %+v, want %s", tc.uid, got, tc.status)
 		}
 	}
 }

@@ -267,6 +267,7 @@ func runChecks(ctx context.Context, cfg daemon.Config, slurmCfg slurm.Config, st
 		},
 		Runner:   slurm.ExecRunner{},
 		LookPath: exec.LookPath,
+		UID:      os.Geteuid(),
 	})
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	failed := 0
