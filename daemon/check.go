@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/rubick-sched/rubick/slurm"
 )
@@ -46,6 +47,8 @@ type CheckDeps struct {
 	LookPath func(string) (string, error)
 	// UID is the user rubickd runs scontrol as (os.Geteuid).
 	UID int
+	// Now is the time the token's expiry is checked against.
+	Now func() time.Time
 }
 
 // Preflight checks what rubickd relies on, in the order an admin sets it
@@ -58,7 +61,7 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 	add := func(name, status, format string, args ...any) {
 		out = append(out, CheckResult{Name: name, Status: status, Detail: fmt.Sprintf(format, args...)})
 	}
-	out = append(out, checkStore(cfg.Store))
+	out = append(out, checkStore(cfg.Store), checkToken(cfg.Slurmrestd.TokenFile, deps.Now()))
 
 	c, err := deps.Connect(ctx)
 	if err == nil {
@@ -118,6 +121,35 @@ func checkStore(path string) CheckResult {
 		r.Detail = fmt.Sprintf("%s in use by the running rubickd (pid %s)", path, strings.TrimPrefix(holder, "pid "))
 	default:
 		r.Detail = fmt.Sprintf("%s: no rubickd holds it", path)
+	}
+	return r
+}
+
+// checkToken reads the JWT rubickd sends: an expired one stops rubickd,
+// one that expires within tokenWarnBefore soon will.
+func checkToken(path string, now time.Time) CheckResult {
+	r := CheckResult{Name: "slurmrestd.token_file", Status: CheckOK}
+	tok, err := slurm.ReadTokenFile(path)
+	if err != nil {
+		r.Status, r.Detail = CheckFail, err.Error()
+		return r
+	}
+	c, err := slurm.ParseTokenClaims(tok)
+	switch {
+	case err != nil:
+		r.Status, r.Detail = CheckWarn, fmt.Sprintf("%s: its expiry cannot be read (%v)", path, err)
+	case c.Expires.IsZero():
+		r.Detail = fmt.Sprintf("%s: user %s, no expiry", path, c.User)
+	case !c.Expires.After(now):
+		r.Status, r.Detail = CheckFail, fmt.Sprintf("%s: user %s, expired %s: write a new one (scontrol token username=%s lifespan=...)",
+			path, c.User, c.Expires.UTC().Format(time.RFC3339), c.User)
+	default:
+		left := c.Expires.Sub(now).Round(time.Hour)
+		r.Detail = fmt.Sprintf("%s: user %s, expires %s (in %s)", path, c.User, c.Expires.UTC().Format(time.RFC3339), left)
+		if c.Expires.Sub(now) < tokenWarnBefore {
+			r.Status = CheckWarn
+			r.Detail += ": write a new one before then (scontrol token)"
+		}
 	}
 	return r
 }

@@ -2,11 +2,13 @@ package daemon
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rubick-sched/rubick/slurm"
@@ -67,7 +69,7 @@ func TestPreflight(t *testing.T) {
 	}{
 		"the lab's settings": {
 			cluster: good, conf: string(recorded), lookPath: found,
-			want: []line{{"store", CheckOK}, {"slurmrestd", CheckOK}, {"partition gpu", CheckOK}, {"limits", CheckOK},
+			want: []line{{"store", CheckOK}, {"slurmrestd.token_file", CheckOK}, {"slurmrestd", CheckOK}, {"partition gpu", CheckOK}, {"limits", CheckOK},
 				{"commands.scancel", CheckOK}, {"samples.unmunge", CheckOK}, {"commands.scontrol", CheckOK},
 				{"user", CheckOK}, {"JobSubmitPlugins", CheckOK}, {"GresTypes", CheckOK}, {"SelectType", CheckOK}, {"SelectTypeParameters", CheckOK},
 				{"DefMemPerCPU", CheckOK}, {"AccountingStorageTRES", CheckOK}, {"JobRequeue", CheckOK}, {"SchedulerParameters", CheckOK}},
@@ -80,7 +82,7 @@ func TestPreflight(t *testing.T) {
 			lock:     true,
 			uid:      1000,
 			cfg:      func(c *Config) { c.Partitions = []string{"gpu", "a100"} },
-			want: []line{{"store", CheckOK}, {"slurmrestd", CheckOK}, {"partition gpu", CheckOK}, {"partition a100", CheckFail},
+			want: []line{{"store", CheckOK}, {"slurmrestd.token_file", CheckOK}, {"slurmrestd", CheckOK}, {"partition gpu", CheckOK}, {"partition a100", CheckFail},
 				{"limits", CheckWarn}, {"commands.scancel", CheckFail}, {"samples.unmunge", CheckWarn}, {"commands.scontrol", CheckOK},
 				{"user", CheckWarn}, {"JobSubmitPlugins", CheckFail}, {"GresTypes", CheckOK}, {"SelectType", CheckOK}, {"SelectTypeParameters", CheckWarn},
 				{"AccountingStorageTRES", CheckWarn}, {"JobRequeue", CheckWarn}, {"SchedulerParameters", CheckWarn}},
@@ -90,12 +92,12 @@ func TestPreflight(t *testing.T) {
 		"slurmrestd down, scontrol failing, no samples endpoint": {
 			connect: slurm.ErrUnavailable, lookPath: found,
 			cfg:    func(c *Config) { c.Listen = "" },
-			want:   []line{{"store", CheckOK}, {"slurmrestd", CheckFail}, {"commands.scancel", CheckOK}, {"commands.scontrol", CheckFail}},
+			want:   []line{{"store", CheckOK}, {"slurmrestd.token_file", CheckOK}, {"slurmrestd", CheckFail}, {"commands.scancel", CheckOK}, {"commands.scontrol", CheckFail}},
 			detail: map[string]string{"commands.scontrol": "Unable to contact slurm controller"},
 		},
 		"slurmctld down behind slurmrestd": {
 			cluster: checkCluster{ping: errors.New("slurmctld DOWN")}, conf: string(recorded), lookPath: found,
-			want: []line{{"store", CheckOK}, {"slurmrestd", CheckFail}, {"commands.scancel", CheckOK}, {"samples.unmunge", CheckOK},
+			want: []line{{"store", CheckOK}, {"slurmrestd.token_file", CheckOK}, {"slurmrestd", CheckFail}, {"commands.scancel", CheckOK}, {"samples.unmunge", CheckOK},
 				{"commands.scontrol", CheckOK}, {"user", CheckOK}, {"JobSubmitPlugins", CheckOK}, {"GresTypes", CheckOK}, {"SelectType", CheckOK},
 				{"SelectTypeParameters", CheckOK}, {"DefMemPerCPU", CheckOK}, {"AccountingStorageTRES", CheckOK}, {"JobRequeue", CheckOK},
 				{"SchedulerParameters", CheckOK}},
@@ -105,6 +107,7 @@ func TestPreflight(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg := Defaults()
 			cfg.Store = filepath.Join(t.TempDir(), "rubick.db")
+			cfg.Slurmrestd.TokenFile = writeToken(t, `{"exp":2000000000,"sun":"root"}`)
 			if tc.cfg != nil {
 				tc.cfg(&cfg)
 			}
@@ -123,6 +126,7 @@ func TestPreflight(t *testing.T) {
 					return tc.cluster, nil
 				},
 				Runner: confRunner{tc.conf}, LookPath: tc.lookPath, UID: tc.uid,
+				Now: func() time.Time { return time.Unix(1795582029, 0) },
 			})
 			var lines []line
 			for _, r := range got {
@@ -161,6 +165,37 @@ func TestCheckUser(t *testing.T) {
 	}{{0, CheckOK}, {64030, CheckOK}, {1000, CheckWarn}, {6403, CheckWarn}} {
 		if got := checkUser(tc.uid, "slurm(64030)"); got.Status != tc.status {
 			t.Errorf("uid %d: %+v, want %s", tc.uid, got, tc.status)
+		}
+	}
+}
+
+// writeToken writes a token file holding a JWT with payload.
+func writeToken(t *testing.T, payload string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "jwt")
+	tok := "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9." + base64.RawURLEncoding.EncodeToString([]byte(payload)) + ".sig"
+	if err := os.WriteFile(path, []byte("SLURM_JWT="+tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestCheckToken(t *testing.T) {
+	now := time.Date(2026, 11, 25, 5, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name, path, status, in string
+	}{
+		{"a month", writeToken(t, `{"exp":1798174800,"sun":"root"}`), CheckOK, "user root, expires 2026-12-25T05:00:00Z (in 720h0m0s)"},
+		{"six days", writeToken(t, `{"exp":1796101200,"sun":"root"}`), CheckOK, "(in 144h0m0s)"},
+		{"two days", writeToken(t, `{"exp":1795755600,"sun":"root"}`), CheckWarn, "(in 48h0m0s): write a new one before then"},
+		{"expired", writeToken(t, `{"exp":1794978000,"sun":"slurm"}`), CheckFail, "expired 2026-11-18T"},
+		{"no expiry", writeToken(t, `{"sun":"root"}`), CheckOK, "no expiry"},
+		{"not a JWT", writeToken(t, `nope`), CheckWarn, "its expiry cannot be read"},
+		{"no file", filepath.Join(t.TempDir(), "missing"), CheckFail, "token file"},
+	} {
+		got := checkToken(tc.path, now)
+		if got.Status != tc.status || !strings.Contains(got.Detail, tc.in) {
+			t.Errorf("%s: %+v, want %s saying %q", tc.name, got, tc.status, tc.in)
 		}
 	}
 }

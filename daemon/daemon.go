@@ -102,6 +102,8 @@ type Daemon struct {
 	// billingErr names the partitions whose billing weights the last
 	// listing could not read, logged once.
 	billingErr error
+	// tokenWarned is when the last warning of an expiring JWT was logged.
+	tokenWarned time.Time
 
 	mu       sync.Mutex // guards the fields below, read by the status endpoint
 	lastJobs []slurm.Job
@@ -383,6 +385,7 @@ func (d *Daemon) warnNew(last *error, err error, msg string) {
 func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	d.applyReload()
 	start := d.deps.Now()
+	d.watchToken(start)
 	rep := CycleReport{At: start, Skipped: map[int]string{}, Failed: map[int]string{}}
 	jobs, err := d.jobs(ctx)
 	if err != nil {
@@ -501,6 +504,37 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	d.last = rep
 	d.mu.Unlock()
 	return rep, nil
+}
+
+// tokenWarnBefore is how long before its JWT expires rubickd warns: an
+// expired token stops every cycle (slurmrestd refuses it). Three days
+// leave a weekend to rotate it, and stay quiet for tokens a daily job
+// renews with a longer lifespan.
+const tokenWarnBefore = 72 * time.Hour
+
+// tokenClaimer is a Cluster that reads its JWT's claims (RESTCluster).
+type tokenClaimer interface {
+	TokenClaims() (slurm.TokenClaims, error)
+}
+
+// watchToken exports when the JWT expires and, from tokenWarnBefore
+// before, warns at most once an hour.
+func (d *Daemon) watchToken(now time.Time) {
+	tc, ok := d.deps.Cluster.(tokenClaimer)
+	if !ok {
+		return
+	}
+	c, err := tc.TokenClaims()
+	if err != nil || c.Expires.IsZero() {
+		d.deps.Metrics.TokenExpiry.Set(0)
+		return
+	}
+	d.deps.Metrics.TokenExpiry.Set(float64(c.Expires.Unix()))
+	if left := c.Expires.Sub(now); left < tokenWarnBefore && now.Sub(d.tokenWarned) >= time.Hour {
+		d.tokenWarned = now
+		d.deps.Logger.Warn("slurmrestd token expires soon: write a new one to the token file (scontrol token)",
+			"expires", c.Expires.UTC().Format(time.RFC3339), "left", left.Round(time.Minute).String(), "user", c.User)
+	}
 }
 
 // applyWorkers bounds the actions applied at once: each is a few scontrol

@@ -23,6 +23,7 @@ type Metrics struct {
 	RigidReserved  prometheus.Gauge
 	GroupLimited   prometheus.Gauge
 	LastCycle      prometheus.Gauge
+	TokenExpiry    prometheus.Gauge
 }
 
 // NewMetrics creates and registers every metric.
@@ -75,8 +76,12 @@ func NewMetrics() *Metrics {
 			Name: "rubick_last_cycle_timestamp_seconds",
 			Help: "Unix time at which the last control cycle finished.",
 		}),
+		TokenExpiry: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rubick_slurm_token_expiry_timestamp_seconds",
+			Help: "Unix time at which rubickd's slurmrestd JWT expires (its exp claim); 0 when it has none or is not a JWT.",
+		}),
 	}
-	m.Registry.MustRegister(m.CycleDuration, m.PolicyDuration, m.Actions, m.SlurmErrors, m.Jobs, m.Samples, m.LaunchNotices, m.RestartCost, m.RigidReserved, m.GroupLimited, m.LastCycle,
+	m.Registry.MustRegister(m.CycleDuration, m.PolicyDuration, m.Actions, m.SlurmErrors, m.Jobs, m.Samples, m.LaunchNotices, m.RestartCost, m.RigidReserved, m.GroupLimited, m.LastCycle, m.TokenExpiry,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

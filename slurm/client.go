@@ -69,6 +69,7 @@ const maxBody = 256 << 20
 
 // RESTCluster is the Cluster backed by slurmrestd.
 type RESTCluster struct {
+	token   tokenSource
 	version string
 	timeout time.Duration
 	log     *slog.Logger
@@ -120,7 +121,7 @@ func NewCluster(ctx context.Context, cfg Config) (*RESTCluster, error) {
 		limiter: newRateLimiter(cfg.Clock, cfg.RateLimit, cfg.Burst),
 	}
 	base := strings.TrimRight(cfg.URL, "/")
-	c := &RESTCluster{timeout: cfg.Timeout, log: cfg.Logger}
+	c := &RESTCluster{timeout: cfg.Timeout, log: cfg.Logger, token: tok}
 	build := func(v string) (backend, error) {
 		switch v {
 		case Version38:
@@ -156,6 +157,16 @@ func NewCluster(ctx context.Context, cfg Config) (*RESTCluster, error) {
 		return c, nil
 	}
 	return nil, fmt.Errorf("slurm: %s serves none of %s, %s and %s: %w", base, Version42, Version41, Version38, ErrUnsupportedVersion)
+}
+
+// TokenClaims reads the claims of the JWT in use (the token file's
+// current content, when there is one).
+func (c *RESTCluster) TokenClaims() (TokenClaims, error) {
+	tok, err := c.token.get()
+	if err != nil {
+		return TokenClaims{}, err
+	}
+	return ParseTokenClaims(tok)
 }
 
 // Version returns the API version in use, e.g. "v0.0.38".

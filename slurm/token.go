@@ -3,11 +3,14 @@ package slurm
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"sync"
+	"time"
 )
 
 // ErrNoToken means no JWT is configured or the token file holds none.
@@ -65,6 +68,48 @@ func parseToken(raw []byte) string {
 		}
 	}
 	return first
+}
+
+// ReadTokenFile reads the JWT in a token file as the cluster does.
+func ReadTokenFile(path string) (string, error) {
+	return (&tokenFile{path: path}).get()
+}
+
+// TokenClaims are what a Slurm JWT says of itself: its user ("sun") and
+// when it expires ("exp"; zero: never). They are read, not verified:
+// slurmrestd verifies the token, rubick only wants to warn before it
+// expires.
+type TokenClaims struct {
+	User    string
+	Expires time.Time
+}
+
+// ParseTokenClaims reads the claims of a JWT (header.payload.signature).
+func ParseTokenClaims(tok string) (TokenClaims, error) {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return TokenClaims{}, fmt.Errorf("slurm JWT: %d dot-separated parts, want 3", len(parts))
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
+	if err != nil {
+		return TokenClaims{}, fmt.Errorf("slurm JWT payload: %w", err)
+	}
+	var p struct {
+		Exp *json.Number `json:"exp"`
+		Sun string       `json:"sun"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return TokenClaims{}, fmt.Errorf("slurm JWT payload: %w", err)
+	}
+	c := TokenClaims{User: p.Sun}
+	if p.Exp != nil {
+		n, err := p.Exp.Int64()
+		if err != nil || n < 0 {
+			return TokenClaims{}, fmt.Errorf("slurm JWT payload: exp=%s is not a Unix time", p.Exp)
+		}
+		c.Expires = time.Unix(n, 0)
+	}
+	return c, nil
 }
 
 // staticToken serves a fixed token.

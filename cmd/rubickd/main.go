@@ -268,6 +268,7 @@ func runChecks(ctx context.Context, cfg daemon.Config, slurmCfg slurm.Config, st
 		Runner:   slurm.ExecRunner{},
 		LookPath: exec.LookPath,
 		UID:      os.Geteuid(),
+		Now:      time.Now,
 	})
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	failed := 0
