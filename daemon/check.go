@@ -53,9 +53,9 @@ type CheckDeps struct {
 
 // Preflight checks what rubickd relies on, in the order an admin sets it
 // up (docs/admin-guide.md sections 2 and 3), without changing Slurm or the
-// store: the store's directory and lock, slurmrestd, the managed
-// partitions and their GPUs, the QOS and association limits, the commands
-// rubickd runs, and the slurm.conf settings it needs.
+// store: the store's directory and lock, the JWT's expiry, slurmrestd, the
+// managed partitions and their GPUs, the QOS and association limits, the
+// commands rubickd runs and as whom, and the slurm.conf settings it needs.
 func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 	var out []CheckResult
 	add := func(name, status, format string, args ...any) {
