@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -104,6 +105,21 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 	add("commands.scontrol", CheckOK, "%s show config: Slurm %s", cfg.Commands.Scontrol, conf["SLURM_VERSION"])
 	out = append(out, checkUser(deps.UID, conf["SlurmUser"]))
 	return append(out, checkConf(conf)...)
+}
+
+// LogChecks logs every check that did not pass (a failure as an error),
+// for rubickd's start, and returns how many failed.
+func LogChecks(log *slog.Logger, results []CheckResult) (failed int) {
+	for _, r := range results {
+		switch r.Status {
+		case CheckFail:
+			failed++
+			log.Error("setup check failed (rubickd --check)", "check", r.Name, "detail", r.Detail)
+		case CheckWarn:
+			log.Warn("setup check warns (rubickd --check)", "check", r.Name, "detail", r.Detail)
+		}
+	}
+	return failed
 }
 
 func checkStore(path string) CheckResult {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -197,5 +198,17 @@ func TestCheckToken(t *testing.T) {
 		if got.Status != tc.status || !strings.Contains(got.Detail, tc.in) {
 			t.Errorf("%s: %+v, want %s saying %q", tc.name, got, tc.status, tc.in)
 		}
+	}
+}
+
+func TestLogChecks(t *testing.T) {
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	n := LogChecks(log, []CheckResult{{"store", CheckOK, "fine"}, {"JobSubmitPlugins", CheckFail, "no lua"},
+		{"AccountingStorageTRES", CheckWarn, "no gres/gpu"}})
+	out := buf.String()
+	if n != 1 || strings.Contains(out, "fine") || !strings.Contains(out, `level=ERROR msg="setup check failed (rubickd --check)" check=JobSubmitPlugins detail="no lua"`) ||
+		!strings.Contains(out, `level=WARN msg="setup check warns (rubickd --check)" check=AccountingStorageTRES`) {
+		t.Errorf("%d failed, log:\n%s", n, out)
 	}
 }

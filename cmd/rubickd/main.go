@@ -135,6 +135,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log.Info("connected to slurmrestd", "url", cfg.Slurmrestd.URL, "version", cluster.Version())
+	// What --check would say, in the journal: a site missing job_submit.lua
+	// gets a rubickd that runs and manages nothing, and should read why.
+	daemon.LogChecks(log, daemon.Preflight(ctx, cfg, checkDeps(func(context.Context) (daemon.CheckCluster, error) { return cluster, nil })))
 	applier, err := slurm.NewApplier(slurm.ApplierConfig{
 		Scontrol: cfg.Commands.Scontrol, Scancel: cfg.Commands.Scancel, Cluster: cluster, Logger: log,
 		CommandTimeout: cfg.Commands.Timeout, Signal: cfg.Checkpoint.Signal, CheckpointTimeout: cfg.Checkpoint.Grace,
@@ -261,15 +264,9 @@ func level(s string) slog.Level {
 // runChecks prints rubickd --check: one line per check, failures first
 // in the exit status.
 func runChecks(ctx context.Context, cfg daemon.Config, slurmCfg slurm.Config, stdout io.Writer) error {
-	results := daemon.Preflight(ctx, cfg, daemon.CheckDeps{
-		Connect: func(ctx context.Context) (daemon.CheckCluster, error) {
-			return slurm.NewCluster(ctx, slurmCfg)
-		},
-		Runner:   slurm.ExecRunner{},
-		LookPath: exec.LookPath,
-		UID:      os.Geteuid(),
-		Now:      time.Now,
-	})
+	results := daemon.Preflight(ctx, cfg, checkDeps(func(ctx context.Context) (daemon.CheckCluster, error) {
+		return slurm.NewCluster(ctx, slurmCfg)
+	}))
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	failed := 0
 	for _, r := range results {
@@ -285,4 +282,10 @@ func runChecks(ctx context.Context, cfg daemon.Config, slurmCfg slurm.Config, st
 		return fmt.Errorf("%d of %d checks failed", failed, len(results))
 	}
 	return nil
+}
+
+// checkDeps are the checks' ways to Slurm and the host, reaching
+// slurmrestd through connect.
+func checkDeps(connect func(context.Context) (daemon.CheckCluster, error)) daemon.CheckDeps {
+	return daemon.CheckDeps{Connect: connect, Runner: slurm.ExecRunner{}, LookPath: exec.LookPath, UID: os.Geteuid(), Now: time.Now}
 }
