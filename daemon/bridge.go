@@ -1265,7 +1265,12 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 		return slurm.GroupLimits{}, nil
 	}
 	frees := func(d slurm.GroupLimits) bool {
-		return d.GPUs <= 0 && d.CPUs <= 0 && d.MemMB <= 0 && d.GPURunMins <= 0 && d.CPURunMins <= 0 && d.Billing <= 0 && d.BillingRunMins <= 0
+		for _, a := range d.Amounts() {
+			if a.Value > 0 {
+				return false
+			}
+		}
+		return true
 	}
 	// What the plan frees first (preemptions, restarts on less), then what
 	// it takes, in order.
@@ -1462,10 +1467,7 @@ const tagProfile = "profile"
 func (v *View) RigidActions(now time.Time, profile func(modelType string) bool) []slurm.Action {
 	var out []slurm.Action
 	for _, j := range v.Rigid {
-		req := ownRequest(j)
-		if r, ok := tagRequest(j); ok {
-			req = r // rubick resized it before
-		}
+		req := userRequest(j) // as asked, though rubick resized it before
 		a := slurm.Action{Kind: slurm.ActionStart, JobID: j.ID, NumNodes: req.Nodes,
 			GPUsPerNode: req.GPUsPerNode, CPUsPerTask: max(req.CPUs/req.Nodes, 1), MemPerNodeMB: req.MemMB}
 		if j.HetJobID != 0 || len(j.GPUTypes) > 1 {
