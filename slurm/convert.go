@@ -68,7 +68,7 @@ func setJobResources(j *Job, t jobTRES) {
 	}
 	if j.State != StatePending {
 		j.MemMB = tresMemMB(t.alloc)
-		if v, ok := tresValue(t.alloc, "billing"); ok {
+		if v, ok := listValue(t.alloc, "billing"); ok {
 			j.Billing, _ = strconv.ParseInt(v, 10, 64)
 		}
 	}

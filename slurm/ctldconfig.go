@@ -58,11 +58,5 @@ func (c CtldConfig) Has(key, item string) bool {
 // Param returns the value of name=value in key's comma-separated list
 // (SchedulerParameters, AuthInfo), and whether it is there.
 func (c CtldConfig) Param(key, name string) (string, bool) {
-	for _, v := range strings.Split(c[key], ",") {
-		k, val, _ := strings.Cut(strings.TrimSpace(v), "=")
-		if strings.EqualFold(k, name) {
-			return val, true
-		}
-	}
-	return "", false
+	return listValue(c[key], name)
 }

@@ -95,12 +95,14 @@ func stripGresSuffix(e string) string {
 	return e
 }
 
-// tresValue returns the value of key in a TRES string such as
-// "cpu=8,mem=64G,node=1,billing=8,gres/gpu=4".
-func tresValue(tres, key string) (string, bool) {
-	for _, kv := range strings.Split(tres, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		if ok && k == key {
+// listValue returns the value of key in a comma-separated key=value list:
+// a TRES string such as "cpu=8,mem=64G,node=1,billing=8,gres/gpu=4", or
+// SchedulerParameters. Keys match case-insensitively, as Slurm reads
+// its parameters (TRES names are lower case); a bare key has the value "".
+func listValue(list, key string) (string, bool) {
+	for _, kv := range strings.Split(list, ",") {
+		k, v, _ := strings.Cut(strings.TrimSpace(kv), "=")
+		if strings.EqualFold(k, key) {
 			return v, true
 		}
 	}
@@ -111,7 +113,7 @@ func tresValue(tres, key string) (string, bool) {
 // "mem=1.50T"; Slurm scales it to the largest whole unit) in MiB; 0 when
 // there is none or it does not parse.
 func tresMemMB(tres string) int64 {
-	v, ok := tresValue(tres, "mem")
+	v, ok := listValue(tres, "mem")
 	if !ok || v == "" {
 		return 0
 	}
@@ -129,7 +131,7 @@ func tresMemMB(tres string) int64 {
 // tresGPUs returns the total gres/gpu count of a TRES string, summing typed
 // entries ("gres/gpu:a100=4") only when there is no untyped total.
 func tresGPUs(tres string) int {
-	if v, ok := tresValue(tres, "gres/gpu"); ok {
+	if v, ok := listValue(tres, "gres/gpu"); ok {
 		n, _ := strconv.Atoi(v)
 		return n
 	}
