@@ -64,8 +64,8 @@ func billRooms(lim slurm.JobLimits, room groupRoom, use map[slurm.Group]slurm.Gr
 		by := room.billingMinsBy
 		out = append(out, billRoom{room: room.billingMins / minutes,
 			name: fmt.Sprintf("%s, %d billing-minutes left for its %d-minute time limit", by.RunMinsName(), room.billingMins, minutes),
-			use: fmt.Sprintf("%s: billing-minutes to run in use %d, allowed %d, for its %d-minute time limit",
-				by.RunMinsName(), use[by].BillingRunMins, by.BillingRunMins, minutes)})
+			use: fmt.Sprintf("%s: billing-minutes %s in use %d, allowed %d, for its %d-minute time limit",
+				by.RunMinsName(), by.MinsWhat(), use[by].BillingRunMins, by.BillingRunMins, minutes)})
 	}
 	return out
 }

@@ -126,10 +126,14 @@ var ErrGroupLimit = errors.New("over a group limit")
 
 // groupsMemo gives slurm.Limits.Groups, worked out once per distinct
 // cluster, QOS, account, user and partition (most jobs share one of a
-// few).
+// few). Once use is set, the first time it gives a budget it adds what the
+// budget's jobs have used to it: a budget counts that beside what running
+// jobs hold, whether or not one of them runs.
 type groupsMemo struct {
-	l    slurm.Limits
-	memo map[[5]string][]slurm.Group
+	l      slurm.Limits
+	memo   map[[5]string][]slurm.Group
+	use    map[slurm.Group]slurm.GroupLimits
+	seeded map[slurm.Group]bool
 }
 
 func (m *groupsMemo) of(j slurm.Job, partition string) []slurm.Group {
@@ -141,6 +145,17 @@ func (m *groupsMemo) of(j slurm.Job, partition string) []slurm.Group {
 		}
 		g = m.l.Groups(j, partition)
 		m.memo[k] = g
+	}
+	if m.use != nil {
+		for _, b := range g {
+			if b.Budget && !m.seeded[b] {
+				if m.seeded == nil {
+					m.seeded = map[slurm.Group]bool{}
+				}
+				m.seeded[b] = true
+				m.use[b] = plus(m.use[b], b.Spent, 1)
+			}
+		}
 	}
 	return g
 }
@@ -181,15 +196,34 @@ func plus(a, b slurm.GroupLimits, k int) slurm.GroupLimits {
 }
 
 // groupUsage sums what the running jobs, every job in Slurm, hold at now,
-// per group limit each counts against.
+// per group limit each counts against, with what the budgets among them
+// have used; groups adds that of the budgets it gives later to the same
+// map.
 func groupUsage(groups *groupsMemo, jobs []slurm.Job, now time.Time) map[slurm.Group]slurm.GroupLimits {
 	use := map[slurm.Group]slurm.GroupLimits{}
+	groups.use = use
 	for _, j := range jobs {
-		if j.State == slurm.StateRunning {
-			addTo(use, groups.of(j, j.Partition), holds(j, now))
+		if j.State != slurm.StateRunning {
+			continue
+		}
+		gs := groups.of(j, j.Partition)
+		addTo(use, gs, holds(j, now))
+		for _, g := range gs {
+			if g.Budget {
+				use[g] = plus(use[g], unticked(j, g.Tick, now), 1)
+			}
 		}
 	}
 	return use
+}
+
+// unticked is what running job j has used of a budget since Slurm last
+// added its use to the budget's, which it does every tick: at most a
+// tick's worth, counted whole (Slurm's own check has no such gap: it
+// lowers the time left at the same tick).
+func unticked(j slurm.Job, tick time.Duration, now time.Time) slurm.GroupLimits {
+	m := wholeMinutes(min(max(now.Sub(j.StartTime), 0), tick))
+	return slurm.GroupLimits{GPURunMins: int64(j.GPUs) * m, CPURunMins: int64(j.CPUs) * m, BillingRunMins: j.Billing * m}
 }
 
 // groupRoom is what a job may hold under its group limits: GPUs, CPUs,
@@ -335,8 +369,8 @@ func (m jobMinutes) noRoom(use map[slurm.Group]slurm.GroupLimits) (why string, n
 		if perJob > 0 && perJob < m.limit {
 			return fmt.Sprintf("its %d-minute time limit on one %s is over its %s-minutes per job (%d)", m.limit, what, what, perJob), true, true
 		}
-		return fmt.Sprintf("waits for room in %s: %s-minutes to run in use %d, allowed %d, and one %s for its %d-minute time limit takes %d",
-			by.RunMinsName(), what, used, limit, what, m.limit, m.limit), false, true
+		return fmt.Sprintf("waits for room in %s: %s-minutes %s in use %d, allowed %d, and one %s for its %d-minute time limit takes %d",
+			by.RunMinsName(), what, by.MinsWhat(), used, limit, what, m.limit, m.limit), false, true
 	}
 	if why, never, ok := check("GPU", m.gpu, m.lim.GPUMins, m.room.gpuMinsBy, m.room.gpuMinsBy.GPURunMins, use[m.room.gpuMinsBy].GPURunMins); ok {
 		return why, never, ok
@@ -1423,7 +1457,7 @@ func overGroup(g slurm.Group, u, d slurm.GroupLimits) string {
 		if l.Value > 0 && adds[i].Value > 0 && used[i].Value+adds[i].Value > l.Value {
 			name, what := g.Limit, l.What
 			if l.RunMins {
-				name, what = g.RunMinsName(), what+" to run"
+				name, what = g.RunMinsName(), what+" "+g.MinsWhat()
 			}
 			return fmt.Sprintf("%s allows %d %s, %d in use or planned before it, and its plan adds %d", name, l.Value, what, used[i].Value, adds[i].Value)
 		}

@@ -56,7 +56,8 @@ type CheckDeps struct {
 // up (docs/admin-guide.md sections 2 and 3), without changing Slurm or the
 // store: the store's directory and lock, the JWT's expiry, slurmrestd, the
 // managed partitions and their GPUs, the QOS and association limits, the
-// commands rubickd runs and as whom, and the slurm.conf settings it needs.
+// commands rubickd runs and as whom, the slurm.conf settings it needs, and
+// the budgets (GrpTRESMins).
 func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 	var out []CheckResult
 	add := func(name, status, format string, args ...any) {
@@ -104,7 +105,31 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 	}
 	add("commands.scontrol", CheckOK, "%s show config: Slurm %s", cfg.Commands.Scontrol, conf["SLURM_VERSION"])
 	out = append(out, checkUser(deps.UID, conf["SlurmUser"]))
-	return append(out, checkConf(conf)...)
+	out = append(out, checkConf(conf)...)
+	b, err := slurm.ShowAssocMgr(ctx, deps.Runner, cfg.Commands.Scontrol)
+	return append(out, checkBudgets(b, err, conf))
+}
+
+// checkBudgets says what rubickd makes of the GrpTRESMins budgets: read
+// from scontrol show assoc_mgr, and counted by Slurm only with
+// priority/multifactor; rubickd plans within them as
+// AccountingStorageEnforce=safe does, which Slurm may not.
+func checkBudgets(b slurm.Budgets, err error, c slurm.CtldConfig) CheckResult {
+	r := CheckResult{Name: "budgets", Status: CheckOK}
+	n := len(b.QOS) + len(b.Assoc)
+	switch {
+	case err != nil:
+		r.Status, r.Detail = CheckWarn, fmt.Sprintf("GrpTRESMins budgets not read (%v): rubickd may grow a job past what its budget has left", err)
+	case n == 0:
+		r.Detail = "no GrpTRESMins budget set"
+	case c["PriorityType"] != "priority/multifactor":
+		r.Status, r.Detail = CheckWarn, fmt.Sprintf("%d GrpTRESMins budgets, but PriorityType=%s counts no usage: they never fill", n, c["PriorityType"])
+	case !c.Has("AccountingStorageEnforce", "safe"):
+		r.Status, r.Detail = CheckWarn, fmt.Sprintf("%d GrpTRESMins budgets without safe in AccountingStorageEnforce: Slurm starts jobs a budget cannot pay for and kills its running jobs when it runs out; rubickd starts and grows jobs only within what is left, as safe does", n)
+	default:
+		r.Detail = fmt.Sprintf("%d GrpTRESMins budgets, enforced with safe", n)
+	}
+	return r
 }
 
 // LogChecks logs every check that did not pass (a failure as an error),

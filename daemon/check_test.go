@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,9 +31,14 @@ func (c checkCluster) Partitions(context.Context) ([]slurm.Partition, error) {
 }
 func (c checkCluster) Limits(context.Context) (slurm.Limits, error) { return c.limits, nil }
 
-type confRunner struct{ out string }
+// confRunner answers scontrol show config with out and show assoc_mgr
+// with assoc; "" fails as scontrol does without slurmctld.
+type confRunner struct{ out, assoc string }
 
-func (r confRunner) Run(context.Context, []string) ([]byte, error) {
+func (r confRunner) Run(_ context.Context, argv []string) ([]byte, error) {
+	if slices.Contains(argv, "assoc_mgr") {
+		r.out = r.assoc
+	}
 	if r.out == "" {
 		return nil, &slurm.CommandError{Argv: []string{"scontrol"}, ExitCode: 1, Err: errors.New("exit status 1"),
 			Stderr: "slurm_load_ctl_conf error: Unable to contact slurm controller"}
@@ -42,6 +48,10 @@ func (r confRunner) Run(context.Context, []string) ([]byte, error) {
 
 func TestPreflight(t *testing.T) {
 	recorded, err := os.ReadFile("../slurm/testdata/22.05/scontrol-show-config.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	assocMgr, err := os.ReadFile("../slurm/testdata/22.05/scontrol-show-assoc_mgr.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +71,7 @@ func TestPreflight(t *testing.T) {
 		cluster  checkCluster
 		connect  error
 		conf     string
+		assoc    string // what scontrol show assoc_mgr prints
 		lookPath func(string) (string, error)
 		lock     bool
 		uid      int
@@ -69,13 +80,14 @@ func TestPreflight(t *testing.T) {
 		detail   map[string]string // name -> a part of its detail
 	}{
 		"the lab's settings": {
-			cluster: good, conf: string(recorded), lookPath: found,
+			cluster: good, conf: string(recorded), assoc: string(assocMgr), lookPath: found,
 			want: []line{{"store", CheckOK}, {"slurmrestd.token_file", CheckOK}, {"slurmrestd", CheckOK}, {"partition gpu", CheckOK}, {"limits", CheckOK},
 				{"commands.scancel", CheckOK}, {"samples.unmunge", CheckOK}, {"commands.scontrol", CheckOK},
 				{"user", CheckOK}, {"JobSubmitPlugins", CheckOK}, {"GresTypes", CheckOK}, {"SelectType", CheckOK}, {"SelectTypeParameters", CheckOK},
-				{"DefMemPerCPU", CheckOK}, {"AccountingStorageTRES", CheckOK}, {"JobRequeue", CheckOK}, {"SchedulerParameters", CheckOK}},
+				{"DefMemPerCPU", CheckOK}, {"AccountingStorageTRES", CheckOK}, {"JobRequeue", CheckOK}, {"SchedulerParameters", CheckOK},
+				{"budgets", CheckWarn}},
 			detail: map[string]string{"partition gpu": "2 nodes with 16 GPUs", "commands.scontrol": "Slurm 22.05.8",
-				"store": "no rubickd holds it"},
+				"store": "no rubickd holds it", "budgets": "2 GrpTRESMins budgets, but PriorityType=priority/basic counts no usage"},
 		},
 		"a bare slurm.conf, no limits, no commands, a missing partition, the service running": {
 			cluster: checkCluster{parts: good.parts, nodes: good.nodes}, conf: bare,
@@ -86,8 +98,8 @@ func TestPreflight(t *testing.T) {
 			want: []line{{"store", CheckOK}, {"slurmrestd.token_file", CheckOK}, {"slurmrestd", CheckOK}, {"partition gpu", CheckOK}, {"partition a100", CheckFail},
 				{"limits", CheckWarn}, {"commands.scancel", CheckFail}, {"samples.unmunge", CheckWarn}, {"commands.scontrol", CheckOK},
 				{"user", CheckWarn}, {"JobSubmitPlugins", CheckFail}, {"GresTypes", CheckOK}, {"SelectType", CheckOK}, {"SelectTypeParameters", CheckWarn},
-				{"AccountingStorageTRES", CheckWarn}, {"JobRequeue", CheckWarn}, {"SchedulerParameters", CheckWarn}},
-			detail: map[string]string{"partition a100": "it has gpu, debug", "store": "in use by the running rubickd", "user": "uid 1000 is neither root nor SlurmUser root(0)",
+				{"AccountingStorageTRES", CheckWarn}, {"JobRequeue", CheckWarn}, {"SchedulerParameters", CheckWarn}, {"budgets", CheckWarn}},
+			detail: map[string]string{"budgets": "GrpTRESMins budgets not read", "partition a100": "it has gpu, debug", "store": "in use by the running rubickd", "user": "uid 1000 is neither root nor SlurmUser root(0)",
 				"JobSubmitPlugins": "rubickd manages none"},
 		},
 		"slurmrestd down, scontrol failing, no samples endpoint": {
@@ -98,10 +110,12 @@ func TestPreflight(t *testing.T) {
 		},
 		"slurmctld down behind slurmrestd": {
 			cluster: checkCluster{ping: errors.New("slurmctld DOWN")}, conf: string(recorded), lookPath: found,
+			assoc: "Current Association Manager state\n\nAssociation Records\n\nQOS Records\n",
 			want: []line{{"store", CheckOK}, {"slurmrestd.token_file", CheckOK}, {"slurmrestd", CheckFail}, {"commands.scancel", CheckOK}, {"samples.unmunge", CheckOK},
 				{"commands.scontrol", CheckOK}, {"user", CheckOK}, {"JobSubmitPlugins", CheckOK}, {"GresTypes", CheckOK}, {"SelectType", CheckOK},
 				{"SelectTypeParameters", CheckOK}, {"DefMemPerCPU", CheckOK}, {"AccountingStorageTRES", CheckOK}, {"JobRequeue", CheckOK},
-				{"SchedulerParameters", CheckOK}},
+				{"SchedulerParameters", CheckOK}, {"budgets", CheckOK}},
+			detail: map[string]string{"budgets": "no GrpTRESMins budget set"},
 		},
 	}
 	for name, tc := range tests {
@@ -126,7 +140,7 @@ func TestPreflight(t *testing.T) {
 					}
 					return tc.cluster, nil
 				},
-				Runner: confRunner{tc.conf}, LookPath: tc.lookPath, UID: tc.uid,
+				Runner: confRunner{tc.conf, tc.assoc}, LookPath: tc.lookPath, UID: tc.uid,
 				Now: func() time.Time { return time.Unix(1795582029, 0) },
 			})
 			var lines []line
@@ -210,5 +224,32 @@ func TestLogChecks(t *testing.T) {
 	if n != 1 || strings.Contains(out, "fine") || !strings.Contains(out, `level=ERROR msg="setup check failed (rubickd --check)" check=JobSubmitPlugins detail="no lua"`) ||
 		!strings.Contains(out, `level=WARN msg="setup check warns (rubickd --check)" check=AccountingStorageTRES`) {
 		t.Errorf("%d failed, log:\n%s", n, out)
+	}
+}
+
+func TestCheckBudgets(t *testing.T) {
+	one := slurm.Budgets{QOS: map[string]slurm.Budget{"normal": {Limit: slurm.GroupLimits{GPURunMins: 10}}}}
+	multifactor := slurm.CtldConfig{"PriorityType": "priority/multifactor", "AccountingStorageEnforce": "associations,limits,qos"}
+	safe := slurm.CtldConfig{"PriorityType": "priority/multifactor", "AccountingStorageEnforce": "associations,limits,qos,safe"}
+	tests := map[string]struct {
+		b      slurm.Budgets
+		err    error
+		conf   slurm.CtldConfig
+		status string
+		detail string
+	}{
+		"none":         {conf: multifactor, status: CheckOK, detail: "no GrpTRESMins budget set"},
+		"not read":     {err: errors.New("exit status 1"), status: CheckWarn, detail: "not read (exit status 1)"},
+		"basic":        {b: one, conf: slurm.CtldConfig{"PriorityType": "priority/basic"}, status: CheckWarn, detail: "never fill"},
+		"without safe": {b: one, conf: multifactor, status: CheckWarn, detail: "1 GrpTRESMins budgets without safe"},
+		"safe":         {b: one, conf: safe, status: CheckOK, detail: "1 GrpTRESMins budgets, enforced with safe"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := checkBudgets(tc.b, tc.err, tc.conf)
+			if r.Name != "budgets" || r.Status != tc.status || !strings.Contains(r.Detail, tc.detail) {
+				t.Errorf("%+v, want status %s saying %q", r, tc.status, tc.detail)
+			}
+		})
 	}
 }

@@ -40,6 +40,14 @@ type ReservationLister interface {
 	Reservations(ctx context.Context) ([]slurm.Reservation, error)
 }
 
+// BudgetLister lists the GrpTRESMins budgets and their usage
+// (slurm.AssocMgr does). Without it, or when the listing fails, budgets
+// bound nothing rubickd plans; Slurm's pending reasons still hold a job
+// back.
+type BudgetLister interface {
+	Budgets(ctx context.Context) (slurm.Budgets, error)
+}
+
 // limitsRefresh is how long a limits listing is reused: limits change
 // rarely, and each listing is a partitions query and two slurmdbd ones.
 const limitsRefresh = time.Minute
@@ -77,6 +85,8 @@ type Deps struct {
 	// Learner, when set, refits model types from reported samples at the
 	// start of each cycle.
 	Learner *Learner
+	// Budgets, when set, lists the GrpTRESMins budgets with the limits.
+	Budgets BudgetLister
 }
 
 // Daemon runs rubickd's control loop.
@@ -97,6 +107,10 @@ type Daemon struct {
 	limits    slurm.Limits
 	limitsAt  time.Time
 	limitsErr error
+	// budgets are the last GrpTRESMins budgets read, budgetsErr the last
+	// error reading them.
+	budgets    slurm.Budgets
+	budgetsErr error
 	// resvErr is the last reservation listing error, logged once.
 	resvErr error
 	// billingErr names the partitions whose billing weights the last
@@ -341,6 +355,14 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time) slurm.Limits {
 	d.limitsAt = now
 	list, err := l.Limits(ctx)
 	d.warnNew(&d.limitsErr, err, "QOS and association limits not read; Slurm's pending reasons will show them")
+	if err == nil && d.deps.Budgets != nil && list.QOS != nil {
+		b, berr := d.deps.Budgets.Budgets(ctx)
+		d.warnNew(&d.budgetsErr, berr, "GrpTRESMins budgets not read; the last ones read stay in force")
+		if berr == nil {
+			d.budgets = b
+		}
+		list = list.WithBudgets(d.budgets)
+	}
 	if err == nil {
 		d.limits = list
 		var unread []error

@@ -1373,6 +1373,7 @@ func TestCycleStretchesTimeLimits(t *testing.T) {
 func TestCycleKeepsToGroupLimits(t *testing.T) {
 	tests := map[string]struct {
 		grp     slurm.GroupLimits // the QOS's GrpTRES
+		budget  slurm.Budget      // the QOS's GrpTRESMins
 		qosJob  slurm.JobLimits   // the QOS's per-job limits
 		others  int               // GPUs a running job of the QOS holds on node2, with 8 CPUs and 32000 MB
 		maxGPUs int               // the most GPUs the job may start with; 0: held
@@ -1405,6 +1406,18 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 			bound: "2 GPUs at most: QOS shared GrpTRESRunMins, 120 GPU-minutes left for its 60-minute time limit"},
 		"GPU-minutes full": {grp: slurm.GroupLimits{GPURunMins: 100}, others: 2,
 			ignored: "waits for room in QOS shared GrpTRESRunMins: GPU-minutes to run in use 60, allowed 100, and one GPU for its 60-minute time limit takes 60"},
+		// GrpTRESMins counts the minutes its jobs used (120 GPU-minutes)
+		// beside those its running jobs may still use (60).
+		"GPU budget room": {budget: slurm.Budget{Limit: slurm.GroupLimits{GPURunMins: 300}, Spent: slurm.GroupLimits{GPURunMins: 120}}, others: 2,
+			maxGPUs: 2, maxCPUs: 64, bound: "2 GPUs at most: QOS shared GrpTRESMins, 120 GPU-minutes left for its 60-minute time limit"},
+		"GPU budget spent": {budget: slurm.Budget{Limit: slurm.GroupLimits{GPURunMins: 200}, Spent: slurm.GroupLimits{GPURunMins: 120}}, others: 2,
+			ignored: "waits for room in QOS shared GrpTRESMins: GPU-minutes used or to run in use 180, allowed 200, and one GPU for its 60-minute time limit takes 60"},
+		"CPU budget room": {budget: slurm.Budget{Limit: slurm.GroupLimits{CPURunMins: 1500}, Spent: slurm.GroupLimits{CPURunMins: 540}}, others: 2,
+			maxGPUs: 8, maxCPUs: 12},
+		// Slurm adds the other job's use every 5 minutes: up to 5 of its
+		// minutes (40 CPU-minutes) are neither in what it used nor left.
+		"CPU budget between ticks": {budget: slurm.Budget{Limit: slurm.GroupLimits{CPURunMins: 1500}, Spent: slurm.GroupLimits{CPURunMins: 540},
+			Tick: 5 * time.Minute}, others: 2, maxGPUs: 8, maxCPUs: 11},
 		"CPU-minutes room": {grp: slurm.GroupLimits{CPURunMins: 960}, others: 2, maxGPUs: 8, maxCPUs: 12},
 		"CPU-minutes full": {grp: slurm.GroupLimits{CPURunMins: 280}, others: 2,
 			ignored: "waits for room in QOS shared GrpTRESRunMins: CPU-minutes to run in use 240, allowed 280, and one CPU for its 60-minute time limit takes 60"},
@@ -1463,7 +1476,7 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 			}
 			j := heldJob(21, "bert", 1, 2)
 			j.Cluster, j.QOS, j.TimeLimit = "lab", "shared", time.Hour
-			limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Grp: tc.grp, PerJob: tc.qosJob}},
+			limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Grp: tc.grp, PerJob: tc.qosJob, Budget: tc.budget}},
 				Partitions: map[string]slurm.Partition{"gpu": {Name: "gpu", Billing: w}}}
 			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: nodes, jobs: []slurm.Job{j, other}}, limits: limits}
 			a := &fakeApplier{}
@@ -1510,7 +1523,7 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 					t.Errorf("stored reasons of job 21: %v, %v; want them to say %q", reasons, err, tc.bound)
 				}
 			}
-			if tc.grp == (slurm.GroupLimits{}) && tc.qosJob == (slurm.JobLimits{}) && (gpus <= 2 || cpus <= 12 || mem <= 72000) {
+			if tc.grp == (slurm.GroupLimits{}) && tc.qosJob == (slurm.JobLimits{}) && !tc.budget.IsSet() && (gpus <= 2 || cpus <= 12 || mem <= 72000) {
 				t.Errorf("without a limit started on %d GPUs, %d CPUs, %d MB; want over 2 GPUs, 12 CPUs and 72000 MB: the twin that shows the caps",
 					gpus, cpus, mem)
 			}

@@ -16,6 +16,10 @@ type GroupUse struct {
 	RunMins string      `json:"run_mins"`
 	InUse   TRESAmounts `json:"in_use"`
 	Allowed TRESAmounts `json:"allowed"`
+	// Spent is, for a budget (GrpTRESMins; RunMins is its name), the
+	// minutes its jobs have used, which InUse counts beside those its
+	// running jobs may still use; nil for other limits.
+	Spent *TRESAmounts `json:"spent,omitempty"`
 }
 
 // TRESAmounts are GPUs, CPUs, memory and billing, and the GPU-, CPU- and
@@ -38,7 +42,12 @@ func (a TRESAmounts) Amounts() [7]slurm.GroupAmount { return slurm.GroupLimits(a
 func (v *View) GroupUse() []GroupUse {
 	out := make([]GroupUse, 0, len(v.usage))
 	for g, u := range v.usage {
-		out = append(out, GroupUse{Limit: g.Limit, RunMins: g.RunMinsName(), InUse: TRESAmounts(u), Allowed: TRESAmounts(g.GroupLimits)})
+		gu := GroupUse{Limit: g.Limit, RunMins: g.RunMinsName(), InUse: TRESAmounts(u), Allowed: TRESAmounts(g.GroupLimits)}
+		if g.Budget {
+			spent := TRESAmounts(g.Spent)
+			gu.Spent = &spent
+		}
+		out = append(out, gu)
 	}
 	slices.SortFunc(out, func(a, b GroupUse) int { return strings.Compare(a.Limit, b.Limit) })
 	return out

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,5 +37,78 @@ func TestCycleReportsGroupUse(t *testing.T) {
 	}
 	if d := cmp.Diff(want, rep.Groups); d != "" {
 		t.Errorf("groups (-want +got):\n%s", d)
+	}
+}
+
+// A budget (GrpTRESMins) counts what its jobs used beside what its running
+// jobs may still use, and is reported while none of its jobs runs.
+func TestCycleReportsBudgetUse(t *testing.T) {
+	j := heldJob(21, "bert", 1, 2)
+	j.Cluster, j.QOS, j.TimeLimit = "lab", "shared", time.Hour
+	budget := slurm.Budget{Limit: slurm.GroupLimits{GPURunMins: 1000, CPURunMins: 9000}, Spent: slurm.GroupLimits{GPURunMins: 950, CPURunMins: 30}}
+	limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Budget: budget}}}
+	c := &limitsCluster{fakeCluster: &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{j}}, limits: limits}
+	a := &fakeApplier{}
+	d, _ := newTestDaemonWith(t, c, a, func(*Config) {})
+	rep, err := d.Cycle(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spent := TRESAmounts(budget.Spent)
+	want := []GroupUse{{Limit: "QOS shared GrpTRESMins", RunMins: "QOS shared GrpTRESMins", InUse: spent,
+		Allowed: TRESAmounts(budget.Limit), Spent: &spent}}
+	if d := cmp.Diff(want, rep.Groups); d != "" {
+		t.Errorf("groups (-want +got):\n%s", d)
+	}
+	// 50 GPU-minutes left: not one GPU for the job's hour.
+	if len(a.got) != 0 || !strings.Contains(rep.Ignored[21], "waits for room in QOS shared GrpTRESMins") {
+		t.Errorf("applied %v, ignored %q; want the job held, waiting for the budget", a.got, rep.Ignored[21])
+	}
+}
+
+type fakeBudgets struct {
+	b   slurm.Budgets
+	err error
+}
+
+func (f *fakeBudgets) Budgets(context.Context) (slurm.Budgets, error) { return f.b, f.err }
+
+// rubickd reads the budgets with the limits and puts them on the QOS and
+// associations slurmdbd lists; when a reading fails, the last one read
+// stays in force.
+func TestCycleReadsBudgets(t *testing.T) {
+	j := heldJob(21, "bert", 1, 2)
+	j.Cluster, j.QOS, j.TimeLimit = "lab", "shared", time.Hour
+	limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared"}}}
+	c := &limitsCluster{fakeCluster: &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{j}}, limits: limits}
+	a := &fakeApplier{}
+	d, _ := newTestDaemonWith(t, c, a, func(*Config) {})
+	spent := &fakeBudgets{b: slurm.Budgets{QOS: map[string]slurm.Budget{"shared": {
+		Limit: slurm.GroupLimits{GPURunMins: 100}, Spent: slurm.GroupLimits{GPURunMins: 90}}}}}
+	d.deps.Budgets = spent
+	for i, step := range []struct {
+		err  error
+		none bool // the budget was lifted
+		held bool
+	}{
+		{held: true},
+		{err: errors.New("scontrol: exit status 1"), held: true},
+		{none: true},
+	} {
+		spent.err = step.err
+		if step.none {
+			spent.b = slurm.Budgets{}
+		}
+		d.limitsAt = time.Time{} // read the limits again
+		rep, err := d.Cycle(context.Background(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held := len(a.got) == 0; held != step.held {
+			t.Fatalf("cycle %d: actions %v, ignored %q; want held %v", i, a.got, rep.Ignored[21], step.held)
+		}
+		if step.held && !strings.Contains(rep.Ignored[21], "waits for room in QOS shared GrpTRESMins: GPU-minutes used or to run in use 90, allowed 100") {
+			t.Errorf("cycle %d: ignored %q, want it waiting for the budget", i, rep.Ignored[21])
+		}
 	}
 }

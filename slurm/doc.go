@@ -14,6 +14,10 @@
 //     a shell), with a result per action and a re-read of the job after any
 //     failure.
 //
+// Beside them, what only scontrol shows: slurmctld's configuration
+// (ShowConfig) and the GrpTRESMins budgets with their usage
+// (ShowAssocMgr, AssocMgr).
+//
 // Everything is testable without Slurm: the HTTP side against httptest
 // servers serving recorded responses, the command side through Runner fakes.
 package slurm

@@ -181,6 +181,7 @@ type fakeRunner struct {
 	calls  [][]string
 	failAt map[int]string // call number -> stderr
 	onRun  func(argv []string)
+	out    []byte // every successful call's stdout
 }
 
 func (r *fakeRunner) Run(ctx context.Context, argv []string) ([]byte, error) {
@@ -196,7 +197,7 @@ func (r *fakeRunner) Run(ctx context.Context, argv []string) ([]byte, error) {
 	if fail {
 		return nil, &CommandError{Argv: argv, ExitCode: 1, Stderr: stderr, Err: fmt.Errorf("exit status 1")}
 	}
-	return nil, nil
+	return r.out, nil
 }
 
 func (r *fakeRunner) Calls() [][]string {

@@ -130,24 +130,48 @@ func (l Limits) chain(j Job, partition string) []Association {
 // Group is a limit on several jobs together: a QOS's GrpTRES,
 // MaxTRESPerUser or MaxTRESPerAccount, or an association's GrpTRES, with
 // the run-minute limits of the same (GrpTRESRunMins, MaxTRESRunMinsPU and
-// PA). It is comparable, so usage can be summed per group.
+// PA); or a budget (GrpTRESMins). It is comparable, so usage can be summed
+// per group.
 type Group struct {
 	// Limit names the limit and whose it is, as an admin would look it up.
 	Limit string
 	GroupLimits
+	// Budget marks a GrpTRESMins limit: its run-minute fields bound what
+	// its jobs have used (Spent) plus what its running jobs may still use
+	// (GPUs times the minutes left of their time limits), as Slurm's
+	// AccountingStorageEnforce=safe checks a start.
+	Budget bool
+	Spent  GroupLimits
+	// Tick is how often Slurm adds to Spent what running jobs used
+	// (PriorityCalcPeriod): up to that much of each running job's time is
+	// in neither Spent nor what is left of its time limit.
+	Tick time.Duration
 }
 
 // RunMinsName names g's run-minute limit as an admin sets it:
 // GrpTRESRunMins, MaxTRESRunMinsPU or MaxTRESRunMinsPA where Limit names
 // the GrpTRES, MaxTRESPerUser or MaxTRESPerAccount of the same QOS or
-// association.
+// association; a budget's own name (GrpTRESMins).
 func (g Group) RunMinsName() string {
+	if g.Budget {
+		return g.Limit
+	}
 	return strings.NewReplacer("GrpTRES", "GrpTRESRunMins", "MaxTRESPerUser", "MaxTRESRunMinsPU",
 		"MaxTRESPerAccount", "MaxTRESRunMinsPA").Replace(g.Limit)
 }
 
-// Groups lists the group limits on GPUs, CPUs, memory or run-minutes job
-// j counts against when it runs in partition: its QOS's and its
+// MinsWhat is what g's run-minute amounts count, after their unit
+// ("GPU-minutes to run"): a budget's count what its jobs used as well.
+func (g Group) MinsWhat() string {
+	if g.Budget {
+		return "used or to run"
+	}
+	return "to run"
+}
+
+// Groups lists the group limits on GPUs, CPUs, memory or run-minutes, and
+// the budgets (GrpTRESMins), job j counts against when it runs in
+// partition: its QOS's and its
 // partition's QOS's (GrpTRES, and MaxTRESPerUser and MaxTRESPerAccount for
 // its user and account; one QOS's limits count the jobs it applies to in
 // either role together, as in Slurm), and the
@@ -162,13 +186,20 @@ func (l Limits) Groups(j Job, partition string) []Group {
 			out = append(out, Group{Limit: fmt.Sprintf(format, args...), GroupLimits: g})
 		}
 	}
+	budget := func(b Budget, format string, args ...any) {
+		if b.IsSet() {
+			out = append(out, Group{Limit: fmt.Sprintf(format, args...), GroupLimits: b.Limit, Budget: true, Spent: b.Spent, Tick: b.Tick})
+		}
+	}
 	for _, q := range l.qosOf(j, partition) {
 		add(q.Grp, "QOS %s GrpTRES", q.Name)
 		add(q.PerUser, "QOS %s MaxTRESPerUser (user %s)", q.Name, j.User)
 		add(q.PerAccount, "QOS %s MaxTRESPerAccount (account %s)", q.Name, j.Account)
+		budget(q.Budget, "QOS %s GrpTRESMins", q.Name)
 	}
 	for _, a := range l.chain(j, partition) {
 		add(a.Grp, "association %s GrpTRES", a.path())
+		budget(a.Budget, "association %s GrpTRESMins", a.path())
 	}
 	return out
 }

@@ -70,12 +70,14 @@ func TestLimitsGroups(t *testing.T) {
 			"normal": {Name: "normal"},
 			"shared": {Name: "shared", Grp: GroupLimits{GPUs: 16}, PerUser: GroupLimits{GPUs: 8, CPUs: 64}, PerAccount: GroupLimits{CPUs: 96}},
 			"part":   {Name: "part", Grp: GroupLimits{GPUs: 12, GPURunMins: 600}},
+			"budget": {Name: "budget", Budget: Budget{Limit: GroupLimits{GPURunMins: 6000}, Spent: GroupLimits{GPURunMins: 10, CPURunMins: 80}}},
 		},
 		Partitions: map[string]Partition{"qos": {Name: "qos", QOS: "part"}, "shared": {Name: "shared", QOS: "shared"}},
 		Associations: []Association{
 			{Cluster: "lab", Account: "root"},
 			{Cluster: "lab", Account: "science", Parent: "root", Grp: GroupLimits{GPUs: 32}},
 			{Cluster: "lab", Account: "physics", Parent: "science", Grp: GroupLimits{GPUs: 24, CPUs: 200}},
+			{Cluster: "lab", Account: "chem", Parent: "science", Budget: Budget{Limit: GroupLimits{CPURunMins: 9000, BillingRunMins: 100}, Spent: GroupLimits{CPURunMins: 8000}}},
 			{Cluster: "lab", Account: "physics", User: "ann", Grp: GroupLimits{GPUs: 4}},
 			{Cluster: "lab", Account: "physics", User: "ann", Partition: "big", Grp: GroupLimits{GPUs: 2}},
 			{Cluster: "other", Account: "physics", User: "bob", Grp: GroupLimits{GPUs: 1}},
@@ -86,26 +88,32 @@ func TestLimitsGroups(t *testing.T) {
 		want                          []Group
 	}{
 		"QOS": {"shared", "root", "carl", "gpu", []Group{
-			{"QOS shared GrpTRES", GroupLimits{GPUs: 16}}, {"QOS shared MaxTRESPerUser (user carl)", GroupLimits{GPUs: 8, CPUs: 64}},
-			{"QOS shared MaxTRESPerAccount (account root)", GroupLimits{CPUs: 96}}}},
+			{Limit: "QOS shared GrpTRES", GroupLimits: GroupLimits{GPUs: 16}}, {Limit: "QOS shared MaxTRESPerUser (user carl)", GroupLimits: GroupLimits{GPUs: 8, CPUs: 64}},
+			{Limit: "QOS shared MaxTRESPerAccount (account root)", GroupLimits: GroupLimits{CPUs: 96}}}},
 		"associations": {"normal", "physics", "ann", "gpu", []Group{
-			{"association physics/ann GrpTRES", GroupLimits{GPUs: 4}}, {"association physics GrpTRES", GroupLimits{GPUs: 24, CPUs: 200}},
-			{"association science GrpTRES", GroupLimits{GPUs: 32}}}},
+			{Limit: "association physics/ann GrpTRES", GroupLimits: GroupLimits{GPUs: 4}}, {Limit: "association physics GrpTRES", GroupLimits: GroupLimits{GPUs: 24, CPUs: 200}},
+			{Limit: "association science GrpTRES", GroupLimits: GroupLimits{GPUs: 32}}}},
 		"partition": {"normal", "physics", "ann", "big", []Group{
-			{"association physics/ann/big GrpTRES", GroupLimits{GPUs: 2}}, {"association physics/ann GrpTRES", GroupLimits{GPUs: 4}},
-			{"association physics GrpTRES", GroupLimits{GPUs: 24, CPUs: 200}}, {"association science GrpTRES", GroupLimits{GPUs: 32}}}},
+			{Limit: "association physics/ann/big GrpTRES", GroupLimits: GroupLimits{GPUs: 2}}, {Limit: "association physics/ann GrpTRES", GroupLimits: GroupLimits{GPUs: 4}},
+			{Limit: "association physics GrpTRES", GroupLimits: GroupLimits{GPUs: 24, CPUs: 200}}, {Limit: "association science GrpTRES", GroupLimits: GroupLimits{GPUs: 32}}}},
 		"other cluster": {"normal", "physics", "bob", "gpu", []Group{
-			{"association physics GrpTRES", GroupLimits{GPUs: 24, CPUs: 200}}, {"association science GrpTRES", GroupLimits{GPUs: 32}}}},
+			{Limit: "association physics GrpTRES", GroupLimits: GroupLimits{GPUs: 24, CPUs: 200}}, {Limit: "association science GrpTRES", GroupLimits: GroupLimits{GPUs: 32}}}},
 		"none": {"normal", "root", "root", "gpu", nil},
+		// GrpTRESMins: the limit and what was used, beside the GrpTRES of
+		// the same association.
+		"budgets": {"budget", "chem", "dan", "gpu", []Group{
+			{Limit: "QOS budget GrpTRESMins", GroupLimits: GroupLimits{GPURunMins: 6000}, Budget: true, Spent: GroupLimits{GPURunMins: 10, CPURunMins: 80}},
+			{Limit: "association chem GrpTRESMins", GroupLimits: GroupLimits{CPURunMins: 9000, BillingRunMins: 100}, Budget: true, Spent: GroupLimits{CPURunMins: 8000}},
+			{Limit: "association science GrpTRES", GroupLimits: GroupLimits{GPUs: 32}}}},
 		// Under the same name as a job QOS's, so that the jobs it applies
 		// to in either role count together.
 		"partition QOS": {"shared", "root", "carl", "qos", []Group{
-			{"QOS part GrpTRES", GroupLimits{GPUs: 12, GPURunMins: 600}}, {"QOS shared GrpTRES", GroupLimits{GPUs: 16}},
-			{"QOS shared MaxTRESPerUser (user carl)", GroupLimits{GPUs: 8, CPUs: 64}},
-			{"QOS shared MaxTRESPerAccount (account root)", GroupLimits{CPUs: 96}}}},
+			{Limit: "QOS part GrpTRES", GroupLimits: GroupLimits{GPUs: 12, GPURunMins: 600}}, {Limit: "QOS shared GrpTRES", GroupLimits: GroupLimits{GPUs: 16}},
+			{Limit: "QOS shared MaxTRESPerUser (user carl)", GroupLimits: GroupLimits{GPUs: 8, CPUs: 64}},
+			{Limit: "QOS shared MaxTRESPerAccount (account root)", GroupLimits: GroupLimits{CPUs: 96}}}},
 		"partition QOS is the job's": {"shared", "root", "carl", "shared", []Group{
-			{"QOS shared GrpTRES", GroupLimits{GPUs: 16}}, {"QOS shared MaxTRESPerUser (user carl)", GroupLimits{GPUs: 8, CPUs: 64}},
-			{"QOS shared MaxTRESPerAccount (account root)", GroupLimits{CPUs: 96}}}},
+			{Limit: "QOS shared GrpTRES", GroupLimits: GroupLimits{GPUs: 16}}, {Limit: "QOS shared MaxTRESPerUser (user carl)", GroupLimits: GroupLimits{GPUs: 8, CPUs: 64}},
+			{Limit: "QOS shared MaxTRESPerAccount (account root)", GroupLimits: GroupLimits{CPUs: 96}}}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -128,5 +136,8 @@ func TestGroupRunMinsName(t *testing.T) {
 		if got := (Group{Limit: limit}).RunMinsName(); got != want {
 			t.Errorf("RunMinsName of %q = %q, want %q", limit, got, want)
 		}
+	}
+	if got := (Group{Limit: "QOS normal GrpTRESMins", Budget: true}).RunMinsName(); got != "QOS normal GrpTRESMins" {
+		t.Errorf("a budget's RunMinsName = %q, want its own name", got)
 	}
 }

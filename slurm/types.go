@@ -242,6 +242,8 @@ type QOS struct {
 	// PerAccount one user's or one account's jobs in it (MaxTRESPerUser,
 	// MaxTRESPerAccount).
 	Grp, PerUser, PerAccount GroupLimits
+	// Budget is its GrpTRESMins, which slurmctld lists (ShowAssocMgr).
+	Budget Budget
 }
 
 // GroupLimits bound the GPUs (gres/gpu), CPUs, memory (MiB) and billing
@@ -291,6 +293,8 @@ type Association struct {
 	// Grp bounds the association's jobs and its children's together
 	// (GrpTRES).
 	Grp GroupLimits
+	// Budget is its GrpTRESMins, which slurmctld lists (ShowAssocMgr).
+	Budget Budget
 }
 
 // Reservation is a Slurm advance reservation.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rubick-sched/rubick/daemon"
+	"github.com/rubick-sched/rubick/slurm"
 	"github.com/rubick-sched/rubick/store"
 )
 
@@ -329,15 +330,24 @@ func counts(m map[string]int) string {
 
 // groupUse writes one group limit's use of what it bounds: "QOS normal
 // GrpTRES: 12/16 GPUs, 30/40 billing; QOS normal GrpTRESRunMins: 600/640
-// GPU-minutes"; "" when it bounds nothing.
+// GPU-minutes"; a budget's with what its jobs used: "QOS normal
+// GrpTRESMins: 700/1000 GPU-minutes (100 used, 600 to run)"; "" when it
+// bounds nothing.
 func groupUse(g daemon.GroupUse) string {
 	var sizes, runMins []string
 	used := g.InUse.Amounts()
+	var spent [7]slurm.GroupAmount
+	if g.Spent != nil {
+		spent = g.Spent.Amounts()
+	}
 	for i, a := range g.Allowed.Amounts() {
 		if a.Value <= 0 {
 			continue
 		}
 		s := fmt.Sprintf("%d/%d %s", used[i].Value, a.Value, a.What)
+		if g.Spent != nil {
+			s += fmt.Sprintf(" (%d used, %d to run)", spent[i].Value, used[i].Value-spent[i].Value)
+		}
 		if a.RunMins {
 			runMins = append(runMins, s)
 		} else {

@@ -53,6 +53,9 @@ func TestStatusJSON(t *testing.T) {
 			{Limit: "association root GrpTRES", RunMins: "association root GrpTRESRunMins",
 				InUse:   daemon.TRESAmounts{GPUs: 4, MemMB: 32768, CPURunMins: 1200},
 				Allowed: daemon.TRESAmounts{MemMB: 65536, CPURunMins: 5000}},
+			{Limit: "association physics GrpTRESMins", RunMins: "association physics GrpTRESMins",
+				InUse: daemon.TRESAmounts{GPURunMins: 700}, Allowed: daemon.TRESAmounts{GPURunMins: 1000},
+				Spent: &daemon.TRESAmounts{GPURunMins: 100}},
 		},
 	}
 	srv := fakeDaemon(t, rep)
@@ -114,7 +117,7 @@ func TestStatusJSON(t *testing.T) {
 	for _, want := range []string{"applied 1, failed 1, skipped 0, ignored 0, adjusted 1\n", "    failed job 44: scontrol: rc=1\n",
 		"    adjusted job 46: no feasible plan for model llama7 on its request of 1 GPU on 1 node; planned from 2 GPUs on 1 node\n",
 		"  held for rigid job 45: 8 free GPUs on n2\n",
-		"  group limits (in use / allowed):\n    QOS normal GrpTRES: 12/16 GPUs, 30/40 billing; QOS normal GrpTRESRunMins: 600/640 GPU-minutes\n    association root GrpTRES: 32768/65536 MB of memory; association root GrpTRESRunMins: 1200/5000 CPU-minutes\nstore "} {
+		"  group limits (in use / allowed):\n    QOS normal GrpTRES: 12/16 GPUs, 30/40 billing; QOS normal GrpTRESRunMins: 600/640 GPU-minutes\n    association root GrpTRES: 32768/65536 MB of memory; association root GrpTRESRunMins: 1200/5000 CPU-minutes\n    association physics GrpTRESMins: 700/1000 GPU-minutes (100 used, 600 to run)\nstore "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

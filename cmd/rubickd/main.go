@@ -152,7 +152,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	metrics := daemon.NewMetrics()
 	learner := &daemon.Learner{Store: st, Cluster: cluster, Env: env, Threshold: cfg.Samples.RefitThreshold, Logger: log}
-	d, err := daemon.New(cfg, daemon.Deps{Cluster: cluster, Applier: applier, Store: st, Policy: pol, Env: env, Metrics: metrics, Logger: log, Learner: learner})
+	d, err := daemon.New(cfg, daemon.Deps{Cluster: cluster, Applier: applier, Store: st, Policy: pol, Env: env, Metrics: metrics, Logger: log, Learner: learner,
+		Budgets: slurm.AssocMgr{Runner: slurm.ExecRunner{}, Scontrol: cfg.Commands.Scontrol, Timeout: cfg.Commands.Timeout}})
 	if err != nil {
 		return err
 	}

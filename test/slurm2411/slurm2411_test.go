@@ -328,6 +328,50 @@ func TestRubickdLimits2411(t *testing.T) {
 	})
 }
 
+// TestRubickdBudget2411: rubickd reads a GrpTRESMins budget and what was
+// used of it from slurmctld (24.11 counts usage: priority/multifactor) and
+// plans within what is left. QOS normal gets GrpTRESMins=gres/gpu= what its
+// earlier jobs used plus 20, for two bert jobs asking for 2 GPUs, of 2 and
+// 5 minutes. Unbounded, rubick grows each to a node: 56 GPU-minutes. The
+// running jobs never hold more than 20 GPU-minutes of time limits
+// together, and every job runs.
+func TestRubickdBudget2411(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	root, c, inRoot := chrootLabWithDBD(ctx, t)
+	t.Cleanup(func() { inRoot("sacctmgr", "-i", "modify", "qos", "normal", "set", "GrpTRESMins=gres/gpu=-1") })
+	inRoot("sacctmgr", "-i", "modify", "qos", "normal", "set", "GrpTRESMins=gres/gpu=1000000")
+	spent := func() int64 {
+		out, err := exec.CommandContext(ctx, "chroot", root, "env", "-u", "SLURM_CONF", "scontrol", "show", "assoc_mgr", "flags=qos").Output()
+		if err != nil {
+			t.Fatalf("scontrol show assoc_mgr: %v", err)
+		}
+		b, err := slurm.ParseAssocMgr(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.QOS["normal"].Spent.GPURunMins
+	}
+	before := spent()
+	inRoot("sacctmgr", "-i", "modify", "qos", "normal", "set", fmt.Sprintf("GrpTRESMins=gres/gpu=%d", before+20))
+
+	logPath := runRubickd(ctx, t, root)
+	ids := append(submitBert(ctx, t, root, 1, "--time=2", "--qos=normal"), submitBert(ctx, t, root, 1, "--time=5", "--qos=normal")...)
+	watchUnheld(ctx, t, c, ids, logPath, func(running []slurm.Job) {
+		minutes := 0
+		for _, j := range running {
+			left := max(j.TimeLimit-time.Since(j.StartTime), 0)
+			minutes += j.GPUs * int((left+time.Minute-1)/time.Minute)
+		}
+		if minutes > 20 {
+			logText, _ := os.ReadFile(logPath)
+			t.Fatalf("the jobs run with %d GPU-minutes of time limits together, want 20 at most (GrpTRESMins %d, %d used before)\n%s",
+				minutes, before+20, before, logText)
+		}
+	})
+	t.Logf("QOS normal used %d GPU-minutes before the jobs, %d after", before, spent())
+}
+
 // TestRubickdBilling2411: with slurmdbd, rubickd reads 24.11's billing:
 // the partition's TRESBillingWeights=CPU=0.5,Mem=0.25G,GRES/gpu=2.0 and
 // GrpTRES=billing=14 on the jobs' QOS, for two bert jobs asking for 2 GPUs,

@@ -1,0 +1,244 @@
+package slurm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Budget is a GrpTRESMins limit of a QOS or an association: the GPU-, CPU-
+// and billing-minutes its jobs (an association's children's included) may
+// use in all, in Limit's run-minute fields (0: no bound), and what they
+// have used, in Spent's, as slurmctld counts it: decayed by
+// PriorityDecayHalfLife and reset by PriorityUsageResetPeriod, and only
+// counted with priority/multifactor.
+type Budget struct {
+	Limit, Spent GroupLimits
+	// Tick is Budgets.Tick: a running job's minutes since the last one
+	// are not in Spent yet.
+	Tick time.Duration
+}
+
+// IsSet reports whether b bounds anything.
+func (b Budget) IsSet() bool {
+	return b.Limit.GPURunMins > 0 || b.Limit.CPURunMins > 0 || b.Limit.BillingRunMins > 0
+}
+
+// AssocKey names an association as slurmctld lists it.
+type AssocKey struct {
+	Cluster, Account, User, Partition string
+}
+
+// Budgets are the GrpTRESMins limits slurmctld holds, with their usage:
+// per QOS name and per association. Only the QOS and associations that set
+// one are listed.
+type Budgets struct {
+	QOS   map[string]Budget
+	Assoc map[AssocKey]Budget
+	// Tick is PriorityCalcPeriod: how often slurmctld adds what running
+	// jobs used since the last tick to the usage.
+	Tick time.Duration
+}
+
+// defaultTick is Slurm's default PriorityCalcPeriod.
+const defaultTick = 5 * time.Minute
+
+// ShowAssocMgr runs `scontrol show assoc_mgr flags=assoc,qos` (argv,
+// through r) and reads the budgets it lists. slurmrestd has no equivalent
+// before v0.0.42's QOS minutes, and none for the usage on 22.05.
+func ShowAssocMgr(ctx context.Context, r Runner, scontrol string) (Budgets, error) {
+	out, err := r.Run(ctx, []string{scontrol, "show", "assoc_mgr", "flags=assoc,qos"})
+	if err != nil {
+		return Budgets{}, err
+	}
+	return ParseAssocMgr(out)
+}
+
+// ParseAssocMgr reads the GrpTRESMins lines of `scontrol show assoc_mgr`
+// output: "GrpTRESMins=cpu=N(3),...,gres/gpu=1000(4)" under a
+// "ClusterName=... Account=... UserName=root(0) Partition=..." or a
+// "QOS=normal(1)" record. An entry's limit is before its parentheses (N:
+// none), the minutes used inside. Output with neither section is an error:
+// it is not assoc_mgr's.
+func ParseAssocMgr(out []byte) (Budgets, error) {
+	b := Budgets{QOS: map[string]Budget{}, Assoc: map[AssocKey]Budget{}}
+	var (
+		sections int
+		qos      string
+		assoc    *AssocKey
+	)
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case trimmed == "Association Records" || trimmed == "QOS Records":
+			sections++
+			qos, assoc = "", nil
+		case strings.HasPrefix(line, "ClusterName="):
+			k := assocKeyOf(line)
+			qos, assoc = "", &k
+		case strings.HasPrefix(line, "QOS="):
+			name, _, _ := strings.Cut(strings.TrimPrefix(trimmed, "QOS="), "(")
+			qos, assoc = name, nil
+		case strings.HasPrefix(trimmed, "Account Limits") || strings.HasPrefix(trimmed, "User Limits"):
+			qos = "" // a QOS's per-account and per-user sections follow its own limits
+		case strings.HasPrefix(trimmed, "GrpTRESMins="):
+			bud, err := parseBudget(strings.TrimPrefix(trimmed, "GrpTRESMins="))
+			if err != nil {
+				return Budgets{}, err
+			}
+			switch {
+			case !bud.IsSet():
+			case assoc != nil:
+				b.Assoc[*assoc] = bud
+			case qos != "":
+				b.QOS[qos] = bud
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return Budgets{}, fmt.Errorf("read assoc_mgr: %w", err)
+	}
+	if sections == 0 {
+		return Budgets{}, fmt.Errorf("assoc_mgr: no \"Association Records\" or \"QOS Records\" in %d bytes", len(out))
+	}
+	return b, nil
+}
+
+// assocKeyOf reads a record's first line, "ClusterName=c Account=a
+// UserName=u(uid) Partition=p Priority=0 ID=2".
+func assocKeyOf(line string) AssocKey {
+	var k AssocKey
+	for _, f := range strings.Fields(line) {
+		name, v, _ := strings.Cut(f, "=")
+		switch name {
+		case "ClusterName":
+			k.Cluster = v
+		case "Account":
+			k.Account = v
+		case "UserName":
+			k.User, _, _ = strings.Cut(v, "(")
+		case "Partition":
+			k.Partition = v
+		}
+	}
+	return k
+}
+
+// parseBudget reads one GrpTRESMins list: its gres/gpu, cpu and billing
+// entries (memory-minutes and other TRES are not planned with).
+func parseBudget(list string) (Budget, error) {
+	var b Budget
+	for _, e := range []struct {
+		key          string
+		limit, spent *int64
+	}{
+		{"gres/gpu", &b.Limit.GPURunMins, &b.Spent.GPURunMins},
+		{"cpu", &b.Limit.CPURunMins, &b.Spent.CPURunMins},
+		{"billing", &b.Limit.BillingRunMins, &b.Spent.BillingRunMins},
+	} {
+		v, ok := listValue(list, e.key)
+		if !ok {
+			continue
+		}
+		limit, spent, ok := strings.Cut(v, "(")
+		spent, closed := strings.CutSuffix(spent, ")")
+		if !ok || !closed {
+			return Budget{}, fmt.Errorf("assoc_mgr: GrpTRESMins %s=%q: want LIMIT(USED)", e.key, v)
+		}
+		var err error
+		if *e.spent, err = strconv.ParseInt(spent, 10, 64); err != nil || *e.spent < 0 {
+			return Budget{}, fmt.Errorf("assoc_mgr: GrpTRESMins %s=%q: used minutes %q not a count", e.key, v, spent)
+		}
+		if limit == "N" {
+			continue
+		}
+		if *e.limit, err = strconv.ParseInt(limit, 10, 64); err != nil || *e.limit < 0 {
+			return Budget{}, fmt.Errorf("assoc_mgr: GrpTRESMins %s=%q: limit %q not a count", e.key, v, limit)
+		}
+	}
+	return b, nil
+}
+
+// WithBudgets is l with the budgets of b on its QOS and associations (those
+// slurmdbd listed; a budget of one it did not list is dropped) and none on
+// the others. l itself is not changed.
+func (l Limits) WithBudgets(b Budgets) Limits {
+	var qos map[string]QOS
+	if l.QOS != nil {
+		qos = make(map[string]QOS, len(l.QOS))
+	}
+	for name, q := range l.QOS {
+		q.Budget = b.QOS[name]
+		qos[name] = q
+	}
+	for name, q := range qos {
+		if q.Budget.IsSet() {
+			q.Budget.Tick = b.Tick
+			qos[name] = q
+		}
+	}
+	assocs := slices.Clone(l.Associations)
+	for i, a := range assocs {
+		assocs[i].Budget = b.Assoc[AssocKey{a.Cluster, a.Account, a.User, a.Partition}]
+		if assocs[i].Budget.IsSet() {
+			assocs[i].Budget.Tick = b.Tick
+		}
+	}
+	l.QOS, l.Associations = qos, assocs
+	return l
+}
+
+// AssocMgr reads the budgets from slurmctld with scontrol.
+type AssocMgr struct {
+	Runner   Runner
+	Scontrol string
+	// Timeout bounds the command; 0 leaves it to ctx.
+	Timeout time.Duration
+}
+
+// Budgets runs ShowAssocMgr, and reads PriorityCalcPeriod from `scontrol
+// show config` (Slurm's default where that fails).
+func (a AssocMgr) Budgets(ctx context.Context) (Budgets, error) {
+	if a.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, a.Timeout)
+		defer cancel()
+	}
+	b, err := ShowAssocMgr(ctx, a.Runner, a.Scontrol)
+	if err != nil || len(b.QOS)+len(b.Assoc) == 0 {
+		return b, err
+	}
+	b.Tick = defaultTick
+	if c, err := ShowConfig(ctx, a.Runner, a.Scontrol); err == nil {
+		if d, ok := parseClock(c["PriorityCalcPeriod"]); ok && d > 0 {
+			b.Tick = d
+		}
+	}
+	return b, nil
+}
+
+// parseClock reads "HH:MM:SS" (or "MM:SS") as scontrol show config prints
+// a period.
+func parseClock(s string) (time.Duration, bool) {
+	parts := strings.Split(strings.TrimSpace(s), ":")
+	if len(parts) < 2 || len(parts) > 3 {
+		return 0, false
+	}
+	var d time.Duration
+	for _, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return 0, false
+		}
+		d = d*60 + time.Duration(n)
+	}
+	return d * time.Second, true
+}

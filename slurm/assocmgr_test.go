@@ -1,0 +1,181 @@
+package slurm
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestParseAssocMgrRecorded reads `scontrol show assoc_mgr flags=assoc,qos`
+// as recorded on the labs with budgets set by sacctmgr (24.11:
+// GrpTRESMins=gres/gpu=1000,cpu=5000 on account root, billing=300 on
+// root's user association, gres/gpu=800 on QOS normal, after jobs that used
+// 4 GPU-minutes; 22.05: see its recording's test case).
+func TestParseAssocMgrRecorded(t *testing.T) {
+	tests := map[string]Budgets{
+		"testdata/24.11/scontrol-show-assoc_mgr.txt": {
+			QOS: map[string]Budget{"normal": {Limit: GroupLimits{GPURunMins: 800}, Spent: GroupLimits{GPURunMins: 4, CPURunMins: 3, BillingRunMins: 4}}},
+			Assoc: map[AssocKey]Budget{
+				{Cluster: "rubicklab2411", Account: "root"}: {
+					Limit: GroupLimits{GPURunMins: 1000, CPURunMins: 5000}, Spent: GroupLimits{GPURunMins: 4, CPURunMins: 3, BillingRunMins: 4}},
+				{Cluster: "rubicklab2411", Account: "root", User: "root"}: {
+					Limit: GroupLimits{BillingRunMins: 300}, Spent: GroupLimits{GPURunMins: 4, CPURunMins: 3, BillingRunMins: 4}},
+			},
+		},
+		"testdata/22.05/scontrol-show-assoc_mgr.txt": {
+			QOS: map[string]Budget{"guaranteed": {Limit: GroupLimits{GPURunMins: 120, BillingRunMins: 500}}},
+			Assoc: map[AssocKey]Budget{
+				{Cluster: "rubicklab", Account: "root", User: "root"}: {Limit: GroupLimits{GPURunMins: 600}},
+			},
+		},
+	}
+	for path, want := range tests {
+		t.Run(path, func(t *testing.T) {
+			out, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := ParseAssocMgr(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseAssocMgrErrors(t *testing.T) {
+	record := func(line string) string {
+		return "Current Association Manager state\n\nQOS Records\n\nQOS=normal(1)\n    " + line + "\n"
+	}
+	tests := map[string]struct{ out, want string }{
+		"not assoc_mgr":  {"Configuration data as of ...\n", `no "Association Records" or "QOS Records"`},
+		"no parentheses": {record("GrpTRESMins=cpu=N(0),gres/gpu=100"), `GrpTRESMins gres/gpu="100": want LIMIT(USED)`},
+		"bad limit":      {record("GrpTRESMins=gres/gpu=lots(3)"), `limit "lots" not a count`},
+		"negative used":  {record("GrpTRESMins=cpu=10(-1)"), `used minutes "-1" not a count`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseAssocMgr([]byte(tc.out))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A QOS's per-account and per-user sections (MaxTRESRunMinsPA and the
+// like) do not overwrite its own GrpTRESMins, and a record without one
+// lists nothing.
+func TestParseAssocMgrSections(t *testing.T) {
+	out := `QOS Records
+
+QOS=normal(1)
+    GrpTRESMins=cpu=N(0),gres/gpu=50(7)
+    Account Limits
+      root
+        MaxTRESRunMinsPA=cpu=N(0),gres/gpu=N(0)
+QOS=idle(2)
+    GrpTRESMins=cpu=N(0),gres/gpu=N(9)
+`
+	got, err := ParseAssocMgr([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Budgets{QOS: map[string]Budget{"normal": {Limit: GroupLimits{GPURunMins: 50}, Spent: GroupLimits{GPURunMins: 7}}}, Assoc: map[AssocKey]Budget{}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestShowAssocMgrArgv(t *testing.T) {
+	r := &fakeRunner{out: []byte("QOS Records\n")}
+	if _, err := ShowAssocMgr(context.Background(), r, "/opt/slurm/bin/scontrol"); err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{{"/opt/slurm/bin/scontrol", "show", "assoc_mgr", "flags=assoc,qos"}}
+	if diff := cmp.Diff(want, r.calls); diff != "" {
+		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+}
+
+func TestWithBudgets(t *testing.T) {
+	l := Limits{
+		QOS:          map[string]QOS{"normal": {Name: "normal"}, "old": {Name: "old", Budget: Budget{Limit: GroupLimits{GPURunMins: 5}}}},
+		Associations: []Association{{Cluster: "lab", Account: "physics"}, {Cluster: "lab", Account: "physics", User: "ann"}},
+	}
+	b := Budgets{
+		QOS:   map[string]Budget{"normal": {Limit: GroupLimits{GPURunMins: 100}}, "gone": {Limit: GroupLimits{GPURunMins: 1}}},
+		Assoc: map[AssocKey]Budget{{Cluster: "lab", Account: "physics", User: "ann"}: {Limit: GroupLimits{CPURunMins: 10}, Spent: GroupLimits{CPURunMins: 4}}},
+	}
+	got := l.WithBudgets(b)
+	want := Limits{
+		QOS: map[string]QOS{"normal": {Name: "normal", Budget: Budget{Limit: GroupLimits{GPURunMins: 100}}}, "old": {Name: "old"}},
+		Associations: []Association{{Cluster: "lab", Account: "physics"},
+			{Cluster: "lab", Account: "physics", User: "ann", Budget: Budget{Limit: GroupLimits{CPURunMins: 10}, Spent: GroupLimits{CPURunMins: 4}}}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if l.QOS["old"].Budget.Limit.GPURunMins != 5 || l.Associations[1].Budget.IsSet() {
+		t.Error("WithBudgets changed the limits it was called on")
+	}
+}
+
+// argvRunner answers each command by its third word (show config, show
+// assoc_mgr); one it has no answer for fails.
+type argvRunner map[string]string
+
+func (r argvRunner) Run(_ context.Context, argv []string) ([]byte, error) {
+	out, ok := r[argv[2]]
+	if !ok {
+		return nil, &CommandError{Argv: argv, ExitCode: 1, Err: os.ErrNotExist}
+	}
+	return []byte(out), nil
+}
+
+// AssocMgr gives the budgets with slurmctld's PriorityCalcPeriod, Slurm's
+// default where show config fails.
+func TestAssocMgrTick(t *testing.T) {
+	assoc, err := os.ReadFile("testdata/24.11/scontrol-show-assoc_mgr.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := os.ReadFile("testdata/24.11/scontrol-show-config.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenMin := strings.Replace(string(conf), "PriorityCalcPeriod      = 00:05:00", "PriorityCalcPeriod      = 00:10:00", 1)
+	tests := map[string]struct {
+		r    argvRunner
+		want time.Duration
+	}{
+		"24.11":              {argvRunner{"assoc_mgr": string(assoc), "config": string(conf)}, 5 * time.Minute},
+		"10 minutes":         {argvRunner{"assoc_mgr": string(assoc), "config": tenMin}, 10 * time.Minute},
+		"config unread":      {argvRunner{"assoc_mgr": string(assoc)}, defaultTick},
+		"no budget, no tick": {argvRunner{"assoc_mgr": "QOS Records\n", "config": tenMin}, 0},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			b, err := AssocMgr{Runner: tc.r, Scontrol: "scontrol", Timeout: time.Second}.Budgets(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Tick != tc.want {
+				t.Errorf("Tick = %v, want %v", b.Tick, tc.want)
+			}
+			if l := (Limits{QOS: map[string]QOS{"normal": {Name: "normal"}}}).WithBudgets(b); tc.want > 0 && l.QOS["normal"].Budget.Tick != tc.want {
+				t.Errorf("QOS normal's budget has Tick %v, want %v", l.QOS["normal"].Budget.Tick, tc.want)
+			}
+		})
+	}
+	if _, err := (AssocMgr{Runner: argvRunner{}, Scontrol: "scontrol"}).Budgets(context.Background()); err == nil {
+		t.Error("AssocMgr.Budgets with scontrol failing gave no error")
+	}
+}
