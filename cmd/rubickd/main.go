@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	rubickd [--config /etc/rubick/rubickd.yaml] [--once] [--dry-run] [--check]
+//	rubickd [--config /etc/rubick/rubickd.yaml] [--once] [--dry-run] [--check [--json]]
 //
 // SIGTERM lets the cycle in progress finish; SIGHUP re-reads the
 // configuration for the next cycle.
@@ -56,7 +56,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	configPath := fs.String("config", daemon.DefaultConfigPath, "configuration file (YAML); a missing file at the default path means built-in defaults")
 	once := fs.Bool("once", false, "run one cycle, print its report as JSON and exit")
 	dryRun := fs.Bool("dry-run", false, "decide one cycle and print the plan; applies nothing to Slurm and records nothing in the store, which it creates and seeds like any start (implies --once)")
-	check := fs.Bool("check", false, "check the configuration, slurmrestd, the managed partitions, the commands and the slurm.conf settings rubickd relies on, print one line each, and exit (1 if one failed); changes nothing")
+	check := fs.Bool("check", false, "check the configuration, slurmrestd, the managed partitions, the commands, the slurm.conf settings and the GrpTRESMins budgets rubickd relies on, print one line each, and exit (1 if one failed); changes nothing")
+	checkJSON := fs.Bool("json", false, "with --check: print the checks as a JSON array of {name, status, detail}")
 	dataDir := fs.String("data", "", "measurement data used to seed unknown model types (default: the embedded artifact data)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: rubickd [flags]\n\nEvery configuration key can also be set as RUBICK_<KEY> (see contrib/rubickd/rubickd.yaml).\n"+
@@ -65,6 +66,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *checkJSON && !*check {
+		return errors.New("--json goes with --check")
 	}
 	path := *configPath
 	if path == daemon.DefaultConfigPath {
@@ -88,7 +92,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		User: cfg.Slurmrestd.User, RateLimit: cfg.Slurmrestd.RateLimit, Timeout: cfg.Slurmrestd.Timeout, Logger: log,
 	}
 	if *check {
-		return runChecks(ctx, cfg, slurmCfg, stdout)
+		return runChecks(ctx, cfg, slurmCfg, *checkJSON, stdout)
 	}
 	if err := os.MkdirAll(filepath.Dir(cfg.Store), 0o750); err != nil {
 		return fmt.Errorf("store directory: %w", err)
@@ -262,27 +266,40 @@ func level(s string) slog.Level {
 	return l
 }
 
-// runChecks prints rubickd --check: one line per check, failures first
-// in the exit status.
-func runChecks(ctx context.Context, cfg daemon.Config, slurmCfg slurm.Config, stdout io.Writer) error {
+// runChecks prints rubickd --check: one line per check (or, asJSON, one
+// JSON array), failures first in the exit status.
+func runChecks(ctx context.Context, cfg daemon.Config, slurmCfg slurm.Config, asJSON bool, stdout io.Writer) error {
 	results := daemon.Preflight(ctx, cfg, checkDeps(func(ctx context.Context) (daemon.CheckCluster, error) {
 		return slurm.NewCluster(ctx, slurmCfg)
 	}))
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	if err := printChecks(stdout, results, asJSON); err != nil {
+		return err
+	}
 	failed := 0
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Status, r.Name, r.Detail)
 		if r.Status == daemon.CheckFail {
 			failed++
 		}
-	}
-	if err := tw.Flush(); err != nil {
-		return err
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d checks failed", failed, len(results))
 	}
 	return nil
+}
+
+// printChecks writes the checks as aligned lines (status, name, detail),
+// or as a JSON array.
+func printChecks(w io.Writer, results []daemon.CheckResult, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(results)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Status, r.Name, r.Detail)
+	}
+	return tw.Flush()
 }
 
 // checkDeps are the checks' ways to Slurm and the host, reaching

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -45,5 +46,36 @@ func TestSecondInstanceRefused(t *testing.T) {
 	err = run(ctx, []string{"--config", cfg, "--dry-run"}, io.Discard, io.Discard)
 	if err == nil || errors.Is(err, daemon.ErrLocked) || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Fatalf("--dry-run beside a running rubickd: %v, want it past the lock, failing at slurmrestd", err)
+	}
+}
+
+// rubickd --check --json prints the checks as a JSON array, with a failed
+// one (slurmrestd unreachable) in the exit status; --json alone is refused.
+func TestCheckJSON(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "rubickd.yaml")
+	yaml := "store: " + filepath.Join(dir, "rubick.db") + "\nslurmrestd:\n  url: http://127.0.0.1:1\n  token_file: " + filepath.Join(dir, "jwt") +
+		"\ncommands:\n  scontrol: " + filepath.Join(dir, "no-scontrol") + "\n"
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	err := run(context.Background(), []string{"--config", cfg, "--check", "--json"}, &out, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "checks failed") {
+		t.Errorf("err = %v, want checks failed", err)
+	}
+	var got []daemon.CheckResult
+	if err := json.Unmarshal([]byte(out.String()), &got); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	status := map[string]string{}
+	for _, r := range got {
+		status[r.Name] = r.Status
+	}
+	if status["slurmrestd"] != daemon.CheckFail || status["commands.scontrol"] != daemon.CheckFail || status["store"] != daemon.CheckOK {
+		t.Errorf("checks %+v: want slurmrestd and commands.scontrol failed, store ok", got)
+	}
+	if err := run(context.Background(), []string{"--config", cfg, "--json"}, io.Discard, io.Discard); err == nil {
+		t.Error("--json without --check was accepted")
 	}
 }
