@@ -179,3 +179,55 @@ func TestAssocMgrTick(t *testing.T) {
 		t.Error("AssocMgr.Budgets with scontrol failing gave no error")
 	}
 }
+
+// The budgets recorded with scontrol land on the associations and QOS
+// slurmdbd lists through slurmrestd on the same lab: the names agree.
+func TestBudgetsOnRecordedLimits(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile("testdata/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, lab := range []struct {
+		version, dir, db, cluster string
+		qos                       string // the QOS with a budget
+		account, user             Budget // on account root's and user root's associations
+	}{
+		{Version38, "22.05", "dbv0.0.38", "rubicklab", "guaranteed", Budget{}, Budget{Limit: GroupLimits{GPURunMins: 600}}},
+		{Version41, "24.11", "dbv0.0.41", "rubicklab2411", "normal",
+			Budget{Limit: GroupLimits{GPURunMins: 1000, CPURunMins: 5000}, Spent: GroupLimits{GPURunMins: 4, CPURunMins: 3, BillingRunMins: 4}},
+			Budget{Limit: GroupLimits{BillingRunMins: 300}, Spent: GroupLimits{GPURunMins: 4, CPURunMins: 3, BillingRunMins: 4}}},
+	} {
+		t.Run(lab.dir, func(t *testing.T) {
+			f, srv := newFakeRestd(t, lab.version)
+			api := strings.TrimPrefix(lab.db, "db")
+			f.overrides["/slurmdb/"+api+"/qos"] = read(lab.dir + "/" + lab.db + "-qos.json")
+			f.overrides["/slurmdb/"+api+"/associations"] = read(lab.dir + "/" + lab.db + "-associations.json")
+			l, err := newTestCluster(t, srv.URL, nil).Limits(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := ParseAssocMgr([]byte(read(lab.dir + "/scontrol-show-assoc_mgr.txt")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			l = l.WithBudgets(b)
+			if !l.QOS[lab.qos].Budget.IsSet() {
+				t.Errorf("QOS %s has no budget: %+v", lab.qos, l.QOS)
+			}
+			got := map[string]Budget{}
+			for _, a := range l.Associations {
+				if a.Cluster != lab.cluster {
+					t.Errorf("association %+v: cluster %q, want %q", a, a.Cluster, lab.cluster)
+				}
+				got[a.Account+"/"+a.User] = a.Budget
+			}
+			want := map[string]Budget{"root/": lab.account, "root/root": lab.user, "root/nobody": {}}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("budgets by association (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
