@@ -490,6 +490,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 		d.deps.Logger.Warn("action not expressible in Slurm", "job", id, "err", e)
 	}
 	d.deps.Metrics.GroupLimited.Set(float64(limited))
+	d.deps.Metrics.setGroups(rep.Groups)
 	if dryRun {
 		rep.Duration = d.deps.Now().Sub(start)
 		return rep, nil

@@ -38,6 +38,43 @@ func TestCycleReportsGroupUse(t *testing.T) {
 	if d := cmp.Diff(want, rep.Groups); d != "" {
 		t.Errorf("groups (-want +got):\n%s", d)
 	}
+	wantGauges := map[string]float64{
+		"rubick_group_allowed QOS shared GrpTRES GPUs":                     4,
+		"rubick_group_in_use QOS shared GrpTRES GPUs":                      2,
+		"rubick_group_allowed QOS shared GrpTRES billing":                  40,
+		"rubick_group_in_use QOS shared GrpTRES billing":                   8,
+		"rubick_group_allowed QOS shared GrpTRESRunMins GPU-minutes":       600,
+		"rubick_group_in_use QOS shared GrpTRESRunMins GPU-minutes":        60,
+		"rubick_group_allowed QOS shared MaxTRESPerUser (user alice) CPUs": 16,
+		"rubick_group_in_use QOS shared MaxTRESPerUser (user alice) CPUs":  8,
+	}
+	if d := cmp.Diff(wantGauges, groupGauges(t, d.deps.Metrics)); d != "" {
+		t.Errorf("group gauges (-want +got):\n%s", d)
+	}
+}
+
+// groupGauges reads rubick_group_allowed and rubick_group_in_use as
+// "name limit what" -> value.
+func groupGauges(t *testing.T, m *Metrics) map[string]float64 {
+	t.Helper()
+	fams, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() != "rubick_group_allowed" && f.GetName() != "rubick_group_in_use" {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range mt.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			out[f.GetName()+" "+labels["limit"]+" "+labels["what"]] = mt.GetGauge().GetValue()
+		}
+	}
+	return out
 }
 
 // A budget (GrpTRESMins) counts what its jobs used beside what its running
@@ -59,6 +96,13 @@ func TestCycleReportsBudgetUse(t *testing.T) {
 		Allowed: TRESAmounts(budget.Limit), Spent: &spent}}
 	if d := cmp.Diff(want, rep.Groups); d != "" {
 		t.Errorf("groups (-want +got):\n%s", d)
+	}
+	wantGauges := map[string]float64{
+		"rubick_group_allowed QOS shared GrpTRESMins GPU-minutes": 1000, "rubick_group_in_use QOS shared GrpTRESMins GPU-minutes": 950,
+		"rubick_group_allowed QOS shared GrpTRESMins CPU-minutes": 9000, "rubick_group_in_use QOS shared GrpTRESMins CPU-minutes": 30,
+	}
+	if d := cmp.Diff(wantGauges, groupGauges(t, d.deps.Metrics)); d != "" {
+		t.Errorf("group gauges (-want +got):\n%s", d)
 	}
 	// 50 GPU-minutes left: not one GPU for the job's hour.
 	if len(a.got) != 0 || !strings.Contains(rep.Ignored[21], "waits for room in QOS shared GrpTRESMins") {

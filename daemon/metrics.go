@@ -22,6 +22,8 @@ type Metrics struct {
 	RestartCost    *prometheus.GaugeVec
 	RigidReserved  prometheus.Gauge
 	GroupLimited   prometheus.Gauge
+	GroupAllowed   *prometheus.GaugeVec
+	GroupInUse     *prometheus.GaugeVec
 	LastCycle      prometheus.Gauge
 	TokenExpiry    prometheus.Gauge
 }
@@ -72,6 +74,14 @@ func NewMetrics() *Metrics {
 			Name: "rubick_group_limited_jobs",
 			Help: "Jobs kept from starting or growing at the last cycle by a group limit (GrpTRES, MaxTRESPerUser, MaxTRESPerAccount): held while the group is full, or deferred to the next cycle.",
 		}),
+		GroupAllowed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rubick_group_allowed",
+			Help: "What a group limit allows, at the last cycle. limit: as an admin sets it (\"QOS normal GrpTRES\", \"QOS normal GrpTRESRunMins\", \"account physics GrpTRESMins\"). what: GPUs, CPUs, MB of memory, billing, GPU-minutes, CPU-minutes, billing-minutes.",
+		}, []string{"limit", "what"}),
+		GroupInUse: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rubick_group_in_use",
+			Help: "What the running jobs hold against a group limit at the last cycle (every job in Slurm counts); for a budget (GrpTRESMins), with the minutes its jobs used. Labels as rubick_group_allowed.",
+		}, []string{"limit", "what"}),
 		LastCycle: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "rubick_last_cycle_timestamp_seconds",
 			Help: "Unix time at which the last control cycle finished.",
@@ -81,7 +91,7 @@ func NewMetrics() *Metrics {
 			Help: "Unix time at which rubickd's slurmrestd JWT expires (its exp claim); 0 when it has none or is not a JWT.",
 		}),
 	}
-	m.Registry.MustRegister(m.CycleDuration, m.PolicyDuration, m.Actions, m.SlurmErrors, m.Jobs, m.Samples, m.LaunchNotices, m.RestartCost, m.RigidReserved, m.GroupLimited, m.LastCycle, m.TokenExpiry,
+	m.Registry.MustRegister(m.CycleDuration, m.PolicyDuration, m.Actions, m.SlurmErrors, m.Jobs, m.Samples, m.LaunchNotices, m.RestartCost, m.RigidReserved, m.GroupLimited, m.GroupAllowed, m.GroupInUse, m.LastCycle, m.TokenExpiry,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -89,4 +99,25 @@ func NewMetrics() *Metrics {
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+}
+
+// setGroups sets the group gauges to groups, dropping those of limits no
+// longer listed.
+func (m *Metrics) setGroups(groups []GroupUse) {
+	m.GroupAllowed.Reset()
+	m.GroupInUse.Reset()
+	for _, g := range groups {
+		used := g.InUse.Amounts()
+		for i, a := range g.Allowed.Amounts() {
+			if a.Value <= 0 {
+				continue
+			}
+			limit := g.Limit
+			if a.RunMins {
+				limit = g.RunMins
+			}
+			m.GroupAllowed.WithLabelValues(limit, a.What).Set(float64(a.Value))
+			m.GroupInUse.WithLabelValues(limit, a.What).Set(float64(used[i].Value))
+		}
+	}
 }
