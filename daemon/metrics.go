@@ -76,7 +76,7 @@ func NewMetrics() *Metrics {
 		}),
 		GroupAllowed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "rubick_group_allowed",
-			Help: "What a group limit allows, at the last cycle. limit: as an admin sets it (\"QOS normal GrpTRES\", \"QOS normal GrpTRESRunMins\", \"account physics GrpTRESMins\"). what: GPUs, CPUs, MB of memory, billing, GPU-minutes, CPU-minutes, billing-minutes.",
+			Help: "What a group limit allows, at the last cycle. limit: as an admin sets it (\"QOS normal GrpTRES\", \"QOS normal GrpTRESRunMins\", \"association physics GrpTRESMins\"). what: GPUs, CPUs, MB of memory, billing, GPU-minutes, CPU-minutes, billing-minutes.",
 		}, []string{"limit", "what"}),
 		GroupInUse: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "rubick_group_in_use",
