@@ -180,7 +180,7 @@ func parseRow(get func(string) string, cols Columns, line int, loc *time.Locatio
 	}
 	if cols["Elapsed"] {
 		v := get("Elapsed")
-		d, err := ParseElapsed(v)
+		d, err := slurm.ParseElapsed(v)
 		if err != nil {
 			return r, bad("Elapsed", v, err)
 		}
@@ -212,47 +212,6 @@ func parseTime(v string, loc *time.Location) (time.Time, error) {
 		}
 	}
 	return time.Time{}, errors.New("want YYYY-MM-DDTHH:MM:SS, Unknown or None")
-}
-
-// ParseElapsed parses sacct's [D-]HH:MM:SS, and the MM:SS and MM:SS.mmm
-// forms it uses for short times.
-func ParseElapsed(v string) (time.Duration, error) {
-	if v == "" {
-		return 0, errors.New("empty elapsed time")
-	}
-	var d time.Duration
-	rest := v
-	if ds, r, ok := strings.Cut(v, "-"); ok {
-		n, err := strconv.Atoi(ds)
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("days %q are not a non-negative integer", ds)
-		}
-		d, rest = time.Duration(n)*24*time.Hour, r
-	}
-	parts := strings.Split(rest, ":")
-	if len(parts) < 2 || len(parts) > 3 {
-		return 0, errors.New("want [D-]HH:MM:SS")
-	}
-	unit := time.Minute
-	if len(parts) == 3 {
-		unit = time.Hour
-	}
-	for i, p := range parts {
-		if i == len(parts)-1 {
-			secs, err := strconv.ParseFloat(p, 64)
-			if err != nil || secs < 0 || secs >= 60 || strings.ContainsAny(p, "eE+-") {
-				return 0, fmt.Errorf("seconds %q are not in [0, 60)", p)
-			}
-			return d + time.Duration(secs*float64(time.Second)+0.5), nil
-		}
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 || (i > 0 && n >= 60) || strings.HasPrefix(p, "+") {
-			return 0, fmt.Errorf("component %q is out of range", p)
-		}
-		d += time.Duration(n) * unit
-		unit /= 60
-	}
-	return d, nil
 }
 
 // TRES is what the report reads from an AllocTRES string.

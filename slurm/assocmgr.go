@@ -218,27 +218,9 @@ func (a AssocMgr) Budgets(ctx context.Context) (Budgets, error) {
 	}
 	b.Tick = defaultTick
 	if c, err := ShowConfig(ctx, a.Runner, a.Scontrol); err == nil {
-		if d, ok := parseClock(c["PriorityCalcPeriod"]); ok && d > 0 {
+		if d, err := ParseElapsed(c["PriorityCalcPeriod"]); err == nil && d > 0 {
 			b.Tick = d
 		}
 	}
 	return b, nil
-}
-
-// parseClock reads "HH:MM:SS" (or "MM:SS") as scontrol show config prints
-// a period.
-func parseClock(s string) (time.Duration, bool) {
-	parts := strings.Split(strings.TrimSpace(s), ":")
-	if len(parts) < 2 || len(parts) > 3 {
-		return 0, false
-	}
-	var d time.Duration
-	for _, p := range parts {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 {
-			return 0, false
-		}
-		d = d*60 + time.Duration(n)
-	}
-	return d * time.Second, true
 }
