@@ -355,24 +355,25 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time) slurm.Limits {
 	d.limitsAt = now
 	list, err := l.Limits(ctx)
 	d.warnNew(&d.limitsErr, err, "QOS and association limits not read; Slurm's pending reasons will show them")
-	if err == nil && d.deps.Budgets != nil && list.QOS != nil {
-		b, berr := d.deps.Budgets.Budgets(ctx)
-		d.warnNew(&d.budgetsErr, berr, "GrpTRESMins budgets not read; the last ones read stay in force")
-		if berr == nil {
+	if err != nil {
+		return d.limits
+	}
+	if d.deps.Budgets != nil && list.QOS != nil {
+		b, err := d.deps.Budgets.Budgets(ctx)
+		d.warnNew(&d.budgetsErr, err, "GrpTRESMins budgets not read; the last ones read stay in force")
+		if err == nil {
 			d.budgets = b
 		}
 		list = list.WithBudgets(d.budgets)
 	}
-	if err == nil {
-		d.limits = list
-		var unread []error
-		for _, name := range slices.Sorted(maps.Keys(list.Partitions)) {
-			if why := list.Partitions[name].Billing.Unread; why != "" {
-				unread = append(unread, fmt.Errorf("partition %s: %s", name, why))
-			}
+	d.limits = list
+	var unread []error
+	for _, name := range slices.Sorted(maps.Keys(list.Partitions)) {
+		if why := list.Partitions[name].Billing.Unread; why != "" {
+			unread = append(unread, fmt.Errorf("partition %s: %s", name, why))
 		}
-		d.warnNew(&d.billingErr, errors.Join(unread...), "billing weights not read; billing limits in these partitions are learned from Slurm's pending reasons")
 	}
+	d.warnNew(&d.billingErr, errors.Join(unread...), "billing weights not read; billing limits in these partitions are learned from Slurm's pending reasons")
 	return d.limits
 }
 
