@@ -38,6 +38,43 @@ type TRESAmounts struct {
 // Amounts lists a's amounts as slurm.GroupLimits.Amounts does.
 func (a TRESAmounts) Amounts() [7]slurm.GroupAmount { return slurm.GroupLimits(a).Amounts() }
 
+// GroupBound is one amount a group limit bounds, with what is held of it.
+type GroupBound struct {
+	// Limit names the limit that sets it: GroupUse.Limit, or RunMins for
+	// the run-minute amounts.
+	Limit   string
+	What    string // the unit, as slurm.GroupAmount says it
+	RunMins bool
+	Allowed int64
+	InUse   int64
+	// Spent is what a budget's jobs used of it (counted in InUse); 0 for
+	// other limits.
+	Spent int64
+}
+
+// Bounds lists the amounts g bounds (those it allows more than 0 of), in
+// slurm.GroupLimits.Amounts' order: what rubick status and the metrics
+// show of it.
+func (g GroupUse) Bounds() []GroupBound {
+	var out []GroupBound
+	used := g.InUse.Amounts()
+	var spent [7]slurm.GroupAmount
+	if g.Spent != nil {
+		spent = g.Spent.Amounts()
+	}
+	for i, a := range g.Allowed.Amounts() {
+		if a.Value <= 0 {
+			continue
+		}
+		b := GroupBound{Limit: g.Limit, What: a.What, RunMins: a.RunMins, Allowed: a.Value, InUse: used[i].Value, Spent: spent[i].Value}
+		if a.RunMins {
+			b.Limit = g.RunMins
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
 // GroupUse lists the group limits running jobs count against, by name.
 func (v *View) GroupUse() []GroupUse {
 	out := make([]GroupUse, 0, len(v.usage))

@@ -107,17 +107,9 @@ func (m *Metrics) setGroups(groups []GroupUse) {
 	m.GroupAllowed.Reset()
 	m.GroupInUse.Reset()
 	for _, g := range groups {
-		used := g.InUse.Amounts()
-		for i, a := range g.Allowed.Amounts() {
-			if a.Value <= 0 {
-				continue
-			}
-			limit := g.Limit
-			if a.RunMins {
-				limit = g.RunMins
-			}
-			m.GroupAllowed.WithLabelValues(limit, a.What).Set(float64(a.Value))
-			m.GroupInUse.WithLabelValues(limit, a.What).Set(float64(used[i].Value))
+		for _, b := range g.Bounds() {
+			m.GroupAllowed.WithLabelValues(b.Limit, b.What).Set(float64(b.Allowed))
+			m.GroupInUse.WithLabelValues(b.Limit, b.What).Set(float64(b.InUse))
 		}
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/rubick-sched/rubick/daemon"
-	"github.com/rubick-sched/rubick/slurm"
 	"github.com/rubick-sched/rubick/store"
 )
 
@@ -335,20 +334,12 @@ func counts(m map[string]int) string {
 // bounds nothing.
 func groupUse(g daemon.GroupUse) string {
 	var sizes, runMins []string
-	used := g.InUse.Amounts()
-	var spent [7]slurm.GroupAmount
-	if g.Spent != nil {
-		spent = g.Spent.Amounts()
-	}
-	for i, a := range g.Allowed.Amounts() {
-		if a.Value <= 0 {
-			continue
-		}
-		s := fmt.Sprintf("%d/%d %s", used[i].Value, a.Value, a.What)
+	for _, b := range g.Bounds() {
+		s := fmt.Sprintf("%d/%d %s", b.InUse, b.Allowed, b.What)
 		if g.Spent != nil {
-			s += fmt.Sprintf(" (%d used, %d to run)", spent[i].Value, used[i].Value-spent[i].Value)
+			s += fmt.Sprintf(" (%d used, %d to run)", b.Spent, b.InUse-b.Spent)
 		}
-		if a.RunMins {
+		if b.RunMins {
 			runMins = append(runMins, s)
 		} else {
 			sizes = append(sizes, s)
