@@ -210,7 +210,7 @@ func groupUsage(groups *groupsMemo, jobs []slurm.Job, now time.Time) map[slurm.G
 		addTo(use, gs, holds(j, now))
 		for _, g := range gs {
 			if g.Budget {
-				use[g] = plus(use[g], unticked(j, g.Tick, now), 1)
+				use[g] = plus(use[g], unticked(j, groups.l.BudgetTick, now), 1)
 			}
 		}
 	}

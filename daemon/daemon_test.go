@@ -1374,6 +1374,7 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 	tests := map[string]struct {
 		grp     slurm.GroupLimits // the QOS's GrpTRES
 		budget  slurm.Budget      // the QOS's GrpTRESMins
+		tick    time.Duration     // PriorityCalcPeriod, with a budget
 		qosJob  slurm.JobLimits   // the QOS's per-job limits
 		others  int               // GPUs a running job of the QOS holds on node2, with 8 CPUs and 32000 MB
 		maxGPUs int               // the most GPUs the job may start with; 0: held
@@ -1416,8 +1417,8 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 			maxGPUs: 8, maxCPUs: 12},
 		// Slurm adds the other job's use every 5 minutes: up to 5 of its
 		// minutes (40 CPU-minutes) are neither in what it used nor left.
-		"CPU budget between ticks": {budget: slurm.Budget{Limit: slurm.GroupLimits{CPURunMins: 1500}, Spent: slurm.GroupLimits{CPURunMins: 540},
-			Tick: 5 * time.Minute}, others: 2, maxGPUs: 8, maxCPUs: 11},
+		"CPU budget between ticks": {budget: slurm.Budget{Limit: slurm.GroupLimits{CPURunMins: 1500}, Spent: slurm.GroupLimits{CPURunMins: 540}},
+			tick: 5 * time.Minute, others: 2, maxGPUs: 8, maxCPUs: 11},
 		"CPU-minutes room": {grp: slurm.GroupLimits{CPURunMins: 960}, others: 2, maxGPUs: 8, maxCPUs: 12},
 		"CPU-minutes full": {grp: slurm.GroupLimits{CPURunMins: 280}, others: 2,
 			ignored: "waits for room in QOS shared GrpTRESRunMins: CPU-minutes to run in use 240, allowed 280, and one CPU for its 60-minute time limit takes 60"},
@@ -1477,7 +1478,7 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 			j := heldJob(21, "bert", 1, 2)
 			j.Cluster, j.QOS, j.TimeLimit = "lab", "shared", time.Hour
 			limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Grp: tc.grp, PerJob: tc.qosJob, Budget: tc.budget}},
-				Partitions: map[string]slurm.Partition{"gpu": {Name: "gpu", Billing: w}}}
+				Partitions: map[string]slurm.Partition{"gpu": {Name: "gpu", Billing: w}}, BudgetTick: tc.tick}
 			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: nodes, jobs: []slurm.Job{j, other}}, limits: limits}
 			a := &fakeApplier{}
 			d, st := newTestDaemonWith(t, c, a, func(*Config) {})

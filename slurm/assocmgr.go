@@ -19,9 +19,6 @@ import (
 // counted with priority/multifactor.
 type Budget struct {
 	Limit, Spent GroupLimits
-	// Tick is Budgets.Tick: a running job's minutes since the last one
-	// are not in Spent yet.
-	Tick time.Duration
 }
 
 // IsSet reports whether b bounds anything.
@@ -169,7 +166,7 @@ func parseBudget(list string) (Budget, error) {
 
 // WithBudgets is l with the budgets of b on its QOS and associations (those
 // slurmdbd listed; a budget of one it did not list is dropped) and none on
-// the others. l itself is not changed.
+// the others, and b's Tick. l itself is not changed.
 func (l Limits) WithBudgets(b Budgets) Limits {
 	var qos map[string]QOS
 	if l.QOS != nil {
@@ -179,20 +176,11 @@ func (l Limits) WithBudgets(b Budgets) Limits {
 		q.Budget = b.QOS[name]
 		qos[name] = q
 	}
-	for name, q := range qos {
-		if q.Budget.IsSet() {
-			q.Budget.Tick = b.Tick
-			qos[name] = q
-		}
-	}
 	assocs := slices.Clone(l.Associations)
 	for i, a := range assocs {
 		assocs[i].Budget = b.Assoc[AssocKey{a.Cluster, a.Account, a.User, a.Partition}]
-		if assocs[i].Budget.IsSet() {
-			assocs[i].Budget.Tick = b.Tick
-		}
 	}
-	l.QOS, l.Associations = qos, assocs
+	l.QOS, l.Associations, l.BudgetTick = qos, assocs, b.Tick
 	return l
 }
 

@@ -170,8 +170,8 @@ func TestAssocMgrTick(t *testing.T) {
 			if b.Tick != tc.want {
 				t.Errorf("Tick = %v, want %v", b.Tick, tc.want)
 			}
-			if l := (Limits{QOS: map[string]QOS{"normal": {Name: "normal"}}}).WithBudgets(b); tc.want > 0 && l.QOS["normal"].Budget.Tick != tc.want {
-				t.Errorf("QOS normal's budget has Tick %v, want %v", l.QOS["normal"].Budget.Tick, tc.want)
+			if l := (Limits{QOS: map[string]QOS{"normal": {Name: "normal"}}}).WithBudgets(b); l.BudgetTick != tc.want {
+				t.Errorf("the limits' BudgetTick is %v, want %v", l.BudgetTick, tc.want)
 			}
 		})
 	}

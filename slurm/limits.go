@@ -15,6 +15,10 @@ type Limits struct {
 	Associations []Association
 	// Partitions holds each partition's per-job limits by name.
 	Partitions map[string]Partition
+	// BudgetTick is Budgets.Tick once budgets were added (WithBudgets):
+	// up to that much of each running job's time is neither in a budget's
+	// Spent nor in what is left of its time limit.
+	BudgetTick time.Duration
 }
 
 // maxAccountDepth bounds the walk up the account tree, against a cycle in
@@ -142,10 +146,6 @@ type Group struct {
 	// AccountingStorageEnforce=safe checks a start.
 	Budget bool
 	Spent  GroupLimits
-	// Tick is how often Slurm adds to Spent what running jobs used
-	// (PriorityCalcPeriod): up to that much of each running job's time is
-	// in neither Spent nor what is left of its time limit.
-	Tick time.Duration
 }
 
 // RunMinsName names g's run-minute limit as an admin sets it:
@@ -188,7 +188,7 @@ func (l Limits) Groups(j Job, partition string) []Group {
 	}
 	budget := func(b Budget, format string, args ...any) {
 		if b.IsSet() {
-			out = append(out, Group{Limit: fmt.Sprintf(format, args...), GroupLimits: b.Limit, Budget: true, Spent: b.Spent, Tick: b.Tick})
+			out = append(out, Group{Limit: fmt.Sprintf(format, args...), GroupLimits: b.Limit, Budget: true, Spent: b.Spent})
 		}
 	}
 	for _, q := range l.qosOf(j, partition) {
