@@ -17,7 +17,7 @@ import (
 // 4 GPU-minutes; 22.05: see its recording's test case).
 func TestParseAssocMgrRecorded(t *testing.T) {
 	tests := map[string]Budgets{
-		"testdata/24.11/scontrol-show-assoc_mgr.txt": {
+		"24.11/scontrol-show-assoc_mgr.txt": {
 			QOS: map[string]Budget{"normal": {Limit: GroupLimits{GPURunMins: 800}, Spent: GroupLimits{GPURunMins: 4, CPURunMins: 3, BillingRunMins: 4}}},
 			Assoc: map[AssocKey]Budget{
 				{Cluster: "rubicklab2411", Account: "root"}: {
@@ -26,7 +26,7 @@ func TestParseAssocMgrRecorded(t *testing.T) {
 					Limit: GroupLimits{BillingRunMins: 300}, Spent: GroupLimits{GPURunMins: 4, CPURunMins: 3, BillingRunMins: 4}},
 			},
 		},
-		"testdata/22.05/scontrol-show-assoc_mgr.txt": {
+		"22.05/scontrol-show-assoc_mgr.txt": {
 			QOS: map[string]Budget{"guaranteed": {Limit: GroupLimits{GPURunMins: 120, BillingRunMins: 500}}},
 			Assoc: map[AssocKey]Budget{
 				{Cluster: "rubicklab", Account: "root", User: "root"}: {Limit: GroupLimits{GPURunMins: 600}},
@@ -35,11 +35,7 @@ func TestParseAssocMgrRecorded(t *testing.T) {
 	}
 	for path, want := range tests {
 		t.Run(path, func(t *testing.T) {
-			out, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := ParseAssocMgr(out)
+			got, err := ParseAssocMgr([]byte(testdata(t, path)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,22 +139,15 @@ func (r argvRunner) Run(_ context.Context, argv []string) ([]byte, error) {
 // AssocMgr gives the budgets with slurmctld's PriorityCalcPeriod, Slurm's
 // default where show config fails.
 func TestAssocMgrTick(t *testing.T) {
-	assoc, err := os.ReadFile("testdata/24.11/scontrol-show-assoc_mgr.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf, err := os.ReadFile("testdata/24.11/scontrol-show-config.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tenMin := strings.Replace(string(conf), "PriorityCalcPeriod      = 00:05:00", "PriorityCalcPeriod      = 00:10:00", 1)
+	assoc, conf := testdata(t, "24.11/scontrol-show-assoc_mgr.txt"), testdata(t, "24.11/scontrol-show-config.txt")
+	tenMin := strings.Replace(conf, "PriorityCalcPeriod      = 00:05:00", "PriorityCalcPeriod      = 00:10:00", 1)
 	tests := map[string]struct {
 		r    argvRunner
 		want time.Duration
 	}{
-		"24.11":              {argvRunner{"assoc_mgr": string(assoc), "config": string(conf)}, 5 * time.Minute},
-		"10 minutes":         {argvRunner{"assoc_mgr": string(assoc), "config": tenMin}, 10 * time.Minute},
-		"config unread":      {argvRunner{"assoc_mgr": string(assoc)}, defaultTick},
+		"24.11":              {argvRunner{"assoc_mgr": assoc, "config": conf}, 5 * time.Minute},
+		"10 minutes":         {argvRunner{"assoc_mgr": assoc, "config": tenMin}, 10 * time.Minute},
+		"config unread":      {argvRunner{"assoc_mgr": assoc}, defaultTick},
 		"no budget, no tick": {argvRunner{"assoc_mgr": "QOS Records\n", "config": tenMin}, 0},
 	}
 	for name, tc := range tests {
@@ -183,13 +172,6 @@ func TestAssocMgrTick(t *testing.T) {
 // The budgets recorded with scontrol land on the associations and QOS
 // slurmdbd lists through slurmrestd on the same lab: the names agree.
 func TestBudgetsOnRecordedLimits(t *testing.T) {
-	read := func(name string) string {
-		b, err := os.ReadFile("testdata/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
 	for _, lab := range []struct {
 		version, dir, db, cluster string
 		qos                       string // the QOS with a budget
@@ -203,13 +185,13 @@ func TestBudgetsOnRecordedLimits(t *testing.T) {
 		t.Run(lab.dir, func(t *testing.T) {
 			f, srv := newFakeRestd(t, lab.version)
 			api := strings.TrimPrefix(lab.db, "db")
-			f.overrides["/slurmdb/"+api+"/qos"] = read(lab.dir + "/" + lab.db + "-qos.json")
-			f.overrides["/slurmdb/"+api+"/associations"] = read(lab.dir + "/" + lab.db + "-associations.json")
+			f.overrides["/slurmdb/"+api+"/qos"] = testdata(t, lab.dir+"/"+lab.db+"-qos.json")
+			f.overrides["/slurmdb/"+api+"/associations"] = testdata(t, lab.dir+"/"+lab.db+"-associations.json")
 			l, err := newTestCluster(t, srv.URL, nil).Limits(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := ParseAssocMgr([]byte(read(lab.dir + "/scontrol-show-assoc_mgr.txt")))
+			b, err := ParseAssocMgr([]byte(testdata(t, lab.dir+"/scontrol-show-assoc_mgr.txt")))
 			if err != nil {
 				t.Fatal(err)
 			}

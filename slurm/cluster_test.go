@@ -726,17 +726,10 @@ func TestJobsExclusiveRequiredNodesHet(t *testing.T) {
 // MaxTRESPerJob=node=2 GrpTRES=gres/gpu=9 GrpTRESRunMins=cpu=9000 on
 // account root's.
 func TestLimits(t *testing.T) {
-	read := func(name string) string {
-		b, err := os.ReadFile("testdata/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
 	f, srv := newFakeRestd(t, Version38)
 	c := newTestCluster(t, srv.URL, nil)
-	f.overrides["/slurmdb/v0.0.38/qos"] = read("22.05/dbv0.0.38-qos.json")
-	f.overrides["/slurmdb/v0.0.38/associations"] = read("22.05/dbv0.0.38-associations.json")
+	f.overrides["/slurmdb/v0.0.38/qos"] = testdata(t, "22.05/dbv0.0.38-qos.json")
+	f.overrides["/slurmdb/v0.0.38/associations"] = testdata(t, "22.05/dbv0.0.38-associations.json")
 	got, err := c.Limits(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -780,8 +773,8 @@ func TestLimits(t *testing.T) {
 	}
 	// With it (the 24.11 chroot lab with WITH_DBD=1, the same limits set).
 	f41, srv41 := newFakeRestd(t, Version41)
-	f41.overrides["/slurmdb/v0.0.41/qos"] = read("24.11/dbv0.0.41-qos.json")
-	f41.overrides["/slurmdb/v0.0.41/associations"] = read("24.11/dbv0.0.41-associations.json")
+	f41.overrides["/slurmdb/v0.0.41/qos"] = testdata(t, "24.11/dbv0.0.41-qos.json")
+	f41.overrides["/slurmdb/v0.0.41/associations"] = testdata(t, "24.11/dbv0.0.41-associations.json")
 	l41, err = newTestCluster(t, srv41.URL, nil).Limits(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -242,3 +242,13 @@ func (c *fakeCluster) Partitions(context.Context) ([]Partition, error) { return 
 func (c *fakeCluster) Submit(context.Context, SubmitRequest) (int, error) {
 	return 0, fmt.Errorf("not supported")
 }
+
+// testdata reads testdata/name, failing the test when it cannot.
+func testdata(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
