@@ -106,7 +106,7 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 	add("commands.scontrol", CheckOK, "%s show config: Slurm %s", cfg.Commands.Scontrol, conf["SLURM_VERSION"])
 	out = append(out, checkUser(deps.UID, conf["SlurmUser"]))
 	out = append(out, checkConf(conf)...)
-	b, err := slurm.ShowAssocMgr(ctx, deps.Runner, cfg.Commands.Scontrol)
+	b, err := slurm.ShowAssocMgr(ctx, deps.Runner, cfg.Commands.Scontrol, slurm.BudgetScope{All: true})
 	return append(out, checkBudgets(b, err, conf))
 }
 

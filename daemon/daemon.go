@@ -45,7 +45,7 @@ type ReservationLister interface {
 // bound nothing rubickd plans; Slurm's pending reasons still hold a job
 // back.
 type BudgetLister interface {
-	Budgets(ctx context.Context) (slurm.Budgets, error)
+	Budgets(ctx context.Context, scope slurm.BudgetScope) (slurm.Budgets, error)
 }
 
 // limitsRefresh is how long a limits listing is reused: limits change
@@ -359,7 +359,7 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time) slurm.Limits {
 		return d.limits
 	}
 	if d.deps.Budgets != nil && list.QOS != nil {
-		b, err := d.deps.Budgets.Budgets(ctx)
+		b, err := d.deps.Budgets.Budgets(ctx, list.BudgetScope())
 		d.warnNew(&d.budgetsErr, err, "GrpTRESMins budgets not read; the last ones read stay in force")
 		if err == nil {
 			d.budgets = b

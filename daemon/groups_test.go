@@ -111,19 +111,26 @@ func TestCycleReportsBudgetUse(t *testing.T) {
 }
 
 type fakeBudgets struct {
-	b   slurm.Budgets
-	err error
+	b      slurm.Budgets
+	err    error
+	scopes []slurm.BudgetScope
 }
 
-func (f *fakeBudgets) Budgets(context.Context) (slurm.Budgets, error) { return f.b, f.err }
+func (f *fakeBudgets) Budgets(_ context.Context, scope slurm.BudgetScope) (slurm.Budgets, error) {
+	f.scopes = append(f.scopes, scope)
+	return f.b, f.err
+}
 
-// rubickd reads the budgets with the limits and puts them on the QOS and
+// rubickd reads the budgets with the limits, asking for the associations
+// of the accounts slurmdbd lists with one, and puts them on the QOS and
 // associations slurmdbd lists; when a reading fails, the last one read
 // stays in force.
 func TestCycleReadsBudgets(t *testing.T) {
 	j := heldJob(21, "bert", 1, 2)
 	j.Cluster, j.QOS, j.TimeLimit = "lab", "shared", time.Hour
-	limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared"}}}
+	limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared"}}, Associations: []slurm.Association{
+		{Cluster: "lab", Account: "physics", BudgetListed: true, ListedBudget: slurm.GroupLimits{GPURunMins: 10}},
+		{Cluster: "lab", Account: "chem", BudgetListed: true}}}
 	c := &limitsCluster{fakeCluster: &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{j}}, limits: limits}
 	a := &fakeApplier{}
 	d, _ := newTestDaemonWith(t, c, a, func(*Config) {})
@@ -154,5 +161,9 @@ func TestCycleReadsBudgets(t *testing.T) {
 		if step.held && !strings.Contains(rep.Ignored[21], "waits for room in QOS shared GrpTRESMins: GPU-minutes used or to run in use 90, allowed 100") {
 			t.Errorf("cycle %d: ignored %q, want it waiting for the budget", i, rep.Ignored[21])
 		}
+	}
+	want := slurm.BudgetScope{Accounts: []string{"physics"}}
+	if diff := cmp.Diff([]slurm.BudgetScope{want, want, want}, spent.scopes); diff != "" {
+		t.Errorf("scopes read (-want +got):\n%s", diff)
 	}
 }

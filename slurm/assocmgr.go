@@ -45,11 +45,56 @@ type Budgets struct {
 // defaultTick is Slurm's default PriorityCalcPeriod.
 const defaultTick = 5 * time.Minute
 
-// ShowAssocMgr runs `scontrol show assoc_mgr flags=assoc,qos` (argv,
-// through r) and reads the budgets it lists. slurmrestd has no equivalent
-// before v0.0.42's QOS minutes, and none for the usage on 22.05.
-func ShowAssocMgr(ctx context.Context, r Runner, scontrol string) (Budgets, error) {
-	out, err := r.Run(ctx, []string{scontrol, "show", "assoc_mgr", "flags=assoc,qos"})
+// BudgetScope is what a reading of the budgets asks slurmctld for: every
+// QOS, and the associations of Accounts (their users' included), or of
+// every account with All. A site has a handful of QOS but may have tens
+// of thousands of associations, which slurmctld lists under its
+// association lock; the few that carry a budget are all rubick needs.
+type BudgetScope struct {
+	All      bool
+	Accounts []string
+}
+
+// maxScopeArg bounds the accounts= argument, far below Linux's 128 KiB
+// per argument; a longer list reads every association instead.
+const maxScopeArg = 32 << 10
+
+// args is the scontrol argv after the command's path.
+func (s BudgetScope) args() []string {
+	list := strings.Join(s.Accounts, ",")
+	switch {
+	case s.All || len(list) > maxScopeArg:
+		return []string{"show", "assoc_mgr", "flags=assoc,qos"}
+	case len(s.Accounts) == 0:
+		return []string{"show", "assoc_mgr", "flags=qos"}
+	default:
+		return []string{"show", "assoc_mgr", "flags=assoc,qos", "accounts=" + list}
+	}
+}
+
+// BudgetScope is the scope that reads every budget l's jobs can meet: the
+// accounts whose association (or a user's in it) has a GrpTRESMins in
+// slurmdbd's listing, and every account where the listing did not say.
+// A budget set since the listing was read is read with the next listing.
+func (l Limits) BudgetScope() BudgetScope {
+	var s BudgetScope
+	for _, a := range l.Associations {
+		switch {
+		case !a.BudgetListed:
+			return BudgetScope{All: true}
+		case a.ListedBudget != GroupLimits{} && !slices.Contains(s.Accounts, a.Account):
+			s.Accounts = append(s.Accounts, a.Account)
+		}
+	}
+	slices.Sort(s.Accounts)
+	return s
+}
+
+// ShowAssocMgr runs `scontrol show assoc_mgr` for scope (argv, through r)
+// and reads the budgets it lists. slurmrestd has no equivalent before
+// v0.0.42's QOS minutes, and none for the usage on 22.05.
+func ShowAssocMgr(ctx context.Context, r Runner, scontrol string, scope BudgetScope) (Budgets, error) {
+	out, err := r.Run(ctx, append([]string{scontrol}, scope.args()...))
 	if err != nil {
 		return Budgets{}, err
 	}
@@ -192,15 +237,15 @@ type AssocMgr struct {
 	Timeout time.Duration
 }
 
-// Budgets runs ShowAssocMgr, and reads PriorityCalcPeriod from `scontrol
-// show config` (Slurm's default where that fails).
-func (a AssocMgr) Budgets(ctx context.Context) (Budgets, error) {
+// Budgets runs ShowAssocMgr for scope, and reads PriorityCalcPeriod from
+// `scontrol show config` (Slurm's default where that fails).
+func (a AssocMgr) Budgets(ctx context.Context, scope BudgetScope) (Budgets, error) {
 	if a.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, a.Timeout)
 		defer cancel()
 	}
-	b, err := ShowAssocMgr(ctx, a.Runner, a.Scontrol)
+	b, err := ShowAssocMgr(ctx, a.Runner, a.Scontrol, scope)
 	if err != nil || len(b.QOS)+len(b.Assoc) == 0 {
 		return b, err
 	}

@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -91,13 +92,93 @@ QOS=idle(2)
 }
 
 func TestShowAssocMgrArgv(t *testing.T) {
-	r := &fakeRunner{out: []byte("QOS Records\n")}
-	if _, err := ShowAssocMgr(context.Background(), r, "/opt/slurm/bin/scontrol"); err != nil {
-		t.Fatal(err)
+	long := make([]string, 0, 5000)
+	for i := range cap(long) {
+		long = append(long, fmt.Sprintf("account%04d", i))
 	}
-	want := [][]string{{"/opt/slurm/bin/scontrol", "show", "assoc_mgr", "flags=assoc,qos"}}
-	if diff := cmp.Diff(want, r.calls); diff != "" {
-		t.Errorf("argv (-want +got):\n%s", diff)
+	base := []string{"/opt/slurm/bin/scontrol", "show", "assoc_mgr"}
+	tests := map[string]struct {
+		scope BudgetScope
+		want  []string
+	}{
+		"all":         {BudgetScope{All: true}, append(base, "flags=assoc,qos")},
+		"no accounts": {BudgetScope{}, append(base, "flags=qos")},
+		"accounts":    {BudgetScope{Accounts: []string{"chem", "physics"}}, append(base, "flags=assoc,qos", "accounts=chem,physics")},
+		// 60 KB of names: past maxScopeArg, so every association.
+		"too many accounts": {BudgetScope{Accounts: long}, append(base, "flags=assoc,qos")},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := &fakeRunner{out: []byte("QOS Records\n")}
+			if _, err := ShowAssocMgr(context.Background(), r, "/opt/slurm/bin/scontrol", tc.scope); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([][]string{tc.want}, r.calls); diff != "" {
+				t.Errorf("argv (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// BudgetScope reads the accounts whose associations carry a GrpTRESMins
+// off slurmdbd's listing, as recorded on both labs after `sacctmgr modify
+// account budgetacct set GrpTRESMins=gres/gpu=777` and `sacctmgr modify
+// user root where account=budgetacct set GrpTRESMins=cpu=555`; the
+// recordings without budgets ask for the QOS alone.
+func TestBudgetScopeRecorded(t *testing.T) {
+	for _, lab := range []struct{ version, dir, db string }{
+		{Version38, "22.05", "dbv0.0.38"},
+		{Version41, "24.11", "dbv0.0.41"},
+	} {
+		for file, want := range map[string]BudgetScope{
+			"-associations.json":         {},
+			"-associations-budgets.json": {Accounts: []string{"budgetacct"}},
+		} {
+			t.Run(lab.dir+"/"+lab.db+file, func(t *testing.T) {
+				f, srv := newFakeRestd(t, lab.version)
+				api := strings.TrimPrefix(lab.db, "db")
+				f.overrides["/slurmdb/"+api+"/qos"] = testdata(t, lab.dir+"/"+lab.db+"-qos.json")
+				f.overrides["/slurmdb/"+api+"/associations"] = testdata(t, lab.dir+"/"+lab.db+file)
+				l, err := newTestCluster(t, srv.URL, nil).Limits(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(want, l.BudgetScope()); diff != "" {
+					t.Errorf("scope (-want +got):\n%s", diff)
+				}
+				if want.Accounts == nil {
+					return
+				}
+				listed := map[string]GroupLimits{}
+				for _, a := range l.Associations {
+					if a.Account == "budgetacct" {
+						listed[a.User] = a.ListedBudget
+					}
+				}
+				if diff := cmp.Diff(map[string]GroupLimits{"": {GPURunMins: 777}, "root": {CPURunMins: 555}}, listed); diff != "" {
+					t.Errorf("budgetacct's listed budgets (-want +got):\n%s", diff)
+				}
+			})
+		}
+	}
+}
+
+// An association whose listing does not say whether it has a budget (a
+// slurmrestd version without group.minutes, or one built by hand) makes
+// the scope every association: a budget missed would be overspent.
+func TestBudgetScopeUnlisted(t *testing.T) {
+	l := Limits{Associations: []Association{
+		{Account: "b", BudgetListed: true, ListedBudget: GroupLimits{GPURunMins: 1}},
+		{Account: "a", User: "ann", BudgetListed: true, ListedBudget: GroupLimits{BillingRunMins: 1}},
+		{Account: "b", User: "bob", BudgetListed: true, ListedBudget: GroupLimits{CPURunMins: 1}},
+		{Account: "c", BudgetListed: true},
+	}}
+	if diff := cmp.Diff(BudgetScope{Accounts: []string{"a", "b"}}, l.BudgetScope()); diff != "" {
+		t.Errorf("listed (-want +got):\n%s", diff)
+	}
+	l.Associations = append(l.Associations, Association{Account: "d"})
+	if diff := cmp.Diff(BudgetScope{All: true}, l.BudgetScope()); diff != "" {
+		t.Errorf("one unlisted (-want +got):\n%s", diff)
 	}
 }
 
@@ -152,7 +233,7 @@ func TestAssocMgrTick(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			b, err := AssocMgr{Runner: tc.r, Scontrol: "scontrol", Timeout: time.Second}.Budgets(context.Background())
+			b, err := AssocMgr{Runner: tc.r, Scontrol: "scontrol", Timeout: time.Second}.Budgets(context.Background(), BudgetScope{All: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -164,7 +245,7 @@ func TestAssocMgrTick(t *testing.T) {
 			}
 		})
 	}
-	if _, err := (AssocMgr{Runner: argvRunner{}, Scontrol: "scontrol"}).Budgets(context.Background()); err == nil {
+	if _, err := (AssocMgr{Runner: argvRunner{}, Scontrol: "scontrol"}).Budgets(context.Background(), BudgetScope{}); err == nil {
 		t.Error("AssocMgr.Budgets with scontrol failing gave no error")
 	}
 }

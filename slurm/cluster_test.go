@@ -744,13 +744,13 @@ func TestLimits(t *testing.T) {
 			"guaranteed": {Name: "guaranteed"},
 		},
 		Associations: []Association{
-			{Cluster: "rubicklab", Account: "root", PerJob: JobLimits{Nodes: 2}, Grp: GroupLimits{GPUs: 9, CPURunMins: 9000}},
+			{Cluster: "rubicklab", Account: "root", PerJob: JobLimits{Nodes: 2}, Grp: GroupLimits{GPUs: 9, CPURunMins: 9000}, BudgetListed: true},
 			// slurmdbd lists the per-job limits a child inherits on the
 			// child too, not the group limits it counts against.
-			{Cluster: "rubicklab", Account: "root", User: "nobody", PerJob: JobLimits{Nodes: 2}},
+			{Cluster: "rubicklab", Account: "root", User: "nobody", PerJob: JobLimits{Nodes: 2}, BudgetListed: true},
 			{Cluster: "rubicklab", Account: "root", User: "root", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUsPerNode: 24, Wall: 90 * time.Minute,
 				GPUMins: 200},
-				Grp: GroupLimits{GPUs: 5, CPUs: 40, MemMB: 300 << 10, GPURunMins: 500, Billing: 30, BillingRunMins: 5000}},
+				Grp: GroupLimits{GPUs: 5, CPUs: 40, MemMB: 300 << 10, GPURunMins: 500, Billing: 30, BillingRunMins: 5000}, BudgetListed: true},
 		},
 		Partitions: map[string]Partition{"gpu": {Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"},
 			TotalCPUs: 256, TotalNodes: 4}},

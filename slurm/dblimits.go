@@ -42,7 +42,9 @@ type (
 	// both; running jobs' together (GrpTRESRunMins) under minutes.per.qos
 	// for a QOS and group.active for an association; a QOS's per user and
 	// per account (MaxTRESRunMinsPU, PA) under minutes.per.user and
-	// account (read off the 22.05 lab with each set in turn).
+	// account (read off the 22.05 lab with each set in turn). An
+	// association's GrpTRESMins is under group.minutes (22.05 and 24.11);
+	// a QOS's is in neither version's listing.
 	dbMax struct {
 		Tres *struct {
 			Total *[]dbTRES `json:"total"`
@@ -56,7 +58,8 @@ type (
 				Per *dbMinutesPer `json:"per"`
 			} `json:"minutes"`
 			Group *struct {
-				Active *[]dbTRES `json:"active"`
+				Active  *[]dbTRES `json:"active"`
+				Minutes *[]dbTRES `json:"minutes"`
 			} `json:"group"`
 		} `json:"tres"`
 		WallClock *struct {
@@ -111,6 +114,10 @@ func (l dbAssocList) convert() []Association {
 			Partition: deref(a.Partition), Parent: deref(a.ParentAccount), PerJob: a.Max.perJob(), Grp: a.Max.grp()}
 		if m := a.Max; m != nil && m.Tres != nil && m.Tres.Group != nil {
 			o.Grp.GPURunMins, o.Grp.CPURunMins, o.Grp.BillingRunMins = tresMins(m.Tres.Group.Active)
+			if l := m.Tres.Group.Minutes; l != nil {
+				o.BudgetListed = true
+				o.ListedBudget.GPURunMins, o.ListedBudget.CPURunMins, o.ListedBudget.BillingRunMins = tresMins(l)
+			}
 		}
 		out = append(out, o)
 	}

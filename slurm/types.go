@@ -295,6 +295,12 @@ type Association struct {
 	Grp GroupLimits
 	// Budget is its GrpTRESMins, which slurmctld lists (ShowAssocMgr).
 	Budget Budget
+	// ListedBudget is its GrpTRESMins limit as slurmdbd lists it, in the
+	// run-minute fields, when BudgetListed (false: the listing did not
+	// say). It only tells whose budgets to ask slurmctld for
+	// (Limits.BudgetScope): the usage is slurmctld's alone.
+	ListedBudget GroupLimits
+	BudgetListed bool
 }
 
 // Reservation is a Slurm advance reservation.

@@ -11,6 +11,7 @@ package slurm2411
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -370,6 +371,77 @@ func TestRubickdBudget2411(t *testing.T) {
 		}
 	})
 	t.Logf("QOS normal used %d GPU-minutes before the jobs, %d after", before, spent())
+}
+
+// TestBudgetScope2411: slurmdbd's association listing says which accounts
+// carry a GrpTRESMins (account budgetacct, and user root in it), and
+// scontrol show assoc_mgr asked for those accounts alone lists both
+// budgets and no association of another account.
+func TestBudgetScope2411(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	root, c, inRoot := chrootLabWithDBD(ctx, t)
+	inRoot("sacctmgr", "-i", "add", "account", "budgetacct", "parent=root")
+	t.Cleanup(func() { inRoot("sacctmgr", "-i", "delete", "account", "budgetacct") })
+	inRoot("sacctmgr", "-i", "add", "user", "root", "account=budgetacct")
+	t.Cleanup(func() { inRoot("sacctmgr", "-i", "delete", "user", "root", "where", "account=budgetacct") })
+	inRoot("sacctmgr", "-i", "modify", "account", "budgetacct", "set", "GrpTRESMins=gres/gpu=777")
+	inRoot("sacctmgr", "-i", "modify", "user", "root", "where", "account=budgetacct", "set", "GrpTRESMins=cpu=555")
+
+	l, err := c.Limits(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := l.BudgetScope()
+	if !slices.Equal(scope.Accounts, []string{"budgetacct"}) || scope.All {
+		t.Fatalf("scope %+v, want account budgetacct alone; associations %+v", scope, l.Associations)
+	}
+	r := &recordingRunner{}
+	b, err := slurm.AssocMgr{Runner: r, Scontrol: chrootCommand(t, root, "scontrol")}.Budgets(ctx, scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cluster string
+	for k := range b.Assoc {
+		cluster = k.Cluster
+	}
+	want := map[slurm.AssocKey]slurm.GroupLimits{
+		{Cluster: cluster, Account: "budgetacct"}:               {GPURunMins: 777},
+		{Cluster: cluster, Account: "budgetacct", User: "root"}: {CPURunMins: 555},
+	}
+	got := map[slurm.AssocKey]slurm.GroupLimits{}
+	for k, v := range b.Assoc {
+		got[k] = v.Limit
+	}
+	if !maps.Equal(want, got) {
+		t.Errorf("budgets %+v, want %+v", got, want)
+	}
+	if !strings.Contains(r.out, "Account=budgetacct") || strings.Contains(r.out, "Account=root ") {
+		t.Errorf("scontrol listed other accounts' associations, or not budgetacct's:\n%s", r.out)
+	}
+}
+
+// recordingRunner runs commands and keeps the output of the first.
+type recordingRunner struct{ out string }
+
+func (r *recordingRunner) Run(ctx context.Context, argv []string) ([]byte, error) {
+	out, err := slurm.ExecRunner{}.Run(ctx, argv)
+	if r.out == "" {
+		r.out = string(out)
+	}
+	return out, err
+}
+
+// chrootCommand writes a wrapper that runs cmd inside the chroot at root
+// (with the chroot's own slurm.conf) and returns its path.
+func chrootCommand(t *testing.T, root, cmd string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), cmd)
+	wrapper := fmt.Sprintf("#!/bin/sh\nexec chroot %s env -u SLURM_CONF %s \"$@\"\n", root, cmd)
+	if err := os.WriteFile(path, []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // TestRubickdBilling2411: with slurmdbd, rubickd reads 24.11's billing:
