@@ -116,8 +116,14 @@ func TestCorrections(t *testing.T) {
 	if f := l7.Spec.ForwardMs; f < 2900 || f > 3100 {
 		t.Errorf("llama7 forward = %v ms, want the profile's ~3000", f)
 	}
+	if l7.Spec.Layers != 32 || l7.Spec.Hidden != 4096 || l7.Spec.SeqLen != 4096 || l7.Spec.GlobalBatch != 8 {
+		t.Fatalf("llama7 spec %+v, want 32 layers, hidden 4096, sequence 4096, global batch 8", l7.Spec)
+	}
+	// Forward FLOPs per token 2 P + 4 L s h: weights plus attention.
+	perToken7 := 2*l7.Spec.Params + 4*32*4096*4096
+	perToken30 := 2*32.5e9 + 4*60*4096*6656.0
 	want := model.Spec{Name: "llama30", Params: 32.5e9, Layers: 60, Hidden: 6656, Heads: 52, SeqLen: 4096, GlobalBatch: 4,
-		ForwardMs: l7.Spec.ForwardMs * 32.5e9 * 4 / (l7.Spec.Params * 8)}
+		ForwardMs: l7.Spec.ForwardMs * (4 * perToken30) / (8 * perToken7)}
 	if diff := cmp.Diff(want, l30.Spec); diff != "" {
 		t.Errorf("llama30 spec (-want +got):\n%s", diff)
 	}
