@@ -221,9 +221,10 @@ func sortedKeys[V any](m map[string]V) []string {
 // and docs/benchmarks.md lists the cells that miss.
 const (
 	maxOverallMAPEAll   = 17.5 // every row of placements.csv (17.0 %)
-	maxOverallMAPEClean = 10.9 // without the README's suspect rows (10.4 %)
+	maxOverallMAPEClean = 10.9 // without the README's suspect rows (10.3 %)
 	minBestPickClean    = 65   // 65.6 %
 	maxRegretClean      = 3.6  // 3.32 %
+	maxCellMAPE         = 15   // BRIEF's bound per model x family
 )
 
 func TestValidateShipped(t *testing.T) {
@@ -273,9 +274,15 @@ func TestValidateShipped(t *testing.T) {
 	if pc.Model != "all" || pc.BestPickPct < minBestPickClean || pc.RegretPctAvg > maxRegretClean {
 		t.Errorf("plan choice without suspect rows: %+v, want best pick >= %v %% and regret <= %v %%", pc, minBestPickClean, maxRegretClean)
 	}
+	// Every cell meets the bound but those docs/benchmarks.md explains:
+	// t5's 3D rows and vit's bimodal multi-node data-parallel rows.
+	missed := []string{"t5 3d", "vit ga", "vit gc", "vit zero-dp"}
 	for _, a := range all.Accuracy {
 		if a.Family != "all" && !contains([]string{"ga", "gc", "zero-dp", "zero-offload", "3d"}, a.Family) {
 			t.Errorf("unknown family %q", a.Family)
+		}
+		if a.Model != "all" && a.Family != "all" && a.MAPEPct > maxCellMAPE && !contains(missed, a.Model+" "+a.Family) {
+			t.Errorf("%s %s: MAPE %.1f %%, want <= %v %%", a.Model, a.Family, a.MAPEPct, maxCellMAPE)
 		}
 	}
 }
