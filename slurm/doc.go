@@ -4,7 +4,7 @@
 //
 //   - Cluster, a narrow read (and submit) interface over slurmrestd. The
 //     versioned clients generated from the OpenAPI documents live in
-//     slurm/gen/v0038 (Slurm 22.05) and slurm/gen/v0041 (Slurm 23.11-24.11);
+//     slurm/gen/v0038 (Slurm 22.05) and slurm/gen/v0041 (Slurm 24.05-24.11);
 //     NewCluster detects which one the server speaks and converts its
 //     responses into the version-free Job, Node and Partition types.
 //   - Tag, the versioned "rubick:v1 ..." record that rubick keeps in a job's

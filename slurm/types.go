@@ -10,7 +10,7 @@ import (
 const (
 	// Version38 is the slurmrestd API of Slurm 22.05 (v0.0.38).
 	Version38 = "v0.0.38"
-	// Version41 is the slurmrestd API of Slurm 23.11 to 24.11 (v0.0.41).
+	// Version41 is the slurmrestd API of Slurm 24.05 to 24.11 (v0.0.41).
 	Version41 = "v0.0.41"
 	// Version42 is the slurmrestd API of Slurm 24.11 and later (v0.0.42).
 	Version42 = "v0.0.42"

@@ -16,7 +16,7 @@ import (
 	"github.com/rubick-sched/rubick/slurm/gen/v0042"
 )
 
-// v41 adapts the generated v0.0.41 client (Slurm 23.11 to 24.11) and the
+// v41 adapts the generated v0.0.41 client (Slurm 24.05 to 24.11) and the
 // v0.0.42 one (24.11 and later). The answers of v0.0.42 differ from those
 // of v0.0.41 only in fields this adapter neither reads nor sends
 // (TestV42AnswersAsV41 checks both specifications), so both decode into
