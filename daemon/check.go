@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,6 +61,7 @@ type CheckDeps struct {
 // the budgets (GrpTRESMins).
 func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 	var out []CheckResult
+	var scope *slurm.BudgetScope // what rubickd reads each minute; nil: no slurmdbd listing
 	add := func(name, status, format string, args ...any) {
 		out = append(out, CheckResult{Name: name, Status: status, Detail: fmt.Sprintf(format, args...)})
 	}
@@ -74,7 +76,12 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 	} else {
 		add("slurmrestd", CheckOK, "%s at %s, slurmctld answers", c.Version(), cfg.Slurmrestd.URL)
 		out = append(out, checkPartitions(ctx, c, cfg.Partitions)...)
-		switch l, err := c.Limits(ctx); {
+		l, err := c.Limits(ctx)
+		if err == nil && l.QOS != nil {
+			s := l.BudgetScope()
+			scope = &s
+		}
+		switch {
 		case err != nil:
 			add("limits", CheckWarn, "QOS and association limits not read (%v): rubickd learns them from the jobs Slurm holds back", err)
 		case l.QOS == nil:
@@ -107,27 +114,51 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 	out = append(out, checkUser(deps.UID, conf["SlurmUser"]))
 	out = append(out, checkConf(conf)...)
 	b, err := slurm.ShowAssocMgr(ctx, deps.Runner, cfg.Commands.Scontrol, slurm.BudgetScope{All: true})
-	return append(out, checkBudgets(b, err, conf))
+	return append(out, checkBudgets(b, err, conf, scope))
 }
 
 // checkBudgets says what rubickd makes of the GrpTRESMins budgets: read
 // from scontrol show assoc_mgr, and counted by Slurm only with
 // priority/multifactor; rubickd plans within them as
-// AccountingStorageEnforce=safe does, which Slurm may not.
-func checkBudgets(b slurm.Budgets, err error, c slurm.CtldConfig) CheckResult {
+// AccountingStorageEnforce=safe does, which Slurm may not. b holds every
+// budget; scope is what rubickd reads each minute (nil without slurmdbd's
+// listing), which must cover the associations' budgets in b.
+func checkBudgets(b slurm.Budgets, err error, c slurm.CtldConfig, scope *slurm.BudgetScope) CheckResult {
 	r := CheckResult{Name: "budgets", Status: CheckOK}
 	n := len(b.QOS) + len(b.Assoc)
+	var unread []string
+	if scope != nil && !scope.All {
+		for k := range b.Assoc {
+			if !slices.Contains(scope.Accounts, k.Account) && !slices.Contains(unread, k.Account) {
+				unread = append(unread, k.Account)
+			}
+		}
+		slices.Sort(unread)
+	}
 	switch {
 	case err != nil:
 		r.Status, r.Detail = CheckWarn, fmt.Sprintf("GrpTRESMins budgets not read (%v): rubickd may grow a job past what its budget has left", err)
 	case n == 0:
 		r.Detail = "no GrpTRESMins budget set"
+	case len(unread) > 0:
+		r.Status, r.Detail = CheckWarn, fmt.Sprintf("slurmctld holds GrpTRESMins budgets of accounts %s that slurmdbd's association listing does not show: rubickd does not read them until it does", strings.Join(unread, ", "))
 	case c["PriorityType"] != "priority/multifactor":
 		r.Status, r.Detail = CheckWarn, fmt.Sprintf("%d GrpTRESMins budgets, but PriorityType=%s counts no usage: they never fill", n, c["PriorityType"])
 	case !c.Has("AccountingStorageEnforce", "safe"):
 		r.Status, r.Detail = CheckWarn, fmt.Sprintf("%d GrpTRESMins budgets without safe in AccountingStorageEnforce: Slurm starts jobs a budget cannot pay for and kills its running jobs when it runs out; rubickd starts and grows jobs only within what is left, as safe does", n)
 	default:
 		r.Detail = fmt.Sprintf("%d GrpTRESMins budgets, enforced with safe", n)
+	}
+	if scope != nil && n > 0 && err == nil && len(unread) == 0 {
+		if scope.All {
+			r.Detail += "; rubickd reads every association's each minute (slurmdbd's listing does not say which carry one)"
+		} else {
+			plural := "s"
+			if len(scope.Accounts) == 1 {
+				plural = ""
+			}
+			r.Detail += fmt.Sprintf("; rubickd reads the QOS and the associations of %d account%s each minute", len(scope.Accounts), plural)
+		}
 	}
 	return r
 }

@@ -56,9 +56,11 @@ func TestPreflight(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := checkCluster{
-		parts:  []slurm.Partition{{Name: "gpu", State: "UP", Nodes: []string{"n1", "n2", "login"}}, {Name: "debug", State: "UP"}},
-		nodes:  []slurm.Node{{Name: "n1", GPUs: 8}, {Name: "n2", GPUs: 8}, {Name: "login"}},
-		limits: slurm.Limits{QOS: map[string]slurm.QOS{"normal": {}}},
+		parts: []slurm.Partition{{Name: "gpu", State: "UP", Nodes: []string{"n1", "n2", "login"}}, {Name: "debug", State: "UP"}},
+		nodes: []slurm.Node{{Name: "n1", GPUs: 8}, {Name: "n2", GPUs: 8}, {Name: "login"}},
+		// The 22.05 recording's budget: user root's in account root.
+		limits: slurm.Limits{QOS: map[string]slurm.QOS{"normal": {}}, Associations: []slurm.Association{
+			{Cluster: "rubicklab", Account: "root", User: "root", BudgetListed: true, ListedBudget: slurm.GroupLimits{GPURunMins: 600}}}},
 	}
 	found := func(p string) (string, error) { return "/usr/bin/" + p, nil }
 	// A slurm.conf without what contrib/slurm/slurm.conf.example adds.
@@ -87,7 +89,7 @@ func TestPreflight(t *testing.T) {
 				{"DefMemPerCPU", CheckOK}, {"AccountingStorageTRES", CheckOK}, {"JobRequeue", CheckOK}, {"SchedulerParameters", CheckOK},
 				{"budgets", CheckWarn}},
 			detail: map[string]string{"partition gpu": "2 nodes with 16 GPUs", "commands.scontrol": "Slurm 22.05.8",
-				"store": "no rubickd holds it", "budgets": "2 GrpTRESMins budgets, but PriorityType=priority/basic counts no usage"},
+				"store": "no rubickd holds it", "budgets": "2 GrpTRESMins budgets, but PriorityType=priority/basic counts no usage: they never fill; rubickd reads the QOS and the associations of 1 account each minute"},
 		},
 		"a bare slurm.conf, no limits, no commands, a missing partition, the service running": {
 			cluster: checkCluster{parts: good.parts, nodes: good.nodes}, conf: bare,
@@ -231,10 +233,16 @@ func TestCheckBudgets(t *testing.T) {
 	one := slurm.Budgets{QOS: map[string]slurm.Budget{"normal": {Limit: slurm.GroupLimits{GPURunMins: 10}}}}
 	multifactor := slurm.CtldConfig{"PriorityType": "priority/multifactor", "AccountingStorageEnforce": "associations,limits,qos"}
 	safe := slurm.CtldConfig{"PriorityType": "priority/multifactor", "AccountingStorageEnforce": "associations,limits,qos,safe"}
+	physics := slurm.Budgets{Assoc: map[slurm.AssocKey]slurm.Budget{
+		{Cluster: "lab", Account: "physics"}:              {Limit: slurm.GroupLimits{GPURunMins: 10}},
+		{Cluster: "lab", Account: "physics", User: "ann"}: {Limit: slurm.GroupLimits{CPURunMins: 10}},
+	}}
+	scoped := &slurm.BudgetScope{Accounts: []string{"physics"}}
 	tests := map[string]struct {
 		b      slurm.Budgets
 		err    error
 		conf   slurm.CtldConfig
+		scope  *slurm.BudgetScope
 		status string
 		detail string
 	}{
@@ -243,10 +251,15 @@ func TestCheckBudgets(t *testing.T) {
 		"basic":        {b: one, conf: slurm.CtldConfig{"PriorityType": "priority/basic"}, status: CheckWarn, detail: "never fill"},
 		"without safe": {b: one, conf: multifactor, status: CheckWarn, detail: "1 GrpTRESMins budgets without safe"},
 		"safe":         {b: one, conf: safe, status: CheckOK, detail: "1 GrpTRESMins budgets, enforced with safe"},
+		"scoped":       {b: physics, conf: safe, scope: scoped, status: CheckOK, detail: "2 GrpTRESMins budgets, enforced with safe; rubickd reads the QOS and the associations of 1 account each minute"},
+		"all":          {b: physics, conf: safe, scope: &slurm.BudgetScope{All: true}, status: CheckOK, detail: "reads every association's each minute"},
+		// slurmctld holds a budget slurmdbd's listing did not show.
+		"unlisted": {b: physics, conf: safe, scope: &slurm.BudgetScope{Accounts: []string{"chem"}}, status: CheckWarn,
+			detail: "budgets of accounts physics that slurmdbd's association listing does not show"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			r := checkBudgets(tc.b, tc.err, tc.conf)
+			r := checkBudgets(tc.b, tc.err, tc.conf, tc.scope)
 			if r.Name != "budgets" || r.Status != tc.status || !strings.Contains(r.Detail, tc.detail) {
 				t.Errorf("%+v, want status %s saying %q", r, tc.status, tc.detail)
 			}
