@@ -1,0 +1,116 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rubick-sched/rubick/slurm"
+	"github.com/rubick-sched/rubick/store"
+)
+
+// TestPreemptionResumes: rigid fillers hold three of the lab's four nodes,
+// a best-effort bert job runs on the fourth, and then a guaranteed roberta
+// job asks for that node. With policy.reclaim_keep: 1 no best-effort job
+// may be shrunk, so rubickd preempts bert whole: rubick-srun checkpoints it
+// on the signal and it is requeued held. The guaranteed job runs, and bert
+// is started again and resumes from its checkpoint. TestEndToEnd reclaims
+// by a shrink or a preemption, whichever its run falls on; this test takes
+// the preemption path every time. Both jobs complete every iteration.
+func TestPreemptionResumes(t *testing.T) {
+	lt := newLabTest(t, "preempt", 4*time.Minute, `tenant_from: qos
+tenants:
+  - name: lab-guaranteed
+    match: [guaranteed]
+    quota_gpus: 8
+checkpoint:
+  signal: USR1
+  grace: 30s
+restart_cost: 1s
+policy:
+  reclaim_keep: 1
+listen: ""
+log_level: debug
+`)
+	lt.ids = append(lt.ids, holdGPUs(lt.ctx, t, lt.lab, lt.cluster, filler{"3", "8"})...)
+	d := runDaemon(t, lt.lab, lt.bin, lt.dir, lt.cfgPath)
+
+	script := filepath.Join(lt.dir, "train.sh")
+	if err := os.WriteFile(script, []byte(trainScript(lt.bin, lt.dir)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	submit := func(model, qos string, iters, batch int) int {
+		out := lt.run(t, "sbatch", "--parsable", "--model-type="+model, "--qos="+qos, "-p", "gpu", "-J", "e2e-"+model,
+			"-N", "1", "--ntasks-per-node=1", "--gres=gpu:8", "--cpus-per-task=8", "--mem=32G", "--requeue",
+			"--open-mode=append", "-o", filepath.Join(lt.dir, "job-%j.out"),
+			"--export=ALL,E2E_MODEL="+model+",E2E_ITERS="+strconv.Itoa(iters)+",E2E_BATCH="+strconv.Itoa(batch), script)
+		id, err := strconv.Atoi(strings.Split(out, ";")[0])
+		if err != nil {
+			t.Fatalf("sbatch printed %q", out)
+		}
+		lt.ids = append(lt.ids, strconv.Itoa(id))
+		return id
+	}
+	const bertIters, robertaIters = 600, 150
+	bert := submit("bert", "normal", bertIters, 32)
+	// Let bert run a few seconds (of its 25 or so) before the guaranteed
+	// job comes: the trainer checkpoints on the signal.
+	for lt.ctx.Err() == nil {
+		if j, err := lt.cluster.Job(lt.ctx, bert); err == nil && j.State == slurm.StateRunning {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(8 * time.Second)
+	roberta := submit("roberta", "guaranteed", robertaIters, 64)
+
+	for _, id := range []int{roberta, bert} {
+		if j, _ := waitEnded(lt.ctx, lt.cluster, id); j.State != slurm.StateCompleted {
+			t.Fatalf("job %d ended %s (%s), want COMPLETED; rubickd log: %s", id, j.State, j.Reason, d.log)
+		}
+	}
+	for id, want := range map[int]int{bert: bertIters, roberta: robertaIters} {
+		if done, err := iterationsDone(filepath.Join(lt.dir, fmt.Sprintf("ckpt-%d", id))); err != nil || done != want {
+			t.Errorf("job %d: %d iterations done (err %v), want %d", id, done, err, want)
+		}
+	}
+
+	st, err := store.Open(lt.ctx, lt.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	hist, err := st.PlanHistory(lt.ctx, int64(bert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	preempted := false
+	for _, a := range hist {
+		preempted = preempted || a.Kind == string(slurm.ActionPreempt) && a.Result == store.ResultOK
+	}
+	j, err := lt.cluster.Job(lt.ctx, bert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, resumed := trainerLog(t, filepath.Join(lt.dir, fmt.Sprintf("job-%d.out", bert)))
+	if !preempted || j.RestartCount == 0 || resumed == 0 {
+		t.Errorf("bert: preempted %v, %d restarts, %d resumes from its checkpoint; want a preemption, a restart and a resume; actions %s; rubickd log: %s",
+			preempted, j.RestartCount, resumed, actions(hist), d.log)
+	}
+	t.Logf("bert: %d restarts, %d resumes; actions %s", j.RestartCount, resumed, actions(hist))
+}
+
+// actions lists a job's recorded actions as kind/result, oldest first.
+func actions(h []store.Action) string {
+	var out []string
+	for _, a := range h {
+		out = append(out, a.Kind+"/"+string(a.Result))
+	}
+	return strings.Join(out, " ")
+}
