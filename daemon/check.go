@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -128,12 +129,14 @@ func checkBudgets(b slurm.Budgets, err error, c slurm.CtldConfig, scope *slurm.B
 	n := len(b.QOS) + len(b.Assoc)
 	var unread []string
 	if scope != nil && !scope.All {
+		missed := map[string]bool{}
 		for k := range b.Assoc {
-			if !slices.Contains(scope.Accounts, k.Account) && !slices.Contains(unread, k.Account) {
-				unread = append(unread, k.Account)
+			// scope.Accounts is sorted, as Limits.BudgetScope gives it.
+			if _, found := slices.BinarySearch(scope.Accounts, k.Account); !found {
+				missed[k.Account] = true
 			}
 		}
-		slices.Sort(unread)
+		unread = slices.Sorted(maps.Keys(missed))
 	}
 	switch {
 	case err != nil:

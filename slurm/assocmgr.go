@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -77,16 +78,19 @@ func (s BudgetScope) args() []string {
 // slurmdbd's listing, and every account where the listing did not say.
 // A budget set since the listing was read is read with the next listing.
 func (l Limits) BudgetScope() BudgetScope {
-	var s BudgetScope
+	accounts := map[string]bool{}
 	for _, a := range l.Associations {
 		switch {
 		case !a.BudgetListed:
 			return BudgetScope{All: true}
-		case a.ListedBudget != GroupLimits{} && !slices.Contains(s.Accounts, a.Account):
-			s.Accounts = append(s.Accounts, a.Account)
+		case a.ListedBudget != GroupLimits{}:
+			accounts[a.Account] = true
 		}
 	}
-	slices.Sort(s.Accounts)
+	var s BudgetScope
+	if len(accounts) > 0 {
+		s.Accounts = slices.Sorted(maps.Keys(accounts))
+	}
 	return s
 }
 
