@@ -219,7 +219,7 @@ func (c *RESTCluster) Limits(ctx context.Context) (Limits, error) {
 	for _, q := range qos {
 		l.QOS[q.Name] = q
 	}
-	return l, nil
+	return l.Indexed(), nil
 }
 
 // Reservations lists the advance reservations slurmctld knows.

@@ -755,7 +755,7 @@ func TestLimits(t *testing.T) {
 		Partitions: map[string]Partition{"gpu": {Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"},
 			TotalCPUs: 256, TotalNodes: 4}},
 	}
-	if d := cmp.Diff(want, got); d != "" {
+	if d := cmp.Diff(want.Indexed(), got); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
 	}
 
@@ -785,7 +785,7 @@ func TestLimits(t *testing.T) {
 	for i := range want41.Associations {
 		want41.Associations[i].Cluster = "rubicklab2411"
 	}
-	if d := cmp.Diff(want41, l41); d != "" {
+	if d := cmp.Diff(want41.Indexed(), l41); d != "" {
 		t.Errorf("24.11 (-want +got):\n%s", d)
 	}
 

@@ -19,6 +19,25 @@ type Limits struct {
 	// up to that much of each running job's time is neither in a budget's
 	// Spent nor in what is left of its time limit.
 	BudgetTick time.Duration
+
+	// AssocIndex is each association's position in Associations (the
+	// first of its key), built by Indexed: a site may list tens of
+	// thousands of associations, and PerJob and Groups look up several
+	// for every job each cycle. Without it they scan Associations.
+	AssocIndex map[AssocKey]int
+}
+
+// Indexed is l with AssocIndex built; the listing calls it. Associations
+// must not be reordered or resized after it.
+func (l Limits) Indexed() Limits {
+	l.AssocIndex = make(map[AssocKey]int, len(l.Associations))
+	for i, a := range l.Associations {
+		k := AssocKey{a.Cluster, a.Account, a.User, a.Partition}
+		if _, dup := l.AssocIndex[k]; !dup {
+			l.AssocIndex[k] = i
+		}
+	}
+	return l
 }
 
 // maxAccountDepth bounds the walk up the account tree, against a cycle in
@@ -103,6 +122,13 @@ func (l Limits) qosOf(j Job, partition string) []QOS {
 func (l Limits) chain(j Job, partition string) []Association {
 	var out []Association
 	find := func(account, user, partition string) bool {
+		if l.AssocIndex != nil {
+			i, ok := l.AssocIndex[AssocKey{j.Cluster, account, user, partition}]
+			if ok {
+				out = append(out, l.Associations[i])
+			}
+			return ok
+		}
 		for _, a := range l.Associations {
 			if a.Cluster == j.Cluster && a.Account == account && a.User == user && a.Partition == partition {
 				out = append(out, a)

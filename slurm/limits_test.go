@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -54,13 +55,16 @@ func TestLimitsPerJob(t *testing.T) {
 		"unknown partition QOS": {"normal", "physics", "carl", "unknown", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32, GPUMins: 480}},
 		"QOS's time":            {"small", "physics", "ann", "wide", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, MemMBPerNode: 4096, Wall: 3 * time.Hour, GPUMins: 120, CPUMins: 1000}},
 	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			j := Job{Cluster: "lab", QOS: tc.qos, Account: tc.account, User: tc.user}
-			if diff := cmp.Diff(tc.want, l.PerJob(j, tc.partition)); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
-		})
+	// The same with the associations scanned and looked up by key.
+	for _, l := range []Limits{l, l.Indexed()} {
+		for name, tc := range tests {
+			t.Run(fmt.Sprintf("%s/indexed=%v", name, l.AssocIndex != nil), func(t *testing.T) {
+				j := Job{Cluster: "lab", QOS: tc.qos, Account: tc.account, User: tc.user}
+				if diff := cmp.Diff(tc.want, l.PerJob(j, tc.partition)); diff != "" {
+					t.Errorf("(-want +got):\n%s", diff)
+				}
+			})
+		}
 	}
 }
 
@@ -115,13 +119,16 @@ func TestLimitsGroups(t *testing.T) {
 			{Limit: "QOS shared GrpTRES", GroupLimits: GroupLimits{GPUs: 16}}, {Limit: "QOS shared MaxTRESPerUser (user carl)", GroupLimits: GroupLimits{GPUs: 8, CPUs: 64}},
 			{Limit: "QOS shared MaxTRESPerAccount (account root)", GroupLimits: GroupLimits{CPUs: 96}}}},
 	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			j := Job{Cluster: "lab", QOS: tc.qos, Account: tc.account, User: tc.user}
-			if diff := cmp.Diff(tc.want, l.Groups(j, tc.partition)); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
-		})
+	// The same with the associations scanned and looked up by key.
+	for _, l := range []Limits{l, l.Indexed()} {
+		for name, tc := range tests {
+			t.Run(fmt.Sprintf("%s/indexed=%v", name, l.AssocIndex != nil), func(t *testing.T) {
+				j := Job{Cluster: "lab", QOS: tc.qos, Account: tc.account, User: tc.user}
+				if diff := cmp.Diff(tc.want, l.Groups(j, tc.partition)); diff != "" {
+					t.Errorf("(-want +got):\n%s", diff)
+				}
+			})
+		}
 	}
 }
 
@@ -139,5 +146,29 @@ func TestGroupRunMinsName(t *testing.T) {
 	}
 	if got := (Group{Limit: "QOS normal GrpTRESMins", Budget: true}).RunMinsName(); got != "QOS normal GrpTRESMins" {
 		t.Errorf("a budget's RunMinsName = %q, want its own name", got)
+	}
+}
+
+// BenchmarkLimitsLookup: PerJob and Groups for one job on a site of 50,001
+// associations (5,000 accounts of 9 users each), as rubickd calls them for
+// every job each cycle; scanned, and looked up in AssocIndex.
+func BenchmarkLimitsLookup(b *testing.B) {
+	var l Limits
+	for i := range 5000 {
+		account := fmt.Sprintf("account%d", i)
+		l.Associations = append(l.Associations, Association{Cluster: "lab", Account: account, Parent: "root"})
+		for u := range 9 {
+			l.Associations = append(l.Associations, Association{Cluster: "lab", Account: account, User: fmt.Sprintf("user%d", u)})
+		}
+	}
+	l.Associations = append(l.Associations, Association{Cluster: "lab", Account: "root"})
+	j := Job{Cluster: "lab", Account: "account4000", User: "user5"}
+	for _, l := range []Limits{l, l.Indexed()} {
+		b.Run(fmt.Sprintf("indexed=%v", l.AssocIndex != nil), func(b *testing.B) {
+			for range b.N {
+				_ = l.PerJob(j, "gpu")
+				_ = l.Groups(j, "gpu")
+			}
+		})
 	}
 }
