@@ -50,7 +50,14 @@ type BudgetLister interface {
 
 // limitsRefresh is how long a limits listing is reused: limits change
 // rarely, and each listing is a partitions query and two slurmdbd ones.
+// The budgets' usage is read as often.
 const limitsRefresh = time.Minute
+
+// limitsSlowdown stretches limitsRefresh for a slow listing: one that took
+// T is reused for limitsSlowdown x T, so that a site listing tens of
+// thousands of associations spends at most a twentieth of rubickd's time,
+// and slurmdbd's work for it, on them.
+const limitsSlowdown = 20
 
 // Applier applies Slurm actions and reports a result per action.
 type Applier interface {
@@ -101,15 +108,18 @@ type Daemon struct {
 	// cycle reads and writes it.
 	unmeasurable map[int64]time.Time
 
-	// limits is the last limits listing, limitsAt when it was read;
+	// listing is the last limits listing, limitsAt when it was read and
+	// limitsTook how long that took; limits is listing with budgets on it.
 	// limitsErr is the last listing error (logged once). Only the cycle
 	// uses them.
-	limits    slurm.Limits
-	limitsAt  time.Time
-	limitsErr error
-	// budgets are the last GrpTRESMins budgets read, budgetsErr the last
-	// error reading them.
+	listing, limits slurm.Limits
+	limitsAt        time.Time
+	limitsTook      time.Duration
+	limitsErr       error
+	// budgets are the last GrpTRESMins budgets read, budgetsAt when they
+	// were read, budgetsErr the last error reading them.
 	budgets    slurm.Budgets
+	budgetsAt  time.Time
 	budgetsErr error
 	// resvErr is the last reservation listing error, logged once.
 	resvErr error
@@ -344,29 +354,48 @@ func measuredIterS(j slurm.Job, recent []store.StoredSample) float64 {
 	return times[len(times)/2]
 }
 
-// slurmLimits is the limits listing, read again once limitsRefresh has
-// passed. A failed listing keeps the last one; a version without the
-// endpoints is not asked again.
+// slurmLimits is the limits listing with the budgets on it. The listing is
+// read again once limitsRefresh has passed, or limitsSlowdown times what
+// the last one took if that is longer; the budgets each limitsRefresh, and
+// with every new listing. A failed listing or budget reading keeps the
+// last one; a version without the endpoints is not asked again.
 func (d *Daemon) slurmLimits(ctx context.Context, now time.Time) slurm.Limits {
 	l, ok := d.deps.Cluster.(LimitLister)
-	if !ok || errors.Is(d.limitsErr, slurm.ErrUnsupported) || !d.limitsAt.IsZero() && now.Sub(d.limitsAt) < limitsRefresh {
+	if !ok || errors.Is(d.limitsErr, slurm.ErrUnsupported) {
 		return d.limits
 	}
-	d.limitsAt = now
-	list, err := l.Limits(ctx)
-	d.warnNew(&d.limitsErr, err, "QOS and association limits not read; Slurm's pending reasons will show them")
-	if err != nil {
-		return d.limits
+	changed := false
+	if d.limitsAt.IsZero() || now.Sub(d.limitsAt) >= max(limitsRefresh, limitsSlowdown*d.limitsTook) {
+		d.limitsAt = now
+		start := d.deps.Now()
+		list, err := l.Limits(ctx)
+		d.limitsTook = d.deps.Now().Sub(start)
+		d.warnNew(&d.limitsErr, err, "QOS and association limits not read; Slurm's pending reasons will show them")
+		if err == nil {
+			d.listing, d.budgetsAt, changed = list, time.Time{}, true
+			d.warnUnreadBilling(list)
+		}
 	}
-	if d.deps.Budgets != nil && list.QOS != nil {
-		b, err := d.deps.Budgets.Budgets(ctx, list.BudgetScope())
+	if d.deps.Budgets != nil && d.listing.QOS != nil && (d.budgetsAt.IsZero() || now.Sub(d.budgetsAt) >= limitsRefresh) {
+		d.budgetsAt = now
+		b, err := d.deps.Budgets.Budgets(ctx, d.listing.BudgetScope())
 		d.warnNew(&d.budgetsErr, err, "GrpTRESMins budgets not read; the last ones read stay in force")
 		if err == nil {
-			d.budgets = b
+			d.budgets, changed = b, true
 		}
-		list = list.WithBudgets(d.budgets)
 	}
-	d.limits = list
+	if changed {
+		d.limits = d.listing
+		if d.deps.Budgets != nil && d.listing.QOS != nil {
+			d.limits = d.listing.WithBudgets(d.budgets)
+		}
+	}
+	return d.limits
+}
+
+// warnUnreadBilling logs the partitions of list whose billing weights
+// did not parse, once.
+func (d *Daemon) warnUnreadBilling(list slurm.Limits) {
 	var unread []error
 	for _, name := range slices.Sorted(maps.Keys(list.Partitions)) {
 		if why := list.Partitions[name].Billing.Unread; why != "" {
@@ -374,7 +403,6 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time) slurm.Limits {
 		}
 	}
 	d.warnNew(&d.billingErr, errors.Join(unread...), "billing weights not read; billing limits in these partitions are learned from Slurm's pending reasons")
-	return d.limits
 }
 
 // reservations lists the reservations each cycle (they start and end at

@@ -1101,6 +1101,47 @@ func TestSlurmLimitsRefresh(t *testing.T) {
 	}
 }
 
+// slowLister is a limits listing that takes took on the daemon's clock.
+type slowLister struct {
+	*limitsCluster
+	clock *time.Time
+	took  time.Duration
+}
+
+func (s slowLister) Limits(ctx context.Context) (slurm.Limits, error) {
+	*s.clock = s.clock.Add(s.took)
+	return s.limitsCluster.Limits(ctx)
+}
+
+// A listing that took 10 s is reused for 200 s (limitsSlowdown), not one
+// minute, while the budgets are still read each minute from the listing
+// at hand, and with each new listing.
+func TestSlowLimitsListing(t *testing.T) {
+	clock := t0
+	c := slowLister{&limitsCluster{fakeCluster: &fakeCluster{}, limits: slurm.Limits{QOS: map[string]slurm.QOS{"normal": {Name: "normal"}}}}, &clock, 10 * time.Second}
+	d, _ := newTestDaemonWith(t, c, &fakeApplier{}, func(*Config) {})
+	d.deps.Now = func() time.Time { return clock }
+	budgets := &fakeBudgets{b: slurm.Budgets{QOS: map[string]slurm.Budget{"normal": {Limit: slurm.GroupLimits{GPURunMins: 100}}}}}
+	d.deps.Budgets = budgets
+	for _, st := range []struct {
+		after           time.Duration
+		listings, reads int
+	}{
+		{0, 1, 1},
+		{time.Minute, 1, 2},
+		{2 * time.Minute, 1, 3},
+		{200 * time.Second, 2, 4},
+		{230 * time.Second, 2, 4},
+	} {
+		clock = t0.Add(st.after)
+		got := d.slurmLimits(context.Background(), clock)
+		if c.calls != st.listings || len(budgets.scopes) != st.reads || got.QOS["normal"].Budget.Limit.GPURunMins != 100 {
+			t.Errorf("at +%v: %d listings, %d budget readings, QOS normal's budget %+v; want %d, %d and 100 GPU-minutes",
+				st.after, c.calls, len(budgets.scopes), got.QOS["normal"].Budget, st.listings, st.reads)
+		}
+	}
+}
+
 // A partition whose billing weights did not parse is named in a warning,
 // once while it lasts.
 func TestSlurmLimitsWarnUnreadBilling(t *testing.T) {
