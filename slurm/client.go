@@ -48,6 +48,10 @@ type Config struct {
 	Token string
 	// User is sent as X-SLURM-USER-NAME.
 	User string
+	// Cluster is the cluster whose associations the limits listing reads
+	// (slurm.conf's ClusterName): a slurmdbd serving several clusters
+	// lists every cluster's. Empty reads them all.
+	Cluster string
 	// RateLimit is the most requests per second (0: unlimited); Burst the
 	// most at once (default 1).
 	RateLimit float64
@@ -74,6 +78,7 @@ type RESTCluster struct {
 	timeout time.Duration
 	log     *slog.Logger
 	api     backend
+	cluster string // Config.Cluster
 }
 
 var _ Cluster = (*RESTCluster)(nil)
@@ -87,7 +92,7 @@ type backend interface {
 	partitions(ctx context.Context) ([]Partition, error)
 	submit(ctx context.Context, req SubmitRequest) (int, error)
 	qos(ctx context.Context) ([]QOS, error)
-	associations(ctx context.Context) ([]Association, error)
+	associations(ctx context.Context, cluster string) ([]Association, error)
 	reservations(ctx context.Context) ([]Reservation, error)
 }
 
@@ -121,7 +126,7 @@ func NewCluster(ctx context.Context, cfg Config) (*RESTCluster, error) {
 		limiter: newRateLimiter(cfg.Clock, cfg.RateLimit, cfg.Burst),
 	}
 	base := strings.TrimRight(cfg.URL, "/")
-	c := &RESTCluster{timeout: cfg.Timeout, log: cfg.Logger, token: tok}
+	c := &RESTCluster{timeout: cfg.Timeout, log: cfg.Logger, token: tok, cluster: cfg.Cluster}
 	build := func(v string) (backend, error) {
 		switch v {
 		case Version38:
@@ -212,7 +217,7 @@ func (c *RESTCluster) Limits(ctx context.Context) (Limits, error) {
 	if err != nil {
 		return Limits{}, err
 	}
-	if l.Associations, err = c.api.associations(ctx); err != nil {
+	if l.Associations, err = c.api.associations(ctx, c.cluster); err != nil {
 		return Limits{}, err
 	}
 	l.QOS = make(map[string]QOS, len(qos))

@@ -829,6 +829,37 @@ func TestLimits(t *testing.T) {
 	}
 }
 
+// The limits listing asks slurmdbd for Config.Cluster's associations
+// alone (a slurmdbd may serve several clusters), and for every cluster's
+// without it; the QOS are not per cluster.
+func TestLimitsClusterFilter(t *testing.T) {
+	for _, v := range []string{Version38, Version41, Version42} {
+		for cluster, want := range map[string]string{"": "associations", "lab": "associations?cluster=lab"} {
+			t.Run(v+"/"+cluster, func(t *testing.T) {
+				f, srv := newFakeRestd(t, v)
+				db := "/slurmdb/" + v + "/"
+				f.overrides[db+"qos"] = `{"errors":[],"qos":[]}`
+				f.overrides[db+"associations"] = `{"errors":[],"associations":[]}`
+				c := newTestCluster(t, srv.URL, func(c *Config) { c.Cluster = cluster; c.Version = v })
+				if _, err := c.Limits(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				var got []string
+				for _, r := range f.requests {
+					if strings.HasPrefix(r, "GET "+db) {
+						got = append(got, strings.TrimPrefix(r, "GET "+db))
+					}
+				}
+				if diff := cmp.Diff([]string{"qos", want}, got); diff != "" {
+					t.Errorf("slurmdbd requests (-want +got):\n%s", diff)
+				}
+			})
+		}
+	}
+}
+
 // jobsServed is what Jobs makes of body, served at path by a fake
 // slurmrestd of version.
 func jobsServed(t *testing.T, version, path, body string) []Job {

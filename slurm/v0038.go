@@ -213,9 +213,13 @@ func (b *v38) qos(ctx context.Context) ([]QOS, error) {
 	return r.convert(), err
 }
 
-func (b *v38) associations(ctx context.Context) ([]Association, error) {
+func (b *v38) associations(ctx context.Context, cluster string) ([]Association, error) {
+	var params *v0038.SlurmdbV0038GetAssociationsParams
+	if cluster != "" {
+		params = &v0038.SlurmdbV0038GetAssociationsParams{Cluster: &cluster}
+	}
 	r, err := get[dbAssocList](ctx, b.c, "GET /slurmdb/v0.0.38/associations", func(ctx context.Context) (*http.Response, error) {
-		return b.api.SlurmdbV0038GetAssociations(ctx, nil)
+		return b.api.SlurmdbV0038GetAssociations(ctx, params)
 	})
 	return r.convert(), err
 }

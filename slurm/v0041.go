@@ -300,12 +300,16 @@ func (b *v41) nodes(ctx context.Context) ([]Node, error) {
 }
 
 func (b *v41) qos(ctx context.Context) ([]QOS, error) {
-	r, err := getDB[dbQOSList](ctx, b, "slurmdb/"+b.ver+"/qos")
+	r, err := getDB[dbQOSList](ctx, b, "slurmdb/"+b.ver+"/qos", nil)
 	return r.convert(), err
 }
 
-func (b *v41) associations(ctx context.Context) ([]Association, error) {
-	r, err := getDB[dbAssocList](ctx, b, "slurmdb/"+b.ver+"/associations")
+func (b *v41) associations(ctx context.Context, cluster string) ([]Association, error) {
+	var query url.Values
+	if cluster != "" {
+		query = url.Values{"cluster": {cluster}}
+	}
+	r, err := getDB[dbAssocList](ctx, b, "slurmdb/"+b.ver+"/associations", query)
 	return r.convert(), err
 }
 
@@ -313,12 +317,15 @@ func (b *v41) associations(ctx context.Context) ([]Association, error) {
 // shipped specification was served without the database plugin). A
 // slurmrestd without that plugin answers 404: ErrUnsupported, so the
 // limits come from the partitions alone, as before.
-func getDB[T any](ctx context.Context, b *v41, path string) (T, error) {
+func getDB[T any](ctx context.Context, b *v41, path string, query url.Values) (T, error) {
 	ep := "GET /" + path
 	r, err := get[T](ctx, b.c, ep, func(ctx context.Context) (*http.Response, error) {
 		u, err := url.JoinPath(b.server, path)
 		if err != nil {
 			return nil, err
+		}
+		if len(query) > 0 {
+			u += "?" + query.Encode()
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 		if err != nil {

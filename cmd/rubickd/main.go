@@ -90,6 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	slurmCfg := slurm.Config{
 		URL: cfg.Slurmrestd.URL, Version: cfg.Slurmrestd.Version, TokenFile: cfg.Slurmrestd.TokenFile,
 		User: cfg.Slurmrestd.User, RateLimit: cfg.Slurmrestd.RateLimit, Timeout: cfg.Slurmrestd.Timeout, Logger: log,
+		Cluster: clusterName(ctx, cfg, log),
 	}
 	if *check {
 		return runChecks(ctx, cfg, slurmCfg, *checkJSON, stdout)
@@ -306,4 +307,21 @@ func printChecks(w io.Writer, results []daemon.CheckResult, asJSON bool) error {
 // slurmrestd through connect.
 func checkDeps(connect func(context.Context) (daemon.CheckCluster, error)) daemon.CheckDeps {
 	return daemon.CheckDeps{Connect: connect, Runner: slurm.ExecRunner{}, LookPath: exec.LookPath, UID: os.Geteuid(), Now: time.Now}
+}
+
+// clusterName is slurm.conf's ClusterName, from scontrol show config: a
+// slurmdbd serving several clusters lists every cluster's associations,
+// and rubickd needs its own. Empty (all of them) where scontrol fails.
+func clusterName(ctx context.Context, cfg daemon.Config, log *slog.Logger) string {
+	if cfg.Commands.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.Commands.Timeout)
+		defer cancel()
+	}
+	conf, err := slurm.ShowConfig(ctx, slurm.ExecRunner{}, cfg.Commands.Scontrol)
+	if err != nil {
+		log.Warn("ClusterName not read; the limits listing reads every cluster's associations", "err", err)
+		return ""
+	}
+	return conf["ClusterName"]
 }
