@@ -860,6 +860,22 @@ func TestLimitsClusterFilter(t *testing.T) {
 	}
 }
 
+// 22.05 answers a cluster filter that matches no association with an
+// error (recorded: HTTP 500, error 9003 "Nothing found with query"); the
+// cluster has none. The same error without a filter still fails the
+// listing.
+func TestLimitsClusterWithoutAssociations(t *testing.T) {
+	for cluster, wantErr := range map[string]bool{"nosuch": false, "": true} {
+		f, srv := newFakeRestd(t, Version38)
+		f.overrides["/slurmdb/v0.0.38/qos"] = testdata(t, "22.05/dbv0.0.38-qos.json")
+		f.overrides["/slurmdb/v0.0.38/associations"] = testdata(t, "22.05/dbv0.0.38-associations-nothing-found.json")
+		l, err := newTestCluster(t, srv.URL, func(c *Config) { c.Cluster = cluster }).Limits(context.Background())
+		if (err != nil) != wantErr || err == nil && (len(l.Associations) != 0 || l.QOS == nil) {
+			t.Errorf("cluster %q: limits %+v, error %v; want error %v", cluster, l, err, wantErr)
+		}
+	}
+}
+
 // jobsServed is what Jobs makes of body, served at path by a fake
 // slurmrestd of version.
 func jobsServed(t *testing.T, version, path, body string) []Job {

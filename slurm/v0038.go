@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -221,8 +223,17 @@ func (b *v38) associations(ctx context.Context, cluster string) ([]Association, 
 	r, err := get[dbAssocList](ctx, b.c, "GET /slurmdb/v0.0.38/associations", func(ctx context.Context) (*http.Response, error) {
 		return b.api.SlurmdbV0038GetAssociations(ctx, params)
 	})
+	if apiErr, ok := errors.AsType[*APIError](err); ok && cluster != "" && slices.ContainsFunc(apiErr.Errors, func(e SlurmError) bool { return e.Code == errNothingFound }) {
+		// 22.05 answers a filter that matches nothing with an error
+		// (HTTP 500, "Nothing found with query"), as recorded on the lab:
+		// a cluster slurmdbd holds no association of has none.
+		return nil, nil
+	}
 	return r.convert(), err
 }
+
+// errNothingFound is Slurm's ESLURM_REST_EMPTY_RESULT (9003).
+const errNothingFound = 9003
 
 func (b *v38) reservations(ctx context.Context) ([]Reservation, error) {
 	const ep = "GET /slurm/v0.0.38/reservations"
