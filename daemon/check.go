@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -329,5 +330,26 @@ func checkConf(c slurm.CtldConfig) []CheckResult {
 	si, okSI := c.Param("SchedulerParameters", "sched_interval")
 	add("SchedulerParameters", okBF && okSI, CheckWarn, fmt.Sprintf("bf_interval=%s, sched_interval=%s", bf, si),
 		"no bf_interval and sched_interval (defaults 30 and 60 s): a job rubickd releases may wait a minute to start (bf_interval=5,sched_interval=5)")
+	out = append(out, checkPriority(c))
 	return out
+}
+
+// checkPriority warns where Slurm's priority weighs the factors an admin
+// orders jobs by (fair-share, QOS, partition, association): the jobs
+// rubick holds have priority 0, and rubick starts them by its own order.
+func checkPriority(c slurm.CtldConfig) CheckResult {
+	r := CheckResult{Name: "PriorityType", Status: CheckOK, Detail: c["PriorityType"]}
+	if c["PriorityType"] != "priority/multifactor" {
+		return r
+	}
+	var weighed []string
+	for _, k := range []string{"PriorityWeightFairShare", "PriorityWeightQOS", "PriorityWeightPartition", "PriorityWeightAssoc"} {
+		if w, err := strconv.ParseInt(c[k], 10, 64); err == nil && w > 0 {
+			weighed = append(weighed, fmt.Sprintf("%s=%d", k, w))
+		}
+	}
+	if len(weighed) > 0 {
+		r.Status, r.Detail = CheckWarn, fmt.Sprintf("%s: Slurm's priority does not order the jobs rubick holds (priority 0); rubick starts best-effort jobs by slope and age, and keeps accounts apart only by tenant quotas (admin guide, *Order among jobs*)", strings.Join(weighed, ", "))
+	}
+	return r
 }

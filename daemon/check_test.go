@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -87,7 +88,7 @@ func TestPreflight(t *testing.T) {
 				{"commands.scancel", CheckOK}, {"samples.unmunge", CheckOK}, {"commands.scontrol", CheckOK},
 				{"user", CheckOK}, {"JobSubmitPlugins", CheckOK}, {"GresTypes", CheckOK}, {"SelectType", CheckOK}, {"SelectTypeParameters", CheckOK},
 				{"DefMemPerCPU", CheckOK}, {"AccountingStorageTRES", CheckOK}, {"JobRequeue", CheckOK}, {"SchedulerParameters", CheckOK},
-				{"budgets", CheckWarn}},
+				{"PriorityType", CheckOK}, {"budgets", CheckWarn}},
 			detail: map[string]string{"partition gpu": "2 nodes with 16 GPUs", "commands.scontrol": "Slurm 22.05.8",
 				"store": "no rubickd holds it", "budgets": "2 GrpTRESMins budgets, but PriorityType=priority/basic counts no usage: they never fill; rubickd reads the QOS and the associations of 1 account each minute"},
 		},
@@ -100,7 +101,7 @@ func TestPreflight(t *testing.T) {
 			want: []line{{"store", CheckOK}, {"slurmrestd.token_file", CheckOK}, {"slurmrestd", CheckOK}, {"partition gpu", CheckOK}, {"partition a100", CheckFail},
 				{"limits", CheckWarn}, {"commands.scancel", CheckFail}, {"samples.unmunge", CheckWarn}, {"commands.scontrol", CheckOK},
 				{"user", CheckWarn}, {"JobSubmitPlugins", CheckFail}, {"GresTypes", CheckOK}, {"SelectType", CheckOK}, {"SelectTypeParameters", CheckWarn},
-				{"AccountingStorageTRES", CheckWarn}, {"JobRequeue", CheckWarn}, {"SchedulerParameters", CheckWarn}, {"budgets", CheckWarn}},
+				{"AccountingStorageTRES", CheckWarn}, {"JobRequeue", CheckWarn}, {"SchedulerParameters", CheckWarn}, {"PriorityType", CheckOK}, {"budgets", CheckWarn}},
 			detail: map[string]string{"budgets": "GrpTRESMins budgets not read", "partition a100": "it has gpu, debug", "store": "in use by the running rubickd", "user": "uid 1000 is neither root nor SlurmUser root(0)",
 				"JobSubmitPlugins": "rubickd manages none"},
 		},
@@ -116,7 +117,7 @@ func TestPreflight(t *testing.T) {
 			want: []line{{"store", CheckOK}, {"slurmrestd.token_file", CheckOK}, {"slurmrestd", CheckFail}, {"commands.scancel", CheckOK}, {"samples.unmunge", CheckOK},
 				{"commands.scontrol", CheckOK}, {"user", CheckOK}, {"JobSubmitPlugins", CheckOK}, {"GresTypes", CheckOK}, {"SelectType", CheckOK},
 				{"SelectTypeParameters", CheckOK}, {"DefMemPerCPU", CheckOK}, {"AccountingStorageTRES", CheckOK}, {"JobRequeue", CheckOK},
-				{"SchedulerParameters", CheckOK}, {"budgets", CheckOK}},
+				{"SchedulerParameters", CheckOK}, {"PriorityType", CheckOK}, {"budgets", CheckOK}},
 			detail: map[string]string{"budgets": "no GrpTRESMins budget set"},
 		},
 	}
@@ -261,6 +262,36 @@ func TestCheckBudgets(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := checkBudgets(tc.b, tc.err, tc.conf, tc.scope)
 			if r.Name != "budgets" || r.Status != tc.status || !strings.Contains(r.Detail, tc.detail) {
+				t.Errorf("%+v, want status %s saying %q", r, tc.status, tc.detail)
+			}
+		})
+	}
+}
+
+// Where Slurm's priority weighs fair-share, QOS, partition or association,
+// the check warns that it does not order the jobs rubick holds; the 24.11
+// lab's multifactor with every weight 0, and 22.05's basic, pass.
+func TestCheckPriority(t *testing.T) {
+	raw, err := os.ReadFile("../slurm/testdata/24.11/scontrol-show-config.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab2411 := slurm.ParseCtldConfig(raw)
+	fairShare := maps.Clone(lab2411)
+	fairShare["PriorityWeightFairShare"], fairShare["PriorityWeightQOS"] = "10000", "500"
+	tests := map[string]struct {
+		conf   slurm.CtldConfig
+		status string
+		detail string
+	}{
+		"basic":                   {slurm.CtldConfig{"PriorityType": "priority/basic"}, CheckOK, "priority/basic"},
+		"multifactor, no weights": {lab2411, CheckOK, "priority/multifactor"},
+		"fair-share and QOS":      {fairShare, CheckWarn, "PriorityWeightFairShare=10000, PriorityWeightQOS=500: Slurm's priority does not order the jobs rubick holds"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := checkPriority(tc.conf)
+			if r.Status != tc.status || !strings.Contains(r.Detail, tc.detail) {
 				t.Errorf("%+v, want status %s saying %q", r, tc.status, tc.detail)
 			}
 		})
