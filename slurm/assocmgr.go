@@ -227,7 +227,7 @@ func (l Limits) WithBudgets(b Budgets) Limits {
 	}
 	assocs := slices.Clone(l.Associations)
 	for i, a := range assocs {
-		assocs[i].Budget = b.Assoc[AssocKey{a.Cluster, a.Account, a.User, a.Partition}]
+		assocs[i].Budget = b.Assoc[a.key()]
 	}
 	l.QOS, l.Associations, l.BudgetTick = qos, assocs, b.Tick
 	return l

@@ -32,9 +32,8 @@ type Limits struct {
 func (l Limits) Indexed() Limits {
 	l.AssocIndex = make(map[AssocKey]int, len(l.Associations))
 	for i, a := range l.Associations {
-		k := AssocKey{a.Cluster, a.Account, a.User, a.Partition}
-		if _, dup := l.AssocIndex[k]; !dup {
-			l.AssocIndex[k] = i
+		if _, dup := l.AssocIndex[a.key()]; !dup {
+			l.AssocIndex[a.key()] = i
 		}
 	}
 	return l
@@ -228,6 +227,11 @@ func (l Limits) Groups(j Job, partition string) []Group {
 		budget(a.Budget, "association %s GrpTRESMins", a.path())
 	}
 	return out
+}
+
+// key is the association's AssocKey, as slurmctld lists it.
+func (a Association) key() AssocKey {
+	return AssocKey{a.Cluster, a.Account, a.User, a.Partition}
 }
 
 // path names the association as account[/user[/partition]].
