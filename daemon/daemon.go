@@ -376,7 +376,10 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time) slurm.Limits {
 			d.warnUnreadBilling(list)
 		}
 	}
-	if d.deps.Budgets != nil && d.listing.QOS != nil && (d.budgetsAt.IsZero() || now.Sub(d.budgetsAt) >= limitsRefresh) {
+	// Budgets go on what slurmdbd listed; without a listing there is
+	// nothing to put them on.
+	budgeted := d.deps.Budgets != nil && d.listing.QOS != nil
+	if budgeted && (d.budgetsAt.IsZero() || now.Sub(d.budgetsAt) >= limitsRefresh) {
 		d.budgetsAt = now
 		b, err := d.deps.Budgets.Budgets(ctx, d.listing.BudgetScope())
 		d.warnNew(&d.budgetsErr, err, "GrpTRESMins budgets not read; the last ones read stay in force")
@@ -384,11 +387,11 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time) slurm.Limits {
 			d.budgets, changed = b, true
 		}
 	}
-	if changed {
+	switch {
+	case changed && budgeted:
+		d.limits = d.listing.WithBudgets(d.budgets)
+	case changed:
 		d.limits = d.listing
-		if d.deps.Budgets != nil && d.listing.QOS != nil {
-			d.limits = d.listing.WithBudgets(d.budgets)
-		}
 	}
 	return d.limits
 }
