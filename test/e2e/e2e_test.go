@@ -393,19 +393,7 @@ log_level: info
 		scancelAll(l, &s)
 	})
 	submit := func(js jobSpec) {
-		qos := "--qos=normal"
-		if js.guaranteed {
-			qos = "--qos=guaranteed"
-		}
-		out := l.run(t, "sbatch", "--parsable", "--model-type="+js.model, qos, "-p", "gpu", "-J", "e2e-"+js.model,
-			"-N", strconv.Itoa(js.nodes), "--ntasks-per-node=1", "--gres=gpu:"+strconv.Itoa(js.gpus), "--cpus-per-task=8",
-			"--mem=32G", "--requeue", "--open-mode=append", "-o", filepath.Join(dir, "job-%j.out"),
-			"--export=ALL,E2E_MODEL="+js.model+",E2E_ITERS="+strconv.Itoa(js.iters)+",E2E_BATCH="+strconv.Itoa(js.batch),
-			script)
-		id, err := strconv.Atoi(strings.Split(out, ";")[0])
-		if err != nil {
-			t.Fatalf("sbatch printed %q", out)
-		}
+		id := l.submitTraining(t, dir, script, js)
 		ids = append(ids, id)
 		want[id] = js
 	}
@@ -601,6 +589,27 @@ exec %[1]s/rubick-srun --launcher gpu -- %[1]s/rubick-emu-trainer --model-type "
   --global-batch-size "$E2E_BATCH" --train-iters "$E2E_ITERS" --time-scale 0.25 --log-interval 10 \
   --save %[2]s/ckpt-"$SLURM_JOB_ID"
 `, bin, dir)
+}
+
+// submitTraining submits script (trainScript) with sbatch for js: its
+// model type, QOS (guaranteed or normal), nodes and GPUs, iterations and
+// global batch, its output appended to dir/job-<id>.out; it returns the id.
+func (l lab) submitTraining(t *testing.T, dir, script string, js jobSpec) int {
+	t.Helper()
+	qos := "--qos=normal"
+	if js.guaranteed {
+		qos = "--qos=guaranteed"
+	}
+	out := l.run(t, "sbatch", "--parsable", "--model-type="+js.model, qos, "-p", "gpu", "-J", "e2e-"+js.model,
+		"-N", strconv.Itoa(js.nodes), "--ntasks-per-node=1", "--gres=gpu:"+strconv.Itoa(js.gpus), "--cpus-per-task=8",
+		"--mem=32G", "--requeue", "--open-mode=append", "-o", filepath.Join(dir, "job-%j.out"),
+		"--export=ALL,E2E_MODEL="+js.model+",E2E_ITERS="+strconv.Itoa(js.iters)+",E2E_BATCH="+strconv.Itoa(js.batch),
+		script)
+	id, err := strconv.Atoi(strings.Split(out, ";")[0])
+	if err != nil {
+		t.Fatalf("sbatch printed %q", out)
+	}
+	return id
 }
 
 // checkAccounting reads the finished jobs back from Slurm accounting: sacct

@@ -45,20 +45,13 @@ log_level: debug
 	if err := os.WriteFile(script, []byte(trainScript(lt.bin, lt.dir)), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	submit := func(model, qos string, iters, batch int) int {
-		out := lt.run(t, "sbatch", "--parsable", "--model-type="+model, "--qos="+qos, "-p", "gpu", "-J", "e2e-"+model,
-			"-N", "1", "--ntasks-per-node=1", "--gres=gpu:8", "--cpus-per-task=8", "--mem=32G", "--requeue",
-			"--open-mode=append", "-o", filepath.Join(lt.dir, "job-%j.out"),
-			"--export=ALL,E2E_MODEL="+model+",E2E_ITERS="+strconv.Itoa(iters)+",E2E_BATCH="+strconv.Itoa(batch), script)
-		id, err := strconv.Atoi(strings.Split(out, ";")[0])
-		if err != nil {
-			t.Fatalf("sbatch printed %q", out)
-		}
+	submit := func(js jobSpec) int {
+		id := lt.submitTraining(t, lt.dir, script, js)
 		lt.ids = append(lt.ids, strconv.Itoa(id))
 		return id
 	}
 	const bertIters, robertaIters = 600, 150
-	bert := submit("bert", "normal", bertIters, 32)
+	bert := submit(jobSpec{model: "bert", nodes: 1, gpus: 8, iters: bertIters, batch: 32})
 	// Let bert run a few seconds (of its 25 or so) before the guaranteed
 	// job comes: the trainer checkpoints on the signal.
 	for lt.ctx.Err() == nil {
@@ -68,7 +61,7 @@ log_level: debug
 		time.Sleep(500 * time.Millisecond)
 	}
 	time.Sleep(8 * time.Second)
-	roberta := submit("roberta", "guaranteed", robertaIters, 64)
+	roberta := submit(jobSpec{model: "roberta", nodes: 1, gpus: 8, iters: robertaIters, batch: 64, guaranteed: true})
 
 	for _, id := range []int{roberta, bert} {
 		if j, _ := waitEnded(lt.ctx, lt.cluster, id); j.State != slurm.StateCompleted {
