@@ -41,6 +41,25 @@ type Budgets struct {
 	// Tick is PriorityCalcPeriod: how often slurmctld adds what running
 	// jobs used since the last tick to the usage.
 	Tick time.Duration
+	// FairShare is every listed association's fair-share factor.
+	FairShare FairShares
+}
+
+// FairShares are the fair-share factors slurmctld computed for its
+// associations (0..1, higher: further below its share of the cluster), as
+// priority/multifactor ranks them (with Fair Tree, on user associations).
+// slurmctld prints them to two decimals; with priority/basic they are not
+// computed and mean nothing.
+type FairShares map[AssocKey]float64
+
+// Of is the factor of a job's association: its user's in the partition,
+// else its user's in the account; false when neither is listed.
+func (f FairShares) Of(cluster, account, user, partition string) (float64, bool) {
+	if v, ok := f[AssocKey{cluster, account, user, partition}]; ok && partition != "" {
+		return v, true
+	}
+	v, ok := f[AssocKey{cluster, account, user, ""}]
+	return v, ok
 }
 
 // defaultTick is Slurm's default PriorityCalcPeriod.
@@ -71,6 +90,36 @@ func (s BudgetScope) args() []string {
 	default:
 		return []string{"show", "assoc_mgr", "flags=assoc,qos", "accounts=" + list}
 	}
+}
+
+// With is s widened to the associations of accounts too.
+func (s BudgetScope) With(accounts ...string) BudgetScope {
+	if s.All || len(accounts) == 0 {
+		return s
+	}
+	set := map[string]bool{}
+	for _, a := range append(slices.Clone(s.Accounts), accounts...) {
+		if a != "" {
+			set[a] = true
+		}
+	}
+	return BudgetScope{Accounts: slices.Sorted(maps.Keys(set))}
+}
+
+// Covers reports whether reading s reads every association o does.
+func (s BudgetScope) Covers(o BudgetScope) bool {
+	if s.All || !o.All && len(o.Accounts) == 0 {
+		return true
+	}
+	if o.All {
+		return false
+	}
+	for _, a := range o.Accounts {
+		if !slices.Contains(s.Accounts, a) {
+			return false
+		}
+	}
+	return true
 }
 
 // BudgetScope is the scope that reads every budget l's jobs can meet: the
@@ -109,10 +158,11 @@ func ShowAssocMgr(ctx context.Context, r Runner, scontrol string, scope BudgetSc
 // output: "GrpTRESMins=cpu=N(3),...,gres/gpu=1000(4)" under a
 // "ClusterName=... Account=... UserName=root(0) Partition=..." or a
 // "QOS=normal(1)" record. An entry's limit is before its parentheses (N:
-// none), the minutes used inside. Output with neither section is an error:
-// it is not assoc_mgr's.
+// none), the minutes used inside. An association's fair-share factor is
+// the last of "SharesRaw/Norm/Level/Factor=1/0.50/1/0.83". Output with
+// neither section is an error: it is not assoc_mgr's.
 func ParseAssocMgr(out []byte) (Budgets, error) {
-	b := Budgets{QOS: map[string]Budget{}, Assoc: map[AssocKey]Budget{}}
+	b := Budgets{QOS: map[string]Budget{}, Assoc: map[AssocKey]Budget{}, FairShare: FairShares{}}
 	var (
 		sections int
 		qos      string
@@ -135,6 +185,12 @@ func ParseAssocMgr(out []byte) (Budgets, error) {
 			qos, assoc = name, nil
 		case strings.HasPrefix(trimmed, "Account Limits") || strings.HasPrefix(trimmed, "User Limits"):
 			qos = "" // a QOS's per-account and per-user sections follow its own limits
+		case strings.HasPrefix(trimmed, sharesField) && assoc != nil:
+			f, err := parseFactor(strings.TrimPrefix(trimmed, sharesField))
+			if err != nil {
+				return Budgets{}, fmt.Errorf("assoc_mgr: %s account %s user %q: %w", sharesField, assoc.Account, assoc.User, err)
+			}
+			b.FairShare[*assoc] = f
 		case strings.HasPrefix(trimmed, "GrpTRESMins="):
 			bud, err := parseBudget(strings.TrimPrefix(trimmed, "GrpTRESMins="))
 			if err != nil {
@@ -156,6 +212,23 @@ func ParseAssocMgr(out []byte) (Budgets, error) {
 		return Budgets{}, fmt.Errorf("assoc_mgr: no \"Association Records\" or \"QOS Records\" in %d bytes", len(out))
 	}
 	return b, nil
+}
+
+// sharesField starts an association's shares line.
+const sharesField = "SharesRaw/Norm/Level/Factor="
+
+// parseFactor reads the fair-share factor, the last of the shares line's
+// four values.
+func parseFactor(v string) (float64, error) {
+	parts := strings.Split(strings.Fields(v)[0], "/")
+	if len(parts) != 4 {
+		return 0, fmt.Errorf("%q: want RAW/NORM/LEVEL/FACTOR", v)
+	}
+	f, err := strconv.ParseFloat(parts[3], 64)
+	if err != nil || !(f >= 0 && f <= 1) {
+		return 0, fmt.Errorf("factor %q: want a number in 0..1", parts[3])
+	}
+	return f, nil
 }
 
 // assocKeyOf reads a record's first line, "ClusterName=c Account=a

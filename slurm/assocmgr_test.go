@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,11 +27,18 @@ func TestParseAssocMgrRecorded(t *testing.T) {
 				{Cluster: "rubicklab2411", Account: "root", User: "root"}: {
 					Limit: GroupLimits{BillingRunMins: 300}, Spent: GroupLimits{GPURunMins: 4, CPURunMins: 3, BillingRunMins: 4}},
 			},
+			// priority/multifactor with Fair Tree: the factor is the user's.
+			FairShare: FairShares{{Cluster: "rubicklab2411", Account: "root"}: 0, {Cluster: "rubicklab2411", Account: "root", User: "root"}: 1},
 		},
 		"22.05/scontrol-show-assoc_mgr.txt": {
 			QOS: map[string]Budget{"guaranteed": {Limit: GroupLimits{GPURunMins: 120, BillingRunMins: 500}}},
 			Assoc: map[AssocKey]Budget{
 				{Cluster: "rubicklab", Account: "root", User: "root"}: {Limit: GroupLimits{GPURunMins: 600}},
+			},
+			// priority/basic computes no factor (and no normalised shares).
+			FairShare: FairShares{
+				{Cluster: "rubicklab", Account: "root"}: 0, {Cluster: "rubicklab", Account: "root", User: "nobody"}: 0,
+				{Cluster: "rubicklab", Account: "root", User: "root"}: 0,
 			},
 		},
 	}
@@ -56,6 +64,10 @@ func TestParseAssocMgrErrors(t *testing.T) {
 		"no parentheses": {record("GrpTRESMins=cpu=N(0),gres/gpu=100"), `GrpTRESMins gres/gpu="100": want LIMIT(USED)`},
 		"bad limit":      {record("GrpTRESMins=gres/gpu=lots(3)"), `limit "lots" not a count`},
 		"negative used":  {record("GrpTRESMins=cpu=10(-1)"), `used minutes "-1" not a count`},
+		"short shares": {"Association Records\n\nClusterName=c Account=a UserName=u(1) Partition= ID=2\n    SharesRaw/Norm/Level/Factor=1/0.50\n",
+			`SharesRaw/Norm/Level/Factor= account a user "u": "1/0.50": want RAW/NORM/LEVEL/FACTOR`},
+		"factor over 1": {"Association Records\n\nClusterName=c Account=a UserName=u(1) Partition= ID=2\n    SharesRaw/Norm/Level/Factor=1/0.50/1/1.50\n",
+			`factor "1.50": want a number in 0..1`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -85,9 +97,71 @@ QOS=idle(2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Budgets{QOS: map[string]Budget{"normal": {Limit: GroupLimits{GPURunMins: 50}, Spent: GroupLimits{GPURunMins: 7}}}, Assoc: map[AssocKey]Budget{}}
+	want := Budgets{QOS: map[string]Budget{"normal": {Limit: GroupLimits{GPURunMins: 50}, Spent: GroupLimits{GPURunMins: 7}}}, Assoc: map[AssocKey]Budget{}, FairShare: FairShares{}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// A job's factor is its user's association in its partition, else in its
+// account; an account's own record (0 under Fair Tree) is not a user's.
+func TestFairShareOf(t *testing.T) {
+	out := `Association Records
+
+ClusterName=c Account=lab UserName= Partition= Priority=0 ID=2
+    SharesRaw/Norm/Level/Factor=68209/0.01/8360303/0.00
+ClusterName=c Account=lab UserName=me(123) Partition= Priority=0 ID=3
+    SharesRaw/Norm/Level/Factor=1/0.03/30/0.83
+ClusterName=c Account=lab UserName=me(123) Partition=gpu Priority=0 ID=4
+    SharesRaw/Norm/Level/Factor=1/0.03/30/0.25
+`
+	b, err := ParseAssocMgr([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		account, user, partition string
+		want                     float64
+		ok                       bool
+	}{
+		{"lab", "me", "", 0.83, true},
+		{"lab", "me", "cpu", 0.83, true},
+		{"lab", "me", "gpu", 0.25, true},
+		{"lab", "you", "", 0, false},
+		{"other", "me", "", 0, false},
+	}
+	for _, tc := range tests {
+		got, ok := b.FairShare.Of("c", tc.account, tc.user, tc.partition)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("Of(%s, %s, %s) = %v, %v; want %v, %v", tc.account, tc.user, tc.partition, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestBudgetScopeWith(t *testing.T) {
+	tests := map[string]struct {
+		s    BudgetScope
+		add  []string
+		want BudgetScope
+	}{
+		"all stays all":   {BudgetScope{All: true}, []string{"a"}, BudgetScope{All: true}},
+		"nothing added":   {BudgetScope{Accounts: []string{"b"}}, nil, BudgetScope{Accounts: []string{"b"}}},
+		"union, sorted":   {BudgetScope{Accounts: []string{"c", "a"}}, []string{"b", "a", ""}, BudgetScope{Accounts: []string{"a", "b", "c"}}},
+		"from none (qos)": {BudgetScope{}, []string{"x"}, BudgetScope{Accounts: []string{"x"}}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := tc.s.With(tc.add...)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if !got.Covers(tc.s) || !got.Covers(BudgetScope{Accounts: slices.DeleteFunc(slices.Clone(tc.add), func(a string) bool { return a == "" })}) {
+				t.Errorf("%+v does not cover %+v and %q", got, tc.s, tc.add)
+			}
+		})
+	}
+	if (BudgetScope{Accounts: []string{"a"}}).Covers(BudgetScope{Accounts: []string{"a", "b"}}) || (BudgetScope{Accounts: []string{"a"}}).Covers(BudgetScope{All: true}) {
+		t.Error("a scope covers accounts it does not read")
 	}
 }
 
