@@ -19,6 +19,9 @@ type Config struct {
 	// StarvationAge is how long a best-effort job may wait before it is
 	// scheduled ahead of the slope order.
 	StarvationAge time.Duration
+	// BestEffortOrder is the order in which best-effort jobs take GPUs:
+	// OrderSlope or OrderFairShare.
+	BestEffortOrder string
 	// GuaranteedOrder is the order in which queued guaranteed jobs are
 	// admitted within their tenant's quota: OrderShortest or OrderSubmit.
 	GuaranteedOrder string
@@ -73,11 +76,24 @@ const (
 	OrderSubmit = "submit"
 )
 
+// Orders of the best-effort jobs (Config.BestEffortOrder). Jobs queued
+// past StarvationAge go first in either.
+const (
+	// OrderSlope ranks by slope, the throughput one more GPU adds to a
+	// job: the order that finishes the most work.
+	OrderSlope = "slope"
+	// OrderFairShare ranks by Job.FairShare, highest first, and jobs of
+	// equal factor (one association's) by slope: Slurm's fair-share order,
+	// for sites whose accounts must share the GPUs without quotas.
+	OrderFairShare = "fairshare"
+)
+
 // DefaultConfig returns the configuration the benchmarks use.
 func DefaultConfig() Config {
 	return Config{
 		ReconfigKeep:    0.9,
 		StarvationAge:   4 * time.Hour,
+		BestEffortOrder: OrderSlope,
 		GuaranteedOrder: OrderShortest,
 		GuaranteedAge:   8 * time.Hour,
 		SLOMargin:       0.2,
@@ -122,6 +138,8 @@ func (c Config) Validate() error {
 		return bad("ReconfigKeep", c.ReconfigKeep, "0..1")
 	case c.StarvationAge < 0:
 		return bad("StarvationAge", c.StarvationAge, ">= 0")
+	case c.BestEffortOrder != OrderSlope && c.BestEffortOrder != OrderFairShare:
+		return bad("BestEffortOrder", c.BestEffortOrder, strconv.Quote(OrderSlope)+" or "+strconv.Quote(OrderFairShare))
 	case c.GuaranteedOrder != OrderShortest && c.GuaranteedOrder != OrderSubmit:
 		return bad("GuaranteedOrder", c.GuaranteedOrder, strconv.Quote(OrderShortest)+" or "+strconv.Quote(OrderSubmit))
 	case c.GuaranteedAge < 0:
@@ -184,6 +202,7 @@ func parseWord(v string) (string, error)   { return v, nil }
 var knobs = []knob{
 	{"ReconfigKeep", setter(parseFloat, func(c *Config) *float64 { return &c.ReconfigKeep })},
 	{"StarvationAge", setter(time.ParseDuration, func(c *Config) *time.Duration { return &c.StarvationAge })},
+	{"BestEffortOrder", setter(parseWord, func(c *Config) *string { return &c.BestEffortOrder })},
 	{"GuaranteedOrder", setter(parseWord, func(c *Config) *string { return &c.GuaranteedOrder })},
 	{"GuaranteedAge", setter(time.ParseDuration, func(c *Config) *time.Duration { return &c.GuaranteedAge })},
 	{"SLOMargin", setter(parseFloat, func(c *Config) *float64 { return &c.SLOMargin })},

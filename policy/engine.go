@@ -94,6 +94,7 @@ type jstate struct {
 type lossMemo struct {
 	node, ver  int
 	privileged bool
+	protected  bool // shrunk no further than its request (fair-share order)
 	v          victim
 	ok         bool
 }
@@ -133,6 +134,10 @@ type round struct {
 	memo          [][2]vmemo // per node and privileged: the two best victims
 	minLoss       [2]float64 // cluster-wide least victim loss, per privileged
 	minLossVer    [2]int     // version minLoss was computed at (0: never)
+	// fairFloor is, in fair-share order, the factor of the job being
+	// placed: best-effort jobs with a higher one give it only the GPUs
+	// they hold beyond their request.
+	fairFloor float64
 }
 
 // vmemo caches a node's best victims at one node version.
@@ -178,6 +183,7 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 		r.memGB = 0
 	}
 	r.version = 1
+	r.fairFloor = math.Inf(1)
 	r.groupUse = make([]groupUse, len(s.Groups))
 	r.jobs = make([]*jstate, len(s.Jobs))
 	for i := range s.Jobs {
@@ -665,6 +671,19 @@ func (r *round) shrinkable(v *jstate, privileged bool) bool {
 	return !v.frozen
 }
 
+// setFairFloor sets fairFloor, and forgets the victims found under the
+// last one.
+func (r *round) setFairFloor(f float64) {
+	if f == r.fairFloor {
+		return
+	}
+	r.fairFloor = f
+	for n := range r.memo {
+		r.memo[n][0].valid = false
+	}
+	r.minLossVer[0] = 0
+}
+
 // bestVictim returns the job on node n losing the least normalised
 // throughput per GPU by giving some GPUs to j.
 func (r *round) bestVictim(j *jstate, n int, privileged bool) (victim, bool) {
@@ -738,19 +757,23 @@ func (r *round) scanVictims(n int, privileged bool) vmemo {
 // releaseOn is v's cheapest release of GPUs on node n that leaves it at or
 // above its minimum (or preempts a best-effort job), memoised per version.
 func (r *round) releaseOn(v *jstate, n int, privileged bool) (victim, bool) {
+	// A job whose account is further below its share than the one taking
+	// keeps what it asked for: fair share decides who gets the GPUs
+	// requested, slope who gets the rest.
+	protected := !privileged && v.j.FairShare > r.fairFloor
 	for _, m := range v.losses {
-		if m.node == n && m.ver == v.ver && m.privileged == privileged {
+		if m.node == n && m.ver == v.ver && m.privileged == privileged && m.protected == protected {
 			return m.v, m.ok
 		}
 	}
-	c, ok := r.computeRelease(v, n, privileged)
+	c, ok := r.computeRelease(v, n, privileged, protected)
 	for i := range v.losses {
-		if v.losses[i].node == n && v.losses[i].privileged == privileged {
-			v.losses[i] = lossMemo{node: n, ver: v.ver, privileged: privileged, v: c, ok: ok}
+		if v.losses[i].node == n && v.losses[i].privileged == privileged && v.losses[i].protected == protected {
+			v.losses[i] = lossMemo{node: n, ver: v.ver, privileged: privileged, protected: protected, v: c, ok: ok}
 			return c, ok
 		}
 	}
-	v.losses = append(v.losses, lossMemo{node: n, ver: v.ver, privileged: privileged, v: c, ok: ok})
+	v.losses = append(v.losses, lossMemo{node: n, ver: v.ver, privileged: privileged, protected: protected, v: c, ok: ok})
 	return c, ok
 }
 
@@ -759,9 +782,13 @@ func (r *round) releaseOn(v *jstate, n int, privileged bool) (victim, bool) {
 // only if it keeps ReclaimKeep of its throughput, else all of them: a job
 // cut to a sliver holds GPUs it barely uses, and counts a reconfiguration
 // that keeps it from growing back, where a preempted one restarts whole.
-func (r *round) computeRelease(v *jstate, n int, privileged bool) (victim, bool) {
+// A protected job gives up only GPUs beyond its request.
+func (r *round) computeRelease(v *jstate, n int, privileged, protected bool) (victim, bool) {
 	held := v.on(n)
-	if held == 0 {
+	if protected {
+		held = min(held, v.gpus-v.j.Request.GPUs)
+	}
+	if held <= 0 {
 		return victim{}, false
 	}
 	cur := r.nt(v)
@@ -1149,7 +1176,8 @@ func (r *round) run(ctx context.Context) error {
 			}
 		}
 	}
-	// 2. Best-effort queued and running jobs, starving first, then by slope.
+	// 2. Best-effort queued and running jobs, starving first, then by slope
+	// (or by fair-share factor, then slope).
 	type cand struct {
 		js    *jstate
 		slope float64
@@ -1162,6 +1190,7 @@ func (r *round) run(ctx context.Context) error {
 		}
 		cands = append(cands, cand{js, r.slope(js)})
 	}
+	fair := r.e.cfg.BestEffortOrder == OrderFairShare
 	slices.SortStableFunc(cands, func(a, b cand) int {
 		if a.js.starve != b.js.starve {
 			if a.js.starve {
@@ -1171,6 +1200,11 @@ func (r *round) run(ctx context.Context) error {
 		}
 		if a.js.starve {
 			return bySubmit(a.js, b.js)
+		}
+		if fair {
+			if c := cmp.Compare(b.js.j.FairShare, a.js.j.FairShare); c != 0 {
+				return c
+			}
 		}
 		if c := cmp.Compare(b.slope, a.slope); c != 0 {
 			return c
@@ -1183,6 +1217,13 @@ func (r *round) run(ctx context.Context) error {
 			return fmt.Errorf("policy %s: %w", r.e.name, err)
 		}
 		js := c.js
+		if fair {
+			floor := js.j.FairShare
+			if js.starve {
+				floor = math.Inf(1) // starving jobs come first and may take from anyone
+			}
+			r.setFairFloor(floor)
+		}
 		// Nothing free and nobody worth shrinking: nothing to try.
 		stuck := r.freeTotal-r.reservedTotal < max(1, js.info.minG-js.gpus) && !(r.minVictimLoss(false) < c.slope)
 		if js.running {
@@ -1194,9 +1235,13 @@ func (r *round) run(ctx context.Context) error {
 		had := js.gpus
 		if !stuck && r.schedule(js, false) {
 			if !js.running && js.reason == "" {
-				js.reason = ReasonSlope
-				if js.starve {
+				switch {
+				case js.starve:
 					js.reason = ReasonStarving
+				case fair:
+					js.reason, js.detail = ReasonFairShare, fmt.Sprintf("fair-share factor %.2f", js.j.FairShare)
+				default:
+					js.reason = ReasonSlope
 				}
 			}
 			continue
@@ -1211,6 +1256,7 @@ func (r *round) run(ctx context.Context) error {
 			}
 		}
 	}
+	r.setFairFloor(math.Inf(1))
 	if r.e.v.tuneCPU {
 		r.tuneCPUs()
 	}

@@ -49,6 +49,9 @@ func dp(g, batch int) model.Plan {
 	return model.Plan{DP: g, TP: 1, PP: 1, MicroBatch: batch / g, Accum: 1}
 }
 
+// fairShare orders best-effort jobs by their fair-share factor.
+func fairShare(c *policy.Config) { c.BestEffortOrder = policy.OrderFairShare }
+
 func TestDecide(t *testing.T) {
 	tests := map[string]struct {
 		policy  string
@@ -242,6 +245,81 @@ func TestDecide(t *testing.T) {
 				"new": {policy.Keep, 0, policy.ReasonNoResources},
 			},
 		},
+		"rubick in fair-share order starts the job further below its share": {
+			policy: "rubick", config: fairShare, now: 2 * time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("r", "small").GPUs(6).Running(dp(6, 30), 20*time.Minute, pt.On("n0", 6)).Obj(),
+				pt.NewJob("a", "big").GPUs(4).SubmittedAt(time.Hour).FairShare(0.2).Obj(),
+				pt.NewJob("b", "small").GPUs(1).SubmittedAt(time.Hour).FairShare(0.9).Obj(),
+			},
+			// b takes the 2 free GPUs first and keeps the one it asked for;
+			// by slope a would take both (next case).
+			want: map[string]outcome{
+				"r": {policy.Keep, 6, policy.ReasonPenalty},
+				"a": {policy.Start, 1, policy.ReasonFairShare},
+				"b": {policy.Start, 1, policy.ReasonFairShare},
+			},
+		},
+		"rubick in slope order ignores the fair-share factor": {
+			policy: "rubick", now: 2 * time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("r", "small").GPUs(6).Running(dp(6, 30), 20*time.Minute, pt.On("n0", 6)).Obj(),
+				pt.NewJob("a", "big").GPUs(4).SubmittedAt(time.Hour).FairShare(0.2).Obj(),
+				pt.NewJob("b", "small").GPUs(1).SubmittedAt(time.Hour).FairShare(0.9).Obj(),
+			},
+			want: map[string]outcome{
+				"r": {policy.Keep, 6, policy.ReasonPenalty},
+				"a": {policy.Start, 2, policy.ReasonSlope},
+				"b": {policy.Keep, 0, policy.ReasonReclaimed},
+			},
+		},
+		"rubick in fair-share order starts a starving job first": {
+			policy: "rubick", config: fairShare, now: 10 * time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("r", "small").GPUs(6).Running(dp(6, 30), 20*time.Minute, pt.On("n0", 6)).Obj(),
+				pt.NewJob("old", "big").GPUs(4).SubmittedAt(time.Hour).FairShare(0.1).Obj(),
+				pt.NewJob("new", "small").GPUs(1).SubmittedAt(10*time.Hour - time.Minute).FairShare(0.9).Obj(),
+			},
+			want: map[string]outcome{
+				"r":   {policy.Keep, 6, policy.ReasonPenalty},
+				"old": {policy.Start, 2, policy.ReasonStarving},
+				"new": {policy.Keep, 0, policy.ReasonNoResources},
+			},
+		},
+		"rubick in fair-share order shrinks no job further below its share": {
+			policy: "rubick", config: fairShare, now: 4 * time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("hi", "wide").GPUs(8).Running(dp(8, 16), 3*time.Hour, pt.On("n0", 8)).FairShare(0.9).Obj(),
+				pt.NewJob("lo", "small").GPUs(2).SubmittedAt(3 * time.Hour).FairShare(0.1).Obj(),
+			},
+			// By slope lo takes 4 of hi's GPUs (next case).
+			want: map[string]outcome{
+				"hi": {policy.Restart, 8, policy.ReasonReplan},
+				"lo": {policy.Keep, 0, policy.ReasonNoResources},
+			},
+		},
+		"rubick in fair-share order takes what a job holds beyond its request": {
+			policy: "rubick", config: fairShare, now: 4 * time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("hi", "wide").GPUs(4).Running(dp(8, 16), 3*time.Hour, pt.On("n0", 8)).FairShare(0.9).Obj(),
+				pt.NewJob("lo", "small").GPUs(2).SubmittedAt(3 * time.Hour).FairShare(0.1).Obj(),
+			},
+			want: map[string]outcome{
+				"hi": {policy.Shrink, 4, policy.ReasonReclaimed},
+				"lo": {policy.Start, 4, policy.ReasonFairShare},
+			},
+		},
+		"rubick in fair-share order shrinks a job above its share": {
+			policy: "rubick", config: fairShare, now: 4 * time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("hi", "wide").GPUs(8).Running(dp(8, 16), 3*time.Hour, pt.On("n0", 8)).FairShare(0.1).Obj(),
+				pt.NewJob("lo", "small").GPUs(2).SubmittedAt(3 * time.Hour).FairShare(0.9).Obj(),
+			},
+			want: map[string]outcome{
+				"hi": {policy.Shrink, 4, policy.ReasonReclaimed},
+				"lo": {policy.Start, 4, policy.ReasonFairShare},
+			},
+		},
 		"rubick-n runs the request exactly": {
 			policy: "rubick-n", nodes: pt.Cluster(1, 8),
 			jobs: []policy.Job{pt.NewJob("a", "small").GPUs(2).Obj()},
@@ -276,16 +354,17 @@ func TestNew(t *testing.T) {
 		wantErr error
 		field   string
 	}{
-		"every registered name":    {name: "rubick"},
-		"unknown policy":           {name: "tetris", wantErr: policy.ErrUnknownPolicy, field: "tetris"},
-		"keep fraction above one":  {name: "rubick", mutate: func(c *policy.Config) { c.ReconfigKeep = 1.5 }, wantErr: policy.ErrBadConfig, field: "ReconfigKeep"},
-		"negative starvation age":  {name: "fifo", mutate: func(c *policy.Config) { c.StarvationAge = -time.Second }, wantErr: policy.ErrBadConfig, field: "StarvationAge"},
-		"margin of one":            {name: "rubick", mutate: func(c *policy.Config) { c.SLOMargin = 1 }, wantErr: policy.ErrBadConfig, field: "SLOMargin"},
-		"unknown guaranteed order": {name: "rubick", mutate: func(c *policy.Config) { c.GuaranteedOrder = "random" }, wantErr: policy.ErrBadConfig, field: "GuaranteedOrder"},
-		"negative guaranteed age":  {name: "rubick", mutate: func(c *policy.Config) { c.GuaranteedAge = -time.Hour }, wantErr: policy.ErrBadConfig, field: "GuaranteedAge"},
-		"scale below one":          {name: "rubick", mutate: func(c *policy.Config) { c.MaxScale = 0.5 }, wantErr: policy.ErrBadConfig, field: "MaxScale"},
-		"reclaim keep above one":   {name: "rubick", mutate: func(c *policy.Config) { c.ReclaimKeep = 1.5 }, wantErr: policy.ErrBadConfig, field: "ReclaimKeep"},
-		"share above one":          {name: "rubick", mutate: func(c *policy.Config) { c.MinShare = 2 }, wantErr: policy.ErrBadConfig, field: "MinShare"},
+		"every registered name":     {name: "rubick"},
+		"unknown policy":            {name: "tetris", wantErr: policy.ErrUnknownPolicy, field: "tetris"},
+		"keep fraction above one":   {name: "rubick", mutate: func(c *policy.Config) { c.ReconfigKeep = 1.5 }, wantErr: policy.ErrBadConfig, field: "ReconfigKeep"},
+		"negative starvation age":   {name: "fifo", mutate: func(c *policy.Config) { c.StarvationAge = -time.Second }, wantErr: policy.ErrBadConfig, field: "StarvationAge"},
+		"margin of one":             {name: "rubick", mutate: func(c *policy.Config) { c.SLOMargin = 1 }, wantErr: policy.ErrBadConfig, field: "SLOMargin"},
+		"unknown best-effort order": {name: "rubick", mutate: func(c *policy.Config) { c.BestEffortOrder = "age" }, wantErr: policy.ErrBadConfig, field: "BestEffortOrder"},
+		"unknown guaranteed order":  {name: "rubick", mutate: func(c *policy.Config) { c.GuaranteedOrder = "random" }, wantErr: policy.ErrBadConfig, field: "GuaranteedOrder"},
+		"negative guaranteed age":   {name: "rubick", mutate: func(c *policy.Config) { c.GuaranteedAge = -time.Hour }, wantErr: policy.ErrBadConfig, field: "GuaranteedAge"},
+		"scale below one":           {name: "rubick", mutate: func(c *policy.Config) { c.MaxScale = 0.5 }, wantErr: policy.ErrBadConfig, field: "MaxScale"},
+		"reclaim keep above one":    {name: "rubick", mutate: func(c *policy.Config) { c.ReclaimKeep = 1.5 }, wantErr: policy.ErrBadConfig, field: "ReclaimKeep"},
+		"share above one":           {name: "rubick", mutate: func(c *policy.Config) { c.MinShare = 2 }, wantErr: policy.ErrBadConfig, field: "MinShare"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -323,12 +402,14 @@ func TestNewSnapshotRejects(t *testing.T) {
 		jobs  []policy.Job
 		want  string
 	}{
-		"duplicate node":   {nodes: append(pt.Cluster(1, 8), pt.Cluster(1, 8)...), want: `duplicate node "n0"`},
-		"duplicate job":    {nodes: pt.Cluster(1, 8), jobs: []policy.Job{ok, ok}, want: `duplicate job "a"`},
-		"unknown node":     {nodes: pt.Cluster(1, 8), jobs: []policy.Job{pt.NewJob("b", "small").Running(dp(1, 32), time.Minute, pt.On("n9", 1)).Obj()}, want: `unknown node "n9"`},
-		"unknown model":    {nodes: pt.Cluster(1, 8), jobs: []policy.Job{{ID: "c", Model: "gpt9", Request: policy.Request{GPUs: 1}}}, want: `model type "gpt9"`},
-		"over capacity":    {nodes: pt.Cluster(1, 4), jobs: []policy.Job{pt.NewJob("d", "small").GPUs(8).Running(dp(8, 32), time.Minute, pt.On("n0", 8)).Obj()}, want: "over capacity"},
-		"zero GPU request": {nodes: pt.Cluster(1, 8), jobs: []policy.Job{{ID: "e", Model: "small"}}, want: "request.gpus=0"},
+		"duplicate node":    {nodes: append(pt.Cluster(1, 8), pt.Cluster(1, 8)...), want: `duplicate node "n0"`},
+		"duplicate job":     {nodes: pt.Cluster(1, 8), jobs: []policy.Job{ok, ok}, want: `duplicate job "a"`},
+		"unknown node":      {nodes: pt.Cluster(1, 8), jobs: []policy.Job{pt.NewJob("b", "small").Running(dp(1, 32), time.Minute, pt.On("n9", 1)).Obj()}, want: `unknown node "n9"`},
+		"unknown model":     {nodes: pt.Cluster(1, 8), jobs: []policy.Job{{ID: "c", Model: "gpt9", Request: policy.Request{GPUs: 1}}}, want: `model type "gpt9"`},
+		"over capacity":     {nodes: pt.Cluster(1, 4), jobs: []policy.Job{pt.NewJob("d", "small").GPUs(8).Running(dp(8, 32), time.Minute, pt.On("n0", 8)).Obj()}, want: "over capacity"},
+		"zero GPU request":  {nodes: pt.Cluster(1, 8), jobs: []policy.Job{{ID: "e", Model: "small"}}, want: "request.gpus=0"},
+		"fair share NaN":    {nodes: pt.Cluster(1, 8), jobs: []policy.Job{pt.NewJob("f", "small").FairShare(math.NaN()).Obj()}, want: "fair_share=NaN must be in 0..1"},
+		"fair share over 1": {nodes: pt.Cluster(1, 8), jobs: []policy.Job{pt.NewJob("g", "small").FairShare(1.5).Obj()}, want: "fair_share=1.5 must be in 0..1"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -44,6 +44,7 @@ func genInput(t *rapid.T) (nodes []policy.Node, jobs []policy.Job, tenants []pol
 		if rapid.Bool().Draw(t, "guaranteed") {
 			b.Guaranteed()
 		}
+		b.FairShare(rapid.SampledFrom([]float64{0, 0.25, 0.5, 1}).Draw(t, "fairShare"))
 		if rapid.Bool().Draw(t, "running") {
 			var alloc []policy.NodeAlloc
 			left := g
@@ -156,8 +157,20 @@ func checkPlan(t *rapid.T, name string, s *policy.Snapshot, p policy.Plan) {
 }
 
 func TestPropertiesEveryPolicy(t *testing.T) {
+	type run struct {
+		name string
+		cfg  policy.Config
+	}
+	var runs []run
 	for _, name := range policy.Names() {
-		t.Run(name, func(t *testing.T) {
+		runs = append(runs, run{name, policy.DefaultConfig()})
+	}
+	fair := policy.DefaultConfig()
+	fair.BestEffortOrder = policy.OrderFairShare
+	runs = append(runs, run{"rubick", fair})
+	for _, r := range runs {
+		name := r.name
+		t.Run(name+"/"+r.cfg.BestEffortOrder, func(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
 				nodes, jobs, tenants := genInput(t)
 				s, err := policy.NewSnapshot(pt.Epoch.Add(10*time.Hour), nodes, jobs, tenants, pt.Models(), 260*time.Second)
@@ -165,7 +178,7 @@ func TestPropertiesEveryPolicy(t *testing.T) {
 					t.Fatal(err)
 				}
 				before := slices.Clone(s.Jobs)
-				p, _ := policy.New(name, policy.DefaultConfig())
+				p, _ := policy.New(name, r.cfg)
 				plan, err := p.Decide(context.Background(), s)
 				if err != nil {
 					t.Fatal(err)
@@ -184,7 +197,7 @@ func TestPropertiesEveryPolicy(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				p2, _ := policy.New(name, policy.DefaultConfig())
+				p2, _ := policy.New(name, r.cfg)
 				plan2, err := p2.Decide(context.Background(), s2)
 				if err != nil {
 					t.Fatal(err)

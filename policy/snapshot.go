@@ -138,6 +138,10 @@ type Job struct {
 	// Groups names the snapshot's groups the job counts against: the
 	// rubick policies keep each group's jobs within it together.
 	Groups []string `json:"groups,omitempty"`
+	// FairShare is the Slurm fair-share factor of the job's association
+	// (0..1, higher: its account has used less of its share); only
+	// OrderFairShare reads it. 0 when unknown.
+	FairShare float64 `json:"fair_share,omitempty"`
 }
 
 // Size is an allocation's size over all its nodes, and the most it holds
@@ -425,6 +429,9 @@ func NewSnapshot(now time.Time, nodes []Node, jobs []Job, tenants []Tenant, mode
 		}
 		if m := j.Max; m.GPUs < 0 || m.Nodes < 0 || m.CPUs < 0 || m.GPUsPerNode < 0 || m.CPUsPerNode < 0 || !sizeGB(m.MemGB) || !sizeGB(m.MemGBPerNode) {
 			return nil, fmt.Errorf("%w: job %s: max=%+v has a negative bound", ErrBadSnapshot, j.ID, j.Max)
+		}
+		if !(j.FairShare >= 0 && j.FairShare <= 1) {
+			return nil, fmt.Errorf("%w: job %s: fair_share=%v must be in 0..1", ErrBadSnapshot, j.ID, j.FairShare)
 		}
 		for _, g := range j.Groups {
 			if _, ok := s.groupIndex[g]; !ok {

@@ -64,6 +64,9 @@ func (b *JobBuilder) Cannot(f model.Features) *JobBuilder { b.j.Cannot = f; retu
 // WithinRequest holds the job to its request (Slurm limits).
 func (b *JobBuilder) WithinRequest() *JobBuilder { b.j.WithinRequest = true; return b }
 
+// FairShare sets the Slurm fair-share factor of the job's association.
+func (b *JobBuilder) FairShare(f float64) *JobBuilder { b.j.FairShare = f; return b }
+
 // TimeLimit sets the user's run-time estimate.
 func (b *JobBuilder) TimeLimit(d time.Duration) *JobBuilder { b.j.TimeLimit = d; return b }
 
