@@ -690,6 +690,9 @@ type Inputs struct {
 	// Reservations are Slurm's advance reservations; those active now keep
 	// their nodes for their own jobs.
 	Reservations []slurm.Reservation
+	// FairShare holds the fair-share factors of the jobs' associations,
+	// when the policy orders best-effort jobs by them.
+	FairShare slurm.FairShares
 }
 
 // BuildView converts what Slurm reports into a policy snapshot. Only nodes
@@ -877,6 +880,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			jshape.gpus, jshape.limited = lim.GPUs, true
 		}
 		mj, pj, err := convertJob(cfg, now, j, e, facts[j.ID], jshape, limit)
+		pj.FairShare, _ = in.FairShare.Of(j.Cluster, j.Account, j.User, part)
 		pj.Max = policy.Size{GPUs: lim.GPUs, Nodes: lim.Nodes, CPUs: lim.CPUs, MemGB: float64(lim.MemMB) / 1024,
 			GPUsPerNode: lim.GPUsPerNode, CPUsPerNode: lim.CPUsPerNode, MemGBPerNode: float64(lim.MemMBPerNode) / 1024}
 		if err == nil {

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rubick-sched/rubick/policy"
 	"github.com/rubick-sched/rubick/slurm"
 )
 
@@ -115,6 +117,7 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 	add("commands.scontrol", CheckOK, "%s show config: Slurm %s", cfg.Commands.Scontrol, conf["SLURM_VERSION"])
 	out = append(out, checkUser(deps.UID, conf["SlurmUser"]))
 	out = append(out, checkConf(conf)...)
+	out = append(out, checkPriority(conf, cfg.Policy.BestEffortOrder))
 	b, err := slurm.ShowAssocMgr(ctx, deps.Runner, cfg.Commands.Scontrol, slurm.BudgetScope{All: true})
 	return append(out, checkBudgets(b, err, conf, scope))
 }
@@ -330,26 +333,39 @@ func checkConf(c slurm.CtldConfig) []CheckResult {
 	si, okSI := c.Param("SchedulerParameters", "sched_interval")
 	add("SchedulerParameters", okBF && okSI, CheckWarn, fmt.Sprintf("bf_interval=%s, sched_interval=%s", bf, si),
 		"no bf_interval and sched_interval (defaults 30 and 60 s): a job rubickd releases may wait a minute to start (bf_interval=5,sched_interval=5)")
-	out = append(out, checkPriority(c))
 	return out
 }
 
 // checkPriority warns where Slurm's priority weighs the factors an admin
 // orders jobs by (fair-share, QOS, partition, association): the jobs
-// rubick holds have priority 0, and rubick starts them by its own order.
-func checkPriority(c slurm.CtldConfig) CheckResult {
+// rubick holds have priority 0, and rubick starts them by its own order,
+// which follows fair share only with policy.best_effort_order: fairshare.
+// That order fails without priority/multifactor, which alone computes the
+// factors.
+func checkPriority(c slurm.CtldConfig, order string) CheckResult {
 	r := CheckResult{Name: "PriorityType", Status: CheckOK, Detail: c["PriorityType"]}
+	fair := order == policy.OrderFairShare
 	if c["PriorityType"] != "priority/multifactor" {
+		if fair {
+			r.Status, r.Detail = CheckFail, fmt.Sprintf("%s computes no fair-share factor: policy.best_effort_order fairshare needs PriorityType=priority/multifactor", cmp.Or(c["PriorityType"], "priority/basic"))
+		}
 		return r
+	}
+	if fair {
+		r.Detail += ": best-effort jobs go by their associations' fair-share factors"
 	}
 	var weighed []string
 	for _, k := range []string{"PriorityWeightFairShare", "PriorityWeightQOS", "PriorityWeightPartition", "PriorityWeightAssoc"} {
-		if w, err := strconv.ParseInt(c[k], 10, 64); err == nil && w > 0 {
+		if w, err := strconv.ParseInt(c[k], 10, 64); err == nil && w > 0 && !(fair && k == "PriorityWeightFairShare") {
 			weighed = append(weighed, fmt.Sprintf("%s=%d", k, w))
 		}
 	}
 	if len(weighed) > 0 {
-		r.Status, r.Detail = CheckWarn, fmt.Sprintf("%s: Slurm's priority does not order the jobs rubick holds (priority 0); rubick starts best-effort jobs by slope and age, and keeps accounts apart only by tenant quotas (admin guide, *Order among jobs*)", strings.Join(weighed, ", "))
+		by := "slope and age, and keeps accounts apart only by tenant quotas"
+		if fair {
+			by = "fair-share factor, slope and age"
+		}
+		r.Status, r.Detail = CheckWarn, fmt.Sprintf("%s: Slurm's priority does not order the jobs rubick holds (priority 0); rubick starts best-effort jobs by %s (admin guide, *Order among jobs*)", strings.Join(weighed, ", "), by)
 	}
 	return r
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/policy"
 	"github.com/rubick-sched/rubick/slurm"
 )
 
@@ -279,18 +280,25 @@ func TestCheckPriority(t *testing.T) {
 	lab2411 := slurm.ParseCtldConfig(raw)
 	fairShare := maps.Clone(lab2411)
 	fairShare["PriorityWeightFairShare"], fairShare["PriorityWeightQOS"] = "10000", "500"
+	fairOnly := maps.Clone(lab2411)
+	fairOnly["PriorityWeightFairShare"] = "10000"
 	tests := map[string]struct {
 		conf   slurm.CtldConfig
+		order  string
 		status string
 		detail string
 	}{
-		"basic":                   {slurm.CtldConfig{"PriorityType": "priority/basic"}, CheckOK, "priority/basic"},
-		"multifactor, no weights": {lab2411, CheckOK, "priority/multifactor"},
-		"fair-share and QOS":      {fairShare, CheckWarn, "PriorityWeightFairShare=10000, PriorityWeightQOS=500: Slurm's priority does not order the jobs rubick holds"},
+		"basic":                   {slurm.CtldConfig{"PriorityType": "priority/basic"}, policy.OrderSlope, CheckOK, "priority/basic"},
+		"multifactor, no weights": {lab2411, policy.OrderSlope, CheckOK, "priority/multifactor"},
+		"fair-share and QOS":      {fairShare, policy.OrderSlope, CheckWarn, "PriorityWeightFairShare=10000, PriorityWeightQOS=500: Slurm's priority does not order the jobs rubick holds (priority 0); rubick starts best-effort jobs by slope"},
+		"fairshare order, basic":  {slurm.CtldConfig{"PriorityType": "priority/basic"}, policy.OrderFairShare, CheckFail, "priority/basic computes no fair-share factor: policy.best_effort_order fairshare needs PriorityType=priority/multifactor"},
+		"fairshare order, unset":  {slurm.CtldConfig{}, policy.OrderFairShare, CheckFail, "priority/basic computes no fair-share factor"},
+		"fairshare order, QOS":    {fairShare, policy.OrderFairShare, CheckWarn, "PriorityWeightQOS=500: Slurm's priority does not order the jobs rubick holds (priority 0); rubick starts best-effort jobs by fair-share factor"},
+		"fairshare order kept":    {fairOnly, policy.OrderFairShare, CheckOK, "priority/multifactor: best-effort jobs go by their associations' fair-share factors"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			r := checkPriority(tc.conf)
+			r := checkPriority(tc.conf, tc.order)
 			if r.Status != tc.status || !strings.Contains(r.Detail, tc.detail) {
 				t.Errorf("%+v, want status %s saying %q", r, tc.status, tc.detail)
 			}

@@ -150,6 +150,10 @@ type PolicyConfig struct {
 	// StarvationAge is how long a best-effort job may wait before it is
 	// scheduled regardless of its slope.
 	StarvationAge time.Duration `mapstructure:"starvation_age"`
+	// BestEffortOrder is the order in which best-effort jobs take GPUs:
+	// "slope" or "fairshare" (Slurm's fair-share factor of each job's
+	// association, read with scontrol show assoc_mgr).
+	BestEffortOrder string `mapstructure:"best_effort_order"`
 	// GuaranteedOrder is the admission order of queued guaranteed jobs:
 	// "shortest" (time limit) or "submit".
 	GuaranteedOrder string `mapstructure:"guaranteed_order"`
@@ -170,6 +174,7 @@ func (p PolicyConfig) Config() policy.Config {
 	c := policy.DefaultConfig()
 	c.ReconfigKeep = p.ReconfigThreshold
 	c.StarvationAge = p.StarvationAge
+	c.BestEffortOrder = p.BestEffortOrder
 	c.GuaranteedOrder = p.GuaranteedOrder
 	c.GuaranteedAge = p.GuaranteedAge
 	c.ReclaimKeep = p.ReclaimKeep
@@ -185,6 +190,8 @@ func (PolicyConfig) keyOf(field string) string {
 		return "policy.reconfig_threshold"
 	case "StarvationAge":
 		return "policy.starvation_age"
+	case "BestEffortOrder":
+		return "policy.best_effort_order"
 	case "GuaranteedOrder":
 		return "policy.guaranteed_order"
 	case "GuaranteedAge":
@@ -220,7 +227,7 @@ func Defaults() Config {
 		// The policy's own tuned defaults (docs/policy.md says why 0.9, not
 		// the paper's 0.97, with a 260 s restart).
 		Policy: PolicyConfig{Name: "rubick", ReconfigThreshold: pd.ReconfigKeep, StarvationAge: pd.StarvationAge,
-			GuaranteedOrder: pd.GuaranteedOrder, GuaranteedAge: pd.GuaranteedAge, ReclaimKeep: pd.ReclaimKeep,
+			BestEffortOrder: pd.BestEffortOrder, GuaranteedOrder: pd.GuaranteedOrder, GuaranteedAge: pd.GuaranteedAge, ReclaimKeep: pd.ReclaimKeep,
 			HostMemPerGPUGB: pd.HostMemPerGPUGB},
 		// The margin covers the model's error on measured rows (17 % mean,
 		// docs/benchmarks.md) with some of its tail.
@@ -314,6 +321,7 @@ func setDefaults(v *viper.Viper, d Config) {
 	v.SetDefault("policy.name", d.Policy.Name)
 	v.SetDefault("policy.reconfig_threshold", d.Policy.ReconfigThreshold)
 	v.SetDefault("policy.starvation_age", d.Policy.StarvationAge)
+	v.SetDefault("policy.best_effort_order", d.Policy.BestEffortOrder)
 	v.SetDefault("policy.guaranteed_order", d.Policy.GuaranteedOrder)
 	v.SetDefault("policy.guaranteed_age", d.Policy.GuaranteedAge)
 	v.SetDefault("policy.reclaim_keep", d.Policy.ReclaimKeep)

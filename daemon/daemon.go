@@ -116,11 +116,13 @@ type Daemon struct {
 	limitsAt        time.Time
 	limitsTook      time.Duration
 	limitsErr       error
-	// budgets are the last GrpTRESMins budgets read, budgetsAt when they
+	// budgets are the last GrpTRESMins budgets and fair-share factors
+	// read, budgetsAt when and budgetScope for which associations they
 	// were read, budgetsErr the last error reading them.
-	budgets    slurm.Budgets
-	budgetsAt  time.Time
-	budgetsErr error
+	budgets     slurm.Budgets
+	budgetsAt   time.Time
+	budgetScope slurm.BudgetScope
+	budgetsErr  error
 	// resvErr is the last reservation listing error, logged once.
 	resvErr error
 	// billingErr names the partitions whose billing weights the last
@@ -357,15 +359,14 @@ func measuredIterS(j slurm.Job, recent []store.StoredSample) float64 {
 // slurmLimits is the limits listing with the budgets on it. The listing is
 // read again once limitsRefresh has passed, or limitsSlowdown times what
 // the last one took if that is longer; the budgets each limitsRefresh, and
-// with every new listing. A failed listing or budget reading keeps the
-// last one; a version without the endpoints is not asked again.
-func (d *Daemon) slurmLimits(ctx context.Context, now time.Time) slurm.Limits {
-	l, ok := d.deps.Cluster.(LimitLister)
-	if !ok || errors.Is(d.limitsErr, slurm.ErrUnsupported) {
-		return d.limits
-	}
+// with every new listing. With them come the fair-share factors of the
+// accounts in fairAccounts, at once when one was not read before. A failed
+// listing or budget reading keeps the last one; a version without the
+// endpoints is not asked again.
+func (d *Daemon) slurmLimits(ctx context.Context, now time.Time, fairAccounts []string) slurm.Limits {
 	changed := false
-	if d.limitsAt.IsZero() || now.Sub(d.limitsAt) >= max(limitsRefresh, limitsSlowdown*d.limitsTook) {
+	if l, ok := d.deps.Cluster.(LimitLister); ok && !errors.Is(d.limitsErr, slurm.ErrUnsupported) &&
+		(d.limitsAt.IsZero() || now.Sub(d.limitsAt) >= max(limitsRefresh, limitsSlowdown*d.limitsTook)) {
 		d.limitsAt = now
 		start := d.deps.Now()
 		list, err := l.Limits(ctx)
@@ -379,10 +380,16 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time) slurm.Limits {
 	// Budgets go on what slurmdbd listed; without a listing there is
 	// nothing to put them on.
 	budgeted := d.deps.Budgets != nil && d.listing.QOS != nil
-	if budgeted && (d.budgetsAt.IsZero() || now.Sub(d.budgetsAt) >= limitsRefresh) {
-		d.budgetsAt = now
-		b, err := d.deps.Budgets.Budgets(ctx, d.listing.BudgetScope())
-		d.warnNew(&d.budgetsErr, err, "GrpTRESMins budgets not read; the last ones read stay in force")
+	var scope slurm.BudgetScope
+	if budgeted {
+		scope = d.listing.BudgetScope()
+	}
+	scope = scope.With(fairAccounts...)
+	read := d.deps.Budgets != nil && (budgeted || len(fairAccounts) > 0)
+	if read && (d.budgetsAt.IsZero() || now.Sub(d.budgetsAt) >= limitsRefresh || !d.budgetScope.Covers(scope)) {
+		d.budgetsAt, d.budgetScope = now, scope
+		b, err := d.deps.Budgets.Budgets(ctx, scope)
+		d.warnNew(&d.budgetsErr, err, "scontrol show assoc_mgr failed; the GrpTRESMins budgets and fair-share factors last read stay in force")
 		if err == nil {
 			d.budgets, changed = b, true
 		}
@@ -394,6 +401,21 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time) slurm.Limits {
 		d.limits = d.listing
 	}
 	return d.limits
+}
+
+// fairAccounts are the accounts of the jobs rubick manages when the policy
+// orders best-effort jobs by fair share; nil otherwise.
+func (d *Daemon) fairAccounts(jobs []slurm.Job) []string {
+	if d.cfg.Policy.BestEffortOrder != policy.OrderFairShare {
+		return nil
+	}
+	var out []string
+	for _, j := range jobs {
+		if j.Tag != nil && j.Account != "" {
+			out = append(out, j.Account)
+		}
+	}
+	return out
 }
 
 // warnUnreadBilling logs the partitions of list whose billing weights
@@ -467,8 +489,13 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	view, err := BuildView(d.cfg, start, Inputs{Nodes: nodes, Jobs: jobs, Estimators: est, RestartCosts: costs,
-		Facts: facts, Limits: d.slurmLimits(ctx, start), Reservations: d.reservations(ctx)}, d.deps.Logger)
+	fair := d.fairAccounts(jobs)
+	in := Inputs{Nodes: nodes, Jobs: jobs, Estimators: est, RestartCosts: costs,
+		Facts: facts, Limits: d.slurmLimits(ctx, start, fair), Reservations: d.reservations(ctx)}
+	if fair != nil {
+		in.FairShare = d.budgets.FairShare
+	}
+	view, err := BuildView(d.cfg, start, in, d.deps.Logger)
 	if err != nil {
 		return rep, fmt.Errorf("build snapshot: %w", err)
 	}

@@ -1094,7 +1094,7 @@ func TestSlurmLimitsRefresh(t *testing.T) {
 		if st.err != nil {
 			c.limits = slurm.Limits{}
 		}
-		got := d.slurmLimits(ctx, t0.Add(st.after))
+		got := d.slurmLimits(ctx, t0.Add(st.after), nil)
 		if diff := cmp.Diff(want, got); diff != "" || c.calls != st.calls {
 			t.Errorf("at +%v: %d listings, want %d; limits (-want +got):\n%s", st.after, c.calls, st.calls, diff)
 		}
@@ -1134,7 +1134,7 @@ func TestSlowLimitsListing(t *testing.T) {
 		{230 * time.Second, 2, 4},
 	} {
 		clock = t0.Add(st.after)
-		got := d.slurmLimits(context.Background(), clock)
+		got := d.slurmLimits(context.Background(), clock, nil)
 		if c.calls != st.listings || len(budgets.scopes) != st.reads || got.QOS["normal"].Budget.Limit.GPURunMins != 100 {
 			t.Errorf("at +%v: %d listings, %d budget readings, QOS normal's budget %+v; want %d, %d and 100 GPU-minutes",
 				st.after, c.calls, len(budgets.scopes), got.QOS["normal"].Budget, st.listings, st.reads)
@@ -1152,7 +1152,7 @@ func TestSlurmLimitsWarnUnreadBilling(t *testing.T) {
 	var log strings.Builder
 	d.deps.Logger = slog.New(slog.NewTextHandler(&log, nil))
 	for i := range 3 {
-		d.slurmLimits(context.Background(), t0.Add(time.Duration(i)*limitsRefresh))
+		d.slurmLimits(context.Background(), t0.Add(time.Duration(i)*limitsRefresh), nil)
 	}
 	if got := strings.Count(log.String(), "billing weights not read"); got != 1 || !strings.Contains(log.String(), `partition gpu: weight \"x\" of cpu`) {
 		t.Errorf("log %q: want one warning naming partition gpu and why", log.String())

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/policy"
 	"github.com/rubick-sched/rubick/slurm"
 )
 
@@ -165,5 +166,41 @@ func TestCycleReadsBudgets(t *testing.T) {
 	want := slurm.BudgetScope{Accounts: []string{"physics"}}
 	if diff := cmp.Diff([]slurm.BudgetScope{want, want, want}, spent.scopes); diff != "" {
 		t.Errorf("scopes read (-want +got):\n%s", diff)
+	}
+}
+
+// With policy.best_effort_order: fairshare, rubickd reads the fair-share
+// factors of its jobs' accounts with the budgets and starts, of two jobs
+// that cannot both start, the one whose association is further below its
+// share (a higher factor), whichever that is.
+func TestCycleFairShareOrder(t *testing.T) {
+	for _, first := range []string{"physics", "chem"} {
+		t.Run(first, func(t *testing.T) {
+			j1, j2 := heldJob(31, "llama7", 1, 8), heldJob(32, "llama7", 1, 8)
+			j1.Cluster, j1.Account, j1.User = "lab", "physics", "ann"
+			j2.Cluster, j2.Account, j2.User = "lab", "chem", "bob"
+			c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{j1, j2}}
+			a := &fakeApplier{}
+			d, _ := newTestDaemonWith(t, c, a, func(c *Config) { c.Policy.BestEffortOrder = policy.OrderFairShare })
+			pol, err := policy.New("rubick", d.cfg.Policy.Config())
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.deps.Policy = pol
+			factors := slurm.FairShares{{Cluster: "lab", Account: "physics", User: "ann"}: 0.2, {Cluster: "lab", Account: "chem", User: "bob"}: 0.2}
+			factors[slurm.AssocKey{Cluster: "lab", Account: first, User: map[string]string{"physics": "ann", "chem": "bob"}[first]}] = 0.7
+			budgets := &fakeBudgets{b: slurm.Budgets{FairShare: factors}}
+			d.deps.Budgets = budgets
+			if _, err := d.Cycle(context.Background(), false); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]int{"physics": 31, "chem": 32}[first]
+			if got := oneStart(t, a); got.JobID != want {
+				t.Errorf("started job %d, want %d (account %s, factor 0.7)", got.JobID, want, first)
+			}
+			if diff := cmp.Diff([]slurm.BudgetScope{{Accounts: []string{"chem", "physics"}}}, budgets.scopes); diff != "" {
+				t.Errorf("assoc_mgr scopes read (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
