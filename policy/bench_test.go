@@ -64,9 +64,14 @@ func genRounds(b *testing.B, name string, cfg policy.Config, nodes, jobs, warm, 
 				continue
 			}
 			next++
-			return policy.Job{ID: fmt.Sprintf("j%06d", next), Model: row.App, Tenant: "default", Guaranteed: rng.IntN(4) == 0,
+			j := policy.Job{ID: fmt.Sprintf("j%06d", next), Model: row.App, Tenant: "default", Guaranteed: rng.IntN(4) == 0,
 				Submit:  now.Add(-time.Duration(rng.IntN(3*3600)) * time.Second),
 				Request: policy.Request{GPUs: row.GPUs, CPUs: row.CPUs, Plan: plan}}
+			if cfg.BestEffortOrder == policy.OrderFairShare {
+				// 50 associations, factors two decimals apart as slurmctld prints them.
+				j.FairShare = float64(rng.IntN(50)) / 50
+			}
+			return j
 		}
 	}
 	all := make([]policy.Job, jobs)
@@ -172,6 +177,13 @@ func BenchmarkDecideFIFO2048Jobs256Nodes(b *testing.B) {
 func BenchmarkDecideRubick2048Jobs256NodesAnySpread(b *testing.B) {
 	cfg := policy.DefaultConfig()
 	cfg.MaxSpread = 256
+	benchDecide(b, "rubick", cfg, 256, 2048)
+}
+
+// Fair-share order: victims are looked for again for each association.
+func BenchmarkDecideRubick2048Jobs256NodesFairShare(b *testing.B) {
+	cfg := policy.DefaultConfig()
+	cfg.BestEffortOrder = policy.OrderFairShare
 	benchDecide(b, "rubick", cfg, 256, 2048)
 }
 

@@ -421,6 +421,52 @@ func TestBudgetScope2411(t *testing.T) {
 	}
 }
 
+// TestFairShare2411: the fair-share factors rubickd reads from scontrol
+// show assoc_mgr, for the accounts of its jobs, are sshare's FairShare
+// column (to scontrol's two decimals) for every user association of those
+// accounts, on 24.11's priority/multifactor: root, with the usage of the
+// lab's earlier jobs, and a new account fsacct without any.
+func TestFairShare2411(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	root, _, inRoot := chrootLabWithDBD(ctx, t)
+	inRoot("sacctmgr", "-i", "add", "account", "fsacct", "parent=root", "fairshare=5")
+	t.Cleanup(func() { inRoot("sacctmgr", "-i", "delete", "account", "fsacct") })
+	inRoot("sacctmgr", "-i", "add", "user", "root", "account=fsacct")
+	t.Cleanup(func() { inRoot("sacctmgr", "-i", "delete", "user", "root", "where", "account=fsacct") })
+
+	b, err := slurm.AssocMgr{Runner: slurm.ExecRunner{}, Scontrol: chrootCommand(t, root, "scontrol")}.Budgets(ctx,
+		slurm.BudgetScope{}.With("fsacct", "root"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := exec.CommandContext(ctx, "chroot", root, "env", "-u", "SLURM_CONF",
+		"sshare", "-P", "-n", "-a", "-A", "fsacct,root", "-o", "Cluster,Account,User,FairShare").Output()
+	if err != nil {
+		t.Fatalf("sshare: %v", err)
+	}
+	out, users := string(raw), 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Split(line, "|")
+		if len(f) != 4 || f[2] == "" {
+			continue // an account's own line carries no factor under Fair Tree
+		}
+		want, err := strconv.ParseFloat(f[3], 64)
+		if err != nil {
+			t.Fatalf("sshare line %q: FairShare %q: %v", line, f[3], err)
+		}
+		got, ok := b.FairShare.Of(f[0], strings.TrimSpace(f[1]), f[2], "")
+		if !ok || got < want-0.0051 || got > want+0.0051 {
+			t.Errorf("account %s user %s: factor %v (listed %v), sshare says %v", f[1], f[2], got, ok, want)
+		}
+		users++
+	}
+	if users < 2 {
+		t.Fatalf("sshare listed %d user associations of fsacct and root, want 2 at least:\n%s", users, out)
+	}
+	t.Logf("sshare:\n%s\nfactors read: %v", out, b.FairShare)
+}
+
 // recordingRunner runs commands and keeps the output of the first.
 type recordingRunner struct{ out string }
 
