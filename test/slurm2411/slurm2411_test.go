@@ -467,6 +467,89 @@ func TestFairShare2411(t *testing.T) {
 	t.Logf("sshare:\n%s\nfactors read: %v", out, b.FairShare)
 }
 
+// TestRubickdFairShare2411: rubickd with policy.best_effort_order:
+// fairshare starts, of two bert jobs asking for 8 GPUs where a job without
+// a model type holds the other three nodes, first the one whose
+// association slurmctld gives the higher fair-share factor, though it was
+// submitted second, and never both together (slope order shares the node
+// between them). Accounts root and fsacct (new, no usage) get different
+// factors from slurmctld, in a direction that depends on whether its
+// PriorityCalcPeriod has passed since fsacct was added; the test reads them
+// first and skips if they are equal.
+func TestRubickdFairShare2411(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	root, c, inRoot := chrootLabWithDBD(ctx, t)
+	inRoot("sacctmgr", "-i", "add", "account", "fsacct", "parent=root")
+	t.Cleanup(func() { inRoot("sacctmgr", "-i", "delete", "account", "fsacct") })
+	inRoot("sacctmgr", "-i", "add", "user", "root", "account=fsacct")
+	t.Cleanup(func() { inRoot("sacctmgr", "-i", "delete", "user", "root", "where", "account=fsacct") })
+	factors := func() map[string]float64 {
+		b, err := slurm.AssocMgr{Runner: slurm.ExecRunner{}, Scontrol: chrootCommand(t, root, "scontrol")}.Budgets(ctx,
+			slurm.BudgetScope{}.With("fsacct", "root"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for k, f := range b.FairShare {
+			if k.User == "root" && k.Partition == "" {
+				out[k.Account] = f
+			}
+		}
+		return out
+	}
+	before := factors()
+	if before["fsacct"] == before["root"] {
+		t.Skipf("SKIP: accounts fsacct and root have the same fair-share factor (%v): no order to check", before)
+	}
+	low, high := "fsacct", "root"
+	if before["fsacct"] > before["root"] {
+		low, high = high, low
+	}
+	out, err := exec.CommandContext(ctx, "chroot", root, "env", "-u", "SLURM_CONF", "sbatch", "--parsable", "-p", "gpu", "-N", "3",
+		"--gres=gpu:8", "--cpus-per-task=2", "--mem=4G", "-o", "/dev/null", "--wrap", "sleep 300").Output()
+	if err != nil {
+		t.Fatalf("sbatch filler: %v", err)
+	}
+	filler, err := strconv.Atoi(strings.TrimSpace(strings.Split(string(out), ";")[0]))
+	if err != nil {
+		t.Fatalf("sbatch printed %q", out)
+	}
+	t.Cleanup(func() { cancelJob(root, filler) })
+	for {
+		j, err := c.Job(ctx, filler)
+		if err == nil && j.State == slurm.StateRunning {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the filler job %d never ran: %v %+v", filler, err, j)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	node := []string{"--gres=gpu:8", "--time=2"}
+	ids := append(submitBert(ctx, t, root, 1, append(node, "-A", low)...), submitBert(ctx, t, root, 1, append(node, "-A", high)...)...)
+	logPath := runRubickd(ctx, t, root, "policy:\n  best_effort_order: fairshare\n")
+	var order []int
+	watchUnheld(ctx, t, c, ids, logPath, func(running []slurm.Job) {
+		if len(running) > 1 {
+			logText, _ := os.ReadFile(logPath)
+			t.Fatalf("jobs %d and %d run together on the one free node\n%s", running[0].ID, running[1].ID, logText)
+		}
+		if len(running) == 1 && !slices.Contains(order, running[0].ID) {
+			order = append(order, running[0].ID)
+		}
+	})
+	if after := factors(); after["fsacct"] != before["fsacct"] || after["root"] != before["root"] {
+		t.Skipf("SKIP: the factors changed while the jobs waited (%v, then %v)", before, after)
+	}
+	if want := []int{ids[1], ids[0]}; !slices.Equal(order, want) {
+		logText, _ := os.ReadFile(logPath)
+		t.Fatalf("jobs started in order %v, want %v: account %s (factor %v) before %s (%v)\n%s",
+			order, want, high, before[high], low, before[low], logText)
+	}
+	t.Logf("factors %v: job %d (%s) ran before job %d (%s), submitted first", before, ids[1], high, ids[0], low)
+}
+
 // recordingRunner runs commands and keeps the output of the first.
 type recordingRunner struct{ out string }
 
@@ -575,7 +658,7 @@ func chrootLabWithDBD(ctx context.Context, t *testing.T) (root string, c *slurm.
 // runRubickd builds rubickd and runs it against the chroot lab until the
 // test ends, with scontrol and scancel run inside the chroot; it returns
 // the path of its log.
-func runRubickd(ctx context.Context, t *testing.T, root string) string {
+func runRubickd(ctx context.Context, t *testing.T, root string, extra ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "rubickd")
@@ -600,7 +683,7 @@ interval: 2s
 store: %s/rubick.db
 listen: ""
 log_level: debug
-`, os.Getenv("SLURMRESTD_URL"), os.Getenv("SLURMRESTD_TOKEN_FILE"), dir, dir, dir)
+`, os.Getenv("SLURMRESTD_URL"), os.Getenv("SLURMRESTD_TOKEN_FILE"), dir, dir, dir) + strings.Join(extra, "\n")
 	if err := os.WriteFile(filepath.Join(dir, "rubickd.yaml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
