@@ -381,10 +381,7 @@ func TestBudgetScope2411(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	root, c, inRoot := chrootLabWithDBD(ctx, t)
-	inRoot("sacctmgr", "-i", "add", "account", "budgetacct", "parent=root")
-	t.Cleanup(func() { inRoot("sacctmgr", "-i", "delete", "account", "budgetacct") })
-	inRoot("sacctmgr", "-i", "add", "user", "root", "account=budgetacct")
-	t.Cleanup(func() { inRoot("sacctmgr", "-i", "delete", "user", "root", "where", "account=budgetacct") })
+	addRootAccount(t, inRoot, "budgetacct")
 	inRoot("sacctmgr", "-i", "modify", "account", "budgetacct", "set", "GrpTRESMins=gres/gpu=777")
 	inRoot("sacctmgr", "-i", "modify", "user", "root", "where", "account=budgetacct", "set", "GrpTRESMins=cpu=555")
 
@@ -430,16 +427,8 @@ func TestFairShare2411(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	root, _, inRoot := chrootLabWithDBD(ctx, t)
-	inRoot("sacctmgr", "-i", "add", "account", "fsacct", "parent=root", "fairshare=5")
-	t.Cleanup(func() { inRoot("sacctmgr", "-i", "delete", "account", "fsacct") })
-	inRoot("sacctmgr", "-i", "add", "user", "root", "account=fsacct")
-	t.Cleanup(func() { inRoot("sacctmgr", "-i", "delete", "user", "root", "where", "account=fsacct") })
-
-	b, err := slurm.AssocMgr{Runner: slurm.ExecRunner{}, Scontrol: chrootCommand(t, root, "scontrol")}.Budgets(ctx,
-		slurm.BudgetScope{}.With("fsacct", "root"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	addRootAccount(t, inRoot, "fsacct", "fairshare=5")
+	factors := readFactors(ctx, t, root, "fsacct", "root")
 	raw, err := exec.CommandContext(ctx, "chroot", root, "env", "-u", "SLURM_CONF",
 		"sshare", "-P", "-n", "-a", "-A", "fsacct,root", "-o", "Cluster,Account,User,FairShare").Output()
 	if err != nil {
@@ -455,7 +444,7 @@ func TestFairShare2411(t *testing.T) {
 		if err != nil {
 			t.Fatalf("sshare line %q: FairShare %q: %v", line, f[3], err)
 		}
-		got, ok := b.FairShare.Of(f[0], strings.TrimSpace(f[1]), f[2], "")
+		got, ok := factors.Of(f[0], strings.TrimSpace(f[1]), f[2], "")
 		if !ok || got < want-0.0051 || got > want+0.0051 {
 			t.Errorf("account %s user %s: factor %v (listed %v), sshare says %v", f[1], f[2], got, ok, want)
 		}
@@ -464,7 +453,7 @@ func TestFairShare2411(t *testing.T) {
 	if users < 2 {
 		t.Fatalf("sshare listed %d user associations of fsacct and root, want 2 at least:\n%s", users, out)
 	}
-	t.Logf("sshare:\n%s\nfactors read: %v", out, b.FairShare)
+	t.Logf("sshare:\n%s\nfactors read: %v", out, factors)
 }
 
 // TestRubickdFairShare2411: rubickd with policy.best_effort_order:
@@ -475,23 +464,15 @@ func TestFairShare2411(t *testing.T) {
 // between them). Accounts root and fsacct (new, no usage) get different
 // factors from slurmctld, in a direction that depends on whether its
 // PriorityCalcPeriod has passed since fsacct was added; the test reads them
-// first and skips if they are equal.
+// first and skips if they are equal, or change before the first job runs.
 func TestRubickdFairShare2411(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	root, c, inRoot := chrootLabWithDBD(ctx, t)
-	inRoot("sacctmgr", "-i", "add", "account", "fsacct", "parent=root")
-	t.Cleanup(func() { inRoot("sacctmgr", "-i", "delete", "account", "fsacct") })
-	inRoot("sacctmgr", "-i", "add", "user", "root", "account=fsacct")
-	t.Cleanup(func() { inRoot("sacctmgr", "-i", "delete", "user", "root", "where", "account=fsacct") })
+	addRootAccount(t, inRoot, "fsacct")
 	factors := func() map[string]float64 {
-		b, err := slurm.AssocMgr{Runner: slurm.ExecRunner{}, Scontrol: chrootCommand(t, root, "scontrol")}.Budgets(ctx,
-			slurm.BudgetScope{}.With("fsacct", "root"))
-		if err != nil {
-			t.Fatal(err)
-		}
 		out := map[string]float64{}
-		for k, f := range b.FairShare {
+		for k, f := range readFactors(ctx, t, root, "fsacct", "root") {
 			if k.User == "root" && k.Partition == "" {
 				out[k.Account] = f
 			}
@@ -530,6 +511,7 @@ func TestRubickdFairShare2411(t *testing.T) {
 	ids := append(submitBert(ctx, t, root, 1, append(node, "-A", low)...), submitBert(ctx, t, root, 1, append(node, "-A", high)...)...)
 	logPath := runRubickd(ctx, t, root, "policy:\n  best_effort_order: fairshare\n")
 	var order []int
+	var atStart map[string]float64 // read once the first job runs: rubickd has decided
 	watchUnheld(ctx, t, c, ids, logPath, func(running []slurm.Job) {
 		if len(running) > 1 {
 			logText, _ := os.ReadFile(logPath)
@@ -537,10 +519,13 @@ func TestRubickdFairShare2411(t *testing.T) {
 		}
 		if len(running) == 1 && !slices.Contains(order, running[0].ID) {
 			order = append(order, running[0].ID)
+			if atStart == nil {
+				atStart = factors()
+			}
 		}
 	})
-	if after := factors(); after["fsacct"] != before["fsacct"] || after["root"] != before["root"] {
-		t.Skipf("SKIP: the factors changed while the jobs waited (%v, then %v)", before, after)
+	if !maps.Equal(before, atStart) {
+		t.Skipf("SKIP: slurmctld recomputed the factors before rubickd started a job (%v, then %v)", before, atStart)
 	}
 	if want := []int{ids[1], ids[0]}; !slices.Equal(order, want) {
 		logText, _ := os.ReadFile(logPath)
@@ -548,6 +533,27 @@ func TestRubickdFairShare2411(t *testing.T) {
 			order, want, high, before[high], low, before[low], logText)
 	}
 	t.Logf("factors %v: job %d (%s) ran before job %d (%s), submitted first", before, ids[1], high, ids[0], low)
+}
+
+// addRootAccount adds account name (sacctmgr options extra) under root,
+// with user root in it, for the test.
+func addRootAccount(t *testing.T, inRoot func(argv ...string), name string, extra ...string) {
+	inRoot(append([]string{"sacctmgr", "-i", "add", "account", name, "parent=root"}, extra...)...)
+	t.Cleanup(func() { inRoot("sacctmgr", "-i", "delete", "account", name) })
+	inRoot("sacctmgr", "-i", "add", "user", "root", "account="+name)
+	t.Cleanup(func() { inRoot("sacctmgr", "-i", "delete", "user", "root", "where", "account="+name) })
+}
+
+// readFactors reads the fair-share factors of accounts' associations as
+// rubickd does.
+func readFactors(ctx context.Context, t *testing.T, root string, accounts ...string) slurm.FairShares {
+	t.Helper()
+	b, err := slurm.AssocMgr{Runner: slurm.ExecRunner{}, Scontrol: chrootCommand(t, root, "scontrol")}.Budgets(ctx,
+		slurm.BudgetScope{}.With(accounts...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.FairShare
 }
 
 // recordingRunner runs commands and keeps the output of the first.
