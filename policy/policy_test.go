@@ -52,6 +52,25 @@ func dp(g, batch int) model.Plan {
 // fairShare orders best-effort jobs by their fair-share factor.
 func fairShare(c *policy.Config) { c.BestEffortOrder = policy.OrderFairShare }
 
+// twoForTwoGPUs is a young job on 6 of 8 GPUs and two queued ones, a (big,
+// factor 0.2) and b (small, 0.9), for the 2 left.
+func twoForTwoGPUs() []policy.Job {
+	return []policy.Job{
+		pt.NewJob("r", "small").GPUs(6).Running(dp(6, 30), 20*time.Minute, pt.On("n0", 6)).Obj(),
+		pt.NewJob("a", "big").GPUs(4).SubmittedAt(time.Hour).FairShare(0.2).Obj(),
+		pt.NewJob("b", "small").GPUs(1).SubmittedAt(time.Hour).FairShare(0.9).Obj(),
+	}
+}
+
+// holderAndQueued is hi, asking for req GPUs and running on all 8 for 3 h
+// with factor hiFS, and lo, queued for 2 with factor loFS.
+func holderAndQueued(req int, hiFS, loFS float64) []policy.Job {
+	return []policy.Job{
+		pt.NewJob("hi", "wide").GPUs(req).Running(dp(8, 16), 3*time.Hour, pt.On("n0", 8)).FairShare(hiFS).Obj(),
+		pt.NewJob("lo", "small").GPUs(2).SubmittedAt(3 * time.Hour).FairShare(loFS).Obj(),
+	}
+}
+
 func TestDecide(t *testing.T) {
 	tests := map[string]struct {
 		policy  string
@@ -247,11 +266,7 @@ func TestDecide(t *testing.T) {
 		},
 		"rubick in fair-share order starts the job further below its share": {
 			policy: "rubick", config: fairShare, now: 2 * time.Hour, nodes: pt.Cluster(1, 8),
-			jobs: []policy.Job{
-				pt.NewJob("r", "small").GPUs(6).Running(dp(6, 30), 20*time.Minute, pt.On("n0", 6)).Obj(),
-				pt.NewJob("a", "big").GPUs(4).SubmittedAt(time.Hour).FairShare(0.2).Obj(),
-				pt.NewJob("b", "small").GPUs(1).SubmittedAt(time.Hour).FairShare(0.9).Obj(),
-			},
+			jobs: twoForTwoGPUs(),
 			// b takes the 2 free GPUs first and keeps the one it asked for;
 			// by slope a would take both (next case).
 			want: map[string]outcome{
@@ -262,11 +277,7 @@ func TestDecide(t *testing.T) {
 		},
 		"rubick in slope order ignores the fair-share factor": {
 			policy: "rubick", now: 2 * time.Hour, nodes: pt.Cluster(1, 8),
-			jobs: []policy.Job{
-				pt.NewJob("r", "small").GPUs(6).Running(dp(6, 30), 20*time.Minute, pt.On("n0", 6)).Obj(),
-				pt.NewJob("a", "big").GPUs(4).SubmittedAt(time.Hour).FairShare(0.2).Obj(),
-				pt.NewJob("b", "small").GPUs(1).SubmittedAt(time.Hour).FairShare(0.9).Obj(),
-			},
+			jobs: twoForTwoGPUs(),
 			want: map[string]outcome{
 				"r": {policy.Keep, 6, policy.ReasonPenalty},
 				"a": {policy.Start, 2, policy.ReasonSlope},
@@ -288,10 +299,7 @@ func TestDecide(t *testing.T) {
 		},
 		"rubick in fair-share order shrinks no job further below its share": {
 			policy: "rubick", config: fairShare, now: 4 * time.Hour, nodes: pt.Cluster(1, 8),
-			jobs: []policy.Job{
-				pt.NewJob("hi", "wide").GPUs(8).Running(dp(8, 16), 3*time.Hour, pt.On("n0", 8)).FairShare(0.9).Obj(),
-				pt.NewJob("lo", "small").GPUs(2).SubmittedAt(3 * time.Hour).FairShare(0.1).Obj(),
-			},
+			jobs: holderAndQueued(8, 0.9, 0.1),
 			// By slope lo takes 4 of hi's GPUs (next case).
 			want: map[string]outcome{
 				"hi": {policy.Restart, 8, policy.ReasonReplan},
@@ -300,10 +308,7 @@ func TestDecide(t *testing.T) {
 		},
 		"rubick in fair-share order takes what a job holds beyond its request": {
 			policy: "rubick", config: fairShare, now: 4 * time.Hour, nodes: pt.Cluster(1, 8),
-			jobs: []policy.Job{
-				pt.NewJob("hi", "wide").GPUs(4).Running(dp(8, 16), 3*time.Hour, pt.On("n0", 8)).FairShare(0.9).Obj(),
-				pt.NewJob("lo", "small").GPUs(2).SubmittedAt(3 * time.Hour).FairShare(0.1).Obj(),
-			},
+			jobs: holderAndQueued(4, 0.9, 0.1),
 			want: map[string]outcome{
 				"hi": {policy.Shrink, 4, policy.ReasonReclaimed},
 				"lo": {policy.Start, 4, policy.ReasonFairShare},
@@ -311,10 +316,7 @@ func TestDecide(t *testing.T) {
 		},
 		"rubick in fair-share order shrinks a job above its share": {
 			policy: "rubick", config: fairShare, now: 4 * time.Hour, nodes: pt.Cluster(1, 8),
-			jobs: []policy.Job{
-				pt.NewJob("hi", "wide").GPUs(8).Running(dp(8, 16), 3*time.Hour, pt.On("n0", 8)).FairShare(0.1).Obj(),
-				pt.NewJob("lo", "small").GPUs(2).SubmittedAt(3 * time.Hour).FairShare(0.9).Obj(),
-			},
+			jobs: holderAndQueued(8, 0.1, 0.9),
 			want: map[string]outcome{
 				"hi": {policy.Shrink, 4, policy.ReasonReclaimed},
 				"lo": {policy.Start, 4, policy.ReasonFairShare},
