@@ -73,6 +73,16 @@ type Config struct {
 	// misprices by more than this (mean relative error) is refitted
 	// (rubickd's samples.refit_threshold). 0 keeps the profile fits.
 	RefitThreshold float64
+	// FairShareByModel makes every model type of the trace one Slurm
+	// account with an equal share, and gives each job its account's
+	// fair-share factor (policy.Job.FairShare), as priority/multifactor's
+	// Fair Tree computes it from the accounts' decayed GPU usage, each
+	// round: what BestEffortOrder=fairshare orders by. Without it every
+	// factor is 0.
+	FairShareByModel bool
+	// FairShareHalfLife is the usage's half-life (Slurm's
+	// PriorityDecayHalfLife).
+	FairShareHalfLife time.Duration
 }
 
 // DefaultConfig is the artifact's cluster: 8 nodes x 8 GPUs, 96 CPUs,
@@ -82,6 +92,7 @@ func DefaultConfig() Config {
 		Nodes: 8, GPUsPerNode: 8, CPUsPerNode: 96, MemPerNodeGB: 1600,
 		Interval: time.Minute, RestartPenalty: 260 * time.Second, LoadScale: 1,
 		MaxTime: 3 * 24 * time.Hour, MeasuredCPUsPerGPU: artifact.MeasuredThreadsPerGPU,
+		FairShareHalfLife: 7 * 24 * time.Hour, // Slurm's default
 	}
 }
 
@@ -114,6 +125,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MeasuredCPUsPerGPU=%d must be > 0", ErrBadConfig, c.MeasuredCPUsPerGPU)
 	case !(c.RefitThreshold >= 0) || math.IsInf(c.RefitThreshold, 0):
 		return fmt.Errorf("%w: RefitThreshold=%v must be a number >= 0", ErrBadConfig, c.RefitThreshold)
+	case c.FairShareByModel && c.FairShareHalfLife <= 0:
+		return fmt.Errorf("%w: FairShareHalfLife=%v must be > 0", ErrBadConfig, c.FairShareHalfLife)
 	}
 	return nil
 }
@@ -273,6 +286,17 @@ func replay(ctx context.Context, cfg Config, d *Data, jobs []*simJob, pol policy
 	for _, j := range jobs {
 		byID[j.Name] = j
 	}
+	var fair *fairShare
+	var factors map[string]float64
+	if cfg.FairShareByModel {
+		var accounts []string
+		for _, j := range jobs {
+			if !slices.Contains(accounts, j.App) {
+				accounts = append(accounts, j.App)
+			}
+		}
+		fair = newFairShare(accounts, cfg.FairShareHalfLife.Seconds())
+	}
 	res := &Result{Policy: pol.Name(), Jobs: len(jobs)}
 	epoch := time.Unix(0, 0).UTC()
 	step := cfg.Interval.Seconds()
@@ -314,7 +338,10 @@ func replay(ctx context.Context, cfg Config, d *Data, jobs []*simJob, pol policy
 				models[name] = policy.FromPredictor(believed[name])
 			}
 		}
-		snap, err := snapshot(epoch, t, nodes, tenants, models, active, cfg)
+		if fair != nil {
+			factors = fair.factors()
+		}
+		snap, err := snapshot(epoch, t, nodes, tenants, models, active, factors, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("sim %s at t=%.0f: %w", pol.Name(), t, err)
 		}
@@ -330,6 +357,7 @@ func replay(ctx context.Context, cfg Config, d *Data, jobs []*simJob, pol policy
 		}
 		// Advance one interval.
 		used := 0
+		usedBy := map[string]float64{} // GPU-seconds per model type
 		keep := active[:0]
 		for _, j := range active {
 			if len(j.alloc) == 0 {
@@ -374,11 +402,13 @@ func replay(ctx context.Context, cfg Config, d *Data, jobs []*simJob, pol policy
 					j.finished = true
 					j.finish = t + wait + need
 					res.gpuSeconds += float64(g) * (wait + need)
+					usedBy[j.App] += float64(g) * (wait + need)
 					finished++
 					continue
 				}
 			}
 			res.gpuSeconds += float64(g) * step
+			usedBy[j.App] += float64(g) * step
 			keep = append(keep, j)
 		}
 		queued := 0
@@ -391,6 +421,9 @@ func replay(ctx context.Context, cfg Config, d *Data, jobs []*simJob, pol policy
 			res.IdleQueuedGPUS += (totalGPUs - float64(used)) * step
 		}
 		active = keep
+		if fair != nil {
+			fair.add(step, usedBy)
+		}
 		res.util = append(res.util, UtilPoint{T: t, Util: float64(used) / totalGPUs})
 	}
 	res.finish(jobs, totalGPUs, cfg, d)
@@ -406,7 +439,8 @@ func cpusOf(alloc []policy.NodeAlloc) int {
 }
 
 // snapshot builds the policy's view of the active jobs at time t.
-func snapshot(epoch time.Time, t float64, nodes []policy.Node, tenants []policy.Tenant, models map[string]policy.Estimator, active []*simJob, cfg Config) (*policy.Snapshot, error) {
+// factors are the fair-share factors per model type (nil: none).
+func snapshot(epoch time.Time, t float64, nodes []policy.Node, tenants []policy.Tenant, models map[string]policy.Estimator, active []*simJob, factors map[string]float64, cfg Config) (*policy.Snapshot, error) {
 	jobs := make([]policy.Job, len(active))
 	for i, j := range active {
 		jobs[i] = policy.Job{
@@ -418,6 +452,7 @@ func snapshot(epoch time.Time, t float64, nodes []policy.Node, tenants []policy.
 			RunTime:   secs(j.runTime),
 			Reconfigs: j.reconfigs,
 			TimeLimit: j.timeLimit,
+			FairShare: factors[j.App],
 		}
 		if cfg.FixedFrameworks && j.Request.Plan.TP == 1 && j.Request.Plan.PP == 1 &&
 			(len(cfg.FixedFrameworkModels) == 0 || slices.Contains(cfg.FixedFrameworkModels, j.App)) {

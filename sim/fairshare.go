@@ -1,0 +1,61 @@
+package sim
+
+import "math"
+
+// fairShare replays what slurmctld's priority/multifactor computes for
+// the fair-share order (policy.OrderFairShare) when every model type is
+// one account with equal shares: each account's GPU usage, halved every
+// half-life as PriorityDecayHalfLife does, and Fair Tree's factor for
+// siblings, rank over count. An account's Level FS is its share over its
+// usage's share (infinite without usage); the accounts rank by it, ties
+// alike, and the factor is the number of accounts whose Level FS is at
+// most its own over the number of accounts: 1 for the least used.
+type fairShare struct {
+	usage    map[string]float64 // decayed GPU-seconds per account
+	halfLife float64            // seconds
+}
+
+func newFairShare(accounts []string, halfLife float64) *fairShare {
+	f := &fairShare{usage: make(map[string]float64, len(accounts)), halfLife: halfLife}
+	for _, a := range accounts {
+		f.usage[a] = 0
+	}
+	return f
+}
+
+// add decays every account's usage over dt seconds and adds what each
+// used in them (GPU-seconds).
+func (f *fairShare) add(dt float64, used map[string]float64) {
+	k := math.Exp2(-dt / f.halfLife)
+	for a, u := range f.usage {
+		f.usage[a] = u*k + used[a]
+	}
+}
+
+// factors is every account's factor now.
+func (f *fairShare) factors() map[string]float64 {
+	total := 0.0
+	for _, u := range f.usage {
+		total += u
+	}
+	n := float64(len(f.usage))
+	level := make(map[string]float64, len(f.usage))
+	for a, u := range f.usage {
+		if u <= 0 || total <= 0 {
+			level[a] = math.Inf(1)
+		} else {
+			level[a] = (1 / n) / (u / total)
+		}
+	}
+	out := make(map[string]float64, len(level))
+	for a, la := range level {
+		below := 0
+		for _, lb := range level {
+			if lb <= la {
+				below++
+			}
+		}
+		out[a] = float64(below) / n
+	}
+	return out
+}
