@@ -1248,6 +1248,9 @@ func (r *round) run(ctx context.Context) error {
 		}
 		if !js.running && js.gpus == 0 && had == 0 {
 			js.reason = ReasonNoResources
+			if fair && !js.starve {
+				js.detail = fmt.Sprintf("fair-share factor %.2f", js.j.FairShare)
+			}
 			if js.starve && !reserving {
 				// Hold back what is free for the oldest starving job, so
 				// that jobs behind it cannot keep taking it forever.

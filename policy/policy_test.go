@@ -497,6 +497,26 @@ func TestConfigSet(t *testing.T) {
 	}
 }
 
+// In fair-share order a job left waiting says its factor.
+func TestFairShareDetail(t *testing.T) {
+	cfg := policy.DefaultConfig()
+	fairShare(&cfg)
+	p, err := policy.New("rubick", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := p.Decide(context.Background(), snap(t, 4*time.Hour, pt.Cluster(1, 8), nil, holderAndQueued(8, 0.9, 0.1)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"hi": "", "lo": "fair-share factor 0.10"}
+	for _, a := range plan.Actions {
+		if w := want[a.JobID]; w != "" && a.Detail != w {
+			t.Errorf("job %s: detail %q, want %q", a.JobID, a.Detail, w)
+		}
+	}
+}
+
 // Every field of Config can be set by its name.
 func TestKnobsCoverConfig(t *testing.T) {
 	var fields []string
