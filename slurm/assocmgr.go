@@ -306,22 +306,16 @@ func (l Limits) WithBudgets(b Budgets) Limits {
 	return l
 }
 
-// AssocMgr reads the budgets from slurmctld with scontrol.
+// AssocMgr reads the budgets from slurmctld with scontrol (a TimedRunner
+// bounds each command).
 type AssocMgr struct {
 	Runner   Runner
 	Scontrol string
-	// Timeout bounds the command; 0 leaves it to ctx.
-	Timeout time.Duration
 }
 
 // Budgets runs ShowAssocMgr for scope, and reads PriorityCalcPeriod from
 // `scontrol show config` (Slurm's default where that fails).
 func (a AssocMgr) Budgets(ctx context.Context, scope BudgetScope) (Budgets, error) {
-	if a.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, a.Timeout)
-		defer cancel()
-	}
 	b, err := ShowAssocMgr(ctx, a.Runner, a.Scontrol, scope)
 	if err != nil || len(b.QOS)+len(b.Assoc) == 0 {
 		return b, err

@@ -307,7 +307,7 @@ func TestAssocMgrTick(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			b, err := AssocMgr{Runner: tc.r, Scontrol: "scontrol", Timeout: time.Second}.Budgets(context.Background(), BudgetScope{All: true})
+			b, err := AssocMgr{Runner: tc.r, Scontrol: "scontrol"}.Budgets(context.Background(), BudgetScope{All: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -38,6 +38,24 @@ func (e *CommandError) Error() string {
 // Unwrap returns the underlying exec or context error.
 func (e *CommandError) Unwrap() error { return e.Err }
 
+// TimedRunner bounds each command Runner runs by Timeout (0: no bound
+// but ctx's): a hung scontrol, with slurmctld unreachable, must not hold
+// a cycle or rubickd's start.
+type TimedRunner struct {
+	Runner  Runner
+	Timeout time.Duration
+}
+
+// Run implements Runner.
+func (t TimedRunner) Run(ctx context.Context, argv []string) ([]byte, error) {
+	if t.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t.Timeout)
+		defer cancel()
+	}
+	return t.Runner.Run(ctx, argv)
+}
+
 // ExecRunner runs commands with os/exec.
 type ExecRunner struct{}
 

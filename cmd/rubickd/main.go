@@ -142,7 +142,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	log.Info("connected to slurmrestd", "url", cfg.Slurmrestd.URL, "version", cluster.Version())
 	// What --check would say, in the journal: a site missing job_submit.lua
 	// gets a rubickd that runs and manages nothing, and should read why.
-	daemon.LogChecks(log, daemon.Preflight(ctx, cfg, checkDeps(func(context.Context) (daemon.CheckCluster, error) { return cluster, nil })))
+	daemon.LogChecks(log, daemon.Preflight(ctx, cfg, checkDeps(cfg, func(context.Context) (daemon.CheckCluster, error) { return cluster, nil })))
 	applier, err := slurm.NewApplier(slurm.ApplierConfig{
 		Scontrol: cfg.Commands.Scontrol, Scancel: cfg.Commands.Scancel, Cluster: cluster, Logger: log,
 		CommandTimeout: cfg.Commands.Timeout, Signal: cfg.Checkpoint.Signal, CheckpointTimeout: cfg.Checkpoint.Grace,
@@ -158,7 +158,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	metrics := daemon.NewMetrics()
 	learner := &daemon.Learner{Store: st, Cluster: cluster, Env: env, Threshold: cfg.Samples.RefitThreshold, Logger: log}
 	d, err := daemon.New(cfg, daemon.Deps{Cluster: cluster, Applier: applier, Store: st, Policy: pol, Env: env, Metrics: metrics, Logger: log, Learner: learner,
-		Budgets: slurm.AssocMgr{Runner: slurm.ExecRunner{}, Scontrol: cfg.Commands.Scontrol, Timeout: cfg.Commands.Timeout}})
+		Budgets: slurm.AssocMgr{Runner: commands(cfg), Scontrol: cfg.Commands.Scontrol}})
 	if err != nil {
 		return err
 	}
@@ -270,7 +270,7 @@ func level(s string) slog.Level {
 // runChecks prints rubickd --check: one line per check (or, asJSON, one
 // JSON array), failures first in the exit status.
 func runChecks(ctx context.Context, cfg daemon.Config, slurmCfg slurm.Config, asJSON bool, stdout io.Writer) error {
-	results := daemon.Preflight(ctx, cfg, checkDeps(func(ctx context.Context) (daemon.CheckCluster, error) {
+	results := daemon.Preflight(ctx, cfg, checkDeps(cfg, func(ctx context.Context) (daemon.CheckCluster, error) {
 		return slurm.NewCluster(ctx, slurmCfg)
 	}))
 	if err := printChecks(stdout, results, asJSON); err != nil {
@@ -305,20 +305,21 @@ func printChecks(w io.Writer, results []daemon.CheckResult, asJSON bool) error {
 
 // checkDeps are the checks' ways to Slurm and the host, reaching
 // slurmrestd through connect.
-func checkDeps(connect func(context.Context) (daemon.CheckCluster, error)) daemon.CheckDeps {
-	return daemon.CheckDeps{Connect: connect, Runner: slurm.ExecRunner{}, LookPath: exec.LookPath, UID: os.Geteuid(), Now: time.Now}
+func checkDeps(cfg daemon.Config, connect func(context.Context) (daemon.CheckCluster, error)) daemon.CheckDeps {
+	return daemon.CheckDeps{Connect: connect, Runner: commands(cfg), LookPath: exec.LookPath, UID: os.Geteuid(), Now: time.Now}
+}
+
+// commands runs the Slurm commands of the checks, the budgets and the
+// cluster name, each bounded by commands.timeout.
+func commands(cfg daemon.Config) slurm.Runner {
+	return slurm.TimedRunner{Runner: slurm.ExecRunner{}, Timeout: cfg.Commands.Timeout}
 }
 
 // clusterName is slurm.conf's ClusterName, from scontrol show config: a
 // slurmdbd serving several clusters lists every cluster's associations,
 // and rubickd needs its own. Empty (all of them) where scontrol fails.
 func clusterName(ctx context.Context, cfg daemon.Config, log *slog.Logger) string {
-	if cfg.Commands.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cfg.Commands.Timeout)
-		defer cancel()
-	}
-	conf, err := slurm.ShowConfig(ctx, slurm.ExecRunner{}, cfg.Commands.Scontrol)
+	conf, err := slurm.ShowConfig(ctx, commands(cfg), cfg.Commands.Scontrol)
 	if err != nil {
 		log.Warn("ClusterName not read; the limits listing reads every cluster's associations", "err", err)
 		return ""
