@@ -204,3 +204,32 @@ func TestCycleFairShareOrder(t *testing.T) {
 		})
 	}
 }
+
+// The fair-share factors are read with the budgets once a minute, and at
+// once when a job of an account not read yet appears.
+func TestFairShareRereadForNewAccount(t *testing.T) {
+	d, _ := newTestDaemonWith(t, &fakeCluster{}, &fakeApplier{}, func(c *Config) { c.Policy.BestEffortOrder = policy.OrderFairShare })
+	budgets := &fakeBudgets{}
+	d.deps.Budgets = budgets
+	for _, st := range []struct {
+		after    time.Duration
+		accounts []string
+		reads    int
+	}{
+		{0, []string{"a"}, 1},
+		{10 * time.Second, []string{"a"}, 1},
+		{20 * time.Second, []string{"a", "b"}, 2}, // b is new
+		{30 * time.Second, []string{"b"}, 2},      // read with a
+		{20*time.Second + limitsRefresh, []string{"b"}, 3},
+		{25*time.Second + limitsRefresh, nil, 3}, // slope order, or no job
+	} {
+		d.slurmLimits(context.Background(), t0.Add(st.after), st.accounts)
+		if len(budgets.scopes) != st.reads {
+			t.Fatalf("at +%v with accounts %v: %d readings %v, want %d", st.after, st.accounts, len(budgets.scopes), budgets.scopes, st.reads)
+		}
+	}
+	want := []slurm.BudgetScope{{Accounts: []string{"a"}}, {Accounts: []string{"a", "b"}}, {Accounts: []string{"b"}}}
+	if diff := cmp.Diff(want, budgets.scopes); diff != "" {
+		t.Errorf("scopes read (-want +got):\n%s", diff)
+	}
+}
