@@ -22,10 +22,10 @@ func TestRubickdCheck(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/rubickd").CombinedOutput(); err != nil {
 		t.Fatalf("go build rubickd: %v\n%s", err, out)
 	}
-	check := func(partitions string) (string, error) {
+	check := func(partitions string, extra ...string) (string, error) {
 		cfg := filepath.Join(dir, "rubickd.yaml")
 		yaml := fmt.Sprintf("slurmrestd:\n  url: %s\n  user: %s\n  token_file: %s\npartitions: [%s]\nstore: %s\n",
-			l.restURL, l.restUser, os.Getenv("SLURMRESTD_TOKEN_FILE"), partitions, filepath.Join(dir, "rubick.db"))
+			l.restURL, l.restUser, os.Getenv("SLURMRESTD_TOKEN_FILE"), partitions, filepath.Join(dir, "rubick.db")) + strings.Join(extra, "")
 		if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -50,5 +50,10 @@ func TestRubickdCheck(t *testing.T) {
 	out, err = check(l.partition + ", nosuch")
 	if err == nil || !strings.Contains(out, "FAIL  partition nosuch") {
 		t.Errorf("with a partition the lab lacks: %v\n%s", err, out)
+	}
+	// The lab runs priority/basic, which computes no fair-share factor.
+	out, err = check(l.partition, "policy:\n  best_effort_order: fairshare\n")
+	if err == nil || !strings.Contains(out, "FAIL  PriorityType") || !strings.Contains(out, "priority/basic computes no fair-share factor") {
+		t.Errorf("fair-share order on priority/basic: %v\n%s", err, out)
 	}
 }
