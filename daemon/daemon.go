@@ -123,6 +123,8 @@ type Daemon struct {
 	budgetsAt   time.Time
 	budgetScope slurm.BudgetScope
 	budgetsErr  error
+	// fairErr names a fair-share factor the last reading could not read.
+	fairErr error
 	// resvErr is the last reservation listing error, logged once.
 	resvErr error
 	// billingErr names the partitions whose billing weights the last
@@ -392,6 +394,11 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time, fairAccounts []
 		d.warnNew(&d.budgetsErr, err, "scontrol show assoc_mgr failed; the GrpTRESMins budgets and fair-share factors last read stay in force")
 		if err == nil {
 			d.budgets, changed = b, true
+			var unread error
+			if b.FairShareUnread != "" && len(fairAccounts) > 0 {
+				unread = errors.New(b.FairShareUnread)
+			}
+			d.warnNew(&d.fairErr, unread, "fair-share factor not read; its association's jobs go as factor 0")
 		}
 	}
 	switch {

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -231,5 +232,24 @@ func TestFairShareRereadForNewAccount(t *testing.T) {
 	want := []slurm.BudgetScope{{Accounts: []string{"a"}}, {Accounts: []string{"a", "b"}}, {Accounts: []string{"b"}}}
 	if diff := cmp.Diff(want, budgets.scopes); diff != "" {
 		t.Errorf("scopes read (-want +got):\n%s", diff)
+	}
+}
+
+// A fair-share factor slurmctld printed as nan is logged once, with the
+// association, and the other factors are used.
+func TestFairShareUnreadWarned(t *testing.T) {
+	d, _ := newTestDaemonWith(t, &fakeCluster{}, &fakeApplier{}, func(c *Config) { c.Policy.BestEffortOrder = policy.OrderFairShare })
+	var log strings.Builder
+	d.deps.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	d.deps.Budgets = &fakeBudgets{b: slurm.Budgets{FairShare: slurm.FairShares{{Account: "a", User: "v"}: 0.4},
+		FairShareUnread: `SharesRaw/Norm/Level/Factor= of account a user "u": factor "nan": want a number in 0..1`}}
+	for i := range 3 {
+		d.slurmLimits(context.Background(), t0.Add(time.Duration(i)*limitsRefresh), []string{"a"})
+	}
+	if n := strings.Count(log.String(), "fair-share factor not read"); n != 1 || !strings.Contains(log.String(), `account a user \"u\": factor \"nan\"`) {
+		t.Errorf("log %q: want one warning naming the association and the value", log.String())
+	}
+	if f, ok := d.budgets.FairShare.Of("", "a", "v", ""); !ok || f != 0.4 {
+		t.Errorf("user v's factor %v, %v; want 0.4", f, ok)
 	}
 }

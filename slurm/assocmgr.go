@@ -43,6 +43,11 @@ type Budgets struct {
 	Tick time.Duration
 	// FairShare is every listed association's fair-share factor.
 	FairShare FairShares
+	// FairShareUnread names the first association whose factor did not
+	// read as a number in 0..1 (slurmctld prints nan where classic fair
+	// share divides by zero shares); such an association is left out of
+	// FairShare, and the budgets stand.
+	FairShareUnread string
 }
 
 // FairShares are the fair-share factors slurmctld computed for its
@@ -159,8 +164,9 @@ func ShowAssocMgr(ctx context.Context, r Runner, scontrol string, scope BudgetSc
 // "ClusterName=... Account=... UserName=root(0) Partition=..." or a
 // "QOS=normal(1)" record. An entry's limit is before its parentheses (N:
 // none), the minutes used inside. An association's fair-share factor is
-// the last of "SharesRaw/Norm/Level/Factor=1/0.50/1/0.83". Output with
-// neither section is an error: it is not assoc_mgr's.
+// the last of "SharesRaw/Norm/Level/Factor=1/0.50/1/0.83"; one that does not
+// read is named in FairShareUnread. Output with neither section is an
+// error: it is not assoc_mgr's.
 func ParseAssocMgr(out []byte) (Budgets, error) {
 	b := Budgets{QOS: map[string]Budget{}, Assoc: map[AssocKey]Budget{}, FairShare: FairShares{}}
 	var (
@@ -187,10 +193,12 @@ func ParseAssocMgr(out []byte) (Budgets, error) {
 			qos = "" // a QOS's per-account and per-user sections follow its own limits
 		case strings.HasPrefix(trimmed, sharesField) && assoc != nil:
 			f, err := parseFactor(strings.TrimPrefix(trimmed, sharesField))
-			if err != nil {
-				return Budgets{}, fmt.Errorf("assoc_mgr: %s account %s user %q: %w", sharesField, assoc.Account, assoc.User, err)
+			switch {
+			case err == nil:
+				b.FairShare[*assoc] = f
+			case b.FairShareUnread == "":
+				b.FairShareUnread = fmt.Sprintf("%s of account %s user %q: %v", sharesField, assoc.Account, assoc.User, err)
 			}
-			b.FairShare[*assoc] = f
 		case strings.HasPrefix(trimmed, "GrpTRESMins="):
 			bud, err := parseBudget(strings.TrimPrefix(trimmed, "GrpTRESMins="))
 			if err != nil {

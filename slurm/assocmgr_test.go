@@ -64,10 +64,6 @@ func TestParseAssocMgrErrors(t *testing.T) {
 		"no parentheses": {record("GrpTRESMins=cpu=N(0),gres/gpu=100"), `GrpTRESMins gres/gpu="100": want LIMIT(USED)`},
 		"bad limit":      {record("GrpTRESMins=gres/gpu=lots(3)"), `limit "lots" not a count`},
 		"negative used":  {record("GrpTRESMins=cpu=10(-1)"), `used minutes "-1" not a count`},
-		"short shares": {"Association Records\n\nClusterName=c Account=a UserName=u(1) Partition= ID=2\n    SharesRaw/Norm/Level/Factor=1/0.50\n",
-			`SharesRaw/Norm/Level/Factor= account a user "u": "1/0.50": want RAW/NORM/LEVEL/FACTOR`},
-		"factor over 1": {"Association Records\n\nClusterName=c Account=a UserName=u(1) Partition= ID=2\n    SharesRaw/Norm/Level/Factor=1/0.50/1/1.50\n",
-			`factor "1.50": want a number in 0..1`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -100,6 +96,31 @@ QOS=idle(2)
 	want := Budgets{QOS: map[string]Budget{"normal": {Limit: GroupLimits{GPURunMins: 50}, Spent: GroupLimits{GPURunMins: 7}}}, Assoc: map[AssocKey]Budget{}, FairShare: FairShares{}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// A factor that does not read leaves its association out and is named;
+// the budgets beside it stand.
+func TestParseAssocMgrUnreadFactor(t *testing.T) {
+	for line, why := range map[string]string{
+		"SharesRaw/Norm/Level/Factor=0/0.00/1/nan":  `factor "nan": want a number in 0..1`,
+		"SharesRaw/Norm/Level/Factor=1/0.50/1/1.50": `factor "1.50": want a number in 0..1`,
+		"SharesRaw/Norm/Level/Factor=1/0.50":        `"1/0.50": want RAW/NORM/LEVEL/FACTOR`,
+	} {
+		out := "Association Records\n\nClusterName=c Account=a UserName=u(1) Partition= ID=2\n    " + line +
+			"\n    GrpTRESMins=cpu=N(0),gres/gpu=50(7)\nClusterName=c Account=a UserName=v(2) Partition= ID=3\n" +
+			"    SharesRaw/Norm/Level/Factor=1/0.50/1/0.40\n"
+		b, err := ParseAssocMgr([]byte(out))
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		want := Budgets{QOS: map[string]Budget{}, Assoc: map[AssocKey]Budget{{Cluster: "c", Account: "a", User: "u"}: {
+			Limit: GroupLimits{GPURunMins: 50}, Spent: GroupLimits{GPURunMins: 7}}},
+			FairShare:       FairShares{{Cluster: "c", Account: "a", User: "v"}: 0.4},
+			FairShareUnread: `SharesRaw/Norm/Level/Factor= of account a user "u": ` + why}
+		if diff := cmp.Diff(want, b); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", line, diff)
+		}
 	}
 }
 
