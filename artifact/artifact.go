@@ -375,7 +375,10 @@ type Job struct {
 	ExecPlan   string // requested plan: ga, gc, zero-dp, zero-offload or a PTD code
 	Steps      int    // iterations to finish
 	Guaranteed bool   // is_sla
-	Line       int
+	// Account is the submitting account, from an optional account
+	// column; empty where the trace has none (the shipped ones).
+	Account string
+	Line    int
 }
 
 // Workloads lists the workload files shipped under workloads/.
@@ -419,6 +422,9 @@ func ReadWorkload(r io.Reader, file string) ([]Job, error) {
 			Bandwidth: rr.f("bandwidth"), ExecPlan: rr.str("exec_plan"), Steps: rr.n("steps"), Line: i + 2,
 		}
 		j.Guaranteed = rr.n("is_sla") == 1
+		if _, ok := t.header["account"]; ok {
+			j.Account = rr.str("account")
+		}
 		if rr.err != nil {
 			return nil, rr.err
 		}

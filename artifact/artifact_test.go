@@ -43,6 +43,23 @@ func TestLoadEmbedded(t *testing.T) {
 	}
 }
 
+// An account column, where a trace has one, names each job's account.
+func TestReadWorkloadAccount(t *testing.T) {
+	const header = "name,submission_time,duration,application,num_gpus,num_cpus,bandwidth,exec_plan,steps,is_sla"
+	for _, tc := range []struct{ header, row, want string }{
+		{header, "a,0,1,gpt2,1,8,0,ga,10,0", ""},
+		{header + ",account", "a,0,1,gpt2,1,8,0,ga,10,0,physics", "physics"},
+	} {
+		jobs, err := ReadWorkload(strings.NewReader(tc.header+"\n"+tc.row+"\n"), "w.csv")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if jobs[0].Account != tc.want {
+			t.Errorf("%s: account %q, want %q", tc.header, jobs[0].Account, tc.want)
+		}
+	}
+}
+
 func TestReadWorkloadErrors(t *testing.T) {
 	const header = "name,submission_time,duration,application,num_gpus,num_cpus,bandwidth,exec_plan,steps,is_sla\n"
 	tests := map[string]struct {

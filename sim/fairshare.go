@@ -1,10 +1,43 @@
 package sim
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
+
+// Where a replay's jobs get their accounts (Config.FairShareAccounts).
+const (
+	// AccountsByModel makes every model type one account.
+	AccountsByModel = "model"
+	// AccountsFromTrace takes the trace's account column.
+	AccountsFromTrace = "trace"
+)
+
+// account is the job's account for its fair-share factor.
+func (j *simJob) account(cfg Config) string {
+	if cfg.FairShareAccounts == AccountsFromTrace {
+		return j.Account
+	}
+	return j.App
+}
+
+// checkAccounts reports a job without an account when they come from
+// the trace.
+func checkAccounts(jobs []*simJob, cfg Config) error {
+	if cfg.FairShareAccounts != AccountsFromTrace {
+		return nil
+	}
+	for _, j := range jobs {
+		if j.Account == "" {
+			return fmt.Errorf("job %s (line %d): account is empty; FairShareAccounts=%q takes accounts from the trace", j.Name, j.Line, AccountsFromTrace)
+		}
+	}
+	return nil
+}
 
 // fairShare replays what slurmctld's priority/multifactor computes for
-// the fair-share order (policy.OrderFairShare) when every model type is
-// one account with equal shares: each account's GPU usage, halved every
+// the fair-share order (policy.OrderFairShare) for accounts with equal
+// shares: each account's GPU usage, halved every
 // half-life as PriorityDecayHalfLife does, and Fair Tree's factor for
 // siblings, rank over count. An account's Level FS is its share over its
 // usage's share (infinite without usage); the accounts rank by it, ties

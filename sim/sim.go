@@ -73,13 +73,14 @@ type Config struct {
 	// misprices by more than this (mean relative error) is refitted
 	// (rubickd's samples.refit_threshold). 0 keeps the profile fits.
 	RefitThreshold float64
-	// FairShareByModel makes every model type of the trace one Slurm
-	// account with an equal share, and gives each job its account's
-	// fair-share factor (policy.Job.FairShare), as priority/multifactor's
-	// Fair Tree computes it from the accounts' decayed GPU usage, each
-	// round: what BestEffortOrder=fairshare orders by. Without it every
-	// factor is 0.
-	FairShareByModel bool
+	// FairShareAccounts says whose account a job is, for its fair-share
+	// factor (policy.Job.FairShare): AccountsByModel (every model type one
+	// account) or AccountsFromTrace (the trace's account column). Every
+	// account has an equal share, and each round every job gets its
+	// account's factor as priority/multifactor's Fair Tree computes it
+	// from the accounts' decayed GPU usage: what BestEffortOrder=fairshare
+	// orders by. Empty: every factor is 0.
+	FairShareAccounts string
 	// FairShareHalfLife is the usage's half-life (Slurm's
 	// PriorityDecayHalfLife).
 	FairShareHalfLife time.Duration
@@ -125,7 +126,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MeasuredCPUsPerGPU=%d must be > 0", ErrBadConfig, c.MeasuredCPUsPerGPU)
 	case !(c.RefitThreshold >= 0) || math.IsInf(c.RefitThreshold, 0):
 		return fmt.Errorf("%w: RefitThreshold=%v must be a number >= 0", ErrBadConfig, c.RefitThreshold)
-	case c.FairShareByModel && c.FairShareHalfLife <= 0:
+	case c.FairShareAccounts != "" && c.FairShareAccounts != AccountsByModel && c.FairShareAccounts != AccountsFromTrace:
+		return fmt.Errorf("%w: FairShareAccounts=%q must be %q, %q or empty", ErrBadConfig, c.FairShareAccounts, AccountsByModel, AccountsFromTrace)
+	case c.FairShareAccounts != "" && c.FairShareHalfLife <= 0:
 		return fmt.Errorf("%w: FairShareHalfLife=%v must be > 0", ErrBadConfig, c.FairShareHalfLife)
 	}
 	return nil
@@ -253,6 +256,9 @@ func Run(ctx context.Context, cfg Config, d *Data, rows []artifact.Job, pol poli
 	if err != nil {
 		return nil, err
 	}
+	if err := checkAccounts(jobs, cfg); err != nil {
+		return nil, err
+	}
 	return replay(ctx, cfg, d, jobs, pol, log)
 }
 
@@ -288,11 +294,11 @@ func replay(ctx context.Context, cfg Config, d *Data, jobs []*simJob, pol policy
 	}
 	var fair *fairShare
 	var factors map[string]float64
-	if cfg.FairShareByModel {
+	if cfg.FairShareAccounts != "" {
 		var accounts []string
 		for _, j := range jobs {
-			if !slices.Contains(accounts, j.App) {
-				accounts = append(accounts, j.App)
+			if a := j.account(cfg); !slices.Contains(accounts, a) {
+				accounts = append(accounts, a)
 			}
 		}
 		fair = newFairShare(accounts, cfg.FairShareHalfLife.Seconds())
@@ -357,7 +363,7 @@ func replay(ctx context.Context, cfg Config, d *Data, jobs []*simJob, pol policy
 		}
 		// Advance one interval.
 		used := 0
-		usedBy := map[string]float64{} // GPU-seconds per model type
+		usedBy := map[string]float64{} // GPU-seconds per account
 		keep := active[:0]
 		for _, j := range active {
 			if len(j.alloc) == 0 {
@@ -402,13 +408,13 @@ func replay(ctx context.Context, cfg Config, d *Data, jobs []*simJob, pol policy
 					j.finished = true
 					j.finish = t + wait + need
 					res.gpuSeconds += float64(g) * (wait + need)
-					usedBy[j.App] += float64(g) * (wait + need)
+					usedBy[j.account(cfg)] += float64(g) * (wait + need)
 					finished++
 					continue
 				}
 			}
 			res.gpuSeconds += float64(g) * step
-			usedBy[j.App] += float64(g) * step
+			usedBy[j.account(cfg)] += float64(g) * step
 			keep = append(keep, j)
 		}
 		queued := 0
@@ -439,7 +445,7 @@ func cpusOf(alloc []policy.NodeAlloc) int {
 }
 
 // snapshot builds the policy's view of the active jobs at time t.
-// factors are the fair-share factors per model type (nil: none).
+// factors are the fair-share factors per account (nil: none).
 func snapshot(epoch time.Time, t float64, nodes []policy.Node, tenants []policy.Tenant, models map[string]policy.Estimator, active []*simJob, factors map[string]float64, cfg Config) (*policy.Snapshot, error) {
 	jobs := make([]policy.Job, len(active))
 	for i, j := range active {
@@ -452,7 +458,7 @@ func snapshot(epoch time.Time, t float64, nodes []policy.Node, tenants []policy.
 			RunTime:   secs(j.runTime),
 			Reconfigs: j.reconfigs,
 			TimeLimit: j.timeLimit,
-			FairShare: factors[j.App],
+			FairShare: factors[j.account(cfg)],
 		}
 		if cfg.FixedFrameworks && j.Request.Plan.TP == 1 && j.Request.Plan.PP == 1 &&
 			(len(cfg.FixedFrameworkModels) == 0 || slices.Contains(cfg.FixedFrameworkModels, j.App)) {

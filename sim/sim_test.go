@@ -161,7 +161,8 @@ func TestConfigValidate(t *testing.T) {
 		"negative over": {func(c *Config) { c.TimeLimitOver = -1 }, "TimeLimitOver"},
 		"nan refit":     {func(c *Config) { c.RefitThreshold = math.NaN() }, "RefitThreshold"},
 		"nan over":      {func(c *Config) { c.TimeLimitOver = math.NaN() }, "TimeLimitOver"},
-		"no half-life":  {func(c *Config) { c.FairShareByModel, c.FairShareHalfLife = true, 0 }, "FairShareHalfLife"},
+		"no half-life":  {func(c *Config) { c.FairShareAccounts, c.FairShareHalfLife = AccountsByModel, 0 }, "FairShareHalfLife"},
+		"accounts":      {func(c *Config) { c.FairShareAccounts = "user" }, "FairShareAccounts"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -80,9 +80,9 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 	fset.BoolVar(&o.cfg.ExcludeSuspect, "exclude-suspect", def.ExcludeSuspect, "leave the measured rows the data README calls suspect out of the ground truth (the model prices them)")
 	fset.Float64Var(&o.cfg.RefitThreshold, "refit-threshold", def.RefitThreshold,
 		fmt.Sprintf("replay rubickd's online refits with this threshold (rubickd's default: %g; 0: the profile fits throughout)", daemon.Defaults().Samples.RefitThreshold))
-	fset.BoolVar(&o.cfg.FairShareByModel, "fairshare-by-model", def.FairShareByModel,
-		"every model type is one Slurm account with an equal share; jobs carry its Fair Tree fair-share factor (for --set BestEffortOrder=fairshare)")
-	fset.DurationVar(&o.cfg.FairShareHalfLife, "fairshare-half-life", def.FairShareHalfLife, "with --fairshare-by-model: the accounts' usage half-life (Slurm's PriorityDecayHalfLife)")
+	fset.StringVar(&o.cfg.FairShareAccounts, "fairshare-accounts", def.FairShareAccounts,
+		"jobs carry their account's Fair Tree fair-share factor (for --set BestEffortOrder=fairshare), each account an equal share: \"model\" (every model type one account) or \"trace\" (the trace's account column); empty: no factors")
+	fset.DurationVar(&o.cfg.FairShareHalfLife, "fairshare-half-life", def.FairShareHalfLife, "with --fairshare-accounts: the accounts' usage half-life (Slurm's PriorityDecayHalfLife)")
 	fset.Func("set", "set a policy knob, Name=value; repeatable (defaults: "+knobDefaults(o.policy)+")", func(kv string) error {
 		return o.policy.Set(kv)
 	})
@@ -129,6 +129,7 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 		{!(o.cfg.TimeLimitOver >= 0) || o.cfg.TimeLimitOver > 1e6, "--time-limit-over", o.cfg.TimeLimitOver, "must be a number in [0, 1e6]"},
 		{!(o.cfg.RefitThreshold >= 0) || o.cfg.RefitThreshold > 10, "--refit-threshold", o.cfg.RefitThreshold, "must be a number in [0, 10]"},
 		{o.cfg.FairShareHalfLife <= 0, "--fairshare-half-life", o.cfg.FairShareHalfLife, "must be > 0"},
+		{!slices.Contains([]string{"", sim.AccountsByModel, sim.AccountsFromTrace}, o.cfg.FairShareAccounts), "--fairshare-accounts", fmt.Sprintf("%q", o.cfg.FairShareAccounts), `must be "model", "trace" or empty`},
 		{o.parallel <= 0, "--parallel", o.parallel, "must be > 0"},
 	}
 	for _, c := range checks {
