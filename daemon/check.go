@@ -119,7 +119,32 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 	out = append(out, checkConf(conf)...)
 	out = append(out, checkPriority(conf, cfg.Policy.BestEffortOrder))
 	b, err := slurm.ShowAssocMgr(ctx, deps.Runner, cfg.Commands.Scontrol, slurm.BudgetScope{All: true})
-	return append(out, checkBudgets(b, err, conf, scope))
+	out = append(out, checkBudgets(b, err, conf, scope))
+	if cfg.Policy.BestEffortOrder == policy.OrderFairShare && err == nil {
+		out = append(out, checkFairShare(b))
+	}
+	return out
+}
+
+// checkFairShare says what the fair-share order will go by: the factors
+// of the user associations slurmctld lists, and any it could not read.
+func checkFairShare(b slurm.Budgets) CheckResult {
+	r := CheckResult{Name: "fair-share factors", Status: CheckOK}
+	var users []float64
+	for k, f := range b.FairShare {
+		if k.User != "" {
+			users = append(users, f)
+		}
+	}
+	switch {
+	case b.FairShareUnread != "":
+		r.Status, r.Detail = CheckWarn, b.FairShareUnread+": that association's jobs go as factor 0"
+	case len(users) == 0:
+		r.Status, r.Detail = CheckWarn, "no user association lists a factor: every best-effort job goes as factor 0, by slope"
+	default:
+		r.Detail = fmt.Sprintf("%d user associations, factors %.2f to %.2f", len(users), slices.Min(users), slices.Max(users))
+	}
+	return r
 }
 
 // checkBudgets says what rubickd makes of the GrpTRESMins budgets: read

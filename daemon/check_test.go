@@ -269,6 +269,38 @@ func TestCheckBudgets(t *testing.T) {
 	}
 }
 
+// In fair-share order the check says how many user associations list a
+// factor and their range, and warns of one it cannot read or of none.
+func TestCheckFairShare(t *testing.T) {
+	raw, err := os.ReadFile("../slurm/testdata/24.11/scontrol-show-assoc_mgr.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab, err := slurm.ParseAssocMgr(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unread := lab
+	unread.FairShareUnread = `SharesRaw/Norm/Level/Factor= of account a user "u": factor "nan": want a number in 0..1`
+	tests := map[string]struct {
+		b      slurm.Budgets
+		status string
+		detail string
+	}{
+		"24.11 lab": {lab, CheckOK, "1 user associations, factors 1.00 to 1.00"},
+		"unread":    {unread, CheckWarn, `factor "nan": want a number in 0..1: that association's jobs go as factor 0`},
+		"none":      {slurm.Budgets{FairShare: slurm.FairShares{{Account: "root"}: 0}}, CheckWarn, "no user association lists a factor"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := checkFairShare(tc.b)
+			if r.Status != tc.status || !strings.Contains(r.Detail, tc.detail) {
+				t.Errorf("%+v, want status %s saying %q", r, tc.status, tc.detail)
+			}
+		})
+	}
+}
+
 // Where Slurm's priority weighs fair-share, QOS, partition or association,
 // the check warns that it does not order the jobs rubick holds; the 24.11
 // lab's multifactor with every weight 0, and 22.05's basic, pass.
