@@ -2,7 +2,9 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 )
 
 // Where a replay's jobs get their accounts (Config.FairShareAccounts).
@@ -80,14 +82,17 @@ func (f *fairShare) factors() map[string]float64 {
 			level[a] = (1 / n) / (u / total)
 		}
 	}
+	// Sorted once, the accounts at or below a level are a binary search
+	// away: a trace may name hundreds of accounts, and this runs each round.
+	sorted := slices.Sorted(maps.Values(level))
 	out := make(map[string]float64, len(level))
 	for a, la := range level {
-		below := 0
-		for _, lb := range level {
-			if lb <= la {
-				below++
+		below, _ := slices.BinarySearchFunc(sorted, la, func(x, t float64) int {
+			if x <= t {
+				return -1 // past every level at most t: the count of them
 			}
-		}
+			return 1
+		})
 		out[a] = float64(below) / n
 	}
 	return out
