@@ -157,11 +157,10 @@ func checkBudgets(b slurm.Budgets, err error, c slurm.CtldConfig, scope *slurm.B
 	r := CheckResult{Name: "budgets", Status: CheckOK}
 	n := len(b.QOS) + len(b.Assoc)
 	var unread []string
-	if scope != nil && !scope.All {
+	if scope != nil {
 		missed := map[string]bool{}
 		for k := range b.Assoc {
-			// scope.Accounts is sorted, as Limits.BudgetScope gives it.
-			if _, found := slices.BinarySearch(scope.Accounts, k.Account); !found {
+			if !scope.Reads(k.Account) {
 				missed[k.Account] = true
 			}
 		}

@@ -111,16 +111,20 @@ func (s BudgetScope) With(accounts ...string) BudgetScope {
 	return BudgetScope{Accounts: slices.Sorted(maps.Keys(set))}
 }
 
+// Reads reports whether reading s reads account's associations. Accounts
+// is sorted, as With and Limits.BudgetScope give it.
+func (s BudgetScope) Reads(account string) bool {
+	_, found := slices.BinarySearch(s.Accounts, account)
+	return s.All || found
+}
+
 // Covers reports whether reading s reads every association o does.
 func (s BudgetScope) Covers(o BudgetScope) bool {
-	if s.All || !o.All && len(o.Accounts) == 0 {
-		return true
-	}
 	if o.All {
-		return false
+		return s.All
 	}
 	for _, a := range o.Accounts {
-		if !slices.Contains(s.Accounts, a) {
+		if !s.Reads(a) {
 			return false
 		}
 	}
