@@ -47,15 +47,33 @@ func checkAccounts(jobs []*simJob, cfg Config) error {
 // most its own over the number of accounts: 1 for the least used.
 type fairShare struct {
 	usage    map[string]float64 // decayed GPU-seconds per account
+	used     map[string]float64 // GPU-seconds per account in this interval
 	halfLife float64            // seconds
 }
 
+// newFairShare starts every account of accounts (repeats allowed) unused.
 func newFairShare(accounts []string, halfLife float64) *fairShare {
-	f := &fairShare{usage: make(map[string]float64, len(accounts)), halfLife: halfLife}
+	f := &fairShare{usage: map[string]float64{}, used: map[string]float64{}, halfLife: halfLife}
 	for _, a := range accounts {
 		f.usage[a] = 0
 	}
 	return f
+}
+
+// use counts gpuS GPU-seconds of account in this interval. A nil
+// fairShare (a replay without accounts) counts nothing.
+func (f *fairShare) use(account string, gpuS float64) {
+	if f != nil {
+		f.used[account] += gpuS
+	}
+}
+
+// tick ends an interval of dt seconds: add what use counted in it.
+func (f *fairShare) tick(dt float64) {
+	if f != nil {
+		f.add(dt, f.used)
+		clear(f.used)
+	}
 }
 
 // add decays every account's usage over dt seconds and adds what each

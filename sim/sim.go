@@ -295,11 +295,9 @@ func replay(ctx context.Context, cfg Config, d *Data, jobs []*simJob, pol policy
 	var fair *fairShare
 	var factors map[string]float64
 	if cfg.FairShareAccounts != "" {
-		var accounts []string
-		for _, j := range jobs {
-			if a := j.account(cfg); !slices.Contains(accounts, a) {
-				accounts = append(accounts, a)
-			}
+		accounts := make([]string, len(jobs))
+		for i, j := range jobs {
+			accounts[i] = j.account(cfg)
 		}
 		fair = newFairShare(accounts, cfg.FairShareHalfLife.Seconds())
 	}
@@ -363,7 +361,6 @@ func replay(ctx context.Context, cfg Config, d *Data, jobs []*simJob, pol policy
 		}
 		// Advance one interval.
 		used := 0
-		usedBy := map[string]float64{} // GPU-seconds per account
 		keep := active[:0]
 		for _, j := range active {
 			if len(j.alloc) == 0 {
@@ -408,13 +405,13 @@ func replay(ctx context.Context, cfg Config, d *Data, jobs []*simJob, pol policy
 					j.finished = true
 					j.finish = t + wait + need
 					res.gpuSeconds += float64(g) * (wait + need)
-					usedBy[j.account(cfg)] += float64(g) * (wait + need)
+					fair.use(j.account(cfg), float64(g)*(wait+need))
 					finished++
 					continue
 				}
 			}
 			res.gpuSeconds += float64(g) * step
-			usedBy[j.account(cfg)] += float64(g) * step
+			fair.use(j.account(cfg), float64(g)*step)
 			keep = append(keep, j)
 		}
 		queued := 0
@@ -427,9 +424,7 @@ func replay(ctx context.Context, cfg Config, d *Data, jobs []*simJob, pol policy
 			res.IdleQueuedGPUS += (totalGPUs - float64(used)) * step
 		}
 		active = keep
-		if fair != nil {
-			fair.add(step, usedBy)
-		}
+		fair.tick(step)
 		res.util = append(res.util, UtilPoint{T: t, Util: float64(used) / totalGPUs})
 	}
 	res.finish(jobs, totalGPUs, cfg, d)
