@@ -48,6 +48,13 @@ type Budgets struct {
 	// share divides by zero shares); such an association is left out of
 	// FairShare, and the budgets stand.
 	FairShareUnread string
+	// QOSPriority is every listed QOS's Priority, by name.
+	QOSPriority map[string]int64
+	// Priority is the multifactor priority configuration, read with the
+	// budgets; PriorityErr says why it could not be, and Priority is
+	// then the zero value.
+	Priority    PriorityConfig
+	PriorityErr error
 }
 
 // FairShares are the fair-share factors slurmctld computed for its
@@ -203,6 +210,16 @@ func ParseAssocMgr(out []byte) (Budgets, error) {
 			case b.FairShareUnread == "":
 				b.FairShareUnread = fmt.Sprintf("%s of account %s user %q: %v", sharesField, assoc.Account, assoc.User, err)
 			}
+		case strings.HasPrefix(trimmed, "Priority=") && qos != "":
+			v := strings.TrimPrefix(trimmed, "Priority=")
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return Budgets{}, fmt.Errorf("assoc_mgr: QOS %s: Priority=%q is not a priority", qos, v)
+			}
+			if b.QOSPriority == nil {
+				b.QOSPriority = map[string]int64{}
+			}
+			b.QOSPriority[qos] = n
 		case strings.HasPrefix(trimmed, "GrpTRESMins="):
 			bud, err := parseBudget(strings.TrimPrefix(trimmed, "GrpTRESMins="))
 			if err != nil {
@@ -325,18 +342,25 @@ type AssocMgr struct {
 	Scontrol string
 }
 
-// Budgets runs ShowAssocMgr for scope, and reads PriorityCalcPeriod from
-// `scontrol show config` (Slurm's default where that fails).
+// Budgets runs ShowAssocMgr for scope, and reads PriorityCalcPeriod
+// (Slurm's default where that fails) and the priority configuration from
+// `scontrol show config`.
 func (a AssocMgr) Budgets(ctx context.Context, scope BudgetScope) (Budgets, error) {
 	b, err := ShowAssocMgr(ctx, a.Runner, a.Scontrol, scope)
-	if err != nil || len(b.QOS)+len(b.Assoc) == 0 {
+	if err != nil {
 		return b, err
 	}
+	c, err := ShowConfig(ctx, a.Runner, a.Scontrol)
+	if err == nil {
+		b.Priority, err = ParsePriorityConfig(c)
+	}
+	b.PriorityErr = err
+	if len(b.QOS)+len(b.Assoc) == 0 {
+		return b, nil
+	}
 	b.Tick = defaultTick
-	if c, err := ShowConfig(ctx, a.Runner, a.Scontrol); err == nil {
-		if d, err := ParseElapsed(c["PriorityCalcPeriod"]); err == nil && d > 0 {
-			b.Tick = d
-		}
+	if d, err := ParseElapsed(c["PriorityCalcPeriod"]); err == nil && d > 0 {
+		b.Tick = d
 	}
 	return b, nil
 }

@@ -28,7 +28,8 @@ func TestParseAssocMgrRecorded(t *testing.T) {
 					Limit: GroupLimits{BillingRunMins: 300}, Spent: GroupLimits{GPURunMins: 4, CPURunMins: 3, BillingRunMins: 4}},
 			},
 			// priority/multifactor with Fair Tree: the factor is the user's.
-			FairShare: FairShares{{Cluster: "rubicklab2411", Account: "root"}: 0, {Cluster: "rubicklab2411", Account: "root", User: "root"}: 1},
+			FairShare:   FairShares{{Cluster: "rubicklab2411", Account: "root"}: 0, {Cluster: "rubicklab2411", Account: "root", User: "root"}: 1},
+			QOSPriority: map[string]int64{"normal": 0},
 		},
 		"22.05/scontrol-show-assoc_mgr.txt": {
 			QOS: map[string]Budget{"guaranteed": {Limit: GroupLimits{GPURunMins: 120, BillingRunMins: 500}}},
@@ -40,6 +41,7 @@ func TestParseAssocMgrRecorded(t *testing.T) {
 				{Cluster: "rubicklab", Account: "root"}: 0, {Cluster: "rubicklab", Account: "root", User: "nobody"}: 0,
 				{Cluster: "rubicklab", Account: "root", User: "root"}: 0,
 			},
+			QOSPriority: map[string]int64{"guaranteed": 0, "normal": 0},
 		},
 	}
 	for path, want := range tests {
@@ -64,6 +66,7 @@ func TestParseAssocMgrErrors(t *testing.T) {
 		"no parentheses": {record("GrpTRESMins=cpu=N(0),gres/gpu=100"), `GrpTRESMins gres/gpu="100": want LIMIT(USED)`},
 		"bad limit":      {record("GrpTRESMins=gres/gpu=lots(3)"), `limit "lots" not a count`},
 		"negative used":  {record("GrpTRESMins=cpu=10(-1)"), `used minutes "-1" not a count`},
+		"bad priority":   {record("Priority=high"), `QOS normal: Priority="high" is not a priority`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -83,17 +86,20 @@ func TestParseAssocMgrSections(t *testing.T) {
 
 QOS=normal(1)
     GrpTRESMins=cpu=N(0),gres/gpu=50(7)
+    Priority=10
     Account Limits
       root
         MaxTRESRunMinsPA=cpu=N(0),gres/gpu=N(0)
 QOS=idle(2)
     GrpTRESMins=cpu=N(0),gres/gpu=N(9)
+    Priority=0
 `
 	got, err := ParseAssocMgr([]byte(out))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Budgets{QOS: map[string]Budget{"normal": {Limit: GroupLimits{GPURunMins: 50}, Spent: GroupLimits{GPURunMins: 7}}}, Assoc: map[AssocKey]Budget{}, FairShare: FairShares{}}
+	want := Budgets{QOS: map[string]Budget{"normal": {Limit: GroupLimits{GPURunMins: 50}, Spent: GroupLimits{GPURunMins: 7}}}, Assoc: map[AssocKey]Budget{}, FairShare: FairShares{},
+		QOSPriority: map[string]int64{"normal": 10, "idle": 0}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

@@ -66,7 +66,7 @@ func TestGolden2205(t *testing.T) {
 			State: StateRunning, Priority: 4294901729,
 			NodeList: []string{"node1"}, BatchHost: "node1", NodeCount: 1,
 			GPUsPerNode: 4, GPUs: 4, CPUs: 8, Tasks: 1, MemPerNodeMB: 65536, MemMB: 65536, Billing: 8,
-			Requeue: true, SubmitTime: ts(1795315344), StartTime: ts(1795315344),
+			Requeue: true, SubmitTime: ts(1795315344), EligibleTime: ts(1795315344), StartTime: ts(1795315344),
 			Comment: "model=resnet50;updated", AdminComment: "rubick:plan=dp4,gpus=4",
 		},
 		32: {
@@ -74,7 +74,7 @@ func TestGolden2205(t *testing.T) {
 			State: StateRunning, Priority: 4294901728,
 			NodeList: []string{"node2", "node3"}, BatchHost: "node2", NodeCount: 2,
 			GPUsPerNode: 8, GPUs: 16, CPUs: 32, Tasks: 2, MemPerCPUMB: 4000, MemMB: 128000, Billing: 32,
-			Requeue: true, SubmitTime: ts(1795315344), StartTime: ts(1795315344),
+			Requeue: true, SubmitTime: ts(1795315344), EligibleTime: ts(1795315344), StartTime: ts(1795315344),
 		},
 		33: {
 			ID: 33, Name: "bert-held", User: "root", Account: "root", Cluster: "rubick", Partition: "gpu", QOS: "normal",
@@ -89,7 +89,7 @@ func TestGolden2205(t *testing.T) {
 			NodeList: []string{"node2", "node3"}, BatchHost: "node2", NodeCount: 2,
 			GPUsPerNode: 8, GPUs: 16, CPUs: 2, Tasks: byID[24].Tasks, MemPerCPUMB: 4000, MemMB: 8000, Billing: 1,
 			RequiredNodes: []string{"node2", "node3"},
-			Requeue:       true, RestartCount: 4, SubmitTime: byID[24].SubmitTime, StartTime: byID[24].StartTime,
+			Requeue:       true, RestartCount: 4, SubmitTime: byID[24].SubmitTime, EligibleTime: byID[24].SubmitTime, StartTime: byID[24].StartTime,
 		},
 	}
 	for id, w := range want {
@@ -135,7 +135,7 @@ func TestGolden2205(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Partitions: %v", err)
 	}
-	wantParts := []Partition{{Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"}, TotalCPUs: 256, TotalNodes: 4}}
+	wantParts := []Partition{{Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"}, TotalCPUs: 256, TotalNodes: 4, PriorityJobFactor: 1, PriorityTier: 1}}
 	if diff := cmp.Diff(wantParts, parts); diff != "" {
 		t.Errorf("partitions (-want +got):\n%s", diff)
 	}
@@ -163,13 +163,13 @@ func TestGolden2411(t *testing.T) {
 			ID: 1, Name: "wrap", User: "root", Cluster: "rubick24", Partition: "gpu", State: StateCompleted, Priority: 1,
 			NodeList: []string{"node1"}, BatchHost: "node1", NodeCount: 1, GPUsPerNode: 1,
 			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, MemMB: 4000, Billing: 1, Requeue: true,
-			SubmitTime: ts(1795317671), StartTime: ts(1795317671),
+			SubmitTime: ts(1795317671), EligibleTime: ts(1795317671), StartTime: ts(1795317671),
 		},
 		{
 			ID: 2, Name: "wrap", User: "root", Cluster: "rubick24", Partition: "gpu", State: StateRunning, Priority: 1,
 			NodeList: []string{"node1"}, BatchHost: "node1", NodeCount: 1, GPUsPerNode: 1, GPUs: 1,
 			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, MemMB: 4000, Billing: 1, Requeue: true,
-			SubmitTime: ts(1795317681), StartTime: ts(1795317681),
+			SubmitTime: ts(1795317681), EligibleTime: ts(1795317681), StartTime: ts(1795317681),
 			Comment: "model_type=llama", AdminComment: "model_type=llama",
 			Tag: &Tag{ModelType: "llama"}, // the legacy job_submit.lua form
 		},
@@ -177,7 +177,7 @@ func TestGolden2411(t *testing.T) {
 			ID: 3, Name: "gpt2-ddp", User: "root", Cluster: "rubick24", Partition: "gpu", State: StateRunning, Priority: 1,
 			NodeList: []string{"node2", "node3"}, BatchHost: "node2", NodeCount: 2, GPUsPerNode: 8, GPUs: 16,
 			CPUs: 32, CPUsPerTask: 16, Tasks: 2, MemPerCPUMB: 4000, MemMB: 128000, Billing: 32, Requeue: true,
-			SubmitTime: ts(1795317689), StartTime: ts(1795317690),
+			SubmitTime: ts(1795317689), EligibleTime: ts(1795317689), StartTime: ts(1795317690),
 		},
 		{
 			ID: 4, Name: "bert-held", User: "root", Cluster: "rubick24", Partition: "gpu", State: StatePending,
@@ -216,7 +216,7 @@ func TestGolden2411(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Partitions: %v", err)
 	}
-	wantParts := []Partition{{Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"}, TotalCPUs: 256, TotalNodes: 4}}
+	wantParts := []Partition{{Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"}, TotalCPUs: 256, TotalNodes: 4, PriorityJobFactor: 1, PriorityTier: 1}}
 	if diff := cmp.Diff(wantParts, parts); diff != "" {
 		t.Errorf("partitions (-want +got):\n%s", diff)
 	}
@@ -753,7 +753,7 @@ func TestLimits(t *testing.T) {
 				Grp: GroupLimits{GPUs: 5, CPUs: 40, MemMB: 300 << 10, GPURunMins: 500, Billing: 30, BillingRunMins: 5000}, BudgetListed: true},
 		},
 		Partitions: map[string]Partition{"gpu": {Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"},
-			TotalCPUs: 256, TotalNodes: 4}},
+			TotalCPUs: 256, TotalNodes: 4, PriorityJobFactor: 1, PriorityTier: 1}},
 	}
 	if d := cmp.Diff(want.Indexed(), got); d != "" {
 		t.Errorf("(-want +got):\n%s", d)

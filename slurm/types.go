@@ -98,7 +98,14 @@ type Job struct {
 	Requeue      bool
 	RestartCount int
 	SubmitTime   time.Time
+	// EligibleTime is when the job may start by its begin time
+	// (--begin); zero for a held job without one, which Slurm does not
+	// count as eligible.
+	EligibleTime time.Time
 	StartTime    time.Time
+	// Nice is the job's --nice adjustment, which Slurm subtracts from its
+	// priority.
+	Nice int
 	// TimeLimit is the job's time limit (sbatch --time); 0 when it has none
 	// (unlimited or unset).
 	TimeLimit time.Duration
@@ -206,6 +213,9 @@ type Partition struct {
 	// QOS is the partition's QOS, whose limits apply to every job in it
 	// ahead of the job's own QOS; "" for none.
 	QOS string
+	// PriorityJobFactor is the partition's weight in the multifactor
+	// priority; PriorityTier orders partitions ahead of any priority.
+	PriorityJobFactor, PriorityTier int
 	// Billing is the partition's TRESBillingWeights.
 	Billing BillingWeights
 }

@@ -155,7 +155,9 @@ func (w v38Job) domain() Job {
 		Requeue:       deref(w.Requeue),
 		RestartCount:  deref(w.RestartCnt),
 		SubmitTime:    unixTime(deref(w.SubmitTime)),
+		EligibleTime:  unixTime(deref(w.EligibleTime)),
 		StartTime:     unixTime(deref(w.StartTime)),
+		Nice:          deref(w.Nice),
 		TimeLimit:     minutes(deref(w.TimeLimit)),
 		Comment:       deref(w.Comment),
 		ArrayTasks:    deref(w.ArrayTaskString),
@@ -281,11 +283,13 @@ func (b *v38) partitions(ctx context.Context) ([]Partition, error) {
 			TotalCPUs:  deref(p.TotalCpus),
 			TotalNodes: deref(p.TotalNodes),
 			// -1: unlimited
-			MaxNodesPerJob:  max(deref(p.MaximumNodesPerJob), 0),
-			MaxTime:         minutes(deref(p.MaxTimeLimit)),
-			MaxCPUsPerNode:  max(deref(p.MaximumCpusPerNode), 0),
-			MaxMemPerNodeMB: max(deref(p.MaximumMemoryPerNode), 0),
-			QOS:             deref(p.Qos),
+			MaxNodesPerJob:    max(deref(p.MaximumNodesPerJob), 0),
+			MaxTime:           minutes(deref(p.MaxTimeLimit)),
+			MaxCPUsPerNode:    max(deref(p.MaximumCpusPerNode), 0),
+			MaxMemPerNodeMB:   max(deref(p.MaximumMemoryPerNode), 0),
+			QOS:               deref(p.Qos),
+			PriorityJobFactor: deref(p.PriorityJobFactor),
+			PriorityTier:      deref(p.PriorityTier),
 		})
 	}
 	return out, nil

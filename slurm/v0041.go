@@ -240,7 +240,9 @@ func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
 			Requeue:       deref(w.Requeue),
 			RestartCount:  int(deref(w.RestartCnt)),
 			SubmitTime:    unixTime(num(w.SubmitTime)),
+			EligibleTime:  unixTime(num(w.EligibleTime)),
 			StartTime:     unixTime(num(w.StartTime)),
+			Nice:          int(deref(w.Nice)),
 			TimeLimit:     minutes(num(w.TimeLimit)),
 			Comment:       deref(w.Comment),
 			ArrayTasks:    deref(w.ArrayTaskString),
@@ -382,6 +384,9 @@ func (b *v41) partitions(ctx context.Context) ([]Partition, error) {
 		}
 		if p.Qos != nil {
 			part.QOS = deref(p.Qos.Assigned)
+		}
+		if p.Priority != nil {
+			part.PriorityJobFactor, part.PriorityTier = int(deref(p.Priority.JobFactor)), int(deref(p.Priority.Tier))
 		}
 		if p.Tres != nil {
 			w, err := ParseBillingWeights(deref(p.Tres.BillingWeights))

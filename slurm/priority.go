@@ -1,0 +1,207 @@
+package slurm
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrPriorityConfig is wrapped by the error of a priority setting that
+// does not read.
+var ErrPriorityConfig = errors.New("unreadable priority setting")
+
+// PriorityConfig is what slurmctld's priority/multifactor plugin weighs a
+// job's priority by (`scontrol show config`).
+type PriorityConfig struct {
+	// Multifactor is true with PriorityType=priority/multifactor; the
+	// rest means nothing otherwise.
+	Multifactor bool
+	// The PriorityWeight* values.
+	Age, Assoc, FairShare, JobSize, Partition, QOS int64
+	// TRES is PriorityWeightTRES as printed; "" when unset.
+	TRES string
+	// MaxAge is PriorityMaxAge: the age at which the age factor reaches 1.
+	MaxAge time.Duration
+	// FavorSmall is PriorityFavorSmall.
+	FavorSmall bool
+	// SizeRelative is PriorityFlags=SMALL_RELATIVE_TO_TIME; NoNormalPart
+	// and NoNormalQOS are NO_NORMAL_PART and NO_NORMAL_QOS.
+	SizeRelative, NoNormalPart, NoNormalQOS bool
+	// SiteFactor is PrioritySiteFactorPlugin; "" when none.
+	SiteFactor string
+}
+
+// Weighted reports whether any factor carries a weight.
+func (c PriorityConfig) Weighted() bool {
+	return c.Age+c.Assoc+c.FairShare+c.JobSize+c.Partition+c.QOS > 0
+}
+
+// ParsePriorityConfig reads the priority settings of a `scontrol show
+// config`. A weight or age that does not read is an error naming it.
+func ParsePriorityConfig(c CtldConfig) (PriorityConfig, error) {
+	p := PriorityConfig{Multifactor: c["PriorityType"] == "priority/multifactor"}
+	if !p.Multifactor {
+		return p, nil
+	}
+	for _, w := range []struct {
+		key string
+		v   *int64
+	}{
+		{"PriorityWeightAge", &p.Age}, {"PriorityWeightAssoc", &p.Assoc}, {"PriorityWeightFairShare", &p.FairShare},
+		{"PriorityWeightJobSize", &p.JobSize}, {"PriorityWeightPartition", &p.Partition}, {"PriorityWeightQOS", &p.QOS},
+	} {
+		v, ok := c[w.key]
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return PriorityConfig{}, fmt.Errorf("%w: %s=%q is not a weight", ErrPriorityConfig, w.key, v)
+		}
+		*w.v = n
+	}
+	if v := c["PriorityMaxAge"]; v != "" {
+		d, err := ParseElapsed(v)
+		if err != nil {
+			return PriorityConfig{}, fmt.Errorf("%w: PriorityMaxAge=%q: %v", ErrPriorityConfig, v, err)
+		}
+		p.MaxAge = d
+	}
+	p.TRES = nullable(c["PriorityWeightTRES"])
+	p.SiteFactor = nullable(c["PrioritySiteFactorPlugin"])
+	p.FavorSmall = strings.EqualFold(c["PriorityFavorSmall"], "yes")
+	p.SizeRelative = c.Has("PriorityFlags", "SMALL_RELATIVE_TO_TIME")
+	p.NoNormalPart = c.Has("PriorityFlags", "NO_NORMAL_PART") || c.Has("PriorityFlags", "NO_NORMAL_ALL")
+	p.NoNormalQOS = c.Has("PriorityFlags", "NO_NORMAL_QOS") || c.Has("PriorityFlags", "NO_NORMAL_ALL")
+	return p, nil
+}
+
+// nullable is v, or "" for the "(null)" scontrol prints for an unset value.
+func nullable(v string) string {
+	if v == "(null)" {
+		return ""
+	}
+	return v
+}
+
+// Priorities computes the priority slurmctld would give a job that
+// nothing holds: priority/multifactor's weighted sum of the age,
+// fair-share, job size, partition and QOS factors, less the job's nice.
+// The association, TRES and site factors are left out: rubick does not
+// read them. rubick holds the jobs it manages at priority 0, so Slurm
+// computes none for them.
+type Priorities struct {
+	Config PriorityConfig
+	// QOS is each QOS's Priority, by name (`scontrol show assoc_mgr`).
+	QOS map[string]int64
+	// Partitions gives each partition's PriorityJobFactor and PriorityTier.
+	Partitions map[string]Partition
+	// FairShare holds the associations' fair-share factors.
+	FairShare FairShares
+	// Nodes and CPUs are the cluster's node and CPU counts, what the job
+	// size factor divides by.
+	Nodes, CPUs int
+}
+
+// Of is j's priority in partition part at now, as slurmctld would compute
+// it for j if it were pending and not held (truncated to a whole number,
+// at least 1), and the partition's PriorityTier, which Slurm orders by
+// first.
+//
+// Age counts from j's eligible time (its --begin), else its submission:
+// the hold is rubick's, so the time held counts as time waited.
+func (p Priorities) Of(j Job, part string, now time.Time) (prio float64, tier int) {
+	c := p.Config
+	pt := p.Partitions[part]
+	tier = pt.PriorityTier
+	if !c.Multifactor {
+		return 0, tier
+	}
+	var sum float64
+	if c.Age > 0 {
+		since := j.EligibleTime
+		if since.IsZero() {
+			since = j.SubmitTime
+		}
+		if waited := now.Sub(since); waited > 0 {
+			f := 1.0
+			if waited < c.MaxAge {
+				f = float64(waited) / float64(c.MaxAge)
+			}
+			sum += float64(c.Age) * f
+		}
+	}
+	if c.FairShare > 0 {
+		f, _ := p.FairShare.Of(j.Cluster, j.Account, j.User, part)
+		sum += float64(c.FairShare) * f
+	}
+	if c.JobSize > 0 {
+		sum += float64(c.JobSize) * p.jobSize(j, pt)
+	}
+	if c.Partition > 0 && pt.PriorityJobFactor > 0 {
+		f := float64(pt.PriorityJobFactor)
+		if !c.NoNormalPart {
+			top := 0
+			for _, o := range p.Partitions {
+				top = max(top, o.PriorityJobFactor)
+			}
+			f /= float64(top)
+		}
+		sum += float64(c.Partition) * f
+	}
+	if q := p.QOS[j.QOS]; c.QOS > 0 && q > 0 {
+		f := float64(q)
+		if !c.NoNormalQOS {
+			var top int64
+			for _, o := range p.QOS {
+				top = max(top, o)
+			}
+			f /= float64(top)
+		}
+		sum += float64(c.QOS) * f
+	}
+	sum -= float64(j.Nice)
+	return max(math.Floor(sum), 1), tier
+}
+
+// jobSize is the job size factor in 0..1: the share of the cluster's
+// nodes and CPUs the job asks for (or what it leaves, with
+// PriorityFavorSmall), or with SMALL_RELATIVE_TO_TIME its CPUs per minute
+// of its time limit.
+func (p Priorities) jobSize(j Job, pt Partition) float64 {
+	if p.Nodes <= 0 || p.CPUs <= 0 {
+		return 0
+	}
+	nodes, cpus := float64(max(j.NodeCount, 1)), float64(max(j.CPUs, 0))
+	total, totalCPUs := float64(p.Nodes), float64(p.CPUs)
+	var f float64
+	switch {
+	case p.Config.SizeRelative:
+		limit := j.TimeLimit
+		if limit == 0 {
+			limit = pt.MaxTime
+		}
+		mins := float64(math.MaxUint32) // Slurm's INFINITE
+		if limit > 0 {
+			mins = limit.Minutes()
+		}
+		f = max(nodes*totalCPUs/total, cpus) / mins / totalCPUs
+		if p.Config.FavorSmall {
+			f = 1 - f
+		}
+	case p.Config.FavorSmall:
+		f = (total - nodes) / total
+		if cpus > 0 {
+			f = (f + (totalCPUs-cpus)/totalCPUs) / 2
+		}
+	default:
+		f = nodes / total
+		if cpus > 0 {
+			f = (f + cpus/totalCPUs) / 2
+		}
+	}
+	return min(max(f, 0), 1)
+}
