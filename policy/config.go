@@ -20,7 +20,7 @@ type Config struct {
 	// scheduled ahead of the slope order.
 	StarvationAge time.Duration
 	// BestEffortOrder is the order in which best-effort jobs take GPUs:
-	// OrderSlope or OrderFairShare.
+	// OrderSlope, OrderFairShare or OrderPriority.
 	BestEffortOrder string
 	// GuaranteedOrder is the order in which queued guaranteed jobs are
 	// admitted within their tenant's quota: OrderShortest or OrderSubmit.
@@ -86,6 +86,9 @@ const (
 	// equal factor (one association's) by slope: Slurm's fair-share order,
 	// for sites whose accounts must share the GPUs without quotas.
 	OrderFairShare = "fairshare"
+	// OrderPriority ranks by Job.PriorityTier, then Job.Priority, highest
+	// first, and jobs of equal rank by slope: Slurm's multifactor order.
+	OrderPriority = "priority"
 )
 
 // DefaultConfig returns the configuration the benchmarks use.
@@ -138,8 +141,8 @@ func (c Config) Validate() error {
 		return bad("ReconfigKeep", c.ReconfigKeep, "0..1")
 	case c.StarvationAge < 0:
 		return bad("StarvationAge", c.StarvationAge, ">= 0")
-	case c.BestEffortOrder != OrderSlope && c.BestEffortOrder != OrderFairShare:
-		return bad("BestEffortOrder", c.BestEffortOrder, strconv.Quote(OrderSlope)+" or "+strconv.Quote(OrderFairShare))
+	case c.BestEffortOrder != OrderSlope && c.BestEffortOrder != OrderFairShare && c.BestEffortOrder != OrderPriority:
+		return bad("BestEffortOrder", c.BestEffortOrder, strconv.Quote(OrderSlope)+", "+strconv.Quote(OrderFairShare)+" or "+strconv.Quote(OrderPriority))
 	case c.GuaranteedOrder != OrderShortest && c.GuaranteedOrder != OrderSubmit:
 		return bad("GuaranteedOrder", c.GuaranteedOrder, strconv.Quote(OrderShortest)+" or "+strconv.Quote(OrderSubmit))
 	case c.GuaranteedAge < 0:

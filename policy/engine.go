@@ -94,7 +94,7 @@ type jstate struct {
 type lossMemo struct {
 	node, ver  int
 	privileged bool
-	protected  bool // shrunk no further than its request (fair-share order)
+	protected  bool // shrunk no further than its request (fair-share or priority order)
 	v          victim
 	ok         bool
 }
@@ -134,10 +134,53 @@ type round struct {
 	memo          [][2]vmemo // per node and privileged: the two best victims
 	minLoss       [2]float64 // cluster-wide least victim loss, per privileged
 	minLossVer    [2]int     // version minLoss was computed at (0: never)
-	// fairFloor is, in fair-share order, the factor of the job being
-	// placed: best-effort jobs with a higher one give it only the GPUs
+	// floor is, in fair-share or priority order, the rank of the job
+	// being placed: best-effort jobs ranked higher give it only the GPUs
 	// they hold beyond their request.
-	fairFloor float64
+	floor rank
+}
+
+// rank is a job's place in fair-share or priority order: tier first, then
+// value, higher first.
+type rank struct {
+	tier  int
+	value float64
+}
+
+// topRank is above every job's: nobody is protected under it.
+var topRank = rank{math.MaxInt, math.Inf(1)}
+
+func (a rank) compare(b rank) int {
+	if c := cmp.Compare(a.tier, b.tier); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.value, b.value)
+}
+
+// ranked reports whether best-effort jobs go by rank before slope.
+func (e *engine) ranked() bool { return e.cfg.BestEffortOrder != OrderSlope }
+
+// rankOf is j's rank under the configured order.
+func (e *engine) rankOf(j *Job) rank {
+	switch e.cfg.BestEffortOrder {
+	case OrderFairShare:
+		return rank{value: j.FairShare}
+	case OrderPriority:
+		return rank{tier: j.PriorityTier, value: j.Priority}
+	}
+	return rank{}
+}
+
+// rankReason is why a job started in rank order, and what it ranked by.
+func (e *engine) rankReason(j *Job) (Reason, string) {
+	if e.cfg.BestEffortOrder == OrderFairShare {
+		return ReasonFairShare, fmt.Sprintf("fair-share factor %.2f", j.FairShare)
+	}
+	d := fmt.Sprintf("priority %.0f", j.Priority)
+	if j.PriorityTier > 0 {
+		d += fmt.Sprintf(" in partition tier %d", j.PriorityTier)
+	}
+	return ReasonPriority, d
 }
 
 // vmemo caches a node's best victims at one node version.
@@ -183,7 +226,7 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 		r.memGB = 0
 	}
 	r.version = 1
-	r.fairFloor = math.Inf(1)
+	r.floor = topRank
 	r.groupUse = make([]groupUse, len(s.Groups))
 	r.jobs = make([]*jstate, len(s.Jobs))
 	for i := range s.Jobs {
@@ -671,13 +714,12 @@ func (r *round) shrinkable(v *jstate, privileged bool) bool {
 	return !v.frozen
 }
 
-// setFairFloor sets fairFloor, and forgets the victims found under the
-// last one.
-func (r *round) setFairFloor(f float64) {
-	if f == r.fairFloor {
+// setFloor sets floor, and forgets the victims found under the last one.
+func (r *round) setFloor(f rank) {
+	if f == r.floor {
 		return
 	}
-	r.fairFloor = f
+	r.floor = f
 	for n := range r.memo {
 		r.memo[n][0].valid = false
 	}
@@ -760,7 +802,7 @@ func (r *round) releaseOn(v *jstate, n int, privileged bool) (victim, bool) {
 	// A job whose account is further below its share than the one taking
 	// keeps what it asked for: fair share decides who gets the GPUs
 	// requested, slope who gets the rest.
-	protected := !privileged && v.j.FairShare > r.fairFloor
+	protected := !privileged && r.e.rankOf(v.j).compare(r.floor) > 0
 	for _, m := range v.losses {
 		if m.node == n && m.ver == v.ver && m.privileged == privileged && m.protected == protected {
 			return m.v, m.ok
@@ -1190,7 +1232,7 @@ func (r *round) run(ctx context.Context) error {
 		}
 		cands = append(cands, cand{js, r.slope(js)})
 	}
-	fair := r.e.cfg.BestEffortOrder == OrderFairShare
+	ranked := r.e.ranked()
 	slices.SortStableFunc(cands, func(a, b cand) int {
 		if a.js.starve != b.js.starve {
 			if a.js.starve {
@@ -1201,8 +1243,8 @@ func (r *round) run(ctx context.Context) error {
 		if a.js.starve {
 			return bySubmit(a.js, b.js)
 		}
-		if fair {
-			if c := cmp.Compare(b.js.j.FairShare, a.js.j.FairShare); c != 0 {
+		if ranked {
+			if c := r.e.rankOf(b.js.j).compare(r.e.rankOf(a.js.j)); c != 0 {
 				return c
 			}
 		}
@@ -1217,12 +1259,12 @@ func (r *round) run(ctx context.Context) error {
 			return fmt.Errorf("policy %s: %w", r.e.name, err)
 		}
 		js := c.js
-		if fair {
-			floor := js.j.FairShare
+		if ranked {
+			floor := r.e.rankOf(js.j)
 			if js.starve {
-				floor = math.Inf(1) // starving jobs come first and may take from anyone
+				floor = topRank // starving jobs come first and may take from anyone
 			}
-			r.setFairFloor(floor)
+			r.setFloor(floor)
 		}
 		// Nothing free and nobody worth shrinking: nothing to try.
 		stuck := r.freeTotal-r.reservedTotal < max(1, js.info.minG-js.gpus) && !(r.minVictimLoss(false) < c.slope)
@@ -1238,8 +1280,8 @@ func (r *round) run(ctx context.Context) error {
 				switch {
 				case js.starve:
 					js.reason = ReasonStarving
-				case fair:
-					js.reason, js.detail = ReasonFairShare, fmt.Sprintf("fair-share factor %.2f", js.j.FairShare)
+				case ranked:
+					js.reason, js.detail = r.e.rankReason(js.j)
 				default:
 					js.reason = ReasonSlope
 				}
@@ -1248,8 +1290,8 @@ func (r *round) run(ctx context.Context) error {
 		}
 		if !js.running && js.gpus == 0 && had == 0 {
 			js.reason = ReasonNoResources
-			if fair && !js.starve {
-				js.detail = fmt.Sprintf("fair-share factor %.2f", js.j.FairShare)
+			if ranked && !js.starve {
+				_, js.detail = r.e.rankReason(js.j)
 			}
 			if js.starve && !reserving {
 				// Hold back what is free for the oldest starving job, so
@@ -1259,7 +1301,7 @@ func (r *round) run(ctx context.Context) error {
 			}
 		}
 	}
-	r.setFairFloor(math.Inf(1))
+	r.setFloor(topRank)
 	if r.e.v.tuneCPU {
 		r.tuneCPUs()
 	}

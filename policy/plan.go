@@ -38,6 +38,7 @@ const (
 	ReasonSlope       Reason = "slope"            // resources went where they raise throughput most
 	ReasonStarving    Reason = "starvation"       // queued past the anti-starvation age
 	ReasonFairShare   Reason = "fair-share"       // started in fair-share order (policy.best_effort_order)
+	ReasonPriority    Reason = "priority"         // started in Slurm's multifactor priority order (policy.best_effort_order)
 	ReasonFIFO        Reason = "fifo"             // next in submission order
 	ReasonBackfill    Reason = "backfill"         // started out of order without delaying the queue head
 	ReasonReplan      Reason = "replan"           // same resources, a faster plan

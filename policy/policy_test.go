@@ -52,6 +52,19 @@ func dp(g, batch int) model.Plan {
 // fairShare orders best-effort jobs by their fair-share factor.
 func fairShare(c *policy.Config) { c.BestEffortOrder = policy.OrderFairShare }
 
+// slurmPriority orders best-effort jobs by their Slurm priority.
+func slurmPriority(c *policy.Config) { c.BestEffortOrder = policy.OrderPriority }
+
+// byPriority moves the jobs' fair-share factors to their priorities (x
+// 10000, as a PriorityWeightFairShare of 10000 would), so the fair-share
+// cases run in priority order too.
+func byPriority(jobs []policy.Job) []policy.Job {
+	for i := range jobs {
+		jobs[i].Priority, jobs[i].FairShare = 10000*jobs[i].FairShare, 0
+	}
+	return jobs
+}
+
 // twoForTwoGPUs is a young job on 6 of 8 GPUs and two queued ones, a (big,
 // factor 0.2) and b (small, 0.9), for the 2 left.
 func twoForTwoGPUs() []policy.Job {
@@ -322,6 +335,56 @@ func TestDecide(t *testing.T) {
 				"lo": {policy.Start, 4, policy.ReasonFairShare},
 			},
 		},
+		"rubick in priority order starts the higher-priority job first": {
+			policy: "rubick", config: slurmPriority, now: 2 * time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: byPriority(twoForTwoGPUs()),
+			want: map[string]outcome{
+				"r": {policy.Keep, 6, policy.ReasonPenalty},
+				"a": {policy.Start, 1, policy.ReasonPriority},
+				"b": {policy.Start, 1, policy.ReasonPriority},
+			},
+		},
+		"rubick in priority order puts a higher partition tier first": {
+			policy: "rubick", config: slurmPriority, now: 2 * time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: func() []policy.Job {
+				jobs := byPriority(twoForTwoGPUs())
+				jobs[1].PriorityTier = 1 // a: priority 2000, but in a higher tier than b's 9000
+				return jobs
+			}(),
+			want: map[string]outcome{
+				"r": {policy.Keep, 6, policy.ReasonPenalty},
+				"a": {policy.Start, 2, policy.ReasonPriority},
+				"b": {policy.Keep, 0, policy.ReasonNoResources},
+			},
+		},
+		"rubick in priority order shrinks no job of higher priority below its request": {
+			policy: "rubick", config: slurmPriority, now: 4 * time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: byPriority(holderAndQueued(8, 0.9, 0.1)),
+			want: map[string]outcome{
+				"hi": {policy.Restart, 8, policy.ReasonReplan},
+				"lo": {policy.Keep, 0, policy.ReasonNoResources},
+			},
+		},
+		"rubick in priority order shrinks a job of lower priority": {
+			policy: "rubick", config: slurmPriority, now: 4 * time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: byPriority(holderAndQueued(8, 0.1, 0.9)),
+			want: map[string]outcome{
+				"hi": {policy.Shrink, 4, policy.ReasonReclaimed},
+				"lo": {policy.Start, 4, policy.ReasonPriority},
+			},
+		},
+		"rubick in priority order: a lower tier's job is shrunk for a higher tier's": {
+			policy: "rubick", config: slurmPriority, now: 4 * time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: func() []policy.Job {
+				jobs := byPriority(holderAndQueued(8, 0.9, 0.1))
+				jobs[1].PriorityTier = 2
+				return jobs
+			}(),
+			want: map[string]outcome{
+				"hi": {policy.Shrink, 4, policy.ReasonReclaimed},
+				"lo": {policy.Start, 4, policy.ReasonPriority},
+			},
+		},
 		"rubick-n runs the request exactly": {
 			policy: "rubick-n", nodes: pt.Cluster(1, 8),
 			jobs: []policy.Job{pt.NewJob("a", "small").GPUs(2).Obj()},
@@ -514,6 +577,41 @@ func TestFairShareDetail(t *testing.T) {
 		if w := want[a.JobID]; w != "" && a.Detail != w {
 			t.Errorf("job %s: detail %q, want %q", a.JobID, a.Detail, w)
 		}
+	}
+}
+
+// In priority order a job left waiting says its priority and tier.
+func TestPriorityDetail(t *testing.T) {
+	cfg := policy.DefaultConfig()
+	slurmPriority(&cfg)
+	p, err := policy.New("rubick", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := byPriority(holderAndQueued(8, 0.9, 0.1))
+	jobs[0].PriorityTier = 3
+	plan, err := p.Decide(context.Background(), snap(t, 4*time.Hour, pt.Cluster(1, 8), nil, jobs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs = byPriority(holderAndQueued(8, 0.1, 0.9))
+	jobs[1].PriorityTier = 3
+	plan2, err := p.Decide(context.Background(), snap(t, 4*time.Hour, pt.Cluster(1, 8), nil, jobs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, a := range append(plan.Actions, plan2.Actions...) {
+		if a.JobID == "lo" {
+			got[string(a.Reason)] = a.Detail
+		}
+	}
+	want := map[string]string{
+		string(policy.ReasonNoResources): "priority 1000",
+		string(policy.ReasonPriority):    "priority 9000 in partition tier 3",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("lo's details by reason (-want +got):\n%s", diff)
 	}
 }
 

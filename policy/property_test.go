@@ -45,6 +45,7 @@ func genInput(t *rapid.T) (nodes []policy.Node, jobs []policy.Job, tenants []pol
 			b.Guaranteed()
 		}
 		b.FairShare(rapid.SampledFrom([]float64{0, 0.25, 0.5, 1}).Draw(t, "fairShare"))
+		b.Priority(rapid.SampledFrom([]float64{0, 1, 5000, 5000, 100000}).Draw(t, "priority"), rapid.IntRange(0, 2).Draw(t, "tier"))
 		if rapid.Bool().Draw(t, "running") {
 			var alloc []policy.NodeAlloc
 			left := g
@@ -167,7 +168,9 @@ func TestPropertiesEveryPolicy(t *testing.T) {
 	}
 	fair := policy.DefaultConfig()
 	fair.BestEffortOrder = policy.OrderFairShare
-	runs = append(runs, run{"rubick", fair})
+	prio := policy.DefaultConfig()
+	prio.BestEffortOrder = policy.OrderPriority
+	runs = append(runs, run{"rubick", fair}, run{"rubick", prio})
 	for _, r := range runs {
 		name := r.name
 		t.Run(name+"/"+r.cfg.BestEffortOrder, func(t *testing.T) {

@@ -142,6 +142,11 @@ type Job struct {
 	// (0..1, higher: its account has used less of its share); only
 	// OrderFairShare reads it. 0 when unknown.
 	FairShare float64 `json:"fair_share,omitempty"`
+	// Priority is the Slurm multifactor priority the job would have if
+	// rubick did not hold it, and PriorityTier its partition's
+	// PriorityTier; only OrderPriority reads them.
+	Priority     float64 `json:"priority,omitempty"`
+	PriorityTier int     `json:"priority_tier,omitempty"`
 }
 
 // Size is an allocation's size over all its nodes, and the most it holds
@@ -432,6 +437,12 @@ func NewSnapshot(now time.Time, nodes []Node, jobs []Job, tenants []Tenant, mode
 		}
 		if !(j.FairShare >= 0 && j.FairShare <= 1) {
 			return nil, fmt.Errorf("%w: job %s: fair_share=%v must be in 0..1", ErrBadSnapshot, j.ID, j.FairShare)
+		}
+		if !(j.Priority >= 0 && j.Priority <= math.MaxUint32) {
+			return nil, fmt.Errorf("%w: job %s: priority=%v must be in 0..%d", ErrBadSnapshot, j.ID, j.Priority, uint32(math.MaxUint32))
+		}
+		if j.PriorityTier < 0 {
+			return nil, fmt.Errorf("%w: job %s: priority_tier=%d must be >= 0", ErrBadSnapshot, j.ID, j.PriorityTier)
 		}
 		for _, g := range j.Groups {
 			if _, ok := s.groupIndex[g]; !ok {

@@ -67,6 +67,12 @@ func (b *JobBuilder) WithinRequest() *JobBuilder { b.j.WithinRequest = true; ret
 // FairShare sets the Slurm fair-share factor of the job's association.
 func (b *JobBuilder) FairShare(f float64) *JobBuilder { b.j.FairShare = f; return b }
 
+// Priority sets the job's Slurm multifactor priority and partition tier.
+func (b *JobBuilder) Priority(p float64, tier int) *JobBuilder {
+	b.j.Priority, b.j.PriorityTier = p, tier
+	return b
+}
+
 // TimeLimit sets the user's run-time estimate.
 func (b *JobBuilder) TimeLimit(d time.Duration) *JobBuilder { b.j.TimeLimit = d; return b }
 
