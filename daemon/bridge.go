@@ -693,6 +693,9 @@ type Inputs struct {
 	// FairShare holds the fair-share factors of the jobs' associations,
 	// when the policy orders best-effort jobs by them.
 	FairShare slurm.FairShares
+	// Priority computes the jobs' Slurm priorities, when the policy orders
+	// best-effort jobs by them; nil otherwise.
+	Priority *slurm.Priorities
 }
 
 // BuildView converts what Slurm reports into a policy snapshot. Only nodes
@@ -881,6 +884,9 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		}
 		mj, pj, err := convertJob(cfg, now, j, e, facts[j.ID], jshape, limit)
 		pj.FairShare, _ = in.FairShare.Of(j.Cluster, j.Account, j.User, part)
+		if in.Priority != nil {
+			pj.Priority, pj.PriorityTier = in.Priority.Of(j, part, now)
+		}
 		pj.Max = policy.Size{GPUs: lim.GPUs, Nodes: lim.Nodes, CPUs: lim.CPUs, MemGB: float64(lim.MemMB) / 1024,
 			GPUsPerNode: lim.GPUsPerNode, CPUsPerNode: lim.CPUsPerNode, MemGBPerNode: float64(lim.MemMBPerNode) / 1024}
 		if err == nil {

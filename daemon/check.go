@@ -120,10 +120,20 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 	out = append(out, checkPriority(conf, cfg.Policy.BestEffortOrder))
 	b, err := slurm.ShowAssocMgr(ctx, deps.Runner, cfg.Commands.Scontrol, slurm.BudgetScope{All: true})
 	out = append(out, checkBudgets(b, err, conf, scope))
-	if cfg.Policy.BestEffortOrder == policy.OrderFairShare && err == nil {
+	if err == nil && readsFairShare(cfg.Policy.BestEffortOrder, conf) {
 		out = append(out, checkFairShare(b))
 	}
 	return out
+}
+
+// readsFairShare reports whether order goes by the fair-share factors:
+// fair-share order, or priority order with a fair-share weight.
+func readsFairShare(order string, c slurm.CtldConfig) bool {
+	if order == policy.OrderFairShare {
+		return true
+	}
+	p, err := slurm.ParsePriorityConfig(c)
+	return order == policy.OrderPriority && err == nil && p.FairShare > 0
 }
 
 // checkFairShare says what the fair-share order will go by: the factors
@@ -363,17 +373,24 @@ func checkConf(c slurm.CtldConfig) []CheckResult {
 // checkPriority warns where Slurm's priority weighs the factors an admin
 // orders jobs by (fair-share, QOS, partition, association): the jobs
 // rubick holds have priority 0, and rubick starts them by its own order,
-// which follows fair share only with policy.best_effort_order: fairshare.
-// That order fails without priority/multifactor, which alone computes the
-// factors.
+// which follows fair share with policy.best_effort_order: fairshare, and
+// the multifactor priority with priority. Those orders fail without
+// priority/multifactor, which alone computes the factors.
 func checkPriority(c slurm.CtldConfig, order string) CheckResult {
 	r := CheckResult{Name: "PriorityType", Status: CheckOK, Detail: c["PriorityType"]}
 	fair := order == policy.OrderFairShare
 	if c["PriorityType"] != "priority/multifactor" {
-		if fair {
-			r.Status, r.Detail = CheckFail, fmt.Sprintf("%s computes no fair-share factor: policy.best_effort_order fairshare needs PriorityType=priority/multifactor", cmp.Or(c["PriorityType"], "priority/basic"))
+		if fair || order == policy.OrderPriority {
+			what := "fair-share factor"
+			if !fair {
+				what = "multifactor priority"
+			}
+			r.Status, r.Detail = CheckFail, fmt.Sprintf("%s computes no %s: policy.best_effort_order %s needs PriorityType=priority/multifactor", cmp.Or(c["PriorityType"], "priority/basic"), what, order)
 		}
 		return r
+	}
+	if order == policy.OrderPriority {
+		return checkPriorityOrder(c)
 	}
 	if fair {
 		r.Detail += ": best-effort jobs go by their associations' fair-share factors"
@@ -389,7 +406,37 @@ func checkPriority(c slurm.CtldConfig, order string) CheckResult {
 		if fair {
 			by = "fair-share factor, slope and age"
 		}
-		r.Status, r.Detail = CheckWarn, fmt.Sprintf("%s: Slurm's priority does not order the jobs rubick holds (priority 0); rubick starts best-effort jobs by %s (admin guide, *Order among jobs*)", strings.Join(weighed, ", "), by)
+		r.Status, r.Detail = CheckWarn, fmt.Sprintf("%s: Slurm's priority does not order the jobs rubick holds (priority 0); rubick starts best-effort jobs by %s; policy.best_effort_order priority orders them by Slurm's priority (admin guide, *Order among jobs*)", strings.Join(weighed, ", "), by)
+	}
+	return r
+}
+
+// checkPriorityOrder says what priority order goes by: the weights rubick
+// applies, and warns of the factors it leaves out.
+func checkPriorityOrder(c slurm.CtldConfig) CheckResult {
+	r := CheckResult{Name: "PriorityType", Status: CheckOK}
+	p, err := slurm.ParsePriorityConfig(c)
+	if err != nil {
+		r.Status, r.Detail = CheckFail, err.Error()
+		return r
+	}
+	r.Detail = fmt.Sprintf("priority/multifactor: best-effort jobs go by partition PriorityTier, then age=%d fairshare=%d jobsize=%d partition=%d qos=%d (PriorityMaxAge %s)",
+		p.Age, p.FairShare, p.JobSize, p.Partition, p.QOS, cmp.Or(c["PriorityMaxAge"], "7-00:00:00"))
+	var left []string
+	if p.Assoc > 0 {
+		left = append(left, fmt.Sprintf("PriorityWeightAssoc=%d", p.Assoc))
+	}
+	if p.TRES != "" {
+		left = append(left, "PriorityWeightTRES="+p.TRES)
+	}
+	if p.SiteFactor != "" {
+		left = append(left, "PrioritySiteFactorPlugin="+p.SiteFactor)
+	}
+	switch {
+	case len(left) > 0:
+		r.Status, r.Detail = CheckWarn, r.Detail+"; rubick leaves out "+strings.Join(left, ", ")+", so its order may differ from Slurm's there"
+	case !p.Weighted():
+		r.Status, r.Detail = CheckWarn, r.Detail+"; every weight is 0: best-effort jobs go by tier, then slope"
 	}
 	return r
 }

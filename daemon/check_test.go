@@ -314,19 +314,28 @@ func TestCheckPriority(t *testing.T) {
 	fairShare["PriorityWeightFairShare"], fairShare["PriorityWeightQOS"] = "10000", "500"
 	fairOnly := maps.Clone(lab2411)
 	fairOnly["PriorityWeightFairShare"] = "10000"
+	withAssoc := maps.Clone(fairShare)
+	withAssoc["PriorityWeightAssoc"], withAssoc["PriorityWeightTRES"] = "100", "GRES/gpu=1000"
+	badWeight := maps.Clone(lab2411)
+	badWeight["PriorityWeightQOS"] = "many"
 	tests := map[string]struct {
 		conf   slurm.CtldConfig
 		order  string
 		status string
 		detail string
 	}{
-		"basic":                   {slurm.CtldConfig{"PriorityType": "priority/basic"}, policy.OrderSlope, CheckOK, "priority/basic"},
-		"multifactor, no weights": {lab2411, policy.OrderSlope, CheckOK, "priority/multifactor"},
-		"fair-share and QOS":      {fairShare, policy.OrderSlope, CheckWarn, "PriorityWeightFairShare=10000, PriorityWeightQOS=500: Slurm's priority does not order the jobs rubick holds (priority 0); rubick starts best-effort jobs by slope"},
-		"fairshare order, basic":  {slurm.CtldConfig{"PriorityType": "priority/basic"}, policy.OrderFairShare, CheckFail, "priority/basic computes no fair-share factor: policy.best_effort_order fairshare needs PriorityType=priority/multifactor"},
-		"fairshare order, unset":  {slurm.CtldConfig{}, policy.OrderFairShare, CheckFail, "priority/basic computes no fair-share factor"},
-		"fairshare order, QOS":    {fairShare, policy.OrderFairShare, CheckWarn, "PriorityWeightQOS=500: Slurm's priority does not order the jobs rubick holds (priority 0); rubick starts best-effort jobs by fair-share factor"},
-		"fairshare order kept":    {fairOnly, policy.OrderFairShare, CheckOK, "priority/multifactor: best-effort jobs go by their associations' fair-share factors"},
+		"basic":                          {slurm.CtldConfig{"PriorityType": "priority/basic"}, policy.OrderSlope, CheckOK, "priority/basic"},
+		"multifactor, no weights":        {lab2411, policy.OrderSlope, CheckOK, "priority/multifactor"},
+		"fair-share and QOS":             {fairShare, policy.OrderSlope, CheckWarn, "PriorityWeightFairShare=10000, PriorityWeightQOS=500: Slurm's priority does not order the jobs rubick holds (priority 0); rubick starts best-effort jobs by slope"},
+		"fairshare order, basic":         {slurm.CtldConfig{"PriorityType": "priority/basic"}, policy.OrderFairShare, CheckFail, "priority/basic computes no fair-share factor: policy.best_effort_order fairshare needs PriorityType=priority/multifactor"},
+		"fairshare order, unset":         {slurm.CtldConfig{}, policy.OrderFairShare, CheckFail, "priority/basic computes no fair-share factor"},
+		"fairshare order, QOS":           {fairShare, policy.OrderFairShare, CheckWarn, "PriorityWeightQOS=500: Slurm's priority does not order the jobs rubick holds (priority 0); rubick starts best-effort jobs by fair-share factor"},
+		"fairshare order kept":           {fairOnly, policy.OrderFairShare, CheckOK, "priority/multifactor: best-effort jobs go by their associations' fair-share factors"},
+		"priority order, basic":          {slurm.CtldConfig{"PriorityType": "priority/basic"}, policy.OrderPriority, CheckFail, "priority/basic computes no multifactor priority: policy.best_effort_order priority needs PriorityType=priority/multifactor"},
+		"priority order":                 {fairShare, policy.OrderPriority, CheckOK, "best-effort jobs go by partition PriorityTier, then age=0 fairshare=10000 jobsize=0 partition=0 qos=500 (PriorityMaxAge 7-00:00:00)"},
+		"priority order, no weights":     {lab2411, policy.OrderPriority, CheckWarn, "every weight is 0: best-effort jobs go by tier, then slope"},
+		"priority order, assoc and TRES": {withAssoc, policy.OrderPriority, CheckWarn, "rubick leaves out PriorityWeightAssoc=100, PriorityWeightTRES=GRES/gpu=1000, so its order may differ from Slurm's there"},
+		"priority order, bad weight":     {badWeight, policy.OrderPriority, CheckFail, `PriorityWeightQOS="many"`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

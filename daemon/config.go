@@ -151,8 +151,10 @@ type PolicyConfig struct {
 	// scheduled regardless of its slope.
 	StarvationAge time.Duration `mapstructure:"starvation_age"`
 	// BestEffortOrder is the order in which best-effort jobs take GPUs:
-	// "slope" or "fairshare" (Slurm's fair-share factor of each job's
-	// association, read with scontrol show assoc_mgr).
+	// "slope", "fairshare" (Slurm's fair-share factor of each job's
+	// association, read with scontrol show assoc_mgr) or "priority"
+	// (Slurm's partition tier and multifactor priority, computed as
+	// slurmctld would for the job unheld).
 	BestEffortOrder string `mapstructure:"best_effort_order"`
 	// GuaranteedOrder is the admission order of queued guaranteed jobs:
 	// "shortest" (time limit) or "submit".

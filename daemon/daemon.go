@@ -125,6 +125,10 @@ type Daemon struct {
 	budgetsErr  error
 	// fairErr names a fair-share factor the last reading could not read.
 	fairErr error
+	// priorityConf is the last priority configuration read with the
+	// budgets, priorityErr the last error reading it.
+	priorityConf slurm.PriorityConfig
+	priorityErr  error
 	// resvErr is the last reservation listing error, logged once.
 	resvErr error
 	// billingErr names the partitions whose billing weights the last
@@ -362,7 +366,8 @@ func measuredIterS(j slurm.Job, recent []store.StoredSample) float64 {
 // read again once limitsRefresh has passed, or limitsSlowdown times what
 // the last one took if that is longer; the budgets each limitsRefresh, and
 // with every new listing. With them come the fair-share factors of the
-// accounts in fairAccounts, at once when one was not read before. A failed
+// accounts in fairAccounts, at once when one was not read before, and the
+// QOS priorities and priority weights. A failed
 // listing or budget reading keeps the last one; a version without the
 // endpoints is not asked again.
 func (d *Daemon) slurmLimits(ctx context.Context, now time.Time, fairAccounts []string) slurm.Limits {
@@ -399,6 +404,12 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time, fairAccounts []
 				unread = errors.New(b.FairShareUnread)
 			}
 			d.warnNew(&d.fairErr, unread, "fair-share factor not read; its association's jobs go as factor 0")
+			if d.cfg.Policy.BestEffortOrder == policy.OrderPriority {
+				d.warnNew(&d.priorityErr, b.PriorityErr, "priority weights not read; the last ones read stay in force")
+			}
+			if b.PriorityErr == nil {
+				d.priorityConf = b.Priority
+			}
 		}
 	}
 	switch {
@@ -411,9 +422,10 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time, fairAccounts []
 }
 
 // fairAccounts are the accounts of the jobs rubick manages when the policy
-// orders best-effort jobs by fair share; nil otherwise.
+// orders best-effort jobs by fair share or Slurm's priority, which weighs
+// it; nil otherwise.
 func (d *Daemon) fairAccounts(jobs []slurm.Job) []string {
-	if d.cfg.Policy.BestEffortOrder != policy.OrderFairShare {
+	if o := d.cfg.Policy.BestEffortOrder; o != policy.OrderFairShare && o != policy.OrderPriority {
 		return nil
 	}
 	var out []string
@@ -499,8 +511,16 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	fair := d.fairAccounts(jobs)
 	in := Inputs{Nodes: nodes, Jobs: jobs, Estimators: est, RestartCosts: costs,
 		Facts: facts, Limits: d.slurmLimits(ctx, start, fair), Reservations: d.reservations(ctx)}
-	if fair != nil {
+	switch {
+	case fair == nil:
+	case d.cfg.Policy.BestEffortOrder == policy.OrderFairShare:
 		in.FairShare = d.budgets.FairShare
+	default:
+		in.Priority = &slurm.Priorities{Config: d.priorityConf, QOS: d.budgets.QOSPriority,
+			Partitions: in.Limits.Partitions, FairShare: d.budgets.FairShare, Nodes: len(nodes)}
+		for _, n := range nodes {
+			in.Priority.CPUs += n.CPUs
+		}
 	}
 	view, err := BuildView(d.cfg, start, in, d.deps.Logger)
 	if err != nil {

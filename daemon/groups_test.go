@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -251,5 +252,70 @@ func TestFairShareUnreadWarned(t *testing.T) {
 	}
 	if f, ok := d.budgets.FairShare.Of("", "a", "v", ""); !ok || f != 0.4 {
 		t.Errorf("user v's factor %v, %v; want 0.4", f, ok)
+	}
+}
+
+// With policy.best_effort_order: priority, rubickd computes each held job's
+// Slurm priority from the weights and QOS priorities read with the budgets,
+// and starts, of two jobs that cannot both start, the one in the QOS of
+// higher priority, whichever that is.
+func TestCyclePriorityOrder(t *testing.T) {
+	for _, first := range []string{"high", "normal"} {
+		t.Run(first, func(t *testing.T) {
+			j1, j2 := heldJob(31, "llama7", 1, 8), heldJob(32, "llama7", 1, 8)
+			j1.Cluster, j1.Account, j1.User, j1.QOS = "lab", "physics", "ann", "normal"
+			j2.Cluster, j2.Account, j2.User, j2.QOS = "lab", "chem", "bob", "low"
+			if first == "high" {
+				j2.QOS = "high"
+			} else {
+				j1.QOS = "high"
+			}
+			c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{j1, j2}}
+			a := &fakeApplier{}
+			d, _ := newTestDaemonWith(t, c, a, func(c *Config) { c.Policy.BestEffortOrder = policy.OrderPriority })
+			pol, err := policy.New("rubick", d.cfg.Policy.Config())
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.deps.Policy = pol
+			budgets := &fakeBudgets{b: slurm.Budgets{
+				QOSPriority: map[string]int64{"low": 0, "normal": 10, "high": 100},
+				Priority:    slurm.PriorityConfig{Multifactor: true, QOS: 1000, FairShare: 100},
+				FairShare:   slurm.FairShares{{Cluster: "lab", Account: "physics", User: "ann"}: 1, {Cluster: "lab", Account: "chem", User: "bob"}: 0},
+			}}
+			d.deps.Budgets = budgets
+			if _, err := d.Cycle(context.Background(), false); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]int{"high": 32, "normal": 31}[first]
+			if got := oneStart(t, a); got.JobID != want {
+				t.Errorf("started job %d, want %d (QOS high)", got.JobID, want)
+			}
+			if diff := cmp.Diff([]slurm.BudgetScope{{Accounts: []string{"chem", "physics"}}}, budgets.scopes); diff != "" {
+				t.Errorf("assoc_mgr scopes read (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Priority weights that do not read are logged once, and the last ones
+// read stay in force.
+func TestPriorityConfigUnreadKeepsLast(t *testing.T) {
+	d, _ := newTestDaemonWith(t, &fakeCluster{}, &fakeApplier{}, func(c *Config) { c.Policy.BestEffortOrder = policy.OrderPriority })
+	var log strings.Builder
+	d.deps.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	good := slurm.PriorityConfig{Multifactor: true, QOS: 1000}
+	budgets := &fakeBudgets{b: slurm.Budgets{Priority: good}}
+	d.deps.Budgets = budgets
+	d.slurmLimits(context.Background(), t0, []string{"a"})
+	budgets.b = slurm.Budgets{PriorityErr: fmt.Errorf("%w: PriorityWeightQOS=\"x\" is not a weight", slurm.ErrPriorityConfig)}
+	for i := 1; i <= 3; i++ {
+		d.slurmLimits(context.Background(), t0.Add(time.Duration(i)*limitsRefresh), []string{"a"})
+	}
+	if n := strings.Count(log.String(), "priority weights not read"); n != 1 || !strings.Contains(log.String(), `PriorityWeightQOS=\"x\"`) {
+		t.Errorf("log %q: want one warning naming the setting", log.String())
+	}
+	if d.priorityConf != good {
+		t.Errorf("priority configuration %+v, want the last read %+v", d.priorityConf, good)
 	}
 }

@@ -107,8 +107,8 @@ type Priorities struct {
 }
 
 // Of is j's priority in partition part at now, as slurmctld would compute
-// it for j if it were pending and not held (truncated to a whole number,
-// at least 1), and the partition's PriorityTier, which Slurm orders by
+// it for j if it were pending and not held (truncated to a whole number
+// in 1..2^32-1), and the partition's PriorityTier, which Slurm orders by
 // first.
 //
 // Age counts from j's eligible time (its --begin), else its submission:
@@ -164,7 +164,7 @@ func (p Priorities) Of(j Job, part string, now time.Time) (prio float64, tier in
 		sum += float64(c.QOS) * f
 	}
 	sum -= float64(j.Nice)
-	return max(math.Floor(sum), 1), tier
+	return min(max(math.Floor(sum), 1), math.MaxUint32), tier
 }
 
 // jobSize is the job size factor in 0..1: the share of the cluster's
