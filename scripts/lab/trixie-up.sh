@@ -138,6 +138,15 @@ chmod 400 "$R/etc/munge/munge.key"
     # no AccountingStorageTRES=gres/gpu: 24.11 makes it fatal without slurmdbd
     echo "AccountingStorageType=accounting_storage/none"
   fi
+  # 24.11's default PriorityType, with weights, so that tests can hold
+  # rubick's priority order against the priorities slurmctld computes
+  echo "PriorityType=priority/multifactor"
+  echo "PriorityWeightAge=1000"
+  echo "PriorityWeightFairShare=10000"
+  echo "PriorityWeightJobSize=1000"
+  echo "PriorityWeightPartition=1000"
+  echo "PriorityWeightQOS=100000"
+  echo "PriorityMaxAge=1-0"
   echo "SchedulerType=sched/backfill"
   echo "SchedulerParameters=bf_interval=5,sched_interval=5"
   [ "$WITH_SPANK" = 1 ] && echo "JobSubmitPlugins=lua"

@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -793,4 +794,142 @@ func TestRestart2411(t *testing.T) {
 	if j := runningOn("node2"); j.TimeLimit != 45*time.Minute {
 		t.Errorf("after raising the limit: %v, want 45m", j.TimeLimit)
 	}
+}
+
+// TestPriority2411: the priority rubickd computes for a job (from scontrol
+// show config, the QOS priorities and fair-share factors of scontrol show
+// assoc_mgr, the partitions and the nodes) is the one slurmctld gives it,
+// for jobs that nothing holds but their --begin keeps pending. The lab
+// weighs QOS 100000, fair share 10000, job size, partition and age 1000;
+// the test adds QOS prioqos of priority 100 beside normal's 0 and
+// partition prio of PriorityJobFactor 3 and PriorityTier 2, which brings
+// gpu's factor of 1 to 1/3.
+func TestPriority2411(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	root, c, inRoot := chrootLabWithDBD(ctx, t)
+	addPriorityQOS(t, inRoot)
+	inRoot("scontrol", "create", "PartitionName=prio", "Nodes=node[1-2]", "PriorityJobFactor=3", "PriorityTier=2", "State=UP")
+	t.Cleanup(func() { inRoot("scontrol", "delete", "PartitionName=prio") })
+	var ids []int
+	for _, args := range [][]string{
+		{"-p", "gpu", "-N", "1"},
+		{"-p", "gpu", "-N", "2", "-n", "40", "--qos=prioqos"},
+		{"-p", "gpu", "-N", "1", "-n", "4", "--nice=500"},
+		{"-p", "gpu", "-N", "4", "--gres=gpu:1"},
+		{"-p", "prio", "-N", "1", "-n", "8", "--qos=prioqos"},
+	} {
+		argv := append([]string{root, "env", "-u", "SLURM_CONF", "sbatch", "--parsable", "--begin=now+3600", "-o", "/dev/null"}, args...)
+		out, err := exec.CommandContext(ctx, "chroot", append(argv, "--wrap", "sleep 1")...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("sbatch %v: %v\n%s", args, err, out)
+		}
+		id, err := strconv.Atoi(strings.TrimSpace(strings.Split(string(out), ";")[0]))
+		if err != nil {
+			t.Fatalf("sbatch printed %q", out)
+		}
+		ids = append(ids, id)
+		t.Cleanup(func() { cancelJob(root, id) })
+	}
+	b, err := slurm.AssocMgr{Runner: slurm.ExecRunner{}, Scontrol: chrootCommand(t, root, "scontrol")}.Budgets(ctx, slurm.BudgetScope{}.With("root"))
+	if err != nil || b.PriorityErr != nil {
+		t.Fatalf("assoc_mgr and config: %v, %v", err, b.PriorityErr)
+	}
+	l, err := c.Limits(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := slurm.Priorities{Config: b.Priority, QOS: b.QOSPriority, Partitions: l.Partitions, FairShare: b.FairShare, Nodes: len(nodes)}
+	for _, n := range nodes {
+		p.CPUs += n.CPUs
+	}
+	jobs, _, err := c.Jobs(ctx, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// scontrol prints the fair-share factor to two decimals.
+	slack := 1 + 0.005*float64(p.Config.FairShare)
+	checked := 0
+	for _, j := range jobs {
+		if !slices.Contains(ids, j.ID) {
+			continue
+		}
+		checked++
+		// slurmctld computed it at submission: no age yet.
+		got, tier := p.Of(j, j.Partition, j.SubmitTime)
+		wantTier := map[string]int{"gpu": 1, "prio": 2}[j.Partition]
+		if math.Abs(got-float64(j.Priority)) > slack || tier != wantTier {
+			t.Errorf("job %d (partition %s, QOS %s, %d nodes, %d CPUs, nice %d): priority %v tier %d, slurmctld %d tier %d",
+				j.ID, j.Partition, j.QOS, j.NodeCount, j.CPUs, j.Nice, got, tier, j.Priority, wantTier)
+		} else {
+			t.Logf("job %d (partition %s, QOS %s, %d nodes, %d CPUs, nice %d): priority %v, slurmctld %d",
+				j.ID, j.Partition, j.QOS, j.NodeCount, j.CPUs, j.Nice, got, j.Priority)
+		}
+	}
+	if checked != len(ids) {
+		t.Fatalf("slurmrestd listed %d of jobs %v", checked, ids)
+	}
+}
+
+// addPriorityQOS adds QOS prioqos of priority 100, open to user root, for
+// the test.
+func addPriorityQOS(t *testing.T, inRoot func(argv ...string)) {
+	inRoot("sacctmgr", "-i", "add", "qos", "prioqos", "priority=100")
+	t.Cleanup(func() { inRoot("sacctmgr", "-i", "delete", "qos", "prioqos") })
+	inRoot("sacctmgr", "-i", "modify", "user", "root", "set", "qos+=prioqos")
+	t.Cleanup(func() { inRoot("sacctmgr", "-i", "modify", "user", "root", "set", "qos-=prioqos") })
+}
+
+// TestRubickdPriority2411: rubickd with policy.best_effort_order: priority
+// starts, of two bert jobs asking for 8 GPUs where a job without a model
+// type holds the other three nodes, first the one in QOS prioqos (priority
+// 100 against normal's 0, weighed 100000), though it was submitted second,
+// and never both together (slope order shares the node between them).
+func TestRubickdPriority2411(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	root, c, inRoot := chrootLabWithDBD(ctx, t)
+	addPriorityQOS(t, inRoot)
+	out, err := exec.CommandContext(ctx, "chroot", root, "env", "-u", "SLURM_CONF", "sbatch", "--parsable", "-p", "gpu", "-N", "3",
+		"--gres=gpu:8", "--cpus-per-task=2", "--mem=4G", "-o", "/dev/null", "--wrap", "sleep 300").Output()
+	if err != nil {
+		t.Fatalf("sbatch filler: %v", err)
+	}
+	filler, err := strconv.Atoi(strings.TrimSpace(strings.Split(string(out), ";")[0]))
+	if err != nil {
+		t.Fatalf("sbatch printed %q", out)
+	}
+	t.Cleanup(func() { cancelJob(root, filler) })
+	for {
+		j, err := c.Job(ctx, filler)
+		if err == nil && j.State == slurm.StateRunning {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the filler job %d never ran: %v %+v", filler, err, j)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	node := []string{"--gres=gpu:8", "--time=2"}
+	ids := append(submitBert(ctx, t, root, 1, node...), submitBert(ctx, t, root, 1, append(node, "--qos=prioqos")...)...)
+	logPath := runRubickd(ctx, t, root, "policy:\n  best_effort_order: priority\n")
+	var order []int
+	watchUnheld(ctx, t, c, ids, logPath, func(running []slurm.Job) {
+		if len(running) > 1 {
+			logText, _ := os.ReadFile(logPath)
+			t.Fatalf("jobs %d and %d run together on the one free node\n%s", running[0].ID, running[1].ID, logText)
+		}
+		if len(running) == 1 && !slices.Contains(order, running[0].ID) {
+			order = append(order, running[0].ID)
+		}
+	})
+	if want := []int{ids[1], ids[0]}; !slices.Equal(order, want) {
+		logText, _ := os.ReadFile(logPath)
+		t.Fatalf("jobs started in order %v, want %v: QOS prioqos first\n%s", order, want, logText)
+	}
+	t.Logf("job %d (QOS prioqos) ran before job %d (normal), submitted first", ids[1], ids[0])
 }
