@@ -131,6 +131,9 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 		{o.cfg.FairShareHalfLife <= 0, "--fairshare-half-life", o.cfg.FairShareHalfLife, "must be > 0"},
 		{!slices.Contains([]string{"", sim.AccountsByModel, sim.AccountsFromTrace}, o.cfg.FairShareAccounts), "--fairshare-accounts", fmt.Sprintf("%q", o.cfg.FairShareAccounts), `must be "model", "trace" or empty`},
 		{o.parallel <= 0, "--parallel", o.parallel, "must be > 0"},
+		// A replay's jobs carry no Slurm priority (no QOS, partition or nice).
+		{o.policy.BestEffortOrder == policy.OrderPriority, "--set BestEffortOrder", o.policy.BestEffortOrder,
+			"is rubickd's alone: replayed jobs have no Slurm priority; replay fair share with --fairshare-accounts and BestEffortOrder=fairshare"},
 	}
 	for _, c := range checks {
 		if c.bad {

@@ -43,6 +43,7 @@ func TestSimBadFlags(t *testing.T) {
 		"bad knob value":   {[]string{"--set", "SLOMargin=1.5"}, "SLOMargin=1.5"},
 		"negative refit":   {[]string{"--refit-threshold", "-0.1"}, "--refit-threshold=-0.1"},
 		"unknown model":    {[]string{"--fixed-frameworks-models", "bert,gpt5"}, `model type "gpt5"`},
+		"priority order":   {[]string{"--set", "BestEffortOrder=priority"}, "--set BestEffortOrder=priority is rubickd's alone"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
