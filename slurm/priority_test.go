@@ -112,3 +112,12 @@ func TestPrioritiesOf(t *testing.T) {
 		})
 	}
 }
+
+// 22.05's slurmrestd printed --nice=-100 as 4294967196 (lab, v0.0.38).
+func TestNice38(t *testing.T) {
+	for in, want := range map[int]int{0: 0, 500: 500, 4294967196: -100, -100: -100} {
+		if got := nice38(in); got != want {
+			t.Errorf("nice38(%d) = %d, want %d", in, got, want)
+		}
+	}
+}

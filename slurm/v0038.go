@@ -157,7 +157,7 @@ func (w v38Job) domain() Job {
 		SubmitTime:    unixTime(deref(w.SubmitTime)),
 		EligibleTime:  unixTime(deref(w.EligibleTime)),
 		StartTime:     unixTime(deref(w.StartTime)),
-		Nice:          deref(w.Nice),
+		Nice:          nice38(deref(w.Nice)),
 		TimeLimit:     minutes(deref(w.TimeLimit)),
 		Comment:       deref(w.Comment),
 		ArrayTasks:    deref(w.ArrayTaskString),
@@ -385,3 +385,7 @@ func envOrDefault(env []string) []string {
 	}
 	return env
 }
+
+// nice38 reads v0.0.38's nice, which 22.05 prints as an unsigned 32-bit
+// number: --nice=-100 reads 4294967196.
+func nice38(v int) int { return int(int32(uint32(v))) }
