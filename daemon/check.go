@@ -412,7 +412,7 @@ func checkPriority(c slurm.CtldConfig, order string) CheckResult {
 }
 
 // checkPriorityOrder says what priority order goes by: the weights rubick
-// applies, and warns of the factors it leaves out.
+// applies, and warns of the factors it leaves out (association, site).
 func checkPriorityOrder(c slurm.CtldConfig) CheckResult {
 	r := CheckResult{Name: "PriorityType", Status: CheckOK}
 	p, err := slurm.ParsePriorityConfig(c)
@@ -422,12 +422,12 @@ func checkPriorityOrder(c slurm.CtldConfig) CheckResult {
 	}
 	r.Detail = fmt.Sprintf("priority/multifactor: best-effort jobs go by partition PriorityTier, then age=%d fairshare=%d jobsize=%d partition=%d qos=%d (PriorityMaxAge %s)",
 		p.Age, p.FairShare, p.JobSize, p.Partition, p.QOS, cmp.Or(c["PriorityMaxAge"], "7-00:00:00"))
+	if len(p.TRES) > 0 {
+		r.Detail += " tres=" + c["PriorityWeightTRES"]
+	}
 	var left []string
 	if p.Assoc > 0 {
 		left = append(left, fmt.Sprintf("PriorityWeightAssoc=%d", p.Assoc))
-	}
-	if p.TRES != "" {
-		left = append(left, "PriorityWeightTRES="+p.TRES)
 	}
 	if p.SiteFactor != "" {
 		left = append(left, "PrioritySiteFactorPlugin="+p.SiteFactor)

@@ -334,7 +334,7 @@ func TestCheckPriority(t *testing.T) {
 		"priority order, basic":          {slurm.CtldConfig{"PriorityType": "priority/basic"}, policy.OrderPriority, CheckFail, "priority/basic computes no multifactor priority: policy.best_effort_order priority needs PriorityType=priority/multifactor"},
 		"priority order":                 {fairShare, policy.OrderPriority, CheckOK, "best-effort jobs go by partition PriorityTier, then age=0 fairshare=10000 jobsize=0 partition=0 qos=500 (PriorityMaxAge 7-00:00:00)"},
 		"priority order, no weights":     {lab2411, policy.OrderPriority, CheckWarn, "every weight is 0: best-effort jobs go by tier, then slope"},
-		"priority order, assoc and TRES": {withAssoc, policy.OrderPriority, CheckWarn, "rubick leaves out PriorityWeightAssoc=100, PriorityWeightTRES=GRES/gpu=1000, so its order may differ from Slurm's there"},
+		"priority order, assoc and TRES": {withAssoc, policy.OrderPriority, CheckWarn, "qos=500 (PriorityMaxAge 7-00:00:00) tres=GRES/gpu=1000; rubick leaves out PriorityWeightAssoc=100, so its order may differ from Slurm's there"},
 		"priority order, bad weight":     {badWeight, policy.OrderPriority, CheckFail, `PriorityWeightQOS="many"`},
 	}
 	for name, tc := range tests {

@@ -315,7 +315,7 @@ func TestPriorityConfigUnreadKeepsLast(t *testing.T) {
 	if n := strings.Count(log.String(), "priority weights not read"); n != 1 || !strings.Contains(log.String(), `PriorityWeightQOS=\"x\"`) {
 		t.Errorf("log %q: want one warning naming the setting", log.String())
 	}
-	if d.priorityConf != good {
+	if diff := cmp.Diff(good, d.priorityConf); diff != "" {
 		t.Errorf("priority configuration %+v, want the last read %+v", d.priorityConf, good)
 	}
 }

@@ -66,6 +66,7 @@ func TestGolden2205(t *testing.T) {
 			State: StateRunning, Priority: 4294901729,
 			NodeList: []string{"node1"}, BatchHost: "node1", NodeCount: 1,
 			GPUsPerNode: 4, GPUs: 4, CPUs: 8, Tasks: 1, MemPerNodeMB: 65536, MemMB: 65536, Billing: 8,
+			TRESReq: "cpu=8,mem=64G,node=1,billing=8,gres/gpu=4",
 			Requeue: true, SubmitTime: ts(1795315344), EligibleTime: ts(1795315344), StartTime: ts(1795315344),
 			Comment: "model=resnet50;updated", AdminComment: "rubick:plan=dp4,gpus=4",
 		},
@@ -74,12 +75,14 @@ func TestGolden2205(t *testing.T) {
 			State: StateRunning, Priority: 4294901728,
 			NodeList: []string{"node2", "node3"}, BatchHost: "node2", NodeCount: 2,
 			GPUsPerNode: 8, GPUs: 16, CPUs: 32, Tasks: 2, MemPerCPUMB: 4000, MemMB: 128000, Billing: 32,
+			TRESReq: "cpu=32,mem=125G,node=2,billing=32,gres/gpu=16",
 			Requeue: true, SubmitTime: ts(1795315344), EligibleTime: ts(1795315344), StartTime: ts(1795315344),
 		},
 		33: {
 			ID: 33, Name: "bert-held", User: "root", Account: "root", Cluster: "rubick", Partition: "gpu", QOS: "normal",
 			State: StatePending, Reason: "JobHeldUser", Priority: 0, Held: true,
 			NodeCount: 1, GPUsPerNode: 2, CPUs: 1, Tasks: 1, MemPerCPUMB: 4000,
+			TRESReq: "cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2",
 			Requeue: true, SubmitTime: ts(1795315344),
 			AdminComment: "rubick:pending-decision",
 		},
@@ -89,6 +92,7 @@ func TestGolden2205(t *testing.T) {
 			NodeList: []string{"node2", "node3"}, BatchHost: "node2", NodeCount: 2,
 			GPUsPerNode: 8, GPUs: 16, CPUs: 2, Tasks: byID[24].Tasks, MemPerCPUMB: 4000, MemMB: 8000, Billing: 1,
 			RequiredNodes: []string{"node2", "node3"},
+			TRESReq:       "cpu=2,mem=8000M,node=2,billing=2,gres/gpu=16",
 			Requeue:       true, RestartCount: 4, SubmitTime: byID[24].SubmitTime, EligibleTime: byID[24].SubmitTime, StartTime: byID[24].StartTime,
 		},
 	}
@@ -135,7 +139,7 @@ func TestGolden2205(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Partitions: %v", err)
 	}
-	wantParts := []Partition{{Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"}, TotalCPUs: 256, TotalNodes: 4, PriorityJobFactor: 1, PriorityTier: 1}}
+	wantParts := []Partition{{Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"}, TotalCPUs: 256, TotalNodes: 4, PriorityJobFactor: 1, PriorityTier: 1, TRES: "cpu=256,mem=2000G,node=4,billing=256,gres/gpu=32"}}
 	if diff := cmp.Diff(wantParts, parts); diff != "" {
 		t.Errorf("partitions (-want +got):\n%s", diff)
 	}
@@ -162,13 +166,15 @@ func TestGolden2411(t *testing.T) {
 		{
 			ID: 1, Name: "wrap", User: "root", Cluster: "rubick24", Partition: "gpu", State: StateCompleted, Priority: 1,
 			NodeList: []string{"node1"}, BatchHost: "node1", NodeCount: 1, GPUsPerNode: 1,
-			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, MemMB: 4000, Billing: 1, Requeue: true,
+			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, MemMB: 4000, Billing: 1, TRESReq: "cpu=1,mem=4000M,node=1,billing=1",
+			Requeue:    true,
 			SubmitTime: ts(1795317671), EligibleTime: ts(1795317671), StartTime: ts(1795317671),
 		},
 		{
 			ID: 2, Name: "wrap", User: "root", Cluster: "rubick24", Partition: "gpu", State: StateRunning, Priority: 1,
 			NodeList: []string{"node1"}, BatchHost: "node1", NodeCount: 1, GPUsPerNode: 1, GPUs: 1,
-			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, MemMB: 4000, Billing: 1, Requeue: true,
+			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, MemMB: 4000, Billing: 1, TRESReq: "cpu=1,mem=4000M,node=1,billing=1",
+			Requeue:    true,
 			SubmitTime: ts(1795317681), EligibleTime: ts(1795317681), StartTime: ts(1795317681),
 			Comment: "model_type=llama", AdminComment: "model_type=llama",
 			Tag: &Tag{ModelType: "llama"}, // the legacy job_submit.lua form
@@ -176,13 +182,15 @@ func TestGolden2411(t *testing.T) {
 		{
 			ID: 3, Name: "gpt2-ddp", User: "root", Cluster: "rubick24", Partition: "gpu", State: StateRunning, Priority: 1,
 			NodeList: []string{"node2", "node3"}, BatchHost: "node2", NodeCount: 2, GPUsPerNode: 8, GPUs: 16,
-			CPUs: 32, CPUsPerTask: 16, Tasks: 2, MemPerCPUMB: 4000, MemMB: 128000, Billing: 32, Requeue: true,
+			CPUs: 32, CPUsPerTask: 16, Tasks: 2, MemPerCPUMB: 4000, MemMB: 128000, Billing: 32, TRESReq: "cpu=32,mem=125G,node=2,billing=32",
+			Requeue:    true,
 			SubmitTime: ts(1795317689), EligibleTime: ts(1795317689), StartTime: ts(1795317690),
 		},
 		{
 			ID: 4, Name: "bert-held", User: "root", Cluster: "rubick24", Partition: "gpu", State: StatePending,
 			Reason: "JobHeldUser", Priority: 0, Held: true, NodeCount: 1, GPUsPerNode: 2,
-			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, Requeue: true,
+			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, TRESReq: "cpu=1,mem=4000M,node=1,billing=1",
+			Requeue:    true,
 			SubmitTime: ts(1795317689),
 		},
 	}
@@ -216,7 +224,7 @@ func TestGolden2411(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Partitions: %v", err)
 	}
-	wantParts := []Partition{{Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"}, TotalCPUs: 256, TotalNodes: 4, PriorityJobFactor: 1, PriorityTier: 1}}
+	wantParts := []Partition{{Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"}, TotalCPUs: 256, TotalNodes: 4, PriorityJobFactor: 1, PriorityTier: 1, TRES: "cpu=256,mem=2000G,node=4,billing=256"}}
 	if diff := cmp.Diff(wantParts, parts); diff != "" {
 		t.Errorf("partitions (-want +got):\n%s", diff)
 	}
@@ -753,7 +761,7 @@ func TestLimits(t *testing.T) {
 				Grp: GroupLimits{GPUs: 5, CPUs: 40, MemMB: 300 << 10, GPURunMins: 500, Billing: 30, BillingRunMins: 5000}, BudgetListed: true},
 		},
 		Partitions: map[string]Partition{"gpu": {Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"},
-			TotalCPUs: 256, TotalNodes: 4, PriorityJobFactor: 1, PriorityTier: 1}},
+			TotalCPUs: 256, TotalNodes: 4, PriorityJobFactor: 1, PriorityTier: 1, TRES: "cpu=256,mem=2000G,node=4,billing=256,gres/gpu=32"}},
 	}
 	if d := cmp.Diff(want.Indexed(), got); d != "" {
 		t.Errorf("(-want +got):\n%s", d)

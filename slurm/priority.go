@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // ErrPriorityConfig is wrapped by the error of a priority setting that
@@ -21,22 +22,24 @@ type PriorityConfig struct {
 	Multifactor bool
 	// The PriorityWeight* values.
 	Age, Assoc, FairShare, JobSize, Partition, QOS int64
-	// TRES is PriorityWeightTRES as printed; "" when unset.
-	TRES string
+	// TRES is PriorityWeightTRES by lower-case TRES name ("cpu", "mem",
+	// "gres/gpu"); nil when unset.
+	TRES map[string]float64
 	// MaxAge is PriorityMaxAge: the age at which the age factor reaches 1.
 	MaxAge time.Duration
 	// FavorSmall is PriorityFavorSmall.
 	FavorSmall bool
-	// SizeRelative is PriorityFlags=SMALL_RELATIVE_TO_TIME; NoNormalPart
-	// and NoNormalQOS are NO_NORMAL_PART and NO_NORMAL_QOS.
-	SizeRelative, NoNormalPart, NoNormalQOS bool
+	// SizeRelative is PriorityFlags=SMALL_RELATIVE_TO_TIME; NoNormalPart,
+	// NoNormalQOS and NoNormalTRES are NO_NORMAL_PART, NO_NORMAL_QOS and
+	// NO_NORMAL_TRES.
+	SizeRelative, NoNormalPart, NoNormalQOS, NoNormalTRES bool
 	// SiteFactor is PrioritySiteFactorPlugin; "" when none.
 	SiteFactor string
 }
 
 // Weighted reports whether any factor carries a weight.
 func (c PriorityConfig) Weighted() bool {
-	return c.Age+c.Assoc+c.FairShare+c.JobSize+c.Partition+c.QOS > 0
+	return c.Age+c.Assoc+c.FairShare+c.JobSize+c.Partition+c.QOS > 0 || len(c.TRES) > 0
 }
 
 // ParsePriorityConfig reads the priority settings of a `scontrol show
@@ -70,13 +73,73 @@ func ParsePriorityConfig(c CtldConfig) (PriorityConfig, error) {
 		}
 		p.MaxAge = d
 	}
-	p.TRES = nullable(c["PriorityWeightTRES"])
+	if v := nullable(c["PriorityWeightTRES"]); v != "" {
+		w, err := parseTRESWeights(v)
+		if err != nil {
+			return PriorityConfig{}, fmt.Errorf("%w: PriorityWeightTRES=%q: %v", ErrPriorityConfig, v, err)
+		}
+		p.TRES = w
+	}
 	p.SiteFactor = nullable(c["PrioritySiteFactorPlugin"])
 	p.FavorSmall = strings.EqualFold(c["PriorityFavorSmall"], "yes")
 	p.SizeRelative = c.Has("PriorityFlags", "SMALL_RELATIVE_TO_TIME")
 	p.NoNormalPart = c.Has("PriorityFlags", "NO_NORMAL_PART") || c.Has("PriorityFlags", "NO_NORMAL_ALL")
 	p.NoNormalQOS = c.Has("PriorityFlags", "NO_NORMAL_QOS") || c.Has("PriorityFlags", "NO_NORMAL_ALL")
+	p.NoNormalTRES = c.Has("PriorityFlags", "NO_NORMAL_TRES") || c.Has("PriorityFlags", "NO_NORMAL_ALL")
 	return p, nil
+}
+
+// parseTRESWeights reads "CPU=1000,Mem=2000,GRES/gpu=3000": a weight per
+// TRES name (lower-cased). A memory weight with a unit suffix is per
+// unit, as in TRESBillingWeights, which Slurm parses alike.
+func parseTRESWeights(s string) (map[string]float64, error) {
+	w := map[string]float64{}
+	for _, kv := range strings.Split(s, ",") {
+		kv = strings.TrimSpace(kv)
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("entry %q is not TRES=weight", kv)
+		}
+		k = strings.ToLower(strings.TrimSpace(k))
+		scale := 1.0
+		if k == "mem" && v != "" {
+			if i := strings.IndexByte("KMGTP", byte(unicode.ToUpper(rune(v[len(v)-1])))); i >= 0 {
+				scale, v = math.Pow(1024, -float64(max(i-1, 0))), v[:len(v)-1]
+			}
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || !(f >= 0) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("weight %q of %s is not a number >= 0", v, k)
+		}
+		w[k] = f * scale
+	}
+	return w, nil
+}
+
+// tresCounts reads a TRES string ("cpu=6,mem=20G,node=2,gres/gpu=6") by
+// lower-case name, memory in MiB; entries that do not read are left out.
+func tresCounts(s string) map[string]float64 {
+	out := map[string]float64{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			continue
+		}
+		k = strings.ToLower(k)
+		if k == "mem" {
+			if mb := tresMemMB(kv); mb > 0 {
+				out[k] = float64(mb)
+			}
+			continue
+		}
+		if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 {
+			out[k] = f
+		}
+	}
+	return out
 }
 
 // nullable is v, or "" for the "(null)" scontrol prints for an unset value.
@@ -89,8 +152,8 @@ func nullable(v string) string {
 
 // Priorities computes the priority slurmctld would give a job that
 // nothing holds: priority/multifactor's weighted sum of the age,
-// fair-share, job size, partition and QOS factors, less the job's nice.
-// The association, TRES and site factors are left out: rubick does not
+// fair-share, job size, partition, QOS and TRES factors, less the job's
+// nice. The association and site factors are left out: rubick does not
 // read them. rubick holds the jobs it manages at priority 0, so Slurm
 // computes none for them.
 type Priorities struct {
@@ -163,8 +226,28 @@ func (p Priorities) Of(j Job, part string, now time.Time) (prio float64, tier in
 		}
 		sum += float64(c.QOS) * f
 	}
+	if len(c.TRES) > 0 {
+		sum += p.tres(j, pt)
+	}
 	sum -= float64(j.Nice)
 	return min(max(math.Floor(sum), 1), math.MaxUint32), tier
+}
+
+// tres is the weighted TRES term: each weighted TRES the job asks for, as
+// a share of what the partition holds (the count itself with
+// NO_NORMAL_TRES), times its weight.
+func (p Priorities) tres(j Job, pt Partition) float64 {
+	req, part := tresCounts(j.TRESReq), tresCounts(pt.TRES)
+	var sum float64
+	for k, w := range p.Config.TRES {
+		switch {
+		case p.Config.NoNormalTRES:
+			sum += w * req[k]
+		case part[k] > 0:
+			sum += w * req[k] / part[k]
+		}
+	}
+	return sum
 }
 
 // jobSize is the job size factor in 0..1: the share of the cluster's

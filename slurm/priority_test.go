@@ -24,7 +24,10 @@ func TestParsePriorityConfig(t *testing.T) {
 		"flags": {CtldConfig{
 			"PriorityType": "priority/multifactor", "PriorityWeightTRES": "CPU=1,GRES/gpu=10", "PriorityFavorSmall": "yes",
 			"PriorityFlags": "SMALL_RELATIVE_TO_TIME,NO_NORMAL_ALL", "PrioritySiteFactorPlugin": "site_factor/example",
-		}, PriorityConfig{Multifactor: true, TRES: "CPU=1,GRES/gpu=10", FavorSmall: true, SizeRelative: true, NoNormalPart: true, NoNormalQOS: true, SiteFactor: "site_factor/example"}},
+		}, PriorityConfig{Multifactor: true, TRES: map[string]float64{"cpu": 1, "gres/gpu": 10}, FavorSmall: true, SizeRelative: true,
+			NoNormalPart: true, NoNormalQOS: true, NoNormalTRES: true, SiteFactor: "site_factor/example"}},
+		"memory weight per GiB": {CtldConfig{"PriorityType": "priority/multifactor", "PriorityWeightTRES": "Mem=2048G"},
+			PriorityConfig{Multifactor: true, TRES: map[string]float64{"mem": 2}}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -37,7 +40,7 @@ func TestParsePriorityConfig(t *testing.T) {
 			}
 		})
 	}
-	for key, v := range map[string]string{"PriorityWeightQOS": "lots", "PriorityWeightAge": "-1", "PriorityMaxAge": "soon"} {
+	for key, v := range map[string]string{"PriorityWeightQOS": "lots", "PriorityWeightAge": "-1", "PriorityMaxAge": "soon", "PriorityWeightTRES": "CPU=x"} {
 		_, err := ParsePriorityConfig(CtldConfig{"PriorityType": "priority/multifactor", key: v})
 		if !errors.Is(err, ErrPriorityConfig) || !strings.Contains(err.Error(), key+`="`+v+`"`) {
 			t.Errorf("%s=%s: err = %v, want ErrPriorityConfig naming it", key, v, err)
@@ -80,13 +83,13 @@ func TestPrioritiesOf(t *testing.T) {
 	}{
 		// fs 10000 + partition 1000 + QOS 100000 + size 1000 (2/4 + 40/256) / 2
 		"slurmctld: -N2 -n40 --qos=high": {base, job(2, 40, "high", nil), 111328, 1},
-		"slurmctld: -N1 -n4 --nice=500":   {base, job(1, 4, "normal", func(j *Job) { j.Nice = 500 }), 10632, 1},
-		"slurmctld: -N4 -n4":              {base, job(4, 4, "normal", func(j *Job) { j.EligibleTime = now }), 11507, 1},
-		"slurmctld: -N1":                  {base, job(1, 1, "normal", nil), 11126, 1},
+		"slurmctld: -N1 -n4 --nice=500":  {base, job(1, 4, "normal", func(j *Job) { j.Nice = 500 }), 10632, 1},
+		"slurmctld: -N4 -n4":             {base, job(4, 4, "normal", func(j *Job) { j.EligibleTime = now }), 11507, 1},
+		"slurmctld: -N1":                 {base, job(1, 1, "normal", nil), 11126, 1},
 		// age from the eligible time: 12 h of a 24 h PriorityMaxAge
 		"age half": {base, job(1, 1, "normal", func(j *Job) { j.EligibleTime = now.Add(-12 * time.Hour) }), 11626, 1},
 		// held without --begin: from the submission, and capped at 1
-		"age capped": {base, job(1, 1, "normal", func(j *Job) { j.EligibleTime, j.SubmitTime = time.Time{}, now.Add(-72 * time.Hour) }), 12126, 1},
+		"age capped": {base, job(1, 1, "normal", func(j *Job) { j.EligibleTime, j.SubmitTime = time.Time{}, now.Add(-72*time.Hour) }), 12126, 1},
 		// (3/4 + 252/256) / 2 = 0.8671875
 		"favor small": {with(func(p *Priorities) { p.Config.FavorSmall = true }), job(1, 4, "normal", nil), 11867, 1},
 		// max(2 * 256/4, 40) / 60 min / 256 CPUs = 0.00833
@@ -98,10 +101,19 @@ func TestPrioritiesOf(t *testing.T) {
 		"partition tier": {with(func(p *Priorities) {
 			p.Partitions = map[string]Partition{"gpu": {PriorityJobFactor: 1}, "big": {PriorityJobFactor: 3, PriorityTier: 2}}
 		}), job(1, 1, "normal", func(j *Job) { j.Partition = "big" }), 11126, 2},
-		"raw QOS": {with(func(p *Priorities) { p.Config.NoNormalQOS = true; p.Config.QOS = 10 }), job(1, 1, "high", nil), 12126, 1},
+		"raw QOS":             {with(func(p *Priorities) { p.Config.NoNormalQOS = true; p.Config.QOS = 10 }), job(1, 1, "high", nil), 12126, 1},
 		"unknown association": {base, job(1, 1, "normal", func(j *Job) { j.User = "other" }), 1126, 1},
-		"nice beyond the sum":  {base, job(1, 1, "normal", func(j *Job) { j.Nice = 50000 }), 1, 1},
-		"priority/basic":       {Priorities{Partitions: base.Partitions}, job(1, 1, "high", nil), 0, 1},
+		"nice beyond the sum": {base, job(1, 1, "normal", func(j *Job) { j.Nice = 50000 }), 1, 1},
+		"priority/basic":      {Priorities{Partitions: base.Partitions}, job(1, 1, "high", nil), 0, 1},
+		// 6/256 CPUs x 2000 + 20/2000 GiB x 1000 + 6/32 GPUs x 4000 = 806.875; no
+		// node weight, and billing's is not set
+		"TRES": {with(func(p *Priorities) {
+			p.Config.TRES = map[string]float64{"cpu": 2000, "mem": 1000, "gres/gpu": 4000, "license/x": 50}
+			p.Partitions = map[string]Partition{"gpu": {PriorityJobFactor: 1, TRES: "cpu=256,mem=2000G,node=4,billing=256,gres/gpu=32"}}
+		}), job(2, 6, "normal", func(j *Job) { j.TRESReq = "cpu=6,mem=20G,node=2,billing=6,gres/gpu=6" }), 12068, 0}, // + 261.7 job size
+		"TRES raw": {with(func(p *Priorities) {
+			p.Config.TRES, p.Config.NoNormalTRES = map[string]float64{"gres/gpu": 10, "mem": 0.001}, true
+		}), job(2, 6, "normal", func(j *Job) { j.TRESReq = "cpu=6,mem=20G,node=2,billing=6,gres/gpu=6" }), 12068 - 806 + 60 + 20, 1}, // 6 GPUs x 10 + 20480 MiB x 0.001
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -106,6 +106,10 @@ type Job struct {
 	// Nice is the job's --nice adjustment, which Slurm subtracts from its
 	// priority.
 	Nice int
+	// TRESReq is what the job asks for as a TRES string (tres_req_str,
+	// "cpu=6,mem=20G,node=2,billing=6,gres/gpu=6"): what the TRES factor
+	// of its priority weighs.
+	TRESReq string
 	// TimeLimit is the job's time limit (sbatch --time); 0 when it has none
 	// (unlimited or unset).
 	TimeLimit time.Duration
@@ -216,6 +220,9 @@ type Partition struct {
 	// PriorityJobFactor is the partition's weight in the multifactor
 	// priority; PriorityTier orders partitions ahead of any priority.
 	PriorityJobFactor, PriorityTier int
+	// TRES is what the partition's nodes hold, as a TRES string
+	// ("cpu=256,mem=2000G,node=4,billing=256,gres/gpu=32").
+	TRES string
 	// Billing is the partition's TRESBillingWeights.
 	Billing BillingWeights
 }

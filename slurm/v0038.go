@@ -158,6 +158,7 @@ func (w v38Job) domain() Job {
 		EligibleTime:  unixTime(deref(w.EligibleTime)),
 		StartTime:     unixTime(deref(w.StartTime)),
 		Nice:          nice38(deref(w.Nice)),
+		TRESReq:       deref(w.TresReqStr),
 		TimeLimit:     minutes(deref(w.TimeLimit)),
 		Comment:       deref(w.Comment),
 		ArrayTasks:    deref(w.ArrayTaskString),
@@ -290,6 +291,7 @@ func (b *v38) partitions(ctx context.Context) ([]Partition, error) {
 			QOS:               deref(p.Qos),
 			PriorityJobFactor: deref(p.PriorityJobFactor),
 			PriorityTier:      deref(p.PriorityTier),
+			TRES:              deref(p.Tres),
 		})
 	}
 	return out, nil

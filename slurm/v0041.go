@@ -243,6 +243,7 @@ func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
 			EligibleTime:  unixTime(num(w.EligibleTime)),
 			StartTime:     unixTime(num(w.StartTime)),
 			Nice:          int(deref(w.Nice)),
+			TRESReq:       deref(w.TresReqStr),
 			TimeLimit:     minutes(num(w.TimeLimit)),
 			Comment:       deref(w.Comment),
 			ArrayTasks:    deref(w.ArrayTaskString),
@@ -389,6 +390,7 @@ func (b *v41) partitions(ctx context.Context) ([]Partition, error) {
 			part.PriorityJobFactor, part.PriorityTier = int(deref(p.Priority.JobFactor)), int(deref(p.Priority.Tier))
 		}
 		if p.Tres != nil {
+			part.TRES = deref(p.Tres.Configured)
 			w, err := ParseBillingWeights(deref(p.Tres.BillingWeights))
 			if err != nil {
 				w = unreadBilling(err)

@@ -147,6 +147,11 @@ chmod 400 "$R/etc/munge/munge.key"
   echo "PriorityWeightPartition=1000"
   echo "PriorityWeightQOS=100000"
   echo "PriorityMaxAge=1-0"
+  if [ "$WITH_DBD" = 1 ]; then
+    echo "PriorityWeightTRES=CPU=2000,Mem=1000,GRES/gpu=4000"
+  else
+    echo "PriorityWeightTRES=CPU=2000,Mem=1000" # gres/gpu is a TRES only with slurmdbd
+  fi
   echo "SchedulerType=sched/backfill"
   echo "SchedulerParameters=bf_interval=5,sched_interval=5"
   [ "$WITH_SPANK" = 1 ] && echo "JobSubmitPlugins=lua"

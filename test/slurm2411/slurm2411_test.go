@@ -800,7 +800,8 @@ func TestRestart2411(t *testing.T) {
 // show config, the QOS priorities and fair-share factors of scontrol show
 // assoc_mgr, the partitions and the nodes) is the one slurmctld gives it,
 // for jobs that nothing holds but their --begin keeps pending. The lab
-// weighs QOS 100000, fair share 10000, job size, partition and age 1000;
+// weighs QOS 100000, fair share 10000, job size, partition and age 1000,
+// and the TRES CPU 2000, Mem 1000 and GRES/gpu 4000;
 // the test adds QOS prioqos of priority 100 beside normal's 0 and
 // partition prio of PriorityJobFactor 3 and PriorityTier 2, which brings
 // gpu's factor of 1 to 1/3.
@@ -814,10 +815,10 @@ func TestPriority2411(t *testing.T) {
 	var ids []int
 	for _, args := range [][]string{
 		{"-p", "gpu", "-N", "1"},
-		{"-p", "gpu", "-N", "2", "-n", "40", "--qos=prioqos"},
-		{"-p", "gpu", "-N", "1", "-n", "4", "--nice=500"},
+		{"-p", "gpu", "-N", "2", "-n", "40", "--qos=prioqos", "--gres=gpu:3", "--mem=10G"},
+		{"-p", "gpu", "-N", "1", "-n", "4", "--nice=500", "--gres=gpu:8"},
 		{"-p", "gpu", "-N", "4", "--gres=gpu:1"},
-		{"-p", "prio", "-N", "1", "-n", "8", "--qos=prioqos"},
+		{"-p", "prio", "-N", "1", "-n", "8", "--qos=prioqos", "--gres=gpu:2", "--mem=100G"},
 	} {
 		argv := append([]string{root, "env", "-u", "SLURM_CONF", "sbatch", "--parsable", "--begin=now+3600", "-o", "/dev/null"}, args...)
 		out, err := exec.CommandContext(ctx, "chroot", append(argv, "--wrap", "sleep 1")...).CombinedOutput()
@@ -863,11 +864,11 @@ func TestPriority2411(t *testing.T) {
 		got, tier := p.Of(j, j.Partition, j.SubmitTime)
 		wantTier := map[string]int{"gpu": 1, "prio": 2}[j.Partition]
 		if math.Abs(got-float64(j.Priority)) > slack || tier != wantTier {
-			t.Errorf("job %d (partition %s, QOS %s, %d nodes, %d CPUs, nice %d): priority %v tier %d, slurmctld %d tier %d",
-				j.ID, j.Partition, j.QOS, j.NodeCount, j.CPUs, j.Nice, got, tier, j.Priority, wantTier)
+			t.Errorf("job %d (partition %s, QOS %s, TRES %s, nice %d): priority %v tier %d, slurmctld %d tier %d",
+				j.ID, j.Partition, j.QOS, j.TRESReq, j.Nice, got, tier, j.Priority, wantTier)
 		} else {
-			t.Logf("job %d (partition %s, QOS %s, %d nodes, %d CPUs, nice %d): priority %v, slurmctld %d",
-				j.ID, j.Partition, j.QOS, j.NodeCount, j.CPUs, j.Nice, got, j.Priority)
+			t.Logf("job %d (partition %s, QOS %s, TRES %s, nice %d): priority %v, slurmctld %d",
+				j.ID, j.Partition, j.QOS, j.TRESReq, j.Nice, got, j.Priority)
 		}
 	}
 	if checked != len(ids) {
