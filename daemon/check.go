@@ -412,7 +412,7 @@ func checkPriority(c slurm.CtldConfig, order string) CheckResult {
 }
 
 // checkPriorityOrder says what priority order goes by: the weights rubick
-// applies, and warns of the factors it leaves out (association, site).
+// applies, and warns of the factor it leaves out (a site plugin's).
 func checkPriorityOrder(c slurm.CtldConfig) CheckResult {
 	r := CheckResult{Name: "PriorityType", Status: CheckOK}
 	p, err := slurm.ParsePriorityConfig(c)
@@ -420,21 +420,14 @@ func checkPriorityOrder(c slurm.CtldConfig) CheckResult {
 		r.Status, r.Detail = CheckFail, err.Error()
 		return r
 	}
-	r.Detail = fmt.Sprintf("priority/multifactor: best-effort jobs go by partition PriorityTier, then age=%d fairshare=%d jobsize=%d partition=%d qos=%d (PriorityMaxAge %s)",
-		p.Age, p.FairShare, p.JobSize, p.Partition, p.QOS, cmp.Or(c["PriorityMaxAge"], "7-00:00:00"))
+	r.Detail = fmt.Sprintf("priority/multifactor: best-effort jobs go by partition PriorityTier, then age=%d assoc=%d fairshare=%d jobsize=%d partition=%d qos=%d (PriorityMaxAge %s)",
+		p.Age, p.Assoc, p.FairShare, p.JobSize, p.Partition, p.QOS, cmp.Or(c["PriorityMaxAge"], "7-00:00:00"))
 	if len(p.TRES) > 0 {
 		r.Detail += " tres=" + c["PriorityWeightTRES"]
 	}
-	var left []string
-	if p.Assoc > 0 {
-		left = append(left, fmt.Sprintf("PriorityWeightAssoc=%d", p.Assoc))
-	}
-	if p.SiteFactor != "" {
-		left = append(left, "PrioritySiteFactorPlugin="+p.SiteFactor)
-	}
 	switch {
-	case len(left) > 0:
-		r.Status, r.Detail = CheckWarn, r.Detail+"; rubick leaves out "+strings.Join(left, ", ")+", so its order may differ from Slurm's there"
+	case p.SiteFactor != "":
+		r.Status, r.Detail = CheckWarn, r.Detail+"; rubick leaves out PrioritySiteFactorPlugin="+p.SiteFactor+", so its order may differ from Slurm's there"
 	case !p.Weighted():
 		r.Status, r.Detail = CheckWarn, r.Detail+"; every weight is 0: best-effort jobs go by tier, then slope"
 	}

@@ -392,10 +392,19 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time, fairAccounts []
 		scope = d.listing.BudgetScope()
 	}
 	scope = scope.With(fairAccounts...)
+	if d.everyAssoc(fairAccounts) {
+		scope = slurm.BudgetScope{All: true}
+	}
 	read := d.deps.Budgets != nil && (budgeted || len(fairAccounts) > 0)
 	if read && (d.budgetsAt.IsZero() || now.Sub(d.budgetsAt) >= limitsRefresh || !d.budgetScope.Covers(scope)) {
 		d.budgetsAt, d.budgetScope = now, scope
 		b, err := d.deps.Budgets.Budgets(ctx, scope)
+		if err == nil && b.PriorityErr == nil && !scope.All && d.cfg.Policy.BestEffortOrder == policy.OrderPriority && b.Priority.Assoc > 0 && len(fairAccounts) > 0 {
+			// The weights just read call for every association's
+			// priority, which the factor divides by the largest of.
+			d.budgetScope = slurm.BudgetScope{All: true}
+			b, err = d.deps.Budgets.Budgets(ctx, d.budgetScope)
+		}
 		d.warnNew(&d.budgetsErr, err, "scontrol show assoc_mgr failed; the GrpTRESMins budgets and fair-share factors last read stay in force")
 		if err == nil {
 			d.budgets, changed = b, true
@@ -419,6 +428,13 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time, fairAccounts []
 		d.limits = d.listing
 	}
 	return d.limits
+}
+
+// everyAssoc reports whether the budgets reading must list every
+// association: in priority order with an association weight, whose factor
+// is an association's priority over the largest any has.
+func (d *Daemon) everyAssoc(fairAccounts []string) bool {
+	return d.cfg.Policy.BestEffortOrder == policy.OrderPriority && d.priorityConf.Assoc > 0 && len(fairAccounts) > 0
 }
 
 // fairAccounts are the accounts of the jobs rubick manages when the policy
@@ -516,7 +532,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	case d.cfg.Policy.BestEffortOrder == policy.OrderFairShare:
 		in.FairShare = d.budgets.FairShare
 	default:
-		in.Priority = &slurm.Priorities{Config: d.priorityConf, QOS: d.budgets.QOSPriority,
+		in.Priority = &slurm.Priorities{Config: d.priorityConf, QOS: d.budgets.QOSPriority, Assoc: d.budgets.AssocPriority,
 			Partitions: in.Limits.Partitions, FairShare: d.budgets.FairShare, Nodes: len(nodes)}
 		for _, n := range nodes {
 			in.Priority.CPUs += n.CPUs

@@ -319,3 +319,20 @@ func TestPriorityConfigUnreadKeepsLast(t *testing.T) {
 		t.Errorf("priority configuration %+v, want the last read %+v", d.priorityConf, good)
 	}
 }
+
+// In priority order with an association weight the reading lists every
+// association, whose priorities the factor divides by the largest of: at
+// once when the weights read with the jobs' accounts call for it, and
+// from then on.
+func TestPriorityAssocReadsEveryAssociation(t *testing.T) {
+	d, _ := newTestDaemonWith(t, &fakeCluster{}, &fakeApplier{}, func(c *Config) { c.Policy.BestEffortOrder = policy.OrderPriority })
+	budgets := &fakeBudgets{b: slurm.Budgets{Priority: slurm.PriorityConfig{Multifactor: true, Assoc: 100}}}
+	d.deps.Budgets = budgets
+	d.slurmLimits(context.Background(), t0, []string{"a"})
+	d.slurmLimits(context.Background(), t0.Add(limitsRefresh), []string{"a"})
+	d.slurmLimits(context.Background(), t0.Add(2*limitsRefresh), nil) // no job: nothing to read
+	want := []slurm.BudgetScope{{Accounts: []string{"a"}}, {All: true}, {All: true}}
+	if diff := cmp.Diff(want, budgets.scopes); diff != "" {
+		t.Errorf("scopes read (-want +got):\n%s", diff)
+	}
+}

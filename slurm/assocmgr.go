@@ -48,8 +48,10 @@ type Budgets struct {
 	// share divides by zero shares); such an association is left out of
 	// FairShare, and the budgets stand.
 	FairShareUnread string
-	// QOSPriority is every listed QOS's Priority, by name.
-	QOSPriority map[string]int64
+	// QOSPriority is every listed QOS's Priority, by name; AssocPriority
+	// every listed association's (inherited where it sets none).
+	QOSPriority   map[string]int64
+	AssocPriority map[AssocKey]int64
 	// Priority is the multifactor priority configuration, read with the
 	// budgets; PriorityErr says why it could not be, and Priority is
 	// then the zero value.
@@ -197,6 +199,16 @@ func ParseAssocMgr(out []byte) (Budgets, error) {
 		case strings.HasPrefix(line, "ClusterName="):
 			k := assocKeyOf(line)
 			qos, assoc = "", &k
+			if v, ok := fieldValue(line, "Priority"); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil || n < 0 {
+					return Budgets{}, fmt.Errorf("assoc_mgr: account %s user %q: Priority=%q is not a priority", k.Account, k.User, v)
+				}
+				if b.AssocPriority == nil {
+					b.AssocPriority = map[AssocKey]int64{}
+				}
+				b.AssocPriority[k] = n
+			}
 		case strings.HasPrefix(line, "QOS="):
 			name, _, _ := strings.Cut(strings.TrimPrefix(trimmed, "QOS="), "(")
 			qos, assoc = name, nil
@@ -262,6 +274,17 @@ func parseFactor(v string) (float64, error) {
 
 // assocKeyOf reads a record's first line, "ClusterName=c Account=a
 // UserName=u(uid) Partition=p Priority=0 ID=2".
+// fieldValue is the value of name=value among line's space-separated
+// fields.
+func fieldValue(line, name string) (string, bool) {
+	for _, f := range strings.Fields(line) {
+		if n, v, ok := strings.Cut(f, "="); ok && n == name {
+			return v, true
+		}
+	}
+	return "", false
+}
+
 func assocKeyOf(line string) AssocKey {
 	var k AssocKey
 	for _, f := range strings.Fields(line) {

@@ -30,6 +30,8 @@ func TestParseAssocMgrRecorded(t *testing.T) {
 			// priority/multifactor with Fair Tree: the factor is the user's.
 			FairShare:   FairShares{{Cluster: "rubicklab2411", Account: "root"}: 0, {Cluster: "rubicklab2411", Account: "root", User: "root"}: 1},
 			QOSPriority: map[string]int64{"normal": 0},
+			AssocPriority: map[AssocKey]int64{
+				{Cluster: "rubicklab2411", Account: "root"}: 0, {Cluster: "rubicklab2411", Account: "root", User: "root"}: 0},
 		},
 		"22.05/scontrol-show-assoc_mgr.txt": {
 			QOS: map[string]Budget{"guaranteed": {Limit: GroupLimits{GPURunMins: 120, BillingRunMins: 500}}},
@@ -42,6 +44,9 @@ func TestParseAssocMgrRecorded(t *testing.T) {
 				{Cluster: "rubicklab", Account: "root", User: "root"}: 0,
 			},
 			QOSPriority: map[string]int64{"guaranteed": 0, "normal": 0},
+			AssocPriority: map[AssocKey]int64{
+				{Cluster: "rubicklab", Account: "root"}: 0, {Cluster: "rubicklab", Account: "root", User: "nobody"}: 0,
+				{Cluster: "rubicklab", Account: "root", User: "root"}: 0},
 		},
 	}
 	for path, want := range tests {
@@ -67,6 +72,8 @@ func TestParseAssocMgrErrors(t *testing.T) {
 		"bad limit":      {record("GrpTRESMins=gres/gpu=lots(3)"), `limit "lots" not a count`},
 		"negative used":  {record("GrpTRESMins=cpu=10(-1)"), `used minutes "-1" not a count`},
 		"bad priority":   {record("Priority=high"), `QOS normal: Priority="high" is not a priority`},
+		"bad association priority": {"Association Records\n\nClusterName=c Account=a UserName=u(1) Partition= Priority=-3 ID=2\n",
+			`account a user "u": Priority="-3" is not a priority`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

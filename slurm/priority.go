@@ -29,10 +29,9 @@ type PriorityConfig struct {
 	MaxAge time.Duration
 	// FavorSmall is PriorityFavorSmall.
 	FavorSmall bool
-	// SizeRelative is PriorityFlags=SMALL_RELATIVE_TO_TIME; NoNormalPart,
-	// NoNormalQOS and NoNormalTRES are NO_NORMAL_PART, NO_NORMAL_QOS and
-	// NO_NORMAL_TRES.
-	SizeRelative, NoNormalPart, NoNormalQOS, NoNormalTRES bool
+	// SizeRelative is PriorityFlags=SMALL_RELATIVE_TO_TIME; the NoNormal
+	// fields are NO_NORMAL_ASSOC, _PART, _QOS and _TRES (or _ALL).
+	SizeRelative, NoNormalAssoc, NoNormalPart, NoNormalQOS, NoNormalTRES bool
 	// SiteFactor is PrioritySiteFactorPlugin; "" when none.
 	SiteFactor string
 }
@@ -83,6 +82,7 @@ func ParsePriorityConfig(c CtldConfig) (PriorityConfig, error) {
 	p.SiteFactor = nullable(c["PrioritySiteFactorPlugin"])
 	p.FavorSmall = strings.EqualFold(c["PriorityFavorSmall"], "yes")
 	p.SizeRelative = c.Has("PriorityFlags", "SMALL_RELATIVE_TO_TIME")
+	p.NoNormalAssoc = c.Has("PriorityFlags", "NO_NORMAL_ASSOC") || c.Has("PriorityFlags", "NO_NORMAL_ALL")
 	p.NoNormalPart = c.Has("PriorityFlags", "NO_NORMAL_PART") || c.Has("PriorityFlags", "NO_NORMAL_ALL")
 	p.NoNormalQOS = c.Has("PriorityFlags", "NO_NORMAL_QOS") || c.Has("PriorityFlags", "NO_NORMAL_ALL")
 	p.NoNormalTRES = c.Has("PriorityFlags", "NO_NORMAL_TRES") || c.Has("PriorityFlags", "NO_NORMAL_ALL")
@@ -152,9 +152,9 @@ func nullable(v string) string {
 
 // Priorities computes the priority slurmctld would give a job that
 // nothing holds: priority/multifactor's weighted sum of the age,
-// fair-share, job size, partition, QOS and TRES factors, less the job's
-// nice. The association and site factors are left out: rubick does not
-// read them. rubick holds the jobs it manages at priority 0, so Slurm
+// association, fair-share, job size, partition, QOS and TRES factors,
+// less the job's nice. A site factor plugin's is left out: rubick cannot
+// see it. rubick holds the jobs it manages at priority 0, so Slurm
 // computes none for them.
 type Priorities struct {
 	Config PriorityConfig
@@ -164,6 +164,9 @@ type Priorities struct {
 	Partitions map[string]Partition
 	// FairShare holds the associations' fair-share factors.
 	FairShare FairShares
+	// Assoc is each association's Priority; the factor divides by the
+	// largest, so with an association weight it must list them all.
+	Assoc map[AssocKey]int64
 	// Nodes and CPUs are the cluster's node and CPU counts, what the job
 	// size factor divides by.
 	Nodes, CPUs int
@@ -201,6 +204,9 @@ func (p Priorities) Of(j Job, part string, now time.Time) (prio float64, tier in
 		f, _ := p.FairShare.Of(j.Cluster, j.Account, j.User, part)
 		sum += float64(c.FairShare) * f
 	}
+	if c.Assoc > 0 {
+		sum += float64(c.Assoc) * p.assoc(j, part)
+	}
 	if c.JobSize > 0 {
 		sum += float64(c.JobSize) * p.jobSize(j, pt)
 	}
@@ -231,6 +237,27 @@ func (p Priorities) Of(j Job, part string, now time.Time) (prio float64, tier in
 	}
 	sum -= float64(j.Nice)
 	return min(max(math.Floor(sum), 1), math.MaxUint32), tier
+}
+
+// assoc is the association factor: the Priority of the job's association
+// (its user's in the partition, else in the account) over the largest any
+// association has.
+func (p Priorities) assoc(j Job, part string) float64 {
+	v, ok := p.Assoc[AssocKey{j.Cluster, j.Account, j.User, part}]
+	if !ok || part == "" {
+		v = p.Assoc[AssocKey{j.Cluster, j.Account, j.User, ""}]
+	}
+	if v <= 0 {
+		return 0
+	}
+	if p.Config.NoNormalAssoc {
+		return float64(v)
+	}
+	var top int64
+	for _, o := range p.Assoc {
+		top = max(top, o)
+	}
+	return float64(v) / float64(top)
 }
 
 // tres is the weighted TRES term: each weighted TRES the job asks for, as

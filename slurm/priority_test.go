@@ -25,7 +25,7 @@ func TestParsePriorityConfig(t *testing.T) {
 			"PriorityType": "priority/multifactor", "PriorityWeightTRES": "CPU=1,GRES/gpu=10", "PriorityFavorSmall": "yes",
 			"PriorityFlags": "SMALL_RELATIVE_TO_TIME,NO_NORMAL_ALL", "PrioritySiteFactorPlugin": "site_factor/example",
 		}, PriorityConfig{Multifactor: true, TRES: map[string]float64{"cpu": 1, "gres/gpu": 10}, FavorSmall: true, SizeRelative: true,
-			NoNormalPart: true, NoNormalQOS: true, NoNormalTRES: true, SiteFactor: "site_factor/example"}},
+			NoNormalAssoc: true, NoNormalPart: true, NoNormalQOS: true, NoNormalTRES: true, SiteFactor: "site_factor/example"}},
 		"memory weight per GiB": {CtldConfig{"PriorityType": "priority/multifactor", "PriorityWeightTRES": "Mem=2048G"},
 			PriorityConfig{Multifactor: true, TRES: map[string]float64{"mem": 2}}},
 	}
@@ -111,6 +111,16 @@ func TestPrioritiesOf(t *testing.T) {
 			p.Config.TRES = map[string]float64{"cpu": 2000, "mem": 1000, "gres/gpu": 4000, "license/x": 50}
 			p.Partitions = map[string]Partition{"gpu": {PriorityJobFactor: 1, TRES: "cpu=256,mem=2000G,node=4,billing=256,gres/gpu=32"}}
 		}), job(2, 6, "normal", func(j *Job) { j.TRESReq = "cpu=6,mem=20G,node=2,billing=6,gres/gpu=6" }), 12068, 0}, // + 261.7 job size
+		// user root's association in account root: 30 of the largest 70
+		"association": {with(func(p *Priorities) {
+			p.Config.Assoc = 5000
+			p.Assoc = map[AssocKey]int64{{Cluster: "lab", Account: "root"}: 0, {Cluster: "lab", Account: "root", User: "root"}: 30,
+				{Cluster: "lab", Account: "pacct"}: 70, {Cluster: "lab", Account: "pacct", User: "root"}: 70}
+		}), job(1, 1, "normal", nil), 13269, 1}, // 11126.95 + 2142.86
+		"association raw": {with(func(p *Priorities) {
+			p.Config.Assoc, p.Config.NoNormalAssoc = 10, true
+			p.Assoc = map[AssocKey]int64{{Cluster: "lab", Account: "root", User: "root"}: 30, {Cluster: "lab", Account: "pacct", User: "root"}: 70}
+		}), job(1, 1, "normal", nil), 11126 + 300, 1},
 		"TRES raw": {with(func(p *Priorities) {
 			p.Config.TRES, p.Config.NoNormalTRES = map[string]float64{"gres/gpu": 10, "mem": 0.001}, true
 		}), job(2, 6, "normal", func(j *Job) { j.TRESReq = "cpu=6,mem=20G,node=2,billing=6,gres/gpu=6" }), 12068 - 806 + 60 + 20, 1}, // 6 GPUs x 10 + 20480 MiB x 0.001

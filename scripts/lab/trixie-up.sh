@@ -142,6 +142,7 @@ chmod 400 "$R/etc/munge/munge.key"
   # rubick's priority order against the priorities slurmctld computes
   echo "PriorityType=priority/multifactor"
   echo "PriorityWeightAge=1000"
+  echo "PriorityWeightAssoc=5000"
   echo "PriorityWeightFairShare=10000"
   echo "PriorityWeightJobSize=1000"
   echo "PriorityWeightPartition=1000"

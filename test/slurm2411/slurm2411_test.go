@@ -797,19 +797,25 @@ func TestRestart2411(t *testing.T) {
 }
 
 // TestPriority2411: the priority rubickd computes for a job (from scontrol
-// show config, the QOS priorities and fair-share factors of scontrol show
-// assoc_mgr, the partitions and the nodes) is the one slurmctld gives it,
-// for jobs that nothing holds but their --begin keeps pending. The lab
-// weighs QOS 100000, fair share 10000, job size, partition and age 1000,
-// and the TRES CPU 2000, Mem 1000 and GRES/gpu 4000;
-// the test adds QOS prioqos of priority 100 beside normal's 0 and
-// partition prio of PriorityJobFactor 3 and PriorityTier 2, which brings
-// gpu's factor of 1 to 1/3.
+// show config, the QOS and association priorities and fair-share factors
+// of scontrol show assoc_mgr, the partitions and the nodes) is the one
+// slurmctld gives it, for jobs that nothing holds but their --begin keeps
+// pending. The lab weighs QOS 100000, fair share 10000, association 5000,
+// job size, partition and age 1000, and the TRES CPU 2000, Mem 1000 and
+// GRES/gpu 4000. The test adds QOS prioqos of priority 100 beside
+// normal's 0; partition prio of PriorityJobFactor 3 and PriorityTier 2,
+// which brings gpu's factor of 1 to 1/3; and account pacct of priority 70,
+// where user root's association in account root has 30.
 func TestPriority2411(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	root, c, inRoot := chrootLabWithDBD(ctx, t)
 	addPriorityQOS(t, inRoot)
+	addRootAccount(t, inRoot, "pacct", "priority=70")
+	inRoot("sacctmgr", "-i", "modify", "user", "root", "where", "account=root", "set", "priority=30")
+	t.Cleanup(func() {
+		inRoot("sacctmgr", "-i", "modify", "user", "root", "where", "account=root", "set", "priority=-1")
+	})
 	inRoot("scontrol", "create", "PartitionName=prio", "Nodes=node[1-2]", "PriorityJobFactor=3", "PriorityTier=2", "State=UP")
 	t.Cleanup(func() { inRoot("scontrol", "delete", "PartitionName=prio") })
 	var ids []int
@@ -817,7 +823,7 @@ func TestPriority2411(t *testing.T) {
 		{"-p", "gpu", "-N", "1"},
 		{"-p", "gpu", "-N", "2", "-n", "40", "--qos=prioqos", "--gres=gpu:3", "--mem=10G"},
 		{"-p", "gpu", "-N", "1", "-n", "4", "--nice=500", "--gres=gpu:8"},
-		{"-p", "gpu", "-N", "4", "--gres=gpu:1"},
+		{"-p", "gpu", "-N", "4", "--gres=gpu:1", "-A", "pacct"},
 		{"-p", "prio", "-N", "1", "-n", "8", "--qos=prioqos", "--gres=gpu:2", "--mem=100G"},
 	} {
 		argv := append([]string{root, "env", "-u", "SLURM_CONF", "sbatch", "--parsable", "--begin=now+3600", "-o", "/dev/null"}, args...)
@@ -832,7 +838,8 @@ func TestPriority2411(t *testing.T) {
 		ids = append(ids, id)
 		t.Cleanup(func() { cancelJob(root, id) })
 	}
-	b, err := slurm.AssocMgr{Runner: slurm.ExecRunner{}, Scontrol: chrootCommand(t, root, "scontrol")}.Budgets(ctx, slurm.BudgetScope{}.With("root"))
+	// every association, as rubickd reads them with an association weight
+	b, err := slurm.AssocMgr{Runner: slurm.ExecRunner{}, Scontrol: chrootCommand(t, root, "scontrol")}.Budgets(ctx, slurm.BudgetScope{All: true})
 	if err != nil || b.PriorityErr != nil {
 		t.Fatalf("assoc_mgr and config: %v, %v", err, b.PriorityErr)
 	}
@@ -844,7 +851,7 @@ func TestPriority2411(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := slurm.Priorities{Config: b.Priority, QOS: b.QOSPriority, Partitions: l.Partitions, FairShare: b.FairShare, Nodes: len(nodes)}
+	p := slurm.Priorities{Config: b.Priority, QOS: b.QOSPriority, Assoc: b.AssocPriority, Partitions: l.Partitions, FairShare: b.FairShare, Nodes: len(nodes)}
 	for _, n := range nodes {
 		p.CPUs += n.CPUs
 	}
@@ -864,11 +871,11 @@ func TestPriority2411(t *testing.T) {
 		got, tier := p.Of(j, j.Partition, j.SubmitTime)
 		wantTier := map[string]int{"gpu": 1, "prio": 2}[j.Partition]
 		if math.Abs(got-float64(j.Priority)) > slack || tier != wantTier {
-			t.Errorf("job %d (partition %s, QOS %s, TRES %s, nice %d): priority %v tier %d, slurmctld %d tier %d",
-				j.ID, j.Partition, j.QOS, j.TRESReq, j.Nice, got, tier, j.Priority, wantTier)
+			t.Errorf("job %d (account %s, partition %s, QOS %s, TRES %s, nice %d): priority %v tier %d, slurmctld %d tier %d",
+				j.ID, j.Account, j.Partition, j.QOS, j.TRESReq, j.Nice, got, tier, j.Priority, wantTier)
 		} else {
-			t.Logf("job %d (partition %s, QOS %s, TRES %s, nice %d): priority %v, slurmctld %d",
-				j.ID, j.Partition, j.QOS, j.TRESReq, j.Nice, got, j.Priority)
+			t.Logf("job %d (account %s, partition %s, QOS %s, TRES %s, nice %d): priority %v, slurmctld %d",
+				j.ID, j.Account, j.Partition, j.QOS, j.TRESReq, j.Nice, got, j.Priority)
 		}
 	}
 	if checked != len(ids) {
