@@ -532,11 +532,13 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	case d.cfg.Policy.BestEffortOrder == policy.OrderFairShare:
 		in.FairShare = d.budgets.FairShare
 	default:
-		in.Priority = &slurm.Priorities{Config: d.priorityConf, QOS: d.budgets.QOSPriority, Assoc: d.budgets.AssocPriority,
+		p := slurm.Priorities{Config: d.priorityConf, QOS: d.budgets.QOSPriority, Assoc: d.budgets.AssocPriority,
 			Partitions: in.Limits.Partitions, FairShare: d.budgets.FairShare, Nodes: len(nodes)}
 		for _, n := range nodes {
-			in.Priority.CPUs += n.CPUs
+			p.CPUs += n.CPUs
 		}
+		p = p.Prepared()
+		in.Priority = &p
 	}
 	view, err := BuildView(d.cfg, start, in, d.deps.Logger)
 	if err != nil {

@@ -67,9 +67,15 @@ func genRounds(b *testing.B, name string, cfg policy.Config, nodes, jobs, warm, 
 			j := policy.Job{ID: fmt.Sprintf("j%06d", next), Model: row.App, Tenant: "default", Guaranteed: rng.IntN(4) == 0,
 				Submit:  now.Add(-time.Duration(rng.IntN(3*3600)) * time.Second),
 				Request: policy.Request{GPUs: row.GPUs, CPUs: row.CPUs, Plan: plan}}
-			if cfg.BestEffortOrder == policy.OrderFairShare {
+			switch cfg.BestEffortOrder {
+			case policy.OrderFairShare:
 				// 50 associations, factors two decimals apart as slurmctld prints them.
 				j.FairShare = float64(rng.IntN(50)) / 50
+			case policy.OrderPriority:
+				// Three QOS, two partition tiers, and an age that sets
+				// every job's priority apart.
+				j.PriorityTier = rng.IntN(2)
+				j.Priority = float64(100000*rng.IntN(3)) + 1000*float64(now.Sub(j.Submit))/float64(24*time.Hour)
 			}
 			return j
 		}
@@ -184,6 +190,14 @@ func BenchmarkDecideRubick2048Jobs256NodesAnySpread(b *testing.B) {
 func BenchmarkDecideRubick2048Jobs256NodesFairShare(b *testing.B) {
 	cfg := policy.DefaultConfig()
 	cfg.BestEffortOrder = policy.OrderFairShare
+	benchDecide(b, "rubick", cfg, 256, 2048)
+}
+
+// Priority order: every job's priority differs (age), so victims are
+// looked for again for each job.
+func BenchmarkDecideRubick2048Jobs256NodesPriority(b *testing.B) {
+	cfg := policy.DefaultConfig()
+	cfg.BestEffortOrder = policy.OrderPriority
 	benchDecide(b, "rubick", cfg, 256, 2048)
 }
 

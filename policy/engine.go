@@ -136,8 +136,12 @@ type round struct {
 	minLossVer    [2]int     // version minLoss was computed at (0: never)
 	// floor is, in fair-share or priority order, the rank of the job
 	// being placed: best-effort jobs ranked higher give it only the GPUs
-	// they hold beyond their request.
-	floor rank
+	// they hold beyond their request. byRank holds every job's index,
+	// highest rank first, and above counts the jobs at its head ranked
+	// above floor.
+	floor  rank
+	byRank []int
+	above  int
 }
 
 // rank is a job's place in fair-share or priority order: tier first, then
@@ -715,15 +719,36 @@ func (r *round) shrinkable(v *jstate, privileged bool) bool {
 }
 
 // setFloor sets floor, and forgets the victims found under the last one.
+// A lower floor protects the jobs ranked between the two, so only the
+// victims found on their nodes are forgotten: in priority order, where
+// nearly every job has a rank of its own, forgetting them all for every
+// job tripled a round's time.
 func (r *round) setFloor(f rank) {
 	if f == r.floor {
 		return
 	}
+	old := r.floor
 	r.floor = f
+	r.minLossVer[0] = 0
+	if f.compare(old) < 0 && r.byRank != nil {
+		for ; r.above < len(r.byRank); r.above++ {
+			js := r.jobs[r.byRank[r.above]]
+			if r.e.rankOf(js.j).compare(f) <= 0 {
+				break
+			}
+			for _, sl := range js.cur {
+				r.memo[sl.node][0].valid = false
+			}
+		}
+		return
+	}
 	for n := range r.memo {
 		r.memo[n][0].valid = false
 	}
-	r.minLossVer[0] = 0
+	r.above = 0
+	for r.above < len(r.byRank) && r.e.rankOf(r.jobs[r.byRank[r.above]].j).compare(f) > 0 {
+		r.above++
+	}
 }
 
 // bestVictim returns the job on node n losing the least normalised
@@ -1233,6 +1258,16 @@ func (r *round) run(ctx context.Context) error {
 		cands = append(cands, cand{js, r.slope(js)})
 	}
 	ranked := r.e.ranked()
+	if ranked {
+		r.byRank, r.above = r.byRank[:0], 0
+		for i := range r.jobs {
+			r.byRank = append(r.byRank, i)
+		}
+		slices.SortFunc(r.byRank, func(a, b int) int { return r.e.rankOf(r.jobs[b].j).compare(r.e.rankOf(r.jobs[a].j)) })
+		for r.above < len(r.byRank) && r.e.rankOf(r.jobs[r.byRank[r.above]].j).compare(r.floor) > 0 {
+			r.above++
+		}
+	}
 	slices.SortStableFunc(cands, func(a, b cand) int {
 		if a.js.starve != b.js.starve {
 			if a.js.starve {

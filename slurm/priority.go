@@ -170,6 +170,43 @@ type Priorities struct {
 	// Nodes and CPUs are the cluster's node and CPU counts, what the job
 	// size factor divides by.
 	Nodes, CPUs int
+
+	// tops holds the largest partition, QOS and association priorities
+	// once Prepared has found them; nil before.
+	tops *priorityTops
+}
+
+// priorityTops are what the partition, QOS and association factors
+// divide by.
+type priorityTops struct {
+	part       int
+	qos, assoc int64
+}
+
+// Prepared is p with the largest partition, QOS and association
+// priorities found once, so that Of need not scan every association for
+// every job.
+func (p Priorities) Prepared() Priorities {
+	t := p.findTops()
+	p.tops = &t
+	return p
+}
+
+func (p Priorities) findTops() priorityTops {
+	if p.tops != nil {
+		return *p.tops
+	}
+	var t priorityTops
+	for _, o := range p.Partitions {
+		t.part = max(t.part, o.PriorityJobFactor)
+	}
+	for _, o := range p.QOS {
+		t.qos = max(t.qos, o)
+	}
+	for _, o := range p.Assoc {
+		t.assoc = max(t.assoc, o)
+	}
+	return t
 }
 
 // Of is j's priority in partition part at now, as slurmctld would compute
@@ -186,6 +223,7 @@ func (p Priorities) Of(j Job, part string, now time.Time) (prio float64, tier in
 	if !c.Multifactor {
 		return 0, tier
 	}
+	tops := p.findTops()
 	var sum float64
 	if c.Age > 0 {
 		since := j.EligibleTime
@@ -205,7 +243,7 @@ func (p Priorities) Of(j Job, part string, now time.Time) (prio float64, tier in
 		sum += float64(c.FairShare) * f
 	}
 	if c.Assoc > 0 {
-		sum += float64(c.Assoc) * p.assoc(j, part)
+		sum += float64(c.Assoc) * p.assoc(j, part, tops.assoc)
 	}
 	if c.JobSize > 0 {
 		sum += float64(c.JobSize) * p.jobSize(j, pt)
@@ -213,22 +251,14 @@ func (p Priorities) Of(j Job, part string, now time.Time) (prio float64, tier in
 	if c.Partition > 0 && pt.PriorityJobFactor > 0 {
 		f := float64(pt.PriorityJobFactor)
 		if !c.NoNormalPart {
-			top := 0
-			for _, o := range p.Partitions {
-				top = max(top, o.PriorityJobFactor)
-			}
-			f /= float64(top)
+			f /= float64(tops.part)
 		}
 		sum += float64(c.Partition) * f
 	}
 	if q := p.QOS[j.QOS]; c.QOS > 0 && q > 0 {
 		f := float64(q)
 		if !c.NoNormalQOS {
-			var top int64
-			for _, o := range p.QOS {
-				top = max(top, o)
-			}
-			f /= float64(top)
+			f /= float64(tops.qos)
 		}
 		sum += float64(c.QOS) * f
 	}
@@ -242,7 +272,7 @@ func (p Priorities) Of(j Job, part string, now time.Time) (prio float64, tier in
 // assoc is the association factor: the Priority of the job's association
 // (its user's in the partition, else in the account) over the largest any
 // association has.
-func (p Priorities) assoc(j Job, part string) float64 {
+func (p Priorities) assoc(j Job, part string, top int64) float64 {
 	v, ok := p.Assoc[AssocKey{j.Cluster, j.Account, j.User, part}]
 	if !ok || part == "" {
 		v = p.Assoc[AssocKey{j.Cluster, j.Account, j.User, ""}]
@@ -252,10 +282,6 @@ func (p Priorities) assoc(j Job, part string) float64 {
 	}
 	if p.Config.NoNormalAssoc {
 		return float64(v)
-	}
-	var top int64
-	for _, o := range p.Assoc {
-		top = max(top, o)
 	}
 	return float64(v) / float64(top)
 }
