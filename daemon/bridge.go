@@ -886,6 +886,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		pj.FairShare, _ = in.FairShare.Of(j.Cluster, j.Account, j.User, part)
 		if in.Priority != nil {
 			pj.Priority, pj.PriorityTier = in.Priority.Of(j, part, now)
+			pj.PriorityFactors = in.Priority.Factors(j, part, now).String()
 		}
 		pj.Max = policy.Size{GPUs: lim.GPUs, Nodes: lim.Nodes, CPUs: lim.CPUs, MemGB: float64(lim.MemMB) / 1024,
 			GPUsPerNode: lim.GPUsPerNode, CPUsPerNode: lim.CPUsPerNode, MemGBPerNode: float64(lim.MemMBPerNode) / 1024}

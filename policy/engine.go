@@ -184,6 +184,9 @@ func (e *engine) rankReason(j *Job) (Reason, string) {
 	if j.PriorityTier > 0 {
 		d += fmt.Sprintf(" in partition tier %d", j.PriorityTier)
 	}
+	if j.PriorityFactors != "" {
+		d += " (" + j.PriorityFactors + ")"
+	}
 	return ReasonPriority, d
 }
 

@@ -595,7 +595,7 @@ func TestPriorityDetail(t *testing.T) {
 		t.Fatal(err)
 	}
 	jobs = byPriority(holderAndQueued(8, 0.1, 0.9))
-	jobs[1].PriorityTier = 3
+	jobs[1].PriorityTier, jobs[1].PriorityFactors = 3, "fairshare 9000"
 	plan2, err := p.Decide(context.Background(), snap(t, 4*time.Hour, pt.Cluster(1, 8), nil, jobs...))
 	if err != nil {
 		t.Fatal(err)
@@ -608,7 +608,7 @@ func TestPriorityDetail(t *testing.T) {
 	}
 	want := map[string]string{
 		string(policy.ReasonNoResources): "priority 1000",
-		string(policy.ReasonPriority):    "priority 9000 in partition tier 3",
+		string(policy.ReasonPriority):    "priority 9000 in partition tier 3 (fairshare 9000)",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("lo's details by reason (-want +got):\n%s", diff)

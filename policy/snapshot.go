@@ -147,6 +147,9 @@ type Job struct {
 	// PriorityTier; only OrderPriority reads them.
 	Priority     float64 `json:"priority,omitempty"`
 	PriorityTier int     `json:"priority_tier,omitempty"`
+	// PriorityFactors says what Priority sums, for `rubick explain`
+	// ("age 500, qos 100000"); "" when unknown.
+	PriorityFactors string `json:"priority_factors,omitempty"`
 }
 
 // Size is an allocation's size over all its nodes, and the most it holds

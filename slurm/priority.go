@@ -213,18 +213,57 @@ func (p Priorities) findTops() priorityTops {
 // it for j if it were pending and not held (truncated to a whole number
 // in 1..2^32-1), and the partition's PriorityTier, which Slurm orders by
 // first.
+func (p Priorities) Of(j Job, part string, now time.Time) (prio float64, tier int) {
+	f := p.Factors(j, part, now)
+	if !p.Config.Multifactor {
+		return 0, f.Tier
+	}
+	return f.Priority(), f.Tier
+}
+
+// PriorityFactors are a job's weighted priority factors, as sprio lists
+// them, and its partition's tier.
+type PriorityFactors struct {
+	Age, Assoc, FairShare, JobSize, Partition, QOS, TRES float64
+	Nice                                                 int
+	Tier                                                 int
+}
+
+// Priority is the sum less the nice, truncated to a whole number in
+// 1..2^32-1 as slurmctld stores it.
+func (f PriorityFactors) Priority() float64 {
+	sum := f.Age + f.Assoc + f.FairShare + f.JobSize + f.Partition + f.QOS + f.TRES - float64(f.Nice)
+	return min(max(math.Floor(sum), 1), math.MaxUint32)
+}
+
+// String lists the factors that count, sprio's way:
+// "age 120, fairshare 10000, qos 100000, nice 500".
+func (f PriorityFactors) String() string {
+	var parts []string
+	for _, t := range []struct {
+		name string
+		v    float64
+	}{{"age", f.Age}, {"assoc", f.Assoc}, {"fairshare", f.FairShare}, {"jobsize", f.JobSize},
+		{"partition", f.Partition}, {"qos", f.QOS}, {"tres", f.TRES}, {"nice", float64(f.Nice)}} {
+		if t.v != 0 {
+			parts = append(parts, fmt.Sprintf("%s %.0f", t.name, t.v))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Factors is what Of sums for j in partition part at now.
 //
 // Age counts from j's eligible time (its --begin), else its submission:
 // the hold is rubick's, so the time held counts as time waited.
-func (p Priorities) Of(j Job, part string, now time.Time) (prio float64, tier int) {
+func (p Priorities) Factors(j Job, part string, now time.Time) PriorityFactors {
 	c := p.Config
 	pt := p.Partitions[part]
-	tier = pt.PriorityTier
+	out := PriorityFactors{Tier: pt.PriorityTier}
 	if !c.Multifactor {
-		return 0, tier
+		return out
 	}
 	tops := p.findTops()
-	var sum float64
 	if c.Age > 0 {
 		since := j.EligibleTime
 		if since.IsZero() {
@@ -235,38 +274,38 @@ func (p Priorities) Of(j Job, part string, now time.Time) (prio float64, tier in
 			if waited < c.MaxAge {
 				f = float64(waited) / float64(c.MaxAge)
 			}
-			sum += float64(c.Age) * f
+			out.Age = float64(c.Age) * f
 		}
 	}
 	if c.FairShare > 0 {
 		f, _ := p.FairShare.Of(j.Cluster, j.Account, j.User, part)
-		sum += float64(c.FairShare) * f
+		out.FairShare = float64(c.FairShare) * f
 	}
 	if c.Assoc > 0 {
-		sum += float64(c.Assoc) * p.assoc(j, part, tops.assoc)
+		out.Assoc = float64(c.Assoc) * p.assoc(j, part, tops.assoc)
 	}
 	if c.JobSize > 0 {
-		sum += float64(c.JobSize) * p.jobSize(j, pt)
+		out.JobSize = float64(c.JobSize) * p.jobSize(j, pt)
 	}
 	if c.Partition > 0 && pt.PriorityJobFactor > 0 {
 		f := float64(pt.PriorityJobFactor)
 		if !c.NoNormalPart {
 			f /= float64(tops.part)
 		}
-		sum += float64(c.Partition) * f
+		out.Partition = float64(c.Partition) * f
 	}
 	if q := p.QOS[j.QOS]; c.QOS > 0 && q > 0 {
 		f := float64(q)
 		if !c.NoNormalQOS {
 			f /= float64(tops.qos)
 		}
-		sum += float64(c.QOS) * f
+		out.QOS = float64(c.QOS) * f
 	}
 	if len(c.TRES) > 0 {
-		sum += p.tres(j, pt)
+		out.TRES = p.tres(j, pt)
 	}
-	sum -= float64(j.Nice)
-	return min(max(math.Floor(sum), 1), math.MaxUint32), tier
+	out.Nice = j.Nice
+	return out
 }
 
 // assoc is the association factor: the Priority of the job's association

@@ -177,3 +177,24 @@ func BenchmarkPrioritiesOf(b *testing.B) {
 		p.Of(j, j.Partition, now)
 	}
 }
+
+// Factors lists what counts, as sprio would: the -N2 -n40 --qos=high job
+// of TestPrioritiesOf with --nice=500 and 12 h of age.
+func TestPriorityFactorsString(t *testing.T) {
+	now := time.Unix(1795807975, 0)
+	p := Priorities{
+		Config:     PriorityConfig{Multifactor: true, Age: 1000, FairShare: 10000, JobSize: 1000, Partition: 1000, QOS: 100000, MaxAge: 24 * time.Hour},
+		QOS:        map[string]int64{"high": 100},
+		Partitions: map[string]Partition{"gpu": {PriorityJobFactor: 1, PriorityTier: 1}},
+		FairShare:  FairShares{{Account: "root", User: "root"}: 1},
+		Nodes:      4, CPUs: 256,
+	}
+	j := Job{Account: "root", User: "root", QOS: "high", NodeCount: 2, CPUs: 40, Nice: 500, SubmitTime: now.Add(-12 * time.Hour)}
+	f := p.Factors(j, "gpu", now)
+	if got, want := f.String(), "age 500, fairshare 10000, jobsize 328, partition 1000, qos 100000, nice 500"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	if got := f.Priority(); got != 111328 {
+		t.Errorf("Priority() = %v, want 111328", got)
+	}
+}
