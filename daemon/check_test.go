@@ -326,19 +326,19 @@ func TestCheckPriority(t *testing.T) {
 		status string
 		detail string
 	}{
-		"basic":                          {slurm.CtldConfig{"PriorityType": "priority/basic"}, policy.OrderSlope, CheckOK, "priority/basic"},
-		"multifactor, no weights":        {lab2411, policy.OrderSlope, CheckOK, "priority/multifactor"},
-		"fair-share and QOS":             {fairShare, policy.OrderSlope, CheckWarn, "PriorityWeightFairShare=10000, PriorityWeightQOS=500: Slurm's priority does not order the jobs rubick holds (priority 0); rubick starts best-effort jobs by slope"},
-		"fairshare order, basic":         {slurm.CtldConfig{"PriorityType": "priority/basic"}, policy.OrderFairShare, CheckFail, "priority/basic computes no fair-share factor: policy.best_effort_order fairshare needs PriorityType=priority/multifactor"},
-		"fairshare order, unset":         {slurm.CtldConfig{}, policy.OrderFairShare, CheckFail, "priority/basic computes no fair-share factor"},
-		"fairshare order, QOS":           {fairShare, policy.OrderFairShare, CheckWarn, "PriorityWeightQOS=500: Slurm's priority does not order the jobs rubick holds (priority 0); rubick starts best-effort jobs by fair-share factor"},
-		"fairshare order kept":           {fairOnly, policy.OrderFairShare, CheckOK, "priority/multifactor: best-effort jobs go by their associations' fair-share factors"},
-		"priority order, basic":          {slurm.CtldConfig{"PriorityType": "priority/basic"}, policy.OrderPriority, CheckFail, "priority/basic computes no multifactor priority: policy.best_effort_order priority needs PriorityType=priority/multifactor"},
-		"priority order":                 {fairShare, policy.OrderPriority, CheckOK, "best-effort jobs go by partition PriorityTier, then age=0 assoc=0 fairshare=10000 jobsize=0 partition=0 qos=500 (PriorityMaxAge 7-00:00:00)"},
-		"priority order, no weights":     {lab2411, policy.OrderPriority, CheckWarn, "every weight is 0: best-effort jobs go by tier, then slope"},
+		"basic":                               {slurm.CtldConfig{"PriorityType": "priority/basic"}, policy.OrderSlope, CheckOK, "priority/basic"},
+		"multifactor, no weights":             {lab2411, policy.OrderSlope, CheckOK, "priority/multifactor"},
+		"fair-share and QOS":                  {fairShare, policy.OrderSlope, CheckWarn, "PriorityWeightFairShare=10000, PriorityWeightQOS=500: Slurm's priority does not order the jobs rubick holds (priority 0); rubick starts best-effort jobs by slope"},
+		"fairshare order, basic":              {slurm.CtldConfig{"PriorityType": "priority/basic"}, policy.OrderFairShare, CheckFail, "priority/basic computes no fair-share factor: policy.best_effort_order fairshare needs PriorityType=priority/multifactor"},
+		"fairshare order, unset":              {slurm.CtldConfig{}, policy.OrderFairShare, CheckFail, "priority/basic computes no fair-share factor"},
+		"fairshare order, QOS":                {fairShare, policy.OrderFairShare, CheckWarn, "PriorityWeightQOS=500: Slurm's priority does not order the jobs rubick holds (priority 0); rubick starts best-effort jobs by fair-share factor"},
+		"fairshare order kept":                {fairOnly, policy.OrderFairShare, CheckOK, "priority/multifactor: best-effort jobs go by their associations' fair-share factors"},
+		"priority order, basic":               {slurm.CtldConfig{"PriorityType": "priority/basic"}, policy.OrderPriority, CheckFail, "priority/basic computes no multifactor priority: policy.best_effort_order priority needs PriorityType=priority/multifactor"},
+		"priority order":                      {fairShare, policy.OrderPriority, CheckOK, "best-effort jobs go by partition PriorityTier, then age=0 assoc=0 fairshare=10000 jobsize=0 partition=0 qos=500 (PriorityMaxAge 7-00:00:00)"},
+		"priority order, no weights":          {lab2411, policy.OrderPriority, CheckWarn, "every weight is 0: best-effort jobs go by tier, then slope"},
 		"priority order, assoc and TRES kept": {withAssoc, policy.OrderPriority, CheckOK, "age=0 assoc=100 fairshare=10000 jobsize=0 partition=0 qos=500 (PriorityMaxAge 7-00:00:00) tres=GRES/gpu=1000"},
-		"priority order, site factor":    {withSite, policy.OrderPriority, CheckWarn, "rubick leaves out PrioritySiteFactorPlugin=site_factor/example, so its order may differ from Slurm's there"},
-		"priority order, bad weight":     {badWeight, policy.OrderPriority, CheckFail, `PriorityWeightQOS="many"`},
+		"priority order, site factor":         {withSite, policy.OrderPriority, CheckWarn, "rubick leaves out PrioritySiteFactorPlugin=site_factor/example, so its order may differ from Slurm's there"},
+		"priority order, bad weight":          {badWeight, policy.OrderPriority, CheckFail, `PriorityWeightQOS="many"`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
