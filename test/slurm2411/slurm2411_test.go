@@ -227,13 +227,21 @@ func restLimits2411(t *testing.T, version string) {
 			t.Fatalf("scontrol update PartitionName=gpu %s: %v\n%s", arg, err, out)
 		}
 	}
-	scontrol("TRESBillingWeights=CPU=0.5,Mem=0.25G,GRES/gpu=2.0")
-	t.Cleanup(func() { scontrol("TRESBillingWeights=") })
 	l, err := c.Limits(ctx)
 	if err != nil {
 		t.Fatalf("Limits: %v", err)
 	}
-	if p, ok := l.Partitions["gpu"]; !ok || p.Billing != (slurm.BillingWeights{CPU: 0.5, GPU: 2, MemMB: 0.25 / 1024, Set: true}) {
+	weights, want := "CPU=0.5,Mem=0.25G,GRES/gpu=2.0", slurm.BillingWeights{CPU: 0.5, GPU: 2, MemMB: 0.25 / 1024, Set: true}
+	if l.QOS == nil {
+		// Without slurmdbd gres/gpu is no TRES, and Slurm refuses its weight.
+		weights, want.GPU = "CPU=0.5,Mem=0.25G", 0
+	}
+	scontrol("TRESBillingWeights=" + weights)
+	t.Cleanup(func() { scontrol("TRESBillingWeights=") })
+	if l, err = c.Limits(ctx); err != nil {
+		t.Fatalf("Limits: %v", err)
+	}
+	if p, ok := l.Partitions["gpu"]; !ok || p.Billing != want {
 		t.Errorf("partitions %+v, want gpu with its billing weights", l.Partitions)
 	}
 	if l.QOS == nil {
