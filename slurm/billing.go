@@ -35,36 +35,12 @@ func unreadBilling(err error) BillingWeights { return BillingWeights{Unread: err
 // GPU's weight ("GRES/gpu:a100=3") adds to the GPU weight, the most such a
 // GPU can bill.
 func ParseBillingWeights(s string) (BillingWeights, error) {
-	var w BillingWeights
-	for _, kv := range strings.Split(s, ",") {
-		kv = strings.TrimSpace(kv)
-		if kv == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return BillingWeights{}, fmt.Errorf("TRESBillingWeights %q: entry %q is not TRES=weight", s, kv)
-		}
-		k = strings.ToLower(strings.TrimSpace(k))
-		scale := 1.0
-		if k == "mem" && v != "" {
-			switch v[len(v)-1] {
-			case 'G', 'g':
-				scale, v = 1.0/1024, v[:len(v)-1]
-			case 'T', 't':
-				scale, v = 1.0/(1024*1024), v[:len(v)-1]
-			case 'P', 'p':
-				scale, v = 1.0/(1024*1024*1024), v[:len(v)-1]
-			case 'M', 'm', 'K', 'k':
-				v = v[:len(v)-1]
-			}
-		}
-		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
-			return BillingWeights{}, fmt.Errorf("TRESBillingWeights %q: weight %q of %s is not a number >= 0", s, v, k)
-		}
-		f *= scale
-		w.Set = true
+	m, err := parseTRESWeights(s)
+	if err != nil {
+		return BillingWeights{}, fmt.Errorf("TRESBillingWeights %q: %w", s, err)
+	}
+	w := BillingWeights{Set: len(m) > 0}
+	for k, f := range m {
 		switch {
 		case k == "cpu":
 			w.CPU = f

@@ -496,26 +496,7 @@ func TestRubickdFairShare2411(t *testing.T) {
 	if before["fsacct"] > before["root"] {
 		low, high = high, low
 	}
-	out, err := exec.CommandContext(ctx, "chroot", root, "env", "-u", "SLURM_CONF", "sbatch", "--parsable", "-p", "gpu", "-N", "3",
-		"--gres=gpu:8", "--cpus-per-task=2", "--mem=4G", "-o", "/dev/null", "--wrap", "sleep 300").Output()
-	if err != nil {
-		t.Fatalf("sbatch filler: %v", err)
-	}
-	filler, err := strconv.Atoi(strings.TrimSpace(strings.Split(string(out), ";")[0]))
-	if err != nil {
-		t.Fatalf("sbatch printed %q", out)
-	}
-	t.Cleanup(func() { cancelJob(root, filler) })
-	for {
-		j, err := c.Job(ctx, filler)
-		if err == nil && j.State == slurm.StateRunning {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the filler job %d never ran: %v %+v", filler, err, j)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+	fillThreeNodes(ctx, t, root, c)
 	node := []string{"--gres=gpu:8", "--time=2"}
 	ids := append(submitBert(ctx, t, root, 1, append(node, "-A", low)...), submitBert(ctx, t, root, 1, append(node, "-A", high)...)...)
 	logPath := runRubickd(ctx, t, root, "policy:\n  best_effort_order: fairshare\n")
@@ -910,26 +891,7 @@ func TestRubickdPriority2411(t *testing.T) {
 	defer cancel()
 	root, c, inRoot := chrootLabWithDBD(ctx, t)
 	addPriorityQOS(t, inRoot)
-	out, err := exec.CommandContext(ctx, "chroot", root, "env", "-u", "SLURM_CONF", "sbatch", "--parsable", "-p", "gpu", "-N", "3",
-		"--gres=gpu:8", "--cpus-per-task=2", "--mem=4G", "-o", "/dev/null", "--wrap", "sleep 300").Output()
-	if err != nil {
-		t.Fatalf("sbatch filler: %v", err)
-	}
-	filler, err := strconv.Atoi(strings.TrimSpace(strings.Split(string(out), ";")[0]))
-	if err != nil {
-		t.Fatalf("sbatch printed %q", out)
-	}
-	t.Cleanup(func() { cancelJob(root, filler) })
-	for {
-		j, err := c.Job(ctx, filler)
-		if err == nil && j.State == slurm.StateRunning {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the filler job %d never ran: %v %+v", filler, err, j)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+	fillThreeNodes(ctx, t, root, c)
 	node := []string{"--gres=gpu:8", "--time=2"}
 	ids := append(submitBert(ctx, t, root, 1, node...), submitBert(ctx, t, root, 1, append(node, "--qos=prioqos")...)...)
 	logPath := runRubickd(ctx, t, root, "policy:\n  best_effort_order: priority\n")
@@ -948,4 +910,30 @@ func TestRubickdPriority2411(t *testing.T) {
 		t.Fatalf("jobs started in order %v, want %v: QOS prioqos first\n%s", order, want, logText)
 	}
 	t.Logf("job %d (QOS prioqos) ran before job %d (normal), submitted first", ids[1], ids[0])
+}
+
+// fillThreeNodes runs a job without a model type on three of the lab's
+// four nodes until the test ends, and waits for it to run.
+func fillThreeNodes(ctx context.Context, t *testing.T, root string, c *slurm.RESTCluster) {
+	t.Helper()
+	out, err := exec.CommandContext(ctx, "chroot", root, "env", "-u", "SLURM_CONF", "sbatch", "--parsable", "-p", "gpu", "-N", "3",
+		"--gres=gpu:8", "--cpus-per-task=2", "--mem=4G", "-o", "/dev/null", "--wrap", "sleep 300").Output()
+	if err != nil {
+		t.Fatalf("sbatch filler: %v", err)
+	}
+	filler, err := strconv.Atoi(strings.TrimSpace(strings.Split(string(out), ";")[0]))
+	if err != nil {
+		t.Fatalf("sbatch printed %q", out)
+	}
+	t.Cleanup(func() { cancelJob(root, filler) })
+	for {
+		j, err := c.Job(ctx, filler)
+		if err == nil && j.State == slurm.StateRunning {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the filler job %d never ran: %v %+v", filler, err, j)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
 }
