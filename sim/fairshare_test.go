@@ -3,8 +3,10 @@ package sim
 import (
 	"cmp"
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -108,5 +110,86 @@ func TestFairShareAccounts(t *testing.T) {
 	fifo, _ := policy.New("fifo", policy.DefaultConfig())
 	if _, err := Run(context.Background(), cfg, d, rows, fifo, nil); err == nil || !strings.Contains(err.Error(), "job gpt2-1 (line 3): account is empty") {
 		t.Errorf("a trace job without an account: err = %v, want one naming it", err)
+	}
+}
+
+// priorityPolicy records each round's priorities and factors by model.
+type priorityPolicy struct {
+	policy.Policy
+	seen []map[string]policy.Job
+}
+
+func (p *priorityPolicy) Decide(ctx context.Context, s *policy.Snapshot) (policy.Plan, error) {
+	round := map[string]policy.Job{}
+	for _, j := range s.Jobs {
+		round[j.Model] = j
+	}
+	p.seen = append(p.seen, round)
+	return p.Policy.Decide(ctx, s)
+}
+
+// With PriorityWeights a job carries Slurm's multifactor priority of its
+// age, its account's fair-share factor and its size: bert (8 GPUs, one of
+// the 8 nodes, 64 of 768 CPUs) submitted at 0 and, 10 minutes later, gpt2
+// (16 GPUs, 2 nodes, 128 CPUs), weighed age 1000 over a 1-hour
+// PriorityMaxAge, fair share 10000 and job size 1000.
+func TestPriorityWeights(t *testing.T) {
+	d := data(t)
+	rows := []artifact.Job{
+		{Name: "bert-0", SubmitS: 0, App: "bert", GPUs: 8, CPUs: 64, ExecPlan: "ga", Steps: 20000, Line: 2},
+		{Name: "gpt2-1", SubmitS: 600, App: "gpt2", GPUs: 16, CPUs: 128, ExecPlan: "ga", Steps: 100, Line: 3},
+	}
+	cfg := DefaultConfig()
+	cfg.FairShareAccounts = AccountsByModel
+	cfg.PriorityWeights = PriorityWeights{Age: 1000, FairShare: 10000, JobSize: 1000}
+	cfg.PriorityMaxAge = time.Hour
+	pc := policy.DefaultConfig()
+	pc.BestEffortOrder = policy.OrderPriority
+	rubick, err := policy.New("rubick", pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &priorityPolicy{Policy: rubick}
+	if _, err := Run(context.Background(), cfg, d, rows, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	// First round, at 0: bert has no age, fair share 1 and size
+	// (1/8 + 64/768) / 2.
+	first := p.seen[0]["bert"]
+	if first.Priority != 10104 || first.PriorityFactors != "fairshare 10000, jobsize 104" {
+		t.Errorf("bert at 0: priority %v (%s), want 10104 (fairshare 10000, jobsize 104)", first.Priority, first.PriorityFactors)
+	}
+	// The first round with gpt2, submitted at 600 s: bert has aged 10
+	// minutes, 167 of 1000, and used GPUs, so its factor is below gpt2's.
+	for _, r := range p.seen {
+		g, ok := r["gpt2"]
+		b, hasBert := r["bert"]
+		if !ok || !hasBert {
+			continue
+		}
+		if !strings.HasPrefix(g.PriorityFactors, "fairshare 10000, jobsize 208") || !strings.HasPrefix(b.PriorityFactors, "age 167, fairshare 5000") {
+			t.Errorf("the first round with both: bert %v (%s), gpt2 %v (%s)", b.Priority, b.PriorityFactors, g.Priority, g.PriorityFactors)
+		}
+		return
+	}
+	t.Fatalf("no round had both jobs")
+}
+
+func TestPriorityWeightsConfig(t *testing.T) {
+	for name, tc := range map[string]struct {
+		f    func(*Config)
+		want string
+	}{
+		"negative":         {func(c *Config) { c.PriorityWeights.Age = -1 }, "PriorityWeights="},
+		"age without age":  {func(c *Config) { c.PriorityWeights.Age, c.PriorityMaxAge = 1, 0 }, "PriorityMaxAge=0s must be > 0"},
+		"fair share alone": {func(c *Config) { c.PriorityWeights.FairShare = 1 }, "PriorityWeights.FairShare=1 needs FairShareAccounts"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			tc.f(&cfg)
+			if err := cfg.Validate(); !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want ErrBadConfig naming %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/rubick-sched/rubick/artifact"
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/policy"
+	"github.com/rubick-sched/rubick/slurm"
 )
 
 // Sentinel errors callers branch on.
@@ -84,7 +85,24 @@ type Config struct {
 	// FairShareHalfLife is the usage's half-life (Slurm's
 	// PriorityDecayHalfLife).
 	FairShareHalfLife time.Duration
+	// PriorityWeights, when any is set, give each job the priority
+	// Slurm's priority/multifactor would (policy.Job.Priority): its age
+	// since submission (1 at PriorityMaxAge), its account's fair-share
+	// factor (FairShareAccounts) and its request's share of the cluster's
+	// nodes and CPUs, weighted: what BestEffortOrder=priority orders by.
+	// A replay has no QOS, partitions, associations' priorities or nice.
+	PriorityWeights PriorityWeights
+	// PriorityMaxAge is Slurm's PriorityMaxAge.
+	PriorityMaxAge time.Duration
 }
+
+// PriorityWeights are the PriorityWeight* a replay applies.
+type PriorityWeights struct {
+	Age, FairShare, JobSize int64
+}
+
+// set reports whether any weight is.
+func (w PriorityWeights) set() bool { return w.Age+w.FairShare+w.JobSize > 0 }
 
 // DefaultConfig is the artifact's cluster: 8 nodes x 8 GPUs, 96 CPUs,
 // 1,600 GB, a 60 s interval and a 260 s restart penalty.
@@ -94,6 +112,7 @@ func DefaultConfig() Config {
 		Interval: time.Minute, RestartPenalty: 260 * time.Second, LoadScale: 1,
 		MaxTime: 3 * 24 * time.Hour, MeasuredCPUsPerGPU: artifact.MeasuredThreadsPerGPU,
 		FairShareHalfLife: 7 * 24 * time.Hour, // Slurm's default
+		PriorityMaxAge:    7 * 24 * time.Hour, // Slurm's default
 	}
 }
 
@@ -130,6 +149,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: FairShareAccounts=%q must be %q, %q or empty", ErrBadConfig, c.FairShareAccounts, AccountsByModel, AccountsFromTrace)
 	case c.FairShareAccounts != "" && c.FairShareHalfLife <= 0:
 		return fmt.Errorf("%w: FairShareHalfLife=%v must be > 0", ErrBadConfig, c.FairShareHalfLife)
+	case c.PriorityWeights.Age < 0 || c.PriorityWeights.FairShare < 0 || c.PriorityWeights.JobSize < 0:
+		return fmt.Errorf("%w: PriorityWeights=%+v must be >= 0", ErrBadConfig, c.PriorityWeights)
+	case c.PriorityWeights.Age > 0 && c.PriorityMaxAge <= 0:
+		return fmt.Errorf("%w: PriorityMaxAge=%v must be > 0", ErrBadConfig, c.PriorityMaxAge)
+	case c.PriorityWeights.FairShare > 0 && c.FairShareAccounts == "":
+		return fmt.Errorf("%w: PriorityWeights.FairShare=%d needs FairShareAccounts", ErrBadConfig, c.PriorityWeights.FairShare)
 	}
 	return nil
 }
@@ -443,6 +468,10 @@ func cpusOf(alloc []policy.NodeAlloc) int {
 // factors are the fair-share factors per account (nil: none).
 func snapshot(epoch time.Time, t float64, nodes []policy.Node, tenants []policy.Tenant, models map[string]policy.Estimator, active []*simJob, factors map[string]float64, cfg Config) (*policy.Snapshot, error) {
 	jobs := make([]policy.Job, len(active))
+	var prio slurm.Priorities
+	if cfg.PriorityWeights.set() {
+		prio = cfg.priorities(factors)
+	}
 	for i, j := range active {
 		jobs[i] = policy.Job{
 			ID: j.Name, Model: j.App, Tenant: "default", Guaranteed: j.Guaranteed,
@@ -455,6 +484,11 @@ func snapshot(epoch time.Time, t float64, nodes []policy.Node, tenants []policy.
 			TimeLimit: j.timeLimit,
 			FairShare: factors[j.account(cfg)],
 		}
+		if cfg.PriorityWeights.set() {
+			f := prio.Factors(slurm.Job{Account: j.account(cfg), SubmitTime: jobs[i].Submit,
+				NodeCount: (j.Request.GPUs + cfg.GPUsPerNode - 1) / cfg.GPUsPerNode, CPUs: j.Request.CPUs}, "", epoch.Add(secs(t)))
+			jobs[i].Priority, jobs[i].PriorityFactors = f.Priority(), f.String()
+		}
 		if cfg.FixedFrameworks && j.Request.Plan.TP == 1 && j.Request.Plan.PP == 1 &&
 			(len(cfg.FixedFrameworkModels) == 0 || slices.Contains(cfg.FixedFrameworkModels, j.App)) {
 			jobs[i].Cannot = model.FeatureTP | model.FeaturePP
@@ -465,6 +499,20 @@ func snapshot(epoch time.Time, t float64, nodes []policy.Node, tenants []policy.
 		assumed = cfg.AssumedRestartCost
 	}
 	return policy.NewSnapshot(epoch.Add(secs(t)), nodes, jobs, tenants, models, assumed)
+}
+
+// priorities is what computes a job's priority given the accounts'
+// fair-share factors.
+func (c Config) priorities(factors map[string]float64) slurm.Priorities {
+	fs := make(slurm.FairShares, len(factors))
+	for a, f := range factors {
+		fs[slurm.AssocKey{Account: a}] = f
+	}
+	return slurm.Priorities{
+		Config: slurm.PriorityConfig{Multifactor: true, Age: c.PriorityWeights.Age, FairShare: c.PriorityWeights.FairShare,
+			JobSize: c.PriorityWeights.JobSize, MaxAge: c.PriorityMaxAge},
+		FairShare: fs, Nodes: c.Nodes, CPUs: c.Nodes * c.CPUsPerNode,
+	}
 }
 
 func secs(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }

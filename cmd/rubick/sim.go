@@ -14,6 +14,7 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -83,6 +84,12 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 	fset.StringVar(&o.cfg.FairShareAccounts, "fairshare-accounts", def.FairShareAccounts,
 		"jobs carry their account's Fair Tree fair-share factor (for --set BestEffortOrder=fairshare), each account an equal share: \"model\" (every model type one account) or \"trace\" (the trace's account column); empty: no factors")
 	fset.DurationVar(&o.cfg.FairShareHalfLife, "fairshare-half-life", def.FairShareHalfLife, "with --fairshare-accounts: the accounts' usage half-life (Slurm's PriorityDecayHalfLife)")
+	fset.Func("priority-weights", "jobs carry the Slurm priority these weights give them (for --set BestEffortOrder=priority): age=N,fairshare=N,jobsize=N (fairshare needs --fairshare-accounts)", func(v string) error {
+		w, err := parsePriorityWeights(v)
+		o.cfg.PriorityWeights = w
+		return err
+	})
+	fset.DurationVar(&o.cfg.PriorityMaxAge, "priority-max-age", def.PriorityMaxAge, "with --priority-weights age=N: the age at which the age factor reaches 1 (Slurm's PriorityMaxAge)")
 	fset.Func("set", "set a policy knob, Name=value; repeatable (defaults: "+knobDefaults(o.policy)+")", func(kv string) error {
 		return o.policy.Set(kv)
 	})
@@ -131,9 +138,10 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 		{o.cfg.FairShareHalfLife <= 0, "--fairshare-half-life", o.cfg.FairShareHalfLife, "must be > 0"},
 		{!slices.Contains([]string{"", sim.AccountsByModel, sim.AccountsFromTrace}, o.cfg.FairShareAccounts), "--fairshare-accounts", fmt.Sprintf("%q", o.cfg.FairShareAccounts), `must be "model", "trace" or empty`},
 		{o.parallel <= 0, "--parallel", o.parallel, "must be > 0"},
-		// A replay's jobs carry no Slurm priority (no QOS, partition or nice).
-		{o.policy.BestEffortOrder == policy.OrderPriority, "--set BestEffortOrder", o.policy.BestEffortOrder,
-			"is rubickd's alone: replayed jobs have no Slurm priority; replay fair share with --fairshare-accounts and BestEffortOrder=fairshare"},
+		{o.policy.BestEffortOrder == policy.OrderPriority && o.cfg.PriorityWeights == (sim.PriorityWeights{}), "--set BestEffortOrder", o.policy.BestEffortOrder,
+			"needs --priority-weights: replayed jobs have no Slurm priority without them"},
+		{o.cfg.PriorityWeights.FairShare > 0 && o.cfg.FairShareAccounts == "", "--priority-weights fairshare", o.cfg.PriorityWeights.FairShare, "needs --fairshare-accounts"},
+		{o.cfg.PriorityMaxAge <= 0, "--priority-max-age", o.cfg.PriorityMaxAge, "must be > 0"},
 	}
 	for _, c := range checks {
 		if c.bad {
@@ -225,4 +233,33 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "workload %s: %d jobs on %d x %d GPUs, interval %v, restart penalty %v, load scale %g\n\n",
 		o.workload, len(rows), o.cfg.Nodes, o.cfg.GPUsPerNode, o.cfg.Interval, o.cfg.RestartPenalty, o.cfg.LoadScale)
 	return sim.WriteTable(stdout, results)
+}
+
+// parsePriorityWeights reads --priority-weights: "age=1000,fairshare=10000,
+// jobsize=1000", each name at most once, weights whole numbers >= 0.
+func parsePriorityWeights(v string) (sim.PriorityWeights, error) {
+	var w sim.PriorityWeights
+	seen := map[string]bool{}
+	for _, kv := range strings.Split(v, ",") {
+		name, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		n, err := strconv.ParseInt(val, 10, 64)
+		if !ok || err != nil || n < 0 {
+			return w, fmt.Errorf("%q: want NAME=WEIGHT, a whole number >= 0", kv)
+		}
+		if seen[name] {
+			return w, fmt.Errorf("%q: %s given twice", kv, name)
+		}
+		seen[name] = true
+		switch name {
+		case "age":
+			w.Age = n
+		case "fairshare":
+			w.FairShare = n
+		case "jobsize":
+			w.JobSize = n
+		default:
+			return w, fmt.Errorf("%q: unknown weight %q (known: age, fairshare, jobsize)", kv, name)
+		}
+	}
+	return w, nil
 }

@@ -43,7 +43,12 @@ func TestSimBadFlags(t *testing.T) {
 		"bad knob value":   {[]string{"--set", "SLOMargin=1.5"}, "SLOMargin=1.5"},
 		"negative refit":   {[]string{"--refit-threshold", "-0.1"}, "--refit-threshold=-0.1"},
 		"unknown model":    {[]string{"--fixed-frameworks-models", "bert,gpt5"}, `model type "gpt5"`},
-		"priority order":   {[]string{"--set", "BestEffortOrder=priority"}, "--set BestEffortOrder=priority is rubickd's alone"},
+		"priority order":   {[]string{"--set", "BestEffortOrder=priority"}, "--set BestEffortOrder=priority needs --priority-weights"},
+		"unknown weight":   {[]string{"--priority-weights", "age=1,qos=2"}, `unknown weight "qos"`},
+		"weight twice":     {[]string{"--priority-weights", "age=1,age=2"}, "age given twice"},
+		"bad weight":       {[]string{"--priority-weights", "age=-1"}, "want NAME=WEIGHT"},
+		"fair share alone": {[]string{"--priority-weights", "fairshare=5"}, "--priority-weights fairshare=5 needs --fairshare-accounts"},
+		"zero max age":     {[]string{"--priority-max-age", "0s"}, "--priority-max-age=0s"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
