@@ -245,7 +245,7 @@ func (f PriorityFactors) String() string {
 		v    float64
 	}{{"age", f.Age}, {"assoc", f.Assoc}, {"fairshare", f.FairShare}, {"jobsize", f.JobSize},
 		{"partition", f.Partition}, {"qos", f.QOS}, {"tres", f.TRES}, {"nice", float64(f.Nice)}} {
-		if t.v != 0 {
+		if math.Round(t.v) != 0 { // as printed: a second's age is no term
 			parts = append(parts, fmt.Sprintf("%s %.0f", t.name, t.v))
 		}
 	}

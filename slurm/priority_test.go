@@ -198,3 +198,10 @@ func TestPriorityFactorsString(t *testing.T) {
 		t.Errorf("Priority() = %v, want 111328", got)
 	}
 }
+
+// A term that prints as 0 (a few seconds of age) is left out.
+func TestPriorityFactorsStringDropsZeros(t *testing.T) {
+	if got := (PriorityFactors{Age: 0.03, FairShare: 10000, TRES: 1018.4}).String(); got != "fairshare 10000, tres 1018" {
+		t.Errorf("String() = %q", got)
+	}
+}
