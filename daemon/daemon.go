@@ -367,7 +367,8 @@ func measuredIterS(j slurm.Job, recent []store.StoredSample) float64 {
 // the last one took if that is longer; the budgets each limitsRefresh, and
 // with every new listing. With them come the fair-share factors of the
 // accounts in fairAccounts, at once when one was not read before, and the
-// QOS priorities and priority weights. A failed
+// QOS and association priorities and the priority weights (with an
+// association weight in priority order, every association's). A failed
 // listing or budget reading keeps the last one; a version without the
 // endpoints is not asked again.
 func (d *Daemon) slurmLimits(ctx context.Context, now time.Time, fairAccounts []string) slurm.Limits {
