@@ -117,10 +117,10 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 	add("commands.scontrol", CheckOK, "%s show config: Slurm %s", cfg.Commands.Scontrol, conf["SLURM_VERSION"])
 	out = append(out, checkUser(deps.UID, conf["SlurmUser"]))
 	out = append(out, checkConf(conf)...)
-	out = append(out, checkPriority(conf, cfg.Policy.BestEffortOrder))
+	out = append(out, checkPriority(conf, cfg.Policy.BestEffortOrder, cfg.Policy.GuaranteedOrder))
 	b, err := slurm.ShowAssocMgr(ctx, deps.Runner, cfg.Commands.Scontrol, slurm.BudgetScope{All: true})
 	out = append(out, checkBudgets(b, err, conf, scope))
-	if err == nil && readsFairShare(cfg.Policy.BestEffortOrder, conf) {
+	if err == nil && (readsFairShare(cfg.Policy.BestEffortOrder, conf) || readsFairShare(cfg.Policy.GuaranteedOrder, conf)) {
 		out = append(out, checkFairShare(b))
 	}
 	return out
@@ -374,12 +374,17 @@ func checkConf(c slurm.CtldConfig) []CheckResult {
 // orders jobs by (fair-share, QOS, partition, association): the jobs
 // rubick holds have priority 0, and rubick starts them by its own order,
 // which follows fair share with policy.best_effort_order: fairshare, and
-// the multifactor priority with priority. Those orders fail without
+// the multifactor priority with priority (and guaranteed jobs with
+// policy.guaranteed_order: priority). Those orders fail without
 // priority/multifactor, which alone computes the factors.
-func checkPriority(c slurm.CtldConfig, order string) CheckResult {
+func checkPriority(c slurm.CtldConfig, order, guaranteed string) CheckResult {
 	r := CheckResult{Name: "PriorityType", Status: CheckOK, Detail: c["PriorityType"]}
 	fair := order == policy.OrderFairShare
 	if c["PriorityType"] != "priority/multifactor" {
+		if guaranteed == policy.OrderPriority && order != policy.OrderPriority {
+			r.Status, r.Detail = CheckFail, fmt.Sprintf("%s computes no multifactor priority: policy.guaranteed_order priority needs PriorityType=priority/multifactor", cmp.Or(c["PriorityType"], "priority/basic"))
+			return r
+		}
 		if fair || order == policy.OrderPriority {
 			what := "fair-share factor"
 			if !fair {
@@ -389,8 +394,13 @@ func checkPriority(c slurm.CtldConfig, order string) CheckResult {
 		}
 		return r
 	}
-	if order == policy.OrderPriority {
-		return checkPriorityOrder(c)
+	switch {
+	case order == policy.OrderPriority && guaranteed == policy.OrderPriority:
+		return checkPriorityOrder(c, "best-effort and guaranteed jobs")
+	case order == policy.OrderPriority:
+		return checkPriorityOrder(c, "best-effort jobs")
+	case guaranteed == policy.OrderPriority:
+		return checkPriorityOrder(c, "guaranteed jobs")
 	}
 	if fair {
 		r.Detail += ": best-effort jobs go by their associations' fair-share factors"
@@ -413,15 +423,15 @@ func checkPriority(c slurm.CtldConfig, order string) CheckResult {
 
 // checkPriorityOrder says what priority order goes by: the weights rubick
 // applies, and warns of the factor it leaves out (a site plugin's).
-func checkPriorityOrder(c slurm.CtldConfig) CheckResult {
+func checkPriorityOrder(c slurm.CtldConfig, who string) CheckResult {
 	r := CheckResult{Name: "PriorityType", Status: CheckOK}
 	p, err := slurm.ParsePriorityConfig(c)
 	if err != nil {
 		r.Status, r.Detail = CheckFail, err.Error()
 		return r
 	}
-	r.Detail = fmt.Sprintf("priority/multifactor: best-effort jobs go by partition PriorityTier, then age=%d assoc=%d fairshare=%d jobsize=%d partition=%d qos=%d (PriorityMaxAge %s)",
-		p.Age, p.Assoc, p.FairShare, p.JobSize, p.Partition, p.QOS, cmp.Or(c["PriorityMaxAge"], "7-00:00:00"))
+	r.Detail = fmt.Sprintf("priority/multifactor: %s go by partition PriorityTier, then age=%d assoc=%d fairshare=%d jobsize=%d partition=%d qos=%d (PriorityMaxAge %s)",
+		who, p.Age, p.Assoc, p.FairShare, p.JobSize, p.Partition, p.QOS, cmp.Or(c["PriorityMaxAge"], "7-00:00:00"))
 	if len(p.TRES) > 0 {
 		r.Detail += " tres=" + c["PriorityWeightTRES"]
 	}
@@ -429,7 +439,7 @@ func checkPriorityOrder(c slurm.CtldConfig) CheckResult {
 	case p.SiteFactor != "":
 		r.Status, r.Detail = CheckWarn, r.Detail+"; rubick leaves out PrioritySiteFactorPlugin="+p.SiteFactor+", so its order may differ from Slurm's there"
 	case !p.Weighted():
-		r.Status, r.Detail = CheckWarn, r.Detail+"; every weight is 0: best-effort jobs go by tier, then slope"
+		r.Status, r.Detail = CheckWarn, r.Detail+"; every weight is 0: they go by tier alone"
 	}
 	return r
 }

@@ -335,14 +335,37 @@ func TestCheckPriority(t *testing.T) {
 		"fairshare order kept":                {fairOnly, policy.OrderFairShare, CheckOK, "priority/multifactor: best-effort jobs go by their associations' fair-share factors"},
 		"priority order, basic":               {slurm.CtldConfig{"PriorityType": "priority/basic"}, policy.OrderPriority, CheckFail, "priority/basic computes no multifactor priority: policy.best_effort_order priority needs PriorityType=priority/multifactor"},
 		"priority order":                      {fairShare, policy.OrderPriority, CheckOK, "best-effort jobs go by partition PriorityTier, then age=0 assoc=0 fairshare=10000 jobsize=0 partition=0 qos=500 (PriorityMaxAge 7-00:00:00)"},
-		"priority order, no weights":          {lab2411, policy.OrderPriority, CheckWarn, "every weight is 0: best-effort jobs go by tier, then slope"},
+		"priority order, no weights":          {lab2411, policy.OrderPriority, CheckWarn, "every weight is 0: they go by tier alone"},
 		"priority order, assoc and TRES kept": {withAssoc, policy.OrderPriority, CheckOK, "age=0 assoc=100 fairshare=10000 jobsize=0 partition=0 qos=500 (PriorityMaxAge 7-00:00:00) tres=GRES/gpu=1000"},
 		"priority order, site factor":         {withSite, policy.OrderPriority, CheckWarn, "rubick leaves out PrioritySiteFactorPlugin=site_factor/example, so its order may differ from Slurm's there"},
 		"priority order, bad weight":          {badWeight, policy.OrderPriority, CheckFail, `PriorityWeightQOS="many"`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			r := checkPriority(tc.conf, tc.order)
+			r := checkPriority(tc.conf, tc.order, policy.OrderShortest)
+			if r.Status != tc.status || !strings.Contains(r.Detail, tc.detail) {
+				t.Errorf("%+v, want status %s saying %q", r, tc.status, tc.detail)
+			}
+		})
+	}
+}
+
+// policy.guaranteed_order: priority is checked as best_effort_order's.
+func TestCheckPriorityGuaranteed(t *testing.T) {
+	weights := slurm.CtldConfig{"PriorityType": "priority/multifactor", "PriorityWeightQOS": "500"}
+	tests := map[string]struct {
+		conf          slurm.CtldConfig
+		order, status string
+		detail        string
+	}{
+		"basic":         {slurm.CtldConfig{"PriorityType": "priority/basic"}, policy.OrderSlope, CheckFail, "policy.guaranteed_order priority needs PriorityType=priority/multifactor"},
+		"guaranteed":    {weights, policy.OrderSlope, CheckOK, "priority/multifactor: guaranteed jobs go by partition PriorityTier, then age=0 assoc=0 fairshare=0 jobsize=0 partition=0 qos=500"},
+		"both":          {weights, policy.OrderPriority, CheckOK, "priority/multifactor: best-effort and guaranteed jobs go by partition PriorityTier"},
+		"both on basic": {slurm.CtldConfig{}, policy.OrderPriority, CheckFail, "policy.best_effort_order priority needs PriorityType=priority/multifactor"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := checkPriority(tc.conf, tc.order, policy.OrderPriority)
 			if r.Status != tc.status || !strings.Contains(r.Detail, tc.detail) {
 				t.Errorf("%+v, want status %s saying %q", r, tc.status, tc.detail)
 			}

@@ -157,7 +157,8 @@ type PolicyConfig struct {
 	// slurmctld would for the job unheld).
 	BestEffortOrder string `mapstructure:"best_effort_order"`
 	// GuaranteedOrder is the admission order of queued guaranteed jobs:
-	// "shortest" (time limit) or "submit".
+	// "shortest" (time limit), "submit" or "priority" (as
+	// best_effort_order's).
 	GuaranteedOrder string `mapstructure:"guaranteed_order"`
 	// GuaranteedAge is how long a guaranteed job may wait before it is
 	// admitted ahead of shorter ones (0: never).

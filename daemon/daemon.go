@@ -400,7 +400,7 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time, fairAccounts []
 	if read && (d.budgetsAt.IsZero() || now.Sub(d.budgetsAt) >= limitsRefresh || !d.budgetScope.Covers(scope)) {
 		d.budgetsAt, d.budgetScope = now, scope
 		b, err := d.deps.Budgets.Budgets(ctx, scope)
-		if err == nil && b.PriorityErr == nil && !scope.All && d.cfg.Policy.BestEffortOrder == policy.OrderPriority && b.Priority.Assoc > 0 && len(fairAccounts) > 0 {
+		if err == nil && b.PriorityErr == nil && !scope.All && d.prioritised() && b.Priority.Assoc > 0 && len(fairAccounts) > 0 {
 			// The weights just read call for every association's
 			// priority, which the factor divides by the largest of.
 			d.budgetScope = slurm.BudgetScope{All: true}
@@ -414,7 +414,7 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time, fairAccounts []
 				unread = errors.New(b.FairShareUnread)
 			}
 			d.warnNew(&d.fairErr, unread, "fair-share factor not read; its association's jobs go as factor 0")
-			if d.cfg.Policy.BestEffortOrder == policy.OrderPriority {
+			if d.prioritised() {
 				d.warnNew(&d.priorityErr, b.PriorityErr, "priority weights not read; the last ones read stay in force")
 			}
 			if b.PriorityErr == nil {
@@ -435,14 +435,20 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time, fairAccounts []
 // association: in priority order with an association weight, whose factor
 // is an association's priority over the largest any has.
 func (d *Daemon) everyAssoc(fairAccounts []string) bool {
-	return d.cfg.Policy.BestEffortOrder == policy.OrderPriority && d.priorityConf.Assoc > 0 && len(fairAccounts) > 0
+	return d.prioritised() && d.priorityConf.Assoc > 0 && len(fairAccounts) > 0
+}
+
+// prioritised reports whether either class of jobs goes by Slurm's
+// priority, which rubickd then computes for every job.
+func (d *Daemon) prioritised() bool {
+	return d.cfg.Policy.BestEffortOrder == policy.OrderPriority || d.cfg.Policy.GuaranteedOrder == policy.OrderPriority
 }
 
 // fairAccounts are the accounts of the jobs rubick manages when the policy
 // orders best-effort jobs by fair share or Slurm's priority, which weighs
 // it; nil otherwise.
 func (d *Daemon) fairAccounts(jobs []slurm.Job) []string {
-	if o := d.cfg.Policy.BestEffortOrder; o != policy.OrderFairShare && o != policy.OrderPriority {
+	if d.cfg.Policy.BestEffortOrder != policy.OrderFairShare && !d.prioritised() {
 		return nil
 	}
 	var out []string
@@ -528,11 +534,10 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	fair := d.fairAccounts(jobs)
 	in := Inputs{Nodes: nodes, Jobs: jobs, Estimators: est, RestartCosts: costs,
 		Facts: facts, Limits: d.slurmLimits(ctx, start, fair), Reservations: d.reservations(ctx)}
-	switch {
-	case fair == nil:
-	case d.cfg.Policy.BestEffortOrder == policy.OrderFairShare:
+	if fair != nil {
 		in.FairShare = d.budgets.FairShare
-	default:
+	}
+	if fair != nil && d.prioritised() {
 		p := slurm.Priorities{Config: d.priorityConf, QOS: d.budgets.QOSPriority, Assoc: d.budgets.AssocPriority,
 			Partitions: in.Limits.Partitions, FairShare: d.budgets.FairShare, Nodes: len(nodes)}
 		for _, n := range nodes {

@@ -444,6 +444,44 @@ func TestGuaranteedQueueShortestTimeLimitFirst(t *testing.T) {
 	}
 }
 
+// With policy.guaranteed_order: priority two jobs waiting for the same
+// quota go by the priority Slurm would give them: the long one's QOS
+// weighs more, though the short one was submitted first.
+func TestGuaranteedQueuePriority(t *testing.T) {
+	long := heldJob(21, "bert", 1, 8)
+	long.Account, long.Tag.Class, long.TimeLimit, long.QOS = "lab", slurm.ClassGuaranteed, 10*time.Hour, "urgent"
+	short := heldJob(20, "bert", 1, 8)
+	short.Account, short.Tag.Class, short.TimeLimit, short.QOS = "lab", slurm.ClassGuaranteed, time.Hour, "normal"
+	short.SubmitTime = t0.Add(-30 * time.Minute) // first by submission and by time limit
+	c := &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{long, short}}
+	a := &fakeApplier{}
+	d, _ := newTestDaemonWith(t, c, a, func(cfg *Config) {
+		cfg.Tenants = []TenantConfig{{Name: "lab", Match: []string{"lab"}, QuotaGPUs: 8}}
+		cfg.Policy.GuaranteedOrder = policy.OrderPriority
+	})
+	pol, err := policy.New("rubick", d.cfg.Policy.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.deps.Policy = pol
+	d.deps.Budgets = &fakeBudgets{b: slurm.Budgets{
+		QOSPriority: map[string]int64{"normal": 0, "urgent": 10},
+		Priority:    slurm.PriorityConfig{Multifactor: true, QOS: 1000},
+	}}
+	if _, err := d.Cycle(context.Background(), false); err != nil {
+		t.Fatalf("cycle: %v", err)
+	}
+	var started []int
+	for _, act := range a.got {
+		if act.Kind == slurm.ActionStart {
+			started = append(started, act.JobID)
+		}
+	}
+	if diff := cmp.Diff([]int{21}, started); diff != "" {
+		t.Errorf("started jobs (-want +got):\n%s", diff)
+	}
+}
+
 // Prune applies the retention settings against the daemon's clock: cycles
 // a day old lose their reasons (each job keeps its newest), reported
 // samples beyond the bound per configuration go.

@@ -23,7 +23,8 @@ type Config struct {
 	// OrderSlope, OrderFairShare or OrderPriority.
 	BestEffortOrder string
 	// GuaranteedOrder is the order in which queued guaranteed jobs are
-	// admitted within their tenant's quota: OrderShortest or OrderSubmit.
+	// admitted within their tenant's quota: OrderShortest, OrderSubmit or
+	// OrderPriority.
 	GuaranteedOrder string
 	// GuaranteedAge bounds the wait shortest-first can impose on a long
 	// guaranteed job: one queued this long is admitted ahead of the
@@ -72,7 +73,8 @@ const (
 	// without one last), which minimises the average wait when the quota
 	// is the bottleneck.
 	OrderShortest = "shortest"
-	// OrderSubmit admits jobs in submission order.
+	// OrderSubmit admits jobs in submission order. OrderPriority (below)
+	// admits them by Job.PriorityTier, then Job.Priority, then submission.
 	OrderSubmit = "submit"
 )
 
@@ -143,8 +145,8 @@ func (c Config) Validate() error {
 		return bad("StarvationAge", c.StarvationAge, ">= 0")
 	case c.BestEffortOrder != OrderSlope && c.BestEffortOrder != OrderFairShare && c.BestEffortOrder != OrderPriority:
 		return bad("BestEffortOrder", c.BestEffortOrder, strconv.Quote(OrderSlope)+", "+strconv.Quote(OrderFairShare)+" or "+strconv.Quote(OrderPriority))
-	case c.GuaranteedOrder != OrderShortest && c.GuaranteedOrder != OrderSubmit:
-		return bad("GuaranteedOrder", c.GuaranteedOrder, strconv.Quote(OrderShortest)+" or "+strconv.Quote(OrderSubmit))
+	case c.GuaranteedOrder != OrderShortest && c.GuaranteedOrder != OrderSubmit && c.GuaranteedOrder != OrderPriority:
+		return bad("GuaranteedOrder", c.GuaranteedOrder, strconv.Quote(OrderShortest)+", "+strconv.Quote(OrderSubmit)+" or "+strconv.Quote(OrderPriority))
 	case c.GuaranteedAge < 0:
 		return bad("GuaranteedAge", c.GuaranteedAge, ">= 0")
 	case !(c.SLOMargin >= 0 && c.SLOMargin < 1):

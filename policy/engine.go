@@ -1394,7 +1394,15 @@ func (r *round) reserve(need int) {
 // shortest time limit first minimises the average wait, and GuaranteedAge
 // keeps it from starving a long job.
 func (r *round) orderGuaranteed(q []*jstate) {
-	if r.e.cfg.GuaranteedOrder != OrderShortest {
+	switch r.e.cfg.GuaranteedOrder {
+	case OrderPriority:
+		// Slurm's priority carries its own age factor.
+		slices.SortStableFunc(q, func(a, b *jstate) int {
+			ra, rb := rank{a.j.PriorityTier, a.j.Priority}, rank{b.j.PriorityTier, b.j.Priority}
+			return cmp.Or(rb.compare(ra), bySubmit(a, b))
+		})
+		return
+	case OrderSubmit:
 		slices.SortStableFunc(q, bySubmit)
 		return
 	}

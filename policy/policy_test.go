@@ -225,6 +225,35 @@ func TestDecide(t *testing.T) {
 				"short": {policy.Keep, 0, policy.ReasonQuota},
 			},
 		},
+		// short would go first by time limit, long by submission.
+		"rubick admits guaranteed jobs by Slurm priority when configured": {
+			policy: "rubick", now: time.Hour, nodes: pt.Cluster(2, 8),
+			config:  func(c *policy.Config) { c.GuaranteedOrder = policy.OrderPriority },
+			tenants: []policy.Tenant{{Name: "default", GPUQuota: 4}},
+			jobs: []policy.Job{
+				pt.NewJob("long", "small").GPUs(4).Guaranteed().TimeLimit(5*time.Hour).SubmittedAt(10*time.Minute).Priority(100, 0).Obj(),
+				pt.NewJob("short", "small").GPUs(4).Guaranteed().TimeLimit(time.Hour).SubmittedAt(20*time.Minute).Priority(50, 0).Obj(),
+				pt.NewJob("urgent", "small").GPUs(4).Guaranteed().TimeLimit(time.Hour).SubmittedAt(30*time.Minute).Priority(10, 1).Obj(),
+			},
+			want: map[string]outcome{
+				"long":   {policy.Keep, 0, policy.ReasonQuota},
+				"short":  {policy.Keep, 0, policy.ReasonQuota},
+				"urgent": {policy.Start, 8, policy.ReasonSLO},
+			},
+		},
+		"rubick admits the guaranteed job of higher Slurm priority first, not the shorter": {
+			policy: "rubick", now: time.Hour, nodes: pt.Cluster(2, 8),
+			config:  func(c *policy.Config) { c.GuaranteedOrder = policy.OrderPriority },
+			tenants: []policy.Tenant{{Name: "default", GPUQuota: 4}},
+			jobs: []policy.Job{
+				pt.NewJob("short", "small").GPUs(4).Guaranteed().TimeLimit(time.Hour).SubmittedAt(10*time.Minute).Priority(50, 0).Obj(),
+				pt.NewJob("long", "small").GPUs(4).Guaranteed().TimeLimit(5*time.Hour).SubmittedAt(20*time.Minute).Priority(100, 0).Obj(),
+			},
+			want: map[string]outcome{
+				"long":  {policy.Start, 8, policy.ReasonSLO},
+				"short": {policy.Keep, 0, policy.ReasonQuota},
+			},
+		},
 		"antman preempts an opportunistic job for a guaranteed one": {
 			policy: "antman", now: time.Hour, nodes: pt.Cluster(1, 8),
 			jobs: []policy.Job{
@@ -537,6 +566,7 @@ func TestConfigSet(t *testing.T) {
 		"not a number":   {kv: "MinGain=lots", wantErr: `MinGain="lots"`},
 		"fails validate": {kv: "SLOMargin=2", wantErr: "SLOMargin=2: want 0 <= x < 1"},
 		"bad word":       {kv: "GuaranteedOrder=lifo", wantErr: `GuaranteedOrder="lifo"`},
+		"priority word":  {kv: "GuaranteedOrder=priority", want: func(c *policy.Config) { c.GuaranteedOrder = policy.OrderPriority }},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

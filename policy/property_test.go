@@ -169,7 +169,7 @@ func TestPropertiesEveryPolicy(t *testing.T) {
 	fair := policy.DefaultConfig()
 	fair.BestEffortOrder = policy.OrderFairShare
 	prio := policy.DefaultConfig()
-	prio.BestEffortOrder = policy.OrderPriority
+	prio.BestEffortOrder, prio.GuaranteedOrder = policy.OrderPriority, policy.OrderPriority
 	runs = append(runs, run{"rubick", fair}, run{"rubick", prio})
 	for _, r := range runs {
 		name := r.name
