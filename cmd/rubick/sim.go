@@ -140,6 +140,8 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 		{o.parallel <= 0, "--parallel", o.parallel, "must be > 0"},
 		{o.policy.BestEffortOrder == policy.OrderPriority && o.cfg.PriorityWeights == (sim.PriorityWeights{}), "--set BestEffortOrder", o.policy.BestEffortOrder,
 			"needs --priority-weights: replayed jobs have no Slurm priority without them"},
+		{o.policy.GuaranteedOrder == policy.OrderPriority && o.cfg.PriorityWeights == (sim.PriorityWeights{}), "--set GuaranteedOrder", o.policy.GuaranteedOrder,
+			"needs --priority-weights: replayed jobs have no Slurm priority without them"},
 		{o.cfg.PriorityWeights.FairShare > 0 && o.cfg.FairShareAccounts == "", "--priority-weights fairshare", o.cfg.PriorityWeights.FairShare, "needs --fairshare-accounts"},
 		{o.cfg.PriorityMaxAge <= 0, "--priority-max-age", o.cfg.PriorityMaxAge, "must be > 0"},
 	}
