@@ -402,3 +402,36 @@ func TestBudgetsOnRecordedLimits(t *testing.T) {
 		})
 	}
 }
+
+// Reading every association, as rubickd does in priority order with an
+// association weight: 50,000 of them, each as 24.11 prints it.
+func BenchmarkParseAssocMgr50000(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString("Current Association Manager state\n\nAssociation Records\n\n")
+	rec := `    SharesRaw/Norm/Level/Factor=1/0.00/1/0.50
+    UsageRaw/Norm/Efctv=0.00/1.00/1.00
+    ParentAccount= Lineage=/ DefAssoc=No
+    GrpJobs=N(1) GrpJobsAccrue=N(1)
+    GrpSubmitJobs=N(5) GrpWall=N(0.00)
+    GrpTRES=cpu=N(2),mem=N(8000),energy=N(0),node=N(1),billing=N(2),fs/disk=N(0),vmem=N(0),pages=N(0),gres/gpu=N(1),gres/gpumem=N(0),gres/gpuutil=N(0)
+    GrpTRESMins=cpu=N(0),mem=N(0),energy=N(0),node=N(0),billing=N(0),fs/disk=N(0),vmem=N(0),pages=N(0),gres/gpu=N(0),gres/gpumem=N(0),gres/gpuutil=N(0)
+    GrpTRESRunMins=cpu=N(1051200),mem=N(4204800000),energy=N(0),node=N(525600),billing=N(1051200),fs/disk=N(0),vmem=N(0),pages=N(0),gres/gpu=N(525600),gres/gpumem=N(0),gres/gpuutil=N(0)
+    MaxJobs= MaxJobsAccrue= MaxSubmitJobs= MaxWallPJ=
+    MaxTRESPJ=
+    MaxTRESPN=
+    MaxTRESMinsPJ=
+    MinPrioThresh=
+    Comment=(null)
+`
+	for i := range 50000 {
+		fmt.Fprintf(&sb, "ClusterName=c Account=a%d UserName=u%d(%d) Partition= Priority=%d ID=%d\n%s", i/10, i, i, i%100, i, rec)
+	}
+	out := []byte(sb.String())
+	b.SetBytes(int64(len(out)))
+	for b.Loop() {
+		if _, err := ParseAssocMgr(out); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(out))/1e6, "MB")
+}
