@@ -99,12 +99,17 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 	if cfg.Listen != "" { // the samples endpoint verifies with unmunge
 		cmds = append(cmds, struct{ key, path string }{"samples.unmunge", cfg.Samples.Unmunge})
 	}
+	if p := cfg.Policy; p.BestEffortOrder == policy.OrderFairShare || p.BestEffortOrder == policy.OrderPriority || p.GuaranteedOrder == policy.OrderPriority {
+		cmds = append(cmds, struct{ key, path string }{"commands.sshare", cfg.Commands.Sshare})
+	}
 	for _, cmd := range cmds {
 		switch p, err := deps.LookPath(cmd.path); {
 		case err == nil:
 			add(cmd.key, CheckOK, "%s", p)
 		case cmd.key == "samples.unmunge":
 			add(cmd.key, CheckWarn, "%s not found: rubick-srun's samples are refused, and the model learns nothing from the jobs' runs", cmd.path)
+		case cmd.key == "commands.sshare":
+			add(cmd.key, CheckWarn, "%s not found: the fair-share factors are scontrol's, to two decimals", cmd.path)
 		default:
 			add(cmd.key, CheckFail, "%s not found: rubickd cannot signal a job before a restart", cmd.path)
 		}

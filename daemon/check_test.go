@@ -112,6 +112,19 @@ func TestPreflight(t *testing.T) {
 			want:   []line{{"store", CheckOK}, {"slurmrestd.token_file", CheckOK}, {"slurmrestd", CheckFail}, {"commands.scancel", CheckOK}, {"commands.scontrol", CheckFail}},
 			detail: map[string]string{"commands.scontrol": "Unable to contact slurm controller"},
 		},
+		// In priority order sshare is looked for: without it the
+		// factors are scontrol's two decimals.
+		"priority order without sshare": {
+			connect: slurm.ErrUnavailable, lookPath: func(p string) (string, error) {
+				if p == "sshare" {
+					return "", errors.New("not found")
+				}
+				return "/usr/bin/" + p, nil
+			},
+			cfg:    func(c *Config) { c.Listen, c.Policy.BestEffortOrder = "", policy.OrderPriority },
+			want:   []line{{"store", CheckOK}, {"slurmrestd.token_file", CheckOK}, {"slurmrestd", CheckFail}, {"commands.scancel", CheckOK}, {"commands.sshare", CheckWarn}, {"commands.scontrol", CheckFail}},
+			detail: map[string]string{"commands.sshare": "sshare not found: the fair-share factors are scontrol's, to two decimals"},
+		},
 		"slurmctld down behind slurmrestd": {
 			cluster: checkCluster{ping: errors.New("slurmctld DOWN")}, conf: string(recorded), lookPath: found,
 			assoc: "Current Association Manager state\n\nAssociation Records\n\nQOS Records\n",

@@ -85,9 +85,12 @@ type SlurmrestdConfig struct {
 
 // CommandsConfig holds the Slurm command paths (run with argv, never a shell).
 type CommandsConfig struct {
-	Scontrol string        `mapstructure:"scontrol"`
-	Scancel  string        `mapstructure:"scancel"`
-	Timeout  time.Duration `mapstructure:"timeout"`
+	Scontrol string `mapstructure:"scontrol"`
+	Scancel  string `mapstructure:"scancel"`
+	// Sshare reads the fair-share factors to six decimals in fair-share
+	// and priority order (scontrol prints two).
+	Sshare  string        `mapstructure:"sshare"`
+	Timeout time.Duration `mapstructure:"timeout"`
 }
 
 // TenantConfig is one tenant: the accounts or QOS it covers and its GPU quota.
@@ -217,7 +220,7 @@ func Defaults() Config {
 			RateLimit: 20, Timeout: 10 * time.Second,
 		},
 		Commands: CommandsConfig{
-			Scontrol: "scontrol", Scancel: "scancel", Timeout: 30 * time.Second,
+			Scontrol: "scontrol", Scancel: "scancel", Sshare: "sshare", Timeout: 30 * time.Second,
 		},
 		Partitions:         []string{"gpu"},
 		TenantFrom:         "account",
@@ -310,6 +313,7 @@ func setDefaults(v *viper.Viper, d Config) {
 	v.SetDefault("slurmrestd.timeout", d.Slurmrestd.Timeout)
 	v.SetDefault("commands.scontrol", d.Commands.Scontrol)
 	v.SetDefault("commands.scancel", d.Commands.Scancel)
+	v.SetDefault("commands.sshare", d.Commands.Sshare)
 	v.SetDefault("commands.timeout", d.Commands.Timeout)
 	v.SetDefault("partitions", d.Partitions)
 	v.SetDefault("tenant_from", d.TenantFrom)
@@ -371,7 +375,7 @@ func (c Config) Validate() error {
 	if c.Slurmrestd.Timeout <= 0 {
 		return bad("slurmrestd.timeout", c.Slurmrestd.Timeout, "must be > 0")
 	}
-	for path, cmd := range map[string]string{"commands.scontrol": c.Commands.Scontrol, "commands.scancel": c.Commands.Scancel,
+	for path, cmd := range map[string]string{"commands.scontrol": c.Commands.Scontrol, "commands.scancel": c.Commands.Scancel, "commands.sshare": c.Commands.Sshare,
 		"samples.unmunge": c.Samples.Unmunge} {
 		if cmd == "" || strings.ContainsAny(cmd, " \t\n;|&$`") {
 			return bad(path, fmt.Sprintf("%q", cmd), "want a command name or absolute path without spaces or shell characters")

@@ -125,6 +125,8 @@ type Daemon struct {
 	budgetsErr  error
 	// fairErr names a fair-share factor the last reading could not read.
 	fairErr error
+	// sshareErr is the last error reading the factors with sshare.
+	sshareErr error
 	// priorityConf is the last priority configuration read with the
 	// budgets, priorityErr the last error reading it.
 	priorityConf slurm.PriorityConfig
@@ -414,6 +416,11 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time, fairAccounts []
 				unread = errors.New(b.FairShareUnread)
 			}
 			d.warnNew(&d.fairErr, unread, "fair-share factor not read; its association's jobs go as factor 0")
+			var coarse error
+			if len(fairAccounts) > 0 {
+				coarse = b.SShareErr
+			}
+			d.warnNew(&d.sshareErr, coarse, "sshare failed; the fair-share factors are scontrol's, to two decimals")
 			if d.prioritised() {
 				d.warnNew(&d.priorityErr, b.PriorityErr, "priority weights not read; the last ones read stay in force")
 			}

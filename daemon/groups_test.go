@@ -336,3 +336,19 @@ func TestPriorityAssocReadsEveryAssociation(t *testing.T) {
 		t.Errorf("scopes read (-want +got):\n%s", diff)
 	}
 }
+
+// sshare failing is logged once: the factors are scontrol's two decimals
+// meanwhile.
+func TestSShareFailureWarned(t *testing.T) {
+	d, _ := newTestDaemonWith(t, &fakeCluster{}, &fakeApplier{}, func(c *Config) { c.Policy.BestEffortOrder = policy.OrderPriority })
+	var log strings.Builder
+	d.deps.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	d.deps.Budgets = &fakeBudgets{b: slurm.Budgets{FairShare: slurm.FairShares{{Account: "a", User: "v"}: 0.4},
+		SShareErr: errors.New("sshare: exit status 1")}}
+	for i := range 3 {
+		d.slurmLimits(context.Background(), t0.Add(time.Duration(i)*limitsRefresh), []string{"a"})
+	}
+	if n := strings.Count(log.String(), "sshare failed"); n != 1 {
+		t.Errorf("log %q: want one warning", log.String())
+	}
+}

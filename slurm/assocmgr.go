@@ -48,6 +48,9 @@ type Budgets struct {
 	// share divides by zero shares); such an association is left out of
 	// FairShare, and the budgets stand.
 	FairShareUnread string
+	// SShareErr says why the factors are scontrol's two decimals, not
+	// sshare's six: sshare failed; nil when it was not asked.
+	SShareErr error
 	// QOSPriority is every listed QOS's Priority, by name; AssocPriority
 	// every listed association's (inherited where it sets none).
 	QOSPriority   map[string]int64
@@ -265,9 +268,14 @@ func parseFactor(v string) (float64, error) {
 	if len(parts) != 4 {
 		return 0, fmt.Errorf("%q: want RAW/NORM/LEVEL/FACTOR", v)
 	}
-	f, err := strconv.ParseFloat(parts[3], 64)
+	return factorValue(parts[3])
+}
+
+// factorValue reads a fair-share factor: a number in 0..1.
+func factorValue(v string) (float64, error) {
+	f, err := strconv.ParseFloat(v, 64)
 	if err != nil || !(f >= 0 && f <= 1) {
-		return 0, fmt.Errorf("factor %q: want a number in 0..1", parts[3])
+		return 0, fmt.Errorf("factor %q: want a number in 0..1", v)
 	}
 	return f, nil
 }
@@ -359,10 +367,12 @@ func (l Limits) WithBudgets(b Budgets) Limits {
 }
 
 // AssocMgr reads the budgets from slurmctld with scontrol (a TimedRunner
-// bounds each command).
+// bounds each command), and the fair-share factors more precisely with
+// sshare when SShare names it.
 type AssocMgr struct {
 	Runner   Runner
 	Scontrol string
+	SShare   string
 }
 
 // Budgets runs ShowAssocMgr for scope, and reads PriorityCalcPeriod
@@ -372,6 +382,15 @@ func (a AssocMgr) Budgets(ctx context.Context, scope BudgetScope) (Budgets, erro
 	b, err := ShowAssocMgr(ctx, a.Runner, a.Scontrol, scope)
 	if err != nil {
 		return b, err
+	}
+	if a.SShare != "" && len(b.FairShare) > 0 {
+		precise, err := ShowFairShare(ctx, a.Runner, a.SShare, scope)
+		b.SShareErr = err
+		for k := range b.FairShare {
+			if v, ok := precise[k]; ok {
+				b.FairShare[k] = v
+			}
+		}
 	}
 	c, err := ShowConfig(ctx, a.Runner, a.Scontrol)
 	if err == nil {

@@ -435,3 +435,24 @@ func BenchmarkParseAssocMgr50000(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(out))/1e6, "MB")
 }
+
+// With SShare the factors assoc_mgr lists take sshare's six decimals; if
+// sshare fails they stay at two, and SShareErr says why.
+func TestAssocMgrSShare(t *testing.T) {
+	assoc, conf := testdata(t, "24.11/scontrol-show-assoc_mgr.txt"), testdata(t, "24.11/scontrol-show-config.txt")
+	user := AssocKey{Cluster: "rubicklab2411", Account: "root", User: "root"}
+	r := argvRunner{"assoc_mgr": assoc, "config": conf, "-n": "rubicklab2411|root|||\nrubicklab2411| root|root||0.987654\nrubicklab2411| other|u||0.5\n"}
+	b, err := AssocMgr{Runner: r, Scontrol: "scontrol", SShare: "sshare"}.Budgets(context.Background(), BudgetScope{Accounts: []string{"root"}})
+	if err != nil || b.SShareErr != nil {
+		t.Fatal(err, b.SShareErr)
+	}
+	want := FairShares{{Cluster: "rubicklab2411", Account: "root"}: 0, user: 0.987654}
+	if diff := cmp.Diff(want, b.FairShare); diff != "" {
+		t.Errorf("factors (-want +got):\n%s", diff)
+	}
+	delete(r, "-n")
+	b, err = AssocMgr{Runner: r, Scontrol: "scontrol", SShare: "sshare"}.Budgets(context.Background(), BudgetScope{Accounts: []string{"root"}})
+	if err != nil || b.SShareErr == nil || b.FairShare[user] != 1 {
+		t.Errorf("sshare failing: err %v, SShareErr %v, factor %v; want the two decimals' 1 and SShareErr set", err, b.SShareErr, b.FairShare[user])
+	}
+}

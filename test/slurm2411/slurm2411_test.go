@@ -431,13 +431,14 @@ func TestBudgetScope2411(t *testing.T) {
 // show assoc_mgr, for the accounts of its jobs, are sshare's FairShare
 // column (to scontrol's two decimals) for every user association of those
 // accounts, on 24.11's priority/multifactor: root, with the usage of the
-// lab's earlier jobs, and a new account fsacct without any.
+// lab's earlier jobs, and a new account fsacct without any; read with
+// sshare too, as rubickd does, they are sshare's six decimals.
 func TestFairShare2411(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	root, _, inRoot := chrootLabWithDBD(ctx, t)
 	addRootAccount(t, inRoot, "fsacct", "fairshare=5")
-	factors := readFactors(ctx, t, root, "fsacct", "root")
+	factors, precise := readFactors(ctx, t, root, false, "fsacct", "root"), readFactors(ctx, t, root, true, "fsacct", "root")
 	raw, err := exec.CommandContext(ctx, "chroot", root, "env", "-u", "SLURM_CONF",
 		"sshare", "-P", "-n", "-a", "-A", "fsacct,root", "-o", "Cluster,Account,User,FairShare").Output()
 	if err != nil {
@@ -456,6 +457,9 @@ func TestFairShare2411(t *testing.T) {
 		got, ok := factors.Of(f[0], strings.TrimSpace(f[1]), f[2], "")
 		if !ok || got < want-0.0051 || got > want+0.0051 {
 			t.Errorf("account %s user %s: factor %v (listed %v), sshare says %v", f[1], f[2], got, ok, want)
+		}
+		if got, ok := precise.Of(f[0], strings.TrimSpace(f[1]), f[2], ""); !ok || math.Abs(got-want) > 1e-9 {
+			t.Errorf("account %s user %s: factor read with sshare %v (listed %v), sshare says %v", f[1], f[2], got, ok, want)
 		}
 		users++
 	}
@@ -481,7 +485,7 @@ func TestRubickdFairShare2411(t *testing.T) {
 	addRootAccount(t, inRoot, "fsacct")
 	factors := func() map[string]float64 {
 		out := map[string]float64{}
-		for k, f := range readFactors(ctx, t, root, "fsacct", "root") {
+		for k, f := range readFactors(ctx, t, root, true, "fsacct", "root") {
 			if k.User == "root" && k.Partition == "" {
 				out[k.Account] = f
 			}
@@ -535,13 +539,16 @@ func addRootAccount(t *testing.T, inRoot func(argv ...string), name string, extr
 }
 
 // readFactors reads the fair-share factors of accounts' associations as
-// rubickd does.
-func readFactors(ctx context.Context, t *testing.T, root string, accounts ...string) slurm.FairShares {
+// rubickd does, with sshare too when sshare is set.
+func readFactors(ctx context.Context, t *testing.T, root string, sshare bool, accounts ...string) slurm.FairShares {
 	t.Helper()
-	b, err := slurm.AssocMgr{Runner: slurm.ExecRunner{}, Scontrol: chrootCommand(t, root, "scontrol")}.Budgets(ctx,
-		slurm.BudgetScope{}.With(accounts...))
-	if err != nil {
-		t.Fatal(err)
+	m := slurm.AssocMgr{Runner: slurm.ExecRunner{}, Scontrol: chrootCommand(t, root, "scontrol")}
+	if sshare {
+		m.SShare = chrootCommand(t, root, "sshare")
+	}
+	b, err := m.Budgets(ctx, slurm.BudgetScope{}.With(accounts...))
+	if err != nil || b.SShareErr != nil {
+		t.Fatal(err, b.SShareErr)
 	}
 	return b.FairShare
 }
@@ -661,7 +668,7 @@ func runRubickd(ctx context.Context, t *testing.T, root string, extra ...string)
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../../cmd/rubickd").CombinedOutput(); err != nil {
 		t.Fatalf("go build rubickd: %v\n%s", err, out)
 	}
-	for _, cmd := range []string{"scontrol", "scancel"} {
+	for _, cmd := range []string{"scontrol", "scancel", "sshare"} {
 		wrapper := fmt.Sprintf("#!/bin/sh\nexec chroot %s env -u SLURM_CONF %s \"$@\"\n", root, cmd)
 		if err := os.WriteFile(filepath.Join(dir, cmd), []byte(wrapper), 0o755); err != nil {
 			t.Fatal(err)
@@ -674,12 +681,13 @@ func runRubickd(ctx context.Context, t *testing.T, root string, extra ...string)
 commands:
   scontrol: %s/scontrol
   scancel: %s/scancel
+  sshare: %s/sshare
 partitions: [gpu]
 interval: 2s
 store: %s/rubick.db
 listen: ""
 log_level: debug
-`, os.Getenv("SLURMRESTD_URL"), os.Getenv("SLURMRESTD_TOKEN_FILE"), dir, dir, dir) + strings.Join(extra, "\n")
+`, os.Getenv("SLURMRESTD_URL"), os.Getenv("SLURMRESTD_TOKEN_FILE"), dir, dir, dir, dir) + strings.Join(extra, "\n")
 	if err := os.WriteFile(filepath.Join(dir, "rubickd.yaml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -828,9 +836,10 @@ func TestPriority2411(t *testing.T) {
 		t.Cleanup(func() { cancelJob(root, id) })
 	}
 	// every association, as rubickd reads them with an association weight
-	b, err := slurm.AssocMgr{Runner: slurm.ExecRunner{}, Scontrol: chrootCommand(t, root, "scontrol")}.Budgets(ctx, slurm.BudgetScope{All: true})
-	if err != nil || b.PriorityErr != nil {
-		t.Fatalf("assoc_mgr and config: %v, %v", err, b.PriorityErr)
+	b, err := slurm.AssocMgr{Runner: slurm.ExecRunner{}, Scontrol: chrootCommand(t, root, "scontrol"), SShare: chrootCommand(t, root, "sshare")}.Budgets(ctx,
+		slurm.BudgetScope{All: true})
+	if err != nil || b.PriorityErr != nil || b.SShareErr != nil {
+		t.Fatalf("assoc_mgr, config and sshare: %v, %v, %v", err, b.PriorityErr, b.SShareErr)
 	}
 	l, err := c.Limits(ctx)
 	if err != nil {
@@ -848,8 +857,8 @@ func TestPriority2411(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// scontrol prints the fair-share factor to two decimals.
-	slack := 1 + 0.005*float64(p.Config.FairShare)
+	// sshare prints the fair-share factor to six decimals.
+	slack := 1 + 5e-7*float64(p.Config.FairShare)
 	checked := 0
 	for _, j := range jobs {
 		if !slices.Contains(ids, j.ID) {
