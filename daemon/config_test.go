@@ -81,6 +81,7 @@ func TestLoadConfigErrorsNameTheField(t *testing.T) {
 		"bad version":       {yaml: "slurmrestd:\n  version: v1\n", want: `slurmrestd.version="v1"`},
 		"zero rate":         {yaml: "slurmrestd:\n  rate_limit: 0\n", want: "slurmrestd.rate_limit=0"},
 		"shell in command":  {yaml: "commands:\n  scontrol: \"scontrol; rm -rf /\"\n", want: "commands.scontrol"},
+		"shell in sshare":   {yaml: "commands:\n  sshare: \"sshare $(id)\"\n", want: "commands.sshare"},
 		"no partitions":     {yaml: "partitions: []\n", want: "partitions"},
 		"bad partition":     {yaml: "partitions: [\"gpu x\"]\n", want: `partitions[0]="gpu x"`},
 		"tenant_from":       {yaml: "tenant_from: user\n", want: `tenant_from="user"`},
