@@ -180,6 +180,11 @@ func (e *engine) rankReason(j *Job) (Reason, string) {
 	if e.cfg.BestEffortOrder == OrderFairShare {
 		return ReasonFairShare, fmt.Sprintf("fair-share factor %.2f", j.FairShare)
 	}
+	return e.priorityDetail(j)
+}
+
+// priorityDetail is what a job in priority order ranked by.
+func (e *engine) priorityDetail(j *Job) (Reason, string) {
 	d := fmt.Sprintf("priority %.0f", j.Priority)
 	if j.PriorityTier > 0 {
 		d += fmt.Sprintf(" in partition tier %d", j.PriorityTier)
@@ -1235,6 +1240,10 @@ func (r *round) run(ctx context.Context) error {
 			}
 			if used[js.j.Tenant]+js.info.minGPUs > r.quota(js.j.Tenant) {
 				js.reason, js.detail = ReasonQuota, fmt.Sprintf("needs %d GPUs, tenant %q has %d of %d in use", js.info.minGPUs, js.j.Tenant, used[js.j.Tenant], r.quota(js.j.Tenant))
+				if r.e.cfg.GuaranteedOrder == OrderPriority {
+					_, why := r.e.priorityDetail(js.j)
+					js.detail += "; " + why
+				}
 				continue
 			}
 			if r.schedule(js, true) {

@@ -645,6 +645,38 @@ func TestPriorityDetail(t *testing.T) {
 	}
 }
 
+// In guaranteed priority order a job waiting for its tenant's quota says
+// its priority too.
+func TestGuaranteedPriorityDetail(t *testing.T) {
+	cfg := policy.DefaultConfig()
+	cfg.GuaranteedOrder = policy.OrderPriority
+	p, err := policy.New("rubick", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := []policy.Job{
+		pt.NewJob("first", "small").GPUs(4).Guaranteed().Priority(100, 0).Obj(),
+		pt.NewJob("second", "small").GPUs(4).Guaranteed().Priority(50, 0).Obj(),
+	}
+	plan, err := p.Decide(context.Background(), snap(t, time.Hour, pt.Cluster(2, 8), []policy.Tenant{{Name: "default", GPUQuota: 4}}, jobs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, a := range plan.Actions {
+		if a.JobID != "second" {
+			continue
+		}
+		found = true
+		if a.Reason != policy.ReasonQuota || !strings.HasSuffix(a.Detail, "; priority 50") {
+			t.Errorf("second: %s %q, want %s ending in \"; priority 50\"", a.Reason, a.Detail, policy.ReasonQuota)
+		}
+	}
+	if !found {
+		t.Errorf("no action for job second: %+v", plan.Actions)
+	}
+}
+
 // Every field of Config can be set by its name.
 func TestKnobsCoverConfig(t *testing.T) {
 	var fields []string
