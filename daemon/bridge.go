@@ -885,8 +885,8 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		mj, pj, err := convertJob(cfg, now, j, e, facts[j.ID], jshape, limit)
 		pj.FairShare, _ = in.FairShare.Of(j.Cluster, j.Account, j.User, part)
 		if in.Priority != nil {
-			pj.Priority, pj.PriorityTier = in.Priority.Of(j, part, now)
-			pj.PriorityFactors = in.Priority.Factors(j, part, now).String()
+			f := in.Priority.Factors(j, part, now)
+			pj.Priority, pj.PriorityTier, pj.PriorityFactors = f.Priority(), f.Tier, f.String()
 		}
 		pj.Max = policy.Size{GPUs: lim.GPUs, Nodes: lim.Nodes, CPUs: lim.CPUs, MemGB: float64(lim.MemMB) / 1024,
 			GPUsPerNode: lim.GPUsPerNode, CPUsPerNode: lim.CPUsPerNode, MemGBPerNode: float64(lim.MemMBPerNode) / 1024}

@@ -99,7 +99,7 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 	if cfg.Listen != "" { // the samples endpoint verifies with unmunge
 		cmds = append(cmds, struct{ key, path string }{"samples.unmunge", cfg.Samples.Unmunge})
 	}
-	if p := cfg.Policy; p.BestEffortOrder == policy.OrderFairShare || p.BestEffortOrder == policy.OrderPriority || p.GuaranteedOrder == policy.OrderPriority {
+	if cfg.Policy.readsFactors() {
 		cmds = append(cmds, struct{ key, path string }{"commands.sshare", cfg.Commands.Sshare})
 	}
 	for _, cmd := range cmds {

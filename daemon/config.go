@@ -175,6 +175,19 @@ type PolicyConfig struct {
 	HostMemPerGPUGB float64 `mapstructure:"host_mem_per_gpu_gb"`
 }
 
+// prioritised reports whether either class of jobs goes by Slurm's
+// priority, which rubickd then computes for every job.
+func (p PolicyConfig) prioritised() bool {
+	return p.BestEffortOrder == policy.OrderPriority || p.GuaranteedOrder == policy.OrderPriority
+}
+
+// readsFactors reports whether rubickd reads the fair-share factors of its
+// jobs' associations: for fair-share order, or for Slurm's priority,
+// which weighs them.
+func (p PolicyConfig) readsFactors() bool {
+	return p.BestEffortOrder == policy.OrderFairShare || p.prioritised()
+}
+
 // Config returns the policy package's configuration with these knobs set.
 func (p PolicyConfig) Config() policy.Config {
 	c := policy.DefaultConfig()

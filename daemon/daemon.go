@@ -395,14 +395,14 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time, fairAccounts []
 		scope = d.listing.BudgetScope()
 	}
 	scope = scope.With(fairAccounts...)
-	if d.everyAssoc(fairAccounts) {
+	if d.everyAssoc(d.priorityConf, fairAccounts) {
 		scope = slurm.BudgetScope{All: true}
 	}
 	read := d.deps.Budgets != nil && (budgeted || len(fairAccounts) > 0)
 	if read && (d.budgetsAt.IsZero() || now.Sub(d.budgetsAt) >= limitsRefresh || !d.budgetScope.Covers(scope)) {
 		d.budgetsAt, d.budgetScope = now, scope
 		b, err := d.deps.Budgets.Budgets(ctx, scope)
-		if err == nil && b.PriorityErr == nil && !scope.All && d.prioritised() && b.Priority.Assoc > 0 && len(fairAccounts) > 0 {
+		if err == nil && b.PriorityErr == nil && !scope.All && d.everyAssoc(b.Priority, fairAccounts) {
 			// The weights just read call for every association's
 			// priority, which the factor divides by the largest of.
 			d.budgetScope = slurm.BudgetScope{All: true}
@@ -421,7 +421,7 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time, fairAccounts []
 				coarse = b.SShareErr
 			}
 			d.warnNew(&d.sshareErr, coarse, "sshare failed; the fair-share factors are scontrol's, to two decimals")
-			if d.prioritised() {
+			if d.cfg.Policy.prioritised() {
 				d.warnNew(&d.priorityErr, b.PriorityErr, "priority weights not read; the last ones read stay in force")
 			}
 			if b.PriorityErr == nil {
@@ -439,23 +439,16 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time, fairAccounts []
 }
 
 // everyAssoc reports whether the budgets reading must list every
-// association: in priority order with an association weight, whose factor
-// is an association's priority over the largest any has.
-func (d *Daemon) everyAssoc(fairAccounts []string) bool {
-	return d.prioritised() && d.priorityConf.Assoc > 0 && len(fairAccounts) > 0
+// association: in priority order with an association weight (in c),
+// whose factor is an association's priority over the largest any has.
+func (d *Daemon) everyAssoc(c slurm.PriorityConfig, fairAccounts []string) bool {
+	return d.cfg.Policy.prioritised() && c.Assoc > 0 && len(fairAccounts) > 0
 }
 
-// prioritised reports whether either class of jobs goes by Slurm's
-// priority, which rubickd then computes for every job.
-func (d *Daemon) prioritised() bool {
-	return d.cfg.Policy.BestEffortOrder == policy.OrderPriority || d.cfg.Policy.GuaranteedOrder == policy.OrderPriority
-}
-
-// fairAccounts are the accounts of the jobs rubick manages when the policy
-// orders best-effort jobs by fair share or Slurm's priority, which weighs
-// it; nil otherwise.
+// fairAccounts are the accounts of the jobs rubick manages when it reads
+// their fair-share factors (PolicyConfig.readsFactors); nil otherwise.
 func (d *Daemon) fairAccounts(jobs []slurm.Job) []string {
-	if d.cfg.Policy.BestEffortOrder != policy.OrderFairShare && !d.prioritised() {
+	if !d.cfg.Policy.readsFactors() {
 		return nil
 	}
 	var out []string
@@ -544,7 +537,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	if fair != nil {
 		in.FairShare = d.budgets.FairShare
 	}
-	if fair != nil && d.prioritised() {
+	if fair != nil && d.cfg.Policy.prioritised() {
 		p := slurm.Priorities{Config: d.priorityConf, QOS: d.budgets.QOSPriority, Assoc: d.budgets.AssocPriority,
 			Partitions: in.Limits.Partitions, FairShare: d.budgets.FairShare, Nodes: len(nodes)}
 		for _, n := range nodes {

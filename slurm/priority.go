@@ -215,9 +215,6 @@ func (p Priorities) findTops() priorityTops {
 // first.
 func (p Priorities) Of(j Job, part string, now time.Time) (prio float64, tier int) {
 	f := p.Factors(j, part, now)
-	if !p.Config.Multifactor {
-		return 0, f.Tier
-	}
 	return f.Priority(), f.Tier
 }
 
@@ -227,11 +224,16 @@ type PriorityFactors struct {
 	Age, Assoc, FairShare, JobSize, Partition, QOS, TRES float64
 	Nice                                                 int
 	Tier                                                 int
+	// basic is true without priority/multifactor, which computes none.
+	basic bool
 }
 
 // Priority is the sum less the nice, truncated to a whole number in
-// 1..2^32-1 as slurmctld stores it.
+// 1..2^32-1 as slurmctld stores it; 0 without priority/multifactor.
 func (f PriorityFactors) Priority() float64 {
+	if f.basic {
+		return 0
+	}
 	sum := f.Age + f.Assoc + f.FairShare + f.JobSize + f.Partition + f.QOS + f.TRES - float64(f.Nice)
 	return min(max(math.Floor(sum), 1), math.MaxUint32)
 }
@@ -259,8 +261,8 @@ func (f PriorityFactors) String() string {
 func (p Priorities) Factors(j Job, part string, now time.Time) PriorityFactors {
 	c := p.Config
 	pt := p.Partitions[part]
-	out := PriorityFactors{Tier: pt.PriorityTier}
-	if !c.Multifactor {
+	out := PriorityFactors{Tier: pt.PriorityTier, basic: !c.Multifactor}
+	if out.basic {
 		return out
 	}
 	tops := p.findTops()
