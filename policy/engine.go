@@ -739,12 +739,8 @@ func (r *round) setFloor(f rank) {
 	r.floor = f
 	r.minLossVer[0] = 0
 	if f.compare(old) < 0 && r.byRank != nil {
-		for ; r.above < len(r.byRank); r.above++ {
-			js := r.jobs[r.byRank[r.above]]
-			if r.e.rankOf(js.j).compare(f) <= 0 {
-				break
-			}
-			for _, sl := range js.cur {
+		for ; r.aboveFloor(r.above); r.above++ {
+			for _, sl := range r.jobs[r.byRank[r.above]].cur {
 				r.memo[sl.node][0].valid = false
 			}
 		}
@@ -753,10 +749,20 @@ func (r *round) setFloor(f rank) {
 	for n := range r.memo {
 		r.memo[n][0].valid = false
 	}
+	r.countAbove()
+}
+
+// countAbove sets above afresh.
+func (r *round) countAbove() {
 	r.above = 0
-	for r.above < len(r.byRank) && r.e.rankOf(r.jobs[r.byRank[r.above]].j).compare(f) > 0 {
+	for r.aboveFloor(r.above) {
 		r.above++
 	}
+}
+
+// aboveFloor reports whether the i-th job by rank is ranked above floor.
+func (r *round) aboveFloor(i int) bool {
+	return i < len(r.byRank) && r.e.rankOf(r.jobs[r.byRank[i]].j).compare(r.floor) > 0
 }
 
 // bestVictim returns the job on node n losing the least normalised
@@ -1271,14 +1277,12 @@ func (r *round) run(ctx context.Context) error {
 	}
 	ranked := r.e.ranked()
 	if ranked {
-		r.byRank, r.above = r.byRank[:0], 0
+		r.byRank = r.byRank[:0]
 		for i := range r.jobs {
 			r.byRank = append(r.byRank, i)
 		}
 		slices.SortFunc(r.byRank, func(a, b int) int { return r.e.rankOf(r.jobs[b].j).compare(r.e.rankOf(r.jobs[a].j)) })
-		for r.above < len(r.byRank) && r.e.rankOf(r.jobs[r.byRank[r.above]].j).compare(r.floor) > 0 {
-			r.above++
-		}
+		r.countAbove()
 	}
 	slices.SortStableFunc(cands, func(a, b cand) int {
 		if a.js.starve != b.js.starve {
