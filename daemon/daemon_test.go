@@ -80,6 +80,17 @@ func heldJob(id int, modelType string, nodes, gpus int) slurm.Job {
 	}
 }
 
+// startedJobs are the jobs the applied actions started, in order.
+func startedJobs(a *fakeApplier) []int {
+	var out []int
+	for _, act := range a.got {
+		if act.Kind == slurm.ActionStart {
+			out = append(out, act.JobID)
+		}
+	}
+	return out
+}
+
 // oneStart is the one action a cycle applied, which must be a start.
 func oneStart(t *testing.T, a *fakeApplier) slurm.Action {
 	t.Helper()
@@ -433,12 +444,7 @@ func TestGuaranteedQueueShortestTimeLimitFirst(t *testing.T) {
 	if _, err := d.Cycle(context.Background(), false); err != nil {
 		t.Fatalf("cycle: %v", err)
 	}
-	var started []int
-	for _, act := range a.got {
-		if act.Kind == slurm.ActionStart {
-			started = append(started, act.JobID)
-		}
-	}
+	started := startedJobs(a)
 	if diff := cmp.Diff([]int{20}, started); diff != "" {
 		t.Errorf("started jobs (-want +got):\n%s", diff)
 	}
@@ -471,12 +477,7 @@ func TestGuaranteedQueuePriority(t *testing.T) {
 	if _, err := d.Cycle(context.Background(), false); err != nil {
 		t.Fatalf("cycle: %v", err)
 	}
-	var started []int
-	for _, act := range a.got {
-		if act.Kind == slurm.ActionStart {
-			started = append(started, act.JobID)
-		}
-	}
+	started := startedJobs(a)
 	if diff := cmp.Diff([]int{21}, started); diff != "" {
 		t.Errorf("started jobs (-want +got):\n%s", diff)
 	}

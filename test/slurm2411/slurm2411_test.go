@@ -504,20 +504,8 @@ func TestRubickdFairShare2411(t *testing.T) {
 	node := []string{"--gres=gpu:8", "--time=2"}
 	ids := append(submitBert(ctx, t, root, 1, append(node, "-A", low)...), submitBert(ctx, t, root, 1, append(node, "-A", high)...)...)
 	logPath := runRubickd(ctx, t, root, "policy:\n  best_effort_order: fairshare\n")
-	var order []int
 	var atStart map[string]float64 // read once the first job runs: rubickd has decided
-	watchUnheld(ctx, t, c, ids, logPath, func(running []slurm.Job) {
-		if len(running) > 1 {
-			logText, _ := os.ReadFile(logPath)
-			t.Fatalf("jobs %d and %d run together on the one free node\n%s", running[0].ID, running[1].ID, logText)
-		}
-		if len(running) == 1 && !slices.Contains(order, running[0].ID) {
-			order = append(order, running[0].ID)
-			if atStart == nil {
-				atStart = factors()
-			}
-		}
-	})
+	order := oneAtATime(ctx, t, c, ids, logPath, func() { atStart = factors() })
 	if !maps.Equal(before, atStart) {
 		t.Skipf("SKIP: slurmctld recomputed the factors before rubickd started a job (%v, then %v)", before, atStart)
 	}
@@ -638,6 +626,25 @@ func watchUnheld(ctx context.Context, t *testing.T, c *slurm.RESTCluster, ids []
 		t.Fatalf("jobs %v, ended %v, ran on %v GPUs; want all run and ended; rubickd log:\n%s", ids, ended, ran, logText)
 	}
 	t.Logf("the jobs ran on %v GPUs", ran)
+}
+
+// oneAtATime watches jobs ids (watchUnheld) that must never run together
+// and returns the order they started in; first runs when the first does.
+func oneAtATime(ctx context.Context, t *testing.T, c *slurm.RESTCluster, ids []int, logPath string, first func()) []int {
+	t.Helper()
+	var order []int
+	watchUnheld(ctx, t, c, ids, logPath, func(running []slurm.Job) {
+		if len(running) > 1 {
+			logText, _ := os.ReadFile(logPath)
+			t.Fatalf("jobs %d and %d run together on the one free node\n%s", running[0].ID, running[1].ID, logText)
+		}
+		if len(running) == 1 && !slices.Contains(order, running[0].ID) {
+			if order = append(order, running[0].ID); len(order) == 1 {
+				first()
+			}
+		}
+	})
+	return order
 }
 
 // chrootLabWithDBD is chrootLab for a test that needs slurmdbd
@@ -904,16 +911,7 @@ func TestRubickdPriority2411(t *testing.T) {
 	node := []string{"--gres=gpu:8", "--time=2"}
 	ids := append(submitBert(ctx, t, root, 1, node...), submitBert(ctx, t, root, 1, append(node, "--qos=prioqos")...)...)
 	logPath := runRubickd(ctx, t, root, "policy:\n  best_effort_order: priority\n")
-	var order []int
-	watchUnheld(ctx, t, c, ids, logPath, func(running []slurm.Job) {
-		if len(running) > 1 {
-			logText, _ := os.ReadFile(logPath)
-			t.Fatalf("jobs %d and %d run together on the one free node\n%s", running[0].ID, running[1].ID, logText)
-		}
-		if len(running) == 1 && !slices.Contains(order, running[0].ID) {
-			order = append(order, running[0].ID)
-		}
-	})
+	order := oneAtATime(ctx, t, c, ids, logPath, func() {})
 	if want := []int{ids[1], ids[0]}; !slices.Equal(order, want) {
 		logText, _ := os.ReadFile(logPath)
 		t.Fatalf("jobs started in order %v, want %v: QOS prioqos first\n%s", order, want, logText)
