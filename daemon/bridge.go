@@ -161,9 +161,9 @@ func (m *groupsMemo) of(j slurm.Job, partition string) []slurm.Group {
 }
 
 // holds is what j counts against its groups at now: the GPUs, CPUs,
-// memory and billing it holds when it runs, and those GPUs, CPUs and
-// billing times the minutes left of its time limit (none without one);
-// nothing when it does not run.
+// memory and billing it holds when it runs, and each of those times the
+// minutes left of its time limit (none without one); nothing when it does
+// not run.
 func holds(j slurm.Job, now time.Time) slurm.GroupLimits {
 	if j.State != slurm.StateRunning {
 		return slurm.GroupLimits{}
@@ -172,6 +172,7 @@ func holds(j slurm.Job, now time.Time) slurm.GroupLimits {
 	if j.TimeLimit > 0 {
 		left := wholeMinutes(max(j.TimeLimit-now.Sub(j.StartTime), 0))
 		h.GPURunMins, h.CPURunMins, h.BillingRunMins = int64(j.GPUs)*left, int64(j.CPUs)*left, j.Billing*left
+		h.MemRunMins = j.MemMB * left
 	}
 	return h
 }
@@ -192,7 +193,8 @@ func addTo(use map[slurm.Group]slurm.GroupLimits, groups []slurm.Group, d slurm.
 func plus(a, b slurm.GroupLimits, k int) slurm.GroupLimits {
 	return slurm.GroupLimits{GPUs: a.GPUs + k*b.GPUs, CPUs: a.CPUs + k*b.CPUs, MemMB: a.MemMB + int64(k)*b.MemMB,
 		GPURunMins: a.GPURunMins + int64(k)*b.GPURunMins, CPURunMins: a.CPURunMins + int64(k)*b.CPURunMins,
-		Billing: a.Billing + int64(k)*b.Billing, BillingRunMins: a.BillingRunMins + int64(k)*b.BillingRunMins}
+		Billing: a.Billing + int64(k)*b.Billing, BillingRunMins: a.BillingRunMins + int64(k)*b.BillingRunMins,
+		MemRunMins: a.MemRunMins + int64(k)*b.MemRunMins}
 }
 
 // groupUsage sums what the running jobs, every job in Slurm, hold at now,
@@ -223,26 +225,26 @@ func groupUsage(groups *groupsMemo, jobs []slurm.Job, now time.Time) map[slurm.G
 // lowers the time left at the same tick).
 func unticked(j slurm.Job, tick time.Duration, now time.Time) slurm.GroupLimits {
 	m := wholeMinutes(min(max(now.Sub(j.StartTime), 0), tick))
-	return slurm.GroupLimits{GPURunMins: int64(j.GPUs) * m, CPURunMins: int64(j.CPUs) * m, BillingRunMins: j.Billing * m}
+	return slurm.GroupLimits{GPURunMins: int64(j.GPUs) * m, CPURunMins: int64(j.CPUs) * m, BillingRunMins: j.Billing * m, MemRunMins: j.MemMB * m}
 }
 
 // groupRoom is what a job may hold under its group limits: GPUs, CPUs,
-// memory (MiB), billing and GPU-, CPU- and billing-minutes to run, 0 when
-// a group is full (or over), -1 where no group bounds them; by names the
-// group that binds.
+// memory (MiB), billing and GPU-, CPU-, memory- and billing-minutes to
+// run, 0 when a group is full (or over), -1 where no group bounds them; by
+// names the group that binds.
 type groupRoom struct {
-	gpus, cpus                          int
-	mem, gpuMins, cpuMins, billing      int64
-	billingMins                         int64
-	gpuBy, cpuBy, memBy, billingBy      slurm.Group
-	gpuMinsBy, cpuMinsBy, billingMinsBy slurm.Group
+	gpus, cpus                                     int
+	mem, gpuMins, cpuMins, billing                 int64
+	billingMins, memMins                           int64
+	gpuBy, cpuBy, memBy, billingBy                 slurm.Group
+	gpuMinsBy, cpuMinsBy, billingMinsBy, memMinsBy slurm.Group
 }
 
 // roomOf is the room job j has under groups at now, given what their
 // running jobs hold (j's own included, when it runs: a restart gives its
 // GPUs and the minutes left of its limit back first).
 func roomOf(groups []slurm.Group, use map[slurm.Group]slurm.GroupLimits, j slurm.Job, now time.Time) groupRoom {
-	r := groupRoom{gpus: -1, cpus: -1, mem: -1, gpuMins: -1, cpuMins: -1, billing: -1, billingMins: -1}
+	r := groupRoom{gpus: -1, cpus: -1, mem: -1, gpuMins: -1, cpuMins: -1, billing: -1, billingMins: -1, memMins: -1}
 	own := holds(j, now)
 	for _, g := range groups {
 		u := use[g]
@@ -253,6 +255,7 @@ func roomOf(groups []slurm.Group, use map[slurm.Group]slurm.GroupLimits, j slurm
 		tighten(&r.cpuMins, &r.cpuMinsBy, g, g.CPURunMins, u.CPURunMins, own.CPURunMins)
 		tighten(&r.billing, &r.billingBy, g, g.Billing, u.Billing, own.Billing)
 		tighten(&r.billingMins, &r.billingMinsBy, g, g.BillingRunMins, u.BillingRunMins, own.BillingRunMins)
+		tighten(&r.memMins, &r.memMinsBy, g, g.MemRunMins, u.MemRunMins, own.MemRunMins)
 	}
 	return r
 }
@@ -303,38 +306,42 @@ func oneGPUMem(cfg Config, e policy.Estimator, j slurm.Job) int64 {
 	return int64(math.Ceil((cfg.Policy.HostMemPerGPUGB + e.Memory(plan, model.Placement{1}).HostGBNode) * 1024))
 }
 
-// jobMinutes is what a job's TRES-minute limits leave it: GPU- and
-// CPU-minutes (-1: no bound), the tighter of its per-job limit
+// jobMinutes is what a job's TRES-minute limits leave it: GPU-, CPU- and
+// memory- (MiB-) minutes (-1: no bound), the tighter of its per-job limit
 // (MaxTRESMinsPerJob) and its groups' room to run (GrpTRESRunMins and the
 // like), and its user's time limit in whole minutes (0: none, which
 // leaves the minutes unpriced).
 type jobMinutes struct {
-	gpu, cpu int64
-	limit    int64
-	room     groupRoom
-	lim      slurm.JobLimits
+	gpu, cpu, mem int64
+	limit         int64
+	room          groupRoom
+	lim           slurm.JobLimits
 }
 
 // minutesOf works out jobMinutes for j.
 func minutesOf(j slurm.Job, lim slurm.JobLimits, room groupRoom) jobMinutes {
-	m := jobMinutes{gpu: room.gpuMins, cpu: room.cpuMins, room: room, lim: lim}
+	m := jobMinutes{gpu: room.gpuMins, cpu: room.cpuMins, mem: room.memMins, room: room, lim: lim}
 	if tl, err := userTime(j); err == nil {
 		m.limit = wholeMinutes(tl)
 	}
-	if lim.GPUMins > 0 && (m.gpu < 0 || lim.GPUMins < m.gpu) {
-		m.gpu = lim.GPUMins
-	}
-	if lim.CPUMins > 0 && (m.cpu < 0 || lim.CPUMins < m.cpu) {
-		m.cpu = lim.CPUMins
-	}
+	m.gpu, m.cpu, m.mem = perJobMins(m.gpu, lim.GPUMins), perJobMins(m.cpu, lim.CPUMins), perJobMins(m.mem, lim.MemMins)
 	return m
 }
 
-// bound lowers the job's GPU and CPU bounds (0: none) to what its minutes
-// allow over its time limit, never below what it holds.
-func (m jobMinutes) bound(gpus, cpus int, held slurm.GroupLimits) (int, int) {
+// perJobMins is the tighter of a group's room (-1: none) and a per-job
+// limit (0: none).
+func perJobMins(room, perJob int64) int64 {
+	if perJob > 0 && (room < 0 || perJob < room) {
+		return perJob
+	}
+	return room
+}
+
+// bound lowers the job's GPU, CPU and memory (MiB) bounds (0: none) to
+// what its minutes allow over its time limit, never below what it holds.
+func (m jobMinutes) bound(gpus, cpus int, memMB int64, held slurm.GroupLimits) (int, int, int64) {
 	if m.limit <= 0 {
-		return gpus, cpus
+		return gpus, cpus, memMB
 	}
 	if m.gpu >= 0 {
 		gpus = capBy(gpus, int(m.gpu/m.limit), held.GPUs)
@@ -342,7 +349,10 @@ func (m jobMinutes) bound(gpus, cpus int, held slurm.GroupLimits) (int, int) {
 	if m.cpu >= 0 {
 		cpus = capBy(cpus, int(m.cpu/m.limit), held.CPUs)
 	}
-	return gpus, cpus
+	if m.mem >= 0 {
+		memMB = capBy(memMB, m.mem/m.limit, held.MemMB)
+	}
+	return gpus, cpus, memMB
 }
 
 // gpuBy names the limit its GPU-minutes come from, for a GPU bound they
@@ -354,11 +364,12 @@ func (m jobMinutes) gpuBy() string {
 	return fmt.Sprintf("%s, %d GPU-minutes left for its %d-minute time limit", m.room.gpuMinsBy.RunMinsName(), m.gpu, m.limit)
 }
 
-// noRoom says why a pending job cannot start on even one GPU (or CPU) for
-// its time limit, and whether that is for good (its per-job limit) rather
-// than until a group's running jobs use up their minutes; ok is false when
-// it can start.
-func (m jobMinutes) noRoom(use map[slurm.Group]slurm.GroupLimits) (why string, never, ok bool) {
+// noRoom says why a pending job cannot start on even one GPU (or CPU, or
+// minMem MiB of memory, what its smallest start books) for its time
+// limit, and whether that is for good (its per-job limit) rather than
+// until a group's running jobs use up their minutes; ok is false when it
+// can start.
+func (m jobMinutes) noRoom(use map[slurm.Group]slurm.GroupLimits, minMem int64) (why string, never, ok bool) {
 	if m.limit <= 0 {
 		return "", false, false
 	}
@@ -375,7 +386,19 @@ func (m jobMinutes) noRoom(use map[slurm.Group]slurm.GroupLimits) (why string, n
 	if why, never, ok := check("GPU", m.gpu, m.lim.GPUMins, m.room.gpuMinsBy, m.room.gpuMinsBy.GPURunMins, use[m.room.gpuMinsBy].GPURunMins); ok {
 		return why, never, ok
 	}
-	return check("CPU", m.cpu, m.lim.CPUMins, m.room.cpuMinsBy, m.room.cpuMinsBy.CPURunMins, use[m.room.cpuMinsBy].CPURunMins)
+	if why, never, ok := check("CPU", m.cpu, m.lim.CPUMins, m.room.cpuMinsBy, m.room.cpuMinsBy.CPURunMins, use[m.room.cpuMinsBy].CPURunMins); ok {
+		return why, never, ok
+	}
+	if need := minMem * m.limit; m.mem >= 0 && m.mem < need {
+		if m.lim.MemMins > 0 && m.lim.MemMins < need {
+			return fmt.Sprintf("its %d-minute time limit with %d MB of memory (one GPU's) is over its MB-minutes of memory per job (%d)",
+				m.limit, minMem, m.lim.MemMins), true, true
+		}
+		by := m.room.memMinsBy
+		return fmt.Sprintf("waits for room in %s: MB-minutes of memory %s in use %d, allowed %d, and one GPU's %d MB for its %d-minute time limit takes %d",
+			by.RunMinsName(), by.MinsWhat(), use[by].MemRunMins, by.MemRunMins, minMem, m.limit, need), false, true
+	}
+	return "", false, false
 }
 
 // capBy lowers a per-job bound (0: none) to room (-1: none), never below
@@ -399,23 +422,24 @@ type jobTime struct {
 	measured float64       // samples/s the running job reports; 0: unknown
 	max      time.Duration // the MaxWall or MaxTime that applies; 0: none
 	margin   float64       // share added to a stretched limit; < 0: never stretch
-	// runMins are the GPU-, CPU- and billing-minutes its groups have left
-	// for the rest of its run, perJob those its per-job limit allows over
-	// its whole time limit; 0: no bound (a job with none left is not
-	// started).
-	runMins, perJob [3]int64
+	// runMins are the GPU-, CPU-, billing- and memory- (MiB-) minutes its
+	// groups have left for the rest of its run, perJob those its per-job
+	// limit allows over its whole time limit; 0: no bound (a job with none
+	// left is not started).
+	runMins, perJob [4]int64
 }
 
 // maxStretch bounds a stretched limit whatever the prediction says.
 const maxStretch = 365 * 24 * time.Hour
 
 // limitAt is the job's time limit for a run at tput samples/s on gpus
-// GPUs and cpus CPUs billed bill, ran into it so far: the user's, or, when
-// that is predicted slower than its request, the user's scaled by how much
-// slower, plus the margin, in whole minutes up to max and to what its
-// GPU-, CPU- and billing-minutes allow for the rest of the run, never
-// below the user's own. 0 when the job has no limit.
-func (t jobTime) limitAt(tput float64, gpus, cpus int, bill int64, ran time.Duration) time.Duration {
+// GPUs, cpus CPUs and memMB MiB billed bill, ran into it so far: the
+// user's, or, when that is predicted slower than its request, the user's
+// scaled by how much slower, plus the margin, in whole minutes up to max
+// and to what its GPU-, CPU-, billing- and memory-minutes allow for the
+// rest of the run, never below the user's own. 0 when the job has no
+// limit.
+func (t jobTime) limitAt(tput float64, gpus, cpus int, bill, memMB int64, ran time.Duration) time.Duration {
 	if t.user <= 0 || t.margin < 0 || !(t.reqTput > 0) || !(tput > 0) || tput >= t.reqTput {
 		return t.user
 	}
@@ -424,7 +448,7 @@ func (t jobTime) limitAt(tput float64, gpus, cpus int, bill int64, ran time.Dura
 	if t.max > 0 {
 		d = min(d, t.max)
 	}
-	for i, n := range [3]int64{int64(gpus), int64(cpus), bill} {
+	for i, n := range [4]int64{int64(gpus), int64(cpus), bill, memMB} {
 		if t.runMins[i] > 0 && n > 0 {
 			d = min(d, time.Duration(t.runMins[i]/n)*time.Minute+ran)
 		}
@@ -839,7 +863,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		groups := groupsOf.of(j, part)
 		room := roomOf(groups, v.usage, j, now)
 		var minMem int64
-		if room.mem >= 0 && j.State == slurm.StatePending {
+		if (room.mem >= 0 || room.memMins >= 0 || lim.MemMins > 0) && j.State == slurm.StatePending {
 			minMem = oneGPUMem(cfg, e, j)
 		}
 		if why, full := room.full(v.usage, minMem); full && j.State == slurm.StatePending {
@@ -857,7 +881,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		}
 		mins := minutesOf(j, lim, room)
 		if j.State == slurm.StatePending {
-			if why, never, ok := mins.noRoom(v.usage); ok {
+			if why, never, ok := mins.noRoom(v.usage, minMem); ok {
 				if never {
 					// Slurm holds it back at any size: left to Slurm.
 					v.asSubmitted(j, why)
@@ -867,7 +891,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 				continue
 			}
 		}
-		lim.GPUs, lim.CPUs = mins.bound(lim.GPUs, lim.CPUs, held)
+		lim.GPUs, lim.CPUs, lim.MemMB = mins.bound(lim.GPUs, lim.CPUs, lim.MemMB, held)
 		if lim.GPUs != bound.GPUs {
 			bound = GPUBound{lim.GPUs, mins.gpuBy()}
 		}
@@ -892,8 +916,8 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			GPUsPerNode: lim.GPUsPerNode, CPUsPerNode: lim.CPUsPerNode, MemGBPerNode: float64(lim.MemMBPerNode) / 1024}
 		if err == nil {
 			mj.time.max = lim.Wall
-			mj.time.runMins = [3]int64{max(room.gpuMins, 0), max(room.cpuMins, 0), max(room.billingMins, 0)}
-			mj.time.perJob = [3]int64{lim.GPUMins, lim.CPUMins, lim.BillingMins}
+			mj.time.runMins = [4]int64{max(room.gpuMins, 0), max(room.cpuMins, 0), max(room.billingMins, 0), max(room.memMins, 0)}
+			mj.time.perJob = [4]int64{lim.GPUMins, lim.CPUMins, lim.BillingMins, lim.MemMins}
 			if weights.Unread != "" {
 				mj.time.runMins[2], mj.time.perJob[2] = 0, 0 // its bills are unknown
 			}
@@ -1297,7 +1321,7 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 			// A start or a restart runs its whole time limit from now.
 			tl := wholeMinutes(cmp.Or(a.TimeLimit, mj.slurm.TimeLimit))
 			if tl > 0 {
-				after.GPURunMins, after.CPURunMins = int64(after.GPUs)*tl, int64(after.CPUs)*tl
+				after.GPURunMins, after.CPURunMins, after.MemRunMins = int64(after.GPUs)*tl, int64(after.CPUs)*tl, after.MemMB*tl
 			}
 			if mj.billing.Unread == "" && slices.ContainsFunc(mj.groups, func(g slurm.Group) bool { return g.Billing > 0 || g.BillingRunMins > 0 }) {
 				// Priced only where it is limited: it bills what Slurm
@@ -1444,7 +1468,7 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 	tag.Extra[tagAt] = strconv.FormatInt(now.Unix(), 10)
 	out.Nodes, out.NumNodes, out.GPUsPerNode, out.CPUsPerTask, out.MemPerNodeMB = nodes, len(nodes), gpus, cpus, memMB
 	bill := mj.billing.Of(gpus*len(nodes), cpus*len(nodes), len(nodes), out.MemMB(j))
-	if tl := mj.time.limitAt(a.Throughput, gpus*len(nodes), cpus*len(nodes), bill, 0); tl > 0 && tl != j.TimeLimit {
+	if tl := mj.time.limitAt(a.Throughput, gpus*len(nodes), cpus*len(nodes), bill, cmp.Or(out.MemMB(j), j.MemMB), 0); tl > 0 && tl != j.TimeLimit {
 		out.TimeLimit = tl
 	}
 	if j.State == slurm.StatePending {
@@ -1485,7 +1509,7 @@ func (mj *managedJob) timeExtension(now time.Time) (slurm.Action, bool) {
 	if j.State != slurm.StateRunning || j.TimeLimit <= 0 || !(mj.time.measured > 0) {
 		return slurm.Action{}, false
 	}
-	want := mj.time.limitAt(mj.time.measured, j.GPUs, j.CPUs, j.Billing, now.Sub(j.StartTime))
+	want := mj.time.limitAt(mj.time.measured, j.GPUs, j.CPUs, j.Billing, j.MemMB, now.Sub(j.StartTime))
 	if want <= j.TimeLimit+j.TimeLimit/10 {
 		return slurm.Action{}, false
 	}

@@ -1341,25 +1341,28 @@ func TestJobTimeLimitAt(t *testing.T) {
 		"stretch off":     {jobTime{user: time.Hour, reqTput: 10, margin: -1}, 5, time.Hour, 0},
 		"request unknown": {jobTime{user: time.Hour, margin: 0.25}, 5, time.Hour, 0},
 		"plan unknown":    {jobTime{user: time.Hour, reqTput: 10, margin: 0.25}, 0, time.Hour, 0},
-		// 8 GPUs may take 800 GPU-minutes (or 32 CPUs 3,200 CPU-minutes, or
-		// a bill of 40 4,000 billing-minutes) in their group: 100 minutes
+		// 8 GPUs may take 800 GPU-minutes (or 32 CPUs 3,200 CPU-minutes, a
+		// bill of 40 4,000 billing-minutes, or 65,536 MB 6,553,600
+		// MB-minutes) in their group: 100 minutes
 		// from now, after the 30 run already. A per-job limit counts the
 		// whole time limit.
-		"GPU-minutes":         {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [3]int64{800, 0}}, 5, 100 * time.Minute, 0},
-		"GPU-minutes, ran":    {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [3]int64{800, 0}}, 5, 130 * time.Minute, 30 * time.Minute},
-		"CPU-minutes":         {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [3]int64{0, 3200}}, 5, 100 * time.Minute, 0},
-		"per job, ran":        {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, perJob: [3]int64{800, 0}}, 5, 100 * time.Minute, 30 * time.Minute},
-		"CPU-minutes per job": {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, perJob: [3]int64{0, 3200}}, 5, 100 * time.Minute, 0},
-		"billing-minutes":     {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [3]int64{0, 0, 4000}}, 5, 100 * time.Minute, 0},
-		"billing-minutes per job": {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, perJob: [3]int64{0, 0, 4000}}, 5, 100 * time.Minute,
+		"GPU-minutes":         {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [4]int64{800, 0}}, 5, 100 * time.Minute, 0},
+		"GPU-minutes, ran":    {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [4]int64{800, 0}}, 5, 130 * time.Minute, 30 * time.Minute},
+		"CPU-minutes":         {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [4]int64{0, 3200}}, 5, 100 * time.Minute, 0},
+		"per job, ran":        {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, perJob: [4]int64{800, 0}}, 5, 100 * time.Minute, 30 * time.Minute},
+		"CPU-minutes per job": {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, perJob: [4]int64{0, 3200}}, 5, 100 * time.Minute, 0},
+		"billing-minutes":     {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [4]int64{0, 0, 4000}}, 5, 100 * time.Minute, 0},
+		"billing-minutes per job": {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, perJob: [4]int64{0, 0, 4000}}, 5, 100 * time.Minute,
 			30 * time.Minute},
-		"minutes below user": {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [3]int64{240, 0}}, 5, time.Hour, 0},
-		"absurd":             {jobTime{user: time.Hour, reqTput: 1e12, margin: 0.25}, 1e-12, maxStretch, 0},
+		"memory-minutes":         {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [4]int64{0, 0, 0, 6553600}}, 5, 100 * time.Minute, 0},
+		"memory-minutes per job": {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, perJob: [4]int64{0, 0, 0, 6553600}}, 5, 100 * time.Minute, 0},
+		"minutes below user":     {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [4]int64{240, 0}}, 5, time.Hour, 0},
+		"absurd":                 {jobTime{user: time.Hour, reqTput: 1e12, margin: 0.25}, 1e-12, maxStretch, 0},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := tc.t.limitAt(tc.tput, 8, 32, 40, tc.ran); got != tc.want {
-				t.Errorf("limitAt(%v, 8, 32, 40, %v) = %v, want %v", tc.tput, tc.ran, got, tc.want)
+			if got := tc.t.limitAt(tc.tput, 8, 32, 40, 65536, tc.ran); got != tc.want {
+				t.Errorf("limitAt(%v, 8, 32, 40, 65536, %v) = %v, want %v", tc.tput, tc.ran, got, tc.want)
 			}
 		})
 	}
@@ -1507,6 +1510,20 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 		"CPU-minutes per job": {qosJob: slurm.JobLimits{CPUMins: 720}, others: 2, maxGPUs: 8, maxCPUs: 12},
 		"GPU-minutes per job short": {qosJob: slurm.JobLimits{GPUMins: 30}, others: 2, release: true,
 			ignored: "its 60-minute time limit on one GPU is over its GPU-minutes per job (30)"},
+		// The other job holds 32000 MB for 30 more minutes: 960,000
+		// MB-minutes. 4,320,000 MB-minutes are 72000 MB for the job's hour,
+		// one node of the 64000 MB it asked for; 3,000,000 are less than
+		// that one node's.
+		"memory-minutes room": {grp: slurm.GroupLimits{MemRunMins: 5280000}, others: 2, maxGPUs: 8, maxCPUs: 64, maxMem: 72000},
+		"memory-minutes full": {grp: slurm.GroupLimits{MemRunMins: 3960000}, others: 2,
+			ignored: "waits for room in QOS shared GrpTRESRunMins: MB-minutes of memory to run in use 960000, allowed 3960000, and one GPU's 64000 MB for its 60-minute time limit takes 3840000"},
+		"memory budget room": {budget: slurm.Budget{Limit: slurm.GroupLimits{MemRunMins: 6480000}, Spent: slurm.GroupLimits{MemRunMins: 1200000}}, others: 2,
+			maxGPUs: 8, maxCPUs: 64, maxMem: 72000},
+		"memory budget spent": {budget: slurm.Budget{Limit: slurm.GroupLimits{MemRunMins: 5000000}, Spent: slurm.GroupLimits{MemRunMins: 1200000}}, others: 2,
+			ignored: "waits for room in QOS shared GrpTRESMins: MB-minutes of memory used or to run in use 2160000, allowed 5000000, and one GPU's 64000 MB for its 60-minute time limit takes 3840000"},
+		"memory-minutes per job": {qosJob: slurm.JobLimits{MemMins: 4320000}, others: 2, maxGPUs: 8, maxCPUs: 64, maxMem: 72000},
+		"memory-minutes per job short": {qosJob: slurm.JobLimits{MemMins: 3000000}, others: 2, release: true,
+			ignored: "its 60-minute time limit with 64000 MB of memory (one GPU's) is over its MB-minutes of memory per job (3000000)"},
 		// Without weights Slurm bills CPUs: the other job's 8 of 20.
 		"billing room": {grp: slurm.GroupLimits{Billing: 20}, others: 2, maxGPUs: 8, maxCPUs: 12},
 		"billing full": {grp: slurm.GroupLimits{Billing: 8}, others: 2,
@@ -1740,7 +1757,11 @@ func TestSlurmActionsKeepGroupsTogether(t *testing.T) {
 			map[int]string{8: "QOS shared GrpTRES allows 20 billing, 16 in use or planned before it, and its plan adds 8"}},
 		"billing-minutes": {slurm.GroupLimits{BillingRunMins: 1000}, []int{5, 6, 7},
 			map[int]string{8: "QOS shared GrpTRESRunMins allows 1000 billing-minutes to run, 960 in use or planned before it, and its plan adds 480"}},
-		"room for all": {slurm.GroupLimits{GPUs: 12, CPUs: 24, MemMB: 98304, GPURunMins: 720, CPURunMins: 1440, Billing: 24, BillingRunMins: 1440},
+		// And 32768 MB for an hour: 1,966,080 MB-minutes each.
+		"memory-minutes": {slurm.GroupLimits{MemRunMins: 5000000}, []int{5, 6, 7},
+			map[int]string{8: "QOS shared GrpTRESRunMins allows 5000000 MB-minutes of memory to run, 3932160 in use or planned before it, and its plan adds 1966080"}},
+		"room for all": {slurm.GroupLimits{GPUs: 12, CPUs: 24, MemMB: 98304, GPURunMins: 720, CPURunMins: 1440, Billing: 24, BillingRunMins: 1440,
+			MemRunMins: 5898240},
 			[]int{5, 6, 7, 8}, map[int]string{}},
 	}
 	for name, tc := range tests {

@@ -22,8 +22,8 @@ type GroupUse struct {
 	Spent *TRESAmounts `json:"spent,omitempty"`
 }
 
-// TRESAmounts are GPUs, CPUs, memory and billing, and the GPU-, CPU- and
-// billing-minutes to run: slurm.GroupLimits with JSON names, converted to
+// TRESAmounts are GPUs, CPUs, memory and billing, and the GPU-, CPU-,
+// billing- and memory-minutes to run: slurm.GroupLimits with JSON names, converted to
 // and from it (so a field added there must be added here).
 type TRESAmounts struct {
 	GPUs           int   `json:"gpus"`
@@ -33,10 +33,11 @@ type TRESAmounts struct {
 	CPURunMins     int64 `json:"cpu_run_mins"`
 	Billing        int64 `json:"billing"`
 	BillingRunMins int64 `json:"billing_run_mins"`
+	MemRunMins     int64 `json:"mem_run_mins"`
 }
 
 // Amounts lists a's amounts as slurm.GroupLimits.Amounts does.
-func (a TRESAmounts) Amounts() [7]slurm.GroupAmount { return slurm.GroupLimits(a).Amounts() }
+func (a TRESAmounts) Amounts() [8]slurm.GroupAmount { return slurm.GroupLimits(a).Amounts() }
 
 // GroupBound is one amount a group limit bounds, with what is held of it.
 type GroupBound struct {
@@ -58,7 +59,7 @@ type GroupBound struct {
 func (g GroupUse) Bounds() []GroupBound {
 	var out []GroupBound
 	used := g.InUse.Amounts()
-	var spent [7]slurm.GroupAmount
+	var spent [8]slurm.GroupAmount
 	if g.Spent != nil {
 		spent = g.Spent.Amounts()
 	}

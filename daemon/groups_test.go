@@ -23,7 +23,7 @@ func TestCycleReportsGroupUse(t *testing.T) {
 		TimeLimit: time.Hour, StartTime: t0.Add(-30 * time.Minute)}
 	nodes[1].GPUsUsed, nodes[1].CPUsAlloc = 2, 8
 	limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared",
-		Grp:     slurm.GroupLimits{GPUs: 4, Billing: 40, GPURunMins: 600},
+		Grp:     slurm.GroupLimits{GPUs: 4, Billing: 40, GPURunMins: 600, MemRunMins: 2000000},
 		PerUser: slurm.GroupLimits{CPUs: 16}}}}
 	c := &limitsCluster{fakeCluster: &fakeCluster{nodes: nodes, jobs: []slurm.Job{other}}, limits: limits}
 	d, _ := newTestDaemonWith(t, c, &fakeApplier{}, func(*Config) {})
@@ -31,10 +31,11 @@ func TestCycleReportsGroupUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 30 minutes left of its hour: 60 GPU-, 240 CPU- and 240 billing-minutes.
-	held := TRESAmounts{GPUs: 2, CPUs: 8, MemMB: 32000, Billing: 8, GPURunMins: 60, CPURunMins: 240, BillingRunMins: 240}
+	// 30 minutes left of its hour: 60 GPU-, 240 CPU-, 240 billing- and
+	// 960,000 MB-minutes.
+	held := TRESAmounts{GPUs: 2, CPUs: 8, MemMB: 32000, Billing: 8, GPURunMins: 60, CPURunMins: 240, BillingRunMins: 240, MemRunMins: 960000}
 	want := []GroupUse{
-		{Limit: "QOS shared GrpTRES", RunMins: "QOS shared GrpTRESRunMins", InUse: held, Allowed: TRESAmounts{GPUs: 4, Billing: 40, GPURunMins: 600}},
+		{Limit: "QOS shared GrpTRES", RunMins: "QOS shared GrpTRESRunMins", InUse: held, Allowed: TRESAmounts{GPUs: 4, Billing: 40, GPURunMins: 600, MemRunMins: 2000000}},
 		{Limit: "QOS shared MaxTRESPerUser (user alice)", RunMins: "QOS shared MaxTRESRunMinsPU (user alice)", InUse: held,
 			Allowed: TRESAmounts{CPUs: 16}},
 	}
@@ -42,14 +43,16 @@ func TestCycleReportsGroupUse(t *testing.T) {
 		t.Errorf("groups (-want +got):\n%s", d)
 	}
 	wantGauges := map[string]float64{
-		"rubick_group_allowed QOS shared GrpTRES GPUs":                     4,
-		"rubick_group_in_use QOS shared GrpTRES GPUs":                      2,
-		"rubick_group_allowed QOS shared GrpTRES billing":                  40,
-		"rubick_group_in_use QOS shared GrpTRES billing":                   8,
-		"rubick_group_allowed QOS shared GrpTRESRunMins GPU-minutes":       600,
-		"rubick_group_in_use QOS shared GrpTRESRunMins GPU-minutes":        60,
-		"rubick_group_allowed QOS shared MaxTRESPerUser (user alice) CPUs": 16,
-		"rubick_group_in_use QOS shared MaxTRESPerUser (user alice) CPUs":  8,
+		"rubick_group_allowed QOS shared GrpTRES GPUs":                        4,
+		"rubick_group_in_use QOS shared GrpTRES GPUs":                         2,
+		"rubick_group_allowed QOS shared GrpTRES billing":                     40,
+		"rubick_group_in_use QOS shared GrpTRES billing":                      8,
+		"rubick_group_allowed QOS shared GrpTRESRunMins GPU-minutes":          600,
+		"rubick_group_in_use QOS shared GrpTRESRunMins GPU-minutes":           60,
+		"rubick_group_allowed QOS shared GrpTRESRunMins MB-minutes of memory": 2000000,
+		"rubick_group_in_use QOS shared GrpTRESRunMins MB-minutes of memory":  960000,
+		"rubick_group_allowed QOS shared MaxTRESPerUser (user alice) CPUs":    16,
+		"rubick_group_in_use QOS shared MaxTRESPerUser (user alice) CPUs":     8,
 	}
 	if d := cmp.Diff(wantGauges, groupGauges(t, d.deps.Metrics)); d != "" {
 		t.Errorf("group gauges (-want +got):\n%s", d)

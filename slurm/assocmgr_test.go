@@ -20,12 +20,12 @@ import (
 func TestParseAssocMgrRecorded(t *testing.T) {
 	tests := map[string]Budgets{
 		"24.11/scontrol-show-assoc_mgr.txt": {
-			QOS: map[string]Budget{"normal": {Limit: GroupLimits{GPURunMins: 800}, Spent: GroupLimits{GPURunMins: 4, CPURunMins: 3, BillingRunMins: 4}}},
+			QOS: map[string]Budget{"normal": {Limit: GroupLimits{GPURunMins: 800}, Spent: GroupLimits{GPURunMins: 4, CPURunMins: 3, BillingRunMins: 4, MemRunMins: 38181}}},
 			Assoc: map[AssocKey]Budget{
 				{Cluster: "rubicklab2411", Account: "root"}: {
-					Limit: GroupLimits{GPURunMins: 1000, CPURunMins: 5000}, Spent: GroupLimits{GPURunMins: 4, CPURunMins: 3, BillingRunMins: 4}},
+					Limit: GroupLimits{GPURunMins: 1000, CPURunMins: 5000}, Spent: GroupLimits{GPURunMins: 4, CPURunMins: 3, BillingRunMins: 4, MemRunMins: 38181}},
 				{Cluster: "rubicklab2411", Account: "root", User: "root"}: {
-					Limit: GroupLimits{BillingRunMins: 300}, Spent: GroupLimits{GPURunMins: 4, CPURunMins: 3, BillingRunMins: 4}},
+					Limit: GroupLimits{BillingRunMins: 300}, Spent: GroupLimits{GPURunMins: 4, CPURunMins: 3, BillingRunMins: 4, MemRunMins: 38181}},
 			},
 			// priority/multifactor with Fair Tree: the factor is the user's.
 			FairShare:   FairShares{{Cluster: "rubicklab2411", Account: "root"}: 0, {Cluster: "rubicklab2411", Account: "root", User: "root"}: 1},
@@ -87,7 +87,8 @@ func TestParseAssocMgrErrors(t *testing.T) {
 
 // A QOS's per-account and per-user sections (MaxTRESRunMinsPA and the
 // like) do not overwrite its own GrpTRESMins, and a record without one
-// lists nothing.
+// lists nothing. A memory budget alone is one (mem, MiB-minutes; vmem is
+// another TRES).
 func TestParseAssocMgrSections(t *testing.T) {
 	out := `QOS Records
 
@@ -100,13 +101,17 @@ QOS=normal(1)
 QOS=idle(2)
     GrpTRESMins=cpu=N(0),gres/gpu=N(9)
     Priority=0
+QOS=memory(3)
+    GrpTRESMins=cpu=N(0),mem=400000(1200),vmem=N(5),gres/gpu=N(0)
+    Priority=0
 `
 	got, err := ParseAssocMgr([]byte(out))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Budgets{QOS: map[string]Budget{"normal": {Limit: GroupLimits{GPURunMins: 50}, Spent: GroupLimits{GPURunMins: 7}}}, Assoc: map[AssocKey]Budget{}, FairShare: FairShares{},
-		QOSPriority: map[string]int64{"normal": 10, "idle": 0}}
+	want := Budgets{QOS: map[string]Budget{"normal": {Limit: GroupLimits{GPURunMins: 50}, Spent: GroupLimits{GPURunMins: 7}},
+		"memory": {Limit: GroupLimits{MemRunMins: 400000}, Spent: GroupLimits{MemRunMins: 1200}}}, Assoc: map[AssocKey]Budget{}, FairShare: FairShares{},
+		QOSPriority: map[string]int64{"normal": 10, "idle": 0, "memory": 0}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -368,8 +373,8 @@ func TestBudgetsOnRecordedLimits(t *testing.T) {
 	}{
 		{Version38, "22.05", "dbv0.0.38", "rubicklab", "guaranteed", Budget{}, Budget{Limit: GroupLimits{GPURunMins: 600}}},
 		{Version41, "24.11", "dbv0.0.41", "rubicklab2411", "normal",
-			Budget{Limit: GroupLimits{GPURunMins: 1000, CPURunMins: 5000}, Spent: GroupLimits{GPURunMins: 4, CPURunMins: 3, BillingRunMins: 4}},
-			Budget{Limit: GroupLimits{BillingRunMins: 300}, Spent: GroupLimits{GPURunMins: 4, CPURunMins: 3, BillingRunMins: 4}}},
+			Budget{Limit: GroupLimits{GPURunMins: 1000, CPURunMins: 5000}, Spent: GroupLimits{GPURunMins: 4, CPURunMins: 3, BillingRunMins: 4, MemRunMins: 38181}},
+			Budget{Limit: GroupLimits{BillingRunMins: 300}, Spent: GroupLimits{GPURunMins: 4, CPURunMins: 3, BillingRunMins: 4, MemRunMins: 38181}}},
 	} {
 		t.Run(lab.dir, func(t *testing.T) {
 			f, srv := newFakeRestd(t, lab.version)

@@ -724,12 +724,14 @@ func TestJobsExclusiveRequiredNodesHet(t *testing.T) {
 // GrpTRES=gres/gpu=12,cpu=96,mem=1T,billing=80
 // MaxTRESPerUser=gres/gpu=6,cpu=48,mem=400G,billing=40
 // MaxTRESPerAccount=gres/gpu=7 MaxTRESPerNode=gres/gpu=3,billing=20
-// GrpTRESRunMins=gres/gpu=600,cpu=6000,billing=9000
-// MaxTRESMinsPerJob=gres/gpu=240,cpu=2400,billing=3000
-// MaxTRESRunMinsPU=gres/gpu=300,billing=4000 MaxTRESRunMinsPA=gres/gpu=360
+// GrpTRESRunMins=gres/gpu=600,cpu=6000,billing=9000,mem=3000000
+// MaxTRESMinsPerJob=gres/gpu=240,cpu=2400,billing=3000,mem=1200000
+// MaxTRESRunMinsPU=gres/gpu=300,billing=4000,mem=2000000
+// MaxTRESRunMinsPA=gres/gpu=360
 // on QOS normal; MaxTRESPerJob=gres/gpu=4,node=2 MaxTRESPerNode=cpu=24
 // MaxWall=90 GrpTRES=gres/gpu=5,cpu=40,mem=300G,billing=30
-// GrpTRESRunMins=gres/gpu=500,billing=5000 MaxTRESMinsPerJob=gres/gpu=200
+// GrpTRESRunMins=gres/gpu=500,billing=5000,mem=2500000
+// MaxTRESMinsPerJob=gres/gpu=200
 // on user root's association; and
 // MaxTRESPerJob=node=2 GrpTRES=gres/gpu=9 GrpTRESRunMins=cpu=9000 on
 // account root's.
@@ -745,9 +747,10 @@ func TestLimits(t *testing.T) {
 	want := Limits{
 		QOS: map[string]QOS{
 			"normal": {Name: "normal", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUs: 64, MemMB: 200 << 10, GPUsPerNode: 3, Wall: 120 * time.Minute,
-				GPUMins: 240, CPUMins: 2400, Billing: 50, BillingMins: 3000, BillingPerNode: 20},
-				Grp:        GroupLimits{GPUs: 12, CPUs: 96, MemMB: 1 << 20, GPURunMins: 600, CPURunMins: 6000, Billing: 80, BillingRunMins: 9000},
-				PerUser:    GroupLimits{GPUs: 6, CPUs: 48, MemMB: 400 << 10, GPURunMins: 300, Billing: 40, BillingRunMins: 4000},
+				GPUMins: 240, CPUMins: 2400, MemMins: 1200000, Billing: 50, BillingMins: 3000, BillingPerNode: 20},
+				Grp: GroupLimits{GPUs: 12, CPUs: 96, MemMB: 1 << 20, GPURunMins: 600, CPURunMins: 6000, Billing: 80, BillingRunMins: 9000,
+					MemRunMins: 3000000},
+				PerUser:    GroupLimits{GPUs: 6, CPUs: 48, MemMB: 400 << 10, GPURunMins: 300, Billing: 40, BillingRunMins: 4000, MemRunMins: 2000000},
 				PerAccount: GroupLimits{GPUs: 7, GPURunMins: 360}},
 			"guaranteed": {Name: "guaranteed"},
 		},
@@ -758,7 +761,8 @@ func TestLimits(t *testing.T) {
 			{Cluster: "rubicklab", Account: "root", User: "nobody", PerJob: JobLimits{Nodes: 2}, BudgetListed: true},
 			{Cluster: "rubicklab", Account: "root", User: "root", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUsPerNode: 24, Wall: 90 * time.Minute,
 				GPUMins: 200},
-				Grp: GroupLimits{GPUs: 5, CPUs: 40, MemMB: 300 << 10, GPURunMins: 500, Billing: 30, BillingRunMins: 5000}, BudgetListed: true},
+				Grp:          GroupLimits{GPUs: 5, CPUs: 40, MemMB: 300 << 10, GPURunMins: 500, Billing: 30, BillingRunMins: 5000, MemRunMins: 2500000},
+				BudgetListed: true},
 		},
 		Partitions: map[string]Partition{"gpu": {Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"},
 			TotalCPUs: 256, TotalNodes: 4, PriorityJobFactor: 1, PriorityTier: 1, TRES: "cpu=256,mem=2000G,node=4,billing=256,gres/gpu=32"}},

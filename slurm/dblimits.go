@@ -97,9 +97,9 @@ func (l dbQOSList) convert() []QOS {
 				o.PerUser, o.PerAccount = groupIn(m.Tres.Per.User), groupIn(m.Tres.Per.Account)
 			}
 			if mp := m.minutesPer(); mp != nil {
-				o.Grp.GPURunMins, o.Grp.CPURunMins, o.Grp.BillingRunMins = tresMins(mp.QOS)
-				o.PerUser.GPURunMins, o.PerUser.CPURunMins, o.PerUser.BillingRunMins = tresMins(mp.User)
-				o.PerAccount.GPURunMins, o.PerAccount.CPURunMins, o.PerAccount.BillingRunMins = tresMins(mp.Account)
+				o.Grp.setRunMins(runMinsIn(mp.QOS))
+				o.PerUser.setRunMins(runMinsIn(mp.User))
+				o.PerAccount.setRunMins(runMinsIn(mp.Account))
 			}
 		}
 		out = append(out, o)
@@ -113,10 +113,10 @@ func (l dbAssocList) convert() []Association {
 		o := Association{Cluster: deref(a.Cluster), Account: deref(a.Account), User: deref(a.User),
 			Partition: deref(a.Partition), Parent: deref(a.ParentAccount), PerJob: a.Max.perJob(), Grp: a.Max.grp()}
 		if m := a.Max; m != nil && m.Tres != nil && m.Tres.Group != nil {
-			o.Grp.GPURunMins, o.Grp.CPURunMins, o.Grp.BillingRunMins = tresMins(m.Tres.Group.Active)
+			o.Grp.setRunMins(runMinsIn(m.Tres.Group.Active))
 			if l := m.Tres.Group.Minutes; l != nil {
 				o.BudgetListed = true
-				o.ListedBudget.GPURunMins, o.ListedBudget.CPURunMins, o.ListedBudget.BillingRunMins = tresMins(l)
+				o.ListedBudget = runMinsIn(l)
 			}
 		}
 		out = append(out, o)
@@ -132,11 +132,16 @@ func (m *dbMax) minutesPer() *dbMinutesPer {
 	return m.Tres.Minutes.Per
 }
 
-// tresMins reads gres/gpu, cpu and billing off a TRES-minutes list; 0
-// where it has none.
-func tresMins(l *[]dbTRES) (gpu, cpu, billing int64) {
+// runMinsIn reads gres/gpu, cpu, mem (MiB-minutes) and billing off a
+// TRES-minutes list into the run-minute fields; 0 where it has none.
+func runMinsIn(l *[]dbTRES) GroupLimits {
 	g := groupIn(l)
-	return int64(g.GPUs), int64(g.CPUs), g.Billing
+	return GroupLimits{GPURunMins: int64(g.GPUs), CPURunMins: int64(g.CPUs), MemRunMins: g.MemMB, BillingRunMins: g.Billing}
+}
+
+// setRunMins sets l's run-minute fields to m's, leaving the others.
+func (l *GroupLimits) setRunMins(m GroupLimits) {
+	l.GPURunMins, l.CPURunMins, l.MemRunMins, l.BillingRunMins = m.GPURunMins, m.CPURunMins, m.MemRunMins, m.BillingRunMins
 }
 
 // grp reads the limits on all jobs together (GrpTRES).
@@ -182,7 +187,8 @@ func (m *dbMax) perJob() JobLimits {
 		out.Wall = cmp.Or(out.Wall, minutes(m.Jobs.Per.WallClock.Value))
 	}
 	if mp := m.minutesPer(); mp != nil {
-		out.GPUMins, out.CPUMins, out.BillingMins = tresMins(mp.Job)
+		m := runMinsIn(mp.Job)
+		out.GPUMins, out.CPUMins, out.MemMins, out.BillingMins = m.GPURunMins, m.CPURunMins, m.MemRunMins, m.BillingRunMins
 	}
 	if m.Tres == nil || m.Tres.Per == nil {
 		return out

@@ -94,6 +94,7 @@ func (l *JobLimits) fill(from JobLimits) {
 	l.Wall = cmp.Or(l.Wall, from.Wall)
 	l.GPUMins = cmp.Or(l.GPUMins, from.GPUMins)
 	l.CPUMins = cmp.Or(l.CPUMins, from.CPUMins)
+	l.MemMins = cmp.Or(l.MemMins, from.MemMins)
 	l.Billing = cmp.Or(l.Billing, from.Billing)
 	l.BillingMins = cmp.Or(l.BillingMins, from.BillingMins)
 	l.BillingPerNode = cmp.Or(l.BillingPerNode, from.BillingPerNode)

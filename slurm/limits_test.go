@@ -22,7 +22,7 @@ func TestLimitsPerJob(t *testing.T) {
 		Associations: []Association{
 			{Cluster: "lab", Account: "root"},
 			{Cluster: "lab", Account: "science", Parent: "root", PerJob: JobLimits{Nodes: 2, CPUs: 64}},
-			{Cluster: "lab", Account: "physics", Parent: "science", PerJob: JobLimits{GPUs: 8, CPUsPerNode: 32, GPUMins: 480}},
+			{Cluster: "lab", Account: "physics", Parent: "science", PerJob: JobLimits{GPUs: 8, CPUsPerNode: 32, GPUMins: 480, MemMins: 2400000}},
 			{Cluster: "lab", Account: "physics", User: "ann", PerJob: JobLimits{GPUs: 4, Wall: 2 * time.Hour, CPUMins: 1000}},
 			{Cluster: "lab", Account: "physics", User: "ann", Partition: "big", PerJob: JobLimits{GPUs: 16}},
 			{Cluster: "other", Account: "physics", User: "bob", PerJob: JobLimits{GPUs: 1}},
@@ -34,26 +34,26 @@ func TestLimitsPerJob(t *testing.T) {
 		qos, account, user, partition string
 		want                          JobLimits
 	}{
-		"user's":            {"normal", "physics", "ann", "gpu", JobLimits{GPUs: 4, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 2 * time.Hour, GPUMins: 480, CPUMins: 1000}},
-		"user's, partition": {"normal", "physics", "ann", "big", JobLimits{GPUs: 16, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 2 * time.Hour, GPUMins: 480, CPUMins: 1000}},
-		"QOS first":         {"small", "physics", "ann", "big", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, MemMBPerNode: 4096, Wall: 3 * time.Hour, GPUMins: 120, CPUMins: 1000}},
-		"account's":         {"normal", "physics", "carl", "gpu", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32, GPUMins: 480}},
-		"other cluster":     {"normal", "physics", "bob", "gpu", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32, GPUMins: 480}},
+		"user's":            {"normal", "physics", "ann", "gpu", JobLimits{GPUs: 4, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 2 * time.Hour, GPUMins: 480, CPUMins: 1000, MemMins: 2400000}},
+		"user's, partition": {"normal", "physics", "ann", "big", JobLimits{GPUs: 16, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 2 * time.Hour, GPUMins: 480, CPUMins: 1000, MemMins: 2400000}},
+		"QOS first":         {"small", "physics", "ann", "big", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, MemMBPerNode: 4096, Wall: 3 * time.Hour, GPUMins: 120, CPUMins: 1000, MemMins: 2400000}},
+		"account's":         {"normal", "physics", "carl", "gpu", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32, GPUMins: 480, MemMins: 2400000}},
+		"other cluster":     {"normal", "physics", "bob", "gpu", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32, GPUMins: 480, MemMins: 2400000}},
 		"none":              {"normal", "root", "root", "gpu", JobLimits{}},
 		"unknown":           {"gold", "nowhere", "x", "gpu", JobLimits{}},
 		"parent cycle":      {"normal", "loop", "x", "gpu", JobLimits{CPUs: 9}},
-		"partition":         {"normal", "physics", "carl", "small", JobLimits{GPUs: 8, Nodes: 1, CPUs: 64, CPUsPerNode: 16, MemMBPerNode: 2048, Wall: time.Hour, GPUMins: 480}},
-		"partition above":   {"normal", "physics", "carl", "wide", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 4 * time.Hour, GPUMins: 480}},
+		"partition":         {"normal", "physics", "carl", "small", JobLimits{GPUs: 8, Nodes: 1, CPUs: 64, CPUsPerNode: 16, MemMBPerNode: 2048, Wall: time.Hour, GPUMins: 480, MemMins: 2400000}},
+		"partition above":   {"normal", "physics", "carl", "wide", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 4 * time.Hour, GPUMins: 480, MemMins: 2400000}},
 		"partition alone":   {"normal", "root", "root", "small", JobLimits{Nodes: 1, CPUsPerNode: 16, MemMBPerNode: 2048, Wall: time.Hour}},
-		"partition's time":  {"small", "physics", "ann", "small", JobLimits{GPUs: 2, Nodes: 1, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 16, MemMBPerNode: 2048, Wall: time.Hour, GPUMins: 120, CPUMins: 1000}},
+		"partition's time":  {"small", "physics", "ann", "small", JobLimits{GPUs: 2, Nodes: 1, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 16, MemMBPerNode: 2048, Wall: time.Hour, GPUMins: 120, CPUMins: 1000, MemMins: 2400000}},
 		// The partition's QOS first, then the job's, unless that has
 		// OverPartQOS; a partition QOS slurmdbd does not list sets nothing.
-		"partition QOS":         {"normal", "physics", "ann", "shared", JobLimits{GPUs: 3, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 30 * time.Minute, GPUMins: 480, CPUMins: 1000}},
-		"over job QOS":          {"small", "physics", "ann", "shared", JobLimits{GPUs: 3, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, MemMBPerNode: 4096, Wall: 30 * time.Minute, GPUMins: 120, CPUMins: 1000}},
-		"OverPartQOS":           {"over", "physics", "carl", "shared", JobLimits{GPUs: 6, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 30 * time.Minute, GPUMins: 480}},
-		"same QOS":              {"part", "physics", "carl", "shared", JobLimits{GPUs: 3, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 30 * time.Minute, GPUMins: 480}},
-		"unknown partition QOS": {"normal", "physics", "carl", "unknown", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32, GPUMins: 480}},
-		"QOS's time":            {"small", "physics", "ann", "wide", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, MemMBPerNode: 4096, Wall: 3 * time.Hour, GPUMins: 120, CPUMins: 1000}},
+		"partition QOS":         {"normal", "physics", "ann", "shared", JobLimits{GPUs: 3, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 30 * time.Minute, GPUMins: 480, CPUMins: 1000, MemMins: 2400000}},
+		"over job QOS":          {"small", "physics", "ann", "shared", JobLimits{GPUs: 3, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, MemMBPerNode: 4096, Wall: 30 * time.Minute, GPUMins: 120, CPUMins: 1000, MemMins: 2400000}},
+		"OverPartQOS":           {"over", "physics", "carl", "shared", JobLimits{GPUs: 6, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 30 * time.Minute, GPUMins: 480, MemMins: 2400000}},
+		"same QOS":              {"part", "physics", "carl", "shared", JobLimits{GPUs: 3, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 30 * time.Minute, GPUMins: 480, MemMins: 2400000}},
+		"unknown partition QOS": {"normal", "physics", "carl", "unknown", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32, GPUMins: 480, MemMins: 2400000}},
+		"QOS's time":            {"small", "physics", "ann", "wide", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, MemMBPerNode: 4096, Wall: 3 * time.Hour, GPUMins: 120, CPUMins: 1000, MemMins: 2400000}},
 	}
 	// The same with the associations scanned and looked up by key.
 	for _, l := range []Limits{l, l.Indexed()} {

@@ -230,9 +230,9 @@ type Partition struct {
 // JobLimits is what a QOS or an association allows one job: its
 // allocation (MaxTRESPerJob: gres/gpu, node, cpu, mem, billing), on each
 // node (MaxTRESPerNode: gres/gpu, cpu, mem, billing), its time limit
-// (MaxWall, or a partition's MaxTime) and its GPUs, CPUs and billing times
-// its time limit, in minutes (MaxTRESMinsPerJob: gres/gpu, cpu, billing);
-// 0 where it sets no bound.
+// (MaxWall, or a partition's MaxTime) and its GPUs, CPUs, memory (MiB)
+// and billing times its time limit, in minutes (MaxTRESMinsPerJob:
+// gres/gpu, cpu, mem, billing); 0 where it sets no bound.
 type JobLimits struct {
 	GPUs, Nodes, CPUs        int
 	MemMB                    int64
@@ -240,6 +240,8 @@ type JobLimits struct {
 	MemMBPerNode             int64
 	Wall                     time.Duration
 	GPUMins, CPUMins         int64
+	// MemMins is MiB-minutes, as Slurm counts memory.
+	MemMins int64
 	// Billing is the job's billing (MaxTRESPerJob: billing), as its
 	// partition's TRESBillingWeights work it out.
 	Billing, BillingMins int64
@@ -264,17 +266,18 @@ type QOS struct {
 }
 
 // GroupLimits bound the GPUs (gres/gpu), CPUs, memory (MiB) and billing
-// of several jobs together, and their GPU-, CPU- and billing-minutes still
-// to run: each running job's GPUs (CPUs, billing) times what is left of
-// its time limit (GrpTRESRunMins, MaxTRESRunMinsPerUser and PerAccount); 0
-// where they set no bound. The same type sums what running jobs hold
-// against them.
+// of several jobs together, and their GPU-, CPU-, memory- (MiB-) and
+// billing-minutes still to run: each running job's GPUs (CPUs, memory,
+// billing) times what is left of its time limit (GrpTRESRunMins,
+// MaxTRESRunMinsPerUser and PerAccount); 0 where they set no bound. The
+// same type sums what running jobs hold against them.
 type GroupLimits struct {
 	GPUs, CPUs             int
 	MemMB                  int64
 	GPURunMins, CPURunMins int64
 	Billing                int64
 	BillingRunMins         int64
+	MemRunMins             int64
 }
 
 // GroupAmount is one amount of a GroupLimits and what it counts.
@@ -288,8 +291,8 @@ type GroupAmount struct {
 
 // Amounts lists l's amounts in one order, for what goes through all of
 // them (messages, status lines): a new field is added here alone.
-func (l GroupLimits) Amounts() [7]GroupAmount {
-	return [7]GroupAmount{
+func (l GroupLimits) Amounts() [8]GroupAmount {
+	return [8]GroupAmount{
 		{Value: int64(l.GPUs), What: "GPUs"},
 		{Value: int64(l.CPUs), What: "CPUs"},
 		{Value: l.MemMB, What: "MB of memory"},
@@ -297,6 +300,7 @@ func (l GroupLimits) Amounts() [7]GroupAmount {
 		{Value: l.GPURunMins, What: "GPU-minutes", RunMins: true},
 		{Value: l.CPURunMins, What: "CPU-minutes", RunMins: true},
 		{Value: l.BillingRunMins, What: "billing-minutes", RunMins: true},
+		{Value: l.MemRunMins, What: "MB-minutes of memory", RunMins: true},
 	}
 }
 

@@ -23,23 +23,16 @@ import (
 // node (with 16 GB per GPU: 3 GPUs), or 40 GPU-minutes of running jobs or
 // per job (4 GPUs for the job's 10 minutes), or a billing of 12 (or 120
 // billing-minutes) for the QOS's jobs together (without
-// TRESBillingWeights Slurm bills CPUs), or 12 on each node. On
+// TRESBillingWeights Slurm bills CPUs), or 12 on each node, or 400,000
+// MB-minutes of memory (40,000 MB for the job's 10 minutes). On
 // the idle lab rubick grows a roberta job asking for 2 GPUs to a whole node
 // (it trains 3x faster on 8 than on 2). rubickd reads these limits from
-// slurmdbd and plans the job within them at once. A limit it does not read
-// (the QOS's memory-minutes) it learns from Slurm: Slurm holds the job
-// back with QOSGrpMemoryRunMinutes, rubickd plans it within its request,
-// records the limit in its tag, and the job runs to completion.
+// slurmdbd and plans the job within them at once. A limit set after its
+// last listing it learns from Slurm: Slurm holds the job back
+// (QOSGrpGRES), rubickd plans it within its request, records the limit in
+// its tag, and the job runs to completion.
 func TestSlurmLimit(t *testing.T) {
-	tests := []struct {
-		name  string
-		set   []string // sacctmgr -i modify ... set (or a whole scontrol line), then the limit
-		value string
-		limit string // the reason Slurm holds the job back for; "" for none
-		want  bounds
-		mem   string // the job's memory request; "" for --mem=32G
-		reset string // the value that lifts the limit; "" for -1
-	}{
+	tests := []limitCase{
 		{"QOS", []string{"qos", "normal", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", bounds{gpus: 4}, "", ""},
 		{"association", []string{"user", "root", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", bounds{gpus: 4}, "", ""},
 		{"group", []string{"qos", "normal", "set", "GrpTRES=gres/gpu="}, "4", "", bounds{gpus: 4}, "", ""},
@@ -71,9 +64,12 @@ func TestSlurmLimit(t *testing.T) {
 		// Before rubick read it, Slurm held the job grown to 32 CPUs back
 		// (QOSMaxBillingPerNode), and rubick gave it its request.
 		{"billing per node", []string{"qos", "normal", "set", "MaxTRESPerNode=billing="}, "12", "", bounds{gpus: 16, nodes: 2, cpusPerNode: 12}, "", ""},
-		// Not read: its 32 GB for 10 minutes are 327,680 MB-minutes;
-		// grown, it would hold more.
-		{"memory minutes", []string{"qos", "normal", "set", "GrpTRESRunMins=mem="}, "400000", "QOSGrpMemoryRunMinutes", bounds{gpus: 2, cpus: 8}, "", ""},
+		// 40,000 MB for its 10 minutes: one node of the 32 GB it asked
+		// for. Before rubick read them, it grew the job to 8 GPUs, 32 CPUs
+		// and 144 GB, Slurm held it back (QOSGrpMemoryRunMinutes, or
+		// QOSMaxMemoryMinutesPerJob), and rubick gave it its request.
+		{"memory minutes", []string{"qos", "normal", "set", "GrpTRESRunMins=mem="}, "400000", "", bounds{gpus: 8, mem: 32 << 10}, "", ""},
+		{"memory minutes per job", []string{"qos", "normal", "set", "MaxTRESMinsPerJob=mem="}, "400000", "", bounds{gpus: 8, mem: 32 << 10}, "", ""},
 		// The partition's: before rubick read them, the job was sized
 		// past them and Slurm held it back, with BadConstraints for the
 		// CPUs (a reason that names no limit) and MaxMemPerLimit.
@@ -83,20 +79,24 @@ func TestSlurmLimit(t *testing.T) {
 			bounds{gpus: 4, nodes: 2, perNode: 2, mem: 96000}, "--mem-per-gpu=16G", "0"},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			slurmLimit(t, tc.set, tc.value, cmp.Or(tc.reset, "-1"), tc.limit, tc.want, cmp.Or(tc.mem, "--mem=32G"))
-		})
+		t.Run(tc.name, func(t *testing.T) { slurmLimit(t, tc, false) })
 	}
+	// Set once rubickd has read the limits: it grows the job to 8 GPUs,
+	// Slurm holds it back, and rubick gives it its request.
+	t.Run("set after the listing", func(t *testing.T) {
+		slurmLimit(t, limitCase{set: []string{"qos", "normal", "set", "GrpTRES=gres/gpu="}, value: "4", limit: "QOSGrpGRES",
+			want: bounds{gpus: 2, cpus: 8}}, true)
+	})
 	// The partition's QOS applies ahead of the job's (normal): before
 	// rubick read it, Slurm held the job back (QOSMaxGRESPerJob) and
 	// rubick gave it its request.
 	t.Run("partition QOS", func(t *testing.T) {
 		l := labFromEnv(t)
 		l.run(t, "sacctmgr", "-i", "add", "qos", "gpupart")
-		defer l.run(t, "sacctmgr", "-i", "delete", "qos", "gpupart")
+		t.Cleanup(func() { l.run(t, "sacctmgr", "-i", "delete", "qos", "gpupart") })
 		l.run(t, "scontrol", "update", "PartitionName=gpu", "QOS=gpupart")
-		defer l.run(t, "scontrol", "update", "PartitionName=gpu", "QOS=")
-		slurmLimit(t, []string{"qos", "gpupart", "set", "MaxTRESPerJob=gres/gpu="}, "4", "-1", "", bounds{gpus: 4}, "--mem=32G")
+		t.Cleanup(func() { l.run(t, "scontrol", "update", "PartitionName=gpu", "QOS=") })
+		slurmLimit(t, limitCase{set: []string{"qos", "gpupart", "set", "MaxTRESPerJob=gres/gpu="}, value: "4", want: bounds{gpus: 4}}, false)
 	})
 	// With weights the request bills 2x2 + 8x0.5 + 32x0.25 = 16. Its
 	// node's 32 GB bill 8 whatever it runs, and the other 32 of 40 are 4
@@ -106,8 +106,8 @@ func TestSlurmLimit(t *testing.T) {
 	t.Run("billing weights", func(t *testing.T) {
 		l := labFromEnv(t)
 		l.run(t, "scontrol", "update", "PartitionName=gpu", "TRESBillingWeights=CPU=0.5,Mem=0.25G,GRES/gpu=2.0")
-		defer l.run(t, "scontrol", "update", "PartitionName=gpu", "TRESBillingWeights=")
-		slurmLimit(t, []string{"qos", "normal", "set", "GrpTRES=billing="}, "40", "-1", "", bounds{gpus: 8, cpus: 32, mem: 32 << 10}, "--mem=32G")
+		t.Cleanup(func() { l.run(t, "scontrol", "update", "PartitionName=gpu", "TRESBillingWeights=") })
+		slurmLimit(t, limitCase{set: []string{"qos", "normal", "set", "GrpTRES=billing="}, value: "40", want: bounds{gpus: 8, cpus: 32, mem: 32 << 10}}, false)
 	})
 }
 
@@ -119,22 +119,54 @@ type bounds struct {
 	mem                                     int64
 }
 
-func slurmLimit(t *testing.T, set []string, value, reset, limit string, want bounds, mem string) {
+// limitCase is one limit TestSlurmLimit sets, and what the job may run on
+// under it.
+type limitCase struct {
+	name  string
+	set   []string // sacctmgr -i modify ... set (or a whole scontrol line), then the limit
+	value string
+	limit string // the reason Slurm holds the job back for; "" for none
+	want  bounds
+	mem   string // the job's memory request; "" for --mem=32G
+	reset string // the value that lifts the limit; "" for -1
+}
+
+// slurmLimit runs one limitCase; afterListing sets the limit once rubickd
+// has read the limits (at its first cycle; the next listing is a minute
+// later), not before it starts.
+func slurmLimit(t *testing.T, tc limitCase, afterListing bool) {
 	lt := newLabTest(t, "limit", 3*time.Minute, "log_level: debug\n")
 	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
+	set, limit, want := tc.set, tc.limit, tc.want
 
 	cmd := slices.Clone(set[:len(set)-1])
 	if cmd[0] != "scontrol" {
 		cmd = append([]string{"sacctmgr", "-i", "modify"}, cmd...)
 	}
-	l.run(t, append(cmd, set[len(set)-1]+value)...)
-	defer l.run(t, append(cmd, set[len(set)-1]+reset)...)
-
+	setLimit := func() {
+		l.run(t, append(cmd, set[len(set)-1]+tc.value)...)
+		t.Cleanup(func() { l.run(t, append(cmd, set[len(set)-1]+cmp.Or(tc.reset, "-1"))...) })
+	}
+	if !afterListing {
+		setLimit()
+	}
 	d := runDaemon(t, l, bin, dir, cfgPath)
+	if afterListing {
+		// The first cycle follows "rubickd running" at once, and cycles
+		// come every 2 s on the lab.
+		for ctx.Err() == nil {
+			if b, _ := os.ReadFile(d.log); strings.Contains(string(b), `"msg":"rubickd running"`) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(3 * time.Second)
+		setLimit()
+	}
 
 	body := shortTraining(bin, dir, "roberta", 64)
 	id := l.submitScript(t, dir, body, &lt.ids, "--model-type=roberta", "-p", "gpu", "-J", "e2e-limit", "-N", "1",
-		"--qos=normal", "--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", mem, "--time=10", "--requeue")
+		"--qos=normal", "--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", cmp.Or(tc.mem, "--mem=32G"), "--time=10", "--requeue")
 
 	var (
 		j   slurm.Job

@@ -340,46 +340,60 @@ func TestRubickdLimits2411(t *testing.T) {
 
 // TestRubickdBudget2411: rubickd reads a GrpTRESMins budget and what was
 // used of it from slurmctld (24.11 counts usage: priority/multifactor) and
-// plans within what is left. QOS normal gets GrpTRESMins=gres/gpu= what its
-// earlier jobs used plus 20, for two bert jobs asking for 2 GPUs, of 2 and
-// 5 minutes. Unbounded, rubick grows each to a node: 56 GPU-minutes. The
-// running jobs never hold more than 20 GPU-minutes of time limits
-// together, and every job runs.
+// plans within what is left. QOS normal gets GrpTRESMins= what its earlier
+// jobs used plus a room, for two bert jobs asking for 2 GPUs and 4 GB, of 2
+// and 5 minutes: 20 GPU-minutes, or 30,000 MB-minutes of memory (their
+// requests take 28,672). Unbounded, rubick grows each to a node: 56
+// GPU-minutes, and 144 GB each. The running jobs never hold more than the
+// room in time limits together, and every job runs.
 func TestRubickdBudget2411(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	root, c, inRoot := chrootLabWithDBD(ctx, t)
-	t.Cleanup(func() { inRoot("sacctmgr", "-i", "modify", "qos", "normal", "set", "GrpTRESMins=gres/gpu=-1") })
-	inRoot("sacctmgr", "-i", "modify", "qos", "normal", "set", "GrpTRESMins=gres/gpu=1000000")
-	spent := func() int64 {
-		out, err := exec.CommandContext(ctx, "chroot", root, "env", "-u", "SLURM_CONF", "scontrol", "show", "assoc_mgr", "flags=qos").Output()
-		if err != nil {
-			t.Fatalf("scontrol show assoc_mgr: %v", err)
-		}
-		b, err := slurm.ParseAssocMgr(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b.QOS["normal"].Spent.GPURunMins
+	tests := []struct {
+		tres  string
+		room  int64
+		of    func(slurm.Job) int64 // what a running job holds of the TRES
+		spent func(slurm.GroupLimits) int64
+	}{
+		{"gres/gpu", 20, func(j slurm.Job) int64 { return int64(j.GPUs) }, func(g slurm.GroupLimits) int64 { return g.GPURunMins }},
+		{"mem", 30000, func(j slurm.Job) int64 { return j.MemMB }, func(g slurm.GroupLimits) int64 { return g.MemRunMins }},
 	}
-	before := spent()
-	inRoot("sacctmgr", "-i", "modify", "qos", "normal", "set", fmt.Sprintf("GrpTRESMins=gres/gpu=%d", before+20))
+	for _, tc := range tests {
+		t.Run(tc.tres, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			root, c, inRoot := chrootLabWithDBD(ctx, t)
+			t.Cleanup(func() { inRoot("sacctmgr", "-i", "modify", "qos", "normal", "set", "GrpTRESMins="+tc.tres+"=-1") })
+			inRoot("sacctmgr", "-i", "modify", "qos", "normal", "set", "GrpTRESMins="+tc.tres+"=1000000000")
+			spent := func() int64 {
+				out, err := exec.CommandContext(ctx, "chroot", root, "env", "-u", "SLURM_CONF", "scontrol", "show", "assoc_mgr", "flags=qos").Output()
+				if err != nil {
+					t.Fatalf("scontrol show assoc_mgr: %v", err)
+				}
+				b, err := slurm.ParseAssocMgr(out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return tc.spent(b.QOS["normal"].Spent)
+			}
+			before := spent()
+			inRoot("sacctmgr", "-i", "modify", "qos", "normal", "set", fmt.Sprintf("GrpTRESMins=%s=%d", tc.tres, before+tc.room))
 
-	logPath := runRubickd(ctx, t, root)
-	ids := append(submitBert(ctx, t, root, 1, "--time=2", "--qos=normal"), submitBert(ctx, t, root, 1, "--time=5", "--qos=normal")...)
-	watchUnheld(ctx, t, c, ids, logPath, func(running []slurm.Job) {
-		minutes := 0
-		for _, j := range running {
-			left := max(j.TimeLimit-time.Since(j.StartTime), 0)
-			minutes += j.GPUs * int((left+time.Minute-1)/time.Minute)
-		}
-		if minutes > 20 {
-			logText, _ := os.ReadFile(logPath)
-			t.Fatalf("the jobs run with %d GPU-minutes of time limits together, want 20 at most (GrpTRESMins %d, %d used before)\n%s",
-				minutes, before+20, before, logText)
-		}
-	})
-	t.Logf("QOS normal used %d GPU-minutes before the jobs, %d after", before, spent())
+			logPath := runRubickd(ctx, t, root)
+			ids := append(submitBert(ctx, t, root, 1, "--time=2", "--qos=normal"), submitBert(ctx, t, root, 1, "--time=5", "--qos=normal")...)
+			watchUnheld(ctx, t, c, ids, logPath, func(running []slurm.Job) {
+				var minutes int64
+				for _, j := range running {
+					left := max(j.TimeLimit-time.Since(j.StartTime), 0)
+					minutes += tc.of(j) * int64((left+time.Minute-1)/time.Minute)
+				}
+				if minutes > tc.room {
+					logText, _ := os.ReadFile(logPath)
+					t.Fatalf("the jobs run with %d %s-minutes of time limits together, want %d at most (GrpTRESMins %d, %d used before)\n%s",
+						minutes, tc.tres, tc.room, before+tc.room, before, logText)
+				}
+			})
+			t.Logf("QOS normal used %d %s-minutes before the jobs, %d after", before, tc.tres, spent())
+		})
+	}
 }
 
 // TestBudgetScope2411: slurmdbd's association listing says which accounts
