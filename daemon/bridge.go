@@ -189,9 +189,10 @@ func addTo(use map[slurm.Group]slurm.GroupLimits, groups []slurm.Group, d slurm.
 	}
 }
 
-// plus is a + k*b, field by field: one place to add a field to.
+// plus is a + k*b, field by field: one place to add a field to. Nodes
+// are a's: a group's are counted as a set (groupNodes), not summed.
 func plus(a, b slurm.GroupLimits, k int) slurm.GroupLimits {
-	return slurm.GroupLimits{GPUs: a.GPUs + k*b.GPUs, CPUs: a.CPUs + k*b.CPUs, MemMB: a.MemMB + int64(k)*b.MemMB,
+	return slurm.GroupLimits{Nodes: a.Nodes, GPUs: a.GPUs + k*b.GPUs, CPUs: a.CPUs + k*b.CPUs, MemMB: a.MemMB + int64(k)*b.MemMB,
 		GPURunMins: a.GPURunMins + int64(k)*b.GPURunMins, CPURunMins: a.CPURunMins + int64(k)*b.CPURunMins,
 		Billing: a.Billing + int64(k)*b.Billing, BillingRunMins: a.BillingRunMins + int64(k)*b.BillingRunMins,
 		MemRunMins: a.MemRunMins + int64(k)*b.MemRunMins}
@@ -199,10 +200,11 @@ func plus(a, b slurm.GroupLimits, k int) slurm.GroupLimits {
 
 // groupUsage sums what the running jobs, every job in Slurm, hold at now,
 // per group limit each counts against, with what the budgets among them
-// have used; groups adds that of the budgets it gives later to the same
-// map.
-func groupUsage(groups *groupsMemo, jobs []slurm.Job, now time.Time) map[slurm.Group]slurm.GroupLimits {
+// have used, and counts the nodes they hold per group that limits nodes;
+// groups adds what the budgets it gives later have used to the same map.
+func groupUsage(groups *groupsMemo, jobs []slurm.Job, now time.Time) (map[slurm.Group]slurm.GroupLimits, groupNodes) {
 	use := map[slurm.Group]slurm.GroupLimits{}
+	nodes := groupNodes{}
 	groups.use = use
 	for _, j := range jobs {
 		if j.State != slurm.StateRunning {
@@ -210,13 +212,19 @@ func groupUsage(groups *groupsMemo, jobs []slurm.Job, now time.Time) map[slurm.G
 		}
 		gs := groups.of(j, j.Partition)
 		addTo(use, gs, holds(j, now))
+		nodes.add(gs, j.NodeList, 1)
 		for _, g := range gs {
 			if g.Budget {
 				use[g] = plus(use[g], unticked(j, groups.l.BudgetTick, now), 1)
 			}
 		}
 	}
-	return use
+	for g, m := range nodes {
+		u := use[g]
+		u.Nodes = len(m)
+		use[g] = u
+	}
+	return use, nodes
 }
 
 // unticked is what running job j has used of a budget since Slurm last
@@ -669,6 +677,8 @@ type View struct {
 	Reserved *Reservation
 	// usage is the GPUs, CPUs and memory running jobs hold per group limit.
 	usage map[slurm.Group]slurm.GroupLimits
+	// nodes counts the nodes running jobs hold per group limit on nodes.
+	nodes groupNodes
 	// Waiting lists pending jobs kept held while a group limit of theirs
 	// has no room left; Unmanaged says which.
 	Waiting []slurm.Job
@@ -760,7 +770,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		}
 	}
 	groupsOf := &groupsMemo{l: in.Limits}
-	v.usage = groupUsage(groupsOf, jobs, now)
+	v.usage, v.nodes = groupUsage(groupsOf, jobs, now)
 	for _, j := range jobs {
 		if j.State != slurm.StatePending && j.State != slurm.StateRunning {
 			continue
@@ -892,6 +902,8 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			}
 		}
 		lim.GPUs, lim.CPUs, lim.MemMB = mins.bound(lim.GPUs, lim.CPUs, lim.MemMB, held)
+		nodeRoom := v.nodes.nodeRoomOf(groups, j)
+		lim.Nodes = capBy(lim.Nodes, nodeRoom.room, len(j.NodeList))
 		if lim.GPUs != bound.GPUs {
 			bound = GPUBound{lim.GPUs, mins.gpuBy()}
 		}
@@ -925,6 +937,17 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		}
 		if err == nil {
 			pj.Nodes, err = open.allowedNodes(j, part, mj.nodes)
+		}
+		if err == nil {
+			var ok bool
+			if pj.Nodes, ok = nodeRoom.restrict(pj.Nodes, open.nodes); !ok {
+				if j.State == slurm.StatePending {
+					delete(v.Bounds, j.ID)
+					v.waits(j, nodeRoom.waits(v.nodes))
+					continue
+				}
+				pj.Nodes = j.NodeList // it keeps the nodes it holds
+			}
 		}
 		if len(j.Partitions()) > 1 {
 			mj.part = part
@@ -1298,7 +1321,22 @@ func memPerNode(j slurm.Job) int64 {
 // the next cycle plans it within the room left.
 func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Action, skipped map[int]error) {
 	actions, skipped = v.slurmActions(p, now)
-	use := maps.Clone(v.usage)
+	use, nodes := maps.Clone(v.usage), v.nodes.clone()
+	// moves is the nodes an action's job leaves (all it held, for a
+	// preemption or a restart) and takes (a start's or restart's).
+	moves := func(a slurm.Action) (left, taken []string) {
+		mj := v.managed[strconv.Itoa(a.JobID)]
+		if mj == nil || a.Kind != slurm.ActionPreempt && a.Kind != slurm.ActionStart && a.Kind != slurm.ActionRestart {
+			return nil, nil
+		}
+		if mj.slurm.State == slurm.StateRunning {
+			left = mj.slurm.NodeList
+		}
+		if a.Kind != slurm.ActionPreempt {
+			taken = a.Nodes
+		}
+		return left, taken
+	}
 	// change is what an action adds to its job's groups (negative for
 	// what it frees), and those groups.
 	change := func(a slurm.Action) (slurm.GroupLimits, []slurm.Group) {
@@ -1333,40 +1371,50 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 		}
 		return slurm.GroupLimits{}, nil
 	}
-	frees := func(d slurm.GroupLimits) bool {
-		for _, a := range d.Amounts() {
-			if a.Value > 0 {
+	frees := func(a slurm.Action, d slurm.GroupLimits) bool {
+		for _, x := range d.Amounts() {
+			if x.Value > 0 {
 				return false
 			}
 		}
-		return true
+		left, taken := moves(a)
+		return !slices.ContainsFunc(taken, func(n string) bool { return !slices.Contains(left, n) })
 	}
 	// What the plan frees first (preemptions, restarts on less), then what
 	// it takes, in order.
 	for _, a := range actions {
-		if d, groups := change(a); frees(d) {
+		if d, groups := change(a); frees(a, d) {
 			addTo(use, groups, d)
+			left, taken := moves(a)
+			nodes.add(groups, left, -1)
+			nodes.add(groups, taken, 1)
 		}
 	}
 	kept := actions[:0]
 	for _, a := range actions {
 		d, groups := change(a)
-		if frees(d) {
+		if frees(a, d) {
 			kept = append(kept, a)
 			continue
 		}
+		left, taken := moves(a)
+		nodes.add(groups, left, -1)
 		var over error
 		for _, g := range groups {
-			if what := overGroup(g, use[g], d); what != "" {
+			u, dg := use[g], d
+			u.Nodes, dg.Nodes = len(nodes[g]), nodes.adds(g, taken)
+			if what := overGroup(g, u, dg); what != "" {
 				over = fmt.Errorf("job %d: %w: %s", a.JobID, ErrGroupLimit, what)
 				break
 			}
 		}
 		if over != nil {
+			nodes.add(groups, left, 1) // it stays where it is
 			skipped[a.JobID] = over
 			continue
 		}
 		addTo(use, groups, d)
+		nodes.add(groups, taken, 1)
 		kept = append(kept, a)
 	}
 	return kept, skipped

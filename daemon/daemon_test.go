@@ -1464,6 +1464,7 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 		maxCPUs int               // the most CPUs
 		maxMem  int64             // the most memory (MB) over its nodes; 0: any
 		ignored string
+		node    string // the only node it may start on; "": any
 		release bool   // released as submitted, for Slurm to hold back
 		bound   string // what rubick explain says stopped it, where it started at its bound
 		weights string // the partition's TRESBillingWeights
@@ -1521,6 +1522,10 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 			maxGPUs: 8, maxCPUs: 64, maxMem: 72000},
 		"memory budget spent": {budget: slurm.Budget{Limit: slurm.GroupLimits{MemRunMins: 5000000}, Spent: slurm.GroupLimits{MemRunMins: 1200000}}, others: 2,
 			ignored: "waits for room in QOS shared GrpTRESMins: MB-minutes of memory used or to run in use 2160000, allowed 5000000, and one GPU's 64000 MB for its 60-minute time limit takes 3840000"},
+		// The other job holds node2: with room for one more node the job
+		// starts on one node, with none, on node2 beside it.
+		"node room":  {grp: slurm.GroupLimits{Nodes: 2}, others: 2, maxGPUs: 8, maxCPUs: 64},
+		"nodes full": {grp: slurm.GroupLimits{Nodes: 1}, others: 2, maxGPUs: 6, maxCPUs: 56, node: "node2"},
 		"memory-minutes per job": {qosJob: slurm.JobLimits{MemMins: 4320000}, others: 2, maxGPUs: 8, maxCPUs: 64, maxMem: 72000},
 		"memory-minutes per job short": {qosJob: slurm.JobLimits{MemMins: 3000000}, others: 2, release: true,
 			ignored: "its 60-minute time limit with 64000 MB of memory (one GPU's) is over its MB-minutes of memory per job (3000000)"},
@@ -1611,6 +1616,9 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 			if gpus > tc.maxGPUs || gpus < 2 || cpus > tc.maxCPUs || cpus < tc.minCPUs || tc.maxMem > 0 && mem > tc.maxMem {
 				t.Errorf("started on %d GPUs, %d CPUs, %d MB; want 2 to %d GPUs, %d to %d CPUs, %d MB at most (0: any)",
 					gpus, cpus, mem, tc.maxGPUs, tc.minCPUs, tc.maxCPUs, tc.maxMem)
+			}
+			if tc.node != "" && !slices.Equal(got.Nodes, []string{tc.node}) {
+				t.Errorf("started on %v, want %s alone", got.Nodes, tc.node)
 			}
 			if g, c := tc.perNode.gpus, tc.perNode.cpus; g > 0 && got.GPUsPerNode > g || c > 0 && got.CPUsPerTask > c {
 				t.Errorf("started on %d GPUs and %d CPUs per node, want %d and %d at most (0: any)", got.GPUsPerNode, got.CPUsPerTask, g, c)
@@ -1760,8 +1768,12 @@ func TestSlurmActionsKeepGroupsTogether(t *testing.T) {
 		// And 32768 MB for an hour: 1,966,080 MB-minutes each.
 		"memory-minutes": {slurm.GroupLimits{MemRunMins: 5000000}, []int{5, 6, 7},
 			map[int]string{8: "QOS shared GrpTRESRunMins allows 5000000 MB-minutes of memory to run, 3932160 in use or planned before it, and its plan adds 1966080"}},
+		// Each start takes a node the group did not hold; the preemption
+		// gives node1 back first.
+		"nodes": {slurm.GroupLimits{Nodes: 2}, []int{5, 6, 7},
+			map[int]string{8: "QOS shared GrpTRES allows 2 nodes, 2 in use or planned before it, and its plan adds 1"}},
 		"room for all": {slurm.GroupLimits{GPUs: 12, CPUs: 24, MemMB: 98304, GPURunMins: 720, CPURunMins: 1440, Billing: 24, BillingRunMins: 1440,
-			MemRunMins: 5898240},
+			MemRunMins: 5898240, Nodes: 3},
 			[]int{5, 6, 7, 8}, map[int]string{}},
 	}
 	for name, tc := range tests {

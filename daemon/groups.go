@@ -22,7 +22,7 @@ type GroupUse struct {
 	Spent *TRESAmounts `json:"spent,omitempty"`
 }
 
-// TRESAmounts are GPUs, CPUs, memory and billing, and the GPU-, CPU-,
+// TRESAmounts are GPUs, CPUs, memory, billing and nodes, and the GPU-, CPU-,
 // billing- and memory-minutes to run: slurm.GroupLimits with JSON names, converted to
 // and from it (so a field added there must be added here).
 type TRESAmounts struct {
@@ -34,10 +34,11 @@ type TRESAmounts struct {
 	Billing        int64 `json:"billing"`
 	BillingRunMins int64 `json:"billing_run_mins"`
 	MemRunMins     int64 `json:"mem_run_mins"`
+	Nodes          int   `json:"nodes"`
 }
 
 // Amounts lists a's amounts as slurm.GroupLimits.Amounts does.
-func (a TRESAmounts) Amounts() [8]slurm.GroupAmount { return slurm.GroupLimits(a).Amounts() }
+func (a TRESAmounts) Amounts() [9]slurm.GroupAmount { return slurm.GroupLimits(a).Amounts() }
 
 // GroupBound is one amount a group limit bounds, with what is held of it.
 type GroupBound struct {
@@ -59,7 +60,7 @@ type GroupBound struct {
 func (g GroupUse) Bounds() []GroupBound {
 	var out []GroupBound
 	used := g.InUse.Amounts()
-	var spent [8]slurm.GroupAmount
+	var spent [9]slurm.GroupAmount
 	if g.Spent != nil {
 		spent = g.Spent.Amounts()
 	}

@@ -23,7 +23,7 @@ func TestCycleReportsGroupUse(t *testing.T) {
 		TimeLimit: time.Hour, StartTime: t0.Add(-30 * time.Minute)}
 	nodes[1].GPUsUsed, nodes[1].CPUsAlloc = 2, 8
 	limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared",
-		Grp:     slurm.GroupLimits{GPUs: 4, Billing: 40, GPURunMins: 600, MemRunMins: 2000000},
+		Grp:     slurm.GroupLimits{GPUs: 4, Billing: 40, GPURunMins: 600, MemRunMins: 2000000, Nodes: 2},
 		PerUser: slurm.GroupLimits{CPUs: 16}}}}
 	c := &limitsCluster{fakeCluster: &fakeCluster{nodes: nodes, jobs: []slurm.Job{other}}, limits: limits}
 	d, _ := newTestDaemonWith(t, c, &fakeApplier{}, func(*Config) {})
@@ -35,7 +35,8 @@ func TestCycleReportsGroupUse(t *testing.T) {
 	// 960,000 MB-minutes.
 	held := TRESAmounts{GPUs: 2, CPUs: 8, MemMB: 32000, Billing: 8, GPURunMins: 60, CPURunMins: 240, BillingRunMins: 240, MemRunMins: 960000}
 	want := []GroupUse{
-		{Limit: "QOS shared GrpTRES", RunMins: "QOS shared GrpTRESRunMins", InUse: held, Allowed: TRESAmounts{GPUs: 4, Billing: 40, GPURunMins: 600, MemRunMins: 2000000}},
+		{Limit: "QOS shared GrpTRES", RunMins: "QOS shared GrpTRESRunMins", InUse: onNodes(held, 1),
+			Allowed: TRESAmounts{GPUs: 4, Billing: 40, GPURunMins: 600, MemRunMins: 2000000, Nodes: 2}},
 		{Limit: "QOS shared MaxTRESPerUser (user alice)", RunMins: "QOS shared MaxTRESRunMinsPU (user alice)", InUse: held,
 			Allowed: TRESAmounts{CPUs: 16}},
 	}
@@ -47,6 +48,8 @@ func TestCycleReportsGroupUse(t *testing.T) {
 		"rubick_group_in_use QOS shared GrpTRES GPUs":                         2,
 		"rubick_group_allowed QOS shared GrpTRES billing":                     40,
 		"rubick_group_in_use QOS shared GrpTRES billing":                      8,
+		"rubick_group_allowed QOS shared GrpTRES nodes":                       2,
+		"rubick_group_in_use QOS shared GrpTRES nodes":                        1,
 		"rubick_group_allowed QOS shared GrpTRESRunMins GPU-minutes":          600,
 		"rubick_group_in_use QOS shared GrpTRESRunMins GPU-minutes":           60,
 		"rubick_group_allowed QOS shared GrpTRESRunMins MB-minutes of memory": 2000000,
@@ -354,4 +357,11 @@ func TestSShareFailureWarned(t *testing.T) {
 	if n := strings.Count(log.String(), "sshare failed"); n != 1 {
 		t.Errorf("log %q: want one warning", log.String())
 	}
+}
+
+// onNodes is a with its Nodes set: a node limit's use counts nodes, which
+// no other limit does.
+func onNodes(a TRESAmounts, nodes int) TRESAmounts {
+	a.Nodes = nodes
+	return a
 }

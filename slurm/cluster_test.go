@@ -719,17 +719,18 @@ func TestJobsExclusiveRequiredNodesHet(t *testing.T) {
 	}
 }
 
-// TestLimits reads the lab's QOS and association lists, recorded with
+// TestLimits reads the lab's QOS and association lists, recorded
+// (scripts/lab/record-limits.sh) with
 // MaxTRESPerJob=gres/gpu=4,node=2,cpu=64,mem=200G,billing=50 MaxWall=120
-// GrpTRES=gres/gpu=12,cpu=96,mem=1T,billing=80
-// MaxTRESPerUser=gres/gpu=6,cpu=48,mem=400G,billing=40
+// GrpTRES=gres/gpu=12,cpu=96,mem=1T,billing=80,node=3
+// MaxTRESPerUser=gres/gpu=6,cpu=48,mem=400G,billing=40,node=2
 // MaxTRESPerAccount=gres/gpu=7 MaxTRESPerNode=gres/gpu=3,billing=20
 // GrpTRESRunMins=gres/gpu=600,cpu=6000,billing=9000,mem=3000000
 // MaxTRESMinsPerJob=gres/gpu=240,cpu=2400,billing=3000,mem=1200000
 // MaxTRESRunMinsPU=gres/gpu=300,billing=4000,mem=2000000
 // MaxTRESRunMinsPA=gres/gpu=360
 // on QOS normal; MaxTRESPerJob=gres/gpu=4,node=2 MaxTRESPerNode=cpu=24
-// MaxWall=90 GrpTRES=gres/gpu=5,cpu=40,mem=300G,billing=30
+// MaxWall=90 GrpTRES=gres/gpu=5,cpu=40,mem=300G,billing=30,node=2
 // GrpTRESRunMins=gres/gpu=500,billing=5000,mem=2500000
 // MaxTRESMinsPerJob=gres/gpu=200
 // on user root's association; and
@@ -749,8 +750,9 @@ func TestLimits(t *testing.T) {
 			"normal": {Name: "normal", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUs: 64, MemMB: 200 << 10, GPUsPerNode: 3, Wall: 120 * time.Minute,
 				GPUMins: 240, CPUMins: 2400, MemMins: 1200000, Billing: 50, BillingMins: 3000, BillingPerNode: 20},
 				Grp: GroupLimits{GPUs: 12, CPUs: 96, MemMB: 1 << 20, GPURunMins: 600, CPURunMins: 6000, Billing: 80, BillingRunMins: 9000,
-					MemRunMins: 3000000},
-				PerUser:    GroupLimits{GPUs: 6, CPUs: 48, MemMB: 400 << 10, GPURunMins: 300, Billing: 40, BillingRunMins: 4000, MemRunMins: 2000000},
+					MemRunMins: 3000000, Nodes: 3},
+				PerUser: GroupLimits{GPUs: 6, CPUs: 48, MemMB: 400 << 10, GPURunMins: 300, Billing: 40, BillingRunMins: 4000, MemRunMins: 2000000,
+					Nodes: 2},
 				PerAccount: GroupLimits{GPUs: 7, GPURunMins: 360}},
 			"guaranteed": {Name: "guaranteed"},
 		},
@@ -761,7 +763,8 @@ func TestLimits(t *testing.T) {
 			{Cluster: "rubicklab", Account: "root", User: "nobody", PerJob: JobLimits{Nodes: 2}, BudgetListed: true},
 			{Cluster: "rubicklab", Account: "root", User: "root", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUsPerNode: 24, Wall: 90 * time.Minute,
 				GPUMins: 200},
-				Grp:          GroupLimits{GPUs: 5, CPUs: 40, MemMB: 300 << 10, GPURunMins: 500, Billing: 30, BillingRunMins: 5000, MemRunMins: 2500000},
+				Grp: GroupLimits{GPUs: 5, CPUs: 40, MemMB: 300 << 10, GPURunMins: 500, Billing: 30, BillingRunMins: 5000, MemRunMins: 2500000,
+					Nodes: 2},
 				BudgetListed: true},
 		},
 		Partitions: map[string]Partition{"gpu": {Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"},

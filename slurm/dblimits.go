@@ -152,8 +152,8 @@ func (m *dbMax) grp() GroupLimits {
 	return groupIn(m.Tres.Total)
 }
 
-// groupIn reads gres/gpu, cpu, mem (MiB, as slurmdbd counts it) and
-// billing off a TRES list; 0 where it has none.
+// groupIn reads gres/gpu, cpu, mem (MiB, as slurmdbd counts it), billing
+// and node off a TRES list; 0 where it has none.
 func groupIn(l *[]dbTRES) GroupLimits {
 	var out GroupLimits
 	for _, t := range deref(l) {
@@ -166,6 +166,8 @@ func groupIn(l *[]dbTRES) GroupLimits {
 			out.MemMB = int64(max(t.Count, 0))
 		case "billing/":
 			out.Billing = int64(max(t.Count, 0))
+		case "node/":
+			out.Nodes = max(t.Count, 0)
 		}
 	}
 	return out

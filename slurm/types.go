@@ -265,12 +265,13 @@ type QOS struct {
 	Budget Budget
 }
 
-// GroupLimits bound the GPUs (gres/gpu), CPUs, memory (MiB) and billing
-// of several jobs together, and their GPU-, CPU-, memory- (MiB-) and
+// GroupLimits bound the GPUs (gres/gpu), CPUs, memory (MiB), billing and
+// nodes of several jobs together, and their GPU-, CPU-, memory- (MiB-) and
 // billing-minutes still to run: each running job's GPUs (CPUs, memory,
 // billing) times what is left of its time limit (GrpTRESRunMins,
 // MaxTRESRunMinsPerUser and PerAccount); 0 where they set no bound. The
-// same type sums what running jobs hold against them.
+// same type sums what running jobs hold against them, but for Nodes: Slurm
+// counts a node the group's jobs share once.
 type GroupLimits struct {
 	GPUs, CPUs             int
 	MemMB                  int64
@@ -278,6 +279,7 @@ type GroupLimits struct {
 	Billing                int64
 	BillingRunMins         int64
 	MemRunMins             int64
+	Nodes                  int
 }
 
 // GroupAmount is one amount of a GroupLimits and what it counts.
@@ -291,11 +293,12 @@ type GroupAmount struct {
 
 // Amounts lists l's amounts in one order, for what goes through all of
 // them (messages, status lines): a new field is added here alone.
-func (l GroupLimits) Amounts() [8]GroupAmount {
-	return [8]GroupAmount{
+func (l GroupLimits) Amounts() [9]GroupAmount {
+	return [9]GroupAmount{
 		{Value: int64(l.GPUs), What: "GPUs"},
 		{Value: int64(l.CPUs), What: "CPUs"},
 		{Value: l.MemMB, What: "MB of memory"},
+		{Value: int64(l.Nodes), What: "nodes"},
 		{Value: l.Billing, What: "billing"},
 		{Value: l.GPURunMins, What: "GPU-minutes", RunMins: true},
 		{Value: l.CPURunMins, What: "CPU-minutes", RunMins: true},

@@ -317,3 +317,62 @@ func TestGroupLimit(t *testing.T) {
 		t.Errorf("rubick explain %d does not say it waited for the group limit:\n%s", ids[0], out)
 	}
 }
+
+// TestGroupNodeLimit: the QOS allows its jobs one node together, and a job
+// without a model type holds 6 GPUs of node3. Slurm counts node3 once
+// however many of the QOS's jobs share it, so rubick starts a roberta job
+// asking for 2 GPUs there beside it, on the 2 GPUs left, never on another
+// node, and Slurm never holds it back (with node limits unread, rubick grew
+// the job to 8 GPUs on an idle node, Slurm held it back with
+// QOSGrpNodeLimit, and rubick gave it its request).
+func TestGroupNodeLimit(t *testing.T) {
+	lt := newLabTest(t, "group-nodes", 2*time.Minute, "")
+	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
+
+	l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "GrpTRES=node=1")
+	t.Cleanup(func() { l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "GrpTRES=node=-1") })
+
+	filler := l.submitScript(t, dir, "#!/bin/bash\nsleep 30\n", &lt.ids, "-p", "gpu", "-J", "e2e-nodes-filler", "--qos=normal",
+		"-w", "node3", "-N", "1", "--gres=gpu:6", "--cpus-per-task=4", "--mem=8G")
+	for ctx.Err() == nil {
+		if j, err := cluster.Job(ctx, filler); err == nil && j.State == slurm.StateRunning {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	d := runDaemon(t, l, bin, dir, cfgPath)
+	id := l.submitScript(t, dir, shortTraining(bin, dir, "roberta", 64), &lt.ids, "--model-type=roberta", "-p", "gpu",
+		"-J", "e2e-nodes", "--qos=normal", "-N", "1", "--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue")
+	reasons := map[string]bool{}
+	var j slurm.Job
+	ran := map[string]bool{}
+	for ctx.Err() == nil {
+		var err error
+		if j, err = cluster.Job(ctx, id); err == nil {
+			switch {
+			case j.State == slurm.StatePending:
+				reasons[j.Reason] = true
+			case j.State == slurm.StateRunning:
+				for _, n := range j.NodeList {
+					ran[n] = true
+				}
+			}
+			if j.Ended() {
+				break
+			}
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	t.Logf("job %d ran on %v with %d GPUs; pending for %v", id, ran, j.GPUs, reasons)
+	if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" || j.Tag.Extra["lim"] != "" {
+		t.Errorf("job %d ended %s (%s), tag %v; want COMPLETED on a plan, no lim; rubickd log %s", id, j.State, j.Reason, j.Tag, d.log)
+	}
+	if len(ran) != 1 || !ran["node3"] || j.GPUs > 2 {
+		t.Errorf("job %d ran on %v with %d GPUs, want node3 alone, 2 GPUs at most; rubickd log %s", id, ran, j.GPUs, d.log)
+	}
+	for r := range reasons {
+		if slurm.SizeLimitReason(r) {
+			t.Errorf("job %d was held back for %s; rubickd log %s", id, r, d.log)
+		}
+	}
+}

@@ -1,0 +1,112 @@
+package daemon
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+// A group limit on nodes counts each node its running jobs hold once. A
+// job gets at most the nodes left; where none is left, only the nodes the
+// group holds already, and a pending job none of those is usable for
+// waits.
+func TestViewNodeLimits(t *testing.T) {
+	other := func(id int, node string) slurm.Job {
+		return slurm.Job{ID: id, Name: "other", Account: "root", Partition: "gpu", QOS: "shared", Cluster: "lab", State: slurm.StateRunning,
+			NodeCount: 1, NodeList: []string{node}, GPUsPerNode: 1, GPUs: 1, CPUs: 4, MemMB: 8000, StartTime: t0.Add(-time.Minute)}
+	}
+	type want struct {
+		maxNodes int
+		nodes    []string
+		waits    string
+	}
+	tests := map[string]struct {
+		limit   int      // the QOS's GrpTRES node=
+		others  []string // the nodes of the QOS's other running jobs, one job each
+		drained string   // a node not usable
+		running string   // where job 21 runs; "": it is pending
+		want    want
+	}{
+		"no limit":    {others: []string{"node2"}, want: want{}},
+		"room":        {limit: 3, others: []string{"node2"}, want: want{maxNodes: 2}},
+		"shared node": {limit: 2, others: []string{"node2", "node2"}, want: want{maxNodes: 1}},
+		"full":        {limit: 2, others: []string{"node2", "node3"}, want: want{nodes: []string{"node2", "node3"}}},
+		"full, one usable": {limit: 2, others: []string{"node2", "node3"}, drained: "node3",
+			want: want{nodes: []string{"node2"}}},
+		"full, none usable": {limit: 1, others: []string{"node3"}, drained: "node3",
+			want: want{waits: "waits for room in QOS shared GrpTRES: nodes in use 1, allowed 1, none of them usable by it"}},
+		// Its own node is given back first: node2 is the others', node1
+		// its own, and it may take one node.
+		"running": {limit: 2, others: []string{"node2"}, running: "node1", want: want{maxNodes: 1}},
+		// Over a lowered limit it stays where it is or moves to the
+		// group's nodes (SlurmActions keeps it off both together).
+		"running, over": {limit: 1, others: []string{"node2"}, running: "node1", want: want{nodes: []string{"node1", "node2"}}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			nodes := labNodes(4)
+			jobs := []slurm.Job{}
+			for i, n := range tc.others {
+				jobs = append(jobs, other(30+i, n))
+			}
+			for i := range nodes {
+				if nodes[i].Name == tc.drained {
+					nodes[i].State = "DRAIN"
+				}
+			}
+			j := heldJob(21, "bert", 1, 2)
+			j.Cluster, j.QOS, j.User = "lab", "shared", "alice"
+			if tc.running != "" {
+				j.State, j.Held, j.NodeList, j.GPUs, j.CPUs, j.StartTime = slurm.StateRunning, false, []string{tc.running}, 2, 8, t0.Add(-time.Minute)
+				j.Tag.Plan = "dp2.tp1.pp1.mb16.a1.z0"
+			}
+			jobs = append(jobs, j)
+			limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Grp: slurm.GroupLimits{Nodes: tc.limit}}}}
+			v, err := BuildView(Defaults(), t0, Inputs{Nodes: nodes, Jobs: jobs, Estimators: shippedEstimators(t), Limits: limits}, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got want
+			got.waits = v.Unmanaged[21]
+			for _, pj := range v.Snapshot.Jobs {
+				if pj.ID == "21" {
+					got.maxNodes, got.nodes = pj.Max.Nodes, pj.Nodes
+				}
+			}
+			if d := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); d != "" {
+				t.Errorf("job 21 (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// groupNodes counts a node once per group however many jobs share it, and
+// forgets it when the last leaves.
+func TestGroupNodes(t *testing.T) {
+	limited := slurm.Group{Limit: "QOS q GrpTRES", GroupLimits: slurm.GroupLimits{Nodes: 2}}
+	free := slurm.Group{Limit: "QOS q GrpTRES", GroupLimits: slurm.GroupLimits{GPUs: 4}}
+	gn := groupNodes{}
+	gn.add([]slurm.Group{limited, free}, []string{"a", "b"}, 1)
+	gn.add([]slurm.Group{limited}, []string{"b"}, 1)
+	if len(gn[limited]) != 2 || gn[free] != nil {
+		t.Fatalf("nodes %v, want a and b in the node limit alone", gn)
+	}
+	if got := gn.adds(limited, []string{"b", "c", "c"}); got != 1 {
+		t.Errorf("adds(b, c, c) = %d, want 1", got)
+	}
+	before := gn.clone()
+	gn.add([]slurm.Group{limited}, []string{"b"}, -1)
+	if len(gn[limited]) != 2 {
+		t.Errorf("after one of b's two jobs left: %v, want a and b", gn[limited])
+	}
+	gn.add([]slurm.Group{limited}, []string{"a", "b"}, -1)
+	if d := cmp.Diff(map[string]int{}, gn[limited]); d != "" {
+		t.Errorf("after all left (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(map[string]int{"a": 1, "b": 2}, before[limited]); d != "" {
+		t.Errorf("the clone changed (-want +got):\n%s", d)
+	}
+}
