@@ -4,7 +4,10 @@
 # into slurm/testdata/<version>/, then lift the limits again. Runs against
 # the lab of scripts/lab/up.sh (22.05) or trixie-up.sh with WITH_DBD=1
 # (24.11); QOS guaranteed and user nobody are added for the recording where
-# the lab lacks them, and removed after.
+# the lab lacks them, and removed after. 22.05's sacctmgr cannot lift a
+# MaxTRESRunMinsPA once set (its -1 leaves the entry, and lifted in one
+# command with MaxTRESRunMinsPU it takes PU's old entries instead): the
+# script says so, and `make lab-fresh` then gives a lab without it.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -41,7 +44,8 @@ lift() {
     GrpTRES=gres/gpu=-1,cpu=-1,mem=-1,billing=-1,node=-1 MaxTRESPerUser=gres/gpu=-1,cpu=-1,mem=-1,billing=-1,node=-1 \
     MaxTRESPerAccount=gres/gpu=-1 MaxTRESPerNode=gres/gpu=-1,billing=-1 \
     GrpTRESRunMins=gres/gpu=-1,cpu=-1,billing=-1,mem=-1 MaxTRESMinsPerJob=gres/gpu=-1,cpu=-1,billing=-1,mem=-1 \
-    MaxTRESRunMinsPU=gres/gpu=-1,billing=-1,mem=-1 MaxTRESRunMinsPA=gres/gpu=-1
+    MaxTRESRunMinsPU=gres/gpu=-1,billing=-1,mem=-1
+  mod qos normal set MaxTRESRunMinsPA=gres/gpu=-1
   mod user root set MaxTRESPerJob=gres/gpu=-1,node=-1 MaxTRESPerNode=cpu=-1 MaxWall=-1 \
     GrpTRES=gres/gpu=-1,cpu=-1,mem=-1,billing=-1,node=-1 GrpTRESRunMins=gres/gpu=-1,billing=-1,mem=-1 MaxTRESMinsPerJob=gres/gpu=-1
   mod account root set MaxTRESPerJob=node=-1 GrpTRES=gres/gpu=-1 GrpTRESRunMins=cpu=-1
@@ -51,6 +55,11 @@ lift() {
       user) run sacctmgr -i delete user nobody account=root >/dev/null ;;
     esac
   done
+  local left
+  left=$(run sacctmgr -nP show qos normal format=MaxTRESRunMinsPA)
+  if [ -n "$left" ]; then
+    echo "QOS normal keeps MaxTRESRunMinsPA=$left (sacctmgr does not lift it): run make lab-fresh before other tests" >&2
+  fi
 }
 trap lift EXIT
 
