@@ -168,7 +168,7 @@ func holds(j slurm.Job, now time.Time) slurm.GroupLimits {
 	if j.State != slurm.StateRunning {
 		return slurm.GroupLimits{}
 	}
-	h := slurm.GroupLimits{GPUs: j.GPUs, CPUs: j.CPUs, MemMB: j.MemMB, Billing: j.Billing}
+	h := slurm.GroupLimits{GPUs: j.GPUs, CPUs: j.CPUs, MemMB: j.MemMB, Billing: j.Billing, Jobs: 1}
 	if j.TimeLimit > 0 {
 		left := wholeMinutes(max(j.TimeLimit-now.Sub(j.StartTime), 0))
 		h.GPURunMins, h.CPURunMins, h.BillingRunMins = int64(j.GPUs)*left, int64(j.CPUs)*left, j.Billing*left
@@ -195,7 +195,7 @@ func plus(a, b slurm.GroupLimits, k int) slurm.GroupLimits {
 	return slurm.GroupLimits{Nodes: a.Nodes, GPUs: a.GPUs + k*b.GPUs, CPUs: a.CPUs + k*b.CPUs, MemMB: a.MemMB + int64(k)*b.MemMB,
 		GPURunMins: a.GPURunMins + int64(k)*b.GPURunMins, CPURunMins: a.CPURunMins + int64(k)*b.CPURunMins,
 		Billing: a.Billing + int64(k)*b.Billing, BillingRunMins: a.BillingRunMins + int64(k)*b.BillingRunMins,
-		MemRunMins: a.MemRunMins + int64(k)*b.MemRunMins}
+		MemRunMins: a.MemRunMins + int64(k)*b.MemRunMins, Jobs: a.Jobs + k*b.Jobs}
 }
 
 // groupUsage sums what the running jobs, every job in Slurm, hold at now,
@@ -241,18 +241,19 @@ func unticked(j slurm.Job, tick time.Duration, now time.Time) slurm.GroupLimits 
 // run, 0 when a group is full (or over), -1 where no group bounds them; by
 // names the group that binds.
 type groupRoom struct {
-	gpus, cpus                                     int
+	gpus, cpus, jobs                               int
 	mem, gpuMins, cpuMins, billing                 int64
 	billingMins, memMins                           int64
 	gpuBy, cpuBy, memBy, billingBy                 slurm.Group
 	gpuMinsBy, cpuMinsBy, billingMinsBy, memMinsBy slurm.Group
+	jobsBy                                         slurm.Group
 }
 
 // roomOf is the room job j has under groups at now, given what their
 // running jobs hold (j's own included, when it runs: a restart gives its
 // GPUs and the minutes left of its limit back first).
 func roomOf(groups []slurm.Group, use map[slurm.Group]slurm.GroupLimits, j slurm.Job, now time.Time) groupRoom {
-	r := groupRoom{gpus: -1, cpus: -1, mem: -1, gpuMins: -1, cpuMins: -1, billing: -1, billingMins: -1, memMins: -1}
+	r := groupRoom{gpus: -1, cpus: -1, jobs: -1, mem: -1, gpuMins: -1, cpuMins: -1, billing: -1, billingMins: -1, memMins: -1}
 	own := holds(j, now)
 	for _, g := range groups {
 		u := use[g]
@@ -264,6 +265,7 @@ func roomOf(groups []slurm.Group, use map[slurm.Group]slurm.GroupLimits, j slurm
 		tighten(&r.billing, &r.billingBy, g, g.Billing, u.Billing, own.Billing)
 		tighten(&r.billingMins, &r.billingMinsBy, g, g.BillingRunMins, u.BillingRunMins, own.BillingRunMins)
 		tighten(&r.memMins, &r.memMinsBy, g, g.MemRunMins, u.MemRunMins, own.MemRunMins)
+		tighten(&r.jobs, &r.jobsBy, g, g.Jobs, u.Jobs, own.Jobs)
 	}
 	return r
 }
@@ -286,6 +288,8 @@ func tighten[T int | int64](room *T, by *slurm.Group, g slurm.Group, limit, used
 // is false while there is room.
 func (r groupRoom) full(use map[slurm.Group]slurm.GroupLimits, minMem int64) (why string, ok bool) {
 	switch {
+	case r.jobs == 0:
+		return fmt.Sprintf("waits for room in %s: running jobs %d, allowed %d", r.jobsBy.JobsName(), use[r.jobsBy].Jobs, r.jobsBy.Jobs), true
 	case r.gpus == 0:
 		return fmt.Sprintf("waits for room in %s: GPUs in use %d, allowed %d", r.gpuBy.Limit, use[r.gpuBy].GPUs, r.gpuBy.GPUs), true
 	case r.cpus == 0:
@@ -1024,12 +1028,14 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 func snapshotGroups(pjobs []policy.Job, managed map[string]*managedJob, usage map[slurm.Group]slurm.GroupLimits, nodes []policy.Node, now time.Time) []policy.Group {
 	inside := map[slurm.Group]slurm.GroupLimits{}
 	weighted := map[slurm.Group]bool{} // one of its jobs here bills more than CPUs, or an unknown bill
+	jobs := map[slurm.Group]int{}      // its jobs here
 	for i := range pjobs {
 		mj := managed[pjobs[i].ID]
 		for _, g := range mj.groups {
-			if g.GPUs > 0 || g.CPUs > 0 || g.Billing > 0 {
+			if g.GPUs > 0 || g.CPUs > 0 || g.Billing > 0 || g.Jobs > 0 {
 				addTo(inside, []slurm.Group{g}, holds(mj.slurm, now))
 				weighted[g] = weighted[g] || mj.billing.Set || mj.billing.Unread != ""
+				jobs[g]++
 			}
 		}
 	}
@@ -1046,11 +1052,12 @@ func snapshotGroups(pjobs []policy.Job, managed map[string]*managedJob, usage ma
 	binds := map[slurm.Group]policy.Group{}
 	for g, in := range inside {
 		u := usage[g]
-		pg := policy.Group{Name: g.Limit, GPUs: room(g.GPUs, u.GPUs, in.GPUs), CPUs: room(g.CPUs, u.CPUs, in.CPUs)}
+		pg := policy.Group{Name: g.Limit, GPUs: room(g.GPUs, u.GPUs, in.GPUs), CPUs: room(g.CPUs, u.CPUs, in.CPUs),
+			Jobs: room(g.Jobs, u.Jobs, in.Jobs), JobsName: g.JobsName()}
 		if b := room(int(g.Billing), int(u.Billing), int(in.Billing)); !weighted[g] && b >= 0 && (pg.CPUs < 0 || b < pg.CPUs) {
 			pg.CPUs = b
 		}
-		if pg.GPUs >= 0 && pg.GPUs < gpus || pg.CPUs >= 0 && pg.CPUs < cpus {
+		if pg.GPUs >= 0 && pg.GPUs < gpus || pg.CPUs >= 0 && pg.CPUs < cpus || pg.Jobs >= 0 && pg.Jobs < jobs[g] {
 			binds[g] = pg
 		}
 	}
@@ -1351,7 +1358,7 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 		case slurm.ActionStart, slurm.ActionRestart:
 			n := a.NodeCount()
 			after := held // what the job holds once the action ran
-			after.GPUs, after.CPUs = a.GPUsPerNode*n, a.CPUsPerTask*n
+			after.GPUs, after.CPUs, after.Jobs = a.GPUsPerNode*n, a.CPUsPerTask*n, 1
 			if m := a.MemMB(mj.slurm); m > 0 {
 				// An action that sets no memory leaves the job's as it is.
 				after.MemMB = m
@@ -1538,9 +1545,9 @@ func overGroup(g slurm.Group, u, d slurm.GroupLimits) string {
 	limits, used, adds := g.GroupLimits.Amounts(), u.Amounts(), d.Amounts()
 	for i, l := range limits {
 		if l.Value > 0 && adds[i].Value > 0 && used[i].Value+adds[i].Value > l.Value {
-			name, what := g.Limit, l.What
+			name, what := g.NameOf(l), l.What
 			if l.RunMins {
-				name, what = g.RunMinsName(), what+" "+g.MinsWhat()
+				what += " " + g.MinsWhat()
 			}
 			return fmt.Sprintf("%s allows %d %s, %d in use or planned before it, and its plan adds %d", name, l.Value, what, used[i].Value, adds[i].Value)
 		}

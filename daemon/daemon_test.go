@@ -1524,8 +1524,10 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 			ignored: "waits for room in QOS shared GrpTRESMins: MB-minutes of memory used or to run in use 2160000, allowed 5000000, and one GPU's 64000 MB for its 60-minute time limit takes 3840000"},
 		// The other job holds node2: with room for one more node the job
 		// starts on one node, with none, on node2 beside it.
-		"node room":  {grp: slurm.GroupLimits{Nodes: 2}, others: 2, maxGPUs: 8, maxCPUs: 64},
-		"nodes full": {grp: slurm.GroupLimits{Nodes: 1}, others: 2, maxGPUs: 6, maxCPUs: 56, node: "node2"},
+		"node room":              {grp: slurm.GroupLimits{Nodes: 2}, others: 2, maxGPUs: 8, maxCPUs: 64},
+		"nodes full":             {grp: slurm.GroupLimits{Nodes: 1}, others: 2, maxGPUs: 6, maxCPUs: 56, node: "node2"},
+		"jobs room":              {grp: slurm.GroupLimits{Jobs: 2}, others: 2, maxGPUs: 8, maxCPUs: 64},
+		"jobs full":              {grp: slurm.GroupLimits{Jobs: 1}, others: 2, ignored: "waits for room in QOS shared GrpJobs: running jobs 1, allowed 1"},
 		"memory-minutes per job": {qosJob: slurm.JobLimits{MemMins: 4320000}, others: 2, maxGPUs: 8, maxCPUs: 64, maxMem: 72000},
 		"memory-minutes per job short": {qosJob: slurm.JobLimits{MemMins: 3000000}, others: 2, release: true,
 			ignored: "its 60-minute time limit with 64000 MB of memory (one GPU's) is over its MB-minutes of memory per job (3000000)"},
@@ -1644,7 +1646,8 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 // keeps 4 and the second waits with reason group-limit, as on a cluster
 // of 4 GPUs. Billing without TRESBillingWeights counts CPUs, so
 // GrpTRES=billing=16 is planned as 16 CPUs the same way (bounded alone,
-// both were planned on 16 CPUs and the second was deferred).
+// both were planned on 16 CPUs and the second was deferred), and GrpJobs=1
+// as one job.
 func TestCycleSplitsGroupRoom(t *testing.T) {
 	tests := map[string]struct {
 		grp   slurm.GroupLimits
@@ -1656,6 +1659,8 @@ func TestCycleSplitsGroupRoom(t *testing.T) {
 			"QOS shared GrpTRES: its jobs here hold 4 of the 4 GPUs left to them"},
 		"billing": {slurm.GroupLimits{Billing: 16}, 16, func(a slurm.Action) int { return a.CPUsPerTask * a.NumNodes },
 			"QOS shared GrpTRES: its jobs here hold 16 of the 16 CPUs left to them"},
+		"jobs": {slurm.GroupLimits{Jobs: 1}, 1, func(slurm.Action) int { return 1 },
+			"QOS shared GrpJobs: 1 of its jobs run here, as many as are left to them"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -1700,7 +1705,7 @@ func TestSnapshotGroupsBilling(t *testing.T) {
 		weights slurm.BillingWeights
 		want    []policy.Group
 	}{
-		"unset":    {slurm.BillingWeights{}, []policy.Group{{Name: "QOS shared GrpTRES", GPUs: -1, CPUs: 16}}},
+		"unset":    {slurm.BillingWeights{}, []policy.Group{{Name: "QOS shared GrpTRES", GPUs: -1, CPUs: 16, Jobs: -1, JobsName: "QOS shared GrpJobs"}}},
 		"weighted": {slurm.BillingWeights{CPU: 1, GPU: 4, Set: true}, []policy.Group{}},
 		"unread":   {slurm.BillingWeights{Unread: "CPU=x"}, []policy.Group{}},
 	} {
@@ -1772,8 +1777,10 @@ func TestSlurmActionsKeepGroupsTogether(t *testing.T) {
 		// gives node1 back first.
 		"nodes": {slurm.GroupLimits{Nodes: 2}, []int{5, 6, 7},
 			map[int]string{8: "QOS shared GrpTRES allows 2 nodes, 2 in use or planned before it, and its plan adds 1"}},
+		"jobs": {slurm.GroupLimits{Jobs: 2}, []int{5, 6, 7},
+			map[int]string{8: "QOS shared GrpJobs allows 2 running jobs, 2 in use or planned before it, and its plan adds 1"}},
 		"room for all": {slurm.GroupLimits{GPUs: 12, CPUs: 24, MemMB: 98304, GPURunMins: 720, CPURunMins: 1440, Billing: 24, BillingRunMins: 1440,
-			MemRunMins: 5898240, Nodes: 3},
+			MemRunMins: 5898240, Nodes: 3, Jobs: 3},
 			[]int{5, 6, 7, 8}, map[int]string{}},
 	}
 	for name, tc := range tests {

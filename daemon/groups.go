@@ -11,9 +11,11 @@ import (
 // what it allows (0: no bound), for rubick status.
 type GroupUse struct {
 	// Limit names it as an admin sets it ("QOS normal GrpTRES"); RunMins
-	// names its run-minute part ("QOS normal GrpTRESRunMins").
+	// names its run-minute part ("QOS normal GrpTRESRunMins"), Jobs its
+	// running jobs' ("QOS normal GrpJobs").
 	Limit   string      `json:"limit"`
 	RunMins string      `json:"run_mins"`
+	Jobs    string      `json:"jobs_limit,omitempty"`
 	InUse   TRESAmounts `json:"in_use"`
 	Allowed TRESAmounts `json:"allowed"`
 	// Spent is, for a budget (GrpTRESMins; RunMins is its name), the
@@ -35,10 +37,11 @@ type TRESAmounts struct {
 	BillingRunMins int64 `json:"billing_run_mins"`
 	MemRunMins     int64 `json:"mem_run_mins"`
 	Nodes          int   `json:"nodes"`
+	Jobs           int   `json:"jobs"`
 }
 
 // Amounts lists a's amounts as slurm.GroupLimits.Amounts does.
-func (a TRESAmounts) Amounts() [9]slurm.GroupAmount { return slurm.GroupLimits(a).Amounts() }
+func (a TRESAmounts) Amounts() [10]slurm.GroupAmount { return slurm.GroupLimits(a).Amounts() }
 
 // GroupBound is one amount a group limit bounds, with what is held of it.
 type GroupBound struct {
@@ -60,7 +63,7 @@ type GroupBound struct {
 func (g GroupUse) Bounds() []GroupBound {
 	var out []GroupBound
 	used := g.InUse.Amounts()
-	var spent [9]slurm.GroupAmount
+	var spent [10]slurm.GroupAmount
 	if g.Spent != nil {
 		spent = g.Spent.Amounts()
 	}
@@ -69,8 +72,11 @@ func (g GroupUse) Bounds() []GroupBound {
 			continue
 		}
 		b := GroupBound{Limit: g.Limit, What: a.What, RunMins: a.RunMins, Allowed: a.Value, InUse: used[i].Value, Spent: spent[i].Value}
-		if a.RunMins {
+		switch {
+		case a.RunMins:
 			b.Limit = g.RunMins
+		case a.Jobs:
+			b.Limit = g.Jobs
 		}
 		out = append(out, b)
 	}
@@ -82,6 +88,9 @@ func (v *View) GroupUse() []GroupUse {
 	out := make([]GroupUse, 0, len(v.usage))
 	for g, u := range v.usage {
 		gu := GroupUse{Limit: g.Limit, RunMins: g.RunMinsName(), InUse: TRESAmounts(u), Allowed: TRESAmounts(g.GroupLimits)}
+		if g.Jobs > 0 {
+			gu.Jobs = g.JobsName()
+		}
 		if g.Budget {
 			spent := TRESAmounts(g.Spent)
 			gu.Spent = &spent

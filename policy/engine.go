@@ -275,6 +275,9 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 				r.groupUse[g].gpus += sl.gpus
 				r.groupUse[g].cpus += sl.cpus
 			}
+			if js.gpus > 0 {
+				r.groupUse[g].jobs++
+			}
 		}
 		js.info = e.jobInfo(r, js)
 		js.cpg = max(e.cfg.MinCPUsPerGPU, min(j.Request.CPUs/max(1, j.Request.GPUs), maxCPUsPerGPU(s)))
@@ -340,15 +343,20 @@ func (r *round) capOf(js *jstate) int {
 	return max(total, 1)
 }
 
-// groupUse is what a group's jobs hold during a round.
-type groupUse struct{ gpus, cpus int }
+// groupUse is what a group's jobs hold during a round, and how many of
+// them hold GPUs.
+type groupUse struct{ gpus, cpus, jobs int }
 
 // groupFree is how many more GPUs and CPUs js's groups let it take;
-// math.MaxInt where none bounds them.
+// math.MaxInt where none bounds them. A job that holds no GPU takes none
+// from a group whose running jobs are as many as it allows.
 func (r *round) groupFree(js *jstate) (gpus, cpus int) {
 	gpus, cpus = math.MaxInt, math.MaxInt
 	for _, g := range js.groups {
 		b, u := r.s.Groups[g], r.groupUse[g]
+		if b.Jobs >= 0 && js.gpus == 0 && u.jobs >= b.Jobs {
+			gpus = 0
+		}
 		if b.GPUs >= 0 {
 			gpus = min(gpus, max(b.GPUs-u.gpus, 0))
 		}
@@ -365,6 +373,8 @@ func (r *round) fullGroup(js *jstate) string {
 	for _, g := range js.groups {
 		b, u := r.s.Groups[g], r.groupUse[g]
 		switch {
+		case b.Jobs >= 0 && js.gpus == 0 && u.jobs >= b.Jobs:
+			return fmt.Sprintf("%s: %d of its jobs run here, as many as are left to them", cmp.Or(b.JobsName, b.Name), u.jobs)
 		case b.GPUs >= 0 && u.gpus >= b.GPUs:
 			return fmt.Sprintf("%s: its jobs here hold %d of the %d GPUs left to them", b.Name, u.gpus, b.GPUs)
 		case b.CPUs >= 0 && b.CPUs-u.cpus < r.e.cfg.MinCPUsPerGPU:
@@ -393,7 +403,8 @@ func (r *round) groupsOver(js *jstate, before []groupUse) bool {
 	for i, g := range js.groups {
 		b, u := r.s.Groups[g], r.groupUse[g]
 		if b.GPUs >= 0 && u.gpus > b.GPUs && u.gpus > before[i].gpus ||
-			b.CPUs >= 0 && u.cpus > b.CPUs && u.cpus > before[i].cpus {
+			b.CPUs >= 0 && u.cpus > b.CPUs && u.cpus > before[i].cpus ||
+			b.Jobs >= 0 && u.jobs > b.Jobs && u.jobs > before[i].jobs {
 			return true
 		}
 	}
@@ -580,10 +591,18 @@ func (r *round) adjust(js *jstate, n, dg, dc int) {
 	}
 	js.cur[i].gpus += dg
 	js.cur[i].cpus += dc
+	dj := 0 // a job that starts or stops holding GPUs
+	switch {
+	case js.gpus == 0 && dg > 0:
+		dj = 1
+	case js.gpus > 0 && js.gpus+dg == 0:
+		dj = -1
+	}
 	js.gpus += dg
 	for _, g := range js.groups {
 		r.groupUse[g].gpus += dg
 		r.groupUse[g].cpus += dc
+		r.groupUse[g].jobs += dj
 	}
 	js.ver++
 	r.nodes[n].freeGPU -= dg

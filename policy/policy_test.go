@@ -1055,16 +1055,20 @@ func TestMemoryRequest(t *testing.T) {
 // still bounded alone by its Max: two jobs that would each take 4 GPUs
 // share a group's 4, and both start; under a group's 16 CPUs too, the
 // second taking GPUs, and with them CPUs, from the first. The twin
-// without the bound shows they would take 8 GPUs and 32 CPUs.
+// without the bound shows they would take 8 GPUs and 32 CPUs. A group that
+// lets one job run starts the older, and the other waits naming it.
 func TestGroups(t *testing.T) {
 	tests := map[string]struct {
 		group      policy.Group
 		gpus, cpus int // the most both jobs may hold together; 0: any
 		starts     int
+		waits      string // what the job that does not start says
 	}{
-		"none": {group: policy.Group{Name: "g", GPUs: -1, CPUs: -1}, starts: 2},
-		"GPUs": {group: policy.Group{Name: "g", GPUs: 4, CPUs: -1}, gpus: 4, starts: 2},
-		"CPUs": {group: policy.Group{Name: "g", GPUs: -1, CPUs: 16}, cpus: 16, starts: 2},
+		"none": {group: policy.Group{Name: "g", GPUs: -1, CPUs: -1, Jobs: -1}, starts: 2},
+		"GPUs": {group: policy.Group{Name: "g", GPUs: 4, CPUs: -1, Jobs: -1}, gpus: 4, starts: 2},
+		"CPUs": {group: policy.Group{Name: "g", GPUs: -1, CPUs: 16, Jobs: -1}, cpus: 16, starts: 2},
+		"jobs": {group: policy.Group{Name: "g", GPUs: -1, CPUs: -1, Jobs: 1}, starts: 1, gpus: 8, cpus: 32,
+			waits: "g: 1 of its jobs run here, as many as are left to them"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -1082,7 +1086,10 @@ func TestGroups(t *testing.T) {
 				for _, act := range decide(t, pol, s).Actions {
 					if act.Kind == policy.Start {
 						starts++
-					} else if act.Reason != policy.ReasonGroup || !strings.Contains(act.Detail, "g: its jobs here hold") {
+						if tc.waits != "" && act.JobID != "a" {
+							t.Errorf("%s: job %s starts, want the older a", pol, act.JobID)
+						}
+					} else if act.Reason != policy.ReasonGroup || !strings.Contains(act.Detail, orDefault(tc.waits, "g: its jobs here hold")) {
 						t.Errorf("%s: job %s waits with %s: %s, want group-limit naming the group", pol, act.JobID, act.Reason, act.Detail)
 					}
 					for _, n := range act.Alloc {
@@ -1096,16 +1103,17 @@ func TestGroups(t *testing.T) {
 				if tc.gpus > 0 && gpus > tc.gpus || tc.cpus > 0 && cpus > tc.cpus {
 					t.Errorf("%s: the group's jobs hold %d GPUs, %d CPUs together, want at most %+v", pol, gpus, cpus, tc.group)
 				}
-				if tc.gpus == 0 && tc.cpus == 0 && (gpus <= 4 || cpus <= 16) {
+				if tc.waits == "" && tc.gpus == 0 && tc.cpus == 0 && (gpus <= 4 || cpus <= 16) {
 					t.Errorf("%s: unbounded, the jobs took %d GPUs, %d CPUs; the test needs more than 4 and 16", pol, gpus, cpus)
 				}
 			}
 		})
 	}
 	for name, groups := range map[string][]policy.Group{
-		"empty name": {{Name: "", GPUs: 1, CPUs: -1}},
-		"duplicate":  {{Name: "g", GPUs: 1, CPUs: -1}, {Name: "g", GPUs: 2, CPUs: -1}},
-		"negative":   {{Name: "g", GPUs: -2, CPUs: -1}},
+		"empty name":    {{Name: "", GPUs: 1, CPUs: -1, Jobs: -1}},
+		"duplicate":     {{Name: "g", GPUs: 1, CPUs: -1, Jobs: -1}, {Name: "g", GPUs: 2, CPUs: -1, Jobs: -1}},
+		"negative":      {{Name: "g", GPUs: -2, CPUs: -1, Jobs: -1}},
+		"negative jobs": {{Name: "g", GPUs: -1, CPUs: -1, Jobs: -3}},
 	} {
 		if _, err := policy.NewSnapshot(pt.Epoch, pt.Cluster(1, 8), nil, nil, pt.Models(), 0, policy.WithGroups(groups)); !errors.Is(err, policy.ErrBadSnapshot) {
 			t.Errorf("%s: %v, want ErrBadSnapshot", name, err)
@@ -1128,7 +1136,7 @@ func TestGroupVictims(t *testing.T) {
 		b := pt.NewJob("b", "small").GPUs(2).CPUs(8).SubmittedAt(time.Minute).Obj()
 		b.Groups = []string{"g"}
 		s, err := policy.NewSnapshot(pt.Epoch.Add(11*time.Hour), pt.Cluster(1, 8), []policy.Job{d, b}, nil, pt.Models(), 260*time.Second,
-			policy.WithGroups([]policy.Group{{Name: "g", GPUs: tc.room, CPUs: -1}}))
+			policy.WithGroups([]policy.Group{{Name: "g", GPUs: tc.room, CPUs: -1, Jobs: -1}}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1170,4 +1178,12 @@ func TestJobNodes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// orDefault is s, or def where s is empty.
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

@@ -309,9 +309,14 @@ type Snapshot struct {
 // hold under it.
 type Group struct {
 	Name string `json:"name"`
-	// GPUs and CPUs its jobs may hold in all; -1 where it sets no bound.
+	// GPUs and CPUs its jobs may hold in all, and how many of them may
+	// run; -1 where it sets no bound.
 	GPUs int `json:"gpus"`
 	CPUs int `json:"cpus"`
+	Jobs int `json:"jobs"`
+	// JobsName names its bound on running jobs where that is not Name
+	// (Slurm's GrpJobs beside the GrpTRES of the same QOS).
+	JobsName string `json:"jobs_name,omitempty"`
 }
 
 // WithGroups gives the groups that bound jobs together; each job lists its
@@ -323,8 +328,8 @@ func WithGroups(groups []Group) SnapshotOption {
 			if _, dup := s.groupIndex[g.Name]; dup || g.Name == "" {
 				return fmt.Errorf("%w: group %d: name %q is empty or taken", ErrBadSnapshot, i, g.Name)
 			}
-			if g.GPUs < -1 || g.CPUs < -1 {
-				return fmt.Errorf("%w: group %q: gpus=%d, cpus=%d: want >= 0, or -1 for no bound", ErrBadSnapshot, g.Name, g.GPUs, g.CPUs)
+			if g.GPUs < -1 || g.CPUs < -1 || g.Jobs < -1 {
+				return fmt.Errorf("%w: group %q: gpus=%d, cpus=%d, jobs=%d: want >= 0, or -1 for no bound", ErrBadSnapshot, g.Name, g.GPUs, g.CPUs, g.Jobs)
 			}
 			s.groupIndex[g.Name] = i
 		}

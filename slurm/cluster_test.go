@@ -733,9 +733,9 @@ func TestJobsExclusiveRequiredNodesHet(t *testing.T) {
 // MaxWall=90 GrpTRES=gres/gpu=5,cpu=40,mem=300G,billing=30,node=2
 // GrpTRESRunMins=gres/gpu=500,billing=5000,mem=2500000
 // MaxTRESMinsPerJob=gres/gpu=200
-// on user root's association; and
-// MaxTRESPerJob=node=2 GrpTRES=gres/gpu=9 GrpTRESRunMins=cpu=9000 on
-// account root's.
+// GrpJobs=4 MaxJobs=3 on user root's association; and
+// MaxTRESPerJob=node=2 GrpTRES=gres/gpu=9 GrpTRESRunMins=cpu=9000 MaxJobs=6
+// on account root's.
 func TestLimits(t *testing.T) {
 	f, srv := newFakeRestd(t, Version38)
 	c := newTestCluster(t, srv.URL, nil)
@@ -750,22 +750,24 @@ func TestLimits(t *testing.T) {
 			"normal": {Name: "normal", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUs: 64, MemMB: 200 << 10, GPUsPerNode: 3, Wall: 120 * time.Minute,
 				GPUMins: 240, CPUMins: 2400, MemMins: 1200000, Billing: 50, BillingMins: 3000, BillingPerNode: 20},
 				Grp: GroupLimits{GPUs: 12, CPUs: 96, MemMB: 1 << 20, GPURunMins: 600, CPURunMins: 6000, Billing: 80, BillingRunMins: 9000,
-					MemRunMins: 3000000, Nodes: 3},
+					MemRunMins: 3000000, Nodes: 3, Jobs: 5},
 				PerUser: GroupLimits{GPUs: 6, CPUs: 48, MemMB: 400 << 10, GPURunMins: 300, Billing: 40, BillingRunMins: 4000, MemRunMins: 2000000,
-					Nodes: 2},
-				PerAccount: GroupLimits{GPUs: 7, GPURunMins: 360}},
+					Nodes: 2, Jobs: 2},
+				PerAccount: GroupLimits{GPUs: 7, GPURunMins: 360, Jobs: 3}},
 			"guaranteed": {Name: "guaranteed"},
 		},
 		Associations: []Association{
-			{Cluster: "rubicklab", Account: "root", PerJob: JobLimits{Nodes: 2}, Grp: GroupLimits{GPUs: 9, CPURunMins: 9000}, BudgetListed: true},
-			// slurmdbd lists the per-job limits a child inherits on the
-			// child too, not the group limits it counts against.
-			{Cluster: "rubicklab", Account: "root", User: "nobody", PerJob: JobLimits{Nodes: 2}, BudgetListed: true},
+			{Cluster: "rubicklab", Account: "root", PerJob: JobLimits{Nodes: 2}, Grp: GroupLimits{GPUs: 9, CPURunMins: 9000}, MaxJobs: 6,
+				BudgetListed: true},
+			// slurmdbd lists the per-job limits (and MaxJobs) a child
+			// inherits on the child too, not the group limits it counts
+			// against.
+			{Cluster: "rubicklab", Account: "root", User: "nobody", PerJob: JobLimits{Nodes: 2}, MaxJobs: 6, BudgetListed: true},
 			{Cluster: "rubicklab", Account: "root", User: "root", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUsPerNode: 24, Wall: 90 * time.Minute,
 				GPUMins: 200},
 				Grp: GroupLimits{GPUs: 5, CPUs: 40, MemMB: 300 << 10, GPURunMins: 500, Billing: 30, BillingRunMins: 5000, MemRunMins: 2500000,
-					Nodes: 2},
-				BudgetListed: true},
+					Nodes: 2, Jobs: 4},
+				MaxJobs: 3, BudgetListed: true},
 		},
 		Partitions: map[string]Partition{"gpu": {Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"},
 			TotalCPUs: 256, TotalNodes: 4, PriorityJobFactor: 1, PriorityTier: 1, TRES: "cpu=256,mem=2000G,node=4,billing=256,gres/gpu=32"}},

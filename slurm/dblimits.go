@@ -44,7 +44,10 @@ type (
 	// per account (MaxTRESRunMinsPU, PA) under minutes.per.user and
 	// account (read off the 22.05 lab with each set in turn). An
 	// association's GrpTRESMins is under group.minutes (22.05 and 24.11);
-	// a QOS's is in neither version's listing.
+	// a QOS's is in neither version's listing. Running jobs: a QOS's
+	// GrpJobs under active_jobs.count, MaxJobsPU and PA under
+	// jobs.active_jobs.per.user and account; an association's GrpJobs
+	// under jobs.per.count, MaxJobs under jobs.active (both labs).
 	dbMax struct {
 		Tres *struct {
 			Total *[]dbTRES `json:"total"`
@@ -70,8 +73,19 @@ type (
 		Jobs *struct {
 			Per *struct {
 				WallClock flexInt `json:"wall_clock"`
+				Count     flexInt `json:"count"`
 			} `json:"per"`
+			Active     flexInt `json:"active"`
+			ActiveJobs *struct {
+				Per *struct {
+					User    flexInt `json:"user"`
+					Account flexInt `json:"account"`
+				} `json:"per"`
+			} `json:"active_jobs"`
 		} `json:"jobs"`
+		ActiveJobs *struct {
+			Count flexInt `json:"count"`
+		} `json:"active_jobs"`
 	}
 	dbMinutesPer struct {
 		Job     *[]dbTRES `json:"job"`
@@ -96,6 +110,12 @@ func (l dbQOSList) convert() []QOS {
 			if m != nil && m.Tres != nil && m.Tres.Per != nil {
 				o.PerUser, o.PerAccount = groupIn(m.Tres.Per.User), groupIn(m.Tres.Per.Account)
 			}
+			if m != nil && m.ActiveJobs != nil {
+				o.Grp.Jobs = jobCount(m.ActiveJobs.Count)
+			}
+			if m != nil && m.Jobs != nil && m.Jobs.ActiveJobs != nil && m.Jobs.ActiveJobs.Per != nil {
+				o.PerUser.Jobs, o.PerAccount.Jobs = jobCount(m.Jobs.ActiveJobs.Per.User), jobCount(m.Jobs.ActiveJobs.Per.Account)
+			}
 			if mp := m.minutesPer(); mp != nil {
 				o.Grp.setRunMins(runMinsIn(mp.QOS))
 				o.PerUser.setRunMins(runMinsIn(mp.User))
@@ -112,6 +132,12 @@ func (l dbAssocList) convert() []Association {
 	for _, a := range l.Associations {
 		o := Association{Cluster: deref(a.Cluster), Account: deref(a.Account), User: deref(a.User),
 			Partition: deref(a.Partition), Parent: deref(a.ParentAccount), PerJob: a.Max.perJob(), Grp: a.Max.grp()}
+		if m := a.Max; m != nil && m.Jobs != nil {
+			o.MaxJobs = jobCount(m.Jobs.Active)
+			if m.Jobs.Per != nil {
+				o.Grp.Jobs = jobCount(m.Jobs.Per.Count)
+			}
+		}
 		if m := a.Max; m != nil && m.Tres != nil && m.Tres.Group != nil {
 			o.Grp.setRunMins(runMinsIn(m.Tres.Group.Active))
 			if l := m.Tres.Group.Minutes; l != nil {
@@ -130,6 +156,14 @@ func (m *dbMax) minutesPer() *dbMinutesPer {
 		return nil
 	}
 	return m.Tres.Minutes.Per
+}
+
+// jobCount is a job count limit; 0 where none is set.
+func jobCount(f flexInt) int {
+	if !f.Set || f.Infinite {
+		return 0
+	}
+	return int(max(f.Value, 0))
 }
 
 // runMinsIn reads gres/gpu, cpu, mem (MiB-minutes) and billing off a

@@ -174,6 +174,27 @@ type Group struct {
 	Spent  GroupLimits
 }
 
+// NameOf names the limit of g that sets amount a as an admin sets it: its
+// run-minute limit (RunMinsName), its job count's (JobsName) or Limit.
+func (g Group) NameOf(a GroupAmount) string {
+	switch {
+	case a.RunMins:
+		return g.RunMinsName()
+	case a.Jobs:
+		return g.JobsName()
+	}
+	return g.Limit
+}
+
+// JobsName names g's limit on running jobs as an admin sets it: GrpJobs,
+// MaxJobsPerUser or MaxJobsPerAccount where Limit names the GrpTRES,
+// MaxTRESPerUser or MaxTRESPerAccount of the same QOS or association; an
+// association's MaxJobs its own name.
+func (g Group) JobsName() string {
+	return strings.NewReplacer("GrpTRES", "GrpJobs", "MaxTRESPerUser", "MaxJobsPerUser",
+		"MaxTRESPerAccount", "MaxJobsPerAccount").Replace(g.Limit)
+}
+
 // RunMinsName names g's run-minute limit as an admin sets it:
 // GrpTRESRunMins, MaxTRESRunMinsPU or MaxTRESRunMinsPA where Limit names
 // the GrpTRES, MaxTRESPerUser or MaxTRESPerAccount of the same QOS or
@@ -223,9 +244,15 @@ func (l Limits) Groups(j Job, partition string) []Group {
 		add(q.PerAccount, "QOS %s MaxTRESPerAccount (account %s)", q.Name, j.Account)
 		budget(q.Budget, "QOS %s GrpTRESMins", q.Name)
 	}
-	for _, a := range l.chain(j, partition) {
+	chain := l.chain(j, partition)
+	for _, a := range chain {
 		add(a.Grp, "association %s GrpTRES", a.path())
 		budget(a.Budget, "association %s GrpTRESMins", a.path())
+	}
+	if len(chain) > 0 && chain[0].MaxJobs > 0 {
+		// Slurm holds the job's own association to it, which counts its
+		// own jobs alone (its children's too for an account's).
+		add(GroupLimits{Jobs: chain[0].MaxJobs}, "association %s MaxJobs", chain[0].path())
 	}
 	return out
 }

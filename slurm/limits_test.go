@@ -85,6 +85,10 @@ func TestLimitsGroups(t *testing.T) {
 			{Cluster: "lab", Account: "physics", User: "ann", Grp: GroupLimits{GPUs: 4}},
 			{Cluster: "lab", Account: "physics", User: "ann", Partition: "big", Grp: GroupLimits{GPUs: 2}},
 			{Cluster: "other", Account: "physics", User: "bob", Grp: GroupLimits{GPUs: 1}},
+			// MaxJobs as listed: the account's on its users too.
+			{Cluster: "lab", Account: "bio", Parent: "science", MaxJobs: 5},
+			{Cluster: "lab", Account: "bio", User: "eve", MaxJobs: 5},
+			{Cluster: "lab", Account: "bio", User: "eve", Partition: "big", MaxJobs: 2, Grp: GroupLimits{Jobs: 3}},
 		},
 	}
 	tests := map[string]struct {
@@ -103,6 +107,15 @@ func TestLimitsGroups(t *testing.T) {
 		"other cluster": {"normal", "physics", "bob", "gpu", []Group{
 			{Limit: "association physics GrpTRES", GroupLimits: GroupLimits{GPUs: 24, CPUs: 200}}, {Limit: "association science GrpTRES", GroupLimits: GroupLimits{GPUs: 32}}}},
 		"none": {"normal", "root", "root", "gpu", nil},
+		// MaxJobs counts the job's own association's jobs: for the
+		// partition, or without one.
+		"MaxJobs": {"normal", "bio", "eve", "gpu", []Group{
+			{Limit: "association science GrpTRES", GroupLimits: GroupLimits{GPUs: 32}},
+			{Limit: "association bio/eve MaxJobs", GroupLimits: GroupLimits{Jobs: 5}}}},
+		"MaxJobs, partition": {"normal", "bio", "eve", "big", []Group{
+			{Limit: "association bio/eve/big GrpTRES", GroupLimits: GroupLimits{Jobs: 3}},
+			{Limit: "association science GrpTRES", GroupLimits: GroupLimits{GPUs: 32}},
+			{Limit: "association bio/eve/big MaxJobs", GroupLimits: GroupLimits{Jobs: 2}}}},
 		// GrpTRESMins: the limit and what was used, beside the GrpTRES of
 		// the same association.
 		"budgets": {"budget", "chem", "dan", "gpu", []Group{
@@ -146,6 +159,29 @@ func TestGroupRunMinsName(t *testing.T) {
 	}
 	if got := (Group{Limit: "QOS normal GrpTRESMins", Budget: true}).RunMinsName(); got != "QOS normal GrpTRESMins" {
 		t.Errorf("a budget's RunMinsName = %q, want its own name", got)
+	}
+}
+
+// Each amount of a group is named by the limit an admin sets it with.
+func TestGroupNameOf(t *testing.T) {
+	amounts := GroupLimits{GPUs: 1, GPURunMins: 1, Jobs: 1}.Amounts()
+	tests := []struct {
+		limit  string
+		amount GroupAmount
+		want   string
+	}{
+		{"QOS normal GrpTRES", amounts[0], "QOS normal GrpTRES"},
+		{"QOS normal GrpTRES", amounts[5], "QOS normal GrpTRESRunMins"},
+		{"QOS normal GrpTRES", amounts[9], "QOS normal GrpJobs"},
+		{"QOS normal MaxTRESPerUser (user ann)", amounts[9], "QOS normal MaxJobsPerUser (user ann)"},
+		{"QOS normal MaxTRESPerAccount (account ml)", amounts[9], "QOS normal MaxJobsPerAccount (account ml)"},
+		{"association physics/ann GrpTRES", amounts[9], "association physics/ann GrpJobs"},
+		{"association physics/ann MaxJobs", amounts[9], "association physics/ann MaxJobs"},
+	}
+	for _, tc := range tests {
+		if got := (Group{Limit: tc.limit}).NameOf(tc.amount); got != tc.want {
+			t.Errorf("NameOf(%s) of %q = %q, want %q", tc.amount.What, tc.limit, got, tc.want)
+		}
 	}
 }
 

@@ -271,7 +271,9 @@ type QOS struct {
 // billing) times what is left of its time limit (GrpTRESRunMins,
 // MaxTRESRunMinsPerUser and PerAccount); 0 where they set no bound. The
 // same type sums what running jobs hold against them, but for Nodes: Slurm
-// counts a node the group's jobs share once.
+// counts a node the group's jobs share once. Jobs bounds how many run at
+// once (GrpJobs, MaxJobsPerUser, MaxJobsPerAccount, an association's
+// MaxJobs): each running job holds one.
 type GroupLimits struct {
 	GPUs, CPUs             int
 	MemMB                  int64
@@ -280,6 +282,7 @@ type GroupLimits struct {
 	BillingRunMins         int64
 	MemRunMins             int64
 	Nodes                  int
+	Jobs                   int
 }
 
 // GroupAmount is one amount of a GroupLimits and what it counts.
@@ -287,14 +290,15 @@ type GroupAmount struct {
 	Value int64
 	// What names its unit ("GPUs", "MB of memory", "GPU-minutes").
 	What string
-	// RunMins marks the amounts of GrpTRESRunMins and its kin.
-	RunMins bool
+	// RunMins marks the amounts of GrpTRESRunMins and its kin, Jobs the
+	// running jobs of GrpJobs and its kin.
+	RunMins, Jobs bool
 }
 
 // Amounts lists l's amounts in one order, for what goes through all of
 // them (messages, status lines): a new field is added here alone.
-func (l GroupLimits) Amounts() [9]GroupAmount {
-	return [9]GroupAmount{
+func (l GroupLimits) Amounts() [10]GroupAmount {
+	return [10]GroupAmount{
 		{Value: int64(l.GPUs), What: "GPUs"},
 		{Value: int64(l.CPUs), What: "CPUs"},
 		{Value: l.MemMB, What: "MB of memory"},
@@ -304,6 +308,7 @@ func (l GroupLimits) Amounts() [9]GroupAmount {
 		{Value: l.CPURunMins, What: "CPU-minutes", RunMins: true},
 		{Value: l.BillingRunMins, What: "billing-minutes", RunMins: true},
 		{Value: l.MemRunMins, What: "MB-minutes of memory", RunMins: true},
+		{Value: int64(l.Jobs), What: "running jobs", Jobs: true},
 	}
 }
 
@@ -315,8 +320,11 @@ type Association struct {
 	Parent string
 	PerJob JobLimits
 	// Grp bounds the association's jobs and its children's together
-	// (GrpTRES).
+	// (GrpTRES, GrpJobs).
 	Grp GroupLimits
+	// MaxJobs is how many jobs of the association may run at once; the
+	// listing shows an account's on its children too. 0: no bound.
+	MaxJobs int
 	// Budget is its GrpTRESMins, which slurmctld lists (ShowAssocMgr).
 	Budget Budget
 	// ListedBudget is its GrpTRESMins limit as slurmdbd lists it, in the

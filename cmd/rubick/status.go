@@ -327,30 +327,28 @@ func counts(m map[string]int) string {
 	return strings.Join(parts, " ")
 }
 
-// groupUse writes one group limit's use of what it bounds: "QOS normal
-// GrpTRES: 12/16 GPUs, 30/40 billing; QOS normal GrpTRESRunMins: 600/640
-// GPU-minutes"; a budget's with what its jobs used: "QOS normal
-// GrpTRESMins: 700/1000 GPU-minutes (100 used, 600 to run)"; "" when it
-// bounds nothing.
+// groupUse writes one group limit's use of what it bounds, by the name
+// an admin sets each with: "QOS normal GrpTRES: 12/16 GPUs, 30/40
+// billing; QOS normal GrpTRESRunMins: 600/640 GPU-minutes; QOS normal
+// GrpJobs: 3/4 running jobs"; a budget's with what its jobs used: "QOS
+// normal GrpTRESMins: 700/1000 GPU-minutes (100 used, 600 to run)"; ""
+// when it bounds nothing.
 func groupUse(g daemon.GroupUse) string {
-	var sizes, runMins []string
+	var names []string
+	amounts := map[string][]string{}
 	for _, b := range g.Bounds() {
 		s := fmt.Sprintf("%d/%d %s", b.InUse, b.Allowed, b.What)
 		if g.Spent != nil {
 			s += fmt.Sprintf(" (%d used, %d to run)", b.Spent, b.InUse-b.Spent)
 		}
-		if b.RunMins {
-			runMins = append(runMins, s)
-		} else {
-			sizes = append(sizes, s)
+		if _, seen := amounts[b.Limit]; !seen {
+			names = append(names, b.Limit)
 		}
+		amounts[b.Limit] = append(amounts[b.Limit], s)
 	}
-	var parts []string
-	if len(sizes) > 0 {
-		parts = append(parts, g.Limit+": "+strings.Join(sizes, ", "))
-	}
-	if len(runMins) > 0 {
-		parts = append(parts, g.RunMins+": "+strings.Join(runMins, ", "))
+	parts := make([]string, 0, len(names))
+	for _, name := range names {
+		parts = append(parts, name+": "+strings.Join(amounts[name], ", "))
 	}
 	return strings.Join(parts, "; ")
 }

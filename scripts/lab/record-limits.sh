@@ -44,11 +44,12 @@ lift() {
     GrpTRES=gres/gpu=-1,cpu=-1,mem=-1,billing=-1,node=-1 MaxTRESPerUser=gres/gpu=-1,cpu=-1,mem=-1,billing=-1,node=-1 \
     MaxTRESPerAccount=gres/gpu=-1 MaxTRESPerNode=gres/gpu=-1,billing=-1 \
     GrpTRESRunMins=gres/gpu=-1,cpu=-1,billing=-1,mem=-1 MaxTRESMinsPerJob=gres/gpu=-1,cpu=-1,billing=-1,mem=-1 \
-    MaxTRESRunMinsPU=gres/gpu=-1,billing=-1,mem=-1
+    MaxTRESRunMinsPU=gres/gpu=-1,billing=-1,mem=-1 GrpJobs=-1 MaxJobsPU=-1 MaxJobsPA=-1
   mod qos normal set MaxTRESRunMinsPA=gres/gpu=-1
   mod user root set MaxTRESPerJob=gres/gpu=-1,node=-1 MaxTRESPerNode=cpu=-1 MaxWall=-1 \
-    GrpTRES=gres/gpu=-1,cpu=-1,mem=-1,billing=-1,node=-1 GrpTRESRunMins=gres/gpu=-1,billing=-1,mem=-1 MaxTRESMinsPerJob=gres/gpu=-1
-  mod account root set MaxTRESPerJob=node=-1 GrpTRES=gres/gpu=-1 GrpTRESRunMins=cpu=-1
+    GrpTRES=gres/gpu=-1,cpu=-1,mem=-1,billing=-1,node=-1 GrpTRESRunMins=gres/gpu=-1,billing=-1,mem=-1 MaxTRESMinsPerJob=gres/gpu=-1 \
+    GrpJobs=-1 MaxJobs=-1
+  mod account root set MaxTRESPerJob=node=-1 GrpTRES=gres/gpu=-1 GrpTRESRunMins=cpu=-1 MaxJobs=-1
   for a in "${added[@]}"; do
     case $a in
       qos) run sacctmgr -i delete qos guaranteed >/dev/null ;;
@@ -68,11 +69,12 @@ mod qos normal set MaxTRESPerJob=gres/gpu=4,node=2,cpu=64,mem=200G,billing=50 Ma
   MaxTRESPerAccount=gres/gpu=7 MaxTRESPerNode=gres/gpu=3,billing=20 \
   GrpTRESRunMins=gres/gpu=600,cpu=6000,billing=9000,mem=3000000 \
   MaxTRESMinsPerJob=gres/gpu=240,cpu=2400,billing=3000,mem=1200000 \
-  MaxTRESRunMinsPU=gres/gpu=300,billing=4000,mem=2000000 MaxTRESRunMinsPA=gres/gpu=360
+  MaxTRESRunMinsPU=gres/gpu=300,billing=4000,mem=2000000 MaxTRESRunMinsPA=gres/gpu=360 \
+  GrpJobs=5 MaxJobsPU=2 MaxJobsPA=3
 mod user root set MaxTRESPerJob=gres/gpu=4,node=2 MaxTRESPerNode=cpu=24 MaxWall=90 \
   GrpTRES=gres/gpu=5,cpu=40,mem=300G,billing=30,node=2 GrpTRESRunMins=gres/gpu=500,billing=5000,mem=2500000 \
-  MaxTRESMinsPerJob=gres/gpu=200
-mod account root set MaxTRESPerJob=node=2 GrpTRES=gres/gpu=9 GrpTRESRunMins=cpu=9000
+  MaxTRESMinsPerJob=gres/gpu=200 GrpJobs=4 MaxJobs=3
+mod account root set MaxTRESPerJob=node=2 GrpTRES=gres/gpu=9 GrpTRESRunMins=cpu=9000 MaxJobs=6
 
 get() {
   curl -fsS -H "X-SLURM-USER-NAME: $SLURMRESTD_USER" -H "X-SLURM-USER-TOKEN: $(cat "$SLURMRESTD_TOKEN_FILE")" \

@@ -376,3 +376,67 @@ func TestGroupNodeLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestJobCountLimit: the QOS lets each user run one job at a time
+// (MaxJobsPU=1). Of two roberta jobs asking for 2 GPUs each, rubick starts
+// one and keeps the other held until it ends (rubick explain:
+// group-limit, naming MaxJobsPerUser), so Slurm never holds a released
+// job back for the count (with job counts unread, rubick released both
+// and Slurm kept the second pending with QOSMaxJobsPerUserLimit on what
+// rubick had sized it to). Both complete.
+func TestJobCountLimit(t *testing.T) {
+	lt := newLabTest(t, "job-count", 2*time.Minute, "")
+	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
+
+	l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "MaxJobsPU=1")
+	t.Cleanup(func() { l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "MaxJobsPU=-1") })
+
+	d := runDaemon(t, l, bin, dir, cfgPath)
+	var ids []int
+	for range 2 {
+		ids = append(ids, l.submitScript(t, dir, shortTraining(bin, dir, "roberta", 64), &lt.ids, "--model-type=roberta", "-p", "gpu",
+			"-J", "e2e-job-count", "--qos=normal", "-N", "1", "--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue"))
+	}
+	reasons := map[string]bool{} // reasons the jobs were seen pending for
+	most := 0                    // jobs seen running together
+	for ctx.Err() == nil {
+		ended, running := 0, 0
+		for _, id := range ids {
+			j, err := cluster.Job(ctx, id)
+			if err != nil {
+				continue
+			}
+			switch {
+			case j.Ended():
+				ended++
+			case j.State == slurm.StateRunning:
+				running++
+			case j.State == slurm.StatePending:
+				reasons[j.Reason] = true
+			}
+		}
+		most = max(most, running)
+		if ended == len(ids) {
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	t.Logf("at most %d running together; pending for %v", most, reasons)
+	for _, id := range ids {
+		j, err := cluster.Job(ctx, id)
+		if err != nil || j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" {
+			t.Errorf("job %d ended %s (%s), tag %v, %v; want COMPLETED on a plan; rubickd log %s", id, j.State, j.Reason, j.Tag, err, d.log)
+		}
+	}
+	if most > 1 || reasons["QOSMaxJobsPerUserLimit"] {
+		t.Errorf("%d jobs ran together, pending for %v; want one at a time, never QOSMaxJobsPerUserLimit; rubickd log %s", most, reasons, d.log)
+	}
+	var says bool
+	for _, id := range ids {
+		out := l.run(t, filepath.Join(bin, "rubick"), "explain", "--store", lt.dbPath, "--reasons", "200", strconv.Itoa(id))
+		says = says || strings.Contains(out, "MaxJobsPerUser")
+	}
+	if !says {
+		t.Errorf("rubick explain does not say either job waited for QOS normal MaxJobsPerUser")
+	}
+}
