@@ -67,8 +67,8 @@ type nodeRoom struct {
 }
 
 // nodeRoomOf works nodeRoom out for j under groups, j's own nodes given
-// back first when it runs (a restart leaves them). It never bounds a
-// running job below the nodes it holds.
+// back first when it runs (a restart leaves them); the caller keeps a
+// running job's bound at the nodes it holds at least (capBy).
 func (gn groupNodes) nodeRoomOf(groups []slurm.Group, j slurm.Job) nodeRoom {
 	r := nodeRoom{room: -1}
 	own := []string(nil)
@@ -91,7 +91,7 @@ func (gn groupNodes) nodeRoomOf(groups []slurm.Group, j slurm.Job) nodeRoom {
 		left := max(g.Nodes-len(others), 0)
 		if left > 0 {
 			if r.room < 0 || left < r.room {
-				r.room = max(left, len(own))
+				r.room = left
 				if !r.full {
 					r.by = g
 				}
