@@ -90,6 +90,14 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 			add("limits", CheckWarn, "QOS and association limits not read (%v): rubickd learns them from the jobs Slurm holds back", err)
 		case l.QOS == nil:
 			add("limits", CheckWarn, "slurmrestd serves no /slurmdb listing: rubickd learns QOS and association limits from the jobs Slurm holds back (run slurmrestd with openapi/slurmdbd)")
+		case len(l.Unread()) > 0:
+			u := l.Unread()
+			more := ""
+			if len(u) > 5 {
+				u, more = u[:5], fmt.Sprintf(" and %d more", len(u)-5)
+			}
+			add("limits", CheckWarn, "%d QOS and %d associations read; rubick does not plan with %s%s: Slurm holds back a job sized past one, and rubick then runs it on its request",
+				len(l.QOS), len(l.Associations), strings.Join(u, ", "), more)
 		default:
 			add("limits", CheckOK, "%d QOS and %d associations read", len(l.QOS), len(l.Associations))
 		}

@@ -133,6 +133,9 @@ type Daemon struct {
 	priorityErr  error
 	// resvErr is the last reservation listing error, logged once.
 	resvErr error
+	// unreadErr lists the limits the last listing sets that rubick does
+	// not plan with, for one warning while they last.
+	unreadErr error
 	// billingErr names the partitions whose billing weights the last
 	// listing could not read, logged once.
 	billingErr error
@@ -385,6 +388,11 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time, fairAccounts []
 		if err == nil {
 			d.listing, d.budgetsAt, changed = list, time.Time{}, true
 			d.warnUnreadBilling(list)
+			var unread error
+			if u := list.Unread(); len(u) > 0 {
+				unread = errors.New(strings.Join(u, "; "))
+			}
+			d.warnNew(&d.unreadErr, unread, "limits rubick does not plan with; Slurm holds back a job sized past one, and rubick then runs it on its request")
 		}
 	}
 	// Budgets go on what slurmdbd listed; without a listing there is

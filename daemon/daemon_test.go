@@ -1181,6 +1181,26 @@ func TestSlowLimitsListing(t *testing.T) {
 	}
 }
 
+// Limits on what rubick does not plan with are named in a warning, once
+// while they last, and again when they change.
+func TestSlurmLimitsWarnUnread(t *testing.T) {
+	c := &limitsCluster{fakeCluster: &fakeCluster{}, limits: slurm.Limits{QOS: map[string]slurm.QOS{
+		"normal": {Name: "normal", Unread: []string{"GrpTRESRunMins=node=100"}}}}}
+	d, _ := newTestDaemonWith(t, c, &fakeApplier{}, func(*Config) {})
+	var log strings.Builder
+	d.deps.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	for i := range 3 {
+		d.slurmLimits(context.Background(), t0.Add(time.Duration(i)*limitsRefresh), nil)
+	}
+	c.limits.Associations = []slurm.Association{{Account: "physics", Unread: []string{"MaxTRESPerJob=license/matlab=2"}}}
+	d.slurmLimits(context.Background(), t0.Add(3*limitsRefresh), nil)
+	if got := strings.Count(log.String(), "limits rubick does not plan with"); got != 2 ||
+		!strings.Contains(log.String(), "QOS normal GrpTRESRunMins=node=100") ||
+		!strings.Contains(log.String(), "QOS normal GrpTRESRunMins=node=100; association physics MaxTRESPerJob=license/matlab=2") {
+		t.Errorf("log %q: want two warnings, the second naming both limits", log.String())
+	}
+}
+
 // A partition whose billing weights did not parse is named in a warning,
 // once while it lasts.
 func TestSlurmLimitsWarnUnreadBilling(t *testing.T) {

@@ -721,18 +721,19 @@ func TestJobsExclusiveRequiredNodesHet(t *testing.T) {
 
 // TestLimits reads the lab's QOS and association lists, recorded
 // (scripts/lab/record-limits.sh) with
-// MaxTRESPerJob=gres/gpu=4,node=2,cpu=64,mem=200G,billing=50 MaxWall=120
+// MaxTRESPerJob=gres/gpu=4,node=2,cpu=64,mem=200G,billing=50,fs/disk=1000
+// MaxWall=120
 // GrpTRES=gres/gpu=12,cpu=96,mem=1T,billing=80,node=3
 // MaxTRESPerUser=gres/gpu=6,cpu=48,mem=400G,billing=40,node=2
 // MaxTRESPerAccount=gres/gpu=7 MaxTRESPerNode=gres/gpu=3,billing=20
-// GrpTRESRunMins=gres/gpu=600,cpu=6000,billing=9000,mem=3000000
+// GrpTRESRunMins=gres/gpu=600,cpu=6000,billing=9000,mem=3000000,node=100
 // MaxTRESMinsPerJob=gres/gpu=240,cpu=2400,billing=3000,mem=1200000
 // MaxTRESRunMinsPU=gres/gpu=300,billing=4000,mem=2000000
 // MaxTRESRunMinsPA=gres/gpu=360
 // on QOS normal; MaxTRESPerJob=gres/gpu=4,node=2 MaxTRESPerNode=cpu=24
-// MaxWall=90 GrpTRES=gres/gpu=5,cpu=40,mem=300G,billing=30,node=2
+// MaxWall=90 GrpTRES=gres/gpu=5,cpu=40,mem=300G,billing=30,node=2,energy=5
 // GrpTRESRunMins=gres/gpu=500,billing=5000,mem=2500000
-// MaxTRESMinsPerJob=gres/gpu=200
+// MaxTRESMinsPerJob=gres/gpu=200,node=50
 // GrpJobs=4 MaxJobs=3 on user root's association; and
 // MaxTRESPerJob=node=2 GrpTRES=gres/gpu=9 GrpTRESRunMins=cpu=9000 MaxJobs=6
 // on account root's.
@@ -753,7 +754,10 @@ func TestLimits(t *testing.T) {
 					MemRunMins: 3000000, Nodes: 3, Jobs: 5},
 				PerUser: GroupLimits{GPUs: 6, CPUs: 48, MemMB: 400 << 10, GPURunMins: 300, Billing: 40, BillingRunMins: 4000, MemRunMins: 2000000,
 					Nodes: 2, Jobs: 2},
-				PerAccount: GroupLimits{GPUs: 7, GPURunMins: 360, Jobs: 3}},
+				PerAccount: GroupLimits{GPUs: 7, GPURunMins: 360, Jobs: 3},
+				// What rubick does not plan with: a file system's TRES, and
+				// node-minutes.
+				Unread: []string{"MaxTRESPerJob=fs/disk=1000", "GrpTRESRunMins=node=100"}},
 			"guaranteed": {Name: "guaranteed"},
 		},
 		Associations: []Association{
@@ -767,13 +771,18 @@ func TestLimits(t *testing.T) {
 				GPUMins: 200},
 				Grp: GroupLimits{GPUs: 5, CPUs: 40, MemMB: 300 << 10, GPURunMins: 500, Billing: 30, BillingRunMins: 5000, MemRunMins: 2500000,
 					Nodes: 2, Jobs: 4},
-				MaxJobs: 3, BudgetListed: true},
+				MaxJobs: 3, BudgetListed: true, Unread: []string{"GrpTRES=energy=5", "MaxTRESMinsPerJob=node=50"}},
 		},
 		Partitions: map[string]Partition{"gpu": {Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"},
 			TotalCPUs: 256, TotalNodes: 4, PriorityJobFactor: 1, PriorityTier: 1, TRES: "cpu=256,mem=2000G,node=4,billing=256,gres/gpu=32"}},
 	}
 	if d := cmp.Diff(want.Indexed(), got); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
+	}
+	wantUnread := []string{"QOS normal MaxTRESPerJob=fs/disk=1000", "QOS normal GrpTRESRunMins=node=100",
+		"association root/root GrpTRES=energy=5", "association root/root MaxTRESMinsPerJob=node=50"}
+	if d := cmp.Diff(wantUnread, got.Unread()); d != "" {
+		t.Errorf("unread (-want +got):\n%s", d)
 	}
 
 	f.overrides["/slurmdb/v0.0.38/qos"] = `{"errors":[{"error_code":7000,"error":"Unable to connect to database"}],"QOS":[]}`

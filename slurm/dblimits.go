@@ -2,7 +2,9 @@ package slurm
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
+	"strings"
 )
 
 // The QOS and association lists of slurmdbd, as slurmrestd's database
@@ -110,6 +112,7 @@ func (l dbQOSList) convert() []QOS {
 			if m != nil && m.Tres != nil && m.Tres.Per != nil {
 				o.PerUser, o.PerAccount = groupIn(m.Tres.Per.User), groupIn(m.Tres.Per.Account)
 			}
+			o.Unread = m.unread(true)
 			if m != nil && m.ActiveJobs != nil {
 				o.Grp.Jobs = jobCount(m.ActiveJobs.Count)
 			}
@@ -131,7 +134,7 @@ func (l dbAssocList) convert() []Association {
 	var out []Association
 	for _, a := range l.Associations {
 		o := Association{Cluster: deref(a.Cluster), Account: deref(a.Account), User: deref(a.User),
-			Partition: deref(a.Partition), Parent: deref(a.ParentAccount), PerJob: a.Max.perJob(), Grp: a.Max.grp()}
+			Partition: deref(a.Partition), Parent: deref(a.ParentAccount), PerJob: a.Max.perJob(), Grp: a.Max.grp(), Unread: a.Max.unread(false)}
 		if m := a.Max; m != nil && m.Jobs != nil {
 			o.MaxJobs = jobCount(m.Jobs.Active)
 			if m.Jobs.Per != nil {
@@ -156,6 +159,45 @@ func (m *dbMax) minutesPer() *dbMinutesPer {
 		return nil
 	}
 	return m.Tres.Minutes.Per
+}
+
+// unread lists the TRES limits of m that rubick does not plan with, as an
+// admin sets them ("GrpTRESRunMins=node=10"); those of a QOS (qos) or an
+// association, whose lists differ in name.
+func (m *dbMax) unread(qos bool) []string {
+	if m == nil || m.Tres == nil {
+		return nil
+	}
+	var out []string
+	add := func(limit string, l *[]dbTRES, minutes bool) {
+		for _, t := range deref(l) {
+			key := t.Type + "/" + t.Name
+			switch {
+			case t.Count < 0, key == "gres/gpu", key == "cpu/", key == "mem/", key == "billing/", key == "node/" && !minutes:
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s=%s=%d", limit, strings.TrimSuffix(key, "/"), t.Count))
+		}
+	}
+	tr := m.Tres
+	add("GrpTRES", tr.Total, false)
+	if tr.Per != nil {
+		add("MaxTRESPerJob", tr.Per.Job, false)
+		add("MaxTRESPerNode", tr.Per.Node, false)
+		add("MaxTRESPerUser", tr.Per.User, false)
+		add("MaxTRESPerAccount", tr.Per.Account, false)
+	}
+	if mp := m.minutesPer(); mp != nil {
+		add("MaxTRESMinsPerJob", mp.Job, true)
+		add("GrpTRESRunMins", mp.QOS, true)
+		add("MaxTRESRunMinsPU", mp.User, true)
+		add("MaxTRESRunMinsPA", mp.Account, true)
+	}
+	if !qos && tr.Group != nil {
+		add("GrpTRESRunMins", tr.Group.Active, true)
+		add("GrpTRESMins", tr.Group.Minutes, true)
+	}
+	return out
 }
 
 // jobCount is a job count limit; 0 where none is set.
@@ -209,7 +251,7 @@ func groupIn(l *[]dbTRES) GroupLimits {
 
 // perJob reads gres/gpu, node, cpu, mem and billing off the per-job TRES
 // limits, gres/gpu, cpu, mem and billing off the per-node ones
-// (MaxTRESPerNode), gres/gpu, cpu and billing off the per-job
+// (MaxTRESPerNode), gres/gpu, cpu, mem and billing off the per-job
 // TRES-minutes (MaxTRESMinsPerJob), and the time limit.
 func (m *dbMax) perJob() JobLimits {
 	var out JobLimits

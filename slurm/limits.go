@@ -3,6 +3,7 @@ package slurm
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -253,6 +254,24 @@ func (l Limits) Groups(j Job, partition string) []Group {
 		// Slurm holds the job's own association to it, which counts its
 		// own jobs alone (its children's too for an account's).
 		add(GroupLimits{Jobs: chain[0].MaxJobs}, "association %s MaxJobs", chain[0].path())
+	}
+	return out
+}
+
+// Unread lists the limits the listing sets on what rubick does not plan
+// with, each with whose it is ("QOS normal GrpTRESRunMins=node=10"): the
+// QOS's by name, then the associations' in listing order.
+func (l Limits) Unread() []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(l.QOS)) {
+		for _, u := range l.QOS[name].Unread {
+			out = append(out, "QOS "+name+" "+u)
+		}
+	}
+	for _, a := range l.Associations {
+		for _, u := range a.Unread {
+			out = append(out, "association "+a.path()+" "+u)
+		}
 	}
 	return out
 }

@@ -263,6 +263,10 @@ type QOS struct {
 	Grp, PerUser, PerAccount GroupLimits
 	// Budget is its GrpTRESMins, which slurmctld lists (ShowAssocMgr).
 	Budget Budget
+	// Unread lists the limits it sets on what rubick does not plan with
+	// ("GrpTRESRunMins=node=10", "MaxTRESPerJob=license/matlab=2"): Slurm
+	// holds back a job rubick sizes past one.
+	Unread []string
 }
 
 // GroupLimits bound the GPUs (gres/gpu), CPUs, memory (MiB), billing and
@@ -333,6 +337,9 @@ type Association struct {
 	// (Limits.BudgetScope): the usage is slurmctld's alone.
 	ListedBudget GroupLimits
 	BudgetListed bool
+	// Unread is as QOS.Unread; the listing shows an account's per-job
+	// limits on its users too.
+	Unread []string
 }
 
 // Reservation is a Slurm advance reservation.

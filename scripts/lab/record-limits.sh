@@ -40,14 +40,15 @@ if ! run sacctmgr -nP show assoc format=account,user | grep -qx 'root|nobody'; t
 fi
 
 lift() {
-  mod qos normal set MaxTRESPerJob=gres/gpu=-1,node=-1,cpu=-1,mem=-1,billing=-1 MaxWall=-1 \
+  mod qos normal set MaxTRESPerJob=gres/gpu=-1,node=-1,cpu=-1,mem=-1,billing=-1,fs/disk=-1 MaxWall=-1 \
     GrpTRES=gres/gpu=-1,cpu=-1,mem=-1,billing=-1,node=-1 MaxTRESPerUser=gres/gpu=-1,cpu=-1,mem=-1,billing=-1,node=-1 \
     MaxTRESPerAccount=gres/gpu=-1 MaxTRESPerNode=gres/gpu=-1,billing=-1 \
-    GrpTRESRunMins=gres/gpu=-1,cpu=-1,billing=-1,mem=-1 MaxTRESMinsPerJob=gres/gpu=-1,cpu=-1,billing=-1,mem=-1 \
+    GrpTRESRunMins=gres/gpu=-1,cpu=-1,billing=-1,mem=-1,node=-1 MaxTRESMinsPerJob=gres/gpu=-1,cpu=-1,billing=-1,mem=-1 \
     MaxTRESRunMinsPU=gres/gpu=-1,billing=-1,mem=-1 GrpJobs=-1 MaxJobsPU=-1 MaxJobsPA=-1
   mod qos normal set MaxTRESRunMinsPA=gres/gpu=-1
   mod user root set MaxTRESPerJob=gres/gpu=-1,node=-1 MaxTRESPerNode=cpu=-1 MaxWall=-1 \
-    GrpTRES=gres/gpu=-1,cpu=-1,mem=-1,billing=-1,node=-1 GrpTRESRunMins=gres/gpu=-1,billing=-1,mem=-1 MaxTRESMinsPerJob=gres/gpu=-1 \
+    GrpTRES=gres/gpu=-1,cpu=-1,mem=-1,billing=-1,node=-1,energy=-1 GrpTRESRunMins=gres/gpu=-1,billing=-1,mem=-1 \
+    MaxTRESMinsPerJob=gres/gpu=-1,node=-1 \
     GrpJobs=-1 MaxJobs=-1
   mod account root set MaxTRESPerJob=node=-1 GrpTRES=gres/gpu=-1 GrpTRESRunMins=cpu=-1 MaxJobs=-1
   for a in "${added[@]}"; do
@@ -64,16 +65,16 @@ lift() {
 }
 trap lift EXIT
 
-mod qos normal set MaxTRESPerJob=gres/gpu=4,node=2,cpu=64,mem=200G,billing=50 MaxWall=120 \
+mod qos normal set MaxTRESPerJob=gres/gpu=4,node=2,cpu=64,mem=200G,billing=50,fs/disk=1000 MaxWall=120 \
   GrpTRES=gres/gpu=12,cpu=96,mem=1T,billing=80,node=3 MaxTRESPerUser=gres/gpu=6,cpu=48,mem=400G,billing=40,node=2 \
   MaxTRESPerAccount=gres/gpu=7 MaxTRESPerNode=gres/gpu=3,billing=20 \
-  GrpTRESRunMins=gres/gpu=600,cpu=6000,billing=9000,mem=3000000 \
+  GrpTRESRunMins=gres/gpu=600,cpu=6000,billing=9000,mem=3000000,node=100 \
   MaxTRESMinsPerJob=gres/gpu=240,cpu=2400,billing=3000,mem=1200000 \
   MaxTRESRunMinsPU=gres/gpu=300,billing=4000,mem=2000000 MaxTRESRunMinsPA=gres/gpu=360 \
   GrpJobs=5 MaxJobsPU=2 MaxJobsPA=3
 mod user root set MaxTRESPerJob=gres/gpu=4,node=2 MaxTRESPerNode=cpu=24 MaxWall=90 \
-  GrpTRES=gres/gpu=5,cpu=40,mem=300G,billing=30,node=2 GrpTRESRunMins=gres/gpu=500,billing=5000,mem=2500000 \
-  MaxTRESMinsPerJob=gres/gpu=200 GrpJobs=4 MaxJobs=3
+  GrpTRES=gres/gpu=5,cpu=40,mem=300G,billing=30,node=2,energy=5 GrpTRESRunMins=gres/gpu=500,billing=5000,mem=2500000 \
+  MaxTRESMinsPerJob=gres/gpu=200,node=50 GrpJobs=4 MaxJobs=3
 mod account root set MaxTRESPerJob=node=2 GrpTRES=gres/gpu=9 GrpTRESRunMins=cpu=9000 MaxJobs=6
 
 get() {
