@@ -679,16 +679,45 @@ func chrootLabWithDBD(ctx context.Context, t *testing.T) (root string, c *slurm.
 	}
 }
 
+// rubickdBin builds rubickd once per test run, into a directory named by
+// $RUBICK_2411_BIN for the tests after the first, which TestMain removes.
+func rubickdBin(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv("RUBICK_2411_BIN"); dir != "" {
+		return filepath.Join(dir, "rubickd")
+	}
+	dir, err := os.MkdirTemp("", "rubick-2411-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Setenv("RUBICK_2411_BIN", dir); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "rubickd")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../../cmd/rubickd").CombinedOutput(); err != nil {
+		_ = os.Unsetenv("RUBICK_2411_BIN")
+		_ = os.RemoveAll(dir)
+		t.Fatalf("go build rubickd: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestMain runs the tests, then removes the rubickd they shared; the
+// test binary exits with m.Run's code.
+func TestMain(m *testing.M) {
+	m.Run()
+	if dir := os.Getenv("RUBICK_2411_BIN"); dir != "" {
+		_ = os.RemoveAll(dir)
+	}
+}
+
 // runRubickd builds rubickd and runs it against the chroot lab until the
 // test ends, with scontrol and scancel run inside the chroot; it returns
 // the path of its log.
 func runRubickd(ctx context.Context, t *testing.T, root string, extra ...string) string {
 	t.Helper()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "rubickd")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../../cmd/rubickd").CombinedOutput(); err != nil {
-		t.Fatalf("go build rubickd: %v\n%s", err, out)
-	}
+	bin := rubickdBin(ctx, t)
 	for _, cmd := range []string{"scontrol", "scancel", "sshare"} {
 		wrapper := fmt.Sprintf("#!/bin/sh\nexec chroot %s env -u SLURM_CONF %s \"$@\"\n", root, cmd)
 		if err := os.WriteFile(filepath.Join(dir, cmd), []byte(wrapper), 0o755); err != nil {
