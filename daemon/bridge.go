@@ -1325,9 +1325,50 @@ func memPerNode(j slurm.Job) int64 {
 // start or restart that would take a group past any of its limits together
 // with the plan's others, after what the plan frees, is dropped too
 // (ErrGroupLimit), in the order of the actions: the job stays as it is, and
-// the next cycle plans it within the room left.
+// the next cycle plans it within the room left. A preemption whose nodes no
+// start or restart kept takes then served a dropped one: it is dropped too
+// (ErrGroupLimit), and its job keeps running, where the plan's other
+// actions stay within the limits without what it freed.
 func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Action, skipped map[int]error) {
 	actions, skipped = v.slurmActions(p, now)
+	kept, over := v.keepGroups(actions, now)
+	if len(over) > 0 {
+		var taken []string // the nodes kept starts and restarts take
+		for _, a := range kept {
+			if a.Kind == slurm.ActionStart || a.Kind == slurm.ActionRestart {
+				taken = append(taken, a.Nodes...)
+			}
+		}
+		idle := map[int]bool{}
+		for _, a := range kept {
+			if mj := v.managed[strconv.Itoa(a.JobID)]; a.Kind == slurm.ActionPreempt && mj != nil &&
+				!slices.ContainsFunc(mj.slurm.NodeList, func(n string) bool { return slices.Contains(taken, n) }) {
+				idle[a.JobID] = true
+			}
+		}
+		if len(idle) > 0 {
+			rest := slices.DeleteFunc(slices.Clone(actions), func(a slurm.Action) bool { return idle[a.JobID] && a.Kind == slurm.ActionPreempt })
+			same := func(k []slurm.Action, o map[int]error) bool { // the same starts kept and deferred
+				want := slices.DeleteFunc(slices.Clone(kept), func(a slurm.Action) bool { return idle[a.JobID] && a.Kind == slurm.ActionPreempt })
+				return slices.EqualFunc(k, want, func(a, b slurm.Action) bool { return a.JobID == b.JobID && a.Kind == b.Kind }) &&
+					len(o) == len(over) && !slices.ContainsFunc(slices.Collect(maps.Keys(over)), func(id int) bool { return o[id] == nil })
+			}
+			if k, o := v.keepGroups(rest, now); same(k, o) {
+				kept, over = k, o
+				for id := range idle {
+					over[id] = fmt.Errorf("job %d: %w: its preemption was for a start deferred for a group limit; it keeps running", id, ErrGroupLimit)
+				}
+			}
+		}
+	}
+	maps.Copy(skipped, over)
+	return kept, skipped
+}
+
+// keepGroups is SlurmActions' check of the plan's starts and restarts
+// against the group limits: the actions kept, in order, and those dropped.
+func (v *View) keepGroups(actions []slurm.Action, now time.Time) (kept []slurm.Action, skipped map[int]error) {
+	skipped = map[int]error{}
 	use, nodes := maps.Clone(v.usage), v.nodes.clone()
 	// moves is the nodes an action's job leaves (all it held, for a
 	// preemption or a restart) and takes (a start's or restart's).
@@ -1397,7 +1438,7 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 			nodes.add(groups, taken, 1)
 		}
 	}
-	kept := actions[:0]
+	kept = make([]slurm.Action, 0, len(actions))
 	for _, a := range actions {
 		d, groups := change(a)
 		if frees(a, d) {

@@ -596,11 +596,17 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	for id, e := range skipped {
 		rep.Skipped[id] = e.Error()
 		if errors.Is(e, ErrGroupLimit) {
-			limited++
 			// Planned again next cycle within the room left; rubick
-			// explain says why it did not start now.
-			d.deps.Logger.Info("action deferred for a group limit", "job", id, "err", e)
-			if i, ok := slices.BinarySearchFunc(plan.Actions, strconv.Itoa(id), func(a policy.Action, id string) int { return strings.Compare(a.JobID, id) }); ok {
+			// explain says why it did not start now. A preemption
+			// dropped with the start it was for leaves its job running.
+			i, ok := slices.BinarySearchFunc(plan.Actions, strconv.Itoa(id), func(a policy.Action, id string) int { return strings.Compare(a.JobID, id) })
+			if ok && plan.Actions[i].Kind == policy.Preempt {
+				d.deps.Logger.Info("preemption dropped with a start deferred for a group limit", "job", id)
+			} else {
+				limited++
+				d.deps.Logger.Info("action deferred for a group limit", "job", id, "err", e)
+			}
+			if ok {
 				plan.Actions[i] = policy.Action{Kind: policy.Keep, JobID: plan.Actions[i].JobID, Reason: policy.ReasonGroup, Detail: e.Error()}
 			}
 			continue

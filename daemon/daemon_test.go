@@ -1832,6 +1832,70 @@ func TestSlurmActionsKeepGroupsTogether(t *testing.T) {
 	}
 }
 
+// A preemption of a job outside the group, for a start the group limit
+// then defers (on the preempted job's node), is dropped too: the job keeps
+// running rather than restart for nothing. One whose room a kept start
+// needs stays.
+func TestSlurmActionsDropIdlePreemption(t *testing.T) {
+	est := shippedEstimators(t)
+	running := runningJob(5, "bert")
+	running.NodeList, running.GPUs, running.Tag.Plan = []string{"node1"}, 4, "dp4.tp1.pp1.mb8.a1.z0"
+	running.MemMB, running.Cluster, running.QOS = 32768, "lab", "other"
+	jobs := []slurm.Job{running, heldJob(6, "bert", 1, 4), heldJob(7, "bert", 1, 4), heldJob(8, "bert", 1, 4)}
+	for i := 1; i < len(jobs); i++ {
+		jobs[i].Cluster, jobs[i].QOS, jobs[i].MemPerNodeMB, jobs[i].TimeLimit = "lab", "shared", 32768, time.Hour
+	}
+	nodes := labNodes(3)
+	nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 4, 8
+	start := func(id, node string) policy.Action {
+		return policy.Action{Kind: policy.Start, JobID: id, Alloc: []policy.NodeAlloc{{Node: node, GPUs: 4, CPUs: 8, MemGB: 32}},
+			Plan: model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1}}
+	}
+	plan := policy.Plan{Actions: []policy.Action{{Kind: policy.Preempt, JobID: "5"}, start("6", "node2"), start("7", "node3"), start("8", "node1")}}
+	tests := map[string]struct {
+		qos     string // the running job's QOS
+		limit   int64  // QOS shared's GrpTRES mem
+		kept    []int
+		skipped []int
+	}{
+		"outside the group": {"other", 65536, []int{6, 7}, []int{5, 8}},
+		"room for all":      {"other", 98304, []int{5, 6, 7, 8}, nil},
+		// In the group, its memory is what 7's start needs.
+		"inside the group": {"shared", 81920, []int{5, 6, 7}, []int{8}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			jobs[0].QOS = tc.qos
+			limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Grp: slurm.GroupLimits{MemMB: tc.limit}}}}
+			v, err := BuildView(Defaults(), t0, Inputs{Nodes: nodes, Jobs: jobs, Estimators: est, Limits: limits}, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			actions, skipped := v.SlurmActions(plan, t0)
+			var kept, dropped []int
+			for _, a := range actions {
+				kept = append(kept, a.JobID)
+			}
+			for id, err := range skipped {
+				if !errors.Is(err, ErrGroupLimit) {
+					t.Errorf("job %d skipped for %v, want ErrGroupLimit", id, err)
+				}
+				dropped = append(dropped, id)
+			}
+			slices.Sort(dropped)
+			if d := cmp.Diff(tc.kept, kept); d != "" {
+				t.Errorf("kept (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tc.skipped, dropped); d != "" {
+				t.Errorf("skipped (-want +got):\n%s (%v)", d, skipped)
+			}
+			if tc.qos == "other" && len(tc.skipped) > 0 && !strings.Contains(skipped[5].Error(), "its preemption was for a start deferred for a group limit; it keeps running") {
+				t.Errorf("job 5 skipped for %v, want it to say why", skipped[5])
+			}
+		})
+	}
+}
+
 // A restart onto fewer GPUs frees its room before any start takes it,
 // whatever the order of the actions.
 func TestSlurmActionsGroupRoomFreedFirst(t *testing.T) {
