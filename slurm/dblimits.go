@@ -271,21 +271,8 @@ func (m *dbMax) perJob() JobLimits {
 	if m.Tres == nil || m.Tres.Per == nil {
 		return out
 	}
-	for _, t := range deref(m.Tres.Per.Job) {
-		n := max(t.Count, 0)
-		switch t.Type + "/" + t.Name {
-		case "gres/gpu":
-			out.GPUs = n
-		case "node/":
-			out.Nodes = n
-		case "cpu/":
-			out.CPUs = n
-		case "mem/":
-			out.MemMB = int64(n)
-		case "billing/":
-			out.Billing = int64(n)
-		}
-	}
+	job := groupIn(m.Tres.Per.Job) // the TRES a group limit reads, for one job
+	out.GPUs, out.Nodes, out.CPUs, out.MemMB, out.Billing = job.GPUs, job.Nodes, job.CPUs, job.MemMB, job.Billing
 	node := groupIn(m.Tres.Per.Node) // the same TRES, on each node
 	out.GPUsPerNode, out.CPUsPerNode, out.MemMBPerNode, out.BillingPerNode = node.GPUs, node.CPUs, node.MemMB, node.Billing
 	return out
