@@ -81,6 +81,7 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 		add("slurmrestd", CheckOK, "%s at %s, slurmctld answers", c.Version(), cfg.Slurmrestd.URL)
 		out = append(out, checkPartitions(ctx, c, cfg.Partitions)...)
 		l, err := c.Limits(ctx)
+		unread := l.Unread()
 		if err == nil && l.QOS != nil {
 			s := l.BudgetScope()
 			scope = &s
@@ -90,9 +91,8 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 			add("limits", CheckWarn, "QOS and association limits not read (%v): rubickd learns them from the jobs Slurm holds back", err)
 		case l.QOS == nil:
 			add("limits", CheckWarn, "slurmrestd serves no /slurmdb listing: rubickd learns QOS and association limits from the jobs Slurm holds back (run slurmrestd with openapi/slurmdbd)")
-		case len(l.Unread()) > 0:
-			u := l.Unread()
-			more := ""
+		case len(unread) > 0:
+			u, more := unread, ""
 			if len(u) > 5 {
 				u, more = u[:5], fmt.Sprintf(" and %d more", len(u)-5)
 			}
