@@ -1333,36 +1333,62 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 	actions, skipped = v.slurmActions(p, now)
 	kept, over := v.keepGroups(actions, now)
 	if len(over) > 0 {
-		var taken []string // the nodes kept starts and restarts take
-		for _, a := range kept {
-			if a.Kind == slurm.ActionStart || a.Kind == slurm.ActionRestart {
-				taken = append(taken, a.Nodes...)
-			}
-		}
-		idle := map[int]bool{}
-		for _, a := range kept {
-			if mj := v.managed[strconv.Itoa(a.JobID)]; a.Kind == slurm.ActionPreempt && mj != nil &&
-				!slices.ContainsFunc(mj.slurm.NodeList, func(n string) bool { return slices.Contains(taken, n) }) {
-				idle[a.JobID] = true
-			}
-		}
-		if len(idle) > 0 {
-			rest := slices.DeleteFunc(slices.Clone(actions), func(a slurm.Action) bool { return idle[a.JobID] && a.Kind == slurm.ActionPreempt })
-			same := func(k []slurm.Action, o map[int]error) bool { // the same starts kept and deferred
-				want := slices.DeleteFunc(slices.Clone(kept), func(a slurm.Action) bool { return idle[a.JobID] && a.Kind == slurm.ActionPreempt })
-				return slices.EqualFunc(k, want, func(a, b slurm.Action) bool { return a.JobID == b.JobID && a.Kind == b.Kind }) &&
-					len(o) == len(over) && !slices.ContainsFunc(slices.Collect(maps.Keys(over)), func(id int) bool { return o[id] == nil })
-			}
-			if k, o := v.keepGroups(rest, now); same(k, o) {
-				kept, over = k, o
-				for id := range idle {
-					over[id] = fmt.Errorf("job %d: %w: its preemption was for a start deferred for a group limit; it keeps running", id, ErrGroupLimit)
-				}
-			}
-		}
+		kept, over = v.dropIdlePreemptions(actions, kept, over, now)
 	}
 	maps.Copy(skipped, over)
 	return kept, skipped
+}
+
+// dropIdlePreemptions drops the preemptions among kept (what keepGroups
+// kept of actions, over what it deferred) whose nodes no kept start or
+// restart takes, where keepGroups keeps and defers the same starts without
+// them; it returns what is kept and deferred then.
+func (v *View) dropIdlePreemptions(actions, kept []slurm.Action, over map[int]error, now time.Time) ([]slurm.Action, map[int]error) {
+	var taken []string // the nodes kept starts and restarts take
+	for _, a := range kept {
+		_, t := v.moves(a)
+		taken = append(taken, t...)
+	}
+	idle := func(a slurm.Action) bool {
+		left, _ := v.moves(a)
+		return a.Kind == slurm.ActionPreempt && v.managed[strconv.Itoa(a.JobID)] != nil &&
+			!slices.ContainsFunc(left, func(n string) bool { return slices.Contains(taken, n) })
+	}
+	want := slices.DeleteFunc(slices.Clone(kept), idle)
+	if len(want) == len(kept) {
+		return kept, over
+	}
+	k, o := v.keepGroups(slices.DeleteFunc(slices.Clone(actions), idle), now)
+	if !slices.EqualFunc(k, want, func(a, b slurm.Action) bool { return a.JobID == b.JobID && a.Kind == b.Kind }) || len(o) != len(over) {
+		return kept, over
+	}
+	for id := range over {
+		if o[id] == nil {
+			return kept, over // other starts deferred
+		}
+	}
+	for _, a := range kept {
+		if idle(a) {
+			o[a.JobID] = fmt.Errorf("job %d: %w: its preemption was for a start deferred for a group limit; it keeps running", a.JobID, ErrGroupLimit)
+		}
+	}
+	return k, o
+}
+
+// moves is the nodes an action's job leaves (all it held, for a preemption
+// or a restart of a running job) and takes (a start's or restart's).
+func (v *View) moves(a slurm.Action) (left, taken []string) {
+	mj := v.managed[strconv.Itoa(a.JobID)]
+	if mj == nil || a.Kind != slurm.ActionPreempt && a.Kind != slurm.ActionStart && a.Kind != slurm.ActionRestart {
+		return nil, nil
+	}
+	if mj.slurm.State == slurm.StateRunning {
+		left = mj.slurm.NodeList
+	}
+	if a.Kind != slurm.ActionPreempt {
+		taken = a.Nodes
+	}
+	return left, taken
 }
 
 // keepGroups is SlurmActions' check of the plan's starts and restarts
@@ -1370,21 +1396,6 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 func (v *View) keepGroups(actions []slurm.Action, now time.Time) (kept []slurm.Action, skipped map[int]error) {
 	skipped = map[int]error{}
 	use, nodes := maps.Clone(v.usage), v.nodes.clone()
-	// moves is the nodes an action's job leaves (all it held, for a
-	// preemption or a restart) and takes (a start's or restart's).
-	moves := func(a slurm.Action) (left, taken []string) {
-		mj := v.managed[strconv.Itoa(a.JobID)]
-		if mj == nil || a.Kind != slurm.ActionPreempt && a.Kind != slurm.ActionStart && a.Kind != slurm.ActionRestart {
-			return nil, nil
-		}
-		if mj.slurm.State == slurm.StateRunning {
-			left = mj.slurm.NodeList
-		}
-		if a.Kind != slurm.ActionPreempt {
-			taken = a.Nodes
-		}
-		return left, taken
-	}
 	// change is what an action adds to its job's groups (negative for
 	// what it frees), and those groups.
 	change := func(a slurm.Action) (slurm.GroupLimits, []slurm.Group) {
@@ -1425,7 +1436,7 @@ func (v *View) keepGroups(actions []slurm.Action, now time.Time) (kept []slurm.A
 				return false
 			}
 		}
-		left, taken := moves(a)
+		left, taken := v.moves(a)
 		return !slices.ContainsFunc(taken, func(n string) bool { return !slices.Contains(left, n) })
 	}
 	// What the plan frees first (preemptions, restarts on less), then what
@@ -1433,7 +1444,7 @@ func (v *View) keepGroups(actions []slurm.Action, now time.Time) (kept []slurm.A
 	for _, a := range actions {
 		if d, groups := change(a); frees(a, d) {
 			addTo(use, groups, d)
-			left, taken := moves(a)
+			left, taken := v.moves(a)
 			nodes.add(groups, left, -1)
 			nodes.add(groups, taken, 1)
 		}
@@ -1445,7 +1456,7 @@ func (v *View) keepGroups(actions []slurm.Action, now time.Time) (kept []slurm.A
 			kept = append(kept, a)
 			continue
 		}
-		left, taken := moves(a)
+		left, taken := v.moves(a)
 		nodes.add(groups, left, -1)
 		var over error
 		for _, g := range groups {
