@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	stdcmp "cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -1089,7 +1090,7 @@ func TestGroups(t *testing.T) {
 						if tc.waits != "" && act.JobID != "a" {
 							t.Errorf("%s: job %s starts, want the older a", pol, act.JobID)
 						}
-					} else if act.Reason != policy.ReasonGroup || !strings.Contains(act.Detail, orDefault(tc.waits, "g: its jobs here hold")) {
+					} else if act.Reason != policy.ReasonGroup || !strings.Contains(act.Detail, stdcmp.Or(tc.waits, "g: its jobs here hold")) {
 						t.Errorf("%s: job %s waits with %s: %s, want group-limit naming the group", pol, act.JobID, act.Reason, act.Detail)
 					}
 					for _, n := range act.Alloc {
@@ -1178,12 +1179,4 @@ func TestJobNodes(t *testing.T) {
 			}
 		}
 	}
-}
-
-// orDefault is s, or def where s is empty.
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
