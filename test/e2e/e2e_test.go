@@ -832,6 +832,17 @@ func (d *daemonProc) exitedEarly() {
 	}
 }
 
+// waitLog reports whether rubickd's log says want, looking until within
+// has passed.
+func (d *daemonProc) waitLog(want string, within time.Duration) bool {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		if b, _ := os.ReadFile(d.log); strings.Contains(string(b), want) {
+			return true
+		}
+	}
+	return false
+}
+
 // hup asks rubickd to reload its configuration, as systemctl reload does.
 func (d *daemonProc) hup() {
 	if d.cmd != nil && d.cmd.Process != nil {

@@ -154,11 +154,8 @@ func slurmLimit(t *testing.T, tc limitCase, afterListing bool) {
 	if afterListing {
 		// The first cycle follows "rubickd running" at once, and cycles
 		// come every 2 s on the lab.
-		for ctx.Err() == nil {
-			if b, _ := os.ReadFile(d.log); strings.Contains(string(b), `"msg":"rubickd running"`) {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
+		if deadline, ok := ctx.Deadline(); ok {
+			d.waitLog(`"msg":"rubickd running"`, time.Until(deadline))
 		}
 		time.Sleep(3 * time.Second)
 		setLimit()

@@ -108,27 +108,18 @@ exec %[1]s/rubick-srun --launcher gpu -- %[1]s/rubick-emu-trainer --model-type b
 
 	// systemctl reload: a changed policy knob applies at the next cycle; a
 	// changed store is refused and the daemon keeps running as it was.
-	waitLog := func(want string) bool {
-		for try := 0; try < 40; try++ {
-			if b, _ := os.ReadFile(d.log); strings.Contains(string(b), want) {
-				return true
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
-		return false
-	}
 	if err := os.WriteFile(cfgPath, []byte(strings.Replace(cfg, "interval: 2s", "interval: 3s", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	d.hup()
-	if !waitLog(`"msg":"configuration reloaded"`) {
+	if !d.waitLog(`"msg":"configuration reloaded"`, 10*time.Second) {
 		t.Errorf("rubickd did not apply the reloaded configuration (%s)", d.log)
 	}
 	if err := os.WriteFile(cfgPath, []byte(strings.Replace(cfg, dbPath, dbPath+".other", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	d.hup()
-	if !waitLog("needs a restart of rubickd: store changed") {
+	if !d.waitLog("needs a restart of rubickd: store changed", 10*time.Second) {
 		t.Errorf("rubickd did not refuse a reload that moves its store (%s)", d.log)
 	}
 
