@@ -161,9 +161,9 @@ func (m *groupsMemo) of(j slurm.Job, partition string) []slurm.Group {
 }
 
 // holds is what j counts against its groups at now: the GPUs, CPUs,
-// memory and billing it holds when it runs, and each of those times the
-// minutes left of its time limit (none without one); nothing when it does
-// not run.
+// memory and billing it holds when it runs, and each of those and its
+// node count times the minutes left of its time limit (none without one);
+// nothing when it does not run.
 func holds(j slurm.Job, now time.Time) slurm.GroupLimits {
 	if j.State != slurm.StateRunning {
 		return slurm.GroupLimits{}
@@ -172,7 +172,7 @@ func holds(j slurm.Job, now time.Time) slurm.GroupLimits {
 	if j.TimeLimit > 0 {
 		left := wholeMinutes(max(j.TimeLimit-now.Sub(j.StartTime), 0))
 		h.GPURunMins, h.CPURunMins, h.BillingRunMins = int64(j.GPUs)*left, int64(j.CPUs)*left, j.Billing*left
-		h.MemRunMins = j.MemMB * left
+		h.MemRunMins, h.NodeRunMins = j.MemMB*left, int64(len(j.NodeList))*left
 	}
 	return h
 }
@@ -195,7 +195,7 @@ func plus(a, b slurm.GroupLimits, k int) slurm.GroupLimits {
 	return slurm.GroupLimits{Nodes: a.Nodes, GPUs: a.GPUs + k*b.GPUs, CPUs: a.CPUs + k*b.CPUs, MemMB: a.MemMB + int64(k)*b.MemMB,
 		GPURunMins: a.GPURunMins + int64(k)*b.GPURunMins, CPURunMins: a.CPURunMins + int64(k)*b.CPURunMins,
 		Billing: a.Billing + int64(k)*b.Billing, BillingRunMins: a.BillingRunMins + int64(k)*b.BillingRunMins,
-		MemRunMins: a.MemRunMins + int64(k)*b.MemRunMins, Jobs: a.Jobs + k*b.Jobs}
+		MemRunMins: a.MemRunMins + int64(k)*b.MemRunMins, NodeRunMins: a.NodeRunMins + int64(k)*b.NodeRunMins, Jobs: a.Jobs + k*b.Jobs}
 }
 
 // groupUsage sums what the running jobs, every job in Slurm, hold at now,
@@ -233,27 +233,28 @@ func groupUsage(groups *groupsMemo, jobs []slurm.Job, now time.Time) (map[slurm.
 // lowers the time left at the same tick).
 func unticked(j slurm.Job, tick time.Duration, now time.Time) slurm.GroupLimits {
 	m := wholeMinutes(min(max(now.Sub(j.StartTime), 0), tick))
-	return slurm.GroupLimits{GPURunMins: int64(j.GPUs) * m, CPURunMins: int64(j.CPUs) * m, BillingRunMins: j.Billing * m, MemRunMins: j.MemMB * m}
+	return slurm.GroupLimits{GPURunMins: int64(j.GPUs) * m, CPURunMins: int64(j.CPUs) * m, BillingRunMins: j.Billing * m, MemRunMins: j.MemMB * m,
+		NodeRunMins: int64(len(j.NodeList)) * m}
 }
 
 // groupRoom is what a job may hold under its group limits: GPUs, CPUs,
-// memory (MiB), billing and GPU-, CPU-, memory- and billing-minutes to
-// run, 0 when a group is full (or over), -1 where no group bounds them; by
-// names the group that binds.
+// memory (MiB), billing and GPU-, CPU-, memory-, billing- and
+// node-minutes to run, 0 when a group is full (or over), -1 where no group
+// bounds them; by names the group that binds.
 type groupRoom struct {
 	gpus, cpus, jobs                               int
 	mem, gpuMins, cpuMins, billing                 int64
-	billingMins, memMins                           int64
+	billingMins, memMins, nodeMins                 int64
 	gpuBy, cpuBy, memBy, billingBy                 slurm.Group
 	gpuMinsBy, cpuMinsBy, billingMinsBy, memMinsBy slurm.Group
-	jobsBy                                         slurm.Group
+	nodeMinsBy, jobsBy                             slurm.Group
 }
 
 // roomOf is the room job j has under groups at now, given what their
 // running jobs hold (j's own included, when it runs: a restart gives its
 // GPUs and the minutes left of its limit back first).
 func roomOf(groups []slurm.Group, use map[slurm.Group]slurm.GroupLimits, j slurm.Job, now time.Time) groupRoom {
-	r := groupRoom{gpus: -1, cpus: -1, jobs: -1, mem: -1, gpuMins: -1, cpuMins: -1, billing: -1, billingMins: -1, memMins: -1}
+	r := groupRoom{gpus: -1, cpus: -1, jobs: -1, mem: -1, gpuMins: -1, cpuMins: -1, billing: -1, billingMins: -1, memMins: -1, nodeMins: -1}
 	own := holds(j, now)
 	for _, g := range groups {
 		u := use[g]
@@ -265,6 +266,7 @@ func roomOf(groups []slurm.Group, use map[slurm.Group]slurm.GroupLimits, j slurm
 		tighten(&r.billing, &r.billingBy, g, g.Billing, u.Billing, own.Billing)
 		tighten(&r.billingMins, &r.billingMinsBy, g, g.BillingRunMins, u.BillingRunMins, own.BillingRunMins)
 		tighten(&r.memMins, &r.memMinsBy, g, g.MemRunMins, u.MemRunMins, own.MemRunMins)
+		tighten(&r.nodeMins, &r.nodeMinsBy, g, g.NodeRunMins, u.NodeRunMins, own.NodeRunMins)
 		tighten(&r.jobs, &r.jobsBy, g, g.Jobs, u.Jobs, own.Jobs)
 	}
 	return r
@@ -318,25 +320,26 @@ func oneGPUMem(cfg Config, e policy.Estimator, j slurm.Job) int64 {
 	return int64(math.Ceil((cfg.Policy.HostMemPerGPUGB + e.Memory(plan, model.Placement{1}).HostGBNode) * 1024))
 }
 
-// jobMinutes is what a job's TRES-minute limits leave it: GPU-, CPU- and
-// memory- (MiB-) minutes (-1: no bound), the tighter of its per-job limit
-// (MaxTRESMinsPerJob) and its groups' room to run (GrpTRESRunMins and the
-// like), and its user's time limit in whole minutes (0: none, which
-// leaves the minutes unpriced).
+// jobMinutes is what a job's TRES-minute limits leave it: GPU-, CPU-,
+// memory- (MiB-) and node-minutes (-1: no bound), the tighter of its
+// per-job limit (MaxTRESMinsPerJob) and its groups' room to run
+// (GrpTRESRunMins and the like), and its user's time limit in whole
+// minutes (0: none, which leaves the minutes unpriced).
 type jobMinutes struct {
-	gpu, cpu, mem int64
-	limit         int64
-	room          groupRoom
-	lim           slurm.JobLimits
+	gpu, cpu, mem, node int64
+	limit               int64
+	room                groupRoom
+	lim                 slurm.JobLimits
 }
 
 // minutesOf works out jobMinutes for j.
 func minutesOf(j slurm.Job, lim slurm.JobLimits, room groupRoom) jobMinutes {
-	m := jobMinutes{gpu: room.gpuMins, cpu: room.cpuMins, mem: room.memMins, room: room, lim: lim}
+	m := jobMinutes{gpu: room.gpuMins, cpu: room.cpuMins, mem: room.memMins, node: room.nodeMins, room: room, lim: lim}
 	if tl, err := userTime(j); err == nil {
 		m.limit = wholeMinutes(tl)
 	}
 	m.gpu, m.cpu, m.mem = perJobMins(m.gpu, lim.GPUMins), perJobMins(m.cpu, lim.CPUMins), perJobMins(m.mem, lim.MemMins)
+	m.node = perJobMins(m.node, lim.NodeMins)
 	return m
 }
 
@@ -349,11 +352,12 @@ func perJobMins(room, perJob int64) int64 {
 	return room
 }
 
-// bound lowers the job's GPU, CPU and memory (MiB) bounds (0: none) to
-// what its minutes allow over its time limit, never below what it holds.
-func (m jobMinutes) bound(gpus, cpus int, memMB int64, held slurm.GroupLimits) (int, int, int64) {
+// bound lowers the job's GPU, CPU, memory (MiB) and node bounds (0: none)
+// to what its minutes allow over its time limit, never below what it
+// holds (nodes: on).
+func (m jobMinutes) bound(gpus, cpus int, memMB int64, nodes int, held slurm.GroupLimits, on int) (int, int, int64, int) {
 	if m.limit <= 0 {
-		return gpus, cpus, memMB
+		return gpus, cpus, memMB, nodes
 	}
 	if m.gpu >= 0 {
 		gpus = capBy(gpus, int(m.gpu/m.limit), held.GPUs)
@@ -364,7 +368,10 @@ func (m jobMinutes) bound(gpus, cpus int, memMB int64, held slurm.GroupLimits) (
 	if m.mem >= 0 {
 		memMB = capBy(memMB, m.mem/m.limit, held.MemMB)
 	}
-	return gpus, cpus, memMB
+	if m.node >= 0 {
+		nodes = capBy(nodes, int(m.node/m.limit), on)
+	}
+	return gpus, cpus, memMB, nodes
 }
 
 // gpuBy names the limit its GPU-minutes come from, for a GPU bound they
@@ -401,6 +408,9 @@ func (m jobMinutes) noRoom(use map[slurm.Group]slurm.GroupLimits, minMem int64) 
 	if why, never, ok := check("CPU", m.cpu, m.lim.CPUMins, m.room.cpuMinsBy, m.room.cpuMinsBy.CPURunMins, use[m.room.cpuMinsBy].CPURunMins); ok {
 		return why, never, ok
 	}
+	if why, never, ok := check("node", m.node, m.lim.NodeMins, m.room.nodeMinsBy, m.room.nodeMinsBy.NodeRunMins, use[m.room.nodeMinsBy].NodeRunMins); ok {
+		return why, never, ok
+	}
 	if need := minMem * m.limit; m.mem >= 0 && m.mem < need {
 		if m.lim.MemMins > 0 && m.lim.MemMins < need {
 			return fmt.Sprintf("its %d-minute time limit with %d MB of memory (one GPU's) is over its MB-minutes of memory per job (%d)",
@@ -434,24 +444,24 @@ type jobTime struct {
 	measured float64       // samples/s the running job reports; 0: unknown
 	max      time.Duration // the MaxWall or MaxTime that applies; 0: none
 	margin   float64       // share added to a stretched limit; < 0: never stretch
-	// runMins are the GPU-, CPU-, billing- and memory- (MiB-) minutes its
-	// groups have left for the rest of its run, perJob those its per-job
-	// limit allows over its whole time limit; 0: no bound (a job with none
-	// left is not started).
-	runMins, perJob [4]int64
+	// runMins are the GPU-, CPU-, billing-, memory- (MiB-) and
+	// node-minutes its groups have left for the rest of its run, perJob
+	// those its per-job limit allows over its whole time limit; 0: no
+	// bound (a job with none left is not started).
+	runMins, perJob [5]int64
 }
 
 // maxStretch bounds a stretched limit whatever the prediction says.
 const maxStretch = 365 * 24 * time.Hour
 
-// limitAt is the job's time limit for a run at tput samples/s on gpus
-// GPUs, cpus CPUs and memMB MiB billed bill, ran into it so far: the
+// limitAt is the job's time limit for a run at tput samples/s on size's
+// GPUs, CPUs, memory (MiB), billing and Nodes, ran into it so far: the
 // user's, or, when that is predicted slower than its request, the user's
 // scaled by how much slower, plus the margin, in whole minutes up to max
-// and to what its GPU-, CPU-, billing- and memory-minutes allow for the
-// rest of the run, never below the user's own. 0 when the job has no
+// and to what its GPU-, CPU-, billing-, memory- and node-minutes allow for
+// the rest of the run, never below the user's own. 0 when the job has no
 // limit.
-func (t jobTime) limitAt(tput float64, gpus, cpus int, bill, memMB int64, ran time.Duration) time.Duration {
+func (t jobTime) limitAt(tput float64, size slurm.GroupLimits, ran time.Duration) time.Duration {
 	if t.user <= 0 || t.margin < 0 || !(t.reqTput > 0) || !(tput > 0) || tput >= t.reqTput {
 		return t.user
 	}
@@ -460,7 +470,7 @@ func (t jobTime) limitAt(tput float64, gpus, cpus int, bill, memMB int64, ran ti
 	if t.max > 0 {
 		d = min(d, t.max)
 	}
-	for i, n := range [4]int64{int64(gpus), int64(cpus), bill, memMB} {
+	for i, n := range [5]int64{int64(size.GPUs), int64(size.CPUs), size.Billing, size.MemMB, int64(size.Nodes)} {
 		if t.runMins[i] > 0 && n > 0 {
 			d = min(d, time.Duration(t.runMins[i]/n)*time.Minute+ran)
 		}
@@ -905,7 +915,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 				continue
 			}
 		}
-		lim.GPUs, lim.CPUs, lim.MemMB = mins.bound(lim.GPUs, lim.CPUs, lim.MemMB, held)
+		lim.GPUs, lim.CPUs, lim.MemMB, lim.Nodes = mins.bound(lim.GPUs, lim.CPUs, lim.MemMB, lim.Nodes, held, len(j.NodeList))
 		nodeRoom := v.nodes.nodeRoomOf(groups, j)
 		lim.Nodes = capBy(lim.Nodes, nodeRoom.room, len(j.NodeList))
 		if lim.GPUs != bound.GPUs {
@@ -932,8 +942,8 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			GPUsPerNode: lim.GPUsPerNode, CPUsPerNode: lim.CPUsPerNode, MemGBPerNode: float64(lim.MemMBPerNode) / 1024}
 		if err == nil {
 			mj.time.max = lim.Wall
-			mj.time.runMins = [4]int64{max(room.gpuMins, 0), max(room.cpuMins, 0), max(room.billingMins, 0), max(room.memMins, 0)}
-			mj.time.perJob = [4]int64{lim.GPUMins, lim.CPUMins, lim.BillingMins, lim.MemMins}
+			mj.time.runMins = [5]int64{max(room.gpuMins, 0), max(room.cpuMins, 0), max(room.billingMins, 0), max(room.memMins, 0), max(room.nodeMins, 0)}
+			mj.time.perJob = [5]int64{lim.GPUMins, lim.CPUMins, lim.BillingMins, lim.MemMins, lim.NodeMins}
 			if weights.Unread != "" {
 				mj.time.runMins[2], mj.time.perJob[2] = 0, 0 // its bills are unknown
 			}
@@ -1419,6 +1429,7 @@ func (v *View) keepGroups(actions []slurm.Action, now time.Time) (kept []slurm.A
 			tl := wholeMinutes(cmp.Or(a.TimeLimit, mj.slurm.TimeLimit))
 			if tl > 0 {
 				after.GPURunMins, after.CPURunMins, after.MemRunMins = int64(after.GPUs)*tl, int64(after.CPUs)*tl, after.MemMB*tl
+				after.NodeRunMins = int64(n) * tl
 			}
 			if mj.billing.Unread == "" && slices.ContainsFunc(mj.groups, func(g slurm.Group) bool { return g.Billing > 0 || g.BillingRunMins > 0 }) {
 				// Priced only where it is limited: it bills what Slurm
@@ -1575,7 +1586,8 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 	tag.Extra[tagAt] = strconv.FormatInt(now.Unix(), 10)
 	out.Nodes, out.NumNodes, out.GPUsPerNode, out.CPUsPerTask, out.MemPerNodeMB = nodes, len(nodes), gpus, cpus, memMB
 	bill := mj.billing.Of(gpus*len(nodes), cpus*len(nodes), len(nodes), out.MemMB(j))
-	if tl := mj.time.limitAt(a.Throughput, gpus*len(nodes), cpus*len(nodes), bill, cmp.Or(out.MemMB(j), j.MemMB), 0); tl > 0 && tl != j.TimeLimit {
+	size := slurm.GroupLimits{GPUs: gpus * len(nodes), CPUs: cpus * len(nodes), Billing: bill, MemMB: cmp.Or(out.MemMB(j), j.MemMB), Nodes: len(nodes)}
+	if tl := mj.time.limitAt(a.Throughput, size, 0); tl > 0 && tl != j.TimeLimit {
 		out.TimeLimit = tl
 	}
 	if j.State == slurm.StatePending {
@@ -1616,7 +1628,8 @@ func (mj *managedJob) timeExtension(now time.Time) (slurm.Action, bool) {
 	if j.State != slurm.StateRunning || j.TimeLimit <= 0 || !(mj.time.measured > 0) {
 		return slurm.Action{}, false
 	}
-	want := mj.time.limitAt(mj.time.measured, j.GPUs, j.CPUs, j.Billing, j.MemMB, now.Sub(j.StartTime))
+	want := mj.time.limitAt(mj.time.measured, slurm.GroupLimits{GPUs: j.GPUs, CPUs: j.CPUs, Billing: j.Billing, MemMB: j.MemMB, Nodes: len(j.NodeList)},
+		now.Sub(j.StartTime))
 	if want <= j.TimeLimit+j.TimeLimit/10 {
 		return slurm.Action{}, false
 	}

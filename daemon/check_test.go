@@ -138,7 +138,7 @@ func TestPreflight(t *testing.T) {
 	}
 	// Limits rubick does not plan with: a warning naming the first five.
 	unread := good
-	unread.limits.QOS = map[string]slurm.QOS{"normal": {Unread: []string{"GrpTRESRunMins=node=100", "MaxTRESPerJob=fs/disk=1000"}}}
+	unread.limits.QOS = map[string]slurm.QOS{"normal": {Unread: []string{"GrpTRESRunMins=fs/disk=100", "MaxTRESPerJob=fs/disk=1000"}}}
 	for i := range 5 {
 		unread.limits.Associations = append(unread.limits.Associations,
 			slurm.Association{Cluster: "rubicklab", Account: fmt.Sprintf("a%d", i), Unread: []string{"GrpTRES=energy=5"}})
@@ -146,7 +146,7 @@ func TestPreflight(t *testing.T) {
 	lab := tests["the lab's settings"]
 	lab.cluster, lab.want = unread, slices.Clone(lab.want)
 	lab.want[4] = line{"limits", CheckWarn}
-	lab.detail = map[string]string{"limits": "1 QOS and 6 associations read; rubick does not plan with QOS normal GrpTRESRunMins=node=100, " +
+	lab.detail = map[string]string{"limits": "1 QOS and 6 associations read; rubick does not plan with QOS normal GrpTRESRunMins=fs/disk=100, " +
 		"QOS normal MaxTRESPerJob=fs/disk=1000, association a0 GrpTRES=energy=5, association a1 GrpTRES=energy=5, " +
 		"association a2 GrpTRES=energy=5 and 2 more: Slurm holds back a job sized past one, and rubick then runs it on its request"}
 	tests["limits rubick does not plan with"] = lab

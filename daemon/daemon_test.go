@@ -1185,7 +1185,7 @@ func TestSlowLimitsListing(t *testing.T) {
 // while they last, and again when they change.
 func TestSlurmLimitsWarnUnread(t *testing.T) {
 	c := &limitsCluster{fakeCluster: &fakeCluster{}, limits: slurm.Limits{QOS: map[string]slurm.QOS{
-		"normal": {Name: "normal", Unread: []string{"GrpTRESRunMins=node=100"}}}}}
+		"normal": {Name: "normal", Unread: []string{"GrpTRESRunMins=fs/disk=100"}}}}}
 	d, _ := newTestDaemonWith(t, c, &fakeApplier{}, func(*Config) {})
 	var log strings.Builder
 	d.deps.Logger = slog.New(slog.NewTextHandler(&log, nil))
@@ -1195,8 +1195,8 @@ func TestSlurmLimitsWarnUnread(t *testing.T) {
 	c.limits.Associations = []slurm.Association{{Account: "physics", Unread: []string{"MaxTRESPerJob=license/matlab=2"}}}
 	d.slurmLimits(context.Background(), t0.Add(3*limitsRefresh), nil)
 	if got := strings.Count(log.String(), "limits rubick does not plan with"); got != 2 ||
-		!strings.Contains(log.String(), "QOS normal GrpTRESRunMins=node=100") ||
-		!strings.Contains(log.String(), "QOS normal GrpTRESRunMins=node=100; association physics MaxTRESPerJob=license/matlab=2") {
+		!strings.Contains(log.String(), "QOS normal GrpTRESRunMins=fs/disk=100") ||
+		!strings.Contains(log.String(), "QOS normal GrpTRESRunMins=fs/disk=100; association physics MaxTRESPerJob=license/matlab=2") {
 		t.Errorf("log %q: want two warnings, the second naming both limits", log.String())
 	}
 }
@@ -1349,7 +1349,7 @@ func TestJobTimeLimitAt(t *testing.T) {
 		t    jobTime
 		tput float64
 		want time.Duration
-		ran  time.Duration // time into the run; every case runs on 8 GPUs and 32 CPUs
+		ran  time.Duration // time into the run; every case runs on 8 GPUs, 32 CPUs and 2 nodes
 	}{
 		"no limit":        {jobTime{reqTput: 10, margin: 0.25}, 5, 0, 0},
 		"as fast":         {jobTime{user: time.Hour, reqTput: 10, margin: 0.25}, 10, time.Hour, 0},
@@ -1362,27 +1362,30 @@ func TestJobTimeLimitAt(t *testing.T) {
 		"request unknown": {jobTime{user: time.Hour, margin: 0.25}, 5, time.Hour, 0},
 		"plan unknown":    {jobTime{user: time.Hour, reqTput: 10, margin: 0.25}, 0, time.Hour, 0},
 		// 8 GPUs may take 800 GPU-minutes (or 32 CPUs 3,200 CPU-minutes, a
-		// bill of 40 4,000 billing-minutes, or 65,536 MB 6,553,600
-		// MB-minutes) in their group: 100 minutes
+		// bill of 40 4,000 billing-minutes, 65,536 MB 6,553,600
+		// MB-minutes, or 2 nodes 200 node-minutes) in their group: 100 minutes
 		// from now, after the 30 run already. A per-job limit counts the
 		// whole time limit.
-		"GPU-minutes":         {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [4]int64{800, 0}}, 5, 100 * time.Minute, 0},
-		"GPU-minutes, ran":    {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [4]int64{800, 0}}, 5, 130 * time.Minute, 30 * time.Minute},
-		"CPU-minutes":         {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [4]int64{0, 3200}}, 5, 100 * time.Minute, 0},
-		"per job, ran":        {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, perJob: [4]int64{800, 0}}, 5, 100 * time.Minute, 30 * time.Minute},
-		"CPU-minutes per job": {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, perJob: [4]int64{0, 3200}}, 5, 100 * time.Minute, 0},
-		"billing-minutes":     {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [4]int64{0, 0, 4000}}, 5, 100 * time.Minute, 0},
-		"billing-minutes per job": {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, perJob: [4]int64{0, 0, 4000}}, 5, 100 * time.Minute,
+		"GPU-minutes":         {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [5]int64{800, 0}}, 5, 100 * time.Minute, 0},
+		"GPU-minutes, ran":    {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [5]int64{800, 0}}, 5, 130 * time.Minute, 30 * time.Minute},
+		"CPU-minutes":         {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [5]int64{0, 3200}}, 5, 100 * time.Minute, 0},
+		"per job, ran":        {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, perJob: [5]int64{800, 0}}, 5, 100 * time.Minute, 30 * time.Minute},
+		"CPU-minutes per job": {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, perJob: [5]int64{0, 3200}}, 5, 100 * time.Minute, 0},
+		"billing-minutes":     {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [5]int64{0, 0, 4000}}, 5, 100 * time.Minute, 0},
+		"billing-minutes per job": {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, perJob: [5]int64{0, 0, 4000}}, 5, 100 * time.Minute,
 			30 * time.Minute},
-		"memory-minutes":         {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [4]int64{0, 0, 0, 6553600}}, 5, 100 * time.Minute, 0},
-		"memory-minutes per job": {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, perJob: [4]int64{0, 0, 0, 6553600}}, 5, 100 * time.Minute, 0},
-		"minutes below user":     {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [4]int64{240, 0}}, 5, time.Hour, 0},
+		"memory-minutes":         {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [5]int64{0, 0, 0, 6553600}}, 5, 100 * time.Minute, 0},
+		"memory-minutes per job": {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, perJob: [5]int64{0, 0, 0, 6553600}}, 5, 100 * time.Minute, 0},
+		"node-minutes":           {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [5]int64{0, 0, 0, 0, 200}}, 5, 100 * time.Minute, 0},
+		"node-minutes per job":   {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, perJob: [5]int64{0, 0, 0, 0, 200}}, 5, 100 * time.Minute, 0},
+		"minutes below user":     {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [5]int64{240, 0}}, 5, time.Hour, 0},
 		"absurd":                 {jobTime{user: time.Hour, reqTput: 1e12, margin: 0.25}, 1e-12, maxStretch, 0},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := tc.t.limitAt(tc.tput, 8, 32, 40, 65536, tc.ran); got != tc.want {
-				t.Errorf("limitAt(%v, 8, 32, 40, 65536, %v) = %v, want %v", tc.tput, tc.ran, got, tc.want)
+			size := slurm.GroupLimits{GPUs: 8, CPUs: 32, Billing: 40, MemMB: 65536, Nodes: 2}
+			if got := tc.t.limitAt(tc.tput, size, tc.ran); got != tc.want {
+				t.Errorf("limitAt(%v, %+v, %v) = %v, want %v", tc.tput, size, tc.ran, got, tc.want)
 			}
 		})
 	}
@@ -1793,6 +1796,9 @@ func TestSlurmActionsKeepGroupsTogether(t *testing.T) {
 		// And 32768 MB for an hour: 1,966,080 MB-minutes each.
 		"memory-minutes": {slurm.GroupLimits{MemRunMins: 5000000}, []int{5, 6, 7},
 			map[int]string{8: "QOS shared GrpTRESRunMins allows 5000000 MB-minutes of memory to run, 3932160 in use or planned before it, and its plan adds 1966080"}},
+		// And one node for an hour: 60 node-minutes each.
+		"node-minutes": {slurm.GroupLimits{NodeRunMins: 150}, []int{5, 6, 7},
+			map[int]string{8: "QOS shared GrpTRESRunMins allows 150 node-minutes to run, 120 in use or planned before it, and its plan adds 60"}},
 		// Each start takes a node the group did not hold; the preemption
 		// gives node1 back first.
 		"nodes": {slurm.GroupLimits{Nodes: 2}, []int{5, 6, 7},
@@ -1800,7 +1806,7 @@ func TestSlurmActionsKeepGroupsTogether(t *testing.T) {
 		"jobs": {slurm.GroupLimits{Jobs: 2}, []int{5, 6, 7},
 			map[int]string{8: "QOS shared GrpJobs allows 2 running jobs, 2 in use or planned before it, and its plan adds 1"}},
 		"room for all": {slurm.GroupLimits{GPUs: 12, CPUs: 24, MemMB: 98304, GPURunMins: 720, CPURunMins: 1440, Billing: 24, BillingRunMins: 1440,
-			MemRunMins: 5898240, Nodes: 3, Jobs: 3},
+			MemRunMins: 5898240, NodeRunMins: 180, Nodes: 3, Jobs: 3},
 			[]int{5, 6, 7, 8}, map[int]string{}},
 	}
 	for name, tc := range tests {

@@ -25,7 +25,7 @@ type GroupUse struct {
 }
 
 // TRESAmounts are GPUs, CPUs, memory, billing and nodes, and the GPU-, CPU-,
-// billing- and memory-minutes to run: slurm.GroupLimits with JSON names, converted to
+// billing-, memory- and node-minutes to run: slurm.GroupLimits with JSON names, converted to
 // and from it (so a field added there must be added here).
 type TRESAmounts struct {
 	GPUs           int   `json:"gpus"`
@@ -36,12 +36,13 @@ type TRESAmounts struct {
 	Billing        int64 `json:"billing"`
 	BillingRunMins int64 `json:"billing_run_mins"`
 	MemRunMins     int64 `json:"mem_run_mins"`
+	NodeRunMins    int64 `json:"node_run_mins"`
 	Nodes          int   `json:"nodes"`
 	Jobs           int   `json:"jobs"`
 }
 
 // Amounts lists a's amounts as slurm.GroupLimits.Amounts does.
-func (a TRESAmounts) Amounts() [10]slurm.GroupAmount { return slurm.GroupLimits(a).Amounts() }
+func (a TRESAmounts) Amounts() [11]slurm.GroupAmount { return slurm.GroupLimits(a).Amounts() }
 
 // GroupBound is one amount a group limit bounds, with what is held of it.
 type GroupBound struct {
@@ -63,7 +64,7 @@ type GroupBound struct {
 func (g GroupUse) Bounds() []GroupBound {
 	var out []GroupBound
 	used := g.InUse.Amounts()
-	var spent [10]slurm.GroupAmount
+	var spent [11]slurm.GroupAmount
 	if g.Spent != nil {
 		spent = g.Spent.Amounts()
 	}

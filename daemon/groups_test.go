@@ -23,7 +23,7 @@ func TestCycleReportsGroupUse(t *testing.T) {
 		TimeLimit: time.Hour, StartTime: t0.Add(-30 * time.Minute)}
 	nodes[1].GPUsUsed, nodes[1].CPUsAlloc = 2, 8
 	limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared",
-		Grp:     slurm.GroupLimits{GPUs: 4, Billing: 40, GPURunMins: 600, MemRunMins: 2000000, Nodes: 2},
+		Grp:     slurm.GroupLimits{GPUs: 4, Billing: 40, GPURunMins: 600, MemRunMins: 2000000, NodeRunMins: 100, Nodes: 2},
 		PerUser: slurm.GroupLimits{CPUs: 16, Jobs: 3}}}}
 	c := &limitsCluster{fakeCluster: &fakeCluster{nodes: nodes, jobs: []slurm.Job{other}}, limits: limits}
 	d, _ := newTestDaemonWith(t, c, &fakeApplier{}, func(*Config) {})
@@ -31,12 +31,13 @@ func TestCycleReportsGroupUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 30 minutes left of its hour: 60 GPU-, 240 CPU-, 240 billing- and
-	// 960,000 MB-minutes.
-	held := TRESAmounts{GPUs: 2, CPUs: 8, MemMB: 32000, Billing: 8, GPURunMins: 60, CPURunMins: 240, BillingRunMins: 240, MemRunMins: 960000, Jobs: 1}
+	// 30 minutes left of its hour: 60 GPU-, 240 CPU-, 240 billing-,
+	// 960,000 MB- and 30 node-minutes.
+	held := TRESAmounts{GPUs: 2, CPUs: 8, MemMB: 32000, Billing: 8, GPURunMins: 60, CPURunMins: 240, BillingRunMins: 240, MemRunMins: 960000,
+		NodeRunMins: 30, Jobs: 1}
 	want := []GroupUse{
 		{Limit: "QOS shared GrpTRES", RunMins: "QOS shared GrpTRESRunMins", InUse: onNodes(held, 1),
-			Allowed: TRESAmounts{GPUs: 4, Billing: 40, GPURunMins: 600, MemRunMins: 2000000, Nodes: 2}},
+			Allowed: TRESAmounts{GPUs: 4, Billing: 40, GPURunMins: 600, MemRunMins: 2000000, NodeRunMins: 100, Nodes: 2}},
 		{Limit: "QOS shared MaxTRESPerUser (user alice)", RunMins: "QOS shared MaxTRESRunMinsPU (user alice)",
 			Jobs: "QOS shared MaxJobsPerUser (user alice)", InUse: held, Allowed: TRESAmounts{CPUs: 16, Jobs: 3}},
 	}
@@ -54,6 +55,8 @@ func TestCycleReportsGroupUse(t *testing.T) {
 		"rubick_group_in_use QOS shared GrpTRESRunMins GPU-minutes":                60,
 		"rubick_group_allowed QOS shared GrpTRESRunMins MB-minutes of memory":      2000000,
 		"rubick_group_in_use QOS shared GrpTRESRunMins MB-minutes of memory":       960000,
+		"rubick_group_allowed QOS shared GrpTRESRunMins node-minutes":              100,
+		"rubick_group_in_use QOS shared GrpTRESRunMins node-minutes":               30,
 		"rubick_group_allowed QOS shared MaxTRESPerUser (user alice) CPUs":         16,
 		"rubick_group_in_use QOS shared MaxTRESPerUser (user alice) CPUs":          8,
 		"rubick_group_allowed QOS shared MaxJobsPerUser (user alice) running jobs": 3,

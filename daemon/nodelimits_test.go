@@ -110,3 +110,79 @@ func TestGroupNodes(t *testing.T) {
 		t.Errorf("the clone changed (-want +got):\n%s", d)
 	}
 }
+
+// Node-minutes (GrpTRESRunMins=node=, MaxTRESMinsPerJob=node=, a
+// GrpTRESMins budget) bound how many nodes a job may span over its time
+// limit. Unlike a node count, they sum each job's nodes, shared or not.
+// Every other job runs on one node with 30 minutes of its hour left (30
+// node-minutes); job 21 asks for an hour.
+func TestViewNodeMinutes(t *testing.T) {
+	other := func(id int, node string) slurm.Job {
+		return slurm.Job{ID: id, Name: "other", Account: "root", Partition: "gpu", QOS: "shared", Cluster: "lab", State: slurm.StateRunning,
+			NodeCount: 1, NodeList: []string{node}, GPUsPerNode: 1, GPUs: 1, CPUs: 4, MemMB: 8000, TimeLimit: time.Hour,
+			StartTime: t0.Add(-30 * time.Minute)}
+	}
+	type want struct {
+		maxNodes int
+		waits    string
+	}
+	tests := map[string]struct {
+		grp     int64 // the QOS's GrpTRESRunMins node=
+		perJob  int64 // its MaxTRESMinsPerJob node=
+		budget  slurm.Budget
+		others  []string // the nodes of the QOS's other running jobs, one job each
+		running bool     // job 21 runs on node1, a minute into its hour
+		want    want
+	}{
+		"no limit": {others: []string{"node2"}},
+		"room":     {grp: 150, others: []string{"node2"}, want: want{maxNodes: 2}},
+		// Two jobs on one node hold 60 node-minutes, not 30.
+		"shared node": {grp: 150, others: []string{"node2", "node2"}, want: want{maxNodes: 1}},
+		"full": {grp: 80, others: []string{"node2"}, want: want{
+			waits: "waits for room in QOS shared GrpTRESRunMins: node-minutes to run in use 30, allowed 80, and one node for its 60-minute time limit takes 60"}},
+		"per job": {perJob: 180, want: want{maxNodes: 3}},
+		// Slurm holds it back at any size: released to Slurm as submitted.
+		"per job short": {perJob: 30, want: want{waits: "its 60-minute time limit on one node is over its node-minutes per job (30)"}},
+		// 20 used and 30 to run of 200: 150 left.
+		"budget": {budget: slurm.Budget{Limit: slurm.GroupLimits{NodeRunMins: 200}, Spent: slurm.GroupLimits{NodeRunMins: 20}},
+			others: []string{"node2"}, want: want{maxNodes: 2}},
+		"budget spent": {budget: slurm.Budget{Limit: slurm.GroupLimits{NodeRunMins: 100}, Spent: slurm.GroupLimits{NodeRunMins: 20}},
+			others: []string{"node2"}, want: want{
+				waits: "waits for room in QOS shared GrpTRESMins: node-minutes used or to run in use 50, allowed 100, and one node for its 60-minute time limit takes 60"}},
+		// Its own 59 node-minutes are given back first: 100-30 leave 70.
+		"running": {grp: 100, others: []string{"node2"}, running: true, want: want{maxNodes: 1}},
+		// Over a lowered limit it keeps the node it holds.
+		"running, over": {grp: 40, others: []string{"node2"}, running: true, want: want{maxNodes: 1}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			jobs := []slurm.Job{}
+			for i, n := range tc.others {
+				jobs = append(jobs, other(30+i, n))
+			}
+			j := heldJob(21, "bert", 1, 2)
+			j.Cluster, j.QOS, j.User, j.TimeLimit = "lab", "shared", "alice", time.Hour
+			if tc.running {
+				j.State, j.Held, j.NodeList, j.GPUs, j.CPUs, j.StartTime = slurm.StateRunning, false, []string{"node1"}, 2, 8, t0.Add(-time.Minute)
+				j.Tag.Plan = "dp2.tp1.pp1.mb16.a1.z0"
+			}
+			jobs = append(jobs, j)
+			limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Grp: slurm.GroupLimits{NodeRunMins: tc.grp},
+				PerJob: slurm.JobLimits{NodeMins: tc.perJob}, Budget: tc.budget}}}
+			v, err := BuildView(Defaults(), t0, Inputs{Nodes: labNodes(4), Jobs: jobs, Estimators: shippedEstimators(t), Limits: limits},
+				slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := want{waits: v.Unmanaged[21]}
+			for _, pj := range v.Snapshot.Jobs {
+				if pj.ID == "21" {
+					got.maxNodes = pj.Max.Nodes
+				}
+			}
+			if d := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); d != "" {
+				t.Errorf("job 21 (-want +got):\n%s", d)
+			}
+		})
+	}
+}

@@ -13,7 +13,7 @@ import (
 )
 
 // Budget is a GrpTRESMins limit of a QOS or an association: the GPU-, CPU-,
-// memory- and billing-minutes its jobs (an association's children's included) may
+// memory-, billing- and node-minutes its jobs (an association's children's included) may
 // use in all, in Limit's run-minute fields (0: no bound), and what they
 // have used, in Spent's, as slurmctld counts it: decayed by
 // PriorityDecayHalfLife and reset by PriorityUsageResetPeriod, and only
@@ -24,7 +24,8 @@ type Budget struct {
 
 // IsSet reports whether b bounds anything.
 func (b Budget) IsSet() bool {
-	return b.Limit.GPURunMins > 0 || b.Limit.CPURunMins > 0 || b.Limit.MemRunMins > 0 || b.Limit.BillingRunMins > 0
+	return b.Limit.GPURunMins > 0 || b.Limit.CPURunMins > 0 || b.Limit.MemRunMins > 0 || b.Limit.BillingRunMins > 0 ||
+		b.Limit.NodeRunMins > 0
 }
 
 // AssocKey names an association as slurmctld lists it.
@@ -311,8 +312,8 @@ func assocKeyOf(line string) AssocKey {
 	return k
 }
 
-// parseBudget reads one GrpTRESMins list: its gres/gpu, cpu, mem and
-// billing entries (other TRES are not planned with).
+// parseBudget reads one GrpTRESMins list: its gres/gpu, cpu, mem, billing
+// and node entries (other TRES are not planned with).
 func parseBudget(list string) (Budget, error) {
 	var b Budget
 	for _, e := range []struct {
@@ -323,6 +324,7 @@ func parseBudget(list string) (Budget, error) {
 		{"cpu", &b.Limit.CPURunMins, &b.Spent.CPURunMins},
 		{"mem", &b.Limit.MemRunMins, &b.Spent.MemRunMins},
 		{"billing", &b.Limit.BillingRunMins, &b.Spent.BillingRunMins},
+		{"node", &b.Limit.NodeRunMins, &b.Spent.NodeRunMins},
 	} {
 		v, ok := listValue(list, e.key)
 		if !ok {

@@ -88,7 +88,7 @@ func TestParseAssocMgrErrors(t *testing.T) {
 // A QOS's per-account and per-user sections (MaxTRESRunMinsPA and the
 // like) do not overwrite its own GrpTRESMins, and a record without one
 // lists nothing. A memory budget alone is one (mem, MiB-minutes; vmem is
-// another TRES).
+// another TRES), and so is a node-minute budget alone.
 func TestParseAssocMgrSections(t *testing.T) {
 	out := `QOS Records
 
@@ -104,14 +104,18 @@ QOS=idle(2)
 QOS=memory(3)
     GrpTRESMins=cpu=N(0),mem=400000(1200),vmem=N(5),gres/gpu=N(0)
     Priority=0
+QOS=nodes(4)
+    GrpTRESMins=cpu=N(0),mem=N(0),energy=N(0),node=600(45),billing=N(0),gres/gpu=N(0)
+    Priority=0
 `
 	got, err := ParseAssocMgr([]byte(out))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Budgets{QOS: map[string]Budget{"normal": {Limit: GroupLimits{GPURunMins: 50}, Spent: GroupLimits{GPURunMins: 7}},
-		"memory": {Limit: GroupLimits{MemRunMins: 400000}, Spent: GroupLimits{MemRunMins: 1200}}}, Assoc: map[AssocKey]Budget{}, FairShare: FairShares{},
-		QOSPriority: map[string]int64{"normal": 10, "idle": 0, "memory": 0}}
+		"memory": {Limit: GroupLimits{MemRunMins: 400000}, Spent: GroupLimits{MemRunMins: 1200}},
+		"nodes":  {Limit: GroupLimits{NodeRunMins: 600}, Spent: GroupLimits{NodeRunMins: 45}}}, Assoc: map[AssocKey]Budget{}, FairShare: FairShares{},
+		QOSPriority: map[string]int64{"normal": 10, "idle": 0, "memory": 0, "nodes": 0}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

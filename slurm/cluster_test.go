@@ -751,13 +751,12 @@ func TestLimits(t *testing.T) {
 			"normal": {Name: "normal", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUs: 64, MemMB: 200 << 10, GPUsPerNode: 3, Wall: 120 * time.Minute,
 				GPUMins: 240, CPUMins: 2400, MemMins: 1200000, Billing: 50, BillingMins: 3000, BillingPerNode: 20},
 				Grp: GroupLimits{GPUs: 12, CPUs: 96, MemMB: 1 << 20, GPURunMins: 600, CPURunMins: 6000, Billing: 80, BillingRunMins: 9000,
-					MemRunMins: 3000000, Nodes: 3, Jobs: 5},
+					MemRunMins: 3000000, NodeRunMins: 100, Nodes: 3, Jobs: 5},
 				PerUser: GroupLimits{GPUs: 6, CPUs: 48, MemMB: 400 << 10, GPURunMins: 300, Billing: 40, BillingRunMins: 4000, MemRunMins: 2000000,
 					Nodes: 2, Jobs: 2},
 				PerAccount: GroupLimits{GPUs: 7, GPURunMins: 360, Jobs: 3},
-				// What rubick does not plan with: a file system's TRES, and
-				// node-minutes.
-				Unread: []string{"MaxTRESPerJob=fs/disk=1000", "GrpTRESRunMins=node=100"}},
+				// What rubick does not plan with: a file system's TRES.
+				Unread: []string{"MaxTRESPerJob=fs/disk=1000"}},
 			"guaranteed": {Name: "guaranteed"},
 		},
 		Associations: []Association{
@@ -768,10 +767,10 @@ func TestLimits(t *testing.T) {
 			// against.
 			{Cluster: "rubicklab", Account: "root", User: "nobody", PerJob: JobLimits{Nodes: 2}, MaxJobs: 6, BudgetListed: true},
 			{Cluster: "rubicklab", Account: "root", User: "root", PerJob: JobLimits{GPUs: 4, Nodes: 2, CPUsPerNode: 24, Wall: 90 * time.Minute,
-				GPUMins: 200},
+				GPUMins: 200, NodeMins: 50},
 				Grp: GroupLimits{GPUs: 5, CPUs: 40, MemMB: 300 << 10, GPURunMins: 500, Billing: 30, BillingRunMins: 5000, MemRunMins: 2500000,
 					Nodes: 2, Jobs: 4},
-				MaxJobs: 3, BudgetListed: true, Unread: []string{"GrpTRES=energy=5", "MaxTRESMinsPerJob=node=50"}},
+				MaxJobs: 3, BudgetListed: true, Unread: []string{"GrpTRES=energy=5"}},
 		},
 		Partitions: map[string]Partition{"gpu": {Name: "gpu", State: "UP", Nodes: []string{"node1", "node2", "node3", "node4"},
 			TotalCPUs: 256, TotalNodes: 4, PriorityJobFactor: 1, PriorityTier: 1, TRES: "cpu=256,mem=2000G,node=4,billing=256,gres/gpu=32"}},
@@ -779,8 +778,7 @@ func TestLimits(t *testing.T) {
 	if d := cmp.Diff(want.Indexed(), got); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
 	}
-	wantUnread := []string{"QOS normal MaxTRESPerJob=fs/disk=1000", "QOS normal GrpTRESRunMins=node=100",
-		"association root/root GrpTRES=energy=5", "association root/root MaxTRESMinsPerJob=node=50"}
+	wantUnread := []string{"QOS normal MaxTRESPerJob=fs/disk=1000", "association root/root GrpTRES=energy=5"}
 	if d := cmp.Diff(wantUnread, got.Unread()); d != "" {
 		t.Errorf("unread (-want +got):\n%s", d)
 	}

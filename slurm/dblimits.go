@@ -162,40 +162,39 @@ func (m *dbMax) minutesPer() *dbMinutesPer {
 }
 
 // unread lists the TRES limits of m that rubick does not plan with, as an
-// admin sets them ("GrpTRESRunMins=node=10"); those of a QOS (qos) or an
+// admin sets them ("GrpTRES=energy=5"); those of a QOS (qos) or an
 // association, whose lists differ in name.
 func (m *dbMax) unread(qos bool) []string {
 	if m == nil || m.Tres == nil {
 		return nil
 	}
 	var out []string
-	add := func(limit string, l *[]dbTRES, minutes bool) {
+	add := func(limit string, l *[]dbTRES) {
 		for _, t := range deref(l) {
-			key := t.Type + "/" + t.Name
-			switch {
-			case t.Count < 0, key == "gres/gpu", key == "cpu/", key == "mem/", key == "billing/", key == "node/" && !minutes:
+			// What groupIn reads is planned with: one list of the TRES.
+			if t.Count < 0 || groupIn(&[]dbTRES{{Type: t.Type, Name: t.Name, Count: 1}}) != (GroupLimits{}) {
 				continue
 			}
-			out = append(out, fmt.Sprintf("%s=%s=%d", limit, strings.TrimSuffix(key, "/"), t.Count))
+			out = append(out, fmt.Sprintf("%s=%s=%d", limit, strings.TrimSuffix(t.Type+"/"+t.Name, "/"), t.Count))
 		}
 	}
 	tr := m.Tres
-	add("GrpTRES", tr.Total, false)
+	add("GrpTRES", tr.Total)
 	if tr.Per != nil {
-		add("MaxTRESPerJob", tr.Per.Job, false)
-		add("MaxTRESPerNode", tr.Per.Node, false)
-		add("MaxTRESPerUser", tr.Per.User, false)
-		add("MaxTRESPerAccount", tr.Per.Account, false)
+		add("MaxTRESPerJob", tr.Per.Job)
+		add("MaxTRESPerNode", tr.Per.Node)
+		add("MaxTRESPerUser", tr.Per.User)
+		add("MaxTRESPerAccount", tr.Per.Account)
 	}
 	if mp := m.minutesPer(); mp != nil {
-		add("MaxTRESMinsPerJob", mp.Job, true)
-		add("GrpTRESRunMins", mp.QOS, true)
-		add("MaxTRESRunMinsPU", mp.User, true)
-		add("MaxTRESRunMinsPA", mp.Account, true)
+		add("MaxTRESMinsPerJob", mp.Job)
+		add("GrpTRESRunMins", mp.QOS)
+		add("MaxTRESRunMinsPU", mp.User)
+		add("MaxTRESRunMinsPA", mp.Account)
 	}
 	if !qos && tr.Group != nil {
-		add("GrpTRESRunMins", tr.Group.Active, true)
-		add("GrpTRESMins", tr.Group.Minutes, true)
+		add("GrpTRESRunMins", tr.Group.Active)
+		add("GrpTRESMins", tr.Group.Minutes)
 	}
 	return out
 }
@@ -208,16 +207,18 @@ func jobCount(f flexInt) int {
 	return int(max(f.Value, 0))
 }
 
-// runMinsIn reads gres/gpu, cpu, mem (MiB-minutes) and billing off a
+// runMinsIn reads gres/gpu, cpu, mem (MiB-minutes), billing and node off a
 // TRES-minutes list into the run-minute fields; 0 where it has none.
 func runMinsIn(l *[]dbTRES) GroupLimits {
 	g := groupIn(l)
-	return GroupLimits{GPURunMins: int64(g.GPUs), CPURunMins: int64(g.CPUs), MemRunMins: g.MemMB, BillingRunMins: g.Billing}
+	return GroupLimits{GPURunMins: int64(g.GPUs), CPURunMins: int64(g.CPUs), MemRunMins: g.MemMB, BillingRunMins: g.Billing,
+		NodeRunMins: int64(g.Nodes)}
 }
 
 // setRunMins sets l's run-minute fields to m's, leaving the others.
 func (l *GroupLimits) setRunMins(m GroupLimits) {
 	l.GPURunMins, l.CPURunMins, l.MemRunMins, l.BillingRunMins = m.GPURunMins, m.CPURunMins, m.MemRunMins, m.BillingRunMins
+	l.NodeRunMins = m.NodeRunMins
 }
 
 // grp reads the limits on all jobs together (GrpTRES).
@@ -251,7 +252,7 @@ func groupIn(l *[]dbTRES) GroupLimits {
 
 // perJob reads gres/gpu, node, cpu, mem and billing off the per-job TRES
 // limits, gres/gpu, cpu, mem and billing off the per-node ones
-// (MaxTRESPerNode), gres/gpu, cpu, mem and billing off the per-job
+// (MaxTRESPerNode), gres/gpu, cpu, mem, billing and node off the per-job
 // TRES-minutes (MaxTRESMinsPerJob), and the time limit.
 func (m *dbMax) perJob() JobLimits {
 	var out JobLimits
@@ -267,6 +268,7 @@ func (m *dbMax) perJob() JobLimits {
 	if mp := m.minutesPer(); mp != nil {
 		m := runMinsIn(mp.Job)
 		out.GPUMins, out.CPUMins, out.MemMins, out.BillingMins = m.GPURunMins, m.CPURunMins, m.MemRunMins, m.BillingRunMins
+		out.NodeMins = m.NodeRunMins
 	}
 	if m.Tres == nil || m.Tres.Per == nil {
 		return out

@@ -96,6 +96,7 @@ func (l *JobLimits) fill(from JobLimits) {
 	l.GPUMins = cmp.Or(l.GPUMins, from.GPUMins)
 	l.CPUMins = cmp.Or(l.CPUMins, from.CPUMins)
 	l.MemMins = cmp.Or(l.MemMins, from.MemMins)
+	l.NodeMins = cmp.Or(l.NodeMins, from.NodeMins)
 	l.Billing = cmp.Or(l.Billing, from.Billing)
 	l.BillingMins = cmp.Or(l.BillingMins, from.BillingMins)
 	l.BillingPerNode = cmp.Or(l.BillingPerNode, from.BillingPerNode)
@@ -259,7 +260,7 @@ func (l Limits) Groups(j Job, partition string) []Group {
 }
 
 // Unread lists the limits the listing sets on what rubick does not plan
-// with, each with whose it is ("QOS normal GrpTRESRunMins=node=10"): the
+// with, each with whose it is ("QOS normal GrpTRES=energy=5"): the
 // QOS's by name, then the associations' in listing order.
 func (l Limits) Unread() []string {
 	var out []string

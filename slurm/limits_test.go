@@ -164,19 +164,29 @@ func TestGroupRunMinsName(t *testing.T) {
 
 // Each amount of a group is named by the limit an admin sets it with.
 func TestGroupNameOf(t *testing.T) {
-	amounts := GroupLimits{GPUs: 1, GPURunMins: 1, Jobs: 1}.Amounts()
+	amount := func(what string) GroupAmount {
+		for _, a := range (GroupLimits{}).Amounts() {
+			if a.What == what {
+				return a
+			}
+		}
+		t.Fatalf("no amount %q", what)
+		return GroupAmount{}
+	}
+	gpus, gpuMins, nodeMins, jobs := amount("GPUs"), amount("GPU-minutes"), amount("node-minutes"), amount("running jobs")
 	tests := []struct {
 		limit  string
 		amount GroupAmount
 		want   string
 	}{
-		{"QOS normal GrpTRES", amounts[0], "QOS normal GrpTRES"},
-		{"QOS normal GrpTRES", amounts[5], "QOS normal GrpTRESRunMins"},
-		{"QOS normal GrpTRES", amounts[9], "QOS normal GrpJobs"},
-		{"QOS normal MaxTRESPerUser (user ann)", amounts[9], "QOS normal MaxJobsPerUser (user ann)"},
-		{"QOS normal MaxTRESPerAccount (account ml)", amounts[9], "QOS normal MaxJobsPerAccount (account ml)"},
-		{"association physics/ann GrpTRES", amounts[9], "association physics/ann GrpJobs"},
-		{"association physics/ann MaxJobs", amounts[9], "association physics/ann MaxJobs"},
+		{"QOS normal GrpTRES", gpus, "QOS normal GrpTRES"},
+		{"QOS normal GrpTRES", gpuMins, "QOS normal GrpTRESRunMins"},
+		{"QOS normal MaxTRESPerUser (user ann)", nodeMins, "QOS normal MaxTRESRunMinsPU (user ann)"},
+		{"QOS normal GrpTRES", jobs, "QOS normal GrpJobs"},
+		{"QOS normal MaxTRESPerUser (user ann)", jobs, "QOS normal MaxJobsPerUser (user ann)"},
+		{"QOS normal MaxTRESPerAccount (account ml)", jobs, "QOS normal MaxJobsPerAccount (account ml)"},
+		{"association physics/ann GrpTRES", jobs, "association physics/ann GrpJobs"},
+		{"association physics/ann MaxJobs", jobs, "association physics/ann MaxJobs"},
 	}
 	for _, tc := range tests {
 		if got := (Group{Limit: tc.limit}).NameOf(tc.amount); got != tc.want {

@@ -230,9 +230,9 @@ type Partition struct {
 // JobLimits is what a QOS or an association allows one job: its
 // allocation (MaxTRESPerJob: gres/gpu, node, cpu, mem, billing), on each
 // node (MaxTRESPerNode: gres/gpu, cpu, mem, billing), its time limit
-// (MaxWall, or a partition's MaxTime) and its GPUs, CPUs, memory (MiB)
-// and billing times its time limit, in minutes (MaxTRESMinsPerJob:
-// gres/gpu, cpu, mem, billing); 0 where it sets no bound.
+// (MaxWall, or a partition's MaxTime) and its GPUs, CPUs, memory (MiB),
+// billing and nodes times its time limit, in minutes (MaxTRESMinsPerJob:
+// gres/gpu, cpu, mem, billing, node); 0 where it sets no bound.
 type JobLimits struct {
 	GPUs, Nodes, CPUs        int
 	MemMB                    int64
@@ -242,6 +242,8 @@ type JobLimits struct {
 	GPUMins, CPUMins         int64
 	// MemMins is MiB-minutes, as Slurm counts memory.
 	MemMins int64
+	// NodeMins is the job's node count times its time limit.
+	NodeMins int64
 	// Billing is the job's billing (MaxTRESPerJob: billing), as its
 	// partition's TRESBillingWeights work it out.
 	Billing, BillingMins int64
@@ -264,18 +266,21 @@ type QOS struct {
 	// Budget is its GrpTRESMins, which slurmctld lists (ShowAssocMgr).
 	Budget Budget
 	// Unread lists the limits it sets on what rubick does not plan with
-	// ("GrpTRESRunMins=node=10", "MaxTRESPerJob=license/matlab=2"): Slurm
+	// ("GrpTRES=energy=5", "MaxTRESPerJob=license/matlab=2"): Slurm
 	// holds back a job rubick sizes past one.
 	Unread []string
 }
 
 // GroupLimits bound the GPUs (gres/gpu), CPUs, memory (MiB), billing and
-// nodes of several jobs together, and their GPU-, CPU-, memory- (MiB-) and
-// billing-minutes still to run: each running job's GPUs (CPUs, memory,
-// billing) times what is left of its time limit (GrpTRESRunMins,
-// MaxTRESRunMinsPerUser and PerAccount); 0 where they set no bound. The
-// same type sums what running jobs hold against them, but for Nodes: Slurm
-// counts a node the group's jobs share once. Jobs bounds how many run at
+// nodes of several jobs together, and their GPU-, CPU-, memory- (MiB-),
+// billing- and node-minutes still to run: each running job's GPUs (CPUs,
+// memory, billing, nodes) times what is left of its time limit
+// (GrpTRESRunMins, MaxTRESRunMinsPerUser and PerAccount); 0 where they set
+// no bound. The same type sums what running jobs hold against them, but
+// for Nodes: Slurm counts a node the group's jobs share once, while
+// NodeRunMins sums each job's nodes (22.05 lab: two one-node jobs of 10
+// minutes on one node under GrpTRESRunMins=node=15, the second waits with
+// QOSGrpNodeRunMinutes). Jobs bounds how many run at
 // once (GrpJobs, MaxJobsPerUser, MaxJobsPerAccount, an association's
 // MaxJobs): each running job holds one.
 type GroupLimits struct {
@@ -285,6 +290,7 @@ type GroupLimits struct {
 	Billing                int64
 	BillingRunMins         int64
 	MemRunMins             int64
+	NodeRunMins            int64
 	Nodes                  int
 	Jobs                   int
 }
@@ -301,8 +307,8 @@ type GroupAmount struct {
 
 // Amounts lists l's amounts in one order, for what goes through all of
 // them (messages, status lines): a new field is added here alone.
-func (l GroupLimits) Amounts() [10]GroupAmount {
-	return [10]GroupAmount{
+func (l GroupLimits) Amounts() [11]GroupAmount {
+	return [11]GroupAmount{
 		{Value: int64(l.GPUs), What: "GPUs"},
 		{Value: int64(l.CPUs), What: "CPUs"},
 		{Value: l.MemMB, What: "MB of memory"},
@@ -312,6 +318,7 @@ func (l GroupLimits) Amounts() [10]GroupAmount {
 		{Value: l.CPURunMins, What: "CPU-minutes", RunMins: true},
 		{Value: l.BillingRunMins, What: "billing-minutes", RunMins: true},
 		{Value: l.MemRunMins, What: "MB-minutes of memory", RunMins: true},
+		{Value: l.NodeRunMins, What: "node-minutes", RunMins: true},
 		{Value: int64(l.Jobs), What: "running jobs", Jobs: true},
 	}
 }

@@ -98,6 +98,20 @@ func TestSlurmLimit(t *testing.T) {
 		t.Cleanup(func() { l.run(t, "scontrol", "update", "PartitionName=gpu", "QOS=") })
 		slurmLimit(t, limitCase{set: []string{"qos", "gpupart", "set", "MaxTRESPerJob=gres/gpu="}, value: "4", want: bounds{gpus: 4}}, false)
 	})
+	// Node-minutes: 10 for its 10 minutes are one node. With 16 GB per
+	// GPU and 48 GB per node (MaxTRESPerNode=mem=48G) rubick spreads the
+	// job over 2 nodes, as in the memory-per-node case; under
+	// GrpTRESRunMins=node=10 (or MaxTRESMinsPerJob=node=10) it keeps to
+	// one, with 3 GPUs.
+	for _, nm := range []struct{ name, set string }{{"node minutes", "GrpTRESRunMins=node="}, {"node minutes per job", "MaxTRESMinsPerJob=node="}} {
+		t.Run(nm.name, func(t *testing.T) {
+			l := labFromEnv(t)
+			l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "MaxTRESPerNode=mem=48G")
+			t.Cleanup(func() { l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "MaxTRESPerNode=mem=-1") })
+			slurmLimit(t, limitCase{set: []string{"qos", "normal", "set", nm.set}, value: "10", want: bounds{gpus: 3, perNode: 3},
+				mem: "--mem-per-gpu=16G"}, false)
+		})
+	}
 	// With weights the request bills 2x2 + 8x0.5 + 32x0.25 = 16. Its
 	// node's 32 GB bill 8 whatever it runs, and the other 32 of 40 are 4
 	// times its 2 GPUs and 8 CPUs: 8 GPUs, 32 CPUs and 32 GB at most.
@@ -193,7 +207,7 @@ func slurmLimit(t *testing.T, tc limitCase, afterListing bool) {
 	if j.Tag == nil || j.Tag.Plan == "" || j.Tag.Extra["lim"] != limit {
 		t.Errorf("job %d tag %+v, want a plan and lim=%q (pending for %v); rubickd log %s", id, j.Tag, limit, heldFor, d.log)
 	}
-	t.Logf("job %d ran on %d GPUs, %d CPUs, %d MB (tag %v), pending for %v", id, j.GPUs, j.CPUs, j.MemMB, j.Tag, heldFor)
+	t.Logf("job %d ran on %v: %d GPUs, %d CPUs, %d MB (tag %v), pending for %v", id, j.NodeList, j.GPUs, j.CPUs, j.MemMB, j.Tag, heldFor)
 	if len(j.NodeList) > max(want.nodes, 1) || j.GPUs > want.gpus || (want.perNode > 0 && j.GPUsPerNode > want.perNode) ||
 		(want.cpus > 0 && j.CPUs > want.cpus) || (want.cpusPerNode > 0 && j.CPUs > want.cpusPerNode*max(len(j.NodeList), 1)) ||
 		(want.mem > 0 && j.MemMB > want.mem) {
