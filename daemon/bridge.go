@@ -182,10 +182,34 @@ func wholeMinutes(d time.Duration) int64 {
 	return int64((d + time.Minute - 1) / time.Minute)
 }
 
-// addTo adds d (negative for what is freed) to each group's usage.
-func addTo(use map[slurm.Group]slurm.GroupLimits, groups []slurm.Group, d slurm.GroupLimits) {
+// nodeGPUTypes are the GPU types of each node, by name.
+type nodeGPUTypes map[string][]string
+
+// share is what a job holding h on nodes counts against group g: all of
+// it, or for a limit on one GPU type its GPUs and GPU-minutes on the nodes
+// of that type, as if spread evenly over its nodes (a job rubick starts
+// is).
+func (t nodeGPUTypes) share(g slurm.Group, h slurm.GroupLimits, nodes []string) slurm.GroupLimits {
+	if g.GPUType == "" {
+		return h
+	}
+	n := 0
+	for _, node := range nodes {
+		if slices.Contains(t[node], g.GPUType) {
+			n++
+		}
+	}
+	if n == 0 {
+		return slurm.GroupLimits{}
+	}
+	return slurm.GroupLimits{GPUs: h.GPUs * n / len(nodes), GPURunMins: h.GPURunMins * int64(n) / int64(len(nodes))}
+}
+
+// addShares adds what a job holding h on nodes counts against each of
+// groups to its usage (k = -1: what it frees).
+func (t nodeGPUTypes) addShares(use map[slurm.Group]slurm.GroupLimits, groups []slurm.Group, h slurm.GroupLimits, nodes []string, k int) {
 	for _, g := range groups {
-		use[g] = plus(use[g], d, 1)
+		use[g] = plus(use[g], t.share(g, h, nodes), k)
 	}
 }
 
@@ -199,10 +223,11 @@ func plus(a, b slurm.GroupLimits, k int) slurm.GroupLimits {
 }
 
 // groupUsage sums what the running jobs, every job in Slurm, hold at now,
-// per group limit each counts against, with what the budgets among them
-// have used, and counts the nodes they hold per group that limits nodes;
-// groups adds what the budgets it gives later have used to the same map.
-func groupUsage(groups *groupsMemo, jobs []slurm.Job, now time.Time) (map[slurm.Group]slurm.GroupLimits, groupNodes) {
+// per group limit each counts against (their GPUs on nodes of its type,
+// for a limit on one type), with what the budgets among them have used,
+// and counts the nodes they hold per group that limits nodes; groups adds
+// what the budgets it gives later have used to the same map.
+func groupUsage(groups *groupsMemo, jobs []slurm.Job, types nodeGPUTypes, now time.Time) (map[slurm.Group]slurm.GroupLimits, groupNodes) {
 	use := map[slurm.Group]slurm.GroupLimits{}
 	nodes := groupNodes{}
 	groups.use = use
@@ -211,7 +236,7 @@ func groupUsage(groups *groupsMemo, jobs []slurm.Job, now time.Time) (map[slurm.
 			continue
 		}
 		gs := groups.of(j, j.Partition)
-		addTo(use, gs, holds(j, now))
+		types.addShares(use, gs, holds(j, now), j.NodeList, 1)
 		nodes.add(gs, j.NodeList, 1)
 		for _, g := range gs {
 			if g.Budget {
@@ -252,12 +277,15 @@ type groupRoom struct {
 
 // roomOf is the room job j has under groups at now, given what their
 // running jobs hold (j's own included, when it runs: a restart gives its
-// GPUs and the minutes left of its limit back first).
-func roomOf(groups []slurm.Group, use map[slurm.Group]slurm.GroupLimits, j slurm.Job, now time.Time) groupRoom {
+// GPUs and the minutes left of its limit back first); a limit on a GPU
+// type j does not ask for leaves it all.
+func roomOf(groups []slurm.Group, use map[slurm.Group]slurm.GroupLimits, j slurm.Job, types nodeGPUTypes, now time.Time) groupRoom {
 	r := groupRoom{gpus: -1, cpus: -1, jobs: -1, mem: -1, gpuMins: -1, cpuMins: -1, billing: -1, billingMins: -1, memMins: -1, nodeMins: -1}
-	own := holds(j, now)
 	for _, g := range groups {
-		u := use[g]
+		if !g.Binds(j) {
+			continue
+		}
+		u, own := use[g], types.share(g, holds(j, now), j.NodeList)
 		tighten(&r.gpus, &r.gpuBy, g, g.GPUs, u.GPUs, own.GPUs)
 		tighten(&r.cpus, &r.cpuBy, g, g.CPUs, u.CPUs, own.CPUs)
 		tighten(&r.mem, &r.memBy, g, g.MemMB, u.MemMB, own.MemMB)
@@ -693,6 +721,8 @@ type View struct {
 	usage map[slurm.Group]slurm.GroupLimits
 	// nodes counts the nodes running jobs hold per group limit on nodes.
 	nodes groupNodes
+	// gpuTypes are the nodes' GPU types, for the limits on one type.
+	gpuTypes nodeGPUTypes
 	// Waiting lists pending jobs kept held while a group limit of theirs
 	// has no room left; Unmanaged says which.
 	Waiting []slurm.Job
@@ -784,7 +814,11 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		}
 	}
 	groupsOf := &groupsMemo{l: in.Limits}
-	v.usage, v.nodes = groupUsage(groupsOf, jobs, now)
+	v.gpuTypes = nodeGPUTypes{}
+	for _, n := range nodes {
+		v.gpuTypes[n.Name] = n.GPUTypes
+	}
+	v.usage, v.nodes = groupUsage(groupsOf, jobs, v.gpuTypes, now)
 	for _, j := range jobs {
 		if j.State != slurm.StatePending && j.State != slurm.StateRunning {
 			continue
@@ -885,7 +919,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		}
 		lim := in.Limits.PerJob(j, part)
 		groups := groupsOf.of(j, part)
-		room := roomOf(groups, v.usage, j, now)
+		room := roomOf(groups, v.usage, j, v.gpuTypes, now)
 		var minMem int64
 		if (room.mem >= 0 || room.memMins >= 0 || lim.MemMins > 0) && j.State == slurm.StatePending {
 			minMem = oneGPUMem(cfg, e, j)
@@ -1016,7 +1050,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 	for _, t := range cfg.Tenants {
 		tenants = append(tenants, policy.Tenant{Name: t.Name, GPUQuota: t.QuotaGPUs})
 	}
-	groups := snapshotGroups(pjobs, v.managed, v.usage, pnodes, now)
+	groups := snapshotGroups(pjobs, v.managed, v.usage, v.gpuTypes, pnodes, now)
 	snap, err := policy.NewSnapshot(now, pnodes, pjobs, tenants, models, cfg.RestartCost, policy.WithRestartCosts(in.RestartCosts),
 		policy.WithGroups(groups))
 	if err != nil {
@@ -1035,15 +1069,18 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 // nodes bounds nothing. Memory limits and weighted billing stay per job
 // (Max) and with SlurmActions' check: the policy books memory after it
 // places GPUs.
-func snapshotGroups(pjobs []policy.Job, managed map[string]*managedJob, usage map[slurm.Group]slurm.GroupLimits, nodes []policy.Node, now time.Time) []policy.Group {
+func snapshotGroups(pjobs []policy.Job, managed map[string]*managedJob, usage map[slurm.Group]slurm.GroupLimits, types nodeGPUTypes,
+	nodes []policy.Node, now time.Time) []policy.Group {
 	inside := map[slurm.Group]slurm.GroupLimits{}
 	weighted := map[slurm.Group]bool{} // one of its jobs here bills more than CPUs, or an unknown bill
 	jobs := map[slurm.Group]int{}      // its jobs here
 	for i := range pjobs {
 		mj := managed[pjobs[i].ID]
 		for _, g := range mj.groups {
-			if g.GPUs > 0 || g.CPUs > 0 || g.Billing > 0 || g.Jobs > 0 {
-				addTo(inside, []slurm.Group{g}, holds(mj.slurm, now))
+			// A job a typed limit does not hold back is left out of its
+			// group: its GPUs of the type stay in the group's use.
+			if (g.GPUs > 0 || g.CPUs > 0 || g.Billing > 0 || g.Jobs > 0) && g.Binds(mj.slurm) {
+				types.addShares(inside, []slurm.Group{g}, holds(mj.slurm, now), mj.slurm.NodeList, 1)
 				weighted[g] = weighted[g] || mj.billing.Set || mj.billing.Unread != ""
 				jobs[g]++
 			}
@@ -1072,8 +1109,9 @@ func snapshotGroups(pjobs []policy.Job, managed map[string]*managedJob, usage ma
 		}
 	}
 	for i := range pjobs {
-		for _, g := range managed[pjobs[i].ID].groups {
-			if _, ok := binds[g]; ok {
+		mj := managed[pjobs[i].ID]
+		for _, g := range mj.groups {
+			if _, ok := binds[g]; ok && g.Binds(mj.slurm) {
 				pjobs[i].Groups = append(pjobs[i].Groups, g.Limit)
 			}
 		}
@@ -1406,24 +1444,31 @@ func (v *View) moves(a slurm.Action) (left, taken []string) {
 func (v *View) keepGroups(actions []slurm.Action, now time.Time) (kept []slurm.Action, skipped map[int]error) {
 	skipped = map[int]error{}
 	use, nodes := maps.Clone(v.usage), v.nodes.clone()
-	// change is what an action adds to its job's groups (negative for
-	// what it frees), and those groups.
-	change := func(a slurm.Action) (slurm.GroupLimits, []slurm.Group) {
+	// move is what an action's job holds before it (on the nodes it
+	// leaves) and after it (on those it takes), and its groups.
+	type move struct {
+		job           slurm.Job
+		before, after slurm.GroupLimits
+		left, taken   []string
+		groups        []slurm.Group
+	}
+	change := func(a slurm.Action) move {
 		mj := v.managed[strconv.Itoa(a.JobID)]
 		if mj == nil {
-			return slurm.GroupLimits{}, nil
+			return move{}
 		}
-		held := holds(mj.slurm, now)
+		m := move{job: mj.slurm, before: holds(mj.slurm, now), groups: mj.groups}
+		m.left, m.taken = v.moves(a)
 		switch a.Kind {
 		case slurm.ActionPreempt:
-			return plus(slurm.GroupLimits{}, held, -1), mj.groups
+			return m
 		case slurm.ActionStart, slurm.ActionRestart:
 			n := a.NodeCount()
-			after := held // what the job holds once the action ran
+			after := m.before // what the job holds once the action ran
 			after.GPUs, after.CPUs, after.Jobs = a.GPUsPerNode*n, a.CPUsPerTask*n, 1
-			if m := a.MemMB(mj.slurm); m > 0 {
+			if mem := a.MemMB(mj.slurm); mem > 0 {
 				// An action that sets no memory leaves the job's as it is.
-				after.MemMB = m
+				after.MemMB = mem
 			}
 			// A start or a restart runs its whole time limit from now.
 			tl := wholeMinutes(cmp.Or(a.TimeLimit, mj.slurm.TimeLimit))
@@ -1437,54 +1482,63 @@ func (v *View) keepGroups(actions []slurm.Action, now time.Time) (kept []slurm.A
 				after.Billing = mj.billing.Of(after.GPUs, after.CPUs, n, after.MemMB)
 				after.BillingRunMins = after.Billing * tl
 			}
-			return plus(after, held, -1), mj.groups
+			m.after = after
+			return m
 		}
-		return slurm.GroupLimits{}, nil
+		return move{}
 	}
-	frees := func(a slurm.Action, d slurm.GroupLimits) bool {
-		for _, x := range d.Amounts() {
+	// delta is what m adds to group g (negative for what it frees).
+	delta := func(m move, g slurm.Group) slurm.GroupLimits {
+		return plus(v.gpuTypes.share(g, m.after, m.taken), v.gpuTypes.share(g, m.before, m.left), -1)
+	}
+	apply := func(m move) {
+		for _, g := range m.groups {
+			use[g] = plus(use[g], delta(m, g), 1)
+		}
+		nodes.add(m.groups, m.left, -1)
+		nodes.add(m.groups, m.taken, 1)
+	}
+	frees := func(m move) bool {
+		for _, x := range plus(m.after, m.before, -1).Amounts() {
 			if x.Value > 0 {
 				return false
 			}
 		}
-		left, taken := v.moves(a)
-		return !slices.ContainsFunc(taken, func(n string) bool { return !slices.Contains(left, n) })
+		return !slices.ContainsFunc(m.taken, func(n string) bool { return !slices.Contains(m.left, n) })
 	}
 	// What the plan frees first (preemptions, restarts on less), then what
 	// it takes, in order.
 	for _, a := range actions {
-		if d, groups := change(a); frees(a, d) {
-			addTo(use, groups, d)
-			left, taken := v.moves(a)
-			nodes.add(groups, left, -1)
-			nodes.add(groups, taken, 1)
+		if m := change(a); frees(m) {
+			apply(m)
 		}
 	}
 	kept = make([]slurm.Action, 0, len(actions))
 	for _, a := range actions {
-		d, groups := change(a)
-		if frees(a, d) {
+		m := change(a)
+		if frees(m) {
 			kept = append(kept, a)
 			continue
 		}
-		left, taken := v.moves(a)
-		nodes.add(groups, left, -1)
+		nodes.add(m.groups, m.left, -1)
 		var over error
-		for _, g := range groups {
-			u, dg := use[g], d
-			u.Nodes, dg.Nodes = len(nodes[g]), nodes.adds(g, taken)
+		for _, g := range m.groups {
+			if !g.Binds(m.job) {
+				continue // Slurm counts its GPUs of the type, and starts it past the limit
+			}
+			u, dg := use[g], delta(m, g)
+			u.Nodes, dg.Nodes = len(nodes[g]), nodes.adds(g, m.taken)
 			if what := overGroup(g, u, dg); what != "" {
 				over = fmt.Errorf("job %d: %w: %s", a.JobID, ErrGroupLimit, what)
 				break
 			}
 		}
+		nodes.add(m.groups, m.left, 1)
 		if over != nil {
-			nodes.add(groups, left, 1) // it stays where it is
-			skipped[a.JobID] = over
+			skipped[a.JobID] = over // it stays where it is
 			continue
 		}
-		addTo(use, groups, d)
-		nodes.add(groups, taken, 1)
+		apply(m)
 		kept = append(kept, a)
 	}
 	return kept, skipped

@@ -108,7 +108,7 @@ func (l dbQOSList) convert() []QOS {
 		o := QOS{Name: deref(q.Name), OverPartQOS: slices.Contains(deref(q.Flags), "OVERRIDE_PARTITION_QOS")}
 		if q.Limits != nil {
 			m := q.Limits.Max
-			o.PerJob, o.Grp = m.perJob(), m.grp()
+			o.PerJob, o.Grp, o.Typed = m.perJob(), m.grp(), m.typed()
 			if m != nil && m.Tres != nil && m.Tres.Per != nil {
 				o.PerUser, o.PerAccount = groupIn(m.Tres.Per.User), groupIn(m.Tres.Per.Account)
 			}
@@ -134,7 +134,8 @@ func (l dbAssocList) convert() []Association {
 	var out []Association
 	for _, a := range l.Associations {
 		o := Association{Cluster: deref(a.Cluster), Account: deref(a.Account), User: deref(a.User),
-			Partition: deref(a.Partition), Parent: deref(a.ParentAccount), PerJob: a.Max.perJob(), Grp: a.Max.grp(), Unread: a.Max.unread(false)}
+			Partition: deref(a.Partition), Parent: deref(a.ParentAccount), PerJob: a.Max.perJob(), Grp: a.Max.grp(), Typed: a.Max.typed(),
+			Unread: a.Max.unread(false)}
 		if m := a.Max; m != nil && m.Jobs != nil {
 			o.MaxJobs = jobCount(m.Jobs.Active)
 			if m.Jobs.Per != nil {
@@ -169,32 +170,35 @@ func (m *dbMax) unread(qos bool) []string {
 		return nil
 	}
 	var out []string
-	add := func(limit string, l *[]dbTRES) {
+	// typed: the role's typed GPU limits are read (TypedGPUs).
+	add := func(limit string, l *[]dbTRES, typed bool) {
 		for _, t := range deref(l) {
-			// What groupIn reads is planned with: one list of the TRES.
-			if t.Count < 0 || groupIn(&[]dbTRES{{Type: t.Type, Name: t.Name, Count: 1}}) != (GroupLimits{}) {
+			// What groupIn (or typedIn) reads is planned with: one list
+			// of the TRES.
+			one := &[]dbTRES{{Type: t.Type, Name: t.Name, Count: 1}}
+			if t.Count < 0 || groupIn(one) != (GroupLimits{}) || typed && typedIn(one) != nil {
 				continue
 			}
 			out = append(out, fmt.Sprintf("%s=%s=%d", limit, strings.TrimSuffix(t.Type+"/"+t.Name, "/"), t.Count))
 		}
 	}
 	tr := m.Tres
-	add("GrpTRES", tr.Total)
+	add("GrpTRES", tr.Total, true)
 	if tr.Per != nil {
-		add("MaxTRESPerJob", tr.Per.Job)
-		add("MaxTRESPerNode", tr.Per.Node)
-		add("MaxTRESPerUser", tr.Per.User)
-		add("MaxTRESPerAccount", tr.Per.Account)
+		add("MaxTRESPerJob", tr.Per.Job, true)
+		add("MaxTRESPerNode", tr.Per.Node, true)
+		add("MaxTRESPerUser", tr.Per.User, qos)
+		add("MaxTRESPerAccount", tr.Per.Account, qos)
 	}
 	if mp := m.minutesPer(); mp != nil {
-		add("MaxTRESMinsPerJob", mp.Job)
-		add("GrpTRESRunMins", mp.QOS)
-		add("MaxTRESRunMinsPU", mp.User)
-		add("MaxTRESRunMinsPA", mp.Account)
+		add("MaxTRESMinsPerJob", mp.Job, false)
+		add("GrpTRESRunMins", mp.QOS, false)
+		add("MaxTRESRunMinsPU", mp.User, false)
+		add("MaxTRESRunMinsPA", mp.Account, false)
 	}
 	if !qos && tr.Group != nil {
-		add("GrpTRESRunMins", tr.Group.Active)
-		add("GrpTRESMins", tr.Group.Minutes)
+		add("GrpTRESRunMins", tr.Group.Active, false)
+		add("GrpTRESMins", tr.Group.Minutes, false)
 	}
 	return out
 }
@@ -219,6 +223,36 @@ func runMinsIn(l *[]dbTRES) GroupLimits {
 func (l *GroupLimits) setRunMins(m GroupLimits) {
 	l.GPURunMins, l.CPURunMins, l.MemRunMins, l.BillingRunMins = m.GPURunMins, m.CPURunMins, m.MemRunMins, m.BillingRunMins
 	l.NodeRunMins = m.NodeRunMins
+}
+
+// typed reads the typed GPU limits of m: GrpTRES, MaxTRESPerJob,
+// MaxTRESPerNode, MaxTRESPerUser and MaxTRESPerAccount.
+func (m *dbMax) typed() TypedGPUs {
+	if m == nil || m.Tres == nil {
+		return TypedGPUs{}
+	}
+	out := TypedGPUs{Grp: typedIn(m.Tres.Total)}
+	if p := m.Tres.Per; p != nil {
+		out.PerJob, out.PerNode, out.PerUser, out.PerAccount = typedIn(p.Job), typedIn(p.Node), typedIn(p.User), typedIn(p.Account)
+	}
+	return out
+}
+
+// typedIn reads the typed GPU entries of a TRES list (gres/gpu:h100=4),
+// by type; nil where it has none.
+func typedIn(l *[]dbTRES) map[string]int {
+	var out map[string]int
+	for _, t := range deref(l) {
+		gpuType, ok := strings.CutPrefix(t.Name, "gpu:")
+		if t.Type != "gres" || !ok || gpuType == "" || t.Count < 0 {
+			continue
+		}
+		if out == nil {
+			out = map[string]int{}
+		}
+		out[gpuType] = t.Count
+	}
+	return out
 }
 
 // grp reads the limits on all jobs together (GrpTRES).

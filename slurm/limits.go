@@ -52,9 +52,22 @@ const maxAccountDepth = 64
 // and its parents' up the tree (an association inherits a limit it does
 // not set); and no more nodes than the partition's MaxNodes, nor more time
 // than its MaxTime, nor more CPUs or memory on a node than its
-// MaxCPUsPerNode and MaxMemPerNode.
+// MaxCPUsPerNode and MaxMemPerNode. A job that asks for one GPU type gets
+// no more GPUs (on a node) than the limits on that type allow, found the
+// same way.
 func (l Limits) PerJob(j Job, partition string) JobLimits {
 	out := l.tres(j, partition)
+	if len(j.GPUTypes) == 1 {
+		t := j.GPUTypes[0]
+		var job, node int
+		for _, q := range l.qosOf(j, partition) {
+			job, node = cmp.Or(job, q.Typed.PerJob[t]), cmp.Or(node, q.Typed.PerNode[t])
+		}
+		for _, a := range l.chain(j, partition) {
+			job, node = cmp.Or(job, a.Typed.PerJob[t]), cmp.Or(node, a.Typed.PerNode[t])
+		}
+		out.GPUs, out.GPUsPerNode = tighter(out.GPUs, job), tighter(out.GPUsPerNode, node)
+	}
 	p := l.Partitions[partition]
 	out.Nodes = tighter(out.Nodes, p.MaxNodesPerJob)
 	out.Wall = tighter(out.Wall, p.MaxTime)
@@ -174,6 +187,17 @@ type Group struct {
 	// AccountingStorageEnforce=safe checks a start.
 	Budget bool
 	Spent  GroupLimits
+	// GPUType is the type of a limit on one type's GPUs (GrpTRES
+	// gres/gpu:h100=4), whose GPUs alone are set: every job's GPUs of the
+	// type count against it, and it bounds only the jobs that ask for the
+	// type (Binds).
+	GPUType string
+}
+
+// Binds reports whether g holds job j back: any group but a typed one,
+// and that one when j asks for its type alone.
+func (g Group) Binds(j Job) bool {
+	return g.GPUType == "" || len(j.GPUTypes) == 1 && j.GPUTypes[0] == g.GPUType
 }
 
 // NameOf names the limit of g that sets amount a as an admin sets it: its
@@ -191,8 +215,11 @@ func (g Group) NameOf(a GroupAmount) string {
 // JobsName names g's limit on running jobs as an admin sets it: GrpJobs,
 // MaxJobsPerUser or MaxJobsPerAccount where Limit names the GrpTRES,
 // MaxTRESPerUser or MaxTRESPerAccount of the same QOS or association; an
-// association's MaxJobs its own name.
+// association's MaxJobs its own name; none for a limit on one GPU type.
 func (g Group) JobsName() string {
+	if g.GPUType != "" {
+		return ""
+	}
 	return strings.NewReplacer("GrpTRES", "GrpJobs", "MaxTRESPerUser", "MaxJobsPerUser",
 		"MaxTRESPerAccount", "MaxJobsPerAccount").Replace(g.Limit)
 }
@@ -240,16 +267,25 @@ func (l Limits) Groups(j Job, partition string) []Group {
 			out = append(out, Group{Limit: fmt.Sprintf(format, args...), GroupLimits: b.Limit, Budget: true, Spent: b.Spent})
 		}
 	}
+	typed := func(m map[string]int, format string, args ...any) {
+		for _, t := range slices.Sorted(maps.Keys(m)) {
+			out = append(out, Group{Limit: fmt.Sprintf(format, args...) + " gres/gpu:" + t, GroupLimits: GroupLimits{GPUs: m[t]}, GPUType: t})
+		}
+	}
 	for _, q := range l.qosOf(j, partition) {
 		add(q.Grp, "QOS %s GrpTRES", q.Name)
 		add(q.PerUser, "QOS %s MaxTRESPerUser (user %s)", q.Name, j.User)
 		add(q.PerAccount, "QOS %s MaxTRESPerAccount (account %s)", q.Name, j.Account)
 		budget(q.Budget, "QOS %s GrpTRESMins", q.Name)
+		typed(q.Typed.Grp, "QOS %s GrpTRES", q.Name)
+		typed(q.Typed.PerUser, "QOS %s MaxTRESPerUser (user %s)", q.Name, j.User)
+		typed(q.Typed.PerAccount, "QOS %s MaxTRESPerAccount (account %s)", q.Name, j.Account)
 	}
 	chain := l.chain(j, partition)
 	for _, a := range chain {
 		add(a.Grp, "association %s GrpTRES", a.path())
 		budget(a.Budget, "association %s GrpTRESMins", a.path())
+		typed(a.Typed.Grp, "association %s GrpTRES", a.path())
 	}
 	if len(chain) > 0 && chain[0].MaxJobs > 0 {
 		// Slurm holds the job's own association to it, which counts its

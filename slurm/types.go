@@ -265,10 +265,25 @@ type QOS struct {
 	Grp, PerUser, PerAccount GroupLimits
 	// Budget is its GrpTRESMins, which slurmctld lists (ShowAssocMgr).
 	Budget Budget
+	// Typed are its limits on GPUs of one type.
+	Typed TypedGPUs
 	// Unread lists the limits it sets on what rubick does not plan with
 	// ("GrpTRES=energy=5", "MaxTRESPerJob=license/matlab=2"): Slurm
 	// holds back a job rubick sizes past one.
 	Unread []string
+}
+
+// TypedGPUs are limits on the GPUs of one type (gres/gpu:h100=4, where
+// AccountingStorageTRES tracks the type), by type, in each role rubick
+// reads them in: MaxTRESPerJob, MaxTRESPerNode, GrpTRES, MaxTRESPerUser
+// and MaxTRESPerAccount; nil where none is set. Slurm holds a job to one
+// only when the job asks for that type, and counts every running job's
+// GPUs of the type against a group's (22.05 lab, GrpTRES=gres/gpu:h100=4:
+// a job asking for gpu:h100:8 waited with QOSGrpGRES, one asking for 8
+// GPUs of any type ran on an h100 node, and the QOS then showed 8 of 4 in
+// use).
+type TypedGPUs struct {
+	PerJob, PerNode, Grp, PerUser, PerAccount map[string]int
 }
 
 // GroupLimits bound the GPUs (gres/gpu), CPUs, memory (MiB), billing and
@@ -344,6 +359,9 @@ type Association struct {
 	// (Limits.BudgetScope): the usage is slurmctld's alone.
 	ListedBudget GroupLimits
 	BudgetListed bool
+	// Typed are its limits on GPUs of one type (PerUser and PerAccount
+	// unused).
+	Typed TypedGPUs
 	// Unread is as QOS.Unread; the listing shows an account's per-job
 	// limits on its users too.
 	Unread []string

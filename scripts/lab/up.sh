@@ -131,7 +131,9 @@ install_file() {
   # without it every job gets the whole node's memory and nodes are never shared
   echo "DefMemPerCPU=4000"
   echo "GresTypes=gpu"
-  echo "AccountingStorageTRES=gres/gpu"
+  # each GPU type tracked too, as sites with several do: limits on one
+  # type (GrpTRES=gres/gpu:h100=4) need it
+  echo "AccountingStorageTRES=gres/gpu,gres/gpu:a100,gres/gpu:h100"
   # as most sites run: QOS and association limits hold jobs back (the
   # e2e tests set one and check that rubickd keeps to it)
   echo "AccountingStorageEnforce=associations,limits,qos"

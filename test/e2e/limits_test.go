@@ -33,50 +33,56 @@ import (
 // its tag, and the job runs to completion.
 func TestSlurmLimit(t *testing.T) {
 	tests := []limitCase{
-		{"QOS", []string{"qos", "normal", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", bounds{gpus: 4}, "", ""},
-		{"association", []string{"user", "root", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", bounds{gpus: 4}, "", ""},
-		{"group", []string{"qos", "normal", "set", "GrpTRES=gres/gpu="}, "4", "", bounds{gpus: 4}, "", ""},
+		{"QOS", []string{"qos", "normal", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", bounds{gpus: 4}, "", "", ""},
+		{"association", []string{"user", "root", "set", "MaxTRESPerJob=gres/gpu="}, "4", "", bounds{gpus: 4}, "", "", ""},
+		{"group", []string{"qos", "normal", "set", "GrpTRES=gres/gpu="}, "4", "", bounds{gpus: 4}, "", "", ""},
 		// Slurm itself lets root's NumCPUs= update past this one: before
 		// rubick read it, the job ran on 8 GPUs with 32 CPUs.
-		{"group CPUs", []string{"qos", "normal", "set", "GrpTRES=cpu="}, "16", "", bounds{gpus: 8, cpus: 16}, "", ""},
+		{"group CPUs", []string{"qos", "normal", "set", "GrpTRES=cpu="}, "16", "", bounds{gpus: 8, cpus: 16}, "", "", ""},
 		// And its MinMemoryNode= update past these: before rubick read
 		// them, the job ran on 8 GPUs with 144 GB.
-		{"group memory", []string{"qos", "normal", "set", "GrpTRES=mem="}, "64G", "", bounds{gpus: 16, nodes: 2, mem: 64 << 10}, "", ""},
-		{"memory per job", []string{"qos", "normal", "set", "MaxTRESPerJob=mem="}, "64G", "", bounds{gpus: 16, nodes: 2, mem: 64 << 10}, "", ""},
+		{"group memory", []string{"qos", "normal", "set", "GrpTRES=mem="}, "64G", "", bounds{gpus: 16, nodes: 2, mem: 64 << 10}, "", "", ""},
+		{"memory per job", []string{"qos", "normal", "set", "MaxTRESPerJob=mem="}, "64G", "", bounds{gpus: 16, nodes: 2, mem: 64 << 10}, "", "", ""},
 		// 16 GB per GPU: 3 GPUs on a node at most.
 		{"memory per node", []string{"qos", "normal", "set", "MaxTRESPerNode=mem="}, "48G", "", bounds{gpus: 6, nodes: 2, perNode: 3, mem: 96 << 10},
-			"--mem-per-gpu=16G", ""},
+			"--mem-per-gpu=16G", "", ""},
 		// Before rubick read it, Slurm held the job back
 		// (QOSMaxGRESPerNode) and rubick gave it its request.
-		{"per node", []string{"qos", "normal", "set", "MaxTRESPerNode=gres/gpu="}, "4", "", bounds{gpus: 8, nodes: 2, perNode: 4}, "", ""},
+		{"per node", []string{"qos", "normal", "set", "MaxTRESPerNode=gres/gpu="}, "4", "", bounds{gpus: 8, nodes: 2, perNode: 4}, "", "", ""},
 		// Before rubick read them, Slurm held the job back
 		// (QOSGrpGRESRunMinutes): at 8 GPUs its 10 minutes are 80
 		// GPU-minutes. rubick then gave it its request.
-		{"run minutes", []string{"qos", "normal", "set", "GrpTRESRunMins=gres/gpu="}, "40", "", bounds{gpus: 4}, "", ""},
-		{"minutes per job", []string{"qos", "normal", "set", "MaxTRESMinsPerJob=gres/gpu="}, "40", "", bounds{gpus: 4}, "", ""},
+		{"run minutes", []string{"qos", "normal", "set", "GrpTRESRunMins=gres/gpu="}, "40", "", bounds{gpus: 4}, "", "", ""},
+		{"minutes per job", []string{"qos", "normal", "set", "MaxTRESMinsPerJob=gres/gpu="}, "40", "", bounds{gpus: 4}, "", "", ""},
 		// Before rubick read it, Slurm held the job grown to 32 CPUs back
 		// (QOSGrpBilling), and rubick gave it its request.
-		{"billing", []string{"qos", "normal", "set", "GrpTRES=billing="}, "12", "", bounds{gpus: 8, cpus: 12}, "", ""},
+		{"billing", []string{"qos", "normal", "set", "GrpTRES=billing="}, "12", "", bounds{gpus: 8, cpus: 12}, "", "", ""},
 		// 120 billing-minutes for its 10 minutes: a bill of 12, its CPUs.
 		// Before rubick read them, Slurm held the job grown to 32 CPUs
 		// back (QOSGrpBillingRunMinutes), and rubick gave it its request.
-		{"billing minutes", []string{"qos", "normal", "set", "GrpTRESRunMins=billing="}, "120", "", bounds{gpus: 8, cpus: 12}, "", ""},
+		{"billing minutes", []string{"qos", "normal", "set", "GrpTRESRunMins=billing="}, "120", "", bounds{gpus: 8, cpus: 12}, "", "", ""},
 		// Before rubick read it, Slurm held the job grown to 32 CPUs back
 		// (QOSMaxBillingPerNode), and rubick gave it its request.
-		{"billing per node", []string{"qos", "normal", "set", "MaxTRESPerNode=billing="}, "12", "", bounds{gpus: 16, nodes: 2, cpusPerNode: 12}, "", ""},
+		{"billing per node", []string{"qos", "normal", "set", "MaxTRESPerNode=billing="}, "12", "", bounds{gpus: 16, nodes: 2, cpusPerNode: 12}, "", "", ""},
 		// 40,000 MB for its 10 minutes: one node of the 32 GB it asked
 		// for. Before rubick read them, it grew the job to 8 GPUs, 32 CPUs
 		// and 144 GB, Slurm held it back (QOSGrpMemoryRunMinutes, or
 		// QOSMaxMemoryMinutesPerJob), and rubick gave it its request.
-		{"memory minutes", []string{"qos", "normal", "set", "GrpTRESRunMins=mem="}, "400000", "", bounds{gpus: 8, mem: 32 << 10}, "", ""},
-		{"memory minutes per job", []string{"qos", "normal", "set", "MaxTRESMinsPerJob=mem="}, "400000", "", bounds{gpus: 8, mem: 32 << 10}, "", ""},
+		{"memory minutes", []string{"qos", "normal", "set", "GrpTRESRunMins=mem="}, "400000", "", bounds{gpus: 8, mem: 32 << 10}, "", "", ""},
+		{"memory minutes per job", []string{"qos", "normal", "set", "MaxTRESMinsPerJob=mem="}, "400000", "", bounds{gpus: 8, mem: 32 << 10}, "", "", ""},
 		// The partition's: before rubick read them, the job was sized
 		// past them and Slurm held it back, with BadConstraints for the
 		// CPUs (a reason that names no limit) and MaxMemPerLimit.
 		{"partition CPUs per node", []string{"scontrol", "update", "PartitionName=gpu", "MaxCPUsPerNode="}, "16", "",
-			bounds{gpus: 16, nodes: 2, cpusPerNode: 16}, "", "UNLIMITED"},
+			bounds{gpus: 16, nodes: 2, cpusPerNode: 16}, "", "", "UNLIMITED"},
 		{"partition memory per node", []string{"scontrol", "update", "PartitionName=gpu", "MaxMemPerNode="}, "48000", "",
-			bounds{gpus: 4, nodes: 2, perNode: 2, mem: 96000}, "--mem-per-gpu=16G", "0"},
+			bounds{gpus: 4, nodes: 2, perNode: 2, mem: 96000}, "--mem-per-gpu=16G", "", "0"},
+		// Limits on one GPU type, for a job asking for that type (the lab
+		// tracks gres/gpu:h100): before rubick read them, Slurm held the
+		// job grown to 8 GPUs back (QOSGrpGRES, QOSMaxGRESPerJob), and
+		// rubick gave it its request.
+		{"typed GPUs", []string{"qos", "normal", "set", "GrpTRES=gres/gpu:h100="}, "4", "", bounds{gpus: 4}, "", "--gres=gpu:h100:2", ""},
+		{"typed GPUs per job", []string{"qos", "normal", "set", "MaxTRESPerJob=gres/gpu:h100="}, "4", "", bounds{gpus: 4}, "", "--gres=gpu:h100:2", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { slurmLimit(t, tc, false) })
@@ -142,6 +148,7 @@ type limitCase struct {
 	limit string // the reason Slurm holds the job back for; "" for none
 	want  bounds
 	mem   string // the job's memory request; "" for --mem=32G
+	gres  string // its GPU request; "" for --gres=gpu:2
 	reset string // the value that lifts the limit; "" for -1
 }
 
@@ -177,7 +184,7 @@ func slurmLimit(t *testing.T, tc limitCase, afterListing bool) {
 
 	body := shortTraining(bin, dir, "roberta", 64)
 	id := l.submitScript(t, dir, body, &lt.ids, "--model-type=roberta", "-p", "gpu", "-J", "e2e-limit", "-N", "1",
-		"--qos=normal", "--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", cmp.Or(tc.mem, "--mem=32G"), "--time=10", "--requeue")
+		"--qos=normal", "--ntasks-per-node=1", cmp.Or(tc.gres, "--gres=gpu:2"), "--cpus-per-task=8", cmp.Or(tc.mem, "--mem=32G"), "--time=10", "--requeue")
 
 	var (
 		j   slurm.Job
