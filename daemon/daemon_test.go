@@ -1817,19 +1817,9 @@ func TestSlurmActionsKeepGroupsTogether(t *testing.T) {
 				t.Fatal(err)
 			}
 			actions, skipped := v.SlurmActions(plan, t0)
-			var kept []int
-			for _, a := range actions {
-				kept = append(kept, a.JobID)
-			}
+			kept, why := groupVerdicts(t, actions, skipped)
 			if diff := cmp.Diff(tc.kept, kept); diff != "" {
 				t.Errorf("actions (-want +got):\n%s", diff)
-			}
-			why := map[int]string{}
-			for id, err := range skipped {
-				if !errors.Is(err, ErrGroupLimit) {
-					t.Errorf("job %d skipped for %v, want ErrGroupLimit", id, err)
-				}
-				_, why[id], _ = strings.Cut(err.Error(), ErrGroupLimit.Error()+": ")
 			}
 			if diff := cmp.Diff(tc.skipped, why); diff != "" {
 				t.Errorf("skipped (-want +got):\n%s", diff)

@@ -124,19 +124,9 @@ func TestSlurmActionsTypedGroup(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			actions, skipped := v.SlurmActions(policy.Plan{Actions: tc.plan}, t0)
-			var kept []int
-			for _, a := range actions {
-				kept = append(kept, a.JobID)
-			}
+			kept, why := groupVerdicts(t, actions, skipped)
 			if d := cmp.Diff(tc.kept, kept); d != "" {
 				t.Errorf("kept (-want +got):\n%s", d)
-			}
-			why := map[int]string{}
-			for id, err := range skipped {
-				if !errors.Is(err, ErrGroupLimit) {
-					t.Errorf("job %d skipped for %v, want ErrGroupLimit", id, err)
-				}
-				_, why[id], _ = strings.Cut(err.Error(), ErrGroupLimit.Error()+": ")
 			}
 			if d := cmp.Diff(tc.skipped, why); d != "" {
 				t.Errorf("skipped (-want +got):\n%s", d)
@@ -174,4 +164,22 @@ func TestSnapshotTypedGroup(t *testing.T) {
 	if d := cmp.Diff(map[string][]string{"5": nil, "21": {"QOS shared GrpTRES gres/gpu:h100"}}, members); d != "" {
 		t.Errorf("members (-want +got):\n%s", d)
 	}
+}
+
+// groupVerdicts are the IDs of the actions SlurmActions kept, in order,
+// and why it deferred each other for a group limit (the text after
+// ErrGroupLimit); any other error fails the test.
+func groupVerdicts(t *testing.T, actions []slurm.Action, skipped map[int]error) (kept []int, why map[int]string) {
+	t.Helper()
+	for _, a := range actions {
+		kept = append(kept, a.JobID)
+	}
+	why = map[int]string{}
+	for id, err := range skipped {
+		if !errors.Is(err, ErrGroupLimit) {
+			t.Errorf("job %d skipped for %v, want ErrGroupLimit", id, err)
+		}
+		_, why[id], _ = strings.Cut(err.Error(), ErrGroupLimit.Error()+": ")
+	}
+	return kept, why
 }
