@@ -54,6 +54,12 @@ func TestViewTypedGPULimits(t *testing.T) {
 		"per job, any":   {typed: slurm.TypedGPUs{PerJob: map[string]int{"h100": 3}}, want: want{}},
 		"per node":       {typed: slurm.TypedGPUs{PerNode: map[string]int{"h100": 2}}, jobType: "h100", want: want{perNode: 2}},
 		"per node, a100": {typed: slurm.TypedGPUs{PerNode: map[string]int{"h100": 2}}, jobType: "a100", want: want{}},
+		// The other job's 4 GPUs hold 236 GPU-minutes of its hour: 124 are
+		// left, 2 GPUs for the job's hour.
+		"run minutes": {typed: slurm.TypedGPUs{GrpRunMins: map[string]int{"h100": 360}}, other: "node3", jobType: "h100",
+			want: want{maxGPUs: 2}},
+		"run minutes, any type": {typed: slurm.TypedGPUs{GrpRunMins: map[string]int{"h100": 360}}, other: "node3", want: want{}},
+		"minutes per job":       {typed: slurm.TypedGPUs{PerJobMins: map[string]int{"h100": 180}}, jobType: "h100", want: want{maxGPUs: 3}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -61,10 +67,10 @@ func TestViewTypedGPULimits(t *testing.T) {
 			if tc.other != "" {
 				jobs = append(jobs, slurm.Job{ID: 30, Name: "other", Account: "root", Partition: "gpu", QOS: "shared", Cluster: "lab", User: "alice",
 					State: slurm.StateRunning, NodeCount: 1, NodeList: []string{tc.other}, GPUsPerNode: 4, GPUs: 4, CPUs: 8, MemMB: 8000,
-					StartTime: t0.Add(-time.Minute)})
+					TimeLimit: time.Hour, StartTime: t0.Add(-time.Minute)})
 			}
 			j := heldJob(21, "bert", 1, 2)
-			j.Cluster, j.QOS, j.User = "lab", "shared", "alice"
+			j.Cluster, j.QOS, j.User, j.TimeLimit = "lab", "shared", "alice", time.Hour
 			if tc.jobType != "" {
 				j.GPUTypes = []string{tc.jobType}
 			}

@@ -951,32 +951,38 @@ func TestReservations(t *testing.T) {
 // Limits on one GPU type, shaped as the 22.05 lab lists them once
 // AccountingStorageTRES tracks the type (GrpTRES=gres/gpu:h100=4
 // MaxTRESPerNode=gres/gpu:a100=2 on QOS normal, read back): read into
-// QOS.Typed and applied to the jobs that ask for the type; a typed
-// run-minute limit is named as unread.
+// QOS.Typed and Association.Typed and applied to the jobs that ask for the
+// type; a typed budget (GrpTRESMins) is named as unread.
 func TestTypedGPULimits(t *testing.T) {
 	f, srv := newFakeRestd(t, Version38)
 	c := newTestCluster(t, srv.URL, nil)
 	f.overrides["/slurmdb/v0.0.38/qos"] = `{"errors":[],"QOS":[{"name":"normal","limits":{"max":{"tres":{` +
 		`"total":[{"type":"gres","name":"gpu:h100","id":1003,"count":4},{"type":"gres","name":"gpu","id":1001,"count":12}],` +
-		`"minutes":{"per":{"qos":[{"type":"gres","name":"gpu:h100","id":1003,"count":100}],"job":[],"account":[],"user":[]}},` +
+		`"minutes":{"per":{"qos":[{"type":"gres","name":"gpu:h100","id":1003,"count":100}],"job":[{"type":"gres","name":"gpu:h100","id":1003,"count":60}],` +
+		`"account":[{"type":"gres","name":"gpu:a100","id":1002,"count":500}],"user":[]}},` +
 		`"per":{"account":[],"job":[{"type":"gres","name":"gpu:h100","id":1003,"count":3}],` +
 		`"node":[{"type":"gres","name":"gpu:a100","id":1002,"count":2}],"user":[{"type":"gres","name":"gpu:h100","id":1003,"count":6}]}}}}}]}`
 	f.overrides["/slurmdb/v0.0.38/associations"] = `{"errors":[],"associations":[{"cluster":"lab","account":"root","user":"",` +
-		`"max":{"tres":{"total":[{"type":"gres","name":"gpu:a100","id":1002,"count":16}]}}}]}`
+		`"max":{"tres":{"total":[{"type":"gres","name":"gpu:a100","id":1002,"count":16}],"group":{"active":[{"type":"gres","name":"gpu:h100","id":1003,"count":900}],` +
+		`"minutes":[{"type":"gres","name":"gpu:h100","id":1003,"count":5000}]}}}}]}`
 	l, err := c.Limits(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	q := l.QOS["normal"]
 	wantTyped := TypedGPUs{Grp: map[string]int{"h100": 4}, PerJob: map[string]int{"h100": 3}, PerNode: map[string]int{"a100": 2},
-		PerUser: map[string]int{"h100": 6}}
+		PerUser: map[string]int{"h100": 6}, GrpRunMins: map[string]int{"h100": 100}, PerJobMins: map[string]int{"h100": 60},
+		PerAccountRunMins: map[string]int{"a100": 500}}
 	if d := cmp.Diff(wantTyped, q.Typed); d != "" {
 		t.Errorf("QOS normal typed (-want +got):\n%s", d)
 	}
 	if d := cmp.Diff(GroupLimits{GPUs: 12}, q.Grp); d != "" {
 		t.Errorf("QOS normal GrpTRES (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff([]string{"QOS normal GrpTRESRunMins=gres/gpu:h100=100"}, l.Unread()); d != "" {
+	if d := cmp.Diff(TypedGPUs{Grp: map[string]int{"a100": 16}, GrpRunMins: map[string]int{"h100": 900}}, l.Associations[0].Typed); d != "" {
+		t.Errorf("association root typed (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"association root GrpTRESMins=gres/gpu:h100=5000"}, l.Unread()); d != "" {
 		t.Errorf("unread (-want +got):\n%s", d)
 	}
 	job := func(types ...string) Job {
@@ -986,7 +992,7 @@ func TestTypedGPULimits(t *testing.T) {
 		job  Job
 		want JobLimits
 	}{
-		{job("h100"), JobLimits{GPUs: 3}},
+		{job("h100"), JobLimits{GPUs: 3, GPUMins: 60}},
 		{job("a100"), JobLimits{GPUsPerNode: 2}},
 		{job(), JobLimits{}},
 		{job("a100", "h100"), JobLimits{}},
@@ -999,9 +1005,11 @@ func TestTypedGPULimits(t *testing.T) {
 	// the type are held to them.
 	wantGroups := []Group{
 		{Limit: "QOS normal GrpTRES", GroupLimits: GroupLimits{GPUs: 12}},
-		{Limit: "QOS normal GrpTRES gres/gpu:h100", GroupLimits: GroupLimits{GPUs: 4}, GPUType: "h100"},
+		{Limit: "QOS normal GrpTRES gres/gpu:h100", GroupLimits: GroupLimits{GPUs: 4, GPURunMins: 100}, GPUType: "h100"},
 		{Limit: "QOS normal MaxTRESPerUser (user ann) gres/gpu:h100", GroupLimits: GroupLimits{GPUs: 6}, GPUType: "h100"},
+		{Limit: "QOS normal MaxTRESPerAccount (account root) gres/gpu:a100", GroupLimits: GroupLimits{GPURunMins: 500}, GPUType: "a100"},
 		{Limit: "association root GrpTRES gres/gpu:a100", GroupLimits: GroupLimits{GPUs: 16}, GPUType: "a100"},
+		{Limit: "association root GrpTRES gres/gpu:h100", GroupLimits: GroupLimits{GPURunMins: 900}, GPUType: "h100"},
 	}
 	groups := l.Groups(job(), "gpu")
 	if d := cmp.Diff(wantGroups, groups); d != "" {

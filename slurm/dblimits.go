@@ -191,13 +191,13 @@ func (m *dbMax) unread(qos bool) []string {
 		add("MaxTRESPerAccount", tr.Per.Account, qos)
 	}
 	if mp := m.minutesPer(); mp != nil {
-		add("MaxTRESMinsPerJob", mp.Job, false)
-		add("GrpTRESRunMins", mp.QOS, false)
-		add("MaxTRESRunMinsPU", mp.User, false)
-		add("MaxTRESRunMinsPA", mp.Account, false)
+		add("MaxTRESMinsPerJob", mp.Job, true)
+		add("GrpTRESRunMins", mp.QOS, true)
+		add("MaxTRESRunMinsPU", mp.User, true)
+		add("MaxTRESRunMinsPA", mp.Account, true)
 	}
 	if !qos && tr.Group != nil {
-		add("GrpTRESRunMins", tr.Group.Active, false)
+		add("GrpTRESRunMins", tr.Group.Active, true)
 		add("GrpTRESMins", tr.Group.Minutes, false)
 	}
 	return out
@@ -226,7 +226,9 @@ func (l *GroupLimits) setRunMins(m GroupLimits) {
 }
 
 // typed reads the typed GPU limits of m: GrpTRES, MaxTRESPerJob,
-// MaxTRESPerNode, MaxTRESPerUser and MaxTRESPerAccount.
+// MaxTRESPerNode, MaxTRESPerUser and MaxTRESPerAccount, and the
+// GPU-minutes of MaxTRESMinsPerJob, GrpTRESRunMins (a QOS's, or an
+// association's group.active), MaxTRESRunMinsPU and MaxTRESRunMinsPA.
 func (m *dbMax) typed() TypedGPUs {
 	if m == nil || m.Tres == nil {
 		return TypedGPUs{}
@@ -234,6 +236,13 @@ func (m *dbMax) typed() TypedGPUs {
 	out := TypedGPUs{Grp: typedIn(m.Tres.Total)}
 	if p := m.Tres.Per; p != nil {
 		out.PerJob, out.PerNode, out.PerUser, out.PerAccount = typedIn(p.Job), typedIn(p.Node), typedIn(p.User), typedIn(p.Account)
+	}
+	if mp := m.minutesPer(); mp != nil {
+		out.PerJobMins, out.GrpRunMins = typedIn(mp.Job), typedIn(mp.QOS)
+		out.PerUserRunMins, out.PerAccountRunMins = typedIn(mp.User), typedIn(mp.Account)
+	}
+	if g := m.Tres.Group; g != nil && g.Active != nil {
+		out.GrpRunMins = typedIn(g.Active)
 	}
 	return out
 }

@@ -59,14 +59,17 @@ func (l Limits) PerJob(j Job, partition string) JobLimits {
 	out := l.tres(j, partition)
 	if len(j.GPUTypes) == 1 {
 		t := j.GPUTypes[0]
-		var job, node int
+		var job, node, mins int
+		fill := func(typed TypedGPUs) {
+			job, node, mins = cmp.Or(job, typed.PerJob[t]), cmp.Or(node, typed.PerNode[t]), cmp.Or(mins, typed.PerJobMins[t])
+		}
 		for _, q := range l.qosOf(j, partition) {
-			job, node = cmp.Or(job, q.Typed.PerJob[t]), cmp.Or(node, q.Typed.PerNode[t])
+			fill(q.Typed)
 		}
 		for _, a := range l.chain(j, partition) {
-			job, node = cmp.Or(job, a.Typed.PerJob[t]), cmp.Or(node, a.Typed.PerNode[t])
+			fill(a.Typed)
 		}
-		out.GPUs, out.GPUsPerNode = tighter(out.GPUs, job), tighter(out.GPUsPerNode, node)
+		out.GPUs, out.GPUsPerNode, out.GPUMins = tighter(out.GPUs, job), tighter(out.GPUsPerNode, node), tighter(out.GPUMins, int64(mins))
 	}
 	p := l.Partitions[partition]
 	out.Nodes = tighter(out.Nodes, p.MaxNodesPerJob)
@@ -267,9 +270,19 @@ func (l Limits) Groups(j Job, partition string) []Group {
 			out = append(out, Group{Limit: fmt.Sprintf(format, args...), GroupLimits: b.Limit, Budget: true, Spent: b.Spent})
 		}
 	}
-	typed := func(m map[string]int, format string, args ...any) {
-		for _, t := range slices.Sorted(maps.Keys(m)) {
-			out = append(out, Group{Limit: fmt.Sprintf(format, args...) + " gres/gpu:" + t, GroupLimits: GroupLimits{GPUs: m[t]}, GPUType: t})
+	// typed adds a group per GPU type that gpus or runMins (GPU-minutes)
+	// limit.
+	typed := func(gpus, runMins map[string]int, format string, args ...any) {
+		types := slices.Sorted(maps.Keys(gpus))
+		for t := range runMins {
+			if _, ok := gpus[t]; !ok {
+				types = append(types, t)
+			}
+		}
+		slices.Sort(types)
+		for _, t := range types {
+			out = append(out, Group{Limit: fmt.Sprintf(format, args...) + " gres/gpu:" + t,
+				GroupLimits: GroupLimits{GPUs: gpus[t], GPURunMins: int64(runMins[t])}, GPUType: t})
 		}
 	}
 	for _, q := range l.qosOf(j, partition) {
@@ -277,15 +290,15 @@ func (l Limits) Groups(j Job, partition string) []Group {
 		add(q.PerUser, "QOS %s MaxTRESPerUser (user %s)", q.Name, j.User)
 		add(q.PerAccount, "QOS %s MaxTRESPerAccount (account %s)", q.Name, j.Account)
 		budget(q.Budget, "QOS %s GrpTRESMins", q.Name)
-		typed(q.Typed.Grp, "QOS %s GrpTRES", q.Name)
-		typed(q.Typed.PerUser, "QOS %s MaxTRESPerUser (user %s)", q.Name, j.User)
-		typed(q.Typed.PerAccount, "QOS %s MaxTRESPerAccount (account %s)", q.Name, j.Account)
+		typed(q.Typed.Grp, q.Typed.GrpRunMins, "QOS %s GrpTRES", q.Name)
+		typed(q.Typed.PerUser, q.Typed.PerUserRunMins, "QOS %s MaxTRESPerUser (user %s)", q.Name, j.User)
+		typed(q.Typed.PerAccount, q.Typed.PerAccountRunMins, "QOS %s MaxTRESPerAccount (account %s)", q.Name, j.Account)
 	}
 	chain := l.chain(j, partition)
 	for _, a := range chain {
 		add(a.Grp, "association %s GrpTRES", a.path())
 		budget(a.Budget, "association %s GrpTRESMins", a.path())
-		typed(a.Typed.Grp, "association %s GrpTRES", a.path())
+		typed(a.Typed.Grp, a.Typed.GrpRunMins, "association %s GrpTRES", a.path())
 	}
 	if len(chain) > 0 && chain[0].MaxJobs > 0 {
 		// Slurm holds the job's own association to it, which counts its

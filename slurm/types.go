@@ -276,14 +276,17 @@ type QOS struct {
 // TypedGPUs are limits on the GPUs of one type (gres/gpu:h100=4, where
 // AccountingStorageTRES tracks the type), by type, in each role rubick
 // reads them in: MaxTRESPerJob, MaxTRESPerNode, GrpTRES, MaxTRESPerUser
-// and MaxTRESPerAccount; nil where none is set. Slurm holds a job to one
+// and MaxTRESPerAccount, and the GPU-minutes of MaxTRESMinsPerJob,
+// GrpTRESRunMins, MaxTRESRunMinsPU and MaxTRESRunMinsPA; nil where none
+// is set. Slurm holds a job to one
 // only when the job asks for that type, and counts every running job's
 // GPUs of the type against a group's (22.05 lab, GrpTRES=gres/gpu:h100=4:
 // a job asking for gpu:h100:8 waited with QOSGrpGRES, one asking for 8
 // GPUs of any type ran on an h100 node, and the QOS then showed 8 of 4 in
 // use).
 type TypedGPUs struct {
-	PerJob, PerNode, Grp, PerUser, PerAccount map[string]int
+	PerJob, PerNode, Grp, PerUser, PerAccount                 map[string]int
+	PerJobMins, GrpRunMins, PerUserRunMins, PerAccountRunMins map[string]int
 }
 
 // GroupLimits bound the GPUs (gres/gpu), CPUs, memory (MiB), billing and
@@ -359,8 +362,8 @@ type Association struct {
 	// (Limits.BudgetScope): the usage is slurmctld's alone.
 	ListedBudget GroupLimits
 	BudgetListed bool
-	// Typed are its limits on GPUs of one type (PerUser and PerAccount
-	// unused).
+	// Typed are its limits on GPUs of one type (the per-user and
+	// per-account ones unused).
 	Typed TypedGPUs
 	// Unread is as QOS.Unread; the listing shows an account's per-job
 	// limits on its users too.

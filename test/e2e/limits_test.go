@@ -79,10 +79,11 @@ func TestSlurmLimit(t *testing.T) {
 			bounds{gpus: 4, nodes: 2, perNode: 2, mem: 96000}, "--mem-per-gpu=16G", "", "0"},
 		// Limits on one GPU type, for a job asking for that type (the lab
 		// tracks gres/gpu:h100): before rubick read them, Slurm held the
-		// job grown to 8 GPUs back (QOSGrpGRES, QOSMaxGRESPerJob), and
-		// rubick gave it its request.
+		// job grown to 8 GPUs back (QOSGrpGRES, QOSMaxGRESPerJob,
+		// QOSGrpGRESRunMinutes), and rubick gave it its request.
 		{"typed GPUs", []string{"qos", "normal", "set", "GrpTRES=gres/gpu:h100="}, "4", "", bounds{gpus: 4}, "", "--gres=gpu:h100:2", ""},
 		{"typed GPUs per job", []string{"qos", "normal", "set", "MaxTRESPerJob=gres/gpu:h100="}, "4", "", bounds{gpus: 4}, "", "--gres=gpu:h100:2", ""},
+		{"typed GPU minutes", []string{"qos", "normal", "set", "GrpTRESRunMins=gres/gpu:h100="}, "40", "", bounds{gpus: 4}, "", "--gres=gpu:h100:2", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { slurmLimit(t, tc, false) })
