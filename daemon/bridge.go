@@ -124,6 +124,11 @@ type managedJob struct {
 // run-minute limit on its jobs together.
 var ErrGroupLimit = errors.New("over a group limit")
 
+// ErrServedDeferred, beside ErrGroupLimit, reports a preemption or a
+// shrink dropped because it made room only for a start deferred for a
+// group limit: its job keeps running as it is.
+var ErrServedDeferred = errors.New("made room only for a deferred start")
+
 // groupsMemo gives slurm.Limits.Groups, worked out once per distinct
 // cluster, QOS, account, user and partition (most jobs share one of a
 // few). Once use is set, the first time it gives a budget it adds what the
@@ -1387,20 +1392,30 @@ func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 	return kept, skipped
 }
 
-// dropIdlePreemptions drops the preemptions among kept (what keepGroups
-// kept of actions, over what it deferred) whose nodes no kept start or
+// dropIdlePreemptions drops the preemptions and shrinks (restarts on
+// fewer GPUs of the nodes a job holds) among kept (what keepGroups kept of
+// actions, over what it deferred) whose nodes no other kept start or
 // restart takes, where keepGroups keeps and defers the same starts without
 // them; it returns what is kept and deferred then.
 func (v *View) dropIdlePreemptions(actions, kept []slurm.Action, over map[int]error, now time.Time) ([]slurm.Action, map[int]error) {
-	var taken []string // the nodes kept starts and restarts take
+	takers := map[string][]int{} // the jobs whose kept starts and restarts take each node
 	for _, a := range kept {
 		_, t := v.moves(a)
-		taken = append(taken, t...)
+		for _, n := range t {
+			takers[n] = append(takers[n], a.JobID)
+		}
 	}
 	idle := func(a slurm.Action) bool {
-		left, _ := v.moves(a)
-		return a.Kind == slurm.ActionPreempt && v.managed[strconv.Itoa(a.JobID)] != nil &&
-			!slices.ContainsFunc(left, func(n string) bool { return slices.Contains(taken, n) })
+		mj := v.managed[strconv.Itoa(a.JobID)]
+		if mj == nil {
+			return false
+		}
+		left, took := v.moves(a)
+		shrink := a.Kind == slurm.ActionRestart && a.GPUsPerNode*a.NodeCount() < mj.slurm.GPUs &&
+			!slices.ContainsFunc(took, func(n string) bool { return !slices.Contains(left, n) })
+		return (a.Kind == slurm.ActionPreempt || shrink) && !slices.ContainsFunc(left, func(n string) bool {
+			return slices.ContainsFunc(takers[n], func(id int) bool { return id != a.JobID })
+		})
 	}
 	want := slices.DeleteFunc(slices.Clone(kept), idle)
 	if len(want) == len(kept) {
@@ -1417,7 +1432,12 @@ func (v *View) dropIdlePreemptions(actions, kept []slurm.Action, over map[int]er
 	}
 	for _, a := range kept {
 		if idle(a) {
-			o[a.JobID] = fmt.Errorf("job %d: %w: its preemption was for a start deferred for a group limit; it keeps running", a.JobID, ErrGroupLimit)
+			what := "preemption"
+			if a.Kind == slurm.ActionRestart {
+				what = "restart on fewer GPUs"
+			}
+			o[a.JobID] = fmt.Errorf("job %d: %w: %w: its %s was for a start deferred for a group limit; it keeps running as it is",
+				a.JobID, ErrGroupLimit, ErrServedDeferred, what)
 		}
 	}
 	return k, o

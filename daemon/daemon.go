@@ -597,11 +597,12 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 		rep.Skipped[id] = e.Error()
 		if errors.Is(e, ErrGroupLimit) {
 			// Planned again next cycle within the room left; rubick
-			// explain says why it did not start now. A preemption
-			// dropped with the start it was for leaves its job running.
+			// explain says why it did not start now. A preemption or
+			// shrink dropped with the start it was for leaves its job
+			// running as it is.
 			i, ok := slices.BinarySearchFunc(plan.Actions, strconv.Itoa(id), func(a policy.Action, id string) int { return strings.Compare(a.JobID, id) })
-			if ok && plan.Actions[i].Kind == policy.Preempt {
-				d.deps.Logger.Info("preemption dropped with a start deferred for a group limit", "job", id)
+			if errors.Is(e, ErrServedDeferred) {
+				d.deps.Logger.Info("preemption or shrink dropped with a start deferred for a group limit", "job", id, "err", e)
 			} else {
 				limited++
 				d.deps.Logger.Info("action deferred for a group limit", "job", id, "err", e)

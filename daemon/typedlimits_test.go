@@ -1,9 +1,7 @@
 package daemon
 
 import (
-	"errors"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
@@ -170,22 +168,4 @@ func TestSnapshotTypedGroup(t *testing.T) {
 	if d := cmp.Diff(map[string][]string{"5": nil, "21": {"QOS shared GrpTRES gres/gpu:h100"}}, members); d != "" {
 		t.Errorf("members (-want +got):\n%s", d)
 	}
-}
-
-// groupVerdicts are the IDs of the actions SlurmActions kept, in order,
-// and why it deferred each other for a group limit (the text after
-// ErrGroupLimit); any other error fails the test.
-func groupVerdicts(t *testing.T, actions []slurm.Action, skipped map[int]error) (kept []int, why map[int]string) {
-	t.Helper()
-	for _, a := range actions {
-		kept = append(kept, a.JobID)
-	}
-	why = map[int]string{}
-	for id, err := range skipped {
-		if !errors.Is(err, ErrGroupLimit) {
-			t.Errorf("job %d skipped for %v, want ErrGroupLimit", id, err)
-		}
-		_, why[id], _ = strings.Cut(err.Error(), ErrGroupLimit.Error()+": ")
-	}
-	return kept, why
 }
