@@ -416,6 +416,15 @@ func (m jobMinutes) gpuBy() string {
 	return fmt.Sprintf("%s, %d GPU-minutes left for its %d-minute time limit", m.room.gpuMinsBy.RunMinsName(), m.gpu, m.limit)
 }
 
+// nodeBy names the limit its node-minutes come from, for a node bound
+// they set.
+func (m jobMinutes) nodeBy() string {
+	if m.lim.NodeMins > 0 && m.lim.NodeMins == m.node {
+		return fmt.Sprintf("MaxTRESMinsPerJob of its QOS, its partition's QOS or its association, %d node-minutes for its %d-minute time limit", m.node, m.limit)
+	}
+	return fmt.Sprintf("%s, %d node-minutes left for its %d-minute time limit", m.room.nodeMinsBy.RunMinsName(), m.node, m.limit)
+}
+
 // noRoom says why a pending job cannot start on even one GPU (or CPU, or
 // minMem MiB of memory, what its smallest start books) for its time
 // limit, and whether that is for good (its per-job limit) rather than
@@ -709,6 +718,8 @@ type View struct {
 	// Bounds names, for managed jobs whose GPUs a Slurm limit bounds, the
 	// bound and the limit that sets it, for rubick explain.
 	Bounds map[int]GPUBound
+	// NodeBounds does the same for the nodes a job may span.
+	NodeBounds map[int]NodeBound
 	// Arrays are held job arrays whose tasks are still one record, with
 	// the tasks to split off this cycle; they are planned once split.
 	Arrays []arraySplit
@@ -737,6 +748,20 @@ type View struct {
 type GPUBound struct {
 	GPUs int
 	By   string
+}
+
+// NodeBound is the most nodes a job's Slurm limits let it span, and why.
+type NodeBound struct {
+	Nodes int
+	By    string
+}
+
+// nodeCount says n nodes in words: "1 node", "2 nodes".
+func nodeCount(n int) string {
+	if n == 1 {
+		return "1 node"
+	}
+	return fmt.Sprintf("%d nodes", n)
 }
 
 // Estimators gives the fitted estimator of a model type, or false.
@@ -787,7 +812,8 @@ type Inputs struct {
 // rigid_jobs: schedule, by what the first pending rigid job needs.
 func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, error) {
 	nodes, jobs, est, facts := in.Nodes, in.Jobs, in.Estimators, in.Facts
-	v := &View{managed: map[string]*managedJob{}, Unmanaged: map[int]string{}, Adjusted: map[int]string{}, Bounds: map[int]GPUBound{}}
+	v := &View{managed: map[string]*managedJob{}, Unmanaged: map[int]string{}, Adjusted: map[int]string{}, Bounds: map[int]GPUBound{},
+		NodeBounds: map[int]NodeBound{}}
 	models := map[string]policy.Estimator{}
 	var pjobs []policy.Job
 	usage := map[string]policy.NodeAlloc{} // what managed jobs hold, per node
@@ -954,9 +980,19 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 				continue
 			}
 		}
+		nbound := NodeBound{lim.Nodes, "MaxTRESPerJob node of its QOS, its partition's QOS or its association, or its partition's MaxNodes"}
 		lim.GPUs, lim.CPUs, lim.MemMB, lim.Nodes = mins.bound(lim.GPUs, lim.CPUs, lim.MemMB, lim.Nodes, held, len(j.NodeList))
+		if lim.Nodes != nbound.Nodes {
+			nbound = NodeBound{lim.Nodes, mins.nodeBy()}
+		}
 		nodeRoom := v.nodes.nodeRoomOf(groups, j)
 		lim.Nodes = capBy(lim.Nodes, nodeRoom.room, len(j.NodeList))
+		if lim.Nodes != nbound.Nodes {
+			nbound = NodeBound{lim.Nodes, fmt.Sprintf("%s, %s left", nodeRoom.by.Limit, nodeCount(nodeRoom.room))}
+		}
+		if nbound.Nodes > 0 {
+			v.NodeBounds[j.ID] = nbound
+		}
 		if lim.GPUs != bound.GPUs {
 			bound = GPUBound{lim.GPUs, mins.gpuBy()}
 		}
@@ -996,6 +1032,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			if pj.Nodes, ok = nodeRoom.restrict(pj.Nodes, open.nodes); !ok {
 				if j.State == slurm.StatePending {
 					delete(v.Bounds, j.ID)
+					delete(v.NodeBounds, j.ID)
 					v.waits(j, nodeRoom.waits(v.nodes))
 					continue
 				}

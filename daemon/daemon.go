@@ -820,6 +820,9 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 			// and which limit it stopped at.
 			a.Detail = strings.TrimPrefix(a.Detail+"; ", "; ") + fmt.Sprintf("%d GPUs at most: %s", b.GPUs, b.By)
 		}
+		if b, ok := v.NodeBounds[int(id)]; ok && len(a.Placement()) >= b.Nodes && a.Placement().GPUs() > 0 {
+			a.Detail = strings.TrimPrefix(a.Detail+"; ", "; ") + fmt.Sprintf("%s at most: %s", nodeCount(b.Nodes), b.By)
+		}
 		if tl, ok := limits[int(id)]; ok && v.managed[a.JobID] != nil {
 			// and why its time limit is not the one it was submitted with.
 			note := timeLimitNote(tl, v.managed[a.JobID].time.user)

@@ -22,6 +22,7 @@ func TestViewNodeLimits(t *testing.T) {
 		maxNodes int
 		nodes    []string
 		waits    string
+		bound    string // what rubick explain says bounds its nodes
 	}
 	tests := map[string]struct {
 		limit   int      // the QOS's GrpTRES node=
@@ -31,8 +32,8 @@ func TestViewNodeLimits(t *testing.T) {
 		want    want
 	}{
 		"no limit":    {others: []string{"node2"}, want: want{}},
-		"room":        {limit: 3, others: []string{"node2"}, want: want{maxNodes: 2}},
-		"shared node": {limit: 2, others: []string{"node2", "node2"}, want: want{maxNodes: 1}},
+		"room":        {limit: 3, others: []string{"node2"}, want: want{maxNodes: 2, bound: "QOS shared GrpTRES, 2 nodes left"}},
+		"shared node": {limit: 2, others: []string{"node2", "node2"}, want: want{maxNodes: 1, bound: "QOS shared GrpTRES, 1 node left"}},
 		"full":        {limit: 2, others: []string{"node2", "node3"}, want: want{nodes: []string{"node2", "node3"}}},
 		"full, one usable": {limit: 2, others: []string{"node2", "node3"}, drained: "node3",
 			want: want{nodes: []string{"node2"}}},
@@ -40,7 +41,7 @@ func TestViewNodeLimits(t *testing.T) {
 			want: want{waits: "waits for room in QOS shared GrpTRES: nodes in use 1, allowed 1, none of them usable by it"}},
 		// Its own node is given back first: node2 is the others', node1
 		// its own, and it may take one node.
-		"running": {limit: 2, others: []string{"node2"}, running: "node1", want: want{maxNodes: 1}},
+		"running": {limit: 2, others: []string{"node2"}, running: "node1", want: want{maxNodes: 1, bound: "QOS shared GrpTRES, 1 node left"}},
 		// Over a lowered limit it stays where it is or moves to the
 		// group's nodes (SlurmActions keeps it off both together).
 		"running, over": {limit: 1, others: []string{"node2"}, running: "node1", want: want{nodes: []string{"node1", "node2"}}},
@@ -76,6 +77,7 @@ func TestViewNodeLimits(t *testing.T) {
 					got.maxNodes, got.nodes = pj.Max.Nodes, pj.Nodes
 				}
 			}
+			got.bound = v.NodeBounds[21].By
 			if d := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); d != "" {
 				t.Errorf("job 21 (-want +got):\n%s", d)
 			}
@@ -125,6 +127,7 @@ func TestViewNodeMinutes(t *testing.T) {
 	type want struct {
 		maxNodes int
 		waits    string
+		bound    string // what rubick explain says bounds its nodes
 	}
 	tests := map[string]struct {
 		grp     int64 // the QOS's GrpTRESRunMins node=
@@ -135,24 +138,29 @@ func TestViewNodeMinutes(t *testing.T) {
 		want    want
 	}{
 		"no limit": {others: []string{"node2"}},
-		"room":     {grp: 150, others: []string{"node2"}, want: want{maxNodes: 2}},
+		"room": {grp: 150, others: []string{"node2"},
+			want: want{maxNodes: 2, bound: "QOS shared GrpTRESRunMins, 120 node-minutes left for its 60-minute time limit"}},
 		// Two jobs on one node hold 60 node-minutes, not 30.
-		"shared node": {grp: 150, others: []string{"node2", "node2"}, want: want{maxNodes: 1}},
+		"shared node": {grp: 150, others: []string{"node2", "node2"},
+			want: want{maxNodes: 1, bound: "QOS shared GrpTRESRunMins, 90 node-minutes left for its 60-minute time limit"}},
 		"full": {grp: 80, others: []string{"node2"}, want: want{
 			waits: "waits for room in QOS shared GrpTRESRunMins: node-minutes to run in use 30, allowed 80, and one node for its 60-minute time limit takes 60"}},
-		"per job": {perJob: 180, want: want{maxNodes: 3}},
+		"per job": {perJob: 180, want: want{maxNodes: 3,
+			bound: "MaxTRESMinsPerJob of its QOS, its partition's QOS or its association, 180 node-minutes for its 60-minute time limit"}},
 		// Slurm holds it back at any size: released to Slurm as submitted.
 		"per job short": {perJob: 30, want: want{waits: "its 60-minute time limit on one node is over its node-minutes per job (30)"}},
 		// 20 used and 30 to run of 200: 150 left.
 		"budget": {budget: slurm.Budget{Limit: slurm.GroupLimits{NodeRunMins: 200}, Spent: slurm.GroupLimits{NodeRunMins: 20}},
-			others: []string{"node2"}, want: want{maxNodes: 2}},
+			others: []string{"node2"}, want: want{maxNodes: 2, bound: "QOS shared GrpTRESMins, 150 node-minutes left for its 60-minute time limit"}},
 		"budget spent": {budget: slurm.Budget{Limit: slurm.GroupLimits{NodeRunMins: 100}, Spent: slurm.GroupLimits{NodeRunMins: 20}},
 			others: []string{"node2"}, want: want{
 				waits: "waits for room in QOS shared GrpTRESMins: node-minutes used or to run in use 50, allowed 100, and one node for its 60-minute time limit takes 60"}},
 		// Its own 59 node-minutes are given back first: 100-30 leave 70.
-		"running": {grp: 100, others: []string{"node2"}, running: true, want: want{maxNodes: 1}},
+		"running": {grp: 100, others: []string{"node2"}, running: true,
+			want: want{maxNodes: 1, bound: "QOS shared GrpTRESRunMins, 70 node-minutes left for its 60-minute time limit"}},
 		// Over a lowered limit it keeps the node it holds.
-		"running, over": {grp: 40, others: []string{"node2"}, running: true, want: want{maxNodes: 1}},
+		"running, over": {grp: 40, others: []string{"node2"}, running: true,
+			want: want{maxNodes: 1, bound: "QOS shared GrpTRESRunMins, 10 node-minutes left for its 60-minute time limit"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -179,6 +187,12 @@ func TestViewNodeMinutes(t *testing.T) {
 				if pj.ID == "21" {
 					got.maxNodes = pj.Max.Nodes
 				}
+			}
+			if b, ok := v.NodeBounds[21]; ok {
+				if b.Nodes != got.maxNodes {
+					t.Errorf("node bound %+v, want %d nodes as in the snapshot", b, got.maxNodes)
+				}
+				got.bound = b.By
 			}
 			if d := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); d != "" {
 				t.Errorf("job 21 (-want +got):\n%s", d)
