@@ -57,20 +57,6 @@ const maxAccountDepth = 64
 // same way.
 func (l Limits) PerJob(j Job, partition string) JobLimits {
 	out := l.tres(j, partition)
-	if len(j.GPUTypes) == 1 {
-		t := j.GPUTypes[0]
-		var job, node, mins int
-		fill := func(typed TypedGPUs) {
-			job, node, mins = cmp.Or(job, typed.PerJob[t]), cmp.Or(node, typed.PerNode[t]), cmp.Or(mins, typed.PerJobMins[t])
-		}
-		for _, q := range l.qosOf(j, partition) {
-			fill(q.Typed)
-		}
-		for _, a := range l.chain(j, partition) {
-			fill(a.Typed)
-		}
-		out.GPUs, out.GPUsPerNode, out.GPUMins = tighter(out.GPUs, job), tighter(out.GPUsPerNode, node), tighter(out.GPUMins, int64(mins))
-	}
 	p := l.Partitions[partition]
 	out.Nodes = tighter(out.Nodes, p.MaxNodesPerJob)
 	out.Wall = tighter(out.Wall, p.MaxTime)
@@ -90,12 +76,21 @@ func tighter[T int | int64 | time.Duration](a, b T) T {
 // tres is PerJob without the partition's own limits.
 func (l Limits) tres(j Job, partition string) JobLimits {
 	var out JobLimits
+	var typed JobLimits // the limits on the one GPU type j asks for
+	fill := func(perJob JobLimits, t TypedGPUs) {
+		out.fill(perJob)
+		if len(j.GPUTypes) == 1 {
+			g := j.GPUTypes[0]
+			typed.fill(JobLimits{GPUs: t.PerJob[g], GPUsPerNode: t.PerNode[g], GPUMins: int64(t.PerJobMins[g])})
+		}
+	}
 	for _, q := range l.qosOf(j, partition) {
-		out.fill(q.PerJob)
+		fill(q.PerJob, q.Typed)
 	}
 	for _, a := range l.chain(j, partition) {
-		out.fill(a.PerJob)
+		fill(a.PerJob, a.Typed)
 	}
+	out.GPUs, out.GPUsPerNode, out.GPUMins = tighter(out.GPUs, typed.GPUs), tighter(out.GPUsPerNode, typed.GPUsPerNode), tighter(out.GPUMins, typed.GPUMins)
 	return out
 }
 
