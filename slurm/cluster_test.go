@@ -952,17 +952,28 @@ func TestReservations(t *testing.T) {
 // AccountingStorageTRES tracks the type (GrpTRES=gres/gpu:h100=4
 // MaxTRESPerNode=gres/gpu:a100=2 on QOS normal, read back): read into
 // QOS.Typed and Association.Typed and applied to the jobs that ask for the
-// type; a typed budget (GrpTRESMins) is named as unread.
+// type; a typed budget (GrpTRESMins) is named as unread. 24.11's v0.0.41
+// and v0.0.42 list the same entries (the 24.11 lab with the types added
+// to AccountingStorageTRES and the same QOS limits set, read back).
 func TestTypedGPULimits(t *testing.T) {
-	f, srv := newFakeRestd(t, Version38)
+	for _, v := range []struct {
+		version   string
+		path, key string
+	}{{Version38, "v0.0.38", "QOS"}, {Version41, "v0.0.41", "qos"}} {
+		t.Run(v.path, func(t *testing.T) { typedGPULimits(t, v.version, v.path, v.key) })
+	}
+}
+
+func typedGPULimits(t *testing.T, version, path, key string) {
+	f, srv := newFakeRestd(t, version)
 	c := newTestCluster(t, srv.URL, nil)
-	f.overrides["/slurmdb/v0.0.38/qos"] = `{"errors":[],"QOS":[{"name":"normal","limits":{"max":{"tres":{` +
+	f.overrides["/slurmdb/"+path+"/qos"] = `{"errors":[],"` + key + `":[{"name":"normal","limits":{"max":{"tres":{` +
 		`"total":[{"type":"gres","name":"gpu:h100","id":1003,"count":4},{"type":"gres","name":"gpu","id":1001,"count":12}],` +
 		`"minutes":{"per":{"qos":[{"type":"gres","name":"gpu:h100","id":1003,"count":100}],"job":[{"type":"gres","name":"gpu:h100","id":1003,"count":60}],` +
 		`"account":[{"type":"gres","name":"gpu:a100","id":1002,"count":500}],"user":[]}},` +
 		`"per":{"account":[],"job":[{"type":"gres","name":"gpu:h100","id":1003,"count":3}],` +
 		`"node":[{"type":"gres","name":"gpu:a100","id":1002,"count":2}],"user":[{"type":"gres","name":"gpu:h100","id":1003,"count":6}]}}}}}]}`
-	f.overrides["/slurmdb/v0.0.38/associations"] = `{"errors":[],"associations":[{"cluster":"lab","account":"root","user":"",` +
+	f.overrides["/slurmdb/"+path+"/associations"] = `{"errors":[],"associations":[{"cluster":"lab","account":"root","user":"",` +
 		`"max":{"tres":{"total":[{"type":"gres","name":"gpu:a100","id":1002,"count":16}],"group":{"active":[{"type":"gres","name":"gpu:h100","id":1003,"count":900}],` +
 		`"minutes":[{"type":"gres","name":"gpu:h100","id":1003,"count":5000}]}}}}]}`
 	l, err := c.Limits(context.Background())
