@@ -115,7 +115,7 @@ func billOf(w slurm.BillingWeights, rooms []billRoom, req request, mem jobMem) j
 		b.cpus = int(b.room)
 		return b
 	}
-	perGPU := w.GPU + w.MemMB*float64(mem.perGPU)
+	perGPU := w.GPUWeight() + w.MemMB*float64(mem.perGPU)
 	perNode := w.Node + w.MemMB*float64(mem.perNode)
 	variable := perGPU*float64(gpus) + w.CPU*float64(cpus) + w.MemMB*float64(mem.total)
 	left := float64(b.room)

@@ -849,6 +849,19 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 	for _, n := range nodes {
 		v.gpuTypes[n.Name] = n.GPUTypes
 	}
+	partTypes := map[string][]string{} // the GPU types of each partition's usable nodes; none: untyped
+	for _, n := range open.nodes {
+		for _, p := range n.Partitions {
+			if partTypes[p] == nil {
+				partTypes[p] = []string{}
+			}
+			for _, t := range n.GPUTypes {
+				if !slices.Contains(partTypes[p], t) {
+					partTypes[p] = append(partTypes[p], t)
+				}
+			}
+		}
+	}
 	v.usage, v.nodes = groupUsage(groupsOf, jobs, v.gpuTypes, now)
 	for _, j := range jobs {
 		if j.State != slurm.StatePending && j.State != slurm.StateRunning {
@@ -996,7 +1009,13 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		if lim.GPUs != bound.GPUs {
 			bound = GPUBound{lim.GPUs, mins.gpuBy()}
 		}
-		weights := in.Limits.Partitions[part].Billing
+		// A GPU bills its type's weight too: the one the job asks for, or
+		// the highest of its partition's.
+		types := partTypes[part]
+		if len(j.GPUTypes) == 1 {
+			types = j.GPUTypes
+		}
+		weights := in.Limits.Partitions[part].Billing.ForTypes(types)
 		if !v.billBounds(j, weights, billRooms(lim, room, v.usage, mins.limit), &lim, &bound, held, func() int64 { return oneGPUMem(cfg, e, j) }) {
 			continue
 		}

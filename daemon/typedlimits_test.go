@@ -169,3 +169,55 @@ func TestSnapshotTypedGroup(t *testing.T) {
 		t.Errorf("members (-want +got):\n%s", d)
 	}
 }
+
+// A partition's weights on GPU types bill a job's GPUs at its type's
+// weight: under MaxTRESPerJob=billing=30 and
+// CPU=1,GRES/gpu=1,GRES/gpu:h100=3,GRES/gpu:a100=10, a request of 2 GPUs
+// and 8 CPUs bills 16 on h100 (room for 1.875 times it: 3 GPUs, 15 CPUs),
+// 30 on a100; a job of any type is priced at the highest type among the
+// partition's nodes, or at none on a partition of untyped GPUs (10: room
+// for 3 times it).
+func TestViewTypedBillingWeights(t *testing.T) {
+	w, err := slurm.ParseBillingWeights("CPU=1,GRES/gpu=1,GRES/gpu:h100=3,GRES/gpu:a100=10")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		jobType    string
+		untyped    bool // the nodes' GPUs have no type
+		gpus, cpus int  // its bounds
+	}{
+		"h100":         {jobType: "h100", gpus: 3, cpus: 15},
+		"a100":         {jobType: "a100", gpus: 2, cpus: 8},
+		"any type":     {gpus: 2, cpus: 8},
+		"untyped GPUs": {untyped: true, gpus: 6, cpus: 24}, // bills 10: 3 times it
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			j := heldJob(21, "bert", 1, 2)
+			j.Cluster, j.QOS, j.User = "lab", "shared", "alice"
+			if tc.jobType != "" {
+				j.GPUTypes = []string{tc.jobType}
+			}
+			nodes := typedNodes()
+			if tc.untyped {
+				nodes = labNodes(4)
+			}
+			limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", PerJob: slurm.JobLimits{Billing: 30}}},
+				Partitions: map[string]slurm.Partition{"gpu": {Name: "gpu", Billing: w}}}
+			v, err := BuildView(Defaults(), t0, Inputs{Nodes: nodes, Jobs: []slurm.Job{j}, Estimators: shippedEstimators(t), Limits: limits},
+				slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, pj := range v.Snapshot.Jobs {
+				if pj.ID == "21" && (pj.Max.GPUs != tc.gpus || pj.Max.CPUs != tc.cpus) {
+					t.Errorf("bounds %d GPUs, %d CPUs; want %d and %d (%s)", pj.Max.GPUs, pj.Max.CPUs, tc.gpus, tc.cpus, v.Unmanaged[21])
+				}
+			}
+			if len(v.Snapshot.Jobs) != 1 {
+				t.Errorf("job not planned: %s", v.Unmanaged[21])
+			}
+		})
+	}
+}

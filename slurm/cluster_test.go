@@ -834,7 +834,7 @@ func TestLimits(t *testing.T) {
 		if err != nil || len(parts) != 2 || parts[0].MaxNodesPerJob != 2 || parts[1].MaxNodesPerJob != 0 ||
 			parts[0].MaxTime != time.Hour || parts[1].MaxTime != 0 || parts[0].MaxCPUsPerNode != 16 || parts[1].MaxCPUsPerNode != 0 ||
 			parts[0].MaxMemPerNodeMB != 65536 || parts[1].MaxMemPerNodeMB != 0 || parts[0].QOS != "gpupart" || parts[1].QOS != "" ||
-			parts[0].Billing != (BillingWeights{CPU: 0.5, GPU: 2, MemMB: 0.25 / 1024, Set: true}) || parts[1].Billing != (BillingWeights{}) {
+			!cmp.Equal(parts[0].Billing, BillingWeights{CPU: 0.5, GPU: 2, MemMB: 0.25 / 1024, Set: true}) || !cmp.Equal(parts[1].Billing, BillingWeights{}) {
 			t.Errorf("%s: partitions %+v, %v; want MaxNodes 2 and unlimited, MaxTime 1 h and unlimited, MaxCPUsPerNode 16 and unlimited, MaxMemPerNode 65536 and unlimited, QOS gpupart and none, billing weights and none",
 				v, parts, err)
 		}

@@ -123,7 +123,7 @@ func TestV42ReadsAsV41(t *testing.T) {
 		t.Errorf("nodes %+v, want node1-4 with node2's 8 GPUs in use", v42.Nodes)
 	}
 	gpu := v42.Limits.Partitions["gpu"]
-	if gpu.MaxTime != 2*time.Hour || gpu.Billing != (BillingWeights{CPU: 0.5, GPU: 2, MemMB: 0.25 / 1024, Set: true}) {
+	if gpu.MaxTime != 2*time.Hour || !cmp.Equal(gpu.Billing, BillingWeights{CPU: 0.5, GPU: 2, MemMB: 0.25 / 1024, Set: true}) {
 		t.Errorf("partition gpu %+v, want MaxTime 120 and the billing weights", gpu)
 	}
 	q := v42.Limits.QOS["normal"]
