@@ -245,7 +245,7 @@ func groupUsage(groups *groupsMemo, jobs []slurm.Job, types nodeGPUTypes, now ti
 		nodes.add(gs, j.NodeList, 1)
 		for _, g := range gs {
 			if g.Budget {
-				use[g] = plus(use[g], unticked(j, groups.l.BudgetTick, now), 1)
+				use[g] = plus(use[g], types.share(g, unticked(j, groups.l.BudgetTick, now), j.NodeList), 1)
 			}
 		}
 	}

@@ -35,6 +35,8 @@ func TestViewTypedGPULimits(t *testing.T) {
 	}
 	tests := map[string]struct {
 		typed   slurm.TypedGPUs // QOS shared's
+		budget  slurm.Budget    // QOS shared's GrpTRESMins
+		tick    time.Duration   // PriorityCalcPeriod, with a budget
 		other   string          // the node where a job of any type runs on 4 GPUs; "": none
 		jobType string          // what job 21 asks for; "": any
 		want    want
@@ -57,7 +59,16 @@ func TestViewTypedGPULimits(t *testing.T) {
 		"run minutes": {typed: slurm.TypedGPUs{GrpRunMins: map[string]int{"h100": 360}}, other: "node3", jobType: "h100",
 			want: want{maxGPUs: 2}},
 		"run minutes, any type": {typed: slurm.TypedGPUs{GrpRunMins: map[string]int{"h100": 360}}, other: "node3", want: want{}},
-		"minutes per job":       {typed: slurm.TypedGPUs{PerJobMins: map[string]int{"h100": 180}}, jobType: "h100", want: want{maxGPUs: 3}},
+		// 20 used and 236 to run of 500: 244 left, 4 GPUs for its hour.
+		"budget": {budget: slurm.Budget{Typed: map[string]slurm.Budget{"h100": {Limit: slurm.GroupLimits{GPURunMins: 500},
+			Spent: slurm.GroupLimits{GPURunMins: 20}}}}, other: "node3", jobType: "h100", want: want{maxGPUs: 4}},
+		// A job on a100 GPUs uses none of an h100 budget, between ticks
+		// either: 240 left.
+		"budget, other type": {budget: slurm.Budget{Typed: map[string]slurm.Budget{"h100": {Limit: slurm.GroupLimits{GPURunMins: 260},
+			Spent: slurm.GroupLimits{GPURunMins: 20}}}}, tick: 5 * time.Minute, other: "node1", jobType: "h100", want: want{maxGPUs: 4}},
+		"budget, any type": {budget: slurm.Budget{Typed: map[string]slurm.Budget{"h100": {Limit: slurm.GroupLimits{GPURunMins: 500},
+			Spent: slurm.GroupLimits{GPURunMins: 20}}}}, other: "node3", want: want{}},
+		"minutes per job": {typed: slurm.TypedGPUs{PerJobMins: map[string]int{"h100": 180}}, jobType: "h100", want: want{maxGPUs: 3}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -73,7 +84,7 @@ func TestViewTypedGPULimits(t *testing.T) {
 				j.GPUTypes = []string{tc.jobType}
 			}
 			jobs = append(jobs, j)
-			limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Typed: tc.typed}}}
+			limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Typed: tc.typed, Budget: tc.budget}}, BudgetTick: tc.tick}
 			v, err := BuildView(Defaults(), t0, Inputs{Nodes: typedNodes(), Jobs: jobs, Estimators: shippedEstimators(t), Limits: limits},
 				slog.New(slog.DiscardHandler))
 			if err != nil {

@@ -20,10 +20,19 @@ import (
 // counted with priority/multifactor.
 type Budget struct {
 	Limit, Spent GroupLimits
+	// Typed are its budgets of GPU-minutes of one type
+	// (GrpTRESMins=gres/gpu:h100=5000), by type, in Limit's and Spent's
+	// GPURunMins; nil where none is set.
+	Typed map[string]Budget
 }
 
 // IsSet reports whether b bounds anything.
 func (b Budget) IsSet() bool {
+	return b.bounds() || len(b.Typed) > 0
+}
+
+// bounds reports whether b bounds anything of any GPU type.
+func (b Budget) bounds() bool {
 	return b.Limit.GPURunMins > 0 || b.Limit.CPURunMins > 0 || b.Limit.MemRunMins > 0 || b.Limit.BillingRunMins > 0 ||
 		b.Limit.NodeRunMins > 0
 }
@@ -154,7 +163,7 @@ func (l Limits) BudgetScope() BudgetScope {
 		switch {
 		case !a.BudgetListed:
 			return BudgetScope{All: true}
-		case a.ListedBudget != GroupLimits{}:
+		case a.ListedBudget != GroupLimits{} || len(a.Typed.Budget) > 0:
 			accounts[a.Account] = true
 		}
 	}
@@ -313,19 +322,31 @@ func assocKeyOf(line string) AssocKey {
 }
 
 // parseBudget reads one GrpTRESMins list: its gres/gpu, cpu, mem, billing
-// and node entries (other TRES are not planned with).
+// and node entries, and those of GPU types (gres/gpu:h100); other TRES
+// are not planned with.
 func parseBudget(list string) (Budget, error) {
 	var b Budget
-	for _, e := range []struct {
+	type entry struct {
 		key          string
 		limit, spent *int64
-	}{
+	}
+	entries := []entry{
 		{"gres/gpu", &b.Limit.GPURunMins, &b.Spent.GPURunMins},
 		{"cpu", &b.Limit.CPURunMins, &b.Spent.CPURunMins},
 		{"mem", &b.Limit.MemRunMins, &b.Spent.MemRunMins},
 		{"billing", &b.Limit.BillingRunMins, &b.Spent.BillingRunMins},
 		{"node", &b.Limit.NodeRunMins, &b.Spent.NodeRunMins},
-	} {
+	}
+	typed := map[string]*Budget{}
+	for _, kv := range strings.Split(list, ",") {
+		k, _, _ := strings.Cut(strings.TrimSpace(kv), "=")
+		if t, ok := strings.CutPrefix(k, "gres/gpu:"); ok && t != "" && typed[t] == nil {
+			tb := &Budget{}
+			typed[t] = tb
+			entries = append(entries, entry{k, &tb.Limit.GPURunMins, &tb.Spent.GPURunMins})
+		}
+	}
+	for _, e := range entries {
 		v, ok := listValue(list, e.key)
 		if !ok {
 			continue
@@ -344,6 +365,14 @@ func parseBudget(list string) (Budget, error) {
 		}
 		if *e.limit, err = strconv.ParseInt(limit, 10, 64); err != nil || *e.limit < 0 {
 			return Budget{}, fmt.Errorf("assoc_mgr: GrpTRESMins %s=%q: limit %q not a count", e.key, v, limit)
+		}
+	}
+	for t, tb := range typed {
+		if tb.Limit.GPURunMins > 0 {
+			if b.Typed == nil {
+				b.Typed = map[string]Budget{}
+			}
+			b.Typed[t] = *tb
 		}
 	}
 	return b, nil

@@ -88,7 +88,8 @@ func TestParseAssocMgrErrors(t *testing.T) {
 // A QOS's per-account and per-user sections (MaxTRESRunMinsPA and the
 // like) do not overwrite its own GrpTRESMins, and a record without one
 // lists nothing. A memory budget alone is one (mem, MiB-minutes; vmem is
-// another TRES), and so is a node-minute budget alone.
+// another TRES), and so is a node-minute budget alone, or one of a GPU
+// type alone.
 func TestParseAssocMgrSections(t *testing.T) {
 	out := `QOS Records
 
@@ -107,6 +108,9 @@ QOS=memory(3)
 QOS=nodes(4)
     GrpTRESMins=cpu=N(0),mem=N(0),energy=N(0),node=600(45),billing=N(0),gres/gpu=N(0)
     Priority=0
+QOS=h100(5)
+    GrpTRESMins=cpu=N(0),mem=N(0),node=N(0),billing=N(0),gres/gpu=N(40),gres/gpu:a100=N(30),gres/gpu:h100=5000(10)
+    Priority=0
 `
 	got, err := ParseAssocMgr([]byte(out))
 	if err != nil {
@@ -114,8 +118,13 @@ QOS=nodes(4)
 	}
 	want := Budgets{QOS: map[string]Budget{"normal": {Limit: GroupLimits{GPURunMins: 50}, Spent: GroupLimits{GPURunMins: 7}},
 		"memory": {Limit: GroupLimits{MemRunMins: 400000}, Spent: GroupLimits{MemRunMins: 1200}},
-		"nodes":  {Limit: GroupLimits{NodeRunMins: 600}, Spent: GroupLimits{NodeRunMins: 45}}}, Assoc: map[AssocKey]Budget{}, FairShare: FairShares{},
-		QOSPriority: map[string]int64{"normal": 10, "idle": 0, "memory": 0, "nodes": 0}}
+		"nodes":  {Limit: GroupLimits{NodeRunMins: 600}, Spent: GroupLimits{NodeRunMins: 45}},
+		// A budget of one GPU type alone; what the others used is not
+		// bounded.
+		"h100": {Spent: GroupLimits{GPURunMins: 40},
+			Typed: map[string]Budget{"h100": {Limit: GroupLimits{GPURunMins: 5000}, Spent: GroupLimits{GPURunMins: 10}}}}},
+		Assoc: map[AssocKey]Budget{}, FairShare: FairShares{},
+		QOSPriority: map[string]int64{"normal": 10, "idle": 0, "memory": 0, "nodes": 0, "h100": 0}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -289,8 +298,10 @@ func TestBudgetScopeUnlisted(t *testing.T) {
 		{Account: "a", User: "ann", BudgetListed: true, ListedBudget: GroupLimits{BillingRunMins: 1}},
 		{Account: "b", User: "bob", BudgetListed: true, ListedBudget: GroupLimits{CPURunMins: 1}},
 		{Account: "c", BudgetListed: true},
+		// A budget of one GPU type alone.
+		{Account: "e", BudgetListed: true, Typed: TypedGPUs{Budget: map[string]int{"h100": 5000}}},
 	}}
-	if diff := cmp.Diff(BudgetScope{Accounts: []string{"a", "b"}}, l.BudgetScope()); diff != "" {
+	if diff := cmp.Diff(BudgetScope{Accounts: []string{"a", "b", "e"}}, l.BudgetScope()); diff != "" {
 		t.Errorf("listed (-want +got):\n%s", diff)
 	}
 	l.Associations = append(l.Associations, Association{Account: "d"})

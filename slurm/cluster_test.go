@@ -952,7 +952,7 @@ func TestReservations(t *testing.T) {
 // AccountingStorageTRES tracks the type (GrpTRES=gres/gpu:h100=4
 // MaxTRESPerNode=gres/gpu:a100=2 on QOS normal, read back): read into
 // QOS.Typed and Association.Typed and applied to the jobs that ask for the
-// type; a typed budget (GrpTRESMins) is named as unread. 24.11's v0.0.41
+// type; a file system's limit is named as unread. 24.11's v0.0.41
 // and v0.0.42 list the same entries (the 24.11 lab with the types added
 // to AccountingStorageTRES and the same QOS limits set, read back).
 func TestTypedGPULimits(t *testing.T) {
@@ -968,7 +968,8 @@ func typedGPULimits(t *testing.T, version, path, key string) {
 	f, srv := newFakeRestd(t, version)
 	c := newTestCluster(t, srv.URL, nil)
 	f.overrides["/slurmdb/"+path+"/qos"] = `{"errors":[],"` + key + `":[{"name":"normal","limits":{"max":{"tres":{` +
-		`"total":[{"type":"gres","name":"gpu:h100","id":1003,"count":4},{"type":"gres","name":"gpu","id":1001,"count":12}],` +
+		`"total":[{"type":"gres","name":"gpu:h100","id":1003,"count":4},{"type":"gres","name":"gpu","id":1001,"count":12},` +
+		`{"type":"fs","name":"disk","id":6,"count":1000}],` +
 		`"minutes":{"per":{"qos":[{"type":"gres","name":"gpu:h100","id":1003,"count":100}],"job":[{"type":"gres","name":"gpu:h100","id":1003,"count":60}],` +
 		`"account":[{"type":"gres","name":"gpu:a100","id":1002,"count":500}],"user":[]}},` +
 		`"per":{"account":[],"job":[{"type":"gres","name":"gpu:h100","id":1003,"count":3}],` +
@@ -990,10 +991,11 @@ func typedGPULimits(t *testing.T, version, path, key string) {
 	if d := cmp.Diff(GroupLimits{GPUs: 12}, q.Grp); d != "" {
 		t.Errorf("QOS normal GrpTRES (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff(TypedGPUs{Grp: map[string]int{"a100": 16}, GrpRunMins: map[string]int{"h100": 900}}, l.Associations[0].Typed); d != "" {
+	if d := cmp.Diff(TypedGPUs{Grp: map[string]int{"a100": 16}, GrpRunMins: map[string]int{"h100": 900}, Budget: map[string]int{"h100": 5000}},
+		l.Associations[0].Typed); d != "" {
 		t.Errorf("association root typed (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff([]string{"association root GrpTRESMins=gres/gpu:h100=5000"}, l.Unread()); d != "" {
+	if d := cmp.Diff([]string{"QOS normal GrpTRES=fs/disk=1000"}, l.Unread()); d != "" {
 		t.Errorf("unread (-want +got):\n%s", d)
 	}
 	job := func(types ...string) Job {

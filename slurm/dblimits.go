@@ -198,7 +198,7 @@ func (m *dbMax) unread(qos bool) []string {
 	}
 	if !qos && tr.Group != nil {
 		add("GrpTRESRunMins", tr.Group.Active, true)
-		add("GrpTRESMins", tr.Group.Minutes, false)
+		add("GrpTRESMins", tr.Group.Minutes, true)
 	}
 	return out
 }
@@ -241,8 +241,11 @@ func (m *dbMax) typed() TypedGPUs {
 		out.PerJobMins, out.GrpRunMins = typedIn(mp.Job), typedIn(mp.QOS)
 		out.PerUserRunMins, out.PerAccountRunMins = typedIn(mp.User), typedIn(mp.Account)
 	}
-	if g := m.Tres.Group; g != nil && g.Active != nil {
-		out.GrpRunMins = typedIn(g.Active)
+	if g := m.Tres.Group; g != nil {
+		if g.Active != nil {
+			out.GrpRunMins = typedIn(g.Active)
+		}
+		out.Budget = typedIn(g.Minutes)
 	}
 	return out
 }

@@ -261,8 +261,13 @@ func (l Limits) Groups(j Job, partition string) []Group {
 		}
 	}
 	budget := func(b Budget, format string, args ...any) {
-		if b.IsSet() {
-			out = append(out, Group{Limit: fmt.Sprintf(format, args...), GroupLimits: b.Limit, Budget: true, Spent: b.Spent})
+		name := fmt.Sprintf(format, args...)
+		if b.bounds() {
+			out = append(out, Group{Limit: name, GroupLimits: b.Limit, Budget: true, Spent: b.Spent})
+		}
+		for _, t := range slices.Sorted(maps.Keys(b.Typed)) {
+			tb := b.Typed[t]
+			out = append(out, Group{Limit: name + " gres/gpu:" + t, GroupLimits: tb.Limit, Budget: true, Spent: tb.Spent, GPUType: t})
 		}
 	}
 	// typed adds a group per GPU type that gpus or runMins (GPU-minutes)

@@ -287,6 +287,10 @@ type QOS struct {
 type TypedGPUs struct {
 	PerJob, PerNode, Grp, PerUser, PerAccount                 map[string]int
 	PerJobMins, GrpRunMins, PerUserRunMins, PerAccountRunMins map[string]int
+	// Budget is an association's GrpTRESMins of the type as slurmdbd
+	// lists it: it only tells whose budgets to ask slurmctld for, as
+	// Association.ListedBudget does.
+	Budget map[string]int
 }
 
 // GroupLimits bound the GPUs (gres/gpu), CPUs, memory (MiB), billing and

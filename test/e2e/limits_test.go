@@ -84,6 +84,10 @@ func TestSlurmLimit(t *testing.T) {
 		{"typed GPUs", []string{"qos", "normal", "set", "GrpTRES=gres/gpu:h100="}, "4", "", bounds{gpus: 4}, "", "--gres=gpu:h100:2", ""},
 		{"typed GPUs per job", []string{"qos", "normal", "set", "MaxTRESPerJob=gres/gpu:h100="}, "4", "", bounds{gpus: 4}, "", "--gres=gpu:h100:2", ""},
 		{"typed GPU minutes", []string{"qos", "normal", "set", "GrpTRESRunMins=gres/gpu:h100="}, "40", "", bounds{gpus: 4}, "", "--gres=gpu:h100:2", ""},
+		// A budget of h100 GPU-minutes (read from slurmctld; the 22.05
+		// lab's priority/basic counts no usage, so Slurm itself would
+		// have let the job grown to 8 GPUs run).
+		{"typed GPU budget", []string{"qos", "normal", "set", "GrpTRESMins=gres/gpu:h100="}, "40", "", bounds{gpus: 4}, "", "--gres=gpu:h100:2", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { slurmLimit(t, tc, false) })
