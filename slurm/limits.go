@@ -252,7 +252,10 @@ func (g Group) MinsWhat() string {
 // GrpTRES of its associations, the user's (for the partition, and without one) and its
 // account's and their parents' up the tree. Slurm may skip an
 // association's where the QOS sets the same kind of limit; counting every
-// one is the strictest reading.
+// one is the strictest reading. Each limit on one GPU type (and each
+// budget of one) is a group of its own, named after the limit with the
+// type ("QOS normal GrpTRES gres/gpu:h100"), which every job counts
+// against and only a job asking for the type is held to (Group.Binds).
 func (l Limits) Groups(j Job, partition string) []Group {
 	var out []Group
 	add := func(g GroupLimits, format string, args ...any) {
@@ -273,7 +276,7 @@ func (l Limits) Groups(j Job, partition string) []Group {
 	// typed adds a group per GPU type that gpus or runMins (GPU-minutes)
 	// limit.
 	typed := func(gpus, runMins map[string]int, format string, args ...any) {
-		types := slices.Sorted(maps.Keys(gpus))
+		types := slices.Collect(maps.Keys(gpus))
 		for t := range runMins {
 			if _, ok := gpus[t]; !ok {
 				types = append(types, t)
