@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/rubick-sched/rubick/slurm"
 )
 
@@ -241,7 +242,7 @@ func restLimits2411(t *testing.T, version string) {
 	if l, err = c.Limits(ctx); err != nil {
 		t.Fatalf("Limits: %v", err)
 	}
-	if p, ok := l.Partitions["gpu"]; !ok || p.Billing != want {
+	if p, ok := l.Partitions["gpu"]; !ok || !cmp.Equal(p.Billing, want) {
 		t.Errorf("partitions %+v, want gpu with its billing weights", l.Partitions)
 	}
 	if l.QOS == nil {
