@@ -210,14 +210,6 @@ func (t nodeGPUTypes) share(g slurm.Group, h slurm.GroupLimits, nodes []string) 
 	return slurm.GroupLimits{GPUs: h.GPUs * n / len(nodes), GPURunMins: h.GPURunMins * int64(n) / int64(len(nodes))}
 }
 
-// addShares adds what a job holding h on nodes counts against each of
-// groups to its usage (k = -1: what it frees).
-func (t nodeGPUTypes) addShares(use map[slurm.Group]slurm.GroupLimits, groups []slurm.Group, h slurm.GroupLimits, nodes []string, k int) {
-	for _, g := range groups {
-		use[g] = plus(use[g], t.share(g, h, nodes), k)
-	}
-}
-
 // plus is a + k*b, field by field: one place to add a field to. Nodes
 // are a's: a group's are counted as a set (groupNodes), not summed.
 func plus(a, b slurm.GroupLimits, k int) slurm.GroupLimits {
@@ -241,9 +233,10 @@ func groupUsage(groups *groupsMemo, jobs []slurm.Job, types nodeGPUTypes, now ti
 			continue
 		}
 		gs := groups.of(j, j.Partition)
-		types.addShares(use, gs, holds(j, now), j.NodeList, 1)
 		nodes.add(gs, j.NodeList, 1)
+		held := holds(j, now)
 		for _, g := range gs {
+			use[g] = plus(use[g], types.share(g, held, j.NodeList), 1)
 			if g.Budget {
 				use[g] = plus(use[g], types.share(g, unticked(j, groups.l.BudgetTick, now), j.NodeList), 1)
 			}
@@ -286,11 +279,12 @@ type groupRoom struct {
 // type j does not ask for leaves it all.
 func roomOf(groups []slurm.Group, use map[slurm.Group]slurm.GroupLimits, j slurm.Job, types nodeGPUTypes, now time.Time) groupRoom {
 	r := groupRoom{gpus: -1, cpus: -1, jobs: -1, mem: -1, gpuMins: -1, cpuMins: -1, billing: -1, billingMins: -1, memMins: -1, nodeMins: -1}
+	held := holds(j, now)
 	for _, g := range groups {
 		if !g.Binds(j) {
 			continue
 		}
-		u, own := use[g], types.share(g, holds(j, now), j.NodeList)
+		u, own := use[g], types.share(g, held, j.NodeList)
 		tighten(&r.gpus, &r.gpuBy, g, g.GPUs, u.GPUs, own.GPUs)
 		tighten(&r.cpus, &r.cpuBy, g, g.CPUs, u.CPUs, own.CPUs)
 		tighten(&r.mem, &r.memBy, g, g.MemMB, u.MemMB, own.MemMB)
@@ -1137,11 +1131,12 @@ func snapshotGroups(pjobs []policy.Job, managed map[string]*managedJob, usage ma
 	jobs := map[slurm.Group]int{}      // its jobs here
 	for i := range pjobs {
 		mj := managed[pjobs[i].ID]
+		held := holds(mj.slurm, now)
 		for _, g := range mj.groups {
 			// A job a typed limit does not hold back is left out of its
 			// group: its GPUs of the type stay in the group's use.
 			if (g.GPUs > 0 || g.CPUs > 0 || g.Billing > 0 || g.Jobs > 0) && g.Binds(mj.slurm) {
-				types.addShares(inside, []slurm.Group{g}, holds(mj.slurm, now), mj.slurm.NodeList, 1)
+				inside[g] = plus(inside[g], types.share(g, held, mj.slurm.NodeList), 1)
 				weighted[g] = weighted[g] || mj.billing.Set || mj.billing.Unread != ""
 				jobs[g]++
 			}
@@ -1434,10 +1429,11 @@ func memPerNode(j slurm.Job) int64 {
 // start or restart that would take a group past any of its limits together
 // with the plan's others, after what the plan frees, is dropped too
 // (ErrGroupLimit), in the order of the actions: the job stays as it is, and
-// the next cycle plans it within the room left. A preemption whose nodes no
-// start or restart kept takes then served a dropped one: it is dropped too
-// (ErrGroupLimit), and its job keeps running, where the plan's other
-// actions stay within the limits without what it freed.
+// the next cycle plans it within the room left. A preemption, or a shrink
+// in place, whose nodes no other start or restart kept takes then served a
+// dropped one: it is dropped too (ErrGroupLimit and ErrServedDeferred), and
+// its job keeps running as it is, where the plan's other actions stay the
+// same without what it freed.
 func (v *View) SlurmActions(p policy.Plan, now time.Time) (actions []slurm.Action, skipped map[int]error) {
 	actions, skipped = v.slurmActions(p, now)
 	kept, over := v.keepGroups(actions, now)
