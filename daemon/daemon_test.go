@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -1869,17 +1870,11 @@ func TestSlurmActionsDropIdlePreemption(t *testing.T) {
 				t.Fatal(err)
 			}
 			actions, skipped := v.SlurmActions(plan, t0)
-			var kept, dropped []int
-			for _, a := range actions {
-				kept = append(kept, a.JobID)
+			kept, why := groupVerdicts(t, actions, skipped)
+			var dropped []int
+			if len(why) > 0 {
+				dropped = slices.Sorted(maps.Keys(why))
 			}
-			for id, err := range skipped {
-				if !errors.Is(err, ErrGroupLimit) {
-					t.Errorf("job %d skipped for %v, want ErrGroupLimit", id, err)
-				}
-				dropped = append(dropped, id)
-			}
-			slices.Sort(dropped)
 			if d := cmp.Diff(tc.kept, kept); d != "" {
 				t.Errorf("kept (-want +got):\n%s", d)
 			}

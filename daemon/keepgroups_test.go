@@ -31,6 +31,17 @@ func groupVerdicts(t *testing.T, actions []slurm.Action, skipped map[int]error) 
 	return kept, why
 }
 
+// snapshotJob is job id as v's snapshot plans it; the zero Job where v
+// does not plan it.
+func snapshotJob(v *View, id string) policy.Job {
+	for _, pj := range v.Snapshot.Jobs {
+		if pj.ID == id {
+			return pj
+		}
+	}
+	return policy.Job{}
+}
+
 // A shrink (a restart on fewer of the GPUs a job holds) that made room only
 // for a start then deferred for a group limit is dropped like such a
 // preemption: the job keeps running on its 8 GPUs. A restart that moves

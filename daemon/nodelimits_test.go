@@ -70,14 +70,8 @@ func TestViewNodeLimits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got want
-			got.waits = v.Unmanaged[21]
-			for _, pj := range v.Snapshot.Jobs {
-				if pj.ID == "21" {
-					got.maxNodes, got.nodes = pj.Max.Nodes, pj.Nodes
-				}
-			}
-			got.bound = v.NodeBounds[21].By
+			pj := snapshotJob(v, "21")
+			got := want{maxNodes: pj.Max.Nodes, nodes: pj.Nodes, waits: v.Unmanaged[21], bound: v.NodeBounds[21].By}
 			if d := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); d != "" {
 				t.Errorf("job 21 (-want +got):\n%s", d)
 			}
@@ -182,12 +176,7 @@ func TestViewNodeMinutes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := want{waits: v.Unmanaged[21]}
-			for _, pj := range v.Snapshot.Jobs {
-				if pj.ID == "21" {
-					got.maxNodes = pj.Max.Nodes
-				}
-			}
+			got := want{maxNodes: snapshotJob(v, "21").Max.Nodes, waits: v.Unmanaged[21]}
 			if b, ok := v.NodeBounds[21]; ok {
 				if b.Nodes != got.maxNodes {
 					t.Errorf("node bound %+v, want %d nodes as in the snapshot", b, got.maxNodes)

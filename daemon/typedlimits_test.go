@@ -90,12 +90,8 @@ func TestViewTypedGPULimits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := want{waits: v.Unmanaged[21]}
-			for _, pj := range v.Snapshot.Jobs {
-				if pj.ID == "21" {
-					got.maxGPUs, got.perNode, got.groups = pj.Max.GPUs, pj.Max.GPUsPerNode, pj.Groups
-				}
-			}
+			pj := snapshotJob(v, "21")
+			got := want{maxGPUs: pj.Max.GPUs, perNode: pj.Max.GPUsPerNode, waits: v.Unmanaged[21], groups: pj.Groups}
 			if d := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); d != "" {
 				t.Errorf("job 21 (-want +got):\n%s", d)
 			}
@@ -221,13 +217,11 @@ func TestViewTypedBillingWeights(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, pj := range v.Snapshot.Jobs {
-				if pj.ID == "21" && (pj.Max.GPUs != tc.gpus || pj.Max.CPUs != tc.cpus) {
-					t.Errorf("bounds %d GPUs, %d CPUs; want %d and %d (%s)", pj.Max.GPUs, pj.Max.CPUs, tc.gpus, tc.cpus, v.Unmanaged[21])
-				}
-			}
 			if len(v.Snapshot.Jobs) != 1 {
-				t.Errorf("job not planned: %s", v.Unmanaged[21])
+				t.Fatalf("job not planned: %s", v.Unmanaged[21])
+			}
+			if pj := snapshotJob(v, "21"); pj.Max.GPUs != tc.gpus || pj.Max.CPUs != tc.cpus {
+				t.Errorf("bounds %d GPUs, %d CPUs; want %d and %d (%s)", pj.Max.GPUs, pj.Max.CPUs, tc.gpus, tc.cpus, v.Unmanaged[21])
 			}
 		})
 	}
