@@ -734,9 +734,10 @@ func TestJobsExclusiveRequiredNodesHet(t *testing.T) {
 // MaxWall=90 GrpTRES=gres/gpu=5,cpu=40,mem=300G,billing=30,node=2,energy=5
 // GrpTRESRunMins=gres/gpu=500,billing=5000,mem=2500000
 // MaxTRESMinsPerJob=gres/gpu=200,node=50
-// GrpJobs=4 MaxJobs=3 on user root's association; and
+// GrpJobs=4 MaxJobs=3 on user root's association;
 // MaxTRESPerJob=node=2 GrpTRES=gres/gpu=9 GrpTRESRunMins=cpu=9000 MaxJobs=6
-// on account root's.
+// on account root's; and MinTRESPerJob=gres/gpu=2,node=1,cpu=4,mem=8G,billing=3
+// on QOS guaranteed.
 func TestLimits(t *testing.T) {
 	f, srv := newFakeRestd(t, Version38)
 	c := newTestCluster(t, srv.URL, nil)
@@ -757,7 +758,8 @@ func TestLimits(t *testing.T) {
 				PerAccount: GroupLimits{GPUs: 7, GPURunMins: 360, Jobs: 3},
 				// What rubick does not plan with: a file system's TRES.
 				Unread: []string{"MaxTRESPerJob=fs/disk=1000"}},
-			"guaranteed": {Name: "guaranteed"},
+			"guaranteed": {Name: "guaranteed", Min: JobMins{GPUs: 2, Nodes: 1, CPUs: 4, MemMB: 8 << 10},
+				Unread: []string{"MinTRESPerJob=billing=3"}},
 		},
 		Associations: []Association{
 			{Cluster: "rubicklab", Account: "root", PerJob: JobLimits{Nodes: 2}, Grp: GroupLimits{GPUs: 9, CPURunMins: 9000}, MaxJobs: 6,
@@ -778,7 +780,7 @@ func TestLimits(t *testing.T) {
 	if d := cmp.Diff(want.Indexed(), got); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
 	}
-	wantUnread := []string{"QOS normal MaxTRESPerJob=fs/disk=1000", "association root/root GrpTRES=energy=5"}
+	wantUnread := []string{"QOS guaranteed MinTRESPerJob=billing=3", "QOS normal MaxTRESPerJob=fs/disk=1000", "association root/root GrpTRES=energy=5"}
 	if d := cmp.Diff(wantUnread, got.Unread()); d != "" {
 		t.Errorf("unread (-want +got):\n%s", d)
 	}

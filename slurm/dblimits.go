@@ -24,6 +24,15 @@ type (
 		Flags  *[]string `json:"flags"`
 		Limits *struct {
 			Max *dbMax `json:"max"`
+			// Min holds MinTRESPerJob under tres.per.job (22.05 and
+			// 24.11 labs).
+			Min *struct {
+				Tres *struct {
+					Per *struct {
+						Job *[]dbTRES `json:"job"`
+					} `json:"per"`
+				} `json:"tres"`
+			} `json:"min"`
 		} `json:"limits"`
 	}
 	dbAssocList struct {
@@ -113,6 +122,10 @@ func (l dbQOSList) convert() []QOS {
 				o.PerUser, o.PerAccount = groupIn(m.Tres.Per.User), groupIn(m.Tres.Per.Account)
 			}
 			o.Unread = m.unread(true)
+			if mn := q.Limits.Min; mn != nil && mn.Tres != nil && mn.Tres.Per != nil {
+				o.Min = minsIn(mn.Tres.Per.Job)
+				o.Unread = append(o.Unread, unreadIn("MinTRESPerJob", mn.Tres.Per.Job, func(one *[]dbTRES) bool { return minsIn(one).read() })...)
+			}
 			if m != nil && m.ActiveJobs != nil {
 				o.Grp.Jobs = jobCount(m.ActiveJobs.Count)
 			}
@@ -172,15 +185,9 @@ func (m *dbMax) unread(qos bool) []string {
 	var out []string
 	// typed: the role's typed GPU limits are read (TypedGPUs).
 	add := func(limit string, l *[]dbTRES, typed bool) {
-		for _, t := range deref(l) {
-			// What groupIn (or typedIn) reads is planned with: one list
-			// of the TRES.
-			one := &[]dbTRES{{Type: t.Type, Name: t.Name, Count: 1}}
-			if t.Count < 0 || groupIn(one) != (GroupLimits{}) || typed && typedIn(one) != nil {
-				continue
-			}
-			out = append(out, fmt.Sprintf("%s=%s=%d", limit, strings.TrimSuffix(t.Type+"/"+t.Name, "/"), t.Count))
-		}
+		out = append(out, unreadIn(limit, l, func(one *[]dbTRES) bool {
+			return groupIn(one) != (GroupLimits{}) || typed && typedIn(one) != nil
+		})...)
 	}
 	tr := m.Tres
 	add("GrpTRES", tr.Total, true)
@@ -201,6 +208,33 @@ func (m *dbMax) unread(qos bool) []string {
 		add("GrpTRESMins", tr.Group.Minutes, true)
 	}
 	return out
+}
+
+// unreadIn lists the entries of l, limit's TRES, that rubick does not plan
+// with, as an admin sets them ("GrpTRES=energy=5"): those reads, given a
+// list of the one TRES, says are not read. What is read is planned with,
+// so the TRES are named once.
+func unreadIn(limit string, l *[]dbTRES, reads func(one *[]dbTRES) bool) []string {
+	var out []string
+	for _, t := range deref(l) {
+		if t.Count < 0 || reads(&[]dbTRES{{Type: t.Type, Name: t.Name, Count: 1}}) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s=%s=%d", limit, strings.TrimSuffix(t.Type+"/"+t.Name, "/"), t.Count))
+	}
+	return out
+}
+
+// minsIn reads gres/gpu, node, cpu and mem (MiB), and typed GPUs, off a
+// MinTRESPerJob list.
+func minsIn(l *[]dbTRES) JobMins {
+	g := groupIn(l)
+	return JobMins{GPUs: g.GPUs, Nodes: g.Nodes, CPUs: g.CPUs, MemMB: g.MemMB, Typed: typedIn(l)}
+}
+
+// read reports whether m sets any minimum.
+func (m JobMins) read() bool {
+	return m.GPUs > 0 || m.Nodes > 0 || m.CPUs > 0 || m.MemMB > 0 || len(m.Typed) > 0
 }
 
 // jobCount is a job count limit; 0 where none is set.

@@ -65,6 +65,40 @@ func (l Limits) PerJob(j Job, partition string) JobLimits {
 	return out
 }
 
+// MinPerJob is the least job j run in partition may have: the
+// MinTRESPerJob of its QOS and its partition's QOS, each TRES from the
+// first of them that sets it (as for PerJob), a minimum on the one GPU
+// type j asks for counted in GPUs (Typed is left nil); by names the QOS
+// that set any ("QOS normal MinTRESPerJob"). unmet names a typed minimum
+// j meets at no size, for it asks for no GPUs of that type alone: Slurm
+// holds it whatever rubick does.
+func (l Limits) MinPerJob(j Job, partition string) (m JobMins, by, unmet string) {
+	var names []string
+	typed := 0
+	for _, q := range l.qosOf(j, partition) {
+		from := q.Min
+		if !from.read() {
+			continue
+		}
+		names = append(names, q.Name)
+		m.GPUs, m.Nodes, m.CPUs, m.MemMB = cmp.Or(m.GPUs, from.GPUs), cmp.Or(m.Nodes, from.Nodes), cmp.Or(m.CPUs, from.CPUs), cmp.Or(m.MemMB, from.MemMB)
+		for _, t := range slices.Sorted(maps.Keys(from.Typed)) {
+			n := from.Typed[t]
+			switch {
+			case len(j.GPUTypes) == 1 && j.GPUTypes[0] == t:
+				typed = cmp.Or(typed, n)
+			case unmet == "" && n > 0:
+				unmet = fmt.Sprintf("QOS %s MinTRESPerJob=gres/gpu:%s=%d, and it asks for no %s GPUs alone", q.Name, t, n, t)
+			}
+		}
+	}
+	m.GPUs = max(m.GPUs, typed)
+	if len(names) > 0 {
+		by = "QOS " + strings.Join(names, " and QOS ") + " MinTRESPerJob"
+	}
+	return m, by, unmet
+}
+
 // tighter is the smaller of two bounds where 0 is none.
 func tighter[T int | int64 | time.Duration](a, b T) T {
 	if b > 0 && (a == 0 || b < a) {

@@ -68,6 +68,52 @@ func TestLimitsPerJob(t *testing.T) {
 	}
 }
 
+// MinTRESPerJob: each TRES from the first QOS that sets it (the
+// partition's QOS, then the job's, as for maxima), a minimum on the one
+// GPU type a job asks for counted in its GPUs, and one on a type it does
+// not ask for alone unmet at any size (22.05 lab).
+func TestLimitsMinPerJob(t *testing.T) {
+	l := Limits{
+		QOS: map[string]QOS{
+			"normal": {Name: "normal"},
+			"big":    {Name: "big", Min: JobMins{GPUs: 4, CPUs: 16}},
+			"part":   {Name: "part", Min: JobMins{GPUs: 2, Nodes: 2, MemMB: 8192}},
+			"h100":   {Name: "h100", Min: JobMins{GPUs: 2, Typed: map[string]int{"h100": 8}}},
+			"over":   {Name: "over", OverPartQOS: true, Min: JobMins{GPUs: 8}},
+		},
+		Partitions: map[string]Partition{"gpu": {Name: "gpu"}, "shared": {Name: "shared", QOS: "part"}},
+	}
+	type want struct {
+		Min       JobMins
+		By, Unmet string
+	}
+	tests := map[string]struct {
+		qos, partition string
+		types          []string
+		want           want
+	}{
+		"none":              {"normal", "gpu", nil, want{}},
+		"job's QOS":         {"big", "gpu", nil, want{JobMins{GPUs: 4, CPUs: 16}, "QOS big MinTRESPerJob", ""}},
+		"partition's":       {"normal", "shared", nil, want{JobMins{GPUs: 2, Nodes: 2, MemMB: 8192}, "QOS part MinTRESPerJob", ""}},
+		"partition's first": {"big", "shared", nil, want{JobMins{GPUs: 2, Nodes: 2, CPUs: 16, MemMB: 8192}, "QOS part and QOS big MinTRESPerJob", ""}},
+		"OverPartQOS":       {"over", "shared", nil, want{JobMins{GPUs: 8, Nodes: 2, MemMB: 8192}, "QOS over and QOS part MinTRESPerJob", ""}},
+		"its type":          {"h100", "gpu", []string{"h100"}, want{JobMins{GPUs: 8}, "QOS h100 MinTRESPerJob", ""}},
+		"untyped":           {"h100", "gpu", nil, want{JobMins{GPUs: 2}, "QOS h100 MinTRESPerJob", "QOS h100 MinTRESPerJob=gres/gpu:h100=8, and it asks for no h100 GPUs alone"}},
+		"another type":      {"h100", "gpu", []string{"a100"}, want{JobMins{GPUs: 2}, "QOS h100 MinTRESPerJob", "QOS h100 MinTRESPerJob=gres/gpu:h100=8, and it asks for no h100 GPUs alone"}},
+		"two types":         {"h100", "gpu", []string{"a100", "h100"}, want{JobMins{GPUs: 2}, "QOS h100 MinTRESPerJob", "QOS h100 MinTRESPerJob=gres/gpu:h100=8, and it asks for no h100 GPUs alone"}},
+		"unknown QOS":       {"gold", "gpu", nil, want{}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var got want
+			got.Min, got.By, got.Unmet = l.MinPerJob(Job{QOS: tc.qos, GPUTypes: tc.types}, tc.partition)
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
 func TestLimitsGroups(t *testing.T) {
 	l := Limits{
 		QOS: map[string]QOS{

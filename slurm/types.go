@@ -267,10 +267,26 @@ type QOS struct {
 	Budget Budget
 	// Typed are its limits on GPUs of one type.
 	Typed TypedGPUs
+	// Min is the least it lets one job have (MinTRESPerJob).
+	Min JobMins
 	// Unread lists the limits it sets on what rubick does not plan with
 	// ("GrpTRES=energy=5", "MaxTRESPerJob=license/matlab=2"): Slurm
 	// holds back a job rubick sizes past one.
 	Unread []string
+}
+
+// JobMins is the least a QOS lets one job have (MinTRESPerJob): GPUs
+// (gres/gpu), nodes, CPUs and memory (MiB), 0 where it sets none, and
+// GPUs of one type (gres/gpu:h100=4) by type, nil where none is set.
+// Slurm holds a job below one pending (QOSMinGRES, QOSMinCpuNotSatisfied,
+// ...), root's resize included, and counts a typed one against every job:
+// one asking for GPUs of another type, or of none, waits for good (22.05
+// lab, MinTRESPerJob=gres/gpu:h100=4: jobs asking for 2 GPUs, 2 a100 or
+// none waited with QOSMinGRES; one asking for 4 h100 ran).
+type JobMins struct {
+	GPUs, Nodes, CPUs int
+	MemMB             int64
+	Typed             map[string]int
 }
 
 // TypedGPUs are limits on the GPUs of one type (gres/gpu:h100=4, where

@@ -51,6 +51,7 @@ lift() {
     MaxTRESMinsPerJob=gres/gpu=-1,node=-1 \
     GrpJobs=-1 MaxJobs=-1
   mod account root set MaxTRESPerJob=node=-1 GrpTRES=gres/gpu=-1 GrpTRESRunMins=cpu=-1 MaxJobs=-1
+  mod qos guaranteed set MinTRESPerJob=gres/gpu=-1,node=-1,cpu=-1,mem=-1,billing=-1
   for a in "${added[@]}"; do
     case $a in
       qos) run sacctmgr -i delete qos guaranteed >/dev/null ;;
@@ -76,6 +77,7 @@ mod user root set MaxTRESPerJob=gres/gpu=4,node=2 MaxTRESPerNode=cpu=24 MaxWall=
   GrpTRES=gres/gpu=5,cpu=40,mem=300G,billing=30,node=2,energy=5 GrpTRESRunMins=gres/gpu=500,billing=5000,mem=2500000 \
   MaxTRESMinsPerJob=gres/gpu=200,node=50 GrpJobs=4 MaxJobs=3
 mod account root set MaxTRESPerJob=node=2 GrpTRES=gres/gpu=9 GrpTRESRunMins=cpu=9000 MaxJobs=6
+mod qos guaranteed set MinTRESPerJob=gres/gpu=2,node=1,cpu=4,mem=8G,billing=3
 
 get() {
   curl -fsS -H "X-SLURM-USER-NAME: $SLURMRESTD_USER" -H "X-SLURM-USER-TOKEN: $(cat "$SLURMRESTD_TOKEN_FILE")" \
