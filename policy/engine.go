@@ -288,6 +288,8 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 		if j.WithinRequest {
 			js.maxNodes = max(1, len(js.info.reqShape))
 		}
+		// Enough nodes for what its Min takes.
+		js.maxNodes = max(js.maxNodes, j.Min.Nodes, (js.minGPUs()+r.nodeGPUs-1)/max(r.nodeGPUs, 1))
 		if j.Max.Nodes > 0 {
 			js.maxNodes = min(js.maxNodes, j.Max.Nodes)
 		}
@@ -322,18 +324,27 @@ func maxCPUsPerGPU(s *Snapshot) int {
 	return m
 }
 
+// minGPUs is the fewest GPUs js's Min takes, whatever its request: its
+// GPUs, one on each of its nodes, and those its CPUs come with.
+func (js *jstate) minGPUs() int {
+	m := js.j.Min
+	return max(m.GPUs, m.Nodes, (m.CPUs+js.cpg-1)/max(js.cpg, 1))
+}
+
 func (r *round) capOf(js *jstate) int {
 	req := js.j.Request.GPUs
 	total := 0
 	for _, n := range r.s.Nodes {
 		total += n.GPUs
 	}
+	all := total
 	if r.e.cfg.MaxScale > 0 {
 		total = min(total, int(math.Floor(r.e.cfg.MaxScale*float64(req))))
 	}
 	if js.j.WithinRequest {
 		total = min(total, req)
 	}
+	total = min(all, max(total, js.minGPUs()))
 	if m := js.j.Max; m.GPUs > 0 {
 		total = min(total, m.GPUs)
 	}
@@ -696,6 +707,24 @@ func (r *round) cpuFor(js *jstate, n, k int) (int, bool) {
 	return 0, false
 }
 
+// minMet reports whether js holding slots (gpus GPUs) is at least its Min:
+// memory as booked on each node whatever the plan, which no plan lowers.
+func (r *round) minMet(js *jstate, slots []slot, gpus int) bool {
+	m := js.j.Min
+	if m == (Size{}) {
+		return true
+	}
+	nodes, cpus, mem := 0, 0, 0.0
+	for _, s := range slots {
+		if s.gpus > 0 {
+			nodes++
+			mem += js.j.hostMem(r.e.cfg.HostMemPerGPUGB, s.gpus, js.hostBase, js.hostBase)
+		}
+		cpus += s.cpus
+	}
+	return js.j.minMet(gpus, nodes, cpus, mem)
+}
+
 // sloOK reports whether js's tentative allocation meets its minimum.
 func (r *round) sloOK(js *jstate, nt float64) bool { return r.okAt(js, js.cur, js.gpus, nt) }
 
@@ -704,7 +733,7 @@ func (r *round) sloOK(js *jstate, nt float64) bool { return r.okAt(js, js.cur, j
 // requested plan is kept, or the requested throughput plus the margin);
 // for a best-effort job a runnable plan with at least its floor.
 func (r *round) okAt(js *jstate, slots []slot, gpus int, nt float64) bool {
-	if gpus == 0 || nt <= 0 {
+	if gpus == 0 || nt <= 0 || !r.minMet(js, slots, gpus) {
 		return false
 	}
 	if js.minNT == 0 {
@@ -1118,6 +1147,11 @@ func (r *round) growOn(j *jstate, n int, privileged bool) {
 		}
 		for room > 0 && j.j.hostMem(r.e.cfg.HostMemPerGPUGB, j.on(n)+room, j.hostBase, j.hostBase) > mem+1e-9 {
 			room-- // its booking grows with its GPUs here: at most a node's GPUs steps
+		}
+		if m := j.j.Min.Nodes; m > 1 && len(j.cur) < m {
+			// Until it spans its Min of nodes, no node takes more than its
+			// share of what it may have.
+			room = min(room, max(1, j.cap/m)-j.on(n))
 		}
 		if room <= 0 || (j.on(n) == 0 && len(j.cur) >= j.maxNodes) {
 			return
@@ -1569,6 +1603,12 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 		if one := js.memPer + js.memBase; a.Detail == "" && one > 0 && (j.Max.MemGB > 0 && j.Max.MemGB < one || j.Max.MemGBPerNode > 0 && j.Max.MemGBPerNode < one) {
 			a.Detail = fmt.Sprintf("its memory bound (%.0f GB per job, %.0f per node; 0: none) is below the %.0f GB one GPU books",
 				j.Max.MemGB, j.Max.MemGBPerNode, one)
+		}
+		if m := j.Min; a.Detail == "" && m != (Size{}) {
+			a.Detail = "needs at least " + m.String()
+			if m.GPUs > js.cap {
+				a.Detail += fmt.Sprintf(", above the %d GPUs it may have", js.cap)
+			}
 		}
 		return a
 	}

@@ -978,6 +978,99 @@ func TestJobMax(t *testing.T) {
 	}
 }
 
+// A job's Min (its Slurm QOS's MinTRESPerJob) bounds what a policy gives
+// it from below: rubick grows a job past its request to reach it and never
+// starts it below, the queue baselines, which run jobs as they asked, keep
+// it queued; the row without a bound shows rubick starting the job below
+// every bound.
+func TestJobMin(t *testing.T) {
+	tests := map[string]policy.Size{
+		"none":  {},
+		"gpus":  {GPUs: 6},
+		"nodes": {Nodes: 2},
+		"cpus":  {CPUs: 32},
+		// 16 GB per GPU by default.
+		"mem": {MemGB: 120},
+		"all": {GPUs: 5, Nodes: 2, CPUs: 24, MemGB: 100},
+	}
+	for name, bound := range tests {
+		t.Run(name, func(t *testing.T) {
+			j := pt.NewJob("a", "big").GPUs(2).CPUs(8).Obj()
+			j.Min = bound
+			s, err := policy.NewSnapshot(pt.Epoch.Add(time.Hour), pt.Cluster(4, 4), []policy.Job{j}, nil, pt.Models(), 260*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, pol := range policy.Names() {
+				a := decide(t, pol, s).Actions[0]
+				gpus, cpus, mem := 0, 0, 0.0
+				for _, n := range a.Alloc {
+					gpus, cpus, mem = gpus+n.GPUs, cpus+n.CPUs, mem+n.MemGB
+				}
+				below := gpus < bound.GPUs || len(a.Alloc) < bound.Nodes || cpus < bound.CPUs || mem < bound.MemGB
+				switch {
+				case a.Kind == policy.Start && below:
+					t.Errorf("%s: started on %d GPUs, %d CPUs, %.0f GB on %d nodes, below its minimum of %v (%s)", pol, gpus, cpus, mem, len(a.Alloc), bound, a.Detail)
+				case pol == "rubick" && a.Kind != policy.Start:
+					t.Errorf("rubick: %s (%s: %s), want a start on an idle cluster", a.Kind, a.Reason, a.Detail)
+				case bound == (policy.Size{}) && pol == "rubick" && (gpus >= 5 || len(a.Alloc) >= 2 || cpus >= 24 || mem >= 100):
+					t.Errorf("rubick gave the unbounded job %d GPUs, %d CPUs, %.0f GB on %d nodes; the test needs it below every bound", gpus, cpus, mem, len(a.Alloc))
+				case bound != (policy.Size{}) && a.Kind == policy.Keep && !strings.Contains(a.Detail, "at least "+bound.String()):
+					t.Errorf("%s: kept with %q, want it to name its minimum (at least %s)", pol, a.Detail, bound)
+				}
+			}
+		})
+	}
+
+	// A minimum above its other bounds: kept, saying so.
+	j := pt.NewJob("a", "big").GPUs(2).CPUs(8).Obj()
+	j.Min, j.Max = policy.Size{GPUs: 6}, policy.Size{GPUs: 4}
+	s, err := policy.NewSnapshot(pt.Epoch.Add(time.Hour), pt.Cluster(4, 4), []policy.Job{j}, nil, pt.Models(), 260*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := decideRubick(t, s).Actions[0]; a.Kind != policy.Keep || a.Detail != "needs at least 6 GPUs, above the 4 GPUs it may have" {
+		t.Errorf("min above max: %s (%s), want kept for both bounds", a.Kind, a.Detail)
+	}
+
+	for _, bad := range []policy.Size{{GPUs: -1}, {Nodes: -1}, {CPUs: -1}, {MemGB: -1}, {MemGB: math.NaN()}, {MemGB: math.Inf(1)}} {
+		j := pt.NewJob("a", "small").GPUs(2).Obj()
+		j.Min = bad
+		if _, err := policy.NewSnapshot(pt.Epoch, pt.Cluster(1, 8), []policy.Job{j}, nil, pt.Models(), 0); !errors.Is(err, policy.ErrBadSnapshot) || !strings.Contains(err.Error(), "min=") {
+			t.Errorf("bound %+v: %v, want ErrBadSnapshot naming min", bad, err)
+		}
+	}
+}
+
+// A guaranteed job reclaims GPUs from a best-effort one no further than
+// the victim's minimum: below it Slurm would hold the victim's restart, so
+// it gives up all its GPUs or none. Without the minimum it is shrunk to 4.
+func TestJobMinVictim(t *testing.T) {
+	for _, min := range []int{0, 6} {
+		be := pt.NewJob("be", "small").GPUs(8).Running(dp(8, 32), 10*time.Minute, pt.On("n0", 8)).Obj()
+		be.Min.GPUs = min
+		g := pt.NewJob("g", "small").GPUs(4).Guaranteed().SubmittedAt(59 * time.Minute).Obj()
+		s, err := policy.NewSnapshot(pt.Epoch.Add(time.Hour), pt.Cluster(1, 8), []policy.Job{be, g}, []policy.Tenant{{Name: "default", GPUQuota: 8}}, pt.Models(), 260*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := decideRubick(t, s)
+		got := map[string]int{}
+		for _, a := range p.Actions {
+			for _, n := range a.Alloc {
+				got[a.JobID] += n.GPUs
+			}
+		}
+		want := map[string]int{"be": 4, "g": 4}
+		if min > 0 {
+			want = map[string]int{"g": 8} // be preempted; g grows into its GPUs
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("victim's min %d: GPUs (-want +got):\n%s", min, d)
+		}
+	}
+}
+
 // Under a memory bound a job that asked for memory is booked from its own
 // request alone (4 GB per GPU here, below the policy's 16 and the model's
 // 16 per node), so it starts within a bound the default booking could

@@ -114,6 +114,10 @@ func (q *queue) Decide(ctx context.Context, s *Snapshot) (Plan, error) {
 		if len(pl) == 0 {
 			pl = PackedPlacement(j.Request.GPUs, nodeGPUs)
 		}
+		if pl.GPUs() < j.Min.GPUs || len(pl) < j.Min.Nodes {
+			actions[j.ID] = belowMin(j, pl)
+			continue
+		}
 		if q.kind.guaranteed && j.Guaranteed {
 			if _, ok := q.fit(s, free, pl, j); !ok {
 				q.preemptFor(s, free, pl, j, actions)
@@ -146,6 +150,17 @@ func (q *queue) Decide(ctx context.Context, s *Snapshot) (Plan, error) {
 			continue
 		}
 		a := q.start(s, free, nodes, pl, j, memGB)
+		if !j.allocMin(a.Alloc) {
+			// As it asked, it is below its minimum: Slurm would hold it.
+			for _, na := range a.Alloc {
+				n, _ := s.NodeIndex(na.Node)
+				free[n].gpus += na.GPUs
+				free[n].cpus += na.CPUs
+				free[n].mem += na.MemGB
+			}
+			actions[j.ID] = belowMin(j, pl)
+			continue
+		}
 		if head != nil {
 			a.Reason = ReasonBackfill
 		}
@@ -156,6 +171,13 @@ func (q *queue) Decide(ctx context.Context, s *Snapshot) (Plan, error) {
 		p.Actions = append(p.Actions, actions[s.Jobs[i].ID])
 	}
 	return p, nil
+}
+
+// belowMin keeps a job that, run as it asked (pl), is below its Min:
+// Slurm would hold it.
+func belowMin(j *Job, pl model.Placement) Action {
+	return Action{Kind: Keep, JobID: j.ID, Reason: ReasonNoResources,
+		Detail: fmt.Sprintf("as it asked (%s GPUs per node), it is below its minimum: at least %s", pl, j.Min)}
 }
 
 func placementOf(alloc []NodeAlloc) model.Placement {
@@ -269,8 +291,10 @@ func (q *queue) start(s *Snapshot, free []qnode, nodes []int, pl model.Placement
 		if m := j.Max.CPUs; m > 0 {
 			maxc = min(maxc, m/pl.GPUs())
 		}
+		// No fewer than its Min of CPUs.
+		lo := max(q.cfg.MinCPUsPerGPU, (j.Min.CPUs+pl.GPUs()-1)/pl.GPUs())
 		bestC, bestT := q.cfg.MinCPUsPerGPU, 0.0
-		for c := q.cfg.MinCPUsPerGPU; c <= maxc; c++ {
+		for c := lo; c <= maxc; c++ {
 			t := q.perf.best(j.Model, est, spaceFixed, j.Cannot, j.Request.Plan, shapeKey(pl), c*pl.GPUs(), memGB).tput
 			if t > bestT*1.01 {
 				bestC, bestT = c, t

@@ -135,6 +135,10 @@ type Job struct {
 	// under the limits on its groups' jobs together. Zero fields bound
 	// nothing.
 	Max Size `json:"max,omitzero"`
+	// Min bounds it from below: the least its Slurm QOS lets one job have
+	// (MinTRESPerJob), which Slurm holds a smaller job pending for. Only
+	// GPUs, Nodes, CPUs and MemGB are read; zero fields bound nothing.
+	Min Size `json:"min,omitzero"`
 	// Groups names the snapshot's groups the job counts against: the
 	// rubick policies keep each group's jobs within it together.
 	Groups []string `json:"groups,omitempty"`
@@ -164,6 +168,30 @@ type Size struct {
 	MemGBPerNode float64 `json:"mem_gb_per_node,omitempty"`
 }
 
+// String lists s's bounds that are set ("4 GPUs, 2 nodes, 32 GB").
+func (s Size) String() string {
+	var parts []string
+	add := func(v float64, one, many string) {
+		switch {
+		case v == 1:
+			parts = append(parts, "1 "+one)
+		case v > 0:
+			parts = append(parts, fmt.Sprintf("%g %s", v, many))
+		}
+	}
+	add(float64(s.GPUs), "GPU", "GPUs")
+	add(float64(s.Nodes), "node", "nodes")
+	add(float64(s.CPUs), "CPU", "CPUs")
+	add(s.MemGB, "GB", "GB")
+	add(float64(s.GPUsPerNode), "GPU per node", "GPUs per node")
+	add(float64(s.CPUsPerNode), "CPU per node", "CPUs per node")
+	add(s.MemGBPerNode, "GB per node", "GB per node")
+	if len(parts) == 0 {
+		return "no bound"
+	}
+	return strings.Join(parts, ", ")
+}
+
 // cpusWithin reports whether the job may hold cpus CPUs in all: no more
 // than it asked for when held to its request, nor than Max allows.
 func (j *Job) cpusWithin(cpus int) bool {
@@ -177,6 +205,22 @@ func (j *Job) cpuBudget(cpus int) int {
 		return -1
 	}
 	return max(j.Max.CPUs-cpus, 0)
+}
+
+// minMet reports whether an allocation of gpus GPUs over nodes nodes,
+// with cpus CPUs and memGB of host memory in all, is at least Min.
+func (j *Job) minMet(gpus, nodes, cpus int, memGB float64) bool {
+	m := j.Min
+	return gpus >= m.GPUs && nodes >= m.Nodes && cpus >= m.CPUs && memGB+1e-9 >= m.MemGB
+}
+
+// allocMin reports whether alloc is at least the job's Min.
+func (j *Job) allocMin(alloc []NodeAlloc) bool {
+	gpus, cpus, mem := 0, 0, 0.0
+	for _, a := range alloc {
+		gpus, cpus, mem = gpus+a.GPUs, cpus+a.CPUs, mem+a.MemGB
+	}
+	return j.minMet(gpus, len(alloc), cpus, mem)
 }
 
 // may reports whether the job may run on the named node.
@@ -442,6 +486,9 @@ func NewSnapshot(now time.Time, nodes []Node, jobs []Job, tenants []Tenant, mode
 		}
 		if m := j.Max; m.GPUs < 0 || m.Nodes < 0 || m.CPUs < 0 || m.GPUsPerNode < 0 || m.CPUsPerNode < 0 || !sizeGB(m.MemGB) || !sizeGB(m.MemGBPerNode) {
 			return nil, fmt.Errorf("%w: job %s: max=%+v has a negative bound", ErrBadSnapshot, j.ID, j.Max)
+		}
+		if m := j.Min; m.GPUs < 0 || m.Nodes < 0 || m.CPUs < 0 || !sizeGB(m.MemGB) {
+			return nil, fmt.Errorf("%w: job %s: min=%+v has a negative bound", ErrBadSnapshot, j.ID, j.Min)
 		}
 		if !(j.FairShare >= 0 && j.FairShare <= 1) {
 			return nil, fmt.Errorf("%w: job %s: fair_share=%v must be in 0..1", ErrBadSnapshot, j.ID, j.FairShare)
