@@ -714,6 +714,9 @@ type View struct {
 	Bounds map[int]GPUBound
 	// NodeBounds does the same for the nodes a job may span.
 	NodeBounds map[int]NodeBound
+	// Mins are the minimums of managed jobs that have one (policy.Job
+	// Min), with the limits that set them, for rubick explain.
+	Mins map[int]MinBound
 	// Arrays are held job arrays whose tasks are still one record, with
 	// the tasks to split off this cycle; they are planned once split.
 	Arrays []arraySplit
@@ -748,6 +751,12 @@ type GPUBound struct {
 type NodeBound struct {
 	Nodes int
 	By    string
+}
+
+// MinBound is the least a job's Slurm limits let it have, and why.
+type MinBound struct {
+	Min policy.Size
+	By  string
 }
 
 // nodeCount says n nodes in words: "1 node", "2 nodes".
@@ -807,7 +816,7 @@ type Inputs struct {
 func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, error) {
 	nodes, jobs, est, facts := in.Nodes, in.Jobs, in.Estimators, in.Facts
 	v := &View{managed: map[string]*managedJob{}, Unmanaged: map[int]string{}, Adjusted: map[int]string{}, Bounds: map[int]GPUBound{},
-		NodeBounds: map[int]NodeBound{}}
+		NodeBounds: map[int]NodeBound{}, Mins: map[int]MinBound{}}
 	models := map[string]policy.Estimator{}
 	var pjobs []policy.Job
 	usage := map[string]policy.NodeAlloc{} // what managed jobs hold, per node
@@ -956,6 +965,12 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			continue
 		}
 		lim := in.Limits.PerJob(j, part)
+		least, minBy, unmet := in.Limits.MinPerJob(j, part)
+		if unmet != "" {
+			// Slurm holds it at any size: left to Slurm.
+			v.asSubmitted(j, "Slurm holds it at any size for "+unmet)
+			continue
+		}
 		groups := groupsOf.of(j, part)
 		room := roomOf(groups, v.usage, j, v.gpuTypes, now)
 		var minMem int64
@@ -1028,6 +1043,10 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		}
 		pj.Max = policy.Size{GPUs: lim.GPUs, Nodes: lim.Nodes, CPUs: lim.CPUs, MemGB: float64(lim.MemMB) / 1024,
 			GPUsPerNode: lim.GPUsPerNode, CPUsPerNode: lim.CPUsPerNode, MemGBPerNode: float64(lim.MemMBPerNode) / 1024}
+		pj.Min = policy.Size{GPUs: least.GPUs, Nodes: least.Nodes, CPUs: least.CPUs, MemGB: float64(least.MemMB) / 1024}
+		if minBy != "" {
+			v.Mins[j.ID] = MinBound{pj.Min, minBy}
+		}
 		if err == nil {
 			mj.time.max = lim.Wall
 			mj.time.runMins = [5]int64{max(room.gpuMins, 0), max(room.cpuMins, 0), max(room.billingMins, 0), max(room.memMins, 0), max(room.nodeMins, 0)}

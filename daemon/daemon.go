@@ -823,6 +823,16 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		if b, ok := v.NodeBounds[int(id)]; ok && len(a.Placement()) >= b.Nodes && a.Placement().GPUs() > 0 {
 			a.Detail = strings.TrimPrefix(a.Detail+"; ", "; ") + fmt.Sprintf("%s at most: %s", nodeCount(b.Nodes), b.By)
 		}
+		if b, ok := v.Mins[int(id)]; ok {
+			pl := a.Placement()
+			switch {
+			case a.Kind == policy.Keep && strings.HasPrefix(a.Detail, "needs at least"):
+				a.Detail += ": " + b.By
+			case pl.GPUs() > 0 && (pl.GPUs() == b.Min.GPUs || len(pl) == b.Min.Nodes):
+				// It stands at its minimum.
+				a.Detail = strings.TrimPrefix(a.Detail+"; ", "; ") + fmt.Sprintf("at least %s: %s", b.Min, b.By)
+			}
+		}
 		if tl, ok := limits[int(id)]; ok && v.managed[a.JobID] != nil {
 			// and why its time limit is not the one it was submitted with.
 			note := timeLimitNote(tl, v.managed[a.JobID].time.user)

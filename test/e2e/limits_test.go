@@ -160,7 +160,7 @@ type limitCase struct {
 // slurmLimit runs one limitCase; afterListing sets the limit once rubickd
 // has read the limits (at its first cycle; the next listing is a minute
 // later), not before it starts.
-func slurmLimit(t *testing.T, tc limitCase, afterListing bool) {
+func slurmLimit(t *testing.T, tc limitCase, afterListing bool) slurm.Job {
 	lt := newLabTest(t, "limit", 3*time.Minute, "log_level: debug\n")
 	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
 	set, limit, want := tc.set, tc.limit, tc.want
@@ -225,6 +225,27 @@ func slurmLimit(t *testing.T, tc limitCase, afterListing bool) {
 		(want.mem > 0 && j.MemMB > want.mem) {
 		t.Errorf("job %d ran on %v with %d GPUs (%d per node), %d CPUs, %d MB; want no more than %+v",
 			id, j.NodeList, j.GPUs, j.GPUsPerNode, j.CPUs, j.MemMB, want)
+	}
+	return j
+}
+
+// TestQOSMinimum: the QOS lets no job run on fewer than 2 nodes, or 12
+// GPUs (MinTRESPerJob=node=2, gres/gpu=12). On the idle lab rubick grows a
+// roberta job asking for 2 GPUs on one node to a whole node; under the
+// minimum it starts the job on 2 nodes (12 GPUs or more) at once, and
+// Slurm never holds it back (root's resize is held below a QOS minimum:
+// QOSMinNode, QOSMinGRES).
+func TestQOSMinimum(t *testing.T) {
+	for _, tc := range []struct {
+		set, value  string
+		nodes, gpus int
+	}{{"MinTRESPerJob=node=", "2", 2, 2}, {"MinTRESPerJob=gres/gpu=", "12", 2, 12}} {
+		t.Run(tc.set, func(t *testing.T) {
+			j := slurmLimit(t, limitCase{set: []string{"qos", "normal", "set", tc.set}, value: tc.value, want: bounds{gpus: 32, nodes: 4}}, false)
+			if len(j.NodeList) < tc.nodes || j.GPUs < tc.gpus {
+				t.Errorf("job %d ran on %v with %d GPUs; want at least %d nodes and %d GPUs", j.ID, j.NodeList, j.GPUs, tc.nodes, tc.gpus)
+			}
+		})
 	}
 }
 

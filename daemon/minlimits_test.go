@@ -1,0 +1,77 @@
+package daemon
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+// A QOS's MinTRESPerJob is a floor under what rubickd gives a job: it is
+// never started below it (Slurm would hold it, root's resize included:
+// QOSMinGRES on the 22.05 lab), `rubick explain` names the limit, and a job
+// that can meet a typed minimum at no size is left to Slurm. The row
+// without a minimum shows the job started on one node with 8 GPUs, below
+// the minimums of the others.
+func TestCycleKeepsToQOSMinimum(t *testing.T) {
+	tests := map[string]struct {
+		min     slurm.JobMins
+		start   bool   // rubickd starts it with its plan
+		nodes   int    // at least, when started
+		gpus    int    // at least, when started
+		says    string // in its stored reason
+		ignored string
+	}{
+		"none":     {start: true, nodes: 1, gpus: 1},
+		"nodes":    {min: slurm.JobMins{Nodes: 2}, start: true, nodes: 2, gpus: 2, says: "at least 2 nodes: QOS normal MinTRESPerJob"},
+		"gpus":     {min: slurm.JobMins{GPUs: 12}, start: true, nodes: 2, gpus: 12},
+		"too many": {min: slurm.JobMins{GPUs: 24}, says: "needs at least 24 GPUs, above the 16 GPUs it may have: QOS normal MinTRESPerJob"},
+		"other type": {min: slurm.JobMins{Typed: map[string]int{"h100": 4}},
+			ignored: "Slurm holds it at any size for QOS normal MinTRESPerJob=gres/gpu:h100=4, and it asks for no h100 GPUs alone"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			j := heldJob(21, "bert", 1, 2)
+			j.Cluster, j.QOS, j.Account, j.User = "lab", "normal", "root", "bob"
+			limits := slurm.Limits{QOS: map[string]slurm.QOS{"normal": {Name: "normal", Min: tc.min}}}
+			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{j}}, limits: limits}
+			a := &fakeApplier{}
+			d, st := newTestDaemonWith(t, c, a, func(*Config) {})
+			rep, err := d.Cycle(context.Background(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got *slurm.Action
+			for i := range a.got {
+				if a.got[i].JobID == 21 && a.got[i].Kind == slurm.ActionStart {
+					got = &a.got[i]
+				}
+			}
+			planned := got != nil && got.Tag != nil && got.Tag.Plan != ""
+			switch {
+			case planned != tc.start:
+				t.Fatalf("actions %+v: started with a plan %v, want %v", a.got, planned, tc.start)
+			case tc.start && (got.NumNodes < tc.nodes || got.NumNodes*got.GPUsPerNode < tc.gpus):
+				t.Errorf("started on %d nodes with %d GPUs each, want at least %d nodes, %d GPUs", got.NumNodes, got.GPUsPerNode, tc.nodes, tc.gpus)
+			case name == "none" && (got.NumNodes > 1 || got.GPUsPerNode*got.NumNodes > 8):
+				t.Errorf("without a minimum started on %d nodes with %d GPUs each; the test needs one node", got.NumNodes, got.GPUsPerNode)
+			}
+			if why := rep.Ignored[21]; why != tc.ignored {
+				t.Errorf("ignored: %q, want %q", why, tc.ignored)
+			}
+			if tc.ignored != "" && (got == nil || got.NumNodes != 1 || got.GPUsPerNode != 2) {
+				t.Errorf("left to Slurm: %+v, want released on its request of 2 GPUs", got)
+			}
+			if tc.says != "" {
+				rs, err := st.Reasons(context.Background(), 21, 1)
+				if err != nil || len(rs) != 1 || !strings.Contains(string(rs[0].Reason), tc.says) {
+					t.Errorf("stored reasons %d (%v), want one saying %q", len(rs), err, tc.says)
+					for _, r := range rs {
+						t.Logf("reason: %s", r.Reason)
+					}
+				}
+			}
+		})
+	}
+}
