@@ -81,6 +81,10 @@ type jstate struct {
 	fresh    []float64
 	freshVer int
 	maxNodes int // most nodes it may span
+	// newNode marks the nodes its NodeQuota counts, by index (nil: no
+	// quota); it may hold GPUs on newMax of them at most.
+	newNode []bool
+	newMax  int
 	// hostBase is the host memory any plan needs on each of its nodes;
 	// memPer and memBase price its host memory against Max.MemGB and
 	// Max.MemGBPerNode: booked per GPU, and per node whatever the plan.
@@ -250,6 +254,12 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 				if n, ok := s.NodeIndex(name); ok {
 					js.allowed[n] = true
 				}
+			}
+		}
+		if q := j.NodeQuota; q != nil {
+			js.newNode, js.newMax = make([]bool, len(s.Nodes)), q.New
+			for i, n := range s.Nodes {
+				js.newNode[i] = j.newNode(n.Name)
 			}
 		}
 		for _, a := range j.Alloc {
@@ -560,6 +570,22 @@ func (e *engine) jobInfo(r *round, js *jstate) jobInfo {
 
 // may reports whether js may run on node n (Job.Nodes).
 func (js *jstate) may(n int) bool { return js.allowed == nil || js.allowed[n] }
+
+// quotaAllows reports whether js's NodeQuota lets it take GPUs on node n:
+// one it holds, one of the shared ones, or another while it spans fewer
+// than newMax outside them.
+func (js *jstate) quotaAllows(n int) bool {
+	if js.newNode == nil || !js.newNode[n] || js.on(n) > 0 {
+		return true
+	}
+	c := 0
+	for _, s := range js.cur {
+		if s.gpus > 0 && js.newNode[s.node] {
+			c++
+		}
+	}
+	return c < js.newMax
+}
 
 // on returns the GPUs js holds on node n.
 func (js *jstate) on(n int) int {
@@ -1105,7 +1131,7 @@ func (r *round) fitOn(j *jstate, k int) bool {
 	var cands []cand
 	for n := range r.nodes {
 		nd := &r.nodes[n]
-		if j.on(n) > 0 || nd.n.GPUs < k || !j.may(n) {
+		if j.on(n) > 0 || nd.n.GPUs < k || !j.may(n) || !j.quotaAllows(n) {
 			continue
 		}
 		free := nd.freeGPU - r.reserved[n]
@@ -1153,7 +1179,7 @@ func (r *round) growOn(j *jstate, n int, privileged bool) {
 			// share of what it may have.
 			room = min(room, max(1, j.cap/m)-j.on(n))
 		}
-		if room <= 0 || (j.on(n) == 0 && len(j.cur) >= j.maxNodes) {
+		if room <= 0 || (j.on(n) == 0 && len(j.cur) >= j.maxNodes) || !j.quotaAllows(n) {
 			return
 		}
 		gg, _ := r.groupFree(j)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -1039,6 +1040,62 @@ func TestJobMin(t *testing.T) {
 		if _, err := policy.NewSnapshot(pt.Epoch, pt.Cluster(1, 8), []policy.Job{j}, nil, pt.Models(), 0); !errors.Is(err, policy.ErrBadSnapshot) || !strings.Contains(err.Error(), "min=") {
 			t.Errorf("bound %+v: %v, want ErrBadSnapshot naming min", bad, err)
 		}
+	}
+}
+
+// A job's NodeQuota (a Slurm group's node limit, which counts a node the
+// group's jobs share once) lets it span at most New nodes outside Shared,
+// with every policy; without the quota rubick spreads the job over n0 and
+// n1, and the queue baselines start it on n0.
+func TestJobNodeQuota(t *testing.T) {
+	tests := map[string]struct {
+		quota *policy.NodeQuota
+		gpus  int // its request, 2 by default
+	}{
+		"none":                 {},
+		"one new":              {quota: &policy.NodeQuota{Shared: []string{"n2"}, New: 1}},
+		"shared alone":         {quota: &policy.NodeQuota{Shared: []string{"n2"}, New: 0}},
+		"two shared":           {quota: &policy.NodeQuota{Shared: []string{"n2", "n3"}, New: 0}},
+		"one new, none shared": {quota: &policy.NodeQuota{New: 1}},
+		// Its request takes 2 nodes: the queue baselines cannot start it.
+		"request past it": {quota: &policy.NodeQuota{Shared: []string{"n2"}, New: 0}, gpus: 8},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			quota := tc.quota
+			j := pt.NewJob("a", "small").GPUs(stdcmp.Or(tc.gpus, 2)).CPUs(8).Obj()
+			j.NodeQuota = quota
+			s, err := policy.NewSnapshot(pt.Epoch.Add(time.Hour), pt.Cluster(4, 4), []policy.Job{j}, nil, pt.Models(), 260*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, pol := range policy.Names() {
+				a := decide(t, pol, s).Actions[0]
+				var nodes []string
+				outside := 0
+				for _, n := range a.Alloc {
+					nodes = append(nodes, n.Node)
+					if quota != nil && !slices.Contains(quota.Shared, n.Node) {
+						outside++
+					}
+				}
+				switch {
+				case quota != nil && outside > quota.New:
+					t.Errorf("%s: on %v, %d nodes outside %v; want %d at most", pol, nodes, outside, quota.Shared, quota.New)
+				case pol == "rubick" && a.Kind != policy.Start:
+					t.Errorf("rubick: %s (%s), want a start", a.Kind, a.Detail)
+				case quota == nil && pol == "rubick" && !slices.Equal(nodes, []string{"n0", "n1"}):
+					t.Errorf("rubick without a quota started it on %v; the test needs n0 and n1", nodes)
+				case quota == nil && pol == "fifo" && !slices.Equal(nodes, []string{"n0"}):
+					t.Errorf("fifo without a quota started it on %v; the test needs n0", nodes)
+				}
+			}
+		})
+	}
+	j := pt.NewJob("a", "small").GPUs(2).Obj()
+	j.NodeQuota = &policy.NodeQuota{New: -1}
+	if _, err := policy.NewSnapshot(pt.Epoch, pt.Cluster(1, 8), []policy.Job{j}, nil, pt.Models(), 0); !errors.Is(err, policy.ErrBadSnapshot) || !strings.Contains(err.Error(), "node_quota.new=-1") {
+		t.Errorf("negative quota: %v, want ErrBadSnapshot naming node_quota.new", err)
 	}
 }
 

@@ -236,19 +236,30 @@ func (q *queue) fit(s *Snapshot, free []qnode, pl model.Placement, j *Job) ([]in
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return pl[b] - pl[a] })
+	newLeft := math.MaxInt // nodes its NodeQuota lets it take outside the shared ones
+	if j.NodeQuota != nil {
+		newLeft = j.NodeQuota.New
+	}
 	for _, i := range order {
 		g := pl[i]
-		best := -1
+		best, bestNew := -1, false
 		for n := range free {
-			if used[n] || !j.may(s.Nodes[n].Name) || free[n].gpus < g || free[n].cpus < q.minCPUs(j, g) || free[n].mem < j.hostMem(q.cfg.HostMemPerGPUGB, g, 0, 0) {
+			name := s.Nodes[n].Name
+			isNew := j.newNode(name)
+			if used[n] || !j.may(name) || isNew && newLeft <= 0 || free[n].gpus < g || free[n].cpus < q.minCPUs(j, g) ||
+				free[n].mem < j.hostMem(q.cfg.HostMemPerGPUGB, g, 0, 0) {
 				continue
 			}
-			if best < 0 || free[n].gpus < free[best].gpus {
-				best = n
+			// A shared node first: it leaves the quota to the parts after.
+			if best < 0 || bestNew && !isNew || bestNew == isNew && free[n].gpus < free[best].gpus {
+				best, bestNew = n, isNew
 			}
 		}
 		if best < 0 {
 			return nil, false
+		}
+		if bestNew {
+			newLeft--
 		}
 		used[best] = true
 		out[i] = best

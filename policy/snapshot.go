@@ -135,6 +135,11 @@ type Job struct {
 	// under the limits on its groups' jobs together. Zero fields bound
 	// nothing.
 	Max Size `json:"max,omitzero"`
+	// NodeQuota, when set, bounds the nodes it may span outside a set it
+	// shares with others: a Slurm group limit on nodes counts a node its
+	// jobs share once, so a node the group holds already costs the job
+	// nothing there.
+	NodeQuota *NodeQuota `json:"node_quota,omitempty"`
 	// Min bounds it from below: the least its Slurm QOS lets one job have
 	// (MinTRESPerJob), which Slurm holds a smaller job pending for. Only
 	// GPUs, Nodes, CPUs and MemGB are read; zero fields bound nothing.
@@ -154,6 +159,12 @@ type Job struct {
 	// PriorityFactors says what Priority sums, for `rubick explain`
 	// ("age 500, qos 100000"); "" when unknown.
 	PriorityFactors string `json:"priority_factors,omitempty"`
+}
+
+// NodeQuota is how many nodes outside Shared a job may span.
+type NodeQuota struct {
+	Shared []string `json:"shared,omitempty"`
+	New    int      `json:"new"`
 }
 
 // Size is an allocation's size over all its nodes, and the most it holds
@@ -221,6 +232,11 @@ func (j *Job) allocMin(alloc []NodeAlloc) bool {
 		gpus, cpus, mem = gpus+a.GPUs, cpus+a.CPUs, mem+a.MemGB
 	}
 	return j.minMet(gpus, len(alloc), cpus, mem)
+}
+
+// newNode reports whether a node is one NodeQuota counts (not Shared).
+func (j *Job) newNode(node string) bool {
+	return j.NodeQuota != nil && !slices.Contains(j.NodeQuota.Shared, node)
 }
 
 // may reports whether the job may run on the named node.
@@ -454,6 +470,9 @@ func NewSnapshot(now time.Time, nodes []Node, jobs []Job, tenants []Tenant, mode
 		j.Alloc = slices.Clone(j.Alloc)
 		j.Request.Placement = slices.Clone(j.Request.Placement)
 		j.Nodes = slices.Clone(j.Nodes)
+		if q := j.NodeQuota; q != nil {
+			j.NodeQuota = &NodeQuota{Shared: slices.Clone(q.Shared), New: q.New}
+		}
 		j.Groups = slices.Clone(j.Groups)
 		s.Jobs[i] = j
 	}
@@ -486,6 +505,9 @@ func NewSnapshot(now time.Time, nodes []Node, jobs []Job, tenants []Tenant, mode
 		}
 		if m := j.Max; m.GPUs < 0 || m.Nodes < 0 || m.CPUs < 0 || m.GPUsPerNode < 0 || m.CPUsPerNode < 0 || !sizeGB(m.MemGB) || !sizeGB(m.MemGBPerNode) {
 			return nil, fmt.Errorf("%w: job %s: max=%+v has a negative bound", ErrBadSnapshot, j.ID, j.Max)
+		}
+		if q := j.NodeQuota; q != nil && q.New < 0 {
+			return nil, fmt.Errorf("%w: job %s: node_quota.new=%d is negative", ErrBadSnapshot, j.ID, q.New)
 		}
 		if m := j.Min; m.GPUs < 0 || m.Nodes < 0 || m.CPUs < 0 || !sizeGB(m.MemGB) {
 			return nil, fmt.Errorf("%w: job %s: min=%+v has a negative bound", ErrBadSnapshot, j.ID, j.Min)
