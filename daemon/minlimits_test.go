@@ -8,7 +8,8 @@ import (
 	"github.com/rubick-sched/rubick/slurm"
 )
 
-// A QOS's MinTRESPerJob is a floor under what rubickd gives a job: it is
+// A QOS's MinTRESPerJob, and a partition's MinNodes, are a floor under
+// what rubickd gives a job: it is
 // never started below it (Slurm would hold it, root's resize included:
 // QOSMinGRES on the 22.05 lab), `rubick explain` names the limit, and a job
 // that can meet a typed minimum at no size is left to Slurm. The row
@@ -17,16 +18,18 @@ import (
 func TestCycleKeepsToQOSMinimum(t *testing.T) {
 	tests := map[string]struct {
 		min     slurm.JobMins
+		partMin int    // the partition's MinNodes
 		start   bool   // rubickd starts it with its plan
 		nodes   int    // at least, when started
 		gpus    int    // at least, when started
 		says    string // in its stored reason
 		ignored string
 	}{
-		"none":     {start: true, nodes: 1, gpus: 1},
-		"nodes":    {min: slurm.JobMins{Nodes: 2}, start: true, nodes: 2, gpus: 2, says: "at least 2 nodes: QOS normal MinTRESPerJob"},
-		"gpus":     {min: slurm.JobMins{GPUs: 12}, start: true, nodes: 2, gpus: 12},
-		"too many": {min: slurm.JobMins{GPUs: 24}, says: "needs at least 24 GPUs, above the 16 GPUs it may have: QOS normal MinTRESPerJob"},
+		"none":      {start: true, nodes: 1, gpus: 1},
+		"nodes":     {min: slurm.JobMins{Nodes: 2}, start: true, nodes: 2, gpus: 2, says: "at least 2 nodes: QOS normal MinTRESPerJob"},
+		"gpus":      {min: slurm.JobMins{GPUs: 12}, start: true, nodes: 2, gpus: 12},
+		"partition": {partMin: 2, start: true, nodes: 2, gpus: 2, says: "at least 2 nodes: partition gpu MinNodes"},
+		"too many":  {min: slurm.JobMins{GPUs: 24}, says: "needs at least 24 GPUs, above the 16 GPUs it may have: QOS normal MinTRESPerJob"},
 		"other type": {min: slurm.JobMins{Typed: map[string]int{"h100": 4}},
 			ignored: "Slurm holds it at any size for QOS normal MinTRESPerJob=gres/gpu:h100=4, and it asks for no h100 GPUs alone"},
 	}
@@ -34,7 +37,8 @@ func TestCycleKeepsToQOSMinimum(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			j := heldJob(21, "bert", 1, 2)
 			j.Cluster, j.QOS, j.Account, j.User = "lab", "normal", "root", "bob"
-			limits := slurm.Limits{QOS: map[string]slurm.QOS{"normal": {Name: "normal", Min: tc.min}}}
+			limits := slurm.Limits{QOS: map[string]slurm.QOS{"normal": {Name: "normal", Min: tc.min}},
+				Partitions: map[string]slurm.Partition{"gpu": {Name: "gpu", MinNodesPerJob: tc.partMin}}}
 			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{j}}, limits: limits}
 			a := &fakeApplier{}
 			d, st := newTestDaemonWith(t, c, a, func(*Config) {})

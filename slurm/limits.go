@@ -68,8 +68,9 @@ func (l Limits) PerJob(j Job, partition string) JobLimits {
 // MinPerJob is the least job j run in partition may have: the
 // MinTRESPerJob of its QOS and its partition's QOS, each TRES from the
 // first of them that sets it (as for PerJob), a minimum on the one GPU
-// type j asks for counted in GPUs (Typed is left nil); by names the QOS
-// that set any ("QOS normal MinTRESPerJob"). unmet names a typed minimum
+// type j asks for counted in GPUs (Typed is left nil), and the
+// partition's MinNodes; by names the limits that set any ("QOS normal
+// MinTRESPerJob, partition gpu MinNodes"). unmet names a typed minimum
 // j meets at no size, for it asks for no GPUs of that type alone: Slurm
 // holds it whatever rubick does.
 func (l Limits) MinPerJob(j Job, partition string) (m JobMins, by, unmet string) {
@@ -95,6 +96,11 @@ func (l Limits) MinPerJob(j Job, partition string) (m JobMins, by, unmet string)
 	m.GPUs = max(m.GPUs, typed)
 	if len(names) > 0 {
 		by = "QOS " + strings.Join(names, " and QOS ") + " MinTRESPerJob"
+	}
+	if p := l.Partitions[partition]; p.MinNodesPerJob > 1 {
+		// Slurm holds a job to both.
+		m.Nodes = max(m.Nodes, p.MinNodesPerJob)
+		by = strings.TrimPrefix(by+", ", ", ") + "partition " + p.Name + " MinNodes"
 	}
 	return m, by, unmet
 }

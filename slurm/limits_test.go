@@ -81,7 +81,8 @@ func TestLimitsMinPerJob(t *testing.T) {
 			"h100":   {Name: "h100", Min: JobMins{GPUs: 2, Typed: map[string]int{"h100": 8}}},
 			"over":   {Name: "over", OverPartQOS: true, Min: JobMins{GPUs: 8}},
 		},
-		Partitions: map[string]Partition{"gpu": {Name: "gpu"}, "shared": {Name: "shared", QOS: "part"}},
+		Partitions: map[string]Partition{"gpu": {Name: "gpu"}, "shared": {Name: "shared", QOS: "part"},
+			"wide": {Name: "wide", MinNodesPerJob: 3}, "one": {Name: "one", MinNodesPerJob: 1}},
 	}
 	type want struct {
 		Min       JobMins
@@ -102,6 +103,11 @@ func TestLimitsMinPerJob(t *testing.T) {
 		"another type":      {"h100", "gpu", []string{"a100"}, want{JobMins{GPUs: 2}, "QOS h100 MinTRESPerJob", "QOS h100 MinTRESPerJob=gres/gpu:h100=8, and it asks for no h100 GPUs alone"}},
 		"two types":         {"h100", "gpu", []string{"a100", "h100"}, want{JobMins{GPUs: 2}, "QOS h100 MinTRESPerJob", "QOS h100 MinTRESPerJob=gres/gpu:h100=8, and it asks for no h100 GPUs alone"}},
 		"unknown QOS":       {"gold", "gpu", nil, want{}},
+		// The partition's MinNodes beside the QOS's: Slurm holds a job to
+		// both.
+		"partition MinNodes": {"normal", "wide", nil, want{JobMins{Nodes: 3}, "partition wide MinNodes", ""}},
+		"both":               {"big", "wide", nil, want{JobMins{GPUs: 4, Nodes: 3, CPUs: 16}, "QOS big MinTRESPerJob, partition wide MinNodes", ""}},
+		"MinNodes of 1":      {"normal", "one", nil, want{}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -208,6 +208,8 @@ type Partition struct {
 	TotalNodes int
 	// MaxNodesPerJob is the partition's MaxNodes; 0 when unlimited.
 	MaxNodesPerJob int
+	// MinNodesPerJob is the partition's MinNodes; 0 when none.
+	MinNodesPerJob int
 	// MaxTime is the partition's MaxTime; 0 when unlimited.
 	MaxTime time.Duration
 	// MaxCPUsPerNode and MaxMemPerNodeMB are the partition's

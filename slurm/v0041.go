@@ -397,6 +397,9 @@ func (b *v41) partitions(ctx context.Context) ([]Partition, error) {
 			}
 			part.Billing = w
 		}
+		if p.Minimums != nil {
+			part.MinNodesPerJob = int(max(deref(p.Minimums.Nodes), 0))
+		}
 		if p.Maximums != nil {
 			part.MaxNodesPerJob = int(num(p.Maximums.Nodes))
 			part.MaxTime = minutes(num(p.Maximums.Time))
