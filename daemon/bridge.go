@@ -1008,9 +1008,17 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			nbound = NodeBound{lim.Nodes, mins.nodeBy()}
 		}
 		nodeRoom := v.nodes.nodeRoomOf(groups, j)
-		lim.Nodes = capBy(lim.Nodes, nodeRoom.room, len(j.NodeList))
+		if nodeRoom.room >= 0 {
+			// Its groups' own nodes cost it nothing: it may span them
+			// beside the nodes left (policy.NodeQuota).
+			lim.Nodes = capBy(lim.Nodes, nodeRoom.room+len(nodeRoom.shared), len(j.NodeList))
+		}
 		if lim.Nodes != nbound.Nodes {
-			nbound = NodeBound{lim.Nodes, fmt.Sprintf("%s, %s left", nodeRoom.by.Limit, nodeCount(nodeRoom.room))}
+			why := fmt.Sprintf("%s, %s left", nodeRoom.by.Limit, nodeCount(nodeRoom.room))
+			if len(nodeRoom.shared) > 0 {
+				why += fmt.Sprintf(" beside the %s its jobs hold", nodeCount(len(nodeRoom.shared)))
+			}
+			nbound = NodeBound{lim.Nodes, why}
 		}
 		if nbound.Nodes > 0 {
 			v.NodeBounds[j.ID] = nbound
@@ -1043,6 +1051,9 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		}
 		pj.Max = policy.Size{GPUs: lim.GPUs, Nodes: lim.Nodes, CPUs: lim.CPUs, MemGB: float64(lim.MemMB) / 1024,
 			GPUsPerNode: lim.GPUsPerNode, CPUsPerNode: lim.CPUsPerNode, MemGBPerNode: float64(lim.MemMBPerNode) / 1024}
+		if nodeRoom.room >= 0 {
+			pj.NodeQuota = &policy.NodeQuota{Shared: nodeRoom.shared, New: nodeRoom.room}
+		}
 		pj.Min = policy.Size{GPUs: least.GPUs, Nodes: least.Nodes, CPUs: least.CPUs, MemGB: float64(least.MemMB) / 1024}
 		if minBy != "" {
 			v.Mins[j.ID] = MinBound{pj.Min, minBy}

@@ -1547,9 +1547,8 @@ func TestCycleKeepsToGroupLimits(t *testing.T) {
 		"memory budget spent": {budget: slurm.Budget{Limit: slurm.GroupLimits{MemRunMins: 5000000}, Spent: slurm.GroupLimits{MemRunMins: 1200000}}, others: 2,
 			ignored: "waits for room in QOS shared GrpTRESMins: MB-minutes of memory used or to run in use 2160000, allowed 5000000, and one GPU's 64000 MB for its 60-minute time limit takes 3840000"},
 		// The other job holds node2: with room for one more node the job
-		// starts on one node, with none, on node2 beside it.
-		"node room": {grp: slurm.GroupLimits{Nodes: 2}, others: 2, maxGPUs: 8, maxCPUs: 64,
-			bound: "1 node at most: QOS shared GrpTRES, 1 node left"},
+		// may span node2 and one other, with none, only node2 beside it.
+		"node room":              {grp: slurm.GroupLimits{Nodes: 2}, others: 2, maxGPUs: 14, maxCPUs: 64},
 		"nodes full":             {grp: slurm.GroupLimits{Nodes: 1}, others: 2, maxGPUs: 6, maxCPUs: 56, node: "node2"},
 		"jobs room":              {grp: slurm.GroupLimits{Jobs: 2}, others: 2, maxGPUs: 8, maxCPUs: 64},
 		"jobs full":              {grp: slurm.GroupLimits{Jobs: 1}, others: 2, ignored: "waits for room in QOS shared GrpJobs: running jobs 1, allowed 1"},

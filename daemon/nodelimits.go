@@ -56,14 +56,17 @@ func (gn groupNodes) clone() groupNodes {
 }
 
 // nodeRoom is what job j's group limits on nodes leave it: at most room
-// nodes where a group has room (-1: no bound), and, where one has none,
-// only the nodes its other jobs hold already (only, nil otherwise), which
-// cost it nothing; by names the group that binds.
+// nodes beyond those shared, which the groups with room hold already and
+// which cost it nothing there (-1: no bound), and, where a group has no
+// room, only the nodes its other jobs hold already (only, nil otherwise);
+// by names the group that binds. With several groups with room, shared is
+// the nodes all of them hold and room the least left: the safe side.
 type nodeRoom struct {
-	room int
-	only []string
-	full bool // a group has no room: only holds the nodes left
-	by   slurm.Group
+	room   int
+	shared []string
+	only   []string
+	full   bool // a group has no room: only holds the nodes left
+	by     slurm.Group
 }
 
 // nodeRoomOf works nodeRoom out for j under groups, j's own nodes given
@@ -71,6 +74,7 @@ type nodeRoom struct {
 // running job's bound at the nodes it holds at least (capBy).
 func (gn groupNodes) nodeRoomOf(groups []slurm.Group, j slurm.Job) nodeRoom {
 	r := nodeRoom{room: -1}
+	roomy := 0 // groups with room seen
 	own := []string(nil)
 	if j.State == slurm.StateRunning {
 		own = j.NodeList
@@ -88,6 +92,7 @@ func (gn groupNodes) nodeRoomOf(groups []slurm.Group, j slurm.Job) nodeRoom {
 				others = append(others, n)
 			}
 		}
+		slices.Sort(others)
 		left := max(g.Nodes-len(others), 0)
 		if left > 0 {
 			if r.room < 0 || left < r.room {
@@ -96,10 +101,15 @@ func (gn groupNodes) nodeRoomOf(groups []slurm.Group, j slurm.Job) nodeRoom {
 					r.by = g
 				}
 			}
+			if roomy++; roomy == 1 {
+				r.shared = others
+			} else {
+				r.shared = slices.DeleteFunc(r.shared, func(n string) bool { return !slices.Contains(others, n) })
+			}
 			continue
 		}
 		// Full: only nodes it holds already, and a running job's own.
-		allowed := append(others, own...)
+		allowed := append(slices.Clone(others), own...)
 		if r.full {
 			allowed = slices.DeleteFunc(allowed, func(n string) bool { return !slices.Contains(r.only, n) })
 		} else {

@@ -6,13 +6,15 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/policy"
 	"github.com/rubick-sched/rubick/slurm"
 )
 
 // A group limit on nodes counts each node its running jobs hold once. A
-// job gets at most the nodes left; where none is left, only the nodes the
-// group holds already, and a pending job none of those is usable for
-// waits.
+// job gets at most the nodes left beside those the group holds already,
+// which cost it nothing (its NodeQuota); where none is left, only the
+// nodes the group holds already, and a pending job none of those is usable
+// for waits.
 func TestViewNodeLimits(t *testing.T) {
 	other := func(id int, node string) slurm.Job {
 		return slurm.Job{ID: id, Name: "other", Account: "root", Partition: "gpu", QOS: "shared", Cluster: "lab", State: slurm.StateRunning,
@@ -20,6 +22,7 @@ func TestViewNodeLimits(t *testing.T) {
 	}
 	type want struct {
 		maxNodes int
+		quota    *policy.NodeQuota
 		nodes    []string
 		waits    string
 		bound    string // what rubick explain says bounds its nodes
@@ -31,17 +34,21 @@ func TestViewNodeLimits(t *testing.T) {
 		running string   // where job 21 runs; "": it is pending
 		want    want
 	}{
-		"no limit":    {others: []string{"node2"}, want: want{}},
-		"room":        {limit: 3, others: []string{"node2"}, want: want{maxNodes: 2, bound: "QOS shared GrpTRES, 2 nodes left"}},
-		"shared node": {limit: 2, others: []string{"node2", "node2"}, want: want{maxNodes: 1, bound: "QOS shared GrpTRES, 1 node left"}},
-		"full":        {limit: 2, others: []string{"node2", "node3"}, want: want{nodes: []string{"node2", "node3"}}},
+		"no limit": {others: []string{"node2"}, want: want{}},
+		"room": {limit: 3, others: []string{"node2"}, want: want{maxNodes: 3, quota: &policy.NodeQuota{Shared: []string{"node2"}, New: 2},
+			bound: "QOS shared GrpTRES, 2 nodes left beside the 1 node its jobs hold"}},
+		"shared node": {limit: 2, others: []string{"node2", "node2"}, want: want{maxNodes: 2, quota: &policy.NodeQuota{Shared: []string{"node2"}, New: 1},
+			bound: "QOS shared GrpTRES, 1 node left beside the 1 node its jobs hold"}},
+		"room, none held": {limit: 2, want: want{maxNodes: 2, quota: &policy.NodeQuota{New: 2}, bound: "QOS shared GrpTRES, 2 nodes left"}},
+		"full":            {limit: 2, others: []string{"node2", "node3"}, want: want{nodes: []string{"node2", "node3"}}},
 		"full, one usable": {limit: 2, others: []string{"node2", "node3"}, drained: "node3",
 			want: want{nodes: []string{"node2"}}},
 		"full, none usable": {limit: 1, others: []string{"node3"}, drained: "node3",
 			want: want{waits: "waits for room in QOS shared GrpTRES: nodes in use 1, allowed 1, none of them usable by it"}},
 		// Its own node is given back first: node2 is the others', node1
 		// its own, and it may take one node.
-		"running": {limit: 2, others: []string{"node2"}, running: "node1", want: want{maxNodes: 1, bound: "QOS shared GrpTRES, 1 node left"}},
+		"running": {limit: 2, others: []string{"node2"}, running: "node1", want: want{maxNodes: 2, quota: &policy.NodeQuota{Shared: []string{"node2"}, New: 1},
+			bound: "QOS shared GrpTRES, 1 node left beside the 1 node its jobs hold"}},
 		// Over a lowered limit it stays where it is or moves to the
 		// group's nodes (SlurmActions keeps it off both together).
 		"running, over": {limit: 1, others: []string{"node2"}, running: "node1", want: want{nodes: []string{"node1", "node2"}}},
@@ -71,7 +78,7 @@ func TestViewNodeLimits(t *testing.T) {
 				t.Fatal(err)
 			}
 			pj := snapshotJob(v, "21")
-			got := want{maxNodes: pj.Max.Nodes, nodes: pj.Nodes, waits: v.Unmanaged[21], bound: v.NodeBounds[21].By}
+			got := want{maxNodes: pj.Max.Nodes, quota: pj.NodeQuota, nodes: pj.Nodes, waits: v.Unmanaged[21], bound: v.NodeBounds[21].By}
 			if d := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); d != "" {
 				t.Errorf("job 21 (-want +got):\n%s", d)
 			}

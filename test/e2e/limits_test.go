@@ -368,16 +368,39 @@ func TestGroupLimit(t *testing.T) {
 // asking for 2 GPUs there beside it, on the 2 GPUs left, never on another
 // node, and Slurm never holds it back (with node limits unread, rubick grew
 // the job to 8 GPUs on an idle node, Slurm held it back with
-// QOSGrpNodeLimit, and rubick gave it its request).
+// QOSGrpNodeLimit, and rubick gave it its request). With two nodes
+// allowed and 2 GPUs per node (MaxTRESPerNode), rubick spreads the job
+// over node3 and one more node, 2 GPUs on each: node3 costs the group
+// nothing.
 func TestGroupNodeLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		set        []string // on QOS normal
+		fillerGPUs int      // of node3
+		nodes      int      // the job runs on node3 and nodes-1 others
+		gpus       int      // at most, and at least when nodes > 1
+	}{
+		{"full", []string{"GrpTRES=node=1"}, 6, 1, 2},
+		{"room beside", []string{"GrpTRES=node=2", "MaxTRESPerNode=gres/gpu=2"}, 2, 2, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) { groupNodeLimit(t, tc.set, tc.fillerGPUs, tc.nodes, tc.gpus) })
+	}
+}
+
+// groupNodeLimit runs a TestGroupNodeLimit case.
+func groupNodeLimit(t *testing.T, set []string, fillerGPUs, nodes, gpus int) {
 	lt := newLabTest(t, "group-nodes", 2*time.Minute, "")
 	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
 
-	l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "GrpTRES=node=1")
-	t.Cleanup(func() { l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "GrpTRES=node=-1") })
+	for _, limit := range set {
+		l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", limit)
+		name, _, _ := strings.Cut(limit, "=")
+		what, _, _ := strings.Cut(strings.TrimPrefix(limit, name+"="), "=")
+		t.Cleanup(func() { l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", name+"="+what+"=-1") })
+	}
 
 	filler := l.submitScript(t, dir, "#!/bin/bash\nsleep 30\n", &lt.ids, "-p", "gpu", "-J", "e2e-nodes-filler", "--qos=normal",
-		"-w", "node3", "-N", "1", "--gres=gpu:6", "--cpus-per-task=4", "--mem=8G")
+		"-w", "node3", "-N", "1", fmt.Sprintf("--gres=gpu:%d", fillerGPUs), "--cpus-per-task=4", "--mem=8G")
 	for ctx.Err() == nil {
 		if j, err := cluster.Job(ctx, filler); err == nil && j.State == slurm.StateRunning {
 			break
@@ -411,8 +434,9 @@ func TestGroupNodeLimit(t *testing.T) {
 	if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" || j.Tag.Extra["lim"] != "" {
 		t.Errorf("job %d ended %s (%s), tag %v; want COMPLETED on a plan, no lim; rubickd log %s", id, j.State, j.Reason, j.Tag, d.log)
 	}
-	if len(ran) != 1 || !ran["node3"] || j.GPUs > 2 {
-		t.Errorf("job %d ran on %v with %d GPUs, want node3 alone, 2 GPUs at most; rubickd log %s", id, ran, j.GPUs, d.log)
+	if len(ran) != nodes || !ran["node3"] || j.GPUs > gpus || nodes > 1 && j.GPUs < gpus {
+		t.Errorf("job %d ran on %v with %d GPUs, want node3 and %d other nodes, %d GPUs (at most with one node); rubickd log %s",
+			id, ran, j.GPUs, nodes-1, gpus, d.log)
 	}
 	for r := range reasons {
 		if slurm.SizeLimitReason(r) {
