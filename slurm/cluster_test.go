@@ -816,10 +816,14 @@ func TestLimits(t *testing.T) {
 	}
 
 	// MaxTRESPerNode=mem=4G, shaped as the recorded per-node gres/gpu
-	// and per-job mem entries; and Flags=OverPartQOS as both labs list it.
-	f.overrides["/slurmdb/v0.0.38/qos"] = `{"errors":[],"QOS":[{"name":"narrow","flags":["OVERRIDE_PARTITION_QOS"],"limits":{"max":{"tres":{"per":{"node":[{"type":"mem","name":null,"id":2,"count":4096}]}}}}}]}`
-	if got, err := c.Limits(context.Background()); err != nil || got.QOS["narrow"].PerJob != (JobLimits{MemMBPerNode: 4096}) || !got.QOS["narrow"].OverPartQOS {
-		t.Errorf("per-node memory: %+v, %v; want MemMBPerNode 4096 and OverPartQOS", got.QOS["narrow"], err)
+	// and per-job mem entries; and Flags=OverPartQOS, and
+	// Flags=PartitionMinNodes,PartitionMaxNodes,PartitionTimeLimit, as
+	// both labs list them.
+	f.overrides["/slurmdb/v0.0.38/qos"] = `{"errors":[],"QOS":[{"name":"narrow","flags":["OVERRIDE_PARTITION_QOS"],"limits":{"max":{"tres":{"per":{"node":[{"type":"mem","name":null,"id":2,"count":4096}]}}}}},` +
+		`{"name":"long","flags":["PARTITION_MINIMUM_NODE","PARTITION_MAXIMUM_NODE","PARTITION_TIME_LIMIT"]}]}`
+	if got, err := c.Limits(context.Background()); err != nil || got.QOS["narrow"].PerJob != (JobLimits{MemMBPerNode: 4096}) || !got.QOS["narrow"].OverPartQOS ||
+		got.QOS["narrow"].OverPartTime || !got.QOS["long"].OverPartTime || got.QOS["long"].OverPartQOS {
+		t.Errorf("per-node memory: %+v, %+v, %v; want MemMBPerNode 4096 and OverPartQOS, and PartitionTimeLimit on long alone", got.QOS["narrow"], got.QOS["long"], err)
 	}
 
 	// MaxNodes, MaxTime, MaxCPUsPerNode and MaxMemPerNode as the 22.05

@@ -114,7 +114,8 @@ type (
 func (l dbQOSList) convert() []QOS {
 	var out []QOS
 	for _, q := range append(l.QOS, l.QOS38...) {
-		o := QOS{Name: deref(q.Name), OverPartQOS: slices.Contains(deref(q.Flags), "OVERRIDE_PARTITION_QOS")}
+		o := QOS{Name: deref(q.Name), OverPartQOS: slices.Contains(deref(q.Flags), "OVERRIDE_PARTITION_QOS"),
+			OverPartTime: slices.Contains(deref(q.Flags), "PARTITION_TIME_LIMIT")}
 		if q.Limits != nil {
 			m := q.Limits.Max
 			o.PerJob, o.Grp, o.Typed = m.perJob(), m.grp(), m.typed()

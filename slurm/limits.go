@@ -51,7 +51,8 @@ const maxAccountDepth = 64
 // that does: the user's for the partition, the user's, then the account's
 // and its parents' up the tree (an association inherits a limit it does
 // not set); and no more nodes than the partition's MaxNodes, nor more time
-// than its MaxTime, nor more CPUs or memory on a node than its
+// than its MaxTime (unless the job's QOS has the PartitionTimeLimit flag),
+// nor more CPUs or memory on a node than its
 // MaxCPUsPerNode and MaxMemPerNode. A job that asks for one GPU type gets
 // no more GPUs (on a node) than the limits on that type allow, found the
 // same way.
@@ -59,7 +60,9 @@ func (l Limits) PerJob(j Job, partition string) JobLimits {
 	out := l.tres(j, partition)
 	p := l.Partitions[partition]
 	out.Nodes = tighter(out.Nodes, p.MaxNodesPerJob)
-	out.Wall = tighter(out.Wall, p.MaxTime)
+	if !l.QOS[j.QOS].OverPartTime {
+		out.Wall = tighter(out.Wall, p.MaxTime)
+	}
 	out.CPUsPerNode = tighter(out.CPUsPerNode, p.MaxCPUsPerNode)
 	out.MemMBPerNode = tighter(out.MemMBPerNode, p.MaxMemPerNodeMB)
 	return out

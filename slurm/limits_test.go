@@ -15,8 +15,10 @@ func TestLimitsPerJob(t *testing.T) {
 			"small":  {Name: "small", PerJob: JobLimits{GPUs: 2, GPUsPerNode: 1, MemMBPerNode: 4096, Wall: 3 * time.Hour, GPUMins: 120}},
 			"part":   {Name: "part", PerJob: JobLimits{GPUs: 3, Wall: 30 * time.Minute}},
 			"over":   {Name: "over", OverPartQOS: true, PerJob: JobLimits{GPUs: 6}},
+			"long":   {Name: "long", OverPartTime: true, PerJob: JobLimits{Wall: 3 * time.Hour}},
 		},
 		Partitions: map[string]Partition{"small": {Name: "small", MaxNodesPerJob: 1, MaxTime: time.Hour, MaxCPUsPerNode: 16, MaxMemPerNodeMB: 2048},
+			"slow":   {Name: "slow", MaxTime: time.Hour, QOS: "long"},
 			"wide":   {Name: "wide", MaxNodesPerJob: 4, MaxTime: 4 * time.Hour},
 			"shared": {Name: "shared", QOS: "part"}, "unknown": {Name: "unknown", QOS: "gone"}},
 		Associations: []Association{
@@ -53,7 +55,11 @@ func TestLimitsPerJob(t *testing.T) {
 		"OverPartQOS":           {"over", "physics", "carl", "shared", JobLimits{GPUs: 6, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 30 * time.Minute, GPUMins: 480, MemMins: 2400000}},
 		"same QOS":              {"part", "physics", "carl", "shared", JobLimits{GPUs: 3, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 30 * time.Minute, GPUMins: 480, MemMins: 2400000}},
 		"unknown partition QOS": {"normal", "physics", "carl", "unknown", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32, GPUMins: 480, MemMins: 2400000}},
-		"QOS's time":            {"small", "physics", "ann", "wide", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, MemMBPerNode: 4096, Wall: 3 * time.Hour, GPUMins: 120, CPUMins: 1000, MemMins: 2400000}},
+		// The PartitionTimeLimit flag of the job's QOS lifts the
+		// partition's MaxTime; the partition's QOS's does not (22.05 lab).
+		"PartitionTimeLimit":                 {"long", "root", "root", "small", JobLimits{Nodes: 1, CPUsPerNode: 16, MemMBPerNode: 2048, Wall: 3 * time.Hour}},
+		"partition QOS's PartitionTimeLimit": {"normal", "root", "root", "slow", JobLimits{Wall: time.Hour}},
+		"QOS's time":                         {"small", "physics", "ann", "wide", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, MemMBPerNode: 4096, Wall: 3 * time.Hour, GPUMins: 120, CPUMins: 1000, MemMins: 2400000}},
 	}
 	// The same with the associations scanned and looked up by key.
 	for _, l := range []Limits{l, l.Indexed()} {

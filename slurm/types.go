@@ -260,7 +260,12 @@ type QOS struct {
 	// OverPartQOS is the OverPartQOS flag: this QOS's limits apply ahead
 	// of the partition's QOS for jobs that run with it.
 	OverPartQOS bool
-	PerJob      JobLimits
+	// OverPartTime is the PartitionTimeLimit flag: its jobs may run past
+	// their partition's MaxTime (22.05 lab: a job asking for 10 minutes in
+	// a partition of MaxTime=5 ran with it, and waited with
+	// PartitionTimeLimit without it).
+	OverPartTime bool
+	PerJob       JobLimits
 	// Grp bounds all the QOS's jobs together (GrpTRES), PerUser and
 	// PerAccount one user's or one account's jobs in it (MaxTRESPerUser,
 	// MaxTRESPerAccount).

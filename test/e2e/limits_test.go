@@ -253,13 +253,33 @@ func TestQOSMinimum(t *testing.T) {
 // under a QOS allowing 2 GPUs and 15 minutes per job. rubick runs it on 2
 // GPUs, about half as fast as its request, so it scales the limit (10 min
 // x the predicted slowdown x 1.25) up to the QOS's 15, keeps the user's 10
-// in the tag, and the job completes.
+// in the tag, and the job completes. The partition's MaxTime of 12 caps it
+// at 12, unless the QOS has the PartitionTimeLimit flag, which lets its
+// jobs past the partition's MaxTime.
 func TestTimeLimitStretched(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		maxTime string // the partition's MaxTime
+		flags   string // the QOS's
+		want    time.Duration
+	}{
+		{"QOS", "UNLIMITED", "-1", 15 * time.Minute},
+		{"partition", "12", "-1", 12 * time.Minute},
+		{"PartitionTimeLimit", "12", "PartitionTimeLimit", 15 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) { timeLimitStretched(t, tc.maxTime, tc.flags, tc.want) })
+	}
+}
+
+// timeLimitStretched runs a TestTimeLimitStretched case.
+func timeLimitStretched(t *testing.T, maxTime, flags string, want time.Duration) {
 	lt := newLabTest(t, "timelimit", 2*time.Minute, "")
 	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
 
-	l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "MaxTRESPerJob=gres/gpu=2", "MaxWall=15")
-	defer l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "MaxTRESPerJob=gres/gpu=-1", "MaxWall=-1")
+	l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "MaxTRESPerJob=gres/gpu=2", "MaxWall=15", "Flags="+flags)
+	defer l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "MaxTRESPerJob=gres/gpu=-1", "MaxWall=-1", "Flags=-1")
+	l.run(t, "scontrol", "update", "PartitionName=gpu", "MaxTime="+maxTime)
+	defer l.run(t, "scontrol", "update", "PartitionName=gpu", "MaxTime=UNLIMITED")
 
 	d := runDaemon(t, l, bin, dir, cfgPath)
 	id := l.submitScript(t, dir, shortTraining(bin, dir, "roberta", 64), &lt.ids, "--model-type=roberta", "-p", "gpu",
@@ -271,9 +291,9 @@ func TestTimeLimitStretched(t *testing.T) {
 		t.Fatalf("job %d ended %s (%s), tag %v; want COMPLETED on a plan rubickd chose; rubickd log %s", id, j.State, j.Reason, j.Tag, d.log)
 	}
 	t.Logf("job %d ran on %d GPUs with a %v limit, tag %v", id, j.GPUs, limit, j.Tag)
-	if j.GPUs > 2 || limit != 15*time.Minute || j.Tag.Extra["tl"] != "10" {
-		t.Errorf("job %d ran on %d GPUs with a %v limit, tag %v; want 2 GPUs at most, the QOS's 15m and tl=10; rubickd log %s",
-			id, j.GPUs, limit, j.Tag, d.log)
+	if j.GPUs > 2 || limit != want || j.Tag.Extra["tl"] != "10" {
+		t.Errorf("job %d ran on %d GPUs with a %v limit, tag %v; want 2 GPUs at most, a %v limit and tl=10; rubickd log %s",
+			id, j.GPUs, limit, j.Tag, want, d.log)
 	}
 }
 
