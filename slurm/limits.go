@@ -51,7 +51,8 @@ const maxAccountDepth = 64
 // that does: the user's for the partition, the user's, then the account's
 // and its parents' up the tree (an association inherits a limit it does
 // not set); and no more nodes than the partition's MaxNodes, nor more time
-// than its MaxTime (unless the job's QOS has the PartitionTimeLimit flag),
+// than its MaxTime (unless the job's QOS has the PartitionMaxNodes or
+// PartitionTimeLimit flag),
 // nor more CPUs or memory on a node than its
 // MaxCPUsPerNode and MaxMemPerNode. A job that asks for one GPU type gets
 // no more GPUs (on a node) than the limits on that type allow, found the
@@ -59,8 +60,11 @@ const maxAccountDepth = 64
 func (l Limits) PerJob(j Job, partition string) JobLimits {
 	out := l.tres(j, partition)
 	p := l.Partitions[partition]
-	out.Nodes = tighter(out.Nodes, p.MaxNodesPerJob)
-	if !l.QOS[j.QOS].OverPartTime {
+	q := l.QOS[j.QOS] // its flags lift these, not its partition's QOS's
+	if !q.OverPartNodes {
+		out.Nodes = tighter(out.Nodes, p.MaxNodesPerJob)
+	}
+	if !q.OverPartTime {
 		out.Wall = tighter(out.Wall, p.MaxTime)
 	}
 	out.CPUsPerNode = tighter(out.CPUsPerNode, p.MaxCPUsPerNode)

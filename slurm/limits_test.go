@@ -16,6 +16,7 @@ func TestLimitsPerJob(t *testing.T) {
 			"part":   {Name: "part", PerJob: JobLimits{GPUs: 3, Wall: 30 * time.Minute}},
 			"over":   {Name: "over", OverPartQOS: true, PerJob: JobLimits{GPUs: 6}},
 			"long":   {Name: "long", OverPartTime: true, PerJob: JobLimits{Wall: 3 * time.Hour}},
+			"wide":   {Name: "wide", OverPartNodes: true},
 		},
 		Partitions: map[string]Partition{"small": {Name: "small", MaxNodesPerJob: 1, MaxTime: time.Hour, MaxCPUsPerNode: 16, MaxMemPerNodeMB: 2048},
 			"slow":   {Name: "slow", MaxTime: time.Hour, QOS: "long"},
@@ -58,6 +59,7 @@ func TestLimitsPerJob(t *testing.T) {
 		// The PartitionTimeLimit flag of the job's QOS lifts the
 		// partition's MaxTime; the partition's QOS's does not (22.05 lab).
 		"PartitionTimeLimit":                 {"long", "root", "root", "small", JobLimits{Nodes: 1, CPUsPerNode: 16, MemMBPerNode: 2048, Wall: 3 * time.Hour}},
+		"PartitionMaxNodes":                  {"wide", "root", "root", "small", JobLimits{CPUsPerNode: 16, MemMBPerNode: 2048, Wall: time.Hour}},
 		"partition QOS's PartitionTimeLimit": {"normal", "root", "root", "slow", JobLimits{Wall: time.Hour}},
 		"QOS's time":                         {"small", "physics", "ann", "wide", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, MemMBPerNode: 4096, Wall: 3 * time.Hour, GPUMins: 120, CPUMins: 1000, MemMins: 2400000}},
 	}

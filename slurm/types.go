@@ -265,7 +265,12 @@ type QOS struct {
 	// a partition of MaxTime=5 ran with it, and waited with
 	// PartitionTimeLimit without it).
 	OverPartTime bool
-	PerJob       JobLimits
+	// OverPartNodes is the PartitionMaxNodes flag: its jobs may span more
+	// nodes than their partition's MaxNodes (22.05 lab: root's resize of
+	// a job to 2 nodes in a partition of MaxNodes=1 ran with it, and
+	// waited with PartitionNodeLimit without it).
+	OverPartNodes bool
+	PerJob        JobLimits
 	// Grp bounds all the QOS's jobs together (GrpTRES), PerUser and
 	// PerAccount one user's or one account's jobs in it (MaxTRESPerUser,
 	// MaxTRESPerAccount).

@@ -123,6 +123,22 @@ func TestSlurmLimit(t *testing.T) {
 				mem: "--mem-per-gpu=16G"}, false)
 		})
 	}
+	// The partition's MaxNodes=1 beside 2 GPUs per node
+	// (MaxTRESPerNode): a QOS with the PartitionMaxNodes flag lets its
+	// jobs past the former, so rubick spreads the job over 2 nodes or
+	// more (with the flag unread, it ran on 2 GPUs of one node).
+	t.Run("PartitionMaxNodes", func(t *testing.T) {
+		l := labFromEnv(t)
+		l.run(t, "scontrol", "update", "PartitionName=gpu", "MaxNodes=1")
+		t.Cleanup(func() { l.run(t, "scontrol", "update", "PartitionName=gpu", "MaxNodes=UNLIMITED") })
+		l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "MaxTRESPerNode=gres/gpu=2")
+		t.Cleanup(func() { l.run(t, "sacctmgr", "-i", "modify", "qos", "normal", "set", "MaxTRESPerNode=gres/gpu=-1") })
+		j := slurmLimit(t, limitCase{set: []string{"qos", "normal", "set", "Flags="}, value: "PartitionMaxNodes", want: bounds{gpus: 8, nodes: 4, perNode: 2},
+			reset: "-1"}, false)
+		if len(j.NodeList) < 2 {
+			t.Errorf("job %d ran on %v; want 2 nodes or more past the partition's MaxNodes=1", j.ID, j.NodeList)
+		}
+	})
 	// With weights the request bills 2x2 + 8x0.5 + 32x0.25 = 16. Its
 	// node's 32 GB bill 8 whatever it runs, and the other 32 of 40 are 4
 	// times its 2 GPUs and 8 CPUs: 8 GPUs, 32 CPUs and 32 GB at most.
