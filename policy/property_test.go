@@ -46,6 +46,7 @@ func genInput(t *rapid.T) (nodes []policy.Node, jobs []policy.Job, tenants []pol
 		}
 		b.FairShare(rapid.SampledFrom([]float64{0, 0.25, 0.5, 1}).Draw(t, "fairShare"))
 		b.Priority(rapid.SampledFrom([]float64{0, 1, 5000, 5000, 100000}).Draw(t, "priority"), rapid.IntRange(0, 2).Draw(t, "tier"))
+		running := false
 		if rapid.Bool().Draw(t, "running") {
 			var alloc []policy.NodeAlloc
 			left := g
@@ -69,10 +70,33 @@ func genInput(t *rapid.T) (nodes []policy.Node, jobs []policy.Job, tenants []pol
 					}
 					b.Running(plan, time.Duration(rapid.IntRange(1, 600).Draw(t, "runMin"))*time.Minute, alloc...).
 						Reconfigs(rapid.IntRange(0, 3).Draw(t, "reconfigs"))
+					running = true
 				}
 			}
 		}
-		jobs = append(jobs, b.Obj())
+		j := b.Obj()
+		if rapid.IntRange(0, 3).Draw(t, "hasMin") == 0 {
+			// A Slurm minimum; a running job holds at least its own.
+			hi := 2 * g
+			if running {
+				hi = g
+			}
+			j.Min = policy.Size{GPUs: rapid.IntRange(0, hi).Draw(t, "minGPUs"), CPUs: rapid.IntRange(0, 8*hi).Draw(t, "minCPUs"),
+				MemGB: float64(rapid.IntRange(0, 16*hi).Draw(t, "minMemGB"))}
+			if !running {
+				j.Min.Nodes = rapid.IntRange(0, 2).Draw(t, "minNodes")
+			}
+		}
+		if !running && rapid.IntRange(0, 3).Draw(t, "hasQuota") == 0 {
+			q := &policy.NodeQuota{New: rapid.IntRange(0, 2).Draw(t, "quotaNew")}
+			for _, n := range nodes {
+				if rapid.Bool().Draw(t, "shared") {
+					q.Shared = append(q.Shared, n.Name)
+				}
+			}
+			j.NodeQuota = q
+		}
+		jobs = append(jobs, j)
 	}
 	tenants = []policy.Tenant{{Name: "default", GPUQuota: rapid.IntRange(0, nNodes*perNode).Draw(t, "quota")}}
 	return nodes, jobs, tenants
@@ -137,6 +161,20 @@ func checkPlan(t *rapid.T, name string, s *policy.Snapshot, p policy.Plan) {
 				if err := est.Feasible(a.Plan, r); err != nil {
 					t.Fatalf("%s: %s chosen plan %s on %s: %v", name, j.ID, a.Plan, pl, err)
 				}
+			}
+			var held policy.Size
+			outside := 0
+			for _, n := range a.Alloc {
+				held.GPUs, held.CPUs, held.MemGB = held.GPUs+n.GPUs, held.CPUs+n.CPUs, held.MemGB+n.MemGB
+				if q := j.NodeQuota; q != nil && !slices.Contains(q.Shared, n.Node) {
+					outside++
+				}
+			}
+			if m := j.Min; held.GPUs < m.GPUs || len(a.Alloc) < m.Nodes || held.CPUs < m.CPUs || held.MemGB < m.MemGB-1e-9 {
+				t.Fatalf("%s: %s %s on %v, below its minimum %v", name, a.Kind, j.ID, a.Alloc, m)
+			}
+			if q := j.NodeQuota; q != nil && outside > q.New {
+				t.Fatalf("%s: %s on %v, %d nodes outside %v, want %d at most", name, j.ID, a.Alloc, outside, q.Shared, q.New)
 			}
 		default:
 			t.Fatalf("%s: unknown kind %q", name, a.Kind)
