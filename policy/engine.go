@@ -81,6 +81,7 @@ type jstate struct {
 	fresh    []float64
 	freshVer int
 	maxNodes int // most nodes it may span
+	leastG   int // fewest GPUs its Min takes (minGPUs)
 	// newNode marks the nodes its NodeQuota counts, by index (nil: no
 	// quota); it may hold GPUs on newMax of them at most.
 	newNode []bool
@@ -291,15 +292,16 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 		}
 		js.info = e.jobInfo(r, js)
 		js.cpg = max(e.cfg.MinCPUsPerGPU, min(j.Request.CPUs/max(1, j.Request.GPUs), maxCPUsPerGPU(s)))
-		js.cap = r.capOf(js)
 		js.hostBase = hostBase(js.est, j.Request.Plan)
 		js.memPer, js.memBase = j.memRates(e.cfg.HostMemPerGPUGB, js.hostBase)
+		js.leastG = r.minGPUs(js)
+		js.cap = r.capOf(js)
 		js.maxNodes = max(1, e.cfg.MaxSpread*len(js.info.reqShape))
 		if j.WithinRequest {
 			js.maxNodes = max(1, len(js.info.reqShape))
 		}
 		// Enough nodes for what its Min takes.
-		js.maxNodes = max(js.maxNodes, j.Min.Nodes, (js.minGPUs()+r.nodeGPUs-1)/max(r.nodeGPUs, 1))
+		js.maxNodes = max(js.maxNodes, j.Min.Nodes, (js.leastG+r.nodeGPUs-1)/max(r.nodeGPUs, 1))
 		if j.Max.Nodes > 0 {
 			js.maxNodes = min(js.maxNodes, j.Max.Nodes)
 		}
@@ -335,10 +337,29 @@ func maxCPUsPerGPU(s *Snapshot) int {
 }
 
 // minGPUs is the fewest GPUs js's Min takes, whatever its request: its
-// GPUs, one on each of its nodes, and those its CPUs come with.
-func (js *jstate) minGPUs() int {
+// GPUs, one on each of its nodes, those its CPUs come with, and, packed,
+// those whose host memory (as booked whatever the plan) reaches its
+// memory.
+func (r *round) minGPUs(js *jstate) int {
 	m := js.j.Min
-	return max(m.GPUs, m.Nodes, (m.CPUs+js.cpg-1)/max(js.cpg, 1))
+	g := max(m.GPUs, m.Nodes, (m.CPUs+js.cpg-1)/max(js.cpg, 1))
+	if m.MemGB <= 0 {
+		return g
+	}
+	total := 0
+	for _, n := range r.s.Nodes {
+		total += n.GPUs
+	}
+	for k := max(g, 1); k <= total; k++ {
+		mem := 0.0
+		for _, n := range PackedPlacement(k, r.nodeGPUs) {
+			mem += js.j.hostMem(r.e.cfg.HostMemPerGPUGB, n, js.hostBase, js.hostBase)
+		}
+		if mem+1e-9 >= m.MemGB {
+			return k
+		}
+	}
+	return g
 }
 
 func (r *round) capOf(js *jstate) int {
@@ -354,7 +375,7 @@ func (r *round) capOf(js *jstate) int {
 	if js.j.WithinRequest {
 		total = min(total, req)
 	}
-	total = min(all, max(total, js.minGPUs()))
+	total = min(all, max(total, js.leastG))
 	if m := js.j.Max; m.GPUs > 0 {
 		total = min(total, m.GPUs)
 	}
