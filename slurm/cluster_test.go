@@ -822,8 +822,9 @@ func TestLimits(t *testing.T) {
 	f.overrides["/slurmdb/v0.0.38/qos"] = `{"errors":[],"QOS":[{"name":"narrow","flags":["OVERRIDE_PARTITION_QOS"],"limits":{"max":{"tres":{"per":{"node":[{"type":"mem","name":null,"id":2,"count":4096}]}}}}},` +
 		`{"name":"long","flags":["PARTITION_MINIMUM_NODE","PARTITION_MAXIMUM_NODE","PARTITION_TIME_LIMIT"]}]}`
 	if got, err := c.Limits(context.Background()); err != nil || got.QOS["narrow"].PerJob != (JobLimits{MemMBPerNode: 4096}) || !got.QOS["narrow"].OverPartQOS ||
-		got.QOS["narrow"].OverPartTime || got.QOS["narrow"].OverPartNodes || !got.QOS["long"].OverPartTime || !got.QOS["long"].OverPartNodes || got.QOS["long"].OverPartQOS {
-		t.Errorf("per-node memory: %+v, %+v, %v; want MemMBPerNode 4096 and OverPartQOS, and PartitionTimeLimit and PartitionMaxNodes on long alone", got.QOS["narrow"], got.QOS["long"], err)
+		got.QOS["narrow"].OverPartTime || got.QOS["narrow"].OverPartNodes || !got.QOS["long"].OverPartTime || !got.QOS["long"].OverPartNodes || !got.QOS["long"].OverPartMinNodes || got.QOS["long"].OverPartQOS ||
+		got.QOS["narrow"].OverPartMinNodes {
+		t.Errorf("per-node memory: %+v, %+v, %v; want MemMBPerNode 4096 and OverPartQOS, and PartitionTimeLimit, PartitionMaxNodes and PartitionMinNodes on long alone", got.QOS["narrow"], got.QOS["long"], err)
 	}
 
 	// MaxNodes, MaxTime, MaxCPUsPerNode and MaxMemPerNode as the 22.05

@@ -115,7 +115,8 @@ func (l dbQOSList) convert() []QOS {
 	var out []QOS
 	for _, q := range append(l.QOS, l.QOS38...) {
 		o := QOS{Name: deref(q.Name), OverPartQOS: slices.Contains(deref(q.Flags), "OVERRIDE_PARTITION_QOS"),
-			OverPartTime: slices.Contains(deref(q.Flags), "PARTITION_TIME_LIMIT"), OverPartNodes: slices.Contains(deref(q.Flags), "PARTITION_MAXIMUM_NODE")}
+			OverPartTime: slices.Contains(deref(q.Flags), "PARTITION_TIME_LIMIT"), OverPartNodes: slices.Contains(deref(q.Flags), "PARTITION_MAXIMUM_NODE"),
+			OverPartMinNodes: slices.Contains(deref(q.Flags), "PARTITION_MINIMUM_NODE")}
 		if q.Limits != nil {
 			m := q.Limits.Max
 			o.PerJob, o.Grp, o.Typed = m.perJob(), m.grp(), m.typed()

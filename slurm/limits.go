@@ -76,10 +76,11 @@ func (l Limits) PerJob(j Job, partition string) JobLimits {
 // MinTRESPerJob of its QOS and its partition's QOS, each TRES from the
 // first of them that sets it (as for PerJob), a minimum on the one GPU
 // type j asks for counted in GPUs (Typed is left nil), and the
-// partition's MinNodes; by names the limits that set any ("QOS normal
-// MinTRESPerJob, partition gpu MinNodes"). unmet names a typed minimum
-// j meets at no size, for it asks for no GPUs of that type alone: Slurm
-// holds it whatever rubick does.
+// partition's MinNodes unless j's QOS has the PartitionMinNodes flag; by
+// names the limits that set any ("QOS normal MinTRESPerJob, partition
+// gpu MinNodes"). unmet names a typed minimum j meets at no size, for it
+// asks for no GPUs of that type alone: Slurm holds it whatever rubick
+// does.
 func (l Limits) MinPerJob(j Job, partition string) (m JobMins, by, unmet string) {
 	var names []string
 	typed := 0
@@ -104,7 +105,7 @@ func (l Limits) MinPerJob(j Job, partition string) (m JobMins, by, unmet string)
 	if len(names) > 0 {
 		by = "QOS " + strings.Join(names, " and QOS ") + " MinTRESPerJob"
 	}
-	if p := l.Partitions[partition]; p.MinNodesPerJob > 1 {
+	if p := l.Partitions[partition]; p.MinNodesPerJob > 1 && !l.QOS[j.QOS].OverPartMinNodes {
 		// Slurm holds a job to both.
 		m.Nodes = max(m.Nodes, p.MinNodesPerJob)
 		by = strings.TrimPrefix(by+", ", ", ") + "partition " + p.Name + " MinNodes"

@@ -88,6 +88,7 @@ func TestLimitsMinPerJob(t *testing.T) {
 			"part":   {Name: "part", Min: JobMins{GPUs: 2, Nodes: 2, MemMB: 8192}},
 			"h100":   {Name: "h100", Min: JobMins{GPUs: 2, Typed: map[string]int{"h100": 8}}},
 			"over":   {Name: "over", OverPartQOS: true, Min: JobMins{GPUs: 8}},
+			"few":    {Name: "few", OverPartMinNodes: true, Min: JobMins{CPUs: 4}},
 		},
 		Partitions: map[string]Partition{"gpu": {Name: "gpu"}, "shared": {Name: "shared", QOS: "part"},
 			"wide": {Name: "wide", MinNodesPerJob: 3}, "one": {Name: "one", MinNodesPerJob: 1}},
@@ -115,7 +116,9 @@ func TestLimitsMinPerJob(t *testing.T) {
 		// both.
 		"partition MinNodes": {"normal", "wide", nil, want{JobMins{Nodes: 3}, "partition wide MinNodes", ""}},
 		"both":               {"big", "wide", nil, want{JobMins{GPUs: 4, Nodes: 3, CPUs: 16}, "QOS big MinTRESPerJob, partition wide MinNodes", ""}},
-		"MinNodes of 1":      {"normal", "one", nil, want{}},
+		// The PartitionMinNodes flag of the job's QOS lifts it (22.05 lab).
+		"PartitionMinNodes": {"few", "wide", nil, want{JobMins{CPUs: 4}, "QOS few MinTRESPerJob", ""}},
+		"MinNodes of 1":     {"normal", "one", nil, want{}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -270,7 +270,12 @@ type QOS struct {
 	// a job to 2 nodes in a partition of MaxNodes=1 ran with it, and
 	// waited with PartitionNodeLimit without it).
 	OverPartNodes bool
-	PerJob        JobLimits
+	// OverPartMinNodes is the PartitionMinNodes flag: its jobs may span
+	// fewer nodes than their partition's MinNodes (22.05 lab: root's
+	// resize of a 2-node job to one node in a partition of MinNodes=2
+	// ran with it, and waited with PartitionNodeLimit without it).
+	OverPartMinNodes bool
+	PerJob           JobLimits
 	// Grp bounds all the QOS's jobs together (GrpTRES), PerUser and
 	// PerAccount one user's or one account's jobs in it (MaxTRESPerUser,
 	// MaxTRESPerAccount).
