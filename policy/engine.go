@@ -123,6 +123,7 @@ type round struct {
 	nodes    []nstate
 	jobs     []*jstate
 	nodeGPUs int
+	gpuTotal int // GPUs over all nodes
 	memGB    float64
 	log      []op
 	logging  bool
@@ -237,6 +238,7 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 		n := &s.Nodes[i]
 		r.nodes[i] = nstate{n: n, freeGPU: n.GPUs, freeCPU: n.CPUs}
 		r.nodeGPUs = max(r.nodeGPUs, n.GPUs)
+		r.gpuTotal += n.GPUs
 		r.memGB = min(r.memGB, n.MemGB)
 	}
 	if len(s.Nodes) == 0 {
@@ -346,11 +348,7 @@ func (r *round) minGPUs(js *jstate) int {
 	if m.MemGB <= 0 {
 		return g
 	}
-	total := 0
-	for _, n := range r.s.Nodes {
-		total += n.GPUs
-	}
-	for k := max(g, 1); k <= total; k++ {
+	for k := max(g, 1); k <= r.gpuTotal; k++ {
 		mem := 0.0
 		for _, n := range PackedPlacement(k, r.nodeGPUs) {
 			mem += js.j.hostMem(r.e.cfg.HostMemPerGPUGB, n, js.hostBase, js.hostBase)
@@ -364,18 +362,14 @@ func (r *round) minGPUs(js *jstate) int {
 
 func (r *round) capOf(js *jstate) int {
 	req := js.j.Request.GPUs
-	total := 0
-	for _, n := range r.s.Nodes {
-		total += n.GPUs
-	}
-	all := total
+	total := r.gpuTotal
 	if r.e.cfg.MaxScale > 0 {
 		total = min(total, int(math.Floor(r.e.cfg.MaxScale*float64(req))))
 	}
 	if js.j.WithinRequest {
 		total = min(total, req)
 	}
-	total = min(all, max(total, js.leastG))
+	total = min(r.gpuTotal, max(total, js.leastG))
 	if m := js.j.Max; m.GPUs > 0 {
 		total = min(total, m.GPUs)
 	}
