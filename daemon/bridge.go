@@ -1610,14 +1610,15 @@ func (v *View) keepGroups(actions []slurm.Action, now time.Time) (kept []slurm.A
 	}
 	// What the plan frees first (preemptions, restarts on less), then what
 	// it takes, in order.
-	for _, a := range actions {
-		if m := change(a); frees(m) {
-			apply(m)
+	ms := make([]move, len(actions))
+	for i, a := range actions {
+		if ms[i] = change(a); frees(ms[i]) {
+			apply(ms[i])
 		}
 	}
 	kept = make([]slurm.Action, 0, len(actions))
-	for _, a := range actions {
-		m := change(a)
+	for i, a := range actions {
+		m := ms[i]
 		if frees(m) {
 			kept = append(kept, a)
 			continue
