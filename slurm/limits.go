@@ -52,8 +52,7 @@ const maxAccountDepth = 64
 // and its parents' up the tree (an association inherits a limit it does
 // not set); and no more nodes than the partition's MaxNodes, nor more time
 // than its MaxTime (unless the job's QOS has the PartitionMaxNodes or
-// PartitionTimeLimit flag),
-// nor more CPUs or memory on a node than its
+// PartitionTimeLimit flag), nor more CPUs or memory on a node than its
 // MaxCPUsPerNode and MaxMemPerNode. A job that asks for one GPU type gets
 // no more GPUs (on a node) than the limits on that type allow, found the
 // same way.
