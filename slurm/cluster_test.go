@@ -833,17 +833,17 @@ func TestLimits(t *testing.T) {
 	// (its unlimited MaxMemPerNode is a set 0, as recorded); QOS=gpupart
 	// and TRESBillingWeights=CPU=0.5,Mem=0.25G,GRES/gpu=2.0 as both labs
 	// report them; MinNodes=2, which 24.11 lists under minimums.nodes and
-	// 22.05 not at all (min_nodes_per_job stays null).
-	f.overrides["/slurm/v0.0.38/partitions"] = `{"errors":[],"partitions":[{"name":"gpu","nodes":"node[1-4]","maximum_nodes_per_job":2,"min_nodes_per_job":null,"max_time_limit":60,"maximum_cpus_per_node":16,"maximum_memory_per_node":65536,"qos":"gpupart","billing_weights":"CPU=0.5,Mem=0.25G,GRES\/gpu=2.0"},{"name":"debug","qos":"","nodes":"node[1-4]","maximum_nodes_per_job":-1,"max_time_limit":-1,"maximum_cpus_per_node":-1,"maximum_memory_per_node":null}]}`
+	// 22.05 under "min nodes per job" (never the spec's min_nodes_per_job).
+	f.overrides["/slurm/v0.0.38/partitions"] = `{"errors":[],"partitions":[{"name":"gpu","nodes":"node[1-4]","maximum_nodes_per_job":2,"min nodes per job":2,"max_time_limit":60,"maximum_cpus_per_node":16,"maximum_memory_per_node":65536,"qos":"gpupart","billing_weights":"CPU=0.5,Mem=0.25G,GRES\/gpu=2.0"},{"name":"debug","qos":"","nodes":"node[1-4]","maximum_nodes_per_job":-1,"max_time_limit":-1,"maximum_cpus_per_node":-1,"maximum_memory_per_node":null}]}`
 	f41, srv41 = newFakeRestd(t, Version41)
 	f41.overrides["/slurm/v0.0.41/partitions/"] = `{"errors":[],"warnings":[],"partitions":[{"name":"gpu","maximums":{"nodes":{"set":true,"infinite":false,"number":2},"time":{"set":true,"infinite":false,"number":60},"cpus_per_node":{"set":true,"infinite":false,"number":16},"partition_memory_per_node":{"set":true,"infinite":false,"number":65536}},"minimums":{"nodes":2},"qos":{"allowed":"","deny":"","assigned":"gpupart"},"tres":{"billing_weights":"CPU=0.5,Mem=0.25G,GRES/gpu=2.0","configured":"cpu=256,mem=2000G,node=4,billing=256,gres/gpu=32"}},{"name":"debug","maximums":{"nodes":{"set":false,"infinite":true,"number":0},"time":{"set":false,"infinite":true,"number":0},"cpus_per_node":{"set":false,"infinite":true,"number":0},"partition_memory_per_node":{"set":true,"infinite":false,"number":0}}}]}`
 	for v, c := range map[string]*RESTCluster{"22.05": c, "24.11": newTestCluster(t, srv41.URL, nil)} {
 		parts, err := c.Partitions(context.Background())
-		if err != nil || len(parts) != 2 || parts[0].MaxNodesPerJob != 2 || parts[1].MaxNodesPerJob != 0 || parts[0].MinNodesPerJob != map[string]int{"22.05": 0, "24.11": 2}[v] || parts[1].MinNodesPerJob != 0 ||
+		if err != nil || len(parts) != 2 || parts[0].MaxNodesPerJob != 2 || parts[1].MaxNodesPerJob != 0 || parts[0].MinNodesPerJob != 2 || parts[1].MinNodesPerJob != 0 ||
 			parts[0].MaxTime != time.Hour || parts[1].MaxTime != 0 || parts[0].MaxCPUsPerNode != 16 || parts[1].MaxCPUsPerNode != 0 ||
 			parts[0].MaxMemPerNodeMB != 65536 || parts[1].MaxMemPerNodeMB != 0 || parts[0].QOS != "gpupart" || parts[1].QOS != "" ||
 			!cmp.Equal(parts[0].Billing, BillingWeights{CPU: 0.5, GPU: 2, MemMB: 0.25 / 1024, Set: true}) || !cmp.Equal(parts[1].Billing, BillingWeights{}) {
-			t.Errorf("%s: partitions %+v, %v; want MaxNodes 2 and unlimited, MinNodes 2 (on 24.11) and none, MaxTime 1 h and unlimited, MaxCPUsPerNode 16 and unlimited, MaxMemPerNode 65536 and unlimited, QOS gpupart and none, billing weights and none",
+			t.Errorf("%s: partitions %+v, %v; want MaxNodes 2 and unlimited, MinNodes 2 and none, MaxTime 1 h and unlimited, MaxCPUsPerNode 16 and unlimited, MaxMemPerNode 65536 and unlimited, QOS gpupart and none, billing weights and none",
 				v, parts, err)
 		}
 	}

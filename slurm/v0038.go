@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -53,8 +54,15 @@ type (
 	}
 	v38Partitions struct {
 		v0038.V0038PartitionsResponse
-		Meta   json.RawMessage `json:"meta"`
-		Errors json.RawMessage `json:"errors"`
+		Meta       json.RawMessage `json:"meta"`
+		Errors     json.RawMessage `json:"errors"`
+		Partitions *[]v38Partition `json:"partitions"`
+	}
+	v38Partition struct {
+		v0038.V0038Partition
+		// 22.05 writes MinNodes under this key, and leaves the spec's
+		// min_nodes_per_job out (22.05 lab, MinNodes=2).
+		MinNodes *int `json:"min nodes per job"`
 	}
 	v38Reservations struct {
 		v0038.V0038ReservationsResponse
@@ -285,6 +293,7 @@ func (b *v38) partitions(ctx context.Context) ([]Partition, error) {
 			TotalNodes: deref(p.TotalNodes),
 			// -1: unlimited
 			MaxNodesPerJob:    max(deref(p.MaximumNodesPerJob), 0),
+			MinNodesPerJob:    max(deref(cmp.Or(p.MinNodes, p.MinNodesPerJob)), 0),
 			MaxTime:           minutes(deref(p.MaxTimeLimit)),
 			MaxCPUsPerNode:    max(deref(p.MaximumCpusPerNode), 0),
 			MaxMemPerNodeMB:   max(deref(p.MaximumMemoryPerNode), 0),

@@ -246,18 +246,27 @@ func slurmLimit(t *testing.T, tc limitCase, afterListing bool) slurm.Job {
 }
 
 // TestQOSMinimum: the QOS lets no job run on fewer than 2 nodes, or 12
-// GPUs (MinTRESPerJob=node=2, gres/gpu=12). On the idle lab rubick grows a
-// roberta job asking for 2 GPUs on one node to a whole node; under the
-// minimum it starts the job on 2 nodes (12 GPUs or more) at once, and
-// Slurm never holds it back (root's resize is held below a QOS minimum:
-// QOSMinNode, QOSMinGRES).
+// GPUs (MinTRESPerJob=node=2, gres/gpu=12), or the partition on fewer
+// than 2 nodes (MinNodes=2). On the idle lab rubick grows a roberta job
+// asking for 2 GPUs on one node to a whole node; under the minimum it
+// starts the job on 2 nodes (12 GPUs or more) at once, and Slurm never
+// holds it back (root's resize is held below a minimum: QOSMinNode,
+// QOSMinGRES, PartitionNodeLimit).
 func TestQOSMinimum(t *testing.T) {
 	for _, tc := range []struct {
-		set, value  string
+		set         []string
+		value       string
 		nodes, gpus int
-	}{{"MinTRESPerJob=node=", "2", 2, 2}, {"MinTRESPerJob=gres/gpu=", "12", 2, 12}} {
-		t.Run(tc.set, func(t *testing.T) {
-			j := slurmLimit(t, limitCase{set: []string{"qos", "normal", "set", tc.set}, value: tc.value, want: bounds{gpus: 32, nodes: 4}}, false)
+	}{
+		{[]string{"qos", "normal", "set", "MinTRESPerJob=node="}, "2", 2, 2},
+		{[]string{"qos", "normal", "set", "MinTRESPerJob=gres/gpu="}, "12", 2, 12},
+		// Before 22.05's partitions were read under the key its
+		// slurmrestd writes, Slurm held the job rubick sized to one node
+		// back (PartitionNodeLimit), and its request was one node too.
+		{[]string{"scontrol", "update", "PartitionName=gpu", "MinNodes="}, "2", 2, 2},
+	} {
+		t.Run(tc.set[len(tc.set)-1], func(t *testing.T) {
+			j := slurmLimit(t, limitCase{set: tc.set, value: tc.value, want: bounds{gpus: 32, nodes: 4}, reset: map[bool]string{true: "0"}[tc.set[0] == "scontrol"]}, false)
 			if len(j.NodeList) < tc.nodes || j.GPUs < tc.gpus {
 				t.Errorf("job %d ran on %v with %d GPUs; want at least %d nodes and %d GPUs", j.ID, j.NodeList, j.GPUs, tc.nodes, tc.gpus)
 			}
