@@ -920,6 +920,13 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			v.Arrays = append(v.Arrays, arraySplit{job: j, tasks: tasks})
 			continue
 		}
+		if j.State == slurm.StatePending && j.Held && j.EligibleTime.After(now) {
+			// Its --begin (or the few seconds Slurm puts before a
+			// requeued job may start): a size chosen now would be stale
+			// by then, and GPUs planned for it would stay idle.
+			v.Unmanaged[j.ID] = fmt.Sprintf("waits for its begin time %s; planned once it comes", j.EligibleTime.UTC().Format(time.RFC3339))
+			continue
+		}
 		if j.State == slurm.StatePending && (j.Held && waitsOn(j.Dependency, active) || !j.Held && slurm.WaitReason(j.Reason)) {
 			// Its dependencies, begin time or a job-count limit hold it,
 			// not nodes: GPUs planned for it would stay idle meanwhile.

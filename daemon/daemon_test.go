@@ -1295,11 +1295,13 @@ func TestCycleLeavesWaitingJobs(t *testing.T) {
 	admin := heldJob(23, "bert", 1, 4)
 	admin.Reason = "JobHeldAdmin"
 	admin.ArrayTasks = "0-3" // not even split
+	begin := heldJob(24, "bert", 1, 4)
+	begin.EligibleTime = t0.Add(time.Hour) // --begin=now+1hour
 	// Job 20, what job 21 depends on, runs (rigid, 1 GPU).
 	first := slurm.Job{ID: 20, Partition: "gpu", State: slurm.StateRunning, NodeList: []string{"node1"}, GPUsPerNode: 1, CPUs: 1}
 	nodes := labNodes(1)
 	nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 1, 1
-	c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{first, dep, throttled, admin}}
+	c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{first, dep, throttled, admin, begin}}
 	a := &fakeApplier{}
 	d, _ := newTestDaemon(t, c, a)
 	rep, err := d.Cycle(context.Background(), false)
@@ -1309,7 +1311,8 @@ func TestCycleLeavesWaitingJobs(t *testing.T) {
 	if len(a.got) != 0 {
 		t.Errorf("actions %+v, want none", a.got)
 	}
-	for id, want := range map[int]string{21: "waits for dependency afterok:20(unfulfilled)", 22: "waits for JobArrayTaskLimit", 23: "held by an administrator"} {
+	for id, want := range map[int]string{21: "waits for dependency afterok:20(unfulfilled)", 22: "waits for JobArrayTaskLimit", 23: "held by an administrator",
+		24: "waits for its begin time 2026-"} {
 		if !strings.Contains(rep.Ignored[id], want) {
 			t.Errorf("report on job %d: %q, want %q", id, rep.Ignored[id], want)
 		}
@@ -1322,6 +1325,16 @@ func TestCycleLeavesWaitingJobs(t *testing.T) {
 	}
 	if len(a.got) != 1 || a.got[0].JobID != 21 || a.got[0].Kind != slurm.ActionStart {
 		t.Errorf("actions %+v, want job 21 started", a.got)
+	}
+	// And job 24 once its begin time has come.
+	a.got = nil
+	begin.EligibleTime = t0
+	c.jobs = []slurm.Job{begin}
+	if _, err := d.Cycle(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.got) != 1 || a.got[0].JobID != 24 || a.got[0].Kind != slurm.ActionStart {
+		t.Errorf("actions %+v, want job 24 started", a.got)
 	}
 }
 

@@ -13,8 +13,10 @@ import (
 
 // TestDependency: a rubick job submitted with --dependency on a running
 // job is not planned while it waits (GPUs given to it would stay idle);
-// once its dependency ends, rubickd plans and starts it. A job an admin
-// held (scontrol hold) is not rubick's to release.
+// once its dependency ends, rubickd plans and starts it. So with one
+// submitted with --begin: rubickd sizes it once its begin time has come
+// (before it read the begin time, it released the job at once). A job an
+// admin held (scontrol hold) is not rubick's to release.
 func TestDependency(t *testing.T) {
 	lt := newLabTest(t, "dependency", 2*time.Minute, "")
 	l, ctx, dir, bin, cfgPath, dbPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.dbPath, lt.cluster
@@ -29,25 +31,38 @@ func TestDependency(t *testing.T) {
 	id := l.submitScript(t, dir, body, &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-dependency", "-N", "1",
 		"--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue", "--dependency=afterany:"+first[0])
 
+	later := l.submitScript(t, dir, body, &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-begin", "-N", "1",
+		"--ntasks-per-node=1", "--gres=gpu:1", "--requeue", "--begin=now+20")
+
 	// A few cycles (2 s each): still held, nothing planned.
 	time.Sleep(8 * time.Second)
 	j, err := cluster.Job(ctx, id)
 	if err != nil || j.State != slurm.StatePending || !j.Held || j.Dependency == "" {
 		t.Fatalf("job %d while its dependency runs: %s, held %v, dependency %q (%v); want pending, held, waiting", id, j.State, j.Held, j.Dependency, err)
 	}
+	if j, err := cluster.Job(ctx, later); err != nil || j.State != slurm.StatePending || !j.Held || !j.EligibleTime.After(time.Now()) {
+		t.Fatalf("job %d before its begin time: %s, held %v, eligible %v (%v); want pending and held", later, j.State, j.Held, j.EligibleTime, err)
+	}
 	l.run(t, "scancel", first[0])
 	j, _ = waitEnded(ctx, cluster, id)
 	if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" {
 		t.Fatalf("job %d ended %s, tag %v; want COMPLETED on a plan rubickd chose; rubickd log %s", id, j.State, j.Tag, d.log)
+	}
+	j, _ = waitEnded(ctx, cluster, later)
+	if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" || j.StartTime.Before(j.EligibleTime) {
+		t.Fatalf("job %d ended %s, tag %v, started %v, eligible %v; want COMPLETED on a plan rubickd chose, after its begin time; rubickd log %s",
+			later, j.State, j.Tag, j.StartTime, j.EligibleTime, d.log)
 	}
 	st, err := store.Open(ctx, dbPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	hist, err := st.PlanHistory(ctx, int64(id))
-	if err != nil || len(hist) != 1 {
-		t.Errorf("plan history of job %d: %+v (%v), want one start, after its dependency ended", id, hist, err)
+	for _, id := range []int{id, later} {
+		hist, err := st.PlanHistory(ctx, int64(id))
+		if err != nil || len(hist) != 1 {
+			t.Errorf("plan history of job %d: %+v (%v), want one start, after its dependency ended or its begin time came", id, hist, err)
+		}
 	}
 	if j, err := cluster.Job(ctx, held); err != nil || j.State != slurm.StatePending || j.Reason != "JobHeldAdmin" {
 		t.Errorf("admin-held job %d: %s (%s, %v), want still pending, JobHeldAdmin", held, j.State, j.Reason, err)
