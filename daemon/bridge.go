@@ -874,19 +874,26 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		if part == "" {
 			continue
 		}
+		if j.Tag != nil || j.TagErr != nil {
+			// Holds that are not rubick's to release, whatever else
+			// rubick makes of the job.
+			if j.State == slurm.StatePending && j.Reason == "JobHeldAdmin" {
+				// An admin's scontrol hold (job_submit.lua's hold reads
+				// JobHeldUser, a requeuehold its own reason).
+				v.Unmanaged[j.ID] = "held by an administrator (scontrol hold); planned once released"
+				continue
+			}
+			if slurm.HeldByUser(j) {
+				v.Unmanaged[j.ID] = fmt.Sprintf("held by its user (%s in its comment: sbatch --hold or scontrol hold); planned once they release it (scontrol release)", slurm.UserHoldWord)
+				continue
+			}
+		}
 		if j.TagErr != nil {
 			v.asSubmitted(j, j.TagErr.Error())
 			continue
 		}
 		if j.Tag == nil || j.Tag.ModelType == "" {
 			continue // rigid: Slurm schedules it; its usage shows in the node counters
-		}
-		if j.State == slurm.StatePending && j.Reason == "JobHeldAdmin" {
-			// An admin's scontrol hold (job_submit.lua's hold reads
-			// JobHeldUser, a requeuehold its own reason): not rubick's to
-			// release.
-			v.Unmanaged[j.ID] = "held by an administrator (scontrol hold); planned once released"
-			continue
 		}
 		if j.Reservation != "" && !activeResv[j.Reservation] {
 			// Not active (or not listed): Slurm starts it when it is.

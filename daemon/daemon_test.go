@@ -1285,7 +1285,7 @@ func TestCycleLeavesExclusiveJobsToSlurm(t *testing.T) {
 
 // A job that waits for its dependencies, begin time or a job-count limit is
 // not planned: GPUs given to it would stay idle until Slurm lets it start.
-// Nor is one an administrator held: releasing it is theirs.
+// Nor is one an administrator or its user held: releasing it is theirs.
 func TestCycleLeavesWaitingJobs(t *testing.T) {
 	dep := heldJob(21, "bert", 1, 4)
 	dep.Dependency = "afterok:20(unfulfilled)"
@@ -1297,11 +1297,19 @@ func TestCycleLeavesWaitingJobs(t *testing.T) {
 	admin.ArrayTasks = "0-3" // not even split
 	begin := heldJob(24, "bert", 1, 4)
 	begin.EligibleTime = t0.Add(time.Hour) // --begin=now+1hour
+	user := heldJob(25, "bert", 1, 4)
+	user.Comment = "my note;rubick:hold" // sbatch --hold
+	// A malformed tag is released as submitted, but not past a hold.
+	badAdmin, badUser := heldJob(26, "bert", 1, 4), heldJob(27, "bert", 1, 4)
+	badAdmin.Reason, badUser.Comment = "JobHeldAdmin", "rubick:hold"
+	for _, j := range []*slurm.Job{&badAdmin, &badUser} {
+		j.Tag, j.TagErr = nil, errors.New("rubick tag: bad field")
+	}
 	// Job 20, what job 21 depends on, runs (rigid, 1 GPU).
 	first := slurm.Job{ID: 20, Partition: "gpu", State: slurm.StateRunning, NodeList: []string{"node1"}, GPUsPerNode: 1, CPUs: 1}
 	nodes := labNodes(1)
 	nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 1, 1
-	c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{first, dep, throttled, admin, begin}}
+	c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{first, dep, throttled, admin, begin, user, badAdmin, badUser}}
 	a := &fakeApplier{}
 	d, _ := newTestDaemon(t, c, a)
 	rep, err := d.Cycle(context.Background(), false)
@@ -1312,7 +1320,7 @@ func TestCycleLeavesWaitingJobs(t *testing.T) {
 		t.Errorf("actions %+v, want none", a.got)
 	}
 	for id, want := range map[int]string{21: "waits for dependency afterok:20(unfulfilled)", 22: "waits for JobArrayTaskLimit", 23: "held by an administrator",
-		24: "waits for its begin time 2026-"} {
+		24: "waits for its begin time 2026-", 25: "held by its user (rubick:hold in its comment", 26: "held by an administrator", 27: "held by its user"} {
 		if !strings.Contains(rep.Ignored[id], want) {
 			t.Errorf("report on job %d: %q, want %q", id, rep.Ignored[id], want)
 		}
@@ -1326,15 +1334,19 @@ func TestCycleLeavesWaitingJobs(t *testing.T) {
 	if len(a.got) != 1 || a.got[0].JobID != 21 || a.got[0].Kind != slurm.ActionStart {
 		t.Errorf("actions %+v, want job 21 started", a.got)
 	}
-	// And job 24 once its begin time has come.
-	a.got = nil
+	// And job 24 once its begin time has come, job 25 once its user
+	// released it (job_submit.lua takes the word out).
 	begin.EligibleTime = t0
-	c.jobs = []slurm.Job{begin}
-	if _, err := d.Cycle(context.Background(), false); err != nil {
-		t.Fatal(err)
-	}
-	if len(a.got) != 1 || a.got[0].JobID != 24 || a.got[0].Kind != slurm.ActionStart {
-		t.Errorf("actions %+v, want job 24 started", a.got)
+	user.Comment = "my note"
+	for _, j := range []slurm.Job{begin, user} {
+		a.got = nil
+		c.jobs = []slurm.Job{j}
+		if _, err := d.Cycle(context.Background(), false); err != nil {
+			t.Fatal(err)
+		}
+		if len(a.got) != 1 || a.got[0].JobID != j.ID || a.got[0].Kind != slurm.ActionStart {
+			t.Errorf("actions %+v, want job %d started", a.got, j.ID)
+		}
 	}
 }
 

@@ -260,3 +260,20 @@ func clip(s string) string {
 	}
 	return s
 }
+
+// UserHoldWord in a job's Comment is its user's hold: job_submit.lua writes
+// it for `sbatch --hold` and for the user's `scontrol hold` of a job held
+// for rubick, and takes it out for their `scontrol release`. A user can
+// write Comment and not AdminComment, and Slurm reports the two holds
+// alike (JobHeldUser), so the word is what tells them apart.
+const UserHoldWord = "rubick:hold"
+
+// HeldByUser reports whether j's user holds it: a pending held job whose
+// Comment has UserHoldWord as a word of its own (blanks and ';' separate
+// words).
+func HeldByUser(j Job) bool {
+	if j.State != StatePending || !j.Held {
+		return false
+	}
+	return slices.Contains(strings.FieldsFunc(j.Comment, func(r rune) bool { return r == ';' || r == ' ' || r == '\t' || r == '\n' }), UserHoldWord)
+}

@@ -229,3 +229,25 @@ func FuzzMergeAdminComment(f *testing.F) {
 		}
 	})
 }
+
+func TestHeldByUser(t *testing.T) {
+	held := func(comment string) Job { return Job{State: StatePending, Held: true, Comment: comment} }
+	for _, tc := range []struct {
+		name string
+		job  Job
+		want bool
+	}{
+		{"alone", held("rubick:hold"), true},
+		{"after a note", held("my note rubick:hold"), true},
+		{"between fields", held("rubick:model=bert;rubick:hold;x"), true},
+		{"no word", held("my note"), false},
+		{"part of a word", held("rubick:holder"), false},
+		{"prefixed", held("xrubick:hold"), false},
+		{"not held", Job{State: StatePending, Comment: "rubick:hold"}, false},
+		{"running", Job{State: StateRunning, Held: true, Comment: "rubick:hold"}, false},
+	} {
+		if got := HeldByUser(tc.job); got != tc.want {
+			t.Errorf("%s: HeldByUser(%q) = %v, want %v", tc.name, tc.job.Comment, got, tc.want)
+		}
+	}
+}

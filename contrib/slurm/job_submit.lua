@@ -11,6 +11,13 @@ this script
   * makes it requeueable, because rubickd resizes running jobs by requeueing.
 Jobs without a model type, or outside the managed partitions, are untouched.
 
+A user's own hold is kept as the word "rubick:hold" in the job's Comment,
+which users may change and AdminComment they may not: `sbatch --hold` and
+the user's `scontrol hold` of a managed job write it, and rubickd leaves
+such a job held. The user's `scontrol release` takes the word out and
+leaves the job held for rubickd, which then sizes and starts it; a release
+of a job the user does not hold is refused (only rubickd starts it).
+
 Where the model type comes from, first match wins:
   1. `sbatch/salloc/srun --model-type=NAME`: the rubick SPANK plugin puts
      RUBICK_MODEL_TYPE=NAME in the job's SPANK environment;
@@ -46,6 +53,7 @@ local FORCE_REQUEUE = true
 -- ---------------------------------------------------------------- helpers
 
 local TAG = "rubick:v1"
+local HOLD_WORD = "rubick:hold"
 local NAME_MAX = 64
 
 local function valid_name(name)
@@ -133,6 +141,33 @@ local function with_tag(admin_comment, tag)
    return table.concat(fields, ";")
 end
 
+-- Whether HOLD_WORD is a word of comment (blanks and ';' separate words).
+local function has_hold(comment)
+   if comment == nil then return false end
+   for word in string.gmatch(comment, "[^%s;]+") do
+      if word == HOLD_WORD then return true end
+   end
+   return false
+end
+
+-- comment with HOLD_WORD appended, unless it is there.
+local function with_hold(comment)
+   if has_hold(comment) then return comment end
+   if comment == nil or comment == "" then return HOLD_WORD end
+   return comment .. " " .. HOLD_WORD
+end
+
+-- comment without HOLD_WORD and the separator after it, keeping every
+-- other word; "" when nothing else is left.
+local function without_hold(comment)
+   local word = "([%s;])" .. string.gsub(HOLD_WORD, "%p", "%%%0") .. "[%s;]"
+   local out, n = " " .. comment .. " ", 1
+   while n > 0 do out, n = string.gsub(out, word, "%1") end
+   out = string.gsub(out, "^%s+", "")
+   out = string.gsub(out, "%s+$", "")
+   return out
+end
+
 local function reject(msg)
    slurm.log_user("rubick: %s", msg)
    slurm.log_info("job_submit.lua: rejected: %s", msg)
@@ -161,6 +196,10 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
    local class = service_class(job_desc)
    local tag = string.format("%s model=%s class=%s", TAG, model, class)
    job_desc.admin_comment = with_tag(job_desc.admin_comment, tag)
+   if job_desc.priority == 0 then
+      -- sbatch --hold: the user's hold, which rubickd keeps.
+      job_desc.comment = with_hold(job_desc.comment)
+   end
    job_desc.priority = 0
    if FORCE_REQUEUE then job_desc.requeue = 1 end
    slurm.log_info("job_submit.lua: uid %d model=%s class=%s: tagged and held",
@@ -171,19 +210,44 @@ end
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
    -- Only the scheduler may release a held managed job: a user's
    -- `scontrol release` would start it with the size it was submitted with.
-   if SCHEDULER_UIDS[modify_uid] then return slurm.SUCCESS end
+   -- Their own hold is theirs to release (HOLD_WORD).
    local ac = job_rec.admin_comment
    if ac == nil or string.find(ac, TAG, 1, true) == nil then
       return slurm.SUCCESS
    end
    local prio = job_desc.priority
-   if job_rec.priority == 0 and prio ~= nil and prio ~= slurm.NO_VAL
-      and prio ~= 0 then
-      slurm.log_user("rubick: job %s is started by the Rubick scheduler; " ..
-                     "it cannot be released by hand", tostring(job_rec.job_id))
-      return slurm.ERROR
+   if prio == nil or prio == slurm.NO_VAL then return slurm.SUCCESS end
+   local comment = job_desc.comment or job_rec.comment
+   if SCHEDULER_UIDS[modify_uid] then
+      -- rubickd never releases a job its user holds: this is an
+      -- administrator's release of the user's hold, which hands the job to
+      -- rubickd as the user's would. Their scontrol hold is Slurm's own
+      -- (JobHeldAdmin), which rubickd leaves to them.
+      if prio ~= 0 and job_rec.priority == 0 and has_hold(comment) then
+         job_desc.comment = without_hold(comment)
+         job_desc.priority = slurm.NO_VAL
+      end
+      return slurm.SUCCESS
    end
-   return slurm.SUCCESS
+   if prio == 0 then
+      -- scontrol hold: Slurm reports it as it does the hold rubickd
+      -- releases, so the word says it is the user's.
+      job_desc.comment = with_hold(comment)
+      return slurm.SUCCESS
+   end
+   if job_rec.priority ~= 0 then return slurm.SUCCESS end
+   if has_hold(comment) then
+      -- The user's release of their hold: the job stays held for rubickd,
+      -- which starts it on the size and plan it chooses.
+      job_desc.comment = without_hold(comment)
+      job_desc.priority = slurm.NO_VAL
+      slurm.log_user("rubick: job %s released from your hold; the Rubick " ..
+                     "scheduler starts it", tostring(job_rec.job_id))
+      return slurm.SUCCESS
+   end
+   slurm.log_user("rubick: job %s is started by the Rubick scheduler; " ..
+                  "it cannot be released by hand", tostring(job_rec.job_id))
+   return slurm.ERROR
 end
 
 slurm.log_info("job_submit.lua: rubick job submit filter loaded")

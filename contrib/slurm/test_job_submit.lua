@@ -82,6 +82,15 @@ local cases = {
    { name = "unlisted name rejected",
      job = { partition = "gpu", spank_job_env = spank("vit") },
      rc = -1, msg = "unknown model type 'vit'" },
+   { name = "sbatch --hold: the user's hold goes in the comment",
+     job = { partition = "gpu", priority = 0, comment = "my note", spank_job_env = spank("gpt2") },
+     rc = 0, ac = "rubick:v1 model=gpt2 class=best-effort", prio = 0, comment = "my note rubick:hold" },
+   { name = "sbatch --hold without a comment",
+     job = { partition = "gpu", priority = 0, spank_job_env = spank("gpt2") },
+     rc = 0, ac = "rubick:v1 model=gpt2 class=best-effort", prio = 0, comment = "rubick:hold" },
+   { name = "no hold, comment untouched",
+     job = { partition = "gpu", priority = 4294967294, comment = "my note", spank_job_env = spank("gpt2") },
+     rc = 0, ac = "rubick:v1 model=gpt2 class=best-effort", prio = 0, comment = "my note" },
    { name = "65 characters rejected",
      job = { partition = "gpu", spank_job_env = spank(string.rep("a", 65)) },
      rc = -1, msg = "invalid model type" },
@@ -95,6 +104,10 @@ for _, c in ipairs(cases) do
             tostring(c.job.admin_comment), tostring(c.ac))
       check(c.job.priority == c.prio, "%s: priority %s, want %s", c.name,
             tostring(c.job.priority), tostring(c.prio))
+      if c.comment then
+         check(c.job.comment == c.comment, "%s: comment %q, want %q", c.name,
+               tostring(c.job.comment), c.comment)
+      end
       if c.requeue then
          check(c.job.requeue == c.requeue, "%s: requeue %s", c.name, tostring(c.job.requeue))
       end
@@ -104,19 +117,44 @@ for _, c in ipairs(cases) do
    end
 end
 
--- modify: only SCHEDULER_UIDS may release a held managed job
-local managed = { job_id = 7, priority = 0, admin_comment = "rubick:v1 model=gpt2 class=best-effort" }
+-- modify: only SCHEDULER_UIDS may release a held managed job, and its
+-- user their own hold (the comment word), which leaves it held for rubickd
+local tag = "rubick:v1 model=gpt2 class=best-effort"
+local managed = { job_id = 7, priority = 0, admin_comment = tag }
+local function rec(prio, comment) return { job_id = 9, priority = prio, admin_comment = tag, comment = comment } end
 local modify_cases = {
    { name = "user release refused", desc = { priority = 4294967295 }, rec = managed, uid = 1000, rc = -1 },
-   { name = "root release allowed", desc = { priority = 4294967295 }, rec = managed, uid = 0, rc = 0 },
-   { name = "user time limit change allowed", desc = { priority = 4294967294 }, rec = managed, uid = 1000, rc = 0 },
-   { name = "user hold allowed", desc = { priority = 0 }, rec = managed, uid = 1000, rc = 0 },
+   { name = "root release allowed", desc = { priority = 4294967295 }, rec = managed, uid = 0, rc = 0, prio = 4294967295 },
+   { name = "user time limit change allowed", desc = { priority = 4294967294 }, rec = managed, uid = 1000, rc = 0, prio = 4294967294 },
+   { name = "user hold marks the comment", desc = { priority = 0 }, rec = managed, uid = 1000, rc = 0, prio = 0, comment = "rubick:hold" },
+   { name = "user hold keeps the comment", desc = { priority = 0 }, rec = rec(0, "my note"), uid = 1000, rc = 0, prio = 0,
+     comment = "my note rubick:hold" },
+   { name = "user hold of a released job", desc = { priority = 0 }, rec = rec(5000, "a;b"), uid = 1000, rc = 0, prio = 0,
+     comment = "a;b rubick:hold" },
+   { name = "second hold", desc = { priority = 0 }, rec = rec(0, "rubick:hold"), uid = 1000, rc = 0, prio = 0, comment = "rubick:hold" },
+   { name = "user release of their hold: held for rubickd", desc = { priority = 4294967295 }, rec = rec(0, "my note rubick:hold"),
+     uid = 1000, rc = 0, prio = 4294967294, comment = "my note" },
+   { name = "release keeps other words", desc = { priority = 4294967295 }, rec = rec(0, "a;rubick:hold;rubick:holder b"),
+     uid = 1000, rc = 0, prio = 4294967294, comment = "a;rubick:holder b" },
+   { name = "release of a word written twice", desc = { priority = 4294967295 }, rec = rec(0, "rubick:hold rubick:hold x"),
+     uid = 1000, rc = 0, prio = 4294967294, comment = "x" },
+   { name = "release of the word alone", desc = { priority = 4294967295 }, rec = rec(0, "rubick:hold"),
+     uid = 1000, rc = 0, prio = 4294967294, comment = "" },
+   { name = "a word that is not the hold", desc = { priority = 4294967295 }, rec = rec(0, "rubick:holder"), uid = 1000, rc = -1 },
+   { name = "release of a released job", desc = { priority = 4294967295 }, rec = rec(5000, nil), uid = 1000, rc = 0, prio = 4294967295 },
+   { name = "root release of the user's hold: held for rubickd", desc = { priority = 4294967295 }, rec = rec(0, "rubick:hold"),
+     uid = 0, rc = 0, prio = 4294967294, comment = "" },
+   { name = "root hold is Slurm's", desc = { priority = 0 }, rec = rec(5000, "x"), uid = 0, rc = 0, prio = 0, comment = nil },
    { name = "untagged job untouched", desc = { priority = 4294967295 },
-     rec = { job_id = 8, priority = 0, admin_comment = "site=x" }, uid = 1000, rc = 0 },
+     rec = { job_id = 8, priority = 0, admin_comment = "site=x", comment = "rubick:hold" }, uid = 1000, rc = 0, prio = 4294967295 },
 }
 for _, c in ipairs(modify_cases) do
    local rc = slurm_job_modify(c.desc, c.rec, parts, c.uid)
    check(rc == c.rc, "modify %s: rc %s, want %s", c.name, tostring(rc), tostring(c.rc))
+   if c.rc == 0 then
+      check(c.desc.priority == c.prio, "modify %s: priority %s, want %s", c.name, tostring(c.desc.priority), tostring(c.prio))
+      check(c.desc.comment == c.comment, "modify %s: comment %q, want %q", c.name, tostring(c.desc.comment), tostring(c.comment))
+   end
 end
 
 os.remove(list)

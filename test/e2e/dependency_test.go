@@ -68,3 +68,30 @@ func TestDependency(t *testing.T) {
 		t.Errorf("admin-held job %d: %s (%s, %v), want still pending, JobHeldAdmin", held, j.State, j.Reason, err)
 	}
 }
+
+// TestUserHold: a job submitted with --hold (job_submit.lua writes
+// rubick:hold in its comment) is its user's to release: rubickd leaves it
+// held, and starts it on a plan of its own once the release (which takes
+// the word out and leaves the job held for rubickd) comes. Before rubickd
+// read the word, it started the job at once.
+func TestUserHold(t *testing.T) {
+	lt := newLabTest(t, "userhold", 2*time.Minute, "")
+	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
+	d := runDaemon(t, l, bin, dir, cfgPath)
+	id := l.submitScript(t, dir, shortTraining(bin, dir, "bert", 32), &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-userhold",
+		"-N", "1", "--gres=gpu:1", "--requeue", "--hold", "--comment=my note")
+
+	// A few cycles (2 s each): still held, nothing planned.
+	time.Sleep(8 * time.Second)
+	j, err := cluster.Job(ctx, id)
+	if err != nil || !slurm.HeldByUser(j) || j.Tag == nil || j.Tag.Plan != "" {
+		t.Fatalf("job %d before its release: %s, held %v, comment %q, tag %v (%v); want held by its user, unplanned; rubickd log %s",
+			id, j.State, j.Held, j.Comment, j.Tag, err, d.log)
+	}
+	l.run(t, "scontrol", "release", strconv.Itoa(id))
+	j, _ = waitEnded(ctx, cluster, id)
+	if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" || j.Comment != "my note" {
+		t.Fatalf("job %d ended %s, tag %v, comment %q; want COMPLETED on a plan rubickd chose, the comment without the word; rubickd log %s",
+			id, j.State, j.Tag, j.Comment, d.log)
+	}
+}

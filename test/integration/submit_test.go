@@ -186,3 +186,44 @@ func TestUserCannotReleaseManagedJob(t *testing.T) {
 		t.Errorf("scancel by the owner: %v: %s", r.err, r.stderr)
 	}
 }
+
+// A user's own hold is theirs (job_submit.lua): `sbatch --hold` writes
+// rubick:hold in the comment, their `scontrol release` takes it out and
+// leaves the job held for rubickd, a second release is refused, their
+// `scontrol hold` writes the word again, and root's release of it hands
+// the job to rubickd the same way.
+func TestUserHold(t *testing.T) {
+	l := needLab(t)
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: needs root to submit as another user")
+	}
+	r := command("nobody", "sbatch", "--parsable", "-D", l.out, "-o", "/dev/null", "--hold", "--comment=my note",
+		"--model-type=gpt2", "--gres=gpu:1", "--wrap", "sleep 30")
+	if r.err != nil {
+		t.Fatalf("sbatch as nobody: %v: %s", r.err, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	t.Cleanup(func() { command("", "scancel", id) })
+	want := func(step, comment string) {
+		t.Helper()
+		out := showJob(t, id)
+		if p, c := field(out, "Priority"), field(out, "Comment"); p != "0" || c != comment {
+			t.Errorf("after %s: Priority %s, Comment %q; want 0 (held) and %q", step, p, c, comment)
+		}
+	}
+	want("sbatch --hold", "my note rubick:hold")
+	if r := command("nobody", "scontrol", "release", id); r.err != nil {
+		t.Errorf("scontrol release of the user's own hold: %v: %s", r.err, r.stderr)
+	}
+	want("the user's release", "my note")
+	if r := command("nobody", "scontrol", "release", id); r.err == nil {
+		t.Errorf("a second scontrol release by the owner succeeded, want it refused")
+	}
+	want("a second release", "my note")
+	if r := command("nobody", "scontrol", "hold", id); r.err != nil {
+		t.Errorf("scontrol hold by the owner: %v: %s", r.err, r.stderr)
+	}
+	want("the user's hold", "my note rubick:hold")
+	run(t, "scontrol", "release", id)
+	want("root's release", "my note")
+}
