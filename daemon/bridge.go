@@ -485,6 +485,15 @@ type jobTime struct {
 	// those its per-job limit allows over its whole time limit; 0: no
 	// bound (a job with none left is not started).
 	runMins, perJob [5]int64
+	// untilDeadline is how long from now the job has until its
+	// --deadline, past which Slurm ends a job rather than start it on a
+	// limit that runs there (22.05 lab: a held job with --time=10 and a
+	// deadline 20 minutes away, given TimeLimit=30, ended DEADLINE at its
+	// release); 0: no deadline.
+	untilDeadline time.Duration
+	// hasRun is set for a job that has run before (running, or requeued):
+	// what is left of its work needs less than the user's whole limit.
+	hasRun bool
 }
 
 // maxStretch bounds a stretched limit whatever the prediction says.
@@ -495,9 +504,25 @@ const maxStretch = 365 * 24 * time.Hour
 // user's, or, when that is predicted slower than its request, the user's
 // scaled by how much slower, plus the margin, in whole minutes up to max
 // and to what its GPU-, CPU-, billing-, memory- and node-minutes allow for
-// the rest of the run, never below the user's own. 0 when the job has no
-// limit.
+// the rest of the run, never below the user's own. In whole minutes to
+// its deadline: past it Slurm ends the job at its release, so a job that
+// has run is cut there even below the user's limit (a minute at least),
+// while one that has not keeps the user's (its own request's fate). 0
+// when the job has no limit.
 func (t jobTime) limitAt(tput float64, size slurm.GroupLimits, ran time.Duration) time.Duration {
+	d := t.stretched(tput, size, ran)
+	if d <= 0 || t.untilDeadline <= 0 {
+		return d
+	}
+	dl := max((t.untilDeadline+ran)/time.Minute*time.Minute, time.Minute)
+	if t.hasRun {
+		return min(d, dl)
+	}
+	return max(min(d, dl), min(d, t.user))
+}
+
+// stretched is limitAt without the deadline.
+func (t jobTime) stretched(tput float64, size slurm.GroupLimits, ran time.Duration) time.Duration {
 	if t.user <= 0 || t.margin < 0 || !(t.reqTput > 0) || !(tput > 0) || tput >= t.reqTput {
 		return t.user
 	}
@@ -1367,6 +1392,10 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 	if mj.time.user, err = userTime(j); err != nil {
 		return nil, policy.Job{}, fmt.Errorf("job %d: %w", j.ID, err)
 	}
+	if !j.Deadline.IsZero() {
+		mj.time.untilDeadline = max(j.Deadline.Sub(now), time.Nanosecond)
+	}
+	mj.time.hasRun = mj.ran > 0 || j.State == slurm.StateRunning
 	pj := policy.Job{
 		ID: strconv.Itoa(j.ID), Model: j.Tag.ModelType, Tenant: tenant,
 		Guaranteed: j.Tag.Class == slurm.ClassGuaranteed && tenant != "",

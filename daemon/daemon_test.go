@@ -1406,6 +1406,19 @@ func TestJobTimeLimitAt(t *testing.T) {
 		"node-minutes per job":   {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, perJob: [5]int64{0, 0, 0, 0, 200}}, 5, 100 * time.Minute, 0},
 		"minutes below user":     {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, runMins: [5]int64{240, 0}}, 5, time.Hour, 0},
 		"absurd":                 {jobTime{user: time.Hour, reqTput: 1e12, margin: 0.25}, 1e-12, maxStretch, 0},
+		// --deadline 100.5 minutes away: 100 whole minutes from the start,
+		// 30 of which a running job has run.
+		"deadline":            {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, untilDeadline: 100*time.Minute + 30*time.Second}, 5, 100 * time.Minute, 0},
+		"deadline, ran":       {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, untilDeadline: 70*time.Minute + 30*time.Second}, 5, 100 * time.Minute, 30 * time.Minute},
+		"deadline below user": {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, untilDeadline: 30 * time.Minute}, 5, time.Hour, 0},
+		"deadline far":        {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, untilDeadline: 24 * time.Hour}, 5, 150 * time.Minute, 0},
+		// A job that has run (a restart) is cut at its deadline, below the
+		// user's limit too, whatever its speed; a minute at least.
+		"deadline, has run":        {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, untilDeadline: 30 * time.Minute, hasRun: true}, 5, 30 * time.Minute, 0},
+		"deadline, has run, fast":  {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, untilDeadline: 30 * time.Minute, hasRun: true}, 20, 30 * time.Minute, 0},
+		"deadline, has run, close": {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, untilDeadline: 20 * time.Second, hasRun: true}, 20, time.Minute, 0},
+		"deadline, fast":           {jobTime{user: time.Hour, reqTput: 10, margin: 0.25, untilDeadline: 30 * time.Minute}, 20, time.Hour, 0},
+		"deadline, no limit":       {jobTime{reqTput: 10, margin: 0.25, untilDeadline: 30 * time.Minute, hasRun: true}, 5, 0, 0},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -1045,3 +1045,27 @@ func typedGPULimits(t *testing.T, version, path, key string) {
 		}
 	}
 }
+
+// --deadline as both labs list it (a job with --deadline=now+20minutes,
+// one without), read into Job.Deadline.
+func TestDeadline(t *testing.T) {
+	want := map[int]time.Time{7: time.Unix(1795843641, 0).UTC(), 8: {}}
+	for v, tc := range map[string]struct{ path, body string }{
+		Version38: {"/slurm/v0.0.38/jobs", `{"errors":[],"jobs":[{"job_id":7,"job_state":"PENDING","deadline":1795843641},{"job_id":8,"job_state":"PENDING","deadline":0}]}`},
+		Version41: {"/slurm/v0.0.41/jobs/", `{"errors":[],"jobs":[{"job_id":7,"job_state":["PENDING"],"deadline":{"set":true,"infinite":false,"number":1795843641}},` +
+			`{"job_id":8,"job_state":["PENDING"],"deadline":{"set":true,"infinite":false,"number":0}}]}`},
+	} {
+		f, srv := newFakeRestd(t, v)
+		c := newTestCluster(t, srv.URL, nil)
+		f.overrides[tc.path] = tc.body
+		jobs, _, err := c.Jobs(context.Background(), time.Time{})
+		if err != nil || len(jobs) != 2 {
+			t.Fatalf("%s: got %+v, %v", v, jobs, err)
+		}
+		for _, j := range jobs {
+			if !j.Deadline.Equal(want[j.ID]) {
+				t.Errorf("%s: job %d deadline %v, want %v", v, j.ID, j.Deadline, want[j.ID])
+			}
+		}
+	}
+}

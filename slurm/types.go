@@ -103,6 +103,10 @@ type Job struct {
 	// count as eligible.
 	EligibleTime time.Time
 	StartTime    time.Time
+	// Deadline is the job's --deadline: Slurm ends it (state DEADLINE)
+	// rather than start it where its time limit would run past it; zero
+	// when none.
+	Deadline time.Time
 	// Nice is the job's --nice adjustment, which Slurm subtracts from its
 	// priority.
 	Nice int

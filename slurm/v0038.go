@@ -164,6 +164,7 @@ func (w v38Job) domain() Job {
 		RestartCount:  deref(w.RestartCnt),
 		SubmitTime:    unixTime(deref(w.SubmitTime)),
 		EligibleTime:  unixTime(deref(w.EligibleTime)),
+		Deadline:      unixTime(int64(deref(w.Deadline))),
 		StartTime:     unixTime(deref(w.StartTime)),
 		Nice:          nice38(deref(w.Nice)),
 		TRESReq:       deref(w.TresReqStr),

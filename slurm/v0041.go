@@ -241,6 +241,7 @@ func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
 			RestartCount:  int(deref(w.RestartCnt)),
 			SubmitTime:    unixTime(num(w.SubmitTime)),
 			EligibleTime:  unixTime(num(w.EligibleTime)),
+			Deadline:      unixTime(num(w.Deadline)),
 			StartTime:     unixTime(num(w.StartTime)),
 			Nice:          int(deref(w.Nice)),
 			TRESReq:       deref(w.TresReqStr),

@@ -280,24 +280,28 @@ func TestQOSMinimum(t *testing.T) {
 // x the predicted slowdown x 1.25) up to the QOS's 15, keeps the user's 10
 // in the tag, and the job completes. The partition's MaxTime of 12 caps it
 // at 12, unless the QOS has the PartitionTimeLimit flag, which lets its
-// jobs past the partition's MaxTime.
+// jobs past the partition's MaxTime. A --deadline 13 minutes away caps it
+// at 12 whole minutes: before rubick read the deadline, it set 15, and
+// Slurm ended the job at its release (DEADLINE).
 func TestTimeLimitStretched(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		maxTime string // the partition's MaxTime
-		flags   string // the QOS's
-		want    time.Duration
+		name     string
+		maxTime  string // the partition's MaxTime
+		flags    string // the QOS's
+		deadline string // the job's --deadline; "" for none
+		want     time.Duration
 	}{
-		{"QOS", "UNLIMITED", "-1", 15 * time.Minute},
-		{"partition", "12", "-1", 12 * time.Minute},
-		{"PartitionTimeLimit", "12", "PartitionTimeLimit", 15 * time.Minute},
+		{"QOS", "UNLIMITED", "-1", "", 15 * time.Minute},
+		{"partition", "12", "-1", "", 12 * time.Minute},
+		{"PartitionTimeLimit", "12", "PartitionTimeLimit", "", 15 * time.Minute},
+		{"deadline", "UNLIMITED", "-1", "now+13minutes", 12 * time.Minute},
 	} {
-		t.Run(tc.name, func(t *testing.T) { timeLimitStretched(t, tc.maxTime, tc.flags, tc.want) })
+		t.Run(tc.name, func(t *testing.T) { timeLimitStretched(t, tc.maxTime, tc.flags, tc.deadline, tc.want) })
 	}
 }
 
 // timeLimitStretched runs a TestTimeLimitStretched case.
-func timeLimitStretched(t *testing.T, maxTime, flags string, want time.Duration) {
+func timeLimitStretched(t *testing.T, maxTime, flags, deadline string, want time.Duration) {
 	lt := newLabTest(t, "timelimit", 2*time.Minute, "")
 	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
 
@@ -307,9 +311,12 @@ func timeLimitStretched(t *testing.T, maxTime, flags string, want time.Duration)
 	defer l.run(t, "scontrol", "update", "PartitionName=gpu", "MaxTime=UNLIMITED")
 
 	d := runDaemon(t, l, bin, dir, cfgPath)
-	id := l.submitScript(t, dir, shortTraining(bin, dir, "roberta", 64), &lt.ids, "--model-type=roberta", "-p", "gpu",
-		"-J", "e2e-timelimit", "-N", "1", "--qos=normal", "--ntasks-per-node=1", "--gres=gpu:4", "--cpus-per-task=8",
-		"--mem=32G", "--time=10", "--requeue")
+	args := []string{"--model-type=roberta", "-p", "gpu", "-J", "e2e-timelimit", "-N", "1", "--qos=normal", "--ntasks-per-node=1",
+		"--gres=gpu:4", "--cpus-per-task=8", "--mem=32G", "--time=10", "--requeue"}
+	if deadline != "" {
+		args = append(args, "--deadline="+deadline)
+	}
+	id := l.submitScript(t, dir, shortTraining(bin, dir, "roberta", 64), &lt.ids, args...)
 	j, _ := waitEnded(ctx, cluster, id)
 	limit := j.TimeLimit
 	if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" {
