@@ -1411,6 +1411,8 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 		Cannot:        cannot,
 		RestartCost:   facts.RestartCost,
 		WithinRequest: limit != "" || j.Tag.Extra[tagLimit] != "",
+		// Slurm gives it that many per GPU whatever rubick asks for.
+		CPUsPerGPU: j.CPUsPerGPU,
 	}
 	if j.State == slurm.StateRunning && len(j.NodeList) > 0 {
 		n := len(j.NodeList)

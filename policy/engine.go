@@ -168,6 +168,9 @@ func (a rank) compare(b rank) int {
 }
 
 // ranked reports whether best-effort jobs go by rank before slope.
+// minCPG is the fewest CPUs j runs with per GPU.
+func (e *engine) minCPG(j *Job) int { return max(e.cfg.MinCPUsPerGPU, j.CPUsPerGPU) }
+
 func (e *engine) ranked() bool { return e.cfg.BestEffortOrder != OrderSlope }
 
 // rankOf is j's rank under the configured order.
@@ -293,7 +296,7 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 			}
 		}
 		js.info = e.jobInfo(r, js)
-		js.cpg = max(e.cfg.MinCPUsPerGPU, min(j.Request.CPUs/max(1, j.Request.GPUs), maxCPUsPerGPU(s)))
+		js.cpg = max(e.minCPG(j), min(j.Request.CPUs/max(1, j.Request.GPUs), maxCPUsPerGPU(s)))
 		js.hostBase = hostBase(js.est, j.Request.Plan)
 		js.memPer, js.memBase = j.memRates(e.cfg.HostMemPerGPUGB, js.hostBase)
 		js.leastG = r.minGPUs(js)
@@ -373,8 +376,8 @@ func (r *round) capOf(js *jstate) int {
 	if m := js.j.Max; m.GPUs > 0 {
 		total = min(total, m.GPUs)
 	}
-	if m := js.j.Max; m.CPUs > 0 && r.e.cfg.MinCPUsPerGPU > 0 {
-		total = min(total, m.CPUs/r.e.cfg.MinCPUsPerGPU)
+	if m := js.j.Max; m.CPUs > 0 && r.e.minCPG(js.j) > 0 {
+		total = min(total, m.CPUs/r.e.minCPG(js.j))
 	}
 	return max(total, 1)
 }
@@ -413,7 +416,7 @@ func (r *round) fullGroup(js *jstate) string {
 			return fmt.Sprintf("%s: %d of its jobs run here, as many as are left to them", cmp.Or(b.JobsName, b.Name), u.jobs)
 		case b.GPUs >= 0 && u.gpus >= b.GPUs:
 			return fmt.Sprintf("%s: its jobs here hold %d of the %d GPUs left to them", b.Name, u.gpus, b.GPUs)
-		case b.CPUs >= 0 && b.CPUs-u.cpus < r.e.cfg.MinCPUsPerGPU:
+		case b.CPUs >= 0 && b.CPUs-u.cpus < r.e.minCPG(js.j):
 			return fmt.Sprintf("%s: its jobs here hold %d of the %d CPUs left to them", b.Name, u.cpus, b.CPUs)
 		}
 	}
@@ -742,7 +745,7 @@ func (r *round) cpuFor(js *jstate, n, k int) (int, bool) {
 	if want <= free {
 		return want, true
 	}
-	if r.e.cfg.MinCPUsPerGPU*k <= free {
+	if r.e.minCPG(js.j)*k <= free {
 		return free, true
 	}
 	return 0, false
@@ -1207,7 +1210,7 @@ func (r *round) growOn(j *jstate, n int, privileged bool) {
 				if r.take(j, nil, n, 1) {
 					continue
 				}
-				if _, gc := r.groupFree(j); gc >= r.e.cfg.MinCPUsPerGPU {
+				if _, gc := r.groupFree(j); gc >= r.e.minCPG(j.j) {
 					return
 				}
 				// Its group's CPUs are taken: a victim of the group frees
@@ -1635,7 +1638,7 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 			return a
 		}
 		a.Kind = Keep
-		if gg, gc := r.groupFree(js); (a.Reason == "" || a.Reason == ReasonNoResources) && (gg == 0 || gc < r.e.cfg.MinCPUsPerGPU) {
+		if gg, gc := r.groupFree(js); (a.Reason == "" || a.Reason == ReasonNoResources) && (gg == 0 || gc < r.e.minCPG(js.j)) {
 			a.Reason, a.Detail = ReasonGroup, r.fullGroup(js)
 		}
 		if a.Reason == "" {

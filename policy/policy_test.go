@@ -1099,6 +1099,53 @@ func TestJobNodeQuota(t *testing.T) {
 	}
 }
 
+// A job's CPUsPerGPU (--cpus-per-gpu, which Slurm allocates whatever the
+// job is resized to) is the fewest CPUs it gets per GPU, with every
+// policy. On a node with 4 GPUs and 6 CPUs free, a job asking for 2 GPUs
+// and 8 CPUs would otherwise run on 2 GPUs with the 6 CPUs.
+func TestJobCPUsPerGPU(t *testing.T) {
+	for _, cpg := range []int{0, 4} {
+		other := pt.NewJob("busy", "small").GPUs(4).CPUs(26).Running(model.Plan{}, time.Hour, policy.NodeAlloc{Node: "n0", GPUs: 4, CPUs: 26, MemGB: 64}).Obj()
+		j := pt.NewJob("a", "small").GPUs(2).CPUs(8).Obj()
+		j.CPUsPerGPU = cpg
+		nodes := pt.Cluster(1, 8)
+		nodes[0].CPUs = 32
+		est := pt.Models()["small"]
+		plan, _, err := est.BestPlan(model.Resources{Placement: model.Placement{4}, CPUs: 26, HostMemGB: 64}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other.Plan = plan
+		s, err := policy.NewSnapshot(pt.Epoch.Add(time.Hour), nodes, []policy.Job{other, j}, nil, pt.Models(), 260*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pol := range policy.Names() {
+			var a policy.Action
+			for _, b := range decide(t, pol, s).Actions {
+				if b.JobID == "a" {
+					a = b
+				}
+			}
+			gpus, cpus := 0, 0
+			for _, n := range a.Alloc {
+				gpus, cpus = gpus+n.GPUs, cpus+n.CPUs
+			}
+			switch {
+			case a.Kind == policy.Start && cpus < cpg*gpus:
+				t.Errorf("cpus_per_gpu %d, %s: started on %d GPUs with %d CPUs", cpg, pol, gpus, cpus)
+			case cpg == 0 && pol == "rubick" && (a.Kind != policy.Start || cpus >= 4*gpus):
+				t.Errorf("rubick without cpus_per_gpu: %s on %d GPUs with %d CPUs; the test needs a start below 4 CPUs per GPU", a.Kind, gpus, cpus)
+			}
+		}
+	}
+	j := pt.NewJob("a", "small").GPUs(2).Obj()
+	j.CPUsPerGPU = -1
+	if _, err := policy.NewSnapshot(pt.Epoch, pt.Cluster(1, 8), []policy.Job{j}, nil, pt.Models(), 0); !errors.Is(err, policy.ErrBadSnapshot) || !strings.Contains(err.Error(), "cpus_per_gpu=-1") {
+		t.Errorf("negative cpus_per_gpu: %v, want ErrBadSnapshot naming it", err)
+	}
+}
+
 // A guaranteed job reclaims GPUs from a best-effort one no further than
 // the victim's minimum: below it Slurm would hold the victim's restart, so
 // it gives up all its GPUs or none. Without the minimum it is shrunk to 4.

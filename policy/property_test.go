@@ -87,6 +87,11 @@ func genInput(t *rapid.T) (nodes []policy.Node, jobs []policy.Job, tenants []pol
 				j.Min.Nodes = rapid.IntRange(0, 2).Draw(t, "minNodes")
 			}
 		}
+		if !running && rapid.IntRange(0, 3).Draw(t, "hasCPUsPerGPU") == 0 {
+			// --cpus-per-gpu, which its request's CPUs carry.
+			j.CPUsPerGPU = rapid.IntRange(1, 12).Draw(t, "cpusPerGPU")
+			j.Request.CPUs = max(j.Request.CPUs, j.CPUsPerGPU*j.Request.GPUs)
+		}
 		if !running && rapid.IntRange(0, 3).Draw(t, "hasQuota") == 0 {
 			q := &policy.NodeQuota{New: rapid.IntRange(0, 2).Draw(t, "quotaNew")}
 			for _, n := range nodes {
@@ -165,6 +170,9 @@ func checkPlan(t *rapid.T, name string, s *policy.Snapshot, p policy.Plan) {
 			var held policy.Size
 			outside := 0
 			for _, n := range a.Alloc {
+				if n.CPUs < j.CPUsPerGPU*n.GPUs {
+					t.Fatalf("%s: %s %s on %v, below its %d CPUs per GPU", name, a.Kind, j.ID, a.Alloc, j.CPUsPerGPU)
+				}
 				held.GPUs, held.CPUs, held.MemGB = held.GPUs+n.GPUs, held.CPUs+n.CPUs, held.MemGB+n.MemGB
 				if q := j.NodeQuota; q != nil && !slices.Contains(q.Shared, n.Node) {
 					outside++

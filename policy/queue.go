@@ -271,10 +271,13 @@ func (q *queue) fit(s *Snapshot, free []qnode, pl model.Placement, j *Job) ([]in
 func (q *queue) minCPUs(j *Job, g int) int {
 	want := j.Request.CPUs * g / max(1, j.Request.GPUs)
 	if q.kind.tuneCPU {
-		return min(want, q.cfg.MinCPUsPerGPU*g)
+		return min(want, q.minCPG(j)*g)
 	}
 	return want
 }
+
+// minCPG is the fewest CPUs j runs with per GPU.
+func (q *queue) minCPG(j *Job) int { return max(q.cfg.MinCPUsPerGPU, j.CPUsPerGPU) }
 
 // start books a job on nodes and returns its Start action.
 func (q *queue) start(s *Snapshot, free []qnode, nodes []int, pl model.Placement, j *Job, memGB float64) Action {
@@ -303,8 +306,8 @@ func (q *queue) start(s *Snapshot, free []qnode, nodes []int, pl model.Placement
 			maxc = min(maxc, m/pl.GPUs())
 		}
 		// No fewer than its Min of CPUs.
-		lo := max(q.cfg.MinCPUsPerGPU, (j.Min.CPUs+pl.GPUs()-1)/pl.GPUs())
-		bestC, bestT := q.cfg.MinCPUsPerGPU, 0.0
+		lo := max(q.minCPG(j), (j.Min.CPUs+pl.GPUs()-1)/pl.GPUs())
+		bestC, bestT := q.minCPG(j), 0.0
 		for c := lo; c <= maxc; c++ {
 			t := q.perf.best(j.Model, est, spaceFixed, j.Cannot, j.Request.Plan, shapeKey(pl), c*pl.GPUs(), memGB).tput
 			if t > bestT*1.01 {

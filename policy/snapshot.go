@@ -140,6 +140,10 @@ type Job struct {
 	// jobs share once, so a node the group holds already costs the job
 	// nothing there.
 	NodeQuota *NodeQuota `json:"node_quota,omitempty"`
+	// CPUsPerGPU is the fewest CPUs it runs with per GPU: its
+	// --cpus-per-gpu, which Slurm allocates whatever the job is resized
+	// to. 0: Config.MinCPUsPerGPU, which bounds it from below too.
+	CPUsPerGPU int `json:"cpus_per_gpu,omitempty"`
 	// Min bounds it from below: the least its Slurm QOS lets one job have
 	// (MinTRESPerJob), which Slurm holds a smaller job pending for. Only
 	// GPUs, Nodes, CPUs and MemGB are read; zero fields bound nothing.
@@ -505,6 +509,9 @@ func NewSnapshot(now time.Time, nodes []Node, jobs []Job, tenants []Tenant, mode
 		}
 		if m := j.Max; m.GPUs < 0 || m.Nodes < 0 || m.CPUs < 0 || m.GPUsPerNode < 0 || m.CPUsPerNode < 0 || !sizeGB(m.MemGB) || !sizeGB(m.MemGBPerNode) {
 			return nil, fmt.Errorf("%w: job %s: max=%+v has a negative bound", ErrBadSnapshot, j.ID, j.Max)
+		}
+		if j.CPUsPerGPU < 0 {
+			return nil, fmt.Errorf("%w: job %s: cpus_per_gpu=%d is negative", ErrBadSnapshot, j.ID, j.CPUsPerGPU)
 		}
 		if q := j.NodeQuota; q != nil && q.New < 0 {
 			return nil, fmt.Errorf("%w: job %s: node_quota.new=%d is negative", ErrBadSnapshot, j.ID, q.New)

@@ -1069,3 +1069,23 @@ func TestDeadline(t *testing.T) {
 		}
 	}
 }
+
+// --cpus-per-gpu=4 with --gres=gpu:2, pending, as both labs list it:
+// 22.05 gives cpus 1, 24.11 8; both read as 8 CPUs, 4 per GPU.
+func TestCPUsPerGPU(t *testing.T) {
+	for v, tc := range map[string]struct{ path, body string }{
+		Version38: {"/slurm/v0.0.38/jobs", `{"errors":[],"jobs":[{"job_id":7,"job_state":"PENDING","node_count":1,"cpus":1,"cpus_per_task":null,` +
+			`"cpus_per_tres":"gres:gpu:4","tres_per_node":"gres:gpu:2","tres_req_str":"cpu=1,mem=4000M,node=1,billing=1,gres\/gpu=2"}]}`},
+		Version41: {"/slurm/v0.0.41/jobs/", `{"errors":[],"jobs":[{"job_id":7,"job_state":["PENDING"],"node_count":{"set":true,"infinite":false,"number":1},` +
+			`"cpus":{"set":true,"infinite":false,"number":8},"cpus_per_task":{"set":true,"infinite":false,"number":1},"cpus_per_tres":"gres/gpu:4",` +
+			`"tres_per_node":"gres/gpu:2","tres_req_str":"cpu=8,mem=32000M,node=1,billing=8,gres/gpu=2"}]}`},
+	} {
+		f, srv := newFakeRestd(t, v)
+		c := newTestCluster(t, srv.URL, nil)
+		f.overrides[tc.path] = tc.body
+		jobs, _, err := c.Jobs(context.Background(), time.Time{})
+		if err != nil || len(jobs) != 1 || jobs[0].CPUs != 8 || jobs[0].CPUsPerGPU != 4 || jobs[0].GPUsPerNode != 2 {
+			t.Errorf("%s: got %+v, %v; want 8 CPUs, 4 per GPU, 2 GPUs", v, jobs, err)
+		}
+	}
+}

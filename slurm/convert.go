@@ -28,6 +28,7 @@ func reason(r string) string {
 type jobTRES struct {
 	nodes                                string
 	perNode, perJob, perTask, alloc, req string
+	cpusPerTres                          string
 	gresDetail                           []string
 }
 
@@ -65,6 +66,11 @@ func setJobResources(j *Job, t jobTRES) {
 	j.GPUs = tresGPUs(t.alloc)
 	if j.GPUs == 0 {
 		j.GPUs = detail
+	}
+	// cpus_per_tres has the shape of a GRES count: "gres:gpu:4".
+	j.CPUsPerGPU = gpusFromGres(t.cpusPerTres)
+	if j.State == StatePending {
+		j.CPUs = max(j.CPUs, j.CPUsPerGPU*j.GPUsPerNode*max(j.NodeCount, 1))
 	}
 	if j.State != StatePending {
 		j.MemMB = tresMemMB(t.alloc)

@@ -82,10 +82,17 @@ type Job struct {
 	MemMB int64
 	// Billing is what Slurm bills the job (tres_alloc_str), 0 when
 	// pending: what counts against billing limits.
-	Billing     int64
+	Billing int64
+	// CPUs is what the job holds, or asks for while pending: at least
+	// CPUsPerGPU per GPU, which Slurm allocates whatever else it asks
+	// for (22.05 lists such a pending job's cpus as 1, 24.11 counts them).
 	CPUs        int
 	CPUsPerTask int
-	Tasks       int
+	// CPUsPerGPU is its --cpus-per-gpu (cpus_per_tres "gres:gpu:4");
+	// 0 when none. Slurm gives the job that many per GPU at any size (22.05
+	// lab: a --cpus-per-gpu=4 job resized to 2 GPUs and 1 CPU ran on 8).
+	CPUsPerGPU int
+	Tasks      int
 	// MemPerNodeMB is the memory per node in MiB when the job asked for
 	// memory per node; MemPerCPUMB when it asked per CPU. One of them is 0.
 	MemPerNodeMB int64

@@ -185,7 +185,7 @@ func (w v38Job) domain() Job {
 	}
 	j.Held = j.State == StatePending && (w.Priority != nil && j.Priority == 0 || heldReason(j.Reason))
 	setJobResources(&j, jobTRES{nodes: deref(w.Nodes), perNode: deref(w.TresPerNode), perJob: deref(w.TresPerJob),
-		perTask: deref(w.TresPerTask), alloc: deref(w.TresAllocStr), req: deref(w.TresReqStr), gresDetail: deref(w.GresDetail)})
+		perTask: deref(w.TresPerTask), alloc: deref(w.TresAllocStr), req: deref(w.TresReqStr), cpusPerTres: deref(w.CpusPerTres), gresDetail: deref(w.GresDetail)})
 	return j
 }
 

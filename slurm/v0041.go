@@ -265,7 +265,7 @@ func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
 		j.Held = j.State == StatePending &&
 			(deref(w.Hold) || ov.Jobs[i].Priority.Set && j.Priority == 0 || heldReason(j.Reason))
 		setJobResources(&j, jobTRES{nodes: deref(w.Nodes), perNode: deref(w.TresPerNode), perJob: deref(w.TresPerJob),
-			perTask: deref(w.TresPerTask), alloc: deref(w.TresAllocStr), req: deref(w.TresReqStr), gresDetail: deref(w.GresDetail)})
+			perTask: deref(w.TresPerTask), alloc: deref(w.TresAllocStr), req: deref(w.TresReqStr), cpusPerTres: deref(w.CpusPerTres), gresDetail: deref(w.GresDetail)})
 		out = append(out, b.c.finishJob(j))
 	}
 	return out, nil

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rubick-sched/rubick/slurm"
+	"github.com/rubick-sched/rubick/store"
 )
 
 // TestGPUsPerJobAndTask: jobs that ask for GPUs with --gpus or
@@ -30,5 +31,36 @@ func TestGPUsPerJobAndTask(t *testing.T) {
 		if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" || j.Tag.Generation < 1 {
 			t.Errorf("job %d (%v) ended %s (%s), tag %v; want COMPLETED on a plan rubickd chose; rubickd log %s", id, gpus, j.State, j.Reason, j.Tag, d.log)
 		}
+	}
+}
+
+// TestCPUsPerGPU: a job asking for --cpus-per-gpu=8 gets that many CPUs
+// per GPU from Slurm whatever rubick resizes it to, so rubick plans them:
+// on the idle lab it grows the job to a whole node with all its 64 CPUs,
+// what Slurm allocates. Before rubick read the request (22.05 lists such a
+// pending job's CPUs as 1), it planned 8 CPUs and Slurm allocated 64.
+func TestCPUsPerGPU(t *testing.T) {
+	lt := newLabTest(t, "cpus-per-gpu", 2*time.Minute, "")
+	l, ctx, dir, bin, cfgPath, dbPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.dbPath, lt.cluster
+	d := runDaemon(t, l, bin, dir, cfgPath)
+	id := l.submitScript(t, dir, shortTraining(bin, dir, "roberta", 64), &lt.ids, "--model-type=roberta", "-p", "gpu", "-J", "e2e-cpus-per-gpu",
+		"-N", "1", "--gres=gpu:2", "--cpus-per-gpu=8", "--mem=32G", "--requeue")
+	j, _ := waitEnded(ctx, cluster, id)
+	if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" {
+		t.Fatalf("job %d ended %s (%s), tag %v; want COMPLETED on a plan rubickd chose; rubickd log %s", id, j.State, j.Reason, j.Tag, d.log)
+	}
+	st, err := store.Open(ctx, dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	hist, err := st.PlanHistory(ctx, int64(id))
+	if err != nil || len(hist) == 0 {
+		t.Fatalf("plan history of job %d: %+v (%v), want its start", id, hist, err)
+	}
+	start := hist[len(hist)-1]
+	t.Logf("job %d ran on %d GPUs with %d CPUs; rubick planned %d CPUs", id, j.GPUs, j.CPUs, start.Resources.CPUs)
+	if start.Resources.CPUs != j.CPUs || j.CPUs < 8*j.GPUs {
+		t.Errorf("job %d ran on %d GPUs with %d CPUs, rubick planned %d; want what it planned, 8 per GPU", id, j.GPUs, j.CPUs, start.Resources.CPUs)
 	}
 }
