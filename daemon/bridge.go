@@ -568,21 +568,39 @@ func recordTime(tag *slurm.Tag, user time.Duration) {
 
 // partitionOf is the partition rubickd plans the job in: its own, or, for
 // a pending job submitted to several, the first managed one (in the job's
-// order) with a usable node. "" when none of them is managed.
-func partitionOf(j slurm.Job, managed []string, open []slurm.Node) string {
-	var first string
+// order) that Slurm starts jobs in (not in stopped) with a usable node,
+// else the first managed one. "" when none of them is managed.
+func partitionOf(j slurm.Job, managed []string, open []slurm.Node, stopped map[string]string) string {
+	var first, firstUp string
 	for _, p := range j.Partitions() {
 		if !slices.Contains(managed, p) {
 			continue
 		}
-		if slices.ContainsFunc(open, func(n slurm.Node) bool { return slices.Contains(n.Partitions, p) }) {
+		_, down := stopped[p]
+		if !down && slices.ContainsFunc(open, func(n slurm.Node) bool { return slices.Contains(n.Partitions, p) }) {
 			return p
 		}
 		if first == "" {
 			first = p
 		}
+		if firstUp == "" && !down {
+			firstUp = p
+		}
 	}
-	return first
+	return cmp.Or(firstUp, first)
+}
+
+// stoppedPartitions are the partitions Slurm starts no job in, with their
+// state: DOWN (running jobs go on) and INACTIVE. A DRAIN partition still
+// starts the jobs queued in it.
+func stoppedPartitions(parts map[string]slurm.Partition) map[string]string {
+	out := map[string]string{}
+	for name, p := range parts {
+		if p.State == "DOWN" || p.State == "INACTIVE" {
+			out[name] = p.State
+		}
+	}
+	return out
 }
 
 // arraySplit is a job array record and the tasks to split off it.
@@ -891,11 +909,12 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		}
 	}
 	v.usage, v.nodes = groupUsage(groupsOf, jobs, v.gpuTypes, now)
+	stopped := stoppedPartitions(in.Limits.Partitions)
 	for _, j := range jobs {
 		if j.State != slurm.StatePending && j.State != slurm.StateRunning {
 			continue
 		}
-		part := partitionOf(j, cfg.Partitions, open.nodes)
+		part := partitionOf(j, cfg.Partitions, open.nodes, stopped)
 		if part == "" {
 			continue
 		}
@@ -910,6 +929,16 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			}
 			if slurm.HeldByUser(j) {
 				v.Unmanaged[j.ID] = fmt.Sprintf("held by its user (%s in its comment: sbatch --hold or scontrol hold); planned once they release it (scontrol release)", slurm.UserHoldWord)
+				continue
+			}
+			if st, ok := stopped[part]; ok {
+				// A start there would wait, and a restart would not come
+				// back: the job stays as it is until the partition is up.
+				if j.State == slurm.StatePending {
+					v.Unmanaged[j.ID] = fmt.Sprintf("partition %s is %s: Slurm starts no job there; planned once it is UP", part, st)
+				} else {
+					v.Unmanaged[j.ID] = fmt.Sprintf("partition %s is %s: runs on as it is, since Slurm would not start it again", part, st)
+				}
 				continue
 			}
 		}

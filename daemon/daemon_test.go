@@ -2031,3 +2031,54 @@ func TestCycleRaisesTimeLimitsOnMeasuredSpeed(t *testing.T) {
 		})
 	}
 }
+
+// A partition Slurm starts no job in (DOWN, INACTIVE) has its jobs left as
+// they are: a pending one held, a running one not restarted (Slurm would
+// not start it again). A DRAIN partition still starts what is queued, and
+// a job submitted to several partitions is planned in one that is up.
+func TestBuildViewStoppedPartition(t *testing.T) {
+	running := runningJob(5, "bert")
+	running.NodeList, running.GPUs, running.Tag.Plan = []string{"node1"}, 4, "dp4.tp1.pp1.mb8.a1.z0"
+	both := heldJob(7, "bert", 1, 4)
+	both.Partition = "gpu,gpu2"
+	nodes := labNodes(2)
+	nodes[1].Partitions = []string{"gpu", "gpu2"}
+	cfg := Defaults()
+	cfg.Partitions = []string{"gpu", "gpu2"}
+	for _, tc := range []struct {
+		state   string
+		managed []int // the jobs in the snapshot
+		reasons map[int]string
+	}{
+		{"UP", []int{5, 6, 7}, map[int]string{}},
+		{"DRAIN", []int{5, 6, 7}, map[int]string{}},
+		{"DOWN", []int{7}, map[int]string{5: "partition gpu is DOWN: runs on as it is, since Slurm would not start it again",
+			6: "partition gpu is DOWN: Slurm starts no job there; planned once it is UP"}},
+		{"INACTIVE", []int{7}, map[int]string{5: "partition gpu is INACTIVE: runs on as it is, since Slurm would not start it again",
+			6: "partition gpu is INACTIVE: Slurm starts no job there; planned once it is UP"}},
+	} {
+		t.Run(tc.state, func(t *testing.T) {
+			limits := slurm.Limits{Partitions: map[string]slurm.Partition{"gpu": {Name: "gpu", State: tc.state}, "gpu2": {Name: "gpu2", State: "UP"}}}
+			v, err := BuildView(cfg, t0, Inputs{Nodes: nodes, Jobs: []slurm.Job{running, heldJob(6, "bert", 1, 4), both}, Estimators: shippedEstimators(t),
+				Limits: limits}, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int
+			for _, j := range v.Snapshot.Jobs {
+				id, _ := strconv.Atoi(j.ID)
+				got = append(got, id)
+			}
+			slices.Sort(got)
+			if diff := cmp.Diff(tc.managed, got); diff != "" {
+				t.Errorf("jobs planned (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.reasons, v.Unmanaged); diff != "" {
+				t.Errorf("reasons (-want +got):\n%s", diff)
+			}
+			if tc.state == "DOWN" && v.managed["7"].part != "gpu2" {
+				t.Errorf("job 7 planned in %q, want gpu2, the partition of its two that is up", v.managed["7"].part)
+			}
+		})
+	}
+}

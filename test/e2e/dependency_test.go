@@ -95,3 +95,24 @@ func TestUserHold(t *testing.T) {
 			id, j.State, j.Tag, j.Comment, d.log)
 	}
 }
+
+// TestPartitionDown: Slurm starts no job in a DOWN partition, so rubickd
+// leaves a job queued there held rather than size it for nothing (before
+// it read the partition's state, it released the job at once, and the job
+// waited with PartitionDown on the size chosen then).
+func TestPartitionDown(t *testing.T) {
+	lt := newLabTest(t, "partition-down", 2*time.Minute, "")
+	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
+	l.run(t, "scontrol", "update", "PartitionName=gpu", "State=DOWN")
+	t.Cleanup(func() { l.run(t, "scontrol", "update", "PartitionName=gpu", "State=UP") })
+	d := runDaemon(t, l, bin, dir, cfgPath)
+	id := l.submitScript(t, dir, shortTraining(bin, dir, "bert", 32), &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-partition-down",
+		"-N", "1", "--gres=gpu:1", "--requeue")
+	// A few cycles (2 s each).
+	time.Sleep(8 * time.Second)
+	j, err := cluster.Job(ctx, id)
+	if err != nil || j.State != slurm.StatePending || !j.Held || j.Tag == nil || j.Tag.Plan != "" {
+		t.Fatalf("job %d in a DOWN partition: %s (%s), held %v, tag %v (%v); want pending, held, unplanned; rubickd log %s",
+			id, j.State, j.Reason, j.Held, j.Tag, err, d.log)
+	}
+}
