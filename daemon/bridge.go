@@ -119,6 +119,11 @@ type managedJob struct {
 	billing slurm.BillingWeights
 }
 
+// ErrLicense reports a start whose licenses (-L) the plan's earlier
+// starts take: Slurm would keep the job pending for them. It is planned
+// again next cycle.
+var ErrLicense = errors.New("its licenses are taken")
+
 // ErrGroupLimit reports an action that would take a job's group (its QOS,
 // user, account or association) past a GPU, CPU, memory, billing or
 // run-minute limit on its jobs together.
@@ -782,6 +787,10 @@ type View struct {
 	// Waiting lists pending jobs kept held while a group limit of theirs
 	// has no room left; Unmanaged says which.
 	Waiting []slurm.Job
+	// licenses are how many of each listed license are free; nil when not
+	// listed. licensesOf are the managed pending jobs' license requests.
+	licenses   map[string]int
+	licensesOf map[int]map[string]int
 }
 
 // GPUBound is the most GPUs a job's Slurm limits let it hold, and why.
@@ -838,6 +847,9 @@ type Inputs struct {
 	RestartCosts map[string]time.Duration
 	// Facts holds, per job id, what the store knows of it beyond Slurm.
 	Facts map[int]JobFacts
+	// Licenses are the cluster's licenses and how many of each are free;
+	// nil when not listed (a pending job then asks Slurm for its own).
+	Licenses []slurm.License
 	// Limits are the QOS and association limits slurmdbd lists; empty when
 	// unknown, and then Slurm's pending reasons teach them (tagLimit).
 	Limits slurm.Limits
@@ -980,6 +992,14 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			}
 			v.Arrays = append(v.Arrays, arraySplit{job: j, tasks: tasks})
 			continue
+		}
+		if j.State == slurm.StatePending && j.Held && j.Licenses != "" && in.Licenses != nil {
+			if why, short := v.licensesShort(j, in.Licenses); short {
+				// Slurm would keep it pending for them; GPUs planned for
+				// it would stay idle meanwhile.
+				v.Unmanaged[j.ID] = why
+				continue
+			}
 		}
 		if j.State == slurm.StatePending && j.Held && j.EligibleTime.After(now) {
 			// Its --begin (or the few seconds Slurm puts before a
@@ -1620,6 +1640,7 @@ func (v *View) moves(a slurm.Action) (left, taken []string) {
 func (v *View) keepGroups(actions []slurm.Action, now time.Time) (kept []slurm.Action, skipped map[int]error) {
 	skipped = map[int]error{}
 	use, nodes := maps.Clone(v.usage), v.nodes.clone()
+	licenses := maps.Clone(v.licenses)
 	// move is what an action's job holds before it (on the nodes it
 	// leaves) and after it (on those it takes), and its groups.
 	type move struct {
@@ -1711,9 +1732,24 @@ func (v *View) keepGroups(actions []slurm.Action, now time.Time) (kept []slurm.A
 			}
 		}
 		nodes.add(m.groups, m.left, 1)
+		if want := v.licensesOf[a.JobID]; over == nil && a.Kind == slurm.ActionStart && want != nil {
+			for _, name := range slices.Sorted(maps.Keys(want)) {
+				if free, listed := licenses[name]; listed && free < want[name] {
+					over = fmt.Errorf("job %d: %w: license %s: it asks for %d, and the plan's earlier starts leave %d", a.JobID, ErrLicense, name, want[name], free)
+					break
+				}
+			}
+		}
 		if over != nil {
 			skipped[a.JobID] = over // it stays where it is
 			continue
+		}
+		if want := v.licensesOf[a.JobID]; a.Kind == slurm.ActionStart {
+			for name, n := range want {
+				if _, listed := licenses[name]; listed {
+					licenses[name] -= n
+				}
+			}
 		}
 		apply(m)
 		kept = append(kept, a)
@@ -1958,4 +1994,31 @@ func tagRequest(j slurm.Job) (request, bool) {
 func atRequest(j slurm.Job) bool {
 	r, ok := tagRequest(j)
 	return !ok || (max(j.NodeCount, 1) == r.Nodes && j.GPUsPerNode == r.GPUsPerNode && j.CPUs == r.CPUs)
+}
+
+// licensesShort reports whether pending job j asks for more of a listed
+// license than is free, and says so; it records what j asks for (for the
+// check of one plan's starts together, keepGroups). A license Slurm does
+// not list, or a request rubick does not read (alternatives), is left to
+// Slurm.
+func (v *View) licensesShort(j slurm.Job, list []slurm.License) (string, bool) {
+	want, err := slurm.ParseLicenses(j.Licenses)
+	if err != nil || len(want) == 0 {
+		return "", false
+	}
+	if v.licenses == nil {
+		v.licenses, v.licensesOf = map[string]int{}, map[int]map[string]int{}
+		for _, l := range list {
+			v.licenses[l.Name] = l.Free
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		for _, l := range list {
+			if l.Name == name && l.Free < want[name] {
+				return fmt.Sprintf("waits for license %s: it asks for %d, %d of %d free; planned once Slurm has them", name, want[name], l.Free, l.Total), true
+			}
+		}
+	}
+	v.licensesOf[j.ID] = want
+	return "", false
 }

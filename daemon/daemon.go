@@ -40,6 +40,14 @@ type ReservationLister interface {
 	Reservations(ctx context.Context) ([]slurm.Reservation, error)
 }
 
+// LicenseLister is a Cluster that lists the cluster's licenses
+// (slurm.RESTCluster does). Without it, jobs asking for licenses are
+// planned as if they were free, and one that then waits for them is left
+// to Slurm (reason Licenses).
+type LicenseLister interface {
+	Licenses(ctx context.Context) ([]slurm.License, error)
+}
+
 // BudgetLister lists the GrpTRESMins budgets and their usage
 // (slurm.AssocMgr does). Without it, or when the listing fails, budgets
 // bound nothing rubickd plans; Slurm's pending reasons still hold a job
@@ -131,8 +139,9 @@ type Daemon struct {
 	// budgets, priorityErr the last error reading it.
 	priorityConf slurm.PriorityConfig
 	priorityErr  error
-	// resvErr is the last reservation listing error, logged once.
-	resvErr error
+	// resvErr is the last reservation listing error, logged once; licErr
+	// the license listing's.
+	resvErr, licErr error
 	// unreadErr lists the limits the last listing sets that rubick does
 	// not plan with, for one warning while they last.
 	unreadErr error
@@ -495,6 +504,22 @@ func (d *Daemon) reservations(ctx context.Context) []slurm.Reservation {
 	return list
 }
 
+// licenses lists the cluster's licenses when a pending job with a rubick
+// tag asks for some (each cycle: jobs take and return them at any time);
+// nil otherwise, or when that fails.
+func (d *Daemon) licenses(ctx context.Context, jobs []slurm.Job) []slurm.License {
+	l, ok := d.deps.Cluster.(LicenseLister)
+	if !ok || !slices.ContainsFunc(jobs, func(j slurm.Job) bool { return j.State == slurm.StatePending && j.Tag != nil && j.Licenses != "" }) {
+		return nil
+	}
+	list, err := l.Licenses(ctx)
+	d.warnNew(&d.licErr, err, "licenses not read; jobs asking for some are planned as if they were free")
+	if err != nil {
+		return nil
+	}
+	return list
+}
+
 // warnNew logs a listing's error unless it repeats the last one (*last),
 // so that a lasting failure is logged once, and records err (nil when the
 // listing worked) as the last.
@@ -541,7 +566,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	}
 	fair := d.fairAccounts(jobs)
 	in := Inputs{Nodes: nodes, Jobs: jobs, Estimators: est, RestartCosts: costs,
-		Facts: facts, Limits: d.slurmLimits(ctx, start, fair), Reservations: d.reservations(ctx)}
+		Facts: facts, Limits: d.slurmLimits(ctx, start, fair), Reservations: d.reservations(ctx), Licenses: d.licenses(ctx, jobs)}
 	if fair != nil {
 		in.FairShare = d.budgets.FairShare
 	}
@@ -595,6 +620,15 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	}
 	for id, e := range skipped {
 		rep.Skipped[id] = e.Error()
+		if errors.Is(e, ErrLicense) {
+			// Another start of the plan takes them; planned again next
+			// cycle.
+			d.deps.Logger.Info("start deferred for its licenses", "job", id, "err", e)
+			if i, ok := slices.BinarySearchFunc(plan.Actions, strconv.Itoa(id), func(a policy.Action, id string) int { return strings.Compare(a.JobID, id) }); ok {
+				plan.Actions[i] = policy.Action{Kind: policy.Keep, JobID: plan.Actions[i].JobID, Reason: policy.ReasonNoResources, Detail: e.Error()}
+			}
+			continue
+		}
 		if errors.Is(e, ErrGroupLimit) {
 			// Planned again next cycle within the room left; rubick
 			// explain says why it did not start now. A preemption or

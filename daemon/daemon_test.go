@@ -2082,3 +2082,54 @@ func TestBuildViewStoppedPartition(t *testing.T) {
 		})
 	}
 }
+
+// licenseCluster lists licenses besides what fakeCluster reports.
+type licenseCluster struct {
+	*fakeCluster
+	licenses []slurm.License
+}
+
+func (l *licenseCluster) Licenses(context.Context) ([]slurm.License, error) { return l.licenses, nil }
+
+// A held job asking for a license none of which is free stays held (Slurm
+// would keep it pending, with GPUs planned for it idle); of two asking for
+// the one free, the plan starts one and defers the other.
+func TestCycleLicenses(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		free    int
+		started []int
+		ignored map[int]string
+		skipped map[int]string
+	}{
+		{"none free", 0, nil, map[int]string{21: "waits for license matlab: it asks for 1, 0 of 1 free; planned once Slurm has them",
+			22: "waits for license matlab: it asks for 1, 0 of 1 free; planned once Slurm has them"}, map[int]string{}},
+		{"one free", 1, []int{21}, map[int]string{}, map[int]string{22: "job 22: its licenses are taken: license matlab: it asks for 1, and the plan's earlier starts leave 0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var jobs []slurm.Job
+			for _, id := range []int{21, 22} {
+				j := heldJob(id, "bert", 1, 4)
+				j.Licenses = "matlab:1"
+				jobs = append(jobs, j)
+			}
+			c := &licenseCluster{fakeCluster: &fakeCluster{nodes: labNodes(2), jobs: jobs},
+				licenses: []slurm.License{{Name: "matlab", Total: 1, Used: 1 - tc.free, Free: tc.free}}}
+			a := &fakeApplier{}
+			d, _ := newTestDaemonWith(t, c, a, func(*Config) {})
+			rep, err := d.Cycle(context.Background(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.started, startedJobs(a)); diff != "" {
+				t.Errorf("started (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.ignored, rep.Ignored, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("ignored (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.skipped, rep.Skipped, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("skipped (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

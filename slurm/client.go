@@ -94,6 +94,7 @@ type backend interface {
 	qos(ctx context.Context) ([]QOS, error)
 	associations(ctx context.Context, cluster string) ([]Association, error)
 	reservations(ctx context.Context) ([]Reservation, error)
+	licenses(ctx context.Context) ([]License, error)
 }
 
 // NewCluster connects to slurmrestd. Unless cfg.Version pins it, it probes
@@ -230,6 +231,12 @@ func (c *RESTCluster) Limits(ctx context.Context) (Limits, error) {
 // Reservations lists the advance reservations slurmctld knows.
 func (c *RESTCluster) Reservations(ctx context.Context) ([]Reservation, error) {
 	return c.api.reservations(ctx)
+}
+
+// Licenses lists the cluster's licenses (slurm.conf Licenses=) and how
+// many of each are free.
+func (c *RESTCluster) Licenses(ctx context.Context) ([]License, error) {
+	return c.api.licenses(ctx)
 }
 
 // Submit implements Cluster.

@@ -23,11 +23,11 @@ func SizeLimitReason(reason string) bool {
 
 // WaitReason reports whether a pending job's state reason says it waits for
 // something other than nodes: its dependencies, its begin time, its job
-// array's limit on running tasks, or a limit on the number of jobs. Placing
-// it changes none of these; Slurm starts it once they clear.
+// array's limit on running tasks, its licenses, or a limit on the number of
+// jobs. Placing it changes none of these; Slurm starts it once they clear.
 func WaitReason(reason string) bool {
 	switch reason {
-	case "Dependency", "DependencyNeverSatisfied", "BeginTime", "JobArrayTaskLimit":
+	case "Dependency", "DependencyNeverSatisfied", "BeginTime", "JobArrayTaskLimit", "Licenses":
 		return true
 	}
 	return (strings.HasPrefix(reason, "QOS") || strings.HasPrefix(reason, "Assoc")) && strings.Contains(reason, "Jobs")

@@ -43,6 +43,7 @@ func TestWaitReason(t *testing.T) {
 		"DependencyNeverSatisfied": true,
 		"BeginTime":                true,
 		"JobArrayTaskLimit":        true,
+		"Licenses":                 true,
 		"QOSMaxJobsPerUserLimit":   true,
 		"AssocGrpJobsLimit":        true,
 		"AssocMaxJobsLimit":        true,

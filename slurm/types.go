@@ -127,6 +127,9 @@ type Job struct {
 
 	Comment      string
 	AdminComment string
+	// Licenses is what it asks for with -L ("matlab:1,fluent@db:2");
+	// ParseLicenses reads it.
+	Licenses string
 	// Dependency is what the job still waits for (--dependency), e.g.
 	// "afterok:12(unfulfilled)"; empty when nothing.
 	Dependency string
@@ -416,6 +419,13 @@ type Association struct {
 	// Unread is as QOS.Unread; the listing shows an account's per-job
 	// limits on its users too.
 	Unread []string
+}
+
+// License is one of the cluster's licenses (slurm.conf Licenses=, or a
+// remote one from slurmdbd) and how many of it are in use.
+type License struct {
+	Name              string
+	Total, Used, Free int
 }
 
 // Reservation is a Slurm advance reservation.

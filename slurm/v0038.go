@@ -64,6 +64,11 @@ type (
 		// min_nodes_per_job out (22.05 lab, MinNodes=2).
 		MinNodes *int `json:"min nodes per job"`
 	}
+	v38Licenses struct {
+		v0038.V0038Licenses
+		Meta   json.RawMessage `json:"meta"`
+		Errors json.RawMessage `json:"errors"`
+	}
 	v38Reservations struct {
 		v0038.V0038ReservationsResponse
 		Meta   json.RawMessage `json:"meta"`
@@ -181,6 +186,7 @@ func (w v38Job) domain() Job {
 		HetJobID:      deref(w.HetJobId),
 		HetJobOffset:  deref(w.HetJobOffset),
 		Reservation:   deref(w.ResvName),
+		Licenses:      deref(w.Licenses),
 		AdminComment:  deref(w.AdminComment),
 	}
 	j.Held = j.State == StatePending && (w.Priority != nil && j.Priority == 0 || heldReason(j.Reason))
@@ -263,6 +269,21 @@ func (b *v38) reservations(ctx context.Context) ([]Reservation, error) {
 		}
 		out = append(out, Reservation{Name: deref(v.Name), Nodes: nodes, Start: unixTime(int64(deref(v.StartTime))),
 			End: unixTime(int64(deref(v.EndTime))), Flags: upperAll(deref(v.Flags))})
+	}
+	return out, nil
+}
+
+func (b *v38) licenses(ctx context.Context) ([]License, error) {
+	const ep = "GET /slurm/v0.0.38/licenses"
+	r, err := get[v38Licenses](ctx, b.c, ep, func(ctx context.Context) (*http.Response, error) {
+		return b.api.SlurmV0038SlurmctldGetLicenses(ctx)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []License
+	for _, l := range deref(r.Licenses) {
+		out = append(out, License{Name: deref(l.LicenseName), Total: deref(l.Total), Used: deref(l.Used), Free: deref(l.Free)})
 	}
 	return out, nil
 }

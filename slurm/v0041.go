@@ -38,6 +38,7 @@ type restCalls interface {
 	nodes(ctx context.Context) (*http.Response, error)
 	partitions(ctx context.Context) (*http.Response, error)
 	reservations(ctx context.Context) (*http.Response, error)
+	licenses(ctx context.Context) (*http.Response, error)
 	submit(ctx context.Context, body io.Reader) (*http.Response, error)
 }
 
@@ -82,6 +83,9 @@ func (a calls41) partitions(ctx context.Context) (*http.Response, error) {
 func (a calls41) reservations(ctx context.Context) (*http.Response, error) {
 	return a.c.SlurmV0041GetReservations(ctx, nil)
 }
+func (a calls41) licenses(ctx context.Context) (*http.Response, error) {
+	return a.c.SlurmV0041GetLicenses(ctx)
+}
 func (a calls41) submit(ctx context.Context, body io.Reader) (*http.Response, error) {
 	return a.c.SlurmV0041PostJobSubmitWithBody(ctx, "application/json", body)
 }
@@ -103,6 +107,9 @@ func (a calls42) partitions(ctx context.Context) (*http.Response, error) {
 }
 func (a calls42) reservations(ctx context.Context) (*http.Response, error) {
 	return a.c.SlurmV0042GetReservations(ctx, nil)
+}
+func (a calls42) licenses(ctx context.Context) (*http.Response, error) {
+	return a.c.SlurmV0042GetLicenses(ctx)
 }
 func (a calls42) submit(ctx context.Context, body io.Reader) (*http.Response, error) {
 	return a.c.SlurmV0042PostJobSubmitWithBody(ctx, "application/json", body)
@@ -257,6 +264,7 @@ func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
 			HetJobID:      int(num(w.HetJobId)),
 			HetJobOffset:  int(num(w.HetJobOffset)),
 			Reservation:   deref(w.ResvName),
+			Licenses:      deref(w.Licenses),
 			AdminComment:  deref(w.AdminComment),
 		}
 		for _, f := range deref(w.Shared) {
@@ -361,6 +369,19 @@ func (b *v41) reservations(ctx context.Context) ([]Reservation, error) {
 		}
 		out = append(out, Reservation{Name: deref(v.Name), Nodes: nodes, Start: unixTime(num(v.StartTime)),
 			End: unixTime(num(v.EndTime)), Flags: upperAll(flags)})
+	}
+	return out, nil
+}
+
+func (b *v41) licenses(ctx context.Context) ([]License, error) {
+	ep := b.ep("GET", "licenses/")
+	r, err := get[v0041.V0041OpenapiLicensesResp](ctx, b.c, ep, b.api.licenses)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]License, 0, len(r.Licenses))
+	for _, l := range r.Licenses {
+		out = append(out, License{Name: deref(l.LicenseName), Total: int(deref(l.Total)), Used: int(deref(l.Used)), Free: int(deref(l.Free))})
 	}
 	return out, nil
 }

@@ -128,6 +128,9 @@ chmod 400 "$R/etc/munge/munge.key"
   echo "SelectTypeParameters=CR_Core_Memory"
   echo "DefMemPerCPU=4000"
   echo "GresTypes=gpu"
+  # a cluster-wide license, as sites count software seats or shared
+  # resources: jobs asking for it (-L matlab:1) wait while it is taken
+  echo "Licenses=matlab:1"
   if [ "$WITH_DBD" = 1 ]; then
     echo "AccountingStorageType=accounting_storage/slurmdbd"
     echo "AccountingStorageHost=localhost"

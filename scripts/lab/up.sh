@@ -131,6 +131,9 @@ install_file() {
   # without it every job gets the whole node's memory and nodes are never shared
   echo "DefMemPerCPU=4000"
   echo "GresTypes=gpu"
+  # a cluster-wide license, as sites count software seats or shared
+  # resources: jobs asking for it (-L matlab:1) wait while it is taken
+  echo "Licenses=matlab:1"
   # each GPU type tracked too, as sites with several do: limits on one
   # type (GrpTRES=gres/gpu:h100=4) need it
   echo "AccountingStorageTRES=gres/gpu,gres/gpu:a100,gres/gpu:h100"

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,5 +115,30 @@ func TestPartitionDown(t *testing.T) {
 	if err != nil || j.State != slurm.StatePending || !j.Held || j.Tag == nil || j.Tag.Plan != "" {
 		t.Fatalf("job %d in a DOWN partition: %s (%s), held %v, tag %v (%v); want pending, held, unplanned; rubickd log %s",
 			id, j.State, j.Reason, j.Held, j.Tag, err, d.log)
+	}
+}
+
+// TestLicense: the lab has one matlab license (Licenses=matlab:1), which a
+// job without a model type holds for 15 s. A rubick job asking for it
+// (-L matlab:1) stays held meanwhile, then runs on a plan rubickd chose
+// once the license is free. Before rubickd read the licenses, it released
+// the job at once, sized for a cluster it would start on later.
+func TestLicense(t *testing.T) {
+	lt := newLabTest(t, "license", 2*time.Minute, "")
+	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
+	holder := strings.Split(l.run(t, "sbatch", "--parsable", "-p", "debug", "-N", "1", "-L", "matlab:1", "-o", "/dev/null", "--wrap", "sleep 15"), ";")[0]
+	lt.ids = append(lt.ids, holder)
+	d := runDaemon(t, l, bin, dir, cfgPath)
+	id := l.submitScript(t, dir, shortTraining(bin, dir, "bert", 32), &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-license",
+		"-N", "1", "--gres=gpu:1", "--requeue", "-L", "matlab:1")
+	time.Sleep(8 * time.Second)
+	j, err := cluster.Job(ctx, id)
+	if err != nil || j.State != slurm.StatePending || !j.Held || j.Tag == nil || j.Tag.Plan != "" {
+		t.Fatalf("job %d while its license is taken: %s (%s), held %v, tag %v (%v); want pending, held, unplanned; rubickd log %s",
+			id, j.State, j.Reason, j.Held, j.Tag, err, d.log)
+	}
+	j, _ = waitEnded(ctx, cluster, id)
+	if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" {
+		t.Fatalf("job %d ended %s (%s), tag %v; want COMPLETED on a plan rubickd chose; rubickd log %s", id, j.State, j.Reason, j.Tag, d.log)
 	}
 }
