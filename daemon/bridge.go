@@ -961,6 +961,13 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		if j.Tag == nil || j.Tag.ModelType == "" {
 			continue // rigid: Slurm schedules it; its usage shows in the node counters
 		}
+		if j.Interactive {
+			// Slurm neither requeues it nor signals a batch shell (22.05
+			// lab: "Only batch jobs are accepted or processed"), so it
+			// could never be restarted on another size.
+			v.asSubmitted(j, "interactive (salloc or srun): runs on its own request; rubick reconfigures batch jobs, which it can checkpoint and requeue")
+			continue
+		}
 		if j.Reservation != "" && !activeResv[j.Reservation] {
 			// Not active (or not listed): Slurm starts it when it is.
 			v.asSubmitted(j, fmt.Sprintf("--reservation=%s is not active: runs on its own request, placed by Slurm in the reservation", j.Reservation))

@@ -2083,6 +2083,34 @@ func TestBuildViewStoppedPartition(t *testing.T) {
 	}
 }
 
+// An interactive job (salloc, srun: no batch script) with a model type is
+// released on its own request, and never reconfigured once it runs: Slurm
+// can neither requeue it nor signal its batch shell.
+func TestCycleInteractiveJob(t *testing.T) {
+	held := heldJob(21, "bert", 1, 2)
+	held.Interactive = true
+	running := runningJob(22, "bert")
+	running.Interactive, running.NodeList, running.GPUs, running.Tag.Plan = true, []string{"node2"}, 4, "dp4.tp1.pp1.mb8.a1.z0"
+	nodes := labNodes(2)
+	nodes[1].GPUsUsed, nodes[1].CPUsAlloc = 4, 8
+	c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{held, running}}
+	a := &fakeApplier{}
+	d, _ := newTestDaemon(t, c, a)
+	rep, err := d.Cycle(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []slurm.Action{{Kind: slurm.ActionStart, JobID: 21, NumNodes: 1, GPUsPerNode: 2, CPUsPerTask: 8, MemPerNodeMB: 64000}}
+	if diff := cmp.Diff(want, a.got, cmpopts.IgnoreFields(slurm.Action{}, "Tag")); diff != "" {
+		t.Errorf("actions (-want +got):\n%s", diff)
+	}
+	for _, id := range []int{21, 22} {
+		if !strings.Contains(rep.Ignored[id], "interactive (salloc or srun)") {
+			t.Errorf("job %d: %q, want it named interactive", id, rep.Ignored[id])
+		}
+	}
+}
+
 // licenseCluster lists licenses besides what fakeCluster reports.
 type licenseCluster struct {
 	*fakeCluster

@@ -105,6 +105,12 @@ func TestGolden2205(t *testing.T) {
 	if got, want := byID[27].TimeLimit, 525599*time.Minute; got != want {
 		t.Errorf("job 27 TimeLimit = %v, want %v", got, want)
 	}
+	// salloc --no-shell jobs (batch_flag false) are interactive.
+	for id, want := range map[int]bool{28: true, 30: true, 31: false, 33: false} {
+		if byID[id].Interactive != want {
+			t.Errorf("job %d Interactive = %v, want %v", id, byID[id].Interactive, want)
+		}
+	}
 	// The lab's old free-form tags are reported as malformed, not dropped.
 	for _, id := range []int{31, 33} {
 		if !errors.Is(byID[id].TagErr, ErrTag) || !strings.Contains(byID[id].TagErr.Error(), "version") {

@@ -155,6 +155,10 @@ type Job struct {
 	// job (sbatch with hetjob / ':'), 0 for other jobs; HetJobOffset is the
 	// component's index, 0 for the leader.
 	HetJobID, HetJobOffset int
+	// Interactive is set for a job without a batch script (salloc, or srun
+	// outside an allocation): Slurm neither requeues it nor signals its
+	// batch shell, so it cannot be checkpointed and restarted.
+	Interactive bool
 	// ArrayTasks lists the tasks of a job array that are still one pending
 	// record under this ID ("0-3", "0,2-3", "0-15:4"); empty for any other
 	// job, array tasks Slurm has split off included.

@@ -186,6 +186,7 @@ func (w v38Job) domain() Job {
 		HetJobID:      deref(w.HetJobId),
 		HetJobOffset:  deref(w.HetJobOffset),
 		Reservation:   deref(w.ResvName),
+		Interactive:   w.BatchFlag != nil && !*w.BatchFlag,
 		Licenses:      deref(w.Licenses),
 		AdminComment:  deref(w.AdminComment),
 	}

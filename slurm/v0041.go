@@ -264,6 +264,7 @@ func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
 			HetJobID:      int(num(w.HetJobId)),
 			HetJobOffset:  int(num(w.HetJobOffset)),
 			Reservation:   deref(w.ResvName),
+			Interactive:   w.BatchFlag != nil && !*w.BatchFlag,
 			Licenses:      deref(w.Licenses),
 			AdminComment:  deref(w.AdminComment),
 		}

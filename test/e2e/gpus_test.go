@@ -3,6 +3,9 @@
 package e2e
 
 import (
+	"os/exec"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -62,5 +65,30 @@ func TestCPUsPerGPU(t *testing.T) {
 	t.Logf("job %d ran on %d GPUs with %d CPUs; rubick planned %d CPUs", id, j.GPUs, j.CPUs, start.Resources.CPUs)
 	if start.Resources.CPUs != j.CPUs || j.CPUs < 8*j.GPUs {
 		t.Errorf("job %d ran on %d GPUs with %d CPUs, rubick planned %d; want what it planned, 8 per GPU", id, j.GPUs, j.CPUs, start.Resources.CPUs)
+	}
+}
+
+// TestInteractiveJob: an interactive allocation with a model type (salloc
+// --model-type) runs on what it asked for. Slurm can neither requeue it nor
+// signal a batch shell, so rubick could never restart it on another size;
+// before rubick read that, it grew the job to a whole node on the idle lab.
+func TestInteractiveJob(t *testing.T) {
+	lt := newLabTest(t, "interactive", 2*time.Minute, "")
+	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
+	d := runDaemon(t, l, bin, dir, cfgPath)
+	// --no-shell: salloc returns once the allocation is granted.
+	cmd := exec.CommandContext(ctx, "salloc", "--no-shell", "--model-type=bert", "-p", "gpu", "-J", "e2e-interactive", "-N", "1", "--gres=gpu:2")
+	cmd.Env, cmd.Dir = l.env, dir
+	out, err := cmd.CombinedOutput()
+	m := regexp.MustCompile(`Granted job allocation (\d+)`).FindStringSubmatch(string(out))
+	if err != nil || m == nil {
+		t.Fatalf("salloc: %v\n%s; rubickd log %s", err, out, d.log)
+	}
+	lt.ids = append(lt.ids, m[1])
+	id, _ := strconv.Atoi(m[1])
+	j, err := cluster.Job(ctx, id)
+	if err != nil || j.State != slurm.StateRunning || j.GPUs != 2 || !j.Interactive || j.Tag == nil || j.Tag.Plan != "" {
+		t.Errorf("job %d: %s on %d GPUs, interactive %v, tag %v (%v); want running on the 2 GPUs it asked for, unplanned; rubickd log %s",
+			id, j.State, j.GPUs, j.Interactive, j.Tag, err, d.log)
 	}
 }
