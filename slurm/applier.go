@@ -465,7 +465,9 @@ func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeue
 		default:
 			return fmt.Errorf("%w: job %d asks for GPUs of %d types, which one per-node count cannot keep", ErrBadAction, job.ID, len(job.GPUTypes))
 		}
-		argv = append(argv, "Gres="+gres+strconv.Itoa(act.GPUsPerNode))
+		// Gres= replaces the job's whole list: its other GRES go with it
+		// (22.05 lab: Gres=gpu:4 dropped lscratch:100).
+		argv = append(argv, "Gres="+strings.Join(append([]string{gres + strconv.Itoa(act.GPUsPerNode)}, job.OtherGres...), ","))
 		if perGPU {
 			// Accepted only beside Gres=, in both versions.
 			argv = append(argv, "MemPerTres=gres:gpu:"+strconv.FormatInt(memPerGPUOf(job, act), 10))

@@ -546,6 +546,11 @@ func TestApplyStartResize(t *testing.T) {
 		"memory per GPU, less": {func(j *Job) { j.MemPerGPUMB = 16384 },
 			Action{Nodes: []string{"node1"}, GPUsPerNode: 4, CPUsPerTask: 4, MemPerNodeMB: 40000},
 			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:4", "MemPerTres=gres:gpu:16384", "NodeList=node1"}},
+		// Gres= replaces the whole list: the other GRES go with it (22.05
+		// lab: Gres=gpu:4 dropped lscratch:100).
+		"other GRES": {func(j *Job) { j.OtherGres = []string{"lscratch:100", "nvme:fast:1"} },
+			Action{Nodes: []string{"node1"}, GPUsPerNode: 4, CPUsPerTask: 4},
+			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:4,lscratch:100,nvme:fast:1", "NodeList=node1"}},
 		// Submitted to several partitions: started in rubick's.
 		"partition": {func(j *Job) { j.Partition = "debug,gpu" },
 			Action{Nodes: []string{"node2"}, GPUsPerNode: 2, CPUsPerTask: 4, Partition: "gpu"},

@@ -37,6 +37,7 @@ type jobTRES struct {
 func setJobResources(j *Job, t jobTRES) {
 	j.NodeList = expandOrNil(t.nodes)
 	j.GPUsPerNode = gpusFromGres(t.perNode)
+	j.OtherGres = otherGres(t.perNode)
 	j.GPUTypes = gpuTypes(t.perNode + "," + t.perJob + "," + t.perTask)
 	if j.GPUsPerNode == 0 && j.State == StatePending {
 		// --gpus=N or --gpus-per-task asks for GPUs per job or task; the

@@ -43,6 +43,24 @@ func gpuEntry(e string) ([]string, bool) {
 	return parts[1:], parts[0] == "gpu"
 }
 
+// otherGres lists the entries of a TRES-per-node string that are GRES
+// other than GPUs ("gres:gpu:2,gres:lscratch:100" gives lscratch:100), in
+// the form scontrol's Gres= takes them; nil for none.
+func otherGres(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		e = strings.TrimSpace(e)
+		if !strings.HasPrefix(e, "gres:") && !strings.HasPrefix(e, "gres/") {
+			continue
+		}
+		if _, gpu := gpuEntry(e); gpu {
+			continue
+		}
+		out = append(out, strings.TrimPrefix(strings.TrimPrefix(e, "gres:"), "gres/"))
+	}
+	return out
+}
+
 // gpuTypes lists the GPU types named in a GRES or TRES-per-node string of
 // any form gpusFromGres reads ("gres:gpu:h100:2" gives h100, "gpu:a100:8(S:0-1)"
 // a100), in order and without repeats; untyped entries ("gpu:4",

@@ -124,3 +124,18 @@ func TestWholeNodeMemory(t *testing.T) {
 		}
 	}
 }
+
+func TestOtherGres(t *testing.T) {
+	for in, want := range map[string][]string{
+		"":                                  nil,
+		"gres:gpu:2":                        nil,
+		"gres:gpu:2,gres:lscratch:100":      {"lscratch:100"},
+		"gres/gpu:h100:2,gres/lscratch:100": {"lscratch:100"},
+		"gres:nvme:fast:1,gres:gpu:4":       {"nvme:fast:1"},
+		"license/matlab:1":                  nil,
+	} {
+		if diff := cmp.Diff(want, otherGres(in)); diff != "" {
+			t.Errorf("%q (-want +got):\n%s", in, diff)
+		}
+	}
+}

@@ -71,6 +71,10 @@ type Job struct {
 	// job or per task (--gpus, --gpus-per-task): GPUsPerNode is then its
 	// total over its nodes, and a resize must clear those requests.
 	GPUsNotPerNode bool
+	// OtherGres are the GRES other than GPUs it asks for on each node
+	// ("lscratch:100"), as scontrol's Gres= takes them: a resize's Gres=
+	// replaces the whole list, so it carries them.
+	OtherGres []string
 	// GPUTypes are the GPU types the job asks for (--gres=gpu:h100:2,
 	// --gpus=h100:2); nil for any GPU.
 	GPUTypes []string

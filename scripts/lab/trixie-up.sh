@@ -127,7 +127,8 @@ chmod 400 "$R/etc/munge/munge.key"
   echo "SelectType=select/cons_tres"
   echo "SelectTypeParameters=CR_Core_Memory"
   echo "DefMemPerCPU=4000"
-  echo "GresTypes=gpu"
+  # lscratch: node-local scratch in GB, a count-only GRES beside GPUs
+  echo "GresTypes=gpu,lscratch"
   # a cluster-wide license, as sites count software seats or shared
   # resources: jobs asking for it (-L matlab:1) wait while it is taken
   echo "Licenses=matlab:1"
@@ -165,12 +166,12 @@ chmod 400 "$R/etc/munge/munge.key"
   echo "KillWait=5"
   for i in $(seq 1 "$NODES"); do
     echo "NodeName=node$i NodeHostname=$HN NodeAddr=127.0.0.1 Port=$((SLURMD_PORT_BASE + i)) CPUs=64" \
-      "Boards=1 SocketsPerBoard=2 CoresPerSocket=32 ThreadsPerCore=1 RealMemory=512000 Gres=gpu:$GPUS State=UNKNOWN"
+      "Boards=1 SocketsPerBoard=2 CoresPerSocket=32 ThreadsPerCore=1 RealMemory=512000 Gres=gpu:$GPUS,lscratch:1000 State=UNKNOWN"
   done
   echo "PartitionName=gpu Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP"
 } > "$R/etc/slurm/slurm.conf"
-printf 'AutoDetect=off\nNodeName=node[1-%s] Name=gpu File=%s/dev/nvidia[0-%s]\n' "$NODES" "$L" "$((GPUS - 1))" \
-  > "$R/etc/slurm/gres.conf"
+printf 'AutoDetect=off\nNodeName=node[1-%s] Name=gpu File=%s/dev/nvidia[0-%s]\nNodeName=node[1-%s] Name=lscratch Count=1000\n' \
+  "$NODES" "$L" "$((GPUS - 1))" "$NODES" > "$R/etc/slurm/gres.conf"
 # 24.11 can run without any cgroup plugin
 echo "CgroupPlugin=disabled" > "$R/etc/slurm/cgroup.conf"
 

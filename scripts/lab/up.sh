@@ -130,7 +130,9 @@ install_file() {
   echo "SelectTypeParameters=CR_Core_Memory"
   # without it every job gets the whole node's memory and nodes are never shared
   echo "DefMemPerCPU=4000"
-  echo "GresTypes=gpu"
+  # lscratch: node-local scratch in GB, a count-only GRES as sites have
+  # beside GPUs (--gres=gpu:2,lscratch:100)
+  echo "GresTypes=gpu,lscratch"
   # a cluster-wide license, as sites count software seats or shared
   # resources: jobs asking for it (-L matlab:1) wait while it is taken
   echo "Licenses=matlab:1"
@@ -168,7 +170,7 @@ install_file() {
     feature=h100; [ "$i" -le $((NODES / 2)) ] && feature=a100
     echo "NodeName=node$i NodeHostname=$HN NodeAddr=127.0.0.1 Port=$((SLURMD_PORT_BASE + i))" \
       "CPUs=$NODE_CPUS Boards=1 SocketsPerBoard=2 CoresPerSocket=$((NODE_CPUS / 2)) ThreadsPerCore=1" \
-      "RealMemory=$NODE_MEM_MB Gres=gpu:$feature:$GPUS Feature=$feature State=UNKNOWN"
+      "RealMemory=$NODE_MEM_MB Gres=gpu:$feature:$GPUS,lscratch:1000 Feature=$feature State=UNKNOWN"
   done
   echo "PartitionName=$PARTITION Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO"
   # a second partition over the same nodes, which rubickd does not manage:
@@ -183,6 +185,7 @@ install_file "$ETC/slurm.conf" 644
   for i in $(seq 1 "$NODES"); do
     feature=h100; [ "$i" -le $((NODES / 2)) ] && feature=a100
     echo "NodeName=node$i Name=gpu Type=$feature File=$LAB/dev/nvidia[0-$((GPUS - 1))]"
+    echo "NodeName=node$i Name=lscratch Count=1000"
   done
 } > "$ETC/gres.conf.new"
 install_file "$ETC/gres.conf" 644

@@ -5,6 +5,7 @@ package e2e
 import (
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -90,5 +91,37 @@ func TestInteractiveJob(t *testing.T) {
 	if err != nil || j.State != slurm.StateRunning || j.GPUs != 2 || !j.Interactive || j.Tag == nil || j.Tag.Plan != "" {
 		t.Errorf("job %d: %s on %d GPUs, interactive %v, tag %v (%v); want running on the 2 GPUs it asked for, unplanned; rubickd log %s",
 			id, j.State, j.GPUs, j.Interactive, j.Tag, err, d.log)
+	}
+}
+
+// TestOtherGres: a job asking for node-local scratch beside its GPUs
+// (--gres=gpu:2,lscratch:100; the lab's nodes have lscratch:1000) keeps it
+// when rubick resizes the job: scontrol's Gres= replaces the whole list,
+// and before rubick carried the other entries, the job grown to a whole
+// node ran without its scratch.
+func TestOtherGres(t *testing.T) {
+	lt := newLabTest(t, "other-gres", 2*time.Minute, "")
+	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
+	d := runDaemon(t, l, bin, dir, cfgPath)
+	id := l.submitScript(t, dir, shortTraining(bin, dir, "roberta", 64), &lt.ids, "--model-type=roberta", "-p", "gpu", "-J", "e2e-other-gres",
+		"-N", "1", "--gres=gpu:2,lscratch:100", "--cpus-per-task=8", "--mem=32G", "--requeue")
+	var ran slurm.Job
+	for ctx.Err() == nil {
+		j, err := cluster.Job(ctx, id)
+		if err == nil && j.State == slurm.StateRunning {
+			ran = j
+			break
+		}
+		if err == nil && j.Ended() {
+			t.Fatalf("job %d ended %s (%s) before it was seen running; rubickd log %s", id, j.State, j.Reason, d.log)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if ran.Tag == nil || ran.Tag.Plan == "" || ran.GPUs <= 2 || !slices.Equal(ran.OtherGres, []string{"lscratch:100"}) {
+		t.Errorf("job %d ran on %d GPUs with other GRES %v, tag %v; want more than its 2 GPUs on a plan rubickd chose, with lscratch:100; rubickd log %s",
+			id, ran.GPUs, ran.OtherGres, ran.Tag, d.log)
+	}
+	if j, _ := waitEnded(ctx, cluster, id); j.State != slurm.StateCompleted {
+		t.Errorf("job %d ended %s (%s), want COMPLETED; rubickd log %s", id, j.State, j.Reason, d.log)
 	}
 }
