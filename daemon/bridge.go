@@ -1177,6 +1177,16 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 				pj.Nodes = j.NodeList // it keeps the nodes it holds
 			}
 		}
+		if err == nil && len(j.OtherGres) > 0 {
+			var why string
+			if pj.Nodes, why = gresNodes(j, pj.Nodes, open.nodes); why != "" {
+				// Slurm would keep it pending on any node rubick chose.
+				v.Unmanaged[j.ID] = why
+				delete(v.Bounds, j.ID)
+				delete(v.NodeBounds, j.ID)
+				continue
+			}
+		}
 		if len(j.Partitions()) > 1 {
 			mj.part = part
 		}
@@ -2028,4 +2038,26 @@ func (v *View) licensesShort(j slurm.Job, list []slurm.License) (string, bool) {
 	}
 	v.licensesOf[j.ID] = want
 	return "", false
+}
+
+// gresNodes narrows allowed (nil: every open node) to the nodes with as
+// much of each GRES other than GPUs free as job j asks for on a node
+// (OtherGres: --gres=gpu:2,lscratch:100), and those j holds already (what
+// it holds there comes back at a restart). why, for a job none of whose
+// nodes has them, says what it waits for.
+func gresNodes(j slurm.Job, allowed []string, open []slurm.Node) (nodes []string, why string) {
+	want := slurm.GresCounts(strings.Join(j.OtherGres, ","))
+	keys := slices.Sorted(maps.Keys(want))
+	for _, n := range open {
+		if allowed != nil && !slices.Contains(allowed, n.Name) {
+			continue
+		}
+		if slices.Contains(j.NodeList, n.Name) || !slices.ContainsFunc(keys, func(k string) bool { return n.GresFree[k] < want[k] }) {
+			nodes = append(nodes, n.Name)
+		}
+	}
+	if len(nodes) == 0 {
+		return nil, fmt.Sprintf("waits for %s free on a node it may run on; planned once one has it", strings.Join(j.OtherGres, ","))
+	}
+	return nodes, ""
 }

@@ -2161,3 +2161,47 @@ func TestCycleLicenses(t *testing.T) {
 		})
 	}
 }
+
+// A job asking for other GRES on each node (--gres=gpu:2,lscratch:100) is
+// planned only on nodes with that much free, or those it holds; with none,
+// it stays held.
+func TestBuildViewOtherGres(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		free   [2]int // lscratch free on node1, node2
+		want   []string
+		reason string
+	}{
+		{"one node has it", [2]int{50, 1000}, []string{"node2"}, ""},
+		{"both have it", [2]int{100, 1000}, []string{"node1", "node2"}, ""},
+		{"none has it", [2]int{50, 99}, nil, "waits for lscratch:100 free on a node it may run on; planned once one has it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := labNodes(2)
+			for i := range nodes {
+				nodes[i].GresFree = map[string]int{"lscratch": tc.free[i]}
+			}
+			j := heldJob(21, "bert", 1, 2)
+			j.OtherGres = []string{"lscratch:100"}
+			running := runningJob(22, "bert")
+			running.NodeList, running.GPUs, running.Tag.Plan, running.OtherGres = []string{"node1"}, 4, "dp4.tp1.pp1.mb8.a1.z0", []string{"lscratch:100"}
+			v, err := BuildView(Defaults(), t0, Inputs{Nodes: nodes, Jobs: []slurm.Job{j, running}, Estimators: shippedEstimators(t)}, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string][]string{}
+			for _, pj := range v.Snapshot.Jobs {
+				got[pj.ID] = pj.Nodes
+			}
+			if diff := cmp.Diff(tc.want, got["21"]); diff != "" {
+				t.Errorf("job 21's nodes (-want +got):\n%s", diff)
+			}
+			if !slices.Contains(got["22"], "node1") {
+				t.Errorf("job 22 may run on %v, want the node1 it holds among them", got["22"])
+			}
+			if v.Unmanaged[21] != tc.reason {
+				t.Errorf("job 21: %q, want %q", v.Unmanaged[21], tc.reason)
+			}
+		})
+	}
+}

@@ -61,6 +61,46 @@ func otherGres(s string) []string {
 	return out
 }
 
+// GresCounts reads the GRES other than GPUs in a list such as a node's gres
+// ("gpu:a100:8,lscratch:1000,nvme:fast:2(S:0)") or a job's OtherGres: the
+// count of each, by its name and type ("lscratch", "nvme:fast"). An entry
+// without a count counts one.
+func GresCounts(entries ...string) map[string]int {
+	var out map[string]int
+	for _, list := range entries {
+		for _, e := range strings.Split(list, ",") {
+			e = strings.TrimPrefix(strings.TrimPrefix(stripGresSuffix(strings.TrimSpace(e)), "gres:"), "gres/")
+			if e == "" {
+				continue
+			}
+			if _, gpu := gpuEntry(e); gpu {
+				continue
+			}
+			f := strings.Split(e, ":")
+			n, err := strconv.Atoi(f[len(f)-1])
+			if err != nil || len(f) == 1 {
+				n, f = 1, append(f, "")
+			}
+			if out == nil {
+				out = map[string]int{}
+			}
+			out[strings.Join(f[:len(f)-1], ":")] += max(n, 0)
+		}
+	}
+	return out
+}
+
+// gresFree is what of a node's GRES other than GPUs its jobs leave.
+func gresFree(total, used string) map[string]int {
+	free := GresCounts(total)
+	for k, n := range GresCounts(used) {
+		if _, ok := free[k]; ok {
+			free[k] -= n
+		}
+	}
+	return free
+}
+
 // gpuTypes lists the GPU types named in a GRES or TRES-per-node string of
 // any form gpusFromGres reads ("gres:gpu:h100:2" gives h100, "gpu:a100:8(S:0-1)"
 // a100), in order and without repeats; untyped entries ("gpu:4",

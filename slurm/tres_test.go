@@ -139,3 +139,24 @@ func TestOtherGres(t *testing.T) {
 		}
 	}
 }
+
+func TestGresCounts(t *testing.T) {
+	for in, want := range map[string]map[string]int{
+		"":                                     nil,
+		"gpu:a100:8":                           nil,
+		"gpu:a100:8,lscratch:1000":             {"lscratch": 1000},
+		"gpu:8,lscratch:1000,nvme:fast:2(S:0)": {"lscratch": 1000, "nvme:fast": 2},
+		"gpu:a100:1(IDX:0),lscratch:950":       {"lscratch": 950},
+		"gres/gpu:2,gres/lscratch:100":         {"lscratch": 100},
+		"lscratch:100,nvme:fast:1":             {"lscratch": 100, "nvme:fast": 1},
+		"bandwidth":                            {"bandwidth": 1},
+	} {
+		if diff := cmp.Diff(want, GresCounts(in)); diff != "" {
+			t.Errorf("%q (-want +got):\n%s", in, diff)
+		}
+	}
+	// As both labs list node1 with a job holding lscratch:950.
+	if diff := cmp.Diff(map[string]int{"lscratch": 50}, gresFree("gpu:a100:8,lscratch:1000", "gpu:a100:1(IDX:0),lscratch:950")); diff != "" {
+		t.Errorf("gresFree (-want +got):\n%s", diff)
+	}
+}

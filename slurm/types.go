@@ -191,6 +191,10 @@ type Node struct {
 	Reason     string
 	// GPUTypes are the types of the node's GPUs (gres gpu:a100:8); nil
 	// when untyped.
+	// GresFree is how much of each GRES other than GPUs is free on it
+	// ("lscratch" 50, "nvme:fast" 1), as GresCounts reads them; nil for
+	// none.
+	GresFree map[string]int
 	GPUTypes []string
 	// Features are the node's active features, what --constraint matches.
 	Features []string

@@ -215,6 +215,7 @@ func (b *v38) nodes(ctx context.Context) ([]Node, error) {
 			GPUs:       gpusFromGres(deref(n.Gres)),
 			GPUTypes:   gpuTypes(deref(n.Gres)),
 			GPUsUsed:   gpusFromGres(deref(n.GresUsed)),
+			GresFree:   gresFree(deref(n.Gres), deref(n.GresUsed)),
 			CPUs:       deref(n.Cpus),
 			CPUsAlloc:  int(deref(n.AllocCpus)),
 			MemMB:      int64(deref(n.RealMemory)),

@@ -300,6 +300,7 @@ func (b *v41) nodes(ctx context.Context) ([]Node, error) {
 			GPUs:       gpusFromGres(deref(n.Gres)),
 			GPUTypes:   gpuTypes(deref(n.Gres)),
 			GPUsUsed:   gpusFromGres(deref(n.GresUsed)),
+			GresFree:   gresFree(deref(n.Gres), deref(n.GresUsed)),
 			CPUs:       int(deref(n.Cpus)),
 			CPUsAlloc:  int(deref(n.AllocCpus)),
 			MemMB:      deref(n.RealMemory),

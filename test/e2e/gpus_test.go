@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +124,47 @@ func TestOtherGres(t *testing.T) {
 	}
 	if j, _ := waitEnded(ctx, cluster, id); j.State != slurm.StateCompleted {
 		t.Errorf("job %d ended %s (%s), want COMPLETED; rubickd log %s", id, j.State, j.Reason, d.log)
+	}
+}
+
+// TestOtherGresTaken: jobs without a model type hold 950 of the 1000 GB
+// of lscratch on node1 and node2, and a rubick job asking for 100 per node
+// may not run on node3 or node4 (--exclude). It stays held until the
+// scratch on node1 is free, then runs on a plan rubickd chose. Before
+// rubick read the nodes' free GRES, it released the job onto a node
+// Slurm could not give it the scratch on.
+func TestOtherGresTaken(t *testing.T) {
+	lt := newLabTest(t, "other-gres-taken", 2*time.Minute, "")
+	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
+	var holders []string
+	for _, node := range []string{"node1", "node2"} {
+		id := strings.Split(l.run(t, "sbatch", "--parsable", "-p", "debug", "-w", node, "--gres=lscratch:950", "-o", "/dev/null", "--wrap", "sleep 300"), ";")[0]
+		holders = append(holders, id)
+		lt.ids = append(lt.ids, id)
+	}
+	// Running, so that the nodes list the scratch as taken.
+	for _, h := range holders {
+		hid, _ := strconv.Atoi(h)
+		for ctx.Err() == nil {
+			if j, err := cluster.Job(ctx, hid); err == nil && j.State == slurm.StateRunning {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	d := runDaemon(t, l, bin, dir, cfgPath)
+	id := l.submitScript(t, dir, shortTraining(bin, dir, "bert", 32), &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-other-gres-taken",
+		"-N", "1", "--gres=gpu:2,lscratch:100", "--exclude=node3,node4", "--requeue")
+	time.Sleep(8 * time.Second)
+	j, err := cluster.Job(ctx, id)
+	if err != nil || j.State != slurm.StatePending || !j.Held || j.Tag == nil || j.Tag.Plan != "" {
+		t.Fatalf("job %d while its scratch is taken: %s (%s), held %v, tag %v (%v); want pending, held, unplanned; rubickd log %s",
+			id, j.State, j.Reason, j.Held, j.Tag, err, d.log)
+	}
+	l.run(t, "scancel", holders[0])
+	j, _ = waitEnded(ctx, cluster, id)
+	if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" || !slices.Equal(j.NodeList, []string{"node1"}) {
+		t.Fatalf("job %d ended %s (%s) on %v, tag %v; want COMPLETED on node1, on a plan rubickd chose; rubickd log %s",
+			id, j.State, j.Reason, j.NodeList, j.Tag, d.log)
 	}
 }
