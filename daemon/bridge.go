@@ -626,12 +626,16 @@ func (v *View) SplitActions() []slurm.Action {
 // waitsOn reports whether a held job's --dependency names a job that has
 // not ended: Slurm clears a satisfied dependency only at its next pass over
 // held jobs (up to a minute later on the lab), so a dependency on jobs that
-// have all ended is taken as satisfied. Forms without a job ID (singleton)
-// are Slurm's to judge once the job is released.
-func waitsOn(dep string, active map[int]bool) bool {
+// have all ended is taken as satisfied. singleton waits while singleton
+// is set: an earlier job of the job's name and user has not ended. Other
+// forms without a job ID are Slurm's to judge once the job is released.
+func waitsOn(dep string, active map[int]bool, singleton bool) bool {
 	// "afterok:12:13(unfulfilled),after:14+5(unfulfilled)?afterany:15_2"
 	for _, item := range strings.FieldsFunc(dep, func(r rune) bool { return r == ',' || r == '?' }) {
 		item, _, _ = strings.Cut(item, "(")
+		if item == "singleton" && singleton {
+			return true
+		}
 		_, ids, _ := strings.Cut(item, ":")
 		for _, id := range strings.Split(ids, ":") {
 			id, _, _ = strings.Cut(id, "+") // after:ID+minutes
@@ -897,9 +901,13 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		}
 	}
 	active := map[int]bool{} // jobs not ended, by ID, for dependencies
+	firstNamed := map[[2]string]int{} // the first such job of each name and user, for singleton
 	for _, j := range jobs {
 		if !j.Ended() {
 			active[j.ID] = true
+			if k := [2]string{j.Name, j.User}; firstNamed[k] == 0 || j.ID < firstNamed[k] {
+				firstNamed[k] = j.ID
+			}
 		}
 	}
 	groupsOf := &groupsMemo{l: in.Limits}
@@ -1015,7 +1023,8 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			v.Unmanaged[j.ID] = fmt.Sprintf("waits for its begin time %s; planned once it comes", j.EligibleTime.UTC().Format(time.RFC3339))
 			continue
 		}
-		if j.State == slurm.StatePending && (j.Held && waitsOn(j.Dependency, active) || !j.Held && slurm.WaitReason(j.Reason)) {
+		singleton := firstNamed[[2]string{j.Name, j.User}] < j.ID // an earlier job of its name and user has not ended
+		if j.State == slurm.StatePending && (j.Held && waitsOn(j.Dependency, active, singleton) || !j.Held && slurm.WaitReason(j.Reason)) {
 			// Its dependencies, begin time or a job-count limit hold it,
 			// not nodes: GPUs planned for it would stay idle meanwhile.
 			why := j.Reason

@@ -1305,11 +1305,14 @@ func TestCycleLeavesWaitingJobs(t *testing.T) {
 	for _, j := range []*slurm.Job{&badAdmin, &badUser} {
 		j.Tag, j.TagErr = nil, errors.New("rubick tag: bad field")
 	}
+	// --dependency=singleton behind job 21 of its name and user.
+	single := heldJob(28, "bert", 1, 4)
+	single.Dependency = "singleton(unfulfilled)"
 	// Job 20, what job 21 depends on, runs (rigid, 1 GPU).
 	first := slurm.Job{ID: 20, Partition: "gpu", State: slurm.StateRunning, NodeList: []string{"node1"}, GPUsPerNode: 1, CPUs: 1}
 	nodes := labNodes(1)
 	nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 1, 1
-	c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{first, dep, throttled, admin, begin, user, badAdmin, badUser}}
+	c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{first, dep, throttled, admin, begin, user, badAdmin, badUser, single}}
 	a := &fakeApplier{}
 	d, _ := newTestDaemon(t, c, a)
 	rep, err := d.Cycle(context.Background(), false)
@@ -1320,7 +1323,8 @@ func TestCycleLeavesWaitingJobs(t *testing.T) {
 		t.Errorf("actions %+v, want none", a.got)
 	}
 	for id, want := range map[int]string{21: "waits for dependency afterok:20(unfulfilled)", 22: "waits for JobArrayTaskLimit", 23: "held by an administrator",
-		24: "waits for its begin time 2026-", 25: "held by its user (rubick:hold in its comment", 26: "held by an administrator", 27: "held by its user"} {
+		24: "waits for its begin time 2026-", 25: "held by its user (rubick:hold in its comment", 26: "held by an administrator", 27: "held by its user",
+		28: "waits for dependency singleton(unfulfilled)"} {
 		if !strings.Contains(rep.Ignored[id], want) {
 			t.Errorf("report on job %d: %q, want %q", id, rep.Ignored[id], want)
 		}
@@ -1350,6 +1354,23 @@ func TestCycleLeavesWaitingJobs(t *testing.T) {
 	}
 }
 
+func TestWaitsOnSingleton(t *testing.T) {
+	for _, tc := range []struct {
+		dep     string
+		earlier bool
+		want    bool
+	}{
+		{"singleton(unfulfilled)", true, true},
+		{"singleton(unfulfilled)", false, false},
+		{"afterok:11(unfulfilled),singleton", true, true},
+		{"afterok:12(unfulfilled)", true, false},
+	} {
+		if got := waitsOn(tc.dep, map[int]bool{}, tc.earlier); got != tc.want {
+			t.Errorf("waitsOn(%q, earlier %v) = %v, want %v", tc.dep, tc.earlier, got, tc.want)
+		}
+	}
+}
+
 func TestWaitsOn(t *testing.T) {
 	active := map[int]bool{12: true, 15: true}
 	for dep, want := range map[string]bool{
@@ -1364,7 +1385,7 @@ func TestWaitsOn(t *testing.T) {
 		"afterok:x(unfulfilled)":        false,
 		"afterburstbuffer:11,aftercorr": false,
 	} {
-		if got := waitsOn(dep, active); got != want {
+		if got := waitsOn(dep, active, false); got != want {
 			t.Errorf("waitsOn(%q) = %v, want %v", dep, got, want)
 		}
 	}

@@ -142,3 +142,27 @@ func TestLicense(t *testing.T) {
 		t.Fatalf("job %d ended %s (%s), tag %v; want COMPLETED on a plan rubickd chose; rubickd log %s", id, j.State, j.Reason, j.Tag, d.log)
 	}
 }
+
+// TestSingleton: a rubick job with --dependency=singleton behind a running
+// job of its name and user stays held while that job runs, then runs on a
+// plan rubickd chose (before rubickd read singleton, it sized and released
+// the job at once, and Slurm kept it pending for the dependency).
+func TestSingleton(t *testing.T) {
+	lt := newLabTest(t, "singleton", 2*time.Minute, "")
+	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
+	first := strings.Split(l.run(t, "sbatch", "--parsable", "-p", "debug", "-J", "e2e-chain", "-N", "1", "-o", "/dev/null", "--wrap", "sleep 12"), ";")[0]
+	lt.ids = append(lt.ids, first)
+	d := runDaemon(t, l, bin, dir, cfgPath)
+	id := l.submitScript(t, dir, shortTraining(bin, dir, "bert", 32), &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-chain",
+		"-N", "1", "--gres=gpu:1", "--requeue", "--dependency=singleton")
+	time.Sleep(6 * time.Second)
+	j, err := cluster.Job(ctx, id)
+	if err != nil || j.State != slurm.StatePending || !j.Held || j.Tag == nil || j.Tag.Plan != "" {
+		t.Fatalf("job %d while job %s of its name runs: %s (%s), held %v, tag %v (%v); want pending, held, unplanned; rubickd log %s",
+			id, first, j.State, j.Reason, j.Held, j.Tag, err, d.log)
+	}
+	j, _ = waitEnded(ctx, cluster, id)
+	if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" {
+		t.Fatalf("job %d ended %s (%s), tag %v; want COMPLETED on a plan rubickd chose; rubickd log %s", id, j.State, j.Reason, j.Tag, d.log)
+	}
+}
