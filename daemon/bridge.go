@@ -900,7 +900,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			shape.gpus += n.GPUs
 		}
 	}
-	active := map[int]bool{} // jobs not ended, by ID, for dependencies
+	active := map[int]bool{}          // jobs not ended, by ID, for dependencies
 	firstNamed := map[[2]string]int{} // the first such job of each name and user, for singleton
 	for _, j := range jobs {
 		if !j.Ended() {

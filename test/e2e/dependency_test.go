@@ -103,66 +103,66 @@ func TestUserHold(t *testing.T) {
 // waited with PartitionDown on the size chosen then).
 func TestPartitionDown(t *testing.T) {
 	lt := newLabTest(t, "partition-down", 2*time.Minute, "")
-	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
+	l, dir, bin, cfgPath := lt.lab, lt.dir, lt.bin, lt.cfgPath
 	l.run(t, "scontrol", "update", "PartitionName=gpu", "State=DOWN")
 	t.Cleanup(func() { l.run(t, "scontrol", "update", "PartitionName=gpu", "State=UP") })
 	d := runDaemon(t, l, bin, dir, cfgPath)
 	id := l.submitScript(t, dir, shortTraining(bin, dir, "bert", 32), &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-partition-down",
 		"-N", "1", "--gres=gpu:1", "--requeue")
-	// A few cycles (2 s each).
-	time.Sleep(8 * time.Second)
-	j, err := cluster.Job(ctx, id)
-	if err != nil || j.State != slurm.StatePending || !j.Held || j.Tag == nil || j.Tag.Plan != "" {
-		t.Fatalf("job %d in a DOWN partition: %s (%s), held %v, tag %v (%v); want pending, held, unplanned; rubickd log %s",
-			id, j.State, j.Reason, j.Held, j.Tag, err, d.log)
+	heldUnplanned(t, lt, d, id, "in a DOWN partition")
+}
+
+// TestWaitsBehindRigidJob: a job without a model type holds something a
+// rubick job needs, and the rubick job stays held meanwhile, then runs on
+// a plan rubickd chose. Before rubickd read these, it sized and released
+// the job at once, for a cluster it started on later:
+//   - "license": the lab's one matlab license (Licenses=matlab:1), which
+//     the rubick job asks for (-L matlab:1);
+//   - "singleton": --dependency=singleton behind the running job of its
+//     name and user.
+func TestWaitsBehindRigidJob(t *testing.T) {
+	for _, tc := range []struct {
+		name, while string
+		holder, job []string // their sbatch arguments beside the usual
+	}{
+		{"license", "while its license is taken", []string{"-L", "matlab:1"}, []string{"-L", "matlab:1"}},
+		{"singleton", "while an earlier job of its name runs", []string{"-J", "e2e-chain"}, []string{"-J", "e2e-chain", "--dependency=singleton"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lt := newLabTest(t, tc.name, 2*time.Minute, "")
+			l, dir, bin, cfgPath := lt.lab, lt.dir, lt.bin, lt.cfgPath
+			args := append([]string{"sbatch", "--parsable", "-p", "debug", "-N", "1", "-o", "/dev/null"}, tc.holder...)
+			holder := strings.Split(l.run(t, append(args, "--wrap", "sleep 14")...), ";")[0]
+			lt.ids = append(lt.ids, holder)
+			d := runDaemon(t, l, bin, dir, cfgPath)
+			args = append([]string{"--model-type=bert", "-p", "gpu", "-N", "1", "--gres=gpu:1", "--requeue"}, tc.job...)
+			id := l.submitScript(t, dir, shortTraining(bin, dir, "bert", 32), &lt.ids, args...)
+			heldUnplanned(t, lt, d, id, tc.while)
+			completedOnPlan(t, lt, d, id)
+		})
 	}
 }
 
-// TestLicense: the lab has one matlab license (Licenses=matlab:1), which a
-// job without a model type holds for 15 s. A rubick job asking for it
-// (-L matlab:1) stays held meanwhile, then runs on a plan rubickd chose
-// once the license is free. Before rubickd read the licenses, it released
-// the job at once, sized for a cluster it would start on later.
-func TestLicense(t *testing.T) {
-	lt := newLabTest(t, "license", 2*time.Minute, "")
-	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
-	holder := strings.Split(l.run(t, "sbatch", "--parsable", "-p", "debug", "-N", "1", "-L", "matlab:1", "-o", "/dev/null", "--wrap", "sleep 15"), ";")[0]
-	lt.ids = append(lt.ids, holder)
-	d := runDaemon(t, l, bin, dir, cfgPath)
-	id := l.submitScript(t, dir, shortTraining(bin, dir, "bert", 32), &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-license",
-		"-N", "1", "--gres=gpu:1", "--requeue", "-L", "matlab:1")
+// heldUnplanned fails the test unless job id, after a few of rubickd's
+// cycles (2 s each), is still pending and held, without a plan: rubickd
+// left it alone while what says.
+func heldUnplanned(t *testing.T, lt *labTest, d *daemonProc, id int, while string) {
+	t.Helper()
 	time.Sleep(8 * time.Second)
-	j, err := cluster.Job(ctx, id)
+	j, err := lt.cluster.Job(lt.ctx, id)
 	if err != nil || j.State != slurm.StatePending || !j.Held || j.Tag == nil || j.Tag.Plan != "" {
-		t.Fatalf("job %d while its license is taken: %s (%s), held %v, tag %v (%v); want pending, held, unplanned; rubickd log %s",
-			id, j.State, j.Reason, j.Held, j.Tag, err, d.log)
-	}
-	j, _ = waitEnded(ctx, cluster, id)
-	if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" {
-		t.Fatalf("job %d ended %s (%s), tag %v; want COMPLETED on a plan rubickd chose; rubickd log %s", id, j.State, j.Reason, j.Tag, d.log)
+		t.Fatalf("job %d %s: %s (%s), held %v, tag %v (%v); want pending, held, unplanned; rubickd log %s",
+			id, while, j.State, j.Reason, j.Held, j.Tag, err, d.log)
 	}
 }
 
-// TestSingleton: a rubick job with --dependency=singleton behind a running
-// job of its name and user stays held while that job runs, then runs on a
-// plan rubickd chose (before rubickd read singleton, it sized and released
-// the job at once, and Slurm kept it pending for the dependency).
-func TestSingleton(t *testing.T) {
-	lt := newLabTest(t, "singleton", 2*time.Minute, "")
-	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
-	first := strings.Split(l.run(t, "sbatch", "--parsable", "-p", "debug", "-J", "e2e-chain", "-N", "1", "-o", "/dev/null", "--wrap", "sleep 12"), ";")[0]
-	lt.ids = append(lt.ids, first)
-	d := runDaemon(t, l, bin, dir, cfgPath)
-	id := l.submitScript(t, dir, shortTraining(bin, dir, "bert", 32), &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-chain",
-		"-N", "1", "--gres=gpu:1", "--requeue", "--dependency=singleton")
-	time.Sleep(6 * time.Second)
-	j, err := cluster.Job(ctx, id)
-	if err != nil || j.State != slurm.StatePending || !j.Held || j.Tag == nil || j.Tag.Plan != "" {
-		t.Fatalf("job %d while job %s of its name runs: %s (%s), held %v, tag %v (%v); want pending, held, unplanned; rubickd log %s",
-			id, first, j.State, j.Reason, j.Held, j.Tag, err, d.log)
-	}
-	j, _ = waitEnded(ctx, cluster, id)
+// completedOnPlan waits for job id to end and fails the test unless it
+// completed on a plan rubickd chose.
+func completedOnPlan(t *testing.T, lt *labTest, d *daemonProc, id int) slurm.Job {
+	t.Helper()
+	j, _ := waitEnded(lt.ctx, lt.cluster, id)
 	if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" {
 		t.Fatalf("job %d ended %s (%s), tag %v; want COMPLETED on a plan rubickd chose; rubickd log %s", id, j.State, j.Reason, j.Tag, d.log)
 	}
+	return j
 }

@@ -155,16 +155,9 @@ func TestOtherGresTaken(t *testing.T) {
 	d := runDaemon(t, l, bin, dir, cfgPath)
 	id := l.submitScript(t, dir, shortTraining(bin, dir, "bert", 32), &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-other-gres-taken",
 		"-N", "1", "--gres=gpu:2,lscratch:100", "--exclude=node3,node4", "--requeue")
-	time.Sleep(8 * time.Second)
-	j, err := cluster.Job(ctx, id)
-	if err != nil || j.State != slurm.StatePending || !j.Held || j.Tag == nil || j.Tag.Plan != "" {
-		t.Fatalf("job %d while its scratch is taken: %s (%s), held %v, tag %v (%v); want pending, held, unplanned; rubickd log %s",
-			id, j.State, j.Reason, j.Held, j.Tag, err, d.log)
-	}
+	heldUnplanned(t, lt, d, id, "while its scratch is taken")
 	l.run(t, "scancel", holders[0])
-	j, _ = waitEnded(ctx, cluster, id)
-	if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" || !slices.Equal(j.NodeList, []string{"node1"}) {
-		t.Fatalf("job %d ended %s (%s) on %v, tag %v; want COMPLETED on node1, on a plan rubickd chose; rubickd log %s",
-			id, j.State, j.Reason, j.NodeList, j.Tag, d.log)
+	if j := completedOnPlan(t, lt, d, id); !slices.Equal(j.NodeList, []string{"node1"}) {
+		t.Errorf("job %d ran on %v, want node1, whose scratch was freed", id, j.NodeList)
 	}
 }
