@@ -124,6 +124,11 @@ type managedJob struct {
 // again next cycle.
 var ErrLicense = errors.New("its licenses are taken")
 
+// ErrGres reports a start or restart onto a node whose GRES other than
+// GPUs (lscratch) the plan's earlier starts take. It is planned again next
+// cycle.
+var ErrGres = errors.New("its GRES on a node are taken")
+
 // ErrGroupLimit reports an action that would take a job's group (its QOS,
 // user, account or association) past a GPU, CPU, memory, billing or
 // run-minute limit on its jobs together.
@@ -795,6 +800,10 @@ type View struct {
 	// listed. licensesOf are the managed pending jobs' license requests.
 	licenses   map[string]int
 	licensesOf map[int]map[string]int
+	// gresFree is what of each GRES other than GPUs is free on each open
+	// node (slurm.Node.GresFree), for the check of one plan's starts
+	// together.
+	gresFree map[string]map[string]int
 }
 
 // GPUBound is the most GPUs a job's Slurm limits let it hold, and why.
@@ -898,6 +907,12 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			open.resv = append(open.resv, reserved[n.Name])
 			shape.nodeGPUs = max(shape.nodeGPUs, n.GPUs)
 			shape.gpus += n.GPUs
+		}
+	}
+	if slices.ContainsFunc(jobs, func(j slurm.Job) bool { return len(j.OtherGres) > 0 }) {
+		v.gresFree = map[string]map[string]int{}
+		for _, n := range open.nodes {
+			v.gresFree[n.Name] = n.GresFree
 		}
 	}
 	active := map[int]bool{}          // jobs not ended, by ID, for dependencies
@@ -1667,6 +1682,14 @@ func (v *View) keepGroups(actions []slurm.Action, now time.Time) (kept []slurm.A
 	skipped = map[int]error{}
 	use, nodes := maps.Clone(v.usage), v.nodes.clone()
 	licenses := maps.Clone(v.licenses)
+	gres := map[string]map[string]int{} // what the plan's starts leave of v.gresFree, by node
+	gresOn := func(node string) map[string]int {
+		if gres[node] == nil {
+			gres[node] = map[string]int{}
+			maps.Copy(gres[node], v.gresFree[node])
+		}
+		return gres[node]
+	}
 	// move is what an action's job holds before it (on the nodes it
 	// leaves) and after it (on those it takes), and its groups.
 	type move struct {
@@ -1674,6 +1697,10 @@ func (v *View) keepGroups(actions []slurm.Action, now time.Time) (kept []slurm.A
 		before, after slurm.GroupLimits
 		left, taken   []string
 		groups        []slurm.Group
+	}
+	// newNodes are the nodes a move takes that its job does not hold.
+	newNodes := func(m move) []string {
+		return slices.DeleteFunc(slices.Clone(m.taken), func(n string) bool { return slices.Contains(m.left, n) })
 	}
 	change := func(a slurm.Action) move {
 		mj := v.managed[strconv.Itoa(a.JobID)]
@@ -1766,9 +1793,28 @@ func (v *View) keepGroups(actions []slurm.Action, now time.Time) (kept []slurm.A
 				}
 			}
 		}
+		wantGres := slurm.GresCounts(strings.Join(m.job.OtherGres, ","))
+		if over == nil && len(wantGres) > 0 {
+			for _, n := range newNodes(m) {
+				for _, k := range slices.Sorted(maps.Keys(wantGres)) {
+					if free := gresOn(n)[k]; free < wantGres[k] {
+						over = fmt.Errorf("job %d: %w: %s on %s: it asks for %d, and the plan's earlier starts leave %d", a.JobID, ErrGres, k, n, wantGres[k], free)
+						break
+					}
+				}
+				if over != nil {
+					break
+				}
+			}
+		}
 		if over != nil {
 			skipped[a.JobID] = over // it stays where it is
 			continue
+		}
+		for _, n := range newNodes(m) {
+			for k, w := range wantGres {
+				gresOn(n)[k] -= w
+			}
 		}
 		if want := v.licensesOf[a.JobID]; a.Kind == slurm.ActionStart {
 			for name, n := range want {

@@ -620,10 +620,10 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	}
 	for id, e := range skipped {
 		rep.Skipped[id] = e.Error()
-		if errors.Is(e, ErrLicense) {
+		if errors.Is(e, ErrLicense) || errors.Is(e, ErrGres) {
 			// Another start of the plan takes them; planned again next
 			// cycle.
-			d.deps.Logger.Info("start deferred for its licenses", "job", id, "err", e)
+			d.deps.Logger.Info("start deferred for its licenses or GRES", "job", id, "err", e)
 			if i, ok := slices.BinarySearchFunc(plan.Actions, strconv.Itoa(id), func(a policy.Action, id string) int { return strings.Compare(a.JobID, id) }); ok {
 				plan.Actions[i] = policy.Action{Kind: policy.Keep, JobID: plan.Actions[i].JobID, Reason: policy.ReasonNoResources, Detail: e.Error()}
 			}

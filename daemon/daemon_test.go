@@ -2226,3 +2226,45 @@ func TestBuildViewOtherGres(t *testing.T) {
 		})
 	}
 }
+
+// Of two jobs asking for 600 GB of lscratch each, where only node1 has
+// 1000 free, the plan starts one there and defers the other; with 1200
+// free both start. (Each bounds each job alone: both are planned there.)
+func TestCycleOtherGresTogether(t *testing.T) {
+	for _, tc := range []struct {
+		free    int
+		started []int
+		skipped map[int]string
+	}{
+		{1000, []int{21}, map[int]string{22: "job 22: its GRES on a node are taken: lscratch on node1: it asks for 600, and the plan's earlier starts leave 400"}},
+		{1200, []int{21, 22}, map[int]string{}},
+	} {
+		t.Run(strconv.Itoa(tc.free), func(t *testing.T) {
+			nodes := labNodes(2)
+			nodes[0].GresFree, nodes[1].GresFree = map[string]int{"lscratch": tc.free}, map[string]int{"lscratch": 0}
+			var jobs []slurm.Job
+			for _, id := range []int{21, 22} {
+				j := heldJob(id, "bert", 1, 4)
+				j.OtherGres = []string{"lscratch:600"}
+				// Held to its request (a limit Slurm held it back for), so
+				// that both fit on node1.
+				j.Tag.Extra = map[string]string{tagLimit: "QOSGrpGRES"}
+				jobs = append(jobs, j)
+			}
+			a := &fakeApplier{}
+			d, _ := newTestDaemon(t, &fakeCluster{nodes: nodes, jobs: jobs}, a)
+			rep, err := d.Cycle(context.Background(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := startedJobs(a)
+			slices.Sort(got)
+			if diff := cmp.Diff(tc.started, got); diff != "" {
+				t.Errorf("started (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.skipped, rep.Skipped, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("skipped (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
