@@ -1785,44 +1785,31 @@ func (v *View) keepGroups(actions []slurm.Action, now time.Time) (kept []slurm.A
 			}
 		}
 		nodes.add(m.groups, m.left, 1)
-		if want := v.licensesOf[a.JobID]; over == nil && a.Kind == slurm.ActionStart && want != nil {
-			for _, name := range slices.Sorted(maps.Keys(want)) {
-				if free, listed := licenses[name]; listed && free < want[name] {
-					over = fmt.Errorf("job %d: %w: license %s: it asks for %d, and the plan's earlier starts leave %d", a.JobID, ErrLicense, name, want[name], free)
-					break
-				}
-			}
+		var wantLic map[string]int // only a start takes licenses: a running job holds its own
+		if a.Kind == slurm.ActionStart {
+			wantLic = v.licensesOf[a.JobID]
 		}
-		wantGres := slurm.GresCounts(strings.Join(m.job.OtherGres, ","))
-		if over == nil && len(wantGres) > 0 {
-			for _, n := range newNodes(m) {
-				for _, k := range slices.Sorted(maps.Keys(wantGres)) {
-					if free := gresOn(n)[k]; free < wantGres[k] {
-						over = fmt.Errorf("job %d: %w: %s on %s: it asks for %d, and the plan's earlier starts leave %d", a.JobID, ErrGres, k, n, wantGres[k], free)
-						break
-					}
-				}
-				if over != nil {
-					break
-				}
+		if name, short := shortOf(wantLic, licenses, true); over == nil && short {
+			over = fmt.Errorf("job %d: %w: license %s: it asks for %d, and the plan's earlier starts leave %d", a.JobID, ErrLicense, name, wantLic[name], licenses[name])
+		}
+		var fresh []string // the nodes whose GRES it takes
+		wantGres := slurm.GresCounts(m.job.OtherGres...)
+		if len(wantGres) > 0 {
+			fresh = newNodes(m)
+		}
+		for _, n := range fresh {
+			if k, short := shortOf(wantGres, gresOn(n), false); over == nil && short {
+				over = fmt.Errorf("job %d: %w: %s on %s: it asks for %d, and the plan's earlier starts leave %d", a.JobID, ErrGres, k, n, wantGres[k], gresOn(n)[k])
 			}
 		}
 		if over != nil {
 			skipped[a.JobID] = over // it stays where it is
 			continue
 		}
-		for _, n := range newNodes(m) {
-			for k, w := range wantGres {
-				gresOn(n)[k] -= w
-			}
+		for _, n := range fresh {
+			take(gresOn(n), wantGres, false)
 		}
-		if want := v.licensesOf[a.JobID]; a.Kind == slurm.ActionStart {
-			for name, n := range want {
-				if _, listed := licenses[name]; listed {
-					licenses[name] -= n
-				}
-			}
-		}
+		take(licenses, wantLic, true)
 		apply(m)
 		kept = append(kept, a)
 	}
@@ -2084,15 +2071,33 @@ func (v *View) licensesShort(j slurm.Job, list []slurm.License) (string, bool) {
 			v.licenses[l.Name] = l.Free
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(want)) {
-		for _, l := range list {
-			if l.Name == name && l.Free < want[name] {
-				return fmt.Sprintf("waits for license %s: it asks for %d, %d of %d free; planned once Slurm has them", name, want[name], l.Free, l.Total), true
-			}
-		}
+	if name, short := shortOf(want, v.licenses, true); short {
+		l := list[slices.IndexFunc(list, func(l slurm.License) bool { return l.Name == name })]
+		return fmt.Sprintf("waits for license %s: it asks for %d, %d of %d free; planned once Slurm has them", name, want[name], l.Free, l.Total), true
 	}
 	v.licensesOf[j.ID] = want
 	return "", false
+}
+
+// shortOf names the first (by name) of the counts in want that free has
+// less of. A name free does not hold counts as none free, unless
+// listedOnly: then it bounds nothing (a license Slurm does not list).
+func shortOf(want, free map[string]int, listedOnly bool) (string, bool) {
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if have, listed := free[k]; (listed || !listedOnly) && have < want[k] {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+// take takes want from free, as shortOf counts it.
+func take(free, want map[string]int, listedOnly bool) {
+	for k, n := range want {
+		if _, listed := free[k]; listed || !listedOnly {
+			free[k] -= n
+		}
+	}
 }
 
 // gresNodes narrows allowed (nil: every open node) to the nodes with as
@@ -2101,13 +2106,12 @@ func (v *View) licensesShort(j slurm.Job, list []slurm.License) (string, bool) {
 // it holds there comes back at a restart). why, for a job none of whose
 // nodes has them, says what it waits for.
 func gresNodes(j slurm.Job, allowed []string, open []slurm.Node) (nodes []string, why string) {
-	want := slurm.GresCounts(strings.Join(j.OtherGres, ","))
-	keys := slices.Sorted(maps.Keys(want))
+	want := slurm.GresCounts(j.OtherGres...)
 	for _, n := range open {
 		if allowed != nil && !slices.Contains(allowed, n.Name) {
 			continue
 		}
-		if slices.Contains(j.NodeList, n.Name) || !slices.ContainsFunc(keys, func(k string) bool { return n.GresFree[k] < want[k] }) {
+		if _, short := shortOf(want, n.GresFree, false); !short || slices.Contains(j.NodeList, n.Name) {
 			nodes = append(nodes, n.Name)
 		}
 	}
