@@ -33,13 +33,19 @@ func gpusFromGres(s string) int {
 	return total
 }
 
+// gresEntry is one entry of a GRES or TRES string without its blanks, its
+// "gres:" or "gres/" prefix and its suffix: "gres:gpu:h100:2(IDX:0-1)"
+// gives "gpu:h100:2".
+func gresEntry(e string) string {
+	return strings.TrimPrefix(strings.TrimPrefix(stripGresSuffix(strings.TrimSpace(e)), "gres:"), "gres/")
+}
+
 // gpuEntry reads one entry of a GRES or TRES string: the fields after
 // "gpu" ("gres:gpu:h100:2(IDX:0-1)" gives [h100 2]), its "gres:" or
 // "gres/" prefix and its suffix dropped; false for an entry that is not a
 // GPU.
 func gpuEntry(e string) ([]string, bool) {
-	e = strings.TrimPrefix(strings.TrimPrefix(stripGresSuffix(strings.TrimSpace(e)), "gres:"), "gres/")
-	parts := strings.Split(e, ":")
+	parts := strings.Split(gresEntry(e), ":")
 	return parts[1:], parts[0] == "gpu"
 }
 
@@ -56,7 +62,7 @@ func otherGres(s string) []string {
 		if _, gpu := gpuEntry(e); gpu {
 			continue
 		}
-		out = append(out, strings.TrimPrefix(strings.TrimPrefix(e, "gres:"), "gres/"))
+		out = append(out, gresEntry(e))
 	}
 	return out
 }
@@ -69,7 +75,7 @@ func GresCounts(entries ...string) map[string]int {
 	var out map[string]int
 	for _, list := range entries {
 		for _, e := range strings.Split(list, ",") {
-			e = strings.TrimPrefix(strings.TrimPrefix(stripGresSuffix(strings.TrimSpace(e)), "gres:"), "gres/")
+			e = gresEntry(e)
 			if e == "" {
 				continue
 			}
