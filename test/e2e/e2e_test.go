@@ -168,6 +168,12 @@ func holdGPUs(ctx context.Context, t *testing.T, l lab, cluster *slurm.RESTClust
 			"--gres=gpu:"+f.gpus, "--cpus-per-task=8", "--mem=8G", "-o", "/dev/null", "--wrap", "sleep 600")
 		ids = append(ids, strings.Split(out, ";")[0])
 	}
+	waitRunning(ctx, cluster, ids...)
+	return ids
+}
+
+// waitRunning waits until every job of ids runs, or ctx ends.
+func waitRunning(ctx context.Context, cluster slurm.Cluster, ids ...string) {
 	for _, f := range ids {
 		id, _ := strconv.Atoi(f)
 		for ctx.Err() == nil {
@@ -177,7 +183,6 @@ func holdGPUs(ctx context.Context, t *testing.T, l lab, cluster *slurm.RESTClust
 			time.Sleep(500 * time.Millisecond)
 		}
 	}
-	return ids
 }
 
 // submitScript writes body as dir/train.sh and submits it with sbatch and

@@ -143,15 +143,7 @@ func TestOtherGresTaken(t *testing.T) {
 		lt.ids = append(lt.ids, id)
 	}
 	// Running, so that the nodes list the scratch as taken.
-	for _, h := range holders {
-		hid, _ := strconv.Atoi(h)
-		for ctx.Err() == nil {
-			if j, err := cluster.Job(ctx, hid); err == nil && j.State == slurm.StateRunning {
-				break
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
+	waitRunning(ctx, cluster, holders...)
 	d := runDaemon(t, l, bin, dir, cfgPath)
 	id := l.submitScript(t, dir, shortTraining(bin, dir, "bert", 32), &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-other-gres-taken",
 		"-N", "1", "--gres=gpu:2,lscratch:100", "--exclude=node3,node4", "--requeue")
