@@ -46,6 +46,13 @@ const (
 	// first acts on the job: rubick's own TimeLimit= updates replace the
 	// one Slurm reports.
 	tagTime = "tl"
+	// tagSet records the time limit (whole minutes) rubick's last action
+	// left the job with: a different one since was set by hand (scontrol
+	// update TimeLimit=, an admin's extension, a user's cut).
+	tagSet = "ts"
+	// tagFixed marks a time limit set by hand: rubick keeps it at every
+	// start from then on, never stretched or raised.
+	tagFixed = "tf"
 )
 
 // splitPerCycle bounds the array tasks split off in one cycle (one scontrol
@@ -372,7 +379,7 @@ type jobMinutes struct {
 // minutesOf works out jobMinutes for j.
 func minutesOf(j slurm.Job, lim slurm.JobLimits, room groupRoom) jobMinutes {
 	m := jobMinutes{gpu: room.gpuMins, cpu: room.cpuMins, mem: room.memMins, node: room.nodeMins, room: room, lim: lim}
-	if tl, err := userTime(j); err == nil {
+	if tl, _, err := userTime(j); err == nil {
 		m.limit = wholeMinutes(tl)
 	}
 	m.gpu, m.cpu, m.mem = perJobMins(m.gpu, lim.GPUMins), perJobMins(m.cpu, lim.CPUMins), perJobMins(m.mem, lim.MemMins)
@@ -504,6 +511,9 @@ type jobTime struct {
 	// hasRun is set for a job that has run before (running, or requeued):
 	// what is left of its work needs less than the user's whole limit.
 	hasRun bool
+	// fixed is set for a limit set by hand (userTime): user is kept as it
+	// is, to the deadline at most.
+	fixed bool
 }
 
 // maxStretch bounds a stretched limit whatever the prediction says.
@@ -533,7 +543,7 @@ func (t jobTime) limitAt(tput float64, size slurm.GroupLimits, ran time.Duration
 
 // stretched is limitAt without the deadline.
 func (t jobTime) stretched(tput float64, size slurm.GroupLimits, ran time.Duration) time.Duration {
-	if t.user <= 0 || t.margin < 0 || !(t.reqTput > 0) || !(tput > 0) || tput >= t.reqTput {
+	if t.user <= 0 || t.fixed || t.margin < 0 || !(t.reqTput > 0) || !(tput > 0) || tput >= t.reqTput {
 		return t.user
 	}
 	d := time.Duration(min(float64(t.user)*t.reqTput/tput*(1+t.margin), float64(maxStretch)))
@@ -553,27 +563,57 @@ func (t jobTime) stretched(tput float64, size slurm.GroupLimits, ran time.Durati
 }
 
 // userTime is the job's --time: the tag's record once rubick has acted on
-// the job, what Slurm reports before that (0 when unlimited).
-func userTime(j slurm.Job) (time.Duration, error) {
-	s, ok := "", false
-	if j.Tag != nil {
-		s, ok = j.Tag.Extra[tagTime]
+// the job, what Slurm reports before that (0 when unlimited). fixed
+// reports a limit set by hand: one other than rubick last set (the job's
+// from now on, what Slurm reports), or one the tag marks.
+func userTime(j slurm.Job) (user time.Duration, fixed bool, err error) {
+	if j.Tag == nil {
+		return j.TimeLimit, false, nil
 	}
+	if s, ok := j.Tag.Extra[tagSet]; ok {
+		m, err := strconv.ParseInt(s, 10, 32)
+		if err != nil || m <= 0 {
+			return 0, false, fmt.Errorf("tag %s=%q is not whole minutes", tagSet, s)
+		}
+		if int64((j.TimeLimit+time.Minute-1)/time.Minute) != m {
+			return j.TimeLimit, true, nil
+		}
+	}
+	fixed = j.Tag.Extra[tagFixed] == "1"
+	s, ok := j.Tag.Extra[tagTime]
 	if !ok {
-		return j.TimeLimit, nil
+		return j.TimeLimit, fixed, nil
 	}
 	m, err := strconv.ParseInt(s, 10, 32)
 	if err != nil || m <= 0 {
-		return 0, fmt.Errorf("tag %s=%q is not whole minutes", tagTime, s)
+		return 0, false, fmt.Errorf("tag %s=%q is not whole minutes", tagTime, s)
 	}
-	return time.Duration(m) * time.Minute, nil
+	return time.Duration(m) * time.Minute, fixed, nil
 }
 
-// recordTime writes the user's time limit into an action's tag.
-func recordTime(tag *slurm.Tag, user time.Duration) {
-	if user > 0 {
+// recordTime writes into an action's tag the user's time limit (fixed: set
+// by hand), and set, the limit the job has once the action ran (0: none).
+func recordTime(tag *slurm.Tag, user time.Duration, fixed bool, set time.Duration) {
+	switch {
+	case user > 0:
 		tag.Extra[tagTime] = strconv.FormatInt(int64(user/time.Minute), 10)
+	case fixed:
+		// Made unlimited by hand: Slurm's reading is the job's.
+		delete(tag.Extra, tagTime)
 	}
+	if fixed {
+		tag.Extra[tagFixed] = "1"
+	}
+	if set > 0 {
+		tag.Extra[tagSet] = minutes(set)
+	} else {
+		delete(tag.Extra, tagSet)
+	}
+}
+
+// minutes is d in whole minutes, rounded up, as Slurm keeps a limit.
+func minutes(d time.Duration) string {
+	return strconv.FormatInt(int64((d+time.Minute-1)/time.Minute), 10)
 }
 
 // partitionOf is the partition rubickd plans the job in: its own, or, for
@@ -1479,7 +1519,7 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 	if facts.IterS > 0 {
 		mj.time.measured = float64(e.Spec().GlobalBatch) / facts.IterS
 	}
-	if mj.time.user, err = userTime(j); err != nil {
+	if mj.time.user, mj.time.fixed, err = userTime(j); err != nil {
 		return nil, policy.Job{}, fmt.Errorf("job %d: %w", j.ID, err)
 	}
 	if !j.Deadline.IsZero() {
@@ -1873,7 +1913,7 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 		tag.Extra[tagLimit] = mj.limit
 	}
 	recordNodes(&tag, mj.nodes)
-	recordTime(&tag, mj.time.user)
+	recordTime(&tag, mj.time.user, mj.time.fixed, j.TimeLimit)
 	tag.Generation = mj.tag.Generation + 1
 	ran := mj.ran
 	if j.State == slurm.StateRunning && !j.StartTime.IsZero() && now.After(j.StartTime) {
@@ -1882,7 +1922,11 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 	out := slurm.Action{JobID: j.ID, Tag: &tag}
 	switch a.Kind {
 	case policy.Preempt:
+		// What it ran so far counts at its next start (its restart cost's
+		// rule, a deadline cut); the preemption and that start are one
+		// reconfiguration, as the simulator counts them.
 		tag.Extra[tagRan] = strconv.FormatInt(int64(ran/time.Second), 10)
+		tag.Generation = mj.tag.Generation
 		out.Kind = slurm.ActionPreempt
 		return out, nil
 	case policy.Start, policy.Restart, policy.Shrink:
@@ -1915,6 +1959,7 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 	size := slurm.GroupLimits{GPUs: gpus * len(nodes), CPUs: cpus * len(nodes), Billing: bill, MemMB: cmp.Or(out.MemMB(j), j.MemMB), Nodes: len(nodes)}
 	if tl := mj.time.limitAt(a.Throughput, size, 0); tl > 0 && tl != j.TimeLimit {
 		out.TimeLimit = tl
+		recordTime(&tag, mj.time.user, mj.time.fixed, tl)
 	}
 	if j.State == slurm.StatePending {
 		out.Kind = slurm.ActionStart
@@ -1951,7 +1996,7 @@ func overGroup(g slurm.Group, u, d slurm.GroupLimits) string {
 // tenth above the one it has. It never lowers a limit.
 func (mj *managedJob) timeExtension(now time.Time) (slurm.Action, bool) {
 	j := mj.slurm
-	if j.State != slurm.StateRunning || j.TimeLimit <= 0 || !(mj.time.measured > 0) {
+	if j.State != slurm.StateRunning || j.TimeLimit <= 0 || !(mj.time.measured > 0) || mj.time.fixed {
 		return slurm.Action{}, false
 	}
 	want := mj.time.limitAt(mj.time.measured, slurm.GroupLimits{GPUs: j.GPUs, CPUs: j.CPUs, Billing: j.Billing, MemMB: j.MemMB, Nodes: len(j.NodeList)},
@@ -1959,7 +2004,9 @@ func (mj *managedJob) timeExtension(now time.Time) (slurm.Action, bool) {
 	if want <= j.TimeLimit+j.TimeLimit/10 {
 		return slurm.Action{}, false
 	}
-	return slurm.Action{Kind: slurm.ActionTimeLimit, JobID: j.ID, TimeLimit: want}, true
+	tag := cloneTag(mj.tag)
+	recordTime(&tag, mj.time.user, false, want)
+	return slurm.Action{Kind: slurm.ActionTimeLimit, JobID: j.ID, TimeLimit: want, Tag: &tag}, true
 }
 
 // cloneTag copies t so that an action's tag can be edited without touching
@@ -2000,8 +2047,11 @@ func (v *View) RigidActions(now time.Time, profile func(modelType string) bool) 
 				recordNodes(&tag, nodes)
 				// The user's own time limit back, for the request it was
 				// meant for.
-				if user, err := userTime(j); err == nil && user > 0 && user != j.TimeLimit {
-					a.TimeLimit = user
+				if user, fixed, err := userTime(j); err == nil {
+					if user > 0 && user != j.TimeLimit {
+						a.TimeLimit = user
+					}
+					recordTime(&tag, user, fixed, cmp.Or(a.TimeLimit, j.TimeLimit))
 				}
 			}
 			// Released unplanned: rubick-srun runs the line unchanged. A plan

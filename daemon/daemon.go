@@ -874,6 +874,8 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 				note = fmt.Sprintf("time limit raised to %d min: the run reports a lower speed than its limit was set for", int(tl/time.Minute))
 			}
 			a.Detail = strings.TrimPrefix(a.Detail+"; ", "; ") + note
+		} else if mj := v.managed[a.JobID]; mj != nil && mj.time.fixed && (a.Kind == policy.Start || a.Kind == policy.Restart) {
+			a.Detail = strings.TrimPrefix(a.Detail+"; ", "; ") + "time limit kept as set by hand (scontrol update TimeLimit=)"
 		}
 		raw, err := json.Marshal(a)
 		if err != nil {
@@ -933,6 +935,10 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 func timeLimitNote(tl, user time.Duration) string {
 	if tl == user {
 		return fmt.Sprintf("time limit back to the user's %d min", int(tl/time.Minute))
+	}
+	if tl < user {
+		// Only a deadline ever cuts below the user's.
+		return fmt.Sprintf("time limit %d min: the user's %d min, cut at the job's --deadline", int(tl/time.Minute), int(user/time.Minute))
 	}
 	return fmt.Sprintf("time limit %d min: the user's %d min, for a plan predicted slower than its request",
 		int(tl/time.Minute), int(user/time.Minute))

@@ -1998,10 +1998,15 @@ func TestCycleRaisesTimeLimitsOnMeasuredSpeed(t *testing.T) {
 		slower  float64 // measured iteration time over the predicted one
 		off     bool
 		earlier bool          // the samples are of an earlier run
+		set     string        // the tag's ts: the limit rubick set
+		limit   time.Duration // the job's limit, 75 min if 0
 		want    time.Duration // the raised limit; 0: none
 	}{
-		"3x slower":        {slower: 3, want: raised(3)},
-		"an earlier run's": {slower: 3, earlier: true},
+		"3x slower":                 {slower: 3, want: raised(3)},
+		"3x slower, limit rubick's": {slower: 3, set: "75", want: raised(3)},
+		// Someone cut it to 50 min (scontrol update): theirs to keep.
+		"3x slower, limit set by hand": {slower: 3, set: "75", limit: 50 * time.Minute},
+		"an earlier run's":             {slower: 3, earlier: true},
 		// The 75 min it has cover the predicted speed with its margin.
 		"as predicted": {slower: 1},
 		"stretch off":  {slower: 3, off: true},
@@ -2014,10 +2019,16 @@ func TestCycleRaisesTimeLimitsOnMeasuredSpeed(t *testing.T) {
 			j := runningJob(5, "bert")
 			j.NodeList, j.GPUs, j.Tag.Plan, j.Tag.Generation = []string{"node1"}, 4, plan.String(), 1
 			j.StartTime, j.TimeLimit = t0.Add(-10*time.Minute), 75*time.Minute
+			if tc.limit > 0 {
+				j.TimeLimit = tc.limit
+			}
 			if tc.earlier {
 				j.StartTime = t0.Add(time.Second) // the store's clock stamps them at t0
 			}
 			j.Tag.Extra = map[string]string{tagTime: "60", tagReq: "n1.g4.c8.m64000"}
+			if tc.set != "" {
+				j.Tag.Extra[tagSet] = tc.set
+			}
 			nodes := labNodes(1)
 			nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 4, 8
 			c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{j}}
@@ -2036,6 +2047,9 @@ func TestCycleRaisesTimeLimitsOnMeasuredSpeed(t *testing.T) {
 			for _, act := range a.got {
 				if act.Kind == slurm.ActionTimeLimit && act.JobID == 5 {
 					got = act.TimeLimit
+					if act.Tag == nil || act.Tag.Extra[tagSet] != minutes(act.TimeLimit) {
+						t.Errorf("time limit action's tag %v; want ts=%s", act.Tag, minutes(act.TimeLimit))
+					}
 				} else {
 					t.Errorf("unexpected action %+v", act)
 				}
@@ -2266,5 +2280,164 @@ func TestCycleOtherGresTogether(t *testing.T) {
 				t.Errorf("skipped (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A preemption's tag keeps what the job has run so far (written once it is
+// requeued), and its generation: the preemption and the start after it are
+// one reconfiguration. At that start the job counts as having run, so its
+// time limit is cut at its deadline as a restart's is (a limit past the
+// deadline, Slurm ends the job at its release).
+func TestPreemptRecordsRunTime(t *testing.T) {
+	est := shippedEstimators(t)
+	j := runningJob(5, "bert")
+	j.NodeList, j.GPUs, j.StartTime, j.TimeLimit, j.Deadline = []string{"node1"}, 4, t0.Add(-10*time.Minute), time.Hour, t0.Add(40*time.Minute)
+	j.Tag.Plan, j.Tag.Generation, j.Tag.Extra = "dp4.tp1.pp1.mb8.a1.z0", 1, map[string]string{"ran": "300", "tl": "60"}
+	nodes := labNodes(1)
+	nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 4, 8
+	v, err := BuildView(Defaults(), t0, Inputs{Nodes: nodes, Jobs: []slurm.Job{j}, Estimators: est}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	actions, skipped := v.SlurmActions(policy.Plan{Actions: []policy.Action{{Kind: policy.Preempt, JobID: "5"}}}, t0)
+	if len(actions) != 1 || len(skipped) != 0 || actions[0].Tag == nil {
+		t.Fatalf("actions %+v, skipped %v; want the preemption with a tag", actions, skipped)
+	}
+	got := *actions[0].Tag
+	if got.Extra["ran"] != "900" || got.Generation != 1 {
+		t.Errorf("preemption tag %+v; want ran=900 (300 s before, 600 s this run) and gen=1", got)
+	}
+
+	// Preempted: pending and held with that tag, 10 minutes later.
+	later := t0.Add(10 * time.Minute)
+	p := heldJob(5, "bert", 1, 4)
+	p.Tag, p.TimeLimit, p.Deadline, p.RestartCount = &got, time.Hour, j.Deadline, 1
+	v, err = BuildView(Defaults(), later, Inputs{Nodes: labNodes(1), Jobs: []slurm.Job{p}, Estimators: est}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := policy.Action{Kind: policy.Start, JobID: "5", Alloc: []policy.NodeAlloc{{Node: "node1", GPUs: 4, CPUs: 8, MemGB: 64}},
+		Plan: model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1}, Throughput: 1e6}
+	actions, skipped = v.SlurmActions(policy.Plan{Actions: []policy.Action{start}}, later)
+	if len(actions) != 1 || len(skipped) != 0 {
+		t.Fatalf("actions %+v, skipped %v; want the start", actions, skipped)
+	}
+	if a := actions[0]; a.TimeLimit != 30*time.Minute || a.Tag.Generation != 2 || a.Tag.Extra["ran"] != "900" {
+		t.Errorf("start: time limit %v, tag %+v; want 30m (to the deadline), gen=2, ran=900", a.TimeLimit, a.Tag)
+	}
+}
+
+func TestUserTime(t *testing.T) {
+	job := func(limit time.Duration, extra map[string]string) slurm.Job {
+		j := heldJob(5, "bert", 1, 4)
+		j.TimeLimit, j.Tag.Extra = limit, extra
+		return j
+	}
+	tests := map[string]struct {
+		j       slurm.Job
+		want    time.Duration
+		fixed   bool
+		wantErr string
+	}{
+		"never acted on":            {j: job(time.Hour, nil), want: time.Hour},
+		"stretched by rubick":       {j: job(90*time.Minute, map[string]string{tagTime: "60", tagSet: "90"}), want: time.Hour},
+		"before ts was kept":        {j: job(90*time.Minute, map[string]string{tagTime: "60"}), want: time.Hour},
+		"raised by hand":            {j: job(150*time.Minute, map[string]string{tagTime: "60", tagSet: "90"}), want: 150 * time.Minute, fixed: true},
+		"cut by hand":               {j: job(20*time.Minute, map[string]string{tagTime: "60", tagSet: "90"}), want: 20 * time.Minute, fixed: true},
+		"unlimited by hand":         {j: job(0, map[string]string{tagTime: "60", tagSet: "90"}), want: 0, fixed: true},
+		"set by hand before":        {j: job(150*time.Minute, map[string]string{tagTime: "150", tagSet: "150", tagFixed: "1"}), want: 150 * time.Minute, fixed: true},
+		"unlimited, by hand before": {j: job(0, map[string]string{tagFixed: "1"}), want: 0, fixed: true},
+		"bad ts":                    {j: job(time.Hour, map[string]string{tagSet: "soon"}), wantErr: `tag ts="soon" is not whole minutes`},
+		"bad tl":                    {j: job(time.Hour, map[string]string{tagTime: "-3"}), wantErr: `tag tl="-3" is not whole minutes`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, fixed, err := userTime(tc.j)
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("err %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want || fixed != tc.fixed {
+				t.Errorf("userTime = %v, %v, %v; want %v, %v", got, fixed, err, tc.want, tc.fixed)
+			}
+		})
+	}
+}
+
+// A time limit someone set by hand since rubick last set one (an admin's
+// extension, a user's cut, UNLIMITED) is the job's from then on: a restart
+// onto a slower plan keeps it instead of stretching the user's --time
+// again, and the tag marks it (tf=1) with the limit as the job's own.
+func TestRestartKeepsTimeLimitSetByHand(t *testing.T) {
+	plan := model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1}
+	tests := map[string]struct {
+		limit     time.Duration // the job's, Slurm's reading
+		want      time.Duration // the restart's TimeLimit; 0: unchanged
+		wantExtra map[string]string
+	}{
+		// ts=75 is what rubick set: a slower plan stretches the user's 60.
+		"rubick's own": {limit: 75 * time.Minute, want: -1, wantExtra: map[string]string{tagTime: "60"}},
+		"raised by hand": {limit: 200 * time.Minute,
+			wantExtra: map[string]string{tagTime: "200", tagSet: "200", tagFixed: "1"}},
+		"cut by hand": {limit: 30 * time.Minute,
+			wantExtra: map[string]string{tagTime: "30", tagSet: "30", tagFixed: "1"}},
+		"unlimited by hand": {limit: 0, wantExtra: map[string]string{tagFixed: "1"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			j := runningJob(5, "bert")
+			j.NodeList, j.GPUs, j.Tag.Plan, j.Tag.Generation = []string{"node1"}, 4, plan.String(), 1
+			j.StartTime, j.TimeLimit = t0.Add(-10*time.Minute), tc.limit
+			j.Tag.Extra = map[string]string{tagTime: "60", tagSet: "75", tagReq: "n1.g4.c8.m64000"}
+			nodes := labNodes(1)
+			nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 4, 8
+			v, err := BuildView(Defaults(), t0, Inputs{Nodes: nodes, Jobs: []slurm.Job{j}, Estimators: shippedEstimators(t)}, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Half the speed of its request: a stretched limit is 2.5x.
+			tput := v.managed["5"].time.reqTput / 2
+			restart := policy.Action{Kind: policy.Restart, JobID: "5", Alloc: []policy.NodeAlloc{{Node: "node1", GPUs: 2, CPUs: 8, MemGB: 64}},
+				Plan: model.Plan{DP: 2, TP: 1, PP: 1, MicroBatch: 16, Accum: 1}, Throughput: tput}
+			actions, skipped := v.SlurmActions(policy.Plan{Actions: []policy.Action{restart}}, t0)
+			if len(actions) != 1 || len(skipped) != 0 {
+				t.Fatalf("actions %+v, skipped %v; want the restart", actions, skipped)
+			}
+			a := actions[0]
+			want := tc.want
+			if want < 0 {
+				want = 150 * time.Minute
+				tc.wantExtra[tagSet] = "150"
+			}
+			if a.TimeLimit != want {
+				t.Errorf("restart's time limit %v, want %v (0: unchanged)", a.TimeLimit, want)
+			}
+			got := map[string]string{}
+			for _, k := range []string{tagTime, tagSet, tagFixed} {
+				if v, ok := a.Tag.Extra[k]; ok {
+					got[k] = v
+				}
+			}
+			if d := cmp.Diff(tc.wantExtra, got); d != "" {
+				t.Errorf("tag's time keys (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestTimeLimitNote(t *testing.T) {
+	for _, tc := range []struct {
+		tl, user time.Duration
+		want     string
+	}{
+		{time.Hour, time.Hour, "time limit back to the user's 60 min"},
+		{150 * time.Minute, time.Hour, "time limit 150 min: the user's 60 min, for a plan predicted slower than its request"},
+		{30 * time.Minute, time.Hour, "time limit 30 min: the user's 60 min, cut at the job's --deadline"},
+	} {
+		if got := timeLimitNote(tc.tl, tc.user); got != tc.want {
+			t.Errorf("timeLimitNote(%v, %v) = %q, want %q", tc.tl, tc.user, got, tc.want)
+		}
 	}
 }

@@ -27,14 +27,15 @@ const (
 	// ActionAnnotate writes the rubick tag into the AdminComment.
 	ActionAnnotate ActionKind = "annotate"
 	// ActionPreempt checkpoints a running job and puts it back in the queue,
-	// held.
+	// held, then writes its tag (when it has one).
 	ActionPreempt ActionKind = "preempt"
 	// ActionRelease releases a held pending job as it is, after merging
 	// its tag: for jobs Slurm does not let rubick resize (heterogeneous
 	// jobs; the leader's release starts every component).
 	ActionRelease ActionKind = "release"
 	// ActionTimeLimit sets the time limit of a running or pending job
-	// (TimeLimit), and nothing else.
+	// (TimeLimit), and its tag when it has one (in the same update), and
+	// nothing else.
 	ActionTimeLimit ActionKind = "timelimit"
 	// ActionSplit splits tasks off a pending job array's single record, each
 	// into a job of its own that keeps the hold and the tag, so that every
@@ -286,7 +287,17 @@ func (r *run) do(ctx context.Context) error {
 		if job.State != StateRunning && job.State != StatePending {
 			return fmt.Errorf("time limit of job %d: %w: %s, want RUNNING or PENDING", act.JobID, ErrJobState, job.State)
 		}
-		return r.cmd(ctx, "time limit", r.a.cfg.Scontrol, "update", r.jobArg(), "TimeLimit="+minutesArg(act.TimeLimit))
+		argv := []string{r.a.cfg.Scontrol, "update", r.jobArg(), "TimeLimit=" + minutesArg(act.TimeLimit)}
+		if act.Tag != nil {
+			// In the same update: a tag that says what limit rubick set
+			// must never lag behind it.
+			merged, err := MergeAdminComment(job.AdminComment, *act.Tag)
+			if err != nil {
+				return fmt.Errorf("%w: %w", ErrBadAction, err)
+			}
+			argv = append(argv, "AdminComment="+merged)
+		}
+		return r.cmd(ctx, "time limit", argv...)
 	case ActionRestart:
 		requeued, err := r.checkpointRequeue(ctx, job)
 		if err != nil {
@@ -298,8 +309,16 @@ func (r *run) do(ctx context.Context) error {
 		}
 		return r.sizeAndRelease(ctx, job, true, requeued)
 	case ActionPreempt:
-		_, err := r.checkpointRequeue(ctx, job)
-		return err
+		if _, err := r.checkpointRequeue(ctx, job); err != nil {
+			return err
+		}
+		if act.Tag == nil {
+			return nil
+		}
+		// After the requeue, not before: a tag saying the job has run so
+		// far on a job still running would count that run twice. Slurm
+		// takes the AdminComment of a job still COMPLETING (22.05 lab).
+		return r.annotate(ctx, job)
 	}
 	return fmt.Errorf("%w: unknown kind %q", ErrBadAction, act.Kind)
 }

@@ -301,6 +301,27 @@ func TestApplyCheckpointWait(t *testing.T) {
 			t.Errorf("argv (-want +got):\n%s", diff)
 		}
 	})
+	t.Run("tag written after the requeue", func(t *testing.T) {
+		// The run time so far goes into the tag only once the job is
+		// requeued: written earlier, a failed requeue would leave a running
+		// job whose tag counts its run twice.
+		f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), running(32, "node2", "node3")}}, func(c *ApplierConfig) {
+			c.WaitCheckpoint = func(ctx context.Context, j Job) error { return nil }
+		})
+		tag := Tag{ModelType: "gpt2", Class: ClassBestEffort, Plan: "dp8.tp1.pp1.mb1.a1.z0", Generation: 1, Extra: map[string]string{"ran": "95"}}
+		res := f.app.ApplyOne(context.Background(), Action{Kind: ActionPreempt, JobID: 32, Tag: &tag})
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		want := [][]string{
+			{"/usr/bin/scancel", "--signal=USR1", "--batch", "32"},
+			{"/usr/bin/scontrol", "requeuehold", "32"},
+			{"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 class=best-effort plan=dp8.tp1.pp1.mb1.a1.z0 gen=1 ran=95"},
+		}
+		if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
+			t.Errorf("argv (-want +got):\n%s", diff)
+		}
+	})
 	t.Run("job requeued itself", func(t *testing.T) {
 		// rubick-srun requeues the job held after the checkpoint: no second
 		// requeuehold, which Slurm would refuse on a pending job.
@@ -642,5 +663,16 @@ func TestApplyTimeLimit(t *testing.T) {
 	want := [][]string{{"/usr/bin/scontrol", "update", "JobId=5", "TimeLimit=96"}}
 	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
 		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+
+	// With its tag: still one update, which cannot leave one without the other.
+	f = newApplierFixture(t, map[int][]Job{5: {running(5, "node1")}}, nil)
+	tag := Tag{ModelType: "gpt2", Class: ClassBestEffort, Generation: 1, Extra: map[string]string{"ts": "96"}}
+	if res := f.app.ApplyOne(context.Background(), Action{Kind: ActionTimeLimit, JobID: 5, TimeLimit: 96 * time.Minute, Tag: &tag}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	want = [][]string{{"/usr/bin/scontrol", "update", "JobId=5", "TimeLimit=96", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 class=best-effort gen=1 ts=96"}}
+	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
+		t.Errorf("argv with a tag (-want +got):\n%s", diff)
 	}
 }

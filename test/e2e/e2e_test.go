@@ -32,8 +32,9 @@ type jobSpec struct {
 	model       string
 	nodes, gpus int
 	iters       int
-	batch       int  // the model's global batch
-	guaranteed  bool // submitted with --qos=guaranteed (a tenant with a GPU quota)
+	batch       int    // the model's global batch
+	guaranteed  bool   // submitted with --qos=guaranteed (a tenant with a GPU quota)
+	time        string // --time; "" for none
 }
 
 // The scenario: best-effort jobs asking for more GPUs than the lab has
@@ -617,11 +618,14 @@ func (l lab) submitTraining(t *testing.T, dir, script string, js jobSpec) int {
 	if js.guaranteed {
 		qos = "--qos=guaranteed"
 	}
-	out := l.run(t, "sbatch", "--parsable", "--model-type="+js.model, qos, "-p", "gpu", "-J", "e2e-"+js.model,
-		"-N", strconv.Itoa(js.nodes), "--ntasks-per-node=1", "--gres=gpu:"+strconv.Itoa(js.gpus), "--cpus-per-task=8",
+	args := []string{"sbatch", "--parsable", "--model-type=" + js.model, qos, "-p", "gpu", "-J", "e2e-" + js.model,
+		"-N", strconv.Itoa(js.nodes), "--ntasks-per-node=1", "--gres=gpu:" + strconv.Itoa(js.gpus), "--cpus-per-task=8",
 		"--mem=32G", "--requeue", "--open-mode=append", "-o", filepath.Join(dir, "job-%j.out"),
-		"--export=ALL,E2E_MODEL="+js.model+",E2E_ITERS="+strconv.Itoa(js.iters)+",E2E_BATCH="+strconv.Itoa(js.batch),
-		script)
+		"--export=ALL,E2E_MODEL=" + js.model + ",E2E_ITERS=" + strconv.Itoa(js.iters) + ",E2E_BATCH=" + strconv.Itoa(js.batch)}
+	if js.time != "" {
+		args = append(args, "--time="+js.time)
+	}
+	out := l.run(t, append(args, script)...)
 	id, err := strconv.Atoi(strings.Split(out, ";")[0])
 	if err != nil {
 		t.Fatalf("sbatch printed %q", out)

@@ -23,6 +23,11 @@ import (
 // is started again and resumes from its checkpoint. TestEndToEnd reclaims
 // by a shrink or a preemption, whichever its run falls on; this test takes
 // the preemption path every time. Both jobs complete every iteration.
+//
+// bert asks for 30 minutes, and an administrator raises that to 200 while
+// it runs: the start after the preemption keeps the 200 (before rubick
+// read a limit set by hand, it set the user's 30 again). The preemption
+// writes what bert has run into its tag (ran=, before: never written).
 func TestPreemptionResumes(t *testing.T) {
 	lt := newLabTest(t, "preempt", 4*time.Minute, `tenant_from: qos
 tenants:
@@ -51,7 +56,7 @@ log_level: debug
 		return id
 	}
 	const bertIters, robertaIters = 600, 150
-	bert := submit(jobSpec{model: "bert", nodes: 1, gpus: 8, iters: bertIters, batch: 32})
+	bert := submit(jobSpec{model: "bert", nodes: 1, gpus: 8, iters: bertIters, batch: 32, time: "30"})
 	// Let bert run a few seconds (of its 25 or so) before the guaranteed
 	// job comes: the trainer checkpoints on the signal.
 	for lt.ctx.Err() == nil {
@@ -60,8 +65,26 @@ log_level: debug
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+	lt.lab.run(t, "scontrol", "update", "JobId="+strconv.Itoa(bert), "TimeLimit=200")
 	time.Sleep(8 * time.Second)
 	roberta := submit(jobSpec{model: "roberta", nodes: 1, gpus: 8, iters: robertaIters, batch: 64, guaranteed: true})
+	// Preempted, bert waits held for the node roberta runs on.
+	var preemptedTag *slurm.Tag
+	for lt.ctx.Err() == nil && preemptedTag == nil {
+		j, err := lt.cluster.Job(lt.ctx, bert)
+		if err == nil && j.State == slurm.StatePending && j.RestartCount > 0 && j.Tag != nil && j.Tag.Extra["ran"] != "" {
+			preemptedTag = j.Tag
+		}
+		if err == nil && (j.State == slurm.StateRunning && j.RestartCount > 0 || j.Ended()) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if preemptedTag == nil {
+		t.Errorf("bert never seen pending after a requeue with ran= in its tag; rubickd log: %s", d.log)
+	} else if ran, err := strconv.Atoi(preemptedTag.Extra["ran"]); err != nil || ran < 8 || preemptedTag.Generation != 1 {
+		t.Errorf("bert's tag while preempted: %v; want ran= its run so far (8 s or more) and gen=1; rubickd log: %s", preemptedTag, d.log)
+	}
 
 	for _, id := range []int{roberta, bert} {
 		if j, _ := waitEnded(lt.ctx, lt.cluster, id); j.State != slurm.StateCompleted {
@@ -96,7 +119,10 @@ log_level: debug
 		t.Errorf("bert: preempted %v, %d restarts, %d resumes from its checkpoint; want a preemption, a restart and a resume; actions %s; rubickd log: %s",
 			preempted, j.RestartCount, resumed, actions(hist), d.log)
 	}
-	t.Logf("bert: %d restarts, %d resumes; actions %s", j.RestartCount, resumed, actions(hist))
+	t.Logf("bert: %d restarts, %d resumes; actions %s; tag %v, time limit %v", j.RestartCount, resumed, actions(hist), j.Tag, j.TimeLimit)
+	if j.TimeLimit != 200*time.Minute || j.Tag == nil || j.Tag.Extra["tf"] != "1" || j.Tag.Extra["tl"] != "200" {
+		t.Errorf("bert ended with a %v time limit, tag %v; want the 200 minutes set by hand, tf=1 tl=200", j.TimeLimit, j.Tag)
+	}
 }
 
 // actions lists a job's recorded actions as kind/result, oldest first.
