@@ -317,7 +317,7 @@ func (r *run) do(ctx context.Context) error {
 		}
 		// After the requeue, not before: a tag saying the job has run so
 		// far on a job still running would count that run twice. Slurm
-		// takes the AdminComment of a job still COMPLETING (22.05 lab).
+		// takes the AdminComment of a job still COMPLETING (both labs).
 		return r.annotate(ctx, job)
 	}
 	return fmt.Errorf("%w: unknown kind %q", ErrBadAction, act.Kind)
