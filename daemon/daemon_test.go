@@ -2441,3 +2441,30 @@ func TestTimeLimitNote(t *testing.T) {
 		}
 	}
 }
+
+// rubick explain says a start keeps a time limit set by hand.
+func TestCycleExplainsTimeLimitSetByHand(t *testing.T) {
+	for _, tc := range []struct {
+		limit time.Duration
+		want  bool
+	}{{200 * time.Minute, true}, {75 * time.Minute, false}} {
+		j := heldJob(5, "bert", 1, 4)
+		j.TimeLimit, j.Tag.Generation, j.RestartCount = tc.limit, 1, 1
+		j.Tag.Extra = map[string]string{tagTime: "60", tagSet: "75", tagReq: "n1.g4.c8.m64000", tagRan: "600"}
+		a := &fakeApplier{}
+		d, st := newTestDaemonWith(t, &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{j}}, a, func(*Config) {})
+		if _, err := d.Cycle(context.Background(), false); err != nil {
+			t.Fatal(err)
+		}
+		if got := startedJobs(a); len(got) != 1 {
+			t.Fatalf("limit %v: started %v, want job 5", tc.limit, got)
+		}
+		reasons, err := st.Reasons(context.Background(), 5, 1)
+		if err != nil || len(reasons) != 1 {
+			t.Fatalf("limit %v: reasons %v, %v", tc.limit, reasons, err)
+		}
+		if got := strings.Contains(string(reasons[0].Reason), "time limit kept as set by hand"); got != tc.want {
+			t.Errorf("limit %v: reason %s; want it to say the limit is kept as set by hand: %v", tc.limit, reasons[0].Reason, tc.want)
+		}
+	}
+}
