@@ -158,13 +158,16 @@ local function with_hold(comment)
 end
 
 -- comment without HOLD_WORD and the separator after it, keeping every
--- other word; "" when nothing else is left.
+-- other word; " " when nothing else is left: Slurm reads an empty string
+-- set here as no change at all (22.05 lab: the word stayed, and with it
+-- the hold).
 local function without_hold(comment)
    local word = "([%s;])" .. string.gsub(HOLD_WORD, "%p", "%%%0") .. "[%s;]"
    local out, n = " " .. comment .. " ", 1
    while n > 0 do out, n = string.gsub(out, word, "%1") end
    out = string.gsub(out, "^%s+", "")
    out = string.gsub(out, "%s+$", "")
+   if out == "" then return " " end
    return out
 end
 
