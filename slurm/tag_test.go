@@ -251,3 +251,58 @@ func TestHeldByUser(t *testing.T) {
 		}
 	}
 }
+
+// WithoutWord takes a word out as job_submit.lua's without_hold does (the
+// same cases as contrib/slurm/test_job_submit.lua), WithWord adds it once.
+func TestCommentWords(t *testing.T) {
+	for _, tc := range []struct{ in, without, with string }{
+		{"my note rubick:hold", "my note", "my note rubick:hold"},
+		{"a;rubick:hold;rubick:holder b", "a;rubick:holder b", "a;rubick:hold;rubick:holder b"},
+		{"rubick:hold rubick:hold x", "x", "rubick:hold rubick:hold x"},
+		{"rubick:hold", "", "rubick:hold"},
+		{"rubick:holder", "rubick:holder", "rubick:holder rubick:hold"},
+		{"xrubick:hold", "xrubick:hold", "xrubick:hold rubick:hold"},
+		{"", "", "rubick:hold"},
+		{"rubick:hold my note", "my note", "rubick:hold my note"},
+		{"a\trubick:hold\nb", "a\tb", "a\trubick:hold\nb"},
+	} {
+		if got := WithoutWord(tc.in, UserHoldWord); got != tc.without {
+			t.Errorf("WithoutWord(%q) = %q, want %q", tc.in, got, tc.without)
+		}
+		if got := WithWord(tc.in, UserHoldWord); got != tc.with {
+			t.Errorf("WithWord(%q) = %q, want %q", tc.in, got, tc.with)
+		}
+	}
+}
+
+func TestRequeuedByOther(t *testing.T) {
+	job := func(restarts int, rc, comment string) Job {
+		j := Job{State: StatePending, Held: true, RestartCount: restarts, Comment: comment,
+			Tag: &Tag{ModelType: "bert", Extra: map[string]string{}}}
+		if rc != "" {
+			j.Tag.Extra[TagRestarts] = rc
+		}
+		return j
+	}
+	running := job(2, "1", "")
+	running.State, running.Held = StateRunning, false
+	for _, tc := range []struct {
+		name string
+		job  Job
+		want bool
+	}{
+		{"requeued by someone", job(2, "1", "my note"), true},
+		{"rubick's own", job(2, "2", ""), false},
+		{"rubick-srun's", job(2, "1", "my note rubick:requeue"), false},
+		{"tag without the count", job(2, "", ""), false},
+		{"unreadable count", job(2, "x", ""), false},
+		{"never run", job(0, "0", ""), false},
+		{"not held", func() Job { j := job(2, "1", ""); j.Held = false; return j }(), false},
+		{"running", running, false},
+		{"no tag", Job{State: StatePending, Held: true, RestartCount: 3}, false},
+	} {
+		if got := RequeuedByOther(tc.job); got != tc.want {
+			t.Errorf("%s: RequeuedByOther = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -58,7 +58,7 @@ type config struct {
 	// name every task of the array).
 	jobRef                               string
 	plan, dialect, mode, gpuBind, signal string
-	scontrol, srun                       string
+	scontrol, squeue, srun               string
 	stateDir, checkpointDir, modelType   string
 	reportURL, munge, mungeSock          string
 	cpusPerTask, globalBatch, reportSkip int
@@ -85,6 +85,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.IntVar(&c.globalBatch, "global-batch", 0, "global batch the job must keep (default: from the launch line or its DeepSpeed config)")
 	fs.StringVar(&c.signal, "signal", "USR1", "checkpoint signal forwarded to the step (SIGTERM and SIGINT are forwarded too)")
 	fs.StringVar(&c.scontrol, "scontrol", "scontrol", "scontrol program used to read the job's plan")
+	fs.StringVar(&c.squeue, "squeue", "squeue", "squeue program used to read the job's comment before it requeues itself")
 	fs.StringVar(&c.srun, "srun", "srun", "srun program")
 	fs.StringVar(&c.stateDir, "state-dir", "", "job-private directory for the rewritten DeepSpeed config, visible on every node of the job (default: $SLURM_SUBMIT_DIR/.rubick/$SLURM_JOB_ID)")
 	fs.StringVar(&c.checkpointDir, "checkpoint-dir", "", "pass --save/--load DIR to a Megatron line that has no --save (default: leave the line alone)")
@@ -238,7 +239,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			if sig := ph.run(ctx); sig != 0 {
 				if sig == cfg.checkpointSig {
 					if cfg.requeue && jobID != "" {
-						_ = requeueHold(ctx, cfg.scontrol, cfg.jobRef, whyCheckpoint, log)
+						_ = requeueHold(ctx, cfg, whyCheckpoint, log)
 					}
 					return exitCheckpointed
 				}
@@ -294,7 +295,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	log.Info("launching", "argv", shellQuote(st.argv))
 	status, checkpointed := launchStep(ctx, st, cfg.checkpointSig, samples, stdout, stderr, log)
 	if checkpointed && cfg.requeue && jobID != "" {
-		_ = requeueHold(ctx, cfg.scontrol, cfg.jobRef, whyCheckpoint, log)
+		_ = requeueHold(ctx, cfg, whyCheckpoint, log)
 	}
 	return status
 }
@@ -525,17 +526,49 @@ func launchStep(ctx context.Context, st step, ckptSig syscall.Signal, s *sampler
 // checkpointed on rubickd's signal. Doing it from inside the job (users may
 // requeue their own jobs) means a restart survives a rubickd that dies
 // between its signal and its own requeuehold: the job waits, held, for the
-// next rubickd cycle instead of ending.
-func requeueHold(ctx context.Context, scontrol, jobID, why string, log *slog.Logger) error {
+// next rubickd cycle instead of ending. The job's comment first gets
+// slurm.RequeueWord, which tells rubickd the requeue is rubick's to start
+// again: one without it waits for its user's release.
+func requeueHold(ctx context.Context, cfg config, why string, log *slog.Logger) error {
+	if err := markRequeue(ctx, cfg.squeue, cfg.scontrol, cfg.jobRef); err != nil {
+		// Requeued all the same: unmarked, the job waits held for its
+		// user's scontrol release rather than ends.
+		log.Warn("could not mark the requeue as rubick's; the job will wait for scontrol release", "err", err)
+	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(cctx, scontrol, "requeuehold", jobID).CombinedOutput()
+	out, err := exec.CommandContext(cctx, cfg.scontrol, "requeuehold", cfg.jobRef).CombinedOutput()
 	if err != nil {
 		// rubickd requeues the job itself once its checkpoint wait ends.
 		log.Warn("requeuehold failed", "after", why, "err", err, "output", strings.TrimSpace(string(out)))
 		return err
 	}
 	log.Info("job requeued held for rubickd to restart it", "after", why)
+	return nil
+}
+
+// markRequeue adds slurm.RequeueWord to the job's comment, read with
+// squeue (%k prints it as it is; "(null)" for none), unless it has it.
+func markRequeue(ctx context.Context, squeue, scontrol, jobID string) error {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	cmd := exec.CommandContext(cctx, squeue, "--noheader", "--jobs", jobID, "--format", "%k")
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s --jobs %s: %w: %s", squeue, jobID, err, strings.TrimSpace(errOut.String()))
+	}
+	comment, _, _ := strings.Cut(out.String(), "\n")
+	if comment == "(null)" {
+		comment = ""
+	}
+	if slurm.HasWord(comment, slurm.RequeueWord) {
+		return nil
+	}
+	b, err := exec.CommandContext(cctx, scontrol, "update", "JobId="+jobID, "Comment="+slurm.WithWord(comment, slurm.RequeueWord)).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s update JobId=%s Comment=: %w: %s", scontrol, jobID, err, strings.TrimSpace(string(b)))
+	}
 	return nil
 }
 
@@ -564,7 +597,7 @@ func refuse(ctx context.Context, cfg config, jobID, modelType string, plan model
 	if err := sendLaunch(ctx, cfg, jobID, modelType, plan, true, log); err != nil {
 		log.Error("could not tell rubickd what the launch line cannot run; it may choose the same plan again", "err", err)
 	}
-	if cfg.requeue && requeueHold(ctx, cfg.scontrol, cfg.jobRef, whyRefused, log) == nil {
+	if cfg.requeue && requeueHold(ctx, cfg, whyRefused, log) == nil {
 		return exitCheckpointed
 	}
 	sigs := make(chan os.Signal, 1)
@@ -574,7 +607,7 @@ func refuse(ctx context.Context, cfg config, jobID, modelType string, plan model
 	case <-sigs:
 		log.Info("rubickd signalled the restart")
 		if cfg.requeue {
-			_ = requeueHold(ctx, cfg.scontrol, cfg.jobRef, whyRefused, log) // rubickd requeues it otherwise
+			_ = requeueHold(ctx, cfg, whyRefused, log) // rubickd requeues it otherwise
 		}
 		return exitCheckpointed
 	case <-time.After(refuseWait):

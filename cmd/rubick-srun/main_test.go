@@ -26,13 +26,21 @@ import (
 	"github.com/rubick-sched/rubick/launch/report"
 )
 
-// The test binary plays srun and scontrol when it runs under those names
+// The test binary plays srun, scontrol and squeue when it runs under those names
 // (symbolic links in fakes; munge is a shell script), and rubick-srun itself when
 // RUBICK_SRUN_MAIN is set, so the tests need no Slurm and no munged.
 func TestMain(m *testing.M) {
 	switch filepath.Base(os.Args[0]) {
 	case "srun":
 		os.Exit(fakeSrun(os.Args[1:]))
+	case "squeue":
+		// Only ever asked for the job's comment (%k).
+		if c, ok := os.LookupEnv("FAKE_COMMENT"); ok {
+			fmt.Println(c)
+		} else {
+			fmt.Println("(null)")
+		}
+		os.Exit(0)
 	case "scontrol":
 		if p := os.Getenv("FAKE_SCONTROL_LOG"); p != "" {
 			f, _ := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
@@ -105,7 +113,7 @@ func fakes(t *testing.T) string {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	for _, name := range []string{"srun", "scontrol"} {
+	for _, name := range []string{"srun", "scontrol", "squeue"} {
 		if err := os.Symlink(self, filepath.Join(dir, name)); err != nil {
 			t.Fatal(err)
 		}
@@ -272,7 +280,7 @@ func TestRunFromAdminComment(t *testing.T) {
 	env := envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NUM_NODES": "1", "SLURM_GPUS_ON_NODE": "2",
 		"SLURM_CPUS_ON_NODE": "8"})
 	var out, errOut bytes.Buffer
-	code := run(t.Context(), []string{"--scontrol", filepath.Join(bin, "scontrol"), "--srun", filepath.Join(bin, "srun"),
+	code := run(t.Context(), []string{"--scontrol", filepath.Join(bin, "scontrol"), "--squeue", filepath.Join(bin, "squeue"), "--srun", filepath.Join(bin, "srun"),
 		"--munge", filepath.Join(bin, "munge"), "--report-url", srv.URL, "--report-skip", "0", "--",
 		"python", "pretrain_gpt.py", "--global-batch-size", "16", "--micro-batch-size", "8", "--save", "/ck"}, env, &out, &errOut)
 	if code != 3 {
@@ -326,7 +334,7 @@ func TestRunUnsupportedOwnPlan(t *testing.T) {
 	}
 	env := envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NUM_NODES": "1", "SLURM_GPUS_ON_NODE": "2", "SLURM_SUBMIT_DIR": dir})
 	var out, errOut bytes.Buffer
-	code := run(t.Context(), []string{"--scontrol", filepath.Join(bin, "scontrol"), "--srun", filepath.Join(bin, "srun"),
+	code := run(t.Context(), []string{"--scontrol", filepath.Join(bin, "scontrol"), "--squeue", filepath.Join(bin, "squeue"), "--srun", filepath.Join(bin, "srun"),
 		"--plan", "dp1.tp2.pp1.mb16.a1.z0", "--", "deepspeed", "train.py", "--deepspeed_config", ds}, env, &out, &errOut)
 	if code != exitUsage || !strings.Contains(errOut.String(), "tensor or pipeline parallelism") {
 		t.Errorf("exit %d, stderr:\n%s\nwant %d naming the TP plan", code, errOut.String(), exitUsage)
@@ -371,7 +379,7 @@ func testRunRefusedPlan(t *testing.T, extraEnv map[string]string, ref string) {
 	maps.Copy(vars, extraEnv)
 	env := envMap(vars)
 	var out, errOut bytes.Buffer
-	code := run(t.Context(), []string{"--scontrol", filepath.Join(bin, "scontrol"), "--srun", filepath.Join(bin, "srun"),
+	code := run(t.Context(), []string{"--scontrol", filepath.Join(bin, "scontrol"), "--squeue", filepath.Join(bin, "squeue"), "--srun", filepath.Join(bin, "srun"),
 		"--munge", filepath.Join(bin, "munge"), "--report-url", srv.URL, "--",
 		"deepspeed", "train.py", "--deepspeed_config", ds}, env, &out, &errOut)
 	if code != exitCheckpointed {
@@ -381,8 +389,9 @@ func testRunRefusedPlan(t *testing.T, extraEnv map[string]string, ref string) {
 		t.Errorf("srun ran (%v): a plan the line cannot take must not start", err)
 	}
 	calls, err := os.ReadFile(scontrolLog)
-	if err != nil || !strings.Contains(string(calls), "show job -o "+ref+"\n") || !strings.Contains(string(calls), "requeuehold "+ref+"\n") {
-		t.Errorf("scontrol calls %q (%v), want the tag read and a requeuehold of %s", calls, err, ref)
+	if err != nil || !strings.Contains(string(calls), "show job -o "+ref+"\n") ||
+		!strings.Contains(string(calls), "update JobId="+ref+" Comment=rubick:requeue\nrequeuehold "+ref+"\n") {
+		t.Errorf("scontrol calls %q (%v), want the tag read, the requeue marked and a requeuehold of %s", calls, err, ref)
 	}
 	col.mu.Lock()
 	defer col.mu.Unlock()
@@ -439,7 +448,7 @@ func TestRunUnchanged(t *testing.T) {
 			if name == "unknown line" {
 				cmdline = []string{"bash", "train.sh"}
 			}
-			args := append(append([]string{"--scontrol", filepath.Join(bin, "scontrol"), "--srun", filepath.Join(bin, "srun")}, c.args...), cmdline...)
+			args := append(append([]string{"--scontrol", filepath.Join(bin, "scontrol"), "--squeue", filepath.Join(bin, "squeue"), "--srun", filepath.Join(bin, "srun")}, c.args...), cmdline...)
 			var out, errOut bytes.Buffer
 			if code := run(t.Context(), args, envMap(c.env), &out, &errOut); code != 0 {
 				t.Fatalf("exit %d:\n%s", code, errOut.String())
@@ -467,9 +476,9 @@ func TestSignalForwarded(t *testing.T) {
 			self, _ := os.Executable()
 			scontrolLog := filepath.Join(t.TempDir(), "scontrol.log")
 			cmd := exec.Command(self, "--plan", "dp1.tp1.pp1.mb1.a1.z0", "--signal", c.flag, "--srun", filepath.Join(bin, "srun"),
-				"--scontrol", filepath.Join(bin, "scontrol"), "python", "pretrain_gpt.py", "--global-batch-size", "1")
+				"--scontrol", filepath.Join(bin, "scontrol"), "--squeue", filepath.Join(bin, "squeue"), "python", "pretrain_gpt.py", "--global-batch-size", "1")
 			cmd.Env = append(os.Environ(), "RUBICK_SRUN_MAIN=1", "FAKE_SRUN_MODE=wait-signal", "SLURM_JOB_NUM_NODES=1",
-				"SLURM_JOB_ID=42", "FAKE_SCONTROL_LOG="+scontrolLog)
+				"SLURM_JOB_ID=42", "FAKE_SCONTROL_LOG="+scontrolLog, "FAKE_COMMENT=my note")
 			stdout, err := cmd.StdoutPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -501,10 +510,11 @@ func TestSignalForwarded(t *testing.T) {
 				t.Errorf("step output %q lacks the forwarded signal", rest.String())
 			}
 			// After the checkpoint the job requeues itself held, so a restart
-			// survives rubickd dying between its signal and its requeue.
+			// survives rubickd dying between its signal and its requeue; its
+			// comment says the requeue is rubick's.
 			calls, _ := os.ReadFile(scontrolLog)
-			if got := strings.TrimSpace(string(calls)); got != "requeuehold 42" {
-				t.Errorf("scontrol calls = %q, want \"requeuehold 42\"", got)
+			if got, want := strings.TrimSpace(string(calls)), "update JobId=42 Comment=my note rubick:requeue\nrequeuehold 42"; got != want {
+				t.Errorf("scontrol calls = %q, want %q", got, want)
 			}
 		})
 	}
@@ -545,4 +555,38 @@ type base64Encoder struct{}
 
 func (base64Encoder) Encode(_ context.Context, payload []byte) (string, error) {
 	return "MUNGE:" + base64.StdEncoding.EncodeToString(payload) + ":", nil
+}
+
+// markRequeue appends rubick:requeue to the comment squeue reports (none
+// for "(null)"), once; a squeue that fails is an error and changes nothing.
+func TestMarkRequeue(t *testing.T) {
+	bin := fakes(t)
+	for _, tc := range []struct {
+		name, comment string
+		set           bool // FAKE_COMMENT set
+		squeue        string
+		want          string // scontrol calls
+		wantErr       bool
+	}{
+		{name: "no comment", squeue: "squeue", want: "update JobId=42 Comment=rubick:requeue"},
+		{name: "a note", comment: "my note; x=1", set: true, squeue: "squeue", want: "update JobId=42 Comment=my note; x=1 rubick:requeue"},
+		{name: "marked already", comment: "my note rubick:requeue", set: true, squeue: "squeue"},
+		{name: "squeue fails", squeue: "no-such-squeue", wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log := filepath.Join(t.TempDir(), "scontrol.log")
+			t.Setenv("FAKE_SCONTROL_LOG", log)
+			if tc.set {
+				t.Setenv("FAKE_COMMENT", tc.comment)
+			}
+			err := markRequeue(t.Context(), filepath.Join(bin, tc.squeue), filepath.Join(bin, "scontrol"), "42")
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err %v, want an error: %v", err, tc.wantErr)
+			}
+			calls, _ := os.ReadFile(log)
+			if got := strings.TrimSpace(string(calls)); got != tc.want {
+				t.Errorf("scontrol calls %q, want %q", got, tc.want)
+			}
+		})
+	}
 }

@@ -158,7 +158,7 @@ func profileSetup(t *testing.T, reportURL string) (flags []string, logDir, state
 	t.Setenv("FAKE_PLAN_FILE", planFile)
 	t.Setenv("FAKE_TAG_EXTRA", "profile=1")
 	t.Setenv("FAKE_SRUN_MODE", "emu")
-	flags = []string{"--scontrol", filepath.Join(bin, "scontrol"), "--srun", filepath.Join(bin, "srun"),
+	flags = []string{"--scontrol", filepath.Join(bin, "scontrol"), "--squeue", filepath.Join(bin, "squeue"), "--srun", filepath.Join(bin, "srun"),
 		"--munge", filepath.Join(bin, "munge"), "--state-dir", stateDir, "--profile-iters", "4"}
 	if reportURL != "" {
 		flags = append(flags, "--report-url", reportURL)

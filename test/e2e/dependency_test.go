@@ -74,7 +74,8 @@ func TestDependency(t *testing.T) {
 // rubick:hold in its comment) is its user's to release: rubickd leaves it
 // held, and starts it on a plan of its own once the release (which takes
 // the word out and leaves the job held for rubickd) comes. Before rubickd
-// read the word, it started the job at once.
+// read the word, it started the job at once. So is a running job
+// requeued held by hand.
 func TestUserHold(t *testing.T) {
 	lt := newLabTest(t, "userhold", 2*time.Minute, "")
 	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
@@ -95,6 +96,32 @@ func TestUserHold(t *testing.T) {
 		t.Fatalf("job %d ended %s, tag %v, comment %q; want COMPLETED on a plan rubickd chose, the comment without the word; rubickd log %s",
 			id, j.State, j.Tag, j.Comment, d.log)
 	}
+
+	// A running job requeued held by hand (scontrol requeuehold, which
+	// Slurm reports as the user's hold) waits for the release as well:
+	// rubickd marks it held by its user. Before rubickd read the restart
+	// count in its tag, it started the job again at its next cycle.
+	id = l.submitScript(t, dir, "#!/bin/bash\nsleep 120\n", &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-requeuehold",
+		"-N", "1", "--gres=gpu:1", "--requeue")
+	ref := strconv.Itoa(id)
+	waitRunning(ctx, cluster, ref)
+	l.run(t, "scontrol", "requeuehold", ref)
+	time.Sleep(8 * time.Second)
+	j, err = cluster.Job(ctx, id)
+	if err != nil || !slurm.HeldByUser(j) || j.RestartCount != 1 {
+		t.Fatalf("job %d after scontrol requeuehold: %s, held %v, comment %q, %d restarts, tag %v (%v); want held by its user; rubickd log %s",
+			id, j.State, j.Held, j.Comment, j.RestartCount, j.Tag, err, d.log)
+	}
+	l.run(t, "scontrol", "release", ref)
+	waitRunning(ctx, cluster, ref)
+	// The word was its whole comment: job_submit.lua leaves a blank, as
+	// Slurm would not clear it (before, the word stayed and the job with
+	// it, held for good).
+	if j, err = cluster.Job(ctx, id); err != nil || j.State != slurm.StateRunning || strings.TrimSpace(j.Comment) != "" || j.Tag == nil || j.Tag.Extra[slurm.TagRestarts] != "1" {
+		t.Errorf("job %d after its release: %s, comment %q, tag %v (%v); want running again, no word in its comment, started by rubickd (rc=1); rubickd log %s",
+			id, j.State, j.Comment, j.Tag, err, d.log)
+	}
+	l.run(t, "scancel", ref)
 }
 
 // TestPartitionDown: Slurm starts no job in a DOWN partition, so rubickd
