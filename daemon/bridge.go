@@ -575,7 +575,7 @@ func userTime(j slurm.Job) (user time.Duration, fixed bool, err error) {
 		if err != nil || m <= 0 {
 			return 0, false, fmt.Errorf("tag %s=%q is not whole minutes", tagSet, s)
 		}
-		if int64((j.TimeLimit+time.Minute-1)/time.Minute) != m {
+		if wholeMinutes(j.TimeLimit) != m {
 			return j.TimeLimit, true, nil
 		}
 	}
@@ -605,15 +605,10 @@ func recordTime(tag *slurm.Tag, user time.Duration, fixed bool, set time.Duratio
 		tag.Extra[tagFixed] = "1"
 	}
 	if set > 0 {
-		tag.Extra[tagSet] = minutes(set)
+		tag.Extra[tagSet] = strconv.FormatInt(wholeMinutes(set), 10)
 	} else {
 		delete(tag.Extra, tagSet)
 	}
-}
-
-// minutes is d in whole minutes, rounded up, as Slurm keeps a limit.
-func minutes(d time.Duration) string {
-	return strconv.FormatInt(int64((d+time.Minute-1)/time.Minute), 10)
 }
 
 // partitionOf is the partition rubickd plans the job in: its own, or, for

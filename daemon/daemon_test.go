@@ -2047,8 +2047,8 @@ func TestCycleRaisesTimeLimitsOnMeasuredSpeed(t *testing.T) {
 			for _, act := range a.got {
 				if act.Kind == slurm.ActionTimeLimit && act.JobID == 5 {
 					got = act.TimeLimit
-					if act.Tag == nil || act.Tag.Extra[tagSet] != minutes(act.TimeLimit) {
-						t.Errorf("time limit action's tag %v; want ts=%s", act.Tag, minutes(act.TimeLimit))
+					if want := strconv.FormatInt(wholeMinutes(act.TimeLimit), 10); act.Tag == nil || act.Tag.Extra[tagSet] != want {
+						t.Errorf("time limit action's tag %v; want ts=%s", act.Tag, want)
 					}
 				} else {
 					t.Errorf("unexpected action %+v", act)
