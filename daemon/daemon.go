@@ -904,6 +904,14 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		}
 		dec.Reasons[int64(j.ID)] = raw
 	}
+	for _, j := range v.Marked {
+		// rubick explain says why the job stays held.
+		raw, err := json.Marshal(policy.Action{JobID: strconv.Itoa(j.ID), Kind: policy.Keep, Reason: reasonHeld, Detail: v.Unmanaged[j.ID]})
+		if err != nil {
+			return store.Decision{}, fmt.Errorf("encode reason of job %d: %w", j.ID, err)
+		}
+		dec.Reasons[int64(j.ID)] = raw
+	}
 	for _, j := range v.Rigid {
 		// rubick explain says why the job was released as submitted.
 		why := v.Unmanaged[j.ID]
@@ -960,6 +968,10 @@ func timeLimitNote(tl, user time.Duration) string {
 // reasonAsSubmitted is the stored reason of a job released on its own
 // request, unplanned; the detail says why.
 const reasonAsSubmitted policy.Reason = "as-submitted"
+
+// reasonHeld is the stored reason of a job left held for its user or an
+// administrator to release; the detail says why.
+const reasonHeld policy.Reason = "held"
 
 // Last returns the report of the last applied cycle.
 func (d *Daemon) Last() CycleReport {

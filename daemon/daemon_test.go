@@ -2547,6 +2547,10 @@ func TestCycleRequeuedByOther(t *testing.T) {
 			if h, err := st.PlanHistory(context.Background(), 5); err != nil || len(h) != 1 || h[0].Kind != string(slurm.ActionAnnotate) {
 				t.Errorf("history %+v, %v; want the annotate recorded", h, err)
 			}
+			if r, err := st.Reasons(context.Background(), 5, 1); err != nil || len(r) != 1 || !strings.Contains(string(r[0].Reason), `"held"`) ||
+				!strings.Contains(string(r[0].Reason), "scontrol requeuehold") {
+				t.Errorf("stored reasons %v, %v; want rubick explain to say it stays held, and why", r, err)
+			}
 		})
 	}
 }
