@@ -161,6 +161,9 @@ func TestWaitsBehindRigidJob(t *testing.T) {
 			args := append([]string{"sbatch", "--parsable", "-p", "debug", "-N", "1", "-o", "/dev/null"}, tc.holder...)
 			holder := strings.Split(l.run(t, append(args, "--wrap", "sleep 14")...), ";")[0]
 			lt.ids = append(lt.ids, holder)
+			// Running before rubickd's first cycle: a holder Slurm has not
+			// started yet holds nothing (a CI run saw the license free).
+			waitRunning(lt.ctx, lt.cluster, holder)
 			d := runDaemon(t, l, bin, dir, cfgPath)
 			args = append([]string{"--model-type=bert", "-p", "gpu", "-N", "1", "--gres=gpu:1", "--requeue"}, tc.job...)
 			id := l.submitScript(t, dir, shortTraining(bin, dir, "bert", 32), &lt.ids, args...)
