@@ -308,7 +308,7 @@ func (r *run) do(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := r.ackRequeue(ctx, nil); err != nil {
+		if err := r.ackRequeue(ctx, nil, job, requeued); err != nil {
 			return err
 		}
 		job, err = r.waitPending(ctx)
@@ -317,12 +317,13 @@ func (r *run) do(ctx context.Context) error {
 		}
 		return r.sizeAndRelease(ctx, job, true, requeued)
 	case ActionPreempt:
-		if _, err := r.checkpointRequeue(ctx, job); err != nil {
+		requeued, err := r.checkpointRequeue(ctx, job)
+		if err != nil {
 			return err
 		}
 		// After the requeue, not before: a tag saying the job has run so
 		// far on a job still running would count that run twice.
-		return r.ackRequeue(ctx, act.Tag)
+		return r.ackRequeue(ctx, act.Tag, job, requeued)
 	}
 	return fmt.Errorf("%w: unknown kind %q", ErrBadAction, act.Kind)
 }
@@ -480,11 +481,17 @@ func (r *run) writeTag(ctx context.Context, job Job, tag Tag, hold bool) error {
 // is requeued, so that its restart count says the requeue was rubick's: a
 // failure or a crash before the next step must not leave it looking like
 // someone else's (RequeuedByOther), held for them. Slurm takes the
-// AdminComment of a job still COMPLETING (both labs).
-func (r *run) ackRequeue(ctx context.Context, tag *Tag) error {
+// AdminComment of a job still COMPLETING (both labs). before is the job
+// as read before; requeued is when this run requeued it (zero when an
+// earlier attempt had): then the count is one past before's at least,
+// should Slurm not show it yet.
+func (r *run) ackRequeue(ctx context.Context, tag *Tag, before Job, requeued time.Time) error {
 	job, err := r.read(ctx, "read job after requeue")
 	if err != nil {
 		return err
+	}
+	if !requeued.IsZero() {
+		job.RestartCount = max(job.RestartCount, before.RestartCount+1)
 	}
 	if tag == nil {
 		tag, err = TagFromAdminComment(job.AdminComment)

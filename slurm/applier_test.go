@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -355,6 +356,21 @@ func TestApplyCheckpointWait(t *testing.T) {
 		}
 		if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
 			t.Errorf("argv (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("restart count not shown yet", func(t *testing.T) {
+		// Read back before Slurm counts the requeue, the job still says 0:
+		// the tag says 1 all the same, or the job would look requeued by
+		// someone else once Slurm does.
+		f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3")}}, func(c *ApplierConfig) {
+			c.WaitCheckpoint = func(ctx context.Context, j Job) error { return nil }
+		})
+		if res := f.app.ApplyOne(context.Background(), Action{Kind: ActionPreempt, JobID: 32}); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		calls := f.runner.Calls()
+		if got := calls[len(calls)-1]; !slices.Contains(got, "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 rc=1") {
+			t.Errorf("last call %q; want the tag with rc=1", got)
 		}
 	})
 	t.Run("job requeued itself", func(t *testing.T) {
