@@ -1814,12 +1814,21 @@ func (v *View) keepGroups(actions []slurm.Action, now time.Time) (kept []slurm.A
 		}
 		return !slices.ContainsFunc(m.taken, func(n string) bool { return !slices.Contains(m.left, n) })
 	}
+	// giveBack returns a preempted job's licenses, which Slurm frees at
+	// its requeue, for the plan's starts. (Its other GRES need not: a
+	// start is planned only on nodes with enough free before the plan.)
+	giveBack := func(a slurm.Action, m move) {
+		if lic, err := slurm.ParseLicenses(m.job.Licenses); err == nil && a.Kind == slurm.ActionPreempt {
+			give(licenses, lic, true)
+		}
+	}
 	// What the plan frees first (preemptions, restarts on less), then what
 	// it takes, in order.
 	ms := make([]move, len(actions))
 	for i, a := range actions {
 		if ms[i] = change(a); frees(ms[i]) {
 			apply(ms[i])
+			giveBack(a, ms[i])
 		}
 	}
 	kept = make([]slurm.Action, 0, len(actions))
@@ -2159,11 +2168,14 @@ func shortOf(want, free map[string]int, listedOnly bool) (string, bool) {
 	return "", false
 }
 
-// take takes want from free, as shortOf counts it.
-func take(free, want map[string]int, listedOnly bool) {
-	for k, n := range want {
+// take takes want from free, as shortOf counts it; give returns it.
+func take(free, want map[string]int, listedOnly bool) { shift(free, want, listedOnly, -1) }
+func give(free, got map[string]int, listedOnly bool)  { shift(free, got, listedOnly, 1) }
+
+func shift(free, counts map[string]int, listedOnly bool, sign int) {
+	for k, n := range counts {
 		if _, listed := free[k]; listed || !listedOnly {
-			free[k] -= n
+			free[k] += sign * n
 		}
 	}
 }

@@ -2554,3 +2554,47 @@ func TestCycleRequeuedByOther(t *testing.T) {
 		})
 	}
 }
+
+// A preemption gives back its job's licenses for the plan's starts (Slurm
+// frees them at the requeue): with one of two matlab licenses free and the
+// other held by a job the plan preempts, both starts asking for one go.
+func TestSlurmActionsPreemptionFreesLicenses(t *testing.T) {
+	running := runningJob(5, "bert")
+	running.NodeList, running.GPUs, running.Tag.Plan, running.Licenses = []string{"node1"}, 4, "dp4.tp1.pp1.mb8.a1.z0", "matlab:1"
+	jobs := []slurm.Job{running, heldJob(21, "bert", 1, 4), heldJob(22, "bert", 1, 4)}
+	jobs[1].Licenses, jobs[2].Licenses = "matlab:1", "matlab:1"
+	nodes := labNodes(3)
+	nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 4, 8
+	start := func(id, node string) policy.Action {
+		return policy.Action{Kind: policy.Start, JobID: id, Alloc: []policy.NodeAlloc{{Node: node, GPUs: 4, CPUs: 8, MemGB: 32}},
+			Plan: model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1}}
+	}
+	for _, tc := range []struct {
+		name    string
+		plan    []policy.Action
+		skipped []int
+	}{
+		{"with the preemption", []policy.Action{{Kind: policy.Preempt, JobID: "5"}, start("21", "node2"), start("22", "node3")}, nil},
+		{"without", []policy.Action{start("21", "node2"), start("22", "node3")}, []int{22}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := Inputs{Nodes: nodes, Jobs: jobs, Estimators: shippedEstimators(t),
+				Licenses: []slurm.License{{Name: "matlab", Total: 2, Used: 1, Free: 1}}}
+			v, err := BuildView(Defaults(), t0, in, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, skipped := v.SlurmActions(policy.Plan{Actions: tc.plan}, t0)
+			var got []int
+			for id, err := range skipped {
+				if !errors.Is(err, ErrLicense) {
+					t.Errorf("job %d skipped for %v", id, err)
+				}
+				got = append(got, id)
+			}
+			if d := cmp.Diff(tc.skipped, got); d != "" {
+				t.Errorf("skipped for licenses (-want +got):\n%s", d)
+			}
+		})
+	}
+}
