@@ -849,6 +849,8 @@ type View struct {
 	// Marked lists pending jobs someone else requeued held
 	// (slurm.RequeuedByOther), to mark held by their user (HoldActions).
 	Marked []slurm.Job
+	// jobs are the jobs the View was built from, by ID.
+	jobs map[int]slurm.Job
 	// licenses are how many of each listed license are free; nil when not
 	// listed. licensesOf are the managed pending jobs' license requests.
 	licenses   map[string]int
@@ -937,7 +939,10 @@ type Inputs struct {
 func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, error) {
 	nodes, jobs, est, facts := in.Nodes, in.Jobs, in.Estimators, in.Facts
 	v := &View{managed: map[string]*managedJob{}, Unmanaged: map[int]string{}, Adjusted: map[int]string{}, Bounds: map[int]GPUBound{},
-		NodeBounds: map[int]NodeBound{}, Mins: map[int]MinBound{}}
+		NodeBounds: map[int]NodeBound{}, Mins: map[int]MinBound{}, jobs: make(map[int]slurm.Job, len(jobs))}
+	for _, j := range jobs {
+		v.jobs[j.ID] = j
+	}
 	models := map[string]policy.Estimator{}
 	var pjobs []policy.Job
 	usage := map[string]policy.NodeAlloc{} // what managed jobs hold, per node

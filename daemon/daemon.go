@@ -142,6 +142,10 @@ type Daemon struct {
 	// resvErr is the last reservation listing error, logged once; licErr
 	// the license listing's.
 	resvErr, licErr error
+	// ignoredSaid is why each job the last recorded cycle left alone was
+	// left (View.Unmanaged) as stored for rubick explain: a reason goes to
+	// the store when it changes, not every cycle. Only the cycle uses it.
+	ignoredSaid map[int]string
 	// unreadErr lists the limits the last listing sets that rubick does
 	// not plan with, for one warning while they last.
 	unreadErr error
@@ -819,6 +823,10 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 	for _, a := range v.Arrays {
 		others = append(others, a.job)
 	}
+	said, changed := d.ignoredReasons(v)
+	for _, id := range changed {
+		others = append(others, v.jobs[id])
+	}
 	for _, j := range others {
 		sj := store.Job{ID: int64(j.ID), Class: store.BestEffort, State: j.State, Submitted: j.SubmitTime}
 		if j.Tag != nil && registered(j.Tag.ModelType) {
@@ -924,6 +932,13 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		}
 		dec.Reasons[int64(j.ID)] = raw
 	}
+	for _, id := range changed {
+		raw, err := json.Marshal(policy.Action{JobID: strconv.Itoa(id), Kind: policy.Keep, Reason: reasonIgnored, Detail: said[id]})
+		if err != nil {
+			return store.Decision{}, fmt.Errorf("encode reason of job %d: %w", id, err)
+		}
+		dec.Reasons[int64(id)] = raw
+	}
 	for _, a := range actions {
 		n := a.NodeCount()
 		if a.GPUsPerNode <= 0 {
@@ -948,7 +963,37 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 	if err != nil {
 		return store.Decision{}, fmt.Errorf("record decision: %w", err)
 	}
+	d.ignoredSaid = said
 	return rec, nil
+}
+
+// ignoredReasons is why rubickd leaves alone each job that gets no
+// reason of its own (View.Unmanaged less the rigid, waiting, marked and
+// planned jobs: a hold, a dependency, a begin time, a license...), and
+// those whose reason changed since the last recorded cycle, which rubick
+// explain gets: stored when it changes, not every cycle.
+func (d *Daemon) ignoredReasons(v *View) (said map[int]string, changed []int) {
+	covered := map[int]bool{}
+	for _, j := range slices.Concat(v.Rigid, v.Waiting, v.Marked) {
+		covered[j.ID] = true
+	}
+	for _, pj := range v.Snapshot.Jobs {
+		if id, err := strconv.Atoi(pj.ID); err == nil {
+			covered[id] = true
+		}
+	}
+	said = map[int]string{}
+	for id, why := range v.Unmanaged {
+		if _, known := v.jobs[id]; covered[id] || !known {
+			continue
+		}
+		said[id] = why
+		if d.ignoredSaid[id] != why {
+			changed = append(changed, id)
+		}
+	}
+	slices.Sort(changed)
+	return said, changed
 }
 
 // timeLimitNote says what a start set the job's time limit to, and why;
@@ -972,6 +1017,10 @@ const reasonAsSubmitted policy.Reason = "as-submitted"
 // reasonHeld is the stored reason of a job left held for its user or an
 // administrator to release; the detail says why.
 const reasonHeld policy.Reason = "held"
+
+// reasonIgnored is the stored reason of any other job rubickd leaves as it
+// is (it lists them under ignored); the detail says why.
+const reasonIgnored policy.Reason = "ignored"
 
 // Last returns the report of the last applied cycle.
 func (d *Daemon) Last() CycleReport {

@@ -2598,3 +2598,54 @@ func TestSlurmActionsPreemptionFreesLicenses(t *testing.T) {
 		})
 	}
 }
+
+// rubick explain says why rubickd leaves a job alone (a user's hold, a
+// begin time): the reason is stored in the cycle it first appears or
+// changes, not in every cycle.
+func TestCycleStoresIgnoredReasonsOnChange(t *testing.T) {
+	ctx := context.Background()
+	held := heldJob(31, "bert", 1, 4)
+	held.Comment = "rubick:hold"
+	later := heldJob(32, "bert", 1, 4)
+	later.EligibleTime = t0.Add(time.Hour)
+	c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{held, later}}
+	d, st := newTestDaemon(t, c, &fakeApplier{})
+	stored := func() map[int64]int {
+		out := map[int64]int{}
+		for _, id := range []int64{31, 32} {
+			r, err := st.Reasons(ctx, id, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[id] = len(r)
+			for _, x := range r {
+				if !strings.Contains(string(x.Reason), `"ignored"`) {
+					t.Errorf("job %d reason %s; want reason ignored", id, x.Reason)
+				}
+			}
+		}
+		return out
+	}
+	for range 2 {
+		if _, err := d.Cycle(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := cmp.Diff(map[int64]int{31: 1, 32: 1}, stored()); d != "" {
+		t.Errorf("reasons stored over two cycles (-want +got):\n%s", d)
+	}
+	r, _ := st.Reasons(ctx, 31, 1)
+	if len(r) != 1 || !strings.Contains(string(r[0].Reason), "held by its user") {
+		t.Errorf("job 31's reason %v; want it held by its user", r)
+	}
+	if j, err := st.Job(ctx, 31); err != nil || j.ModelType != "bert" {
+		t.Errorf("stored job 31: %+v, %v; want it known to rubick explain", j, err)
+	}
+	c.jobs[1].EligibleTime = t0.Add(2 * time.Hour) // its --begin moved
+	if _, err := d.Cycle(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(map[int64]int{31: 1, 32: 2}, stored()); d != "" {
+		t.Errorf("reasons stored after job 32's begin time moved (-want +got):\n%s", d)
+	}
+}

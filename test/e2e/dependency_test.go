@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -89,6 +90,10 @@ func TestUserHold(t *testing.T) {
 	if err != nil || !slurm.HeldByUser(j) || j.Tag == nil || j.Tag.Plan != "" {
 		t.Fatalf("job %d before its release: %s, held %v, comment %q, tag %v (%v); want held by its user, unplanned; rubickd log %s",
 			id, j.State, j.Held, j.Comment, j.Tag, err, d.log)
+	}
+	if out := l.run(t, filepath.Join(bin, "rubick"), "explain", "--store", lt.dbPath, strconv.Itoa(id)); !strings.Contains(out, "(ignored)") ||
+		!strings.Contains(out, "held by its user") {
+		t.Errorf("rubick explain %d does not say the job is held by its user:\n%s", id, out)
 	}
 	l.run(t, "scontrol", "release", strconv.Itoa(id))
 	j, _ = waitEnded(ctx, cluster, id)
