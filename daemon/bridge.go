@@ -2177,6 +2177,8 @@ func shortOf(want, free map[string]int, listedOnly bool) (string, bool) {
 func take(free, want map[string]int, listedOnly bool) { shift(free, want, listedOnly, -1) }
 func give(free, got map[string]int, listedOnly bool)  { shift(free, got, listedOnly, 1) }
 
+// shift adds sign times counts to free; with listedOnly, only to the
+// names free holds.
 func shift(free, counts map[string]int, listedOnly bool, sign int) {
 	for k, n := range counts {
 		if _, listed := free[k]; listed || !listedOnly {
