@@ -296,11 +296,11 @@ func (r *run) do(ctx context.Context) error {
 		if act.Tag != nil {
 			// In the same update: a tag that says what limit rubick set
 			// must never lag behind it.
-			merged, err := MergeAdminComment(job.AdminComment, *act.Tag)
+			args, err := tagArgs(job, *act.Tag, false)
 			if err != nil {
-				return fmt.Errorf("%w: %w", ErrBadAction, err)
+				return err
 			}
-			argv = append(argv, "AdminComment="+merged)
+			argv = append(argv, args...)
 		}
 		return r.cmd(ctx, "time limit", argv...)
 	case ActionRestart:
@@ -445,11 +445,26 @@ func (r *run) annotate(ctx context.Context, job Job) error {
 	return r.writeTag(ctx, job, *r.res.Action.Tag, r.res.Action.Hold)
 }
 
-// writeTag merges tag, with the job's restart count (TagRestarts), into
-// the AdminComment job has now, in one update with its Comment: without
-// RequeueWord (that requeue is rubick's, and this is its answer), and with
-// UserHoldWord for hold. Nothing runs when neither changes.
+// writeTag writes tag (and hold) to job as it is now, in one update
+// (tagArgs); nothing runs when neither field changes.
 func (r *run) writeTag(ctx context.Context, job Job, tag Tag, hold bool) error {
+	args, err := tagArgs(job, tag, hold)
+	if err != nil {
+		return err
+	}
+	if len(args) == 0 {
+		r.step(StepResult{Name: "annotate", Note: "AdminComment already up to date"})
+		return nil
+	}
+	return r.cmd(ctx, "annotate", append([]string{r.a.cfg.Scontrol, "update", r.jobArg()}, args...)...)
+}
+
+// tagArgs are the scontrol update arguments that write tag, with the
+// job's restart count (TagRestarts), into the AdminComment job has now,
+// and its Comment: without RequeueWord (that requeue is rubick's, and
+// this is its answer), and with UserHoldWord for hold. Only the fields
+// that change; none when neither does.
+func tagArgs(job Job, tag Tag, hold bool) ([]string, error) {
 	tag.Extra = maps.Clone(tag.Extra)
 	if tag.Extra == nil {
 		tag.Extra = map[string]string{}
@@ -457,24 +472,20 @@ func (r *run) writeTag(ctx context.Context, job Job, tag Tag, hold bool) error {
 	tag.Extra[TagRestarts] = strconv.Itoa(job.RestartCount)
 	merged, err := MergeAdminComment(job.AdminComment, tag)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrBadAction, err)
+		return nil, fmt.Errorf("%w: %w", ErrBadAction, err)
 	}
 	comment := WithoutWord(job.Comment, RequeueWord)
 	if hold {
 		comment = WithWord(comment, UserHoldWord)
 	}
-	argv := []string{r.a.cfg.Scontrol, "update", r.jobArg()}
+	var args []string
 	if merged != job.AdminComment {
-		argv = append(argv, "AdminComment="+merged)
+		args = append(args, "AdminComment="+merged)
 	}
 	if comment != job.Comment {
-		argv = append(argv, "Comment="+comment)
+		args = append(args, "Comment="+comment)
 	}
-	if len(argv) == 3 {
-		r.step(StepResult{Name: "annotate", Note: "AdminComment already up to date"})
-		return nil
-	}
-	return r.cmd(ctx, "annotate", argv...)
+	return args, nil
 }
 
 // ackRequeue writes the tag (the job's own when tag is nil) once the job

@@ -723,7 +723,7 @@ func TestApplyTimeLimit(t *testing.T) {
 	if res := f.app.ApplyOne(context.Background(), Action{Kind: ActionTimeLimit, JobID: 5, TimeLimit: 96 * time.Minute, Tag: &tag}); res.Err != nil {
 		t.Fatal(res.Err)
 	}
-	want = [][]string{{"/usr/bin/scontrol", "update", "JobId=5", "TimeLimit=96", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 class=best-effort gen=1 ts=96"}}
+	want = [][]string{{"/usr/bin/scontrol", "update", "JobId=5", "TimeLimit=96", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 class=best-effort gen=1 rc=0 ts=96"}}
 	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
 		t.Errorf("argv with a tag (-want +got):\n%s", diff)
 	}
