@@ -819,15 +819,8 @@ func (d *Daemon) countJobs(jobs []slurm.Job, v *View) {
 // record stores the jobs, the decision with its reasons, and the actions
 // as pending, in that order.
 func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions []slurm.Action, took time.Duration, registered func(string) bool) (store.Decision, error) {
-	others := slices.Concat(v.Rigid, v.Waiting, v.Marked)
-	for _, a := range v.Arrays {
-		others = append(others, a.job)
-	}
-	said, changed := d.ignoredReasons(v)
-	for _, id := range changed {
-		others = append(others, v.jobs[id])
-	}
-	for _, j := range others {
+	// upsert records a job outside the snapshot.
+	upsert := func(j slurm.Job) error {
 		sj := store.Job{ID: int64(j.ID), Class: store.BestEffort, State: j.State, Submitted: j.SubmitTime}
 		if j.Tag != nil && registered(j.Tag.ModelType) {
 			sj.ModelType = j.Tag.ModelType
@@ -836,7 +829,17 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 			sj.Class = store.Guaranteed // as convertJob reads it
 		}
 		if err := d.deps.Store.UpsertJob(ctx, sj); err != nil {
-			return store.Decision{}, fmt.Errorf("record job %d: %w", j.ID, err)
+			return fmt.Errorf("record job %d: %w", j.ID, err)
+		}
+		return nil
+	}
+	others := slices.Concat(v.Rigid, v.Waiting, v.Marked)
+	for _, a := range v.Arrays {
+		others = append(others, a.job)
+	}
+	for _, j := range others {
+		if err := upsert(j); err != nil {
+			return store.Decision{}, err
 		}
 	}
 	for _, pj := range v.Snapshot.Jobs {
@@ -932,8 +935,23 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		}
 		dec.Reasons[int64(j.ID)] = raw
 	}
-	for _, id := range changed {
-		raw, err := json.Marshal(policy.Action{JobID: strconv.Itoa(id), Kind: policy.Keep, Reason: reasonIgnored, Detail: said[id]})
+	// rubick explain says why rubickd leaves alone any other job (a hold,
+	// a dependency, a begin time, a license...): stored, with the job, in
+	// the cycle the reason first appears or changes, not every cycle.
+	said := map[int]string{}
+	for id, why := range v.Unmanaged {
+		j, known := v.jobs[id]
+		if _, has := dec.Reasons[int64(id)]; has || !known {
+			continue
+		}
+		said[id] = why
+		if d.ignoredSaid[id] == why {
+			continue
+		}
+		if err := upsert(j); err != nil {
+			return store.Decision{}, err
+		}
+		raw, err := json.Marshal(policy.Action{JobID: strconv.Itoa(id), Kind: policy.Keep, Reason: reasonIgnored, Detail: why})
 		if err != nil {
 			return store.Decision{}, fmt.Errorf("encode reason of job %d: %w", id, err)
 		}
@@ -965,35 +983,6 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 	}
 	d.ignoredSaid = said
 	return rec, nil
-}
-
-// ignoredReasons is why rubickd leaves alone each job that gets no
-// reason of its own (View.Unmanaged less the rigid, waiting, marked and
-// planned jobs: a hold, a dependency, a begin time, a license...), and
-// those whose reason changed since the last recorded cycle, which rubick
-// explain gets: stored when it changes, not every cycle.
-func (d *Daemon) ignoredReasons(v *View) (said map[int]string, changed []int) {
-	covered := map[int]bool{}
-	for _, j := range slices.Concat(v.Rigid, v.Waiting, v.Marked) {
-		covered[j.ID] = true
-	}
-	for _, pj := range v.Snapshot.Jobs {
-		if id, err := strconv.Atoi(pj.ID); err == nil {
-			covered[id] = true
-		}
-	}
-	said = map[int]string{}
-	for id, why := range v.Unmanaged {
-		if _, known := v.jobs[id]; covered[id] || !known {
-			continue
-		}
-		said[id] = why
-		if d.ignoredSaid[id] != why {
-			changed = append(changed, id)
-		}
-	}
-	slices.Sort(changed)
-	return said, changed
 }
 
 // timeLimitNote says what a start set the job's time limit to, and why;
