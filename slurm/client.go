@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -79,6 +80,11 @@ type RESTCluster struct {
 	log     *slog.Logger
 	api     backend
 	cluster string // Config.Cluster
+
+	// tagWarned is the malformed-tag error last logged per job: a job's
+	// broken tag is logged when it appears or changes, not at every poll.
+	tagMu     sync.Mutex
+	tagWarned map[int]string
 }
 
 var _ Cluster = (*RESTCluster)(nil)
@@ -183,7 +189,11 @@ func (c *RESTCluster) Ping(ctx context.Context) error { return c.api.ping(ctx) }
 
 // Jobs implements Cluster.
 func (c *RESTCluster) Jobs(ctx context.Context, since time.Time) ([]Job, bool, error) {
-	return c.api.jobs(ctx, since)
+	jobs, changed, err := c.api.jobs(ctx, since)
+	if err == nil && changed {
+		c.forgetTagWarnings(jobs)
+	}
+	return jobs, changed, err
 }
 
 // Job implements Cluster.

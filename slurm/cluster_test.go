@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -1093,5 +1095,78 @@ func TestCPUsPerGPU(t *testing.T) {
 		if err != nil || len(jobs) != 1 || jobs[0].CPUs != 8 || jobs[0].CPUsPerGPU != 4 || jobs[0].GPUsPerNode != 2 {
 			t.Errorf("%s: got %+v, %v; want 8 CPUs, 4 per GPU, 2 GPUs", v, jobs, err)
 		}
+	}
+}
+
+// countingHandler counts the records logged at one message.
+type countingHandler struct {
+	mu   *sync.Mutex
+	msgs map[string]int
+}
+
+func (h countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h countingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.msgs[r.Message]++
+	return nil
+}
+func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h countingHandler) WithGroup(string) slog.Handler      { return h }
+
+// A job's malformed tag is logged when it is first seen, not at every poll
+// (a busy queue changes every cycle, and every change lists all jobs
+// again), and again once the job has left the listing and come back.
+func TestMalformedTagLoggedOnce(t *testing.T) {
+	f, srv := newFakeRestd(t, Version38)
+	h := countingHandler{mu: &sync.Mutex{}, msgs: map[string]int{}}
+	c := newTestCluster(t, srv.URL, func(cfg *Config) { cfg.Logger = slog.New(h) })
+	ctx := context.Background()
+	const msg = "malformed rubick tag in AdminComment"
+	warned := func() int { h.mu.Lock(); defer h.mu.Unlock(); return h.msgs[msg] }
+	for range 3 {
+		if _, _, err := c.Jobs(ctx, time.Time{}); err != nil {
+			t.Fatalf("Jobs: %v", err)
+		}
+	}
+	if _, err := c.Job(ctx, 31); err != nil {
+		t.Fatalf("Job(31): %v", err)
+	}
+	// Jobs 31 and 33 carry the lab's old free-form tags.
+	if got := warned(); got != 2 {
+		t.Fatalf("after three polls: %d warnings, want 2 (one per job)", got)
+	}
+
+	// A listing without job 31 forgets it; its return is logged again.
+	var list struct {
+		Jobs []map[string]any `json:"jobs"`
+	}
+	raw := testdata(t, "22.05/v0.0.38-jobs.json")
+	if err := json.Unmarshal([]byte(raw), &list); err != nil {
+		t.Fatal(err)
+	}
+	all := list.Jobs
+	list.Jobs = slices.DeleteFunc(slices.Clone(all), func(j map[string]any) bool { return j["job_id"] == float64(31) })
+	without, err := json.Marshal(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.overrides["/slurm/v0.0.38/jobs"] = string(without)
+	f.mu.Unlock()
+	if _, _, err := c.Jobs(ctx, time.Time{}); err != nil {
+		t.Fatalf("Jobs without 31: %v", err)
+	}
+	if got := warned(); got != 2 {
+		t.Fatalf("after the listing without job 31: %d warnings, want still 2", got)
+	}
+	f.mu.Lock()
+	delete(f.overrides, "/slurm/v0.0.38/jobs")
+	f.mu.Unlock()
+	if _, _, err := c.Jobs(ctx, time.Time{}); err != nil {
+		t.Fatalf("Jobs: %v", err)
+	}
+	if got := warned(); got != 3 {
+		t.Fatalf("after job 31 came back: %d warnings, want 3", got)
 	}
 }

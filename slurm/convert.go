@@ -95,12 +95,42 @@ func setJobResources(j *Job, t jobTRES) {
 
 // finishJob parses the rubick tag and logs, rather than fails on, a
 // malformed one: a broken AdminComment must not hide a job from the poll.
+// Each job's error is logged once, until it changes.
 func (c *RESTCluster) finishJob(j Job) Job {
 	j.Tag, j.TagErr = TagFromAdminComment(j.AdminComment)
-	if j.TagErr != nil {
+	c.tagMu.Lock()
+	defer c.tagMu.Unlock()
+	if j.TagErr == nil {
+		delete(c.tagWarned, j.ID)
+		return j
+	}
+	if msg := j.TagErr.Error(); c.tagWarned[j.ID] != msg {
+		if c.tagWarned == nil {
+			c.tagWarned = map[int]string{}
+		}
+		c.tagWarned[j.ID] = msg
 		c.log.Warn("malformed rubick tag in AdminComment", "job_id", j.ID, "err", j.TagErr)
 	}
 	return j
+}
+
+// forgetTagWarnings drops the logged errors of jobs a full listing no
+// longer has, so that the record stays as small as the queue.
+func (c *RESTCluster) forgetTagWarnings(listed []Job) {
+	c.tagMu.Lock()
+	defer c.tagMu.Unlock()
+	if len(c.tagWarned) == 0 {
+		return
+	}
+	keep := make(map[int]bool, len(listed))
+	for _, j := range listed {
+		keep[j.ID] = true
+	}
+	for id := range c.tagWarned {
+		if !keep[id] {
+			delete(c.tagWarned, id)
+		}
+	}
 }
 
 // nodeBaseStates are the node states that are not flags.
