@@ -520,7 +520,7 @@ func (r *run) ackRequeue(ctx context.Context, tag *Tag, before Job, requeued tim
 
 // sizeAndRelease sends the complete size in one update (Slurm raises
 // NumCPUs but never lowers it, so partial sizes leave BadConstraints),
-// writes the tag, and releases. For a restart, requeued is when the requeue
+// writes the tag with the time limit, and releases. For a restart, requeued is when the requeue
 // was issued (zero when an earlier attempt issued it).
 func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeued time.Time) error {
 	act := r.res.Action
@@ -568,8 +568,12 @@ func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeue
 	if act.Partition != "" {
 		argv = append(argv, "Partition="+act.Partition)
 	}
+	var limit []string
 	if act.TimeLimit > 0 {
-		argv = append(argv, "TimeLimit="+minutesArg(act.TimeLimit))
+		limit = []string{"TimeLimit=" + minutesArg(act.TimeLimit)}
+	}
+	if act.Tag == nil {
+		argv = append(argv, limit...)
 	}
 	if len(act.Nodes) > 0 {
 		argv = append(argv, "NodeList="+strings.Join(act.Nodes, ","))
@@ -580,8 +584,17 @@ func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeue
 		return err
 	}
 	if act.Tag != nil {
-		if err := r.annotate(ctx, job); err != nil {
+		// The limit goes with the tag that records it (ts=): a failure or
+		// a crash between the two would leave a limit rubick set that its
+		// tag reads as set by hand, or, untagged, as the user's own.
+		args, err := tagArgs(job, *act.Tag, act.Hold)
+		if err != nil {
 			return err
+		}
+		if args = append(limit, args...); len(args) > 0 {
+			if err := r.cmd(ctx, "annotate", append([]string{r.a.cfg.Scontrol, "update", r.jobArg()}, args...)...); err != nil {
+				return err
+			}
 		}
 	}
 	if restart {

@@ -706,6 +706,38 @@ func TestJobEnded(t *testing.T) {
 	}
 }
 
+// A start's time limit goes in the update that writes the tag recording
+// it (ts=), not in the resize: a failure between the two leaves both as
+// they were, never a limit rubick set under a tag that reads it as set by
+// hand (or, in a job's first tag, as its user's).
+func TestApplyStartTimeLimitWithTag(t *testing.T) {
+	tag := Tag{ModelType: "gpt2", Plan: "dp2.tp1.pp1.mb4.a1.z0", Generation: 1, Extra: map[string]string{"ts": "91", "tl": "60"}}
+	act := Action{Kind: ActionStart, JobID: 33, Nodes: []string{"node2"}, GPUsPerNode: 2, CPUsPerTask: 4,
+		TimeLimit: 90*time.Minute + time.Second, Tag: &tag}
+	resize := []string{"/usr/bin/scontrol", "update", "JobId=33", "NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:2", "NodeList=node2"}
+	annotate := []string{"/usr/bin/scontrol", "update", "JobId=33", "TimeLimit=91",
+		"AdminComment=model_type=gpt2;rubick:v1 model=gpt2 plan=dp2.tp1.pp1.mb4.a1.z0 gen=1 rc=0 tl=60 ts=91"}
+	release := []string{"/usr/bin/scontrol", "release", "33"}
+
+	f := newApplierFixture(t, map[int][]Job{33: {pendingHeld(33)}}, nil)
+	if res := f.app.ApplyOne(context.Background(), act); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if diff := cmp.Diff([][]string{resize, annotate, release}, f.runner.Calls()); diff != "" {
+		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+
+	// The tag's update fails: the limit was not sent on its own.
+	f = newApplierFixture(t, map[int][]Job{33: {pendingHeld(33)}}, nil)
+	f.runner.failAt = map[int]string{2: "slurm_update error: Socket timed out on send/recv operation"}
+	if res := f.app.ApplyOne(context.Background(), act); res.Err == nil {
+		t.Fatal("applied, want the tag's failure")
+	}
+	if diff := cmp.Diff([][]string{resize, annotate}, f.runner.Calls()); diff != "" {
+		t.Errorf("argv when the tag fails (-want +got):\n%s", diff)
+	}
+}
+
 // A time limit alone: one update, on a running job.
 func TestApplyTimeLimit(t *testing.T) {
 	f := newApplierFixture(t, map[int][]Job{5: {running(5, "node1")}}, nil)
