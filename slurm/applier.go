@@ -292,7 +292,7 @@ func (r *run) do(ctx context.Context) error {
 		if job.State != StateRunning && job.State != StatePending {
 			return fmt.Errorf("time limit of job %d: %w: %s, want RUNNING or PENDING", act.JobID, ErrJobState, job.State)
 		}
-		argv := []string{r.a.cfg.Scontrol, "update", r.jobArg(), "TimeLimit=" + minutesArg(act.TimeLimit)}
+		argv := append([]string{r.a.cfg.Scontrol, "update", r.jobArg()}, limitArgs(job, act.TimeLimit)...)
 		if act.Tag != nil {
 			// In the same update: a tag that says what limit rubick set
 			// must never lag behind it.
@@ -568,10 +568,7 @@ func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeue
 	if act.Partition != "" {
 		argv = append(argv, "Partition="+act.Partition)
 	}
-	var limit []string
-	if act.TimeLimit > 0 {
-		limit = []string{"TimeLimit=" + minutesArg(act.TimeLimit)}
-	}
+	limit := limitArgs(job, act.TimeLimit)
 	if act.Tag == nil {
 		argv = append(argv, limit...)
 	}
@@ -618,10 +615,26 @@ func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeue
 	return r.cmd(ctx, "release", r.a.cfg.Scontrol, "release", r.id())
 }
 
-// minutesArg is d in whole minutes, rounded up: what TimeLimit= takes.
-func minutesArg(d time.Duration) string {
-	return strconv.FormatInt(int64((d+time.Minute-1)/time.Minute), 10)
+// limitArgs are the scontrol update arguments that give job the time
+// limit d (none for 0). A --time-min above it comes down to it in the
+// same update: Slurm refuses a limit below the job's minimum ("Invalid
+// time-min specification", 22.05 lab), and a refusal each cycle would
+// leave the job pending for good. Only a deadline brings rubick's limits
+// that low, and the job then cannot use more anyway.
+func limitArgs(job Job, d time.Duration) []string {
+	if d <= 0 {
+		return nil
+	}
+	m := ceilMinutes(d)
+	args := []string{"TimeLimit=" + strconv.FormatInt(m, 10)}
+	if ceilMinutes(job.TimeMin) > m {
+		args = append(args, "TimeMin="+strconv.FormatInt(m, 10))
+	}
+	return args
 }
+
+// ceilMinutes is d in whole minutes, rounded up: what TimeLimit= takes.
+func ceilMinutes(d time.Duration) int64 { return int64((d + time.Minute - 1) / time.Minute) }
 
 // shrink drops nodes from a running job, keeping the batch host.
 func (r *run) shrink(ctx context.Context, job Job) error {

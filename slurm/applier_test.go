@@ -632,6 +632,15 @@ func TestApplyStartResize(t *testing.T) {
 		"time limit": {func(*Job) {},
 			Action{Nodes: []string{"node2"}, GPUsPerNode: 2, CPUsPerTask: 4, TimeLimit: 90*time.Minute + time.Second},
 			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:2", "TimeLimit=91", "NodeList=node2"}},
+		// Slurm refuses a limit below the job's --time-min ("Invalid
+		// time-min specification", 22.05 lab): the minimum comes down
+		// with it, and only then.
+		"time limit below --time-min": {func(j *Job) { j.TimeMin = 30 * time.Minute },
+			Action{Nodes: []string{"node2"}, GPUsPerNode: 2, CPUsPerTask: 4, TimeLimit: 20 * time.Minute},
+			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:2", "TimeLimit=20", "TimeMin=20", "NodeList=node2"}},
+		"time limit at --time-min": {func(j *Job) { j.TimeMin = 91 * time.Minute },
+			Action{Nodes: []string{"node2"}, GPUsPerNode: 2, CPUsPerTask: 4, TimeLimit: 90*time.Minute + time.Second},
+			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:2", "TimeLimit=91", "NodeList=node2"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -758,6 +767,18 @@ func TestApplyTimeLimit(t *testing.T) {
 	want = [][]string{{"/usr/bin/scontrol", "update", "JobId=5", "TimeLimit=96", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 class=best-effort gen=1 rc=0 ts=96"}}
 	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
 		t.Errorf("argv with a tag (-want +got):\n%s", diff)
+	}
+
+	// Below the job's --time-min: the minimum comes down in the same update.
+	job := pendingHeld(6)
+	job.TimeMin = 2 * time.Hour
+	f = newApplierFixture(t, map[int][]Job{6: {job}}, nil)
+	if res := f.app.ApplyOne(context.Background(), Action{Kind: ActionTimeLimit, JobID: 6, TimeLimit: 45 * time.Minute}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	want = [][]string{{"/usr/bin/scontrol", "update", "JobId=6", "TimeLimit=45", "TimeMin=45"}}
+	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
+		t.Errorf("argv below --time-min (-want +got):\n%s", diff)
 	}
 }
 

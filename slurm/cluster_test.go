@@ -1170,3 +1170,54 @@ func TestMalformedTagLoggedOnce(t *testing.T) {
 		t.Fatalf("after job 31 came back: %d warnings, want 3", got)
 	}
 }
+
+// --time-min is read in every version: 22.05 gives minutes, 24.11 a
+// number object, as it gives time_limit (both read off the labs).
+func TestTimeMinRead(t *testing.T) {
+	for _, v := range []string{Version38, Version41, Version42} {
+		t.Run(v, func(t *testing.T) {
+			f, srv := newFakeRestd(t, v)
+			var list map[string]any
+			if err := json.Unmarshal([]byte(testdata(t, strings.TrimPrefix(f.dir, "testdata/")+"/"+v+"-jobs.json")), &list); err != nil {
+				t.Fatal(err)
+			}
+			jobs := list["jobs"].([]any)
+			first := jobs[0].(map[string]any)
+			var set any = 45
+			if v != Version38 {
+				set = map[string]any{"set": true, "infinite": false, "number": 45}
+			}
+			first["time_minimum"] = set
+			body, err := json.Marshal(list)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.mu.Lock()
+			f.overrides[jobsPath(v)] = string(body)
+			f.mu.Unlock()
+			c := newTestCluster(t, srv.URL, func(cfg *Config) { cfg.Version = v })
+			got, _, err := c.Jobs(context.Background(), time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := int(first["job_id"].(float64))
+			for _, j := range got {
+				want := time.Duration(0)
+				if j.ID == id {
+					want = 45 * time.Minute
+				}
+				if j.TimeMin != want {
+					t.Errorf("job %d TimeMin = %v, want %v", j.ID, j.TimeMin, want)
+				}
+			}
+		})
+	}
+}
+
+// jobsPath is where version v lists jobs: 24.11's client asks "jobs/".
+func jobsPath(v string) string {
+	if v == Version38 {
+		return "/slurm/" + v + "/jobs"
+	}
+	return "/slurm/" + v + "/jobs/"
+}

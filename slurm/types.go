@@ -128,6 +128,9 @@ type Job struct {
 	// TimeLimit is the job's time limit (sbatch --time); 0 when it has none
 	// (unlimited or unset).
 	TimeLimit time.Duration
+	// TimeMin is its --time-min, 0 when it has none: Slurm refuses a time
+	// limit below it.
+	TimeMin time.Duration
 
 	Comment      string
 	AdminComment string

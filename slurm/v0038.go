@@ -174,6 +174,7 @@ func (w v38Job) domain() Job {
 		Nice:          nice38(deref(w.Nice)),
 		TRESReq:       deref(w.TresReqStr),
 		TimeLimit:     minutes(deref(w.TimeLimit)),
+		TimeMin:       minutes(deref(w.TimeMinimum)),
 		Comment:       deref(w.Comment),
 		ArrayTasks:    deref(w.ArrayTaskString),
 		Constraint:    deref(w.Features),

@@ -253,6 +253,7 @@ func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
 			Nice:          int(deref(w.Nice)),
 			TRESReq:       deref(w.TresReqStr),
 			TimeLimit:     minutes(num(w.TimeLimit)),
+			TimeMin:       minutes(num(w.TimeMinimum)),
 			Comment:       deref(w.Comment),
 			ArrayTasks:    deref(w.ArrayTaskString),
 			Constraint:    deref(w.Features),
