@@ -1014,9 +1014,10 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		if j.Tag != nil || j.TagErr != nil {
 			// Holds that are not rubick's to release, whatever else
 			// rubick makes of the job.
-			if j.State == slurm.StatePending && j.Reason == "JobHeldAdmin" {
-				// An admin's scontrol hold (job_submit.lua's hold reads
-				// JobHeldUser, a requeuehold its own reason).
+			if slurm.HeldByAdmin(j) {
+				// An admin's scontrol hold: Slurm's (job_submit.lua's
+				// hold reads JobHeldUser), or, of a job rubick held, the
+				// field job_submit.lua writes.
 				v.Unmanaged[j.ID] = "held by an administrator (scontrol hold); planned once released"
 				continue
 			}

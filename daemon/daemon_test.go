@@ -1305,6 +1305,9 @@ func TestCycleLeavesWaitingJobs(t *testing.T) {
 	for _, j := range []*slurm.Job{&badAdmin, &badUser} {
 		j.Tag, j.TagErr = nil, errors.New("rubick tag: bad field")
 	}
+	// An administrator's hold of a job rubick holds (job_submit.lua's field).
+	marked := heldJob(29, "bert", 1, 4)
+	marked.AdminComment = "rubick:v1 model=bert;" + slurm.AdminHoldField
 	// --dependency=singleton behind job 21 of its name and user.
 	single := heldJob(28, "bert", 1, 4)
 	single.Dependency = "singleton(unfulfilled)"
@@ -1312,7 +1315,7 @@ func TestCycleLeavesWaitingJobs(t *testing.T) {
 	first := slurm.Job{ID: 20, Partition: "gpu", State: slurm.StateRunning, NodeList: []string{"node1"}, GPUsPerNode: 1, CPUs: 1}
 	nodes := labNodes(1)
 	nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 1, 1
-	c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{first, dep, throttled, admin, begin, user, badAdmin, badUser, single}}
+	c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{first, dep, throttled, admin, begin, user, badAdmin, badUser, single, marked}}
 	a := &fakeApplier{}
 	d, _ := newTestDaemon(t, c, a)
 	rep, err := d.Cycle(context.Background(), false)
@@ -1324,7 +1327,7 @@ func TestCycleLeavesWaitingJobs(t *testing.T) {
 	}
 	for id, want := range map[int]string{21: "waits for dependency afterok:20(unfulfilled)", 22: "waits for JobArrayTaskLimit", 23: "held by an administrator",
 		24: "waits for its begin time 2026-", 25: "held by its user (rubick:hold in its comment", 26: "held by an administrator", 27: "held by its user",
-		28: "waits for dependency singleton(unfulfilled)"} {
+		28: "waits for dependency singleton(unfulfilled)", 29: "held by an administrator"} {
 		if !strings.Contains(rep.Ignored[id], want) {
 			t.Errorf("report on job %d: %q, want %q", id, rep.Ignored[id], want)
 		}

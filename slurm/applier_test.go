@@ -254,6 +254,21 @@ func TestApplyRestartLeavesUserHold(t *testing.T) {
 	}
 }
 
+// So is an administrator's hold (job_submit.lua's field).
+func TestApplyRestartLeavesAdminHold(t *testing.T) {
+	held := requeued(32)
+	held.AdminComment += ";" + AdminHoldField
+	f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), running(32, "node2", "node3"), requeued(32), requeued(32), held}}, nil)
+	res := f.app.ApplyOne(context.Background(), restartAction())
+	if res.Err != nil {
+		t.Fatalf("Err = %v; steps %+v", res.Err, res.Steps)
+	}
+	want := restartArgv("1")
+	if diff := cmp.Diff(want[:len(want)-1], f.runner.Calls()); diff != "" {
+		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+}
+
 func TestApplyRestartResumesHalfDoneRestart(t *testing.T) {
 	// A previous attempt requeued the job and stopped: no second signal or
 	// requeue, but StartTime=now and the release still happen.

@@ -286,6 +286,30 @@ func HeldByUser(j Job) bool {
 	return j.State == StatePending && j.Held && HasWord(j.Comment, UserHoldWord)
 }
 
+// AdminHoldField, a ';'-separated field of a job's AdminComment, is an
+// administrator's `scontrol hold` of a job rubick holds: job_submit.lua
+// keeps the job in rubick's hold (Slurm's own hold, JobHeldAdmin, would end
+// at the release, which would start the job as submitted) and takes the
+// field out at the administrator's release. Its user cannot change it.
+const AdminHoldField = "rubick-admin-hold"
+
+// HeldByAdmin reports whether an administrator holds pending job j:
+// Slurm's hold (JobHeldAdmin) or AdminHoldField.
+func HeldByAdmin(j Job) bool {
+	if j.State != StatePending || !j.Held {
+		return false
+	}
+	if j.Reason == "JobHeldAdmin" {
+		return true
+	}
+	for _, f := range strings.Split(j.AdminComment, adminCommentSep) {
+		if strings.TrimSpace(f) == AdminHoldField {
+			return true
+		}
+	}
+	return false
+}
+
 // RequeuedByOther reports whether pending held job j was requeued since
 // rubick last wrote its tag, by someone other than rubick: a user's or an
 // administrator's `scontrol requeuehold` (Slurm reports either as the

@@ -112,6 +112,8 @@ func TestMergeAdminComment(t *testing.T) {
 		"keep other's spaces": {"site: note with spaces ", "site: note with spaces ;" + ts},
 		"two rubick segments": {"rubick:v1 gen=1;x;rubick:v1 gen=2", ts + ";x"},
 		"shell text kept":     {"x; rm -rf /;$(reboot)", "x; rm -rf /;$(reboot);" + ts},
+		// job_submit.lua's field for an administrator's hold.
+		"admin hold kept": {"rubick:v1 model=gpt2;" + AdminHoldField, ts + ";" + AdminHoldField},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -248,6 +250,33 @@ func TestHeldByUser(t *testing.T) {
 	} {
 		if got := HeldByUser(tc.job); got != tc.want {
 			t.Errorf("%s: HeldByUser(%q) = %v, want %v", tc.name, tc.job.Comment, got, tc.want)
+		}
+	}
+}
+
+// An administrator holds a job Slurm holds for them (JobHeldAdmin), or one
+// rubick holds with job_submit.lua's field in its AdminComment.
+func TestHeldByAdmin(t *testing.T) {
+	held := func(reason, ac string) Job {
+		return Job{State: StatePending, Held: true, Reason: reason, AdminComment: ac}
+	}
+	tag := "rubick:v1 model=gpt2 class=best-effort"
+	for _, tc := range []struct {
+		name string
+		job  Job
+		want bool
+	}{
+		{"Slurm's hold", held("JobHeldAdmin", tag), true},
+		{"field", held("JobHeldUser", tag+";"+AdminHoldField), true},
+		{"field first, blanks", held("JobHeldUser", " "+AdminHoldField+" ;"+tag), true},
+		{"rubick's hold", held("JobHeldUser", tag), false},
+		{"user's hold", Job{State: StatePending, Held: true, Reason: "JobHeldUser", AdminComment: tag, Comment: "rubick:hold"}, false},
+		{"in another field", held("JobHeldUser", tag+";note "+AdminHoldField), false},
+		{"released", Job{State: StatePending, AdminComment: tag + ";" + AdminHoldField}, false},
+		{"running", Job{State: StateRunning, AdminComment: tag + ";" + AdminHoldField}, false},
+	} {
+		if got := HeldByAdmin(tc.job); got != tc.want {
+			t.Errorf("%s: HeldByAdmin(%s, %q) = %v, want %v", tc.name, tc.job.Reason, tc.job.AdminComment, got, tc.want)
 		}
 	}
 }

@@ -18,6 +18,12 @@ such a job held. The user's `scontrol release` takes the word out and
 leaves the job held for rubickd, which then sizes and starts it; a release
 of a job the user does not hold is refused (only rubickd starts it).
 
+An administrator's `scontrol hold` of a job rubickd holds is kept as the
+field "rubick-admin-hold" in its AdminComment, and the job stays in rubick's
+hold: Slurm's own hold would end at the release, which would start the job
+as submitted. The administrator's `scontrol release` takes the field out and
+leaves the job to rubickd; the user's is refused.
+
 Where the model type comes from, first match wins:
   1. `sbatch/salloc/srun --model-type=NAME`: the rubick SPANK plugin puts
      RUBICK_MODEL_TYPE=NAME in the job's SPANK environment;
@@ -54,6 +60,9 @@ local FORCE_REQUEUE = true
 
 local TAG = "rubick:v1"
 local HOLD_WORD = "rubick:hold"
+-- An administrator's hold of a job rubickd holds, as a field of its
+-- AdminComment, which its user cannot change.
+local ADMIN_HOLD = "rubick-admin-hold"
 local NAME_MAX = 64
 
 local function valid_name(name)
@@ -171,6 +180,33 @@ local function without_hold(comment)
    return out
 end
 
+local function trim(s) return (string.gsub(s, "^%s*(.-)%s*$", "%1")) end
+
+-- Whether ADMIN_HOLD is a ';'-separated field of an AdminComment.
+local function has_admin_hold(admin_comment)
+   if admin_comment == nil then return false end
+   for field in string.gmatch(admin_comment, "[^;]+") do
+      if trim(field) == ADMIN_HOLD then return true end
+   end
+   return false
+end
+
+-- admin_comment with ADMIN_HOLD as its last field, unless it has it.
+local function with_admin_hold(admin_comment)
+   if has_admin_hold(admin_comment) then return admin_comment end
+   return admin_comment .. ";" .. ADMIN_HOLD
+end
+
+-- admin_comment without ADMIN_HOLD, every other field kept in order (the
+-- tag at least: it is never empty).
+local function without_admin_hold(admin_comment)
+   local fields = {}
+   for field in string.gmatch(admin_comment, "[^;]+") do
+      if trim(field) ~= ADMIN_HOLD then table.insert(fields, field) end
+   end
+   return table.concat(fields, ";")
+end
+
 local function reject(msg)
    slurm.log_user("rubick: %s", msg)
    slurm.log_info("job_submit.lua: rejected: %s", msg)
@@ -221,12 +257,31 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
    local prio = job_desc.priority
    if prio == nil or prio == slurm.NO_VAL then return slurm.SUCCESS end
    local comment = job_desc.comment or job_rec.comment
+   ac = job_desc.admin_comment or ac
    if SCHEDULER_UIDS[modify_uid] then
-      -- rubickd never releases a job its user holds: this is an
-      -- administrator's release of the user's hold, which hands the job to
-      -- rubickd as the user's would. Their scontrol hold is Slurm's own
-      -- (JobHeldAdmin), which rubickd leaves to them.
-      if prio ~= 0 and job_rec.priority == 0 and has_hold(comment) then
+      -- rubickd neither holds jobs nor releases one held by its user or an
+      -- administrator: these are an administrator's.
+      if prio == 0 then
+         -- The hold of a job rubickd holds stays rubick's, marked: Slurm's
+         -- own (JobHeldAdmin) would end at the release, which would start
+         -- the job as submitted. A job rubickd released (or one Slurm
+         -- already holds) gets Slurm's.
+         if job_rec.priority == 0 then
+            job_desc.priority = slurm.NO_VAL
+            job_desc.admin_comment = with_admin_hold(ac)
+            slurm.log_user("rubick: job %s held; scontrol release hands it back to the Rubick " ..
+                           "scheduler", tostring(job_rec.job_id))
+         end
+         return slurm.SUCCESS
+      end
+      if job_rec.priority ~= 0 then return slurm.SUCCESS end
+      -- The release of the administrator's hold, or the user's, hands the
+      -- job to rubickd: it stays held until rubickd sizes and starts it.
+      if has_admin_hold(ac) then
+         job_desc.admin_comment = without_admin_hold(ac)
+         job_desc.priority = slurm.NO_VAL
+      end
+      if has_hold(comment) then
          job_desc.comment = without_hold(comment)
          job_desc.priority = slurm.NO_VAL
       end
@@ -239,6 +294,11 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
       return slurm.SUCCESS
    end
    if job_rec.priority ~= 0 then return slurm.SUCCESS end
+   if has_admin_hold(ac) then
+      slurm.log_user("rubick: job %s is held by an administrator; only they can release it",
+                     tostring(job_rec.job_id))
+      return slurm.ERROR
+   end
    if has_hold(comment) then
       -- The user's release of their hold: the job stays held for rubickd,
       -- which starts it on the size and plan it chooses.

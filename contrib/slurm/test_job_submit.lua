@@ -144,7 +144,28 @@ local modify_cases = {
    { name = "release of a released job", desc = { priority = 4294967295 }, rec = rec(5000, nil), uid = 1000, rc = 0, prio = 4294967295 },
    { name = "root release of the user's hold: held for rubickd", desc = { priority = 4294967295 }, rec = rec(0, "rubick:hold"),
      uid = 0, rc = 0, prio = 4294967294, comment = " " },
-   { name = "root hold is Slurm's", desc = { priority = 0 }, rec = rec(5000, "x"), uid = 0, rc = 0, prio = 0, comment = nil },
+   { name = "root hold of a released job is Slurm's", desc = { priority = 0 }, rec = rec(5000, "x"), uid = 0, rc = 0, prio = 0, comment = nil },
+   -- an administrator's hold of a job rubickd holds stays rubick's, marked
+   { name = "root hold of a held job is marked", desc = { priority = 0 }, rec = managed, uid = 0, rc = 0, prio = 4294967294,
+     ac = tag .. ";rubick-admin-hold" },
+   { name = "root hold keeps other fields", desc = { priority = 0 },
+     rec = { job_id = 9, priority = 0, admin_comment = "site=x;" .. tag }, uid = 0, rc = 0, prio = 4294967294,
+     ac = "site=x;" .. tag .. ";rubick-admin-hold" },
+   { name = "second root hold", desc = { priority = 0 },
+     rec = { job_id = 9, priority = 0, admin_comment = tag .. ";rubick-admin-hold" }, uid = 0, rc = 0, prio = 4294967294,
+     ac = tag .. ";rubick-admin-hold" },
+   { name = "root release of its hold: held for rubickd", desc = { priority = 4294967295 },
+     rec = { job_id = 9, priority = 0, admin_comment = "a;rubick-admin-hold;" .. tag }, uid = 0, rc = 0, prio = 4294967294,
+     ac = "a;" .. tag },
+   { name = "root release of both holds", desc = { priority = 4294967295 },
+     rec = { job_id = 9, priority = 0, admin_comment = tag .. ";rubick-admin-hold", comment = "n rubick:hold" },
+     uid = 0, rc = 0, prio = 4294967294, ac = tag, comment = "n" },
+   { name = "user release of the administrator's hold refused", desc = { priority = 4294967295 },
+     rec = { job_id = 9, priority = 0, admin_comment = tag .. ";rubick-admin-hold", comment = "rubick:hold" }, uid = 1000, rc = -1,
+     msg = "held by an administrator" },
+   { name = "user hold of an administrator's hold", desc = { priority = 0 },
+     rec = { job_id = 9, priority = 0, admin_comment = tag .. ";rubick-admin-hold" }, uid = 1000, rc = 0, prio = 0,
+     comment = "rubick:hold" },
    { name = "untagged job untouched", desc = { priority = 4294967295 },
      rec = { job_id = 8, priority = 0, admin_comment = "site=x", comment = "rubick:hold" }, uid = 1000, rc = 0, prio = 4294967295 },
 }
@@ -154,6 +175,11 @@ for _, c in ipairs(modify_cases) do
    if c.rc == 0 then
       check(c.desc.priority == c.prio, "modify %s: priority %s, want %s", c.name, tostring(c.desc.priority), tostring(c.prio))
       check(c.desc.comment == c.comment, "modify %s: comment %q, want %q", c.name, tostring(c.desc.comment), tostring(c.comment))
+      check(c.desc.admin_comment == c.ac, "modify %s: admin_comment %q, want %q", c.name, tostring(c.desc.admin_comment), tostring(c.ac))
+   elseif c.msg then
+      local last = user_msgs[#user_msgs]
+      check(last ~= nil and string.find(last, c.msg, 1, true) ~= nil,
+            "modify %s: user message %q, want it to contain %q", c.name, tostring(last), c.msg)
    end
 end
 

@@ -18,7 +18,8 @@ import (
 // once its dependency ends, rubickd plans and starts it. So with one
 // submitted with --begin: rubickd sizes it once its begin time has come
 // (before it read the begin time, it released the job at once). A job an
-// admin held (scontrol hold) is not rubick's to release.
+// admin held (scontrol hold) is not rubick's to release; their release
+// hands it to rubickd.
 func TestDependency(t *testing.T) {
 	lt := newLabTest(t, "dependency", 2*time.Minute, "")
 	l, ctx, dir, bin, cfgPath, dbPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.dbPath, lt.cluster
@@ -66,8 +67,19 @@ func TestDependency(t *testing.T) {
 			t.Errorf("plan history of job %d: %+v (%v), want one start, after its dependency ended or its begin time came", id, hist, err)
 		}
 	}
-	if j, err := cluster.Job(ctx, held); err != nil || j.State != slurm.StatePending || j.Reason != "JobHeldAdmin" {
-		t.Errorf("admin-held job %d: %s (%s, %v), want still pending, JobHeldAdmin", held, j.State, j.Reason, err)
+	// The administrator's hold stays rubick's hold, marked
+	// (job_submit.lua), and its release hands the job to rubickd. Before,
+	// it was Slurm's (JobHeldAdmin), whose release started the job as
+	// submitted, unplanned.
+	if j, err := cluster.Job(ctx, held); err != nil || !slurm.HeldByAdmin(j) || j.Reason == "JobHeldAdmin" || (j.Tag != nil && j.Tag.Plan != "") {
+		t.Fatalf("admin-held job %d: %s (%s, admin comment %q, %v), want still pending, held by rubick with %s, unplanned",
+			held, j.State, j.Reason, j.AdminComment, err, slurm.AdminHoldField)
+	}
+	l.run(t, "scontrol", "release", strconv.Itoa(held))
+	j, _ = waitEnded(ctx, cluster, held)
+	if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" || strings.Contains(j.AdminComment, slurm.AdminHoldField) {
+		t.Fatalf("job %d after the administrator's release: ended %s, admin comment %q; want COMPLETED on a plan rubickd chose; rubickd log %s",
+			held, j.State, j.AdminComment, d.log)
 	}
 }
 
