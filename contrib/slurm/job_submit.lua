@@ -22,7 +22,9 @@ An administrator's `scontrol hold` of a job rubickd holds is kept as the
 field "rubick-admin-hold" in its AdminComment, and the job stays in rubick's
 hold: Slurm's own hold would end at the release, which would start the job
 as submitted. The administrator's `scontrol release` takes the field out and
-leaves the job to rubickd; the user's is refused.
+leaves the job to rubickd; the user's is refused. A job rubickd holds that is
+moved to partitions it does not manage (`scontrol update Partition=`) is
+released with the move: nothing would release it otherwise.
 
 Where the model type comes from, first match wins:
   1. `sbatch/salloc/srun --model-type=NAME`: the rubick SPANK plugin puts
@@ -255,9 +257,20 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
       return slurm.SUCCESS
    end
    local prio = job_desc.priority
-   if prio == nil or prio == slurm.NO_VAL then return slurm.SUCCESS end
    local comment = job_desc.comment or job_rec.comment
    ac = job_desc.admin_comment or ac
+   if (prio == nil or prio == slurm.NO_VAL) and job_rec.priority == 0 and
+      job_desc.partition ~= nil and job_desc.partition ~= "" and
+      not is_managed(job_desc, part_list) and not has_hold(comment) and not has_admin_hold(ac) then
+      -- Moved, held for rubickd, to partitions it does not manage: rubickd
+      -- no longer plans the job, and no one else may release it. The move
+      -- releases it, for Slurm to start as it is.
+      job_desc.priority = slurm.INFINITE
+      slurm.log_user("rubick: job %s moved out of the Rubick scheduler's partitions; Slurm " ..
+                     "starts it as it is", tostring(job_rec.job_id))
+      return slurm.SUCCESS
+   end
+   if prio == nil or prio == slurm.NO_VAL then return slurm.SUCCESS end
    if SCHEDULER_UIDS[modify_uid] then
       -- rubickd neither holds jobs nor releases one held by its user or an
       -- administrator: these are an administrator's.

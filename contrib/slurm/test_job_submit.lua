@@ -28,7 +28,7 @@ assert(n == 1, "CLASS_BY_ACCOUNT line not found")
 
 local user_msgs = {}
 slurm = {
-   SUCCESS = 0, ERROR = -1, NO_VAL = 4294967294,
+   SUCCESS = 0, ERROR = -1, NO_VAL = 4294967294, INFINITE = 4294967295,
    log_info = function() end,
    log_user = function(fmt, ...) table.insert(user_msgs, string.format(fmt, ...)) end,
 }
@@ -166,6 +166,17 @@ local modify_cases = {
    { name = "user hold of an administrator's hold", desc = { priority = 0 },
      rec = { job_id = 9, priority = 0, admin_comment = tag .. ";rubick-admin-hold" }, uid = 1000, rc = 0, prio = 0,
      comment = "rubick:hold" },
+   -- moved out of the managed partitions while rubickd holds it: released
+   { name = "moved out: released", desc = { partition = "debug" }, rec = managed, uid = 1000, rc = 0, prio = 4294967295,
+     msg = "moved out" },
+   { name = "moved out by root: released", desc = { partition = "debug", time_limit = 60 }, rec = managed, uid = 0, rc = 0,
+     prio = 4294967295 },
+   { name = "moved to another managed one: held", desc = { partition = "debug,gpu" }, rec = managed, uid = 1000, rc = 0 },
+   { name = "moved out, held by its user: held", desc = { partition = "debug" }, rec = rec(0, "rubick:hold"), uid = 1000, rc = 0,
+     prio = nil },
+   { name = "moved out, held by an administrator: held", desc = { partition = "debug" },
+     rec = { job_id = 9, priority = 0, admin_comment = tag .. ";rubick-admin-hold" }, uid = 1000, rc = 0 },
+   { name = "moved out once released", desc = { partition = "debug" }, rec = rec(5000, nil), uid = 1000, rc = 0 },
    { name = "untagged job untouched", desc = { priority = 4294967295 },
      rec = { job_id = 8, priority = 0, admin_comment = "site=x", comment = "rubick:hold" }, uid = 1000, rc = 0, prio = 4294967295 },
 }
@@ -176,7 +187,8 @@ for _, c in ipairs(modify_cases) do
       check(c.desc.priority == c.prio, "modify %s: priority %s, want %s", c.name, tostring(c.desc.priority), tostring(c.prio))
       check(c.desc.comment == c.comment, "modify %s: comment %q, want %q", c.name, tostring(c.desc.comment), tostring(c.comment))
       check(c.desc.admin_comment == c.ac, "modify %s: admin_comment %q, want %q", c.name, tostring(c.desc.admin_comment), tostring(c.ac))
-   elseif c.msg then
+   end
+   if c.msg then
       local last = user_msgs[#user_msgs]
       check(last ~= nil and string.find(last, c.msg, 1, true) ~= nil,
             "modify %s: user message %q, want it to contain %q", c.name, tostring(last), c.msg)

@@ -19,7 +19,7 @@ import (
 // submitted with --begin: rubickd sizes it once its begin time has come
 // (before it read the begin time, it released the job at once). A job an
 // admin held (scontrol hold) is not rubick's to release; their release
-// hands it to rubickd.
+// hands it to rubickd. One moved out of rubick's partitions is released.
 func TestDependency(t *testing.T) {
 	lt := newLabTest(t, "dependency", 2*time.Minute, "")
 	l, ctx, dir, bin, cfgPath, dbPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.dbPath, lt.cluster
@@ -29,6 +29,14 @@ func TestDependency(t *testing.T) {
 	body := shortTraining(bin, dir, "bert", 32)
 	held := l.submitScript(t, dir, body, &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-held", "-N", "1", "--gres=gpu:1", "--requeue")
 	l.run(t, "scontrol", "hold", strconv.Itoa(held))
+	// A job held for rubickd and moved out of its partitions is released
+	// with the move (job_submit.lua): nothing would release it otherwise,
+	// not even its user.
+	moved := l.submitScript(t, dir, "#!/bin/bash\ntrue\n", &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-moved", "-N", "1", "--gres=gpu:1")
+	l.run(t, "scontrol", "update", "JobId="+strconv.Itoa(moved), "Partition=debug")
+	if j, err := cluster.Job(ctx, moved); err != nil || j.Held || j.Partition != "debug" {
+		t.Errorf("job %d moved to partition debug: %s in %s, held %v (%v); want released", moved, j.State, j.Partition, j.Held, err)
+	}
 	d := runDaemon(t, l, bin, dir, cfgPath)
 
 	id := l.submitScript(t, dir, body, &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-dependency", "-N", "1",
