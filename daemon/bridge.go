@@ -611,6 +611,36 @@ func recordTime(tag *slurm.Tag, user time.Duration, fixed bool, set time.Duratio
 	}
 }
 
+// stranded lists the pending jobs held for rubick (job_submit.lua's hold
+// at submission: JobHeldUser, neither its user's nor an administrator's,
+// nor a requeue by hand) none of whose partitions rubickd manages: no one
+// releases them. job_submit.lua releases a job moved out of its managed
+// partitions, so these are jobs it manages and rubickd does not. nil when
+// there are none.
+func stranded(jobs []slurm.Job, managed []string) error {
+	const shown = 5
+	var ids []string
+	n := 0
+	for _, j := range jobs {
+		if j.State != slurm.StatePending || !j.Held || j.Reason != "JobHeldUser" || j.Tag == nil ||
+			slurm.HeldByUser(j) || slurm.HeldByAdmin(j) || slurm.RequeuedByOther(j) ||
+			slices.ContainsFunc(j.Partitions(), func(p string) bool { return slices.Contains(managed, p) }) {
+			continue
+		}
+		if n++; n <= shown {
+			ids = append(ids, fmt.Sprintf("%d (partition %s)", j.ID, j.Partition))
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	more := ""
+	if n > shown {
+		more = fmt.Sprintf(" and %d more", n-shown)
+	}
+	return fmt.Errorf("%d jobs: %s%s; rubickd manages %s", n, strings.Join(ids, ", "), more, strings.Join(managed, ", "))
+}
+
 // partitionOf is the partition rubickd plans the job in: its own, or, for
 // a pending job submitted to several, the first managed one (in the job's
 // order) that Slurm starts jobs in (not in stopped) with a usable node,

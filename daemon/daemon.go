@@ -154,6 +154,9 @@ type Daemon struct {
 	billingErr error
 	// tokenWarned is when the last warning of an expiring JWT was logged.
 	tokenWarned time.Time
+	// strandedErr lists the jobs held for rubick outside its partitions,
+	// for one warning while the list stays the same.
+	strandedErr error
 
 	mu       sync.Mutex // guards the fields below, read by the status endpoint
 	lastJobs []slurm.Job
@@ -571,6 +574,8 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 			rep.Refitted = refitted
 		}
 	}
+	d.warnNew(&d.strandedErr, stranded(jobs, d.cfg.Partitions),
+		"jobs held for rubick in partitions rubickd does not manage wait until released by hand: make MANAGED_PARTITIONS in job_submit.lua and partitions in rubickd.yaml name the same partitions")
 	est, registered, err := d.estimators(ctx)
 	if err != nil {
 		return rep, err

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -2650,5 +2651,56 @@ func TestCycleStoresIgnoredReasonsOnChange(t *testing.T) {
 	}
 	if d := cmp.Diff(map[int64]int{31: 1, 32: 2}, stored()); d != "" {
 		t.Errorf("reasons stored after job 32's begin time moved (-want +got):\n%s", d)
+	}
+}
+
+// Jobs held for rubick in partitions rubickd does not manage (job_submit.lua
+// manages more than rubickd.yaml names) are warned of once while the list
+// stays the same, never acted on.
+func TestCycleWarnsOfStrandedJobs(t *testing.T) {
+	held := func(id int, part string) slurm.Job {
+		j := heldJob(id, "bert", 1, 2)
+		j.Partition, j.Reason = part, "JobHeldUser"
+		return j
+	}
+	userHeld := held(33, "cpu")
+	userHeld.Comment = "rubick:hold"
+	adminHeld := held(34, "cpu")
+	adminHeld.Reason = "JobHeldAdmin"
+	rigid := held(35, "cpu")
+	rigid.Tag = nil
+	released := held(36, "cpu")
+	released.Held, released.Reason = false, "Priority"
+	c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{held(31, "cpu"), held(32, "debug,other"), held(37, "cpu,gpu"),
+		userHeld, adminHeld, rigid, released}}
+	a := &fakeApplier{}
+	d, _ := newTestDaemon(t, c, a)
+	var logs bytes.Buffer
+	d.deps.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	warned := func() int {
+		return strings.Count(logs.String(), "jobs held for rubick in partitions rubickd does not manage")
+	}
+	for range 2 {
+		if _, err := d.Cycle(context.Background(), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if warned() != 1 || !strings.Contains(logs.String(), "2 jobs: 31 (partition cpu), 32 (partition debug,other); rubickd manages gpu") {
+		t.Fatalf("%d warnings, want one naming jobs 31 and 32 only:\n%s", warned(), logs.String())
+	}
+	for _, act := range a.got {
+		if act.JobID != 37 {
+			t.Errorf("action %+v on a job outside rubickd's partitions", act)
+		}
+	}
+	// Once they are gone, a new one is warned of again.
+	c.jobs = []slurm.Job{held(38, "cpu")}
+	for range 2 {
+		if _, err := d.Cycle(context.Background(), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if warned() != 2 || !strings.Contains(logs.String(), "1 jobs: 38 (partition cpu)") {
+		t.Fatalf("%d warnings, want a second one naming job 38:\n%s", warned(), logs.String())
 	}
 }
