@@ -64,17 +64,20 @@ type config struct {
 	cpusPerTask, globalBatch, reportSkip int
 	profileIters                         int
 	profileTimeout, profileRunTimeout    time.Duration
-	ensureLoad, dryRun, requeue          bool
-	logLevel                             string
-	train                                []string
-	checkpointSig                        syscall.Signal
-	parsedDialect                        launch.Dialect
-	parsedMode                           launch.Mode
-	parsedBind                           launch.GPUBind
+	// markWait is the pause before the first retry of the requeue's mark
+	// (markRequeue), doubled before each next one.
+	markWait                    time.Duration
+	ensureLoad, dryRun, requeue bool
+	logLevel                    string
+	train                       []string
+	checkpointSig               syscall.Signal
+	parsedDialect               launch.Dialect
+	parsedMode                  launch.Mode
+	parsedBind                  launch.GPUBind
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
-	var c config
+	c := config{markWait: time.Second}
 	fs := flag.NewFlagSet("rubick-srun", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.plan, "plan", "", "compact plan to run, e.g. dp4.tp2.pp1.mb2.a1.z0+gc (default: the job's rubick tag)")
@@ -530,7 +533,18 @@ func launchStep(ctx context.Context, st step, ckptSig syscall.Signal, s *sampler
 // slurm.RequeueWord, which tells rubickd the requeue is rubick's to start
 // again: one without it waits for its user's release.
 func requeueHold(ctx context.Context, cfg config, why string, log *slog.Logger) error {
-	if err := markRequeue(ctx, cfg.squeue, cfg.scontrol, cfg.jobRef); err != nil {
+	// A busy slurmctld times an update out now and then, and an unmarked
+	// requeue waits for a release by hand: the mark is worth a few tries.
+	err := markRequeue(ctx, cfg.squeue, cfg.scontrol, cfg.jobRef)
+	for try, wait := 1, cfg.markWait; err != nil && try < markTries; try, wait = try+1, 2*wait {
+		log.Info("marking the requeue as rubick's failed; retrying", "err", err, "in", wait)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+		}
+		err = markRequeue(ctx, cfg.squeue, cfg.scontrol, cfg.jobRef)
+	}
+	if err != nil {
 		// Requeued all the same: unmarked, the job waits held for its
 		// user's scontrol release rather than ends.
 		log.Warn("could not mark the requeue as rubick's; the job will wait for scontrol release", "err", err)
@@ -546,6 +560,10 @@ func requeueHold(ctx context.Context, cfg config, why string, log *slog.Logger) 
 	log.Info("job requeued held for rubickd to restart it", "after", why)
 	return nil
 }
+
+// markTries bounds the attempts at the requeue's mark (1 s, then 2 s,
+// apart).
+const markTries = 3
 
 // markRequeue adds slurm.RequeueWord to the job's comment, read with
 // squeue (%k prints it as it is; "(null)" for none), unless it has it.

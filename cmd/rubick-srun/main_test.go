@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"maps"
 	"net/http/httptest"
 	"os"
@@ -50,6 +52,14 @@ func TestMain(m *testing.M) {
 		if os.Getenv("FAKE_SCONTROL_FAIL") != "" {
 			fmt.Fprintln(os.Stderr, "slurm_load_jobs error: Invalid job id specified")
 			os.Exit(1)
+		}
+		// The first n calls (as the log counts them) time out.
+		if n, err := strconv.Atoi(os.Getenv("FAKE_SCONTROL_FAIL_FIRST")); err == nil {
+			calls, _ := os.ReadFile(os.Getenv("FAKE_SCONTROL_LOG"))
+			if strings.Count(string(calls), "\n") <= n {
+				fmt.Fprintln(os.Stderr, "slurm_update error: Socket timed out on send/recv operation")
+				os.Exit(1)
+			}
 		}
 		plan := os.Getenv("FAKE_PLAN")
 		if p := os.Getenv("FAKE_PLAN_FILE"); p != "" {
@@ -559,6 +569,34 @@ func (base64Encoder) Encode(_ context.Context, payload []byte) (string, error) {
 
 // markRequeue appends rubick:requeue to the comment squeue reports (none
 // for "(null)"), once; a squeue that fails is an error and changes nothing.
+// The mark is tried again when scontrol times out, and the job is
+// requeued whether or not it took.
+func TestRequeueHoldRetriesMark(t *testing.T) {
+	bin := fakes(t)
+	cfg := config{squeue: filepath.Join(bin, "squeue"), scontrol: filepath.Join(bin, "scontrol"), jobRef: "42", markWait: time.Millisecond}
+	const mark, requeue = "update JobId=42 Comment=rubick:requeue", "requeuehold 42"
+	for _, tc := range []struct {
+		failing int
+		want    []string
+	}{
+		{0, []string{mark, requeue}},
+		{1, []string{mark, mark, requeue}},
+		{5, []string{mark, mark, mark, requeue}},
+	} {
+		log := filepath.Join(t.TempDir(), "scontrol.log")
+		t.Setenv("FAKE_SCONTROL_LOG", log)
+		t.Setenv("FAKE_SCONTROL_FAIL_FIRST", strconv.Itoa(tc.failing))
+		err := requeueHold(t.Context(), cfg, whyCheckpoint, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if tc.failing < 5 && err != nil {
+			t.Errorf("%d failing: %v", tc.failing, err)
+		}
+		calls, _ := os.ReadFile(log)
+		if diff := cmp.Diff(tc.want, strings.Split(strings.TrimSpace(string(calls)), "\n")); diff != "" {
+			t.Errorf("%d failing: scontrol calls (-want +got):\n%s", tc.failing, diff)
+		}
+	}
+}
+
 func TestMarkRequeue(t *testing.T) {
 	bin := fakes(t)
 	for _, tc := range []struct {
