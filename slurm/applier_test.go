@@ -235,37 +235,30 @@ func TestApplyRestart(t *testing.T) {
 }
 
 // The user holds the job while it waits, requeued, for its release
-// (job_submit.lua writes rubick:hold): rubickd's release would take the
-// word out, so the restart leaves the job held, sized, for its user.
-func TestApplyRestartLeavesUserHold(t *testing.T) {
-	held := requeued(32)
-	held.Comment = "rubick:hold"
-	f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), running(32, "node2", "node3"), requeued(32), requeued(32), held}}, nil)
-	res := f.app.ApplyOne(context.Background(), restartAction())
-	if res.Err != nil {
-		t.Fatalf("Err = %v; steps %+v", res.Err, res.Steps)
-	}
-	want := restartArgv("1")
-	if diff := cmp.Diff(want[:len(want)-1], f.runner.Calls()); diff != "" {
-		t.Errorf("argv (-want +got):\n%s", diff)
-	}
-	if last := res.Steps[len(res.Steps)-1]; !strings.Contains(last.Note, "held by its user") {
-		t.Errorf("last step %+v; want it to say the user holds the job", last)
-	}
-}
-
-// So is an administrator's hold (job_submit.lua's field).
-func TestApplyRestartLeavesAdminHold(t *testing.T) {
-	held := requeued(32)
-	held.AdminComment += ";" + AdminHoldField
-	f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), running(32, "node2", "node3"), requeued(32), requeued(32), held}}, nil)
-	res := f.app.ApplyOne(context.Background(), restartAction())
-	if res.Err != nil {
-		t.Fatalf("Err = %v; steps %+v", res.Err, res.Steps)
-	}
-	want := restartArgv("1")
-	if diff := cmp.Diff(want[:len(want)-1], f.runner.Calls()); diff != "" {
-		t.Errorf("argv (-want +got):\n%s", diff)
+// (job_submit.lua writes rubick:hold), or an administrator does (its
+// rubick-admin-hold field): rubickd's release would take the mark out, so
+// the restart leaves the job held, sized, for them.
+func TestApplyRestartLeavesHold(t *testing.T) {
+	for name, hold := range map[string]func(*Job){
+		"user":          func(j *Job) { j.Comment = "rubick:hold" },
+		"administrator": func(j *Job) { j.AdminComment += ";" + AdminHoldField },
+	} {
+		t.Run(name, func(t *testing.T) {
+			held := requeued(32)
+			hold(&held)
+			f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), running(32, "node2", "node3"), requeued(32), requeued(32), held}}, nil)
+			res := f.app.ApplyOne(context.Background(), restartAction())
+			if res.Err != nil {
+				t.Fatalf("Err = %v; steps %+v", res.Err, res.Steps)
+			}
+			want := restartArgv("1")
+			if diff := cmp.Diff(want[:len(want)-1], f.runner.Calls()); diff != "" {
+				t.Errorf("argv (-want +got):\n%s", diff)
+			}
+			if last := res.Steps[len(res.Steps)-1]; !strings.Contains(last.Note, "held by its user or an administrator") {
+				t.Errorf("last step %+v; want it to say someone holds the job", last)
+			}
+		})
 	}
 }
 
