@@ -622,9 +622,7 @@ func stranded(jobs []slurm.Job, managed []string) error {
 	var ids []string
 	n := 0
 	for _, j := range jobs {
-		if j.State != slurm.StatePending || !j.Held || j.Reason != "JobHeldUser" || j.Tag == nil ||
-			slurm.HeldByUser(j) || slurm.HeldByAdmin(j) || slurm.RequeuedByOther(j) ||
-			slices.ContainsFunc(j.Partitions(), func(p string) bool { return slices.Contains(managed, p) }) {
+		if !heldForRubick(j) || slices.ContainsFunc(j.Partitions(), func(p string) bool { return slices.Contains(managed, p) }) {
 			continue
 		}
 		if n++; n <= shown {
@@ -639,6 +637,14 @@ func stranded(jobs []slurm.Job, managed []string) error {
 		more = fmt.Sprintf(" and %d more", n-shown)
 	}
 	return fmt.Errorf("%d jobs: %s%s; rubickd manages %s", n, strings.Join(ids, ", "), more, strings.Join(managed, ", "))
+}
+
+// heldForRubick reports whether pending job j waits in job_submit.lua's
+// hold at submission for rubickd to start it: JobHeldUser, with a tag,
+// neither its user's hold nor an administrator's, nor a requeue by hand.
+func heldForRubick(j slurm.Job) bool {
+	return j.State == slurm.StatePending && j.Held && j.Reason == "JobHeldUser" && j.Tag != nil &&
+		!slurm.HeldByUser(j) && !slurm.HeldByAdmin(j) && !slurm.RequeuedByOther(j)
 }
 
 // partitionOf is the partition rubickd plans the job in: its own, or, for
@@ -1039,6 +1045,11 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		}
 		part := partitionOf(j, cfg.Partitions, open.nodes, stopped)
 		if part == "" {
+			if heldForRubick(j) {
+				// job_submit.lua manages its partition, rubickd does not
+				// (stranded): said here for rubick status and explain.
+				v.Unmanaged[j.ID] = fmt.Sprintf("held for rubick in partition %s, which rubickd does not manage (partitions in rubickd.yaml; MANAGED_PARTITIONS in job_submit.lua): waits for a release by hand", j.Partition)
+			}
 			continue
 		}
 		if j.Tag != nil || j.TagErr != nil {

@@ -2681,8 +2681,20 @@ func TestCycleWarnsOfStrandedJobs(t *testing.T) {
 		return strings.Count(logs.String(), "jobs held for rubick in partitions rubickd does not manage")
 	}
 	for range 2 {
-		if _, err := d.Cycle(context.Background(), false); err != nil {
+		rep, err := d.Cycle(context.Background(), false)
+		if err != nil {
 			t.Fatal(err)
+		}
+		// rubick status and explain say so too.
+		for _, id := range []int{31, 32} {
+			if !strings.Contains(rep.Ignored[id], "which rubickd does not manage") {
+				t.Errorf("job %d: ignored as %q, want it said that rubickd does not manage its partition", id, rep.Ignored[id])
+			}
+		}
+		for _, id := range []int{33, 34, 35, 36} {
+			if strings.Contains(rep.Ignored[id], "which rubickd does not manage") {
+				t.Errorf("job %d: ignored as %q, a job no one waits for rubick to release", id, rep.Ignored[id])
+			}
 		}
 	}
 	if warned() != 1 || !strings.Contains(logs.String(), "2 jobs: 31 (partition cpu), 32 (partition debug,other); rubickd manages gpu") {
