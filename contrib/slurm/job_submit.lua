@@ -209,6 +209,11 @@ local function without_admin_hold(admin_comment)
    return table.concat(fields, ";")
 end
 
+-- What a refused change returns: scontrol prints "Access/permission denied
+-- for job N". 22.05 shows no slurm.log_user message from job_modify, and
+-- slurm.ERROR read "Unspecified error"; its slurm table lacks the name.
+local ACCESS_DENIED = slurm.ESLURM_ACCESS_DENIED or 2002
+
 local function reject(msg)
    slurm.log_user("rubick: %s", msg)
    slurm.log_info("job_submit.lua: rejected: %s", msg)
@@ -310,7 +315,7 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
    if has_admin_hold(ac) then
       slurm.log_user("rubick: job %s is held by an administrator; only they can release it",
                      tostring(job_rec.job_id))
-      return slurm.ERROR
+      return ACCESS_DENIED
    end
    if has_hold(comment) then
       -- The user's release of their hold: the job stays held for rubickd,
@@ -323,7 +328,7 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
    end
    slurm.log_user("rubick: job %s is started by the Rubick scheduler; " ..
                   "it cannot be released by hand", tostring(job_rec.job_id))
-   return slurm.ERROR
+   return ACCESS_DENIED
 end
 
 slurm.log_info("job_submit.lua: rubick job submit filter loaded")
