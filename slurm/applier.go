@@ -275,10 +275,16 @@ func (r *run) do(ctx context.Context) error {
 		if job.State != StatePending {
 			return fmt.Errorf("start job %d: %w: %s, want PENDING", act.JobID, ErrJobState, job.State)
 		}
+		if err := heldByOthers(job); err != nil {
+			return fmt.Errorf("start job %d: %w", act.JobID, err)
+		}
 		return r.sizeAndRelease(ctx, job, false, time.Time{})
 	case ActionRelease:
 		if job.State != StatePending {
 			return fmt.Errorf("release job %d: %w: %s, want PENDING", act.JobID, ErrJobState, job.State)
+		}
+		if err := heldByOthers(job); err != nil {
+			return fmt.Errorf("release job %d: %w", act.JobID, err)
 		}
 		if act.Tag != nil {
 			if err := r.annotate(ctx, job); err != nil {
@@ -613,6 +619,20 @@ func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeue
 		}
 	}
 	return r.cmd(ctx, "release", r.a.cfg.Scontrol, "release", r.id())
+}
+
+// heldByOthers is an ErrJobState error when pending job j is held by its
+// user or an administrator: rubickd's release, root's, would end their hold
+// (job_submit.lua takes their mark out), and the cycle that chose to start
+// the job read it before they held it.
+func heldByOthers(j Job) error {
+	switch {
+	case HeldByUser(j):
+		return fmt.Errorf("%w: held by its user since the cycle read it", ErrJobState)
+	case HeldByAdmin(j):
+		return fmt.Errorf("%w: held by an administrator since the cycle read it", ErrJobState)
+	}
+	return nil
 }
 
 // limitArgs are the scontrol update arguments that give job the time

@@ -262,6 +262,31 @@ func TestApplyRestartLeavesHold(t *testing.T) {
 	}
 }
 
+// A start or release of a job its user or an administrator held after the
+// cycle read it changes nothing: root's release would end their hold.
+func TestApplyStartLeavesHold(t *testing.T) {
+	for name, hold := range map[string]func(*Job){
+		"user":                  func(j *Job) { j.Comment = "my note rubick:hold" },
+		"administrator":         func(j *Job) { j.AdminComment += ";" + AdminHoldField },
+		"administrator (Slurm)": func(j *Job) { j.Reason = "JobHeldAdmin" },
+	} {
+		for _, kind := range []ActionKind{ActionStart, ActionRelease} {
+			t.Run(name+"/"+string(kind), func(t *testing.T) {
+				job := pendingHeld(33)
+				hold(&job)
+				f := newApplierFixture(t, map[int][]Job{33: {job}}, nil)
+				res := f.app.ApplyOne(context.Background(), Action{Kind: kind, JobID: 33, Nodes: []string{"node2"}, GPUsPerNode: 2, CPUsPerTask: 4})
+				if !errors.Is(res.Err, ErrJobState) || !strings.Contains(res.Err.Error(), "held by") {
+					t.Errorf("Err = %v, want ErrJobState saying who holds it", res.Err)
+				}
+				if calls := f.runner.Calls(); len(calls) > 0 {
+					t.Errorf("ran %q, want nothing", calls)
+				}
+			})
+		}
+	}
+}
+
 func TestApplyRestartResumesHalfDoneRestart(t *testing.T) {
 	// A previous attempt requeued the job and stopped: no second signal or
 	// requeue, but StartTime=now and the release still happen.
