@@ -636,7 +636,11 @@ func stranded(jobs []slurm.Job, managed []string) error {
 	if n > shown {
 		more = fmt.Sprintf(" and %d more", n-shown)
 	}
-	return fmt.Errorf("%d jobs: %s%s; rubickd manages %s", n, strings.Join(ids, ", "), more, strings.Join(managed, ", "))
+	noun := "jobs"
+	if n == 1 {
+		noun = "job"
+	}
+	return fmt.Errorf("%d %s: %s%s; rubickd manages %s", n, noun, strings.Join(ids, ", "), more, strings.Join(managed, ", "))
 }
 
 // heldForRubick reports whether pending job j waits in job_submit.lua's

@@ -41,6 +41,7 @@ type CheckCluster interface {
 	Nodes(ctx context.Context) ([]slurm.Node, error)
 	Partitions(ctx context.Context) ([]slurm.Partition, error)
 	Limits(ctx context.Context) (slurm.Limits, error)
+	Jobs(ctx context.Context, since time.Time) ([]slurm.Job, bool, error)
 }
 
 // CheckDeps are how the checks reach Slurm and the host.
@@ -60,7 +61,8 @@ type CheckDeps struct {
 // Preflight checks what rubickd relies on, in the order an admin sets it
 // up (docs/admin-guide.md sections 2 and 3), without changing Slurm or the
 // store: the store's directory and lock, the JWT's expiry, slurmrestd, the
-// managed partitions and their GPUs, the QOS and association limits, the
+// managed partitions and their GPUs (and jobs held for rubick outside
+// them), the QOS and association limits, the
 // commands rubickd runs and as whom, the slurm.conf settings it needs, and
 // the budgets (GrpTRESMins).
 func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
@@ -80,6 +82,11 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 	} else {
 		add("slurmrestd", CheckOK, "%s at %s, slurmctld answers", c.Version(), cfg.Slurmrestd.URL)
 		out = append(out, checkPartitions(ctx, c, cfg.Partitions)...)
+		if jobs, _, err := c.Jobs(ctx, time.Time{}); err == nil {
+			if err := stranded(jobs, cfg.Partitions); err != nil {
+				add("held jobs", CheckWarn, "%v: held for rubick in partitions rubickd does not manage, they wait until released by hand; make MANAGED_PARTITIONS in job_submit.lua and partitions in rubickd.yaml name the same partitions", err)
+			}
+		}
 		l, err := c.Limits(ctx)
 		unread := l.Unread()
 		if err == nil && l.QOS != nil {

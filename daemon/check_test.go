@@ -23,7 +23,12 @@ type checkCluster struct {
 	parts  []slurm.Partition
 	nodes  []slurm.Node
 	limits slurm.Limits
+	jobs   []slurm.Job
 	ping   error
+}
+
+func (c checkCluster) Jobs(context.Context, time.Time) ([]slurm.Job, bool, error) {
+	return c.jobs, true, nil
 }
 
 func (c checkCluster) Version() string                             { return slurm.Version41 }
@@ -150,6 +155,18 @@ func TestPreflight(t *testing.T) {
 		"QOS normal MaxTRESPerJob=fs/disk=1000, association a0 GrpTRES=energy=5, association a1 GrpTRES=energy=5, " +
 		"association a2 GrpTRES=energy=5 and 2 more: Slurm holds back a job sized past one, and rubick then runs it on its request"}
 	tests["limits rubick does not plan with"] = lab
+	// A job held for rubick where rubickd does not plan (job_submit.lua
+	// manages debug too): no one releases it.
+	strandedLab := tests["the lab's settings"]
+	strandedLab.cluster = good
+	strandedLab.cluster.jobs = []slurm.Job{
+		{ID: 7, Partition: "debug", State: slurm.StatePending, Held: true, Reason: "JobHeldUser", Tag: &slurm.Tag{ModelType: "bert"}},
+		{ID: 8, Partition: "gpu", State: slurm.StatePending, Held: true, Reason: "JobHeldUser", Tag: &slurm.Tag{ModelType: "bert"}},
+		{ID: 9, Partition: "debug", State: slurm.StatePending, Held: true, Reason: "JobHeldUser"},
+	}
+	strandedLab.want = slices.Insert(slices.Clone(strandedLab.want), 4, line{"held jobs", CheckWarn})
+	strandedLab.detail = map[string]string{"held jobs": "1 job: 7 (partition debug); rubickd manages gpu: held for rubick in partitions rubickd does not manage"}
+	tests["a job held for rubick outside its partitions"] = strandedLab
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			cfg := Defaults()

@@ -2712,7 +2712,7 @@ func TestCycleWarnsOfStrandedJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if warned() != 2 || !strings.Contains(logs.String(), "1 jobs: 38 (partition cpu)") {
+	if warned() != 2 || !strings.Contains(logs.String(), "1 job: 38 (partition cpu)") {
 		t.Fatalf("%d warnings, want a second one naming job 38:\n%s", warned(), logs.String())
 	}
 }
