@@ -852,6 +852,10 @@ type View struct {
 	// Unmanaged lists held jobs with a rubick tag that the policy cannot
 	// schedule (no fitted model, malformed tag), with the reason.
 	Unmanaged map[int]string
+	// Unschedulable lists the jobs of Unmanaged that the policy could not
+	// take (their conversion failed), with the error, for the daemon to
+	// log when it is new.
+	Unschedulable map[int]string
 	// Adjusted lists managed jobs on whose request no plan fits: the
 	// policy plans them from the nearest GPU count where one does. The
 	// value says why and from what.
@@ -978,7 +982,7 @@ type Inputs struct {
 // rigid_jobs: schedule, by what the first pending rigid job needs.
 func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, error) {
 	nodes, jobs, est, facts := in.Nodes, in.Jobs, in.Estimators, in.Facts
-	v := &View{managed: map[string]*managedJob{}, Unmanaged: map[int]string{}, Adjusted: map[int]string{}, Bounds: map[int]GPUBound{},
+	v := &View{managed: map[string]*managedJob{}, Unmanaged: map[int]string{}, Unschedulable: map[int]string{}, Adjusted: map[int]string{}, Bounds: map[int]GPUBound{},
 		NodeBounds: map[int]NodeBound{}, Mins: map[int]MinBound{}, jobs: make(map[int]slurm.Job, len(jobs))}
 	for _, j := range jobs {
 		v.jobs[j.ID] = j
@@ -1328,7 +1332,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			log.Debug("request adjusted", "job", j.ID, "why", mj.adjusted)
 		}
 		if err != nil {
-			log.Warn("job not schedulable", "job", j.ID, "err", err)
+			v.Unschedulable[j.ID] = err.Error()
 			v.asSubmitted(j, err.Error())
 			continue
 		}

@@ -157,6 +157,9 @@ type Daemon struct {
 	// strandedErr lists the jobs held for rubick outside its partitions,
 	// for one warning while the list stays the same.
 	strandedErr error
+	// unschedulable is the error of each job the last cycle could not
+	// schedule (View.Unschedulable), logged when it appears or changes.
+	unschedulable map[int]string
 
 	mu       sync.Mutex // guards the fields below, read by the status endpoint
 	lastJobs []slurm.Job
@@ -539,6 +542,18 @@ func (d *Daemon) licenses(ctx context.Context, jobs []slurm.Job) []slurm.License
 	return list
 }
 
+// warnUnschedulable logs each job the policy could not take, once while
+// its error stays the same: a running job's lasts as long as it runs, and
+// was logged at every cycle.
+func (d *Daemon) warnUnschedulable(now map[int]string) {
+	for id, err := range now {
+		if d.unschedulable[id] != err {
+			d.deps.Logger.Warn("job not schedulable", "job", id, "err", err)
+		}
+	}
+	d.unschedulable = now
+}
+
 // warnNew logs a listing's error unless it repeats the last one (*last),
 // so that a lasting failure is logged once, and records err (nil when the
 // listing worked) as the last.
@@ -605,6 +620,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 		return rep, fmt.Errorf("build snapshot: %w", err)
 	}
 	rep.Ignored, rep.Adjusted, rep.Groups = view.Unmanaged, view.Adjusted, view.GroupUse()
+	d.warnUnschedulable(view.Unschedulable)
 	d.deps.Metrics.RigidReserved.Set(0)
 	if rep.Reserved = view.Reserved; rep.Reserved != nil {
 		d.deps.Metrics.RigidReserved.Set(float64(rep.Reserved.GPUs))

@@ -2716,3 +2716,30 @@ func TestCycleWarnsOfStrandedJobs(t *testing.T) {
 		t.Fatalf("%d warnings, want a second one naming job 38:\n%s", warned(), logs.String())
 	}
 }
+
+// A job the policy cannot take is logged once while its error stays the
+// same (a running one's lasts as long as it runs), again when it changes.
+func TestCycleWarnsOfUnschedulableJobOnce(t *testing.T) {
+	j := heldJob(41, "bert", 1, 2)
+	j.Tag.Extra = map[string]string{tagNodes: "node["}
+	c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{j}}
+	d, _ := newTestDaemon(t, c, &fakeApplier{})
+	var logs bytes.Buffer
+	d.deps.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	warned := func() int { return strings.Count(logs.String(), "job not schedulable") }
+	for range 3 {
+		if _, err := d.Cycle(context.Background(), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if warned() != 1 || !strings.Contains(logs.String(), "job=41") {
+		t.Fatalf("%d warnings, want one for job 41:\n%s", warned(), logs.String())
+	}
+	c.jobs[0].Tag.Extra[tagNodes] = "node[1-"
+	if _, err := d.Cycle(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	if warned() != 2 {
+		t.Fatalf("%d warnings after the error changed, want 2:\n%s", warned(), logs.String())
+	}
+}
