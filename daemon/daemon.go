@@ -158,8 +158,10 @@ type Daemon struct {
 	// for one warning while the list stays the same.
 	strandedErr error
 	// unschedulable is the error of each job the last cycle could not
-	// schedule (View.Unschedulable), logged when it appears or changes.
-	unschedulable map[int]string
+	// schedule (View.Unschedulable), logged when it appears or changes;
+	// skippedSaid the same for the actions it deferred or could not
+	// express in Slurm.
+	unschedulable, skippedSaid map[int]string
 
 	mu       sync.Mutex // guards the fields below, read by the status endpoint
 	lastJobs []slurm.Job
@@ -656,12 +658,20 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 			limited++
 		}
 	}
+	// A deferral lasts cycles (a group limit, hours): each is logged when it
+	// first comes or changes.
+	said := make(map[int]string, len(skipped))
 	for id, e := range skipped {
 		rep.Skipped[id] = e.Error()
+		said[id] = e.Error()
+		logger := d.deps.Logger
+		if d.skippedSaid[id] == e.Error() {
+			logger = slog.New(slog.DiscardHandler)
+		}
 		if errors.Is(e, ErrLicense) || errors.Is(e, ErrGres) {
 			// Another start of the plan takes them; planned again next
 			// cycle.
-			d.deps.Logger.Info("start deferred for its licenses or GRES", "job", id, "err", e)
+			logger.Info("start deferred for its licenses or GRES", "job", id, "err", e)
 			if i, ok := slices.BinarySearchFunc(plan.Actions, strconv.Itoa(id), func(a policy.Action, id string) int { return strings.Compare(a.JobID, id) }); ok {
 				plan.Actions[i] = policy.Action{Kind: policy.Keep, JobID: plan.Actions[i].JobID, Reason: policy.ReasonNoResources, Detail: e.Error()}
 			}
@@ -674,18 +684,19 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 			// running as it is.
 			i, ok := slices.BinarySearchFunc(plan.Actions, strconv.Itoa(id), func(a policy.Action, id string) int { return strings.Compare(a.JobID, id) })
 			if errors.Is(e, ErrServedDeferred) {
-				d.deps.Logger.Info("preemption or shrink dropped with a start deferred for a group limit", "job", id, "err", e)
+				logger.Info("preemption or shrink dropped with a start deferred for a group limit", "job", id, "err", e)
 			} else {
 				limited++
-				d.deps.Logger.Info("action deferred for a group limit", "job", id, "err", e)
+				logger.Info("action deferred for a group limit", "job", id, "err", e)
 			}
 			if ok {
 				plan.Actions[i] = policy.Action{Kind: policy.Keep, JobID: plan.Actions[i].JobID, Reason: policy.ReasonGroup, Detail: e.Error()}
 			}
 			continue
 		}
-		d.deps.Logger.Warn("action not expressible in Slurm", "job", id, "err", e)
+		logger.Warn("action not expressible in Slurm", "job", id, "err", e)
 	}
+	d.skippedSaid = said
 	d.deps.Metrics.GroupLimited.Set(float64(limited))
 	d.deps.Metrics.setGroups(rep.Groups)
 	if dryRun {

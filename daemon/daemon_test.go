@@ -2743,3 +2743,31 @@ func TestCycleWarnsOfUnschedulableJobOnce(t *testing.T) {
 		t.Fatalf("%d warnings after the error changed, want 2:\n%s", warned(), logs.String())
 	}
 }
+
+// A deferred start is logged when it first comes, not at every cycle it
+// lasts (a group limit holds a job back for hours).
+func TestCycleLogsDeferralOnce(t *testing.T) {
+	var jobs []slurm.Job
+	for _, id := range []int{21, 22} {
+		j := heldJob(id, "bert", 1, 4)
+		j.Licenses = "matlab:1"
+		jobs = append(jobs, j)
+	}
+	c := &licenseCluster{fakeCluster: &fakeCluster{nodes: labNodes(2), jobs: jobs},
+		licenses: []slurm.License{{Name: "matlab", Total: 1, Free: 1}}}
+	d, _ := newTestDaemonWith(t, c, &fakeApplier{}, func(*Config) {})
+	var logs bytes.Buffer
+	d.deps.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	for range 3 {
+		rep, err := d.Cycle(context.Background(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Skipped[22] == "" {
+			t.Fatalf("skipped %v, want job 22 deferred at every cycle", rep.Skipped)
+		}
+	}
+	if n := strings.Count(logs.String(), "start deferred for its licenses or GRES"); n != 1 {
+		t.Errorf("%d log lines for the deferral, want 1:\n%s", n, logs.String())
+	}
+}
