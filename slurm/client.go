@@ -85,6 +85,9 @@ type RESTCluster struct {
 	// broken tag is logged when it appears or changes, not at every poll.
 	tagMu     sync.Mutex
 	tagWarned map[int]string
+	// typeWarned holds the fields whose type differed from the spec, each
+	// logged once: a version that differs does so at every poll.
+	typeWarned sync.Map
 }
 
 var _ Cluster = (*RESTCluster)(nil)
@@ -364,15 +367,19 @@ func parseErrors(body []byte) []SlurmError {
 }
 
 // decode unmarshals a response body. A field whose type differs from the
-// spec (slurmrestd does not always follow its own documents) is logged and
-// skipped rather than failing the whole poll: encoding/json fills in the
-// rest and reports only the first such field.
+// spec (slurmrestd does not always follow its own documents) is logged,
+// once, and skipped rather than failing the whole poll: encoding/json
+// fills in the rest and reports only the first such field.
 func (c *RESTCluster) decode(endpoint string, body []byte, v any) error {
 	err := json.Unmarshal(body, v)
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		c.log.Warn("slurmrestd field type differs from the spec; field skipped",
-			"endpoint", endpoint, "field", te.Field, "json_type", te.Value, "go_type", te.Type.String())
+		// Not by endpoint: a job's own has its ID in it.
+		key := te.Field + "\x00" + te.Value + "\x00" + te.Type.String()
+		if _, seen := c.typeWarned.LoadOrStore(key, true); !seen {
+			c.log.Warn("slurmrestd field type differs from the spec; field skipped",
+				"endpoint", endpoint, "field", te.Field, "json_type", te.Value, "go_type", te.Type.String())
+		}
 		return nil
 	}
 	if err != nil {
