@@ -526,8 +526,9 @@ func (r *run) ackRequeue(ctx context.Context, tag *Tag, before Job, requeued tim
 
 // sizeAndRelease sends the complete size in one update (Slurm raises
 // NumCPUs but never lowers it, so partial sizes leave BadConstraints),
-// writes the tag with the time limit, and releases. For a restart, requeued is when the requeue
-// was issued (zero when an earlier attempt issued it).
+// writes the tag with the time limit, and releases. For a restart,
+// requeued is when the requeue was issued (zero when an earlier attempt
+// issued it).
 func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeued time.Time) error {
 	act := r.res.Action
 	n := act.NodeCount()
