@@ -2158,6 +2158,19 @@ type licenseCluster struct {
 
 func (l *licenseCluster) Licenses(context.Context) ([]slurm.License, error) { return l.licenses, nil }
 
+// matlabJobs is two held bert jobs, 21 and 22, asking for the one matlab
+// license, free of which are free.
+func matlabJobs(free int) *licenseCluster {
+	var jobs []slurm.Job
+	for _, id := range []int{21, 22} {
+		j := heldJob(id, "bert", 1, 4)
+		j.Licenses = "matlab:1"
+		jobs = append(jobs, j)
+	}
+	return &licenseCluster{fakeCluster: &fakeCluster{nodes: labNodes(2), jobs: jobs},
+		licenses: []slurm.License{{Name: "matlab", Total: 1, Used: 1 - free, Free: free}}}
+}
+
 // A held job asking for a license none of which is free stays held (Slurm
 // would keep it pending, with GPUs planned for it idle); of two asking for
 // the one free, the plan starts one and defers the other.
@@ -2174,14 +2187,7 @@ func TestCycleLicenses(t *testing.T) {
 		{"one free", 1, []int{21}, map[int]string{}, map[int]string{22: "job 22: its licenses are taken: license matlab: it asks for 1, and the plan's earlier starts leave 0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var jobs []slurm.Job
-			for _, id := range []int{21, 22} {
-				j := heldJob(id, "bert", 1, 4)
-				j.Licenses = "matlab:1"
-				jobs = append(jobs, j)
-			}
-			c := &licenseCluster{fakeCluster: &fakeCluster{nodes: labNodes(2), jobs: jobs},
-				licenses: []slurm.License{{Name: "matlab", Total: 1, Used: 1 - tc.free, Free: tc.free}}}
+			c := matlabJobs(tc.free)
 			a := &fakeApplier{}
 			d, _ := newTestDaemonWith(t, c, a, func(*Config) {})
 			rep, err := d.Cycle(context.Background(), false)
@@ -2747,15 +2753,7 @@ func TestCycleWarnsOfUnschedulableJobOnce(t *testing.T) {
 // A deferred start is logged when it first comes, not at every cycle it
 // lasts (a group limit holds a job back for hours).
 func TestCycleLogsDeferralOnce(t *testing.T) {
-	var jobs []slurm.Job
-	for _, id := range []int{21, 22} {
-		j := heldJob(id, "bert", 1, 4)
-		j.Licenses = "matlab:1"
-		jobs = append(jobs, j)
-	}
-	c := &licenseCluster{fakeCluster: &fakeCluster{nodes: labNodes(2), jobs: jobs},
-		licenses: []slurm.License{{Name: "matlab", Total: 1, Free: 1}}}
-	d, _ := newTestDaemonWith(t, c, &fakeApplier{}, func(*Config) {})
+	d, _ := newTestDaemonWith(t, matlabJobs(1), &fakeApplier{}, func(*Config) {})
 	var logs bytes.Buffer
 	d.deps.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	for range 3 {
