@@ -2158,8 +2158,8 @@ type licenseCluster struct {
 
 func (l *licenseCluster) Licenses(context.Context) ([]slurm.License, error) { return l.licenses, nil }
 
-// matlabJobs is two held bert jobs, 21 and 22, asking for the one matlab
-// license, free of which are free.
+// matlabJobs is two held bert jobs, 21 and 22, each asking for the
+// cluster's one matlab license; free (0 or 1) says whether it is free.
 func matlabJobs(free int) *licenseCluster {
 	var jobs []slurm.Job
 	for _, id := range []int{21, 22} {
