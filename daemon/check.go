@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,6 +57,9 @@ type CheckDeps struct {
 	UID int
 	// Now is the time the token's expiry is checked against.
 	Now func() time.Time
+	// ReadFile reads job_submit.lua next to slurm.conf where this host
+	// has it, as os.ReadFile does; nil skips that check.
+	ReadFile func(string) ([]byte, error)
 }
 
 // Preflight checks what rubickd relies on, in the order an admin sets it
@@ -137,6 +141,11 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 	add("commands.scontrol", CheckOK, "%s show config: Slurm %s", cfg.Commands.Scontrol, conf["SLURM_VERSION"])
 	out = append(out, checkUser(deps.UID, conf["SlurmUser"]))
 	out = append(out, checkConf(conf)...)
+	if deps.ReadFile != nil && conf.Has("JobSubmitPlugins", "lua") && conf["SLURM_CONF"] != "" {
+		path := filepath.Join(filepath.Dir(conf["SLURM_CONF"]), "job_submit.lua")
+		body, err := deps.ReadFile(path)
+		out = append(out, checkJobSubmit(path, body, err, cfg.Partitions))
+	}
 	out = append(out, checkPriority(conf, cfg.Policy.BestEffortOrder, cfg.Policy.GuaranteedOrder))
 	b, err := slurm.ShowAssocMgr(ctx, deps.Runner, cfg.Commands.Scontrol, slurm.BudgetScope{All: true})
 	out = append(out, checkBudgets(b, err, conf, scope))
@@ -461,5 +470,71 @@ func checkPriorityOrder(c slurm.CtldConfig, who string) CheckResult {
 	case !p.Weighted():
 		r.Status, r.Detail = CheckWarn, r.Detail+"; every weight is 0: they go by tier alone"
 	}
+	return r
+}
+
+// JobSubmitVersion is the job_submit.lua (its VERSION) this rubickd
+// expects: 2 keeps an administrator's hold of a job rubick holds in
+// rubick's hold (AdminHoldField) and releases a job moved out of the
+// managed partitions.
+const JobSubmitVersion = 2
+
+var (
+	luaVersion = regexp.MustCompile(`(?m)^local\s+VERSION\s*=\s*(\d+)`)
+	luaManaged = regexp.MustCompile(`(?s)local\s+MANAGED_PARTITIONS\s*=\s*\{(.*?)\}`)
+	luaKey     = regexp.MustCompile(`\[\s*"([^"]+)"\s*\]\s*=\s*true|([A-Za-z_][A-Za-z0-9_]*)\s*=\s*true`)
+)
+
+// checkJobSubmit compares job_submit.lua at path (body, or the error
+// reading it) with what rubickd expects: its VERSION, and its
+// MANAGED_PARTITIONS against partitions. A partition only the script
+// manages holds jobs no one releases; one only rubickd manages never has
+// its jobs held, so they run as submitted. The script lives on the
+// slurmctld host: elsewhere it is not compared.
+func checkJobSubmit(path string, body []byte, err error, partitions []string) CheckResult {
+	r := CheckResult{Name: "job_submit.lua", Status: CheckOK}
+	if err != nil {
+		r.Detail = fmt.Sprintf("%s not read on this host (%v): not compared; run rubickd --check on the slurmctld host to compare it", path, err)
+		return r
+	}
+	var problems []string
+	version := 1 // copies before VERSION
+	if m := luaVersion.FindSubmatch(body); m != nil {
+		version, _ = strconv.Atoi(string(m[1]))
+	}
+	if version < JobSubmitVersion {
+		problems = append(problems, fmt.Sprintf("an older copy (version %d, rubickd expects %d): install contrib/slurm/job_submit.lua, keeping the settings at its top; until then an administrator's scontrol release of a job rubick holds starts it as submitted", version, JobSubmitVersion))
+	}
+	m := luaManaged.FindSubmatch(body)
+	if m == nil {
+		problems = append(problems, "no MANAGED_PARTITIONS table found: not compared with partitions")
+	} else {
+		var managed []string
+		for _, k := range luaKey.FindAllSubmatch(m[1], -1) {
+			managed = append(managed, string(k[1])+string(k[2]))
+		}
+		var onlyLua, onlyYAML []string
+		for _, p := range managed {
+			if !slices.Contains(partitions, p) {
+				onlyLua = append(onlyLua, p)
+			}
+		}
+		for _, p := range partitions {
+			if !slices.Contains(managed, p) {
+				onlyYAML = append(onlyYAML, p)
+			}
+		}
+		if len(onlyLua) > 0 {
+			problems = append(problems, fmt.Sprintf("MANAGED_PARTITIONS has %s, which partitions in rubickd.yaml lacks: jobs there are held and no one releases them", strings.Join(onlyLua, ", ")))
+		}
+		if len(onlyYAML) > 0 {
+			problems = append(problems, fmt.Sprintf("partitions has %s, which MANAGED_PARTITIONS lacks: jobs there are never held for rubick and run as submitted", strings.Join(onlyYAML, ", ")))
+		}
+		if len(problems) == 0 {
+			r.Detail = fmt.Sprintf("%s: version %d, MANAGED_PARTITIONS %s as partitions", path, version, strings.Join(managed, ", "))
+			return r
+		}
+	}
+	r.Status, r.Detail = CheckWarn, path+": "+strings.Join(problems, "; ")
 	return r
 }

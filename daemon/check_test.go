@@ -417,3 +417,85 @@ func TestCheckPriorityGuaranteed(t *testing.T) {
 		})
 	}
 }
+
+// job_submit.lua is compared with rubickd.yaml where this host has it: the
+// shipped script as it is, an older copy, and MANAGED_PARTITIONS that
+// differ from partitions either way.
+func TestCheckJobSubmit(t *testing.T) {
+	shipped, err := os.ReadFile("../contrib/slurm/job_submit.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := func(old, new string) []byte {
+		if !strings.Contains(string(shipped), old) {
+			t.Fatalf("the shipped script has no %q", old)
+		}
+		return []byte(strings.Replace(string(shipped), old, new, 1))
+	}
+	const managed = "local MANAGED_PARTITIONS = { gpu = true }"
+	for _, tc := range []struct {
+		name       string
+		body       []byte
+		err        error
+		partitions []string
+		status     string
+		detail     []string
+	}{
+		{"shipped", shipped, nil, []string{"gpu"}, CheckOK, []string{"version 2, MANAGED_PARTITIONS gpu as partitions"}},
+		{"quoted keys", edit(managed, "local MANAGED_PARTITIONS = {\n  [\"gpu-a100\"] = true,\n  gpu = true,\n}"), nil, []string{"gpu", "gpu-a100"},
+			CheckOK, []string{"MANAGED_PARTITIONS gpu-a100, gpu as partitions"}},
+		{"older copy", edit("local VERSION = 2\n", ""), nil, []string{"gpu"}, CheckWarn, []string{"an older copy (version 1, rubickd expects 2)"}},
+		{"a partition only the script manages", edit(managed, "local MANAGED_PARTITIONS = { gpu = true, debug = true }"), nil, []string{"gpu"},
+			CheckWarn, []string{"MANAGED_PARTITIONS has debug, which partitions in rubickd.yaml lacks"}},
+		{"a partition only rubickd manages", shipped, nil, []string{"gpu", "a100"},
+			CheckWarn, []string{"partitions has a100, which MANAGED_PARTITIONS lacks"}},
+		{"both ways", edit(managed, "local MANAGED_PARTITIONS = { cpu = true }"), nil, []string{"gpu"},
+			CheckWarn, []string{"MANAGED_PARTITIONS has cpu", "partitions has gpu"}},
+		{"no table", edit(managed, "local MANAGED = {}"), nil, []string{"gpu"}, CheckWarn, []string{"no MANAGED_PARTITIONS table found"}},
+		{"elsewhere", nil, os.ErrNotExist, []string{"gpu"}, CheckOK, []string{"not read on this host", "not compared"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := checkJobSubmit("/etc/slurm/job_submit.lua", tc.body, tc.err, tc.partitions)
+			if r.Status != tc.status {
+				t.Errorf("status %s, want %s: %s", r.Status, tc.status, r.Detail)
+			}
+			for _, want := range tc.detail {
+				if !strings.Contains(r.Detail, want) {
+					t.Errorf("detail %q, want it to say %q", r.Detail, want)
+				}
+			}
+		})
+	}
+}
+
+// Preflight reads job_submit.lua next to the slurm.conf scontrol names.
+func TestPreflightReadsJobSubmit(t *testing.T) {
+	recorded, err := os.ReadFile("../slurm/testdata/22.05/scontrol-show-config.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped, err := os.ReadFile("../contrib/slurm/job_submit.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Defaults()
+	cfg.Store = filepath.Join(t.TempDir(), "rubick.db")
+	cfg.Slurmrestd.TokenFile = writeToken(t, `{"exp":2000000000,"sun":"root"}`)
+	var read []string
+	got := Preflight(context.Background(), cfg, CheckDeps{
+		Connect: func(context.Context) (CheckCluster, error) {
+			return checkCluster{parts: []slurm.Partition{{Name: "gpu", State: "UP", Nodes: []string{"n1"}}}, nodes: []slurm.Node{{Name: "n1", GPUs: 8}}}, nil
+		},
+		Runner:   confRunner{string(recorded), ""},
+		LookPath: func(p string) (string, error) { return "/usr/bin/" + p, nil },
+		Now:      func() time.Time { return time.Unix(1795582029, 0) },
+		ReadFile: func(p string) ([]byte, error) { read = append(read, p); return shipped, nil },
+	})
+	if diff := cmp.Diff([]string{"/tmp/rubick-lab/etc/job_submit.lua"}, read); diff != "" {
+		t.Errorf("files read (-want +got):\n%s", diff)
+	}
+	i := slices.IndexFunc(got, func(r CheckResult) bool { return r.Name == "job_submit.lua" })
+	if i < 0 || got[i].Status != CheckOK {
+		t.Errorf("no job_submit.lua line that is ok: %+v", got)
+	}
+}

@@ -306,7 +306,7 @@ func printChecks(w io.Writer, results []daemon.CheckResult, asJSON bool) error {
 // checkDeps are the checks' ways to Slurm and the host, reaching
 // slurmrestd through connect.
 func checkDeps(cfg daemon.Config, connect func(context.Context) (daemon.CheckCluster, error)) daemon.CheckDeps {
-	return daemon.CheckDeps{Connect: connect, Runner: commands(cfg), LookPath: exec.LookPath, UID: os.Geteuid(), Now: time.Now}
+	return daemon.CheckDeps{Connect: connect, Runner: commands(cfg), LookPath: exec.LookPath, UID: os.Geteuid(), Now: time.Now, ReadFile: os.ReadFile}
 }
 
 // commands runs the Slurm commands of the checks, the budgets and the

@@ -36,6 +36,12 @@ A malformed name (not [a-z0-9][a-z0-9._-]{0,63}) or, when MODEL_TYPES_FILE
 exists, a name missing from that list rejects the submission.
 --]]
 
+-- What this copy does, for `rubickd --check` to compare with what it
+-- expects: 2 keeps an administrator's hold in rubick's, releases a job
+-- moved out of the managed partitions, and refuses with "Access/permission
+-- denied". Not a setting.
+local VERSION = 2
+
 -- ---------------------------------------------------------------- settings
 
 -- Partitions whose model-typed jobs rubickd manages.
