@@ -144,7 +144,7 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 	if deps.ReadFile != nil && conf.Has("JobSubmitPlugins", "lua") && conf["SLURM_CONF"] != "" {
 		path := filepath.Join(filepath.Dir(conf["SLURM_CONF"]), "job_submit.lua")
 		body, err := deps.ReadFile(path)
-		out = append(out, checkJobSubmit(path, body, err, cfg.Partitions))
+		out = append(out, checkJobSubmit(path, body, err, cfg.Partitions, deps.UID))
 	}
 	out = append(out, checkPriority(conf, cfg.Policy.BestEffortOrder, cfg.Policy.GuaranteedOrder))
 	b, err := slurm.ShowAssocMgr(ctx, deps.Runner, cfg.Commands.Scontrol, slurm.BudgetScope{All: true})
@@ -483,19 +483,34 @@ var (
 	luaVersion = regexp.MustCompile(`(?m)^local\s+VERSION\s*=\s*(\d+)`)
 	luaManaged = regexp.MustCompile(`(?s)local\s+MANAGED_PARTITIONS\s*=\s*\{(.*?)\}`)
 	luaKey     = regexp.MustCompile(`\[\s*"([^"]+)"\s*\]\s*=\s*true|([A-Za-z_][A-Za-z0-9_]*)\s*=\s*true`)
+	luaUIDs    = regexp.MustCompile(`(?s)local\s+SCHEDULER_UIDS\s*=\s*\{(.*?)\}`)
+	luaUID     = regexp.MustCompile(`\[\s*(\d+)\s*\]\s*=\s*true`)
 )
 
 // checkJobSubmit compares job_submit.lua at path (body, or the error
-// reading it) with what rubickd expects: its VERSION, and its
-// MANAGED_PARTITIONS against partitions. A partition only the script
+// reading it) with what rubickd expects: its VERSION, its
+// MANAGED_PARTITIONS against partitions, and its SCHEDULER_UIDS against
+// uid, the user rubickd runs scontrol as. A partition only the script
 // manages holds jobs no one releases; one only rubickd manages never has
-// its jobs held, so they run as submitted. The script lives on the
+// its jobs held, so they run as submitted; without uid every release of
+// rubickd's is refused, and no job starts. The script lives on the
 // slurmctld host: elsewhere it is not compared.
-func checkJobSubmit(path string, body []byte, err error, partitions []string) CheckResult {
+func checkJobSubmit(path string, body []byte, err error, partitions []string, uid int) CheckResult {
 	r := CheckResult{Name: "job_submit.lua", Status: CheckOK}
 	if err != nil {
 		r.Detail = fmt.Sprintf("%s not read on this host (%v): not compared; run rubickd --check on the slurmctld host to compare it", path, err)
 		return r
+	}
+	if m := luaUIDs.FindSubmatch(body); m != nil {
+		var uids []string
+		for _, k := range luaUID.FindAllSubmatch(m[1], -1) {
+			uids = append(uids, string(k[1]))
+		}
+		if !slices.Contains(uids, strconv.Itoa(uid)) {
+			r.Status, r.Detail = CheckFail, fmt.Sprintf("%s: SCHEDULER_UIDS (%s) lacks uid %d, which rubickd runs as: the script refuses its every release, and no job starts; add [%d] = true",
+				path, strings.Join(uids, ", "), uid, uid)
+			return r
+		}
 	}
 	var problems []string
 	version := 1 // copies before VERSION

@@ -438,24 +438,29 @@ func TestCheckJobSubmit(t *testing.T) {
 		body       []byte
 		err        error
 		partitions []string
+		uid        int // rubickd's; 0 is root
 		status     string
 		detail     []string
 	}{
-		{"shipped", shipped, nil, []string{"gpu"}, CheckOK, []string{"version 2, MANAGED_PARTITIONS gpu as partitions"}},
-		{"quoted keys", edit(managed, "local MANAGED_PARTITIONS = {\n  [\"gpu-a100\"] = true,\n  gpu = true,\n}"), nil, []string{"gpu", "gpu-a100"},
+		{"shipped", shipped, nil, []string{"gpu"}, 0, CheckOK, []string{"version 2, MANAGED_PARTITIONS gpu as partitions"}},
+		// rubickd as SlurmUser, which the script does not let release.
+		{"SlurmUser not a scheduler", shipped, nil, []string{"gpu"}, 64030, CheckFail, []string{"SCHEDULER_UIDS (0) lacks uid 64030", "no job starts"}},
+		{"SlurmUser a scheduler", edit("local SCHEDULER_UIDS = { [0] = true }", "local SCHEDULER_UIDS = { [0] = true, [64030] = true }"), nil,
+			[]string{"gpu"}, 64030, CheckOK, []string{"version 2"}},
+		{"quoted keys", edit(managed, "local MANAGED_PARTITIONS = {\n  [\"gpu-a100\"] = true,\n  gpu = true,\n}"), nil, []string{"gpu", "gpu-a100"}, 0,
 			CheckOK, []string{"MANAGED_PARTITIONS gpu-a100, gpu as partitions"}},
-		{"older copy", edit("local VERSION = 2\n", ""), nil, []string{"gpu"}, CheckWarn, []string{"an older copy (version 1, rubickd expects 2)"}},
-		{"a partition only the script manages", edit(managed, "local MANAGED_PARTITIONS = { gpu = true, debug = true }"), nil, []string{"gpu"},
+		{"older copy", edit("local VERSION = 2\n", ""), nil, []string{"gpu"}, 0, CheckWarn, []string{"an older copy (version 1, rubickd expects 2)"}},
+		{"a partition only the script manages", edit(managed, "local MANAGED_PARTITIONS = { gpu = true, debug = true }"), nil, []string{"gpu"}, 0,
 			CheckWarn, []string{"MANAGED_PARTITIONS has debug, which partitions in rubickd.yaml lacks"}},
-		{"a partition only rubickd manages", shipped, nil, []string{"gpu", "a100"},
+		{"a partition only rubickd manages", shipped, nil, []string{"gpu", "a100"}, 0,
 			CheckWarn, []string{"partitions has a100, which MANAGED_PARTITIONS lacks"}},
-		{"both ways", edit(managed, "local MANAGED_PARTITIONS = { cpu = true }"), nil, []string{"gpu"},
+		{"both ways", edit(managed, "local MANAGED_PARTITIONS = { cpu = true }"), nil, []string{"gpu"}, 0,
 			CheckWarn, []string{"MANAGED_PARTITIONS has cpu", "partitions has gpu"}},
-		{"no table", edit(managed, "local MANAGED = {}"), nil, []string{"gpu"}, CheckWarn, []string{"no MANAGED_PARTITIONS table found"}},
-		{"elsewhere", nil, os.ErrNotExist, []string{"gpu"}, CheckOK, []string{"not read on this host", "not compared"}},
+		{"no table", edit(managed, "local MANAGED = {}"), nil, []string{"gpu"}, 0, CheckWarn, []string{"no MANAGED_PARTITIONS table found"}},
+		{"elsewhere", nil, os.ErrNotExist, []string{"gpu"}, 0, CheckOK, []string{"not read on this host", "not compared"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := checkJobSubmit("/etc/slurm/job_submit.lua", tc.body, tc.err, tc.partitions)
+			r := checkJobSubmit("/etc/slurm/job_submit.lua", tc.body, tc.err, tc.partitions, tc.uid)
 			if r.Status != tc.status {
 				t.Errorf("status %s, want %s: %s", r.Status, tc.status, r.Detail)
 			}
