@@ -974,6 +974,10 @@ type Inputs struct {
 	// Priority computes the jobs' Slurm priorities, when the policy orders
 	// best-effort jobs by them; nil otherwise.
 	Priority *slurm.Priorities
+	// ReleaseAll hands the queue back to Slurm (rubickd --release-all):
+	// every job held for rubick is released on its own request, and none
+	// is planned.
+	ReleaseAll bool
 }
 
 // BuildView converts what Slurm reports into a policy snapshot. Only nodes
@@ -1077,6 +1081,14 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			if slurm.RequeuedByOther(j) {
 				v.Unmanaged[j.ID] = "requeued and held by its user or an administrator (scontrol requeuehold); planned once they release it (scontrol release)"
 				v.Marked = append(v.Marked, j)
+				continue
+			}
+			if in.ReleaseAll {
+				// Running jobs run on as they are; released ones wait
+				// for Slurm already.
+				if j.State == slurm.StatePending && j.Held {
+					v.asSubmitted(j, "released on its own request: rubickd --release-all handed the queue back to Slurm")
+				}
 				continue
 			}
 			if st, ok := stopped[part]; ok {

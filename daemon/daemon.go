@@ -157,6 +157,8 @@ type Daemon struct {
 	// strandedErr lists the jobs held for rubick outside its partitions,
 	// for one warning while the list stays the same.
 	strandedErr error
+	// releaseAll makes the cycle hand the queue back to Slurm (ReleaseAll).
+	releaseAll bool
 	// unschedulable is the error of each job the last cycle could not
 	// schedule (View.Unschedulable), logged when it appears or changes;
 	// skippedSaid the same for the actions it deferred or could not
@@ -603,7 +605,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 		return rep, err
 	}
 	fair := d.fairAccounts(jobs)
-	in := Inputs{Nodes: nodes, Jobs: jobs, Estimators: est, RestartCosts: costs,
+	in := Inputs{Nodes: nodes, Jobs: jobs, Estimators: est, RestartCosts: costs, ReleaseAll: d.releaseAll,
 		Facts: facts, Limits: d.slurmLimits(ctx, start, fair), Reservations: d.reservations(ctx), Licenses: d.licenses(ctx, jobs)}
 	if fair != nil {
 		in.FairShare = d.budgets.FairShare
@@ -735,6 +737,18 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	d.last = rep
 	d.mu.Unlock()
 	return rep, nil
+}
+
+// ReleaseAll runs one cycle that hands the queue back to Slurm: it
+// releases every job held for rubick in the managed partitions on its own
+// request (its size, --nodelist and time limit as submitted), as it
+// releases a job it cannot plan, and plans nothing. Jobs their users or
+// administrators hold stay held; running jobs run on. For a maintenance
+// of rubickd or its removal, after job_submit.lua stops holding new jobs.
+func (d *Daemon) ReleaseAll(ctx context.Context, dryRun bool) (CycleReport, error) {
+	d.releaseAll = true
+	defer func() { d.releaseAll = false }()
+	return d.Cycle(ctx, dryRun)
 }
 
 // tokenWarnBefore is how long before its JWT expires rubickd warns: an

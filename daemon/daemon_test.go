@@ -2769,3 +2769,55 @@ func TestCycleLogsDeferralOnce(t *testing.T) {
 		t.Errorf("%d log lines for the deferral, want 1:\n%s", n, logs.String())
 	}
 }
+
+// ReleaseAll hands the queue back to Slurm: each job held for rubick is
+// released on its own request (a resized one gets it back) and none is
+// planned; holds of users and administrators stay, running and released
+// jobs are left as they are.
+func TestReleaseAll(t *testing.T) {
+	held := heldJob(51, "bert", 1, 2)
+	held.Reason = "JobHeldUser"
+	resized := heldJob(56, "bert", 2, 8) // rubick sized it, a restart
+	resized.Reason = "job_requeued_in_held_state"
+	resized.Tag.Plan, resized.Tag.Generation = "dp16.tp1.pp1.mb2.a1.z0", 1
+	resized.Tag.Extra = map[string]string{tagReq: "n1.g2.c8.m64000"}
+	userHeld := heldJob(52, "bert", 1, 2)
+	userHeld.Comment = "rubick:hold"
+	adminHeld := heldJob(53, "bert", 1, 2)
+	adminHeld.AdminComment = "rubick:v1 model=bert;" + slurm.AdminHoldField
+	released := heldJob(55, "bert", 1, 2)
+	released.Held, released.Reason = false, "Resources"
+	c := &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{held, resized, userHeld, adminHeld, released}}
+	a := &fakeApplier{}
+	d, _ := newTestDaemon(t, c, a)
+	rep, err := d.ReleaseAll(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []slurm.Action{
+		{Kind: slurm.ActionStart, JobID: 51, NumNodes: 1, GPUsPerNode: 2, CPUsPerTask: 8, MemPerNodeMB: 64000},
+		{Kind: slurm.ActionStart, JobID: 56, NumNodes: 1, GPUsPerNode: 2, CPUsPerTask: 8, MemPerNodeMB: 64000, ClearNodes: true},
+	}
+	sortActions := cmpopts.SortSlices(func(x, y slurm.Action) bool { return x.JobID < y.JobID })
+	if diff := cmp.Diff(want, a.got, sortActions, cmpopts.IgnoreFields(slurm.Action{}, "Tag")); diff != "" {
+		t.Errorf("actions (-want +got):\n%s", diff)
+	}
+	for _, act := range a.got {
+		if act.Tag == nil || act.Tag.Plan != "" {
+			t.Errorf("job %d released with tag %+v, want one without a plan", act.JobID, act.Tag)
+		}
+	}
+	if !strings.Contains(rep.Ignored[51], "rubickd --release-all") {
+		t.Errorf("job 51: %q, want it said why it was released", rep.Ignored[51])
+	}
+	// The next cycle plans again.
+	c.jobs = []slurm.Job{held}
+	a.got = nil
+	d.Invalidate()
+	if _, err := d.Cycle(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.got) != 1 || a.got[0].Tag == nil || a.got[0].Tag.Plan == "" {
+		t.Errorf("a plain cycle: %+v, want job 51 started on a plan", a.got)
+	}
+}

@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	rubickd [--config /etc/rubick/rubickd.yaml] [--once] [--dry-run] [--check [--json]]
+//	rubickd [--config /etc/rubick/rubickd.yaml] [--once] [--dry-run] [--release-all] [--check [--json]]
 //
 // SIGTERM lets the cycle in progress finish; SIGHUP re-reads the
 // configuration for the next cycle.
@@ -56,6 +56,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	configPath := fs.String("config", daemon.DefaultConfigPath, "configuration file (YAML); a missing file at the default path means built-in defaults")
 	once := fs.Bool("once", false, "run one cycle, print its report as JSON and exit")
 	dryRun := fs.Bool("dry-run", false, "decide one cycle and print the plan; applies nothing to Slurm and records nothing in the store, which it creates and seeds like any start (implies --once)")
+	releaseAll := fs.Bool("release-all", false, "hand the queue back to Slurm: release every job held for rubick on its own request, print the report as JSON and exit (with --dry-run: say which); users' and administrators' holds stay")
 	check := fs.Bool("check", false, "check the configuration, slurmrestd, the managed partitions, the commands, the slurm.conf settings and the GrpTRESMins budgets rubickd relies on, print one line each, and exit (1 if one failed); changes nothing")
 	checkJSON := fs.Bool("json", false, "with --check: print the checks as a JSON array of {name, status, detail}")
 	dataDir := fs.String("data", "", "measurement data used to seed unknown model types (default: the embedded artifact data)")
@@ -163,13 +164,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	if *once || *dryRun {
+	if *once || *dryRun || *releaseAll {
 		if !*dryRun {
 			if err := d.Reconcile(ctx); err != nil {
 				return err
 			}
 		}
-		rep, err := d.Cycle(ctx, *dryRun)
+		cycle := d.Cycle
+		if *releaseAll {
+			cycle = d.ReleaseAll
+		}
+		rep, err := cycle(ctx, *dryRun)
 		if err != nil {
 			return err
 		}
