@@ -19,7 +19,8 @@ import (
 // submitted with --begin: rubickd sizes it once its begin time has come
 // (before it read the begin time, it released the job at once). A job an
 // admin held (scontrol hold) is not rubick's to release; their release
-// hands it to rubickd. One moved out of rubick's partitions is released.
+// hands it to rubickd. One moved out of rubick's partitions is released,
+// and so is one held for rubick by rubickd --release-all.
 func TestDependency(t *testing.T) {
 	lt := newLabTest(t, "dependency", 2*time.Minute, "")
 	l, ctx, dir, bin, cfgPath, dbPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.dbPath, lt.cluster
@@ -36,6 +37,16 @@ func TestDependency(t *testing.T) {
 	l.run(t, "scontrol", "update", "JobId="+strconv.Itoa(moved), "Partition=debug")
 	if j, err := cluster.Job(ctx, moved); err != nil || j.Held || j.Partition != "debug" {
 		t.Errorf("job %d moved to partition debug: %s in %s, held %v (%v); want released", moved, j.State, j.Partition, j.Held, err)
+	}
+	// rubickd --release-all hands the jobs held for rubick back to Slurm,
+	// each on its own request; the administrator's hold stays.
+	rel := l.submitScript(t, dir, "#!/bin/bash\ntrue\n", &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-release-all", "-N", "1", "--gres=gpu:1")
+	l.run(t, filepath.Join(bin, "rubickd"), "--config", cfgPath, "--release-all")
+	if j, err := cluster.Job(ctx, rel); err != nil || j.Held || j.Tag == nil || j.Tag.Plan != "" || j.Tag.Generation != 1 {
+		t.Errorf("job %d after rubickd --release-all: %s, held %v, tag %v (%v); want released unplanned", rel, j.State, j.Held, j.Tag, err)
+	}
+	if j, err := cluster.Job(ctx, held); err != nil || !slurm.HeldByAdmin(j) {
+		t.Errorf("admin-held job %d after rubickd --release-all: %s (%s, %v), want still held by the administrator", held, j.State, j.Reason, err)
 	}
 	d := runDaemon(t, l, bin, dir, cfgPath)
 
