@@ -22,9 +22,12 @@ An administrator's `scontrol hold` of a job rubickd holds is kept as the
 field "rubick-admin-hold" in its AdminComment, and the job stays in rubick's
 hold: Slurm's own hold would end at the release, which would start the job
 as submitted. The administrator's `scontrol release` takes the field out and
-leaves the job to rubickd; the user's is refused. A job rubickd holds that is
-moved to partitions it does not manage (`scontrol update Partition=`) is
-released with the move: nothing would release it otherwise.
+leaves the job to rubickd; the user's is refused.
+
+Outside the managed partitions (a job moved out with `scontrol update
+Partition=`, or MANAGED_PARTITIONS emptied to hand the queue back to Slurm)
+holds and releases are Slurm's own, but for an administrator's hold of
+rubick's, and a job held for rubickd is released with its move out.
 
 Where the model type comes from, first match wins:
   1. `sbatch/salloc/srun --model-type=NAME`: the rubick SPANK plugin puts
@@ -226,6 +229,36 @@ local function reject(msg)
    return slurm.ERROR
 end
 
+-- A change of a tagged job outside the managed partitions: moved out, or
+-- its partitions no longer managed (rubickd handing the queue back to
+-- Slurm). rubickd does not plan it, so holds and releases are Slurm's own,
+-- but an administrator's hold of rubick's (ADMIN_HOLD) stays theirs to
+-- release; the marks go with the release.
+local function modify_unmanaged(job_desc, job_rec, modify_uid, comment, ac)
+   local prio = job_desc.priority
+   if prio == nil or prio == slurm.NO_VAL then
+      if job_rec.priority == 0 and job_desc.partition ~= nil and job_desc.partition ~= "" and
+         not has_hold(comment) and not has_admin_hold(ac) then
+         -- Moved, held for rubickd: no one would release it otherwise.
+         job_desc.priority = slurm.INFINITE
+         slurm.log_user("rubick: job %s moved out of the Rubick scheduler's partitions; Slurm " ..
+                        "starts it as it is", tostring(job_rec.job_id))
+      end
+      return slurm.SUCCESS
+   end
+   if prio == 0 or job_rec.priority ~= 0 then return slurm.SUCCESS end
+   if has_admin_hold(ac) then
+      if not SCHEDULER_UIDS[modify_uid] then
+         slurm.log_user("rubick: job %s is held by an administrator; only they can release it",
+                        tostring(job_rec.job_id))
+         return ACCESS_DENIED
+      end
+      job_desc.admin_comment = without_admin_hold(ac)
+   end
+   if has_hold(comment) then job_desc.comment = without_hold(comment) end
+   return slurm.SUCCESS
+end
+
 -- ---------------------------------------------------------------- entry points
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
@@ -270,16 +303,8 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
    local prio = job_desc.priority
    local comment = job_desc.comment or job_rec.comment
    ac = job_desc.admin_comment or ac
-   if (prio == nil or prio == slurm.NO_VAL) and job_rec.priority == 0 and
-      job_desc.partition ~= nil and job_desc.partition ~= "" and
-      not is_managed(job_desc, part_list) and not has_hold(comment) and not has_admin_hold(ac) then
-      -- Moved, held for rubickd, to partitions it does not manage: rubickd
-      -- no longer plans the job, and no one else may release it. The move
-      -- releases it, for Slurm to start as it is.
-      job_desc.priority = slurm.INFINITE
-      slurm.log_user("rubick: job %s moved out of the Rubick scheduler's partitions; Slurm " ..
-                     "starts it as it is", tostring(job_rec.job_id))
-      return slurm.SUCCESS
+   if not is_managed({ partition = job_desc.partition or job_rec.partition }, part_list) then
+      return modify_unmanaged(job_desc, job_rec, modify_uid, comment, ac)
    end
    if prio == nil or prio == slurm.NO_VAL then return slurm.SUCCESS end
    if SCHEDULER_UIDS[modify_uid] then

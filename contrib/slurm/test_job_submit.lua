@@ -177,6 +177,23 @@ local modify_cases = {
    { name = "moved out, held by an administrator: held", desc = { partition = "debug" },
      rec = { job_id = 9, priority = 0, admin_comment = tag .. ";rubick-admin-hold" }, uid = 1000, rc = 0 },
    { name = "moved out once released", desc = { partition = "debug" }, rec = rec(5000, nil), uid = 1000, rc = 0 },
+   -- outside the managed partitions (moved out, or MANAGED_PARTITIONS
+   -- emptied) holds and releases are Slurm's own, but an administrator's
+   { name = "unmanaged: user release", desc = { priority = 4294967295 },
+     rec = { job_id = 9, priority = 0, admin_comment = tag, partition = "cpu" }, uid = 1000, rc = 0, prio = 4294967295 },
+   { name = "unmanaged: user release of their hold", desc = { priority = 4294967295 },
+     rec = { job_id = 9, priority = 0, admin_comment = tag, partition = "cpu", comment = "n rubick:hold" }, uid = 1000, rc = 0,
+     prio = 4294967295, comment = "n" },
+   { name = "unmanaged: user release of an administrator's hold", desc = { priority = 4294967295 },
+     rec = { job_id = 9, priority = 0, admin_comment = tag .. ";rubick-admin-hold", partition = "cpu" }, uid = 1000, rc = 2002,
+     msg = "held by an administrator" },
+   { name = "unmanaged: root release of an administrator's hold", desc = { priority = 4294967295 },
+     rec = { job_id = 9, priority = 0, admin_comment = tag .. ";rubick-admin-hold", partition = "cpu" }, uid = 0, rc = 0,
+     prio = 4294967295, ac = tag },
+   { name = "unmanaged: user hold is Slurm's", desc = { priority = 0 },
+     rec = { job_id = 9, priority = 5000, admin_comment = tag, partition = "cpu" }, uid = 1000, rc = 0, prio = 0 },
+   { name = "unmanaged: root hold is Slurm's", desc = { priority = 0 },
+     rec = { job_id = 9, priority = 0, admin_comment = tag, partition = "cpu" }, uid = 0, rc = 0, prio = 0 },
    { name = "untagged job untouched", desc = { priority = 4294967295 },
      rec = { job_id = 8, priority = 0, admin_comment = "site=x", comment = "rubick:hold" }, uid = 1000, rc = 0, prio = 4294967295 },
 }
