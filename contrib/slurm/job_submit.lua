@@ -40,9 +40,9 @@ exists, a name missing from that list rejects the submission.
 --]]
 
 -- What this copy does, for `rubickd --check` to compare with what it
--- expects: 2 keeps an administrator's hold in rubick's, releases a job
--- moved out of the managed partitions, and refuses with "Access/permission
--- denied". Not a setting.
+-- expects: 2 keeps an administrator's hold in rubick's, leaves holds and
+-- releases outside the managed partitions to Slurm (a job moved out is
+-- released), and refuses with "Access/permission denied". Not a setting.
 local VERSION = 2
 
 -- ---------------------------------------------------------------- settings
