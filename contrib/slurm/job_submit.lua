@@ -239,7 +239,8 @@ local function modify_unmanaged(job_desc, job_rec, modify_uid, comment, ac)
    if prio == nil or prio == slurm.NO_VAL then
       if job_rec.priority == 0 and job_desc.partition ~= nil and job_desc.partition ~= "" and
          not has_hold(comment) and not has_admin_hold(ac) then
-         -- Moved, held for rubickd: no one would release it otherwise.
+         -- Moved out while held for rubickd, which no longer plans it:
+         -- that hold was never its user's, so the move ends it.
          job_desc.priority = slurm.INFINITE
          slurm.log_user("rubick: job %s moved out of the Rubick scheduler's partitions; Slurm " ..
                         "starts it as it is", tostring(job_rec.job_id))
