@@ -452,13 +452,14 @@ func (r *run) annotate(ctx context.Context, job Job) error {
 }
 
 // writeTag writes tag (and hold) to job as it is now, in one update
-// (tagArgs); nothing runs when neither field changes.
-func (r *run) writeTag(ctx context.Context, job Job, tag Tag, hold bool) error {
+// (tagArgs) with the arguments of extra; nothing runs when no field
+// changes.
+func (r *run) writeTag(ctx context.Context, job Job, tag Tag, hold bool, extra ...string) error {
 	args, err := tagArgs(job, tag, hold)
 	if err != nil {
 		return err
 	}
-	if len(args) == 0 {
+	if args = slices.Concat(extra, args); len(args) == 0 {
 		r.step(StepResult{Name: "annotate", Note: "AdminComment already up to date"})
 		return nil
 	}
@@ -591,14 +592,8 @@ func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeue
 		// The limit goes with the tag that records it (ts=): a failure or
 		// a crash between the two would leave a limit rubick set that its
 		// tag reads as set by hand, or, untagged, as the user's own.
-		args, err := tagArgs(job, *act.Tag, act.Hold)
-		if err != nil {
+		if err := r.writeTag(ctx, job, *act.Tag, act.Hold, limit...); err != nil {
 			return err
-		}
-		if args = append(limit, args...); len(args) > 0 {
-			if err := r.cmd(ctx, "annotate", append([]string{r.a.cfg.Scontrol, "update", r.jobArg()}, args...)...); err != nil {
-				return err
-			}
 		}
 	}
 	if restart {
