@@ -663,12 +663,13 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	// A deferral lasts cycles (a group limit, hours): each is logged when it
 	// first comes or changes.
 	said := make(map[int]string, len(skipped))
+	quiet := slog.New(slog.DiscardHandler)
 	for id, e := range skipped {
 		rep.Skipped[id] = e.Error()
 		said[id] = e.Error()
 		logger := d.deps.Logger
 		if d.skippedSaid[id] == e.Error() {
-			logger = slog.New(slog.DiscardHandler)
+			logger = quiet
 		}
 		if errors.Is(e, ErrLicense) || errors.Is(e, ErrGres) {
 			// Another start of the plan takes them; planned again next
