@@ -54,15 +54,19 @@ func (r confRunner) Run(_ context.Context, argv []string) ([]byte, error) {
 	return []byte(r.out), nil
 }
 
+// readFile is the file at path, relative to this package.
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func TestPreflight(t *testing.T) {
-	recorded, err := os.ReadFile("../slurm/testdata/22.05/scontrol-show-config.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	assocMgr, err := os.ReadFile("../slurm/testdata/22.05/scontrol-show-assoc_mgr.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
+	recorded := readFile(t, "../slurm/testdata/22.05/scontrol-show-config.txt")
+	assocMgr := readFile(t, "../slurm/testdata/22.05/scontrol-show-assoc_mgr.txt")
 	good := checkCluster{
 		parts: []slurm.Partition{{Name: "gpu", State: "UP", Nodes: []string{"n1", "n2", "login"}}, {Name: "debug", State: "UP"}},
 		nodes: []slurm.Node{{Name: "n1", GPUs: 8}, {Name: "n2", GPUs: 8}, {Name: "login"}},
@@ -317,10 +321,7 @@ func TestCheckBudgets(t *testing.T) {
 // In fair-share order the check says how many user associations list a
 // factor and their range, and warns of one it cannot read or of none.
 func TestCheckFairShare(t *testing.T) {
-	raw, err := os.ReadFile("../slurm/testdata/24.11/scontrol-show-assoc_mgr.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := readFile(t, "../slurm/testdata/24.11/scontrol-show-assoc_mgr.txt")
 	lab, err := slurm.ParseAssocMgr(raw)
 	if err != nil {
 		t.Fatal(err)
@@ -350,10 +351,7 @@ func TestCheckFairShare(t *testing.T) {
 // the check warns that it does not order the jobs rubick holds; the 24.11
 // lab's multifactor with every weight 0, and 22.05's basic, pass.
 func TestCheckPriority(t *testing.T) {
-	raw, err := os.ReadFile("../slurm/testdata/24.11/scontrol-show-config.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := readFile(t, "../slurm/testdata/24.11/scontrol-show-config.txt")
 	lab2411 := slurm.ParseCtldConfig(raw)
 	fairShare := maps.Clone(lab2411)
 	fairShare["PriorityWeightFairShare"], fairShare["PriorityWeightQOS"] = "10000", "500"
@@ -422,10 +420,7 @@ func TestCheckPriorityGuaranteed(t *testing.T) {
 // shipped script as it is, an older copy, and MANAGED_PARTITIONS that
 // differ from partitions either way.
 func TestCheckJobSubmit(t *testing.T) {
-	shipped, err := os.ReadFile("../contrib/slurm/job_submit.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
+	shipped := readFile(t, "../contrib/slurm/job_submit.lua")
 	edit := func(old, new string) []byte {
 		if !strings.Contains(string(shipped), old) {
 			t.Fatalf("the shipped script has no %q", old)
@@ -475,14 +470,8 @@ func TestCheckJobSubmit(t *testing.T) {
 
 // Preflight reads job_submit.lua next to the slurm.conf scontrol names.
 func TestPreflightReadsJobSubmit(t *testing.T) {
-	recorded, err := os.ReadFile("../slurm/testdata/22.05/scontrol-show-config.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	shipped, err := os.ReadFile("../contrib/slurm/job_submit.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
+	recorded := readFile(t, "../slurm/testdata/22.05/scontrol-show-config.txt")
+	shipped := readFile(t, "../contrib/slurm/job_submit.lua")
 	cfg := Defaults()
 	cfg.Store = filepath.Join(t.TempDir(), "rubick.db")
 	cfg.Slurmrestd.TokenFile = writeToken(t, `{"exp":2000000000,"sun":"root"}`)
