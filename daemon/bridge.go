@@ -644,10 +644,11 @@ func stranded(jobs []slurm.Job, managed []string) error {
 }
 
 // heldForRubick reports whether pending job j waits in job_submit.lua's
-// hold at submission for rubickd to start it: JobHeldUser, with a tag,
+// hold for rubickd to start it: JobHeldUser (its hold at submission), or
+// JobHeldAdmin marked rubick's (its hold at root's move), with a tag,
 // neither its user's hold nor an administrator's, nor a requeue by hand.
 func heldForRubick(j slurm.Job) bool {
-	return j.State == slurm.StatePending && j.Held && j.Reason == "JobHeldUser" && j.Tag != nil &&
+	return j.State == slurm.StatePending && j.Held && (j.Reason == "JobHeldUser" || j.Reason == "JobHeldAdmin") && j.Tag != nil &&
 		!slurm.HeldByUser(j) && !slurm.HeldByAdmin(j) && !slurm.RequeuedByOther(j)
 }
 

@@ -476,8 +476,19 @@ func checkPriorityOrder(c slurm.CtldConfig, who string) CheckResult {
 // JobSubmitVersion is the job_submit.lua (its VERSION) this rubickd
 // expects: 2 keeps an administrator's hold of a job rubick holds in
 // rubick's hold (AdminHoldField) and releases a job moved out of the
-// managed partitions.
-const JobSubmitVersion = 2
+// managed partitions; 3 tags and holds a job moved in, and marks rubick's
+// holds that Slurm names an administrator's (RubickHeldField).
+const JobSubmitVersion = 3
+
+// jobSubmitLacks says what a copy of job_submit.lua older than each
+// version does wrong, for rubickd --check.
+var jobSubmitLacks = []struct {
+	version int
+	says    string
+}{
+	{2, "an administrator's scontrol release of a job rubick holds starts it as submitted"},
+	{3, "a job with a model type moved into a managed partition runs as submitted"},
+}
 
 var (
 	luaVersion = regexp.MustCompile(`(?m)^local\s+VERSION\s*=\s*(\d+)`)
@@ -518,7 +529,13 @@ func checkJobSubmit(path string, body []byte, err error, partitions []string, ui
 		version, _ = strconv.Atoi(string(m[1]))
 	}
 	if version < JobSubmitVersion {
-		problems = append(problems, fmt.Sprintf("an older copy (version %d, rubickd expects %d): install contrib/slurm/job_submit.lua, keeping the settings at its top; until then an administrator's scontrol release of a job rubick holds starts it as submitted", version, JobSubmitVersion))
+		var lacks []string
+		for _, l := range jobSubmitLacks {
+			if version < l.version {
+				lacks = append(lacks, l.says)
+			}
+		}
+		problems = append(problems, fmt.Sprintf("an older copy (version %d, rubickd expects %d): install contrib/slurm/job_submit.lua, keeping the settings at its top; until then %s", version, JobSubmitVersion, strings.Join(lacks, ", and ")))
 	}
 	m := luaManaged.FindSubmatch(body)
 	if m == nil {

@@ -437,14 +437,17 @@ func TestCheckJobSubmit(t *testing.T) {
 		status     string
 		detail     []string
 	}{
-		{"shipped", shipped, nil, []string{"gpu"}, 0, CheckOK, []string{"version 2, MANAGED_PARTITIONS gpu as partitions"}},
+		{"shipped", shipped, nil, []string{"gpu"}, 0, CheckOK, []string{"version 3, MANAGED_PARTITIONS gpu as partitions"}},
 		// rubickd as SlurmUser, which the script does not let release.
 		{"SlurmUser not a scheduler", shipped, nil, []string{"gpu"}, 64030, CheckFail, []string{"SCHEDULER_UIDS (0) lacks uid 64030", "no job starts"}},
 		{"SlurmUser a scheduler", edit("local SCHEDULER_UIDS = { [0] = true }", "local SCHEDULER_UIDS = { [0] = true, [64030] = true }"), nil,
-			[]string{"gpu"}, 64030, CheckOK, []string{"version 2"}},
+			[]string{"gpu"}, 64030, CheckOK, []string{"version 3"}},
 		{"quoted keys", edit(managed, "local MANAGED_PARTITIONS = {\n  [\"gpu-a100\"] = true,\n  gpu = true,\n}"), nil, []string{"gpu", "gpu-a100"}, 0,
 			CheckOK, []string{"MANAGED_PARTITIONS gpu-a100, gpu as partitions"}},
-		{"older copy", edit("local VERSION = 2\n", ""), nil, []string{"gpu"}, 0, CheckWarn, []string{"an older copy (version 1, rubickd expects 2)"}},
+		{"first copy", edit("local VERSION = 3\n", ""), nil, []string{"gpu"}, 0, CheckWarn,
+			[]string{"an older copy (version 1, rubickd expects 3)", "release of a job rubick holds starts it as submitted, and a job with a model type moved"}},
+		{"second copy", edit("local VERSION = 3\n", "local VERSION = 2\n"), nil, []string{"gpu"}, 0, CheckWarn,
+			[]string{"(version 2, rubickd expects 3)", "; until then a job with a model type moved into a managed partition runs as submitted"}},
 		{"a partition only the script manages", edit(managed, "local MANAGED_PARTITIONS = { gpu = true, debug = true }"), nil, []string{"gpu"}, 0,
 			CheckWarn, []string{"MANAGED_PARTITIONS has debug, which partitions in rubickd.yaml lacks"}},
 		{"a partition only rubickd manages", shipped, nil, []string{"gpu", "a100"}, 0,

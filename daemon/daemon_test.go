@@ -1343,10 +1343,13 @@ func TestCycleLeavesWaitingJobs(t *testing.T) {
 		t.Errorf("actions %+v, want job 21 started", a.got)
 	}
 	// And job 24 once its begin time has come, job 25 once its user
-	// released it (job_submit.lua takes the word out).
+	// released it (job_submit.lua takes the word out), job 23 once an
+	// administrator released it (job_submit.lua keeps Slurm's hold, which
+	// it marks rubick's).
 	begin.EligibleTime = t0
 	user.Comment = "my note"
-	for _, j := range []slurm.Job{begin, user} {
+	admin.ArrayTasks, admin.AdminComment = "", "rubick:v1 model=bert;"+slurm.RubickHeldField
+	for _, j := range []slurm.Job{begin, user, admin} {
 		a.got = nil
 		c.jobs = []slurm.Job{j}
 		if _, err := d.Cycle(context.Background(), false); err != nil {
@@ -2673,12 +2676,16 @@ func TestCycleWarnsOfStrandedJobs(t *testing.T) {
 	userHeld.Comment = "rubick:hold"
 	adminHeld := held(34, "cpu")
 	adminHeld.Reason = "JobHeldAdmin"
+	// moved in by root to a partition only job_submit.lua manages: held
+	// for rubick (Slurm's hold, marked rubick's)
+	movedOut := held(39, "cpu")
+	movedOut.Reason, movedOut.AdminComment = "JobHeldAdmin", "rubick:v1 model=bert;"+slurm.RubickHeldField
 	rigid := held(35, "cpu")
 	rigid.Tag = nil
 	released := held(36, "cpu")
 	released.Held, released.Reason = false, "Priority"
 	c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{held(31, "cpu"), held(32, "debug,other"), held(37, "cpu,gpu"),
-		userHeld, adminHeld, rigid, released}}
+		userHeld, adminHeld, rigid, released, movedOut}}
 	a := &fakeApplier{}
 	d, _ := newTestDaemon(t, c, a)
 	var logs bytes.Buffer
@@ -2692,7 +2699,7 @@ func TestCycleWarnsOfStrandedJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 		// rubick status and explain say so too.
-		for _, id := range []int{31, 32} {
+		for _, id := range []int{31, 32, 39} {
 			if !strings.Contains(rep.Ignored[id], "which rubickd does not manage") {
 				t.Errorf("job %d: ignored as %q, want it said that rubickd does not manage its partition", id, rep.Ignored[id])
 			}
@@ -2703,8 +2710,8 @@ func TestCycleWarnsOfStrandedJobs(t *testing.T) {
 			}
 		}
 	}
-	if warned() != 1 || !strings.Contains(logs.String(), "2 jobs: 31 (partition cpu), 32 (partition debug,other); rubickd manages gpu") {
-		t.Fatalf("%d warnings, want one naming jobs 31 and 32 only:\n%s", warned(), logs.String())
+	if warned() != 1 || !strings.Contains(logs.String(), "3 jobs: 31 (partition cpu), 32 (partition debug,other), 39 (partition cpu); rubickd manages gpu") {
+		t.Fatalf("%d warnings, want one naming jobs 31, 32 and 39 only:\n%s", warned(), logs.String())
 	}
 	for _, act := range a.got {
 		if act.JobID != 37 {

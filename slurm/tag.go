@@ -293,17 +293,33 @@ func HeldByUser(j Job) bool {
 // field out at the administrator's release. Its user cannot change it.
 const AdminHoldField = "rubick-admin-hold"
 
+// RubickHeldField, a ';'-separated field of a job's AdminComment, says
+// that Slurm's administrator hold (JobHeldAdmin) of a pending job is
+// rubick's. Slurm names any hold that root's update places, or leaves in
+// place, an administrator's: job_submit.lua writes the field where it
+// holds a job moved in by root, or keeps the job held at an
+// administrator's release, and takes it out at the release that starts the
+// job.
+const RubickHeldField = "rubick-held"
+
 // HeldByAdmin reports whether an administrator holds pending job j:
-// Slurm's hold (JobHeldAdmin) or AdminHoldField.
+// AdminHoldField, or Slurm's hold (JobHeldAdmin) unless RubickHeldField
+// says it is rubick's.
 func HeldByAdmin(j Job) bool {
 	if j.State != StatePending || !j.Held {
 		return false
 	}
-	if j.Reason == "JobHeldAdmin" {
+	if hasField(j.AdminComment, AdminHoldField) {
 		return true
 	}
-	for _, f := range strings.Split(j.AdminComment, adminCommentSep) {
-		if strings.TrimSpace(f) == AdminHoldField {
+	return j.Reason == "JobHeldAdmin" && !hasField(j.AdminComment, RubickHeldField)
+}
+
+// hasField reports whether name is a ';'-separated field of an
+// AdminComment, blanks around it aside.
+func hasField(ac, name string) bool {
+	for _, f := range strings.Split(ac, adminCommentSep) {
+		if strings.TrimSpace(f) == name {
 			return true
 		}
 	}

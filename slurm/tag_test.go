@@ -274,6 +274,9 @@ func TestHeldByAdmin(t *testing.T) {
 		{"in another field", held("JobHeldUser", tag+";note "+AdminHoldField), false},
 		{"released", Job{State: StatePending, AdminComment: tag + ";" + AdminHoldField}, false},
 		{"running", Job{State: StateRunning, AdminComment: tag + ";" + AdminHoldField}, false},
+		{"Slurm's hold, rubick's", held("JobHeldAdmin", tag+"; "+RubickHeldField), false},
+		{"rubick's, then an administrator's", held("JobHeldAdmin", tag+";"+RubickHeldField+";"+AdminHoldField), true},
+		{"rubick-held in another field", held("JobHeldAdmin", tag+";x "+RubickHeldField), true},
 	} {
 		if got := HeldByAdmin(tc.job); got != tc.want {
 			t.Errorf("%s: HeldByAdmin(%s, %q) = %v, want %v", tc.name, tc.job.Reason, tc.job.AdminComment, got, tc.want)

@@ -28,6 +28,14 @@ Outside the managed partitions (a job moved out with `scontrol update
 Partition=`, or MANAGED_PARTITIONS emptied to hand the queue back to Slurm)
 holds and releases are Slurm's own, but for an administrator's hold of
 rubick's, and a job held for rubickd is released with its move out.
+A pending job with a model type moved into a managed partition is tagged
+and held for rubickd as at submission; a hold it has stays, as its user's.
+
+Slurm names a hold that root's update places, or leaves in place,
+an administrator's (JobHeldAdmin) whoever it is for. Where this script
+leaves a job in rubick's hold at root's change, the AdminComment field
+"rubick-held" says the hold is rubick's, and the release that starts the
+job takes it out.
 
 Where the model type comes from, first match wins:
   1. `sbatch/salloc/srun --model-type=NAME`: the rubick SPANK plugin puts
@@ -42,8 +50,10 @@ exists, a name missing from that list rejects the submission.
 -- What this copy does, for `rubickd --check` to compare with what it
 -- expects: 2 keeps an administrator's hold in rubick's, leaves holds and
 -- releases outside the managed partitions to Slurm (a job moved out is
--- released), and refuses with "Access/permission denied". Not a setting.
-local VERSION = 2
+-- released), and refuses with "Access/permission denied"; 3 tags and holds
+-- a job moved in, and marks rubick's holds that Slurm names an
+-- administrator's (RUBICK_HELD). Not a setting.
+local VERSION = 3
 
 -- ---------------------------------------------------------------- settings
 
@@ -74,6 +84,9 @@ local HOLD_WORD = "rubick:hold"
 -- An administrator's hold of a job rubickd holds, as a field of its
 -- AdminComment, which its user cannot change.
 local ADMIN_HOLD = "rubick-admin-hold"
+-- A hold Slurm names an administrator's (JobHeldAdmin: root's update placed
+-- it, or left it in place) that is rubick's, as an AdminComment field.
+local RUBICK_HELD = "rubick-held"
 local NAME_MAX = 64
 
 local function valid_name(name)
@@ -193,27 +206,30 @@ end
 
 local function trim(s) return (string.gsub(s, "^%s*(.-)%s*$", "%1")) end
 
--- Whether ADMIN_HOLD is a ';'-separated field of an AdminComment.
-local function has_admin_hold(admin_comment)
+-- Whether name is a ';'-separated field of an AdminComment.
+local function has_field(admin_comment, name)
    if admin_comment == nil then return false end
    for field in string.gmatch(admin_comment, "[^;]+") do
-      if trim(field) == ADMIN_HOLD then return true end
+      if trim(field) == name then return true end
    end
    return false
 end
 
--- admin_comment with ADMIN_HOLD as its last field, unless it has it.
-local function with_admin_hold(admin_comment)
-   if has_admin_hold(admin_comment) then return admin_comment end
-   return admin_comment .. ";" .. ADMIN_HOLD
+local function has_admin_hold(admin_comment) return has_field(admin_comment, ADMIN_HOLD) end
+
+-- admin_comment with name as its last field, unless it has it.
+local function with_field(admin_comment, name)
+   if has_field(admin_comment, name) then return admin_comment end
+   if admin_comment == nil or admin_comment == "" then return name end
+   return admin_comment .. ";" .. name
 end
 
--- admin_comment without ADMIN_HOLD, every other field kept in order (the
--- tag at least: it is never empty).
-local function without_admin_hold(admin_comment)
+-- admin_comment without name, every other field kept in order (the tag at
+-- least: it is never empty).
+local function without_field(admin_comment, name)
    local fields = {}
    for field in string.gmatch(admin_comment, "[^;]+") do
-      if trim(field) ~= ADMIN_HOLD then table.insert(fields, field) end
+      if trim(field) ~= name then table.insert(fields, field) end
    end
    return table.concat(fields, ";")
 end
@@ -242,6 +258,7 @@ local function modify_unmanaged(job_desc, job_rec, modify_uid, comment, ac)
          -- Moved out while held for rubickd, which no longer plans it:
          -- that hold was never its user's, so the move ends it.
          job_desc.priority = slurm.INFINITE
+         if has_field(ac, RUBICK_HELD) then job_desc.admin_comment = without_field(ac, RUBICK_HELD) end
          slurm.log_user("rubick: job %s moved out of the Rubick scheduler's partitions; Slurm " ..
                         "starts it as it is", tostring(job_rec.job_id))
       end
@@ -254,13 +271,64 @@ local function modify_unmanaged(job_desc, job_rec, modify_uid, comment, ac)
                         tostring(job_rec.job_id))
          return ACCESS_DENIED
       end
-      job_desc.admin_comment = without_admin_hold(ac)
+      ac = without_field(ac, ADMIN_HOLD)
    end
+   if has_field(ac, RUBICK_HELD) then ac = without_field(ac, RUBICK_HELD) end
+   if ac ~= job_rec.admin_comment then job_desc.admin_comment = ac end
    if has_hold(comment) then job_desc.comment = without_hold(comment) end
    return slurm.SUCCESS
 end
 
 -- ---------------------------------------------------------------- entry points
+
+-- Why model cannot be a job's model type, or nil.
+local function model_error(model)
+   if not valid_name(model) then
+      return string.format(
+         "invalid model type '%s': use 1-%d characters of a-z 0-9 . _ -, " ..
+         "starting with a letter or digit", string.sub(model, 1, 80), NAME_MAX)
+   end
+   local known = load_model_types()
+   if known ~= nil and not known[model] then
+      return string.format("unknown model type '%s': not in %s", model, MODEL_TYPES_FILE)
+   end
+   return nil
+end
+
+local function new_tag(model, job)
+   return string.format("%s model=%s class=%s", TAG, model, service_class(job))
+end
+
+-- Whether this change moves a pending job into a managed partition from
+-- unmanaged ones.
+local function moving_in(job_desc, job_rec, part_list)
+   if job_desc.partition == nil or job_desc.partition == "" then return false end
+   -- Slurm moves only pending jobs (base state 0, under JOB_STATE_BASE 0xff).
+   if job_rec.job_state ~= nil and job_rec.job_state % 256 ~= 0 then return false end
+   return is_managed(job_desc, part_list) and
+      not is_managed({ partition = job_rec.partition }, part_list)
+end
+
+-- A tagged job moved into a managed partition is held for rubickd, as at
+-- submission. A hold it has stays, as its user's unless an administrator's
+-- of rubick's: who placed it is not known here. Root's update places
+-- Slurm's administrator hold, which RUBICK_HELD marks as rubick's.
+local function move_in(job_desc, job_rec, modify_uid, comment, ac)
+   if job_rec.priority == 0 then
+      if not has_admin_hold(ac) then job_desc.comment = with_hold(comment) end
+      if job_desc.priority ~= nil and job_desc.priority ~= 0 then job_desc.priority = slurm.NO_VAL end
+   else
+      job_desc.priority = 0
+      if SCHEDULER_UIDS[modify_uid] then ac = with_field(ac, RUBICK_HELD) end
+   end
+   if ac ~= job_rec.admin_comment then job_desc.admin_comment = ac end
+   if FORCE_REQUEUE then job_desc.requeue = 1 end
+   slurm.log_user("rubick: job %s moved into the Rubick scheduler's partitions; it starts " ..
+                  "on the size and plan the scheduler chooses", tostring(job_rec.job_id))
+   slurm.log_info("job_submit.lua: job %s moved in by uid %d: tagged and held",
+                  tostring(job_rec.job_id), modify_uid)
+   return slurm.SUCCESS
+end
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
    local model = model_from_spank_env(job_desc)
@@ -268,19 +336,10 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
    if model == nil then return slurm.SUCCESS end
    if not is_managed(job_desc, part_list) then return slurm.SUCCESS end
 
-   if not valid_name(model) then
-      return reject(string.format(
-         "invalid model type '%s': use 1-%d characters of a-z 0-9 . _ -, " ..
-         "starting with a letter or digit", string.sub(model, 1, 80), NAME_MAX))
-   end
-   local known = load_model_types()
-   if known ~= nil and not known[model] then
-      return reject(string.format(
-         "unknown model type '%s': not in %s", model, MODEL_TYPES_FILE))
-   end
+   local err = model_error(model)
+   if err ~= nil then return reject(err) end
 
-   local class = service_class(job_desc)
-   local tag = string.format("%s model=%s class=%s", TAG, model, class)
+   local tag = new_tag(model, job_desc)
    job_desc.admin_comment = with_tag(job_desc.admin_comment, tag)
    if job_desc.priority == 0 then
       -- sbatch --hold: the user's hold, which rubickd keeps.
@@ -288,8 +347,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
    end
    job_desc.priority = 0
    if FORCE_REQUEUE then job_desc.requeue = 1 end
-   slurm.log_info("job_submit.lua: uid %d model=%s class=%s: tagged and held",
-                  submit_uid, model, class)
+   slurm.log_info("job_submit.lua: uid %d %s: tagged and held", submit_uid, tag)
    return slurm.SUCCESS
 end
 
@@ -297,13 +355,32 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
    -- Only the scheduler may release a held managed job: a user's
    -- `scontrol release` would start it with the size it was submitted with.
    -- Their own hold is theirs to release (HOLD_WORD).
-   local ac = job_rec.admin_comment
-   if ac == nil or string.find(ac, TAG, 1, true) == nil then
-      return slurm.SUCCESS
-   end
-   local prio = job_desc.priority
+   local ac = job_desc.admin_comment or job_rec.admin_comment
    local comment = job_desc.comment or job_rec.comment
-   ac = job_desc.admin_comment or ac
+   local tagged = job_rec.admin_comment ~= nil and string.find(job_rec.admin_comment, TAG, 1, true) ~= nil
+   if moving_in(job_desc, job_rec, part_list) then
+      if not tagged then
+         -- Submitted outside the managed partitions: untagged until now.
+         local model = model_from_spank_env(job_rec)
+         if model == nil then model = model_from_comment({ comment = comment }) end
+         if model == nil then return slurm.SUCCESS end
+         local err = model_error(model)
+         if err ~= nil then return reject(err) end
+         if not SCHEDULER_UIDS[modify_uid] then
+            -- Slurm lets only administrators set the AdminComment the tag
+            -- goes in; without it the job would run as submitted.
+            slurm.log_user("rubick: job %s was submitted outside the Rubick scheduler's " ..
+                           "partitions; submit it again to run it there, or ask an " ..
+                           "administrator to move it", tostring(job_rec.job_id))
+            return ACCESS_DENIED
+         end
+         ac = with_tag(ac, new_tag(model, {
+            qos = job_desc.qos or job_rec.qos, account = job_desc.account or job_rec.account }))
+      end
+      return move_in(job_desc, job_rec, modify_uid, comment, ac)
+   end
+   if not tagged then return slurm.SUCCESS end
+   local prio = job_desc.priority
    if not is_managed({ partition = job_desc.partition or job_rec.partition }, part_list) then
       return modify_unmanaged(job_desc, job_rec, modify_uid, comment, ac)
    end
@@ -318,23 +395,26 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
          -- already holds) gets Slurm's.
          if job_rec.priority == 0 then
             job_desc.priority = slurm.NO_VAL
-            job_desc.admin_comment = with_admin_hold(ac)
+            job_desc.admin_comment = with_field(ac, ADMIN_HOLD)
             slurm.log_user("rubick: job %s held; scontrol release hands it back to the Rubick " ..
                            "scheduler", tostring(job_rec.job_id))
          end
          return slurm.SUCCESS
       end
       if job_rec.priority ~= 0 then return slurm.SUCCESS end
-      -- The release of the administrator's hold, or the user's, hands the
-      -- job to rubickd: it stays held until rubickd sizes and starts it.
-      if has_admin_hold(ac) then
-         job_desc.admin_comment = without_admin_hold(ac)
+      if has_admin_hold(ac) or has_hold(comment) then
+         -- The release of the administrator's hold, or the user's, hands
+         -- the job to rubickd: it stays held until rubickd sizes and starts
+         -- it. Slurm may name the hold left an administrator's, so it is
+         -- marked rubick's.
+         if has_hold(comment) then job_desc.comment = without_hold(comment) end
+         job_desc.admin_comment = with_field(without_field(ac, ADMIN_HOLD), RUBICK_HELD)
          job_desc.priority = slurm.NO_VAL
+         return slurm.SUCCESS
       end
-      if has_hold(comment) then
-         job_desc.comment = without_hold(comment)
-         job_desc.priority = slurm.NO_VAL
-      end
+      -- rubickd's release, which starts the job, or an administrator's of
+      -- Slurm's own hold: the mark goes with the hold.
+      if has_field(ac, RUBICK_HELD) then job_desc.admin_comment = without_field(ac, RUBICK_HELD) end
       return slurm.SUCCESS
    end
    if prio == 0 then

@@ -143,7 +143,7 @@ local modify_cases = {
    { name = "a word that is not the hold", desc = { priority = 4294967295 }, rec = rec(0, "rubick:holder"), uid = 1000, rc = 2002 },
    { name = "release of a released job", desc = { priority = 4294967295 }, rec = rec(5000, nil), uid = 1000, rc = 0, prio = 4294967295 },
    { name = "root release of the user's hold: held for rubickd", desc = { priority = 4294967295 }, rec = rec(0, "rubick:hold"),
-     uid = 0, rc = 0, prio = 4294967294, comment = " " },
+     uid = 0, rc = 0, prio = 4294967294, comment = " ", ac = tag .. ";rubick-held" },
    { name = "root hold of a released job is Slurm's", desc = { priority = 0 }, rec = rec(5000, "x"), uid = 0, rc = 0, prio = 0, comment = nil },
    -- an administrator's hold of a job rubickd holds stays rubick's, marked
    { name = "root hold of a held job is marked", desc = { priority = 0 }, rec = managed, uid = 0, rc = 0, prio = 4294967294,
@@ -156,10 +156,20 @@ local modify_cases = {
      ac = tag .. ";rubick-admin-hold" },
    { name = "root release of its hold: held for rubickd", desc = { priority = 4294967295 },
      rec = { job_id = 9, priority = 0, admin_comment = "a;rubick-admin-hold;" .. tag }, uid = 0, rc = 0, prio = 4294967294,
-     ac = "a;" .. tag },
+     ac = "a;" .. tag .. ";rubick-held" },
    { name = "root release of both holds", desc = { priority = 4294967295 },
      rec = { job_id = 9, priority = 0, admin_comment = tag .. ";rubick-admin-hold", comment = "n rubick:hold" },
-     uid = 0, rc = 0, prio = 4294967294, ac = tag, comment = "n" },
+     uid = 0, rc = 0, prio = 4294967294, ac = tag .. ";rubick-held", comment = "n" },
+   -- rubick-held: a hold Slurm names an administrator's that is rubick's;
+   -- the release that starts the job takes it out
+   { name = "rubickd's release takes rubick-held out", desc = { priority = 4294967295 },
+     rec = { job_id = 9, priority = 0, admin_comment = "a;" .. tag .. ";rubick-held" }, uid = 0, rc = 0, prio = 4294967295,
+     ac = "a;" .. tag },
+   { name = "root hold of a rubick-held job", desc = { priority = 0 },
+     rec = { job_id = 9, priority = 0, admin_comment = tag .. ";rubick-held" }, uid = 0, rc = 0, prio = 4294967294,
+     ac = tag .. ";rubick-held;rubick-admin-hold" },
+   { name = "user release of a rubick-held job refused", desc = { priority = 4294967295 },
+     rec = { job_id = 9, priority = 0, admin_comment = tag .. ";rubick-held" }, uid = 1000, rc = 2002 },
    { name = "user release of the administrator's hold refused", desc = { priority = 4294967295 },
      rec = { job_id = 9, priority = 0, admin_comment = tag .. ";rubick-admin-hold", comment = "rubick:hold" }, uid = 1000, rc = 2002,
      msg = "held by an administrator" },
@@ -177,6 +187,8 @@ local modify_cases = {
    { name = "moved out, held by an administrator: held", desc = { partition = "debug" },
      rec = { job_id = 9, priority = 0, admin_comment = tag .. ";rubick-admin-hold" }, uid = 1000, rc = 0 },
    { name = "moved out once released", desc = { partition = "debug" }, rec = rec(5000, nil), uid = 1000, rc = 0 },
+   { name = "moved out, rubick-held: released, mark out", desc = { partition = "debug" },
+     rec = { job_id = 9, priority = 0, admin_comment = tag .. ";rubick-held" }, uid = 0, rc = 0, prio = 4294967295, ac = tag },
    -- outside the managed partitions (moved out, or MANAGED_PARTITIONS
    -- emptied) holds and releases are Slurm's own, but an administrator's
    { name = "unmanaged: user release", desc = { priority = 4294967295 },
@@ -194,10 +206,54 @@ local modify_cases = {
      rec = { job_id = 9, priority = 5000, admin_comment = tag, partition = "cpu" }, uid = 1000, rc = 0, prio = 0 },
    { name = "unmanaged: root hold is Slurm's", desc = { priority = 0 },
      rec = { job_id = 9, priority = 0, admin_comment = tag, partition = "cpu" }, uid = 0, rc = 0, prio = 0 },
+   { name = "unmanaged: release takes rubick-held out", desc = { priority = 4294967295 },
+     rec = { job_id = 9, priority = 0, admin_comment = tag .. ";rubick-held", partition = "cpu" }, uid = 0, rc = 0,
+     prio = 4294967295, ac = tag },
+   -- a pending job with a model type moved into a managed partition: tagged
+   -- and held for rubickd as at submission; a hold it has stays, its user's
+   { name = "moved in by its user: refused (untagged)", desc = { partition = "gpu" },
+     rec = { job_id = 8, job_state = 0, priority = 5000, partition = "cpu", spank_job_env = spank("gpt2") }, uid = 1000, rc = 2002,
+     msg = "submitted outside" },
+   { name = "moved in by root: tagged, held, marked rubick's", desc = { partition = "gpu" },
+     rec = { job_id = 8, job_state = 0, priority = 5000, partition = "cpu", spank_job_env = spank("gpt2") }, uid = 0, rc = 0,
+     prio = 0, ac = tag .. ";rubick-held", requeue = 1, msg = "moved into" },
+   { name = "moved in held: the user's hold", desc = { partition = "cpu,gpu" },
+     rec = { job_id = 8, job_state = 0, priority = 0, partition = "cpu", comment = "n", spank_job_env = spank("gpt2") },
+     uid = 0, rc = 0, ac = tag, comment = "n rubick:hold", requeue = 1 },
+   { name = "moved in held, with a release", desc = { partition = "gpu", priority = 4294967295 },
+     rec = { job_id = 8, job_state = 0, priority = 0, partition = "cpu", spank_job_env = spank("gpt2") },
+     uid = 0, rc = 0, prio = 4294967294, ac = tag, comment = "rubick:hold", requeue = 1 },
+   { name = "moved in: model from the comment, other fields kept", desc = { partition = "gpu" },
+     rec = { job_id = 8, job_state = 0, priority = 5000, partition = "cpu", comment = "x rubick:model=bert",
+             admin_comment = "site=x", qos = "guaranteed" },
+     uid = 0, rc = 0, prio = 0, ac = "site=x;rubick:v1 model=bert class=guaranteed;rubick-held", requeue = 1 },
+   { name = "moved in: model from the comment set with the move", desc = { partition = "gpu", comment = "rubick:model=gpt2" },
+     rec = { job_id = 8, job_state = 0, priority = 5000, partition = "cpu" }, uid = 0, rc = 0, prio = 0, ac = tag .. ";rubick-held",
+     comment = "rubick:model=gpt2", requeue = 1 },
+   { name = "moved in without a model type: untouched", desc = { partition = "gpu" },
+     rec = { job_id = 8, job_state = 0, priority = 5000, partition = "cpu", comment = "n" }, uid = 0, rc = 0 },
+   { name = "moved in with a malformed model type: refused", desc = { partition = "gpu" },
+     rec = { job_id = 8, job_state = 0, priority = 5000, partition = "cpu", spank_job_env = spank("Bad") }, uid = 0, rc = -1,
+     msg = "invalid model type 'Bad'" },
+   { name = "moved in with an unlisted model type: refused", desc = { partition = "gpu" },
+     rec = { job_id = 8, job_state = 0, priority = 5000, partition = "cpu", comment = "rubick:model=vit" }, uid = 0, rc = -1,
+     msg = "unknown model type 'vit'" },
+   { name = "a running job is not moved in", desc = { partition = "gpu" },
+     rec = { job_id = 8, job_state = 1, priority = 5000, partition = "cpu", spank_job_env = spank("gpt2") }, uid = 0, rc = 0 },
+   { name = "moved back in by its user: held again", desc = { partition = "gpu" },
+     rec = { job_id = 9, job_state = 0, priority = 5000, admin_comment = tag, partition = "cpu" }, uid = 1000, rc = 0,
+     prio = 0, requeue = 1 },
+   { name = "moved back in held by its user", desc = { partition = "gpu" },
+     rec = { job_id = 9, job_state = 0, priority = 0, admin_comment = tag, partition = "cpu" }, uid = 1000, rc = 0,
+     comment = "rubick:hold", requeue = 1 },
+   { name = "moved back in held by an administrator: theirs", desc = { partition = "gpu" },
+     rec = { job_id = 9, job_state = 0, priority = 0, admin_comment = tag .. ";rubick-admin-hold", partition = "cpu" },
+     uid = 0, rc = 0, requeue = 1 },
    { name = "untagged job untouched", desc = { priority = 4294967295 },
      rec = { job_id = 8, priority = 0, admin_comment = "site=x", comment = "rubick:hold" }, uid = 1000, rc = 0, prio = 4294967295 },
 }
 for _, c in ipairs(modify_cases) do
+   user_msgs = {}
    local rc = slurm_job_modify(c.desc, c.rec, parts, c.uid)
    check(rc == c.rc, "modify %s: rc %s, want %s", c.name, tostring(rc), tostring(c.rc))
    -- refusals are Slurm's "Access/permission denied" (2002), which 22.05
@@ -206,6 +262,7 @@ for _, c in ipairs(modify_cases) do
       check(c.desc.priority == c.prio, "modify %s: priority %s, want %s", c.name, tostring(c.desc.priority), tostring(c.prio))
       check(c.desc.comment == c.comment, "modify %s: comment %q, want %q", c.name, tostring(c.desc.comment), tostring(c.comment))
       check(c.desc.admin_comment == c.ac, "modify %s: admin_comment %q, want %q", c.name, tostring(c.desc.admin_comment), tostring(c.ac))
+      check(c.desc.requeue == c.requeue, "modify %s: requeue %s, want %s", c.name, tostring(c.desc.requeue), tostring(c.requeue))
    end
    if c.msg then
       local last = user_msgs[#user_msgs]

@@ -20,7 +20,8 @@ import (
 // (before it read the begin time, it released the job at once). A job an
 // admin held (scontrol hold) is not rubick's to release; their release
 // hands it to rubickd. One moved out of rubick's partitions is released,
-// and so is one held for rubick by rubickd --release-all.
+// and so is one held for rubick by rubickd --release-all. One submitted
+// outside them and moved in by root is tagged and held for rubickd.
 func TestDependency(t *testing.T) {
 	lt := newLabTest(t, "dependency", 2*time.Minute, "")
 	l, ctx, dir, bin, cfgPath, dbPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.dbPath, lt.cluster
@@ -47,6 +48,17 @@ func TestDependency(t *testing.T) {
 	}
 	if j, err := cluster.Job(ctx, held); err != nil || !slurm.HeldByAdmin(j) {
 		t.Errorf("admin-held job %d after rubickd --release-all: %s (%s, %v), want still held by the administrator", held, j.State, j.Reason, err)
+	}
+	// Moved in by root (with its --begin brought forward): tagged and held
+	// for rubickd, in Slurm's hold marked rubick's (root's update places
+	// an administrator's). Before, it was untouched and ran as submitted.
+	movedIn := l.submitScript(t, dir, body, &lt.ids, "--model-type=bert", "-p", "debug", "-J", "e2e-moved-in", "-N", "1", "--gres=gpu:1",
+		"--begin=now+1hour")
+	l.run(t, "scontrol", "update", "JobId="+strconv.Itoa(movedIn), "Partition=gpu", "StartTime=now")
+	if j, err := cluster.Job(ctx, movedIn); err != nil || !j.Held || j.Tag == nil || j.Tag.ModelType != "bert" || !j.Requeue ||
+		!strings.Contains(j.AdminComment, slurm.RubickHeldField) || slurm.HeldByAdmin(j) {
+		t.Errorf("job %d moved into partition gpu: %s (%s), held %v, requeue %v, admin comment %q (%v); want held for rubick, tagged bert",
+			movedIn, j.State, j.Reason, j.Held, j.Requeue, j.AdminComment, err)
 	}
 	d := runDaemon(t, l, bin, dir, cfgPath)
 
@@ -80,7 +92,11 @@ func TestDependency(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	for _, id := range []int{id, later} {
+	j = completedOnPlan(t, lt, d, movedIn)
+	if strings.Contains(j.AdminComment, slurm.RubickHeldField) {
+		t.Errorf("job %d ended with admin comment %q; want %s gone with rubickd's release", movedIn, j.AdminComment, slurm.RubickHeldField)
+	}
+	for _, id := range []int{id, later, movedIn} {
 		hist, err := st.PlanHistory(ctx, int64(id))
 		if err != nil || len(hist) != 1 {
 			t.Errorf("plan history of job %d: %+v (%v), want one start, after its dependency ended or its begin time came", id, hist, err)
