@@ -28,6 +28,10 @@ const (
 	CheckFail = "FAIL"
 )
 
+// checkHeldJobs names the check of jobs held for rubick outside its
+// partitions, which rubickd's cycles warn of too.
+const checkHeldJobs = "held jobs"
+
 // CheckResult is one line of rubickd --check.
 type CheckResult struct {
 	Name   string `json:"name"`
@@ -88,7 +92,7 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 		out = append(out, checkPartitions(ctx, c, cfg.Partitions)...)
 		if jobs, _, err := c.Jobs(ctx, time.Time{}); err == nil {
 			if err := stranded(jobs, cfg.Partitions); err != nil {
-				add("held jobs", CheckWarn, "%v: held for rubick in partitions rubickd does not manage, they wait until released by hand; make MANAGED_PARTITIONS in job_submit.lua and partitions in rubickd.yaml name the same partitions", err)
+				add(checkHeldJobs, CheckWarn, "%v: held for rubick in partitions rubickd does not manage, they wait until released by hand; make MANAGED_PARTITIONS in job_submit.lua and partitions in rubickd.yaml name the same partitions", err)
 			}
 		}
 		l, err := c.Limits(ctx)
@@ -237,6 +241,11 @@ func checkBudgets(b slurm.Budgets, err error, c slurm.CtldConfig, scope *slurm.B
 // for rubickd's start, and returns how many failed.
 func LogChecks(log *slog.Logger, results []CheckResult) (failed int) {
 	for _, r := range results {
+		if r.Name == checkHeldJobs {
+			// Each cycle warns of these jobs, the first one seconds
+			// after this, and again when they change.
+			continue
+		}
 		switch r.Status {
 		case CheckFail:
 			failed++
