@@ -148,7 +148,7 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 	if deps.ReadFile != nil && conf.Has("JobSubmitPlugins", "lua") && conf["SLURM_CONF"] != "" {
 		path := filepath.Join(filepath.Dir(conf["SLURM_CONF"]), "job_submit.lua")
 		body, err := deps.ReadFile(path)
-		out = append(out, checkJobSubmit(path, body, err, cfg.Partitions, deps.UID))
+		out = append(out, checkJobSubmit(path, body, err, cfg.Partitions, deps.UID, conf["PriorityType"]))
 	}
 	out = append(out, checkPriority(conf, cfg.Policy.BestEffortOrder, cfg.Policy.GuaranteedOrder))
 	b, err := slurm.ShowAssocMgr(ctx, deps.Runner, cfg.Commands.Scontrol, slurm.BudgetScope{All: true})
@@ -485,8 +485,9 @@ func checkPriorityOrder(c slurm.CtldConfig, who string) CheckResult {
 // JobSubmitVersion is the job_submit.lua (its VERSION) this rubickd
 // expects: 2 keeps an administrator's hold of a job rubick holds in
 // rubick's hold (AdminHoldField) and releases a job moved out of the
-// managed partitions; 3 tags and holds a job moved in, and marks rubick's
-// holds that Slurm names an administrator's (RubickHeldField).
+// managed partitions; 3 tags and holds a job moved in, marks rubick's
+// holds that Slurm names an administrator's (RubickHeldField), and refuses
+// a new nice of a held job that would end its hold (NICE_KEEPS_HOLD).
 const JobSubmitVersion = 3
 
 // jobSubmitLacks says what a copy of job_submit.lua older than each
@@ -496,7 +497,7 @@ var jobSubmitLacks = []struct {
 	says    string
 }{
 	{2, "an administrator's scontrol release of a job rubick holds starts it as submitted"},
-	{3, "a job with a model type moved into a managed partition runs as submitted"},
+	{3, "a job with a model type moved into a managed partition runs as submitted, and with PriorityType=priority/basic a user's new nice (scontrol update Nice=) of a job rubick holds starts it as submitted"},
 }
 
 var (
@@ -505,17 +506,40 @@ var (
 	luaKey     = regexp.MustCompile(`\[\s*"([^"]+)"\s*\]\s*=\s*true|([A-Za-z_][A-Za-z0-9_]*)\s*=\s*true`)
 	luaUIDs    = regexp.MustCompile(`(?s)local\s+SCHEDULER_UIDS\s*=\s*\{(.*?)\}`)
 	luaUID     = regexp.MustCompile(`\[\s*(\d+)\s*\]\s*=\s*true`)
+	luaNice    = regexp.MustCompile(`(?m)^local\s+NICE_KEEPS_HOLD\s*=\s*(true|false)`)
 )
 
 // checkJobSubmit compares job_submit.lua at path (body, or the error
 // reading it) with what rubickd expects: its VERSION, its
-// MANAGED_PARTITIONS against partitions, and its SCHEDULER_UIDS against
-// uid, the user rubickd runs scontrol as. A partition only the script
-// manages holds jobs no one releases; one only rubickd manages never has
-// its jobs held, so they run as submitted; without uid every release of
-// rubickd's is refused, and no job starts. The script lives on the
-// slurmctld host: elsewhere it is not compared.
-func checkJobSubmit(path string, body []byte, err error, partitions []string, uid int) CheckResult {
+// MANAGED_PARTITIONS against partitions, its SCHEDULER_UIDS against uid,
+// the user rubickd runs scontrol as, and its NICE_KEEPS_HOLD against
+// priorityType, slurmctld's PriorityType ("" when unknown). A partition
+// only the script manages holds jobs no one releases; one only rubickd
+// manages never has its jobs held, so they run as submitted; without uid
+// every release of rubickd's is refused, and no job starts. The script
+// lives on the slurmctld host: elsewhere it is not compared.
+// checkNice compares NICE_KEEPS_HOLD in job_submit.lua (body, of version)
+// with slurmctld's PriorityType. priority/basic ends a held job's hold at a
+// new nice, so the script must refuse it; priority/multifactor keeps the
+// hold, and a refusal only keeps users from changing it.
+func checkNice(body []byte, version int, priorityType string) []string {
+	if version < 3 || priorityType == "" {
+		return nil // an older copy's is said above; an unknown type is not compared
+	}
+	keeps := false
+	if m := luaNice.FindSubmatch(body); m != nil {
+		keeps = string(m[1]) == "true"
+	}
+	switch multifactor := priorityType == "priority/multifactor"; {
+	case keeps && !multifactor:
+		return []string{fmt.Sprintf("NICE_KEEPS_HOLD is true, but %s ends a held job's hold at a new nice: a user's scontrol update Nice= of a job rubick holds starts it as submitted; set it false", priorityType)}
+	case !keeps && multifactor:
+		return []string{"NICE_KEEPS_HOLD is false: users' new nice (scontrol update Nice=) of a job rubick holds is refused, though priority/multifactor keeps the hold; set it true"}
+	}
+	return nil
+}
+
+func checkJobSubmit(path string, body []byte, err error, partitions []string, uid int, priorityType string) CheckResult {
 	r := CheckResult{Name: "job_submit.lua", Status: CheckOK}
 	if err != nil {
 		r.Detail = fmt.Sprintf("%s not read on this host (%v): not compared; run rubickd --check on the slurmctld host to compare it", path, err)
@@ -571,6 +595,7 @@ func checkJobSubmit(path string, body []byte, err error, partitions []string, ui
 		if len(onlyYAML) > 0 {
 			problems = append(problems, fmt.Sprintf("partitions has %s, which MANAGED_PARTITIONS lacks: jobs there are never held for rubick and run as submitted", strings.Join(onlyYAML, ", ")))
 		}
+		problems = append(problems, checkNice(body, version, priorityType)...)
 		if len(problems) == 0 {
 			r.Detail = fmt.Sprintf("%s: version %d, MANAGED_PARTITIONS %s as partitions", path, version, strings.Join(managed, ", "))
 			return r

@@ -429,6 +429,7 @@ func TestCheckJobSubmit(t *testing.T) {
 		return []byte(strings.Replace(string(shipped), old, new, 1))
 	}
 	const managed = "local MANAGED_PARTITIONS = { gpu = true }"
+	const nice = "local NICE_KEEPS_HOLD = false"
 	for _, tc := range []struct {
 		name       string
 		body       []byte
@@ -437,29 +438,47 @@ func TestCheckJobSubmit(t *testing.T) {
 		uid        int // rubickd's; 0 is root
 		status     string
 		detail     []string
+		priority   string // PriorityType: priority/basic when "", none for not read
 	}{
-		{"shipped", shipped, nil, []string{"gpu"}, 0, CheckOK, []string{"version 3, MANAGED_PARTITIONS gpu as partitions"}},
+		{"shipped", shipped, nil, []string{"gpu"}, 0, CheckOK, []string{"version 3, MANAGED_PARTITIONS gpu as partitions"}, ""},
 		// rubickd as SlurmUser, which the script does not let release.
-		{"SlurmUser not a scheduler", shipped, nil, []string{"gpu"}, 64030, CheckFail, []string{"SCHEDULER_UIDS (0) lacks uid 64030", "no job starts"}},
+		{"SlurmUser not a scheduler", shipped, nil, []string{"gpu"}, 64030, CheckFail, []string{"SCHEDULER_UIDS (0) lacks uid 64030", "no job starts"}, ""},
 		{"SlurmUser a scheduler", edit("local SCHEDULER_UIDS = { [0] = true }", "local SCHEDULER_UIDS = { [0] = true, [64030] = true }"), nil,
-			[]string{"gpu"}, 64030, CheckOK, []string{"version 3"}},
+			[]string{"gpu"}, 64030, CheckOK, []string{"version 3"}, ""},
 		{"quoted keys", edit(managed, "local MANAGED_PARTITIONS = {\n  [\"gpu-a100\"] = true,\n  gpu = true,\n}"), nil, []string{"gpu", "gpu-a100"}, 0,
-			CheckOK, []string{"MANAGED_PARTITIONS gpu-a100, gpu as partitions"}},
+			CheckOK, []string{"MANAGED_PARTITIONS gpu-a100, gpu as partitions"}, ""},
 		{"first copy", edit("local VERSION = 3\n", ""), nil, []string{"gpu"}, 0, CheckWarn,
-			[]string{"an older copy (version 1, rubickd expects 3)", "release of a job rubick holds starts it as submitted, and a job with a model type moved"}},
+			[]string{"an older copy (version 1, rubickd expects 3)", "release of a job rubick holds starts it as submitted, and a job with a model type moved"}, ""},
 		{"second copy", edit("local VERSION = 3\n", "local VERSION = 2\n"), nil, []string{"gpu"}, 0, CheckWarn,
-			[]string{"(version 2, rubickd expects 3)", "; until then a job with a model type moved into a managed partition runs as submitted"}},
+			[]string{"(version 2, rubickd expects 3)", "; until then a job with a model type moved into a managed partition runs as submitted"}, ""},
 		{"a partition only the script manages", edit(managed, "local MANAGED_PARTITIONS = { gpu = true, debug = true }"), nil, []string{"gpu"}, 0,
-			CheckWarn, []string{"MANAGED_PARTITIONS has debug, which partitions in rubickd.yaml lacks"}},
+			CheckWarn, []string{"MANAGED_PARTITIONS has debug, which partitions in rubickd.yaml lacks"}, ""},
 		{"a partition only rubickd manages", shipped, nil, []string{"gpu", "a100"}, 0,
-			CheckWarn, []string{"partitions has a100, which MANAGED_PARTITIONS lacks"}},
+			CheckWarn, []string{"partitions has a100, which MANAGED_PARTITIONS lacks"}, ""},
 		{"both ways", edit(managed, "local MANAGED_PARTITIONS = { cpu = true }"), nil, []string{"gpu"}, 0,
-			CheckWarn, []string{"MANAGED_PARTITIONS has cpu", "partitions has gpu"}},
-		{"no table", edit(managed, "local MANAGED = {}"), nil, []string{"gpu"}, 0, CheckWarn, []string{"no MANAGED_PARTITIONS table found"}},
-		{"elsewhere", nil, os.ErrNotExist, []string{"gpu"}, 0, CheckOK, []string{"not read on this host", "not compared"}},
+			CheckWarn, []string{"MANAGED_PARTITIONS has cpu", "partitions has gpu"}, ""},
+		{"no table", edit(managed, "local MANAGED = {}"), nil, []string{"gpu"}, 0, CheckWarn, []string{"no MANAGED_PARTITIONS table found"}, ""},
+		{"elsewhere", nil, os.ErrNotExist, []string{"gpu"}, 0, CheckOK, []string{"not read on this host", "not compared"}, ""},
+		// priority/basic ends a held job's hold at a new nice, which the
+		// script must refuse; priority/multifactor keeps it.
+		{"nice kept on basic", edit(nice, "local NICE_KEEPS_HOLD = true"), nil, []string{"gpu"}, 0, CheckWarn,
+			[]string{"NICE_KEEPS_HOLD is true, but priority/basic ends a held job's hold", "set it false"}, ""},
+		{"nice refused on multifactor", shipped, nil, []string{"gpu"}, 0, CheckWarn,
+			[]string{"NICE_KEEPS_HOLD is false", "set it true"}, "priority/multifactor"},
+		{"nice kept on multifactor", edit(nice, "local NICE_KEEPS_HOLD = true"), nil, []string{"gpu"}, 0, CheckOK,
+			[]string{"version 3"}, "priority/multifactor"},
+		{"PriorityType unknown", edit(nice, "local NICE_KEEPS_HOLD = true"), nil, []string{"gpu"}, 0, CheckOK,
+			[]string{"version 3"}, "none"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := checkJobSubmit("/etc/slurm/job_submit.lua", tc.body, tc.err, tc.partitions, tc.uid)
+			pt := tc.priority
+			switch pt {
+			case "":
+				pt = "priority/basic"
+			case "none":
+				pt = "" // scontrol show config without it
+			}
+			r := checkJobSubmit("/etc/slurm/job_submit.lua", tc.body, tc.err, tc.partitions, tc.uid, pt)
 			if r.Status != tc.status {
 				t.Errorf("status %s, want %s: %s", r.Status, tc.status, r.Detail)
 			}

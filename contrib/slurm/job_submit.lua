@@ -30,6 +30,8 @@ holds and releases are Slurm's own, but for an administrator's hold of
 rubick's, and a job held for rubickd is released with its move out.
 A pending job with a model type moved into a managed partition is tagged
 and held for rubickd as at submission; a hold it has stays, as its user's.
+A new nice of a held job is refused unless NICE_KEEPS_HOLD: with
+PriorityType=priority/basic it would end the hold.
 
 Slurm names a hold that root's update places, or leaves in place,
 an administrator's (JobHeldAdmin) whoever it is for. Where this script
@@ -52,7 +54,8 @@ exists, a name missing from that list rejects the submission.
 -- releases outside the managed partitions to Slurm (a job moved out is
 -- released), and refuses with "Access/permission denied"; 3 tags and holds
 -- a job moved in, and marks rubick's holds that Slurm names an
--- administrator's (RUBICK_HELD). Not a setting.
+-- administrator's (RUBICK_HELD), and refuses a new nice of a held job
+-- unless NICE_KEEPS_HOLD. Not a setting.
 local VERSION = 3
 
 -- ---------------------------------------------------------------- settings
@@ -76,6 +79,15 @@ local SCHEDULER_UIDS = { [0] = true }
 
 -- rubickd grows or shrinks running jobs by requeueing them.
 local FORCE_REQUEUE = true
+
+-- Whether slurmctld keeps a held job's hold when its nice changes
+-- (`scontrol update JobId=J Nice=N`): with PriorityType=priority/multifactor
+-- it does. priority/basic computes the job's priority anew from the nice,
+-- at least 2, so the hold ends and the job starts as it is (the default
+-- PriorityType before Slurm 23.11). false refuses a new nice of a job held
+-- for rubickd; set true with priority/multifactor. rubickd --check compares
+-- it with PriorityType.
+local NICE_KEEPS_HOLD = false
 
 -- ---------------------------------------------------------------- helpers
 
@@ -236,8 +248,13 @@ end
 
 -- What a refused change returns: scontrol prints "Access/permission denied
 -- for job N". 22.05 shows no slurm.log_user message from job_modify, and
--- slurm.ERROR read "Unspecified error"; its slurm table lacks the name.
+-- slurm.ERROR read "Unspecified error".
 local ACCESS_DENIED = slurm.ESLURM_ACCESS_DENIED or 2002
+
+-- What a refused change of a held job's nice returns: scontrol prints "Job
+-- is in held state, pending scheduler release for job N", as Slurm does for
+-- a new priority of a held job.
+local JOB_HELD = slurm.ESLURM_JOB_HELD or 2042
 
 local function reject(msg)
    slurm.log_user("rubick: %s", msg)
@@ -383,6 +400,12 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
    local prio = job_desc.priority
    if not is_managed({ partition = job_desc.partition or job_rec.partition }, part_list) then
       return modify_unmanaged(job_desc, job_rec, modify_uid, comment, ac)
+   end
+   if not NICE_KEEPS_HOLD and job_rec.priority == 0 and job_desc.nice ~= nil and job_desc.nice ~= slurm.NO_VAL then
+      slurm.log_user("rubick: job %s waits for the Rubick scheduler, and a new nice would " ..
+                     "release it as it is: set it with sbatch --nice, or once the job runs",
+                     tostring(job_rec.job_id))
+      return JOB_HELD
    end
    if prio == nil or prio == slurm.NO_VAL then return slurm.SUCCESS end
    if SCHEDULER_UIDS[modify_uid] then

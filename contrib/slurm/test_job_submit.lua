@@ -249,6 +249,16 @@ local modify_cases = {
    { name = "moved back in held by an administrator: theirs", desc = { partition = "gpu" },
      rec = { job_id = 9, job_state = 0, priority = 0, admin_comment = tag .. ";rubick-admin-hold", partition = "cpu" },
      uid = 0, rc = 0, requeue = 1 },
+   -- priority/basic ends a hold at a new nice, and the job would start as
+   -- it is (NICE_KEEPS_HOLD = false)
+   { name = "new nice of a held job refused", desc = { nice = 2147483748 }, rec = managed, uid = 1000, rc = 2042,
+     msg = "a new nice would release it" },
+   { name = "new nice of a held job refused for root", desc = { nice = 2147483548 }, rec = rec(0, "rubick:hold"), uid = 0,
+     rc = 2042 },
+   { name = "new nice of a released job", desc = { nice = 2147483748 }, rec = rec(5000, nil), uid = 1000, rc = 0 },
+   { name = "no new nice", desc = { nice = 4294967294, time_limit = 60 }, rec = managed, uid = 1000, rc = 0 },
+   { name = "unmanaged: new nice is Slurm's", desc = { nice = 2147483748 },
+     rec = { job_id = 9, priority = 0, admin_comment = tag, partition = "cpu" }, uid = 1000, rc = 0 },
    { name = "untagged job untouched", desc = { priority = 4294967295 },
      rec = { job_id = 8, priority = 0, admin_comment = "site=x", comment = "rubick:hold" }, uid = 1000, rc = 0, prio = 4294967295 },
 }
@@ -269,6 +279,18 @@ for _, c in ipairs(modify_cases) do
       check(last ~= nil and string.find(last, c.msg, 1, true) ~= nil,
             "modify %s: user message %q, want it to contain %q", c.name, tostring(last), c.msg)
    end
+end
+
+-- priority/multifactor keeps the hold at a new nice (NICE_KEEPS_HOLD = true)
+src, n = string.gsub(src, "\nlocal NICE_KEEPS_HOLD = false", "\nlocal NICE_KEEPS_HOLD = true")
+assert(n == 1, "NICE_KEEPS_HOLD line not found")
+chunk = assert(loadstring(src, "job_submit.lua"))
+check(chunk() == slurm.SUCCESS, "script did not return slurm.SUCCESS")
+do
+   local desc = { nice = 2147483748 }
+   local rc = slurm_job_modify(desc, managed, parts, 1000)
+   check(rc == 0 and desc.priority == nil, "new nice of a held job, NICE_KEEPS_HOLD: rc %s, priority %s, want 0 and none",
+         tostring(rc), tostring(desc.priority))
 end
 
 os.remove(list)

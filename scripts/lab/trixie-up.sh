@@ -183,7 +183,9 @@ if [ "$WITH_SPANK" = 1 ]; then
   printf '%s\n' gpt2 bert llama7 llama30 roberta t5 vit resnet50 > "$R/etc/slurm/rubick-model-types"
   echo "optional $L/spank/rubick_spank.so models=/etc/slurm/rubick-model-types" \
     > "$R/etc/slurm/plugstack.conf.d/rubick.conf"
+  # priority/multifactor keeps a held job's hold at a new nice
   sed -e 's|^local MODEL_TYPES_FILE = .*|local MODEL_TYPES_FILE = "/etc/slurm/rubick-model-types"|' \
+    -e 's|^local NICE_KEEPS_HOLD = .*|local NICE_KEEPS_HOLD = true|' \
     "$REPO/contrib/slurm/job_submit.lua" > "$R/etc/slurm/job_submit.lua"
 else
   rm -f "$R/etc/slurm/plugstack.conf.d/rubick.conf" "$R/etc/slurm/job_submit.lua"

@@ -181,6 +181,14 @@ func TestUserCannotReleaseManagedJob(t *testing.T) {
 	if p := field(showJob(t, id), "Priority"); p != "0" {
 		t.Errorf("Priority after the user's release = %s, want 0", p)
 	}
+	// Nor may a new nice release it: priority/basic (the lab's) computes a
+	// held job's priority anew from it, so job_submit.lua refuses it.
+	if r := command("nobody", "scontrol", "update", "JobId="+id, "Nice=100"); r.err == nil || !strings.Contains(r.stderr, "held state") {
+		t.Errorf("scontrol update Nice=100 by the job's owner: %v: %s; want it refused (held state)", r.err, r.stderr)
+	}
+	if p := field(showJob(t, id), "Priority"); p != "0" {
+		t.Errorf("Priority after the user's new nice = %s, want 0", p)
+	}
 	// The user may still hold or cancel it.
 	if r := command("nobody", "scancel", id); r.err != nil {
 		t.Errorf("scancel by the owner: %v: %s", r.err, r.stderr)

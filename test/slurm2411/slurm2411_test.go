@@ -78,6 +78,14 @@ func restAgainstSlurm2411(t *testing.T, version string) {
 	if !j.Held || j.State != slurm.StatePending || j.Tag == nil || j.Tag.ModelType != "bert" {
 		t.Fatalf("job %d: state %s held %v tag %+v; want pending, held, model bert", id, j.State, j.Held, j.Tag)
 	}
+	// priority/multifactor keeps the hold at a new nice, and the lab's
+	// job_submit.lua (NICE_KEEPS_HOLD = true) lets it through.
+	if err := runArgv("chroot", root, "env", "-u", "SLURM_CONF", "scontrol", "update", fmt.Sprintf("JobId=%d", id), "Nice=50"); err != nil {
+		t.Errorf("scontrol update Nice=50 of the held job: %v", err)
+	}
+	if j, err := c.Job(ctx, id); err != nil || !j.Held || j.Priority != 0 || j.Nice != 50 {
+		t.Errorf("job %d after a new nice: held %v, priority %d, nice %d (%v); want held, nice 50", id, j.Held, j.Priority, j.Nice, err)
+	}
 
 	// Start it on two chosen nodes with 4 GPUs each, through the Applier.
 	want := []string{nodes[0].Name, nodes[1].Name}
