@@ -52,7 +52,7 @@ func TestDependency(t *testing.T) {
 	// Moved in by root (with its --begin brought forward): tagged and held
 	// for rubickd, in Slurm's hold marked rubick's (root's update places
 	// an administrator's). Before, it was untouched and ran as submitted.
-	movedIn := l.submitScript(t, dir, body, &lt.ids, "--model-type=bert", "-p", "debug", "-J", "e2e-moved-in", "-N", "1", "--gres=gpu:1",
+	movedIn := l.submitScript(t, dir, "#!/bin/bash\ntrue\n", &lt.ids, "--model-type=bert", "-p", "debug", "-J", "e2e-moved-in", "-N", "1", "--gres=gpu:1",
 		"--begin=now+1hour")
 	l.run(t, "scontrol", "update", "JobId="+strconv.Itoa(movedIn), "Partition=gpu", "StartTime=now")
 	if j, err := cluster.Job(ctx, movedIn); err != nil || !j.Held || j.Tag == nil || j.Tag.ModelType != "bert" || !j.Requeue ||
