@@ -274,8 +274,18 @@ local function modify_unmanaged(job_desc, job_rec, modify_uid, comment, ac)
          not has_hold(comment) and not has_admin_hold(ac) then
          -- Moved out while held for rubickd, which no longer plans it:
          -- that hold was never its user's, so the move ends it.
+         if has_field(ac, RUBICK_HELD) then
+            if not SCHEDULER_UIDS[modify_uid] then
+               -- Slurm would refuse its user the end of a hold it names an
+               -- administrator's, and the move with it.
+               slurm.log_user("rubick: job %s waits for the Rubick scheduler in a hold Slurm " ..
+                              "counts as an administrator's; only they can move it out",
+                              tostring(job_rec.job_id))
+               return ACCESS_DENIED
+            end
+            job_desc.admin_comment = without_field(ac, RUBICK_HELD)
+         end
          job_desc.priority = slurm.INFINITE
-         if has_field(ac, RUBICK_HELD) then job_desc.admin_comment = without_field(ac, RUBICK_HELD) end
          slurm.log_user("rubick: job %s moved out of the Rubick scheduler's partitions; Slurm " ..
                         "starts it as it is", tostring(job_rec.job_id))
       end

@@ -189,6 +189,9 @@ local modify_cases = {
    { name = "moved out once released", desc = { partition = "debug" }, rec = rec(5000, nil), uid = 1000, rc = 0 },
    { name = "moved out, rubick-held: released, mark out", desc = { partition = "debug" },
      rec = { job_id = 9, priority = 0, admin_comment = tag .. ";rubick-held" }, uid = 0, rc = 0, prio = 4294967295, ac = tag },
+   { name = "moved out by its user, rubick-held: refused", desc = { partition = "debug" },
+     rec = { job_id = 9, priority = 0, admin_comment = tag .. ";rubick-held" }, uid = 1000, rc = 2002,
+     msg = "only they can move it out" },
    -- outside the managed partitions (moved out, or MANAGED_PARTITIONS
    -- emptied) holds and releases are Slurm's own, but an administrator's
    { name = "unmanaged: user release", desc = { priority = 4294967295 },
