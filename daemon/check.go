@@ -521,10 +521,11 @@ var (
 // checkNice compares NICE_KEEPS_HOLD in job_submit.lua (body, of version)
 // with slurmctld's PriorityType. priority/basic ends a held job's hold at a
 // new nice, so the script must refuse it; priority/multifactor keeps the
-// hold, and a refusal only keeps users from changing it.
-func checkNice(body []byte, version int, priorityType string) []string {
+// hold, and a refusal only keeps users from changing it. It returns what
+// the ok line adds, or the problems.
+func checkNice(body []byte, version int, priorityType string) (string, []string) {
 	if version < 3 || priorityType == "" {
-		return nil // an older copy's is said above; an unknown type is not compared
+		return "", nil // an older copy's is said above; an unknown type is not compared
 	}
 	keeps := false
 	if m := luaNice.FindSubmatch(body); m != nil {
@@ -532,11 +533,11 @@ func checkNice(body []byte, version int, priorityType string) []string {
 	}
 	switch multifactor := priorityType == "priority/multifactor"; {
 	case keeps && !multifactor:
-		return []string{fmt.Sprintf("NICE_KEEPS_HOLD is true, but %s ends a held job's hold at a new nice: a user's scontrol update Nice= of a job rubick holds starts it as submitted; set it false", priorityType)}
+		return "", []string{fmt.Sprintf("NICE_KEEPS_HOLD is true, but %s ends a held job's hold at a new nice: a user's scontrol update Nice= of a job rubick holds starts it as submitted; set it false", priorityType)}
 	case !keeps && multifactor:
-		return []string{"NICE_KEEPS_HOLD is false: users' new nice (scontrol update Nice=) of a job rubick holds is refused, though priority/multifactor keeps the hold; set it true"}
+		return "", []string{"NICE_KEEPS_HOLD is false: users' new nice (scontrol update Nice=) of a job rubick holds is refused, though priority/multifactor keeps the hold; set it true"}
 	}
-	return nil
+	return fmt.Sprintf(", NICE_KEEPS_HOLD %v for %s", keeps, priorityType), nil
 }
 
 func checkJobSubmit(path string, body []byte, err error, partitions []string, uid int, priorityType string) CheckResult {
@@ -595,9 +596,10 @@ func checkJobSubmit(path string, body []byte, err error, partitions []string, ui
 		if len(onlyYAML) > 0 {
 			problems = append(problems, fmt.Sprintf("partitions has %s, which MANAGED_PARTITIONS lacks: jobs there are never held for rubick and run as submitted", strings.Join(onlyYAML, ", ")))
 		}
-		problems = append(problems, checkNice(body, version, priorityType)...)
+		nice, niceProblems := checkNice(body, version, priorityType)
+		problems = append(problems, niceProblems...)
 		if len(problems) == 0 {
-			r.Detail = fmt.Sprintf("%s: version %d, MANAGED_PARTITIONS %s as partitions", path, version, strings.Join(managed, ", "))
+			r.Detail = fmt.Sprintf("%s: version %d, MANAGED_PARTITIONS %s as partitions%s", path, version, strings.Join(managed, ", "), nice)
 			return r
 		}
 	}

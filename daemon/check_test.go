@@ -440,7 +440,7 @@ func TestCheckJobSubmit(t *testing.T) {
 		detail     []string
 		priority   string // PriorityType: priority/basic when "", none for not read
 	}{
-		{"shipped", shipped, nil, []string{"gpu"}, 0, CheckOK, []string{"version 3, MANAGED_PARTITIONS gpu as partitions"}, ""},
+		{"shipped", shipped, nil, []string{"gpu"}, 0, CheckOK, []string{"version 3, MANAGED_PARTITIONS gpu as partitions, NICE_KEEPS_HOLD false for priority/basic"}, ""},
 		// rubickd as SlurmUser, which the script does not let release.
 		{"SlurmUser not a scheduler", shipped, nil, []string{"gpu"}, 64030, CheckFail, []string{"SCHEDULER_UIDS (0) lacks uid 64030", "no job starts"}, ""},
 		{"SlurmUser a scheduler", edit("local SCHEDULER_UIDS = { [0] = true }", "local SCHEDULER_UIDS = { [0] = true, [64030] = true }"), nil,
@@ -466,7 +466,7 @@ func TestCheckJobSubmit(t *testing.T) {
 		{"nice refused on multifactor", shipped, nil, []string{"gpu"}, 0, CheckWarn,
 			[]string{"NICE_KEEPS_HOLD is false", "set it true"}, "priority/multifactor"},
 		{"nice kept on multifactor", edit(nice, "local NICE_KEEPS_HOLD = true"), nil, []string{"gpu"}, 0, CheckOK,
-			[]string{"version 3"}, "priority/multifactor"},
+			[]string{"version 3", "NICE_KEEPS_HOLD true for priority/multifactor"}, "priority/multifactor"},
 		{"PriorityType unknown", edit(nice, "local NICE_KEEPS_HOLD = true"), nil, []string{"gpu"}, 0, CheckOK,
 			[]string{"version 3"}, "none"},
 	} {
