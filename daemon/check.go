@@ -509,15 +509,6 @@ var (
 	luaNice    = regexp.MustCompile(`(?m)^local\s+NICE_KEEPS_HOLD\s*=\s*(true|false)`)
 )
 
-// checkJobSubmit compares job_submit.lua at path (body, or the error
-// reading it) with what rubickd expects: its VERSION, its
-// MANAGED_PARTITIONS against partitions, its SCHEDULER_UIDS against uid,
-// the user rubickd runs scontrol as, and its NICE_KEEPS_HOLD against
-// priorityType, slurmctld's PriorityType ("" when unknown). A partition
-// only the script manages holds jobs no one releases; one only rubickd
-// manages never has its jobs held, so they run as submitted; without uid
-// every release of rubickd's is refused, and no job starts. The script
-// lives on the slurmctld host: elsewhere it is not compared.
 // checkNice compares NICE_KEEPS_HOLD in job_submit.lua (body, of version)
 // with slurmctld's PriorityType. priority/basic ends a held job's hold at a
 // new nice, so the script must refuse it; priority/multifactor keeps the
@@ -540,6 +531,15 @@ func checkNice(body []byte, version int, priorityType string) (string, []string)
 	return fmt.Sprintf(", NICE_KEEPS_HOLD %v for %s", keeps, priorityType), nil
 }
 
+// checkJobSubmit compares job_submit.lua at path (body, or the error
+// reading it) with what rubickd expects: its VERSION, its
+// MANAGED_PARTITIONS against partitions, its SCHEDULER_UIDS against uid,
+// the user rubickd runs scontrol as, and its NICE_KEEPS_HOLD against
+// priorityType, slurmctld's PriorityType ("" when unknown). A partition
+// only the script manages holds jobs no one releases; one only rubickd
+// manages never has its jobs held, so they run as submitted; without uid
+// every release of rubickd's is refused, and no job starts. The script
+// lives on the slurmctld host: elsewhere it is not compared.
 func checkJobSubmit(path string, body []byte, err error, partitions []string, uid int, priorityType string) CheckResult {
 	r := CheckResult{Name: "job_submit.lua", Status: CheckOK}
 	if err != nil {

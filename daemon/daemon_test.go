@@ -2678,14 +2678,14 @@ func TestCycleWarnsOfStrandedJobs(t *testing.T) {
 	adminHeld.Reason = "JobHeldAdmin"
 	// moved in by root to a partition only job_submit.lua manages: held
 	// for rubick (Slurm's hold, marked rubick's)
-	movedOut := held(39, "cpu")
-	movedOut.Reason, movedOut.AdminComment = "JobHeldAdmin", "rubick:v1 model=bert;"+slurm.RubickHeldField
+	movedIn := held(39, "cpu")
+	movedIn.Reason, movedIn.AdminComment = "JobHeldAdmin", "rubick:v1 model=bert;"+slurm.RubickHeldField
 	rigid := held(35, "cpu")
 	rigid.Tag = nil
 	released := held(36, "cpu")
 	released.Held, released.Reason = false, "Priority"
 	c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{held(31, "cpu"), held(32, "debug,other"), held(37, "cpu,gpu"),
-		userHeld, adminHeld, rigid, released, movedOut}}
+		userHeld, adminHeld, rigid, released, movedIn}}
 	a := &fakeApplier{}
 	d, _ := newTestDaemon(t, c, a)
 	var logs bytes.Buffer
