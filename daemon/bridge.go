@@ -183,16 +183,16 @@ func (m *groupsMemo) of(j slurm.Job, partition string) []slurm.Group {
 }
 
 // holds is what j counts against its groups at now: the GPUs, CPUs,
-// memory and billing it holds when it runs, and each of those and its
-// node count times the minutes left of its time limit (none without one);
-// nothing when it does not run.
+// memory and billing it holds when it runs or stands suspended, and each
+// of those and its node count times the minutes left of its time limit
+// (none without one); nothing when it holds no allocation.
 func holds(j slurm.Job, now time.Time) slurm.GroupLimits {
-	if j.State != slurm.StateRunning {
+	if !j.Allocated() {
 		return slurm.GroupLimits{}
 	}
 	h := slurm.GroupLimits{GPUs: j.GPUs, CPUs: j.CPUs, MemMB: j.MemMB, Billing: j.Billing, Jobs: 1}
 	if j.TimeLimit > 0 {
-		left := wholeMinutes(max(j.TimeLimit-now.Sub(j.StartTime), 0))
+		left := wholeMinutes(max(j.TimeLimit-j.RunTime(now), 0))
 		h.GPURunMins, h.CPURunMins, h.BillingRunMins = int64(j.GPUs)*left, int64(j.CPUs)*left, j.Billing*left
 		h.MemRunMins, h.NodeRunMins = j.MemMB*left, int64(len(j.NodeList))*left
 	}
@@ -236,7 +236,8 @@ func plus(a, b slurm.GroupLimits, k int) slurm.GroupLimits {
 		MemRunMins: a.MemRunMins + int64(k)*b.MemRunMins, NodeRunMins: a.NodeRunMins + int64(k)*b.NodeRunMins, Jobs: a.Jobs + k*b.Jobs}
 }
 
-// groupUsage sums what the running jobs, every job in Slurm, hold at now,
+// groupUsage sums what the running and suspended jobs, every job in Slurm,
+// hold at now,
 // per group limit each counts against (their GPUs on nodes of its type,
 // for a limit on one type), with what the budgets among them have used,
 // and counts the nodes they hold per group that limits nodes; groups adds
@@ -246,7 +247,7 @@ func groupUsage(groups *groupsMemo, jobs []slurm.Job, types nodeGPUTypes, now ti
 	nodes := groupNodes{}
 	groups.use = use
 	for _, j := range jobs {
-		if j.State != slurm.StateRunning {
+		if !j.Allocated() {
 			continue
 		}
 		gs := groups.of(j, j.Partition)
@@ -1053,6 +1054,14 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 	v.usage, v.nodes = groupUsage(groupsOf, jobs, v.gpuTypes, now)
 	stopped := stoppedPartitions(in.Limits.Partitions)
 	for _, j := range jobs {
+		if j.State == slurm.StateSuspended && j.Tag != nil && j.Tag.ModelType != "" && slices.Contains(cfg.Partitions, j.Partition) {
+			// Its GPUs and memory stay its own (the nodes' counters show
+			// them) but nothing it runs moves: a checkpoint signal would
+			// wait for the resume, and a restart would take the job from
+			// the administrator who stopped it.
+			v.Unmanaged[j.ID] = "suspended by an administrator (scontrol suspend): keeps its GPUs and memory; planned again once resumed (scontrol resume)"
+			continue
+		}
 		if j.State != slurm.StatePending && j.State != slurm.StateRunning {
 			continue
 		}
@@ -1637,9 +1646,7 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 				Node: name, GPUs: j.GPUsPerNode, CPUs: j.CPUs / n, MemGB: float64(memPerNode(j)) / 1024,
 			})
 		}
-		if !j.StartTime.IsZero() && now.After(j.StartTime) {
-			pj.RunTime += now.Sub(j.StartTime)
-		}
+		pj.RunTime += j.RunTime(now)
 		plan, err := model.ParsePlan(j.Tag.Plan)
 		if err != nil || plan.GPUs() != j.GPUsPerNode*n {
 			// A job started outside rubick (or an old tag): assume the best
@@ -2010,10 +2017,7 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 	recordNodes(&tag, mj.nodes)
 	recordTime(&tag, mj.time.user, mj.time.fixed, j.TimeLimit)
 	tag.Generation = mj.tag.Generation + 1
-	ran := mj.ran
-	if j.State == slurm.StateRunning && !j.StartTime.IsZero() && now.After(j.StartTime) {
-		ran += now.Sub(j.StartTime)
-	}
+	ran := mj.ran + j.RunTime(now)
 	out := slurm.Action{JobID: j.ID, Tag: &tag}
 	switch a.Kind {
 	case policy.Preempt:
@@ -2095,7 +2099,7 @@ func (mj *managedJob) timeExtension(now time.Time) (slurm.Action, bool) {
 		return slurm.Action{}, false
 	}
 	want := mj.time.limitAt(mj.time.measured, slurm.GroupLimits{GPUs: j.GPUs, CPUs: j.CPUs, Billing: j.Billing, MemMB: j.MemMB, Nodes: len(j.NodeList)},
-		now.Sub(j.StartTime))
+		j.RunTime(now))
 	if want <= j.TimeLimit+j.TimeLimit/10 {
 		return slurm.Action{}, false
 	}

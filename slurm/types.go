@@ -114,6 +114,13 @@ type Job struct {
 	// count as eligible.
 	EligibleTime time.Time
 	StartTime    time.Time
+	// SuspendTime is when an administrator last suspended or resumed the
+	// job (scontrol suspend, resume); zero when never since its start.
+	// PreSuspend is how long it ran before its last suspension. Slurm
+	// counts neither the time a job stands suspended against its time
+	// limit, nor (RunTime) as run time.
+	SuspendTime time.Time
+	PreSuspend  time.Duration
 	// Deadline is the job's --deadline: Slurm ends it (state DEADLINE)
 	// rather than start it where its time limit would run past it; zero
 	// when none.
@@ -215,6 +222,29 @@ func (j Job) Ended() bool {
 		return false
 	}
 	return !slices.Contains(j.StateFlags, StateCompleting)
+}
+
+// Allocated reports whether the job holds an allocation: it runs or an
+// administrator suspended it (scontrol suspend), which keeps its GPUs and
+// memory and counts against its limits as before (22.05 lab: a second
+// job was held with QOSGrpGRES beside a suspended one). Only its CPUs are
+// free to others meanwhile.
+func (j Job) Allocated() bool {
+	return j.State == StateRunning || j.State == StateSuspended
+}
+
+// RunTime is how long the job has run at now on its current start, the
+// time it stood suspended left out, as scontrol's RunTime counts it.
+func (j Job) RunTime(now time.Time) time.Duration {
+	switch {
+	case j.State == StateSuspended:
+		return j.PreSuspend
+	case j.State != StateRunning || j.StartTime.IsZero():
+		return 0
+	case !j.SuspendTime.IsZero():
+		return j.PreSuspend + max(now.Sub(j.SuspendTime), 0)
+	}
+	return max(now.Sub(j.StartTime), 0)
 }
 
 // Ref names the job to scontrol and scancel: "ARRAY_TASK" for a task of a

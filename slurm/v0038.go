@@ -171,6 +171,8 @@ func (w v38Job) domain() Job {
 		EligibleTime:  unixTime(deref(w.EligibleTime)),
 		Deadline:      unixTime(int64(deref(w.Deadline))),
 		StartTime:     unixTime(deref(w.StartTime)),
+		SuspendTime:   unixTime(deref(w.SuspendTime)),
+		PreSuspend:    time.Duration(deref(w.PreSusTime)) * time.Second,
 		Nice:          nice38(deref(w.Nice)),
 		TRESReq:       deref(w.TresReqStr),
 		TimeLimit:     minutes(deref(w.TimeLimit)),

@@ -250,6 +250,8 @@ func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
 			EligibleTime:  unixTime(num(w.EligibleTime)),
 			Deadline:      unixTime(num(w.Deadline)),
 			StartTime:     unixTime(num(w.StartTime)),
+			SuspendTime:   unixTime(num(w.SuspendTime)),
+			PreSuspend:    time.Duration(num(w.PreSusTime)) * time.Second,
 			Nice:          int(deref(w.Nice)),
 			TRESReq:       deref(w.TresReqStr),
 			TimeLimit:     minutes(num(w.TimeLimit)),

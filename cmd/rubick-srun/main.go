@@ -216,7 +216,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	stateDir := stateDirFor(cfg, jobID, getenv)
 
 	var rep *report.Reporter
+	var res *resumes
 	if !cfg.dryRun && (plan != nil || wantProfile(cfg, tag)) {
+		res = watchResumes(ctx, log)
 		rep = report.NewReporter(ctx, report.ReporterConfig{URL: cfg.reportURL, Logger: log,
 			Encoder: report.Munge{MungePath: cfg.munge, Socket: cfg.mungeSock}})
 		defer func() {
@@ -235,6 +237,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			ph.printDry(stdout)
 		default:
 			ph.jobID, ph.modelType, ph.getenv, ph.rep, ph.stdout, ph.stderr, ph.log = jobID, modelType, getenv, rep, stdout, stderr, log
+			ph.resumes = res
 			if ph.done() {
 				log.Info("profiling phase already done for this job; not repeated", "record", filepath.Join(stateDir, profileFile))
 				break
@@ -284,7 +287,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	var samples *sampler
 	if plan != nil {
-		samples = &sampler{rep: rep, skip: cfg.reportSkip, parser: report.Parser{GlobalBatch: st.globalBatch},
+		samples = &sampler{rep: rep, skip: cfg.reportSkip, parser: report.Parser{GlobalBatch: st.globalBatch}, resumes: res, seen: res.mark(),
 			base: report.Sample{Version: report.SampleVersion, JobID: jobID, ModelType: modelType, Plan: plan.String(),
 				Placement: st.placement.String(), CPUs: alloc.CPUsOnNode * alloc.Nodes}}
 	}
@@ -672,13 +675,16 @@ func sendLaunch(ctx context.Context, cfg config, jobID, modelType string, plan m
 	return err
 }
 
-// sampler turns iteration-time lines into samples for the reporter.
+// sampler turns iteration-time lines into samples for the reporter: not
+// the warm-up's (skip), nor one whose interval spans a suspension.
 type sampler struct {
-	mu     sync.Mutex
-	rep    *report.Reporter
-	parser report.Parser
-	skip   int
-	base   report.Sample
+	mu      sync.Mutex
+	rep     *report.Reporter
+	parser  report.Parser
+	skip    int
+	base    report.Sample
+	resumes *resumes
+	seen    int64 // resumes.mark() at the previous line
 }
 
 func (s *sampler) line(line string) {
@@ -688,8 +694,12 @@ func (s *sampler) line(line string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	resumed := s.resumes.since(&s.seen)
 	if s.skip > 0 {
 		s.skip--
+		return
+	}
+	if resumed {
 		return
 	}
 	s.rep.Submit(s.base.With(m, time.Now().UTC()))

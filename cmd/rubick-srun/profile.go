@@ -93,6 +93,7 @@ type profilePhase struct {
 	gb         int
 	runs       []launch.ProfileRun
 	rep        *report.Reporter // nil in a dry run
+	resumes    *resumes
 	stdout     io.Writer
 	stderr     io.Writer
 	log        *slog.Logger
@@ -316,7 +317,7 @@ func (ph *profilePhase) runOne(ctx context.Context, i int, rec *profileRecord) {
 
 	run := ph.runs[i]
 	enough := make(chan struct{})
-	m := &profileMeter{skip: ph.cfg.reportSkip, want: run.Iters, enough: enough, rep: ph.rep,
+	m := &profileMeter{skip: ph.cfg.reportSkip, want: run.Iters, enough: enough, rep: ph.rep, resumes: ph.resumes, seen: ph.resumes.mark(),
 		parser: report.Parser{GlobalBatch: st.globalBatch},
 		base: report.Sample{Version: report.SampleVersion, JobID: ph.jobID, ModelType: ph.modelType, Plan: run.Plan.String(),
 			Placement: st.placement.String(), CPUs: run.CPUs}}
@@ -453,6 +454,8 @@ type profileMeter struct {
 	measured int
 	iterS    []float64
 	enough   chan struct{}
+	resumes  *resumes
+	seen     int64 // resumes.mark() at the previous line
 }
 
 func (m *profileMeter) line(line string) {
@@ -466,7 +469,9 @@ func (m *profileMeter) line(line string) {
 	if m.measured == m.want {
 		close(m.enough)
 	}
-	if m.measured <= m.skip || m.measured > m.want {
+	// A line spanning a suspension counts as measured (the run moved on)
+	// but its time is not the plan's.
+	if resumed := m.resumes.since(&m.seen); resumed || m.measured <= m.skip || m.measured > m.want {
 		return
 	}
 	m.iterS = append(m.iterS, meas.IterS)

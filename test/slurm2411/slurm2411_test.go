@@ -116,6 +116,30 @@ func restAgainstSlurm2411(t *testing.T, version string) {
 	if j.Tag == nil || j.Tag.Plan != tag.Plan || !strings.Contains(j.AdminComment, "rubick:v1") {
 		t.Errorf("tag after start = %+v (AdminComment %q), want plan %s", j.Tag, j.AdminComment, tag.Plan)
 	}
+
+	// An administrator's suspend: the client reads the state and the run
+	// time before it, and after the resume a run time without the time the
+	// job stood suspended.
+	time.Sleep(time.Second)
+	scontrol := func(verb string) {
+		if err := runArgv("chroot", root, "env", "-u", "SLURM_CONF", "scontrol", verb, strconv.Itoa(id)); err != nil {
+			t.Fatalf("scontrol %s %d: %v", verb, id, err)
+		}
+	}
+	scontrol("suspend")
+	if j, err = c.Job(ctx, id); err != nil || j.State != slurm.StateSuspended || !j.Allocated() || j.SuspendTime.IsZero() || j.PreSuspend < time.Second {
+		t.Fatalf("suspended job: %v, state %s, suspended at %v after %v; want SUSPENDED, a time, >= 1s", err, j.State, j.SuspendTime, j.PreSuspend)
+	}
+	time.Sleep(4 * time.Second)
+	scontrol("resume")
+	if j, err = c.Job(ctx, id); err != nil || j.State != slurm.StateRunning {
+		t.Fatalf("resumed job: %v, state %s, want RUNNING", err, j.State)
+	}
+	// Slurm's times are whole seconds: allow one either way.
+	if now := time.Now(); j.RunTime(now) > now.Sub(j.StartTime)-3*time.Second || j.RunTime(now) < j.PreSuspend {
+		t.Errorf("resumed job: run time %v of %v since its start (suspended about 4s, %v before it); want the suspension left out",
+			j.RunTime(now), now.Sub(j.StartTime), j.PreSuspend)
+	}
 }
 
 // chrootLab is the 24.11 chroot lab: its root, a client of version (""

@@ -1,0 +1,90 @@
+package daemon
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+// suspendedJob is a bert job on node1's 8 GPUs that ran 10 minutes of its
+// hour and has stood suspended for the last 20: Slurm keeps its GPUs and
+// memory, frees its CPUs, and its time left is 50 minutes.
+func suspendedJob() slurm.Job {
+	j := heldJob(5, "bert", 1, 8)
+	j.State, j.Held, j.User, j.QOS = slurm.StateSuspended, false, "alice", "shared"
+	j.NodeList, j.GPUs, j.CPUs, j.MemMB, j.Billing = []string{"node1"}, 8, 16, 64000, 16
+	j.Tag.Plan, j.Tag.Generation = "dp8.tp1.pp1.mb4.a1.z2", 1
+	j.TimeLimit = time.Hour
+	j.StartTime, j.SuspendTime, j.PreSuspend = t0.Add(-30*time.Minute), t0.Add(-20*time.Minute), 10*time.Minute
+	return j
+}
+
+// A job an administrator suspended is left alone: not planned, restarted
+// or shrunk, and listed with why. Its GPUs stay taken, and it counts
+// against its group limits as Slurm counts it, with the time left of its
+// limit as it stood at the suspension.
+func TestCycleSuspendedJob(t *testing.T) {
+	const why = "suspended by an administrator (scontrol suspend): keeps its GPUs and memory; planned again once resumed (scontrol resume)"
+	for _, tc := range []struct {
+		name    string
+		grpGPUs int
+		started []int
+	}{
+		// The held job goes to node2, never node1 under the suspended job.
+		{"no limit", 0, []int{6}},
+		// 8 GPUs allowed and the suspended job's 8 in use: it waits.
+		{"group full", 8, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := labNodes(2)
+			nodes[0].GPUsUsed, nodes[0].MemAllocMB = 8, 64000
+			held := heldJob(6, "bert", 1, 8)
+			held.QOS, held.User = "shared", "alice"
+			limits := slurm.Limits{QOS: map[string]slurm.QOS{"shared": {Name: "shared", Grp: slurm.GroupLimits{GPUs: tc.grpGPUs}}}}
+			if tc.grpGPUs == 0 {
+				limits = slurm.Limits{}
+			}
+			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: nodes, jobs: []slurm.Job{suspendedJob(), held}}, limits: limits}
+			a := &fakeApplier{}
+			d, _ := newTestDaemonWith(t, c, a, func(*Config) {})
+			rep, err := d.Cycle(context.Background(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.started, startedJobs(a)); diff != "" {
+				t.Errorf("started (-want +got):\n%s", diff)
+			}
+			for _, act := range a.got {
+				if act.JobID == 5 {
+					t.Errorf("an action for the suspended job: %+v", act)
+				}
+				if act.Kind == slurm.ActionStart && len(act.Nodes) > 0 && act.Nodes[0] != "node2" {
+					t.Errorf("job %d started on %v, want node2", act.JobID, act.Nodes)
+				}
+			}
+			if got := rep.Ignored[5]; got != why {
+				t.Errorf("ignored[5] = %q, want %q", got, why)
+			}
+		})
+	}
+}
+
+// What a suspended job counts against its groups: all it holds, and its
+// limit's minutes left as they were when it stopped (Slurm moves its end
+// by the time it stands suspended).
+func TestHoldsOfSuspendedJob(t *testing.T) {
+	j := suspendedJob()
+	want := slurm.GroupLimits{GPUs: 8, CPUs: 16, MemMB: 64000, Billing: 16, Jobs: 1,
+		GPURunMins: 8 * 50, CPURunMins: 16 * 50, BillingRunMins: 16 * 50, MemRunMins: 64000 * 50, NodeRunMins: 50}
+	if diff := cmp.Diff(want, holds(j, t0)); diff != "" {
+		t.Errorf("suspended (-want +got):\n%s", diff)
+	}
+	// Resumed 5 minutes ago: 15 minutes run, 45 left.
+	j.State, j.SuspendTime = slurm.StateRunning, t0.Add(-5*time.Minute)
+	if got := holds(j, t0).GPURunMins; got != 8*45 {
+		t.Errorf("resumed: %d GPU-minutes left, want %d", got, 8*45)
+	}
+}
