@@ -106,6 +106,10 @@ type TenantConfig struct {
 type CheckpointConfig struct {
 	Signal string        `mapstructure:"signal"`
 	Grace  time.Duration `mapstructure:"grace"`
+	// RequeueMail keeps the BEGIN and REQUEUE mails Slurm sends at each
+	// of rubick's requeues and restarts; false (the default) takes those
+	// two types out of a job's MailType at its first requeue.
+	RequeueMail bool `mapstructure:"requeue_mail"`
 }
 
 // TimeLimitsConfig says how a job's time limit follows its plan. A user's
@@ -333,6 +337,7 @@ func setDefaults(v *viper.Viper, d Config) {
 	v.SetDefault("interval", d.Interval)
 	v.SetDefault("checkpoint.signal", d.Checkpoint.Signal)
 	v.SetDefault("checkpoint.grace", d.Checkpoint.Grace)
+	v.SetDefault("checkpoint.requeue_mail", d.Checkpoint.RequeueMail)
 	v.SetDefault("restart_cost", d.RestartCost)
 	v.SetDefault("measure_restart_cost", d.MeasureRestartCost)
 	v.SetDefault("retention.reasons", d.Retention.Reasons)

@@ -135,6 +135,12 @@ type ApplierConfig struct {
 	// 60 s); PollInterval is the poll period (default 1 s).
 	PendingTimeout time.Duration
 	PollInterval   time.Duration
+	// RequeueMail keeps a job's BEGIN and REQUEUE mails at rubick's
+	// requeues and restarts. Slurm sends both at every one (22.05 lab: a
+	// --mail-type=ALL job mailed "Requeued" and "Began" again at its
+	// preemption and restart), so by default the first requeue takes those
+	// two types out of the job's MailType; END, FAIL and the rest stay.
+	RequeueMail bool
 	// ReleaseDelay is the wait between the requeue and StartTime=now plus
 	// release (default 2 s, at least 1 s): a release in the same second as
 	// the credential revoke kills the job for good ("Job credential
@@ -695,6 +701,9 @@ func (r *run) checkpointRequeue(ctx context.Context, job Job) (time.Time, error)
 		// signal first
 		return time.Time{}, fmt.Errorf("%s job %d: %w: submitted with --no-requeue", act.Kind, act.JobID, ErrJobState)
 	}
+	if !r.a.cfg.RequeueMail {
+		r.quietMail(ctx)
+	}
 	// --batch: without it (or --full) only srun steps get the signal.
 	if err := r.cmd(ctx, "signal", r.a.cfg.Scancel, "--signal="+r.a.cfg.Signal, "--batch", r.id()); err != nil {
 		return time.Time{}, err
@@ -736,6 +745,53 @@ func (r *run) checkpointRequeue(ctx context.Context, job Job) (time.Time, error)
 		return time.Time{}, err
 	}
 	return r.a.cfg.Clock.Now(), nil
+}
+
+// quietMail takes BEGIN and REQUEUE out of the job's mail types before
+// rubick requeues it (ApplierConfig.RequeueMail). The REST API of 22.05
+// does not list them, so scontrol does. A failure leaves the mail as it is
+// and the restart goes on: a mail too many is no reason to keep a plan.
+func (r *run) quietMail(ctx context.Context) {
+	out, err := r.output(ctx, "read mail type", r.a.cfg.Scontrol, "show", "job", "-o", r.id())
+	if err != nil {
+		return
+	}
+	types := mailTypes(string(out))
+	keep := slices.DeleteFunc(slices.Clone(types), func(t string) bool { return t == "BEGIN" || t == "REQUEUE" })
+	if len(keep) == len(types) {
+		return
+	}
+	v := strings.Join(keep, ",")
+	if v == "" {
+		v = "NONE"
+	}
+	if err := r.cmd(ctx, "quiet mail", r.a.cfg.Scontrol, "update", r.jobArg(), "MailType="+v); err != nil {
+		r.log.Warn("mail types unchanged; Slurm mails this requeue and restart", "job", r.id(), "err", err)
+	}
+}
+
+// mailTypes reads the MailType of `scontrol show job -o` output, with ALL
+// spelled out as Slurm documents it; none when the job has no mail
+// (scontrol then omits the field). The last one is Slurm's: it comes after
+// the comments, whose text a user may fill with anything.
+func mailTypes(show string) []string {
+	var v string
+	for _, f := range strings.Fields(show) {
+		if t, ok := strings.CutPrefix(f, "MailType="); ok {
+			v = t
+		}
+	}
+	var out []string
+	for _, t := range strings.Split(v, ",") {
+		switch t {
+		case "", "NONE", "(null)":
+		case "ALL":
+			out = append(out, "BEGIN", "END", "FAIL", "INVALID_DEPEND", "REQUEUE", "STAGE_OUT")
+		default:
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // waitPending polls until the requeued job is PENDING and no longer
@@ -781,10 +837,16 @@ func (r *run) sleep(ctx context.Context, name string, d time.Duration) error {
 
 // cmd runs one command with the per-command timeout and records the step.
 func (r *run) cmd(ctx context.Context, name string, argv ...string) error {
+	_, err := r.output(ctx, name, argv...)
+	return err
+}
+
+// output is cmd that returns the command's standard output.
+func (r *run) output(ctx context.Context, name string, argv ...string) ([]byte, error) {
 	cctx, cancel := context.WithTimeout(ctx, r.a.cfg.CommandTimeout)
 	defer cancel()
 	start := r.a.cfg.Clock.Now()
-	_, err := r.a.cfg.Runner.Run(cctx, argv)
+	out, err := r.a.cfg.Runner.Run(cctx, argv)
 	var ce *CommandError
 	if err != nil && !errors.As(err, &ce) {
 		// keep argv in every command error, whatever the Runner returned
@@ -792,7 +854,7 @@ func (r *run) cmd(ctx context.Context, name string, argv ...string) error {
 	}
 	r.step(StepResult{Name: name, Argv: argv, Err: err, Duration: r.a.cfg.Clock.Now().Sub(start)})
 	r.log.Debug("slurm command", "argv", argv, "err", err)
-	return err
+	return out, err
 }
 
 func (r *run) step(s StepResult) { r.res.Steps = append(r.res.Steps, s) }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func running(id int, nodes ...string) Job {
@@ -187,11 +188,16 @@ func restartAction() Action {
 		MemPerNodeMB: 64000, Tag: planTag}
 }
 
+// showMail is the read of a job's mail types before rubick requeues it.
+var showMail = []string{"/usr/bin/scontrol", "show", "job", "-o", "32"}
+
 // restartArgv is a restart's commands for a job whose restart count is rc
-// once requeued: the requeue acknowledged in its tag at once, then the
-// resize, the new tag, the start time and the release.
+// once requeued: its mail types read (it has none), the requeue
+// acknowledged in its tag at once, then the resize, the new tag, the start
+// time and the release.
 func restartArgv(rc string) [][]string {
 	return [][]string{
+		showMail,
 		{"/usr/bin/scancel", "--signal=USR1", "--batch", "32"},
 		{"/usr/bin/scontrol", "requeuehold", "32"},
 		{"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 rc=" + rc},
@@ -295,7 +301,7 @@ func TestApplyRestartResumesHalfDoneRestart(t *testing.T) {
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
-	if diff := cmp.Diff(restartArgv("1")[2:], f.runner.Calls()); diff != "" {
+	if diff := cmp.Diff(restartArgv("1")[3:], f.runner.Calls()); diff != "" {
 		t.Errorf("argv (-want +got):\n%s", diff)
 	}
 }
@@ -305,21 +311,21 @@ func TestApplyRestartFailureRereadsJob(t *testing.T) {
 	half.NodeList = nil
 	half.GPUsPerNode = 4 // what Slurm says after the half-applied update
 	f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), running(32, "node2", "node3"), requeued(32), requeued(32), half}}, nil)
-	f.runner.failAt = map[int]string{4: "scontrol: error: Node count specification invalid"}
+	f.runner.failAt = map[int]string{5: "scontrol: error: Node count specification invalid"}
 	res := f.app.ApplyOne(context.Background(), restartAction())
 
 	var ce *CommandError
 	if !errors.As(res.Err, &ce) {
 		t.Fatalf("Err = %v, want *CommandError", res.Err)
 	}
-	if diff := cmp.Diff(restartArgv("1")[3], ce.Argv); diff != "" {
+	if diff := cmp.Diff(restartArgv("1")[4], ce.Argv); diff != "" {
 		t.Errorf("error argv (-want +got):\n%s", diff)
 	}
 	if !strings.Contains(res.Err.Error(), "Node count specification invalid") || !strings.Contains(res.Err.Error(), "NumNodes=2-2") {
 		t.Errorf("error %q lacks stderr or argv", res.Err)
 	}
-	if got := len(f.runner.Calls()); got != 4 {
-		t.Errorf("%d commands ran, want 4 (nothing after the failure)", got)
+	if got := len(f.runner.Calls()); got != 5 {
+		t.Errorf("%d commands ran, want 5 (nothing after the failure)", got)
 	}
 	if res.After == nil || res.After.GPUsPerNode != 4 {
 		t.Errorf("After = %+v, want the re-read job", res.After)
@@ -338,8 +344,8 @@ func TestApplyRestartPendingTimeout(t *testing.T) {
 	if !errors.Is(res.Err, ErrJobState) {
 		t.Fatalf("Err = %v, want ErrJobState", res.Err)
 	}
-	if got := len(f.runner.Calls()); got != 3 {
-		t.Errorf("%d commands, want signal, requeuehold and its acknowledgement only", got)
+	if got := len(f.runner.Calls()); got != 4 {
+		t.Errorf("%d commands, want the mail read, signal, requeuehold and its acknowledgement only", got)
 	}
 	if res.After == nil || res.After.State != StateRunning {
 		t.Errorf("After = %+v", res.After)
@@ -361,6 +367,7 @@ func TestApplyCheckpointWait(t *testing.T) {
 			t.Errorf("waiter got job %d", waited.ID)
 		}
 		want := [][]string{
+			showMail,
 			{"/usr/bin/scancel", "--signal=TERM", "--batch", "32"},
 			{"/usr/bin/scontrol", "requeuehold", "32"},
 			// Without a tag of its own, the job's tag acknowledges the requeue.
@@ -383,6 +390,7 @@ func TestApplyCheckpointWait(t *testing.T) {
 			t.Fatal(res.Err)
 		}
 		want := [][]string{
+			showMail,
 			{"/usr/bin/scancel", "--signal=USR1", "--batch", "32"},
 			{"/usr/bin/scontrol", "requeuehold", "32"},
 			{"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 class=best-effort plan=dp8.tp1.pp1.mb1.a1.z0 gen=1 ran=95 rc=1"},
@@ -416,7 +424,7 @@ func TestApplyCheckpointWait(t *testing.T) {
 		if res.Err != nil {
 			t.Fatal(res.Err)
 		}
-		want := [][]string{{"/usr/bin/scancel", "--signal=USR1", "--batch", "32"},
+		want := [][]string{showMail, {"/usr/bin/scancel", "--signal=USR1", "--batch", "32"},
 			{"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 rc=1"}}
 		if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
 			t.Errorf("argv (-want +got):\n%s", diff)
@@ -431,7 +439,7 @@ func TestApplyCheckpointWait(t *testing.T) {
 		if res.Err != nil {
 			t.Fatal(res.Err)
 		}
-		if len(f.runner.Calls()) != 3 || !strings.Contains(res.Steps[2].Note, "requeueing anyway") {
+		if len(f.runner.Calls()) != 4 || !strings.Contains(res.Steps[3].Note, "requeueing anyway") {
 			t.Errorf("steps %+v", res.Steps)
 		}
 	})
@@ -440,7 +448,7 @@ func TestApplyCheckpointWait(t *testing.T) {
 			c.WaitCheckpoint = func(context.Context, Job) error { return errors.New("job exited") }
 		})
 		res := f.app.ApplyOne(context.Background(), Action{Kind: ActionPreempt, JobID: 32})
-		if res.Err == nil || len(f.runner.Calls()) != 1 {
+		if res.Err == nil || len(f.runner.Calls()) != 2 {
 			t.Errorf("Err = %v, calls %v", res.Err, f.runner.Calls())
 		}
 	})
@@ -849,5 +857,54 @@ func TestApplyAnnotateComment(t *testing.T) {
 	f := newApplierFixture(t, map[int][]Job{7: {requeued(7)}}, nil)
 	if res := f.app.ApplyOne(context.Background(), Action{Kind: ActionRelease, JobID: 7, Tag: tag, Hold: true}); !errors.Is(res.Err, ErrBadAction) {
 		t.Errorf("a hold with a release: %v, want ErrBadAction", res.Err)
+	}
+}
+
+// Before rubick requeues a job, BEGIN and REQUEUE leave its mail types:
+// Slurm would mail both at every requeue and start. The rest stay, a job
+// without either is not updated, and a read that fails changes nothing
+// but the mail.
+func TestApplyQuietMail(t *testing.T) {
+	signal := []string{"/usr/bin/scancel", "--signal=USR1", "--batch", "32"}
+	tests := map[string]struct {
+		show       string
+		failShow   bool
+		keep       bool       // ApplierConfig.RequeueMail
+		wantBefore [][]string // the calls before the signal
+	}{
+		"all": {show: "JobId=32 Comment=x MailUser=alice MailType=INVALID_DEPEND,BEGIN,END,FAIL,REQUEUE,STAGE_OUT",
+			wantBefore: [][]string{showMail, {"/usr/bin/scontrol", "update", "JobId=32", "MailType=INVALID_DEPEND,END,FAIL,STAGE_OUT"}}},
+		"ALL spelled": {show: "MailUser=alice MailType=ALL",
+			wantBefore: [][]string{showMail, {"/usr/bin/scontrol", "update", "JobId=32", "MailType=END,FAIL,INVALID_DEPEND,STAGE_OUT"}}},
+		"begin only": {show: "MailUser=alice MailType=BEGIN",
+			wantBefore: [][]string{showMail, {"/usr/bin/scontrol", "update", "JobId=32", "MailType=NONE"}}},
+		"comment first": {show: "Comment=MailType=NONE MailUser=alice MailType=REQUEUE,TIME_LIMIT_90",
+			wantBefore: [][]string{showMail, {"/usr/bin/scontrol", "update", "JobId=32", "MailType=TIME_LIMIT_90"}}},
+		"end and fail": {show: "MailUser=alice MailType=END,FAIL", wantBefore: [][]string{showMail}},
+		"no mail":      {show: "JobId=32 JobName=train", wantBefore: [][]string{showMail}},
+		"read fails":   {show: "MailType=ALL", failShow: true, wantBefore: [][]string{showMail}},
+		"kept":         {show: "MailType=ALL", keep: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), running(32, "node2", "node3"), requeued(32)}},
+				func(c *ApplierConfig) { c.RequeueMail = tc.keep })
+			f.runner.out = []byte(tc.show)
+			if tc.failShow {
+				f.runner.failAt = map[int]string{1: "scontrol: error: Socket timed out"}
+			}
+			res := f.app.ApplyOne(context.Background(), Action{Kind: ActionPreempt, JobID: 32})
+			if res.Err != nil {
+				t.Fatalf("Err = %v; steps %+v", res.Err, res.Steps)
+			}
+			calls := f.runner.Calls()
+			i := slices.IndexFunc(calls, func(c []string) bool { return slices.Equal(c, signal) })
+			if i < 0 {
+				t.Fatalf("no signal in %q", calls)
+			}
+			if diff := cmp.Diff(tc.wantBefore, calls[:i], cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("calls before the signal (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

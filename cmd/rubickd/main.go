@@ -147,6 +147,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	applier, err := slurm.NewApplier(slurm.ApplierConfig{
 		Scontrol: cfg.Commands.Scontrol, Scancel: cfg.Commands.Scancel, Cluster: cluster, Logger: log,
 		CommandTimeout: cfg.Commands.Timeout, Signal: cfg.Checkpoint.Signal, CheckpointTimeout: cfg.Checkpoint.Grace,
+		RequeueMail:    cfg.Checkpoint.RequeueMail,
 		WaitCheckpoint: daemon.WaitCheckpoint(cluster, 500*time.Millisecond),
 	})
 	if err != nil {

@@ -35,6 +35,7 @@ type jobSpec struct {
 	batch       int    // the model's global batch
 	guaranteed  bool   // submitted with --qos=guaranteed (a tenant with a GPU quota)
 	time        string // --time; "" for none
+	mail        string // --mail-type (to root); "" for none
 }
 
 // The scenario: best-effort jobs asking for more GPUs than the lab has
@@ -624,6 +625,9 @@ func (l lab) submitTraining(t *testing.T, dir, script string, js jobSpec) int {
 		"--export=ALL,E2E_MODEL=" + js.model + ",E2E_ITERS=" + strconv.Itoa(js.iters) + ",E2E_BATCH=" + strconv.Itoa(js.batch)}
 	if js.time != "" {
 		args = append(args, "--time="+js.time)
+	}
+	if js.mail != "" {
+		args = append(args, "--mail-type="+js.mail, "--mail-user=root")
 	}
 	out := l.run(t, append(args, script)...)
 	id, err := strconv.Atoi(strings.Split(out, ";")[0])

@@ -3,7 +3,9 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -28,6 +30,10 @@ import (
 // it runs: the start after the preemption keeps the 200 (before rubick
 // read a limit set by hand, it set the user's 30 again). The preemption
 // writes what bert has run into its tag (ran=, before: never written).
+//
+// bert asks for every mail (--mail-type=ALL): it gets one when it begins
+// and one when it ends, none at the preemption or the restart (before:
+// "Requeued" and a second "Began").
 func TestPreemptionResumes(t *testing.T) {
 	lt := newLabTest(t, "preempt", 4*time.Minute, `tenant_from: qos
 tenants:
@@ -56,7 +62,7 @@ log_level: debug
 		return id
 	}
 	const bertIters, robertaIters = 600, 150
-	bert := submit(jobSpec{model: "bert", nodes: 1, gpus: 8, iters: bertIters, batch: 32, time: "30"})
+	bert := submit(jobSpec{model: "bert", nodes: 1, gpus: 8, iters: bertIters, batch: 32, time: "30", mail: "ALL"})
 	// Let bert run a few seconds (of its 25 or so) before the guaranteed
 	// job comes: the trainer checkpoints on the signal.
 	for lt.ctx.Err() == nil {
@@ -123,6 +129,38 @@ log_level: debug
 	if j.TimeLimit != 200*time.Minute || j.Tag == nil || j.Tag.Extra["tf"] != "1" || j.Tag.Extra["tl"] != "200" {
 		t.Errorf("bert ended with a %v time limit, tag %v; want the 200 minutes set by hand, tf=1 tl=200", j.TimeLimit, j.Tag)
 	}
+	checkMails(lt.ctx, t, bert, map[string]int{"Began": 1, "Ended": 1})
+}
+
+// checkMails compares the mails Slurm sent about job id (the lab's
+// MailProg logs each to $LAB/log/mail.log) with want, by event, waiting a
+// few seconds for the last: slurmctld mails from a queue.
+func checkMails(ctx context.Context, t *testing.T, id int, want map[string]int) {
+	t.Helper()
+	path := filepath.Join(os.Getenv("LAB"), "log", "mail.log")
+	var got map[string]int
+	for try := 0; try < 20 && ctx.Err() == nil; try++ {
+		b, err := os.ReadFile(path)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		got = map[string]int{}
+		for _, line := range strings.Split(string(b), "\n") {
+			// "... -s Slurm Job_id=7 Name=x Began, Queued time 00:00:01 root"
+			_, rest, ok := strings.Cut(line, fmt.Sprintf(" Job_id=%d ", id))
+			if !ok {
+				continue
+			}
+			if f := strings.Fields(rest); len(f) > 1 {
+				got[strings.TrimSuffix(f[1], ",")]++
+			}
+		}
+		if maps.Equal(got, want) {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Errorf("job %d: mails %v, want %v (%s)", id, got, want, path)
 }
 
 // actions lists a job's recorded actions as kind/result, oldest first.
