@@ -89,7 +89,7 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 		add("slurmrestd", CheckFail, "%s: %v", cfg.Slurmrestd.URL, err)
 	} else {
 		add("slurmrestd", CheckOK, "%s at %s, slurmctld answers", c.Version(), cfg.Slurmrestd.URL)
-		out = append(out, checkPartitions(ctx, c, cfg.Partitions)...)
+		out = append(out, checkPartitions(ctx, c, cfg.Partitions, cfg.GPUFacts)...)
 		if jobs, _, err := c.Jobs(ctx, time.Time{}); err == nil {
 			if err := stranded(jobs, cfg.Partitions); err != nil {
 				add(checkHeldJobs, CheckWarn, "%v: held for rubick in partitions rubickd does not manage, they wait until released by hand; make MANAGED_PARTITIONS in job_submit.lua and partitions in rubickd.yaml name the same partitions", err)
@@ -305,7 +305,11 @@ func checkToken(path string, now time.Time) CheckResult {
 	return r
 }
 
-func checkPartitions(ctx context.Context, c CheckCluster, managed []string) []CheckResult {
+// checkPartitions checks that each managed partition exists and has GPUs,
+// and says when their GPUs are of several types: the model prices every
+// GPU alike and checks memory against one GPU size (facts: the gpu_facts
+// file, "" for the built-in values).
+func checkPartitions(ctx context.Context, c CheckCluster, managed []string, facts string) []CheckResult {
 	parts, err := c.Partitions(ctx)
 	if err != nil {
 		return []CheckResult{{"partitions", CheckFail, err.Error()}}
@@ -315,9 +319,13 @@ func checkPartitions(ctx context.Context, c CheckCluster, managed []string) []Ch
 		return []CheckResult{{"partitions", CheckFail, err.Error()}}
 	}
 	gpus := map[string]int{}
+	typeOf := map[string]string{}
 	for _, n := range nodes {
 		gpus[n.Name] = n.GPUs
+		typeOf[n.Name] = strings.Join(n.GPUTypes, "+")
 	}
+	perType := map[string][2]int{} // GPUs, nodes
+	seen := map[string]bool{}
 	byName := map[string]slurm.Partition{}
 	var names []string
 	for _, p := range parts {
@@ -338,6 +346,11 @@ func checkPartitions(ctx context.Context, c CheckCluster, managed []string) []Ch
 			if gpus[n] > 0 {
 				withGPUs++
 				total += gpus[n]
+				if !seen[n] {
+					seen[n] = true
+					c := perType[typeOf[n]]
+					perType[typeOf[n]] = [2]int{c[0] + gpus[n], c[1] + 1}
+				}
 			}
 		}
 		switch {
@@ -349,6 +362,24 @@ func checkPartitions(ctx context.Context, c CheckCluster, managed []string) []Ch
 			r.Detail = fmt.Sprintf("%d nodes with %d GPUs", withGPUs, total)
 		}
 		out = append(out, r)
+	}
+	if len(perType) > 1 {
+		var types []string
+		for _, t := range slices.Sorted(maps.Keys(perType)) {
+			name := cmp.Or(t, "untyped")
+			nodes := "nodes"
+			if perType[t][1] == 1 {
+				nodes = "node"
+			}
+			types = append(types, fmt.Sprintf("%s: %d GPUs on %d %s", name, perType[t][0], perType[t][1], nodes))
+		}
+		src := "the built-in A800 80 GB values"
+		if facts != "" {
+			src = "gpu_facts " + facts
+		}
+		out = append(out, CheckResult{"GPU types", CheckWarn, fmt.Sprintf(
+			"%s: rubick prices every GPU alike and checks plans against one GPU memory (%s); give gpu_facts the facts of the type with the least memory (rubick gpuinfo on one of its nodes), or manage one partition per type",
+			strings.Join(types, ", "), src)})
 	}
 	return out
 }

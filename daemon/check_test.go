@@ -219,9 +219,42 @@ func TestPreflightPartitionStates(t *testing.T) {
 		{slurm.Partition{Name: "gpu", State: "DOWN", Nodes: []string{"n1"}}, CheckWarn, "state DOWN"},
 		{slurm.Partition{Name: "gpu", State: "UP", Nodes: []string{"cpu1"}}, CheckFail, "none of its 1 nodes has a gres/gpu"},
 	} {
-		got := checkPartitions(context.Background(), checkCluster{parts: []slurm.Partition{tc.part}, nodes: nodes}, []string{"gpu"})
+		got := checkPartitions(context.Background(), checkCluster{parts: []slurm.Partition{tc.part}, nodes: nodes}, []string{"gpu"}, "")
 		if len(got) != 1 || got[0].Status != tc.status || !strings.Contains(got[0].Detail, tc.in) {
 			t.Errorf("%+v: %+v, want %s saying %q", tc.part, got, tc.status, tc.in)
+		}
+	}
+}
+
+// GPUs of several types in the managed partitions are a warning: the model
+// sizes every plan for one GPU. A node in two managed partitions counts
+// once; one type alone, or GPU types outside them, say nothing.
+func TestPreflightGPUTypes(t *testing.T) {
+	nodes := []slurm.Node{{Name: "a1", GPUs: 8, GPUTypes: []string{"a100"}}, {Name: "a2", GPUs: 8, GPUTypes: []string{"a100"}},
+		{Name: "h1", GPUs: 4, GPUTypes: []string{"h100"}}, {Name: "u1", GPUs: 2}}
+	parts := []slurm.Partition{{Name: "gpu", State: "UP", Nodes: []string{"a1", "a2", "h1"}}, {Name: "big", State: "UP", Nodes: []string{"a1", "h1"}},
+		{Name: "old", State: "UP", Nodes: []string{"u1"}}}
+	for _, tc := range []struct {
+		managed []string
+		facts   string
+		want    string // the GPU types line; "" for none
+	}{
+		{[]string{"gpu", "big"}, "", "a100: 16 GPUs on 2 nodes, h100: 4 GPUs on 1 node: rubick prices every GPU alike and checks plans against one GPU memory (the built-in A800 80 GB values)"},
+		{[]string{"gpu", "old"}, "/etc/rubick/a100.json", "untyped: 2 GPUs on 1 node, a100: 16 GPUs on 2 nodes, h100: 4 GPUs on 1 node: rubick prices every GPU alike and checks plans against one GPU memory (gpu_facts /etc/rubick/a100.json)"},
+		{[]string{"old"}, "", ""},
+	} {
+		got := checkPartitions(context.Background(), checkCluster{parts: parts, nodes: nodes}, tc.managed, tc.facts)
+		var line string
+		for _, r := range got {
+			if r.Name == "GPU types" {
+				if r.Status != CheckWarn {
+					t.Errorf("%v: GPU types %s, want %s", tc.managed, r.Status, CheckWarn)
+				}
+				line = r.Detail
+			}
+		}
+		if tc.want == "" && line != "" || !strings.HasPrefix(line, tc.want) {
+			t.Errorf("%v: GPU types line %q, want it to start %q", tc.managed, line, tc.want)
 		}
 	}
 }

@@ -14,7 +14,8 @@ import (
 // TestRubickdCheck runs rubickd --check against the lab, which is set up
 // as the admin guide says: every check passes, with no warning but for the
 // token, which the lab makes for 7 days and which is 3 days from expiring
-// in a lab up for 4. A managed partition the cluster lacks fails it.
+// in a lab up for 4, and for its GPUs of two types (a100 and h100), which
+// the model prices alike. A managed partition the cluster lacks fails it.
 func TestRubickdCheck(t *testing.T) {
 	l := needLab(t)
 	dir := t.TempDir()
@@ -38,11 +39,12 @@ func TestRubickdCheck(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	for _, line := range lines {
-		if !strings.HasPrefix(line, "ok ") && !strings.HasPrefix(line, "warn  slurmrestd.token_file") {
+		if !strings.HasPrefix(line, "ok ") && !strings.HasPrefix(line, "warn  slurmrestd.token_file") && !strings.HasPrefix(line, "warn  GPU types") {
 			t.Errorf("not ok: %s", line)
 		}
 	}
-	for _, want := range []string{"slurmrestd.token_file", "partition " + l.partition, "limits", "commands.scontrol", "JobSubmitPlugins", "AccountingStorageTRES"} {
+	for _, want := range []string{"slurmrestd.token_file", "partition " + l.partition, "limits", "commands.scontrol", "JobSubmitPlugins", "AccountingStorageTRES",
+		"a100: 16 GPUs on 2 nodes, h100: 16 GPUs on 2 nodes: rubick prices every GPU alike"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %s line in:\n%s", want, out)
 		}
