@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -48,15 +47,7 @@ func TestCycleSuspendedJob(t *testing.T) {
 				limits = slurm.Limits{}
 			}
 			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: nodes, jobs: []slurm.Job{suspendedJob(), held}}, limits: limits}
-			a := &fakeApplier{}
-			d, _ := newTestDaemonWith(t, c, a, func(*Config) {})
-			rep, err := d.Cycle(context.Background(), false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.started, startedJobs(a)); diff != "" {
-				t.Errorf("started (-want +got):\n%s", diff)
-			}
+			rep, a := oneCycle(t, c, tc.started)
 			for _, act := range a.got {
 				if act.JobID == 5 {
 					t.Errorf("an action for the suspended job: %+v", act)
