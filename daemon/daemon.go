@@ -849,18 +849,29 @@ func (d *Daemon) Invalidate() {
 	d.mu.Unlock()
 }
 
+// countJobs sets rubick_jobs: every job by state and class, a job with a
+// model type by its tag's class whether or not this cycle plans it (one
+// held by an administrator or suspended is still rubick's), the others
+// "rigid".
 func (d *Daemon) countJobs(jobs []slurm.Job, v *View) {
 	d.deps.Metrics.Jobs.Reset()
 	for _, j := range jobs {
 		class := "rigid"
 		if mj, ok := v.managed[strconv.Itoa(j.ID)]; ok {
-			class = slurm.ClassBestEffort
-			if mj.tag.Class == slurm.ClassGuaranteed {
-				class = slurm.ClassGuaranteed
-			}
+			class = classOf(&mj.tag)
+		} else if j.Tag != nil && j.Tag.ModelType != "" {
+			class = classOf(j.Tag)
 		}
 		d.deps.Metrics.Jobs.WithLabelValues(j.State, class).Inc()
 	}
+}
+
+// classOf is a tag's class as rubick_jobs names it.
+func classOf(t *slurm.Tag) string {
+	if t.Class == slurm.ClassGuaranteed {
+		return slurm.ClassGuaranteed
+	}
+	return slurm.ClassBestEffort
 }
 
 // record stores the jobs, the decision with its reasons, and the actions

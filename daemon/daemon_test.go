@@ -108,9 +108,9 @@ func newTestDaemon(t *testing.T, c *fakeCluster, a *fakeApplier) (*Daemon, *stor
 }
 
 // oneCycle runs one cycle of a daemon with the default configuration on c
-// and returns its report and what it applied, checking the jobs it started
-// against started.
-func oneCycle(t *testing.T, c Cluster, started []int) (CycleReport, *fakeApplier) {
+// and returns its report, what it applied and the daemon, checking the
+// jobs it started against started.
+func oneCycle(t *testing.T, c Cluster, started []int) (CycleReport, *fakeApplier, *Daemon) {
 	t.Helper()
 	a := &fakeApplier{}
 	d, _ := newTestDaemonWith(t, c, a, func(*Config) {})
@@ -121,7 +121,7 @@ func oneCycle(t *testing.T, c Cluster, started []int) (CycleReport, *fakeApplier
 	if diff := cmp.Diff(started, startedJobs(a)); diff != "" {
 		t.Errorf("started (-want +got):\n%s", diff)
 	}
-	return rep, a
+	return rep, a, d
 }
 
 func newTestDaemonWith(t *testing.T, c Cluster, a *fakeApplier, edit func(*Config)) (*Daemon, *store.Store) {
@@ -2207,7 +2207,7 @@ func TestCycleLicenses(t *testing.T) {
 		{"one free", 1, []int{21}, map[int]string{}, map[int]string{22: "job 22: its licenses are taken: license matlab: it asks for 1, and the plan's earlier starts leave 0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rep, _ := oneCycle(t, matlabJobs(tc.free), tc.started)
+			rep, _, _ := oneCycle(t, matlabJobs(tc.free), tc.started)
 			if diff := cmp.Diff(tc.ignored, rep.Ignored, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("ignored (-want +got):\n%s", diff)
 			}

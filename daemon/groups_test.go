@@ -71,21 +71,32 @@ func TestCycleReportsGroupUse(t *testing.T) {
 // "name limit what" -> value.
 func groupGauges(t *testing.T, m *Metrics) map[string]float64 {
 	t.Helper()
+	return gauges(t, m, func(name string, labels map[string]string) string {
+		if name != "rubick_group_allowed" && name != "rubick_group_in_use" {
+			return ""
+		}
+		return name + " " + labels["limit"] + " " + labels["what"]
+	})
+}
+
+// gauges reads the gauges key names (by metric name and labels; "" skips
+// one) -> value.
+func gauges(t *testing.T, m *Metrics, key func(name string, labels map[string]string) string) map[string]float64 {
+	t.Helper()
 	fams, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]float64{}
 	for _, f := range fams {
-		if f.GetName() != "rubick_group_allowed" && f.GetName() != "rubick_group_in_use" {
-			continue
-		}
 		for _, mt := range f.GetMetric() {
 			labels := map[string]string{}
 			for _, l := range mt.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			out[f.GetName()+" "+labels["limit"]+" "+labels["what"]] = mt.GetGauge().GetValue()
+			if k := key(f.GetName(), labels); k != "" && mt.GetGauge() != nil {
+				out[k] = mt.GetGauge().GetValue()
+			}
 		}
 	}
 	return out

@@ -47,7 +47,7 @@ func TestCycleSuspendedJob(t *testing.T) {
 				limits = slurm.Limits{}
 			}
 			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: nodes, jobs: []slurm.Job{suspendedJob(), held}}, limits: limits}
-			rep, a := oneCycle(t, c, tc.started)
+			rep, a, d := oneCycle(t, c, tc.started)
 			for _, act := range a.got {
 				if act.JobID == 5 {
 					t.Errorf("an action for the suspended job: %+v", act)
@@ -58,6 +58,10 @@ func TestCycleSuspendedJob(t *testing.T) {
 			}
 			if got := rep.Ignored[5]; got != why {
 				t.Errorf("ignored[5] = %q, want %q", got, why)
+			}
+			// Still rubick's best-effort job in rubick_jobs, not a rigid one.
+			if got := jobGauges(t, d.deps.Metrics)["SUSPENDED best-effort"]; got != 1 {
+				t.Errorf("rubick_jobs{SUSPENDED,best-effort} = %v, want 1", got)
 			}
 		})
 	}
@@ -78,4 +82,15 @@ func TestHoldsOfSuspendedJob(t *testing.T) {
 	if got := holds(j, t0).GPURunMins; got != 8*45 {
 		t.Errorf("resumed: %d GPU-minutes left, want %d", got, 8*45)
 	}
+}
+
+// jobGauges reads rubick_jobs as "state class" -> value.
+func jobGauges(t *testing.T, m *Metrics) map[string]float64 {
+	t.Helper()
+	return gauges(t, m, func(name string, labels map[string]string) string {
+		if name != "rubick_jobs" {
+			return ""
+		}
+		return labels["state"] + " " + labels["class"]
+	})
 }
