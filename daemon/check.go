@@ -518,8 +518,9 @@ func checkPriorityOrder(c slurm.CtldConfig, who string) CheckResult {
 // rubick's hold (AdminHoldField) and releases a job moved out of the
 // managed partitions; 3 tags and holds a job moved in, marks rubick's
 // holds that Slurm names an administrator's (RubickHeldField), and refuses
-// a new nice of a held job that would end its hold (NICE_KEEPS_HOLD).
-const JobSubmitVersion = 3
+// a new nice of a held job that would end its hold (NICE_KEEPS_HOLD); 4
+// gives a job the class of its new QOS or account.
+const JobSubmitVersion = 4
 
 // jobSubmitLacks says what a copy of job_submit.lua older than each
 // version does wrong, for rubickd --check.
@@ -529,6 +530,7 @@ var jobSubmitLacks = []struct {
 }{
 	{2, "an administrator's scontrol release of a job rubick holds starts it as submitted"},
 	{3, "a job with a model type moved into a managed partition runs as submitted, and with PriorityType=priority/basic a user's new nice (scontrol update Nice=) of a job rubick holds starts it as submitted"},
+	{4, "a job given a new QOS or account (scontrol update QOS= or Account=) keeps the class it was submitted with"},
 }
 
 var (

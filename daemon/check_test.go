@@ -473,17 +473,19 @@ func TestCheckJobSubmit(t *testing.T) {
 		detail     []string
 		priority   string // PriorityType: priority/basic when "", none for not read
 	}{
-		{"shipped", shipped, nil, []string{"gpu"}, 0, CheckOK, []string{"version 3, MANAGED_PARTITIONS gpu as partitions, NICE_KEEPS_HOLD false for priority/basic"}, ""},
+		{"shipped", shipped, nil, []string{"gpu"}, 0, CheckOK, []string{"version 4, MANAGED_PARTITIONS gpu as partitions, NICE_KEEPS_HOLD false for priority/basic"}, ""},
 		// rubickd as SlurmUser, which the script does not let release.
 		{"SlurmUser not a scheduler", shipped, nil, []string{"gpu"}, 64030, CheckFail, []string{"SCHEDULER_UIDS (0) lacks uid 64030", "no job starts"}, ""},
 		{"SlurmUser a scheduler", edit("local SCHEDULER_UIDS = { [0] = true }", "local SCHEDULER_UIDS = { [0] = true, [64030] = true }"), nil,
-			[]string{"gpu"}, 64030, CheckOK, []string{"version 3"}, ""},
+			[]string{"gpu"}, 64030, CheckOK, []string{"version 4"}, ""},
 		{"quoted keys", edit(managed, "local MANAGED_PARTITIONS = {\n  [\"gpu-a100\"] = true,\n  gpu = true,\n}"), nil, []string{"gpu", "gpu-a100"}, 0,
 			CheckOK, []string{"MANAGED_PARTITIONS gpu-a100, gpu as partitions"}, ""},
-		{"first copy", edit("local VERSION = 3\n", ""), nil, []string{"gpu"}, 0, CheckWarn,
-			[]string{"an older copy (version 1, rubickd expects 3)", "release of a job rubick holds starts it as submitted, and a job with a model type moved"}, ""},
-		{"second copy", edit("local VERSION = 3\n", "local VERSION = 2\n"), nil, []string{"gpu"}, 0, CheckWarn,
-			[]string{"(version 2, rubickd expects 3)", "; until then a job with a model type moved into a managed partition runs as submitted"}, ""},
+		{"first copy", edit("local VERSION = 4\n", ""), nil, []string{"gpu"}, 0, CheckWarn,
+			[]string{"an older copy (version 1, rubickd expects 4)", "release of a job rubick holds starts it as submitted, and a job with a model type moved"}, ""},
+		{"second copy", edit("local VERSION = 4\n", "local VERSION = 2\n"), nil, []string{"gpu"}, 0, CheckWarn,
+			[]string{"(version 2, rubickd expects 4)", "; until then a job with a model type moved into a managed partition runs as submitted"}, ""},
+		{"third copy", edit("local VERSION = 4\n", "local VERSION = 3\n"), nil, []string{"gpu"}, 0, CheckWarn,
+			[]string{"(version 3, rubickd expects 4)", "; until then a job given a new QOS or account (scontrol update QOS= or Account=) keeps the class it was submitted with"}, ""},
 		{"a partition only the script manages", edit(managed, "local MANAGED_PARTITIONS = { gpu = true, debug = true }"), nil, []string{"gpu"}, 0,
 			CheckWarn, []string{"MANAGED_PARTITIONS has debug, which partitions in rubickd.yaml lacks"}, ""},
 		{"a partition only rubickd manages", shipped, nil, []string{"gpu", "a100"}, 0,
@@ -499,9 +501,9 @@ func TestCheckJobSubmit(t *testing.T) {
 		{"nice refused on multifactor", shipped, nil, []string{"gpu"}, 0, CheckWarn,
 			[]string{"NICE_KEEPS_HOLD is false", "set it true"}, "priority/multifactor"},
 		{"nice kept on multifactor", edit(nice, "local NICE_KEEPS_HOLD = true"), nil, []string{"gpu"}, 0, CheckOK,
-			[]string{"version 3", "NICE_KEEPS_HOLD true for priority/multifactor"}, "priority/multifactor"},
+			[]string{"version 4", "NICE_KEEPS_HOLD true for priority/multifactor"}, "priority/multifactor"},
 		{"PriorityType unknown", edit(nice, "local NICE_KEEPS_HOLD = true"), nil, []string{"gpu"}, 0, CheckOK,
-			[]string{"version 3"}, "none"},
+			[]string{"version 4"}, "none"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pt := tc.priority

@@ -478,6 +478,11 @@ func (r *run) writeTag(ctx context.Context, job Job, tag Tag, hold bool, extra .
 // this is its answer), and with UserHoldWord for hold. Only the fields
 // that change; none when neither does.
 func tagArgs(job Job, tag Tag, hold bool) ([]string, error) {
+	if job.Tag != nil && job.Tag.Class != "" {
+		// The class is job_submit.lua's to write: a new QOS or account
+		// since the cycle read the job has changed it.
+		tag.Class = job.Tag.Class
+	}
 	tag.Extra = maps.Clone(tag.Extra)
 	if tag.Extra == nil {
 		tag.Extra = map[string]string{}

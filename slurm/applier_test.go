@@ -908,3 +908,21 @@ func TestApplyQuietMail(t *testing.T) {
 		})
 	}
 }
+
+// The class in the tag rubick writes is the one the job has when it is
+// written: job_submit.lua changes it at a new QOS or account, which may
+// come after the cycle that built the action read the job.
+func TestApplyKeepsJobsClass(t *testing.T) {
+	j := pendingHeld(7)
+	j.AdminComment = "rubick:v1 model=gpt2 class=guaranteed"
+	j.Tag = &Tag{ModelType: "gpt2", Class: ClassGuaranteed}
+	f := newApplierFixture(t, map[int][]Job{7: {j}}, nil)
+	stale := &Tag{ModelType: "gpt2", Class: ClassBestEffort, Plan: "dp2.tp1.pp1.mb1.a1.z0", Generation: 1}
+	if res := f.app.ApplyOne(context.Background(), Action{Kind: ActionAnnotate, JobID: 7, Tag: stale}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	want := [][]string{{"/usr/bin/scontrol", "update", "JobId=7", "AdminComment=rubick:v1 model=gpt2 class=guaranteed plan=dp2.tp1.pp1.mb1.a1.z0 gen=1 rc=0"}}
+	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
+		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+}

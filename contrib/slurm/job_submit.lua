@@ -55,8 +55,9 @@ exists, a name missing from that list rejects the submission.
 -- released), and refuses with "Access/permission denied"; 3 tags and holds
 -- a job moved in, and marks rubick's holds that Slurm names an
 -- administrator's (RUBICK_HELD), and refuses a new nice of a held job
--- unless NICE_KEEPS_HOLD. Not a setting.
-local VERSION = 3
+-- unless NICE_KEEPS_HOLD; 4 gives a tagged job the class of its new QOS or
+-- account. Not a setting.
+local VERSION = 4
 
 -- ---------------------------------------------------------------- settings
 
@@ -326,6 +327,49 @@ local function new_tag(model, job)
    return string.format("%s model=%s class=%s", TAG, model, service_class(job))
 end
 
+-- The class of the rubick:v1 field of an AdminComment; nil without one.
+local function tag_class(admin_comment)
+   for field in string.gmatch(admin_comment or "", "[^;]+") do
+      if string.sub(field, 1, #TAG + 1) == TAG .. " " then
+         return string.match(field, " class=([^%s]+)")
+      end
+   end
+   return nil
+end
+
+-- admin_comment with the class of its rubick:v1 field set to class.
+local function with_class(admin_comment, class)
+   local fields = {}
+   for field in string.gmatch(admin_comment, "[^;]+") do
+      if string.sub(field, 1, #TAG + 1) == TAG .. " " then
+         local n
+         field, n = string.gsub(field, " class=[^%s]+", function() return " class=" .. class end, 1)
+         if n == 0 then field = field .. " class=" .. class end
+      end
+      table.insert(fields, field)
+   end
+   return table.concat(fields, ";")
+end
+
+-- A new QOS or account (scontrol update JobId=J QOS=... Account=...) can
+-- change a tagged job's class. rubickd reads the class from the tag, so it
+-- changes there too; only an administrator can write it, so a user's change
+-- that would change the class is refused. Returns nil to go on.
+local function new_class(job_desc, job_rec, modify_uid, ac)
+   if job_desc.qos == nil and job_desc.account == nil then return nil end
+   local class = service_class({ qos = job_desc.qos or job_rec.qos, account = job_desc.account or job_rec.account })
+   if class == tag_class(ac) then return nil end
+   if not SCHEDULER_UIDS[modify_uid] then
+      slurm.log_user("rubick: that would make job %s %s for the Rubick scheduler, which only an " ..
+                     "administrator can change: ask them, or submit the job again",
+                     tostring(job_rec.job_id), class)
+      return ACCESS_DENIED
+   end
+   job_desc.admin_comment = with_class(ac, class)
+   slurm.log_info("job_submit.lua: job %s is %s now (uid %d)", tostring(job_rec.job_id), class, modify_uid)
+   return nil
+end
+
 -- Whether this change moves a pending job into a managed partition from
 -- unmanaged ones.
 local function moving_in(job_desc, job_rec, part_list)
@@ -411,6 +455,9 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
    if not is_managed({ partition = job_desc.partition or job_rec.partition }, part_list) then
       return modify_unmanaged(job_desc, job_rec, modify_uid, comment, ac)
    end
+   local rc = new_class(job_desc, job_rec, modify_uid, ac)
+   if rc ~= nil then return rc end
+   ac = job_desc.admin_comment or ac
    if not NICE_KEEPS_HOLD and job_rec.priority == 0 and job_desc.nice ~= nil and job_desc.nice ~= slurm.NO_VAL then
       slurm.log_user("rubick: job %s waits for the Rubick scheduler, and a new nice would " ..
                      "release it as it is: set it with sbatch --nice, or once the job runs",

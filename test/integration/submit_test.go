@@ -235,3 +235,39 @@ func TestUserHold(t *testing.T) {
 	run(t, "scontrol", "release", id)
 	want("root's release", "my note")
 }
+
+// A new QOS gives a job rubick holds the class job_submit.lua maps it to:
+// root's `scontrol update QOS=guaranteed` makes it guaranteed in its tag,
+// and back. A user may not make their own job guaranteed so, even where
+// their association allows the QOS: only an administrator can write the
+// tag, and the job would otherwise be guaranteed by QOS and best-effort for
+// rubick.
+func TestQOSChangeSetsClass(t *testing.T) {
+	l := needLab(t)
+	needScheduler(t)
+	id := l.sbatch(t, "--model-type=bert", "--gres=gpu:1", "--hold", "--wrap", "sleep 30")
+	for _, step := range []struct{ qos, class string }{{"guaranteed", "guaranteed"}, {"normal", "best-effort"}} {
+		run(t, "scontrol", "update", "JobId="+id, "QOS="+step.qos)
+		out := showJob(t, id)
+		if got, ac := field(out, "QOS"), field(out, "AdminComment"); got != step.qos || !strings.Contains(ac, "class="+step.class) {
+			t.Errorf("after QOS=%s: QOS %s, AdminComment %q; want class=%s", step.qos, got, ac, step.class)
+		}
+	}
+
+	run(t, "sacctmgr", "-i", "modify", "user", "nobody", "set", "qos=normal,guaranteed")
+	t.Cleanup(func() { command("", "sacctmgr", "-i", "modify", "user", "nobody", "set", "qos=normal") })
+	r := command("nobody", "sbatch", "--parsable", "-D", l.out, "-o", "/dev/null", "--model-type=bert", "--gres=gpu:1", "--hold",
+		"--wrap", "sleep 30")
+	if r.err != nil {
+		t.Fatalf("sbatch as nobody: %v: %s", r.err, r.stderr)
+	}
+	mine := strings.TrimSpace(r.stdout)
+	t.Cleanup(func() { command("", "scancel", mine) })
+	if r := command("nobody", "scontrol", "update", "JobId="+mine, "QOS=guaranteed"); r.err == nil {
+		t.Errorf("the user's QOS=guaranteed of their job succeeded, want it refused")
+	}
+	out := showJob(t, mine)
+	if got, ac := field(out, "QOS"), field(out, "AdminComment"); got != "normal" || !strings.Contains(ac, "class=best-effort") {
+		t.Errorf("after the user's QOS=guaranteed: QOS %s, AdminComment %q; want normal, class=best-effort", got, ac)
+	}
+}
