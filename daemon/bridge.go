@@ -237,8 +237,7 @@ func plus(a, b slurm.GroupLimits, k int) slurm.GroupLimits {
 }
 
 // groupUsage sums what the running and suspended jobs, every job in Slurm,
-// hold at now,
-// per group limit each counts against (their GPUs on nodes of its type,
+// hold at now, per group limit each counts against (their GPUs on nodes of its type,
 // for a limit on one type), with what the budgets among them have used,
 // and counts the nodes they hold per group that limits nodes; groups adds
 // what the budgets it gives later have used to the same map.

@@ -759,6 +759,7 @@ func (r *run) checkpointRequeue(ctx context.Context, job Job) (time.Time, error)
 func (r *run) quietMail(ctx context.Context) {
 	out, err := r.output(ctx, "read mail type", r.a.cfg.Scontrol, "show", "job", "-o", r.id())
 	if err != nil {
+		r.log.Warn("mail types not read; Slurm mails this requeue and restart as the job asks", "job", r.id(), "err", err)
 		return
 	}
 	types := mailTypes(string(out))
