@@ -62,6 +62,7 @@ log_level: debug
 		return id
 	}
 	const bertIters, robertaIters = 600, 150
+	submitted := time.Now()
 	bert := submit(jobSpec{model: "bert", nodes: 1, gpus: 8, iters: bertIters, batch: 32, time: "30", mail: "ALL"})
 	// Let bert run a few seconds (of its 25 or so) before the guaranteed
 	// job comes: the trainer checkpoints on the signal.
@@ -129,13 +130,14 @@ log_level: debug
 	if j.TimeLimit != 200*time.Minute || j.Tag == nil || j.Tag.Extra["tf"] != "1" || j.Tag.Extra["tl"] != "200" {
 		t.Errorf("bert ended with a %v time limit, tag %v; want the 200 minutes set by hand, tf=1 tl=200", j.TimeLimit, j.Tag)
 	}
-	checkMails(lt.ctx, t, bert, map[string]int{"Began": 1, "Ended": 1})
+	checkMails(lt.ctx, t, bert, submitted, map[string]int{"Began": 1, "Ended": 1})
 }
 
-// checkMails compares the mails Slurm sent about job id (the lab's
-// MailProg logs each to $LAB/log/mail.log) with want, by event, waiting a
-// few seconds for the last: slurmctld mails from a queue.
-func checkMails(ctx context.Context, t *testing.T, id int, want map[string]int) {
+// checkMails compares the mails Slurm sent about job id since (the lab's
+// MailProg logs each to $LAB/log/mail.log, after the local time to the
+// second; an earlier lab may have had a job of the same id) with want, by
+// event, waiting a few seconds for the last: slurmctld mails from a queue.
+func checkMails(ctx context.Context, t *testing.T, id int, since time.Time, want map[string]int) {
 	t.Helper()
 	path := filepath.Join(os.Getenv("LAB"), "log", "mail.log")
 	var got map[string]int
@@ -146,9 +148,12 @@ func checkMails(ctx context.Context, t *testing.T, id int, want map[string]int) 
 		}
 		got = map[string]int{}
 		for _, line := range strings.Split(string(b), "\n") {
-			// "... -s Slurm Job_id=7 Name=x Began, Queued time 00:00:01 root"
-			_, rest, ok := strings.Cut(line, fmt.Sprintf(" Job_id=%d ", id))
+			// "2026-11-29T00:05:32 -s Slurm Job_id=7 Name=x Began, Queued time 00:00:01 root"
+			at, rest, ok := strings.Cut(line, fmt.Sprintf(" -s Slurm Job_id=%d ", id))
 			if !ok {
+				continue
+			}
+			if when, err := time.ParseInLocation("2006-01-02T15:04:05", at, time.Local); err != nil || when.Before(since.Truncate(time.Second)) {
 				continue
 			}
 			if f := strings.Fields(rest); len(f) > 1 {
