@@ -61,6 +61,11 @@ type Options struct {
 	// TimeScale multiplies the sleeps (not the logged times), so tests run
 	// fast while logging realistic iteration times.
 	TimeScale float64
+	// WallTimes (--elapsed wall) logs the wall time each log interval took,
+	// divided by TimeScale, as Megatron's timers do, in place of the plan's
+	// iteration time: a stop of the process (scontrol suspend) then shows
+	// in the line after it, as it does in a real job's.
+	WallTimes bool
 
 	Rank, Tasks int // SLURM_PROCID, SLURM_NTASKS
 	// Placement is RUBICK_PLACEMENT when set, else SLURM_JOB_NUM_NODES
@@ -180,6 +185,15 @@ func ParseArgs(args []string, getenv func(string) string) (Options, error) {
 	o.Save, _ = launch.LookupFlag(args, "--save")
 	o.Load, _ = launch.LookupFlag(args, "--load")
 	o.ModelType, _ = launch.LookupFlag(args, "--model-type")
+	if v, ok := launch.LookupFlag(args, "--elapsed"); ok {
+		switch v {
+		case "plan":
+		case "wall":
+			o.WallTimes = true
+		default:
+			errs = append(errs, fmt.Errorf("%w: --elapsed=%q: want plan or wall", ErrBadInput, v))
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return Options{}, err
 	}
@@ -286,6 +300,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return nil
 	}
 
+	lastAt, lastIt := cfg.Clock.Now(), res.Start // the previous iteration line's
 	for it := res.Start + 1; it <= o.TrainIters; it++ {
 		select {
 		case <-ctx.Done():
@@ -300,9 +315,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 		res.End = it
 		if logLast && (it%o.LogInterval == 0 || it == o.TrainIters) {
+			now, per := cfg.Clock.Now(), iter
+			if o.WallTimes {
+				per = time.Duration(float64(now.Sub(lastAt)) / float64(it-lastIt) / o.TimeScale)
+			}
+			lastAt, lastIt = now, it
 			fmt.Fprintf(cfg.Out, " [%s] iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %.1f | global batch size: %5d | lm loss: %.6E |\n",
-				cfg.Clock.Now().Format("2006-01-02 15:04:05"), it, o.TrainIters, it*o.GlobalBatch,
-				float64(iter)/float64(time.Millisecond), o.GlobalBatch, 10/math.Sqrt(float64(it)))
+				now.Format("2006-01-02 15:04:05"), it, o.TrainIters, it*o.GlobalBatch,
+				float64(per)/float64(time.Millisecond), o.GlobalBatch, 10/math.Sqrt(float64(it)))
 		}
 		if o.SaveInterval > 0 && it%o.SaveInterval == 0 {
 			if err := save(it); err != nil {

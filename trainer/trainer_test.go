@@ -296,3 +296,53 @@ func TestParseArgsRubickEnv(t *testing.T) {
 		}
 	}
 }
+
+// walkClock moves its time on by each sleep, and by stop[n] more at the
+// n-th (1-based): the process stood still there, as under scontrol
+// suspend.
+type walkClock struct {
+	now   time.Time
+	n     int
+	stops map[int]time.Duration
+}
+
+func (c *walkClock) Now() time.Time { return c.now }
+
+func (c *walkClock) After(d time.Duration) <-chan time.Time {
+	c.n++
+	c.now = c.now.Add(d + c.stops[c.n])
+	ch := make(chan time.Time, 1)
+	ch <- c.now
+	return ch
+}
+
+// With --elapsed wall the line gives the interval's wall time per
+// iteration, unscaled, as Megatron's timers do: a stop inflates the line
+// whose interval it falls in, and only that one.
+func TestRunWallTimes(t *testing.T) {
+	o, err := ParseArgs([]string{"--micro-batch-size", "2", "--global-batch-size", "8", "--train-iters", "6", "--log-interval", "2",
+		"--iter-ms", "200", "--time-scale", "0.5", "--elapsed", "wall"}, env(map[string]string{"SLURM_GPUS_ON_NODE": "4"}))
+	if err != nil || !o.WallTimes {
+		t.Fatalf("ParseArgs: %+v, %v; want WallTimes", o, err)
+	}
+	// 100 ms sleeps (200 ms at half scale); 3 s stopped during the 4th.
+	clk := &walkClock{now: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), stops: map[int]time.Duration{4: 3 * time.Second}}
+	var out bytes.Buffer
+	if _, err := Run(t.Context(), Config{Options: o, Clock: clk, Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if _, ms, ok := strings.Cut(line, "elapsed time per iteration (ms): "); ok {
+			got = append(got, strings.Fields(ms)[0])
+		}
+	}
+	// (2 x 100 ms + 3 s) / 2 / 0.5 = 3200 ms
+	if diff := cmp.Diff([]string{"200.0", "3200.0", "200.0"}, got); diff != "" {
+		t.Errorf("logged times (-want +got):\n%s", diff)
+	}
+	_, err = ParseArgs([]string{"--micro-batch-size", "2", "--global-batch-size", "8", "--train-iters", "6", "--elapsed", "cpu"}, env(nil))
+	if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), `--elapsed="cpu"`) {
+		t.Errorf("--elapsed cpu: %v, want ErrBadInput naming it", err)
+	}
+}

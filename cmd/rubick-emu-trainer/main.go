@@ -55,6 +55,9 @@ Emulator flags:
                                    from the measured ground truth of this model
   --iter-ms MS                     iteration time in ms (default 100, or the ground truth)
   --time-scale F                   multiply the sleeps, not the logged times (default 1)
+  --elapsed plan|wall              log the plan's iteration time, or each log interval's wall
+                                   time per iteration divided by --time-scale, as Megatron's
+                                   timers measure it (default plan)
   --world-size N                   GPUs in all (default: nodes x GPUs on the node)
   --checkpoint-exit-code N         exit status after a checkpoint (default 75)
 Environment: SLURM_PROCID, SLURM_NTASKS, SLURM_JOB_NUM_NODES, SLURM_GPUS_ON_NODE
