@@ -49,7 +49,7 @@ exec %[1]s/rubick-srun --launcher gpu --munge-socket %[3]s --report-url http://1
 			"-N", "1", "--ntasks-per-node=1", "--gres=gpu:8", "--cpus-per-task=8", "--mem=32G", "--requeue",
 			"--export=ALL,E2E_ITERS="+strconv.Itoa(iters))
 	}
-	const itersA, itersB = 90, 10
+	const itersA, itersB = 60, 10
 	a := submit(itersA)
 	reported := func(id int) []store.StoredSample {
 		got, err := st.RecentJobSamples(ctx, []int64{int64(id)}, 1000)
@@ -105,8 +105,9 @@ exec %[1]s/rubick-srun --launcher gpu --munge-socket %[3]s --report-url http://1
 		times = append(times, s.IterS)
 	}
 	slices.Sort(times)
-	if len(times) < 10 || times[len(times)-1] > 2*times[len(times)/2] {
-		t.Errorf("job %d reported %d iteration times, sorted %v; want 10 or more, none above twice the median", a, len(times), times)
+	// 12 lines, less the warm-up and the one dropped.
+	if len(times) < 6 || times[len(times)-1] > 2*times[len(times)/2] {
+		t.Errorf("job %d reported %d iteration times, sorted %v; want 6 or more, none above twice the median", a, len(times), times)
 	}
 	t.Logf("job %d: %d iteration times, median %.3fs, max %.3fs; job %d held for %v while %d stood suspended",
 		a, len(times), times[len(times)/2], times[len(times)-1], b, bReasons, a)
