@@ -1125,6 +1125,14 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			v.asSubmitted(j, "interactive (salloc or srun): runs on its own request; rubick reconfigures batch jobs, which it can checkpoint and requeue")
 			continue
 		}
+		if !j.Requeue {
+			// Slurm refuses rubick's requeuehold of it, so it could never
+			// be restarted on another size: job_submit.lua makes jobs
+			// requeueable at submission (FORCE_REQUEUE), but its user may
+			// set Requeue=0 since (22.05 lab).
+			v.asSubmitted(j, "not requeueable (scontrol update Requeue=0, or --no-requeue without FORCE_REQUEUE): runs on its own request; rubick reconfigures jobs by requeueing them")
+			continue
+		}
 		if j.Reservation != "" && !activeResv[j.Reservation] {
 			// Not active (or not listed): Slurm starts it when it is.
 			v.asSubmitted(j, fmt.Sprintf("--reservation=%s is not active: runs on its own request, placed by Slurm in the reservation", j.Reservation))

@@ -1,6 +1,9 @@
 package daemon
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,4 +96,43 @@ func jobGauges(t *testing.T, m *Metrics) map[string]float64 {
 		}
 		return labels["state"] + " " + labels["class"]
 	})
+}
+
+// A job its user made not requeueable (scontrol update Requeue=0: Slurm
+// lets them, 22.05 lab) could never be restarted: held, it is released on
+// its own request; running, it runs on as it is, where a requeueable one
+// of two hours would be grown onto the idle node.
+func TestCycleNotRequeueable(t *testing.T) {
+	const why = "not requeueable (scontrol update Requeue=0, or --no-requeue without FORCE_REQUEUE): runs on its own request; rubick reconfigures jobs by requeueing them"
+	for _, requeue := range []bool{true, false} {
+		t.Run(fmt.Sprintf("requeue=%v", requeue), func(t *testing.T) {
+			held := heldJob(21, "bert", 1, 2)
+			running := runningJob(22, "bert")
+			running.NodeList, running.GPUsPerNode, running.GPUs, running.CPUs, running.Tag.Plan = []string{"node2"}, 2, 2, 8, "dp2.tp1.pp1.mb16.a1.z0"
+			running.StartTime, running.Tag.Generation = t0.Add(-2*time.Hour), 1
+			held.Requeue, running.Requeue = requeue, requeue
+			nodes := labNodes(2)
+			nodes[1].GPUsUsed, nodes[1].CPUsAlloc = 2, 8
+			rep, a, _ := oneCycle(t, &fakeCluster{nodes: nodes, jobs: []slurm.Job{held, running}}, []int{21})
+			var kinds []string
+			for _, act := range a.got {
+				kinds = append(kinds, fmt.Sprintf("%s %d %dx%d", act.Kind, act.JobID, act.NodeCount(), act.GPUsPerNode))
+			}
+			if !requeue {
+				// 21 on its request, 22 untouched.
+				if diff := cmp.Diff([]string{"start 21 1x2"}, kinds); diff != "" {
+					t.Errorf("actions (-want +got):\n%s", diff)
+				}
+				for _, id := range []int{21, 22} {
+					if rep.Ignored[id] != why {
+						t.Errorf("ignored[%d] = %q, want %q", id, rep.Ignored[id], why)
+					}
+				}
+				return
+			}
+			if !slices.ContainsFunc(kinds, func(k string) bool { return strings.HasPrefix(k, "restart 22") }) {
+				t.Errorf("actions %v; want the requeueable running job restarted on more GPUs", kinds)
+			}
+		})
+	}
 }
