@@ -740,11 +740,22 @@ func (r *run) checkpointRequeue(ctx context.Context, job Job) (time.Time, error)
 		return time.Time{}, fmt.Errorf("waiting for the checkpoint of job %d: %w", act.JobID, err)
 	}
 	r.step(st)
-	// rubick-srun requeues its own job held once the trainer checkpointed;
-	// a second requeuehold would fail on the now pending job.
-	if now, err := r.a.cfg.Cluster.Job(ctx, act.JobID); err == nil && now.State == StatePending && now.Held {
+	now, err := r.a.cfg.Cluster.Job(ctx, act.JobID)
+	switch {
+	case err == nil && now.State == StatePending && now.Held:
+		// rubick-srun requeues its own job held once the trainer
+		// checkpointed; a second requeuehold would fail on the now
+		// pending job.
 		r.step(StepResult{Name: "requeuehold", Note: "the job requeued itself after its checkpoint"})
 		return r.a.cfg.Clock.Now(), nil
+	case err == nil && now.State == StateSuspended:
+		// Stopped before it could checkpoint: a requeue would lose its work
+		// since the last checkpoint and end the administrator's
+		// suspension. Resumed, rubick-srun finishes the checkpoint it was
+		// signalled for and requeues the job itself. (Slurm refuses to
+		// signal a job already suspended: "Job can not be altered now".)
+		r.step(StepResult{Name: "requeuehold", Note: "suspended during the checkpoint wait; not requeued"})
+		return time.Time{}, fmt.Errorf("%s job %d: %w: suspended by an administrator during the checkpoint wait", act.Kind, act.JobID, ErrJobState)
 	}
 	if err := r.cmd(ctx, "requeuehold", r.a.cfg.Scontrol, "requeuehold", r.id()); err != nil {
 		return time.Time{}, err

@@ -926,3 +926,21 @@ func TestApplyKeepsJobsClass(t *testing.T) {
 		t.Errorf("argv (-want +got):\n%s", diff)
 	}
 }
+
+// A job an administrator suspends while rubick waits for its checkpoint
+// is not requeued: it could not checkpoint, and a requeue would end the
+// suspension. The action fails; resumed, the job finishes the checkpoint.
+func TestApplyRestartSuspendedDuringWait(t *testing.T) {
+	suspended := running(32, "node2", "node3")
+	suspended.State = StateSuspended
+	f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), suspended}}, func(c *ApplierConfig) {
+		c.WaitCheckpoint = func(ctx context.Context, j Job) error { return nil }
+	})
+	res := f.app.ApplyOne(context.Background(), restartAction())
+	if !errors.Is(res.Err, ErrJobState) || !strings.Contains(res.Err.Error(), "suspended") {
+		t.Errorf("Err = %v, want ErrJobState saying it was suspended", res.Err)
+	}
+	if diff := cmp.Diff(restartArgv("1")[:2], f.runner.Calls()); diff != "" {
+		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+}
