@@ -1053,15 +1053,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 	v.usage, v.nodes = groupUsage(groupsOf, jobs, v.gpuTypes, now)
 	stopped := stoppedPartitions(in.Limits.Partitions)
 	for _, j := range jobs {
-		if j.State == slurm.StateSuspended && j.Tag != nil && j.Tag.ModelType != "" && slices.Contains(cfg.Partitions, j.Partition) {
-			// Its GPUs and memory stay its own (the nodes' counters show
-			// them) but nothing it runs moves: a checkpoint signal would
-			// wait for the resume, and a restart would take the job from
-			// the administrator who stopped it.
-			v.Unmanaged[j.ID] = "suspended by an administrator (scontrol suspend): keeps its GPUs and memory; planned again once resumed (scontrol resume)"
-			continue
-		}
-		if j.State != slurm.StatePending && j.State != slurm.StateRunning {
+		if j.State != slurm.StatePending && !j.Allocated() {
 			continue
 		}
 		part := partitionOf(j, cfg.Partitions, open.nodes, stopped)
@@ -1070,6 +1062,16 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 				// job_submit.lua manages its partition, rubickd does not
 				// (stranded): said here for rubick status and explain.
 				v.Unmanaged[j.ID] = fmt.Sprintf("held for rubick in partition %s, which rubickd does not manage (partitions in rubickd.yaml; MANAGED_PARTITIONS in job_submit.lua): waits for a release by hand", j.Partition)
+			}
+			continue
+		}
+		if j.State == slurm.StateSuspended {
+			// Its GPUs and memory stay its own (the nodes' counters show
+			// them) but nothing it runs moves: a checkpoint signal would
+			// wait for the resume, and a restart would take the job from
+			// the administrator who stopped it.
+			if j.Tag != nil && j.Tag.ModelType != "" {
+				v.Unmanaged[j.ID] = "suspended by an administrator (scontrol suspend): keeps its GPUs and memory; planned again once resumed (scontrol resume)"
 			}
 			continue
 		}

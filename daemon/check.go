@@ -318,11 +318,9 @@ func checkPartitions(ctx context.Context, c CheckCluster, managed []string, fact
 	if err != nil {
 		return []CheckResult{{"partitions", CheckFail, err.Error()}}
 	}
-	gpus := map[string]int{}
-	typeOf := map[string]string{}
+	byNode := map[string]slurm.Node{}
 	for _, n := range nodes {
-		gpus[n.Name] = n.GPUs
-		typeOf[n.Name] = strings.Join(n.GPUTypes, "+")
+		byNode[n.Name] = n
 	}
 	perType := map[string][2]int{} // GPUs, nodes
 	seen := map[string]bool{}
@@ -342,14 +340,15 @@ func checkPartitions(ctx context.Context, c CheckCluster, managed []string, fact
 			continue
 		}
 		withGPUs, total := 0, 0
-		for _, n := range p.Nodes {
-			if gpus[n] > 0 {
+		for _, name := range p.Nodes {
+			if n := byNode[name]; n.GPUs > 0 {
 				withGPUs++
-				total += gpus[n]
-				if !seen[n] {
-					seen[n] = true
-					c := perType[typeOf[n]]
-					perType[typeOf[n]] = [2]int{c[0] + gpus[n], c[1] + 1}
+				total += n.GPUs
+				if !seen[name] {
+					seen[name] = true
+					t := strings.Join(n.GPUTypes, "+")
+					c := perType[t]
+					perType[t] = [2]int{c[0] + n.GPUs, c[1] + 1}
 				}
 			}
 		}

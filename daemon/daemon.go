@@ -631,7 +631,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 		d.deps.Logger.Debug("resources held for a rigid job", "job", rep.Reserved.JobID, "nodes", rep.Reserved.Nodes, "gpus", rep.Reserved.GPUs)
 	}
 	rep.Jobs = len(view.Snapshot.Jobs)
-	d.countJobs(jobs, view)
+	d.countJobs(jobs)
 	if len(view.Starting) > 0 {
 		// Deciding now would see released jobs as queued and their nodes
 		// as free; wait for Slurm to start them.
@@ -853,25 +853,19 @@ func (d *Daemon) Invalidate() {
 // model type by its tag's class whether or not this cycle plans it (one
 // held by an administrator or suspended is still rubick's), the others
 // "rigid".
-func (d *Daemon) countJobs(jobs []slurm.Job, v *View) {
+func (d *Daemon) countJobs(jobs []slurm.Job) {
 	d.deps.Metrics.Jobs.Reset()
 	for _, j := range jobs {
 		class := "rigid"
-		if mj, ok := v.managed[strconv.Itoa(j.ID)]; ok {
-			class = classOf(&mj.tag)
-		} else if j.Tag != nil && j.Tag.ModelType != "" {
-			class = classOf(j.Tag)
+		switch {
+		case j.Tag == nil || j.Tag.ModelType == "":
+		case j.Tag.Class == slurm.ClassGuaranteed:
+			class = slurm.ClassGuaranteed
+		default:
+			class = slurm.ClassBestEffort
 		}
 		d.deps.Metrics.Jobs.WithLabelValues(j.State, class).Inc()
 	}
-}
-
-// classOf is a tag's class as rubick_jobs names it.
-func classOf(t *slurm.Tag) string {
-	if t.Class == slurm.ClassGuaranteed {
-		return slurm.ClassGuaranteed
-	}
-	return slurm.ClassBestEffort
 }
 
 // record stores the jobs, the decision with its reasons, and the actions

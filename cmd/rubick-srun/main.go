@@ -287,7 +287,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	var samples *sampler
 	if plan != nil {
-		samples = &sampler{rep: rep, skip: cfg.reportSkip, parser: report.Parser{GlobalBatch: st.globalBatch}, resumes: res, seen: res.mark(),
+		samples = &sampler{rep: rep, skip: cfg.reportSkip, parser: report.Parser{GlobalBatch: st.globalBatch}, resumes: res.lines(),
 			base: report.Sample{Version: report.SampleVersion, JobID: jobID, ModelType: modelType, Plan: plan.String(),
 				Placement: st.placement.String(), CPUs: alloc.CPUsOnNode * alloc.Nodes}}
 	}
@@ -683,8 +683,7 @@ type sampler struct {
 	parser  report.Parser
 	skip    int
 	base    report.Sample
-	resumes *resumes
-	seen    int64 // resumes.mark() at the previous line
+	resumes resumeMark
 }
 
 func (s *sampler) line(line string) {
@@ -694,7 +693,7 @@ func (s *sampler) line(line string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	resumed := s.resumes.since(&s.seen)
+	resumed := s.resumes.spans()
 	if s.skip > 0 {
 		s.skip--
 		return

@@ -317,7 +317,7 @@ func (ph *profilePhase) runOne(ctx context.Context, i int, rec *profileRecord) {
 
 	run := ph.runs[i]
 	enough := make(chan struct{})
-	m := &profileMeter{skip: ph.cfg.reportSkip, want: run.Iters, enough: enough, rep: ph.rep, resumes: ph.resumes, seen: ph.resumes.mark(),
+	m := &profileMeter{skip: ph.cfg.reportSkip, want: run.Iters, enough: enough, rep: ph.rep, resumes: ph.resumes.lines(),
 		parser: report.Parser{GlobalBatch: st.globalBatch},
 		base: report.Sample{Version: report.SampleVersion, JobID: ph.jobID, ModelType: ph.modelType, Plan: run.Plan.String(),
 			Placement: st.placement.String(), CPUs: run.CPUs}}
@@ -454,8 +454,7 @@ type profileMeter struct {
 	measured int
 	iterS    []float64
 	enough   chan struct{}
-	resumes  *resumes
-	seen     int64 // resumes.mark() at the previous line
+	resumes  resumeMark
 }
 
 func (m *profileMeter) line(line string) {
@@ -471,7 +470,7 @@ func (m *profileMeter) line(line string) {
 	}
 	// A line spanning a suspension counts as measured (the run moved on)
 	// but its time is not the plan's.
-	if resumed := m.resumes.since(&m.seen); resumed || m.measured <= m.skip || m.measured > m.want {
+	if m.resumes.spans() || m.measured <= m.skip || m.measured > m.want {
 		return
 	}
 	m.iterS = append(m.iterS, meas.IterS)

@@ -36,22 +36,29 @@ func watchResumes(ctx context.Context, log *slog.Logger) *resumes {
 	return r
 }
 
-// mark is the count to compare later lines with.
-func (r *resumes) mark() int64 {
-	if r == nil {
-		return 0
+// lines follows r from now on, for one reader of iteration-time lines.
+func (r *resumes) lines() resumeMark {
+	m := resumeMark{r: r}
+	if r != nil {
+		m.seen = r.n.Load()
 	}
-	return r.n.Load()
+	return m
 }
 
-// since reports whether a resume came after *seen (the count at the
-// previous line) and moves *seen on: the line at hand then spans the stop.
-func (r *resumes) since(seen *int64) bool {
-	if r == nil {
+// resumeMark is the resume count at a reader's previous line.
+type resumeMark struct {
+	r    *resumes
+	seen int64
+}
+
+// spans reports whether a resume came since the previous line, so that the
+// line at hand spans the stop, and moves the mark on.
+func (m *resumeMark) spans() bool {
+	if m.r == nil {
 		return false
 	}
-	n := r.n.Load()
-	was := *seen
-	*seen = n
+	n := m.r.n.Load()
+	was := m.seen
+	m.seen = n
 	return n != was
 }

@@ -24,14 +24,14 @@ func TestSamplerDropsLineAcrossResume(t *testing.T) {
 	srv := col.server(t)
 	rep := report.NewReporter(t.Context(), report.ReporterConfig{URL: srv.URL, Encoder: base64Encoder{}})
 	res := watchResumes(t.Context(), slog.New(slog.DiscardHandler))
-	s := &sampler{rep: rep, skip: 1, resumes: res, seen: res.mark(),
+	s := &sampler{rep: rep, skip: 1, resumes: res.lines(),
 		base: report.Sample{Version: 1, JobID: "1", Plan: "dp1.tp1.pp1.mb1.a1.z0", Placement: "1"}}
 	s.line(itLine(1, "900.0")) // warm-up
 	s.line(itLine(2, "100.0"))
 	if err := syscall.Kill(syscall.Getpid(), syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); res.mark() == 0; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); res.n.Load() == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("SIGCONT not counted")
 		}
@@ -55,7 +55,7 @@ func TestSamplerDropsLineAcrossResume(t *testing.T) {
 // no time from it; one in the warm-up is skipped as before.
 func TestProfileMeterDropsLineAcrossResume(t *testing.T) {
 	res := &resumes{}
-	m := &profileMeter{skip: 1, want: 5, enough: make(chan struct{}), resumes: res, seen: res.mark()}
+	m := &profileMeter{skip: 1, want: 5, enough: make(chan struct{}), resumes: res.lines()}
 	res.n.Add(1) // resumed during the warm-up
 	m.line(itLine(1, "900.0"))
 	m.line(itLine(2, "100.0"))

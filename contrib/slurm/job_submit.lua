@@ -172,13 +172,23 @@ local function service_class(job_desc)
    return DEFAULT_CLASS
 end
 
+-- Whether a ';'-separated AdminComment field is the rubick:v1 tag.
+local function is_tag(field)
+   return field == TAG or string.sub(field, 1, #TAG + 1) == TAG .. " "
+end
+
+-- The QOS and account a change leaves a job with, for service_class.
+local function qos_account(job_desc, job_rec)
+   return { qos = job_desc.qos or job_rec.qos, account = job_desc.account or job_rec.account }
+end
+
 -- Appends tag to an AdminComment, replacing an earlier rubick:v1 field and
 -- keeping every other ';'-separated field in order.
 local function with_tag(admin_comment, tag)
    local fields = {}
    if admin_comment ~= nil then
       for field in string.gmatch(admin_comment, "[^;]+") do
-         if string.sub(field, 1, #TAG + 1) ~= TAG .. " " and field ~= TAG then
+         if not is_tag(field) then
             table.insert(fields, field)
          end
       end
@@ -330,7 +340,7 @@ end
 -- The class of the rubick:v1 field of an AdminComment; nil without one.
 local function tag_class(admin_comment)
    for field in string.gmatch(admin_comment or "", "[^;]+") do
-      if string.sub(field, 1, #TAG + 1) == TAG .. " " then
+      if is_tag(field) then
          return string.match(field, " class=([^%s]+)")
       end
    end
@@ -341,7 +351,7 @@ end
 local function with_class(admin_comment, class)
    local fields = {}
    for field in string.gmatch(admin_comment, "[^;]+") do
-      if string.sub(field, 1, #TAG + 1) == TAG .. " " then
+      if is_tag(field) then
          local n
          field, n = string.gsub(field, " class=[^%s]+", function() return " class=" .. class end, 1)
          if n == 0 then field = field .. " class=" .. class end
@@ -357,7 +367,7 @@ end
 -- that would change the class is refused. Returns nil to go on.
 local function new_class(job_desc, job_rec, modify_uid, ac)
    if job_desc.qos == nil and job_desc.account == nil then return nil end
-   local class = service_class({ qos = job_desc.qos or job_rec.qos, account = job_desc.account or job_rec.account })
+   local class = service_class(qos_account(job_desc, job_rec))
    if class == tag_class(ac) then return nil end
    if not SCHEDULER_UIDS[modify_uid] then
       slurm.log_user("rubick: that would make job %s %s for the Rubick scheduler, which only an " ..
@@ -445,8 +455,7 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
                            "administrator to move it", tostring(job_rec.job_id))
             return ACCESS_DENIED
          end
-         ac = with_tag(ac, new_tag(model, {
-            qos = job_desc.qos or job_rec.qos, account = job_desc.account or job_rec.account }))
+         ac = with_tag(ac, new_tag(model, qos_account(job_desc, job_rec)))
       end
       return move_in(job_desc, job_rec, modify_uid, comment, ac)
    end
