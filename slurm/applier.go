@@ -773,18 +773,29 @@ func (r *run) quietMail(ctx context.Context) {
 		r.log.Warn("mail types not read; Slurm mails this requeue and restart as the job asks", "job", r.id(), "err", err)
 		return
 	}
-	types := mailTypes(string(out))
-	keep := slices.DeleteFunc(slices.Clone(types), func(t string) bool { return t == "BEGIN" || t == "REQUEUE" })
-	if len(keep) == len(types) {
+	v, ok := QuietMailType(string(out))
+	if !ok {
 		return
-	}
-	v := strings.Join(keep, ",")
-	if v == "" {
-		v = "NONE"
 	}
 	if err := r.cmd(ctx, "quiet mail", r.a.cfg.Scontrol, "update", r.jobArg(), "MailType="+v); err != nil {
 		r.log.Warn("mail types unchanged; Slurm mails this requeue and restart", "job", r.id(), "err", err)
 	}
+}
+
+// QuietMailType is the MailType to set, read from `scontrol show job -o`
+// output, so that Slurm mails no more BEGIN or REQUEUE for the job (the
+// rest stay); false when the job asks for neither. rubick-srun uses it
+// too, before it requeues a job itself.
+func QuietMailType(show string) (string, bool) {
+	types := mailTypes(show)
+	keep := slices.DeleteFunc(slices.Clone(types), func(t string) bool { return t == "BEGIN" || t == "REQUEUE" })
+	if len(keep) == len(types) {
+		return "", false
+	}
+	if len(keep) == 0 {
+		return "NONE", true
+	}
+	return strings.Join(keep, ","), true
 }
 
 // mailTypes reads the MailType of `scontrol show job -o` output, with ALL

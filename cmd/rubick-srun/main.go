@@ -68,6 +68,7 @@ type config struct {
 	// (markRequeue), doubled before each next one.
 	markWait                    time.Duration
 	ensureLoad, dryRun, requeue bool
+	requeueMail                 bool
 	logLevel                    string
 	train                       []string
 	checkpointSig               syscall.Signal
@@ -99,6 +100,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&c.mungeSock, "munge-socket", "", "munged socket (default: munge's own default)")
 	fs.IntVar(&c.reportSkip, "report-skip", 1, "iteration-time lines skipped per run before reporting (warm-up)")
 	fs.BoolVar(&c.requeue, "requeue-on-checkpoint", true, "after the checkpoint signal, requeue the job held (scontrol requeuehold $SLURM_JOB_ID) so rubickd restarts it with its new plan")
+	fs.BoolVar(&c.requeueMail, "requeue-mail", false, "keep the job's BEGIN and REQUEUE mails when rubick-srun requeues a job whose launch line cannot run its plan (rubickd's checkpoint.requeue_mail is the same choice for its own restarts)")
 	fs.IntVar(&c.profileIters, "profile-iters", launch.DefaultProfileIters, "iterations of each profiling run, the first --report-skip of them warm-up (0: never profile)")
 	fs.DurationVar(&c.profileTimeout, "profile-timeout", 5*time.Minute, "time bound of the whole profiling phase")
 	fs.DurationVar(&c.profileRunTimeout, "profile-run-timeout", 2*time.Minute, "time bound of one profiling run")
@@ -618,6 +620,9 @@ func refuse(ctx context.Context, cfg config, jobID, modelType string, plan model
 	if err := sendLaunch(ctx, cfg, jobID, modelType, plan, true, log); err != nil {
 		log.Error("could not tell rubickd what the launch line cannot run; it may choose the same plan again", "err", err)
 	}
+	if cfg.requeue && !cfg.requeueMail {
+		quietMail(ctx, cfg, log)
+	}
 	if cfg.requeue && requeueHold(ctx, cfg, whyRefused, log) == nil {
 		return exitCheckpointed
 	}
@@ -636,6 +641,28 @@ func refuse(ctx context.Context, cfg config, jobID, modelType string, plan model
 	}
 	log.Error("no restart came; the job cannot run its plan", "plan", plan.String(), "waited", refuseWait)
 	return exitUsage
+}
+
+// quietMail takes BEGIN and REQUEUE out of the job's mail types before
+// rubick-srun requeues it, as rubickd does before its own restarts: the
+// job has not run a step, and Slurm would mail "Requeued" and a second
+// "Began" for it. Users may change their own job's mail types. A failure
+// leaves the mails as they are.
+func quietMail(ctx context.Context, cfg config, log *slog.Logger) {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(cctx, cfg.scontrol, "show", "job", "-o", cfg.jobRef).Output()
+	if err != nil {
+		log.Warn("mail types not read; Slurm mails this requeue as the job asks", "err", err)
+		return
+	}
+	v, ok := slurm.QuietMailType(string(out))
+	if !ok {
+		return
+	}
+	if b, err := exec.CommandContext(cctx, cfg.scontrol, "update", "JobId="+cfg.jobRef, "MailType="+v).CombinedOutput(); err != nil {
+		log.Warn("mail types unchanged; Slurm mails this requeue", "err", err, "output", strings.TrimSpace(string(b)))
+	}
 }
 
 // sendLaunch reports what the job's launch line cannot express (and, with

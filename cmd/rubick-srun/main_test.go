@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,8 +72,12 @@ func TestMain(m *testing.M) {
 		if e := os.Getenv("FAKE_TAG_EXTRA"); e != "" {
 			extra = " " + e
 		}
-		fmt.Printf("JobId=%s JobName=train UserId=alice(1000) Priority=1 AdminComment=other=1;rubick:v1 model=gpt2 class=guaranteed plan=%s gen=2%s SystemComment=x Comment=hello world NumNodes=1\n",
-			os.Args[len(os.Args)-1], plan, extra)
+		mail := ""
+		if m := os.Getenv("FAKE_MAIL_TYPE"); m != "" {
+			mail = " MailUser=alice MailType=" + m
+		}
+		fmt.Printf("JobId=%s JobName=train UserId=alice(1000) Priority=1 AdminComment=other=1;rubick:v1 model=gpt2 class=guaranteed plan=%s gen=2%s SystemComment=x Comment=hello world NumNodes=1%s\n",
+			os.Args[len(os.Args)-1], plan, extra, mail)
 		os.Exit(0)
 	}
 	if os.Getenv("RUBICK_SRUN_MAIN") == "1" {
@@ -358,20 +363,48 @@ func TestRunUnsupportedOwnPlan(t *testing.T) {
 // nothing, tells rubickd what the line cannot run, and requeues the job
 // held for rubickd to start it again with another plan. A task of a job
 // array is named ARRAY_TASK to scontrol: its own ID may be the array's,
-// which names every task.
+// which names every task. Before the requeue the job's BEGIN and REQUEUE
+// mails are taken out, unless --requeue-mail keeps them.
 func TestRunRefusedPlan(t *testing.T) {
 	for name, tc := range map[string]struct {
-		env map[string]string
-		ref string // what scontrol is given
+		env  map[string]string
+		ref  string // what scontrol is given
+		mail string // the job's MailType
+		args []string
+		want string // the mail update, if any
 	}{
-		"job":        {map[string]string{}, "42"},
-		"array task": {map[string]string{"SLURM_ARRAY_JOB_ID": "40", "SLURM_ARRAY_TASK_ID": "3"}, "40_3"},
+		"job":        {env: map[string]string{}, ref: "42"},
+		"array task": {env: map[string]string{"SLURM_ARRAY_JOB_ID": "40", "SLURM_ARRAY_TASK_ID": "3"}, ref: "40_3"},
+		"mail all":   {env: map[string]string{}, ref: "42", mail: "INVALID_DEPEND,BEGIN,END,FAIL,REQUEUE,STAGE_OUT", want: "update JobId=42 MailType=INVALID_DEPEND,END,FAIL,STAGE_OUT"},
+		"mail begin": {env: map[string]string{"SLURM_ARRAY_JOB_ID": "40", "SLURM_ARRAY_TASK_ID": "3"}, ref: "40_3", mail: "BEGIN", want: "update JobId=40_3 MailType=NONE"},
+		"mail end":   {env: map[string]string{}, ref: "42", mail: "END"},
+		"mail kept":  {env: map[string]string{}, ref: "42", mail: "BEGIN,END", args: []string{"--requeue-mail"}},
 	} {
-		t.Run(name, func(t *testing.T) { testRunRefusedPlan(t, tc.env, tc.ref) })
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("FAKE_MAIL_TYPE", tc.mail)
+			calls := testRunRefusedPlan(t, tc.env, tc.ref, tc.args)
+			var mail []string
+			for _, c := range calls {
+				if strings.Contains(c, "MailType=") {
+					mail = append(mail, c)
+				}
+			}
+			var want []string
+			if tc.want != "" {
+				want = []string{tc.want}
+				if i := slices.Index(calls, tc.want); i < 0 || i > slices.Index(calls, "requeuehold "+tc.ref) {
+					t.Errorf("scontrol calls %q: want the mail changed before the requeue", calls)
+				}
+			}
+			if d := cmp.Diff(want, mail); d != "" {
+				t.Errorf("mail updates (-want +got):\n%s", d)
+			}
+		})
 	}
 }
 
-func testRunRefusedPlan(t *testing.T, extraEnv map[string]string, ref string) {
+// testRunRefusedPlan runs the refusal and returns scontrol's calls.
+func testRunRefusedPlan(t *testing.T, extraEnv map[string]string, ref string, args []string) []string {
 	bin := fakes(t)
 	dir := t.TempDir()
 	srunLog, scontrolLog := filepath.Join(dir, "argv.json"), filepath.Join(dir, "scontrol.log")
@@ -389,9 +422,9 @@ func testRunRefusedPlan(t *testing.T, extraEnv map[string]string, ref string) {
 	maps.Copy(vars, extraEnv)
 	env := envMap(vars)
 	var out, errOut bytes.Buffer
-	code := run(t.Context(), []string{"--scontrol", filepath.Join(bin, "scontrol"), "--squeue", filepath.Join(bin, "squeue"), "--srun", filepath.Join(bin, "srun"),
-		"--munge", filepath.Join(bin, "munge"), "--report-url", srv.URL, "--",
-		"deepspeed", "train.py", "--deepspeed_config", ds}, env, &out, &errOut)
+	argv := append([]string{"--scontrol", filepath.Join(bin, "scontrol"), "--squeue", filepath.Join(bin, "squeue"), "--srun", filepath.Join(bin, "srun"),
+		"--munge", filepath.Join(bin, "munge"), "--report-url", srv.URL}, args...)
+	code := run(t.Context(), append(argv, "--", "deepspeed", "train.py", "--deepspeed_config", ds), env, &out, &errOut)
 	if code != exitCheckpointed {
 		t.Fatalf("exit %d, want %d (requeued); stderr:\n%s", code, exitCheckpointed, errOut.String())
 	}
@@ -410,6 +443,7 @@ func testRunRefusedPlan(t *testing.T, extraEnv map[string]string, ref string) {
 	if d := cmp.Diff(want, col.launches, cmpopts.IgnoreFields(report.Launch{}, "Time")); d != "" {
 		t.Errorf("launch notices (-want +got):\n%s", d)
 	}
+	return strings.Split(strings.TrimSpace(string(calls)), "\n")
 }
 
 func sameSet(a, b []string) bool {

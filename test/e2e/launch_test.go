@@ -26,7 +26,8 @@ import (
 // rubickd (over munge) what the line cannot run and requeues the job held.
 // rubickd, finding no plan the line can run on the job's one GPU, plans it
 // from two (the cycle report says so) and starts it when GPUs free up, with
-// a plan without offload; the job completes.
+// a plan without offload; the job completes, and its user is mailed once
+// when it begins and once when it ends.
 func TestLaunchLineRefusal(t *testing.T) {
 	l := labFromEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -54,8 +55,9 @@ exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socke
   --pipeline-model-parallel-size 1 --micro-batch-size 1 --global-batch-size 8 --train-iters 20 \
   --time-scale 0.01 --log-interval 5 --save %[2]s/ckpt-"$SLURM_JOB_ID"
 `, bin, dir, smp.socket, smp.port)
+	submitted := time.Now()
 	id := l.submitScript(t, dir, body, &ids, "--model-type=llama7", "-p", "gpu", "-J", "e2e-launch", "-N", "1",
-		"--ntasks-per-node=1", "--gres=gpu:1", "--cpus-per-task=8", "--mem=200G", "--requeue")
+		"--ntasks-per-node=1", "--gres=gpu:1", "--cpus-per-task=8", "--mem=200G", "--requeue", "--mail-type=ALL")
 
 	// The refusal: the job is back in the queue, and rubickd plans it from
 	// two GPUs, which are not free yet.
@@ -96,6 +98,9 @@ exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socke
 	if j.Tag == nil || strings.Contains(j.Tag.Plan, "+off") || j.GPUs < 2 {
 		t.Errorf("job %d ran on %d GPUs with tag %+v, want a plan without offload on 2 or more", id, j.GPUs, j.Tag)
 	}
+	// rubick-srun took BEGIN and REQUEUE out of the job's mail types before
+	// it requeued the job: one start mailed, not two, and no requeue.
+	checkMails(ctx, t, id, submitted, map[string]int{"Began": 1, "Ended": 1})
 	log, _ := os.ReadFile(d.log)
 	if !strings.Contains(string(log), "launch line cannot run the job's plan") {
 		t.Errorf("rubickd did not log the refusal (%s)", d.log)

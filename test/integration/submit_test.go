@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/rubick-sched/rubick/slurm"
 )
 
 // A --model-type job in the managed partition is tagged and held, and both
@@ -192,6 +194,34 @@ func TestUserCannotReleaseManagedJob(t *testing.T) {
 	// The user may still hold or cancel it.
 	if r := command("nobody", "scancel", id); r.err != nil {
 		t.Errorf("scancel by the owner: %v: %s", r.err, r.stderr)
+	}
+}
+
+// A user may change their own managed job's mail types, as rubick-srun
+// does before it requeues a job whose launch line cannot run its plan, and
+// the job stays held for rubickd.
+func TestUserQuietsOwnMail(t *testing.T) {
+	l := needLab(t)
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: needs root to submit as another user")
+	}
+	r := command("nobody", "sbatch", "--parsable", "-D", l.out, "-o", "/dev/null", "--mail-type=ALL",
+		"--model-type=gpt2", "--gres=gpu:1", "--wrap", "sleep 30")
+	if r.err != nil {
+		t.Fatalf("sbatch as nobody: %v: %s", r.err, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	t.Cleanup(func() { command("", "scancel", id) })
+	v, ok := slurm.QuietMailType(showJob(t, id))
+	if !ok || v != "INVALID_DEPEND,END,FAIL,STAGE_OUT" {
+		t.Fatalf("QuietMailType = %q, %v; want INVALID_DEPEND,END,FAIL,STAGE_OUT from the job's MailType=%s", v, ok, field(showJob(t, id), "MailType"))
+	}
+	if r := command("nobody", "scontrol", "update", "JobId="+id, "MailType="+v); r.err != nil {
+		t.Fatalf("scontrol update MailType=%s by the job's owner: %v: %s", v, r.err, r.stderr)
+	}
+	out := showJob(t, id)
+	if got, p := field(out, "MailType"), field(out, "Priority"); got != "INVALID_DEPEND,END,FAIL,STAGE_OUT" || p != "0" {
+		t.Errorf("after the owner's update: MailType %s, Priority %s; want INVALID_DEPEND,END,FAIL,STAGE_OUT and 0 (held)", got, p)
 	}
 }
 
