@@ -152,8 +152,8 @@ func (l *Learner) AcceptLaunch(ctx context.Context, uid uint32, n report.Launch)
 // mix-up or a broken node, not something a shared model should learn.
 const maxSampleRatio = 10
 
-// plausible rejects a sample the model type's spec cannot price (a plan
-// that does not fit its global batch, say: no fit could use it), and one
+// plausible rejects a sample the model type's spec cannot price (a TP
+// size that does not divide its heads, say: no fit could use it), and one
 // whose iteration time is more than maxSampleRatio times away from what the
 // current fit predicts. A type without a fit takes any priceable time.
 func (l *Learner) plausible(ctx context.Context, mt string, ms model.Sample) error {
@@ -173,7 +173,8 @@ func (l *Learner) plausible(ctx context.Context, mt string, ms model.Sample) err
 	case !errors.Is(err, store.ErrNotFound):
 		return fmt.Errorf("current fit of %s: %w", mt, err)
 	}
-	b, err := p.Predict(ms.Plan, ms.Resources)
+	// A job trains with its launch line's global batch, the plan's.
+	b, err := p.ForPlan(ms.Plan).Predict(ms.Plan, ms.Resources)
 	if err != nil {
 		return fmt.Errorf("%w: plan %s on placement %s: %v", report.ErrBadSample, ms.Plan, ms.Resources.Placement, err)
 	}

@@ -81,8 +81,11 @@ func TestAcceptChecksOwnerModelAndJob(t *testing.T) {
 		"bad job id":    {uid: 1000, mutate: func(s *report.Sample) { s.JobID = "5; rm -rf /" }, wantErr: report.ErrBadSample},
 		"wrong model":   {uid: 1000, mutate: func(s *report.Sample) { s.ModelType = "gpt2" }, wantErr: report.ErrBadSample},
 		"bad iteration": {uid: 1000, mutate: func(s *report.Sample) { s.IterS = -1 }, wantErr: report.ErrBadSample},
-		// bert's global batch is 32: dp4 x mb4 covers only half of it.
-		"plan off the global batch": {uid: 1000, mutate: func(s *report.Sample) { s.Plan = "dp4.tp1.pp1.mb4.a1.z0" }, wantErr: report.ErrBadSample, field: "dp4.tp1.pp1.mb4.a1.z0"},
+		// bert's global batch is 32; a job whose launch line trains with 16
+		// is priced at its own.
+		"own global batch": {uid: 1000, mutate: func(s *report.Sample) { s.Plan = "dp4.tp1.pp1.mb4.a1.z0"; s.IterS = 0.1 }},
+		// A plan of 4 GPUs cannot have run on 2.
+		"unpriceable plan": {uid: 1000, mutate: func(s *report.Sample) { s.Placement = "2" }, wantErr: report.ErrBadSample, field: "dp4.tp1.pp1.mb8.a1.z0"},
 		// Milliseconds reported as seconds: 1000x the fit's prediction.
 		"absurd time":  {uid: 1000, mutate: func(s *report.Sample) { s.IterS = 200 }, wantErr: report.ErrBadSample, field: "iter_s=200"},
 		"fast by 100x": {uid: 1000, mutate: func(s *report.Sample) { s.IterS = 0.002 }, wantErr: report.ErrBadSample, field: "iter_s=0.002"},
@@ -103,15 +106,15 @@ func TestAcceptChecksOwnerModelAndJob(t *testing.T) {
 		})
 	}
 	got, err := st.Samples(context.Background(), "bert")
-	if err != nil || len(got) != 3 {
-		t.Fatalf("stored samples = %d (%v), want the 3 accepted", len(got), err)
+	if err != nil || len(got) != 4 {
+		t.Fatalf("stored samples = %d (%v), want the 4 accepted", len(got), err)
 	}
 	var iters []int
 	for _, g := range got {
 		iters = append(iters, g.Iteration)
 	}
 	slices.Sort(iters)
-	if d := cmp.Diff([]int{-1, 3, 3}, iters); d != "" {
+	if d := cmp.Diff([]int{-1, 3, 3, 3}, iters); d != "" {
 		t.Errorf("stored iterations (-want +got):\n%s", d)
 	}
 }

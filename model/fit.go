@@ -46,6 +46,15 @@ type fitSample struct {
 	res  Resources
 	lo   layout
 	logT float64
+	// spec is the model type's at the sample's own global batch (its
+	// plan's dp*micro_batch*accum): a job trains with its launch line's.
+	spec Spec
+}
+
+// at is p pricing f: p's parameters on f's spec.
+func (p Predictor) at(f fitSample) Predictor {
+	p.Spec = f.spec
+	return p
 }
 
 // Fit fits the seven parameters of spec in env to samples by minimising the
@@ -144,7 +153,7 @@ func Fit(ctx context.Context, spec Spec, env Env, samples []Sample, opts FitOpti
 	pred := Predictor{Spec: spec, Params: params, Env: env}
 	var sq, ape float64
 	for _, f := range fs {
-		it := pred.price(f.plan, f.res, f.lo).Iter
+		it := pred.at(f).price(f.plan, f.res, f.lo).Iter
 		r := math.Log(it) - f.logT
 		sq += r * r
 		m := math.Exp(f.logT)
@@ -175,11 +184,12 @@ func (p Predictor) fitSamples(samples []Sample) ([]fitSample, error) {
 		if math.IsNaN(s.IterS) || math.IsInf(s.IterS, 0) || s.IterS <= 0 {
 			return nil, fmt.Errorf("%w: sample %d: iter_s=%v must be a finite number > 0", ErrBadInput, i, s.IterS)
 		}
-		if err := p.checkPlan(s.Plan, s.Resources); err != nil {
+		q := p.ForPlan(s.Plan)
+		if err := q.checkPlan(s.Plan, s.Resources); err != nil {
 			return nil, fmt.Errorf("sample %d: %w", i, err)
 		}
-		lo := p.analyze(s.Plan, s.Resources.Placement)
-		fs = append(fs, fitSample{plan: s.Plan, res: s.Resources, lo: lo, logT: math.Log(s.IterS)})
+		lo := q.analyze(s.Plan, s.Resources.Placement)
+		fs = append(fs, fitSample{plan: s.Plan, res: s.Resources, lo: lo, logT: math.Log(s.IterS), spec: q.Spec})
 	}
 	return fs, nil
 }
@@ -252,7 +262,7 @@ func (o *objective) value(u []float64) float64 {
 	pred.Params = paramsFromVec(v)
 	var it float64
 	for _, f := range o.samples {
-		r := math.Log(pred.price(f.plan, f.res, f.lo).Iter) - f.logT
+		r := math.Log(pred.at(f).price(f.plan, f.res, f.lo).Iter) - f.logT
 		it += r * r
 	}
 	loss := it / float64(len(o.samples))
@@ -316,7 +326,7 @@ func identifiable(base Predictor, fs []fitSample) [nParams]bool {
 		pu.Params = paramsFromVec(up)
 		col := make([]float64, n)
 		for i, f := range fs {
-			col[i] = math.Log(pu.price(f.plan, f.res, f.lo).Iter) - math.Log(base.price(f.plan, f.res, f.lo).Iter)
+			col[i] = math.Log(pu.at(f).price(f.plan, f.res, f.lo).Iter) - math.Log(base.at(f).price(f.plan, f.res, f.lo).Iter)
 		}
 		cols[j] = col
 	}

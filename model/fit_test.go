@@ -188,3 +188,64 @@ func TestFitOnlyUnidentified(t *testing.T) {
 		t.Errorf("pinned %v, want all %d", got.Pinned, nParams)
 	}
 }
+
+// TestFitMixedGlobalBatches: jobs of one model type train with their own
+// global batches. Samples at twice the type's batch (each plan with twice
+// the micro-batch, priced at Spec.WithGlobalBatch) and the rest at the
+// type's recover the parameters as well as samples at one batch do; and a
+// sample is priced at its own batch, never at the type's.
+func TestFitMixedGlobalBatches(t *testing.T) {
+	truth := Params{KBwd: 2.4, KSync: 1.8, KOpt: 0.2, KOptOff: 6, KOff: 2.5, KSwap: 1.6, KConst: 0.05, K3D: 1.7}
+	env := testEnv()
+	env.InterGBps, env.PCIeGBps = 2, 2
+	spec := testSpec()
+	samples := syntheticSamples(t, Predictor{Spec: spec, Params: truth, Env: env})
+	double := Predictor{Spec: spec.WithGlobalBatch(2 * spec.GlobalBatch), Params: truth, Env: env}
+	for i := 0; i < len(samples); i += 2 {
+		s := &samples[i]
+		s.Plan.MicroBatch *= 2
+		bd, err := double.Predict(s.Plan, s.Resources)
+		if err != nil {
+			t.Fatalf("Predict(%s) at global batch %d: %v", s.Plan, double.Spec.GlobalBatch, err)
+		}
+		s.IterS = bd.Iter
+	}
+	got, err := Fit(context.Background(), spec, env, samples, FitOptions{NeedOffload: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, g := truth.vec(), got.Params.vec()
+	for j := range w {
+		if math.Abs(g[j]-w[j]) > 0.01*w[j] {
+			t.Errorf("%s = %v, want %v within 1%%", paramNames[j], g[j], w[j])
+		}
+	}
+	if got.RMSLE > 1e-3 {
+		t.Errorf("RMSLE = %v, want ~0", got.RMSLE)
+	}
+}
+
+func TestSpecWithGlobalBatch(t *testing.T) {
+	spec := testSpec()
+	got := spec.WithGlobalBatch(4 * spec.GlobalBatch)
+	want := spec
+	want.GlobalBatch, want.ForwardMs = 4*spec.GlobalBatch, 4*spec.ForwardMs
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("WithGlobalBatch(4x) (-want +got):\n%s", d)
+	}
+	for _, b := range []int{0, -1, spec.GlobalBatch} {
+		if d := cmp.Diff(spec, spec.WithGlobalBatch(b)); d != "" {
+			t.Errorf("WithGlobalBatch(%d) changed the spec:\n%s", b, d)
+		}
+	}
+	// A plan's own batch: one GPU's forward time per sample is the same.
+	p := Predictor{Spec: spec, Params: Priors(), Env: testEnv()}
+	plan := Plan{DP: 1, TP: 1, PP: 1, MicroBatch: 2 * spec.GlobalBatch, Accum: 1}
+	if _, err := p.Predict(plan, Resources{Placement: Placement{1}, CPUs: 1}); !errors.Is(err, ErrInvalidPlan) {
+		t.Errorf("Predict of a plan at twice the batch: %v, want ErrInvalidPlan", err)
+	}
+	bd, err := p.ForPlan(plan).Predict(plan, Resources{Placement: Placement{1}, CPUs: 1})
+	if err != nil || math.Abs(bd.Fwd-2*spec.ForwardMs/1000) > 1e-12 {
+		t.Errorf("ForPlan(%s).Predict: fwd %v (%v), want %v", plan, bd.Fwd, err, 2*spec.ForwardMs/1000)
+	}
+}

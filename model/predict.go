@@ -169,6 +169,14 @@ func (p Predictor) checkModel() error {
 	return nil
 }
 
+// ForPlan is p at plan's own global batch, dp*micro_batch*accum (the
+// model type's when plan is the zero Plan): a job trains with its launch
+// line's global batch, which need not be its model type's.
+func (p Predictor) ForPlan(plan Plan) Predictor {
+	p.Spec = p.Spec.WithGlobalBatch(plan.DP * plan.MicroBatch * plan.Accum)
+	return p
+}
+
 // Predict returns the predicted iteration breakdown of plan on r. It fails
 // with ErrInvalidPlan when the plan does not match the placement.
 //

@@ -236,12 +236,13 @@ func DriftOf(p Predictor, old, recent []Sample) (Drift, []Sample) {
 	return Drift{Configs: len(c), Total: total, MeanErr: e}, usable
 }
 
-// Priceable returns the samples p can price: a sample stored under an
-// older spec of its model type (another global batch, say) may not be.
+// Priceable returns the samples p can price, each at its own global batch
+// (Predictor.ForPlan): a sample stored under an older spec of its model
+// type (other heads, say) may not be.
 func Priceable(p Predictor, samples []Sample) []Sample {
 	out := make([]Sample, 0, len(samples))
 	for _, s := range samples {
-		if _, err := p.Predict(s.Plan, s.Resources); err == nil {
+		if _, err := p.ForPlan(s.Plan).Predict(s.Plan, s.Resources); err == nil {
 			out = append(out, s)
 		}
 	}
@@ -263,7 +264,7 @@ func MeanRelErr(p Predictor, samples []Sample) (float64, error) {
 }
 
 func relErr(p Predictor, s Sample) (float64, error) {
-	b, err := p.Predict(s.Plan, s.Resources)
+	b, err := p.ForPlan(s.Plan).Predict(s.Plan, s.Resources)
 	if err != nil {
 		return 0, err
 	}

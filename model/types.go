@@ -43,6 +43,18 @@ type Spec struct {
 	ForwardMs float64 `json:"forward_ms_1gpu"`
 }
 
+// WithGlobalBatch is s for a job that trains with global batch b, its
+// launch line's: the forward time scales with the samples of a batch, the
+// rest of the model type stays. b <= 0 leaves s as it is.
+func (s Spec) WithGlobalBatch(b int) Spec {
+	if b <= 0 || b == s.GlobalBatch || s.GlobalBatch <= 0 {
+		return s
+	}
+	s.ForwardMs *= float64(b) / float64(s.GlobalBatch)
+	s.GlobalBatch = b
+	return s
+}
+
 // Validate reports the first field of s that cannot be used by the model.
 func (s Spec) Validate() error {
 	switch {
