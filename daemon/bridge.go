@@ -932,6 +932,10 @@ func nodeCount(n int) string {
 	return fmt.Sprintf("%d nodes", n)
 }
 
+// batchKey names, in the policy's snapshot, the estimator of model type mt
+// at a job's own global batch gb.
+func batchKey(mt string, gb int) string { return fmt.Sprintf("%s@gb%d", mt, gb) }
+
 // Estimators gives the fitted estimator of a model type, or false.
 type Estimators func(modelType string) (policy.Estimator, bool)
 
@@ -940,6 +944,9 @@ type JobFacts struct {
 	// Cannot is what the job's launch line cannot express (every plan
 	// rubickd gives it avoids these features).
 	Cannot model.Features
+	// GlobalBatch is the global batch its launch line states, when that is
+	// not its model type's: its plans keep it. 0: the model type's.
+	GlobalBatch int
 	// RestartCost is the median of the job's own measured restarts; 0
 	// prices them as its model type's.
 	RestartCost time.Duration
@@ -993,6 +1000,10 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		v.jobs[j.ID] = j
 	}
 	models := map[string]policy.Estimator{}
+	restartCosts := maps.Clone(in.RestartCosts) // and those of the estimators of jobs' own global batches
+	if restartCosts == nil {
+		restartCosts = map[string]time.Duration{}
+	}
 	var pjobs []policy.Job
 	usage := map[string]policy.NodeAlloc{} // what managed jobs hold, per node
 	var shape clusterShape
@@ -1227,6 +1238,18 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			v.asSubmitted(j, fmt.Sprintf("model type %q has no fitted model", j.Tag.ModelType))
 			continue
 		}
+		// The estimator is the snapshot's by name, and so are the policy's
+		// caches: a job that trains with a global batch of its own gets one
+		// of its own.
+		estKey := j.Tag.ModelType
+		if gb := facts[j.ID].GlobalBatch; gb > 0 && gb != e.Spec().GlobalBatch {
+			if r, ok := policy.Rebatch(e, gb); ok {
+				e, estKey = r, batchKey(j.Tag.ModelType, gb)
+				if c, ok := in.RestartCosts[j.Tag.ModelType]; ok {
+					restartCosts[estKey] = c
+				}
+			}
+		}
 		lim := in.Limits.PerJob(j, part)
 		least, minBy, unmet := in.Limits.MinPerJob(j, part)
 		if unmet != "" {
@@ -1367,7 +1390,11 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			v.asSubmitted(j, err.Error())
 			continue
 		}
-		models[j.Tag.ModelType] = e
+		pj.Model = estKey
+		if estKey != j.Tag.ModelType {
+			pj.GlobalBatch = e.Spec().GlobalBatch
+		}
+		models[estKey] = e
 		mj.groups, mj.billing = groups, weights
 		v.managed[pj.ID] = mj
 		pjobs = append(pjobs, pj)
@@ -1409,7 +1436,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		tenants = append(tenants, policy.Tenant{Name: t.Name, GPUQuota: t.QuotaGPUs})
 	}
 	groups := snapshotGroups(pjobs, v.managed, v.usage, v.gpuTypes, pnodes, now)
-	snap, err := policy.NewSnapshot(now, pnodes, pjobs, tenants, models, cfg.RestartCost, policy.WithRestartCosts(in.RestartCosts),
+	snap, err := policy.NewSnapshot(now, pnodes, pjobs, tenants, models, cfg.RestartCost, policy.WithRestartCosts(restartCosts),
 		policy.WithGroups(groups))
 	if err != nil {
 		return nil, err

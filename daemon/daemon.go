@@ -81,7 +81,7 @@ type Store interface {
 	MarkApplied(ctx context.Context, id int64, res store.Result, applyErr error) error
 	Pending(ctx context.Context) ([]store.Action, error)
 	Prune(ctx context.Context, r store.Retention) (store.Pruned, error)
-	LaunchLimits(ctx context.Context, jobs []store.LaunchKey) (map[int64]model.Features, error)
+	LaunchLimits(ctx context.Context, jobs []store.LaunchKey) (map[int64]store.Launch, error)
 	RecentJobSamples(ctx context.Context, jobIDs []int64, n int) (map[int64][]store.StoredSample, error)
 	RestartStore
 }
@@ -334,8 +334,8 @@ func (d *Daemon) jobFacts(ctx context.Context, jobs []slurm.Job) (map[int]JobFac
 		return nil, fmt.Errorf("read launch limits: %w", err)
 	}
 	out := make(map[int]JobFacts, len(limits))
-	for id, f := range limits {
-		out[int(id)] = JobFacts{Cannot: f}
+	for id, l := range limits {
+		out[int(id)] = JobFacts{Cannot: l.Cannot, GlobalBatch: l.GlobalBatch}
 	}
 	if d.cfg.TimeLimits.Stretch {
 		var timed []slurm.Job

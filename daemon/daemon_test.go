@@ -570,6 +570,7 @@ func TestCycleKeepsToTheLaunchLine(t *testing.T) {
 		model    string // gpt2 when empty
 		gpus     int
 		cannot   model.Features
+		gb       int    // the global batch the line states (0: gpt2's 16)
 		earlier  bool   // the report came from the user's earlier job, not this one
 		wantPlan string // "" for a release without a plan
 		adjusted string // what the cycle report says of the job's request
@@ -587,6 +588,11 @@ func TestCycleKeepsToTheLaunchLine(t *testing.T) {
 		// released on its request, as a job rubick cannot plan.
 		"llama30 data-parallel only": {model: "llama30", gpus: 1, cannot: model.FeatureOffload | model.FeatureTP | model.FeaturePP,
 			ignored: "on its request of 1 GPU on 1 node or on any other GPU count up to the cluster's 8"},
+		// A line training with its own global batch keeps it: 5 GPUs split
+		// 80 five ways, where gpt2's 16 would not.
+		"own global batch":        {gpus: 5, gb: 80, wantPlan: "dp5.tp1.pp1.mb16.a1.z2"},
+		"user's earlier batch":    {gpus: 4, gb: 64, earlier: true, wantPlan: "dp4.tp1.pp1.mb16.a1.z2"},
+		"own batch and deepspeed": {gpus: 4, gb: 8, cannot: model.FeatureTP | model.FeaturePP, wantPlan: "dp4.tp1.pp1.mb2.a1.z2"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -606,17 +612,17 @@ func TestCycleKeepsToTheLaunchLine(t *testing.T) {
 				if err := st.UpsertJob(ctx, store.Job{ID: 20, ModelType: mt, Class: store.BestEffort, State: "COMPLETED"}); err != nil {
 					t.Fatal(err)
 				}
-				if err := st.SetJobCannot(ctx, 20, "alice", tc.cannot); err != nil {
+				if err := st.SetJobLaunch(ctx, 20, "alice", store.Launch{Cannot: tc.cannot, GlobalBatch: tc.gb}); err != nil {
 					t.Fatal(err)
 				}
-			} else if tc.cannot != 0 {
+			} else if tc.cannot != 0 || tc.gb != 0 {
 				// The start that led to the report registered the job.
 				if err := st.UpsertJob(ctx, store.Job{ID: 21, ModelType: mt, Class: store.BestEffort, State: "PENDING"}); err != nil {
 					t.Fatal(err)
 				}
 				l := &Learner{Store: st, Cluster: c, Env: model.DefaultEnv(), LookupUID: func(string) (uint32, error) { return 1000, nil }}
 				n := report.Launch{Kind: report.KindLaunch, Version: report.LaunchVersion, JobID: "21", ModelType: mt,
-					Dialect: "deepspeed", Cannot: tc.cannot.String(), Plan: "dp1.tp5.pp1.mb16.a1.z0", Refused: true}
+					Dialect: "deepspeed", Cannot: tc.cannot.String(), GlobalBatch: tc.gb, Plan: "dp1.tp5.pp1.mb16.a1.z0", Refused: true}
 				if err := l.AcceptLaunch(ctx, 1000, n); err != nil {
 					t.Fatal(err)
 				}

@@ -25,7 +25,7 @@ type LearnStore interface {
 	AddReported(ctx context.Context, modelType string, smp model.Sample, sourceJob int64, iteration int) error
 	Samples(ctx context.Context, modelType string) ([]store.StoredSample, error)
 	AddFitAs(ctx context.Context, modelType string, r model.FitResult, src store.Source, how store.Promotion) (store.Fit, error)
-	SetJobCannot(ctx context.Context, id int64, user string, f model.Features) error
+	SetJobLaunch(ctx context.Context, id int64, user string, l store.Launch) error
 }
 
 // Learner turns the iteration times rubick-srun reports into stored
@@ -132,7 +132,7 @@ func (l *Learner) AcceptLaunch(ctx context.Context, uid uint32, n report.Launch)
 		return err
 	}
 	id := j.ID
-	if err := l.Store.SetJobCannot(ctx, int64(id), j.User, n.Features()); err != nil {
+	if err := l.Store.SetJobLaunch(ctx, int64(id), j.User, store.Launch{Cannot: n.Features(), GlobalBatch: n.GlobalBatch}); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("%w: job %d has not been scheduled by rubickd", report.ErrBadLaunch, id)
 		}
@@ -140,9 +140,9 @@ func (l *Learner) AcceptLaunch(ctx context.Context, uid uint32, n report.Launch)
 	}
 	if n.Refused {
 		l.log().Warn("launch line cannot run the job's plan; the job requeued itself held and gets a plan it can run",
-			"job", id, "plan", n.Plan, "dialect", n.Dialect, "cannot", n.Cannot)
+			"job", id, "plan", n.Plan, "dialect", n.Dialect, "cannot", n.Cannot, "global_batch", n.GlobalBatch)
 	} else {
-		l.log().Debug("launch line reported", "job", id, "dialect", n.Dialect, "cannot", n.Cannot)
+		l.log().Debug("launch line reported", "job", id, "dialect", n.Dialect, "cannot", n.Cannot, "global_batch", n.GlobalBatch)
 	}
 	return nil
 }

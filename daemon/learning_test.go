@@ -435,7 +435,7 @@ func TestAcceptLaunch(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := report.Launch{Kind: report.KindLaunch, Version: report.LaunchVersion, JobID: "5", ModelType: "bert",
-		Dialect: "deepspeed", Cannot: "tp,pp", Plan: "dp2.tp2.pp1.mb16.a1.z0", Refused: true}
+		Dialect: "deepspeed", Cannot: "tp,pp", GlobalBatch: 64, Plan: "dp2.tp2.pp1.mb16.a1.z0", Refused: true}
 	tests := map[string]struct {
 		uid     uint32
 		mutate  func(*report.Launch)
@@ -463,7 +463,7 @@ func TestAcceptLaunch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff(map[int64]model.Features{5: model.FeatureTP | model.FeaturePP}, got); d != "" {
+	if d := cmp.Diff(map[int64]store.Launch{5: {Cannot: model.FeatureTP | model.FeaturePP, GlobalBatch: 64}}, got); d != "" {
 		t.Errorf("stored (-want +got):\n%s", d)
 	}
 }

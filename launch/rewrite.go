@@ -304,6 +304,22 @@ func loadConfig(c *cmdline, d Dialect, lo, hi int, opts Options) (*userConfig, e
 // checkGlobalBatch returns the global batch the line keeps, failing when its
 // sources disagree with each other or with the plan.
 func checkGlobalBatch(c *cmdline, lo, hi int, cf *userConfig, plan model.Plan, opts Options) (int, error) {
+	src, n, err := statedGlobalBatch(c, lo, hi, cf, opts)
+	if err != nil {
+		return 0, err
+	}
+	want := plan.DP * plan.MicroBatch * plan.Accum
+	if n > 0 && n != want {
+		return 0, fmt.Errorf("%w: %s=%d but plan %s gives DP*MicroBatch*Accum = %d*%d*%d = %d",
+			ErrGlobalBatch, src, n, plan, plan.DP, plan.MicroBatch, plan.Accum, want)
+	}
+	return want, nil
+}
+
+// statedGlobalBatch is the global batch the line, its DeepSpeed config or
+// opts state, and where it was read (0 when none does); it fails when they
+// disagree.
+func statedGlobalBatch(c *cmdline, lo, hi int, cf *userConfig, opts Options) (string, int, error) {
 	type source struct {
 		name string
 		v    int
@@ -312,18 +328,18 @@ func checkGlobalBatch(c *cmdline, lo, hi int, cf *userConfig, plan model.Plan, o
 	if v, ok := c.get(fGB, lo, hi); ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			return 0, fmt.Errorf("%w: --global-batch-size=%q is not a positive integer", ErrBadInput, clip(v))
+			return "", 0, fmt.Errorf("%w: --global-batch-size=%q is not a positive integer", ErrBadInput, clip(v))
 		}
 		srcs = append(srcs, source{"--global-batch-size", n})
 	}
 	if cf != nil {
 		n, ok, err := cf.obj.intVal("train_batch_size")
 		if err != nil {
-			return 0, fmt.Errorf("DeepSpeed config %s: %w", cf.path, err)
+			return "", 0, fmt.Errorf("DeepSpeed config %s: %w", cf.path, err)
 		}
 		if ok {
 			if n < 1 {
-				return 0, fmt.Errorf("%w: DeepSpeed config %s: train_batch_size=%d must be >= 1", ErrBadInput, cf.path, n)
+				return "", 0, fmt.Errorf("%w: DeepSpeed config %s: train_batch_size=%d must be >= 1", ErrBadInput, cf.path, n)
 			}
 			srcs = append(srcs, source{"train_batch_size in " + cf.path, n})
 		}
@@ -331,17 +347,37 @@ func checkGlobalBatch(c *cmdline, lo, hi int, cf *userConfig, plan model.Plan, o
 	if opts.GlobalBatch > 0 {
 		srcs = append(srcs, source{"the job's global batch", opts.GlobalBatch})
 	}
-	for _, s := range srcs[min(1, len(srcs)):] {
+	if len(srcs) == 0 {
+		return "", 0, nil
+	}
+	for _, s := range srcs[1:] {
 		if s.v != srcs[0].v {
-			return 0, fmt.Errorf("%w: %s=%d but %s=%d", ErrBadInput, srcs[0].name, srcs[0].v, s.name, s.v)
+			return "", 0, fmt.Errorf("%w: %s=%d but %s=%d", ErrBadInput, srcs[0].name, srcs[0].v, s.name, s.v)
 		}
 	}
-	want := plan.DP * plan.MicroBatch * plan.Accum
-	if len(srcs) > 0 && srcs[0].v != want {
-		return 0, fmt.Errorf("%w: %s=%d but plan %s gives DP*MicroBatch*Accum = %d*%d*%d = %d",
-			ErrGlobalBatch, srcs[0].name, srcs[0].v, plan, plan.DP, plan.MicroBatch, plan.Accum, want)
+	return srcs[0].name, srcs[0].v, nil
+}
+
+// GlobalBatch is the global batch the training command argv trains with,
+// as its flags, its DeepSpeed config or opts state it; 0 when none does
+// (the plan's is then written into the line).
+func GlobalBatch(argv []string, opts Options) (int, error) {
+	if len(argv) == 0 {
+		return 0, fmt.Errorf("%w: the training command is empty", ErrBadInput)
 	}
-	return want, nil
+	d, err := dialectOf(argv, opts)
+	if err != nil {
+		return 0, err
+	}
+	l := parseLayout(argv)
+	c := &cmdline{toks: argv}
+	lo, hi := l.trainLo(), len(argv)
+	cf, err := loadConfig(c, d, lo, hi, opts)
+	if err != nil {
+		return 0, err
+	}
+	_, n, err := statedGlobalBatch(c, lo, hi, cf, opts)
+	return n, err
 }
 
 // defaultActivationCheckpointing is DeepSpeed's activation checkpointing

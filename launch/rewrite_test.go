@@ -366,3 +366,33 @@ func TestCannot(t *testing.T) {
 		})
 	}
 }
+
+// GlobalBatch reads the batch a line states, whatever the plan: rubick-srun
+// tells rubickd when it is not the model type's.
+func TestGlobalBatch(t *testing.T) {
+	files := mapReader(map[string][]byte{"ds.json": []byte(`{"train_batch_size": 48}`), "none.json": []byte(`{}`)})
+	for name, tc := range map[string]struct {
+		argv    []string
+		opts    Options
+		want    int
+		wantErr error
+	}{
+		"megatron":         {argv: []string{"python", "pretrain_gpt.py", "--global-batch-size", "64"}, want: 64},
+		"megatron =":       {argv: []string{"torchrun", "pretrain_gpt.py", "--global-batch-size=96"}, want: 96},
+		"none stated":      {argv: []string{"python", "pretrain_gpt.py", "--micro-batch-size", "4"}},
+		"deepspeed config": {argv: []string{"deepspeed", "train.py", "--deepspeed_config", "ds.json"}, want: 48},
+		"config without":   {argv: []string{"deepspeed", "train.py", "--deepspeed_config", "none.json"}},
+		"the job's":        {argv: []string{"python", "pretrain_gpt.py"}, opts: Options{GlobalBatch: 8}, want: 8},
+		"disagree":         {argv: []string{"python", "pretrain_gpt.py", "--global-batch-size", "64"}, opts: Options{GlobalBatch: 8}, wantErr: ErrBadInput},
+		"not a number":     {argv: []string{"python", "pretrain_gpt.py", "--global-batch-size", "x"}, wantErr: ErrBadInput},
+		"empty":            {wantErr: ErrBadInput},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tc.opts.ReadFile = files
+			got, err := GlobalBatch(tc.argv, tc.opts)
+			if !errors.Is(err, tc.wantErr) || got != tc.want {
+				t.Errorf("GlobalBatch = %d, %v; want %d, %v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}

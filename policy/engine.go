@@ -1656,7 +1656,7 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 		}
 		return a
 	}
-	if js.running && !js.changed() && !j.Cannot.Allows(j.Plan) {
+	if js.running && !js.changed() && !runs(r.s, j) {
 		return r.unsupported(js, memFree)
 	}
 	if js.running && !js.changed() {
@@ -1759,7 +1759,7 @@ func (r *round) unsupported(js *jstate, memFree []float64) Action {
 		n, _ := r.s.NodeIndex(al.Node)
 		memFree[n] += al.MemGB
 	}
-	why := fmt.Sprintf("its launch line cannot run %s (no %s)", j.Plan, j.Cannot)
+	_, why := r.s.planRuns(j)
 	if v := r.tput(js, js.cur, -1, 0, 0); v.tput > 0 && r.memFits(js, v.plan, memFree, true) {
 		return Action{Kind: Restart, JobID: j.ID, Plan: v.plan, Throughput: v.tput, Alloc: r.allocOf(js, v.plan),
 			Reason: ReasonUnsupported, Detail: why + "; " + v.plan.String() + " instead"}

@@ -295,6 +295,23 @@ func TestDecide(t *testing.T) {
 				"new": {policy.Start, 2, policy.ReasonSlope},
 			},
 		},
+		// Its launch line trains with a global batch of 32 (small's), and
+		// the plan it runs has 4 x 7 = 28: restarted with one of 32, by
+		// every policy, whatever a restart costs.
+		"rubick restarts a job on a plan of another global batch": {
+			policy: "rubick", now: 10 * time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("r", "small").GPUs(4).GlobalBatch(32).Running(dp(4, 28), 20*time.Minute, pt.On("n0", 4)).Obj(),
+			},
+			want: map[string]outcome{"r": {policy.Restart, 4, policy.ReasonUnsupported}},
+		},
+		"fifo restarts a job on a plan of another global batch": {
+			policy: "fifo", nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("r", "small").GPUs(4).GlobalBatch(32).Running(dp(4, 28), 20*time.Minute, pt.On("n0", 4)).Obj(),
+			},
+			want: map[string]outcome{"r": {policy.Restart, 4, policy.ReasonUnsupported}},
+		},
 		"rubick serves a starving job before younger ones": {
 			policy: "rubick", now: 10 * time.Hour, nodes: pt.Cluster(1, 8),
 			jobs: []policy.Job{

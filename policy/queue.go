@@ -81,7 +81,7 @@ func (q *queue) Decide(ctx context.Context, s *Snapshot) (Plan, error) {
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
 		switch {
-		case j.Running() && !j.Cannot.Allows(j.Plan):
+		case j.Running() && !runs(s, j):
 			actions[j.ID] = q.unsupported(s, j)
 		case j.Running():
 			actions[j.ID] = Action{Kind: Keep, JobID: j.ID, Alloc: slices.Clone(j.Alloc), Plan: j.Plan,
@@ -203,7 +203,7 @@ func cpusOf(alloc []NodeAlloc) int {
 // holds), or back to the queue when none fits. Freed resources wait for
 // the next round.
 func (q *queue) unsupported(s *Snapshot, j *Job) Action {
-	why := fmt.Sprintf("its launch line cannot run %s (no %s)", j.Plan, j.Cannot)
+	_, why := s.planRuns(j)
 	mem := 0.0
 	for _, a := range j.Alloc {
 		mem += a.MemGB
@@ -216,6 +216,8 @@ func (q *queue) unsupported(s *Snapshot, j *Job) Action {
 	}
 	return Action{Kind: Preempt, JobID: j.ID, Reason: ReasonUnsupported, Detail: why + ", and no plan it can run fits what it holds"}
 }
+
+func runs(s *Snapshot, j *Job) bool { ok, _ := s.planRuns(j); return ok }
 
 func (q *queue) predict(s *Snapshot, j *Job, plan model.Plan, pl model.Placement, cpus int, memGB float64) float64 {
 	est := s.Models[j.Model]

@@ -46,6 +46,19 @@ type predictorEstimator struct{ p model.Predictor }
 // FromPredictor returns the Estimator backed by a fitted model.Predictor.
 func FromPredictor(p model.Predictor) Estimator { return predictorEstimator{p} }
 
+// Rebatch returns e for a job that trains with global batch b, its launch
+// line's rather than its model type's (model.Spec.WithGlobalBatch); false
+// when e cannot be priced at another batch (an estimator that is not a
+// model.Predictor's).
+func Rebatch(e Estimator, b int) (Estimator, bool) {
+	pe, ok := e.(predictorEstimator)
+	if !ok || b <= 0 {
+		return e, false
+	}
+	pe.p.Spec = pe.p.Spec.WithGlobalBatch(b)
+	return pe, true
+}
+
 func (e predictorEstimator) Spec() model.Spec { return e.p.Spec }
 func (e predictorEstimator) BestPlan(r model.Resources, allow func(model.Plan) bool) (model.Plan, model.Breakdown, error) {
 	return e.p.BestPlan(r, allow)
@@ -119,6 +132,10 @@ type Job struct {
 	// Cannot is what the job's launch line cannot express: every plan the
 	// policy gives the job avoids these features.
 	Cannot model.Features `json:"cannot,omitempty"`
+	// GlobalBatch, when set, is the global batch the job's launch line
+	// trains with, which its estimator (Snapshot.Models[Model]) prices:
+	// a running plan of another batch is one the line cannot run.
+	GlobalBatch int `json:"global_batch,omitempty"`
 	// RestartCost is what the job's own restarts were measured to cost; 0
 	// prices it as its model type (Snapshot.JobRestartCost).
 	RestartCost time.Duration `json:"restart_cost,omitempty"`
@@ -417,6 +434,20 @@ func WithRestartCosts(costs map[string]time.Duration) SnapshotOption {
 		s.RestartCosts = maps.Clone(costs)
 		return nil
 	}
+}
+
+// planRuns reports whether j's launch line can run the plan j runs: one
+// without the features the line cannot express, at the global batch the
+// line trains with (when known); else why not.
+func (s *Snapshot) planRuns(j *Job) (bool, string) {
+	p := j.Plan
+	if b := p.DP * p.MicroBatch * p.Accum; j.GlobalBatch > 0 && b != j.GlobalBatch {
+		return false, fmt.Sprintf("its launch line trains with a global batch of %d, not the %d of %s", j.GlobalBatch, b, p)
+	}
+	if !j.Cannot.Allows(p) {
+		return false, fmt.Sprintf("its launch line cannot run %s (no %s)", p, j.Cannot)
+	}
+	return true, ""
 }
 
 // RestartCostOf is the restart cost of a job of modelType.

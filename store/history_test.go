@@ -104,7 +104,7 @@ func TestLaunchLimits(t *testing.T) {
 		}
 	}
 	keys := []LaunchKey{{4, "alice", "gpt2"}, {5, "alice", "gpt2"}, {6, "bob", "gpt2"}, {7, "alice", "bert"}, {8, "alice", "gpt2"}, {99, "carol", "gpt2"}}
-	check := func(step string, want map[int64]model.Features) {
+	check := func(step string, want map[int64]Launch) {
 		t.Helper()
 		got, err := s.LaunchLimits(ctx, keys)
 		if err != nil {
@@ -114,30 +114,41 @@ func TestLaunchLimits(t *testing.T) {
 			t.Errorf("%s: LaunchLimits (-want +got):\n%s", step, d)
 		}
 	}
-	check("no reports", map[int64]model.Features{})
-	if err := s.SetJobCannot(ctx, 99, "carol", model.FeatureTP); !errors.Is(err, ErrNotFound) {
-		t.Errorf("SetJobCannot for an unknown job = %v, want ErrNotFound", err)
+	check("no reports", map[int64]Launch{})
+	if err := s.SetJobLaunch(ctx, 99, "carol", Launch{Cannot: model.FeatureTP}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("SetJobLaunch for an unknown job = %v, want ErrNotFound", err)
 	}
-	if err := s.SetJobCannot(ctx, 4, "alice", model.FeatureTP|model.FeaturePP); err != nil {
+	if err := s.SetJobLaunch(ctx, 5, "alice", Launch{GlobalBatch: -4}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "global_batch=-4") {
+		t.Errorf("SetJobLaunch of a negative global batch = %v, want ErrInvalid naming it", err)
+	}
+	if err := s.SetJobLaunch(ctx, 4, "alice", Launch{Cannot: model.FeatureTP | model.FeaturePP, GlobalBatch: 64}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetJobCannot(ctx, 6, "bob", model.FeatureOffload); err != nil {
+	if err := s.SetJobLaunch(ctx, 6, "bob", Launch{Cannot: model.FeatureOffload}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.UpsertJob(ctx, Job{ID: 4, ModelType: "gpt2", Class: BestEffort, State: "PENDING", LastPlan: plan4, LastResources: res4}); err != nil {
 		t.Fatal(err)
 	}
-	tpPP := model.FeatureTP | model.FeaturePP
-	check("alice's deepspeed job", map[int64]model.Features{4: tpPP, 5: tpPP, 6: model.FeatureOffload, 8: tpPP})
-	// Alice's newest gpt2 job runs Megatron: her other unreported job
-	// follows it, job 4 keeps its own report.
-	if err := s.SetJobCannot(ctx, 8, "alice", 0); err != nil {
+	ds := Launch{Cannot: model.FeatureTP | model.FeaturePP, GlobalBatch: 64}
+	check("alice's deepspeed job", map[int64]Launch{4: ds, 5: ds, 6: {Cannot: model.FeatureOffload}, 8: ds})
+	// Alice's newest gpt2 job runs Megatron at gpt2's own global batch: her
+	// other unreported job follows it, job 4 keeps its own report.
+	if err := s.SetJobLaunch(ctx, 8, "alice", Launch{}); err != nil {
 		t.Fatal(err)
 	}
-	check("alice's megatron job", map[int64]model.Features{4: tpPP, 6: model.FeatureOffload})
+	check("alice's megatron job", map[int64]Launch{4: ds, 6: {Cannot: model.FeatureOffload}})
+	// A line that can run every plan, at a batch of its own.
+	if err := s.SetJobLaunch(ctx, 8, "alice", Launch{GlobalBatch: 16}); err != nil {
+		t.Fatal(err)
+	}
+	check("alice's batch of 16", map[int64]Launch{4: ds, 5: {GlobalBatch: 16}, 6: {Cannot: model.FeatureOffload}, 8: {GlobalBatch: 16}})
 	j, err := s.Job(ctx, 6)
 	if err != nil || j.Cannot != model.FeatureOffload {
 		t.Errorf("Job(6).Cannot = %v, %v; want offload", j.Cannot, err)
+	}
+	if j, err := s.Job(ctx, 4); err != nil || j.GlobalBatch != 64 {
+		t.Errorf("Job(4).GlobalBatch = %v, %v; want 64", j.GlobalBatch, err)
 	}
 }
 

@@ -36,9 +36,11 @@ type Job struct {
 	// successfully given; zero when it has none yet.
 	LastPlan      model.Plan
 	LastResources model.Resources
-	// Cannot is what the job's launch line cannot express, as reported by
-	// rubick-srun (SetJobCannot); UpsertJob leaves it alone.
-	Cannot model.Features
+	// Cannot is what the job's launch line cannot express, and GlobalBatch
+	// the global batch it states (0: none, or its model type's), as
+	// rubick-srun reported them (SetJobLaunch); UpsertJob leaves both alone.
+	Cannot      model.Features
+	GlobalBatch int
 }
 
 // UpsertJob stores j, replacing the stored fields of a known job except
@@ -155,7 +157,7 @@ func (s *Store) Jobs(ctx context.Context, f JobFilter) ([]Job, error) {
 }
 
 const jobColumns = `job_id, model_type, class, tenant, state, submitted_ns, first_seen_ns, updated_ns,
-	last_plan, last_placement, last_cpus, last_host_mem_gb, cannot`
+	last_plan, last_placement, last_cpus, last_host_mem_gb, cannot, global_batch`
 
 func scanJob(sc scanner) (Job, error) {
 	var j Job
@@ -164,7 +166,7 @@ func scanJob(sc scanner) (Job, error) {
 	var mem sql.NullFloat64
 	var cannot sql.NullString
 	if err := sc.Scan(&j.ID, &mt, &class, &j.Tenant, &j.State, &submitted, &first, &updated,
-		&plan, &placement, &cpus, &mem, &cannot); err != nil {
+		&plan, &placement, &cpus, &mem, &cannot, &j.GlobalBatch); err != nil {
 		return Job{}, err
 	}
 	var err error
@@ -180,11 +182,22 @@ func scanJob(sc scanner) (Job, error) {
 	return j, nil
 }
 
-// SetJobCannot records what the launch line of job id cannot express, as
-// its rubick-srun reported it, and, when user is set, as the guess for
-// user's next jobs of the same model type until they report. It wraps
-// ErrNotFound when the store has never seen the job.
-func (s *Store) SetJobCannot(ctx context.Context, id int64, user string, f model.Features) error {
+// Launch is what a job's launch line says, as its rubick-srun reported
+// it: the plan features it cannot express, and the global batch it states
+// (0: none, or its model type's).
+type Launch struct {
+	Cannot      model.Features
+	GlobalBatch int
+}
+
+// SetJobLaunch records what the launch line of job id says, as its
+// rubick-srun reported it, and, when user is set, as the guess for user's
+// next jobs of the same model type until they report. It wraps ErrNotFound
+// when the store has never seen the job.
+func (s *Store) SetJobLaunch(ctx context.Context, id int64, user string, l Launch) error {
+	if l.GlobalBatch < 0 {
+		return fmt.Errorf("store: job %d: %w: global_batch=%d is negative", id, ErrInvalid, l.GlobalBatch)
+	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var mt sql.NullString
 		if err := tx.QueryRowContext(ctx, `SELECT model_type FROM jobs WHERE job_id = ?`, id).Scan(&mt); err != nil {
@@ -193,21 +206,21 @@ func (s *Store) SetJobCannot(ctx context.Context, id int64, user string, f model
 			}
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET cannot = ? WHERE job_id = ?`, f.String(), id); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET cannot = ?, global_batch = ? WHERE job_id = ?`, l.Cannot.String(), l.GlobalBatch, id); err != nil {
 			return err
 		}
 		if user == "" || !mt.Valid {
 			return nil
 		}
 		_, err := tx.ExecContext(ctx, `
-			INSERT INTO launch_limits(user_name, model_type, cannot, job_id, updated_ns) VALUES (?, ?, ?, ?, ?)
+			INSERT INTO launch_limits(user_name, model_type, cannot, global_batch, job_id, updated_ns) VALUES (?, ?, ?, ?, ?, ?)
 			ON CONFLICT(user_name, model_type) DO UPDATE SET
-				cannot = excluded.cannot, job_id = excluded.job_id, updated_ns = excluded.updated_ns`,
-			user, mt.String, f.String(), id, s.now().UnixNano())
+				cannot = excluded.cannot, global_batch = excluded.global_batch, job_id = excluded.job_id, updated_ns = excluded.updated_ns`,
+			user, mt.String, l.Cannot.String(), l.GlobalBatch, id, s.now().UnixNano())
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("store: job %d: set cannot=%q: %w", id, f, err)
+		return fmt.Errorf("store: job %d: set cannot=%q global_batch=%d: %w", id, l.Cannot, l.GlobalBatch, err)
 	}
 	return nil
 }
@@ -219,27 +232,28 @@ type LaunchKey struct {
 	ModelType string
 }
 
-// LaunchLimits returns what the launch line of each job cannot express:
-// its own report, or, for a job that has not reported yet, the newest
-// report of a job of the same user and model type (users resubmit the same
-// script). Jobs with nothing to avoid are absent.
-func (s *Store) LaunchLimits(ctx context.Context, jobs []LaunchKey) (map[int64]model.Features, error) {
-	own := map[int64]model.Features{}
+// LaunchLimits returns what the launch line of each job says: its own
+// report, or, for a job that has not reported yet, the newest report of a
+// job of the same user and model type (users resubmit the same script).
+// Jobs with nothing to avoid and no global batch of their own are absent.
+func (s *Store) LaunchLimits(ctx context.Context, jobs []LaunchKey) (map[int64]Launch, error) {
+	own := map[int64]Launch{}
 	ids := make([]any, 0, len(jobs))
 	for _, j := range jobs {
 		ids = append(ids, j.ID)
 	}
-	err := s.inChunks(ctx, `SELECT job_id, cannot FROM jobs WHERE cannot IS NOT NULL AND job_id IN `, ids, func(rows *sql.Rows) error {
+	err := s.inChunks(ctx, `SELECT job_id, cannot, global_batch FROM jobs WHERE cannot IS NOT NULL AND job_id IN `, ids, func(rows *sql.Rows) error {
 		var id int64
 		var c string
-		if err := rows.Scan(&id, &c); err != nil {
+		var gb int
+		if err := rows.Scan(&id, &c, &gb); err != nil {
 			return err
 		}
 		f, err := model.ParseFeatures(c)
 		if err != nil {
 			return fmt.Errorf("job %d: %w", id, err)
 		}
-		own[id] = f
+		own[id] = Launch{Cannot: f, GlobalBatch: gb}
 		return nil
 	})
 	if err != nil {
@@ -253,30 +267,31 @@ func (s *Store) LaunchLimits(ctx context.Context, jobs []LaunchKey) (map[int64]m
 			names = append(names, j.User)
 		}
 	}
-	prior := map[[2]string]model.Features{}
-	err = s.inChunks(ctx, `SELECT user_name, model_type, cannot FROM launch_limits WHERE user_name IN `, names, func(rows *sql.Rows) error {
+	prior := map[[2]string]Launch{}
+	err = s.inChunks(ctx, `SELECT user_name, model_type, cannot, global_batch FROM launch_limits WHERE user_name IN `, names, func(rows *sql.Rows) error {
 		var user, mt, c string
-		if err := rows.Scan(&user, &mt, &c); err != nil {
+		var gb int
+		if err := rows.Scan(&user, &mt, &c, &gb); err != nil {
 			return err
 		}
 		f, err := model.ParseFeatures(c)
 		if err != nil {
 			return fmt.Errorf("user %s, model type %s: %w", user, mt, err)
 		}
-		prior[[2]string{user, mt}] = f
+		prior[[2]string{user, mt}] = Launch{Cannot: f, GlobalBatch: gb}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: launch limits: %w", err)
 	}
-	out := map[int64]model.Features{}
+	out := map[int64]Launch{}
 	for _, j := range jobs {
-		f, ok := own[j.ID]
+		l, ok := own[j.ID]
 		if !ok {
-			f = prior[[2]string{j.User, j.ModelType}]
+			l = prior[[2]string{j.User, j.ModelType}]
 		}
-		if f != 0 {
-			out[j.ID] = f
+		if l != (Launch{}) {
+			out[j.ID] = l
 		}
 	}
 	return out, nil

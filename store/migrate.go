@@ -23,6 +23,7 @@ func migrations() []migration {
 		{version: 1, name: "initial schema", up: schemaV1},
 		{version: 2, name: "restart costs", up: schemaV2},
 		{version: 3, name: "3D compute factor, launch limits", up: schemaV3},
+		{version: 4, name: "launch lines' global batch", up: schemaV4},
 	}
 }
 
@@ -186,6 +187,14 @@ CREATE TABLE launch_limits (
 	updated_ns INTEGER NOT NULL,
 	PRIMARY KEY (user_name, model_type)
 ) STRICT, WITHOUT ROWID;
+`
+
+// schemaV4 keeps the global batch a job's launch line states (0: none, or
+// the model type's), as rubick-srun reports it, beside what the line
+// cannot run.
+const schemaV4 = `
+ALTER TABLE jobs ADD COLUMN global_batch INTEGER NOT NULL DEFAULT 0 CHECK (global_batch >= 0);
+ALTER TABLE launch_limits ADD COLUMN global_batch INTEGER NOT NULL DEFAULT 0 CHECK (global_batch >= 0);
 `
 
 // migrate brings db to the newest version in migs. Each migration runs in

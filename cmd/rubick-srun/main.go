@@ -266,8 +266,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	} else if st, err = planStep(cfg, *plan, alloc, stateDir, getenv); errors.Is(err, launch.ErrUnknownDialect) && cfg.parsedDialect == launch.DialectAuto {
 		log.Warn("launch line not recognised; running it unchanged (pass --dialect to rewrite it)", "err", err)
 		st = unchangedStep(cfg)
-	} else if errors.Is(err, launch.ErrUnsupported) && !cfg.dryRun && jobID != "" && cfg.plan == "" {
-		// rubickd chose the plan (a --plan is the user's own mistake, below).
+	} else if (errors.Is(err, launch.ErrUnsupported) || errors.Is(err, launch.ErrGlobalBatch)) && !cfg.dryRun && jobID != "" && cfg.plan == "" {
+		// rubickd chose the plan (a --plan is the user's own mistake, below):
+		// one the line cannot express, or one of another global batch than
+		// the line trains with (rubickd planned with its model type's).
 		return refuse(ctx, cfg, jobID, modelType, *plan, err, log)
 	} else if err != nil {
 		log.Error("cannot run the plan", "plan", plan.String(), "err", err)
@@ -618,7 +620,11 @@ const refuseWait = 10 * time.Minute
 func refuse(ctx context.Context, cfg config, jobID, modelType string, plan model.Plan, why error, log *slog.Logger) int {
 	log.Warn("the launch line cannot run this plan; asking rubickd for another", "plan", plan.String(), "err", why)
 	if err := sendLaunch(ctx, cfg, jobID, modelType, plan, true, log); err != nil {
-		log.Error("could not tell rubickd what the launch line cannot run; it may choose the same plan again", "err", err)
+		// Back in the queue, the job would get the same plan again, and
+		// again: without the notice nothing tells rubickd otherwise.
+		log.Error("could not tell rubickd what the launch line cannot run; the job ends here rather than get the same plan again",
+			"plan", plan.String(), "err", err, "why", why)
+		return exitUsage
 	}
 	if cfg.requeue && !cfg.requeueMail {
 		quietMail(ctx, cfg, log)
@@ -676,7 +682,11 @@ func sendLaunch(ctx context.Context, cfg config, jobID, modelType string, plan m
 	if err != nil {
 		return err
 	}
-	n := report.Launch{JobID: jobID, ModelType: modelType, Dialect: string(d), Cannot: cannot.String(),
+	gb, err := launch.GlobalBatch(cfg.train, launch.Options{Dialect: cfg.parsedDialect, GlobalBatch: cfg.globalBatch})
+	if err != nil {
+		return err
+	}
+	n := report.Launch{JobID: jobID, ModelType: modelType, Dialect: string(d), Cannot: cannot.String(), GlobalBatch: gb,
 		Plan: plan.String(), Refused: refused, Time: time.Now()}
 	hc := &http.Client{Timeout: 10 * time.Second}
 	enc := report.Munge{MungePath: cfg.munge, Socket: cfg.mungeSock}

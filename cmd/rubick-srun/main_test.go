@@ -439,11 +439,49 @@ func testRunRefusedPlan(t *testing.T, extraEnv map[string]string, ref string, ar
 	col.mu.Lock()
 	defer col.mu.Unlock()
 	want := []report.Launch{{Kind: report.KindLaunch, Version: report.LaunchVersion, JobID: "42", ModelType: "gpt2",
-		Dialect: "deepspeed", Cannot: "tp,pp", Plan: "dp1.tp2.pp1.mb16.a1.z0", Refused: true}}
+		Dialect: "deepspeed", Cannot: "tp,pp", GlobalBatch: 16, Plan: "dp1.tp2.pp1.mb16.a1.z0", Refused: true}}
 	if d := cmp.Diff(want, col.launches, cmpopts.IgnoreFields(report.Launch{}, "Time")); d != "" {
 		t.Errorf("launch notices (-want +got):\n%s", d)
 	}
 	return strings.Split(strings.TrimSpace(string(calls)), "\n")
+}
+
+// A line that trains with a global batch of its own (64) cannot run the
+// plan rubickd chose at its model type's (16): rubick-srun runs nothing,
+// tells rubickd the line's batch and requeues the job held, as for a plan
+// the line cannot express. A --plan of another batch is the user's own
+// mistake (TestBadInput).
+func TestRunRefusedGlobalBatch(t *testing.T) {
+	bin := fakes(t)
+	dir := t.TempDir()
+	srunLog, scontrolLog := filepath.Join(dir, "argv.json"), filepath.Join(dir, "scontrol.log")
+	t.Setenv("FAKE_SRUN_LOG", srunLog)
+	t.Setenv("FAKE_SCONTROL_LOG", scontrolLog)
+	t.Setenv("FAKE_PLAN", "dp2.tp1.pp1.mb8.a1.z0")
+	var col collector
+	srv := col.server(t)
+	env := envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NUM_NODES": "1", "SLURM_GPUS_ON_NODE": "2",
+		"SLURM_CPUS_ON_NODE": "8", "SLURM_SUBMIT_DIR": dir})
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"--scontrol", filepath.Join(bin, "scontrol"), "--squeue", filepath.Join(bin, "squeue"), "--srun", filepath.Join(bin, "srun"),
+		"--munge", filepath.Join(bin, "munge"), "--report-url", srv.URL, "--",
+		"python", "pretrain_gpt.py", "--global-batch-size", "64", "--micro-batch-size", "4"}, env, &out, &errOut)
+	if code != exitCheckpointed {
+		t.Fatalf("exit %d, want %d (requeued); stderr:\n%s", code, exitCheckpointed, errOut.String())
+	}
+	if _, err := os.Stat(srunLog); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("srun ran (%v): a plan of another global batch must not start", err)
+	}
+	if calls, _ := os.ReadFile(scontrolLog); !strings.Contains(string(calls), "requeuehold 42\n") {
+		t.Errorf("scontrol calls %q, want a requeuehold", calls)
+	}
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	want := []report.Launch{{Kind: report.KindLaunch, Version: report.LaunchVersion, JobID: "42", ModelType: "gpt2",
+		Dialect: "megatron", GlobalBatch: 64, Plan: "dp2.tp1.pp1.mb8.a1.z0", Refused: true}}
+	if d := cmp.Diff(want, col.launches, cmpopts.IgnoreFields(report.Launch{}, "Time")); d != "" {
+		t.Errorf("launch notices (-want +got):\n%s", d)
+	}
 }
 
 func sameSet(a, b []string) bool {
@@ -660,5 +698,27 @@ func TestMarkRequeue(t *testing.T) {
 				t.Errorf("scontrol calls %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// Without a samples endpoint the refusal cannot reach rubickd, which would
+// give the requeued job the same plan again: the job ends with the reason
+// instead of going round.
+func TestRunRefusedUnheard(t *testing.T) {
+	bin := fakes(t)
+	dir := t.TempDir()
+	scontrolLog := filepath.Join(dir, "scontrol.log")
+	t.Setenv("FAKE_SCONTROL_LOG", scontrolLog)
+	t.Setenv("FAKE_PLAN", "dp2.tp1.pp1.mb8.a1.z0")
+	env := envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NUM_NODES": "1", "SLURM_GPUS_ON_NODE": "2",
+		"SLURM_CPUS_ON_NODE": "8", "SLURM_SUBMIT_DIR": dir})
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"--scontrol", filepath.Join(bin, "scontrol"), "--squeue", filepath.Join(bin, "squeue"), "--srun", filepath.Join(bin, "srun"),
+		"--", "python", "pretrain_gpt.py", "--global-batch-size", "64"}, env, &out, &errOut)
+	if code != exitUsage || !strings.Contains(errOut.String(), "--global-batch-size=64 but plan dp2.tp1.pp1.mb8.a1.z0") {
+		t.Errorf("exit %d, stderr:\n%s\nwant %d naming both batches", code, errOut.String(), exitUsage)
+	}
+	if calls, _ := os.ReadFile(scontrolLog); strings.Contains(string(calls), "requeuehold") {
+		t.Errorf("scontrol calls %q: an unheard refusal must not requeue the job", calls)
 	}
 }

@@ -148,7 +148,7 @@ func TestExplainCannot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SetJobCannot(context.Background(), 42, "alice", model.FeatureTP|model.FeaturePP); err != nil {
+	if err := st.SetJobLaunch(context.Background(), 42, "alice", store.Launch{Cannot: model.FeatureTP | model.FeaturePP}); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()

@@ -34,6 +34,9 @@ type Launch struct {
 	// Cannot lists the plan features the line cannot express, in
 	// model.Features' form ("tp,pp"; "" for none).
 	Cannot string `json:"cannot"`
+	// GlobalBatch is the global batch the line states (its flags or its
+	// DeepSpeed config); 0 when it states none, and the plan's is written.
+	GlobalBatch int `json:"global_batch,omitempty"`
 	// Plan is the plan rubickd had set; Refused says the line cannot run it.
 	Plan    string `json:"plan"`
 	Refused bool   `json:"refused,omitempty"`
@@ -55,6 +58,9 @@ func (l Launch) Validate() error {
 	if _, err := model.ParseFeatures(l.Cannot); err != nil {
 		return fmt.Errorf("%w: cannot: %w", ErrBadLaunch, err)
 	}
+	if l.GlobalBatch < 0 || l.GlobalBatch > MaxGlobalBatch {
+		return fmt.Errorf("%w: global_batch=%d, want 0 to %d", ErrBadLaunch, l.GlobalBatch, MaxGlobalBatch)
+	}
 	if l.Plan != "" {
 		if _, err := model.ParsePlan(l.Plan); err != nil {
 			return fmt.Errorf("%w: plan: %w", ErrBadLaunch, err)
@@ -62,6 +68,11 @@ func (l Launch) Validate() error {
 	}
 	return nil
 }
+
+// MaxGlobalBatch bounds a reported global batch: far above any training
+// run's (millions of samples per step would be a unit mix-up), it keeps
+// an absurd value out of the planner.
+const MaxGlobalBatch = 1 << 20
 
 // Features is Cannot parsed; l must be valid.
 func (l Launch) Features() model.Features {

@@ -376,7 +376,7 @@ func TestSendLaunch(t *testing.T) {
 		Launch: func(_ context.Context, uid uint32, l Launch) error { got = l; return nil },
 	}))
 	defer srv.Close()
-	sent := Launch{JobID: "7", ModelType: "gpt2", Dialect: "deepspeed", Cannot: "tp,pp", Plan: "dp2.tp2.pp1.mb4.a1.z0",
+	sent := Launch{JobID: "7", ModelType: "gpt2", Dialect: "deepspeed", Cannot: "tp,pp", GlobalBatch: 8, Plan: "dp2.tp2.pp1.mb4.a1.z0",
 		Refused: true, Time: time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)}
 	if err := SendLaunch(t.Context(), srv.Client(), srv.URL, m, sent); err != nil {
 		t.Fatal(err)
@@ -451,5 +451,21 @@ func TestSampleWith(t *testing.T) {
 	}
 	if *base.Iteration != 99 {
 		t.Errorf("With changed its receiver's iteration to %d", *base.Iteration)
+	}
+}
+
+// A launch notice's global batch is a count of samples: none (0) or a
+// sane positive number.
+func TestLaunchValidateGlobalBatch(t *testing.T) {
+	good := Launch{Kind: KindLaunch, Version: LaunchVersion, JobID: "7", ModelType: "gpt2", Dialect: "megatron", Plan: "dp2.tp1.pp1.mb4.a1.z0"}
+	for _, tc := range []struct {
+		gb   int
+		want error
+	}{{0, nil}, {64, nil}, {MaxGlobalBatch, nil}, {-1, ErrBadLaunch}, {MaxGlobalBatch + 1, ErrBadLaunch}} {
+		l := good
+		l.GlobalBatch = tc.gb
+		if err := l.Validate(); !errors.Is(err, tc.want) || err != nil && !strings.Contains(err.Error(), fmt.Sprintf("global_batch=%d", tc.gb)) {
+			t.Errorf("global_batch=%d: Validate = %v, want %v naming it", tc.gb, err, tc.want)
+		}
 	}
 }

@@ -61,6 +61,9 @@ func (b *JobBuilder) Reconfigs(n int) *JobBuilder { b.j.Reconfigs = n; return b 
 // Cannot sets the plan features the job's launch line cannot express.
 func (b *JobBuilder) Cannot(f model.Features) *JobBuilder { b.j.Cannot = f; return b }
 
+// GlobalBatch sets the global batch the job's launch line trains with.
+func (b *JobBuilder) GlobalBatch(n int) *JobBuilder { b.j.GlobalBatch = n; return b }
+
 // WithinRequest holds the job to its request (Slurm limits).
 func (b *JobBuilder) WithinRequest() *JobBuilder { b.j.WithinRequest = true; return b }
 

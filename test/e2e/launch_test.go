@@ -120,7 +120,7 @@ exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socke
 	}
 	defer st.Close()
 	got, err := st.LaunchLimits(ctx, []store.LaunchKey{{ID: int64(id)}})
-	if err != nil || got[int64(id)] != model.FeatureOffload {
+	if err != nil || got[int64(id)].Cannot != model.FeatureOffload {
 		t.Errorf("stored launch limits %v (%v), want offload for job %d", got, err, id)
 	}
 }
