@@ -142,3 +142,53 @@ func cycleReport(t *testing.T, port int) daemon.CycleReport {
 	}
 	return rep
 }
+
+// TestOwnGlobalBatch: a gpt2 job (the model type's global batch is 16)
+// whose Megatron line trains with --global-batch-size 32. rubickd first
+// plans it at 16; rubick-srun runs nothing, reports the line's 32 and
+// requeues the job held; rubickd plans it again at 32 and it completes.
+// (Before, rubick-srun ended the job with exit 2 at its first start.)
+func TestOwnGlobalBatch(t *testing.T) {
+	smp := newSamples(t)
+	lt := newLabTest(t, "batch", 2*time.Minute, smp.config()+"log_level: debug\n")
+	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
+	d := runDaemon(t, l, bin, dir, cfgPath)
+
+	body := fmt.Sprintf(`#!/bin/bash
+exec %[1]s/rubick-srun --launcher gpu --munge-socket %[3]s --report-url http://127.0.0.1:%[4]d/samples -- \
+  %[1]s/rubick-emu-trainer --model-type gpt2 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \
+  --micro-batch-size 1 --global-batch-size 32 --train-iters 20 --time-scale 0.01 --log-interval 5 \
+  --save %[2]s/ckpt-"$SLURM_JOB_ID"
+`, bin, dir, smp.socket, smp.port)
+	id := l.submitScript(t, dir, body, &lt.ids, "--model-type=gpt2", "-p", "gpu", "-J", "e2e-batch", "-N", "1",
+		"--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue")
+	j, _ := waitEnded(ctx, cluster, id)
+	jobOut, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("job-%d.out", id)))
+	if j.State != slurm.StateCompleted {
+		t.Fatalf("job %d ended %s, want COMPLETED; rubickd log %s; job output:\n%s", id, j.State, d.log, jobOut)
+	}
+	for _, want := range []string{"--global-batch-size=32 but plan", "job requeued held for rubickd to restart it", "launching"} {
+		if !strings.Contains(string(jobOut), want) {
+			t.Errorf("job output lacks %q:\n%s", want, jobOut)
+		}
+	}
+	plan, err := model.ParsePlan(tagPlan(j))
+	if err != nil || plan.DP*plan.MicroBatch*plan.Accum != 32 {
+		t.Errorf("job %d ran plan %q (%v), want one of global batch 32", id, tagPlan(j), err)
+	}
+	st, err := store.Open(ctx, lt.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if sj, err := st.Job(ctx, int64(id)); err != nil || sj.GlobalBatch != 32 {
+		t.Errorf("stored job %d: global batch %d (%v), want 32", id, sj.GlobalBatch, err)
+	}
+}
+
+func tagPlan(j slurm.Job) string {
+	if j.Tag == nil {
+		return ""
+	}
+	return j.Tag.Plan
+}
