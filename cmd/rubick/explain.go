@@ -33,12 +33,15 @@ type explanation struct {
 	Updated   time.Time `json:"updated"`
 	// Cannot is what the job's launch line cannot express, as rubick-srun
 	// reported it ("" for nothing, or no report yet).
-	Cannot    string   `json:"cannot"`
-	Fit       *fitView `json:"fit"`
-	Plan      string   `json:"plan"`
-	Placement string   `json:"placement"`
-	CPUs      int      `json:"cpus"`
-	HostMemGB float64  `json:"host_mem_gb"`
+	Cannot string `json:"cannot"`
+	// GlobalBatch is the global batch the job's launch line trains with,
+	// when rubick-srun reported one other than its model type's (0).
+	GlobalBatch int      `json:"global_batch,omitempty"`
+	Fit         *fitView `json:"fit"`
+	Plan        string   `json:"plan"`
+	Placement   string   `json:"placement"`
+	CPUs        int      `json:"cpus"`
+	HostMemGB   float64  `json:"host_mem_gb"`
 	// Throughput is the predicted samples/s of the current plan.
 	Throughput   *float64      `json:"throughput"`
 	Alternatives []alternative `json:"alternatives"`
@@ -244,7 +247,12 @@ func (ex *explanation) addModel(ctx context.Context, st explainStore, j store.Jo
 		ex.Notes = append(ex.Notes, "no plan yet: the job has not been placed")
 		return nil
 	}
-	p := model.Predictor{Spec: mt.Spec, Params: fit.Params, Env: model.DefaultEnv()}
+	spec := mt.Spec
+	if j.GlobalBatch > 0 && j.GlobalBatch != spec.GlobalBatch {
+		// Planned, and so shown, at the batch its launch line trains with.
+		ex.GlobalBatch, spec = j.GlobalBatch, spec.WithGlobalBatch(j.GlobalBatch)
+	}
+	p := model.Predictor{Spec: spec, Params: fit.Params, Env: model.DefaultEnv()}
 	res := j.LastResources
 	cur, err := p.Throughput(j.LastPlan, res)
 	if err != nil {
@@ -253,7 +261,7 @@ func (ex *explanation) addModel(ctx context.Context, st explainStore, j store.Jo
 		ex.Throughput = &cur
 	}
 	var alts []alternative
-	for _, plan := range model.Enumerate(mt.Spec, res.Placement) {
+	for _, plan := range model.Enumerate(spec, res.Placement) {
 		if p.Feasible(plan, res) != nil || !j.Cannot.Allows(plan) {
 			continue
 		}
@@ -262,7 +270,7 @@ func (ex *explanation) addModel(ctx context.Context, st explainStore, j store.Jo
 			continue
 		}
 		a := alternative{Plan: plan.String(), Family: string(plan.Family()), IterS: b.Iter,
-			Throughput: float64(mt.Spec.GlobalBatch) / b.Iter, Current: plan == j.LastPlan}
+			Throughput: float64(spec.GlobalBatch) / b.Iter, Current: plan == j.LastPlan}
 		if ex.Throughput != nil && cur > 0 {
 			a.VsCurrent = a.Throughput / cur
 		}
@@ -339,6 +347,9 @@ func (ex *explanation) write(w io.Writer) error {
 	fmt.Fprintf(ew, "  submitted %s, last seen %s, store %s\n", utcTime(ex.Submitted), utcTime(ex.Updated), ex.Store)
 	if ex.Cannot != "" {
 		fmt.Fprintf(ew, "  its launch line cannot run plans with %s (reported by rubick-srun); no plan shown or chosen uses them\n", ex.Cannot)
+	}
+	if ex.GlobalBatch > 0 {
+		fmt.Fprintf(ew, "  its launch line trains with a global batch of %d, not its model type's (reported by rubick-srun); every plan shown or chosen keeps it\n", ex.GlobalBatch)
 	}
 	if f := ex.Fit; f != nil {
 		src := f.Origin

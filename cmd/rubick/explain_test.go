@@ -140,6 +140,60 @@ func TestExplainJSON(t *testing.T) {
 	}
 }
 
+// A job whose launch line trains with a global batch of its own (128,
+// gpt2's is 64) is shown so, with its current plan and every alternative
+// priced at that batch.
+func TestExplainOwnGlobalBatch(t *testing.T) {
+	path, _ := seedExplainStore(t)
+	ctx := context.Background()
+	st, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := mustParseTestPlan(t, "dp4.tp1.pp1.mb4.a8.z0")
+	j, err := st.Job(ctx, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.LastPlan = plan
+	if err := st.UpsertJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetJobLaunch(ctx, 42, "alice", store.Launch{GlobalBatch: 128}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	var out, errb bytes.Buffer
+	if err := explainCmd(ctx, []string{"42", "--store", path, "--json", "--top", "50"}, &out, &errb, testEnv(t)); err != nil {
+		t.Fatal(err)
+	}
+	var ex explanation
+	if err := json.Unmarshal(out.Bytes(), &ex); err != nil {
+		t.Fatal(err)
+	}
+	if ex.GlobalBatch != 128 || ex.Throughput == nil || len(ex.Alternatives) == 0 {
+		t.Fatalf("global batch %d, throughput %v, %d alternatives; want 128, the current plan priced, alternatives", ex.GlobalBatch, ex.Throughput, len(ex.Alternatives))
+	}
+	current := false
+	for _, a := range ex.Alternatives {
+		p := mustParseTestPlan(t, a.Plan)
+		if p.DP*p.MicroBatch*p.Accum != 128 {
+			t.Errorf("alternative %s is not of global batch 128", a.Plan)
+		}
+		current = current || a.Current
+	}
+	if !current {
+		t.Errorf("alternatives %+v lack the current plan %s", ex.Alternatives, plan)
+	}
+	out.Reset()
+	if err := explainCmd(ctx, []string{"42", "--store", path}, &out, &errb, testEnv(t)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "trains with a global batch of 128") {
+		t.Errorf("explain lacks the job's global batch:\n%s", out.String())
+	}
+}
+
 // A job whose launch line cannot run TP or PP is shown so, and its
 // alternatives are only plans it can run.
 func TestExplainCannot(t *testing.T) {
