@@ -126,7 +126,13 @@ func newProfilePhase(cfg config, plan *model.Plan, alloc launch.Alloc, stateDir 
 			gpusOnNode = max(plan.GPUs()/max(alloc.Nodes, 1), 1)
 		}
 		if gb == 0 {
-			gb = plan.DP * plan.MicroBatch * plan.Accum
+			// The line's own batch, which the plan rubickd chose may lack
+			// (a model type's): every run keeps the line's.
+			if n, err := launch.GlobalBatch(cfg.train, launch.Options{Dialect: d}); err == nil && n > 0 {
+				gb = n
+			} else {
+				gb = plan.DP * plan.MicroBatch * plan.Accum
+			}
 		}
 	} else {
 		if gpusOnNode == 0 {

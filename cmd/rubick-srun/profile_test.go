@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -524,5 +525,27 @@ func TestProfileTPRun(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The profiling runs keep the line's global batch (16) when the plan
+// rubickd set has its model type's (8).
+func TestProfilePhaseLineBatch(t *testing.T) {
+	cfg, err := parseFlags([]string{"--", "python", "pretrain_gpt.py", "--micro-batch-size", "4", "--global-batch-size", "16"}, envMap(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := model.Plan{DP: 2, TP: 1, PP: 1, MicroBatch: 4, Accum: 1}
+	ph, err := newProfilePhase(cfg, &plan, launch.Alloc{Nodes: 1, GPUsOnNode: 2, CPUsOnNode: 8}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ph.gb != 16 || len(ph.runs) == 0 {
+		t.Fatalf("global batch %d, %d runs; want 16 and some runs", ph.gb, len(ph.runs))
+	}
+	for _, r := range ph.runs {
+		if b := r.Plan.DP * r.Plan.MicroBatch * r.Plan.Accum; b != 16 {
+			t.Errorf("run %s has global batch %d, want 16", r.Plan, b)
+		}
 	}
 }
