@@ -686,6 +686,11 @@ func sendLaunch(ctx context.Context, cfg config, jobID, modelType string, plan m
 	if err != nil {
 		return err
 	}
+	if gb == 0 {
+		// A line that states none trains with the plan's, which
+		// rubick-srun writes into it; the job keeps it from then on.
+		gb = plan.DP * plan.MicroBatch * plan.Accum
+	}
 	n := report.Launch{JobID: jobID, ModelType: modelType, Dialect: string(d), Cannot: cannot.String(), GlobalBatch: gb,
 		Plan: plan.String(), Refused: refused, Time: time.Now()}
 	hc := &http.Client{Timeout: 10 * time.Second}

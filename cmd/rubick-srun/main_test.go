@@ -331,8 +331,8 @@ func TestRunFromAdminComment(t *testing.T) {
 		t.Errorf("samples %q, want %q", got, want)
 	}
 	// Before training, the line said it can run every plan.
-	if len(col.launches) != 1 || col.launches[0].Refused || col.launches[0].Cannot != "" || col.launches[0].Dialect != "megatron" {
-		t.Errorf("launch notices %+v, want one from a megatron line that can run anything", col.launches)
+	if len(col.launches) != 1 || col.launches[0].Refused || col.launches[0].Cannot != "" || col.launches[0].Dialect != "megatron" || col.launches[0].GlobalBatch != 16 {
+		t.Errorf("launch notices %+v, want one from a megatron line of global batch 16 that can run anything", col.launches)
 	}
 }
 
@@ -720,5 +720,27 @@ func TestRunRefusedUnheard(t *testing.T) {
 	}
 	if calls, _ := os.ReadFile(scontrolLog); strings.Contains(string(calls), "requeuehold") {
 		t.Errorf("scontrol calls %q: an unheard refusal must not requeue the job", calls)
+	}
+}
+
+// A line that states no global batch trains with the plan's, which
+// rubick-srun writes into it: the launch notice says so, and rubickd keeps
+// the job at it.
+func TestLaunchNoticeGlobalBatchOfPlan(t *testing.T) {
+	bin := fakes(t)
+	t.Setenv("FAKE_SRUN_LOG", filepath.Join(t.TempDir(), "argv.json"))
+	t.Setenv("FAKE_PLAN", "dp2.tp1.pp1.mb4.a3.z0")
+	var col collector
+	srv := col.server(t)
+	env := envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NUM_NODES": "1", "SLURM_GPUS_ON_NODE": "2", "SLURM_CPUS_ON_NODE": "8"})
+	var out, errOut bytes.Buffer
+	if code := run(t.Context(), []string{"--scontrol", filepath.Join(bin, "scontrol"), "--squeue", filepath.Join(bin, "squeue"), "--srun", filepath.Join(bin, "srun"),
+		"--munge", filepath.Join(bin, "munge"), "--report-url", srv.URL, "--", "python", "pretrain_gpt.py", "--micro-batch-size", "8"}, env, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, errOut.String())
+	}
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	if len(col.launches) != 1 || col.launches[0].GlobalBatch != 24 {
+		t.Errorf("launch notices %+v, want one of global batch 24 (dp2 x mb4 x a3)", col.launches)
 	}
 }

@@ -34,8 +34,9 @@ type Launch struct {
 	// Cannot lists the plan features the line cannot express, in
 	// model.Features' form ("tp,pp"; "" for none).
 	Cannot string `json:"cannot"`
-	// GlobalBatch is the global batch the line states (its flags or its
-	// DeepSpeed config); 0 when it states none, and the plan's is written.
+	// GlobalBatch is the global batch the job trains with: the one its
+	// line states (its flags or its DeepSpeed config), else Plan's, which
+	// rubick-srun writes into the line. 0: unknown.
 	GlobalBatch int `json:"global_batch,omitempty"`
 	// Plan is the plan rubickd had set; Refused says the line cannot run it.
 	Plan    string `json:"plan"`
