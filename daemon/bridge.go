@@ -1082,7 +1082,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			// wait for the resume, and a restart would take the job from
 			// the administrator who stopped it.
 			if j.Tag != nil && j.Tag.ModelType != "" {
-				v.Unmanaged[j.ID] = "suspended by an administrator (scontrol suspend): keeps its GPUs and memory; planned again once resumed (scontrol resume)"
+				v.Unmanaged[j.ID] = "suspended (scontrol suspend, or Slurm's own suspend preemption or gang scheduling): keeps its GPUs and memory; planned again once resumed"
 			}
 			continue
 		}

@@ -29,7 +29,7 @@ func suspendedJob() slurm.Job {
 // against its group limits as Slurm counts it, with the time left of its
 // limit as it stood at the suspension.
 func TestCycleSuspendedJob(t *testing.T) {
-	const why = "suspended by an administrator (scontrol suspend): keeps its GPUs and memory; planned again once resumed (scontrol resume)"
+	const why = "suspended (scontrol suspend, or Slurm's own suspend preemption or gang scheduling): keeps its GPUs and memory; planned again once resumed"
 	for _, tc := range []struct {
 		name    string
 		grpGPUs int

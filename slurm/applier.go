@@ -755,7 +755,7 @@ func (r *run) checkpointRequeue(ctx context.Context, job Job) (time.Time, error)
 		// signalled for and requeues the job itself. (Slurm refuses to
 		// signal a job already suspended: "Job can not be altered now".)
 		r.step(StepResult{Name: "requeuehold", Note: "suspended during the checkpoint wait; not requeued"})
-		return time.Time{}, fmt.Errorf("%s job %d: %w: suspended by an administrator during the checkpoint wait", act.Kind, act.JobID, ErrJobState)
+		return time.Time{}, fmt.Errorf("%s job %d: %w: suspended during the checkpoint wait", act.Kind, act.JobID, ErrJobState)
 	}
 	if err := r.cmd(ctx, "requeuehold", r.a.cfg.Scontrol, "requeuehold", r.id()); err != nil {
 		return time.Time{}, err

@@ -82,7 +82,7 @@ exec %[1]s/rubick-srun --launcher gpu --munge-socket %[3]s --report-url http://1
 	whyA, whyB := newest(a), newest(b)
 	l.run(t, "scontrol", "resume", strconv.Itoa(a))
 
-	if !strings.Contains(whyA, "suspended by an administrator") {
+	if !strings.Contains(whyA, "suspended (scontrol suspend") {
 		t.Errorf("job %d's reason while suspended: %s; want it to say it is suspended; rubickd log %s", a, whyA, d.log)
 	}
 	if !strings.Contains(whyB, "QOS normal GrpTRES") || !slices.Equal(bReasons, []string{"JobHeldUser"}) {
