@@ -1675,6 +1675,11 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 		// Slurm gives it that many per GPU whatever rubick asks for.
 		CPUsPerGPU: j.CPUsPerGPU,
 	}
+	if !j.Deadline.IsZero() {
+		// Slurm ends a job that starts later than its deadline less its
+		// --time-min, or its time limit.
+		pj.StartBy = j.Deadline.Add(-cmp.Or(j.TimeMin, mj.time.user))
+	}
 	if j.State == slurm.StateRunning && len(j.NodeList) > 0 {
 		n := len(j.NodeList)
 		for _, name := range j.NodeList {

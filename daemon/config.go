@@ -157,6 +157,9 @@ type PolicyConfig struct {
 	// StarvationAge is how long a best-effort job may wait before it is
 	// scheduled regardless of its slope.
 	StarvationAge time.Duration `mapstructure:"starvation_age"`
+	// DeadlineLead is how long before the latest start its --deadline
+	// allows a queued best-effort job goes first (0: never).
+	DeadlineLead time.Duration `mapstructure:"deadline_lead"`
 	// BestEffortOrder is the order in which best-effort jobs take GPUs:
 	// "slope", "fairshare" (Slurm's fair-share factor of each job's
 	// association, read with scontrol show assoc_mgr) or "priority"
@@ -197,6 +200,7 @@ func (p PolicyConfig) Config() policy.Config {
 	c := policy.DefaultConfig()
 	c.ReconfigKeep = p.ReconfigThreshold
 	c.StarvationAge = p.StarvationAge
+	c.DeadlineLead = p.DeadlineLead
 	c.BestEffortOrder = p.BestEffortOrder
 	c.GuaranteedOrder = p.GuaranteedOrder
 	c.GuaranteedAge = p.GuaranteedAge
@@ -213,6 +217,8 @@ func (PolicyConfig) keyOf(field string) string {
 		return "policy.reconfig_threshold"
 	case "StarvationAge":
 		return "policy.starvation_age"
+	case "DeadlineLead":
+		return "policy.deadline_lead"
 	case "BestEffortOrder":
 		return "policy.best_effort_order"
 	case "GuaranteedOrder":
@@ -249,7 +255,7 @@ func Defaults() Config {
 		Store:              "/var/lib/rubick/rubick.db",
 		// The policy's own tuned defaults (docs/policy.md says why 0.9, not
 		// the paper's 0.97, with a 260 s restart).
-		Policy: PolicyConfig{Name: "rubick", ReconfigThreshold: pd.ReconfigKeep, StarvationAge: pd.StarvationAge,
+		Policy: PolicyConfig{Name: "rubick", ReconfigThreshold: pd.ReconfigKeep, StarvationAge: pd.StarvationAge, DeadlineLead: pd.DeadlineLead,
 			BestEffortOrder: pd.BestEffortOrder, GuaranteedOrder: pd.GuaranteedOrder, GuaranteedAge: pd.GuaranteedAge, ReclaimKeep: pd.ReclaimKeep,
 			HostMemPerGPUGB: pd.HostMemPerGPUGB},
 		// The margin covers the model's error on measured rows (17 % mean,
@@ -346,6 +352,7 @@ func setDefaults(v *viper.Viper, d Config) {
 	v.SetDefault("policy.name", d.Policy.Name)
 	v.SetDefault("policy.reconfig_threshold", d.Policy.ReconfigThreshold)
 	v.SetDefault("policy.starvation_age", d.Policy.StarvationAge)
+	v.SetDefault("policy.deadline_lead", d.Policy.DeadlineLead)
 	v.SetDefault("policy.best_effort_order", d.Policy.BestEffortOrder)
 	v.SetDefault("policy.guaranteed_order", d.Policy.GuaranteedOrder)
 	v.SetDefault("policy.guaranteed_age", d.Policy.GuaranteedAge)

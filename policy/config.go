@@ -19,6 +19,11 @@ type Config struct {
 	// StarvationAge is how long a best-effort job may wait before it is
 	// scheduled ahead of the slope order.
 	StarvationAge time.Duration
+	// DeadlineLead is how long before its Job.StartBy (the latest start
+	// its --deadline allows) a queued best-effort job goes first, as a
+	// starving one does (0: never): Slurm ends a job that cannot finish by
+	// its deadline, held or not.
+	DeadlineLead time.Duration
 	// BestEffortOrder is the order in which best-effort jobs take GPUs:
 	// OrderSlope, OrderFairShare or OrderPriority.
 	BestEffortOrder string
@@ -98,6 +103,7 @@ func DefaultConfig() Config {
 	return Config{
 		ReconfigKeep:    0.9,
 		StarvationAge:   4 * time.Hour,
+		DeadlineLead:    30 * time.Minute,
 		BestEffortOrder: OrderSlope,
 		GuaranteedOrder: OrderShortest,
 		GuaranteedAge:   8 * time.Hour,
@@ -143,6 +149,8 @@ func (c Config) Validate() error {
 		return bad("ReconfigKeep", c.ReconfigKeep, "0..1")
 	case c.StarvationAge < 0:
 		return bad("StarvationAge", c.StarvationAge, ">= 0")
+	case c.DeadlineLead < 0:
+		return bad("DeadlineLead", c.DeadlineLead, ">= 0")
 	case c.BestEffortOrder != OrderSlope && c.BestEffortOrder != OrderFairShare && c.BestEffortOrder != OrderPriority:
 		return bad("BestEffortOrder", c.BestEffortOrder, strconv.Quote(OrderSlope)+", "+strconv.Quote(OrderFairShare)+" or "+strconv.Quote(OrderPriority))
 	case c.GuaranteedOrder != OrderShortest && c.GuaranteedOrder != OrderSubmit && c.GuaranteedOrder != OrderPriority:
@@ -207,6 +215,7 @@ func parseWord(v string) (string, error)   { return v, nil }
 var knobs = []knob{
 	{"ReconfigKeep", setter(parseFloat, func(c *Config) *float64 { return &c.ReconfigKeep })},
 	{"StarvationAge", setter(time.ParseDuration, func(c *Config) *time.Duration { return &c.StarvationAge })},
+	{"DeadlineLead", setter(time.ParseDuration, func(c *Config) *time.Duration { return &c.DeadlineLead })},
 	{"BestEffortOrder", setter(parseWord, func(c *Config) *string { return &c.BestEffortOrder })},
 	{"GuaranteedOrder", setter(parseWord, func(c *Config) *string { return &c.GuaranteedOrder })},
 	{"GuaranteedAge", setter(time.ParseDuration, func(c *Config) *time.Duration { return &c.GuaranteedAge })},

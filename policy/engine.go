@@ -74,8 +74,10 @@ type jstate struct {
 	frozen bool    // running and not reconfigurable this round
 	admit  bool    // guaranteed and admitted within quota
 	starve bool
-	ver    int        // bumped whenever its allocation changes
-	losses []lossMemo // its cheapest release per node, as a victim
+	// deadline marks a queued job near its Job.StartBy (Config.DeadlineLead).
+	deadline bool
+	ver      int        // bumped whenever its allocation changes
+	losses   []lossMemo // its cheapest release per node, as a victim
 	// fresh[k-1] is its normalised throughput with k more GPUs on a node it
 	// does not hold, valid at version freshVer (nodes must be alike in size).
 	fresh    []float64
@@ -323,6 +325,11 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 		// shrinks let an old job cut down to a sliver (by a guaranteed job)
 		// keep that sliver for hours.
 		js.starve = !(e.v.slo && j.Guaranteed) && !e.v.noStarve && e.cfg.StarvationAge > 0 && s.Now.Sub(j.Submit) >= e.cfg.StarvationAge
+		// A queued job near the latest start its --deadline allows goes
+		// first too: Slurm ends it past that, held or not.
+		js.deadline = !js.running && !(e.v.slo && j.Guaranteed) && !e.v.noStarve && e.cfg.DeadlineLead > 0 &&
+			!j.StartBy.IsZero() && !s.Now.Add(e.cfg.DeadlineLead).Before(j.StartBy)
+		js.starve = js.starve || js.deadline
 		r.jobs[i] = js
 	}
 	for i := range r.nodes {
@@ -932,8 +939,9 @@ func (r *round) scanVictims(n int, privileged bool) vmemo {
 func (r *round) releaseOn(v *jstate, n int, privileged bool) (victim, bool) {
 	// A job whose account is further below its share than the one taking
 	// keeps what it asked for: fair share decides who gets the GPUs
-	// requested, slope who gets the rest.
-	protected := !privileged && r.e.rankOf(v.j).compare(r.floor) > 0
+	// requested, slope who gets the rest. So does a job started near the
+	// latest start its --deadline allows, against best-effort jobs.
+	protected := !privileged && (r.e.rankOf(v.j).compare(r.floor) > 0 || v.deadline)
 	for _, m := range v.losses {
 		if m.node == n && m.ver == v.ver && m.privileged == privileged && m.protected == protected {
 			return m.v, m.ok
@@ -1389,6 +1397,18 @@ func (r *round) run(ctx context.Context) error {
 			return 1
 		}
 		if a.js.starve {
+			// Deadlines first, the nearest first; then the oldest.
+			if a.js.deadline != b.js.deadline {
+				if a.js.deadline {
+					return -1
+				}
+				return 1
+			}
+			if a.js.deadline {
+				if c := a.js.j.StartBy.Compare(b.js.j.StartBy); c != 0 {
+					return c
+				}
+			}
 			return bySubmit(a.js, b.js)
 		}
 		if ranked {
@@ -1426,6 +1446,9 @@ func (r *round) run(ctx context.Context) error {
 		if !stuck && r.schedule(js, false) {
 			if !js.running && js.reason == "" {
 				switch {
+				case js.deadline:
+					js.reason = ReasonDeadline
+					js.detail = fmt.Sprintf("its --deadline lets it start until %s", js.j.StartBy.UTC().Format(time.RFC3339))
 				case js.starve:
 					js.reason = ReasonStarving
 				case ranked:

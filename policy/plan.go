@@ -37,6 +37,7 @@ const (
 	ReasonSLO         Reason = "slo-min-res"      // guaranteed job admitted at (at least) its minimum resources
 	ReasonSlope       Reason = "slope"            // resources went where they raise throughput most
 	ReasonStarving    Reason = "starvation"       // queued past the anti-starvation age
+	ReasonDeadline    Reason = "deadline"         // queued close to the latest start its --deadline allows
 	ReasonFairShare   Reason = "fair-share"       // started in fair-share order (policy.best_effort_order)
 	ReasonPriority    Reason = "priority"         // started in Slurm's multifactor priority order (policy.best_effort_order)
 	ReasonFIFO        Reason = "fifo"             // next in submission order

@@ -312,6 +312,35 @@ func TestDecide(t *testing.T) {
 			},
 			want: map[string]outcome{"r": {policy.Restart, 4, policy.ReasonUnsupported}},
 		},
+		// Two GPUs free: by slope the big job takes them (next case); the
+		// small one must start within 20 minutes for its --deadline, and
+		// goes first.
+		"rubick starts a job near its deadline first": {
+			policy: "rubick", now: 2 * time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("r", "small").GPUs(6).Running(dp(6, 30), 20*time.Minute, pt.On("n0", 6)).Obj(),
+				pt.NewJob("big", "big").GPUs(2).SubmittedAt(time.Hour).Obj(),
+				pt.NewJob("dl", "small").GPUs(2).SubmittedAt(90 * time.Minute).StartBy(2*time.Hour + 20*time.Minute).Obj(),
+			},
+			want: map[string]outcome{
+				"r":   {policy.Keep, 6, policy.ReasonPenalty},
+				"big": {policy.Keep, 0, policy.ReasonNoResources},
+				"dl":  {policy.Start, 2, policy.ReasonDeadline},
+			},
+		},
+		"rubick orders by slope a job whose deadline is far": {
+			policy: "rubick", now: 2 * time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("r", "small").GPUs(6).Running(dp(6, 30), 20*time.Minute, pt.On("n0", 6)).Obj(),
+				pt.NewJob("big", "big").GPUs(2).SubmittedAt(time.Hour).Obj(),
+				pt.NewJob("dl", "small").GPUs(2).SubmittedAt(90 * time.Minute).StartBy(5 * time.Hour).Obj(),
+			},
+			want: map[string]outcome{
+				"r":   {policy.Keep, 6, policy.ReasonPenalty},
+				"big": {policy.Start, 2, policy.ReasonSlope},
+				"dl":  {policy.Keep, 0, policy.ReasonReclaimed},
+			},
+		},
 		"rubick serves a starving job before younger ones": {
 			policy: "rubick", now: 10 * time.Hour, nodes: pt.Cluster(1, 8),
 			jobs: []policy.Job{

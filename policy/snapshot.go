@@ -136,6 +136,9 @@ type Job struct {
 	// trains with, which its estimator (Snapshot.Models[Model]) prices:
 	// a running plan of another batch is one the line cannot run.
 	GlobalBatch int `json:"global_batch,omitempty"`
+	// StartBy is the latest start that lets the job end by its Slurm
+	// --deadline (the deadline less its time limit); zero: no deadline.
+	StartBy time.Time `json:"start_by,omitzero"`
 	// RestartCost is what the job's own restarts were measured to cost; 0
 	// prices it as its model type (Snapshot.JobRestartCost).
 	RestartCost time.Duration `json:"restart_cost,omitempty"`

@@ -61,6 +61,10 @@ func (b *JobBuilder) Reconfigs(n int) *JobBuilder { b.j.Reconfigs = n; return b 
 // Cannot sets the plan features the job's launch line cannot express.
 func (b *JobBuilder) Cannot(f model.Features) *JobBuilder { b.j.Cannot = f; return b }
 
+// StartBy sets the latest start its --deadline allows, as an offset from
+// Epoch.
+func (b *JobBuilder) StartBy(d time.Duration) *JobBuilder { b.j.StartBy = Epoch.Add(d); return b }
+
 // GlobalBatch sets the global batch the job's launch line trains with.
 func (b *JobBuilder) GlobalBatch(n int) *JobBuilder { b.j.GlobalBatch = n; return b }
 
