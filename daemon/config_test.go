@@ -92,6 +92,7 @@ func TestLoadConfigErrorsNameTheField(t *testing.T) {
 		"signal":            {yaml: "checkpoint:\n  signal: KILL\n", want: `checkpoint.signal="KILL"`},
 		"threshold":         {yaml: "policy:\n  reconfig_threshold: 1.5\n", want: "policy.reconfig_threshold=1.5"},
 		"starvation age":    {yaml: "policy:\n  starvation_age: -1s\n", want: "policy.starvation_age=-1s: want >= 0"},
+		"deadline lead":     {yaml: "policy:\n  deadline_lead: -5m\n", want: "policy.deadline_lead=-5m0s: want >= 0"},
 		"guaranteed order":  {yaml: "policy:\n  guaranteed_order: random\n", want: `policy.guaranteed_order="random"`},
 		"best-effort order": {yaml: "policy:\n  best_effort_order: age\n", want: `policy.best_effort_order="age": want "slope", "fairshare" or "priority"`},
 		"guaranteed age":    {yaml: "policy:\n  guaranteed_age: -1h\n", want: "policy.guaranteed_age=-1h"},
