@@ -1525,8 +1525,29 @@ func (r *round) reserve(need int) {
 // quota, not the GPUs, is what they wait for, and jobs admitted greedily in
 // submission order queue every short job behind the long ones of a burst;
 // shortest time limit first minimises the average wait, and GuaranteedAge
-// keeps it from starving a long job.
+// keeps it from starving a long job. Jobs near their deadline go first.
 func (r *round) orderGuaranteed(q []*jstate) {
+	r.orderGuaranteedBy(q)
+	// Whatever the order, a job near the latest start its --deadline
+	// allows goes first, the nearest first: Slurm ends it past that.
+	near := func(js *jstate) bool {
+		return r.e.cfg.DeadlineLead > 0 && !js.j.StartBy.IsZero() && !r.s.Now.Add(r.e.cfg.DeadlineLead).Before(js.j.StartBy)
+	}
+	slices.SortStableFunc(q, func(a, b *jstate) int {
+		na, nb := near(a), near(b)
+		switch {
+		case na && !nb:
+			return -1
+		case nb && !na:
+			return 1
+		case na:
+			return a.j.StartBy.Compare(b.j.StartBy)
+		}
+		return 0
+	})
+}
+
+func (r *round) orderGuaranteedBy(q []*jstate) {
 	switch r.e.cfg.GuaranteedOrder {
 	case OrderPriority:
 		// Slurm's priority carries its own age factor.

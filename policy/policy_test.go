@@ -190,6 +190,19 @@ func TestDecide(t *testing.T) {
 				"short": {policy.Start, 8, policy.ReasonSLO},
 			},
 		},
+		// The longer job must start within 20 minutes for its --deadline.
+		"rubick admits the guaranteed job near its deadline first": {
+			policy: "rubick", now: time.Hour, nodes: pt.Cluster(2, 8),
+			tenants: []policy.Tenant{{Name: "default", GPUQuota: 4}},
+			jobs: []policy.Job{
+				pt.NewJob("long", "small").GPUs(4).Guaranteed().TimeLimit(5 * time.Hour).SubmittedAt(10 * time.Minute).StartBy(80 * time.Minute).Obj(),
+				pt.NewJob("short", "small").GPUs(4).Guaranteed().TimeLimit(time.Hour).SubmittedAt(20 * time.Minute).Obj(),
+			},
+			want: map[string]outcome{
+				"long":  {policy.Start, 8, policy.ReasonSLO},
+				"short": {policy.Keep, 0, policy.ReasonQuota},
+			},
+		},
 		"rubick admits a guaranteed job without a time limit after those with one": {
 			policy: "rubick", now: time.Hour, nodes: pt.Cluster(2, 8),
 			tenants: []policy.Tenant{{Name: "default", GPUQuota: 4}},
