@@ -248,9 +248,15 @@ func (ex *explanation) addModel(ctx context.Context, st explainStore, j store.Jo
 		return nil
 	}
 	spec := mt.Spec
-	if j.GlobalBatch > 0 && j.GlobalBatch != spec.GlobalBatch {
+	gb := j.GlobalBatch
+	if gb == 0 {
+		// Not reported yet: the batch it was planned at (its user's last
+		// job's, say).
+		gb = j.LastPlan.DP * j.LastPlan.MicroBatch * j.LastPlan.Accum
+	}
+	if gb > 0 && gb != spec.GlobalBatch {
 		// Planned, and so shown, at the batch its launch line trains with.
-		ex.GlobalBatch, spec = j.GlobalBatch, spec.WithGlobalBatch(j.GlobalBatch)
+		ex.GlobalBatch, spec = gb, spec.WithGlobalBatch(gb)
 	}
 	p := model.Predictor{Spec: spec, Params: fit.Params, Env: model.DefaultEnv()}
 	res := j.LastResources

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -142,8 +143,15 @@ func TestExplainJSON(t *testing.T) {
 
 // A job whose launch line trains with a global batch of its own (128,
 // gpt2's is 64) is shown so, with its current plan and every alternative
-// priced at that batch.
+// priced at that batch; so is one that has not reported yet, at the batch
+// of the plan it was given.
 func TestExplainOwnGlobalBatch(t *testing.T) {
+	for _, reported := range []bool{true, false} {
+		t.Run(fmt.Sprintf("reported=%v", reported), func(t *testing.T) { testExplainOwnGlobalBatch(t, reported) })
+	}
+}
+
+func testExplainOwnGlobalBatch(t *testing.T, reported bool) {
 	path, _ := seedExplainStore(t)
 	ctx := context.Background()
 	st, err := store.Open(ctx, path)
@@ -159,8 +167,10 @@ func TestExplainOwnGlobalBatch(t *testing.T) {
 	if err := st.UpsertJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SetJobLaunch(ctx, 42, "alice", store.Launch{GlobalBatch: 128}); err != nil {
-		t.Fatal(err)
+	if reported {
+		if err := st.SetJobLaunch(ctx, 42, "alice", store.Launch{GlobalBatch: 128}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	st.Close()
 	var out, errb bytes.Buffer
