@@ -944,8 +944,8 @@ type JobFacts struct {
 	// Cannot is what the job's launch line cannot express (every plan
 	// rubickd gives it avoids these features).
 	Cannot model.Features
-	// GlobalBatch is the global batch its launch line states, when that is
-	// not its model type's: its plans keep it. 0: the model type's.
+	// GlobalBatch is the global batch the job trains with, as rubick-srun
+	// reported it: its plans keep it. 0: not reported, the model type's.
 	GlobalBatch int
 	// RestartCost is the median of the job's own measured restarts; 0
 	// prices them as its model type's.

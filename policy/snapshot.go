@@ -113,7 +113,7 @@ type Request struct {
 // Job is one training job as the scheduler sees it.
 type Job struct {
 	ID         string    `json:"id"`
-	Model      string    `json:"model"` // model type; Snapshot.Models has its estimator
+	Model      string    `json:"model"` // names its estimator in Snapshot.Models: its model type's, or one at the job's own global batch
 	Tenant     string    `json:"tenant,omitempty"`
 	Guaranteed bool      `json:"guaranteed"`
 	Submit     time.Time `json:"submit"`
