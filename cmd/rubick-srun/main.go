@@ -270,7 +270,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// rubickd chose the plan (a --plan is the user's own mistake, below):
 		// one the line cannot express, or one of another global batch than
 		// the line trains with (rubickd planned with its model type's).
-		return refuse(ctx, cfg, jobID, modelType, *plan, err, log)
+		return refuse(ctx, cfg, jobID, modelType, *plan, err, stateDir, log)
 	} else if err != nil {
 		log.Error("cannot run the plan", "plan", plan.String(), "err", err)
 		return exitUsage
@@ -597,6 +597,10 @@ func markRequeue(ctx context.Context, squeue, scontrol, jobID string) error {
 	return nil
 }
 
+// refusedFile, in the job's state directory, holds the last plan
+// rubick-srun refused for the job.
+const refusedFile = "refused-plan"
+
 // Why a job requeues itself, for requeueHold's log lines.
 const (
 	whyCheckpoint = "checkpoint"
@@ -617,7 +621,18 @@ const refuseWait = 10 * time.Minute
 // nothing is lost. When the requeue fails it waits for rubickd, which
 // restarts a running job whose plan its line cannot run, as for a
 // checkpoint.
-func refuse(ctx context.Context, cfg config, jobID, modelType string, plan model.Plan, why error, log *slog.Logger) int {
+func refuse(ctx context.Context, cfg config, jobID, modelType string, plan model.Plan, why error, stateDir string, log *slog.Logger) int {
+	// The same plan after a refusal means rubickd did not take the notice
+	// (an older rubickd, say): going round again would not change it.
+	record := filepath.Join(stateDir, refusedFile)
+	if prev, err := os.ReadFile(record); err == nil && strings.TrimSpace(string(prev)) == plan.String() {
+		log.Error("rubickd gave the job the plan its launch line refused before; the job ends here rather than go round",
+			"plan", plan.String(), "why", why)
+		return exitUsage
+	}
+	if err := writeFileAtomic(record, []byte(plan.String()+"\n")); err != nil {
+		log.Warn("refusal not recorded; a second one of the same plan would go round again", "record", record, "err", err)
+	}
 	log.Warn("the launch line cannot run this plan; asking rubickd for another", "plan", plan.String(), "err", why)
 	if err := sendLaunch(ctx, cfg, jobID, modelType, plan, true, log); err != nil {
 		// Back in the queue, the job would get the same plan again, and

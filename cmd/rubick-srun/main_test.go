@@ -482,6 +482,29 @@ func TestRunRefusedGlobalBatch(t *testing.T) {
 	if d := cmp.Diff(want, col.launches, cmpopts.IgnoreFields(report.Launch{}, "Time")); d != "" {
 		t.Errorf("launch notices (-want +got):\n%s", d)
 	}
+	col.mu.Unlock()
+
+	// Started again with the same plan, rubickd took no notice: the job
+	// ends rather than go round. Another plan it cannot run is refused as
+	// the first was.
+	again := func(plan string) int {
+		t.Helper()
+		t.Setenv("FAKE_PLAN", plan)
+		var out, errOut bytes.Buffer
+		return run(t.Context(), []string{"--scontrol", filepath.Join(bin, "scontrol"), "--squeue", filepath.Join(bin, "squeue"), "--srun", filepath.Join(bin, "srun"),
+			"--munge", filepath.Join(bin, "munge"), "--report-url", srv.URL, "--",
+			"python", "pretrain_gpt.py", "--global-batch-size", "64", "--micro-batch-size", "4"}, env, &out, &errOut)
+	}
+	if code := again("dp2.tp1.pp1.mb8.a1.z0"); code != exitUsage {
+		t.Errorf("the same plan again: exit %d, want %d", code, exitUsage)
+	}
+	if calls, _ := os.ReadFile(scontrolLog); strings.Count(string(calls), "requeuehold 42") != 1 {
+		t.Errorf("scontrol calls %q, want one requeuehold", calls)
+	}
+	if code := again("dp2.tp1.pp1.mb4.a1.z0"); code != exitCheckpointed {
+		t.Errorf("another plan of the wrong batch: exit %d, want %d (requeued)", code, exitCheckpointed)
+	}
+	col.mu.Lock()
 }
 
 func sameSet(a, b []string) bool {
