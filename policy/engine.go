@@ -327,8 +327,7 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 		js.starve = !(e.v.slo && j.Guaranteed) && !e.v.noStarve && e.cfg.StarvationAge > 0 && s.Now.Sub(j.Submit) >= e.cfg.StarvationAge
 		// A queued job near the latest start its --deadline allows goes
 		// first too: Slurm ends it past that, held or not.
-		js.deadline = !js.running && !(e.v.slo && j.Guaranteed) && !e.v.noStarve && e.cfg.DeadlineLead > 0 &&
-			!j.StartBy.IsZero() && !s.Now.Add(e.cfg.DeadlineLead).Before(j.StartBy)
+		js.deadline = !js.running && !(e.v.slo && j.Guaranteed) && !e.v.noStarve && nearDeadline(e.cfg, s.Now, j)
 		js.starve = js.starve || js.deadline
 		r.jobs[i] = js
 	}
@@ -1530,9 +1529,7 @@ func (r *round) orderGuaranteed(q []*jstate) {
 	r.orderGuaranteedBy(q)
 	// Whatever the order, a job near the latest start its --deadline
 	// allows goes first, the nearest first: Slurm ends it past that.
-	near := func(js *jstate) bool {
-		return r.e.cfg.DeadlineLead > 0 && !js.j.StartBy.IsZero() && !r.s.Now.Add(r.e.cfg.DeadlineLead).Before(js.j.StartBy)
-	}
+	near := func(js *jstate) bool { return nearDeadline(r.e.cfg, r.s.Now, js.j) }
 	slices.SortStableFunc(q, func(a, b *jstate) int {
 		na, nb := near(a), near(b)
 		switch {
@@ -1581,6 +1578,13 @@ func (r *round) orderGuaranteedBy(q []*jstate) {
 		}
 		return cmp.Or(cmp.Compare(limit(a), limit(b)), bySubmit(a, b))
 	})
+}
+
+// nearDeadline reports whether j must start within cfg.DeadlineLead of
+// now for its --deadline. One already past its latest start is not: Slurm
+// ends it whenever it starts, and GPUs held back for it would idle.
+func nearDeadline(cfg Config, now time.Time, j *Job) bool {
+	return cfg.DeadlineLead > 0 && !j.StartBy.IsZero() && !j.StartBy.Before(now) && !now.Add(cfg.DeadlineLead).Before(j.StartBy)
 }
 
 func bySubmit(a, b *jstate) int {

@@ -341,6 +341,21 @@ func TestDecide(t *testing.T) {
 				"dl":  {policy.Start, 2, policy.ReasonDeadline},
 			},
 		},
+		// Its latest start has passed: Slurm would end it at any start, so
+		// it gets no GPUs ahead of the others.
+		"rubick orders by slope a job past its latest start": {
+			policy: "rubick", now: 2 * time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("r", "small").GPUs(6).Running(dp(6, 30), 20*time.Minute, pt.On("n0", 6)).Obj(),
+				pt.NewJob("big", "big").GPUs(2).SubmittedAt(time.Hour).Obj(),
+				pt.NewJob("dl", "small").GPUs(2).SubmittedAt(90 * time.Minute).StartBy(110 * time.Minute).Obj(),
+			},
+			want: map[string]outcome{
+				"r":   {policy.Keep, 6, policy.ReasonPenalty},
+				"big": {policy.Start, 2, policy.ReasonSlope},
+				"dl":  {policy.Keep, 0, policy.ReasonReclaimed},
+			},
+		},
 		"rubick orders by slope a job whose deadline is far": {
 			policy: "rubick", now: 2 * time.Hour, nodes: pt.Cluster(1, 8),
 			jobs: []policy.Job{
