@@ -365,19 +365,36 @@ func GlobalBatch(argv []string, opts Options) (int, error) {
 	if len(argv) == 0 {
 		return 0, fmt.Errorf("%w: the training command is empty", ErrBadInput)
 	}
+	ln, err := readLine(argv, opts)
+	if err != nil {
+		return 0, err
+	}
+	_, n, err := statedGlobalBatch(ln.c, ln.lo, ln.hi, ln.cf, opts)
+	return n, err
+}
+
+// line is a launch line as Inspect and GlobalBatch read it: its dialect,
+// its tokens with the trainer's between lo and hi, and the DeepSpeed
+// config it names (nil for none).
+type line struct {
+	d      Dialect
+	c      *cmdline
+	lo, hi int
+	cf     *userConfig
+}
+
+func readLine(argv []string, opts Options) (line, error) {
 	d, err := dialectOf(argv, opts)
 	if err != nil {
-		return 0, err
+		return line{}, err
 	}
-	l := parseLayout(argv)
 	c := &cmdline{toks: argv}
-	lo, hi := l.trainLo(), len(argv)
+	lo, hi := parseLayout(argv).trainLo(), len(argv)
 	cf, err := loadConfig(c, d, lo, hi, opts)
 	if err != nil {
-		return 0, err
+		return line{}, err
 	}
-	_, n, err := statedGlobalBatch(c, lo, hi, cf, opts)
-	return n, err
+	return line{d: d, c: c, lo: lo, hi: hi, cf: cf}, nil
 }
 
 // defaultActivationCheckpointing is DeepSpeed's activation checkpointing
@@ -454,17 +471,11 @@ func Expressible(d Dialect, p model.Plan) model.Plan {
 // it runs on gpus GPUs: the inverse of Rewrite (see Expressible). A
 // DeepSpeed config the line names is read with opts.ReadFile.
 func Inspect(argv []string, gpus int, opts Options) (model.Plan, int, error) {
-	d, err := dialectOf(argv, opts)
+	ln, err := readLine(argv, opts)
 	if err != nil {
 		return model.Plan{}, 0, err
 	}
-	l := parseLayout(argv)
-	c := &cmdline{toks: argv}
-	lo, hi := l.trainLo(), len(argv)
-	cf, err := loadConfig(c, d, lo, hi, opts)
-	if err != nil {
-		return model.Plan{}, 0, err
-	}
+	d, c, lo, hi, cf := ln.d, ln.c, ln.lo, ln.hi, ln.cf
 	intFlag := func(f flagSpec, def int) (int, error) {
 		v, ok := c.get(f, lo, hi)
 		if !ok {
