@@ -237,10 +237,10 @@ func plus(a, b slurm.GroupLimits, k int) slurm.GroupLimits {
 }
 
 // groupUsage sums what the running and suspended jobs, every job in Slurm,
-// hold at now, per group limit each counts against (their GPUs on nodes of its type,
-// for a limit on one type), with what the budgets among them have used,
-// and counts the nodes they hold per group that limits nodes; groups adds
-// what the budgets it gives later have used to the same map.
+// hold at now, per group limit each counts against (their GPUs on nodes of
+// its type, for a limit on one type), with what the budgets among them
+// have used, and counts the nodes they hold per group that limits nodes;
+// groups adds what the budgets it gives later have used to the same map.
 func groupUsage(groups *groupsMemo, jobs []slurm.Job, types nodeGPUTypes, now time.Time) (map[slurm.Group]slurm.GroupLimits, groupNodes) {
 	use := map[slurm.Group]slurm.GroupLimits{}
 	nodes := groupNodes{}
@@ -1079,8 +1079,8 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		if j.State == slurm.StateSuspended {
 			// Its GPUs and memory stay its own (the nodes' counters show
 			// them) but nothing it runs moves: a checkpoint signal would
-			// wait for the resume, and a restart would take the job from
-			// the administrator who stopped it.
+			// wait for the resume, and a restart would undo the suspension
+			// (an administrator's, or Slurm's own preemption).
 			if j.Tag != nil && j.Tag.ModelType != "" {
 				v.Unmanaged[j.ID] = "suspended (scontrol suspend, or Slurm's own suspend preemption or gang scheduling): keeps its GPUs and memory; planned again once resumed"
 			}

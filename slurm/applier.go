@@ -750,8 +750,7 @@ func (r *run) checkpointRequeue(ctx context.Context, job Job) (time.Time, error)
 		return r.a.cfg.Clock.Now(), nil
 	case err == nil && now.State == StateSuspended:
 		// Stopped before it could checkpoint: a requeue would lose its work
-		// since the last checkpoint and end the administrator's
-		// suspension. Resumed, rubick-srun finishes the checkpoint it was
+		// since the last checkpoint and end the suspension. Resumed, rubick-srun finishes the checkpoint it was
 		// signalled for and requeues the job itself. (Slurm refuses to
 		// signal a job already suspended: "Job can not be altered now".)
 		r.step(StepResult{Name: "requeuehold", Note: "suspended during the checkpoint wait; not requeued"})

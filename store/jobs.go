@@ -37,8 +37,8 @@ type Job struct {
 	LastPlan      model.Plan
 	LastResources model.Resources
 	// Cannot is what the job's launch line cannot express, and GlobalBatch
-	// the global batch it states (0: none, or its model type's), as
-	// rubick-srun reported them (SetJobLaunch); UpsertJob leaves both alone.
+	// the global batch it trains with (0: not reported), as rubick-srun
+	// reported them (SetJobLaunch); UpsertJob leaves both alone.
 	Cannot      model.Features
 	GlobalBatch int
 }
@@ -183,8 +183,8 @@ func scanJob(sc scanner) (Job, error) {
 }
 
 // Launch is what a job's launch line says, as its rubick-srun reported
-// it: the plan features it cannot express, and the global batch it states
-// (0: none, or its model type's).
+// it: the plan features it cannot express, and the global batch it trains
+// with (0: not reported, as by a rubick-srun older than schema 4).
 type Launch struct {
 	Cannot      model.Features
 	GlobalBatch int

@@ -189,9 +189,8 @@ CREATE TABLE launch_limits (
 ) STRICT, WITHOUT ROWID;
 `
 
-// schemaV4 keeps the global batch a job's launch line states (0: none, or
-// the model type's), as rubick-srun reports it, beside what the line
-// cannot run.
+// schemaV4 keeps the global batch a job trains with (0: not reported), as
+// rubick-srun reports it, beside what its launch line cannot run.
 const schemaV4 = `
 ALTER TABLE jobs ADD COLUMN global_batch INTEGER NOT NULL DEFAULT 0 CHECK (global_batch >= 0);
 ALTER TABLE launch_limits ADD COLUMN global_batch INTEGER NOT NULL DEFAULT 0 CHECK (global_batch >= 0);
