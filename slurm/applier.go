@@ -750,9 +750,10 @@ func (r *run) checkpointRequeue(ctx context.Context, job Job) (time.Time, error)
 		return r.a.cfg.Clock.Now(), nil
 	case err == nil && now.State == StateSuspended:
 		// Stopped before it could checkpoint: a requeue would lose its work
-		// since the last checkpoint and end the suspension. Resumed, rubick-srun finishes the checkpoint it was
-		// signalled for and requeues the job itself. (Slurm refuses to
-		// signal a job already suspended: "Job can not be altered now".)
+		// since the last checkpoint and end the suspension. Resumed,
+		// rubick-srun finishes the checkpoint it was signalled for and
+		// requeues the job itself. (Slurm refuses to signal a job already
+		// suspended: "Job can not be altered now".)
 		r.step(StepResult{Name: "requeuehold", Note: "suspended during the checkpoint wait; not requeued"})
 		return time.Time{}, fmt.Errorf("%s job %d: %w: suspended during the checkpoint wait", act.Kind, act.JobID, ErrJobState)
 	}
