@@ -1389,26 +1389,12 @@ func (r *round) run(ctx context.Context) error {
 		r.countAbove()
 	}
 	slices.SortStableFunc(cands, func(a, b cand) int {
-		if a.js.starve != b.js.starve {
-			if a.js.starve {
-				return -1
-			}
-			return 1
+		if c := firstTrue(a.js.starve, b.js.starve); c != 0 {
+			return c
 		}
 		if a.js.starve {
 			// Deadlines first, the nearest first; then the oldest.
-			if a.js.deadline != b.js.deadline {
-				if a.js.deadline {
-					return -1
-				}
-				return 1
-			}
-			if a.js.deadline {
-				if c := a.js.j.StartBy.Compare(b.js.j.StartBy); c != 0 {
-					return c
-				}
-			}
-			return bySubmit(a.js, b.js)
+			return cmp.Or(byDeadline(a.js, b.js, a.js.deadline, b.js.deadline), bySubmit(a.js, b.js))
 		}
 		if ranked {
 			if c := r.e.rankOf(b.js.j).compare(r.e.rankOf(a.js.j)); c != 0 {
@@ -1530,18 +1516,7 @@ func (r *round) orderGuaranteed(q []*jstate) {
 	// Whatever the order, a job near the latest start its --deadline
 	// allows goes first, the nearest first: Slurm ends it past that.
 	near := func(js *jstate) bool { return nearDeadline(r.e.cfg, r.s.Now, js.j) }
-	slices.SortStableFunc(q, func(a, b *jstate) int {
-		na, nb := near(a), near(b)
-		switch {
-		case na && !nb:
-			return -1
-		case nb && !na:
-			return 1
-		case na:
-			return a.j.StartBy.Compare(b.j.StartBy)
-		}
-		return 0
-	})
+	slices.SortStableFunc(q, func(a, b *jstate) int { return byDeadline(a, b, near(a), near(b)) })
 }
 
 func (r *round) orderGuaranteedBy(q []*jstate) {
@@ -1568,16 +1543,35 @@ func (r *round) orderGuaranteedBy(q []*jstate) {
 	}
 	slices.SortStableFunc(q, func(a, b *jstate) int {
 		oa, ob := old(a), old(b)
-		switch {
-		case oa && !ob:
-			return -1
-		case ob && !oa:
-			return 1
-		case oa:
+		if c := firstTrue(oa, ob); c != 0 {
+			return c
+		}
+		if oa {
 			return bySubmit(a, b)
 		}
 		return cmp.Or(cmp.Compare(limit(a), limit(b)), bySubmit(a, b))
 	})
+}
+
+// firstTrue orders a before b where only a holds, b before a where only
+// b does.
+func firstTrue(a, b bool) int {
+	switch {
+	case a && !b:
+		return -1
+	case b && !a:
+		return 1
+	}
+	return 0
+}
+
+// byDeadline puts the jobs near their deadline (na, nb) first, the one
+// with the nearest Job.StartBy first; 0 between two that are not.
+func byDeadline(a, b *jstate, na, nb bool) int {
+	if c := firstTrue(na, nb); c != 0 || !na {
+		return c
+	}
+	return a.j.StartBy.Compare(b.j.StartBy)
 }
 
 // nearDeadline reports whether j must start within cfg.DeadlineLead of
