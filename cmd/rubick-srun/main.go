@@ -79,37 +79,7 @@ type config struct {
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
 	c := config{markWait: time.Second}
-	fs := flag.NewFlagSet("rubick-srun", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&c.plan, "plan", "", "compact plan to run, e.g. dp4.tp2.pp1.mb2.a1.z0+gc (default: the job's rubick tag)")
-	fs.StringVar(&c.dialect, "dialect", "auto", "launch line dialect: auto, megatron, megatron-deepspeed or deepspeed")
-	fs.StringVar(&c.mode, "launcher", "auto", "how srun starts the trainer: gpu (one task per GPU), node (one torchrun/deepspeed launcher per node), direct (no srun), auto (node when the line starts with torchrun or deepspeed, else gpu)")
-	fs.StringVar(&c.gpuBind, "gpu-bind", string(launch.BindShared), "GPUs per task: shared (--gres=gpu:N, every task sees its node's GPUs) or per-task (--gpus-per-task=1)")
-	fs.IntVar(&c.cpusPerTask, "cpus-per-task", 0, "CPUs per task (default: SLURM_CPUS_ON_NODE divided among the node's tasks)")
-	fs.IntVar(&c.globalBatch, "global-batch", 0, "global batch the job must keep (default: from the launch line or its DeepSpeed config)")
-	fs.StringVar(&c.signal, "signal", "USR1", "checkpoint signal forwarded to the step (SIGTERM and SIGINT are forwarded too)")
-	fs.StringVar(&c.scontrol, "scontrol", "scontrol", "scontrol program used to read the job's plan")
-	fs.StringVar(&c.squeue, "squeue", "squeue", "squeue program used to read the job's comment before it requeues itself")
-	fs.StringVar(&c.srun, "srun", "srun", "srun program")
-	fs.StringVar(&c.stateDir, "state-dir", "", "job-private directory for the rewritten DeepSpeed config, visible on every node of the job (default: $SLURM_SUBMIT_DIR/.rubick/$SLURM_JOB_ID)")
-	fs.StringVar(&c.checkpointDir, "checkpoint-dir", "", "pass --save/--load DIR to a Megatron line that has no --save (default: leave the line alone)")
-	fs.BoolVar(&c.ensureLoad, "ensure-load", true, "add --load X to a Megatron line that has --save X and no --load, so a requeued job resumes")
-	fs.StringVar(&c.modelType, "model-type", "", "model type reported with samples (default: the job's rubick tag)")
-	fs.StringVar(&c.reportURL, "report-url", getenv("RUBICK_REPORT_URL"), "rubickd samples endpoint (default $RUBICK_REPORT_URL; empty: no reporting)")
-	fs.StringVar(&c.munge, "munge", "munge", "munge program used to sign samples")
-	fs.StringVar(&c.mungeSock, "munge-socket", "", "munged socket (default: munge's own default)")
-	fs.IntVar(&c.reportSkip, "report-skip", 1, "iteration-time lines skipped per run before reporting (warm-up)")
-	fs.BoolVar(&c.requeue, "requeue-on-checkpoint", true, "after the checkpoint signal, requeue the job held (scontrol requeuehold $SLURM_JOB_ID) so rubickd restarts it with its new plan")
-	fs.BoolVar(&c.requeueMail, "requeue-mail", false, "keep the job's BEGIN and REQUEUE mails when rubick-srun requeues a job whose launch line cannot run its plan (rubickd's checkpoint.requeue_mail is the same choice for its own restarts)")
-	fs.IntVar(&c.profileIters, "profile-iters", launch.DefaultProfileIters, "iterations of each profiling run, the first --report-skip of them warm-up (0: never profile)")
-	fs.DurationVar(&c.profileTimeout, "profile-timeout", 5*time.Minute, "time bound of the whole profiling phase")
-	fs.DurationVar(&c.profileRunTimeout, "profile-run-timeout", 2*time.Minute, "time bound of one profiling run")
-	fs.BoolVar(&c.dryRun, "dry-run", false, "print the rewritten command and DeepSpeed config, run nothing")
-	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: rubick-srun [flags] [--] <training command...>\n\nflags:")
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet(&c, getenv, stderr)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -145,6 +115,44 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 		return c, fmt.Errorf("--profile-timeout=%s and --profile-run-timeout=%s must be positive", c.profileTimeout, c.profileRunTimeout)
 	}
 	return c, nil
+}
+
+// newFlagSet defines rubick-srun's flags on c. launch.FromScript reads
+// them off a batch script too: launch.SrunBoolFlag must name its flags
+// that take no value.
+func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("rubick-srun", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.plan, "plan", "", "compact plan to run, e.g. dp4.tp2.pp1.mb2.a1.z0+gc (default: the job's rubick tag)")
+	fs.StringVar(&c.dialect, "dialect", "auto", "launch line dialect: auto, megatron, megatron-deepspeed or deepspeed")
+	fs.StringVar(&c.mode, "launcher", "auto", "how srun starts the trainer: gpu (one task per GPU), node (one torchrun/deepspeed launcher per node), direct (no srun), auto (node when the line starts with torchrun or deepspeed, else gpu)")
+	fs.StringVar(&c.gpuBind, "gpu-bind", string(launch.BindShared), "GPUs per task: shared (--gres=gpu:N, every task sees its node's GPUs) or per-task (--gpus-per-task=1)")
+	fs.IntVar(&c.cpusPerTask, "cpus-per-task", 0, "CPUs per task (default: SLURM_CPUS_ON_NODE divided among the node's tasks)")
+	fs.IntVar(&c.globalBatch, "global-batch", 0, "global batch the job must keep (default: from the launch line or its DeepSpeed config)")
+	fs.StringVar(&c.signal, "signal", "USR1", "checkpoint signal forwarded to the step (SIGTERM and SIGINT are forwarded too)")
+	fs.StringVar(&c.scontrol, "scontrol", "scontrol", "scontrol program used to read the job's plan")
+	fs.StringVar(&c.squeue, "squeue", "squeue", "squeue program used to read the job's comment before it requeues itself")
+	fs.StringVar(&c.srun, "srun", "srun", "srun program")
+	fs.StringVar(&c.stateDir, "state-dir", "", "job-private directory for the rewritten DeepSpeed config, visible on every node of the job (default: $SLURM_SUBMIT_DIR/.rubick/$SLURM_JOB_ID)")
+	fs.StringVar(&c.checkpointDir, "checkpoint-dir", "", "pass --save/--load DIR to a Megatron line that has no --save (default: leave the line alone)")
+	fs.BoolVar(&c.ensureLoad, "ensure-load", true, "add --load X to a Megatron line that has --save X and no --load, so a requeued job resumes")
+	fs.StringVar(&c.modelType, "model-type", "", "model type reported with samples (default: the job's rubick tag)")
+	fs.StringVar(&c.reportURL, "report-url", getenv("RUBICK_REPORT_URL"), "rubickd samples endpoint (default $RUBICK_REPORT_URL; empty: no reporting)")
+	fs.StringVar(&c.munge, "munge", "munge", "munge program used to sign samples")
+	fs.StringVar(&c.mungeSock, "munge-socket", "", "munged socket (default: munge's own default)")
+	fs.IntVar(&c.reportSkip, "report-skip", 1, "iteration-time lines skipped per run before reporting (warm-up)")
+	fs.BoolVar(&c.requeue, "requeue-on-checkpoint", true, "after the checkpoint signal, requeue the job held (scontrol requeuehold $SLURM_JOB_ID) so rubickd restarts it with its new plan")
+	fs.BoolVar(&c.requeueMail, "requeue-mail", false, "keep the job's BEGIN and REQUEUE mails when rubick-srun requeues a job whose launch line cannot run its plan (rubickd's checkpoint.requeue_mail is the same choice for its own restarts)")
+	fs.IntVar(&c.profileIters, "profile-iters", launch.DefaultProfileIters, "iterations of each profiling run, the first --report-skip of them warm-up (0: never profile)")
+	fs.DurationVar(&c.profileTimeout, "profile-timeout", 5*time.Minute, "time bound of the whole profiling phase")
+	fs.DurationVar(&c.profileRunTimeout, "profile-run-timeout", 2*time.Minute, "time bound of one profiling run")
+	fs.BoolVar(&c.dryRun, "dry-run", false, "print the rewritten command and DeepSpeed config, run nothing")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: rubick-srun [flags] [--] <training command...>\n\nflags:")
+		fs.PrintDefaults()
+	}
+	return fs
 }
 
 func parseSignal(s string) (syscall.Signal, error) {

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/rubick-sched/rubick/launch"
 	"github.com/rubick-sched/rubick/launch/report"
 )
 
@@ -765,5 +767,23 @@ func TestLaunchNoticeGlobalBatchOfPlan(t *testing.T) {
 	defer col.mu.Unlock()
 	if len(col.launches) != 1 || col.launches[0].GlobalBatch != 24 {
 		t.Errorf("launch notices %+v, want one of global batch 24 (dp2 x mb4 x a3)", col.launches)
+	}
+}
+
+// TestScriptReadsSrunFlags keeps launch.FromScript's reading of
+// rubick-srun's flags (which take a value) in step with the flags.
+func TestScriptReadsSrunFlags(t *testing.T) {
+	var c config
+	fs := newFlagSet(&c, func(string) string { return "" }, io.Discard)
+	n := 0
+	fs.VisitAll(func(f *flag.Flag) {
+		n++
+		b, ok := f.Value.(interface{ IsBoolFlag() bool })
+		if isBool := ok && b.IsBoolFlag(); isBool != launch.SrunBoolFlag(f.Name) {
+			t.Errorf("flag --%s: takes no value = %v, launch.SrunBoolFlag = %v", f.Name, isBool, !isBool)
+		}
+	})
+	if n < 20 {
+		t.Fatalf("visited %d flags", n)
 	}
 }

@@ -1,0 +1,336 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"mvdan.cc/sh/v3/expand"
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// Unresolved starts a word, or the part of one, that a batch script leaves
+// to its run: a variable it does not set before its rubick-srun line, or a
+// command substitution. The name of the variable follows it. It cannot
+// occur in a real argument (NUL), so no file read by that name exists and
+// no number parses.
+const Unresolved = "\x00"
+
+var (
+	// ErrNoLaunch is a batch script without a rubick-srun line.
+	ErrNoLaunch = errors.New("no rubick-srun line in the batch script")
+	// ErrUnresolvable is a rubick-srun line whose arguments only its run
+	// tells: one expanding "$@", an array, or a variable it does not set
+	// where flags may be, which may hold any flags.
+	ErrUnresolvable = errors.New("the rubick-srun line's arguments depend on the script's run")
+)
+
+// ScriptLine is the rubick-srun line of a batch script, read without
+// running the script.
+type ScriptLine struct {
+	// Dialect is rubick-srun's --dialect (DialectAuto when not given).
+	Dialect Dialect
+	// GlobalBatch is its --global-batch (0 when not given).
+	GlobalBatch int
+	// Train is the training command, each word as the shell would pass
+	// it; words the script leaves to its run hold Unresolved.
+	Train []string
+}
+
+// FromScript finds the first rubick-srun command of a batch script and
+// reads its arguments: literal words, and variables the script sets with
+// plain assignments at its top level before the statement that runs
+// rubick-srun (unquoted ones split as the shell splits them). It runs
+// nothing: command substitutions and other variables are Unresolved.
+func FromScript(script string) (ScriptLine, error) {
+	f, err := syntax.NewParser().Parse(strings.NewReader(script), "")
+	if err != nil {
+		return ScriptLine{}, fmt.Errorf("%w: batch script: %w", ErrBadInput, err)
+	}
+	env := scriptEnv{}
+	for _, st := range f.Stmts {
+		if call := findSrun(st); call != nil {
+			args, err := env.fields(call.Args[srunIndex(call)+1:])
+			if err != nil {
+				return ScriptLine{}, err
+			}
+			return srunLine(args)
+		}
+		env.apply(st)
+	}
+	return ScriptLine{}, ErrNoLaunch
+}
+
+// findSrun returns the first command of st that runs rubick-srun, directly
+// or through exec or command.
+func findSrun(st *syntax.Stmt) *syntax.CallExpr {
+	var found *syntax.CallExpr
+	syntax.Walk(st, func(n syntax.Node) bool {
+		if found != nil {
+			return false
+		}
+		if c, ok := n.(*syntax.CallExpr); ok && srunIndex(c) >= 0 {
+			found = c
+			return false
+		}
+		return true
+	})
+	return found
+}
+
+// srunIndex is where rubick-srun is among c's words, -1 when c does not run it.
+func srunIndex(c *syntax.CallExpr) int {
+	for i, w := range c.Args {
+		lit := w.Lit()
+		switch {
+		case filepath.Base(lit) == "rubick-srun":
+			return i
+		case lit == "exec" || lit == "command":
+			continue
+		}
+		return -1
+	}
+	return -1
+}
+
+// scriptEnv is the variables a script has set by the statement being read.
+type scriptEnv map[string]string
+
+// apply records the plain top-level assignments of st (X=1, export X=1);
+// any other statement that may set variables forgets them all, since which
+// it sets is only known at its run.
+func (e scriptEnv) apply(st *syntax.Stmt) {
+	switch c := st.Cmd.(type) {
+	case *syntax.CallExpr:
+		if len(c.Args) == 0 {
+			e.assign(c.Assigns)
+			return
+		}
+		if setsNothing(c) {
+			return
+		}
+	case *syntax.FuncDecl:
+		return // defines, runs nothing
+	case *syntax.DeclClause:
+		if v := c.Variant.Value; v == "export" || v == "readonly" || v == "declare" || v == "typeset" {
+			e.assign(c.Args)
+			return
+		}
+	}
+	clear(e)
+}
+
+// setsNothing is a command that sets no shell variable: anything but a
+// builtin that may, and set with options only.
+func setsNothing(c *syntax.CallExpr) bool {
+	switch c.Args[0].Lit() {
+	case "", "source", ".", "eval", "read", "readarray", "mapfile", "unset", "getopts", "printf",
+		"declare", "typeset", "export", "readonly", "local", "let", "cd", "pushd", "popd":
+		return false
+	case "set":
+		for _, w := range c.Args[1:] {
+			if l := w.Lit(); l == "" || l == "--" || l[0] != '-' && l[0] != '+' && !isShellOption(l) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// isShellOption is a name `set -o` takes, as in `set -o pipefail`.
+func isShellOption(s string) bool {
+	switch s {
+	case "errexit", "nounset", "pipefail", "xtrace", "verbose", "noglob", "noclobber", "allexport":
+		return true
+	}
+	return false
+}
+
+func (e scriptEnv) assign(as []*syntax.Assign) {
+	for _, a := range as {
+		if a.Name == nil || a.Naked {
+			continue
+		}
+		name := a.Name.Value
+		if a.Append || a.Array != nil || a.Index != nil || a.Value == nil {
+			// arrays and appends are not followed; an empty X= is set.
+			if a.Value == nil && !a.Append && a.Array == nil && a.Index == nil {
+				e[name] = ""
+			} else {
+				delete(e, name)
+			}
+			continue
+		}
+		v, err := expand.Literal(e.config(), a.Value)
+		if err != nil {
+			delete(e, name)
+			continue
+		}
+		// Unresolved parts stay so: X=$DIR/ds.json keeps its name.
+		e[name] = unmark(v)
+	}
+}
+
+func (e scriptEnv) config() *expand.Config {
+	return &expand.Config{
+		Env: e,
+		CmdSubst: func(w io.Writer, _ *syntax.CmdSubst) error {
+			_, err := io.WriteString(w, cmdMark)
+			return err
+		},
+		ProcSubst: func(*syntax.ProcSubst) (string, error) { return Unresolved + "<(...)", nil },
+	}
+}
+
+// fields expands words as the shell would, with Unresolved for what the
+// run decides, and fails where that could be any number of flags.
+func (e scriptEnv) fields(words []*syntax.Word) ([]string, error) {
+	var out []string
+	for _, w := range words {
+		if many(w) {
+			return nil, fmt.Errorf("%w: %q", ErrUnresolvable, clip(wordText(w)))
+		}
+		fs, err := expand.Fields(e.config(), w)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %q: %w", ErrUnresolvable, clip(wordText(w)), err)
+		}
+		if bare(w) && len(fs) == 1 && strings.HasPrefix(unmark(fs[0]), Unresolved) && !afterFlag(out) {
+			// An unset $ARGS among the flags may hold any of them.
+			return nil, fmt.Errorf("%w: %q is not set by the script", ErrUnresolvable, clip(wordText(w)))
+		}
+		for _, f := range fs {
+			out = append(out, unmark(f))
+		}
+	}
+	return out, nil
+}
+
+// cmdMark stands for a command substitution's output until the expansion
+// is done: the expander drops NULs from that output, so Unresolved cannot
+// be written there.
+const cmdMark = "\x01$(...)\x01"
+
+func unmark(s string) string { return strings.ReplaceAll(s, cmdMark, Unresolved+"$(...)") }
+
+// many is a word that expands to a list: "$@", "$*", an array.
+func many(w *syntax.Word) bool {
+	found := false
+	syntax.Walk(w, func(n syntax.Node) bool {
+		if p, ok := n.(*syntax.ParamExp); ok && p.Param != nil {
+			switch v := p.Param.Value; {
+			case v == "@" || v == "*" || p.Index != nil || p.Excl:
+				found = true
+			case len(v) == 1 && v[0] >= '0' && v[0] <= '9':
+				found = true // a positional parameter: the script's own arguments
+			}
+		}
+		return !found
+	})
+	return found
+}
+
+// bare is a word that is one unquoted expansion ($ARGS, $(cat args)),
+// which the shell splits into any number of words.
+func bare(w *syntax.Word) bool {
+	if len(w.Parts) != 1 {
+		return false
+	}
+	switch w.Parts[0].(type) {
+	case *syntax.ParamExp, *syntax.CmdSubst:
+		return true
+	}
+	return false
+}
+
+// afterFlag is true when the last word so far is a flag (-x, --name), of
+// which the next word may be the value.
+func afterFlag(words []string) bool {
+	if len(words) == 0 {
+		return false
+	}
+	last := words[len(words)-1]
+	return strings.HasPrefix(last, "-") && !strings.Contains(last, "=")
+}
+
+func wordText(w *syntax.Word) string {
+	var b strings.Builder
+	_ = syntax.NewPrinter().Print(&b, w)
+	return b.String()
+}
+
+// Get is the script's value of name; a name it has not set is Unresolved
+// followed by the name, but IFS, whose default the shell splits by.
+func (e scriptEnv) Get(name string) expand.Variable {
+	if v, ok := e[name]; ok {
+		return expand.Variable{Set: true, Kind: expand.String, Str: v}
+	}
+	if name == "IFS" {
+		return expand.Variable{}
+	}
+	return expand.Variable{Set: true, Kind: expand.String, Str: Unresolved + name}
+}
+
+// Each implements expand.Environ.
+func (e scriptEnv) Each(f func(name string, vr expand.Variable) bool) {
+	for k, v := range e {
+		if !f(k, expand.Variable{Set: true, Kind: expand.String, Str: v}) {
+			return
+		}
+	}
+}
+
+// srunLine reads rubick-srun's own flags off args, as its flag parsing
+// does: up to "--" or its first word that is not a flag.
+func srunLine(args []string) (ScriptLine, error) {
+	var sl ScriptLine
+	i := 0
+	for ; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			i++
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			break
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !hasVal && !SrunBoolFlag(name) {
+			if i+1 >= len(args) {
+				return ScriptLine{}, fmt.Errorf("%w: rubick-srun flag %s has no value", ErrBadInput, a)
+			}
+			i++
+			val = args[i]
+		}
+		switch name {
+		case "dialect":
+			d, err := ParseDialect(val)
+			if err != nil {
+				return ScriptLine{}, err
+			}
+			sl.Dialect = d
+		case "global-batch":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 0 {
+				return ScriptLine{}, fmt.Errorf("%w: rubick-srun --global-batch=%q is not a global batch", ErrBadInput, clip(val))
+			}
+			sl.GlobalBatch = n
+		}
+	}
+	sl.Train = args[i:]
+	if len(sl.Train) == 0 {
+		return ScriptLine{}, fmt.Errorf("%w: the rubick-srun line has no training command", ErrBadInput)
+	}
+	return sl, nil
+}
+
+// SrunBoolFlag is true for the rubick-srun flags that take no value.
+func SrunBoolFlag(name string) bool {
+	switch name {
+	case "ensure-load", "requeue-on-checkpoint", "requeue-mail", "dry-run", "h", "help":
+		return true
+	}
+	return false
+}

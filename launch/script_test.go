@@ -1,0 +1,157 @@
+package launch
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestFromScript(t *testing.T) {
+	u := Unresolved
+	tests := []struct {
+		name   string
+		script string
+		want   ScriptLine
+		err    error
+	}{
+		{
+			name: "literal megatron line",
+			script: `#!/bin/bash
+#SBATCH -p gpu
+exec rubick-srun --dialect megatron -- python pretrain_gpt.py --global-batch-size 32 --micro-batch-size 2
+`,
+			want: ScriptLine{Dialect: Megatron, Train: []string{"python", "pretrain_gpt.py", "--global-batch-size", "32", "--micro-batch-size", "2"}},
+		},
+		{
+			name: "variables, quotes, continuations and rubick-srun flags",
+			script: `#!/bin/bash
+set -euo pipefail
+GBS=32
+export DS="$SLURM_SUBMIT_DIR/ds.json"
+GPT_ARGS="--num-layers 24 \
+  --global-batch-size $GBS"
+echo starting
+/opt/rubick/bin/rubick-srun --global-batch=32 --requeue-mail --launcher node \
+  torchrun --nproc_per_node 8 pretrain_gpt.py $GPT_ARGS --save "$SCRATCH/ckpt dir" --data 'a b' --deepspeed_config $DS
+`,
+			want: ScriptLine{GlobalBatch: 32, Train: []string{
+				"torchrun", "--nproc_per_node", "8", "pretrain_gpt.py", "--num-layers", "24", "--global-batch-size", "32",
+				"--save", u + "SCRATCH/ckpt dir", "--data", "a b", "--deepspeed_config", u + "SLURM_SUBMIT_DIR/ds.json"}},
+		},
+		{
+			name: "an unset variable in a path keeps the rest of the word",
+			script: `cd $WORK
+exec rubick-srun deepspeed $HOME/train.py --deepspeed_config=$(pwd)/ds.json`,
+			want: ScriptLine{Train: []string{"deepspeed", u + "HOME/train.py", "--deepspeed_config=" + u + "$(...)/ds.json"}},
+		},
+		{
+			name:   "a flag's value that only the run sets",
+			script: `exec rubick-srun python pretrain_gpt.py --global-batch-size $GBS`,
+			want:   ScriptLine{Train: []string{"python", "pretrain_gpt.py", "--global-batch-size", u + "GBS"}},
+		},
+		{
+			name: "a variable set inside an if is not followed",
+			script: `GBS=16
+if [ -n "$BIG" ]; then GBS=64; fi
+exec rubick-srun python pretrain_gpt.py --global-batch-size $GBS`,
+			want: ScriptLine{Train: []string{"python", "pretrain_gpt.py", "--global-batch-size", u + "GBS"}},
+		},
+		{
+			name: "a source forgets what was set",
+			script: `GBS=16
+. ./settings.sh
+exec rubick-srun python pretrain_gpt.py --global-batch-size $GBS`,
+			want: ScriptLine{Train: []string{"python", "pretrain_gpt.py", "--global-batch-size", u + "GBS"}},
+		},
+		{
+			name: "a function definition keeps what was set; its rubick-srun is found",
+			script: `GBS=16
+run() { rubick-srun python pretrain_gpt.py --global-batch-size $GBS; }
+run`,
+			want: ScriptLine{Train: []string{"python", "pretrain_gpt.py", "--global-batch-size", "16"}},
+		},
+		{
+			name:   "an unset variable among the flags may hold any flag",
+			script: `exec rubick-srun python pretrain_gpt.py $EXTRA_ARGS --micro-batch-size 2`,
+			err:    ErrUnresolvable,
+		},
+		{
+			name:   "a command's output among the flags",
+			script: "ARGS=$(cat args)\nexec rubick-srun python pretrain_gpt.py $ARGS",
+			err:    ErrUnresolvable,
+		},
+		{
+			name:   "a quoted unset variable is one word",
+			script: `exec rubick-srun python pretrain_gpt.py "$EXTRA" --micro-batch-size 2`,
+			want:   ScriptLine{Train: []string{"python", "pretrain_gpt.py", u + "EXTRA", "--micro-batch-size", "2"}},
+		},
+		{
+			name:   "the script's own arguments",
+			script: `exec rubick-srun "$@"`,
+			err:    ErrUnresolvable,
+		},
+		{
+			name:   "an array",
+			script: `ARGS=(--global-batch-size 32); exec rubick-srun python pretrain_gpt.py "${ARGS[@]}"`,
+			err:    ErrUnresolvable,
+		},
+		{
+			name:   "no rubick-srun",
+			script: "#!/bin/bash\nsrun python train.py\necho rubick-srun\n",
+			err:    ErrNoLaunch,
+		},
+		{
+			name:   "rubick-srun without a command",
+			script: "exec rubick-srun --dialect megatron --",
+			err:    ErrBadInput,
+		},
+		{
+			name:   "a bad dialect",
+			script: "exec rubick-srun --dialect=torch python train.py",
+			err:    ErrBadInput,
+		},
+		{
+			name:   "not a shell script",
+			script: "exec rubick-srun python train.py 'unterminated",
+			err:    ErrBadInput,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := FromScript(tt.script)
+			if tt.err != nil {
+				if !errors.Is(err, tt.err) {
+					t.Fatalf("FromScript() error = %v, want %v", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("FromScript(): %v", err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("FromScript() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestFromScriptFacts reads what rubick-srun would report from a line read
+// off a script: an unresolved batch is no batch, never a guess.
+func TestFromScriptFacts(t *testing.T) {
+	sl, err := FromScript("GBS=32\nexec rubick-srun python pretrain_gpt.py --global-batch-size $GBS --micro-batch-size 2\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gb, err := GlobalBatch(sl.Train, Options{Dialect: sl.Dialect, GlobalBatch: sl.GlobalBatch})
+	if err != nil || gb != 32 {
+		t.Fatalf("GlobalBatch() = %d, %v; want 32", gb, err)
+	}
+	sl, err = FromScript("exec rubick-srun python pretrain_gpt.py --global-batch-size $GBS\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gb, err := GlobalBatch(sl.Train, Options{}); !errors.Is(err, ErrBadInput) {
+		t.Fatalf("GlobalBatch() of an unresolved batch = %d, %v; want ErrBadInput", gb, err)
+	}
+}
