@@ -45,6 +45,12 @@ type Config struct {
 	// the iteration times its job reports before and after it, and prices
 	// a model type's restarts at the median of its last five measurements.
 	MeasureRestartCost bool `mapstructure:"measure_restart_cost"`
+	// ReadBatchScripts says whether rubickd reads the batch script of a
+	// job that has not started yet (scontrol write batch_script, and the
+	// DeepSpeed config its rubick-srun line names when the job's user owns
+	// it), so that its first plan keeps the global batch and the features
+	// of its launch line.
+	ReadBatchScripts bool `mapstructure:"read_batch_scripts"`
 	// Store is the SQLite database path.
 	Store  string       `mapstructure:"store"`
 	Policy PolicyConfig `mapstructure:"policy"`
@@ -251,6 +257,7 @@ func Defaults() Config {
 		Checkpoint:         CheckpointConfig{Signal: "USR1", Grace: 120 * time.Second},
 		RestartCost:        260 * time.Second,
 		MeasureRestartCost: true,
+		ReadBatchScripts:   true,
 		Retention:          RetentionConfig{Reasons: 14 * 24 * time.Hour, SamplesPerConfig: 100},
 		Store:              "/var/lib/rubick/rubick.db",
 		// The policy's own tuned defaults (docs/policy.md says why 0.9, not
@@ -346,6 +353,7 @@ func setDefaults(v *viper.Viper, d Config) {
 	v.SetDefault("checkpoint.requeue_mail", d.Checkpoint.RequeueMail)
 	v.SetDefault("restart_cost", d.RestartCost)
 	v.SetDefault("measure_restart_cost", d.MeasureRestartCost)
+	v.SetDefault("read_batch_scripts", d.ReadBatchScripts)
 	v.SetDefault("retention.reasons", d.Retention.Reasons)
 	v.SetDefault("retention.samples_per_config", d.Retention.SamplesPerConfig)
 	v.SetDefault("store", d.Store)

@@ -102,6 +102,13 @@ type Deps struct {
 	Learner *Learner
 	// Budgets, when set, lists the GrpTRESMins budgets with the limits.
 	Budgets BudgetLister
+	// Scripts, when set (and Config.ReadBatchScripts), gives the batch
+	// scripts whose rubick-srun lines tell what a job that has not
+	// started yet trains with.
+	Scripts ScriptReader
+	// ReadUserFile reads a file a job's launch line names; nil means
+	// ReadUserFile.
+	ReadUserFile func(ctx context.Context, user, workDir, name string) ([]byte, error)
 }
 
 // Daemon runs rubickd's control loop.
@@ -112,6 +119,9 @@ type Daemon struct {
 	// settings only a restart changes against it.
 	boot Config
 
+	// scripts is what the batch script of each pending job that has not
+	// started told (scriptFacts); only the cycle uses it.
+	scripts map[int]scriptRead
 	// unmeasurable holds the restarts MeasureRestart gave up on; only the
 	// cycle reads and writes it.
 	unmeasurable map[int64]time.Time
@@ -186,7 +196,7 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	return &Daemon{cfg: cfg, deps: deps, boot: cfg}, nil
+	return &Daemon{cfg: cfg, deps: deps, boot: cfg, scripts: map[int]scriptRead{}}, nil
 }
 
 // CycleReport summarises one cycle.
@@ -315,8 +325,9 @@ const minOwnRestarts = 2
 
 // jobFacts reads what the store knows of the jobs with a model type: what
 // their launch lines cannot express, as their rubick-srun reported it (or,
-// before a job's first report, as its user's last job of that model type
-// did), and, with measure_restart_cost, what their own restarts cost.
+// before a job's first start, as its batch script's rubick-srun line says,
+// else as its user's last job of that model type reported), and, with
+// measure_restart_cost, what their own restarts cost.
 func (d *Daemon) jobFacts(ctx context.Context, jobs []slurm.Job) (map[int]JobFacts, error) {
 	var keys []store.LaunchKey
 	var ids []int64
@@ -336,6 +347,9 @@ func (d *Daemon) jobFacts(ctx context.Context, jobs []slurm.Job) (map[int]JobFac
 	out := make(map[int]JobFacts, len(limits))
 	for id, l := range limits {
 		out[int(id)] = JobFacts{Cannot: l.Cannot, GlobalBatch: l.GlobalBatch}
+	}
+	for id, l := range d.scriptFacts(ctx, jobs) {
+		out[id] = JobFacts{Cannot: l.Cannot, GlobalBatch: l.GlobalBatch}
 	}
 	if d.cfg.TimeLimits.Stretch {
 		var timed []slurm.Job

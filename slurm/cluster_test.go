@@ -65,7 +65,8 @@ func TestGolden2205(t *testing.T) {
 	want := map[int]Job{
 		31: {
 			ID: 31, Name: "resnet50", User: "root", Account: "root", Cluster: "rubick", Partition: "gpu", QOS: "normal",
-			State: StateRunning, Priority: 4294901729,
+			WorkDir: "/tmp/slurm-lab/out",
+			State:   StateRunning, Priority: 4294901729,
 			NodeList: []string{"node1"}, BatchHost: "node1", NodeCount: 1,
 			GPUsPerNode: 4, GPUs: 4, CPUs: 8, Tasks: 1, MemPerNodeMB: 65536, MemMB: 65536, Billing: 8,
 			TRESReq: "cpu=8,mem=64G,node=1,billing=8,gres/gpu=4",
@@ -74,7 +75,8 @@ func TestGolden2205(t *testing.T) {
 		},
 		32: {
 			ID: 32, Name: "gpt2-ddp", User: "root", Account: "root", Cluster: "rubick", Partition: "gpu", QOS: "normal",
-			State: StateRunning, Priority: 4294901728,
+			WorkDir: "/tmp/slurm-lab/out",
+			State:   StateRunning, Priority: 4294901728,
 			NodeList: []string{"node2", "node3"}, BatchHost: "node2", NodeCount: 2,
 			GPUsPerNode: 8, GPUs: 16, CPUs: 32, Tasks: 2, MemPerCPUMB: 4000, MemMB: 128000, Billing: 32,
 			TRESReq: "cpu=32,mem=125G,node=2,billing=32,gres/gpu=16",
@@ -82,7 +84,8 @@ func TestGolden2205(t *testing.T) {
 		},
 		33: {
 			ID: 33, Name: "bert-held", User: "root", Account: "root", Cluster: "rubick", Partition: "gpu", QOS: "normal",
-			State: StatePending, Reason: "JobHeldUser", Priority: 0, Held: true,
+			WorkDir: "/tmp/slurm-lab/out",
+			State:   StatePending, Reason: "JobHeldUser", Priority: 0, Held: true,
 			NodeCount: 1, GPUsPerNode: 2, CPUs: 1, Tasks: 1, MemPerCPUMB: 4000,
 			TRESReq: "cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2",
 			Requeue: true, SubmitTime: ts(1795315344),
@@ -90,7 +93,8 @@ func TestGolden2205(t *testing.T) {
 		},
 		24: {
 			ID: 24, Name: "rq.sh", User: "root", Account: "root", Cluster: "rubick", Partition: "gpu", QOS: "normal",
-			State: StateCancelled, Priority: 4294901735,
+			WorkDir: "/tmp/slurm-lab/out",
+			State:   StateCancelled, Priority: 4294901735,
 			NodeList: []string{"node2", "node3"}, BatchHost: "node2", NodeCount: 2,
 			GPUsPerNode: 8, GPUs: 16, CPUs: 2, Tasks: byID[24].Tasks, MemPerCPUMB: 4000, MemMB: 8000, Billing: 1,
 			RequiredNodes: []string{"node2", "node3"},
@@ -173,6 +177,7 @@ func TestGolden2411(t *testing.T) {
 	want := []Job{
 		{
 			ID: 1, Name: "wrap", User: "root", Cluster: "rubick24", Partition: "gpu", State: StateCompleted, Priority: 1,
+			WorkDir:  "/var/lib/slurm-lab/out",
 			NodeList: []string{"node1"}, BatchHost: "node1", NodeCount: 1, GPUsPerNode: 1,
 			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, MemMB: 4000, Billing: 1, TRESReq: "cpu=1,mem=4000M,node=1,billing=1",
 			Requeue:    true,
@@ -180,6 +185,7 @@ func TestGolden2411(t *testing.T) {
 		},
 		{
 			ID: 2, Name: "wrap", User: "root", Cluster: "rubick24", Partition: "gpu", State: StateRunning, Priority: 1,
+			WorkDir:  "/var/lib/slurm-lab/out",
 			NodeList: []string{"node1"}, BatchHost: "node1", NodeCount: 1, GPUsPerNode: 1, GPUs: 1,
 			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, MemMB: 4000, Billing: 1, TRESReq: "cpu=1,mem=4000M,node=1,billing=1",
 			Requeue:    true,
@@ -189,6 +195,7 @@ func TestGolden2411(t *testing.T) {
 		},
 		{
 			ID: 3, Name: "gpt2-ddp", User: "root", Cluster: "rubick24", Partition: "gpu", State: StateRunning, Priority: 1,
+			WorkDir:  "/",
 			NodeList: []string{"node2", "node3"}, BatchHost: "node2", NodeCount: 2, GPUsPerNode: 8, GPUs: 16,
 			CPUs: 32, CPUsPerTask: 16, Tasks: 2, MemPerCPUMB: 4000, MemMB: 128000, Billing: 32, TRESReq: "cpu=32,mem=125G,node=2,billing=32",
 			Requeue:    true,
@@ -196,7 +203,8 @@ func TestGolden2411(t *testing.T) {
 		},
 		{
 			ID: 4, Name: "bert-held", User: "root", Cluster: "rubick24", Partition: "gpu", State: StatePending,
-			Reason: "JobHeldUser", Priority: 0, Held: true, NodeCount: 1, GPUsPerNode: 2,
+			WorkDir: "/",
+			Reason:  "JobHeldUser", Priority: 0, Held: true, NodeCount: 1, GPUsPerNode: 2,
 			CPUs: 1, CPUsPerTask: 1, Tasks: 1, MemPerCPUMB: 4000, TRESReq: "cpu=1,mem=4000M,node=1,billing=1",
 			Requeue:    true,
 			SubmitTime: ts(1795317689),

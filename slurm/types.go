@@ -177,6 +177,9 @@ type Job struct {
 	// record under this ID ("0-3", "0,2-3", "0-15:4"); empty for any other
 	// job, array tasks Slurm has split off included.
 	ArrayTasks string
+	// WorkDir is the job's working directory, where its batch script
+	// starts.
+	WorkDir string
 	// Tag is the rubick tag parsed from AdminComment; nil when there is none.
 	Tag *Tag
 	// TagErr is the parse error of a malformed rubick tag, nil otherwise.

@@ -192,6 +192,7 @@ func (w v38Job) domain() Job {
 		Interactive:   w.BatchFlag != nil && !*w.BatchFlag,
 		Licenses:      deref(w.Licenses),
 		AdminComment:  deref(w.AdminComment),
+		WorkDir:       deref(w.CurrentWorkingDirectory),
 	}
 	j.Held = j.State == StatePending && (w.Priority != nil && j.Priority == 0 || heldReason(j.Reason))
 	setJobResources(&j, jobTRES{nodes: deref(w.Nodes), perNode: deref(w.TresPerNode), perJob: deref(w.TresPerJob),

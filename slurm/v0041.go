@@ -270,6 +270,7 @@ func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
 			Interactive:   w.BatchFlag != nil && !*w.BatchFlag,
 			Licenses:      deref(w.Licenses),
 			AdminComment:  deref(w.AdminComment),
+			WorkDir:       deref(w.CurrentWorkingDirectory),
 		}
 		for _, f := range deref(w.Shared) {
 			j.Exclusive = j.Exclusive || exclusive(string(f))

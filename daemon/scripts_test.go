@@ -1,0 +1,219 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/user"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rubick-sched/rubick/launch"
+	"github.com/rubick-sched/rubick/slurm"
+	"github.com/rubick-sched/rubick/store"
+)
+
+// fakeScripts gives scripted batch scripts and counts the reads.
+type fakeScripts struct {
+	mu      sync.Mutex
+	scripts map[int]string
+	err     error
+	reads   []int
+}
+
+func (f *fakeScripts) BatchScript(_ context.Context, id int) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads = append(f.reads, id)
+	if f.err != nil {
+		return "", f.err
+	}
+	s, ok := f.scripts[id]
+	if !ok {
+		return "", slurm.ErrNoScript
+	}
+	return s, nil
+}
+
+func currentUser(t *testing.T) string {
+	t.Helper()
+	u, err := user.Current()
+	if err != nil {
+		t.Skip("no current user:", err)
+	}
+	return u.Username
+}
+
+// TestCycleReadsBatchScript: a job's first plan keeps the global batch and
+// the features its batch script's rubick-srun line states, before its
+// rubick-srun ever reports; where the script tells nothing usable, the
+// user's earlier job of the model type still guides it.
+func TestCycleReadsBatchScript(t *testing.T) {
+	const megatron80 = "#!/bin/bash\nGBS=80\nexec rubick-srun python pretrain_gpt.py --global-batch-size $GBS --micro-batch-size 2\n"
+	tests := map[string]struct {
+		gpus      int
+		script    string
+		scriptErr error
+		dsConfig  string // the DeepSpeed config in the job's working directory
+		earlierGB int    // the global batch the user's earlier job reported
+		off       bool   // read_batch_scripts: false
+		restarted bool   // the job has run before
+		wantPlan  string
+	}{
+		// 5 GPUs split 80 five ways, where gpt2's 16 would not.
+		"megatron line's batch":                  {gpus: 5, script: megatron80, wantPlan: "dp5.tp1.pp1.mb16.a1.z2"},
+		"the script over the user's earlier job": {gpus: 5, script: megatron80, earlierGB: 64, wantPlan: "dp5.tp1.pp1.mb16.a1.z2"},
+		"deepspeed config's batch; no TP or PP": {gpus: 4, script: "exec rubick-srun deepspeed train.py --deepspeed_config ds.json\n",
+			dsConfig: `{"train_batch_size": 8}`, wantPlan: "dp4.tp1.pp1.mb2.a1.z2"},
+		"a line that states no batch": {gpus: 5, script: "exec rubick-srun python pretrain_gpt.py --micro-batch-size 2\n", earlierGB: 64, wantPlan: "dp4.tp1.pp1.mb4.a1.z2"},
+		// Nothing usable: planned as before, from the user's earlier job.
+		"no script":                {gpus: 4, scriptErr: slurm.ErrNoScript, earlierGB: 64, wantPlan: "dp4.tp1.pp1.mb16.a1.z2"},
+		"a batch set at run time":  {gpus: 4, script: "exec rubick-srun python pretrain_gpt.py --global-batch-size $GBS\n", earlierGB: 64, wantPlan: "dp4.tp1.pp1.mb16.a1.z2"},
+		"a config it cannot read":  {gpus: 4, script: "exec rubick-srun deepspeed train.py --deepspeed_config missing.json\n", earlierGB: 64, wantPlan: "dp4.tp1.pp1.mb16.a1.z2"},
+		"read_batch_scripts false": {gpus: 5, script: megatron80, off: true, wantPlan: "dp4.tp1.pp1.mb4.a1.z2"},
+		// A job that ran before reported its own line at that start.
+		"a requeued job": {gpus: 5, script: megatron80, restarted: true, wantPlan: "dp4.tp1.pp1.mb4.a1.z2"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			nodes := labNodes(1)
+			nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 3, 24
+			j := heldJob(21, "gpt2", 1, tc.gpus)
+			j.User, j.WorkDir = currentUser(t), t.TempDir()
+			if tc.restarted {
+				j.RestartCount = 1
+			}
+			if tc.dsConfig != "" {
+				if err := os.WriteFile(filepath.Join(j.WorkDir, "ds.json"), []byte(tc.dsConfig), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{j}}
+			a := &fakeApplier{}
+			d, st := newTestDaemonWith(t, c, a, func(cfg *Config) { cfg.ReadBatchScripts = !tc.off })
+			scripts := &fakeScripts{scripts: map[int]string{21: tc.script}, err: tc.scriptErr}
+			d.deps.Scripts = scripts
+			ctx := context.Background()
+			if tc.earlierGB != 0 {
+				if err := st.UpsertJob(ctx, store.Job{ID: 20, ModelType: "gpt2", Class: store.BestEffort, State: "COMPLETED"}); err != nil {
+					t.Fatal(err)
+				}
+				if err := st.SetJobLaunch(ctx, 20, j.User, store.Launch{GlobalBatch: tc.earlierGB}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := d.Cycle(ctx, false); err != nil {
+				t.Fatal(err)
+			}
+			if got := oneStart(t, a).Tag.Plan; got != tc.wantPlan {
+				t.Errorf("started with plan %q, want %q", got, tc.wantPlan)
+			}
+			wantReads := []int{21}
+			if tc.off || tc.restarted {
+				wantReads = nil
+			}
+			if diff := cmp.Diff(wantReads, scripts.reads); diff != "" {
+				t.Errorf("scripts read (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestScriptFactsReadOnce: each job's script is read once, at most
+// maxScriptReads per cycle, an array task's as its array's.
+func TestScriptFactsReadOnce(t *testing.T) {
+	var jobs []slurm.Job
+	scripts := &fakeScripts{scripts: map[int]string{}}
+	for id := 1; id <= maxScriptReads+4; id++ {
+		j := heldJob(id, "gpt2", 1, 2)
+		scripts.scripts[id] = "exec rubick-srun python pretrain_gpt.py --global-batch-size 32\n"
+		jobs = append(jobs, j)
+	}
+	jobs[0].ArrayJobID, jobs[0].ID = 2, 100 // a task of array 2
+	d, _ := newTestDaemonWith(t, &fakeCluster{}, &fakeApplier{}, func(*Config) {})
+	d.deps.Scripts = scripts
+	ctx := context.Background()
+	first := d.scriptFacts(ctx, jobs)
+	if len(first) != maxScriptReads || len(scripts.reads) != maxScriptReads || scripts.reads[0] != 2 {
+		t.Fatalf("first cycle: %d facts from reads %v, want %d, the first of array 2", len(first), scripts.reads, maxScriptReads)
+	}
+	second := d.scriptFacts(ctx, jobs)
+	if len(second) != len(jobs) || len(scripts.reads) != len(jobs) {
+		t.Fatalf("second cycle: %d facts, %d reads in all; want %d of each", len(second), len(scripts.reads), len(jobs))
+	}
+	if got := second[100]; got != (store.Launch{GlobalBatch: 32}) {
+		t.Errorf("array task's facts %+v, want global batch 32", got)
+	}
+	// Started: forgotten.
+	jobs[1].State, jobs[1].StartTime = slurm.StateRunning, t0
+	d.scriptFacts(ctx, jobs)
+	if _, ok := d.scripts[jobs[1].ID]; ok || len(d.scripts) != len(jobs)-1 {
+		t.Errorf("kept %d scripts, with started job %d: %v", len(d.scripts), jobs[1].ID, ok)
+	}
+}
+
+func TestReadUserFile(t *testing.T) {
+	me := currentUser(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "ds.json"), []byte(`{"train_batch_size": 8}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "big.json"), make([]byte, maxUserFileBytes+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tests := []struct {
+		name, workDir, file string
+		want                string
+		err                 error
+	}{
+		{name: "relative to the working directory", workDir: dir, file: "ds.json", want: `{"train_batch_size": 8}`},
+		{name: "absolute", workDir: "/", file: filepath.Join(dir, "ds.json"), want: `{"train_batch_size": 8}`},
+		{name: "set at run time", workDir: dir, file: launch.Unresolved + "DIR/ds.json", err: launch.ErrUnresolvable},
+		{name: "a FIFO, without blocking", workDir: dir, file: "fifo.json", err: errNotUsers},
+		{name: "a directory", workDir: dir, file: ".", err: errNotUsers},
+		{name: "missing", workDir: dir, file: "none.json", err: os.ErrNotExist},
+		{name: "too big", workDir: dir, file: "big.json"},
+	}
+	if os.Geteuid() == 0 {
+		other := filepath.Join(dir, "other.json")
+		if err := os.WriteFile(other, []byte(`{}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(other, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		tests = append(tests, struct {
+			name, workDir, file string
+			want                string
+			err                 error
+		}{name: "another user's", workDir: dir, file: "other.json", err: errNotUsers})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ReadUserFile(ctx, me, tt.workDir, tt.file)
+			if tt.want == "" {
+				if err == nil || tt.err != nil && !errors.Is(err, tt.err) {
+					t.Fatalf("ReadUserFile() = %q, %v; want error %v", got, err, tt.err)
+				}
+				return
+			}
+			if err != nil || string(got) != tt.want {
+				t.Fatalf("ReadUserFile() = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+	if _, err := ReadUserFile(ctx, "no-such-user-rubick", dir, "ds.json"); err == nil {
+		t.Error("an unknown user's file was read")
+	}
+	if _, err := ReadUserFile(ctx, me, "", "ds.json"); err == nil {
+		t.Error("a relative path was read without a working directory")
+	}
+}
