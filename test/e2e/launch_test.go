@@ -144,20 +144,28 @@ func cycleReport(t *testing.T, port int) daemon.CycleReport {
 }
 
 // TestOwnGlobalBatch: a gpt2 job (the model type's global batch is 16)
-// whose Megatron line trains with --global-batch-size 32. rubickd first
-// plans it at 16; rubick-srun runs nothing, reports the line's 32 and
-// requeues the job held; rubickd plans it again at 32 and it completes.
-// (Before, rubick-srun ended the job with exit 2 at its first start.)
+// whose Megatron line trains with --global-batch-size 32. rubickd reads
+// the line off the job's batch script and plans it at 32 from its first
+// start. With read_batch_scripts off it first plans it at 16; rubick-srun
+// then runs nothing, reports the line's 32 and requeues the job held, and
+// rubickd plans it again at 32. Either way it completes.
 func TestOwnGlobalBatch(t *testing.T) {
+	for _, read := range []bool{true, false} {
+		t.Run(fmt.Sprintf("read_batch_scripts=%v", read), func(t *testing.T) { ownGlobalBatch(t, read) })
+	}
+}
+
+func ownGlobalBatch(t *testing.T, readScripts bool) {
 	smp := newSamples(t)
-	lt := newLabTest(t, "batch", 2*time.Minute, smp.config()+"log_level: debug\n")
+	lt := newLabTest(t, "batch", 2*time.Minute, smp.config()+fmt.Sprintf("log_level: debug\nread_batch_scripts: %v\n", readScripts))
 	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
 	d := runDaemon(t, l, bin, dir, cfgPath)
 
 	body := fmt.Sprintf(`#!/bin/bash
+GBS=32
 exec %[1]s/rubick-srun --launcher gpu --munge-socket %[3]s --report-url http://127.0.0.1:%[4]d/samples -- \
   %[1]s/rubick-emu-trainer --model-type gpt2 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \
-  --micro-batch-size 1 --global-batch-size 32 --train-iters 20 --time-scale 0.01 --log-interval 5 \
+  --micro-batch-size 1 --global-batch-size $GBS --train-iters 20 --time-scale 0.01 --log-interval 5 \
   --save %[2]s/ckpt-"$SLURM_JOB_ID"
 `, bin, dir, smp.socket, smp.port)
 	id := l.submitScript(t, dir, body, &lt.ids, "--model-type=gpt2", "-p", "gpu", "-J", "e2e-batch", "-N", "1",
@@ -168,9 +176,13 @@ exec %[1]s/rubick-srun --launcher gpu --munge-socket %[3]s --report-url http://1
 		t.Fatalf("job %d ended %s, want COMPLETED; rubickd log %s; job output:\n%s", id, j.State, d.log, jobOut)
 	}
 	for _, want := range []string{"--global-batch-size=32 but plan", "job requeued held for rubickd to restart it", "launching"} {
-		if !strings.Contains(string(jobOut), want) {
-			t.Errorf("job output lacks %q:\n%s", want, jobOut)
+		wantHas := want == "launching" || !readScripts // the refusal's lines only without the script's read
+		if has := strings.Contains(string(jobOut), want); has != wantHas {
+			t.Errorf("job output has %q: %v, want %v:\n%s", want, has, wantHas, jobOut)
 		}
+	}
+	if readScripts && j.RestartCount != 0 {
+		t.Errorf("job %d restarted %d times, want none", id, j.RestartCount)
 	}
 	plan, err := model.ParsePlan(tagPlan(j))
 	if err != nil || plan.DP*plan.MicroBatch*plan.Accum != 32 {
