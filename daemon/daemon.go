@@ -122,6 +122,8 @@ type Daemon struct {
 	// scripts is what the batch script of each pending job that has not
 	// started told (scriptFacts); only the cycle uses it.
 	scripts map[int]scriptRead
+	// scriptMiss counts the script reads in a row Slurm gave none for.
+	scriptMiss int
 	// unmeasurable holds the restarts MeasureRestart gave up on; only the
 	// cycle reads and writes it.
 	unmeasurable map[int64]time.Time

@@ -49,7 +49,7 @@ func (d *Daemon) scriptFacts(ctx context.Context, jobs []slurm.Job) map[int]stor
 	out := map[int]store.Launch{}
 	reads := 0
 	for _, j := range jobs {
-		if j.Tag == nil || j.Tag.ModelType == "" || j.State != slurm.StatePending || j.RestartCount > 0 || !j.StartTime.IsZero() {
+		if j.Tag == nil || j.Tag.ModelType == "" || j.State != slurm.StatePending || j.RestartCount > 0 || !j.StartTime.IsZero() || j.Interactive {
 			continue
 		}
 		seen[j.ID] = true
@@ -63,6 +63,7 @@ func (d *Daemon) scriptFacts(ctx context.Context, jobs []slurm.Job) map[int]stor
 			if err != nil {
 				d.deps.Logger.Debug("batch script not read; the job is planned from its user's last launch line until it reports its own", "job", j.ID, "err", err)
 			}
+			d.scriptMissed(err)
 			r = scriptRead{launch: l, ok: err == nil}
 			d.scripts[j.ID] = r
 		}
@@ -76,6 +77,27 @@ func (d *Daemon) scriptFacts(ctx context.Context, jobs []slurm.Job) map[int]stor
 		}
 	}
 	return out
+}
+
+// scriptMisses is how many batch scripts of pending jobs in a row Slurm
+// did not give before rubickd warns: it gives them to operators and
+// administrators only, saying so on stderr with exit 0.
+const scriptMisses = 3
+
+// scriptMissed counts the reads Slurm gave no script for, and warns once
+// when scriptMisses of them came in a row.
+func (d *Daemon) scriptMissed(err error) {
+	if err == nil {
+		d.scriptMiss = 0
+		return
+	}
+	if !errors.Is(err, slurm.ErrNoScript) {
+		return // the script's own fault
+	}
+	if d.scriptMiss++; d.scriptMiss == scriptMisses {
+		d.deps.Logger.Warn("Slurm gives rubickd no batch scripts: run it as root or as a Slurm operator (sacctmgr modify user NAME set adminlevel=operator), or set read_batch_scripts: false; jobs are planned from their users' last launch lines until they start",
+			"misses", d.scriptMiss, "err", err)
+	}
 }
 
 // scriptLaunch reads job j's batch script and what its rubick-srun line

@@ -1,11 +1,15 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -215,5 +219,42 @@ func TestReadUserFile(t *testing.T) {
 	}
 	if _, err := ReadUserFile(ctx, me, "", "ds.json"); err == nil {
 		t.Error("a relative path was read without a working directory")
+	}
+}
+
+// TestScriptsNotGiven: Slurm gives no script to a rubickd that is neither
+// root nor an operator; after scriptMisses such reads in a row rubickd
+// says so, once. A script of its own fault, or an interactive job
+// (which has none), counts for nothing.
+func TestScriptsNotGiven(t *testing.T) {
+	var jobs []slurm.Job
+	for id := 1; id <= scriptMisses+2; id++ {
+		jobs = append(jobs, heldJob(id, "gpt2", 1, 2))
+	}
+	tests := map[string]struct {
+		scripts     map[int]string
+		interactive bool
+		warn        bool
+	}{
+		"none given":         {warn: true},
+		"one given":          {scripts: map[int]string{3: "exec rubick-srun python pretrain_gpt.py\n"}},
+		"scripts without it": {scripts: map[int]string{1: "srun true", 2: "srun true", 3: "srun true", 4: "srun true", 5: "srun true"}},
+		"interactive jobs":   {interactive: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			d, _ := newTestDaemonWith(t, &fakeCluster{}, &fakeApplier{}, func(*Config) {})
+			var logs bytes.Buffer
+			d.deps.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			d.deps.Scripts = &fakeScripts{scripts: tc.scripts}
+			js := slices.Clone(jobs)
+			for i := range js {
+				js[i].Interactive = tc.interactive
+			}
+			d.scriptFacts(context.Background(), js)
+			if got := strings.Count(logs.String(), "Slurm gives rubickd no batch scripts"); got != map[bool]int{true: 1}[tc.warn] {
+				t.Errorf("%d warnings, want warn=%v:\n%s", got, tc.warn, logs.String())
+			}
+		})
 	}
 }

@@ -10,6 +10,7 @@ package slurm2411
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/launch"
 	"github.com/rubick-sched/rubick/slurm"
 )
 
@@ -1018,5 +1020,42 @@ func fillThreeNodes(ctx context.Context, t *testing.T, root string, c *slurm.RES
 			t.Fatalf("the filler job %d never ran: %v %+v", filler, err, j)
 		}
 		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// On 24.11 too rubickd reads a pending job's batch script with scontrol,
+// and its working directory off slurmrestd; a job without a script (one
+// that does not exist) is ErrNoScript, though scontrol exits 0.
+func TestBatchScript2411(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	root, c, _ := chrootLab(ctx, t, "")
+	script := "#!/bin/bash\nexec rubick-srun python pretrain_gpt.py --global-batch-size 32\n"
+	argv := []string{root, "env", "-u", "SLURM_CONF", "sbatch", "--parsable", "-H", "-p", "gpu", "-D", "/tmp", "-o", "/dev/null"}
+	cmd := exec.Command("chroot", argv...)
+	cmd.Stdin = strings.NewReader(script) // sbatch reads the script from stdin
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("sbatch: %v", err)
+	}
+	id, err := strconv.Atoi(strings.Split(strings.TrimSpace(string(out)), ";")[0])
+	if err != nil {
+		t.Fatalf("sbatch printed %q", out)
+	}
+	t.Cleanup(func() { cancelJob(root, id) })
+	scripts := slurm.BatchScripts{Runner: slurm.ExecRunner{}, Scontrol: chrootCommand(t, root, "scontrol")}
+	got, err := scripts.BatchScript(ctx, id)
+	if err != nil || got != script {
+		t.Fatalf("batch script of job %d: %q, %v; want %q", id, got, err, script)
+	}
+	sl, err := launch.FromScript(got)
+	if err != nil || strings.Join(sl.Train, " ") != "python pretrain_gpt.py --global-batch-size 32" {
+		t.Errorf("rubick-srun line %+v, %v", sl, err)
+	}
+	if j, err := c.Job(ctx, id); err != nil || j.WorkDir != "/tmp" {
+		t.Errorf("job %d: working directory %q (%v), want /tmp", id, j.WorkDir, err)
+	}
+	if _, err := scripts.BatchScript(ctx, 99999999); !errors.Is(err, slurm.ErrNoScript) {
+		t.Errorf("script of a job that does not exist: %v, want ErrNoScript", err)
 	}
 }
