@@ -35,13 +35,16 @@ type explanation struct {
 	// reported it ("" for nothing, or no report yet).
 	Cannot string `json:"cannot"`
 	// GlobalBatch is the global batch the job's launch line trains with,
-	// when rubick-srun reported one other than its model type's (0).
-	GlobalBatch int      `json:"global_batch,omitempty"`
-	Fit         *fitView `json:"fit"`
-	Plan        string   `json:"plan"`
-	Placement   string   `json:"placement"`
-	CPUs        int      `json:"cpus"`
-	HostMemGB   float64  `json:"host_mem_gb"`
+	// when it is not its model type's (0): as rubick-srun reported it
+	// (GlobalBatchReported), else the one rubickd planned it at, from its
+	// batch script or its user's last job of the model type.
+	GlobalBatch         int      `json:"global_batch,omitempty"`
+	GlobalBatchReported bool     `json:"global_batch_reported,omitempty"`
+	Fit                 *fitView `json:"fit"`
+	Plan                string   `json:"plan"`
+	Placement           string   `json:"placement"`
+	CPUs                int      `json:"cpus"`
+	HostMemGB           float64  `json:"host_mem_gb"`
 	// Throughput is the predicted samples/s of the current plan.
 	Throughput   *float64      `json:"throughput"`
 	Alternatives []alternative `json:"alternatives"`
@@ -256,7 +259,7 @@ func (ex *explanation) addModel(ctx context.Context, st explainStore, j store.Jo
 	}
 	if gb > 0 && gb != spec.GlobalBatch {
 		// Planned, and so shown, at the batch its launch line trains with.
-		ex.GlobalBatch, spec = gb, spec.WithGlobalBatch(gb)
+		ex.GlobalBatch, ex.GlobalBatchReported, spec = gb, j.GlobalBatch > 0, spec.WithGlobalBatch(gb)
 	}
 	p := model.Predictor{Spec: spec, Params: fit.Params, Env: model.DefaultEnv()}
 	res := j.LastResources
@@ -355,7 +358,11 @@ func (ex *explanation) write(w io.Writer) error {
 		fmt.Fprintf(ew, "  its launch line cannot run plans with %s (reported by rubick-srun); no plan shown or chosen uses them\n", ex.Cannot)
 	}
 	if ex.GlobalBatch > 0 {
-		fmt.Fprintf(ew, "  its launch line trains with a global batch of %d, not its model type's (reported by rubick-srun); every plan shown or chosen keeps it\n", ex.GlobalBatch)
+		from := "reported by rubick-srun"
+		if !ex.GlobalBatchReported {
+			from = "planned from its batch script or its user's last job, until rubick-srun reports"
+		}
+		fmt.Fprintf(ew, "  its launch line trains with a global batch of %d, not its model type's (%s); every plan shown or chosen keeps it\n", ex.GlobalBatch, from)
 	}
 	if f := ex.Fit; f != nil {
 		src := f.Origin

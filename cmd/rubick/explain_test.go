@@ -181,8 +181,9 @@ func testExplainOwnGlobalBatch(t *testing.T, reported bool) {
 	if err := json.Unmarshal(out.Bytes(), &ex); err != nil {
 		t.Fatal(err)
 	}
-	if ex.GlobalBatch != 128 || ex.Throughput == nil || len(ex.Alternatives) == 0 {
-		t.Fatalf("global batch %d, throughput %v, %d alternatives; want 128, the current plan priced, alternatives", ex.GlobalBatch, ex.Throughput, len(ex.Alternatives))
+	if ex.GlobalBatch != 128 || ex.GlobalBatchReported != reported || ex.Throughput == nil || len(ex.Alternatives) == 0 {
+		t.Fatalf("global batch %d (reported %v), throughput %v, %d alternatives; want 128 (%v), the current plan priced, alternatives",
+			ex.GlobalBatch, ex.GlobalBatchReported, ex.Throughput, len(ex.Alternatives), reported)
 	}
 	current := false
 	for _, a := range ex.Alternatives {
@@ -199,8 +200,9 @@ func testExplainOwnGlobalBatch(t *testing.T, reported bool) {
 	if err := explainCmd(ctx, []string{"42", "--store", path}, &out, &errb, testEnv(t)); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "trains with a global batch of 128") {
-		t.Errorf("explain lacks the job's global batch:\n%s", out.String())
+	from := map[bool]string{true: "reported by rubick-srun", false: "planned from its batch script or its user's last job"}[reported]
+	if !strings.Contains(out.String(), "trains with a global batch of 128, not its model type's ("+from) {
+		t.Errorf("explain lacks the job's global batch, %s:\n%s", from, out.String())
 	}
 }
 
