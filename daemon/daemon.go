@@ -121,7 +121,7 @@ type Daemon struct {
 
 	// scripts is what the batch script of each pending job that has not
 	// started told (scriptFacts); only the cycle uses it.
-	scripts map[int]scriptRead
+	scripts map[int]*scriptRead // nil: the script told nothing
 	// scriptMiss counts the script reads in a row Slurm gave none for.
 	scriptMiss int
 	// unmeasurable holds the restarts MeasureRestart gave up on; only the
@@ -198,7 +198,7 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	return &Daemon{cfg: cfg, deps: deps, boot: cfg, scripts: map[int]scriptRead{}}, nil
+	return &Daemon{cfg: cfg, deps: deps, boot: cfg, scripts: map[int]*scriptRead{}}, nil
 }
 
 // CycleReport summarises one cycle.
@@ -350,8 +350,13 @@ func (d *Daemon) jobFacts(ctx context.Context, jobs []slurm.Job) (map[int]JobFac
 	for id, l := range limits {
 		out[int(id)] = JobFacts{Cannot: l.Cannot, GlobalBatch: l.GlobalBatch}
 	}
-	for id, l := range d.scriptFacts(ctx, jobs) {
-		out[id] = JobFacts{Cannot: l.Cannot, GlobalBatch: l.GlobalBatch}
+	for id, r := range d.scriptFacts(ctx, jobs) {
+		f := out[id]
+		f.Cannot = r.cannot
+		if r.batch {
+			f.GlobalBatch = r.gb
+		}
+		out[id] = f
 	}
 	if d.cfg.TimeLimits.Stretch {
 		var timed []slurm.Job

@@ -15,8 +15,8 @@ import (
 
 	"github.com/rubick-sched/rubick/launch"
 	"github.com/rubick-sched/rubick/launch/report"
+	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/slurm"
-	"github.com/rubick-sched/rubick/store"
 )
 
 // ScriptReader gives a job's batch script (slurm.BatchScripts).
@@ -28,10 +28,13 @@ type ScriptReader interface {
 // it are read in the next cycles, planned meanwhile as before their read.
 const maxScriptReads = 16
 
-// scriptRead is what a job's batch script told, read once per job.
+// scriptRead is what a job's batch script told, read once per job: what
+// its rubick-srun line cannot express, and its global batch when batch
+// (a DeepSpeed line's config may be out of reach where its flags are not).
 type scriptRead struct {
-	launch store.Launch
-	ok     bool // false: the script tells nothing rubick can use
+	cannot model.Features
+	gb     int
+	batch  bool
 }
 
 // scriptFacts returns, for the pending jobs among jobs that have never
@@ -39,14 +42,15 @@ type scriptRead struct {
 // cannot express and the global batch it trains with. Until a job's
 // rubick-srun reports at its start these are its best facts: its user's
 // last job of the model type may have run another line. A script rubick
-// cannot read (a launch line built at run time, a DeepSpeed config it may
-// not open) gives nothing, and the job is planned as before.
-func (d *Daemon) scriptFacts(ctx context.Context, jobs []slurm.Job) map[int]store.Launch {
+// cannot read (a launch line built at run time) gives nothing, and the job
+// is planned as before; so does the batch of a line whose DeepSpeed config
+// rubickd may not open.
+func (d *Daemon) scriptFacts(ctx context.Context, jobs []slurm.Job) map[int]scriptRead {
 	if d.deps.Scripts == nil || !d.cfg.ReadBatchScripts {
 		return nil
 	}
 	seen := make(map[int]bool)
-	out := map[int]store.Launch{}
+	out := map[int]scriptRead{}
 	reads := 0
 	for _, j := range jobs {
 		if j.Tag == nil || j.Tag.ModelType == "" || j.State != slurm.StatePending || j.RestartCount > 0 || !j.StartTime.IsZero() || j.Interactive {
@@ -59,16 +63,13 @@ func (d *Daemon) scriptFacts(ctx context.Context, jobs []slurm.Job) map[int]stor
 				continue
 			}
 			reads++
-			l, err := d.scriptLaunch(ctx, j)
-			if err != nil {
-				d.deps.Logger.Debug("batch script not read; the job is planned from its user's last launch line until it reports its own", "job", j.ID, "err", err)
-			}
+			var err error
+			r, err = d.scriptLaunch(ctx, j)
 			d.scriptMissed(err)
-			r = scriptRead{launch: l, ok: err == nil}
 			d.scripts[j.ID] = r
 		}
-		if r.ok {
-			out[j.ID] = r.launch
+		if r != nil {
+			out[j.ID] = *r
 		}
 	}
 	for id := range d.scripts {
@@ -101,37 +102,50 @@ func (d *Daemon) scriptMissed(err error) {
 }
 
 // scriptLaunch reads job j's batch script and what its rubick-srun line
-// tells, as rubick-srun would report it.
-func (d *Daemon) scriptLaunch(ctx context.Context, j slurm.Job) (store.Launch, error) {
+// tells, as rubick-srun would report it; nil when it tells nothing.
+func (d *Daemon) scriptLaunch(ctx context.Context, j slurm.Job) (*scriptRead, error) {
+	log := d.deps.Logger.With("job", j.ID)
+	sl, cannot, err := d.scriptLine(ctx, j)
+	if err != nil {
+		log.Debug("batch script not read; the job is planned from its user's last launch line until it reports its own", "err", err)
+		return nil, err
+	}
+	r := &scriptRead{cannot: cannot}
+	read := d.deps.ReadUserFile
+	if read == nil {
+		read = ReadUserFile
+	}
+	r.gb, err = launch.GlobalBatch(sl.Train, launch.Options{Dialect: sl.Dialect, GlobalBatch: sl.GlobalBatch,
+		ReadFile: func(name string) ([]byte, error) { return read(ctx, j.User, j.WorkDir, name) }})
+	if err == nil && r.gb > report.MaxGlobalBatch {
+		err = fmt.Errorf("%w: global batch %d is above %d", launch.ErrBadInput, r.gb, report.MaxGlobalBatch)
+	}
+	if err != nil {
+		log.Debug("global batch not read off the batch script; the job is planned at its user's last one until it reports its own", "cannot", cannot.String(), "err", err)
+		return r, nil
+	}
+	r.batch = true
+	log.Debug("launch line read off the batch script", "cannot", cannot.String(), "global_batch", r.gb)
+	return r, nil
+}
+
+// scriptLine is the rubick-srun line of job j's batch script and what it
+// cannot express.
+func (d *Daemon) scriptLine(ctx context.Context, j slurm.Job) (launch.ScriptLine, model.Features, error) {
 	id := j.ID
 	if j.ArrayJobID > 0 {
 		id = j.ArrayJobID // its tasks share the array's script
 	}
 	s, err := d.deps.Scripts.BatchScript(ctx, id)
 	if err != nil {
-		return store.Launch{}, err
+		return launch.ScriptLine{}, 0, err
 	}
 	sl, err := launch.FromScript(s)
 	if err != nil {
-		return store.Launch{}, err
+		return launch.ScriptLine{}, 0, err
 	}
 	cannot, _, err := launch.Cannot(sl.Train, launch.Options{Dialect: sl.Dialect})
-	if err != nil {
-		return store.Launch{}, err
-	}
-	read := d.deps.ReadUserFile
-	if read == nil {
-		read = ReadUserFile
-	}
-	gb, err := launch.GlobalBatch(sl.Train, launch.Options{Dialect: sl.Dialect, GlobalBatch: sl.GlobalBatch,
-		ReadFile: func(name string) ([]byte, error) { return read(ctx, j.User, j.WorkDir, name) }})
-	if err != nil {
-		return store.Launch{}, err
-	}
-	if gb > report.MaxGlobalBatch {
-		return store.Launch{}, fmt.Errorf("%w: global batch %d is above %d", launch.ErrBadInput, gb, report.MaxGlobalBatch)
-	}
-	return store.Launch{Cannot: cannot, GlobalBatch: gb}, nil
+	return sl, cannot, err
 }
 
 // userFileTimeout bounds one read of a user's file: a hung network file

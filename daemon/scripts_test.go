@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rubick-sched/rubick/launch"
+	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/slurm"
 	"github.com/rubick-sched/rubick/store"
 )
@@ -59,6 +60,7 @@ func currentUser(t *testing.T) string {
 func TestCycleReadsBatchScript(t *testing.T) {
 	const megatron80 = "#!/bin/bash\nGBS=80\nexec rubick-srun python pretrain_gpt.py --global-batch-size $GBS --micro-batch-size 2\n"
 	tests := map[string]struct {
+		model     string // gpt2 when empty
 		gpus      int
 		script    string
 		scriptErr error
@@ -86,7 +88,11 @@ func TestCycleReadsBatchScript(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			nodes := labNodes(1)
 			nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 3, 24
-			j := heldJob(21, "gpt2", 1, tc.gpus)
+			mt := tc.model
+			if mt == "" {
+				mt = "gpt2"
+			}
+			j := heldJob(21, mt, 1, tc.gpus)
 			j.User, j.WorkDir = currentUser(t), t.TempDir()
 			if tc.restarted {
 				j.RestartCount = 1
@@ -103,7 +109,7 @@ func TestCycleReadsBatchScript(t *testing.T) {
 			d.deps.Scripts = scripts
 			ctx := context.Background()
 			if tc.earlierGB != 0 {
-				if err := st.UpsertJob(ctx, store.Job{ID: 20, ModelType: "gpt2", Class: store.BestEffort, State: "COMPLETED"}); err != nil {
+				if err := st.UpsertJob(ctx, store.Job{ID: 20, ModelType: mt, Class: store.BestEffort, State: "COMPLETED"}); err != nil {
 					t.Fatal(err)
 				}
 				if err := st.SetJobLaunch(ctx, 20, j.User, store.Launch{GlobalBatch: tc.earlierGB}); err != nil {
@@ -122,6 +128,49 @@ func TestCycleReadsBatchScript(t *testing.T) {
 			}
 			if diff := cmp.Diff(wantReads, scripts.reads); diff != "" {
 				t.Errorf("scripts read (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestJobFactsFromScript: what a script tells replaces the guess from the
+// user's earlier job (global batch 64, TP and PP unexpressible) as far as
+// it goes: a DeepSpeed line whose config rubickd may not open still tells
+// what it cannot express.
+func TestJobFactsFromScript(t *testing.T) {
+	tests := map[string]struct {
+		script string
+		want   JobFacts
+	}{
+		"megatron line":          {script: "exec rubick-srun python pretrain_gpt.py --global-batch-size 32\n", want: JobFacts{GlobalBatch: 32}},
+		"deepspeed, config read": {script: "exec rubick-srun deepspeed train.py --deepspeed_config ds.json\n", want: JobFacts{Cannot: model.FeatureTP | model.FeaturePP, GlobalBatch: 8}},
+		"megatron-deepspeed without a config, batch set at run time": {script: "exec rubick-srun python pretrain_gpt.py --deepspeed --global-batch-size $GBS\n",
+			want: JobFacts{Cannot: model.FeatureOffload, GlobalBatch: 64}},
+		"deepspeed, config not readable": {script: "exec rubick-srun deepspeed train.py --deepspeed_config /etc/ds.json\n", want: JobFacts{Cannot: model.FeatureTP | model.FeaturePP, GlobalBatch: 64}},
+		"no line":                        {script: "srun python train.py\n", want: JobFacts{Cannot: model.FeatureTP | model.FeaturePP, GlobalBatch: 64}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			j := heldJob(21, "gpt2", 1, 4)
+			j.User, j.WorkDir = currentUser(t), t.TempDir()
+			if err := os.WriteFile(filepath.Join(j.WorkDir, "ds.json"), []byte(`{"train_batch_size": 8}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			d, st := newTestDaemonWith(t, &fakeCluster{}, &fakeApplier{}, func(*Config) {})
+			d.deps.Scripts = &fakeScripts{scripts: map[int]string{21: tc.script}}
+			ctx := context.Background()
+			if err := st.UpsertJob(ctx, store.Job{ID: 20, ModelType: "gpt2", Class: store.BestEffort, State: "COMPLETED"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.SetJobLaunch(ctx, 20, j.User, store.Launch{Cannot: model.FeatureTP | model.FeaturePP, GlobalBatch: 64}); err != nil {
+				t.Fatal(err)
+			}
+			facts, err := d.jobFacts(ctx, []slurm.Job{j})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, facts[21]); diff != "" {
+				t.Errorf("facts (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -149,7 +198,7 @@ func TestScriptFactsReadOnce(t *testing.T) {
 	if len(second) != len(jobs) || len(scripts.reads) != len(jobs) {
 		t.Fatalf("second cycle: %d facts, %d reads in all; want %d of each", len(second), len(scripts.reads), len(jobs))
 	}
-	if got := second[100]; got != (store.Launch{GlobalBatch: 32}) {
+	if got := second[100]; got != (scriptRead{gb: 32, batch: true}) {
 		t.Errorf("array task's facts %+v, want global batch 32", got)
 	}
 	// Started: forgotten.
