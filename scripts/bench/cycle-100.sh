@@ -17,6 +17,7 @@ partitions: [gpu]
 store: $work/rubick.db
 listen: ""
 log_level: warn
+read_batch_scripts: ${READ_SCRIPTS:-true}
 EOF
 models=(bert gpt2 t5 roberta vit llama7)
 gpus=(1 2 4 8)
