@@ -22,19 +22,28 @@ import (
 
 // TestLaunchLineRefusal: on one free GPU llama7 fits only with ZeRO-Offload,
 // which a Megatron-DeepSpeed line without a DeepSpeed config cannot
-// express. rubick-srun refuses the plan instead of failing the job: it tells
-// rubickd (over munge) what the line cannot run and requeues the job held.
-// rubickd, finding no plan the line can run on the job's one GPU, plans it
-// from two (the cycle report says so) and starts it when GPUs free up, with
-// a plan without offload; the job completes, and its user is mailed once
-// when it begins and once when it ends.
+// express. With read_batch_scripts off, rubickd first plans the job with
+// offload, and rubick-srun refuses the plan instead of failing the job: it
+// tells rubickd (over munge) what the line cannot run and requeues the job
+// held. With it on (the default), rubickd reads that off the job's batch
+// script and never gives it such a plan. Either way rubickd, finding no
+// plan the line can run on the job's one GPU, plans it from two (the cycle
+// report says so) and starts it when GPUs free up, with a plan without
+// offload; the job completes, and its user is mailed once when it begins
+// and once when it ends.
 func TestLaunchLineRefusal(t *testing.T) {
+	for _, read := range []bool{false, true} {
+		t.Run(fmt.Sprintf("read_batch_scripts=%v", read), func(t *testing.T) { launchLineRefusal(t, read) })
+	}
+}
+
+func launchLineRefusal(t *testing.T, readScripts bool) {
 	l := labFromEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir, bin := buildInto(t, "launch")
 	smp := newSamples(t)
-	cfgPath, _, dbPath := writeConfig(t, l, dir, smp.config()+"log_level: debug\n")
+	cfgPath, _, dbPath := writeConfig(t, l, dir, smp.config()+fmt.Sprintf("log_level: debug\nread_batch_scripts: %v\n", readScripts))
 	cluster := l.cluster(ctx, t)
 	var ids []string
 	defer scancelAll(l, &ids)
@@ -59,8 +68,8 @@ exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socke
 	id := l.submitScript(t, dir, body, &ids, "--model-type=llama7", "-p", "gpu", "-J", "e2e-launch", "-N", "1",
 		"--ntasks-per-node=1", "--gres=gpu:1", "--cpus-per-task=8", "--mem=200G", "--requeue", "--mail-type=ALL")
 
-	// The refusal: the job is back in the queue, and rubickd plans it from
-	// two GPUs, which are not free yet.
+	// After the refusal, or at once with the script read, rubickd plans
+	// the job from two GPUs, which are not free yet.
 	var rep daemon.CycleReport
 	for ctx.Err() == nil {
 		if rep = cycleReport(t, smp.port); rep.Adjusted[id] != "" {
@@ -91,9 +100,13 @@ exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socke
 		t.Fatalf("job %d ended %s, want COMPLETED; rubickd log %s; job output:\n%s", id, j.State, d.log, jobOut)
 	}
 	for _, want := range []string{"the launch line cannot run this plan", "+off", "job requeued held for rubickd to restart it", "launching"} {
-		if !strings.Contains(string(jobOut), want) {
-			t.Errorf("job output lacks %q:\n%s", want, jobOut)
+		wantHas := want == "launching" || !readScripts // the refusal's lines only without the script's read
+		if has := strings.Contains(string(jobOut), want); has != wantHas {
+			t.Errorf("job output has %q: %v, want %v:\n%s", want, has, wantHas, jobOut)
 		}
+	}
+	if readScripts && j.RestartCount != 0 {
+		t.Errorf("job %d restarted %d times, want none", id, j.RestartCount)
 	}
 	if j.Tag == nil || strings.Contains(j.Tag.Plan, "+off") || j.GPUs < 2 {
 		t.Errorf("job %d ran on %d GPUs with tag %+v, want a plan without offload on 2 or more", id, j.GPUs, j.Tag)
@@ -102,8 +115,8 @@ exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socke
 	// it requeued the job: one start mailed, not two, and no requeue.
 	checkMails(ctx, t, id, submitted, map[string]int{"Began": 1, "Ended": 1})
 	log, _ := os.ReadFile(d.log)
-	if !strings.Contains(string(log), "launch line cannot run the job's plan") {
-		t.Errorf("rubickd did not log the refusal (%s)", d.log)
+	if has := strings.Contains(string(log), "launch line cannot run the job's plan"); has == readScripts {
+		t.Errorf("rubickd logged a refusal: %v, want %v (%s)", has, !readScripts, d.log)
 	}
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", smp.port))
 	if err != nil {
@@ -111,8 +124,8 @@ exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socke
 	}
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(metrics), `rubick_launch_notices_total{result="refused"} 1`) {
-		t.Errorf("metrics lack one refused launch notice:\n%s", metrics)
+	if has := strings.Contains(string(metrics), `rubick_launch_notices_total{result="refused"} 1`); has == readScripts {
+		t.Errorf("metrics show one refused launch notice: %v, want %v:\n%s", has, !readScripts, metrics)
 	}
 	st, err := store.Open(ctx, dbPath)
 	if err != nil {
