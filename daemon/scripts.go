@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/rubick-sched/rubick/launch"
-	"github.com/rubick-sched/rubick/launch/report"
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/slurm"
 )
@@ -105,47 +104,38 @@ func (d *Daemon) scriptMissed(err error) {
 // tells, as rubick-srun would report it; nil when it tells nothing.
 func (d *Daemon) scriptLaunch(ctx context.Context, j slurm.Job) (*scriptRead, error) {
 	log := d.deps.Logger.With("job", j.ID)
-	sl, cannot, err := d.scriptLine(ctx, j)
+	f, err := d.scriptLine(ctx, j)
 	if err != nil {
 		log.Debug("batch script not read; the job is planned from its user's last launch line until it reports its own", "err", err)
 		return nil, err
 	}
-	r := &scriptRead{cannot: cannot}
-	read := d.deps.ReadUserFile
-	if read == nil {
-		read = ReadUserFile
+	if f.BatchErr != nil {
+		log.Debug("global batch not read off the batch script; the job is planned at its user's last one until it reports its own", "cannot", f.Cannot.String(), "err", f.BatchErr)
+	} else {
+		log.Debug("launch line read off the batch script", "cannot", f.Cannot.String(), "global_batch", f.GlobalBatch)
 	}
-	r.gb, err = launch.GlobalBatch(sl.Train, launch.Options{Dialect: sl.Dialect, GlobalBatch: sl.GlobalBatch,
-		ReadFile: func(name string) ([]byte, error) { return read(ctx, j.User, j.WorkDir, name) }})
-	if err == nil && r.gb > report.MaxGlobalBatch {
-		err = fmt.Errorf("%w: global batch %d is above %d", launch.ErrBadInput, r.gb, report.MaxGlobalBatch)
-	}
-	if err != nil {
-		log.Debug("global batch not read off the batch script; the job is planned at its user's last one until it reports its own", "cannot", cannot.String(), "err", err)
-		return r, nil
-	}
-	r.batch = true
-	log.Debug("launch line read off the batch script", "cannot", cannot.String(), "global_batch", r.gb)
-	return r, nil
+	return &scriptRead{cannot: f.Cannot, gb: f.GlobalBatch, batch: f.BatchErr == nil}, nil
 }
 
-// scriptLine is the rubick-srun line of job j's batch script and what it
-// cannot express.
-func (d *Daemon) scriptLine(ctx context.Context, j slurm.Job) (launch.ScriptLine, model.Features, error) {
+// scriptLine is what the rubick-srun line of job j's batch script tells.
+func (d *Daemon) scriptLine(ctx context.Context, j slurm.Job) (launch.LineFacts, error) {
 	id := j.ID
 	if j.ArrayJobID > 0 {
 		id = j.ArrayJobID // its tasks share the array's script
 	}
 	s, err := d.deps.Scripts.BatchScript(ctx, id)
 	if err != nil {
-		return launch.ScriptLine{}, 0, err
+		return launch.LineFacts{}, err
 	}
 	sl, err := launch.FromScript(s)
 	if err != nil {
-		return launch.ScriptLine{}, 0, err
+		return launch.LineFacts{}, err
 	}
-	cannot, _, err := launch.Cannot(sl.Train, launch.Options{Dialect: sl.Dialect})
-	return sl, cannot, err
+	read := d.deps.ReadUserFile
+	if read == nil {
+		read = ReadUserFile
+	}
+	return sl.Facts(func(name string) ([]byte, error) { return read(ctx, j.User, j.WorkDir, name) })
 }
 
 // userFileTimeout bounds one read of a user's file: a hung network file
@@ -165,7 +155,7 @@ var errNotUsers = errors.New("not a regular file of the job's user")
 // files say. Paths the script leaves to its run are refused.
 func ReadUserFile(ctx context.Context, userName, workDir, name string) ([]byte, error) {
 	if strings.Contains(name, launch.Unresolved) {
-		return nil, fmt.Errorf("%w: %q is set only when the job runs", launch.ErrUnresolvable, strings.ReplaceAll(name, launch.Unresolved, "$"))
+		return nil, fmt.Errorf("%w: %q is set only when the job runs", launch.ErrUnresolvable, launch.ShowUnresolved(name))
 	}
 	if !filepath.IsAbs(name) {
 		if !filepath.IsAbs(workDir) {

@@ -178,6 +178,7 @@ func DetectLauncher(argv []string) string { return parseLayout(argv).launcher }
 
 // clip bounds user-controlled text quoted in error messages.
 func clip(s string) string {
+	s = ShowUnresolved(s)
 	if len(s) > 120 {
 		return s[:120] + "..."
 	}

@@ -10,6 +10,9 @@ import (
 
 	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/rubick-sched/rubick/launch/report"
+	"github.com/rubick-sched/rubick/model"
 )
 
 // Unresolved starts a word, or the part of one, that a batch script leaves
@@ -28,6 +31,12 @@ var (
 	ErrUnresolvable = errors.New("the rubick-srun line's arguments depend on the script's run")
 )
 
+// ShowUnresolved writes the parts of s a script leaves to its run as the
+// script wrote them: $NAME, $(...).
+func ShowUnresolved(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, Unresolved+"$(", "$("), Unresolved, "$")
+}
+
 // ScriptLine is the rubick-srun line of a batch script, read without
 // running the script.
 type ScriptLine struct {
@@ -38,6 +47,39 @@ type ScriptLine struct {
 	// Train is the training command, each word as the shell would pass
 	// it; words the script leaves to its run hold Unresolved.
 	Train []string
+}
+
+// LineFacts is what a launch line read off a batch script tells before its
+// job runs: what rubick-srun's launch notice will report.
+type LineFacts struct {
+	Dialect Dialect
+	// Cannot is what the line cannot express.
+	Cannot model.Features
+	// GlobalBatch is the global batch the line states, 0 when it states
+	// none (rubick-srun then writes the plan's into it) or when BatchErr
+	// says why it is not known: a DeepSpeed config out of reach, a batch
+	// the script sets only when it runs.
+	GlobalBatch int
+	BatchErr    error
+}
+
+// Facts reads sl's dialect, what it cannot express and its global batch,
+// reading its DeepSpeed config through readFile (nil: os.ReadFile). It
+// fails only when the line's dialect cannot be told.
+func (sl ScriptLine) Facts(readFile func(name string) ([]byte, error)) (LineFacts, error) {
+	cannot, d, err := Cannot(sl.Train, Options{Dialect: sl.Dialect})
+	if err != nil {
+		return LineFacts{}, err
+	}
+	f := LineFacts{Dialect: d, Cannot: cannot}
+	f.GlobalBatch, f.BatchErr = GlobalBatch(sl.Train, Options{Dialect: sl.Dialect, GlobalBatch: sl.GlobalBatch, ReadFile: readFile})
+	if f.BatchErr == nil && f.GlobalBatch > report.MaxGlobalBatch {
+		f.BatchErr = fmt.Errorf("%w: global batch %d is above %d", ErrBadInput, f.GlobalBatch, report.MaxGlobalBatch)
+	}
+	if f.BatchErr != nil {
+		f.GlobalBatch = 0
+	}
+	return f, nil
 }
 
 // FromScript finds the first rubick-srun command of a batch script and

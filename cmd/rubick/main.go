@@ -1,8 +1,8 @@
 // Command rubick is the admin and user CLI: simulate policies on traces
 // (sim), fit, validate and query the performance model (model), report on
 // finished jobs (report), explain a job's plan (explain), show rubickd's
-// health (status), inspect or prune the store (store) and probe a node's
-// GPUs (gpuinfo).
+// health (status), inspect or prune the store (store), probe a node's
+// GPUs (gpuinfo) and show what rubickd reads off a batch script (script).
 package main
 
 import (
@@ -34,6 +34,7 @@ func commands() map[string]command {
 		"status":  {"show rubickd's health, managed jobs and model fits", runStatus},
 		"store":   {"show what rubick's store holds, or prune it now", runStore},
 		"gpuinfo": {"probe this node's GPUs with NVML and print the facts as JSON", runGPUInfo},
+		"script":  {"show what rubickd reads off a batch script's rubick-srun line before the job starts", runScript},
 	}
 }
 

@@ -188,14 +188,17 @@ func waitRunning(ctx context.Context, cluster slurm.Cluster, ids ...string) {
 }
 
 // submitScript writes body as dir/train.sh and submits it with sbatch and
-// args, its output appended to dir/job-<id>.out; the id is added to ids.
+// args, to run in dir, its output appended to dir/job-<id>.out; the id is
+// added to ids.
 func (l lab) submitScript(t *testing.T, dir, body string, ids *[]string, args ...string) int {
 	t.Helper()
 	script := filepath.Join(dir, "train.sh")
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	argv := append([]string{"sbatch", "--parsable"}, args...)
+	// -D dir: the job's state directory (.rubick/ of its working
+	// directory) goes with the test's files, not into the source tree.
+	argv := append([]string{"sbatch", "--parsable", "-D", dir}, args...)
 	out := l.run(t, append(argv, "--open-mode=append", "-o", filepath.Join(dir, "job-%j.out"), script)...)
 	out = strings.Split(out, ";")[0]
 	*ids = append(*ids, out)

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"strings"
+
+	"github.com/rubick-sched/rubick/daemon"
+	"github.com/rubick-sched/rubick/launch"
+)
+
+// scriptView is what `rubick script` prints; its JSON keys are stable
+// (docs/report.md).
+type scriptView struct {
+	Script string `json:"script"`
+	// Line is the training command of the rubick-srun line, words the
+	// script leaves to its run as $NAME or $(...).
+	Line    []string `json:"line"`
+	Dialect string   `json:"dialect"`
+	Cannot  string   `json:"cannot"`
+	// GlobalBatch is the batch the line states (0: none, or not known,
+	// when GlobalBatchError says why).
+	GlobalBatch      int    `json:"global_batch"`
+	GlobalBatchError string `json:"global_batch_error,omitempty"`
+}
+
+// errNothingRead is a script rubickd reads nothing off.
+var errNothingRead = errors.New("rubickd reads nothing off this script")
+
+func runScript(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return scriptCmd(ctx, args, stdout, stderr, os.Stdin)
+}
+
+func scriptCmd(ctx context.Context, args []string, stdout, stderr io.Writer, stdin io.Reader) error {
+	fset := newFlags("script FILE", "Show what rubickd reads off a batch script's rubick-srun line before the job's\n"+
+		"first start, as it would for a job of yours: the training command, its dialect,\n"+
+		"what it cannot express and its global batch. FILE - reads standard input.\n"+
+		"Exit status 1 when rubickd would read nothing off it.", stderr)
+	workDir := fset.String("workdir", "", "the job's working directory, where a relative DeepSpeed config is (default: this one, as sbatch's)")
+	userName := fset.String("user", "", "the job's user, who must own its DeepSpeed config (default: you)")
+	asJSON := fset.Bool("json", false, "write JSON")
+	var rest []string
+	if len(args) > 0 && (!strings.HasPrefix(args[0], "-") || args[0] == "-") {
+		rest, args = args[:1], args[1:]
+	}
+	if err := fset.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	rest = append(rest, fset.Args()...)
+	if len(rest) != 1 {
+		fset.Usage()
+		return fmt.Errorf("%w: want exactly one FILE, got %q", errUsage, rest)
+	}
+	v := scriptView{Script: rest[0]}
+	var (
+		b   []byte
+		err error
+	)
+	if rest[0] == "-" {
+		b, err = io.ReadAll(stdin)
+	} else {
+		b, err = os.ReadFile(rest[0])
+	}
+	if err != nil {
+		return err
+	}
+	if *workDir == "" {
+		if *workDir, err = os.Getwd(); err != nil {
+			return err
+		}
+	}
+	if *userName == "" {
+		u, err := user.Current()
+		if err != nil {
+			return err
+		}
+		*userName = u.Username
+	}
+	sl, err := launch.FromScript(string(b))
+	if err != nil {
+		return fmt.Errorf("%w: %w", errNothingRead, err)
+	}
+	f, err := sl.Facts(func(name string) ([]byte, error) { return daemon.ReadUserFile(ctx, *userName, *workDir, name) })
+	if err != nil {
+		return fmt.Errorf("%w: %w", errNothingRead, err)
+	}
+	for _, w := range sl.Train {
+		v.Line = append(v.Line, launch.ShowUnresolved(w))
+	}
+	v.Dialect, v.Cannot, v.GlobalBatch = string(f.Dialect), f.Cannot.String(), f.GlobalBatch
+	if f.BatchErr != nil {
+		v.GlobalBatchError = launch.ShowUnresolved(f.BatchErr.Error())
+	}
+	if *asJSON {
+		return writeJSON(stdout, v)
+	}
+	cannot := v.Cannot
+	if cannot == "" {
+		cannot = "nothing: any plan"
+	}
+	batch := fmt.Sprint(v.GlobalBatch)
+	switch {
+	case v.GlobalBatchError != "":
+		batch = "not known before the job runs (" + v.GlobalBatchError + "): planned at your last job's of its model type, else the model type's, until rubick-srun reports"
+	case v.GlobalBatch == 0:
+		batch = "none stated: the plan's, which rubick-srun writes into the line"
+	}
+	_, err = fmt.Fprintf(stdout, "rubick-srun runs: %s\n  dialect:        %s\n  cannot express: %s\n  global batch:   %s\n",
+		strings.Join(v.Line, " "), v.Dialect, cannot, batch)
+	return err
+}
