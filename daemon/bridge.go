@@ -2009,11 +2009,17 @@ func (v *View) slurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 			continue
 		}
 		if a.Kind == policy.Keep {
+			n := len(takes)
 			if ann, ok := mj.profiledAnnotation(a); ok {
 				takes = append(takes, ann)
 			}
 			if ext, ok := mj.timeExtension(now); ok {
 				takes = append(takes, ext)
+			}
+			// One tag write per job and cycle: the mails wait a cycle
+			// behind another.
+			if ret, ok := mj.mailRestore(); ok && len(takes) == n {
+				takes = append(takes, ret)
 			}
 			continue
 		}
@@ -2045,6 +2051,24 @@ func (mj *managedJob) profiledAnnotation(a policy.Action) (slurm.Action, bool) {
 	n := max(len(j.NodeList), 1)
 	// The allocation is what the job holds; annotate only records it.
 	return slurm.Action{Kind: slurm.ActionAnnotate, JobID: j.ID, Tag: &tag, Nodes: j.NodeList, NumNodes: n,
+		GPUsPerNode: j.GPUsPerNode, CPUsPerTask: j.CPUs / n, MemPerNodeMB: memPerNode(j)}, true
+}
+
+// mailRestore gives a running job back the mail types rubick took BEGIN
+// and REQUEUE out of at its last requeue (slurm.TagMail): it has begun
+// again, so Slurm mails no second "Began", and a requeue that is not
+// rubick's (a node failure, an administrator's) is mailed as the job
+// asked. Its next restart quiets them again.
+func (mj *managedJob) mailRestore() (slurm.Action, bool) {
+	mt := slurm.MailTypeOfTag(&mj.tag)
+	if mj.slurm.State != slurm.StateRunning || mt == "" {
+		return slurm.Action{}, false
+	}
+	tag := cloneTag(mj.tag)
+	delete(tag.Extra, slurm.TagMail)
+	j := mj.slurm
+	n := max(len(j.NodeList), 1)
+	return slurm.Action{Kind: slurm.ActionAnnotate, JobID: j.ID, Tag: &tag, MailType: mt, Nodes: j.NodeList, NumNodes: n,
 		GPUsPerNode: j.GPUsPerNode, CPUsPerTask: j.CPUs / n, MemPerNodeMB: memPerNode(j)}, true
 }
 

@@ -2842,3 +2842,61 @@ func TestReleaseAll(t *testing.T) {
 		t.Errorf("a plain cycle: %+v, want job 51 started on a plan", a.got)
 	}
 }
+
+// TestCycleRestoresMail: a job rubick requeued runs again with the mail
+// types it had before rubick quieted them (its tag's mail=), and the tag
+// no longer keeps them; a job still waiting to run keeps them in its tag.
+func TestCycleRestoresMail(t *testing.T) {
+	for name, tc := range map[string]struct {
+		state    string
+		mail     string
+		wantMail string // the annotate's MailType; "" for no restore
+	}{
+		"running":           {state: slurm.StateRunning, mail: "begin,end,requeue,time-limit-90", wantMail: "BEGIN,END,REQUEUE,TIME_LIMIT_90"},
+		"running, no mail=": {state: slurm.StateRunning},
+		"not running yet":   {state: slurm.StatePending, mail: "all"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			j := heldJob(31, "bert", 1, 8)
+			j.Held = tc.state == slurm.StatePending
+			j.State, j.Tag.Plan, j.Tag.Generation = tc.state, "dp8.tp1.pp1.mb4.a1.z0", 2
+			if tc.state == slurm.StateRunning {
+				j.NodeList, j.GPUs, j.CPUs, j.StartTime = []string{"node1"}, 8, 32, t0.Add(-time.Minute)
+			}
+			if tc.mail != "" {
+				j.Tag.Extra = map[string]string{slurm.TagMail: tc.mail}
+			}
+			nodes := labNodes(1)
+			if tc.state == slurm.StateRunning {
+				nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 8, 32
+			}
+			a := &fakeApplier{}
+			d, _ := newTestDaemon(t, &fakeCluster{nodes: nodes, jobs: []slurm.Job{j}}, a)
+			if _, err := d.Cycle(context.Background(), false); err != nil {
+				t.Fatal(err)
+			}
+			var restored []slurm.Action
+			for _, act := range a.got {
+				if act.MailType != "" {
+					restored = append(restored, act)
+				}
+				if act.Kind == slurm.ActionStart && act.Tag.Extra[slurm.TagMail] != tc.mail {
+					t.Errorf("start's tag %+v, want it to keep mail=%s", act.Tag, tc.mail)
+				}
+			}
+			if tc.state == slurm.StatePending && len(startedJobs(a)) != 1 {
+				t.Errorf("actions %+v, want a start", a.got)
+			}
+			if tc.wantMail == "" {
+				if len(restored) != 0 {
+					t.Errorf("mail restored: %+v", restored)
+				}
+				return
+			}
+			if len(restored) != 1 || restored[0].Kind != slurm.ActionAnnotate || restored[0].MailType != tc.wantMail ||
+				restored[0].Tag == nil || restored[0].Tag.Extra[slurm.TagMail] != "" || restored[0].Tag.Plan != j.Tag.Plan {
+				t.Errorf("actions %+v, want one annotate giving back %s, its tag without mail=", a.got, tc.wantMail)
+			}
+		})
+	}
+}

@@ -77,6 +77,12 @@ type Action struct {
 	// Hold, with annotate, also marks the job held by its user
 	// (UserHoldWord in its Comment), in the same update as the tag.
 	Hold bool
+	// MailType, with annotate, gives a running job back the mail types
+	// rubick quieted at its requeue (its tag's TagMail), in the same
+	// update as the tag, which no longer has them. If the job's mail
+	// types are not the quieted ones any more (its user changed them),
+	// they stay as they are.
+	MailType string
 }
 
 // StepResult is one executed (or skipped) step of an action.
@@ -243,6 +249,9 @@ type run struct {
 	log *slog.Logger
 	// ref names the job to scontrol and scancel (Job.Ref), once read.
 	ref string
+	// mailWas is the MailType quietMail took BEGIN and REQUEUE out of, as
+	// a tag value; every tag this run writes keeps it (TagMail).
+	mailWas string
 }
 
 func (r *run) do(ctx context.Context) error {
@@ -367,6 +376,9 @@ func validateAction(act Action) error {
 	if act.Hold && act.Kind != ActionAnnotate {
 		return bad("a hold is marked by annotate only")
 	}
+	if act.MailType != "" && (act.Kind != ActionAnnotate || act.Tag == nil || strings.Trim(act.MailType, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_,") != "") {
+		return bad("MailType %q: mail types are given back by annotate only, with a tag", act.MailType)
+	}
 	switch act.Kind {
 	case ActionStart, ActionRestart:
 		if act.NodeCount() < 1 {
@@ -454,13 +466,38 @@ func (r *run) id() string {
 
 // annotate writes the action's tag (and hold) to job as it is now.
 func (r *run) annotate(ctx context.Context, job Job) error {
-	return r.writeTag(ctx, job, *r.res.Action.Tag, r.res.Action.Hold)
+	act := r.res.Action
+	if act.MailType == "" {
+		return r.writeTag(ctx, job, *act.Tag, act.Hold)
+	}
+	out, err := r.output(ctx, "read mail type", r.a.cfg.Scontrol, "show", "job", "-o", r.id())
+	if err != nil {
+		return err
+	}
+	quiet, _ := QuietMailType("MailType=" + act.MailType)
+	if !sameMailTypes(mailTypes(string(out)), mailTypes("MailType="+quiet)) {
+		r.step(StepResult{Name: "restore mail", Note: "its mail types changed since rubick quieted them; left as they are"})
+		return r.writeTag(ctx, job, *act.Tag, act.Hold)
+	}
+	return r.writeTag(ctx, job, *act.Tag, act.Hold, "MailType="+act.MailType)
+}
+
+// sameMailTypes compares two lists of mail types as sets.
+func sameMailTypes(a, b []string) bool {
+	return slices.Equal(slices.Compact(slices.Sorted(slices.Values(a))), slices.Compact(slices.Sorted(slices.Values(b))))
 }
 
 // writeTag writes tag (and hold) to job as it is now, in one update
 // (tagArgs) with the arguments of extra; nothing runs when no field
 // changes.
 func (r *run) writeTag(ctx context.Context, job Job, tag Tag, hold bool, extra ...string) error {
+	if r.mailWas != "" {
+		tag.Extra = maps.Clone(tag.Extra)
+		if tag.Extra == nil {
+			tag.Extra = map[string]string{}
+		}
+		tag.Extra[TagMail] = r.mailWas
+	}
 	args, err := tagArgs(job, tag, hold)
 	if err != nil {
 		return err
@@ -779,7 +816,9 @@ func (r *run) quietMail(ctx context.Context) {
 	}
 	if err := r.cmd(ctx, "quiet mail", r.a.cfg.Scontrol, "update", r.jobArg(), "MailType="+v); err != nil {
 		r.log.Warn("mail types unchanged; Slurm mails this requeue and restart", "job", r.id(), "err", err)
+		return
 	}
+	r.mailWas = mailTagValue(mailTypeOf(string(out)))
 }
 
 // QuietMailType is the MailType to set, read from `scontrol show job -o`
@@ -798,19 +837,25 @@ func QuietMailType(show string) (string, bool) {
 	return strings.Join(keep, ","), true
 }
 
-// mailTypes reads the MailType of `scontrol show job -o` output, with ALL
-// spelled out as Slurm documents it; none when the job has no mail
-// (scontrol then omits the field). The last one is Slurm's: it comes after
-// the comments, whose text a user may fill with anything.
-func mailTypes(show string) []string {
+// mailTypeOf is the MailType of `scontrol show job -o` output as Slurm
+// writes it; "" when the job has no mail (scontrol then omits the field).
+// The last one is Slurm's: it comes after the comments, whose text a user
+// may fill with anything.
+func mailTypeOf(show string) string {
 	var v string
 	for _, f := range strings.Fields(show) {
 		if t, ok := strings.CutPrefix(f, "MailType="); ok {
 			v = t
 		}
 	}
+	return v
+}
+
+// mailTypes reads the MailType of `scontrol show job -o` output, with ALL
+// spelled out as Slurm documents it; none when the job has no mail.
+func mailTypes(show string) []string {
 	var out []string
-	for _, t := range strings.Split(v, ",") {
+	for _, t := range strings.Split(mailTypeOf(show), ",") {
 		switch t {
 		case "", "NONE", "(null)":
 		case "ALL":

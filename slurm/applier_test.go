@@ -863,7 +863,8 @@ func TestApplyAnnotateComment(t *testing.T) {
 // Before rubick requeues a job, BEGIN and REQUEUE leave its mail types:
 // Slurm would mail both at every requeue and start. The rest stay, a job
 // without either is not updated, and a read that fails changes nothing
-// but the mail.
+// but the mail. The tag written after the requeue keeps the mail types the
+// job had (TagMail), for when it runs again.
 func TestApplyQuietMail(t *testing.T) {
 	signal := []string{"/usr/bin/scancel", "--signal=USR1", "--batch", "32"}
 	tests := map[string]struct {
@@ -871,15 +872,19 @@ func TestApplyQuietMail(t *testing.T) {
 		failShow   bool
 		keep       bool       // ApplierConfig.RequeueMail
 		wantBefore [][]string // the calls before the signal
+		wantMail   string     // TagMail in the tag written after the requeue
 	}{
 		"all": {show: "JobId=32 Comment=x MailUser=alice MailType=INVALID_DEPEND,BEGIN,END,FAIL,REQUEUE,STAGE_OUT",
-			wantBefore: [][]string{showMail, {"/usr/bin/scontrol", "update", "JobId=32", "MailType=INVALID_DEPEND,END,FAIL,STAGE_OUT"}}},
+			wantBefore: [][]string{showMail, {"/usr/bin/scontrol", "update", "JobId=32", "MailType=INVALID_DEPEND,END,FAIL,STAGE_OUT"}},
+			wantMail:   "invalid-depend,begin,end,fail,requeue,stage-out"},
 		"ALL spelled": {show: "MailUser=alice MailType=ALL",
-			wantBefore: [][]string{showMail, {"/usr/bin/scontrol", "update", "JobId=32", "MailType=END,FAIL,INVALID_DEPEND,STAGE_OUT"}}},
+			wantBefore: [][]string{showMail, {"/usr/bin/scontrol", "update", "JobId=32", "MailType=END,FAIL,INVALID_DEPEND,STAGE_OUT"}},
+			wantMail:   "all"},
 		"begin only": {show: "MailUser=alice MailType=BEGIN",
-			wantBefore: [][]string{showMail, {"/usr/bin/scontrol", "update", "JobId=32", "MailType=NONE"}}},
+			wantBefore: [][]string{showMail, {"/usr/bin/scontrol", "update", "JobId=32", "MailType=NONE"}}, wantMail: "begin"},
 		"comment first": {show: "Comment=MailType=NONE MailUser=alice MailType=REQUEUE,TIME_LIMIT_90",
-			wantBefore: [][]string{showMail, {"/usr/bin/scontrol", "update", "JobId=32", "MailType=TIME_LIMIT_90"}}},
+			wantBefore: [][]string{showMail, {"/usr/bin/scontrol", "update", "JobId=32", "MailType=TIME_LIMIT_90"}},
+			wantMail:   "requeue,time-limit-90"},
 		"end and fail": {show: "MailUser=alice MailType=END,FAIL", wantBefore: [][]string{showMail}},
 		"no mail":      {show: "JobId=32 JobName=train", wantBefore: [][]string{showMail}},
 		"read fails":   {show: "MailType=ALL", failShow: true, wantBefore: [][]string{showMail}},
@@ -904,6 +909,50 @@ func TestApplyQuietMail(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.wantBefore, calls[:i], cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("calls before the signal (-want +got):\n%s", diff)
+			}
+			var tag *Tag
+			for _, c := range calls[i:] {
+				for _, a := range c {
+					if ac, ok := strings.CutPrefix(a, "AdminComment="); ok {
+						tag, _ = TagFromAdminComment(ac)
+					}
+				}
+			}
+			if tag == nil || tag.Extra[TagMail] != tc.wantMail {
+				t.Errorf("tag written after the requeue %+v, want %s=%q", tag, TagMail, tc.wantMail)
+			}
+			if tc.wantMail != "" {
+				if got, want := MailTypeOfTag(tag), mailTypeOf(tc.show); got != want {
+					t.Errorf("MailTypeOfTag = %q, want %q", got, want)
+				}
+			}
+		})
+	}
+}
+
+// An annotate with a MailType gives a running job back the mail types
+// rubick quieted, in the update that writes its tag, unless they changed
+// since (its user's own choice then stays).
+func TestApplyRestoreMail(t *testing.T) {
+	tag := &Tag{ModelType: "gpt2", Plan: "dp2.tp1.pp1.mb1.a1.z0", Generation: 2}
+	tests := map[string]struct {
+		show string
+		want [][]string
+	}{
+		"quieted": {show: "JobId=32 MailType=END,FAIL,INVALID_DEPEND,STAGE_OUT",
+			want: [][]string{showMail, {"/usr/bin/scontrol", "update", "JobId=32", "MailType=ALL", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 plan=dp2.tp1.pp1.mb1.a1.z0 gen=2 rc=0"}}},
+		"changed by its user": {show: "JobId=32 MailType=END",
+			want: [][]string{showMail, {"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 plan=dp2.tp1.pp1.mb1.a1.z0 gen=2 rc=0"}}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2")}}, nil)
+			f.runner.out = []byte(tc.show)
+			if res := f.app.ApplyOne(context.Background(), Action{Kind: ActionAnnotate, JobID: 32, Tag: tag, MailType: "ALL"}); res.Err != nil {
+				t.Fatalf("Err = %v; steps %+v", res.Err, res.Steps)
+			}
+			if diff := cmp.Diff(tc.want, f.runner.Calls()); diff != "" {
+				t.Errorf("argv (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -279,6 +279,27 @@ const RequeueWord = "rubick:requeue"
 // RequeueWord, was someone else's (RequeuedByOther).
 const TagRestarts = "rc"
 
+// TagMail is the tag key that keeps the MailType a job had before rubick
+// took BEGIN and REQUEUE out of it for its own requeue (ApplierConfig's
+// RequeueMail off). The job gets it back once it runs again
+// (Action.MailType), so that requeues and restarts that are not rubick's
+// are mailed as it asked.
+const TagMail = "mail"
+
+// mailTagValue writes a MailType ("BEGIN,END,INVALID_DEPEND") as a tag
+// value, which has no '_' ("begin,end,invalid-depend"); no mail type has
+// a '-'.
+func mailTagValue(v string) string { return strings.ReplaceAll(strings.ToLower(v), "_", "-") }
+
+// MailTypeOfTag is the MailType t keeps (TagMail), as scontrol takes it;
+// "" when it keeps none.
+func MailTypeOfTag(t *Tag) string {
+	if t == nil {
+		return ""
+	}
+	return strings.ReplaceAll(strings.ToUpper(t.Extra[TagMail]), "-", "_")
+}
+
 // HeldByUser reports whether j's user holds it: a pending held job whose
 // Comment has UserHoldWord as a word of its own (blanks and ';' separate
 // words).

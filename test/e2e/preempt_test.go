@@ -33,7 +33,8 @@ import (
 //
 // bert asks for every mail (--mail-type=ALL): it gets one when it begins
 // and one when it ends, none at the preemption or the restart (before:
-// "Requeued" and a second "Began").
+// "Requeued" and a second "Began"); once it runs again its mail types are
+// all back (before: BEGIN and REQUEUE stayed out for good).
 func TestPreemptionResumes(t *testing.T) {
 	lt := newLabTest(t, "preempt", 4*time.Minute, `tenant_from: qos
 tenants:
@@ -131,6 +132,18 @@ log_level: debug
 		t.Errorf("bert ended with a %v time limit, tag %v; want the 200 minutes set by hand, tf=1 tl=200", j.TimeLimit, j.Tag)
 	}
 	checkMails(lt.ctx, t, bert, submitted, map[string]int{"Began": 1, "Ended": 1})
+	// Running again, bert got back the mail types rubick quieted for its
+	// preemption: a requeue that is not rubick's would be mailed.
+	show := lt.lab.run(t, "scontrol", "show", "job", "-o", strconv.Itoa(bert))
+	var mailType string
+	for _, f := range strings.Fields(show) {
+		if v, ok := strings.CutPrefix(f, "MailType="); ok {
+			mailType = v
+		}
+	}
+	if !strings.Contains(mailType, "BEGIN") || !strings.Contains(mailType, "REQUEUE") || j.Tag.Extra[slurm.TagMail] != "" {
+		t.Errorf("bert ended with MailType=%s, tag %v; want BEGIN and REQUEUE back, no %s= in the tag; rubickd log: %s", mailType, j.Tag, slurm.TagMail, d.log)
+	}
 }
 
 // checkMails compares the mails Slurm sent about job id since (the lab's
