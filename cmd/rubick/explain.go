@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -120,25 +119,13 @@ func explainCmd(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	asJSON := fset.Bool("json", false, "write JSON")
 	top := fset.Int("top", 5, "plans to list on the current placement")
 	nReasons := fset.Int("reasons", 5, "stored decision reasons to show, newest first")
-	// Accept the job id before or after the flags.
-	var rest []string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		rest, args = args[:1], args[1:]
+	arg, help, err := parseOneArg(fset, args, "JOBID")
+	if help || err != nil {
+		return err
 	}
-	if err := fset.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	rest = append(rest, fset.Args()...)
-	if len(rest) != 1 {
-		fset.Usage()
-		return fmt.Errorf("%w: want exactly one JOBID, got %q", errUsage, rest)
-	}
-	id, err := strconv.ParseInt(rest[0], 10, 64)
+	id, err := strconv.ParseInt(arg, 10, 64)
 	if err != nil || id <= 0 {
-		return fmt.Errorf("%w: JOBID %q is not a positive integer", errUsage, rest[0])
+		return fmt.Errorf("%w: JOBID %q is not a positive integer", errUsage, arg)
 	}
 	if *top < 0 || *nReasons < 0 {
 		return fmt.Errorf("%w: --top and --reasons must be >= 0", errUsage)

@@ -94,6 +94,28 @@ func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
 	return false, nil
 }
 
+// parseOneArg parses args, whose one positional argument (what) may come
+// before or after the flags ("-" is one, standard input); help is true
+// when -h asked for the usage.
+func parseOneArg(fs *flag.FlagSet, args []string, what string) (arg string, help bool, err error) {
+	var rest []string
+	if len(args) > 0 && (!strings.HasPrefix(args[0], "-") || args[0] == "-") {
+		rest, args = args[:1], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return "", true, nil
+		}
+		return "", false, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	rest = append(rest, fs.Args()...)
+	if len(rest) != 1 {
+		fs.Usage()
+		return "", false, fmt.Errorf("%w: want exactly one %s, got %q", errUsage, what, rest)
+	}
+	return rest[0], false, nil
+}
+
 // envFlag adds --env to fs: repeatable name=value changes of the cluster
 // environment the model prices (model.Env's JSON names), from DefaultEnv.
 func envFlag(fs *flag.FlagSet) *model.Env {

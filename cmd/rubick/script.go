@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -44,30 +43,16 @@ func scriptCmd(ctx context.Context, args []string, stdout, stderr io.Writer, std
 	workDir := fset.String("workdir", "", "the job's working directory, where a relative DeepSpeed config is (default: this one, as sbatch's)")
 	userName := fset.String("user", "", "the job's user, who must own its DeepSpeed config (default: you)")
 	asJSON := fset.Bool("json", false, "write JSON")
-	var rest []string
-	if len(args) > 0 && (!strings.HasPrefix(args[0], "-") || args[0] == "-") {
-		rest, args = args[:1], args[1:]
+	file, help, err := parseOneArg(fset, args, "FILE")
+	if help || err != nil {
+		return err
 	}
-	if err := fset.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	rest = append(rest, fset.Args()...)
-	if len(rest) != 1 {
-		fset.Usage()
-		return fmt.Errorf("%w: want exactly one FILE, got %q", errUsage, rest)
-	}
-	v := scriptView{Script: rest[0]}
-	var (
-		b   []byte
-		err error
-	)
-	if rest[0] == "-" {
+	v := scriptView{Script: file}
+	var b []byte
+	if file == "-" {
 		b, err = io.ReadAll(stdin)
 	} else {
-		b, err = os.ReadFile(rest[0])
+		b, err = os.ReadFile(file)
 	}
 	if err != nil {
 		return err
