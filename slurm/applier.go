@@ -470,6 +470,13 @@ func (r *run) annotate(ctx context.Context, job Job) error {
 	if act.MailType == "" {
 		return r.writeTag(ctx, job, *act.Tag, act.Hold)
 	}
+	if HasWord(job.Comment, RequeueWord) {
+		// rubick-srun is requeueing the job (a plan its line cannot
+		// run): the tag write would take its mark out, and the requeue
+		// would look like someone else's. The next run gets the mails.
+		r.step(StepResult{Name: "restore mail", Note: "the job is requeueing itself; its mail types wait for its next run"})
+		return nil
+	}
 	out, err := r.output(ctx, "read mail type", r.a.cfg.Scontrol, "show", "job", "-o", r.id())
 	if err != nil {
 		return err

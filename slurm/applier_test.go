@@ -932,7 +932,9 @@ func TestApplyQuietMail(t *testing.T) {
 
 // An annotate with a MailType gives a running job back the mail types
 // rubick quieted, in the update that writes its tag, unless they changed
-// since (its user's own choice then stays).
+// since (its user's own choice then stays). A job rubick-srun is
+// requeueing (rubick:requeue in its Comment) is left alone: the write
+// would take the mark out.
 func TestApplyRestoreMail(t *testing.T) {
 	tag := &Tag{ModelType: "gpt2", Plan: "dp2.tp1.pp1.mb1.a1.z0", Generation: 2}
 	tests := map[string]struct {
@@ -944,14 +946,22 @@ func TestApplyRestoreMail(t *testing.T) {
 		"changed by its user": {show: "JobId=32 MailType=END",
 			want: [][]string{showMail, {"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 plan=dp2.tp1.pp1.mb1.a1.z0 gen=2 rc=0"}}},
 	}
+	tests["requeueing itself"] = struct {
+		show string
+		want [][]string
+	}{show: "JobId=32 MailType=END,FAIL,INVALID_DEPEND,STAGE_OUT", want: nil}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2")}}, nil)
+			j := running(32, "node2")
+			if name == "requeueing itself" {
+				j.Comment = RequeueWord
+			}
+			f := newApplierFixture(t, map[int][]Job{32: {j}}, nil)
 			f.runner.out = []byte(tc.show)
 			if res := f.app.ApplyOne(context.Background(), Action{Kind: ActionAnnotate, JobID: 32, Tag: tag, MailType: "ALL"}); res.Err != nil {
 				t.Fatalf("Err = %v; steps %+v", res.Err, res.Steps)
 			}
-			if diff := cmp.Diff(tc.want, f.runner.Calls()); diff != "" {
+			if diff := cmp.Diff(tc.want, f.runner.Calls(), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("argv (-want +got):\n%s", diff)
 			}
 		})
