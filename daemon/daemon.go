@@ -119,8 +119,9 @@ type Daemon struct {
 	// settings only a restart changes against it.
 	boot Config
 
-	// scripts is what the batch script of each pending job that has not
-	// started told (scriptFacts); only the cycle uses it.
+	// scripts is what the batch scripts of the pending jobs that have not
+	// started told (scriptFacts), by the job whose script it is
+	// (scriptID); only the cycle uses it.
 	scripts map[int]*scriptRead // nil: the script told nothing
 	// scriptMiss counts the script reads in a row Slurm gave none for.
 	scriptMiss int

@@ -55,8 +55,9 @@ func (d *Daemon) scriptFacts(ctx context.Context, jobs []slurm.Job) map[int]scri
 		if j.Tag == nil || j.Tag.ModelType == "" || j.State != slurm.StatePending || j.RestartCount > 0 || !j.StartTime.IsZero() || j.Interactive {
 			continue
 		}
-		seen[j.ID] = true
-		r, ok := d.scripts[j.ID]
+		sid := scriptID(j)
+		seen[sid] = true
+		r, ok := d.scripts[sid]
 		if !ok {
 			if reads == maxScriptReads {
 				continue
@@ -65,7 +66,7 @@ func (d *Daemon) scriptFacts(ctx context.Context, jobs []slurm.Job) map[int]scri
 			var err error
 			r, err = d.scriptLaunch(ctx, j)
 			d.scriptMissed(err)
-			d.scripts[j.ID] = r
+			d.scripts[sid] = r
 		}
 		if r != nil {
 			out[j.ID] = *r
@@ -117,13 +118,18 @@ func (d *Daemon) scriptLaunch(ctx context.Context, j slurm.Job) (*scriptRead, er
 	return &scriptRead{cannot: f.Cannot, gb: f.GlobalBatch, batch: f.BatchErr == nil}, nil
 }
 
+// scriptID is the job whose batch script job j runs: the tasks of an
+// array share the array's.
+func scriptID(j slurm.Job) int {
+	if j.ArrayJobID > 0 {
+		return j.ArrayJobID
+	}
+	return j.ID
+}
+
 // scriptLine is what the rubick-srun line of job j's batch script tells.
 func (d *Daemon) scriptLine(ctx context.Context, j slurm.Job) (launch.LineFacts, error) {
-	id := j.ID
-	if j.ArrayJobID > 0 {
-		id = j.ArrayJobID // its tasks share the array's script
-	}
-	s, err := d.deps.Scripts.BatchScript(ctx, id)
+	s, err := d.deps.Scripts.BatchScript(ctx, scriptID(j))
 	if err != nil {
 		return launch.LineFacts{}, err
 	}

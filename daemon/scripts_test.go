@@ -176,8 +176,8 @@ func TestJobFactsFromScript(t *testing.T) {
 	}
 }
 
-// TestScriptFactsReadOnce: each job's script is read once, at most
-// maxScriptReads per cycle, an array task's as its array's.
+// TestScriptFactsReadOnce: each batch script is read once, at most
+// maxScriptReads per cycle; the tasks of an array share the array's.
 func TestScriptFactsReadOnce(t *testing.T) {
 	var jobs []slurm.Job
 	scripts := &fakeScripts{scripts: map[int]string{}}
@@ -186,26 +186,26 @@ func TestScriptFactsReadOnce(t *testing.T) {
 		scripts.scripts[id] = "exec rubick-srun python pretrain_gpt.py --global-batch-size 32\n"
 		jobs = append(jobs, j)
 	}
-	jobs[0].ArrayJobID, jobs[0].ID = 2, 100 // a task of array 2
+	jobs[0].ArrayJobID, jobs[0].ID = 2, 100 // a task of array 2, whose script job 2 has too
 	d, _ := newTestDaemonWith(t, &fakeCluster{}, &fakeApplier{}, func(*Config) {})
 	d.deps.Scripts = scripts
 	ctx := context.Background()
 	first := d.scriptFacts(ctx, jobs)
-	if len(first) != maxScriptReads || len(scripts.reads) != maxScriptReads || scripts.reads[0] != 2 {
-		t.Fatalf("first cycle: %d facts from reads %v, want %d, the first of array 2", len(first), scripts.reads, maxScriptReads)
+	if len(first) != maxScriptReads+1 || len(scripts.reads) != maxScriptReads || scripts.reads[0] != 2 {
+		t.Fatalf("first cycle: %d facts from reads %v, want %d from %d, the first of job 2", len(first), scripts.reads, maxScriptReads+1, maxScriptReads)
 	}
 	second := d.scriptFacts(ctx, jobs)
-	if len(second) != len(jobs) || len(scripts.reads) != len(jobs) {
-		t.Fatalf("second cycle: %d facts, %d reads in all; want %d of each", len(second), len(scripts.reads), len(jobs))
+	if len(second) != len(jobs) || len(scripts.reads) != len(jobs)-1 {
+		t.Fatalf("second cycle: %d facts, %d reads in all; want %d and %d", len(second), len(scripts.reads), len(jobs), len(jobs)-1)
 	}
 	if got := second[100]; got != (scriptRead{gb: 32, batch: true}) {
 		t.Errorf("array task's facts %+v, want global batch 32", got)
 	}
 	// Started: forgotten.
-	jobs[1].State, jobs[1].StartTime = slurm.StateRunning, t0
+	jobs[2].State, jobs[2].StartTime = slurm.StateRunning, t0
 	d.scriptFacts(ctx, jobs)
-	if _, ok := d.scripts[jobs[1].ID]; ok || len(d.scripts) != len(jobs)-1 {
-		t.Errorf("kept %d scripts, with started job %d: %v", len(d.scripts), jobs[1].ID, ok)
+	if _, ok := d.scripts[jobs[2].ID]; ok || len(d.scripts) != len(jobs)-2 {
+		t.Errorf("kept %d scripts, with started job %d: %v", len(d.scripts), jobs[2].ID, ok)
 	}
 }
 
