@@ -23,13 +23,18 @@ type ScriptReader interface {
 	BatchScript(ctx context.Context, id int) (string, error)
 }
 
-// maxScriptReads bounds the batch scripts one cycle reads; the jobs past
-// it are read in the next cycles, planned meanwhile as before their read.
-const maxScriptReads = 16
+// maxScriptReads bounds the batch scripts one cycle reads, and
+// scriptReadTime the time it spends reading them (a slow slurmctld, a
+// hung file system); the jobs past either are read in the next cycles,
+// planned meanwhile as before their read.
+const (
+	maxScriptReads = 16
+	scriptReadTime = 2 * time.Second
+)
 
-// scriptRead is what a job's batch script told, read once per job: what
-// its rubick-srun line cannot express, and its global batch when batch
-// (a DeepSpeed line's config may be out of reach where its flags are not).
+// scriptRead is what a batch script told, read once: what its rubick-srun
+// line cannot express, and its global batch when batch (a DeepSpeed
+// line's config may be out of reach where its flags are not).
 type scriptRead struct {
 	cannot model.Features
 	gb     int
@@ -50,7 +55,7 @@ func (d *Daemon) scriptFacts(ctx context.Context, jobs []slurm.Job) map[int]scri
 	}
 	seen := make(map[int]bool)
 	out := map[int]scriptRead{}
-	reads := 0
+	reads, start := 0, d.deps.Now()
 	for _, j := range jobs {
 		if j.Tag == nil || j.Tag.ModelType == "" || j.State != slurm.StatePending || j.RestartCount > 0 || !j.StartTime.IsZero() || j.Interactive {
 			continue
@@ -59,7 +64,7 @@ func (d *Daemon) scriptFacts(ctx context.Context, jobs []slurm.Job) map[int]scri
 		seen[sid] = true
 		r, ok := d.scripts[sid]
 		if !ok {
-			if reads == maxScriptReads {
+			if reads == maxScriptReads || d.deps.Now().Sub(start) >= scriptReadTime {
 				continue
 			}
 			reads++
@@ -145,7 +150,8 @@ func (d *Daemon) scriptLine(ctx context.Context, j slurm.Job) (launch.LineFacts,
 }
 
 // userFileTimeout bounds one read of a user's file: a hung network file
-// system must not hold the cycle (the read goes on in the background).
+// system must not hold the cycle (the read goes on in the background,
+// at most one a cycle: scriptReadTime).
 const (
 	userFileTimeout  = 2 * time.Second
 	maxUserFileBytes = 1 << 20
@@ -169,21 +175,14 @@ func ReadUserFile(ctx context.Context, userName, workDir, name string) ([]byte, 
 		}
 		name = filepath.Join(workDir, name)
 	}
-	u, err := user.Lookup(userName)
-	if err != nil {
-		return nil, err
-	}
-	uid, err := strconv.ParseUint(u.Uid, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("user %s: uid %q: %w", userName, u.Uid, err)
-	}
 	type result struct {
 		b   []byte
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		b, err := readOwned(name, uint32(uid))
+		// The user's lookup too: a directory service can hang as well.
+		b, err := readOwned(userName, name)
 		done <- result{b, err}
 	}()
 	ctx, cancel := context.WithTimeout(ctx, userFileTimeout)
@@ -196,7 +195,16 @@ func ReadUserFile(ctx context.Context, userName, workDir, name string) ([]byte, 
 	}
 }
 
-func readOwned(name string, uid uint32) ([]byte, error) {
+// readOwned reads file name if it is a regular file of userName's.
+func readOwned(userName, name string) ([]byte, error) {
+	u, err := user.Lookup(userName)
+	if err != nil {
+		return nil, err
+	}
+	uid, err := strconv.ParseUint(u.Uid, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("user %s: uid %q: %w", userName, u.Uid, err)
+	}
 	// O_NONBLOCK: a FIFO must not block the open.
 	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
@@ -208,7 +216,7 @@ func readOwned(name string, uid uint32) ([]byte, error) {
 		return nil, err
 	}
 	sys, ok := st.Sys().(*syscall.Stat_t)
-	if !st.Mode().IsRegular() || !ok || sys.Uid != uid {
+	if !st.Mode().IsRegular() || !ok || sys.Uid != uint32(uid) {
 		return nil, fmt.Errorf("%s: %w", name, errNotUsers)
 	}
 	if st.Size() > maxUserFileBytes {

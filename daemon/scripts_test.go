@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -206,6 +207,28 @@ func TestScriptFactsReadOnce(t *testing.T) {
 	d.scriptFacts(ctx, jobs)
 	if _, ok := d.scripts[jobs[2].ID]; ok || len(d.scripts) != len(jobs)-2 {
 		t.Errorf("kept %d scripts, with started job %d: %v", len(d.scripts), jobs[2].ID, ok)
+	}
+}
+
+// TestScriptFactsTime: a cycle reads no more scripts once it has spent
+// scriptReadTime reading them (here each look at the clock is a second
+// later); the rest wait for the next cycles.
+func TestScriptFactsTime(t *testing.T) {
+	var jobs []slurm.Job
+	scripts := &fakeScripts{scripts: map[int]string{}}
+	for id := 1; id <= 5; id++ {
+		jobs = append(jobs, heldJob(id, "gpt2", 1, 2))
+		scripts.scripts[id] = "exec rubick-srun python pretrain_gpt.py --global-batch-size 32\n"
+	}
+	d, _ := newTestDaemonWith(t, &fakeCluster{}, &fakeApplier{}, func(*Config) {})
+	d.deps.Scripts = scripts
+	now := t0
+	d.deps.Now = func() time.Time { now = now.Add(time.Second); return now }
+	for cycle, want := range []int{1, 2, 3, 4, 5} {
+		d.scriptFacts(context.Background(), jobs)
+		if len(scripts.reads) != want {
+			t.Fatalf("after cycle %d: %d scripts read, want %d", cycle+1, len(scripts.reads), want)
+		}
 	}
 }
 
