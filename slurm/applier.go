@@ -481,8 +481,7 @@ func (r *run) annotate(ctx context.Context, job Job) error {
 	if err != nil {
 		return err
 	}
-	quiet, _ := QuietMailType("MailType=" + act.MailType)
-	if !sameMailTypes(mailTypes(string(out)), mailTypes("MailType="+quiet)) {
+	if !sameMailTypes(mailTypes(mailTypeOf(string(out))), quietTypes(mailTypes(act.MailType))) {
 		r.step(StepResult{Name: "restore mail", Note: "its mail types changed since rubick quieted them; left as they are"})
 		return r.writeTag(ctx, job, *act.Tag, act.Hold)
 	}
@@ -833,8 +832,8 @@ func (r *run) quietMail(ctx context.Context) {
 // rest stay); false when the job asks for neither. rubick-srun uses it
 // too, before it requeues a job itself.
 func QuietMailType(show string) (string, bool) {
-	types := mailTypes(show)
-	keep := slices.DeleteFunc(slices.Clone(types), func(t string) bool { return t == "BEGIN" || t == "REQUEUE" })
+	types := mailTypes(mailTypeOf(show))
+	keep := quietTypes(types)
 	if len(keep) == len(types) {
 		return "", false
 	}
@@ -858,11 +857,16 @@ func mailTypeOf(show string) string {
 	return v
 }
 
-// mailTypes reads the MailType of `scontrol show job -o` output, with ALL
-// spelled out as Slurm documents it; none when the job has no mail.
-func mailTypes(show string) []string {
+// quietTypes is types without BEGIN and REQUEUE.
+func quietTypes(types []string) []string {
+	return slices.DeleteFunc(slices.Clone(types), func(t string) bool { return t == "BEGIN" || t == "REQUEUE" })
+}
+
+// mailTypes is a MailType value as a list, with ALL spelled out as Slurm
+// documents it; none for no mail.
+func mailTypes(v string) []string {
 	var out []string
-	for _, t := range strings.Split(mailTypeOf(show), ",") {
+	for _, t := range strings.Split(v, ",") {
 		switch t {
 		case "", "NONE", "(null)":
 		case "ALL":
