@@ -945,7 +945,8 @@ type JobFacts struct {
 	// rubickd gives it avoids these features).
 	Cannot model.Features
 	// GlobalBatch is the global batch the job trains with, as rubick-srun
-	// reported it: its plans keep it. 0: not reported, the model type's.
+	// reported it or, before its first start, its batch script says: its
+	// plans keep it. 0: not known, the model type's.
 	GlobalBatch int
 	// RestartCost is the median of the job's own measured restarts; 0
 	// prices them as its model type's.
@@ -2047,11 +2048,15 @@ func (mj *managedJob) profiledAnnotation(a policy.Action) (slurm.Action, bool) {
 	tag := cloneTag(mj.tag)
 	delete(tag.Extra, tagProfile)
 	tag.Plan = a.Plan.String()
-	j := mj.slurm
+	return annotateRunning(mj.slurm, tag), true
+}
+
+// annotateRunning writes tag to running job j. The allocation is what the
+// job holds; annotate only records it.
+func annotateRunning(j slurm.Job, tag slurm.Tag) slurm.Action {
 	n := max(len(j.NodeList), 1)
-	// The allocation is what the job holds; annotate only records it.
 	return slurm.Action{Kind: slurm.ActionAnnotate, JobID: j.ID, Tag: &tag, Nodes: j.NodeList, NumNodes: n,
-		GPUsPerNode: j.GPUsPerNode, CPUsPerTask: j.CPUs / n, MemPerNodeMB: memPerNode(j)}, true
+		GPUsPerNode: j.GPUsPerNode, CPUsPerTask: j.CPUs / n, MemPerNodeMB: memPerNode(j)}
 }
 
 // mailRestore gives a running job back the mail types rubick took BEGIN
@@ -2066,10 +2071,9 @@ func (mj *managedJob) mailRestore() (slurm.Action, bool) {
 	}
 	tag := cloneTag(mj.tag)
 	delete(tag.Extra, slurm.TagMail)
-	j := mj.slurm
-	n := max(len(j.NodeList), 1)
-	return slurm.Action{Kind: slurm.ActionAnnotate, JobID: j.ID, Tag: &tag, MailType: mt, Nodes: j.NodeList, NumNodes: n,
-		GPUsPerNode: j.GPUsPerNode, CPUsPerTask: j.CPUs / n, MemPerNodeMB: memPerNode(j)}, true
+	act := annotateRunning(mj.slurm, tag)
+	act.MailType = mt
+	return act, true
 }
 
 func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action, error) {
