@@ -125,6 +125,11 @@ type Daemon struct {
 	scripts map[int]*scriptRead // nil: the script told nothing
 	// scriptMiss counts the script reads in a row Slurm gave none for.
 	scriptMiss int
+	// files bounds the reads of users' files still outstanding (a hung
+	// network file system keeps them), and filesBusy says rubickd warned
+	// that they were all taken.
+	files     userFiles
+	filesBusy bool
 	// unmeasurable holds the restarts MeasureRestart gave up on; only the
 	// cycle reads and writes it.
 	unmeasurable map[int64]time.Time
@@ -199,7 +204,7 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	return &Daemon{cfg: cfg, deps: deps, boot: cfg, scripts: map[int]*scriptRead{}}, nil
+	return &Daemon{cfg: cfg, deps: deps, boot: cfg, scripts: map[int]*scriptRead{}, files: newUserFiles(maxUserFileReads)}, nil
 }
 
 // CycleReport summarises one cycle.

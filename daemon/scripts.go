@@ -39,6 +39,9 @@ type scriptRead struct {
 	cannot model.Features
 	gb     int
 	batch  bool
+	// line is kept while the batch waits for a config read that could not
+	// start (errFilesBusy), to read it in a later cycle without the script.
+	line *launch.ScriptLine
 }
 
 // scriptFacts returns, for the pending jobs among jobs that have never
@@ -63,14 +66,16 @@ func (d *Daemon) scriptFacts(ctx context.Context, jobs []slurm.Job) map[int]scri
 		sid := scriptID(j)
 		seen[sid] = true
 		r, ok := d.scripts[sid]
-		if !ok {
-			if reads == maxScriptReads || d.deps.Now().Sub(start) >= scriptReadTime {
-				continue
-			}
+		again := ok && r != nil && r.line != nil
+		if (!ok || again) && reads < maxScriptReads && d.deps.Now().Sub(start) < scriptReadTime {
 			reads++
-			var err error
-			r, err = d.scriptLaunch(ctx, j)
-			d.scriptMissed(err)
+			if again {
+				r = d.lineFacts(ctx, j, *r.line)
+			} else {
+				var err error
+				r, err = d.scriptLaunch(ctx, j)
+				d.scriptMissed(err)
+			}
 			d.scripts[sid] = r
 		}
 		if r != nil {
@@ -109,18 +114,38 @@ func (d *Daemon) scriptMissed(err error) {
 // scriptLaunch reads job j's batch script and what its rubick-srun line
 // tells, as rubick-srun would report it; nil when it tells nothing.
 func (d *Daemon) scriptLaunch(ctx context.Context, j slurm.Job) (*scriptRead, error) {
-	log := d.deps.Logger.With("job", j.ID)
-	f, err := d.scriptLine(ctx, j)
+	sl, err := d.scriptLine(ctx, j)
 	if err != nil {
-		log.Debug("batch script not read; the job is planned from its user's last launch line until it reports its own", "err", err)
+		d.deps.Logger.Debug("batch script not read; the job is planned from its user's last launch line until it reports its own", "job", j.ID, "err", err)
 		return nil, err
 	}
-	if f.BatchErr != nil {
+	return d.lineFacts(ctx, j, sl), nil
+}
+
+// lineFacts is what launch line sl of job j tells, reading its DeepSpeed
+// config as the job's user; nil when it tells nothing.
+func (d *Daemon) lineFacts(ctx context.Context, j slurm.Job, sl launch.ScriptLine) *scriptRead {
+	log := d.deps.Logger.With("job", j.ID)
+	read := d.deps.ReadUserFile
+	if read == nil {
+		read = d.readUserFile
+	}
+	f, err := sl.Facts(func(name string) ([]byte, error) { return read(ctx, j.User, j.WorkDir, name) })
+	if err != nil {
+		log.Debug("batch script not read; the job is planned from its user's last launch line until it reports its own", "err", err)
+		return nil
+	}
+	r := &scriptRead{cannot: f.Cannot, gb: f.GlobalBatch, batch: f.BatchErr == nil}
+	switch {
+	case errors.Is(f.BatchErr, errFilesBusy):
+		r.line = &sl
+		log.Debug("global batch not read off the batch script yet: its DeepSpeed config waits for earlier reads of users' files", "cannot", f.Cannot.String(), "err", f.BatchErr)
+	case f.BatchErr != nil:
 		log.Debug("global batch not read off the batch script; the job is planned at its user's last one until it reports its own", "cannot", f.Cannot.String(), "err", f.BatchErr)
-	} else {
+	default:
 		log.Debug("launch line read off the batch script", "cannot", f.Cannot.String(), "global_batch", f.GlobalBatch)
 	}
-	return &scriptRead{cannot: f.Cannot, gb: f.GlobalBatch, batch: f.BatchErr == nil}, nil
+	return r
 }
 
 // scriptID is the job whose batch script job j runs: the tasks of an
@@ -132,33 +157,58 @@ func scriptID(j slurm.Job) int {
 	return j.ID
 }
 
-// scriptLine is what the rubick-srun line of job j's batch script tells.
-func (d *Daemon) scriptLine(ctx context.Context, j slurm.Job) (launch.LineFacts, error) {
+// scriptLine is the rubick-srun line of job j's batch script.
+func (d *Daemon) scriptLine(ctx context.Context, j slurm.Job) (launch.ScriptLine, error) {
 	s, err := d.deps.Scripts.BatchScript(ctx, scriptID(j))
 	if err != nil {
-		return launch.LineFacts{}, err
+		return launch.ScriptLine{}, err
 	}
-	sl, err := launch.FromScript(s)
-	if err != nil {
-		return launch.LineFacts{}, err
+	return launch.FromScript(s)
+}
+
+// readUserFile is ReadUserFile with at most maxUserFileReads reads
+// outstanding: a read a hung file system keeps goes on in the background
+// past its timeout and holds an OS thread, so rubickd starts no more once
+// that many are stuck, and warns once until one returns.
+func (d *Daemon) readUserFile(ctx context.Context, userName, workDir, name string) ([]byte, error) {
+	b, err := d.files.read(ctx, userName, workDir, name)
+	switch {
+	case errors.Is(err, errFilesBusy) && !d.filesBusy:
+		d.filesBusy = true
+		d.deps.Logger.Warn("reads of users' DeepSpeed configs have not returned (a hung file system?); rubickd reads no more until one does, and plans those jobs at their users' last global batch",
+			"outstanding", maxUserFileReads, "err", err)
+	case !errors.Is(err, errFilesBusy):
+		d.filesBusy = false
 	}
-	read := d.deps.ReadUserFile
-	if read == nil {
-		read = ReadUserFile
-	}
-	return sl.Facts(func(name string) ([]byte, error) { return read(ctx, j.User, j.WorkDir, name) })
+	return b, err
 }
 
 // userFileTimeout bounds one read of a user's file: a hung network file
-// system must not hold the cycle (the read goes on in the background,
-// at most one a cycle: scriptReadTime).
+// system must not hold the cycle (the read goes on in the background).
+// maxUserFileReads bounds such background reads.
 const (
 	userFileTimeout  = 2 * time.Second
 	maxUserFileBytes = 1 << 20
+	maxUserFileReads = 4
 )
 
-// errNotUsers is a file rubickd will not read for a user's job.
-var errNotUsers = errors.New("not a regular file of the job's user")
+var (
+	// errNotUsers is a file rubickd will not read for a user's job.
+	errNotUsers = errors.New("not a regular file of the job's user")
+	// errFilesBusy is a read not started: maxUserFileReads are outstanding.
+	errFilesBusy = errors.New("earlier reads of users' files have not returned")
+)
+
+// userFiles reads users' files with a bounded number outstanding; its
+// zero value has no bound.
+type userFiles struct {
+	slots chan struct{}
+	// open and timeout replace readOwned and userFileTimeout in tests.
+	open    func(userName, name string) ([]byte, error)
+	timeout time.Duration
+}
+
+func newUserFiles(n int) userFiles { return userFiles{slots: make(chan struct{}, n)} }
 
 // ReadUserFile reads the file a job's launch line names (its DeepSpeed
 // config), relative to the job's working directory, as far as the job's
@@ -166,6 +216,10 @@ var errNotUsers = errors.New("not a regular file of the job's user")
 // that rubickd, which may read any file, tells no one more than their own
 // files say. Paths the script leaves to its run are refused.
 func ReadUserFile(ctx context.Context, userName, workDir, name string) ([]byte, error) {
+	return userFiles{}.read(ctx, userName, workDir, name)
+}
+
+func (u userFiles) read(ctx context.Context, userName, workDir, name string) ([]byte, error) {
 	if strings.Contains(name, launch.Unresolved) {
 		return nil, fmt.Errorf("%w: %q is set only when the job runs", launch.ErrUnresolvable, launch.ShowUnresolved(name))
 	}
@@ -175,17 +229,34 @@ func ReadUserFile(ctx context.Context, userName, workDir, name string) ([]byte, 
 		}
 		name = filepath.Join(workDir, name)
 	}
+	if u.slots != nil {
+		select {
+		case u.slots <- struct{}{}:
+		default:
+			return nil, fmt.Errorf("%s: %w (%d)", name, errFilesBusy, cap(u.slots))
+		}
+	}
 	type result struct {
 		b   []byte
 		err error
 	}
+	open, timeout := u.open, u.timeout
+	if open == nil {
+		open = readOwned
+	}
+	if timeout == 0 {
+		timeout = userFileTimeout
+	}
 	done := make(chan result, 1)
 	go func() {
+		if u.slots != nil {
+			defer func() { <-u.slots }()
+		}
 		// The user's lookup too: a directory service can hang as well.
-		b, err := readOwned(userName, name)
+		b, err := open(userName, name)
 		done <- result{b, err}
 	}()
-	ctx, cancel := context.WithTimeout(ctx, userFileTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	select {
 	case r := <-done:

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/rubick-sched/rubick/launch"
 	"github.com/rubick-sched/rubick/model"
@@ -291,6 +292,98 @@ func TestReadUserFile(t *testing.T) {
 	}
 	if _, err := ReadUserFile(ctx, me, "", "ds.json"); err == nil {
 		t.Error("a relative path was read without a working directory")
+	}
+}
+
+// TestUserFilesBound: a read a hung file system keeps goes on after its
+// timeout and holds its slot; once every slot is held, reads fail at once
+// with errFilesBusy, until a kept read returns.
+func TestUserFilesBound(t *testing.T) {
+	gate := make(chan struct{})
+	u := newUserFiles(2)
+	u.timeout = 10 * time.Millisecond
+	u.open = func(_, name string) ([]byte, error) {
+		if name == "/hung/ds.json" {
+			<-gate
+			return nil, errors.New("returned late")
+		}
+		return []byte("{}"), nil
+	}
+	ctx := context.Background()
+	for i := range 2 {
+		if _, err := u.read(ctx, "alice", "/hung", "ds.json"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("hung read %d: %v, want its timeout", i+1, err)
+		}
+	}
+	if _, err := u.read(ctx, "alice", "/ok", "ds.json"); !errors.Is(err, errFilesBusy) {
+		t.Fatalf("read with both slots held: %v, want %v", err, errFilesBusy)
+	}
+	close(gate)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(u.slots) > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if b, err := u.read(ctx, "alice", "/ok", "ds.json"); err != nil || string(b) != "{}" {
+		t.Fatalf("read after the hung ones returned: %q, %v", b, err)
+	}
+}
+
+// TestScriptFactsFilesBusy: with the reads of users' files all held by a
+// hung file system, a DeepSpeed job's config is read in a later cycle,
+// from the launch line already read (its script is not read again), and
+// rubickd warns once. The job whose own read timed out is not retried.
+func TestScriptFactsFilesBusy(t *testing.T) {
+	const line = "exec rubick-srun deepspeed train.py --deepspeed_config ds.json\n"
+	scripts := &fakeScripts{scripts: map[int]string{1: line, 2: line, 3: line}}
+	var jobs []slurm.Job
+	for id := 1; id <= 3; id++ {
+		j := heldJob(id, "bert", 1, 2)
+		j.User, j.WorkDir = "alice", "/ok"
+		jobs = append(jobs, j)
+	}
+	jobs[0].WorkDir = "/hung"
+	d, _ := newTestDaemonWith(t, &fakeCluster{}, &fakeApplier{}, func(*Config) {})
+	var logs bytes.Buffer
+	d.deps.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	d.deps.Scripts = scripts
+	gate := make(chan struct{})
+	d.files = newUserFiles(1)
+	d.files.timeout = 10 * time.Millisecond
+	d.files.open = func(_, name string) ([]byte, error) {
+		if name == "/hung/ds.json" {
+			<-gate
+			return nil, errors.New("returned late")
+		}
+		return []byte(`{"train_batch_size": 48}`), nil
+	}
+	ctx := context.Background()
+	unread := scriptRead{cannot: model.FeatureTP | model.FeaturePP}
+	read := scriptRead{cannot: model.FeatureTP | model.FeaturePP, gb: 48, batch: true}
+	got := d.scriptFacts(ctx, jobs)
+	opts := cmp.Options{cmp.AllowUnexported(scriptRead{}), cmpopts.IgnoreFields(scriptRead{}, "line")}
+	if diff := cmp.Diff(map[int]scriptRead{1: unread, 2: unread, 3: unread}, got, opts); diff != "" {
+		t.Errorf("first cycle (-want +got):\n%s", diff)
+	}
+	if d.scripts[1].line != nil || d.scripts[2].line == nil || d.scripts[3].line == nil {
+		t.Errorf("lines kept to read again: %v %v %v, want jobs 2 and 3's", d.scripts[1].line, d.scripts[2].line, d.scripts[3].line)
+	}
+	close(gate)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(d.files.slots) > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	got = d.scriptFacts(ctx, jobs)
+	if diff := cmp.Diff(map[int]scriptRead{1: unread, 2: read, 3: read}, got, opts); diff != "" {
+		t.Errorf("second cycle (-want +got):\n%s", diff)
+	}
+	if d.scripts[2].line != nil || d.scripts[3].line != nil {
+		t.Errorf("lines still kept after their configs were read")
+	}
+	if len(scripts.reads) != 3 {
+		t.Errorf("scripts read %v, want each once", scripts.reads)
+	}
+	if n := strings.Count(logs.String(), "have not returned (a hung file system?)"); n != 1 {
+		t.Errorf("%d warnings, want 1:\n%s", n, logs.String())
 	}
 }
 
