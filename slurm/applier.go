@@ -481,7 +481,7 @@ func (r *run) annotate(ctx context.Context, job Job) error {
 	if err != nil {
 		return err
 	}
-	if !sameMailTypes(mailTypes(mailTypeOf(string(out))), quietTypes(mailTypes(act.MailType))) {
+	if !sameMailTypes(mailTypes(MailTypeOf(string(out))), quietTypes(mailTypes(act.MailType))) {
 		r.step(StepResult{Name: "restore mail", Note: "its mail types changed since rubick quieted them; left as they are"})
 		return r.writeTag(ctx, job, *act.Tag, act.Hold)
 	}
@@ -531,11 +531,17 @@ func tagArgs(job Job, tag Tag, hold bool) ([]string, error) {
 		tag.Extra = map[string]string{}
 	}
 	tag.Extra[TagRestarts] = strconv.Itoa(job.RestartCount)
+	comment := WithoutWord(job.Comment, RequeueWord)
+	// The mail types rubick-srun quieted for its own requeue move into the
+	// tag, to be given back once the job runs (Action.MailType).
+	mail, comment := mailOfComment(comment)
+	if mail != "" && tag.Extra[TagMail] == "" {
+		tag.Extra[TagMail] = mail
+	}
 	merged, err := MergeAdminComment(job.AdminComment, tag)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadAction, err)
 	}
-	comment := WithoutWord(job.Comment, RequeueWord)
 	if hold {
 		comment = WithWord(comment, UserHoldWord)
 	}
@@ -824,7 +830,7 @@ func (r *run) quietMail(ctx context.Context) {
 		r.log.Warn("mail types unchanged; Slurm mails this requeue and restart", "job", r.id(), "err", err)
 		return
 	}
-	r.mailWas = mailTagValue(mailTypeOf(string(out)))
+	r.mailWas = mailTagValue(MailTypeOf(string(out)))
 }
 
 // QuietMailType is the MailType to set, read from `scontrol show job -o`
@@ -832,7 +838,7 @@ func (r *run) quietMail(ctx context.Context) {
 // rest stay); false when the job asks for neither. rubick-srun uses it
 // too, before it requeues a job itself.
 func QuietMailType(show string) (string, bool) {
-	types := mailTypes(mailTypeOf(show))
+	types := mailTypes(MailTypeOf(show))
 	keep := quietTypes(types)
 	if len(keep) == len(types) {
 		return "", false
@@ -843,11 +849,11 @@ func QuietMailType(show string) (string, bool) {
 	return strings.Join(keep, ","), true
 }
 
-// mailTypeOf is the MailType of `scontrol show job -o` output as Slurm
+// MailTypeOf is the MailType of `scontrol show job -o` output as Slurm
 // writes it; "" when the job has no mail (scontrol then omits the field).
 // The last one is Slurm's: it comes after the comments, whose text a user
 // may fill with anything.
-func mailTypeOf(show string) string {
+func MailTypeOf(show string) string {
 	var v string
 	for _, f := range strings.Fields(show) {
 		if t, ok := strings.CutPrefix(f, "MailType="); ok {

@@ -922,7 +922,7 @@ func TestApplyQuietMail(t *testing.T) {
 				t.Errorf("tag written after the requeue %+v, want %s=%q", tag, TagMail, tc.wantMail)
 			}
 			if tc.wantMail != "" {
-				if got, want := MailTypeOfTag(tag), mailTypeOf(tc.show); got != want {
+				if got, want := MailTypeOfTag(tag), MailTypeOf(tc.show); got != want {
 					t.Errorf("MailTypeOfTag = %q, want %q", got, want)
 				}
 			}
@@ -962,6 +962,52 @@ func TestApplyRestoreMail(t *testing.T) {
 				t.Fatalf("Err = %v; steps %+v", res.Err, res.Steps)
 			}
 			if diff := cmp.Diff(tc.want, f.runner.Calls(), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("argv (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The mail types rubick-srun quieted before it requeued a job itself
+// (its Comment's MailWord, its user cannot write the tag) move into the
+// tag at the next annotate, the answer to that requeue, to be given back
+// once the job runs (TestApplyRestoreMail). A tag that keeps some already
+// keeps them; a malformed word is dropped.
+func TestApplyMovesMailWord(t *testing.T) {
+	tag := &Tag{ModelType: "gpt2", Plan: "dp2.tp1.pp1.mb1.a1.z0", Generation: 2}
+	tests := map[string]struct {
+		comment, ac string
+		tagMail     string // the action's tag's
+		want        []string
+	}{
+		"mail word": {comment: "my note rubick:requeue rubick:mail=begin,end,invalid-depend",
+			want: []string{"AdminComment=rubick:v1 model=gpt2 plan=dp2.tp1.pp1.mb1.a1.z0 gen=2 mail=begin,end,invalid-depend rc=0", "Comment=my note"}},
+		"tag keeps some": {comment: "rubick:requeue rubick:mail=begin", ac: "rubick:v1 model=gpt2 mail=requeue,end", tagMail: "requeue,end",
+			want: []string{"AdminComment=rubick:v1 model=gpt2 plan=dp2.tp1.pp1.mb1.a1.z0 gen=2 mail=requeue,end rc=0", "Comment="}},
+		"malformed": {comment: "rubick:mail=BEGIN,END; rubick:requeue",
+			want: []string{"AdminComment=rubick:v1 model=gpt2 plan=dp2.tp1.pp1.mb1.a1.z0 gen=2 rc=0", "Comment="}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			j := pendingHeld(7)
+			j.Comment, j.AdminComment = tc.comment, tc.ac
+			if tc.ac != "" {
+				jt, err := ParseTag(tc.ac)
+				if err != nil {
+					t.Fatal(err)
+				}
+				j.Tag = &jt
+			}
+			tag := *tag
+			if tc.tagMail != "" {
+				tag.Extra = map[string]string{TagMail: tc.tagMail}
+			}
+			f := newApplierFixture(t, map[int][]Job{7: {j}}, nil)
+			if res := f.app.ApplyOne(context.Background(), Action{Kind: ActionAnnotate, JobID: 7, Tag: &tag}); res.Err != nil {
+				t.Fatalf("Err = %v; steps %+v", res.Err, res.Steps)
+			}
+			want := [][]string{append([]string{"/usr/bin/scontrol", "update", "JobId=7"}, tc.want...)}
+			if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
 				t.Errorf("argv (-want +got):\n%s", diff)
 			}
 		})

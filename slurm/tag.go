@@ -291,6 +291,34 @@ const TagMail = "mail"
 // a '-'.
 func mailTagValue(v string) string { return strings.ReplaceAll(strings.ToLower(v), "_", "-") }
 
+// MailWordPrefix begins the word of a job's Comment that keeps the
+// MailType rubick-srun took BEGIN and REQUEUE out of before it requeued
+// the job itself: its user may write the Comment, not the AdminComment
+// tag. The next annotate moves it into the tag (TagMail), and the job gets
+// its mails back as after rubickd's own requeues.
+const MailWordPrefix = "rubick:mail="
+
+// MailWord is the Comment word that keeps mailType ("BEGIN,END").
+func MailWord(mailType string) string { return MailWordPrefix + mailTagValue(mailType) }
+
+// mailOfComment is the tag value (TagMail) of comment's first mail word
+// ("" when it has none, or a malformed one: the user may write it), and
+// comment without its mail words.
+func mailOfComment(comment string) (value, rest string) {
+	rest = comment
+	for _, w := range strings.FieldsFunc(comment, isWordSep) {
+		v, ok := strings.CutPrefix(w, MailWordPrefix)
+		if !ok {
+			continue
+		}
+		rest = WithoutWord(rest, w)
+		if value == "" && v != "" && strings.Trim(v, "abcdefghijklmnopqrstuvwxyz0123456789,-") == "" && len(v) <= 128 {
+			value = v
+		}
+	}
+	return value, rest
+}
+
 // MailTypeOfTag is the MailType t keeps (TagMail), as scontrol takes it;
 // "" when it keeps none.
 func MailTypeOfTag(t *Tag) string {

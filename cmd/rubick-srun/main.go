@@ -546,18 +546,19 @@ func launchStep(ctx context.Context, st step, ckptSig syscall.Signal, s *sampler
 // between its signal and its own requeuehold: the job waits, held, for the
 // next rubickd cycle instead of ending. The job's comment first gets
 // slurm.RequeueWord, which tells rubickd the requeue is rubick's to start
-// again: one without it waits for its user's release.
-func requeueHold(ctx context.Context, cfg config, why string, log *slog.Logger) error {
+// again: one without it waits for its user's release; and the words of
+// words (the mail types quietMail took out, slurm.MailWord).
+func requeueHold(ctx context.Context, cfg config, why string, log *slog.Logger, words ...string) error {
 	// A busy slurmctld times an update out now and then, and an unmarked
 	// requeue waits for a release by hand: the mark is worth a few tries.
-	err := markRequeue(ctx, cfg.squeue, cfg.scontrol, cfg.jobRef)
+	err := markRequeue(ctx, cfg.squeue, cfg.scontrol, cfg.jobRef, words...)
 	for try, wait := 1, cfg.markWait; err != nil && try < markTries; try, wait = try+1, 2*wait {
 		log.Info("marking the requeue as rubick's failed; retrying", "err", err, "in", wait)
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
 		}
-		err = markRequeue(ctx, cfg.squeue, cfg.scontrol, cfg.jobRef)
+		err = markRequeue(ctx, cfg.squeue, cfg.scontrol, cfg.jobRef, words...)
 	}
 	if err != nil {
 		// Requeued all the same: unmarked, the job waits held for its
@@ -580,9 +581,10 @@ func requeueHold(ctx context.Context, cfg config, why string, log *slog.Logger) 
 // apart).
 const markTries = 3
 
-// markRequeue adds slurm.RequeueWord to the job's comment, read with
-// squeue (%k prints it as it is; "(null)" for none), unless it has it.
-func markRequeue(ctx context.Context, squeue, scontrol, jobID string) error {
+// markRequeue adds slurm.RequeueWord and the words of words to the job's
+// comment, read with squeue (%k prints it as it is; "(null)" for none),
+// unless it has them.
+func markRequeue(ctx context.Context, squeue, scontrol, jobID string, words ...string) error {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var out, errOut bytes.Buffer
@@ -595,10 +597,14 @@ func markRequeue(ctx context.Context, squeue, scontrol, jobID string) error {
 	if comment == "(null)" {
 		comment = ""
 	}
-	if slurm.HasWord(comment, slurm.RequeueWord) {
+	marked := comment
+	for _, w := range append([]string{slurm.RequeueWord}, words...) {
+		marked = slurm.WithWord(marked, w)
+	}
+	if marked == comment {
 		return nil
 	}
-	b, err := exec.CommandContext(cctx, scontrol, "update", "JobId="+jobID, "Comment="+slurm.WithWord(comment, slurm.RequeueWord)).CombinedOutput()
+	b, err := exec.CommandContext(cctx, scontrol, "update", "JobId="+jobID, "Comment="+marked).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s update JobId=%s Comment=: %w: %s", scontrol, jobID, err, strings.TrimSpace(string(b)))
 	}
@@ -649,10 +655,13 @@ func refuse(ctx context.Context, cfg config, jobID, modelType string, plan model
 			"plan", plan.String(), "err", err, "why", why)
 		return exitUsage
 	}
+	var words []string
 	if cfg.requeue && !cfg.requeueMail {
-		quietMail(ctx, cfg, log)
+		if was := quietMail(ctx, cfg, log); was != "" {
+			words = append(words, slurm.MailWord(was))
+		}
 	}
-	if cfg.requeue && requeueHold(ctx, cfg, whyRefused, log) == nil {
+	if cfg.requeue && requeueHold(ctx, cfg, whyRefused, log, words...) == nil {
 		return exitCheckpointed
 	}
 	sigs := make(chan os.Signal, 1)
@@ -662,7 +671,7 @@ func refuse(ctx context.Context, cfg config, jobID, modelType string, plan model
 	case <-sigs:
 		log.Info("rubickd signalled the restart")
 		if cfg.requeue {
-			_ = requeueHold(ctx, cfg, whyRefused, log) // rubickd requeues it otherwise
+			_ = requeueHold(ctx, cfg, whyRefused, log, words...) // rubickd requeues it otherwise
 		}
 		return exitCheckpointed
 	case <-time.After(refuseWait):
@@ -675,23 +684,27 @@ func refuse(ctx context.Context, cfg config, jobID, modelType string, plan model
 // quietMail takes BEGIN and REQUEUE out of the job's mail types before
 // rubick-srun requeues it, as rubickd does before its own restarts: the
 // job has not run a step, and Slurm would mail "Requeued" and a second
-// "Began" for it. Users may change their own job's mail types. A failure
-// leaves the mails as they are.
-func quietMail(ctx context.Context, cfg config, log *slog.Logger) {
+// "Began" for it. Users may change their own job's mail types. It
+// returns the MailType it changed, for the requeue's mark to keep
+// (slurm.MailWord) and rubickd to give back once the job runs; "" when it
+// changed none. A failure leaves the mails as they are.
+func quietMail(ctx context.Context, cfg config, log *slog.Logger) string {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(cctx, cfg.scontrol, "show", "job", "-o", cfg.jobRef).Output()
 	if err != nil {
 		log.Warn("mail types not read; Slurm mails this requeue as the job asks", "err", err)
-		return
+		return ""
 	}
 	v, ok := slurm.QuietMailType(string(out))
 	if !ok {
-		return
+		return ""
 	}
 	if b, err := exec.CommandContext(cctx, cfg.scontrol, "update", "JobId="+cfg.jobRef, "MailType="+v).CombinedOutput(); err != nil {
 		log.Warn("mail types unchanged; Slurm mails this requeue", "err", err, "output", strings.TrimSpace(string(b)))
+		return ""
 	}
+	return slurm.MailTypeOf(string(out))
 }
 
 // sendLaunch reports what the job's launch line cannot express (and, with

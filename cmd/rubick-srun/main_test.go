@@ -29,6 +29,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/rubick-sched/rubick/launch"
 	"github.com/rubick-sched/rubick/launch/report"
+	"github.com/rubick-sched/rubick/slurm"
 )
 
 // The test binary plays srun, scontrol and squeue when it runs under those names
@@ -366,25 +367,32 @@ func TestRunUnsupportedOwnPlan(t *testing.T) {
 // held for rubickd to start it again with another plan. A task of a job
 // array is named ARRAY_TASK to scontrol: its own ID may be the array's,
 // which names every task. Before the requeue the job's BEGIN and REQUEUE
-// mails are taken out, unless --requeue-mail keeps them.
+// mails are taken out, unless --requeue-mail keeps them; the requeue's
+// mark keeps what they were (slurm.MailWord), for rubickd to give back.
 func TestRunRefusedPlan(t *testing.T) {
 	for name, tc := range map[string]struct {
-		env  map[string]string
-		ref  string // what scontrol is given
-		mail string // the job's MailType
-		args []string
-		want string // the mail update, if any
+		env     map[string]string
+		ref     string // what scontrol is given
+		mail    string // the job's MailType
+		args    []string
+		want    string // the mail update, if any
+		comment string // the requeue's mark
 	}{
 		"job":        {env: map[string]string{}, ref: "42"},
 		"array task": {env: map[string]string{"SLURM_ARRAY_JOB_ID": "40", "SLURM_ARRAY_TASK_ID": "3"}, ref: "40_3"},
-		"mail all":   {env: map[string]string{}, ref: "42", mail: "INVALID_DEPEND,BEGIN,END,FAIL,REQUEUE,STAGE_OUT", want: "update JobId=42 MailType=INVALID_DEPEND,END,FAIL,STAGE_OUT"},
-		"mail begin": {env: map[string]string{"SLURM_ARRAY_JOB_ID": "40", "SLURM_ARRAY_TASK_ID": "3"}, ref: "40_3", mail: "BEGIN", want: "update JobId=40_3 MailType=NONE"},
-		"mail end":   {env: map[string]string{}, ref: "42", mail: "END"},
-		"mail kept":  {env: map[string]string{}, ref: "42", mail: "BEGIN,END", args: []string{"--requeue-mail"}},
+		"mail all": {env: map[string]string{}, ref: "42", mail: "INVALID_DEPEND,BEGIN,END,FAIL,REQUEUE,STAGE_OUT", want: "update JobId=42 MailType=INVALID_DEPEND,END,FAIL,STAGE_OUT",
+			comment: "rubick:requeue rubick:mail=invalid-depend,begin,end,fail,requeue,stage-out"},
+		"mail begin": {env: map[string]string{"SLURM_ARRAY_JOB_ID": "40", "SLURM_ARRAY_TASK_ID": "3"}, ref: "40_3", mail: "BEGIN", want: "update JobId=40_3 MailType=NONE",
+			comment: "rubick:requeue rubick:mail=begin"},
+		"mail end":  {env: map[string]string{}, ref: "42", mail: "END"},
+		"mail kept": {env: map[string]string{}, ref: "42", mail: "BEGIN,END", args: []string{"--requeue-mail"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv("FAKE_MAIL_TYPE", tc.mail)
-			calls := testRunRefusedPlan(t, tc.env, tc.ref, tc.args)
+			if tc.comment == "" {
+				tc.comment = slurm.RequeueWord
+			}
+			calls := testRunRefusedPlan(t, tc.env, tc.ref, tc.comment, tc.args)
 			var mail []string
 			for _, c := range calls {
 				if strings.Contains(c, "MailType=") {
@@ -406,7 +414,7 @@ func TestRunRefusedPlan(t *testing.T) {
 }
 
 // testRunRefusedPlan runs the refusal and returns scontrol's calls.
-func testRunRefusedPlan(t *testing.T, extraEnv map[string]string, ref string, args []string) []string {
+func testRunRefusedPlan(t *testing.T, extraEnv map[string]string, ref, comment string, args []string) []string {
 	bin := fakes(t)
 	dir := t.TempDir()
 	srunLog, scontrolLog := filepath.Join(dir, "argv.json"), filepath.Join(dir, "scontrol.log")
@@ -435,8 +443,8 @@ func testRunRefusedPlan(t *testing.T, extraEnv map[string]string, ref string, ar
 	}
 	calls, err := os.ReadFile(scontrolLog)
 	if err != nil || !strings.Contains(string(calls), "show job -o "+ref+"\n") ||
-		!strings.Contains(string(calls), "update JobId="+ref+" Comment=rubick:requeue\nrequeuehold "+ref+"\n") {
-		t.Errorf("scontrol calls %q (%v), want the tag read, the requeue marked and a requeuehold of %s", calls, err, ref)
+		!strings.Contains(string(calls), "update JobId="+ref+" Comment="+comment+"\nrequeuehold "+ref+"\n") {
+		t.Errorf("scontrol calls %q (%v), want the tag read, the requeue marked (%s) and a requeuehold of %s", calls, err, comment, ref)
 	}
 	col.mu.Lock()
 	defer col.mu.Unlock()
@@ -700,12 +708,17 @@ func TestMarkRequeue(t *testing.T) {
 		name, comment string
 		set           bool // FAKE_COMMENT set
 		squeue        string
+		words         []string
 		want          string // scontrol calls
 		wantErr       bool
 	}{
 		{name: "no comment", squeue: "squeue", want: "update JobId=42 Comment=rubick:requeue"},
 		{name: "a note", comment: "my note; x=1", set: true, squeue: "squeue", want: "update JobId=42 Comment=my note; x=1 rubick:requeue"},
 		{name: "marked already", comment: "my note rubick:requeue", set: true, squeue: "squeue"},
+		{name: "mail word", comment: "my note", set: true, squeue: "squeue", words: []string{"rubick:mail=begin,end"},
+			want: "update JobId=42 Comment=my note rubick:requeue rubick:mail=begin,end"},
+		{name: "marked, without the mail word", comment: "rubick:requeue", set: true, squeue: "squeue", words: []string{"rubick:mail=begin"},
+			want: "update JobId=42 Comment=rubick:requeue rubick:mail=begin"},
 		{name: "squeue fails", squeue: "no-such-squeue", wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -714,7 +727,7 @@ func TestMarkRequeue(t *testing.T) {
 			if tc.set {
 				t.Setenv("FAKE_COMMENT", tc.comment)
 			}
-			err := markRequeue(t.Context(), filepath.Join(bin, tc.squeue), filepath.Join(bin, "scontrol"), "42")
+			err := markRequeue(t.Context(), filepath.Join(bin, tc.squeue), filepath.Join(bin, "scontrol"), "42", tc.words...)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err %v, want an error: %v", err, tc.wantErr)
 			}

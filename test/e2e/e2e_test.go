@@ -884,3 +884,15 @@ func (d *daemonProc) stop() {
 	d.exitedEarly()
 	d.cmd = nil
 }
+
+// jobMailType is job id's MailType, as scontrol shows it.
+func jobMailType(t *testing.T, l lab, id int) string {
+	t.Helper()
+	var mailType string
+	for _, f := range strings.Fields(l.run(t, "scontrol", "show", "job", "-o", strconv.Itoa(id))) {
+		if v, ok := strings.CutPrefix(f, "MailType="); ok {
+			mailType = v
+		}
+	}
+	return mailType
+}

@@ -57,13 +57,19 @@ func launchLineRefusal(t *testing.T, readScripts bool) {
 	d.start()
 	defer d.stop()
 
+	// Refused, the job runs long enough after its restart for rubickd to
+	// give back its mails (a few cycles).
+	iters := 20
+	if !readScripts {
+		iters = 400
+	}
 	body := fmt.Sprintf(`#!/bin/bash
 exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socket %[3]s \
   --report-url http://127.0.0.1:%[4]d/samples -- \
   %[1]s/rubick-emu-trainer --model-type llama7 --deepspeed --tensor-model-parallel-size 1 \
-  --pipeline-model-parallel-size 1 --micro-batch-size 1 --global-batch-size 8 --train-iters 20 \
+  --pipeline-model-parallel-size 1 --micro-batch-size 1 --global-batch-size 8 --train-iters %[5]d \
   --time-scale 0.01 --log-interval 5 --save %[2]s/ckpt-"$SLURM_JOB_ID"
-`, bin, dir, smp.socket, smp.port)
+`, bin, dir, smp.socket, smp.port, iters)
 	submitted := time.Now()
 	id := l.submitScript(t, dir, body, &ids, "--model-type=llama7", "-p", "gpu", "-J", "e2e-launch", "-N", "1",
 		"--ntasks-per-node=1", "--gres=gpu:1", "--cpus-per-task=8", "--mem=200G", "--requeue", "--mail-type=ALL")
@@ -95,6 +101,7 @@ exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socke
 		}
 		time.Sleep(time.Second)
 	}
+	ended := time.Now()
 	jobOut, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("job-%d.out", id)))
 	if j.State != slurm.StateCompleted {
 		t.Fatalf("job %d ended %s, want COMPLETED; rubickd log %s; job output:\n%s", id, j.State, d.log, jobOut)
@@ -114,6 +121,15 @@ exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socke
 	// rubick-srun took BEGIN and REQUEUE out of the job's mail types before
 	// it requeued the job: one start mailed, not two, and no requeue.
 	checkMails(ctx, t, id, submitted, map[string]int{"Began": 1, "Ended": 1})
+	// Running again (for several cycles), the job got back the mail types
+	// rubick-srun took out: its requeue's mark kept them, and rubickd moved
+	// them into the tag.
+	t.Logf("job %d ended within %v of its last start", id, ended.Sub(j.StartTime).Round(time.Second))
+	if mt := jobMailType(t, l, id); !strings.Contains(mt, "BEGIN") || !strings.Contains(mt, "REQUEUE") ||
+		j.Tag == nil || j.Tag.Extra[slurm.TagMail] != "" || strings.Contains(j.Comment, slurm.MailWordPrefix) {
+		t.Errorf("job %d ended with MailType=%s, tag %v, comment %q; want BEGIN and REQUEUE back, no mail word or %s= left; rubickd log %s",
+			id, mt, j.Tag, j.Comment, slurm.TagMail, d.log)
+	}
 	log, _ := os.ReadFile(d.log)
 	if has := strings.Contains(string(log), "launch line cannot run the job's plan"); has == readScripts {
 		t.Errorf("rubickd logged a refusal: %v, want %v (%s)", has, !readScripts, d.log)

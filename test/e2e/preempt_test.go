@@ -134,13 +134,7 @@ log_level: debug
 	checkMails(lt.ctx, t, bert, submitted, map[string]int{"Began": 1, "Ended": 1})
 	// Running again, bert got back the mail types rubick quieted for its
 	// preemption: a requeue that is not rubick's would be mailed.
-	show := lt.lab.run(t, "scontrol", "show", "job", "-o", strconv.Itoa(bert))
-	var mailType string
-	for _, f := range strings.Fields(show) {
-		if v, ok := strings.CutPrefix(f, "MailType="); ok {
-			mailType = v
-		}
-	}
+	mailType := jobMailType(t, lt.lab, bert)
 	if !strings.Contains(mailType, "BEGIN") || !strings.Contains(mailType, "REQUEUE") || j.Tag.Extra[slurm.TagMail] != "" {
 		t.Errorf("bert ended with MailType=%s, tag %v; want BEGIN and REQUEUE back, no %s= in the tag; rubickd log: %s", mailType, j.Tag, slurm.TagMail, d.log)
 	}
