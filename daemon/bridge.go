@@ -989,6 +989,44 @@ type Inputs struct {
 	ReleaseAll bool
 }
 
+// throttledTasks returns, by job ID, the held pending tasks of job arrays
+// with a limit on running tasks (ArrayMaxTasks) that Slurm would not start
+// now if released, with the array's limit. The array's running, suspended
+// and released pending tasks take its places first, then its tasks held
+// for rubick, lowest task ID first, as a user of --array=0-9%2 expects.
+// Tasks its user or an administrator holds take none.
+func throttledTasks(jobs []slurm.Job) map[int]int {
+	type array struct {
+		max, busy int
+		held      []slurm.Job
+	}
+	arrays := map[int]*array{}
+	for _, j := range jobs {
+		if j.ArrayJobID == 0 || j.ArrayMaxTasks <= 0 || j.ArrayTasks != "" {
+			continue // the array's unsplit record is split before any release
+		}
+		a := arrays[j.ArrayJobID]
+		if a == nil {
+			a = &array{max: j.ArrayMaxTasks}
+			arrays[j.ArrayJobID] = a
+		}
+		switch {
+		case j.Allocated() || j.State == slurm.StatePending && !j.Held:
+			a.busy++
+		case j.State == slurm.StatePending && !slurm.HeldByAdmin(j) && !slurm.HeldByUser(j) && !slurm.RequeuedByOther(j):
+			a.held = append(a.held, j)
+		}
+	}
+	out := map[int]int{}
+	for _, a := range arrays {
+		slices.SortFunc(a.held, func(x, y slurm.Job) int { return cmp.Compare(x.ArrayTaskID, y.ArrayTaskID) })
+		for _, j := range a.held[min(max(a.max-a.busy, 0), len(a.held)):] {
+			out[j.ID] = a.max
+		}
+	}
+	return out
+}
+
 // BuildView converts what Slurm reports into a policy snapshot. Only nodes
 // of the managed partitions that can run jobs count; their capacity is
 // reduced by whatever jobs rubick does not manage hold on them, and, with
@@ -1044,6 +1082,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			}
 		}
 	}
+	throttled := throttledTasks(jobs)
 	groupsOf := &groupsMemo{l: in.Limits}
 	v.gpuTypes = nodeGPUTypes{}
 	for _, n := range nodes {
@@ -1203,6 +1242,12 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 				why = "dependency " + j.Dependency
 			}
 			v.Unmanaged[j.ID] = fmt.Sprintf("waits for %s; planned once Slurm lets it start", why)
+			continue
+		}
+		if n, ok := throttled[j.ID]; ok {
+			// Released, it would wait (JobArrayTaskLimit) on GPUs planned
+			// for it, which others could use meanwhile.
+			v.Unmanaged[j.ID] = fmt.Sprintf("waits for a task of its array to end: the array runs at most %d at once (--array=...%%%d, ArrayTaskThrottle); planned once one ends", n, n)
 			continue
 		}
 		if j.Exclusive {

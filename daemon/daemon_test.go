@@ -2900,3 +2900,69 @@ func TestCycleRestoresMail(t *testing.T) {
 		})
 	}
 }
+
+// A job array's limit on running tasks (--array=0-9%N) holds on tasks
+// split off it: Slurm keeps a released task past it pending
+// (JobArrayTaskLimit), on GPUs rubick planned for it. The array's running,
+// suspended and released tasks take its places first, then its held tasks
+// in task order; tasks held by their user take none.
+func TestThrottledTasks(t *testing.T) {
+	task := func(id, task int, state string, held bool) slurm.Job {
+		j := heldJob(id, "bert", 1, 2)
+		j.ArrayJobID, j.ArrayTaskID, j.ArrayMaxTasks, j.State, j.Held = 50, task, 2, state, held
+		return j
+	}
+	userHeld := task(57, 7, slurm.StatePending, true)
+	userHeld.Comment = slurm.UserHoldWord
+	tests := map[string]struct {
+		jobs []slurm.Job
+		want map[int]int
+	}{
+		"none running": {jobs: []slurm.Job{task(53, 3, slurm.StatePending, true), task(51, 1, slurm.StatePending, true), task(52, 2, slurm.StatePending, true)},
+			want: map[int]int{53: 2}},
+		"one running, one released": {jobs: []slurm.Job{task(51, 1, slurm.StateRunning, false), task(52, 2, slurm.StatePending, false), task(53, 3, slurm.StatePending, true)},
+			want: map[int]int{53: 2}},
+		"one suspended": {jobs: []slurm.Job{task(51, 1, slurm.StateSuspended, false), task(52, 2, slurm.StatePending, true), task(53, 3, slurm.StatePending, true)},
+			want: map[int]int{53: 2}},
+		"ended ones free places": {jobs: []slurm.Job{task(51, 1, slurm.StateCompleted, false), task(52, 2, slurm.StateFailed, false), task(53, 3, slurm.StatePending, true)}},
+		"user's hold":            {jobs: []slurm.Job{userHeld, task(58, 8, slurm.StatePending, true), task(59, 9, slurm.StatePending, true)}},
+		"over the limit already": {jobs: []slurm.Job{task(51, 1, slurm.StateRunning, false), task(52, 2, slurm.StateRunning, false), task(53, 3, slurm.StateRunning, false), task(54, 4, slurm.StatePending, true)},
+			want: map[int]int{54: 2}},
+	}
+	unthrottled := task(61, 1, slurm.StatePending, true)
+	unthrottled.ArrayJobID, unthrottled.ArrayMaxTasks = 60, 0
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := throttledTasks(append(tc.jobs, unthrottled))
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("throttled tasks (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A cycle starts no more tasks of an array than its limit lets run, and
+// says why the others wait.
+func TestCycleKeepsArrayLimit(t *testing.T) {
+	var jobs []slurm.Job
+	for task := range 4 {
+		j := heldJob(60+task, "bert", 1, 2)
+		j.ArrayJobID, j.ArrayTaskID, j.ArrayMaxTasks = 60, task, 1
+		jobs = append(jobs, j)
+	}
+	c := &fakeCluster{nodes: labNodes(4), jobs: jobs}
+	a := &fakeApplier{}
+	d, _ := newTestDaemon(t, c, a)
+	rep, err := d.Cycle(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int{60}, startedJobs(a)); diff != "" {
+		t.Errorf("started (-want +got):\n%s", diff)
+	}
+	for _, id := range []int{61, 62, 63} {
+		if why := rep.Ignored[id]; !strings.Contains(why, "runs at most 1 at once") {
+			t.Errorf("job %d: %q, want it waiting for the array's limit", id, why)
+		}
+	}
+}

@@ -162,6 +162,10 @@ type Job struct {
 	// split off or the array's last); 0 for other jobs. ArrayTaskID is the
 	// task's ID then.
 	ArrayJobID, ArrayTaskID int
+	// ArrayMaxTasks is the job array's limit on tasks running at once
+	// (sbatch --array=0-9%N, scontrol update ArrayTaskThrottle=N), which
+	// Slurm keeps on tasks split off the array too; 0 for none.
+	ArrayMaxTasks int
 	// Reservation is the reservation the job was submitted to
 	// (--reservation); empty when none.
 	Reservation string

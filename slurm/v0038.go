@@ -186,6 +186,7 @@ func (w v38Job) domain() Job {
 		Exclusive:     exclusive(deref(w.Shared)),
 		ArrayJobID:    deref(w.ArrayJobId),
 		ArrayTaskID:   deref(w.ArrayTaskId),
+		ArrayMaxTasks: deref(w.ArrayMaxTasks),
 		HetJobID:      deref(w.HetJobId),
 		HetJobOffset:  deref(w.HetJobOffset),
 		Reservation:   deref(w.ResvName),

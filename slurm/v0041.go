@@ -264,6 +264,7 @@ func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
 			RequiredNodes: expandOrNil(deref(w.RequiredNodes)),
 			ArrayJobID:    int(num(w.ArrayJobId)),
 			ArrayTaskID:   int(num(w.ArrayTaskId)),
+			ArrayMaxTasks: int(num(w.ArrayMaxTasks)),
 			HetJobID:      int(num(w.HetJobId)),
 			HetJobOffset:  int(num(w.HetJobOffset)),
 			Reservation:   deref(w.ResvName),

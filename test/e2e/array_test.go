@@ -15,7 +15,10 @@ import (
 // TestJobArray: a job array submitted with --model-type is one pending
 // record until its tasks are split off. rubickd splits them and plans each
 // task on its own (each has its own start in the plan history); releasing
-// the record would have started every task alike, unplanned.
+// the record would have started every task alike, unplanned. Its limit of
+// 2 running tasks (%2) holds: rubickd never releases a third while two
+// run, which Slurm would keep pending (JobArrayTaskLimit) on GPUs planned
+// for it.
 func TestJobArray(t *testing.T) {
 	lt := newLabTest(t, "array", 2*time.Minute, "")
 	l, ctx, dir, bin, cfgPath, dbPath := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.dbPath
@@ -23,12 +26,27 @@ func TestJobArray(t *testing.T) {
 	d := runDaemon(t, l, bin, dir, cfgPath)
 
 	body := shortTraining(bin, dir, "bert", 32)
-	id := l.submitScript(t, dir, body, &lt.ids, "--array=0-2", "--model-type=bert", "-p", "gpu", "-J", "e2e-array", "-N", "1",
+	id := l.submitScript(t, dir, body, &lt.ids, "--array=0-2%2", "--model-type=bert", "-p", "gpu", "-J", "e2e-array", "-N", "1",
 		"--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G", "--requeue")
 
 	// sacct lists each task with its own job id (JobIDRaw) once it ran.
 	var tasks map[string]string // task (e.g. 12_0) -> job id
+	most, waited := 0, ""       // the most tasks released or running at once; one Slurm kept for the limit
 	for ctx.Err() == nil {
+		n := 0
+		for _, line := range strings.Split(strings.TrimSpace(l.run(t, "squeue", "-h", "-j", strconv.Itoa(id), "-o", "%i|%T|%r")), "\n") {
+			f := strings.Split(line, "|")
+			if len(f) != 3 {
+				continue
+			}
+			if f[1] == "RUNNING" || f[1] == "PENDING" && f[2] != "JobHeldUser" {
+				n++
+			}
+			if f[2] == "JobArrayTaskLimit" {
+				waited = f[0]
+			}
+		}
+		most = max(most, n)
 		out := l.run(t, "sacct", "-P", "-X", "-n", "-j", strconv.Itoa(id), "-o", "JobID,JobIDRaw,State")
 		tasks = map[string]string{}
 		done := 0
@@ -47,10 +65,14 @@ func TestJobArray(t *testing.T) {
 		if done == 3 {
 			break
 		}
-		time.Sleep(time.Second)
+		time.Sleep(300 * time.Millisecond)
 	}
 	if len(tasks) != 3 {
 		t.Fatalf("array %d: tasks %v, want 3 completed; rubickd log %s", id, tasks, d.log)
+	}
+	if most > 2 || waited != "" {
+		t.Errorf("array %d: up to %d tasks released or running at once, task %q pending for JobArrayTaskLimit; want at most 2, none; rubickd log %s",
+			id, most, waited, d.log)
 	}
 	st, err := store.Open(ctx, dbPath)
 	if err != nil {

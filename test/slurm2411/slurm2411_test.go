@@ -226,17 +226,18 @@ func TestGPUsPerJobAndArrays2411(t *testing.T) {
 		t.Errorf("--gpus=2 job resized to 4 per node runs with %d GPUs", j.GPUs)
 	}
 
-	arr := sbatch("--array=0-1", "--gres=gpu:1")
+	arr := sbatch("--array=0-1%1", "--gres=gpu:1")
 	j, err = c.Job(ctx, arr)
-	if err != nil || j.ArrayTasks == "" {
-		t.Fatalf("array %d: tasks %q (%v), want one record for both", arr, j.ArrayTasks, err)
+	if err != nil || j.ArrayTasks == "" || j.ArrayMaxTasks != 1 {
+		t.Fatalf("array %d: tasks %q, at most %d at once (%v); want one record for both, 1", arr, j.ArrayTasks, j.ArrayMaxTasks, err)
 	}
 	if res := app.ApplyOne(ctx, slurm.Action{Kind: slurm.ActionSplit, JobID: arr, Tasks: []int{0, 1}}); res.Err != nil {
 		t.Fatalf("split: %v (steps %+v)", res.Err, res.Steps)
 	}
 	j, err = c.Job(ctx, arr)
-	if err != nil || j.ArrayTasks != "" || j.Ref() != fmt.Sprintf("%d_1", arr) || !j.Held {
-		t.Fatalf("array %d after the split: tasks %q, ref %s, held %v (%v); want task 1 alone, held", arr, j.ArrayTasks, j.Ref(), j.Held, err)
+	if err != nil || j.ArrayTasks != "" || j.Ref() != fmt.Sprintf("%d_1", arr) || !j.Held || j.ArrayMaxTasks != 1 {
+		t.Fatalf("array %d after the split: tasks %q, ref %s, held %v, at most %d at once (%v); want task 1 alone, held, 1",
+			arr, j.ArrayTasks, j.Ref(), j.Held, j.ArrayMaxTasks, err)
 	}
 	if res := app.ApplyOne(ctx, slurm.Action{Kind: slurm.ActionStart, JobID: arr, NumNodes: 1, GPUsPerNode: 2, CPUsPerTask: 2}); res.Err != nil {
 		t.Fatalf("start of the array's last record: %v (steps %+v)", res.Err, res.Steps)
