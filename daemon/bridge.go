@@ -989,25 +989,27 @@ type Inputs struct {
 	ReleaseAll bool
 }
 
-// throttledTasks returns, by job ID, the held pending tasks of job arrays
-// with a limit on running tasks (ArrayMaxTasks) that Slurm would not start
-// now if released, with the array's limit. The array's running, suspended
-// and released pending tasks take its places first, then its tasks held
-// for rubick, lowest task ID first, as a user of --array=0-9%2 expects.
-// Tasks its user or an administrator holds take none.
-func throttledTasks(jobs []slurm.Job) map[int]int {
-	type array struct {
-		max, busy int
-		held      []slurm.Job
-	}
-	arrays := map[int]*array{}
+// arrayTasks is what one job array with a limit on running tasks
+// (ArrayMaxTasks) has split off: its running, suspended and released
+// pending tasks (busy), and those held for rubick, lowest task ID first.
+// Tasks its user or an administrator holds count in neither.
+type arrayTasks struct {
+	max, busy int
+	held      []slurm.Job
+}
+
+// limitedArrays returns the arrayTasks of each job array with a limit on
+// running tasks, by array ID. Slurm keeps the limit on tasks split off the
+// array too.
+func limitedArrays(jobs []slurm.Job) map[int]*arrayTasks {
+	arrays := map[int]*arrayTasks{}
 	for _, j := range jobs {
 		if j.ArrayJobID == 0 || j.ArrayMaxTasks <= 0 || j.ArrayTasks != "" {
 			continue // the array's unsplit record is split before any release
 		}
 		a := arrays[j.ArrayJobID]
 		if a == nil {
-			a = &array{max: j.ArrayMaxTasks}
+			a = &arrayTasks{max: j.ArrayMaxTasks}
 			arrays[j.ArrayJobID] = a
 		}
 		switch {
@@ -1017,9 +1019,19 @@ func throttledTasks(jobs []slurm.Job) map[int]int {
 			a.held = append(a.held, j)
 		}
 	}
-	out := map[int]int{}
 	for _, a := range arrays {
 		slices.SortFunc(a.held, func(x, y slurm.Job) int { return cmp.Compare(x.ArrayTaskID, y.ArrayTaskID) })
+	}
+	return arrays
+}
+
+// throttledTasks returns, by job ID, the held tasks of arrays that Slurm
+// would not start now if released, with the array's limit: the array's
+// busy tasks take its places first, then its held ones in task order, as
+// a user of --array=0-9%2 expects.
+func throttledTasks(arrays map[int]*arrayTasks) map[int]int {
+	out := map[int]int{}
+	for _, a := range arrays {
 		for _, j := range a.held[min(max(a.max-a.busy, 0), len(a.held)):] {
 			out[j.ID] = a.max
 		}
@@ -1082,7 +1094,8 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			}
 		}
 	}
-	throttled := throttledTasks(jobs)
+	arrays := limitedArrays(jobs)
+	throttled := throttledTasks(arrays)
 	groupsOf := &groupsMemo{l: in.Limits}
 	v.gpuTypes = nodeGPUTypes{}
 	for _, n := range nodes {
@@ -1210,7 +1223,22 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		if j.State == slurm.StatePending && j.Held && j.ArrayTasks != "" {
 			// One record for many tasks: a release would start them all
 			// alike. Split them off first; each is then a job of its own.
-			tasks, err := slurm.ArrayTaskIDs(j.ArrayTasks, splitPerCycle)
+			n := splitPerCycle
+			if j.ArrayMaxTasks > 0 {
+				// A split task is a job record of its own (in squeue too):
+				// split no further ahead than the array's limit lets run,
+				// with as many held ready as it has places.
+				held := 0
+				if a := arrays[j.ArrayJobID]; a != nil {
+					held = len(a.held)
+				}
+				if n = min(n, j.ArrayMaxTasks-held); n <= 0 {
+					v.Unmanaged[j.ID] = fmt.Sprintf("tasks %s wait for tasks of their array to end: it runs at most %d at once (--array=...%%%d, ArrayTaskThrottle), and %d are split off and held; split off once one starts",
+						j.ArrayTasks, j.ArrayMaxTasks, j.ArrayMaxTasks, held)
+					continue
+				}
+			}
+			tasks, err := slurm.ArrayTaskIDs(j.ArrayTasks, n)
 			if err != nil {
 				v.asSubmitted(j, err.Error())
 				continue

@@ -808,6 +808,45 @@ func TestCycleSplitsJobArrays(t *testing.T) {
 	if len(a.got) != 1 || len(a.got[0].Tasks) != splitPerCycle || a.got[0].Tasks[splitPerCycle-1] != splitPerCycle-1 {
 		t.Errorf("actions %+v, want the first %d tasks split", a.got, splitPerCycle)
 	}
+
+	// An array that runs at most 3 tasks at once is split no further
+	// ahead than 3 held tasks, each a job record of its own.
+	limited := heldJob(52, "bert", 1, 2)
+	limited.ArrayJobID, limited.ArrayTasks, limited.ArrayMaxTasks = 52, "0-99%3", 3
+	task := func(id, n int, state string, held bool) slurm.Job {
+		j := heldJob(id, "bert", 1, 2)
+		j.ArrayJobID, j.ArrayTaskID, j.ArrayMaxTasks, j.State, j.Held = 52, n, 3, state, held
+		return j
+	}
+	for name, tc := range map[string]struct {
+		tasks []slurm.Job
+		split []int
+	}{
+		"none split":         {split: []int{0, 1, 2}},
+		"two running":        {tasks: []slurm.Job{task(60, 0, slurm.StateRunning, false), task(61, 1, slurm.StateRunning, false)}, split: []int{0, 1, 2}},
+		"one held":           {tasks: []slurm.Job{task(60, 0, slurm.StateRunning, false), task(61, 1, slurm.StatePending, true)}, split: []int{0, 1}},
+		"three held already": {tasks: []slurm.Job{task(60, 0, slurm.StatePending, true), task(61, 1, slurm.StatePending, true), task(62, 2, slurm.StatePending, true)}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c.jobs, a.got = append([]slurm.Job{limited}, tc.tasks...), nil
+			rep, err := d.Cycle(context.Background(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var split []int
+			for _, act := range a.got {
+				if act.Kind == slurm.ActionSplit {
+					split = act.Tasks
+				}
+			}
+			if diff := cmp.Diff(tc.split, split); diff != "" {
+				t.Errorf("tasks split (-want +got):\n%s", diff)
+			}
+			if why := rep.Ignored[52]; (why != "") != (tc.split == nil) {
+				t.Errorf("array record ignored for %q, want a reason only when nothing is split", why)
+			}
+		})
+	}
 }
 
 // --constraint, --exclude and --nodelist bound where rubick places a job;
@@ -2933,7 +2972,7 @@ func TestThrottledTasks(t *testing.T) {
 	unthrottled.ArrayJobID, unthrottled.ArrayMaxTasks = 60, 0
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := throttledTasks(append(tc.jobs, unthrottled))
+			got := throttledTasks(limitedArrays(append(tc.jobs, unthrottled)))
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("throttled tasks (-want +got):\n%s", diff)
 			}
