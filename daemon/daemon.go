@@ -895,12 +895,22 @@ func (d *Daemon) countJobs(jobs []slurm.Job) {
 	}
 }
 
+// arrayTask is the array and task job j is, as the store keeps them: none
+// for the array's record of tasks not split off yet.
+func arrayTask(j slurm.Job) (array, task int64) {
+	if j.ArrayJobID <= 0 || j.ArrayTasks != "" {
+		return 0, 0
+	}
+	return int64(j.ArrayJobID), int64(j.ArrayTaskID)
+}
+
 // record stores the jobs, the decision with its reasons, and the actions
 // as pending, in that order.
 func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions []slurm.Action, took time.Duration, registered func(string) bool) (store.Decision, error) {
 	// upsert records a job outside the snapshot.
 	upsert := func(j slurm.Job) error {
 		sj := store.Job{ID: int64(j.ID), Class: store.BestEffort, State: j.State, Submitted: j.SubmitTime}
+		sj.ArrayJobID, sj.ArrayTaskID = arrayTask(j)
 		if j.Tag != nil && registered(j.Tag.ModelType) {
 			sj.ModelType = j.Tag.ModelType
 		}
@@ -931,6 +941,7 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 			ID: int64(mj.slurm.ID), ModelType: pj.Model, Class: class, Tenant: pj.Tenant,
 			State: mj.slurm.State, Submitted: mj.slurm.SubmitTime,
 		}
+		sj.ArrayJobID, sj.ArrayTaskID = arrayTask(mj.slurm)
 		if err := d.deps.Store.UpsertJob(ctx, sj); err != nil {
 			return store.Decision{}, fmt.Errorf("record job %d: %w", mj.slurm.ID, err)
 		}

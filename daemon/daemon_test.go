@@ -2991,10 +2991,17 @@ func TestCycleKeepsArrayLimit(t *testing.T) {
 	}
 	c := &fakeCluster{nodes: labNodes(4), jobs: jobs}
 	a := &fakeApplier{}
-	d, _ := newTestDaemon(t, c, a)
+	d, st := newTestDaemon(t, c, a)
 	rep, err := d.Cycle(context.Background(), false)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The store knows each task as squeue names it (rubick explain 60_2),
+	// planned or waiting.
+	for task, id := range []int64{60, 61, 62, 63} {
+		if j, err := st.ArrayTask(context.Background(), 60, int64(task)); err != nil || j.ID != id {
+			t.Errorf("store: task 60_%d is job %d (%v), want %d", task, j.ID, err, id)
+		}
 	}
 	if diff := cmp.Diff([]int{60}, startedJobs(a)); diff != "" {
 		t.Errorf("started (-want +got):\n%s", diff)

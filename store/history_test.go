@@ -26,7 +26,7 @@ func TestJobs(t *testing.T) {
 	jobs := []Job{
 		{ID: 7, ModelType: "gpt2", Class: Guaranteed, Tenant: "nlp", State: "PENDING", Submitted: sub},
 		{ID: 3, Class: BestEffort, Tenant: "cv", State: "RUNNING"}, // rigid, submit time unknown
-		{ID: 9, ModelType: "bert", Class: BestEffort, State: "RUNNING", LastPlan: plan4, LastResources: res4},
+		{ID: 9, ModelType: "bert", Class: BestEffort, State: "RUNNING", LastPlan: plan4, LastResources: res4, ArrayJobID: 8, ArrayTaskID: 0},
 	}
 	for _, j := range jobs { // t0, t0+1s, t0+2s
 		if err := s.UpsertJob(ctx, j); err != nil {
@@ -39,7 +39,7 @@ func TestJobs(t *testing.T) {
 	if err := s.UpsertJob(ctx, jobs[0]); err != nil { // t0+3s
 		t.Fatal(err)
 	}
-	if err := s.UpsertJob(ctx, Job{ID: 9, ModelType: "bert", Class: BestEffort, State: "PENDING"}); err != nil { // t0+4s
+	if err := s.UpsertJob(ctx, Job{ID: 9, ModelType: "bert", Class: BestEffort, State: "PENDING", ArrayJobID: 8}); err != nil { // t0+4s
 		t.Fatal(err)
 	}
 
@@ -49,7 +49,7 @@ func TestJobs(t *testing.T) {
 		7: {ID: 7, ModelType: "gpt2", Class: Guaranteed, Tenant: "nlp", State: "RUNNING", Submitted: sub,
 			FirstSeen: sec(0), Updated: sec(3), LastPlan: plan8, LastResources: res8},
 		9: {ID: 9, ModelType: "bert", Class: BestEffort, State: "PENDING", FirstSeen: sec(2), Updated: sec(4),
-			LastPlan: plan4, LastResources: res4},
+			LastPlan: plan4, LastResources: res4, ArrayJobID: 8},
 	}
 	for name, tc := range map[string]struct {
 		filter JobFilter
@@ -84,6 +84,15 @@ func TestJobs(t *testing.T) {
 	}
 	if _, err := s.Job(ctx, 8); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Job(8) = %v, want ErrNotFound", err)
+	}
+	// Task 0 of array 8 is job 9, as squeue names it (8_0).
+	if got, err := s.ArrayTask(ctx, 8, 0); err != nil || got.ID != 9 {
+		t.Errorf("ArrayTask(8, 0) = job %d, %v; want job 9", got.ID, err)
+	}
+	for _, at := range [][2]int64{{8, 1}, {9, 0}, {7, 0}} {
+		if got, err := s.ArrayTask(ctx, at[0], at[1]); !errors.Is(err, ErrNotFound) {
+			t.Errorf("ArrayTask(%d, %d) = job %d, %v; want ErrNotFound", at[0], at[1], got.ID, err)
+		}
 	}
 }
 
@@ -160,6 +169,7 @@ func TestUpsertJobRejects(t *testing.T) {
 		"zero id":       {Job{Class: Guaranteed, State: "PENDING"}, "job_id=0"},
 		"bad class":     {Job{ID: 1, Class: "gold", State: "PENDING"}, `class="gold"`},
 		"empty state":   {Job{ID: 1, Class: Guaranteed}, `state=""`},
+		"array task":    {Job{ID: 1, Class: Guaranteed, State: "PENDING", ArrayJobID: 1, ArrayTaskID: -1}, "array task 1_-1"},
 		"zero-GPU plan": {Job{ID: 1, Class: Guaranteed, State: "RUNNING", LastPlan: plan8, LastResources: model.Resources{Placement: model.Placement{0}}}, "gpus=0"},
 	} {
 		t.Run(name, func(t *testing.T) {

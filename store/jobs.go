@@ -41,6 +41,10 @@ type Job struct {
 	// reported them (SetJobLaunch); UpsertJob leaves both alone.
 	Cannot      model.Features
 	GlobalBatch int
+	// ArrayJobID and ArrayTaskID name the task of a job array the job is
+	// (squeue's A_T), once split off the array; ArrayJobID is 0 for other
+	// jobs.
+	ArrayJobID, ArrayTaskID int64
 }
 
 // UpsertJob stores j, replacing the stored fields of a known job except
@@ -60,18 +64,20 @@ func (s *Store) UpsertJob(ctx context.Context, j Job) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
 			INSERT INTO jobs(job_id, model_type, class, tenant, state, submitted_ns, first_seen_ns, updated_ns,
-				last_plan, last_placement, last_cpus, last_host_mem_gb)
+				last_plan, last_placement, last_cpus, last_host_mem_gb, array_job_id, array_task_id)
 			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9,
-				CASE WHEN ?12 THEN ?10 END, CASE WHEN ?12 THEN ?11 END)
+				CASE WHEN ?12 THEN ?10 END, CASE WHEN ?12 THEN ?11 END, ?13, CASE WHEN ?13 IS NOT NULL THEN ?14 END)
 			ON CONFLICT(job_id) DO UPDATE SET
 				model_type = excluded.model_type, class = excluded.class, tenant = excluded.tenant,
 				state = excluded.state, submitted_ns = excluded.submitted_ns, updated_ns = excluded.updated_ns,
+				array_job_id = excluded.array_job_id, array_task_id = excluded.array_task_id,
 				last_plan        = CASE WHEN ?12 THEN excluded.last_plan ELSE last_plan END,
 				last_placement   = CASE WHEN ?12 THEN excluded.last_placement ELSE last_placement END,
 				last_cpus        = CASE WHEN ?12 THEN excluded.last_cpus ELSE last_cpus END,
 				last_host_mem_gb = CASE WHEN ?12 THEN excluded.last_host_mem_gb ELSE last_host_mem_gb END`,
 			j.ID, mt, string(j.Class), j.Tenant, j.State, timestamp(j.Submitted), now,
-			plan, placement, j.LastResources.CPUs, j.LastResources.HostMemGB, hasPlan)
+			plan, placement, j.LastResources.CPUs, j.LastResources.HostMemGB, hasPlan,
+			sql.NullInt64{Int64: j.ArrayJobID, Valid: j.ArrayJobID > 0}, j.ArrayTaskID)
 		return err
 	})
 	if err != nil {
@@ -88,6 +94,9 @@ func checkJob(j Job) error {
 		if err := checkName("model_type", j.ModelType); err != nil {
 			return err
 		}
+	}
+	if j.ArrayJobID < 0 || j.ArrayJobID > 0 && j.ArrayTaskID < 0 {
+		return fmt.Errorf("%w: array task %d_%d must be > 0 and >= 0", ErrInvalid, j.ArrayJobID, j.ArrayTaskID)
 	}
 	if j.Class != Guaranteed && j.Class != BestEffort {
 		return fmt.Errorf("%w: class=%q must be %q or %q", ErrInvalid, j.Class, Guaranteed, BestEffort)
@@ -115,6 +124,20 @@ func (s *Store) Job(ctx context.Context, id int64) (Job, error) {
 	}
 	if err != nil {
 		return Job{}, fmt.Errorf("store: job %d: %w", id, err)
+	}
+	return j, nil
+}
+
+// ArrayTask returns the job that is task task of job array array, or an
+// error wrapping ErrNotFound. A requeued task keeps its job id.
+func (s *Store) ArrayTask(ctx context.Context, array, task int64) (Job, error) {
+	j, err := scanJob(s.r.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE array_job_id = ? AND array_task_id = ?
+		ORDER BY job_id DESC LIMIT 1`, array, task))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Job{}, fmt.Errorf("store: job %d_%d: %w", array, task, ErrNotFound)
+	}
+	if err != nil {
+		return Job{}, fmt.Errorf("store: job %d_%d: %w", array, task, err)
 	}
 	return j, nil
 }
@@ -157,7 +180,7 @@ func (s *Store) Jobs(ctx context.Context, f JobFilter) ([]Job, error) {
 }
 
 const jobColumns = `job_id, model_type, class, tenant, state, submitted_ns, first_seen_ns, updated_ns,
-	last_plan, last_placement, last_cpus, last_host_mem_gb, cannot, global_batch`
+	last_plan, last_placement, last_cpus, last_host_mem_gb, cannot, global_batch, array_job_id, array_task_id`
 
 func scanJob(sc scanner) (Job, error) {
 	var j Job
@@ -165,10 +188,12 @@ func scanJob(sc scanner) (Job, error) {
 	var submitted, first, updated, cpus sql.NullInt64
 	var mem sql.NullFloat64
 	var cannot sql.NullString
+	var array, task sql.NullInt64
 	if err := sc.Scan(&j.ID, &mt, &class, &j.Tenant, &j.State, &submitted, &first, &updated,
-		&plan, &placement, &cpus, &mem, &cannot, &j.GlobalBatch); err != nil {
+		&plan, &placement, &cpus, &mem, &cannot, &j.GlobalBatch, &array, &task); err != nil {
 		return Job{}, err
 	}
+	j.ArrayJobID, j.ArrayTaskID = array.Int64, task.Int64
 	var err error
 	if j.Cannot, err = model.ParseFeatures(cannot.String); err != nil {
 		return Job{}, fmt.Errorf("job %d: %w", j.ID, err)

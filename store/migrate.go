@@ -24,6 +24,7 @@ func migrations() []migration {
 		{version: 2, name: "restart costs", up: schemaV2},
 		{version: 3, name: "3D compute factor, launch limits", up: schemaV3},
 		{version: 4, name: "launch lines' global batch", up: schemaV4},
+		{version: 5, name: "job array tasks", up: schemaV5},
 	}
 }
 
@@ -194,6 +195,14 @@ CREATE TABLE launch_limits (
 const schemaV4 = `
 ALTER TABLE jobs ADD COLUMN global_batch INTEGER NOT NULL DEFAULT 0 CHECK (global_batch >= 0);
 ALTER TABLE launch_limits ADD COLUMN global_batch INTEGER NOT NULL DEFAULT 0 CHECK (global_batch >= 0);
+`
+
+// schemaV5 keeps which task of which job array a job is, so that users can
+// name it as squeue shows it (A_T).
+const schemaV5 = `
+ALTER TABLE jobs ADD COLUMN array_job_id INTEGER CHECK (array_job_id IS NULL OR array_job_id > 0);
+ALTER TABLE jobs ADD COLUMN array_task_id INTEGER CHECK (array_task_id IS NULL OR array_task_id >= 0);
+CREATE INDEX jobs_array_task ON jobs(array_job_id, array_task_id) WHERE array_job_id IS NOT NULL;
 `
 
 // migrate brings db to the newest version in migs. Each migration runs in

@@ -22,7 +22,10 @@ import (
 // explanation is what `rubick explain` prints; its JSON keys are stable
 // (docs/report.md).
 type explanation struct {
-	JobID     int64     `json:"job_id"`
+	JobID int64 `json:"job_id"`
+	// ArrayTask is the job as squeue names a task of a job array (A_T);
+	// "" for other jobs.
+	ArrayTask string    `json:"array_task,omitempty"`
 	Store     string    `json:"store"`
 	ModelType string    `json:"model_type"`
 	Class     string    `json:"class"`
@@ -114,7 +117,8 @@ func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 func explainCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env cliEnv) error {
 	fset := newFlags("explain JOBID", "Explain a job from rubick's store: its model type and fit, current plan and\n"+
 		"placement, the predicted throughput of the best plans on that placement, and the\n"+
-		"reasons rubickd recorded in its last decision cycles.", stderr)
+		"reasons rubickd recorded in its last decision cycles. JOBID is a job id, or a\n"+
+		"task of a job array as squeue shows it (ARRAY_TASK, e.g. 1234_5).", stderr)
 	storePath := storePathFlag(fset, env)
 	asJSON := fset.Bool("json", false, "write JSON")
 	top := fset.Int("top", 5, "plans to list on the current placement")
@@ -123,9 +127,9 @@ func explainCmd(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	if help || err != nil {
 		return err
 	}
-	id, err := strconv.ParseInt(arg, 10, 64)
-	if err != nil || id <= 0 {
-		return fmt.Errorf("%w: JOBID %q is not a positive integer", errUsage, arg)
+	id, array, task, err := parseJobRef(arg)
+	if err != nil {
+		return err
 	}
 	if *top < 0 || *nReasons < 0 {
 		return fmt.Errorf("%w: --top and --reasons must be >= 0", errUsage)
@@ -136,6 +140,16 @@ func explainCmd(ctx context.Context, args []string, stdout, stderr io.Writer, en
 		return fmt.Errorf("explain: %w", err)
 	}
 	defer st.Close()
+	if array > 0 {
+		j, err := st.ArrayTask(ctx, array, task)
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("explain: job %s is not in the store %s (rubickd records a task of an array once it is split off): %w", arg, path, err)
+		}
+		if err != nil {
+			return fmt.Errorf("explain: %w", err)
+		}
+		id = j.ID
+	}
 	ex, err := explain(ctx, st, path, id, *top, *nReasons, env.now())
 	if err != nil {
 		return err
@@ -146,6 +160,24 @@ func explainCmd(ctx context.Context, args []string, stdout, stderr io.Writer, en
 		return enc.Encode(ex)
 	}
 	return ex.write(stdout)
+}
+
+// parseJobRef reads a JOBID argument: a job id, or ARRAY_TASK for a task
+// of a job array as squeue names it (array > 0 then, and id 0).
+func parseJobRef(arg string) (id, array, task int64, err error) {
+	if a, t, ok := strings.Cut(arg, "_"); ok {
+		array, aerr := strconv.ParseInt(a, 10, 64)
+		task, terr := strconv.ParseInt(t, 10, 64)
+		if aerr != nil || terr != nil || array <= 0 || task < 0 {
+			return 0, 0, 0, fmt.Errorf("%w: JOBID %q is neither a job id nor ARRAY_TASK (1234_5)", errUsage, arg)
+		}
+		return 0, array, task, nil
+	}
+	id, err = strconv.ParseInt(arg, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, 0, 0, fmt.Errorf("%w: JOBID %q is not a positive integer", errUsage, arg)
+	}
+	return id, 0, 0, nil
 }
 
 // explainStore is what explain reads; *store.Store has it.
@@ -167,7 +199,7 @@ func explain(ctx context.Context, st explainStore, path string, id int64, top, n
 		return nil, fmt.Errorf("explain: %w", err)
 	}
 	ex := &explanation{
-		JobID: id, Store: path, ModelType: j.ModelType, Class: string(j.Class), Tenant: j.Tenant, State: j.State,
+		JobID: id, ArrayTask: arrayTaskName(j), Store: path, ModelType: j.ModelType, Class: string(j.Class), Tenant: j.Tenant, State: j.State,
 		Submitted: j.Submitted, Updated: j.Updated, Cannot: j.Cannot.String(), Alternatives: []alternative{}, Reasons: []reasonView{},
 		History: []report.PlanChange{}, Notes: []string{},
 	}
@@ -339,7 +371,11 @@ func (ex *explanation) write(w io.Writer) error {
 	if mt == "" {
 		mt = report.NoModel
 	}
-	fmt.Fprintf(ew, "job %d: model %s, class %s, tenant %s, state %s\n", ex.JobID, mt, orDash(ex.Class), orDash(ex.Tenant), ex.State)
+	name := strconv.FormatInt(ex.JobID, 10)
+	if ex.ArrayTask != "" {
+		name += " (" + ex.ArrayTask + ")"
+	}
+	fmt.Fprintf(ew, "job %s: model %s, class %s, tenant %s, state %s\n", name, mt, orDash(ex.Class), orDash(ex.Tenant), ex.State)
 	fmt.Fprintf(ew, "  submitted %s, last seen %s, store %s\n", utcTime(ex.Submitted), utcTime(ex.Updated), ex.Store)
 	if ex.Cannot != "" {
 		fmt.Fprintf(ew, "  its launch line cannot run plans with %s (reported by rubick-srun); no plan shown or chosen uses them\n", ex.Cannot)
@@ -470,4 +506,13 @@ func (e *stickyWriter) Write(p []byte) (int, error) {
 	n, err := e.w.Write(p)
 	e.err = err
 	return n, err
+}
+
+// arrayTaskName is job j as squeue names a task of a job array (A_T); ""
+// for other jobs.
+func arrayTaskName(j store.Job) string {
+	if j.ArrayJobID <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d_%d", j.ArrayJobID, j.ArrayTaskID)
 }

@@ -311,7 +311,10 @@ func TestExplainErrors(t *testing.T) {
 		"missing store":  {args: []string{"42", "--store", missing}, parts: []string{missing, "does not exist"}},
 		"no job id":      {args: []string{"--store", path}, is: errUsage},
 		"two job ids":    {args: []string{"1", "2"}, is: errUsage},
-		"bad job id":     {args: []string{"12_3"}, is: errUsage},
+		"bad job id":     {args: []string{"12x"}, is: errUsage},
+		"bad array task": {args: []string{"12_x"}, is: errUsage},
+		"no array":       {args: []string{"0_1"}, is: errUsage},
+		"unknown task":   {args: []string{"40_9", "--store", path}, is: store.ErrNotFound, parts: []string{"job 40_9", "split off"}},
 		"negative top":   {args: []string{"42", "--top", "-1"}, is: errUsage},
 		"unknown flag":   {args: []string{"42", "--verbose"}, is: errUsage},
 		"flag after id ": {args: []string{"42", "--store"}, is: errUsage},
@@ -332,5 +335,41 @@ func TestExplainErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A task of a job array is named as squeue shows it (A_T), and said so.
+func TestExplainArrayTask(t *testing.T) {
+	path, _ := seedExplainStore(t)
+	st, err := store.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.UpsertJob(context.Background(), store.Job{ID: 44, ModelType: "bert", Class: store.BestEffort, State: "PENDING", ArrayJobID: 40, ArrayTaskID: 3})
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if err := explainCmd(context.Background(), []string{"40_3", "--store", path, "--json"}, &out, &errb, testEnv(t)); err != nil {
+		t.Fatalf("explain 40_3: %v\n%s", err, errb.String())
+	}
+	var got struct {
+		JobID     int64  `json:"job_id"`
+		ArrayTask string `json:"array_task"`
+		ModelType string `json:"model_type"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.JobID != 44 || got.ArrayTask != "40_3" || got.ModelType != "bert" {
+		t.Errorf("explain 40_3 = %+v, want job 44, task 40_3 of bert", got)
+	}
+	out.Reset()
+	if err := explainCmd(context.Background(), []string{"44", "--store", path}, &out, &errb, testEnv(t)); err != nil {
+		t.Fatal(err)
+	}
+	if first, _, _ := strings.Cut(out.String(), "\n"); !strings.HasPrefix(first, "job 44 (40_3): model bert") {
+		t.Errorf("first line %q, want the job named with its array task", first)
 	}
 }

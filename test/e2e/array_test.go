@@ -3,6 +3,9 @@
 package e2e
 
 import (
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -93,6 +96,15 @@ func TestJobArray(t *testing.T) {
 		}
 		if err != nil || starts != 1 {
 			t.Errorf("task %s (job %d): %d planned starts in the history (%v), want 1; rubickd log %s", task, jid, starts, err, d.log)
+		}
+		// rubick explain knows the task by the name squeue gives it.
+		out, err := exec.CommandContext(ctx, filepath.Join(bin, "rubick"), "explain", task, "--store", dbPath, "--json").Output()
+		var ex struct {
+			JobID     int64  `json:"job_id"`
+			ArrayTask string `json:"array_task"`
+		}
+		if err != nil || json.Unmarshal(out, &ex) != nil || ex.JobID != jid || ex.ArrayTask != task {
+			t.Errorf("rubick explain %s: job %d, task %q (%v); want job %d", task, ex.JobID, ex.ArrayTask, err, jid)
 		}
 	}
 }
