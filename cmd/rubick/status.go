@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -29,7 +30,10 @@ type statusView struct {
 	JobsByState  map[string]int `json:"jobs_by_state"`
 	RigidByState map[string]int `json:"rigid_by_state"`
 	Models       []modelView    `json:"model_types"`
-	Notes        []string       `json:"notes"`
+	// ArrayTasks names, as squeue does (A_T), the jobs of the last cycle's
+	// lists that are tasks of job arrays, as the store knows them.
+	ArrayTasks map[int]string `json:"array_tasks,omitempty"`
+	Notes      []string       `json:"notes"`
 }
 
 // daemonView is rubickd's health and last cycle.
@@ -204,11 +208,25 @@ func (v *statusView) readStore(ctx context.Context, st statusStore, now time.Tim
 	if err != nil {
 		return err
 	}
+	listed := func(id int) bool {
+		for _, m := range []map[int]string{v.Daemon.Failed, v.Daemon.Skipped, v.Daemon.Ignored, v.Daemon.Adjusted} {
+			if _, ok := m[id]; ok {
+				return true
+			}
+		}
+		return false
+	}
 	for _, j := range jobs {
 		if j.ModelType != "" {
 			v.JobsByState[j.State]++
 		} else {
 			v.RigidByState[j.State]++
+		}
+		if name := arrayTaskName(j); name != "" && listed(int(j.ID)) {
+			if v.ArrayTasks == nil {
+				v.ArrayTasks = map[int]string{}
+			}
+			v.ArrayTasks[int(j.ID)] = name
 		}
 	}
 	types, err := st.ModelTypes(ctx)
@@ -255,7 +273,11 @@ func (v *statusView) write(w io.Writer) error {
 			m    map[int]string
 		}{{"failed", d.Failed}, {"skipped", d.Skipped}, {"ignored", d.Ignored}, {"adjusted", d.Adjusted}} {
 			for _, id := range sortedKeys(m.m) {
-				fmt.Fprintf(ew, "    %s job %d: %s\n", m.name, id, m.m[id])
+				name := strconv.Itoa(id)
+				if task := v.ArrayTasks[id]; task != "" {
+					name += " (" + task + ")"
+				}
+				fmt.Fprintf(ew, "    %s job %s: %s\n", m.name, name, m.m[id])
 			}
 		}
 		if r := d.Reserved; r != nil {

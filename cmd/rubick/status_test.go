@@ -206,3 +206,43 @@ func addRestartCost(t *testing.T, path string, job int64, mt string, plan model.
 		t.Fatal(err)
 	}
 }
+
+// Jobs of the last cycle's lists that are tasks of job arrays are named
+// as squeue names them too, from the store.
+func TestStatusArrayTasks(t *testing.T) {
+	path, _ := seedExplainStore(t)
+	st, err := store.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range []store.Job{
+		{ID: 47, ModelType: "bert", Class: store.BestEffort, State: "PENDING", ArrayJobID: 40, ArrayTaskID: 3},
+		{ID: 48, ModelType: "bert", Class: store.BestEffort, State: "PENDING", ArrayJobID: 40, ArrayTaskID: 4},
+	} {
+		if err := st.UpsertJob(context.Background(), j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+	srv := fakeDaemon(t, daemon.CycleReport{At: fixedNow, CycleID: 3, Ignored: map[int]string{47: "waits for a task of its array to end", 43: "queued"}})
+	var out, errb bytes.Buffer
+	if err := statusCmd(context.Background(), []string{"--url", srv.URL, "--store", path, "--json"}, &out, &errb, testEnv(t)); err != nil {
+		t.Fatal(err)
+	}
+	var v statusView
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[int]string{47: "40_3"}, v.ArrayTasks); diff != "" {
+		t.Errorf("array tasks (-want +got):\n%s", diff)
+	}
+	out.Reset()
+	if err := statusCmd(context.Background(), []string{"--url", srv.URL, "--store", path}, &out, &errb, testEnv(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"    ignored job 47 (40_3): waits for a task of its array to end\n", "    ignored job 43: queued\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
