@@ -1233,7 +1233,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 					held = len(a.held)
 				}
 				if n = min(n, j.ArrayMaxTasks-held); n <= 0 {
-					v.Unmanaged[j.ID] = fmt.Sprintf("tasks %s wait for tasks of their array to end: it runs at most %d at once (--array=...%%%d, ArrayTaskThrottle), and %d are split off and held; split off once one starts",
+					v.Unmanaged[j.ID] = fmt.Sprintf("tasks %s wait for tasks of their array to end: it runs at most %d at once (--array=...%%%d, ArrayTaskThrottle) and has %d split off and held; split off once one starts",
 						j.ArrayTasks, j.ArrayMaxTasks, j.ArrayMaxTasks, held)
 					continue
 				}
