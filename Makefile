@@ -59,9 +59,9 @@ integration-2411: ## the v0.0.41 and v0.0.42 clients, the Applier and rubickd ag
 	  . "$(TRIXIE_ROOT)/lab/env.sh" && $(GO) test -tags integration -count=1 ./test/slurm2411/; \
 	else echo "SKIP: Slurm 24.11 tests: no chroot lab at $(TRIXIE_ROOT) (as root: make lab-2411)"; fi
 
-e2e: ## end-to-end run on the Slurm lab (about 10 minutes), ending with one JSON line of results
+e2e: ## end-to-end run on the Slurm lab (about 13 minutes), ending with one JSON line of results
 	@if [ -r "$(LAB)/env.sh" ] && ( . "$(LAB)/env.sh" && scontrol ping 2>/dev/null | grep -q UP ); then \
-	  . "$(LAB)/env.sh" && E2E_RESULT="$(LAB)/e2e-result.json" $(GO) test -tags e2e -count=1 -timeout 15m ./test/e2e/ && \
+	  . "$(LAB)/env.sh" && E2E_RESULT="$(LAB)/e2e-result.json" $(GO) test -tags e2e -count=1 -timeout 20m ./test/e2e/ && \
 	  cat "$(LAB)/e2e-result.json"; \
 	else echo "SKIP: end-to-end run: no Slurm lab running at $(LAB) (as root: make lab-up)"; fi
 
