@@ -92,8 +92,14 @@ func labFromEnv(t *testing.T) lab {
 
 func (l lab) run(t *testing.T, argv ...string) string {
 	t.Helper()
+	return l.runIn(t, "", argv...)
+}
+
+// runIn is run in directory dir ("": the test's).
+func (l lab) runIn(t *testing.T, dir string, argv ...string) string {
+	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = l.env
+	cmd.Env, cmd.Dir = l.env, dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
@@ -196,10 +202,11 @@ func (l lab) submitScript(t *testing.T, dir, body string, ids *[]string, args ..
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// -D dir: the job's state directory (.rubick/ of its working
-	// directory) goes with the test's files, not into the source tree.
+	// Submitted from dir, and run there (-D): rubick-srun keeps its state
+	// in .rubick/ of the directory sbatch ran in ($SLURM_SUBMIT_DIR), which
+	// must be the test's, not the source tree.
 	argv := append([]string{"sbatch", "--parsable", "-D", dir}, args...)
-	out := l.run(t, append(argv, "--open-mode=append", "-o", filepath.Join(dir, "job-%j.out"), script)...)
+	out := l.runIn(t, dir, append(argv, "--open-mode=append", "-o", filepath.Join(dir, "job-%j.out"), script)...)
 	out = strings.Split(out, ";")[0]
 	*ids = append(*ids, out)
 	id, err := strconv.Atoi(out)
@@ -632,7 +639,7 @@ func (l lab) submitTraining(t *testing.T, dir, script string, js jobSpec) int {
 	if js.mail != "" {
 		args = append(args, "--mail-type="+js.mail, "--mail-user=root")
 	}
-	out := l.run(t, append(args, script)...)
+	out := l.runIn(t, dir, append(args, script)...) // rubick-srun's state in dir/.rubick
 	id, err := strconv.Atoi(strings.Split(out, ";")[0])
 	if err != nil {
 		t.Fatalf("sbatch printed %q", out)
