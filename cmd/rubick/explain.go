@@ -371,11 +371,7 @@ func (ex *explanation) write(w io.Writer) error {
 	if mt == "" {
 		mt = report.NoModel
 	}
-	name := strconv.FormatInt(ex.JobID, 10)
-	if ex.ArrayTask != "" {
-		name += " (" + ex.ArrayTask + ")"
-	}
-	fmt.Fprintf(ew, "job %s: model %s, class %s, tenant %s, state %s\n", name, mt, orDash(ex.Class), orDash(ex.Tenant), ex.State)
+	fmt.Fprintf(ew, "job %s: model %s, class %s, tenant %s, state %s\n", jobLabel(ex.JobID, ex.ArrayTask), mt, orDash(ex.Class), orDash(ex.Tenant), ex.State)
 	fmt.Fprintf(ew, "  submitted %s, last seen %s, store %s\n", utcTime(ex.Submitted), utcTime(ex.Updated), ex.Store)
 	if ex.Cannot != "" {
 		fmt.Fprintf(ew, "  its launch line cannot run plans with %s (reported by rubick-srun); no plan shown or chosen uses them\n", ex.Cannot)
@@ -506,6 +502,15 @@ func (e *stickyWriter) Write(p []byte) (int, error) {
 	n, err := e.w.Write(p)
 	e.err = err
 	return n, err
+}
+
+// jobLabel is job id as the CLI prints it: with its array task (A_T) in
+// parentheses when it is one.
+func jobLabel(id int64, arrayTask string) string {
+	if arrayTask == "" {
+		return strconv.FormatInt(id, 10)
+	}
+	return fmt.Sprintf("%d (%s)", id, arrayTask)
 }
 
 // arrayTaskName is job j as squeue names a task of a job array (A_T); ""

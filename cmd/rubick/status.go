@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -63,6 +62,17 @@ type daemonView struct {
 	// Groups are the group limits (GrpTRES and the like) running jobs
 	// count against, with what they hold.
 	Groups []daemon.GroupUse `json:"groups"`
+}
+
+// jobList is one of the last cycle's lists of jobs, with why each is on it.
+type jobList struct {
+	name string
+	jobs map[int]string
+}
+
+// lists are the last cycle's lists of jobs, in the order status prints them.
+func (d daemonView) lists() []jobList {
+	return []jobList{{"failed", d.Failed}, {"skipped", d.Skipped}, {"ignored", d.Ignored}, {"adjusted", d.Adjusted}}
 }
 
 // modelView is one model type and its current fit.
@@ -209,8 +219,8 @@ func (v *statusView) readStore(ctx context.Context, st statusStore, now time.Tim
 		return err
 	}
 	listed := func(id int) bool {
-		for _, m := range []map[int]string{v.Daemon.Failed, v.Daemon.Skipped, v.Daemon.Ignored, v.Daemon.Adjusted} {
-			if _, ok := m[id]; ok {
+		for _, l := range v.Daemon.lists() {
+			if _, ok := l.jobs[id]; ok {
 				return true
 			}
 		}
@@ -268,16 +278,9 @@ func (v *statusView) write(w io.Writer) error {
 			d.CycleID, utcTime(*d.LastCycle), d.DurationS, d.PolicyS, d.Jobs, colonDetail(d.Error))
 		fmt.Fprintf(ew, "  decided: %s; applied %d, failed %d, skipped %d, ignored %d, adjusted %d\n",
 			counts(d.Decided), d.Applied, len(d.Failed), len(d.Skipped), len(d.Ignored), len(d.Adjusted))
-		for _, m := range []struct {
-			name string
-			m    map[int]string
-		}{{"failed", d.Failed}, {"skipped", d.Skipped}, {"ignored", d.Ignored}, {"adjusted", d.Adjusted}} {
-			for _, id := range sortedKeys(m.m) {
-				name := strconv.Itoa(id)
-				if task := v.ArrayTasks[id]; task != "" {
-					name += " (" + task + ")"
-				}
-				fmt.Fprintf(ew, "    %s job %s: %s\n", m.name, name, m.m[id])
+		for _, l := range d.lists() {
+			for _, id := range sortedKeys(l.jobs) {
+				fmt.Fprintf(ew, "    %s job %s: %s\n", l.name, jobLabel(int64(id), v.ArrayTasks[id]), l.jobs[id])
 			}
 		}
 		if r := d.Reserved; r != nil {
