@@ -109,6 +109,10 @@ type Deps struct {
 	// ReadUserFile reads a file a job's launch line names; nil means
 	// ReadUserFile.
 	ReadUserFile func(ctx context.Context, user, workDir, name string) ([]byte, error)
+	// Instance names this rubickd in the tags its Applier writes
+	// (ApplierConfig.Instance). Zero: rubickd does not watch for another
+	// one writing tags (checkWriters).
+	Instance Instance
 }
 
 // Daemon runs rubickd's control loop.
@@ -133,6 +137,11 @@ type Daemon struct {
 	// unmeasurable holds the restarts MeasureRestart gave up on; only the
 	// cycle reads and writes it.
 	unmeasurable map[int64]time.Time
+	// writers watches the tags for another rubickd's writes, and
+	// writersSaid holds the writers logged already; only the cycle uses
+	// them.
+	writers     tagWriters
+	writersSaid map[string]bool
 
 	// listing is the last limits listing, limitsAt when it was read and
 	// limitsTook how long that took; limits is listing with budgets on it.
@@ -204,7 +213,8 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	return &Daemon{cfg: cfg, deps: deps, boot: cfg, scripts: map[int]*scriptRead{}, files: newUserFiles(maxUserFileReads)}, nil
+	return &Daemon{cfg: cfg, deps: deps, boot: cfg, scripts: map[int]*scriptRead{}, files: newUserFiles(maxUserFileReads),
+		writersSaid: map[string]bool{}}, nil
 }
 
 // CycleReport summarises one cycle.
@@ -607,6 +617,11 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	if err != nil {
 		d.deps.Metrics.SlurmErrors.WithLabelValues("slurmrestd").Inc()
 		return rep, err
+	}
+	if !dryRun {
+		if err := d.checkWriters(jobs); err != nil {
+			return rep, err
+		}
 	}
 	nodes, err := d.deps.Cluster.Nodes(ctx)
 	if err != nil {
@@ -1127,8 +1142,9 @@ func (d *Daemon) Prune(ctx context.Context) (store.Pruned, error) {
 	return p, nil
 }
 
-// Run reconciles, then runs a cycle every interval until ctx ends, and
-// prunes the store once an hour. A cycle in progress when ctx ends
+// Run reconciles, then runs a cycle every interval until ctx ends or
+// another rubickd that started first is seen managing the cluster
+// (ErrOtherWriter), and prunes the store once an hour. A cycle in progress when ctx ends
 // finishes with a fresh context bounded by the command timeout, so SIGTERM
 // never leaves a half-applied action behind.
 func (d *Daemon) Run(ctx context.Context) error {
@@ -1149,6 +1165,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Interval+d.cfg.Checkpoint.Grace+2*d.cfg.Commands.Timeout)
 		rep, err := d.Cycle(cctx, false)
 		cancel()
+		if errors.Is(err, ErrLocked) {
+			return err
+		}
 		if err != nil {
 			d.deps.Logger.Error("cycle failed", "err", err)
 		} else if len(rep.Actions) > 0 {

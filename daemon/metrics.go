@@ -26,6 +26,7 @@ type Metrics struct {
 	GroupInUse     *prometheus.GaugeVec
 	LastCycle      prometheus.Gauge
 	TokenExpiry    prometheus.Gauge
+	OtherWrites    prometheus.Counter
 }
 
 // NewMetrics creates and registers every metric.
@@ -90,8 +91,12 @@ func NewMetrics() *Metrics {
 			Name: "rubick_slurm_token_expiry_timestamp_seconds",
 			Help: "Unix time at which rubickd's slurmrestd JWT expires (its exp claim); 0 when it has none or is not a JWT.",
 		}),
+		OtherWrites: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rubick_other_rubickd_writes_total",
+			Help: "Job tags seen changed since the last cycle with another rubickd's name in them (tag by=): a second rubickd manages the same cluster. The one that started later stops.",
+		}),
 	}
-	m.Registry.MustRegister(m.CycleDuration, m.PolicyDuration, m.Actions, m.SlurmErrors, m.Jobs, m.Samples, m.LaunchNotices, m.RestartCost, m.RigidReserved, m.GroupLimited, m.GroupAllowed, m.GroupInUse, m.LastCycle, m.TokenExpiry,
+	m.Registry.MustRegister(m.CycleDuration, m.PolicyDuration, m.Actions, m.SlurmErrors, m.Jobs, m.Samples, m.LaunchNotices, m.RestartCost, m.RigidReserved, m.GroupLimited, m.GroupAllowed, m.GroupInUse, m.LastCycle, m.TokenExpiry, m.OtherWrites,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -16,6 +16,7 @@ func TestMetricsExposeDocumentedNames(t *testing.T) {
 	m.RestartCost.WithLabelValues("gpt2").Set(42.5)
 	m.RigidReserved.Set(8)
 	m.GroupLimited.Set(2)
+	m.OtherWrites.Inc()
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL)
@@ -32,6 +33,7 @@ func TestMetricsExposeDocumentedNames(t *testing.T) {
 		`rubick_restart_cost_seconds{model_type="gpt2"} 42.5`,
 		`rubick_rigid_reserved_gpus 8`,
 		`rubick_group_limited_jobs 2`,
+		`rubick_other_rubickd_writes_total 1`,
 		"# HELP rubick_policy_duration_seconds",
 	} {
 		if !strings.Contains(string(body), want) {

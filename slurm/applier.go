@@ -152,6 +152,10 @@ type ApplierConfig struct {
 	// the credential revoke kills the job for good ("Job credential
 	// revoked").
 	ReleaseDelay time.Duration
+	// Instance names this rubickd in every tag it writes (TagBy), so that
+	// another rubickd on the cluster can tell the writes are not its own.
+	// Empty writes none.
+	Instance string
 }
 
 // Applier runs actions against Slurm with scontrol and scancel.
@@ -317,7 +321,7 @@ func (r *run) do(ctx context.Context) error {
 		if act.Tag != nil {
 			// In the same update: a tag that says what limit rubick set
 			// must never lag behind it.
-			args, err := tagArgs(job, *act.Tag, false)
+			args, err := tagArgs(job, *act.Tag, false, r.a.cfg.Instance)
 			if err != nil {
 				return err
 			}
@@ -504,7 +508,7 @@ func (r *run) writeTag(ctx context.Context, job Job, tag Tag, hold bool, extra .
 		}
 		tag.Extra[TagMail] = r.mailWas
 	}
-	args, err := tagArgs(job, tag, hold)
+	args, err := tagArgs(job, tag, hold, r.a.cfg.Instance)
 	if err != nil {
 		return err
 	}
@@ -518,9 +522,9 @@ func (r *run) writeTag(ctx context.Context, job Job, tag Tag, hold bool, extra .
 // tagArgs are the scontrol update arguments that write tag, with the
 // job's restart count (TagRestarts), into the AdminComment job has now,
 // and its Comment: without RequeueWord (that requeue is rubick's, and
-// this is its answer), and with UserHoldWord for hold. Only the fields
-// that change; none when neither does.
-func tagArgs(job Job, tag Tag, hold bool) ([]string, error) {
+// this is its answer), and with UserHoldWord for hold. by, when set, names
+// the writer (TagBy). Only the fields that change; none when neither does.
+func tagArgs(job Job, tag Tag, hold bool, by string) ([]string, error) {
 	if job.Tag != nil && job.Tag.Class != "" {
 		// The class is job_submit.lua's to write: a new QOS or account
 		// since the cycle read the job has changed it.
@@ -531,6 +535,9 @@ func tagArgs(job Job, tag Tag, hold bool) ([]string, error) {
 		tag.Extra = map[string]string{}
 	}
 	tag.Extra[TagRestarts] = strconv.Itoa(job.RestartCount)
+	if by != "" {
+		tag.Extra[TagBy] = by
+	}
 	comment := WithoutWord(job.Comment, RequeueWord)
 	// The mail types rubick-srun quieted for its own requeue move into the
 	// tag, to be given back once the job runs (Action.MailType).

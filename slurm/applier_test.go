@@ -1049,3 +1049,26 @@ func TestApplyRestartSuspendedDuringWait(t *testing.T) {
 		t.Errorf("argv (-want +got):\n%s", diff)
 	}
 }
+
+// With an Instance, every tag the Applier writes names it (by=): the tag
+// of a start and the one a time limit goes with.
+func TestApplyTagNamesInstance(t *testing.T) {
+	const by = "ctl1/4242/2026-11-29T09:00:00Z"
+	f := newApplierFixture(t, map[int][]Job{33: {pendingHeld(33)}, 5: {running(5, "node1")}}, func(c *ApplierConfig) { c.Instance = by })
+	if res := f.app.ApplyOne(context.Background(), Action{Kind: ActionStart, JobID: 33, NumNodes: 1, CPUsPerTask: 2, Tag: planTag}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	tag := Tag{ModelType: "gpt2", Generation: 1, Extra: map[string]string{TagBy: "ctl9/1/2026-11-28T09:00:00Z"}}
+	if res := f.app.ApplyOne(context.Background(), Action{Kind: ActionTimeLimit, JobID: 5, TimeLimit: 96 * time.Minute, Tag: &tag}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	want := [][]string{
+		{"/usr/bin/scontrol", "update", "JobId=33", "NumNodes=1-1", "NumTasks=1", "CPUsPerTask=2", "NumCPUs=2"},
+		{"/usr/bin/scontrol", "update", "JobId=33", planTagAC + " by=" + by + " rc=0"},
+		{"/usr/bin/scontrol", "release", "33"},
+		{"/usr/bin/scontrol", "update", "JobId=5", "TimeLimit=96", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 gen=1 by=" + by + " rc=0"},
+	}
+	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
+		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+}

@@ -279,6 +279,11 @@ const RequeueWord = "rubick:requeue"
 // RequeueWord, was someone else's (RequeuedByOther).
 const TagRestarts = "rc"
 
+// TagBy is the tag key that names the rubickd that wrote the tag
+// (ApplierConfig.Instance). A tag that changes under one rubickd with
+// another's name in it shows a second rubickd managing the same cluster.
+const TagBy = "by"
+
 // TagMail is the tag key that keeps the MailType a job had before rubick
 // took BEGIN and REQUEUE out of it for its own requeue (ApplierConfig's
 // RequeueMail off). The job gets it back once it runs again

@@ -43,14 +43,25 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rubickd:", err)
-		if errors.Is(err, flag.ErrHelp) {
+		switch {
+		case errors.Is(err, flag.ErrHelp):
 			os.Exit(0)
+		case errors.Is(err, daemon.ErrLocked):
+			// Another rubickd manages the cluster; the unit's
+			// RestartPreventExitStatus keeps systemd from starting
+			// this one again and again beside it.
+			os.Exit(exitLocked)
 		}
 		os.Exit(1)
 	}
 }
 
+// exitLocked is the exit status when another rubickd manages the cluster
+// (daemon.ErrLocked).
+const exitLocked = 3
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	self := daemon.NewInstance(time.Now())
 	fs := flag.NewFlagSet("rubickd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", daemon.DefaultConfigPath, "configuration file (YAML); a missing file at the default path means built-in defaults")
@@ -62,7 +73,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	dataDir := fs.String("data", "", "measurement data used to seed unknown model types (default: the embedded artifact data)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: rubickd [flags]\n\nEvery configuration key can also be set as RUBICK_<KEY> (see contrib/rubickd/rubickd.yaml).\n"+
-			"SIGHUP re-reads the configuration; it applies from the next cycle (docs/admin-guide.md).\n\nflags:")
+			"SIGHUP re-reads the configuration; it applies from the next cycle (docs/admin-guide.md).\n"+
+			"Exit status: 3 when another rubickd manages the cluster (its store's lock, or job tags it writes), 1 on any other error.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -147,7 +159,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	applier, err := slurm.NewApplier(slurm.ApplierConfig{
 		Scontrol: cfg.Commands.Scontrol, Scancel: cfg.Commands.Scancel, Cluster: cluster, Logger: log,
 		CommandTimeout: cfg.Commands.Timeout, Signal: cfg.Checkpoint.Signal, CheckpointTimeout: cfg.Checkpoint.Grace,
-		RequeueMail:    cfg.Checkpoint.RequeueMail,
+		RequeueMail: cfg.Checkpoint.RequeueMail, Instance: self.String(),
 		WaitCheckpoint: daemon.WaitCheckpoint(cluster, 500*time.Millisecond),
 	})
 	if err != nil {
@@ -159,7 +171,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	metrics := daemon.NewMetrics()
 	learner := &daemon.Learner{Store: st, Cluster: cluster, Env: env, Threshold: cfg.Samples.RefitThreshold, Logger: log}
-	d, err := daemon.New(cfg, daemon.Deps{Cluster: cluster, Applier: applier, Store: st, Policy: pol, Env: env, Metrics: metrics, Logger: log, Learner: learner,
+	d, err := daemon.New(cfg, daemon.Deps{Cluster: cluster, Applier: applier, Store: st, Policy: pol, Env: env, Metrics: metrics, Logger: log, Learner: learner, Instance: self,
 		Budgets: slurm.AssocMgr{Runner: commands(cfg), Scontrol: cfg.Commands.Scontrol, SShare: cfg.Commands.Sshare},
 		Scripts: slurm.BatchScripts{Runner: commands(cfg), Scontrol: cfg.Commands.Scontrol}})
 	if err != nil {

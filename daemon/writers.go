@@ -1,0 +1,194 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+// Instance names one rubickd process in the tags it writes (slurm.TagBy):
+// the instance lock keeps a second rubickd off the same store, but only
+// the tags show one that runs from another store or another host.
+type Instance struct {
+	Host  string
+	PID   int
+	Start time.Time
+}
+
+// NewInstance names this process, started at start.
+func NewInstance(start time.Time) Instance {
+	host, _ := os.Hostname()
+	return Instance{Host: host, PID: os.Getpid(), Start: start}
+}
+
+// IsZero reports whether i names no process.
+func (i Instance) IsZero() bool { return i.PID == 0 }
+
+// String is the tag value: host/pid/start, start in UTC to the second.
+// Characters a tag value cannot hold become '-'.
+func (i Instance) String() string {
+	return i.hostName() + "/" + strconv.Itoa(i.PID) + "/" + i.Start.UTC().Format(time.RFC3339)
+}
+
+// hostName is the host as String writes it.
+func (i Instance) hostName() string {
+	host := strings.Map(func(c rune) rune {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' {
+			return c
+		}
+		return '-'
+	}, i.Host)
+	if host == "" {
+		host = "-"
+	}
+	return host
+}
+
+// ParseInstance reads a tag's by= value.
+func ParseInstance(s string) (Instance, error) {
+	parts := strings.Split(s, "/")
+	if len(parts) != 3 {
+		return Instance{}, fmt.Errorf("instance %q: want host/pid/start", s)
+	}
+	pid, err := strconv.Atoi(parts[1])
+	if err != nil || pid <= 0 {
+		return Instance{}, fmt.Errorf("instance %q: pid %q is not a positive integer", s, parts[1])
+	}
+	start, err := time.Parse(time.RFC3339, parts[2])
+	if err != nil {
+		return Instance{}, fmt.Errorf("instance %q: start %q is not an RFC 3339 time", s, parts[2])
+	}
+	return Instance{Host: parts[0], PID: pid, Start: start}, nil
+}
+
+// startedBefore reports whether i started before o; the same second goes
+// by the names, so that of two rubickd exactly one gives way.
+func (i Instance) startedBefore(o Instance) bool {
+	a, b := i.Start.Truncate(time.Second), o.Start.Truncate(time.Second)
+	if !a.Equal(b) {
+		return a.Before(b)
+	}
+	return i.String() < o.String()
+}
+
+// Describe is the instance for an administrator: "pid 4242 on ctl1 since
+// 2026-11-29T10:00:00Z".
+func (i Instance) Describe() string {
+	return fmt.Sprintf("pid %d on %s since %s", i.PID, i.Host, i.Start.UTC().Format(time.RFC3339))
+}
+
+// ErrOtherWriter means a job's tag changed since the last cycle, and the
+// change names another rubickd.
+// It wraps ErrLocked.
+var ErrOtherWriter = fmt.Errorf("%w: it writes this cluster's job tags", ErrLocked)
+
+// tagWriters watches the jobs' tags between cycles for writes of another
+// rubickd: two would apply their own plans to the same jobs, restarting
+// and resizing them against each other.
+type tagWriters struct {
+	// seen is each job's tag at the last cycle, as rubickd writes it
+	// (writerView).
+	seen map[int]string
+	// alive reports whether a process of this host runs; nil means
+	// processAlive.
+	alive func(pid int) bool
+}
+
+// otherWrite is a tag change since the last cycle that names another
+// writer than this rubickd.
+type otherWrite struct {
+	JobID int
+	By    string
+	// Instance is By parsed, and Err the error where it does not parse.
+	Instance Instance
+	Err      error
+}
+
+// observe takes this cycle's jobs and returns the changes of their tags
+// since the last cycle that another rubickd than self wrote. A job first seen now
+// tells nothing: its tag may be from a rubickd that ran before this one.
+func (w *tagWriters) observe(self Instance, jobs []slurm.Job) []otherWrite {
+	seen := make(map[int]string, len(jobs))
+	var out []otherWrite
+	for _, j := range jobs {
+		if j.Tag == nil {
+			continue
+		}
+		view := writerView(*j.Tag)
+		seen[j.ID] = view
+		by := j.Tag.Extra[slurm.TagBy]
+		if prev, ok := w.seen[j.ID]; !ok || prev == view || by == "" || by == self.String() {
+			continue
+		}
+		o := otherWrite{JobID: j.ID, By: by}
+		o.Instance, o.Err = ParseInstance(by)
+		if o.Err == nil && o.Instance.Host == self.hostName() && !w.isAlive(o.Instance.PID) {
+			// A rubickd of this host that no longer runs wrote nothing
+			// since the last cycle: someone edited the tag by hand.
+			continue
+		}
+		out = append(out, o)
+	}
+	w.seen = seen
+	return out
+}
+
+func (w *tagWriters) isAlive(pid int) bool {
+	if w.alive != nil {
+		return w.alive(pid)
+	}
+	return processAlive(pid)
+}
+
+// processAlive reports whether a process pid runs on this host; a process
+// of another user (EPERM) runs too.
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// writerView is the tag as rubickd writes it: job_submit.lua rewrites
+// the class when a job's QOS or account changes, so the class is left out.
+func writerView(t slurm.Tag) string {
+	t.Class = ""
+	t.Extra = maps.Clone(t.Extra)
+	return t.String()
+}
+
+// checkWriters stops a rubickd that started after another one that wrote
+// tags since the last cycle (ErrOtherWriter), as the
+// instance lock stops a second one on the same store. The older one goes
+// on and says, once for each, that another rubickd writes too: that one
+// stops as soon as it sees a write of the older.
+func (d *Daemon) checkWriters(jobs []slurm.Job) error {
+	if d.deps.Instance.IsZero() {
+		return nil
+	}
+	for _, o := range d.writers.observe(d.deps.Instance, jobs) {
+		d.deps.Metrics.OtherWrites.Inc()
+		if o.Err != nil {
+			if !d.writersSaid[o.By] {
+				d.writersSaid[o.By] = true
+				d.deps.Logger.Warn("a job's tag changed since the last cycle and names a writer that is no rubickd's form", "job", o.JobID, "by", o.By, "err", o.Err)
+			}
+			continue
+		}
+		if o.Instance.startedBefore(d.deps.Instance) {
+			return fmt.Errorf("%w: %s wrote job %d's tag since the last cycle; this rubickd (%s) started later and stops",
+				ErrOtherWriter, o.Instance.Describe(), o.JobID, d.deps.Instance.Describe())
+		}
+		if !d.writersSaid[o.By] {
+			d.writersSaid[o.By] = true
+			d.deps.Logger.Error("another rubickd manages this cluster's jobs too; it started later and stops once it sees a tag this one writes",
+				"other", o.Instance.Describe(), "job", o.JobID)
+		}
+	}
+	return nil
+}

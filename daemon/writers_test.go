@@ -1,0 +1,221 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+func TestInstance(t *testing.T) {
+	start := time.Date(2026, 11, 29, 10, 0, 0, 0, time.FixedZone("CET", 3600))
+	for _, tc := range []struct {
+		in   Instance
+		want string
+	}{
+		{Instance{Host: "ctl1.cluster", PID: 4242, Start: start}, "ctl1.cluster/4242/2026-11-29T09:00:00Z"},
+		{Instance{Host: "odd host;x=1", PID: 7, Start: start.Add(1500 * time.Millisecond)}, "odd-host-x-1/7/2026-11-29T09:00:01Z"},
+		{Instance{PID: 7, Start: start}, "-/7/2026-11-29T09:00:00Z"},
+	} {
+		got := tc.in.String()
+		if got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.in, got, tc.want)
+		}
+		if err := (slurm.Tag{Extra: map[string]string{slurm.TagBy: got}}).Validate(); err != nil {
+			t.Errorf("%q is no tag value: %v", got, err)
+		}
+		back, err := ParseInstance(got)
+		if err != nil {
+			t.Fatalf("ParseInstance(%q): %v", got, err)
+		}
+		if back.String() != got {
+			t.Errorf("ParseInstance(%q) writes %q", got, back.String())
+		}
+	}
+	for in, want := range map[string]string{
+		"ctl1/4242":                      "want host/pid/start",
+		"ctl1/x/2026-11-29T09:00:00Z":    `pid "x"`,
+		"ctl1/-3/2026-11-29T09:00:00Z":   `pid "-3"`,
+		"ctl1/4242/yesterday":            `start "yesterday"`,
+		"a/b/4242/2026-11-29T09:00:00Z":  "want host/pid/start",
+		"ctl1/4242/2026-11-29 09:00:00Z": `start "2026-11-29 09:00:00Z"`,
+	} {
+		if _, err := ParseInstance(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseInstance(%q) = %v, want an error with %q", in, err, want)
+		}
+	}
+}
+
+func TestInstanceStartedBefore(t *testing.T) {
+	a := Instance{Host: "a", PID: 1, Start: t0}
+	for _, tc := range []struct {
+		name string
+		i, o Instance
+		want bool
+	}{
+		{"earlier", a, Instance{Host: "a", PID: 2, Start: t0.Add(time.Second)}, true},
+		{"later", Instance{Host: "a", PID: 2, Start: t0.Add(time.Second)}, a, false},
+		// The tag keeps whole seconds: both must read the same order.
+		{"same second, by name", Instance{Host: "a", PID: 1, Start: t0.Add(900 * time.Millisecond)}, Instance{Host: "b", PID: 1, Start: t0}, true},
+		{"same second, other side", Instance{Host: "b", PID: 1, Start: t0}, Instance{Host: "a", PID: 1, Start: t0.Add(900 * time.Millisecond)}, false},
+	} {
+		if got := tc.i.startedBefore(tc.o); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// taggedJob is a running job with a tag of plan and writer by.
+func taggedJob(id int, plan, by string) slurm.Job {
+	tag := &slurm.Tag{ModelType: "gpt2", Class: slurm.ClassBestEffort, Plan: plan, Generation: 1}
+	if by != "" {
+		tag.Extra = map[string]string{slurm.TagBy: by, slurm.TagRestarts: "0"}
+	}
+	return slurm.Job{ID: id, Partition: "gpu", State: slurm.StateRunning, Tag: tag}
+}
+
+func TestTagWritersObserve(t *testing.T) {
+	self := Instance{Host: "ctl1", PID: 100, Start: t0}
+	other := Instance{Host: "ctl2", PID: 200, Start: t0.Add(-time.Hour)}
+	gone := Instance{Host: "ctl1", PID: 300, Start: t0.Add(-time.Hour)}
+	here := Instance{Host: "ctl1", PID: 400, Start: t0.Add(-time.Hour)}
+	alive := func(pid int) bool { return pid == 400 }
+	lua := func(j slurm.Job) slurm.Job { j.Tag.Class = slurm.ClassGuaranteed; return j }
+	for _, tc := range []struct {
+		name         string
+		before, then []slurm.Job
+		want         []int
+	}{
+		{"first seen", nil, []slurm.Job{taggedJob(1, "dp8.tp1.pp1.mb1.a1.z0", other.String())}, nil},
+		{"unchanged", []slurm.Job{taggedJob(1, "dp8.tp1.pp1.mb1.a1.z0", other.String())}, []slurm.Job{taggedJob(1, "dp8.tp1.pp1.mb1.a1.z0", other.String())}, nil},
+		{"written here", []slurm.Job{taggedJob(1, "dp8.tp1.pp1.mb1.a1.z0", other.String())}, []slurm.Job{taggedJob(1, "dp4.tp1.pp1.mb1.a2.z0", self.String())}, nil},
+		{"written by another", []slurm.Job{taggedJob(1, "dp8.tp1.pp1.mb1.a1.z0", self.String())}, []slurm.Job{taggedJob(1, "dp4.tp1.pp1.mb1.a2.z0", other.String())}, []int{1}},
+		{"another writes again", []slurm.Job{taggedJob(1, "dp8.tp1.pp1.mb1.a1.z0", other.String())}, []slurm.Job{taggedJob(1, "dp4.tp1.pp1.mb1.a2.z0", other.String())}, []int{1}},
+		{"job_submit.lua's class", []slurm.Job{taggedJob(1, "dp8.tp1.pp1.mb1.a1.z0", other.String())}, []slurm.Job{lua(taggedJob(1, "dp8.tp1.pp1.mb1.a1.z0", other.String()))}, nil},
+		{"no writer named", []slurm.Job{taggedJob(1, "dp8.tp1.pp1.mb1.a1.z0", self.String())}, []slurm.Job{taggedJob(1, "dp4.tp1.pp1.mb1.a2.z0", "")}, nil},
+		{"a rubickd of this host gone", []slurm.Job{taggedJob(1, "dp8.tp1.pp1.mb1.a1.z0", self.String())}, []slurm.Job{taggedJob(1, "dp4.tp1.pp1.mb1.a2.z0", gone.String())}, nil},
+		{"a rubickd of this host running", []slurm.Job{taggedJob(1, "dp8.tp1.pp1.mb1.a1.z0", self.String())}, []slurm.Job{taggedJob(1, "dp4.tp1.pp1.mb1.a2.z0", here.String())}, []int{1}},
+		{"not a rubickd's name", []slurm.Job{taggedJob(1, "dp8.tp1.pp1.mb1.a1.z0", self.String())}, []slurm.Job{taggedJob(1, "dp4.tp1.pp1.mb1.a2.z0", "someone")}, []int{1}},
+		{"one of two jobs", []slurm.Job{taggedJob(1, "dp8.tp1.pp1.mb1.a1.z0", self.String()), taggedJob(2, "dp8.tp1.pp1.mb1.a1.z0", self.String())},
+			[]slurm.Job{taggedJob(2, "dp4.tp1.pp1.mb1.a2.z0", other.String()), taggedJob(1, "dp8.tp1.pp1.mb1.a1.z0", self.String())}, []int{2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := tagWriters{alive: alive}
+			if got := w.observe(self, tc.before); len(got) != 0 {
+				t.Fatalf("first cycle: %+v", got)
+			}
+			var got []int
+			for _, o := range w.observe(self, tc.then) {
+				got = append(got, o.JobID)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("jobs written by another (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCycleStopsForAnOlderRubickd(t *testing.T) {
+	self := Instance{Host: "ctl1", PID: 100, Start: t0}
+	for _, tc := range []struct {
+		name  string
+		other Instance
+		stops bool
+	}{
+		{"older", Instance{Host: "ctl2", PID: 200, Start: t0.Add(-time.Hour)}, true},
+		{"younger", Instance{Host: "ctl2", PID: 200, Start: t0.Add(time.Minute)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			running := taggedJob(7, "dp8.tp1.pp1.mb1.a1.z0", self.String())
+			running.NodeList, running.NodeCount, running.GPUsPerNode, running.CPUs = []string{"node1"}, 1, 8, 8
+			c := &fakeCluster{jobs: []slurm.Job{running, heldJob(8, "gpt2", 1, 8)}, nodes: labNodes(2)}
+			a := &fakeApplier{}
+			d, _ := newTestDaemon(t, c, a)
+			var logs bytes.Buffer
+			d.deps.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			d.deps.Instance = self
+			if _, err := d.Cycle(context.Background(), false); err != nil {
+				t.Fatal(err)
+			}
+			applied := len(a.got)
+			// The other rubickd rewrites job 7's tag before each of the
+			// next two cycles.
+			for _, plan := range []string{"dp4.tp1.pp1.mb1.a2.z0", "dp2.tp1.pp1.mb1.a4.z0"} {
+				moved := taggedJob(7, plan, tc.other.String())
+				moved.NodeList, moved.NodeCount, moved.GPUsPerNode, moved.CPUs = []string{"node1"}, 1, 4, 4
+				c.jobs = []slurm.Job{moved, heldJob(9, "gpt2", 1, 8)}
+				_, err := d.Cycle(context.Background(), false)
+				if !tc.stops {
+					if err != nil {
+						t.Fatalf("cycle beside a younger rubickd: %v", err)
+					}
+					continue
+				}
+				if !errors.Is(err, ErrLocked) || !errors.Is(err, ErrOtherWriter) {
+					t.Fatalf("cycle after an older rubickd's write: %v, want ErrOtherWriter", err)
+				}
+				for _, want := range []string{"pid 200 on ctl2 since 2026-11-22T07:00:00Z wrote job 7's tag", "this rubickd (pid 100 on ctl1"} {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("error %q does not say %q", err, want)
+					}
+				}
+				if len(a.got) != applied {
+					t.Errorf("applied %+v after the older rubickd's write", a.got[applied:])
+				}
+				break
+			}
+			if tc.stops {
+				return
+			}
+			if got := strings.Count(logs.String(), "another rubickd manages this cluster"); got != 1 {
+				t.Errorf("%d errors logged for the younger rubickd, want 1:\n%s", got, logs.String())
+			}
+			rec := httptest.NewRecorder()
+			d.deps.Metrics.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			if want := "rubick_other_rubickd_writes_total 2\n"; !strings.Contains(rec.Body.String(), want) {
+				t.Errorf("metrics lack %q", want)
+			}
+			if !slices.Contains(startedJobs(a), 9) {
+				t.Errorf("started %v: the older rubickd stopped planning", startedJobs(a))
+			}
+		})
+	}
+}
+
+// otherWriterCluster changes a job's tag to another rubickd's after the
+// first poll.
+type otherWriterCluster struct {
+	fakeCluster
+	polls int
+	by    string
+}
+
+func (c *otherWriterCluster) Jobs(ctx context.Context, since time.Time) ([]slurm.Job, bool, error) {
+	c.polls++
+	if c.polls > 1 {
+		c.jobs = []slurm.Job{taggedJob(7, "dp4.tp1.pp1.mb1.a2.z0", c.by)}
+	}
+	return c.fakeCluster.Jobs(ctx, since)
+}
+
+func TestRunStopsForAnOlderRubickd(t *testing.T) {
+	self := Instance{Host: "ctl1", PID: 100, Start: t0}
+	older := Instance{Host: "ctl2", PID: 200, Start: t0.Add(-time.Hour)}
+	c := &otherWriterCluster{fakeCluster: fakeCluster{jobs: []slurm.Job{taggedJob(7, "dp8.tp1.pp1.mb1.a1.z0", self.String())}, nodes: labNodes(1)}, by: older.String()}
+	d, _ := newTestDaemonWith(t, c, &fakeApplier{}, func(cfg *Config) { cfg.Interval = time.Millisecond })
+	d.deps.Instance = self
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := d.Run(ctx); !errors.Is(err, ErrOtherWriter) {
+		t.Fatalf("Run = %v, want ErrOtherWriter", err)
+	}
+}
