@@ -137,11 +137,11 @@ type Daemon struct {
 	// unmeasurable holds the restarts MeasureRestart gave up on; only the
 	// cycle reads and writes it.
 	unmeasurable map[int64]time.Time
-	// writers watches the tags for another rubickd's writes, and
-	// writersSaid holds the writers logged already; only the cycle uses
-	// them.
-	writers     tagWriters
-	writersSaid map[string]bool
+	// writers watches the tags for another rubickd's writes;
+	// writersSaid holds the writers logged already and writersClaimed
+	// those a tag was written for (claim). Only the cycle uses them.
+	writers                     tagWriters
+	writersSaid, writersClaimed map[string]bool
 
 	// listing is the last limits listing, limitsAt when it was read and
 	// limitsTook how long that took; limits is listing with budgets on it.
@@ -214,7 +214,7 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 		deps.Now = time.Now
 	}
 	return &Daemon{cfg: cfg, deps: deps, boot: cfg, scripts: map[int]*scriptRead{}, files: newUserFiles(maxUserFileReads),
-		writersSaid: map[string]bool{}}, nil
+		writersSaid: map[string]bool{}, writersClaimed: map[string]bool{}}, nil
 }
 
 // CycleReport summarises one cycle.
@@ -619,7 +619,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 		return rep, err
 	}
 	if !dryRun {
-		if err := d.checkWriters(jobs); err != nil {
+		if err := d.checkWriters(ctx, jobs); err != nil {
 			return rep, err
 		}
 	}

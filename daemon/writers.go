@@ -1,13 +1,12 @@
 package daemon
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"maps"
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/rubick-sched/rubick/slurm"
@@ -96,24 +95,29 @@ type tagWriters struct {
 	// seen is each job's tag at the last cycle, as rubickd writes it
 	// (writerView).
 	seen map[int]string
-	// alive reports whether a process of this host runs; nil means
-	// processAlive.
-	alive func(pid int) bool
+	// runs reports whether process pid of this host is a rubickd; nil
+	// means rubickdRuns.
+	runs func(pid int) bool
 }
 
-// otherWrite is a tag change since the last cycle that names another
-// writer than this rubickd.
+// otherWrite is a tag that names another writer than this rubickd and
+// either changed since the last cycle or names a rubickd running on this
+// host (Running).
 type otherWrite struct {
 	JobID int
 	By    string
 	// Instance is By parsed, and Err the error where it does not parse.
 	Instance Instance
 	Err      error
+	// Running: the tag names a rubickd that runs on this host now; it
+	// need not have changed.
+	Running bool
 }
 
-// observe takes this cycle's jobs and returns the changes of their tags
-// since the last cycle that another rubickd than self wrote. A job first seen now
-// tells nothing: its tag may be from a rubickd that ran before this one.
+// observe takes this cycle's jobs and returns their tags that name
+// another rubickd than self and changed since the last cycle, or name a
+// rubickd running on this host. A tag of another host first seen now
+// tells nothing: it may be from a rubickd that ran before this one.
 func (w *tagWriters) observe(self Instance, jobs []slurm.Job) []otherWrite {
 	seen := make(map[int]string, len(jobs))
 	var out []otherWrite
@@ -124,14 +128,21 @@ func (w *tagWriters) observe(self Instance, jobs []slurm.Job) []otherWrite {
 		view := writerView(*j.Tag)
 		seen[j.ID] = view
 		by := j.Tag.Extra[slurm.TagBy]
-		if prev, ok := w.seen[j.ID]; !ok || prev == view || by == "" || by == self.String() {
+		if by == "" || by == self.String() {
 			continue
 		}
+		prev, ok := w.seen[j.ID]
 		o := otherWrite{JobID: j.ID, By: by}
 		o.Instance, o.Err = ParseInstance(by)
-		if o.Err == nil && o.Instance.Host == self.hostName() && !w.isAlive(o.Instance.PID) {
-			// A rubickd of this host that no longer runs wrote nothing
-			// since the last cycle: someone edited the tag by hand.
+		if o.Err == nil && o.Instance.Host == self.hostName() {
+			if !w.rubickdRuns(o.Instance.PID) {
+				// A rubickd of this host that no longer runs: its
+				// tags are from before, and a change is someone's
+				// edit by hand.
+				continue
+			}
+			o.Running = true
+		} else if !ok || prev == view {
 			continue
 		}
 		out = append(out, o)
@@ -140,18 +151,18 @@ func (w *tagWriters) observe(self Instance, jobs []slurm.Job) []otherWrite {
 	return out
 }
 
-func (w *tagWriters) isAlive(pid int) bool {
-	if w.alive != nil {
-		return w.alive(pid)
+func (w *tagWriters) rubickdRuns(pid int) bool {
+	if w.runs != nil {
+		return w.runs(pid)
 	}
-	return processAlive(pid)
+	return rubickdRuns(pid)
 }
 
-// processAlive reports whether a process pid runs on this host; a process
-// of another user (EPERM) runs too.
-func processAlive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+// rubickdRuns reports whether process pid of this host is a rubickd, by
+// its command name: a pid the kernel gave to another program since is not.
+func rubickdRuns(pid int) bool {
+	comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	return err == nil && strings.TrimSpace(string(comm)) == "rubickd"
 }
 
 // writerView is the tag as rubickd writes it: job_submit.lua rewrites
@@ -163,16 +174,24 @@ func writerView(t slurm.Tag) string {
 }
 
 // checkWriters stops a rubickd that started after another one that wrote
-// tags since the last cycle (ErrOtherWriter), as the
-// instance lock stops a second one on the same store. The older one goes
-// on and says, once for each, that another rubickd writes too: that one
-// stops as soon as it sees a write of the older.
-func (d *Daemon) checkWriters(jobs []slurm.Job) error {
+// tags since the last cycle, or runs on this host and wrote a tag there
+// is (ErrOtherWriter), as the instance lock stops a second one on the same
+// store. The older one goes on and says, once for each, that another
+// rubickd manages the cluster too: that one stops as soon as it sees a
+// tag of the older's, which the older writes (claim).
+func (d *Daemon) checkWriters(ctx context.Context, jobs []slurm.Job) error {
 	if d.deps.Instance.IsZero() {
 		return nil
 	}
+	byID := make(map[int]slurm.Job, len(jobs))
+	for _, j := range jobs {
+		byID[j.ID] = j
+	}
+	claimed := map[string]bool{}
 	for _, o := range d.writers.observe(d.deps.Instance, jobs) {
-		d.deps.Metrics.OtherWrites.Inc()
+		if !o.Running {
+			d.deps.Metrics.OtherWrites.Inc()
+		}
 		if o.Err != nil {
 			if !d.writersSaid[o.By] {
 				d.writersSaid[o.By] = true
@@ -181,14 +200,43 @@ func (d *Daemon) checkWriters(jobs []slurm.Job) error {
 			continue
 		}
 		if o.Instance.startedBefore(d.deps.Instance) {
-			return fmt.Errorf("%w: %s wrote job %d's tag since the last cycle; this rubickd (%s) started later and stops",
-				ErrOtherWriter, o.Instance.Describe(), o.JobID, d.deps.Instance.Describe())
+			what := fmt.Sprintf("wrote job %d's tag since the last cycle", o.JobID)
+			if o.Running {
+				what = fmt.Sprintf("runs on this host and wrote job %d's tag", o.JobID)
+			}
+			return fmt.Errorf("%w: %s %s; this rubickd (%s) started later and stops",
+				ErrOtherWriter, o.Instance.Describe(), what, d.deps.Instance.Describe())
 		}
 		if !d.writersSaid[o.By] {
 			d.writersSaid[o.By] = true
 			d.deps.Logger.Error("another rubickd manages this cluster's jobs too; it started later and stops once it sees a tag this one writes",
 				"other", o.Instance.Describe(), "job", o.JobID)
 		}
+		// One claim a cycle for each, and for a tag that did not change
+		// (one running here) one in all: it stands until the other writes.
+		if !claimed[o.By] && !(o.Running && d.writersClaimed[o.By]) && d.claim(ctx, byID[o.JobID]) {
+			claimed[o.By], d.writersClaimed[o.By] = true, true
+		}
 	}
 	return nil
+}
+
+// claim writes job j's tag as it is, under this rubickd's name, so that
+// the younger rubickd that wrote it sees a tag of this one's in its next
+// cycle and stops, rather than when this one next has reason to write.
+// Only a running job that is not requeueing itself: a tag write takes
+// rubick-srun's requeue mark out, and the younger one may be in the middle
+// of a restart of a job that is not running.
+func (d *Daemon) claim(ctx context.Context, j slurm.Job) bool {
+	if j.Tag == nil || j.State != slurm.StateRunning || slurm.HasWord(j.Comment, slurm.RequeueWord) {
+		return false
+	}
+	tag := cloneTag(*j.Tag)
+	r := d.deps.Applier.Apply(ctx, []slurm.Action{{Kind: slurm.ActionAnnotate, JobID: j.ID, Tag: &tag}})[0]
+	if r.Err != nil {
+		d.deps.Logger.Warn("writing a tag for the other rubickd to see failed", "job", j.ID, "err", r.Err)
+		return false
+	}
+	d.deps.Logger.Info("wrote a job's tag under this rubickd's name for the other rubickd to see", "job", j.ID)
+	return true
 }

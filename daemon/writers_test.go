@@ -6,6 +6,9 @@ import (
 	"errors"
 	"log/slog"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -88,7 +91,7 @@ func TestTagWritersObserve(t *testing.T) {
 	other := Instance{Host: "ctl2", PID: 200, Start: t0.Add(-time.Hour)}
 	gone := Instance{Host: "ctl1", PID: 300, Start: t0.Add(-time.Hour)}
 	here := Instance{Host: "ctl1", PID: 400, Start: t0.Add(-time.Hour)}
-	alive := func(pid int) bool { return pid == 400 }
+	runs := func(pid int) bool { return pid == 400 }
 	lua := func(j slurm.Job) slurm.Job { j.Tag.Class = slurm.ClassGuaranteed; return j }
 	for _, tc := range []struct {
 		name         string
@@ -104,15 +107,17 @@ func TestTagWritersObserve(t *testing.T) {
 		{"no writer named", []slurm.Job{taggedJob(1, "dp8.tp1.pp1.mb1.a1.z0", self.String())}, []slurm.Job{taggedJob(1, "dp4.tp1.pp1.mb1.a2.z0", "")}, nil},
 		{"a rubickd of this host gone", []slurm.Job{taggedJob(1, "dp8.tp1.pp1.mb1.a1.z0", self.String())}, []slurm.Job{taggedJob(1, "dp4.tp1.pp1.mb1.a2.z0", gone.String())}, nil},
 		{"a rubickd of this host running", []slurm.Job{taggedJob(1, "dp8.tp1.pp1.mb1.a1.z0", self.String())}, []slurm.Job{taggedJob(1, "dp4.tp1.pp1.mb1.a2.z0", here.String())}, []int{1}},
+		// One running here is found without a write to see.
+		{"a rubickd of this host running, first seen", nil, []slurm.Job{taggedJob(1, "dp4.tp1.pp1.mb1.a2.z0", here.String())}, []int{1}},
+		{"a rubickd of this host running, unchanged", []slurm.Job{taggedJob(1, "dp4.tp1.pp1.mb1.a2.z0", here.String())}, []slurm.Job{taggedJob(1, "dp4.tp1.pp1.mb1.a2.z0", here.String())}, []int{1}},
+		{"a rubickd of this host gone, first seen", nil, []slurm.Job{taggedJob(1, "dp4.tp1.pp1.mb1.a2.z0", gone.String())}, nil},
 		{"not a rubickd's name", []slurm.Job{taggedJob(1, "dp8.tp1.pp1.mb1.a1.z0", self.String())}, []slurm.Job{taggedJob(1, "dp4.tp1.pp1.mb1.a2.z0", "someone")}, []int{1}},
 		{"one of two jobs", []slurm.Job{taggedJob(1, "dp8.tp1.pp1.mb1.a1.z0", self.String()), taggedJob(2, "dp8.tp1.pp1.mb1.a1.z0", self.String())},
 			[]slurm.Job{taggedJob(2, "dp4.tp1.pp1.mb1.a2.z0", other.String()), taggedJob(1, "dp8.tp1.pp1.mb1.a1.z0", self.String())}, []int{2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := tagWriters{alive: alive}
-			if got := w.observe(self, tc.before); len(got) != 0 {
-				t.Fatalf("first cycle: %+v", got)
-			}
+			w := tagWriters{runs: runs}
+			w.observe(self, tc.before)
 			var got []int
 			for _, o := range w.observe(self, tc.then) {
 				got = append(got, o.JobID)
@@ -187,6 +192,11 @@ func TestCycleStopsForAnOlderRubickd(t *testing.T) {
 			if !slices.Contains(startedJobs(a), 9) {
 				t.Errorf("started %v: the older rubickd stopped planning", startedJobs(a))
 			}
+			// Each time, it wrote the tag as the other left it, for the
+			// other to see its name there.
+			if diff := cmp.Diff([]string{"dp4.tp1.pp1.mb1.a2.z0", "dp2.tp1.pp1.mb1.a4.z0"}, annotated(a, 7)); diff != "" {
+				t.Errorf("tags written for job 7 (-want +got):\n%s", diff)
+			}
 		})
 	}
 }
@@ -217,5 +227,130 @@ func TestRunStopsForAnOlderRubickd(t *testing.T) {
 	defer cancel()
 	if err := d.Run(ctx); !errors.Is(err, ErrOtherWriter) {
 		t.Fatalf("Run = %v, want ErrOtherWriter", err)
+	}
+}
+
+// A rubickd running on this host that started first is found in the first
+// cycle, from a tag it wrote before this one started: nothing is applied.
+// One that started later is logged once, and this one plans on.
+func TestCycleBesideARubickdOfThisHost(t *testing.T) {
+	self := Instance{Host: "ctl1", PID: 100, Start: t0}
+	for _, tc := range []struct {
+		name  string
+		other Instance
+		stops bool
+	}{
+		{"older", Instance{Host: "ctl1", PID: 200, Start: t0.Add(-time.Hour)}, true},
+		{"younger", Instance{Host: "ctl1", PID: 200, Start: t0.Add(time.Minute)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			running := taggedJob(7, "dp8.tp1.pp1.mb1.a1.z0", tc.other.String())
+			running.NodeList, running.NodeCount, running.GPUsPerNode, running.CPUs = []string{"node1"}, 1, 8, 8
+			c := &fakeCluster{jobs: []slurm.Job{running, heldJob(8, "gpt2", 1, 8)}, nodes: labNodes(2)}
+			a := &fakeApplier{}
+			d, _ := newTestDaemon(t, c, a)
+			var logs bytes.Buffer
+			d.deps.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			d.deps.Instance = self
+			d.writers.runs = func(pid int) bool { return pid == 200 }
+			for range 2 {
+				_, err := d.Cycle(context.Background(), false)
+				if tc.stops {
+					if !errors.Is(err, ErrOtherWriter) || !strings.Contains(err.Error(), "pid 200 on ctl1 since 2026-11-22T07:00:00Z runs on this host and wrote job 7's tag") {
+						t.Fatalf("first cycle: %v, want ErrOtherWriter naming pid 200", err)
+					}
+					if len(a.got) != 0 {
+						t.Errorf("applied %+v", a.got)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := strings.Count(logs.String(), "another rubickd manages this cluster"); got != 1 {
+				t.Errorf("%d errors logged for the younger rubickd, want 1:\n%s", got, logs.String())
+			}
+			if !slices.Contains(startedJobs(a), 8) {
+				t.Errorf("started %v, want job 8", startedJobs(a))
+			}
+			// Its tag, unchanged, is written once, not every cycle.
+			if diff := cmp.Diff([]string{"dp8.tp1.pp1.mb1.a1.z0"}, annotated(a, 7)); diff != "" {
+				t.Errorf("tags written for job 7 (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// rubickdRuns goes by the command name: a sleep named rubickd is one, the
+// test process is not, and neither is a pid that ended.
+func TestRubickdRuns(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep:", err)
+	}
+	bin, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := filepath.Join(t.TempDir(), "rubickd")
+	if err := os.WriteFile(named, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(named, "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	// exec has returned once Start does, and the name is the new one.
+	if !rubickdRuns(pid) {
+		t.Errorf("rubickdRuns(%d) = false for a process named rubickd", pid)
+	}
+	if rubickdRuns(os.Getpid()) {
+		t.Error("the test process counts as a rubickd")
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if rubickdRuns(pid) {
+		t.Errorf("rubickdRuns(%d) = true after it ended", pid)
+	}
+}
+
+// annotated is the plans of the tags applied to job id by annotations.
+func annotated(a *fakeApplier, id int) []string {
+	var out []string
+	for _, act := range a.got {
+		if act.Kind == slurm.ActionAnnotate && act.JobID == id && act.Tag != nil {
+			out = append(out, act.Tag.Plan)
+		}
+	}
+	return out
+}
+
+// claim writes only the tag of a running job that is not requeueing
+// itself.
+func TestClaim(t *testing.T) {
+	running := taggedJob(7, "dp8.tp1.pp1.mb1.a1.z0", "ctl2/200/2026-11-22T09:00:00Z")
+	pending := running
+	pending.State = slurm.StatePending
+	requeueing := running
+	requeueing.Comment = "my note " + slurm.RequeueWord
+	untagged := running
+	untagged.Tag = nil
+	for _, tc := range []struct {
+		name string
+		job  slurm.Job
+		want bool
+	}{
+		{"running", running, true},
+		{"pending", pending, false},
+		{"requeueing itself", requeueing, false},
+		{"no tag", untagged, false},
+	} {
+		a := &fakeApplier{}
+		d, _ := newTestDaemon(t, &fakeCluster{}, a)
+		if got := d.claim(context.Background(), tc.job); got != tc.want || len(a.got) != map[bool]int{true: 1}[tc.want] {
+			t.Errorf("%s: claim = %v with %d actions, want %v", tc.name, got, len(a.got), tc.want)
+		}
 	}
 }

@@ -16,9 +16,11 @@ import (
 )
 
 // TestOtherRubickdStops: a rubickd sees a job's tag rewritten between two
-// of its cycles with another, older rubickd's name in it (by=), as a
-// second rubickd with a store of its own writes it. It exits with status 3
-// naming that rubickd, and the job runs on.
+// of its cycles with another rubickd's name in it (by=), as a second
+// rubickd with a store of its own writes it. When the other started later,
+// it writes the tag back under its own name and goes on. When the other
+// started first, it exits with status 3 naming that rubickd, and the job
+// runs on.
 func TestOtherRubickdStops(t *testing.T) {
 	lt := newLabTest(t, "instances", 2*time.Minute, "")
 	l, ctx, dir, bin, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cluster
@@ -67,7 +69,27 @@ exec %[1]s/rubick-srun --launcher gpu -- \
 		t.Errorf("tag names %s, want rubickd's pid (%s)", self[1], want)
 	}
 
-	// Another rubickd, started an hour before this one, writes the tag.
+	// A rubickd started after this one writes the tag: this one writes
+	// it back under its own name, for the other to see and stop, and
+	// goes on.
+	const younger = "e2e-younger/4343/2099-01-01T00:00:00Z"
+	l.run(t, "scontrol", "update", fmt.Sprintf("JobId=%d", id), "AdminComment="+by.ReplaceAllString(job.AdminComment, " by="+younger))
+	for deadline := time.Now().Add(30 * time.Second); ctx.Err() == nil && time.Now().Before(deadline); {
+		if job, err = cluster.Job(ctx, id); err == nil && strings.Contains(job.AdminComment, " by="+self[1]) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if !strings.Contains(job.AdminComment, " by="+self[1]) {
+		t.Fatalf("job %d's tag still %q, want it written back by rubickd; log %s", id, job.AdminComment, logPath)
+	}
+	select {
+	case <-exited:
+		t.Fatalf("rubickd ended (%v) beside a younger rubickd; log %s", waitErr, logPath)
+	default:
+	}
+
+	// A rubickd started before this one writes the tag.
 	const other = "e2e-other/4242/2026-01-01T00:00:00Z"
 	written := by.ReplaceAllString(job.AdminComment, " by="+other)
 	written = regexp.MustCompile(` gen=\d+`).ReplaceAllString(written, " gen=99")
