@@ -220,6 +220,7 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 // CycleReport summarises one cycle.
 type CycleReport struct {
 	At       time.Time             `json:"at"`
+	Instance string                `json:"instance,omitempty"` // this rubickd as its tags name it (by=)
 	Jobs     int                   `json:"jobs"`
 	Plan     policy.Plan           `json:"plan"`
 	Actions  []slurm.Action        `json:"actions"`
@@ -613,6 +614,9 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	start := d.deps.Now()
 	d.watchToken(start)
 	rep := CycleReport{At: start, Skipped: map[int]string{}, Failed: map[int]string{}}
+	if !d.deps.Instance.IsZero() {
+		rep.Instance = d.deps.Instance.String()
+	}
 	jobs, err := d.jobs(ctx)
 	if err != nil {
 		d.deps.Metrics.SlurmErrors.WithLabelValues("slurmrestd").Inc()

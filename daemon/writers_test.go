@@ -148,8 +148,8 @@ func TestCycleStopsForAnOlderRubickd(t *testing.T) {
 			var logs bytes.Buffer
 			d.deps.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			d.deps.Instance = self
-			if _, err := d.Cycle(context.Background(), false); err != nil {
-				t.Fatal(err)
+			if rep, err := d.Cycle(context.Background(), false); err != nil || rep.Instance != self.String() {
+				t.Fatalf("first cycle: instance %q (%v), want %q", rep.Instance, err, self)
 			}
 			applied := len(a.got)
 			// The other rubickd rewrites job 7's tag before each of the

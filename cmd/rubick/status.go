@@ -40,6 +40,8 @@ type daemonView struct {
 	Reachable bool   `json:"reachable"`
 	Healthy   bool   `json:"healthy"`
 	Error     string `json:"error"`
+	// Instance is rubickd as the tags it writes name it (by=).
+	Instance string `json:"instance,omitempty"`
 	// The fields below describe the last cycle; null or zero before the first.
 	LastCycle *time.Time `json:"last_cycle"`
 	CycleID   int64      `json:"cycle_id"`
@@ -172,7 +174,7 @@ func probeDaemon(ctx context.Context, c *http.Client, base string, timeout time.
 		at := rep.At
 		d.LastCycle = &at
 	}
-	d.CycleID, d.Jobs, d.Applied = rep.CycleID, rep.Jobs, len(rep.Actions)
+	d.CycleID, d.Jobs, d.Applied, d.Instance = rep.CycleID, rep.Jobs, len(rep.Actions), rep.Instance
 	d.DurationS, d.PolicyS = rep.Duration.Seconds(), rep.Policy.Seconds()
 	for _, a := range rep.Plan.Actions {
 		d.Decided[string(a.Kind)]++
@@ -274,7 +276,7 @@ func (v *statusView) write(w io.Writer) error {
 	case d.LastCycle == nil:
 		fmt.Fprintf(ew, "rubickd %s: %s, no cycle yet%s\n", v.URL, health(d), colonDetail(d.Error))
 	default:
-		fmt.Fprintf(ew, "rubickd %s: %s, last cycle %d at %s took %.3fs (policy %.3fs), %d jobs%s\n", v.URL, health(d),
+		fmt.Fprintf(ew, "rubickd %s%s: %s, last cycle %d at %s took %.3fs (policy %.3fs), %d jobs%s\n", v.URL, instanceNote(d), health(d),
 			d.CycleID, utcTime(*d.LastCycle), d.DurationS, d.PolicyS, d.Jobs, colonDetail(d.Error))
 		fmt.Fprintf(ew, "  decided: %s; applied %d, failed %d, skipped %d, ignored %d, adjusted %d\n",
 			counts(d.Decided), d.Applied, len(d.Failed), len(d.Skipped), len(d.Ignored), len(d.Adjusted))
@@ -331,6 +333,14 @@ func (v *statusView) write(w io.Writer) error {
 		fmt.Fprintf(ew, "note: %s\n", n)
 	}
 	return ew.err
+}
+
+// instanceNote names the rubickd as its tags do: " (by=head1/4242/...)".
+func instanceNote(d daemonView) string {
+	if d.Instance == "" {
+		return ""
+	}
+	return " (by=" + d.Instance + ")"
 }
 
 func health(d daemonView) string {

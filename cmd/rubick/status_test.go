@@ -39,6 +39,7 @@ func TestStatusJSON(t *testing.T) {
 	addRestartCost(t, path, 42, "gpt2", plan, 12500*time.Millisecond)
 	rep := daemon.CycleReport{
 		At: fixedNow.Add(-30 * time.Second), Jobs: 3, CycleID: 7, Duration: 1500 * time.Millisecond, Policy: 20 * time.Millisecond,
+		Instance: "head1/4242/2026-11-25T05:00:00Z",
 		Plan:     policy.Plan{Actions: []policy.Action{{Kind: policy.Start, JobID: "42"}, {Kind: policy.Keep, JobID: "43"}, {Kind: policy.Keep, JobID: "44"}}},
 		Actions:  []slurm.Action{{Kind: slurm.ActionStart, JobID: 42}},
 		Failed:   map[int]string{44: "scontrol: rc=1"},
@@ -69,7 +70,7 @@ func TestStatusJSON(t *testing.T) {
 	}
 	d := v.Daemon
 	if !d.Reachable || !d.Healthy || d.CycleID != 7 || d.Jobs != 3 || d.DurationS != 1.5 || d.Applied != 1 ||
-		d.LastCycle == nil || !d.LastCycle.Equal(rep.At) {
+		d.LastCycle == nil || !d.LastCycle.Equal(rep.At) || d.Instance != rep.Instance {
 		t.Errorf("daemon = %+v", d)
 	}
 	if diff := cmp.Diff(map[string]int{"start": 1, "keep": 2}, d.Decided); diff != "" {
@@ -114,7 +115,7 @@ func TestStatusJSON(t *testing.T) {
 	if err := statusCmd(context.Background(), []string{"--url", srv.URL, "--store", path}, &out, &errb, testEnv(t)); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"applied 1, failed 1, skipped 0, ignored 0, adjusted 1\n", "    failed job 44: scontrol: rc=1\n",
+	for _, want := range []string{" (by=head1/4242/2026-11-25T05:00:00Z): healthy, last cycle 7 at ", "applied 1, failed 1, skipped 0, ignored 0, adjusted 1\n", "    failed job 44: scontrol: rc=1\n",
 		"    adjusted job 46: no feasible plan for model llama7 on its request of 1 GPU on 1 node; planned from 2 GPUs on 1 node\n",
 		"  held for rigid job 45: 8 free GPUs on n2\n",
 		"  group limits (in use / allowed):\n    QOS normal GrpTRES: 12/16 GPUs, 30/40 billing; QOS normal GrpTRESRunMins: 600/640 GPU-minutes; QOS normal GrpJobs: 3/4 running jobs\n    association root GrpTRES: 32768/65536 MB of memory; association root GrpTRESRunMins: 1200/5000 CPU-minutes\n    association physics GrpTRESMins: 700/1000 GPU-minutes (100 used, 600 to run)\nstore "} {
