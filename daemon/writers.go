@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -95,9 +97,9 @@ type tagWriters struct {
 	// seen is each job's tag at the last cycle, as rubickd writes it
 	// (writerView).
 	seen map[int]string
-	// runs reports whether process pid of this host is a rubickd; nil
-	// means rubickdRuns.
-	runs func(pid int) bool
+	// runs reports whether i, of this host, runs; nil means
+	// rubickdRuns.
+	runs func(i Instance) bool
 }
 
 // otherWrite is a tag that names another writer than this rubickd and
@@ -135,10 +137,11 @@ func (w *tagWriters) observe(self Instance, jobs []slurm.Job) []otherWrite {
 		o := otherWrite{JobID: j.ID, By: by}
 		o.Instance, o.Err = ParseInstance(by)
 		if o.Err == nil && o.Instance.Host == self.hostName() {
-			if !w.rubickdRuns(o.Instance.PID) {
-				// A rubickd of this host that no longer runs: its
-				// tags are from before, and a change is someone's
-				// edit by hand.
+			if o.Instance.PID == self.PID || !w.rubickdRuns(o.Instance) {
+				// A rubickd of this host that no longer runs (one
+				// with this one's pid ran before it, as in a
+				// container restarted): its tags are from before,
+				// and a change is someone's edit by hand.
 				continue
 			}
 			o.Running = true
@@ -151,18 +154,61 @@ func (w *tagWriters) observe(self Instance, jobs []slurm.Job) []otherWrite {
 	return out
 }
 
-func (w *tagWriters) rubickdRuns(pid int) bool {
+func (w *tagWriters) rubickdRuns(i Instance) bool {
 	if w.runs != nil {
-		return w.runs(pid)
+		return w.runs(i)
 	}
-	return rubickdRuns(pid)
+	return rubickdRuns(i)
 }
 
-// rubickdRuns reports whether process pid of this host is a rubickd, by
-// its command name: a pid the kernel gave to another program since is not.
-func rubickdRuns(pid int) bool {
-	comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
-	return err == nil && strings.TrimSpace(string(comm)) == "rubickd"
+// rubickdRuns reports whether rubickd i of this host runs: its pid's
+// command is rubickd, and that process started by i's start. A pid the
+// kernel gave to another process since, rubickd or not, started later.
+func rubickdRuns(i Instance) bool {
+	dir := "/proc/" + strconv.Itoa(i.PID)
+	comm, err := os.ReadFile(dir + "/comm")
+	if err != nil || strings.TrimSpace(string(comm)) != "rubickd" {
+		return false
+	}
+	started, err := processStart(dir)
+	// The tag's start is in whole seconds, and taken just after the
+	// process started.
+	return err == nil && !started.After(i.Start.Add(2*time.Second))
+}
+
+// processStart is when the process of /proc directory dir started: its
+// stat's starttime (clock ticks after boot, USER_HZ = 100 on Linux) after
+// /proc/stat's btime.
+func processStart(dir string) (time.Time, error) {
+	stat, err := os.ReadFile(dir + "/stat")
+	if err != nil {
+		return time.Time{}, err
+	}
+	// The command, in parentheses, may hold spaces; starttime is the
+	// 20th field after it.
+	_, rest, ok := strings.Cut(string(stat[bytes.LastIndexByte(stat, ')')+1:]), " ")
+	fields := strings.Fields(rest)
+	if !ok || len(fields) < 20 {
+		return time.Time{}, fmt.Errorf("%s/stat: %d fields after the command", dir, len(fields))
+	}
+	ticks, err := strconv.ParseInt(fields[19], 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s/stat: starttime: %w", dir, err)
+	}
+	boot, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return time.Time{}, err
+	}
+	for _, line := range strings.Split(string(boot), "\n") {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			btime, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return time.Time{}, fmt.Errorf("/proc/stat: btime: %w", err)
+			}
+			return time.Unix(btime, ticks*int64(time.Second/100)), nil
+		}
+	}
+	return time.Time{}, errors.New("/proc/stat: no btime")
 }
 
 // writerView is the tag as rubickd writes it: job_submit.lua rewrites

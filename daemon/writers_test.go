@@ -91,7 +91,8 @@ func TestTagWritersObserve(t *testing.T) {
 	other := Instance{Host: "ctl2", PID: 200, Start: t0.Add(-time.Hour)}
 	gone := Instance{Host: "ctl1", PID: 300, Start: t0.Add(-time.Hour)}
 	here := Instance{Host: "ctl1", PID: 400, Start: t0.Add(-time.Hour)}
-	runs := func(pid int) bool { return pid == 400 }
+	runs := func(i Instance) bool { return i.PID == 400 || i.PID == 100 }
+	before := Instance{Host: "ctl1", PID: 100, Start: t0.Add(-time.Hour)}
 	lua := func(j slurm.Job) slurm.Job { j.Tag.Class = slurm.ClassGuaranteed; return j }
 	for _, tc := range []struct {
 		name         string
@@ -111,6 +112,8 @@ func TestTagWritersObserve(t *testing.T) {
 		{"a rubickd of this host running, first seen", nil, []slurm.Job{taggedJob(1, "dp4.tp1.pp1.mb1.a2.z0", here.String())}, []int{1}},
 		{"a rubickd of this host running, unchanged", []slurm.Job{taggedJob(1, "dp4.tp1.pp1.mb1.a2.z0", here.String())}, []slurm.Job{taggedJob(1, "dp4.tp1.pp1.mb1.a2.z0", here.String())}, []int{1}},
 		{"a rubickd of this host gone, first seen", nil, []slurm.Job{taggedJob(1, "dp4.tp1.pp1.mb1.a2.z0", gone.String())}, nil},
+		// This one's pid, as a container restarted gives it again.
+		{"a rubickd with this one's pid before it", nil, []slurm.Job{taggedJob(1, "dp4.tp1.pp1.mb1.a2.z0", before.String())}, nil},
 		{"not a rubickd's name", []slurm.Job{taggedJob(1, "dp8.tp1.pp1.mb1.a1.z0", self.String())}, []slurm.Job{taggedJob(1, "dp4.tp1.pp1.mb1.a2.z0", "someone")}, []int{1}},
 		{"one of two jobs", []slurm.Job{taggedJob(1, "dp8.tp1.pp1.mb1.a1.z0", self.String()), taggedJob(2, "dp8.tp1.pp1.mb1.a1.z0", self.String())},
 			[]slurm.Job{taggedJob(2, "dp4.tp1.pp1.mb1.a2.z0", other.String()), taggedJob(1, "dp8.tp1.pp1.mb1.a1.z0", self.String())}, []int{2}},
@@ -252,7 +255,7 @@ func TestCycleBesideARubickdOfThisHost(t *testing.T) {
 			var logs bytes.Buffer
 			d.deps.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			d.deps.Instance = self
-			d.writers.runs = func(pid int) bool { return pid == 200 }
+			d.writers.runs = func(i Instance) bool { return i.PID == 200 }
 			for range 2 {
 				_, err := d.Cycle(context.Background(), false)
 				if tc.stops {
@@ -282,7 +285,8 @@ func TestCycleBesideARubickdOfThisHost(t *testing.T) {
 	}
 }
 
-// rubickdRuns goes by the command name: a sleep named rubickd is one, the
+// rubickdRuns goes by the command name and the start: a sleep named
+// rubickd is one, unless the tag's rubickd started long before it; the
 // test process is not, and neither is a pid that ended.
 func TestRubickdRuns(t *testing.T) {
 	sleep, err := exec.LookPath("sleep")
@@ -303,16 +307,22 @@ func TestRubickdRuns(t *testing.T) {
 	}
 	pid := cmd.Process.Pid
 	// exec has returned once Start does, and the name is the new one.
-	if !rubickdRuns(pid) {
-		t.Errorf("rubickdRuns(%d) = false for a process named rubickd", pid)
+	now := time.Now().Truncate(time.Second)
+	if i := (Instance{PID: pid, Start: now}); !rubickdRuns(i) {
+		t.Errorf("rubickdRuns(%s) = false for a process named rubickd started then", i)
 	}
-	if rubickdRuns(os.Getpid()) {
+	// The process started long after the tag's rubickd: the pid was
+	// given again.
+	if i := (Instance{PID: pid, Start: now.Add(-time.Hour)}); rubickdRuns(i) {
+		t.Errorf("rubickdRuns(%s) = true for a process that started an hour later", i)
+	}
+	if i := (Instance{PID: os.Getpid(), Start: now}); rubickdRuns(i) {
 		t.Error("the test process counts as a rubickd")
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	if rubickdRuns(pid) {
-		t.Errorf("rubickdRuns(%d) = true after it ended", pid)
+	if i := (Instance{PID: pid, Start: now}); rubickdRuns(i) {
+		t.Errorf("rubickdRuns(%s) = true after it ended", i)
 	}
 }
 
