@@ -122,6 +122,8 @@ type otherWrite struct {
 // tells nothing: it may be from a rubickd that ran before this one.
 func (w *tagWriters) observe(self Instance, jobs []slurm.Job) []otherWrite {
 	seen := make(map[int]string, len(jobs))
+	runs := map[string]bool{} // by instance: asked once a cycle, not once a job
+	me, host := self.String(), self.hostName()
 	var out []otherWrite
 	for _, j := range jobs {
 		if j.Tag == nil {
@@ -130,14 +132,19 @@ func (w *tagWriters) observe(self Instance, jobs []slurm.Job) []otherWrite {
 		view := writerView(*j.Tag)
 		seen[j.ID] = view
 		by := j.Tag.Extra[slurm.TagBy]
-		if by == "" || by == self.String() {
+		if by == "" || by == me {
 			continue
 		}
 		prev, ok := w.seen[j.ID]
 		o := otherWrite{JobID: j.ID, By: by}
 		o.Instance, o.Err = ParseInstance(by)
-		if o.Err == nil && o.Instance.Host == self.hostName() {
-			if o.Instance.PID == self.PID || !w.rubickdRuns(o.Instance) {
+		if o.Err == nil && o.Instance.Host == host {
+			r, asked := runs[by]
+			if !asked {
+				r = o.Instance.PID != self.PID && w.rubickdRuns(o.Instance)
+				runs[by] = r
+			}
+			if !r {
 				// A rubickd of this host that no longer runs (one
 				// with this one's pid ran before it, as in a
 				// container restarted): its tags are from before,
