@@ -132,6 +132,25 @@ func TestTagWritersObserve(t *testing.T) {
 	}
 }
 
+// onNode1 is j running with gpus GPUs (and as many CPUs) on node1.
+func onNode1(j slurm.Job, gpus int) slurm.Job {
+	j.NodeList, j.NodeCount, j.GPUsPerNode, j.CPUs = []string{"node1"}, 1, gpus, gpus
+	return j
+}
+
+// writersDaemon is rubickd self on two nodes, with job 7 running on node1
+// under a tag by wrote, and job 8 held; its log goes to the buffer.
+func writersDaemon(t *testing.T, self Instance, by string) (*Daemon, *fakeCluster, *fakeApplier, *bytes.Buffer) {
+	t.Helper()
+	c := &fakeCluster{jobs: []slurm.Job{onNode1(taggedJob(7, "dp8.tp1.pp1.mb1.a1.z0", by), 8), heldJob(8, "gpt2", 1, 8)}, nodes: labNodes(2)}
+	a := &fakeApplier{}
+	d, _ := newTestDaemon(t, c, a)
+	var logs bytes.Buffer
+	d.deps.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	d.deps.Instance = self
+	return d, c, a, &logs
+}
+
 func TestCycleStopsForAnOlderRubickd(t *testing.T) {
 	self := Instance{Host: "ctl1", PID: 100, Start: t0}
 	for _, tc := range []struct {
@@ -143,14 +162,7 @@ func TestCycleStopsForAnOlderRubickd(t *testing.T) {
 		{"younger", Instance{Host: "ctl2", PID: 200, Start: t0.Add(time.Minute)}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			running := taggedJob(7, "dp8.tp1.pp1.mb1.a1.z0", self.String())
-			running.NodeList, running.NodeCount, running.GPUsPerNode, running.CPUs = []string{"node1"}, 1, 8, 8
-			c := &fakeCluster{jobs: []slurm.Job{running, heldJob(8, "gpt2", 1, 8)}, nodes: labNodes(2)}
-			a := &fakeApplier{}
-			d, _ := newTestDaemon(t, c, a)
-			var logs bytes.Buffer
-			d.deps.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-			d.deps.Instance = self
+			d, c, a, logs := writersDaemon(t, self, self.String())
 			if rep, err := d.Cycle(context.Background(), false); err != nil || rep.Instance != self.String() {
 				t.Fatalf("first cycle: instance %q (%v), want %q", rep.Instance, err, self)
 			}
@@ -158,9 +170,7 @@ func TestCycleStopsForAnOlderRubickd(t *testing.T) {
 			// The other rubickd rewrites job 7's tag before each of the
 			// next two cycles.
 			for _, plan := range []string{"dp4.tp1.pp1.mb1.a2.z0", "dp2.tp1.pp1.mb1.a4.z0"} {
-				moved := taggedJob(7, plan, tc.other.String())
-				moved.NodeList, moved.NodeCount, moved.GPUsPerNode, moved.CPUs = []string{"node1"}, 1, 4, 4
-				c.jobs = []slurm.Job{moved, heldJob(9, "gpt2", 1, 8)}
+				c.jobs = []slurm.Job{onNode1(taggedJob(7, plan, tc.other.String()), 4), heldJob(9, "gpt2", 1, 8)}
 				_, err := d.Cycle(context.Background(), false)
 				if !tc.stops {
 					if err != nil {
@@ -247,14 +257,7 @@ func TestCycleBesideARubickdOfThisHost(t *testing.T) {
 		{"younger", Instance{Host: "ctl1", PID: 200, Start: t0.Add(time.Minute)}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			running := taggedJob(7, "dp8.tp1.pp1.mb1.a1.z0", tc.other.String())
-			running.NodeList, running.NodeCount, running.GPUsPerNode, running.CPUs = []string{"node1"}, 1, 8, 8
-			c := &fakeCluster{jobs: []slurm.Job{running, heldJob(8, "gpt2", 1, 8)}, nodes: labNodes(2)}
-			a := &fakeApplier{}
-			d, _ := newTestDaemon(t, c, a)
-			var logs bytes.Buffer
-			d.deps.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-			d.deps.Instance = self
+			d, _, a, logs := writersDaemon(t, self, tc.other.String())
 			d.writers.runs = func(i Instance) bool { return i.PID == 200 }
 			for range 2 {
 				_, err := d.Cycle(context.Background(), false)
