@@ -956,8 +956,11 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		if pj.Guaranteed {
 			class = store.Guaranteed
 		}
+		// The job's model type, not pj.Model, which names the estimator
+		// of a job training with a global batch of its own ("gpt2@gb64"):
+		// rubick explain and rubick report look the type up by it.
 		sj := store.Job{
-			ID: int64(mj.slurm.ID), ModelType: pj.Model, Class: class, Tenant: pj.Tenant,
+			ID: int64(mj.slurm.ID), ModelType: mj.tag.ModelType, Class: class, Tenant: pj.Tenant,
 			State: mj.slurm.State, Submitted: mj.slurm.SubmitTime,
 		}
 		sj.ArrayJobID, sj.ArrayTaskID = arrayTask(mj.slurm)

@@ -642,6 +642,11 @@ func TestCycleKeepsToTheLaunchLine(t *testing.T) {
 			if why := rep.Ignored[21]; !strings.Contains(why, tc.ignored) || (why == "") != (tc.ignored == "") {
 				t.Errorf("report ignores the job: %q, want it to say %q", why, tc.ignored)
 			}
+			// The store keeps the job's model type, whatever batch it
+			// was planned at: rubick explain looks its fit up by it.
+			if j, err := st.Job(ctx, 21); err != nil || j.ModelType != mt {
+				t.Errorf("stored job 21 with model type %q (%v), want %q", j.ModelType, err, mt)
+			}
 			// The stored decision says it too, for rubick explain.
 			if tc.adjusted != "" {
 				rs, err := st.Reasons(ctx, 21, 1)

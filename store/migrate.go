@@ -25,6 +25,7 @@ func migrations() []migration {
 		{version: 3, name: "3D compute factor, launch limits", up: schemaV3},
 		{version: 4, name: "launch lines' global batch", up: schemaV4},
 		{version: 5, name: "job array tasks", up: schemaV5},
+		{version: 6, name: "jobs' model type without their global batch", up: schemaV6},
 	}
 }
 
@@ -203,6 +204,18 @@ const schemaV5 = `
 ALTER TABLE jobs ADD COLUMN array_job_id INTEGER CHECK (array_job_id IS NULL OR array_job_id > 0);
 ALTER TABLE jobs ADD COLUMN array_task_id INTEGER CHECK (array_task_id IS NULL OR array_task_id >= 0);
 CREATE INDEX jobs_array_task ON jobs(array_job_id, array_task_id) WHERE array_job_id IS NOT NULL;
+`
+
+// schemaV6 gives the jobs stored as "TYPE@gbN" their model type back.
+// rubickd named a job that trains with a global batch of its own by its
+// estimator ("gpt2@gb64"), a name no model type has, so rubick explain
+// found no fit for it. The batch itself is in global_batch, as reported,
+// or in the last plan.
+const schemaV6 = `
+UPDATE jobs SET model_type = substr(model_type, 1, instr(model_type, '@gb') - 1)
+WHERE instr(model_type, '@gb') > 1
+	AND substr(model_type, instr(model_type, '@gb') + 3) GLOB '[1-9]*'
+	AND substr(model_type, instr(model_type, '@gb') + 3) NOT GLOB '*[^0-9]*';
 `
 
 // migrate brings db to the newest version in migs. Each migration runs in

@@ -223,3 +223,36 @@ func TestMigrationV2KeepsSamples(t *testing.T) {
 		t.Errorf("samples after migrating (-want +got):\n%s", d)
 	}
 }
+
+// Jobs stored under their estimator's name ("gpt2@gb64") get their model
+// type back; other names stay as they are.
+func TestMigrationV6ModelTypes(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "rubick.db")
+	v5 := olderDB(t, path, 5)
+	if _, err := v5.ExecContext(ctx, `
+		INSERT INTO jobs(job_id, model_type, class, tenant, state, first_seen_ns, updated_ns) VALUES
+			(1, 'gpt2@gb64', 'best-effort', '', 'RUNNING', 1, 1),
+			(2, 'gpt2', 'best-effort', '', 'RUNNING', 1, 1),
+			(3, 'my@gbnet', 'best-effort', '', 'RUNNING', 1, 1),
+			(4, 'x@gb12y', 'best-effort', '', 'RUNNING', 1, 1),
+			(5, NULL, 'best-effort', '', 'PENDING', 1, 1),
+			(6, 't5@gb0', 'best-effort', '', 'PENDING', 1, 1),
+			(7, 'llama7@gb1024', 'guaranteed', 'physics', 'COMPLETED', 1, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	v5.Close()
+	s := openTest(t, path)
+	got := map[int64]string{}
+	for id := int64(1); id <= 7; id++ {
+		j, err := s.Job(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[id] = j.ModelType
+	}
+	want := map[int64]string{1: "gpt2", 2: "gpt2", 3: "my@gbnet", 4: "x@gb12y", 5: "", 6: "t5@gb0", 7: "llama7"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("model types after migrating (-want +got):\n%s", d)
+	}
+}
