@@ -85,9 +85,9 @@ func (i Instance) Describe() string {
 	return fmt.Sprintf("pid %d on %s since %s", i.PID, i.Host, i.Start.UTC().Format(time.RFC3339))
 }
 
-// ErrOtherWriter means a job's tag changed since the last cycle, and the
-// change names another rubickd.
-// It wraps ErrLocked.
+// ErrOtherWriter means a job's tag names another rubickd that manages the
+// cluster: it changed since the last cycle, or names one running on this
+// host. It wraps ErrLocked.
 var ErrOtherWriter = fmt.Errorf("%w: it writes this cluster's job tags", ErrLocked)
 
 // tagWriters watches the jobs' tags between cycles for writes of another
@@ -226,12 +226,13 @@ func writerView(t slurm.Tag) string {
 	return t.String()
 }
 
-// checkWriters stops a rubickd that started after another one that wrote
-// tags since the last cycle, or runs on this host and wrote a tag there
-// is (ErrOtherWriter), as the instance lock stops a second one on the same
-// store. The older one goes on and says, once for each, that another
-// rubickd manages the cluster too: that one stops as soon as it sees a
-// tag of the older's, which the older writes (claim).
+// checkWriters returns ErrOtherWriter when a rubickd that started before
+// this one wrote a tag since the last cycle, or runs on this host and
+// wrote one of the tags now listed: this one stops, as the instance lock
+// stops a second rubickd on the same store. The older one goes on and
+// says, once for each, that another rubickd manages the cluster too; that
+// one stops as soon as it sees a tag of the older's, which the older
+// writes for it (claim).
 func (d *Daemon) checkWriters(ctx context.Context, jobs []slurm.Job) error {
 	if d.deps.Instance.IsZero() {
 		return nil
@@ -248,7 +249,7 @@ func (d *Daemon) checkWriters(ctx context.Context, jobs []slurm.Job) error {
 		if o.Err != nil {
 			if !d.writersSaid[o.By] {
 				d.writersSaid[o.By] = true
-				d.deps.Logger.Warn("a job's tag changed since the last cycle and names a writer that is no rubickd's form", "job", o.JobID, "by", o.By, "err", o.Err)
+				d.deps.Logger.Warn("a job's tag changed since the last cycle and names a writer not in rubickd's form, host/pid/start", "job", o.JobID, "by", o.By, "err", o.Err)
 			}
 			continue
 		}
