@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -222,8 +223,16 @@ exec %[1]s/rubick-srun --launcher gpu --munge-socket %[3]s --report-url http://1
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if sj, err := st.Job(ctx, int64(id)); err != nil || sj.GlobalBatch != 32 {
-		t.Errorf("stored job %d: global batch %d (%v), want 32", id, sj.GlobalBatch, err)
+	// Under its model type, not its estimator's name (gpt2@gb32): rubick
+	// explain finds its fit and prices its plans at its batch.
+	if sj, err := st.Job(ctx, int64(id)); err != nil || sj.GlobalBatch != 32 || sj.ModelType != "gpt2" {
+		t.Errorf("stored job %d: model type %q, global batch %d (%v), want gpt2 at 32", id, sj.ModelType, sj.GlobalBatch, err)
+	}
+	out := lt.run(t, filepath.Join(lt.bin, "rubick"), "explain", "--store", lt.dbPath, strconv.Itoa(id))
+	for _, want := range []string{"model gpt2,", "global batch of 32", "\nfit #"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rubick explain %d lacks %q:\n%s", id, want, out)
+		}
 	}
 }
 
