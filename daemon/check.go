@@ -64,6 +64,11 @@ type CheckDeps struct {
 	// ReadFile reads job_submit.lua next to slurm.conf where this host
 	// has it, as os.ReadFile does; nil skips that check.
 	ReadFile func(string) ([]byte, error)
+	// Host is this host's name (default os.Hostname), and RubickdRuns
+	// whether a rubickd of it runs (default: by /proc), for the job tags'
+	// writers (checkTagWriters).
+	Host        string
+	RubickdRuns func(Instance) bool
 }
 
 // Preflight checks what rubickd relies on, in the order an admin sets it
@@ -93,6 +98,9 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 		if jobs, _, err := c.Jobs(ctx, time.Time{}); err == nil {
 			if err := stranded(jobs, cfg.Partitions); err != nil {
 				add(checkHeldJobs, CheckWarn, "%v: held for rubick in partitions rubickd does not manage, they wait until released by hand; make MANAGED_PARTITIONS in job_submit.lua and partitions in rubickd.yaml name the same partitions", err)
+			}
+			if r, ok := checkTagWriters(jobs, cfg.Store, deps); ok {
+				out = append(out, r)
 			}
 		}
 		l, err := c.Limits(ctx)
@@ -255,6 +263,58 @@ func LogChecks(log *slog.Logger, results []CheckResult) (failed int) {
 		}
 	}
 	return failed
+}
+
+// checkTagWriters warns of the rubickd that the jobs' tags name (by=)
+// other than the one holding store's lock: one running on this host, or
+// one of another host, which may run. A rubickd started with this
+// configuration beside either stops (checkWriters). No line when there
+// is none.
+func checkTagWriters(jobs []slurm.Job, store string, deps CheckDeps) (CheckResult, bool) {
+	host := deps.Host
+	if host == "" {
+		host, _ = os.Hostname()
+	}
+	host = Instance{Host: host}.hostName()
+	runs := deps.RubickdRuns
+	if runs == nil {
+		runs = rubickdRuns
+	}
+	holder, held, _ := LockHolder(LockPath(store))
+	var lockPID int
+	if held {
+		_, _ = fmt.Sscanf(holder, "pid %d", &lockPID)
+	}
+	var here, elsewhere []string
+	seen := map[string]bool{}
+	for _, j := range jobs {
+		if j.Tag == nil || seen[j.Tag.Extra[slurm.TagBy]] {
+			continue
+		}
+		by := j.Tag.Extra[slurm.TagBy]
+		seen[by] = true
+		i, err := ParseInstance(by)
+		switch {
+		case err != nil:
+		case i.Host != host:
+			elsewhere = append(elsewhere, fmt.Sprintf("%s (job %d)", i.Describe(), j.ID))
+		case i.PID != lockPID && runs(i):
+			here = append(here, fmt.Sprintf("%s (job %d)", i.Describe(), j.ID))
+		}
+	}
+	if len(here)+len(elsewhere) == 0 {
+		return CheckResult{}, false
+	}
+	var parts []string
+	if len(here) > 0 {
+		parts = append(parts, fmt.Sprintf("running on this host with another store: %s", strings.Join(here, ", ")))
+	}
+	if len(elsewhere) > 0 {
+		parts = append(parts, fmt.Sprintf("of another host, running there unless it ended: %s", strings.Join(elsewhere, ", ")))
+	}
+	return CheckResult{Name: "other rubickd", Status: CheckWarn, Detail: fmt.Sprintf(
+		"job tags name a rubickd %s; of two rubickd managing one cluster, the one started later stops (exit status 3) once it sees a tag the other wrote",
+		strings.Join(parts, "; "))}, true
 }
 
 func checkStore(path string) CheckResult {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -365,5 +366,47 @@ func TestClaim(t *testing.T) {
 		if got := d.claim(context.Background(), tc.job); got != tc.want || len(a.got) != map[bool]int{true: 1}[tc.want] {
 			t.Errorf("%s: claim = %v with %d actions, want %v", tc.name, got, len(a.got), tc.want)
 		}
+	}
+}
+
+// rubickd --check names the rubickd the jobs' tags name, other than the
+// one holding the store's lock: one running on this host, one of another
+// host; not one of this host that ended, nor the lock's holder.
+func TestCheckTagWriters(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "rubick.db")
+	lock, err := LockInstance(LockPath(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release()
+	service := Instance{Host: "ctl1", PID: os.Getpid(), Start: t0}
+	other := Instance{Host: "ctl1", PID: 200, Start: t0.Add(time.Hour)}
+	ended := Instance{Host: "ctl1", PID: 300, Start: t0}
+	remote := Instance{Host: "ctl2", PID: 400, Start: t0}
+	deps := CheckDeps{Host: "ctl1", RubickdRuns: func(i Instance) bool { return i.PID != ended.PID }}
+	tagged := func(by ...Instance) []slurm.Job {
+		var jobs []slurm.Job
+		for k, i := range by {
+			jobs = append(jobs, taggedJob(10+k, "dp8.tp1.pp1.mb1.a1.z0", i.String()))
+		}
+		return jobs
+	}
+	if r, ok := checkTagWriters(tagged(service, ended, service), store, deps); ok {
+		t.Errorf("tags of the service and of one that ended: %+v, want no line", r)
+	}
+	r, ok := checkTagWriters(tagged(service, other, ended, remote, other), store, deps)
+	if !ok || r.Status != CheckWarn || r.Name != "other rubickd" {
+		t.Fatalf("got %+v (%v), want a warning", r, ok)
+	}
+	for _, want := range []string{
+		"running on this host with another store: pid 200 on ctl1 since 2026-11-22T09:00:00Z (job 11)",
+		"of another host, running there unless it ended: pid 400 on ctl2 since 2026-11-22T08:00:00Z (job 13)",
+	} {
+		if !strings.Contains(r.Detail, want) {
+			t.Errorf("detail %q lacks %q", r.Detail, want)
+		}
+	}
+	if strings.Contains(r.Detail, "pid 300") || strings.Contains(r.Detail, fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Errorf("detail %q names the ended rubickd or the service", r.Detail)
 	}
 }
