@@ -265,8 +265,8 @@ func LogChecks(log *slog.Logger, results []CheckResult) (failed int) {
 	return failed
 }
 
-// checkTagWriters warns of the rubickd that the jobs' tags name (by=)
-// other than the one holding store's lock: one running on this host, or
+// checkTagWriters warns of the rubickd that the tags of jobs not ended
+// name (by=), other than the one holding store's lock: one running on this host, or
 // one of another host, which may run. A rubickd started with this
 // configuration beside either stops (checkWriters). No line when there
 // is none.
@@ -288,7 +288,8 @@ func checkTagWriters(jobs []slurm.Job, store string, deps CheckDeps) (CheckResul
 	var here, elsewhere []string
 	seen := map[string]bool{}
 	for _, j := range jobs {
-		if j.Tag == nil || seen[j.Tag.Extra[slurm.TagBy]] {
+		if j.Tag == nil || j.Ended() || seen[j.Tag.Extra[slurm.TagBy]] {
+			// An ended job's tag says who managed the cluster then.
 			continue
 		}
 		by := j.Tag.Extra[slurm.TagBy]

@@ -394,7 +394,10 @@ func TestCheckTagWriters(t *testing.T) {
 	if r, ok := checkTagWriters(tagged(service, ended, service), store, deps); ok {
 		t.Errorf("tags of the service and of one that ended: %+v, want no line", r)
 	}
-	r, ok := checkTagWriters(tagged(service, other, ended, remote, other), store, deps)
+	gone := Instance{Host: "ctl3", PID: 500, Start: t0}
+	jobs := tagged(service, other, ended, remote, other, gone)
+	jobs[5].State = slurm.StateCancelled // ctl3's managed the cluster back then
+	r, ok := checkTagWriters(jobs, store, deps)
 	if !ok || r.Status != CheckWarn || r.Name != "other rubickd" {
 		t.Fatalf("got %+v (%v), want a warning", r, ok)
 	}
@@ -406,7 +409,7 @@ func TestCheckTagWriters(t *testing.T) {
 			t.Errorf("detail %q lacks %q", r.Detail, want)
 		}
 	}
-	if strings.Contains(r.Detail, "pid 300") || strings.Contains(r.Detail, fmt.Sprintf("pid %d", os.Getpid())) {
-		t.Errorf("detail %q names the ended rubickd or the service", r.Detail)
+	if strings.Contains(r.Detail, "pid 300") || strings.Contains(r.Detail, "ctl3") || strings.Contains(r.Detail, fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Errorf("detail %q names the ended rubickd, one of an ended job only, or the service", r.Detail)
 	}
 }
