@@ -430,8 +430,10 @@ log_level: info
 	for _, js := range scenario {
 		if js.guaranteed {
 			<-killsOver
-			waitFull(ctx, t, cluster, &ids, func(free int) {
-				submit(jobSpec{model: "bert", nodes: 1, gpus: min(free, 8), iters: 1000, batch: 32})
+			waitFull(ctx, t, cluster, &ids, func(free []int) {
+				for _, g := range free {
+					submit(jobSpec{model: "bert", nodes: 1, gpus: g, iters: 1000, batch: 32})
+				}
 			})
 			guaranteedAt = time.Now()
 		}
@@ -570,10 +572,15 @@ log_level: info
 // waits for them while the others run beside a node's worth of free GPUs
 // (a clean-lab run on 2026-11-27: t5 waited 85 s at 24 of 32 until the
 // others ended). So once the allocation has stood still for 20 s with GPUs
-// free, waitFull calls topUp with their number (twice at most), for the
-// caller to submit one more best-effort job, which rubick starts on them.
-// A job still waiting then is a queued best-effort job beside the reclaim.
-func waitFull(ctx context.Context, t *testing.T, c slurm.Cluster, ids *[]int, topUp func(free int)) {
+// free, waitFull calls topUp (twice at most) with them as jobs of one node
+// each that bert's batch splits over (powersOfTwo), for the caller to
+// submit as best-effort jobs, which rubick starts on them. One job for
+// all the free GPUs did not fill the lab when they were spread over nodes
+// (a CI run on 2026-11-29: at 24 of 32, topped up twice with one job of
+// 8 and one of 4 GPUs, it was still not full when the first jobs ended).
+// A job still waiting then is a
+// queued best-effort job beside the reclaim.
+func waitFull(ctx context.Context, t *testing.T, c slurm.Cluster, ids *[]int, topUp func(free []int)) {
 	t.Helper()
 	deadline := time.Now().Add(150 * time.Second)
 	var state string
@@ -586,9 +593,11 @@ func waitFull(ctx context.Context, t *testing.T, c slurm.Cluster, ids *[]int, to
 			}
 		}
 		used, total := 0, 0
+		var free []int // one job's GPUs each, on one node
 		if nodes, err := c.Nodes(ctx); err == nil {
 			for _, n := range nodes {
 				used, total = used+n.GPUsUsed, total+n.GPUs
+				free = append(free, powersOfTwo(n.GPUs-n.GPUsUsed)...)
 			}
 		}
 		state = fmt.Sprintf("%d of %d jobs running, %d of %d GPUs allocated", running, len(*ids), used, total)
@@ -599,14 +608,27 @@ func waitFull(ctx context.Context, t *testing.T, c slurm.Cluster, ids *[]int, to
 		if used != lastUsed {
 			lastUsed, since = used, time.Now()
 		} else if time.Since(since) >= 20*time.Second && topUps < 2 && running > 0 && total > used {
-			t.Logf("the allocation stood still for 20 s (%s): one more best-effort job for the free GPUs", state)
-			topUp(total - used)
+			t.Logf("the allocation stood still for 20 s (%s): best-effort jobs of %v GPUs for the free ones", state, free)
+			topUp(free)
 			topUps++
 			since = time.Now()
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
 	t.Fatalf("the best-effort jobs never filled the lab (%s): no reclaim to check", state)
+}
+
+// powersOfTwo splits n free GPUs of a node into jobs that take them all:
+// bert's global batch of 32 splits over 1, 2, 4 or 8 GPUs, not 3 or 6, so
+// a job asking for 3 would run on 2 and leave the lab short of full.
+func powersOfTwo(n int) []int {
+	var out []int
+	for g := 8; g >= 1; g /= 2 {
+		for ; n >= g; n -= g {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // trainScript is the user's batch script: rubick-srun in place of srun,
