@@ -280,11 +280,8 @@ func checkTagWriters(jobs []slurm.Job, store string, deps CheckDeps) (CheckResul
 	if runs == nil {
 		runs = rubickdRuns
 	}
-	holder, held, _ := LockHolder(LockPath(store))
-	var lockPID int
-	if held {
-		_, _ = fmt.Sscanf(holder, "pid %d", &lockPID)
-	}
+	// LockInstance writes its holder's Describe; "" when none holds it.
+	holder, _, _ := LockHolder(LockPath(store))
 	var here, elsewhere []string
 	seen := map[string]bool{}
 	for _, j := range jobs {
@@ -299,7 +296,7 @@ func checkTagWriters(jobs []slurm.Job, store string, deps CheckDeps) (CheckResul
 		case err != nil:
 		case i.Host != host:
 			elsewhere = append(elsewhere, fmt.Sprintf("%s (job %d)", i.Describe(), j.ID))
-		case i.PID != lockPID && runs(i):
+		case i.Describe() != holder && runs(i):
 			here = append(here, fmt.Sprintf("%s (job %d)", i.Describe(), j.ID))
 		}
 	}

@@ -180,7 +180,7 @@ func TestPreflight(t *testing.T) {
 				tc.cfg(&cfg)
 			}
 			if tc.lock {
-				l, err := LockInstance(LockPath(cfg.Store))
+				l, err := LockInstance(LockPath(cfg.Store), NewInstance(time.Now()))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"strings"
 	"syscall"
-	"time"
 )
 
 // ErrLocked means another rubickd holds the instance lock.
@@ -23,11 +22,12 @@ type InstanceLock struct {
 // LockPath is the lock file of the store at path.
 func LockPath(store string) string { return store + ".lock" }
 
-// LockInstance takes the lock at path without waiting, creating the file
-// if needed, and writes who holds it there. The lock is an flock on the
-// open file: the kernel drops it when the process ends however it ends, so
-// a crash never leaves a stale lock behind, and the next start takes it.
-func LockInstance(path string) (*InstanceLock, error) {
+// LockInstance takes the lock at path for rubickd self without waiting,
+// creating the file if needed, and writes who holds it there
+// (self.Describe). The lock is an flock on the open file: the kernel drops
+// it when the process ends however it ends, so a crash never leaves a
+// stale lock behind, and the next start takes it.
+func LockInstance(path string, self Instance) (*InstanceLock, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
 	if err != nil {
 		return nil, fmt.Errorf("instance lock: %w", err)
@@ -40,8 +40,7 @@ func LockInstance(path string) (*InstanceLock, error) {
 		}
 		return nil, fmt.Errorf("instance lock %s: %w", path, err)
 	}
-	host, _ := os.Hostname()
-	who := fmt.Sprintf("pid %d on %s since %s\n", os.Getpid(), host, time.Now().UTC().Format(time.RFC3339))
+	who := self.Describe() + "\n"
 	if err := f.Truncate(0); err == nil {
 		// Who holds it is only for the next one's error message.
 		_, _ = f.WriteAt([]byte(who), 0)

@@ -82,7 +82,7 @@ func (i Instance) startedBefore(o Instance) bool {
 // Describe is the instance for an administrator: "pid 4242 on ctl1 since
 // 2026-11-29T10:00:00Z".
 func (i Instance) Describe() string {
-	return fmt.Sprintf("pid %d on %s since %s", i.PID, i.Host, i.Start.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("pid %d on %s since %s", i.PID, i.hostName(), i.Start.UTC().Format(time.RFC3339))
 }
 
 // ErrOtherWriter means a job's tag names another rubickd that manages the

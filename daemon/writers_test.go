@@ -374,12 +374,12 @@ func TestClaim(t *testing.T) {
 // host; not one of this host that ended, nor the lock's holder.
 func TestCheckTagWriters(t *testing.T) {
 	store := filepath.Join(t.TempDir(), "rubick.db")
-	lock, err := LockInstance(LockPath(store))
+	service := Instance{Host: "ctl1", PID: os.Getpid(), Start: t0}
+	lock, err := LockInstance(LockPath(store), service)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lock.Release()
-	service := Instance{Host: "ctl1", PID: os.Getpid(), Start: t0}
 	other := Instance{Host: "ctl1", PID: 200, Start: t0.Add(time.Hour)}
 	ended := Instance{Host: "ctl1", PID: 300, Start: t0}
 	remote := Instance{Host: "ctl2", PID: 400, Start: t0}

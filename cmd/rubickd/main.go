@@ -114,7 +114,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if !*dryRun {
 		// One rubickd per store: a second one would apply its own plans to
 		// the same jobs. A dry run applies nothing and may run beside it.
-		lock, err := daemon.LockInstance(daemon.LockPath(cfg.Store))
+		lock, err := daemon.LockInstance(daemon.LockPath(cfg.Store), self)
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rubick-sched/rubick/daemon"
 )
@@ -28,7 +29,7 @@ func TestSecondInstanceRefused(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "jwt"), []byte("t"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	held, err := daemon.LockInstance(daemon.LockPath(store))
+	held, err := daemon.LockInstance(daemon.LockPath(store), daemon.NewInstance(time.Now()))
 	if err != nil {
 		t.Fatal(err)
 	}
