@@ -106,8 +106,8 @@ type tagWriters struct {
 // either changed since the last cycle or names a rubickd running on this
 // host (Running).
 type otherWrite struct {
-	JobID int
-	By    string
+	Job slurm.Job
+	By  string
 	// Instance is By parsed, and Err the error where it does not parse.
 	Instance Instance
 	Err      error
@@ -136,7 +136,7 @@ func (w *tagWriters) observe(self Instance, jobs []slurm.Job) []otherWrite {
 			continue
 		}
 		prev, ok := w.seen[j.ID]
-		o := otherWrite{JobID: j.ID, By: by}
+		o := otherWrite{Job: j, By: by}
 		o.Instance, o.Err = ParseInstance(by)
 		if o.Err == nil && o.Instance.Host == host {
 			r, asked := runs[by]
@@ -237,10 +237,6 @@ func (d *Daemon) checkWriters(ctx context.Context, jobs []slurm.Job) error {
 	if d.deps.Instance.IsZero() {
 		return nil
 	}
-	byID := make(map[int]slurm.Job, len(jobs))
-	for _, j := range jobs {
-		byID[j.ID] = j
-	}
 	claimed := map[string]bool{}
 	for _, o := range d.writers.observe(d.deps.Instance, jobs) {
 		if !o.Running {
@@ -249,14 +245,14 @@ func (d *Daemon) checkWriters(ctx context.Context, jobs []slurm.Job) error {
 		if o.Err != nil {
 			if !d.writersSaid[o.By] {
 				d.writersSaid[o.By] = true
-				d.deps.Logger.Warn("a job's tag changed since the last cycle and names a writer not in rubickd's form, host/pid/start", "job", o.JobID, "by", o.By, "err", o.Err)
+				d.deps.Logger.Warn("a job's tag changed since the last cycle and names a writer not in rubickd's form, host/pid/start", "job", o.Job.ID, "by", o.By, "err", o.Err)
 			}
 			continue
 		}
 		if o.Instance.startedBefore(d.deps.Instance) {
-			what := fmt.Sprintf("wrote job %d's tag since the last cycle", o.JobID)
+			what := fmt.Sprintf("wrote job %d's tag since the last cycle", o.Job.ID)
 			if o.Running {
-				what = fmt.Sprintf("runs on this host and wrote job %d's tag", o.JobID)
+				what = fmt.Sprintf("runs on this host and wrote job %d's tag", o.Job.ID)
 			}
 			return fmt.Errorf("%w: %s %s; this rubickd (%s) started later and stops",
 				ErrOtherWriter, o.Instance.Describe(), what, d.deps.Instance.Describe())
@@ -264,11 +260,11 @@ func (d *Daemon) checkWriters(ctx context.Context, jobs []slurm.Job) error {
 		if !d.writersSaid[o.By] {
 			d.writersSaid[o.By] = true
 			d.deps.Logger.Error("another rubickd manages this cluster's jobs too; it started later and stops once it sees a tag this one writes",
-				"other", o.Instance.Describe(), "job", o.JobID)
+				"other", o.Instance.Describe(), "job", o.Job.ID)
 		}
 		// One claim a cycle for each, and for a tag that did not change
 		// (one running here) one in all: it stands until the other writes.
-		if !claimed[o.By] && !(o.Running && d.writersClaimed[o.By]) && d.claim(ctx, byID[o.JobID]) {
+		if !claimed[o.By] && !(o.Running && d.writersClaimed[o.By]) && d.claim(ctx, o.Job) {
 			claimed[o.By], d.writersClaimed[o.By] = true, true
 		}
 	}

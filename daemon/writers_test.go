@@ -124,7 +124,7 @@ func TestTagWritersObserve(t *testing.T) {
 			w.observe(self, tc.before)
 			var got []int
 			for _, o := range w.observe(self, tc.then) {
-				got = append(got, o.JobID)
+				got = append(got, o.Job.ID)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("jobs written by another (-want +got):\n%s", diff)
