@@ -275,6 +275,18 @@ exec %[1]s/rubick-srun --launcher gpu -- \
 `, bin, dir, model, globalBatch)
 }
 
+// longTraining is a batch script in which rubick-srun runs bert's
+// emulated trainer at measured speed for longer than any test: a job that
+// stays running until the test cancels it.
+func longTraining(bin, dir string) string {
+	return fmt.Sprintf(`#!/bin/bash
+exec %[1]s/rubick-srun --launcher gpu -- \
+  %[1]s/rubick-emu-trainer --model-type bert --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \
+  --micro-batch-size 1 --global-batch-size 32 --train-iters 100000 --time-scale 1 --log-interval 50 \
+  --save %[2]s/ckpt-"$SLURM_JOB_ID"
+`, bin, dir)
+}
+
 // waitEnded polls job id until it ends or ctx does; it returns the job as
 // last read and the nodes it was last seen running on.
 func waitEnded(ctx context.Context, cluster slurm.Cluster, id int) (slurm.Job, []string) {
