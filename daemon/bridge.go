@@ -53,6 +53,12 @@ const (
 	// tagFixed marks a time limit set by hand: rubick keeps it at every
 	// start from then on, never stretched or raised.
 	tagFixed = "tf"
+	// tagSubmit records the job's submission time (Unix seconds) when
+	// rubick first acts on it: Slurm moves a job's submit time to each
+	// requeue (22.05 lab: a requeued job's SubmitTime became the requeue's,
+	// sacct -D keeps both), which would restart a preempted job's age for
+	// the starvation and guaranteed-age rules.
+	tagSubmit = "sub"
 )
 
 // splitPerCycle bounds the array tasks split off in one cycle (one scontrol
@@ -1619,6 +1625,31 @@ func (v *View) waits(j slurm.Job, why string) {
 	v.Waiting = append(v.Waiting, j)
 }
 
+// submitTime is when the job was submitted: the tag's record (tagSubmit)
+// where it is earlier than the submit time Slurm reports, which moves to
+// each requeue.
+func submitTime(j slurm.Job) time.Time {
+	if j.Tag == nil {
+		return j.SubmitTime
+	}
+	sec, err := strconv.ParseInt(j.Tag.Extra[tagSubmit], 10, 64)
+	if err != nil || sec <= 0 {
+		return j.SubmitTime
+	}
+	if t := time.Unix(sec, 0); j.SubmitTime.IsZero() || t.Before(j.SubmitTime) {
+		return t
+	}
+	return j.SubmitTime
+}
+
+// recordSubmit writes job j's submission time (submitTime) into the tag of
+// an action on it, so that it outlives the action's requeue.
+func recordSubmit(tag *slurm.Tag, j slurm.Job) {
+	if t := submitTime(j); !t.IsZero() {
+		tag.Extra[tagSubmit] = strconv.FormatInt(t.Unix(), 10)
+	}
+}
+
 // starting reports whether rubickd released the pending job moments ago.
 func starting(j slurm.Job, now time.Time) bool {
 	if j.State != slurm.StatePending || j.Held || j.Tag == nil {
@@ -1734,7 +1765,7 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 	pj := policy.Job{
 		ID: strconv.Itoa(j.ID), Model: j.Tag.ModelType, Tenant: tenant,
 		Guaranteed: j.Tag.Class == slurm.ClassGuaranteed && tenant != "",
-		Submit:     j.SubmitTime,
+		Submit:     submitTime(j),
 		Request: policy.Request{
 			GPUs: pl.GPUs(), CPUs: reqRes.CPUs, MemGB: reqRes.HostMemGB, Placement: pl, Plan: reqPlan,
 			MemPerGPUGB: float64(j.MemPerGPUMB) / 1024,
@@ -2158,6 +2189,7 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 	}
 	recordNodes(&tag, mj.nodes)
 	recordTime(&tag, mj.time.user, mj.time.fixed, j.TimeLimit)
+	recordSubmit(&tag, j)
 	tag.Generation = mj.tag.Generation + 1
 	ran := mj.ran + j.RunTime(now)
 	out := slurm.Action{JobID: j.ID, Tag: &tag}
@@ -2301,6 +2333,7 @@ func (v *View) RigidActions(now time.Time, profile func(modelType string) bool) 
 			tag.Plan = ""
 			tag.Generation++
 			tag.Extra[tagAt] = strconv.FormatInt(now.Unix(), 10)
+			recordSubmit(&tag, j)
 			if profile(tag.ModelType) {
 				tag.Extra[tagProfile] = "1"
 			}

@@ -928,7 +928,7 @@ func arrayTask(j slurm.Job) (array, task int64) {
 func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions []slurm.Action, took time.Duration, registered func(string) bool) (store.Decision, error) {
 	// upsert records a job outside the snapshot.
 	upsert := func(j slurm.Job) error {
-		sj := store.Job{ID: int64(j.ID), Class: store.BestEffort, State: j.State, Submitted: j.SubmitTime}
+		sj := store.Job{ID: int64(j.ID), Class: store.BestEffort, State: j.State, Submitted: submitTime(j)}
 		sj.ArrayJobID, sj.ArrayTaskID = arrayTask(j)
 		if j.Tag != nil && registered(j.Tag.ModelType) {
 			sj.ModelType = j.Tag.ModelType
@@ -961,7 +961,7 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		// rubick explain and rubick report look the type up by it.
 		sj := store.Job{
 			ID: int64(mj.slurm.ID), ModelType: mj.tag.ModelType, Class: class, Tenant: pj.Tenant,
-			State: mj.slurm.State, Submitted: mj.slurm.SubmitTime,
+			State: mj.slurm.State, Submitted: submitTime(mj.slurm),
 		}
 		sj.ArrayJobID, sj.ArrayTaskID = arrayTask(mj.slurm)
 		if err := d.deps.Store.UpsertJob(ctx, sj); err != nil {

@@ -131,6 +131,17 @@ log_level: debug
 	if j.TimeLimit != 200*time.Minute || j.Tag == nil || j.Tag.Extra["tf"] != "1" || j.Tag.Extra["tl"] != "200" {
 		t.Errorf("bert ended with a %v time limit, tag %v; want the 200 minutes set by hand, tf=1 tl=200", j.TimeLimit, j.Tag)
 	}
+	// Slurm moved bert's submit time to its requeue; rubick keeps the
+	// first, for its age in the policy and for rubick explain.
+	sj, err := st.Job(lt.ctx, int64(bert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first := sj.Submitted; first.Before(submitted.Truncate(time.Second)) || first.After(submitted.Add(5*time.Second)) ||
+		!j.SubmitTime.After(first) || j.Tag.Extra["sub"] != strconv.FormatInt(first.Unix(), 10) {
+		t.Errorf("bert: stored submit time %v, Slurm's %v, tag %v; want the stored one at its submission (%v), Slurm's at its requeue, after it, and sub= the first",
+			first, j.SubmitTime, j.Tag, submitted)
+	}
 	checkMails(lt.ctx, t, bert, submitted, map[string]int{"Began": 1, "Ended": 1})
 	// Running again, bert got back the mail types rubick quieted for its
 	// preemption: a requeue that is not rubick's would be mailed.

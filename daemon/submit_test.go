@@ -1,0 +1,96 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rubick-sched/rubick/policy"
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+func TestSubmitTime(t *testing.T) {
+	slurmSubmit := t0.Add(-time.Minute)
+	first := t0.Add(-5 * time.Hour)
+	unix := strconv.FormatInt(first.Unix(), 10)
+	for _, tc := range []struct {
+		name   string
+		submit time.Time
+		tag    *slurm.Tag
+		want   time.Time
+	}{
+		{"no tag", slurmSubmit, nil, slurmSubmit},
+		{"no record", slurmSubmit, &slurm.Tag{ModelType: "bert"}, slurmSubmit},
+		{"requeued", slurmSubmit, &slurm.Tag{ModelType: "bert", Extra: map[string]string{tagSubmit: unix}}, first},
+		{"Slurm's earlier", first, &slurm.Tag{ModelType: "bert", Extra: map[string]string{tagSubmit: strconv.FormatInt(slurmSubmit.Unix(), 10)}}, first},
+		{"Slurm's unknown", time.Time{}, &slurm.Tag{ModelType: "bert", Extra: map[string]string{tagSubmit: unix}}, first},
+		{"malformed", slurmSubmit, &slurm.Tag{ModelType: "bert", Extra: map[string]string{tagSubmit: "yesterday"}}, slurmSubmit},
+		{"zero", slurmSubmit, &slurm.Tag{ModelType: "bert", Extra: map[string]string{tagSubmit: "0"}}, slurmSubmit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := slurm.Job{ID: 5, SubmitTime: tc.submit, Tag: tc.tag}
+			if got := submitTime(j); !got.Equal(tc.want) {
+				t.Errorf("submitTime = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// Slurm moves a requeued job's submit time to the requeue. A job preempted
+// five hours after its submission is still five hours old for the policy
+// (it starts as a starving job), for the store (rubick explain) and in the
+// tag of its next start; a job rubick never acted on gets Slurm's submit
+// time recorded at its first start.
+func TestCycleKeepsFirstSubmit(t *testing.T) {
+	requeuedAt := t0.Add(-time.Minute)
+	for _, tc := range []struct {
+		name       string
+		sub        time.Time // the tag's record; zero: none
+		want       time.Time
+		wantReason policy.Reason
+	}{
+		{"preempted 5h after its submission", t0.Add(-5 * time.Hour), t0.Add(-5 * time.Hour), policy.ReasonStarving},
+		{"never acted on", time.Time{}, requeuedAt, policy.ReasonSlope},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := heldJob(5, "bert", 1, 4)
+			j.SubmitTime = requeuedAt
+			if !tc.sub.IsZero() {
+				j.RestartCount, j.Tag.Plan, j.Tag.Generation = 1, "dp4.tp1.pp1.mb8.a1.z0", 1
+				j.Tag.Extra = map[string]string{slurm.TagRestarts: "1", tagReq: "n1.g4.c8.m64000", tagRan: "600",
+					tagSubmit: strconv.FormatInt(tc.sub.Unix(), 10)}
+			}
+			a := &fakeApplier{}
+			d, st := newTestDaemonWith(t, &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{j}}, a, func(*Config) {})
+			if _, err := d.Cycle(context.Background(), false); err != nil {
+				t.Fatal(err)
+			}
+			start := oneStart(t, a)
+			if diff := cmp.Diff(strconv.FormatInt(tc.want.Unix(), 10), start.Tag.Extra[tagSubmit]); diff != "" {
+				t.Errorf("the start's tag %s= (-want +got):\n%s", tagSubmit, diff)
+			}
+			sj, err := st.Job(context.Background(), 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sj.Submitted.Equal(tc.want) {
+				t.Errorf("stored submit time %v, want %v", sj.Submitted, tc.want)
+			}
+			reasons, err := st.Reasons(context.Background(), 5, 1)
+			if err != nil || len(reasons) != 1 {
+				t.Fatalf("reasons %v, %v", reasons, err)
+			}
+			var act policy.Action
+			if err := json.Unmarshal(reasons[0].Reason, &act); err != nil {
+				t.Fatal(err)
+			}
+			if act.Reason != tc.wantReason {
+				t.Errorf("start reason %q (%s), want %q", act.Reason, act.Detail, tc.wantReason)
+			}
+		})
+	}
+}
