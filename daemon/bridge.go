@@ -900,6 +900,10 @@ type View struct {
 	// Marked lists pending jobs someone else requeued held
 	// (slurm.RequeuedByOther), to mark held by their user (HoldActions).
 	Marked []slurm.Job
+	// Deferred lists held jobs that have never run and wait for their
+	// --begin or their dependencies: they queue for GPUs only from the
+	// cycle they stop (JobFacts.Deferred).
+	Deferred []slurm.Job
 	// jobs are the jobs the View was built from, by ID.
 	jobs map[int]slurm.Job
 	// licenses are how many of each listed license are free; nil when not
@@ -960,6 +964,9 @@ type JobFacts struct {
 	// IterS is the iteration time the running job reports on its current
 	// run; 0 when unknown.
 	IterS float64
+	// Deferred is when rubickd last saw the job wait for its --begin or
+	// dependencies before its first start (View.Deferred); zero: never.
+	Deferred time.Time
 }
 
 // Inputs is what one cycle read: Slurm's nodes, jobs and QOS limits, and
@@ -1265,6 +1272,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			// requeued job may start): a size chosen now would be stale
 			// by then, and GPUs planned for it would stay idle.
 			v.Unmanaged[j.ID] = fmt.Sprintf("waits for its begin time %s; planned once it comes", j.EligibleTime.UTC().Format(time.RFC3339))
+			v.noteDeferred(j)
 			continue
 		}
 		singleton := firstNamed[[2]string{j.Name, j.User}] < j.ID // an earlier job of its name and user has not ended
@@ -1274,6 +1282,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			why := j.Reason
 			if j.Held {
 				why = "dependency " + j.Dependency
+				v.noteDeferred(j)
 			}
 			v.Unmanaged[j.ID] = fmt.Sprintf("waits for %s; planned once Slurm lets it start", why)
 			continue
@@ -1650,6 +1659,27 @@ func recordSubmit(tag *slurm.Tag, j slurm.Job) {
 	}
 }
 
+// noteDeferred lists held job j, waiting for its --begin or dependencies, in
+// Deferred if it has never run. A requeued job waits its few seconds
+// before its begin time too, and has queued since its first wait.
+func (v *View) noteDeferred(j slurm.Job) {
+	if j.RestartCount == 0 && (j.Tag == nil || j.Tag.Generation == 0) {
+		v.Deferred = append(v.Deferred, j)
+	}
+}
+
+// queuedSince is when job j, submitted at submitTime(j), began to queue
+// for GPUs: the later of that and deferred, when rubickd last saw it wait
+// for its --begin or dependencies (zero: never). A chain of jobs, each
+// waiting for the one before it, does not reach the starvation age by
+// the time the chain's first jobs ran.
+func queuedSince(j slurm.Job, deferred time.Time) time.Time {
+	if t := submitTime(j); !deferred.After(t) {
+		return t
+	}
+	return deferred
+}
+
 // starting reports whether rubickd released the pending job moments ago.
 func starting(j slurm.Job, now time.Time) bool {
 	if j.State != slurm.StatePending || j.Held || j.Tag == nil {
@@ -1765,7 +1795,7 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 	pj := policy.Job{
 		ID: strconv.Itoa(j.ID), Model: j.Tag.ModelType, Tenant: tenant,
 		Guaranteed: j.Tag.Class == slurm.ClassGuaranteed && tenant != "",
-		Submit:     submitTime(j),
+		Submit:     queuedSince(j, facts.Deferred),
 		Request: policy.Request{
 			GPUs: pl.GPUs(), CPUs: reqRes.CPUs, MemGB: reqRes.HostMemGB, Placement: pl, Plan: reqPlan,
 			MemPerGPUGB: float64(j.MemPerGPUMB) / 1024,

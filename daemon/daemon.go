@@ -82,6 +82,7 @@ type Store interface {
 	Pending(ctx context.Context) ([]store.Action, error)
 	Prune(ctx context.Context, r store.Retention) (store.Pruned, error)
 	LaunchLimits(ctx context.Context, jobs []store.LaunchKey) (map[int64]store.Launch, error)
+	Deferred(ctx context.Context, ids []int64) (map[int64]time.Time, error)
 	RecentJobSamples(ctx context.Context, jobIDs []int64, n int) (map[int64][]store.StoredSample, error)
 	RestartStore
 }
@@ -173,6 +174,9 @@ type Daemon struct {
 	// left (View.Unmanaged) as stored for rubick explain: a reason goes to
 	// the store when it changes, not every cycle. Only the cycle uses it.
 	ignoredSaid map[int]string
+	// deferredSeen is when the last recorded cycle saw each job of its
+	// View.Deferred wait. Only the cycle uses it.
+	deferredSeen map[int]time.Time
 	// unreadErr lists the limits the last listing sets that rubick does
 	// not plan with, for one warning while they last.
 	unreadErr error
@@ -394,6 +398,23 @@ func (d *Daemon) jobFacts(ctx context.Context, jobs []slurm.Job) (map[int]JobFac
 				f.IterS = iterS
 				out[j.ID] = f
 			}
+		}
+	}
+	deferred, err := d.deps.Store.Deferred(ctx, ids)
+	if err != nil {
+		// Their age then counts from their submission, as before they waited.
+		d.deps.Logger.Warn("reading when jobs last waited for their begin time or dependencies failed", "err", err)
+	}
+	for id, t := range deferred {
+		f := out[int(id)]
+		f.Deferred = t
+		out[int(id)] = f
+	}
+	for id, t := range d.deferredSeen {
+		// The last cycle's wait, stored only with this cycle's record.
+		if f := out[id]; t.After(f.Deferred) {
+			f.Deferred = t
+			out[id] = f
 		}
 	}
 	if !d.cfg.MeasureRestartCost {
@@ -926,9 +947,17 @@ func arrayTask(j slurm.Job) (array, task int64) {
 // record stores the jobs, the decision with its reasons, and the actions
 // as pending, in that order.
 func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions []slurm.Action, took time.Duration, registered func(string) bool) (store.Decision, error) {
+	// A job's wait for its --begin or dependencies goes to the store when
+	// rubick explain is told of it, and, the cycle after its last, with
+	// the job's first planned cycle (the time of that last wait), not
+	// every cycle.
+	deferred := make(map[int]time.Time, len(v.Deferred))
+	for _, j := range v.Deferred {
+		deferred[j.ID] = v.Snapshot.Now
+	}
 	// upsert records a job outside the snapshot.
 	upsert := func(j slurm.Job) error {
-		sj := store.Job{ID: int64(j.ID), Class: store.BestEffort, State: j.State, Submitted: submitTime(j)}
+		sj := store.Job{ID: int64(j.ID), Class: store.BestEffort, State: j.State, Submitted: submitTime(j), Deferred: deferred[j.ID]}
 		sj.ArrayJobID, sj.ArrayTaskID = arrayTask(j)
 		if j.Tag != nil && registered(j.Tag.ModelType) {
 			sj.ModelType = j.Tag.ModelType
@@ -961,7 +990,7 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		// rubick explain and rubick report look the type up by it.
 		sj := store.Job{
 			ID: int64(mj.slurm.ID), ModelType: mj.tag.ModelType, Class: class, Tenant: pj.Tenant,
-			State: mj.slurm.State, Submitted: submitTime(mj.slurm),
+			State: mj.slurm.State, Submitted: submitTime(mj.slurm), Deferred: d.deferredSeen[mj.slurm.ID],
 		}
 		sj.ArrayJobID, sj.ArrayTaskID = arrayTask(mj.slurm)
 		if err := d.deps.Store.UpsertJob(ctx, sj); err != nil {
@@ -1093,7 +1122,7 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 	if err != nil {
 		return store.Decision{}, fmt.Errorf("record decision: %w", err)
 	}
-	d.ignoredSaid = said
+	d.ignoredSaid, d.deferredSeen = said, deferred
 	return rec, nil
 }
 

@@ -94,3 +94,85 @@ func TestCycleKeepsFirstSubmit(t *testing.T) {
 		})
 	}
 }
+
+// A job submitted five hours ago that waited for its dependency, or its
+// --begin, from four hours ago until a minute ago has queued for a minute:
+// it is not starving, though its submission and its first wait are past
+// the starvation age. The store keeps the last cycle it waited, for a
+// rubickd that did not see it wait. A job that ran before waits a few
+// seconds for the begin time Slurm gives it at a requeue: it is as old as
+// its submission.
+func TestCycleAgeFromLastWait(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		wait     func(j *slurm.Job, jobs *[]slurm.Job) // until t0; undone after
+		requeued bool
+	}{
+		{"dependency", func(j *slurm.Job, jobs *[]slurm.Job) {
+			j.Dependency = "afterok:20(unfulfilled)"
+			*jobs = append(*jobs, slurm.Job{ID: 20, Partition: "gpu", State: slurm.StateRunning, NodeList: []string{"node2"}, GPUsPerNode: 1, CPUs: 1})
+		}, false},
+		{"begin", func(j *slurm.Job, _ *[]slurm.Job) { j.EligibleTime = t0.Add(30 * time.Second) }, false},
+		{"requeued", func(j *slurm.Job, _ *[]slurm.Job) { j.EligibleTime = t0.Add(10 * time.Second) }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			j := heldJob(21, "bert", 1, 4)
+			j.SubmitTime = t0.Add(-5 * time.Hour)
+			if tc.requeued {
+				j.RestartCount, j.Tag.Plan, j.Tag.Generation = 1, "dp4.tp1.pp1.mb8.a1.z0", 1
+				j.Tag.Extra = map[string]string{slurm.TagRestarts: "1", tagReq: "n1.g4.c8.m64000", tagRan: "600"}
+			}
+			waiting := j
+			c := &fakeCluster{nodes: labNodes(1)}
+			c.jobs = []slurm.Job{waiting}
+			tc.wait(&c.jobs[0], &c.jobs)
+			a := &fakeApplier{}
+			d, st := newTestDaemonWith(t, c, a, func(*Config) {})
+			var now time.Time
+			d.deps.Now = func() time.Time { return now }
+			for _, at := range []time.Duration{-4 * time.Hour, 0} {
+				now = t0.Add(at)
+				if _, err := d.Cycle(ctx, false); err != nil {
+					t.Fatal(err)
+				}
+				if len(a.got) != 0 {
+					t.Fatalf("actions %+v while it waits, want none", a.got)
+				}
+			}
+			c.jobs = []slurm.Job{j}
+			for cycle, at := range []time.Duration{time.Minute, 2 * time.Minute} {
+				if cycle == 1 {
+					d.deferredSeen = nil // a rubickd that did not see the wait
+				}
+				now, a.got = t0.Add(at), nil
+				if _, err := d.Cycle(ctx, false); err != nil {
+					t.Fatal(err)
+				}
+				oneStart(t, a)
+				reasons, err := st.Reasons(ctx, 21, 1)
+				if err != nil || len(reasons) != 1 {
+					t.Fatalf("reasons %v, %v", reasons, err)
+				}
+				var act policy.Action
+				if err := json.Unmarshal(reasons[0].Reason, &act); err != nil {
+					t.Fatal(err)
+				}
+				if starving := act.Reason == policy.ReasonStarving; starving != tc.requeued {
+					t.Errorf("cycle %d: start reason %q (%s); want starvation: %v", cycle+3, act.Reason, act.Detail, tc.requeued)
+				}
+			}
+			got, err := st.Deferred(ctx, []int64{21})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[int64]time.Time{21: t0}
+			if tc.requeued {
+				want = map[int64]time.Time{}
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("stored last wait (-want +got):\n%s", d)
+			}
+		})
+	}
+}

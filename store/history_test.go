@@ -96,6 +96,35 @@ func TestJobs(t *testing.T) {
 	}
 }
 
+// A job's last wait for its begin time or dependencies is kept by upserts
+// without one, replaced by a later one, and read back only for the jobs
+// that waited.
+func TestDeferred(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "")
+	first, last := t0.Add(-time.Hour), t0.Add(-time.Minute)
+	for _, j := range []Job{
+		{ID: 4, ModelType: "bert", Class: BestEffort, State: "PENDING", Deferred: first},
+		{ID: 4, ModelType: "bert", Class: BestEffort, State: "PENDING", Deferred: last},
+		{ID: 4, ModelType: "bert", Class: BestEffort, State: "RUNNING"},
+		{ID: 5, ModelType: "bert", Class: BestEffort, State: "PENDING"},
+	} {
+		if err := s.UpsertJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Deferred(ctx, []int64{4, 5, 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(map[int64]time.Time{4: last}, got); d != "" {
+		t.Errorf("Deferred (-want +got):\n%s", d)
+	}
+	if j, err := s.Job(ctx, 4); err != nil || !j.Deferred.Equal(last) {
+		t.Errorf("Job(4).Deferred = %v, %v; want %v", j.Deferred, err, last)
+	}
+}
+
 // What a job's launch line cannot express survives the daemon's upserts of
 // the job and reads back per job; a job that has not reported yet gets its
 // user's newest report for its model type.

@@ -45,11 +45,16 @@ type Job struct {
 	// (squeue's A_T), once split off the array; ArrayJobID is 0 for other
 	// jobs.
 	ArrayJobID, ArrayTaskID int64
+	// Deferred is when rubickd last saw the job, before its first start,
+	// wait for its --begin or its dependencies: it has queued for GPUs
+	// since. Zero when never; UpsertJob then keeps the stored one.
+	Deferred time.Time
 }
 
 // UpsertJob stores j, replacing the stored fields of a known job except
 // FirstSeen, which the store sets once. A zero LastPlan keeps the stored
-// last plan: a job that is queued again still remembers how it last ran.
+// last plan: a job that is queued again still remembers how it last ran;
+// a zero Deferred keeps the stored one.
 func (s *Store) UpsertJob(ctx context.Context, j Job) error {
 	if err := checkJob(j); err != nil {
 		return fmt.Errorf("store: upsert job %d: %w", j.ID, err)
@@ -64,20 +69,22 @@ func (s *Store) UpsertJob(ctx context.Context, j Job) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
 			INSERT INTO jobs(job_id, model_type, class, tenant, state, submitted_ns, first_seen_ns, updated_ns,
-				last_plan, last_placement, last_cpus, last_host_mem_gb, array_job_id, array_task_id)
+				last_plan, last_placement, last_cpus, last_host_mem_gb, array_job_id, array_task_id, deferred_ns)
 			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9,
-				CASE WHEN ?12 THEN ?10 END, CASE WHEN ?12 THEN ?11 END, ?13, CASE WHEN ?13 IS NOT NULL THEN ?14 END)
+				CASE WHEN ?12 THEN ?10 END, CASE WHEN ?12 THEN ?11 END, ?13, CASE WHEN ?13 IS NOT NULL THEN ?14 END, ?15)
 			ON CONFLICT(job_id) DO UPDATE SET
 				model_type = excluded.model_type, class = excluded.class, tenant = excluded.tenant,
 				state = excluded.state, submitted_ns = excluded.submitted_ns, updated_ns = excluded.updated_ns,
 				array_job_id = excluded.array_job_id, array_task_id = excluded.array_task_id,
+				deferred_ns = COALESCE(excluded.deferred_ns, deferred_ns),
 				last_plan        = CASE WHEN ?12 THEN excluded.last_plan ELSE last_plan END,
 				last_placement   = CASE WHEN ?12 THEN excluded.last_placement ELSE last_placement END,
 				last_cpus        = CASE WHEN ?12 THEN excluded.last_cpus ELSE last_cpus END,
 				last_host_mem_gb = CASE WHEN ?12 THEN excluded.last_host_mem_gb ELSE last_host_mem_gb END`,
 			j.ID, mt, string(j.Class), j.Tenant, j.State, timestamp(j.Submitted), now,
 			plan, placement, j.LastResources.CPUs, j.LastResources.HostMemGB, hasPlan,
-			sql.NullInt64{Int64: j.ArrayJobID, Valid: j.ArrayJobID > 0}, j.ArrayTaskID)
+			sql.NullInt64{Int64: j.ArrayJobID, Valid: j.ArrayJobID > 0}, j.ArrayTaskID,
+			sql.NullInt64{Int64: j.Deferred.UnixNano(), Valid: !j.Deferred.IsZero()})
 		return err
 	})
 	if err != nil {
@@ -180,7 +187,7 @@ func (s *Store) Jobs(ctx context.Context, f JobFilter) ([]Job, error) {
 }
 
 const jobColumns = `job_id, model_type, class, tenant, state, submitted_ns, first_seen_ns, updated_ns,
-	last_plan, last_placement, last_cpus, last_host_mem_gb, cannot, global_batch, array_job_id, array_task_id`
+	last_plan, last_placement, last_cpus, last_host_mem_gb, cannot, global_batch, array_job_id, array_task_id, deferred_ns`
 
 func scanJob(sc scanner) (Job, error) {
 	var j Job
@@ -188,11 +195,12 @@ func scanJob(sc scanner) (Job, error) {
 	var submitted, first, updated, cpus sql.NullInt64
 	var mem sql.NullFloat64
 	var cannot sql.NullString
-	var array, task sql.NullInt64
+	var array, task, deferred sql.NullInt64
 	if err := sc.Scan(&j.ID, &mt, &class, &j.Tenant, &j.State, &submitted, &first, &updated,
-		&plan, &placement, &cpus, &mem, &cannot, &j.GlobalBatch, &array, &task); err != nil {
+		&plan, &placement, &cpus, &mem, &cannot, &j.GlobalBatch, &array, &task, &deferred); err != nil {
 		return Job{}, err
 	}
+	j.Deferred = fromTimestamp(deferred)
 	j.ArrayJobID, j.ArrayTaskID = array.Int64, task.Int64
 	var err error
 	if j.Cannot, err = model.ParseFeatures(cannot.String); err != nil {
@@ -205,6 +213,30 @@ func scanJob(sc scanner) (Job, error) {
 	}
 	j.LastResources.CPUs, j.LastResources.HostMemGB = int(cpus.Int64), mem.Float64
 	return j, nil
+}
+
+// Deferred returns, for those of the jobs ids the store has seen wait for
+// their --begin or dependencies before their first start, when it last
+// saw them wait (Job.Deferred).
+func (s *Store) Deferred(ctx context.Context, ids []int64) (map[int64]time.Time, error) {
+	args := make([]any, 0, len(ids))
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	out := map[int64]time.Time{}
+	err := s.inChunks(ctx, `SELECT job_id, deferred_ns FROM jobs WHERE deferred_ns IS NOT NULL AND job_id IN `, args, func(rows *sql.Rows) error {
+		var id int64
+		var ns sql.NullInt64
+		if err := rows.Scan(&id, &ns); err != nil {
+			return err
+		}
+		out[id] = fromTimestamp(ns)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: deferred jobs: %w", err)
+	}
+	return out, nil
 }
 
 // Launch is what a job's launch line says, as its rubick-srun reported

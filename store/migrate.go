@@ -26,6 +26,7 @@ func migrations() []migration {
 		{version: 4, name: "launch lines' global batch", up: schemaV4},
 		{version: 5, name: "job array tasks", up: schemaV5},
 		{version: 6, name: "jobs' model type without their global batch", up: schemaV6},
+		{version: 7, name: "jobs' wait for their begin time or dependencies", up: schemaV7},
 	}
 }
 
@@ -216,6 +217,13 @@ UPDATE jobs SET model_type = substr(model_type, 1, instr(model_type, '@gb') - 1)
 WHERE instr(model_type, '@gb') > 1
 	AND substr(model_type, instr(model_type, '@gb') + 3) GLOB '[1-9]*'
 	AND substr(model_type, instr(model_type, '@gb') + 3) NOT GLOB '*[^0-9]*';
+`
+
+// schemaV7 keeps when a job last waited, before its first start, for its
+// --begin or its dependencies: its age in the queue counts from then, not
+// from its submission.
+const schemaV7 = `
+ALTER TABLE jobs ADD COLUMN deferred_ns INTEGER;
 `
 
 // migrate brings db to the newest version in migs. Each migration runs in

@@ -77,6 +77,7 @@ func TestDependency(t *testing.T) {
 	if j, err := cluster.Job(ctx, later); err != nil || j.State != slurm.StatePending || !j.Held || !j.EligibleTime.After(time.Now()) {
 		t.Fatalf("job %d before its begin time: %s, held %v, eligible %v (%v); want pending and held", later, j.State, j.Held, j.EligibleTime, err)
 	}
+	cancelled := time.Now()
 	l.run(t, "scancel", first[0])
 	j, _ = waitEnded(ctx, cluster, id)
 	if j.State != slurm.StateCompleted || j.Tag == nil || j.Tag.Plan == "" {
@@ -100,6 +101,25 @@ func TestDependency(t *testing.T) {
 		hist, err := st.PlanHistory(ctx, int64(id))
 		if err != nil || len(hist) != 1 {
 			t.Errorf("plan history of job %d: %+v (%v), want one start, after its dependency ended or its begin time came", id, hist, err)
+		}
+	}
+	// Each queued from the end of its wait (its age for the starvation
+	// rule), which the store keeps: the last cycle rubickd saw it wait.
+	waits, err := st.Deferred(ctx, []int64{int64(id), int64(later)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, ended := range map[int]time.Time{id: cancelled, later: time.Time{}} {
+		j, err := cluster.Job(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ended.IsZero() {
+			ended = j.EligibleTime
+		}
+		// Cycles come every 2 s; Slurm's times are whole seconds.
+		if w := waits[int64(id)]; w.Before(ended.Add(-5*time.Second)) || !w.Before(j.StartTime.Add(time.Second)) {
+			t.Errorf("job %d: last seen waiting %v; want within 5 s before its wait ended (%v), before its start (%v)", id, w, ended, j.StartTime)
 		}
 	}
 	// The administrator's hold stays rubick's hold, marked
