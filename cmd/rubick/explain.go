@@ -32,7 +32,11 @@ type explanation struct {
 	Tenant    string    `json:"tenant"`
 	State     string    `json:"state"`
 	Submitted time.Time `json:"submitted"`
-	Updated   time.Time `json:"updated"`
+	// Waited is when rubickd last saw the job wait for its --begin or
+	// dependencies before its first start: its age in the queue counts
+	// from then. Omitted when it never waited.
+	Waited  *time.Time `json:"waited_until,omitempty"`
+	Updated time.Time  `json:"updated"`
 	// Cannot is what the job's launch line cannot express, as rubick-srun
 	// reported it ("" for nothing, or no report yet).
 	Cannot string `json:"cannot"`
@@ -202,6 +206,9 @@ func explain(ctx context.Context, st explainStore, path string, id int64, top, n
 		JobID: id, ArrayTask: arrayTaskName(j), Store: path, ModelType: j.ModelType, Class: string(j.Class), Tenant: j.Tenant, State: j.State,
 		Submitted: j.Submitted, Updated: j.Updated, Cannot: j.Cannot.String(), Alternatives: []alternative{}, Reasons: []reasonView{},
 		History: []report.PlanChange{}, Notes: []string{},
+	}
+	if !j.Deferred.IsZero() {
+		ex.Waited = &j.Deferred
 	}
 	if j.LastPlan != (model.Plan{}) {
 		ex.Plan, ex.Placement = j.LastPlan.String(), j.LastResources.Placement.String()
@@ -373,6 +380,9 @@ func (ex *explanation) write(w io.Writer) error {
 	}
 	fmt.Fprintf(ew, "job %s: model %s, class %s, tenant %s, state %s\n", jobLabel(ex.JobID, ex.ArrayTask), mt, orDash(ex.Class), orDash(ex.Tenant), ex.State)
 	fmt.Fprintf(ew, "  submitted %s, last seen %s, store %s\n", utcTime(ex.Submitted), utcTime(ex.Updated), ex.Store)
+	if ex.Waited != nil {
+		fmt.Fprintf(ew, "  waited for its --begin or dependencies until %s: queued since\n", utcTime(*ex.Waited))
+	}
 	if ex.Cannot != "" {
 		fmt.Fprintf(ew, "  its launch line cannot run plans with %s (reported by rubick-srun); no plan shown or chosen uses them\n", ex.Cannot)
 	}

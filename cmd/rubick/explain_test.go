@@ -49,7 +49,7 @@ func seedExplainStore(t *testing.T) (string, model.Plan) {
 	}
 	res := model.Resources{Placement: model.Placement{4}, CPUs: 16, HostMemGB: 128}
 	if err := st.UpsertJob(ctx, store.Job{ID: 42, ModelType: "gpt2", Class: store.Guaranteed, Tenant: "physics", State: "RUNNING",
-		Submitted: fixedNow.Add(-3 * time.Hour), LastPlan: plan, LastResources: res}); err != nil {
+		Submitted: fixedNow.Add(-3 * time.Hour), Deferred: fixedNow.Add(-150 * time.Minute), LastPlan: plan, LastResources: res}); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.UpsertJob(ctx, store.Job{ID: 43, Class: store.BestEffort, State: "PENDING"}); err != nil {
@@ -87,6 +87,9 @@ func TestExplainJSON(t *testing.T) {
 	}
 	if ex.ModelType != "gpt2" || ex.Plan != plan.String() || ex.Placement != "4" || ex.CPUs != 16 || ex.State != "RUNNING" {
 		t.Errorf("job fields = %+v", ex)
+	}
+	if ex.Waited == nil || !ex.Waited.Equal(fixedNow.Add(-150*time.Minute)) {
+		t.Errorf("waited_until = %v, want %v", ex.Waited, fixedNow.Add(-150*time.Minute))
 	}
 	if ex.Fit == nil || ex.Fit.Samples != 9 || ex.Fit.RMSLE != 0.05 || ex.Fit.Origin != "profile" || !cmp.Equal(ex.Fit.Pinned, []string{"k_off"}) {
 		t.Errorf("fit = %+v", ex.Fit)
@@ -271,6 +274,7 @@ func TestExplainText(t *testing.T) {
 	}
 	for _, want := range []string{
 		"job 42: model gpt2, class guaranteed, tenant physics, state RUNNING",
+		"waited for its --begin or dependencies until 2026-11-08T09:30:00Z: queued since",
 		"fit #1: RMSLE 0.0500, MAPE 4.50 %, 9 samples, profile",
 		"current plan dp4.tp1.pp1.mb2.a8.z0 on 4, 16 CPUs",
 		"(current)",
@@ -296,6 +300,9 @@ func TestExplainText(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("rigid job output lacks %q:\n%s", want, out.String())
 		}
+	}
+	if strings.Contains(out.String(), "waited") {
+		t.Errorf("job 43, which never waited for a --begin or dependency, is said to:\n%s", out.String())
 	}
 }
 
