@@ -89,7 +89,7 @@ func TestExplainJSON(t *testing.T) {
 		t.Errorf("job fields = %+v", ex)
 	}
 	if ex.Waited == nil || !ex.Waited.Equal(fixedNow.Add(-150*time.Minute)) {
-		t.Errorf("waited_until = %v, want %v", ex.Waited, fixedNow.Add(-150*time.Minute))
+		t.Errorf("last_seen_waiting = %v, want %v", ex.Waited, fixedNow.Add(-150*time.Minute))
 	}
 	if ex.Fit == nil || ex.Fit.Samples != 9 || ex.Fit.RMSLE != 0.05 || ex.Fit.Origin != "profile" || !cmp.Equal(ex.Fit.Pinned, []string{"k_off"}) {
 		t.Errorf("fit = %+v", ex.Fit)
@@ -274,7 +274,7 @@ func TestExplainText(t *testing.T) {
 	}
 	for _, want := range []string{
 		"job 42: model gpt2, class guaranteed, tenant physics, state RUNNING",
-		"waited for its --begin or dependencies until 2026-11-08T09:30:00Z: queued since",
+		"last seen waiting for its --begin or dependencies at 2026-11-08T09:30:00Z; its age in the queue counts from then",
 		"fit #1: RMSLE 0.0500, MAPE 4.50 %, 9 samples, profile",
 		"current plan dp4.tp1.pp1.mb2.a8.z0 on 4, 16 CPUs",
 		"(current)",
