@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -949,7 +950,7 @@ func arrayTask(j slurm.Job) (array, task int64) {
 func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions []slurm.Action, took time.Duration, registered func(string) bool) (store.Decision, error) {
 	// A job's wait for its --begin or dependencies goes to the store when
 	// rubick explain is told of it, and, the cycle after its last, with
-	// the job's first planned cycle (the time of that last wait), not
+	// the job's first record after it (the time of that last wait), not
 	// every cycle.
 	deferred := make(map[int]time.Time, len(v.Deferred))
 	for _, j := range v.Deferred {
@@ -957,7 +958,8 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 	}
 	// upsert records a job outside the snapshot.
 	upsert := func(j slurm.Job) error {
-		sj := store.Job{ID: int64(j.ID), Class: store.BestEffort, State: j.State, Submitted: submitTime(j), Deferred: deferred[j.ID]}
+		sj := store.Job{ID: int64(j.ID), Class: store.BestEffort, State: j.State, Submitted: submitTime(j),
+			Deferred: cmp.Or(deferred[j.ID], d.deferredSeen[j.ID])}
 		sj.ArrayJobID, sj.ArrayTaskID = arrayTask(j)
 		if j.Tag != nil && registered(j.Tag.ModelType) {
 			sj.ModelType = j.Tag.ModelType

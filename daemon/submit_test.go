@@ -176,3 +176,38 @@ func TestCycleAgeFromLastWait(t *testing.T) {
 		})
 	}
 }
+
+// A job whose wait ends in a cycle that releases it as submitted (here
+// --exclusive) gets its last wait stored as a planned one does.
+func TestCycleStoresLastWaitOfRigidJob(t *testing.T) {
+	ctx := context.Background()
+	j := heldJob(21, "bert", 1, 4)
+	j.Exclusive = true
+	waiting := j
+	waiting.Dependency = "afterok:20(unfulfilled)"
+	first := slurm.Job{ID: 20, Partition: "gpu", State: slurm.StateRunning, NodeList: []string{"node2"}, GPUsPerNode: 1, CPUs: 1}
+	c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{first, waiting}}
+	a := &fakeApplier{}
+	d, st := newTestDaemonWith(t, c, a, func(*Config) {})
+	var now time.Time
+	d.deps.Now = func() time.Time { return now }
+	for _, at := range []time.Duration{-4 * time.Hour, 0, time.Minute} {
+		if at == time.Minute {
+			c.jobs = []slurm.Job{j}
+		}
+		now = t0.Add(at)
+		if _, err := d.Cycle(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := startedJobs(a); len(got) != 1 {
+		t.Fatalf("started %v, want job 21 released as submitted", got)
+	}
+	got, err := st.Deferred(ctx, []int64{21})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(map[int64]time.Time{21: t0}, got); d != "" {
+		t.Errorf("stored last wait (-want +got):\n%s", d)
+	}
+}
