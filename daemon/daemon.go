@@ -700,6 +700,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	}
 	rep.Jobs = len(view.Snapshot.Jobs)
 	d.countJobs(jobs)
+	d.deps.Metrics.setQueuedAge(view.Snapshot)
 	if len(view.Starting) > 0 {
 		// Deciding now would see released jobs as queued and their nodes
 		// as free; wait for Slurm to start them.

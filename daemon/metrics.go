@@ -2,10 +2,14 @@ package daemon
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/rubick-sched/rubick/policy"
+	"github.com/rubick-sched/rubick/slurm"
 )
 
 // Metrics are rubickd's Prometheus metrics, registered on their own
@@ -27,6 +31,7 @@ type Metrics struct {
 	LastCycle      prometheus.Gauge
 	TokenExpiry    prometheus.Gauge
 	OtherWrites    prometheus.Counter
+	QueuedAge      *prometheus.GaugeVec
 }
 
 // NewMetrics creates and registers every metric.
@@ -91,12 +96,16 @@ func NewMetrics() *Metrics {
 			Name: "rubick_slurm_token_expiry_timestamp_seconds",
 			Help: "Unix time at which rubickd's slurmrestd JWT expires (its exp claim); 0 when it has none or is not a JWT.",
 		}),
+		QueuedAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rubick_queued_age_seconds",
+			Help: "How long the longest-queued job the policy plans has queued, at the last cycle, as the policy ages it (from its first submission, or from the end of its wait for its --begin or dependencies); 0 when none queues. class: guaranteed, best-effort. Best-effort jobs past policy.starvation_age go first.",
+		}, []string{"class"}),
 		OtherWrites: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rubick_other_rubickd_writes_total",
 			Help: "Job tags seen changed since the last cycle with another rubickd's name in them (tag by=): a second rubickd manages the same cluster. The one that started later stops.",
 		}),
 	}
-	m.Registry.MustRegister(m.CycleDuration, m.PolicyDuration, m.Actions, m.SlurmErrors, m.Jobs, m.Samples, m.LaunchNotices, m.RestartCost, m.RigidReserved, m.GroupLimited, m.GroupAllowed, m.GroupInUse, m.LastCycle, m.TokenExpiry, m.OtherWrites,
+	m.Registry.MustRegister(m.CycleDuration, m.PolicyDuration, m.Actions, m.SlurmErrors, m.Jobs, m.Samples, m.LaunchNotices, m.RestartCost, m.RigidReserved, m.GroupLimited, m.GroupAllowed, m.GroupInUse, m.LastCycle, m.TokenExpiry, m.OtherWrites, m.QueuedAge,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -104,6 +113,25 @@ func NewMetrics() *Metrics {
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+}
+
+// setQueuedAge sets rubick_queued_age_seconds from snapshot s: per class,
+// the longest a job without an allocation has queued (Job.Submit).
+func (m *Metrics) setQueuedAge(s *policy.Snapshot) {
+	age := map[string]time.Duration{slurm.ClassGuaranteed: 0, slurm.ClassBestEffort: 0}
+	for _, j := range s.Jobs {
+		if len(j.Alloc) > 0 {
+			continue
+		}
+		c := slurm.ClassBestEffort
+		if j.Guaranteed {
+			c = slurm.ClassGuaranteed
+		}
+		age[c] = max(age[c], s.Now.Sub(j.Submit))
+	}
+	for c, a := range age {
+		m.QueuedAge.WithLabelValues(c).Set(a.Seconds())
+	}
 }
 
 // setGroups sets the group gauges to groups, dropping those of limits no

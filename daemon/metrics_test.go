@@ -17,6 +17,7 @@ func TestMetricsExposeDocumentedNames(t *testing.T) {
 	m.RigidReserved.Set(8)
 	m.GroupLimited.Set(2)
 	m.OtherWrites.Inc()
+	m.QueuedAge.WithLabelValues("best-effort").Set(90)
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL)
@@ -34,6 +35,7 @@ func TestMetricsExposeDocumentedNames(t *testing.T) {
 		`rubick_rigid_reserved_gpus 8`,
 		`rubick_group_limited_jobs 2`,
 		`rubick_other_rubickd_writes_total 1`,
+		`rubick_queued_age_seconds{class="best-effort"} 90`,
 		"# HELP rubick_policy_duration_seconds",
 	} {
 		if !strings.Contains(string(body), want) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/rubick-sched/rubick/policy"
 	"github.com/rubick-sched/rubick/slurm"
@@ -160,6 +161,20 @@ func TestCycleAgeFromLastWait(t *testing.T) {
 				}
 				if starving := act.Reason == policy.ReasonStarving; starving != tc.requeued {
 					t.Errorf("cycle %d: start reason %q (%s); want starvation: %v", cycle+3, act.Reason, act.Detail, tc.requeued)
+				}
+			}
+			// The fake cluster still lists it queued: so does the metric.
+			wantAge := 2 * time.Minute
+			if tc.requeued {
+				wantAge = 5*time.Hour + 2*time.Minute
+			}
+			for class, want := range map[string]time.Duration{slurm.ClassBestEffort: wantAge, slurm.ClassGuaranteed: 0} {
+				var m dto.Metric
+				if err := d.deps.Metrics.QueuedAge.WithLabelValues(class).Write(&m); err != nil {
+					t.Fatal(err)
+				}
+				if got := m.GetGauge().GetValue(); got != want.Seconds() {
+					t.Errorf("rubick_queued_age_seconds{class=%q} = %v, want %v", class, got, want.Seconds())
 				}
 			}
 			got, err := st.Deferred(ctx, []int64{21})
