@@ -5,7 +5,7 @@ PKGS      := ./...
 LAB       ?= /tmp/rubick-lab
 export LAB
 
-.PHONY: help build demo check test vet lint fmt-check man man-check bench integration integration-2411 e2e lab-up lab-down generate clean
+.PHONY: help build demo check test vet lint fmt-check man man-check alerts-check bench integration integration-2411 e2e lab-up lab-down generate clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -45,6 +45,7 @@ integration: ## tests against the local Slurm lab (installs and starts it when r
 	else echo "SKIP: SPANK validator unit test (no C compiler)"; fi
 	@if command -v lua5.1 >/dev/null; then lua5.1 contrib/slurm/test_job_submit.lua; \
 	else echo "SKIP: job_submit.lua unit test (no lua5.1)"; fi
+	@scripts/check-alerts.sh
 	@if [ -r "$(LAB)/env.sh" ] && ( . "$(LAB)/env.sh" && scontrol ping 2>/dev/null | grep -q UP ); then \
 	  . "$(LAB)/env.sh" && $(GO) test -tags integration -count=1 ./test/integration/; \
 	else echo "SKIP: real-Slurm integration tests: no Slurm lab running at $(LAB) (as root: make lab-up)"; fi
@@ -99,6 +100,9 @@ spank: ## build the SPANK plugin (contrib/spank) and run its unit test
 
 man: ## regenerate docs/man from every command's --help
 	scripts/gen-man.sh
+
+alerts-check: ## promtool check and unit tests of contrib/prometheus/rubick-alerts.yml (fetches promtool with apt when root)
+	scripts/check-alerts.sh
 
 man-check: ## fail when docs/man differs from the commands' --help
 	scripts/gen-man.sh --check
