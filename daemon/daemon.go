@@ -237,6 +237,7 @@ type CycleReport struct {
 	Reserved *Reservation          `json:"reserved,omitempty"` // free resources held back for a pending rigid job
 	Refitted []string              `json:"refitted,omitempty"` // model types whose current fit changed: a first fit, or a refit on reported samples
 	Groups   []GroupUse            `json:"groups,omitempty"`   // group limits running jobs count against, with their use
+	Queued   map[string]Queue      `json:"queued,omitempty"`   // queued jobs the policy plans, per class
 	CycleID  int64                 `json:"cycle_id,omitempty"`
 	Duration time.Duration         `json:"duration_ns"`
 	Policy   time.Duration         `json:"policy_ns"`
@@ -700,7 +701,8 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	}
 	rep.Jobs = len(view.Snapshot.Jobs)
 	d.countJobs(jobs)
-	d.deps.Metrics.setQueuedAge(view.Snapshot)
+	rep.Queued = queues(view.Snapshot)
+	d.deps.Metrics.setQueuedAge(rep.Queued)
 	if len(view.Starting) > 0 {
 		// Deciding now would see released jobs as queued and their nodes
 		// as free; wait for Slurm to start them.

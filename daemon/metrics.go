@@ -115,10 +115,17 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
 }
 
-// setQueuedAge sets rubick_queued_age_seconds from snapshot s: per class,
-// the longest a job without an allocation has queued (Job.Submit).
-func (m *Metrics) setQueuedAge(s *policy.Snapshot) {
-	age := map[string]time.Duration{slurm.ClassGuaranteed: 0, slurm.ClassBestEffort: 0}
+// Queue is how many jobs of one class the policy plans queue, and the
+// longest any has queued, as the policy ages it (policy.Job.Submit).
+type Queue struct {
+	Jobs    int           `json:"jobs"`
+	Longest time.Duration `json:"longest_ns"`
+}
+
+// queues are the queued jobs of snapshot s (those without an allocation)
+// per class, guaranteed and best-effort, both always present.
+func queues(s *policy.Snapshot) map[string]Queue {
+	out := map[string]Queue{slurm.ClassGuaranteed: {}, slurm.ClassBestEffort: {}}
 	for _, j := range s.Jobs {
 		if len(j.Alloc) > 0 {
 			continue
@@ -127,10 +134,18 @@ func (m *Metrics) setQueuedAge(s *policy.Snapshot) {
 		if j.Guaranteed {
 			c = slurm.ClassGuaranteed
 		}
-		age[c] = max(age[c], s.Now.Sub(j.Submit))
+		q := out[c]
+		q.Jobs++
+		q.Longest = max(q.Longest, s.Now.Sub(j.Submit))
+		out[c] = q
 	}
-	for c, a := range age {
-		m.QueuedAge.WithLabelValues(c).Set(a.Seconds())
+	return out
+}
+
+// setQueuedAge sets rubick_queued_age_seconds from the queues.
+func (m *Metrics) setQueuedAge(q map[string]Queue) {
+	for c, q := range q {
+		m.QueuedAge.WithLabelValues(c).Set(q.Longest.Seconds())
 	}
 }
 

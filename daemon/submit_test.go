@@ -142,12 +142,14 @@ func TestCycleAgeFromLastWait(t *testing.T) {
 				}
 			}
 			c.jobs = []slurm.Job{j}
+			var rep CycleReport
 			for cycle, at := range []time.Duration{time.Minute, 2 * time.Minute} {
 				if cycle == 1 {
 					d.deferredSeen = nil // a rubickd that did not see the wait
 				}
 				now, a.got = t0.Add(at), nil
-				if _, err := d.Cycle(ctx, false); err != nil {
+				var err error
+				if rep, err = d.Cycle(ctx, false); err != nil {
 					t.Fatal(err)
 				}
 				oneStart(t, a)
@@ -163,10 +165,14 @@ func TestCycleAgeFromLastWait(t *testing.T) {
 					t.Errorf("cycle %d: start reason %q (%s); want starvation: %v", cycle+3, act.Reason, act.Detail, tc.requeued)
 				}
 			}
-			// The fake cluster still lists it queued: so does the metric.
+			// The fake cluster still lists it queued: so do the cycle's
+			// report and the metric.
 			wantAge := 2 * time.Minute
 			if tc.requeued {
 				wantAge = 5*time.Hour + 2*time.Minute
+			}
+			if diff := cmp.Diff(map[string]Queue{slurm.ClassBestEffort: {Jobs: 1, Longest: wantAge}, slurm.ClassGuaranteed: {}}, rep.Queued); diff != "" {
+				t.Errorf("queued (-want +got):\n%s", diff)
 			}
 			for class, want := range map[string]time.Duration{slurm.ClassBestEffort: wantAge, slurm.ClassGuaranteed: 0} {
 				var m dto.Metric

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rubick-sched/rubick/daemon"
+	"github.com/rubick-sched/rubick/slurm"
 	"github.com/rubick-sched/rubick/store"
 )
 
@@ -64,6 +65,9 @@ type daemonView struct {
 	// Groups are the group limits (GrpTRES and the like) running jobs
 	// count against, with what they hold.
 	Groups []daemon.GroupUse `json:"groups"`
+	// Queued counts the queued jobs the policy plans per class, with the
+	// longest any has queued; absent before the first planned cycle.
+	Queued map[string]daemon.Queue `json:"queued,omitempty"`
 }
 
 // jobList is one of the last cycle's lists of jobs, with why each is on it.
@@ -183,7 +187,7 @@ func probeDaemon(ctx context.Context, c *http.Client, base string, timeout time.
 	maps.Copy(d.Skipped, rep.Skipped)
 	maps.Copy(d.Ignored, rep.Ignored)
 	maps.Copy(d.Adjusted, rep.Adjusted)
-	d.Reserved, d.Groups = rep.Reserved, rep.Groups
+	d.Reserved, d.Groups, d.Queued = rep.Reserved, rep.Groups, rep.Queued
 	return d
 }
 
@@ -267,6 +271,15 @@ func (v *statusView) readStore(ctx context.Context, st statusStore, now time.Tim
 	return nil
 }
 
+// queueNote says how many jobs of class queue and the longest any has.
+func queueNote(class string, q map[string]daemon.Queue) string {
+	c := q[class]
+	if c.Jobs == 0 {
+		return "0 " + class
+	}
+	return fmt.Sprintf("%d %s (longest %s)", c.Jobs, class, c.Longest.Round(time.Second))
+}
+
 func (v *statusView) write(w io.Writer) error {
 	ew := &stickyWriter{w: w}
 	d := v.Daemon
@@ -284,6 +297,9 @@ func (v *statusView) write(w io.Writer) error {
 			for _, id := range sortedKeys(l.jobs) {
 				fmt.Fprintf(ew, "    %s job %s: %s\n", l.name, jobLabel(int64(id), v.ArrayTasks[id]), l.jobs[id])
 			}
+		}
+		if len(d.Queued) > 0 {
+			fmt.Fprintf(ew, "  queued: %s, %s\n", queueNote(slurm.ClassGuaranteed, d.Queued), queueNote(slurm.ClassBestEffort, d.Queued))
 		}
 		if r := d.Reserved; r != nil {
 			fmt.Fprintf(ew, "  held for rigid job %d: %d free GPUs on %s\n", r.JobID, r.GPUs, strings.Join(r.Nodes, ","))

@@ -45,6 +45,7 @@ func TestStatusJSON(t *testing.T) {
 		Failed:   map[int]string{44: "scontrol: rc=1"},
 		Adjusted: map[int]string{46: "no feasible plan for model llama7 on its request of 1 GPU on 1 node; planned from 2 GPUs on 1 node"},
 		Reserved: &daemon.Reservation{JobID: 45, Nodes: []string{"n2"}, GPUs: 8},
+		Queued:   map[string]daemon.Queue{slurm.ClassGuaranteed: {}, slurm.ClassBestEffort: {Jobs: 2, Longest: 4*time.Hour + 90*time.Second}},
 		Groups: []daemon.GroupUse{
 			{Limit: "QOS normal GrpTRES", RunMins: "QOS normal GrpTRESRunMins", Jobs: "QOS normal GrpJobs",
 				InUse:   daemon.TRESAmounts{GPUs: 12, CPUs: 48, MemMB: 1000, Billing: 30, GPURunMins: 600, CPURunMins: 2400, BillingRunMins: 1800, Jobs: 3},
@@ -88,6 +89,9 @@ func TestStatusJSON(t *testing.T) {
 	if diff := cmp.Diff(rep.Groups, d.Groups); diff != "" {
 		t.Errorf("groups (-want +got):\n%s", diff)
 	}
+	if diff := cmp.Diff(rep.Queued, d.Queued); diff != "" {
+		t.Errorf("queued (-want +got):\n%s", diff)
+	}
 	if diff := cmp.Diff(map[string]int{"RUNNING": 1}, v.JobsByState); diff != "" {
 		t.Errorf("managed jobs (-want +got):\n%s", diff)
 	}
@@ -117,7 +121,7 @@ func TestStatusJSON(t *testing.T) {
 	}
 	for _, want := range []string{" (by=head1/4242/2026-11-25T05:00:00Z): healthy, last cycle 7 at ", "applied 1, failed 1, skipped 0, ignored 0, adjusted 1\n", "    failed job 44: scontrol: rc=1\n",
 		"    adjusted job 46: no feasible plan for model llama7 on its request of 1 GPU on 1 node; planned from 2 GPUs on 1 node\n",
-		"  held for rigid job 45: 8 free GPUs on n2\n",
+		"\n  queued: 0 guaranteed, 2 best-effort (longest 4h1m30s)\n  held for rigid job 45: 8 free GPUs on n2\n",
 		"  group limits (in use / allowed):\n    QOS normal GrpTRES: 12/16 GPUs, 30/40 billing; QOS normal GrpTRESRunMins: 600/640 GPU-minutes; QOS normal GrpJobs: 3/4 running jobs\n    association root GrpTRES: 32768/65536 MB of memory; association root GrpTRESRunMins: 1200/5000 CPU-minutes\n    association physics GrpTRESMins: 700/1000 GPU-minutes (100 used, 600 to run)\nstore "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
