@@ -900,9 +900,10 @@ type View struct {
 	// Marked lists pending jobs someone else requeued held
 	// (slurm.RequeuedByOther), to mark held by their user (HoldActions).
 	Marked []slurm.Job
-	// Deferred lists held jobs that have never run and wait for their
-	// --begin or their dependencies: they queue for GPUs only from the
-	// cycle they stop (JobFacts.Deferred).
+	// Deferred lists held jobs that do not queue for GPUs: held by their
+	// user or an administrator, or, never run, waiting for their --begin
+	// or their dependencies. They queue from the cycle that wait ends
+	// (JobFacts.Deferred).
 	Deferred []slurm.Job
 	// jobs are the jobs the View was built from, by ID.
 	jobs map[int]slurm.Job
@@ -964,8 +965,9 @@ type JobFacts struct {
 	// IterS is the iteration time the running job reports on its current
 	// run; 0 when unknown.
 	IterS float64
-	// Deferred is when rubickd last saw the job wait for its --begin or
-	// dependencies before its first start (View.Deferred); zero: never.
+	// Deferred is when rubickd last saw the job held by its user or an
+	// administrator, or, before its first start, wait for its --begin or
+	// dependencies (View.Deferred); zero: never.
 	Deferred time.Time
 }
 
@@ -1160,15 +1162,18 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 				// hold reads JobHeldUser), or, of a job rubick held, the
 				// field job_submit.lua writes.
 				v.Unmanaged[j.ID] = "held by an administrator (scontrol hold); planned once released"
+				v.noteDeferred(j, true)
 				continue
 			}
 			if slurm.HeldByUser(j) {
 				v.Unmanaged[j.ID] = fmt.Sprintf("held by its user (%s in its comment: sbatch --hold or scontrol hold); planned once they release it (scontrol release)", slurm.UserHoldWord)
+				v.noteDeferred(j, true)
 				continue
 			}
 			if slurm.RequeuedByOther(j) {
 				v.Unmanaged[j.ID] = "requeued and held by its user or an administrator (scontrol requeuehold); planned once they release it (scontrol release)"
 				v.Marked = append(v.Marked, j)
+				v.noteDeferred(j, true)
 				continue
 			}
 			if in.ReleaseAll {
@@ -1272,7 +1277,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			// requeued job may start): a size chosen now would be stale
 			// by then, and GPUs planned for it would stay idle.
 			v.Unmanaged[j.ID] = fmt.Sprintf("waits for its begin time %s; planned once it comes", j.EligibleTime.UTC().Format(time.RFC3339))
-			v.noteDeferred(j)
+			v.noteDeferred(j, false)
 			continue
 		}
 		singleton := firstNamed[[2]string{j.Name, j.User}] < j.ID // an earlier job of its name and user has not ended
@@ -1282,7 +1287,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			why := j.Reason
 			if j.Held {
 				why = "dependency " + j.Dependency
-				v.noteDeferred(j)
+				v.noteDeferred(j, false)
 			}
 			v.Unmanaged[j.ID] = fmt.Sprintf("waits for %s; planned once Slurm lets it start", why)
 			continue
@@ -1659,18 +1664,20 @@ func recordSubmit(tag *slurm.Tag, j slurm.Job) {
 	}
 }
 
-// noteDeferred lists held job j, waiting for its --begin or dependencies, in
-// Deferred if it has never run. A requeued job waits its few seconds
-// before its begin time too, and has queued since its first wait.
-func (v *View) noteDeferred(j slurm.Job) {
-	if j.RestartCount == 0 && (j.Tag == nil || j.Tag.Generation == 0) {
+// noteDeferred lists held job j in Deferred: held by its user or an
+// administrator (hold), or waiting for its --begin or dependencies if it
+// has never run. A requeued job waits its few seconds before its begin
+// time too, and has queued since its first wait; a hold is someone's
+// decision whenever it comes, and Slurm ages no held job either.
+func (v *View) noteDeferred(j slurm.Job, hold bool) {
+	if hold || j.RestartCount == 0 && (j.Tag == nil || j.Tag.Generation == 0) {
 		v.Deferred = append(v.Deferred, j)
 	}
 }
 
 // queuedSince is when job j, submitted at submitTime(j), began to queue
 // for GPUs: the later of that and deferred, when rubickd last saw it wait
-// for its --begin or dependencies (zero: never). A chain of jobs, each
+// for a hold's release, its --begin or dependencies (zero: never). A chain of jobs, each
 // waiting for the one before it, does not reach the starvation age by
 // the time the chain's first jobs ran.
 func queuedSince(j slurm.Job, deferred time.Time) time.Time {

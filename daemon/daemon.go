@@ -405,7 +405,7 @@ func (d *Daemon) jobFacts(ctx context.Context, jobs []slurm.Job) (map[int]JobFac
 	deferred, err := d.deps.Store.Deferred(ctx, ids)
 	if err != nil {
 		// Their age then counts from their submission, as before they waited.
-		d.deps.Logger.Warn("reading when jobs last waited for their begin time or dependencies failed", "err", err)
+		d.deps.Logger.Warn("reading when jobs last waited for a release, their begin time or dependencies failed", "err", err)
 	}
 	for id, t := range deferred {
 		f := out[int(id)]
@@ -951,7 +951,7 @@ func arrayTask(j slurm.Job) (array, task int64) {
 // record stores the jobs, the decision with its reasons, and the actions
 // as pending, in that order.
 func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions []slurm.Action, took time.Duration, registered func(string) bool) (store.Decision, error) {
-	// A job's wait for its --begin or dependencies goes to the store when
+	// A job's wait for a release, its --begin or dependencies goes to the store when
 	// rubick explain is told of it, and, the cycle after its last, with
 	// the job's first record after it (the time of that last wait), not
 	// every cycle.

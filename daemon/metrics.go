@@ -98,7 +98,7 @@ func NewMetrics() *Metrics {
 		}),
 		QueuedAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "rubick_queued_age_seconds",
-			Help: "How long the longest-queued job the policy plans has queued, at the last cycle, as the policy ages it (from its first submission, or from the end of its wait for its --begin or dependencies); 0 when none queues. class: guaranteed, best-effort. Best-effort jobs past policy.starvation_age go first.",
+			Help: "How long the longest-queued job the policy plans has queued, at the last cycle, as the policy ages it (from its first submission, or from the end of its hold by its user or an administrator, or of its wait for its --begin or dependencies); 0 when none queues. class: guaranteed, best-effort. Best-effort jobs past policy.starvation_age go first.",
 		}, []string{"class"}),
 		OtherWrites: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rubick_other_rubickd_writes_total",

@@ -100,21 +100,25 @@ func TestCycleKeepsFirstSubmit(t *testing.T) {
 // --begin, from four hours ago until a minute ago has queued for a minute:
 // it is not starving, though its submission and its first wait are past
 // the starvation age. The store keeps the last cycle it waited, for a
-// rubickd that did not see it wait. A job that ran before waits a few
+// rubickd that did not see it wait. So for a job its user held, or one
+// its user requeued held after it ran. A job that ran before waits a few
 // seconds for the begin time Slurm gives it at a requeue: it is as old as
 // its submission.
 func TestCycleAgeFromLastWait(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		wait     func(j *slurm.Job, jobs *[]slurm.Job) // until t0; undone after
-		requeued bool
+		requeued bool                                  // it ran before
+		starving bool                                  // aged from its submission
 	}{
 		{"dependency", func(j *slurm.Job, jobs *[]slurm.Job) {
 			j.Dependency = "afterok:20(unfulfilled)"
 			*jobs = append(*jobs, slurm.Job{ID: 20, Partition: "gpu", State: slurm.StateRunning, NodeList: []string{"node2"}, GPUsPerNode: 1, CPUs: 1})
-		}, false},
-		{"begin", func(j *slurm.Job, _ *[]slurm.Job) { j.EligibleTime = t0.Add(30 * time.Second) }, false},
-		{"requeued", func(j *slurm.Job, _ *[]slurm.Job) { j.EligibleTime = t0.Add(10 * time.Second) }, true},
+		}, false, false},
+		{"begin", func(j *slurm.Job, _ *[]slurm.Job) { j.EligibleTime = t0.Add(30 * time.Second) }, false, false},
+		{"requeued", func(j *slurm.Job, _ *[]slurm.Job) { j.EligibleTime = t0.Add(10 * time.Second) }, true, true},
+		{"user's hold", func(j *slurm.Job, _ *[]slurm.Job) { j.Comment = slurm.UserHoldWord }, false, false},
+		{"requeued held by its user", func(j *slurm.Job, _ *[]slurm.Job) { j.RestartCount = 2 }, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -137,8 +141,8 @@ func TestCycleAgeFromLastWait(t *testing.T) {
 				if _, err := d.Cycle(ctx, false); err != nil {
 					t.Fatal(err)
 				}
-				if len(a.got) != 0 {
-					t.Fatalf("actions %+v while it waits, want none", a.got)
+				if got := startedJobs(a); len(got) != 0 {
+					t.Fatalf("started %v while it waits, want none", got)
 				}
 			}
 			c.jobs = []slurm.Job{j}
@@ -161,14 +165,14 @@ func TestCycleAgeFromLastWait(t *testing.T) {
 				if err := json.Unmarshal(reasons[0].Reason, &act); err != nil {
 					t.Fatal(err)
 				}
-				if starving := act.Reason == policy.ReasonStarving; starving != tc.requeued {
-					t.Errorf("cycle %d: start reason %q (%s); want starvation: %v", cycle+3, act.Reason, act.Detail, tc.requeued)
+				if starving := act.Reason == policy.ReasonStarving; starving != tc.starving {
+					t.Errorf("cycle %d: start reason %q (%s); want starvation: %v", cycle+3, act.Reason, act.Detail, tc.starving)
 				}
 			}
 			// The fake cluster still lists it queued: so do the cycle's
 			// report and the metric.
 			wantAge := 2 * time.Minute
-			if tc.requeued {
+			if tc.starving {
 				wantAge = 5*time.Hour + 2*time.Minute
 			}
 			if diff := cmp.Diff(map[string]Queue{slurm.ClassBestEffort: {Jobs: 1, Longest: wantAge}, slurm.ClassGuaranteed: {}}, rep.Queued); diff != "" {
@@ -188,7 +192,7 @@ func TestCycleAgeFromLastWait(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := map[int64]time.Time{21: t0}
-			if tc.requeued {
+			if tc.starving {
 				want = map[int64]time.Time{}
 			}
 			if d := cmp.Diff(want, got); d != "" {

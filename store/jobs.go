@@ -45,9 +45,10 @@ type Job struct {
 	// (squeue's A_T), once split off the array; ArrayJobID is 0 for other
 	// jobs.
 	ArrayJobID, ArrayTaskID int64
-	// Deferred is when rubickd last saw the job, before its first start,
-	// wait for its --begin or its dependencies: it has queued for GPUs
-	// since. Zero when never; UpsertJob then keeps the stored one.
+	// Deferred is when rubickd last saw the job held by its user or an
+	// administrator, or, before its first start, wait for its --begin or
+	// its dependencies: it has queued for GPUs since. Zero when never;
+	// UpsertJob then keeps the stored one.
 	Deferred time.Time
 }
 
@@ -215,9 +216,8 @@ func scanJob(sc scanner) (Job, error) {
 	return j, nil
 }
 
-// Deferred returns, for those of the jobs ids the store has seen wait for
-// their --begin or dependencies before their first start, when it last
-// saw them wait (Job.Deferred).
+// Deferred returns, for those of the jobs ids the store has seen wait
+// outside the queue (Job.Deferred), when it last saw them wait.
 func (s *Store) Deferred(ctx context.Context, ids []int64) (map[int64]time.Time, error) {
 	args := make([]any, 0, len(ids))
 	for _, id := range ids {

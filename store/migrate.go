@@ -26,7 +26,7 @@ func migrations() []migration {
 		{version: 4, name: "launch lines' global batch", up: schemaV4},
 		{version: 5, name: "job array tasks", up: schemaV5},
 		{version: 6, name: "jobs' model type without their global batch", up: schemaV6},
-		{version: 7, name: "jobs' wait for their begin time or dependencies", up: schemaV7},
+		{version: 7, name: "jobs' waits outside the queue (holds, begin times, dependencies)", up: schemaV7},
 	}
 }
 
@@ -219,9 +219,10 @@ WHERE instr(model_type, '@gb') > 1
 	AND substr(model_type, instr(model_type, '@gb') + 3) NOT GLOB '*[^0-9]*';
 `
 
-// schemaV7 keeps when a job last waited, before its first start, for its
-// --begin or its dependencies: its age in the queue counts from then, not
-// from its submission.
+// schemaV7 keeps when a job last waited outside the queue: held by its
+// user or an administrator, or, before its first start, for its --begin or
+// its dependencies. Its age in the queue counts from then, not from its
+// submission.
 const schemaV7 = `
 ALTER TABLE jobs ADD COLUMN deferred_ns INTEGER;
 `

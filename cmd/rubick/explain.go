@@ -32,8 +32,8 @@ type explanation struct {
 	Tenant    string    `json:"tenant"`
 	State     string    `json:"state"`
 	Submitted time.Time `json:"submitted"`
-	// Waited is when rubickd last saw the job wait for its --begin or
-	// dependencies before its first start, as stored (the first cycle
+	// Waited is when rubickd last saw the job held by its user or an
+	// administrator, or wait for its --begin or dependencies, as stored (the first cycle
 	// that saw a wait, then the last one before it ended): its age in the
 	// queue counts from then. Omitted when it never waited.
 	Waited  *time.Time `json:"last_seen_waiting,omitempty"`
@@ -382,7 +382,7 @@ func (ex *explanation) write(w io.Writer) error {
 	fmt.Fprintf(ew, "job %s: model %s, class %s, tenant %s, state %s\n", jobLabel(ex.JobID, ex.ArrayTask), mt, orDash(ex.Class), orDash(ex.Tenant), ex.State)
 	fmt.Fprintf(ew, "  submitted %s, last seen %s, store %s\n", utcTime(ex.Submitted), utcTime(ex.Updated), ex.Store)
 	if ex.Waited != nil {
-		fmt.Fprintf(ew, "  last seen waiting for its --begin or dependencies at %s; its age in the queue counts from then\n", utcTime(*ex.Waited))
+		fmt.Fprintf(ew, "  last seen held or waiting for its --begin or dependencies at %s; its age in the queue counts from then\n", utcTime(*ex.Waited))
 	}
 	if ex.Cannot != "" {
 		fmt.Fprintf(ew, "  its launch line cannot run plans with %s (reported by rubick-srun); no plan shown or chosen uses them\n", ex.Cannot)

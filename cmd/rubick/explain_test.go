@@ -274,7 +274,7 @@ func TestExplainText(t *testing.T) {
 	}
 	for _, want := range []string{
 		"job 42: model gpt2, class guaranteed, tenant physics, state RUNNING",
-		"last seen waiting for its --begin or dependencies at 2026-11-08T09:30:00Z; its age in the queue counts from then",
+		"last seen held or waiting for its --begin or dependencies at 2026-11-08T09:30:00Z; its age in the queue counts from then",
 		"fit #1: RMSLE 0.0500, MAPE 4.50 %, 9 samples, profile",
 		"current plan dp4.tp1.pp1.mb2.a8.z0 on 4, 16 CPUs",
 		"(current)",
