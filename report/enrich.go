@@ -36,7 +36,7 @@ const sloTolerance = 1e-6
 // report header.
 func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.Env) error {
 	r.Store, r.storeSet = name, true
-	measured, requeues := 0, 0
+	measured, requeues, waited := 0, 0, 0
 	preds := map[string]*model.Predictor{}
 	predErr := map[string]error{}
 	predictor := func(mt string) (*model.Predictor, error) {
@@ -77,15 +77,18 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 			requeues += len(j.requeues)
 		}
 		j.StorePlans = PlanChanges(hist, costs)
-		if j.Class == "" {
-			if sj, err := st.Job(ctx, id); err == nil {
-				j.Class = string(sj.Class)
-				if j.ModelType == NoModel && sj.ModelType != "" {
-					j.ModelType = sj.ModelType
-				}
-			} else if !errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("report: %w", err)
+		sj, err := st.Job(ctx, id)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("report: %w", err)
+		}
+		if err == nil && j.Class == "" {
+			j.Class = string(sj.Class)
+			if j.ModelType == NoModel && sj.ModelType != "" {
+				j.ModelType = sj.ModelType
 			}
+		}
+		if j.queueFrom(sj.Deferred) {
+			waited++
 		}
 		if j.Class != slurm.ClassGuaranteed {
 			continue
@@ -104,8 +107,26 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 	if measured > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d of %d requeues priced at the restart cost rubickd measured; the others at the gap plus the restart overhead", measured, requeues))
 	}
+	if waited > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d job(s) queued from the end of a hold or of a wait for --begin or dependencies that rubickd saw, not from their submission", waited))
+	}
 	r.summarize()
 	return nil
+}
+
+// queueFrom counts the job's queueing delay from waited, when rubickd last
+// saw it held by its user or an administrator or wait for its --begin or
+// dependencies (store.Job.Deferred), where that falls between its
+// submission and its first start: the time before it was not spent
+// waiting for GPUs, and rubickd ages queued jobs the same way. It
+// reports whether it did.
+func (j *Job) queueFrom(waited time.Time) bool {
+	if waited.IsZero() || j.Submit == nil || j.FirstStart == nil || !waited.After(*j.Submit) || !waited.Before(*j.FirstStart) {
+		return false
+	}
+	j.QueuedFrom = &waited
+	j.QueueS = floatPtr(j.FirstStart.Sub(waited).Seconds())
+	return true
 }
 
 // clockSlack absorbs sacct's one-second times when a measured restart is

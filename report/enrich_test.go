@@ -3,6 +3,9 @@ package report
 import (
 	"context"
 	"fmt"
+	"maps"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -231,4 +234,58 @@ func TestEnrichMeasuredRestartCost(t *testing.T) {
 	if !strings.Contains(strings.Join(r.Notes, "\n"), "1 of ") {
 		t.Errorf("notes %q do not say how many requeues were measured", r.Notes)
 	}
+}
+
+// A job rubickd saw held or waiting for its --begin or dependencies after
+// its submission queues from the end of that wait, in its row and in the
+// averages; a wait after its first start (a later hold) changes nothing.
+func TestEnrichQueueFromWait(t *testing.T) {
+	r := load(t, "synthetic.txt", Options{})
+	before := map[string]float64{}
+	for _, j := range r.Jobs {
+		if j.QueueS != nil {
+			before[j.ID] = *j.QueueS
+		}
+	}
+	// Job 101: submitted 10:00, first started 10:05.
+	waited := time.Date(2026, 11, 2, 10, 3, 0, 0, time.UTC)
+	st := &fakeStore{jobs: map[int64]store.Job{
+		101: {ID: 101, ModelType: "gpt2", Class: store.Guaranteed, Deferred: waited},
+		102: {ID: 102, ModelType: "gpt2", Class: store.BestEffort, Deferred: time.Date(2026, 11, 2, 12, 10, 0, 0, time.UTC)},
+	}}
+	avg := r.Overall.AvgQueueS
+	if err := r.Enrich(context.Background(), st, "s.db", model.DefaultEnv()); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	var from *time.Time
+	for _, j := range r.Jobs {
+		if j.QueueS != nil {
+			got[j.ID] = *j.QueueS
+		}
+		if j.ID == "101" {
+			from = j.QueuedFrom
+		}
+	}
+	want := maps.Clone(before)
+	want["101"] = 120
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("queue_s per job (-want +got):\n%s", diff)
+	}
+	if from == nil || !from.Equal(waited) {
+		t.Errorf("job 101 queued_from = %v, want %v", from, waited)
+	}
+	if avg == nil || r.Overall.AvgQueueS == nil || math.Abs(*avg-*r.Overall.AvgQueueS-(before["101"]-120)/float64(len(before))) > 1e-9 {
+		t.Errorf("average queue %v -> %v; want it lower by job 101's %v s over %d jobs", deref(avg), deref(r.Overall.AvgQueueS), before["101"]-120, len(before))
+	}
+	if !slices.ContainsFunc(r.Notes, func(n string) bool { return strings.HasPrefix(n, "1 job(s) queued from the end of a hold") }) {
+		t.Errorf("notes %q; want one saying 1 job queues from the end of its wait", r.Notes)
+	}
+}
+
+func deref(f *float64) any {
+	if f == nil {
+		return nil
+	}
+	return *f
 }

@@ -116,6 +116,11 @@ type Job struct {
 	End        *time.Time `json:"end"`
 	JCTS       *float64   `json:"jct_s"`
 	QueueS     *float64   `json:"queue_s"`
+	// QueuedFrom is when the job began to queue for GPUs, where that is
+	// later than its submission: the end of a hold or of a wait for its
+	// --begin or dependencies, from rubick's store (Enrich). QueueS then
+	// counts from it.
+	QueuedFrom *time.Time `json:"queued_from"`
 	Runs       []Run      `json:"runs"`
 	Requeues   int        `json:"requeues"`
 	Resizes    int        `json:"resizes"`

@@ -339,7 +339,7 @@ func TestJSONKeys(t *testing.T) {
 			"guaranteed", "jobs", "key", "p99_jct_s", "reconfig_lost_gpu_hours", "reconfig_lost_s", "reconfigurations",
 			"requeues", "resizes", "slo_unchecked", "slo_violations", "timed_out", "useful_gpu_hours"}},
 		"job": {job, []string{"account", "below_request", "billing_hours", "class", "end", "finished", "first_start", "gpu_hours",
-			"gpu_tres_missing", "jct_s", "job_id", "model_type", "name", "partition", "plans", "qos", "queue_s",
+			"gpu_tres_missing", "jct_s", "job_id", "model_type", "name", "partition", "plans", "qos", "queue_s", "queued_from",
 			"reconfig_lost_gpu_hours", "reconfig_lost_s", "reconfig_measured", "reconfigurations", "request", "requeues", "resizes", "runs",
 			"slo_detail", "slo_violated", "state", "store_plans", "submit", "tenant", "useful_gpu_hours"}},
 		"run":   {run, []string{"billing", "cpus", "elapsed_s", "end", "gpu_source", "gpus", "nodes", "plan", "start", "state"}},
