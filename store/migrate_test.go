@@ -256,3 +256,29 @@ func TestMigrationV6ModelTypes(t *testing.T) {
 		t.Errorf("model types after migrating (-want +got):\n%s", d)
 	}
 }
+
+// Jobs stored before schema 7 read back with no wait, and take one.
+func TestMigrationV7Deferred(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "rubick.db")
+	v6 := olderDB(t, path, 6)
+	if _, err := v6.ExecContext(ctx, `
+		INSERT INTO jobs(job_id, model_type, class, tenant, state, submitted_ns, first_seen_ns, updated_ns) VALUES
+			(1, NULL, 'best-effort', '', 'PENDING', 5, 1, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	v6.Close()
+	s := openTest(t, path)
+	j, err := s.Job(ctx, 1)
+	if err != nil || !j.Deferred.IsZero() || !j.Submitted.Equal(time.Unix(0, 5).UTC()) {
+		t.Fatalf("job 1 after migrating: %+v, %v; want no wait, its submit time kept", j, err)
+	}
+	waited := time.Unix(1800000000, 0).UTC()
+	j.Deferred = waited
+	if err := s.UpsertJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Deferred(ctx, []int64{1}); err != nil || !got[1].Equal(waited) {
+		t.Errorf("Deferred = %v, %v; want job 1 at %v", got, err, waited)
+	}
+}
