@@ -99,6 +99,7 @@ func PlanChanges(hist []store.Action, costs []store.RestartCost) []PlanChange {
 type Job struct {
 	ID        string `json:"job_id"`
 	Name      string `json:"name"`
+	User      string `json:"user"`
 	Account   string `json:"account"`
 	QOS       string `json:"qos"`
 	Partition string `json:"partition"`
@@ -252,7 +253,7 @@ func groupRows(rows []Row) [][]Row {
 func buildJob(rows []Row, overhead time.Duration) (Job, []*JobError) {
 	last := rows[len(rows)-1]
 	j := Job{
-		ID: last.JobID, Name: last.JobName, Account: last.Account, QOS: last.QOS, Partition: last.Partition,
+		ID: last.JobID, Name: last.JobName, User: last.User, Account: last.Account, QOS: last.QOS, Partition: last.Partition,
 		ModelType: NoModel, State: last.State, Finished: slices.Contains(terminal, last.State),
 		Runs: []Run{}, Plans: []string{},
 	}

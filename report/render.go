@@ -34,7 +34,7 @@ var jobHeader = []string{
 	"job_id", "name", "account", "qos", "partition", "model_type", "class", "tenant", "state", "finished",
 	"submit", "first_start", "end", "jct_s", "queue_s", "runs", "requeues", "resizes", "reconfigurations",
 	"reconfig_lost_s", "reconfig_lost_gpu_hours", "gpu_hours", "useful_gpu_hours", "gpu_tres_missing",
-	"below_request", "slo_violated", "plans", "billing_hours",
+	"below_request", "slo_violated", "plans", "billing_hours", "user",
 }
 
 // WriteCSV writes one row per summary: the overall row (by "all"), then
@@ -51,7 +51,7 @@ func (r *Report) WriteCSV(w io.Writer, jobs bool) error {
 				strconv.Itoa(j.Resizes), strconv.Itoa(j.Reconfigurations), num(j.ReconfigLostS),
 				num(j.ReconfigLostGPUHours), num(j.GPUHours), num(j.UsefulGPUHours),
 				strconv.FormatBool(j.GPUTRESMissing), strconv.FormatBool(j.BelowRequest),
-				csvBool(j.SLOViolated), strings.Join(j.Plans, " "), num(j.BillingHours),
+				csvBool(j.SLOViolated), strings.Join(j.Plans, " "), num(j.BillingHours), j.User,
 			})
 		}
 	} else {

@@ -11,7 +11,7 @@ import (
 )
 
 // Dimensions the report can group by, in their documented order.
-var Dimensions = []string{"model", "account", "tenant", "class", "qos", "partition"}
+var Dimensions = []string{"model", "account", "tenant", "class", "qos", "partition", "user"}
 
 // DefaultBy is the default grouping.
 var DefaultBy = []string{"model", "account", "tenant"}
@@ -204,6 +204,8 @@ func dimension(j Job, dim string) string {
 		v = j.QOS
 	case "partition":
 		v = j.Partition
+	case "user":
+		v = j.User
 	}
 	if v == "" {
 		return NoModel

@@ -188,7 +188,7 @@ func TestOptionsValidate(t *testing.T) {
 		want string
 	}{
 		"ok":               {o: Options{By: []string{"model", "qos"}}},
-		"bad dimension":    {o: Options{By: []string{"user"}}, want: `group by "user"`},
+		"bad dimension":    {o: Options{By: []string{"owner"}}, want: `group by "owner"`},
 		"negative":         {o: Options{RestartOverhead: -time.Second}, want: "negative"},
 		"empty window":     {o: Options{Since: day, Until: day}, want: "not before"},
 		"until before now": {o: Options{Since: day, Until: day.Add(-time.Hour)}, want: "not before"},
@@ -341,7 +341,7 @@ func TestJSONKeys(t *testing.T) {
 		"job": {job, []string{"account", "below_request", "billing_hours", "class", "end", "finished", "first_start", "gpu_hours",
 			"gpu_tres_missing", "jct_s", "job_id", "model_type", "name", "partition", "plans", "qos", "queue_s", "queued_from",
 			"reconfig_lost_gpu_hours", "reconfig_lost_s", "reconfig_measured", "reconfigurations", "request", "requeues", "resizes", "runs",
-			"slo_detail", "slo_violated", "state", "store_plans", "submit", "tenant", "useful_gpu_hours"}},
+			"slo_detail", "slo_violated", "state", "store_plans", "submit", "tenant", "useful_gpu_hours", "user"}},
 		"run":   {run, []string{"billing", "cpus", "elapsed_s", "end", "gpu_source", "gpus", "nodes", "plan", "start", "state"}},
 		"error": {jerr, []string{"error", "field", "job_id", "value"}},
 	} {
@@ -409,5 +409,31 @@ func TestPlot(t *testing.T) {
 	}
 	if _, err := r.Plot(t.TempDir(), PlotOptions{Format: "gif"}); err == nil {
 		t.Error("gif accepted")
+	}
+}
+
+// --by user groups jobs by sacct's User; a job without one is (none).
+func TestGroupByUser(t *testing.T) {
+	r := load(t, "synthetic.txt", Options{By: []string{"user"}})
+	if len(r.Groups) != 1 || r.Groups[0].By != "user" {
+		t.Fatalf("groups = %+v, want one by user", r.Groups)
+	}
+	got := map[string]int{}
+	for _, row := range r.Groups[0].Rows {
+		got[row.Key] = row.Jobs
+	}
+	want := map[string]int{}
+	for _, j := range r.Jobs {
+		u := j.User
+		if u == "" {
+			u = NoModel
+		}
+		want[u]++
+	}
+	if want["alice"] == 0 || want["bob"] == 0 || want["carol"] == 0 {
+		t.Fatalf("synthetic.txt's jobs have users %v, want alice, bob and carol", want)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("jobs per user (-want +got):\n%s", d)
 	}
 }

@@ -27,7 +27,7 @@ var (
 // Restarts are not a sacct field: they are counted from REQUEUED rows.
 var Fields = []string{
 	"JobID", "JobName", "Account", "QOS", "Partition", "State",
-	"Submit", "Start", "End", "Elapsed", "AllocTRES", "AdminComment", "Comment",
+	"Submit", "Start", "End", "Elapsed", "AllocTRES", "AdminComment", "Comment", "User",
 }
 
 // Row is one sacct row: one run of a job.
@@ -36,6 +36,7 @@ type Row struct {
 	Line    int
 	JobID   string
 	JobName string
+	User    string
 	Account string
 	QOS     string
 	// Partition is as sacct prints it.
@@ -152,7 +153,7 @@ func header(f []string, line int) (map[string]int, Columns, error) {
 
 func parseRow(get func(string) string, cols Columns, line int, loc *time.Location) (Row, error) {
 	r := Row{
-		Line: line, JobID: get("JobID"), JobName: get("JobName"), Account: get("Account"),
+		Line: line, JobID: get("JobID"), JobName: get("JobName"), User: get("User"), Account: get("Account"),
 		QOS: get("QOS"), Partition: get("Partition"), AllocTRES: get("AllocTRES"),
 		AdminComment: get("AdminComment"), Comment: get("Comment"),
 	}

@@ -105,7 +105,7 @@ func TestQueryArgv(t *testing.T) {
 	q := Query{Path: "/usr/bin/sacct", Since: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC),
 		Until: time.Date(2026, 11, 8, 12, 30, 0, 0, time.UTC), Location: time.UTC}
 	want := []string{"/usr/bin/sacct", "--allusers", "--allocations", "--duplicates", "--parsable2",
-		"--format=JobID,JobName,Account,QOS,Partition,State,Submit,Start,End,Elapsed,AllocTRES,AdminComment,Comment",
+		"--format=JobID,JobName,Account,QOS,Partition,State,Submit,Start,End,Elapsed,AllocTRES,AdminComment,Comment,User",
 		"--starttime=2026-11-01T00:00:00", "--endtime=2026-11-08T12:30:00"}
 	if diff := cmp.Diff(want, q.Argv()); diff != "" {
 		t.Errorf("argv (-want +got):\n%s", diff)

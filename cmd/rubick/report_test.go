@@ -124,7 +124,7 @@ func TestReportUsageErrors(t *testing.T) {
 	tests := map[string][]string{
 		"csv and json":   {"--input", synthetic, "--csv", "--json"},
 		"bad since":      {"--input", synthetic, "--since", "last tuesday"},
-		"bad group":      {"--input", synthetic, "--by", "model,user"},
+		"bad group":      {"--input", synthetic, "--by", "model,owner"},
 		"window":         {"--input", synthetic, "--since", "2026-11-05", "--until", "2026-11-01"},
 		"extra argument": {"--input", synthetic, "42"},
 		"bad zone":       {"--input", synthetic, "--tz", "Mars/Olympus"},
