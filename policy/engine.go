@@ -74,6 +74,8 @@ type jstate struct {
 	frozen bool    // running and not reconfigurable this round
 	admit  bool    // guaranteed and admitted within quota
 	starve bool
+	// reserves marks the starving queued job the free GPUs are held for.
+	reserves bool
 	// deadline marks a queued job near its Job.StartBy (Config.DeadlineLead).
 	deadline bool
 	ver      int        // bumped whenever its allocation changes
@@ -1454,6 +1456,7 @@ func (r *round) run(ctx context.Context) error {
 				// that jobs behind it cannot keep taking it forever.
 				reserving = true
 				r.reserve(js.info.startGPUs)
+				js.reserves = true
 			}
 		}
 	}
@@ -1462,6 +1465,16 @@ func (r *round) run(ctx context.Context) error {
 		r.tuneCPUs()
 	}
 	return nil
+}
+
+// queued says how long queued job js has queued, and, past the starvation
+// age, that it goes first; for rubick explain.
+func (r *round) queued(js *jstate) string {
+	age := r.s.Now.Sub(js.j.Submit).Round(time.Second)
+	if js.starve {
+		return fmt.Sprintf("queued %v, past the starvation age (%v): goes first", age, r.e.cfg.StarvationAge)
+	}
+	return fmt.Sprintf("queued %v", age)
 }
 
 // replace re-places a running job from scratch, as if its GPUs were free,
@@ -1696,6 +1709,12 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 				a.Detail += fmt.Sprintf(", above the %d GPUs it may have", js.cap)
 			}
 		}
+		if a.Reason == ReasonNoResources && a.Detail == "" && !js.deadline {
+			a.Detail = r.queued(js)
+			if js.reserves {
+				a.Detail += "; the GPUs that free up are held for it"
+			}
+		}
 		return a
 	}
 	if js.running && !js.changed() && !runs(r.s, j) {
@@ -1787,6 +1806,9 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 			// Say so when its limits, not its slope, stopped its growth.
 			a.Detail += fmt.Sprintf(", at the %d GPUs its limits allow", m)
 		}
+	}
+	if a.Reason == ReasonStarving {
+		a.Detail += "; " + r.queued(js)
 	}
 	return a
 }

@@ -1451,3 +1451,49 @@ func TestJobNodes(t *testing.T) {
 		}
 	}
 }
+
+// A queued job says how long it has queued, and past the starvation age
+// that it goes first; the oldest one that cannot start, that the GPUs
+// that free up are held for it. Started, a starving job says so after its
+// plan.
+func TestQueuedDetail(t *testing.T) {
+	p, err := policy.New("rubick", policy.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		running int // GPUs the running job holds of the node's 8
+		want    map[string]string
+	}{
+		{"nothing free", 8, map[string]string{
+			"old": "queued 5h0m0s, past the starvation age (4h0m0s): goes first; the GPUs that free up are held for it",
+			"new": "queued 10m0s",
+		}},
+		{"room for both", 4, map[string]string{
+			"old": "dp1.tp2.pp1.mb8.a1.z0 on 2 with 16 CPUs: 3.13 samples/s (0.71x request); queued 5h0m0s, past the starvation age (4h0m0s): goes first",
+			"new": "dp1.tp2.pp1.mb8.a1.z0 on 2 with 16 CPUs: 3.13 samples/s (0.71x request)",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			jobs := []policy.Job{
+				pt.NewJob("r", "small").GPUs(tc.running).Running(dp(tc.running, 32), 20*time.Minute, pt.On("n0", tc.running)).Obj(),
+				pt.NewJob("old", "big").GPUs(4).SubmittedAt(time.Hour).Obj(),
+				pt.NewJob("new", "big").GPUs(4).SubmittedAt(5*time.Hour + 50*time.Minute).Obj(),
+			}
+			plan, err := p.Decide(context.Background(), snap(t, 6*time.Hour, pt.Cluster(1, 8), nil, jobs...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, a := range plan.Actions {
+				if a.JobID != "r" {
+					got[a.JobID] = a.Detail
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("details (-want +got):\n%s\nactions %+v", diff, plan.Actions)
+			}
+		})
+	}
+}
