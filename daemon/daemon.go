@@ -176,8 +176,9 @@ type Daemon struct {
 	// the store when it changes, not every cycle. Only the cycle uses it.
 	ignoredSaid map[int]string
 	// deferredSeen is when the last recorded cycle saw each job of its
-	// View.Deferred wait. Only the cycle uses it.
-	deferredSeen map[int]time.Time
+	// View.Deferred wait, and deferredWritten when the store last got
+	// that wait of each. Only the cycle uses them.
+	deferredSeen, deferredWritten map[int]time.Time
 	// unreadErr lists the limits the last listing sets that rubick does
 	// not plan with, for one warning while they last.
 	unreadErr error
@@ -948,21 +949,30 @@ func arrayTask(j slurm.Job) (array, task int64) {
 	return int64(j.ArrayJobID), int64(j.ArrayTaskID)
 }
 
+// deferredRefresh is how often the store gets the wait of a job that keeps
+// waiting for a release, its --begin or dependencies: a wait that ends
+// while rubickd is stopped counts from the last one stored.
+const deferredRefresh = 10 * time.Minute
+
 // record stores the jobs, the decision with its reasons, and the actions
 // as pending, in that order.
 func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions []slurm.Action, took time.Duration, registered func(string) bool) (store.Decision, error) {
-	// A job's wait for a release, its --begin or dependencies goes to the store when
-	// rubick explain is told of it, and, the cycle after its last, with
-	// the job's first record after it (the time of that last wait), not
-	// every cycle.
+	// A job's wait for a release, its --begin or dependencies goes to the
+	// store when rubick explain is told of it, every deferredRefresh while
+	// it lasts, and, the cycle after its last, with the job's first record
+	// after it (the time of that last wait); not every cycle.
 	deferred := make(map[int]time.Time, len(v.Deferred))
 	for _, j := range v.Deferred {
 		deferred[j.ID] = v.Snapshot.Now
 	}
+	written := map[int]time.Time{}
 	// upsert records a job outside the snapshot.
 	upsert := func(j slurm.Job) error {
 		sj := store.Job{ID: int64(j.ID), Class: store.BestEffort, State: j.State, Submitted: submitTime(j),
 			Deferred: cmp.Or(deferred[j.ID], d.deferredSeen[j.ID])}
+		if _, ok := deferred[j.ID]; ok {
+			written[j.ID] = sj.Deferred
+		}
 		sj.ArrayJobID, sj.ArrayTaskID = arrayTask(j)
 		if j.Tag != nil && registered(j.Tag.ModelType) {
 			sj.ModelType = j.Tag.ModelType
@@ -1103,6 +1113,18 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		}
 		dec.Reasons[int64(id)] = raw
 	}
+	for _, j := range v.Deferred {
+		if _, now := written[j.ID]; now {
+			continue
+		}
+		if last, ok := d.deferredWritten[j.ID]; ok && v.Snapshot.Now.Sub(last) < deferredRefresh {
+			written[j.ID] = last
+			continue
+		}
+		if err := upsert(j); err != nil {
+			return store.Decision{}, err
+		}
+	}
 	for _, a := range actions {
 		n := a.NodeCount()
 		if a.GPUsPerNode <= 0 {
@@ -1127,7 +1149,7 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 	if err != nil {
 		return store.Decision{}, fmt.Errorf("record decision: %w", err)
 	}
-	d.ignoredSaid, d.deferredSeen = said, deferred
+	d.ignoredSaid, d.deferredSeen, d.deferredWritten = said, deferred, written
 	return rec, nil
 }
 

@@ -236,3 +236,33 @@ func TestCycleStoresLastWaitOfRigidJob(t *testing.T) {
 		t.Errorf("stored last wait (-want +got):\n%s", d)
 	}
 }
+
+// While a job keeps waiting, its wait goes to the store when rubick
+// explain is first told of it and again every deferredRefresh, so that a
+// wait that ends while rubickd is stopped counts from at most that long
+// before.
+func TestCycleRefreshesStoredWait(t *testing.T) {
+	ctx := context.Background()
+	j := heldJob(21, "bert", 1, 4)
+	j.Dependency = "afterok:20(unfulfilled)"
+	first := slurm.Job{ID: 20, Partition: "gpu", State: slurm.StateRunning, NodeList: []string{"node2"}, GPUsPerNode: 1, CPUs: 1}
+	c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{first, j}}
+	d, st := newTestDaemonWith(t, c, &fakeApplier{}, func(*Config) {})
+	var now time.Time
+	d.deps.Now = func() time.Time { return now }
+	for _, tc := range []struct {
+		at, want time.Duration
+	}{{0, 0}, {5 * time.Minute, 0}, {11 * time.Minute, 11 * time.Minute}, {15 * time.Minute, 11 * time.Minute}} {
+		now = t0.Add(tc.at)
+		if _, err := d.Cycle(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+		got, err := st.Deferred(ctx, []int64{21})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := t0.Add(tc.want); !got[21].Equal(want) {
+			t.Errorf("after the cycle at +%v: stored wait %v, want %v", tc.at, got[21], want)
+		}
+	}
+}
