@@ -1021,6 +1021,12 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 			raised[a.JobID] = a.Kind == slurm.ActionTimeLimit
 		}
 	}
+	queued := map[string]time.Time{} // when each queued job began to queue
+	for _, pj := range v.Snapshot.Jobs {
+		if len(pj.Alloc) == 0 {
+			queued[pj.ID] = pj.Submit
+		}
+	}
 	for _, a := range plan.Actions {
 		id, err := strconv.ParseInt(a.JobID, 10, 64)
 		if err != nil {
@@ -1056,6 +1062,16 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 			a.Detail = strings.TrimPrefix(a.Detail+"; ", "; ") + note
 		} else if mj := v.managed[a.JobID]; mj != nil && mj.time.fixed && (a.Kind == policy.Start || a.Kind == policy.Restart) {
 			a.Detail = strings.TrimPrefix(a.Detail+"; ", "; ") + "time limit kept as set by hand (scontrol update TimeLimit=)"
+		}
+		if at, ok := queued[a.JobID]; ok && (a.Reason == policy.ReasonNoResources || a.Reason == policy.ReasonStarving) {
+			// How long it has queued, as the policy ages it: first for a
+			// job left waiting, after its plan for one that starts.
+			q := "queued " + v.Snapshot.Now.Sub(at).Round(time.Second).String()
+			if a.Kind == policy.Keep {
+				a.Detail = strings.TrimSuffix(q+"; "+a.Detail, "; ")
+			} else {
+				a.Detail = strings.TrimPrefix(a.Detail+"; ", "; ") + q
+			}
 		}
 		raw, err := json.Marshal(a)
 		if err != nil {

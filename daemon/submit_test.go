@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,6 +92,9 @@ func TestCycleKeepsFirstSubmit(t *testing.T) {
 			}
 			if act.Reason != tc.wantReason {
 				t.Errorf("start reason %q (%s), want %q", act.Reason, act.Detail, tc.wantReason)
+			}
+			if want := "; past the starvation age: goes first; queued 5h0m0s"; tc.wantReason == policy.ReasonStarving && !strings.HasSuffix(act.Detail, want) {
+				t.Errorf("start detail %q, want it to end %q", act.Detail, want)
 			}
 		})
 	}
@@ -264,5 +268,31 @@ func TestCycleRefreshesStoredWait(t *testing.T) {
 		if want := t0.Add(tc.want); !got[21].Equal(want) {
 			t.Errorf("after the cycle at +%v: stored wait %v, want %v", tc.at, got[21], want)
 		}
+	}
+}
+
+// A job left waiting for GPUs says, in its stored reason, how long it has
+// queued: rubickd adds it to the policy's reason.
+func TestCycleSaysHowLongQueued(t *testing.T) {
+	ctx := context.Background()
+	nodes := labNodes(1)
+	nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 8, 8
+	rigid := slurm.Job{ID: 20, Partition: "gpu", State: slurm.StateRunning, NodeList: []string{"node1"}, GPUsPerNode: 8, CPUs: 8}
+	j := heldJob(21, "bert", 1, 4)
+	j.SubmitTime = t0.Add(-10 * time.Minute)
+	d, st := newTestDaemonWith(t, &fakeCluster{nodes: nodes, jobs: []slurm.Job{rigid, j}}, &fakeApplier{}, func(*Config) {})
+	if _, err := d.Cycle(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	reasons, err := st.Reasons(ctx, 21, 1)
+	if err != nil || len(reasons) != 1 {
+		t.Fatalf("reasons %v, %v", reasons, err)
+	}
+	var act policy.Action
+	if err := json.Unmarshal(reasons[0].Reason, &act); err != nil {
+		t.Fatal(err)
+	}
+	if act.Kind != policy.Keep || act.Reason != policy.ReasonNoResources || act.Detail != "queued 10m0s" {
+		t.Errorf("stored reason %s %s %q, want keep no-resources \"queued 10m0s\"", act.Kind, act.Reason, act.Detail)
 	}
 }

@@ -1467,15 +1467,12 @@ func (r *round) run(ctx context.Context) error {
 	return nil
 }
 
-// queued says how long queued job js has queued, and, past the starvation
-// age, that it goes first; for rubick explain.
-func (r *round) queued(js *jstate) string {
-	age := r.s.Now.Sub(js.j.Submit).Round(time.Second)
-	if js.starve {
-		return fmt.Sprintf("queued %v, past the starvation age (%v): goes first", age, r.e.cfg.StarvationAge)
-	}
-	return fmt.Sprintf("queued %v", age)
-}
+// Details of a starving queued job; constants, as a round may hold
+// thousands of queued jobs (rubickd adds how long each has queued).
+const (
+	detailStarving = "past the starvation age: goes first"
+	detailReserved = detailStarving + "; the GPUs that free up are held for it"
+)
 
 // replace re-places a running job from scratch, as if its GPUs were free,
 // and keeps the result only if the restart pays for itself: the new
@@ -1709,10 +1706,10 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 				a.Detail += fmt.Sprintf(", above the %d GPUs it may have", js.cap)
 			}
 		}
-		if a.Reason == ReasonNoResources && a.Detail == "" && !js.deadline {
-			a.Detail = r.queued(js)
+		if a.Reason == ReasonNoResources && a.Detail == "" && js.starve && !js.deadline {
+			a.Detail = detailStarving
 			if js.reserves {
-				a.Detail += "; the GPUs that free up are held for it"
+				a.Detail = detailReserved
 			}
 		}
 		return a
@@ -1808,7 +1805,7 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 		}
 	}
 	if a.Reason == ReasonStarving {
-		a.Detail += "; " + r.queued(js)
+		a.Detail += "; " + detailStarving
 	}
 	return a
 }
