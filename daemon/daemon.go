@@ -403,22 +403,36 @@ func (d *Daemon) jobFacts(ctx context.Context, jobs []slurm.Job) (map[int]JobFac
 			}
 		}
 	}
-	deferred, err := d.deps.Store.Deferred(ctx, ids)
+	// A task split off a job array after the array waited (a hold of the
+	// whole array, its dependencies) waited with it: its wait is stored
+	// under the array's record.
+	tasks := map[int][]int{}
+	lookup := slices.Clone(ids)
+	for _, j := range jobs {
+		if j.ArrayJobID > 0 && j.ArrayJobID != j.ID && j.ArrayTasks == "" {
+			tasks[j.ArrayJobID] = append(tasks[j.ArrayJobID], j.ID)
+			lookup = append(lookup, int64(j.ArrayJobID))
+		}
+	}
+	waited := func(id int, t time.Time) {
+		for _, id := range append([]int{id}, tasks[id]...) {
+			if f := out[id]; t.After(f.Deferred) {
+				f.Deferred = t
+				out[id] = f
+			}
+		}
+	}
+	deferred, err := d.deps.Store.Deferred(ctx, lookup)
 	if err != nil {
 		// Their age then counts from their submission, as before they waited.
 		d.deps.Logger.Warn("reading when jobs last waited for a release, their begin time or dependencies failed", "err", err)
 	}
 	for id, t := range deferred {
-		f := out[int(id)]
-		f.Deferred = t
-		out[int(id)] = f
+		waited(int(id), t)
 	}
 	for id, t := range d.deferredSeen {
 		// The last cycle's wait, stored only with this cycle's record.
-		if f := out[id]; t.After(f.Deferred) {
-			f.Deferred = t
-			out[id] = f
-		}
+		waited(id, t)
 	}
 	if !d.cfg.MeasureRestartCost {
 		return out, nil

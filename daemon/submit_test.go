@@ -296,3 +296,47 @@ func TestCycleSaysHowLongQueued(t *testing.T) {
 		t.Errorf("stored reason %s %s %q, want keep no-resources \"queued 10m0s\"", act.Kind, act.Reason, act.Detail)
 	}
 }
+
+// A task split off a job array its user held waited with the array: it
+// queues from the end of the array's hold, stored under the array's
+// record, not from the array's submission.
+func TestCycleArrayTaskAgesFromArrayWait(t *testing.T) {
+	for _, restarted := range []bool{false, true} {
+		ctx := context.Background()
+		array := heldJob(30, "bert", 1, 4)
+		array.SubmitTime, array.ArrayJobID, array.ArrayTasks, array.Comment = t0.Add(-5*time.Hour), 30, "0-1", slurm.UserHoldWord
+		task := heldJob(31, "bert", 1, 4)
+		task.SubmitTime, task.ArrayJobID, task.ArrayTaskID = t0.Add(-5*time.Hour), 30, 0
+		c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{array}}
+		a := &fakeApplier{}
+		d, st := newTestDaemonWith(t, c, a, func(*Config) {})
+		var now time.Time
+		d.deps.Now = func() time.Time { return now }
+		for _, at := range []time.Duration{-4 * time.Hour, 0} {
+			now = t0.Add(at)
+			if _, err := d.Cycle(ctx, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if restarted {
+			d.deferredSeen = nil
+		}
+		// Released and split: the array's record keeps the rest.
+		array.Comment, array.ArrayTasks = "", "1"
+		c.jobs, a.got, now = []slurm.Job{task, array}, nil, t0.Add(time.Minute)
+		if _, err := d.Cycle(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+		reasons, err := st.Reasons(ctx, 31, 1)
+		if err != nil || len(reasons) != 1 {
+			t.Fatalf("restarted %v: reasons of task 30_0 %v, %v", restarted, reasons, err)
+		}
+		var act policy.Action
+		if err := json.Unmarshal(reasons[0].Reason, &act); err != nil {
+			t.Fatal(err)
+		}
+		if act.Kind != policy.Start || act.Reason == policy.ReasonStarving {
+			t.Errorf("restarted %v: task 30_0 %s %s (%s); want started, not as a starving job", restarted, act.Kind, act.Reason, act.Detail)
+		}
+	}
+}
