@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rubick-sched/rubick/model"
@@ -15,6 +16,7 @@ import (
 // Store is what Enrich reads from rubick's store; *store.Store has it.
 type Store interface {
 	Job(ctx context.Context, id int64) (store.Job, error)
+	ArrayTask(ctx context.Context, array, task int64) (store.Job, error)
 	PlanHistory(ctx context.Context, jobID int64) ([]store.Action, error)
 	ModelType(ctx context.Context, name string) (store.ModelType, error)
 	CurrentFit(ctx context.Context, modelType string) (store.Fit, error)
@@ -59,9 +61,12 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 			return err
 		}
 		j := &r.Jobs[i]
-		id, err := strconv.ParseInt(j.ID, 10, 64)
+		id, ok, err := storeID(ctx, st, j.ID)
 		if err != nil {
-			continue // array or heterogeneous job ids are not rubick's
+			return fmt.Errorf("report: %w", err)
+		}
+		if !ok {
+			continue
 		}
 		hist, err := st.PlanHistory(ctx, id)
 		if err != nil {
@@ -112,6 +117,31 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 	}
 	r.summarize()
 	return nil
+}
+
+// storeID is the job id the store knows sacct's job id by: a job id, or
+// for a task of a job array (ARRAY_TASK) the id of the job it was split
+// off as, which the store records. false for an id the store does not
+// know: a heterogeneous job's component, an array's unsplit tasks
+// ("12_[3-9]"), a task rubickd never saw.
+func storeID(ctx context.Context, st Store, jobID string) (int64, bool, error) {
+	if id, err := strconv.ParseInt(jobID, 10, 64); err == nil {
+		return id, true, nil
+	}
+	a, t, ok := strings.Cut(jobID, "_")
+	array, aerr := strconv.ParseInt(a, 10, 64)
+	task, terr := strconv.ParseInt(t, 10, 64)
+	if !ok || aerr != nil || terr != nil || array <= 0 || task < 0 {
+		return 0, false, nil
+	}
+	sj, err := st.ArrayTask(ctx, array, task)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return sj.ID, true, nil
 }
 
 // queueFrom counts the job's queueing delay from waited, when rubickd last

@@ -36,6 +36,15 @@ func (f *fakeStore) Job(_ context.Context, id int64) (store.Job, error) {
 	return store.Job{}, fmt.Errorf("job %d: %w", id, store.ErrNotFound)
 }
 
+func (f *fakeStore) ArrayTask(_ context.Context, array, task int64) (store.Job, error) {
+	for _, j := range f.jobs {
+		if j.ArrayJobID == array && j.ArrayTaskID == task {
+			return j, nil
+		}
+	}
+	return store.Job{}, fmt.Errorf("job %d_%d: %w", array, task, store.ErrNotFound)
+}
+
 func (f *fakeStore) PlanHistory(_ context.Context, id int64) ([]store.Action, error) {
 	return f.history[id], nil
 }
@@ -288,4 +297,47 @@ func deref(f *float64) any {
 		return nil
 	}
 	return *f
+}
+
+// A task of a job array, which sacct names ARRAY_TASK, is found in the
+// store by the job id it was split off as: its plan history and SLO check
+// come from there. Unsplit tasks and tasks the store never saw are left.
+func TestEnrichArrayTask(t *testing.T) {
+	const sacct = `JobID|JobName|Account|QOS|Partition|State|Submit|Start|End|Elapsed|AllocTRES|AdminComment|Comment
+200_3|train|physics|normal|gpu|COMPLETED|2026-11-02T10:00:00|2026-11-02T10:01:00|2026-11-02T11:01:00|01:00:00|billing=4,cpu=4,gres/gpu=4,node=1|rubick:v1 model=gpt2 class=guaranteed tenant=physics plan=dp4.tp1.pp1.mb2.a8.z0 gen=1 req=n1.g4.c4.m64000|
+200_4|train|physics|normal|gpu|COMPLETED|2026-11-02T10:00:00|2026-11-02T10:02:00|2026-11-02T11:02:00|01:00:00|billing=4,cpu=4,gres/gpu=4,node=1|rubick:v1 model=gpt2 class=guaranteed tenant=physics plan=dp4.tp1.pp1.mb2.a8.z0 gen=1 req=n1.g4.c4.m64000|
+200_[5-9]|train|physics|normal|gpu|PENDING|2026-11-02T10:00:00|Unknown|Unknown|00:00:00||rubick:v1 model=gpt2 class=guaranteed tenant=physics|
+`
+	rows, cols, err := ParseSacct(strings.NewReader(sacct), time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Build(rows, cols, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := mustPlan(t, "dp4.tp1.pp1.mb2.a8.z0")
+	res := model.Resources{Placement: model.Placement{4}, CPUs: 4, HostMemGB: 62.5}
+	st := &fakeStore{
+		jobs: map[int64]store.Job{210: {ID: 210, ModelType: "gpt2", Class: store.Guaranteed, ArrayJobID: 200, ArrayTaskID: 3}},
+		history: map[int64][]store.Action{210: {{JobID: 210, Kind: "start", Plan: plan, Resources: res, Result: store.ResultOK,
+			DecidedAt: time.Date(2026, 11, 2, 10, 0, 30, 0, time.UTC)}}},
+		specs: map[string]model.Spec{"gpt2": gpt2Spec()},
+		fits:  map[string]store.Fit{"gpt2": {FitResult: model.FitResult{Params: model.Priors()}}},
+	}
+	if err := r.Enrich(context.Background(), st, "s.db", model.DefaultEnv()); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	checked := map[string]bool{}
+	for _, j := range r.Jobs {
+		got[j.ID] = len(j.StorePlans)
+		checked[j.ID] = j.SLOViolated != nil
+	}
+	if d := cmp.Diff(map[string]int{"200_3": 1, "200_4": 0, "200_[5-9]": 0}, got); d != "" {
+		t.Errorf("store plans per job (-want +got):\n%s", d)
+	}
+	if !checked["200_3"] || checked["200_4"] {
+		t.Errorf("SLO checked %v; want task 200_3 checked with the store's plan, 200_4 (not in the store) left", checked)
+	}
 }
