@@ -119,20 +119,34 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 	return nil
 }
 
+// ParseJobID reads a job id as sacct and squeue print it: a job id (id >
+// 0), or ARRAY_TASK for a task of a job array (array > 0, id 0). false for
+// anything else, such as a heterogeneous job's component ("12+0") or an
+// array's tasks not split off yet ("12_[3-9]").
+func ParseJobID(s string) (id, array, task int64, ok bool) {
+	if a, t, found := strings.Cut(s, "_"); found {
+		array, aerr := strconv.ParseInt(a, 10, 64)
+		task, terr := strconv.ParseInt(t, 10, 64)
+		if aerr != nil || terr != nil || array <= 0 || task < 0 {
+			return 0, 0, 0, false
+		}
+		return 0, array, task, true
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, 0, 0, false
+	}
+	return id, 0, 0, true
+}
+
 // storeID is the job id the store knows sacct's job id by: a job id, or
 // for a task of a job array (ARRAY_TASK) the id of the job it was split
 // off as, which the store records. false for an id the store does not
-// know: a heterogeneous job's component, an array's unsplit tasks
-// ("12_[3-9]"), a task rubickd never saw.
+// know: one ParseJobID refuses, a task rubickd never saw.
 func storeID(ctx context.Context, st Store, jobID string) (int64, bool, error) {
-	if id, err := strconv.ParseInt(jobID, 10, 64); err == nil {
-		return id, true, nil
-	}
-	a, t, ok := strings.Cut(jobID, "_")
-	array, aerr := strconv.ParseInt(a, 10, 64)
-	task, terr := strconv.ParseInt(t, 10, 64)
-	if !ok || aerr != nil || terr != nil || array <= 0 || task < 0 {
-		return 0, false, nil
+	id, array, task, ok := ParseJobID(jobID)
+	if !ok || array == 0 {
+		return id, ok, nil
 	}
 	sj, err := st.ArrayTask(ctx, array, task)
 	if errors.Is(err, store.ErrNotFound) {

@@ -341,3 +341,28 @@ func TestEnrichArrayTask(t *testing.T) {
 		t.Errorf("SLO checked %v; want task 200_3 checked with the store's plan, 200_4 (not in the store) left", checked)
 	}
 }
+
+func TestParseJobID(t *testing.T) {
+	type ref struct {
+		ID, Array, Task int64
+		OK              bool
+	}
+	for s, want := range map[string]ref{
+		"42":       {ID: 42, OK: true},
+		"200_3":    {Array: 200, Task: 3, OK: true},
+		"200_0":    {Array: 200, OK: true},
+		"0":        {},
+		"-4":       {},
+		"12+0":     {},
+		"12_[3-9]": {},
+		"0_1":      {},
+		"12_-1":    {},
+		"_":        {},
+	} {
+		var got ref
+		got.ID, got.Array, got.Task, got.OK = ParseJobID(s)
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("ParseJobID(%q) (-want +got):\n%s", s, d)
+		}
+	}
+}

@@ -170,19 +170,14 @@ func explainCmd(ctx context.Context, args []string, stdout, stderr io.Writer, en
 // parseJobRef reads a JOBID argument: a job id, or ARRAY_TASK for a task
 // of a job array as squeue names it (array > 0 then, and id 0).
 func parseJobRef(arg string) (id, array, task int64, err error) {
-	if a, t, ok := strings.Cut(arg, "_"); ok {
-		array, aerr := strconv.ParseInt(a, 10, 64)
-		task, terr := strconv.ParseInt(t, 10, 64)
-		if aerr != nil || terr != nil || array <= 0 || task < 0 {
-			return 0, 0, 0, fmt.Errorf("%w: JOBID %q is neither a job id nor ARRAY_TASK (1234_5)", errUsage, arg)
-		}
-		return 0, array, task, nil
+	id, array, task, ok := report.ParseJobID(arg)
+	switch {
+	case ok:
+		return id, array, task, nil
+	case strings.Contains(arg, "_"):
+		return 0, 0, 0, fmt.Errorf("%w: JOBID %q is neither a job id nor ARRAY_TASK (1234_5)", errUsage, arg)
 	}
-	id, err = strconv.ParseInt(arg, 10, 64)
-	if err != nil || id <= 0 {
-		return 0, 0, 0, fmt.Errorf("%w: JOBID %q is not a positive integer", errUsage, arg)
-	}
-	return id, 0, 0, nil
+	return 0, 0, 0, fmt.Errorf("%w: JOBID %q is not a positive integer", errUsage, arg)
 }
 
 // explainStore is what explain reads; *store.Store has it.
