@@ -1037,7 +1037,7 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 	}
 	queued := map[string]time.Time{} // when each queued job began to queue
 	for _, pj := range v.Snapshot.Jobs {
-		if len(pj.Alloc) == 0 {
+		if !pj.Running() {
 			queued[pj.ID] = pj.Submit
 		}
 	}

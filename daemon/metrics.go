@@ -122,12 +122,12 @@ type Queue struct {
 	Longest time.Duration `json:"longest_ns"`
 }
 
-// queues are the queued jobs of snapshot s (those without an allocation)
-// per class, guaranteed and best-effort, both always present.
+// queues are the queued jobs of snapshot s per class, guaranteed and
+// best-effort, both always present.
 func queues(s *policy.Snapshot) map[string]Queue {
 	out := map[string]Queue{slurm.ClassGuaranteed: {}, slurm.ClassBestEffort: {}}
 	for _, j := range s.Jobs {
-		if len(j.Alloc) > 0 {
+		if j.Running() {
 			continue
 		}
 		c := slurm.ClassBestEffort
