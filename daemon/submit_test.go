@@ -13,6 +13,7 @@ import (
 
 	"github.com/rubick-sched/rubick/policy"
 	"github.com/rubick-sched/rubick/slurm"
+	"github.com/rubick-sched/rubick/store"
 )
 
 func TestSubmitTime(t *testing.T) {
@@ -82,14 +83,7 @@ func TestCycleKeepsFirstSubmit(t *testing.T) {
 			if !sj.Submitted.Equal(tc.want) {
 				t.Errorf("stored submit time %v, want %v", sj.Submitted, tc.want)
 			}
-			reasons, err := st.Reasons(context.Background(), 5, 1)
-			if err != nil || len(reasons) != 1 {
-				t.Fatalf("reasons %v, %v", reasons, err)
-			}
-			var act policy.Action
-			if err := json.Unmarshal(reasons[0].Reason, &act); err != nil {
-				t.Fatal(err)
-			}
+			act := lastAction(t, st, 5)
 			if act.Reason != tc.wantReason {
 				t.Errorf("start reason %q (%s), want %q", act.Reason, act.Detail, tc.wantReason)
 			}
@@ -138,13 +132,8 @@ func TestCycleAgeFromLastWait(t *testing.T) {
 			tc.wait(&c.jobs[0], &c.jobs)
 			a := &fakeApplier{}
 			d, st := newTestDaemonWith(t, c, a, func(*Config) {})
-			var now time.Time
-			d.deps.Now = func() time.Time { return now }
 			for _, at := range []time.Duration{-4 * time.Hour, 0} {
-				now = t0.Add(at)
-				if _, err := d.Cycle(ctx, false); err != nil {
-					t.Fatal(err)
-				}
+				cycleAt(t, d, at)
 				if got := startedJobs(a); len(got) != 0 {
 					t.Fatalf("started %v while it waits, want none", got)
 				}
@@ -155,20 +144,10 @@ func TestCycleAgeFromLastWait(t *testing.T) {
 				if cycle == 1 {
 					d.deferredSeen = nil // a rubickd that did not see the wait
 				}
-				now, a.got = t0.Add(at), nil
-				var err error
-				if rep, err = d.Cycle(ctx, false); err != nil {
-					t.Fatal(err)
-				}
+				a.got = nil
+				rep = cycleAt(t, d, at)
 				oneStart(t, a)
-				reasons, err := st.Reasons(ctx, 21, 1)
-				if err != nil || len(reasons) != 1 {
-					t.Fatalf("reasons %v, %v", reasons, err)
-				}
-				var act policy.Action
-				if err := json.Unmarshal(reasons[0].Reason, &act); err != nil {
-					t.Fatal(err)
-				}
+				act := lastAction(t, st, 21)
 				if starving := act.Reason == policy.ReasonStarving; starving != tc.starving {
 					t.Errorf("cycle %d: start reason %q (%s); want starvation: %v", cycle+3, act.Reason, act.Detail, tc.starving)
 				}
@@ -218,16 +197,11 @@ func TestCycleStoresLastWaitOfRigidJob(t *testing.T) {
 	c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{first, waiting}}
 	a := &fakeApplier{}
 	d, st := newTestDaemonWith(t, c, a, func(*Config) {})
-	var now time.Time
-	d.deps.Now = func() time.Time { return now }
 	for _, at := range []time.Duration{-4 * time.Hour, 0, time.Minute} {
 		if at == time.Minute {
 			c.jobs = []slurm.Job{j}
 		}
-		now = t0.Add(at)
-		if _, err := d.Cycle(ctx, false); err != nil {
-			t.Fatal(err)
-		}
+		cycleAt(t, d, at)
 	}
 	if got := startedJobs(a); len(got) != 1 {
 		t.Fatalf("started %v, want job 21 released as submitted", got)
@@ -252,15 +226,10 @@ func TestCycleRefreshesStoredWait(t *testing.T) {
 	first := slurm.Job{ID: 20, Partition: "gpu", State: slurm.StateRunning, NodeList: []string{"node2"}, GPUsPerNode: 1, CPUs: 1}
 	c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{first, j}}
 	d, st := newTestDaemonWith(t, c, &fakeApplier{}, func(*Config) {})
-	var now time.Time
-	d.deps.Now = func() time.Time { return now }
 	for _, tc := range []struct {
 		at, want time.Duration
 	}{{0, 0}, {5 * time.Minute, 0}, {11 * time.Minute, 11 * time.Minute}, {15 * time.Minute, 11 * time.Minute}} {
-		now = t0.Add(tc.at)
-		if _, err := d.Cycle(ctx, false); err != nil {
-			t.Fatal(err)
-		}
+		cycleAt(t, d, tc.at)
 		got, err := st.Deferred(ctx, []int64{21})
 		if err != nil {
 			t.Fatal(err)
@@ -284,15 +253,7 @@ func TestCycleSaysHowLongQueued(t *testing.T) {
 	if _, err := d.Cycle(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	reasons, err := st.Reasons(ctx, 21, 1)
-	if err != nil || len(reasons) != 1 {
-		t.Fatalf("reasons %v, %v", reasons, err)
-	}
-	var act policy.Action
-	if err := json.Unmarshal(reasons[0].Reason, &act); err != nil {
-		t.Fatal(err)
-	}
-	if act.Kind != policy.Keep || act.Reason != policy.ReasonNoResources || act.Detail != "queued 10m0s" {
+	if act := lastAction(t, st, 21); act.Kind != policy.Keep || act.Reason != policy.ReasonNoResources || act.Detail != "queued 10m0s" {
 		t.Errorf("stored reason %s %s %q, want keep no-resources \"queued 10m0s\"", act.Kind, act.Reason, act.Detail)
 	}
 }
@@ -302,7 +263,6 @@ func TestCycleSaysHowLongQueued(t *testing.T) {
 // record, not from the array's submission.
 func TestCycleArrayTaskAgesFromArrayWait(t *testing.T) {
 	for _, restarted := range []bool{false, true} {
-		ctx := context.Background()
 		array := heldJob(30, "bert", 1, 4)
 		array.SubmitTime, array.ArrayJobID, array.ArrayTasks, array.Comment = t0.Add(-5*time.Hour), 30, "0-1", slurm.UserHoldWord
 		task := heldJob(31, "bert", 1, 4)
@@ -310,33 +270,44 @@ func TestCycleArrayTaskAgesFromArrayWait(t *testing.T) {
 		c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{array}}
 		a := &fakeApplier{}
 		d, st := newTestDaemonWith(t, c, a, func(*Config) {})
-		var now time.Time
-		d.deps.Now = func() time.Time { return now }
 		for _, at := range []time.Duration{-4 * time.Hour, 0} {
-			now = t0.Add(at)
-			if _, err := d.Cycle(ctx, false); err != nil {
-				t.Fatal(err)
-			}
+			cycleAt(t, d, at)
 		}
 		if restarted {
 			d.deferredSeen = nil
 		}
 		// Released and split: the array's record keeps the rest.
 		array.Comment, array.ArrayTasks = "", "1"
-		c.jobs, a.got, now = []slurm.Job{task, array}, nil, t0.Add(time.Minute)
-		if _, err := d.Cycle(ctx, false); err != nil {
-			t.Fatal(err)
-		}
-		reasons, err := st.Reasons(ctx, 31, 1)
-		if err != nil || len(reasons) != 1 {
-			t.Fatalf("restarted %v: reasons of task 30_0 %v, %v", restarted, reasons, err)
-		}
-		var act policy.Action
-		if err := json.Unmarshal(reasons[0].Reason, &act); err != nil {
-			t.Fatal(err)
-		}
-		if act.Kind != policy.Start || act.Reason == policy.ReasonStarving {
+		c.jobs, a.got = []slurm.Job{task, array}, nil
+		cycleAt(t, d, time.Minute)
+		if act := lastAction(t, st, 31); act.Kind != policy.Start || act.Reason == policy.ReasonStarving {
 			t.Errorf("restarted %v: task 30_0 %s %s (%s); want started, not as a starving job", restarted, act.Kind, act.Reason, act.Detail)
 		}
 	}
+}
+
+// cycleAt runs one cycle of d with its clock at t0 + at.
+func cycleAt(t *testing.T, d *Daemon, at time.Duration) CycleReport {
+	t.Helper()
+	d.deps.Now = func() time.Time { return t0.Add(at) }
+	rep, err := d.Cycle(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// lastAction is the newest reason st holds for job id, as the
+// policy.Action rubickd stores.
+func lastAction(t *testing.T, st *store.Store, id int64) policy.Action {
+	t.Helper()
+	reasons, err := st.Reasons(context.Background(), id, 1)
+	if err != nil || len(reasons) != 1 {
+		t.Fatalf("job %d: reasons %v, %v", id, reasons, err)
+	}
+	var act policy.Action
+	if err := json.Unmarshal(reasons[0].Reason, &act); err != nil {
+		t.Fatal(err)
+	}
+	return act
 }
