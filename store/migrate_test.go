@@ -173,21 +173,28 @@ func olderDB(t *testing.T, path string, v int) *sql.DB {
 	return db
 }
 
+// migratedFrom opens, at the newest schema, a database an older rubick
+// left at schema version v holding the rows the SQL statements rows add.
+func migratedFrom(t *testing.T, v int, rows string) *Store {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rubick.db")
+	db := olderDB(t, path, v)
+	if _, err := db.ExecContext(context.Background(), rows); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	return openTest(t, path)
+}
+
 // A fit stored before k_3d existed reads back with k_3d = 1: it priced 3D
 // plans as if at 1.
 func TestMigrationV3KeepsFits(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "rubick.db")
-	v2 := olderDB(t, path, 2)
-	if _, err := v2.ExecContext(ctx, `
+	s := migratedFrom(t, 2, `
 		INSERT INTO model_types(name, spec, created_ns, updated_ns) VALUES ('gpt2', '{}', 1, 1);
 		INSERT INTO fits(model_type, k_bwd, k_sync, k_opt, k_opt_off, k_off, k_swap, k_const,
 			rmsle, mape_pct, samples, pinned, params_source, origin, created_ns, current)
-		VALUES ('gpt2', 2, 1.5, 0.1, 4, 1, 2, 0.01, 0.05, 4.5, 7, '[]', '', 'profile', 5, 1)`); err != nil {
-		t.Fatal(err)
-	}
-	v2.Close()
-	s := openTest(t, path)
+		VALUES ('gpt2', 2, 1.5, 0.1, 4, 1, 2, 0.01, 0.05, 4.5, 7, '[]', '', 'profile', 5, 1)`)
 	got, err := s.CurrentFit(ctx, "gpt2")
 	if err != nil {
 		t.Fatal(err)
@@ -202,17 +209,11 @@ func TestMigrationV3KeepsFits(t *testing.T) {
 // samples, which read back with the iteration unknown.
 func TestMigrationV2KeepsSamples(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "rubick.db")
-	v1 := olderDB(t, path, 1)
-	if _, err := v1.ExecContext(ctx, `
+	s := migratedFrom(t, 1, `
 		INSERT INTO model_types(name, spec, created_ns, updated_ns) VALUES ('gpt2', '{}', 1, 1);
 		INSERT INTO samples(model_type, dp, tp, pp, micro_batch, accum, zero, offload, checkpoint, placement,
 			gpus, cpus, host_mem_gb, iter_s, fwd_s, cc_s, opt_s, source_job, source, created_ns)
-		VALUES ('gpt2', 8, 1, 1, 2, 4, 1, 0, 0, '8', 8, 64, 100, 1.5, 0, 0, 0, 12, 'online', 5)`); err != nil {
-		t.Fatal(err)
-	}
-	v1.Close()
-	s := openTest(t, path)
+		VALUES ('gpt2', 8, 1, 1, 2, 4, 1, 0, 0, '8', 8, 64, 100, 1.5, 0, 0, 0, 12, 'online', 5)`)
 	got, err := s.JobSamples(ctx, 12)
 	if err != nil {
 		t.Fatal(err)
@@ -228,9 +229,7 @@ func TestMigrationV2KeepsSamples(t *testing.T) {
 // type back; other names stay as they are.
 func TestMigrationV6ModelTypes(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "rubick.db")
-	v5 := olderDB(t, path, 5)
-	if _, err := v5.ExecContext(ctx, `
+	s := migratedFrom(t, 5, `
 		INSERT INTO jobs(job_id, model_type, class, tenant, state, first_seen_ns, updated_ns) VALUES
 			(1, 'gpt2@gb64', 'best-effort', '', 'RUNNING', 1, 1),
 			(2, 'gpt2', 'best-effort', '', 'RUNNING', 1, 1),
@@ -238,11 +237,7 @@ func TestMigrationV6ModelTypes(t *testing.T) {
 			(4, 'x@gb12y', 'best-effort', '', 'RUNNING', 1, 1),
 			(5, NULL, 'best-effort', '', 'PENDING', 1, 1),
 			(6, 't5@gb0', 'best-effort', '', 'PENDING', 1, 1),
-			(7, 'llama7@gb1024', 'guaranteed', 'physics', 'COMPLETED', 1, 1)`); err != nil {
-		t.Fatal(err)
-	}
-	v5.Close()
-	s := openTest(t, path)
+			(7, 'llama7@gb1024', 'guaranteed', 'physics', 'COMPLETED', 1, 1)`)
 	got := map[int64]string{}
 	for id := int64(1); id <= 7; id++ {
 		j, err := s.Job(ctx, id)
@@ -260,15 +255,9 @@ func TestMigrationV6ModelTypes(t *testing.T) {
 // Jobs stored before schema 7 read back with no wait, and take one.
 func TestMigrationV7Deferred(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "rubick.db")
-	v6 := olderDB(t, path, 6)
-	if _, err := v6.ExecContext(ctx, `
+	s := migratedFrom(t, 6, `
 		INSERT INTO jobs(job_id, model_type, class, tenant, state, submitted_ns, first_seen_ns, updated_ns) VALUES
-			(1, NULL, 'best-effort', '', 'PENDING', 5, 1, 1)`); err != nil {
-		t.Fatal(err)
-	}
-	v6.Close()
-	s := openTest(t, path)
+			(1, NULL, 'best-effort', '', 'PENDING', 5, 1, 1)`)
 	j, err := s.Job(ctx, 1)
 	if err != nil || !j.Deferred.IsZero() || !j.Submitted.Equal(time.Unix(0, 5).UTC()) {
 		t.Fatalf("job 1 after migrating: %+v, %v; want no wait, its submit time kept", j, err)
