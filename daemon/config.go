@@ -172,6 +172,9 @@ type PolicyConfig struct {
 	// (Slurm's partition tier and multifactor priority, computed as
 	// slurmctld would for the job unheld).
 	BestEffortOrder string `mapstructure:"best_effort_order"`
+	// TimeWeight weighs that order by each job's time left by its time
+	// limit: slope / left^time_weight (0: slope alone).
+	TimeWeight float64 `mapstructure:"time_weight"`
 	// GuaranteedOrder is the admission order of queued guaranteed jobs:
 	// "shortest" (time limit), "submit" or "priority" (as
 	// best_effort_order's).
@@ -208,6 +211,7 @@ func (p PolicyConfig) Config() policy.Config {
 	c.StarvationAge = p.StarvationAge
 	c.DeadlineLead = p.DeadlineLead
 	c.BestEffortOrder = p.BestEffortOrder
+	c.TimeWeight = p.TimeWeight
 	c.GuaranteedOrder = p.GuaranteedOrder
 	c.GuaranteedAge = p.GuaranteedAge
 	c.ReclaimKeep = p.ReclaimKeep
@@ -227,6 +231,8 @@ func (PolicyConfig) keyOf(field string) string {
 		return "policy.deadline_lead"
 	case "BestEffortOrder":
 		return "policy.best_effort_order"
+	case "TimeWeight":
+		return "policy.time_weight"
 	case "GuaranteedOrder":
 		return "policy.guaranteed_order"
 	case "GuaranteedAge":
@@ -263,7 +269,7 @@ func Defaults() Config {
 		// The policy's own tuned defaults (docs/policy.md says why 0.9, not
 		// the paper's 0.97, with a 260 s restart).
 		Policy: PolicyConfig{Name: "rubick", ReconfigThreshold: pd.ReconfigKeep, StarvationAge: pd.StarvationAge, DeadlineLead: pd.DeadlineLead,
-			BestEffortOrder: pd.BestEffortOrder, GuaranteedOrder: pd.GuaranteedOrder, GuaranteedAge: pd.GuaranteedAge, ReclaimKeep: pd.ReclaimKeep,
+			BestEffortOrder: pd.BestEffortOrder, TimeWeight: pd.TimeWeight, GuaranteedOrder: pd.GuaranteedOrder, GuaranteedAge: pd.GuaranteedAge, ReclaimKeep: pd.ReclaimKeep,
 			HostMemPerGPUGB: pd.HostMemPerGPUGB},
 		// The margin covers the model's error on measured rows (17 % mean,
 		// docs/benchmarks.md) with some of its tail.
@@ -362,6 +368,7 @@ func setDefaults(v *viper.Viper, d Config) {
 	v.SetDefault("policy.starvation_age", d.Policy.StarvationAge)
 	v.SetDefault("policy.deadline_lead", d.Policy.DeadlineLead)
 	v.SetDefault("policy.best_effort_order", d.Policy.BestEffortOrder)
+	v.SetDefault("policy.time_weight", d.Policy.TimeWeight)
 	v.SetDefault("policy.guaranteed_order", d.Policy.GuaranteedOrder)
 	v.SetDefault("policy.guaranteed_age", d.Policy.GuaranteedAge)
 	v.SetDefault("policy.reclaim_keep", d.Policy.ReclaimKeep)

@@ -95,6 +95,7 @@ func TestLoadConfigErrorsNameTheField(t *testing.T) {
 		"deadline lead":     {yaml: "policy:\n  deadline_lead: -5m\n", want: "policy.deadline_lead=-5m0s: want >= 0"},
 		"guaranteed order":  {yaml: "policy:\n  guaranteed_order: random\n", want: `policy.guaranteed_order="random"`},
 		"best-effort order": {yaml: "policy:\n  best_effort_order: age\n", want: `policy.best_effort_order="age": want "slope", "fairshare" or "priority"`},
+		"time weight":       {yaml: "policy:\n  time_weight: 1.5\n", want: "policy.time_weight=1.5: want 0..1"},
 		"guaranteed age":    {yaml: "policy:\n  guaranteed_age: -1h\n", want: "policy.guaranteed_age=-1h"},
 		"reclaim keep":      {yaml: "policy:\n  reclaim_keep: 2\n", want: "policy.reclaim_keep=2"},
 		"host memory":       {yaml: "policy:\n  host_mem_per_gpu_gb: -4\n", want: "policy.host_mem_per_gpu_gb=-4"},

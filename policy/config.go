@@ -27,6 +27,13 @@ type Config struct {
 	// BestEffortOrder is the order in which best-effort jobs take GPUs:
 	// OrderSlope, OrderFairShare or OrderPriority.
 	BestEffortOrder string
+	// TimeWeight weighs the slope order by the time each job has left, its
+	// time limit less its run time: jobs are ranked by slope / left^TimeWeight.
+	// Average completion time rewards finishing short jobs first, and a
+	// user's limit, even a loose one, tells a 5-minute job from a 5-hour
+	// one. 0 is the slope order alone; 1 is throughput gained per second
+	// left. Jobs without a limit count as the longest one that has one.
+	TimeWeight float64
 	// GuaranteedOrder is the order in which queued guaranteed jobs are
 	// admitted within their tenant's quota: OrderShortest, OrderSubmit or
 	// OrderPriority.
@@ -105,6 +112,7 @@ func DefaultConfig() Config {
 		StarvationAge:   4 * time.Hour,
 		DeadlineLead:    30 * time.Minute,
 		BestEffortOrder: OrderSlope,
+		TimeWeight:      0.5,
 		GuaranteedOrder: OrderShortest,
 		GuaranteedAge:   8 * time.Hour,
 		SLOMargin:       0.2,
@@ -153,6 +161,8 @@ func (c Config) Validate() error {
 		return bad("DeadlineLead", c.DeadlineLead, ">= 0")
 	case c.BestEffortOrder != OrderSlope && c.BestEffortOrder != OrderFairShare && c.BestEffortOrder != OrderPriority:
 		return bad("BestEffortOrder", c.BestEffortOrder, strconv.Quote(OrderSlope)+", "+strconv.Quote(OrderFairShare)+" or "+strconv.Quote(OrderPriority))
+	case !(c.TimeWeight >= 0 && c.TimeWeight <= 1):
+		return bad("TimeWeight", c.TimeWeight, "0..1")
 	case c.GuaranteedOrder != OrderShortest && c.GuaranteedOrder != OrderSubmit && c.GuaranteedOrder != OrderPriority:
 		return bad("GuaranteedOrder", c.GuaranteedOrder, strconv.Quote(OrderShortest)+", "+strconv.Quote(OrderSubmit)+" or "+strconv.Quote(OrderPriority))
 	case c.GuaranteedAge < 0:
@@ -217,6 +227,7 @@ var knobs = []knob{
 	{"StarvationAge", setter(time.ParseDuration, func(c *Config) *time.Duration { return &c.StarvationAge })},
 	{"DeadlineLead", setter(time.ParseDuration, func(c *Config) *time.Duration { return &c.DeadlineLead })},
 	{"BestEffortOrder", setter(parseWord, func(c *Config) *string { return &c.BestEffortOrder })},
+	{"TimeWeight", setter(parseFloat, func(c *Config) *float64 { return &c.TimeWeight })},
 	{"GuaranteedOrder", setter(parseWord, func(c *Config) *string { return &c.GuaranteedOrder })},
 	{"GuaranteedAge", setter(time.ParseDuration, func(c *Config) *time.Duration { return &c.GuaranteedAge })},
 	{"SLOMargin", setter(parseFloat, func(c *Config) *float64 { return &c.SLOMargin })},

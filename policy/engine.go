@@ -78,8 +78,11 @@ type jstate struct {
 	reserves bool
 	// deadline marks a queued job near its Job.StartBy (Config.DeadlineLead).
 	deadline bool
-	ver      int        // bumped whenever its allocation changes
-	losses   []lossMemo // its cheapest release per node, as a victim
+	// tw divides its slope and its losses as a victim: its time left in
+	// hours to the power TimeWeight (1 when that is 0).
+	tw     float64
+	ver    int        // bumped whenever its allocation changes
+	losses []lossMemo // its cheapest release per node, as a victim
 	// fresh[k-1] is its normalised throughput with k more GPUs on a node it
 	// does not hold, valid at version freshVer (nodes must be alike in size).
 	fresh    []float64
@@ -333,6 +336,7 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 		js.starve = js.starve || js.deadline
 		r.jobs[i] = js
 	}
+	r.weighByTimeLeft()
 	for i := range r.nodes {
 		r.freeTotal += r.nodes[i].freeGPU
 	}
@@ -985,7 +989,7 @@ func (r *round) computeRelease(v *jstate, n int, privileged, protected bool) (vi
 		} else if v.minNT > 0 || (v.j.Guaranteed && r.e.v.slo) {
 			return victim{}, false // a guaranteed job is never preempted
 		}
-		return victim{js: v, r: k, loss: (cur - after) / float64(k)}, true
+		return victim{js: v, r: k, loss: (cur - after) / float64(k) / v.tw}, true
 	}
 	return victim{}, false
 }
@@ -1076,7 +1080,7 @@ func (r *round) nodeOrder(j *jstate, privileged bool) []int {
 		// Only nodes with a victim j could take from: any victim when j
 		// is privileged, else one losing less than j's entry slope (for a
 		// job holding nothing) or than its largest possible gain.
-		if v, ok := r.bestVictim(j, i, privileged); ok && (privileged || j.gpus > 0 || v.loss < j.info.entry) {
+		if v, ok := r.bestVictim(j, i, privileged); ok && (privileged || j.gpus > 0 || v.loss < j.info.entry/j.tw) {
 			busy = append(busy, i)
 		}
 	}
@@ -1226,7 +1230,7 @@ func (r *round) growOn(j *jstate, n int, privileged bool) {
 				// some with its GPUs.
 			}
 			v, ok := r.bestVictim(j, n, privileged)
-			if !ok || !(privileged && below || v.loss < j.info.entry) {
+			if !ok || !(privileged && below || v.loss < j.info.entry/j.tw) {
 				return
 			}
 			// The victim frees v.r GPUs; j takes what its groups let it
@@ -1284,7 +1288,7 @@ func (r *round) growOn(j *jstate, n int, privileged bool) {
 		// Take the step only whole, from victims each losing less than j
 		// gains. Above its minimum a guaranteed job has no privilege left:
 		// it grows like any other job, from victims that may be reconfigured.
-		if !r.claim(j, n, bestK, false, bestGain) {
+		if !r.claim(j, n, bestK, false, bestGain/j.tw) {
 			return
 		}
 	}
@@ -1368,10 +1372,11 @@ func (r *round) run(ctx context.Context) error {
 		}
 	}
 	// 2. Best-effort queued and running jobs, starving first, then by slope
-	// (or by fair-share factor, then slope).
+	// weighed by time left (or by fair-share factor, then that).
 	type cand struct {
 		js    *jstate
 		slope float64
+		key   float64 // slope over time left^TimeWeight
 	}
 	var cands []cand
 	for _, js := range r.jobs {
@@ -1379,8 +1384,10 @@ func (r *round) run(ctx context.Context) error {
 		if guaranteedQueued || (js.running && js.frozen) {
 			continue
 		}
-		cands = append(cands, cand{js, r.slope(js)})
+		sl := r.slope(js)
+		cands = append(cands, cand{js, sl, sl / js.tw})
 	}
+	weighed := r.e.cfg.TimeWeight > 0
 	ranked := r.e.ranked()
 	if ranked {
 		r.byRank = r.byRank[:0]
@@ -1403,8 +1410,16 @@ func (r *round) run(ctx context.Context) error {
 				return c
 			}
 		}
-		if c := cmp.Compare(b.slope, a.slope); c != 0 {
+		if c := cmp.Compare(b.key, a.key); c != 0 {
 			return c
+		}
+		if weighed {
+			// A job without a limit counts as the longest one with a
+			// limit, and as longer still where that is all that tells
+			// them apart.
+			if c := firstTrue(a.js.j.TimeLimit > 0, b.js.j.TimeLimit > 0); c != 0 {
+				return c
+			}
 		}
 		return bySubmit(a.js, b.js)
 	})
@@ -1422,7 +1437,7 @@ func (r *round) run(ctx context.Context) error {
 			r.setFloor(floor)
 		}
 		// Nothing free and nobody worth shrinking: nothing to try.
-		stuck := r.freeTotal-r.reservedTotal < max(1, js.info.minG-js.gpus) && !(r.minVictimLoss(false) < c.slope)
+		stuck := r.freeTotal-r.reservedTotal < max(1, js.info.minG-js.gpus) && !(r.minVictimLoss(false) < c.key)
 		if js.running {
 			if !stuck {
 				r.replace(js)
@@ -1465,6 +1480,35 @@ func (r *round) run(ctx context.Context) error {
 		r.tuneCPUs()
 	}
 	return nil
+}
+
+// weighByTimeLeft sets every job's tw. A job without a time limit counts
+// as the longest one with a limit; where none has one, all weigh alike.
+func (r *round) weighByTimeLeft() {
+	w := r.e.cfg.TimeWeight
+	longest := 0.0
+	if w > 0 {
+		for _, js := range r.jobs {
+			longest = max(longest, timeLeft(js.j))
+		}
+	}
+	for _, js := range r.jobs {
+		js.tw = 1
+		if left := cmp.Or(timeLeft(js.j), longest); w > 0 && left > 0 {
+			js.tw = math.Pow(left/3600, w)
+		}
+	}
+}
+
+// timeLeft is the seconds j has left by its time limit (0: no limit). A
+// job slowed by rubick runs past what its limit allowed at the request's
+// speed without being nearly done, so it keeps at least a tenth of the
+// limit, and a minute (a round).
+func timeLeft(j *Job) float64 {
+	if j.TimeLimit <= 0 {
+		return 0
+	}
+	return max((j.TimeLimit - j.RunTime).Seconds(), j.TimeLimit.Seconds()/10, 60)
 }
 
 // Details of a starving queued job; constants, as a round may hold

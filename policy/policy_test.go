@@ -308,6 +308,63 @@ func TestDecide(t *testing.T) {
 				"new": {policy.Start, 2, policy.ReasonSlope},
 			},
 		},
+		// One GPU free and two jobs of one model: by slope alone they tie
+		// and the first submitted goes first.
+		"rubick starts the job with less time left by its limit first": {
+			policy: "rubick", now: time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("r", "small").GPUs(7).Running(dp(7, 28), 20*time.Minute, pt.On("n0", 7)).Obj(),
+				pt.NewJob("long", "small").GPUs(2).TimeLimit(5 * time.Hour).SubmittedAt(time.Minute).Obj(),
+				pt.NewJob("short", "small").GPUs(2).TimeLimit(10 * time.Minute).SubmittedAt(2 * time.Minute).Obj(),
+			},
+			want: map[string]outcome{
+				"r":     {policy.Keep, 7, policy.ReasonPenalty},
+				"long":  {policy.Keep, 0, policy.ReasonNoResources},
+				"short": {policy.Start, 1, policy.ReasonSlope},
+			},
+		},
+		"rubick with TimeWeight 0 starts by slope, then submission": {
+			policy: "rubick", now: time.Hour, nodes: pt.Cluster(1, 8),
+			config: func(c *policy.Config) { c.TimeWeight = 0 },
+			jobs: []policy.Job{
+				pt.NewJob("r", "small").GPUs(7).Running(dp(7, 28), 20*time.Minute, pt.On("n0", 7)).Obj(),
+				pt.NewJob("long", "small").GPUs(2).TimeLimit(5 * time.Hour).SubmittedAt(time.Minute).Obj(),
+				pt.NewJob("short", "small").GPUs(2).TimeLimit(10 * time.Minute).SubmittedAt(2 * time.Minute).Obj(),
+			},
+			want: map[string]outcome{
+				"r":     {policy.Keep, 7, policy.ReasonPenalty},
+				"long":  {policy.Start, 1, policy.ReasonSlope},
+				"short": {policy.Keep, 0, policy.ReasonNoResources},
+			},
+		},
+		"rubick counts a job without a time limit as longer than one with": {
+			policy: "rubick", now: time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("r", "small").GPUs(7).Running(dp(7, 28), 20*time.Minute, pt.On("n0", 7)).Obj(),
+				pt.NewJob("unlimited", "small").GPUs(2).SubmittedAt(time.Minute).Obj(),
+				pt.NewJob("limited", "small").GPUs(2).TimeLimit(10 * time.Hour).SubmittedAt(2 * time.Minute).Obj(),
+			},
+			want: map[string]outcome{
+				"r":         {policy.Keep, 7, policy.ReasonPenalty},
+				"unlimited": {policy.Keep, 0, policy.ReasonNoResources},
+				"limited":   {policy.Start, 1, policy.ReasonSlope},
+			},
+		},
+		// small gains more per GPU than wide, which has less time left:
+		// 10 minutes against 8 hours outweighs the slope.
+		"rubick weighs time left against slope": {
+			policy: "rubick", now: time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("r", "small").GPUs(7).Running(dp(7, 28), 20*time.Minute, pt.On("n0", 7)).Obj(),
+				pt.NewJob("long", "small").GPUs(2).TimeLimit(8 * time.Hour).SubmittedAt(2 * time.Minute).Obj(),
+				pt.NewJob("short", "wide").GPUs(2).TimeLimit(10 * time.Minute).SubmittedAt(time.Minute).Obj(),
+			},
+			want: map[string]outcome{
+				"r":     {policy.Keep, 7, policy.ReasonPenalty},
+				"long":  {policy.Keep, 0, policy.ReasonNoResources},
+				"short": {policy.Start, 1, policy.ReasonSlope},
+			},
+		},
 		// Its launch line trains with a global batch of 32 (small's), and
 		// the plan it runs has 4 x 7 = 28: restarted with one of 32, by
 		// every policy, whatever a restart costs.
@@ -535,6 +592,8 @@ func TestNew(t *testing.T) {
 		"scale below one":           {name: "rubick", mutate: func(c *policy.Config) { c.MaxScale = 0.5 }, wantErr: policy.ErrBadConfig, field: "MaxScale"},
 		"reclaim keep above one":    {name: "rubick", mutate: func(c *policy.Config) { c.ReclaimKeep = 1.5 }, wantErr: policy.ErrBadConfig, field: "ReclaimKeep"},
 		"share above one":           {name: "rubick", mutate: func(c *policy.Config) { c.MinShare = 2 }, wantErr: policy.ErrBadConfig, field: "MinShare"},
+		"time weight above one":     {name: "rubick", mutate: func(c *policy.Config) { c.TimeWeight = 1.5 }, wantErr: policy.ErrBadConfig, field: "TimeWeight"},
+		"negative time weight":      {name: "rubick", mutate: func(c *policy.Config) { c.TimeWeight = -0.5 }, wantErr: policy.ErrBadConfig, field: "TimeWeight"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
