@@ -23,11 +23,14 @@ type variant struct {
 	replan  bool  // a running job may restart on the same resources with a faster plan
 	// noStarve drops the anti-starvation age (Sia has none).
 	noStarve bool
+	// timeLeft weighs slopes and victim losses by time left
+	// (Config.TimeWeight); Sia ranks by goodput alone.
+	timeLeft bool
 }
 
 var (
-	variantRubick        = variant{space: spaceAny, tuneCPU: true, slo: true, replan: true}
-	variantResourcesOnly = variant{space: spaceDP, tuneCPU: true, slo: true}
+	variantRubick        = variant{space: spaceAny, tuneCPU: true, slo: true, replan: true, timeLeft: true}
+	variantResourcesOnly = variant{space: spaceDP, tuneCPU: true, slo: true, timeLeft: true}
 	variantSia           = variant{space: spaceDP, sia: true, noStarve: true}
 )
 
@@ -1387,7 +1390,7 @@ func (r *round) run(ctx context.Context) error {
 		sl := r.slope(js)
 		cands = append(cands, cand{js, sl, sl / js.tw})
 	}
-	weighed := r.e.cfg.TimeWeight > 0
+	weighed := r.e.v.timeLeft && r.e.cfg.TimeWeight > 0
 	ranked := r.e.ranked()
 	if ranked {
 		r.byRank = r.byRank[:0]
@@ -1486,6 +1489,9 @@ func (r *round) run(ctx context.Context) error {
 // as the longest one with a limit; where none has one, all weigh alike.
 func (r *round) weighByTimeLeft() {
 	w := r.e.cfg.TimeWeight
+	if !r.e.v.timeLeft {
+		w = 0
+	}
 	longest := 0.0
 	if w > 0 {
 		for _, js := range r.jobs {

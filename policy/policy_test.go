@@ -337,6 +337,19 @@ func TestDecide(t *testing.T) {
 				"short": {policy.Keep, 0, policy.ReasonNoResources},
 			},
 		},
+		"sia ignores time limits": {
+			policy: "sia", now: time.Hour, nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("r", "small").GPUs(7).Running(dp(7, 28), 20*time.Minute, pt.On("n0", 7)).Obj(),
+				pt.NewJob("long", "small").GPUs(2).TimeLimit(5 * time.Hour).SubmittedAt(time.Minute).Obj(),
+				pt.NewJob("short", "small").GPUs(2).TimeLimit(10 * time.Minute).SubmittedAt(2 * time.Minute).Obj(),
+			},
+			want: map[string]outcome{
+				"r":     {policy.Keep, 7, policy.ReasonPenalty},
+				"long":  {policy.Start, 1, policy.ReasonSlope},
+				"short": {policy.Keep, 0, policy.ReasonNoResources},
+			},
+		},
 		"rubick counts a job without a time limit as longer than one with": {
 			policy: "rubick", now: time.Hour, nodes: pt.Cluster(1, 8),
 			jobs: []policy.Job{
