@@ -18,6 +18,7 @@ rows=("$@")
 if [ ${#rows[@]} -eq 0 ]; then
   rows=(defaults
     ReconfigKeep=0.85 ReconfigKeep=0.95 ReconfigKeep=0.97
+    TimeWeight=0 TimeWeight=0.25 TimeWeight=0.75 TimeWeight=1
     StarvationAge=0s StarvationAge=1h StarvationAge=2h
     GuaranteedOrder=submit GuaranteedAge=0s GuaranteedAge=4h GuaranteedAge=16h
     SLOMargin=0 SLOMargin=0.05 SLOMargin=0.1
