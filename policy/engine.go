@@ -818,8 +818,10 @@ func (r *round) shapeOf(slots []slot) string {
 // victim is a candidate to give up GPUs on one node.
 type victim struct {
 	js   *jstate
-	r    int     // GPUs it gives up
+	r    int     // GPUs it gives up on the node
 	loss float64 // normalised throughput lost per GPU
+	// whole: preempted, it gives up its GPUs on every node.
+	whole bool
 }
 
 // shrinkable reports whether v may give up resources to a job this round.
@@ -994,7 +996,25 @@ func (r *round) computeRelease(v *jstate, n int, privileged, protected bool) (vi
 		}
 		return victim{js: v, r: k, loss: (cur - after) / float64(k) / v.tw}, true
 	}
+	if privileged && v.minNT == 0 && !(v.j.Guaranteed && r.e.v.slo) && held < v.gpus {
+		// A best-effort job across nodes that no release here leaves
+		// runnable at ReclaimKeep is preempted whole, as one on this node
+		// alone would be; else a single GPU of it could keep a guaranteed
+		// job from the node for as long as it runs.
+		return victim{js: v, r: held, loss: cur / float64(held) / v.tw, whole: true}, true
+	}
 	return victim{}, false
+}
+
+// yieldTo frees what victim v gives up for a job on node n.
+func (r *round) yieldTo(v victim, n int) {
+	if !v.whole {
+		r.take(nil, v.js, n, v.r)
+		return
+	}
+	for _, s := range slices.Clone(v.js.cur) {
+		r.take(nil, v.js, s.node, s.gpus)
+	}
 }
 
 func better(a, b victim) bool {
@@ -1240,7 +1260,7 @@ func (r *round) growOn(j *jstate, n int, privileged bool) {
 			// (more once the victim is in one of them), the rest stays
 			// free.
 			mark, before := len(r.log), r.groupsOf(j)
-			r.take(nil, v.js, n, v.r)
+			r.yieldTo(v, n)
 			k := v.r
 			if gg, _ := r.groupFree(j); gg < k {
 				k = gg
@@ -1308,7 +1328,7 @@ func (r *round) claim(j *jstate, n, k int, privileged bool, maxLoss float64) boo
 			r.undo(mark)
 			return false
 		}
-		r.take(nil, v.js, n, v.r)
+		r.yieldTo(v, n)
 	}
 	before := r.groupsOf(j)
 	if !r.take(j, nil, n, k) || r.groupsOver(j, before) {

@@ -873,6 +873,49 @@ func TestGuaranteedTakesWholeNodesFromScatteredBestEffort(t *testing.T) {
 	}
 }
 
+// A best-effort job on one GPU of each of two nodes is in the way of a
+// guaranteed job that needs two whole nodes of three. Shrunk by its GPU on
+// one node it would keep less than ReclaimKeep (1 here) of its speed, so it
+// is preempted whole, freeing both nodes, as a job on one node would be
+// (and may restart on what is left).
+func TestGuaranteedPreemptsBestEffortAcrossNodes(t *testing.T) {
+	wide := model.Plan{DP: 2, TP: 8, PP: 1, MicroBatch: 4, Accum: 1}
+	jobs := []policy.Job{
+		pt.NewJob("x", "small").GPUs(2).Running(dp(2, 32), time.Hour, pt.On("n0", 1), pt.On("n1", 1)).Obj(),
+		pt.NewJob("y", "small").GPUs(2).Running(dp(2, 32), time.Hour, pt.On("n1", 1), pt.On("n2", 1)).Obj(),
+		pt.NewJob("g", "big").GPUs(16).Plan(wide).Guaranteed().SubmittedAt(2 * time.Hour).Obj(),
+	}
+	cfg := policy.DefaultConfig()
+	cfg.ReclaimKeep = 1
+	p, err := policy.New("rubick", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := p.Decide(context.Background(), snap(t, 2*time.Hour+time.Minute, pt.Cluster(3, 8), []policy.Tenant{{Name: "default", GPUQuota: 24}}, jobs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := outcomes(plan)
+	if g := got["g"]; g.Kind != policy.Start || g.GPUs != 16 {
+		t.Errorf("g: %+v, want a start on 16 GPUs; plan %+v", g, plan)
+	}
+	// What frees the nodes moves at least one of them: preempted, or
+	// restarted on the GPUs left over.
+	moved := 0
+	for _, id := range []string{"x", "y"} {
+		switch o := got[id]; o.Kind {
+		case policy.Preempt, policy.Restart:
+			moved++
+		case policy.Keep:
+		default:
+			t.Errorf("%s: %+v, want preempt, restart or keep", id, o)
+		}
+	}
+	if moved == 0 {
+		t.Errorf("neither best-effort job moved: %+v", got)
+	}
+}
+
 // A measured restart cost replaces the default for its model type only: with
 // the default 260 s a job 10 minutes in may not restart, with a measured 5 s
 // it may, and a job of another model type still may not.
