@@ -86,7 +86,25 @@ func holderAndQueued(req int, hiFS, loFS float64) []policy.Job {
 	}
 }
 
+// oneGPUFor is queued, behind a young job r on 7 of 8 GPUs: one GPU free
+// for the queued jobs, and no victim.
+func oneGPUFor(queued ...policy.Job) []policy.Job {
+	return append([]policy.Job{pt.NewJob("r", "small").GPUs(7).Running(dp(7, 28), 20*time.Minute, pt.On("n0", 7)).Obj()}, queued...)
+}
+
 func TestDecide(t *testing.T) {
+	// One GPU free and two jobs of one model for it, the longer one
+	// submitted first: by slope alone they tie and it goes first.
+	longAndShort := oneGPUFor(pt.NewJob("long", "small").GPUs(2).TimeLimit(5*time.Hour).SubmittedAt(time.Minute).Obj(),
+		pt.NewJob("short", "small").GPUs(2).TimeLimit(10*time.Minute).SubmittedAt(2*time.Minute).Obj())
+	startsOne := func(first, second string) map[string]outcome {
+		return map[string]outcome{
+			"r":    {policy.Keep, 7, policy.ReasonPenalty},
+			first:  {policy.Start, 1, policy.ReasonSlope},
+			second: {policy.Keep, 0, policy.ReasonNoResources},
+		}
+	}
+	shortFirst, longFirst := startsOne("short", "long"), startsOne("long", "short")
 	tests := map[string]struct {
 		policy  string
 		config  func(*policy.Config) // changes to DefaultConfig, if any
@@ -308,75 +326,35 @@ func TestDecide(t *testing.T) {
 				"new": {policy.Start, 2, policy.ReasonSlope},
 			},
 		},
-		// One GPU free and two jobs of one model: by slope alone they tie
-		// and the first submitted goes first.
 		"rubick starts the job with less time left by its limit first": {
 			policy: "rubick", now: time.Hour, nodes: pt.Cluster(1, 8),
-			jobs: []policy.Job{
-				pt.NewJob("r", "small").GPUs(7).Running(dp(7, 28), 20*time.Minute, pt.On("n0", 7)).Obj(),
-				pt.NewJob("long", "small").GPUs(2).TimeLimit(5 * time.Hour).SubmittedAt(time.Minute).Obj(),
-				pt.NewJob("short", "small").GPUs(2).TimeLimit(10 * time.Minute).SubmittedAt(2 * time.Minute).Obj(),
-			},
-			want: map[string]outcome{
-				"r":     {policy.Keep, 7, policy.ReasonPenalty},
-				"long":  {policy.Keep, 0, policy.ReasonNoResources},
-				"short": {policy.Start, 1, policy.ReasonSlope},
-			},
+			jobs: longAndShort,
+			want: shortFirst,
 		},
 		"rubick with TimeWeight 0 starts by slope, then submission": {
 			policy: "rubick", now: time.Hour, nodes: pt.Cluster(1, 8),
 			config: func(c *policy.Config) { c.TimeWeight = 0 },
-			jobs: []policy.Job{
-				pt.NewJob("r", "small").GPUs(7).Running(dp(7, 28), 20*time.Minute, pt.On("n0", 7)).Obj(),
-				pt.NewJob("long", "small").GPUs(2).TimeLimit(5 * time.Hour).SubmittedAt(time.Minute).Obj(),
-				pt.NewJob("short", "small").GPUs(2).TimeLimit(10 * time.Minute).SubmittedAt(2 * time.Minute).Obj(),
-			},
-			want: map[string]outcome{
-				"r":     {policy.Keep, 7, policy.ReasonPenalty},
-				"long":  {policy.Start, 1, policy.ReasonSlope},
-				"short": {policy.Keep, 0, policy.ReasonNoResources},
-			},
+			jobs:   longAndShort,
+			want:   longFirst,
 		},
 		"sia ignores time limits": {
 			policy: "sia", now: time.Hour, nodes: pt.Cluster(1, 8),
-			jobs: []policy.Job{
-				pt.NewJob("r", "small").GPUs(7).Running(dp(7, 28), 20*time.Minute, pt.On("n0", 7)).Obj(),
-				pt.NewJob("long", "small").GPUs(2).TimeLimit(5 * time.Hour).SubmittedAt(time.Minute).Obj(),
-				pt.NewJob("short", "small").GPUs(2).TimeLimit(10 * time.Minute).SubmittedAt(2 * time.Minute).Obj(),
-			},
-			want: map[string]outcome{
-				"r":     {policy.Keep, 7, policy.ReasonPenalty},
-				"long":  {policy.Start, 1, policy.ReasonSlope},
-				"short": {policy.Keep, 0, policy.ReasonNoResources},
-			},
+			jobs: longAndShort,
+			want: longFirst,
 		},
 		"rubick counts a job without a time limit as longer than one with": {
 			policy: "rubick", now: time.Hour, nodes: pt.Cluster(1, 8),
-			jobs: []policy.Job{
-				pt.NewJob("r", "small").GPUs(7).Running(dp(7, 28), 20*time.Minute, pt.On("n0", 7)).Obj(),
-				pt.NewJob("unlimited", "small").GPUs(2).SubmittedAt(time.Minute).Obj(),
-				pt.NewJob("limited", "small").GPUs(2).TimeLimit(10 * time.Hour).SubmittedAt(2 * time.Minute).Obj(),
-			},
-			want: map[string]outcome{
-				"r":         {policy.Keep, 7, policy.ReasonPenalty},
-				"unlimited": {policy.Keep, 0, policy.ReasonNoResources},
-				"limited":   {policy.Start, 1, policy.ReasonSlope},
-			},
+			jobs: oneGPUFor(pt.NewJob("unlimited", "small").GPUs(2).SubmittedAt(time.Minute).Obj(),
+				pt.NewJob("limited", "small").GPUs(2).TimeLimit(10*time.Hour).SubmittedAt(2*time.Minute).Obj()),
+			want: startsOne("limited", "unlimited"),
 		},
 		// small gains more per GPU than wide, which has less time left:
 		// 10 minutes against 8 hours outweighs the slope.
 		"rubick weighs time left against slope": {
 			policy: "rubick", now: time.Hour, nodes: pt.Cluster(1, 8),
-			jobs: []policy.Job{
-				pt.NewJob("r", "small").GPUs(7).Running(dp(7, 28), 20*time.Minute, pt.On("n0", 7)).Obj(),
-				pt.NewJob("long", "small").GPUs(2).TimeLimit(8 * time.Hour).SubmittedAt(2 * time.Minute).Obj(),
-				pt.NewJob("short", "wide").GPUs(2).TimeLimit(10 * time.Minute).SubmittedAt(time.Minute).Obj(),
-			},
-			want: map[string]outcome{
-				"r":     {policy.Keep, 7, policy.ReasonPenalty},
-				"long":  {policy.Keep, 0, policy.ReasonNoResources},
-				"short": {policy.Start, 1, policy.ReasonSlope},
-			},
+			jobs: oneGPUFor(pt.NewJob("long", "small").GPUs(2).TimeLimit(8*time.Hour).SubmittedAt(2*time.Minute).Obj(),
+				pt.NewJob("short", "wide").GPUs(2).TimeLimit(10*time.Minute).SubmittedAt(time.Minute).Obj()),
+			want: shortFirst,
 		},
 		// Its launch line trains with a global batch of 32 (small's), and
 		// the plan it runs has 4 x 7 = 28: restarted with one of 32, by
