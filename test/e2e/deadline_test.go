@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -30,17 +31,10 @@ func TestDeadlineFirst(t *testing.T) {
 	gpt2 := submit("gpt2", 16, "--deadline=now+40minutes")
 	d := runDaemon(t, l, bin, dir, lt.cfgPath)
 
-	var jb, jg slurm.Job
-	for ctx.Err() == nil {
-		var err error
-		if jg, err = cluster.Job(ctx, gpt2); err == nil && jg.State != slurm.StatePending {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	jb, _ = cluster.Job(ctx, bert)
+	jg := waitLeftPending(ctx, cluster, gpt2)
+	jb, _ := cluster.Job(ctx, bert)
 	// The gpt2 job is short: the bert job may have started after it.
-	bertFirst := jb.State != slurm.StatePending && !jb.StartTime.After(jg.StartTime)
+	bertFirst := startedBy(jb, jg.StartTime)
 	if jg.State != slurm.StateRunning && jg.State != slurm.StateCompleted || bertFirst {
 		t.Fatalf("gpt2 job %d %s (started %v), bert job %d %s (started %v); want the gpt2 job started first; rubickd log %s",
 			gpt2, jg.State, jg.StartTime, bert, jb.State, jb.StartTime, d.log)
@@ -57,6 +51,25 @@ func TestDeadlineFirst(t *testing.T) {
 	if err != nil || !strings.Contains(start, `"reason":"deadline"`) {
 		t.Errorf("gpt2 job %d: reason of its start %s (%v), want deadline; newest %s", gpt2, start, err, reasonOf(rs))
 	}
+}
+
+// waitLeftPending polls job id until Slurm reports it other than pending
+// (or ctx ends) and returns it as last read.
+func waitLeftPending(ctx context.Context, cluster slurm.Cluster, id int) slurm.Job {
+	var j slurm.Job
+	for ctx.Err() == nil {
+		var err error
+		if j, err = cluster.Job(ctx, id); err == nil && j.State != slurm.StatePending {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return j
+}
+
+// startedBy reports whether j has started, at t or before.
+func startedBy(j slurm.Job, t time.Time) bool {
+	return j.State != slurm.StatePending && !j.StartTime.After(t)
 }
 
 // startReason is the newest reason of kind start in rs (newest first), or
