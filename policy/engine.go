@@ -1397,9 +1397,8 @@ func (r *round) run(ctx context.Context) error {
 	// 2. Best-effort queued and running jobs, starving first, then by slope
 	// weighed by time left (or by fair-share factor, then that).
 	type cand struct {
-		js    *jstate
-		slope float64
-		key   float64 // slope over time left^TimeWeight
+		js  *jstate
+		key float64 // slope over time left^TimeWeight
 	}
 	var cands []cand
 	for _, js := range r.jobs {
@@ -1407,8 +1406,7 @@ func (r *round) run(ctx context.Context) error {
 		if guaranteedQueued || (js.running && js.frozen) {
 			continue
 		}
-		sl := r.slope(js)
-		cands = append(cands, cand{js, sl, sl / js.tw})
+		cands = append(cands, cand{js, r.slope(js) / js.tw})
 	}
 	weighed := r.e.v.timeLeft && r.e.cfg.TimeWeight > 0
 	ranked := r.e.ranked()
