@@ -92,7 +92,11 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 				j.ModelType = sj.ModelType
 			}
 		}
-		if j.queueFrom(sj.Deferred) {
+		w, err := LastWait(ctx, st, sj)
+		if err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+		if j.queueFrom(w) {
 			waited++
 		}
 		if j.Class != slurm.ClassGuaranteed {
@@ -156,6 +160,31 @@ func storeID(ctx context.Context, st Store, jobID string) (int64, bool, error) {
 		return 0, false, err
 	}
 	return sj.ID, true, nil
+}
+
+// LastWait is when rubickd last saw job j held or waiting for its --begin
+// or dependencies (store.Job.Deferred), or, for a task split off a job
+// array, the array while the task was part of it (a hold of the whole
+// array, its dependencies), whichever is later: rubickd ages the task from
+// that. Zero when it never waited.
+func LastWait(ctx context.Context, st interface {
+	Job(ctx context.Context, id int64) (store.Job, error)
+}, j store.Job) (time.Time, error) {
+	w := j.Deferred
+	if j.ArrayJobID <= 0 || j.ArrayJobID == j.ID {
+		return w, nil
+	}
+	a, err := st.Job(ctx, j.ArrayJobID)
+	if errors.Is(err, store.ErrNotFound) {
+		return w, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("the wait of job array %d: %w", j.ArrayJobID, err)
+	}
+	if a.Deferred.After(w) {
+		w = a.Deferred
+	}
+	return w, nil
 }
 
 // queueFrom counts the job's queueing delay from waited, when rubickd last

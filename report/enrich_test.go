@@ -318,8 +318,13 @@ func TestEnrichArrayTask(t *testing.T) {
 	}
 	plan := mustPlan(t, "dp4.tp1.pp1.mb2.a8.z0")
 	res := model.Resources{Placement: model.Placement{4}, CPUs: 4, HostMemGB: 62.5}
+	arrayWait := time.Date(2026, 11, 2, 10, 0, 40, 0, time.UTC)
 	st := &fakeStore{
-		jobs: map[int64]store.Job{210: {ID: 210, ModelType: "gpt2", Class: store.Guaranteed, ArrayJobID: 200, ArrayTaskID: 3}},
+		jobs: map[int64]store.Job{
+			210: {ID: 210, ModelType: "gpt2", Class: store.Guaranteed, ArrayJobID: 200, ArrayTaskID: 3},
+			// The whole array was held until 10:00:40: the task queued from then.
+			200: {ID: 200, ModelType: "gpt2", Class: store.Guaranteed, ArrayJobID: 200, Deferred: arrayWait},
+		},
 		history: map[int64][]store.Action{210: {{JobID: 210, Kind: "start", Plan: plan, Resources: res, Result: store.ResultOK,
 			DecidedAt: time.Date(2026, 11, 2, 10, 0, 30, 0, time.UTC)}}},
 		specs: map[string]model.Spec{"gpt2": gpt2Spec()},
@@ -339,6 +344,11 @@ func TestEnrichArrayTask(t *testing.T) {
 	}
 	if !checked["200_3"] || checked["200_4"] {
 		t.Errorf("SLO checked %v; want task 200_3 checked with the store's plan, 200_4 (not in the store) left", checked)
+	}
+	for _, j := range r.Jobs {
+		if j.ID == "200_3" && (j.QueuedFrom == nil || !j.QueuedFrom.Equal(arrayWait) || j.QueueS == nil || *j.QueueS != 20) {
+			t.Errorf("200_3 queued from %v for %v s, want from the array's wait %v, 20 s", j.QueuedFrom, j.QueueS, arrayWait)
+		}
 	}
 }
 

@@ -34,8 +34,10 @@ type explanation struct {
 	Submitted time.Time `json:"submitted"`
 	// Waited is when rubickd last saw the job held by its user or an
 	// administrator, or wait for its --begin or dependencies, as stored (the first cycle
-	// that saw a wait, then the last one before it ended): its age in the
-	// queue counts from then. Omitted when it never waited.
+	// that saw a wait, then the last one before it ended), or, for a task
+	// of a job array, the array while the task was part of it, whichever
+	// is later (report.LastWait): its age in the queue counts from then.
+	// Omitted when it never waited.
 	Waited  *time.Time `json:"last_seen_waiting,omitempty"`
 	Updated time.Time  `json:"updated"`
 	// Cannot is what the job's launch line cannot express, as rubick-srun
@@ -203,8 +205,12 @@ func explain(ctx context.Context, st explainStore, path string, id int64, top, n
 		Submitted: j.Submitted, Updated: j.Updated, Cannot: j.Cannot.String(), Alternatives: []alternative{}, Reasons: []reasonView{},
 		History: []report.PlanChange{}, Notes: []string{},
 	}
-	if !j.Deferred.IsZero() {
-		ex.Waited = &j.Deferred
+	waited, err := report.LastWait(ctx, st, j)
+	if err != nil {
+		return nil, fmt.Errorf("explain: %w", err)
+	}
+	if !waited.IsZero() {
+		ex.Waited = &waited
 	}
 	if j.LastPlan != (model.Plan{}) {
 		ex.Plan, ex.Placement = j.LastPlan.String(), j.LastResources.Placement.String()

@@ -353,6 +353,11 @@ func TestExplainArrayTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = st.UpsertJob(context.Background(), store.Job{ID: 44, ModelType: "bert", Class: store.BestEffort, State: "PENDING", ArrayJobID: 40, ArrayTaskID: 3})
+	// The whole array was held before the task was split off.
+	arrayWait := fixedNow.Add(-20 * time.Minute).UTC()
+	if err == nil {
+		err = st.UpsertJob(context.Background(), store.Job{ID: 40, ModelType: "bert", Class: store.BestEffort, State: "PENDING", ArrayJobID: 40, Deferred: arrayWait})
+	}
 	st.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -362,15 +367,19 @@ func TestExplainArrayTask(t *testing.T) {
 		t.Fatalf("explain 40_3: %v\n%s", err, errb.String())
 	}
 	var got struct {
-		JobID     int64  `json:"job_id"`
-		ArrayTask string `json:"array_task"`
-		ModelType string `json:"model_type"`
+		JobID     int64      `json:"job_id"`
+		ArrayTask string     `json:"array_task"`
+		ModelType string     `json:"model_type"`
+		Waited    *time.Time `json:"last_seen_waiting"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
 	if got.JobID != 44 || got.ArrayTask != "40_3" || got.ModelType != "bert" {
 		t.Errorf("explain 40_3 = %+v, want job 44, task 40_3 of bert", got)
+	}
+	if got.Waited == nil || !got.Waited.Equal(arrayWait) {
+		t.Errorf("explain 40_3 last seen waiting %v, want the array's wait %v", got.Waited, arrayWait)
 	}
 	out.Reset()
 	if err := explainCmd(context.Background(), []string{"44", "--store", path}, &out, &errb, testEnv(t)); err != nil {
