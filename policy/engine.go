@@ -183,6 +183,15 @@ func (e *engine) minCPG(j *Job) int { return max(e.cfg.MinCPUsPerGPU, j.CPUsPerG
 
 func (e *engine) ranked() bool { return e.cfg.BestEffortOrder != OrderSlope }
 
+// timeWeight is the exponent of the time-left weighting this policy applies
+// (Config.TimeWeight; 0 for Sia, which ranks by goodput alone).
+func (e *engine) timeWeight() float64 {
+	if !e.v.timeLeft {
+		return 0
+	}
+	return e.cfg.TimeWeight
+}
+
 // rankOf is j's rank under the configured order.
 func (e *engine) rankOf(j *Job) rank {
 	switch e.cfg.BestEffortOrder {
@@ -983,6 +992,8 @@ func (r *round) computeRelease(v *jstate, n int, privileged, protected bool) (vi
 		return victim{}, false
 	}
 	cur := r.nt(v)
+	// A guaranteed job is never preempted.
+	preemptible := v.minNT == 0 && !(v.j.Guaranteed && r.e.v.slo)
 	for k := 1; k <= held; k++ {
 		var after float64
 		if k < v.gpus {
@@ -991,12 +1002,12 @@ func (r *round) computeRelease(v *jstate, n int, privileged, protected bool) (vi
 			if !r.okAt(v, slots, v.gpus-k, after) || (privileged && v.minNT == 0 && after < r.e.cfg.ReclaimKeep*cur) {
 				continue
 			}
-		} else if v.minNT > 0 || (v.j.Guaranteed && r.e.v.slo) {
-			return victim{}, false // a guaranteed job is never preempted
+		} else if !preemptible {
+			return victim{}, false
 		}
 		return victim{js: v, r: k, loss: (cur - after) / float64(k) / v.tw}, true
 	}
-	if privileged && v.minNT == 0 && !(v.j.Guaranteed && r.e.v.slo) && held < v.gpus {
+	if privileged && preemptible && held < v.gpus {
 		// A best-effort job across nodes that no release here leaves
 		// runnable at ReclaimKeep is preempted whole, as one on this node
 		// alone would be; else a single GPU of it could keep a guaranteed
@@ -1408,7 +1419,7 @@ func (r *round) run(ctx context.Context) error {
 		}
 		cands = append(cands, cand{js, r.slope(js) / js.tw})
 	}
-	weighed := r.e.v.timeLeft && r.e.cfg.TimeWeight > 0
+	weighed := r.e.timeWeight() > 0
 	ranked := r.e.ranked()
 	if ranked {
 		r.byRank = r.byRank[:0]
@@ -1506,10 +1517,7 @@ func (r *round) run(ctx context.Context) error {
 // weighByTimeLeft sets every job's tw. A job without a time limit counts
 // as the longest one with a limit; where none has one, all weigh alike.
 func (r *round) weighByTimeLeft() {
-	w := r.e.cfg.TimeWeight
-	if !r.e.v.timeLeft {
-		w = 0
-	}
+	w := r.e.timeWeight()
 	longest := 0.0
 	if w > 0 {
 		for _, js := range r.jobs {
