@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -31,45 +30,52 @@ func TestDeadlineFirst(t *testing.T) {
 	gpt2 := submit("gpt2", 16, "--deadline=now+40minutes")
 	d := runDaemon(t, l, bin, dir, lt.cfgPath)
 
-	jg := waitLeftPending(ctx, cluster, gpt2)
-	jb, _ := cluster.Job(ctx, bert)
-	// The gpt2 job is short: the bert job may have started after it.
-	bertFirst := startedBy(jb, jg.StartTime)
-	if jg.State != slurm.StateRunning && jg.State != slurm.StateCompleted || bertFirst {
-		t.Fatalf("gpt2 job %d %s (started %v), bert job %d %s (started %v); want the gpt2 job started first; rubickd log %s",
-			gpt2, jg.State, jg.StartTime, bert, jb.State, jb.StartTime, d.log)
-	}
-	st, err := store.Open(ctx, lt.dbPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	// The daemon goes on after the start: later cycles record keep reasons
-	// for the running job, so the start's own reason is the one to check.
-	rs, err := st.Reasons(ctx, int64(gpt2), 0)
-	start := startReason(rs)
-	if err != nil || !strings.Contains(start, `"reason":"deadline"`) {
-		t.Errorf("gpt2 job %d: reason of its start %s (%v), want deadline; newest %s", gpt2, start, err, reasonOf(rs))
-	}
+	lt.startsFirst(t, d, job{gpt2, "gpt2 job"}, job{bert, "bert job"})
+	lt.wantStartReason(t, gpt2, "deadline")
 }
 
-// waitLeftPending polls job id until Slurm reports it other than pending
-// (or ctx ends) and returns it as last read.
-func waitLeftPending(ctx context.Context, cluster slurm.Cluster, id int) slurm.Job {
-	var j slurm.Job
-	for ctx.Err() == nil {
+// job names a lab job in a failure message.
+type job struct {
+	id   int
+	name string
+}
+
+// startsFirst waits until first leaves pending and fails the test unless
+// it then runs or has run, and second had not started before it (second
+// may start after it: both may be short). d's log is named on failure.
+func (lt *labTest) startsFirst(t *testing.T, d *daemonProc, first, second job) {
+	t.Helper()
+	var jf slurm.Job
+	for lt.ctx.Err() == nil {
 		var err error
-		if j, err = cluster.Job(ctx, id); err == nil && j.State != slurm.StatePending {
+		if jf, err = lt.cluster.Job(lt.ctx, first.id); err == nil && jf.State != slurm.StatePending {
 			break
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	return j
+	js, _ := lt.cluster.Job(lt.ctx, second.id)
+	secondFirst := js.State != slurm.StatePending && !js.StartTime.After(jf.StartTime)
+	if jf.State != slurm.StateRunning && jf.State != slurm.StateCompleted || secondFirst {
+		t.Fatalf("%s %d %s (started %v), %s %d %s (started %v); want the %s started first; rubickd log %s",
+			first.name, first.id, jf.State, jf.StartTime, second.name, second.id, js.State, js.StartTime, first.name, d.log)
+	}
 }
 
-// startedBy reports whether j has started, at t or before.
-func startedBy(j slurm.Job, t time.Time) bool {
-	return j.State != slurm.StatePending && !j.StartTime.After(t)
+// wantStartReason fails the test unless the reason the store keeps for
+// job id's start has code reason. The daemon goes on after the start:
+// later cycles record keep reasons for the running job, so the start's own
+// reason is the one to check.
+func (lt *labTest) wantStartReason(t *testing.T, id int, reason string) {
+	t.Helper()
+	st, err := store.Open(lt.ctx, lt.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rs, err := st.Reasons(lt.ctx, int64(id), 0)
+	if start := startReason(rs); err != nil || !strings.Contains(start, `"reason":"`+reason+`"`) {
+		t.Errorf("job %d: reason of its start %s (%v), want %s; newest %s", id, start, err, reason, reasonOf(rs))
+	}
 }
 
 // startReason is the newest reason of kind start in rs (newest first), or

@@ -3,12 +3,8 @@
 package e2e
 
 import (
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/rubick-sched/rubick/slurm"
-	"github.com/rubick-sched/rubick/store"
 )
 
 // TestShorterLimitFirst: one GPU free and two bert jobs held for it, alike
@@ -29,19 +25,6 @@ func TestShorterLimitFirst(t *testing.T) {
 	short := submit("10")
 	d := runDaemon(t, l, bin, dir, lt.cfgPath)
 
-	js := waitLeftPending(ctx, cluster, short)
-	jl, _ := cluster.Job(ctx, long)
-	if js.State != slurm.StateRunning && js.State != slurm.StateCompleted || startedBy(jl, js.StartTime) {
-		t.Fatalf("10-minute job %d %s (started %v), 2-hour job %d %s (started %v); want the 10-minute job started first; rubickd log %s",
-			short, js.State, js.StartTime, long, jl.State, jl.StartTime, d.log)
-	}
-	st, err := store.Open(ctx, lt.dbPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	rs, err := st.Reasons(ctx, int64(short), 0)
-	if start := startReason(rs); err != nil || !strings.Contains(start, `"reason":"slope"`) {
-		t.Errorf("job %d: reason of its start %s (%v), want slope; newest %s", short, start, err, reasonOf(rs))
-	}
+	lt.startsFirst(t, d, job{short, "10-minute job"}, job{long, "2-hour job"})
+	lt.wantStartReason(t, short, "slope")
 }
