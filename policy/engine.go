@@ -84,6 +84,8 @@ type jstate struct {
 	// tw divides its slope and its losses as a victim: its time left in
 	// hours to the power TimeWeight (1 when that is 0).
 	tw     float64
+	leftH  float64    // the hours of time left tw was weighed by (0: none)
+	order  Order      // its place in step 2's order (Of 0: not there)
 	ver    int        // bumped whenever its allocation changes
 	losses []lossMemo // its cheapest release per node, as a victim
 	// fresh[k-1] is its normalised throughput with k more GPUs on a node it
@@ -1417,7 +1419,9 @@ func (r *round) run(ctx context.Context) error {
 		if guaranteedQueued || (js.running && js.frozen) {
 			continue
 		}
-		cands = append(cands, cand{js, r.slope(js) / js.tw})
+		slope := r.slope(js)
+		js.order = Order{Slope: slope, WeighedSlope: slope / js.tw, TimeLeftH: js.leftH, NoTimeLimit: js.leftH > 0 && js.j.TimeLimit <= 0}
+		cands = append(cands, cand{js, js.order.WeighedSlope})
 	}
 	weighed := r.e.timeWeight() > 0
 	ranked := r.e.ranked()
@@ -1455,6 +1459,18 @@ func (r *round) run(ctx context.Context) error {
 		}
 		return bySubmit(a.js, b.js)
 	})
+	queuedAhead := 0
+	for i, c := range cands {
+		by := r.e.cfg.BestEffortOrder
+		if c.js.starve {
+			by = OrderStarvation
+		}
+		o := &c.js.order
+		o.Position, o.Of, o.QueuedAhead, o.By = i+1, len(cands), queuedAhead, by
+		if !c.js.running {
+			queuedAhead++
+		}
+	}
 	reserving := false
 	for _, c := range cands {
 		if err := ctx.Err(); err != nil {
@@ -1525,9 +1541,10 @@ func (r *round) weighByTimeLeft() {
 		}
 	}
 	for _, js := range r.jobs {
-		js.tw = 1
+		js.tw, js.leftH = 1, 0
 		if left := cmp.Or(timeLeft(js.j), longest); w > 0 && left > 0 {
-			js.tw = math.Pow(left/3600, w)
+			js.leftH = left / 3600
+			js.tw = math.Pow(js.leftH, w)
 		}
 	}
 }
@@ -1748,8 +1765,18 @@ func (r *round) commit() Plan {
 		}
 	}
 	p := Plan{Actions: make([]Action, 0, len(r.jobs))}
+	// One backing array for the orders: a round may hold thousands.
+	orders := make([]Order, 0, len(r.jobs))
 	for _, js := range r.jobs {
-		p.Actions = append(p.Actions, r.action(js, memFree))
+		a := r.action(js, memFree)
+		if js.order.Of > 0 {
+			orders = append(orders, js.order)
+			a.Order = &orders[len(orders)-1]
+		}
+		if r.e.v.slo && js.j.Guaranteed {
+			a.MinRes = &Size{GPUs: js.info.minGPUs}
+		}
+		p.Actions = append(p.Actions, a)
 	}
 	return p
 }

@@ -63,6 +63,44 @@ type Action struct {
 	Throughput float64 `json:"throughput"`
 	Reason     Reason  `json:"reason"`
 	Detail     string  `json:"detail,omitempty"`
+	// MinRes is, for a guaranteed job, the fewest GPUs with which a plan
+	// reaches its request's throughput: what its tenant's quota is charged
+	// and what it may be shrunk to. Nil for best-effort jobs.
+	MinRes *Size `json:"min_res,omitempty"`
+	// Order is where the job stood in the round's best-effort order; nil
+	// for a job that order did not hold (a queued guaranteed job, a
+	// running one the restart penalty froze, every job of a queue policy).
+	Order *Order `json:"order,omitempty"`
+}
+
+// OrderStarvation is Order.By for a job submitted longer ago than
+// Config.StarvationAge, or queued near its deadline: those head the order,
+// nearest deadline first, then oldest.
+const OrderStarvation = "starvation"
+
+// Order is a job's place in one round's best-effort order (BRIEF step 2),
+// which hands out GPUs first to the jobs at its head.
+type Order struct {
+	// Position is 1 for the head of the order; Of counts the jobs in it,
+	// running ones included, and QueuedAhead the queued jobs before it.
+	Position    int `json:"position"`
+	Of          int `json:"of"`
+	QueuedAhead int `json:"queued_ahead"`
+	// By is what placed it: OrderStarvation, or Config.BestEffortOrder.
+	By string `json:"by"`
+	// Slope is the normalised throughput one more GPU adds to it (its
+	// throughput per GPU on its best start when it holds none); 1 is
+	// linear scaling at the per-GPU speed of one whole node.
+	Slope float64 `json:"slope"`
+	// TimeLeftH is the hours its time limit leaves it, as Config.TimeWeight
+	// counts them (at least a tenth of the limit and a minute); a job
+	// without a limit (NoTimeLimit) counts as the longest with one. 0 when
+	// time left is not weighed.
+	TimeLeftH   float64 `json:"time_left_h,omitempty"`
+	NoTimeLimit bool    `json:"no_time_limit,omitempty"`
+	// WeighedSlope is Slope / TimeLeftH^TimeWeight, the key of the slope
+	// order (Slope when time left is not weighed).
+	WeighedSlope float64 `json:"weighed_slope"`
 }
 
 // Placement returns the GPUs per node of the action's allocation.

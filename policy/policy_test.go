@@ -1589,3 +1589,107 @@ func TestQueuedDetail(t *testing.T) {
 		})
 	}
 }
+
+// Each action says where its job stood in the round's best-effort order,
+// and a guaranteed job's its minimum resources, for rubick explain.
+func TestOrder(t *testing.T) {
+	// long (5 h limit), short (10 min) and none (no limit) queue for one
+	// GPU behind r, which the restart penalty holds out of the order.
+	queued := oneGPUFor(pt.NewJob("long", "small").GPUs(2).TimeLimit(5*time.Hour).SubmittedAt(time.Minute).Obj(),
+		pt.NewJob("short", "small").GPUs(2).TimeLimit(10*time.Minute).SubmittedAt(2*time.Minute).Obj(),
+		pt.NewJob("none", "small").GPUs(2).SubmittedAt(3*time.Minute).Obj())
+	type view struct {
+		Position, Of, QueuedAhead int
+		By                        string
+		TimeLeftH                 string
+		NoTimeLimit               bool
+		MinRes                    string
+	}
+	tests := map[string]struct {
+		policy string
+		config func(*policy.Config)
+		now    time.Duration
+		jobs   []policy.Job
+		want   map[string]view
+	}{
+		"rubick weighs time left; no limit counts as the longest": {
+			policy: "rubick", now: time.Hour, jobs: queued,
+			want: map[string]view{
+				"r":     {},
+				"short": {1, 3, 0, "slope", "0.167", false, ""},
+				"long":  {2, 3, 1, "slope", "5.000", false, ""},
+				"none":  {3, 3, 2, "slope", "5.000", true, ""},
+			},
+		},
+		"sia orders by slope, then submission": {
+			policy: "sia", now: time.Hour, jobs: queued,
+			want: map[string]view{
+				"r":     {},
+				"long":  {1, 3, 0, "slope", "0.000", false, ""},
+				"short": {2, 3, 1, "slope", "0.000", false, ""},
+				"none":  {3, 3, 2, "slope", "0.000", false, ""},
+			},
+		},
+		"a starving job heads the order; running jobs count in it": {
+			policy: "rubick", config: fairShare, now: 10 * time.Hour,
+			jobs: []policy.Job{
+				pt.NewJob("r", "small").GPUs(4).SubmittedAt(7*time.Hour).Running(dp(4, 32), 3*time.Hour, pt.On("n0", 4)).Obj(),
+				pt.NewJob("old", "big").GPUs(4).SubmittedAt(time.Hour).FairShare(0.1).Obj(),
+				pt.NewJob("new", "small").GPUs(1).SubmittedAt(10*time.Hour - time.Minute).FairShare(0.9).Obj(),
+			},
+			want: map[string]view{
+				"old": {1, 3, 0, "starvation", "0.000", false, ""},
+				"new": {2, 3, 1, "fairshare", "0.000", false, ""},
+				"r":   {3, 3, 2, "fairshare", "0.000", false, ""},
+			},
+		},
+		"a guaranteed job has minimum resources, and an order once running": {
+			policy: "rubick", now: 10 * time.Hour,
+			jobs: []policy.Job{
+				pt.NewJob("g", "small").GPUs(4).Guaranteed().Running(dp(4, 32), 3*time.Hour, pt.On("n0", 4)).Obj(),
+				pt.NewJob("q", "small").GPUs(8).Guaranteed().SubmittedAt(10*time.Hour - time.Minute).Obj(),
+			},
+			want: map[string]view{
+				"g": {1, 1, 0, "slope", "0.000", false, "4 GPUs"},
+				"q": {MinRes: "8 GPUs"},
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cfg := policy.DefaultConfig()
+			if tc.config != nil {
+				tc.config(&cfg)
+			}
+			p, err := policy.New(tc.policy, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan, err := p.Decide(context.Background(), snap(t, tc.now, pt.Cluster(1, 8), nil, tc.jobs...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]view{}
+			for _, a := range plan.Actions {
+				var v view
+				if o := a.Order; o != nil {
+					v = view{o.Position, o.Of, o.QueuedAhead, o.By, fmt.Sprintf("%.3f", o.TimeLeftH), o.NoTimeLimit, ""}
+					key := o.Slope
+					if o.TimeLeftH > 0 {
+						key /= math.Pow(o.TimeLeftH, cfg.TimeWeight)
+					}
+					if !(o.Slope > 0) || math.Abs(o.WeighedSlope-key) > 1e-9*key {
+						t.Errorf("job %s: slope %g, weighed %g, want > 0 and %g", a.JobID, o.Slope, o.WeighedSlope, key)
+					}
+				}
+				if a.MinRes != nil {
+					v.MinRes = a.MinRes.String()
+				}
+				got[a.JobID] = v
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("orders (-want +got):\n%s\nplan %+v", diff, plan.Actions)
+			}
+		})
+	}
+}

@@ -57,9 +57,12 @@ type explanation struct {
 	// Throughput is the predicted samples/s of the current plan.
 	Throughput   *float64      `json:"throughput"`
 	Alternatives []alternative `json:"alternatives"`
-	// MinRes and Slope come from the newest stored reason that has them.
-	MinRes  json.RawMessage     `json:"min_res"`
+	// MinRes and Order come from the newest stored reason that has them:
+	// the policy's minimum resources for a guaranteed job, and the job's
+	// place in that cycle's best-effort order. Slope is Order's.
+	MinRes  *policy.Size        `json:"min_res"`
 	Slope   *float64            `json:"slope"`
+	Order   *orderView          `json:"order"`
 	Reasons []reasonView        `json:"reasons"`
 	History []report.PlanChange `json:"plan_history"`
 	Notes   []string            `json:"notes"`
@@ -102,6 +105,13 @@ type alternative struct {
 	Current   bool    `json:"current"`
 }
 
+// orderView is the job's place in one cycle's best-effort order.
+type orderView struct {
+	CycleID int64     `json:"cycle_id"`
+	At      time.Time `json:"at"`
+	policy.Order
+}
+
 // reasonView is one cycle's stored reason for the job: the policy.Action
 // rubickd recorded, or the raw JSON when it is not one.
 type reasonView struct {
@@ -114,6 +124,8 @@ type reasonView struct {
 	Plan       string          `json:"plan"`
 	Placement  string          `json:"placement"`
 	Throughput float64         `json:"throughput"`
+	MinRes     *policy.Size    `json:"min_res,omitempty"`
+	Order      *policy.Order   `json:"order,omitempty"`
 	Raw        json.RawMessage `json:"raw"`
 }
 
@@ -227,15 +239,14 @@ func explain(ctx context.Context, st explainStore, path string, id int64, top, n
 		reasons = nil
 	}
 	for _, r := range reasons {
-		ex.Reasons = append(ex.Reasons, newReasonView(r))
-		if ex.MinRes == nil || ex.Slope == nil {
-			minRes, slope := reasonExtras(r.Reason)
-			if ex.MinRes == nil {
-				ex.MinRes = minRes
-			}
-			if ex.Slope == nil {
-				ex.Slope = slope
-			}
+		v := newReasonView(r)
+		ex.Reasons = append(ex.Reasons, v)
+		if ex.MinRes == nil {
+			ex.MinRes = v.MinRes
+		}
+		if ex.Order == nil && v.Order != nil {
+			ex.Order = &orderView{CycleID: r.CycleID, At: r.At, Order: *v.Order}
+			ex.Slope = &v.Order.Slope
 		}
 	}
 	hist, err := st.PlanHistory(ctx, id)
@@ -343,35 +354,12 @@ func newReasonView(r store.Reason) reasonView {
 		return v
 	}
 	v.Kind, v.Reason, v.Detail, v.Throughput = string(a.Kind), string(a.Reason), a.Detail, a.Throughput
+	v.MinRes, v.Order = a.MinRes, a.Order
 	if a.Plan != (model.Plan{}) {
 		v.Plan = a.Plan.String()
 	}
 	v.Placement = a.Placement().String()
 	return v
-}
-
-// reasonExtras finds a minimum-resources value and a slope in a stored
-// reason, under the keys a policy may add beside the action's.
-func reasonExtras(raw json.RawMessage) (json.RawMessage, *float64) {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil {
-		return nil, nil
-	}
-	var minRes json.RawMessage
-	for _, k := range []string{"min_res", "minres", "min_resources"} {
-		if v, ok := m[k]; ok && string(v) != "null" {
-			minRes = v
-			break
-		}
-	}
-	var slope *float64
-	if v, ok := m["slope"]; ok {
-		var f float64
-		if json.Unmarshal(v, &f) == nil {
-			slope = &f
-		}
-	}
-	return minRes, slope
 }
 
 func (ex *explanation) write(w io.Writer) error {
@@ -431,10 +419,10 @@ func (ex *explanation) write(w io.Writer) error {
 		}
 	}
 	if ex.MinRes != nil {
-		fmt.Fprintf(ew, "minimum resources: %s\n", ex.MinRes)
+		fmt.Fprintf(ew, "minimum resources: %s, the fewest with which a plan reaches its request's throughput\n", ex.MinRes)
 	}
-	if ex.Slope != nil {
-		fmt.Fprintf(ew, "slope: %.4g\n", *ex.Slope)
+	if o := ex.Order; o != nil {
+		fmt.Fprintf(ew, "best-effort order at cycle %d: %s\n", o.CycleID, orderString(o.Order))
 	}
 	if len(ex.Reasons) > 0 {
 		fmt.Fprintln(ew, "recent decisions, newest first:")
@@ -443,8 +431,12 @@ func (ex *explanation) write(w io.Writer) error {
 				fmt.Fprintf(ew, "  %s cycle %d %s: %s\n", utcTime(r.At), r.CycleID, r.Policy, r.Raw)
 				continue
 			}
-			fmt.Fprintf(ew, "  %s cycle %d %s: %s (%s) %s on %s, %.4g samples/s%s\n", utcTime(r.At), r.CycleID, r.Policy,
-				r.Kind, r.Reason, orDash(r.Plan), orDash(r.Placement), r.Throughput, colonDetail(r.Detail))
+			place := ""
+			if r.Order != nil {
+				place = fmt.Sprintf(", %s of %d in order", ordinal(r.Order.Position), r.Order.Of)
+			}
+			fmt.Fprintf(ew, "  %s cycle %d %s: %s (%s) %s on %s, %.4g samples/s%s%s\n", utcTime(r.At), r.CycleID, r.Policy,
+				r.Kind, r.Reason, orDash(r.Plan), orDash(r.Placement), r.Throughput, place, colonDetail(r.Detail))
 		}
 	} else {
 		fmt.Fprintln(ew, "no decision recorded for this job yet")
@@ -532,4 +524,43 @@ func arrayTaskName(j store.Job) string {
 		return ""
 	}
 	return fmt.Sprintf("%d_%d", j.ArrayJobID, j.ArrayTaskID)
+}
+
+// orderString says where a job stood in a round's best-effort order and
+// what put it there.
+func orderString(o policy.Order) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s of %d jobs (%d queued ahead of it), ", ordinal(o.Position), o.Of, o.QueuedAhead)
+	switch o.By {
+	case policy.OrderStarvation:
+		b.WriteString("ahead of younger jobs: past the starvation age or near its deadline; ")
+	case policy.OrderFairShare:
+		b.WriteString("by fair-share factor, then ")
+	case policy.OrderPriority:
+		b.WriteString("by Slurm priority, then ")
+	}
+	fmt.Fprintf(&b, "slope %.3g per GPU", o.Slope)
+	switch {
+	case o.NoTimeLimit:
+		fmt.Fprintf(&b, ", no time limit (counted as the longest, %.2f h left), weighed %.3g", o.TimeLeftH, o.WeighedSlope)
+	case o.TimeLeftH > 0:
+		fmt.Fprintf(&b, ", %.2f h left by its time limit, weighed %.3g", o.TimeLeftH, o.WeighedSlope)
+	}
+	return b.String()
+}
+
+// ordinal writes n as 1st, 2nd, 3rd, 4th, 11th, 21st.
+func ordinal(n int) string {
+	suffix := "th"
+	if n%100 < 11 || n%100 > 13 {
+		switch n % 10 {
+		case 1:
+			suffix = "st"
+		case 2:
+			suffix = "nd"
+		case 3:
+			suffix = "rd"
+		}
+	}
+	return strconv.Itoa(n) + suffix
 }

@@ -66,9 +66,11 @@ func seedExplainStore(t *testing.T) (string, model.Plan) {
 	if err := st.MarkApplied(ctx, d.Actions[0].ID, store.ResultOK, nil); err != nil {
 		t.Fatal(err)
 	}
-	// A later cycle's reason carries extra keys beside the action's.
+	// A later cycle's reason carries its minimum resources and its place
+	// in the best-effort order.
 	keep := json.RawMessage(`{"kind":"keep","job":"42","plan":{"dp":4,"tp":1,"pp":1,"micro_batch":2,"accum":8},"throughput":50,` +
-		`"reason":"restart-penalty","detail":"a restart would cost 4% of its run time","min_res":{"gpus":2,"cpus":8},"slope":0.31}`)
+		`"reason":"restart-penalty","detail":"a restart would cost 4% of its run time","min_res":{"gpus":2},` +
+		`"order":{"position":3,"of":12,"queued_ahead":1,"by":"slope","slope":0.31,"time_left_h":2.25,"weighed_slope":0.2067}}`)
 	if _, err := st.RecordDecision(ctx, store.Decision{Policy: "rubick", Reasons: map[int64]json.RawMessage{42: keep, 43: json.RawMessage(`"queued"`)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -122,10 +124,13 @@ func TestExplainJSON(t *testing.T) {
 	if !sawCurrent {
 		t.Errorf("current plan missing from %+v", ex.Alternatives)
 	}
-	var minRes bytes.Buffer
-	_ = json.Compact(&minRes, ex.MinRes)
-	if minRes.String() != `{"gpus":2,"cpus":8}` || ex.Slope == nil || *ex.Slope != 0.31 {
-		t.Errorf("min_res %s slope %v", ex.MinRes, ex.Slope)
+	wantOrder := &orderView{CycleID: 2, At: ex.Reasons[0].At, Order: policy.Order{Position: 3, Of: 12, QueuedAhead: 1, By: policy.OrderSlope,
+		Slope: 0.31, TimeLeftH: 2.25, WeighedSlope: 0.2067}}
+	if d := cmp.Diff(&policy.Size{GPUs: 2}, ex.MinRes); d != "" {
+		t.Errorf("min_res (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(wantOrder, ex.Order); d != "" || ex.Slope == nil || *ex.Slope != 0.31 {
+		t.Errorf("slope %v, order (-want +got):\n%s", ex.Slope, d)
 	}
 	wantReasons := []struct{ kind, reason string }{{"keep", "restart-penalty"}, {"start", "slo-min-res"}}
 	if len(ex.Reasons) != 2 {
@@ -278,9 +283,9 @@ func TestExplainText(t *testing.T) {
 		"fit #1: RMSLE 0.0500, MAPE 4.50 %, 9 samples, profile",
 		"current plan dp4.tp1.pp1.mb2.a8.z0 on 4, 16 CPUs",
 		"(current)",
-		"minimum resources: {\"gpus\":2,\"cpus\":8}",
-		"slope: 0.31",
-		"keep (restart-penalty)",
+		"minimum resources: 2 GPUs, the fewest with which a plan reaches its request's throughput",
+		"best-effort order at cycle 2: 3rd of 12 jobs (1 queued ahead of it), slope 0.31 per GPU, 2.25 h left by its time limit, weighed 0.207",
+		"keep (restart-penalty) dp4.tp1.pp1.mb2.a8.z0 on -, 50 samples/s, 3rd of 12 in order: a restart",
 		"plan history:",
 		"restart dp4.tp1.pp1.mb2.a8.z0 on 4, 16 CPUs: ok (restart cost 12.5s, measured)",
 	} {
@@ -387,5 +392,27 @@ func TestExplainArrayTask(t *testing.T) {
 	}
 	if first, _, _ := strings.Cut(out.String(), "\n"); !strings.HasPrefix(first, "job 44 (40_3): model bert") {
 		t.Errorf("first line %q, want the job named with its array task", first)
+	}
+}
+
+func TestOrderString(t *testing.T) {
+	for _, tc := range []struct {
+		o    policy.Order
+		want string
+	}{
+		{policy.Order{Position: 1, Of: 3, By: policy.OrderSlope, Slope: 0.5, WeighedSlope: 0.5},
+			"1st of 3 jobs (0 queued ahead of it), slope 0.5 per GPU"},
+		{policy.Order{Position: 2, Of: 3, QueuedAhead: 1, By: policy.OrderStarvation, Slope: 0.5, TimeLeftH: 4, WeighedSlope: 0.25},
+			"2nd of 3 jobs (1 queued ahead of it), ahead of younger jobs: past the starvation age or near its deadline; slope 0.5 per GPU, 4.00 h left by its time limit, weighed 0.25"},
+		{policy.Order{Position: 13, Of: 23, QueuedAhead: 4, By: policy.OrderFairShare, Slope: 1, TimeLeftH: 4, NoTimeLimit: true, WeighedSlope: 0.5},
+			"13th of 23 jobs (4 queued ahead of it), by fair-share factor, then slope 1 per GPU, no time limit (counted as the longest, 4.00 h left), weighed 0.5"},
+		{policy.Order{Position: 22, Of: 23, By: policy.OrderPriority, Slope: 1, WeighedSlope: 1},
+			"22nd of 23 jobs (0 queued ahead of it), by Slurm priority, then slope 1 per GPU"},
+		{policy.Order{Position: 111, Of: 203, By: policy.OrderSlope, Slope: 1, WeighedSlope: 1},
+			"111th of 203 jobs (0 queued ahead of it), slope 1 per GPU"},
+	} {
+		if got := orderString(tc.o); got != tc.want {
+			t.Errorf("orderString(%+v)\n got %q\nwant %q", tc.o, got, tc.want)
+		}
 	}
 }

@@ -3,6 +3,10 @@
 package e2e
 
 import (
+	"encoding/json"
+	"math"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -11,7 +15,8 @@ import (
 // but for their --time. By slope alone they tie and the first submitted,
 // with 2 hours, would get it; weighed by time left (policy.time_weight,
 // 0.5 by default) the one submitted after it, with 10 minutes, starts
-// first, with reason slope.
+// first, with reason slope. rubick explain shows each one's place in the
+// order and the hours its limit left it.
 func TestShorterLimitFirst(t *testing.T) {
 	lt := newLabTest(t, "timeleft", 2*time.Minute, "")
 	l, ctx, dir, bin, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cluster
@@ -27,4 +32,36 @@ func TestShorterLimitFirst(t *testing.T) {
 
 	lt.startsFirst(t, d, job{short, "10-minute job"}, job{long, "2-hour job"})
 	lt.wantStartReason(t, short, "slope")
+	lt.wantOrder(t, short, 0.5/3, 0)
+	lt.wantOrder(t, long, 2, 1)
+}
+
+// wantOrder fails the test unless a decision rubickd stored for job id,
+// as rubick explain shows it, placed it in the best-effort order by slope,
+// with leftH hours left by its time limit and queuedAhead queued jobs
+// before it. Job id is pending then, so its run time adds nothing.
+func (lt *labTest) wantOrder(t *testing.T, id int, leftH float64, queuedAhead int) {
+	t.Helper()
+	out := lt.lab.run(t, filepath.Join(lt.bin, "rubick"), "explain", "--store", lt.dbPath, "--json", "--reasons", "100", strconv.Itoa(id))
+	type order struct {
+		QueuedAhead int     `json:"queued_ahead"`
+		By          string  `json:"by"`
+		TimeLeftH   float64 `json:"time_left_h"`
+	}
+	var ex struct {
+		Reasons []struct {
+			Kind  string `json:"kind"`
+			Order *order `json:"order"`
+		} `json:"reasons"`
+	}
+	if err := json.Unmarshal([]byte(out), &ex); err != nil {
+		t.Fatalf("rubick explain %d: %v\n%s", id, err, out)
+	}
+	for _, r := range ex.Reasons {
+		if o := r.Order; o != nil && (r.Kind == "keep" || r.Kind == "start") && o.By == "slope" && o.QueuedAhead == queuedAhead &&
+			math.Abs(o.TimeLeftH-leftH) < 1e-3 {
+			return
+		}
+	}
+	t.Errorf("job %d: no stored decision places it by slope with %.3f h left and %d queued ahead:\n%s", id, leftH, queuedAhead, out)
 }
