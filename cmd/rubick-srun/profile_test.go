@@ -397,7 +397,9 @@ func TestProfileDeepSpeedStopped(t *testing.T) {
 		t.Fatalf("profile.json: %+v", rec)
 	}
 	for i, r := range rec.Runs {
-		if r.Status != runOK || r.Measured != 4 || len(r.IterS) != 3 || r.ExitStatus == nil || *r.ExitStatus != 128+int(syscall.SIGTERM) {
+		// The trainer may log another line before the SIGTERM lands: it is
+		// counted, not kept.
+		if r.Status != runOK || r.Measured < 4 || len(r.IterS) != 3 || r.ExitStatus == nil || *r.ExitStatus != 128+int(syscall.SIGTERM) {
 			t.Errorf("run %d: %+v", i+1, r)
 		}
 	}
