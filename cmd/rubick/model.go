@@ -98,17 +98,26 @@ func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
 // before or after the flags ("-" is one, standard input); help is true
 // when -h asked for the usage.
 func parseOneArg(fs *flag.FlagSet, args []string, what string) (arg string, help bool, err error) {
+	// Flags may come before and after the argument (flag.Parse stops at
+	// the first non-flag); "--" ends the flags.
 	var rest []string
-	if len(args) > 0 && (!strings.HasPrefix(args[0], "-") || args[0] == "-") {
-		rest, args = args[:1], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return "", true, nil
+	for len(args) > 0 {
+		if !strings.HasPrefix(args[0], "-") || args[0] == "-" {
+			rest, args = append(rest, args[0]), args[1:]
+			continue
 		}
-		return "", false, fmt.Errorf("%w: %v", errUsage, err)
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return "", true, nil
+			}
+			return "", false, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		if used := len(args) - fs.NArg(); args[used-1] == "--" {
+			rest = append(rest, fs.Args()...)
+			break
+		}
+		args = fs.Args()
 	}
-	rest = append(rest, fs.Args()...)
 	if len(rest) != 1 {
 		fs.Usage()
 		return "", false, fmt.Errorf("%w: want exactly one %s, got %q", errUsage, what, rest)

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -269,5 +271,39 @@ func TestModelHelpListsDefaults(t *testing.T) {
 	out, _, err := runCLI(t, "model")
 	if err != nil || !strings.Contains(out, "best-plan") {
 		t.Errorf("model usage: %v\n%s", err, out)
+	}
+}
+
+func TestParseOneArg(t *testing.T) {
+	tests := map[string]struct {
+		args          []string
+		want, wantErr string
+		top           int
+		json          bool
+	}{
+		"flags first":           {args: []string{"--top", "2", "--json", "42"}, want: "42", top: 2, json: true},
+		"flags after":           {args: []string{"42", "--top", "2", "--json"}, want: "42", top: 2, json: true},
+		"flags around":          {args: []string{"--json", "42", "--top", "2"}, want: "42", top: 2, json: true},
+		"after --, a dash":      {args: []string{"--json", "--", "-5"}, want: "-5", top: 1, json: true},
+		"two arguments":         {args: []string{"42", "--json", "43"}, wantErr: `want exactly one JOBID, got ["42" "43"]`},
+		"none":                  {args: []string{"--json"}, wantErr: "want exactly one JOBID, got []"},
+		"an unknown flag after": {args: []string{"42", "--topp", "2"}, wantErr: "flag provided but not defined: -topp"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			fs := flag.NewFlagSet("explain", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			top, asJSON := fs.Int("top", 1, ""), fs.Bool("json", false, "")
+			got, help, err := parseOneArg(fs, tc.args, "JOBID")
+			if tc.wantErr != "" {
+				if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("error %v, want a usage error saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || help || got != tc.want || *top != tc.top || *asJSON != tc.json {
+				t.Errorf("got %q (help %v, err %v), top %d, json %v; want %q, top %d, json %v", got, help, err, *top, *asJSON, tc.want, tc.top, tc.json)
+			}
+		})
 	}
 }
