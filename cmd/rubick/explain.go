@@ -431,12 +431,14 @@ func (ex *explanation) write(w io.Writer) error {
 				fmt.Fprintf(ew, "  %s cycle %d %s: %s\n", utcTime(r.At), r.CycleID, r.Policy, r.Raw)
 				continue
 			}
-			place := ""
-			if r.Order != nil {
-				place = fmt.Sprintf(", %s of %d in order", ordinal(r.Order.Position), r.Order.Of)
+			run := ""
+			if r.Plan != "" || r.Placement != "" {
+				run = fmt.Sprintf(" %s on %s, %.4g samples/s", orDash(r.Plan), orDash(r.Placement), r.Throughput)
 			}
-			fmt.Fprintf(ew, "  %s cycle %d %s: %s (%s) %s on %s, %.4g samples/s%s%s\n", utcTime(r.At), r.CycleID, r.Policy,
-				r.Kind, r.Reason, orDash(r.Plan), orDash(r.Placement), r.Throughput, place, colonDetail(r.Detail))
+			if r.Order != nil {
+				run += fmt.Sprintf(", %s of %d in order", ordinal(r.Order.Position), r.Order.Of)
+			}
+			fmt.Fprintf(ew, "  %s cycle %d %s: %s (%s)%s%s\n", utcTime(r.At), r.CycleID, r.Policy, r.Kind, r.Reason, run, colonDetail(r.Detail))
 		}
 	} else {
 		fmt.Fprintln(ew, "no decision recorded for this job yet")

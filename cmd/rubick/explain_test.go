@@ -309,6 +309,32 @@ func TestExplainText(t *testing.T) {
 	if strings.Contains(out.String(), "waited") {
 		t.Errorf("job 43, which never waited for a --begin or dependency, is said to:\n%s", out.String())
 	}
+
+	// A queued job's decisions have no plan to show.
+	st, err := store.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpsertJob(context.Background(), store.Job{ID: 44, ModelType: "gpt2", Class: store.BestEffort, State: "PENDING"}); err != nil {
+		t.Fatal(err)
+	}
+	queued, _ := json.Marshal(policy.Action{Kind: policy.Keep, JobID: "44", Reason: policy.ReasonNoResources, Detail: "queued 10m0s",
+		Order: &policy.Order{Position: 2, Of: 5, QueuedAhead: 1, By: policy.OrderSlope, Slope: 0.5, WeighedSlope: 0.5}})
+	_, err = st.RecordDecision(context.Background(), store.Decision{Policy: "rubick", Reasons: map[int64]json.RawMessage{44: queued}})
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := explainCmd(context.Background(), []string{"44", "--store", path}, &out, &errb, testEnv(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"best-effort order at cycle 3: 2nd of 5 jobs (1 queued ahead of it), slope 0.5 per GPU\n",
+		"cycle 3 rubick: keep (no-resources), 2nd of 5 in order: queued 10m0s\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("queued job output lacks %q:\n%s", want, out.String())
+		}
+	}
 }
 
 func TestExplainErrors(t *testing.T) {
