@@ -24,8 +24,8 @@ page() { # page NAME SECTION SUMMARY -- COMMAND...
   } >"$out/$name.md"
 }
 
-page rubick 1 "The admin and user CLI: simulate policies, fit and query the performance model, report, explain." -- "$bin/rubick"
-for sub in sim report explain status gpuinfo script; do
+page rubick 1 "The admin and user CLI: simulate policies, fit and query the performance model, report, explain, show the queue." -- "$bin/rubick"
+for sub in sim report explain queue status gpuinfo script; do
   page "rubick-$sub" 1 "\`rubick $sub\`" -- "$bin/rubick" "$sub"
 done
 for sub in fit validate learn best-plan; do

@@ -352,6 +352,19 @@ func (s *Store) Decision(ctx context.Context, cycleID int64) (Decision, error) {
 	return d, nil
 }
 
+// LastCycle returns the id of the newest recorded decision cycle, or an
+// error wrapping ErrNotFound before the first.
+func (s *Store) LastCycle(ctx context.Context) (int64, error) {
+	var id sql.NullInt64
+	if err := s.r.QueryRowContext(ctx, `SELECT MAX(cycle_id) FROM decisions`).Scan(&id); err != nil {
+		return 0, fmt.Errorf("store: last cycle: %w", err)
+	}
+	if !id.Valid {
+		return 0, fmt.Errorf("store: last cycle: %w", ErrNotFound)
+	}
+	return id.Int64, nil
+}
+
 // Reasons returns the explanations recorded for the job, newest first, at
 // most limit of them (all when limit <= 0).
 func (s *Store) Reasons(ctx context.Context, jobID int64, limit int) ([]Reason, error) {

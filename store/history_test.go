@@ -244,7 +244,19 @@ func decide(t *testing.T, s *Store) Decision {
 func TestRecordDecision(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, "")
+	if _, err := s.LastCycle(ctx); !errors.Is(err, ErrNotFound) {
+		t.Errorf("LastCycle before any = %v, want ErrNotFound", err)
+	}
 	d := decide(t, s) // jobs at t0, t0+1s; decision at t0+2s
+	if last, err := s.LastCycle(ctx); err != nil || last != d.CycleID {
+		t.Errorf("LastCycle = %d, %v; want %d", last, err, d.CycleID)
+	}
+	if _, err := s.RecordDecision(ctx, Decision{Policy: "rubick"}); err != nil {
+		t.Fatal(err)
+	}
+	if last, err := s.LastCycle(ctx); err != nil || last != d.CycleID+1 {
+		t.Errorf("LastCycle after another = %d, %v; want %d", last, err, d.CycleID+1)
+	}
 	at := t0.Add(2 * time.Second)
 	want := Decision{
 		CycleID: 1, At: at, Policy: "rubick", Duration: 1500 * time.Microsecond,

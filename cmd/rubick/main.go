@@ -31,6 +31,7 @@ func commands() map[string]command {
 
 		"report":  {"summarise jobs from Slurm accounting (JCT, GPU-hours, reconfigurations, plans)", runReport},
 		"explain": {"explain a job's model, plan, alternatives and recent decisions", runExplain},
+		"queue":   {"show the order rubickd hands out GPUs in: the jobs of its newest cycle, head first", runQueue},
 		"status":  {"show rubickd's health, managed jobs and model fits", runStatus},
 		"store":   {"show what rubick's store holds, or prune it now", runStore},
 		"gpuinfo": {"probe this node's GPUs with NVML and print the facts as JSON", runGPUInfo},

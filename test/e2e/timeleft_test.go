@@ -34,6 +34,33 @@ func TestShorterLimitFirst(t *testing.T) {
 	lt.wantStartReason(t, short, "slope")
 	lt.wantOrder(t, short, 0.5/3, 0)
 	lt.wantOrder(t, long, 2, 1)
+	lt.wantQueued(t, long, 2)
+}
+
+// wantQueued fails the test unless rubick queue lists job id in the
+// best-effort order of rubickd's newest cycle, queued, with leftH hours
+// left by its time limit.
+func (lt *labTest) wantQueued(t *testing.T, id int, leftH float64) {
+	t.Helper()
+	out := lt.lab.run(t, filepath.Join(lt.bin, "rubick"), "queue", "--store", lt.dbPath, "--json", "--queued")
+	var q struct {
+		Order []struct {
+			JobID  int  `json:"job_id"`
+			Queued bool `json:"queued"`
+			Order  struct {
+				TimeLeftH float64 `json:"time_left_h"`
+			} `json:"order"`
+		} `json:"order"`
+	}
+	if err := json.Unmarshal([]byte(out), &q); err != nil {
+		t.Fatalf("rubick queue: %v\n%s", err, out)
+	}
+	for _, e := range q.Order {
+		if e.JobID == id && e.Queued && math.Abs(e.Order.TimeLeftH-leftH) < 1e-3 {
+			return
+		}
+	}
+	t.Errorf("rubick queue does not list job %d queued with %.3f h left:\n%s", id, leftH, out)
 }
 
 // wantOrder fails the test unless a decision rubickd stored for job id,

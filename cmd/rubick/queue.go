@@ -1,0 +1,213 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rubick-sched/rubick/policy"
+	"github.com/rubick-sched/rubick/store"
+)
+
+// queueView is what `rubick queue` prints: the jobs of rubickd's newest
+// recorded cycle in the order the policy handed out GPUs. squeue shows
+// every job rubick holds as held (JobHeldUser); this is the order behind
+// that. Its JSON keys are stable (docs/report.md).
+type queueView struct {
+	Store   string    `json:"store"`
+	CycleID int64     `json:"cycle_id"`
+	At      time.Time `json:"at"`
+	AgeS    float64   `json:"age_s"`
+	Policy  string    `json:"policy"`
+	// Guaranteed lists the guaranteed jobs queued at the cycle, by job id:
+	// the policy admits them before the order, within their tenant's
+	// quota.
+	Guaranteed []queueEntry `json:"guaranteed"`
+	// Order is the best-effort order, head first.
+	Order []queueEntry `json:"order"`
+	// Others are the cycle's other jobs (held by rubickd for a group
+	// limit, left to Slurm, running outside the order); with --all only.
+	Others []queueEntry `json:"others,omitempty"`
+	Notes  []string     `json:"notes"`
+}
+
+// queueEntry is one job's decision in the cycle.
+type queueEntry struct {
+	JobID int64 `json:"job_id"`
+	// ArrayTask is the job as squeue names a task of a job array (A_T).
+	ArrayTask string `json:"array_task,omitempty"`
+	ModelType string `json:"model_type"`
+	Class     string `json:"class"`
+	Tenant    string `json:"tenant"`
+	// Queued: the job held no GPUs before the cycle's decision; GPUs is
+	// what it holds after it.
+	Queued bool          `json:"queued"`
+	GPUs   int           `json:"gpus"`
+	Kind   string        `json:"kind"`
+	Reason string        `json:"reason"`
+	Detail string        `json:"detail"`
+	MinRes *policy.Size  `json:"min_res,omitempty"`
+	Order  *policy.Order `json:"order,omitempty"`
+}
+
+func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return queueCmd(ctx, args, stdout, stderr, processEnv())
+}
+
+func queueCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env cliEnv) error {
+	fset := newFlags("queue", "Show the jobs of rubickd's newest recorded cycle in the order the policy handed out\n"+
+		"GPUs: the queued guaranteed jobs it admits first, then the best-effort order, head\n"+
+		"first, with each job's slope, time left and decision. squeue shows the jobs rubick\n"+
+		"holds as held; this is the order behind it. rubick explain JOBID has one job's story.", stderr)
+	storePath := storePathFlag(fset, env)
+	asJSON := fset.Bool("json", false, "write JSON")
+	queuedOnly := fset.Bool("queued", false, "only the jobs queued at the cycle")
+	all := fset.Bool("all", false, "also the cycle's jobs outside the order (held for a group limit, left to Slurm)")
+	if help, err := parseFlags(fset, args); help || err != nil {
+		return err
+	}
+	path := storePath()
+	st, err := openStore(ctx, path)
+	if err != nil {
+		return fmt.Errorf("queue: %w", err)
+	}
+	defer st.Close()
+	q, err := queue(ctx, st, path, *queuedOnly, *all, env.now())
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(q)
+	}
+	return q.write(stdout)
+}
+
+// queueStore is what queue reads; *store.Store has it.
+type queueStore interface {
+	LastCycle(ctx context.Context) (int64, error)
+	Decision(ctx context.Context, cycleID int64) (store.Decision, error)
+	Job(ctx context.Context, id int64) (store.Job, error)
+}
+
+func queue(ctx context.Context, st queueStore, path string, queuedOnly, all bool, now time.Time) (*queueView, error) {
+	id, err := st.LastCycle(ctx)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("queue: the store %s has no decision cycle yet (rubickd records one per cycle it plans): %w", path, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	d, err := st.Decision(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	q := &queueView{Store: path, CycleID: d.CycleID, At: d.At, AgeS: now.Sub(d.At).Seconds(), Policy: d.Policy,
+		Guaranteed: []queueEntry{}, Order: []queueEntry{}, Notes: []string{}}
+	for _, jobID := range slices.Sorted(maps.Keys(d.Reasons)) {
+		var a policy.Action
+		if err := json.Unmarshal(d.Reasons[jobID], &a); err != nil || a.Kind == "" {
+			continue // not a decision (another policy's free-form reason)
+		}
+		e := queueEntry{JobID: jobID, Kind: string(a.Kind), Reason: string(a.Reason), Detail: a.Detail, MinRes: a.MinRes, Order: a.Order,
+			GPUs: a.Placement().GPUs(), Queued: a.Kind == policy.Start || a.Kind == policy.Keep && len(a.Alloc) == 0}
+		j, err := st.Job(ctx, jobID)
+		switch {
+		case err == nil:
+			e.ArrayTask, e.ModelType, e.Class, e.Tenant = arrayTaskName(j), j.ModelType, string(j.Class), j.Tenant
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, fmt.Errorf("queue: %w", err)
+		}
+		switch {
+		case queuedOnly && !e.Queued:
+		case e.Order != nil:
+			q.Order = append(q.Order, e)
+		case e.Queued && e.Class == string(store.Guaranteed):
+			q.Guaranteed = append(q.Guaranteed, e)
+		case all:
+			q.Others = append(q.Others, e)
+		}
+	}
+	slices.SortFunc(q.Order, func(a, b queueEntry) int { return cmp.Compare(a.Order.Position, b.Order.Position) })
+	if len(q.Order) == 0 && len(q.Guaranteed) == 0 {
+		q.Notes = append(q.Notes, fmt.Sprintf("cycle %d placed no job in a best-effort order (policy %s: only rubick, rubick-r and sia keep one)", d.CycleID, d.Policy))
+	}
+	return q, nil
+}
+
+func (q *queueView) write(w io.Writer) error {
+	ew := &stickyWriter{w: w}
+	fmt.Fprintf(ew, "cycle %d at %s (%s ago), policy %s, store %s\n", q.CycleID, utcTime(q.At), ageString(q.AgeS), q.Policy, q.Store)
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+	if len(q.Guaranteed) > 0 {
+		fmt.Fprintln(tw, "queued guaranteed jobs, admitted first within their tenant's quota:")
+		fmt.Fprintln(tw, "  JOB\tMODEL\tTENANT\tMIN\tDECISION")
+		for _, e := range q.Guaranteed {
+			min := "-"
+			if e.MinRes != nil {
+				min = e.MinRes.String()
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", jobLabel(e.JobID, e.ArrayTask), orDash(e.ModelType), orDash(e.Tenant), min, e.decision())
+		}
+	}
+	if len(q.Order) > 0 {
+		queued := 0
+		for _, e := range q.Order {
+			if e.Queued {
+				queued++
+			}
+		}
+		fmt.Fprintf(tw, "best-effort order, head first: %d jobs shown, %d of them queued\n", len(q.Order), queued)
+		fmt.Fprintln(tw, "  POS\tJOB\tMODEL\tCLASS\tSTATE\tGPUS\tBY\tSLOPE\tLEFT\tWEIGHED\tDECISION")
+		for _, e := range q.Order {
+			o := e.Order
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%d\t%s\t%.3g\t%s\t%.3g\t%s\n", o.Position, jobLabel(e.JobID, e.ArrayTask), orDash(e.ModelType),
+				orDash(e.Class), e.state(), e.GPUs, o.By, o.Slope, timeLeftString(*o), o.WeighedSlope, e.decision())
+		}
+	}
+	if len(q.Others) > 0 {
+		fmt.Fprintln(tw, "other jobs of the cycle:")
+		fmt.Fprintln(tw, "  JOB\tMODEL\tCLASS\tSTATE\tGPUS\tDECISION")
+		for _, e := range q.Others {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\n", jobLabel(e.JobID, e.ArrayTask), orDash(e.ModelType), orDash(e.Class), e.state(), e.GPUs, e.decision())
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range q.Notes {
+		fmt.Fprintf(ew, "note: %s\n", n)
+	}
+	return ew.err
+}
+
+func (e queueEntry) state() string {
+	if e.Queued {
+		return "queued"
+	}
+	return "running"
+}
+
+func (e queueEntry) decision() string {
+	return fmt.Sprintf("%s (%s)%s", e.Kind, e.Reason, colonDetail(e.Detail))
+}
+
+// timeLeftString is an order's hours left as the LEFT column shows them:
+// "-" where time left is not weighed, "none" for a job without a limit.
+func timeLeftString(o policy.Order) string {
+	switch {
+	case o.NoTimeLimit:
+		return "none"
+	case o.TimeLeftH > 0:
+		return fmt.Sprintf("%.2fh", o.TimeLeftH)
+	}
+	return "-"
+}

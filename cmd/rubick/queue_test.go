@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rubick-sched/rubick/policy"
+	"github.com/rubick-sched/rubick/store"
+)
+
+// seedQueueStore writes a store whose newest cycle (2, at fixedNow less 30
+// s) has a queued guaranteed job 10, best-effort jobs 11 (queued, 2nd in
+// the order), 12 (queued, started, 1st) and 13 (running, 3rd), a job 14
+// the restart penalty kept out of the order, a job 15 with a free-form
+// reason, and job 16 of an array; an older cycle 1 holds job 99 only.
+func seedQueueStore(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "rubick.db")
+	clock := fixedNow.Add(-90 * time.Second)
+	st, err := store.Open(ctx, path, store.WithClock(func() time.Time { return clock }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	jobs := []store.Job{
+		{ID: 10, ModelType: "llama7", Class: store.Guaranteed, Tenant: "physics", State: "PENDING"},
+		{ID: 11, ModelType: "bert", Class: store.BestEffort, State: "PENDING"},
+		{ID: 12, ModelType: "gpt2", Class: store.BestEffort, State: "PENDING"},
+		{ID: 13, ModelType: "t5", Class: store.BestEffort, State: "RUNNING"},
+		{ID: 14, ModelType: "vit", Class: store.BestEffort, State: "RUNNING"},
+		{ID: 16, ModelType: "bert", Class: store.BestEffort, State: "PENDING", ArrayJobID: 7, ArrayTaskID: 3},
+		{ID: 99, ModelType: "bert", Class: store.BestEffort, State: "PENDING"},
+	}
+	for _, j := range jobs {
+		if err := st.UpsertJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enc := func(a policy.Action) json.RawMessage {
+		raw, err := json.Marshal(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	on := func(g int) []policy.NodeAlloc { return []policy.NodeAlloc{{Node: "n1", GPUs: g, CPUs: 4 * g}} }
+	if _, err := st.RecordDecision(ctx, store.Decision{Policy: "rubick", Reasons: map[int64]json.RawMessage{
+		99: enc(policy.Action{Kind: policy.Keep, Reason: policy.ReasonNoResources, Order: &policy.Order{Position: 1, Of: 1, By: policy.OrderSlope}}),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	clock = fixedNow.Add(-30 * time.Second)
+	if _, err := st.RecordDecision(ctx, store.Decision{Policy: "rubick", Reasons: map[int64]json.RawMessage{
+		10: enc(policy.Action{Kind: policy.Keep, Reason: policy.ReasonQuota, Detail: `needs 4 GPUs, tenant "physics" has 8 of 8 in use`,
+			MinRes: &policy.Size{GPUs: 4}}),
+		11: enc(policy.Action{Kind: policy.Keep, Reason: policy.ReasonNoResources, Detail: "queued 5m0s",
+			Order: &policy.Order{Position: 2, Of: 4, QueuedAhead: 1, By: policy.OrderSlope, Slope: 1.5, TimeLeftH: 4, WeighedSlope: 0.75}}),
+		12: enc(policy.Action{Kind: policy.Start, Reason: policy.ReasonSlope, Alloc: on(2),
+			Order: &policy.Order{Position: 1, Of: 4, By: policy.OrderSlope, Slope: 1, TimeLeftH: 0.25, WeighedSlope: 2}}),
+		13: enc(policy.Action{Kind: policy.Keep, Reason: policy.ReasonUnchanged, Alloc: on(4),
+			Order: &policy.Order{Position: 3, Of: 4, QueuedAhead: 2, By: policy.OrderSlope, Slope: 0.5, TimeLeftH: 16, NoTimeLimit: true, WeighedSlope: 0.125}}),
+		14: enc(policy.Action{Kind: policy.Keep, Reason: policy.ReasonPenalty, Alloc: on(1)}),
+		15: json.RawMessage(`"free-form"`),
+		16: enc(policy.Action{Kind: policy.Keep, Reason: policy.ReasonNoResources,
+			Order: &policy.Order{Position: 4, Of: 4, QueuedAhead: 2, By: policy.OrderStarvation, Slope: 0.2, WeighedSlope: 0.2}}),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestQueueJSON(t *testing.T) {
+	path := seedQueueStore(t)
+	g := queueEntry{JobID: 10, ModelType: "llama7", Class: "guaranteed", Tenant: "physics", Queued: true, Kind: "keep", Reason: "quota",
+		Detail: `needs 4 GPUs, tenant "physics" has 8 of 8 in use`, MinRes: &policy.Size{GPUs: 4}}
+	first := queueEntry{JobID: 12, ModelType: "gpt2", Class: "best-effort", Queued: true, GPUs: 2, Kind: "start", Reason: "slope",
+		Order: &policy.Order{Position: 1, Of: 4, By: "slope", Slope: 1, TimeLeftH: 0.25, WeighedSlope: 2}}
+	second := queueEntry{JobID: 11, ModelType: "bert", Class: "best-effort", Queued: true, Kind: "keep", Reason: "no-resources", Detail: "queued 5m0s",
+		Order: &policy.Order{Position: 2, Of: 4, QueuedAhead: 1, By: "slope", Slope: 1.5, TimeLeftH: 4, WeighedSlope: 0.75}}
+	third := queueEntry{JobID: 13, ModelType: "t5", Class: "best-effort", GPUs: 4, Kind: "keep", Reason: "unchanged",
+		Order: &policy.Order{Position: 3, Of: 4, QueuedAhead: 2, By: "slope", Slope: 0.5, TimeLeftH: 16, NoTimeLimit: true, WeighedSlope: 0.125}}
+	fourth := queueEntry{JobID: 16, ArrayTask: "7_3", ModelType: "bert", Class: "best-effort", Queued: true, Kind: "keep", Reason: "no-resources",
+		Order: &policy.Order{Position: 4, Of: 4, QueuedAhead: 2, By: "starvation", Slope: 0.2, WeighedSlope: 0.2}}
+	frozen := queueEntry{JobID: 14, ModelType: "vit", Class: "best-effort", GPUs: 1, Kind: "keep", Reason: "restart-penalty"}
+	at := fixedNow.Add(-30 * time.Second)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want queueView
+	}{
+		{"default", nil, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{g},
+			Order: []queueEntry{first, second, third, fourth}, Notes: []string{}}},
+		{"queued only", []string{"--queued"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{g},
+			Order: []queueEntry{first, second, fourth}, Notes: []string{}}},
+		{"all", []string{"--all"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{g},
+			Order: []queueEntry{first, second, third, fourth}, Others: []queueEntry{frozen}, Notes: []string{}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if err := queueCmd(context.Background(), append([]string{"--store", path, "--json"}, tc.args...), &out, &errb, testEnv(t)); err != nil {
+				t.Fatal(err)
+			}
+			var got queueView
+			if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+				t.Fatalf("%v\n%s", err, out.String())
+			}
+			tc.want.Store = path
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("queue (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestQueueText(t *testing.T) {
+	path := seedQueueStore(t)
+	var out, errb bytes.Buffer
+	if err := queueCmd(context.Background(), []string{"--store", path}, &out, &errb, testEnv(t)); err != nil {
+		t.Fatal(err)
+	}
+	want := "cycle 2 at 2026-11-08T11:59:30Z (30s ago), policy rubick, store " + path + "\n" +
+		"queued guaranteed jobs, admitted first within their tenant's quota:\n" +
+		"  JOB  MODEL   TENANT   MIN     DECISION\n" +
+		`  10   llama7  physics  4 GPUs  keep (quota): needs 4 GPUs, tenant "physics" has 8 of 8 in use` + "\n" +
+		"best-effort order, head first: 4 jobs shown, 3 of them queued\n" +
+		"  POS  JOB       MODEL  CLASS        STATE    GPUS  BY          SLOPE  LEFT   WEIGHED  DECISION\n" +
+		"  1    12        gpt2   best-effort  queued   2     slope       1      0.25h  2        start (slope)\n" +
+		"  2    11        bert   best-effort  queued   0     slope       1.5    4.00h  0.75     keep (no-resources): queued 5m0s\n" +
+		"  3    13        t5     best-effort  running  4     slope       0.5    none   0.125    keep (unchanged)\n" +
+		"  4    16 (7_3)  bert   best-effort  queued   0     starvation  0.2    -      0.2      keep (no-resources)\n"
+	if d := cmp.Diff(want, out.String()); d != "" {
+		t.Errorf("queue text (-want +got):\n%s", d)
+	}
+}
+
+func TestQueueErrors(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "empty.db")
+	st, err := store.Open(context.Background(), empty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	for name, tc := range map[string]struct {
+		args []string
+		is   error
+		say  string
+	}{
+		"no cycle yet":  {args: []string{"--store", empty}, is: store.ErrNotFound, say: "has no decision cycle yet"},
+		"missing store": {args: []string{"--store", filepath.Join(t.TempDir(), "nope.db")}, say: "does not exist"},
+		"an argument":   {args: []string{"--store", empty, "42"}, is: errUsage, say: "unexpected arguments"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			err := queueCmd(context.Background(), tc.args, &out, &errb, testEnv(t))
+			if err == nil || (tc.is != nil && !errors.Is(err, tc.is)) || !strings.Contains(err.Error(), tc.say) {
+				t.Errorf("error %v, want %v saying %q", err, tc.is, tc.say)
+			}
+		})
+	}
+}
+
+// A queue policy keeps no order: the command says so.
+func TestQueueWithoutOrder(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "rubick.db")
+	st, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(policy.Action{Kind: policy.Keep, Reason: policy.ReasonFIFO})
+	_, err = st.RecordDecision(ctx, store.Decision{Policy: "fifo", Reasons: map[int64]json.RawMessage{5: raw}})
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if err := queueCmd(ctx, []string{"--store", path}, &out, &errb, testEnv(t)); err != nil {
+		t.Fatal(err)
+	}
+	if want := "note: cycle 1 placed no job in a best-effort order (policy fifo: only rubick, rubick-r and sia keep one)\n"; !strings.HasSuffix(out.String(), want) {
+		t.Errorf("output does not end in %q:\n%s", want, out.String())
+	}
+}
