@@ -983,7 +983,7 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 	// upsert records a job outside the snapshot.
 	upsert := func(j slurm.Job) error {
 		sj := store.Job{ID: int64(j.ID), Class: store.BestEffort, State: j.State, Submitted: submitTime(j),
-			Deferred: cmp.Or(deferred[j.ID], d.deferredSeen[j.ID])}
+			Deferred: cmp.Or(deferred[j.ID], d.deferredSeen[j.ID]), User: j.User}
 		if _, ok := deferred[j.ID]; ok {
 			written[j.ID] = sj.Deferred
 		}
@@ -1019,7 +1019,7 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		// rubick explain and rubick report look the type up by it.
 		sj := store.Job{
 			ID: int64(mj.slurm.ID), ModelType: mj.tag.ModelType, Class: class, Tenant: pj.Tenant,
-			State: mj.slurm.State, Submitted: submitTime(mj.slurm), Deferred: d.deferredSeen[mj.slurm.ID],
+			State: mj.slurm.State, Submitted: submitTime(mj.slurm), Deferred: d.deferredSeen[mj.slurm.ID], User: mj.slurm.User,
 		}
 		sj.ArrayJobID, sj.ArrayTaskID = arrayTask(mj.slurm)
 		if err := d.deps.Store.UpsertJob(ctx, sj); err != nil {

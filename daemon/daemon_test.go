@@ -644,8 +644,8 @@ func TestCycleKeepsToTheLaunchLine(t *testing.T) {
 			}
 			// The store keeps the job's model type, whatever batch it
 			// was planned at: rubick explain looks its fit up by it.
-			if j, err := st.Job(ctx, 21); err != nil || j.ModelType != mt {
-				t.Errorf("stored job 21 with model type %q (%v), want %q", j.ModelType, err, mt)
+			if j, err := st.Job(ctx, 21); err != nil || j.ModelType != mt || j.User != "alice" {
+				t.Errorf("stored job 21 with model type %q and user %q (%v), want %q and alice", j.ModelType, j.User, err, mt)
 			}
 			// The stored decision says it too, for rubick explain.
 			if tc.adjusted != "" {
@@ -2676,7 +2676,7 @@ func TestSlurmActionsPreemptionFreesLicenses(t *testing.T) {
 func TestCycleStoresIgnoredReasonsOnChange(t *testing.T) {
 	ctx := context.Background()
 	held := heldJob(31, "bert", 1, 4)
-	held.Comment = "rubick:hold"
+	held.Comment, held.User = "rubick:hold", "bob"
 	later := heldJob(32, "bert", 1, 4)
 	later.EligibleTime = t0.Add(time.Hour)
 	c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{held, later}}
@@ -2709,8 +2709,8 @@ func TestCycleStoresIgnoredReasonsOnChange(t *testing.T) {
 	if len(r) != 1 || !strings.Contains(string(r[0].Reason), "held by its user") {
 		t.Errorf("job 31's reason %v; want it held by its user", r)
 	}
-	if j, err := st.Job(ctx, 31); err != nil || j.ModelType != "bert" {
-		t.Errorf("stored job 31: %+v, %v; want it known to rubick explain", j, err)
+	if j, err := st.Job(ctx, 31); err != nil || j.ModelType != "bert" || j.User != "bob" {
+		t.Errorf("stored job 31: %+v, %v; want it known to rubick explain, with its user", j, err)
 	}
 	c.jobs[1].EligibleTime = t0.Add(2 * time.Hour) // its --begin moved
 	if _, err := d.Cycle(ctx, false); err != nil {

@@ -24,16 +24,17 @@ func TestJobs(t *testing.T) {
 	s := openTest(t, "")
 	sub := time.Date(2026, 2, 28, 9, 0, 0, 0, time.UTC)
 	jobs := []Job{
-		{ID: 7, ModelType: "gpt2", Class: Guaranteed, Tenant: "nlp", State: "PENDING", Submitted: sub},
-		{ID: 3, Class: BestEffort, Tenant: "cv", State: "RUNNING"}, // rigid, submit time unknown
-		{ID: 9, ModelType: "bert", Class: BestEffort, State: "RUNNING", LastPlan: plan4, LastResources: res4, ArrayJobID: 8, ArrayTaskID: 0},
+		{ID: 7, ModelType: "gpt2", Class: Guaranteed, Tenant: "nlp", State: "PENDING", Submitted: sub, User: "alice"},
+		{ID: 3, Class: BestEffort, Tenant: "cv", State: "RUNNING"}, // rigid, submit time and user unknown
+		{ID: 9, ModelType: "bert", Class: BestEffort, State: "RUNNING", LastPlan: plan4, LastResources: res4, ArrayJobID: 8, ArrayTaskID: 0, User: "bob"},
 	}
 	for _, j := range jobs { // t0, t0+1s, t0+2s
 		if err := s.UpsertJob(ctx, j); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// Job 7 starts; job 9 is requeued and its plan is not known from Slurm.
+	// Job 7 starts; job 9 is requeued and its plan (and here its user) is
+	// not known from Slurm.
 	jobs[0].State, jobs[0].LastPlan, jobs[0].LastResources = "RUNNING", plan8, res8
 	jobs[2].State = "PENDING"
 	if err := s.UpsertJob(ctx, jobs[0]); err != nil { // t0+3s
@@ -47,9 +48,9 @@ func TestJobs(t *testing.T) {
 	want := map[int64]Job{
 		3: {ID: 3, Class: BestEffort, Tenant: "cv", State: "RUNNING", FirstSeen: sec(1), Updated: sec(1)},
 		7: {ID: 7, ModelType: "gpt2", Class: Guaranteed, Tenant: "nlp", State: "RUNNING", Submitted: sub,
-			FirstSeen: sec(0), Updated: sec(3), LastPlan: plan8, LastResources: res8},
+			FirstSeen: sec(0), Updated: sec(3), LastPlan: plan8, LastResources: res8, User: "alice"},
 		9: {ID: 9, ModelType: "bert", Class: BestEffort, State: "PENDING", FirstSeen: sec(2), Updated: sec(4),
-			LastPlan: plan4, LastResources: res4, ArrayJobID: 8},
+			LastPlan: plan4, LastResources: res4, ArrayJobID: 8, User: "bob"},
 	}
 	for name, tc := range map[string]struct {
 		filter JobFilter

@@ -28,6 +28,9 @@ type Job struct {
 	ModelType string // "" for a rigid job without a model type
 	Class     Class
 	Tenant    string // Slurm account or QOS the quota is charged to
+	// User is the Slurm user who owns the job; "" for unknown, which
+	// UpsertJob does not store over a known one.
+	User      string
 	State     string // Slurm job state, e.g. PENDING or RUNNING
 	Submitted time.Time
 	FirstSeen time.Time // set by the store on the first UpsertJob, then kept
@@ -70,14 +73,15 @@ func (s *Store) UpsertJob(ctx context.Context, j Job) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
 			INSERT INTO jobs(job_id, model_type, class, tenant, state, submitted_ns, first_seen_ns, updated_ns,
-				last_plan, last_placement, last_cpus, last_host_mem_gb, array_job_id, array_task_id, deferred_ns)
+				last_plan, last_placement, last_cpus, last_host_mem_gb, array_job_id, array_task_id, deferred_ns, user_name)
 			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9,
-				CASE WHEN ?12 THEN ?10 END, CASE WHEN ?12 THEN ?11 END, ?13, CASE WHEN ?13 IS NOT NULL THEN ?14 END, ?15)
+				CASE WHEN ?12 THEN ?10 END, CASE WHEN ?12 THEN ?11 END, ?13, CASE WHEN ?13 IS NOT NULL THEN ?14 END, ?15, ?16)
 			ON CONFLICT(job_id) DO UPDATE SET
 				model_type = excluded.model_type, class = excluded.class, tenant = excluded.tenant,
 				state = excluded.state, submitted_ns = excluded.submitted_ns, updated_ns = excluded.updated_ns,
 				array_job_id = excluded.array_job_id, array_task_id = excluded.array_task_id,
 				deferred_ns = COALESCE(excluded.deferred_ns, deferred_ns),
+				user_name = COALESCE(excluded.user_name, user_name),
 				last_plan        = CASE WHEN ?12 THEN excluded.last_plan ELSE last_plan END,
 				last_placement   = CASE WHEN ?12 THEN excluded.last_placement ELSE last_placement END,
 				last_cpus        = CASE WHEN ?12 THEN excluded.last_cpus ELSE last_cpus END,
@@ -85,7 +89,8 @@ func (s *Store) UpsertJob(ctx context.Context, j Job) error {
 			j.ID, mt, string(j.Class), j.Tenant, j.State, timestamp(j.Submitted), now,
 			plan, placement, j.LastResources.CPUs, j.LastResources.HostMemGB, hasPlan,
 			sql.NullInt64{Int64: j.ArrayJobID, Valid: j.ArrayJobID > 0}, j.ArrayTaskID,
-			sql.NullInt64{Int64: j.Deferred.UnixNano(), Valid: !j.Deferred.IsZero()})
+			sql.NullInt64{Int64: j.Deferred.UnixNano(), Valid: !j.Deferred.IsZero()},
+			sql.NullString{String: j.User, Valid: j.User != ""})
 		return err
 	})
 	if err != nil {
@@ -188,7 +193,7 @@ func (s *Store) Jobs(ctx context.Context, f JobFilter) ([]Job, error) {
 }
 
 const jobColumns = `job_id, model_type, class, tenant, state, submitted_ns, first_seen_ns, updated_ns,
-	last_plan, last_placement, last_cpus, last_host_mem_gb, cannot, global_batch, array_job_id, array_task_id, deferred_ns`
+	last_plan, last_placement, last_cpus, last_host_mem_gb, cannot, global_batch, array_job_id, array_task_id, deferred_ns, user_name`
 
 func scanJob(sc scanner) (Job, error) {
 	var j Job
@@ -197,10 +202,12 @@ func scanJob(sc scanner) (Job, error) {
 	var mem sql.NullFloat64
 	var cannot sql.NullString
 	var array, task, deferred sql.NullInt64
+	var user sql.NullString
 	if err := sc.Scan(&j.ID, &mt, &class, &j.Tenant, &j.State, &submitted, &first, &updated,
-		&plan, &placement, &cpus, &mem, &cannot, &j.GlobalBatch, &array, &task, &deferred); err != nil {
+		&plan, &placement, &cpus, &mem, &cannot, &j.GlobalBatch, &array, &task, &deferred, &user); err != nil {
 		return Job{}, err
 	}
+	j.User = user.String
 	j.Deferred = fromTimestamp(deferred)
 	j.ArrayJobID, j.ArrayTaskID = array.Int64, task.Int64
 	var err error

@@ -27,6 +27,7 @@ func migrations() []migration {
 		{version: 5, name: "job array tasks", up: schemaV5},
 		{version: 6, name: "jobs' model type without their global batch", up: schemaV6},
 		{version: 7, name: "jobs' waits outside the queue (holds, begin times, dependencies)", up: schemaV7},
+		{version: 8, name: "jobs' users", up: schemaV8},
 	}
 }
 
@@ -225,6 +226,12 @@ WHERE instr(model_type, '@gb') > 1
 // submission.
 const schemaV7 = `
 ALTER TABLE jobs ADD COLUMN deferred_ns INTEGER;
+`
+
+// schemaV8 keeps the Slurm user who owns each job, so that rubick queue
+// can show a user their own jobs as squeue -u does.
+const schemaV8 = `
+ALTER TABLE jobs ADD COLUMN user_name TEXT CHECK (user_name IS NULL OR user_name <> '');
 `
 
 // migrate brings db to the newest version in migs. Each migration runs in

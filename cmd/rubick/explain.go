@@ -25,7 +25,9 @@ type explanation struct {
 	JobID int64 `json:"job_id"`
 	// ArrayTask is the job as squeue names a task of a job array (A_T);
 	// "" for other jobs.
-	ArrayTask string    `json:"array_task,omitempty"`
+	ArrayTask string `json:"array_task,omitempty"`
+	// User owns the job; "" where the store does not know.
+	User      string    `json:"user"`
 	Store     string    `json:"store"`
 	ModelType string    `json:"model_type"`
 	Class     string    `json:"class"`
@@ -213,7 +215,7 @@ func explain(ctx context.Context, st explainStore, path string, id int64, top, n
 		return nil, fmt.Errorf("explain: %w", err)
 	}
 	ex := &explanation{
-		JobID: id, ArrayTask: arrayTaskName(j), Store: path, ModelType: j.ModelType, Class: string(j.Class), Tenant: j.Tenant, State: j.State,
+		JobID: id, ArrayTask: arrayTaskName(j), User: j.User, Store: path, ModelType: j.ModelType, Class: string(j.Class), Tenant: j.Tenant, State: j.State,
 		Submitted: j.Submitted, Updated: j.Updated, Cannot: j.Cannot.String(), Alternatives: []alternative{}, Reasons: []reasonView{},
 		History: []report.PlanChange{}, Notes: []string{},
 	}
@@ -368,7 +370,7 @@ func (ex *explanation) write(w io.Writer) error {
 	if mt == "" {
 		mt = report.NoModel
 	}
-	fmt.Fprintf(ew, "job %s: model %s, class %s, tenant %s, state %s\n", jobLabel(ex.JobID, ex.ArrayTask), mt, orDash(ex.Class), orDash(ex.Tenant), ex.State)
+	fmt.Fprintf(ew, "job %s: user %s, model %s, class %s, tenant %s, state %s\n", jobLabel(ex.JobID, ex.ArrayTask), orDash(ex.User), mt, orDash(ex.Class), orDash(ex.Tenant), ex.State)
 	fmt.Fprintf(ew, "  submitted %s, last seen %s, store %s\n", utcTime(ex.Submitted), utcTime(ex.Updated), ex.Store)
 	if ex.Waited != nil {
 		fmt.Fprintf(ew, "  last seen held or waiting for its --begin or dependencies at %s; its age in the queue counts from then\n", utcTime(*ex.Waited))

@@ -48,7 +48,7 @@ func seedExplainStore(t *testing.T) (string, model.Plan) {
 		t.Fatal(err)
 	}
 	res := model.Resources{Placement: model.Placement{4}, CPUs: 16, HostMemGB: 128}
-	if err := st.UpsertJob(ctx, store.Job{ID: 42, ModelType: "gpt2", Class: store.Guaranteed, Tenant: "physics", State: "RUNNING",
+	if err := st.UpsertJob(ctx, store.Job{ID: 42, ModelType: "gpt2", Class: store.Guaranteed, Tenant: "physics", State: "RUNNING", User: "alice",
 		Submitted: fixedNow.Add(-3 * time.Hour), Deferred: fixedNow.Add(-150 * time.Minute), LastPlan: plan, LastResources: res}); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestExplainJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &ex); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	if ex.ModelType != "gpt2" || ex.Plan != plan.String() || ex.Placement != "4" || ex.CPUs != 16 || ex.State != "RUNNING" {
+	if ex.ModelType != "gpt2" || ex.User != "alice" || ex.Plan != plan.String() || ex.Placement != "4" || ex.CPUs != 16 || ex.State != "RUNNING" {
 		t.Errorf("job fields = %+v", ex)
 	}
 	if ex.Waited == nil || !ex.Waited.Equal(fixedNow.Add(-150*time.Minute)) {
@@ -278,7 +278,7 @@ func TestExplainText(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"job 42: model gpt2, class guaranteed, tenant physics, state RUNNING",
+		"job 42: user alice, model gpt2, class guaranteed, tenant physics, state RUNNING",
 		"last seen held or waiting for its --begin or dependencies at 2026-11-08T09:30:00Z; its age in the queue counts from then",
 		"fit #1: RMSLE 0.0500, MAPE 4.50 %, 9 samples, profile",
 		"current plan dp4.tp1.pp1.mb2.a8.z0 on 4, 16 CPUs",
@@ -301,7 +301,7 @@ func TestExplainText(t *testing.T) {
 	if err := explainCmd(context.Background(), []string{"43", "--store", path}, &out, &errb, testEnv(t)); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"job 43: model (none)", `cycle 2 rubick: "queued"`, "note: no model type"} {
+	for _, want := range []string{"job 43: user -, model (none)", `cycle 2 rubick: "queued"`, "note: no model type"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("rigid job output lacks %q:\n%s", want, out.String())
 		}
@@ -416,7 +416,7 @@ func TestExplainArrayTask(t *testing.T) {
 	if err := explainCmd(context.Background(), []string{"44", "--store", path}, &out, &errb, testEnv(t)); err != nil {
 		t.Fatal(err)
 	}
-	if first, _, _ := strings.Cut(out.String(), "\n"); !strings.HasPrefix(first, "job 44 (40_3): model bert") {
+	if first, _, _ := strings.Cut(out.String(), "\n"); !strings.HasPrefix(first, "job 44 (40_3): user -, model bert") {
 		t.Errorf("first line %q, want the job named with its array task", first)
 	}
 }

@@ -43,6 +43,9 @@ type queueEntry struct {
 	JobID int64 `json:"job_id"`
 	// ArrayTask is the job as squeue names a task of a job array (A_T).
 	ArrayTask string `json:"array_task,omitempty"`
+	// User owns the job ("" where the store does not know: a job rubickd
+	// last recorded before schema 8).
+	User      string `json:"user"`
 	ModelType string `json:"model_type"`
 	Class     string `json:"class"`
 	Tenant    string `json:"tenant"`
@@ -70,6 +73,7 @@ func queueCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	asJSON := fset.Bool("json", false, "write JSON")
 	queuedOnly := fset.Bool("queued", false, "only the jobs queued at the cycle")
 	all := fset.Bool("all", false, "also the cycle's jobs outside the order (held for a group limit, left to Slurm)")
+	user := fset.String("user", "", "only this user's jobs (positions stay those of the whole order)")
 	if help, err := parseFlags(fset, args); help || err != nil {
 		return err
 	}
@@ -79,7 +83,7 @@ func queueCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		return fmt.Errorf("queue: %w", err)
 	}
 	defer st.Close()
-	q, err := queue(ctx, st, path, *queuedOnly, *all, env.now())
+	q, err := queue(ctx, st, path, queueFilter{queuedOnly: *queuedOnly, all: *all, user: *user}, env.now())
 	if err != nil {
 		return err
 	}
@@ -98,7 +102,13 @@ type queueStore interface {
 	Job(ctx context.Context, id int64) (store.Job, error)
 }
 
-func queue(ctx context.Context, st queueStore, path string, queuedOnly, all bool, now time.Time) (*queueView, error) {
+// queueFilter selects the jobs queue lists.
+type queueFilter struct {
+	queuedOnly, all bool
+	user            string // "": everyone's
+}
+
+func queue(ctx context.Context, st queueStore, path string, f queueFilter, now time.Time) (*queueView, error) {
 	id, err := st.LastCycle(ctx)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("queue: the store %s has no decision cycle yet (rubickd records one per cycle it plans): %w", path, err)
@@ -122,22 +132,24 @@ func queue(ctx context.Context, st queueStore, path string, queuedOnly, all bool
 		j, err := st.Job(ctx, jobID)
 		switch {
 		case err == nil:
-			e.ArrayTask, e.ModelType, e.Class, e.Tenant = arrayTaskName(j), j.ModelType, string(j.Class), j.Tenant
+			e.ArrayTask, e.User, e.ModelType, e.Class, e.Tenant = arrayTaskName(j), j.User, j.ModelType, string(j.Class), j.Tenant
 		case !errors.Is(err, store.ErrNotFound):
 			return nil, fmt.Errorf("queue: %w", err)
 		}
 		switch {
-		case queuedOnly && !e.Queued:
+		case f.queuedOnly && !e.Queued, f.user != "" && e.User != f.user:
 		case e.Order != nil:
 			q.Order = append(q.Order, e)
 		case e.Queued && e.Class == string(store.Guaranteed):
 			q.Guaranteed = append(q.Guaranteed, e)
-		case all:
+		case f.all:
 			q.Others = append(q.Others, e)
 		}
 	}
 	slices.SortFunc(q.Order, func(a, b queueEntry) int { return cmp.Compare(a.Order.Position, b.Order.Position) })
-	if len(q.Order) == 0 && len(q.Guaranteed) == 0 {
+	if len(q.Order) == 0 && len(q.Guaranteed) == 0 && f.user != "" {
+		q.Notes = append(q.Notes, fmt.Sprintf("no job of user %q at cycle %d", f.user, d.CycleID))
+	} else if len(q.Order) == 0 && len(q.Guaranteed) == 0 {
 		q.Notes = append(q.Notes, fmt.Sprintf("cycle %d placed no job in a best-effort order (policy %s: only rubick, rubick-r and sia keep one)", d.CycleID, d.Policy))
 	}
 	return q, nil
@@ -149,13 +161,13 @@ func (q *queueView) write(w io.Writer) error {
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	if len(q.Guaranteed) > 0 {
 		fmt.Fprintln(tw, "queued guaranteed jobs, admitted first within their tenant's quota:")
-		fmt.Fprintln(tw, "  JOB\tMODEL\tTENANT\tMIN\tDECISION")
+		fmt.Fprintln(tw, "  JOB\tUSER\tMODEL\tTENANT\tMIN\tDECISION")
 		for _, e := range q.Guaranteed {
 			min := "-"
 			if e.MinRes != nil {
 				min = e.MinRes.String()
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", jobLabel(e.JobID, e.ArrayTask), orDash(e.ModelType), orDash(e.Tenant), min, e.decision())
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", jobLabel(e.JobID, e.ArrayTask), orDash(e.User), orDash(e.ModelType), orDash(e.Tenant), min, e.decision())
 		}
 	}
 	if len(q.Order) > 0 {
@@ -166,18 +178,18 @@ func (q *queueView) write(w io.Writer) error {
 			}
 		}
 		fmt.Fprintf(tw, "best-effort order, head first: %d jobs shown, %d of them queued\n", len(q.Order), queued)
-		fmt.Fprintln(tw, "  POS\tJOB\tMODEL\tCLASS\tSTATE\tGPUS\tBY\tSLOPE\tLEFT\tWEIGHED\tDECISION")
+		fmt.Fprintln(tw, "  POS\tJOB\tUSER\tMODEL\tCLASS\tSTATE\tGPUS\tBY\tSLOPE\tLEFT\tWEIGHED\tDECISION")
 		for _, e := range q.Order {
 			o := e.Order
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%d\t%s\t%.3g\t%s\t%.3g\t%s\n", o.Position, jobLabel(e.JobID, e.ArrayTask), orDash(e.ModelType),
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%.3g\t%s\t%.3g\t%s\n", o.Position, jobLabel(e.JobID, e.ArrayTask), orDash(e.User), orDash(e.ModelType),
 				orDash(e.Class), e.state(), e.GPUs, o.By, o.Slope, timeLeftString(*o), o.WeighedSlope, e.decision())
 		}
 	}
 	if len(q.Others) > 0 {
 		fmt.Fprintln(tw, "other jobs of the cycle:")
-		fmt.Fprintln(tw, "  JOB\tMODEL\tCLASS\tSTATE\tGPUS\tDECISION")
+		fmt.Fprintln(tw, "  JOB\tUSER\tMODEL\tCLASS\tSTATE\tGPUS\tDECISION")
 		for _, e := range q.Others {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\n", jobLabel(e.JobID, e.ArrayTask), orDash(e.ModelType), orDash(e.Class), e.state(), e.GPUs, e.decision())
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%s\n", jobLabel(e.JobID, e.ArrayTask), orDash(e.User), orDash(e.ModelType), orDash(e.Class), e.state(), e.GPUs, e.decision())
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -32,12 +32,12 @@ func seedQueueStore(t *testing.T) string {
 	}
 	defer st.Close()
 	jobs := []store.Job{
-		{ID: 10, ModelType: "llama7", Class: store.Guaranteed, Tenant: "physics", State: "PENDING"},
-		{ID: 11, ModelType: "bert", Class: store.BestEffort, State: "PENDING"},
-		{ID: 12, ModelType: "gpt2", Class: store.BestEffort, State: "PENDING"},
-		{ID: 13, ModelType: "t5", Class: store.BestEffort, State: "RUNNING"},
-		{ID: 14, ModelType: "vit", Class: store.BestEffort, State: "RUNNING"},
-		{ID: 16, ModelType: "bert", Class: store.BestEffort, State: "PENDING", ArrayJobID: 7, ArrayTaskID: 3},
+		{ID: 10, ModelType: "llama7", Class: store.Guaranteed, Tenant: "physics", State: "PENDING", User: "alice"},
+		{ID: 11, ModelType: "bert", Class: store.BestEffort, State: "PENDING", User: "bob"},
+		{ID: 12, ModelType: "gpt2", Class: store.BestEffort, State: "PENDING", User: "alice"},
+		{ID: 13, ModelType: "t5", Class: store.BestEffort, State: "RUNNING", User: "bob"},
+		{ID: 14, ModelType: "vit", Class: store.BestEffort, State: "RUNNING", User: "bob"},
+		{ID: 16, ModelType: "bert", Class: store.BestEffort, State: "PENDING", ArrayJobID: 7, ArrayTaskID: 3}, // user unknown
 		{ID: 99, ModelType: "bert", Class: store.BestEffort, State: "PENDING"},
 	}
 	for _, j := range jobs {
@@ -80,17 +80,17 @@ func seedQueueStore(t *testing.T) string {
 
 func TestQueueJSON(t *testing.T) {
 	path := seedQueueStore(t)
-	g := queueEntry{JobID: 10, ModelType: "llama7", Class: "guaranteed", Tenant: "physics", Queued: true, Kind: "keep", Reason: "quota",
+	g := queueEntry{JobID: 10, User: "alice", ModelType: "llama7", Class: "guaranteed", Tenant: "physics", Queued: true, Kind: "keep", Reason: "quota",
 		Detail: `needs 4 GPUs, tenant "physics" has 8 of 8 in use`, MinRes: &policy.Size{GPUs: 4}}
-	first := queueEntry{JobID: 12, ModelType: "gpt2", Class: "best-effort", Queued: true, GPUs: 2, Kind: "start", Reason: "slope",
+	first := queueEntry{JobID: 12, User: "alice", ModelType: "gpt2", Class: "best-effort", Queued: true, GPUs: 2, Kind: "start", Reason: "slope",
 		Order: &policy.Order{Position: 1, Of: 4, By: "slope", Slope: 1, TimeLeftH: 0.25, WeighedSlope: 2}}
-	second := queueEntry{JobID: 11, ModelType: "bert", Class: "best-effort", Queued: true, Kind: "keep", Reason: "no-resources", Detail: "queued 5m0s",
+	second := queueEntry{JobID: 11, User: "bob", ModelType: "bert", Class: "best-effort", Queued: true, Kind: "keep", Reason: "no-resources", Detail: "queued 5m0s",
 		Order: &policy.Order{Position: 2, Of: 4, QueuedAhead: 1, By: "slope", Slope: 1.5, TimeLeftH: 4, WeighedSlope: 0.75}}
-	third := queueEntry{JobID: 13, ModelType: "t5", Class: "best-effort", GPUs: 4, Kind: "keep", Reason: "unchanged",
+	third := queueEntry{JobID: 13, User: "bob", ModelType: "t5", Class: "best-effort", GPUs: 4, Kind: "keep", Reason: "unchanged",
 		Order: &policy.Order{Position: 3, Of: 4, QueuedAhead: 2, By: "slope", Slope: 0.5, TimeLeftH: 16, NoTimeLimit: true, WeighedSlope: 0.125}}
 	fourth := queueEntry{JobID: 16, ArrayTask: "7_3", ModelType: "bert", Class: "best-effort", Queued: true, Kind: "keep", Reason: "no-resources",
 		Order: &policy.Order{Position: 4, Of: 4, QueuedAhead: 2, By: "starvation", Slope: 0.2, WeighedSlope: 0.2}}
-	frozen := queueEntry{JobID: 14, ModelType: "vit", Class: "best-effort", GPUs: 1, Kind: "keep", Reason: "restart-penalty"}
+	frozen := queueEntry{JobID: 14, User: "bob", ModelType: "vit", Class: "best-effort", GPUs: 1, Kind: "keep", Reason: "restart-penalty"}
 	at := fixedNow.Add(-30 * time.Second)
 	for _, tc := range []struct {
 		name string
@@ -103,6 +103,10 @@ func TestQueueJSON(t *testing.T) {
 			Order: []queueEntry{first, second, fourth}, Notes: []string{}}},
 		{"all", []string{"--all"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{g},
 			Order: []queueEntry{first, second, third, fourth}, Others: []queueEntry{frozen}, Notes: []string{}}},
+		{"one user's", []string{"--user", "bob", "--all"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{},
+			Order: []queueEntry{second, third}, Others: []queueEntry{frozen}, Notes: []string{}}},
+		{"an unknown user's", []string{"--user", "carol"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{},
+			Order: []queueEntry{}, Notes: []string{`no job of user "carol" at cycle 2`}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
@@ -129,14 +133,14 @@ func TestQueueText(t *testing.T) {
 	}
 	want := "cycle 2 at 2026-11-08T11:59:30Z (30s ago), policy rubick, store " + path + "\n" +
 		"queued guaranteed jobs, admitted first within their tenant's quota:\n" +
-		"  JOB  MODEL   TENANT   MIN     DECISION\n" +
-		`  10   llama7  physics  4 GPUs  keep (quota): needs 4 GPUs, tenant "physics" has 8 of 8 in use` + "\n" +
+		"  JOB  USER   MODEL   TENANT   MIN     DECISION\n" +
+		`  10   alice  llama7  physics  4 GPUs  keep (quota): needs 4 GPUs, tenant "physics" has 8 of 8 in use` + "\n" +
 		"best-effort order, head first: 4 jobs shown, 3 of them queued\n" +
-		"  POS  JOB       MODEL  CLASS        STATE    GPUS  BY          SLOPE  LEFT   WEIGHED  DECISION\n" +
-		"  1    12        gpt2   best-effort  queued   2     slope       1      0.25h  2        start (slope)\n" +
-		"  2    11        bert   best-effort  queued   0     slope       1.5    4.00h  0.75     keep (no-resources): queued 5m0s\n" +
-		"  3    13        t5     best-effort  running  4     slope       0.5    none   0.125    keep (unchanged)\n" +
-		"  4    16 (7_3)  bert   best-effort  queued   0     starvation  0.2    -      0.2      keep (no-resources)\n"
+		"  POS  JOB       USER   MODEL  CLASS        STATE    GPUS  BY          SLOPE  LEFT   WEIGHED  DECISION\n" +
+		"  1    12        alice  gpt2   best-effort  queued   2     slope       1      0.25h  2        start (slope)\n" +
+		"  2    11        bob    bert   best-effort  queued   0     slope       1.5    4.00h  0.75     keep (no-resources): queued 5m0s\n" +
+		"  3    13        bob    t5     best-effort  running  4     slope       0.5    none   0.125    keep (unchanged)\n" +
+		"  4    16 (7_3)  -      bert   best-effort  queued   0     starvation  0.2    -      0.2      keep (no-resources)\n"
 	if d := cmp.Diff(want, out.String()); d != "" {
 		t.Errorf("queue text (-want +got):\n%s", d)
 	}
