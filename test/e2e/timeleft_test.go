@@ -37,16 +37,17 @@ func TestShorterLimitFirst(t *testing.T) {
 	lt.wantQueued(t, long, 2)
 }
 
-// wantQueued fails the test unless rubick queue lists job id in the
-// best-effort order of rubickd's newest cycle, queued, with leftH hours
-// left by its time limit.
+// wantQueued fails the test unless rubick queue, asked for the lab user's
+// jobs, lists job id in the best-effort order of rubickd's newest cycle,
+// queued, with leftH hours left by its time limit.
 func (lt *labTest) wantQueued(t *testing.T, id int, leftH float64) {
 	t.Helper()
-	out := lt.lab.run(t, filepath.Join(lt.bin, "rubick"), "queue", "--store", lt.dbPath, "--json", "--queued")
+	out := lt.lab.run(t, filepath.Join(lt.bin, "rubick"), "queue", "--store", lt.dbPath, "--json", "--queued", "--user", lt.lab.user)
 	var q struct {
 		Order []struct {
-			JobID  int  `json:"job_id"`
-			Queued bool `json:"queued"`
+			JobID  int    `json:"job_id"`
+			User   string `json:"user"`
+			Queued bool   `json:"queued"`
 			Order  struct {
 				TimeLeftH float64 `json:"time_left_h"`
 			} `json:"order"`
@@ -56,7 +57,7 @@ func (lt *labTest) wantQueued(t *testing.T, id int, leftH float64) {
 		t.Fatalf("rubick queue: %v\n%s", err, out)
 	}
 	for _, e := range q.Order {
-		if e.JobID == id && e.Queued && math.Abs(e.Order.TimeLeftH-leftH) < 1e-3 {
+		if e.JobID == id && e.User == lt.lab.user && e.Queued && math.Abs(e.Order.TimeLeftH-leftH) < 1e-3 {
 			return
 		}
 	}
