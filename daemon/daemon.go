@@ -77,7 +77,7 @@ type Applier interface {
 type Store interface {
 	ModelTypes(ctx context.Context) ([]store.ModelType, error)
 	CurrentFit(ctx context.Context, modelType string) (store.Fit, error)
-	UpsertJob(ctx context.Context, j store.Job) error
+	UpsertJobs(ctx context.Context, jobs []store.Job) error
 	RecordDecision(ctx context.Context, d store.Decision) (store.Decision, error)
 	MarkApplied(ctx context.Context, id int64, res store.Result, applyErr error) error
 	Pending(ctx context.Context) ([]store.Action, error)
@@ -980,6 +980,9 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		deferred[j.ID] = v.Snapshot.Now
 	}
 	written := map[int]time.Time{}
+	// The jobs go to the store in one transaction, before the decision
+	// that names them: one commit per job cost 0.7 ms each here.
+	var jobs []store.Job
 	// upsert records a job outside the snapshot.
 	upsert := func(j slurm.Job) error {
 		sj := store.Job{ID: int64(j.ID), Class: store.BestEffort, State: j.State, Submitted: submitTime(j),
@@ -994,9 +997,7 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		if j.Tag != nil && j.Tag.Class == slurm.ClassGuaranteed && d.cfg.TenantOf(j.Account, j.QOS) != "" {
 			sj.Class = store.Guaranteed // as convertJob reads it
 		}
-		if err := d.deps.Store.UpsertJob(ctx, sj); err != nil {
-			return fmt.Errorf("record job %d: %w", j.ID, err)
-		}
+		jobs = append(jobs, sj)
 		return nil
 	}
 	others := slices.Concat(v.Rigid, v.Waiting, v.Marked)
@@ -1022,9 +1023,7 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 			State: mj.slurm.State, Submitted: submitTime(mj.slurm), Deferred: d.deferredSeen[mj.slurm.ID], User: mj.slurm.User,
 		}
 		sj.ArrayJobID, sj.ArrayTaskID = arrayTask(mj.slurm)
-		if err := d.deps.Store.UpsertJob(ctx, sj); err != nil {
-			return store.Decision{}, fmt.Errorf("record job %d: %w", mj.slurm.ID, err)
-		}
+		jobs = append(jobs, sj)
 	}
 	dec := store.Decision{Policy: d.deps.Policy.Name(), Duration: took, Reasons: map[int64]json.RawMessage{}}
 	limits := map[int]time.Duration{}
@@ -1174,6 +1173,9 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 			JobID: int64(a.JobID), Kind: string(a.Kind), Plan: plan,
 			Resources: model.Resources{Placement: pl, CPUs: a.CPUsPerTask * n, HostMemGB: float64(a.MemPerNodeMB) * float64(n) / 1024},
 		})
+	}
+	if err := d.deps.Store.UpsertJobs(ctx, jobs); err != nil {
+		return store.Decision{}, fmt.Errorf("record jobs: %w", err)
 	}
 	rec, err := d.deps.Store.RecordDecision(ctx, dec)
 	if err != nil {

@@ -38,6 +38,40 @@ func BenchmarkAddSamples(b *testing.B) {
 	}
 }
 
+// BenchmarkUpsertJobs measures what rubickd's cycle writes of its jobs:
+// 100 or 2,000 jobs one transaction each (UpsertJob), or all in one
+// (UpsertJobs), at the default SyncFull.
+func BenchmarkUpsertJobs(b *testing.B) {
+	for _, n := range []int{100, 2000} {
+		jobs := make([]Job, n)
+		for i := range jobs {
+			jobs[i] = Job{ID: int64(i + 1), ModelType: "gpt2", Class: BestEffort, State: "PENDING", User: "alice", Submitted: t0}
+		}
+		for _, batch := range []bool{false, true} {
+			b.Run(fmt.Sprintf("jobs=%d/batch=%v", n, batch), func(b *testing.B) {
+				ctx := context.Background()
+				s := openTest(b, "")
+				if err := s.UpsertModelType(ctx, gpt2()); err != nil {
+					b.Fatal(err)
+				}
+				for b.Loop() {
+					if batch {
+						if err := s.UpsertJobs(ctx, jobs); err != nil {
+							b.Fatal(err)
+						}
+						continue
+					}
+					for _, j := range jobs {
+						if err := s.UpsertJob(ctx, j); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkCurrentFit measures the lookup every job start makes, with a
 // long fit history, from one goroutine and from many.
 func BenchmarkCurrentFit(b *testing.B) {

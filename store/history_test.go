@@ -212,6 +212,41 @@ func TestUpsertJobRejects(t *testing.T) {
 	}
 }
 
+// UpsertJobs writes its jobs in order in one transaction: a later entry
+// for a job updates an earlier one as UpsertJob would, and one bad job
+// stores none.
+func TestUpsertJobs(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "")
+	waited := t0.Add(-time.Hour)
+	if err := s.UpsertJobs(ctx, []Job{
+		{ID: 4, ModelType: "bert", Class: BestEffort, State: "PENDING", User: "alice", Deferred: waited},
+		{ID: 5, Class: BestEffort, State: "RUNNING"},
+		{ID: 4, ModelType: "bert", Class: BestEffort, State: "RUNNING", LastPlan: plan4, LastResources: res4},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Jobs(ctx, JobFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Job{
+		{ID: 4, ModelType: "bert", Class: BestEffort, State: "RUNNING", User: "alice", Deferred: waited, LastPlan: plan4, LastResources: res4,
+			FirstSeen: t0, Updated: t0},
+		{ID: 5, Class: BestEffort, State: "RUNNING", FirstSeen: t0, Updated: t0},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("jobs (-want +got):\n%s", d)
+	}
+	err = s.UpsertJobs(ctx, []Job{{ID: 6, Class: BestEffort, State: "PENDING"}, {ID: 7, Class: "gold", State: "PENDING"}})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "upsert job 7") {
+		t.Errorf("UpsertJobs with a bad job 7 = %v, want ErrInvalid naming job 7", err)
+	}
+	if _, err := s.Job(ctx, 6); !errors.Is(err, ErrNotFound) {
+		t.Errorf("job 6 of the refused batch: %v, want ErrNotFound", err)
+	}
+}
+
 // decide records one cycle for jobs 7 (start) and 9 (preempt).
 func decide(t *testing.T, s *Store) Decision {
 	t.Helper()

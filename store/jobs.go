@@ -58,45 +58,69 @@ type Job struct {
 // UpsertJob stores j, replacing the stored fields of a known job except
 // FirstSeen, which the store sets once. A zero LastPlan keeps the stored
 // last plan: a job that is queued again still remembers how it last ran;
-// a zero Deferred keeps the stored one.
+// a zero Deferred keeps the stored one, an empty User the stored one.
 func (s *Store) UpsertJob(ctx context.Context, j Job) error {
 	if err := checkJob(j); err != nil {
 		return fmt.Errorf("store: upsert job %d: %w", j.ID, err)
 	}
+	if err := s.write(ctx, func(tx *sql.Tx) error { return upsertJob(ctx, tx, j, s.now().UnixNano()) }); err != nil {
+		return fmt.Errorf("store: upsert job %d: %w", j.ID, err)
+	}
+	return nil
+}
+
+// UpsertJobs stores jobs as UpsertJob does, in order, in one transaction:
+// all or none. One commit, not one per job, is what keeps a cycle of
+// thousands of jobs cheap (each commit syncs the log).
+func (s *Store) UpsertJobs(ctx context.Context, jobs []Job) error {
+	for _, j := range jobs {
+		if err := checkJob(j); err != nil {
+			return fmt.Errorf("store: upsert job %d: %w", j.ID, err)
+		}
+	}
+	now := s.now().UnixNano()
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		for _, j := range jobs {
+			if err := upsertJob(ctx, tx, j, now); err != nil {
+				return fmt.Errorf("job %d: %w", j.ID, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: upsert jobs: %w", err)
+	}
+	return nil
+}
+
+func upsertJob(ctx context.Context, tx *sql.Tx, j Job, now int64) error {
 	plan, placement := planColumns(j.LastPlan, j.LastResources)
 	hasPlan := plan.Valid
 	if !hasPlan {
 		placement = sql.NullString{}
 	}
 	mt := sql.NullString{String: j.ModelType, Valid: j.ModelType != ""}
-	now := s.now().UnixNano()
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `
-			INSERT INTO jobs(job_id, model_type, class, tenant, state, submitted_ns, first_seen_ns, updated_ns,
-				last_plan, last_placement, last_cpus, last_host_mem_gb, array_job_id, array_task_id, deferred_ns, user_name)
-			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9,
-				CASE WHEN ?12 THEN ?10 END, CASE WHEN ?12 THEN ?11 END, ?13, CASE WHEN ?13 IS NOT NULL THEN ?14 END, ?15, ?16)
-			ON CONFLICT(job_id) DO UPDATE SET
-				model_type = excluded.model_type, class = excluded.class, tenant = excluded.tenant,
-				state = excluded.state, submitted_ns = excluded.submitted_ns, updated_ns = excluded.updated_ns,
-				array_job_id = excluded.array_job_id, array_task_id = excluded.array_task_id,
-				deferred_ns = COALESCE(excluded.deferred_ns, deferred_ns),
-				user_name = COALESCE(excluded.user_name, user_name),
-				last_plan        = CASE WHEN ?12 THEN excluded.last_plan ELSE last_plan END,
-				last_placement   = CASE WHEN ?12 THEN excluded.last_placement ELSE last_placement END,
-				last_cpus        = CASE WHEN ?12 THEN excluded.last_cpus ELSE last_cpus END,
-				last_host_mem_gb = CASE WHEN ?12 THEN excluded.last_host_mem_gb ELSE last_host_mem_gb END`,
-			j.ID, mt, string(j.Class), j.Tenant, j.State, timestamp(j.Submitted), now,
-			plan, placement, j.LastResources.CPUs, j.LastResources.HostMemGB, hasPlan,
-			sql.NullInt64{Int64: j.ArrayJobID, Valid: j.ArrayJobID > 0}, j.ArrayTaskID,
-			sql.NullInt64{Int64: j.Deferred.UnixNano(), Valid: !j.Deferred.IsZero()},
-			sql.NullString{String: j.User, Valid: j.User != ""})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("store: upsert job %d: %w", j.ID, err)
-	}
-	return nil
+	_, err := tx.ExecContext(ctx, `
+		INSERT INTO jobs(job_id, model_type, class, tenant, state, submitted_ns, first_seen_ns, updated_ns,
+			last_plan, last_placement, last_cpus, last_host_mem_gb, array_job_id, array_task_id, deferred_ns, user_name)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9,
+			CASE WHEN ?12 THEN ?10 END, CASE WHEN ?12 THEN ?11 END, ?13, CASE WHEN ?13 IS NOT NULL THEN ?14 END, ?15, ?16)
+		ON CONFLICT(job_id) DO UPDATE SET
+			model_type = excluded.model_type, class = excluded.class, tenant = excluded.tenant,
+			state = excluded.state, submitted_ns = excluded.submitted_ns, updated_ns = excluded.updated_ns,
+			array_job_id = excluded.array_job_id, array_task_id = excluded.array_task_id,
+			deferred_ns = COALESCE(excluded.deferred_ns, deferred_ns),
+			user_name = COALESCE(excluded.user_name, user_name),
+			last_plan        = CASE WHEN ?12 THEN excluded.last_plan ELSE last_plan END,
+			last_placement   = CASE WHEN ?12 THEN excluded.last_placement ELSE last_placement END,
+			last_cpus        = CASE WHEN ?12 THEN excluded.last_cpus ELSE last_cpus END,
+			last_host_mem_gb = CASE WHEN ?12 THEN excluded.last_host_mem_gb ELSE last_host_mem_gb END`,
+		j.ID, mt, string(j.Class), j.Tenant, j.State, timestamp(j.Submitted), now,
+		plan, placement, j.LastResources.CPUs, j.LastResources.HostMemGB, hasPlan,
+		sql.NullInt64{Int64: j.ArrayJobID, Valid: j.ArrayJobID > 0}, j.ArrayTaskID,
+		sql.NullInt64{Int64: j.Deferred.UnixNano(), Valid: !j.Deferred.IsZero()},
+		sql.NullString{String: j.User, Valid: j.User != ""})
+	return err
 }
 
 func checkJob(j Job) error {
