@@ -216,24 +216,36 @@ func (c *RESTCluster) Partitions(ctx context.Context) ([]Partition, error) {
 // read (v0.0.41: the specification rubick generates from was served
 // without the plugin), it gives the partitions' limits alone.
 func (c *RESTCluster) Limits(ctx context.Context) (Limits, error) {
-	parts, err := c.api.partitions(ctx)
-	if err != nil {
-		return Limits{}, err
+	// The three reads go at once: slurmdbd's two take 0.2-0.3 s each on
+	// the lab, and rubickd's cycle waits for them every minute.
+	var (
+		wg                    sync.WaitGroup
+		parts                 []Partition
+		qos                   []QOS
+		assoc                 []Association
+		partErr, qosErr, aErr error
+	)
+	wg.Go(func() { parts, partErr = c.api.partitions(ctx) })
+	wg.Go(func() { qos, qosErr = c.api.qos(ctx) })
+	wg.Go(func() { assoc, aErr = c.api.associations(ctx, c.cluster) })
+	wg.Wait()
+	if partErr != nil {
+		return Limits{}, partErr
 	}
 	l := Limits{Partitions: make(map[string]Partition, len(parts))}
 	for _, p := range parts {
 		l.Partitions[p.Name] = p
 	}
-	qos, err := c.api.qos(ctx)
-	if errors.Is(err, ErrUnsupported) {
+	if errors.Is(qosErr, ErrUnsupported) {
 		return l, nil
 	}
-	if err != nil {
-		return Limits{}, err
+	if qosErr != nil {
+		return Limits{}, qosErr
 	}
-	if l.Associations, err = c.api.associations(ctx, c.cluster); err != nil {
-		return Limits{}, err
+	if aErr != nil {
+		return Limits{}, aErr
 	}
+	l.Associations = assoc
 	l.QOS = make(map[string]QOS, len(qos))
 	for _, q := range qos {
 		l.QOS[q.Name] = q
