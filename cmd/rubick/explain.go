@@ -176,9 +176,7 @@ func explainCmd(ctx context.Context, args []string, stdout, stderr io.Writer, en
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(ex)
+		return writeJSON(stdout, ex)
 	}
 	return ex.write(stdout)
 }

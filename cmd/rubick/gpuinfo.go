@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 
@@ -22,7 +21,5 @@ func runGPUInfo(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	env := model.DefaultEnv()
 	fallback := gpuinfo.Facts{GPUs: env.NodeGPUs, MemGB: env.GPUMemGB, PCIeGBps: env.PCIeGBps, Source: gpuinfo.SourceConfig}
 	facts := gpuinfo.Detect(ctx, slog.New(slog.NewTextHandler(stderr, nil)), fallback)
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(facts)
+	return writeJSON(stdout, facts)
 }

@@ -88,9 +88,7 @@ func queueCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(q)
+		return writeJSON(stdout, q)
 	}
 	return q.write(stdout)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -228,9 +227,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 	if o.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(results)
+		return writeJSON(stdout, results)
 	}
 	fmt.Fprintf(stdout, "workload %s: %d jobs on %d x %d GPUs, interval %v, restart penalty %v, load scale %g\n\n",
 		o.workload, len(rows), o.cfg.Nodes, o.cfg.GPUsPerNode, o.cfg.Interval, o.cfg.RestartPenalty, o.cfg.LoadScale)

@@ -131,9 +131,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	}
 	var err error
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(v)
+		err = writeJSON(stdout, v)
 	} else {
 		err = v.write(stdout)
 	}
