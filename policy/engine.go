@@ -86,6 +86,7 @@ type jstate struct {
 	tw     float64
 	leftH  float64    // the hours of time left tw was weighed by (0: none)
 	order  Order      // its place in step 2's order (Of 0: not there)
+	admit1 Admission  // its place in step 1's order (Of 0: not there)
 	ver    int        // bumped whenever its allocation changes
 	losses []lossMemo // its cheapest release per node, as a victim
 	// fresh[k-1] is its normalised throughput with k more GPUs on a node it
@@ -1386,6 +1387,9 @@ func (r *round) run(ctx context.Context) error {
 			}
 		}
 		r.orderGuaranteed(queued)
+		for i, js := range queued {
+			js.admit1 = Admission{Position: i + 1, Of: len(queued), By: r.admittedBy(js)}
+		}
 		for _, js := range queued {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("policy %s: %w", r.e.name, err)
@@ -1622,6 +1626,23 @@ func (r *round) orderGuaranteed(q []*jstate) {
 	slices.SortStableFunc(q, func(a, b *jstate) int { return byDeadline(a, b, near(a), near(b)) })
 }
 
+// admittedBy is what placed js in orderGuaranteed's order.
+func (r *round) admittedBy(js *jstate) string {
+	switch {
+	case nearDeadline(r.e.cfg, r.s.Now, js.j):
+		return AdmitDeadline
+	case r.isOld(js):
+		return AdmitAge
+	}
+	return r.e.cfg.GuaranteedOrder
+}
+
+// isOld reports whether js has queued past GuaranteedAge, which in
+// shortest order puts it ahead of the others.
+func (r *round) isOld(js *jstate) bool {
+	return r.e.cfg.GuaranteedOrder == OrderShortest && r.e.cfg.GuaranteedAge > 0 && r.s.Now.Sub(js.j.Submit) >= r.e.cfg.GuaranteedAge
+}
+
 func (r *round) orderGuaranteedBy(q []*jstate) {
 	switch r.e.cfg.GuaranteedOrder {
 	case OrderPriority:
@@ -1635,9 +1656,7 @@ func (r *round) orderGuaranteedBy(q []*jstate) {
 		slices.SortStableFunc(q, bySubmit)
 		return
 	}
-	old := func(js *jstate) bool {
-		return r.e.cfg.GuaranteedAge > 0 && r.s.Now.Sub(js.j.Submit) >= r.e.cfg.GuaranteedAge
-	}
+	old := r.isOld
 	limit := func(js *jstate) time.Duration {
 		if js.j.TimeLimit <= 0 {
 			return math.MaxInt64 // no estimate: after every job that has one
@@ -1775,6 +1794,10 @@ func (r *round) commit() Plan {
 		}
 		if r.e.v.slo && js.j.Guaranteed {
 			a.MinRes = &Size{GPUs: js.info.minGPUs}
+		}
+		if js.admit1.Of > 0 {
+			ad := js.admit1
+			a.Admission = &ad
 		}
 		p.Actions = append(p.Actions, a)
 	}

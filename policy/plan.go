@@ -71,7 +71,31 @@ type Action struct {
 	// for a job that order did not hold (a queued guaranteed job, a
 	// running one the restart penalty froze, every job of a queue policy).
 	Order *Order `json:"order,omitempty"`
+	// Admission is where a queued guaranteed job stood in the round's
+	// admission order; nil for every other job.
+	Admission *Admission `json:"admission,omitempty"`
 }
+
+// Admission is a queued guaranteed job's place in one round's admission
+// order (BRIEF step 1), which is served before the best-effort order,
+// each job within its tenant's quota.
+type Admission struct {
+	Position int `json:"position"`
+	Of       int `json:"of"`
+	// By is what placed it: AdmitDeadline, AdmitAge, or
+	// Config.GuaranteedOrder.
+	By string `json:"by"`
+}
+
+// Admission.By for the jobs placed ahead of Config.GuaranteedOrder.
+const (
+	// AdmitDeadline: queued near the latest start its --deadline allows;
+	// such jobs go first, the nearest first.
+	AdmitDeadline = "deadline"
+	// AdmitAge: queued longer than Config.GuaranteedAge, in shortest
+	// order; such jobs go next, oldest first.
+	AdmitAge = "age"
+)
 
 // OrderStarvation is Order.By for a job submitted longer ago than
 // Config.StarvationAge, or queued near its deadline: those head the order,

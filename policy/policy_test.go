@@ -1604,6 +1604,7 @@ func TestOrder(t *testing.T) {
 		TimeLeftH                 string
 		NoTimeLimit               bool
 		MinRes                    string
+		Admission                 string // position/of by
 	}
 	tests := map[string]struct {
 		policy string
@@ -1616,18 +1617,18 @@ func TestOrder(t *testing.T) {
 			policy: "rubick", now: time.Hour, jobs: queued,
 			want: map[string]view{
 				"r":     {},
-				"short": {1, 3, 0, "slope", "0.167", false, ""},
-				"long":  {2, 3, 1, "slope", "5.000", false, ""},
-				"none":  {3, 3, 2, "slope", "5.000", true, ""},
+				"short": {1, 3, 0, "slope", "0.167", false, "", ""},
+				"long":  {2, 3, 1, "slope", "5.000", false, "", ""},
+				"none":  {3, 3, 2, "slope", "5.000", true, "", ""},
 			},
 		},
 		"sia orders by slope, then submission": {
 			policy: "sia", now: time.Hour, jobs: queued,
 			want: map[string]view{
 				"r":     {},
-				"long":  {1, 3, 0, "slope", "0.000", false, ""},
-				"short": {2, 3, 1, "slope", "0.000", false, ""},
-				"none":  {3, 3, 2, "slope", "0.000", false, ""},
+				"long":  {1, 3, 0, "slope", "0.000", false, "", ""},
+				"short": {2, 3, 1, "slope", "0.000", false, "", ""},
+				"none":  {3, 3, 2, "slope", "0.000", false, "", ""},
 			},
 		},
 		"a starving job heads the order; running jobs count in it": {
@@ -1638,9 +1639,9 @@ func TestOrder(t *testing.T) {
 				pt.NewJob("new", "small").GPUs(1).SubmittedAt(10*time.Hour - time.Minute).FairShare(0.9).Obj(),
 			},
 			want: map[string]view{
-				"old": {1, 3, 0, "starvation", "0.000", false, ""},
-				"new": {2, 3, 1, "fairshare", "0.000", false, ""},
-				"r":   {3, 3, 2, "fairshare", "0.000", false, ""},
+				"old": {1, 3, 0, "starvation", "0.000", false, "", ""},
+				"new": {2, 3, 1, "fairshare", "0.000", false, "", ""},
+				"r":   {3, 3, 2, "fairshare", "0.000", false, "", ""},
 			},
 		},
 		"a guaranteed job has minimum resources, and an order once running": {
@@ -1650,8 +1651,23 @@ func TestOrder(t *testing.T) {
 				pt.NewJob("q", "small").GPUs(8).Guaranteed().SubmittedAt(10*time.Hour - time.Minute).Obj(),
 			},
 			want: map[string]view{
-				"g": {1, 1, 0, "slope", "0.000", false, "4 GPUs"},
-				"q": {MinRes: "8 GPUs"},
+				"g": {1, 1, 0, "slope", "0.000", false, "4 GPUs", ""},
+				"q": {MinRes: "8 GPUs", Admission: "1/1 shortest"},
+			},
+		},
+		"queued guaranteed jobs: near a deadline, past the age, then shortest limit": {
+			policy: "rubick", now: 10 * time.Hour,
+			jobs: []policy.Job{
+				pt.NewJob("long", "small").GPUs(8).Guaranteed().TimeLimit(4 * time.Hour).SubmittedAt(9 * time.Hour).Obj(),
+				pt.NewJob("short", "small").GPUs(8).Guaranteed().TimeLimit(time.Hour).SubmittedAt(9 * time.Hour).Obj(),
+				pt.NewJob("old", "small").GPUs(8).Guaranteed().TimeLimit(4 * time.Hour).SubmittedAt(time.Hour).Obj(),
+				pt.NewJob("dl", "small").GPUs(8).Guaranteed().TimeLimit(4 * time.Hour).SubmittedAt(9 * time.Hour).StartBy(10*time.Hour + 10*time.Minute).Obj(),
+			},
+			want: map[string]view{
+				"dl":    {MinRes: "8 GPUs", Admission: "1/4 deadline"},
+				"old":   {MinRes: "8 GPUs", Admission: "2/4 age"},
+				"short": {MinRes: "8 GPUs", Admission: "3/4 shortest"},
+				"long":  {MinRes: "8 GPUs", Admission: "4/4 shortest"},
 			},
 		},
 	}
@@ -1673,7 +1689,7 @@ func TestOrder(t *testing.T) {
 			for _, a := range plan.Actions {
 				var v view
 				if o := a.Order; o != nil {
-					v = view{o.Position, o.Of, o.QueuedAhead, o.By, fmt.Sprintf("%.3f", o.TimeLeftH), o.NoTimeLimit, ""}
+					v = view{o.Position, o.Of, o.QueuedAhead, o.By, fmt.Sprintf("%.3f", o.TimeLeftH), o.NoTimeLimit, "", ""}
 					key := o.Slope
 					if o.TimeLeftH > 0 {
 						key /= math.Pow(o.TimeLeftH, cfg.TimeWeight)
@@ -1684,6 +1700,9 @@ func TestOrder(t *testing.T) {
 				}
 				if a.MinRes != nil {
 					v.MinRes = a.MinRes.String()
+				}
+				if ad := a.Admission; ad != nil {
+					v.Admission = fmt.Sprintf("%d/%d %s", ad.Position, ad.Of, ad.By)
 				}
 				got[a.JobID] = v
 			}

@@ -62,12 +62,15 @@ type explanation struct {
 	// MinRes and Order come from the newest stored reason that has them:
 	// the policy's minimum resources for a guaranteed job, and the job's
 	// place in that cycle's best-effort order. Slope is Order's.
-	MinRes  *policy.Size        `json:"min_res"`
-	Slope   *float64            `json:"slope"`
-	Order   *orderView          `json:"order"`
-	Reasons []reasonView        `json:"reasons"`
-	History []report.PlanChange `json:"plan_history"`
-	Notes   []string            `json:"notes"`
+	MinRes *policy.Size `json:"min_res"`
+	Slope  *float64     `json:"slope"`
+	Order  *orderView   `json:"order"`
+	// Admission is the guaranteed job's place in the admission order of
+	// the newest cycle that held it queued.
+	Admission *admissionView      `json:"admission,omitempty"`
+	Reasons   []reasonView        `json:"reasons"`
+	History   []report.PlanChange `json:"plan_history"`
+	Notes     []string            `json:"notes"`
 }
 
 // fitView is a stored fit as explain and status show it.
@@ -114,21 +117,30 @@ type orderView struct {
 	policy.Order
 }
 
+// admissionView is a queued guaranteed job's place in one cycle's
+// admission order.
+type admissionView struct {
+	CycleID int64     `json:"cycle_id"`
+	At      time.Time `json:"at"`
+	policy.Admission
+}
+
 // reasonView is one cycle's stored reason for the job: the policy.Action
 // rubickd recorded, or the raw JSON when it is not one.
 type reasonView struct {
-	CycleID    int64           `json:"cycle_id"`
-	At         time.Time       `json:"at"`
-	Policy     string          `json:"policy"`
-	Kind       string          `json:"kind"`
-	Reason     string          `json:"reason"`
-	Detail     string          `json:"detail"`
-	Plan       string          `json:"plan"`
-	Placement  string          `json:"placement"`
-	Throughput float64         `json:"throughput"`
-	MinRes     *policy.Size    `json:"min_res,omitempty"`
-	Order      *policy.Order   `json:"order,omitempty"`
-	Raw        json.RawMessage `json:"raw"`
+	CycleID    int64             `json:"cycle_id"`
+	At         time.Time         `json:"at"`
+	Policy     string            `json:"policy"`
+	Kind       string            `json:"kind"`
+	Reason     string            `json:"reason"`
+	Detail     string            `json:"detail"`
+	Plan       string            `json:"plan"`
+	Placement  string            `json:"placement"`
+	Throughput float64           `json:"throughput"`
+	MinRes     *policy.Size      `json:"min_res,omitempty"`
+	Order      *policy.Order     `json:"order,omitempty"`
+	Admission  *policy.Admission `json:"admission,omitempty"`
+	Raw        json.RawMessage   `json:"raw"`
 }
 
 func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -248,6 +260,9 @@ func explain(ctx context.Context, st explainStore, path string, id int64, top, n
 			ex.Order = &orderView{CycleID: r.CycleID, At: r.At, Order: *v.Order}
 			ex.Slope = &v.Order.Slope
 		}
+		if ex.Admission == nil && v.Admission != nil {
+			ex.Admission = &admissionView{CycleID: r.CycleID, At: r.At, Admission: *v.Admission}
+		}
 	}
 	hist, err := st.PlanHistory(ctx, id)
 	if err != nil {
@@ -354,7 +369,7 @@ func newReasonView(r store.Reason) reasonView {
 		return v
 	}
 	v.Kind, v.Reason, v.Detail, v.Throughput = string(a.Kind), string(a.Reason), a.Detail, a.Throughput
-	v.MinRes, v.Order = a.MinRes, a.Order
+	v.MinRes, v.Order, v.Admission = a.MinRes, a.Order, a.Admission
 	if a.Plan != (model.Plan{}) {
 		v.Plan = a.Plan.String()
 	}
@@ -421,6 +436,9 @@ func (ex *explanation) write(w io.Writer) error {
 	if ex.MinRes != nil {
 		fmt.Fprintf(ew, "minimum resources: %s, the fewest with which a plan reaches its request's throughput\n", ex.MinRes)
 	}
+	if a := ex.Admission; a != nil {
+		fmt.Fprintf(ew, "admission order at cycle %d: %s\n", a.CycleID, admissionString(a.Admission))
+	}
 	if o := ex.Order; o != nil {
 		fmt.Fprintf(ew, "best-effort order at cycle %d: %s\n", o.CycleID, orderString(o.Order))
 	}
@@ -437,6 +455,9 @@ func (ex *explanation) write(w io.Writer) error {
 			}
 			if r.Order != nil {
 				run += fmt.Sprintf(", %s of %d in order", ordinal(r.Order.Position), r.Order.Of)
+			}
+			if r.Admission != nil {
+				run += fmt.Sprintf(", %s of %d to admit", ordinal(r.Admission.Position), r.Admission.Of)
 			}
 			fmt.Fprintf(ew, "  %s cycle %d %s: %s (%s)%s%s\n", utcTime(r.At), r.CycleID, r.Policy, r.Kind, r.Reason, run, colonDetail(r.Detail))
 		}
@@ -549,6 +570,25 @@ func orderString(o policy.Order) string {
 		fmt.Fprintf(&b, ", %.2f h left by its time limit, weighed %.3g", o.TimeLeftH, o.WeighedSlope)
 	}
 	return b.String()
+}
+
+// admissionString says where a queued guaranteed job stood in a round's
+// admission order and what put it there.
+func admissionString(a policy.Admission) string {
+	by := "by " + a.By
+	switch a.By {
+	case policy.AdmitDeadline:
+		by = "ahead of the rest: near the latest start its --deadline allows"
+	case policy.AdmitAge:
+		by = "ahead of shorter jobs: queued past policy.guaranteed_age"
+	case policy.OrderShortest:
+		by = "shortest time limit first"
+	case policy.OrderSubmit:
+		by = "in submission order"
+	case policy.OrderPriority:
+		by = "by Slurm priority"
+	}
+	return fmt.Sprintf("%s of %d queued guaranteed jobs, %s; each is admitted within its tenant's quota", ordinal(a.Position), a.Of, by)
 }
 
 // ordinal writes n as 1st, 2nd, 3rd, 4th, 11th, 21st.

@@ -315,12 +315,15 @@ func TestExplainText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.UpsertJob(context.Background(), store.Job{ID: 44, ModelType: "gpt2", Class: store.BestEffort, State: "PENDING"}); err != nil {
+	if err := st.UpsertJobs(context.Background(), []store.Job{{ID: 44, ModelType: "gpt2", Class: store.BestEffort, State: "PENDING"},
+		{ID: 45, ModelType: "gpt2", Class: store.Guaranteed, State: "PENDING"}}); err != nil {
 		t.Fatal(err)
 	}
 	queued, _ := json.Marshal(policy.Action{Kind: policy.Keep, JobID: "44", Reason: policy.ReasonNoResources, Detail: "queued 10m0s",
 		Order: &policy.Order{Position: 2, Of: 5, QueuedAhead: 1, By: policy.OrderSlope, Slope: 0.5, WeighedSlope: 0.5}})
-	_, err = st.RecordDecision(context.Background(), store.Decision{Policy: "rubick", Reasons: map[int64]json.RawMessage{44: queued}})
+	quota, _ := json.Marshal(policy.Action{Kind: policy.Keep, JobID: "45", Reason: policy.ReasonQuota, MinRes: &policy.Size{GPUs: 4},
+		Admission: &policy.Admission{Position: 2, Of: 3, By: policy.OrderShortest}})
+	_, err = st.RecordDecision(context.Background(), store.Decision{Policy: "rubick", Reasons: map[int64]json.RawMessage{44: queued, 45: quota}})
 	st.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -333,6 +336,17 @@ func TestExplainText(t *testing.T) {
 		"cycle 3 rubick: keep (no-resources), 2nd of 5 in order: queued 10m0s\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("queued job output lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := explainCmd(context.Background(), []string{"45", "--store", path}, &out, &errb, testEnv(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"minimum resources: 4 GPUs,",
+		"admission order at cycle 3: 2nd of 3 queued guaranteed jobs, shortest time limit first; each is admitted within its tenant's quota\n",
+		"cycle 3 rubick: keep (quota), 2nd of 3 to admit\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("queued guaranteed job output lacks %q:\n%s", want, out.String())
 		}
 	}
 }
@@ -439,6 +453,23 @@ func TestOrderString(t *testing.T) {
 	} {
 		if got := orderString(tc.o); got != tc.want {
 			t.Errorf("orderString(%+v)\n got %q\nwant %q", tc.o, got, tc.want)
+		}
+	}
+}
+
+func TestAdmissionString(t *testing.T) {
+	const quota = "; each is admitted within its tenant's quota"
+	for _, tc := range []struct {
+		by, want string
+	}{
+		{policy.AdmitDeadline, "1st of 4 queued guaranteed jobs, ahead of the rest: near the latest start its --deadline allows" + quota},
+		{policy.AdmitAge, "1st of 4 queued guaranteed jobs, ahead of shorter jobs: queued past policy.guaranteed_age" + quota},
+		{policy.OrderShortest, "1st of 4 queued guaranteed jobs, shortest time limit first" + quota},
+		{policy.OrderSubmit, "1st of 4 queued guaranteed jobs, in submission order" + quota},
+		{policy.OrderPriority, "1st of 4 queued guaranteed jobs, by Slurm priority" + quota},
+	} {
+		if got := admissionString(policy.Admission{Position: 1, Of: 4, By: tc.by}); got != tc.want {
+			t.Errorf("admissionString(by %s)\n got %q\nwant %q", tc.by, got, tc.want)
 		}
 	}
 }

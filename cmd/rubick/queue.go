@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -26,9 +28,9 @@ type queueView struct {
 	At      time.Time `json:"at"`
 	AgeS    float64   `json:"age_s"`
 	Policy  string    `json:"policy"`
-	// Guaranteed lists the guaranteed jobs queued at the cycle, by job id:
-	// the policy admits them before the order, within their tenant's
-	// quota.
+	// Guaranteed lists the guaranteed jobs queued at the cycle in the
+	// order the policy admits them, before the best-effort order, each
+	// within its tenant's quota.
 	Guaranteed []queueEntry `json:"guaranteed"`
 	// Order is the best-effort order, head first.
 	Order []queueEntry `json:"order"`
@@ -51,13 +53,14 @@ type queueEntry struct {
 	Tenant    string `json:"tenant"`
 	// Queued: the job held no GPUs before the cycle's decision; GPUs is
 	// what it holds after it.
-	Queued bool          `json:"queued"`
-	GPUs   int           `json:"gpus"`
-	Kind   string        `json:"kind"`
-	Reason string        `json:"reason"`
-	Detail string        `json:"detail"`
-	MinRes *policy.Size  `json:"min_res,omitempty"`
-	Order  *policy.Order `json:"order,omitempty"`
+	Queued    bool              `json:"queued"`
+	GPUs      int               `json:"gpus"`
+	Kind      string            `json:"kind"`
+	Reason    string            `json:"reason"`
+	Detail    string            `json:"detail"`
+	MinRes    *policy.Size      `json:"min_res,omitempty"`
+	Order     *policy.Order     `json:"order,omitempty"`
+	Admission *policy.Admission `json:"admission,omitempty"`
 }
 
 func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -125,7 +128,7 @@ func queue(ctx context.Context, st queueStore, path string, f queueFilter, now t
 		if err := json.Unmarshal(d.Reasons[jobID], &a); err != nil || a.Kind == "" {
 			continue // not a decision (another policy's free-form reason)
 		}
-		e := queueEntry{JobID: jobID, Kind: string(a.Kind), Reason: string(a.Reason), Detail: a.Detail, MinRes: a.MinRes, Order: a.Order,
+		e := queueEntry{JobID: jobID, Kind: string(a.Kind), Reason: string(a.Reason), Detail: a.Detail, MinRes: a.MinRes, Order: a.Order, Admission: a.Admission,
 			GPUs: a.Placement().GPUs(), Queued: a.Kind == policy.Start || a.Kind == policy.Keep && len(a.Alloc) == 0}
 		j, err := st.Job(ctx, jobID)
 		switch {
@@ -145,6 +148,9 @@ func queue(ctx context.Context, st queueStore, path string, f queueFilter, now t
 		}
 	}
 	slices.SortFunc(q.Order, func(a, b queueEntry) int { return cmp.Compare(a.Order.Position, b.Order.Position) })
+	// By job id where they tie: a job without an admission (recorded by
+	// an older rubickd) goes after those with one.
+	slices.SortStableFunc(q.Guaranteed, func(a, b queueEntry) int { return cmp.Compare(a.admitted(), b.admitted()) })
 	if len(q.Order) == 0 && len(q.Guaranteed) == 0 && f.user != "" {
 		q.Notes = append(q.Notes, fmt.Sprintf("no job of user %q at cycle %d", f.user, d.CycleID))
 	} else if len(q.Order) == 0 && len(q.Guaranteed) == 0 {
@@ -158,14 +164,17 @@ func (q *queueView) write(w io.Writer) error {
 	fmt.Fprintf(ew, "cycle %d at %s (%s ago), policy %s, store %s\n", q.CycleID, utcTime(q.At), ageString(q.AgeS), q.Policy, q.Store)
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	if len(q.Guaranteed) > 0 {
-		fmt.Fprintln(tw, "queued guaranteed jobs, admitted first within their tenant's quota:")
-		fmt.Fprintln(tw, "  JOB\tUSER\tMODEL\tTENANT\tMIN\tDECISION")
+		fmt.Fprintln(tw, "queued guaranteed jobs, in admission order, admitted first within their tenant's quota:")
+		fmt.Fprintln(tw, "  POS\tJOB\tUSER\tMODEL\tTENANT\tMIN\tBY\tDECISION")
 		for _, e := range q.Guaranteed {
-			min := "-"
+			min, pos, by := "-", "-", "-"
 			if e.MinRes != nil {
 				min = e.MinRes.String()
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", jobLabel(e.JobID, e.ArrayTask), orDash(e.User), orDash(e.ModelType), orDash(e.Tenant), min, e.decision())
+			if a := e.Admission; a != nil {
+				pos, by = strconv.Itoa(a.Position), a.By
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", pos, jobLabel(e.JobID, e.ArrayTask), orDash(e.User), orDash(e.ModelType), orDash(e.Tenant), min, by, e.decision())
 		}
 	}
 	if len(q.Order) > 0 {
@@ -197,6 +206,14 @@ func (q *queueView) write(w io.Writer) error {
 		fmt.Fprintf(ew, "note: %s\n", n)
 	}
 	return ew.err
+}
+
+// admitted is the job's admission position; without one, after all.
+func (e queueEntry) admitted() int {
+	if e.Admission == nil {
+		return math.MaxInt
+	}
+	return e.Admission.Position
 }
 
 func (e queueEntry) state() string {

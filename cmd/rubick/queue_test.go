@@ -17,7 +17,7 @@ import (
 )
 
 // seedQueueStore writes a store whose newest cycle (2, at fixedNow less 30
-// s) has a queued guaranteed job 10, best-effort jobs 11 (queued, 2nd in
+// s) has queued guaranteed jobs 10 (admitted 1st) and 9 (2nd), best-effort jobs 11 (queued, 2nd in
 // the order), 12 (queued, started, 1st) and 13 (running, 3rd), a job 14
 // the restart penalty kept out of the order, a job 15 with a free-form
 // reason, and job 16 of an array; an older cycle 1 holds job 99 only.
@@ -32,6 +32,7 @@ func seedQueueStore(t *testing.T) string {
 	}
 	defer st.Close()
 	jobs := []store.Job{
+		{ID: 9, ModelType: "gpt2", Class: store.Guaranteed, Tenant: "physics", State: "PENDING", User: "carol"},
 		{ID: 10, ModelType: "llama7", Class: store.Guaranteed, Tenant: "physics", State: "PENDING", User: "alice"},
 		{ID: 11, ModelType: "bert", Class: store.BestEffort, State: "PENDING", User: "bob"},
 		{ID: 12, ModelType: "gpt2", Class: store.BestEffort, State: "PENDING", User: "alice"},
@@ -60,8 +61,10 @@ func seedQueueStore(t *testing.T) string {
 	}
 	clock = fixedNow.Add(-30 * time.Second)
 	if _, err := st.RecordDecision(ctx, store.Decision{Policy: "rubick", Reasons: map[int64]json.RawMessage{
+		9: enc(policy.Action{Kind: policy.Keep, Reason: policy.ReasonQuota, Detail: `needs 2 GPUs, tenant "physics" has 8 of 8 in use`,
+			MinRes: &policy.Size{GPUs: 2}, Admission: &policy.Admission{Position: 2, Of: 2, By: policy.OrderShortest}}),
 		10: enc(policy.Action{Kind: policy.Keep, Reason: policy.ReasonQuota, Detail: `needs 4 GPUs, tenant "physics" has 8 of 8 in use`,
-			MinRes: &policy.Size{GPUs: 4}}),
+			MinRes: &policy.Size{GPUs: 4}, Admission: &policy.Admission{Position: 1, Of: 2, By: policy.AdmitAge}}),
 		11: enc(policy.Action{Kind: policy.Keep, Reason: policy.ReasonNoResources, Detail: "queued 5m0s",
 			Order: &policy.Order{Position: 2, Of: 4, QueuedAhead: 1, By: policy.OrderSlope, Slope: 1.5, TimeLeftH: 4, WeighedSlope: 0.75}}),
 		12: enc(policy.Action{Kind: policy.Start, Reason: policy.ReasonSlope, Alloc: on(2),
@@ -81,7 +84,9 @@ func seedQueueStore(t *testing.T) string {
 func TestQueueJSON(t *testing.T) {
 	path := seedQueueStore(t)
 	g := queueEntry{JobID: 10, User: "alice", ModelType: "llama7", Class: "guaranteed", Tenant: "physics", Queued: true, Kind: "keep", Reason: "quota",
-		Detail: `needs 4 GPUs, tenant "physics" has 8 of 8 in use`, MinRes: &policy.Size{GPUs: 4}}
+		Detail: `needs 4 GPUs, tenant "physics" has 8 of 8 in use`, MinRes: &policy.Size{GPUs: 4}, Admission: &policy.Admission{Position: 1, Of: 2, By: "age"}}
+	g2 := queueEntry{JobID: 9, User: "carol", ModelType: "gpt2", Class: "guaranteed", Tenant: "physics", Queued: true, Kind: "keep", Reason: "quota",
+		Detail: `needs 2 GPUs, tenant "physics" has 8 of 8 in use`, MinRes: &policy.Size{GPUs: 2}, Admission: &policy.Admission{Position: 2, Of: 2, By: "shortest"}}
 	first := queueEntry{JobID: 12, User: "alice", ModelType: "gpt2", Class: "best-effort", Queued: true, GPUs: 2, Kind: "start", Reason: "slope",
 		Order: &policy.Order{Position: 1, Of: 4, By: "slope", Slope: 1, TimeLeftH: 0.25, WeighedSlope: 2}}
 	second := queueEntry{JobID: 11, User: "bob", ModelType: "bert", Class: "best-effort", Queued: true, Kind: "keep", Reason: "no-resources", Detail: "queued 5m0s",
@@ -97,16 +102,16 @@ func TestQueueJSON(t *testing.T) {
 		args []string
 		want queueView
 	}{
-		{"default", nil, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{g},
+		{"default", nil, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{g, g2},
 			Order: []queueEntry{first, second, third, fourth}, Notes: []string{}}},
-		{"queued only", []string{"--queued"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{g},
+		{"queued only", []string{"--queued"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{g, g2},
 			Order: []queueEntry{first, second, fourth}, Notes: []string{}}},
-		{"all", []string{"--all"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{g},
+		{"all", []string{"--all"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{g, g2},
 			Order: []queueEntry{first, second, third, fourth}, Others: []queueEntry{frozen}, Notes: []string{}}},
 		{"one user's", []string{"--user", "bob", "--all"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{},
 			Order: []queueEntry{second, third}, Others: []queueEntry{frozen}, Notes: []string{}}},
-		{"an unknown user's", []string{"--user", "carol"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{},
-			Order: []queueEntry{}, Notes: []string{`no job of user "carol" at cycle 2`}}},
+		{"an unknown user's", []string{"--user", "dave"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{},
+			Order: []queueEntry{}, Notes: []string{`no job of user "dave" at cycle 2`}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
@@ -132,9 +137,10 @@ func TestQueueText(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "cycle 2 at 2026-11-08T11:59:30Z (30s ago), policy rubick, store " + path + "\n" +
-		"queued guaranteed jobs, admitted first within their tenant's quota:\n" +
-		"  JOB  USER   MODEL   TENANT   MIN     DECISION\n" +
-		`  10   alice  llama7  physics  4 GPUs  keep (quota): needs 4 GPUs, tenant "physics" has 8 of 8 in use` + "\n" +
+		"queued guaranteed jobs, in admission order, admitted first within their tenant's quota:\n" +
+		"  POS  JOB  USER   MODEL   TENANT   MIN     BY        DECISION\n" +
+		`  1    10   alice  llama7  physics  4 GPUs  age       keep (quota): needs 4 GPUs, tenant "physics" has 8 of 8 in use` + "\n" +
+		`  2    9    carol  gpt2    physics  2 GPUs  shortest  keep (quota): needs 2 GPUs, tenant "physics" has 8 of 8 in use` + "\n" +
 		"best-effort order, head first: 4 jobs shown, 3 of them queued\n" +
 		"  POS  JOB       USER   MODEL  CLASS        STATE    GPUS  BY          SLOPE  LEFT   WEIGHED  DECISION\n" +
 		"  1    12        alice  gpt2   best-effort  queued   2     slope       1      0.25h  2        start (slope)\n" +
