@@ -77,8 +77,12 @@ func queueCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	queuedOnly := fset.Bool("queued", false, "only the jobs queued at the cycle")
 	all := fset.Bool("all", false, "also the cycle's jobs outside the order (held for a group limit, left to Slurm)")
 	user := fset.String("user", "", "only this user's jobs (positions stay those of the whole order)")
+	cycle := fset.Int64("cycle", 0, "an earlier decision cycle (its id, as rubick explain shows it) instead of the newest")
 	if help, err := parseFlags(fset, args); help || err != nil {
 		return err
+	}
+	if *cycle < 0 {
+		return fmt.Errorf("%w: --cycle=%d must be a cycle id (> 0), or 0 for the newest", errUsage, *cycle)
 	}
 	path := storePath()
 	st, err := openStore(ctx, path)
@@ -86,7 +90,7 @@ func queueCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		return fmt.Errorf("queue: %w", err)
 	}
 	defer st.Close()
-	q, err := queue(ctx, st, path, queueFilter{queuedOnly: *queuedOnly, all: *all, user: *user}, env.now())
+	q, err := queue(ctx, st, path, queueFilter{queuedOnly: *queuedOnly, all: *all, user: *user, cycle: *cycle}, env.now())
 	if err != nil {
 		return err
 	}
@@ -107,17 +111,25 @@ type queueStore interface {
 type queueFilter struct {
 	queuedOnly, all bool
 	user            string // "": everyone's
+	cycle           int64  // 0: the newest
 }
 
 func queue(ctx context.Context, st queueStore, path string, f queueFilter, now time.Time) (*queueView, error) {
-	id, err := st.LastCycle(ctx)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("queue: the store %s has no decision cycle yet (rubickd records one per cycle it plans): %w", path, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("queue: %w", err)
+	id := f.cycle
+	if id == 0 {
+		last, err := st.LastCycle(ctx)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("queue: the store %s has no decision cycle yet (rubickd records one per cycle it plans): %w", path, err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("queue: %w", err)
+		}
+		id = last
 	}
 	d, err := st.Decision(ctx, id)
+	if errors.Is(err, store.ErrNotFound) && f.cycle > 0 {
+		return nil, fmt.Errorf("queue: cycle %d is not in the store %s (never recorded, or pruned past retention.reasons): %w", id, path, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
 	}

@@ -110,6 +110,9 @@ func TestQueueJSON(t *testing.T) {
 			Order: []queueEntry{first, second, third, fourth}, Others: []queueEntry{frozen}, Notes: []string{}}},
 		{"one user's", []string{"--user", "bob", "--all"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{},
 			Order: []queueEntry{second, third}, Others: []queueEntry{frozen}, Notes: []string{}}},
+		{"an earlier cycle", []string{"--cycle", "1"}, queueView{CycleID: 1, At: fixedNow.Add(-90 * time.Second), AgeS: 90, Policy: "rubick",
+			Guaranteed: []queueEntry{}, Order: []queueEntry{{JobID: 99, ModelType: "bert", Class: "best-effort", Queued: true, Kind: "keep",
+				Reason: "no-resources", Order: &policy.Order{Position: 1, Of: 1, By: "slope"}}}, Notes: []string{}}},
 		{"an unknown user's", []string{"--user", "dave"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{},
 			Order: []queueEntry{}, Notes: []string{`no job of user "dave" at cycle 2`}}},
 	} {
@@ -167,6 +170,8 @@ func TestQueueErrors(t *testing.T) {
 		"no cycle yet":  {args: []string{"--store", empty}, is: store.ErrNotFound, say: "has no decision cycle yet"},
 		"missing store": {args: []string{"--store", filepath.Join(t.TempDir(), "nope.db")}, say: "does not exist"},
 		"an argument":   {args: []string{"--store", empty, "42"}, is: errUsage, say: "unexpected arguments"},
+		"no such cycle": {args: []string{"--store", seedQueueStore(t), "--cycle", "7"}, is: store.ErrNotFound, say: "cycle 7 is not in the store"},
+		"bad cycle":     {args: []string{"--store", empty, "--cycle", "-1"}, is: errUsage, say: "--cycle=-1"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var out, errb bytes.Buffer
