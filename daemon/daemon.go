@@ -984,7 +984,7 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 	// that names them: one commit per job cost 0.7 ms each here.
 	var jobs []store.Job
 	// upsert records a job outside the snapshot.
-	upsert := func(j slurm.Job) error {
+	upsert := func(j slurm.Job) {
 		sj := store.Job{ID: int64(j.ID), Class: store.BestEffort, State: j.State, Submitted: submitTime(j),
 			Deferred: cmp.Or(deferred[j.ID], d.deferredSeen[j.ID]), User: j.User}
 		if _, ok := deferred[j.ID]; ok {
@@ -998,16 +998,13 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 			sj.Class = store.Guaranteed // as convertJob reads it
 		}
 		jobs = append(jobs, sj)
-		return nil
 	}
 	others := slices.Concat(v.Rigid, v.Waiting, v.Marked)
 	for _, a := range v.Arrays {
 		others = append(others, a.job)
 	}
 	for _, j := range others {
-		if err := upsert(j); err != nil {
-			return store.Decision{}, err
-		}
+		upsert(j)
 	}
 	for _, pj := range v.Snapshot.Jobs {
 		mj := v.managed[pj.ID]
@@ -1133,9 +1130,7 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		if d.ignoredSaid[id] == why {
 			continue
 		}
-		if err := upsert(j); err != nil {
-			return store.Decision{}, err
-		}
+		upsert(j)
 		raw, err := json.Marshal(policy.Action{JobID: strconv.Itoa(id), Kind: policy.Keep, Reason: reasonIgnored, Detail: why})
 		if err != nil {
 			return store.Decision{}, fmt.Errorf("encode reason of job %d: %w", id, err)
@@ -1150,9 +1145,7 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 			written[j.ID] = last
 			continue
 		}
-		if err := upsert(j); err != nil {
-			return store.Decision{}, err
-		}
+		upsert(j)
 	}
 	for _, a := range actions {
 		n := a.NodeCount()

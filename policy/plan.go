@@ -63,13 +63,15 @@ type Action struct {
 	Throughput float64 `json:"throughput"`
 	Reason     Reason  `json:"reason"`
 	Detail     string  `json:"detail,omitempty"`
-	// MinRes is, for a guaranteed job, the fewest GPUs with which a plan
-	// reaches its request's throughput: what its tenant's quota is charged
-	// and what it may be shrunk to. Nil for best-effort jobs.
+	// MinRes is, for a guaranteed job under a policy with that class
+	// (rubick, rubick-r), the fewest GPUs with which a plan reaches its
+	// request's throughput: what its tenant's quota is charged and what it
+	// may be shrunk to. Nil for other jobs.
 	MinRes *Size `json:"min_res,omitempty"`
 	// Order is where the job stood in the round's best-effort order; nil
-	// for a job that order did not hold (a queued guaranteed job, a
-	// running one the restart penalty froze, every job of a queue policy).
+	// for a job that order did not hold (a queued guaranteed job under
+	// rubick and rubick-r, a running one the restart penalty froze, every
+	// job of a queue policy).
 	Order *Order `json:"order,omitempty"`
 	// Admission is where a queued guaranteed job stood in the round's
 	// admission order; nil for every other job.

@@ -1644,6 +1644,19 @@ func TestOrder(t *testing.T) {
 				"r":   {3, 3, 2, "fairshare", "0.000", false, "", ""},
 			},
 		},
+		"a running job past the starvation age heads the order; queued ahead counts queued jobs only": {
+			policy: "rubick", now: 10 * time.Hour,
+			jobs: []policy.Job{
+				pt.NewJob("r", "small").GPUs(4).Running(dp(4, 32), 3*time.Hour, pt.On("n0", 4)).Obj(),
+				pt.NewJob("old", "big").GPUs(4).SubmittedAt(time.Hour).Obj(),
+				pt.NewJob("new", "small").GPUs(1).SubmittedAt(10*time.Hour - time.Minute).Obj(),
+			},
+			want: map[string]view{
+				"r":   {1, 3, 0, "starvation", "0.000", false, "", ""},
+				"old": {2, 3, 0, "starvation", "0.000", false, "", ""},
+				"new": {3, 3, 1, "slope", "0.000", false, "", ""},
+			},
+		},
 		"a guaranteed job has minimum resources, and an order once running": {
 			policy: "rubick", now: 10 * time.Hour,
 			jobs: []policy.Job{

@@ -239,7 +239,7 @@ func TestUpsertJobs(t *testing.T) {
 		t.Errorf("jobs (-want +got):\n%s", d)
 	}
 	err = s.UpsertJobs(ctx, []Job{{ID: 6, Class: BestEffort, State: "PENDING"}, {ID: 7, Class: "gold", State: "PENDING"}})
-	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "upsert job 7") {
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "job 7") {
 		t.Errorf("UpsertJobs with a bad job 7 = %v, want ErrInvalid naming job 7", err)
 	}
 	if _, err := s.Job(ctx, 6); !errors.Is(err, ErrNotFound) {

@@ -73,9 +73,12 @@ func (s *Store) UpsertJob(ctx context.Context, j Job) error {
 // all or none. One commit, not one per job, is what keeps a cycle of
 // thousands of jobs cheap (each commit syncs the log).
 func (s *Store) UpsertJobs(ctx context.Context, jobs []Job) error {
+	if len(jobs) == 0 {
+		return nil
+	}
 	for _, j := range jobs {
 		if err := checkJob(j); err != nil {
-			return fmt.Errorf("store: upsert job %d: %w", j.ID, err)
+			return fmt.Errorf("store: upsert jobs: job %d: %w", j.ID, err)
 		}
 	}
 	now := s.now().UnixNano()

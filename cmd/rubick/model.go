@@ -112,7 +112,9 @@ func parseOneArg(fs *flag.FlagSet, args []string, what string) (arg string, help
 			}
 			return "", false, fmt.Errorf("%w: %v", errUsage, err)
 		}
-		if used := len(args) - fs.NArg(); args[used-1] == "--" {
+		// The last token parsed is "--" as the terminator, not as the
+		// value of a flag before it (--store --).
+		if used := len(args) - fs.NArg(); args[used-1] == "--" && (used < 2 || !takesValue(fs, args[used-2])) {
 			rest = append(rest, fs.Args()...)
 			break
 		}
@@ -123,6 +125,18 @@ func parseOneArg(fs *flag.FlagSet, args []string, what string) (arg string, help
 		return "", false, fmt.Errorf("%w: want exactly one %s, got %q", errUsage, what, rest)
 	}
 	return rest[0], false, nil
+}
+
+// takesValue reports whether tok is a flag of fs whose value is the next
+// token: a known flag, not boolean, written without "=".
+func takesValue(fs *flag.FlagSet, tok string) bool {
+	name := strings.TrimPrefix(strings.TrimPrefix(tok, "-"), "-")
+	f := fs.Lookup(name)
+	if f == nil || strings.Contains(name, "=") {
+		return false
+	}
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return !ok || !b.IsBoolFlag()
 }
 
 // envFlag adds --env to fs: repeatable name=value changes of the cluster

@@ -280,11 +280,14 @@ func TestParseOneArg(t *testing.T) {
 		want, wantErr string
 		top           int
 		json          bool
+		store         string
 	}{
 		"flags first":           {args: []string{"--top", "2", "--json", "42"}, want: "42", top: 2, json: true},
 		"flags after":           {args: []string{"42", "--top", "2", "--json"}, want: "42", top: 2, json: true},
 		"flags around":          {args: []string{"--json", "42", "--top", "2"}, want: "42", top: 2, json: true},
 		"after --, a dash":      {args: []string{"--json", "--", "-5"}, want: "-5", top: 1, json: true},
+		"-- as a flag's value":  {args: []string{"--store", "--", "42", "--top", "2"}, want: "42", top: 2, store: "--"},
+		"-- after a bool flag":  {args: []string{"--json", "--", "--top"}, want: "--top", top: 1, json: true},
 		"two arguments":         {args: []string{"42", "--json", "43"}, wantErr: `want exactly one JOBID, got ["42" "43"]`},
 		"none":                  {args: []string{"--json"}, wantErr: "want exactly one JOBID, got []"},
 		"an unknown flag after": {args: []string{"42", "--topp", "2"}, wantErr: "flag provided but not defined: -topp"},
@@ -293,7 +296,7 @@ func TestParseOneArg(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			fs := flag.NewFlagSet("explain", flag.ContinueOnError)
 			fs.SetOutput(io.Discard)
-			top, asJSON := fs.Int("top", 1, ""), fs.Bool("json", false, "")
+			top, asJSON, st := fs.Int("top", 1, ""), fs.Bool("json", false, ""), fs.String("store", "", "")
 			got, help, err := parseOneArg(fs, tc.args, "JOBID")
 			if tc.wantErr != "" {
 				if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tc.wantErr) {
@@ -301,8 +304,9 @@ func TestParseOneArg(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || help || got != tc.want || *top != tc.top || *asJSON != tc.json {
-				t.Errorf("got %q (help %v, err %v), top %d, json %v; want %q, top %d, json %v", got, help, err, *top, *asJSON, tc.want, tc.top, tc.json)
+			if err != nil || help || got != tc.want || *top != tc.top || *asJSON != tc.json || *st != tc.store {
+				t.Errorf("got %q (help %v, err %v), top %d, json %v, store %q; want %q, top %d, json %v, store %q",
+					got, help, err, *top, *asJSON, *st, tc.want, tc.top, tc.json, tc.store)
 			}
 		})
 	}

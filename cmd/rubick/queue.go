@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 	"text/tabwriter"
@@ -35,7 +34,8 @@ type queueView struct {
 	// Order is the best-effort order, head first.
 	Order []queueEntry `json:"order"`
 	// Others are the cycle's other jobs (held by rubickd for a group
-	// limit, left to Slurm, running outside the order); with --all only.
+	// limit, released as submitted, left alone, running outside the
+	// order); with --all only.
 	Others []queueEntry `json:"others,omitempty"`
 	Notes  []string     `json:"notes"`
 }
@@ -135,17 +135,25 @@ func queue(ctx context.Context, st queueStore, path string, f queueFilter, now t
 	}
 	q := &queueView{Store: path, CycleID: d.CycleID, At: d.At, AgeS: now.Sub(d.At).Seconds(), Policy: d.Policy,
 		Guaranteed: []queueEntry{}, Order: []queueEntry{}, Notes: []string{}}
+	ordered := false // the cycle's policy placed some job in an order
 	for _, jobID := range slices.Sorted(maps.Keys(d.Reasons)) {
 		var a policy.Action
 		if err := json.Unmarshal(d.Reasons[jobID], &a); err != nil || a.Kind == "" {
 			continue // not a decision (another policy's free-form reason)
 		}
+		ordered = ordered || a.Order != nil || a.Admission != nil
 		e := queueEntry{JobID: jobID, Kind: string(a.Kind), Reason: string(a.Reason), Detail: a.Detail, MinRes: a.MinRes, Order: a.Order, Admission: a.Admission,
 			GPUs: a.Placement().GPUs(), Queued: a.Kind == policy.Start || a.Kind == policy.Keep && len(a.Alloc) == 0}
 		j, err := st.Job(ctx, jobID)
 		switch {
 		case err == nil:
 			e.ArrayTask, e.User, e.ModelType, e.Class, e.Tenant = arrayTaskName(j), j.User, j.ModelType, string(j.Class), j.Tenant
+			if a.Order == nil && a.Admission == nil {
+				// rubickd's own reasons (a hold, a job it leaves alone)
+				// carry no allocation even for a running job: its state
+				// as last recorded says.
+				e.Queued = j.State == "PENDING"
+			}
 		case !errors.Is(err, store.ErrNotFound):
 			return nil, fmt.Errorf("queue: %w", err)
 		}
@@ -153,20 +161,22 @@ func queue(ctx context.Context, st queueStore, path string, f queueFilter, now t
 		case f.queuedOnly && !e.Queued, f.user != "" && e.User != f.user:
 		case e.Order != nil:
 			q.Order = append(q.Order, e)
-		case e.Queued && e.Class == string(store.Guaranteed):
+		case e.Admission != nil:
 			q.Guaranteed = append(q.Guaranteed, e)
 		case f.all:
 			q.Others = append(q.Others, e)
 		}
 	}
 	slices.SortFunc(q.Order, func(a, b queueEntry) int { return cmp.Compare(a.Order.Position, b.Order.Position) })
-	// By job id where they tie: a job without an admission (recorded by
-	// an older rubickd) goes after those with one.
-	slices.SortStableFunc(q.Guaranteed, func(a, b queueEntry) int { return cmp.Compare(a.admitted(), b.admitted()) })
-	if len(q.Order) == 0 && len(q.Guaranteed) == 0 && f.user != "" {
-		q.Notes = append(q.Notes, fmt.Sprintf("no job of user %q at cycle %d", f.user, d.CycleID))
-	} else if len(q.Order) == 0 && len(q.Guaranteed) == 0 {
-		q.Notes = append(q.Notes, fmt.Sprintf("cycle %d placed no job in a best-effort order (policy %s: only rubick, rubick-r and sia keep one)", d.CycleID, d.Policy))
+	slices.SortFunc(q.Guaranteed, func(a, b queueEntry) int { return cmp.Compare(a.Admission.Position, b.Admission.Position) })
+	switch {
+	case !ordered:
+		q.Notes = append(q.Notes, fmt.Sprintf("cycle %d placed no job in an order (policy %s: only rubick, rubick-r and sia keep one)", d.CycleID, d.Policy))
+	case len(q.Order) > 0 || len(q.Guaranteed) > 0:
+	case f.user != "":
+		q.Notes = append(q.Notes, fmt.Sprintf("no job of user %q in the orders of cycle %d", f.user, d.CycleID))
+	case f.queuedOnly:
+		q.Notes = append(q.Notes, fmt.Sprintf("no queued job in the orders of cycle %d", d.CycleID))
 	}
 	return q, nil
 }
@@ -218,14 +228,6 @@ func (q *queueView) write(w io.Writer) error {
 		fmt.Fprintf(ew, "note: %s\n", n)
 	}
 	return ew.err
-}
-
-// admitted is the job's admission position; without one, after all.
-func (e queueEntry) admitted() int {
-	if e.Admission == nil {
-		return math.MaxInt
-	}
-	return e.Admission.Position
 }
 
 func (e queueEntry) state() string {

@@ -20,7 +20,9 @@ import (
 // s) has queued guaranteed jobs 10 (admitted 1st) and 9 (2nd), best-effort jobs 11 (queued, 2nd in
 // the order), 12 (queued, started, 1st) and 13 (running, 3rd), a job 14
 // the restart penalty kept out of the order, a job 15 with a free-form
-// reason, and job 16 of an array; an older cycle 1 holds job 99 only.
+// reason, job 16 of an array, and two jobs rubickd decided outside the
+// policy: guaranteed job 17 held for a group limit and running job 18 it
+// leaves alone. An older cycle 1 holds job 99 only.
 func seedQueueStore(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
@@ -39,6 +41,8 @@ func seedQueueStore(t *testing.T) string {
 		{ID: 13, ModelType: "t5", Class: store.BestEffort, State: "RUNNING", User: "bob"},
 		{ID: 14, ModelType: "vit", Class: store.BestEffort, State: "RUNNING", User: "bob"},
 		{ID: 16, ModelType: "bert", Class: store.BestEffort, State: "PENDING", ArrayJobID: 7, ArrayTaskID: 3}, // user unknown
+		{ID: 17, ModelType: "bert", Class: store.Guaranteed, Tenant: "physics", State: "PENDING", User: "bob"},
+		{ID: 18, Class: store.BestEffort, State: "RUNNING", User: "bob"},
 		{ID: 99, ModelType: "bert", Class: store.BestEffort, State: "PENDING"},
 	}
 	for _, j := range jobs {
@@ -75,6 +79,8 @@ func seedQueueStore(t *testing.T) string {
 		15: json.RawMessage(`"free-form"`),
 		16: enc(policy.Action{Kind: policy.Keep, Reason: policy.ReasonNoResources,
 			Order: &policy.Order{Position: 4, Of: 4, QueuedAhead: 2, By: policy.OrderStarvation, Slope: 0.2, WeighedSlope: 0.2}}),
+		17: enc(policy.Action{Kind: policy.Keep, Reason: policy.ReasonGroup, Detail: "QOS normal GrpTRES: 16/16 GPUs"}),
+		18: enc(policy.Action{Kind: policy.Keep, Reason: "ignored", Detail: "suspended"}),
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +102,9 @@ func TestQueueJSON(t *testing.T) {
 	fourth := queueEntry{JobID: 16, ArrayTask: "7_3", ModelType: "bert", Class: "best-effort", Queued: true, Kind: "keep", Reason: "no-resources",
 		Order: &policy.Order{Position: 4, Of: 4, QueuedAhead: 2, By: "starvation", Slope: 0.2, WeighedSlope: 0.2}}
 	frozen := queueEntry{JobID: 14, User: "bob", ModelType: "vit", Class: "best-effort", GPUs: 1, Kind: "keep", Reason: "restart-penalty"}
+	grouped := queueEntry{JobID: 17, User: "bob", ModelType: "bert", Class: "guaranteed", Tenant: "physics", Queued: true, Kind: "keep", Reason: "group-limit",
+		Detail: "QOS normal GrpTRES: 16/16 GPUs"}
+	leftAlone := queueEntry{JobID: 18, User: "bob", Class: "best-effort", Kind: "keep", Reason: "ignored", Detail: "suspended"}
 	at := fixedNow.Add(-30 * time.Second)
 	for _, tc := range []struct {
 		name string
@@ -107,14 +116,18 @@ func TestQueueJSON(t *testing.T) {
 		{"queued only", []string{"--queued"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{g, g2},
 			Order: []queueEntry{first, second, fourth}, Notes: []string{}}},
 		{"all", []string{"--all"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{g, g2},
-			Order: []queueEntry{first, second, third, fourth}, Others: []queueEntry{frozen}, Notes: []string{}}},
+			Order: []queueEntry{first, second, third, fourth}, Others: []queueEntry{frozen, grouped, leftAlone}, Notes: []string{}}},
+		{"all queued", []string{"--all", "--queued"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{g, g2},
+			Order: []queueEntry{first, second, fourth}, Others: []queueEntry{grouped}, Notes: []string{}}},
 		{"one user's", []string{"--user", "bob", "--all"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{},
-			Order: []queueEntry{second, third}, Others: []queueEntry{frozen}, Notes: []string{}}},
+			Order: []queueEntry{second, third}, Others: []queueEntry{frozen, grouped, leftAlone}, Notes: []string{}}},
+		{"one user's queued, none", []string{"--user", "bob", "--queued", "--cycle", "1"}, queueView{CycleID: 1, At: fixedNow.Add(-90 * time.Second),
+			AgeS: 90, Policy: "rubick", Guaranteed: []queueEntry{}, Order: []queueEntry{}, Notes: []string{`no job of user "bob" in the orders of cycle 1`}}},
 		{"an earlier cycle", []string{"--cycle", "1"}, queueView{CycleID: 1, At: fixedNow.Add(-90 * time.Second), AgeS: 90, Policy: "rubick",
 			Guaranteed: []queueEntry{}, Order: []queueEntry{{JobID: 99, ModelType: "bert", Class: "best-effort", Queued: true, Kind: "keep",
 				Reason: "no-resources", Order: &policy.Order{Position: 1, Of: 1, By: "slope"}}}, Notes: []string{}}},
 		{"an unknown user's", []string{"--user", "dave"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{},
-			Order: []queueEntry{}, Notes: []string{`no job of user "dave" at cycle 2`}}},
+			Order: []queueEntry{}, Notes: []string{`no job of user "dave" in the orders of cycle 2`}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
@@ -201,7 +214,7 @@ func TestQueueWithoutOrder(t *testing.T) {
 	if err := queueCmd(ctx, []string{"--store", path}, &out, &errb, testEnv(t)); err != nil {
 		t.Fatal(err)
 	}
-	if want := "note: cycle 1 placed no job in a best-effort order (policy fifo: only rubick, rubick-r and sia keep one)\n"; !strings.HasSuffix(out.String(), want) {
+	if want := "note: cycle 1 placed no job in an order (policy fifo: only rubick, rubick-r and sia keep one)\n"; !strings.HasSuffix(out.String(), want) {
 		t.Errorf("output does not end in %q:\n%s", want, out.String())
 	}
 }
