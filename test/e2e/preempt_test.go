@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rubick-sched/rubick/policy"
 	"github.com/rubick-sched/rubick/slurm"
 	"github.com/rubick-sched/rubick/store"
 )
@@ -128,6 +130,14 @@ log_level: debug
 			preempted, j.RestartCount, resumed, actions(hist), d.log)
 	}
 	t.Logf("bert: %d restarts, %d resumes; actions %s; tag %v, time limit %v", j.RestartCount, resumed, actions(hist), j.Tag, j.TimeLimit)
+	// The guaranteed job's start records its place in the admission order
+	// (the only one queued) and its minimum GPUs, for rubick explain.
+	rs, err := st.Reasons(lt.ctx, int64(roberta), 0)
+	var start policy.Action
+	if err != nil || json.Unmarshal([]byte(startReason(rs)), &start) != nil || start.Admission == nil ||
+		*start.Admission != (policy.Admission{Position: 1, Of: 1, By: policy.OrderShortest}) || start.MinRes == nil || start.MinRes.GPUs < 1 || start.MinRes.GPUs > 8 {
+		t.Errorf("roberta's start reason %s (%v); want admission 1 of 1 by shortest and min_res of 1 to 8 GPUs", startReason(rs), err)
+	}
 	if j.TimeLimit != 200*time.Minute || j.Tag == nil || j.Tag.Extra["tf"] != "1" || j.Tag.Extra["tl"] != "200" {
 		t.Errorf("bert ended with a %v time limit, tag %v; want the 200 minutes set by hand, tf=1 tl=200", j.TimeLimit, j.Tag)
 	}
