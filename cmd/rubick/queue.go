@@ -107,6 +107,10 @@ type queueStore interface {
 	Job(ctx context.Context, id int64) (store.Job, error)
 }
 
+// staleCycle is the age past which queue warns that its newest cycle may
+// not be the queue as it is.
+const staleCycle = 10 * time.Minute
+
 // queueFilter selects the jobs queue lists.
 type queueFilter struct {
 	queuedOnly, all bool
@@ -169,6 +173,12 @@ func queue(ctx context.Context, st queueStore, path string, f queueFilter, now t
 	}
 	slices.SortFunc(q.Order, func(a, b queueEntry) int { return cmp.Compare(a.Order.Position, b.Order.Position) })
 	slices.SortFunc(q.Guaranteed, func(a, b queueEntry) int { return cmp.Compare(a.Admission.Position, b.Admission.Position) })
+	if f.cycle == 0 && now.Sub(d.At) > staleCycle {
+		// rubickd records a cycle every interval (30 s by default): an old
+		// newest cycle is a queue of the past.
+		q.Notes = append(q.Notes, fmt.Sprintf("the newest cycle is %s old, and rubickd records one every interval (30s by default): is it running? (rubick status)",
+			now.Sub(d.At).Round(time.Second)))
+	}
 	switch {
 	case !ordered:
 		q.Notes = append(q.Notes, fmt.Sprintf("cycle %d placed no job in an order (policy %s: only rubick, rubick-r and sia keep one)", d.CycleID, d.Policy))

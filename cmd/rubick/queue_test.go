@@ -146,6 +146,29 @@ func TestQueueJSON(t *testing.T) {
 	}
 }
 
+// A newest cycle older than staleCycle is said to be so; an earlier cycle
+// asked for by id is old by choice.
+func TestQueueStale(t *testing.T) {
+	path := seedQueueStore(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "note: the newest cycle is 1h0m30s old, and rubickd records one every interval (30s by default): is it running? (rubick status)\n"},
+		{[]string{"--cycle", "2"}, ""},
+	} {
+		env := testEnv(t)
+		env.now = func() time.Time { return fixedNow.Add(time.Hour) }
+		var out, errb bytes.Buffer
+		if err := queueCmd(context.Background(), append([]string{"--store", path}, tc.args...), &out, &errb, env); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(out.String(), "is it running"); got != (tc.want != "") || !strings.Contains(out.String(), tc.want) {
+			t.Errorf("queue %v an hour later:\n%s\nwant note %q", tc.args, out.String(), tc.want)
+		}
+	}
+}
+
 func TestQueueText(t *testing.T) {
 	path := seedQueueStore(t)
 	var out, errb bytes.Buffer
