@@ -130,9 +130,9 @@ func parseOneArg(fs *flag.FlagSet, args []string, what string) (arg string, help
 // takesValue reports whether tok is a flag of fs whose value is the next
 // token: a known flag, not boolean, written without "=".
 func takesValue(fs *flag.FlagSet, tok string) bool {
-	name := strings.TrimPrefix(strings.TrimPrefix(tok, "-"), "-")
-	f := fs.Lookup(name)
-	if f == nil || strings.Contains(name, "=") {
+	// A flag written "--name=value" names no flag: Lookup finds none.
+	f := fs.Lookup(strings.TrimPrefix(strings.TrimPrefix(tok, "-"), "-"))
+	if f == nil {
 		return false
 	}
 	b, ok := f.Value.(interface{ IsBoolFlag() bool })

@@ -9,11 +9,11 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/rubick-sched/rubick/policy"
+	"github.com/rubick-sched/rubick/slurm"
 	"github.com/rubick-sched/rubick/store"
 )
 
@@ -137,7 +137,8 @@ func queue(ctx context.Context, st queueStore, path string, f queueFilter, now t
 	if err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
-	q := &queueView{Store: path, CycleID: d.CycleID, At: d.At, AgeS: now.Sub(d.At).Seconds(), Policy: d.Policy,
+	age := now.Sub(d.At)
+	q := &queueView{Store: path, CycleID: d.CycleID, At: d.At, AgeS: age.Seconds(), Policy: d.Policy,
 		Guaranteed: []queueEntry{}, Order: []queueEntry{}, Notes: []string{}}
 	ordered := false // the cycle's policy placed some job in an order
 	for _, jobID := range slices.Sorted(maps.Keys(d.Reasons)) {
@@ -156,7 +157,7 @@ func queue(ctx context.Context, st queueStore, path string, f queueFilter, now t
 				// rubickd's own reasons (a hold, a job it leaves alone)
 				// carry no allocation even for a running job: its state
 				// as last recorded says.
-				e.Queued = j.State == "PENDING"
+				e.Queued = j.State == slurm.StatePending
 			}
 		case !errors.Is(err, store.ErrNotFound):
 			return nil, fmt.Errorf("queue: %w", err)
@@ -173,11 +174,11 @@ func queue(ctx context.Context, st queueStore, path string, f queueFilter, now t
 	}
 	slices.SortFunc(q.Order, func(a, b queueEntry) int { return cmp.Compare(a.Order.Position, b.Order.Position) })
 	slices.SortFunc(q.Guaranteed, func(a, b queueEntry) int { return cmp.Compare(a.Admission.Position, b.Admission.Position) })
-	if f.cycle == 0 && now.Sub(d.At) > staleCycle {
+	if f.cycle == 0 && age > staleCycle {
 		// rubickd records a cycle every interval (30 s by default): an old
 		// newest cycle is a queue of the past.
 		q.Notes = append(q.Notes, fmt.Sprintf("the newest cycle is %s old, and rubickd records one every interval (30s by default): is it running? (rubick status)",
-			now.Sub(d.At).Round(time.Second)))
+			age.Round(time.Second)))
 	}
 	switch {
 	case !ordered:
@@ -198,15 +199,13 @@ func (q *queueView) write(w io.Writer) error {
 	if len(q.Guaranteed) > 0 {
 		fmt.Fprintln(tw, "queued guaranteed jobs, in admission order, admitted first within their tenant's quota:")
 		fmt.Fprintln(tw, "  POS\tJOB\tUSER\tMODEL\tTENANT\tMIN\tBY\tDECISION")
-		for _, e := range q.Guaranteed {
-			min, pos, by := "-", "-", "-"
+		for _, e := range q.Guaranteed { // each has an admission
+			min := "-"
 			if e.MinRes != nil {
 				min = e.MinRes.String()
 			}
-			if a := e.Admission; a != nil {
-				pos, by = strconv.Itoa(a.Position), a.By
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", pos, jobLabel(e.JobID, e.ArrayTask), orDash(e.User), orDash(e.ModelType), orDash(e.Tenant), min, by, e.decision())
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Admission.Position, jobLabel(e.JobID, e.ArrayTask), orDash(e.User), orDash(e.ModelType),
+				orDash(e.Tenant), min, e.Admission.By, e.decision())
 		}
 	}
 	if len(q.Order) > 0 {
