@@ -1119,7 +1119,8 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 	}
 	// rubick explain says why rubickd leaves alone any other job (a hold,
 	// a dependency, a begin time, a license...): stored, with the job, in
-	// the cycle the reason first appears or changes, not every cycle.
+	// the cycle the reason first appears or changes, not every cycle; the
+	// later cycles list the job as unchanged (rubick queue --all).
 	said := map[int]string{}
 	for id, why := range v.Unmanaged {
 		j, known := v.jobs[id]
@@ -1128,10 +1129,11 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		}
 		said[id] = why
 		if d.ignoredSaid[id] == why {
+			dec.Unchanged = append(dec.Unchanged, int64(id))
 			continue
 		}
 		upsert(j)
-		raw, err := json.Marshal(policy.Action{JobID: strconv.Itoa(id), Kind: policy.Keep, Reason: reasonIgnored, Detail: why})
+		raw, err := json.Marshal(policy.Action{JobID: strconv.Itoa(id), Kind: policy.Keep, Reason: ReasonIgnored, Detail: why})
 		if err != nil {
 			return store.Decision{}, fmt.Errorf("encode reason of job %d: %w", id, err)
 		}
@@ -1200,9 +1202,10 @@ const reasonAsSubmitted policy.Reason = "as-submitted"
 // administrator to release; the detail says why.
 const reasonHeld policy.Reason = "held"
 
-// reasonIgnored is the stored reason of any other job rubickd leaves as it
-// is (it lists them under ignored); the detail says why.
-const reasonIgnored policy.Reason = "ignored"
+// ReasonIgnored is the stored reason of any other job rubickd leaves as it
+// is (it lists them under ignored); the detail says why. Stored once per
+// change of detail: the later cycles list the job in Decision.Unchanged.
+const ReasonIgnored policy.Reason = "ignored"
 
 // Last returns the report of the last applied cycle.
 func (d *Daemon) Last() CycleReport {

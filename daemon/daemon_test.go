@@ -2697,9 +2697,25 @@ func TestCycleStoresIgnoredReasonsOnChange(t *testing.T) {
 		}
 		return out
 	}
-	for range 2 {
+	unchanged := func() []int64 {
+		t.Helper()
+		last, err := st.LastCycle(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec, err := st.Decision(ctx, last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dec.Unchanged
+	}
+	for i := range 2 {
 		if _, err := d.Cycle(ctx, false); err != nil {
 			t.Fatal(err)
+		}
+		// The second cycle still saw both jobs, for reasons it did not store again.
+		if diff := cmp.Diff([][]int64{nil, {31, 32}}[i], unchanged()); diff != "" {
+			t.Errorf("cycle %d: unchanged jobs (-want +got):\n%s", i+1, diff)
 		}
 	}
 	if d := cmp.Diff(map[int64]int{31: 1, 32: 1}, stored()); d != "" {
@@ -2718,6 +2734,9 @@ func TestCycleStoresIgnoredReasonsOnChange(t *testing.T) {
 	}
 	if d := cmp.Diff(map[int64]int{31: 1, 32: 2}, stored()); d != "" {
 		t.Errorf("reasons stored after job 32's begin time moved (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]int64{31}, unchanged()); d != "" {
+		t.Errorf("unchanged jobs after job 32's begin time moved (-want +got):\n%s", d)
 	}
 }
 

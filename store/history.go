@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rubick-sched/rubick/model"
@@ -53,7 +54,11 @@ type Decision struct {
 	// Reasons holds, per Slurm job id, a JSON value explaining the job's
 	// outcome in this cycle (plan, resources or wait).
 	Reasons map[int64]json.RawMessage
-	Actions []Action
+	// Unchanged are the jobs the cycle left alone for the reason stored
+	// with them in an earlier cycle (ReasonsAsOf finds it): rubickd stores
+	// such a reason once, not every cycle. None of them is in Reasons.
+	Unchanged []int64
+	Actions   []Action
 }
 
 // Reason is a job's explanation from one decision cycle.
@@ -99,6 +104,21 @@ func (s *Store) RecordDecision(ctx context.Context, d Decision) (Decision, error
 			return Decision{}, fmt.Errorf("store: record decision: %w: reason for job %d=%q is not JSON", ErrInvalid, job, r)
 		}
 	}
+	for _, job := range d.Unchanged {
+		if _, has := d.Reasons[job]; has || job <= 0 {
+			return Decision{}, fmt.Errorf("store: record decision: %w: unchanged job %d must be > 0 and have no reason of this cycle", ErrInvalid, job)
+		}
+	}
+	var unchanged sql.NullString
+	var ids []int64 // sorted, once each
+	if len(d.Unchanged) > 0 {
+		ids = slices.Compact(slices.Sorted(slices.Values(d.Unchanged)))
+		raw, err := json.Marshal(ids)
+		if err != nil {
+			return Decision{}, fmt.Errorf("store: record decision: unchanged jobs: %w", err)
+		}
+		unchanged = sql.NullString{String: string(raw), Valid: true}
+	}
 	for i, a := range d.Actions {
 		if err := checkAction(a); err != nil {
 			return Decision{}, fmt.Errorf("store: record decision: action %d (job %d): %w", i, a.JobID, err)
@@ -107,9 +127,10 @@ func (s *Store) RecordDecision(ctx context.Context, d Decision) (Decision, error
 	out := d
 	out.At = s.now().UTC()
 	out.Actions = slices.Clone(d.Actions)
+	out.Unchanged = ids
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO decisions(decided_ns, policy, duration_ns) VALUES (?, ?, ?)`,
-			out.At.UnixNano(), d.Policy, int64(d.Duration))
+		res, err := tx.ExecContext(ctx, `INSERT INTO decisions(decided_ns, policy, duration_ns, unchanged) VALUES (?, ?, ?, ?)`,
+			out.At.UnixNano(), d.Policy, int64(d.Duration), unchanged)
 		if err != nil {
 			return err
 		}
@@ -315,13 +336,19 @@ func (s *Store) Decision(ctx context.Context, cycleID int64) (Decision, error) {
 	var d Decision
 	err := s.read(ctx, func(tx *sql.Tx) error {
 		var at, dur int64
-		err := tx.QueryRowContext(ctx, `SELECT cycle_id, decided_ns, policy, duration_ns FROM decisions WHERE cycle_id = ?`,
-			cycleID).Scan(&d.CycleID, &at, &d.Policy, &dur)
+		var unchanged sql.NullString
+		err := tx.QueryRowContext(ctx, `SELECT cycle_id, decided_ns, policy, duration_ns, unchanged FROM decisions WHERE cycle_id = ?`,
+			cycleID).Scan(&d.CycleID, &at, &d.Policy, &dur, &unchanged)
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound
 		}
 		if err != nil {
 			return err
+		}
+		if unchanged.Valid {
+			if err := json.Unmarshal([]byte(unchanged.String), &d.Unchanged); err != nil {
+				return fmt.Errorf("unchanged jobs %q: %w", unchanged.String, err)
+			}
 		}
 		d.At, d.Duration = time.Unix(0, at).UTC(), time.Duration(dur)
 		rows, err := tx.QueryContext(ctx, `SELECT job_id, reason FROM decision_reasons WHERE cycle_id = ?`, cycleID)
@@ -363,6 +390,50 @@ func (s *Store) LastCycle(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("store: last cycle: %w", ErrNotFound)
 	}
 	return id.Int64, nil
+}
+
+// ReasonsAsOf returns, for each of the jobs ids with a reason stored in
+// cycle cycleID or before, the newest such reason: what that cycle said of
+// a job it lists as Unchanged. A job whose reasons up to the cycle were all
+// pruned is missing from the map.
+func (s *Store) ReasonsAsOf(ctx context.Context, cycleID int64, ids []int64) (map[int64]Reason, error) {
+	out := map[int64]Reason{}
+	// decision_reasons_by_job (job_id, cycle_id) finds each job's newest
+	// reason up to the cycle without a scan. ?1 is the cycle; the ids
+	// follow, at most 1,000 a query (SQLite binds at most 32,766).
+	const chunk = 1000
+	for len(ids) > 0 {
+		n := min(len(ids), chunk)
+		args := []any{cycleID}
+		for _, id := range ids[:n] {
+			args = append(args, id)
+		}
+		rows, err := s.r.QueryContext(ctx, `SELECT r.cycle_id, d.decided_ns, d.policy, r.job_id, r.reason
+			FROM decision_reasons r JOIN decisions d USING (cycle_id)
+			WHERE r.cycle_id = (SELECT MAX(cycle_id) FROM decision_reasons WHERE job_id = r.job_id AND cycle_id <= ?1)
+			  AND r.job_id IN (?`+strings.Repeat(", ?", n-1)+`)`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("store: reasons as of cycle %d: %w", cycleID, err)
+		}
+		for rows.Next() {
+			var r Reason
+			var at int64
+			var text string
+			if err := rows.Scan(&r.CycleID, &at, &r.Policy, &r.JobID, &text); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("store: reasons as of cycle %d: %w", cycleID, err)
+			}
+			r.At, r.Reason = time.Unix(0, at).UTC(), json.RawMessage(text)
+			out[r.JobID] = r
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("store: reasons as of cycle %d: %w", cycleID, err)
+		}
+		ids = ids[n:]
+	}
+	return out, nil
 }
 
 // Reasons returns the explanations recorded for the job, newest first, at

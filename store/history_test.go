@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -328,6 +329,78 @@ func TestRecordDecision(t *testing.T) {
 	}
 }
 
+// TestReasonsAsOf: a cycle that lists a job as unchanged says of it what
+// the job's newest reason up to that cycle says, not a later one.
+func TestReasonsAsOf(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "")
+	record := func(d Decision) int64 {
+		t.Helper()
+		d.Policy = "rubick"
+		got, err := s.RecordDecision(ctx, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.CycleID
+	}
+	reason := func(s string) json.RawMessage { return json.RawMessage(strconv.Quote(s)) }
+	c1 := record(Decision{Reasons: map[int64]json.RawMessage{5: reason("held by its user"), 6: reason("dependency")}})
+	c2 := record(Decision{Reasons: map[int64]json.RawMessage{7: reason("begin time")}, Unchanged: []int64{6, 5, 6}})
+	c3 := record(Decision{Reasons: map[int64]json.RawMessage{5: reason("held by an administrator")}, Unchanged: []int64{6, 7}})
+
+	got, err := s.Decision(ctx, c2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int64{5, 6}, got.Unchanged); diff != "" {
+		t.Errorf("Decision(%d).Unchanged, sorted and once each (-want +got):\n%s", c2, diff)
+	}
+	if got, err := s.Decision(ctx, c1); err != nil || got.Unchanged != nil {
+		t.Errorf("Decision(%d).Unchanged = %v, %v; want none", c1, got.Unchanged, err)
+	}
+	at := func(c int64) time.Time {
+		d, err := s.Decision(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.At
+	}
+	for _, tc := range []struct {
+		cycle int64
+		ids   []int64
+		want  map[int64]Reason
+	}{
+		{c2, []int64{5, 6, 99}, map[int64]Reason{
+			5: {CycleID: c1, At: at(c1), Policy: "rubick", JobID: 5, Reason: reason("held by its user")},
+			6: {CycleID: c1, At: at(c1), Policy: "rubick", JobID: 6, Reason: reason("dependency")},
+		}},
+		{c3, []int64{5, 6, 7}, map[int64]Reason{
+			5: {CycleID: c3, At: at(c3), Policy: "rubick", JobID: 5, Reason: reason("held by an administrator")},
+			6: {CycleID: c1, At: at(c1), Policy: "rubick", JobID: 6, Reason: reason("dependency")},
+			7: {CycleID: c2, At: at(c2), Policy: "rubick", JobID: 7, Reason: reason("begin time")},
+		}},
+		{c1, []int64{7}, map[int64]Reason{}},
+		{c3, nil, map[int64]Reason{}},
+	} {
+		got, err := s.ReasonsAsOf(ctx, tc.cycle, tc.ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("ReasonsAsOf(%d, %v) (-want +got):\n%s", tc.cycle, tc.ids, diff)
+		}
+	}
+	// More ids than one query binds.
+	many := make([]int64, 2500)
+	for i := range many {
+		many[i] = int64(i + 1)
+	}
+	got3, err := s.ReasonsAsOf(ctx, c3, many)
+	if err != nil || len(got3) != 3 {
+		t.Errorf("ReasonsAsOf(%d, 2,500 ids) = %d reasons, %v; want 3", c3, len(got3), err)
+	}
+}
+
 func TestRecordDecisionIsAtomic(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, "")
@@ -360,6 +433,9 @@ func TestRecordDecisionRejects(t *testing.T) {
 		"reason not JSON": {Decision{Policy: "p", Reasons: map[int64]json.RawMessage{4: json.RawMessage("slow")}}, `job 4="slow"`},
 		"action no kind":  {Decision{Policy: "p", Actions: []Action{{JobID: 1}}}, `kind=""`},
 		"action plan":     {Decision{Policy: "p", Actions: []Action{{JobID: 1, Kind: "start", Plan: plan8, Resources: res4}}}, "uses 8 GPUs"},
+		"unchanged with a reason": {Decision{Policy: "p", Reasons: map[int64]json.RawMessage{4: json.RawMessage(`"x"`)}, Unchanged: []int64{4}},
+			"unchanged job 4"},
+		"unchanged job 0": {Decision{Policy: "p", Unchanged: []int64{3, 0}}, "unchanged job 0 must be > 0"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := openTest(t, "")

@@ -28,6 +28,7 @@ func migrations() []migration {
 		{version: 6, name: "jobs' model type without their global batch", up: schemaV6},
 		{version: 7, name: "jobs' waits outside the queue (holds, begin times, dependencies)", up: schemaV7},
 		{version: 8, name: "jobs' users", up: schemaV8},
+		{version: 9, name: "jobs a cycle left alone for an earlier reason", up: schemaV9},
 	}
 }
 
@@ -232,6 +233,14 @@ ALTER TABLE jobs ADD COLUMN deferred_ns INTEGER;
 // can show a user their own jobs as squeue -u does.
 const schemaV8 = `
 ALTER TABLE jobs ADD COLUMN user_name TEXT CHECK (user_name IS NULL OR user_name <> '');
+`
+
+// schemaV9 lists, per cycle, the jobs rubickd left alone for the reason
+// stored with them in an earlier cycle (a JSON array of job ids): each
+// reason is stored once, when it first appears or changes, so without the
+// list a cycle would not say which such jobs it still saw.
+const schemaV9 = `
+ALTER TABLE decisions ADD COLUMN unchanged TEXT CHECK (unchanged IS NULL OR json_valid(unchanged));
 `
 
 // migrate brings db to the newest version in migs. Each migration runs in

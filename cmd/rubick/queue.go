@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/rubick-sched/rubick/daemon"
 	"github.com/rubick-sched/rubick/policy"
 	"github.com/rubick-sched/rubick/slurm"
 	"github.com/rubick-sched/rubick/store"
@@ -36,6 +37,8 @@ type queueView struct {
 	// Others are the cycle's other jobs (held by rubickd for a group
 	// limit, released as submitted, left alone, running outside the
 	// order); with --all only.
+	// A job rubickd has left alone for the same reason since an earlier
+	// cycle is listed with that cycle's reason (SinceCycle).
 	Others []queueEntry `json:"others,omitempty"`
 	Notes  []string     `json:"notes"`
 }
@@ -61,6 +64,10 @@ type queueEntry struct {
 	MinRes    *policy.Size      `json:"min_res,omitempty"`
 	Order     *policy.Order     `json:"order,omitempty"`
 	Admission *policy.Admission `json:"admission,omitempty"`
+	// SinceCycle is the earlier cycle that stored the reason shown, for a
+	// job the cycle left alone for the same reason as then; 0 for the
+	// cycle's own reasons.
+	SinceCycle int64 `json:"since_cycle,omitempty"`
 }
 
 func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -105,6 +112,7 @@ type queueStore interface {
 	LastCycle(ctx context.Context) (int64, error)
 	Decision(ctx context.Context, cycleID int64) (store.Decision, error)
 	Job(ctx context.Context, id int64) (store.Job, error)
+	ReasonsAsOf(ctx context.Context, cycleID int64, ids []int64) (map[int64]store.Reason, error)
 }
 
 // staleCycle is the age past which queue warns that its newest cycle may
@@ -140,15 +148,40 @@ func queue(ctx context.Context, st queueStore, path string, f queueFilter, now t
 	age := now.Sub(d.At)
 	q := &queueView{Store: path, CycleID: d.CycleID, At: d.At, AgeS: age.Seconds(), Policy: d.Policy,
 		Guaranteed: []queueEntry{}, Order: []queueEntry{}, Notes: []string{}}
+	reasons, since := d.Reasons, map[int64]int64{}
+	if f.all && len(d.Unchanged) > 0 {
+		// The jobs rubickd left alone for a reason it stored in an
+		// earlier cycle, and stores once.
+		earlier, err := st.ReasonsAsOf(ctx, d.CycleID, d.Unchanged)
+		if err != nil {
+			return nil, fmt.Errorf("queue: %w", err)
+		}
+		reasons = make(map[int64]json.RawMessage, len(d.Reasons)+len(d.Unchanged)) // a cycle may store no reason at all
+		maps.Copy(reasons, d.Reasons)
+		for _, id := range d.Unchanged {
+			r, ok := earlier[id]
+			if !ok {
+				// Prune keeps each job's newest reason, so only an
+				// earlier --cycle can lose it.
+				raw, err := json.Marshal(policy.Action{Kind: policy.Keep, Reason: daemon.ReasonIgnored,
+					Detail: fmt.Sprintf("its reason, stored before cycle %d, is pruned", d.CycleID)})
+				if err != nil {
+					return nil, fmt.Errorf("queue: %w", err)
+				}
+				r.Reason = raw
+			}
+			reasons[id], since[id] = r.Reason, r.CycleID
+		}
+	}
 	ordered := false // the cycle's policy placed some job in an order
-	for _, jobID := range slices.Sorted(maps.Keys(d.Reasons)) {
+	for _, jobID := range slices.Sorted(maps.Keys(reasons)) {
 		var a policy.Action
-		if err := json.Unmarshal(d.Reasons[jobID], &a); err != nil || a.Kind == "" {
+		if err := json.Unmarshal(reasons[jobID], &a); err != nil || a.Kind == "" {
 			continue // not a decision (another policy's free-form reason)
 		}
 		ordered = ordered || a.Order != nil || a.Admission != nil
 		e := queueEntry{JobID: jobID, Kind: string(a.Kind), Reason: string(a.Reason), Detail: a.Detail, MinRes: a.MinRes, Order: a.Order, Admission: a.Admission,
-			GPUs: a.Placement().GPUs(), Queued: a.Kind == policy.Start || a.Kind == policy.Keep && len(a.Alloc) == 0}
+			GPUs: a.Placement().GPUs(), Queued: a.Kind == policy.Start || a.Kind == policy.Keep && len(a.Alloc) == 0, SinceCycle: since[jobID]}
 		j, err := st.Job(ctx, jobID)
 		switch {
 		case err == nil:
@@ -227,7 +260,11 @@ func (q *queueView) write(w io.Writer) error {
 		fmt.Fprintln(tw, "other jobs of the cycle:")
 		fmt.Fprintln(tw, "  JOB\tUSER\tMODEL\tCLASS\tSTATE\tGPUS\tDECISION")
 		for _, e := range q.Others {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%s\n", jobLabel(e.JobID, e.ArrayTask), orDash(e.User), orDash(e.ModelType), orDash(e.Class), e.state(), e.GPUs, e.decision())
+			d := e.decision()
+			if e.SinceCycle > 0 {
+				d += fmt.Sprintf(" (since cycle %d)", e.SinceCycle)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%s\n", jobLabel(e.JobID, e.ArrayTask), orDash(e.User), orDash(e.ModelType), orDash(e.Class), e.state(), e.GPUs, d)
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/rubick-sched/rubick/daemon"
 	"github.com/rubick-sched/rubick/policy"
 	"github.com/rubick-sched/rubick/store"
 )
@@ -22,7 +23,9 @@ import (
 // the restart penalty kept out of the order, a job 15 with a free-form
 // reason, job 16 of an array, and two jobs rubickd decided outside the
 // policy: guaranteed job 17 held for a group limit and running job 18 it
-// leaves alone. An older cycle 1 holds job 99 only.
+// leaves alone. It also left alone job 19, held by its user, for the
+// reason it stored in the older cycle 1, and job 20, whose reason is
+// pruned. Cycle 1 also holds job 99, in its order.
 func seedQueueStore(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
@@ -43,6 +46,8 @@ func seedQueueStore(t *testing.T) string {
 		{ID: 16, ModelType: "bert", Class: store.BestEffort, State: "PENDING", ArrayJobID: 7, ArrayTaskID: 3}, // user unknown
 		{ID: 17, ModelType: "bert", Class: store.Guaranteed, Tenant: "physics", State: "PENDING", User: "bob"},
 		{ID: 18, Class: store.BestEffort, State: "RUNNING", User: "bob"},
+		{ID: 19, ModelType: "gpt2", Class: store.BestEffort, State: "PENDING", User: "carol"},
+		{ID: 20, Class: store.BestEffort, State: "RUNNING", User: "bob"},
 		{ID: 99, ModelType: "bert", Class: store.BestEffort, State: "PENDING"},
 	}
 	for _, j := range jobs {
@@ -60,6 +65,7 @@ func seedQueueStore(t *testing.T) string {
 	on := func(g int) []policy.NodeAlloc { return []policy.NodeAlloc{{Node: "n1", GPUs: g, CPUs: 4 * g}} }
 	if _, err := st.RecordDecision(ctx, store.Decision{Policy: "rubick", Reasons: map[int64]json.RawMessage{
 		99: enc(policy.Action{Kind: policy.Keep, Reason: policy.ReasonNoResources, Order: &policy.Order{Position: 1, Of: 1, By: policy.OrderSlope}}),
+		19: enc(policy.Action{Kind: policy.Keep, Reason: daemon.ReasonIgnored, Detail: "held by its user"}),
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +87,7 @@ func seedQueueStore(t *testing.T) string {
 			Order: &policy.Order{Position: 4, Of: 4, QueuedAhead: 2, By: policy.OrderStarvation, Slope: 0.2, WeighedSlope: 0.2}}),
 		17: enc(policy.Action{Kind: policy.Keep, Reason: policy.ReasonGroup, Detail: "QOS normal GrpTRES: 16/16 GPUs"}),
 		18: enc(policy.Action{Kind: policy.Keep, Reason: "ignored", Detail: "suspended"}),
-	}}); err != nil {
+	}, Unchanged: []int64{19, 20}}); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -105,6 +111,9 @@ func TestQueueJSON(t *testing.T) {
 	grouped := queueEntry{JobID: 17, User: "bob", ModelType: "bert", Class: "guaranteed", Tenant: "physics", Queued: true, Kind: "keep", Reason: "group-limit",
 		Detail: "QOS normal GrpTRES: 16/16 GPUs"}
 	leftAlone := queueEntry{JobID: 18, User: "bob", Class: "best-effort", Kind: "keep", Reason: "ignored", Detail: "suspended"}
+	heldSince := queueEntry{JobID: 19, User: "carol", ModelType: "gpt2", Class: "best-effort", Queued: true, Kind: "keep", Reason: "ignored",
+		Detail: "held by its user", SinceCycle: 1}
+	pruned := queueEntry{JobID: 20, User: "bob", Class: "best-effort", Kind: "keep", Reason: "ignored", Detail: "its reason, stored before cycle 2, is pruned"}
 	at := fixedNow.Add(-30 * time.Second)
 	for _, tc := range []struct {
 		name string
@@ -116,11 +125,11 @@ func TestQueueJSON(t *testing.T) {
 		{"queued only", []string{"--queued"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{g, g2},
 			Order: []queueEntry{first, second, fourth}, Notes: []string{}}},
 		{"all", []string{"--all"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{g, g2},
-			Order: []queueEntry{first, second, third, fourth}, Others: []queueEntry{frozen, grouped, leftAlone}, Notes: []string{}}},
+			Order: []queueEntry{first, second, third, fourth}, Others: []queueEntry{frozen, grouped, leftAlone, heldSince, pruned}, Notes: []string{}}},
 		{"all queued", []string{"--all", "--queued"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{g, g2},
-			Order: []queueEntry{first, second, fourth}, Others: []queueEntry{grouped}, Notes: []string{}}},
+			Order: []queueEntry{first, second, fourth}, Others: []queueEntry{grouped, heldSince}, Notes: []string{}}},
 		{"one user's", []string{"--user", "bob", "--all"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{},
-			Order: []queueEntry{second, third}, Others: []queueEntry{frozen, grouped, leftAlone}, Notes: []string{}}},
+			Order: []queueEntry{second, third}, Others: []queueEntry{frozen, grouped, leftAlone, pruned}, Notes: []string{}}},
 		{"one user's queued, none", []string{"--user", "bob", "--queued", "--cycle", "1"}, queueView{CycleID: 1, At: fixedNow.Add(-90 * time.Second),
 			AgeS: 90, Policy: "rubick", Guaranteed: []queueEntry{}, Order: []queueEntry{}, Notes: []string{`no job of user "bob" in the orders of cycle 1`}}},
 		{"an earlier cycle", []string{"--cycle", "1"}, queueView{CycleID: 1, At: fixedNow.Add(-90 * time.Second), AgeS: 90, Policy: "rubick",
@@ -188,6 +197,55 @@ func TestQueueText(t *testing.T) {
 		"  4    16 (7_3)  -      bert   best-effort  queued   0     starvation  0.2    -      0.2      keep (no-resources)\n"
 	if d := cmp.Diff(want, out.String()); d != "" {
 		t.Errorf("queue text (-want +got):\n%s", d)
+	}
+	out.Reset()
+	if err := queueCmd(context.Background(), []string{"--store", path, "--all"}, &out, &errb, testEnv(t)); err != nil {
+		t.Fatal(err)
+	}
+	others := "other jobs of the cycle:\n" +
+		"  JOB  USER   MODEL  CLASS        STATE    GPUS  DECISION\n" +
+		"  14   bob    vit    best-effort  running  1     keep (restart-penalty)\n" +
+		"  17   bob    bert   guaranteed   queued   0     keep (group-limit): QOS normal GrpTRES: 16/16 GPUs\n" +
+		"  18   bob    -      best-effort  running  0     keep (ignored): suspended\n" +
+		"  19   carol  gpt2   best-effort  queued   0     keep (ignored): held by its user (since cycle 1)\n" +
+		"  20   bob    -      best-effort  running  0     keep (ignored): its reason, stored before cycle 2, is pruned\n"
+	if got := out.String(); !strings.HasPrefix(got, want) || !strings.HasSuffix(got, others) {
+		t.Errorf("queue --all text:\n%s\nwant the default's, then:\n%s", got, others)
+	}
+}
+
+// A cycle that stored no reason of its own still lists the jobs it left
+// alone for an earlier one.
+func TestQueueOnlyUnchanged(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "rubick.db")
+	st, err := store.Open(ctx, path, store.WithClock(func() time.Time { return fixedNow }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpsertJob(ctx, store.Job{ID: 5, Class: store.BestEffort, State: "PENDING", User: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []store.Decision{
+		{Policy: "rubick", Reasons: map[int64]json.RawMessage{5: json.RawMessage(`{"kind":"keep","reason":"ignored","detail":"held by its user"}`)}},
+		{Policy: "rubick", Unchanged: []int64{5}},
+	} {
+		if _, err := st.RecordDecision(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+	var out, errb bytes.Buffer
+	if err := queueCmd(ctx, []string{"--store", path, "--all", "--json"}, &out, &errb, testEnv(t)); err != nil {
+		t.Fatal(err)
+	}
+	var got queueView
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	want := []queueEntry{{JobID: 5, User: "bob", Class: "best-effort", Queued: true, Kind: "keep", Reason: "ignored", Detail: "held by its user", SinceCycle: 1}}
+	if d := cmp.Diff(want, got.Others); got.CycleID != 2 || d != "" {
+		t.Errorf("queue --all of cycle %d, others (-want +got):\n%s", got.CycleID, d)
 	}
 }
 

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -77,6 +78,10 @@ func TestDependency(t *testing.T) {
 	if j, err := cluster.Job(ctx, later); err != nil || j.State != slurm.StatePending || !j.Held || !j.EligibleTime.After(time.Now()) {
 		t.Fatalf("job %d before its begin time: %s, held %v, eligible %v (%v); want pending and held", later, j.State, j.Held, j.EligibleTime, err)
 	}
+	// Their reasons are stored once; rubick queue --all still lists both
+	// in the newest cycle, with the cycle that stored the reason.
+	lt.wantLeftAlone(t, id, "waits for dependency afterany:"+first[0])
+	lt.wantLeftAlone(t, later, "waits for its begin time")
 	cancelled := time.Now()
 	l.run(t, "scancel", first[0])
 	j, _ = waitEnded(ctx, cluster, id)
@@ -281,4 +286,31 @@ func completedOnPlan(t *testing.T, lt *labTest, d *daemonProc, id int) slurm.Job
 		t.Fatalf("job %d ended %s (%s), tag %v; want COMPLETED on a plan rubickd chose; rubickd log %s", id, j.State, j.Reason, j.Tag, d.log)
 	}
 	return j
+}
+
+// wantLeftAlone fails the test unless rubick queue --all lists job id
+// among the other jobs of rubickd's newest cycle, queued, left alone for
+// a reason that starts with why and was stored in an earlier cycle.
+func (lt *labTest) wantLeftAlone(t *testing.T, id int, why string) {
+	t.Helper()
+	out := lt.lab.run(t, filepath.Join(lt.bin, "rubick"), "queue", "--store", lt.dbPath, "--json", "--all")
+	var q struct {
+		CycleID int64 `json:"cycle_id"`
+		Others  []struct {
+			JobID      int    `json:"job_id"`
+			Queued     bool   `json:"queued"`
+			Reason     string `json:"reason"`
+			Detail     string `json:"detail"`
+			SinceCycle int64  `json:"since_cycle"`
+		} `json:"others"`
+	}
+	if err := json.Unmarshal([]byte(out), &q); err != nil {
+		t.Fatalf("rubick queue --all: %v\n%s", err, out)
+	}
+	for _, e := range q.Others {
+		if e.JobID == id && e.Queued && e.Reason == "ignored" && strings.HasPrefix(e.Detail, why) && e.SinceCycle > 0 && e.SinceCycle < q.CycleID {
+			return
+		}
+	}
+	t.Errorf("rubick queue --all does not list job %d left alone (%q) since an earlier cycle:\n%s", id, why, out)
 }
