@@ -34,6 +34,9 @@ type Options struct {
 	// Nodes and GPUsPerNode, when both positive, size a per-node launcher:
 	// torchrun --nnodes/--nproc_per_node, deepspeed --num_nodes/--num_gpus.
 	Nodes, GPUsPerNode int
+	// Rendezvous ("host:port") and RendezvousID are where and under which
+	// name the torchrun launchers of a multi-node step meet (c10d).
+	Rendezvous, RendezvousID string
 }
 
 func (o Options) readFile(name string) ([]byte, error) {
@@ -153,16 +156,8 @@ func Rewrite(argv []string, plan model.Plan, opts Options) (Result, error) {
 	}
 	// Launcher flags precede the script, so editing them last leaves the
 	// indices used above valid.
-	if l.launcherFlags >= 0 && opts.Nodes > 0 && opts.GPUsPerNode > 0 {
-		nodes, gpn := strconv.Itoa(opts.Nodes), strconv.Itoa(opts.GPUsPerNode)
-		switch l.launcher {
-		case LauncherTorchrun:
-			end := c.set(fNnodes, nodes, l.launcherFlags, l.script)
-			c.set(fNprocPerNode, gpn, l.launcherFlags, end)
-		case LauncherDeepSpeed:
-			end := c.set(fNumNodes, nodes, l.launcherFlags, l.script)
-			c.set(fNumGPUs, gpn, l.launcherFlags, end)
-		}
+	if err := c.sizeLauncher(l, opts); err != nil {
+		return Result{}, err
 	}
 	res.Argv = c.toks
 	return res, nil

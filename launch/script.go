@@ -371,7 +371,7 @@ func srunLine(args []string) (ScriptLine, error) {
 // SrunBoolFlag is true for the rubick-srun flags that take no value.
 func SrunBoolFlag(name string) bool {
 	switch name {
-	case "ensure-load", "requeue-on-checkpoint", "requeue-mail", "dry-run", "h", "help":
+	case "ensure-load", "requeue-on-checkpoint", "requeue-mail", "dry-run", "as-task", "h", "help":
 		return true
 	}
 	return false

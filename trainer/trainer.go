@@ -67,7 +67,7 @@ type Options struct {
 	// in the line after it, as it does in a real job's.
 	WallTimes bool
 
-	Rank, Tasks int // SLURM_PROCID, SLURM_NTASKS
+	Rank, Tasks int // RANK and WORLD_SIZE, else SLURM_PROCID and SLURM_NTASKS
 	// Placement is RUBICK_PLACEMENT when set, else SLURM_JOB_NUM_NODES
 	// nodes of SLURM_GPUS_ON_NODE (or CUDA_VISIBLE_DEVICES) GPUs.
 	Placement model.Placement
@@ -102,6 +102,22 @@ func ParseArgs(args []string, getenv func(string) string) (Options, error) {
 	grab := func(n int, err error) int { errs = append(errs, err); return n }
 	o.Rank = grab(intEnv("SLURM_PROCID", 0))
 	o.Tasks = grab(intEnv("SLURM_NTASKS", 1))
+	// A real trainer takes its rank and world from PyTorch's env://
+	// variables, which rubick-srun --as-task sets from Slurm's: under srun
+	// both must agree.
+	for _, v := range []struct {
+		torch, slurm string
+		dst          *int
+	}{{"RANK", "SLURM_PROCID", &o.Rank}, {"WORLD_SIZE", "SLURM_NTASKS", &o.Tasks}} {
+		if getenv(v.torch) == "" {
+			continue
+		}
+		n := grab(intEnv(v.torch, 0))
+		if getenv(v.slurm) != "" && n != *v.dst {
+			errs = append(errs, fmt.Errorf("%w: %s=%d but %s=%d", ErrBadInput, v.torch, n, v.slurm, *v.dst))
+		}
+		*v.dst = n
+	}
 	nodes := grab(intEnv("SLURM_JOB_NUM_NODES", 0))
 	if nodes == 0 {
 		nodes = grab(intEnv("SLURM_NNODES", 1))

@@ -34,6 +34,12 @@ func TestParseArgs(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 
+	// PyTorch's variables, as rubick-srun --as-task sets them, without srun's.
+	got, err = ParseArgs(args, env(map[string]string{"RANK": "5", "WORLD_SIZE": "8", "SLURM_JOB_NUM_NODES": "2", "SLURM_GPUS_ON_NODE": "4"}))
+	if err != nil || got.Rank != 5 || got.Tasks != 8 {
+		t.Errorf("from RANK and WORLD_SIZE: rank %d of %d, %v; want 5 of 8", got.Rank, got.Tasks, err)
+	}
+
 	got, err = ParseArgs(strings.Fields("--micro-batch-size 1 --global-batch-size 6 --train-iters 1"),
 		env(map[string]string{"CUDA_VISIBLE_DEVICES": "0,1,2", "SLURM_NNODES": "2"}))
 	if err != nil {
@@ -56,8 +62,14 @@ func TestParseArgsErrors(t *testing.T) {
 		"bad iter ms":     {args: base + "--train-iters 1 --iter-ms 0", field: "--iter-ms"},
 		"bad procid":      {args: base + "--train-iters 1", field: "SLURM_PROCID", env: map[string]string{"SLURM_PROCID": "a"}},
 		"rank too big":    {args: base + "--train-iters 1", field: "SLURM_PROCID=2", env: map[string]string{"SLURM_PROCID": "2", "SLURM_NTASKS": "2"}},
-		"bad world size":  {args: base + "--train-iters 1 --world-size 0", field: "--world-size"},
-		"batch mismatch":  {args: "--micro-batch-size 3 --global-batch-size 4 --train-iters 1", field: "global batch 4"},
+		"rank not srun's": {args: base + "--train-iters 1", field: "RANK=1 but SLURM_PROCID=0",
+			env: map[string]string{"RANK": "1", "SLURM_PROCID": "0", "SLURM_NTASKS": "2"}},
+		"world not srun's": {args: base + "--train-iters 1", field: "WORLD_SIZE=4 but SLURM_NTASKS=2",
+			env: map[string]string{"WORLD_SIZE": "4", "SLURM_PROCID": "0", "SLURM_NTASKS": "2"}},
+		"rank too big for its world": {args: base + "--train-iters 1", field: "SLURM_PROCID=2",
+			env: map[string]string{"RANK": "2", "WORLD_SIZE": "2"}},
+		"bad world size": {args: base + "--train-iters 1 --world-size 0", field: "--world-size"},
+		"batch mismatch": {args: "--micro-batch-size 3 --global-batch-size 4 --train-iters 1", field: "global batch 4"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -69,12 +69,16 @@ type config struct {
 	markWait                    time.Duration
 	ensureLoad, dryRun, requeue bool
 	requeueMail                 bool
-	logLevel                    string
-	train                       []string
-	checkpointSig               syscall.Signal
-	parsedDialect               launch.Dialect
-	parsedMode                  launch.Mode
-	parsedBind                  launch.GPUBind
+	// asTask: run as one task of a per-GPU step (runTask).
+	asTask bool
+	// self is this program, as a per-GPU step's tasks run it.
+	self          string
+	logLevel      string
+	train         []string
+	checkpointSig syscall.Signal
+	parsedDialect launch.Dialect
+	parsedMode    launch.Mode
+	parsedBind    launch.GPUBind
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -147,6 +151,7 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) *flag.F
 	fs.DurationVar(&c.profileTimeout, "profile-timeout", 5*time.Minute, "time bound of the whole profiling phase")
 	fs.DurationVar(&c.profileRunTimeout, "profile-run-timeout", 2*time.Minute, "time bound of one profiling run")
 	fs.BoolVar(&c.dryRun, "dry-run", false, "print the rewritten command and DeepSpeed config, run nothing")
+	fs.BoolVar(&c.asTask, asTaskFlag, false, "run as one task of a per-GPU step, as rubick-srun starts them: set RANK, LOCAL_RANK and GROUP_RANK from SLURM_PROCID, SLURM_LOCALID and SLURM_NODEID, then exec the command")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: rubick-srun [flags] [--] <training command...>\n\nflags:")
@@ -195,6 +200,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		fmt.Fprintln(stderr, "rubick-srun:", err)
 		return exitUsage
+	}
+	if cfg.asTask {
+		return runTask(cfg.train, getenv, stderr)
+	}
+	cfg.self = "rubick-srun" // found on PATH, as on every node
+	if self, err := os.Executable(); err == nil {
+		cfg.self = self
 	}
 	jobID := getenv("SLURM_JOB_ID")
 	cfg.jobRef = jobID
@@ -449,8 +461,10 @@ func planStep(cfg config, plan model.Plan, alloc launch.Alloc, stateDir string, 
 	}
 	opts := launch.Options{Dialect: cfg.parsedDialect, GlobalBatch: cfg.globalBatch, ConfigDir: stateDir,
 		EnsureLoad: cfg.ensureLoad, CheckpointDir: cfg.checkpointDir}
+	dist := distributedFor(getenv, getenv("SLURM_JOB_ID"), firstNode(getenv))
 	if geo.Mode == launch.ModePerNode {
 		opts.Nodes, opts.GPUsPerNode = geo.Nodes, geo.GPUsPerNode
+		opts.Rendezvous, opts.RendezvousID = dist.rendezvous(), getenv("SLURM_JOB_ID")
 	}
 	res, err := launch.Rewrite(cfg.train, plan, opts)
 	if err != nil {
@@ -458,8 +472,9 @@ func planStep(cfg config, plan model.Plan, alloc launch.Alloc, stateDir string, 
 	}
 	st := step{argv: res.Argv, config: res.Config, globalBatch: res.GlobalBatch, placement: geo.Placement(),
 		env: []string{"RUBICK_PLAN=" + plan.String(), "RUBICK_PLACEMENT=" + geo.Placement().String()}}
+	dist.wrap(&st, geo, plan, cfg.self, getenv)
 	if geo.Mode != launch.ModeDirect {
-		st.argv = geo.Command(cfg.srun, res.Argv)
+		st.argv = geo.Command(cfg.srun, st.argv)
 	}
 	if alloc.CPUsOnNode > 0 {
 		st.env = append(st.env, "RUBICK_CPUS="+strconv.Itoa(alloc.CPUsOnNode*alloc.Nodes))

@@ -305,7 +305,7 @@ func TestRunFromAdminComment(t *testing.T) {
 		t.Fatalf("exit %d, want the step's 3; stderr:\n%s", code, errOut.String())
 	}
 	wantArgv := []string{"srun", "--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--gres=gpu:2", "--cpus-per-task=4", "--kill-on-bad-exit=1",
-		"python", "pretrain_gpt.py", "--global-batch-size", "16", "--micro-batch-size", "4", "--save", "/ck",
+		testSelf(t), "--as-task", "--", "python", "pretrain_gpt.py", "--global-batch-size", "16", "--micro-batch-size", "4", "--save", "/ck",
 		"--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1",
 		"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1", "--load", "/ck"}
 	if diff := cmp.Diff(wantArgv, readArgv(t, logPath)); diff != "" {
@@ -799,4 +799,15 @@ func TestScriptReadsSrunFlags(t *testing.T) {
 	if n < 20 {
 		t.Fatalf("visited %d flags", n)
 	}
+}
+
+// testSelf is this test binary, as rubick-srun names itself to the tasks
+// of a per-GPU step.
+func testSelf(t *testing.T) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return self
 }

@@ -199,8 +199,10 @@ func (ph *profilePhase) build(i int) (step, error) {
 		env: []string{"RUBICK_PLAN=" + run.Plan.String(), "RUBICK_PLACEMENT=" + geo.Placement().String(),
 			"RUBICK_CPUS=" + strconv.Itoa(run.CPUs), fmt.Sprintf("RUBICK_PROFILE_RUN=%d/%d", i+1, len(ph.runs)),
 			"CUDA_VISIBLE_DEVICES=" + launch.VisibleDevices(ph.getenv("CUDA_VISIBLE_DEVICES"), run.GPUs)}}
+	// Every run is on the batch host.
+	distributedFor(ph.getenv, ph.getenv("SLURM_JOB_ID"), ph.getenv("SLURMD_NODENAME")).wrap(&st, geo, run.Plan, ph.cfg.self, ph.getenv)
 	if geo.Mode != launch.ModeDirect {
-		st.argv = geo.Command(ph.cfg.srun, res.Argv)
+		st.argv = geo.Command(ph.cfg.srun, st.argv)
 		// The batch host is the job's first node.
 		if node := ph.getenv("SLURMD_NODENAME"); ph.alloc.Nodes > 1 && node != "" {
 			st.argv = slices.Insert(st.argv, 1, "--nodelist="+node)

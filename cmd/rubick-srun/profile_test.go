@@ -35,7 +35,8 @@ type invocation struct {
 // sets to dir/calls.jsonl.
 func logInvocation(dir string, args []string) {
 	inv := invocation{Argv: append([]string{"srun"}, args...), Env: map[string]string{}}
-	for _, k := range []string{"CUDA_VISIBLE_DEVICES", "RUBICK_PLAN", "RUBICK_PLACEMENT", "RUBICK_CPUS", "RUBICK_PROFILE_RUN", "OMP_NUM_THREADS"} {
+	for _, k := range []string{"CUDA_VISIBLE_DEVICES", "RUBICK_PLAN", "RUBICK_PLACEMENT", "RUBICK_CPUS", "RUBICK_PROFILE_RUN", "OMP_NUM_THREADS",
+		"WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "CUDA_DEVICE_MAX_CONNECTIONS"} {
 		if v, ok := os.LookupEnv(k); ok {
 			inv.Env[k] = v
 		}
@@ -122,6 +123,8 @@ func fakeTrainer(args []string) int {
 			return "0"
 		case "SLURM_NTASKS":
 			return "1"
+		case "RANK", "WORLD_SIZE": // the step's, for its many tasks
+			return ""
 		}
 		return os.Getenv(k)
 	}
@@ -139,7 +142,7 @@ func fakeTrainer(args []string) int {
 
 // profileEnv is a 4-GPU, 16-CPU single-node job.
 func profileEnv() func(string) string {
-	return envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NUM_NODES": "1", "SLURM_GPUS_ON_NODE": "4",
+	return envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURMD_NODENAME": "node1", "SLURM_JOB_NUM_NODES": "1", "SLURM_GPUS_ON_NODE": "4",
 		"SLURM_CPUS_ON_NODE": "16", "CUDA_VISIBLE_DEVICES": "4,5,6,7"})
 }
 
@@ -215,17 +218,20 @@ func TestProfilePhase(t *testing.T) {
 	}
 
 	// Runs 1 (plain DP, all GPUs) and 3 (ZeRO-Offload, 1 GPU) in full.
+	asTask := []string{testSelf(t), "--as-task", "--"}
 	common := strings.Fields("python pretrain_gpt.py --micro-batch-size 4 --global-batch-size 16 --train-iters 20 --log-interval 1 " +
 		"--time-scale 0.001 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1")
 	full := map[int]invocation{
 		0: {Argv: slices.Concat(strings.Fields("srun --nodes=1 --ntasks=4 --ntasks-per-node=4 --gres=gpu:4 --cpus-per-task=4 --kill-on-bad-exit=1"),
-			common, []string{"--exit-interval", "4"}),
+			asTask, common, []string{"--exit-interval", "4"}),
 			Env: map[string]string{"CUDA_VISIBLE_DEVICES": "4,5,6,7", "RUBICK_PLAN": "dp4.tp1.pp1.mb4.a1.z0", "RUBICK_PLACEMENT": "4",
-				"RUBICK_CPUS": "16", "RUBICK_PROFILE_RUN": fmt.Sprintf("1/%d", n)}},
+				"RUBICK_CPUS": "16", "RUBICK_PROFILE_RUN": fmt.Sprintf("1/%d", n),
+				"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4", "MASTER_ADDR": "node1", "MASTER_PORT": "20042"}},
 		2: {Argv: slices.Concat(strings.Fields("srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --gres=gpu:1 --cpus-per-task=16 --cpu-bind=cores --kill-on-bad-exit=1"),
-			common, strings.Fields("--use-distributed-optimizer --optimizer-cpu-offload --exit-interval 4")),
+			asTask, common, strings.Fields("--use-distributed-optimizer --optimizer-cpu-offload --exit-interval 4")),
 			Env: map[string]string{"CUDA_VISIBLE_DEVICES": "4", "RUBICK_PLAN": "dp1.tp1.pp1.mb4.a4.z1+off", "RUBICK_PLACEMENT": "1",
-				"RUBICK_CPUS": "16", "RUBICK_PROFILE_RUN": fmt.Sprintf("3/%d", n), "OMP_NUM_THREADS": "16"}},
+				"RUBICK_CPUS": "16", "RUBICK_PROFILE_RUN": fmt.Sprintf("3/%d", n), "OMP_NUM_THREADS": "16",
+				"WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "node1", "MASTER_PORT": "20042"}},
 	}
 	for i, w := range full {
 		if diff := cmp.Diff(w, calls[i]); diff != "" {
@@ -256,7 +262,7 @@ func TestProfilePhase(t *testing.T) {
 	// The training run: the plan rubickd set during the phase, resuming.
 	train := calls[n]
 	wantTrain := slices.Concat(strings.Fields("srun --nodes=1 --ntasks=2 --ntasks-per-node=2 --gres=gpu:2 --cpus-per-task=8 --kill-on-bad-exit=1"),
-		strings.Fields("python pretrain_gpt.py --micro-batch-size 4 --global-batch-size 16 --train-iters 20 --log-interval 10 --time-scale 0.001"),
+		asTask, strings.Fields("python pretrain_gpt.py --micro-batch-size 4 --global-batch-size 16 --train-iters 20 --log-interval 10 --time-scale 0.001"),
 		[]string{"--save", save}, strings.Fields("--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 "+
 			"--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"), []string{"--load", save})
 	if diff := cmp.Diff(wantTrain, train.Argv); diff != "" {
@@ -423,10 +429,10 @@ func TestProfileDryRunAndDone(t *testing.T) {
 	}
 	for _, w := range []string{
 		"# profile run 3/9 dp1.tp1.pp1.mb4.a4.z1+off gpus=1 cpus=16: ZeRO-Offload on 1 GPU, all CPUs",
-		"RUBICK_PROFILE_RUN=3/9 CUDA_VISIBLE_DEVICES=4 OMP_NUM_THREADS=16 /",
-		"/srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --gres=gpu:1 --cpus-per-task=16 --cpu-bind=cores --kill-on-bad-exit=1 python pretrain_gpt.py",
+		"RUBICK_PROFILE_RUN=3/9 CUDA_VISIBLE_DEVICES=4 WORLD_SIZE=1 LOCAL_WORLD_SIZE=1 MASTER_PORT=20042 MASTER_ADDR=node1 OMP_NUM_THREADS=16 /",
+		"/srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --gres=gpu:1 --cpus-per-task=16 --cpu-bind=cores --kill-on-bad-exit=1 " + testSelf(t) + " --as-task -- python pretrain_gpt.py",
 		// The training run follows, unbounded.
-		"/srun --nodes=1 --ntasks=4 --ntasks-per-node=4 --gres=gpu:4 --cpus-per-task=4 --kill-on-bad-exit=1 python pretrain_gpt.py " +
+		"/srun --nodes=1 --ntasks=4 --ntasks-per-node=4 --gres=gpu:4 --cpus-per-task=4 --kill-on-bad-exit=1 " + testSelf(t) + " --as-task -- python pretrain_gpt.py " +
 			"--micro-batch-size 4 --global-batch-size 16 --train-iters 20 --log-interval 10 --time-scale 0.001 " +
 			"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1\n",
 	} {

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/rubick-sched/rubick/launch"
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+// asTaskFlag makes rubick-srun one task of a per-GPU step: srun starts
+// "rubick-srun --as-task -- <training command>" once per GPU, and each sets
+// its rank from Slurm's task variables, then execs the command. PyTorch's
+// env:// initialisation (Megatron, DeepSpeed) reads RANK and LOCAL_RANK,
+// which srun does not set.
+const asTaskFlag = "as-task"
+
+// taskEnv is the per-task part of torch.distributed's environment, from
+// srun's variables for this task.
+func taskEnv(getenv func(string) string) ([]string, error) {
+	var env []string
+	for _, v := range []struct{ key, from string }{
+		{"RANK", "SLURM_PROCID"}, {"LOCAL_RANK", "SLURM_LOCALID"}, {"GROUP_RANK", "SLURM_NODEID"},
+	} {
+		s := getenv(v.from)
+		if n, err := strconv.Atoi(s); err != nil || n < 0 {
+			return nil, fmt.Errorf("--%s: %s=%q is not a task number (run under srun, as rubick-srun starts it)", asTaskFlag, v.from, s)
+		}
+		env = append(env, v.key+"="+s)
+	}
+	return env, nil
+}
+
+// runTask execs train with the task's ranks in its environment; it returns
+// only when it cannot.
+func runTask(train []string, getenv func(string) string, stderr io.Writer) int {
+	add, err := taskEnv(getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, "rubick-srun:", err)
+		return exitUsage
+	}
+	path, err := exec.LookPath(train[0])
+	if err != nil {
+		fmt.Fprintln(stderr, "rubick-srun:", err)
+		return exitLaunch
+	}
+	err = syscall.Exec(path, train, withEnv(os.Environ(), add))
+	fmt.Fprintln(stderr, "rubick-srun: exec", path+":", err)
+	return exitLaunch
+}
+
+// withEnv is environ with the KEY=value entries of add replacing any of
+// the same key: a process reading its environment (getenv) takes the
+// first entry of a key, exec does not deduplicate.
+func withEnv(environ, add []string) []string {
+	keys := map[string]bool{}
+	for _, kv := range add {
+		k, _, _ := strings.Cut(kv, "=")
+		keys[k] = true
+	}
+	out := make([]string, 0, len(environ)+len(add))
+	for _, kv := range environ {
+		if k, _, _ := strings.Cut(kv, "="); !keys[k] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, add...)
+}
+
+// distributed is what the step's processes need to find each other.
+type distributed struct {
+	// addr and port are the rendezvous: MASTER_ADDR and MASTER_PORT when
+	// the job sets them, else the first node of the step and a port of
+	// the job's own (two jobs sharing a node do not collide).
+	addr, port string
+	jobID      string
+}
+
+// distributedFor picks the rendezvous of a step whose first node is first
+// ("" when unknown).
+func distributedFor(getenv func(string) string, jobID, first string) distributed {
+	d := distributed{addr: getenv("MASTER_ADDR"), port: getenv("MASTER_PORT"), jobID: jobID}
+	if d.addr == "" {
+		d.addr = first
+	}
+	if d.port == "" {
+		d.port = "29500" // torch's default
+		if id, err := strconv.ParseUint(jobID, 10, 64); err == nil {
+			d.port = strconv.FormatUint(20000+id%20000, 10)
+		}
+	}
+	return d
+}
+
+// firstNode is the first node of the job's allocation, where srun starts
+// rank 0 and the batch script runs.
+func firstNode(getenv func(string) string) string {
+	if nodes, err := slurm.ExpandHostlist(getenv("SLURM_JOB_NODELIST")); err == nil && len(nodes) > 0 {
+		return nodes[0]
+	}
+	return getenv("SLURMD_NODENAME")
+}
+
+// rendezvous is the host:port torchrun's launchers meet at; "" when the
+// host is unknown.
+func (d distributed) rendezvous() string {
+	if d.addr == "" {
+		return ""
+	}
+	return d.addr + ":" + d.port
+}
+
+// wrap fits the training command into a step of geo: in a per-GPU step each
+// task goes through rubick-srun --as-task (self is this program) for its
+// rank, and the step's environment gets the world's size and rendezvous.
+// Megatron asserts CUDA_DEVICE_MAX_CONNECTIONS=1 under tensor parallelism
+// (it orders communication before computation on the device).
+func (d distributed) wrap(st *step, geo launch.Geometry, plan model.Plan, self string, getenv func(string) string) {
+	if geo.Mode == launch.ModePerGPU {
+		st.argv = append([]string{self, "--" + asTaskFlag, "--"}, st.argv...)
+		st.env = append(st.env, "WORLD_SIZE="+strconv.Itoa(geo.Tasks()), "LOCAL_WORLD_SIZE="+strconv.Itoa(geo.TasksPerNode), "MASTER_PORT="+d.port)
+		addr := d.addr
+		if addr == "" && geo.Nodes == 1 {
+			addr = "127.0.0.1" // the step's one node is every task's
+		}
+		if addr != "" {
+			st.env = append(st.env, "MASTER_ADDR="+addr)
+		}
+	}
+	if plan.TP > 1 && getenv("CUDA_DEVICE_MAX_CONNECTIONS") == "" {
+		st.env = append(st.env, "CUDA_DEVICE_MAX_CONNECTIONS=1")
+	}
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rubick-sched/rubick/launch"
+	"github.com/rubick-sched/rubick/model"
+)
+
+// TestAsTask runs rubick-srun --as-task as srun would start it: the command
+// it execs sees its ranks from Slurm's task variables, once each, in place
+// of any the job's environment had.
+func TestAsTask(t *testing.T) {
+	envProg, err := exec.LookPath("env")
+	if err != nil {
+		t.Skip("no env program")
+	}
+	cmd := exec.Command(testSelf(t), "--as-task", "--", envProg)
+	cmd.Env = append(os.Environ(), "RUBICK_SRUN_MAIN=1", "RANK=99", "SLURM_PROCID=5", "SLURM_LOCALID=1", "SLURM_NODEID=2")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v: %s", err, errb.String())
+	}
+	var got []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if k, _, _ := strings.Cut(l, "="); k == "RANK" || k == "LOCAL_RANK" || k == "GROUP_RANK" {
+			got = append(got, l)
+		}
+	}
+	slices.Sort(got)
+	if d := cmp.Diff([]string{"GROUP_RANK=2", "LOCAL_RANK=1", "RANK=5"}, got); d != "" {
+		t.Errorf("the task's ranks (-want +got):\n%s", d)
+	}
+}
+
+func TestAsTaskErrors(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		cmd  []string
+		code int
+		want string
+	}{
+		{map[string]string{"SLURM_LOCALID": "0", "SLURM_NODEID": "0"}, []string{"true"}, exitUsage, `SLURM_PROCID="" is not a task number`},
+		{map[string]string{"SLURM_PROCID": "-1", "SLURM_LOCALID": "0", "SLURM_NODEID": "0"}, []string{"true"}, exitUsage, `SLURM_PROCID="-1"`},
+		{map[string]string{"SLURM_PROCID": "0", "SLURM_LOCALID": "x", "SLURM_NODEID": "0"}, []string{"true"}, exitUsage, `SLURM_LOCALID="x"`},
+		{map[string]string{"SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0"}, []string{"/no/such/trainer"}, exitLaunch, "/no/such/trainer"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(t.Context(), append([]string{"--as-task", "--"}, tc.cmd...), envMap(tc.env), &out, &errb)
+		if code != tc.code || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("--as-task with %v: exit %d, %q; want %d naming %q", tc.env, code, errb.String(), tc.code, tc.want)
+		}
+	}
+}
+
+// TestWrap: a per-GPU step's tasks go through --as-task, with the world's
+// size and rendezvous in the step's environment; a job's own MASTER_ADDR
+// and MASTER_PORT are kept; tensor parallelism gets
+// CUDA_DEVICE_MAX_CONNECTIONS=1 unless the job set it.
+func TestWrap(t *testing.T) {
+	train := []string{"python", "pretrain_gpt.py"}
+	plan := func(s string) model.Plan {
+		p, err := model.ParsePlan(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name     string
+		env      map[string]string
+		geo      launch.Geometry
+		plan     string
+		wantArgv []string
+		wantEnv  []string
+	}{
+		{"per GPU, two nodes", map[string]string{"SLURM_JOB_ID": "123456", "SLURM_JOB_NODELIST": "gpu[07-08]"},
+			launch.Geometry{Mode: launch.ModePerGPU, Nodes: 2, GPUsPerNode: 4, TasksPerNode: 4}, "dp4.tp2.pp1.mb1.a1.z0",
+			append([]string{"/bin/rubick-srun", "--as-task", "--"}, train...),
+			[]string{"WORLD_SIZE=8", "LOCAL_WORLD_SIZE=4", "MASTER_PORT=23456", "MASTER_ADDR=gpu07", "CUDA_DEVICE_MAX_CONNECTIONS=1"}},
+		{"the job's own rendezvous and connections", map[string]string{"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "gpu[07-08]",
+			"MASTER_ADDR": "10.1.1.1", "MASTER_PORT": "6000", "CUDA_DEVICE_MAX_CONNECTIONS": "8"},
+			launch.Geometry{Mode: launch.ModePerGPU, Nodes: 2, GPUsPerNode: 4, TasksPerNode: 4}, "dp4.tp2.pp1.mb1.a1.z0",
+			append([]string{"/bin/rubick-srun", "--as-task", "--"}, train...),
+			[]string{"WORLD_SIZE=8", "LOCAL_WORLD_SIZE=4", "MASTER_PORT=6000", "MASTER_ADDR=10.1.1.1"}},
+		{"per GPU, one node, outside a job", nil,
+			launch.Geometry{Mode: launch.ModePerGPU, Nodes: 1, GPUsPerNode: 2, TasksPerNode: 2}, "dp2.tp1.pp1.mb1.a1.z0",
+			append([]string{"/bin/rubick-srun", "--as-task", "--"}, train...),
+			[]string{"WORLD_SIZE=2", "LOCAL_WORLD_SIZE=2", "MASTER_PORT=29500", "MASTER_ADDR=127.0.0.1"}},
+		{"per node: the launcher sets the ranks", map[string]string{"SLURM_JOB_ID": "7"},
+			launch.Geometry{Mode: launch.ModePerNode, Nodes: 2, GPUsPerNode: 4, TasksPerNode: 1}, "dp2.tp4.pp1.mb1.a1.z0",
+			train, []string{"CUDA_DEVICE_MAX_CONNECTIONS=1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			getenv := envMap(tc.env)
+			st := step{argv: slices.Clone(train)}
+			distributedFor(getenv, getenv("SLURM_JOB_ID"), firstNode(getenv)).wrap(&st, tc.geo, plan(tc.plan), "/bin/rubick-srun", getenv)
+			if d := cmp.Diff(tc.wantArgv, st.argv); d != "" {
+				t.Errorf("argv (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tc.wantEnv, st.env); d != "" {
+				t.Errorf("env (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestPlanStepTorchrunNodes: torchrun on two nodes meets at the job's
+// first node, under the job's id.
+func TestPlanStepTorchrunNodes(t *testing.T) {
+	cfg, err := parseFlags([]string{"--", "torchrun", "--standalone", "--nproc_per_node=8", "pretrain_gpt.py", "--global-batch-size", "16"},
+		envMap(nil), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := model.ParsePlan("dp8.tp1.pp1.mb2.a1.z0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "gpu[3,9]"})
+	st, err := planStep(cfg, p, launch.Alloc{Nodes: 2, GPUsOnNode: 4, CPUsOnNode: 16}, t.TempDir(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Fields("srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --gres=gpu:4 --cpus-per-task=16 --kill-on-bad-exit=1 " +
+		"torchrun --nproc_per_node=4 --nnodes 2 --rdzv_backend c10d --rdzv_endpoint gpu3:20042 --rdzv_id 42 pretrain_gpt.py --global-batch-size 16 " +
+		"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --micro-batch-size 2")
+	if d := cmp.Diff(want, st.argv); d != "" {
+		t.Errorf("argv (-want +got):\n%s", d)
+	}
+}
+
+func TestWithEnv(t *testing.T) {
+	got := withEnv([]string{"A=1", "RANK=9", "B=2", "RANK=8"}, []string{"RANK=0", "C=3"})
+	if d := cmp.Diff([]string{"A=1", "B=2", "RANK=0", "C=3"}, got); d != "" {
+		t.Errorf("withEnv (-want +got):\n%s", d)
+	}
+}

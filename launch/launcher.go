@@ -1,0 +1,69 @@
+package launch
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Flags of the per-node launchers that rubick-srun replaces: the nodes and
+// GPUs they were written for are not the ones the plan runs on.
+var (
+	fStandalone   = switchFlag("--standalone")
+	fRdzvBackend  = valued("--rdzv_backend", "--rdzv-backend")
+	fRdzvEndpoint = valued("--rdzv_endpoint", "--rdzv-endpoint")
+	fRdzvID       = valued("--rdzv_id", "--rdzv-id")
+	fMasterAddr   = valued("--master_addr", "--master-addr")
+	fMasterPort   = valued("--master_port", "--master-port")
+	fNodeRank     = valued("--node_rank", "--node-rank")
+	fInclude      = valued("--include", "-i")
+	fExclude      = valued("--exclude", "-e")
+)
+
+// sizeLauncher gives the line's per-node launcher the plan's nodes and GPUs
+// per node. Its flags precede the script, so the indices of the training
+// flags after it shift; it runs last.
+func (c *cmdline) sizeLauncher(l layout, opts Options) error {
+	if l.launcherFlags < 0 || opts.Nodes <= 0 || opts.GPUsPerNode <= 0 {
+		return nil
+	}
+	nodes, gpn := strconv.Itoa(opts.Nodes), strconv.Itoa(opts.GPUsPerNode)
+	lo, hi := l.launcherFlags, l.script
+	switch l.launcher {
+	case LauncherTorchrun:
+		hi = c.set(fNnodes, nodes, lo, hi)
+		hi = c.set(fNprocPerNode, gpn, lo, hi)
+		if opts.Nodes == 1 {
+			return nil
+		}
+		// srun starts one torchrun per node, every one with the same
+		// flags: they meet at a c10d rendezvous on the first node. A
+		// standalone or fixed-rank launch (--node_rank differs per node)
+		// would not.
+		if opts.Rendezvous == "" {
+			return fmt.Errorf("%w: torchrun on %d nodes needs a rendezvous host (the job's first node, from SLURM_JOB_NODELIST)", ErrBadInput, opts.Nodes)
+		}
+		for _, f := range []flagSpec{fStandalone, fMasterAddr, fMasterPort, fNodeRank} {
+			hi = c.remove(f, lo, hi)
+		}
+		hi = c.set(fRdzvBackend, "c10d", lo, hi)
+		hi = c.set(fRdzvEndpoint, opts.Rendezvous, lo, hi)
+		if opts.RendezvousID != "" {
+			c.set(fRdzvID, opts.RendezvousID, lo, hi)
+		}
+	case LauncherDeepSpeed:
+		if opts.Nodes > 1 {
+			// It starts every node's workers itself, over ssh from a
+			// hostfile; srun's one launcher per node would start them all
+			// once per node.
+			return fmt.Errorf("%w: the deepspeed launcher cannot run a plan on %d nodes under srun; start the script with python and --launcher gpu (DeepSpeed reads its ranks from RANK, LOCAL_RANK and WORLD_SIZE, which rubick-srun sets) or with torchrun",
+				ErrBadInput, opts.Nodes)
+		}
+		// The step's GPUs are the ones Slurm gave it, numbered from 0;
+		// DeepSpeed refuses --include/--exclude beside --num_gpus.
+		hi = c.remove(fInclude, lo, hi)
+		hi = c.remove(fExclude, lo, hi)
+		hi = c.set(fNumNodes, nodes, lo, hi)
+		c.set(fNumGPUs, gpn, lo, hi)
+	}
+	return nil
+}

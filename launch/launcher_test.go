@@ -1,0 +1,72 @@
+package launch
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestSizeLauncher: a per-node launcher gets the plan's nodes and GPUs; on
+// several nodes torchrun meets at the rendezvous rubick-srun names, and the
+// deepspeed launcher, which starts remote workers itself, is refused.
+func TestSizeLauncher(t *testing.T) {
+	ds := mapReader(map[string][]byte{"ds.json": []byte(`{"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2}`)})
+	train := []string{"pretrain_gpt.py", "--global-batch-size", "16"}
+	trained := []string{"pretrain_gpt.py", "--global-batch-size", "16", "--tensor-model-parallel-size", "1",
+		"--pipeline-model-parallel-size", "1", "--micro-batch-size", "2"}
+	line := func(launcher ...string) []string { return append(launcher, train...) }
+	want := func(launcher ...string) []string { return append(launcher, trained...) }
+	two := Options{Nodes: 2, GPUsPerNode: 4, Rendezvous: "node1:20042", RendezvousID: "42"}
+	for _, tc := range []struct {
+		name    string
+		argv    []string
+		plan    string
+		opts    Options
+		want    []string
+		wantErr string
+	}{
+		{name: "torchrun, one node: its rendezvous kept",
+			argv: line("torchrun", "--standalone", "--nproc_per_node=8"), plan: "dp4.tp1.pp1.mb2.a2.z0",
+			opts: Options{Nodes: 1, GPUsPerNode: 4, Rendezvous: "node1:20042"},
+			want: want("torchrun", "--standalone", "--nproc_per_node=4", "--nnodes", "1")},
+		{name: "torchrun, two nodes: standalone becomes a c10d rendezvous",
+			argv: line("torchrun", "--standalone", "--nproc_per_node=8"), plan: "dp8.tp1.pp1.mb2.a1.z0", opts: two,
+			want: want("torchrun", "--nproc_per_node=4", "--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", "node1:20042",
+				"--rdzv_id", "42")},
+		{name: "torchrun, two nodes: a fixed master and rank go, the line's spellings stay",
+			argv: line("python", "-m", "torch.distributed.run", "--nnodes=1", "--nproc-per-node", "8", "--master_addr=10.0.0.9",
+				"--master_port", "1234", "--node_rank", "0", "--rdzv-endpoint=old:1", "--rdzv-backend=static"),
+			plan: "dp8.tp1.pp1.mb2.a1.z0", opts: two,
+			want: want("python", "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node", "4", "--rdzv-endpoint=node1:20042",
+				"--rdzv-backend=c10d", "--rdzv_id", "42")},
+		{name: "torchrun, two nodes, no rendezvous host",
+			argv: line("torchrun", "--nproc_per_node=8"), plan: "dp8.tp1.pp1.mb2.a1.z0", opts: Options{Nodes: 2, GPUsPerNode: 4},
+			wantErr: "torchrun on 2 nodes needs a rendezvous host"},
+		{name: "deepspeed, one node: --include goes, Slurm picks the GPUs",
+			argv: []string{"deepspeed", "--include", "localhost:0,1,2,3", "-e=localhost:5", "train.py", "--deepspeed_config", "ds.json"},
+			plan: "dp2.tp1.pp1.mb2.a4.z0", opts: Options{Nodes: 1, GPUsPerNode: 2, ConfigDir: "/job", ReadFile: ds},
+			want: []string{"deepspeed", "--num_nodes", "1", "--num_gpus", "2", "train.py", "--deepspeed_config", "/job/rubick-ds.json"}},
+		{name: "deepspeed, two nodes",
+			argv: []string{"deepspeed", "--num_gpus", "8", "train.py", "--deepspeed_config", "ds.json"},
+			plan: "dp8.tp1.pp1.mb2.a1.z0", opts: Options{Nodes: 2, GPUsPerNode: 4, ConfigDir: "/job", ReadFile: ds, Rendezvous: "node1:1"},
+			wantErr: "the deepspeed launcher cannot run a plan on 2 nodes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Rewrite(tc.argv, mustPlan(t, tc.plan), tc.opts)
+			if tc.wantErr != "" {
+				if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Rewrite = %v, want ErrBadInput saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, res.Argv); d != "" {
+				t.Errorf("argv (-want +got):\n%s", d)
+			}
+		})
+	}
+}
