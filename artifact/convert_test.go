@@ -328,3 +328,24 @@ func BenchmarkFitAll(b *testing.B) {
 		}
 	}
 }
+
+// Rotations of a placement share a key; a node of 10 or more GPUs is
+// rotated whole.
+func TestRotationKey(t *testing.T) {
+	for _, tc := range []struct {
+		pl   model.Placement
+		want string
+	}{
+		{model.Placement{8}, "8"},
+		{model.Placement{4, 1, 1, 1, 1}, "11114"},
+		{model.Placement{1, 4, 1, 1, 1}, "11114"},
+		{model.Placement{16, 8}, "8-16"},
+		{model.Placement{8, 16}, "8-16"},
+		{model.Placement{16, 16}, "2x16"},
+		{model.Placement{12, 10, 12, 10}, "10-12-10-12"},
+	} {
+		if got := rotationKey(tc.pl); got != tc.want {
+			t.Errorf("rotationKey(%v) = %q, want %q", []int(tc.pl), got, tc.want)
+		}
+	}
+}

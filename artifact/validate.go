@@ -166,15 +166,15 @@ func accuracy(rows []RowPrediction, models []string) []Accuracy {
 
 // rotationKey is the lexicographically smallest rotation of a placement:
 // the artifact treats rotations of the digit string as the same placement.
+// It rotates nodes, not characters, so that "16-8" is not cut inside a count.
 func rotationKey(pl model.Placement) string {
-	s := pl.String()
-	best := s
-	for i := 1; i < len(s); i++ {
-		if r := s[i:] + s[:i]; r < best {
+	best := pl
+	for i := 1; i < len(pl); i++ {
+		if r := append(slices.Clone(pl[i:]), pl[:i]...); slices.Compare(r, best) < 0 {
 			best = r
 		}
 	}
-	return best
+	return best.String()
 }
 
 // planChoice scores, per model and overall, the model's first-ranked plan

@@ -142,10 +142,51 @@ func (p Plan) String() string {
 // Placement lists the GPUs a job uses on each node it spans.
 type Placement []int
 
-// ParsePlacement parses the artifact's digit form ("2222", "88888888").
+// Bounds on a parsed placement: far above any cluster, low enough that a
+// typo or a hostile report cannot make the parser allocate gigabytes.
+const (
+	maxPlacementNodes = 100000
+	maxGPUsPerNode    = 1024
+)
+
+// ParsePlacement parses the forms Placement.String writes: digits, one per
+// node, when every node holds at most 9 GPUs ("2222", "88888888"); "NxG" for
+// N nodes of G GPUs each ("1x16", "2x16"); or dash-separated counts, at least
+// two ("16-8", "16-16").
 func ParsePlacement(s string) (Placement, error) {
 	if s == "" {
 		return nil, fmt.Errorf("%w: placement is empty", ErrBadInput)
+	}
+	if ns, gs, ok := strings.Cut(s, "x"); ok {
+		n, err := placementCount(s, "node count", ns, maxPlacementNodes)
+		if err != nil {
+			return nil, err
+		}
+		g, err := placementCount(s, "GPU count", gs, maxGPUsPerNode)
+		if err != nil {
+			return nil, err
+		}
+		p := make(Placement, n)
+		for i := range p {
+			p[i] = g
+		}
+		return p, nil
+	}
+	if strings.Contains(s, "-") {
+		// Count before splitting so that a huge input is refused unallocated.
+		if n := strings.Count(s, "-") + 1; n > maxPlacementNodes {
+			return nil, fmt.Errorf("%w: placement %q: %d nodes exceeds the limit of %d", ErrBadInput, s, n, maxPlacementNodes)
+		}
+		parts := strings.Split(s, "-")
+		p := make(Placement, len(parts))
+		for i, part := range parts {
+			g, err := placementCount(s, "GPU count", part, maxGPUsPerNode)
+			if err != nil {
+				return nil, err
+			}
+			p[i] = g
+		}
+		return p, nil
 	}
 	p := make(Placement, 0, len(s))
 	for _, r := range s {
@@ -155,6 +196,22 @@ func ParsePlacement(s string) (Placement, error) {
 		p = append(p, int(r-'0'))
 	}
 	return p, nil
+}
+
+// placementCount reads part of placement s, a count of what, as a decimal
+// in [1, limit]. Only digits pass: strconv.Atoi would also take a sign.
+func placementCount(s, what, part string, limit int) (int, error) {
+	if part == "" || strings.TrimLeft(part, "0123456789") != "" {
+		return 0, fmt.Errorf("%w: placement %q: %s %q is not a number", ErrBadInput, s, what, part)
+	}
+	n, err := strconv.Atoi(part)
+	if err != nil || n > limit { // Atoi fails here only on overflow
+		return 0, fmt.Errorf("%w: placement %q: %s %s exceeds the limit of %d", ErrBadInput, s, what, part, limit)
+	}
+	if n < 1 {
+		return 0, fmt.Errorf("%w: placement %q: %s %s must be >= 1", ErrBadInput, s, what, part)
+	}
+	return n, nil
 }
 
 // GPUs is the total GPU count.
@@ -187,17 +244,25 @@ func (p Placement) Canonical() Placement {
 }
 
 // String renders the placement as digits when every node holds at most 9
-// GPUs, else as a dash-separated list.
+// GPUs (the artifact's form), else as "NxG" when all N nodes hold the same G,
+// else as dash-separated counts. The last two keep a node of 10 or more GPUs
+// from reading back as several nodes; ParsePlacement reads all three.
 func (p Placement) String() string {
-	var b strings.Builder
-	sep := p.MaxPerNode() > 9
-	for i, g := range p {
-		if sep && i > 0 {
-			b.WriteByte('-')
+	if p.MaxPerNode() <= 9 {
+		var b strings.Builder
+		for _, g := range p {
+			b.WriteString(strconv.Itoa(g))
 		}
-		b.WriteString(strconv.Itoa(g))
+		return b.String()
 	}
-	return b.String()
+	if slices.Min(p) == slices.Max(p) {
+		return fmt.Sprintf("%dx%d", len(p), p[0])
+	}
+	parts := make([]string, len(p))
+	for i, g := range p {
+		parts[i] = strconv.Itoa(g)
+	}
+	return strings.Join(parts, "-")
 }
 
 // Resources are what a job holds: GPUs per node, CPUs and host memory in total.

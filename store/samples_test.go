@@ -22,7 +22,7 @@ func TestSamplesRoundTrip(t *testing.T) {
 		Resources: model.Resources{Placement: model.Placement{1, 1}, CPUs: 24, HostMemGB: 256.5},
 		IterS:     3.25, FwdS: 0.5, CCS: 1.75, OptS: 1.5,
 	}
-	wide := sample(16, 2, 1, model.Placement{16, 16}, 0.8) // > 9 GPUs per node: dash form
+	wide := sample(16, 2, 1, model.Placement{16, 16}, 0.8) // > 9 GPUs per node: stored as 2x16
 	batch1 := []model.Sample{sample(8, 1, 1, model.Placement{8}, 1.5), off}
 	if err := s.AddSamples(ctx, "gpt2", batch1, 1001, SourceProfile); err != nil { // t0+1s
 		t.Fatal(err)
@@ -47,6 +47,72 @@ func TestSamplesRoundTrip(t *testing.T) {
 	}
 	if other, err := s.Samples(ctx, "bert"); err != nil || len(other) != 0 {
 		t.Errorf("Samples of another model = %v, %v; want none", other, err)
+	}
+}
+
+// Placements with more than 9 GPUs on a node round-trip through the
+// samples and the jobs' plan columns, and rows an older rubick stored in the
+// dash form ("16-16") still read back.
+func TestWidePlacementsRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "")
+	if err := s.UpsertModelType(ctx, gpt2()); err != nil {
+		t.Fatal(err)
+	}
+	in := []model.Sample{
+		sample(16, 1, 1, model.Placement{16}, 1.5),
+		sample(16, 2, 1, model.Placement{16, 16}, 0.8),
+		sample(24, 1, 1, model.Placement{16, 8}, 1.1),
+	}
+	if err := s.AddSamples(ctx, "gpt2", in, 0, SourceArtifact); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.w.ExecContext(ctx, `
+		INSERT INTO samples(model_type, dp, tp, pp, micro_batch, accum, zero, offload, checkpoint, placement,
+			gpus, cpus, host_mem_gb, iter_s, fwd_s, cc_s, opt_s, source_job, source, created_ns)
+		VALUES ('gpt2', 16, 2, 1, 2, 4, 1, 0, 0, '16-16', 32, 256, 100, 0.8, 0, 0, 0, 0, 'artifact', 5)`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT placement FROM samples ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored []string
+	for rows.Next() {
+		var pl string
+		if err := rows.Scan(&pl); err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, pl)
+	}
+	rows.Close()
+	if d := cmp.Diff([]string{"1x16", "2x16", "16-8", "16-16"}, stored); d != "" {
+		t.Errorf("stored placements (-want +got):\n%s", d)
+	}
+	got, err := s.Samples(ctx, "gpt2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back []model.Placement
+	for _, ss := range got {
+		back = append(back, ss.Resources.Placement)
+	}
+	want := []model.Placement{{16}, {16, 16}, {16, 8}, {16, 16}}
+	if d := cmp.Diff(want, back); d != "" {
+		t.Errorf("placements read back (-want +got):\n%s", d)
+	}
+
+	job := Job{ID: 1, ModelType: "gpt2", Class: BestEffort, State: "RUNNING",
+		LastPlan: in[0].Plan, LastResources: in[0].Resources}
+	if err := s.UpsertJob(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	j, err := s.Job(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(in[0].Resources, j.LastResources); d != "" {
+		t.Errorf("job's resources read back (-want +got):\n%s", d)
 	}
 }
 

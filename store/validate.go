@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 
 	"github.com/rubick-sched/rubick/model"
@@ -90,24 +89,13 @@ func checkResources(r model.Resources) error {
 }
 
 // encodePlacement writes the placement as model.Placement.String does:
-// digits ("2222"), or dash-separated counts once a node holds more than 9.
+// digits ("2222"), or "2x16" / "16-8" once a node holds more than 9.
 func encodePlacement(p model.Placement) string { return p.String() }
 
-func decodePlacement(s string) (model.Placement, error) {
-	if !strings.Contains(s, "-") {
-		return model.ParsePlacement(s)
-	}
-	parts := strings.Split(s, "-")
-	p := make(model.Placement, len(parts))
-	for i, part := range parts {
-		n, err := strconv.Atoi(part)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("placement %q: %q is not a GPU count", s, part)
-		}
-		p[i] = n
-	}
-	return p, nil
-}
+// decodePlacement reads a stored placement. model.ParsePlacement reads every
+// form encodePlacement has written, including the "16-16" of rows stored
+// before equal nodes of more than 9 GPUs were written "2x16".
+func decodePlacement(s string) (model.Placement, error) { return model.ParsePlacement(s) }
 
 // planColumns maps a plan and its resources to nullable columns: a zero
 // plan (an action that stops a job) is stored as NULLs.

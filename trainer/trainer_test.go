@@ -302,7 +302,14 @@ func TestParseArgsRubickEnv(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []map[string]string{{"RUBICK_PLACEMENT": "0"}, {"RUBICK_CPUS": "x"}} {
+	// One node of 16 GPUs, not a node of 1 and one of 6.
+	wide := strings.Fields("--micro-batch-size 2 --global-batch-size 32 --train-iters 5")
+	if o, err := ParseArgs(wide, env(map[string]string{"RUBICK_PLACEMENT": "1x16"})); err != nil {
+		t.Errorf("RUBICK_PLACEMENT=1x16: %v", err)
+	} else if d := cmp.Diff(model.Placement{16}, o.Placement); d != "" || o.Plan.DP != 16 {
+		t.Errorf("RUBICK_PLACEMENT=1x16: plan %s, want dp16; placement (-want +got):\n%s", o.Plan, d)
+	}
+	for _, bad := range []map[string]string{{"RUBICK_PLACEMENT": "0"}, {"RUBICK_PLACEMENT": "16-0"}, {"RUBICK_CPUS": "x"}} {
 		if _, err := ParseArgs(args, env(bad)); !errors.Is(err, ErrBadInput) {
 			t.Errorf("env %v: err = %v, want ErrBadInput", bad, err)
 		}

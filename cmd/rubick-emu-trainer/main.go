@@ -61,8 +61,8 @@ Emulator flags:
   --world-size N                   GPUs in all (default: nodes x GPUs on the node)
   --checkpoint-exit-code N         exit status after a checkpoint (default 75)
 Environment: SLURM_PROCID, SLURM_NTASKS, SLURM_JOB_NUM_NODES, SLURM_GPUS_ON_NODE
-(or CUDA_VISIBLE_DEVICES), SLURM_CPUS_ON_NODE; RUBICK_PLACEMENT (GPUs per node, e.g. 2
-or 44) and RUBICK_CPUS, set by rubick-srun on every step, take precedence.
+(or CUDA_VISIBLE_DEVICES), SLURM_CPUS_ON_NODE; RUBICK_PLACEMENT (GPUs per node, e.g. 2,
+44, 2x16 or 16-8) and RUBICK_CPUS, set by rubick-srun on every step, take precedence.
 `
 
 func main() {

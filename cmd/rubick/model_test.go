@@ -112,6 +112,26 @@ func TestModelBestPlan(t *testing.T) {
 	}
 }
 
+// Two nodes of 16 GPUs are 32 GPUs, and are shown in the form they were given.
+func TestModelBestPlanWideNodes(t *testing.T) {
+	out, _, err := runCLI(t, "model", "best-plan", "--model", "llama7", "--placement", "2x16", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Placement string `json:"placement"`
+		Plan      struct {
+			DP, TP, PP int
+		} `json:"plan"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Placement != "2x16" || got.Plan.DP*got.Plan.TP*got.Plan.PP != 32 {
+		t.Errorf("best plan on 2x16: %+v", got)
+	}
+}
+
 // A slower network between nodes makes multi-node plans slower.
 func TestModelBestPlanEnv(t *testing.T) {
 	iter := func(args ...string) float64 {
@@ -224,6 +244,7 @@ func TestModelErrors(t *testing.T) {
 		"missing model":      {args: []string{"model", "best-plan", "--placement", "8"}, usage: true, want: "--model"},
 		"unknown model":      {args: []string{"model", "best-plan", "--model", "gpt5", "--placement", "8"}, want: `"gpt5"`},
 		"bad placement":      {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "80"}, want: `"80"`},
+		"zero-GPU nodes":     {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "2x0"}, want: `"2x0"`},
 		"negative cpus":      {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "8", "--cpus", "-1"}, want: "--cpus=-1"},
 		"missing data":       {args: []string{"model", "validate", "--data", "/nonexistent/rubick"}, want: "/nonexistent/rubick"},
 		"fit unknown model":  {args: []string{"model", "fit", "--model", "gpt5"}, want: `"gpt5"`},

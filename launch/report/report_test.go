@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -154,6 +155,13 @@ func TestSampleValidate(t *testing.T) {
 	ms, err := sample().ModelSample()
 	if err != nil || ms.Plan.TP != 2 || ms.Resources.Placement.GPUs() != 8 || ms.IterS != 0.5123 {
 		t.Errorf("ModelSample = %+v, %v", ms, err)
+	}
+	// A node of 16 GPUs is one node, not a node of 1 and one of 6.
+	wide := sample()
+	wide.Plan, wide.Placement = "dp8.tp2.pp1.mb2.a1.z0", model.Placement{16}.String()
+	ms, err = wide.ModelSample()
+	if err != nil || !slices.Equal(ms.Resources.Placement, model.Placement{16}) {
+		t.Errorf("ModelSample of placement %q = %v, %v; want [16]", wide.Placement, ms.Resources.Placement, err)
 	}
 }
 
