@@ -134,6 +134,26 @@ var (
 	fDeepSpeedHF = valued("--deepspeed") // "--deepspeed ds.json" (Hugging Face style)
 	fLoad        = valued("--load")
 	fSave        = valued("--save")
+	fNumLayers   = valued("--num-layers")
+	fCP          = valued("--context-parallel-size")
+
+	// Flags that are valid only with some of the sizes and switches the
+	// plan rewrites.
+	fPrecAware    = switchFlag("--use-precision-aware-optimizer")
+	fOverlapPG    = switchFlag("--overlap-param-gather")
+	fOverlapPGOpt = switchFlag("--overlap-param-gather-with-optimizer-step")
+	fCPUOptimizer = switchFlag("--cpu-optimizer")
+	fVPPLayers    = valued("--num-layers-per-virtual-pipeline-stage")
+	fVPPStages    = valued("--num-virtual-stages-per-pipeline-rank")
+	fNoOverlapP2P = switchFlag("--no-overlap-p2p-communication")
+	fEmbedSplit   = switchFlag("--account-for-embedding-in-pipeline-split")
+	fLossSplit    = switchFlag("--account-for-loss-in-pipeline-split")
+	fNoPP         = switchFlag("--no-pipeline-parallel")
+	fDistSaved    = switchFlag("--distribute-saved-activations")
+	fDistCkpt     = switchFlag("--distribute-checkpointed-activations")
+	// The precision-aware optimizer's state and gradient types.
+	fOptDtypes = []flagSpec{valued("--main-grads-dtype"), valued("--main-params-dtype"),
+		valued("--exp-avg-dtype"), valued("--exp-avg-sq-dtype")}
 
 	fNprocPerNode = valued("--nproc_per_node", "--nproc-per-node")
 	fNnodes       = valued("--nnodes")
@@ -141,7 +161,7 @@ var (
 	fNumNodes     = valued("--num_nodes", "--num-nodes")
 
 	megatronSignals = []flagSpec{fTP, fPP, fMB, fGB, fRecGran, fRecAct, fCkptAct, fDistOpt,
-		valued("--num-layers"), valued("--hidden-size"), valued("--num-attention-heads"),
+		fNumLayers, valued("--hidden-size"), valued("--num-attention-heads"),
 		valued("--train-iters"), valued("--seq-length")}
 	deepspeedSignals = []flagSpec{fDeepSpeed, fDSConfig, fZeroStage}
 )

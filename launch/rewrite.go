@@ -112,6 +112,11 @@ func Rewrite(argv []string, plan model.Plan, opts Options) (Result, error) {
 	l := parseLayout(argv)
 	c := &cmdline{toks: slices.Clone(argv)}
 	lo, hi := l.trainLo(), len(c.toks)
+	if d != DeepSpeed {
+		if err := checkContextParallel(c, plan, lo, hi); err != nil {
+			return Result{}, err
+		}
+	}
 
 	cf, err := loadConfig(c, d, lo, hi, opts)
 	if err != nil {
@@ -180,7 +185,29 @@ func rewriteMegatron(c *cmdline, plan model.Plan, gb, lo, hi int) int {
 	// Megatron's distributed optimizer shards optimizer states over DP:
 	// ZeRO stage 1; stages 2 and 3 map to it too.
 	hi = c.setSwitch(fDistOpt, plan.ZeRO >= 1, lo, hi)
-	return c.setSwitch(fCPUOffload, plan.Offload, lo, hi)
+	if plan.ZeRO == 0 {
+		// Megatron asserts that these run only with the distributed
+		// optimizer; the optimizer dtypes are the precision-aware
+		// optimizer's, which asserts they are fp32 without it.
+		for _, f := range append([]flagSpec{fOverlapPG, fOverlapPGOpt, fPrecAware}, fOptDtypes...) {
+			hi = c.remove(f, lo, hi)
+		}
+	}
+	// Megatron-Core's CPU offload reuses the precision-aware optimizer's
+	// code path and asserts --use-precision-aware-optimizer with it. A plan
+	// without offload drops that switch only where it served the line's
+	// offload alone: the line offloads and sets none of the optimizer
+	// dtypes it exists for. Otherwise it is the user's own choice, valid
+	// with the distributed optimizer, and stays.
+	servedOffload := c.has(fCPUOffload, lo, hi) && !hasAny(c, fOptDtypes, lo, hi)
+	hi = c.setSwitch(fCPUOffload, plan.Offload, lo, hi)
+	switch {
+	case plan.Offload:
+		hi = c.setSwitch(fPrecAware, true, lo, hi)
+	case servedOffload:
+		hi = c.remove(fPrecAware, lo, hi)
+	}
+	return dropStale(c, Megatron, plan, lo, hi)
 }
 
 func rewriteMegatronDeepSpeed(c *cmdline, plan model.Plan, gb, lo, hi int) int {
@@ -195,7 +222,103 @@ func rewriteMegatronDeepSpeed(c *cmdline, plan model.Plan, gb, lo, hi int) int {
 	if !plan.Checkpoint || c.has(fRecGran, lo, hi) {
 		hi = setFullRecompute(c, plan.Checkpoint, lo, hi)
 	}
-	return c.set(fZeroStage, strconv.Itoa(plan.ZeRO), lo, hi)
+	hi = c.set(fZeroStage, strconv.Itoa(plan.ZeRO), lo, hi)
+	// DeepSpeed's ZeRO-Offload takes a client optimizer only if it is its
+	// CPU Adam ("ZeRO-Offload with a client provided optimizer" otherwise),
+	// which Megatron-DeepSpeed builds with --cpu-optimizer; CPU Adam in turn
+	// asserts that its parameters are on the CPU, as only offload puts them.
+	hi = c.setSwitch(fCPUOptimizer, plan.Offload, lo, hi)
+	return dropStale(c, MegatronDeepSpeed, plan, lo, hi)
+}
+
+// dropStale removes the flags of a Megatron or Megatron-DeepSpeed line
+// that its trainer rejects with the plan's sizes: the line was written
+// for others.
+func dropStale(c *cmdline, d Dialect, plan model.Plan, lo, hi int) int {
+	if (c.has(fVPPLayers, lo, hi) || c.has(fVPPStages, lo, hi)) && !interleaves(c, d, plan, lo, hi) {
+		// Without the interleaved schedule the optimizer step cannot
+		// overlap the parameter gather: Megatron asserts it needs it.
+		for _, f := range []flagSpec{fVPPLayers, fVPPStages, fOverlapPGOpt} {
+			hi = c.remove(f, lo, hi)
+		}
+	}
+	if d == MegatronDeepSpeed && plan.PP > 1 {
+		// Megatron-DeepSpeed asserts PP = 1 with it.
+		hi = c.remove(fNoPP, lo, hi)
+	}
+	if plan.TP == 1 || !plan.Checkpoint {
+		// Megatron splits the recomputed layers' inputs over the TP group,
+		// and asserts TP > 1 and full recompute.
+		hi = c.remove(fDistSaved, lo, hi)
+	}
+	if d == MegatronDeepSpeed && !plan.Checkpoint {
+		// Older Megatron-DeepSpeed asserts --checkpoint-activations with it.
+		hi = c.remove(fDistCkpt, lo, hi)
+	}
+	return hi
+}
+
+// interleaves reports whether the line's interleaved pipeline schedule
+// (--num-layers-per-virtual-pipeline-stage or
+// --num-virtual-stages-per-pipeline-rank) still runs with the plan's PP.
+// Megatron-Core asserts PP > 1, or PP > 2 with
+// --no-overlap-p2p-communication; Megatron-DeepSpeed asserts PP > 2 (its
+// newer forks only without p2p overlap, which rubick cannot tell). With
+// layers per virtual stage, the layers per pipeline stage must divide
+// into them; a value rubick cannot read is left to the trainer.
+func interleaves(c *cmdline, d Dialect, plan model.Plan, lo, hi int) bool {
+	minPP := 2
+	if d == MegatronDeepSpeed || c.has(fNoOverlapP2P, lo, hi) {
+		minPP = 3
+	}
+	if plan.PP < minPP {
+		return false
+	}
+	v, ok := c.get(fVPPLayers, lo, hi)
+	if !ok {
+		return true
+	}
+	per, err := strconv.Atoi(v)
+	if err != nil || per < 1 {
+		return true
+	}
+	v, _ = c.get(fNumLayers, lo, hi)
+	layers, err := strconv.Atoi(v)
+	if err != nil || layers < 1 {
+		return true
+	}
+	// Megatron counts the embedding and the loss as layers when told to.
+	for _, f := range []flagSpec{fEmbedSplit, fLossSplit} {
+		if c.has(f, lo, hi) {
+			layers++
+		}
+	}
+	return layers%plan.PP == 0 && layers/plan.PP%per == 0
+}
+
+func hasAny(c *cmdline, fs []flagSpec, lo, hi int) bool {
+	return slices.ContainsFunc(fs, func(f flagSpec) bool { return c.has(f, lo, hi) })
+}
+
+// checkContextParallel refuses a line that splits sequences over a
+// context-parallel group: rubick's plans have no such dimension, and
+// Megatron would train with DP / N replicas, not the plan's DP. No plan
+// avoids it (model.Features names what some plans avoid), so the line is
+// at fault, as with a malformed flag.
+func checkContextParallel(c *cmdline, plan model.Plan, lo, hi int) error {
+	v, ok := c.get(fCP, lo, hi)
+	if !ok {
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	switch {
+	case err != nil || n < 1:
+		return fmt.Errorf("%w: --context-parallel-size=%q is not a positive integer", ErrBadInput, clip(v))
+	case n > 1:
+		return fmt.Errorf("%w: --context-parallel-size=%d: rubick's plans have no context parallelism, and with it Megatron "+
+			"would train plan %s with dp=%d / %d; remove the flag or set it to 1", ErrBadInput, n, plan, plan.DP, n)
+	}
+	return nil
 }
 
 func setSizes(c *cmdline, plan model.Plan, gb, lo, hi int) int {

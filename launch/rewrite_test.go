@@ -199,6 +199,18 @@ func TestRewriteErrors(t *testing.T) {
 			argv: deepspeedLine, plan: "dp8.tp1.pp1.mb4.a1.z0", opts: Options{ConfigDir: "/job",
 				ReadFile: func(string) ([]byte, error) { return nil, os.ErrNotExist }}, want: os.ErrNotExist,
 		},
+		"context parallelism": {
+			argv: []string{"python", "pretrain_gpt.py", "--context-parallel-size", "2", "--global-batch-size", "32"},
+			plan: "dp8.tp1.pp1.mb4.a1.z0", want: ErrBadInput, message: "--context-parallel-size=2",
+		},
+		"context parallelism inline": {
+			argv: []string{"deepspeed", "pretrain_gpt.py", "--deepspeed", "--context-parallel-size=4", "--global-batch-size", "32"},
+			plan: "dp8.tp1.pp1.mb4.a1.z0", want: ErrBadInput, message: "--context-parallel-size=4",
+		},
+		"context parallelism not a number": {
+			argv: []string{"python", "pretrain_gpt.py", "--context-parallel-size=x", "--global-batch-size", "32"},
+			plan: "dp8.tp1.pp1.mb4.a1.z0", want: ErrBadInput, message: `--context-parallel-size="x"`,
+		},
 		"forced bad dialect": {
 			argv: megatronLine, plan: "dp8.tp1.pp1.mb4.a1.z0", opts: Options{Dialect: "pytorch"}, want: ErrBadInput, message: `dialect="pytorch"`,
 		},
@@ -392,6 +404,192 @@ func TestGlobalBatch(t *testing.T) {
 			got, err := GlobalBatch(tc.argv, tc.opts)
 			if !errors.Is(err, tc.wantErr) || got != tc.want {
 				t.Errorf("GlobalBatch = %d, %v; want %d, %v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+// Flags whose validity depends on what the plan rewrites: Megatron asserts
+// on them when the sizes or switches they need are gone, or DeepSpeed
+// refuses the optimizer they pick.
+func TestRewriteDependentFlags(t *testing.T) {
+	ds := Options{ConfigDir: "/job"}
+	cases := map[string]struct {
+		line string
+		plan string
+		opts Options
+		want string
+	}{
+		"megatron offload adds the precision-aware optimizer": {
+			line: "python pretrain_gpt.py --global-batch-size 8",
+			plan: "dp2.tp1.pp1.mb4.a1.z1+off",
+			want: "python pretrain_gpt.py --global-batch-size 8 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 " +
+				"--micro-batch-size 4 --use-distributed-optimizer --optimizer-cpu-offload --use-precision-aware-optimizer",
+		},
+		"megatron offload keeps the line's precision-aware optimizer": {
+			line: "python pretrain_gpt.py --use-precision-aware-optimizer --global-batch-size 8",
+			plan: "dp2.tp1.pp1.mb4.a1.z1+off",
+			want: "python pretrain_gpt.py --use-precision-aware-optimizer --global-batch-size 8 --tensor-model-parallel-size 1 " +
+				"--pipeline-model-parallel-size 1 --micro-batch-size 4 --use-distributed-optimizer --optimizer-cpu-offload",
+		},
+		"megatron without offload drops the precision-aware optimizer that served it": {
+			line: "python pretrain_gpt.py --use-distributed-optimizer --optimizer-cpu-offload --use-precision-aware-optimizer " +
+				"--global-batch-size 8",
+			plan: "dp2.tp1.pp1.mb4.a1.z1",
+			want: "python pretrain_gpt.py --use-distributed-optimizer --global-batch-size 8 --tensor-model-parallel-size 1 " +
+				"--pipeline-model-parallel-size 1 --micro-batch-size 4",
+		},
+		"megatron without offload keeps a precision-aware optimizer with its dtypes": {
+			line: "python pretrain_gpt.py --use-distributed-optimizer --optimizer-cpu-offload --use-precision-aware-optimizer " +
+				"--exp-avg-dtype=bf16 --global-batch-size 8",
+			plan: "dp2.tp1.pp1.mb4.a1.z2",
+			want: "python pretrain_gpt.py --use-distributed-optimizer --use-precision-aware-optimizer --exp-avg-dtype=bf16 " +
+				"--global-batch-size 8 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --micro-batch-size 4",
+		},
+		"megatron without offload keeps the user's own precision-aware optimizer": {
+			line: "python pretrain_gpt.py --use-distributed-optimizer --use-precision-aware-optimizer --global-batch-size 8",
+			plan: "dp2.tp1.pp1.mb4.a1.z1",
+			want: "python pretrain_gpt.py --use-distributed-optimizer --use-precision-aware-optimizer --global-batch-size 8 " +
+				"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --micro-batch-size 4",
+		},
+		"megatron zero 0 drops what needs the distributed optimizer": {
+			line: "python pretrain_gpt.py --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather " +
+				"--overlap-param-gather-with-optimizer-step --use-precision-aware-optimizer --main-grads-dtype bf16 " +
+				"--main-params-dtype=fp16 --exp-avg-dtype fp8 --exp-avg-sq-dtype=fp8 --global-batch-size 8",
+			plan: "dp2.tp1.pp1.mb4.a1.z0",
+			want: "python pretrain_gpt.py --overlap-grad-reduce --global-batch-size 8 --tensor-model-parallel-size 1 " +
+				"--pipeline-model-parallel-size 1 --micro-batch-size 4",
+		},
+		"megatron zero 1 keeps param gather overlap": {
+			line: "python pretrain_gpt.py --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --global-batch-size 8",
+			plan: "dp2.tp1.pp1.mb4.a1.z1",
+			want: "python pretrain_gpt.py --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --global-batch-size 8 " +
+				"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --micro-batch-size 4",
+		},
+		"megatron-deepspeed offload picks DeepSpeed's CPU Adam": {
+			line: "python pretrain_gpt.py --deepspeed --deepspeed_config testdata/ds_zero2.json --zero-stage 2",
+			plan: "dp4.tp1.pp1.mb4.a2.z2+off", opts: ds,
+			want: "python pretrain_gpt.py --deepspeed --deepspeed_config /job/rubick-ds_zero2.json --zero-stage 2 " +
+				"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --micro-batch-size 4 --global-batch-size 32 --cpu-optimizer",
+		},
+		"megatron-deepspeed without offload drops CPU Adam": {
+			line: "python pretrain_gpt.py --deepspeed --deepspeed_config testdata/ds_zero2.json --cpu-optimizer --zero-stage 2",
+			plan: "dp8.tp1.pp1.mb4.a1.z2", opts: ds,
+			want: "python pretrain_gpt.py --deepspeed --deepspeed_config /job/rubick-ds_zero2.json --zero-stage 2 " +
+				"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --micro-batch-size 4 --global-batch-size 32",
+		},
+		"interleaving dropped without pipeline parallelism": {
+			line: "python pretrain_gpt.py --num-layers 24 --pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 2 " +
+				"--num-virtual-stages-per-pipeline-rank=3 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather " +
+				"--overlap-param-gather-with-optimizer-step --global-batch-size 8",
+			plan: "dp2.tp1.pp1.mb4.a1.z1",
+			want: "python pretrain_gpt.py --num-layers 24 --pipeline-model-parallel-size 1 --use-distributed-optimizer " +
+				"--overlap-grad-reduce --overlap-param-gather --global-batch-size 8 --tensor-model-parallel-size 1 --micro-batch-size 4",
+		},
+		"interleaving kept when the stage's layers divide": {
+			line: "python pretrain_gpt.py --num-layers=24 --num-layers-per-virtual-pipeline-stage=3 --global-batch-size 8",
+			plan: "dp1.tp1.pp4.mb4.a2.z0",
+			want: "python pretrain_gpt.py --num-layers=24 --num-layers-per-virtual-pipeline-stage=3 --global-batch-size 8 " +
+				"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 4 --micro-batch-size 4",
+		},
+		"interleaving dropped when the stage's layers do not divide": {
+			line: "python pretrain_gpt.py --num-layers 24 --num-layers-per-virtual-pipeline-stage=4 --global-batch-size 8",
+			plan: "dp1.tp1.pp4.mb4.a2.z0",
+			want: "python pretrain_gpt.py --num-layers 24 --global-batch-size 8 --tensor-model-parallel-size 1 " +
+				"--pipeline-model-parallel-size 4 --micro-batch-size 4",
+		},
+		"interleaving dropped when the layers do not split over the stages": {
+			line: "python pretrain_gpt.py --num-layers 30 --num-layers-per-virtual-pipeline-stage 3 --global-batch-size 8",
+			plan: "dp1.tp1.pp4.mb4.a2.z0",
+			want: "python pretrain_gpt.py --num-layers 30 --global-batch-size 8 --tensor-model-parallel-size 1 " +
+				"--pipeline-model-parallel-size 4 --micro-batch-size 4",
+		},
+		"interleaving counts the embedding and loss stages": {
+			line: "python pretrain_gpt.py --num-layers 22 --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split " +
+				"--num-layers-per-virtual-pipeline-stage 3 --global-batch-size 8",
+			plan: "dp1.tp1.pp4.mb4.a2.z0",
+			want: "python pretrain_gpt.py --num-layers 22 --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split " +
+				"--num-layers-per-virtual-pipeline-stage 3 --global-batch-size 8 --tensor-model-parallel-size 1 " +
+				"--pipeline-model-parallel-size 4 --micro-batch-size 4",
+		},
+		"interleaving on two stages kept": {
+			line: "python pretrain_gpt.py --num-virtual-stages-per-pipeline-rank 2 --global-batch-size 8",
+			plan: "dp2.tp1.pp2.mb4.a1.z0",
+			want: "python pretrain_gpt.py --num-virtual-stages-per-pipeline-rank 2 --global-batch-size 8 --tensor-model-parallel-size 1 " +
+				"--pipeline-model-parallel-size 2 --micro-batch-size 4",
+		},
+		"interleaving on two stages dropped without p2p overlap": {
+			line: "python pretrain_gpt.py --num-virtual-stages-per-pipeline-rank 2 --no-overlap-p2p-communication --global-batch-size 8",
+			plan: "dp2.tp1.pp2.mb4.a1.z0",
+			want: "python pretrain_gpt.py --no-overlap-p2p-communication --global-batch-size 8 --tensor-model-parallel-size 1 " +
+				"--pipeline-model-parallel-size 2 --micro-batch-size 4",
+		},
+		"megatron-deepspeed interleaving dropped on two stages": {
+			line: "python pretrain_gpt.py --deepspeed --num-layers 24 --num-layers-per-virtual-pipeline-stage 2 --global-batch-size 8",
+			plan: "dp2.tp1.pp2.mb4.a1.z0",
+			want: "python pretrain_gpt.py --deepspeed --num-layers 24 --global-batch-size 8 --tensor-model-parallel-size 1 " +
+				"--pipeline-model-parallel-size 2 --micro-batch-size 4 --zero-stage 0",
+		},
+		"megatron-deepspeed interleaving kept on three stages": {
+			line: "python pretrain_gpt.py --deepspeed --num-layers 24 --num-layers-per-virtual-pipeline-stage 2 --global-batch-size 6",
+			plan: "dp2.tp1.pp3.mb3.a1.z0",
+			want: "python pretrain_gpt.py --deepspeed --num-layers 24 --num-layers-per-virtual-pipeline-stage 2 --global-batch-size 6 " +
+				"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 3 --micro-batch-size 3 --zero-stage 0",
+		},
+		"no-pipeline-parallel dropped with pipeline parallelism": {
+			line: "python pretrain_gpt.py --deepspeed --no-pipeline-parallel --global-batch-size 8",
+			plan: "dp2.tp1.pp2.mb4.a1.z0",
+			want: "python pretrain_gpt.py --deepspeed --global-batch-size 8 --tensor-model-parallel-size 1 " +
+				"--pipeline-model-parallel-size 2 --micro-batch-size 4 --zero-stage 0",
+		},
+		"no-pipeline-parallel kept without": {
+			line: "python pretrain_gpt.py --deepspeed --no-pipeline-parallel --global-batch-size 8",
+			plan: "dp2.tp2.pp1.mb4.a1.z0",
+			want: "python pretrain_gpt.py --deepspeed --no-pipeline-parallel --global-batch-size 8 --tensor-model-parallel-size 2 " +
+				"--pipeline-model-parallel-size 1 --micro-batch-size 4 --zero-stage 0",
+		},
+		"distributed saved activations need tensor parallelism": {
+			line: "python pretrain_gpt.py --tensor-model-parallel-size 2 --distribute-saved-activations --global-batch-size 8",
+			plan: "dp2.tp1.pp1.mb4.a1.z0+gc",
+			want: "python pretrain_gpt.py --tensor-model-parallel-size 1 --global-batch-size 8 --pipeline-model-parallel-size 1 " +
+				"--micro-batch-size 4 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
+		},
+		"distributed saved activations need recompute": {
+			line: "python pretrain_gpt.py --recompute-granularity full --recompute-method uniform --distribute-saved-activations " +
+				"--global-batch-size 8",
+			plan: "dp1.tp2.pp1.mb4.a2.z0",
+			want: "python pretrain_gpt.py --global-batch-size 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 1 " +
+				"--micro-batch-size 4",
+		},
+		"distributed saved activations kept with both": {
+			line: "python pretrain_gpt.py --distribute-saved-activations --global-batch-size 8",
+			plan: "dp1.tp2.pp1.mb4.a2.z0+gc",
+			want: "python pretrain_gpt.py --distribute-saved-activations --global-batch-size 8 --tensor-model-parallel-size 2 " +
+				"--pipeline-model-parallel-size 1 --micro-batch-size 4 --recompute-granularity full --recompute-method uniform " +
+				"--recompute-num-layers 1",
+		},
+		"megatron-deepspeed distributed activations need checkpointing": {
+			line: "python pretrain_gpt.py --deepspeed --checkpoint-activations --distribute-checkpointed-activations " +
+				"--distribute-saved-activations --global-batch-size 8",
+			plan: "dp1.tp2.pp1.mb4.a2.z0",
+			want: "python pretrain_gpt.py --deepspeed --global-batch-size 8 --tensor-model-parallel-size 2 " +
+				"--pipeline-model-parallel-size 1 --micro-batch-size 4 --zero-stage 0",
+		},
+		"context parallelism of 1 passes": {
+			line: "python pretrain_gpt.py --context-parallel-size=1 --global-batch-size 8",
+			plan: "dp2.tp1.pp1.mb4.a1.z0",
+			want: "python pretrain_gpt.py --context-parallel-size=1 --global-batch-size 8 --tensor-model-parallel-size 1 " +
+				"--pipeline-model-parallel-size 1 --micro-batch-size 4",
+		},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			res, err := Rewrite(strings.Fields(c.line), mustPlan(t, c.plan), c.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(strings.Fields(c.want), res.Argv); diff != "" {
+				t.Errorf("argv (-want +got):\n%s", diff)
 			}
 		})
 	}

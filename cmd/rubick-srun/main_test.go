@@ -362,6 +362,41 @@ func TestRunUnsupportedOwnPlan(t *testing.T) {
 	}
 }
 
+// A line with context parallelism can run no plan rubickd could choose
+// (plans have no such dimension): rubick-srun runs nothing and exits 2
+// naming the flag, rather than requeue the job for another plan that it
+// would refuse as well.
+func TestRunContextParallel(t *testing.T) {
+	bin := fakes(t)
+	dir := t.TempDir()
+	srunLog, scontrolLog := filepath.Join(dir, "argv.json"), filepath.Join(dir, "scontrol.log")
+	t.Setenv("FAKE_SRUN_LOG", srunLog)
+	t.Setenv("FAKE_SCONTROL_LOG", scontrolLog)
+	t.Setenv("FAKE_PLAN", "dp2.tp1.pp1.mb8.a1.z0")
+	var col collector
+	srv := col.server(t)
+	env := envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NUM_NODES": "1", "SLURM_GPUS_ON_NODE": "2",
+		"SLURM_CPUS_ON_NODE": "8", "SLURM_SUBMIT_DIR": dir})
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"--scontrol", filepath.Join(bin, "scontrol"), "--squeue", filepath.Join(bin, "squeue"),
+		"--srun", filepath.Join(bin, "srun"), "--munge", filepath.Join(bin, "munge"), "--report-url", srv.URL, "--",
+		"python", "pretrain_gpt.py", "--global-batch-size", "16", "--context-parallel-size", "2"}, env, &out, &errOut)
+	if code != exitUsage || !strings.Contains(errOut.String(), "--context-parallel-size=2") {
+		t.Errorf("exit %d, stderr:\n%s\nwant %d naming --context-parallel-size=2", code, errOut.String(), exitUsage)
+	}
+	if _, err := os.Stat(srunLog); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("srun ran (%v): the line's DP is not the plan's", err)
+	}
+	if calls, _ := os.ReadFile(scontrolLog); strings.Contains(string(calls), "requeuehold") {
+		t.Errorf("scontrol calls %q: no plan avoids the flag, so the job must not requeue for another", calls)
+	}
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	if len(col.launches) != 0 {
+		t.Errorf("launch notices %+v, want none", col.launches)
+	}
+}
+
 // A plain DeepSpeed script cannot take a TP plan: rubick-srun runs
 // nothing, tells rubickd what the line cannot run, and requeues the job
 // held for rubickd to start it again with another plan. A task of a job

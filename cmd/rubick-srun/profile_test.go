@@ -228,7 +228,7 @@ func TestProfilePhase(t *testing.T) {
 				"RUBICK_CPUS": "16", "RUBICK_PROFILE_RUN": fmt.Sprintf("1/%d", n),
 				"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4", "MASTER_ADDR": "node1", "MASTER_PORT": "20042"}},
 		2: {Argv: slices.Concat(strings.Fields("srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --gres=gpu:1 --cpus-per-task=16 --cpu-bind=cores --kill-on-bad-exit=1"),
-			asTask, common, strings.Fields("--use-distributed-optimizer --optimizer-cpu-offload --exit-interval 4")),
+			asTask, common, strings.Fields("--use-distributed-optimizer --optimizer-cpu-offload --use-precision-aware-optimizer --exit-interval 4")),
 			Env: map[string]string{"CUDA_VISIBLE_DEVICES": "4", "RUBICK_PLAN": "dp1.tp1.pp1.mb4.a4.z1+off", "RUBICK_PLACEMENT": "1",
 				"RUBICK_CPUS": "16", "RUBICK_PROFILE_RUN": fmt.Sprintf("3/%d", n), "OMP_NUM_THREADS": "16",
 				"WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "node1", "MASTER_PORT": "20042"}},
