@@ -24,6 +24,9 @@ var (
 	ErrSchemaTooNew = errors.New("database schema is newer than this binary")
 	// ErrResolved reports a MarkApplied on an action that already has a result.
 	ErrResolved = errors.New("action already resolved")
+	// ErrNotStore reports a file Open, told WithExisting, found not to be a
+	// rubick store.
+	ErrNotStore = errors.New("not a rubick store")
 )
 
 // Sync is the SQLite synchronous level of the writer connection.
@@ -49,6 +52,7 @@ type config struct {
 	busyTimeout time.Duration
 	readers     int
 	sync        Sync
+	existing    bool
 }
 
 // WithClock sets the clock every stored time comes from; the default is time.Now.
@@ -60,6 +64,12 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 // WithBusyTimeout sets how long a connection waits for a lock held by
 // another process before failing with SQLITE_BUSY; the default is 5 s.
 func WithBusyTimeout(d time.Duration) Option { return func(c *config) { c.busyTimeout = d } }
+
+// WithExisting makes Open refuse, with ErrNotStore and before writing
+// anything, a file that is not already a rubick store: an empty file, or
+// another program's database. Commands that only read the store use it,
+// so a mistyped --store never becomes one.
+func WithExisting() Option { return func(c *config) { c.existing = true } }
 
 // WithReaders sets the size of the reader pool; the default is 4.
 func WithReaders(n int) Option { return func(c *config) { c.readers = n } }
@@ -120,6 +130,11 @@ func open(ctx context.Context, path string, migs []migration, opts ...Option) (*
 	common := url.Values{}
 	common.Set("_busy_timeout", fmt.Sprint(cfg.busyTimeout.Milliseconds()))
 	common.Set("_foreign_keys", "on")
+	if cfg.existing {
+		if err := checkExisting(ctx, path, common); err != nil {
+			return nil, fmt.Errorf("store: open %s: %w", path, err)
+		}
+	}
 
 	wq := url.Values{}
 	for k, v := range common {
@@ -172,6 +187,36 @@ func open(ctx context.Context, path string, migs []migration, opts ...Option) (*
 		return nil, fmt.Errorf("store: open %s: prepare: %w", path, err)
 	}
 	return s, nil
+}
+
+// checkExisting fails with ErrNotStore unless path is a rubick store. It
+// reads through a read-only connection: the writer's own opening would
+// already turn another program's database to WAL.
+func checkExisting(ctx context.Context, path string, common url.Values) error {
+	q := url.Values{}
+	for k, v := range common {
+		q[k] = v
+	}
+	q.Set("mode", "ro")
+	// Only a "file:" URI takes mode=ro; '?' and '#' are refused above, and
+	// '%' would start an escape.
+	db, err := sql.Open("sqlite3", "file:"+strings.ReplaceAll(path, "%", "%25")+"?"+q.Encode())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var n int
+	err = db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&n)
+	var se sqlite3.Error
+	switch {
+	case errors.As(err, &se) && se.Code == sqlite3.ErrNotADB:
+		return fmt.Errorf("%w: the file is not an SQLite database", ErrNotStore)
+	case err != nil:
+		return err
+	case n == 0:
+		return fmt.Errorf("%w: the database has no schema_migrations table (an empty file, or another program's database)", ErrNotStore)
+	}
+	return nil
 }
 
 // retryBusy runs f until it returns anything but SQLITE_BUSY, or timeout

@@ -1,9 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
 	"errors"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -168,4 +172,60 @@ func TestReopenPersists(t *testing.T) {
 	if len(smp) != 1 || smp[0].SourceJob != 42 || smp[0].IterS != 1.5 {
 		t.Errorf("samples after reopen = %+v, want one from job 42 with iter_s 1.5", smp)
 	}
+}
+
+// TestOpenExisting: told WithExisting, Open refuses what is not a rubick
+// store and leaves it byte for byte as it was; a store opens.
+func TestOpenExisting(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	foreign := filepath.Join(dir, "foreign.db")
+	db, err := sql.Open("sqlite3", foreign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	empty, text := filepath.Join(dir, "empty.db"), filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(text, []byte(strings.Repeat("not a database\n", 100)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{foreign, empty, text} {
+		before, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := Open(ctx, path, WithExisting())
+		if !errors.Is(err, ErrNotStore) || !strings.Contains(err.Error(), path) {
+			t.Errorf("Open(%s, WithExisting) = %v, want ErrNotStore naming the file", filepath.Base(path), err)
+		}
+		if err == nil {
+			st.Close()
+		}
+		after, _ := os.ReadFile(path)
+		if !bytes.Equal(before, after) {
+			t.Errorf("%s changed: %d bytes, was %d", filepath.Base(path), len(after), len(before))
+		}
+		for _, suffix := range []string{"-wal", "-shm", "-journal"} {
+			if _, err := os.Stat(path + suffix); err == nil {
+				t.Errorf("%s%s created", filepath.Base(path), suffix)
+			}
+		}
+	}
+	real := filepath.Join(dir, "rubick.db")
+	st, err := Open(ctx, real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	st, err = Open(ctx, real, WithExisting())
+	if err != nil {
+		t.Fatalf("Open(a store, WithExisting) = %v", err)
+	}
+	st.Close()
 }

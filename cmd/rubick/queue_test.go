@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -256,11 +257,17 @@ func TestQueueErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
+	// A mistyped --store naming someone's file is refused, never made a store.
+	notes := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(notes, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for name, tc := range map[string]struct {
 		args []string
 		is   error
 		say  string
 	}{
+		"not a store":   {args: []string{"--store", notes}, is: store.ErrNotStore, say: notes},
 		"no cycle yet":  {args: []string{"--store", empty}, is: store.ErrNotFound, say: "has no decision cycle yet"},
 		"missing store": {args: []string{"--store", filepath.Join(t.TempDir(), "nope.db")}, say: "does not exist"},
 		"an argument":   {args: []string{"--store", empty, "42"}, is: errUsage, say: "unexpected arguments"},

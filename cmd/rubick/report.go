@@ -226,7 +226,7 @@ func openStore(ctx context.Context, path string) (*store.Store, error) {
 		}
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
-	st, err := store.Open(ctx, path, store.WithReaders(2))
+	st, err := store.Open(ctx, path, store.WithReaders(2), store.WithExisting())
 	if err != nil {
 		return nil, err
 	}
