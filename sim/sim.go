@@ -116,11 +116,16 @@ func DefaultConfig() Config {
 	}
 }
 
+// MaxNodes bounds a simulated cluster: above the largest GPU clusters, and
+// low enough that a typo cannot take the machine's memory (the policy
+// walks every node each cycle).
+const MaxNodes = 20000
+
 // Validate reports the first invalid field.
 func (c Config) Validate() error {
 	switch {
-	case c.Nodes <= 0:
-		return fmt.Errorf("%w: Nodes=%d must be > 0", ErrBadConfig, c.Nodes)
+	case c.Nodes <= 0 || c.Nodes > MaxNodes:
+		return fmt.Errorf("%w: Nodes=%d must be in 1..%d", ErrBadConfig, c.Nodes, MaxNodes)
 	case c.GPUsPerNode <= 0 || c.GPUsPerNode > 64:
 		return fmt.Errorf("%w: GPUsPerNode=%d must be in 1..64", ErrBadConfig, c.GPUsPerNode)
 	case c.CPUsPerNode <= 0:

@@ -123,14 +123,14 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 		val  any
 		why  string
 	}{
-		{o.cfg.Nodes <= 0, "--nodes", o.cfg.Nodes, "must be > 0"},
+		{o.cfg.Nodes <= 0 || o.cfg.Nodes > sim.MaxNodes, "--nodes", o.cfg.Nodes, fmt.Sprintf("must be in 1..%d", sim.MaxNodes)},
 		{o.cfg.GPUsPerNode <= 0 || o.cfg.GPUsPerNode > 64, "--gpus-per-node", o.cfg.GPUsPerNode, "must be in 1..64"},
 		{o.cfg.CPUsPerNode <= 0, "--cpus-per-node", o.cfg.CPUsPerNode, "must be > 0"},
 		{!(o.cfg.MemPerNodeGB > 0), "--mem-per-node-gb", o.cfg.MemPerNodeGB, "must be > 0"},
 		{o.cfg.Interval.Seconds() < 1, "--interval", o.cfg.Interval, "must be >= 1s"},
 		{o.cfg.RestartPenalty < 0, "--restart-penalty", o.cfg.RestartPenalty, "must be >= 0"},
 		{o.cfg.AssumedRestartCost < 0, "--assumed-restart-cost", o.cfg.AssumedRestartCost, "must be >= 0"},
-		{!(o.cfg.LoadScale > 0) || o.cfg.LoadScale > 1e6, "--load-scale", o.cfg.LoadScale, "must be a positive number"},
+		{!(o.cfg.LoadScale > 0) || o.cfg.LoadScale > 1e6, "--load-scale", o.cfg.LoadScale, "must be in (0, 1e6]"},
 		{o.cfg.GuaranteedQuota < 0, "--quota", o.cfg.GuaranteedQuota, "must be >= 0"},
 		{!(o.cfg.TimeLimitOver >= 0) || o.cfg.TimeLimitOver > 1e6, "--time-limit-over", o.cfg.TimeLimitOver, "must be a number in [0, 1e6]"},
 		{!(o.cfg.RefitThreshold >= 0) || o.cfg.RefitThreshold > 10, "--refit-threshold", o.cfg.RefitThreshold, "must be a number in [0, 10]"},
