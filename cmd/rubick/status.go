@@ -106,8 +106,12 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	storePath := storePathFlag(fset, env)
 	asJSON := fset.Bool("json", false, "write JSON")
 	timeout := fset.Duration("timeout", 3*time.Second, "timeout of each request to rubickd")
+	check := fset.Bool("check", false, "fail (exit status 1) unless rubickd answers healthy, for monitoring; the status is printed all the same")
 	if help, err := parseFlags(fset, args); help || err != nil {
 		return err
+	}
+	if *timeout <= 0 {
+		return fmt.Errorf("%w: --timeout=%s must be > 0", errUsage, *timeout)
 	}
 	path := storePath()
 	v := &statusView{URL: strings.TrimRight(*url, "/"), Store: path, JobsByState: map[string]int{},
@@ -140,6 +144,9 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	}
 	if !v.Daemon.Reachable && v.StoreError != "" {
 		return fmt.Errorf("status: neither rubickd (%s) nor the store (%s) could be read", v.Daemon.Error, v.StoreError)
+	}
+	if *check && !(v.Daemon.Reachable && v.Daemon.Healthy) {
+		return fmt.Errorf("status: rubickd at %s is not healthy: %s", v.URL, v.Daemon.Error)
 	}
 	return nil
 }

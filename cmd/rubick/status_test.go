@@ -175,6 +175,39 @@ func TestStatusUnhealthy(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
+	// For monitoring: the same status, and a failure.
+	out.Reset()
+	err := statusCmd(context.Background(), []string{"--url", srv.URL, "--store", path, "--check"}, &out, &errb, testEnv(t))
+	if err == nil || !strings.Contains(err.Error(), "is not healthy: /healthz: HTTP 503: store locked") || !strings.Contains(out.String(), "UNHEALTHY") {
+		t.Errorf("--check: %v, output:\n%s\nwant the status and an error saying why", err, out.String())
+	}
+}
+
+// TestStatusCheck: --check passes a healthy rubickd, fails one that is
+// down, and a --timeout that cannot be met is a usage error.
+func TestStatusCheck(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
+	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "{}") })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	path, _ := seedExplainStore(t)
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	for _, tc := range []struct {
+		args []string
+		say  string // "" for success
+	}{
+		{[]string{"--url", srv.URL}, ""},
+		{[]string{"--url", down.URL}, "status: rubickd at " + down.URL + " is not healthy"},
+		{[]string{"--url", srv.URL, "--timeout", "-1s"}, "--timeout=-1s must be > 0"},
+	} {
+		var out, errb bytes.Buffer
+		err := statusCmd(context.Background(), append([]string{"--store", path, "--check"}, tc.args...), &out, &errb, testEnv(t))
+		if (err == nil) != (tc.say == "") || err != nil && !strings.Contains(err.Error(), tc.say) {
+			t.Errorf("status --check %v: %v, want %q", tc.args, err, tc.say)
+		}
+	}
 }
 
 func TestStatusNoCycleYet(t *testing.T) {
