@@ -41,11 +41,12 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0) // the flag set printed the usage
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rubickd:", err)
 		switch {
-		case errors.Is(err, flag.ErrHelp):
-			os.Exit(0)
 		case errors.Is(err, daemon.ErrLocked):
 			// Another rubickd manages the cluster; the unit's
 			// RestartPreventExitStatus keeps systemd from starting
