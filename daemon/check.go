@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rubick-sched/rubick/policy"
@@ -69,6 +70,9 @@ type CheckDeps struct {
 	// writers (checkTagWriters).
 	Host        string
 	RubickdRuns func(Instance) bool
+	// Writable says whether this user may write path, as access(2) with
+	// W_OK does (default syscall.Access).
+	Writable func(path string) error
 }
 
 // Preflight checks what rubickd relies on, in the order an admin sets it
@@ -84,7 +88,11 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 	add := func(name, status, format string, args ...any) {
 		out = append(out, CheckResult{Name: name, Status: status, Detail: fmt.Sprintf(format, args...)})
 	}
-	out = append(out, checkStore(cfg.Store), checkToken(cfg.Slurmrestd.TokenFile, deps.Now()))
+	writable := deps.Writable
+	if writable == nil {
+		writable = func(path string) error { return syscall.Access(path, 2 /* W_OK */) }
+	}
+	out = append(out, checkStore(cfg.Store, writable), checkToken(cfg.Slurmrestd.TokenFile, deps.Now()))
 
 	c, err := deps.Connect(ctx)
 	if err == nil {
@@ -315,12 +323,22 @@ func checkTagWriters(jobs []slurm.Job, store string, deps CheckDeps) (CheckResul
 		strings.Join(parts, "; "))}, true
 }
 
-func checkStore(path string) CheckResult {
+func checkStore(path string, writable func(string) error) CheckResult {
 	r := CheckResult{Name: "store", Status: CheckOK}
 	dir := filepath.Dir(path)
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		r.Detail = fmt.Sprintf("%s: its directory %s is made at the first start", path, dir)
 		return r
+	}
+	// SQLite writes the database, and its -wal and -shm files beside it.
+	for _, p := range []string{dir, path} {
+		if _, err := os.Stat(p); p == path && errors.Is(err, os.ErrNotExist) {
+			continue // created at the first start
+		}
+		if err := writable(p); err != nil {
+			r.Status, r.Detail = CheckFail, fmt.Sprintf("%s: rubickd cannot write %s: %v", path, p, err)
+			return r
+		}
 	}
 	holder, held, err := LockHolder(LockPath(path))
 	switch {

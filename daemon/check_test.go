@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -549,5 +550,38 @@ func TestPreflightReadsJobSubmit(t *testing.T) {
 	i := slices.IndexFunc(got, func(r CheckResult) bool { return r.Name == "job_submit.lua" })
 	if i < 0 || got[i].Status != CheckOK {
 		t.Errorf("no job_submit.lua line that is ok: %+v", got)
+	}
+}
+
+// TestCheckStoreWritable: a store rubickd could not write fails the check,
+// naming what it cannot write, before a start fails on it.
+func TestCheckStoreWritable(t *testing.T) {
+	dir := t.TempDir()
+	fresh, existing := filepath.Join(dir, "new.db"), filepath.Join(dir, "rubick.db")
+	if err := os.WriteFile(existing, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	denied := func(deny string) func(string) error {
+		return func(p string) error {
+			if p == deny {
+				return syscall.EACCES
+			}
+			return nil
+		}
+	}
+	for _, tc := range []struct {
+		name, path, deny string
+		status, detail   string
+	}{
+		{"writable", existing, "", CheckOK, "no rubickd holds it"},
+		{"read-only directory", fresh, dir, CheckFail, "rubickd cannot write " + dir + ": permission denied"},
+		{"read-only file", existing, existing, CheckFail, "rubickd cannot write " + existing},
+		{"no file yet, a writable directory", fresh, fresh, CheckOK, "no rubickd holds it"},
+		{"no directory yet", filepath.Join(dir, "sub", "rubick.db"), "", CheckOK, "is made at the first start"},
+	} {
+		r := checkStore(tc.path, denied(tc.deny))
+		if r.Status != tc.status || !strings.Contains(r.Detail, tc.detail) {
+			t.Errorf("%s: %s %q, want %s saying %q", tc.name, r.Status, r.Detail, tc.status, tc.detail)
+		}
 	}
 }

@@ -321,6 +321,7 @@ func LoadConfig(path string, environ []string) (Config, []string, error) {
 	for _, k := range known {
 		byEnv["RUBICK_"+strings.ToUpper(strings.ReplaceAll(k, ".", "_"))] = k
 	}
+	var fromEnv []string // the RUBICK_* variables set, as NAME=value
 	for _, kv := range environ {
 		name, val, _ := strings.Cut(kv, "=")
 		if !strings.HasPrefix(name, "RUBICK_") {
@@ -332,9 +333,17 @@ func LoadConfig(path string, environ []string) (Config, []string, error) {
 			continue
 		}
 		v.Set(key, val)
+		fromEnv = append(fromEnv, kv)
 	}
 	var c Config
 	if err := v.Unmarshal(&c); err != nil {
+		// The decoder names the key; say which variable set it.
+		for _, kv := range fromEnv {
+			name, val, _ := strings.Cut(kv, "=")
+			if strings.Contains(err.Error(), "'"+byEnv[name]+"'") {
+				return Config{}, warnings, fmt.Errorf("%w: environment variable %s=%q: %v", ErrConfig, name, val, err)
+			}
+		}
 		return Config{}, warnings, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	return c, warnings, c.Validate()
@@ -480,8 +489,8 @@ func (c Config) Validate() error {
 	if c.Retention.SamplesPerConfig < 0 || c.Retention.SamplesPerConfig > 1_000_000 {
 		return bad("retention.samples_per_config", c.Retention.SamplesPerConfig, "want 0..1000000 (0 keeps all)")
 	}
-	if !nameRE.MatchString(c.Policy.Name) {
-		return bad("policy.name", fmt.Sprintf("%q", c.Policy.Name), "not a policy name")
+	if !slices.Contains(policy.Names(), c.Policy.Name) {
+		return bad("policy.name", fmt.Sprintf("%q", c.Policy.Name), "want one of "+strings.Join(policy.Names(), ", "))
 	}
 	if err := c.Policy.Config().Validate(); err != nil {
 		var fe *policy.FieldError
