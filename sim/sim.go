@@ -52,7 +52,8 @@ type Config struct {
 	// is its trace duration (plus one restart) times a factor in
 	// [1, 1+TimeLimitOver], fixed per job name (0: exact limits).
 	TimeLimitOver float64
-	// MaxTime stops a replay that has not finished (a policy that starves a job).
+	// MaxTime stops a replay that has not finished this long after its
+	// last arrival (a policy that starves a job).
 	MaxTime time.Duration
 	// MeasuredCPUsPerGPU is the CPU count per GPU the measured iteration
 	// times ran with (DeepSpeed's CPU Adam threads per process).
@@ -233,6 +234,33 @@ type simJob struct {
 	reqIter   float64 // ground-truth iteration time of the request
 }
 
+// unfinished is the error of a replay stopped MaxTime after its last
+// arrival: the jobs still queued or running, and those whose request no
+// node layout of the cluster holds (a policy that runs jobs as requested
+// never starts them).
+func unfinished(policyName string, active []*simJob, left, total int, cfg Config) error {
+	var names []string
+	tooBig := 0
+	for _, j := range active {
+		names = append(names, j.Name)
+		if j.Request.GPUs > cfg.Nodes*cfg.GPUsPerNode || j.Request.Placement.MaxPerNode() > cfg.GPUsPerNode {
+			tooBig++
+		}
+	}
+	msg := fmt.Sprintf("sim %s: %d of %d jobs unfinished %v after the last arrival (MaxTime)", policyName, left, total, cfg.MaxTime)
+	if len(names) > 0 {
+		more := ""
+		if len(names) > 5 {
+			more = fmt.Sprintf(" and %d more", len(names)-5)
+		}
+		msg += fmt.Sprintf(": %s%s", strings.Join(names[:min(len(names), 5)], ", "), more)
+	}
+	if tooBig > 0 {
+		msg += fmt.Sprintf("; %d of them ask for more GPUs than the cluster's %d nodes of %d hold", tooBig, cfg.Nodes, cfg.GPUsPerNode)
+	}
+	return errors.New(msg)
+}
+
 // loadJobs turns trace rows into replay jobs with parsed requests.
 func loadJobs(rows []artifact.Job, d *Data, cfg Config) ([]*simJob, error) {
 	jobs := make([]*simJob, 0, len(rows))
@@ -337,18 +365,18 @@ func replay(ctx context.Context, cfg Config, d *Data, jobs []*simJob, pol policy
 	penalty := cfg.RestartPenalty.Seconds()
 	totalGPUs := float64(cfg.Nodes * cfg.GPUsPerNode)
 	next := 0 // next arrival
+	lastSubmit := 0.0
+	if len(jobs) > 0 {
+		lastSubmit = jobs[len(jobs)-1].Submit // sorted by submission
+	}
 	var active []*simJob
 	finished := 0
 	for t := 0.0; finished < len(jobs); t += step {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if t > cfg.MaxTime.Seconds() {
-			var names []string
-			for _, j := range active {
-				names = append(names, j.Name)
-			}
-			return nil, fmt.Errorf("sim %s: %d of %d jobs unfinished after %v (%s)", pol.Name(), len(jobs)-finished, len(jobs), cfg.MaxTime, strings.Join(names[:min(len(names), 5)], ", "))
+		if t > lastSubmit+cfg.MaxTime.Seconds() {
+			return nil, unfinished(pol.Name(), active, len(jobs)-finished, len(jobs), cfg)
 		}
 		if len(active) == 0 && next < len(jobs) && jobs[next].Submit > t {
 			// Idle cluster: jump to the round at or after the next arrival.

@@ -482,3 +482,30 @@ func TestFixedFrameworksChangesNoPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestUnfinished: a replay stops MaxTime after its last arrival, however
+// late that is, and says which jobs are left and which of them the
+// cluster cannot hold as requested.
+func TestUnfinished(t *testing.T) {
+	d := data(t)
+	fifo, err := policy.New("fifo", policy.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Nodes, cfg.GPUsPerNode, cfg.MaxTime = 1, 4, 2*time.Hour
+	// Arrivals past MaxTime do not stop the replay: the last is at 3 h.
+	fits := []artifact.Job{
+		{Name: "bert-0", SubmitS: 0, App: "bert", GPUs: 4, CPUs: 32, ExecPlan: "ga", Steps: 100, Line: 2},
+		{Name: "bert-1", SubmitS: 3 * 3600, App: "bert", GPUs: 4, CPUs: 32, ExecPlan: "ga", Steps: 100, Line: 3},
+	}
+	if _, err := Run(context.Background(), cfg, d, fits, fifo, nil); err != nil {
+		t.Fatalf("a late arrival: %v", err)
+	}
+	tooBig := append(fits, artifact.Job{Name: "bert-2", SubmitS: 60, App: "bert", GPUs: 8, CPUs: 64, ExecPlan: "ga", Steps: 100, Line: 4})
+	_, err = Run(context.Background(), cfg, d, tooBig, fifo, nil)
+	want := "sim fifo: 1 of 3 jobs unfinished 2h0m0s after the last arrival (MaxTime): bert-2; 1 of them ask for more GPUs than the cluster's 1 nodes of 4 hold"
+	if err == nil || err.Error() != want {
+		t.Errorf("a job the cluster cannot hold: %v, want %q", err, want)
+	}
+}
