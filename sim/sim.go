@@ -303,6 +303,20 @@ func loadJobs(rows []artifact.Job, d *Data, cfg Config) ([]*simJob, error) {
 }
 
 // Run replays rows with policy pol on the cluster of cfg.
+// CheckTrace reports what Run would refuse in the trace rows whatever the
+// policy: an unknown model, a bad request or account. Check once before
+// replaying one trace under several policies.
+func CheckTrace(cfg Config, d *Data, rows []artifact.Job) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	jobs, err := loadJobs(rows, d, cfg)
+	if err != nil {
+		return err
+	}
+	return checkAccounts(jobs, cfg)
+}
+
 func Run(ctx context.Context, cfg Config, d *Data, rows []artifact.Job, pol policy.Policy, log *slog.Logger) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -198,6 +198,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	// Said once, not once per policy.
+	if err := sim.CheckTrace(o.cfg, data, rows); err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	results := make([]*sim.Result, len(o.policies))
 	errs := make([]error, len(o.policies))

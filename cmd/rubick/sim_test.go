@@ -150,3 +150,17 @@ func TestSimWorkloadFile(t *testing.T) {
 		t.Errorf("rows = %+v, want one completed guaranteed job", rows)
 	}
 }
+
+// A trace error is said once, not once per policy replaying the trace.
+func TestSimTraceErrorOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bad.csv")
+	csv := "name,submission_time,duration,application,num_gpus,num_cpus,bandwidth,exec_plan,steps,is_sla\n" +
+		"vit-0,0,100,nosuch,2,16,0,ga,100,1\n"
+	if err := os.WriteFile(path, []byte(csv), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := runSimArgs(t, "--workload", path, "--policy", "rubick,fifo,sia")
+	if err == nil || strings.Count(err.Error(), `unknown model "nosuch"`) != 1 {
+		t.Errorf("error %v, want one naming the unknown model once", err)
+	}
+}
