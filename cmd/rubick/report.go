@@ -66,11 +66,20 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	by := fset.String("by", strings.Join(report.DefaultBy, ","), "group by these, comma-separated: "+strings.Join(report.Dimensions, ", "))
 	overhead := fset.Duration("restart-overhead", report.DefaultRestartOverhead, "GPU time lost per reconfiguration on top of the measured gap (checkpoint load, warm-up)")
 	tz := fset.String("tz", "Local", "time zone sacct prints its times in (IANA name, Local or UTC)")
+	timeout := fset.Duration("timeout", 10*time.Minute, "time bound of the sacct run (a hung slurmdbd must not hang the report)")
 	if help, err := parseFlags(fset, args); help || err != nil {
 		return err
 	}
 	if *asCSV && *asJSON {
 		return fmt.Errorf("%w: --csv and --json are exclusive", errUsage)
+	}
+	switch {
+	case *plotFormat != "png" && *plotFormat != "svg":
+		return fmt.Errorf("%w: --plot-format=%q, want png or svg", errUsage, *plotFormat)
+	case *capacity < 0:
+		return fmt.Errorf("%w: --gpus=%d must be >= 0 (0: plot GPU counts)", errUsage, *capacity)
+	case *timeout <= 0:
+		return fmt.Errorf("%w: --timeout=%s must be > 0", errUsage, *timeout)
 	}
 	loc := env.loc
 	if *tz != "Local" {
@@ -102,6 +111,9 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 		}
 	}
 	if o.By == nil {
+		if !*jobs {
+			return fmt.Errorf("%w: --by=%q groups by nothing: name a dimension (%s), or list the jobs with --jobs", errUsage, *by, strings.Join(report.Dimensions, ", "))
+		}
 		o.By = []string{}
 	}
 	if err := o.Validate(); err != nil {
@@ -112,7 +124,7 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	switch *input {
 	case "":
 		q := report.Query{Path: *sacct, Since: o.Since, Until: o.Until, Location: loc}
-		if text, err = q.Run(ctx, env.runner); err != nil {
+		if text, err = q.Run(ctx, slurm.TimedRunner{Runner: env.runner, Timeout: *timeout}); err != nil {
 			return err
 		}
 	case "-":

@@ -105,6 +105,20 @@ func TestReportFakeSacct(t *testing.T) {
 	}
 }
 
+// A hung sacct (slurmdbd down) ends at --timeout with an error.
+func TestReportSacctTimeout(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "sacct")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	start := time.Now()
+	err := reportCmd(context.Background(), []string{"--sacct", bin, "--timeout", "200ms"}, &out, &errb, testEnv(t))
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), bin) {
+		t.Errorf("error = %v after %s, want the deadline naming %s", err, time.Since(start), bin)
+	}
+}
+
 func TestReportPlot(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "charts")
 	var out, errb bytes.Buffer
@@ -128,12 +142,16 @@ func TestReportUsageErrors(t *testing.T) {
 		"window":         {"--input", synthetic, "--since", "2026-11-05", "--until", "2026-11-01"},
 		"extra argument": {"--input", synthetic, "42"},
 		"bad zone":       {"--input", synthetic, "--tz", "Mars/Olympus"},
+		"plot format":    {"--input", synthetic, "--plot-format", "jpg"},
+		"negative gpus":  {"--input", synthetic, "--gpus", "-5"},
+		"no grouping":    {"--input", synthetic, "--by", ""},
+		"no timeout":     {"--input", synthetic, "--timeout", "0s"},
 	}
 	for name, args := range tests {
 		t.Run(name, func(t *testing.T) {
 			var out, errb bytes.Buffer
-			if err := reportCmd(context.Background(), args, &out, &errb, testEnv(t)); !errors.Is(err, errUsage) {
-				t.Errorf("error = %v, want a usage error", err)
+			if err := reportCmd(context.Background(), args, &out, &errb, testEnv(t)); !errors.Is(err, errUsage) || out.Len() > 0 {
+				t.Errorf("error = %v, output %q; want a usage error before any report", err, out.String())
 			}
 		})
 	}
