@@ -143,7 +143,7 @@ func takesValue(fs *flag.FlagSet, tok string) bool {
 // environment the model prices (model.Env's JSON names), from DefaultEnv.
 func envFlag(fs *flag.FlagSet) *model.Env {
 	env := model.DefaultEnv()
-	fs.Func("env", "change the priced environment, name=value; repeatable ("+envDefaults(env)+")", env.Set)
+	fs.Func("env", "change the priced environment, name=value; repeatable; gpu_mem_gb, node_mem_gb, node_cpus or node_gpus of 0 bounds nothing ("+envDefaults(env)+")", env.Set)
 	return &env
 }
 
@@ -386,6 +386,13 @@ func modelBestPlan(ctx context.Context, args []string, stdout, stderr io.Writer)
 		c = artifact.MeasuredThreadsPerGPU * pl.GPUs()
 	}
 	env := *envp
+	// The placement and CPUs must be ones the priced nodes hold.
+	if env.NodeGPUs > 0 && pl.MaxPerNode() > env.NodeGPUs {
+		return fmt.Errorf("%w: --placement=%s puts %d GPUs on a node of %d (env node_gpus=%d)", model.ErrBadInput, *place, pl.MaxPerNode(), env.NodeGPUs, env.NodeGPUs)
+	}
+	if env.NodeCPUs > 0 && c > env.NodeCPUs*pl.Nodes() {
+		return fmt.Errorf("%w: --cpus=%d is more than the %d nodes of the placement hold (%d each, env node_cpus)", model.ErrBadInput, c, pl.Nodes(), env.NodeCPUs)
+	}
 	fit, err := artifact.FitOne(ctx, set, env, *name)
 	if err != nil {
 		return err

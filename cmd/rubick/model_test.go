@@ -114,7 +114,7 @@ func TestModelBestPlan(t *testing.T) {
 
 // Two nodes of 16 GPUs are 32 GPUs, and are shown in the form they were given.
 func TestModelBestPlanWideNodes(t *testing.T) {
-	out, _, err := runCLI(t, "model", "best-plan", "--model", "llama7", "--placement", "2x16", "--json")
+	out, _, err := runCLI(t, "model", "best-plan", "--model", "llama7", "--placement", "2x16", "--env", "node_gpus=16", "--json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,6 +246,10 @@ func TestModelErrors(t *testing.T) {
 		"bad placement":      {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "80"}, want: `"80"`},
 		"zero-GPU nodes":     {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "2x0"}, want: `"2x0"`},
 		"negative cpus":      {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "8", "--cpus", "-1"}, want: "--cpus=-1"},
+		"over a node's GPUs": {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "8", "--env", "node_gpus=4"},
+			want: "--placement=8 puts 8 GPUs on a node of 4"},
+		"over the nodes' CPUs": {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "44", "--cpus", "100000"},
+			want: "--cpus=100000 is more than the 2 nodes"},
 		"missing data":       {args: []string{"model", "validate", "--data", "/nonexistent/rubick"}, want: "/nonexistent/rubick"},
 		"fit unknown model":  {args: []string{"model", "fit", "--model", "gpt5"}, want: `"gpt5"`},
 		"unknown env name":   {args: []string{"model", "validate", "--env", "nvlink=400"}, usage: true, want: `"nvlink"`},
