@@ -200,9 +200,9 @@ func TestHelpListsEveryFlag(t *testing.T) {
 			}
 			help := errb.String()
 			want := map[string][]string{
-				"report":  {"since", "until", "sacct", "input", "store", "csv", "json", "jobs", "plot", "plot-format", "gpus", "by", "restart-overhead", "tz"},
+				"report":  {"since", "until", "sacct", "input", "store", "csv", "json", "jobs", "plot", "plot-format", "gpus", "by", "restart-overhead", "tz", "timeout"},
 				"explain": {"store", "json", "top", "reasons"},
-				"status":  {"url", "store", "json", "timeout"},
+				"status":  {"url", "store", "json", "timeout", "check"},
 			}[name]
 			for _, f := range want {
 				if !strings.Contains(help, "--"+f+" ") && !strings.Contains(help, "--"+f+"\n") {
