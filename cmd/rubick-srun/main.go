@@ -225,6 +225,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Error("bad Slurm environment", "err", err)
 		return exitUsage
 	}
+	// Go ignores a signal no one subscribed to: a checkpoint signal that
+	// came before the step starts (rubickd restarting the job while this
+	// reads its plan or profiles) would be lost. Nothing has trained yet,
+	// so launchStep requeues the job as after a checkpoint.
+	early := make(chan os.Signal, 1)
+	signal.Notify(early, cfg.checkpointSig)
+	defer signal.Stop(early)
 
 	plan, tag, err := jobPlan(ctx, cfg, jobID, log)
 	if err != nil {
@@ -323,7 +330,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		cancel()
 	}
 	log.Info("launching", "argv", shellQuote(st.argv))
-	status, checkpointed := launchStep(ctx, st, cfg.checkpointSig, samples, stdout, stderr, log)
+	status, checkpointed := launchStep(ctx, st, cfg.checkpointSig, early, samples, stdout, stderr, log)
 	if checkpointed && cfg.requeue && jobID != "" {
 		_ = requeueHold(ctx, cfg, whyCheckpoint, log)
 	}
@@ -489,7 +496,7 @@ func planStep(cfg config, plan model.Plan, alloc launch.Alloc, stateDir string, 
 // launchStep runs the step in its own process group, forwards signals to
 // the group, taps its output for iteration times and returns its exit
 // status (128+N when a signal N ended it).
-func launchStep(ctx context.Context, st step, ckptSig syscall.Signal, s *sampler, stdout, stderr io.Writer, log *slog.Logger) (status int, checkpointed bool) {
+func launchStep(ctx context.Context, st step, ckptSig syscall.Signal, early <-chan os.Signal, s *sampler, stdout, stderr io.Writer, log *slog.Logger) (status int, checkpointed bool) {
 	cmd := exec.Command(st.argv[0], st.argv[1:]...)
 	cmd.Env = append(os.Environ(), st.env...)
 	cmd.Stdin = os.Stdin
@@ -508,6 +515,13 @@ func launchStep(ctx context.Context, st step, ckptSig syscall.Signal, s *sampler
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, ckptSig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
+	// Subscribed above, so none is missed between this check and the start.
+	select {
+	case sig := <-early:
+		log.Info("checkpoint signal before the step started; nothing to checkpoint, not started", "signal", sig)
+		return exitCheckpointed, true
+	default:
+	}
 	if err := cmd.Start(); err != nil {
 		log.Error("cannot start the step", "argv0", st.argv[0], "err", err)
 		return exitLaunch, false

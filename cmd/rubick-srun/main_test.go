@@ -53,6 +53,11 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(f, strings.Join(os.Args[1:], " "))
 			f.Close()
 		}
+		// A slow read of the job: it says it has begun, then takes a while.
+		if p := os.Getenv("FAKE_SCONTROL_SLOW"); p != "" && len(os.Args) > 1 && os.Args[1] == "show" {
+			_ = os.WriteFile(p, nil, 0o644)
+			time.Sleep(time.Second)
+		}
 		if os.Getenv("FAKE_SCONTROL_FAIL") != "" {
 			fmt.Fprintln(os.Stderr, "slurm_load_jobs error: Invalid job id specified")
 			os.Exit(1)

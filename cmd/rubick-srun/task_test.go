@@ -2,11 +2,16 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -142,5 +147,73 @@ func TestWithEnv(t *testing.T) {
 	got := withEnv([]string{"A=1", "RANK=9", "B=2", "RANK=8"}, []string{"RANK=0", "C=3"})
 	if d := cmp.Diff([]string{"A=1", "B=2", "RANK=0", "C=3"}, got); d != "" {
 		t.Errorf("withEnv (-want +got):\n%s", d)
+	}
+}
+
+// TestCheckpointBeforeStart: a checkpoint signal that came before the step
+// started (kept by run's early subscription) ends the launch unstarted,
+// as checkpointed, so the job is requeued rather than the signal lost.
+func TestCheckpointBeforeStart(t *testing.T) {
+	ran := filepath.Join(t.TempDir(), "ran")
+	touch, err := exec.LookPath("touch")
+	if err != nil {
+		t.Skip("no touch program")
+	}
+	early := make(chan os.Signal, 1)
+	early <- syscall.SIGUSR1
+	var out, errb bytes.Buffer
+	status, ckpt := launchStep(t.Context(), step{argv: []string{touch, ran}}, syscall.SIGUSR1, early, nil, &out, &errb, slog.New(slog.DiscardHandler))
+	if status != exitCheckpointed || !ckpt {
+		t.Errorf("launchStep = %d, %v; want %d, checkpointed", status, ckpt, exitCheckpointed)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("the step ran")
+	}
+	// Without one, the step runs.
+	status, ckpt = launchStep(t.Context(), step{argv: []string{touch, ran}}, syscall.SIGUSR1, make(chan os.Signal), nil, &out, &errb, slog.New(slog.DiscardHandler))
+	if _, err := os.Stat(ran); err != nil || status != 0 || ckpt {
+		t.Errorf("launchStep = %d, %v, %v; want the step run", status, ckpt, err)
+	}
+}
+
+// TestCheckpointWhileReadingPlan: rubick-srun, signalled while it reads its
+// plan, starts no step and requeues the job held, as after a checkpoint.
+func TestCheckpointWhileReadingPlan(t *testing.T) {
+	bin := fakes(t)
+	dir := t.TempDir()
+	reading, scontrolLog, srunLog := filepath.Join(dir, "reading"), filepath.Join(dir, "scontrol.log"), filepath.Join(dir, "srun.json")
+	cmd := exec.Command(testSelf(t), "--srun", filepath.Join(bin, "srun"), "--scontrol", filepath.Join(bin, "scontrol"),
+		"--squeue", filepath.Join(bin, "squeue"), "python", "pretrain_gpt.py", "--global-batch-size", "16")
+	cmd.Env = append(os.Environ(), "RUBICK_SRUN_MAIN=1", "SLURM_JOB_NUM_NODES=1", "SLURM_JOB_ID=42", "FAKE_PLAN=dp1.tp1.pp1.mb4.a4.z0",
+		"FAKE_SCONTROL_SLOW="+reading, "FAKE_SCONTROL_LOG="+scontrolLog, "FAKE_SRUN_LOG="+srunLog)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	kill := time.AfterFunc(60*time.Second, func() { _ = cmd.Process.Kill() })
+	defer kill.Stop()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(reading); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the plan was never read:\n%s", errb.String())
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitCheckpointed {
+		t.Fatalf("exit %v, want %d\n%s", err, exitCheckpointed, errb.String())
+	}
+	if _, err := os.Stat(srunLog); err == nil {
+		t.Error("the step was started")
+	}
+	calls, _ := os.ReadFile(scontrolLog)
+	if !strings.Contains(string(calls), "requeuehold 42") {
+		t.Errorf("scontrol calls:\n%s\nwant the job requeued held", calls)
 	}
 }
