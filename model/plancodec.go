@@ -43,7 +43,7 @@ func ParsePlan(s string) (Plan, error) {
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil || n < w.min || n > 1<<20 {
-			return Plan{}, fmt.Errorf("%w: plan %q: %s=%q is not an integer >= %d", ErrBadInput, s, w.prefix, v, w.min)
+			return Plan{}, fmt.Errorf("%w: plan %q: %s=%q is not an integer in %d..%d", ErrBadInput, s, w.prefix, v, w.min, 1<<20)
 		}
 		*w.dst = n
 	}
