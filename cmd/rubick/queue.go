@@ -211,7 +211,7 @@ func queue(ctx context.Context, st queueStore, path string, f queueFilter, now t
 		// rubickd records a cycle every interval (30 s by default): an old
 		// newest cycle is a queue of the past.
 		q.Notes = append(q.Notes, fmt.Sprintf("the newest cycle is %s old, and rubickd records one every interval (30s by default): is it running? (rubick status)",
-			age.Round(time.Second)))
+			ageString(q.AgeS)))
 	}
 	switch {
 	case !ordered:

@@ -164,7 +164,7 @@ func TestQueueStale(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "note: the newest cycle is 1h0m30s old, and rubickd records one every interval (30s by default): is it running? (rubick status)\n"},
+		{nil, "note: the newest cycle is 1.0h old, and rubickd records one every interval (30s by default): is it running? (rubick status)\n"},
 		{[]string{"--cycle", "2"}, ""},
 	} {
 		env := testEnv(t)
