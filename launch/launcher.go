@@ -3,6 +3,7 @@ package launch
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Flags of the per-node launchers that rubick-srun replaces: the nodes and
@@ -55,7 +56,7 @@ func (c *cmdline) sizeLauncher(l layout, opts Options) error {
 			// It starts every node's workers itself, over ssh from a
 			// hostfile; srun's one launcher per node would start them all
 			// once per node.
-			return fmt.Errorf("%w: the deepspeed launcher cannot run a plan on %d nodes under srun; start the script with python and --launcher gpu (DeepSpeed reads its ranks from RANK, LOCAL_RANK and WORLD_SIZE, which rubick-srun sets) or with torchrun",
+			return fmt.Errorf("%w: the deepspeed launcher cannot run a plan on %d nodes as one launcher per node; leave --launcher at auto, and rubick-srun starts its workers through srun, one per GPU",
 				ErrBadInput, opts.Nodes)
 		}
 		// The step's GPUs are the ones Slurm gave it, numbered from 0;
@@ -66,4 +67,48 @@ func (c *cmdline) sizeLauncher(l layout, opts Options) error {
 		c.set(fNumGPUs, gpn, lo, hi)
 	}
 	return nil
+}
+
+// The deepspeed launcher's own flags that say how it starts the script.
+var (
+	fDSNoPython   = switchFlag("--no_python", "--no-python")
+	fDSNoLocalRnk = switchFlag("--no_local_rank", "--no-local-rank")
+)
+
+// Unlaunched is a deepspeed launcher line turned into the command one of
+// its workers runs, for srun to start once per GPU.
+type Unlaunched struct {
+	Argv []string
+	// LocalRankAt is where the worker's "--local_rank=N" goes in Argv, as
+	// the launcher passes it (right after the script); -1 for none
+	// (--no_local_rank).
+	LocalRankAt int
+}
+
+// WithoutLauncher turns a line that starts with the deepspeed launcher
+// ("deepspeed [flags] train.py ..." or "python -m deepspeed.launcher.runner
+// ...") into what the launcher runs on each GPU: python -u train.py ...,
+// with python the interpreter the launcher runs under. The launcher starts
+// the workers of other nodes over ssh from a hostfile; under srun, which
+// starts every task itself, a plan on several nodes runs this way.
+func WithoutLauncher(argv []string, python string) (Unlaunched, error) {
+	l := parseLayout(argv)
+	if l.launcher != LauncherDeepSpeed || l.launcherFlags < 0 {
+		return Unlaunched{}, fmt.Errorf("%w: %q does not start a .py script with the deepspeed launcher", ErrBadInput, clip(strings.Join(argv, " ")))
+	}
+	c := cmdline{toks: argv}
+	lo, hi := l.launcherFlags, l.script
+	if l.launcherFlags > 1 {
+		python = argv[0] // "python -m deepspeed.launcher.runner": its own
+	}
+	out := []string{python, "-u", argv[l.script]}
+	if c.has(fDSNoPython, lo, hi) {
+		out = out[2:]
+	}
+	u := Unlaunched{LocalRankAt: len(out)}
+	if c.has(fDSNoLocalRnk, lo, hi) {
+		u.LocalRankAt = -1
+	}
+	u.Argv = append(out, argv[l.script+1:]...)
+	return u, nil
 }

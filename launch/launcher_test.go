@@ -51,7 +51,7 @@ func TestSizeLauncher(t *testing.T) {
 		{name: "deepspeed, two nodes",
 			argv: []string{"deepspeed", "--num_gpus", "8", "train.py", "--deepspeed_config", "ds.json"},
 			plan: "dp8.tp1.pp1.mb2.a1.z0", opts: Options{Nodes: 2, GPUsPerNode: 4, ConfigDir: "/job", ReadFile: ds, Rendezvous: "node1:1"},
-			wantErr: "the deepspeed launcher cannot run a plan on 2 nodes"},
+			wantErr: "the deepspeed launcher cannot run a plan on 2 nodes as one launcher per node"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := Rewrite(tc.argv, mustPlan(t, tc.plan), tc.opts)
@@ -66,6 +66,45 @@ func TestSizeLauncher(t *testing.T) {
 			}
 			if d := cmp.Diff(tc.want, res.Argv); d != "" {
 				t.Errorf("argv (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestWithoutLauncher: a deepspeed launcher line becomes what the launcher
+// runs on each GPU.
+func TestWithoutLauncher(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		argv    []string
+		want    Unlaunched
+		wantErr string
+	}{
+		{name: "the deepspeed program",
+			argv: strings.Fields("deepspeed --num_gpus 8 --master_port 29501 train.py --deepspeed_config ds.json --epochs 1"),
+			want: Unlaunched{Argv: strings.Fields("/venv/bin/python -u train.py --deepspeed_config ds.json --epochs 1"), LocalRankAt: 3}},
+		{name: "python -m deepspeed.launcher.runner: its python",
+			argv: strings.Fields("/opt/py/bin/python3 -m deepspeed.launcher.runner --include localhost:0,1 train.py --x"),
+			want: Unlaunched{Argv: strings.Fields("/opt/py/bin/python3 -u train.py --x"), LocalRankAt: 3}},
+		{name: "no python, no local rank",
+			argv: strings.Fields("deepspeed --no_python --no-local-rank ./train.py --x"),
+			want: Unlaunched{Argv: strings.Fields("./train.py --x"), LocalRankAt: -1}},
+		{name: "torchrun", argv: strings.Fields("torchrun --nproc_per_node 8 train.py"), wantErr: "does not start a .py script with the deepspeed launcher"},
+		{name: "no script", argv: strings.Fields("deepspeed --num_gpus 8 mytrainer"), wantErr: "does not start a .py script"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := WithoutLauncher(tc.argv, "/venv/bin/python")
+			if tc.wantErr != "" {
+				if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("WithoutLauncher = %v, want ErrBadInput saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
 			}
 		})
 	}

@@ -69,8 +69,10 @@ type config struct {
 	markWait                    time.Duration
 	ensureLoad, dryRun, requeue bool
 	requeueMail                 bool
-	// asTask: run as one task of a per-GPU step (runTask).
-	asTask bool
+	// asTask: run as one task of a per-GPU step (runTask); localRankAt
+	// is where its "--local_rank=N" goes in the command, -1 for none.
+	asTask      bool
+	localRankAt int
 	// self is this program, as a per-GPU step's tasks run it.
 	self          string
 	logLevel      string
@@ -152,6 +154,7 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) *flag.F
 	fs.DurationVar(&c.profileRunTimeout, "profile-run-timeout", 2*time.Minute, "time bound of one profiling run")
 	fs.BoolVar(&c.dryRun, "dry-run", false, "print the rewritten command and DeepSpeed config, run nothing")
 	fs.BoolVar(&c.asTask, asTaskFlag, false, "run as one task of a per-GPU step, as rubick-srun starts them: set RANK, LOCAL_RANK and GROUP_RANK from SLURM_PROCID, SLURM_LOCALID and SLURM_NODEID, then exec the command")
+	fs.IntVar(&c.localRankAt, localRankAtFlag, -1, "with --as-task, insert --local_rank=SLURM_LOCALID at this index of the command, as the deepspeed launcher passes it (-1: none)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: rubick-srun [flags] [--] <training command...>\n\nflags:")
@@ -202,7 +205,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return exitUsage
 	}
 	if cfg.asTask {
-		return runTask(cfg.train, getenv, stderr)
+		return runTask(cfg.train, cfg.localRankAt, getenv, stderr)
 	}
 	cfg.self = "rubick-srun" // found on PATH, as on every node
 	if self, err := os.Executable(); err == nil {
@@ -461,25 +464,45 @@ func stateDirFor(cfg config, jobID string, getenv func(string) string) string {
 }
 
 func planStep(cfg config, plan model.Plan, alloc launch.Alloc, stateDir string, getenv func(string) string) (step, error) {
-	geo, err := launch.PlanGeometry(plan, alloc, launch.GeometryOptions{Mode: cfg.parsedMode, Bind: cfg.parsedBind,
-		CPUsPerTask: cfg.cpusPerTask, Launcher: launch.DetectLauncher(cfg.train)})
+	train, mode, dialect := cfg.train, cfg.parsedMode, cfg.parsedDialect
+	var taskArgs []string
+	if launch.DetectLauncher(train) == launch.LauncherDeepSpeed && mode == launch.ModeAuto && alloc.Nodes > 1 {
+		// The deepspeed launcher reaches other nodes over ssh, not srun:
+		// srun starts its workers once per GPU instead.
+		u, err := launch.WithoutLauncher(train, launcherPython(train[0]))
+		if err != nil {
+			return step{}, err
+		}
+		if dialect == launch.DialectAuto {
+			// As the whole line reads: the launcher says DeepSpeed.
+			if dialect, err = launch.Detect(train); err != nil {
+				return step{}, err
+			}
+		}
+		train, mode = u.Argv, launch.ModePerGPU
+		if u.LocalRankAt >= 0 {
+			taskArgs = []string{"--" + localRankAtFlag, strconv.Itoa(u.LocalRankAt)}
+		}
+	}
+	geo, err := launch.PlanGeometry(plan, alloc, launch.GeometryOptions{Mode: mode, Bind: cfg.parsedBind,
+		CPUsPerTask: cfg.cpusPerTask, Launcher: launch.DetectLauncher(train)})
 	if err != nil {
 		return step{}, err
 	}
-	opts := launch.Options{Dialect: cfg.parsedDialect, GlobalBatch: cfg.globalBatch, ConfigDir: stateDir,
+	opts := launch.Options{Dialect: dialect, GlobalBatch: cfg.globalBatch, ConfigDir: stateDir,
 		EnsureLoad: cfg.ensureLoad, CheckpointDir: cfg.checkpointDir}
 	dist := distributedFor(getenv, getenv("SLURM_JOB_ID"), firstNode(getenv))
 	if geo.Mode == launch.ModePerNode {
 		opts.Nodes, opts.GPUsPerNode = geo.Nodes, geo.GPUsPerNode
 		opts.Rendezvous, opts.RendezvousID = dist.rendezvous(), getenv("SLURM_JOB_ID")
 	}
-	res, err := launch.Rewrite(cfg.train, plan, opts)
+	res, err := launch.Rewrite(train, plan, opts)
 	if err != nil {
 		return step{}, err
 	}
 	st := step{argv: res.Argv, config: res.Config, globalBatch: res.GlobalBatch, placement: geo.Placement(),
 		env: []string{"RUBICK_PLAN=" + plan.String(), "RUBICK_PLACEMENT=" + geo.Placement().String()}}
-	dist.wrap(&st, geo, plan, cfg.self, getenv)
+	dist.wrap(&st, geo, plan, cfg.self, getenv, taskArgs...)
 	if geo.Mode != launch.ModeDirect {
 		st.argv = geo.Command(cfg.srun, st.argv)
 	}

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,6 +23,11 @@ import (
 // env:// initialisation (Megatron, DeepSpeed) reads RANK and LOCAL_RANK,
 // which srun does not set.
 const asTaskFlag = "as-task"
+
+// localRankAtFlag places a task's "--local_rank=N" in its command, where
+// the deepspeed launcher would: scripts written for it read their device
+// from that argument.
+const localRankAtFlag = "local-rank-at"
 
 // taskEnv is the per-task part of torch.distributed's environment, from
 // srun's variables for this task.
@@ -39,11 +47,18 @@ func taskEnv(getenv func(string) string) ([]string, error) {
 
 // runTask execs train with the task's ranks in its environment; it returns
 // only when it cannot.
-func runTask(train []string, getenv func(string) string, stderr io.Writer) int {
+func runTask(train []string, localRankAt int, getenv func(string) string, stderr io.Writer) int {
 	add, err := taskEnv(getenv)
 	if err != nil {
 		fmt.Fprintln(stderr, "rubick-srun:", err)
 		return exitUsage
+	}
+	if localRankAt >= 0 {
+		if localRankAt > len(train) {
+			fmt.Fprintf(stderr, "rubick-srun: --%s=%d is past the command's %d words\n", localRankAtFlag, localRankAt, len(train))
+			return exitUsage
+		}
+		train = slices.Insert(slices.Clone(train), localRankAt, "--local_rank="+getenv("SLURM_LOCALID"))
 	}
 	path, err := exec.LookPath(train[0])
 	if err != nil {
@@ -121,9 +136,9 @@ func (d distributed) rendezvous() string {
 // rank, and the step's environment gets the world's size and rendezvous.
 // Megatron asserts CUDA_DEVICE_MAX_CONNECTIONS=1 under tensor parallelism
 // (it orders communication before computation on the device).
-func (d distributed) wrap(st *step, geo launch.Geometry, plan model.Plan, self string, getenv func(string) string) {
+func (d distributed) wrap(st *step, geo launch.Geometry, plan model.Plan, self string, getenv func(string) string, taskArgs ...string) {
 	if geo.Mode == launch.ModePerGPU {
-		st.argv = append([]string{self, "--" + asTaskFlag, "--"}, st.argv...)
+		st.argv = slices.Concat([]string{self, "--" + asTaskFlag}, taskArgs, []string{"--"}, st.argv)
 		st.env = append(st.env, "WORLD_SIZE="+strconv.Itoa(geo.Tasks()), "LOCAL_WORLD_SIZE="+strconv.Itoa(geo.TasksPerNode), "MASTER_PORT="+d.port)
 		addr := d.addr
 		if addr == "" && geo.Nodes == 1 {
@@ -136,4 +151,39 @@ func (d distributed) wrap(st *step, geo launch.Geometry, plan model.Plan, self s
 	if plan.TP > 1 && getenv("CUDA_DEVICE_MAX_CONNECTIONS") == "" {
 		st.env = append(st.env, "CUDA_DEVICE_MAX_CONNECTIONS=1")
 	}
+}
+
+// launcherPython is the interpreter the deepspeed launcher program runs
+// under, from its "#!" line (a pip-installed script names its venv's
+// python); python3 where that cannot be read.
+func launcherPython(launcher string) string {
+	path, err := exec.LookPath(launcher)
+	if err != nil {
+		return "python3"
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "python3"
+	}
+	defer f.Close()
+	line, _ := bufio.NewReader(io.LimitReader(f, 512)).ReadString('\n')
+	return shebangPython(line)
+}
+
+// shebangPython reads the interpreter off a "#!" line: "#!/venv/bin/python"
+// or "#!/usr/bin/env python3" (an env option such as -S skipped).
+func shebangPython(line string) string {
+	f := strings.Fields(strings.TrimPrefix(line, "#!"))
+	if !strings.HasPrefix(line, "#!") || len(f) == 0 {
+		return "python3"
+	}
+	if filepath.Base(f[0]) != "env" {
+		return f[0]
+	}
+	for _, a := range f[1:] {
+		if !strings.HasPrefix(a, "-") {
+			return a
+		}
+	}
+	return "python3"
 }

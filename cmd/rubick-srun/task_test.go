@@ -46,6 +46,21 @@ func TestAsTask(t *testing.T) {
 	}
 }
 
+// TestAsTaskLocalRank: --local-rank-at puts the task's --local_rank=N
+// where the deepspeed launcher would.
+func TestAsTaskLocalRank(t *testing.T) {
+	echo, err := exec.LookPath("echo")
+	if err != nil {
+		t.Skip("no echo program")
+	}
+	cmd := exec.Command(testSelf(t), "--as-task", "--local-rank-at", "2", "--", echo, "train.py", "--x")
+	cmd.Env = append(os.Environ(), "RUBICK_SRUN_MAIN=1", "SLURM_PROCID=5", "SLURM_LOCALID=1", "SLURM_NODEID=2")
+	out, err := cmd.Output()
+	if err != nil || string(out) != "train.py --local_rank=1 --x\n" {
+		t.Errorf("the command got %q, %v; want --local_rank=1 after the script", out, err)
+	}
+}
+
 func TestAsTaskErrors(t *testing.T) {
 	for _, tc := range []struct {
 		env  map[string]string
@@ -215,5 +230,70 @@ func TestCheckpointWhileReadingPlan(t *testing.T) {
 	calls, _ := os.ReadFile(scontrolLog)
 	if !strings.Contains(string(calls), "requeuehold 42") {
 		t.Errorf("scontrol calls:\n%s\nwant the job requeued held", calls)
+	}
+}
+
+func TestShebangPython(t *testing.T) {
+	for line, want := range map[string]string{
+		"#!/venv/bin/python\n":            "/venv/bin/python",
+		"#!/venv/bin/python3 -u\n":        "/venv/bin/python3",
+		"#!/usr/bin/env python3\n":        "python3",
+		"#!/usr/bin/env -S python3.11 \n": "python3.11",
+		"import sys\n":                    "python3",
+		"#!\n":                            "python3",
+	} {
+		if got := shebangPython(line); got != want {
+			t.Errorf("shebangPython(%q) = %q, want %q", line, got, want)
+		}
+	}
+}
+
+// TestPlanStepDeepSpeedNodes: a deepspeed launcher line planned on two
+// nodes runs its workers through srun, one per GPU, under the launcher's
+// python, each given its --local_rank as the launcher would.
+func TestPlanStepDeepSpeedNodes(t *testing.T) {
+	dir := t.TempDir()
+	launcher := filepath.Join(dir, "deepspeed")
+	if err := os.WriteFile(launcher, []byte("#!/venv/bin/python\nimport sys\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ds.json"), []byte(`{"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parseFlags([]string{"--", launcher, "--num_gpus", "8", "train.py", "--deepspeed_config", filepath.Join(dir, "ds.json")},
+		envMap(nil), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.self = "/bin/rubick-srun"
+	p, err := model.ParsePlan("dp8.tp1.pp1.mb4.a1.z1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "gpu[3,9]"})
+	state := filepath.Join(dir, "state")
+	st, err := planStep(cfg, p, launch.Alloc{Nodes: 2, GPUsOnNode: 4, CPUsOnNode: 16}, state, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Fields("srun --nodes=2 --ntasks=8 --ntasks-per-node=4 --gres=gpu:4 --cpus-per-task=4 --kill-on-bad-exit=1 " +
+		"/bin/rubick-srun --as-task --local-rank-at 3 -- /venv/bin/python -u train.py --deepspeed_config " + filepath.Join(state, "rubick-ds.json"))
+	if d := cmp.Diff(want, st.argv); d != "" {
+		t.Errorf("argv (-want +got):\n%s", d)
+	}
+	if !slices.Contains(st.env, "MASTER_ADDR=gpu3") || !slices.Contains(st.env, "WORLD_SIZE=8") {
+		t.Errorf("env %q, want the rendezvous on gpu3 and a world of 8", st.env)
+	}
+	// One node: the launcher runs as written, sized.
+	one, err := model.ParsePlan("dp4.tp1.pp1.mb4.a2.z1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err = planStep(cfg, one, launch.Alloc{Nodes: 1, GPUsOnNode: 4, CPUsOnNode: 16}, state, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.argv[7] != launcher || !slices.Contains(st.argv, "--num_gpus") {
+		t.Errorf("one node: argv %q, want the launcher run once", st.argv)
 	}
 }
