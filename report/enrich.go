@@ -225,9 +225,13 @@ func (j *Job) priceRequeues(costs []store.RestartCost) {
 			cost := c.Cost.Seconds()
 			held := max(cost-rq.gapS, 0)
 			j.ReconfigLostS += cost - rq.gapS - rq.ohS
-			lost := (held - rq.ohS) * float64(rq.nextGPUs) / 3600
-			j.ReconfigLostGPUHours += lost
-			j.UsefulGPUHours -= lost
+			// Without AllocTRES the GPUs held are unknown: the GPU-hours
+			// stay nil.
+			if j.ReconfigLostGPUHours != nil && j.UsefulGPUHours != nil {
+				lost := (held - rq.ohS) * float64(rq.nextGPUs) / 3600
+				j.ReconfigLostGPUHours = floatPtr(*j.ReconfigLostGPUHours + lost)
+				j.UsefulGPUHours = floatPtr(*j.UsefulGPUHours - lost)
+			}
 			j.ReconfigMeasured++
 			break
 		}

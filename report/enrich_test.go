@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -232,8 +234,8 @@ func TestEnrichMeasuredRestartCost(t *testing.T) {
 		LostS, LostGPUH float64
 		UsefulGPUH      float64
 	}
-	want := price{1, 400, (400 - gapS) * 8 / 3600, before.GPUHours - (400-gapS)*8/3600}
-	if d := cmp.Diff(want, price{got.ReconfigMeasured, got.ReconfigLostS, got.ReconfigLostGPUHours, got.UsefulGPUHours},
+	want := price{1, 400, (400 - gapS) * 8 / 3600, *before.GPUHours - (400-gapS)*8/3600}
+	if d := cmp.Diff(want, price{got.ReconfigMeasured, got.ReconfigLostS, *got.ReconfigLostGPUHours, *got.UsefulGPUHours},
 		cmpopts.EquateApprox(0, 1e-9)); d != "" {
 		t.Errorf("job 101 priced (-want +got):\n%s\n(sacct price: %.0f s gap + %.0f s overhead)", d, gapS, oh)
 	}
@@ -242,6 +244,38 @@ func TestEnrichMeasuredRestartCost(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(r.Notes, "\n"), "1 of ") {
 		t.Errorf("notes %q do not say how many requeues were measured", r.Notes)
+	}
+}
+
+// Without AllocTRES a measured restart still reprices the lost seconds, but
+// the lost and useful GPU-hours stay unknown.
+func TestEnrichMeasuredRestartCostNoAllocTRES(t *testing.T) {
+	text, err := os.ReadFile(filepath.Join("testdata", "synthetic.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := build(t, dropColumn(t, string(text), "AllocTRES"), syntheticOptions())
+	signaled := time.Date(2026, 11, 2, 11, 4, 50, 0, time.UTC)
+	st := &fakeStore{history: map[int64][]store.Action{101: {{ID: 2, JobID: 101, Kind: "restart", DecidedAt: signaled, Result: store.ResultOK}}},
+		costs: map[int64][]store.RestartCost{101: {{ActionID: 2, JobID: 101, Cost: 400 * time.Second, Signaled: signaled}}}}
+	if err := r.Enrich(context.Background(), st, "s.db", model.DefaultEnv()); err != nil {
+		t.Fatal(err)
+	}
+	type price struct {
+		Measured                   int
+		LostS                      float64
+		LostGPUH, UsefulGPUH, GPUH *float64
+		AllLostGPUH, AllUsefulGPUH *float64
+	}
+	want := price{Measured: 1, LostS: 400}
+	for _, j := range r.Jobs {
+		if j.ID == "101" {
+			got := price{j.ReconfigMeasured, j.ReconfigLostS, j.ReconfigLostGPUHours, j.UsefulGPUHours, j.GPUHours,
+				r.Overall.ReconfigLostGPUHours, r.Overall.UsefulGPUHours}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("job 101 priced (-want +got):\n%s", d)
+			}
+		}
 	}
 }
 

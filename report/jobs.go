@@ -126,18 +126,20 @@ type Job struct {
 	Requeues   int        `json:"requeues"`
 	Resizes    int        `json:"resizes"`
 	// Reconfigurations is Requeues + Resizes: every row but the last.
-	Reconfigurations     int     `json:"reconfigurations"`
-	ReconfigLostS        float64 `json:"reconfig_lost_s"`
-	ReconfigLostGPUHours float64 `json:"reconfig_lost_gpu_hours"`
+	Reconfigurations int     `json:"reconfigurations"`
+	ReconfigLostS    float64 `json:"reconfig_lost_s"`
+	// ReconfigLostGPUHours, GPUHours, UsefulGPUHours and BillingHours
+	// need AllocTRES: null without that column.
+	ReconfigLostGPUHours *float64 `json:"reconfig_lost_gpu_hours"`
 	// ReconfigMeasured counts the requeues priced at the restart cost
 	// rubickd measured (with a store) instead of gap + overhead.
-	ReconfigMeasured int     `json:"reconfig_measured"`
-	GPUHours         float64 `json:"gpu_hours"`
-	UsefulGPUHours   float64 `json:"useful_gpu_hours"`
+	ReconfigMeasured int      `json:"reconfig_measured"`
+	GPUHours         *float64 `json:"gpu_hours"`
+	UsefulGPUHours   *float64 `json:"useful_gpu_hours"`
 	// BillingHours is the sum over runs of run length x billing, what the
 	// site charges the job's account.
-	BillingHours   float64 `json:"billing_hours"`
-	GPUTRESMissing bool    `json:"gpu_tres_missing"`
+	BillingHours   *float64 `json:"billing_hours"`
+	GPUTRESMissing bool     `json:"gpu_tres_missing"`
 	// Plans is the tag's plan per run with repeats collapsed.
 	Plans []string `json:"plans"`
 	// StorePlans is rubickd's plan history; null without a store.
@@ -249,8 +251,10 @@ func groupRows(rows []Row) [][]Row {
 	return out
 }
 
-// buildJob computes one job's metrics from its runs.
-func buildJob(rows []Row, overhead time.Duration) (Job, []*JobError) {
+// buildJob computes one job's metrics from its runs. Without the AllocTRES
+// column (tres false) its GPU-hours and billing-hours stay nil: every run
+// would count 0 GPUs and 0 billing.
+func buildJob(rows []Row, overhead time.Duration, tres bool) (Job, []*JobError) {
 	last := rows[len(rows)-1]
 	j := Job{
 		ID: last.JobID, Name: last.JobName, User: last.User, Account: last.Account, QOS: last.QOS, Partition: last.Partition,
@@ -292,7 +296,7 @@ func buildJob(rows []Row, overhead time.Duration) (Job, []*JobError) {
 			}
 		}
 	}
-	var lostGPUs float64
+	var gpuH, billingH, lostGPUs float64
 	for i, r := range rows {
 		run := Run{State: r.State, Start: timePtr(r.Start), End: timePtr(r.End), Nodes: r.Nodes, CPUs: r.CPUs, Billing: r.Billing}
 		switch {
@@ -325,8 +329,8 @@ func buildJob(rows []Row, overhead time.Duration) (Job, []*JobError) {
 				}
 			}
 		}
-		j.GPUHours += run.ElapsedS * float64(run.GPUs) / 3600
-		j.BillingHours += run.ElapsedS * float64(run.Billing) / 3600
+		gpuH += run.ElapsedS * float64(run.GPUs) / 3600
+		billingH += run.ElapsedS * float64(run.Billing) / 3600
 		if j.Class == slurm.ClassGuaranteed && j.req != nil && run.GPUSource == GPUsFromTRES &&
 			run.ElapsedS > 0 && run.GPUs < j.req.gpus() {
 			j.BelowRequest = true
@@ -353,8 +357,10 @@ func buildJob(rows []Row, overhead time.Duration) (Job, []*JobError) {
 		lostGPUs += oh * float64(next.GPUs) / 3600
 	}
 	j.Reconfigurations = j.Requeues + j.Resizes
-	j.ReconfigLostGPUHours = lostGPUs
-	j.UsefulGPUHours = j.GPUHours - lostGPUs
+	if tres {
+		j.GPUHours, j.BillingHours = floatPtr(gpuH), floatPtr(billingH)
+		j.ReconfigLostGPUHours, j.UsefulGPUHours = floatPtr(lostGPUs), floatPtr(gpuH-lostGPUs)
+	}
 
 	var submit, start time.Time
 	for _, r := range rows {
@@ -387,6 +393,14 @@ func timePtr(t time.Time) *time.Time {
 }
 
 func floatPtr(v float64) *float64 { return &v }
+
+// orZero is *v, or 0 for nil.
+func orZero(v *float64) float64 {
+	if v == nil {
+		return 0
+	}
+	return *v
+}
 
 // jobIDCompare orders job ids numerically where they are numbers ("9" before
 // "10"), then by text (array and heterogeneous ids).

@@ -108,6 +108,11 @@ func (r *Report) jctCDF(PlotOptions) (*plot.Plot, error) {
 // gpuAlloc plots the GPUs allocated over time (or their fraction of the
 // capacity), summed over every run.
 func (r *Report) gpuAlloc(o PlotOptions) (*plot.Plot, error) {
+	// Without AllocTRES every run counts 0 GPUs: say why rather than
+	// plot nothing allocated.
+	if !r.tres {
+		return nil, fmt.Errorf("%w: no AllocTRES column: the GPUs of every run are unknown", ErrNoData)
+	}
 	type ev struct {
 		t time.Time
 		d int

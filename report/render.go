@@ -49,9 +49,9 @@ func (r *Report) WriteCSV(w io.Writer, jobs bool) error {
 				strconv.FormatBool(j.Finished), csvTime(j.Submit), csvTime(j.FirstStart), csvTime(j.End),
 				csvPtr(j.JCTS), csvPtr(j.QueueS), strconv.Itoa(len(j.Runs)), strconv.Itoa(j.Requeues),
 				strconv.Itoa(j.Resizes), strconv.Itoa(j.Reconfigurations), num(j.ReconfigLostS),
-				num(j.ReconfigLostGPUHours), num(j.GPUHours), num(j.UsefulGPUHours),
+				csvPtr(j.ReconfigLostGPUHours), csvPtr(j.GPUHours), csvPtr(j.UsefulGPUHours),
 				strconv.FormatBool(j.GPUTRESMissing), strconv.FormatBool(j.BelowRequest),
-				csvBool(j.SLOViolated), strings.Join(j.Plans, " "), num(j.BillingHours), j.User,
+				csvBool(j.SLOViolated), strings.Join(j.Plans, " "), csvPtr(j.BillingHours), j.User,
 			})
 		}
 	} else {
@@ -77,10 +77,10 @@ func summaryCSV(by string, s Summary) []string {
 	}
 	return []string{
 		by, s.Key, strconv.Itoa(s.Jobs), strconv.Itoa(s.Finished), csvPtr(s.AvgJCTS), csvPtr(s.P99JCTS),
-		csvPtr(s.AvgQueueS), num(s.GPUHours), num(s.UsefulGPUHours), strconv.Itoa(s.Reconfigurations),
-		strconv.Itoa(s.Requeues), strconv.Itoa(s.Resizes), num(s.ReconfigLostS), num(s.ReconfigLostGPUHours),
+		csvPtr(s.AvgQueueS), csvPtr(s.GPUHours), csvPtr(s.UsefulGPUHours), strconv.Itoa(s.Reconfigurations),
+		strconv.Itoa(s.Requeues), strconv.Itoa(s.Resizes), num(s.ReconfigLostS), csvPtr(s.ReconfigLostGPUHours),
 		strconv.Itoa(s.Guaranteed), strconv.Itoa(s.BelowRequest), slo, strconv.Itoa(s.SLOUnchecked),
-		strconv.Itoa(s.GPUTRESMissing), strconv.Itoa(s.TimedOut), num(s.BillingHours),
+		strconv.Itoa(s.GPUTRESMissing), strconv.Itoa(s.TimedOut), csvPtr(s.BillingHours),
 	}
 }
 
@@ -182,9 +182,9 @@ func (r *Report) WriteTable(w io.Writer, jobs bool) error {
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "job\tname\tmodel\tclass\taccount\tstate\truns\treconf\tJCT\tqueue\tGPU-h\tuseful GPU-h\tbilling-h\tplans")
 		for _, j := range r.Jobs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%.3f\t%.3f\t%.3f\t%s\n", j.ID, dash(j.Name), j.ModelType,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, dash(j.Name), j.ModelType,
 				dash(j.Class), dash(j.Account), j.State, len(j.Runs), j.Reconfigurations, dur(j.JCTS), dur(j.QueueS),
-				j.GPUHours, j.UsefulGPUHours, j.BillingHours, dash(strings.Join(j.Plans, " -> ")))
+				hours(j.GPUHours), hours(j.UsefulGPUHours), hours(j.BillingHours), dash(strings.Join(j.Plans, " -> ")))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -211,9 +211,9 @@ func tableRow(w io.Writer, s Summary) {
 	if s.TimedOut > 0 {
 		done += fmt.Sprintf(" (%d timeout)", s.TimedOut)
 	}
-	fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%.3f\t%.3f\t%.3f\t%d (%d+%d)\t%s / %.3f GPU-h\t%d\t%d\t%s\n",
-		s.Key, s.Jobs, done, dur(s.AvgJCTS), dur(s.P99JCTS), dur(s.AvgQueueS), s.GPUHours, s.UsefulGPUHours, s.BillingHours,
-		s.Reconfigurations, s.Requeues, s.Resizes, dur(&s.ReconfigLostS), s.ReconfigLostGPUHours,
+	fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d (%d+%d)\t%s / %s GPU-h\t%d\t%d\t%s\n",
+		s.Key, s.Jobs, done, dur(s.AvgJCTS), dur(s.P99JCTS), dur(s.AvgQueueS), hours(s.GPUHours), hours(s.UsefulGPUHours),
+		hours(s.BillingHours), s.Reconfigurations, s.Requeues, s.Resizes, dur(&s.ReconfigLostS), hours(s.ReconfigLostGPUHours),
 		s.Guaranteed, s.BelowRequest, slo)
 }
 
@@ -233,6 +233,14 @@ func dur(v *float64) string {
 		return fmt.Sprintf("%dh%02dm", s/3600, s%3600/60)
 	}
 	return fmt.Sprintf("%dd%02dh", s/86400, s%86400/3600)
+}
+
+// hours formats GPU- or billing-hours to 3 decimals; "-" for unknown.
+func hours(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", *v)
 }
 
 func dash(s string) string {

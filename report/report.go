@@ -61,15 +61,17 @@ type Summary struct {
 	AvgJCTS  *float64 `json:"avg_jct_s"`
 	P99JCTS  *float64 `json:"p99_jct_s"`
 	// AvgQueueS averages first start - submit over the jobs that started.
-	AvgQueueS            *float64 `json:"avg_queue_s"`
-	GPUHours             float64  `json:"gpu_hours"`
-	UsefulGPUHours       float64  `json:"useful_gpu_hours"`
-	BillingHours         float64  `json:"billing_hours"`
+	AvgQueueS *float64 `json:"avg_queue_s"`
+	// GPUHours, UsefulGPUHours, BillingHours and ReconfigLostGPUHours
+	// need AllocTRES: null without that column.
+	GPUHours             *float64 `json:"gpu_hours"`
+	UsefulGPUHours       *float64 `json:"useful_gpu_hours"`
+	BillingHours         *float64 `json:"billing_hours"`
 	Reconfigurations     int      `json:"reconfigurations"`
 	Requeues             int      `json:"requeues"`
 	Resizes              int      `json:"resizes"`
 	ReconfigLostS        float64  `json:"reconfig_lost_s"`
-	ReconfigLostGPUHours float64  `json:"reconfig_lost_gpu_hours"`
+	ReconfigLostGPUHours *float64 `json:"reconfig_lost_gpu_hours"`
 	Guaranteed           int      `json:"guaranteed"`
 	BelowRequest         int      `json:"below_request"`
 	// SLOViolations counts guaranteed jobs the store check found below
@@ -102,6 +104,9 @@ type Report struct {
 
 	by       []string
 	storeSet bool
+	// tres says the input had AllocTRES, which every GPU-hour and
+	// billing-hour figure needs.
+	tres bool
 }
 
 // Err returns nil, or an error wrapping ErrJob that lists the jobs that
@@ -129,14 +134,14 @@ func Build(rows []Row, cols Columns, o Options) (*Report, error) {
 	}
 	r := &Report{
 		Since: timePtr(o.Since), Until: timePtr(o.Until), RestartOverheadS: o.RestartOverhead.Seconds(),
-		Jobs: []Job{}, Errors: []*JobError{}, Notes: []string{}, by: o.By,
+		Jobs: []Job{}, Errors: []*JobError{}, Notes: []string{}, by: o.By, tres: cols["AllocTRES"],
 	}
 	for _, c := range []struct{ col, note string }{
 		{"Submit", "no Submit column: the time window is not applied and JCT and queueing delay are unknown"},
 		{"Start", "no Start column: queueing delay and restart gaps are unknown"},
 		{"End", "no End column: JCT and restart gaps are unknown"},
 		{"Elapsed", "no Elapsed column: run lengths come from End - Start"},
-		{"AllocTRES", "no AllocTRES column: GPU-hours are unknown (0)"},
+		{"AllocTRES", "no AllocTRES column: GPU-hours and billing-hours are unknown"},
 		{"AdminComment", "no AdminComment column: every job is model type " + NoModel},
 		{"Account", "no Account column: every job is account " + NoModel},
 	} {
@@ -145,7 +150,7 @@ func Build(rows []Row, cols Columns, o Options) (*Report, error) {
 		}
 	}
 	for _, rs := range groupRows(rows) {
-		j, errs := buildJob(rs, o.RestartOverhead)
+		j, errs := buildJob(rs, o.RestartOverhead, r.tres)
 		if j.Submit != nil && (!o.Since.IsZero() && j.Submit.Before(o.Since) || !o.Until.IsZero() && !j.Submit.Before(o.Until)) {
 			continue
 		}
@@ -168,7 +173,7 @@ func Build(rows []Row, cols Columns, o Options) (*Report, error) {
 
 // summarize fills Overall and Groups from Jobs.
 func (r *Report) summarize() {
-	r.Overall = summarize("all", r.Jobs, r.storeSet)
+	r.Overall = summarize("all", r.Jobs, r.storeSet, r.tres)
 	r.Groups = []Group{}
 	for _, dim := range r.by {
 		keys := map[string][]Job{}
@@ -183,7 +188,7 @@ func (r *Report) summarize() {
 		}
 		slices.Sort(names)
 		for _, k := range names {
-			g.Rows = append(g.Rows, summarize(k, keys[k], r.storeSet))
+			g.Rows = append(g.Rows, summarize(k, keys[k], r.storeSet, r.tres))
 		}
 		r.Groups = append(r.Groups, g)
 	}
@@ -213,8 +218,11 @@ func dimension(j Job, dim string) string {
 	return v
 }
 
-func summarize(key string, jobs []Job, withStore bool) Summary {
+// summarize aggregates jobs; withTRES says the input had AllocTRES, without
+// which the GPU-hour and billing-hour sums are unknown rather than 0.
+func summarize(key string, jobs []Job, withStore, withTRES bool) Summary {
 	s := Summary{Key: key, Jobs: len(jobs)}
+	var gpuH, usefulH, billingH, lostH float64
 	var jcts []float64
 	var queue float64
 	var queued int
@@ -233,14 +241,14 @@ func summarize(key string, jobs []Job, withStore bool) Summary {
 			queue += *j.QueueS
 			queued++
 		}
-		s.GPUHours += j.GPUHours
-		s.UsefulGPUHours += j.UsefulGPUHours
-		s.BillingHours += j.BillingHours
+		gpuH += orZero(j.GPUHours)
+		usefulH += orZero(j.UsefulGPUHours)
+		billingH += orZero(j.BillingHours)
 		s.Reconfigurations += j.Reconfigurations
 		s.Requeues += j.Requeues
 		s.Resizes += j.Resizes
 		s.ReconfigLostS += j.ReconfigLostS
-		s.ReconfigLostGPUHours += j.ReconfigLostGPUHours
+		lostH += orZero(j.ReconfigLostGPUHours)
 		if j.Class == "guaranteed" {
 			s.Guaranteed++
 			if withStore && j.SLOViolated == nil {
@@ -270,6 +278,10 @@ func summarize(key string, jobs []Job, withStore bool) Summary {
 	}
 	if withStore {
 		s.SLOViolations = &slo
+	}
+	if withTRES {
+		s.GPUHours, s.UsefulGPUHours = floatPtr(gpuH), floatPtr(usefulH)
+		s.BillingHours, s.ReconfigLostGPUHours = floatPtr(billingH), floatPtr(lostH)
 	}
 	return s
 }

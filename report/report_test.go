@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,12 +21,17 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 func load(t *testing.T, file string, o Options) *Report {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", file))
+	b, err := os.ReadFile(filepath.Join("testdata", file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	rows, cols, err := ParseSacct(f, time.UTC)
+	return build(t, string(b), o)
+}
+
+// build parses sacct text and builds its report.
+func build(t *testing.T, text string, o Options) *Report {
+	t.Helper()
+	rows, cols, err := ParseSacct(strings.NewReader(text), time.UTC)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +56,8 @@ type jobView struct {
 	Finished                            bool
 	JCTS, QueueS                        *float64
 	Runs, Requeues, Resizes, Reconfigs  int
-	LostS, LostGPUh, GPUh, UsefulGPUh   float64
+	LostS                               float64
+	LostGPUh, GPUh, UsefulGPUh          *float64
 	GPUSources                          []string
 	GPUTRESMissing, BelowRequest        bool
 	Plans                               []string
@@ -80,30 +87,32 @@ func TestSynthetic(t *testing.T) {
 		// Requeued once: 1 h on 4 GPUs, a 5 min gap, 2 h on 8 GPUs.
 		{ID: "101", ModelType: "gpt2", Class: "guaranteed", Tenant: "physics", State: "COMPLETED", Finished: true,
 			JCTS: f(3*3600 + 600), QueueS: f(300), Runs: 2, Requeues: 1, Reconfigs: 1,
-			LostS: 300 + 260, LostGPUh: lost, GPUh: 4 + 16, UsefulGPUh: 20 - lost,
+			LostS: 300 + 260, LostGPUh: f(lost), GPUh: f(4 + 16), UsefulGPUh: f(20 - lost),
 			GPUSources: []string{"alloc_tres", "alloc_tres"},
 			Plans:      []string{"dp4.tp1.pp1.mb2.a8.z0", "dp8.tp1.pp1.mb1.a8.z0"}},
 		// Shrunk in place from 16 to 8 GPUs, still running.
 		{ID: "102", ModelType: "gpt2", Class: "best-effort", Tenant: "bio", State: "RUNNING",
-			QueueS: f(30), Runs: 2, Resizes: 1, Reconfigs: 1, LostS: 260, LostGPUh: lost, GPUh: 8 + 6, UsefulGPUh: 14 - lost,
+			QueueS: f(30), Runs: 2, Resizes: 1, Reconfigs: 1, LostS: 260, LostGPUh: f(lost), GPUh: f(8 + 6), UsefulGPUh: f(14 - lost),
 			GPUSources: []string{"alloc_tres", "alloc_tres"},
 			Plans:      []string{"dp16.tp1.pp1.mb1.a4.z0", "dp8.tp1.pp1.mb1.a8.z0"}},
 		// Guaranteed, asked for 4 GPUs, ran on 2.
 		{ID: "103", ModelType: "bert", Class: "guaranteed", Tenant: "physics", State: "COMPLETED", Finished: true,
-			JCTS: f(4200), QueueS: f(600), Runs: 1, GPUh: 2, UsefulGPUh: 2, GPUSources: []string{"alloc_tres"},
+			JCTS: f(4200), QueueS: f(600), Runs: 1, LostGPUh: f(0), GPUh: f(2), UsefulGPUh: f(2), GPUSources: []string{"alloc_tres"},
 			BelowRequest: true, Plans: []string{"dp2.tp1.pp1.mb8.a8.z0"}},
 		// Malformed tag: reported untagged, with an error.
 		{ID: "104", ModelType: NoModel, State: "COMPLETED", Finished: true, JCTS: f(610), QueueS: f(10), Runs: 1,
-			GPUh: 1.0 / 6, UsefulGPUh: 1.0 / 6, GPUSources: []string{"alloc_tres"}, Plans: []string{}},
+			LostGPUh: f(0), GPUh: f(1.0 / 6), UsefulGPUh: f(1.0 / 6), GPUSources: []string{"alloc_tres"}, Plans: []string{}},
 		// No gres/gpu in AllocTRES: req= gives 8 GPUs per node on 2 nodes.
 		// Ended at its time limit.
 		{ID: "105", ModelType: "gpt2", Class: "best-effort", Tenant: "bio", State: "TIMEOUT", Finished: true,
-			JCTS: f(1800), QueueS: f(0), Runs: 1, GPUh: 8, UsefulGPUh: 8, GPUSources: []string{"request"}, Plans: []string{}},
+			JCTS: f(1800), QueueS: f(0), Runs: 1, LostGPUh: f(0), GPUh: f(8), UsefulGPUh: f(8), GPUSources: []string{"request"}, Plans: []string{}},
 		// No gres/gpu and nothing to fall back on.
 		{ID: "106", ModelType: NoModel, State: "CANCELLED", Finished: true, JCTS: f(1260), QueueS: f(60), Runs: 1,
+			LostGPUh: f(0), GPUh: f(0), UsefulGPUh: f(0),
 			GPUSources: []string{"missing"}, GPUTRESMissing: true, Plans: []string{}},
 		// 107 was submitted before the window. 108 never started.
 		{ID: "108", ModelType: "bert", Class: "best-effort", Tenant: "bio", State: "PENDING", Runs: 1,
+			LostGPUh: f(0), GPUh: f(0), UsefulGPUh: f(0),
 			GPUSources: []string{"none"}, Plans: []string{}},
 	}
 	var got []jobView
@@ -118,10 +127,10 @@ func TestSynthetic(t *testing.T) {
 	wantAll := Summary{Key: "all", Jobs: 7, Finished: 5, TimedOut: 1,
 		AvgJCTS: f((11400 + 4200 + 610 + 1800 + 1260) / 5.0), P99JCTS: f(11400),
 		AvgQueueS: f((300 + 30 + 600 + 10 + 0 + 60) / 6.0),
-		GPUHours:  20 + 14 + 2 + 1.0/6 + 8, UsefulGPUHours: 20 + 14 + 2 + 1.0/6 + 8 - 2*lost,
+		GPUHours:  f(20 + 14 + 2 + 1.0/6 + 8), UsefulGPUHours: f(20 + 14 + 2 + 1.0/6 + 8 - 2*lost),
 		// 1 h x 8 + 2 h x 16, 30 min x 16 + 45 min x 8, then one run each.
-		BillingHours:     40 + 14 + 4 + 1.0/6 + 16 + 4.0/3,
-		Reconfigurations: 2, Requeues: 1, Resizes: 1, ReconfigLostS: 560 + 260, ReconfigLostGPUHours: 2 * lost,
+		BillingHours:     f(40 + 14 + 4 + 1.0/6 + 16 + 4.0/3),
+		Reconfigurations: 2, Requeues: 1, Resizes: 1, ReconfigLostS: 560 + 260, ReconfigLostGPUHours: f(2 * lost),
 		Guaranteed: 2, BelowRequest: 1, GPUTRESMissing: 1}
 	if diff := cmp.Diff(wantAll, r.Overall, approx); diff != "" {
 		t.Errorf("overall (-want +got):\n%s", diff)
@@ -260,8 +269,8 @@ func TestGoldenSample22_05(t *testing.T) {
 		"31": {NoModel, 0, 49 * 4 / 3600.0}, // malformed tag
 	} {
 		j := byID[id]
-		if j.ModelType != want.model || j.Resizes != want.resizes || cmp.Diff(want.gpuh, j.GPUHours, cmpopts.EquateApprox(0, 1e-12)) != "" {
-			t.Errorf("job %s: model %q resizes %d GPU-h %v, want %q %d %v", id, j.ModelType, j.Resizes, j.GPUHours, want.model, want.resizes, want.gpuh)
+		if j.ModelType != want.model || j.Resizes != want.resizes || cmp.Diff(&want.gpuh, j.GPUHours, cmpopts.EquateApprox(0, 1e-12)) != "" {
+			t.Errorf("job %s: model %q resizes %d GPU-h %v, want %q %d %v", id, j.ModelType, j.Resizes, orZero(j.GPUHours), want.model, want.resizes, want.gpuh)
 		}
 		if j.JCTS != nil || j.QueueS != nil {
 			t.Errorf("job %s: JCT/queue known without time columns", id)
@@ -407,6 +416,22 @@ func TestPlot(t *testing.T) {
 	if len(files) != 0 || !errors.Is(err, ErrNoData) {
 		t.Errorf("plot without times: files %v, error %v; want none and ErrNoData", files, err)
 	}
+	// Without AllocTRES the GPUs are unknown: gpu-alloc is skipped, saying
+	// why, rather than drawn at 0.
+	text, err := os.ReadFile(filepath.Join("testdata", "synthetic.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nt := build(t, dropColumn(t, string(text), "AllocTRES"), syntheticOptions())
+	files, err = nt.Plot(t.TempDir(), PlotOptions{Format: "svg", Now: time.Date(2026, 11, 2, 14, 0, 0, 0, time.UTC)})
+	var names []string
+	for _, f := range files {
+		names = append(names, filepath.Base(f))
+	}
+	if diff := cmp.Diff([]string{"jct-cdf.svg", "plans.svg"}, names); diff != "" || !errors.Is(err, ErrNoData) ||
+		!strings.Contains(err.Error(), "gpu-alloc: no data to plot: no AllocTRES column") {
+		t.Errorf("plot without AllocTRES: files (-want +got):\n%s\nerror %v; want gpu-alloc skipped naming AllocTRES", diff, err)
+	}
 	if _, err := r.Plot(t.TempDir(), PlotOptions{Format: "gif"}); err == nil {
 		t.Error("gif accepted")
 	}
@@ -436,4 +461,124 @@ func TestGroupByUser(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("jobs per user (-want +got):\n%s", d)
 	}
+}
+
+// dropColumn removes column col from sacct text.
+func dropColumn(t *testing.T, text, col string) string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	i := slices.Index(strings.Split(lines[0], "|"), col)
+	if i < 0 {
+		t.Fatalf("no column %s in %q", col, lines[0])
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		f := strings.Split(l, "|")
+		b.WriteString(strings.Join(slices.Delete(f, i, i+1), "|") + "\n")
+	}
+	return b.String()
+}
+
+// Without AllocTRES, GPU-hours, useful and lost GPU-hours and billing-hours
+// are unknown, per job and in every summary: "-" in the table, empty in
+// CSV, null in JSON; never 0.
+func TestMissingAllocTRES(t *testing.T) {
+	text, err := os.ReadFile(filepath.Join("testdata", "synthetic.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Jobs 101 (requeued), 102 (shrunk) and 103.
+	r := build(t, dropColumn(t, string(text), "AllocTRES"), Options{
+		Since: time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC), Until: time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC),
+		RestartOverhead: DefaultRestartOverhead, By: []string{"model"},
+	})
+	const table = `rubick report: 3 jobs, submitted 2026-11-02T00:00:00Z .. 2026-11-03T09:00:00Z, restart overhead 4m20s, store -
+note: no AllocTRES column: GPU-hours and billing-hours are unknown
+
+by model  jobs  done  avg JCT  p99 JCT  avg queue  GPU-h  useful GPU-h  billing-h  reconf (rq+rs)  reconf cost       guar.  below req  SLO viol.
+bert      1     1     1h10m    1h10m    10m00s     -      -             -          0 (0+0)         0s / - GPU-h      1      0          -
+gpt2      2     1     3h10m    3h10m    2m45s      -      -             -          2 (1+1)         13m40s / - GPU-h  1      0          -
+all       3     2     2h10m    3h10m    5m10s      -      -             -          2 (1+1)         13m40s / - GPU-h  2      0          -
+
+plan history
+  job 101 (gpt2): dp4.tp1.pp1.mb2.a8.z0 -> dp8.tp1.pp1.mb1.a8.z0
+  job 102 (gpt2): dp16.tp1.pp1.mb1.a4.z0 -> dp8.tp1.pp1.mb1.a8.z0
+  job 103 (bert): dp2.tp1.pp1.mb8.a8.z0
+
+job  name   model  class        account  state      runs  reconf  JCT    queue   GPU-h  useful GPU-h  billing-h  plans
+101  train  gpt2   guaranteed   physics  COMPLETED  2     1       3h10m  5m00s   -      -             -          dp4.tp1.pp1.mb2.a8.z0 -> dp8.tp1.pp1.mb1.a8.z0
+102  be     gpt2   best-effort  bio      RUNNING    2     1       -      30s     -      -             -          dp16.tp1.pp1.mb1.a4.z0 -> dp8.tp1.pp1.mb1.a8.z0
+103  ft     bert   guaranteed   physics  COMPLETED  1     0       1h10m  10m00s  -      -             -          dp2.tp1.pp1.mb8.a8.z0
+`
+	const csvSummary = `by,key,jobs,finished,avg_jct_s,p99_jct_s,avg_queue_s,gpu_hours,useful_gpu_hours,reconfigurations,requeues,resizes,reconfig_lost_s,reconfig_lost_gpu_hours,guaranteed,below_request,slo_violations,slo_unchecked,gpu_tres_missing,timed_out,billing_hours
+all,all,3,2,7800,11400,310,,,2,1,1,820,,2,0,,0,0,0,
+model,bert,1,1,4200,4200,600,,,0,0,0,0,,1,0,,0,0,0,
+model,gpt2,2,1,11400,11400,165,,,2,1,1,820,,1,0,,0,0,0,
+`
+	const csvJobs = `job_id,name,account,qos,partition,model_type,class,tenant,state,finished,submit,first_start,end,jct_s,queue_s,runs,requeues,resizes,reconfigurations,reconfig_lost_s,reconfig_lost_gpu_hours,gpu_hours,useful_gpu_hours,gpu_tres_missing,below_request,slo_violated,plans,billing_hours,user
+101,train,physics,normal,gpu,gpt2,guaranteed,physics,COMPLETED,true,2026-11-02T10:00:00Z,2026-11-02T10:05:00Z,2026-11-02T13:10:00Z,11400,300,2,1,0,1,560,,,,false,false,,dp4.tp1.pp1.mb2.a8.z0 dp8.tp1.pp1.mb1.a8.z0,,alice
+102,be,bio,normal,gpu,gpt2,best-effort,bio,RUNNING,false,2026-11-02T12:00:00Z,2026-11-02T12:00:30Z,,,30,2,0,1,1,260,,,,false,false,,dp16.tp1.pp1.mb1.a4.z0 dp8.tp1.pp1.mb1.a8.z0,,bob
+103,ft,physics,normal,gpu,bert,guaranteed,physics,COMPLETED,true,2026-11-03T08:00:00Z,2026-11-03T08:10:00Z,2026-11-03T09:10:00Z,4200,600,1,0,0,0,0,,,,false,false,,dp2.tp1.pp1.mb8.a8.z0,,alice
+`
+	for name, tc := range map[string]struct {
+		write func(*bytes.Buffer) error
+		want  string
+	}{
+		"table":    {func(b *bytes.Buffer) error { return r.WriteTable(b, true) }, table},
+		"csv":      {func(b *bytes.Buffer) error { return r.WriteCSV(b, false) }, csvSummary},
+		"csv jobs": {func(b *bytes.Buffer) error { return r.WriteCSV(b, true) }, csvJobs},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := tc.write(&b); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, b.String()); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	t.Run("json", func(t *testing.T) {
+		var b bytes.Buffer
+		if err := r.WriteJSON(&b); err != nil {
+			t.Fatal(err)
+		}
+		type hours struct {
+			Key                  string   `json:"key"`
+			ID                   string   `json:"job_id"`
+			GPUHours             *float64 `json:"gpu_hours"`
+			UsefulGPUHours       *float64 `json:"useful_gpu_hours"`
+			BillingHours         *float64 `json:"billing_hours"`
+			ReconfigLostGPUHours *float64 `json:"reconfig_lost_gpu_hours"`
+		}
+		type group struct {
+			Rows []hours `json:"rows"`
+		}
+		type report struct {
+			Overall hours    `json:"overall"`
+			Groups  []group  `json:"groups"`
+			Jobs    []hours  `json:"jobs"`
+			Notes   []string `json:"notes"`
+		}
+		// The four keys must be present and null, not absent.
+		for _, key := range []string{"gpu_hours", "useful_gpu_hours", "billing_hours", "reconfig_lost_gpu_hours"} {
+			if n := strings.Count(b.String(), `"`+key+`": null`); n != 1+2+3 {
+				t.Errorf("%q is null %d times, want 6 (overall, 2 models, 3 jobs):\n%s", key, n, b.String())
+			}
+		}
+		var got report
+		if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+			t.Fatal(err)
+		}
+		want := report{
+			Overall: hours{Key: "all"},
+			Groups:  []group{{Rows: []hours{{Key: "bert"}, {Key: "gpt2"}}}},
+			Jobs:    []hours{{ID: "101"}, {ID: "102"}, {ID: "103"}},
+			Notes:   []string{"no AllocTRES column: GPU-hours and billing-hours are unknown"},
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+	})
 }

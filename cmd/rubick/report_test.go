@@ -180,6 +180,63 @@ func TestReportStdin(t *testing.T) {
 	}
 }
 
+// Saved sacct output without AllocTRES: the GPU-hour and billing-hour
+// columns are unknown, not 0, in every format.
+func TestReportMissingAllocTRES(t *testing.T) {
+	text, err := os.ReadFile(synthetic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimSuffix(string(text), "\n"), "\n") {
+		f := strings.Split(l, "|")
+		b.WriteString(strings.Join(append(f[:10:10], f[11:]...), "|") + "\n") // column 10 is AllocTRES
+	}
+	if !strings.HasPrefix(string(text), "JobID|JobName|Account|QOS|Partition|State|Submit|Start|End|Elapsed|AllocTRES|") {
+		t.Fatalf("%s: AllocTRES is no longer column 10", synthetic)
+	}
+	input := filepath.Join(t.TempDir(), "no-alloctres.txt")
+	if err := os.WriteFile(input, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		flag string
+		want []string // lines of the output
+	}{
+		"table": {"--by=model", []string{
+			"note: no AllocTRES column: GPU-hours and billing-hours are unknown",
+			"all       7     5 (1 timeout)  1h04m    3h10m    2m47s      -      -             -          2 (1+1)         13m40s / - GPU-h  2      0          -",
+		}},
+		"csv":  {"--csv", []string{"all,all,7,5,3854,11400,166.666667,,,2,1,1,820,,2,0,,0,0,1,"}},
+		"json": {"--json", []string{`"gpu_hours": null,`, `"useful_gpu_hours": null,`, `"billing_hours": null,`, `"reconfig_lost_gpu_hours": null,`}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			err := reportCmd(context.Background(), []string{"--input", input, "--since", "2026-11-01", tc.flag}, &out, &errb, testEnv(t))
+			if !errors.Is(err, report.ErrJob) { // job 104's malformed tag
+				t.Fatalf("error = %v", err)
+			}
+			lines := map[string]bool{}
+			for _, l := range strings.Split(out.String(), "\n") {
+				lines[strings.TrimSpace(l)] = true
+			}
+			var missing []string
+			for _, w := range tc.want {
+				if !lines[w] {
+					missing = append(missing, w)
+				}
+			}
+			if diff := cmp.Diff([]string(nil), missing); diff != "" {
+				t.Errorf("output lacks lines (-want +got):\n%s\noutput:\n%s", diff, out.String())
+			}
+			if strings.Contains(out.String(), "0.000") || strings.Contains(out.String(), `_hours": 0`) {
+				t.Errorf("output has a GPU- or billing-hour of 0:\n%s", out.String())
+			}
+		})
+	}
+}
+
 // TestHelpListsEveryFlag checks that -h prints every flag with its default.
 func TestHelpListsEveryFlag(t *testing.T) {
 	for name, fn := range map[string]func(context.Context, []string, *bytes.Buffer, *bytes.Buffer, cliEnv) error{
