@@ -363,23 +363,39 @@ func buildJob(rows []Row, overhead time.Duration, tres bool) (Job, []*JobError) 
 	}
 
 	var submit, start time.Time
+	var submitLine, startLine int
 	for _, r := range rows {
 		if !r.Submit.IsZero() && (submit.IsZero() || r.Submit.Before(submit)) {
-			submit = r.Submit
+			submit, submitLine = r.Submit, r.Line
 		}
 		if !r.Start.IsZero() && (start.IsZero() || r.Start.Before(start)) {
-			start = r.Start
+			start, startLine = r.Start, r.Line
 		}
 	}
 	j.Submit, j.FirstStart = timePtr(submit), timePtr(start)
+	// A time before the job's submission is a malformed row (a clock
+	// step, an edited database): its negative JCT or queueing delay would
+	// skew the averages, so it is reported as a problem and left unknown.
+	beforeSubmit := func(field string, t time.Time, line int, metric string) {
+		addErr(field, sacctTime(t), fmt.Errorf("line %d: before Submit=%q (line %d): the %s would be %v",
+			line, sacctTime(submit), submitLine, metric, t.Sub(submit)))
+	}
 	if j.Finished && !last.End.IsZero() {
 		j.End = timePtr(last.End)
-		if !submit.IsZero() {
+		switch {
+		case submit.IsZero():
+		case last.End.Before(submit):
+			beforeSubmit("End", last.End, last.Line, "JCT")
+		default:
 			j.JCTS = floatPtr(last.End.Sub(submit).Seconds())
 		}
 	}
 	if !submit.IsZero() && !start.IsZero() {
-		j.QueueS = floatPtr(start.Sub(submit).Seconds())
+		if start.Before(submit) {
+			beforeSubmit("Start", start, startLine, "queueing delay")
+		} else {
+			j.QueueS = floatPtr(start.Sub(submit).Seconds())
+		}
 	}
 	j.rows = rows
 	return j, errs
@@ -393,6 +409,9 @@ func timePtr(t time.Time) *time.Time {
 }
 
 func floatPtr(v float64) *float64 { return &v }
+
+// sacctTime writes t as sacct prints it, for error messages.
+func sacctTime(t time.Time) string { return t.Format(timeLayouts[0]) }
 
 // orZero is *v, or 0 for nil.
 func orZero(v *float64) float64 {

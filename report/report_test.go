@@ -582,3 +582,65 @@ model,gpt2,2,1,11400,11400,165,,,2,1,1,820,,1,0,,0,0,0,
 		}
 	})
 }
+
+// An End or Start before the job's Submit is a malformed row: the job is
+// reported with the problem, and its negative JCT or queueing delay is
+// left out of the averages.
+func TestTimeBeforeSubmit(t *testing.T) {
+	const header = "JobID|State|Submit|Start|End\n"
+	// Job 1 is well formed: JCT 2 h, queue 10 min.
+	const good = "1|COMPLETED|2026-11-02T00:00:00|2026-11-02T00:10:00|2026-11-02T02:00:00\n"
+	tests := map[string]struct {
+		rows               string
+		wantErrs           []string
+		wantJCT, wantQueue *float64
+		avgJCTS, avgQueueS *float64
+	}{
+		"end before submit": {
+			rows:      "7|COMPLETED|2026-11-02T00:00:00|2026-11-02T00:05:00|2026-11-01T00:00:00\n",
+			wantErrs:  []string{`job 7: End="2026-11-01T00:00:00": line 3: before Submit="2026-11-02T00:00:00" (line 3): the JCT would be -24h0m0s`},
+			wantQueue: f(300), avgJCTS: f(7200), avgQueueS: f((600 + 300) / 2.0),
+		},
+		"start before submit": {
+			rows:     "7|RUNNING|2026-11-02T00:00:00|2026-11-01T23:00:00|Unknown\n",
+			wantErrs: []string{`job 7: Start="2026-11-01T23:00:00": line 3: before Submit="2026-11-02T00:00:00" (line 3): the queueing delay would be -1h0m0s`},
+			avgJCTS:  f(7200), avgQueueS: f(600),
+		},
+		// Requeued: the first run's row holds the earliest Submit and
+		// Start, the last row the End.
+		"both, over two rows": {
+			rows: "7|REQUEUED|2026-11-02T00:00:00|2026-11-01T22:00:00|2026-11-01T22:30:00\n" +
+				"7|COMPLETED|2026-11-02T01:00:00|2026-11-02T01:00:00|2026-11-01T23:00:00\n",
+			wantErrs: []string{
+				`job 7: End="2026-11-01T23:00:00": line 4: before Submit="2026-11-02T00:00:00" (line 3): the JCT would be -1h0m0s`,
+				`job 7: Start="2026-11-01T22:00:00": line 3: before Submit="2026-11-02T00:00:00" (line 3): the queueing delay would be -2h0m0s`,
+			},
+			avgJCTS: f(7200), avgQueueS: f(600),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := build(t, header+good+tc.rows, Options{})
+			var errs []string
+			for _, e := range r.Errors {
+				errs = append(errs, e.Error())
+			}
+			if diff := cmp.Diff(tc.wantErrs, errs); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+			if err := r.Err(); !errors.Is(err, ErrJob) {
+				t.Errorf("Err() = %v, want ErrJob", err)
+			}
+			if len(r.Jobs) != 2 || r.Jobs[1].ID != "7" {
+				t.Fatalf("jobs = %+v, want 1 and 7", r.Jobs)
+			}
+			j := r.Jobs[1]
+			type times struct{ JCT, Queue, AvgJCT, AvgQueue *float64 }
+			want := times{tc.wantJCT, tc.wantQueue, tc.avgJCTS, tc.avgQueueS}
+			got := times{j.JCTS, j.QueueS, r.Overall.AvgJCTS, r.Overall.AvgQueueS}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("job 7 and the averages (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
