@@ -73,6 +73,9 @@ func (l *Learner) Accept(ctx context.Context, uid uint32, s report.Sample) error
 	if err != nil {
 		return err
 	}
+	if err := ranOn(j, ms.Resources); err != nil {
+		return fmt.Errorf("%w: job %d: %v", report.ErrBadSample, id, err)
+	}
 	if err := l.plausible(ctx, s.ModelType, ms); err != nil {
 		return err
 	}
@@ -90,6 +93,29 @@ func (l *Learner) Accept(ctx context.Context, uid uint32, s report.Sample) error
 	}
 	l.dirty[s.ModelType] = true
 	l.mu.Unlock()
+	return nil
+}
+
+// ranOn checks that a sample's resources are ones job j could have
+// measured them on: only a job that holds an allocation, or that ran and
+// was requeued since (the last samples of a run may come after its
+// requeue), measures anything, and only within what it holds: its nodes,
+// its GPUs on each, its CPUs. A profiling run uses part of them. A
+// job's owner can still report false times within that; only not for
+// configurations it never had, nor from a job that never ran.
+func ranOn(j slurm.Job, r model.Resources) error {
+	if !j.Allocated() && j.RestartCount == 0 {
+		return fmt.Errorf("it is %s and has not run, so it measured nothing", j.State)
+	}
+	if j.NodeCount > 0 && r.Placement.Nodes() > j.NodeCount {
+		return fmt.Errorf("placement %s spans %d nodes, the job has %d", r.Placement, r.Placement.Nodes(), j.NodeCount)
+	}
+	if j.GPUsPerNode > 0 && r.Placement.MaxPerNode() > j.GPUsPerNode {
+		return fmt.Errorf("placement %s uses %d GPUs on a node, the job has %d", r.Placement, r.Placement.MaxPerNode(), j.GPUsPerNode)
+	}
+	if j.CPUs > 0 && r.CPUs > j.CPUs {
+		return fmt.Errorf("cpus=%d, the job has %d", r.CPUs, j.CPUs)
+	}
 	return nil
 }
 

@@ -50,8 +50,21 @@ func runningJob(id int, modelType string) slurm.Job {
 	return j
 }
 
+// measuringJob runs on 4 nodes of 8 GPUs with CPUs to spare: every sample
+// of the learning tests fits in it (ranOn).
+func measuringJob(id int, modelType string) slurm.Job {
+	j := heldJob(id, modelType, 4, 8)
+	j.State, j.User, j.Held, j.CPUs = slurm.StateRunning, "alice", false, 1024
+	return j
+}
+
 func TestAcceptChecksOwnerModelAndJob(t *testing.T) {
-	l, st, _ := newLearner(t, runningJob(5, "bert"))
+	small := runningJob(6, "bert") // 1 node of 4 GPUs, 8 CPUs
+	pending := heldJob(7, "bert", 1, 4)
+	pending.User = "alice"
+	requeued := pending
+	requeued.ID, requeued.RestartCount = 8, 1
+	l, st, _ := newLearner(t, measuringJob(5, "bert"), small, pending, requeued)
 	set, err := artifact.Load(artifact.Default())
 	if err != nil {
 		t.Fatal(err)
@@ -89,6 +102,14 @@ func TestAcceptChecksOwnerModelAndJob(t *testing.T) {
 		// Milliseconds reported as seconds: 1000x the fit's prediction.
 		"absurd time":  {uid: 1000, mutate: func(s *report.Sample) { s.IterS = 200 }, wantErr: report.ErrBadSample, field: "iter_s=200"},
 		"fast by 100x": {uid: 1000, mutate: func(s *report.Sample) { s.IterS = 0.002 }, wantErr: report.ErrBadSample, field: "iter_s=0.002"},
+		// Only what the job holds, and only once it has run.
+		"never ran":            {uid: 1000, mutate: func(s *report.Sample) { s.JobID = "7" }, wantErr: report.ErrBadSample, field: "PENDING and has not run"},
+		"requeued after a run": {uid: 1000, mutate: func(s *report.Sample) { s.JobID, s.CPUs = "8", 8 }},
+		"more nodes": {uid: 1000, mutate: func(s *report.Sample) { s.JobID, s.Placement, s.CPUs = "6", "22", 8 }, wantErr: report.ErrBadSample,
+			field: "placement 22 spans 2 nodes, the job has 1"},
+		"more GPUs a node": {uid: 1000, mutate: func(s *report.Sample) { s.JobID, s.Plan, s.Placement, s.CPUs = "6", "dp8.tp1.pp1.mb4.a1.z0", "8", 8 },
+			wantErr: report.ErrBadSample, field: "uses 8 GPUs on a node, the job has 4"},
+		"more CPUs": {uid: 1000, mutate: func(s *report.Sample) { s.JobID = "6" }, wantErr: report.ErrBadSample, field: "cpus=16, the job has 8"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -106,15 +127,15 @@ func TestAcceptChecksOwnerModelAndJob(t *testing.T) {
 		})
 	}
 	got, err := st.Samples(context.Background(), "bert")
-	if err != nil || len(got) != 4 {
-		t.Fatalf("stored samples = %d (%v), want the 4 accepted", len(got), err)
+	if err != nil || len(got) != 5 {
+		t.Fatalf("stored samples = %d (%v), want the 5 accepted", len(got), err)
 	}
 	var iters []int
 	for _, g := range got {
 		iters = append(iters, g.Iteration)
 	}
 	slices.Sort(iters)
-	if d := cmp.Diff([]int{-1, 3, 3, 3}, iters); d != "" {
+	if d := cmp.Diff([]int{-1, 3, 3, 3, 3}, iters); d != "" {
 		t.Errorf("stored iterations (-want +got):\n%s", d)
 	}
 }
@@ -148,7 +169,7 @@ func samplesOf(p model.Predictor, scale float64) []report.Sample {
 // node.
 func newnetLearner(t *testing.T) (*Learner, *store.Store, *time.Time, model.Predictor, []report.Sample) {
 	t.Helper()
-	l, st, now := newLearner(t, runningJob(5, "newnet"))
+	l, st, now := newLearner(t, measuringJob(5, "newnet"))
 	spec := newnetSpec()
 	if err := st.UpsertModelType(context.Background(), spec); err != nil {
 		t.Fatal(err)
@@ -294,7 +315,7 @@ func multiNode(t *testing.T, truth model.Predictor, pl model.Placement, scale fl
 
 func TestRefitNeedsTwoConfigurationsAndNewEvidence(t *testing.T) {
 	ctx := context.Background()
-	l, st, now := newLearner(t, runningJob(5, "newnet"))
+	l, st, now := newLearner(t, measuringJob(5, "newnet"))
 	spec := newnetSpec()
 	truth := model.Predictor{Spec: spec, Params: model.Priors(), Env: model.DefaultEnv()}
 	seedFit(t, l, st, spec, truth)
@@ -335,7 +356,7 @@ func TestRefitNeedsTwoConfigurationsAndNewEvidence(t *testing.T) {
 
 func TestRefitRejectedWhenHeldOutConfigurationsDisagree(t *testing.T) {
 	ctx := context.Background()
-	l, st, now := newLearner(t, runningJob(5, "newnet"))
+	l, st, now := newLearner(t, measuringJob(5, "newnet"))
 	spec := newnetSpec()
 	truth := model.Predictor{Spec: spec, Params: model.Priors(), Env: model.DefaultEnv()}
 	seedFit(t, l, st, spec, truth)
@@ -369,7 +390,7 @@ func TestRefitRejectedWhenHeldOutConfigurationsDisagree(t *testing.T) {
 // Nothing from the artifact's cluster holds it back.
 func TestRefitSeededTypeOnFasterHardware(t *testing.T) {
 	ctx := context.Background()
-	l, st, now := newLearner(t, runningJob(5, "bert"))
+	l, st, now := newLearner(t, measuringJob(5, "bert"))
 	set, err := artifact.Load(artifact.Default())
 	if err != nil {
 		t.Fatal(err)
@@ -404,7 +425,7 @@ func TestRefitSeededTypeOnFasterHardware(t *testing.T) {
 // cannot be priced any more; a refit leaves them out instead of failing.
 func TestRefitSkipsSamplesOfAnOlderSpec(t *testing.T) {
 	ctx := context.Background()
-	l, st, now := newLearner(t, runningJob(5, "newnet"))
+	l, st, now := newLearner(t, measuringJob(5, "newnet"))
 	spec := newnetSpec()
 	seedFit(t, l, st, spec, model.Predictor{Spec: spec, Params: model.Priors(), Env: model.DefaultEnv()})
 	spec.GlobalBatch, spec.ForwardMs = 64, 600
