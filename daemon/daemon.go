@@ -203,6 +203,10 @@ type Daemon struct {
 	polled   time.Time
 	last     CycleReport
 	pending  *pendingReload
+	// started is when Run began, lastErr why Run's last cycle failed (nil
+	// once one succeeds): what Health reads.
+	started time.Time
+	lastErr error
 }
 
 // New checks deps and returns a Daemon.
@@ -1214,6 +1218,30 @@ func (d *Daemon) Last() CycleReport {
 	return d.last
 }
 
+// Health is nil while Run completes cycles: one within three of the
+// longest a cycle may take (the interval, the checkpoint grace and two
+// command timeouts) of now, or Run started that recently. Otherwise it
+// says since when none completed and why the last failed; /healthz
+// answers 503 with it.
+func (d *Daemon) Health() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	window := 3 * (d.cfg.Interval + d.cfg.Checkpoint.Grace + 2*d.cfg.Commands.Timeout)
+	now := d.deps.Now()
+	ref, what := d.last.At, "no cycle completed since "
+	if ref.IsZero() {
+		ref, what = d.started, "no cycle completed since rubickd started at "
+	}
+	if ref.IsZero() || now.Sub(ref) <= window {
+		return nil
+	}
+	msg := fmt.Sprintf("%s%s (%s ago, more than %s)", what, ref.UTC().Format(time.RFC3339), now.Sub(ref).Round(time.Second), window)
+	if d.lastErr != nil {
+		msg += ": last cycle failed: " + d.lastErr.Error()
+	}
+	return errors.New(msg)
+}
+
 // pruneEvery is how often Run applies the retention settings.
 const pruneEvery = time.Hour
 
@@ -1239,6 +1267,9 @@ func (d *Daemon) Prune(ctx context.Context) (store.Pruned, error) {
 // finishes with a fresh context bounded by the command timeout, so SIGTERM
 // never leaves a half-applied action behind.
 func (d *Daemon) Run(ctx context.Context) error {
+	d.mu.Lock()
+	d.started = d.deps.Now()
+	d.mu.Unlock()
 	if err := d.Reconcile(ctx); err != nil {
 		return err
 	}
@@ -1259,6 +1290,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		if errors.Is(err, ErrLocked) {
 			return err
 		}
+		d.mu.Lock()
+		d.lastErr = err
+		d.mu.Unlock()
 		if err != nil {
 			d.deps.Logger.Error("cycle failed", "err", err)
 		} else if len(rep.Actions) > 0 {

@@ -3036,3 +3036,36 @@ func TestCycleKeepsArrayLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestHealth: healthy while cycles complete, or shortly after the start;
+// unhealthy, saying since when and why, once none has for three of the
+// longest cycles.
+func TestHealth(t *testing.T) {
+	now := t0
+	cfg := Defaults()
+	cfg.Interval, cfg.Checkpoint.Grace, cfg.Commands.Timeout = 30*time.Second, time.Minute, 10*time.Second
+	d := &Daemon{cfg: cfg, deps: Deps{Now: func() time.Time { return now }}}
+	window := 3 * (30*time.Second + time.Minute + 20*time.Second) // 5m30s
+	if err := d.Health(); err != nil {
+		t.Errorf("before Run: %v, want healthy", err)
+	}
+	d.started = t0
+	now = t0.Add(window)
+	if err := d.Health(); err != nil {
+		t.Errorf("%s after the start, no cycle yet: %v, want healthy", window, err)
+	}
+	now = t0.Add(window + time.Second)
+	d.lastErr = errors.New("slurmrestd: connection refused")
+	want := "no cycle completed since rubickd started at 2026-11-22T08:00:00Z (5m31s ago, more than 5m30s): last cycle failed: slurmrestd: connection refused"
+	if err := d.Health(); err == nil || err.Error() != want {
+		t.Errorf("no cycle yet: %v, want %q", err, want)
+	}
+	d.last.At, d.lastErr = now.Add(-time.Minute), nil
+	if err := d.Health(); err != nil {
+		t.Errorf("a cycle a minute ago: %v, want healthy", err)
+	}
+	now = now.Add(window)
+	if err := d.Health(); err == nil || !strings.HasPrefix(err.Error(), "no cycle completed since 2026-11-22T08:04:31Z (6m30s ago") {
+		t.Errorf("the last cycle 6m30s ago: %v", err)
+	}
+}

@@ -84,8 +84,12 @@ func (l *Learner) Accept(ctx context.Context, uid uint32, s report.Sample) error
 	} else {
 		err = l.Store.AddSamples(ctx, s.ModelType, []model.Sample{ms}, int64(id), store.SourceOnline)
 	}
-	if err != nil {
+	if errors.Is(err, store.ErrInvalid) {
 		return fmt.Errorf("%w: %v", report.ErrBadSample, err)
+	}
+	if err != nil {
+		// Not the sample's fault (a locked store): the endpoint answers 503.
+		return fmt.Errorf("store the sample: %w", err)
 	}
 	l.mu.Lock()
 	if l.dirty == nil {

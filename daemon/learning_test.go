@@ -488,3 +488,29 @@ func TestAcceptLaunch(t *testing.T) {
 		t.Errorf("stored (-want +got):\n%s", d)
 	}
 }
+
+// lockedStore fails every sample write as a busy store does.
+type lockedStore struct{ LearnStore }
+
+func (lockedStore) AddReported(context.Context, string, model.Sample, int64, int) error {
+	return errors.New("database is locked")
+}
+
+// A store that cannot take the sample is not the sample's fault: the
+// endpoint answers 503 for it, not 400.
+func TestAcceptStoreFailure(t *testing.T) {
+	l, st, _ := newLearner(t, measuringJob(5, "bert"))
+	set, err := artifact.Load(artifact.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpsertModelType(context.Background(), set.Models["bert"].Spec); err != nil {
+		t.Fatal(err)
+	}
+	l.Store = lockedStore{st}
+	s := report.Sample{Version: report.SampleVersion, JobID: "5", ModelType: "bert", Plan: "dp4.tp1.pp1.mb8.a1.z0", Placement: "4", CPUs: 16, Iteration: ptr(3), IterS: 0.2}
+	err = l.Accept(context.Background(), 1000, s)
+	if err == nil || errors.Is(err, report.ErrBadSample) || !strings.Contains(err.Error(), "database is locked") {
+		t.Errorf("Accept = %v, want the store's error, not a bad sample", err)
+	}
+}

@@ -62,7 +62,7 @@ func NewMetrics() *Metrics {
 		}, []string{"state", "class"}),
 		Samples: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rubick_samples_total",
-			Help: "Profiling samples reported by rubick-srun. result: accepted, rejected.",
+			Help: "Profiling samples reported by rubick-srun. result: accepted, rejected (by rubickd's checks), refused (a credential munge refused, a malformed payload), unverified (munged could not check the credential).",
 		}, []string{"result"}),
 		LaunchNotices: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rubick_launch_notices_total",

@@ -201,7 +201,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if cfg.Listen != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler())
-		verifier := report.Munge{UnmungePath: cfg.Samples.Unmunge, Socket: cfg.Samples.MungeSocket}
+		// At most 8 unmunge processes at once, whoever sends requests.
+		verifier := report.Limit(report.Munge{UnmungePath: cfg.Samples.Unmunge, Socket: cfg.Samples.MungeSocket}, 8)
 		mux.Handle("/samples", report.Handler(verifier, report.Acceptors{
 			Sample: func(ctx context.Context, uid uint32, s report.Sample) error {
 				err := learner.Accept(ctx, uid, s)
@@ -226,13 +227,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				metrics.LaunchNotices.WithLabelValues(result).Inc()
 				return err
 			},
+			Refused: func(err error) {
+				// munged down: no sample reaches the model until it is back.
+				if errors.Is(err, report.ErrUnavailable) {
+					metrics.Samples.WithLabelValues("unverified").Inc()
+					log.Warn("a sample could not be verified; is munged running? (samples.munge_socket)", "err", err)
+					return
+				}
+				metrics.Samples.WithLabelValues("refused").Inc()
+				log.Debug("a request to the samples endpoint refused", "err", err)
+			},
 		}))
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+			if err := d.Health(); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		})
 		mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(d.Last())
 		})
-		srv := &http.Server{Addr: cfg.Listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		// Bounded, since compute nodes (anyone on them) reach it.
+		srv := &http.Server{Addr: cfg.Listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+			WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 		go func() {
 			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("metrics endpoint", "err", err)

@@ -198,6 +198,11 @@ type Acceptors struct {
 	Sample func(ctx context.Context, uid uint32, s Sample) error
 	// Launch may be nil: launch notices are then refused as bad requests.
 	Launch func(ctx context.Context, uid uint32, l Launch) error
+	// Refused, when set, is told of each request turned away before an
+	// acceptor saw it: a credential unmunge refused (ErrCredential) or
+	// could not check (ErrUnavailable: munged down), a payload that is not
+	// one. The acceptors say what they turn away themselves.
+	Refused func(err error)
 }
 
 // Handler serves rubickd's samples endpoint: it verifies each POSTed
@@ -210,7 +215,10 @@ func Handler(v Verifier, a Acceptors) http.Handler {
 			http.Error(w, "POST a MUNGE credential", http.StatusMethodNotAllowed)
 			return
 		}
-		err := serve(req.Context(), req.Body, v, a)
+		reached, err := serve(req.Context(), req.Body, v, a)
+		if err != nil && !reached && a.Refused != nil {
+			a.Refused(err)
+		}
 		switch {
 		case err == nil:
 			w.WriteHeader(http.StatusNoContent)
@@ -226,34 +234,57 @@ func Handler(v Verifier, a Acceptors) http.Handler {
 	})
 }
 
-// serve reads one credential and hands its payload to its acceptor.
-func serve(ctx context.Context, body io.Reader, v Verifier, a Acceptors) error {
+// serve reads one credential and hands its payload to its acceptor;
+// reached says whether one got it.
+func serve(ctx context.Context, body io.Reader, v Verifier, a Acceptors) (reached bool, err error) {
 	uid, payload, err := readCredential(ctx, body, v)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var probe struct {
 		Kind string `json:"kind"`
 	}
 	if err := json.Unmarshal(payload, &probe); err != nil {
-		return fmt.Errorf("%w: payload: %w", ErrBadSample, err)
+		return false, fmt.Errorf("%w: payload: %w", ErrBadSample, err)
 	}
 	switch probe.Kind {
 	case "":
 		s, err := decode[Sample](payload, ErrBadSample)
 		if err != nil {
-			return err
+			return false, err
 		}
-		return a.Sample(ctx, uid, s)
+		return true, a.Sample(ctx, uid, s)
 	case KindLaunch:
 		if a.Launch == nil {
-			return fmt.Errorf("%w: this endpoint takes no launch notices", ErrBadLaunch)
+			return false, fmt.Errorf("%w: this endpoint takes no launch notices", ErrBadLaunch)
 		}
 		l, err := decode[Launch](payload, ErrBadLaunch)
 		if err != nil {
-			return err
+			return false, err
 		}
-		return a.Launch(ctx, uid, l)
+		return true, a.Launch(ctx, uid, l)
 	}
-	return fmt.Errorf("%w: kind=%q is neither a sample nor %q", ErrBadSample, clip(probe.Kind), KindLaunch)
+	return false, fmt.Errorf("%w: kind=%q is neither a sample nor %q", ErrBadSample, clip(probe.Kind), KindLaunch)
+}
+
+// Limit bounds the credentials v decodes at once to n: each decode is an
+// unmunge process, and anyone who reaches the endpoint can send requests.
+// A request waits its turn until its context ends.
+func Limit(v Verifier, n int) Verifier {
+	return limited{v: v, sem: make(chan struct{}, max(n, 1))}
+}
+
+type limited struct {
+	v   Verifier
+	sem chan struct{}
+}
+
+func (l limited) Decode(ctx context.Context, cred string) (Credential, error) {
+	select {
+	case l.sem <- struct{}{}:
+	case <-ctx.Done():
+		return Credential{}, fmt.Errorf("%w: waiting for a turn to decode: %w", ErrUnavailable, ctx.Err())
+	}
+	defer func() { <-l.sem }()
+	return l.v.Decode(ctx, cred)
 }

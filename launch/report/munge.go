@@ -86,12 +86,25 @@ func (m Munge) Decode(ctx context.Context, cred string) (Credential, error) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		var exit *exec.ExitError
-		if errors.As(err, &exit) && ctx.Err() == nil {
+		if errors.As(err, &exit) && ctx.Err() == nil && !mungeUnavailable(exit.ExitCode()) {
 			return Credential{}, fmt.Errorf("%w: %s", ErrCredential, clip(strings.TrimSpace(stderr.String())))
 		}
-		return Credential{}, fmt.Errorf("%w: %s: %w", ErrUnavailable, cmd.Path, err)
+		return Credential{}, fmt.Errorf("%w: %s: %w: %s", ErrUnavailable, cmd.Path, err, clip(strings.TrimSpace(stderr.String())))
 	}
 	return parseUnmunge(stdout.Bytes())
+}
+
+// mungeUnavailable tells unmunge's exit statuses (munge's error codes)
+// that say munged could not check the credential from those that say the
+// credential is bad: EMUNGE_SNAFU 1, EMUNGE_BAD_ARG 2, EMUNGE_NO_MEMORY 5,
+// EMUNGE_SOCKET 6 (munged not running, or its socket elsewhere) and
+// EMUNGE_TIMEOUT 7.
+func mungeUnavailable(status int) bool {
+	switch status {
+	case 1, 2, 5, 6, 7:
+		return true
+	}
+	return false
 }
 
 // parseUnmunge reads unmunge's output: "KEY: value" metadata lines, a blank

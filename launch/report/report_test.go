@@ -34,6 +34,10 @@ func TestMain(m *testing.M) {
 		fmt.Printf("MUNGE:%s:\n", base64.StdEncoding.EncodeToString(append([]byte(os.Getenv("FAKE_UID")+";"), in...)))
 		os.Exit(0)
 	case "unmunge":
+		if code, err := strconv.Atoi(os.Getenv("FAKE_UNMUNGE_EXIT")); err == nil {
+			fmt.Fprintln(os.Stderr, "unmunge: Error: as told")
+			os.Exit(code)
+		}
 		in, _ := io.ReadAll(os.Stdin)
 		body := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(string(in)), "MUNGE:"), ":")
 		raw, err := base64.StdEncoding.DecodeString(body)
@@ -188,6 +192,60 @@ func TestMungeFakeRoundTrip(t *testing.T) {
 	if _, err := (Munge{MungePath: t.TempDir() + "/absent"}).Encode(t.Context(), payload); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("Encode without munge = %v, want ErrUnavailable", err)
 	}
+	// unmunge's exit status says whether munged could check it at all.
+	for code, want := range map[int]error{6: ErrUnavailable, 7: ErrUnavailable, 1: ErrUnavailable, 15: ErrCredential, 17: ErrCredential, 11: ErrCredential} {
+		t.Setenv("FAKE_UNMUNGE_EXIT", strconv.Itoa(code))
+		if _, err := m.Decode(t.Context(), cred); !errors.Is(err, want) {
+			t.Errorf("unmunge exiting %d: %v, want %v", code, err, want)
+		}
+	}
+}
+
+// TestLimit: no more than n decodes at once; one waiting past its
+// context is unavailable, not a bad credential.
+func TestLimit(t *testing.T) {
+	var mu sync.Mutex
+	now, most := 0, 0
+	slow := verifierFunc(func(ctx context.Context, cred string) (Credential, error) {
+		mu.Lock()
+		now++
+		most = max(most, now)
+		mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+		mu.Lock()
+		now--
+		mu.Unlock()
+		return Credential{UID: 7}, nil
+	})
+	v := Limit(slow, 3)
+	var wg sync.WaitGroup
+	for range 30 {
+		wg.Go(func() {
+			if _, err := v.Decode(t.Context(), "MUNGE:x:"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if most > 3 || most < 1 {
+		t.Errorf("%d decodes at once, want at most 3", most)
+	}
+	block := make(chan struct{})
+	stuck := Limit(verifierFunc(func(context.Context, string) (Credential, error) { <-block; return Credential{}, nil }), 1)
+	go func() { _, _ = stuck.Decode(context.Background(), "MUNGE:x:") }()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	time.Sleep(5 * time.Millisecond)
+	if _, err := stuck.Decode(ctx, "MUNGE:y:"); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("waiting past the context: %v, want ErrUnavailable", err)
+	}
+	close(block)
+}
+
+type verifierFunc func(ctx context.Context, cred string) (Credential, error)
+
+func (f verifierFunc) Decode(ctx context.Context, cred string) (Credential, error) {
+	return f(ctx, cred)
 }
 
 func TestParseUnmunge(t *testing.T) {
@@ -356,18 +414,38 @@ func TestHandlerStatus(t *testing.T) {
 			http.StatusBadRequest},
 		"unknown kind": {http.MethodPost, cred(`{"kind":"hello","version":1}`), http.StatusBadRequest},
 	}
+	var refused []error
+	accept.Refused = func(err error) { refused = append(refused, err) }
 	h := Handler(m, accept)
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
+			refused = nil
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest(c.method, "/v1/samples", strings.NewReader(c.body)))
 			if rec.Code != c.want {
 				t.Errorf("status %d, want %d: %s", rec.Code, c.want, rec.Body)
 			}
+			// Refused hears of what no acceptor saw: a forged credential,
+			// a payload that is none.
+			wantRefused := map[string]bool{"forged": true, "bad payload": true, "not json": true, "unknown kind": true,
+				"launch, unknown feature": true, "launch, bad plan": true}[name]
+			if (len(refused) == 1) != wantRefused || len(refused) > 1 {
+				t.Errorf("refused %v, want one: %v", refused, wantRefused)
+			}
 		})
 	}
-	// An endpoint without a launch acceptor refuses launch notices.
+	// munged down: 503, and Refused hears of it.
+	refused = nil
+	down := verifierFunc(func(context.Context, string) (Credential, error) {
+		return Credential{}, fmt.Errorf("%w: unmunge: exit status 6", ErrUnavailable)
+	})
 	rec := httptest.NewRecorder()
+	Handler(down, accept).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/samples", strings.NewReader(cred(good))))
+	if rec.Code != http.StatusServiceUnavailable || len(refused) != 1 || !errors.Is(refused[0], ErrUnavailable) {
+		t.Errorf("munged down: status %d, refused %v; want 503 and one ErrUnavailable", rec.Code, refused)
+	}
+	// An endpoint without a launch acceptor refuses launch notices.
+	rec = httptest.NewRecorder()
 	Handler(m, Acceptors{Sample: accept.Sample}).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/samples", strings.NewReader(cred(launch))))
 	if rec.Code != http.StatusBadRequest {
 		t.Errorf("launch notice without a launch acceptor: status %d, want 400", rec.Code)
