@@ -250,16 +250,26 @@ func (l *Learner) Refit(ctx context.Context) ([]string, error) {
 	l.mu.Unlock()
 	slices.Sort(todo)
 	var refitted []string
+	var errs []error
 	for _, mt := range todo {
 		ok, err := l.refit(ctx, mt)
 		if err != nil {
-			return refitted, fmt.Errorf("refit %s: %w", mt, err)
+			// The others are still refitted; this one is tried again at
+			// the next Refit, not only once new samples come.
+			errs = append(errs, fmt.Errorf("refit %s: %w", mt, err))
+			l.mu.Lock()
+			if l.dirty == nil {
+				l.dirty = map[string]bool{}
+			}
+			l.dirty[mt] = true
+			l.mu.Unlock()
+			continue
 		}
 		if ok {
 			refitted = append(refitted, mt)
 		}
 	}
-	return refitted, nil
+	return refitted, errors.Join(errs...)
 }
 
 func (l *Learner) refit(ctx context.Context, mt string) (bool, error) {

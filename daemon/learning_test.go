@@ -514,3 +514,23 @@ func TestAcceptStoreFailure(t *testing.T) {
 		t.Errorf("Accept = %v, want the store's error, not a bad sample", err)
 	}
 }
+
+// One model type's failed refit neither stops the others' nor is dropped:
+// the next Refit tries it again.
+func TestRefitGoesOnPastAFailure(t *testing.T) {
+	ctx := context.Background()
+	l, _, _, _, samples := newnetLearner(t)
+	for _, s := range samples {
+		if err := l.Accept(ctx, 1000, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.dirty["aaa"] = true // sorted before newnet; not registered, so its refit fails
+	refitted, err := l.Refit(ctx)
+	if err == nil || !strings.Contains(err.Error(), `refit aaa: store: model type "aaa": not found`) || !slices.Equal(refitted, []string{"newnet"}) {
+		t.Fatalf("Refit = %v, %v; want newnet refitted and aaa's error", refitted, err)
+	}
+	if !l.dirty["aaa"] || l.dirty["newnet"] {
+		t.Errorf("after Refit, to do: %v; want aaa again", l.dirty)
+	}
+}
