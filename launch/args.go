@@ -108,6 +108,31 @@ func (c *cmdline) setSwitch(f flagSpec, on bool, lo, hi int) int {
 	return c.removeOcc(occ[1:], hi)
 }
 
+// setOptional makes f, an option whose value is optional (argparse's
+// nargs="?" with a const), mean on or off in toks[lo:hi]: off removes it;
+// on keeps its first occurrence, given the value v if it has one, drops
+// later ones, and inserts a bare "--name" when it is absent. It returns the
+// new end of the region.
+func (c *cmdline) setOptional(f flagSpec, on bool, v string, lo, hi int) int {
+	occ := c.find(f, lo, hi)
+	if !on {
+		return c.removeOcc(occ, hi)
+	}
+	if len(occ) == 0 {
+		c.toks = slices.Insert(c.toks, hi, f.names[0])
+		return hi + 1
+	}
+	hi = c.removeOcc(occ[1:], hi)
+	switch first := occ[0]; {
+	case first.inline:
+		name, _, _ := strings.Cut(c.toks[first.idx], "=")
+		c.toks[first.idx] = name + "=" + v
+	case first.n == 2:
+		c.toks[first.idx+1] = v
+	}
+	return hi
+}
+
 // remove deletes every occurrence of f in toks[lo:hi] and returns the new
 // end of the region.
 func (c *cmdline) remove(f flagSpec, lo, hi int) int {

@@ -32,7 +32,9 @@ const (
 	// MegatronDeepSpeed is Megatron-DeepSpeed: Megatron flags plus
 	// --deepspeed / --deepspeed_config / --zero-stage.
 	MegatronDeepSpeed Dialect = "megatron-deepspeed"
-	// DeepSpeed is a plain DeepSpeed script configured by a JSON file.
+	// DeepSpeed is a plain DeepSpeed script configured by a JSON file
+	// (--deepspeed_config), or a Hugging Face Trainer script given one with
+	// --deepspeed, which also takes the plan's sizes as TrainingArguments.
 	DeepSpeed Dialect = "deepspeed"
 )
 
@@ -131,7 +133,7 @@ var (
 	fZeroStage   = valued("--zero-stage")
 	fDSConfig    = valued("--deepspeed_config", "--deepspeed-config")
 	fDeepSpeed   = switchFlag("--deepspeed")
-	fDeepSpeedHF = valued("--deepspeed") // "--deepspeed ds.json" (Hugging Face style)
+	fDeepSpeedHF = valued("--deepspeed") // "--deepspeed ds.json" or "--deepspeed=ds.json" (Hugging Face Trainer)
 	fLoad        = valued("--load")
 	fSave        = valued("--save")
 	fNumLayers   = valued("--num-layers")
@@ -155,6 +157,17 @@ var (
 	fOptDtypes = []flagSpec{valued("--main-grads-dtype"), valued("--main-params-dtype"),
 		valued("--exp-avg-dtype"), valued("--exp-avg-sq-dtype")}
 
+	// Hugging Face TrainingArguments the plan sets. HfArgumentParser takes
+	// each field's name with underscores and with dashes.
+	fHFMicroBatch = valued("--per_device_train_batch_size", "--per-device-train-batch-size")
+	fHFAccum      = valued("--gradient_accumulation_steps", "--gradient-accumulation-steps")
+	// Deprecated; where TrainingArguments still has it, it overrides the
+	// per-device batch of the dataloader but not of the DeepSpeed config.
+	fHFPerGPU = valued("--per_gpu_train_batch_size", "--per-gpu-train-batch-size")
+	// A bool field: on alone, or given a value ("--gradient_checkpointing
+	// True"), since HfArgumentParser makes bools optional-valued.
+	fHFCheckpoint = valued("--gradient_checkpointing", "--gradient-checkpointing")
+
 	fNprocPerNode = valued("--nproc_per_node", "--nproc-per-node")
 	fNnodes       = valued("--nnodes")
 	fNumGPUs      = valued("--num_gpus", "--num-gpus")
@@ -163,12 +176,14 @@ var (
 	megatronSignals = []flagSpec{fTP, fPP, fMB, fGB, fRecGran, fRecAct, fCkptAct, fDistOpt,
 		fNumLayers, valued("--hidden-size"), valued("--num-attention-heads"),
 		valued("--train-iters"), valued("--seq-length")}
-	deepspeedSignals = []flagSpec{fDeepSpeed, fDSConfig, fZeroStage}
+	// fDeepSpeedHF also finds "--deepspeed=ds.json", which the switch does not.
+	deepspeedSignals = []flagSpec{fDeepSpeed, fDeepSpeedHF, fDSConfig, fZeroStage}
 )
 
 // Detect tells the dialect of a launch line: Megatron flags or a
 // pretrain_*.py script make it Megatron; DeepSpeed flags or the deepspeed
-// launcher make it DeepSpeed; both make it Megatron-DeepSpeed.
+// launcher make it DeepSpeed; both make it Megatron-DeepSpeed. A Hugging
+// Face Trainer line (--deepspeed FILE) is DeepSpeed.
 func Detect(argv []string) (Dialect, error) {
 	l := parseLayout(argv)
 	c := cmdline{toks: argv}

@@ -56,6 +56,10 @@ func parseObject(data []byte) (*jsonObject, error) {
 
 func (o *jsonObject) has(k string) bool { _, ok := o.vals[k]; return ok }
 
+// isAuto reports whether k is "auto": the Hugging Face Trainer's
+// placeholder, which it replaces with its TrainingArguments' value.
+func (o *jsonObject) isAuto(k string) bool { return string(o.vals[k]) == `"auto"` }
+
 // set stores raw under k, in k's place when present, else at the end.
 func (o *jsonObject) set(k string, raw json.RawMessage) {
 	if !o.has(k) {
@@ -101,10 +105,11 @@ func (o *jsonObject) object(k string) (*jsonObject, error) {
 	return sub, nil
 }
 
-// intVal reads k as an integer; ok is false when k is absent.
+// intVal reads k as an integer; ok is false when k is absent or "auto",
+// which states no value of its own.
 func (o *jsonObject) intVal(k string) (n int, ok bool, err error) {
 	raw, present := o.vals[k]
-	if !present {
+	if !present || o.isAuto(k) {
 		return 0, false, nil
 	}
 	n, err = strconv.Atoi(string(raw))

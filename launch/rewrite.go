@@ -136,12 +136,16 @@ func Rewrite(argv []string, plan model.Plan, opts Options) (Result, error) {
 		hi = rewriteMegatron(c, plan, gb, lo, hi)
 	case MegatronDeepSpeed:
 		hi = rewriteMegatronDeepSpeed(c, plan, gb, lo, hi)
+	case DeepSpeed:
+		if cf != nil && cf.hf {
+			hi = rewriteHF(c, plan, lo, hi)
+		}
 	}
 	if cf != nil {
 		if opts.ConfigDir == "" {
 			return Result{}, fmt.Errorf("%w: the line has a DeepSpeed config (%s) but no job-private directory was given for its rewritten copy", ErrBadInput, cf.path)
 		}
-		if err := rewriteConfig(cf.obj, plan, gb); err != nil {
+		if err := rewriteConfig(cf.obj, plan, gb, cf.hf); err != nil {
 			return Result{}, fmt.Errorf("DeepSpeed config %s: %w", cf.path, err)
 		}
 		data, err := cf.obj.indented()
@@ -229,6 +233,20 @@ func rewriteMegatronDeepSpeed(c *cmdline, plan model.Plan, gb, lo, hi int) int {
 	// asserts that its parameters are on the CPU, as only offload puts them.
 	hi = c.setSwitch(fCPUOptimizer, plan.Offload, lo, hi)
 	return dropStale(c, MegatronDeepSpeed, plan, lo, hi)
+}
+
+// rewriteHF gives a Hugging Face Trainer line the plan's sizes as
+// TrainingArguments. The Trainer fills the DeepSpeed config's "auto" keys
+// from them and refuses concrete ones that differ; absent flags would leave
+// its defaults (8 per device, no accumulation), so they are added. It
+// computes the global batch itself: flags x world size.
+func rewriteHF(c *cmdline, plan model.Plan, lo, hi int) int {
+	hi = c.remove(fHFPerGPU, lo, hi)
+	hi = c.set(fHFMicroBatch, strconv.Itoa(plan.MicroBatch), lo, hi)
+	hi = c.set(fHFAccum, strconv.Itoa(plan.Accum), lo, hi)
+	// The Trainer checkpoints through the model (gradient_checkpointing_enable),
+	// not through the config's activation_checkpointing section.
+	return c.setOptional(fHFCheckpoint, plan.Checkpoint, "true", lo, hi)
 }
 
 // dropStale removes the flags of a Megatron or Megatron-DeepSpeed line
@@ -349,14 +367,19 @@ type userConfig struct {
 	path string
 	flag flagSpec
 	obj  *jsonObject
+	// hf marks a Hugging Face Trainer line: a DeepSpeed line whose config
+	// is named by --deepspeed.
+	hf bool
 }
 
 func configFlag(c *cmdline, lo, hi int) (string, flagSpec, bool) {
 	if v, ok := c.get(fDSConfig, lo, hi); ok {
 		return v, fDSConfig, true
 	}
+	// "--deepspeed=X" always has a value; "--deepspeed X" may be the switch
+	// followed by an argument of another kind, unless X is a JSON file.
 	for _, o := range c.find(fDeepSpeedHF, lo, hi) {
-		if strings.HasSuffix(o.value, ".json") {
+		if (o.inline && o.value != "") || strings.HasSuffix(o.value, ".json") {
 			return o.value, fDeepSpeedHF, true
 		}
 	}
@@ -401,7 +424,8 @@ func loadConfig(c *cmdline, d Dialect, lo, hi int, opts Options) (*userConfig, e
 	path, flag, ok := configFlag(c, lo, hi)
 	if !ok {
 		if d == DeepSpeed {
-			return nil, fmt.Errorf("%w: a DeepSpeed line needs --deepspeed_config FILE.json, found none", ErrBadInput)
+			return nil, fmt.Errorf("%w: a DeepSpeed line needs --deepspeed_config FILE.json "+
+				"(a Hugging Face Trainer line --deepspeed FILE.json), found none", ErrBadInput)
 		}
 		return nil, nil
 	}
@@ -416,7 +440,8 @@ func loadConfig(c *cmdline, d Dialect, lo, hi int, opts Options) (*userConfig, e
 	if err != nil {
 		return nil, fmt.Errorf("%w: DeepSpeed config %s: %w", ErrBadInput, path, err)
 	}
-	return &userConfig{path: path, flag: flag, obj: obj}, nil
+	hf := d == DeepSpeed && slices.Equal(flag.names, fDeepSpeedHF.names)
+	return &userConfig{path: path, flag: flag, obj: obj, hf: hf}, nil
 }
 
 // checkGlobalBatch returns the global batch the line keeps, failing when its
@@ -520,15 +545,25 @@ func readLine(argv []string, opts Options) (line, error) {
 // and the user's config has none.
 const defaultActivationCheckpointing = `{"partition_activations":false,"cpu_checkpointing":false,"contiguous_memory_optimization":false,"synchronize_checkpoint_boundary":false,"profile":false}`
 
-func rewriteConfig(cfg *jsonObject, plan model.Plan, gb int) error {
-	cfg.setInt("train_batch_size", gb)
-	cfg.setInt("train_micro_batch_size_per_gpu", plan.MicroBatch)
-	cfg.setInt("gradient_accumulation_steps", plan.Accum)
+// rewriteConfig writes plan into the DeepSpeed config of a line; hf marks
+// a Hugging Face Trainer line's, whose "auto" sizes the Trainer fills from
+// the flags rewriteHF sets.
+func rewriteConfig(cfg *jsonObject, plan model.Plan, gb int, hf bool) error {
+	for _, kv := range []struct {
+		k string
+		v int
+	}{{"train_batch_size", gb}, {"train_micro_batch_size_per_gpu", plan.MicroBatch}, {"gradient_accumulation_steps", plan.Accum}} {
+		// DeepSpeed alone cannot read "auto": elsewhere the plan replaces it.
+		if !hf || !cfg.isAuto(kv.k) {
+			cfg.setInt(kv.k, kv.v)
+		}
+	}
 
 	zo, err := cfg.object("zero_optimization")
 	if err != nil {
-		// Legacy configs write "zero_optimization": true; the plan replaces it.
-		if raw := string(cfg.vals["zero_optimization"]); raw != "true" && raw != "false" {
+		// Legacy configs write "zero_optimization": true; the plan replaces
+		// it, and an "auto" the Trainer would not fill.
+		if raw := string(cfg.vals["zero_optimization"]); raw != "true" && raw != "false" && !cfg.isAuto("zero_optimization") {
 			return fmt.Errorf("%w: %w", ErrBadInput, err)
 		}
 		zo = nil
@@ -542,7 +577,7 @@ func rewriteConfig(cfg *jsonObject, plan model.Plan, gb int) error {
 		zo.del("cpu_offload")
 		if plan.Offload {
 			off, err := zo.object("offload_optimizer")
-			if err != nil {
+			if err != nil && !zo.isAuto("offload_optimizer") {
 				return fmt.Errorf("%w: zero_optimization.%w", ErrBadInput, err)
 			}
 			if off == nil {
@@ -567,6 +602,8 @@ func rewriteConfig(cfg *jsonObject, plan model.Plan, gb int) error {
 		}
 	}
 	switch {
+	case hf:
+		// The Trainer checkpoints by its flag and ignores the section.
 	case !plan.Checkpoint:
 		cfg.del("activation_checkpointing")
 	case !cfg.has("activation_checkpointing") || string(cfg.vals["activation_checkpointing"]) == "null":
@@ -594,17 +631,80 @@ func Inspect(argv []string, gpus int, opts Options) (model.Plan, int, error) {
 		return model.Plan{}, 0, err
 	}
 	d, c, lo, hi, cf := ln.d, ln.c, ln.lo, ln.hi, ln.cf
-	intFlag := func(f flagSpec, def int) (int, error) {
-		v, ok := c.get(f, lo, hi)
-		if !ok {
-			return def, nil
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("%w: %s=%q is not a non-negative integer", ErrBadInput, f.names[0], clip(v))
-		}
-		return n, nil
+	var p model.Plan
+	var gb int
+	if cf != nil && cf.hf {
+		p, gb, err = inspectHFSizes(ln, gpus)
+	} else {
+		p, gb, err = inspectSizes(ln, gpus)
 	}
+	if err != nil {
+		return model.Plan{}, 0, err
+	}
+
+	recomputeFull := func() bool { v, _ := c.get(fRecGran, lo, hi); return v == "full" }
+	var zo *jsonObject
+	if cf != nil {
+		if zo, err = cf.obj.object("zero_optimization"); err != nil {
+			return model.Plan{}, 0, fmt.Errorf("%w: %w", ErrBadInput, err)
+		}
+	}
+	switch d {
+	case Megatron:
+		if c.has(fDistOpt, lo, hi) {
+			p.ZeRO = 1
+		}
+		p.Offload = c.has(fCPUOffload, lo, hi)
+		p.Checkpoint = recomputeFull()
+	case MegatronDeepSpeed:
+		p.Checkpoint = c.has(fCkptAct, lo, hi) || recomputeFull()
+		if p.ZeRO, err = intFlagOf(c, fZeroStage, 0, lo, hi); err != nil {
+			return model.Plan{}, 0, err
+		}
+	case DeepSpeed:
+		if cf.hf {
+			if p.Checkpoint, err = hfCheckpoint(c, lo, hi); err != nil {
+				return model.Plan{}, 0, err
+			}
+		} else {
+			p.Checkpoint = cf.obj.has("activation_checkpointing")
+		}
+	}
+	if zo != nil {
+		n, ok, err := zo.intVal("stage")
+		if err != nil {
+			return model.Plan{}, 0, err
+		}
+		if ok {
+			p.ZeRO = n
+		}
+		off, err := zo.object("offload_optimizer")
+		if err != nil {
+			return model.Plan{}, 0, fmt.Errorf("%w: %w", ErrBadInput, err)
+		}
+		p.Offload = off != nil && off.str("device") == "cpu"
+	}
+	return p, gb, nil
+}
+
+// intFlagOf reads the last f in c.toks[lo:hi] as a non-negative integer;
+// def when f is absent.
+func intFlagOf(c *cmdline, f flagSpec, def, lo, hi int) (int, error) {
+	v, ok := c.get(f, lo, hi)
+	if !ok {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%w: %s=%q is not a non-negative integer", ErrBadInput, f.names[0], clip(v))
+	}
+	return n, nil
+}
+
+// inspectSizes reads the parallel degrees, micro-batch, accumulation and
+// global batch of a Megatron or DeepSpeed line on gpus GPUs.
+func inspectSizes(ln line, gpus int) (model.Plan, int, error) {
+	c, lo, hi, cf := ln.c, ln.lo, ln.hi, ln.cf
 	cfgInt := func(k string) (int, bool, error) {
 		if cf == nil {
 			return 0, false, nil
@@ -615,10 +715,10 @@ func Inspect(argv []string, gpus int, opts Options) (model.Plan, int, error) {
 	var gb int
 	var errs []error
 	collect := func(n int, err error) int { errs = append(errs, err); return n }
-	p.TP = collect(intFlag(fTP, 1))
-	p.PP = collect(intFlag(fPP, 1))
-	p.MicroBatch = collect(intFlag(fMB, 0))
-	gb = collect(intFlag(fGB, 0))
+	p.TP = collect(intFlagOf(c, fTP, 1, lo, hi))
+	p.PP = collect(intFlagOf(c, fPP, 1, lo, hi))
+	p.MicroBatch = collect(intFlagOf(c, fMB, 0, lo, hi))
+	gb = collect(intFlagOf(c, fGB, 0, lo, hi))
 	if n, ok, err := cfgInt("train_micro_batch_size_per_gpu"); ok || err != nil {
 		errs = append(errs, err)
 		p.MicroBatch = n
@@ -646,42 +746,82 @@ func Inspect(argv []string, gpus int, opts Options) (model.Plan, int, error) {
 	} else {
 		return model.Plan{}, 0, fmt.Errorf("%w: global batch %d is not a multiple of dp=%d x micro-batch=%d", ErrBadInput, gb, p.DP, p.MicroBatch)
 	}
+	return p, gb, nil
+}
 
-	recomputeFull := func() bool { v, _ := c.get(fRecGran, lo, hi); return v == "full" }
-	var zo *jsonObject
-	if cf != nil {
-		if zo, err = cf.obj.object("zero_optimization"); err != nil {
-			return model.Plan{}, 0, fmt.Errorf("%w: %w", ErrBadInput, err)
-		}
+// TrainingArguments' defaults for the sizes a Hugging Face line may omit.
+const (
+	hfDefaultMicroBatch = 8
+	hfDefaultAccum      = 1
+)
+
+// inspectHFSizes reads the sizes of a Hugging Face Trainer line on gpus
+// GPUs as the Trainer sets them: its flags, else TrainingArguments'
+// defaults, with the global batch flags x world size. The Trainer refuses
+// a config whose concrete values differ from those, and so does this.
+func inspectHFSizes(ln line, gpus int) (model.Plan, int, error) {
+	c, lo, hi, cfg, path := ln.c, ln.lo, ln.hi, ln.cf.obj, ln.cf.path
+	if gpus < 1 {
+		return model.Plan{}, 0, fmt.Errorf("%w: %d GPUs: a Hugging Face line needs at least one", ErrBadInput, gpus)
 	}
-	switch d {
-	case Megatron:
-		if c.has(fDistOpt, lo, hi) {
-			p.ZeRO = 1
+	// A Trainer line takes no tensor or pipeline degree: all GPUs are DP.
+	p := model.Plan{DP: gpus, TP: 1, PP: 1}
+	for _, s := range []struct {
+		flag flagSpec
+		def  int
+		key  string
+		dst  *int
+	}{
+		{fHFMicroBatch, hfDefaultMicroBatch, "train_micro_batch_size_per_gpu", &p.MicroBatch},
+		{fHFAccum, hfDefaultAccum, "gradient_accumulation_steps", &p.Accum},
+	} {
+		n, from := s.def, " (HF's default)"
+		if v, ok := c.get(s.flag, lo, hi); ok {
+			var err error
+			if n, err = strconv.Atoi(v); err != nil || n < 1 {
+				return model.Plan{}, 0, fmt.Errorf("%w: %s=%q is not a positive integer", ErrBadInput, s.flag.names[0], clip(v))
+			}
+			from = ""
 		}
-		p.Offload = c.has(fCPUOffload, lo, hi)
-		p.Checkpoint = recomputeFull()
-	case MegatronDeepSpeed:
-		p.Checkpoint = c.has(fCkptAct, lo, hi) || recomputeFull()
-		if p.ZeRO, err = intFlag(fZeroStage, 0); err != nil {
-			return model.Plan{}, 0, err
+		cn, ok, err := cfg.intVal(s.key)
+		if err != nil {
+			return model.Plan{}, 0, fmt.Errorf("DeepSpeed config %s: %w", path, err)
 		}
-	case DeepSpeed:
-		p.Checkpoint = cf.obj.has("activation_checkpointing")
+		if ok && cn != n {
+			return model.Plan{}, 0, fmt.Errorf("%w: DeepSpeed config %s: %s=%d but %s=%d%s, which the Trainer refuses",
+				ErrBadInput, path, s.key, cn, s.flag.names[0], n, from)
+		}
+		*s.dst = n
 	}
-	if zo != nil {
-		n, ok, err := zo.intVal("stage")
-		if err != nil {
-			return model.Plan{}, 0, err
-		}
-		if ok {
-			p.ZeRO = n
-		}
-		off, err := zo.object("offload_optimizer")
-		if err != nil {
-			return model.Plan{}, 0, fmt.Errorf("%w: %w", ErrBadInput, err)
-		}
-		p.Offload = off != nil && off.str("device") == "cpu"
+	gb := p.DP * p.MicroBatch * p.Accum
+	n, ok, err := cfg.intVal("train_batch_size")
+	if err != nil {
+		return model.Plan{}, 0, fmt.Errorf("DeepSpeed config %s: %w", path, err)
+	}
+	if ok && n != gb {
+		return model.Plan{}, 0, fmt.Errorf("%w: DeepSpeed config %s: train_batch_size=%d but %d GPUs x %s=%d x %s=%d = %d, which the Trainer refuses",
+			ErrBadInput, path, n, gpus, fHFMicroBatch.names[0], p.MicroBatch, fHFAccum.names[0], p.Accum, gb)
 	}
 	return p, gb, nil
+}
+
+// hfCheckpoint reads a Hugging Face line's --gradient_checkpointing: on
+// alone, else the value as HfArgumentParser's string_to_bool reads it; the
+// last occurrence counts.
+func hfCheckpoint(c *cmdline, lo, hi int) (bool, error) {
+	occ := c.find(fHFCheckpoint, lo, hi)
+	if len(occ) == 0 {
+		return false, nil
+	}
+	o := occ[len(occ)-1]
+	if !o.inline && o.n == 1 {
+		return true, nil
+	}
+	switch strings.ToLower(o.value) {
+	case "yes", "true", "t", "y", "1":
+		return true, nil
+	case "no", "false", "f", "n", "0":
+		return false, nil
+	}
+	return false, fmt.Errorf("%w: %s=%q is not a boolean (yes/no, true/false, t/f, y/n, 1/0)", ErrBadInput, fHFCheckpoint.names[0], clip(o.value))
 }

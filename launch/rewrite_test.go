@@ -179,10 +179,10 @@ func TestRewriteErrors(t *testing.T) {
 			argv: []string{"python", "pretrain_gpt.py", "--global-batch-size=abc"}, plan: "dp1.tp1.pp1.mb1.a1.z0",
 			want: ErrBadInput, message: `--global-batch-size="abc"`,
 		},
-		"auto batch in config": {
-			argv: []string{"deepspeed", "train.py", "--deepspeed_config", "auto.json"}, plan: "dp1.tp1.pp1.mb1.a1.z0",
-			opts: Options{ConfigDir: "/job", ReadFile: mapReader(map[string][]byte{"auto.json": []byte(`{"train_batch_size": "auto"}`)})},
-			want: ErrBadInput, message: `train_batch_size="auto" is not an integer`,
+		"batch in config not an integer": {
+			argv: []string{"deepspeed", "train.py", "--deepspeed_config", "bad.json"}, plan: "dp1.tp1.pp1.mb1.a1.z0",
+			opts: Options{ConfigDir: "/job", ReadFile: mapReader(map[string][]byte{"bad.json": []byte(`{"train_batch_size": "32"}`)})},
+			want: ErrBadInput, message: `train_batch_size="32" is not an integer`,
 		},
 		"config is not an object": {
 			argv: []string{"deepspeed", "train.py", "--deepspeed_config", "bad.json"}, plan: "dp1.tp1.pp1.mb1.a1.z0",

@@ -224,6 +224,36 @@ func TestDryRunDeepSpeed(t *testing.T) {
 	}
 }
 
+// A Hugging Face Trainer line, its config given inline, takes the plan as
+// TrainingArguments and keeps its config's "auto" values for the Trainer.
+func TestDryRunHuggingFace(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "ds.json")
+	cfg := `{"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+		"optimizer": {"type": "AdamW", "params": {"lr": "auto"}}, "zero_optimization": {"stage": 2}}`
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"--plan", "dp2.tp1.pp1.mb4.a2.z3+off", "--state-dir", state, "--dry-run",
+		"python", "train.py", "--deepspeed=" + cfgPath, "--per-device-train-batch-size", "8", "--output_dir", "out"},
+		envMap(map[string]string{"SLURM_JOB_NUM_NODES": "1", "SLURM_CPUS_ON_NODE": "16"}), &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	want := " python train.py --deepspeed=" + filepath.Join(state, "rubick-ds.json") +
+		" --per-device-train-batch-size 4 --output_dir out --gradient_accumulation_steps 2\n"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("dry run printed\n%s\nwant it to contain\n%s", out.String(), want)
+	}
+	for _, s := range []string{`"train_batch_size": "auto"`, `"lr": "auto"`, `"stage": 3`, `"device": "cpu"`} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("dry run config lacks %s:\n%s", s, out.String())
+		}
+	}
+}
+
 func TestAdminComment(t *testing.T) {
 	cases := map[string]string{
 		"JobId=1 AdminComment=rubick:v1 model=gpt2 plan=dp1.tp1.pp1.mb1.a1.z0 Comment=a b": "rubick:v1 model=gpt2 plan=dp1.tp1.pp1.mb1.a1.z0",
