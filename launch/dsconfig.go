@@ -8,6 +8,8 @@ import (
 	"io"
 	"slices"
 	"strconv"
+
+	"github.com/hjson/hjson-go/v4"
 )
 
 // jsonObject is a JSON object edited in place: keys keep their order and
@@ -52,6 +54,27 @@ func parseObject(data []byte) (*jsonObject, error) {
 		return nil, errors.New("trailing data after the JSON object")
 	}
 	return o, nil
+}
+
+// parseConfig reads a user's DeepSpeed config. DeepSpeed loads it as Hjson
+// (comments, trailing commas, unquoted keys and strings), a superset of
+// JSON. Strict JSON is tried first, since it keeps every value's text as
+// written; other Hjson is converted to JSON with its numbers' text kept.
+func parseConfig(data []byte) (*jsonObject, error) {
+	o, err := parseObject(data)
+	if err == nil || json.Valid(data) {
+		return o, err
+	}
+	var om hjson.OrderedMap
+	// DeepSpeed refuses duplicate keys at any depth; so does this.
+	if err := hjson.UnmarshalWithOptions(data, &om, hjson.DecoderOptions{UseJSONNumber: true, DisallowDuplicateKeys: true}); err != nil {
+		return nil, fmt.Errorf("neither JSON nor Hjson: %w", err)
+	}
+	js, err := json.Marshal(&om)
+	if err != nil {
+		return nil, err
+	}
+	return parseObject(js)
 }
 
 func (o *jsonObject) has(k string) bool { _, ok := o.vals[k]; return ok }

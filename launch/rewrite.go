@@ -436,7 +436,7 @@ func loadConfig(c *cmdline, d Dialect, lo, hi int, opts Options) (*userConfig, e
 	if err != nil {
 		return nil, fmt.Errorf("read DeepSpeed config: %w", err)
 	}
-	obj, err := parseObject(data)
+	obj, err := parseConfig(data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: DeepSpeed config %s: %w", ErrBadInput, path, err)
 	}
