@@ -161,7 +161,7 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 	add("commands.scontrol", CheckOK, "%s show config: Slurm %s", cfg.Commands.Scontrol, conf["SLURM_VERSION"])
 	out = append(out, checkUser(deps.UID, conf["SlurmUser"]))
 	out = append(out, checkConf(conf)...)
-	if deps.ReadFile != nil && conf.Has("JobSubmitPlugins", "lua") && conf["SLURM_CONF"] != "" {
+	if deps.ReadFile != nil && luaJobSubmit(conf) && conf["SLURM_CONF"] != "" {
 		path := filepath.Join(filepath.Dir(conf["SLURM_CONF"]), "job_submit.lua")
 		body, err := deps.ReadFile(path)
 		out = append(out, checkJobSubmit(path, body, err, cfg.Partitions, deps.UID, conf["PriorityType"]))
@@ -487,7 +487,7 @@ func checkConf(c slurm.CtldConfig) []CheckResult {
 		}
 		out = append(out, r)
 	}
-	add("JobSubmitPlugins", c.Has("JobSubmitPlugins", "lua"), CheckFail, "lua",
+	add("JobSubmitPlugins", luaJobSubmit(c), CheckFail, "lua",
 		fmt.Sprintf("%q has no lua: without job_submit.lua no job is tagged and held, and rubickd manages none", c["JobSubmitPlugins"]))
 	add("GresTypes", c.Has("GresTypes", "gpu"), CheckFail, "gpu",
 		fmt.Sprintf("%q has no gpu: Slurm allocates no GPUs", c["GresTypes"]))
@@ -588,14 +588,22 @@ func checkPriorityOrder(c slurm.CtldConfig, who string) CheckResult {
 	return r
 }
 
+// luaJobSubmit reports whether slurmctld runs job_submit.lua: its
+// JobSubmitPlugins lists lua, or job_submit/lua, which Slurm accepts too.
+func luaJobSubmit(c slurm.CtldConfig) bool {
+	return c.Has("JobSubmitPlugins", "lua") || c.Has("JobSubmitPlugins", "job_submit/lua")
+}
+
 // JobSubmitVersion is the job_submit.lua (its VERSION) this rubickd
 // expects: 2 keeps an administrator's hold of a job rubick holds in
 // rubick's hold (AdminHoldField) and releases a job moved out of the
 // managed partitions; 3 tags and holds a job moved in, marks rubick's
 // holds that Slurm names an administrator's (RubickHeldField), and refuses
 // a new nice of a held job that would end its hold (NICE_KEEPS_HOLD); 4
-// gives a job the class of its new QOS or account.
-const JobSubmitVersion = 4
+// gives a job the class of its new QOS or account; 5 refuses model types
+// when their list cannot be read and keeps a hold across a move between
+// unmanaged partitions.
+const JobSubmitVersion = 5
 
 // jobSubmitLacks says what a copy of job_submit.lua older than each
 // version does wrong, for rubickd --check.
@@ -606,6 +614,7 @@ var jobSubmitLacks = []struct {
 	{2, "an administrator's scontrol release of a job rubick holds starts it as submitted"},
 	{3, "a job with a model type moved into a managed partition runs as submitted, and with PriorityType=priority/basic a user's new nice (scontrol update Nice=) of a job rubick holds starts it as submitted"},
 	{4, "a job given a new QOS or account (scontrol update QOS= or Account=) keeps the class it was submitted with"},
+	{5, "a model type list slurmctld's user cannot read lets any model type through, and a move between partitions rubickd does not manage ends a hold"},
 }
 
 var (
@@ -615,6 +624,9 @@ var (
 	luaUIDs    = regexp.MustCompile(`(?s)local\s+SCHEDULER_UIDS\s*=\s*\{(.*?)\}`)
 	luaUID     = regexp.MustCompile(`\[\s*(\d+)\s*\]\s*=\s*true`)
 	luaNice    = regexp.MustCompile(`(?m)^local\s+NICE_KEEPS_HOLD\s*=\s*(true|false)`)
+	// Lua comments: --[[ ... ]] blocks, then -- to the end of the line.
+	luaBlockComment = regexp.MustCompile(`(?s)--\[\[.*?\]\]`)
+	luaLineComment  = regexp.MustCompile(`--[^\n]*`)
 )
 
 // checkNice compares NICE_KEEPS_HOLD in job_submit.lua (body, of version)
@@ -654,6 +666,8 @@ func checkJobSubmit(path string, body []byte, err error, partitions []string, ui
 		r.Detail = fmt.Sprintf("%s not read on this host (%v): not compared; run rubickd --check on the slurmctld host to compare it", path, err)
 		return r
 	}
+	// A commented-out uid or partition is not a setting.
+	body = luaLineComment.ReplaceAll(luaBlockComment.ReplaceAll(body, nil), nil)
 	if m := luaUIDs.FindSubmatch(body); m != nil {
 		var uids []string
 		for _, k := range luaUID.FindAllSubmatch(m[1], -1) {
@@ -669,6 +683,9 @@ func checkJobSubmit(path string, body []byte, err error, partitions []string, ui
 	version := 1 // copies before VERSION
 	if m := luaVersion.FindSubmatch(body); m != nil {
 		version, _ = strconv.Atoi(string(m[1]))
+	}
+	if version > JobSubmitVersion {
+		problems = append(problems, fmt.Sprintf("a newer copy (version %d, this rubickd knows up to %d): install the rubickd that came with it", version, JobSubmitVersion))
 	}
 	if version < JobSubmitVersion {
 		var lacks []string

@@ -474,19 +474,28 @@ func TestCheckJobSubmit(t *testing.T) {
 		detail     []string
 		priority   string // PriorityType: priority/basic when "", none for not read
 	}{
-		{"shipped", shipped, nil, []string{"gpu"}, 0, CheckOK, []string{"version 4, MANAGED_PARTITIONS gpu as partitions, NICE_KEEPS_HOLD false for priority/basic"}, ""},
+		{"shipped", shipped, nil, []string{"gpu"}, 0, CheckOK, []string{"version 5, MANAGED_PARTITIONS gpu as partitions, NICE_KEEPS_HOLD false for priority/basic"}, ""},
 		// rubickd as SlurmUser, which the script does not let release.
 		{"SlurmUser not a scheduler", shipped, nil, []string{"gpu"}, 64030, CheckFail, []string{"SCHEDULER_UIDS (0) lacks uid 64030", "no job starts"}, ""},
 		{"SlurmUser a scheduler", edit("local SCHEDULER_UIDS = { [0] = true }", "local SCHEDULER_UIDS = { [0] = true, [64030] = true }"), nil,
-			[]string{"gpu"}, 64030, CheckOK, []string{"version 4"}, ""},
+			[]string{"gpu"}, 64030, CheckOK, []string{"version 5"}, ""},
 		{"quoted keys", edit(managed, "local MANAGED_PARTITIONS = {\n  [\"gpu-a100\"] = true,\n  gpu = true,\n}"), nil, []string{"gpu", "gpu-a100"}, 0,
 			CheckOK, []string{"MANAGED_PARTITIONS gpu-a100, gpu as partitions"}, ""},
-		{"first copy", edit("local VERSION = 4\n", ""), nil, []string{"gpu"}, 0, CheckWarn,
-			[]string{"an older copy (version 1, rubickd expects 4)", "release of a job rubick holds starts it as submitted, and a job with a model type moved"}, ""},
-		{"second copy", edit("local VERSION = 4\n", "local VERSION = 2\n"), nil, []string{"gpu"}, 0, CheckWarn,
-			[]string{"(version 2, rubickd expects 4)", "; until then a job with a model type moved into a managed partition runs as submitted"}, ""},
-		{"third copy", edit("local VERSION = 4\n", "local VERSION = 3\n"), nil, []string{"gpu"}, 0, CheckWarn,
-			[]string{"(version 3, rubickd expects 4)", "; until then a job given a new QOS or account (scontrol update QOS= or Account=) keeps the class it was submitted with"}, ""},
+		{"first copy", edit("local VERSION = 5\n", ""), nil, []string{"gpu"}, 0, CheckWarn,
+			[]string{"an older copy (version 1, rubickd expects 5)", "release of a job rubick holds starts it as submitted, and a job with a model type moved"}, ""},
+		{"second copy", edit("local VERSION = 5\n", "local VERSION = 2\n"), nil, []string{"gpu"}, 0, CheckWarn,
+			[]string{"(version 2, rubickd expects 5)", "; until then a job with a model type moved into a managed partition runs as submitted"}, ""},
+		{"third copy", edit("local VERSION = 5\n", "local VERSION = 3\n"), nil, []string{"gpu"}, 0, CheckWarn,
+			[]string{"(version 3, rubickd expects 5)", "; until then a job given a new QOS or account (scontrol update QOS= or Account=) keeps the class it was submitted with"}, ""},
+		{"fourth copy", edit("local VERSION = 5\n", "local VERSION = 4\n"), nil, []string{"gpu"}, 0, CheckWarn,
+			[]string{"(version 4, rubickd expects 5)", "; until then a model type list slurmctld's user cannot read lets any model type through"}, ""},
+		{"a newer copy", edit("local VERSION = 5\n", "local VERSION = 6\n"), nil, []string{"gpu"}, 0, CheckWarn,
+			[]string{"a newer copy (version 6, this rubickd knows up to 5)"}, ""},
+		// What is commented out is not set.
+		{"uid commented out", edit("local SCHEDULER_UIDS = { [0] = true }", "local SCHEDULER_UIDS = { [0] = true, -- [64030] = true\n}"), nil,
+			[]string{"gpu"}, 64030, CheckFail, []string{"lacks uid 64030"}, ""},
+		{"partition in a block comment", edit(managed, "local MANAGED_PARTITIONS = { gpu = true, --[[ debug = true ]] }"), nil, []string{"gpu"}, 0,
+			CheckOK, []string{"MANAGED_PARTITIONS gpu as partitions"}, ""},
 		{"a partition only the script manages", edit(managed, "local MANAGED_PARTITIONS = { gpu = true, debug = true }"), nil, []string{"gpu"}, 0,
 			CheckWarn, []string{"MANAGED_PARTITIONS has debug, which partitions in rubickd.yaml lacks"}, ""},
 		{"a partition only rubickd manages", shipped, nil, []string{"gpu", "a100"}, 0,
@@ -502,9 +511,9 @@ func TestCheckJobSubmit(t *testing.T) {
 		{"nice refused on multifactor", shipped, nil, []string{"gpu"}, 0, CheckWarn,
 			[]string{"NICE_KEEPS_HOLD is false", "set it true"}, "priority/multifactor"},
 		{"nice kept on multifactor", edit(nice, "local NICE_KEEPS_HOLD = true"), nil, []string{"gpu"}, 0, CheckOK,
-			[]string{"version 4", "NICE_KEEPS_HOLD true for priority/multifactor"}, "priority/multifactor"},
+			[]string{"version 5", "NICE_KEEPS_HOLD true for priority/multifactor"}, "priority/multifactor"},
 		{"PriorityType unknown", edit(nice, "local NICE_KEEPS_HOLD = true"), nil, []string{"gpu"}, 0, CheckOK,
-			[]string{"version 4"}, "none"},
+			[]string{"version 5"}, "none"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pt := tc.priority
@@ -582,6 +591,15 @@ func TestCheckStoreWritable(t *testing.T) {
 		r := checkStore(tc.path, denied(tc.deny))
 		if r.Status != tc.status || !strings.Contains(r.Detail, tc.detail) {
 			t.Errorf("%s: %s %q, want %s saying %q", tc.name, r.Status, r.Detail, tc.status, tc.detail)
+		}
+	}
+}
+
+// Slurm takes JobSubmitPlugins=job_submit/lua as lua.
+func TestLuaJobSubmit(t *testing.T) {
+	for v, want := range map[string]bool{"lua": true, "job_submit/lua": true, "all_partitions,Lua": true, "pbs": false, "": false, "lua2": false} {
+		if got := luaJobSubmit(slurm.CtldConfig{"JobSubmitPlugins": v}); got != want {
+			t.Errorf("JobSubmitPlugins=%q: %v, want %v", v, got, want)
 		}
 	}
 }

@@ -56,8 +56,10 @@ exists, a name missing from that list rejects the submission.
 -- a job moved in, and marks rubick's holds that Slurm names an
 -- administrator's (RUBICK_HELD), and refuses a new nice of a held job
 -- unless NICE_KEEPS_HOLD; 4 gives a tagged job the class of its new QOS or
--- account. Not a setting.
-local VERSION = 4
+-- account; 5 refuses a model type when the list of them cannot be read, and
+-- keeps a hold across a move between partitions rubickd does not manage.
+-- Not a setting.
+local VERSION = 5
 
 -- ---------------------------------------------------------------- settings
 
@@ -108,10 +110,15 @@ local function valid_name(name)
 end
 
 -- Returns the set of names in MODEL_TYPES_FILE, or nil when it is absent.
--- Read on every managed submission so an edited list applies at once.
+-- Read on every managed submission so an edited list applies at once. A
+-- list that is there but cannot be read (a directory slurmctld's user may
+-- not enter) is an error: skipping it would take any name.
 local function load_model_types()
-   local f = io.open(MODEL_TYPES_FILE, "r")
-   if f == nil then return nil end
+   local f, err, code = io.open(MODEL_TYPES_FILE, "r")
+   if f == nil then
+      if code == 2 then return nil end -- ENOENT: no list, any valid name
+      return false, err
+   end
    local set = {}
    for line in f:lines() do
       local name = string.match(string.gsub(line, "#.*$", ""), "^%s*(.-)%s*$")
@@ -278,10 +285,13 @@ end
 -- Slurm). rubickd does not plan it, so holds and releases are Slurm's own,
 -- but an administrator's hold of rubick's (ADMIN_HOLD) stays theirs to
 -- release; the marks go with the release.
-local function modify_unmanaged(job_desc, job_rec, modify_uid, comment, ac)
+local function modify_unmanaged(job_desc, job_rec, part_list, modify_uid, comment, ac)
    local prio = job_desc.priority
    if prio == nil or prio == slurm.NO_VAL then
+      -- Only a move out of the managed partitions: between others, a hold
+      -- is its user's or an administrator's, and stays.
       if job_rec.priority == 0 and job_desc.partition ~= nil and job_desc.partition ~= "" and
+         is_managed({ partition = job_rec.partition }, part_list) and
          not has_hold(comment) and not has_admin_hold(ac) then
          -- Moved out while held for rubickd, which no longer plans it:
          -- that hold was never its user's, so the move ends it.
@@ -326,7 +336,11 @@ local function model_error(model)
          "invalid model type '%s': use 1-%d characters of a-z 0-9 . _ -, " ..
          "starting with a letter or digit", string.sub(model, 1, 80), NAME_MAX)
    end
-   local known = load_model_types()
+   local known, err = load_model_types()
+   if known == false then
+      slurm.log_error("job_submit.lua: model type list unreadable: %s", tostring(err))
+      return string.format("the list of model types (%s) cannot be read; ask the administrators", MODEL_TYPES_FILE)
+   end
    if known ~= nil and not known[model] then
       return string.format("unknown model type '%s': not in %s", model, MODEL_TYPES_FILE)
    end
@@ -462,7 +476,7 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
    if not tagged then return slurm.SUCCESS end
    local prio = job_desc.priority
    if not is_managed({ partition = job_desc.partition or job_rec.partition }, part_list) then
-      return modify_unmanaged(job_desc, job_rec, modify_uid, comment, ac)
+      return modify_unmanaged(job_desc, job_rec, part_list, modify_uid, comment, ac)
    end
    local rc = new_class(job_desc, job_rec, modify_uid, ac)
    if rc ~= nil then return rc end

@@ -209,6 +209,10 @@ local modify_cases = {
      rec = { job_id = 9, priority = 5000, admin_comment = tag, partition = "cpu" }, uid = 1000, rc = 0, prio = 0 },
    { name = "unmanaged: root hold is Slurm's", desc = { priority = 0 },
      rec = { job_id = 9, priority = 0, admin_comment = tag, partition = "cpu" }, uid = 0, rc = 0, prio = 0 },
+   { name = "unmanaged: moved between unmanaged partitions, held by its user: held", desc = { partition = "debug" },
+     rec = { job_id = 9, priority = 0, admin_comment = tag, partition = "cpu" }, uid = 1000, rc = 0, prio = nil },
+   { name = "unmanaged: moved between unmanaged partitions by root, held: held", desc = { partition = "debug" },
+     rec = { job_id = 9, priority = 0, admin_comment = tag, partition = "cpu" }, uid = 0, rc = 0, prio = nil },
    { name = "unmanaged: release takes rubick-held out", desc = { priority = 4294967295 },
      rec = { job_id = 9, priority = 0, admin_comment = tag .. ";rubick-held", partition = "cpu" }, uid = 0, rc = 0,
      prio = 4294967295, ac = tag },
@@ -321,6 +325,28 @@ do
    local rc = slurm_job_modify(desc, managed, parts, 1000)
    check(rc == 0 and desc.priority == nil, "new nice of a held job, NICE_KEEPS_HOLD: rc %s, priority %s, want 0 and none",
          tostring(rc), tostring(desc.priority))
+end
+
+-- A model type list that is there but cannot be read refuses model types
+-- (fail closed), where an absent one checks only their syntax.
+for _, tc in ipairs({
+   { file = "/etc/passwd/model-types", rc = slurm.ERROR, msg = "cannot be read" }, -- ENOTDIR: not ENOENT
+   { file = list .. ".absent", rc = 0 },
+}) do
+   local errors = {}
+   slurm.log_error = function(fmt, ...) table.insert(errors, string.format(fmt, ...)) end
+   local s2 = string.gsub(src, "\nlocal MODEL_TYPES_FILE = [^\n]*", "\nlocal MODEL_TYPES_FILE = \"" .. tc.file .. "\"")
+   chunk = assert(loadstring(s2, "job_submit.lua"))
+   check(chunk() == slurm.SUCCESS, "script did not return slurm.SUCCESS")
+   user_msgs = {}
+   local job = { partition = "gpu", spank_job_env = spank("notlisted") }
+   local rc = slurm_job_submit(job, parts, 1000)
+   local last = user_msgs[#user_msgs] or ""
+   check(rc == tc.rc, "model list %s: rc %s, want %s", tc.file, tostring(rc), tostring(tc.rc))
+   if tc.msg then
+      check(string.find(last, tc.msg, 1, true) ~= nil and #errors == 1,
+            "model list %s: user message %q, %d error(s) logged; want %q and one", tc.file, last, #errors, tc.msg)
+   end
 end
 
 os.remove(list)

@@ -80,8 +80,9 @@ static char *trim(char *s)
 int rubick_models_load(const char *path, struct rubick_models *m,
 		       char *err, size_t errlen)
 {
-	/* One byte more than the longest accepted line, so an over-long line
-	 * is detected instead of being split silently. */
+	/* Far longer than a name (RUBICK_NAME_MAX): a longer line is read
+	 * to its end and kept only up to a '#' in its first part (a long
+	 * comment); with none, it is an error, never split into names. */
 	char line[256];
 	unsigned lineno = 0;
 	FILE *f;
@@ -99,15 +100,24 @@ int rubick_models_load(const char *path, struct rubick_models *m,
 	while (fgets(line, sizeof(line), f) != NULL) {
 		char *hash, *name;
 
+		int truncated = 0;
+
 		lineno++;
 		if (strchr(line, '\n') == NULL && !feof(f)) {
+			int c;
+
+			truncated = 1;
+			while ((c = fgetc(f)) != EOF && c != '\n')
+				;
+		}
+		hash = strchr(line, '#');
+		if (hash != NULL) {
+			*hash = '\0';
+		} else if (truncated) {
 			snprintf(err, errlen, "%s:%u: line too long", path,
 				 lineno);
 			goto fail;
 		}
-		hash = strchr(line, '#');
-		if (hash != NULL)
-			*hash = '\0';
 		name = trim(line);
 		if (*name == '\0')
 			continue;

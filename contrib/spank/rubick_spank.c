@@ -144,8 +144,10 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	if (model_type == NULL)
 		return ESPANK_SUCCESS;
 	if (ctx == S_CTX_ALLOCATOR || ctx == S_CTX_LOCAL) {
-		/* Fail the submission rather than let an untagged job run
-		 * outside the scheduler's control. */
+		/* An error fails the submission only for a plugin the
+		 * plugstack line marks required; under the shipped optional
+		 * line Slurm goes on, and the job, untagged, runs as a plain
+		 * Slurm job: said here, in slurmd's or the client's log. */
 		rc = spank_job_control_setenv(sp, ENV_NAME, model_type, 1);
 		if (rc != ESPANK_SUCCESS)
 			slurm_error("rubick: cannot pass --model-type to "

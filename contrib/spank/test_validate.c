@@ -148,6 +148,21 @@ static void test_list(void)
 		CHECK(strstr(err, "line too long") != NULL,
 		      "unexpected message: %s", err);
 		unlink(path);
+
+		/* A long comment is a comment, and the names after it count. */
+		memset(big, '-', sizeof(big));
+		memcpy(big, "gpt2 # ", 7);
+		memcpy(big + sizeof(big) - 7, "\nbert\n", 7);
+		big[sizeof(big) - 1] = '\0';
+		path = write_temp(big);
+		CHECK(rubick_models_load(path, &m, err, sizeof(err)) == 0,
+		      "long comment: %s", err);
+		CHECK(m.count == 2, "long comment: count = %zu, want 2",
+		      m.count);
+		CHECK(rubick_validate(&m, "bert", err, sizeof(err)) == 0,
+		      "bert after a long comment: %s", err);
+		rubick_models_free(&m);
+		unlink(path);
 	}
 }
 
