@@ -290,26 +290,34 @@ func completedOnPlan(t *testing.T, lt *labTest, d *daemonProc, id int) slurm.Job
 
 // wantLeftAlone fails the test unless rubick queue --all lists job id
 // among the other jobs of rubickd's newest cycle, queued, left alone for
-// a reason that starts with why and was stored in an earlier cycle.
+// a reason that starts with why and was stored in an earlier cycle. It
+// asks again for up to 10 s: the newest cycle may still be the one that
+// stored the reason.
 func (lt *labTest) wantLeftAlone(t *testing.T, id int, why string) {
 	t.Helper()
-	out := lt.lab.run(t, filepath.Join(lt.bin, "rubick"), "queue", "--store", lt.dbPath, "--json", "--all")
-	var q struct {
-		CycleID int64 `json:"cycle_id"`
-		Others  []struct {
-			JobID      int    `json:"job_id"`
-			Queued     bool   `json:"queued"`
-			Reason     string `json:"reason"`
-			Detail     string `json:"detail"`
-			SinceCycle int64  `json:"since_cycle"`
-		} `json:"others"`
-	}
-	if err := json.Unmarshal([]byte(out), &q); err != nil {
-		t.Fatalf("rubick queue --all: %v\n%s", err, out)
-	}
-	for _, e := range q.Others {
-		if e.JobID == id && e.Queued && e.Reason == "ignored" && strings.HasPrefix(e.Detail, why) && e.SinceCycle > 0 && e.SinceCycle < q.CycleID {
-			return
+	var out string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Second) {
+		out = lt.lab.run(t, filepath.Join(lt.bin, "rubick"), "queue", "--store", lt.dbPath, "--json", "--all")
+		var q struct {
+			CycleID int64 `json:"cycle_id"`
+			Others  []struct {
+				JobID      int    `json:"job_id"`
+				Queued     bool   `json:"queued"`
+				Reason     string `json:"reason"`
+				Detail     string `json:"detail"`
+				SinceCycle int64  `json:"since_cycle"`
+			} `json:"others"`
+		}
+		if err := json.Unmarshal([]byte(out), &q); err != nil {
+			t.Fatalf("rubick queue --all: %v\n%s", err, out)
+		}
+		for _, e := range q.Others {
+			if e.JobID == id && e.Queued && e.Reason == "ignored" && strings.HasPrefix(e.Detail, why) && e.SinceCycle > 0 && e.SinceCycle < q.CycleID {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			break
 		}
 	}
 	t.Errorf("rubick queue --all does not list job %d left alone (%q) since an earlier cycle:\n%s", id, why, out)
