@@ -87,7 +87,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	c := config{markWait: time.Second}
 	fs := newFlagSet(&c, getenv, stderr)
 	if err := fs.Parse(args); err != nil {
-		return c, err
+		if errors.Is(err, flag.ErrHelp) {
+			return c, err
+		}
+		return c, printedError{err} // the flag set printed it, with the usage
 	}
 	c.train = fs.Args()
 	if len(c.train) == 0 {
@@ -163,6 +166,11 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) *flag.F
 	return fs
 }
 
+// printedError is a flag error the flag set has already written out.
+type printedError struct{ error }
+
+func (e printedError) Unwrap() error { return e.error }
+
 func parseSignal(s string) (syscall.Signal, error) {
 	switch strings.TrimPrefix(strings.ToUpper(s), "SIG") {
 	case "USR1":
@@ -201,7 +209,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "rubick-srun:", err)
+		if !errors.As(err, new(printedError)) {
+			fmt.Fprintln(stderr, "rubick-srun:", err)
+		}
 		return exitUsage
 	}
 	if cfg.asTask {

@@ -297,3 +297,14 @@ func TestPlanStepDeepSpeedNodes(t *testing.T) {
 		t.Errorf("one node: argv %q, want the launcher run once", st.argv)
 	}
 }
+
+// An unknown flag is said once: the flag set's line, with the usage.
+func TestUnknownFlagSaidOnce(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(t.Context(), []string{"--bogus", "--", "true"}, envMap(nil), &out, &errb); code != exitUsage {
+		t.Errorf("exit %d, want %d", code, exitUsage)
+	}
+	if n := strings.Count(errb.String(), "flag provided but not defined: -bogus"); n != 1 || !strings.Contains(errb.String(), "usage: rubick-srun") {
+		t.Errorf("said %d times, stderr:\n%s", n, errb.String())
+	}
+}
