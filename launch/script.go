@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -339,6 +341,10 @@ func srunLine(args []string) (ScriptLine, error) {
 			break
 		}
 		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !SrunFlag(name) {
+			// rubick-srun would stop at it (exit 2) before training.
+			return ScriptLine{}, fmt.Errorf("%w: %s is not a rubick-srun flag", ErrBadInput, clip(a))
+		}
 		if !hasVal && !SrunBoolFlag(name) {
 			if i+1 >= len(args) {
 				return ScriptLine{}, fmt.Errorf("%w: rubick-srun flag %s has no value", ErrBadInput, a)
@@ -368,11 +374,25 @@ func srunLine(args []string) (ScriptLine, error) {
 	return sl, nil
 }
 
+// srunFlags are rubick-srun's flags, each true when it takes no value
+// (cmd/rubick-srun's TestScriptReadsSrunFlags keeps them in step).
+var srunFlags = map[string]bool{
+	"plan": false, "dialect": false, "launcher": false, "gpu-bind": false, "cpus-per-task": false, "global-batch": false,
+	"signal": false, "scontrol": false, "squeue": false, "srun": false, "state-dir": false, "checkpoint-dir": false,
+	"model-type": false, "report-url": false, "munge": false, "munge-socket": false, "report-skip": false,
+	"profile-iters": false, "profile-timeout": false, "profile-run-timeout": false, "local-rank-at": false, "log-level": false,
+	"ensure-load": true, "requeue-on-checkpoint": true, "requeue-mail": true, "dry-run": true, "as-task": true,
+	"h": true, "help": true,
+}
+
 // SrunBoolFlag is true for the rubick-srun flags that take no value.
-func SrunBoolFlag(name string) bool {
-	switch name {
-	case "ensure-load", "requeue-on-checkpoint", "requeue-mail", "dry-run", "as-task", "h", "help":
-		return true
-	}
-	return false
+func SrunBoolFlag(name string) bool { return srunFlags[name] }
+
+// SrunFlags lists rubick-srun's flag names, sorted.
+func SrunFlags() []string { return slices.Sorted(maps.Keys(srunFlags)) }
+
+// SrunFlag reports whether name is one of rubick-srun's flags.
+func SrunFlag(name string) bool {
+	_, ok := srunFlags[name]
+	return ok
 }

@@ -112,6 +112,11 @@ run`,
 			err:    ErrBadInput,
 		},
 		{
+			name:   "a flag rubick-srun does not have",
+			script: "exec rubick-srun --bogus -- python train.py",
+			err:    ErrBadInput,
+		},
+		{
 			name:   "not a shell script",
 			script: "exec rubick-srun python train.py 'unterminated",
 			err:    ErrBadInput,

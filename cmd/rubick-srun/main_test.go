@@ -862,12 +862,25 @@ func TestScriptReadsSrunFlags(t *testing.T) {
 	fs.VisitAll(func(f *flag.Flag) {
 		n++
 		b, ok := f.Value.(interface{ IsBoolFlag() bool })
+		if !launch.SrunFlag(f.Name) {
+			t.Errorf("flag --%s: not among launch's rubick-srun flags", f.Name)
+		}
 		if isBool := ok && b.IsBoolFlag(); isBool != launch.SrunBoolFlag(f.Name) {
 			t.Errorf("flag --%s: takes no value = %v, launch.SrunBoolFlag = %v", f.Name, isBool, !isBool)
 		}
 	})
 	if n < 20 {
 		t.Fatalf("visited %d flags", n)
+	}
+	// And no name launch knows that rubick-srun does not ("h" and "help"
+	// are the flag package's own).
+	for _, name := range launch.SrunFlags() {
+		if fs.Lookup(name) == nil && name != "h" && name != "help" {
+			t.Errorf("launch knows --%s, rubick-srun does not", name)
+		}
+	}
+	if launch.SrunFlag("bogus") {
+		t.Error("launch takes --bogus for a rubick-srun flag")
 	}
 }
 
