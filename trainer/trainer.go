@@ -298,6 +298,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Timer != nil {
 		if d, ok := cfg.Timer.IterTime(o.ModelType, p, o.Placement, o.CPUs); ok {
 			iter, source = d, "timer"
+		} else {
+			source = fmt.Sprintf("--iter-ms (no ground truth for model %q, plan %s on %s)", o.ModelType, p, o.Placement)
 		}
 	}
 	fmt.Fprintf(cfg.Out, "%s: iteration time %.1f ms from %s, sleeping %.3g of it\n", Name, float64(iter)/float64(time.Millisecond), source, o.TimeScale)
