@@ -130,7 +130,7 @@ func (d *Daemon) lineFacts(ctx context.Context, j slurm.Job, sl launch.ScriptLin
 	if read == nil {
 		read = d.readUserFile
 	}
-	f, err := sl.Facts(func(name string) ([]byte, error) { return read(ctx, j.User, j.WorkDir, name) })
+	f, err := sl.Facts(func(name string) ([]byte, error) { return read(ctx, j.User, j.WorkDir, name) }, requestedGPUs(j))
 	if err != nil {
 		log.Debug("batch script not read; the job is planned from its user's last launch line until it reports its own", "err", err)
 		return nil
@@ -294,4 +294,13 @@ func readOwned(userName, name string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %d bytes, more than %d", name, st.Size(), maxUserFileBytes)
 	}
 	return io.ReadAll(io.LimitReader(f, maxUserFileBytes))
+}
+
+// requestedGPUs is what pending job j asks for: a job's script is read
+// before its first start, which alone resizes it.
+func requestedGPUs(j slurm.Job) int {
+	if j.GPUsNotPerNode {
+		return j.GPUsPerNode // its total
+	}
+	return j.GPUsPerNode * max(j.NodeCount, 1)
 }

@@ -423,3 +423,18 @@ func TestScriptsNotGiven(t *testing.T) {
 		})
 	}
 }
+
+func TestRequestedGPUs(t *testing.T) {
+	for _, tc := range []struct {
+		j    slurm.Job
+		want int
+	}{
+		{slurm.Job{NodeCount: 2, GPUsPerNode: 4}, 8},
+		{slurm.Job{NodeCount: 0, GPUsPerNode: 4}, 4},
+		{slurm.Job{NodeCount: 2, GPUsPerNode: 6, GPUsNotPerNode: true}, 6}, // --gpus=6: the total
+	} {
+		if got := requestedGPUs(tc.j); got != tc.want {
+			t.Errorf("requestedGPUs(%+v) = %d, want %d", tc.j, got, tc.want)
+		}
+	}
+}

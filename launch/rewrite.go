@@ -37,6 +37,10 @@ type Options struct {
 	// Rendezvous ("host:port") and RendezvousID are where and under which
 	// name the torchrun launchers of a multi-node step meet (c10d).
 	Rendezvous, RendezvousID string
+	// GPUs is what the job asked for, for GlobalBatch: a Hugging Face
+	// Trainer line states no global batch, which is its per-device batch
+	// x its accumulation x the GPUs it was submitted to run on.
+	GPUs int
 }
 
 func (o Options) readFile(name string) ([]byte, error) {
@@ -513,6 +517,12 @@ func GlobalBatch(argv []string, opts Options) (int, error) {
 		return 0, err
 	}
 	_, n, err := statedGlobalBatch(ln.c, ln.lo, ln.hi, ln.cf, opts)
+	if err != nil || n > 0 || ln.cf == nil || !ln.cf.hf || opts.GPUs < 1 {
+		return n, err
+	}
+	// The batch the user meant: the Trainer's sizes on the GPUs they asked
+	// for, before any plan changes them.
+	_, n, err = inspectHFSizes(ln, opts.GPUs)
 	return n, err
 }
 

@@ -66,15 +66,17 @@ type LineFacts struct {
 }
 
 // Facts reads sl's dialect, what it cannot express and its global batch,
-// reading its DeepSpeed config through readFile (nil: os.ReadFile). It
-// fails only when the line's dialect cannot be told.
-func (sl ScriptLine) Facts(readFile func(name string) ([]byte, error)) (LineFacts, error) {
+// reading its DeepSpeed config through readFile (nil: os.ReadFile); gpus
+// is what the job asks for (0: unknown), which a Hugging Face Trainer
+// line's batch depends on. It fails only when the line's dialect cannot
+// be told.
+func (sl ScriptLine) Facts(readFile func(name string) ([]byte, error), gpus int) (LineFacts, error) {
 	cannot, d, err := Cannot(sl.Train, Options{Dialect: sl.Dialect})
 	if err != nil {
 		return LineFacts{}, err
 	}
 	f := LineFacts{Dialect: d, Cannot: cannot}
-	f.GlobalBatch, f.BatchErr = GlobalBatch(sl.Train, Options{Dialect: sl.Dialect, GlobalBatch: sl.GlobalBatch, ReadFile: readFile})
+	f.GlobalBatch, f.BatchErr = GlobalBatch(sl.Train, Options{Dialect: sl.Dialect, GlobalBatch: sl.GlobalBatch, ReadFile: readFile, GPUs: gpus})
 	if f.BatchErr == nil && f.GlobalBatch > report.MaxGlobalBatch {
 		f.BatchErr = fmt.Errorf("%w: global batch %d is above %d", ErrBadInput, f.GlobalBatch, report.MaxGlobalBatch)
 	}

@@ -42,6 +42,7 @@ func scriptCmd(ctx context.Context, args []string, stdout, stderr io.Writer, std
 		"Exit status 1 when rubickd would read nothing off it.", stderr)
 	workDir := fset.String("workdir", "", "the job's working directory, where a relative DeepSpeed config is (default: this one, as sbatch's)")
 	userName := fset.String("user", "", "the job's user, who must own its DeepSpeed config (default: you)")
+	gpus := fset.Int("gpus", 0, "the GPUs the job asks for, which a Hugging Face Trainer line's global batch depends on (0: unknown)")
 	asJSON := fset.Bool("json", false, "write JSON")
 	file, help, err := parseOneArg(fset, args, "FILE")
 	if help || err != nil {
@@ -73,7 +74,10 @@ func scriptCmd(ctx context.Context, args []string, stdout, stderr io.Writer, std
 	if err != nil {
 		return fmt.Errorf("%w: %w", errNothingRead, err)
 	}
-	f, err := sl.Facts(func(name string) ([]byte, error) { return daemon.ReadUserFile(ctx, *userName, *workDir, name) })
+	if *gpus < 0 {
+		return fmt.Errorf("%w: --gpus=%d must be >= 0", errUsage, *gpus)
+	}
+	f, err := sl.Facts(func(name string) ([]byte, error) { return daemon.ReadUserFile(ctx, *userName, *workDir, name) }, *gpus)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errNothingRead, err)
 	}
