@@ -364,8 +364,8 @@ func TestGlobalBatchHF(t *testing.T) {
 		// On the GPUs the job asks for: the batch its user meant.
 		"auto, 8 GPUs": {line: "python train.py --deepspeed auto.json --per_device_train_batch_size 4 --gradient_accumulation_steps 2",
 			opts: Options{GPUs: 8}, want: 64},
-		"HF's defaults, 2 GPUs": {line: "python train.py --deepspeed auto.json", opts: Options{GPUs: 2}, want: 16},
-		"stated wins over GPUs": {line: "python train.py --deepspeed=fixed.json", opts: Options{GPUs: 8}, want: 32},
+		"HF's defaults, 2 GPUs":    {line: "python train.py --deepspeed auto.json", opts: Options{GPUs: 2}, want: 16},
+		"stated wins over GPUs":    {line: "python train.py --deepspeed=fixed.json", opts: Options{GPUs: 8}, want: 32},
 		"not HF: GPUs say nothing": {line: "deepspeed train.py --deepspeed_config auto.json", opts: Options{GPUs: 8}},
 	} {
 		t.Run(name, func(t *testing.T) {
