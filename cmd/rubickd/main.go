@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -201,6 +202,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if cfg.Listen != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler())
+		var lastUnverified atomic.Int64 // when Refused last warned, Unix ns
 		// At most 8 unmunge processes at once, whoever sends requests.
 		verifier := report.Limit(report.Munge{UnmungePath: cfg.Samples.Unmunge, Socket: cfg.Samples.MungeSocket}, 8)
 		mux.Handle("/samples", report.Handler(verifier, report.Acceptors{
@@ -229,9 +231,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			},
 			Refused: func(err error) {
 				// munged down: no sample reaches the model until it is back.
+				// Said at most once a minute: anyone can send requests.
 				if errors.Is(err, report.ErrUnavailable) {
 					metrics.Samples.WithLabelValues("unverified").Inc()
-					log.Warn("a sample could not be verified; is munged running? (samples.munge_socket)", "err", err)
+					if now := time.Now(); now.Sub(time.Unix(0, lastUnverified.Load())) >= time.Minute {
+						lastUnverified.Store(now.UnixNano())
+						log.Warn("a sample could not be verified; is munged running? (samples.munge_socket; rubick_samples_total{result=\"unverified\"} counts them)", "err", err)
+					}
 					return
 				}
 				metrics.Samples.WithLabelValues("refused").Inc()
