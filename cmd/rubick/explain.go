@@ -203,7 +203,7 @@ func parseJobRef(arg string) (id, array, task int64, err error) {
 	case strings.Contains(arg, "_"):
 		return 0, 0, 0, fmt.Errorf("%w: JOBID %q is neither a job id nor ARRAY_TASK (1234_5)", errUsage, arg)
 	}
-	return 0, 0, 0, fmt.Errorf("%w: JOBID %q is not a positive integer", errUsage, arg)
+	return 0, 0, 0, fmt.Errorf("%w: JOBID %q is not a Slurm job id (a positive integer up to 2^63-1)", errUsage, arg)
 }
 
 // explainStore is what explain reads; *store.Store has it.
