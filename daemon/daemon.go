@@ -204,9 +204,12 @@ type Daemon struct {
 	last     CycleReport
 	pending  *pendingReload
 	// started is when Run began, lastErr why Run's last cycle failed (nil
-	// once one succeeds): what Health reads.
+	// once one succeeds), window how long Health waits for a cycle: what
+	// Health reads. Run sets them; d.cfg, which a reload replaces, is
+	// Run's goroutine's alone.
 	started time.Time
 	lastErr error
+	window  time.Duration
 }
 
 // New checks deps and returns a Daemon.
@@ -1226,7 +1229,7 @@ func (d *Daemon) Last() CycleReport {
 func (d *Daemon) Health() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	window := 3 * (d.cfg.Interval + d.cfg.Checkpoint.Grace + 2*d.cfg.Commands.Timeout)
+	window := d.window
 	now := d.deps.Now()
 	ref, what := d.last.At, "no cycle completed since "
 	if ref.IsZero() {
@@ -1240,6 +1243,11 @@ func (d *Daemon) Health() error {
 		msg += ": last cycle failed: " + d.lastErr.Error()
 	}
 	return errors.New(msg)
+}
+
+// healthWindow is three of the longest cycles the configuration allows.
+func (d *Daemon) healthWindow() time.Duration {
+	return 3 * (d.cfg.Interval + d.cfg.Checkpoint.Grace + 2*d.cfg.Commands.Timeout)
 }
 
 // pruneEvery is how often Run applies the retention settings.
@@ -1268,7 +1276,7 @@ func (d *Daemon) Prune(ctx context.Context) (store.Pruned, error) {
 // never leaves a half-applied action behind.
 func (d *Daemon) Run(ctx context.Context) error {
 	d.mu.Lock()
-	d.started = d.deps.Now()
+	d.started, d.window = d.deps.Now(), d.healthWindow()
 	d.mu.Unlock()
 	if err := d.Reconcile(ctx); err != nil {
 		return err
@@ -1291,7 +1299,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			return err
 		}
 		d.mu.Lock()
-		d.lastErr = err
+		d.lastErr, d.window = err, d.healthWindow() // a reload may have changed it
 		d.mu.Unlock()
 		if err != nil {
 			d.deps.Logger.Error("cycle failed", "err", err)

@@ -3049,7 +3049,7 @@ func TestHealth(t *testing.T) {
 	if err := d.Health(); err != nil {
 		t.Errorf("before Run: %v, want healthy", err)
 	}
-	d.started = t0
+	d.started, d.window = t0, d.healthWindow() // as Run sets them
 	now = t0.Add(window)
 	if err := d.Health(); err != nil {
 		t.Errorf("%s after the start, no cycle yet: %v, want healthy", window, err)

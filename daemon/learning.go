@@ -103,13 +103,20 @@ func (l *Learner) Accept(ctx context.Context, uid uint32, s report.Sample) error
 // ranOn checks that a sample's resources are ones job j could have
 // measured them on: only a job that holds an allocation, or that ran and
 // was requeued since (the last samples of a run may come after its
-// requeue), measures anything, and only within what it holds: its nodes,
-// its GPUs on each, its CPUs. A profiling run uses part of them. A
+// requeue), measures anything; while it holds its allocation, only within
+// it: its nodes, its GPUs on each, its CPUs. A profiling run uses part of
+// them. A
 // job's owner can still report false times within that; only not for
 // configurations it never had, nor from a job that never ran.
 func ranOn(j slurm.Job, r model.Resources) error {
-	if !j.Allocated() && j.RestartCount == 0 {
-		return fmt.Errorf("it is %s and has not run, so it measured nothing", j.State)
+	if !j.Allocated() {
+		if j.RestartCount == 0 {
+			return fmt.Errorf("it is %s and has not run, so it measured nothing", j.State)
+		}
+		// Requeued: its sizes are its next request's (rubickd may have
+		// resized it already; 22.05 lists a pending --cpus-per-gpu job's
+		// CPUs as 1), not those it ran on.
+		return nil
 	}
 	if j.NodeCount > 0 && r.Placement.Nodes() > j.NodeCount {
 		return fmt.Errorf("placement %s spans %d nodes, the job has %d", r.Placement, r.Placement.Nodes(), j.NodeCount)

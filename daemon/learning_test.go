@@ -105,6 +105,8 @@ func TestAcceptChecksOwnerModelAndJob(t *testing.T) {
 		// Only what the job holds, and only once it has run.
 		"never ran":            {uid: 1000, mutate: func(s *report.Sample) { s.JobID = "7" }, wantErr: report.ErrBadSample, field: "PENDING and has not run"},
 		"requeued after a run": {uid: 1000, mutate: func(s *report.Sample) { s.JobID, s.CPUs = "8", 8 }},
+		// Its pending sizes are not those it ran on (here 8 CPUs).
+		"requeued, more than its pending request": {uid: 1000, mutate: func(s *report.Sample) { s.JobID = "8" }},
 		"more nodes": {uid: 1000, mutate: func(s *report.Sample) { s.JobID, s.Placement, s.CPUs = "6", "22", 8 }, wantErr: report.ErrBadSample,
 			field: "placement 22 spans 2 nodes, the job has 1"},
 		"more GPUs a node": {uid: 1000, mutate: func(s *report.Sample) { s.JobID, s.Plan, s.Placement, s.CPUs = "6", "dp8.tp1.pp1.mb4.a1.z0", "8", 8 },
@@ -127,15 +129,15 @@ func TestAcceptChecksOwnerModelAndJob(t *testing.T) {
 		})
 	}
 	got, err := st.Samples(context.Background(), "bert")
-	if err != nil || len(got) != 5 {
-		t.Fatalf("stored samples = %d (%v), want the 5 accepted", len(got), err)
+	if err != nil || len(got) != 6 {
+		t.Fatalf("stored samples = %d (%v), want the 6 accepted", len(got), err)
 	}
 	var iters []int
 	for _, g := range got {
 		iters = append(iters, g.Iteration)
 	}
 	slices.Sort(iters)
-	if d := cmp.Diff([]int{-1, 3, 3, 3, 3}, iters); d != "" {
+	if d := cmp.Diff([]int{-1, 3, 3, 3, 3, 3}, iters); d != "" {
 		t.Errorf("stored iterations (-want +got):\n%s", d)
 	}
 }

@@ -279,7 +279,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			ph.printDry(stdout)
 		default:
 			ph.jobID, ph.modelType, ph.getenv, ph.rep, ph.stdout, ph.stderr, ph.log = jobID, modelType, getenv, rep, stdout, stderr, log
-			ph.resumes = res
+			ph.resumes, ph.early = res, early
 			if ph.done() {
 				log.Info("profiling phase already done for this job; not repeated", "record", filepath.Join(stateDir, profileFile))
 				break
@@ -310,7 +310,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// rubickd chose the plan (a --plan is the user's own mistake, below):
 		// one the line cannot express, or one of another global batch than
 		// the line trains with (rubickd planned with its model type's).
-		return refuse(ctx, cfg, jobID, modelType, *plan, err, stateDir, log)
+		return refuse(ctx, cfg, jobID, modelType, *plan, err, stateDir, early, log)
 	} else if err != nil {
 		log.Error("cannot run the plan", "plan", plan.String(), "err", err)
 		return exitUsage
@@ -697,7 +697,7 @@ const refuseWait = 10 * time.Minute
 // nothing is lost. When the requeue fails it waits for rubickd, which
 // restarts a running job whose plan its line cannot run, as for a
 // checkpoint.
-func refuse(ctx context.Context, cfg config, jobID, modelType string, plan model.Plan, why error, stateDir string, log *slog.Logger) int {
+func refuse(ctx context.Context, cfg config, jobID, modelType string, plan model.Plan, why error, stateDir string, early <-chan os.Signal, log *slog.Logger) int {
 	// The same plan after a refusal means rubickd did not take the notice
 	// (an older rubickd, say): going round again would not change it.
 	record := filepath.Join(stateDir, refusedFile)
@@ -731,16 +731,19 @@ func refuse(ctx context.Context, cfg config, jobID, modelType string, plan model
 	defer signal.Stop(sigs)
 	select {
 	case <-sigs:
-		log.Info("rubickd signalled the restart")
-		if cfg.requeue {
-			_ = requeueHold(ctx, cfg, whyRefused, log, words...) // rubickd requeues it otherwise
-		}
-		return exitCheckpointed
+	case <-early: // signalled before this wait began
 	case <-time.After(refuseWait):
+		log.Error("no restart came; the job cannot run its plan", "plan", plan.String(), "waited", refuseWait)
+		return exitUsage
 	case <-ctx.Done():
+		log.Error("no restart came; the job cannot run its plan", "plan", plan.String(), "waited", refuseWait)
+		return exitUsage
 	}
-	log.Error("no restart came; the job cannot run its plan", "plan", plan.String(), "waited", refuseWait)
-	return exitUsage
+	log.Info("rubickd signalled the restart")
+	if cfg.requeue {
+		_ = requeueHold(ctx, cfg, whyRefused, log, words...) // rubickd requeues it otherwise
+	}
+	return exitCheckpointed
 }
 
 // quietMail takes BEGIN and REQUEUE out of the job's mail types before

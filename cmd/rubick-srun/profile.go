@@ -94,9 +94,12 @@ type profilePhase struct {
 	runs       []launch.ProfileRun
 	rep        *report.Reporter // nil in a dry run
 	resumes    *resumes
-	stdout     io.Writer
-	stderr     io.Writer
-	log        *slog.Logger
+	// early has the checkpoint signals that came before the phase began
+	// (run's subscription): the phase stops at one as at its own.
+	early  <-chan os.Signal
+	stdout io.Writer
+	stderr io.Writer
+	log    *slog.Logger
 	// grace is how long a trainer may take to exit on its own after its
 	// last iteration, and to exit after SIGTERM before SIGKILL.
 	grace time.Duration
@@ -239,11 +242,23 @@ func (ph *profilePhase) run(ctx context.Context) syscall.Signal {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, ph.cfg.checkpointSig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
+	// One that already came stops the phase before its first run.
+	select {
+	case s := <-ph.early:
+		got.set(s.(syscall.Signal))
+		ph.log.Info("checkpoint signal before the profiling phase; not starting it", "signal", s)
+		sigCancel(errInterrupted)
+	default:
+	}
 	go func() {
 		select {
 		case s := <-sigs:
 			got.set(s.(syscall.Signal))
 			ph.log.Info("signal during the profiling phase; stopping it", "signal", s)
+			sigCancel(errInterrupted)
+		case s := <-ph.early:
+			got.set(s.(syscall.Signal))
+			ph.log.Info("checkpoint signal before or during the profiling phase; stopping it", "signal", s)
 			sigCancel(errInterrupted)
 		case <-sigCtx.Done():
 		}

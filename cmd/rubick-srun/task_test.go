@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -306,5 +307,33 @@ func TestUnknownFlagSaidOnce(t *testing.T) {
 	}
 	if n := strings.Count(errb.String(), "flag provided but not defined: -bogus"); n != 1 || !strings.Contains(errb.String(), "usage: rubick-srun") {
 		t.Errorf("said %d times, stderr:\n%s", n, errb.String())
+	}
+}
+
+// TestProfileStopsAtEarlySignal: a checkpoint signal that came before the
+// profiling phase began stops it before its first run.
+func TestProfileStopsAtEarlySignal(t *testing.T) {
+	bin := fakes(t)
+	logDir := t.TempDir()
+	t.Setenv("FAKE_SRUN_LOGDIR", logDir)
+	cfg, err := parseFlags([]string{"--srun", filepath.Join(bin, "srun"), "--", "python", "pretrain_gpt.py", "--micro-batch-size", "4",
+		"--global-batch-size", "16"}, envMap(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := model.Plan{DP: 2, TP: 1, PP: 1, MicroBatch: 4, Accum: 2}
+	ph, err := newProfilePhase(cfg, &plan, launch.Alloc{Nodes: 1, GPUsOnNode: 2, CPUsOnNode: 8}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	early := make(chan os.Signal, 1)
+	early <- syscall.SIGUSR1
+	ph.early, ph.getenv, ph.log = early, envMap(nil), slog.New(slog.DiscardHandler)
+	ph.stdout, ph.stderr = io.Discard, io.Discard
+	if sig := ph.run(t.Context()); sig != syscall.SIGUSR1 {
+		t.Errorf("ph.run = %v, want SIGUSR1", sig)
+	}
+	if _, err := os.Stat(filepath.Join(logDir, "calls.jsonl")); err == nil {
+		t.Error("a profiling run was started")
 	}
 }

@@ -230,12 +230,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return err
 			},
 			Refused: func(err error) {
+				if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+					return // the sender went away
+				}
 				// munged down: no sample reaches the model until it is back.
 				// Said at most once a minute: anyone can send requests.
 				if errors.Is(err, report.ErrUnavailable) {
 					metrics.Samples.WithLabelValues("unverified").Inc()
-					if now := time.Now(); now.Sub(time.Unix(0, lastUnverified.Load())) >= time.Minute {
-						lastUnverified.Store(now.UnixNano())
+					now, last := time.Now(), lastUnverified.Load()
+					if now.Sub(time.Unix(0, last)) >= time.Minute && lastUnverified.CompareAndSwap(last, now.UnixNano()) {
 						log.Warn("a sample could not be verified; is munged running? (samples.munge_socket; rubick_samples_total{result=\"unverified\"} counts them)", "err", err)
 					}
 					return

@@ -269,7 +269,8 @@ func serve(ctx context.Context, body io.Reader, v Verifier, a Acceptors) (reache
 
 // Limit bounds the credentials v decodes at once to n: each decode is an
 // unmunge process, and anyone who reaches the endpoint can send requests.
-// A request waits its turn until its context ends.
+// A request waits its turn until its context ends, which fails it with the
+// context's error.
 func Limit(v Verifier, n int) Verifier {
 	return limited{v: v, sem: make(chan struct{}, max(n, 1))}
 }
@@ -283,7 +284,8 @@ func (l limited) Decode(ctx context.Context, cred string) (Credential, error) {
 	select {
 	case l.sem <- struct{}{}:
 	case <-ctx.Done():
-		return Credential{}, fmt.Errorf("%w: waiting for a turn to decode: %w", ErrUnavailable, ctx.Err())
+		// The sender gave up (or went away): not munged's fault.
+		return Credential{}, fmt.Errorf("waiting for a turn to decode: %w", ctx.Err())
 	}
 	defer func() { <-l.sem }()
 	return l.v.Decode(ctx, cred)

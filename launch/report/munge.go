@@ -85,8 +85,11 @@ func (m Munge) Decode(ctx context.Context, cred string) (Credential, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return Credential{}, fmt.Errorf("unmunge: %w", ctx.Err()) // the request's end, not munged's
+		}
 		var exit *exec.ExitError
-		if errors.As(err, &exit) && ctx.Err() == nil && !mungeUnavailable(exit.ExitCode()) {
+		if errors.As(err, &exit) && !mungeUnavailable(exit.ExitCode()) {
 			return Credential{}, fmt.Errorf("%w: %s", ErrCredential, clip(strings.TrimSpace(stderr.String())))
 		}
 		return Credential{}, fmt.Errorf("%w: %s: %w: %s", ErrUnavailable, cmd.Path, err, clip(strings.TrimSpace(stderr.String())))
