@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/rubick-sched/rubick/model"
@@ -398,42 +397,39 @@ func (s *Store) LastCycle(ctx context.Context) (int64, error) {
 // pruned is missing from the map.
 func (s *Store) ReasonsAsOf(ctx context.Context, cycleID int64, ids []int64) (map[int64]Reason, error) {
 	out := map[int64]Reason{}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
 	// decision_reasons_by_job (job_id, cycle_id) finds each job's newest
-	// reason up to the cycle without a scan. ?1 is the cycle; the ids
-	// follow, at most 1,000 a query (SQLite binds at most 32,766).
-	const chunk = 1000
-	for len(ids) > 0 {
-		n := min(len(ids), chunk)
-		args := []any{cycleID}
-		for _, id := range ids[:n] {
-			args = append(args, id)
-		}
-		rows, err := s.r.QueryContext(ctx, `SELECT r.cycle_id, d.decided_ns, d.policy, r.job_id, r.reason
-			FROM decision_reasons r JOIN decisions d USING (cycle_id)
-			WHERE r.cycle_id = (SELECT MAX(cycle_id) FROM decision_reasons WHERE job_id = r.job_id AND cycle_id <= ?1)
-			  AND r.job_id IN (?`+strings.Repeat(", ?", n-1)+`)`, args...)
+	// reason up to the cycle without a scan.
+	err := s.inChunks(ctx, `SELECT r.cycle_id, d.decided_ns, d.policy, r.job_id, r.reason
+		FROM decision_reasons r JOIN decisions d USING (cycle_id)
+		WHERE r.cycle_id = (SELECT MAX(cycle_id) FROM decision_reasons WHERE job_id = r.job_id AND cycle_id <= ?)
+		  AND r.job_id IN `, args, func(rows *sql.Rows) error {
+		r, err := scanReason(rows)
 		if err != nil {
-			return nil, fmt.Errorf("store: reasons as of cycle %d: %w", cycleID, err)
+			return err
 		}
-		for rows.Next() {
-			var r Reason
-			var at int64
-			var text string
-			if err := rows.Scan(&r.CycleID, &at, &r.Policy, &r.JobID, &text); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("store: reasons as of cycle %d: %w", cycleID, err)
-			}
-			r.At, r.Reason = time.Unix(0, at).UTC(), json.RawMessage(text)
-			out[r.JobID] = r
-		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
-			return nil, fmt.Errorf("store: reasons as of cycle %d: %w", cycleID, err)
-		}
-		ids = ids[n:]
+		out[r.JobID] = r
+		return nil
+	}, cycleID)
+	if err != nil {
+		return nil, fmt.Errorf("store: reasons as of cycle %d: %w", cycleID, err)
 	}
 	return out, nil
+}
+
+// scanReason reads a row of cycle_id, decided_ns, policy, job_id, reason.
+func scanReason(sc scanner) (Reason, error) {
+	var r Reason
+	var at int64
+	var text string
+	if err := sc.Scan(&r.CycleID, &at, &r.Policy, &r.JobID, &text); err != nil {
+		return Reason{}, err
+	}
+	r.At, r.Reason = time.Unix(0, at).UTC(), json.RawMessage(text)
+	return r, nil
 }
 
 // Reasons returns the explanations recorded for the job, newest first, at
@@ -452,13 +448,10 @@ func (s *Store) Reasons(ctx context.Context, jobID int64, limit int) ([]Reason, 
 	defer rows.Close()
 	var out []Reason
 	for rows.Next() {
-		var r Reason
-		var at int64
-		var text string
-		if err := rows.Scan(&r.CycleID, &at, &r.Policy, &r.JobID, &text); err != nil {
+		r, err := scanReason(rows)
+		if err != nil {
 			return nil, fmt.Errorf("store: reasons of job %d: %w", jobID, err)
 		}
-		r.At, r.Reason = time.Unix(0, at).UTC(), json.RawMessage(text)
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -390,11 +391,12 @@ func (s *Store) LaunchLimits(ctx context.Context, jobs []LaunchKey) (map[int64]L
 
 // inChunks runs query, which ends in "IN ", with args as its list, in
 // chunks (SQLite binds at most 32,766 parameters), calling row per row.
-func (s *Store) inChunks(ctx context.Context, query string, args []any, row func(*sql.Rows) error) error {
+// fixed bind the query's placeholders before the list, in every chunk.
+func (s *Store) inChunks(ctx context.Context, query string, args []any, row func(*sql.Rows) error, fixed ...any) error {
 	const chunk = 1000
 	for len(args) > 0 {
 		n := min(len(args), chunk)
-		rows, err := s.r.QueryContext(ctx, query+"(?"+strings.Repeat(", ?", n-1)+")", args[:n]...)
+		rows, err := s.r.QueryContext(ctx, query+"(?"+strings.Repeat(", ?", n-1)+")", append(slices.Clip(fixed), args[:n]...)...)
 		if err != nil {
 			return err
 		}
