@@ -94,8 +94,8 @@ type profilePhase struct {
 	runs       []launch.ProfileRun
 	rep        *report.Reporter // nil in a dry run
 	resumes    *resumes
-	// early has the checkpoint signals that came before the phase began
-	// (run's subscription): the phase stops at one as at its own.
+	// early has a checkpoint signal that came before the phase began
+	// (run's subscription): the phase then runs nothing.
 	early  <-chan os.Signal
 	stdout io.Writer
 	stderr io.Writer
@@ -242,7 +242,8 @@ func (ph *profilePhase) run(ctx context.Context) syscall.Signal {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, ph.cfg.checkpointSig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
-	// One that already came stops the phase before its first run.
+	// One that already came stops the phase before its first run; later
+	// ones reach sigs, subscribed above, too.
 	select {
 	case s := <-ph.early:
 		got.set(s.(syscall.Signal))
@@ -255,10 +256,6 @@ func (ph *profilePhase) run(ctx context.Context) syscall.Signal {
 		case s := <-sigs:
 			got.set(s.(syscall.Signal))
 			ph.log.Info("signal during the profiling phase; stopping it", "signal", s)
-			sigCancel(errInterrupted)
-		case s := <-ph.early:
-			got.set(s.(syscall.Signal))
-			ph.log.Info("checkpoint signal before or during the profiling phase; stopping it", "signal", s)
 			sigCancel(errInterrupted)
 		case <-sigCtx.Done():
 		}

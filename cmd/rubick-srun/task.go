@@ -94,13 +94,12 @@ type distributed struct {
 	// the job sets them, else the first node of the step and a port of
 	// the job's own (two jobs sharing a node do not collide).
 	addr, port string
-	jobID      string
 }
 
 // distributedFor picks the rendezvous of a step whose first node is first
 // ("" when unknown).
 func distributedFor(getenv func(string) string, jobID, first string) distributed {
-	d := distributed{addr: getenv("MASTER_ADDR"), port: getenv("MASTER_PORT"), jobID: jobID}
+	d := distributed{addr: getenv("MASTER_ADDR"), port: getenv("MASTER_PORT")}
 	if d.addr == "" {
 		d.addr = first
 	}
