@@ -130,7 +130,10 @@ func (d *Daemon) lineFacts(ctx context.Context, j slurm.Job, sl launch.ScriptLin
 	if read == nil {
 		read = d.readUserFile
 	}
-	f, err := sl.Facts(func(name string) ([]byte, error) { return read(ctx, j.User, j.WorkDir, name) }, requestedGPUs(j))
+	// The GPUs its user asked for, which a Hugging Face line's batch is
+	// per-device batch x accumulation x.
+	req := userRequest(j)
+	f, err := sl.Facts(func(name string) ([]byte, error) { return read(ctx, j.User, j.WorkDir, name) }, req.Nodes*req.GPUsPerNode)
 	if err != nil {
 		log.Debug("batch script not read; the job is planned from its user's last launch line until it reports its own", "err", err)
 		return nil
@@ -296,11 +299,3 @@ func readOwned(userName, name string) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, maxUserFileBytes))
 }
 
-// requestedGPUs is what pending job j asks for: a job's script is read
-// before its first start, which alone resizes it.
-func requestedGPUs(j slurm.Job) int {
-	if j.GPUsNotPerNode {
-		return j.GPUsPerNode // its total
-	}
-	return j.GPUsPerNode * max(j.NodeCount, 1)
-}

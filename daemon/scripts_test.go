@@ -142,6 +142,7 @@ func TestCycleReadsBatchScript(t *testing.T) {
 func TestJobFactsFromScript(t *testing.T) {
 	tests := map[string]struct {
 		script string
+		job    func(*slurm.Job) // the job as its user submitted it, changed
 		want   JobFacts
 	}{
 		"megatron line":          {script: "exec rubick-srun python pretrain_gpt.py --global-batch-size 32\n", want: JobFacts{GlobalBatch: 32}},
@@ -150,12 +151,26 @@ func TestJobFactsFromScript(t *testing.T) {
 			want: JobFacts{Cannot: model.FeatureOffload, GlobalBatch: 64}},
 		"deepspeed, config not readable": {script: "exec rubick-srun deepspeed train.py --deepspeed_config /etc/ds.json\n", want: JobFacts{Cannot: model.FeatureTP | model.FeaturePP, GlobalBatch: 64}},
 		"no line":                        {script: "srun python train.py\n", want: JobFacts{Cannot: model.FeatureTP | model.FeaturePP, GlobalBatch: 64}},
+		// A Hugging Face line's batch: per device x accumulation x the
+		// GPUs the user asked for (1 node of 4).
+		"hugging face line": {script: "exec rubick-srun python train.py --deepspeed hf.json --per_device_train_batch_size 4 --gradient_accumulation_steps 2\n",
+			want: JobFacts{Cannot: model.FeatureTP | model.FeaturePP, GlobalBatch: 32}},
+		// --gpus=6 over 2 nodes: 3 a node, 6 in all.
+		"hugging face line, --gpus": {script: "exec rubick-srun python train.py --deepspeed hf.json --per_device_train_batch_size 4 --gradient_accumulation_steps 2\n",
+			job:  func(j *slurm.Job) { j.NodeCount, j.GPUsPerNode, j.GPUsNotPerNode = 2, 3, true },
+			want: JobFacts{Cannot: model.FeatureTP | model.FeaturePP, GlobalBatch: 48}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			j := heldJob(21, "gpt2", 1, 4)
+			if tc.job != nil {
+				tc.job(&j)
+			}
 			j.User, j.WorkDir = currentUser(t), t.TempDir()
 			if err := os.WriteFile(filepath.Join(j.WorkDir, "ds.json"), []byte(`{"train_batch_size": 8}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(j.WorkDir, "hf.json"), []byte(`{"train_batch_size": "auto"}`), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			d, st := newTestDaemonWith(t, &fakeCluster{}, &fakeApplier{}, func(*Config) {})
@@ -421,20 +436,5 @@ func TestScriptsNotGiven(t *testing.T) {
 				t.Errorf("%d warnings, want warn=%v:\n%s", got, tc.warn, logs.String())
 			}
 		})
-	}
-}
-
-func TestRequestedGPUs(t *testing.T) {
-	for _, tc := range []struct {
-		j    slurm.Job
-		want int
-	}{
-		{slurm.Job{NodeCount: 2, GPUsPerNode: 4}, 8},
-		{slurm.Job{NodeCount: 0, GPUsPerNode: 4}, 4},
-		{slurm.Job{NodeCount: 2, GPUsPerNode: 6, GPUsNotPerNode: true}, 6}, // --gpus=6: the total
-	} {
-		if got := requestedGPUs(tc.j); got != tc.want {
-			t.Errorf("requestedGPUs(%+v) = %d, want %d", tc.j, got, tc.want)
-		}
 	}
 }
