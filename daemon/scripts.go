@@ -298,4 +298,3 @@ func readOwned(userName, name string) ([]byte, error) {
 	}
 	return io.ReadAll(io.LimitReader(f, maxUserFileBytes))
 }
-
