@@ -69,7 +69,8 @@ type Job struct {
 	GPUsPerNode int
 	// GPUsNotPerNode is true for a pending job that asked for its GPUs per
 	// job or per task (--gpus, --gpus-per-task): GPUsPerNode is then its
-	// total over its nodes, and a resize must clear those requests.
+	// total divided over its nodes (a node's share, as for other jobs),
+	// and a resize must clear those requests.
 	GPUsNotPerNode bool
 	// OtherGres are the GRES other than GPUs it asks for on each node
 	// ("lscratch:100"), as scontrol's Gres= takes them: a resize's Gres=
