@@ -328,19 +328,25 @@ func hasAny(c *cmdline, fs []flagSpec, lo, hi int) bool {
 // avoids it (model.Features names what some plans avoid), so the line is
 // at fault, as with a malformed flag.
 func checkContextParallel(c *cmdline, plan model.Plan, lo, hi int) error {
-	v, ok := c.get(fCP, lo, hi)
-	if !ok {
-		return nil
-	}
-	n, err := strconv.Atoi(v)
-	switch {
-	case err != nil || n < 1:
-		return fmt.Errorf("%w: --context-parallel-size=%q is not a positive integer", ErrBadInput, clip(v))
-	case n > 1:
-		return fmt.Errorf("%w: --context-parallel-size=%d: rubick's plans have no context parallelism, and with it Megatron "+
+	n, err := contextParallel(c, lo, hi)
+	if err == nil && n > 1 {
+		err = fmt.Errorf("%w: --context-parallel-size=%d: rubick's plans have no context parallelism, and with it Megatron "+
 			"would train plan %s with dp=%d / %d; remove the flag or set it to 1", ErrBadInput, n, plan, plan.DP, n)
 	}
-	return nil
+	return err
+}
+
+// contextParallel is the line's --context-parallel-size, 1 when absent.
+func contextParallel(c *cmdline, lo, hi int) (int, error) {
+	v, ok := c.get(fCP, lo, hi)
+	if !ok {
+		return 1, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%w: --context-parallel-size=%q is not a positive integer", ErrBadInput, clip(v))
+	}
+	return n, nil
 }
 
 func setSizes(c *cmdline, plan model.Plan, gb, lo, hi int) int {
@@ -406,7 +412,8 @@ func cannotOf(d Dialect, hasConfig bool) model.Features {
 
 // Cannot reports the dialect of a launch line and the plan features it
 // cannot express, so the scheduler can keep to the plans it can: what
-// Rewrite would refuse with ErrUnsupported.
+// Rewrite would refuse with ErrUnsupported. A line Rewrite refuses for
+// every plan (context parallelism) is ErrBadInput.
 func Cannot(argv []string, opts Options) (model.Features, Dialect, error) {
 	if len(argv) == 0 {
 		return 0, DialectAuto, fmt.Errorf("%w: the training command is empty", ErrBadInput)
@@ -417,6 +424,18 @@ func Cannot(argv []string, opts Options) (model.Features, Dialect, error) {
 	}
 	l := parseLayout(argv)
 	c := &cmdline{toks: argv}
+	if d != DeepSpeed {
+		// Rewrite refuses such a line for every plan: say so before the
+		// job starts, not at its start.
+		n, err := contextParallel(c, l.trainLo(), len(argv))
+		if err == nil && n > 1 {
+			err = fmt.Errorf("%w: --context-parallel-size=%d: rubick's plans have no context parallelism, and with it Megatron "+
+				"would train with 1/%d of each plan's data-parallel replicas; remove the flag or set it to 1", ErrBadInput, n, n)
+		}
+		if err != nil {
+			return 0, d, err
+		}
+	}
 	_, _, hasConfig := configFlag(c, l.trainLo(), len(argv))
 	return cannotOf(d, hasConfig), d, nil
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -353,6 +354,9 @@ func TestCannot(t *testing.T) {
 		"megatron-deepspeed plain": {argv: noConfig, cannot: model.FeatureOffload, dialect: MegatronDeepSpeed},
 		"deepspeed":                {argv: deepspeedLine, cannot: model.FeatureTP | model.FeaturePP, dialect: DeepSpeed},
 		"hugging face":             {argv: hfLine, cannot: model.FeatureTP | model.FeaturePP, dialect: DeepSpeed},
+		"context parallel 1":       {argv: append(slices.Clone(megatronLine), "--context-parallel-size", "1"), dialect: Megatron},
+		"context parallel 2":       {argv: append(slices.Clone(megatronLine), "--context-parallel-size=2"), dialect: Megatron, err: ErrBadInput},
+		"context parallel bad":     {argv: append(slices.Clone(megatronDSLine), "--context-parallel-size", "x"), dialect: MegatronDeepSpeed, err: ErrBadInput},
 		"unknown":                  {argv: []string{"bash", "train.sh"}, err: ErrUnknownDialect},
 		"empty":                    {argv: nil, err: ErrBadInput},
 	}

@@ -31,6 +31,10 @@ type scriptView struct {
 // errNothingRead is a script rubickd reads nothing off.
 var errNothingRead = errors.New("rubickd reads nothing off this script")
 
+// errNoPlan is a launch line rubick-srun refuses whatever the plan: the job
+// would exit 2 at its start.
+var errNoPlan = errors.New("rubick-srun runs no plan of this line")
+
 func runScript(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return scriptCmd(ctx, args, stdout, stderr, os.Stdin)
 }
@@ -39,7 +43,8 @@ func scriptCmd(ctx context.Context, args []string, stdout, stderr io.Writer, std
 	fset := newFlags("script FILE", "Show what rubickd reads off a batch script's rubick-srun line before the job's\n"+
 		"first start, as it would for a job of yours: the training command, its dialect,\n"+
 		"what it cannot express and its global batch. FILE - reads standard input.\n"+
-		"Exit status 1 when rubickd would read nothing off it.", stderr)
+		"Exit status 1 when rubickd would read nothing off it, or rubick-srun would run\n"+
+		"no plan of its line.", stderr)
 	workDir := fset.String("workdir", "", "the job's working directory, where a relative DeepSpeed config is (default: this one, as sbatch's)")
 	userName := fset.String("user", "", "the job's user, who must own its DeepSpeed config (default: you)")
 	gpus := fset.Int("gpus", 0, "the GPUs the job asks for, which a Hugging Face Trainer line's global batch depends on (0: unknown)")
@@ -78,6 +83,9 @@ func scriptCmd(ctx context.Context, args []string, stdout, stderr io.Writer, std
 		return fmt.Errorf("%w: --gpus=%d must be >= 0", errUsage, *gpus)
 	}
 	f, err := sl.Facts(func(name string) ([]byte, error) { return daemon.ReadUserFile(ctx, *userName, *workDir, name) }, *gpus)
+	if errors.Is(err, launch.ErrBadInput) {
+		return fmt.Errorf("%w: %w", errNoPlan, err)
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %w", errNothingRead, err)
 	}

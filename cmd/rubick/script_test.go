@@ -57,6 +57,7 @@ func TestScriptCmd(t *testing.T) {
 		},
 		{name: "flags from the environment", script: "exec rubick-srun python pretrain_gpt.py $ARGS\n", err: errNothingRead},
 		{name: "no rubick-srun", script: "srun python train.py\n", err: errNothingRead},
+		{name: "context parallel", script: "exec rubick-srun python pretrain_gpt.py --context-parallel-size 2 --global-batch-size 32\n", err: errNoPlan},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
