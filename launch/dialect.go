@@ -138,6 +138,7 @@ var (
 	fSave        = valued("--save")
 	fNumLayers   = valued("--num-layers")
 	fCP          = valued("--context-parallel-size")
+	fDSSP        = valued("--ds-sequence-parallel-size") // Megatron-DeepSpeed's Ulysses
 
 	// Flags that are valid only with some of the sizes and switches the
 	// plan rewrites.

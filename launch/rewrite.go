@@ -117,7 +117,7 @@ func Rewrite(argv []string, plan model.Plan, opts Options) (Result, error) {
 	c := &cmdline{toks: slices.Clone(argv)}
 	lo, hi := l.trainLo(), len(c.toks)
 	if d != DeepSpeed {
-		if err := checkContextParallel(c, plan, lo, hi); err != nil {
+		if err := checkSeqSplit(c, plan, lo, hi); err != nil {
 			return Result{}, err
 		}
 	}
@@ -322,31 +322,41 @@ func hasAny(c *cmdline, fs []flagSpec, lo, hi int) bool {
 	return slices.ContainsFunc(fs, func(f flagSpec) bool { return c.has(f, lo, hi) })
 }
 
-// checkContextParallel refuses a line that splits sequences over a
-// context-parallel group: rubick's plans have no such dimension, and
-// Megatron would train with DP / N replicas, not the plan's DP. No plan
-// avoids it (model.Features names what some plans avoid), so the line is
-// at fault, as with a malformed flag.
-func checkContextParallel(c *cmdline, plan model.Plan, lo, hi int) error {
-	n, err := contextParallel(c, lo, hi)
+// checkSeqSplit refuses a line that splits sequences over a group of GPUs
+// (context parallelism, DeepSpeed-Ulysses): rubick's plans have no such
+// dimension, and Megatron would train with DP / N replicas, not the plan's
+// DP. No plan avoids it (model.Features names what some plans avoid), so
+// the line is at fault, as with a malformed flag.
+func checkSeqSplit(c *cmdline, plan model.Plan, lo, hi int) error {
+	f, n, err := seqSplit(c, lo, hi)
 	if err == nil && n > 1 {
-		err = fmt.Errorf("%w: --context-parallel-size=%d: rubick's plans have no context parallelism, and with it Megatron "+
-			"would train plan %s with dp=%d / %d; remove the flag or set it to 1", ErrBadInput, n, plan, plan.DP, n)
+		err = fmt.Errorf("%w: %s=%d: rubick's plans do not split sequences, and with it Megatron "+
+			"would train plan %s with dp=%d / %d; remove the flag or set it to 1", ErrBadInput, f.names[0], n, plan, plan.DP, n)
 	}
 	return err
 }
 
-// contextParallel is the line's --context-parallel-size, 1 when absent.
-func contextParallel(c *cmdline, lo, hi int) (int, error) {
-	v, ok := c.get(fCP, lo, hi)
-	if !ok {
-		return 1, nil
+// seqSplits are the flags that split each sequence over a group of GPUs,
+// which Megatron takes out of the data-parallel replicas.
+var seqSplits = []flagSpec{fCP, fDSSP}
+
+// seqSplit returns the first of seqSplits the line sets above 1, with its
+// value; n is 1 when there is none.
+func seqSplit(c *cmdline, lo, hi int) (f flagSpec, n int, err error) {
+	for _, f := range seqSplits {
+		v, ok := c.get(f, lo, hi)
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return f, 0, fmt.Errorf("%w: %s=%q is not a positive integer", ErrBadInput, f.names[0], clip(v))
+		}
+		if n > 1 {
+			return f, n, nil
+		}
 	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		return 0, fmt.Errorf("%w: --context-parallel-size=%q is not a positive integer", ErrBadInput, clip(v))
-	}
-	return n, nil
+	return flagSpec{}, 1, nil
 }
 
 func setSizes(c *cmdline, plan model.Plan, gb, lo, hi int) int {
@@ -413,7 +423,7 @@ func cannotOf(d Dialect, hasConfig bool) model.Features {
 // Cannot reports the dialect of a launch line and the plan features it
 // cannot express, so the scheduler can keep to the plans it can: what
 // Rewrite would refuse with ErrUnsupported. A line Rewrite refuses for
-// every plan (context parallelism) is ErrBadInput.
+// every plan (one that splits sequences) is ErrBadInput.
 func Cannot(argv []string, opts Options) (model.Features, Dialect, error) {
 	if len(argv) == 0 {
 		return 0, DialectAuto, fmt.Errorf("%w: the training command is empty", ErrBadInput)
@@ -427,10 +437,10 @@ func Cannot(argv []string, opts Options) (model.Features, Dialect, error) {
 	if d != DeepSpeed {
 		// Rewrite refuses such a line for every plan: say so before the
 		// job starts, not at its start.
-		n, err := contextParallel(c, l.trainLo(), len(argv))
+		f, n, err := seqSplit(c, l.trainLo(), len(argv))
 		if err == nil && n > 1 {
-			err = fmt.Errorf("%w: --context-parallel-size=%d: rubick's plans have no context parallelism, and with it Megatron "+
-				"would train with 1/%d of each plan's data-parallel replicas; remove the flag or set it to 1", ErrBadInput, n, n)
+			err = fmt.Errorf("%w: %s=%d: rubick's plans do not split sequences, and with it Megatron "+
+				"would train with 1/%d of each plan's data-parallel replicas; remove the flag or set it to 1", ErrBadInput, f.names[0], n, n)
 		}
 		if err != nil {
 			return 0, d, err

@@ -212,6 +212,10 @@ func TestRewriteErrors(t *testing.T) {
 			argv: []string{"python", "pretrain_gpt.py", "--context-parallel-size=x", "--global-batch-size", "32"},
 			plan: "dp8.tp1.pp1.mb4.a1.z0", want: ErrBadInput, message: `--context-parallel-size="x"`,
 		},
+		"ulysses sequence parallelism": {
+			argv: []string{"deepspeed", "pretrain_gpt.py", "--deepspeed", "--ds-sequence-parallel-size", "2", "--context-parallel-size", "1", "--global-batch-size", "32"},
+			plan: "dp8.tp1.pp1.mb4.a1.z0", want: ErrBadInput, message: "--ds-sequence-parallel-size=2",
+		},
 		"forced bad dialect": {
 			argv: megatronLine, plan: "dp8.tp1.pp1.mb4.a1.z0", opts: Options{Dialect: "pytorch"}, want: ErrBadInput, message: `dialect="pytorch"`,
 		},
@@ -356,6 +360,7 @@ func TestCannot(t *testing.T) {
 		"hugging face":             {argv: hfLine, cannot: model.FeatureTP | model.FeaturePP, dialect: DeepSpeed},
 		"context parallel 1":       {argv: append(slices.Clone(megatronLine), "--context-parallel-size", "1"), dialect: Megatron},
 		"context parallel 2":       {argv: append(slices.Clone(megatronLine), "--context-parallel-size=2"), dialect: Megatron, err: ErrBadInput},
+		"ulysses 4":                {argv: append(slices.Clone(megatronDSLine), "--ds-sequence-parallel-size=4"), dialect: MegatronDeepSpeed, err: ErrBadInput},
 		"context parallel bad":     {argv: append(slices.Clone(megatronDSLine), "--context-parallel-size", "x"), dialect: MegatronDeepSpeed, err: ErrBadInput},
 		"unknown":                  {argv: []string{"bash", "train.sh"}, err: ErrUnknownDialect},
 		"empty":                    {argv: nil, err: ErrBadInput},
