@@ -168,6 +168,9 @@ var (
 	// A bool field: on alone, or given a value ("--gradient_checkpointing
 	// True"), since HfArgumentParser makes bools optional-valued.
 	fHFCheckpoint = valued("--gradient_checkpointing", "--gradient-checkpointing")
+	// A bool field too: the Trainer halves the per-device batch at an
+	// out-of-memory error and trains on at the smaller global batch.
+	fHFAutoBatch = valued("--auto_find_batch_size", "--auto-find-batch-size")
 
 	fNprocPerNode = valued("--nproc_per_node", "--nproc-per-node")
 	fNnodes       = valued("--nnodes")

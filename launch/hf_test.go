@@ -131,6 +131,14 @@ func TestRewriteHF(t *testing.T) {
 				"gradient_accumulation_steps": `"auto"`, "zero_optimization.stage": "2",
 				"zero_optimization.reduce_bucket_size": `"auto"`, "optimizer.params.lr": `"auto"`},
 		},
+		"the Trainer's batch search dropped": {
+			line: "python train.py --auto_find_batch_size --deepspeed auto.json --auto-find-batch-size True --output_dir out --auto_find_batch_size=yes",
+			plan: "dp8.tp1.pp1.mb2.a2.z2",
+			want: "python train.py --deepspeed /job/rubick-auto.json --output_dir out --per_device_train_batch_size 2 --gradient_accumulation_steps 2",
+			config: map[string]string{"train_batch_size": `"auto"`, "train_micro_batch_size_per_gpu": `"auto"`,
+				"gradient_accumulation_steps": `"auto"`, "zero_optimization.stage": "2",
+				"zero_optimization.reduce_bucket_size": `"auto"`, "optimizer.params.lr": `"auto"`},
+		},
 		"both spellings: the first kept, later ones dropped": {
 			line: "python train.py --per_device_train_batch_size 4 --deepspeed auto.json --per-device-train-batch-size 8 " +
 				"--gradient_accumulation_steps=2 --gradient-accumulation-steps=3",

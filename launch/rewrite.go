@@ -246,6 +246,9 @@ func rewriteMegatronDeepSpeed(c *cmdline, plan model.Plan, gb, lo, hi int) int {
 // computes the global batch itself: flags x world size.
 func rewriteHF(c *cmdline, plan model.Plan, lo, hi int) int {
 	hi = c.remove(fHFPerGPU, lo, hi)
+	// The plan's micro-batch fits by rubick's memory model; the Trainer's
+	// search would change the global batch the job keeps.
+	hi = c.remove(fHFAutoBatch, lo, hi)
 	hi = c.set(fHFMicroBatch, strconv.Itoa(plan.MicroBatch), lo, hi)
 	hi = c.set(fHFAccum, strconv.Itoa(plan.Accum), lo, hi)
 	// The Trainer checkpoints through the model (gradient_checkpointing_enable),
