@@ -171,6 +171,12 @@ var (
 	// A bool field too: the Trainer halves the per-device batch at an
 	// out-of-memory error and trains on at the smaller global batch.
 	fHFAutoBatch = valued("--auto_find_batch_size", "--auto-find-batch-size")
+	// Where the Trainer writes: checkpoints, logs and the saved model.
+	fHFOutputDir    = valued("--output_dir", "--output-dir")
+	fHFLoggingDir   = valued("--logging_dir", "--logging-dir")
+	fHFSaveStrategy = valued("--save_strategy", "--save-strategy")
+	fHFResume       = valued("--resume_from_checkpoint", "--resume-from-checkpoint")
+	fHFBestAtEnd    = valued("--load_best_model_at_end", "--load-best-model-at-end")
 
 	fNprocPerNode = valued("--nproc_per_node", "--nproc-per-node")
 	fNnodes       = valued("--nnodes")

@@ -2,6 +2,7 @@ package launch
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -289,6 +290,10 @@ var (
 //     logged. A plain DeepSpeed script has no exit bound, and its own
 //     checkpoint flags are unknown: the caller stops it after run.Iters
 //     measured iterations.
+//   - A Hugging Face Trainer line also writes into opts.ConfigDir/output
+//     (--output_dir; its own --logging_dir is removed, so logs go there
+//     too), saves no checkpoint (--save_strategy no) and starts from
+//     scratch (--resume_from_checkpoint removed).
 //
 // opts.EnsureLoad and opts.CheckpointDir are ignored.
 func RewriteProfile(argv []string, run ProfileRun, opts Options) (Result, error) {
@@ -319,6 +324,11 @@ func RewriteProfile(argv []string, run ProfileRun, opts Options) (Result, error)
 		if res.Config.Data, err = obj.indented(); err != nil {
 			return Result{}, fmt.Errorf("DeepSpeed config %s: %w", res.Config.Source, err)
 		}
+		c := &cmdline{toks: res.Argv}
+		lo, hi := parseLayout(c.toks).trainLo(), len(c.toks)
+		if _, f, _ := configFlag(c, lo, hi); slices.Equal(f.names, fDeepSpeedHF.names) {
+			res.Argv = hfProfile(c, filepath.Join(opts.ConfigDir, "output"), lo, hi)
+		}
 	}
 	return res, nil
 }
@@ -326,3 +336,18 @@ func RewriteProfile(argv []string, run ProfileRun, opts Options) (Result, error)
 // SelfExiting reports whether a line of dialect d, rewritten by
 // RewriteProfile, stops on its own after its iterations.
 func SelfExiting(d Dialect) bool { return d == Megatron || d == MegatronDeepSpeed }
+
+// hfProfile keeps a Hugging Face Trainer line's profiling run out of the
+// job's output directory, where a script that resumes from its last
+// checkpoint (get_last_checkpoint) would take the run's, and one that
+// refuses a non-empty directory without a checkpoint would stop at the
+// run's logs. It returns the line's tokens.
+func hfProfile(c *cmdline, out string, lo, hi int) []string {
+	hi = c.set(fHFOutputDir, out, lo, hi)
+	hi = c.remove(fHFLoggingDir, lo, hi)
+	hi = c.remove(fHFResume, lo, hi)
+	hi = c.set(fHFSaveStrategy, "no", lo, hi)
+	// The Trainer refuses it unless saving and evaluation share a strategy.
+	c.remove(fHFBestAtEnd, lo, hi)
+	return c.toks
+}
