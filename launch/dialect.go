@@ -51,9 +51,10 @@ func ParseDialect(s string) (Dialect, error) {
 
 // Launchers that start one process per GPU themselves.
 const (
-	LauncherNone      = ""
-	LauncherTorchrun  = "torchrun"
-	LauncherDeepSpeed = "deepspeed"
+	LauncherNone       = ""
+	LauncherTorchrun   = "torchrun"
+	LauncherDeepSpeed  = "deepspeed"
+	LauncherAccelerate = "accelerate" // accelerate launch, torchrun underneath
 )
 
 // layout locates the parts of a launch line: an optional per-node launcher
@@ -82,6 +83,8 @@ func parseLayout(argv []string) layout {
 		l.launcher, i = LauncherTorchrun, 1
 	case base == "deepspeed":
 		l.launcher, i = LauncherDeepSpeed, 1
+	case base == "accelerate" && len(argv) > 1 && argv[1] == "launch":
+		l.launcher, i = LauncherAccelerate, 2
 	case strings.HasPrefix(base, "python"):
 		for j := 1; j+1 < len(argv); j++ {
 			if argv[j] != "-m" {
@@ -92,6 +95,8 @@ func parseLayout(argv []string) layout {
 				l.launcher, i = LauncherTorchrun, j+2
 			case "deepspeed.launcher.runner":
 				l.launcher, i = LauncherDeepSpeed, j+2
+			case "accelerate.commands.launch":
+				l.launcher, i = LauncherAccelerate, j+2
 			default:
 				// "python -m package.module": the module is the program.
 				l.script = j + 1
@@ -218,7 +223,7 @@ func Detect(argv []string) (Dialect, error) {
 }
 
 // DetectLauncher names the per-node launcher the line starts with
-// (LauncherTorchrun, LauncherDeepSpeed) or LauncherNone.
+// (LauncherTorchrun, LauncherDeepSpeed, LauncherAccelerate) or LauncherNone.
 func DetectLauncher(argv []string) string { return parseLayout(argv).launcher }
 
 // clip bounds user-controlled text quoted in error messages.

@@ -18,6 +18,16 @@ var (
 	fNodeRank     = valued("--node_rank", "--node-rank")
 	fInclude      = valued("--include", "-i")
 	fExclude      = valued("--exclude", "-e")
+
+	// accelerate launch's: --num_processes counts the GPUs of every node.
+	fAccProcs    = valued("--num_processes", "--num-processes")
+	fAccMachines = valued("--num_machines", "--num-machines")
+	fAccRank     = valued("--machine_rank", "--machine-rank")
+	fAccMainIP   = valued("--main_process_ip", "--main-process-ip")
+	fAccMainPort = valued("--main_process_port", "--main-process-port")
+	fAccRdzv     = valued("--rdzv_backend", "--rdzv-backend")
+	fAccGPUIDs   = valued("--gpu_ids", "--gpu-ids")
+	fAccSameNet  = switchFlag("--same_network", "--same-network")
 )
 
 // sizeLauncher gives the line's per-node launcher the plan's nodes and GPUs
@@ -51,6 +61,33 @@ func (c *cmdline) sizeLauncher(l layout, opts Options) error {
 		if opts.RendezvousID != "" {
 			c.set(fRdzvID, opts.RendezvousID, lo, hi)
 		}
+	case LauncherAccelerate:
+		// The step's GPUs are the ones Slurm gave it, numbered from 0.
+		hi = c.remove(fAccGPUIDs, lo, hi)
+		hi = c.set(fAccMachines, nodes, lo, hi)
+		hi = c.set(fAccProcs, strconv.Itoa(opts.Nodes*opts.GPUsPerNode), lo, hi)
+		host, port, ok := strings.Cut(opts.Rendezvous, ":")
+		ok = ok && host != "" && port != ""
+		if opts.Nodes == 1 {
+			if ok && !c.has(fAccMainPort, lo, hi) {
+				// Its default, 29500, is every job's: two on one node
+				// would collide.
+				c.set(fAccMainPort, port, lo, hi)
+			}
+			return nil
+		}
+		// One accelerate launch per node, all with the same flags, meeting
+		// at a c10d rendezvous on the first node, as torchrun's do; a
+		// fixed --machine_rank would differ per node, and --same_network
+		// would make it a static rendezvous that needs one.
+		if !ok {
+			return fmt.Errorf("%w: accelerate launch on %d nodes needs a rendezvous host:port (the job's first node, from SLURM_JOB_NODELIST), got %q", ErrBadInput, opts.Nodes, opts.Rendezvous)
+		}
+		hi = c.remove(fAccRank, lo, hi)
+		hi = c.remove(fAccSameNet, lo, hi)
+		hi = c.set(fAccRdzv, "c10d", lo, hi)
+		hi = c.set(fAccMainIP, host, lo, hi)
+		c.set(fAccMainPort, port, lo, hi)
 	case LauncherDeepSpeed:
 		if opts.Nodes > 1 {
 			// It starts every node's workers itself, over ssh from a

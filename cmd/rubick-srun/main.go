@@ -134,7 +134,7 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) *flag.F
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.plan, "plan", "", "compact plan to run, e.g. dp4.tp2.pp1.mb2.a1.z0+gc (default: the job's rubick tag)")
 	fs.StringVar(&c.dialect, "dialect", "auto", "launch line dialect: auto, megatron, megatron-deepspeed or deepspeed")
-	fs.StringVar(&c.mode, "launcher", "auto", "how srun starts the trainer: gpu (one task per GPU), node (one torchrun/deepspeed launcher per node), direct (no srun), auto (node when the line starts with torchrun or deepspeed, else gpu)")
+	fs.StringVar(&c.mode, "launcher", "auto", "how srun starts the trainer: gpu (one task per GPU), node (one torchrun/deepspeed/accelerate launcher per node), direct (no srun), auto (node when the line starts with torchrun, deepspeed or accelerate launch, else gpu)")
 	fs.StringVar(&c.gpuBind, "gpu-bind", string(launch.BindShared), "GPUs per task: shared (--gres=gpu:N, every task sees its node's GPUs) or per-task (--gpus-per-task=1)")
 	fs.IntVar(&c.cpusPerTask, "cpus-per-task", 0, "CPUs per task (default: SLURM_CPUS_ON_NODE divided among the node's tasks)")
 	fs.IntVar(&c.globalBatch, "global-batch", 0, "global batch the job must keep (default: from the launch line or its DeepSpeed config)")

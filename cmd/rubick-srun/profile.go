@@ -191,8 +191,11 @@ func (ph *profilePhase) build(i int) (step, error) {
 	}
 	opts := launch.Options{Dialect: ph.dialect, GlobalBatch: ph.cfg.globalBatch,
 		ConfigDir: filepath.Join(ph.stateDir, "profile", fmt.Sprintf("run-%02d", i+1))}
+	// Every run is on the batch host.
+	dist := distributedFor(ph.getenv, ph.getenv("SLURM_JOB_ID"), ph.getenv("SLURMD_NODENAME"))
 	if geo.Mode == launch.ModePerNode {
 		opts.Nodes, opts.GPUsPerNode = 1, geo.GPUsPerNode
+		opts.Rendezvous = dist.rendezvous()
 	}
 	res, err := launch.RewriteProfile(ph.cfg.train, run, opts)
 	if err != nil {
@@ -202,8 +205,7 @@ func (ph *profilePhase) build(i int) (step, error) {
 		env: []string{"RUBICK_PLAN=" + run.Plan.String(), "RUBICK_PLACEMENT=" + geo.Placement().String(),
 			"RUBICK_CPUS=" + strconv.Itoa(run.CPUs), fmt.Sprintf("RUBICK_PROFILE_RUN=%d/%d", i+1, len(ph.runs)),
 			"CUDA_VISIBLE_DEVICES=" + launch.VisibleDevices(ph.getenv("CUDA_VISIBLE_DEVICES"), run.GPUs)}}
-	// Every run is on the batch host.
-	distributedFor(ph.getenv, ph.getenv("SLURM_JOB_ID"), ph.getenv("SLURMD_NODENAME")).wrap(&st, geo, run.Plan, ph.cfg.self, ph.getenv)
+	dist.wrap(&st, geo, run.Plan, ph.cfg.self, ph.getenv)
 	if geo.Mode != launch.ModeDirect {
 		st.argv = geo.Command(ph.cfg.srun, st.argv)
 		// The batch host is the job's first node.
