@@ -50,5 +50,10 @@ func ParsePlan(s string) (Plan, error) {
 	if p.ZeRO > 3 {
 		return Plan{}, fmt.Errorf("%w: plan %q: z=%d is not a ZeRO stage 0-3", ErrBadInput, s, p.ZeRO)
 	}
+	// Atoi takes leading zeros and signs, and the flags parse in any order
+	// and number: only the spelling String writes is the plan's.
+	if w := p.String(); w != s {
+		return Plan{}, fmt.Errorf("%w: plan %q: not in the form Plan.String writes (%q)", ErrBadInput, s, w)
+	}
 	return p, nil
 }

@@ -26,6 +26,13 @@ func TestParsePlan(t *testing.T) {
 		"unknown flag": {in: "dp8.tp1.pp1.mb2.a1.z0+x", wantErr: true},
 		"injection":    {in: "dp8.tp1.pp1.mb2.a1.z0;rm -rf /", wantErr: true},
 		"negative":     {in: "dp8.tp1.pp1.mb-2.a1.z0", wantErr: true},
+		// Plan.String writes none of these, so ParsePlan takes none.
+		"leading zero":   {in: "dp08.tp1.pp1.mb2.a1.z0", wantErr: true},
+		"signed stage":   {in: "dp8.tp1.pp1.mb2.a1.z-0", wantErr: true},
+		"plus sign":      {in: "dp8.tp1.pp1.mb+2.a1.z0", wantErr: true},
+		"flags reversed": {in: "dp1.tp1.pp1.mb8.a1.z2+gc+off", wantErr: true},
+		"flag twice":     {in: "dp1.tp1.pp1.mb8.a1.z2+off+off", wantErr: true},
+		"empty flags":    {in: "dp8.tp1.pp1.mb2.a1.z0+", wantErr: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
