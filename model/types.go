@@ -11,6 +11,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,8 +61,8 @@ func (s Spec) Validate() error {
 	switch {
 	case s.Name == "":
 		return fmt.Errorf("%w: spec.name is empty", ErrBadInput)
-	case !(s.Params > 0):
-		return fmt.Errorf("%w: spec %s: parameters=%v must be > 0", ErrBadInput, s.Name, s.Params)
+	case !(s.Params > 0) || math.IsInf(s.Params, 0):
+		return fmt.Errorf("%w: spec %s: parameters=%v must be finite and > 0", ErrBadInput, s.Name, s.Params)
 	case s.Layers <= 0:
 		return fmt.Errorf("%w: spec %s: layers=%d must be > 0", ErrBadInput, s.Name, s.Layers)
 	case s.Hidden <= 0:
@@ -72,8 +73,8 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("%w: spec %s: seq_len=%d must be > 0", ErrBadInput, s.Name, s.SeqLen)
 	case s.GlobalBatch <= 0:
 		return fmt.Errorf("%w: spec %s: global_batch=%d must be > 0", ErrBadInput, s.Name, s.GlobalBatch)
-	case !(s.ForwardMs > 0):
-		return fmt.Errorf("%w: spec %s: forward_ms_1gpu=%v must be > 0", ErrBadInput, s.Name, s.ForwardMs)
+	case !(s.ForwardMs > 0) || math.IsInf(s.ForwardMs, 0):
+		return fmt.Errorf("%w: spec %s: forward_ms_1gpu=%v must be finite and > 0", ErrBadInput, s.Name, s.ForwardMs)
 	}
 	return nil
 }

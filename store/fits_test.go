@@ -53,6 +53,10 @@ func TestModelTypeRejects(t *testing.T) {
 		"NaN params":      {func(s *model.Spec) { s.Params = math.NaN() }, "parameters=NaN"},
 		"zero layers":     {func(s *model.Spec) { s.Layers = 0 }, "layers=0"},
 		"zero forward ms": {func(s *model.Spec) { s.ForwardMs = 0 }, "forward_ms_1gpu=0"},
+		// JSON cannot hold infinities: they must be refused as input, not
+		// fail later as a marshalling error.
+		"infinite forward ms": {func(s *model.Spec) { s.ForwardMs = math.Inf(1) }, "forward_ms_1gpu=+Inf"},
+		"infinite params":     {func(s *model.Spec) { s.Params = math.Inf(1) }, "parameters=+Inf"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := openTest(t, "")
