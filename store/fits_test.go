@@ -256,6 +256,8 @@ func TestAddFitRejects(t *testing.T) {
 		"negative mape":    {"gpt2", model.FitResult{MAPE: -1}, SourceOnline, "mape_pct=-1"},
 		"infinite k_const": {"gpt2", model.FitResult{Params: model.Params{KConst: math.Inf(1)}}, SourceOnline, "params.k_const=+Inf"},
 		"negative k_3d":    {"gpt2", model.FitResult{Params: model.Params{K3D: -1}}, SourceOnline, "params.k_3d=-1"},
+		"negative k_bwd":   {"gpt2", model.FitResult{Params: model.Params{KBwd: -2}}, SourceOnline, "params.k_bwd=-2"},
+		"negative k_const": {"gpt2", model.FitResult{Params: model.Params{KBwd: 2, KConst: -0.5}}, SourceOnline, "params.k_const=-0.5"},
 		"negative samples": {"gpt2", model.FitResult{Samples: -3}, SourceOnline, "samples=-3"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -37,12 +37,11 @@ func checkParams(p model.Params) error {
 		{"k_bwd", p.KBwd}, {"k_sync", p.KSync}, {"k_opt", p.KOpt}, {"k_opt_off", p.KOptOff},
 		{"k_off", p.KOff}, {"k_swap", p.KSwap}, {"k_const", p.KConst}, {"k_3d", p.K3D},
 	} {
-		if !finite(f.v) {
-			return fmt.Errorf("%w: params.%s=%v must be finite", ErrInvalid, f.name, f.v)
+		// Every parameter is a ratio, a rate, an exponent or a time; a
+		// negative one makes every prediction of the model type fail.
+		if !finite(f.v) || f.v < 0 {
+			return fmt.Errorf("%w: params.%s=%v must be finite and >= 0", ErrInvalid, f.name, f.v)
 		}
-	}
-	if p.K3D < 0 {
-		return fmt.Errorf("%w: params.k_3d=%v must be > 0 (0 means 1)", ErrInvalid, p.K3D)
 	}
 	return nil
 }
