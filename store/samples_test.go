@@ -141,6 +141,10 @@ func TestAddSamplesRejects(t *testing.T) {
 		"no placement":     {"gpt2", []model.Sample{with(func(s *model.Sample) { s.Resources.Placement = nil })}, 1, SourceOnline, "placement=[]"},
 		"zero dp":          {"gpt2", []model.Sample{with(func(s *model.Sample) { s.Plan.DP = 0 })}, 1, SourceOnline, "plan.dp=0"},
 		"zero stage 4":     {"gpt2", []model.Sample{with(func(s *model.Sample) { s.Plan.ZeRO = 4 })}, 1, SourceOnline, "plan.zero=4"},
+		// The model refuses such a plan: a fit on the stored samples would
+		// fail on it.
+		"offload without ZeRO": {"gpt2", []model.Sample{with(func(s *model.Sample) { s.Plan.ZeRO, s.Plan.Offload = 0, true })}, 1, SourceOnline,
+			"plan.offload=true needs plan.zero >= 1, have 0"},
 		"plan vs placement": {"gpt2", []model.Sample{with(func(s *model.Sample) { s.Resources.Placement = model.Placement{4} })}, 1, SourceOnline,
 			"uses 8 GPUs but placement=4 has 4"},
 		"negative cpus":   {"gpt2", []model.Sample{with(func(s *model.Sample) { s.Resources.CPUs = -2 })}, 1, SourceOnline, "cpus=-2"},

@@ -46,8 +46,8 @@ func checkParams(p model.Params) error {
 	return nil
 }
 
-// checkPlan validates a plan against its resources: positive degrees and
-// DP*TP*PP equal to the GPUs of the placement.
+// checkPlan validates a plan against its resources: positive degrees, a
+// ZeRO stage under offload, and DP*TP*PP equal to the GPUs of the placement.
 func checkPlan(p model.Plan, r model.Resources) error {
 	for _, f := range []struct {
 		name string
@@ -62,6 +62,11 @@ func checkPlan(p model.Plan, r model.Resources) error {
 	}
 	if p.ZeRO < 0 || p.ZeRO > 3 {
 		return fmt.Errorf("%w: plan.zero=%d must be a ZeRO stage 0-3", ErrInvalid, p.ZeRO)
+	}
+	// ZeRO-Offload offloads ZeRO's partitions: the model prices no such
+	// plan, and a fit on stored samples that hold one fails.
+	if p.Offload && p.ZeRO == 0 {
+		return fmt.Errorf("%w: plan.offload=true needs plan.zero >= 1, have 0", ErrInvalid)
 	}
 	if err := checkResources(r); err != nil {
 		return err
