@@ -304,14 +304,27 @@ func (r *rowReader) n(col string) int {
 	return v
 }
 
+// loadProfile reads the profile in dir. It wraps fs.ErrNotExist only when
+// both of its files are missing (the model has no profile); one without
+// the other is malformed data.
 func loadProfile(fsys fs.FS, dir string) ([]ProfileRow, error) {
-	cfg, err := openTable(fsys, path.Join(dir, "config.csv"))
-	if err != nil {
-		return nil, err
-	}
-	dat, err := openTable(fsys, path.Join(dir, "data.csv"))
-	if err != nil {
-		return nil, err
+	cfg, cfgErr := openTable(fsys, path.Join(dir, "config.csv"))
+	dat, datErr := openTable(fsys, path.Join(dir, "data.csv"))
+	cfgGone, datGone := errors.Is(cfgErr, fs.ErrNotExist), errors.Is(datErr, fs.ErrNotExist)
+	switch {
+	case cfgGone && datGone:
+		return nil, cfgErr
+	case cfgGone != datGone:
+		missing, have := "config.csv", "data.csv"
+		if datGone {
+			missing, have = have, missing
+		}
+		// Not wrapping fs.ErrNotExist: Load skips a model with no profile.
+		return nil, fmt.Errorf("%w: %s has %s but no %s", ErrFormat, dir, have, path.Join(dir, missing))
+	case cfgErr != nil:
+		return nil, cfgErr
+	case datErr != nil:
+		return nil, datErr
 	}
 	if len(cfg.rows) != len(dat.rows) {
 		return nil, fmt.Errorf("%w: %s: config.csv has %d rows, data.csv %d", ErrFormat, dir, len(cfg.rows), len(dat.rows))

@@ -95,3 +95,27 @@ func TestLoadMalformedPlacements(t *testing.T) {
 		t.Fatalf("Load error = %v, want ErrFormat naming placement \"80\"", err)
 	}
 }
+
+// A profile directory with only one of its two files is an error naming
+// the missing one; without it, the model silently had no profile and
+// `rubick model fit --data` left it out.
+func TestLoadHalfAProfile(t *testing.T) {
+	const models = `{"models":{"m":{"layers":2,"hidden":8,"heads":2,"seq_len":4,"global_batch":4,"parameters":100,"forward_ms_1gpu":1}}}`
+	const cfg = "nodes,gpus,parameter_size,batch_size,seq_hid,num_cpu_threads,zero_type,is_tp,is_pp\n1,2,0.0001,1,64,1,0,0,0\n"
+	const dat = "forward_time,Tcc,Topt,iter_time,strategy\n1,2,1,5,1100\n"
+	for name, tc := range map[string]struct {
+		file, data string
+		want       string
+	}{
+		"no data.csv":   {"profile/m/config.csv", cfg, "profile/m/data.csv"},
+		"no config.csv": {"profile/m/data.csv", dat, "profile/m/config.csv"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			fsys := fstest.MapFS{"models.json": {Data: []byte(models)}, tc.file: {Data: []byte(tc.data)}}
+			_, err := Load(fsys)
+			if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Load error = %v, want ErrFormat naming %s", err, tc.want)
+			}
+		})
+	}
+}
