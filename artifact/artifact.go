@@ -359,6 +359,9 @@ func loadPlacements(fsys fs.FS, file string) ([]Measurement, error) {
 		return nil, err
 	}
 	out := make([]Measurement, 0, len(t.rows))
+	// A pair measured twice has no one time: learn would score a drawn
+	// row's copy as unseen, validate would count it twice.
+	lineOf := map[[2]string]int{}
 	for i := range t.rows {
 		r := &rowReader{t: t, i: i}
 		m := Measurement{ExecPlan: r.str("exec_plan"), IterS: r.f("iter_time"), Line: i + 2}
@@ -372,6 +375,11 @@ func loadPlacements(fsys fs.FS, file string) ([]Measurement, error) {
 		if !(m.IterS > 0) {
 			return nil, fmt.Errorf("%w: %s line %d: iter_time=%v must be > 0", ErrFormat, file, i+2, m.IterS)
 		}
+		k := [2]string{m.ExecPlan, m.Placement.String()}
+		if first, ok := lineOf[k]; ok {
+			return nil, fmt.Errorf("%w: %s line %d: exec_plan=%s placement=%s repeats line %d", ErrFormat, file, i+2, k[0], k[1], first)
+		}
+		lineOf[k] = i + 2
 		out = append(out, m)
 	}
 	return out, nil

@@ -119,3 +119,18 @@ func TestLoadHalfAProfile(t *testing.T) {
 		})
 	}
 }
+
+// A (plan, placement) pair measured twice is refused: rubick model learn
+// would score the copy of a row its learner saw as unseen, and validate and
+// the simulator would weigh or pick one of the two silently.
+func TestLoadDuplicatePlacementRow(t *testing.T) {
+	fsys := fstest.MapFS{
+		"models.json":             {Data: []byte(`{"models":{"m":{"layers":2,"hidden":8,"heads":2,"seq_len":4,"global_batch":4,"parameters":100,"forward_ms_1gpu":1}}}`)},
+		"traces/m/placements.csv": {Data: []byte("exec_plan,placement,iter_time\nga,44,1.0\ngc,44,1.2\nga,44,1.1\n")},
+	}
+	_, err := Load(fsys)
+	const want = "traces/m/placements.csv line 4: exec_plan=ga placement=44 repeats line 2"
+	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Load error = %v, want ErrFormat naming %q", err, want)
+	}
+}
