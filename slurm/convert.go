@@ -179,6 +179,29 @@ func jobState(words []string) (string, []string) {
 	return state, flags
 }
 
+// flagStates38 are the job flags 22.05 (v0.0.38) writes as job_state in
+// place of the base state (job_state_string puts flags first), with the
+// base state each implies. CONFIGURING (nodes booting, or a
+// PrologFlags=Alloc prolog running), RESIZING, STOPPED (SIGSTOP) and
+// SIGNALING mark jobs that hold their allocation; the requeue and hold
+// flags pending jobs. COMPLETING stays a state of its own (Ended knows
+// it); STAGE_OUT and REVOKED follow an end whose kind 22.05 does not say.
+var flagStates38 = map[string]string{
+	"CONFIGURING": StateRunning, "RESIZING": StateRunning, "STOPPED": StateRunning, "SIGNALING": StateRunning,
+	"REQUEUED": StatePending, "REQUEUE_FED": StatePending, "REQUEUE_HOLD": StatePending,
+	"SPECIAL_EXIT": StatePending, "RESV_DEL_HOLD": StatePending,
+}
+
+// jobState38 reads a 22.05 job_state as the base state and flags 24.11
+// lists.
+func jobState38(s string) (string, []string) {
+	s = strings.ToUpper(strings.TrimSpace(s))
+	if base, ok := flagStates38[s]; ok {
+		return base, []string{s}
+	}
+	return s, nil
+}
+
 func upperAll(ws []string) []string {
 	out := make([]string, 0, len(ws))
 	for _, w := range ws {

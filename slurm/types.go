@@ -49,7 +49,8 @@ type Job struct {
 
 	// State is the normalised base state, e.g. "PENDING" or "RUNNING".
 	// Flags that 24.11 lists next to the base state (e.g. "COMPLETING",
-	// "REQUEUED") are in StateFlags.
+	// "REQUEUED"), and that 22.05 writes in its place (e.g. "CONFIGURING"
+	// for a running job), are in StateFlags.
 	State      string
 	StateFlags []string
 	// Reason is Slurm's state reason, e.g. "JobHeldUser", "Resources";

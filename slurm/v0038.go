@@ -154,7 +154,6 @@ func (w v38Job) domain() Job {
 		Cluster:       deref(w.Cluster),
 		Partition:     deref(w.Partition),
 		QOS:           deref(w.Qos),
-		State:         strings.ToUpper(deref(w.JobState)),
 		Reason:        reason(deref(w.StateReason)),
 		Priority:      int64(deref(w.Priority)),
 		BatchHost:     deref(w.BatchHost),
@@ -195,6 +194,7 @@ func (w v38Job) domain() Job {
 		AdminComment:  deref(w.AdminComment),
 		WorkDir:       deref(w.CurrentWorkingDirectory),
 	}
+	j.State, j.StateFlags = jobState38(deref(w.JobState))
 	j.Held = j.State == StatePending && (w.Priority != nil && j.Priority == 0 || heldReason(j.Reason))
 	setJobResources(&j, jobTRES{nodes: deref(w.Nodes), perNode: deref(w.TresPerNode), perJob: deref(w.TresPerJob),
 		perTask: deref(w.TresPerTask), alloc: deref(w.TresAllocStr), req: deref(w.TresReqStr), cpusPerTres: deref(w.CpusPerTres), gresDetail: deref(w.GresDetail)})
