@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -465,6 +466,21 @@ func (f *flexInt) UnmarshalJSON(b []byte) error {
 	}
 	f.Set, f.Value = true, int64(n)
 	return nil
+}
+
+// controllersUp checks a ping answer's controllers (host, state): slurmctld
+// answers while one of them is UP, so a backup controller that is down
+// (SlurmctldHost listed twice) is no outage. None up is ErrUnavailable,
+// naming each.
+func controllersUp(ep string, hosts, states []string) error {
+	if len(hosts) == 0 || slices.Contains(states, "UP") {
+		return nil
+	}
+	var down []string
+	for i, h := range hosts {
+		down = append(down, fmt.Sprintf("%s is %q", h, states[i]))
+	}
+	return fmt.Errorf("slurmrestd %s: slurmctld %s: %w", ep, strings.Join(down, ", "), ErrUnavailable)
 }
 
 func unixTime(sec int64) time.Time {

@@ -2,7 +2,9 @@ package slurm
 
 import (
 	"context"
+	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,5 +58,51 @@ func TestV38FlagStates(t *testing.T) {
 				t.Errorf("job_state %q (-want +got):\n%s", tc.wire, diff)
 			}
 		})
+	}
+}
+
+// TestPingBackupController: slurmctld answers when one of its controllers
+// is up; a backup controller that is down (SlurmctldHost listed twice)
+// must not stop rubickd from starting or pass for slurmrestd being down.
+func TestPingBackupController(t *testing.T) {
+	pings := map[string]func(primary, backup string) string{
+		Version38: func(p, b string) string {
+			return `{"meta":{},"errors":[],"pings":[{"hostname":"ctl1","ping":"` + p + `","status":0,"mode":"primary"},{"hostname":"ctl2","ping":"` + b + `","status":0,"mode":"backup1"}]}`
+		},
+		Version41: func(p, b string) string {
+			return `{"errors":[],"warnings":[],"pings":[{"hostname":"ctl1","pinged":"` + p + `","latency":834,"mode":"primary"},{"hostname":"ctl2","pinged":"` + b + `","latency":0,"mode":"backup1"}]}`
+		},
+		Version42: func(p, b string) string {
+			return `{"errors":[],"warnings":[],"pings":[{"hostname":"ctl1","pinged":"` + p + `","responding":` + strconv.FormatBool(p == "UP") + `,"latency":834,"mode":"primary","primary":true},{"hostname":"ctl2","pinged":"` + b + `","responding":` + strconv.FormatBool(b == "UP") + `,"latency":0,"mode":"backup1","primary":false}]}`
+		},
+	}
+	paths := map[string]string{Version38: "/slurm/v0.0.38/ping", Version41: "/slurm/v0.0.41/ping/", Version42: "/slurm/v0.0.42/ping/"}
+	tests := map[string]struct {
+		primary, backup string
+		wantErr         bool
+	}{
+		"both up":      {primary: "UP", backup: "UP"},
+		"backup down":  {primary: "UP", backup: "DOWN"},
+		"primary down": {primary: "DOWN", backup: "UP"},
+		"both down":    {primary: "DOWN", backup: "DOWN", wantErr: true},
+	}
+	for _, v := range []string{Version38, Version41, Version42} {
+		for name, tc := range tests {
+			t.Run(v+"/"+name, func(t *testing.T) {
+				f, srv := newFakeRestd(t, v)
+				f.overrides[paths[v]] = pings[v](tc.primary, tc.backup)
+				c := newTestCluster(t, srv.URL, func(cfg *Config) { cfg.Version = v })
+				err := c.Ping(context.Background())
+				if tc.wantErr {
+					if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "ctl1") || !strings.Contains(err.Error(), "ctl2") {
+						t.Fatalf("Ping = %v, want ErrUnavailable naming ctl1 and ctl2", err)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatalf("Ping = %v, want nil", err)
+				}
+			})
+		}
 	}
 }

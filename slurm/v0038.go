@@ -92,12 +92,11 @@ func (b *v38) ping(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var hosts, states []string
 	for _, p := range deref(r.Pings) {
-		if st := deref(p.Ping); st != "UP" {
-			return fmt.Errorf("slurmrestd %s: slurmctld %s is %q: %w", ep, deref(p.Hostname), st, ErrUnavailable)
-		}
+		hosts, states = append(hosts, deref(p.Hostname)), append(states, string(deref(p.Ping)))
 	}
-	return nil
+	return controllersUp(ep, hosts, states)
 }
 
 func (b *v38) jobs(ctx context.Context, since time.Time) ([]Job, bool, error) {

@@ -151,12 +151,11 @@ func (b *v41) ping(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var hosts, states []string
 	for _, p := range r.Pings {
-		if st := deref(p.Pinged); st != "UP" {
-			return fmt.Errorf("slurmrestd %s: slurmctld %s is %q: %w", ep, deref(p.Hostname), st, ErrUnavailable)
-		}
+		hosts, states = append(hosts, deref(p.Hostname)), append(states, deref(p.Pinged))
 	}
-	return nil
+	return controllersUp(ep, hosts, states)
 }
 
 func (b *v41) jobs(ctx context.Context, since time.Time) ([]Job, bool, error) {
