@@ -152,3 +152,23 @@ func TestQueryRunFakeSacct(t *testing.T) {
 		t.Errorf("failing sacct: error = %v, want its stderr", err)
 	}
 }
+
+// TestQueryRunTimeFormat: sacct writes its times as SLURM_TIME_FORMAT says,
+// which sites often set in users' profiles ("relative", "%F %T"); the
+// report reads the standard form only, so sacct must run with that.
+func TestQueryRunTimeFormat(t *testing.T) {
+	t.Setenv("SLURM_TIME_FORMAT", "relative")
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "sacct")
+	script := "#!/bin/sh\necho 'JobID|State|Submit'\necho \"1|COMPLETED|${SLURM_TIME_FORMAT:-unset}\"\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := Query{Path: bin}.Run(context.Background(), slurm.ExecRunner{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "JobID|State|Submit\n1|COMPLETED|standard\n"; string(out) != want {
+		t.Errorf("sacct saw SLURM_TIME_FORMAT as in %q, want %q", out, want)
+	}
+}

@@ -64,13 +64,15 @@ const maxStderr = 4 << 10
 
 // Run implements Runner. The environment is rubickd's own minus
 // SLURM_JOB_ID/SLURM_JOBID: with those set, scontrol writes resize scripts
-// into its working directory on every shrink.
+// into its working directory on every shrink. SLURM_TIME_FORMAT is
+// standard: sites set it in profiles ("relative", "%F %T"), and the times
+// rubick reads (sacct's) are parsed in that form.
 func (ExecRunner) Run(ctx context.Context, argv []string) ([]byte, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("empty argv")
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = withoutJobID(os.Environ())
+	cmd.Env = append(withoutJobID(os.Environ()), "SLURM_TIME_FORMAT=standard") // the last of a key wins
 	// a grandchild holding the pipes must not block Wait after a kill
 	cmd.WaitDelay = time.Second
 	var out, errb bytes.Buffer
