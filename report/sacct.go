@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,10 +26,17 @@ var (
 
 // Fields are the sacct columns the report asks for, in query order.
 // Restarts are not a sacct field: they are counted from REQUEUED rows.
+// sacct does not escape a '|' in text a user sets, so the one such column
+// asked for, JobName, is last, where ParseSacct takes the rest of the line
+// for it; Comment, another, is not asked for (the report does not use it).
 var Fields = []string{
-	"JobID", "JobName", "Account", "QOS", "Partition", "State",
-	"Submit", "Start", "End", "Elapsed", "AllocTRES", "AdminComment", "Comment", "User",
+	"JobID", "Account", "QOS", "Partition", "State",
+	"Submit", "Start", "End", "Elapsed", "AllocTRES", "AdminComment", "User", "JobName",
 }
+
+// freeText are the columns whose text users set: a '|' in them splits the
+// line.
+var freeText = []string{"JobName", "Comment"}
 
 // Row is one sacct row: one run of a job.
 type Row struct {
@@ -80,6 +88,11 @@ func ParseSacct(r io.Reader, loc *time.Location) ([]Row, Columns, error) {
 		cols Columns
 		rows []Row
 		line int
+		// last is the column of user text that ends the line, which
+		// takes the fields a '|' in it adds; -1 when none does.
+		last = -1
+		// parsable: --parsable (not 2) ends every line with a '|'.
+		parsable bool
 	)
 	for sc.Scan() {
 		line++
@@ -89,18 +102,24 @@ func ParseSacct(r io.Reader, loc *time.Location) ([]Row, Columns, error) {
 		}
 		f := strings.Split(text, "|")
 		if idx == nil {
+			if parsable = len(f) > 1 && strings.TrimSpace(f[len(f)-1]) == ""; parsable {
+				f = f[:len(f)-1]
+			}
 			var err error
 			if idx, cols, err = header(f, line); err != nil {
 				return nil, nil, err
 			}
+			last = lastText(f)
 			continue
 		}
-		// --parsable (not 2) ends every line with a '|'.
-		if len(f) == len(idx)+1 && f[len(f)-1] == "" {
+		if (parsable || len(f) == len(idx)+1) && len(f) > len(idx) && f[len(f)-1] == "" {
 			f = f[:len(f)-1]
 		}
+		if extra := len(f) - len(idx); extra > 0 && last >= 0 {
+			f = slices.Concat(f[:last], []string{strings.Join(f[last:last+extra+1], "|")}, f[last+extra+1:])
+		}
 		if len(f) != len(idx) {
-			return nil, nil, fmt.Errorf("%w: line %d: %d fields, header has %d (a '|' inside a comment?)", ErrInput, line, len(f), len(idx))
+			return nil, nil, fmt.Errorf("%w: line %d: %d fields, header has %d (a '|' inside a job name or comment, which sacct does not escape? put JobName last and leave Comment out)", ErrInput, line, len(f), len(idx))
 		}
 		get := func(name string) string {
 			if i, ok := idx[name]; ok {
@@ -124,6 +143,16 @@ func ParseSacct(r io.Reader, loc *time.Location) ([]Row, Columns, error) {
 		return nil, nil, fmt.Errorf("%w: no header line", ErrInput)
 	}
 	return rows, cols, nil
+}
+
+// lastText is the index of the header's last column when that is one of
+// freeText, else -1.
+func lastText(header []string) int {
+	i := len(header) - 1
+	if i >= 0 && slices.ContainsFunc(freeText, func(c string) bool { return strings.EqualFold(strings.TrimSpace(header[i]), c) }) {
+		return i
+	}
+	return -1
 }
 
 func header(f []string, line int) (map[string]int, Columns, error) {

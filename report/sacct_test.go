@@ -101,11 +101,49 @@ func TestParseSacctRows(t *testing.T) {
 	}
 }
 
+// TestParseSacctPipeInName: sacct does not escape a '|' in a job name; the
+// name last takes the rest of the line, elsewhere the row is an error.
+func TestParseSacctPipeInName(t *testing.T) {
+	tests := map[string]struct {
+		in      string
+		want    []string // job names
+		wantErr string
+	}{
+		"parsable2":              {in: "JobID|State|JobName\n7|COMPLETED|a|b||c\n8|FAILED|plain\n", want: []string{"a|b||c", "plain"}},
+		"parsable":               {in: "JobID|State|JobName|\n7|COMPLETED|a|b|\n8|FAILED||\n", want: []string{"a|b", ""}},
+		"comment last":           {in: "JobID|State|Comment\n7|COMPLETED|x|y\n", want: []string{""}},
+		"name not last":          {in: "JobID|JobName|State\n7|a|b|COMPLETED\n", wantErr: "4 fields, header has 3"},
+		"another column last":    {in: "JobID|State|User\n7|COMPLETED|u|v\n", wantErr: "4 fields, header has 3"},
+		"a name with no pipe ok": {in: "JobID|State|JobName\n7|COMPLETED|n\n", want: []string{"n"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			rows, _, err := ParseSacct(strings.NewReader(tc.in), time.UTC)
+			if tc.wantErr != "" {
+				if !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error = %v, want ErrInput saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, r := range rows {
+				names = append(names, r.JobName)
+			}
+			if diff := cmp.Diff(tc.want, names); diff != "" {
+				t.Errorf("job names (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestQueryArgv(t *testing.T) {
 	q := Query{Path: "/usr/bin/sacct", Since: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC),
 		Until: time.Date(2026, 11, 8, 12, 30, 0, 0, time.UTC), Location: time.UTC}
 	want := []string{"/usr/bin/sacct", "--allusers", "--allocations", "--duplicates", "--parsable2",
-		"--format=JobID,JobName,Account,QOS,Partition,State,Submit,Start,End,Elapsed,AllocTRES,AdminComment,Comment,User",
+		"--format=JobID,Account,QOS,Partition,State,Submit,Start,End,Elapsed,AllocTRES,AdminComment,User,JobName",
 		"--starttime=2026-11-01T00:00:00", "--endtime=2026-11-08T12:30:00"}
 	if diff := cmp.Diff(want, q.Argv()); diff != "" {
 		t.Errorf("argv (-want +got):\n%s", diff)
