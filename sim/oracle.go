@@ -46,10 +46,11 @@ type measured struct {
 
 type oracleKey struct {
 	model string
-	code  string
 	shape string // the placement's digits in node order
 	cpus  int
-	plan  model.Plan
+	// plan, not its code: a fallback time, and the CPU scaling of a
+	// measured offload time, are the model's for the plan itself.
+	plan model.Plan
 }
 
 // Truth is one ground-truth iteration time.
@@ -136,18 +137,14 @@ func isRotation(a, b model.Placement) bool {
 // IterTime returns the ground-truth iteration time of plan for a model on
 // placement pl (GPUs per node, in node order) with cpus CPU cores.
 func (o *Oracle) IterTime(name string, plan model.Plan, pl model.Placement, cpus int) (Truth, error) {
-	code := PlanCode(plan)
-	k := oracleKey{model: name, code: code, shape: digits(pl), cpus: cpus}
-	if code == "" {
-		k.plan = plan
-	}
+	k := oracleKey{model: name, shape: digits(pl), cpus: cpus, plan: plan}
 	o.mu.Lock()
 	t, ok := o.cache[k]
 	o.mu.Unlock()
 	if ok {
 		return t, nil
 	}
-	t, err := o.compute(name, code, plan, pl, cpus)
+	t, err := o.compute(name, PlanCode(plan), plan, pl, cpus)
 	if err != nil {
 		return Truth{}, err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/rubick-sched/rubick/artifact"
 	"github.com/rubick-sched/rubick/model"
@@ -507,5 +508,48 @@ func TestUnfinished(t *testing.T) {
 	want := "sim fifo: 1 of 3 jobs unfinished 2h0m0s after the last arrival (MaxTime): bert-2; 1 of them ask for more GPUs than the cluster's 1 nodes of 4 hold"
 	if err == nil || err.Error() != want {
 		t.Errorf("a job the cluster cannot hold: %v, want %q", err, want)
+	}
+}
+
+// A fallback time is the model's prediction for the plan itself, whatever
+// other plan of the same code was priced on that placement before: the
+// artifact's code leaves out the micro-batch, accumulation and ZeRO stage,
+// which the model does not.
+func TestOracleFallbackPerPlan(t *testing.T) {
+	d := data(t)
+	pl := model.Placement{8, 8} // nothing measured for bert on two full nodes
+	// Both zero-dp.
+	plans := []model.Plan{
+		{DP: 16, TP: 1, PP: 1, MicroBatch: 2, Accum: 1, ZeRO: 1},
+		{DP: 16, TP: 1, PP: 1, MicroBatch: 2, Accum: 1, ZeRO: 3},
+	}
+	want := make([]float64, len(plans))
+	for i, p := range plans {
+		b, err := d.Predictors["bert"].Predict(p, model.Resources{Placement: pl, CPUs: 8 * pl.GPUs(), HostMemGB: d.Predictors["bert"].Env.NodeMemGB * 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = b.Iter
+	}
+	if want[0] == want[1] {
+		t.Fatalf("the model prices the plans alike (%v): the test needs plans it tells apart", want)
+	}
+	for first := range plans {
+		o := NewOracle(d.Set, d.Predictors, artifact.MeasuredThreadsPerGPU, false)
+		order := []int{first, 1 - first}
+		got := make([]float64, len(plans))
+		for _, i := range order {
+			tr, err := o.IterTime("bert", plans[i], pl, 8*pl.GPUs())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tr.Source != Fallback {
+				t.Fatalf("%s on %s: source %d, want the fallback", plans[i], pl, tr.Source)
+			}
+			got[i] = tr.IterS
+		}
+		if diff := cmp.Diff(want, got, cmpopts.EquateApprox(1e-12, 0)); diff != "" {
+			t.Errorf("priced %s first (-want +got):\n%s", plans[first], diff)
+		}
 	}
 }
