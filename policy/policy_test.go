@@ -129,6 +129,23 @@ func TestDecide(t *testing.T) {
 				"c": {policy.Keep, 0, policy.ReasonNoResources},
 			},
 		},
+		"fifo backfills two jobs only while together they leave the head its room": {
+			// r frees 4 GPUs on each node at 1 h, when either node can
+			// host a; b takes one node's room, so c cannot take the other's.
+			policy: "fifo", now: 10 * time.Minute, nodes: pt.Cluster(2, 8),
+			jobs: []policy.Job{
+				pt.NewJob("r", "small").GPUs(8).TimeLimit(time.Hour).Running(dp(8, 32), 10*time.Minute, pt.On("n0", 4), pt.On("n1", 4)).Obj(),
+				pt.NewJob("a", "small").GPUs(8).SubmittedAt(time.Minute).Obj(),
+				pt.NewJob("b", "small").GPUs(4).TimeLimit(5 * time.Hour).SubmittedAt(2 * time.Minute).Obj(),
+				pt.NewJob("c", "small").GPUs(4).TimeLimit(5 * time.Hour).SubmittedAt(3 * time.Minute).Obj(),
+			},
+			want: map[string]outcome{
+				"r": {policy.Keep, 8, policy.ReasonUnchanged},
+				"a": {policy.Keep, 0, policy.ReasonNoResources},
+				"b": {policy.Start, 4, policy.ReasonBackfill},
+				"c": {policy.Keep, 0, policy.ReasonNoResources},
+			},
+		},
 		"fifo starts in submission order on the request": {
 			policy: "fifo", nodes: pt.Cluster(1, 8),
 			jobs: []policy.Job{

@@ -124,11 +124,14 @@ func (q *queue) Decide(ctx context.Context, s *Snapshot) (Plan, error) {
 			}
 		}
 		nodes, ok := q.fit(s, free, pl, j)
+		// outlives: a backfilled job still running when the head is to
+		// start, which must leave the head's room free.
+		outlives := false
 		if ok && head != nil && shadow != nil && q.kind.backfill {
 			// Backfill only if the head still starts on time: the job ends
 			// before the head's shadow time or leaves the head's room free.
-			ends := j.TimeLimit > 0 && j.TimeLimit.Seconds() <= shadowT
-			if !ends {
+			outlives = !(j.TimeLimit > 0 && j.TimeLimit.Seconds() <= shadowT)
+			if outlives {
 				after := slices.Clone(shadow)
 				for i, n := range nodes {
 					after[n].gpus -= pl[i]
@@ -163,6 +166,16 @@ func (q *queue) Decide(ctx context.Context, s *Snapshot) (Plan, error) {
 		}
 		if head != nil {
 			a.Reason = ReasonBackfill
+		}
+		if outlives {
+			// What it holds is not there at the shadow time either: the
+			// next job backfilled must leave the head's room without it.
+			for _, na := range a.Alloc {
+				n, _ := s.NodeIndex(na.Node)
+				shadow[n].gpus -= na.GPUs
+				shadow[n].cpus -= na.CPUs
+				shadow[n].mem -= na.MemGB
+			}
 		}
 		actions[j.ID] = a
 	}
