@@ -1873,7 +1873,12 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 					a.Kind, a.Plan, a.Throughput, a.Reason = Restart, v.plan, v.tput, ReasonReplan
 					a.Alloc = r.allocOf(js, v.plan)
 				} else {
-					r.memFits(js, j.Plan, memFree, true)
+					// It keeps what it holds, which its own plan's booking
+					// here may not match, nor fit.
+					for _, al := range j.Alloc {
+						n, _ := r.s.NodeIndex(al.Node)
+						memFree[n] -= al.MemGB
+					}
 				}
 			}
 		}

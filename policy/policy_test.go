@@ -1742,3 +1742,36 @@ func TestOrder(t *testing.T) {
 		})
 	}
 }
+
+// A running job whose faster plan does not fit the node's host memory
+// keeps its plan and the memory it holds, and the jobs placed after it in
+// the round get no more than the rest of the node.
+func TestReplanThatDoesNotFitKeepsItsMemory(t *testing.T) {
+	nodes := pt.Cluster(1, 8)
+	nodes[0].MemGB = 56
+	offload := model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1, ZeRO: 2, Offload: true}
+	held := pt.On("n0", 4)
+	held.MemGB = 10 // what Slurm gave it: less than a plan's booking here
+	c := pt.NewJob("c", "small").GPUs(1).SubmittedAt(3 * time.Hour).Obj()
+	c.Max = policy.Size{GPUs: 1}
+	s := snap(t, 3*time.Hour, nodes, nil,
+		pt.NewJob("a", "small").GPUs(4).Running(offload, 3*time.Hour, held).Obj(),
+		pt.NewJob("b", "small").GPUs(2).SubmittedAt(3*time.Hour).Obj(),
+		c)
+	plan := decideRubick(t, s)
+	mem := 0.0
+	for _, a := range plan.Actions {
+		if a.Kind == policy.Preempt {
+			continue
+		}
+		for _, n := range a.Alloc {
+			mem += n.MemGB
+		}
+	}
+	if mem > nodes[0].MemGB+1e-6 {
+		t.Errorf("n0 books %.1f of its %.0f GB:\n%+v", mem, nodes[0].MemGB, plan.Actions)
+	}
+	if a, _ := plan.Action("a"); a.Kind != policy.Keep || a.Plan != offload {
+		t.Errorf("a: %s on %s, want it kept on %s", a.Kind, a.Plan, offload)
+	}
+}
