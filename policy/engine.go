@@ -816,7 +816,27 @@ func (r *round) okAt(js *jstate, slots []slot, gpus int, nt float64) bool {
 		// on one node.
 		return false
 	}
-	return nt >= js.minNT || r.shapeOf(slots) == js.info.reqShape
+	return nt >= js.minNT || r.shapeOf(slots) == js.info.reqShape && r.requestSpeed(js, slots) >= js.info.ref*(1-1e-9)
+}
+
+// requestSpeed is the predicted samples/s of js's requested plan on slots,
+// its request shape, with their CPUs: with fewer CPUs than it asked for,
+// an offloading plan runs slower than its request (CPU Adam). A request
+// plan the model cannot price counts as its request's speed.
+func (r *round) requestSpeed(js *jstate, slots []slot) float64 {
+	j := js.j
+	cpus := 0
+	for _, s := range slots {
+		cpus += s.cpus
+	}
+	if cpus >= j.Request.CPUs {
+		return js.info.ref
+	}
+	v := r.e.perf.best(j.Model, js.est, spaceFixed, j.Cannot, j.Request.Plan, js.info.reqShape, cpus, r.memGB)
+	if v.tput <= 0 {
+		return js.info.ref
+	}
+	return v.tput
 }
 
 func (r *round) shapeOf(slots []slot) string {
@@ -1889,7 +1909,7 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 	if js.admit && r.shapeOf(js.cur) == js.info.reqShape && tput < js.info.unit*js.minNT {
 		// On its own request shape a guaranteed job keeps its own plan
 		// unless another is clearly faster: the SLO is its plan's speed.
-		plan, tput = j.Request.Plan, js.info.ref
+		plan, tput = j.Request.Plan, r.requestSpeed(js, js.cur)
 	}
 	if !r.memFits(js, plan, memFree, false) {
 		pl := r.placement(js.cur)

@@ -1775,3 +1775,41 @@ func TestReplanThatDoesNotFitKeepsItsMemory(t *testing.T) {
 		t.Errorf("a: %s on %s, want it kept on %s", a.Kind, a.Plan, offload)
 	}
 }
+
+// A guaranteed job on its own request shape keeps its SLO only with the
+// CPUs its plan needs: an offloading plan (CPU Adam) given one CPU of the
+// eight it asked for runs at a fifth of its request's speed.
+func TestGuaranteedRequestShapeNeedsItsCPUs(t *testing.T) {
+	nodes := pt.Cluster(1, 8)
+	nodes[0].CPUs = 64
+	offload := model.Plan{DP: 1, TP: 1, PP: 1, MicroBatch: 8, Accum: 1, ZeRO: 2, Offload: true}
+	held := pt.On("n0", 7)
+	held.CPUs = 63 // one CPU left with the free GPU
+	s := snap(t, time.Hour, nodes, []policy.Tenant{{Name: "default", GPUQuota: 8}},
+		pt.NewJob("be", "small").GPUs(7).Running(model.Plan{DP: 1, TP: 1, PP: 1, MicroBatch: 32, Accum: 1}, 10*time.Minute, held).Obj(),
+		pt.NewJob("g", "big").GPUs(1).Plan(offload).Guaranteed().SubmittedAt(59*time.Minute).Obj())
+	plan := decideRubick(t, s)
+	g, _ := plan.Action("g")
+	if g.Kind == policy.Keep {
+		return // waiting for CPUs keeps the SLO too
+	}
+	est := s.Models["big"]
+	cpus := 0
+	for _, n := range g.Alloc {
+		cpus += n.CPUs
+	}
+	got := predictThroughput(t, est, g.Plan, g.Placement(), cpus)
+	want := predictThroughput(t, est, offload, model.Placement{1}, 8)
+	if got < want || math.Abs(g.Throughput-got) > 1e-9*got {
+		t.Errorf("g: %s on %+v, %.3g samples/s (action says %.3g), want at least its request's %.3g", g.Plan, g.Alloc, got, g.Throughput, want)
+	}
+}
+
+func predictThroughput(t *testing.T, est policy.Estimator, p model.Plan, pl model.Placement, cpus int) float64 {
+	t.Helper()
+	b, err := est.Predict(p, model.Resources{Placement: pl, CPUs: cpus, HostMemGB: 1600 * float64(len(pl))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return float64(est.Spec().GlobalBatch) / b.Iter
+}
