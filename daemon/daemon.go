@@ -197,6 +197,12 @@ type Daemon struct {
 	// skippedSaid the same for the actions it deferred or could not
 	// express in Slurm.
 	unschedulable, skippedSaid map[int]string
+	// unacked holds the jobs a failed preemption or restart requeued
+	// before its tag could say so, with the tag it was to write (nil: the
+	// job's own): acknowledged the next cycle, or the job would read as
+	// requeued by someone else and wait for its user's release. Only the
+	// cycle uses it.
+	unacked map[int]*slurm.Tag
 
 	mu       sync.Mutex // guards the fields below, read by the status endpoint
 	lastJobs []slurm.Job
@@ -349,6 +355,38 @@ func (d *Daemon) Reconcile(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// ackRequeues writes the tags of the jobs in d.unacked that still wait,
+// requeued, for them, and returns jobs as Slurm has them then. A job whose
+// tag cannot be written yet is left out of this cycle, rather than planned
+// as requeued by someone else.
+func (d *Daemon) ackRequeues(ctx context.Context, jobs []slurm.Job) []slurm.Job {
+	if len(d.unacked) == 0 {
+		return jobs
+	}
+	jobs = slices.Clone(jobs) // d.lastJobs is the cached list
+	for id, tag := range d.unacked {
+		i := slices.IndexFunc(jobs, func(j slurm.Job) bool { return j.ID == id })
+		if i < 0 || !slurm.RequeuedByOther(jobs[i]) {
+			delete(d.unacked, id) // acknowledged, started or gone since
+			continue
+		}
+		if tag == nil {
+			tag = jobs[i].Tag
+		}
+		t := cloneTag(*tag)
+		r := d.deps.Applier.Apply(ctx, []slurm.Action{{Kind: slurm.ActionAnnotate, JobID: id, Tag: &t}})[0]
+		j, err := d.deps.Cluster.Job(ctx, id)
+		if r.Err == nil && err == nil {
+			delete(d.unacked, id)
+			jobs[i] = j
+			continue
+		}
+		d.deps.Logger.Warn("acknowledging rubick's requeue failed; the job waits for the next cycle", "job", id, "err", cmp.Or(r.Err, err))
+		jobs = slices.Delete(jobs, i, i+1)
+	}
+	return jobs
 }
 
 // minOwnRestarts is how many of its own measured restarts a job needs
@@ -672,6 +710,9 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 			return rep, err
 		}
 	}
+	if !dryRun {
+		jobs = d.ackRequeues(ctx, jobs)
+	}
 	nodes, err := d.deps.Cluster.Nodes(ctx)
 	if err != nil {
 		d.deps.Metrics.SlurmErrors.WithLabelValues("slurmrestd").Inc()
@@ -814,6 +855,12 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 			res = store.ResultFailed
 			rep.Failed[r.Action.JobID] = r.Err.Error()
 			d.deps.Logger.Warn("action failed", "job", r.Action.JobID, "action", kind, "err", r.Err)
+			if r.Requeued() {
+				if d.unacked == nil {
+					d.unacked = map[int]*slurm.Tag{}
+				}
+				d.unacked[r.Action.JobID] = r.Action.Tag
+			}
 		} else {
 			d.deps.Logger.Info("action applied", "job", r.Action.JobID, "action", kind, "plan", planOf(r.Action))
 		}

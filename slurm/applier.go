@@ -108,6 +108,16 @@ type ActionResult struct {
 	AfterErr error
 }
 
+// Requeued reports whether the action requeued its job itself: its
+// scontrol requeuehold ran without error. After a later step failed, the
+// job waits held with a restart count its tag may not acknowledge yet
+// (RequeuedByOther).
+func (r ActionResult) Requeued() bool {
+	return slices.ContainsFunc(r.Steps, func(s StepResult) bool {
+		return s.Name == "requeuehold" && len(s.Argv) > 0 && s.Err == nil
+	})
+}
+
 // ErrJobState means the job is not in a state the action applies to.
 var ErrJobState = errors.New("job is not in the required state")
 

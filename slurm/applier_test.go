@@ -301,6 +301,9 @@ func TestApplyRestartResumesHalfDoneRestart(t *testing.T) {
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
+	if res.Requeued() {
+		t.Error("Requeued() = true; this attempt requeued nothing")
+	}
 	if diff := cmp.Diff(restartArgv("1")[3:], f.runner.Calls()); diff != "" {
 		t.Errorf("argv (-want +got):\n%s", diff)
 	}
@@ -329,6 +332,9 @@ func TestApplyRestartFailureRereadsJob(t *testing.T) {
 	}
 	if res.After == nil || res.After.GPUsPerNode != 4 {
 		t.Errorf("After = %+v, want the re-read job", res.After)
+	}
+	if !res.Requeued() {
+		t.Error("Requeued() = false; the requeuehold ran")
 	}
 	last := res.Steps[len(res.Steps)-1]
 	if last.Name != "resize" || last.Err == nil {

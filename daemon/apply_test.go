@@ -1,0 +1,205 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rubick-sched/rubick/slurm"
+	"github.com/rubick-sched/rubick/store"
+)
+
+// simSlurm is a Cluster and a slurm.Runner over the same jobs: the
+// commands the real Applier runs change what the next read reports, as
+// scontrol changes what slurmrestd reports.
+type simSlurm struct {
+	mu    sync.Mutex
+	jobs  []slurm.Job
+	nodes []slurm.Node
+	calls [][]string
+	// fail, when it returns true for a command, makes it fail unrun.
+	fail func(argv []string) bool
+}
+
+func (s *simSlurm) Jobs(context.Context, time.Time) ([]slurm.Job, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.jobs), true, nil
+}
+
+func (s *simSlurm) Nodes(context.Context) ([]slurm.Node, error) { return s.nodes, nil }
+
+func (s *simSlurm) Job(_ context.Context, id int) (slurm.Job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, j := range s.jobs {
+		if j.ID == id {
+			return j, nil
+		}
+	}
+	return slurm.Job{}, slurm.ErrNotFound
+}
+
+// job is the job as Slurm now has it.
+func (s *simSlurm) job(t *testing.T, id int) slurm.Job {
+	t.Helper()
+	j, err := s.Job(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func (s *simSlurm) Run(_ context.Context, argv []string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, slices.Clone(argv))
+	if s.fail != nil && s.fail(argv) {
+		return nil, &slurm.CommandError{Argv: argv, ExitCode: 1, Stderr: "slurm_update error: Unable to contact slurm controller", Err: fmt.Errorf("exit status 1")}
+	}
+	find := func(ref string) *slurm.Job {
+		id, _ := strconv.Atoi(strings.TrimPrefix(ref, "JobId="))
+		for i := range s.jobs {
+			if s.jobs[i].ID == id {
+				return &s.jobs[i]
+			}
+		}
+		return nil
+	}
+	var j *slurm.Job
+	switch {
+	case argv[0] == "scancel", len(argv) > 1 && argv[1] == "show":
+		return nil, nil
+	default:
+		j = find(argv[2])
+	}
+	if j == nil {
+		return nil, &slurm.CommandError{Argv: argv, ExitCode: 1, Stderr: "Invalid job id specified", Err: fmt.Errorf("exit status 1")}
+	}
+	switch argv[1] {
+	case "requeuehold":
+		j.State, j.Held, j.Reason, j.NodeList, j.BatchHost = slurm.StatePending, true, "JobHeldUser", nil, ""
+		j.RestartCount++
+	case "release":
+		// Slurm starts it at once, where the update put it.
+		j.Held, j.Reason, j.State = false, "", slurm.StateRunning
+	case "update":
+		for _, a := range argv[3:] {
+			k, v, _ := strings.Cut(a, "=")
+			switch k {
+			case "AdminComment":
+				j.AdminComment = v
+				j.Tag, j.TagErr = slurm.TagFromAdminComment(v)
+			case "Comment":
+				j.Comment = v
+			case "NodeList":
+				j.NodeList = strings.Split(v, ",")
+			}
+		}
+	}
+	return nil, nil
+}
+
+// simApplier is the real Applier on sim, with no waits worth the name.
+func simApplier(t *testing.T, sim *simSlurm) *slurm.Applier {
+	t.Helper()
+	app, err := slurm.NewApplier(slurm.ApplierConfig{Runner: sim, Cluster: sim, Clock: instantClock{}, Logger: slog.New(slog.DiscardHandler), CheckpointTimeout: time.Millisecond,
+		WaitCheckpoint: func(context.Context, slurm.Job) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return app
+}
+
+// instantClock never sleeps.
+type instantClock struct{}
+
+func (instantClock) Now() time.Time                                   { return t0 }
+func (instantClock) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+
+// newSimDaemon is a daemon applying its plans with the real Applier to sim.
+func newSimDaemon(t *testing.T, sim *simSlurm, edit func(*Config)) (*Daemon, *store.Store) {
+	t.Helper()
+	d, st := newTestDaemonWith(t, sim, &fakeApplier{}, edit)
+	d.deps.Applier = simApplier(t, sim)
+	return d, st
+}
+
+// reclaimSim is a node a best-effort job (91) fills, and a guaranteed job
+// (92) the policy preempts it for.
+func reclaimSim() *simSlurm {
+	be := heldJob(91, "bert", 1, 8)
+	be.State, be.Held, be.NodeList, be.BatchHost = slurm.StateRunning, false, []string{"node1"}, "node1"
+	be.StartTime = t0.Add(-time.Hour)
+	tag := slurm.Tag{ModelType: "bert", Class: slurm.ClassBestEffort, Generation: 1, Plan: "dp8.tp1.pp1.mb4.a1.z0",
+		Extra: map[string]string{"req": "n1.g8.c8.m64000", "at": strconv.FormatInt(t0.Add(-time.Hour).Unix(), 10), slurm.TagRestarts: "0"}}
+	be.AdminComment = tag.String()
+	be.Tag, _ = slurm.TagFromAdminComment(be.AdminComment)
+	g := heldJob(92, "roberta", 1, 8)
+	g.Account, g.Tag.Class = "lab", slurm.ClassGuaranteed
+	sim := &simSlurm{nodes: labNodes(1), jobs: []slurm.Job{be, g}}
+	sim.nodes[0].State = "MIXED"
+	sim.nodes[0].GPUsUsed, sim.nodes[0].CPUsAlloc, sim.nodes[0].MemAllocMB = 8, 8, 64000
+	return sim
+}
+
+func withLab(cfg *Config) {
+	cfg.Tenants = []TenantConfig{{Name: "lab", Match: []string{"lab"}, QuotaGPUs: 8}}
+}
+
+// rubickd's requeue of a job whose acknowledgement in the tag failed is
+// still rubickd's: a later cycle acknowledges it, with the preemption's tag,
+// and never marks the job held by its user, which would leave it held until
+// they release it.
+func TestCycleAcknowledgesRequeueAfterFailure(t *testing.T) {
+	for _, fails := range []int{1, 2} {
+		t.Run(strconv.Itoa(fails), func(t *testing.T) {
+			sim := reclaimSim()
+			requeued, acks := false, 0
+			sim.fail = func(argv []string) bool {
+				if slices.Contains(argv, "requeuehold") {
+					requeued = true
+					return false
+				}
+				if requeued && slices.Contains(argv, "JobId=91") && slices.ContainsFunc(argv, func(a string) bool { return strings.HasPrefix(a, "AdminComment=") }) {
+					acks++
+					return acks <= fails
+				}
+				return false
+			}
+			d, _ := newSimDaemon(t, sim, withLab)
+			rep, err := d.Cycle(context.Background(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Failed[91] == "" || !slurm.RequeuedByOther(sim.job(t, 91)) {
+				t.Fatalf("failed %v, job 91 %+v; want its preemption failed after the requeue", rep.Failed, sim.job(t, 91))
+			}
+			for range fails {
+				d.Invalidate()
+				if _, err := d.Cycle(context.Background(), false); err != nil {
+					t.Fatal(err)
+				}
+				if j := sim.job(t, 91); slurm.HeldByUser(j) {
+					t.Fatalf("job 91 comment %q; want it never held for its user", j.Comment)
+				}
+			}
+			j := sim.job(t, 91)
+			if slurm.RequeuedByOther(j) || j.Tag.Extra["ran"] != "3600" {
+				t.Errorf("job 91 tag %+v; want the preemption's (ran=3600), acknowledging the requeue", j.Tag)
+			}
+		})
+	}
+}
+
+func (s *simSlurm) Ping(context.Context) error                            { return nil }
+func (s *simSlurm) Partitions(context.Context) ([]slurm.Partition, error) { return nil, nil }
+func (s *simSlurm) Submit(context.Context, slurm.SubmitRequest) (int, error) {
+	return 0, fmt.Errorf("not supported")
+}
