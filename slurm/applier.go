@@ -760,6 +760,11 @@ func (r *run) shrink(ctx context.Context, job Job) error {
 // is left as it is.
 func (r *run) checkpointRequeue(ctx context.Context, job Job) (time.Time, error) {
 	act := r.res.Action
+	if RequeuedByOther(job) {
+		// Since the cycle read it running: their hold, which a tag with
+		// the new restart count would pass off as rubick's.
+		return time.Time{}, fmt.Errorf("%s job %d: %w: requeued and held by its user or an administrator since the cycle read it", act.Kind, act.JobID, ErrJobState)
+	}
 	if job.State == StatePending && job.Held {
 		r.step(StepResult{Name: "requeue", Note: "job already pending and held"})
 		return time.Time{}, nil
@@ -808,6 +813,10 @@ func (r *run) checkpointRequeue(ctx context.Context, job Job) (time.Time, error)
 	r.step(st)
 	now, err := r.a.cfg.Cluster.Job(ctx, act.JobID)
 	switch {
+	case err == nil && RequeuedByOther(now):
+		// Not rubick-srun's requeue, which says so (RequeueWord).
+		r.step(StepResult{Name: "requeuehold", Note: "requeued by someone else during the checkpoint wait; left to them"})
+		return time.Time{}, fmt.Errorf("%s job %d: %w: requeued and held by its user or an administrator during the checkpoint wait", act.Kind, act.JobID, ErrJobState)
 	case err == nil && now.State == StatePending && now.Held:
 		// rubick-srun requeues its own job held once the trainer
 		// checkpointed; a second requeuehold would fail on the now

@@ -1078,3 +1078,37 @@ func TestApplyTagNamesInstance(t *testing.T) {
 		t.Errorf("argv (-want +got):\n%s", diff)
 	}
 }
+
+// A job its user or an administrator requeued held (scontrol requeuehold)
+// since the cycle read it running, before the signal or during the
+// checkpoint wait, stays theirs: a preemption or restart writes no tag that
+// would take their requeue for rubick's, and releases nothing.
+func TestApplyRequeueLeavesOthersRequeue(t *testing.T) {
+	byHand := requeued(32)
+	byHand.AdminComment = "model_type=gpt2;rubick:v1 model=gpt2 rc=0"
+	byHand.Tag, _ = TagFromAdminComment(byHand.AdminComment)
+	byHand.Reason = "JobHeldUser"
+	tests := map[string]struct {
+		states []Job
+		want   [][]string
+	}{
+		"before the signal":          {[]Job{byHand}, nil},
+		"during the checkpoint wait": {[]Job{running(32, "node2", "node3"), byHand}, restartArgv("1")[:2]},
+	}
+	for name, tc := range tests {
+		for _, act := range []Action{restartAction(), {Kind: ActionPreempt, JobID: 32, Tag: planTag}} {
+			t.Run(name+"/"+string(act.Kind), func(t *testing.T) {
+				f := newApplierFixture(t, map[int][]Job{32: slices.Clone(tc.states)}, func(c *ApplierConfig) {
+					c.WaitCheckpoint = func(ctx context.Context, j Job) error { return nil }
+				})
+				res := f.app.ApplyOne(context.Background(), act)
+				if !errors.Is(res.Err, ErrJobState) || !strings.Contains(res.Err.Error(), "requeued") {
+					t.Errorf("Err = %v, want ErrJobState saying someone else requeued it", res.Err)
+				}
+				if diff := cmp.Diff(tc.want, f.runner.Calls()); diff != "" {
+					t.Errorf("argv (-want +got):\n%s", diff)
+				}
+			})
+		}
+	}
+}
