@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/rubick-sched/rubick/slurm"
 	"github.com/rubick-sched/rubick/store"
 )
@@ -202,4 +203,41 @@ func (s *simSlurm) Ping(context.Context) error                            { retu
 func (s *simSlurm) Partitions(context.Context) ([]slurm.Partition, error) { return nil, nil }
 func (s *simSlurm) Submit(context.Context, slurm.SubmitRequest) (int, error) {
 	return 0, fmt.Errorf("not supported")
+}
+
+// cancelApplier applies with a, then cancels the cycle's context: the
+// cycle's deadline passed while the actions ran.
+type cancelApplier struct {
+	a      Applier
+	cancel context.CancelFunc
+}
+
+func (c cancelApplier) Apply(ctx context.Context, acts []slurm.Action) []slurm.ActionResult {
+	defer c.cancel()
+	return c.a.Apply(ctx, acts)
+}
+
+// The results of actions Slurm took are recorded though the cycle's
+// context ended while they ran: left pending, a later start would settle
+// them from a Slurm that may have moved on (abandoned, the job gone).
+func TestCycleRecordsResultsAfterDeadline(t *testing.T) {
+	sim := &simSlurm{nodes: labNodes(1), jobs: []slurm.Job{heldJob(41, "bert", 1, 2)}}
+	d, st := newSimDaemon(t, sim, func(*Config) {})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d.deps.Applier = cancelApplier{a: d.deps.Applier, cancel: cancel}
+	if _, err := d.Cycle(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	h, err := st.PlanHistory(context.Background(), 41)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []store.Result
+	for _, a := range h {
+		got = append(got, a.Result)
+	}
+	if diff := cmp.Diff([]store.Result{store.ResultOK}, got); diff != "" {
+		t.Errorf("results of job 41 (-want +got):\n%s", diff)
+	}
 }

@@ -849,6 +849,11 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	// pending record to reconcile rather than an unrecorded change.
 	results := d.apply(ctx, actions)
 	rep.Results = results
+	// What Slurm took is recorded even when the cycle's deadline passed
+	// while the actions ran (checkpoint waits): left pending, the next
+	// start would settle it from a Slurm that has moved on.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Commands.Timeout)
+	defer cancel()
 	for i, r := range results {
 		res, kind := store.ResultOK, string(r.Action.Kind)
 		if r.Err != nil {
@@ -866,7 +871,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 		}
 		d.deps.Metrics.Actions.WithLabelValues(kind, string(res)).Inc()
 		if i < len(recorded.Actions) {
-			if err := d.deps.Store.MarkApplied(ctx, recorded.Actions[i].ID, res, r.Err); err != nil {
+			if err := d.deps.Store.MarkApplied(rctx, recorded.Actions[i].ID, res, r.Err); err != nil {
 				return rep, fmt.Errorf("record result of job %d: %w", r.Action.JobID, err)
 			}
 		}
