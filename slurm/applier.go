@@ -339,6 +339,7 @@ func (r *run) do(ctx context.Context) error {
 		}
 		return r.cmd(ctx, "time limit", argv...)
 	case ActionRestart:
+		seen := r.a.cfg.Clock.Now()
 		requeued, err := r.checkpointRequeue(ctx, job)
 		if err != nil {
 			return err
@@ -349,6 +350,11 @@ func (r *run) do(ctx context.Context) error {
 		job, err = r.waitPending(ctx)
 		if err != nil {
 			return err
+		}
+		if requeued.IsZero() {
+			// Found requeued (by rubick-srun since the cycle read it):
+			// perhaps within the second, which a release must not share.
+			requeued = seen
 		}
 		return r.sizeAndRelease(ctx, job, true, requeued)
 	case ActionPreempt:
@@ -605,8 +611,8 @@ func (r *run) ackRequeue(ctx context.Context, tag *Tag, before Job, requeued tim
 // sizeAndRelease sends the complete size in one update (Slurm raises
 // NumCPUs but never lowers it, so partial sizes leave BadConstraints),
 // writes the tag with the time limit, and releases. For a restart,
-// requeued is when the requeue was issued (zero when an earlier attempt
-// issued it).
+// requeued is when the requeue was issued, or when the job was found
+// requeued.
 func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeued time.Time) error {
 	act := r.res.Action
 	n := act.NodeCount()

@@ -1112,3 +1112,25 @@ func TestApplyRequeueLeavesOthersRequeue(t *testing.T) {
 		}
 	}
 }
+
+// A job found requeued already, by rubick-srun since the cycle read it,
+// may have been requeued within the second: the restart still waits
+// ReleaseDelay before StartTime=now and the release, which in the
+// requeue's second would fail the job for good (Job credential revoked).
+func TestApplyRestartFoundRequeuedWaits(t *testing.T) {
+	self := requeued(32)
+	self.Comment = RequeueWord
+	f := newApplierFixture(t, map[int][]Job{32: {self}}, nil)
+	f.runner.onRun = func(argv []string) {
+		if slices.Contains(argv, "StartTime=now") && f.clock.Now().Sub(newFakeClock().Now()) < 2*time.Second {
+			t.Errorf("StartTime=now %v after the job was found requeued; want >= 2s", f.clock.Now().Sub(newFakeClock().Now()))
+		}
+	}
+	res := f.app.ApplyOne(context.Background(), restartAction())
+	if res.Err != nil {
+		t.Fatalf("Err = %v; steps %+v", res.Err, res.Steps)
+	}
+	if calls := f.runner.Calls(); !slices.ContainsFunc(calls, func(c []string) bool { return slices.Contains(c, "release") }) {
+		t.Errorf("argv %q; want a release", calls)
+	}
+}
