@@ -24,8 +24,9 @@ type simSlurm struct {
 	jobs  []slurm.Job
 	nodes []slurm.Node
 	calls [][]string
-	// fail, when it returns true for a command, makes it fail unrun.
-	fail func(argv []string) bool
+	// fail, when it returns true for a command, makes it fail unrun; late
+	// makes it fail after Slurm took it, as a timeout does.
+	fail, late func(argv []string) bool
 }
 
 func (s *simSlurm) Jobs(context.Context, time.Time) ([]slurm.Job, bool, error) {
@@ -64,6 +65,14 @@ func (s *simSlurm) Run(_ context.Context, argv []string) ([]byte, error) {
 	if s.fail != nil && s.fail(argv) {
 		return nil, &slurm.CommandError{Argv: argv, ExitCode: 1, Stderr: "slurm_update error: Unable to contact slurm controller", Err: fmt.Errorf("exit status 1")}
 	}
+	if err := s.run(argv); err != nil || s.late == nil || !s.late(argv) {
+		return nil, err
+	}
+	return nil, &slurm.CommandError{Argv: argv, ExitCode: -1, Err: context.DeadlineExceeded}
+}
+
+// run changes the jobs as Slurm would for argv.
+func (s *simSlurm) run(argv []string) error {
 	find := func(ref string) *slurm.Job {
 		id, _ := strconv.Atoi(strings.TrimPrefix(ref, "JobId="))
 		for i := range s.jobs {
@@ -76,12 +85,12 @@ func (s *simSlurm) Run(_ context.Context, argv []string) ([]byte, error) {
 	var j *slurm.Job
 	switch {
 	case argv[0] == "scancel", len(argv) > 1 && argv[1] == "show":
-		return nil, nil
+		return nil
 	default:
 		j = find(argv[2])
 	}
 	if j == nil {
-		return nil, &slurm.CommandError{Argv: argv, ExitCode: 1, Stderr: "Invalid job id specified", Err: fmt.Errorf("exit status 1")}
+		return &slurm.CommandError{Argv: argv, ExitCode: 1, Stderr: "Invalid job id specified", Err: fmt.Errorf("exit status 1")}
 	}
 	switch argv[1] {
 	case "requeuehold":
@@ -104,7 +113,7 @@ func (s *simSlurm) Run(_ context.Context, argv []string) ([]byte, error) {
 			}
 		}
 	}
-	return nil, nil
+	return nil
 }
 
 // simApplier is the real Applier on sim, with no waits worth the name.
@@ -157,10 +166,23 @@ func withLab(cfg *Config) {
 // rubickd's requeue of a job whose acknowledgement in the tag failed is
 // still rubickd's: a later cycle acknowledges it, with the preemption's tag,
 // and never marks the job held by its user, which would leave it held until
-// they release it.
+// they release it. So is a requeuehold that timed out after Slurm took it.
 func TestCycleAcknowledgesRequeueAfterFailure(t *testing.T) {
-	for _, fails := range []int{1, 2} {
-		t.Run(strconv.Itoa(fails), func(t *testing.T) {
+	isAck := func(argv []string) bool {
+		return slices.Contains(argv, "JobId=91") && slices.ContainsFunc(argv, func(a string) bool { return strings.HasPrefix(a, "AdminComment=") })
+	}
+	for _, tc := range []struct {
+		name string
+		// fails is how many tag writes of job 91 fail after the requeue
+		fails int
+		// late makes the requeuehold time out after Slurm took it.
+		late bool
+	}{
+		{name: "tag write fails once", fails: 1},
+		{name: "tag write fails twice", fails: 2},
+		{name: "requeuehold times out", fails: 0, late: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			sim := reclaimSim()
 			requeued, acks := false, 0
 			sim.fail = func(argv []string) bool {
@@ -168,12 +190,13 @@ func TestCycleAcknowledgesRequeueAfterFailure(t *testing.T) {
 					requeued = true
 					return false
 				}
-				if requeued && slices.Contains(argv, "JobId=91") && slices.ContainsFunc(argv, func(a string) bool { return strings.HasPrefix(a, "AdminComment=") }) {
+				if requeued && isAck(argv) {
 					acks++
-					return acks <= fails
+					return acks <= tc.fails
 				}
 				return false
 			}
+			sim.late = func(argv []string) bool { return tc.late && slices.Contains(argv, "requeuehold") }
 			d, _ := newSimDaemon(t, sim, withLab)
 			rep, err := d.Cycle(context.Background(), false)
 			if err != nil {
@@ -182,7 +205,7 @@ func TestCycleAcknowledgesRequeueAfterFailure(t *testing.T) {
 			if rep.Failed[91] == "" || !slurm.RequeuedByOther(sim.job(t, 91)) {
 				t.Fatalf("failed %v, job 91 %+v; want its preemption failed after the requeue", rep.Failed, sim.job(t, 91))
 			}
-			for range fails {
+			for range max(tc.fails, 1) {
 				d.Invalidate()
 				if _, err := d.Cycle(context.Background(), false); err != nil {
 					t.Fatal(err)

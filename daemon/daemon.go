@@ -197,8 +197,8 @@ type Daemon struct {
 	// skippedSaid the same for the actions it deferred or could not
 	// express in Slurm.
 	unschedulable, skippedSaid map[int]string
-	// unacked holds the jobs a failed preemption or restart requeued
-	// before its tag could say so, with the tag it was to write (nil: the
+	// unacked holds the jobs a failed preemption or restart requeued, or
+	// may have (a timed-out requeuehold), before its tag could say so, with the tag it was to write (nil: the
 	// job's own): acknowledged the next cycle, or the job would read as
 	// requeued by someone else and wait for its user's release. Only the
 	// cycle uses it.
@@ -860,7 +860,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 			res = store.ResultFailed
 			rep.Failed[r.Action.JobID] = r.Err.Error()
 			d.deps.Logger.Warn("action failed", "job", r.Action.JobID, "action", kind, "err", r.Err)
-			if r.Requeued() {
+			if r.MayHaveRequeued() {
 				if d.unacked == nil {
 					d.unacked = map[int]*slurm.Tag{}
 				}

@@ -108,13 +108,15 @@ type ActionResult struct {
 	AfterErr error
 }
 
-// Requeued reports whether the action requeued its job itself: its
-// scontrol requeuehold ran without error. After a later step failed, the
-// job waits held with a restart count its tag may not acknowledge yet
-// (RequeuedByOther).
-func (r ActionResult) Requeued() bool {
+// MayHaveRequeued reports whether the action may have requeued its job
+// itself: its scontrol requeuehold succeeded, or was killed at its timeout
+// (exit code -1), after which slurmctld may still have done it. After a
+// failure, the job may then wait held with a restart count its tag does not
+// acknowledge yet (RequeuedByOther).
+func (r ActionResult) MayHaveRequeued() bool {
 	return slices.ContainsFunc(r.Steps, func(s StepResult) bool {
-		return s.Name == "requeuehold" && len(s.Argv) > 0 && s.Err == nil
+		var ce *CommandError
+		return s.Name == "requeuehold" && len(s.Argv) > 0 && (s.Err == nil || errors.As(s.Err, &ce) && ce.ExitCode == -1)
 	})
 }
 

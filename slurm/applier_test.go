@@ -301,8 +301,8 @@ func TestApplyRestartResumesHalfDoneRestart(t *testing.T) {
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
-	if res.Requeued() {
-		t.Error("Requeued() = true; this attempt requeued nothing")
+	if res.MayHaveRequeued() {
+		t.Error("MayHaveRequeued() = true; this attempt requeued nothing")
 	}
 	if diff := cmp.Diff(restartArgv("1")[3:], f.runner.Calls()); diff != "" {
 		t.Errorf("argv (-want +got):\n%s", diff)
@@ -333,8 +333,8 @@ func TestApplyRestartFailureRereadsJob(t *testing.T) {
 	if res.After == nil || res.After.GPUsPerNode != 4 {
 		t.Errorf("After = %+v, want the re-read job", res.After)
 	}
-	if !res.Requeued() {
-		t.Error("Requeued() = false; the requeuehold ran")
+	if !res.MayHaveRequeued() {
+		t.Error("MayHaveRequeued() = false; the requeuehold ran")
 	}
 	last := res.Steps[len(res.Steps)-1]
 	if last.Name != "resize" || last.Err == nil {
