@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/policy"
 	"github.com/rubick-sched/rubick/slurm"
 	"github.com/rubick-sched/rubick/store"
 )
@@ -262,5 +264,50 @@ func TestCycleRecordsResultsAfterDeadline(t *testing.T) {
 	}
 	if diff := cmp.Diff([]store.Result{store.ResultOK}, got); diff != "" {
 		t.Errorf("results of job 41 (-want +got):\n%s", diff)
+	}
+}
+
+// planned is a Policy that returns plan whatever the snapshot.
+type planned struct{ plan policy.Plan }
+
+func (planned) Name() string { return "planned" }
+func (p planned) Decide(context.Context, *policy.Snapshot) (policy.Plan, error) {
+	return p.plan, nil
+}
+
+// A restart that failed after its requeue is acknowledged in the job's own
+// tag, not the restart's, which names a plan the job never got.
+func TestCycleAcknowledgesRestartInOwnTag(t *testing.T) {
+	sim := reclaimSim()
+	sim.jobs = sim.jobs[:1]
+	requeued, acks := false, 0
+	sim.fail = func(argv []string) bool {
+		if slices.Contains(argv, "requeuehold") {
+			requeued = true
+		}
+		if requeued && slices.ContainsFunc(argv, func(a string) bool { return strings.HasPrefix(a, "AdminComment=") }) {
+			acks++
+			return acks == 1
+		}
+		return false
+	}
+	d, _ := newSimDaemon(t, sim, func(*Config) {})
+	restart := policy.Action{Kind: policy.Restart, JobID: "91", Alloc: []policy.NodeAlloc{{Node: "node1", GPUs: 4, CPUs: 8, MemGB: 64}},
+		Plan: model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1}, Throughput: 1e6}
+	d.deps.Policy = planned{policy.Plan{Actions: []policy.Action{restart}}}
+	rep, err := d.Cycle(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Actions) != 1 || rep.Actions[0].Kind != slurm.ActionRestart || rep.Failed[91] == "" || !slurm.RequeuedByOther(sim.job(t, 91)) {
+		t.Fatalf("actions %+v, failed %v; want job 91's restart failed after its requeue", rep.Actions, rep.Failed)
+	}
+	d.deps.Policy = planned{}
+	d.Invalidate()
+	if _, err := d.Cycle(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	if j := sim.job(t, 91); slurm.RequeuedByOther(j) || j.Tag.Plan != "dp8.tp1.pp1.mb4.a1.z0" {
+		t.Errorf("job 91 tag %+v; want its own (plan dp8), acknowledging the requeue", j.Tag)
 	}
 }

@@ -357,6 +357,15 @@ func (d *Daemon) Reconcile(ctx context.Context) error {
 	return nil
 }
 
+// awaitAck has the next cycle acknowledge the requeue of job id in tag
+// (nil: the job's own), should the job still wait for it (ackRequeues).
+func (d *Daemon) awaitAck(id int, tag *slurm.Tag) {
+	if d.unacked == nil {
+		d.unacked = map[int]*slurm.Tag{}
+	}
+	d.unacked[id] = tag
+}
+
 // ackRequeues writes the tags of the jobs in d.unacked that still wait,
 // requeued, for them, and returns jobs as Slurm has them then. A job whose
 // tag cannot be written yet is left out of this cycle, rather than planned
@@ -861,10 +870,14 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 			rep.Failed[r.Action.JobID] = r.Err.Error()
 			d.deps.Logger.Warn("action failed", "job", r.Action.JobID, "action", kind, "err", r.Err)
 			if r.MayHaveRequeued() {
-				if d.unacked == nil {
-					d.unacked = map[int]*slurm.Tag{}
+				// A restart's tag is its new plan's, for the job once
+				// resized: its requeue is acknowledged in the job's own
+				// tag, as the Applier does.
+				var tag *slurm.Tag
+				if r.Action.Kind == slurm.ActionPreempt {
+					tag = r.Action.Tag
 				}
-				d.unacked[r.Action.JobID] = r.Action.Tag
+				d.awaitAck(r.Action.JobID, tag)
 			}
 		} else {
 			d.deps.Logger.Info("action applied", "job", r.Action.JobID, "action", kind, "plan", planOf(r.Action))
