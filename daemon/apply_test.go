@@ -311,3 +311,32 @@ func TestCycleAcknowledgesRestartInOwnTag(t *testing.T) {
 		t.Errorf("job 91 tag %+v; want its own (plan dp8), acknowledging the requeue", j.Tag)
 	}
 }
+
+// A requeue Reconcile could not acknowledge at start-up is acknowledged by
+// the first cycle, not taken for someone else's.
+func TestReconcileAckFailureRetried(t *testing.T) {
+	ctx := context.Background()
+	sim := reclaimSim()
+	sim.jobs = sim.jobs[:1]
+	// Stopped between the requeue and its acknowledgement.
+	sim.Run(ctx, []string{"scontrol", "requeuehold", "91"})
+	failing := true
+	sim.fail = func(argv []string) bool { return failing && slices.Contains(argv, "update") }
+	d, st := newSimDaemon(t, sim, func(*Config) {})
+	if err := st.UpsertJob(ctx, store.Job{ID: 91, ModelType: "bert", Class: store.BestEffort, State: "RUNNING", Submitted: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.RecordPlan(ctx, store.Action{JobID: 91, Kind: string(slurm.ActionPreempt)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	failing = false
+	if _, err := d.Cycle(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if j := sim.job(t, 91); slurm.RequeuedByOther(j) || slurm.HeldByUser(j) {
+		t.Errorf("job 91 comment %q, tag %+v; want its requeue acknowledged, not held for its user", j.Comment, j.Tag)
+	}
+}

@@ -350,7 +350,8 @@ func (d *Daemon) Reconcile(ctx context.Context) error {
 			tag := cloneTag(*j.Tag)
 			r := d.deps.Applier.Apply(ctx, []slurm.Action{{Kind: slurm.ActionAnnotate, JobID: j.ID, Tag: &tag}})[0]
 			if r.Err != nil {
-				d.deps.Logger.Warn("acknowledging the requeue of an unfinished action failed", "job", j.ID, "err", r.Err)
+				d.deps.Logger.Warn("acknowledging the requeue of an unfinished action failed; the next cycle tries again", "job", j.ID, "err", r.Err)
+				d.awaitAck(j.ID, nil)
 			}
 		}
 	}
