@@ -198,10 +198,10 @@ type Daemon struct {
 	// express in Slurm.
 	unschedulable, skippedSaid map[int]string
 	// unacked holds the jobs a failed preemption or restart requeued, or
-	// may have (a timed-out requeuehold), before its tag could say so, with the tag it was to write (nil: the
-	// job's own): acknowledged the next cycle, or the job would read as
-	// requeued by someone else and wait for its user's release. Only the
-	// cycle uses it.
+	// may have (a timed-out requeuehold), before its tag could say so,
+	// with the tag it was to write (nil: the job's own): acknowledged the
+	// next cycle, or the job would read as requeued by someone else and
+	// wait for its user's release. Only the cycle uses it.
 	unacked map[int]*slurm.Tag
 
 	mu       sync.Mutex // guards the fields below, read by the status endpoint
