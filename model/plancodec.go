@@ -53,7 +53,7 @@ func ParsePlan(s string) (Plan, error) {
 	// Atoi takes leading zeros and signs, and the flags parse in any order
 	// and number: only the spelling String writes is the plan's.
 	if w := p.String(); w != s {
-		return Plan{}, fmt.Errorf("%w: plan %q: not in the form Plan.String writes (%q)", ErrBadInput, s, w)
+		return Plan{}, fmt.Errorf("%w: plan %q: write it as %q (fields in this order, no leading zeros, +off before +gc)", ErrBadInput, s, w)
 	}
 	return p, nil
 }
