@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -338,5 +339,46 @@ func TestReconcileAckFailureRetried(t *testing.T) {
 	}
 	if j := sim.job(t, 91); slurm.RequeuedByOther(j) || slurm.HeldByUser(j) {
 		t.Errorf("job 91 comment %q, tag %+v; want its requeue acknowledged, not held for its user", j.Comment, j.Tag)
+	}
+}
+
+// markFails is a store whose MarkApplied fails for the actions of job.
+type markFails struct {
+	Store
+	st     *store.Store
+	job    int64
+	marked []int64 // the jobs of the results recorded
+}
+
+func (m *markFails) MarkApplied(ctx context.Context, id int64, res store.Result, applyErr error) error {
+	pending, err := m.st.Pending(ctx)
+	if err != nil {
+		return err
+	}
+	for _, a := range pending {
+		if a.ID == id && a.JobID == m.job {
+			return errors.New("disk I/O error")
+		}
+		if a.ID == id {
+			m.marked = append(m.marked, a.JobID)
+		}
+	}
+	return m.st.MarkApplied(ctx, id, res, applyErr)
+}
+
+// A store error recording one action's result fails the cycle, but the
+// results after it are still recorded: left pending, a restarted rubickd
+// would settle them from a Slurm that has moved on.
+func TestCycleRecordsLaterResultsAfterStoreError(t *testing.T) {
+	sim := reclaimSim()
+	d, st := newSimDaemon(t, sim, withLab)
+	m := &markFails{Store: d.deps.Store, st: st, job: 91}
+	d.deps.Store = m
+	_, err := d.Cycle(context.Background(), false)
+	if err == nil || !strings.Contains(err.Error(), "disk I/O error") || !strings.Contains(err.Error(), "job 91") {
+		t.Fatalf("cycle error = %v, want job 91's result unrecorded", err)
+	}
+	if diff := cmp.Diff([]int64{92}, m.marked); diff != "" {
+		t.Errorf("results recorded (-want +got):\n%s", diff)
 	}
 }

@@ -864,6 +864,9 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	// start would settle it from a Slurm that has moved on.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Commands.Timeout)
 	defer cancel()
+	// A result the store refuses fails the cycle, but after the others:
+	// each is recorded, and a requeue acknowledged, on its own.
+	var unrecorded []error
 	for i, r := range results {
 		res, kind := store.ResultOK, string(r.Action.Kind)
 		if r.Err != nil {
@@ -886,9 +889,12 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 		d.deps.Metrics.Actions.WithLabelValues(kind, string(res)).Inc()
 		if i < len(recorded.Actions) {
 			if err := d.deps.Store.MarkApplied(rctx, recorded.Actions[i].ID, res, r.Err); err != nil {
-				return rep, fmt.Errorf("record result of job %d: %w", r.Action.JobID, err)
+				unrecorded = append(unrecorded, fmt.Errorf("record result of job %d: %w", r.Action.JobID, err))
 			}
 		}
+	}
+	if err := errors.Join(unrecorded...); err != nil {
+		return rep, err
 	}
 	rep.Duration = d.deps.Now().Sub(start)
 	d.deps.Metrics.CycleDuration.Observe(rep.Duration.Seconds())
