@@ -339,12 +339,13 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 		if js.running {
 			js.frozen = !e.reconfigurable(s, j)
 		}
-		// Old jobs are served first, and one that cannot start has free
-		// GPUs held back for it: that bounds the tail of completion times.
-		// Once running it competes like any other job; shielding it from
-		// shrinks let an old job cut down to a sliver (by a guaranteed job)
-		// keep that sliver for hours.
-		js.starve = !(e.v.slo && j.Guaranteed) && !e.v.noStarve && e.cfg.StarvationAge > 0 && s.Now.Sub(j.Submit) >= e.cfg.StarvationAge
+		// Old queued jobs are served first (BRIEF 4), and one that cannot
+		// start has free GPUs held back for it: that bounds the tail of
+		// completion times. Once running it competes like any other job,
+		// by slope; heading the order or shielded from shrinks, an old job
+		// cut down to a sliver (by a guaranteed job) kept that sliver, or
+		// grew first, for hours.
+		js.starve = !js.running && !(e.v.slo && j.Guaranteed) && !e.v.noStarve && e.cfg.StarvationAge > 0 && s.Now.Sub(j.Submit) >= e.cfg.StarvationAge
 		// A queued job near the latest start its --deadline allows goes
 		// first too: Slurm ends it past that, held or not.
 		js.deadline = !js.running && !(e.v.slo && j.Guaranteed) && !e.v.noStarve && nearDeadline(e.cfg, s.Now, j)

@@ -1661,7 +1661,7 @@ func TestOrder(t *testing.T) {
 				"r":   {3, 3, 2, "fairshare", "0.000", false, "", ""},
 			},
 		},
-		"a running job past the starvation age heads the order; queued ahead counts queued jobs only": {
+		"only a queued job past the starvation age heads the order; queued ahead counts queued jobs only": {
 			policy: "rubick", now: 10 * time.Hour,
 			jobs: []policy.Job{
 				pt.NewJob("r", "small").GPUs(4).Running(dp(4, 32), 3*time.Hour, pt.On("n0", 4)).Obj(),
@@ -1669,9 +1669,9 @@ func TestOrder(t *testing.T) {
 				pt.NewJob("new", "small").GPUs(1).SubmittedAt(10*time.Hour - time.Minute).Obj(),
 			},
 			want: map[string]view{
-				"r":   {1, 3, 0, "starvation", "0.000", false, "", ""},
-				"old": {2, 3, 0, "starvation", "0.000", false, "", ""},
-				"new": {3, 3, 1, "slope", "0.000", false, "", ""},
+				"old": {1, 3, 0, "starvation", "0.000", false, "", ""},
+				"new": {2, 3, 1, "slope", "0.000", false, "", ""},
+				"r":   {3, 3, 2, "slope", "0.000", false, "", ""},
 			},
 		},
 		"a guaranteed job has minimum resources, and an order once running": {
