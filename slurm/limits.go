@@ -48,9 +48,9 @@ const maxAccountDepth = 64
 // limit of the partition's QOS when that sets one, else of the job's QOS
 // (the other way round when the job's QOS has OverPartQOS: QOS limits take
 // precedence in Slurm), else the nearest association's on j's cluster
-// that does: the user's for the partition, the user's, then the account's
-// and its parents' up the tree (an association inherits a limit it does
-// not set); and no more nodes than the partition's MaxNodes, nor more time
+// that does: the user's for the partition (else the user's without one),
+// then the account's and its parents' up the tree (an association
+// inherits a limit it does not set); and no more nodes than the partition's MaxNodes, nor more time
 // than its MaxTime (unless the job's QOS has the PartitionMaxNodes or
 // PartitionTimeLimit flag), nor more CPUs or memory on a node than its
 // MaxCPUsPerNode and MaxMemPerNode. A job that asks for one GPU type gets
@@ -177,8 +177,10 @@ func (l Limits) qosOf(j Job, partition string) []QOS {
 }
 
 // chain lists the associations of job j run in partition, nearest first:
-// the user's for the partition, the user's, then the account's and its
-// parents' up the tree, on j's cluster; those that exist.
+// the user's for the partition, else the user's without one (Slurm runs
+// the job under the first of them that exists; both are the account's
+// children, so the other's limits do not apply), then the account's and
+// its parents' up the tree, on j's cluster; those that exist.
 func (l Limits) chain(j Job, partition string) []Association {
 	var out []Association
 	find := func(account, user, partition string) bool {
@@ -197,10 +199,7 @@ func (l Limits) chain(j Job, partition string) []Association {
 		}
 		return false
 	}
-	if j.User != "" {
-		if partition != "" {
-			find(j.Account, j.User, partition)
-		}
+	if j.User != "" && (partition == "" || !find(j.Account, j.User, partition)) {
 		find(j.Account, j.User, "")
 	}
 	account := j.Account
@@ -296,8 +295,8 @@ func (g Group) MinsWhat() string {
 // partition's QOS's (GrpTRES, and MaxTRESPerUser and MaxTRESPerAccount for
 // its user and account; one QOS's limits count the jobs it applies to in
 // either role together, as in Slurm), and the
-// GrpTRES of its associations, the user's (for the partition, and without one) and its
-// account's and their parents' up the tree. Slurm may skip an
+// GrpTRES of its associations, the user's (for the partition, else without
+// one) and its account's and their parents' up the tree. Slurm may skip an
 // association's where the QOS sets the same kind of limit; counting every
 // one is the strictest reading. Each limit on one GPU type (and each
 // budget of one) is a group of its own, named after the limit with the

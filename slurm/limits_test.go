@@ -37,9 +37,12 @@ func TestLimitsPerJob(t *testing.T) {
 		qos, account, user, partition string
 		want                          JobLimits
 	}{
+		// The user's association for the partition is the job's, in place
+		// of the user's without one (whose 2 hours and CPU-minutes do not
+		// apply): its parent is the account, as the other's is.
 		"user's":            {"normal", "physics", "ann", "gpu", JobLimits{GPUs: 4, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 2 * time.Hour, GPUMins: 480, CPUMins: 1000, MemMins: 2400000}},
-		"user's, partition": {"normal", "physics", "ann", "big", JobLimits{GPUs: 16, Nodes: 2, CPUs: 64, CPUsPerNode: 32, Wall: 2 * time.Hour, GPUMins: 480, CPUMins: 1000, MemMins: 2400000}},
-		"QOS first":         {"small", "physics", "ann", "big", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, MemMBPerNode: 4096, Wall: 3 * time.Hour, GPUMins: 120, CPUMins: 1000, MemMins: 2400000}},
+		"user's, partition": {"normal", "physics", "ann", "big", JobLimits{GPUs: 16, Nodes: 2, CPUs: 64, CPUsPerNode: 32, GPUMins: 480, MemMins: 2400000}},
+		"QOS first":         {"small", "physics", "ann", "big", JobLimits{GPUs: 2, Nodes: 2, CPUs: 64, GPUsPerNode: 1, CPUsPerNode: 32, MemMBPerNode: 4096, Wall: 3 * time.Hour, GPUMins: 120, MemMins: 2400000}},
 		"account's":         {"normal", "physics", "carl", "gpu", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32, GPUMins: 480, MemMins: 2400000}},
 		"other cluster":     {"normal", "physics", "bob", "gpu", JobLimits{GPUs: 8, Nodes: 2, CPUs: 64, CPUsPerNode: 32, GPUMins: 480, MemMins: 2400000}},
 		"none":              {"normal", "root", "root", "gpu", JobLimits{}},
@@ -164,8 +167,10 @@ func TestLimitsGroups(t *testing.T) {
 		"associations": {"normal", "physics", "ann", "gpu", []Group{
 			{Limit: "association physics/ann GrpTRES", GroupLimits: GroupLimits{GPUs: 4}}, {Limit: "association physics GrpTRES", GroupLimits: GroupLimits{GPUs: 24, CPUs: 200}},
 			{Limit: "association science GrpTRES", GroupLimits: GroupLimits{GPUs: 32}}}},
+		// The user's association for the partition, not beside the
+		// user's without one: both are the account's children.
 		"partition": {"normal", "physics", "ann", "big", []Group{
-			{Limit: "association physics/ann/big GrpTRES", GroupLimits: GroupLimits{GPUs: 2}}, {Limit: "association physics/ann GrpTRES", GroupLimits: GroupLimits{GPUs: 4}},
+			{Limit: "association physics/ann/big GrpTRES", GroupLimits: GroupLimits{GPUs: 2}},
 			{Limit: "association physics GrpTRES", GroupLimits: GroupLimits{GPUs: 24, CPUs: 200}}, {Limit: "association science GrpTRES", GroupLimits: GroupLimits{GPUs: 32}}}},
 		"other cluster": {"normal", "physics", "bob", "gpu", []Group{
 			{Limit: "association physics GrpTRES", GroupLimits: GroupLimits{GPUs: 24, CPUs: 200}}, {Limit: "association science GrpTRES", GroupLimits: GroupLimits{GPUs: 32}}}},
