@@ -13,7 +13,8 @@ var ErrConstraint = errors.New("unsupported constraint")
 
 // MatchConstraint reports whether a node with the given features satisfies
 // a job's --constraint. It reads features joined by "&" (and, also written
-// ",") and "|" (or), "&" binding tighter; an empty constraint matches every
+// ",") and "|" (or), evaluated left to right as slurmctld does, neither
+// binding tighter ("a|b&c" is (a|b)&c); an empty constraint matches every
 // node. Brackets, counts ("a*2") and parentheses constrain the job's nodes
 // together, not each node, and give ErrConstraint.
 func MatchConstraint(constraint string, features []string) (bool, error) {
@@ -23,23 +24,21 @@ func MatchConstraint(constraint string, features []string) (bool, error) {
 	if strings.ContainsAny(constraint, "[]()*") {
 		return false, fmt.Errorf("%w: %q: brackets, parentheses and counts are Slurm's to place", ErrConstraint, constraint)
 	}
-	var terms [][]string
-	for _, term := range strings.Split(constraint, "|") {
-		var all []string
-		for _, f := range strings.FieldsFunc(term, func(r rune) bool { return r == '&' || r == ',' }) {
-			if f = strings.TrimSpace(f); f != "" {
-				all = append(all, f)
-			}
+	match, op, start := true, '&', 0
+	for i, r := range constraint + "&" { // a last operator closes the last feature
+		if r != '&' && r != ',' && r != '|' {
+			continue
 		}
-		if len(all) == 0 {
+		f := strings.TrimSpace(constraint[start:min(i, len(constraint))])
+		if f == "" {
 			return false, fmt.Errorf("%w: %q: empty term", ErrConstraint, constraint)
 		}
-		terms = append(terms, all)
-	}
-	for _, all := range terms {
-		if !slices.ContainsFunc(all, func(f string) bool { return !slices.Contains(features, f) }) {
-			return true, nil
+		if has := slices.Contains(features, f); op == '|' {
+			match = match || has
+		} else {
+			match = match && has
 		}
+		op, start = r, i+1
 	}
-	return false, nil
+	return match, nil
 }

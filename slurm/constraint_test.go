@@ -21,6 +21,13 @@ func TestMatchConstraint(t *testing.T) {
 		{"h100|a100", a100, true},
 		{"h100|v100&ib", a100, false},
 		{"h100|a100&ib", a100, true},
+		// Left to right, as slurmctld evaluates it: (a100|h100)&nvlink,
+		// not a100|(h100&nvlink).
+		{"a100|h100&nvlink", a100, false},
+		{"h100&nvlink|a100", a100, true},
+		{"a100|h100&ib", a100, true},
+		{"h100|v100|a100&ib", a100, true},
+		{"h100&ib|a100&nvlink", a100, false},
 		{"a100", nil, false},
 	}
 	for _, tc := range tests {
