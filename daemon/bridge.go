@@ -1351,6 +1351,11 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			v.asSubmitted(j, "Slurm holds it at any size for "+unmet)
 			continue
 		}
+		if zero := in.Limits.Zero(j, part); zero != "" && j.State == slurm.StatePending {
+			// Not no limit: Slurm starts none of the group's jobs.
+			v.waits(j, fmt.Sprintf("waits for %s to be raised: Slurm starts no job it applies to", zero))
+			continue
+		}
 		groups := groupsOf.of(j, part)
 		room := roomOf(groups, v.usage, j, v.gpuTypes, now)
 		var minMem int64

@@ -1239,3 +1239,75 @@ func jobsPath(v string) string {
 	}
 	return "/slurm/" + v + "/jobs/"
 }
+
+// A group limit set to 0 (sacctmgr's way of stopping an account's jobs)
+// is read as one that Slurm starts no job under, not as no limit, on both
+// versions; as listed, with an unset one (null) and a TRES rubick does not
+// plan with beside it.
+func TestZeroLimits(t *testing.T) {
+	for _, v := range []struct {
+		version        string
+		path, key      string
+		zero, infinite string
+	}{
+		{Version38, "v0.0.38", "QOS", "0", "null"},
+		{Version41, "v0.0.41", "qos", `{"set":true,"infinite":false,"number":0}`, `{"set":false,"infinite":true,"number":0}`},
+	} {
+		t.Run(v.path, func(t *testing.T) {
+			f, srv := newFakeRestd(t, v.version)
+			c := newTestCluster(t, srv.URL, nil)
+			gpu0 := `{"type":"gres","name":"gpu","id":1001,"count":0}`
+			f.overrides["/slurmdb/"+v.path+"/qos"] = `{"errors":[],"` + v.key + `":[` +
+				`{"name":"normal","limits":{"max":{"active_jobs":{"count":` + v.infinite + `},"tres":{"total":[{"type":"fs","name":"disk","id":6,"count":0}]}}}},` +
+				`{"name":"frozen","limits":{"max":{"active_jobs":{"count":` + v.zero + `}}}},` +
+				`{"name":"peruser","limits":{"max":{"jobs":{"active_jobs":{"per":{"user":` + v.zero + `,"account":` + v.infinite + `}}}}}},` +
+				`{"name":"nogpu","limits":{"max":{"tres":{"total":[` + gpu0 + `]}}}},` +
+				`{"name":"noh100","limits":{"max":{"tres":{"per":{"user":[{"type":"gres","name":"gpu:h100","id":1003,"count":0}]}}}}},` +
+				`{"name":"nomins","limits":{"max":{"tres":{"minutes":{"per":{"qos":[{"type":"cpu","name":null,"id":1,"count":0}]}}}}}}]}`
+			f.overrides["/slurmdb/"+v.path+"/associations"] = `{"errors":[],"associations":[` +
+				`{"cluster":"lab","account":"root","user":"","max":{"jobs":{"active":` + v.infinite + `,"per":{"count":` + v.infinite + `}}}},` +
+				`{"cluster":"lab","account":"phys","user":"","parent_account":"root","max":{"jobs":{"per":{"count":` + v.zero + `}}}},` +
+				`{"cluster":"lab","account":"bio","user":"","parent_account":"root","max":{"jobs":{"active":` + v.zero + `}}},` +
+				`{"cluster":"lab","account":"bio","user":"eve","max":{"jobs":{"active":` + v.zero + `}}},` +
+				`{"cluster":"lab","account":"chem","user":"","parent_account":"root","max":{"tres":{"total":[` + gpu0 + `]}}}]}`
+			l, err := c.Limits(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			jobs := map[string]Job{
+				"none":          {QOS: "normal", Account: "root", User: "ann"},
+				"QOS GrpJobs":   {QOS: "frozen", Account: "root", User: "ann"},
+				"MaxJobsPU":     {QOS: "peruser", Account: "root", User: "ann"},
+				"QOS GrpTRES":   {QOS: "nogpu", Account: "root", User: "ann"},
+				"h100":          {QOS: "noh100", Account: "root", User: "ann", GPUTypes: []string{"h100"}},
+				"a100":          {QOS: "noh100", Account: "root", User: "ann", GPUTypes: []string{"a100"}},
+				"run-minutes":   {QOS: "nomins", Account: "root", User: "ann"},
+				"parent":        {QOS: "normal", Account: "phys", User: "ann"},
+				"own MaxJobs":   {QOS: "normal", Account: "bio", User: "eve"},
+				"account TRES":  {QOS: "normal", Account: "chem", User: "ann"},
+				"no such assoc": {QOS: "normal", Account: "bio", User: "carl"},
+			}
+			want := map[string]string{
+				"none":          "",
+				"QOS GrpJobs":   "QOS frozen GrpJobs=0",
+				"MaxJobsPU":     "QOS peruser MaxJobsPerUser=0",
+				"QOS GrpTRES":   "QOS nogpu GrpTRES=gres/gpu=0",
+				"h100":          "QOS noh100 MaxTRESPerUser=gres/gpu:h100=0",
+				"a100":          "",
+				"run-minutes":   "QOS nomins GrpTRESRunMins=cpu=0",
+				"parent":        "association phys GrpJobs=0",
+				"own MaxJobs":   "association bio/eve MaxJobs=0",
+				"account TRES":  "association chem GrpTRES=gres/gpu=0",
+				"no such assoc": "association bio MaxJobs=0",
+			}
+			got := map[string]string{}
+			for name, j := range jobs {
+				j.Cluster = "lab"
+				got[name] = l.Zero(j, "gpu")
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("Zero (-want +got):\n%s", d)
+			}
+		})
+	}
+}

@@ -128,11 +128,15 @@ func (l dbQOSList) convert() []QOS {
 				o.Min = minsIn(mn.Tres.Per.Job)
 				o.Unread = append(o.Unread, unreadIn("MinTRESPerJob", mn.Tres.Per.Job, func(one *[]dbTRES) bool { return minsIn(one).read() })...)
 			}
+			o.Zero = m.zeros(true)
 			if m != nil && m.ActiveJobs != nil {
 				o.Grp.Jobs = jobCount(m.ActiveJobs.Count)
+				o.Zero = zeroJobs(o.Zero, "GrpJobs", m.ActiveJobs.Count, false)
 			}
 			if m != nil && m.Jobs != nil && m.Jobs.ActiveJobs != nil && m.Jobs.ActiveJobs.Per != nil {
 				o.PerUser.Jobs, o.PerAccount.Jobs = jobCount(m.Jobs.ActiveJobs.Per.User), jobCount(m.Jobs.ActiveJobs.Per.Account)
+				o.Zero = zeroJobs(o.Zero, "MaxJobsPerUser", m.Jobs.ActiveJobs.Per.User, false)
+				o.Zero = zeroJobs(o.Zero, "MaxJobsPerAccount", m.Jobs.ActiveJobs.Per.Account, false)
 			}
 			if mp := m.minutesPer(); mp != nil {
 				o.Grp.setRunMins(runMinsIn(mp.QOS))
@@ -150,11 +154,13 @@ func (l dbAssocList) convert() []Association {
 	for _, a := range l.Associations {
 		o := Association{Cluster: deref(a.Cluster), Account: deref(a.Account), User: deref(a.User),
 			Partition: deref(a.Partition), Parent: deref(a.ParentAccount), PerJob: a.Max.perJob(), Grp: a.Max.grp(), Typed: a.Max.typed(),
-			Unread: a.Max.unread(false)}
+			Unread: a.Max.unread(false), Zero: a.Max.zeros(false)}
 		if m := a.Max; m != nil && m.Jobs != nil {
 			o.MaxJobs = jobCount(m.Jobs.Active)
+			o.Zero = zeroJobs(o.Zero, "MaxJobs", m.Jobs.Active, true)
 			if m.Jobs.Per != nil {
 				o.Grp.Jobs = jobCount(m.Jobs.Per.Count)
+				o.Zero = zeroJobs(o.Zero, "GrpJobs", m.Jobs.Per.Count, false)
 			}
 		}
 		if m := a.Max; m != nil && m.Tres != nil && m.Tres.Group != nil {
@@ -210,6 +216,56 @@ func (m *dbMax) unread(qos bool) []string {
 		add("GrpTRESMins", tr.Group.Minutes, true)
 	}
 	return out
+}
+
+// zeros lists the group limits of m (a QOS's with qos) set to 0 on a TRES
+// rubick plans with ("GrpTRES=gres/gpu=0"), in the order unread lists
+// limits. jobCount and groupIn read such a limit as none, which it is not:
+// Slurm starts no job it applies to until it is raised.
+func (m *dbMax) zeros(qos bool) []ZeroLimit {
+	if m == nil || m.Tres == nil {
+		return nil
+	}
+	var out []ZeroLimit
+	add := func(limit string, l *[]dbTRES) {
+		for _, t := range deref(l) {
+			if t.Count != 0 {
+				continue
+			}
+			z := ZeroLimit{Name: fmt.Sprintf("%s=%s=0", limit, strings.TrimSuffix(t.Type+"/"+t.Name, "/"))}
+			if gpuType, ok := strings.CutPrefix(t.Name, "gpu:"); t.Type == "gres" && ok && gpuType != "" {
+				z.GPUType = gpuType
+			} else if groupIn(&[]dbTRES{{Type: t.Type, Name: t.Name, Count: 1}}) == (GroupLimits{}) {
+				continue // a TRES rubick does not plan with
+			}
+			out = append(out, z)
+		}
+	}
+	tr := m.Tres
+	add("GrpTRES", tr.Total)
+	if tr.Per != nil && qos {
+		add("MaxTRESPerUser", tr.Per.User)
+		add("MaxTRESPerAccount", tr.Per.Account)
+	}
+	if mp := m.minutesPer(); mp != nil {
+		add("GrpTRESRunMins", mp.QOS)
+		add("MaxTRESRunMinsPU", mp.User)
+		add("MaxTRESRunMinsPA", mp.Account)
+	}
+	if !qos && tr.Group != nil {
+		add("GrpTRESRunMins", tr.Group.Active)
+		add("GrpTRESMins", tr.Group.Minutes)
+	}
+	return out
+}
+
+// zeroJobs is zs with limit added when f, a job count, is set to 0; own
+// marks a limit on the association's own jobs (MaxJobs).
+func zeroJobs(zs []ZeroLimit, limit string, f flexInt, own bool) []ZeroLimit {
+	if f.Set && !f.Infinite && f.Value == 0 {
+		zs = append(zs, ZeroLimit{Name: limit + "=0", Own: own})
+	}
+	return zs
 }
 
 // unreadIn lists the entries of l, limit's TRES, that rubick does not plan

@@ -357,6 +357,48 @@ func (l Limits) Groups(j Job, partition string) []Group {
 	return out
 }
 
+// ZeroLimit is a group limit of a QOS or an association set to 0 on what
+// rubick plans with: GPUs, CPUs, memory, billing or nodes, their minutes,
+// or running jobs ("GrpJobs=0", "GrpTRES=gres/gpu=0"). Slurm starts no job
+// it applies to until it is raised (sacctmgr's way of stopping an account's
+// or a user's jobs), where a limit rubick reads as 0 is none.
+type ZeroLimit struct {
+	// Name is the limit as an admin sets it.
+	Name string
+	// GPUType is the type of a limit on one type's GPUs, which applies to
+	// the jobs that ask for the type alone (Group.Binds).
+	GPUType string
+	// Own marks an association's MaxJobs, which applies to its own jobs
+	// alone (Groups).
+	Own bool
+}
+
+// Zero names the first group limit set to 0 (ZeroLimit) that job j run in
+// partition counts against, with whose it is ("association physics GrpJobs=0"):
+// its QOS's and its partition's QOS's, then its associations' (as Groups
+// lists them); "" when none does. Slurm starts no such job until the limit
+// is raised.
+func (l Limits) Zero(j Job, partition string) string {
+	applies := func(z ZeroLimit) bool {
+		return z.GPUType == "" || len(j.GPUTypes) == 1 && j.GPUTypes[0] == z.GPUType
+	}
+	for _, q := range l.qosOf(j, partition) {
+		for _, z := range q.Zero {
+			if applies(z) {
+				return "QOS " + q.Name + " " + z.Name
+			}
+		}
+	}
+	for i, a := range l.chain(j, partition) {
+		for _, z := range a.Zero {
+			if applies(z) && (!z.Own || i == 0) {
+				return "association " + a.path() + " " + z.Name
+			}
+		}
+	}
+	return ""
+}
+
 // Unread lists the limits the listing sets on what rubick does not plan
 // with, each with whose it is ("QOS normal GrpTRES=energy=5"): the
 // QOS's by name, then the associations' in listing order.

@@ -358,6 +358,9 @@ type QOS struct {
 	// ("GrpTRES=energy=5", "MaxTRESPerJob=license/matlab=2"): Slurm
 	// holds back a job rubick sizes past one.
 	Unread []string
+	// Zero lists its group limits set to 0 on what rubick plans with
+	// (ZeroLimit).
+	Zero []ZeroLimit
 }
 
 // JobMins is the least a QOS lets one job have (MinTRESPerJob): GPUs
@@ -473,6 +476,8 @@ type Association struct {
 	// Unread is as QOS.Unread; the listing shows an account's per-job
 	// limits on its users too.
 	Unread []string
+	// Zero is as QOS.Zero.
+	Zero []ZeroLimit
 }
 
 // License is one of the cluster's licenses (slurm.conf Licenses=, or a
