@@ -327,8 +327,20 @@ func (l *Learner) refit(ctx context.Context, mt string) (bool, error) {
 			"mean_rel_err", d.MeanErr, "new_configs", d.Configs, "all_configs", d.Total)
 		return false, nil
 	}
+	// A refit that fails (a locked store, say) is not an attempt: the
+	// next Refit makes it again.
+	forget := func() {
+		l.mu.Lock()
+		if seen {
+			l.tried[mt] = last
+		} else {
+			delete(l.tried, mt)
+		}
+		l.mu.Unlock()
+	}
 	rr, err := model.Refit(ctx, spec.Spec, l.Env, cur.Params, old, usable)
 	if err != nil {
+		forget()
 		return false, err
 	}
 	how := store.PromoteNever
@@ -337,6 +349,7 @@ func (l *Learner) refit(ctx context.Context, mt string) (bool, error) {
 	}
 	fit, err := l.Store.AddFitAs(ctx, mt, rr.Fit, store.SourceOnline, how)
 	if err != nil {
+		forget()
 		return false, err
 	}
 	l.log().Info("refit on new samples", "model", mt, "configs", rr.Configs, "current_err", rr.CurrentErr,

@@ -536,3 +536,51 @@ func TestRefitGoesOnPastAFailure(t *testing.T) {
 		t.Errorf("after Refit, to do: %v; want aaa again", l.dirty)
 	}
 }
+
+// failingFitStore fails the next fit write as a busy store does.
+type failingFitStore struct {
+	LearnStore
+	fail int
+}
+
+func (s *failingFitStore) AddFitAs(ctx context.Context, mt string, r model.FitResult, src store.Source, how store.Promotion) (store.Fit, error) {
+	if s.fail > 0 {
+		s.fail--
+		return store.Fit{}, errors.New("database is locked")
+	}
+	return s.LearnStore.AddFitAs(ctx, mt, r, src, how)
+}
+
+// A refit whose fit could not be stored is made again at the next Refit,
+// without waiting for a configuration not measured before.
+func TestRefitRetriedAfterAFailedWrite(t *testing.T) {
+	ctx := context.Background()
+	l, st, now := newLearner(t, measuringJob(5, "newnet"))
+	spec := newnetSpec()
+	truth := model.Predictor{Spec: spec, Params: model.Priors(), Env: model.DefaultEnv()}
+	seedFit(t, l, st, spec, truth)
+	*now = now.Add(time.Minute)
+	for _, pl := range []model.Placement{{4, 4}, {2, 2}} {
+		if err := l.Accept(ctx, 1000, multiNode(t, truth, pl, 1.3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Store = &failingFitStore{LearnStore: st, fail: 1}
+	if refitted, err := l.Refit(ctx); err == nil || !strings.Contains(err.Error(), "database is locked") || len(refitted) != 0 {
+		t.Fatalf("Refit with the fit write failing = %v, %v; want the store's error", refitted, err)
+	}
+	refitted, err := l.Refit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"newnet"}, refitted); diff != "" {
+		t.Errorf("Refit after the failure (-want +got):\n%s", diff)
+	}
+	fits, err := st.Fits(ctx, "newnet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fits) != 2 {
+		t.Errorf("%d fits stored, want the first and the refit", len(fits))
+	}
+}
