@@ -6,8 +6,10 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -298,6 +300,10 @@ func LoadConfig(path string, environ []string) (Config, []string, error) {
 	d := Defaults()
 	setDefaults(v, d)
 	known := v.AllKeys()
+	defaults := make(map[string]any, len(known))
+	for _, k := range known {
+		defaults[k] = v.Get(k)
+	}
 	if path != "" {
 		v.SetConfigFile(path)
 		if err := v.ReadInConfig(); err != nil {
@@ -314,6 +320,12 @@ func LoadConfig(path string, environ []string) (Config, []string, error) {
 			// tenants is a list of maps, which viper reports as one key.
 			if !slices.Contains(known, k) && k != "tenants" {
 				return Config{}, nil, fmt.Errorf("%w: %s: unknown key %q", ErrConfig, path, k)
+			}
+			if !v.InConfig(k) {
+				continue
+			}
+			if err := checkType(k, defaults[k], v.Get(k)); err != nil {
+				return Config{}, nil, err
 			}
 		}
 	}
@@ -347,6 +359,45 @@ func LoadConfig(path string, environ []string) (Config, []string, error) {
 		return Config{}, warnings, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	return c, warnings, c.Validate()
+}
+
+// checkType refuses a value from the file that the decoder would take
+// in another sense than the one written: a number for a duration (120
+// would be 120 ns, not seconds; only 0 means the same in every unit), a
+// fraction for a count (cut to its whole part) or a number for a flag.
+// def is the key's default, which has the key's type.
+func checkType(key string, def, val any) error {
+	num, isNum := number(val)
+	bad := func(why string) error { return fmt.Errorf("%w: %s=%v: %s", ErrConfig, key, val, why) }
+	switch def.(type) {
+	case time.Duration:
+		if isNum && num != 0 {
+			return bad(fmt.Sprintf("a number without a unit; want a duration such as %vs or %vm", val, val))
+		}
+	case int:
+		if isNum && num != math.Trunc(num) {
+			return bad("want a whole number")
+		}
+	case bool:
+		if isNum {
+			return bad("want true or false")
+		}
+	}
+	return nil
+}
+
+// number returns val as a float64 when it is a number.
+func number(val any) (float64, bool) {
+	r := reflect.ValueOf(val)
+	switch r.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return float64(r.Int()), true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return float64(r.Uint()), true
+	case reflect.Float32, reflect.Float64:
+		return r.Float(), true
+	}
+	return 0, false
 }
 
 func setDefaults(v *viper.Viper, d Config) {

@@ -110,6 +110,12 @@ func TestLoadConfigErrorsNameTheField(t *testing.T) {
 		"unknown key":        {yaml: "intervall: 30s\n", want: `unknown key "intervall"`},
 		"bad duration":       {yaml: "interval: soon\n", want: "interval"},
 		"env value":          {env: []string{"RUBICK_LOG_LEVEL=loud"}, want: `log_level="loud"`},
+		"grace without unit": {yaml: "checkpoint:\n  grace: 120\n", want: "checkpoint.grace=120: a number without a unit"},
+		"cost without unit":  {yaml: "restart_cost: 260\n", want: "restart_cost=260: a number without a unit"},
+		"age without unit":   {yaml: "retention:\n  reasons: 336\n", want: "retention.reasons=336: a number without a unit"},
+		"float without unit": {yaml: "policy:\n  starvation_age: 1.5\n", want: "policy.starvation_age=1.5: a number without a unit"},
+		"fraction of count":  {yaml: "retention:\n  samples_per_config: 2.5\n", want: "retention.samples_per_config=2.5: want a whole number"},
+		"number for flag":    {yaml: "seed_fits: 2\n", want: "seed_fits=2: want true or false"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -160,5 +166,22 @@ func TestLoadConfigWarnsOnUnknownVariable(t *testing.T) {
 	}
 	if len(warn) != 1 || !strings.Contains(warn[0], "RUBICK_INTERVL") {
 		t.Errorf("warnings = %q, want one naming RUBICK_INTERVL", warn)
+	}
+}
+
+// A bare 0 is a duration without a unit that means the same in any unit:
+// "0: never" and "0: keep all" in the example file.
+func TestLoadConfigZeroDurations(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rubickd.yaml")
+	if err := os.WriteFile(path, []byte("policy:\n  deadline_lead: 0\n  guaranteed_age: 0.0\nretention:\n  reasons: 0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, _, err := LoadConfig(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []time.Duration{c.Policy.DeadlineLead, c.Policy.GuaranteedAge, c.Retention.Reasons}
+	if diff := cmp.Diff([]time.Duration{0, 0, 0}, got); diff != "" {
+		t.Errorf("deadline_lead, guaranteed_age, retention.reasons (-want +got):\n%s", diff)
 	}
 }
