@@ -6,6 +6,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/url"
@@ -324,6 +325,12 @@ func LoadConfig(path string, environ []string) (Config, []string, error) {
 			if !v.InConfig(k) {
 				continue
 			}
+			if k == "tenants" {
+				if err := checkTenants(path, v.Get(k)); err != nil {
+					return Config{}, nil, err
+				}
+				continue
+			}
 			if err := checkType(k, defaults[k], v.Get(k)); err != nil {
 				return Config{}, nil, err
 			}
@@ -381,6 +388,36 @@ func checkType(key string, def, val any) error {
 	case bool:
 		if isNum {
 			return bad("want true or false")
+		}
+	}
+	return nil
+}
+
+// tenantKeys are the keys of one tenants entry, with values of their types.
+var tenantKeys = map[string]any{"name": "", "match": []string(nil), "quota_gpus": 0}
+
+// checkTenants does for the entries of tenants, which viper reports as
+// one key, what LoadConfig does for the other keys: a key no entry has is
+// an error, as is a value of another type than its key's.
+func checkTenants(path string, raw any) error {
+	list, ok := raw.([]any)
+	if !ok {
+		return nil // the decoder names it
+	}
+	for i, e := range list {
+		m, ok := e.(map[string]any)
+		if !ok {
+			continue // the decoder names it
+		}
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			key := fmt.Sprintf("tenants[%d].%s", i, strings.ToLower(k))
+			def, known := tenantKeys[strings.ToLower(k)]
+			if !known {
+				return fmt.Errorf("%w: %s: unknown key %q", ErrConfig, path, key)
+			}
+			if err := checkType(key, def, m[k]); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -110,6 +110,8 @@ func TestLoadConfigErrorsNameTheField(t *testing.T) {
 		"unknown key":        {yaml: "intervall: 30s\n", want: `unknown key "intervall"`},
 		"bad duration":       {yaml: "interval: soon\n", want: "interval"},
 		"env value":          {env: []string{"RUBICK_LOG_LEVEL=loud"}, want: `log_level="loud"`},
+		"tenant key":         {yaml: "tenants:\n  - {name: a, match: [x], quota: 16}\n", want: `unknown key "tenants[0].quota"`},
+		"tenant quota":       {yaml: "tenants:\n  - {name: a, match: [x], quota_gpus: 16.5}\n", want: "tenants[0].quota_gpus=16.5: want a whole number"},
 		"grace without unit": {yaml: "checkpoint:\n  grace: 120\n", want: "checkpoint.grace=120: a number without a unit"},
 		"cost without unit":  {yaml: "restart_cost: 260\n", want: "restart_cost=260: a number without a unit"},
 		"age without unit":   {yaml: "retention:\n  reasons: 336\n", want: "retention.reasons=336: a number without a unit"},
