@@ -63,6 +63,13 @@ func main() {
 const exitLocked = 3
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	// Caught from the start: a SIGHUP's default action ends the process,
+	// and systemd takes an end by SIGHUP as clean, so a reload while
+	// rubickd starts would leave it stopped. One that comes before the
+	// loop below reloads once it runs.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	self := daemon.NewInstance(time.Now())
 	fs := flag.NewFlagSet("rubickd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -272,9 +279,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			_ = srv.Shutdown(sctx)
 		}()
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	go func() {
 		for range hup {
 			reload(d, path, &logLevel, log)
