@@ -1014,13 +1014,16 @@ func (d *Daemon) Invalidate() {
 	d.mu.Unlock()
 }
 
-// countJobs sets rubick_jobs: every job by state and class, a job with a
-// model type by its tag's class whether or not this cycle plans it (one
-// held by an administrator or suspended is still rubick's), the others
-// "rigid".
+// countJobs sets rubick_jobs: every job of a managed partition by state
+// and class, a job with a model type by its tag's class whether or not
+// this cycle plans it (one held by an administrator or suspended is still
+// rubick's), the others "rigid". Jobs of other partitions are not counted.
 func (d *Daemon) countJobs(jobs []slurm.Job) {
 	d.deps.Metrics.Jobs.Reset()
 	for _, j := range jobs {
+		if !slices.ContainsFunc(j.Partitions(), func(p string) bool { return slices.Contains(d.cfg.Partitions, p) }) {
+			continue
+		}
 		class := "rigid"
 		switch {
 		case j.Tag == nil || j.Tag.ModelType == "":

@@ -5,6 +5,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rubick-sched/rubick/slurm"
 )
 
 func TestMetricsExposeDocumentedNames(t *testing.T) {
@@ -41,5 +45,20 @@ func TestMetricsExposeDocumentedNames(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics output lacks %q", want)
 		}
+	}
+}
+
+// rubick_jobs counts the jobs of the managed partitions only: a job of
+// another partition is neither rubick's nor a rigid job it plans around.
+func TestJobGaugesOnlyManagedPartitions(t *testing.T) {
+	cpu := heldJob(7, "", 1, 0)
+	cpu.Partition, cpu.Tag, cpu.Held, cpu.State = "cpu", nil, false, slurm.StateRunning
+	both := heldJob(8, "", 1, 0)
+	both.Partition, both.Tag, both.Held = "cpu,gpu", nil, false
+	c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{heldJob(6, "bert", 1, 2), cpu, both}}
+	_, _, d := oneCycle(t, c, []int{6})
+	want := map[string]float64{"PENDING best-effort": 1, "PENDING rigid": 1}
+	if diff := cmp.Diff(want, jobGauges(t, d.deps.Metrics)); diff != "" {
+		t.Errorf("rubick_jobs (-want +got):\n%s", diff)
 	}
 }
