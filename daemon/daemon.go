@@ -289,6 +289,9 @@ func (d *Daemon) estimators(ctx context.Context) (Estimators, func(string) bool,
 // leaves the configured cost in place rather than stopping scheduling.
 func (d *Daemon) restartCosts(ctx context.Context, now time.Time, dryRun bool) map[string]time.Duration {
 	if !d.cfg.MeasureRestartCost {
+		// A reload may have turned measuring off: restart_cost prices
+		// every type now.
+		d.deps.Metrics.RestartCost.Reset()
 		return nil
 	}
 	if !dryRun {

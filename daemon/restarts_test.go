@@ -171,8 +171,28 @@ func TestDaemonMeasuresRestartCosts(t *testing.T) {
 		t.Errorf("job facts (-want +got):\n%s", d)
 	}
 
+	// Reloaded with measure_restart_cost: false, every type is priced at
+	// restart_cost, and the gauge, which shows what the policy prices,
+	// drops the measured ones.
 	off := Defaults()
 	off.MeasureRestartCost = false
+	if err := d.Reload(off, pol); err != nil {
+		t.Fatal(err)
+	}
+	d.applyReload()
+	if got := d.restartCosts(ctx, at(220), false); got != nil {
+		t.Errorf("reloaded with measure_restart_cost off: %v, want none", got)
+	}
+	left := gauges(t, d.deps.Metrics, func(name string, l map[string]string) string {
+		if name == "rubick_restart_cost_seconds" {
+			return l["model_type"]
+		}
+		return ""
+	})
+	if diff := cmp.Diff(map[string]float64{}, left); diff != "" {
+		t.Errorf("rubick_restart_cost_seconds after the reload (-want +got):\n%s", diff)
+	}
+
 	d2, err := New(off, Deps{Cluster: &fakeCluster{}, Applier: &fakeApplier{}, Store: st, Policy: pol})
 	if err != nil {
 		t.Fatal(err)
