@@ -92,13 +92,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *checkJSON && !*check {
 		return errors.New("--json goes with --check")
 	}
-	path := *configPath
-	if path == daemon.DefaultConfigPath {
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			path = ""
-		}
-	}
-	cfg, warnings, err := daemon.LoadConfig(path, os.Environ())
+	file := configFile(*configPath, "", daemon.DefaultConfigPath)
+	cfg, warnings, err := daemon.LoadConfig(file, os.Environ())
 	if err != nil {
 		return err
 	}
@@ -281,21 +276,37 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	go func() {
 		for range hup {
-			reload(d, path, &logLevel, log)
+			if f := configFile(*configPath, file, daemon.DefaultConfigPath); reload(d, f, &logLevel, log) {
+				file = f
+			}
 		}
 	}()
 	log.Info("rubickd running", "policy", pol.Name(), "interval", cfg.Interval, "partitions", cfg.Partitions)
 	return d.Run(ctx)
 }
 
+// configFile is the file to load for --config path, "" for the built-in
+// defaults: those when path is def and missing. loaded is what the last
+// load read ("" at the first): a file written at def after rubickd started
+// on its defaults is read at the next reload, and one that was read and is
+// gone is an error, not a silent return to the defaults.
+func configFile(path, loaded, def string) string {
+	if path == def && loaded == "" {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return ""
+		}
+	}
+	return path
+}
+
 // reload re-reads the configuration on SIGHUP. A file that does not load,
 // or that changes a setting only a restart applies, is logged and the
-// running configuration stays.
-func reload(d *daemon.Daemon, path string, logLevel *slog.LevelVar, log *slog.Logger) {
+// running configuration stays. It reports whether the file was applied.
+func reload(d *daemon.Daemon, path string, logLevel *slog.LevelVar, log *slog.Logger) bool {
 	cfg, warnings, err := daemon.LoadConfig(path, os.Environ())
 	if err != nil {
 		log.Error("reload refused; the running configuration stays", "err", err)
-		return
+		return false
 	}
 	for _, w := range warnings {
 		log.Warn(w)
@@ -303,14 +314,15 @@ func reload(d *daemon.Daemon, path string, logLevel *slog.LevelVar, log *slog.Lo
 	pol, err := policy.New(cfg.Policy.Name, cfg.Policy.Config())
 	if err != nil {
 		log.Error("reload refused; the running configuration stays", "err", err)
-		return
+		return false
 	}
 	if err := d.Reload(cfg, pol); err != nil {
 		log.Error("reload refused; the running configuration stays", "err", err)
-		return
+		return false
 	}
 	logLevel.Set(level(cfg.LogLevel))
 	log.Info("configuration read; it applies from the next cycle", "file", path)
+	return true
 }
 
 func level(s string) slog.Level {

@@ -80,3 +80,29 @@ func TestCheckJSON(t *testing.T) {
 		t.Error("--json without --check was accepted")
 	}
 }
+
+// A file written at the default path after rubickd started on its
+// defaults is read at the next reload; one read before and gone since is
+// an error of the load, not a return to the defaults.
+func TestConfigFile(t *testing.T) {
+	def := filepath.Join(t.TempDir(), "rubickd.yaml")
+	other := filepath.Join(t.TempDir(), "other.yaml")
+	if got := configFile(def, "", def); got != "" {
+		t.Fatalf("missing default file = %q, want the built-in defaults", got)
+	}
+	if got := configFile(other, "", def); got != other {
+		t.Fatalf("a named file = %q, want it whether or not it exists", got)
+	}
+	if err := os.WriteFile(def, []byte("interval: 1m\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := configFile(def, "", def); got != def {
+		t.Fatalf("default file written since = %q, want it read", got)
+	}
+	if err := os.Remove(def); err != nil {
+		t.Fatal(err)
+	}
+	if got := configFile(def, def, def); got != def {
+		t.Fatalf("default file read before, now gone = %q, want it named (its load fails)", got)
+	}
+}
