@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rubick-sched/rubick/gpuinfo"
+	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/policy"
 	"github.com/rubick-sched/rubick/slurm"
 )
@@ -93,6 +95,9 @@ func Preflight(ctx context.Context, cfg Config, deps CheckDeps) []CheckResult {
 		writable = func(path string) error { return syscall.Access(path, 2 /* W_OK */) }
 	}
 	out = append(out, checkStore(cfg.Store, writable), checkToken(cfg.Slurmrestd.TokenFile, deps.Now()))
+	if cfg.GPUFacts != "" {
+		out = append(out, checkGPUFacts(cfg.GPUFacts))
+	}
 
 	c, err := deps.Connect(ctx)
 	if err == nil {
@@ -457,6 +462,24 @@ func checkPartitions(ctx context.Context, c CheckCluster, managed []string, fact
 			strings.Join(types, ", "), src)})
 	}
 	return out
+}
+
+// checkGPUFacts reads gpu_facts as rubickd's start does: a file that does
+// not read stops it, and facts NVML did not measure are not applied.
+func checkGPUFacts(path string) CheckResult {
+	r := CheckResult{Name: "gpu_facts", Status: CheckOK}
+	f, err := gpuinfo.ReadFacts(path)
+	switch {
+	case err != nil:
+		r.Status, r.Detail = CheckFail, fmt.Sprintf("%v: rubickd does not start; write it with rubick gpuinfo on a compute node, or unset gpu_facts", err)
+	case f.Source != gpuinfo.SourceNVML:
+		r.Status, r.Detail = CheckWarn, fmt.Sprintf("%s: source %q, not %q: not applied, so rubick prices the built-in A800 80 GB values; write it with rubick gpuinfo on a compute node",
+			path, f.Source, gpuinfo.SourceNVML)
+	default:
+		env := gpuinfo.ApplyTo(model.DefaultEnv(), f)
+		r.Detail = fmt.Sprintf("%s: %s, %d GPUs of %g GB per node, %g GB/s within a node", path, cmp.Or(f.Name, "unnamed GPUs"), env.NodeGPUs, env.GPUMemGB, env.IntraGBps)
+	}
+	return r
 }
 
 // checkUser checks that scontrol runs as someone Slurm lets update and

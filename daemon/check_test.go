@@ -302,6 +302,31 @@ func TestCheckToken(t *testing.T) {
 	}
 }
 
+func TestCheckGPUFacts(t *testing.T) {
+	write := func(body string) string {
+		p := filepath.Join(t.TempDir(), "gpu-facts.json")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name, path, status, in string
+	}{
+		{"measured", write(`{"gpus":4,"mem_gb":40,"name":"NVIDIA A100-SXM4-40GB","nvlink_peers":3,"nvlink_gbps":300,"source":"nvml"}`),
+			CheckOK, "NVIDIA A100-SXM4-40GB, 4 GPUs of 40 GB per node"},
+		{"configured", write(`{"gpus":4,"mem_gb":40,"source":"config"}`), CheckWarn, `source "config", not "nvml": not applied`},
+		{"no source", write(`{"gpus":4,"mem_gb":40}`), CheckWarn, `source "", not "nvml"`},
+		{"not JSON", write(`gpus: 4`), CheckFail, "rubickd does not start"},
+		{"no file", filepath.Join(t.TempDir(), "missing.json"), CheckFail, "no such file"},
+	} {
+		got := checkGPUFacts(tc.path)
+		if got.Name != "gpu_facts" || got.Status != tc.status || !strings.Contains(got.Detail, tc.in) {
+			t.Errorf("%s: %+v, want %s saying %q", tc.name, got, tc.status, tc.in)
+		}
+	}
+}
+
 func TestLogChecks(t *testing.T) {
 	var buf strings.Builder
 	log := slog.New(slog.NewTextHandler(&buf, nil))

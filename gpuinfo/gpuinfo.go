@@ -13,9 +13,11 @@ package gpuinfo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 
@@ -347,6 +349,20 @@ func detect(ctx context.Context, log *slog.Logger, lib Library, fallback Facts) 
 // calibration of model.DefaultEnv (docs/model.md): 150 GB/s achieved on an
 // A800, whose 8 NVLink 3 links peak at 8 x 25 = 200 GB/s.
 const nvlinkEfficiency = 150.0 / (8 * 25)
+
+// ReadFacts reads a Facts file, as rubick gpuinfo writes it (rubickd's
+// gpu_facts).
+func ReadFacts(path string) (Facts, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return Facts{}, fmt.Errorf("gpu_facts: %w", err)
+	}
+	var f Facts
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return Facts{}, fmt.Errorf("gpu_facts %s: %w", path, err)
+	}
+	return f, nil
+}
 
 // ApplyTo returns env with the fields NVML measures replaced by f's when f
 // was measured (Source SourceNVML); configured facts leave env unchanged,

@@ -131,13 +131,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer st.Close()
 	env := model.DefaultEnv()
 	if cfg.GPUFacts != "" {
-		raw, err := os.ReadFile(cfg.GPUFacts)
+		facts, err := gpuinfo.ReadFacts(cfg.GPUFacts)
 		if err != nil {
-			return fmt.Errorf("gpu_facts: %w", err)
-		}
-		var facts gpuinfo.Facts
-		if err := json.Unmarshal(raw, &facts); err != nil {
-			return fmt.Errorf("gpu_facts %s: %w", cfg.GPUFacts, err)
+			return err
 		}
 		env = gpuinfo.ApplyTo(env, facts)
 		log.Info("GPU facts applied", "file", cfg.GPUFacts, "source", facts.Source, "gpus", env.NodeGPUs, "gpu_mem_gb", env.GPUMemGB, "intra_gbps", env.IntraGBps)
