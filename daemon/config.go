@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -600,8 +601,13 @@ func (c Config) Validate() error {
 	if c.RigidJobs != RigidSchedule && c.RigidJobs != RigidIgnore {
 		return bad("rigid_jobs", fmt.Sprintf("%q", c.RigidJobs), `want "schedule" or "ignore"`)
 	}
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil && c.Listen != "" {
-		return bad("listen", fmt.Sprintf("%q", c.Listen), "want host:port or empty to disable")
+	if c.Listen != "" {
+		// A port that is not a number between 1 and 65535 would fail only
+		// when the endpoint starts, logged, with rubickd running on.
+		_, port, err := net.SplitHostPort(c.Listen)
+		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 1 || n > 65535 {
+			return bad("listen", fmt.Sprintf("%q", c.Listen), "want host:port (port 1-65535) or empty to disable")
+		}
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
