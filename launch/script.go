@@ -91,7 +91,16 @@ func (sl ScriptLine) Facts(readFile func(name string) ([]byte, error), gpus int)
 // plain assignments at its top level before the statement that runs
 // rubick-srun (unquoted ones split as the shell splits them). It runs
 // nothing: command substitutions and other variables are Unresolved.
-func FromScript(script string) (ScriptLine, error) {
+func FromScript(script string) (sl ScriptLine, err error) {
+	// The shell expander panics on some words a script may hold (${X@Q}
+	// of a variable the script leaves to its run, whose Unresolved it
+	// cannot quote). rubickd reads every user's script: such a line is
+	// one rubick cannot read, not the end of the daemon.
+	defer func() {
+		if r := recover(); r != nil {
+			sl, err = ScriptLine{}, fmt.Errorf("%w: expanding the rubick-srun line: %v", ErrUnresolvable, r)
+		}
+	}()
 	f, err := syntax.NewParser().Parse(strings.NewReader(script), "")
 	if err != nil {
 		return ScriptLine{}, fmt.Errorf("%w: batch script: %w", ErrBadInput, err)

@@ -160,3 +160,27 @@ func TestFromScriptFacts(t *testing.T) {
 		t.Fatalf("GlobalBatch() of an unresolved batch = %d, %v; want ErrBadInput", gb, err)
 	}
 }
+
+// TestFromScriptHostile reads scripts any user may submit: rubickd reads
+// them all, so none may panic it. Each is a line rubick cannot read.
+func TestFromScriptHostile(t *testing.T) {
+	tests := []struct {
+		name   string
+		script string
+		err    error
+	}{
+		{name: "quoting a variable left to the run, in an assignment", script: "A=${B@Q}\nrubick-srun python x.py $A\n", err: ErrUnresolvable},
+		{name: "quoting a variable left to the run, on the line", script: "rubick-srun python x.py --save ${B@Q}\n", err: ErrUnresolvable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := FromScript(tt.script)
+			if diff := cmp.Diff(ScriptLine{}, got); diff != "" {
+				t.Errorf("FromScript() mismatch (-want +got):\n%s", diff)
+			}
+			if !errors.Is(err, tt.err) {
+				t.Errorf("FromScript() error = %v, want %v", err, tt.err)
+			}
+		})
+	}
+}
