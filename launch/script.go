@@ -101,6 +101,9 @@ func FromScript(script string) (sl ScriptLine, err error) {
 			sl, err = ScriptLine{}, fmt.Errorf("%w: expanding the rubick-srun line: %v", ErrUnresolvable, r)
 		}
 	}()
+	if err := parseable(script); err != nil {
+		return ScriptLine{}, err
+	}
 	f, err := syntax.NewParser().Parse(strings.NewReader(script), "")
 	if err != nil {
 		return ScriptLine{}, fmt.Errorf("%w: batch script: %w", ErrBadInput, err)
@@ -117,6 +120,36 @@ func FromScript(script string) (sl ScriptLine, err error) {
 		env.apply(st)
 	}
 	return ScriptLine{}, ErrNoLaunch
+}
+
+// maxScriptParse bounds the batch script FromScript parses, and
+// maxScriptNesting the characters in it that nest its syntax ('(', '{',
+// '`', '|', '&', '!'): the shell parser, and the walks and the expansion
+// over its tree, recurse once a level, taking up to a few KiB of stack
+// each, so that a script of nothing but "((((" or "a|a|a|" overflowed the
+// stack: a fatal error no recover catches, in rubickd, which reads every
+// pending job's script. A launch script is a few KiB.
+const (
+	maxScriptParse   = 64 << 10
+	maxScriptNesting = 4096
+)
+
+// parseable refuses a script past maxScriptParse or maxScriptNesting.
+func parseable(script string) error {
+	if len(script) > maxScriptParse {
+		return fmt.Errorf("%w: batch script of %d bytes, more than %d", ErrBadInput, len(script), maxScriptParse)
+	}
+	n := 0
+	for i := 0; i < len(script); i++ {
+		switch script[i] {
+		case '(', '{', '`', '|', '&', '!':
+			n++
+		}
+	}
+	if n > maxScriptNesting {
+		return fmt.Errorf("%w: batch script with %d of ( { ` | & !, more than %d", ErrBadInput, n, maxScriptNesting)
+	}
+	return nil
 }
 
 // findSrun returns the first command of st that runs rubick-srun, directly

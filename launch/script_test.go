@@ -2,6 +2,7 @@ package launch
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -171,6 +172,11 @@ func TestFromScriptHostile(t *testing.T) {
 	}{
 		{name: "quoting a variable left to the run, in an assignment", script: "A=${B@Q}\nrubick-srun python x.py $A\n", err: ErrUnresolvable},
 		{name: "quoting a variable left to the run, on the line", script: "rubick-srun python x.py --save ${B@Q}\n", err: ErrUnresolvable},
+		// The parser and the walks over its tree recurse a level at a time,
+		// a few KiB of stack each: a megabyte of "a|" overflowed the stack.
+		{name: "a long script", script: strings.Repeat("true && true\n", 6000) + "rubick-srun python x.py\n", err: ErrBadInput},
+		{name: "a long pipeline", script: "true" + strings.Repeat(" | true", 5000) + "\nrubick-srun python x.py\n", err: ErrBadInput},
+		{name: "deep subshells", script: strings.Repeat("( ", 4100) + "rubick-srun python x.py" + strings.Repeat(" )", 4100) + "\n", err: ErrBadInput},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
