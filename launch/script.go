@@ -252,6 +252,10 @@ func (e scriptEnv) assign(as []*syntax.Assign) {
 			}
 			continue
 		}
+		if e.size(a.Value.Parts) > maxExpandBytes {
+			delete(e, name) // left to the run, as a value rubick cannot tell
+			continue
+		}
 		v, err := expand.Literal(e.config(), a.Value)
 		if err != nil {
 			delete(e, name)
@@ -277,13 +281,26 @@ func (e scriptEnv) config() *expand.Config {
 // run decides, and fails where that could be any number of flags.
 func (e scriptEnv) fields(words []*syntax.Word) ([]string, error) {
 	var out []string
+	total := 0
 	for _, w := range words {
 		if many(w) {
 			return nil, fmt.Errorf("%w: %q", ErrUnresolvable, clip(wordText(w)))
 		}
-		fs, err := expand.Fields(e.config(), w)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %q: %w", ErrUnresolvable, clip(wordText(w)), err)
+		n := e.size(w.Parts)
+		if n > maxExpandBytes {
+			return nil, fmt.Errorf("%w: %q expands to more than %d bytes", ErrBadInput, clip(wordText(w)), maxExpandBytes)
+		}
+		var fs []string
+		for f, err := range expand.FieldsSeq(e.config(), w) {
+			if err != nil {
+				return nil, fmt.Errorf("%w: %q: %w", ErrUnresolvable, clip(wordText(w)), err)
+			}
+			// Each field of a word (its braces make many) is charged
+			// the word's bound: the work its expansion may take.
+			if total += n + 1; total > maxLineBytes {
+				return nil, fmt.Errorf("%w: the rubick-srun line expands to more than %d bytes", ErrBadInput, maxLineBytes)
+			}
+			fs = append(fs, f)
 		}
 		if bare(w) && len(fs) == 1 && strings.HasPrefix(unmark(fs[0]), Unresolved) && !afterFlag(out) {
 			// An unset $ARGS among the flags may hold any of them.
@@ -294,6 +311,119 @@ func (e scriptEnv) fields(words []*syntax.Word) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// maxExpandBytes bounds what one word of a script, a variable's value or
+// a word of the rubick-srun line, may expand to, and maxLineBytes the
+// whole line: a few lines of A=$A$A, or braces such as {1..9999} on many
+// words, would otherwise take all of rubickd's memory, which reads every
+// pending job's script. A value past the bound is left to the run; a line
+// past them is not read.
+const (
+	maxExpandBytes = 64 << 10
+	maxLineBytes   = 1 << 20
+)
+
+// size bounds what parts expand to before they are expanded (the fields
+// of a word's braces each, not all of them), saturating; a form it does
+// not bound is past maxExpandBytes.
+func (e scriptEnv) size(parts []syntax.WordPart) int {
+	n := 0
+	for _, p := range parts {
+		n = addSize(n, e.partSize(p))
+	}
+	return n
+}
+
+const unbounded = 1 << 40
+
+func addSize(a, b int) int { return min(a+b, unbounded) }
+
+func mulSize(a, b int) int {
+	if a != 0 && b > unbounded/a {
+		return unbounded
+	}
+	return min(a*b, unbounded)
+}
+
+func (e scriptEnv) partSize(p syntax.WordPart) int {
+	switch p := p.(type) {
+	case *syntax.Lit:
+		// A tilde may become $HOME (a name's is left to the run).
+		return addSize(len(p.Value), mulSize(strings.Count(p.Value, "~"), addSize(e.valueSize("HOME"), 16)))
+	case *syntax.SglQuoted:
+		return len(p.Value)
+	case *syntax.DblQuoted:
+		return e.size(p.Parts)
+	case *syntax.ParamExp:
+		return e.paramSize(p)
+	case *syntax.CmdSubst:
+		return len(cmdMark)
+	case *syntax.ProcSubst:
+		return len(Unresolved + "<(...)")
+	case *syntax.ArithmExp:
+		return 24 // a number
+	case *syntax.ExtGlob:
+		return len(p.Pattern.Value) + 4
+	case *syntax.BraceExp:
+		n := 24
+		for _, w := range p.Elems {
+			n = addSize(n, e.size(w.Parts))
+		}
+		return n
+	}
+	return unbounded
+}
+
+// valueSize is the length of name's value, or of what stands for it
+// when the script leaves it to the run.
+func (e scriptEnv) valueSize(name string) int {
+	if v, ok := e[name]; ok {
+		return len(v)
+	}
+	return len(Unresolved) + len(name)
+}
+
+func (e scriptEnv) paramSize(p *syntax.ParamExp) int {
+	if p.Param == nil || p.Flags != nil || p.Width || p.IsSet || p.NestedParam != nil || len(p.Modifiers) > 0 ||
+		p.Split != syntax.OptUnset || p.GlobSubst != syntax.OptUnset || p.RcExpand != syntax.OptUnset {
+		return unbounded // not bash
+	}
+	name := p.Param.Value
+	v := e.valueSize(name)
+	switch {
+	case p.Length:
+		return 24
+	case p.Excl || p.Names != 0:
+		// Another variable's value, or the names set.
+		n := 64
+		for k, val := range e {
+			n = addSize(n, len(k)+len(val)+1)
+		}
+		return n
+	case p.Repl != nil:
+		// Every match (of the empty string too) replaced.
+		return mulSize(v+1, addSize(e.size(p.Repl.With.Parts), 1))
+	case p.Exp != nil:
+		switch p.Exp.Op {
+		case syntax.RemSmallSuffix, syntax.RemLargeSuffix, syntax.RemSmallPrefix, syntax.RemLargePrefix:
+			return v
+		case syntax.UpperFirst, syntax.UpperAll, syntax.LowerFirst, syntax.LowerAll:
+			return mulSize(v, 3) // a case's UTF-8 may be longer
+		case syntax.OtherParamOps:
+			// Quoted (@Q, @A), case changed or as it is.
+			return addSize(mulSize(v, 4), len(name)+64)
+		case syntax.AlternateUnset, syntax.AlternateUnsetOrNull, syntax.DefaultUnset, syntax.DefaultUnsetOrNull,
+			syntax.ErrorUnset, syntax.ErrorUnsetOrNull, syntax.AssignUnset, syntax.AssignUnsetOrNull:
+			if p.Exp.Word == nil {
+				return v
+			}
+			return addSize(v, e.size(p.Exp.Word.Parts))
+		}
+		return unbounded
+	}
+	// As it is, or a slice or an index of it.
+	return v
 }
 
 // cmdMark stands for a command substitution's output until the expansion

@@ -165,11 +165,21 @@ func TestFromScriptFacts(t *testing.T) {
 // TestFromScriptHostile reads scripts any user may submit: rubickd reads
 // them all, so none may panic it. Each is a line rubick cannot read.
 func TestFromScriptHostile(t *testing.T) {
+	u := Unresolved
 	tests := []struct {
 		name   string
 		script string
+		want   ScriptLine
 		err    error
 	}{
+		// A value that grows past 64 KiB is left to the run: 40 lines of
+		// A=$A$A asked for terabytes.
+		{name: "a variable doubled", script: "A=xxxxxxxxxx\n" + strings.Repeat("A=$A$A\n", 13) + "rubick-srun python x.py --save $A\n",
+			want: ScriptLine{Train: []string{"python", "x.py", "--save", u + "A"}}},
+		{name: "a variable replaced into itself", script: "A=" + strings.Repeat("x", 1000) + "\nB=${A//x/$A}\nrubick-srun python x.py --save $B\n",
+			want: ScriptLine{Train: []string{"python", "x.py", "--save", u + "B"}}},
+		{name: "a word of the line past the bound", script: "A=" + strings.Repeat("x", 40<<10) + "\nrubick-srun python x.py --save $A$A\n", err: ErrBadInput},
+		{name: "braces on many words", script: "rubick-srun python x.py" + strings.Repeat(` ""{1..9999}`, 120) + "\n", err: ErrBadInput},
 		{name: "quoting a variable left to the run, in an assignment", script: "A=${B@Q}\nrubick-srun python x.py $A\n", err: ErrUnresolvable},
 		{name: "quoting a variable left to the run, on the line", script: "rubick-srun python x.py --save ${B@Q}\n", err: ErrUnresolvable},
 		// The parser and the walks over its tree recurse a level at a time,
@@ -181,10 +191,10 @@ func TestFromScriptHostile(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := FromScript(tt.script)
-			if diff := cmp.Diff(ScriptLine{}, got); diff != "" {
+			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("FromScript() mismatch (-want +got):\n%s", diff)
 			}
-			if !errors.Is(err, tt.err) {
+			if tt.err == nil && err != nil || !errors.Is(err, tt.err) {
 				t.Errorf("FromScript() error = %v, want %v", err, tt.err)
 			}
 		})
