@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rubick-sched/rubick/launch"
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/slurm"
@@ -279,22 +281,46 @@ func readOwned(userName, name string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("user %s: uid %q: %w", userName, u.Uid, err)
 	}
-	// O_NONBLOCK: a FIFO must not block the open.
-	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	// O_PATH opens the file without opening it for reading: a device's
+	// open, which rubickd may make and its user may not, can act (a
+	// watchdog starts, a tape rewinds at the close), and a FIFO's opens
+	// release its writers. The file read is then this one, opened again
+	// through /proc once it is known to be a regular file of the user's,
+	// whatever the path names by then.
+	p, err := os.OpenFile(name, unix.O_PATH|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
+	defer p.Close()
+	st, err := ownedRegular(p, uint32(uid))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if st.Size() > maxUserFileBytes {
+		return nil, fmt.Errorf("%s: %d bytes, more than %d", name, st.Size(), maxUserFileBytes)
+	}
+	f, err := os.OpenFile("/proc/self/fd/"+strconv.Itoa(int(p.Fd())), os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	defer f.Close()
+	st2, err := ownedRegular(f, uint32(uid))
+	if err != nil || !os.SameFile(st, st2) {
+		return nil, fmt.Errorf("%s: %w", name, errNotUsers)
+	}
+	return io.ReadAll(io.LimitReader(f, maxUserFileBytes))
+}
+
+// ownedRegular is f's stat when f is a regular file of uid's, else
+// errNotUsers.
+func ownedRegular(f *os.File, uid uint32) (os.FileInfo, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
 	sys, ok := st.Sys().(*syscall.Stat_t)
-	if !st.Mode().IsRegular() || !ok || sys.Uid != uint32(uid) {
-		return nil, fmt.Errorf("%s: %w", name, errNotUsers)
+	if !st.Mode().IsRegular() || !ok || sys.Uid != uid {
+		return nil, errNotUsers
 	}
-	if st.Size() > maxUserFileBytes {
-		return nil, fmt.Errorf("%s: %d bytes, more than %d", name, st.Size(), maxUserFileBytes)
-	}
-	return io.ReadAll(io.LimitReader(f, maxUserFileBytes))
+	return st, nil
 }

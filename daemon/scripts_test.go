@@ -310,6 +310,47 @@ func TestReadUserFile(t *testing.T) {
 	}
 }
 
+// TestReadUserFileOpensOnlyRegular: rubickd, which may open what the job's
+// user may not, opens a file to read it only once it is known to be a
+// regular file of that user's: a device's open can act (a watchdog starts
+// at it), and a FIFO's releases the writer that waits for a reader.
+func TestReadUserFileOpensOnlyRegular(t *testing.T) {
+	me := currentUser(t)
+	fifo := filepath.Join(t.TempDir(), "ds.json")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan error, 1)
+	go func() {
+		w, err := os.OpenFile(fifo, os.O_WRONLY, 0) // blocks until a reader opens it
+		if err == nil {
+			w.Close()
+		}
+		opened <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the writer waits in its open
+	_, err := ReadUserFile(context.Background(), me, "/", fifo)
+	var released bool
+	select {
+	case <-opened:
+		released = true
+	case <-time.After(300 * time.Millisecond):
+		// Release the writer ourselves.
+		r, rerr := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		<-opened
+		r.Close()
+	}
+	got := struct {
+		NotUsers, Released bool
+	}{errors.Is(err, errNotUsers), released}
+	if diff := cmp.Diff(struct{ NotUsers, Released bool }{NotUsers: true}, got); diff != "" {
+		t.Errorf("ReadUserFile(FIFO) = %v; mismatch (-want +got):\n%s", err, diff)
+	}
+}
+
 // TestUserFilesBound: a read a hung file system keeps goes on after its
 // timeout and holds its slot; once every slot is held, reads fail at once
 // with errFilesBusy, until a kept read returns.
