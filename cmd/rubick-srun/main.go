@@ -533,12 +533,17 @@ func launchStep(ctx context.Context, st step, ckptSig syscall.Signal, early <-ch
 	cmd := exec.Command(st.argv[0], st.argv[1:]...)
 	cmd.Env = append(os.Environ(), st.env...)
 	cmd.Stdin = os.Stdin
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	outW, errW := stdout, stderr
 	if s != nil {
 		outTap, errTap := &lineTap{line: s.line}, &lineTap{line: s.line}
 		defer outTap.flush()
 		defer errTap.flush()
-		cmd.Stdout, cmd.Stderr = io.MultiWriter(stdout, outTap), io.MultiWriter(stderr, errTap)
+		outW, errW = io.MultiWriter(stdout, outTap), io.MultiWriter(stderr, errTap)
+	}
+	out, err := connectOutput(cmd, outW, errW)
+	if err != nil {
+		log.Error("cannot start the step", "argv0", st.argv[0], "err", err)
+		return exitLaunch, false
 	}
 	// Its own group, so a forwarded signal reaches srun and whatever it
 	// started locally, and a signal meant for rubick-srun is not delivered
@@ -551,11 +556,16 @@ func launchStep(ctx context.Context, st step, ckptSig syscall.Signal, early <-ch
 	// Subscribed above, so none is missed between this check and the start.
 	select {
 	case sig := <-early:
+		out.started()
+		out.wait(0)
 		log.Info("checkpoint signal before the step started; nothing to checkpoint, not started", "signal", sig)
 		return exitCheckpointed, true
 	default:
 	}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	out.started()
+	if err != nil {
+		out.wait(0)
 		log.Error("cannot start the step", "argv0", st.argv[0], "err", err)
 		return exitLaunch, false
 	}
@@ -583,9 +593,11 @@ func launchStep(ctx context.Context, st step, ckptSig syscall.Signal, early <-ch
 			}
 		}
 	}()
-	err := cmd.Wait()
+	err = cmd.Wait()
 	close(done)
 	wg.Wait()
+	killStrays(cmd.Process.Pid, log)
+	out.wait(outputDrain)
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
@@ -600,6 +612,91 @@ func launchStep(ctx context.Context, st step, ckptSig syscall.Signal, early <-ch
 	}
 	log.Error("waiting for the step failed", "err", err)
 	return exitLaunch, gotCkpt.Load()
+}
+
+// outputDrain bounds the wait for a step's last output once its process
+// group is gone: a process that left the group (setsid) may hold it open.
+const outputDrain = 10 * time.Second
+
+// stepOutput connects a step's stdout and stderr: an *os.File directly,
+// any other writer through a pipe of its own that a goroutine copies.
+// exec.Cmd would copy such a writer itself, but its Wait then waits for
+// every process that inherited the pipe, a child the step left running
+// included, long after the step itself exited.
+type stepOutput struct {
+	writers []*os.File // the pipes' write ends, this process's copies
+	readers []*os.File
+	copies  sync.WaitGroup
+}
+
+// connectOutput sets cmd's stdout and stderr to stdout and stderr. Call
+// started after cmd.Start, and wait after cmd.Wait.
+func connectOutput(cmd *exec.Cmd, stdout, stderr io.Writer) (*stepOutput, error) {
+	o := &stepOutput{}
+	var err error
+	if cmd.Stdout, err = o.file(stdout); err == nil {
+		cmd.Stderr, err = o.file(stderr)
+	}
+	if err != nil {
+		o.started()
+		o.wait(0)
+		return nil, fmt.Errorf("output pipe: %w", err)
+	}
+	return o, nil
+}
+
+func (o *stepOutput) file(w io.Writer) (*os.File, error) {
+	if f, ok := w.(*os.File); ok {
+		return f, nil
+	}
+	r, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	o.readers, o.writers = append(o.readers, r), append(o.writers, pw)
+	o.copies.Add(1)
+	go func() {
+		defer o.copies.Done()
+		_, _ = io.Copy(w, r)
+	}()
+	return pw, nil
+}
+
+// started closes this process's copies of the write ends, so that the
+// copies end once the step's processes have all closed theirs.
+func (o *stepOutput) started() {
+	for _, f := range o.writers {
+		f.Close()
+	}
+	o.writers = nil
+}
+
+// wait waits for the output to be copied, at most d; then it stops
+// copying.
+func (o *stepOutput) wait(d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		o.copies.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
+	for _, r := range o.readers {
+		r.Close()
+	}
+	<-done
+}
+
+// killStrays ends what is left of a step's process group (pgid) once its
+// leader has exited: processes it started and left running, which would
+// outlive rubick-srun and hold the step's GPUs. (Slurm kills those of an
+// srun step itself when the step ends.)
+func killStrays(pgid int, log *slog.Logger) {
+	if err := syscall.Kill(-pgid, syscall.SIGKILL); err == nil {
+		log.Warn("the step exited and left processes running; killed them", "pgid", pgid)
+	}
 }
 
 // requeueHold puts the job back in the queue, held, after the trainer

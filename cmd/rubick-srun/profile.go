@@ -346,12 +346,17 @@ func (ph *profilePhase) runOne(ctx context.Context, i int, rec *profileRecord) {
 	outTap, errTap := &lineTap{line: m.line}, &lineTap{line: m.line}
 	cmd := exec.Command(st.argv[0], st.argv[1:]...)
 	cmd.Env = append(os.Environ(), st.env...)
-	cmd.Stdout, cmd.Stderr = io.MultiWriter(ph.stdout, outTap), io.MultiWriter(ph.stderr, errTap)
+	out, err := connectOutput(cmd, io.MultiWriter(ph.stdout, outTap), io.MultiWriter(ph.stderr, errTap))
+	if err != nil {
+		rec.Status, rec.Error = runFailed, fmt.Sprintf("start: %v", err)
+		return
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// Wait returns even if a stray process keeps the output open.
-	cmd.WaitDelay = ph.grace
 	ph.log.Info("profile run starting", "run", fmt.Sprintf("%d/%d", i+1, len(ph.runs)), "argv", shellQuote(st.argv))
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	out.started()
+	if err != nil {
+		out.wait(0)
 		rec.Status, rec.Error = runFailed, fmt.Sprintf("start: %v", err)
 		return
 	}
@@ -391,6 +396,10 @@ func (ph *profilePhase) runOne(ctx context.Context, i int, rec *profileRecord) {
 		}
 	}()
 	err = cmd.Wait()
+	// What the run left running would hold its GPUs, and the output, into
+	// the next run.
+	killStrays(cmd.Process.Pid, ph.log)
+	out.wait(ph.grace)
 	outTap.flush()
 	errTap.flush()
 	close(done)

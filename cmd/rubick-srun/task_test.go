@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -335,5 +336,118 @@ func TestProfileStopsAtEarlySignal(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(logDir, "calls.jsonl")); err == nil {
 		t.Error("a profiling run was started")
+	}
+}
+
+// running reports whether process pid exists and is not a zombie.
+func running(pid int) bool {
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	// The state follows the command, which is in parentheses.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z'
+}
+
+// TestStepLeavesNoStrays: a step whose leader exits while a process it
+// started still holds its output (a trainer's background helper, here a
+// sleep) ends with the leader: rubick-srun neither waits for the stray
+// nor leaves it running. Before, it waited until the stray exited, so a
+// job could outlive its trainer by any length of time, and never requeue.
+func TestStepLeavesNoStrays(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "stray.pid")
+	for name, tc := range map[string]struct {
+		tapped bool
+	}{"output parsed": {tapped: true}, "output passed": {}} {
+		t.Run(name, func(t *testing.T) {
+			st := step{argv: []string{"/bin/sh", "-c", `sleep 60 & echo $! > "$0"; echo started; exit 3`, pidFile}}
+			// With a plan the output is parsed, through a pipe; without
+			// one it goes straight to the job's output file.
+			var s *sampler
+			var out, errb io.Writer = &bytes.Buffer{}, &bytes.Buffer{}
+			outFile, err := os.Create(filepath.Join(t.TempDir(), "out"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer outFile.Close()
+			if tc.tapped {
+				s = &sampler{}
+			} else {
+				out, errb = outFile, outFile
+			}
+			start := time.Now()
+			status, ckpt := launchStep(t.Context(), st, syscall.SIGUSR1, make(chan os.Signal), s, out, errb, slog.New(slog.DiscardHandler))
+			if took := time.Since(start); took > 20*time.Second {
+				t.Errorf("launchStep took %s after its leader exited", took.Round(time.Second))
+			}
+			if status != 3 || ckpt {
+				t.Errorf("launchStep = %d, %v; want 3, not checkpointed", status, ckpt)
+			}
+			got := ""
+			if b, ok := out.(*bytes.Buffer); ok {
+				got = b.String()
+			} else {
+				data, _ := os.ReadFile(outFile.Name())
+				got = string(data)
+			}
+			if got != "started\n" {
+				t.Errorf("output %q, want the step's", got)
+			}
+			data, err := os.ReadFile(pidFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(5 * time.Second); running(pid); time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+					t.Fatalf("the step's stray process %d still runs after rubick-srun's launch returned", pid)
+				}
+			}
+		})
+	}
+}
+
+// TestProfileRunLeavesNoStrays: a profiling run that exits leaving a
+// process running (which would hold its GPUs into the next run and the
+// training run) has it killed, and the phase goes on at once.
+func TestProfileRunLeavesNoStrays(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "stray.pid")
+	line := []string{"/bin/sh", "-c", `sleep 60 & echo $! > "$0"; exit 0`, pidFile, "pretrain_gpt.py", "--micro-batch-size", "4", "--global-batch-size", "16"}
+	cfg, err := parseFlags(append([]string{"--launcher", "direct", "--dialect", "megatron", "--"}, line...), envMap(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := model.Plan{DP: 2, TP: 1, PP: 1, MicroBatch: 4, Accum: 2}
+	ph, err := newProfilePhase(cfg, &plan, launch.Alloc{Nodes: 1, GPUsOnNode: 2, CPUsOnNode: 8}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ph.getenv, ph.log = envMap(nil), slog.New(slog.DiscardHandler)
+	ph.stdout, ph.stderr = &bytes.Buffer{}, &bytes.Buffer{}
+	rec := profileRecord{}
+	start := time.Now()
+	ph.runOne(t.Context(), 0, &rec)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the run took %s after it exited", took.Round(time.Second))
+	}
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatalf("the run did not start: %v (%+v)", err, rec)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); running(pid); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the run's stray process %d still runs", pid)
+		}
 	}
 }
