@@ -58,7 +58,7 @@ type config struct {
 	// name every task of the array).
 	jobRef                               string
 	plan, dialect, mode, gpuBind, signal string
-	scontrol, squeue, srun               string
+	scontrol, squeue, srun, scancel      string
 	stateDir, checkpointDir, modelType   string
 	reportURL, munge, mungeSock          string
 	cpusPerTask, globalBatch, reportSkip int
@@ -142,6 +142,7 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) *flag.F
 	fs.StringVar(&c.scontrol, "scontrol", "scontrol", "scontrol program used to read the job's plan")
 	fs.StringVar(&c.squeue, "squeue", "squeue", "squeue program used to read the job's comment before it requeues itself")
 	fs.StringVar(&c.srun, "srun", "srun", "srun program")
+	fs.StringVar(&c.scancel, "scancel", "scancel", "scancel program used to pass SIGTERM, SIGINT, SIGHUP and SIGQUIT on to the step's tasks (srun kills the tasks at SIGTERM, SIGHUP and SIGQUIT, and only prints their state at a first SIGINT)")
 	fs.StringVar(&c.stateDir, "state-dir", "", "job-private directory for the rewritten DeepSpeed config, visible on every node of the job (default: $SLURM_SUBMIT_DIR/.rubick/$SLURM_JOB_ID)")
 	fs.StringVar(&c.checkpointDir, "checkpoint-dir", "", "pass --save/--load DIR to a Megatron line that has no --save (default: leave the line alone)")
 	fs.BoolVar(&c.ensureLoad, "ensure-load", true, "add --load X to a Megatron line that has --save X and no --load, so a requeued job resumes")
@@ -442,18 +443,32 @@ func adminComment(line string) string {
 
 // step is what rubick-srun runs.
 type step struct {
-	argv        []string
-	env         []string // added to the environment
-	config      *launch.Config
-	globalBatch int
-	placement   model.Placement
+	argv []string
+	env  []string // added to the environment
+	// scancel and job signal the tasks of an srun step (scancel
+	// --signal=SIG job) with the signals srun does not pass on as they
+	// are (srunKept); "" for a step without srun.
+	scancel, job string
+	config       *launch.Config
+	globalBatch  int
+	placement    model.Placement
 }
 
 func unchangedStep(cfg config) step {
 	if cfg.parsedMode == launch.ModeDirect {
 		return step{argv: cfg.train}
 	}
-	return step{argv: append([]string{cfg.srun}, cfg.train...)}
+	st := step{argv: append([]string{cfg.srun}, cfg.train...)}
+	st.signalsThroughScancel(cfg)
+	return st
+}
+
+// signalsThroughScancel has the signals srun does not pass on reach the
+// tasks of st, an srun step of cfg's job, through scancel.
+func (st *step) signalsThroughScancel(cfg config) {
+	if cfg.jobRef != "" {
+		st.scancel, st.job = cfg.scancel, cfg.jobRef
+	}
 }
 
 // stateDirFor is the job-private directory for rewritten configs and the
@@ -515,6 +530,7 @@ func planStep(cfg config, plan model.Plan, alloc launch.Alloc, stateDir string, 
 	dist.wrap(&st, geo, plan, cfg.self, getenv, taskArgs...)
 	if geo.Mode != launch.ModeDirect {
 		st.argv = geo.Command(cfg.srun, st.argv)
+		st.signalsThroughScancel(cfg)
 	}
 	if alloc.CPUsOnNode > 0 {
 		st.env = append(st.env, "RUBICK_CPUS="+strconv.Itoa(alloc.CPUsOnNode*alloc.Nodes))
@@ -578,10 +594,18 @@ func launchStep(ctx context.Context, st step, ckptSig syscall.Signal, early <-ch
 		for {
 			select {
 			case sig := <-sigs:
-				log.Info("forwarding signal to the step", "signal", sig)
 				if sig == ckptSig {
 					gotCkpt.Store(true)
 				}
+				if name, ok := srunKept[sig.(syscall.Signal)]; ok && st.scancel != "" {
+					err := signalTasks(ctx, st.scancel, st.job, name)
+					if err == nil {
+						log.Info("signalled the step's tasks", "signal", sig)
+						continue
+					}
+					log.Warn("signalling the step's tasks failed; forwarding the signal to srun, which does not pass it on as it is", "signal", sig, "err", err)
+				}
+				log.Info("forwarding signal to the step", "signal", sig)
 				if err := syscall.Kill(-cmd.Process.Pid, sig.(syscall.Signal)); err != nil {
 					log.Warn("forwarding signal failed", "signal", sig, "err", err)
 				}
@@ -612,6 +636,25 @@ func launchStep(ctx context.Context, st step, ckptSig syscall.Signal, early <-ch
 	}
 	log.Error("waiting for the step failed", "err", err)
 	return exitLaunch, gotCkpt.Load()
+}
+
+// srunKept are the signals srun does not pass on to a step's tasks as
+// they are (src/srun/libsrun/srun_job.c, _srun_signal_mgr): at SIGTERM,
+// SIGHUP or SIGQUIT it kills them with SIGKILL ("forcing job
+// termination"), so a trainer never saves on them; at a first SIGINT it
+// only prints their state. It passes the others (USR1, USR2) on.
+// Values: scancel's names.
+var srunKept = map[syscall.Signal]string{syscall.SIGTERM: "TERM", syscall.SIGINT: "INT", syscall.SIGHUP: "HUP", syscall.SIGQUIT: "QUIT"}
+
+// signalTasks sends signal name to the tasks of job's steps: scancel
+// without --batch or --full signals the steps, not the batch script.
+func signalTasks(ctx context.Context, scancel, job, name string) error {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(cctx, scancel, "--signal="+name, job).CombinedOutput(); err != nil {
+		return fmt.Errorf("%s --signal=%s %s: %w: %s", scancel, name, job, err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 // outputDrain bounds the wait for a step's last output once its process

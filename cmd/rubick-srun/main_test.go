@@ -39,6 +39,8 @@ func TestMain(m *testing.M) {
 	switch filepath.Base(os.Args[0]) {
 	case "srun":
 		os.Exit(fakeSrun(os.Args[1:]))
+	case "scancel":
+		os.Exit(fakeScancel(os.Args[1:]))
 	case "squeue":
 		// Only ever asked for the job's comment (%k).
 		if c, ok := os.LookupEnv("FAKE_COMMENT"); ok {
@@ -88,6 +90,9 @@ func TestMain(m *testing.M) {
 			os.Args[len(os.Args)-1], plan, extra, mail)
 		os.Exit(0)
 	}
+	if os.Getenv("FAKE_TASK") == "1" {
+		os.Exit(fakeTask())
+	}
 	if os.Getenv("RUBICK_SRUN_MAIN") == "1" {
 		os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 	}
@@ -107,6 +112,8 @@ func fakeSrun(args []string) int {
 		return fakeTrainer(args)
 	}
 	switch os.Getenv("FAKE_SRUN_MODE") {
+	case "srun":
+		return fakeSrunStep()
 	case "wait-signal":
 		sigs := make(chan os.Signal, 1)
 		signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2)
@@ -120,6 +127,99 @@ func fakeSrun(args []string) int {
 		n, _ := strconv.Atoi(os.Getenv("FAKE_SRUN_EXIT"))
 		return n
 	}
+}
+
+// srunSignalsAsSrun are the signals srun (src/srun/libsrun/srun_job.c,
+// _srun_signal_mgr) does not pass on: SIGTERM, SIGHUP and SIGQUIT make it
+// SIGKILL the tasks ("forcing job termination"), a first SIGINT makes it
+// print the tasks' state. It forwards the others, USR1 and USR2 among
+// them, to the tasks.
+var srunSignalsAsSrun = []os.Signal{syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGUSR2}
+
+// fakeSrunStep plays srun with one task: the task (this binary as
+// FAKE_TASK) runs in a process group of its own, as tasks run under
+// slurmstepd, not under srun, and writes its pid to FAKE_TASK_PIDFILE,
+// where the fake scancel finds it to signal it as slurmstepd would.
+func fakeSrunStep() int {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, srunSignalsAsSrun...)
+	self, _ := os.Executable()
+	task := exec.Command(self)
+	task.Env = append(os.Environ(), "FAKE_TASK=1")
+	task.Stdout, task.Stderr = os.Stdout, os.Stderr
+	task.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := task.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "srun: error:", err)
+		return 1
+	}
+	exited := make(chan int, 1)
+	go func() {
+		err := task.Wait()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			exited <- 0
+		case errors.As(err, &ee) && ee.ExitCode() < 0:
+			exited <- 128 + int(ee.Sys().(syscall.WaitStatus).Signal())
+		case errors.As(err, &ee):
+			exited <- ee.ExitCode()
+		default:
+			exited <- 1
+		}
+	}()
+	for {
+		select {
+		case code := <-exited:
+			return code
+		case s := <-sigs:
+			switch s {
+			case syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+				fmt.Fprintln(os.Stderr, "srun: forcing job termination")
+				_ = task.Process.Signal(syscall.SIGKILL)
+			case syscall.SIGINT:
+				fmt.Fprintln(os.Stderr, "srun: interrupt (one more within 1 sec to abort)")
+			default:
+				_ = task.Process.Signal(s)
+			}
+		}
+	}
+}
+
+// fakeTask is srun's task in fakeSrunStep: it says which signal reached
+// it and exits 75, as a trainer exits after its checkpoint.
+func fakeTask() int {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, srunSignalsAsSrun...)
+	if err := os.WriteFile(os.Getenv("FAKE_TASK_PIDFILE"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return 1
+	}
+	fmt.Println("ready")
+	fmt.Println("task got", <-sigs)
+	return 75
+}
+
+// fakeScancel logs its argv to FAKE_SCANCEL_LOG and, for "--signal=SIG
+// JOB" (no --batch or --full: the job's steps), signals the fake task.
+func fakeScancel(args []string) int {
+	if p := os.Getenv("FAKE_SCANCEL_LOG"); p != "" {
+		f, _ := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		fmt.Fprintln(f, strings.Join(args, " "))
+		f.Close()
+	}
+	if len(args) != 2 || !strings.HasPrefix(args[0], "--signal=") {
+		fmt.Fprintln(os.Stderr, "scancel: fake: want --signal=SIG JOB")
+		return 1
+	}
+	sig, ok := map[string]syscall.Signal{"TERM": syscall.SIGTERM, "INT": syscall.SIGINT, "HUP": syscall.SIGHUP,
+		"QUIT": syscall.SIGQUIT, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2}[strings.TrimPrefix(args[0], "--signal=")]
+	data, err := os.ReadFile(os.Getenv("FAKE_TASK_PIDFILE"))
+	pid, perr := strconv.Atoi(string(data))
+	if !ok || err != nil || perr != nil {
+		fmt.Fprintln(os.Stderr, "scancel: error: Kill job error on job id", args[1])
+		return 1
+	}
+	_ = syscall.Kill(pid, sig)
+	return 0
 }
 
 const trainerOutput = "building GPT model ...\n" +
@@ -136,7 +236,7 @@ func fakes(t *testing.T) string {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	for _, name := range []string{"srun", "scontrol", "squeue"} {
+	for _, name := range []string{"srun", "scontrol", "squeue", "scancel"} {
 		if err := os.Symlink(self, filepath.Join(dir, name)); err != nil {
 			t.Fatal(err)
 		}
@@ -700,6 +800,77 @@ func TestSignalForwarded(t *testing.T) {
 			calls, _ := os.ReadFile(scontrolLog)
 			if got, want := strings.TrimSpace(string(calls)), "update JobId=42 Comment=my note rubick:requeue\nrequeuehold 42"; got != want {
 				t.Errorf("scontrol calls = %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestSignalsReachSrunTasks: srun kills its tasks at SIGTERM (SIGHUP,
+// SIGQUIT) and only prints their state at a first SIGINT, so rubick-srun
+// passes those on to the tasks with scancel (the job's steps), not to
+// srun; USR1 and USR2 go through srun, which forwards them. With the
+// checkpoint signal TERM (sites running Megatron's --exit-signal-handler)
+// the trainer gets it, checkpoints, and the job requeues itself. Before,
+// srun got the SIGTERM and SIGKILLed the trainer: no checkpoint (exit 137).
+func TestSignalsReachSrunTasks(t *testing.T) {
+	bin := fakes(t)
+	for name, tc := range map[string]struct {
+		flag        string
+		sig         syscall.Signal
+		wantScancel string // its call
+		wantRequeue bool
+	}{
+		"checkpoint signal TERM":             {flag: "TERM", sig: syscall.SIGTERM, wantScancel: "--signal=TERM 42", wantRequeue: true},
+		"checkpoint signal HUP":              {flag: "HUP", sig: syscall.SIGHUP, wantScancel: "--signal=HUP 42", wantRequeue: true},
+		"SIGINT":                             {flag: "USR1", sig: syscall.SIGINT, wantScancel: "--signal=INT 42"},
+		"SIGTERM, not the checkpoint signal": {flag: "USR1", sig: syscall.SIGTERM, wantScancel: "--signal=TERM 42"},
+		"USR1 through srun":                  {flag: "USR1", sig: syscall.SIGUSR1, wantRequeue: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			scontrolLog, scancelLog := filepath.Join(dir, "scontrol.log"), filepath.Join(dir, "scancel.log")
+			cmd := exec.Command(testSelf(t), "--plan", "dp1.tp1.pp1.mb1.a1.z0", "--signal", tc.flag, "--srun", filepath.Join(bin, "srun"),
+				"--scontrol", filepath.Join(bin, "scontrol"), "--squeue", filepath.Join(bin, "squeue"), "--scancel", filepath.Join(bin, "scancel"),
+				"python", "pretrain_gpt.py", "--global-batch-size", "1")
+			cmd.Env = append(os.Environ(), "RUBICK_SRUN_MAIN=1", "FAKE_SRUN_MODE=srun", "SLURM_JOB_NUM_NODES=1", "SLURM_JOB_ID=42",
+				"FAKE_SCONTROL_LOG="+scontrolLog, "FAKE_SCANCEL_LOG="+scancelLog, "FAKE_TASK_PIDFILE="+filepath.Join(dir, "task.pid"))
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var errOut bytes.Buffer
+			cmd.Stderr = &errOut
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			kill := time.AfterFunc(60*time.Second, func() { _ = cmd.Process.Kill() })
+			defer kill.Stop()
+			sc := bufio.NewScanner(stdout)
+			if !sc.Scan() || sc.Text() != "ready" {
+				t.Fatalf("step did not start: %q %v\n%s", sc.Text(), sc.Err(), errOut.String())
+			}
+			if err := cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			var rest strings.Builder
+			for sc.Scan() {
+				rest.WriteString(sc.Text() + "\n")
+			}
+			err = cmd.Wait()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 75 {
+				t.Errorf("exit %v, want 75 (the task's, after its checkpoint)\n%s", err, errOut.String())
+			}
+			if diff := cmp.Diff("task got "+tc.sig.String()+"\n", rest.String()); diff != "" {
+				t.Errorf("the task's output (-want +got):\n%s", diff)
+			}
+			calls, _ := os.ReadFile(scancelLog)
+			if diff := cmp.Diff(tc.wantScancel, strings.TrimSpace(string(calls))); diff != "" {
+				t.Errorf("scancel calls (-want +got):\n%s", diff)
+			}
+			calls, _ = os.ReadFile(scontrolLog)
+			if got := strings.Contains(string(calls), "requeuehold 42"); got != tc.wantRequeue {
+				t.Errorf("scontrol calls %q: requeued %v, want %v", calls, got, tc.wantRequeue)
 			}
 		})
 	}
