@@ -767,20 +767,35 @@ func requeueHold(ctx context.Context, cfg config, why string, log *slog.Logger, 
 		// user's scontrol release rather than ends.
 		log.Warn("could not mark the requeue as rubick's; the job will wait for scontrol release", "err", err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(cctx, cfg.scontrol, "requeuehold", cfg.jobRef).CombinedOutput()
-	if err != nil {
-		// rubickd requeues the job itself once its checkpoint wait ends.
-		log.Warn("requeuehold failed", "after", why, "err", err, "output", strings.TrimSpace(string(out)))
-		return err
+	// The same for the requeue: a job that requeues itself on its own
+	// signal (--signal=B:USR1@N) has no rubickd to requeue it instead.
+	for try, wait := 1, cfg.markWait; ; try, wait = try+1, 2*wait {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		var out []byte
+		out, err = exec.CommandContext(cctx, cfg.scontrol, "requeuehold", cfg.jobRef).CombinedOutput()
+		cancel()
+		if err == nil {
+			break
+		}
+		err = fmt.Errorf("%s requeuehold %s: %w: %s", cfg.scontrol, cfg.jobRef, err, strings.TrimSpace(string(out)))
+		if try == markTries || ctx.Err() != nil {
+			// rubickd requeues the job itself once its checkpoint wait
+			// ends, when it sent the signal.
+			log.Warn("requeuehold failed", "after", why, "err", err, "tries", try)
+			return err
+		}
+		log.Info("requeuehold failed; retrying", "err", err, "in", wait)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+		}
 	}
 	log.Info("job requeued held for rubickd to restart it", "after", why)
 	return nil
 }
 
-// markTries bounds the attempts at the requeue's mark (1 s, then 2 s,
-// apart).
+// markTries bounds the attempts at the requeue's mark, and at the
+// requeue (1 s, then 2 s, apart).
 const markTries = 3
 
 // markRequeue adds slurm.RequeueWord and the words of words to the job's

@@ -72,6 +72,14 @@ func TestMain(m *testing.M) {
 				os.Exit(1)
 			}
 		}
+		// The first n requeueholds (as the log counts them) time out.
+		if n, err := strconv.Atoi(os.Getenv("FAKE_REQUEUEHOLD_FAIL_FIRST")); err == nil && os.Args[1] == "requeuehold" {
+			calls, _ := os.ReadFile(os.Getenv("FAKE_SCONTROL_LOG"))
+			if strings.Count(string(calls), "requeuehold ") <= n {
+				fmt.Fprintln(os.Stderr, "slurm_requeue error: Socket timed out on send/recv operation")
+				os.Exit(1)
+			}
+		}
 		plan := os.Getenv("FAKE_PLAN")
 		if p := os.Getenv("FAKE_PLAN_FILE"); p != "" {
 			if data, err := os.ReadFile(p); err == nil {
@@ -927,19 +935,55 @@ func TestRequeueHoldRetriesMark(t *testing.T) {
 	}{
 		{0, []string{mark, requeue}},
 		{1, []string{mark, mark, requeue}},
-		{5, []string{mark, mark, mark, requeue}},
+		// Calls 4 and 5 are the requeue's first two: it is tried again too.
+		{5, []string{mark, mark, mark, requeue, requeue, requeue}},
 	} {
 		log := filepath.Join(t.TempDir(), "scontrol.log")
 		t.Setenv("FAKE_SCONTROL_LOG", log)
 		t.Setenv("FAKE_SCONTROL_FAIL_FIRST", strconv.Itoa(tc.failing))
 		err := requeueHold(t.Context(), cfg, whyCheckpoint, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		if tc.failing < 5 && err != nil {
+		if err != nil {
 			t.Errorf("%d failing: %v", tc.failing, err)
 		}
 		calls, _ := os.ReadFile(log)
 		if diff := cmp.Diff(tc.want, strings.Split(strings.TrimSpace(string(calls)), "\n")); diff != "" {
 			t.Errorf("%d failing: scontrol calls (-want +got):\n%s", tc.failing, diff)
 		}
+	}
+}
+
+// TestRequeueHoldRetried: a requeuehold that fails (a busy slurmctld
+// times it out now and then) is tried twice more, 1 s and 2 s later, as
+// the mark is. Before, one failure ended a job that requeues itself (a
+// --signal=B:USR1@N job, which nothing else requeues) with its trainer's
+// status, FAILED.
+func TestRequeueHoldRetried(t *testing.T) {
+	bin := fakes(t)
+	cfg := config{squeue: filepath.Join(bin, "squeue"), scontrol: filepath.Join(bin, "scontrol"), jobRef: "42", markWait: time.Millisecond}
+	const mark, requeue = "update JobId=42 Comment=rubick:requeue", "requeuehold 42"
+	for _, tc := range []struct {
+		failing int
+		want    []string
+		wantErr bool
+	}{
+		{failing: 0, want: []string{mark, requeue}},
+		{failing: 1, want: []string{mark, requeue, requeue}},
+		{failing: 2, want: []string{mark, requeue, requeue, requeue}},
+		{failing: 5, want: []string{mark, requeue, requeue, requeue}, wantErr: true},
+	} {
+		t.Run(strconv.Itoa(tc.failing), func(t *testing.T) {
+			log := filepath.Join(t.TempDir(), "scontrol.log")
+			t.Setenv("FAKE_SCONTROL_LOG", log)
+			t.Setenv("FAKE_REQUEUEHOLD_FAIL_FIRST", strconv.Itoa(tc.failing))
+			err := requeueHold(t.Context(), cfg, whyCheckpoint, slog.New(slog.DiscardHandler))
+			if (err != nil) != tc.wantErr {
+				t.Errorf("requeueHold: %v, want an error: %v", err, tc.wantErr)
+			}
+			calls, _ := os.ReadFile(log)
+			if diff := cmp.Diff(tc.want, strings.Split(strings.TrimSpace(string(calls)), "\n")); diff != "" {
+				t.Errorf("scontrol calls (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
