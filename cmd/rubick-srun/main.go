@@ -346,7 +346,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	log.Info("launching", "argv", shellQuote(st.argv))
 	status, checkpointed := launchStep(ctx, st, cfg.checkpointSig, early, samples, stdout, stderr, log)
 	if checkpointed && cfg.requeue && jobID != "" {
-		_ = requeueHold(ctx, cfg, whyCheckpoint, log)
+		_ = requeueCheckpointed(ctx, cfg, tag, log)
 	}
 	return status
 }
@@ -767,31 +767,56 @@ func requeueHold(ctx context.Context, cfg config, why string, log *slog.Logger, 
 		// user's scontrol release rather than ends.
 		log.Warn("could not mark the requeue as rubick's; the job will wait for scontrol release", "err", err)
 	}
-	// The same for the requeue: a job that requeues itself on its own
-	// signal (--signal=B:USR1@N) has no rubickd to requeue it instead.
+	if err := scontrolRequeue(ctx, cfg, "requeuehold", why, log); err != nil {
+		return err
+	}
+	log.Info("job requeued held for rubickd to restart it", "after", why)
+	return nil
+}
+
+// scontrolRequeue runs scontrol verb (requeue or requeuehold) on the job,
+// up to markTries times: a job that requeues itself on its own signal
+// (--signal=B:USR1@N) has no rubickd to requeue it instead.
+func scontrolRequeue(ctx context.Context, cfg config, verb, why string, log *slog.Logger) error {
 	for try, wait := 1, cfg.markWait; ; try, wait = try+1, 2*wait {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		var out []byte
-		out, err = exec.CommandContext(cctx, cfg.scontrol, "requeuehold", cfg.jobRef).CombinedOutput()
+		out, err := exec.CommandContext(cctx, cfg.scontrol, verb, cfg.jobRef).CombinedOutput()
 		cancel()
 		if err == nil {
-			break
+			return nil
 		}
-		err = fmt.Errorf("%s requeuehold %s: %w: %s", cfg.scontrol, cfg.jobRef, err, strings.TrimSpace(string(out)))
+		err = fmt.Errorf("%s %s %s: %w: %s", cfg.scontrol, verb, cfg.jobRef, err, strings.TrimSpace(string(out)))
 		if try == markTries || ctx.Err() != nil {
 			// rubickd requeues the job itself once its checkpoint wait
 			// ends, when it sent the signal.
-			log.Warn("requeuehold failed", "after", why, "err", err, "tries", try)
+			log.Warn(verb+" failed", "after", why, "err", err, "tries", try)
 			return err
 		}
-		log.Info("requeuehold failed; retrying", "err", err, "in", wait)
+		log.Info(verb+" failed; retrying", "err", err, "in", wait)
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
 		}
 	}
-	log.Info("job requeued held for rubickd to restart it", "after", why)
-	return nil
+}
+
+// requeueCheckpointed requeues the job after its trainer checkpointed:
+// held, for rubickd to restart it, unless Slurm says the job has no rubick
+// tag (tag, the one read at the start, is nil). No rubickd releases such a
+// job (one outside rubick's partitions that checkpoints on its own
+// --signal=B:USR1@N), so held it would wait for its user; it is requeued
+// for Slurm to start again.
+func requeueCheckpointed(ctx context.Context, cfg config, tag *slurm.Tag, log *slog.Logger) error {
+	if tag == nil {
+		if t, err := readTag(ctx, cfg.scontrol, cfg.jobRef); err == nil && t == nil {
+			if err := scontrolRequeue(ctx, cfg, "requeue", whyCheckpoint, log); err != nil {
+				return err
+			}
+			log.Info("job requeued for Slurm to start again: it has no rubick tag", "after", whyCheckpoint)
+			return nil
+		}
+	}
+	return requeueHold(ctx, cfg, whyCheckpoint, log)
 }
 
 // markTries bounds the attempts at the requeue's mark, and at the

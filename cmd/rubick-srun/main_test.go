@@ -94,6 +94,10 @@ func TestMain(m *testing.M) {
 		if m := os.Getenv("FAKE_MAIL_TYPE"); m != "" {
 			mail = " MailUser=alice MailType=" + m
 		}
+		if os.Getenv("FAKE_NO_TAG") != "" {
+			fmt.Printf("JobId=%s JobName=train UserId=alice(1000) Priority=1 AdminComment=(null) Comment=hello NumNodes=1\n", os.Args[len(os.Args)-1])
+			os.Exit(0)
+		}
 		fmt.Printf("JobId=%s JobName=train UserId=alice(1000) Priority=1 AdminComment=other=1;rubick:v1 model=gpt2 class=guaranteed plan=%s gen=2%s SystemComment=x Comment=hello world NumNodes=1%s\n",
 			os.Args[len(os.Args)-1], plan, extra, mail)
 		os.Exit(0)
@@ -804,9 +808,10 @@ func TestSignalForwarded(t *testing.T) {
 			}
 			// After the checkpoint the job requeues itself held, so a restart
 			// survives rubickd dying between its signal and its requeue; its
-			// comment says the requeue is rubick's.
+			// comment says the requeue is rubick's. With --plan the tag was
+			// not read at the start: it is read to know the job is rubick's.
 			calls, _ := os.ReadFile(scontrolLog)
-			if got, want := strings.TrimSpace(string(calls)), "update JobId=42 Comment=my note rubick:requeue\nrequeuehold 42"; got != want {
+			if got, want := strings.TrimSpace(string(calls)), "show job -o 42\nupdate JobId=42 Comment=my note rubick:requeue\nrequeuehold 42"; got != want {
 				t.Errorf("scontrol calls = %q, want %q", got, want)
 			}
 		})
@@ -978,6 +983,41 @@ func TestRequeueHoldRetried(t *testing.T) {
 			err := requeueHold(t.Context(), cfg, whyCheckpoint, slog.New(slog.DiscardHandler))
 			if (err != nil) != tc.wantErr {
 				t.Errorf("requeueHold: %v, want an error: %v", err, tc.wantErr)
+			}
+			calls, _ := os.ReadFile(log)
+			if diff := cmp.Diff(tc.want, strings.Split(strings.TrimSpace(string(calls)), "\n")); diff != "" {
+				t.Errorf("scontrol calls (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A job that checkpointed is requeued held for rubickd when it has a rubick
+// tag, and for Slurm to start again when Slurm says it has none: no rubickd
+// would release it.
+func TestRequeueCheckpointed(t *testing.T) {
+	bin := fakes(t)
+	cfg := config{squeue: filepath.Join(bin, "squeue"), scontrol: filepath.Join(bin, "scontrol"), jobRef: "42", markWait: time.Millisecond}
+	const mark, hold, read = "update JobId=42 Comment=hello world rubick:requeue", "requeuehold 42", "show job -o 42"
+	for _, tc := range []struct {
+		name  string
+		tag   *slurm.Tag // read at the start
+		noTag bool       // what Slurm says now
+		want  []string
+	}{
+		{name: "tagged", tag: &slurm.Tag{ModelType: "gpt2"}, want: []string{mark, hold}},
+		{name: "--plan in a tagged job", want: []string{read, mark, hold}},
+		{name: "no tag", noTag: true, want: []string{read, "requeue 42"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log := filepath.Join(t.TempDir(), "scontrol.log")
+			t.Setenv("FAKE_SCONTROL_LOG", log)
+			t.Setenv("FAKE_COMMENT", "hello world")
+			if tc.noTag {
+				t.Setenv("FAKE_NO_TAG", "1")
+			}
+			if err := requeueCheckpointed(t.Context(), cfg, tc.tag, slog.New(slog.DiscardHandler)); err != nil {
+				t.Fatal(err)
 			}
 			calls, _ := os.ReadFile(log)
 			if diff := cmp.Diff(tc.want, strings.Split(strings.TrimSpace(string(calls)), "\n")); diff != "" {
