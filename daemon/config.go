@@ -372,7 +372,8 @@ func LoadConfig(path string, environ []string) (Config, []string, error) {
 // checkType refuses a value from the file that the decoder would take
 // in another sense than the one written: a number for a duration (120
 // would be 120 ns, not seconds; only 0 means the same in every unit), a
-// fraction for a count (cut to its whole part) or a number for a flag.
+// fraction for a count (cut to its whole part), a flag for a number (true
+// would be 1) or a number for a flag.
 // def is the key's default, which has the key's type.
 func checkType(key string, def, val any) error {
 	num, isNum := number(val)
@@ -385,6 +386,14 @@ func checkType(key string, def, val any) error {
 	case int:
 		if isNum && num != math.Trunc(num) {
 			return bad("want a whole number")
+		}
+		if _, ok := val.(bool); ok {
+			return bad("want a whole number")
+		}
+	case float64:
+		// The decoder reads true as 1 and false as 0.
+		if _, ok := val.(bool); ok {
+			return bad("want a number")
 		}
 	case bool:
 		if isNum {

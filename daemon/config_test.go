@@ -89,6 +89,8 @@ func TestLoadConfigErrorsNameTheField(t *testing.T) {
 		"negative quota":     {yaml: "tenants:\n  - {name: a, quota_gpus: -3}\n", want: "tenants[0].quota_gpus=-3"},
 		"shared account":     {yaml: "tenants:\n  - {name: a, match: [x]}\n  - {name: b, match: [x]}\n", want: `tenants[1].match[0]="x"`},
 		"interval":           {yaml: "interval: 10ms\n", want: "interval=10ms"},
+		"flag for a number":  {yaml: "policy:\n  reconfig_threshold: true\n", want: "policy.reconfig_threshold=true: want a number"},
+		"flag for a count":   {yaml: "retention:\n  samples_per_config: false\n", want: "retention.samples_per_config=false: want a whole number"},
 		"listen no port":     {yaml: "listen: 127.0.0.1\n", want: `listen="127.0.0.1"`},
 		"listen named port":  {yaml: "listen: \"127.0.0.1:http\"\n", want: `listen="127.0.0.1:http": want host:port (port 1-65535)`},
 		"listen port range":  {yaml: "listen: \":70000\"\n", want: `listen=":70000"`},
