@@ -368,6 +368,11 @@ func buildJob(rows []Row, overhead time.Duration, tres bool) (Job, []*JobError) 
 		if !r.Submit.IsZero() && (submit.IsZero() || r.Submit.Before(submit)) {
 			submit, submitLine = r.Submit, r.Line
 		}
+		// A run with an empty AllocTRES never started: Slurm gives a job
+		// cancelled while it waited its cancel time as Start.
+		if tres && r.AllocTRES == "" {
+			continue
+		}
 		if !r.Start.IsZero() && (start.IsZero() || r.Start.Before(start)) {
 			start, startLine = r.Start, r.Line
 		}
