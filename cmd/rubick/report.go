@@ -52,7 +52,7 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	fset := newFlags("report", "Summarise finished and running jobs from Slurm accounting (sacct): JCT, queueing,\n"+
 		"GPU-hours, reconfigurations, SLO violations and plan history per model type, account and tenant.\n"+
 		"docs/report.md defines every column.", stderr)
-	since := fset.String("since", "-7d", "first submit time: YYYY-MM-DD[THH:MM:SS], RFC 3339, now, or -<N>d / -<duration> before now (no bound with --input unless given)")
+	since := fset.String("since", "", "first submit time: YYYY-MM-DD[THH:MM:SS], RFC 3339, now, or -<N>d / -<duration> before now (default: 7 days before --until; no bound with --input unless given)")
 	until := fset.String("until", "now", "submit times before this; same forms as --since (no bound with --input unless given)")
 	sacct := fset.String("sacct", "sacct", "sacct binary to run (argv, no shell)")
 	input := fset.String("input", "", "read saved `sacct --parsable2` output (with its header) from this file instead of running sacct; - for stdin")
@@ -94,15 +94,19 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	now := env.now().In(loc)
 	var o report.Options
 	var err error
-	if *input == "" || set["since"] {
-		if o.Since, err = parseWhen(*since, now, loc); err != nil {
-			return fmt.Errorf("%w: --since: %v", errUsage, err)
-		}
-	}
 	if *input == "" || set["until"] {
 		if o.Until, err = parseWhen(*until, now, loc); err != nil {
 			return fmt.Errorf("%w: --until: %v", errUsage, err)
 		}
+	}
+	switch {
+	case set["since"]:
+		if o.Since, err = parseWhen(*since, now, loc); err != nil {
+			return fmt.Errorf("%w: --since: %v", errUsage, err)
+		}
+	case *input == "":
+		// The default window is the 7 days before --until.
+		o.Since = o.Until.AddDate(0, 0, -7)
 	}
 	o.RestartOverhead = *overhead
 	for _, d := range strings.Split(*by, ",") {

@@ -105,6 +105,38 @@ func TestReportFakeSacct(t *testing.T) {
 	}
 }
 
+// TestReportSinceDefaultsBeforeUntil: when sacct is run, --since defaults
+// to 7 days before --until, not before now.
+func TestReportSinceDefaultsBeforeUntil(t *testing.T) {
+	dir := t.TempDir()
+	argsFile := filepath.Join(dir, "args")
+	bin := filepath.Join(dir, "sacct")
+	script := "#!/bin/sh\nprintf '%s\\n' \"$@\" > '" + argsFile + "'\necho 'JobID|State'\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--until", "2026-10-01"}, []string{"--starttime=2026-09-24T00:00:00\n", "--endtime=2026-10-01T00:00:00\n"}},
+		{[]string{"--until", "-2d"}, []string{"--starttime=2026-10-30T12:00:00\n", "--endtime=2026-11-06T12:00:00\n"}},
+		{[]string{"--since", "-3d", "--until", "-2d"}, []string{"--starttime=2026-11-05T12:00:00\n", "--endtime=2026-11-06T12:00:00\n"}},
+	} {
+		var out, errb bytes.Buffer
+		if err := reportCmd(context.Background(), append([]string{"--sacct", bin, "--json"}, tc.args...), &out, &errb, testEnv(t)); err != nil {
+			t.Errorf("%v: %v", tc.args, err)
+			continue
+		}
+		args, _ := os.ReadFile(argsFile)
+		for _, want := range tc.want {
+			if !strings.Contains(string(args), want) {
+				t.Errorf("%v: sacct argv %q lacks %q", tc.args, args, want)
+			}
+		}
+	}
+}
+
 // A hung sacct (slurmdbd down) ends at --timeout with an error.
 func TestReportSacctTimeout(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "sacct")
