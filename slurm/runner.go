@@ -57,7 +57,11 @@ func (t TimedRunner) Run(ctx context.Context, argv []string) ([]byte, error) {
 }
 
 // ExecRunner runs commands with os/exec.
-type ExecRunner struct{}
+type ExecRunner struct {
+	// Env is set in the command's environment last, over rubickd's own
+	// (TZ=Europe/Paris for a sacct that must print in that zone).
+	Env []string
+}
 
 // maxStderr bounds the stderr kept in a CommandError.
 const maxStderr = 4 << 10
@@ -67,12 +71,12 @@ const maxStderr = 4 << 10
 // into its working directory on every shrink. SLURM_TIME_FORMAT is
 // standard: sites set it in profiles ("relative", "%F %T"), and the times
 // rubick reads (sacct's) are parsed in that form.
-func (ExecRunner) Run(ctx context.Context, argv []string) ([]byte, error) {
+func (e ExecRunner) Run(ctx context.Context, argv []string) ([]byte, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("empty argv")
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = append(withoutJobID(os.Environ()), "SLURM_TIME_FORMAT=standard") // the last of a key wins
+	cmd.Env = append(append(withoutJobID(os.Environ()), "SLURM_TIME_FORMAT=standard"), e.Env...) // the last of a key wins
 	// a grandchild holding the pipes must not block Wait after a kill
 	cmd.WaitDelay = time.Second
 	var out, errb bytes.Buffer

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -128,7 +129,7 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	switch *input {
 	case "":
 		q := report.Query{Path: *sacct, Since: o.Since, Until: o.Until, Location: loc}
-		if text, err = q.Run(ctx, slurm.TimedRunner{Runner: env.runner, Timeout: *timeout}); err != nil {
+		if text, err = q.Run(ctx, slurm.TimedRunner{Runner: sacctRunner(env.runner, *tz), Timeout: *timeout}); err != nil {
 			return err
 		}
 	case "-":
@@ -247,4 +248,15 @@ func openStore(ctx context.Context, path string) (*store.Store, error) {
 		return nil, err
 	}
 	return st, nil
+}
+
+// sacctRunner is r with sacct printing, and reading --starttime and
+// --endtime, in zone tz, as the report reads them: sacct uses its own
+// process's zone, not --tz.
+func sacctRunner(r slurm.Runner, tz string) slurm.Runner {
+	if e, ok := r.(slurm.ExecRunner); ok && tz != "Local" {
+		e.Env = append(slices.Clip(e.Env), "TZ="+tz)
+		return e
+	}
+	return r
 }

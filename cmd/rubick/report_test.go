@@ -333,3 +333,29 @@ func TestParseWhen(t *testing.T) {
 		})
 	}
 }
+
+// sacct run by the report prints in --tz, the zone the report reads its
+// times in; without --tz it keeps this process's zone.
+func TestSacctRunnerZone(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "sacct")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho \"TZ=$TZ\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TZ", "UTC")
+	for _, tc := range []struct{ tz, want string }{{"Asia/Tokyo", "TZ=Asia/Tokyo"}, {"Local", "TZ=UTC"}} {
+		out, err := sacctRunner(slurm.ExecRunner{}, tc.tz).Run(t.Context(), []string{script})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(string(out)); got != tc.want {
+			t.Errorf("--tz=%s: sacct saw %q, want %q", tc.tz, got, tc.want)
+		}
+	}
+	if _, ok := sacctRunner(fakeRunnerForZone{}, "Asia/Tokyo").(fakeRunnerForZone); !ok {
+		t.Error("a runner other than ExecRunner was replaced")
+	}
+}
+
+type fakeRunnerForZone struct{}
+
+func (fakeRunnerForZone) Run(context.Context, []string) ([]byte, error) { return nil, nil }
