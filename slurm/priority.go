@@ -29,6 +29,9 @@ type PriorityConfig struct {
 	MaxAge time.Duration
 	// FavorSmall is PriorityFavorSmall.
 	FavorSmall bool
+	// AccrueAlways is PriorityFlags=ACCRUE_ALWAYS: the age factor counts
+	// from the submission, whatever the job's begin time.
+	AccrueAlways bool
 	// SizeRelative is PriorityFlags=SMALL_RELATIVE_TO_TIME; the NoNormal
 	// fields are NO_NORMAL_ASSOC, _PART, _QOS and _TRES (or _ALL).
 	SizeRelative, NoNormalAssoc, NoNormalPart, NoNormalQOS, NoNormalTRES bool
@@ -82,6 +85,7 @@ func ParsePriorityConfig(c CtldConfig) (PriorityConfig, error) {
 	p.SiteFactor = nullable(c["PrioritySiteFactorPlugin"])
 	p.FavorSmall = strings.EqualFold(c["PriorityFavorSmall"], "yes")
 	p.SizeRelative = c.Has("PriorityFlags", "SMALL_RELATIVE_TO_TIME")
+	p.AccrueAlways = c.Has("PriorityFlags", "ACCRUE_ALWAYS")
 	p.NoNormalAssoc = c.Has("PriorityFlags", "NO_NORMAL_ASSOC") || c.Has("PriorityFlags", "NO_NORMAL_ALL")
 	p.NoNormalPart = c.Has("PriorityFlags", "NO_NORMAL_PART") || c.Has("PriorityFlags", "NO_NORMAL_ALL")
 	p.NoNormalQOS = c.Has("PriorityFlags", "NO_NORMAL_QOS") || c.Has("PriorityFlags", "NO_NORMAL_ALL")
@@ -257,7 +261,9 @@ func (f PriorityFactors) String() string {
 // Factors is what Of sums for j in partition part at now.
 //
 // Age counts from j's eligible time (its --begin), else its submission:
-// the hold is rubick's, so the time held counts as time waited.
+// the hold is rubick's, so the time held counts as time waited. With
+// ACCRUE_ALWAYS it counts from the submission, a --begin still ahead
+// included, as Slurm's does.
 func (p Priorities) Factors(j Job, part string, now time.Time) PriorityFactors {
 	c := p.Config
 	pt := p.Partitions[part]
@@ -268,7 +274,7 @@ func (p Priorities) Factors(j Job, part string, now time.Time) PriorityFactors {
 	tops := p.findTops()
 	if c.Age > 0 {
 		since := j.EligibleTime
-		if since.IsZero() {
+		if since.IsZero() || c.AccrueAlways {
 			since = j.SubmitTime
 		}
 		if waited := now.Sub(since); waited > 0 {

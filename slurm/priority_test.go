@@ -27,6 +27,8 @@ func TestParsePriorityConfig(t *testing.T) {
 			"PriorityFlags": "SMALL_RELATIVE_TO_TIME,NO_NORMAL_ALL", "PrioritySiteFactorPlugin": "site_factor/example",
 		}, PriorityConfig{Multifactor: true, TRES: map[string]float64{"cpu": 1, "gres/gpu": 10}, FavorSmall: true, SizeRelative: true,
 			NoNormalAssoc: true, NoNormalPart: true, NoNormalQOS: true, NoNormalTRES: true, SiteFactor: "site_factor/example"}},
+		"accrue always": {CtldConfig{"PriorityType": "priority/multifactor", "PriorityFlags": "ACCRUE_ALWAYS,CALCULATE_RUNNING"},
+			PriorityConfig{Multifactor: true, AccrueAlways: true}},
 		"memory weight per GiB": {CtldConfig{"PriorityType": "priority/multifactor", "PriorityWeightTRES": "Mem=2048G"},
 			PriorityConfig{Multifactor: true, TRES: map[string]float64{"mem": 2}}},
 	}
@@ -91,6 +93,13 @@ func TestPrioritiesOf(t *testing.T) {
 		"age half": {base, job(1, 1, "normal", func(j *Job) { j.EligibleTime = now.Add(-12 * time.Hour) }), 11626, 1},
 		// held without --begin: from the submission, and capped at 1
 		"age capped": {base, job(1, 1, "normal", func(j *Job) { j.EligibleTime, j.SubmitTime = time.Time{}, now.Add(-72*time.Hour) }), 12126, 1},
+		// ACCRUE_ALWAYS: from the submission, 12 h ago, though --begin is
+		// an hour ahead
+		"accrue always, begin ahead": {with(func(p *Priorities) { p.Config.AccrueAlways = true }),
+			job(1, 1, "normal", func(j *Job) { j.SubmitTime = now.Add(-12 * time.Hour) }), 11626, 1},
+		// and from the submission 24 h ago, not the --begin 12 h ago
+		"accrue always, begin passed": {with(func(p *Priorities) { p.Config.AccrueAlways = true }),
+			job(1, 1, "normal", func(j *Job) { j.SubmitTime, j.EligibleTime = now.Add(-24*time.Hour), now.Add(-12*time.Hour) }), 12126, 1},
 		// (3/4 + 252/256) / 2 = 0.8671875
 		"favor small": {with(func(p *Priorities) { p.Config.FavorSmall = true }), job(1, 4, "normal", nil), 11867, 1},
 		// max(2 * 256/4, 40) / 60 min / 256 CPUs = 0.00833
