@@ -274,7 +274,11 @@ const sharesField = "SharesRaw/Norm/Level/Factor="
 // parseFactor reads the fair-share factor, the last of the shares line's
 // four values.
 func parseFactor(v string) (float64, error) {
-	parts := strings.Split(strings.Fields(v)[0], "/")
+	fs := strings.Fields(v)
+	if len(fs) == 0 {
+		return 0, fmt.Errorf("%q: want RAW/NORM/LEVEL/FACTOR", v)
+	}
+	parts := strings.Split(fs[0], "/")
 	if len(parts) != 4 {
 		return 0, fmt.Errorf("%q: want RAW/NORM/LEVEL/FACTOR", v)
 	}

@@ -137,6 +137,7 @@ func TestParseAssocMgrUnreadFactor(t *testing.T) {
 		"SharesRaw/Norm/Level/Factor=0/0.00/1/nan":  `factor "nan": want a number in 0..1`,
 		"SharesRaw/Norm/Level/Factor=1/0.50/1/1.50": `factor "1.50": want a number in 0..1`,
 		"SharesRaw/Norm/Level/Factor=1/0.50":        `"1/0.50": want RAW/NORM/LEVEL/FACTOR`,
+		"SharesRaw/Norm/Level/Factor=":              `"": want RAW/NORM/LEVEL/FACTOR`,
 	} {
 		out := "Association Records\n\nClusterName=c Account=a UserName=u(1) Partition= ID=2\n    " + line +
 			"\n    GrpTRESMins=cpu=N(0),gres/gpu=50(7)\nClusterName=c Account=a UserName=v(2) Partition= ID=3\n" +
