@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -126,7 +127,7 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 		{o.cfg.Nodes <= 0 || o.cfg.Nodes > sim.MaxNodes, "--nodes", o.cfg.Nodes, fmt.Sprintf("must be in 1..%d", sim.MaxNodes)},
 		{o.cfg.GPUsPerNode <= 0 || o.cfg.GPUsPerNode > 64, "--gpus-per-node", o.cfg.GPUsPerNode, "must be in 1..64"},
 		{o.cfg.CPUsPerNode <= 0, "--cpus-per-node", o.cfg.CPUsPerNode, "must be > 0"},
-		{!(o.cfg.MemPerNodeGB > 0), "--mem-per-node-gb", o.cfg.MemPerNodeGB, "must be > 0"},
+		{!(o.cfg.MemPerNodeGB > 0) || math.IsInf(o.cfg.MemPerNodeGB, 1), "--mem-per-node-gb", o.cfg.MemPerNodeGB, "must be a finite number > 0"},
 		{o.cfg.Interval.Seconds() < 1, "--interval", o.cfg.Interval, "must be >= 1s"},
 		{o.cfg.RestartPenalty < 0, "--restart-penalty", o.cfg.RestartPenalty, "must be >= 0"},
 		{o.cfg.AssumedRestartCost < 0, "--assumed-restart-cost", o.cfg.AssumedRestartCost, "must be >= 0"},

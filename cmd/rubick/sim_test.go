@@ -31,6 +31,8 @@ func TestSimBadFlags(t *testing.T) {
 		"too many gpus":       {[]string{"--gpus-per-node", "100"}, "--gpus-per-node=100"},
 		"no cpus":             {[]string{"--cpus-per-node", "-4"}, "--cpus-per-node=-4"},
 		"no memory":           {[]string{"--mem-per-node-gb", "0"}, "--mem-per-node-gb=0"},
+		"endless memory":      {[]string{"--mem-per-node-gb", "Inf"}, "--mem-per-node-gb=+Inf must be a finite number > 0"},
+		"endless host memory": {[]string{"--set", "HostMemPerGPUGB=Inf"}, "HostMemPerGPUGB=+Inf"},
 		"tiny interval":       {[]string{"--interval", "10ms"}, "--interval=10ms"},
 		"negative penalty":    {[]string{"--restart-penalty", "-1s"}, "--restart-penalty=-1s"},
 		"negative load":       {[]string{"--load-scale", "-2"}, "--load-scale=-2"},
