@@ -62,11 +62,11 @@ func NewMetrics() *Metrics {
 		}, []string{"state", "class"}),
 		Samples: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rubick_samples_total",
-			Help: "Profiling samples reported by rubick-srun. result: accepted, rejected (by rubickd's checks), refused (a credential munge refused, a malformed payload), unverified (munged could not check the credential).",
+			Help: "Profiling samples reported by rubick-srun. result: accepted, rejected (by rubickd's checks), error (rubickd could not check or store it: a locked store, slurmrestd down), refused (a credential munge refused, a malformed payload), unverified (munged could not check the credential).",
 		}, []string{"result"}),
 		LaunchNotices: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rubick_launch_notices_total",
-			Help: "Launch notices from rubick-srun. result: accepted, refused (the job's line could not run its plan; it requeued itself), rejected.",
+			Help: "Launch notices from rubick-srun. result: accepted, refused (the job's line could not run its plan; it requeued itself), rejected, error.",
 		}, []string{"result"}),
 		RestartCost: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "rubick_restart_cost_seconds",

@@ -206,21 +206,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		mux.Handle("/samples", report.Handler(verifier, report.Acceptors{
 			Sample: func(ctx context.Context, uid uint32, s report.Sample) error {
 				err := learner.Accept(ctx, uid, s)
-				result := "accepted"
+				result := acceptResult(err)
 				if err != nil {
-					result = "rejected"
-					log.Warn("sample rejected", "job", s.JobID, "uid", uid, "err", err)
+					log.Warn("sample not stored", "job", s.JobID, "uid", uid, "result", result, "err", err)
 				}
 				metrics.Samples.WithLabelValues(result).Inc()
 				return err
 			},
 			Launch: func(ctx context.Context, uid uint32, n report.Launch) error {
 				err := learner.AcceptLaunch(ctx, uid, n)
-				result := "accepted"
+				result := acceptResult(err)
 				switch {
 				case err != nil:
-					result = "rejected"
-					log.Warn("launch notice rejected", "job", n.JobID, "uid", uid, "err", err)
+					log.Warn("launch notice not stored", "job", n.JobID, "uid", uid, "result", result, "err", err)
 				case n.Refused:
 					result = "refused"
 				}
@@ -279,6 +277,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}()
 	log.Info("rubickd running", "policy", pol.Name(), "interval", cfg.Interval, "partitions", cfg.Partitions)
 	return d.Run(ctx)
+}
+
+// acceptResult labels what became of a sample or launch notice, for the
+// metrics: rejected when the sender or its payload is at fault (rubickd's
+// checks), error when rubickd is (a locked store, slurmrestd down; the
+// endpoint answers 503).
+func acceptResult(err error) string {
+	switch {
+	case err == nil:
+		return "accepted"
+	case errors.Is(err, report.ErrBadSample), errors.Is(err, report.ErrBadLaunch), errors.Is(err, report.ErrNotOwner):
+		return "rejected"
+	}
+	return "error"
 }
 
 // configFile is the file to load for --config path, "" for the built-in

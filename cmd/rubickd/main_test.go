@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rubick-sched/rubick/daemon"
+	"github.com/rubick-sched/rubick/launch/report"
 )
 
 // A second rubickd on a store another one holds stops before touching
@@ -104,5 +106,25 @@ func TestConfigFile(t *testing.T) {
 	}
 	if got := configFile(def, def, def); got != def {
 		t.Fatalf("default file read before, now gone = %q, want it named (its load fails)", got)
+	}
+}
+
+// A sample the sender or its payload is at fault for is rejected; one
+// rubickd could not check or store is an error of its own.
+func TestAcceptResult(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{nil, "accepted"},
+		{fmt.Errorf("%w: job_id=%q is not a Slurm job id", report.ErrBadSample, "x"), "rejected"},
+		{fmt.Errorf("%w: uid 7 reported for job 4", report.ErrNotOwner), "rejected"},
+		{fmt.Errorf("%w: bad notice", report.ErrBadLaunch), "rejected"},
+		{fmt.Errorf("store the sample: %w", errors.New("database is locked")), "error"},
+		{fmt.Errorf("read job 4: %w", errors.New("connection refused")), "error"},
+	} {
+		if got := acceptResult(tc.err); got != tc.want {
+			t.Errorf("acceptResult(%v) = %q, want %q", tc.err, got, tc.want)
+		}
 	}
 }
