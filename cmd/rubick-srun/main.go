@@ -572,16 +572,12 @@ func launchStep(ctx context.Context, st step, ckptSig syscall.Signal, early <-ch
 	// Subscribed above, so none is missed between this check and the start.
 	select {
 	case sig := <-early:
-		out.started()
-		out.wait(0)
+		out.discard()
 		log.Info("checkpoint signal before the step started; nothing to checkpoint, not started", "signal", sig)
 		return exitCheckpointed, true
 	default:
 	}
-	err = cmd.Start()
-	out.started()
-	if err != nil {
-		out.wait(0)
+	if err := out.start(cmd); err != nil {
 		log.Error("cannot start the step", "argv0", st.argv[0], "err", err)
 		return exitLaunch, false
 	}
@@ -620,8 +616,7 @@ func launchStep(ctx context.Context, st step, ckptSig syscall.Signal, early <-ch
 	err = cmd.Wait()
 	close(done)
 	wg.Wait()
-	killStrays(cmd.Process.Pid, log)
-	out.wait(outputDrain)
+	out.finish(cmd, outputDrain, log)
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
@@ -672,8 +667,9 @@ type stepOutput struct {
 	copies  sync.WaitGroup
 }
 
-// connectOutput sets cmd's stdout and stderr to stdout and stderr. Call
-// started after cmd.Start, and wait after cmd.Wait.
+// connectOutput sets cmd's stdout and stderr to stdout and stderr. Start
+// cmd with start (or drop it with discard), and call finish after
+// cmd.Wait.
 func connectOutput(cmd *exec.Cmd, stdout, stderr io.Writer) (*stepOutput, error) {
 	o := &stepOutput{}
 	var err error
@@ -681,11 +677,33 @@ func connectOutput(cmd *exec.Cmd, stdout, stderr io.Writer) (*stepOutput, error)
 		cmd.Stderr, err = o.file(stderr)
 	}
 	if err != nil {
-		o.started()
-		o.wait(0)
+		o.discard()
 		return nil, fmt.Errorf("output pipe: %w", err)
 	}
 	return o, nil
+}
+
+// start starts cmd, whose output o connects.
+func (o *stepOutput) start(cmd *exec.Cmd) error {
+	err := cmd.Start()
+	o.started()
+	if err != nil {
+		o.wait(0)
+	}
+	return err
+}
+
+// discard ends the copies of a step that does not start.
+func (o *stepOutput) discard() {
+	o.started()
+	o.wait(0)
+}
+
+// finish ends what cmd, exited, left running in its process group
+// (killStrays), and waits for its output to be copied, at most d.
+func (o *stepOutput) finish(cmd *exec.Cmd, d time.Duration, log *slog.Logger) {
+	killStrays(cmd.Process.Pid, log)
+	o.wait(d)
 }
 
 func (o *stepOutput) file(w io.Writer) (*os.File, error) {
@@ -753,15 +771,9 @@ func killStrays(pgid int, log *slog.Logger) {
 func requeueHold(ctx context.Context, cfg config, why string, log *slog.Logger, words ...string) error {
 	// A busy slurmctld times an update out now and then, and an unmarked
 	// requeue waits for a release by hand: the mark is worth a few tries.
-	err := markRequeue(ctx, cfg.squeue, cfg.scontrol, cfg.jobRef, words...)
-	for try, wait := 1, cfg.markWait; err != nil && try < markTries; try, wait = try+1, 2*wait {
-		log.Info("marking the requeue as rubick's failed; retrying", "err", err, "in", wait)
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-		}
-		err = markRequeue(ctx, cfg.squeue, cfg.scontrol, cfg.jobRef, words...)
-	}
+	_, err := tries(ctx, cfg.markWait, "marking the requeue as rubick's", log, func() error {
+		return markRequeue(ctx, cfg.squeue, cfg.scontrol, cfg.jobRef, words...)
+	})
 	if err != nil {
 		// Requeued all the same: unmarked, the job waits held for its
 		// user's scontrol release rather than ends.
@@ -778,26 +790,36 @@ func requeueHold(ctx context.Context, cfg config, why string, log *slog.Logger, 
 // up to markTries times: a job that requeues itself on its own signal
 // (--signal=B:USR1@N) has no rubickd to requeue it instead.
 func scontrolRequeue(ctx context.Context, cfg config, verb, why string, log *slog.Logger) error {
-	for try, wait := 1, cfg.markWait; ; try, wait = try+1, 2*wait {
+	n, err := tries(ctx, cfg.markWait, verb, log, func() error {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		out, err := exec.CommandContext(cctx, cfg.scontrol, verb, cfg.jobRef).CombinedOutput()
-		cancel()
-		if err == nil {
-			return nil
+		defer cancel()
+		if out, err := exec.CommandContext(cctx, cfg.scontrol, verb, cfg.jobRef).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s %s %s: %w: %s", cfg.scontrol, verb, cfg.jobRef, err, strings.TrimSpace(string(out)))
 		}
-		err = fmt.Errorf("%s %s %s: %w: %s", cfg.scontrol, verb, cfg.jobRef, err, strings.TrimSpace(string(out)))
-		if try == markTries || ctx.Err() != nil {
-			// rubickd requeues the job itself once its checkpoint wait
-			// ends, when it sent the signal.
-			log.Warn(verb+" failed", "after", why, "err", err, "tries", try)
-			return err
-		}
-		log.Info(verb+" failed; retrying", "err", err, "in", wait)
+		return nil
+	})
+	if err != nil {
+		// rubickd requeues the job itself once its checkpoint wait ends,
+		// when it sent the signal.
+		log.Warn(verb+" failed", "after", why, "err", err, "tries", n)
+	}
+	return err
+}
+
+// tries runs f up to markTries times, wait and then twice that apart, until
+// it succeeds or ctx ends; what names f in the log of each retry. It
+// returns how many times f ran and its last error.
+func tries(ctx context.Context, wait time.Duration, what string, log *slog.Logger, f func() error) (int, error) {
+	n, err := 1, f()
+	for ; err != nil && n < markTries && ctx.Err() == nil; n, wait = n+1, 2*wait {
+		log.Info(what+" failed; retrying", "err", err, "in", wait)
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
 		}
+		err = f()
 	}
+	return n, err
 }
 
 // requeueCheckpointed requeues the job after its trainer checkpointed:

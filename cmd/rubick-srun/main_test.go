@@ -770,41 +770,16 @@ func TestSignalForwarded(t *testing.T) {
 		sig  syscall.Signal
 	}{{"USR1", syscall.SIGUSR1}, {"SIGUSR2", syscall.SIGUSR2}} {
 		t.Run(c.flag, func(t *testing.T) {
-			self, _ := os.Executable()
 			scontrolLog := filepath.Join(t.TempDir(), "scontrol.log")
-			cmd := exec.Command(self, "--plan", "dp1.tp1.pp1.mb1.a1.z0", "--signal", c.flag, "--srun", filepath.Join(bin, "srun"),
-				"--scontrol", filepath.Join(bin, "scontrol"), "--squeue", filepath.Join(bin, "squeue"), "python", "pretrain_gpt.py", "--global-batch-size", "1")
-			cmd.Env = append(os.Environ(), "RUBICK_SRUN_MAIN=1", "FAKE_SRUN_MODE=wait-signal", "SLURM_JOB_NUM_NODES=1",
-				"SLURM_JOB_ID=42", "FAKE_SCONTROL_LOG="+scontrolLog, "FAKE_COMMENT=my note")
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var errOut bytes.Buffer
-			cmd.Stderr = &errOut
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			kill := time.AfterFunc(60*time.Second, func() { _ = cmd.Process.Kill() })
-			defer kill.Stop()
-			sc := bufio.NewScanner(stdout)
-			if !sc.Scan() || sc.Text() != "ready" {
-				t.Fatalf("step did not start: %q %v\n%s", sc.Text(), sc.Err(), errOut.String())
-			}
-			if err := cmd.Process.Signal(c.sig); err != nil {
-				t.Fatal(err)
-			}
-			var rest strings.Builder
-			for sc.Scan() {
-				rest.WriteString(sc.Text() + "\n")
-			}
-			err = cmd.Wait()
+			rest, errOut, err := signalMain(t, c.sig, []string{"--plan", "dp1.tp1.pp1.mb1.a1.z0", "--signal", c.flag, "--srun", filepath.Join(bin, "srun"),
+				"--scontrol", filepath.Join(bin, "scontrol"), "--squeue", filepath.Join(bin, "squeue"), "python", "pretrain_gpt.py", "--global-batch-size", "1"},
+				"FAKE_SRUN_MODE=wait-signal", "SLURM_JOB_NUM_NODES=1", "SLURM_JOB_ID=42", "FAKE_SCONTROL_LOG="+scontrolLog, "FAKE_COMMENT=my note")
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.ExitCode() != 75 {
-				t.Fatalf("exit %v, want 75\n%s", err, errOut.String())
+				t.Fatalf("exit %v, want 75\n%s", err, errOut)
 			}
-			if !strings.Contains(rest.String(), "got "+c.sig.String()) {
-				t.Errorf("step output %q lacks the forwarded signal", rest.String())
+			if !strings.Contains(rest, "got "+c.sig.String()) {
+				t.Errorf("step output %q lacks the forwarded signal", rest)
 			}
 			// After the checkpoint the job requeues itself held, so a restart
 			// survives rubickd dying between its signal and its requeue; its
@@ -842,39 +817,16 @@ func TestSignalsReachSrunTasks(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			scontrolLog, scancelLog := filepath.Join(dir, "scontrol.log"), filepath.Join(dir, "scancel.log")
-			cmd := exec.Command(testSelf(t), "--plan", "dp1.tp1.pp1.mb1.a1.z0", "--signal", tc.flag, "--srun", filepath.Join(bin, "srun"),
+			rest, errOut, err := signalMain(t, tc.sig, []string{"--plan", "dp1.tp1.pp1.mb1.a1.z0", "--signal", tc.flag, "--srun", filepath.Join(bin, "srun"),
 				"--scontrol", filepath.Join(bin, "scontrol"), "--squeue", filepath.Join(bin, "squeue"), "--scancel", filepath.Join(bin, "scancel"),
-				"python", "pretrain_gpt.py", "--global-batch-size", "1")
-			cmd.Env = append(os.Environ(), "RUBICK_SRUN_MAIN=1", "FAKE_SRUN_MODE=srun", "SLURM_JOB_NUM_NODES=1", "SLURM_JOB_ID=42",
+				"python", "pretrain_gpt.py", "--global-batch-size", "1"},
+				"FAKE_SRUN_MODE=srun", "SLURM_JOB_NUM_NODES=1", "SLURM_JOB_ID=42",
 				"FAKE_SCONTROL_LOG="+scontrolLog, "FAKE_SCANCEL_LOG="+scancelLog, "FAKE_TASK_PIDFILE="+filepath.Join(dir, "task.pid"))
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var errOut bytes.Buffer
-			cmd.Stderr = &errOut
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			kill := time.AfterFunc(60*time.Second, func() { _ = cmd.Process.Kill() })
-			defer kill.Stop()
-			sc := bufio.NewScanner(stdout)
-			if !sc.Scan() || sc.Text() != "ready" {
-				t.Fatalf("step did not start: %q %v\n%s", sc.Text(), sc.Err(), errOut.String())
-			}
-			if err := cmd.Process.Signal(tc.sig); err != nil {
-				t.Fatal(err)
-			}
-			var rest strings.Builder
-			for sc.Scan() {
-				rest.WriteString(sc.Text() + "\n")
-			}
-			err = cmd.Wait()
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.ExitCode() != 75 {
-				t.Errorf("exit %v, want 75 (the task's, after its checkpoint)\n%s", err, errOut.String())
+				t.Errorf("exit %v, want 75 (the task's, after its checkpoint)\n%s", err, errOut)
 			}
-			if diff := cmp.Diff("task got "+tc.sig.String()+"\n", rest.String()); diff != "" {
+			if diff := cmp.Diff("task got "+tc.sig.String()+"\n", rest); diff != "" {
 				t.Errorf("the task's output (-want +got):\n%s", diff)
 			}
 			calls, _ := os.ReadFile(scancelLog)
@@ -887,6 +839,42 @@ func TestSignalsReachSrunTasks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// signalMain runs rubick-srun (this test binary as its main) with args
+// and env added to this environment, waits for its step's first line,
+// "ready", sends it sig, and returns what the step wrote after that,
+// rubick-srun's stderr and how it exited.
+func signalMain(t *testing.T, sig syscall.Signal, args []string, env ...string) (rest, stderr string, err error) {
+	t.Helper()
+	cmd := exec.Command(testSelf(t), args...)
+	cmd.Env = append(append(os.Environ(), "RUBICK_SRUN_MAIN=1"), env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	kill := time.AfterFunc(60*time.Second, func() { _ = cmd.Process.Kill() })
+	defer kill.Stop()
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() || sc.Text() != "ready" {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("step did not start: %q %v\n%s", sc.Text(), sc.Err(), errOut.String())
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	for sc.Scan() {
+		out.WriteString(sc.Text() + "\n")
+	}
+	err = cmd.Wait()
+	return out.String(), errOut.String(), err
 }
 
 func TestShellQuote(t *testing.T) {

@@ -353,10 +353,7 @@ func (ph *profilePhase) runOne(ctx context.Context, i int, rec *profileRecord) {
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	ph.log.Info("profile run starting", "run", fmt.Sprintf("%d/%d", i+1, len(ph.runs)), "argv", shellQuote(st.argv))
-	err = cmd.Start()
-	out.started()
-	if err != nil {
-		out.wait(0)
+	if err := out.start(cmd); err != nil {
 		rec.Status, rec.Error = runFailed, fmt.Sprintf("start: %v", err)
 		return
 	}
@@ -398,8 +395,7 @@ func (ph *profilePhase) runOne(ctx context.Context, i int, rec *profileRecord) {
 	err = cmd.Wait()
 	// What the run left running would hold its GPUs, and the output, into
 	// the next run.
-	killStrays(cmd.Process.Pid, ph.log)
-	out.wait(ph.grace)
+	out.finish(cmd, ph.grace, ph.log)
 	outTap.flush()
 	errTap.flush()
 	close(done)
