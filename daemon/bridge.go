@@ -617,6 +617,12 @@ func recordTime(tag *slurm.Tag, user time.Duration, fixed bool, set time.Duratio
 	}
 }
 
+// inPartitions reports whether one of the partitions job j was submitted
+// to is among partitions.
+func inPartitions(j slurm.Job, partitions []string) bool {
+	return slices.ContainsFunc(j.Partitions(), func(p string) bool { return slices.Contains(partitions, p) })
+}
+
 // stranded lists the pending jobs held for rubick (job_submit.lua's hold
 // at submission: JobHeldUser, neither its user's nor an administrator's,
 // nor a requeue by hand) none of whose partitions rubickd manages: no one
@@ -628,7 +634,7 @@ func stranded(jobs []slurm.Job, managed []string) error {
 	var ids []string
 	n := 0
 	for _, j := range jobs {
-		if !heldForRubick(j) || slices.ContainsFunc(j.Partitions(), func(p string) bool { return slices.Contains(managed, p) }) {
+		if !heldForRubick(j) || inPartitions(j, managed) {
 			continue
 		}
 		if n++; n <= shown {

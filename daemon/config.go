@@ -384,10 +384,7 @@ func checkType(key string, def, val any) error {
 			return bad(fmt.Sprintf("a number without a unit; want a duration such as %vs or %vm", val, val))
 		}
 	case int:
-		if isNum && num != math.Trunc(num) {
-			return bad("want a whole number")
-		}
-		if _, ok := val.(bool); ok {
+		if _, isBool := val.(bool); isBool || isNum && num != math.Trunc(num) {
 			return bad("want a whole number")
 		}
 	case float64:

@@ -350,15 +350,19 @@ func (d *Daemon) Reconcile(ctx context.Context) error {
 		if err == nil && (a.Kind == string(slurm.ActionPreempt) || a.Kind == string(slurm.ActionRestart)) && slurm.RequeuedByOther(j) {
 			// The requeue was this action's, stopped before the tag said
 			// so: say it now, or the job waits for its user's release.
-			tag := cloneTag(*j.Tag)
-			r := d.deps.Applier.Apply(ctx, []slurm.Action{{Kind: slurm.ActionAnnotate, JobID: j.ID, Tag: &tag}})[0]
-			if r.Err != nil {
-				d.deps.Logger.Warn("acknowledging the requeue of an unfinished action failed; the next cycle tries again", "job", j.ID, "err", r.Err)
+			if err := d.writeTag(ctx, j.ID, *j.Tag); err != nil {
+				d.deps.Logger.Warn("acknowledging the requeue of an unfinished action failed; the next cycle tries again", "job", j.ID, "err", err)
 				d.awaitAck(j.ID, nil)
 			}
 		}
 	}
 	return nil
+}
+
+// writeTag writes tag (a copy) as job id's, changing nothing else of it.
+func (d *Daemon) writeTag(ctx context.Context, id int, tag slurm.Tag) error {
+	t := cloneTag(tag)
+	return d.deps.Applier.Apply(ctx, []slurm.Action{{Kind: slurm.ActionAnnotate, JobID: id, Tag: &t}})[0].Err
 }
 
 // awaitAck has the next cycle acknowledge the requeue of job id in tag
@@ -388,15 +392,14 @@ func (d *Daemon) ackRequeues(ctx context.Context, jobs []slurm.Job) []slurm.Job 
 		if tag == nil {
 			tag = jobs[i].Tag
 		}
-		t := cloneTag(*tag)
-		r := d.deps.Applier.Apply(ctx, []slurm.Action{{Kind: slurm.ActionAnnotate, JobID: id, Tag: &t}})[0]
+		werr := d.writeTag(ctx, id, *tag)
 		j, err := d.deps.Cluster.Job(ctx, id)
-		if r.Err == nil && err == nil {
+		if werr == nil && err == nil {
 			delete(d.unacked, id)
 			jobs[i] = j
 			continue
 		}
-		d.deps.Logger.Warn("acknowledging rubick's requeue failed; the job waits for the next cycle", "job", id, "err", cmp.Or(r.Err, err))
+		d.deps.Logger.Warn("acknowledging rubick's requeue failed; the job waits for the next cycle", "job", id, "err", cmp.Or(werr, err))
 		jobs = slices.Delete(jobs, i, i+1)
 	}
 	return jobs
@@ -1024,7 +1027,7 @@ func (d *Daemon) Invalidate() {
 func (d *Daemon) countJobs(jobs []slurm.Job) {
 	d.deps.Metrics.Jobs.Reset()
 	for _, j := range jobs {
-		if !slices.ContainsFunc(j.Partitions(), func(p string) bool { return slices.Contains(d.cfg.Partitions, p) }) {
+		if !inPartitions(j, d.cfg.Partitions) {
 			continue
 		}
 		class := "rigid"

@@ -281,10 +281,8 @@ func (d *Daemon) claim(ctx context.Context, j slurm.Job) bool {
 	if j.Tag == nil || j.State != slurm.StateRunning || slurm.HasWord(j.Comment, slurm.RequeueWord) {
 		return false
 	}
-	tag := cloneTag(*j.Tag)
-	r := d.deps.Applier.Apply(ctx, []slurm.Action{{Kind: slurm.ActionAnnotate, JobID: j.ID, Tag: &tag}})[0]
-	if r.Err != nil {
-		d.deps.Logger.Warn("writing a tag for the other rubickd to see failed", "job", j.ID, "err", r.Err)
+	if err := d.writeTag(ctx, j.ID, *j.Tag); err != nil {
+		d.deps.Logger.Warn("writing a tag for the other rubickd to see failed", "job", j.ID, "err", err)
 		return false
 	}
 	d.deps.Logger.Info("wrote a job's tag under this rubickd's name for the other rubickd to see", "job", j.ID)
