@@ -324,10 +324,9 @@ func RewriteProfile(argv []string, run ProfileRun, opts Options) (Result, error)
 		if res.Config.Data, err = obj.indented(); err != nil {
 			return Result{}, fmt.Errorf("DeepSpeed config %s: %w", res.Config.Source, err)
 		}
-		c := &cmdline{toks: res.Argv}
-		lo, hi := parseLayout(c.toks).trainLo(), len(c.toks)
-		if _, f, _ := configFlag(c, lo, hi); slices.Equal(f.names, fDeepSpeedHF.names) {
-			res.Argv = hfProfile(c, filepath.Join(opts.ConfigDir, "output"), lo, hi)
+		if res.hf {
+			c := &cmdline{toks: res.Argv}
+			res.Argv = hfProfile(c, filepath.Join(opts.ConfigDir, "output"), parseLayout(c.toks).trainLo(), len(c.toks))
 		}
 	}
 	return res, nil

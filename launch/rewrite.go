@@ -72,6 +72,8 @@ type Result struct {
 	GlobalBatch int
 	// Config is the rewritten DeepSpeed config, nil when the line has none.
 	Config *Config
+	// hf marks a Hugging Face Trainer line (userConfig.hf).
+	hf bool
 }
 
 // ValidatePlan reports the first field of p that no dialect can run.
@@ -117,7 +119,7 @@ func Rewrite(argv []string, plan model.Plan, opts Options) (Result, error) {
 	c := &cmdline{toks: slices.Clone(argv)}
 	lo, hi := l.trainLo(), len(c.toks)
 	if d != DeepSpeed {
-		if err := checkSeqSplit(c, plan, lo, hi); err != nil {
+		if err := checkSeqSplit(c, &plan, lo, hi); err != nil {
 			return Result{}, err
 		}
 	}
@@ -134,7 +136,7 @@ func Rewrite(argv []string, plan model.Plan, opts Options) (Result, error) {
 		return Result{}, fmt.Errorf("%w: plan %s offloads the optimizer, which Megatron-DeepSpeed takes from a DeepSpeed config; the line has no --deepspeed_config", ErrUnsupported, plan)
 	}
 
-	res := Result{Dialect: d, Launcher: l.launcher, GlobalBatch: gb}
+	res := Result{Dialect: d, Launcher: l.launcher, GlobalBatch: gb, hf: cf != nil && cf.hf}
 	switch d {
 	case Megatron:
 		hi = rewriteMegatron(c, plan, gb, lo, hi)
@@ -329,14 +331,19 @@ func hasAny(c *cmdline, fs []flagSpec, lo, hi int) bool {
 // (context parallelism, DeepSpeed-Ulysses): rubick's plans have no such
 // dimension, and Megatron would train with DP / N replicas, not the plan's
 // DP. No plan avoids it (model.Features names what some plans avoid), so
-// the line is at fault, as with a malformed flag.
-func checkSeqSplit(c *cmdline, plan model.Plan, lo, hi int) error {
+// the line is at fault, as with a malformed flag. plan is the one to run;
+// nil says what any plan would get.
+func checkSeqSplit(c *cmdline, plan *model.Plan, lo, hi int) error {
 	f, n, err := seqSplit(c, lo, hi)
-	if err == nil && n > 1 {
-		err = fmt.Errorf("%w: %s=%d: rubick's plans do not split sequences, and with it Megatron "+
-			"would train plan %s with dp=%d / %d; remove the flag or set it to 1", ErrBadInput, f.names[0], n, plan, plan.DP, n)
+	if err != nil || n == 1 {
+		return err
 	}
-	return err
+	trains := fmt.Sprintf("with 1/%d of each plan's data-parallel replicas", n)
+	if plan != nil {
+		trains = fmt.Sprintf("plan %s with dp=%d / %d", *plan, plan.DP, n)
+	}
+	return fmt.Errorf("%w: %s=%d: rubick's plans do not split sequences, and with it Megatron would train %s; remove the flag or set it to 1",
+		ErrBadInput, f.names[0], n, trains)
 }
 
 // seqSplits are the flags that split each sequence over a group of GPUs,
@@ -440,12 +447,7 @@ func Cannot(argv []string, opts Options) (model.Features, Dialect, error) {
 	if d != DeepSpeed {
 		// Rewrite refuses such a line for every plan: say so before the
 		// job starts, not at its start.
-		f, n, err := seqSplit(c, l.trainLo(), len(argv))
-		if err == nil && n > 1 {
-			err = fmt.Errorf("%w: %s=%d: rubick's plans do not split sequences, and with it Megatron "+
-				"would train with 1/%d of each plan's data-parallel replicas; remove the flag or set it to 1", ErrBadInput, f.names[0], n, n)
-		}
-		if err != nil {
+		if err := checkSeqSplit(c, nil, l.trainLo(), len(argv)); err != nil {
 			return 0, d, err
 		}
 	}
