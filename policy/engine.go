@@ -1798,10 +1798,7 @@ func (r *round) commit() Plan {
 	// Unchanged running jobs keep their memory.
 	for _, js := range r.jobs {
 		if js.running && !js.changed() {
-			for _, a := range js.j.Alloc {
-				n, _ := r.s.NodeIndex(a.Node)
-				memFree[n] -= a.MemGB
-			}
+			r.bookHeld(memFree, js.j, 1)
 		}
 	}
 	p := Plan{Actions: make([]Action, 0, len(r.jobs))}
@@ -1885,10 +1882,7 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 			v := r.tput(js, js.cur, -1, 0, 0)
 			worth := a.Throughput > 0 && j.RunTime.Seconds()*(1-a.Throughput/v.tput) >= r.s.JobRestartCost(j).Seconds()
 			if v.tput > a.Throughput*(1+r.e.cfg.PlanSwitchGain) && v.plan != j.Plan && worth {
-				for _, al := range j.Alloc {
-					n, _ := r.s.NodeIndex(al.Node)
-					memFree[n] += al.MemGB
-				}
+				r.bookHeld(memFree, j, -1)
 				if r.memFits(js, v.plan, memFree, true) {
 					a.Detail = fmt.Sprintf("%s predicted %.3g samples/s over %.3g for %s", v.plan, v.tput, a.Throughput, j.Plan)
 					a.Kind, a.Plan, a.Throughput, a.Reason = Restart, v.plan, v.tput, ReasonReplan
@@ -1896,10 +1890,7 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 				} else {
 					// It keeps what it holds, which its own plan's booking
 					// here may not match, nor fit.
-					for _, al := range j.Alloc {
-						n, _ := r.s.NodeIndex(al.Node)
-						memFree[n] -= al.MemGB
-					}
+					r.bookHeld(memFree, j, 1)
 				}
 			}
 		}
@@ -1968,10 +1959,7 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 // queue when none fits.
 func (r *round) unsupported(js *jstate, memFree []float64) Action {
 	j := js.j
-	for _, al := range j.Alloc {
-		n, _ := r.s.NodeIndex(al.Node)
-		memFree[n] += al.MemGB
-	}
+	r.bookHeld(memFree, j, -1)
 	_, why := r.s.planRuns(j)
 	if v := r.tput(js, js.cur, -1, 0, 0); v.tput > 0 && r.memFits(js, v.plan, memFree, true) {
 		return Action{Kind: Restart, JobID: j.ID, Plan: v.plan, Throughput: v.tput, Alloc: r.allocOf(js, v.plan),
@@ -1979,6 +1967,15 @@ func (r *round) unsupported(js *jstate, memFree []float64) Action {
 	}
 	r.release(js)
 	return Action{Kind: Preempt, JobID: j.ID, Reason: ReasonUnsupported, Detail: why + ", and no plan it can run fits what it holds"}
+}
+
+// bookHeld takes the host memory job j holds on each node out of memFree
+// (sign 1), or gives it back (sign -1).
+func (r *round) bookHeld(memFree []float64, j *Job, sign float64) {
+	for _, al := range j.Alloc {
+		n, _ := r.s.NodeIndex(al.Node)
+		memFree[n] -= sign * al.MemGB
+	}
 }
 
 // release frees a job's tentative GPUs (used when no plan fits memory).
