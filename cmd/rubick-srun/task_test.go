@@ -399,16 +399,7 @@ func TestStepLeavesNoStrays(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for deadline := time.Now().Add(5 * time.Second); running(pid); time.Sleep(20 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-					t.Fatalf("the step's stray process %d still runs after rubick-srun's launch returned", pid)
-				}
-			}
+			gone(t, data, "the step's stray process, after rubick-srun's launch returned")
 		})
 	}
 }
@@ -440,6 +431,13 @@ func TestProfileRunLeavesNoStrays(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the run did not start: %v (%+v)", err, rec)
 	}
+	gone(t, data, "the run's stray process")
+}
+
+// gone fails t unless the process whose pid data holds has ended within
+// 5 s (what names it), and kills it if not.
+func gone(t *testing.T, data []byte, what string) {
+	t.Helper()
 	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
 	if err != nil {
 		t.Fatal(err)
@@ -447,7 +445,7 @@ func TestProfileRunLeavesNoStrays(t *testing.T) {
 	for deadline := time.Now().Add(5 * time.Second); running(pid); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("the run's stray process %d still runs", pid)
+			t.Fatalf("%s: pid %d still runs", what, pid)
 		}
 	}
 }
