@@ -156,6 +156,9 @@ type SamplesConfig struct {
 	// RefitThreshold is the mean relative error of new samples above which
 	// a model type is refitted.
 	RefitThreshold float64 `mapstructure:"refit_threshold"`
+	// MaxConfigsPerJob bounds the configurations (plan, placement, CPUs)
+	// one job may report; 0 leaves them unbounded.
+	MaxConfigsPerJob int `mapstructure:"max_configs_per_job"`
 }
 
 // PolicyConfig selects the policy and its knobs.
@@ -280,7 +283,7 @@ func Defaults() Config {
 		TimeLimits: TimeLimitsConfig{Stretch: true, Margin: 0.25},
 		RigidJobs:  RigidSchedule,
 		SeedFits:   true,
-		Samples:    SamplesConfig{Unmunge: "unmunge", RefitThreshold: 0.10},
+		Samples:    SamplesConfig{Unmunge: "unmunge", RefitThreshold: 0.10, MaxConfigsPerJob: 64},
 		Listen:     "127.0.0.1:9717",
 		LogLevel:   "info",
 	}
@@ -485,6 +488,7 @@ func setDefaults(v *viper.Viper, d Config) {
 	v.SetDefault("samples.unmunge", d.Samples.Unmunge)
 	v.SetDefault("samples.munge_socket", d.Samples.MungeSocket)
 	v.SetDefault("samples.refit_threshold", d.Samples.RefitThreshold)
+	v.SetDefault("samples.max_configs_per_job", d.Samples.MaxConfigsPerJob)
 	v.SetDefault("listen", d.Listen)
 	v.SetDefault("log_level", d.LogLevel)
 }
@@ -600,6 +604,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.Samples.RefitThreshold > 0 && c.Samples.RefitThreshold < 10) {
 		return bad("samples.refit_threshold", c.Samples.RefitThreshold, "want a relative error in (0, 10)")
+	}
+	if c.Samples.MaxConfigsPerJob < 0 {
+		return bad("samples.max_configs_per_job", c.Samples.MaxConfigsPerJob, "want a count >= 0 (0: no bound)")
 	}
 	if !(c.TimeLimits.Margin >= 0 && c.TimeLimits.Margin <= 10) {
 		return bad("time_limits.margin", c.TimeLimits.Margin, "want a fraction in [0, 10]")

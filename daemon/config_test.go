@@ -91,6 +91,8 @@ func TestLoadConfigErrorsNameTheField(t *testing.T) {
 		"interval":           {yaml: "interval: 10ms\n", want: "interval=10ms"},
 		"flag for a number":  {yaml: "policy:\n  reconfig_threshold: true\n", want: "policy.reconfig_threshold=true: want a number"},
 		"flag for a count":   {yaml: "retention:\n  samples_per_config: false\n", want: "retention.samples_per_config=false: want a whole number"},
+		"negative configs":   {yaml: "samples:\n  max_configs_per_job: -1\n", want: "samples.max_configs_per_job=-1"},
+		"fraction configs":   {yaml: "samples:\n  max_configs_per_job: 6.5\n", want: "samples.max_configs_per_job=6.5"},
 		"listen no port":     {yaml: "listen: 127.0.0.1\n", want: `listen="127.0.0.1"`},
 		"listen named port":  {yaml: "listen: \"127.0.0.1:http\"\n", want: `listen="127.0.0.1:http": want host:port (port 1-65535)`},
 		"listen port range":  {yaml: "listen: \":70000\"\n", want: `listen=":70000"`},

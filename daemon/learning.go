@@ -22,7 +22,7 @@ type LearnStore interface {
 	ModelType(ctx context.Context, name string) (store.ModelType, error)
 	CurrentFit(ctx context.Context, modelType string) (store.Fit, error)
 	AddSamples(ctx context.Context, modelType string, samples []model.Sample, sourceJob int64, src store.Source) error
-	AddReported(ctx context.Context, modelType string, smp model.Sample, sourceJob int64, iteration int) error
+	AddOnline(ctx context.Context, modelType string, smp model.Sample, sourceJob int64, iteration, maxConfigs int) error
 	Samples(ctx context.Context, modelType string) ([]store.StoredSample, error)
 	AddFitAs(ctx context.Context, modelType string, r model.FitResult, src store.Source, how store.Promotion) (store.Fit, error)
 	SetJobLaunch(ctx context.Context, id int64, user string, l store.Launch) error
@@ -42,7 +42,11 @@ type Learner struct {
 	// Threshold is the mean relative error of new samples above which the
 	// model type is refitted (BRIEF 3: e.g. 10 %).
 	Threshold float64
-	Logger    *slog.Logger
+	// MaxConfigsPerJob bounds the configurations (plan, placement, CPUs)
+	// one job may report samples of; 0 leaves them unbounded. Set it before
+	// the first Accept; later, through SetMaxConfigsPerJob.
+	MaxConfigsPerJob int
+	Logger           *slog.Logger
 	// LookupUID maps a Slurm user name to its UID; nil uses the system's
 	// user database.
 	LookupUID func(name string) (uint32, error)
@@ -79,12 +83,15 @@ func (l *Learner) Accept(ctx context.Context, uid uint32, s report.Sample) error
 	if err := l.plausible(ctx, s.ModelType, ms); err != nil {
 		return err
 	}
+	iteration := -1
 	if s.Iteration != nil {
-		err = l.Store.AddReported(ctx, s.ModelType, ms, int64(id), *s.Iteration)
-	} else {
-		err = l.Store.AddSamples(ctx, s.ModelType, []model.Sample{ms}, int64(id), store.SourceOnline)
+		iteration = *s.Iteration
 	}
-	if errors.Is(err, store.ErrInvalid) {
+	l.mu.Lock()
+	maxConfigs := l.MaxConfigsPerJob
+	l.mu.Unlock()
+	err = l.Store.AddOnline(ctx, s.ModelType, ms, int64(id), iteration, maxConfigs)
+	if errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrTooManyConfigs) {
 		return fmt.Errorf("%w: %v", report.ErrBadSample, err)
 	}
 	if err != nil {
@@ -98,6 +105,14 @@ func (l *Learner) Accept(ctx context.Context, uid uint32, s report.Sample) error
 	l.dirty[s.ModelType] = true
 	l.mu.Unlock()
 	return nil
+}
+
+// SetMaxConfigsPerJob changes MaxConfigsPerJob while samples arrive (a
+// configuration reload).
+func (l *Learner) SetMaxConfigsPerJob(n int) {
+	l.mu.Lock()
+	l.MaxConfigsPerJob = n
+	l.mu.Unlock()
 }
 
 // ranOn checks that a sample's resources are ones job j could have

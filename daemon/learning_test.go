@@ -491,10 +491,44 @@ func TestAcceptLaunch(t *testing.T) {
 	}
 }
 
+// A job reports as many samples as it likes of the configurations it has
+// reported, and new configurations only up to MaxConfigsPerJob; a reload
+// raising the bound lets the next one in.
+func TestAcceptBoundsConfigsPerJob(t *testing.T) {
+	ctx := context.Background()
+	l, st, _ := newLearner(t, measuringJob(5, "bert"))
+	l.MaxConfigsPerJob = 2
+	set, err := artifact.Load(artifact.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpsertModelType(ctx, set.Models["bert"].Spec); err != nil {
+		t.Fatal(err)
+	}
+	s := report.Sample{Version: report.SampleVersion, JobID: "5", ModelType: "bert", Plan: "dp4.tp1.pp1.mb8.a1.z0", Placement: "4", CPUs: 16, Iteration: ptr(3), IterS: 0.2}
+	other, third := s, s
+	other.CPUs = 8
+	third.Plan, third.Placement = "dp2.tp1.pp1.mb16.a1.z0", "2"
+	for i, step := range []struct {
+		s       report.Sample
+		wantErr error
+	}{{s, nil}, {other, nil}, {s, nil}, {third, report.ErrBadSample}, {other, nil}} {
+		if err := l.Accept(ctx, 1000, step.s); !errors.Is(err, step.wantErr) || (err == nil) != (step.wantErr == nil) {
+			t.Errorf("sample %d: Accept = %v, want %v", i, err, step.wantErr)
+		} else if err != nil && !strings.Contains(err.Error(), "job 5 has reported 2 configurations") {
+			t.Errorf("sample %d: Accept = %v, want it to say how many configurations job 5 reported", i, err)
+		}
+	}
+	l.SetMaxConfigsPerJob(3)
+	if err := l.Accept(ctx, 1000, third); err != nil {
+		t.Errorf("Accept after raising the bound = %v", err)
+	}
+}
+
 // lockedStore fails every sample write as a busy store does.
 type lockedStore struct{ LearnStore }
 
-func (lockedStore) AddReported(context.Context, string, model.Sample, int64, int) error {
+func (lockedStore) AddOnline(context.Context, string, model.Sample, int64, int, int) error {
 	return errors.New("database is locked")
 }
 

@@ -70,6 +70,7 @@ func (d *Daemon) applyReload() {
 	d.cfg, d.deps.Policy = p.cfg, p.pol
 	if d.deps.Learner != nil {
 		d.deps.Learner.Threshold = p.cfg.Samples.RefitThreshold
+		d.deps.Learner.SetMaxConfigsPerJob(p.cfg.Samples.MaxConfigsPerJob)
 	}
 	d.deps.Logger.Info("configuration reloaded", "policy", p.pol.Name(), "interval", p.cfg.Interval,
 		"partitions", p.cfg.Partitions, "tenants", len(p.cfg.Tenants), "restart_cost", p.cfg.RestartCost)

@@ -22,6 +22,7 @@ func TestReload(t *testing.T) {
 	next := Defaults()
 	next.Tenants = []TenantConfig{{Name: "nlp", Match: []string{"nlp"}, QuotaGPUs: 8}}
 	next.Samples.RefitThreshold = 0.2
+	next.Samples.MaxConfigsPerJob = 5
 	next.Interval = time.Minute
 	fifo, err := policy.New("fifo", next.Policy.Config())
 	if err != nil {
@@ -50,9 +51,9 @@ func TestReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.deps.Policy.Name() != "fifo" || d.cfg.Interval != time.Minute || d.deps.Learner.Threshold != 0.2 || len(d.cfg.Tenants) != 1 {
-		t.Errorf("after the cycle: policy %s, interval %v, refit threshold %v, tenants %v; want the reloaded ones",
-			d.deps.Policy.Name(), d.cfg.Interval, d.deps.Learner.Threshold, d.cfg.Tenants)
+	if d.deps.Policy.Name() != "fifo" || d.cfg.Interval != time.Minute || d.deps.Learner.Threshold != 0.2 || d.deps.Learner.MaxConfigsPerJob != 5 || len(d.cfg.Tenants) != 1 {
+		t.Errorf("after the cycle: policy %s, interval %v, refit threshold %v, configs per job %d, tenants %v; want the reloaded ones",
+			d.deps.Policy.Name(), d.cfg.Interval, d.deps.Learner.Threshold, d.deps.Learner.MaxConfigsPerJob, d.cfg.Tenants)
 	}
 	for _, a := range rep.Plan.Actions {
 		if a.Reason != policy.ReasonFIFO && a.Reason != policy.ReasonBackfill && a.Reason != policy.ReasonNoResources {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -30,7 +31,7 @@ type StoredSample struct {
 // when any sample is malformed, and wraps ErrNotFound when the model type is
 // not stored.
 func (s *Store) AddSamples(ctx context.Context, modelType string, samples []model.Sample, sourceJob int64, src Source) error {
-	return s.addSamples(ctx, modelType, samples, sourceJob, src, -1)
+	return s.addSamples(ctx, modelType, samples, sourceJob, src, -1, 0)
 }
 
 // AddReported stores one sample a running job reported, with the trainer's
@@ -40,13 +41,72 @@ func (s *Store) AddReported(ctx context.Context, modelType string, smp model.Sam
 	if iteration < 0 {
 		return fmt.Errorf("store: add samples for %q: %w: iteration=%d must be >= 0", modelType, ErrInvalid, iteration)
 	}
+	return s.AddOnline(ctx, modelType, smp, sourceJob, iteration, 0)
+}
+
+// ErrTooManyConfigs is returned for a reported sample of a configuration
+// its job has not reported before when the job has already reported as
+// many configurations as it may.
+var ErrTooManyConfigs = errors.New("too many configurations reported by one job")
+
+// AddOnline stores one sample the running job sourceJob reported, with the
+// trainer's iteration counter (-1 when the report has none). With
+// maxConfigs > 0, a sample of a configuration (plan, placement, CPUs) the
+// job has not reported before is refused with ErrTooManyConfigs once the
+// job has reported maxConfigs configurations: retention keeps a number of
+// samples per job and configuration, so only this bounds what one job can
+// make the store (and every refit of its model type) hold. The check and
+// the insert share one write transaction, so concurrent reports of one
+// job cannot pass the bound together.
+func (s *Store) AddOnline(ctx context.Context, modelType string, smp model.Sample, sourceJob int64, iteration, maxConfigs int) error {
+	if iteration < -1 {
+		return fmt.Errorf("store: add samples for %q: %w: iteration=%d must be >= 0", modelType, ErrInvalid, iteration)
+	}
 	if sourceJob <= 0 {
 		return fmt.Errorf("store: add samples for %q: %w: source_job=%d must be > 0", modelType, ErrInvalid, sourceJob)
 	}
-	return s.addSamples(ctx, modelType, []model.Sample{smp}, sourceJob, SourceOnline, iteration)
+	if maxConfigs < 0 {
+		return fmt.Errorf("store: add samples for %q: %w: max_configs=%d must be >= 0", modelType, ErrInvalid, maxConfigs)
+	}
+	return s.addSamples(ctx, modelType, []model.Sample{smp}, sourceJob, SourceOnline, iteration, maxConfigs)
 }
 
-func (s *Store) addSamples(ctx context.Context, modelType string, samples []model.Sample, sourceJob int64, src Source, iteration int) error {
+// configWhere selects a job's online samples of one configuration; its
+// columns are those Prune partitions by.
+const configWhere = `source_job = ? AND source = ? AND model_type = ? AND dp = ? AND tp = ? AND pp = ?
+	AND micro_batch = ? AND accum = ? AND zero = ? AND offload = ? AND checkpoint = ? AND placement = ? AND cpus = ?`
+
+// checkConfigs refuses smp when it is a configuration new to job and the
+// job has reported maxConfigs configurations already.
+func checkConfigs(ctx context.Context, tx *sql.Tx, modelType string, smp model.Sample, job int64, maxConfigs int) error {
+	p, r := smp.Plan, smp.Resources
+	var one int
+	// The newest rows come first through samples_by_job, and a job reports
+	// mostly the configuration it runs, so this stops at once.
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM samples WHERE `+configWhere+` ORDER BY id DESC LIMIT 1`,
+		job, string(SourceOnline), modelType, p.DP, p.TP, p.PP, p.MicroBatch, p.Accum, p.ZeRO,
+		boolInt(p.Offload), boolInt(p.Checkpoint), encodePlacement(r.Placement), r.CPUs).Scan(&one)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, `
+		SELECT COUNT(*) FROM (SELECT DISTINCT model_type, dp, tp, pp, micro_batch, accum, zero, offload,
+			checkpoint, placement, cpus FROM samples WHERE source_job = ? AND source = ?)`,
+		job, string(SourceOnline)).Scan(&n); err != nil {
+		return err
+	}
+	if n >= maxConfigs {
+		return fmt.Errorf("%w: job %d has reported %d configurations, the most one job may (%s on %s, cpus=%d would be one more)",
+			ErrTooManyConfigs, job, n, p, r.Placement, r.CPUs)
+	}
+	return nil
+}
+
+func (s *Store) addSamples(ctx context.Context, modelType string, samples []model.Sample, sourceJob int64, src Source, iteration, maxConfigs int) error {
 	if err := checkSamples(modelType, samples, sourceJob, src); err != nil {
 		return fmt.Errorf("store: add samples for %q: %w", modelType, err)
 	}
@@ -69,6 +129,11 @@ func (s *Store) addSamples(ctx context.Context, modelType string, samples []mode
 		}
 		defer st.Close()
 		for i, smp := range samples {
+			if maxConfigs > 0 {
+				if err := checkConfigs(ctx, tx, modelType, smp, sourceJob, maxConfigs); err != nil {
+					return fmt.Errorf("sample %d: %w", i, err)
+				}
+			}
 			p, r := smp.Plan, smp.Resources
 			if _, err := st.ExecContext(ctx, modelType, p.DP, p.TP, p.PP, p.MicroBatch, p.Accum, p.ZeRO,
 				boolInt(p.Offload), boolInt(p.Checkpoint), encodePlacement(r.Placement), r.Placement.GPUs(),

@@ -177,3 +177,66 @@ func TestAddSamplesUnknownModel(t *testing.T) {
 		t.Fatalf("AddSamples for an unknown model type = %v, want ErrNotFound", err)
 	}
 }
+
+// A job may report any number of samples of the configurations it has
+// reported, and new ones only up to its bound; profile samples, other jobs'
+// reports and a host-memory change (not part of a configuration) do not
+// count.
+func TestAddOnlineBoundsConfigs(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "")
+	if err := s.UpsertModelType(ctx, gpt2()); err != nil {
+		t.Fatal(err)
+	}
+	a := sample(8, 1, 1, model.Placement{8}, 1.5)
+	b := sample(4, 1, 1, model.Placement{4}, 2.5)
+	c := sample(2, 1, 1, model.Placement{2}, 4.5)
+	fewerCPUs := a
+	fewerCPUs.Resources.CPUs = 16
+	moreMem := a
+	moreMem.Resources.HostMemGB = 200
+	if err := s.AddSamples(ctx, "gpt2", []model.Sample{c}, 7, SourceProfile); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		smp     model.Sample
+		job     int64
+		iter    int
+		wantErr error
+	}{
+		{a, 7, 1, nil},
+		{a, 7, -1, nil},
+		{moreMem, 7, 2, nil},
+		{b, 7, 3, nil},
+		{a, 7, 4, nil},
+		{c, 7, 5, ErrTooManyConfigs},
+		{fewerCPUs, 7, 6, ErrTooManyConfigs},
+		{b, 7, 7, nil},
+		{c, 9, 1, nil},
+		{b, 9, 2, nil},
+		{a, 9, 3, ErrTooManyConfigs},
+	}
+	for i, st := range steps {
+		err := s.AddOnline(ctx, "gpt2", st.smp, st.job, st.iter, 2)
+		if !errors.Is(err, st.wantErr) || (st.wantErr == nil) != (err == nil) {
+			t.Errorf("step %d: AddOnline(job %d, %s on %s, cpus=%d) = %v, want %v", i, st.job, st.smp.Plan, st.smp.Resources.Placement, st.smp.Resources.CPUs, err, st.wantErr)
+		}
+	}
+	if err := s.AddOnline(ctx, "gpt2", c, 7, 8, 0); err != nil {
+		t.Errorf("AddOnline without a bound = %v", err)
+	}
+	if err := s.AddOnline(ctx, "gpt2", c, 7, 8, -1); !errors.Is(err, ErrInvalid) {
+		t.Errorf("AddOnline with max_configs -1 = %v, want ErrInvalid", err)
+	}
+	got, err := s.JobSamples(ctx, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var iters []int
+	for _, smp := range got {
+		iters = append(iters, smp.Iteration)
+	}
+	if d := cmp.Diff([]int{-1, 1, -1, 2, 3, 4, 7, 8}, iters); d != "" {
+		t.Errorf("job 7's stored iterations (-want +got):\n%s", d)
+	}
+}

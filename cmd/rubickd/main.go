@@ -170,7 +170,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	metrics := daemon.NewMetrics()
-	learner := &daemon.Learner{Store: st, Cluster: cluster, Env: env, Threshold: cfg.Samples.RefitThreshold, Logger: log}
+	learner := &daemon.Learner{Store: st, Cluster: cluster, Env: env, Threshold: cfg.Samples.RefitThreshold,
+		MaxConfigsPerJob: cfg.Samples.MaxConfigsPerJob, Logger: log}
 	d, err := daemon.New(cfg, daemon.Deps{Cluster: cluster, Applier: applier, Store: st, Policy: pol, Env: env, Metrics: metrics, Logger: log, Learner: learner, Instance: self,
 		Budgets: slurm.AssocMgr{Runner: commands(cfg), Scontrol: cfg.Commands.Scontrol, SShare: cfg.Commands.Sshare},
 		Scripts: slurm.BatchScripts{Runner: commands(cfg), Scontrol: cfg.Commands.Scontrol}})
