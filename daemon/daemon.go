@@ -958,19 +958,29 @@ func (d *Daemon) watchToken(now time.Time) {
 // calls of about 0.1 s, so a burst of starts would otherwise take seconds.
 const applyWorkers = 16
 
-// apply runs the releases (preempt, shrink) one by one first, since they
-// free what the others take, then the rest concurrently; results keep the
-// order of actions.
+// apply runs the releases (preempt, shrink) first, since they free what the
+// others take, then the rest; results keep the order of actions. Each group
+// runs concurrently: a preemption waits up to the checkpoint grace for its
+// job's checkpoint, and one after another several of them would outlast
+// the cycle's deadline, leaving the later jobs signalled (their
+// checkpoints written) but not requeued.
 func (d *Daemon) apply(ctx context.Context, actions []slurm.Action) []slurm.ActionResult {
 	results := make([]slurm.ActionResult, len(actions))
 	first := 0
 	for first < len(actions) && (actions[first].Kind == slurm.ActionPreempt || actions[first].Kind == slurm.ActionShrink) {
-		results[first] = d.deps.Applier.Apply(ctx, actions[first:first+1])[0]
 		first++
 	}
+	d.applyAll(ctx, actions, results, 0, first)
+	d.applyAll(ctx, actions, results, first, len(actions))
+	return results
+}
+
+// applyAll applies actions[from:to] concurrently, at most applyWorkers at
+// once, into results[from:to].
+func (d *Daemon) applyAll(ctx context.Context, actions []slurm.Action, results []slurm.ActionResult, from, to int) {
 	sem := make(chan struct{}, applyWorkers)
 	var wg sync.WaitGroup
-	for i := first; i < len(actions); i++ {
+	for i := from; i < to; i++ {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func(i int) {
@@ -979,7 +989,6 @@ func (d *Daemon) apply(ctx context.Context, actions []slurm.Action) []slurm.Acti
 		}(i)
 	}
 	wg.Wait()
-	return results
 }
 
 func planOf(a slurm.Action) string {
