@@ -1335,9 +1335,17 @@ func (d *Daemon) Health() error {
 	return errors.New(msg)
 }
 
+// cycleLimit is the longest a cycle may take: its reads within an
+// interval, then the two groups apply runs one after the other (releases,
+// then the rest), each of which may wait the checkpoint grace and a few
+// commands (a preemption and a restart both checkpoint their jobs).
+func (d *Daemon) cycleLimit() time.Duration {
+	return d.cfg.Interval + 2*(d.cfg.Checkpoint.Grace+2*d.cfg.Commands.Timeout)
+}
+
 // healthWindow is three of the longest cycles the configuration allows.
 func (d *Daemon) healthWindow() time.Duration {
-	return 3 * (d.cfg.Interval + d.cfg.Checkpoint.Grace + 2*d.cfg.Commands.Timeout)
+	return 3 * d.cycleLimit()
 }
 
 // pruneEvery is how often Run applies the retention settings.
@@ -1382,7 +1390,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 				d.deps.Logger.Warn("pruning the store failed", "err", err)
 			}
 		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Interval+d.cfg.Checkpoint.Grace+2*d.cfg.Commands.Timeout)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cycleLimit())
 		rep, err := d.Cycle(cctx, false)
 		cancel()
 		if errors.Is(err, ErrLocked) {
