@@ -1,6 +1,7 @@
 // Package store keeps rubick's state in SQLite: model types, every fitted
 // parameter tuple, profiling samples, jobs, plan history and per-cycle
-// decisions. Schema changes are versioned migrations applied on open.
+// decisions. Schema changes are versioned migrations applied on open, except
+// by an Open told WithoutMigrating.
 //
 // A Store holds two connection pools on one database file in WAL mode: a
 // single writer connection, so the process's own writes are serialised

@@ -1,11 +1,15 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -269,5 +273,63 @@ func TestMigrationV7Deferred(t *testing.T) {
 	}
 	if got, err := s.Deferred(ctx, []int64{1}); err != nil || !got[1].Equal(waited) {
 		t.Errorf("Deferred = %v, %v; want job 1 at %v", got, err, waited)
+	}
+}
+
+// Told WithoutMigrating, Open leaves an older store as it is and refuses
+// it, so that the older rubickd still running opens it; a store at this
+// binary's version opens, one at a newer version is refused.
+func TestOpenWithoutMigrating(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	older := filepath.Join(dir, "older.db")
+	olderDB(t, older, SchemaVersion()-1).Close()
+	newer := filepath.Join(dir, "newer.db")
+	s, err := open(ctx, newer, append(migrations(), migration{version: SchemaVersion() + 1, name: "future", up: `CREATE TABLE future (x INTEGER)`}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	current := filepath.Join(dir, "current.db")
+	openTest(t, current)
+
+	for name, tc := range map[string]struct {
+		path string
+		is   error
+		say  string
+	}{
+		"older":   {path: older, is: ErrSchemaTooOld, say: fmt.Sprintf("database is at version %d, this binary reads version %d", SchemaVersion()-1, SchemaVersion())},
+		"newer":   {path: newer, is: ErrSchemaTooNew, say: fmt.Sprintf("database is at version %d", SchemaVersion()+1)},
+		"current": {path: current},
+	} {
+		t.Run(name, func(t *testing.T) {
+			before, err := os.ReadFile(tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := Open(ctx, tc.path, WithoutMigrating())
+			if err == nil {
+				s.Close()
+			}
+			if (tc.is == nil) != (err == nil) || (tc.is != nil && !errors.Is(err, tc.is)) || !strings.Contains(fmt.Sprint(err), tc.say) {
+				t.Fatalf("Open(WithoutMigrating) = %v, want %v saying %q", err, tc.is, tc.say)
+			}
+			if tc.is == nil {
+				return
+			}
+			if after, _ := os.ReadFile(tc.path); !bytes.Equal(before, after) {
+				t.Errorf("refused store changed: %d bytes, was %d", len(after), len(before))
+			}
+		})
+	}
+	// The older store is still one its own rubickd opens.
+	db, err := sql.Open("sqlite3", older)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var v int
+	if err := db.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&v); err != nil || v != SchemaVersion()-1 {
+		t.Errorf("older store's version = %d, %v; want %d", v, err, SchemaVersion()-1)
 	}
 }

@@ -22,6 +22,9 @@ var (
 	ErrInvalid = errors.New("invalid input")
 	// ErrSchemaTooNew reports a database migrated by a newer rubick than this binary.
 	ErrSchemaTooNew = errors.New("database schema is newer than this binary")
+	// ErrSchemaTooOld reports a database, opened WithoutMigrating, at an
+	// older schema than this binary's.
+	ErrSchemaTooOld = errors.New("database schema is older than this binary")
 	// ErrResolved reports a MarkApplied on an action that already has a result.
 	ErrResolved = errors.New("action already resolved")
 	// ErrNotStore reports a file Open, told WithExisting, found not to be a
@@ -53,6 +56,7 @@ type config struct {
 	readers     int
 	sync        Sync
 	existing    bool
+	noMigrate   bool
 }
 
 // WithClock sets the clock every stored time comes from; the default is time.Now.
@@ -70,6 +74,14 @@ func WithBusyTimeout(d time.Duration) Option { return func(c *config) { c.busyTi
 // another program's database. Commands that only read the store use it,
 // so a mistyped --store never becomes one.
 func WithExisting() Option { return func(c *config) { c.existing = true } }
+
+// WithoutMigrating makes Open leave the schema as it finds it: besides
+// what WithExisting refuses, it refuses with ErrSchemaTooOld, before
+// writing anything, a store whose schema is older than this binary's,
+// which its statements cannot read. Commands other than rubickd use it:
+// a store they migrated would be one the running, older rubickd refuses
+// with ErrSchemaTooNew; the new rubickd migrates it when it starts.
+func WithoutMigrating() Option { return func(c *config) { c.noMigrate = true } }
 
 // WithReaders sets the size of the reader pool; the default is 4.
 func WithReaders(n int) Option { return func(c *config) { c.readers = n } }
@@ -89,8 +101,9 @@ type Store struct {
 }
 
 // Open opens or creates the database at path, applies any pending
-// migrations, each in its own transaction, and returns the Store. It fails
-// with ErrSchemaTooNew when the database was migrated by a newer binary.
+// migrations, each in its own transaction, unless told WithoutMigrating,
+// and returns the Store. It fails with ErrSchemaTooNew when the database
+// was migrated by a newer binary.
 // path must name a file: an in-memory database would not be shared between
 // the writer and the readers.
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
@@ -130,8 +143,12 @@ func open(ctx context.Context, path string, migs []migration, opts ...Option) (*
 	common := url.Values{}
 	common.Set("_busy_timeout", fmt.Sprint(cfg.busyTimeout.Milliseconds()))
 	common.Set("_foreign_keys", "on")
-	if cfg.existing {
-		if err := checkExisting(ctx, path, common); err != nil {
+	if cfg.existing || cfg.noMigrate {
+		v, err := checkExisting(ctx, path, common)
+		if err == nil && cfg.noMigrate {
+			err = checkVersion(v, len(migs))
+		}
+		if err != nil {
 			return nil, fmt.Errorf("store: open %s: %w", path, err)
 		}
 	}
@@ -160,9 +177,11 @@ func open(ctx context.Context, path string, migs []migration, opts ...Option) (*
 		w.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	if err := retryBusy(ctx, cfg.busyTimeout, func() error { return migrate(ctx, w, migs, cfg.now, cfg.log) }); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	if !cfg.noMigrate {
+		if err := retryBusy(ctx, cfg.busyTimeout, func() error { return migrate(ctx, w, migs, cfg.now, cfg.log) }); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("store: open %s: %w", path, err)
+		}
 	}
 
 	rq := url.Values{}
@@ -189,10 +208,11 @@ func open(ctx context.Context, path string, migs []migration, opts ...Option) (*
 	return s, nil
 }
 
-// checkExisting fails with ErrNotStore unless path is a rubick store. It
-// reads through a read-only connection: the writer's own opening would
-// already turn another program's database to WAL.
-func checkExisting(ctx context.Context, path string, common url.Values) error {
+// checkExisting fails with ErrNotStore unless path is a rubick store, and
+// returns its schema version. It reads through a read-only connection: the
+// writer's own opening would already turn another program's database to
+// WAL.
+func checkExisting(ctx context.Context, path string, common url.Values) (int, error) {
 	q := url.Values{}
 	for k, v := range common {
 		q[k] = v
@@ -202,7 +222,7 @@ func checkExisting(ctx context.Context, path string, common url.Values) error {
 	// '%' would start an escape.
 	db, err := sql.Open("sqlite3", "file:"+strings.ReplaceAll(path, "%", "%25")+"?"+q.Encode())
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer db.Close()
 	var n int
@@ -210,11 +230,27 @@ func checkExisting(ctx context.Context, path string, common url.Values) error {
 	var se sqlite3.Error
 	switch {
 	case errors.As(err, &se) && se.Code == sqlite3.ErrNotADB:
-		return fmt.Errorf("%w: the file is not an SQLite database", ErrNotStore)
+		return 0, fmt.Errorf("%w: the file is not an SQLite database", ErrNotStore)
 	case err != nil:
-		return err
+		return 0, err
 	case n == 0:
-		return fmt.Errorf("%w: the database has no schema_migrations table (an empty file, or another program's database)", ErrNotStore)
+		return 0, fmt.Errorf("%w: the database has no schema_migrations table (an empty file, or another program's database)", ErrNotStore)
+	}
+	var v int
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return v, nil
+}
+
+// checkVersion fails unless a store at schema version v is one a binary
+// that knows want versions reads as it is.
+func checkVersion(v, want int) error {
+	switch {
+	case v > want:
+		return fmt.Errorf("%w: database is at version %d, this binary knows up to %d", ErrSchemaTooNew, v, want)
+	case v < want:
+		return fmt.Errorf("%w: database is at version %d, this binary reads version %d; upgrade rubickd, which migrates the store when it starts", ErrSchemaTooOld, v, want)
 	}
 	return nil
 }

@@ -235,7 +235,10 @@ func storePathFlag(fs *flag.FlagSet, env cliEnv) func() string {
 }
 
 // openStore opens an existing store; it never creates one, so a mistyped
-// path is an error rather than an empty database.
+// path is an error rather than an empty database. Nor does it migrate one:
+// the running rubickd, when older than this rubick, would refuse the store
+// afterwards, so one of an older schema is refused with
+// store.ErrSchemaTooOld until the new rubickd migrates it.
 func openStore(ctx context.Context, path string) (*store.Store, error) {
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -243,7 +246,7 @@ func openStore(ctx context.Context, path string) (*store.Store, error) {
 		}
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
-	st, err := store.Open(ctx, path, store.WithReaders(2), store.WithExisting())
+	st, err := store.Open(ctx, path, store.WithReaders(2), store.WithoutMigrating())
 	if err != nil {
 		return nil, err
 	}

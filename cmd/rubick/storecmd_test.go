@@ -3,10 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/rubick-sched/rubick/store"
 )
 
 func TestStoreStatsAndPrune(t *testing.T) {
@@ -66,4 +72,73 @@ func TestStoreStatsAndPrune(t *testing.T) {
 	if err := storeCmd(ctx, []string{"stats", "--store", path + ".missing"}, &out, &errb, testEnv(t)); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("missing store: %v", err)
 	}
+}
+
+// Every command that reads the store refuses one of an older schema and
+// leaves it at its version: migrated, it would be refused by the older
+// rubickd still running on it.
+func TestOlderStoreNotMigrated(t *testing.T) {
+	ctx := context.Background()
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close() // status reads the store alone
+	for name, run := range map[string]func(path string) error{
+		"explain": func(path string) error {
+			return explainCmd(ctx, []string{"42", "--store", path}, io.Discard, io.Discard, testEnv(t))
+		},
+		"queue": func(path string) error {
+			return queueCmd(ctx, []string{"--store", path}, io.Discard, io.Discard, testEnv(t))
+		},
+		"status": func(path string) error {
+			return statusCmd(ctx, []string{"--url", down.URL, "--store", path}, io.Discard, io.Discard, testEnv(t))
+		},
+		"report": func(path string) error {
+			return reportCmd(ctx, []string{"--input", synthetic, "--store", path}, io.Discard, io.Discard, testEnv(t))
+		},
+		"store stats": func(path string) error {
+			return storeCmd(ctx, []string{"stats", "--store", path}, io.Discard, io.Discard, testEnv(t))
+		},
+		"store prune": func(path string) error {
+			return storeCmd(ctx, []string{"prune", "--store", path}, io.Discard, io.Discard, testEnv(t))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path, _ := seedExplainStore(t)
+			olderVersion(t, path)
+			err := run(path)
+			if err == nil || !strings.Contains(err.Error(), store.ErrSchemaTooOld.Error()) || !strings.Contains(err.Error(), "upgrade rubickd") {
+				t.Errorf("error = %v, want %v telling to upgrade rubickd", err, store.ErrSchemaTooOld)
+			}
+			if v := schemaVersion(t, path); v != store.SchemaVersion()-1 {
+				t.Errorf("store at version %d after %s, want %d as it was", v, name, store.SchemaVersion()-1)
+			}
+		})
+	}
+}
+
+// olderVersion makes the store at path one at the schema version before
+// this binary's, as far as its version says.
+func olderVersion(t *testing.T, path string) {
+	t.Helper()
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`DELETE FROM schema_migrations WHERE version = ?`, store.SchemaVersion()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func schemaVersion(t *testing.T, path string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var v int
+	if err := db.QueryRow(`SELECT MAX(version) FROM schema_migrations`).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
