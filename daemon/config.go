@@ -493,6 +493,11 @@ func setDefaults(v *viper.Viper, d Config) {
 	v.SetDefault("log_level", d.LogLevel)
 }
 
+// minCallTimeout bounds slurmrestd.timeout and commands.timeout from
+// below: a busy slurmctld takes longer than a few milliseconds to answer,
+// so a shorter bound fails every request and command rubickd makes.
+const minCallTimeout = time.Second
+
 var (
 	nameRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 	versionRE = regexp.MustCompile(`^v0\.0\.(3[89]|4[0-9])$`)
@@ -520,8 +525,8 @@ func (c Config) Validate() error {
 	if !(c.Slurmrestd.RateLimit > 0) || c.Slurmrestd.RateLimit > 10000 {
 		return bad("slurmrestd.rate_limit", c.Slurmrestd.RateLimit, "want requests per second in (0, 10000]")
 	}
-	if c.Slurmrestd.Timeout <= 0 {
-		return bad("slurmrestd.timeout", c.Slurmrestd.Timeout, "must be > 0")
+	if c.Slurmrestd.Timeout < minCallTimeout {
+		return bad("slurmrestd.timeout", c.Slurmrestd.Timeout, "want >= "+minCallTimeout.String())
 	}
 	for path, cmd := range map[string]string{"commands.scontrol": c.Commands.Scontrol, "commands.scancel": c.Commands.Scancel, "commands.sshare": c.Commands.Sshare,
 		"samples.unmunge": c.Samples.Unmunge} {
@@ -529,8 +534,8 @@ func (c Config) Validate() error {
 			return bad(path, fmt.Sprintf("%q", cmd), "want a command name or absolute path without spaces or shell characters")
 		}
 	}
-	if c.Commands.Timeout <= 0 {
-		return bad("commands.timeout", c.Commands.Timeout, "must be > 0")
+	if c.Commands.Timeout < minCallTimeout {
+		return bad("commands.timeout", c.Commands.Timeout, "want >= "+minCallTimeout.String())
 	}
 	if len(c.Partitions) == 0 {
 		return bad("partitions", "[]", "at least one managed partition is required")

@@ -89,6 +89,8 @@ func TestLoadConfigErrorsNameTheField(t *testing.T) {
 		"negative quota":     {yaml: "tenants:\n  - {name: a, quota_gpus: -3}\n", want: "tenants[0].quota_gpus=-3"},
 		"shared account":     {yaml: "tenants:\n  - {name: a, match: [x]}\n  - {name: b, match: [x]}\n", want: `tenants[1].match[0]="x"`},
 		"interval":           {yaml: "interval: 10ms\n", want: "interval=10ms"},
+		"slurmrestd timeout": {yaml: "slurmrestd:\n  timeout: 1ms\n", want: "slurmrestd.timeout=1ms: want >= 1s"},
+		"commands timeout":   {env: []string{"RUBICK_COMMANDS_TIMEOUT=500ms"}, want: "commands.timeout=500ms: want >= 1s"},
 		"flag for a number":  {yaml: "policy:\n  reconfig_threshold: true\n", want: "policy.reconfig_threshold=true: want a number"},
 		"flag for a count":   {yaml: "retention:\n  samples_per_config: false\n", want: "retention.samples_per_config=false: want a whole number"},
 		"negative configs":   {yaml: "samples:\n  max_configs_per_job: -1\n", want: "samples.max_configs_per_job=-1"},
