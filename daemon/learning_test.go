@@ -436,8 +436,8 @@ func TestRefitSkipsSamplesOfAnOlderSpec(t *testing.T) {
 	}
 	truth := model.Predictor{Spec: spec, Params: model.Priors(), Env: model.DefaultEnv()}
 	*now = now.Add(time.Minute)
-	// The old samples cannot be priced any more, so seven new
-	// configurations are needed, as for a first fit.
+	// The old samples were measured at the old global batch; each is still
+	// priced at its own (ForPlan), so the refit weighs them with the new.
 	for _, pl := range []model.Placement{{4, 4}, {2, 2}, {8}, {4}, {2, 2, 2, 2}, {1, 1, 1, 1}, {2}} {
 		if err := l.Accept(ctx, 1000, multiNode(t, truth, pl, 1.5)); err != nil {
 			t.Fatal(err)
