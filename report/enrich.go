@@ -61,13 +61,14 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 			return err
 		}
 		j := &r.Jobs[i]
-		id, ok, err := storeID(ctx, st, j.ID)
+		sj, found, ok, err := storeJob(ctx, st, j.ID)
 		if err != nil {
 			return fmt.Errorf("report: %w", err)
 		}
 		if !ok {
 			continue
 		}
+		id := sj.ID
 		hist, err := st.PlanHistory(ctx, id)
 		if err != nil {
 			return fmt.Errorf("report: %w", err)
@@ -82,11 +83,7 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 			requeues += len(j.requeues)
 		}
 		j.StorePlans = PlanChanges(hist, costs)
-		sj, err := st.Job(ctx, id)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("report: %w", err)
-		}
-		if err == nil && j.Class == "" {
+		if found && j.Class == "" {
 			j.Class = string(sj.Class)
 			if j.ModelType == NoModel && sj.ModelType != "" {
 				j.ModelType = sj.ModelType
@@ -143,23 +140,32 @@ func ParseJobID(s string) (id, array, task int64, ok bool) {
 	return id, 0, 0, true
 }
 
-// storeID is the job id the store knows sacct's job id by: a job id, or
-// for a task of a job array (ARRAY_TASK) the id of the job it was split
-// off as, which the store records. false for an id the store does not
-// know: one ParseJobID refuses, a task rubickd never saw.
-func storeID(ctx context.Context, st Store, jobID string) (int64, bool, error) {
+// storeJob reads the store's record of sacct's job id: a job id's, or for a
+// task of a job array (ARRAY_TASK) that of the job it was split off as,
+// which the store finds by the task, so that one read serves both. sj.ID is
+// the id the store knows the job by; found says whether the store has its
+// record (a job id's plan history may outlive it). ok is false for an id
+// the store does not know: one ParseJobID refuses, a task rubickd never
+// saw.
+func storeJob(ctx context.Context, st Store, jobID string) (sj store.Job, found, ok bool, err error) {
 	id, array, task, ok := ParseJobID(jobID)
-	if !ok || array == 0 {
-		return id, ok, nil
+	switch {
+	case !ok:
+		return store.Job{}, false, false, nil
+	case array == 0:
+		sj, err = st.Job(ctx, id)
+	default:
+		sj, err = st.ArrayTask(ctx, array, task)
 	}
-	sj, err := st.ArrayTask(ctx, array, task)
-	if errors.Is(err, store.ErrNotFound) {
-		return 0, false, nil
+	switch {
+	case errors.Is(err, store.ErrNotFound) && array == 0:
+		return store.Job{ID: id}, false, true, nil
+	case errors.Is(err, store.ErrNotFound):
+		return store.Job{}, false, false, nil
+	case err != nil:
+		return store.Job{}, false, false, err
 	}
-	if err != nil {
-		return 0, false, err
-	}
-	return sj.ID, true, nil
+	return sj, true, true, nil
 }
 
 // LastWait is when rubickd last saw job j held or waiting for its --begin

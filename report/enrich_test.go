@@ -25,6 +25,8 @@ type fakeStore struct {
 	specs   map[string]model.Spec
 	fits    map[string]store.Fit
 	costs   map[int64][]store.RestartCost
+	// reads counts Job's reads by id, when set.
+	reads map[int64]int
 }
 
 func (f *fakeStore) JobRestartCosts(_ context.Context, id int64) ([]store.RestartCost, error) {
@@ -32,6 +34,9 @@ func (f *fakeStore) JobRestartCosts(_ context.Context, id int64) ([]store.Restar
 }
 
 func (f *fakeStore) Job(_ context.Context, id int64) (store.Job, error) {
+	if f.reads != nil {
+		f.reads[id]++
+	}
 	if j, ok := f.jobs[id]; ok {
 		return j, nil
 	}
@@ -363,9 +368,15 @@ func TestEnrichArrayTask(t *testing.T) {
 			DecidedAt: time.Date(2026, 11, 2, 10, 0, 30, 0, time.UTC)}}},
 		specs: map[string]model.Spec{"gpt2": gpt2Spec()},
 		fits:  map[string]store.Fit{"gpt2": {FitResult: model.FitResult{Params: model.Priors()}}},
+		reads: map[int64]int{},
 	}
 	if err := r.Enrich(context.Background(), st, "s.db", model.DefaultEnv()); err != nil {
 		t.Fatal(err)
+	}
+	// ArrayTask read task 200_3's record (job 210); only the array's is
+	// read by id, for its wait.
+	if d := cmp.Diff(map[int64]int{200: 1}, st.reads); d != "" {
+		t.Errorf("store reads by job id (-want +got):\n%s", d)
 	}
 	got := map[string]int{}
 	checked := map[string]bool{}
