@@ -347,7 +347,10 @@ func buildJob(rows []Row, overhead time.Duration, tres bool) (Job, []*JobError) 
 		} else {
 			j.Requeues++
 			rq := requeue{run: i, ohS: oh, nextGPUs: next.GPUs}
-			if !rows[i].End.IsZero() && rows[i+1].Start.After(rows[i].End) {
+			// A next run that never started (cancelled while it waited to
+			// start again) has its cancel time as Start: the time until
+			// then was a wait that ended the job, not a restart's cost.
+			if !rows[i].End.IsZero() && rows[i+1].Start.After(rows[i].End) && !neverStarted(rows[i+1], tres) {
 				rq.gapS = rows[i+1].Start.Sub(rows[i].End).Seconds()
 			}
 			j.requeues = append(j.requeues, rq)
@@ -368,9 +371,7 @@ func buildJob(rows []Row, overhead time.Duration, tres bool) (Job, []*JobError) 
 		if !r.Submit.IsZero() && (submit.IsZero() || r.Submit.Before(submit)) {
 			submit, submitLine = r.Submit, r.Line
 		}
-		// A run with an empty AllocTRES never started: Slurm gives a job
-		// cancelled while it waited its cancel time as Start.
-		if tres && r.AllocTRES == "" {
+		if neverStarted(r, tres) {
 			continue
 		}
 		if !r.Start.IsZero() && (start.IsZero() || r.Start.Before(start)) {
@@ -405,6 +406,11 @@ func buildJob(rows []Row, overhead time.Duration, tres bool) (Job, []*JobError) 
 	j.rows = rows
 	return j, errs
 }
+
+// neverStarted reports whether run r never started: its AllocTRES is empty
+// (tres says the input has that column). Slurm gives a job cancelled while
+// it waited its cancel time as Start, with Elapsed 0.
+func neverStarted(r Row, tres bool) bool { return tres && r.AllocTRES == "" }
 
 func timePtr(t time.Time) *time.Time {
 	if t.IsZero() {

@@ -649,7 +649,9 @@ func TestTimeBeforeSubmit(t *testing.T) {
 // (every rubick job waits held) its cancel time as Start, with Elapsed 0 and
 // an empty AllocTRES (the 22.05 lab's job 4, slurmdbd's time.start equal
 // to time.end). It never started: it has no queueing delay, and the
-// average queue is over the jobs that did start.
+// average queue is over the jobs that did start. A job cancelled while it
+// waited to start again after a requeue was requeued, but its wait until
+// the cancel is no reconfiguration cost: no restart followed.
 func TestCancelledWhilePending(t *testing.T) {
 	const text = "JobID|State|Submit|Start|End|Elapsed|AllocTRES\n" +
 		"1|COMPLETED|2026-11-02T00:00:00|2026-11-02T00:10:00|2026-11-02T02:00:00|01:50:00|cpu=1,gres/gpu=1,node=1\n" +
@@ -663,21 +665,27 @@ func TestCancelledWhilePending(t *testing.T) {
 		ID           string
 		FirstStart   *time.Time
 		JCTS, QueueS *float64
+		Requeues     int
+		LostS        float64
+		LostGPUh     *float64
 	}
 	at := func(h, m int) *time.Time { t := time.Date(2026, 11, 2, h, m, 0, 0, time.UTC); return &t }
 	want := []times{
-		{"1", at(0, 10), f(7200), f(600)},
-		{"2", nil, f(5 * 3600), nil},
-		{"3", at(0, 20), f(3 * 3600), f(1200)},
+		{"1", at(0, 10), f(7200), f(600), 0, 0, f(0)},
+		{"2", nil, f(5 * 3600), nil, 0, 0, f(0)},
+		{"3", at(0, 20), f(3 * 3600), f(1200), 1, 0, f(0)},
 	}
 	var got []times
 	for _, j := range r.Jobs {
-		got = append(got, times{j.ID, j.FirstStart, j.JCTS, j.QueueS})
+		got = append(got, times{j.ID, j.FirstStart, j.JCTS, j.QueueS, j.Requeues, j.ReconfigLostS, j.ReconfigLostGPUHours})
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("jobs (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(f((600+1200)/2.0), r.Overall.AvgQueueS); diff != "" {
 		t.Errorf("avg queue (-want +got):\n%s", diff)
+	}
+	if r.Overall.Requeues != 1 || r.Overall.ReconfigLostS != 0 {
+		t.Errorf("overall: %d requeues costing %v s, want 1 costing 0 s", r.Overall.Requeues, r.Overall.ReconfigLostS)
 	}
 }
