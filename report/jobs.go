@@ -18,6 +18,10 @@ import (
 // any grouping value a job lacks.
 const NoModel = "(none)"
 
+// tagSubmit is the tag key in which rubickd keeps a job's first submit time
+// (seconds since 1970): Slurm moves the job's Submit to each requeue.
+const tagSubmit = "sub"
+
 // GPU sources of a run's GPU count.
 const (
 	// GPUsFromTRES: the gres/gpu entry of AllocTRES.
@@ -272,6 +276,7 @@ func buildJob(rows []Row, overhead time.Duration, tres bool) (Job, []*JobError) 
 	}
 	// The newest tag describes the job; each run keeps its own plan.
 	tags := make([]*slurm.Tag, len(rows))
+	var tagSub time.Time // the earliest sub= of the rows' tags
 	for i, r := range rows {
 		t, err := slurm.TagFromAdminComment(r.AdminComment)
 		if err != nil {
@@ -293,6 +298,15 @@ func buildJob(rows []Row, overhead time.Duration, tres bool) (Job, []*JobError) 
 				addErr("AdminComment req", s, err)
 			} else {
 				j.Request, j.req = s, &req
+			}
+		}
+		if s, ok := t.Extra[tagSubmit]; ok {
+			sec, err := strconv.ParseInt(s, 10, 64)
+			switch {
+			case err != nil || sec <= 0:
+				addErr("AdminComment "+tagSubmit, s, errors.New("want seconds since 1970, > 0"))
+			case tagSub.IsZero() || time.Unix(sec, 0).Before(tagSub):
+				tagSub = time.Unix(sec, 0)
 			}
 		}
 	}
@@ -378,10 +392,20 @@ func buildJob(rows []Row, overhead time.Duration, tres bool) (Job, []*JobError) 
 			start, startLine = r.Start, r.Line
 		}
 	}
-	j.Submit, j.FirstStart = timePtr(submit), timePtr(start)
+	// Slurm moves a requeued job's Submit to the requeue; rubickd keeps the
+	// first one in the tag. A sub= before every row's Submit means the rows
+	// lack the job's first run (sacct's --starttime leaves out the runs
+	// that ended before it): the job was submitted then, and its first
+	// start is not among the rows.
+	first := submit
+	if !submit.IsZero() && !tagSub.IsZero() && tagSub.Before(submit) {
+		first, start = tagSub.In(submit.Location()), time.Time{}
+	}
+	j.Submit, j.FirstStart = timePtr(first), timePtr(start)
 	// A time before the job's submission is a malformed row (a clock
 	// step, an edited database): its negative JCT or queueing delay would
 	// skew the averages, so it is reported as a problem and left unknown.
+	// The rows' own Submit is the bound: sub= is earlier, when used.
 	beforeSubmit := func(field string, t time.Time, line int, metric string) {
 		addErr(field, sacctTime(t), fmt.Errorf("line %d: before Submit=%q (line %d): the %s would be %v",
 			line, sacctTime(submit), submitLine, metric, t.Sub(submit)))
@@ -393,7 +417,7 @@ func buildJob(rows []Row, overhead time.Duration, tres bool) (Job, []*JobError) 
 		case last.End.Before(submit):
 			beforeSubmit("End", last.End, last.Line, "JCT")
 		default:
-			j.JCTS = floatPtr(last.End.Sub(submit).Seconds())
+			j.JCTS = floatPtr(last.End.Sub(first).Seconds())
 		}
 	}
 	if !submit.IsZero() && !start.IsZero() {

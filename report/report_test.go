@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -687,5 +688,73 @@ func TestCancelledWhilePending(t *testing.T) {
 	}
 	if r.Overall.Requeues != 1 || r.Overall.ReconfigLostS != 0 {
 		t.Errorf("overall: %d requeues costing %v s, want 1 costing 0 s", r.Overall.Requeues, r.Overall.ReconfigLostS)
+	}
+}
+
+// Slurm moves a requeued job's Submit to the requeue, and rubickd keeps the
+// first one in the tag's sub=. When sacct leaves out the run before the
+// requeue (it ended before --starttime), the job counts from sub=: its JCT
+// is from its first submission, the window selects it by that, and its
+// first start is unknown. With every run there, sub= changes nothing.
+func TestSubmitFromTag(t *testing.T) {
+	const header = "JobID|State|Submit|Start|End|AdminComment\n"
+	first := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
+	tag := func(at time.Time) string {
+		return "rubick:v1 model=gpt2 class=best-effort plan=dp4.tp1.pp1.mb2.a8.z0 gen=2 sub=" + strconv.FormatInt(at.Unix(), 10)
+	}
+	// Submitted 00:00, ran 00:10-01:00, requeued, ran 01:05-03:00.
+	const firstRun = "7|REQUEUED|2026-11-02T00:00:00|2026-11-02T00:10:00|2026-11-02T01:00:00|"
+	const lastRun = "7|COMPLETED|2026-11-02T01:00:00|2026-11-02T01:05:00|2026-11-02T03:00:00|"
+	at := func(h, m int) *time.Time {
+		t := first.Add(time.Duration(h)*time.Hour + time.Duration(m)*time.Minute)
+		return &t
+	}
+	type job struct {
+		Submit, FirstStart *time.Time
+		JCTS, QueueS       *float64
+	}
+	tests := map[string]struct {
+		rows  string
+		since time.Time
+		want  []job
+		errs  []string
+	}{
+		"first run left out": {rows: lastRun + tag(first) + "\n",
+			want: []job{{Submit: at(0, 0), JCTS: f(3 * 3600)}}},
+		"first run left out, before the window": {rows: lastRun + tag(first) + "\n", since: *at(0, 30)},
+		"every run": {rows: firstRun + tag(first) + "\n" + lastRun + tag(first) + "\n",
+			want: []job{{Submit: at(0, 0), FirstStart: at(0, 10), JCTS: f(3 * 3600), QueueS: f(600)}}},
+		// A requeue by someone else before rubickd first acted on the
+		// job: the tag has the requeue's Submit, the first row the job's.
+		"tag later than the rows": {rows: firstRun + "\n" + lastRun + tag(*at(1, 0)) + "\n",
+			want: []job{{Submit: at(0, 0), FirstStart: at(0, 10), JCTS: f(3 * 3600), QueueS: f(600)}}},
+		"no sub=": {rows: lastRun + "rubick:v1 model=gpt2\n",
+			want: []job{{Submit: at(1, 0), FirstStart: at(1, 5), JCTS: f(2 * 3600), QueueS: f(300)}}},
+		"malformed sub=": {rows: lastRun + "rubick:v1 model=gpt2 sub=yesterday\n",
+			want: []job{{Submit: at(1, 0), FirstStart: at(1, 5), JCTS: f(2 * 3600), QueueS: f(300)}},
+			errs: []string{`job 7: AdminComment sub="yesterday": want seconds since 1970, > 0`}},
+		// The row's own Submit still bounds its End.
+		"end before submit": {rows: "7|COMPLETED|2026-11-02T03:00:00|2026-11-02T03:05:00|2026-11-02T02:00:00|" + tag(*at(1, 0)) + "\n",
+			want: []job{{Submit: at(1, 0)}},
+			errs: []string{`job 7: End="2026-11-02T02:00:00": line 2: before Submit="2026-11-02T03:00:00" (line 2): the JCT would be -1h0m0s`}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := build(t, header+tc.rows, Options{Since: tc.since})
+			var got []job
+			for _, j := range r.Jobs {
+				got = append(got, job{j.Submit, j.FirstStart, j.JCTS, j.QueueS})
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("jobs (-want +got):\n%s", diff)
+			}
+			var errs []string
+			for _, e := range r.Errors {
+				errs = append(errs, e.Error())
+			}
+			if diff := cmp.Diff(tc.errs, errs); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
