@@ -15,7 +15,7 @@ import (
 // GPU entry without a count ("gres/gpu") counts 1, as in Slurm.
 func gpusFromGres(s string) int {
 	total := 0
-	for _, e := range strings.Split(s, ",") {
+	for _, e := range splitGres(s) {
 		f, ok := gpuEntry(e)
 		if !ok {
 			continue
@@ -54,7 +54,7 @@ func gpuEntry(e string) ([]string, bool) {
 // the form scontrol's Gres= takes them; nil for none.
 func otherGres(s string) []string {
 	var out []string
-	for _, e := range strings.Split(s, ",") {
+	for _, e := range splitGres(s) {
 		e = strings.TrimSpace(e)
 		if !strings.HasPrefix(e, "gres:") && !strings.HasPrefix(e, "gres/") {
 			continue
@@ -74,7 +74,7 @@ func otherGres(s string) []string {
 func GresCounts(entries ...string) map[string]int {
 	var out map[string]int
 	for _, list := range entries {
-		for _, e := range strings.Split(list, ",") {
+		for _, e := range splitGres(list) {
 			e = gresEntry(e)
 			if e == "" {
 				continue
@@ -113,7 +113,7 @@ func gresFree(total, used string) map[string]int {
 // "gpu:(null):4") name none.
 func gpuTypes(s string) []string {
 	var out []string
-	for _, e := range strings.Split(s, ",") {
+	for _, e := range splitGres(s) {
 		f, ok := gpuEntry(e)
 		if !ok || len(f) < 1 || len(f) > 2 {
 			continue
@@ -141,6 +141,28 @@ func memPerGPU(s string) int64 {
 		}
 	}
 	return 0
+}
+
+// splitGres splits a GRES or TRES-per-node string into its entries at the
+// commas outside parentheses: a suffix lists sockets or indices with commas
+// of its own ("gpu:a100:4(S:0,2)", "gpu:3(IDX:0,2-3)").
+func splitGres(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '(':
+			depth++
+		case ')':
+			depth = max(depth-1, 0)
+		case ',':
+			if depth == 0 {
+				out = append(out, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(out, s[start:])
 }
 
 // stripGresSuffix drops a parenthesised suffix such as "(IDX:0-3)" or

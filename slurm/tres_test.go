@@ -23,6 +23,9 @@ func TestGPUsFromGres(t *testing.T) {
 		"gpu:a100:2,gpu:v100:1":   3,
 		"shard:4":                 0,
 		"gres:gpu:x:y":            0,
+		"gpu:a100:4(S:0,2)":       4, // node gres on sockets 0 and 2
+		"gpu:4(IDX:0,2-3,5)":      4, // gres_detail, gres_used
+		"gpu:2(IDX:0,3),gpu:1":    3,
 	}
 	for in, want := range tests {
 		if got := gpusFromGres(in); got != want {
@@ -78,6 +81,7 @@ func TestGPUTypes(t *testing.T) {
 		"gres:gpu:a100:2,gres:gpu:a100:1": {"a100"},
 		"gres/shard:h100:2":               nil,
 		",gres:gpu:h100:2,":               {"h100"},
+		"gpu:a100:4(S:0,2),gpu:v100:1":    {"a100", "v100"},
 	}
 	for in, want := range tests {
 		if diff := cmp.Diff(want, gpuTypes(in)); diff != "" {
@@ -127,12 +131,13 @@ func TestWholeNodeMemory(t *testing.T) {
 
 func TestOtherGres(t *testing.T) {
 	for in, want := range map[string][]string{
-		"":                                  nil,
-		"gres:gpu:2":                        nil,
-		"gres:gpu:2,gres:lscratch:100":      {"lscratch:100"},
-		"gres/gpu:h100:2,gres/lscratch:100": {"lscratch:100"},
-		"gres:nvme:fast:1,gres:gpu:4":       {"nvme:fast:1"},
-		"license/matlab:1":                  nil,
+		"":                                    nil,
+		"gres:gpu:2":                          nil,
+		"gres:gpu:2,gres:lscratch:100":        {"lscratch:100"},
+		"gres/gpu:h100:2,gres/lscratch:100":   {"lscratch:100"},
+		"gres:nvme:fast:1,gres:gpu:4":         {"nvme:fast:1"},
+		"license/matlab:1":                    nil,
+		"gres:lscratch:100(S:0,1),gres:gpu:2": {"lscratch:100"},
 	} {
 		if diff := cmp.Diff(want, otherGres(in)); diff != "" {
 			t.Errorf("%q (-want +got):\n%s", in, diff)
@@ -150,6 +155,10 @@ func TestGresCounts(t *testing.T) {
 		"gres/gpu:2,gres/lscratch:100":         {"lscratch": 100},
 		"lscratch:100,nvme:fast:1":             {"lscratch": 100, "nvme:fast": 1},
 		"bandwidth":                            {"bandwidth": 1},
+		// Commas inside a suffix separate sockets or indices, not entries.
+		"gpu:a100:4(S:0,2),lscratch:100":           {"lscratch": 100},
+		"gpu:4(IDX:0,2-3,5),nvme:fast:2(S:0,1)":    {"nvme:fast": 2},
+		"gpu:(null):2(IDX:0,3),lscratch:90(S:0,1)": {"lscratch": 90},
 	} {
 		if diff := cmp.Diff(want, GresCounts(in)); diff != "" {
 			t.Errorf("%q (-want +got):\n%s", in, diff)
@@ -158,5 +167,8 @@ func TestGresCounts(t *testing.T) {
 	// As both labs list node1 with a job holding lscratch:950.
 	if diff := cmp.Diff(map[string]int{"lscratch": 50}, gresFree("gpu:a100:8,lscratch:1000", "gpu:a100:1(IDX:0),lscratch:950")); diff != "" {
 		t.Errorf("gresFree (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]int{"lscratch": 50}, gresFree("gpu:a100:4(S:0,2),lscratch:1000", "gpu:a100:2(IDX:0,2),lscratch:950")); diff != "" {
+		t.Errorf("gresFree with sockets and indices (-want +got):\n%s", diff)
 	}
 }
