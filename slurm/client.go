@@ -82,10 +82,11 @@ type RESTCluster struct {
 	api     backend
 	cluster string // Config.Cluster
 
-	// tagWarned is the malformed-tag error last logged per job: a job's
-	// broken tag is logged when it appears or changes, not at every poll.
-	tagMu     sync.Mutex
-	tagWarned map[int]string
+	// warned is the error last logged per job and kind (a malformed tag,
+	// a malformed node list): it is logged when it appears or changes, not
+	// at every poll.
+	warnMu sync.Mutex
+	warned map[jobWarning]string
 	// typeWarned holds the fields whose type differed from the spec, each
 	// logged once: a version that differs does so at every poll.
 	typeWarned sync.Map
@@ -195,7 +196,7 @@ func (c *RESTCluster) Ping(ctx context.Context) error { return c.api.ping(ctx) }
 func (c *RESTCluster) Jobs(ctx context.Context, since time.Time) ([]Job, bool, error) {
 	jobs, changed, err := c.api.jobs(ctx, since)
 	if err == nil && changed {
-		c.forgetTagWarnings(jobs)
+		c.forgetWarnings(jobs)
 	}
 	return jobs, changed, err
 }

@@ -1311,3 +1311,56 @@ func TestZeroLimits(t *testing.T) {
 		})
 	}
 }
+
+// A job's malformed hostlist is read as no nodes, named in NodesErr, and
+// logged once, not at every poll; the job is still listed, its other lists
+// read.
+func TestMalformedHostlistLogged(t *testing.T) {
+	for v, tc := range map[string]struct{ path, body string }{
+		Version38: {"/slurm/v0.0.38/jobs", `{"jobs":[{"job_id":7,"name":"x","job_state":"PENDING","nodes":"","required_nodes":"gpu[01-","excluded_nodes":"n[1-2]"},` +
+			`{"job_id":8,"name":"y","job_state":"RUNNING","nodes":"n[3-4]"}],"errors":[]}`},
+		Version41: {"/slurm/v0.0.41/jobs/", `{"jobs":[{"job_id":7,"name":"x","job_state":["PENDING"],"nodes":"","required_nodes":"gpu[01-","excluded_nodes":"n[1-2]"},` +
+			`{"job_id":8,"name":"y","job_state":["RUNNING"],"nodes":"n[3-4]"}],"errors":[]}`},
+	} {
+		t.Run(v, func(t *testing.T) {
+			f, srv := newFakeRestd(t, v)
+			h := countingHandler{mu: &sync.Mutex{}, msgs: map[string]int{}}
+			c := newTestCluster(t, srv.URL, func(cfg *Config) { cfg.Logger = slog.New(h) })
+			f.overrides[tc.path] = tc.body
+			type lists struct {
+				ID                                int
+				NodeList, Excluded, RequiredNodes []string
+				Err                               string
+			}
+			want := []lists{
+				{ID: 7, Excluded: []string{"n1", "n2"}, Err: `required_nodes: invalid hostlist: unbalanced '[' in "gpu[01-" (in "gpu[01-")`},
+				{ID: 8, NodeList: []string{"n3", "n4"}},
+			}
+			for range 3 {
+				jobs, _, err := c.Jobs(context.Background(), time.Time{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []lists
+				for _, j := range jobs {
+					l := lists{ID: j.ID, NodeList: j.NodeList, Excluded: j.Excluded, RequiredNodes: j.RequiredNodes}
+					if j.NodesErr != nil {
+						l.Err = j.NodesErr.Error()
+						if !errors.Is(j.NodesErr, ErrHostlist) {
+							t.Errorf("job %d: NodesErr %v does not wrap ErrHostlist", j.ID, j.NodesErr)
+						}
+					}
+					got = append(got, l)
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Fatalf("jobs (-want +got):\n%s", diff)
+				}
+			}
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if n := h.msgs["malformed hostlist in a job, read as no nodes"]; n != 1 {
+				t.Errorf("%d warnings over three polls, want 1", n)
+			}
+		})
+	}
+}

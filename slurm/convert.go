@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -26,16 +27,27 @@ func reason(r string) string {
 
 // jobTRES is what slurmrestd says of a job's nodes and trackable resources.
 type jobTRES struct {
-	nodes                                string
+	nodes, excluded, required            string
 	perNode, perJob, perTask, alloc, req string
 	cpusPerTres                          string
 	gresDetail                           []string
 }
 
-// setJobResources fills the node list and GPU counts from the strings both
+// setJobResources fills the node lists and GPU counts from the strings both
 // API versions share.
 func setJobResources(j *Job, t jobTRES) {
-	j.NodeList = expandOrNil(t.nodes)
+	var bad []error
+	expand := func(field, s string) []string {
+		list, err := ExpandHostlist(s)
+		if err != nil {
+			bad = append(bad, fmt.Errorf("%s: %w", field, err))
+		}
+		return list
+	}
+	j.NodeList = expand("nodes", t.nodes)
+	j.Excluded = expand("excluded_nodes", t.excluded)
+	j.RequiredNodes = expand("required_nodes", t.required)
+	j.NodesErr = errors.Join(bad...)
 	j.GPUsPerNode = gpusFromGres(t.perNode)
 	j.OtherGres = otherGres(t.perNode)
 	j.GPUTypes = gpuTypes(t.perNode + "," + t.perJob + "," + t.perTask)
@@ -94,41 +106,56 @@ func setJobResources(j *Job, t jobTRES) {
 }
 
 // finishJob parses the rubick tag and logs, rather than fails on, a
-// malformed one: a broken AdminComment must not hide a job from the poll.
-// Each job's error is logged once, until it changes.
+// malformed one, or a malformed node list (NodesErr): a broken AdminComment
+// or hostlist must not hide a job from the poll. Each job's error is logged
+// once, until it changes.
 func (c *RESTCluster) finishJob(j Job) Job {
 	j.Tag, j.TagErr = TagFromAdminComment(j.AdminComment)
-	c.tagMu.Lock()
-	defer c.tagMu.Unlock()
-	if j.TagErr == nil {
-		delete(c.tagWarned, j.ID)
-		return j
-	}
-	if msg := j.TagErr.Error(); c.tagWarned[j.ID] != msg {
-		if c.tagWarned == nil {
-			c.tagWarned = map[int]string{}
-		}
-		c.tagWarned[j.ID] = msg
-		c.log.Warn("malformed rubick tag in AdminComment", "job_id", j.ID, "err", j.TagErr)
-	}
+	c.warnOnce(j.ID, "malformed rubick tag in AdminComment", j.TagErr)
+	c.warnOnce(j.ID, "malformed hostlist in a job, read as no nodes", j.NodesErr)
 	return j
 }
 
-// forgetTagWarnings drops the logged errors of jobs a full listing no
-// longer has, so that the record stays as small as the queue.
-func (c *RESTCluster) forgetTagWarnings(listed []Job) {
-	c.tagMu.Lock()
-	defer c.tagMu.Unlock()
-	if len(c.tagWarned) == 0 {
+// jobWarning is one kind of problem of one job, by its log message.
+type jobWarning struct {
+	job int
+	msg string
+}
+
+// warnOnce logs err under msg unless it is the error last logged for job
+// id under msg; a nil err forgets that.
+func (c *RESTCluster) warnOnce(id int, msg string, err error) {
+	c.warnMu.Lock()
+	defer c.warnMu.Unlock()
+	k := jobWarning{id, msg}
+	if err == nil {
+		delete(c.warned, k)
+		return
+	}
+	if s := err.Error(); c.warned[k] != s {
+		if c.warned == nil {
+			c.warned = map[jobWarning]string{}
+		}
+		c.warned[k] = s
+		c.log.Warn(msg, "job_id", id, "err", err)
+	}
+}
+
+// forgetWarnings drops the logged errors of jobs a full listing no longer
+// has, so that the record stays as small as the queue.
+func (c *RESTCluster) forgetWarnings(listed []Job) {
+	c.warnMu.Lock()
+	defer c.warnMu.Unlock()
+	if len(c.warned) == 0 {
 		return
 	}
 	keep := make(map[int]bool, len(listed))
 	for _, j := range listed {
 		keep[j.ID] = true
 	}
-	for id := range c.tagWarned {
-		if !keep[id] {
-			delete(c.tagWarned, id)
+	for k := range c.warned {
+		if !keep[k.job] {
+			delete(c.warned, k)
 		}
 	}
 }
@@ -249,13 +276,4 @@ func splitList(s string) []string {
 		return nil
 	}
 	return strings.Split(s, ",")
-}
-
-// expandOrNil expands a hostlist; nil when it is empty or malformed.
-func expandOrNil(s string) []string {
-	list, err := ExpandHostlist(s)
-	if err != nil {
-		return nil
-	}
-	return list
 }

@@ -191,6 +191,10 @@ type Job struct {
 	// TagErr is the parse error of a malformed rubick tag, nil otherwise.
 	// A malformed tag never hides the job.
 	TagErr error
+	// NodesErr names the malformed hostlists of the job (its nodes,
+	// --exclude, --nodelist), each read as no nodes; nil when there are
+	// none. It never hides the job either.
+	NodesErr error
 }
 
 // Node is a Slurm node as rubick needs it.

@@ -179,8 +179,6 @@ func (w v38Job) domain() Job {
 		ArrayTasks:    deref(w.ArrayTaskString),
 		Constraint:    deref(w.Features),
 		Dependency:    dependency(deref(w.Dependency)),
-		Excluded:      expandOrNil(deref(w.ExcludedNodes)),
-		RequiredNodes: expandOrNil(deref(w.RequiredNodes)),
 		Exclusive:     exclusive(deref(w.Shared)),
 		ArrayJobID:    deref(w.ArrayJobId),
 		ArrayTaskID:   deref(w.ArrayTaskId),
@@ -195,8 +193,9 @@ func (w v38Job) domain() Job {
 	}
 	j.State, j.StateFlags = jobState38(deref(w.JobState))
 	j.Held = j.State == StatePending && (w.Priority != nil && j.Priority == 0 || heldReason(j.Reason))
-	setJobResources(&j, jobTRES{nodes: deref(w.Nodes), perNode: deref(w.TresPerNode), perJob: deref(w.TresPerJob),
-		perTask: deref(w.TresPerTask), alloc: deref(w.TresAllocStr), req: deref(w.TresReqStr), cpusPerTres: deref(w.CpusPerTres), gresDetail: deref(w.GresDetail)})
+	setJobResources(&j, jobTRES{nodes: deref(w.Nodes), excluded: deref(w.ExcludedNodes), required: deref(w.RequiredNodes),
+		perNode: deref(w.TresPerNode), perJob: deref(w.TresPerJob), perTask: deref(w.TresPerTask), alloc: deref(w.TresAllocStr),
+		req: deref(w.TresReqStr), cpusPerTres: deref(w.CpusPerTres), gresDetail: deref(w.GresDetail)})
 	return j
 }
 

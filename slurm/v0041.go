@@ -259,8 +259,6 @@ func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
 			ArrayTasks:    deref(w.ArrayTaskString),
 			Constraint:    deref(w.Features),
 			Dependency:    dependency(deref(w.Dependency)),
-			Excluded:      expandOrNil(deref(w.ExcludedNodes)),
-			RequiredNodes: expandOrNil(deref(w.RequiredNodes)),
 			ArrayJobID:    int(num(w.ArrayJobId)),
 			ArrayTaskID:   int(num(w.ArrayTaskId)),
 			ArrayMaxTasks: int(num(w.ArrayMaxTasks)),
@@ -277,8 +275,9 @@ func (b *v41) decodeJobs(ep string, status int, body []byte) ([]Job, error) {
 		}
 		j.Held = j.State == StatePending &&
 			(deref(w.Hold) || ov.Jobs[i].Priority.Set && j.Priority == 0 || heldReason(j.Reason))
-		setJobResources(&j, jobTRES{nodes: deref(w.Nodes), perNode: deref(w.TresPerNode), perJob: deref(w.TresPerJob),
-			perTask: deref(w.TresPerTask), alloc: deref(w.TresAllocStr), req: deref(w.TresReqStr), cpusPerTres: deref(w.CpusPerTres), gresDetail: deref(w.GresDetail)})
+		setJobResources(&j, jobTRES{nodes: deref(w.Nodes), excluded: deref(w.ExcludedNodes), required: deref(w.RequiredNodes),
+			perNode: deref(w.TresPerNode), perJob: deref(w.TresPerJob), perTask: deref(w.TresPerTask), alloc: deref(w.TresAllocStr),
+			req: deref(w.TresReqStr), cpusPerTres: deref(w.CpusPerTres), gresDetail: deref(w.GresDetail)})
 		out = append(out, b.c.finishJob(j))
 	}
 	return out, nil
