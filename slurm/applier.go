@@ -283,6 +283,13 @@ func (r *run) do(ctx context.Context) error {
 		return err
 	}
 	r.ref = job.Ref()
+	if act.Tag != nil {
+		// A newer rubick's tag is not this one's to write over: refused
+		// before any step, so that the job is not left half changed.
+		if err := CheckTagVersion(job.AdminComment); err != nil {
+			return fmt.Errorf("%s job %d: %w", act.Kind, act.JobID, err)
+		}
+	}
 	switch act.Kind {
 	case ActionSplit:
 		if job.State != StatePending || job.ArrayTasks == "" {

@@ -476,6 +476,30 @@ func TestApplyAnnotateShellTextIsOneArgument(t *testing.T) {
 	}
 }
 
+// An action with a tag on a job whose tag a newer rubick wrote runs no
+// command: the tag is not this rubick's to write over, and a start or
+// restart that stopped at the tag would leave the job half changed.
+func TestApplyLeavesNewerTag(t *testing.T) {
+	for name, act := range map[string]Action{
+		"annotate":   {Kind: ActionAnnotate, JobID: 5, Tag: planTag},
+		"start":      {Kind: ActionStart, JobID: 5, NumNodes: 1, CPUsPerTask: 2, Tag: planTag},
+		"time limit": {Kind: ActionTimeLimit, JobID: 5, TimeLimit: 60, Tag: planTag},
+	} {
+		t.Run(name, func(t *testing.T) {
+			j := pendingHeld(5)
+			j.AdminComment = "model_type=gpt2;rubick:v2 model=gpt2 shape=new"
+			f := newApplierFixture(t, map[int][]Job{5: {j}}, nil)
+			res := f.app.ApplyOne(context.Background(), act)
+			if !errors.Is(res.Err, ErrNewerTag) || !strings.Contains(res.Err.Error(), `"rubick:v2 model=gpt2 shape=new"`) {
+				t.Errorf("Err = %v, want ErrNewerTag naming the segment", res.Err)
+			}
+			if calls := f.runner.Calls(); len(calls) != 0 {
+				t.Errorf("ran %v, want nothing", calls)
+			}
+		})
+	}
+}
+
 func TestApplyAnnotateNoop(t *testing.T) {
 	j := running(5, "node1")
 	j.AdminComment, j.RestartCount = "model_type=gpt2;"+planTag.String()+" rc=2", 2

@@ -53,6 +53,11 @@ const (
 // ErrTag is wrapped by every malformed-tag error.
 var ErrTag = errors.New("malformed rubick tag")
 
+// ErrNewerTag is wrapped by the errors about a rubick tag of a later version
+// than this rubick's (rubick:v2 and on): a newer rubick wrote it, and this one
+// can neither read it nor write over it.
+var ErrNewerTag = errors.New("a newer rubick's tag")
+
 // ParseTag parses one "rubick:v1 ..." segment. Errors wrap ErrTag and name
 // the offending field and value; ParseTag never panics.
 func ParseTag(s string) (Tag, error) {
@@ -66,6 +71,9 @@ func ParseTag(s string) (Tag, error) {
 		got := ""
 		if len(fields) > 0 {
 			got = fields[0]
+		}
+		if newerVersion(got) {
+			return Tag{}, fmt.Errorf("%w: version %q, want %q: %w", ErrTag, clip(got), tagVersion, ErrNewerTag)
 		}
 		return Tag{}, fmt.Errorf("%w: version %q, want %q", ErrTag, clip(got), tagVersion)
 	}
@@ -191,9 +199,13 @@ func TagFromAdminComment(ac string) (*Tag, error) {
 
 // MergeAdminComment returns ac with its rubick segment replaced by t (or t
 // appended), keeping every other segment and its order. A malformed or older
-// rubick segment is replaced too: rubick owns that segment.
+// rubick segment is replaced too: rubick owns that segment. A newer one is
+// not (CheckTagVersion): its rubick may keep what this one cannot read.
 func MergeAdminComment(ac string, t Tag) (string, error) {
 	if err := t.Validate(); err != nil {
+		return "", err
+	}
+	if err := CheckTagVersion(ac); err != nil {
 		return "", err
 	}
 	var out []string
@@ -215,6 +227,31 @@ func MergeAdminComment(ac string, t Tag) (string, error) {
 		out = append(out, t.String())
 	}
 	return strings.Join(out, adminCommentSep), nil
+}
+
+// CheckTagVersion returns an error wrapping ErrNewerTag, naming the
+// segment, when AdminComment ac has a rubick segment of a later version
+// than this rubick writes; nil otherwise.
+func CheckTagVersion(ac string) error {
+	for _, seg := range strings.Split(ac, adminCommentSep) {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(seg), tagPrefix)
+		if !ok {
+			continue
+		}
+		if f := strings.Fields(rest); len(f) > 0 && newerVersion(f[0]) {
+			return fmt.Errorf("%w: AdminComment segment %q is of version %q, this rubick writes %q: left as it is",
+				ErrNewerTag, clip(strings.TrimSpace(seg)), f[0], tagVersion)
+		}
+	}
+	return nil
+}
+
+// newerVersion reports whether v is a tag version after tagVersion: "v"
+// and a larger number, as a later rubick would write it.
+func newerVersion(v string) bool {
+	n, err := strconv.Atoi(strings.TrimPrefix(v, "v"))
+	own, _ := strconv.Atoi(strings.TrimPrefix(tagVersion, "v"))
+	return err == nil && v == "v"+strconv.Itoa(n) && n > own
 }
 
 func isKnownKey(k string) bool {

@@ -67,6 +67,53 @@ func TestParseTagErrors(t *testing.T) {
 	}
 }
 
+// A tag of a later version is a newer rubick's: MergeAdminComment leaves
+// it, and every other segment, as it is, with an error naming it. An older
+// or malformed rubick segment is still replaced (TestMergeAdminComment).
+func TestMergeAdminCommentNewerTag(t *testing.T) {
+	tag := Tag{ModelType: "gpt2", Generation: 1}
+	for name, tc := range map[string]struct {
+		in    string
+		newer string // the segment the error names; "" for none
+	}{
+		"v2":               {in: "rubick:v2 model=gpt2 plan=x", newer: `"rubick:v2 model=gpt2 plan=x"`},
+		"v10 among others": {in: "a=1; rubick:v10 zone=eu ;b=2", newer: `"rubick:v10 zone=eu"`},
+		"after a v1":       {in: "rubick:v1 gen=1;rubick:v3", newer: `"rubick:v3"`},
+		"v2 alone":         {in: "rubick:v2", newer: `"rubick:v2"`},
+		"tab after v2":     {in: "rubick:v2\tgen=1", newer: `version "v2"`},
+		"v1":               {in: "rubick:v1 gen=1"},
+		"v0":               {in: "rubick:v0 gen=1"},
+		"not a number":     {in: "rubick:v2x gen=1"},
+		"leading zero":     {in: "rubick:v02"},
+		"signed":           {in: "rubick:v+2"},
+		"old lab form":     {in: "rubick:plan=dp4,gpus=4"},
+		"v2 in no segment": {in: "note rubick:v2"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := MergeAdminComment(tc.in, tag)
+			if tc.newer == "" {
+				if err != nil || !strings.Contains(got, tag.String()) {
+					t.Errorf("MergeAdminComment(%q) = %q, %v; want the tag written", tc.in, got, err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrNewerTag) || !strings.Contains(err.Error(), tc.newer) || got != "" {
+				t.Errorf("MergeAdminComment(%q) = %q, %v; want an error wrapping ErrNewerTag naming %s", tc.in, got, err, tc.newer)
+			}
+			if err := CheckTagVersion(tc.in); !errors.Is(err, ErrNewerTag) {
+				t.Errorf("CheckTagVersion(%q) = %v, want ErrNewerTag", tc.in, err)
+			}
+		})
+	}
+	// ParseTag tells a newer rubick's tag from a malformed one.
+	if _, err := ParseTag("rubick:v2 model=x"); !errors.Is(err, ErrTag) || !errors.Is(err, ErrNewerTag) {
+		t.Errorf("ParseTag of a v2 tag: %v, want ErrTag and ErrNewerTag", err)
+	}
+	if _, err := ParseTag("rubick:plan=dp4"); errors.Is(err, ErrNewerTag) {
+		t.Errorf("ParseTag of the old lab form: %v, want no ErrNewerTag", err)
+	}
+}
+
 func TestTagString(t *testing.T) {
 	tag := Tag{ModelType: "gpt2", Class: ClassBestEffort, Tenant: "t1", Plan: "dp2.tp1.pp1.mb4.a1.z2+off", Generation: 2,
 		Extra: map[string]string{"zz": "1", "aa": "2"}}
@@ -201,6 +248,9 @@ func FuzzMergeAdminComment(f *testing.F) {
 	tag := Tag{ModelType: "m", Generation: 4}
 	f.Fuzz(func(t *testing.T, ac string) {
 		got, err := MergeAdminComment(ac, tag)
+		if errors.Is(err, ErrNewerTag) {
+			return // a newer rubick's segment is left as it is
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
