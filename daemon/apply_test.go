@@ -342,6 +342,65 @@ func TestReconcileAckFailureRetried(t *testing.T) {
 	}
 }
 
+// A requeue whose acknowledgement a cycle could not write is still
+// rubickd's after a restart of rubickd before the next cycle: the store
+// keeps it, and the new rubickd's first cycle acknowledges it, with the
+// preemption's tag, instead of marking the job held by its user.
+func TestRestartAcknowledgesRequeueAfterFailure(t *testing.T) {
+	isAck := func(argv []string) bool {
+		return slices.Contains(argv, "JobId=91") && slices.ContainsFunc(argv, func(a string) bool { return strings.HasPrefix(a, "AdminComment=") })
+	}
+	for _, tc := range []struct {
+		name string
+		// late makes the requeuehold time out after Slurm took it.
+		late bool
+	}{
+		{name: "tag write fails"},
+		{name: "requeuehold times out", late: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			sim := reclaimSim()
+			requeued, failing := false, true
+			sim.fail = func(argv []string) bool {
+				if slices.Contains(argv, "requeuehold") {
+					requeued = true
+					return false
+				}
+				return failing && requeued && !tc.late && isAck(argv)
+			}
+			sim.late = func(argv []string) bool { return tc.late && slices.Contains(argv, "requeuehold") }
+			d, st := newSimDaemon(t, sim, withLab)
+			rep, err := d.Cycle(ctx, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Failed[91] == "" || !slurm.RequeuedByOther(sim.job(t, 91)) {
+				t.Fatalf("failed %v, job 91 %+v; want its preemption failed after the requeue", rep.Failed, sim.job(t, 91))
+			}
+			// rubickd stops here, and a new one starts on the same store.
+			failing = false
+			d, err = New(d.boot, d.deps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Reconcile(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.Cycle(ctx, false); err != nil {
+				t.Fatal(err)
+			}
+			j := sim.job(t, 91)
+			if slurm.HeldByUser(j) || slurm.RequeuedByOther(j) || j.Tag.Extra["ran"] != "3600" {
+				t.Errorf("job 91 comment %q, tag %+v; want the preemption's tag (ran=3600) acknowledging the requeue, not held for its user", j.Comment, j.Tag)
+			}
+			if left, err := st.Unacked(ctx); err != nil || len(left) != 0 {
+				t.Errorf("store's requeues awaiting their tag %+v, %v; want none once acknowledged", left, err)
+			}
+		})
+	}
+}
+
 // markFails is a store whose MarkApplied fails for the actions of job.
 type markFails struct {
 	Store

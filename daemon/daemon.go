@@ -85,6 +85,9 @@ type Store interface {
 	LaunchLimits(ctx context.Context, jobs []store.LaunchKey) (map[int64]store.Launch, error)
 	Deferred(ctx context.Context, ids []int64) (map[int64]time.Time, error)
 	RecentJobSamples(ctx context.Context, jobIDs []int64, n int) (map[int64][]store.StoredSample, error)
+	AwaitAck(ctx context.Context, id int64) error
+	Acked(ctx context.Context, jobID int64) error
+	Unacked(ctx context.Context) ([]store.Action, error)
 	RestartStore
 }
 
@@ -201,7 +204,8 @@ type Daemon struct {
 	// may have (a timed-out requeuehold), before its tag could say so,
 	// with the tag it was to write (nil: the job's own): acknowledged the
 	// next cycle, or the job would read as requeued by someone else and
-	// wait for its user's release. Only the cycle uses it.
+	// wait for its user's release. The store keeps it too (AwaitAck), for
+	// Reconcile to read back after a restart. Only the cycle uses it.
 	unacked map[int]*slurm.Tag
 
 	mu       sync.Mutex // guards the fields below, read by the status endpoint
@@ -319,8 +323,18 @@ func (d *Daemon) restartCosts(ctx context.Context, now time.Time, dryRun bool) m
 // re-applied; the next cycle decides afresh from what Slurm reports. A
 // preemption or restart stopped between its requeue and the tag that
 // acknowledges it gets that tag, so the job is not read as requeued by
-// someone else (slurm.RequeuedByOther).
+// someone else (slurm.RequeuedByOther); so does, at the first cycle, one
+// that failed after its requeue with its tag still unwritten when the
+// previous run stopped (the store's Unacked).
 func (d *Daemon) Reconcile(ctx context.Context) error {
+	unacked, err := d.deps.Store.Unacked(ctx)
+	if err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	for _, a := range unacked {
+		// Oldest first: a job's newest requeue names the tag.
+		d.awaitAck(ctx, int(a.JobID), d.ackTag(a), 0)
+	}
 	pending, err := d.deps.Store.Pending(ctx)
 	if err != nil {
 		return fmt.Errorf("reconcile: %w", err)
@@ -352,7 +366,7 @@ func (d *Daemon) Reconcile(ctx context.Context) error {
 			// so: say it now, or the job waits for its user's release.
 			if err := d.writeTag(ctx, j.ID, *j.Tag); err != nil {
 				d.deps.Logger.Warn("acknowledging the requeue of an unfinished action failed; the next cycle tries again", "job", j.ID, "err", err)
-				d.awaitAck(j.ID, nil)
+				d.awaitAck(ctx, j.ID, nil, a.ID)
 			}
 		}
 	}
@@ -366,12 +380,46 @@ func (d *Daemon) writeTag(ctx context.Context, id int, tag slurm.Tag) error {
 }
 
 // awaitAck has the next cycle acknowledge the requeue of job id in tag
-// (nil: the job's own), should the job still wait for it (ackRequeues).
-func (d *Daemon) awaitAck(id int, tag *slurm.Tag) {
+// (nil: the job's own), should the job still wait for it (ackRequeues),
+// and has the store mark action (0: none), the one that requeued it, as
+// awaiting that tag: a rubickd that restarts before then acknowledges it
+// too (Reconcile), instead of holding the job for its user.
+func (d *Daemon) awaitAck(ctx context.Context, id int, tag *slurm.Tag, action int64) {
 	if d.unacked == nil {
 		d.unacked = map[int]*slurm.Tag{}
 	}
 	d.unacked[id] = tag
+	if action == 0 {
+		return
+	}
+	if err := d.deps.Store.AwaitAck(ctx, action); err != nil {
+		d.deps.Logger.Warn("recording a requeue that awaits its tag failed; should rubickd restart before the tag is written, the job waits for its user's release",
+			"job", id, "err", err)
+	}
+}
+
+// acked forgets job id's requeue awaiting its tag, in the store too.
+func (d *Daemon) acked(ctx context.Context, id int) {
+	delete(d.unacked, id)
+	if err := d.deps.Store.Acked(ctx, int64(id)); err != nil {
+		d.deps.Logger.Warn("recording a requeue's acknowledgement failed", "job", id, "err", err)
+	}
+}
+
+// ackTag is the tag that acknowledges the requeue of action a, as stored:
+// a preemption's own (what the job ran so far, ran=), nil for the job's
+// own tag (a restart's names a plan the job never got), or when none was
+// stored (rubickd before schema 10) or it does not read.
+func (d *Daemon) ackTag(a store.Action) *slurm.Tag {
+	if a.Kind != string(slurm.ActionPreempt) || a.Tag == "" {
+		return nil
+	}
+	t, err := slurm.ParseTag(a.Tag)
+	if err != nil {
+		d.deps.Logger.Warn("stored tag of a preemption does not read; its requeue is acknowledged in the job's own", "job", a.JobID, "err", err)
+		return nil
+	}
+	return &t
 }
 
 // ackRequeues writes the tags of the jobs in d.unacked that still wait,
@@ -386,7 +434,7 @@ func (d *Daemon) ackRequeues(ctx context.Context, jobs []slurm.Job) []slurm.Job 
 	for id, tag := range d.unacked {
 		i := slices.IndexFunc(jobs, func(j slurm.Job) bool { return j.ID == id })
 		if i < 0 || !slurm.RequeuedByOther(jobs[i]) {
-			delete(d.unacked, id) // acknowledged, started or gone since
+			d.acked(ctx, id) // acknowledged, started or gone since
 			continue
 		}
 		if tag == nil {
@@ -395,7 +443,7 @@ func (d *Daemon) ackRequeues(ctx context.Context, jobs []slurm.Job) []slurm.Job 
 		werr := d.writeTag(ctx, id, *tag)
 		j, err := d.deps.Cluster.Job(ctx, id)
 		if werr == nil && err == nil {
-			delete(d.unacked, id)
+			d.acked(ctx, id)
 			jobs[i] = j
 			continue
 		}
@@ -884,10 +932,14 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 				// resized: its requeue is acknowledged in the job's own
 				// tag, as the Applier does.
 				var tag *slurm.Tag
+				var id int64
 				if r.Action.Kind == slurm.ActionPreempt {
 					tag = r.Action.Tag
 				}
-				d.awaitAck(r.Action.JobID, tag)
+				if i < len(recorded.Actions) {
+					id = recorded.Actions[i].ID
+				}
+				d.awaitAck(rctx, r.Action.JobID, tag, id)
 			}
 		} else {
 			d.deps.Logger.Info("action applied", "job", r.Action.JobID, "action", kind, "plan", planOf(r.Action))
@@ -1261,10 +1313,16 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		for i := range pl {
 			pl[i] = a.GPUsPerNode
 		}
-		dec.Actions = append(dec.Actions, store.Action{
+		sa := store.Action{
 			JobID: int64(a.JobID), Kind: string(a.Kind), Plan: plan,
 			Resources: model.Resources{Placement: pl, CPUs: a.CPUsPerTask * n, HostMemGB: float64(a.MemPerNodeMB) * float64(n) / 1024},
-		})
+		}
+		if a.Tag != nil {
+			// What a preemption's requeue is acknowledged in, should its
+			// own tag write fail (AwaitAck).
+			sa.Tag = a.Tag.String()
+		}
+		dec.Actions = append(dec.Actions, sa)
 	}
 	if err := d.deps.Store.UpsertJobs(ctx, jobs); err != nil {
 		return store.Decision{}, fmt.Errorf("record jobs: %w", err)

@@ -42,6 +42,13 @@ type Action struct {
 	AppliedAt time.Time // set by the store by MarkApplied; zero while pending
 	Result    Result
 	Error     string // why the action failed or was abandoned
+	// Tag is the rubick tag the action writes to its job, in the form of
+	// its AdminComment segment; "" for none, and for the actions recorded
+	// before schema 10.
+	Tag string
+	// AwaitsAck marks an action that may have requeued its job without the
+	// job's tag saying so yet (AwaitAck), until Acked.
+	AwaitsAck bool
 }
 
 // Decision is one scheduling cycle: the policy's output and why.
@@ -70,8 +77,8 @@ type Reason struct {
 }
 
 // RecordPlan records a as pending, before it is applied, and returns it
-// with its ID and DecidedAt set; the ID, times, Result and Error given are
-// ignored. It wraps ErrNotFound when the job or the cycle is not stored.
+// with its ID and DecidedAt set; the ID, times, Result, Error and AwaitsAck
+// given are ignored. It wraps ErrNotFound when the job or the cycle is not stored.
 func (s *Store) RecordPlan(ctx context.Context, a Action) (Action, error) {
 	if err := checkAction(a); err != nil {
 		return Action{}, fmt.Errorf("store: record plan for job %d: %w", a.JobID, err)
@@ -200,17 +207,18 @@ func insertAction(ctx context.Context, tx *sql.Tx, a Action, now time.Time) (Act
 		}
 	}
 	plan, placement := planColumns(a.Plan, a.Resources)
+	tag := sql.NullString{String: a.Tag, Valid: a.Tag != ""}
 	res, err := tx.ExecContext(ctx, `
-		INSERT INTO plan_history(cycle_id, job_id, kind, plan, placement, cpus, host_mem_gb, decided_ns, error)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, '')`,
-		cycle, a.JobID, a.Kind, plan, placement, a.Resources.CPUs, a.Resources.HostMemGB, now.UnixNano())
+		INSERT INTO plan_history(cycle_id, job_id, kind, plan, placement, cpus, host_mem_gb, decided_ns, error, tag)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, '', ?)`,
+		cycle, a.JobID, a.Kind, plan, placement, a.Resources.CPUs, a.Resources.HostMemGB, now.UnixNano(), tag)
 	if err != nil {
 		return Action{}, err
 	}
 	if a.ID, err = res.LastInsertId(); err != nil {
 		return Action{}, err
 	}
-	a.DecidedAt, a.AppliedAt, a.Result, a.Error = now, time.Time{}, ResultPending, ""
+	a.DecidedAt, a.AppliedAt, a.Result, a.Error, a.AwaitsAck = now, time.Time{}, ResultPending, "", false
 	return a, nil
 }
 
@@ -269,16 +277,17 @@ func (s *Store) MarkApplied(ctx context.Context, id int64, res Result, applyErr 
 }
 
 const actionColumns = `id, cycle_id, job_id, kind, plan, placement, cpus, host_mem_gb,
-	decided_ns, applied_ns, result, error`
+	decided_ns, applied_ns, result, error, tag, awaits_ack`
 
 func scanAction(sc scanner) (Action, error) {
 	var a Action
 	var cycle, decided, applied sql.NullInt64
-	var plan, placement, result sql.NullString
+	var plan, placement, result, tag sql.NullString
 	if err := sc.Scan(&a.ID, &cycle, &a.JobID, &a.Kind, &plan, &placement, &a.Resources.CPUs,
-		&a.Resources.HostMemGB, &decided, &applied, &result, &a.Error); err != nil {
+		&a.Resources.HostMemGB, &decided, &applied, &result, &a.Error, &tag, &a.AwaitsAck); err != nil {
 		return Action{}, err
 	}
+	a.Tag = tag.String
 	var err error
 	if a.Plan, a.Resources.Placement, err = fromPlanColumns(plan, placement); err != nil {
 		return Action{}, fmt.Errorf("action %d: %w", a.ID, err)
@@ -316,6 +325,55 @@ func (s *Store) Pending(ctx context.Context) ([]Action, error) {
 	out, err := s.actions(ctx, s.r, `result IS NULL`)
 	if err != nil {
 		return nil, fmt.Errorf("store: pending actions: %w", err)
+	}
+	return out, nil
+}
+
+// AwaitAck marks action id as one that may have requeued its job without
+// the job's tag saying so yet: a preemption or restart that failed after
+// its requeue, or whose requeue timed out after Slurm may have taken it.
+// Until the tag is written (Acked), the requeue reads as someone else's,
+// and a restarted rubickd finds it with Unacked. It wraps ErrNotFound for
+// an unknown action.
+func (s *Store) AwaitAck(ctx context.Context, id int64) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `UPDATE plan_history SET awaits_ack = 1 WHERE id = ?`, id)
+		if err != nil {
+			return err
+		}
+		if n, err := r.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: mark action %d as awaiting its tag: %w", id, err)
+	}
+	return nil
+}
+
+// Acked clears AwaitAck from every action of job jobID: its tag says the
+// requeue was rubick's now, or nothing waits for it any more (the job
+// started again, or left Slurm).
+func (s *Store) Acked(ctx context.Context, jobID int64) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE plan_history SET awaits_ack = 0 WHERE job_id = ? AND awaits_ack = 1`, jobID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: acknowledge requeue of job %d: %w", jobID, err)
+	}
+	return nil
+}
+
+// Unacked returns the actions marked with AwaitAck and not Acked since,
+// oldest first.
+func (s *Store) Unacked(ctx context.Context) ([]Action, error) {
+	out, err := s.actions(ctx, s.r, `awaits_ack = 1`)
+	if err != nil {
+		return nil, fmt.Errorf("store: actions awaiting their tag: %w", err)
 	}
 	return out, nil
 }

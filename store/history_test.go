@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -541,5 +542,63 @@ func TestRecordPlanUnknownJobOrCycle(t *testing.T) {
 	}
 	if _, err := s.RecordPlan(ctx, Action{CycleID: 3, JobID: 5, Kind: "start", Plan: plan8, Resources: res8}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("RecordPlan for an unknown cycle = %v, want ErrNotFound", err)
+	}
+}
+
+// An action's tag reads back as recorded. A preemption that failed after
+// its requeue awaits its tag until the job's requeue is acknowledged:
+// Unacked lists it, across a reopening of the store, and no longer once
+// Acked; other jobs' marks stay.
+func TestAwaitAck(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "rubick.db")
+	s := openTest(t, path)
+	d := decide(t, s)
+	start, preempt := d.Actions[0], d.Actions[1]
+	tag := "rubick:v1 model=bert class=best-effort plan=dp4.tp1.pp1.mb2.a8.z2+off ran=3600"
+	later, err := s.RecordPlan(ctx, Action{JobID: 9, Kind: "preempt", Tag: tag})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkApplied(ctx, later.ID, ResultFailed, errors.New("annotate: exit status 1")); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{start.ID, preempt.ID, later.ID} {
+		if err := s.AwaitAck(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AwaitAck(ctx, 99); !errors.Is(err, ErrNotFound) {
+		t.Errorf("AwaitAck(99) = %v, want ErrNotFound", err)
+	}
+	s.Close()
+	s = openTest(t, path)
+	ids := func() []int64 {
+		t.Helper()
+		got, err := s.Unacked(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int64
+		for _, a := range got {
+			if !a.AwaitsAck {
+				t.Errorf("Unacked listed action %d, not awaiting its tag", a.ID)
+			}
+			out = append(out, a.ID)
+		}
+		return out
+	}
+	if d := cmp.Diff([]int64{start.ID, preempt.ID, later.ID}, ids()); d != "" {
+		t.Errorf("Unacked after reopening (-want +got):\n%s", d)
+	}
+	hist, err := s.PlanHistory(ctx, 9)
+	if err != nil || len(hist) != 2 || hist[1].Tag != tag || hist[0].Tag != "" {
+		t.Errorf("PlanHistory(9) = %+v, %v; want the second action with tag %q", hist, err, tag)
+	}
+	if err := s.Acked(ctx, 9); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]int64{start.ID}, ids()); d != "" {
+		t.Errorf("Unacked after job 9's acknowledgement (-want +got):\n%s", d)
 	}
 }

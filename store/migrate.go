@@ -29,6 +29,7 @@ func migrations() []migration {
 		{version: 7, name: "jobs' waits outside the queue (holds, begin times, dependencies)", up: schemaV7},
 		{version: 8, name: "jobs' users", up: schemaV8},
 		{version: 9, name: "jobs a cycle left alone for an earlier reason", up: schemaV9},
+		{version: 10, name: "actions' tags, requeues awaiting their tag", up: schemaV10},
 	}
 }
 
@@ -241,6 +242,18 @@ ALTER TABLE jobs ADD COLUMN user_name TEXT CHECK (user_name IS NULL OR user_name
 // list a cycle would not say which such jobs it still saw.
 const schemaV9 = `
 ALTER TABLE decisions ADD COLUMN unchanged TEXT CHECK (unchanged IS NULL OR json_valid(unchanged));
+`
+
+// schemaV10 keeps the rubick tag each action writes (NULL: none, or
+// recorded before v10), and marks the actions that may have requeued their
+// job without its tag saying so yet (a failed preemption or restart): the
+// job then reads as requeued by someone else until rubickd writes that
+// tag, and a rubickd that restarts in between must still know the requeue
+// is its own.
+const schemaV10 = `
+ALTER TABLE plan_history ADD COLUMN tag TEXT CHECK (tag IS NULL OR tag <> '');
+ALTER TABLE plan_history ADD COLUMN awaits_ack INTEGER NOT NULL DEFAULT 0 CHECK (awaits_ack IN (0, 1));
+CREATE INDEX plan_history_awaiting_ack ON plan_history(id) WHERE awaits_ack = 1;
 `
 
 // migrate brings db to the newest version in migs. Each migration runs in

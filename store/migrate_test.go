@@ -333,3 +333,30 @@ func TestOpenWithoutMigrating(t *testing.T) {
 		t.Errorf("older store's version = %d, %v; want %d", v, err, SchemaVersion()-1)
 	}
 }
+
+// Actions stored before schema 10 read back with no tag and not awaiting
+// one, and can be marked as awaiting it.
+func TestMigrationV10Actions(t *testing.T) {
+	ctx := context.Background()
+	s := migratedFrom(t, 9, `
+		INSERT INTO jobs(job_id, model_type, class, tenant, state, first_seen_ns, updated_ns) VALUES
+			(1, NULL, 'best-effort', '', 'PENDING', 1, 1);
+		INSERT INTO plan_history(job_id, kind, cpus, host_mem_gb, decided_ns, applied_ns, result, error) VALUES
+			(1, 'preempt', 0, 0, 2, 3, 'failed', 'exit status 1')`)
+	want := []Action{{ID: 1, JobID: 1, Kind: "preempt", DecidedAt: time.Unix(0, 2).UTC(), AppliedAt: time.Unix(0, 3).UTC(),
+		Result: ResultFailed, Error: "exit status 1"}}
+	got, err := s.PlanHistory(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("plan history after migrating (-want +got):\n%s", d)
+	}
+	if err := s.AwaitAck(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	want[0].AwaitsAck = true
+	if got, err := s.Unacked(ctx); err != nil || !cmp.Equal(want, got) {
+		t.Errorf("Unacked = %+v, %v; want %+v", got, err, want)
+	}
+}
