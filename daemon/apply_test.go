@@ -342,6 +342,50 @@ func TestReconcileAckFailureRetried(t *testing.T) {
 	}
 }
 
+// A preemption a previous run left between its requeue and its tag is
+// acknowledged in that tag, as stored with the action: the time the job
+// ran so far (ran=) counts at its next start. So it is when the tag write
+// at start-up fails and the first cycle writes it.
+func TestReconcileAcknowledgesPreemptionInItsTag(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// fails makes the tag write at start-up fail.
+		fails bool
+	}{
+		{name: "at start-up"},
+		{name: "by the first cycle", fails: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			sim := reclaimSim()
+			sim.jobs = sim.jobs[:1]
+			preempt := cloneTag(*sim.jobs[0].Tag)
+			preempt.Extra["ran"] = "3600"
+			// Stopped between the requeue and its acknowledgement.
+			sim.Run(ctx, []string{"scontrol", "requeuehold", "91"})
+			failing := tc.fails
+			sim.fail = func(argv []string) bool { return failing && slices.Contains(argv, "update") }
+			d, st := newSimDaemon(t, sim, func(*Config) {})
+			if err := st.UpsertJob(ctx, store.Job{ID: 91, ModelType: "bert", Class: store.BestEffort, State: "RUNNING", Submitted: t0}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.RecordPlan(ctx, store.Action{JobID: 91, Kind: string(slurm.ActionPreempt), Tag: preempt.String()}); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Reconcile(ctx); err != nil {
+				t.Fatal(err)
+			}
+			failing = false
+			if _, err := d.Cycle(ctx, false); err != nil {
+				t.Fatal(err)
+			}
+			if j := sim.job(t, 91); slurm.RequeuedByOther(j) || slurm.HeldByUser(j) || j.Tag.Extra["ran"] != "3600" {
+				t.Errorf("job 91 comment %q, tag %+v; want the preemption's tag (ran=3600) acknowledging the requeue", j.Comment, j.Tag)
+			}
+		})
+	}
+}
+
 // A requeue whose acknowledgement a cycle could not write is still
 // rubickd's after a restart of rubickd before the next cycle: the store
 // keeps it, and the new rubickd's first cycle acknowledges it, with the

@@ -363,10 +363,12 @@ func (d *Daemon) Reconcile(ctx context.Context) error {
 		d.deps.Logger.Info("reconciled action", "job", a.JobID, "action", a.Kind, "result", res)
 		if err == nil && (a.Kind == string(slurm.ActionPreempt) || a.Kind == string(slurm.ActionRestart)) && slurm.RequeuedByOther(j) {
 			// The requeue was this action's, stopped before the tag said
-			// so: say it now, or the job waits for its user's release.
-			if err := d.writeTag(ctx, j.ID, *j.Tag); err != nil {
+			// so: say it now, or the job waits for its user's release; a
+			// preemption's tag, as stored, keeps what the job ran so far.
+			tag := d.ackTag(a)
+			if err := d.writeTag(ctx, j.ID, *cmp.Or(tag, j.Tag)); err != nil {
 				d.deps.Logger.Warn("acknowledging the requeue of an unfinished action failed; the next cycle tries again", "job", j.ID, "err", err)
-				d.awaitAck(ctx, j.ID, nil, a.ID)
+				d.awaitAck(ctx, j.ID, tag, a.ID)
 			}
 		}
 	}
