@@ -347,9 +347,9 @@ func (d *Daemon) Reconcile(ctx context.Context) error {
 			why = errors.New("job no longer known to Slurm")
 		case err != nil:
 			return fmt.Errorf("reconcile job %d: %w", a.JobID, err)
-		case j.Tag != nil && j.Tag.Plan == a.Plan.String() && (a.Kind == string(slurm.ActionPreempt) || j.State == slurm.StateRunning):
+		case wroteTag(j, a) && (a.Kind == string(slurm.ActionPreempt) || j.State == slurm.StateRunning):
 			res, why = store.ResultOK, nil
-		case j.Tag != nil && j.Tag.Plan == a.Plan.String() && j.State == slurm.StatePending && !j.Held &&
+		case wroteTag(j, a) && j.State == slurm.StatePending && !j.Held &&
 			(a.Kind == string(slurm.ActionStart) || a.Kind == string(slurm.ActionRestart)):
 			// Resized and released, waiting for Slurm's next pass: the
 			// release is the last step of a start.
@@ -373,6 +373,22 @@ func (d *Daemon) Reconcile(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// wroteTag reports whether job j has the tag action a writes: its plan and,
+// where the store has the action's tag (schema 10), its generation, which
+// each start and restart advances. A restart that changes only the job's
+// CPUs, memory or nodes keeps its plan: by the plan alone, the job running
+// on as it was would read as restarted.
+func wroteTag(j slurm.Job, a store.Action) bool {
+	if j.Tag == nil || j.Tag.Plan != a.Plan.String() {
+		return false
+	}
+	if a.Tag == "" {
+		return true
+	}
+	t, err := slurm.ParseTag(a.Tag)
+	return err == nil && j.Tag.Generation == t.Generation
 }
 
 // writeTag writes tag (a copy) as job id's, changing nothing else of it.
@@ -1320,8 +1336,8 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 			Resources: model.Resources{Placement: pl, CPUs: a.CPUsPerTask * n, HostMemGB: float64(a.MemPerNodeMB) * float64(n) / 1024},
 		}
 		if a.Tag != nil {
-			// What a preemption's requeue is acknowledged in, should its
-			// own tag write fail (AwaitAck).
+			// For Reconcile: the generation a start or restart writes,
+			// and the tag a preemption's requeue is acknowledged in.
 			sa.Tag = a.Tag.String()
 		}
 		dec.Actions = append(dec.Actions, sa)

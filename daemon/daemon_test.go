@@ -308,6 +308,50 @@ func TestReconcileNeverReapplies(t *testing.T) {
 	}
 }
 
+// A restart that keeps the job's plan (more CPUs, other nodes) is
+// settled by its tag's generation, not by the plan: a job running on as
+// it was, its restart never begun, did not take it.
+func TestReconcileRestartKeepingPlan(t *testing.T) {
+	ctx := context.Background()
+	plan := model.Plan{DP: 2, TP: 1, PP: 1, MicroBatch: 16, Accum: 1}
+	job := func(id int, gen int, state string) slurm.Job {
+		j := heldJob(id, "bert", 1, 2)
+		j.State, j.Held, j.Tag.Plan, j.Tag.Generation = state, false, plan.String(), gen
+		if state == slurm.StateRunning {
+			j.NodeList = []string{"node1"}
+		}
+		return j
+	}
+	// 71 runs on with its old tag; 72 runs the restart's; 73 was
+	// released with it and waits for Slurm's next pass.
+	c := &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{job(71, 1, slurm.StateRunning), job(72, 2, slurm.StateRunning), job(73, 2, slurm.StatePending)}}
+	d, st := newTestDaemon(t, c, &fakeApplier{})
+	restart := slurm.Tag{ModelType: "bert", Class: slurm.ClassBestEffort, Plan: plan.String(), Generation: 2}
+	for _, j := range c.jobs {
+		if err := st.UpsertJob(ctx, store.Job{ID: int64(j.ID), ModelType: "bert", Class: store.BestEffort, State: j.State, Submitted: t0}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.RecordPlan(ctx, store.Action{JobID: int64(j.ID), Kind: string(slurm.ActionRestart), Plan: plan,
+			Resources: model.Resources{Placement: model.Placement{2}, CPUs: 16}, Tag: restart.String()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]store.Result{}
+	for _, j := range c.jobs {
+		h, err := st.PlanHistory(ctx, int64(j.ID))
+		if err != nil || len(h) != 1 {
+			t.Fatalf("history of %d: %+v %v", j.ID, h, err)
+		}
+		got[int64(j.ID)] = h[0].Result
+	}
+	if diff := cmp.Diff(map[int64]store.Result{71: store.ResultAbandoned, 72: store.ResultOK, 73: store.ResultOK}, got); diff != "" {
+		t.Errorf("reconciled results (-want +got):\n%s", diff)
+	}
+}
+
 func sortedIDs(m map[int]string) []int {
 	var out []int
 	for k := range m {
