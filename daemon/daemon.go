@@ -207,6 +207,9 @@ type Daemon struct {
 	// wait for its user's release. The store keeps it too (AwaitAck), for
 	// Reconcile to read back after a restart. Only the cycle uses it.
 	unacked map[int]*slurm.Tag
+	// retryWait is the wait before Reconcile's second try
+	// (reconcileWait; tests shorten it).
+	retryWait time.Duration
 
 	mu       sync.Mutex // guards the fields below, read by the status endpoint
 	lastJobs []slurm.Job
@@ -237,7 +240,7 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 		deps.Now = time.Now
 	}
 	return &Daemon{cfg: cfg, deps: deps, boot: cfg, scripts: map[int]*scriptRead{}, files: newUserFiles(maxUserFileReads),
-		writersSaid: map[string]bool{}, writersClaimed: map[string]bool{}}, nil
+		writersSaid: map[string]bool{}, writersClaimed: map[string]bool{}, retryWait: reconcileWait}, nil
 }
 
 // CycleReport summarises one cycle.
@@ -317,6 +320,16 @@ func (d *Daemon) restartCosts(ctx context.Context, now time.Time, dryRun bool) m
 	return costs
 }
 
+// reconcileTries bounds Reconcile's tries, reconcileWait apart, then
+// twice as long each time (1, 2, 4, 8 s): a slurmrestd or slurmctld that
+// restarts, or a store an admin command holds locked, is back within
+// seconds, and rubickd would otherwise exit at start-up for it, to be
+// started again by systemd.
+const (
+	reconcileTries = 5
+	reconcileWait  = time.Second
+)
+
 // Reconcile settles the actions a previous run recorded but did not
 // confirm: an action whose plan Slurm now shows running, or released and
 // about to start, is marked applied, any other is abandoned. Nothing is
@@ -325,8 +338,26 @@ func (d *Daemon) restartCosts(ctx context.Context, now time.Time, dryRun bool) m
 // acknowledges it gets that tag, so the job is not read as requeued by
 // someone else (slurm.RequeuedByOther); so does, at the first cycle, one
 // that failed after its requeue with its tag still unwritten when the
-// previous run stopped (the store's Unacked).
+// previous run stopped (the store's Unacked). A failure (slurmrestd or
+// the store) is retried up to reconcileTries times in all while ctx lasts;
+// what was settled before it stays settled.
 func (d *Daemon) Reconcile(ctx context.Context) error {
+	wait := d.retryWait
+	err := d.reconcile(ctx)
+	for n := 1; err != nil && n < reconcileTries && ctx.Err() == nil; n, wait = n+1, 2*wait {
+		d.deps.Logger.Warn("reconciling failed; retrying", "err", err, "in", wait, "tries", n)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return err
+		}
+		err = d.reconcile(ctx)
+	}
+	return err
+}
+
+// reconcile is one try of Reconcile.
+func (d *Daemon) reconcile(ctx context.Context) error {
 	unacked, err := d.deps.Store.Unacked(ctx)
 	if err != nil {
 		return fmt.Errorf("reconcile: %w", err)

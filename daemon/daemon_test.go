@@ -308,6 +308,60 @@ func TestReconcileNeverReapplies(t *testing.T) {
 	}
 }
 
+// flakyJob is a Cluster whose Job fails its first fails calls, as
+// slurmrestd does while it restarts.
+type flakyJob struct {
+	Cluster
+	fails, calls int
+}
+
+func (f *flakyJob) Job(ctx context.Context, id int) (slurm.Job, error) {
+	f.calls++
+	if f.calls <= f.fails {
+		return slurm.Job{}, errors.New("slurmrestd: dial tcp 127.0.0.1:6820: connect: connection refused")
+	}
+	return f.Cluster.Job(ctx, id)
+}
+
+// Reconcile tries again, a little later each time, when slurmrestd fails:
+// one that is restarting is back within seconds, and rubickd must not exit
+// for it. It gives up after reconcileTries tries.
+func TestReconcileRetries(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		fails     int
+		wantErr   bool
+		wantCalls int
+		want      store.Result
+	}{
+		{name: "no failure", fails: 0, wantCalls: 1, want: store.ResultAbandoned},
+		{name: "two failures", fails: 2, wantCalls: 3, want: store.ResultAbandoned},
+		{name: "slurmrestd stays down", fails: 100, wantErr: true, wantCalls: reconcileTries, want: store.ResultPending},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			c := &flakyJob{Cluster: &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{heldJob(51, "bert", 1, 2)}}, fails: tc.fails}
+			d, st := newTestDaemonWith(t, c, &fakeApplier{}, func(*Config) {})
+			d.retryWait = time.Millisecond
+			if err := st.UpsertJob(ctx, store.Job{ID: 51, ModelType: "bert", Class: store.BestEffort, State: "PENDING", Submitted: t0}); err != nil {
+				t.Fatal(err)
+			}
+			plan := model.Plan{DP: 2, TP: 1, PP: 1, MicroBatch: 16, Accum: 1}
+			if _, err := st.RecordPlan(ctx, store.Action{JobID: 51, Kind: "start", Plan: plan, Resources: model.Resources{Placement: model.Placement{2}, CPUs: 8}}); err != nil {
+				t.Fatal(err)
+			}
+			err := d.Reconcile(ctx)
+			if (err != nil) != tc.wantErr || c.calls != tc.wantCalls {
+				t.Errorf("Reconcile = %v after %d reads of the job; want an error: %v, after %d", err, c.calls, tc.wantErr, tc.wantCalls)
+			}
+			h, err := st.PlanHistory(ctx, 51)
+			if err != nil || len(h) != 1 || h[0].Result != tc.want {
+				t.Errorf("history %+v, %v; want its start %q", h, err, tc.want)
+			}
+		})
+	}
+}
+
 // A restart that keeps the job's plan (more CPUs, other nodes) is
 // settled by its tag's generation, not by the plan: a job running on as
 // it was, its restart never begun, did not take it.
