@@ -135,6 +135,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MemPerNodeGB=%v must be > 0", ErrBadConfig, c.MemPerNodeGB)
 	case c.Interval < time.Second:
 		return fmt.Errorf("%w: Interval=%v must be >= 1s", ErrBadConfig, c.Interval)
+	case c.Interval > c.MaxTime:
+		// Past MaxTime the replay stops, before a later arrival's round.
+		return fmt.Errorf("%w: Interval=%v must be <= MaxTime=%v", ErrBadConfig, c.Interval, c.MaxTime)
 	case c.RestartPenalty < 0:
 		return fmt.Errorf("%w: RestartPenalty=%v must be >= 0", ErrBadConfig, c.RestartPenalty)
 	case c.AssumedRestartCost < 0:
@@ -235,16 +238,21 @@ type simJob struct {
 }
 
 // unfinished is the error of a replay stopped MaxTime after its last
-// arrival: the jobs still queued or running, and those whose request no
-// node layout of the cluster holds (a policy that runs jobs as requested
-// never starts them).
+// arrival: the jobs still queued or running, those whose request no node
+// layout of the cluster holds (a policy that runs jobs as requested never
+// starts them), and whether the interval is the likely cause: a job that
+// ends inside a round holds its GPUs to the next one, so rounds longer
+// than most jobs' runs leave the cluster idle most of the time.
 func unfinished(policyName string, active []*simJob, left, total int, cfg Config) error {
 	var names []string
-	tooBig := 0
+	tooBig, short := 0, 0
 	for _, j := range active {
 		names = append(names, j.Name)
-		if j.Request.GPUs > cfg.Nodes*cfg.GPUsPerNode || j.Request.Placement.MaxPerNode() > cfg.GPUsPerNode {
+		switch {
+		case j.Request.GPUs > cfg.Nodes*cfg.GPUsPerNode || j.Request.Placement.MaxPerNode() > cfg.GPUsPerNode:
 			tooBig++
+		case j.DurationS+cfg.RestartPenalty.Seconds() < cfg.Interval.Seconds():
+			short++
 		}
 	}
 	msg := fmt.Sprintf("sim %s: %d of %d jobs unfinished %v after the last arrival (MaxTime)", policyName, left, total, cfg.MaxTime)
@@ -257,6 +265,10 @@ func unfinished(policyName string, active []*simJob, left, total int, cfg Config
 	}
 	if tooBig > 0 {
 		msg += fmt.Sprintf("; %d of them ask for more GPUs than the cluster's %d nodes of %d hold", tooBig, cfg.Nodes, cfg.GPUsPerNode)
+	}
+	if 2*short > len(active)-tooBig {
+		msg += fmt.Sprintf("; the interval (%v) is the likely cause: %d of them run, restart included, shorter than one round and hold their GPUs to the next",
+			cfg.Interval, short)
 	}
 	return errors.New(msg)
 }

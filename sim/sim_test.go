@@ -155,6 +155,7 @@ func TestConfigValidate(t *testing.T) {
 		"no cpus":       {func(c *Config) { c.CPUsPerNode = 0 }, "CPUsPerNode"},
 		"no memory":     {func(c *Config) { c.MemPerNodeGB = 0 }, "MemPerNodeGB"},
 		"fast interval": {func(c *Config) { c.Interval = time.Millisecond }, "Interval"},
+		"slow interval": {func(c *Config) { c.Interval = c.MaxTime + time.Second }, "Interval=72h0m1s must be <= MaxTime"},
 		"negative cost": {func(c *Config) { c.RestartPenalty = -time.Second }, "RestartPenalty"},
 		"negative told": {func(c *Config) { c.AssumedRestartCost = -time.Second }, "AssumedRestartCost"},
 		"zero load":     {func(c *Config) { c.LoadScale = 0 }, "LoadScale"},
@@ -508,6 +509,46 @@ func TestUnfinished(t *testing.T) {
 	want := "sim fifo: 1 of 3 jobs unfinished 2h0m0s after the last arrival (MaxTime): bert-2; 1 of them ask for more GPUs than the cluster's 1 nodes of 4 hold"
 	if err == nil || err.Error() != want {
 		t.Errorf("a job the cluster cannot hold: %v, want %q", err, want)
+	}
+}
+
+// TestUnfinishedInterval: a replay stopped with jobs left names the
+// interval as the likely cause when most of them run, restart included,
+// shorter than one round, each holding its GPUs to the next. Five jobs of
+// 10 s arrive together on a 4-GPU cluster, which runs one per round.
+func TestUnfinishedInterval(t *testing.T) {
+	d := data(t)
+	fifo, err := policy.New("fifo", policy.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []artifact.Job
+	for i := range 5 {
+		rows = append(rows, artifact.Job{Name: fmt.Sprintf("bert-%d", i), App: "bert", GPUs: 4, CPUs: 32, ExecPlan: "ga", Steps: 10, DurationS: 10, Line: i + 2})
+	}
+	tests := map[string]struct {
+		interval, maxTime time.Duration
+		want              string
+	}{
+		"rounds longer than the jobs": {time.Hour, 2 * time.Hour,
+			"sim fifo: 2 of 5 jobs unfinished 2h0m0s after the last arrival (MaxTime): bert-3, bert-4; " +
+				"the interval (1h0m0s) is the likely cause: 2 of them run, restart included, shorter than one round and hold their GPUs to the next"},
+		// The restart penalty, 260 s, is longer than a round.
+		"rounds shorter than the jobs": {time.Minute, 2 * time.Minute,
+			"sim fifo: 5 of 5 jobs unfinished 2m0s after the last arrival (MaxTime): bert-0, bert-1, bert-2, bert-3, bert-4"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Nodes, cfg.GPUsPerNode, cfg.Interval, cfg.MaxTime = 1, 4, tc.interval, tc.maxTime
+			_, err := Run(context.Background(), cfg, d, rows, fifo, nil)
+			if err == nil {
+				t.Fatal("the replay finished")
+			}
+			if diff := cmp.Diff(tc.want, err.Error()); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -129,6 +129,7 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 		{o.cfg.CPUsPerNode <= 0, "--cpus-per-node", o.cfg.CPUsPerNode, "must be > 0"},
 		{!(o.cfg.MemPerNodeGB > 0) || math.IsInf(o.cfg.MemPerNodeGB, 1), "--mem-per-node-gb", o.cfg.MemPerNodeGB, "must be a finite number > 0"},
 		{o.cfg.Interval.Seconds() < 1, "--interval", o.cfg.Interval, "must be >= 1s"},
+		{o.cfg.Interval > o.cfg.MaxTime, "--interval", o.cfg.Interval, fmt.Sprintf("must be at most %v, the time a replay runs on after its last arrival", o.cfg.MaxTime)},
 		{o.cfg.RestartPenalty < 0, "--restart-penalty", o.cfg.RestartPenalty, "must be >= 0"},
 		{o.cfg.AssumedRestartCost < 0, "--assumed-restart-cost", o.cfg.AssumedRestartCost, "must be >= 0"},
 		{!(o.cfg.LoadScale > 0) || o.cfg.LoadScale > 1e6, "--load-scale", o.cfg.LoadScale, "must be in (0, 1e6]"},

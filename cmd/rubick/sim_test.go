@@ -34,6 +34,7 @@ func TestSimBadFlags(t *testing.T) {
 		"endless memory":      {[]string{"--mem-per-node-gb", "Inf"}, "--mem-per-node-gb=+Inf must be a finite number > 0"},
 		"endless host memory": {[]string{"--set", "HostMemPerGPUGB=Inf"}, "HostMemPerGPUGB=+Inf"},
 		"tiny interval":       {[]string{"--interval", "10ms"}, "--interval=10ms"},
+		"huge interval":       {[]string{"--interval", "100h"}, "--interval=100h0m0s must be at most 72h0m0s"},
 		"negative penalty":    {[]string{"--restart-penalty", "-1s"}, "--restart-penalty=-1s"},
 		"negative load":       {[]string{"--load-scale", "-2"}, "--load-scale=-2"},
 		"unknown policy":      {[]string{"--policy", "rubick,tetris"}, `--policy "tetris"`},
