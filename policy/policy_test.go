@@ -92,6 +92,12 @@ func oneGPUFor(queued ...policy.Job) []policy.Job {
 	return append([]policy.Job{pt.NewJob("r", "small").GPUs(7).Running(dp(7, 28), 20*time.Minute, pt.On("n0", 7)).Obj()}, queued...)
 }
 
+// withMemGB sets j's requested host memory per node.
+func withMemGB(j policy.Job, gb float64) policy.Job {
+	j.Request.MemGB = gb
+	return j
+}
+
 func TestDecide(t *testing.T) {
 	// One GPU free and two jobs of one model for it, the longer one
 	// submitted first: by slope alone they tie and it goes first.
@@ -144,6 +150,48 @@ func TestDecide(t *testing.T) {
 				"a": {policy.Keep, 0, policy.ReasonNoResources},
 				"b": {policy.Start, 4, policy.ReasonBackfill},
 				"c": {policy.Keep, 0, policy.ReasonNoResources},
+			},
+		},
+		"fifo backfills no job that takes the CPUs the head needs at its start": {
+			// r frees its 4 GPUs at 1 h, when a can start on 6; b, on 2
+			// GPUs to 5 h, leaves a its GPUs but 36 of the 48 CPUs it asks.
+			policy: "fifo", now: 10 * time.Minute, nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("r", "small").GPUs(4).TimeLimit(time.Hour).Running(dp(4, 32), 10*time.Minute, pt.On("n0", 4)).Obj(),
+				pt.NewJob("a", "small").GPUs(6).SubmittedAt(time.Minute).Obj(),
+				pt.NewJob("b", "small").GPUs(2).CPUs(60).TimeLimit(5 * time.Hour).SubmittedAt(2 * time.Minute).Obj(),
+			},
+			want: map[string]outcome{
+				"r": {policy.Keep, 4, policy.ReasonUnchanged},
+				"a": {policy.Keep, 0, policy.ReasonNoResources},
+				"b": {policy.Keep, 0, policy.ReasonNoResources},
+			},
+		},
+		"fifo backfills no job that takes the host memory the head needs at its start": {
+			// As above with memory: b's 1,520 GB leave a 80 of its 96.
+			policy: "fifo", now: 10 * time.Minute, nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("r", "small").GPUs(4).TimeLimit(time.Hour).Running(dp(4, 32), 10*time.Minute, pt.On("n0", 4)).Obj(),
+				pt.NewJob("a", "small").GPUs(6).SubmittedAt(time.Minute).Obj(),
+				withMemGB(pt.NewJob("b", "small").GPUs(2).TimeLimit(5*time.Hour).SubmittedAt(2*time.Minute).Obj(), 1520),
+			},
+			want: map[string]outcome{
+				"r": {policy.Keep, 4, policy.ReasonUnchanged},
+				"a": {policy.Keep, 0, policy.ReasonNoResources},
+				"b": {policy.Keep, 0, policy.ReasonNoResources},
+			},
+		},
+		"fifo backfills a job that leaves the head its GPUs, CPUs and memory": {
+			policy: "fifo", now: 10 * time.Minute, nodes: pt.Cluster(1, 8),
+			jobs: []policy.Job{
+				pt.NewJob("r", "small").GPUs(4).TimeLimit(time.Hour).Running(dp(4, 32), 10*time.Minute, pt.On("n0", 4)).Obj(),
+				pt.NewJob("a", "small").GPUs(6).SubmittedAt(time.Minute).Obj(),
+				withMemGB(pt.NewJob("b", "small").GPUs(2).CPUs(48).TimeLimit(5*time.Hour).SubmittedAt(2*time.Minute).Obj(), 1500),
+			},
+			want: map[string]outcome{
+				"r": {policy.Keep, 4, policy.ReasonUnchanged},
+				"a": {policy.Keep, 0, policy.ReasonNoResources},
+				"b": {policy.Start, 2, policy.ReasonBackfill},
 			},
 		},
 		"fifo starts in submission order on the request": {

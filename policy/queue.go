@@ -124,18 +124,22 @@ func (q *queue) Decide(ctx context.Context, s *Snapshot) (Plan, error) {
 			}
 		}
 		nodes, ok := q.fit(s, free, pl, j)
+		var a Action
+		if ok {
+			a = q.start(s, free, nodes, pl, j, memGB)
+		}
 		// outlives: a backfilled job still running when the head is to
 		// start, which must leave the head's room free.
 		outlives := false
 		if ok && head != nil && shadow != nil && q.kind.backfill {
 			// Backfill only if the head still starts on time: the job ends
 			// before the head's shadow time or leaves the head's room free.
+			// Its whole allocation counts: CPUs and memory it takes from
+			// the head's nodes delay the head as GPUs do.
 			outlives = !(j.TimeLimit > 0 && j.TimeLimit.Seconds() <= shadowT)
 			if outlives {
 				after := slices.Clone(shadow)
-				for i, n := range nodes {
-					after[n].gpus -= pl[i]
-				}
+				book(s, after, a.Alloc)
 				hp := head.Request.Placement
 				if len(hp) == 0 {
 					hp = PackedPlacement(head.Request.GPUs, nodeGPUs)
@@ -152,30 +156,19 @@ func (q *queue) Decide(ctx context.Context, s *Snapshot) (Plan, error) {
 			}
 			continue
 		}
-		a := q.start(s, free, nodes, pl, j, memGB)
 		if !j.allocMin(a.Alloc) {
 			// As it asked, it is below its minimum: Slurm would hold it.
-			for _, na := range a.Alloc {
-				n, _ := s.NodeIndex(na.Node)
-				free[n].gpus += na.GPUs
-				free[n].cpus += na.CPUs
-				free[n].mem += na.MemGB
-			}
 			actions[j.ID] = belowMin(j, pl)
 			continue
 		}
+		book(s, free, a.Alloc)
 		if head != nil {
 			a.Reason = ReasonBackfill
 		}
 		if outlives {
 			// What it holds is not there at the shadow time either: the
 			// next job backfilled must leave the head's room without it.
-			for _, na := range a.Alloc {
-				n, _ := s.NodeIndex(na.Node)
-				shadow[n].gpus -= na.GPUs
-				shadow[n].cpus -= na.CPUs
-				shadow[n].mem -= na.MemGB
-			}
+			book(s, shadow, a.Alloc)
 		}
 		actions[j.ID] = a
 	}
@@ -294,7 +287,18 @@ func (q *queue) minCPUs(j *Job, g int) int {
 // minCPG is the fewest CPUs j runs with per GPU.
 func (q *queue) minCPG(j *Job) int { return max(q.cfg.MinCPUsPerGPU, j.CPUsPerGPU) }
 
-// start books a job on nodes and returns its Start action.
+// book takes alloc out of the free capacity f.
+func book(s *Snapshot, f []qnode, alloc []NodeAlloc) {
+	for _, a := range alloc {
+		n, _ := s.NodeIndex(a.Node)
+		f[n].gpus -= a.GPUs
+		f[n].cpus -= a.CPUs
+		f[n].mem -= a.MemGB
+	}
+}
+
+// start returns the Start action of a job on nodes, out of what free
+// leaves there; the caller books it.
 func (q *queue) start(s *Snapshot, free []qnode, nodes []int, pl model.Placement, j *Job, memGB float64) Action {
 	est := s.Models[j.Model]
 	alloc := make([]NodeAlloc, len(nodes))
@@ -352,9 +356,6 @@ func (q *queue) start(s *Snapshot, free []qnode, nodes []int, pl model.Placement
 			// The user's own plan ran before: book what is left, not more.
 			alloc[i].MemGB = max(j.hostMem(q.cfg.HostMemPerGPUGB, pl[i], 0, 0), free[n].mem)
 		}
-		free[n].gpus -= alloc[i].GPUs
-		free[n].cpus -= alloc[i].CPUs
-		free[n].mem -= alloc[i].MemGB
 	}
 	slices.SortFunc(alloc, func(a, b NodeAlloc) int {
 		ia, _ := s.NodeIndex(a.Node)
