@@ -1543,7 +1543,7 @@ func (r *round) run(ctx context.Context) error {
 				// Hold back what is free for the oldest starving job, so
 				// that jobs behind it cannot keep taking it forever.
 				reserving = true
-				r.reserve(js.info.startGPUs)
+				r.reserve(js, js.info.startGPUs)
 				js.reserves = true
 			}
 		}
@@ -1619,11 +1619,16 @@ func (r *round) replace(js *jstate) {
 }
 
 // reserve holds back up to need free GPUs, node by node, for the rest of
-// the round, so that jobs behind a starving one cannot keep taking them.
-func (r *round) reserve(need int) {
+// the round, so that jobs behind starving js cannot keep taking them. Only
+// on the nodes js may run on (Job.Nodes): GPUs held elsewhere would idle
+// without bringing its start any closer.
+func (r *round) reserve(js *jstate, need int) {
 	for i := range r.nodes {
 		if need <= 0 {
 			return
+		}
+		if !js.may(i) {
+			continue
 		}
 		k := min(need, r.nodes[i].freeGPU-r.reserved[i])
 		if k > 0 {

@@ -1861,3 +1861,28 @@ func predictThroughput(t *testing.T, est policy.Estimator, p model.Plan, pl mode
 	}
 	return float64(est.Spec().GlobalBatch) / b.Iter
 }
+
+// The GPUs held back for a starving job that cannot start are on the nodes
+// it may run on (Job.Nodes): held anywhere else, they would idle while the
+// job waited as long. old may run on n1 only, which r fills; new takes
+// every free GPU of n0.
+func TestStarvingReservesItsNodes(t *testing.T) {
+	old := pt.NewJob("old", "small").GPUs(4).SubmittedAt(time.Hour).Obj()
+	old.Nodes = []string{"n1"}
+	jobs := []policy.Job{
+		pt.NewJob("r", "small").GPUs(8).Running(dp(8, 32), 20*time.Minute, pt.On("n1", 8)).Obj(),
+		pt.NewJob("r0", "small").GPUs(4).Running(dp(4, 32), 20*time.Minute, pt.On("n0", 4)).Obj(),
+		old,
+		pt.NewJob("new", "small").GPUs(4).SubmittedAt(10*time.Hour - time.Minute).Obj(),
+	}
+	got := outcomes(decide(t, "rubick", snap(t, 10*time.Hour, pt.Cluster(2, 8), nil, jobs...)))
+	want := map[string]outcome{
+		"r":   {policy.Keep, 8, policy.ReasonPenalty},
+		"r0":  {policy.Keep, 4, policy.ReasonPenalty},
+		"old": {policy.Keep, 0, policy.ReasonNoResources},
+		"new": {policy.Start, 4, policy.ReasonSlope},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("outcomes (-want +got):\n%s", diff)
+	}
+}
