@@ -1208,6 +1208,12 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		if j.Tag == nil || j.Tag.ModelType == "" {
 			continue // rigid: Slurm schedules it; its usage shows in the node counters
 		}
+		if j.NodesErr != nil {
+			// A --nodelist or --exclude read as none would let a plan put
+			// it anywhere, and a restart would lose where it runs.
+			v.asSubmitted(j, fmt.Sprintf("its node lists could not be read (%v): runs on its own request, placed by Slurm", j.NodesErr))
+			continue
+		}
 		if j.Interactive {
 			// Slurm neither requeues it nor signals a batch shell (22.05
 			// lab: "Only batch jobs are accepted or processed"), so it

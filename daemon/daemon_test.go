@@ -2376,6 +2376,35 @@ func TestCycleInteractiveJob(t *testing.T) {
 	}
 }
 
+// A job whose node lists Slurm reports in a form rubick cannot read is
+// released on its own request, its --nodelist left to Slurm, and never
+// reconfigured once it runs: a plan could put it anywhere.
+func TestCycleUnreadableNodeLists(t *testing.T) {
+	bad := errors.New(`required_nodes: invalid hostlist: unbalanced '[' in "gpu[01-"`)
+	held := heldJob(21, "bert", 1, 2)
+	held.NodesErr = bad
+	running := runningJob(22, "bert")
+	running.NodesErr, running.NodeList, running.GPUs, running.Tag.Plan = bad, []string{"node2"}, 4, "dp4.tp1.pp1.mb8.a1.z0"
+	nodes := labNodes(2)
+	nodes[1].GPUsUsed, nodes[1].CPUsAlloc = 4, 8
+	c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{held, running}}
+	a := &fakeApplier{}
+	d, _ := newTestDaemon(t, c, a)
+	rep, err := d.Cycle(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []slurm.Action{{Kind: slurm.ActionStart, JobID: 21, NumNodes: 1, GPUsPerNode: 2, CPUsPerTask: 8, MemPerNodeMB: 64000}}
+	if diff := cmp.Diff(want, a.got, cmpopts.IgnoreFields(slurm.Action{}, "Tag")); diff != "" {
+		t.Errorf("actions (-want +got):\n%s", diff)
+	}
+	for _, id := range []int{21, 22} {
+		if !strings.Contains(rep.Ignored[id], `node lists could not be read (required_nodes: invalid hostlist`) {
+			t.Errorf("job %d: %q, want the unreadable node list named", id, rep.Ignored[id])
+		}
+	}
+}
+
 // licenseCluster lists licenses besides what fakeCluster reports.
 type licenseCluster struct {
 	*fakeCluster
