@@ -2348,60 +2348,45 @@ func TestBuildViewStoppedPartition(t *testing.T) {
 	}
 }
 
-// An interactive job (salloc, srun: no batch script) with a model type is
-// released on its own request, and never reconfigured once it runs: Slurm
-// can neither requeue it nor signal its batch shell.
-func TestCycleInteractiveJob(t *testing.T) {
-	held := heldJob(21, "bert", 1, 2)
-	held.Interactive = true
-	running := runningJob(22, "bert")
-	running.Interactive, running.NodeList, running.GPUs, running.Tag.Plan = true, []string{"node2"}, 4, "dp4.tp1.pp1.mb8.a1.z0"
-	nodes := labNodes(2)
-	nodes[1].GPUsUsed, nodes[1].CPUsAlloc = 4, 8
-	c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{held, running}}
-	a := &fakeApplier{}
-	d, _ := newTestDaemon(t, c, a)
-	rep, err := d.Cycle(context.Background(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []slurm.Action{{Kind: slurm.ActionStart, JobID: 21, NumNodes: 1, GPUsPerNode: 2, CPUsPerTask: 8, MemPerNodeMB: 64000}}
-	if diff := cmp.Diff(want, a.got, cmpopts.IgnoreFields(slurm.Action{}, "Tag")); diff != "" {
-		t.Errorf("actions (-want +got):\n%s", diff)
-	}
-	for _, id := range []int{21, 22} {
-		if !strings.Contains(rep.Ignored[id], "interactive (salloc or srun)") {
-			t.Errorf("job %d: %q, want it named interactive", id, rep.Ignored[id])
-		}
-	}
-}
-
-// A job whose node lists Slurm reports in a form rubick cannot read is
-// released on its own request, its --nodelist left to Slurm, and never
-// reconfigured once it runs: a plan could put it anywhere.
-func TestCycleUnreadableNodeLists(t *testing.T) {
+// A job rubick cannot reconfigure is released on its own request (its
+// --nodelist left to Slurm), and never reconfigured once it runs: an
+// interactive job (salloc, srun: no batch script), which Slurm can neither
+// requeue nor signal through a batch shell, and one whose node lists Slurm
+// reports in a form rubick cannot read, which a plan could put anywhere.
+func TestCycleJobsLeftAsSubmitted(t *testing.T) {
 	bad := errors.New(`required_nodes: invalid hostlist: unbalanced '[' in "gpu[01-"`)
-	held := heldJob(21, "bert", 1, 2)
-	held.NodesErr = bad
-	running := runningJob(22, "bert")
-	running.NodesErr, running.NodeList, running.GPUs, running.Tag.Plan = bad, []string{"node2"}, 4, "dp4.tp1.pp1.mb8.a1.z0"
-	nodes := labNodes(2)
-	nodes[1].GPUsUsed, nodes[1].CPUsAlloc = 4, 8
-	c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{held, running}}
-	a := &fakeApplier{}
-	d, _ := newTestDaemon(t, c, a)
-	rep, err := d.Cycle(context.Background(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []slurm.Action{{Kind: slurm.ActionStart, JobID: 21, NumNodes: 1, GPUsPerNode: 2, CPUsPerTask: 8, MemPerNodeMB: 64000}}
-	if diff := cmp.Diff(want, a.got, cmpopts.IgnoreFields(slurm.Action{}, "Tag")); diff != "" {
-		t.Errorf("actions (-want +got):\n%s", diff)
-	}
-	for _, id := range []int{21, 22} {
-		if !strings.Contains(rep.Ignored[id], `node lists could not be read (required_nodes: invalid hostlist`) {
-			t.Errorf("job %d: %q, want the unreadable node list named", id, rep.Ignored[id])
-		}
+	for name, tc := range map[string]struct {
+		mark func(*slurm.Job)
+		why  string
+	}{
+		"interactive":         {func(j *slurm.Job) { j.Interactive = true }, "interactive (salloc or srun)"},
+		"unreadable nodelist": {func(j *slurm.Job) { j.NodesErr = bad }, "node lists could not be read (required_nodes: invalid hostlist"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			held := heldJob(21, "bert", 1, 2)
+			running := runningJob(22, "bert")
+			running.NodeList, running.GPUs, running.Tag.Plan = []string{"node2"}, 4, "dp4.tp1.pp1.mb8.a1.z0"
+			tc.mark(&held)
+			tc.mark(&running)
+			nodes := labNodes(2)
+			nodes[1].GPUsUsed, nodes[1].CPUsAlloc = 4, 8
+			c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{held, running}}
+			a := &fakeApplier{}
+			d, _ := newTestDaemon(t, c, a)
+			rep, err := d.Cycle(context.Background(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []slurm.Action{{Kind: slurm.ActionStart, JobID: 21, NumNodes: 1, GPUsPerNode: 2, CPUsPerTask: 8, MemPerNodeMB: 64000}}
+			if diff := cmp.Diff(want, a.got, cmpopts.IgnoreFields(slurm.Action{}, "Tag")); diff != "" {
+				t.Errorf("actions (-want +got):\n%s", diff)
+			}
+			for _, id := range []int{21, 22} {
+				if !strings.Contains(rep.Ignored[id], tc.why) {
+					t.Errorf("job %d: %q, want it to say %q", id, rep.Ignored[id], tc.why)
+				}
+			}
+		})
 	}
 }
 
