@@ -30,6 +30,8 @@ type simSlurm struct {
 	// fail, when it returns true for a command, makes it fail unrun; late
 	// makes it fail after Slurm took it, as a timeout does.
 	fail, late func(argv []string) bool
+	// mail is each job's MailType, as scontrol shows and updates it.
+	mail map[int]string
 }
 
 func (s *simSlurm) Jobs(context.Context, time.Time) ([]slurm.Job, bool, error) {
@@ -68,14 +70,23 @@ func (s *simSlurm) Run(_ context.Context, argv []string) ([]byte, error) {
 	if s.fail != nil && s.fail(argv) {
 		return nil, &slurm.CommandError{Argv: argv, ExitCode: 1, Stderr: "slurm_update error: Unable to contact slurm controller", Err: fmt.Errorf("exit status 1")}
 	}
-	if err := s.run(argv); err != nil || s.late == nil || !s.late(argv) {
-		return nil, err
+	out, err := s.run(argv)
+	if err != nil || s.late == nil || !s.late(argv) {
+		return out, err
 	}
 	return nil, &slurm.CommandError{Argv: argv, ExitCode: -1, Err: context.DeadlineExceeded}
 }
 
-// run changes the jobs as Slurm would for argv.
-func (s *simSlurm) run(argv []string) error {
+// run changes the jobs as Slurm would for argv, and says what it prints.
+func (s *simSlurm) run(argv []string) ([]byte, error) {
+	if len(argv) > 4 && argv[1] == "show" && argv[2] == "job" {
+		id, _ := strconv.Atoi(argv[len(argv)-1])
+		mail := s.mail[id]
+		if mail == "" {
+			mail = "NONE"
+		}
+		return fmt.Appendf(nil, "JobId=%d JobName=train MailUser=alice MailType=%s\n", id, mail), nil
+	}
 	find := func(ref string) *slurm.Job {
 		id, _ := strconv.Atoi(strings.TrimPrefix(ref, "JobId="))
 		for i := range s.jobs {
@@ -88,12 +99,12 @@ func (s *simSlurm) run(argv []string) error {
 	var j *slurm.Job
 	switch {
 	case argv[0] == "scancel", len(argv) > 1 && argv[1] == "show":
-		return nil
+		return nil, nil
 	default:
 		j = find(argv[2])
 	}
 	if j == nil {
-		return &slurm.CommandError{Argv: argv, ExitCode: 1, Stderr: "Invalid job id specified", Err: fmt.Errorf("exit status 1")}
+		return nil, &slurm.CommandError{Argv: argv, ExitCode: 1, Stderr: "Invalid job id specified", Err: fmt.Errorf("exit status 1")}
 	}
 	switch argv[1] {
 	case "requeuehold":
@@ -113,10 +124,15 @@ func (s *simSlurm) run(argv []string) error {
 				j.Comment = v
 			case "NodeList":
 				j.NodeList = strings.Split(v, ",")
+			case "MailType":
+				if s.mail == nil {
+					s.mail = map[int]string{}
+				}
+				s.mail[j.ID] = v
 			}
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // simApplier is the real Applier on sim, with no waits worth the name.
@@ -187,6 +203,7 @@ func TestCycleAcknowledgesRequeueAfterFailure(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sim := reclaimSim()
+			sim.mail = map[int]string{91: "BEGIN,END,REQUEUE"}
 			requeued, acks := false, 0
 			sim.fail = func(argv []string) bool {
 				if slices.Contains(argv, "requeuehold") {
@@ -220,6 +237,10 @@ func TestCycleAcknowledgesRequeueAfterFailure(t *testing.T) {
 			j := sim.job(t, 91)
 			if slurm.RequeuedByOther(j) || j.Tag.Extra["ran"] != "3600" {
 				t.Errorf("job 91 tag %+v; want the preemption's (ran=3600), acknowledging the requeue", j.Tag)
+			}
+			// The mail types the preemption quieted come back at the start.
+			if sim.mail[91] != "END" || slurm.MailTypeOfTag(j.Tag) != "BEGIN,END,REQUEUE" {
+				t.Errorf("job 91 mail type %q, tag's %q; want END now and BEGIN,END,REQUEUE kept for its start", sim.mail[91], slurm.MailTypeOfTag(j.Tag))
 			}
 		})
 	}

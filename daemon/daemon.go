@@ -206,7 +206,7 @@ type Daemon struct {
 	// next cycle, or the job would read as requeued by someone else and
 	// wait for its user's release. The store keeps it too (AwaitAck), for
 	// Reconcile to read back after a restart. Only the cycle uses it.
-	unacked map[int]*slurm.Tag
+	unacked map[int]ackWait
 	// retryWait is the wait before Reconcile's second try
 	// (reconcileWait; tests shorten it).
 	retryWait time.Duration
@@ -364,7 +364,7 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 	}
 	for _, a := range unacked {
 		// Oldest first: a job's newest requeue names the tag.
-		d.awaitAck(ctx, int(a.JobID), d.ackTag(a), 0)
+		d.awaitAck(ctx, int(a.JobID), ackWait{tag: d.ackTag(a)}, 0)
 	}
 	pending, err := d.deps.Store.Pending(ctx)
 	if err != nil {
@@ -399,7 +399,7 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 			tag := d.ackTag(a)
 			if err := d.writeTag(ctx, j.ID, *cmp.Or(tag, j.Tag)); err != nil {
 				d.deps.Logger.Warn("acknowledging the requeue of an unfinished action failed; the next cycle tries again", "job", j.ID, "err", err)
-				d.awaitAck(ctx, j.ID, tag, a.ID)
+				d.awaitAck(ctx, j.ID, ackWait{tag: tag}, a.ID)
 			}
 		}
 	}
@@ -428,16 +428,38 @@ func (d *Daemon) writeTag(ctx context.Context, id int, tag slurm.Tag) error {
 	return d.deps.Applier.Apply(ctx, []slurm.Action{{Kind: slurm.ActionAnnotate, JobID: id, Tag: &t}})[0].Err
 }
 
-// awaitAck has the next cycle acknowledge the requeue of job id in tag
-// (nil: the job's own), should the job still wait for it (ackRequeues),
-// and has the store mark action (0: none), the one that requeued it, as
-// awaiting that tag: a rubickd that restarts before then acknowledges it
-// too (Reconcile), instead of holding the job for its user.
-func (d *Daemon) awaitAck(ctx context.Context, id int, tag *slurm.Tag, action int64) {
-	if d.unacked == nil {
-		d.unacked = map[int]*slurm.Tag{}
+// ackWait is the tag that acknowledges a job's requeue: tag, nil for the
+// job's own, with mail as its TagMail where the requeue's action quieted
+// the job's mail (slurm.ActionResult.MailWas).
+type ackWait struct {
+	tag  *slurm.Tag
+	mail string
+}
+
+// of is the tag to write for job j.
+func (w ackWait) of(j slurm.Job) *slurm.Tag {
+	t := cmp.Or(w.tag, j.Tag)
+	if w.mail == "" || t == nil || t.Extra[slurm.TagMail] != "" {
+		return t
 	}
-	d.unacked[id] = tag
+	c := cloneTag(*t)
+	if c.Extra == nil {
+		c.Extra = map[string]string{}
+	}
+	c.Extra[slurm.TagMail] = w.mail
+	return &c
+}
+
+// awaitAck has the next cycle acknowledge the requeue of job id in w,
+// should the job still wait for it (ackRequeues), and has the store mark
+// action (0: none), the one that requeued it, as awaiting that tag: a
+// rubickd that restarts before then acknowledges it too (Reconcile),
+// instead of holding the job for its user.
+func (d *Daemon) awaitAck(ctx context.Context, id int, w ackWait, action int64) {
+	if d.unacked == nil {
+		d.unacked = map[int]ackWait{}
+	}
+	d.unacked[id] = w
 	if action == 0 {
 		return
 	}
@@ -480,16 +502,13 @@ func (d *Daemon) ackRequeues(ctx context.Context, jobs []slurm.Job) []slurm.Job 
 		return jobs
 	}
 	jobs = slices.Clone(jobs) // d.lastJobs is the cached list
-	for id, tag := range d.unacked {
+	for id, w := range d.unacked {
 		i := slices.IndexFunc(jobs, func(j slurm.Job) bool { return j.ID == id })
 		if i < 0 || !slurm.RequeuedByOther(jobs[i]) {
 			d.acked(ctx, id) // acknowledged, started or gone since
 			continue
 		}
-		if tag == nil {
-			tag = jobs[i].Tag
-		}
-		werr := d.writeTag(ctx, id, *tag)
+		werr := d.writeTag(ctx, id, *w.of(jobs[i]))
 		j, err := d.deps.Cluster.Job(ctx, id)
 		if werr == nil && err == nil {
 			d.acked(ctx, id)
@@ -988,7 +1007,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 				if i < len(recorded.Actions) {
 					id = recorded.Actions[i].ID
 				}
-				d.awaitAck(rctx, r.Action.JobID, tag, id)
+				d.awaitAck(rctx, r.Action.JobID, ackWait{tag: tag, mail: r.MailWas}, id)
 			}
 		} else {
 			d.deps.Logger.Info("action applied", "job", r.Action.JobID, "action", kind, "plan", planOf(r.Action))

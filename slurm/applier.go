@@ -106,6 +106,11 @@ type ActionResult struct {
 	// re-read failed too (AfterErr).
 	After    *Job
 	AfterErr error
+	// MailWas is what the action took BEGIN and REQUEUE out of the job's
+	// mail types (a TagMail value; empty when it did not): a tag that
+	// acknowledges its requeue after a failure keeps it, or the job never
+	// gets them back.
+	MailWas string
 }
 
 // MayHaveRequeued reports whether the action may have requeued its job
@@ -256,6 +261,7 @@ func (a *Applier) ApplyOne(ctx context.Context, act Action) ActionResult {
 	} else {
 		r.log.Info("slurm action applied", "steps", len(r.res.Steps))
 	}
+	r.res.MailWas = r.mailWas
 	return r.res
 }
 
