@@ -298,7 +298,8 @@ func (p planned) Decide(context.Context, *policy.Snapshot) (policy.Plan, error) 
 }
 
 // A restart that failed after its requeue is acknowledged in the job's own
-// tag, not the restart's, which names a plan the job never got.
+// tag, not the restart's, which names a plan the job never got, with the
+// run time the restart counted: the hour the job ran before its requeue.
 func TestCycleAcknowledgesRestartInOwnTag(t *testing.T) {
 	sim := reclaimSim()
 	sim.jobs = sim.jobs[:1]
@@ -329,8 +330,8 @@ func TestCycleAcknowledgesRestartInOwnTag(t *testing.T) {
 	if _, err := d.Cycle(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
-	if j := sim.job(t, 91); slurm.RequeuedByOther(j) || j.Tag.Plan != "dp8.tp1.pp1.mb4.a1.z0" {
-		t.Errorf("job 91 tag %+v; want its own (plan dp8), acknowledging the requeue", j.Tag)
+	if j := sim.job(t, 91); slurm.RequeuedByOther(j) || j.Tag.Plan != "dp8.tp1.pp1.mb4.a1.z0" || j.Tag.Extra["ran"] != "3600" {
+		t.Errorf("job 91 tag %+v; want its own (plan dp8, ran=3600), acknowledging the requeue", j.Tag)
 	}
 }
 
@@ -365,16 +366,23 @@ func TestReconcileAckFailureRetried(t *testing.T) {
 
 // A preemption a previous run left between its requeue and its tag is
 // acknowledged in that tag, as stored with the action: the time the job
-// ran so far (ran=) counts at its next start. So it is when the tag write
-// at start-up fails and the first cycle writes it.
-func TestReconcileAcknowledgesPreemptionInItsTag(t *testing.T) {
+// ran so far (ran=) counts at its next start; a restart, in the job's own
+// tag with the restart's ran=. So it is when the tag write at start-up
+// fails and the first cycle writes it.
+func TestReconcileAcknowledgesRequeueInStoredTag(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		// fails makes the tag write at start-up fail.
 		fails bool
+		// restart stores a restart to dp4 rather than a preemption: its
+		// requeue is acknowledged in the job's own tag (dp8), with the
+		// restart's ran=.
+		restart bool
 	}{
 		{name: "at start-up"},
 		{name: "by the first cycle", fails: true},
+		{name: "restart at start-up", restart: true},
+		{name: "restart by the first cycle", fails: true, restart: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -390,7 +398,14 @@ func TestReconcileAcknowledgesPreemptionInItsTag(t *testing.T) {
 			if err := st.UpsertJob(ctx, store.Job{ID: 91, ModelType: "bert", Class: store.BestEffort, State: "RUNNING", Submitted: t0}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := st.RecordPlan(ctx, store.Action{JobID: 91, Kind: string(slurm.ActionPreempt), Tag: preempt.String()}); err != nil {
+			a := store.Action{JobID: 91, Kind: string(slurm.ActionPreempt), Tag: preempt.String()}
+			if tc.restart {
+				restart := cloneTag(preempt)
+				restart.Plan, restart.Generation = "dp4.tp1.pp1.mb8.a1.z0", preempt.Generation+1
+				a = store.Action{JobID: 91, Kind: string(slurm.ActionRestart), Plan: model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1},
+					Resources: model.Resources{Placement: model.Placement{4}, CPUs: 8}, Tag: restart.String()}
+			}
+			if _, err := st.RecordPlan(ctx, a); err != nil {
 				t.Fatal(err)
 			}
 			if err := d.Reconcile(ctx); err != nil {
@@ -400,8 +415,8 @@ func TestReconcileAcknowledgesPreemptionInItsTag(t *testing.T) {
 			if _, err := d.Cycle(ctx, false); err != nil {
 				t.Fatal(err)
 			}
-			if j := sim.job(t, 91); slurm.RequeuedByOther(j) || slurm.HeldByUser(j) || j.Tag.Extra["ran"] != "3600" {
-				t.Errorf("job 91 comment %q, tag %+v; want the preemption's tag (ran=3600) acknowledging the requeue", j.Comment, j.Tag)
+			if j := sim.job(t, 91); slurm.RequeuedByOther(j) || slurm.HeldByUser(j) || j.Tag.Extra["ran"] != "3600" || j.Tag.Plan != "dp8.tp1.pp1.mb4.a1.z0" {
+				t.Errorf("job 91 comment %q, tag %+v; want a tag of plan dp8 with ran=3600 acknowledging the requeue", j.Comment, j.Tag)
 			}
 		})
 	}

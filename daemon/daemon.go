@@ -364,7 +364,7 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 	}
 	for _, a := range unacked {
 		// Oldest first: a job's newest requeue names the tag.
-		d.awaitAck(ctx, int(a.JobID), ackWait{tag: d.ackTag(a)}, 0)
+		d.awaitAck(ctx, int(a.JobID), d.ackOf(a), 0)
 	}
 	pending, err := d.deps.Store.Pending(ctx)
 	if err != nil {
@@ -394,12 +394,12 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 		d.deps.Logger.Info("reconciled action", "job", a.JobID, "action", a.Kind, "result", res)
 		if err == nil && (a.Kind == string(slurm.ActionPreempt) || a.Kind == string(slurm.ActionRestart)) && slurm.RequeuedByOther(j) {
 			// The requeue was this action's, stopped before the tag said
-			// so: say it now, or the job waits for its user's release; a
-			// preemption's tag, as stored, keeps what the job ran so far.
-			tag := d.ackTag(a)
-			if err := d.writeTag(ctx, j.ID, *cmp.Or(tag, j.Tag)); err != nil {
+			// so: say it now, or the job waits for its user's release,
+			// with what the job ran so far as the action stored it.
+			w := d.ackOf(a)
+			if err := d.writeTag(ctx, j.ID, *w.of(j)); err != nil {
 				d.deps.Logger.Warn("acknowledging the requeue of an unfinished action failed; the next cycle tries again", "job", j.ID, "err", err)
-				d.awaitAck(ctx, j.ID, ackWait{tag: tag}, a.ID)
+				d.awaitAck(ctx, j.ID, w, a.ID)
 			}
 		}
 	}
@@ -429,24 +429,30 @@ func (d *Daemon) writeTag(ctx context.Context, id int, tag slurm.Tag) error {
 }
 
 // ackWait is the tag that acknowledges a job's requeue: tag, nil for the
-// job's own, with mail as its TagMail where the requeue's action quieted
-// the job's mail (slurm.ActionResult.MailWas).
+// job's own; with ran as its run time where set, and mail as its TagMail
+// where the requeue's action quieted the job's mail
+// (slurm.ActionResult.MailWas).
 type ackWait struct {
-	tag  *slurm.Tag
-	mail string
+	tag       *slurm.Tag
+	ran, mail string
 }
 
 // of is the tag to write for job j.
 func (w ackWait) of(j slurm.Job) *slurm.Tag {
 	t := cmp.Or(w.tag, j.Tag)
-	if w.mail == "" || t == nil || t.Extra[slurm.TagMail] != "" {
-		return t
+	if t == nil {
+		return nil
 	}
 	c := cloneTag(*t)
 	if c.Extra == nil {
 		c.Extra = map[string]string{}
 	}
-	c.Extra[slurm.TagMail] = w.mail
+	if w.ran != "" {
+		c.Extra[tagRan] = w.ran
+	}
+	if w.mail != "" && c.Extra[slurm.TagMail] == "" {
+		c.Extra[slurm.TagMail] = w.mail
+	}
 	return &c
 }
 
@@ -477,20 +483,35 @@ func (d *Daemon) acked(ctx context.Context, id int) {
 	}
 }
 
-// ackTag is the tag that acknowledges the requeue of action a, as stored:
-// a preemption's own (what the job ran so far, ran=), nil for the job's
-// own tag (a restart's names a plan the job never got), or when none was
-// stored (rubickd before schema 10) or it does not read.
-func (d *Daemon) ackTag(a store.Action) *slurm.Tag {
-	if a.Kind != string(slurm.ActionPreempt) || a.Tag == "" {
-		return nil
+// ackOf is what acknowledges the requeue of action a, from its tag as
+// stored (ackFor); the job's own tag when none was stored (rubickd before
+// schema 10) or it does not read.
+func (d *Daemon) ackOf(a store.Action) ackWait {
+	if a.Tag == "" {
+		return ackWait{}
 	}
 	t, err := slurm.ParseTag(a.Tag)
 	if err != nil {
-		d.deps.Logger.Warn("stored tag of a preemption does not read; its requeue is acknowledged in the job's own", "job", a.JobID, "err", err)
-		return nil
+		d.deps.Logger.Warn("stored tag of a preemption or restart does not read; its requeue is acknowledged in the job's own", "job", a.JobID, "err", err)
+		return ackWait{}
 	}
-	return &t
+	return ackFor(slurm.ActionKind(a.Kind), &t, "")
+}
+
+// ackFor is what acknowledges the requeue of a preemption or restart with
+// tag, which quieted mail: a preemption's own tag; for a restart, whose
+// tag names a plan the job never got, the job's own with the run time the
+// restart's tag counts (ran=: the run its requeue ended included).
+func ackFor(kind slurm.ActionKind, tag *slurm.Tag, mail string) ackWait {
+	w := ackWait{mail: mail}
+	switch {
+	case tag == nil:
+	case kind == slurm.ActionPreempt:
+		w.tag = tag
+	default:
+		w.ran = tag.Extra[tagRan]
+	}
+	return w
 }
 
 // ackRequeues writes the tags of the jobs in d.unacked that still wait,
@@ -996,18 +1017,11 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 			rep.Failed[r.Action.JobID] = r.Err.Error()
 			d.deps.Logger.Warn("action failed", "job", r.Action.JobID, "action", kind, "err", r.Err)
 			if r.MayHaveRequeued() {
-				// A restart's tag is its new plan's, for the job once
-				// resized: its requeue is acknowledged in the job's own
-				// tag, as the Applier does.
-				var tag *slurm.Tag
 				var id int64
-				if r.Action.Kind == slurm.ActionPreempt {
-					tag = r.Action.Tag
-				}
 				if i < len(recorded.Actions) {
 					id = recorded.Actions[i].ID
 				}
-				d.awaitAck(rctx, r.Action.JobID, ackWait{tag: tag, mail: r.MailWas}, id)
+				d.awaitAck(rctx, r.Action.JobID, ackFor(r.Action.Kind, r.Action.Tag, r.MailWas), id)
 			}
 		} else {
 			d.deps.Logger.Info("action applied", "job", r.Action.JobID, "action", kind, "plan", planOf(r.Action))
