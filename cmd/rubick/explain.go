@@ -361,10 +361,22 @@ func restartCost(s *float64) string {
 	return fmt.Sprintf(" (restart cost %.1fs, measured)", *s)
 }
 
+// decodeReason reads a stored reason as the policy.Action rubickd records;
+// false for any other JSON (another writer's free-form reason), which a
+// decision without a kind is too. explain and queue both read reasons
+// with it, so they never disagree on whether a job has a decision.
+func decodeReason(raw json.RawMessage) (policy.Action, bool) {
+	var a policy.Action
+	if err := json.Unmarshal(raw, &a); err != nil || a.Kind == "" {
+		return policy.Action{}, false
+	}
+	return a, true
+}
+
 func newReasonView(r store.Reason) reasonView {
 	v := reasonView{CycleID: r.CycleID, At: r.At, Policy: r.Policy}
-	var a policy.Action
-	if err := json.Unmarshal(r.Reason, &a); err != nil || (a.Kind == "" && a.Reason == "") {
+	a, ok := decodeReason(r.Reason)
+	if !ok {
 		v.Raw = r.Reason
 		return v
 	}

@@ -175,8 +175,8 @@ func queue(ctx context.Context, st queueStore, path string, f queueFilter, now t
 	}
 	ordered := false // the cycle's policy placed some job in an order
 	for _, jobID := range slices.Sorted(maps.Keys(reasons)) {
-		var a policy.Action
-		if err := json.Unmarshal(reasons[jobID], &a); err != nil || a.Kind == "" {
+		a, ok := decodeReason(reasons[jobID])
+		if !ok {
 			continue // not a decision (another policy's free-form reason)
 		}
 		ordered = ordered || a.Order != nil || a.Admission != nil

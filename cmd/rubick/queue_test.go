@@ -306,3 +306,52 @@ func TestQueueWithoutOrder(t *testing.T) {
 		t.Errorf("output does not end in %q:\n%s", want, out.String())
 	}
 }
+
+// explain and queue read a stored reason alike: a decision to both, or to
+// neither (explain shows it raw, queue leaves the job out).
+func TestReasonDecodedAlike(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		raw      string
+		decision bool
+	}{
+		{"an action", `{"kind":"keep","job":"1","reason":"quota","detail":"needs 4 GPUs"}`, true},
+		{"only a kind", `{"kind":"keep"}`, true},
+		{"no kind", `{"reason":"quota","detail":"needs 4 GPUs"}`, false},
+		{"a string", `"queued"`, false},
+		{"null", `null`, false},
+		{"an empty object", `{}`, false},
+		{"a field of another type", `{"kind":"keep","reason":"quota","throughput":"fast"}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), "rubick.db")
+			st, err := store.Open(ctx, path, store.WithClock(func() time.Time { return fixedNow }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = st.UpsertJob(ctx, store.Job{ID: 1, Class: store.BestEffort, State: "PENDING", User: "bob"})
+			if err == nil {
+				_, err = st.RecordDecision(ctx, store.Decision{Policy: "rubick", Reasons: map[int64]json.RawMessage{1: json.RawMessage(tc.raw)}})
+			}
+			st.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out, errb bytes.Buffer
+			if err := queueCmd(ctx, []string{"--store", path, "--all", "--json"}, &out, &errb, testEnv(t)); err != nil {
+				t.Fatal(err)
+			}
+			var q queueView
+			if err := json.Unmarshal(out.Bytes(), &q); err != nil {
+				t.Fatalf("%v\n%s", err, out.String())
+			}
+			v := newReasonView(store.Reason{CycleID: 1, JobID: 1, Reason: json.RawMessage(tc.raw)})
+			explained := v.Raw == nil
+			listed := len(q.Guaranteed)+len(q.Order)+len(q.Others) > 0
+			if explained != tc.decision || listed != tc.decision {
+				t.Errorf("reason %s: explain read a decision %v (%+v), queue listed the job %v; want %v", tc.raw, explained, v, listed, tc.decision)
+			}
+		})
+	}
+}
