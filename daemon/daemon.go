@@ -1444,6 +1444,14 @@ const reasonHeld policy.Reason = "held"
 // change of detail: the later cycles list the job in Decision.Unchanged.
 const ReasonIgnored policy.Reason = "ignored"
 
+// Unplanned reports whether r is the stored reason of a job rubickd does
+// not hand to the policy (one it leaves held or alone, or released as
+// submitted): the job stands in none of the policy's orders, whatever an
+// earlier cycle placed it at.
+func Unplanned(r policy.Reason) bool {
+	return r == reasonHeld || r == ReasonIgnored || r == reasonAsSubmitted
+}
+
 // Last returns the report of the last applied cycle.
 func (d *Daemon) Last() CycleReport {
 	d.mu.Lock()

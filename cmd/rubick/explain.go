@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/rubick-sched/rubick/daemon"
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/policy"
 	"github.com/rubick-sched/rubick/report"
@@ -59,14 +60,16 @@ type explanation struct {
 	// Throughput is the predicted samples/s of the current plan.
 	Throughput   *float64      `json:"throughput"`
 	Alternatives []alternative `json:"alternatives"`
-	// MinRes and Order come from the newest stored reason that has them:
-	// the policy's minimum resources for a guaranteed job, and the job's
-	// place in that cycle's best-effort order. Slope is Order's.
+	// MinRes and Order come from the newest stored reason shown that has
+	// them: the policy's minimum resources for a guaranteed job, and the
+	// job's place in that cycle's best-effort order, from none older than
+	// a decision that left the job out of the policy's hands
+	// (daemon.Unplanned). Slope is Order's.
 	MinRes *policy.Size `json:"min_res"`
 	Slope  *float64     `json:"slope"`
 	Order  *orderView   `json:"order"`
 	// Admission is the guaranteed job's place in the admission order of
-	// the newest cycle that held it queued.
+	// the newest cycle that held it queued, as for Order.
 	Admission *admissionView      `json:"admission,omitempty"`
 	Reasons   []reasonView        `json:"reasons"`
 	History   []report.PlanChange `json:"plan_history"`
@@ -250,19 +253,23 @@ func explain(ctx context.Context, st explainStore, path string, id int64, top, n
 	if nReasons == 0 {
 		reasons = nil
 	}
+	placed := true // the places older decisions gave it may still stand
 	for _, r := range reasons {
 		v := newReasonView(r)
 		ex.Reasons = append(ex.Reasons, v)
 		if ex.MinRes == nil {
 			ex.MinRes = v.MinRes
 		}
-		if ex.Order == nil && v.Order != nil {
+		if placed && ex.Order == nil && v.Order != nil {
 			ex.Order = &orderView{CycleID: r.CycleID, At: r.At, Order: *v.Order}
 			ex.Slope = &v.Order.Slope
 		}
-		if ex.Admission == nil && v.Admission != nil {
+		if placed && ex.Admission == nil && v.Admission != nil {
 			ex.Admission = &admissionView{CycleID: r.CycleID, At: r.At, Admission: *v.Admission}
 		}
+		// A job held or left alone since is in no order: the place it had
+		// before would read as where it waits now.
+		placed = placed && (v.Raw != nil || !daemon.Unplanned(policy.Reason(v.Reason)))
 	}
 	hist, err := st.PlanHistory(ctx, id)
 	if err != nil {

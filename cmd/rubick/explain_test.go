@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/daemon"
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/policy"
 	"github.com/rubick-sched/rubick/store"
@@ -471,5 +472,82 @@ func TestAdmissionString(t *testing.T) {
 		if got := admissionString(policy.Admission{Position: 1, Of: 4, By: tc.by}); got != tc.want {
 			t.Errorf("admissionString(by %s)\n got %q\nwant %q", tc.by, got, tc.want)
 		}
+	}
+}
+
+// explain shows the job's places in the orders from the newest of its
+// last --reasons decisions that has them, but from none older than a
+// decision that left it out of the policy's hands (held, left alone,
+// released as submitted): it is in no order since. Its minimum resources
+// are the job's own, and stay.
+func TestExplainPlaces(t *testing.T) {
+	ordered := policy.Action{Kind: policy.Keep, Reason: policy.ReasonNoResources, Order: &policy.Order{Position: 3, Of: 5, By: policy.OrderSlope}}
+	admitted := policy.Action{Kind: policy.Keep, Reason: policy.ReasonQuota, MinRes: &policy.Size{GPUs: 4},
+		Admission: &policy.Admission{Position: 1, Of: 2, By: policy.OrderShortest}}
+	penalty := policy.Action{Kind: policy.Keep, Reason: policy.ReasonPenalty, Alloc: []policy.NodeAlloc{{Node: "n1", GPUs: 2}}}
+	ignored := policy.Action{Kind: policy.Keep, Reason: daemon.ReasonIgnored, Detail: "held by its user"}
+	held := policy.Action{Kind: policy.Keep, Reason: "held", Detail: "requeued and held by its user or an administrator"}
+	rigid := policy.Action{Kind: policy.Start, Reason: "as-submitted", Detail: "--exclusive"}
+	type places struct{ Order, Admission int64 } // the cycles they come from; 0: none
+	for _, tc := range []struct {
+		name    string
+		cycles  []policy.Action // oldest first, one a cycle
+		reasons string
+		want    places
+		minRes  bool
+	}{
+		{name: "queued", cycles: []policy.Action{ordered, ordered}, want: places{Order: 2}},
+		{name: "frozen by the restart penalty", cycles: []policy.Action{ordered, penalty}, want: places{Order: 1}},
+		{name: "frozen past the window", cycles: []policy.Action{ordered, penalty}, reasons: "1"},
+		{name: "held by its user since", cycles: []policy.Action{ordered, ignored}},
+		{name: "requeued held since", cycles: []policy.Action{ordered, penalty, held}},
+		{name: "released as submitted since", cycles: []policy.Action{ordered, rigid}},
+		{name: "queued again once released", cycles: []policy.Action{ordered, ignored, ordered}, want: places{Order: 3}},
+		{name: "guaranteed, queued", cycles: []policy.Action{admitted}, want: places{Admission: 1}, minRes: true},
+		{name: "guaranteed, held since", cycles: []policy.Action{admitted, ignored}, minRes: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), "rubick.db")
+			st, err := store.Open(ctx, path, store.WithClock(func() time.Time { return fixedNow }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = st.UpsertJob(ctx, store.Job{ID: 1, Class: store.BestEffort, State: "PENDING", User: "bob"})
+			for _, a := range tc.cycles {
+				if err != nil {
+					break
+				}
+				a.JobID = "1"
+				raw, _ := json.Marshal(a)
+				_, err = st.RecordDecision(ctx, store.Decision{Policy: "rubick", Reasons: map[int64]json.RawMessage{1: raw}})
+			}
+			st.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"1", "--store", path, "--json"}
+			if tc.reasons != "" {
+				args = append(args, "--reasons", tc.reasons)
+			}
+			var out, errb bytes.Buffer
+			if err := explainCmd(ctx, args, &out, &errb, testEnv(t)); err != nil {
+				t.Fatal(err)
+			}
+			var ex explanation
+			if err := json.Unmarshal(out.Bytes(), &ex); err != nil {
+				t.Fatalf("%v\n%s", err, out.String())
+			}
+			var got places
+			if ex.Order != nil {
+				got.Order = ex.Order.CycleID
+			}
+			if ex.Admission != nil {
+				got.Admission = ex.Admission.CycleID
+			}
+			if d := cmp.Diff(tc.want, got); d != "" || (ex.MinRes != nil) != tc.minRes || (ex.Slope != nil) != (got.Order > 0) {
+				t.Errorf("places (-want +got):\n%s\nmin_res %v (want %v), slope %v", d, ex.MinRes, tc.minRes, ex.Slope)
+			}
+		})
 	}
 }
