@@ -246,12 +246,11 @@ func explain(ctx context.Context, st explainStore, path string, id int64, top, n
 	if err := ex.addModel(ctx, st, j, top, now); err != nil {
 		return nil, err
 	}
-	reasons, err := st.Reasons(ctx, id, nReasons)
-	if err != nil {
-		return nil, fmt.Errorf("explain: %w", err)
-	}
-	if nReasons == 0 {
-		reasons = nil
+	var reasons []store.Reason
+	if nReasons > 0 { // Reasons reads every one stored for a limit of 0
+		if reasons, err = st.Reasons(ctx, id, nReasons); err != nil {
+			return nil, fmt.Errorf("explain: %w", err)
+		}
 	}
 	placed := true // the places older decisions gave it may still stand
 	for _, r := range reasons {

@@ -551,3 +551,40 @@ func TestExplainPlaces(t *testing.T) {
 		})
 	}
 }
+
+// limitsStore records the limits explain reads a job's reasons with.
+type limitsStore struct {
+	*store.Store
+	limits []int
+}
+
+func (s *limitsStore) Reasons(ctx context.Context, jobID int64, limit int) ([]store.Reason, error) {
+	s.limits = append(s.limits, limit)
+	return s.Store.Reasons(ctx, jobID, limit)
+}
+
+// --reasons N reads N reasons, and --reasons 0 none: the store's limit of
+// 0 reads every reason the job has.
+func TestExplainReasonsRead(t *testing.T) {
+	path, _ := seedExplainStore(t)
+	ctx := context.Background()
+	st, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, n := range []int{0, 1, 5} {
+		ls := &limitsStore{Store: st}
+		ex, err := explain(ctx, ls, path, 42, 3, n, fixedNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []int
+		if n > 0 {
+			want = []int{n}
+		}
+		if d := cmp.Diff(want, ls.limits); d != "" || len(ex.Reasons) != min(n, 2) {
+			t.Errorf("--reasons %d: %d reasons shown, limits read (-want +got):\n%s", n, len(ex.Reasons), d)
+		}
+	}
+}
