@@ -17,6 +17,7 @@ import (
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/policy"
 	"github.com/rubick-sched/rubick/report"
+	"github.com/rubick-sched/rubick/slurm"
 	"github.com/rubick-sched/rubick/store"
 )
 
@@ -429,21 +430,27 @@ func (ex *explanation) write(w io.Writer) error {
 		fmt.Fprintf(ew, "\n  k_bwd=%.4g k_sync=%.4g k_opt=%.4g k_opt_off=%.4g k_off=%.4g k_swap=%.4g k_const=%.4g k_3d=%.4g\n",
 			p.KBwd, p.KSync, p.KOpt, p.KOptOff, p.KOff, p.KSwap, p.KConst, p.Normalized().K3D)
 	}
+	// A job queued again (preempted, requeued held) runs no plan: the one
+	// it ran with or was given last is not its current one.
+	plan, now := "current", ""
+	if ex.State != slurm.StateRunning && ex.State != slurm.StateSuspended {
+		plan, now = "last", fmt.Sprintf("; the job holds no GPUs now (%s)", ex.State)
+	}
 	if ex.Plan != "" {
 		tput := "not priced"
 		if ex.Throughput != nil {
 			tput = fmt.Sprintf("%.4g samples/s predicted", *ex.Throughput)
 		}
-		fmt.Fprintf(ew, "current plan %s on %s, %d CPUs, %.0f GB host memory: %s\n", ex.Plan, ex.Placement, ex.CPUs, ex.HostMemGB, tput)
+		fmt.Fprintf(ew, "%s plan %s on %s, %d CPUs, %.0f GB host memory: %s%s\n", plan, ex.Plan, ex.Placement, ex.CPUs, ex.HostMemGB, tput, now)
 	}
 	if len(ex.Alternatives) > 0 {
 		fmt.Fprintf(ew, "best plans on %s:\n", ex.Placement)
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  plan\tfamily\tsamples/s\titer\tvs current")
+		fmt.Fprintf(tw, "  plan\tfamily\tsamples/s\titer\tvs %s\n", plan)
 		for _, a := range ex.Alternatives {
 			mark := ""
 			if a.Current {
-				mark = "(current)"
+				mark = "(" + plan + ")"
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%.4g\t%.3fs\t%.2fx\t%s\n", a.Plan, a.Family, a.Throughput, a.IterS, a.VsCurrent, mark)
 		}

@@ -588,3 +588,52 @@ func TestExplainReasonsRead(t *testing.T) {
 		}
 	}
 }
+
+// A job recorded as holding no GPUs (queued again after a preemption) is
+// shown the plan it had last, not as its current one.
+func TestExplainLastPlan(t *testing.T) {
+	for _, tc := range []struct {
+		state, plan, mark string
+	}{
+		{"RUNNING", "current plan dp4.tp1.pp1.mb2.a8.z0 on 4, 16 CPUs, 128 GB host memory: ", "(current)"},
+		{"SUSPENDED", "current plan dp4.tp1.pp1.mb2.a8.z0 on 4, 16 CPUs, 128 GB host memory: ", "(current)"},
+		{"PENDING", "last plan dp4.tp1.pp1.mb2.a8.z0 on 4, 16 CPUs, 128 GB host memory: ", "(last)"},
+		{"COMPLETED", "last plan dp4.tp1.pp1.mb2.a8.z0 on 4, 16 CPUs, 128 GB host memory: ", "(last)"},
+	} {
+		t.Run(tc.state, func(t *testing.T) {
+			path, _ := seedExplainStore(t)
+			ctx := context.Background()
+			st, err := store.Open(ctx, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			j, err := st.Job(ctx, 42)
+			if err == nil {
+				j.State = tc.state
+				err = st.UpsertJob(ctx, j)
+			}
+			st.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out, errb bytes.Buffer
+			if err := explainCmd(ctx, []string{"42", "--store", path, "--top", "1"}, &out, &errb, testEnv(t)); err != nil {
+				t.Fatal(err)
+			}
+			now := ""
+			if tc.mark == "(last)" {
+				now = "; the job holds no GPUs now (" + tc.state + ")"
+			}
+			var line string
+			for l := range strings.Lines(out.String()) {
+				if strings.Contains(l, " plan dp4") {
+					line = l
+				}
+			}
+			if !strings.HasPrefix(line, tc.plan) || !strings.HasSuffix(line, " samples/s predicted"+now+"\n") ||
+				!strings.Contains(out.String(), "vs "+strings.Trim(tc.mark, "()")+"\n") || !strings.Contains(out.String(), tc.mark+"\n") {
+				t.Errorf("state %s: plan line %q, want %q...%q, alternatives marked %s:\n%s", tc.state, line, tc.plan, now, tc.mark, out.String())
+			}
+		})
+	}
+}
