@@ -213,14 +213,19 @@ func queue(ctx context.Context, st queueStore, path string, f queueFilter, now t
 		q.Notes = append(q.Notes, fmt.Sprintf("the newest cycle is %s old, and rubickd records one every interval (30s by default): is it running? (rubick status)",
 			ageString(q.AgeS)))
 	}
+	// Where nothing is listed, a held or waiting job is among the others.
+	others := ""
+	if !f.all {
+		others = "; --all lists the cycle's other jobs (held, waiting, left to Slurm), rubick explain JOBID why one waits"
+	}
 	switch {
 	case !ordered:
-		q.Notes = append(q.Notes, fmt.Sprintf("cycle %d placed no job in an order (policy %s: only rubick, rubick-r and sia keep one)", d.CycleID, d.Policy))
+		q.Notes = append(q.Notes, fmt.Sprintf("cycle %d placed no job in an order (policy %s: only rubick, rubick-r and sia keep one)%s", d.CycleID, d.Policy, others))
 	case len(q.Order) > 0 || len(q.Guaranteed) > 0:
 	case f.user != "":
-		q.Notes = append(q.Notes, fmt.Sprintf("no job of user %q in the orders of cycle %d", f.user, d.CycleID))
+		q.Notes = append(q.Notes, fmt.Sprintf("no job of user %q in the orders of cycle %d%s", f.user, d.CycleID, others))
 	case f.queuedOnly:
-		q.Notes = append(q.Notes, fmt.Sprintf("no queued job in the orders of cycle %d", d.CycleID))
+		q.Notes = append(q.Notes, fmt.Sprintf("no queued job in the orders of cycle %d%s", d.CycleID, others))
 	}
 	return q, nil
 }

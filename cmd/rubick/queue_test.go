@@ -116,6 +116,8 @@ func TestQueueJSON(t *testing.T) {
 		Detail: "held by its user", SinceCycle: 1}
 	pruned := queueEntry{JobID: 20, User: "bob", Class: "best-effort", Kind: "keep", Reason: "ignored", Detail: "its reason, stored before cycle 2, is pruned"}
 	at := fixedNow.Add(-30 * time.Second)
+	// Where nothing is listed, the note says where a held job is.
+	const others = "; --all lists the cycle's other jobs (held, waiting, left to Slurm), rubick explain JOBID why one waits"
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -132,11 +134,13 @@ func TestQueueJSON(t *testing.T) {
 		{"one user's", []string{"--user", "bob", "--all"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{},
 			Order: []queueEntry{second, third}, Others: []queueEntry{frozen, grouped, leftAlone, pruned}, Notes: []string{}}},
 		{"one user's queued, none", []string{"--user", "bob", "--queued", "--cycle", "1"}, queueView{CycleID: 1, At: fixedNow.Add(-90 * time.Second),
-			AgeS: 90, Policy: "rubick", Guaranteed: []queueEntry{}, Order: []queueEntry{}, Notes: []string{`no job of user "bob" in the orders of cycle 1`}}},
+			AgeS: 90, Policy: "rubick", Guaranteed: []queueEntry{}, Order: []queueEntry{}, Notes: []string{`no job of user "bob" in the orders of cycle 1` + others}}},
 		{"an earlier cycle", []string{"--cycle", "1"}, queueView{CycleID: 1, At: fixedNow.Add(-90 * time.Second), AgeS: 90, Policy: "rubick",
 			Guaranteed: []queueEntry{}, Order: []queueEntry{{JobID: 99, ModelType: "bert", Class: "best-effort", Queued: true, Kind: "keep",
 				Reason: "no-resources", Order: &policy.Order{Position: 1, Of: 1, By: "slope"}}}, Notes: []string{}}},
 		{"an unknown user's", []string{"--user", "dave"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{},
+			Order: []queueEntry{}, Notes: []string{`no job of user "dave" in the orders of cycle 2` + others}}},
+		{"an unknown user's, all", []string{"--user", "dave", "--all"}, queueView{CycleID: 2, At: at, AgeS: 30, Policy: "rubick", Guaranteed: []queueEntry{},
 			Order: []queueEntry{}, Notes: []string{`no job of user "dave" in the orders of cycle 2`}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -302,7 +306,7 @@ func TestQueueWithoutOrder(t *testing.T) {
 	if err := queueCmd(ctx, []string{"--store", path}, &out, &errb, testEnv(t)); err != nil {
 		t.Fatal(err)
 	}
-	if want := "note: cycle 1 placed no job in an order (policy fifo: only rubick, rubick-r and sia keep one)\n"; !strings.HasSuffix(out.String(), want) {
+	if want := "note: cycle 1 placed no job in an order (policy fifo: only rubick, rubick-r and sia keep one); --all lists the cycle's other jobs (held, waiting, left to Slurm), rubick explain JOBID why one waits\n"; !strings.HasSuffix(out.String(), want) {
 		t.Errorf("output does not end in %q:\n%s", want, out.String())
 	}
 }
