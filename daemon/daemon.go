@@ -182,6 +182,9 @@ type Daemon struct {
 	// View.Deferred wait, and deferredWritten when the store last got
 	// that wait of each. Only the cycle uses them.
 	deferredSeen, deferredWritten map[int]time.Time
+	// endWritten lists the ended jobs of the last recorded cycle's listing
+	// whose end the store has, written once. Only the cycle uses it.
+	endWritten map[int]bool
 	// unreadErr lists the limits the last listing sets that rubick does
 	// not plan with, for one warning while they last.
 	unreadErr error
@@ -1380,6 +1383,19 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		}
 		upsert(j)
 	}
+	// A tagged job's end, while Slurm still lists it (MinJobAge): rubick
+	// explain would show the last state the cycle saw, a finished job
+	// as running on its plan.
+	ended := map[int]bool{}
+	for _, id := range slices.Sorted(maps.Keys(v.jobs)) {
+		if j := v.jobs[id]; !j.Ended() || j.Tag == nil {
+			continue
+		}
+		ended[id] = true
+		if !d.endWritten[id] {
+			upsert(v.jobs[id])
+		}
+	}
 	for _, a := range actions {
 		n := a.NodeCount()
 		if a.GPUsPerNode <= 0 {
@@ -1413,7 +1429,7 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 	if err != nil {
 		return store.Decision{}, fmt.Errorf("record decision: %w", err)
 	}
-	d.ignoredSaid, d.deferredSeen, d.deferredWritten = said, deferred, written
+	d.ignoredSaid, d.deferredSeen, d.deferredWritten, d.endWritten = said, deferred, written, ended
 	return rec, nil
 }
 

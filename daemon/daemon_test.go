@@ -3240,3 +3240,53 @@ func TestHealth(t *testing.T) {
 		t.Errorf("the last cycle 10m30s ago: %v", err)
 	}
 }
+
+// A tagged job's end goes to the store once, while Slurm still lists it:
+// rubick explain reads the job's last recorded state, which would stay
+// RUNNING for a job that finished. A job without a tag is not recorded.
+func TestCycleRecordsJobEnd(t *testing.T) {
+	ctx := context.Background()
+	run := runningJob(22, "bert")
+	run.NodeList, run.GPUs, run.Tag.Plan = []string{"node1"}, 4, "dp4.tp1.pp1.mb8.a1.z0"
+	nodes := labNodes(1)
+	nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 4, 8
+	plain := slurm.Job{ID: 23, Name: "plain", User: "bob", Partition: "gpu", State: slurm.StateCompleted}
+	c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{run, plain}}
+	d, st := newTestDaemon(t, c, &fakeApplier{})
+	cycle := func() {
+		t.Helper()
+		d.Invalidate()
+		if _, err := d.Cycle(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := func() string {
+		t.Helper()
+		j, err := st.Job(ctx, 22)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j.State
+	}
+	cycle()
+	if got := state(); got != slurm.StateRunning {
+		t.Fatalf("job 22 stored %s, want RUNNING", got)
+	}
+	c.jobs[0].State = slurm.StateCompleted
+	c.nodes[0].GPUsUsed, c.nodes[0].CPUsAlloc = 0, 0
+	cycle()
+	if got := state(); got != slurm.StateCompleted {
+		t.Errorf("job 22 stored %s after it completed, want COMPLETED", got)
+	}
+	if _, err := st.Job(ctx, 23); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("job 23 (no tag) stored: %v", err)
+	}
+	// Written once: a later cycle that still lists it leaves the record.
+	if err := st.UpsertJob(ctx, store.Job{ID: 22, ModelType: "bert", Class: store.BestEffort, State: "MARK", Submitted: t0}); err != nil {
+		t.Fatal(err)
+	}
+	cycle()
+	if got := state(); got != "MARK" {
+		t.Errorf("job 22's end written again: stored %s", got)
+	}
+}
