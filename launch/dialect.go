@@ -145,6 +145,11 @@ var (
 	fCP          = valued("--context-parallel-size")
 	fDSSP        = valued("--ds-sequence-parallel-size") // Megatron-DeepSpeed's Ulysses
 
+	// Megatron's flags that load only part of --load's checkpoint: the
+	// weights, without the iteration, optimizer or RNG state a resumed
+	// job needs from its own.
+	loadPartly = []flagSpec{switchFlag("--finetune"), switchFlag("--no-load-optim"), switchFlag("--no-load-rng")}
+
 	// Flags that are valid only with some of the sizes and switches the
 	// plan rewrites.
 	fPrecAware    = switchFlag("--use-precision-aware-optimizer")

@@ -295,12 +295,12 @@ var (
 //     too), saves no checkpoint (--save_strategy no) and starts from
 //     scratch (--resume_from_checkpoint removed).
 //
-// opts.EnsureLoad and opts.CheckpointDir are ignored.
+// opts.EnsureLoad, opts.CheckpointDir and opts.CheckpointSaved are ignored.
 func RewriteProfile(argv []string, run ProfileRun, opts Options) (Result, error) {
 	if run.Iters < 1 {
 		return Result{}, fmt.Errorf("%w: profile run %s: iterations=%d must be >= 1", ErrBadInput, run.Plan, run.Iters)
 	}
-	opts.EnsureLoad, opts.CheckpointDir = false, ""
+	opts.EnsureLoad, opts.CheckpointDir, opts.CheckpointSaved = false, "", false
 	res, err := Rewrite(argv, run.Plan, opts)
 	if err != nil {
 		return Result{}, err

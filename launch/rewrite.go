@@ -28,9 +28,16 @@ type Options struct {
 	// EnsureLoad adds "--load X" to a Megatron line that saves to X and
 	// loads from nowhere, so that a requeued job resumes.
 	EnsureLoad bool
-	// CheckpointDir, when set, is given as --save (and --load) to a Megatron
-	// line that has no --save.
+	// CheckpointDir, when set, is given as --save to a Megatron line that
+	// has no --save, and as --load once it holds a checkpoint
+	// (CheckpointSaved). Until then a --load of the line's own stays, so
+	// that the first start begins where the user meant; a line without
+	// one gets --load CheckpointDir at once.
 	CheckpointDir string
+	// CheckpointSaved says CheckpointDir holds a checkpoint the job saved
+	// before it was restarted: the line resumes from it, not from its own
+	// --load.
+	CheckpointSaved bool
 	// Nodes and GPUsPerNode, when both positive, size a per-node launcher:
 	// torchrun --nnodes/--nproc_per_node, deepspeed --num_nodes/--num_gpus.
 	Nodes, GPUsPerNode int
@@ -164,6 +171,14 @@ func Rewrite(argv []string, plan model.Plan, opts Options) (Result, error) {
 	if d != DeepSpeed {
 		if opts.CheckpointDir != "" && !c.has(fSave, lo, hi) {
 			hi = c.set(fSave, opts.CheckpointDir, lo, hi)
+			if opts.CheckpointSaved && c.has(fLoad, lo, hi) {
+				// A restart: loading the line's --load again would start
+				// the job over from there.
+				hi = c.set(fLoad, opts.CheckpointDir, lo, hi)
+				for _, f := range loadPartly {
+					hi = c.remove(f, lo, hi)
+				}
+			}
 		}
 		if save, ok := c.get(fSave, lo, hi); ok && save != "" && (opts.EnsureLoad || opts.CheckpointDir != "") && !c.has(fLoad, lo, hi) {
 			c.set(fLoad, save, lo, hi)

@@ -267,6 +267,25 @@ func TestRewriteFlagForms(t *testing.T) {
 			want: []string{"python", "pretrain_gpt.py", "--micro-batch-size", "4", "--tensor-model-parallel-size", "1",
 				"--pipeline-model-parallel-size", "1", "--global-batch-size", "4", "--save", "/scratch/j1", "--load", "/scratch/j1"},
 		},
+		"checkpoint dir without a checkpoint: the line's load kept for the first start": {
+			argv: []string{"python", "pretrain_gpt.py", "--load", "/models/base", "--finetune", "--global-batch-size", "4"},
+			plan: "dp1.tp1.pp1.mb4.a1.z0", opts: Options{CheckpointDir: "/scratch/j1", EnsureLoad: true},
+			want: []string{"python", "pretrain_gpt.py", "--load", "/models/base", "--finetune", "--global-batch-size", "4",
+				"--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1", "--micro-batch-size", "4", "--save", "/scratch/j1"},
+		},
+		"checkpoint dir holding the job's checkpoint: a restart loads it, all of it": {
+			argv: []string{"python", "pretrain_gpt.py", "--load=/models/base", "--finetune", "--no-load-optim", "--no-load-rng",
+				"--global-batch-size", "4"},
+			plan: "dp1.tp1.pp1.mb4.a1.z0", opts: Options{CheckpointDir: "/scratch/j1", CheckpointSaved: true},
+			want: []string{"python", "pretrain_gpt.py", "--load=/scratch/j1", "--global-batch-size", "4",
+				"--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1", "--micro-batch-size", "4", "--save", "/scratch/j1"},
+		},
+		"checkpoint dir holding a checkpoint, the line's own save: the line's load stays": {
+			argv: []string{"python", "pretrain_gpt.py", "--save", "/c", "--load", "/models/base", "--finetune", "--global-batch-size", "4"},
+			plan: "dp1.tp1.pp1.mb4.a1.z0", opts: Options{CheckpointDir: "/scratch/j1", CheckpointSaved: true},
+			want: []string{"python", "pretrain_gpt.py", "--save", "/c", "--load", "/models/base", "--finetune", "--global-batch-size", "4",
+				"--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1", "--micro-batch-size", "4"},
+		},
 		"load not added unless asked": {
 			argv: []string{"python", "pretrain_gpt.py", "--save=/c", "--global-batch-size", "4", "--micro-batch-size", "4",
 				"--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1"},

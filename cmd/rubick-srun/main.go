@@ -144,7 +144,7 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) *flag.F
 	fs.StringVar(&c.srun, "srun", "srun", "srun program")
 	fs.StringVar(&c.scancel, "scancel", "scancel", "scancel program used to pass SIGTERM, SIGINT, SIGHUP and SIGQUIT on to the step's tasks (srun kills the tasks at SIGTERM, SIGHUP and SIGQUIT, and only prints their state at a first SIGINT)")
 	fs.StringVar(&c.stateDir, "state-dir", "", "job-private directory for the rewritten DeepSpeed config, visible on every node of the job (default: $SLURM_SUBMIT_DIR/.rubick/$SLURM_JOB_ID)")
-	fs.StringVar(&c.checkpointDir, "checkpoint-dir", "", "pass --save/--load DIR to a Megatron line that has no --save (default: leave the line alone)")
+	fs.StringVar(&c.checkpointDir, "checkpoint-dir", "", "pass --save DIR to a Megatron line that has no --save, and --load DIR unless the line loads from elsewhere and DIR holds no checkpoint yet (default: leave the line alone)")
 	fs.BoolVar(&c.ensureLoad, "ensure-load", true, "add --load X to a Megatron line that has --save X and no --load, so a requeued job resumes")
 	fs.StringVar(&c.modelType, "model-type", "", "model type reported with samples (default: the job's rubick tag)")
 	fs.StringVar(&c.reportURL, "report-url", getenv("RUBICK_REPORT_URL"), "rubickd samples endpoint (default $RUBICK_REPORT_URL; empty: no reporting)")
@@ -515,7 +515,7 @@ func planStep(cfg config, plan model.Plan, alloc launch.Alloc, stateDir string, 
 		return step{}, err
 	}
 	opts := launch.Options{Dialect: dialect, GlobalBatch: cfg.globalBatch, ConfigDir: stateDir,
-		EnsureLoad: cfg.ensureLoad, CheckpointDir: cfg.checkpointDir}
+		EnsureLoad: cfg.ensureLoad, CheckpointDir: cfg.checkpointDir, CheckpointSaved: checkpointSaved(cfg.checkpointDir)}
 	dist := distributedFor(getenv, getenv("SLURM_JOB_ID"), firstNode(getenv))
 	if geo.Mode == launch.ModePerNode {
 		opts.Nodes, opts.GPUsPerNode = geo.Nodes, geo.GPUsPerNode
@@ -540,6 +540,26 @@ func planStep(cfg config, plan model.Plan, alloc launch.Alloc, stateDir string, 
 		st.env = append(st.env, "OMP_NUM_THREADS="+strconv.Itoa(geo.CPUsPerTask))
 	}
 	return st, nil
+}
+
+// checkpointTrackers name the files a Megatron checkpoint directory holds
+// once a checkpoint is saved in it: Megatron's tracker, which
+// Megatron-DeepSpeed writes too, and DeepSpeed's own, from which
+// Megatron-DeepSpeed loads.
+var checkpointTrackers = []string{"latest_checkpointed_iteration.txt", "latest"}
+
+// checkpointSaved reports whether dir (--checkpoint-dir; "" for none)
+// holds a saved checkpoint: a restarted job resumes from it.
+func checkpointSaved(dir string) bool {
+	if dir == "" {
+		return false
+	}
+	for _, name := range checkpointTrackers {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && fi.Mode().IsRegular() {
+			return true
+		}
+	}
+	return false
 }
 
 // launchStep runs the step in its own process group, forwards signals to

@@ -160,6 +160,49 @@ func TestPlanStepTorchrunNodes(t *testing.T) {
 	}
 }
 
+// TestPlanStepCheckpointDir: a Megatron line with its own --load and no
+// --save starts from its --load, and, once --checkpoint-dir holds a
+// checkpoint the job saved, resumes from that instead.
+func TestPlanStepCheckpointDir(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		saved string // tracker file in the checkpoint directory, "" for none
+		load  string // the --load the step gets; "CKPT" is the directory
+	}{
+		{name: "first start", load: "/models/base"},
+		{name: "restart after a Megatron checkpoint", saved: "latest_checkpointed_iteration.txt", load: "CKPT"},
+		{name: "restart after a Megatron-DeepSpeed checkpoint", saved: "latest", load: "CKPT"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ckpt := t.TempDir()
+			if tc.saved != "" {
+				if err := os.WriteFile(filepath.Join(ckpt, tc.saved), []byte("100\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg, err := parseFlags([]string{"--launcher", "direct", "--checkpoint-dir", ckpt, "--",
+				"python", "pretrain_gpt.py", "--load", "/models/base", "--global-batch-size", "8"}, envMap(nil), &bytes.Buffer{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := model.ParsePlan("dp1.tp1.pp1.mb8.a1.z0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := planStep(cfg, p, launch.Alloc{Nodes: 1, GPUsOnNode: 1}, t.TempDir(), envMap(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			load := strings.ReplaceAll(tc.load, "CKPT", ckpt)
+			want := []string{"python", "pretrain_gpt.py", "--load", load, "--global-batch-size", "8", "--tensor-model-parallel-size", "1",
+				"--pipeline-model-parallel-size", "1", "--micro-batch-size", "8", "--save", ckpt}
+			if d := cmp.Diff(want, st.argv); d != "" {
+				t.Errorf("argv (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
 func TestWithEnv(t *testing.T) {
 	got := withEnv([]string{"A=1", "RANK=9", "B=2", "RANK=8"}, []string{"RANK=0", "C=3"})
 	if d := cmp.Diff([]string{"A=1", "B=2", "RANK=0", "C=3"}, got); d != "" {
