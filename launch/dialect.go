@@ -72,6 +72,12 @@ type layout struct {
 // trainLo is the first index of the training program's flags.
 func (l layout) trainLo() int { return l.script + 1 }
 
+// accDeepSpeed reports whether the line is accelerate launch with its
+// DeepSpeed plugin (--use_deepspeed among accelerate's own flags).
+func (l layout) accDeepSpeed(c *cmdline) bool {
+	return l.launcher == LauncherAccelerate && l.launcherFlags >= 0 && c.has(fAccUseDS, l.launcherFlags, l.script)
+}
+
 func parseLayout(argv []string) layout {
 	l := layout{}
 	if len(argv) == 0 {
@@ -203,7 +209,9 @@ var (
 // Detect tells the dialect of a launch line: Megatron flags or a
 // pretrain_*.py script make it Megatron; DeepSpeed flags or the deepspeed
 // launcher make it DeepSpeed; both make it Megatron-DeepSpeed. A Hugging
-// Face Trainer line (--deepspeed FILE) is DeepSpeed.
+// Face Trainer line (--deepspeed FILE) is DeepSpeed, and so is a line
+// without Megatron flags that accelerate launch starts with its DeepSpeed
+// plugin (--use_deepspeed).
 func Detect(argv []string) (Dialect, error) {
 	l := parseLayout(argv)
 	c := cmdline{toks: argv}
@@ -212,7 +220,9 @@ func Detect(argv []string) (Dialect, error) {
 	for _, f := range megatronSignals {
 		megatron = megatron || c.has(f, lo, hi)
 	}
-	ds := l.launcher == LauncherDeepSpeed
+	// accelerate's DeepSpeed plugin serves a script that trains through
+	// its Accelerator; a Megatron script builds its own engine.
+	ds := l.launcher == LauncherDeepSpeed || (!megatron && l.accDeepSpeed(&c))
 	for _, f := range deepspeedSignals {
 		ds = ds || c.has(f, lo, hi)
 	}

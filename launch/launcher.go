@@ -28,7 +28,24 @@ var (
 	fAccRdzv     = valued("--rdzv_backend", "--rdzv-backend")
 	fAccGPUIDs   = valued("--gpu_ids", "--gpu-ids")
 	fAccSameNet  = switchFlag("--same_network", "--same-network")
+
+	// accelerate launch's DeepSpeed plugin: --use_deepspeed, with a
+	// DeepSpeed config file or the settings accelerate builds one from.
+	// Given a file, accelerate fills only its "auto" values from them.
+	fAccUseDS      = switchFlag("--use_deepspeed", "--use-deepspeed")
+	fAccDSConfig   = valued("--deepspeed_config_file", "--deepspeed-config-file")
+	fAccZeroStage  = valued("--zero_stage", "--zero-stage")
+	fAccOffloadOpt = valued("--offload_optimizer_device", "--offload-optimizer-device")
+	fAccOffloadPar = valued("--offload_param_device", "--offload-param-device")
+	fAccAccum      = valued("--gradient_accumulation_steps", "--gradient-accumulation-steps")
+	// On several machines the plugin starts the other nodes' workers
+	// itself, over pdsh by default; "standard" has torchrun do it, one
+	// launcher per node, as srun starts them.
+	fAccMultinode = valued("--deepspeed_multinode_launcher", "--deepspeed-multinode-launcher")
 )
+
+// accelerate's defaults for the plugin's settings the line leaves out.
+const accDefaultZeroStage = 2
 
 // sizeLauncher gives the line's per-node launcher the plan's nodes and GPUs
 // per node. Its flags precede the script, so the indices of the training
@@ -78,13 +95,17 @@ func (c *cmdline) sizeLauncher(l layout, opts Options) error {
 		}
 		// One accelerate launch per node, all with the same flags, meeting
 		// at a c10d rendezvous on the first node, as torchrun's do; a
-		// fixed --machine_rank would differ per node, and --same_network
-		// would make it a static rendezvous that needs one.
+		// fixed --machine_rank would differ per node, --same_network
+		// would make it a static rendezvous that needs one, and the
+		// DeepSpeed plugin would reach the other nodes over pdsh.
 		if !ok {
 			return fmt.Errorf("%w: accelerate launch on %d nodes needs a rendezvous host:port (the job's first node, from SLURM_JOB_NODELIST), got %q", ErrBadInput, opts.Nodes, opts.Rendezvous)
 		}
 		hi = c.remove(fAccRank, lo, hi)
 		hi = c.remove(fAccSameNet, lo, hi)
+		if c.has(fAccUseDS, lo, hi) {
+			hi = c.set(fAccMultinode, "standard", lo, hi)
+		}
 		hi = c.set(fAccRdzv, "c10d", lo, hi)
 		hi = c.set(fAccMainIP, host, lo, hi)
 		c.set(fAccMainPort, port, lo, hi)

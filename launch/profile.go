@@ -289,7 +289,9 @@ var (
 //   - DeepSpeed: the config copy gets steps_per_print 1 so every step is
 //     logged. A plain DeepSpeed script has no exit bound, and its own
 //     checkpoint flags are unknown: the caller stops it after run.Iters
-//     measured iterations.
+//     measured iterations. A line accelerate launch starts with its
+//     DeepSpeed plugin is refused (ErrUnsupported): accelerate stops
+//     DeepSpeed's step logging, so the run would measure nothing.
 //   - A Hugging Face Trainer line also writes into opts.ConfigDir/output
 //     (--output_dir; its own --logging_dir is removed, so logs go there
 //     too), saves no checkpoint (--save_strategy no) and starts from
@@ -316,6 +318,12 @@ func RewriteProfile(argv []string, run ProfileRun, opts Options) (Result, error)
 		c.set(fLogInterval, "1", lo, hi)
 		res.Argv = c.toks
 	case DeepSpeed:
+		if l := parseLayout(argv); l.accDeepSpeed(&cmdline{toks: argv}) {
+			// Its Accelerator sets the config's steps_per_print to
+			// infinity, whatever the line's copy says.
+			return Result{}, fmt.Errorf("%w: profile run %s: accelerate launch --use_deepspeed has DeepSpeed print no iteration times to measure",
+				ErrUnsupported, run.Plan)
+		}
 		obj, err := parseObject(res.Config.Data)
 		if err != nil {
 			return Result{}, fmt.Errorf("DeepSpeed config %s: %w", res.Config.Source, err)

@@ -131,7 +131,7 @@ func Rewrite(argv []string, plan model.Plan, opts Options) (Result, error) {
 		}
 	}
 
-	cf, err := loadConfig(c, d, lo, hi, opts)
+	cf, err := loadConfig(c, d, l, opts)
 	if err != nil {
 		return Result{}, err
 	}
@@ -150,7 +150,10 @@ func Rewrite(argv []string, plan model.Plan, opts Options) (Result, error) {
 	case MegatronDeepSpeed:
 		hi = rewriteMegatronDeepSpeed(c, plan, gb, lo, hi)
 	case DeepSpeed:
-		if cf != nil && cf.hf {
+		switch {
+		case cf == nil: // accelerate's DeepSpeed plugin, set by its flags
+			hi = rewriteAccScript(c, plan, lo, hi)
+		case cf.hf:
 			hi = rewriteHF(c, plan, lo, hi)
 		}
 	}
@@ -166,7 +169,9 @@ func Rewrite(argv []string, plan model.Plan, opts Options) (Result, error) {
 			return Result{}, fmt.Errorf("DeepSpeed config %s: %w", cf.path, err)
 		}
 		res.Config = &Config{Source: cf.path, Path: filepath.Join(opts.ConfigDir, "rubick-"+filepath.Base(cf.path)), Data: data}
-		hi = c.set(cf.flag, res.Config.Path, lo, hi)
+		if !cf.launcher {
+			hi = c.set(cf.flag, res.Config.Path, lo, hi)
+		}
 	}
 	if d != DeepSpeed {
 		if opts.CheckpointDir != "" && !c.has(fSave, lo, hi) {
@@ -186,6 +191,9 @@ func Rewrite(argv []string, plan model.Plan, opts Options) (Result, error) {
 	}
 	// Launcher flags precede the script, so editing them last leaves the
 	// indices used above valid.
+	if d == DeepSpeed && l.accDeepSpeed(c) {
+		l.script = c.setAccDeepSpeed(l, plan, cf, res.Config)
+	}
 	if err := c.sizeLauncher(l, opts); err != nil {
 		return Result{}, err
 	}
@@ -271,6 +279,71 @@ func rewriteHF(c *cmdline, plan model.Plan, lo, hi int) int {
 	// The Trainer checkpoints through the model (gradient_checkpointing_enable),
 	// not through the config's activation_checkpointing section.
 	return c.setOptional(fHFCheckpoint, plan.Checkpoint, "true", lo, hi)
+}
+
+// rewriteAccScript gives the plan's micro-batch and accumulation to the
+// script of a line that accelerate launch starts with its DeepSpeed plugin
+// set by flags (accPluginErr: it has --per_device_train_batch_size).
+// accelerate takes the micro-batch from the script's DataLoader, which
+// such a script (the Trainer, Hugging Face's example scripts) sizes by
+// that flag; the Trainer refuses an accumulation other than the plugin's,
+// which setAccDeepSpeed sets. Checkpointing is set only where the line
+// has the Trainer's flag: a script without it would refuse it.
+func rewriteAccScript(c *cmdline, plan model.Plan, lo, hi int) int {
+	hi = c.remove(fHFPerGPU, lo, hi)
+	hi = c.remove(fHFAutoBatch, lo, hi)
+	hi = c.set(fHFMicroBatch, strconv.Itoa(plan.MicroBatch), lo, hi)
+	hi = c.set(fHFAccum, strconv.Itoa(plan.Accum), lo, hi)
+	if c.has(fHFCheckpoint, lo, hi) {
+		hi = c.setOptional(fHFCheckpoint, plan.Checkpoint, "true", lo, hi)
+	}
+	return hi
+}
+
+// setAccDeepSpeed gives accelerate's DeepSpeed plugin the plan and returns
+// the script's new index. Set by flags (cf nil), it gets the ZeRO stage,
+// the optimizer's offload and the accumulation; parameter offload, which
+// DeepSpeed accepts only at stage 3, is turned off below it. With a
+// config (cf), whose rewritten copy is cp, accelerate fills only the
+// config's "auto" values from its flags: a --deepspeed_config_file of its
+// own names the copy, and a --gradient_accumulation_steps, which is also
+// the Accelerator's, gets the config's.
+func (c *cmdline) setAccDeepSpeed(l layout, plan model.Plan, cf *userConfig, cp *Config) int {
+	lo, hi := l.launcherFlags, l.script
+	accum := strconv.Itoa(plan.Accum)
+	if cf != nil {
+		if cf.launcher {
+			hi = c.set(fAccDSConfig, cp.Path, lo, hi)
+		}
+		if c.has(fAccAccum, lo, hi) {
+			hi = c.set(fAccAccum, accum, lo, hi)
+		}
+		return hi
+	}
+	hi = c.set(fAccZeroStage, strconv.Itoa(plan.ZeRO), lo, hi)
+	off := "none"
+	if plan.Offload {
+		off = "cpu"
+	}
+	hi = c.set(fAccOffloadOpt, off, lo, hi)
+	if plan.ZeRO != 3 && c.has(fAccOffloadPar, lo, hi) {
+		hi = c.set(fAccOffloadPar, "none", lo, hi)
+	}
+	return c.set(fAccAccum, accum, lo, hi)
+}
+
+// accPluginErr refuses a line that accelerate launch starts with its
+// DeepSpeed plugin set by flags alone when rubick cannot set its
+// micro-batch: accelerate has no flag for it and takes it from the
+// script's DataLoader, so no plan would keep the global batch. nil for any
+// other line.
+func accPluginErr(c *cmdline, l layout) error {
+	if !l.accDeepSpeed(c) || c.has(fAccDSConfig, l.launcherFlags, l.script) || c.has(fHFMicroBatch, l.trainLo(), len(c.toks)) {
+		return nil
+	}
+	return fmt.Errorf("%w: accelerate launch --use_deepspeed without --deepspeed_config_file takes the micro-batch from the script's DataLoader, "+
+		"which rubick cannot size: give the script %s (as the Hugging Face Trainer and example scripts take it), "+
+		"or accelerate a %s whose train_micro_batch_size_per_gpu the script sizes its DataLoader by", ErrBadInput, fHFMicroBatch.names[0], fAccDSConfig.names[0])
 }
 
 // dropStale removes the flags of a Megatron or Megatron-DeepSpeed line
@@ -415,6 +488,9 @@ type userConfig struct {
 	// hf marks a Hugging Face Trainer line: a DeepSpeed line whose config
 	// is named by --deepspeed.
 	hf bool
+	// launcher marks a config named by accelerate launch's own
+	// --deepspeed_config_file, among the launcher's flags.
+	launcher bool
 }
 
 func configFlag(c *cmdline, lo, hi int) (string, flagSpec, bool) {
@@ -467,14 +543,29 @@ func Cannot(argv []string, opts Options) (model.Features, Dialect, error) {
 		}
 	}
 	_, _, hasConfig := configFlag(c, l.trainLo(), len(argv))
+	if d == DeepSpeed && !hasConfig {
+		if err := accPluginErr(c, l); err != nil {
+			return 0, d, err
+		}
+	}
 	return cannotOf(d, hasConfig), d, nil
 }
 
-func loadConfig(c *cmdline, d Dialect, lo, hi int, opts Options) (*userConfig, error) {
+// loadConfig reads the DeepSpeed config the line l of c names; nil for a
+// Megatron line, a Megatron-DeepSpeed line without one, and a line that
+// accelerate launch starts with its DeepSpeed plugin set by flags.
+func loadConfig(c *cmdline, d Dialect, l layout, opts Options) (*userConfig, error) {
 	if d == Megatron {
 		return nil, nil
 	}
-	path, flag, ok := configFlag(c, lo, hi)
+	path, flag, ok := configFlag(c, l.trainLo(), len(c.toks))
+	onLauncher := false
+	if !ok && d == DeepSpeed && l.accDeepSpeed(c) {
+		if path, ok = c.get(fAccDSConfig, l.launcherFlags, l.script); !ok {
+			return nil, accPluginErr(c, l)
+		}
+		flag, onLauncher = fAccDSConfig, true
+	}
 	if !ok {
 		if d == DeepSpeed {
 			return nil, fmt.Errorf("%w: a DeepSpeed line needs --deepspeed_config FILE.json "+
@@ -483,7 +574,7 @@ func loadConfig(c *cmdline, d Dialect, lo, hi int, opts Options) (*userConfig, e
 		return nil, nil
 	}
 	if path == "" {
-		return nil, fmt.Errorf("%w: --deepspeed_config is empty", ErrBadInput)
+		return nil, fmt.Errorf("%w: %s is empty", ErrBadInput, flag.names[0])
 	}
 	data, err := opts.readFile(path)
 	if err != nil {
@@ -494,7 +585,7 @@ func loadConfig(c *cmdline, d Dialect, lo, hi int, opts Options) (*userConfig, e
 		return nil, fmt.Errorf("%w: DeepSpeed config %s: %w", ErrBadInput, path, err)
 	}
 	hf := d == DeepSpeed && slices.Equal(flag.names, fDeepSpeedHF.names)
-	return &userConfig{path: path, flag: flag, obj: obj, hf: hf}, nil
+	return &userConfig{path: path, flag: flag, obj: obj, hf: hf, launcher: onLauncher}, nil
 }
 
 // checkGlobalBatch returns the global batch the line keeps, failing when its
@@ -566,24 +657,34 @@ func GlobalBatch(argv []string, opts Options) (int, error) {
 		return 0, err
 	}
 	_, n, err := statedGlobalBatch(ln.c, ln.lo, ln.hi, ln.cf, opts)
-	if err != nil || n > 0 || ln.cf == nil || !ln.cf.hf || opts.GPUs < 1 {
+	if err != nil || n > 0 || opts.GPUs < 1 {
 		return n, err
 	}
-	// The batch the user meant: the Trainer's sizes on the GPUs they asked
+	// The batch the user meant: the script's sizes on the GPUs they asked
 	// for, before any plan changes them.
-	_, n, err = inspectHFSizes(ln, opts.GPUs)
+	switch {
+	case ln.accPlugin():
+		_, n, err = inspectAccSizes(ln, opts.GPUs)
+	case ln.cf != nil && ln.cf.hf:
+		_, n, err = inspectHFSizes(ln, opts.GPUs)
+	}
 	return n, err
 }
 
 // line is a launch line as Inspect and GlobalBatch read it: its dialect,
-// its tokens with the trainer's between lo and hi, and the DeepSpeed
-// config it names (nil for none).
+// its tokens with the trainer's between lo and hi, its layout, and the
+// DeepSpeed config it names (nil for none).
 type line struct {
 	d      Dialect
 	c      *cmdline
 	lo, hi int
+	l      layout
 	cf     *userConfig
 }
+
+// accPlugin reports a line that accelerate launch starts with its
+// DeepSpeed plugin set by flags: a DeepSpeed line without a config.
+func (ln line) accPlugin() bool { return ln.d == DeepSpeed && ln.cf == nil }
 
 func readLine(argv []string, opts Options) (line, error) {
 	d, err := dialectOf(argv, opts)
@@ -591,12 +692,12 @@ func readLine(argv []string, opts Options) (line, error) {
 		return line{}, err
 	}
 	c := &cmdline{toks: argv}
-	lo, hi := parseLayout(argv).trainLo(), len(argv)
-	cf, err := loadConfig(c, d, lo, hi, opts)
+	l := parseLayout(argv)
+	cf, err := loadConfig(c, d, l, opts)
 	if err != nil {
 		return line{}, err
 	}
-	return line{d: d, c: c, lo: lo, hi: hi, cf: cf}, nil
+	return line{d: d, c: c, lo: l.trainLo(), hi: len(argv), l: l, cf: cf}, nil
 }
 
 // defaultActivationCheckpointing is DeepSpeed's activation checkpointing
@@ -692,9 +793,12 @@ func Inspect(argv []string, gpus int, opts Options) (model.Plan, int, error) {
 	d, c, lo, hi, cf := ln.d, ln.c, ln.lo, ln.hi, ln.cf
 	var p model.Plan
 	var gb int
-	if cf != nil && cf.hf {
+	switch {
+	case ln.accPlugin():
+		p, gb, err = inspectAccSizes(ln, gpus)
+	case cf != nil && cf.hf:
 		p, gb, err = inspectHFSizes(ln, gpus)
-	} else {
+	default:
 		p, gb, err = inspectSizes(ln, gpus)
 	}
 	if err != nil {
@@ -721,11 +825,21 @@ func Inspect(argv []string, gpus int, opts Options) (model.Plan, int, error) {
 			return model.Plan{}, 0, err
 		}
 	case DeepSpeed:
-		if cf.hf {
+		switch {
+		case cf == nil:
 			if p.Checkpoint, err = hfCheckpoint(c, lo, hi); err != nil {
 				return model.Plan{}, 0, err
 			}
-		} else {
+			if p.ZeRO, err = intFlagOf(c, fAccZeroStage, accDefaultZeroStage, ln.l.launcherFlags, ln.l.script); err != nil {
+				return model.Plan{}, 0, err
+			}
+			off, _ := c.get(fAccOffloadOpt, ln.l.launcherFlags, ln.l.script)
+			p.Offload = off == "cpu"
+		case cf.hf:
+			if p.Checkpoint, err = hfCheckpoint(c, lo, hi); err != nil {
+				return model.Plan{}, 0, err
+			}
+		default:
 			p.Checkpoint = cf.obj.has("activation_checkpointing")
 		}
 	}
@@ -862,6 +976,34 @@ func inspectHFSizes(ln line, gpus int) (model.Plan, int, error) {
 			ErrBadInput, path, n, gpus, fHFMicroBatch.names[0], p.MicroBatch, fHFAccum.names[0], p.Accum, gb)
 	}
 	return p, gb, nil
+}
+
+// inspectAccSizes reads the sizes of a line that accelerate launch starts
+// with its DeepSpeed plugin set by flags, on gpus GPUs, as accelerate runs
+// it: the script's --per_device_train_batch_size; the accumulation of
+// accelerate's flag, else of the script's, else none; every GPU data
+// parallel.
+func inspectAccSizes(ln line, gpus int) (model.Plan, int, error) {
+	c, lo, hi := ln.c, ln.lo, ln.hi
+	if gpus < 1 {
+		return model.Plan{}, 0, fmt.Errorf("%w: %d GPUs: an accelerate line needs at least one", ErrBadInput, gpus)
+	}
+	p := model.Plan{DP: gpus, TP: 1, PP: 1}
+	var err error
+	if p.MicroBatch, err = intFlagOf(c, fHFMicroBatch, 0, lo, hi); err != nil {
+		return model.Plan{}, 0, err
+	}
+	accum, alo, ahi := fAccAccum, ln.l.launcherFlags, ln.l.script
+	if !c.has(accum, alo, ahi) {
+		accum, alo, ahi = fHFAccum, lo, hi
+	}
+	if p.Accum, err = intFlagOf(c, accum, 1, alo, ahi); err != nil {
+		return model.Plan{}, 0, err
+	}
+	if p.MicroBatch < 1 || p.Accum < 1 {
+		return model.Plan{}, 0, fmt.Errorf("%w: %s=%d and %s=%d must be >= 1", ErrBadInput, fHFMicroBatch.names[0], p.MicroBatch, accum.names[0], p.Accum)
+	}
+	return p, p.DP * p.MicroBatch * p.Accum, nil
 }
 
 // hfCheckpoint reads a Hugging Face line's --gradient_checkpointing: on

@@ -345,6 +345,10 @@ func TestDetect(t *testing.T) {
 		"torchrun megatron":        {torchrunLine, Megatron, LauncherTorchrun},
 		"launcher flag not signal": {[]string{"torchrun", "--micro-batch-size", "2", "train.py"}, "", LauncherTorchrun},
 		"module program":           {[]string{"python", "-m", "megatron.train", "--micro-batch-size", "2"}, Megatron, LauncherNone},
+		"accelerate deepspeed plugin": {[]string{"accelerate", "launch", "--use_deepspeed", "--zero_stage", "2", "train.py", "--lr", "1"},
+			DeepSpeed, LauncherAccelerate},
+		"accelerate without the plugin": {[]string{"accelerate", "launch", "--zero_stage", "2", "train.py"}, "", LauncherAccelerate},
+		"accelerate plugin, megatron":   {[]string{"accelerate", "launch", "--use_deepspeed", "pretrain_gpt.py"}, Megatron, LauncherAccelerate},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
