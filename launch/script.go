@@ -49,6 +49,11 @@ type ScriptLine struct {
 	// Train is the training command, each word as the shell would pass
 	// it; words the script leaves to its run hold Unresolved.
 	Train []string
+	// Signal is its --signal, the checkpoint signal ("" when not given).
+	Signal string
+	// JobSignal is the script's #SBATCH --signal ("" when none): what the
+	// job asks Slurm to send before its time limit.
+	JobSignal string
 }
 
 // LineFacts is what a launch line read off a batch script tells before its
@@ -115,7 +120,11 @@ func FromScript(script string) (sl ScriptLine, err error) {
 			if err != nil {
 				return ScriptLine{}, err
 			}
-			return srunLine(args)
+			if sl, err = srunLine(args); err != nil {
+				return ScriptLine{}, err
+			}
+			sl.JobSignal, _ = sbatchOption(script, "--signal")
+			return sl, nil
 		}
 		env.apply(st)
 	}
@@ -539,6 +548,8 @@ func srunLine(args []string) (ScriptLine, error) {
 				return ScriptLine{}, fmt.Errorf("%w: rubick-srun --global-batch=%q is not a global batch", ErrBadInput, clip(val))
 			}
 			sl.GlobalBatch = n
+		case "signal":
+			sl.Signal = val
 		}
 	}
 	sl.Train = args[i:]

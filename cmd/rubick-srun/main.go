@@ -138,7 +138,7 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) *flag.F
 	fs.StringVar(&c.gpuBind, "gpu-bind", string(launch.BindShared), "GPUs per task: shared (--gres=gpu:N, every task sees its node's GPUs) or per-task (--gpus-per-task=1)")
 	fs.IntVar(&c.cpusPerTask, "cpus-per-task", 0, "CPUs per task (default: SLURM_CPUS_ON_NODE divided among the node's tasks)")
 	fs.IntVar(&c.globalBatch, "global-batch", 0, "global batch the job must keep (default: from the launch line or its DeepSpeed config)")
-	fs.StringVar(&c.signal, "signal", "USR1", "checkpoint signal forwarded to the step (SIGTERM and SIGINT are forwarded too)")
+	fs.StringVar(&c.signal, "signal", checkpointSignal(getenv), "checkpoint signal forwarded to the step (SIGTERM and SIGINT are forwarded too); it must be the site's checkpoint.signal (default $"+launch.CheckpointSignalEnv+", else "+launch.DefaultCheckpointSignal+")")
 	fs.StringVar(&c.scontrol, "scontrol", "scontrol", "scontrol program used to read the job's plan")
 	fs.StringVar(&c.squeue, "squeue", "squeue", "squeue program used to read the job's comment before it requeues itself")
 	fs.StringVar(&c.srun, "srun", "srun", "srun program")
@@ -165,6 +165,33 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) *flag.F
 		fs.PrintDefaults()
 	}
 	return fs
+}
+
+// checkpointSignal is --signal's default: the site's checkpoint.signal
+// where the site exports it, else rubickd's default.
+func checkpointSignal(getenv func(string) string) string {
+	if s := getenv(launch.CheckpointSignalEnv); s != "" {
+		return s
+	}
+	return launch.DefaultCheckpointSignal
+}
+
+// checkSiteSignal warns when the site's checkpoint signal, where it
+// exports it, is not ckpt: rubickd's signal before a restart would not
+// have this job checkpoint and requeue itself.
+func checkSiteSignal(ckpt syscall.Signal, getenv func(string) string, log *slog.Logger) {
+	site := getenv(launch.CheckpointSignalEnv)
+	if site == "" {
+		return
+	}
+	s, err := parseSignal(site)
+	switch {
+	case err != nil:
+		log.Warn("the site's checkpoint signal is unreadable; not checked against --signal", "env", launch.CheckpointSignalEnv, "err", err)
+	case s != ckpt:
+		log.Warn("--signal is not the site's checkpoint signal: at a restart, rubickd sends the site's, which this job does not "+
+			"checkpoint and requeue itself on; pass the site's to --signal", "signal", ckpt, "site", s, "env", launch.CheckpointSignalEnv)
+	}
 }
 
 // printedError is a flag error the flag set has already written out.
@@ -239,6 +266,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Error("bad Slurm environment", "err", err)
 		return exitUsage
 	}
+	checkSiteSignal(cfg.checkpointSig, getenv, log)
 	// Go ignores a signal no one subscribed to: a checkpoint signal that
 	// came before the step starts (rubickd restarting the job while this
 	// reads its plan or profiles) would be lost. Nothing has trained yet,

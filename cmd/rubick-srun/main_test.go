@@ -1137,3 +1137,38 @@ func testSelf(t *testing.T) string {
 	}
 	return self
 }
+
+// TestSiteCheckpointSignal: --signal defaults to the checkpoint signal the
+// site exports, and one that is not it is warned about in the job's log.
+func TestSiteCheckpointSignal(t *testing.T) {
+	line := []string{"python", "pretrain_gpt.py"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		site string
+		sig  syscall.Signal
+		warn bool
+	}{
+		{name: "nothing exported", sig: syscall.SIGUSR1},
+		{name: "the site's by default", site: "TERM", sig: syscall.SIGTERM},
+		{name: "the site's given", args: []string{"--signal", "SIGTERM"}, site: "15", sig: syscall.SIGTERM},
+		{name: "another given", args: []string{"--signal", "USR1"}, site: "TERM", sig: syscall.SIGUSR1, warn: true},
+		{name: "the site's unreadable", site: "TERMINATE", args: []string{"--signal", "USR1"}, sig: syscall.SIGUSR1, warn: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := envMap(map[string]string{launch.CheckpointSignalEnv: tc.site})
+			cfg, err := parseFlags(append(append(tc.args, "--"), line...), env, &bytes.Buffer{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.checkpointSig != tc.sig {
+				t.Errorf("checkpoint signal %v, want %v", cfg.checkpointSig, tc.sig)
+			}
+			var logged bytes.Buffer
+			checkSiteSignal(cfg.checkpointSig, env, slog.New(slog.NewTextHandler(&logged, nil)))
+			if warned := strings.Contains(logged.String(), "level=WARN"); warned != tc.warn {
+				t.Errorf("warned %v, want %v: %s", warned, tc.warn, logged.String())
+			}
+		})
+	}
+}

@@ -26,6 +26,9 @@ type scriptView struct {
 	// when GlobalBatchError says why).
 	GlobalBatch      int    `json:"global_batch"`
 	GlobalBatchError string `json:"global_batch_error,omitempty"`
+	// SignalWarnings say where the script's signals keep the trainer from
+	// checkpointing when it should (launch.ScriptLine.CheckSignals).
+	SignalWarnings []string `json:"signal_warnings,omitempty"`
 }
 
 // errNothingRead is a script rubickd reads nothing off.
@@ -36,18 +39,21 @@ var errNothingRead = errors.New("rubickd reads nothing off this script")
 var errNoPlan = errors.New("rubick-srun runs no plan of this line")
 
 func runScript(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return scriptCmd(ctx, args, stdout, stderr, os.Stdin)
+	return scriptCmd(ctx, args, stdout, stderr, os.Stdin, os.Getenv)
 }
 
-func scriptCmd(ctx context.Context, args []string, stdout, stderr io.Writer, stdin io.Reader) error {
+func scriptCmd(ctx context.Context, args []string, stdout, stderr io.Writer, stdin io.Reader, getenv func(string) string) error {
 	fset := newFlags("script FILE", "Show what rubickd reads off a batch script's rubick-srun line before the job's\n"+
 		"first start, as it would for a job of yours: the training command, its dialect,\n"+
-		"what it cannot express and its global batch. FILE - reads standard input.\n"+
+		"what it cannot express and its global batch, and where the signals it asks for\n"+
+		"would not have the trainer checkpoint. FILE - reads standard input.\n"+
 		"Exit status 1 when rubickd would read nothing off it, or rubick-srun would run\n"+
 		"no plan of its line.", stderr)
 	workDir := fset.String("workdir", "", "the job's working directory, where a relative DeepSpeed config is (default: this one, as sbatch's)")
 	userName := fset.String("user", "", "the job's user, who must own its DeepSpeed config (default: you)")
 	gpus := fset.Int("gpus", 0, "the GPUs the job asks for, which a Hugging Face Trainer line's global batch depends on (0: unknown)")
+	site := fset.String("checkpoint-signal", getenv(launch.CheckpointSignalEnv),
+		"the site's checkpoint.signal, which rubick-srun's --signal must be (default $"+launch.CheckpointSignalEnv+"; empty: unknown, not checked)")
 	asJSON := fset.Bool("json", false, "write JSON")
 	file, help, err := parseOneArg(fset, args, "FILE")
 	if help || err != nil {
@@ -92,6 +98,9 @@ func scriptCmd(ctx context.Context, args []string, stdout, stderr io.Writer, std
 	for _, w := range sl.Train {
 		v.Line = append(v.Line, launch.ShowUnresolved(w))
 	}
+	for _, err := range sl.CheckSignals(*site) {
+		v.SignalWarnings = append(v.SignalWarnings, launch.ShowUnresolved(err.Error()))
+	}
 	v.Dialect, v.Cannot, v.GlobalBatch = string(f.Dialect), f.Cannot.String(), f.GlobalBatch
 	if f.BatchErr != nil {
 		v.GlobalBatchError = launch.ShowUnresolved(f.BatchErr.Error())
@@ -112,5 +121,10 @@ func scriptCmd(ctx context.Context, args []string, stdout, stderr io.Writer, std
 	}
 	_, err = fmt.Fprintf(stdout, "rubick-srun runs: %s\n  dialect:        %s\n  cannot express: %s\n  global batch:   %s\n",
 		strings.Join(v.Line, " "), v.Dialect, cannot, batch)
+	for _, w := range v.SignalWarnings {
+		if err == nil {
+			_, err = fmt.Fprintf(stdout, "  warning:        %s\n", w)
+		}
+	}
 	return err
 }

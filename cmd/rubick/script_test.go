@@ -58,12 +58,24 @@ func TestScriptCmd(t *testing.T) {
 		{name: "flags from the environment", script: "exec rubick-srun python pretrain_gpt.py $ARGS\n", err: errNothingRead},
 		{name: "no rubick-srun", script: "srun python train.py\n", err: errNothingRead},
 		{name: "context parallel", script: "exec rubick-srun python pretrain_gpt.py --context-parallel-size 2 --global-batch-size 32\n", err: errNoPlan},
+		{
+			name:   "a signal to the batch shell that rubick-srun does not pass on",
+			script: "#!/bin/bash\n#SBATCH --signal=B:USR2@300\nexec rubick-srun --signal TERM python pretrain_gpt.py --global-batch-size 32\n",
+			args:   []string{"--checkpoint-signal", "USR1"},
+			want: scriptView{Line: []string{"python", "pretrain_gpt.py", "--global-batch-size", "32"}, Dialect: "megatron", GlobalBatch: 32,
+				SignalWarnings: []string{
+					"checkpoint signal mismatch: rubick-srun takes TERM as the checkpoint signal (its --signal), but the site's rubickd sends USR1 " +
+						"before a restart: give rubick-srun --signal USR1",
+					"checkpoint signal mismatch: --signal=B:USR2@300 sends USR2 to the batch shell alone, rubick-srun, which passes on only its " +
+						"checkpoint signal (TERM), TERM and INT: the trainer would not get it. Ask for --signal=B:TERM@SECONDS to have the job " +
+						"checkpoint and requeue itself before its time limit, or leave out B: for the trainer's step to get USR2"}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
 			args := append([]string{"-", "--json", "--user", me.Username}, tt.args...)
-			err := scriptCmd(context.Background(), args, &out, &errb, strings.NewReader(tt.script))
+			err := scriptCmd(context.Background(), args, &out, &errb, strings.NewReader(tt.script), noEnv)
 			if tt.err != nil {
 				if !errors.Is(err, tt.err) {
 					t.Fatalf("err = %v, want %v", err, tt.err)
@@ -88,10 +100,13 @@ func TestScriptCmd(t *testing.T) {
 	}
 }
 
+// noEnv is an environment without variables.
+func noEnv(string) string { return "" }
+
 func TestScriptCmdText(t *testing.T) {
 	var out, errb bytes.Buffer
 	script := "exec rubick-srun python pretrain_gpt.py --micro-batch-size 2\n"
-	if err := scriptCmd(context.Background(), []string{"-"}, &out, &errb, strings.NewReader(script)); err != nil {
+	if err := scriptCmd(context.Background(), []string{"-"}, &out, &errb, strings.NewReader(script), noEnv); err != nil {
 		t.Fatal(err)
 	}
 	want := "rubick-srun runs: python pretrain_gpt.py --micro-batch-size 2\n  dialect:        megatron\n" +
@@ -99,7 +114,20 @@ func TestScriptCmdText(t *testing.T) {
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("output (-want +got):\n%s", diff)
 	}
-	if err := scriptCmd(context.Background(), nil, &out, &errb, strings.NewReader(script)); !errors.Is(err, errUsage) {
+	// The site's checkpoint signal from the environment.
+	out.Reset()
+	script = "#SBATCH --signal=B:USR1@60\n" + script
+	env := func(k string) string { return map[string]string{"RUBICK_CHECKPOINT_SIGNAL": "TERM"}[k] }
+	if err := scriptCmd(context.Background(), []string{"-"}, &out, &errb, strings.NewReader(script), env); err != nil {
+		t.Fatal(err)
+	}
+	want += "  warning:        checkpoint signal mismatch: --signal=B:USR1@60 sends USR1 to the batch shell alone, rubick-srun, " +
+		"which passes on only its checkpoint signal (TERM), TERM and INT: the trainer would not get it. Ask for --signal=B:TERM@SECONDS " +
+		"to have the job checkpoint and requeue itself before its time limit, or leave out B: for the trainer's step to get USR1\n"
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("output (-want +got):\n%s", diff)
+	}
+	if err := scriptCmd(context.Background(), nil, &out, &errb, strings.NewReader(script), noEnv); !errors.Is(err, errUsage) {
 		t.Errorf("no FILE: %v, want a usage error", err)
 	}
 }
