@@ -9,7 +9,8 @@ import (
 )
 
 // A group limit set to 0 (sacctmgr modify account physics set GrpJobs=0,
-// or GrpTRES=gres/gpu=0) stops every job it applies to in Slurm: rubickd
+// or GrpTRES=gres/gpu=0), or a per-job one that Slurm applies
+// (MaxTRESPerJob=gres/gpu=0), stops every job it applies to in Slurm: rubickd
 // keeps such a job held and says why, rather than read the 0 as no limit
 // and release the job sized for GPUs Slurm never lets it have.
 func TestCycleHoldsJobUnderZeroLimit(t *testing.T) {
@@ -29,6 +30,12 @@ func TestCycleHoldsJobUnderZeroLimit(t *testing.T) {
 			want: result{Ignored: "waits for association physics GrpTRES=gres/gpu=0 to be raised: Slurm starts no job it applies to"}},
 		// A limit on a type the job does not ask for holds it to nothing.
 		"other type": {qos: slurm.QOS{Zero: []slurm.ZeroLimit{{Name: "GrpTRES=gres/gpu:h100=0", GPUType: "h100"}}}, want: result{Started: true}},
+		"QOS MaxTRESPerJob=gres/gpu=0": {qos: slurm.QOS{Zero: []slurm.ZeroLimit{{Name: "MaxTRESPerJob=gres/gpu=0", PerJob: slurm.JobLimits{GPUs: 1}}}},
+			want: result{Ignored: "waits for QOS normal MaxTRESPerJob=gres/gpu=0 to be raised: Slurm starts no job it applies to"}},
+		// The QOS's bound applies in Slurm, not the association's 0.
+		"account MaxTRESPerJob=gres/gpu=0 behind the QOS's": {qos: slurm.QOS{PerJob: slurm.JobLimits{GPUs: 4}},
+			assoc: []slurm.Association{{Cluster: "lab", Account: "physics", Zero: []slurm.ZeroLimit{{Name: "MaxTRESPerJob=gres/gpu=0", PerJob: slurm.JobLimits{GPUs: 1}}}}},
+			want:  result{Started: true}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -1364,3 +1364,77 @@ func TestMalformedHostlistLogged(t *testing.T) {
 		})
 	}
 }
+
+// A per-job limit set to 0 (MaxTRESPerJob=gres/gpu=0, MaxTRESPerNode,
+// MaxTRESMinsPerJob, MaxWall=0) is read as one that Slurm starts no job
+// under, not as no limit, on both versions, unless a QOS or a nearer
+// association sets the same bound ahead of it: Slurm holds a job to the
+// first that sets one.
+func TestZeroPerJobLimits(t *testing.T) {
+	for _, v := range []struct {
+		version        string
+		path, key      string
+		zero, infinite string
+	}{
+		{Version38, "v0.0.38", "QOS", "0", "null"},
+		{Version41, "v0.0.41", "qos", `{"set":true,"infinite":false,"number":0}`, `{"set":false,"infinite":true,"number":0}`},
+	} {
+		t.Run(v.path, func(t *testing.T) {
+			f, srv := newFakeRestd(t, v.version)
+			c := newTestCluster(t, srv.URL, nil)
+			gpu0 := `{"type":"gres","name":"gpu","id":1001,"count":0}`
+			gpu8 := `{"type":"gres","name":"gpu","id":1001,"count":8}`
+			f.overrides["/slurmdb/"+v.path+"/qos"] = `{"errors":[],"` + v.key + `":[` +
+				`{"name":"normal","limits":{"max":{"wall_clock":{"per":{"job":` + v.infinite + `}},"tres":{"per":{"job":[{"type":"fs","name":"disk","id":6,"count":0}],"node":[{"type":"node","name":null,"id":4,"count":0}]}}}}},` +
+				`{"name":"nojobgpu","limits":{"max":{"tres":{"per":{"job":[` + gpu0 + `]}}}}},` +
+				`{"name":"nonodecpu","limits":{"max":{"tres":{"per":{"node":[{"type":"cpu","name":null,"id":1,"count":0}]}}}}},` +
+				`{"name":"nogpumins","limits":{"max":{"tres":{"minutes":{"per":{"job":[` + gpu0 + `]}}}}}},` +
+				`{"name":"nowall","limits":{"max":{"wall_clock":{"per":{"job":` + v.zero + `}}}}},` +
+				`{"name":"noh100","limits":{"max":{"tres":{"per":{"job":[{"type":"gres","name":"gpu:h100","id":1003,"count":0}]}}}}},` +
+				`{"name":"wide","limits":{"max":{"tres":{"per":{"job":[` + gpu8 + `]}}}}}]}`
+			f.overrides["/slurmdb/"+v.path+"/associations"] = `{"errors":[],"associations":[` +
+				`{"cluster":"lab","account":"root","user":""},` +
+				`{"cluster":"lab","account":"chem","user":"","parent_account":"root","max":{"tres":{"per":{"job":[` + gpu0 + `]}}}},` +
+				`{"cluster":"lab","account":"chem","user":"bo","max":{"tres":{"per":{"job":[` + gpu8 + `]}}}},` +
+				`{"cluster":"lab","account":"geo","user":"","parent_account":"root","max":{"jobs":{"per":{"wall_clock":` + v.zero + `}}}}]}`
+			l, err := c.Limits(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			jobs := map[string]Job{
+				"none":               {QOS: "normal", Account: "root", User: "ann"},
+				"QOS MaxTRESPerJob":  {QOS: "nojobgpu", Account: "root", User: "ann"},
+				"QOS MaxTRESPerNode": {QOS: "nonodecpu", Account: "root", User: "ann"},
+				"QOS MaxTRESMins":    {QOS: "nogpumins", Account: "root", User: "ann"},
+				"QOS MaxWall":        {QOS: "nowall", Account: "root", User: "ann"},
+				"h100":               {QOS: "noh100", Account: "root", User: "ann", GPUTypes: []string{"h100"}},
+				"a100":               {QOS: "noh100", Account: "root", User: "ann", GPUTypes: []string{"a100"}},
+				"account":            {QOS: "normal", Account: "chem", User: "ann"},
+				"QOS sets it ahead":  {QOS: "wide", Account: "chem", User: "ann"},
+				"user sets it ahead": {QOS: "normal", Account: "chem", User: "bo"},
+				"account MaxWall":    {QOS: "normal", Account: "geo", User: "ann"},
+			}
+			want := map[string]string{
+				"none":               "",
+				"QOS MaxTRESPerJob":  "QOS nojobgpu MaxTRESPerJob=gres/gpu=0",
+				"QOS MaxTRESPerNode": "QOS nonodecpu MaxTRESPerNode=cpu=0",
+				"QOS MaxTRESMins":    "QOS nogpumins MaxTRESMinsPerJob=gres/gpu=0",
+				"QOS MaxWall":        "QOS nowall MaxWall=0",
+				"h100":               "QOS noh100 MaxTRESPerJob=gres/gpu:h100=0",
+				"a100":               "",
+				"account":            "association chem MaxTRESPerJob=gres/gpu=0",
+				"QOS sets it ahead":  "",
+				"user sets it ahead": "",
+				"account MaxWall":    "association geo MaxWall=0",
+			}
+			got := map[string]string{}
+			for name, j := range jobs {
+				j.Cluster = "lab"
+				got[name] = l.Zero(j, "gpu")
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("Zero (-want +got):\n%s", d)
+			}
+		})
+	}
+}

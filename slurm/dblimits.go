@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // The QOS and association lists of slurmdbd, as slurmrestd's database
@@ -218,45 +219,80 @@ func (m *dbMax) unread(qos bool) []string {
 	return out
 }
 
-// zeros lists the group limits of m (a QOS's with qos) set to 0 on a TRES
-// rubick plans with ("GrpTRES=gres/gpu=0"), in the order unread lists
-// limits. jobCount and groupIn read such a limit as none, which it is not:
-// Slurm starts no job it applies to until it is raised.
+// zeros lists the limits of m (a QOS's with qos) set to 0 on what rubick
+// plans with: the group limits on a TRES ("GrpTRES=gres/gpu=0"), in the
+// order unread lists limits, then the per-job ones (MaxTRESPerJob,
+// MaxTRESPerNode, MaxTRESMinsPerJob, MaxWall). perJob, jobCount and
+// groupIn read such a limit as none, which it is not: Slurm starts no job
+// it applies to until it is raised (a job asking for any GPUs is above
+// MaxTRESPerJob=gres/gpu=0, any time limit above MaxWall=0).
 func (m *dbMax) zeros(qos bool) []ZeroLimit {
-	if m == nil || m.Tres == nil {
+	if m == nil {
 		return nil
 	}
 	var out []ZeroLimit
-	add := func(limit string, l *[]dbTRES) {
+	// mark is nil for a group limit, and reads a per-job one's bound
+	// (ZeroLimit.PerJob) off a list of its one TRES.
+	add := func(limit string, l *[]dbTRES, mark func(*[]dbTRES) JobLimits) {
 		for _, t := range deref(l) {
 			if t.Count != 0 {
 				continue
 			}
 			z := ZeroLimit{Name: fmt.Sprintf("%s=%s=0", limit, strings.TrimSuffix(t.Type+"/"+t.Name, "/"))}
+			one := dbTRES{Type: t.Type, Name: t.Name, Count: 1}
 			if gpuType, ok := strings.CutPrefix(t.Name, "gpu:"); t.Type == "gres" && ok && gpuType != "" {
-				z.GPUType = gpuType
-			} else if groupIn(&[]dbTRES{{Type: t.Type, Name: t.Name, Count: 1}}) == (GroupLimits{}) {
+				z.GPUType, one.Name = gpuType, "gpu" // its bound is on the type's GPUs
+			}
+			switch {
+			case mark != nil:
+				if z.PerJob = mark(&[]dbTRES{one}); z.PerJob == (JobLimits{}) {
+					continue // a TRES rubick does not plan with in this role
+				}
+			case z.GPUType == "" && groupIn(&[]dbTRES{one}) == (GroupLimits{}):
 				continue // a TRES rubick does not plan with
 			}
 			out = append(out, z)
 		}
 	}
-	tr := m.Tres
-	add("GrpTRES", tr.Total)
-	if tr.Per != nil && qos {
-		add("MaxTRESPerUser", tr.Per.User)
-		add("MaxTRESPerAccount", tr.Per.Account)
+	if tr := m.Tres; tr != nil {
+		add("GrpTRES", tr.Total, nil)
+		if tr.Per != nil && qos {
+			add("MaxTRESPerUser", tr.Per.User, nil)
+			add("MaxTRESPerAccount", tr.Per.Account, nil)
+		}
+		if mp := m.minutesPer(); mp != nil {
+			add("GrpTRESRunMins", mp.QOS, nil)
+			add("MaxTRESRunMinsPU", mp.User, nil)
+			add("MaxTRESRunMinsPA", mp.Account, nil)
+		}
+		if !qos && tr.Group != nil {
+			add("GrpTRESRunMins", tr.Group.Active, nil)
+			add("GrpTRESMins", tr.Group.Minutes, nil)
+		}
+		if tr.Per != nil {
+			add("MaxTRESPerJob", tr.Per.Job, jobTRESIn)
+			add("MaxTRESPerNode", tr.Per.Node, nodeTRESIn)
+		}
+		if mp := m.minutesPer(); mp != nil {
+			add("MaxTRESMinsPerJob", mp.Job, jobMinsIn)
+		}
 	}
-	if mp := m.minutesPer(); mp != nil {
-		add("GrpTRESRunMins", mp.QOS)
-		add("MaxTRESRunMinsPU", mp.User)
-		add("MaxTRESRunMinsPA", mp.Account)
-	}
-	if !qos && tr.Group != nil {
-		add("GrpTRESRunMins", tr.Group.Active)
-		add("GrpTRESMins", tr.Group.Minutes)
+	if w := m.wall(); w.Set && !w.Infinite && w.Value == 0 {
+		out = append(out, ZeroLimit{Name: "MaxWall=0", PerJob: JobLimits{Wall: time.Minute}})
 	}
 	return out
+}
+
+// wall is m's time limit in minutes (MaxWall): a QOS's wall_clock.per.job,
+// else an association's jobs.per.wall_clock.
+func (m *dbMax) wall() flexInt {
+	if m.WallClock != nil && m.WallClock.Per != nil && m.WallClock.Per.Job.Set {
+		return m.WallClock.Per.Job
+	}
+	if m.Jobs != nil && m.Jobs.Per != nil {
+		return m.Jobs.Per.WallClock
+	}
+	return flexInt{}
 }
 
 // zeroJobs is zs with limit added when f, a job count, is set to 0; own
@@ -404,16 +440,33 @@ func (m *dbMax) perJob() JobLimits {
 		out.Wall = cmp.Or(out.Wall, minutes(m.Jobs.Per.WallClock.Value))
 	}
 	if mp := m.minutesPer(); mp != nil {
-		m := runMinsIn(mp.Job)
-		out.GPUMins, out.CPUMins, out.MemMins, out.BillingMins = m.GPURunMins, m.CPURunMins, m.MemRunMins, m.BillingRunMins
-		out.NodeMins = m.NodeRunMins
+		out.fill(jobMinsIn(mp.Job))
 	}
 	if m.Tres == nil || m.Tres.Per == nil {
 		return out
 	}
-	job := groupIn(m.Tres.Per.Job) // the TRES a group limit reads, for one job
-	out.GPUs, out.Nodes, out.CPUs, out.MemMB, out.Billing = job.GPUs, job.Nodes, job.CPUs, job.MemMB, job.Billing
-	node := groupIn(m.Tres.Per.Node) // the same TRES, on each node
-	out.GPUsPerNode, out.CPUsPerNode, out.MemMBPerNode, out.BillingPerNode = node.GPUs, node.CPUs, node.MemMB, node.Billing
+	out.fill(jobTRESIn(m.Tres.Per.Job))
+	out.fill(nodeTRESIn(m.Tres.Per.Node))
 	return out
+}
+
+// jobTRESIn reads gres/gpu, node, cpu, mem and billing off a
+// MaxTRESPerJob list: the TRES a group limit reads, for one job.
+func jobTRESIn(l *[]dbTRES) JobLimits {
+	g := groupIn(l)
+	return JobLimits{GPUs: g.GPUs, Nodes: g.Nodes, CPUs: g.CPUs, MemMB: g.MemMB, Billing: g.Billing}
+}
+
+// nodeTRESIn reads gres/gpu, cpu, mem and billing off a MaxTRESPerNode
+// list: the same TRES, on each node.
+func nodeTRESIn(l *[]dbTRES) JobLimits {
+	g := groupIn(l)
+	return JobLimits{GPUsPerNode: g.GPUs, CPUsPerNode: g.CPUs, MemMBPerNode: g.MemMB, BillingPerNode: g.Billing}
+}
+
+// jobMinsIn reads gres/gpu, cpu, mem, billing and node off a
+// MaxTRESMinsPerJob list.
+func jobMinsIn(l *[]dbTRES) JobLimits {
+	m := runMinsIn(l)
+	return JobLimits{GPUMins: m.GPURunMins, CPUMins: m.CPURunMins, MemMins: m.MemRunMins, BillingMins: m.BillingRunMins, NodeMins: m.NodeRunMins}
 }

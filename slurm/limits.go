@@ -126,10 +126,7 @@ func (l Limits) tres(j Job, partition string) JobLimits {
 	var typed JobLimits // the limits on the one GPU type j asks for
 	fill := func(perJob JobLimits, t TypedGPUs) {
 		out.fill(perJob)
-		if len(j.GPUTypes) == 1 {
-			g := j.GPUTypes[0]
-			typed.fill(JobLimits{GPUs: t.PerJob[g], GPUsPerNode: t.PerNode[g], GPUMins: int64(t.PerJobMins[g])})
-		}
+		typed.fill(t.perJobOf(j))
 	}
 	for _, q := range l.qosOf(j, partition) {
 		fill(q.PerJob, q.Typed)
@@ -139,6 +136,16 @@ func (l Limits) tres(j Job, partition string) JobLimits {
 	}
 	out.GPUs, out.GPUsPerNode, out.GPUMins = tighter(out.GPUs, typed.GPUs), tighter(out.GPUsPerNode, typed.GPUsPerNode), tighter(out.GPUMins, typed.GPUMins)
 	return out
+}
+
+// perJobOf is what t allows one job of the one GPU type j asks for, in
+// GPUs, GPUsPerNode and GPUMins; nothing for a job asking for no one type.
+func (t TypedGPUs) perJobOf(j Job) JobLimits {
+	if len(j.GPUTypes) != 1 {
+		return JobLimits{}
+	}
+	g := j.GPUTypes[0]
+	return JobLimits{GPUs: t.PerJob[g], GPUsPerNode: t.PerNode[g], GPUMins: int64(t.PerJobMins[g])}
 }
 
 // fill sets each bound l leaves unset (0) to from's.
@@ -357,11 +364,13 @@ func (l Limits) Groups(j Job, partition string) []Group {
 	return out
 }
 
-// ZeroLimit is a group limit of a QOS or an association set to 0 on what
-// rubick plans with: GPUs, CPUs, memory, billing or nodes, their minutes,
-// or running jobs ("GrpJobs=0", "GrpTRES=gres/gpu=0"). Slurm starts no job
-// it applies to until it is raised (sacctmgr's way of stopping an account's
-// or a user's jobs), where a limit rubick reads as 0 is none.
+// ZeroLimit is a limit of a QOS or an association set to 0 on what rubick
+// plans with: a group limit on GPUs, CPUs, memory, billing or nodes, their
+// minutes, or running jobs ("GrpJobs=0", "GrpTRES=gres/gpu=0"), or a
+// per-job one on the same ("MaxTRESPerJob=gres/gpu=0", "MaxWall=0"). Slurm
+// starts no job it applies to until it is raised (sacctmgr's way of
+// stopping an account's or a user's jobs), where a limit rubick reads as 0
+// is none.
 type ZeroLimit struct {
 	// Name is the limit as an admin sets it.
 	Name string
@@ -371,16 +380,36 @@ type ZeroLimit struct {
 	// Own marks an association's MaxJobs, which applies to its own jobs
 	// alone (Groups).
 	Own bool
+	// PerJob marks a per-job limit: the one JobLimits bound it sets is
+	// nonzero (GPUs, GPUsPerNode or GPUMins for one of GPUType). Slurm
+	// holds a job to the first QOS, then the nearest association, that
+	// sets that bound (PerJob), so one behind a bound set nearer applies
+	// to nothing.
+	PerJob JobLimits
 }
 
-// Zero names the first group limit set to 0 (ZeroLimit) that job j run in
+// Zero names the first limit set to 0 (ZeroLimit) that job j run in
 // partition counts against, with whose it is ("association physics GrpJobs=0"):
 // its QOS's and its partition's QOS's, then its associations' (as Groups
-// lists them); "" when none does. Slurm starts no such job until the limit
-// is raised.
+// lists them); "" when none does. A per-job one counts only where no QOS
+// or association ahead of it in PerJob's order sets the same bound. Slurm
+// starts no such job until the limit is raised.
 func (l Limits) Zero(j Job, partition string) string {
+	var set, typed JobLimits // the per-job bounds set ahead, as tres reads them
 	applies := func(z ZeroLimit) bool {
-		return z.GPUType == "" || len(j.GPUTypes) == 1 && j.GPUTypes[0] == z.GPUType
+		if z.GPUType != "" && (len(j.GPUTypes) != 1 || j.GPUTypes[0] != z.GPUType) {
+			return false
+		}
+		if z.PerJob == (JobLimits{}) {
+			return true
+		}
+		ahead := set
+		if z.GPUType != "" {
+			ahead = typed
+		}
+		probe := ahead
+		probe.fill(z.PerJob)
+		return probe != ahead // not set ahead
 	}
 	for _, q := range l.qosOf(j, partition) {
 		for _, z := range q.Zero {
@@ -388,6 +417,8 @@ func (l Limits) Zero(j Job, partition string) string {
 				return "QOS " + q.Name + " " + z.Name
 			}
 		}
+		set.fill(q.PerJob)
+		typed.fill(q.Typed.perJobOf(j))
 	}
 	for i, a := range l.chain(j, partition) {
 		for _, z := range a.Zero {
@@ -395,6 +426,8 @@ func (l Limits) Zero(j Job, partition string) string {
 				return "association " + a.path() + " " + z.Name
 			}
 		}
+		set.fill(a.PerJob)
+		typed.fill(a.Typed.perJobOf(j))
 	}
 	return ""
 }

@@ -79,6 +79,57 @@ func TestLimitsPerJob(t *testing.T) {
 	}
 }
 
+// A per-job limit of 0 holds a job only where it is the one Slurm applies:
+// none set ahead of it in PerJob's order (the partition's QOS, then the
+// job's unless that has OverPartQOS, then the nearest association), on the
+// same bound; a limit on one GPU type only where the job asks for it.
+func TestLimitsZeroPerJob(t *testing.T) {
+	gpus0 := ZeroLimit{Name: "MaxTRESPerJob=gres/gpu=0", PerJob: JobLimits{GPUs: 1}}
+	l := Limits{
+		QOS: map[string]QOS{
+			"normal": {Name: "normal"},
+			"none":   {Name: "none", Zero: []ZeroLimit{gpus0}},
+			"over":   {Name: "over", OverPartQOS: true, Zero: []ZeroLimit{gpus0}},
+			"eight":  {Name: "eight", PerJob: JobLimits{GPUs: 8}},
+			// a bound on CPUs ahead leaves a 0 on GPUs standing
+			"cpus":   {Name: "cpus", PerJob: JobLimits{CPUs: 8}},
+			"h100":   {Name: "h100", Typed: TypedGPUs{PerJob: map[string]int{"h100": 4}}},
+			"noh100": {Name: "noh100", Zero: []ZeroLimit{{Name: "MaxTRESPerJob=gres/gpu:h100=0", GPUType: "h100", PerJob: JobLimits{GPUs: 1}}}},
+		},
+		Partitions: map[string]Partition{"gpu": {Name: "gpu"}, "shared": {Name: "shared", QOS: "eight"},
+			"closed": {Name: "closed", QOS: "none"}, "typed": {Name: "typed", QOS: "h100"}, "cpus": {Name: "cpus", QOS: "cpus"}},
+		Associations: []Association{
+			{Cluster: "lab", Account: "root"},
+			{Cluster: "lab", Account: "physics", Parent: "root", Zero: []ZeroLimit{gpus0}},
+		},
+	}
+	tests := map[string]struct {
+		qos, account, partition string
+		types                   []string
+		want                    string
+	}{
+		"job QOS":                        {"none", "root", "gpu", nil, "QOS none MaxTRESPerJob=gres/gpu=0"},
+		"partition QOS ahead":            {"none", "root", "shared", nil, ""},
+		"partition QOS's own":            {"eight", "root", "closed", nil, "QOS none MaxTRESPerJob=gres/gpu=0"},
+		"OverPartQOS ahead":              {"over", "root", "shared", nil, "QOS over MaxTRESPerJob=gres/gpu=0"},
+		"other bound ahead":              {"none", "root", "cpus", nil, "QOS none MaxTRESPerJob=gres/gpu=0"},
+		"association":                    {"normal", "physics", "gpu", nil, "association physics MaxTRESPerJob=gres/gpu=0"},
+		"QOS ahead of association":       {"eight", "physics", "gpu", nil, ""},
+		"typed":                          {"noh100", "root", "gpu", []string{"h100"}, "QOS noh100 MaxTRESPerJob=gres/gpu:h100=0"},
+		"typed, other type":              {"noh100", "root", "gpu", []string{"a100"}, ""},
+		"typed, set ahead":               {"noh100", "root", "typed", []string{"h100"}, ""},
+		"typed, untyped ahead no matter": {"noh100", "root", "shared", []string{"h100"}, "QOS noh100 MaxTRESPerJob=gres/gpu:h100=0"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			j := Job{Cluster: "lab", QOS: tc.qos, Account: tc.account, User: "ann", GPUTypes: tc.types}
+			if diff := cmp.Diff(tc.want, l.Zero(j, tc.partition)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // MinTRESPerJob: each TRES from the first QOS that sets it (the
 // partition's QOS, then the job's, as for maxima), a minimum on the one
 // GPU type a job asks for counted in its GPUs, and one on a type it does
