@@ -21,7 +21,10 @@ func TestCycleHoldsJobUnderZeroLimit(t *testing.T) {
 	tests := map[string]struct {
 		qos   slurm.QOS
 		assoc []slurm.Association
-		want  result
+		// budget is QOS normal's as slurmctld lists it (scontrol show
+		// assoc_mgr), for the cycle's budgets reading.
+		budget *slurm.Budget
+		want   result
 	}{
 		"none": {want: result{Started: true}},
 		"QOS GrpJobs=0": {qos: slurm.QOS{Zero: []slurm.ZeroLimit{{Name: "GrpJobs=0"}}},
@@ -36,6 +39,9 @@ func TestCycleHoldsJobUnderZeroLimit(t *testing.T) {
 		"account MaxTRESPerJob=gres/gpu=0 behind the QOS's": {qos: slurm.QOS{PerJob: slurm.JobLimits{GPUs: 4}},
 			assoc: []slurm.Association{{Cluster: "lab", Account: "physics", Zero: []slurm.ZeroLimit{{Name: "MaxTRESPerJob=gres/gpu=0", PerJob: slurm.JobLimits{GPUs: 1}}}}},
 			want:  result{Started: true}},
+		// slurmdbd does not list a QOS's GrpTRESMins; slurmctld does.
+		"QOS GrpTRESMins=gres/gpu=0": {budget: &slurm.Budget{Spent: slurm.GroupLimits{GPURunMins: 30}, Zero: []slurm.ZeroLimit{{Name: "GrpTRESMins=gres/gpu=0"}}},
+			want: result{Ignored: "waits for QOS normal GrpTRESMins=gres/gpu=0 to be raised: Slurm starts no job it applies to"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -48,6 +54,9 @@ func TestCycleHoldsJobUnderZeroLimit(t *testing.T) {
 			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: labNodes(4), jobs: []slurm.Job{j}}, limits: limits}
 			a := &fakeApplier{}
 			d, _ := newTestDaemonWith(t, c, a, func(*Config) {})
+			if tc.budget != nil {
+				d.deps.Budgets = &fakeBudgets{b: slurm.Budgets{QOS: map[string]slurm.Budget{"normal": *tc.budget}}}
+			}
 			rep, err := d.Cycle(context.Background(), false)
 			if err != nil {
 				t.Fatal(err)

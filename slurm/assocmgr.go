@@ -24,9 +24,13 @@ type Budget struct {
 	// (GrpTRESMins=gres/gpu:h100=5000), by type, in Limit's and Spent's
 	// GPURunMins; nil where none is set.
 	Typed map[string]Budget
+	// Zero lists a QOS's entries set to 0 ("GrpTRESMins=gres/gpu=0"),
+	// which Limit reads as none: Slurm starts no job under one, whatever
+	// was used (its usage is never below 0).
+	Zero []ZeroLimit
 }
 
-// IsSet reports whether b bounds anything.
+// IsSet reports whether b bounds anything above 0.
 func (b Budget) IsSet() bool {
 	return b.bounds() || len(b.Typed) > 0
 }
@@ -251,10 +255,12 @@ func ParseAssocMgr(out []byte) (Budgets, error) {
 				return Budgets{}, err
 			}
 			switch {
-			case !bud.IsSet():
-			case assoc != nil:
+			case assoc != nil && bud.IsSet():
+				// slurmdbd's listing gives an association's entries set
+				// to 0 (Association.Zero).
+				bud.Zero = nil
 				b.Assoc[*assoc] = bud
-			case qos != "":
+			case qos != "" && (bud.IsSet() || len(bud.Zero) > 0):
 				b.QOS[qos] = bud
 			}
 		}
@@ -370,6 +376,13 @@ func parseBudget(list string) (Budget, error) {
 		if *e.limit, err = strconv.ParseInt(limit, 10, 64); err != nil || *e.limit < 0 {
 			return Budget{}, fmt.Errorf("assoc_mgr: GrpTRESMins %s=%q: limit %q not a count", e.key, v, limit)
 		}
+		if *e.limit == 0 {
+			var gpuType string
+			if t, ok := strings.CutPrefix(e.key, "gres/gpu:"); ok {
+				gpuType = t
+			}
+			b.Zero = append(b.Zero, ZeroLimit{Name: "GrpTRESMins=" + e.key + "=0", GPUType: gpuType})
+		}
 	}
 	for t, tb := range typed {
 		if tb.Limit.GPURunMins > 0 {
@@ -384,7 +397,8 @@ func parseBudget(list string) (Budget, error) {
 
 // WithBudgets is l with the budgets of b on its QOS and associations (those
 // slurmdbd listed; a budget of one it did not list is dropped) and none on
-// the others, and b's Tick. l itself is not changed.
+// the others, and b's Tick; a QOS's budget entries set to 0 join its Zero
+// (slurmdbd lists an association's, not a QOS's). l itself is not changed.
 func (l Limits) WithBudgets(b Budgets) Limits {
 	var qos map[string]QOS
 	if l.QOS != nil {
@@ -392,6 +406,9 @@ func (l Limits) WithBudgets(b Budgets) Limits {
 	}
 	for name, q := range l.QOS {
 		q.Budget = b.QOS[name]
+		if len(q.Budget.Zero) > 0 {
+			q.Zero = slices.Concat(q.Zero, q.Budget.Zero)
+		}
 		qos[name] = q
 	}
 	assocs := slices.Clone(l.Associations)

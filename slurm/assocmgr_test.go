@@ -87,7 +87,7 @@ func TestParseAssocMgrErrors(t *testing.T) {
 
 // A QOS's per-account and per-user sections (MaxTRESRunMinsPA and the
 // like) do not overwrite its own GrpTRESMins, and a record without one
-// lists nothing. A memory budget alone is one (mem, MiB-minutes; vmem is
+// lists nothing (a QOS's entries set to 0 are listed, in Zero). A memory budget alone is one (mem, MiB-minutes; vmem is
 // another TRES), and so is a node-minute budget alone, or one of a GPU
 // type alone.
 func TestParseAssocMgrSections(t *testing.T) {
@@ -111,6 +111,16 @@ QOS=nodes(4)
 QOS=h100(5)
     GrpTRESMins=cpu=N(0),mem=N(0),node=N(0),billing=N(0),gres/gpu=N(40),gres/gpu:a100=N(30),gres/gpu:h100=5000(10)
     Priority=0
+QOS=closed(6)
+    GrpTRESMins=cpu=0(3),mem=N(0),energy=0(0),node=N(0),billing=N(0),gres/gpu=0(12),gres/gpu:h100=0(2)
+    Priority=0
+
+Association Records
+
+ClusterName=lab Account=frozen UserName= Partition= Priority=0 ID=3
+    GrpTRESMins=cpu=N(0),gres/gpu=0(12)
+ClusterName=lab Account=half UserName= Partition= Priority=0 ID=4
+    GrpTRESMins=cpu=0(0),gres/gpu=100(12)
 `
 	got, err := ParseAssocMgr([]byte(out))
 	if err != nil {
@@ -122,9 +132,16 @@ QOS=h100(5)
 		// A budget of one GPU type alone; what the others used is not
 		// bounded.
 		"h100": {Spent: GroupLimits{GPURunMins: 40},
-			Typed: map[string]Budget{"h100": {Limit: GroupLimits{GPURunMins: 5000}, Spent: GroupLimits{GPURunMins: 10}}}}},
-		Assoc: map[AssocKey]Budget{}, FairShare: FairShares{},
-		QOSPriority: map[string]int64{"normal": 10, "idle": 0, "memory": 0, "nodes": 0, "h100": 0}}
+			Typed: map[string]Budget{"h100": {Limit: GroupLimits{GPURunMins: 5000}, Spent: GroupLimits{GPURunMins: 10}}}},
+		// Entries set to 0 are limits Slurm starts no job under, not
+		// none; one on a TRES rubick does not plan with is left out.
+		"closed": {Spent: GroupLimits{GPURunMins: 12, CPURunMins: 3}, Zero: []ZeroLimit{{Name: "GrpTRESMins=gres/gpu=0"}, {Name: "GrpTRESMins=cpu=0"},
+			{Name: "GrpTRESMins=gres/gpu:h100=0", GPUType: "h100"}}}},
+		// An association's come from slurmdbd's listing (Association.Zero).
+		Assoc:         map[AssocKey]Budget{{Cluster: "lab", Account: "half"}: {Limit: GroupLimits{GPURunMins: 100}, Spent: GroupLimits{GPURunMins: 12}}},
+		FairShare:     FairShares{},
+		QOSPriority:   map[string]int64{"normal": 10, "idle": 0, "memory": 0, "nodes": 0, "h100": 0, "closed": 0},
+		AssocPriority: map[AssocKey]int64{{Cluster: "lab", Account: "frozen"}: 0, {Cluster: "lab", Account: "half"}: 0}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -331,6 +348,30 @@ func TestWithBudgets(t *testing.T) {
 	}
 	if l.QOS["old"].Budget.Limit.GPURunMins != 5 || l.Associations[1].Budget.IsSet() {
 		t.Error("WithBudgets changed the limits it was called on")
+	}
+}
+
+// A QOS's GrpTRESMins entry set to 0, which only slurmctld lists, is a
+// limit its jobs wait under (Limits.Zero), after the listing's own; the
+// limits WithBudgets was called on keep theirs alone, reading after
+// reading.
+func TestWithBudgetsZero(t *testing.T) {
+	listed := ZeroLimit{Name: "GrpJobs=0"}
+	l := Limits{QOS: map[string]QOS{"normal": {Name: "normal"}, "frozen": {Name: "frozen", Zero: []ZeroLimit{listed}}}}
+	zeros := Budget{Zero: []ZeroLimit{{Name: "GrpTRESMins=gres/gpu=0"}}}
+	for range 2 {
+		got := l.WithBudgets(Budgets{QOS: map[string]Budget{"normal": zeros, "frozen": zeros}})
+		for qos, want := range map[string]string{"normal": "QOS normal GrpTRESMins=gres/gpu=0", "frozen": "QOS frozen GrpJobs=0"} {
+			if z := got.Zero(Job{QOS: qos}, "gpu"); z != want {
+				t.Errorf("QOS %s: Zero = %q, want %q", qos, z, want)
+			}
+		}
+		if diff := cmp.Diff([]ZeroLimit{listed, zeros.Zero[0]}, got.QOS["frozen"].Zero); diff != "" {
+			t.Errorf("QOS frozen's zeros (-want +got):\n%s", diff)
+		}
+	}
+	if diff := cmp.Diff([]ZeroLimit{listed}, l.QOS["frozen"].Zero); diff != "" {
+		t.Errorf("WithBudgets changed the limits it was called on (-want +got):\n%s", diff)
 	}
 }
 
