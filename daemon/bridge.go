@@ -1363,9 +1363,14 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			v.asSubmitted(j, "Slurm holds it at any size for "+unmet)
 			continue
 		}
-		if zero := in.Limits.Zero(j, part); zero != "" && j.State == slurm.StatePending {
-			// Not no limit: Slurm starts none of the group's jobs.
-			v.waits(j, fmt.Sprintf("waits for %s to be raised: Slurm starts no job it applies to", zero))
+		if zero := in.Limits.Zero(j, part); zero != "" {
+			// Not no limit: Slurm starts no job it applies to, and a
+			// running one it requeued would wait until it is raised.
+			if j.State == slurm.StatePending {
+				v.waits(j, fmt.Sprintf("waits for %s to be raised: Slurm starts no job it applies to", zero))
+			} else {
+				v.Unmanaged[j.ID] = fmt.Sprintf("%s: runs on as it is, since Slurm would not start it again until the limit is raised", zero)
+			}
 			continue
 		}
 		groups := groupsOf.of(j, part)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/policy"
 	"github.com/rubick-sched/rubick/slurm"
 )
 
@@ -73,4 +74,60 @@ func TestCycleHoldsJobUnderZeroLimit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A running job under a limit set to 0 (lowered while it ran: Slurm does
+// not stop it) runs on as it is: restarted on another size or preempted,
+// it would wait until the limit is raised. The policy is not offered it,
+// so it can do neither, and rubick says why; a pending job under the same
+// limit waits, and one under none is planned.
+func TestCycleKeepsRunningJobUnderZeroLimit(t *testing.T) {
+	for name, zero := range map[string]slurm.ZeroLimit{
+		"GrpJobs=0":                {Name: "GrpJobs=0"},
+		"MaxTRESPerJob=gres/gpu=0": {Name: "MaxTRESPerJob=gres/gpu=0", PerJob: slurm.JobLimits{GPUs: 1}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			running := runningJob(5, "bert")
+			running.Cluster, running.QOS, running.Account = "lab", "frozen", "physics"
+			running.NodeList, running.GPUs, running.Tag.Plan = []string{"node1"}, 4, "dp4.tp1.pp1.mb8.a1.z0"
+			pending := heldJob(6, "bert", 1, 4)
+			pending.Cluster, pending.QOS, pending.Account, pending.User = "lab", "frozen", "physics", "alice"
+			other := heldJob(7, "bert", 1, 4)
+			other.Cluster, other.QOS, other.Account, other.User = "lab", "normal", "physics", "alice"
+			nodes := labNodes(2)
+			nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 4, 8
+			limits := slurm.Limits{QOS: map[string]slurm.QOS{"frozen": {Name: "frozen", Zero: []slurm.ZeroLimit{zero}}, "normal": {Name: "normal"}},
+				Partitions: map[string]slurm.Partition{"gpu": {Name: "gpu"}}}
+			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: nodes, jobs: []slurm.Job{running, pending, other}}, limits: limits}
+			d, _ := newTestDaemonWith(t, c, &fakeApplier{}, func(*Config) {})
+			offered := &offeredJobs{}
+			d.deps.Policy = offered
+			rep, err := d.Cycle(context.Background(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]string{"7"}, offered.ids); diff != "" {
+				t.Errorf("jobs offered to the policy (-want +got):\n%s", diff)
+			}
+			want := map[int]string{
+				5: "QOS frozen " + zero.Name + ": runs on as it is, since Slurm would not start it again until the limit is raised",
+				6: "waits for QOS frozen " + zero.Name + " to be raised: Slurm starts no job it applies to",
+			}
+			if diff := cmp.Diff(want, rep.Ignored); diff != "" {
+				t.Errorf("ignored (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// offeredJobs is a Policy that plans nothing and records the jobs of the
+// snapshot it was given.
+type offeredJobs struct{ ids []string }
+
+func (*offeredJobs) Name() string { return "offered" }
+func (o *offeredJobs) Decide(_ context.Context, s *policy.Snapshot) (policy.Plan, error) {
+	for _, j := range s.Jobs {
+		o.ids = append(o.ids, j.ID)
+	}
+	return policy.Plan{}, nil
 }
