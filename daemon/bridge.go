@@ -1453,6 +1453,9 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		}
 		pj.Max = policy.Size{GPUs: lim.GPUs, Nodes: lim.Nodes, CPUs: lim.CPUs, MemGB: float64(lim.MemMB) / 1024,
 			GPUsPerNode: lim.GPUsPerNode, CPUsPerNode: lim.CPUsPerNode, MemGBPerNode: float64(lim.MemMBPerNode) / 1024}
+		// Slurm raises the CPUs of a job with more memory per CPU than
+		// this, past what the policy counted free.
+		pj.MaxMemPerCPUGB = float64(in.Limits.Partitions[part].MaxMemPerCPUMB) / 1024
 		if nodeRoom.room >= 0 {
 			pj.NodeQuota = &policy.NodeQuota{Shared: nodeRoom.shared, New: nodeRoom.room}
 		}

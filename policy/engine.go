@@ -182,7 +182,7 @@ func (a rank) compare(b rank) int {
 
 // ranked reports whether best-effort jobs go by rank before slope.
 // minCPG is the fewest CPUs j runs with per GPU.
-func (e *engine) minCPG(j *Job) int { return max(e.cfg.MinCPUsPerGPU, j.CPUsPerGPU) }
+func (e *engine) minCPG(j *Job) int { return j.minCPG(e.cfg.MinCPUsPerGPU) }
 
 func (e *engine) ranked() bool { return e.cfg.BestEffortOrder != OrderSlope }
 
@@ -2042,8 +2042,10 @@ func (r *round) memFits(js *jstate, plan model.Plan, memFree []float64, reserve 
 
 func (r *round) allocOf(js *jstate, plan model.Plan) []NodeAlloc {
 	out := make([]NodeAlloc, 0, len(js.cur))
+	need := js.est.Memory(plan, r.placement(js.cur).Canonical()).HostGBNode
 	for _, s := range js.cur {
-		out = append(out, NodeAlloc{Node: r.nodes[s.node].n.Name, GPUs: s.gpus, CPUs: s.cpus, MemGB: r.hostMem(js, plan, s.gpus)})
+		mem := js.j.cpuMem(r.hostMem(js, plan, s.gpus), s.gpus, s.cpus, need, js.hostBase)
+		out = append(out, NodeAlloc{Node: r.nodes[s.node].n.Name, GPUs: s.gpus, CPUs: s.cpus, MemGB: mem})
 	}
 	return out
 }

@@ -1378,6 +1378,61 @@ func TestJobCPUsPerGPU(t *testing.T) {
 	}
 }
 
+// A job in a partition with MaxMemPerCPU is booked no more host memory on
+// a node than its CPUs there times MaxMemPerCPU, with every policy: Slurm
+// would raise its CPUs to that, past what the policy counted free. The
+// policy's default per GPU (HostMemPerGPUGB, 16 GB) is cut to fit; memory
+// the job asked for per GPU is kept, with a CPU per MaxMemPerCPU of it.
+// The node of TestJobCPUsPerGPU, and 4 GB per CPU: without the limit,
+// rubick starts the job with 6 CPUs and 32 GB or more.
+func TestJobMaxMemPerCPU(t *testing.T) {
+	for _, tc := range []struct{ perCPU, perGPU float64 }{{0, 0}, {4, 0}, {4, 16}} {
+		other := pt.NewJob("busy", "small").GPUs(4).CPUs(26).Running(model.Plan{}, time.Hour, policy.NodeAlloc{Node: "n0", GPUs: 4, CPUs: 26, MemGB: 64}).Obj()
+		j := pt.NewJob("a", "small").GPUs(2).CPUs(8).Obj()
+		j.MaxMemPerCPUGB, j.Request.MemPerGPUGB = tc.perCPU, tc.perGPU
+		nodes := pt.Cluster(1, 8)
+		nodes[0].CPUs = 32
+		est := pt.Models()["small"]
+		plan, _, err := est.BestPlan(model.Resources{Placement: model.Placement{4}, CPUs: 26, HostMemGB: 64}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other.Plan = plan
+		s, err := policy.NewSnapshot(pt.Epoch.Add(time.Hour), nodes, []policy.Job{other, j}, nil, pt.Models(), 260*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pol := range policy.Names() {
+			var a policy.Action
+			for _, b := range decide(t, pol, s).Actions {
+				if b.JobID == "a" {
+					a = b
+				}
+			}
+			if a.Kind != policy.Start {
+				continue
+			}
+			for _, n := range a.Alloc {
+				switch {
+				case tc.perCPU > 0 && n.MemGB > float64(n.CPUs)*tc.perCPU+1e-9:
+					t.Errorf("%+v, %s: %d GPUs with %d CPUs and %.1f GB on %s, over MaxMemPerCPU", tc, pol, n.GPUs, n.CPUs, n.MemGB, n.Node)
+				case n.MemGB < tc.perGPU*float64(n.GPUs)-1e-9:
+					t.Errorf("%+v, %s: %d GPUs with %.1f GB on %s, below the job's memory per GPU", tc, pol, n.GPUs, n.MemGB, n.Node)
+				case tc.perCPU == 0 && pol == "rubick" && n.MemGB <= float64(n.CPUs)*4:
+					t.Errorf("rubick without MaxMemPerCPU: %d GPUs with %d CPUs and %.1f GB; the test needs more than 4 GB per CPU", n.GPUs, n.CPUs, n.MemGB)
+				}
+			}
+		}
+	}
+	for _, v := range []float64{-1, math.Inf(1), math.NaN()} {
+		j := pt.NewJob("a", "small").GPUs(2).Obj()
+		j.MaxMemPerCPUGB = v
+		if _, err := policy.NewSnapshot(pt.Epoch, pt.Cluster(1, 8), []policy.Job{j}, nil, pt.Models(), 0); !errors.Is(err, policy.ErrBadSnapshot) || !strings.Contains(err.Error(), "max_mem_per_cpu_gb=") {
+			t.Errorf("max_mem_per_cpu_gb %v: %v, want ErrBadSnapshot naming it", v, err)
+		}
+	}
+}
+
 // A guaranteed job reclaims GPUs from a best-effort one no further than
 // the victim's minimum: below it Slurm would hold the victim's restart, so
 // it gives up all its GPUs or none. Without the minimum it is shrunk to 4.

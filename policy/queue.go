@@ -285,7 +285,7 @@ func (q *queue) minCPUs(j *Job, g int) int {
 }
 
 // minCPG is the fewest CPUs j runs with per GPU.
-func (q *queue) minCPG(j *Job) int { return max(q.cfg.MinCPUsPerGPU, j.CPUsPerGPU) }
+func (q *queue) minCPG(j *Job) int { return j.minCPG(q.cfg.MinCPUsPerGPU) }
 
 // book takes alloc out of the free capacity f.
 func book(s *Snapshot, f []qnode, alloc []NodeAlloc) {
@@ -356,6 +356,7 @@ func (q *queue) start(s *Snapshot, free []qnode, nodes []int, pl model.Placement
 			// The user's own plan ran before: book what is left, not more.
 			alloc[i].MemGB = max(j.hostMem(q.cfg.HostMemPerGPUGB, pl[i], 0, 0), free[n].mem)
 		}
+		alloc[i].MemGB = j.cpuMem(alloc[i].MemGB, pl[i], alloc[i].CPUs, hostNode, base)
 	}
 	slices.SortFunc(alloc, func(a, b NodeAlloc) int {
 		ia, _ := s.NodeIndex(a.Node)

@@ -164,6 +164,12 @@ type Job struct {
 	// --cpus-per-gpu, which Slurm allocates whatever the job is resized
 	// to. 0: Config.MinCPUsPerGPU, which bounds it from below too.
 	CPUsPerGPU int `json:"cpus_per_gpu,omitempty"`
+	// MaxMemPerCPUGB is its Slurm partition's MaxMemPerCPU; 0: none. Slurm
+	// gives a job no less than a CPU for each MaxMemPerCPU of its memory
+	// on a node, raising its CPUs past what a policy counted free, so a
+	// policy books no more memory than the job's CPUs allow where it can
+	// (cpuMem), and gives it CPUs for its own memory per GPU (minCPG).
+	MaxMemPerCPUGB float64 `json:"max_mem_per_cpu_gb,omitempty"`
 	// Min bounds it from below: the least its Slurm QOS lets one job have
 	// (MinTRESPerJob), which Slurm holds a smaller job pending for. Only
 	// GPUs, Nodes, CPUs and MemGB are read; zero fields bound nothing.
@@ -299,6 +305,32 @@ func (j *Job) memRates(def, hostBase float64) (per, base float64) {
 		return max(def, j.Request.MemPerGPUGB), hostBase
 	}
 	return def, max(hostBase, j.memFloor(0))
+}
+
+// minCPG is the fewest CPUs the job runs with per GPU: its own
+// (CPUsPerGPU), the policy's (min), and under its partition's
+// MaxMemPerCPU those its own memory per GPU (--mem-per-gpu) takes, which
+// a policy books on any GPUs. A job held to its request is left at it.
+func (j *Job) minCPG(min int) int {
+	out := max(min, j.CPUsPerGPU)
+	if j.MaxMemPerCPUGB > 0 && j.Request.MemPerGPUGB > 0 && !j.WithinRequest {
+		out = max(out, int(math.Ceil(j.Request.MemPerGPUGB/j.MaxMemPerCPUGB-1e-9)))
+	}
+	return out
+}
+
+// cpuMem is mem, the host memory a policy books for the job on a node
+// holding g of its GPUs and cpus of its CPUs (need and base as for
+// hostMem), within its partition's MaxMemPerCPU times those CPUs: the
+// policy's default per GPU is cut to fit, never below what the plan needs
+// there nor what the job asked for (minCPG gives CPUs for its memory per
+// GPU), and never above mem. Slurm would otherwise raise the job's CPUs
+// past what the policy counted free on the node.
+func (j *Job) cpuMem(mem float64, g, cpus int, need, base float64) float64 {
+	if j.MaxMemPerCPUGB <= 0 {
+		return mem
+	}
+	return min(mem, max(float64(cpus)*j.MaxMemPerCPUGB, j.hostMem(0, g, need, base)))
 }
 
 // hostMem is the host memory a policy books for the job on a node holding
@@ -546,6 +578,9 @@ func NewSnapshot(now time.Time, nodes []Node, jobs []Job, tenants []Tenant, mode
 		}
 		if j.CPUsPerGPU < 0 {
 			return nil, fmt.Errorf("%w: job %s: cpus_per_gpu=%d is negative", ErrBadSnapshot, j.ID, j.CPUsPerGPU)
+		}
+		if !sizeGB(j.MaxMemPerCPUGB) {
+			return nil, fmt.Errorf("%w: job %s: max_mem_per_cpu_gb=%v must be finite and >= 0", ErrBadSnapshot, j.ID, j.MaxMemPerCPUGB)
 		}
 		if q := j.NodeQuota; q != nil && q.New < 0 {
 			return nil, fmt.Errorf("%w: job %s: node_quota.new=%d is negative", ErrBadSnapshot, j.ID, q.New)

@@ -886,6 +886,42 @@ func TestLimits(t *testing.T) {
 	}
 }
 
+// MaxMemPerCPU is read off every version as slurmrestd lists it: 22.05's
+// maximum_memory_per_cpu (null when unset), v0.0.41's and v0.0.42's
+// maximums.partition_memory_per_cpu (not set when unset), beside their
+// raw maximums.memory_per_cpu, which carries Slurm's per-CPU flag (the top
+// bit) and does not fit the spec's int64. Slurm keeps it and MaxMemPerNode
+// in one setting, so the other is unset.
+func TestPartitionMaxMemPerCPU(t *testing.T) {
+	unset41 := `{"set":false,"infinite":false,"number":0}`
+	for _, v := range []string{Version38, Version41, Version42} {
+		t.Run(v, func(t *testing.T) {
+			f, srv := newFakeRestd(t, v)
+			if v == Version38 {
+				f.overrides["/slurm/v0.0.38/partitions"] = `{"errors":[],"partitions":[{"name":"gpu","nodes":"node[1-4]","maximum_memory_per_cpu":4096,"maximum_memory_per_node":null},` +
+					`{"name":"debug","nodes":"node[1-4]","maximum_memory_per_cpu":null,"maximum_memory_per_node":65536}]}`
+			} else {
+				f.overrides["/slurm/"+v+"/partitions/"] = `{"errors":[],"warnings":[],"partitions":[` +
+					`{"name":"gpu","maximums":{"memory_per_cpu":9223372036854779904,"partition_memory_per_cpu":{"set":true,"infinite":false,"number":4096},"partition_memory_per_node":` + unset41 + `}},` +
+					`{"name":"debug","maximums":{"memory_per_cpu":65536,"partition_memory_per_cpu":` + unset41 + `,"partition_memory_per_node":{"set":true,"infinite":false,"number":65536}}}]}`
+			}
+			c := newTestCluster(t, srv.URL, func(c *Config) { c.Version = v })
+			parts, err := c.Partitions(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			type mem struct{ PerCPU, PerNode int64 }
+			got := map[string]mem{}
+			for _, p := range parts {
+				got[p.Name] = mem{p.MaxMemPerCPUMB, p.MaxMemPerNodeMB}
+			}
+			if diff := cmp.Diff(map[string]mem{"gpu": {PerCPU: 4096}, "debug": {PerNode: 65536}}, got); diff != "" {
+				t.Errorf("MaxMemPerCPU, MaxMemPerNode (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // The limits listing asks slurmdbd for Config.Cluster's associations
 // alone (a slurmdbd may serve several clusters), and for every cluster's
 // without it; the QOS are not per cluster.

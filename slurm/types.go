@@ -288,6 +288,11 @@ type Partition struct {
 	// MaxCPUsPerNode and MaxMemPerNode (MiB); 0 when unlimited.
 	MaxCPUsPerNode  int
 	MaxMemPerNodeMB int64
+	// MaxMemPerCPUMB is the partition's MaxMemPerCPU (MiB); 0 when none.
+	// Slurm gives a job whose memory on a node is above it times the
+	// job's CPUs there more CPUs, and holds one it cannot give them. A
+	// partition sets it or MaxMemPerNode, not both (one setting in Slurm).
+	MaxMemPerCPUMB int64
 	// QOS is the partition's QOS, whose limits apply to every job in it
 	// ahead of the job's own QOS; "" for none.
 	QOS string

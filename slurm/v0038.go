@@ -324,6 +324,7 @@ func (b *v38) partitions(ctx context.Context) ([]Partition, error) {
 			MaxTime:           minutes(deref(p.MaxTimeLimit)),
 			MaxCPUsPerNode:    max(deref(p.MaximumCpusPerNode), 0),
 			MaxMemPerNodeMB:   max(deref(p.MaximumMemoryPerNode), 0),
+			MaxMemPerCPUMB:    max(deref(p.MaximumMemoryPerCpu), 0),
 			QOS:               deref(p.Qos),
 			PriorityJobFactor: deref(p.PriorityJobFactor),
 			PriorityTier:      deref(p.PriorityTier),

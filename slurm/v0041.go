@@ -432,6 +432,7 @@ func (b *v41) partitions(ctx context.Context) ([]Partition, error) {
 			part.MaxTime = minutes(num(p.Maximums.Time))
 			part.MaxCPUsPerNode = int(num(p.Maximums.CpusPerNode))
 			part.MaxMemPerNodeMB = num(p.Maximums.PartitionMemoryPerNode)
+			part.MaxMemPerCPUMB = num(p.Maximums.PartitionMemoryPerCpu)
 		}
 		if p.Partition != nil {
 			var words []string
