@@ -1101,36 +1101,54 @@ func (s *sampler) line(line string) {
 // through whole regardless, only parsing gives up on longer lines.
 const maxLine = 64 << 10
 
-// lineTap splits a stream into lines for a line handler (a sampler's).
+// lineTap splits a stream into lines for a line handler (a sampler's). A
+// carriage return ends a line as a newline does: a progress bar (tqdm's,
+// the Hugging Face Trainer's) redraws itself with carriage returns and no
+// newline, so a trainer's log line printed after it would otherwise share
+// one line with every redraw before it. A line longer than maxLine is
+// dropped whole.
 type lineTap struct {
 	line func(string)
 	buf  []byte
+	// long: the line at hand passed maxLine; the rest of it is skipped.
+	long bool
 }
 
 func (t *lineTap) Write(p []byte) (int, error) {
 	n := len(p)
 	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
+		i := bytes.IndexAny(p, "\r\n")
 		if i < 0 {
-			if len(t.buf)+len(p) <= maxLine {
-				t.buf = append(t.buf, p...)
-			}
+			t.add(p)
 			break
 		}
-		t.buf = append(t.buf, p[:i]...)
-		if len(t.buf) <= maxLine {
-			t.line(string(t.buf))
-		}
-		t.buf, p = t.buf[:0], p[i+1:]
+		t.add(p[:i])
+		t.flush()
+		p = p[i+1:]
 	}
 	return n, nil
 }
 
-func (t *lineTap) flush() {
-	if len(t.buf) > 0 {
-		t.line(string(t.buf))
-		t.buf = t.buf[:0]
+// add appends p to the line at hand, unless that makes it too long to
+// parse: then the line is dropped, not cut, since its head and tail
+// joined could read as a line the trainer never printed.
+func (t *lineTap) add(p []byte) {
+	switch {
+	case t.long:
+	case len(t.buf)+len(p) > maxLine:
+		t.buf, t.long = t.buf[:0], true
+	default:
+		t.buf = append(t.buf, p...)
 	}
+}
+
+// flush hands the line at hand, if any, to the handler and starts the
+// next.
+func (t *lineTap) flush() {
+	if len(t.buf) > 0 && !t.long {
+		t.line(string(t.buf))
+	}
+	t.buf, t.long = t.buf[:0], false
 }
 
 // writeFileAtomic writes data to path (mode 0600, its directory 0700) so

@@ -907,6 +907,50 @@ func TestSamplerSkipsWarmUp(t *testing.T) {
 	}
 }
 
+// TestLineTap: lines end at a newline or a carriage return (a progress
+// bar's redraw), and one too long to parse is dropped whole, not cut.
+func TestLineTap(t *testing.T) {
+	const iter = " iteration 2/ 9 | elapsed time per iteration (ms): 100.0 |"
+	// A tqdm bar on the stream: 100 KiB of redraws without a newline.
+	var redraws, bars []string
+	for i := range 2000 {
+		bar := fmt.Sprintf("  %3d%%|%-40s| %d/2000 [00:%02d<00:00, 9.99it/s]", i/20, strings.Repeat("#", i/50), i, i%60)
+		redraws, bars = append(redraws, "\r"+bar), append(bars, bar)
+	}
+	cases := map[string]struct {
+		writes []string
+		want   []string
+	}{
+		"split across writes": {writes: []string{"ab", "c\nd", "e\n\nf"}, want: []string{"abc", "de", "f"}},
+		"crlf":                {writes: []string{"a\r\nb\r", "\nc"}, want: []string{"a", "b", "c"}},
+		"progress bar, then a log line": {
+			writes: append(slices.Clone(redraws), "\r"+iter+"\n"),
+			want:   append(bars, iter),
+		},
+		"over-long line dropped whole": {
+			writes: []string{" iteration 2/ 9 | consumed samples: 32 |", strings.Repeat("x", maxLine), " elapsed time per iteration (ms): 100.0 |\n", "next\n"},
+			want:   []string{"next"},
+		},
+		"over-long line in one write": {writes: []string{strings.Repeat("x", maxLine+1), "tail\nnext"}, want: []string{"next"}},
+		"line of maxLine bytes kept":  {writes: []string{strings.Repeat("x", maxLine-1), "y\n"}, want: []string{strings.Repeat("x", maxLine-1) + "y"}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			tap := &lineTap{line: func(l string) { got = append(got, l) }}
+			for _, w := range c.writes {
+				if n, err := tap.Write([]byte(w)); n != len(w) || err != nil {
+					t.Fatalf("Write = %d, %v; want %d, nil", n, err, len(w))
+				}
+			}
+			tap.flush()
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("lines (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // base64Encoder is the fake munge's encoding, in process.
 type base64Encoder struct{}
 
