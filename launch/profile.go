@@ -275,6 +275,11 @@ var (
 	fExitInterval = valued("--exit-interval")
 	fLogInterval  = valued("--log-interval")
 	fSaveInterval = valued("--save-interval")
+	// The job's experiment trackers. Either W&B name starts a run in
+	// Megatron-DeepSpeed, only the project in Megatron-LM.
+	fTensorBoardDir = valued("--tensorboard-dir")
+	fWandbProject   = valued("--wandb-project")
+	fWandbExpName   = valued("--wandb-exp-name")
 )
 
 // RewriteProfile rewrites argv for one profiling run: Rewrite with the
@@ -285,7 +290,11 @@ var (
 //     are removed, so the run starts from scratch and writes no checkpoint
 //     (Megatron saves at --exit-interval only when --save is set);
 //     --exit-interval run.Iters makes it exit after that many iterations;
-//     --log-interval 1 logs every iteration.
+//     --log-interval 1 logs every iteration. The run logs to none of the
+//     job's trackers: a --tensorboard-dir becomes opts.ConfigDir/tensorboard,
+//     and --wandb-project and --wandb-exp-name are removed (without --save
+//     Megatron would put the W&B run's files under os.path.join(None,
+//     "wandb"), which raises, unless --wandb-save-dir is set).
 //   - DeepSpeed: the config copy gets steps_per_print 1 so every step is
 //     logged. A plain DeepSpeed script has no exit bound, and its own
 //     checkpoint flags are unknown: the caller stops it after run.Iters
@@ -315,7 +324,14 @@ func RewriteProfile(argv []string, run ProfileRun, opts Options) (Result, error)
 		hi = c.remove(fLoad, lo, hi)
 		hi = c.remove(fSaveInterval, lo, hi)
 		hi = c.set(fExitInterval, strconv.Itoa(run.Iters), lo, hi)
-		c.set(fLogInterval, "1", lo, hi)
+		hi = c.set(fLogInterval, "1", lo, hi)
+		// Steps 1 to run.Iters of a configuration not the job's, in the
+		// job's TensorBoard curves or as a W&B run of its project.
+		if c.has(fTensorBoardDir, lo, hi) {
+			hi = c.set(fTensorBoardDir, filepath.Join(opts.ConfigDir, "tensorboard"), lo, hi)
+		}
+		hi = c.remove(fWandbProject, lo, hi)
+		c.remove(fWandbExpName, lo, hi)
 		res.Argv = c.toks
 	case DeepSpeed:
 		if l := parseLayout(argv); l.accDeepSpeed(&cmdline{toks: argv}) {

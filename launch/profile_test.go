@@ -268,6 +268,22 @@ func TestRewriteProfile(t *testing.T) {
 				"gradient_accumulation_steps": 8.0, "zero_optimization": map[string]any{"stage": 2.0,
 					"offload_optimizer": map[string]any{"device": "cpu", "pin_memory": true}}},
 		},
+		"megatron: no TensorBoard logs or W&B run of the job's": {
+			argv: strings.Fields("python pretrain_gpt.py --micro-batch-size 4 --global-batch-size 32 --save /ckpt " +
+				"--tensorboard-dir /ckpt/tb --log-timers-to-tensorboard --wandb-project gpt --wandb-exp-name=run1 --wandb-save-dir /ckpt/wandb"),
+			run: run("dp8.tp1.pp1.mb4.a1.z0"),
+			want: strings.Fields("python pretrain_gpt.py --micro-batch-size 4 --global-batch-size 32 " +
+				"--tensorboard-dir /job/tensorboard --log-timers-to-tensorboard --wandb-save-dir /ckpt/wandb " +
+				"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --exit-interval 6 --log-interval 1"),
+		},
+		"megatron-deepspeed: a W&B experiment name alone starts a run": {
+			argv: strings.Fields("python pretrain_gpt.py --micro-batch-size 4 --global-batch-size 32 --deepspeed --zero-stage 0 " +
+				"--tensorboard-dir=/ckpt/tb --wandb-exp-name run1"),
+			run: run("dp8.tp1.pp1.mb4.a1.z0"),
+			want: strings.Fields("python pretrain_gpt.py --micro-batch-size 4 --global-batch-size 32 --deepspeed --zero-stage 0 " +
+				"--tensorboard-dir=/job/tensorboard --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 " +
+				"--exit-interval 6 --log-interval 1"),
+		},
 		"deepspeed: every step printed, stopped by the caller": {
 			argv: strings.Fields("deepspeed train.py --deepspeed_config ds.json --output_dir /ckpt"),
 			run:  run("dp4.tp1.pp1.mb8.a1.z0"),
