@@ -362,7 +362,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if plan != nil {
 		samples = &sampler{rep: rep, skip: cfg.reportSkip, parser: report.Parser{GlobalBatch: st.globalBatch}, resumes: res.lines(),
 			base: report.Sample{Version: report.SampleVersion, JobID: jobID, ModelType: modelType, Plan: plan.String(),
-				Placement: st.placement.String(), CPUs: alloc.CPUsOnNode * alloc.Nodes}}
+				Placement: st.placement.String(), CPUs: st.cpus}}
 	}
 	if plan != nil && jobID != "" && cfg.reportURL != "" {
 		// Tell rubickd what this line cannot run before it plans the job
@@ -480,6 +480,9 @@ type step struct {
 	config       *launch.Config
 	globalBatch  int
 	placement    model.Placement
+	// cpus is the CPUs the step runs with over all its nodes, as its
+	// samples report them; 0 when unknown.
+	cpus int
 }
 
 func unchangedStep(cfg config) step {
@@ -560,8 +563,16 @@ func planStep(cfg config, plan model.Plan, alloc launch.Alloc, stateDir string, 
 		st.argv = geo.Command(cfg.srun, st.argv)
 		st.signalsThroughScancel(cfg)
 	}
-	if alloc.CPUsOnNode > 0 {
-		st.env = append(st.env, "RUBICK_CPUS="+strconv.Itoa(alloc.CPUsOnNode*alloc.Nodes))
+	// srun gives each task its --cpus-per-task, which need not divide the
+	// node's CPUs evenly or take them all: a sample priced with CPUs the
+	// tasks never had would teach the fit a wrong CPU Adam time. Without
+	// srun the trainer has the batch step's CPUs.
+	st.cpus = alloc.CPUsOnNode * alloc.Nodes
+	if geo.Mode != launch.ModeDirect && geo.CPUsPerTask > 0 {
+		st.cpus = geo.CPUsPerTask * geo.Tasks()
+	}
+	if st.cpus > 0 {
+		st.env = append(st.env, "RUBICK_CPUS="+strconv.Itoa(st.cpus))
 	}
 	// DeepSpeed's CPU Adam sizes its thread pool from OMP_NUM_THREADS.
 	if plan.Offload && geo.CPUsPerTask > 0 && getenv("OMP_NUM_THREADS") == "" {

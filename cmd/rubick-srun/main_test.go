@@ -432,8 +432,9 @@ func readArgv(t *testing.T, path string) []string {
 }
 
 // TestRunFromAdminComment runs the whole path: plan from scontrol, srun with
-// the plan's geometry, output passed through unchanged, samples reported,
-// the step's exit status returned.
+// the plan's geometry, output passed through unchanged, samples reported
+// (with the 8 of the node's 9 CPUs srun gives the two tasks), the step's
+// exit status returned.
 func TestRunFromAdminComment(t *testing.T) {
 	bin := fakes(t)
 	logPath := filepath.Join(t.TempDir(), "argv.json")
@@ -443,7 +444,7 @@ func TestRunFromAdminComment(t *testing.T) {
 	var col collector
 	srv := col.server(t)
 	env := envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NUM_NODES": "1", "SLURM_GPUS_ON_NODE": "2",
-		"SLURM_CPUS_ON_NODE": "8"})
+		"SLURM_CPUS_ON_NODE": "9"})
 	var out, errOut bytes.Buffer
 	code := run(t.Context(), []string{"--scontrol", filepath.Join(bin, "scontrol"), "--squeue", filepath.Join(bin, "squeue"), "--srun", filepath.Join(bin, "srun"),
 		"--munge", filepath.Join(bin, "munge"), "--report-url", srv.URL, "--report-skip", "0", "--",

@@ -203,6 +203,61 @@ func TestPlanStepCheckpointDir(t *testing.T) {
 	}
 }
 
+// TestPlanStepCPUs: the step's CPUs, in RUBICK_CPUS and its samples, are
+// those srun gives its tasks (--cpus-per-task each), not the node's; a
+// step without srun has the batch step's.
+func TestPlanStepCPUs(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		line  string
+		plan  string
+		alloc launch.Alloc
+		want  int
+	}{
+		{"the node's CPUs shared evenly", nil, "python pretrain_gpt.py", "dp8.tp1.pp1.mb2.a1.z0",
+			launch.Alloc{Nodes: 2, GPUsOnNode: 4, CPUsOnNode: 16}, 32},
+		{"a remainder no task gets", nil, "python pretrain_gpt.py", "dp8.tp1.pp1.mb2.a1.z0",
+			launch.Alloc{Nodes: 2, GPUsOnNode: 4, CPUsOnNode: 30}, 56},
+		{"--cpus-per-task", []string{"--cpus-per-task", "2"}, "python pretrain_gpt.py", "dp4.tp1.pp1.mb4.a1.z2+off",
+			launch.Alloc{Nodes: 1, GPUsOnNode: 4, CPUsOnNode: 16}, 8},
+		{"a launcher per node", nil, "torchrun --nproc_per_node=4 pretrain_gpt.py", "dp8.tp1.pp1.mb2.a1.z0",
+			launch.Alloc{Nodes: 2, GPUsOnNode: 4, CPUsOnNode: 30}, 60},
+		{"no srun", []string{"--launcher", "direct", "--cpus-per-task", "2"}, "python pretrain_gpt.py", "dp4.tp1.pp1.mb4.a1.z0",
+			launch.Alloc{Nodes: 1, GPUsOnNode: 4, CPUsOnNode: 16}, 16},
+		{"unknown", nil, "python pretrain_gpt.py", "dp4.tp1.pp1.mb4.a1.z0", launch.Alloc{Nodes: 1, GPUsOnNode: 4}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := parseFlags(slices.Concat(tc.flags, []string{"--"}, strings.Fields(tc.line), []string{"--global-batch-size", "16"}),
+				envMap(nil), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := model.ParsePlan(tc.plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := planStep(cfg, p, tc.alloc, t.TempDir(), envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "gpu[1-2]"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var env []string
+			for _, kv := range st.env {
+				if strings.HasPrefix(kv, "RUBICK_CPUS=") {
+					env = append(env, kv)
+				}
+			}
+			var wantEnv []string
+			if tc.want > 0 {
+				wantEnv = []string{"RUBICK_CPUS=" + strconv.Itoa(tc.want)}
+			}
+			if st.cpus != tc.want || !slices.Equal(env, wantEnv) {
+				t.Errorf("step CPUs %d, env %q; want %d, %q (argv %q)", st.cpus, env, tc.want, wantEnv, st.argv)
+			}
+		})
+	}
+}
+
 func TestWithEnv(t *testing.T) {
 	got := withEnv([]string{"A=1", "RANK=9", "B=2", "RANK=8"}, []string{"RANK=0", "C=3"})
 	if d := cmp.Diff([]string{"A=1", "B=2", "RANK=0", "C=3"}, got); d != "" {
