@@ -65,8 +65,23 @@ type Alloc struct {
 	Nodes int
 	// GPUsOnNode is SLURM_GPUS_ON_NODE (0 when unknown).
 	GPUsOnNode int
-	// CPUsOnNode is SLURM_CPUS_ON_NODE (0 when unknown).
+	// CPUsOnNode is SLURM_CPUS_ON_NODE (0 when unknown): the batch host's.
 	CPUsOnNode int
+	// MinCPUsOnNode is the fewest CPUs any node of the job has, from
+	// SLURM_JOB_CPUS_PER_NODE; 0 when unknown, as if every node had
+	// CPUsOnNode.
+	MinCPUsOnNode int
+}
+
+// cpusPerNode is the CPUs a step may take on each node of the job: srun
+// gives every task the same --cpus-per-task, so the node with the fewest
+// bounds them all (a share of the batch host's more would not fit there,
+// and srun would refuse the step).
+func (a Alloc) cpusPerNode() int {
+	if a.MinCPUsOnNode > 0 && (a.CPUsOnNode == 0 || a.MinCPUsOnNode < a.CPUsOnNode) {
+		return a.MinCPUsOnNode
+	}
+	return a.CPUsOnNode
 }
 
 // GeometryOptions tune PlanGeometry.
@@ -130,8 +145,8 @@ func PlanGeometry(plan model.Plan, alloc Alloc, opts GeometryOptions) (Geometry,
 		return Geometry{}, fmt.Errorf("%w: launcher mode %s runs on the batch host only, but the job has %d nodes", ErrBadInput, ModeDirect, geo.Nodes)
 	}
 	geo.CPUsPerTask = opts.CPUsPerTask
-	if geo.CPUsPerTask == 0 && alloc.CPUsOnNode > 0 {
-		geo.CPUsPerTask = max(alloc.CPUsOnNode/geo.TasksPerNode, 1)
+	if cpn := alloc.cpusPerNode(); geo.CPUsPerTask == 0 && cpn > 0 {
+		geo.CPUsPerTask = max(cpn/geo.TasksPerNode, 1)
 	}
 	return geo, nil
 }

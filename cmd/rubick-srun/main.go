@@ -136,7 +136,7 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) *flag.F
 	fs.StringVar(&c.dialect, "dialect", "auto", "launch line dialect: auto, megatron, megatron-deepspeed or deepspeed")
 	fs.StringVar(&c.mode, "launcher", "auto", "how srun starts the trainer: gpu (one task per GPU), node (one torchrun/deepspeed/accelerate launcher per node), direct (no srun), auto (node when the line starts with torchrun, deepspeed or accelerate launch, else gpu)")
 	fs.StringVar(&c.gpuBind, "gpu-bind", string(launch.BindShared), "GPUs per task: shared (--gres=gpu:N, every task sees its node's GPUs) or per-task (--gpus-per-task=1)")
-	fs.IntVar(&c.cpusPerTask, "cpus-per-task", 0, "CPUs per task (default: SLURM_CPUS_ON_NODE divided among the node's tasks)")
+	fs.IntVar(&c.cpusPerTask, "cpus-per-task", 0, "CPUs per task (default: the CPUs of the job's node with the fewest, SLURM_JOB_CPUS_PER_NODE, divided among its tasks)")
 	fs.IntVar(&c.globalBatch, "global-batch", 0, "global batch the job must keep (default: from the launch line or its DeepSpeed config)")
 	fs.StringVar(&c.signal, "signal", checkpointSignal(getenv), "checkpoint signal forwarded to the step (SIGTERM and SIGINT are forwarded too); it must be the site's checkpoint.signal (default $"+launch.CheckpointSignalEnv+", else "+launch.DefaultCheckpointSignal+")")
 	fs.StringVar(&c.scontrol, "scontrol", "scontrol", "scontrol program used to read the job's plan")
@@ -397,7 +397,44 @@ func allocFromEnv(getenv func(string) string) (launch.Alloc, error) {
 		}
 		*f.dst = n
 	}
+	if v := getenv("SLURM_JOB_CPUS_PER_NODE"); v != "" {
+		n, err := minCPUsPerNode(v, a.Nodes)
+		if err != nil {
+			return a, err
+		}
+		a.MinCPUsOnNode = n
+	}
 	return a, nil
+}
+
+// minCPUsPerNode reads SLURM_JOB_CPUS_PER_NODE, the CPUs of each of the
+// job's nodes ("72(x2),36": two nodes of 72, then one of 36), and returns
+// the fewest. On nodes of different sizes (whole nodes of two kinds, say)
+// the batch host's SLURM_CPUS_ON_NODE is not the others'.
+func minCPUsPerNode(v string, nodes int) (int, error) {
+	least, count := 0, 0
+	for _, f := range strings.Split(v, ",") {
+		c, times := f, "1"
+		if head, rest, ok := strings.Cut(f, "(x"); ok {
+			c, times = head, strings.TrimSuffix(rest, ")")
+			if times == rest {
+				return 0, fmt.Errorf("SLURM_JOB_CPUS_PER_NODE=%q: %q is not CPUs(xNODES)", v, f)
+			}
+		}
+		n, err1 := strconv.Atoi(c)
+		k, err2 := strconv.Atoi(times)
+		if err1 != nil || err2 != nil || n < 0 || k < 1 {
+			return 0, fmt.Errorf("SLURM_JOB_CPUS_PER_NODE=%q: %q is not CPUs or CPUs(xNODES)", v, f)
+		}
+		if count == 0 || n < least {
+			least = n
+		}
+		count += k
+	}
+	if count != nodes {
+		return 0, fmt.Errorf("SLURM_JOB_CPUS_PER_NODE=%q lists %d nodes but SLURM_JOB_NUM_NODES=%d", v, count, nodes)
+	}
+	return least, nil
 }
 
 // jobPlan returns the plan to run: --plan, else the job's rubick tag; nil

@@ -221,6 +221,8 @@ func TestPlanStepCPUs(t *testing.T) {
 			launch.Alloc{Nodes: 2, GPUsOnNode: 4, CPUsOnNode: 30}, 56},
 		{"--cpus-per-task", []string{"--cpus-per-task", "2"}, "python pretrain_gpt.py", "dp4.tp1.pp1.mb4.a1.z2+off",
 			launch.Alloc{Nodes: 1, GPUsOnNode: 4, CPUsOnNode: 16}, 8},
+		{"nodes of different CPUs", nil, "python pretrain_gpt.py", "dp8.tp1.pp1.mb2.a1.z0",
+			launch.Alloc{Nodes: 2, GPUsOnNode: 4, CPUsOnNode: 32, MinCPUsOnNode: 16}, 32},
 		{"a launcher per node", nil, "torchrun --nproc_per_node=4 pretrain_gpt.py", "dp8.tp1.pp1.mb2.a1.z0",
 			launch.Alloc{Nodes: 2, GPUsOnNode: 4, CPUsOnNode: 30}, 60},
 		{"no srun", []string{"--launcher", "direct", "--cpus-per-task", "2"}, "python pretrain_gpt.py", "dp4.tp1.pp1.mb4.a1.z0",
@@ -253,6 +255,46 @@ func TestPlanStepCPUs(t *testing.T) {
 			}
 			if st.cpus != tc.want || !slices.Equal(env, wantEnv) {
 				t.Errorf("step CPUs %d, env %q; want %d, %q (argv %q)", st.cpus, env, tc.want, wantEnv, st.argv)
+			}
+		})
+	}
+}
+
+// TestAllocFromEnv: the job's allocation as Slurm's variables give it,
+// with the fewest CPUs of any of its nodes (SLURM_JOB_CPUS_PER_NODE).
+func TestAllocFromEnv(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		want    launch.Alloc
+		wantErr string
+	}{
+		{"out of a job", nil, launch.Alloc{Nodes: 1}, ""},
+		{"one node", map[string]string{"SLURM_JOB_NUM_NODES": "1", "SLURM_GPUS_ON_NODE": "8", "SLURM_CPUS_ON_NODE": "64",
+			"SLURM_JOB_CPUS_PER_NODE": "64"}, launch.Alloc{Nodes: 1, GPUsOnNode: 8, CPUsOnNode: 64, MinCPUsOnNode: 64}, ""},
+		{"nodes of two sizes", map[string]string{"SLURM_JOB_NUM_NODES": "3", "SLURM_GPUS_ON_NODE": "8", "SLURM_CPUS_ON_NODE": "72",
+			"SLURM_JOB_CPUS_PER_NODE": "72(x2),36"}, launch.Alloc{Nodes: 3, GPUsOnNode: 8, CPUsOnNode: 72, MinCPUsOnNode: 36}, ""},
+		{"more nodes than the job's", map[string]string{"SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_CPUS_PER_NODE": "72(x2),36"},
+			launch.Alloc{}, `SLURM_JOB_CPUS_PER_NODE="72(x2),36" lists 3 nodes but SLURM_JOB_NUM_NODES=2`},
+		{"not a count", map[string]string{"SLURM_JOB_CPUS_PER_NODE": "many"}, launch.Alloc{}, `SLURM_JOB_CPUS_PER_NODE="many": "many"`},
+		{"no repeat", map[string]string{"SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_CPUS_PER_NODE": "8(x0),8(x2)"}, launch.Alloc{},
+			`SLURM_JOB_CPUS_PER_NODE="8(x0),8(x2)": "8(x0)"`},
+		{"unclosed", map[string]string{"SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_CPUS_PER_NODE": "8(x2"}, launch.Alloc{},
+			`SLURM_JOB_CPUS_PER_NODE="8(x2": "8(x2"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := allocFromEnv(envMap(tc.env))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one naming %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("alloc (-want +got):\n%s", d)
 			}
 		})
 	}
