@@ -193,6 +193,9 @@ var (
 	fHFSaveStrategy = valued("--save_strategy", "--save-strategy")
 	fHFResume       = valued("--resume_from_checkpoint", "--resume-from-checkpoint")
 	fHFBestAtEnd    = valued("--load_best_model_at_end", "--load-best-model-at-end")
+	// The main process's log level, which the Trainer gives DeepSpeed's
+	// logger too.
+	fHFLogLevel = valued("--log_level", "--log-level")
 
 	fNprocPerNode = valued("--nproc_per_node", "--nproc-per-node")
 	fNnodes       = valued("--nnodes")

@@ -304,7 +304,8 @@ var (
 //   - A Hugging Face Trainer line also writes into opts.ConfigDir/output
 //     (--output_dir; its own --logging_dir is removed, so logs go there
 //     too), saves no checkpoint (--save_strategy no) and starts from
-//     scratch (--resume_from_checkpoint removed).
+//     scratch (--resume_from_checkpoint removed); --log_level info lets
+//     DeepSpeed print its steps.
 //
 // opts.EnsureLoad, opts.CheckpointDir and opts.CheckpointSaved are ignored.
 func RewriteProfile(argv []string, run ProfileRun, opts Options) (Result, error) {
@@ -350,7 +351,12 @@ func RewriteProfile(argv []string, run ProfileRun, opts Options) (Result, error)
 		}
 		if res.hf {
 			c := &cmdline{toks: res.Argv}
-			res.Argv = hfProfile(c, filepath.Join(opts.ConfigDir, "output"), parseLayout(c.toks).trainLo(), len(c.toks))
+			lo, hi := parseLayout(c.toks).trainLo(), len(c.toks)
+			// The Trainer sets DeepSpeed's logger to its own level, which
+			// is transformers' (warning) unless the script raises it: the
+			// steps_per_print lines the run is timed by are info.
+			hi = c.set(fHFLogLevel, "info", lo, hi)
+			res.Argv = hfProfile(c, filepath.Join(opts.ConfigDir, "output"), lo, hi)
 		}
 	}
 	return res, nil
