@@ -301,6 +301,8 @@ var (
 //     measured iterations. A line accelerate launch starts with its
 //     DeepSpeed plugin is refused (ErrUnsupported): accelerate stops
 //     DeepSpeed's step logging, so the run would measure nothing.
+//   - A config copy (DeepSpeed, Megatron-DeepSpeed) has its trackers
+//     (tensorboard, wandb, csv_monitor, comet) disabled.
 //   - A Hugging Face Trainer line also writes into opts.ConfigDir/output
 //     (--output_dir; its own --logging_dir is removed, so logs go there
 //     too), saves no checkpoint (--save_strategy no) and starts from
@@ -341,14 +343,6 @@ func RewriteProfile(argv []string, run ProfileRun, opts Options) (Result, error)
 			return Result{}, fmt.Errorf("%w: profile run %s: accelerate launch --use_deepspeed has DeepSpeed print no iteration times to measure",
 				ErrUnsupported, run.Plan)
 		}
-		obj, err := parseObject(res.Config.Data)
-		if err != nil {
-			return Result{}, fmt.Errorf("DeepSpeed config %s: %w", res.Config.Source, err)
-		}
-		obj.setInt("steps_per_print", 1)
-		if res.Config.Data, err = obj.indented(); err != nil {
-			return Result{}, fmt.Errorf("DeepSpeed config %s: %w", res.Config.Source, err)
-		}
 		if res.hf {
 			c := &cmdline{toks: res.Argv}
 			lo, hi := parseLayout(c.toks).trainLo(), len(c.toks)
@@ -359,7 +353,43 @@ func RewriteProfile(argv []string, run ProfileRun, opts Options) (Result, error)
 			res.Argv = hfProfile(c, filepath.Join(opts.ConfigDir, "output"), lo, hi)
 		}
 	}
+	if res.Config != nil {
+		obj, err := parseObject(res.Config.Data)
+		if err != nil {
+			return Result{}, fmt.Errorf("DeepSpeed config %s: %w", res.Config.Source, err)
+		}
+		if res.Dialect == DeepSpeed {
+			obj.setInt("steps_per_print", 1)
+		}
+		if err := muteMonitors(obj); err != nil {
+			return Result{}, fmt.Errorf("DeepSpeed config %s: %w", res.Config.Source, err)
+		}
+		if res.Config.Data, err = obj.indented(); err != nil {
+			return Result{}, fmt.Errorf("DeepSpeed config %s: %w", res.Config.Source, err)
+		}
+	}
 	return res, nil
+}
+
+// dsMonitors are the DeepSpeed config's experiment trackers.
+var dsMonitors = []string{"tensorboard", "wandb", "csv_monitor", "comet"}
+
+// muteMonitors turns off the trackers cfg enables: a profiling run's steps,
+// of a configuration not the job's, would go into the job's TensorBoard
+// curves and CSV logs, and make a run in its W&B or Comet project. A
+// section that is not an object is left for DeepSpeed to refuse.
+func muteMonitors(cfg *jsonObject) error {
+	for _, k := range dsMonitors {
+		m, err := cfg.object(k)
+		if err != nil || m == nil {
+			continue
+		}
+		m.setBool("enabled", false)
+		if err := cfg.setObject(k, m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // SelfExiting reports whether a line of dialect d, rewritten by

@@ -235,7 +235,10 @@ func TestPropertyProfilePlans(t *testing.T) {
 }
 
 func TestRewriteProfile(t *testing.T) {
-	files := map[string][]byte{"ds.json": []byte(`{"train_batch_size": 32, "steps_per_print": 10, "zero_optimization": {"stage": 0}}`)}
+	files := map[string][]byte{"ds.json": []byte(`{"train_batch_size": 32, "steps_per_print": 10, "zero_optimization": {"stage": 0}}`),
+		"tracked.json": []byte(`{"train_batch_size": 32, "tensorboard": {"enabled": true, "output_path": "/ckpt/tb", "job_name": "gpt"},
+			"wandb": {"enabled": true, "project": "gpt"}, "csv_monitor": {"enabled": true, "output_path": "/ckpt/csv"},
+			"comet": {"project": "gpt"}}`)}
 	run := func(plan string) ProfileRun {
 		p := mustPlan(t, plan)
 		return ProfileRun{Plan: p, GPUs: p.GPUs(), CPUs: 16, Iters: 6}
@@ -291,6 +294,29 @@ func TestRewriteProfile(t *testing.T) {
 			want: strings.Fields("deepspeed --num_nodes 1 --num_gpus 4 train.py --deepspeed_config /job/rubick-ds.json --output_dir /ckpt"),
 			wantConf: map[string]any{"train_batch_size": 32.0, "steps_per_print": 1.0, "train_micro_batch_size_per_gpu": 8.0,
 				"gradient_accumulation_steps": 1.0, "zero_optimization": map[string]any{"stage": 0.0}},
+		},
+		"deepspeed: the config's trackers off": {
+			argv: strings.Fields("deepspeed train.py --deepspeed_config tracked.json"),
+			run:  run("dp4.tp1.pp1.mb8.a1.z0"),
+			opts: Options{Nodes: 1, GPUsPerNode: 4},
+			want: strings.Fields("deepspeed --num_nodes 1 --num_gpus 4 train.py --deepspeed_config /job/rubick-tracked.json"),
+			wantConf: map[string]any{"train_batch_size": 32.0, "steps_per_print": 1.0, "train_micro_batch_size_per_gpu": 8.0,
+				"gradient_accumulation_steps": 1.0,
+				"tensorboard":                 map[string]any{"enabled": false, "output_path": "/ckpt/tb", "job_name": "gpt"},
+				"wandb":                       map[string]any{"enabled": false, "project": "gpt"},
+				"csv_monitor":                 map[string]any{"enabled": false, "output_path": "/ckpt/csv"},
+				"comet":                       map[string]any{"enabled": false, "project": "gpt"}},
+		},
+		"megatron-deepspeed: the config's trackers off": {
+			argv: strings.Fields("python pretrain_gpt.py --micro-batch-size 8 --global-batch-size 32 --deepspeed --deepspeed_config tracked.json"),
+			run:  run("dp4.tp1.pp1.mb8.a1.z0"),
+			want: strings.Fields("python pretrain_gpt.py --micro-batch-size 8 --global-batch-size 32 --deepspeed --deepspeed_config /job/rubick-tracked.json " +
+				"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --zero-stage 0 --exit-interval 6 --log-interval 1"),
+			wantConf: map[string]any{"train_batch_size": 32.0, "train_micro_batch_size_per_gpu": 8.0, "gradient_accumulation_steps": 1.0,
+				"tensorboard": map[string]any{"enabled": false, "output_path": "/ckpt/tb", "job_name": "gpt"},
+				"wandb":       map[string]any{"enabled": false, "project": "gpt"},
+				"csv_monitor": map[string]any{"enabled": false, "output_path": "/ckpt/csv"},
+				"comet":       map[string]any{"enabled": false, "project": "gpt"}},
 		},
 		"hugging face: its own output directory, no checkpoint, from scratch, DeepSpeed's steps logged": {
 			argv: strings.Fields("python train.py --deepspeed ds.json --output_dir /ckpt --logging-dir=/ckpt/tb --save_steps 2 " +
