@@ -184,6 +184,14 @@ func Probe(ctx context.Context, lib Library) (Facts, error) {
 	handles := make([]nvml.Device, n)
 	for i := range handles {
 		h, ret := lib.DeviceGetHandleByIndex(i)
+		if ret == nvml.ERROR_NO_PERMISSION {
+			// NVML counts every GPU of the node, but a Slurm step whose
+			// device cgroup (ConstrainDevices) holds some of them may not
+			// open the others: their facts cannot be read, and the facts
+			// of a part would misstate the node.
+			return Facts{}, fmt.Errorf("gpuinfo: GPU %d of %d: handle: %w: this process may not open it "+
+				"(a Slurm step's device cgroup holds its own GPUs only); probe with all of the node's GPUs, srun --gres=gpu:%d", i, n, ret, n)
+		}
 		if ret != nvml.SUCCESS {
 			return Facts{}, fmt.Errorf("gpuinfo: GPU %d: handle: %w", i, ret)
 		}

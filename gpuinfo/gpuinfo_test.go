@@ -210,6 +210,8 @@ func TestProbeErrors(t *testing.T) {
 		initOK bool
 		// gpu5 says whether the message must name GPU 5.
 		gpu5 bool
+		// hint is what the message must also say.
+		hint string
 	}{
 		"library not found": {
 			lib:  func() *fakeLib { l := hgxA800(8); l.initRet = nvml.ERROR_LIBRARY_NOT_FOUND; return l },
@@ -236,6 +238,15 @@ func TestProbeErrors(t *testing.T) {
 				return l
 			},
 			want: []error{nvml.ERROR_GPU_IS_LOST}, initOK: true, gpu5: true,
+		},
+		"handle denied by the device cgroup": {
+			lib: func() *fakeLib {
+				l := hgxA800(8)
+				l.handleRet = map[int]nvml.Return{5: nvml.ERROR_NO_PERMISSION}
+				return l
+			},
+			want: []error{nvml.ERROR_NO_PERMISSION}, initOK: true, gpu5: true,
+			hint: "GPU 5 of 8: handle: ERROR_NO_PERMISSION: this process may not open it (a Slurm step's device cgroup holds its own GPUs only); probe with all of the node's GPUs, srun --gres=gpu:8",
 		},
 		"name fails": {
 			lib: failOn("GetName", nvml.ERROR_UNKNOWN), want: []error{nvml.ERROR_UNKNOWN}, initOK: true, gpu5: true,
@@ -276,6 +287,9 @@ func TestProbeErrors(t *testing.T) {
 			}
 			if tc.gpu5 && !strings.Contains(err.Error(), "GPU 5") {
 				t.Errorf("Probe error %q does not name GPU 5", err)
+			}
+			if !strings.Contains(err.Error(), tc.hint) {
+				t.Errorf("Probe error %q does not say %q", err, tc.hint)
 			}
 			if diff := cmp.Diff(Facts{}, got); diff != "" {
 				t.Errorf("facts returned with the error (-want +got):\n%s", diff)
