@@ -266,7 +266,7 @@ func TestRewriteProfile(t *testing.T) {
 			opts: Options{Nodes: 1, GPUsPerNode: 1},
 			want: strings.Fields("torchrun --nnodes 1 --nproc_per_node 1 pretrain_gpt.py --micro-batch-size 4 " +
 				"--global-batch-size 32 --deepspeed --deepspeed_config /job/rubick-ds.json --zero-stage 2 " +
-				"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --cpu-optimizer --exit-interval 6 --log-interval 1"),
+				"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --cpu-optimizer --no-pipeline-parallel --exit-interval 6 --log-interval 1"),
 			wantConf: map[string]any{"train_batch_size": 32.0, "steps_per_print": 10.0, "train_micro_batch_size_per_gpu": 4.0,
 				"gradient_accumulation_steps": 8.0, "zero_optimization": map[string]any{"stage": 2.0,
 					"offload_optimizer": map[string]any{"device": "cpu", "pin_memory": true}}},

@@ -261,6 +261,12 @@ func rewriteMegatronDeepSpeed(c *cmdline, plan model.Plan, gb, lo, hi int) int {
 	// which Megatron-DeepSpeed builds with --cpu-optimizer; CPU Adam in turn
 	// asserts that its parameters are on the CPU, as only offload puts them.
 	hi = c.setSwitch(fCPUOptimizer, plan.Offload, lo, hi)
+	if plan.PP == 1 && plan.ZeRO >= 2 {
+		// Without it Megatron-DeepSpeed builds a pipeline model even for
+		// one stage, and DeepSpeed's pipeline engine asserts ZeRO < 2
+		// ("ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism").
+		hi = c.setSwitch(fNoPP, true, lo, hi)
+	}
 	return dropStale(c, MegatronDeepSpeed, plan, lo, hi)
 }
 

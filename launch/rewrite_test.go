@@ -502,13 +502,15 @@ func TestRewriteDependentFlags(t *testing.T) {
 			line: "python pretrain_gpt.py --deepspeed --deepspeed_config testdata/ds_zero2.json --zero-stage 2",
 			plan: "dp4.tp1.pp1.mb4.a2.z2+off", opts: ds,
 			want: "python pretrain_gpt.py --deepspeed --deepspeed_config /job/rubick-ds_zero2.json --zero-stage 2 " +
-				"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --micro-batch-size 4 --global-batch-size 32 --cpu-optimizer",
+				"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --micro-batch-size 4 --global-batch-size 32 --cpu-optimizer " +
+				"--no-pipeline-parallel",
 		},
 		"megatron-deepspeed without offload drops CPU Adam": {
 			line: "python pretrain_gpt.py --deepspeed --deepspeed_config testdata/ds_zero2.json --cpu-optimizer --zero-stage 2",
 			plan: "dp8.tp1.pp1.mb4.a1.z2", opts: ds,
 			want: "python pretrain_gpt.py --deepspeed --deepspeed_config /job/rubick-ds_zero2.json --zero-stage 2 " +
-				"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --micro-batch-size 4 --global-batch-size 32",
+				"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --micro-batch-size 4 --global-batch-size 32 " +
+				"--no-pipeline-parallel",
 		},
 		"interleaving dropped without pipeline parallelism": {
 			line: "python pretrain_gpt.py --num-layers 24 --pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 2 " +
@@ -579,6 +581,24 @@ func TestRewriteDependentFlags(t *testing.T) {
 			plan: "dp2.tp2.pp1.mb4.a1.z0",
 			want: "python pretrain_gpt.py --deepspeed --no-pipeline-parallel --global-batch-size 8 --tensor-model-parallel-size 2 " +
 				"--pipeline-model-parallel-size 1 --micro-batch-size 4 --zero-stage 0",
+		},
+		"megatron-deepspeed ZeRO-2 leaves the pipeline engine": {
+			line: "python pretrain_gpt.py --deepspeed --zero-stage=1 --pipeline-model-parallel-size 2 --global-batch-size 8",
+			plan: "dp4.tp1.pp1.mb2.a1.z2",
+			want: "python pretrain_gpt.py --deepspeed --zero-stage=2 --pipeline-model-parallel-size 1 --global-batch-size 8 " +
+				"--tensor-model-parallel-size 1 --micro-batch-size 2 --no-pipeline-parallel",
+		},
+		"megatron-deepspeed ZeRO-3 keeps its one --no-pipeline-parallel": {
+			line: "python pretrain_gpt.py --deepspeed --no-pipeline-parallel --global-batch-size 8",
+			plan: "dp4.tp1.pp1.mb2.a1.z3",
+			want: "python pretrain_gpt.py --deepspeed --no-pipeline-parallel --global-batch-size 8 --tensor-model-parallel-size 1 " +
+				"--pipeline-model-parallel-size 1 --micro-batch-size 2 --zero-stage 3",
+		},
+		"megatron-deepspeed ZeRO-1 keeps the pipeline engine": {
+			line: "python pretrain_gpt.py --deepspeed --zero-stage 2 --global-batch-size 8",
+			plan: "dp4.tp1.pp1.mb2.a1.z1",
+			want: "python pretrain_gpt.py --deepspeed --zero-stage 1 --global-batch-size 8 --tensor-model-parallel-size 1 " +
+				"--pipeline-model-parallel-size 1 --micro-batch-size 2",
 		},
 		"distributed saved activations need tensor parallelism": {
 			line: "python pretrain_gpt.py --tensor-model-parallel-size 2 --distribute-saved-activations --global-batch-size 8",
