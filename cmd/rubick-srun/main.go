@@ -360,7 +360,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	var samples *sampler
 	if plan != nil {
-		samples = &sampler{rep: rep, skip: cfg.reportSkip, parser: report.Parser{GlobalBatch: st.globalBatch}, resumes: res.lines(),
+		samples = &sampler{rep: rep, skip: cfg.reportSkip, parser: st.parser, resumes: res.lines(),
 			base: report.Sample{Version: report.SampleVersion, JobID: jobID, ModelType: modelType, Plan: plan.String(),
 				Placement: st.placement.String(), CPUs: st.cpus}}
 	}
@@ -515,8 +515,9 @@ type step struct {
 	// are (srunKept); "" for a step without srun.
 	scancel, job string
 	config       *launch.Config
-	globalBatch  int
-	placement    model.Placement
+	// parser reads the step's iteration times (stepParser).
+	parser    report.Parser
+	placement model.Placement
 	// cpus is the CPUs the step runs with over all its nodes, as its
 	// samples report them; 0 when unknown.
 	cpus int
@@ -593,7 +594,7 @@ func planStep(cfg config, plan model.Plan, alloc launch.Alloc, stateDir string, 
 	if err != nil {
 		return step{}, err
 	}
-	st := step{argv: res.Argv, config: res.Config, globalBatch: res.GlobalBatch, placement: geo.Placement(),
+	st := step{argv: res.Argv, config: res.Config, parser: stepParser(res), placement: geo.Placement(),
 		env: []string{"RUBICK_PLAN=" + plan.String(), "RUBICK_PLACEMENT=" + geo.Placement().String()}}
 	dist.wrap(&st, geo, plan, cfg.self, getenv, taskArgs...)
 	if geo.Mode != launch.ModeDirect {
@@ -636,6 +637,18 @@ func checkpointSaved(dir string) bool {
 		}
 	}
 	return false
+}
+
+// stepParser reads the iteration times of a line rewritten to res. A
+// Megatron-DeepSpeed trainer also prints DeepSpeed's steps_per_print line,
+// before Megatron's in the same iteration: read too, it would count the
+// iteration twice and take the warm-up skip from the first Megatron line,
+// whose interval averages in the startup. Megatron's line alone is read.
+func stepParser(res launch.Result) report.Parser {
+	if res.Dialect == launch.Megatron || res.Dialect == launch.MegatronDeepSpeed {
+		return report.Parser{}
+	}
+	return report.Parser{GlobalBatch: res.GlobalBatch}
 }
 
 // launchStep runs the step in its own process group, forwards signals to

@@ -135,7 +135,8 @@ func fakeSrun(args []string) int {
 		return 75
 	default:
 		os.Stdout.WriteString(trainerOutput)
-		fmt.Fprint(os.Stderr, "[INFO] epoch=0/micro_step=8/global_step=4, RunningAvgSamplesPerSec=30.0, CurrSamplesPerSec=32.0, MemAllocated=1GB\n")
+		fmt.Fprint(os.Stderr, "[INFO] epoch=0/micro_step=8/global_step=4, RunningAvgSamplesPerSec=30.0, CurrSamplesPerSec=32.0, MemAllocated=1GB\n"+
+			" iteration        4/      10 | consumed samples: 64 | elapsed time per iteration (ms): 400.0 |\n")
 		n, _ := strconv.Atoi(os.Getenv("FAKE_SRUN_EXIT"))
 		return n
 	}
@@ -462,7 +463,8 @@ func TestRunFromAdminComment(t *testing.T) {
 	if out.String() != trainerOutput {
 		t.Errorf("stdout changed:\n%q\nwant\n%q", out.String(), trainerOutput)
 	}
-	// The DeepSpeed line on stderr counts too.
+	// The Megatron line on stderr counts too; the DeepSpeed one before it
+	// does not, on a Megatron line.
 	col.mu.Lock()
 	defer col.mu.Unlock()
 	var got []string
@@ -476,7 +478,7 @@ func TestRunFromAdminComment(t *testing.T) {
 		}
 		got = append(got, fmt.Sprintf("%s %s %.3f", s.Source, it, s.IterS))
 	}
-	want := []string{"megatron 1 0.900", "megatron 2 0.500", "megatron 3 0.250", "deepspeed 4 0.500"}
+	want := []string{"megatron 1 0.900", "megatron 2 0.500", "megatron 3 0.250", "megatron 4 0.400"}
 	// stdout and stderr are read concurrently: order across them is free.
 	if !sameSet(want, got) {
 		t.Errorf("samples %q, want %q", got, want)

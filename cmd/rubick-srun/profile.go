@@ -201,7 +201,7 @@ func (ph *profilePhase) build(i int) (step, error) {
 	if err != nil {
 		return step{}, err
 	}
-	st := step{argv: res.Argv, config: res.Config, globalBatch: res.GlobalBatch, placement: geo.Placement(),
+	st := step{argv: res.Argv, config: res.Config, parser: stepParser(res), placement: geo.Placement(),
 		env: []string{"RUBICK_PLAN=" + run.Plan.String(), "RUBICK_PLACEMENT=" + geo.Placement().String(),
 			"RUBICK_CPUS=" + strconv.Itoa(run.CPUs), fmt.Sprintf("RUBICK_PROFILE_RUN=%d/%d", i+1, len(ph.runs)),
 			"CUDA_VISIBLE_DEVICES=" + launch.VisibleDevices(ph.getenv("CUDA_VISIBLE_DEVICES"), run.GPUs)}}
@@ -340,7 +340,7 @@ func (ph *profilePhase) runOne(ctx context.Context, i int, rec *profileRecord) {
 	run := ph.runs[i]
 	enough := make(chan struct{})
 	m := &profileMeter{skip: ph.cfg.reportSkip, want: run.Iters, enough: enough, rep: ph.rep, resumes: ph.resumes.lines(),
-		parser: report.Parser{GlobalBatch: st.globalBatch},
+		parser: st.parser,
 		base: report.Sample{Version: report.SampleVersion, JobID: ph.jobID, ModelType: ph.modelType, Plan: run.Plan.String(),
 			Placement: st.placement.String(), CPUs: run.CPUs}}
 	outTap, errTap := &lineTap{line: m.line}, &lineTap{line: m.line}

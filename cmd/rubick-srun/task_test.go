@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rubick-sched/rubick/launch"
+	"github.com/rubick-sched/rubick/launch/report"
 	"github.com/rubick-sched/rubick/model"
 )
 
@@ -255,6 +256,55 @@ func TestPlanStepCPUs(t *testing.T) {
 			}
 			if st.cpus != tc.want || !slices.Equal(env, wantEnv) {
 				t.Errorf("step CPUs %d, env %q; want %d, %q (argv %q)", st.cpus, env, tc.want, wantEnv, st.argv)
+			}
+		})
+	}
+}
+
+// TestPlanStepParser: a Megatron-DeepSpeed step's iteration times are
+// Megatron's lines alone. DeepSpeed's steps_per_print line comes first in
+// the iteration both log: read too, it took the warm-up skip and let the
+// first Megatron line, startup averaged in, through as a sample.
+func TestPlanStepParser(t *testing.T) {
+	const (
+		megatron  = " iteration       10/     100 | consumed samples: 320 | elapsed time per iteration (ms): 3900.0 |"
+		deepspeed = "[INFO] [timer.py:260:stop] epoch=0/micro_step=10/global_step=10, RunningAvgSamplesPerSec=32.0, CurrSamplesPerSec=32.0, MemAllocated=1GB"
+	)
+	cfgPath := filepath.Join(t.TempDir(), "ds.json")
+	if err := os.WriteFile(cfgPath, []byte(`{"train_batch_size": 32}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		line string
+		want []string // the sources of the lines read, in order
+	}{
+		{"megatron-deepspeed", "python pretrain_gpt.py --micro-batch-size 4 --global-batch-size 32 --deepspeed --deepspeed_config " + cfgPath,
+			[]string{report.SourceMegatron}},
+		{"megatron", "python pretrain_gpt.py --micro-batch-size 4 --global-batch-size 32", []string{report.SourceMegatron}},
+		{"deepspeed", "python train.py --deepspeed_config " + cfgPath, []string{report.SourceDeepSpeed, report.SourceMegatron}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := parseFlags(append([]string{"--"}, strings.Fields(tc.line)...), envMap(nil), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := model.ParsePlan("dp8.tp1.pp1.mb4.a1.z0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := planStep(cfg, p, launch.Alloc{Nodes: 1, GPUsOnNode: 8}, t.TempDir(), envMap(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, l := range []string{deepspeed, megatron} {
+				if m, ok := st.parser.Parse(l); ok {
+					got = append(got, m.Source)
+				}
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("lines read (-want +got):\n%s", d)
 			}
 		})
 	}
