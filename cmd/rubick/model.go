@@ -64,8 +64,11 @@ func printDefaults(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		typ, usage := flag.UnquoteUsage(f)
 		def := f.DefValue
-		if typ == "string" {
-			def = strconv.Quote(def)
+		// By the value, not typ: a `name` in the usage renames typ.
+		if g, ok := f.Value.(flag.Getter); ok {
+			if _, ok := g.Get().(string); ok {
+				def = strconv.Quote(def)
+			}
 		}
 		name := "--" + f.Name
 		if typ != "" {

@@ -336,3 +336,20 @@ func TestParseOneArg(t *testing.T) {
 		})
 	}
 }
+
+// A string flag's default is quoted, empty or not, also when its usage
+// names its value (`file`), which flag.UnquoteUsage then returns as its type.
+func TestPrintDefaultsQuotesStrings(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.String("input", "", "read this `file`")
+	fs.Int("n", 0, "a count `N`")
+	fs.String("tz", "Local", "a zone")
+	var b strings.Builder
+	printDefaults(&b, fs)
+	want := "  --input file\n    \tread this file (default \"\")\n" +
+		"  --n N\n    \ta count N (default 0)\n" +
+		"  --tz string\n    \ta zone (default \"Local\")\n"
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("printDefaults (-want +got):\n%s", diff)
+	}
+}

@@ -56,7 +56,7 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	since := fset.String("since", "", "first submit time: YYYY-MM-DD[THH:MM:SS], RFC 3339, now, or -<N>d / -<duration> before now (default: 7 days before --until; no bound with --input unless given)")
 	until := fset.String("until", "now", "submit times before this; same forms as --since (no bound with --input unless given)")
 	sacct := fset.String("sacct", "sacct", "sacct binary to run (argv, no shell)")
-	input := fset.String("input", "", "read saved `sacct --parsable2` output (with its header) from this file instead of running sacct; - for stdin")
+	input := fset.String("input", "", "read saved sacct --parsable2 output (with its header) from this `file` instead of running sacct; - for stdin")
 	storePath := fset.String("store", "", "rubick store to add plan history and the SLO check from (optional)")
 	asCSV := fset.Bool("csv", false, "write CSV: one row per summary (per job with --jobs)")
 	asJSON := fset.Bool("json", false, "write the whole report as JSON")

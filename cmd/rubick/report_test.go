@@ -298,6 +298,9 @@ func TestHelpListsEveryFlag(t *testing.T) {
 					t.Errorf("help lacks --%s:\n%s", f, help)
 				}
 			}
+			if name == "report" && !strings.Contains(help, "  --input file\n") {
+				t.Errorf("help does not name --input's value a file:\n%s", help)
+			}
 			if n := strings.Count(help, "(default "); n != len(want) {
 				t.Errorf("help shows %d defaults, want %d:\n%s", n, len(want), help)
 			}
