@@ -59,6 +59,10 @@ func scriptCmd(ctx context.Context, args []string, stdout, stderr io.Writer, std
 	if help || err != nil {
 		return err
 	}
+	// Before the script is read: a usage error exits 2 whatever the script.
+	if *gpus < 0 {
+		return fmt.Errorf("%w: --gpus=%d must be >= 0", errUsage, *gpus)
+	}
 	v := scriptView{Script: file}
 	var b []byte
 	if file == "-" {
@@ -84,9 +88,6 @@ func scriptCmd(ctx context.Context, args []string, stdout, stderr io.Writer, std
 	sl, err := launch.FromScript(string(b))
 	if err != nil {
 		return fmt.Errorf("%w: %w", errNothingRead, err)
-	}
-	if *gpus < 0 {
-		return fmt.Errorf("%w: --gpus=%d must be >= 0", errUsage, *gpus)
 	}
 	f, err := sl.Facts(func(name string) ([]byte, error) { return daemon.ReadUserFile(ctx, *userName, *workDir, name) }, *gpus)
 	if errors.Is(err, launch.ErrBadInput) {

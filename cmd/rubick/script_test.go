@@ -131,3 +131,24 @@ func TestScriptCmdText(t *testing.T) {
 		t.Errorf("no FILE: %v, want a usage error", err)
 	}
 }
+
+// A bad flag is a usage error (exit status 2) whatever the script: one
+// rubickd reads nothing off, or one that is not there, exits 1 otherwise.
+func TestScriptCmdUsageErrors(t *testing.T) {
+	tests := map[string]struct {
+		args   []string
+		script string
+	}{
+		"negative gpus, no rubick-srun line": {args: []string{"-", "--gpus", "-1"}, script: "srun python train.py\n"},
+		"negative gpus, no such file":        {args: []string{filepath.Join(t.TempDir(), "missing.sh"), "--gpus", "-1"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			err := scriptCmd(context.Background(), tc.args, &out, &errb, strings.NewReader(tc.script))
+			if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "--gpus=-1") {
+				t.Errorf("error %v, want a usage error naming --gpus=-1", err)
+			}
+		})
+	}
+}
