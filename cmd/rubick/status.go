@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -102,7 +103,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	fset := newFlags("status", "Show rubickd's health and last decision cycle (from its HTTP endpoint), the\n"+
 		"managed jobs by state and every model type with its fit (from the store).\n"+
 		"Either source may be down; the other is still shown.", stderr)
-	url := fset.String("url", "http://127.0.0.1:9717", "rubickd's HTTP endpoint (config listen)")
+	rawURL := fset.String("url", "http://127.0.0.1:9717", "rubickd's HTTP endpoint: a URL, or its listen setting as it is (HOST:PORT)")
 	storePath := storePathFlag(fset, env)
 	asJSON := fset.Bool("json", false, "write JSON")
 	timeout := fset.Duration("timeout", 3*time.Second, "timeout of each request to rubickd")
@@ -113,8 +114,12 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	if *timeout <= 0 {
 		return fmt.Errorf("%w: --timeout=%s must be > 0", errUsage, *timeout)
 	}
+	base, err := daemonURL(*rawURL)
+	if err != nil {
+		return err
+	}
 	path := storePath()
-	v := &statusView{URL: strings.TrimRight(*url, "/"), Store: path, JobsByState: map[string]int{},
+	v := &statusView{URL: base, Store: path, JobsByState: map[string]int{},
 		RigidByState: map[string]int{}, Models: []modelView{}, Notes: []string{}}
 
 	v.Daemon = probeDaemon(ctx, env.http, v.URL, *timeout)
@@ -133,7 +138,6 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	if v.StoreError != "" {
 		v.Notes = append(v.Notes, "store not read: "+v.StoreError)
 	}
-	var err error
 	if *asJSON {
 		err = writeJSON(stdout, v)
 	} else {
@@ -149,6 +153,21 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 		return fmt.Errorf("status: rubickd at %s is not healthy: %s", v.URL, v.Daemon.Error)
 	}
 	return nil
+}
+
+// daemonURL reads --url: an http or https URL, or rubickd's listen
+// setting as it is (HOST:PORT), which is taken as http://HOST:PORT. It
+// returns the URL without a trailing slash.
+func daemonURL(s string) (string, error) {
+	full := s
+	if !strings.Contains(s, "://") {
+		full = "http://" + s
+	}
+	u, err := url.Parse(full)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("%w: --url=%q: want http://HOST:PORT, or rubickd's listen setting (HOST:PORT)", errUsage, s)
+	}
+	return strings.TrimRight(full, "/"), nil
 }
 
 // probeDaemon asks /healthz and /status; errors are reported, not returned,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -207,6 +208,47 @@ func TestStatusCheck(t *testing.T) {
 		if (err == nil) != (tc.say == "") || err != nil && !strings.Contains(err.Error(), tc.say) {
 			t.Errorf("status --check %v: %v, want %q", tc.args, err, tc.say)
 		}
+	}
+}
+
+// TestStatusURL: --url takes rubickd's listen setting as it is
+// (HOST:PORT) as well as a URL; anything else is a usage error naming it.
+func TestStatusURL(t *testing.T) {
+	srv := fakeDaemon(t, daemon.CycleReport{})
+	path, _ := seedExplainStore(t)
+	tests := map[string]struct {
+		url     string
+		wantErr string // "": reaches the fake rubickd
+	}{
+		"url":               {url: srv.URL},
+		"url with a slash":  {url: srv.URL + "/"},
+		"listen setting":    {url: strings.TrimPrefix(srv.URL, "http://")},
+		"another scheme":    {url: "ftp://" + strings.TrimPrefix(srv.URL, "http://"), wantErr: `--url="ftp://`},
+		"no host":           {url: "http://", wantErr: `--url="http://"`},
+		"empty":             {url: "", wantErr: `--url=""`},
+		"unterminated ipv6": {url: "[::1:9717", wantErr: `--url="[::1:9717"`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			err := statusCmd(context.Background(), []string{"--url", tc.url, "--store", path, "--json", "--check"}, &out, &errb, testEnv(t))
+			if tc.wantErr != "" {
+				if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("error %v, want a usage error naming %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v statusView
+			if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+				t.Fatal(err)
+			}
+			if v.URL != srv.URL || !v.Daemon.Reachable {
+				t.Errorf("url %q, reachable %v; want %q, reachable", v.URL, v.Daemon.Reachable, srv.URL)
+			}
+		})
 	}
 }
 
