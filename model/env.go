@@ -3,6 +3,7 @@ package model
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -118,35 +119,60 @@ func (e Env) KeyValues() []string {
 	return out
 }
 
-// Set parses "name=value" (a JSON field name of Env, see EnvKeys, and a
-// JSON value: a number, or true/false) into e. It lets `rubick model`
-// price another cluster, or check what one deviation of docs/model.md is
-// worth, without a rebuild. Bandwidths, memory and counts must be >= 0.
+// Set parses "name=value" (a JSON field name of Env, see EnvKeys) into e:
+// a number, a whole number or true/false, as the field is. It lets
+// `rubick model` price another cluster, or check what one deviation of
+// docs/model.md is worth, without a rebuild. Bandwidths must be > 0,
+// memory and counts >= 0.
 func (e *Env) Set(kv string) error {
 	name, v, ok := strings.Cut(kv, "=")
 	if !ok {
 		return fmt.Errorf("%w: env %q: want name=value", ErrBadInput, kv)
 	}
-	fields := e.values()
-	if _, ok := fields[name]; !ok {
+	next := *e
+	f, ok := next.field(name)
+	if !ok {
 		return fmt.Errorf("%w: env %q: unknown name (known: %s)", ErrBadInput, name, strings.Join(EnvKeys(), ", "))
 	}
-	// Every number of Env is a bandwidth, a size or a count; JSON numbers
-	// are always finite.
-	if x, err := strconv.ParseFloat(v, 64); err == nil && x < 0 {
-		return fmt.Errorf("%w: env %s=%s must be a finite number >= 0", ErrBadInput, name, v)
+	switch f.Kind() {
+	case reflect.Float64:
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
+			return fmt.Errorf("%w: env %s=%s must be a finite number >= 0", ErrBadInput, name, v)
+		}
+		f.SetFloat(x)
+	case reflect.Int:
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%w: env %s=%s must be a whole number >= 0", ErrBadInput, name, v)
+		}
+		f.SetInt(int64(n))
+	case reflect.Bool:
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%w: env %s=%s must be true or false", ErrBadInput, name, v)
+		}
+		f.SetBool(b)
+	default:
+		return fmt.Errorf("%w: env %s: a field of kind %s cannot be set", ErrBadInput, name, f.Kind())
 	}
-	fields[name] = json.RawMessage(v)
-	b, err := json.Marshal(fields)
-	if err != nil {
-		return fmt.Errorf("%w: env %s=%q: not a JSON value", ErrBadInput, name, v)
-	}
-	var next Env
-	if err := json.Unmarshal(b, &next); err != nil {
-		return fmt.Errorf("%w: env %s=%q: %v", ErrBadInput, name, v, err)
+	// Refused here rather than by the fit it would fail.
+	if err := next.checkBandwidths(); err != nil {
+		return err
 	}
 	*e = next
 	return nil
+}
+
+// field is the settable field of e whose JSON name is name.
+func (e *Env) field(name string) (reflect.Value, bool) {
+	v := reflect.ValueOf(e).Elem()
+	for i, key := range EnvKeys() {
+		if key == name {
+			return v.Field(i), true
+		}
+	}
+	return reflect.Value{}, false
 }
 
 // k3d is K3D with its unset zero read as 1: tuples stored or written before

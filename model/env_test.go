@@ -21,10 +21,18 @@ func TestEnvSet(t *testing.T) {
 		"zero ridge":   {kv: "ridge_flop_per_byte=0", want: func(e *Env) { e.RidgeFlopPerByte = 0 }},
 		"no equals":    {kv: "inter_gbps", wantErr: `env "inter_gbps": want name=value`},
 		"unknown":      {kv: "nvlink=400", wantErr: `env "nvlink": unknown name`},
-		"not json":     {kv: "inter_gbps=fast", wantErr: `inter_gbps="fast": not a JSON value`},
-		"wrong type":   {kv: "node_cpus=1.5", wantErr: `node_cpus="1.5"`},
+		"bool word":    {kv: "pipeline_1f1b=1", want: func(e *Env) { e.Pipeline1F1B = true }},
+		"not a number": {kv: "inter_gbps=fast", wantErr: "env inter_gbps=fast must be a finite number >= 0"},
+		"nan":          {kv: "gpu_mem_gb=NaN", wantErr: "env gpu_mem_gb=NaN must be a finite number >= 0"},
+		"infinite":     {kv: "intra_gbps=Inf", wantErr: "env intra_gbps=Inf must be a finite number >= 0"},
+		"overflow":     {kv: "node_mem_gb=1e400", wantErr: "env node_mem_gb=1e400 must be a finite number >= 0"},
+		"empty":        {kv: "host_mem_gbps=", wantErr: "env host_mem_gbps= must be a finite number >= 0"},
+		"fraction":     {kv: "node_cpus=1.5", wantErr: "env node_cpus=1.5 must be a whole number >= 0"},
+		"huge count":   {kv: "node_gpus=1e30", wantErr: "env node_gpus=1e30 must be a whole number >= 0"},
+		"not a bool":   {kv: "pipeline_1f1b=maybe", wantErr: "env pipeline_1f1b=maybe must be true or false"},
 		"negative":     {kv: "pcie_gbps=-1", wantErr: "pcie_gbps=-1 must be a finite number >= 0"},
-		"string value": {kv: `intra_gbps="150"`, wantErr: `intra_gbps=`},
+		"string value": {kv: `intra_gbps="150"`, wantErr: `env intra_gbps="150" must be a finite number >= 0`},
+		"no bandwidth": {kv: "inter_gbps=0", wantErr: "env.inter_gbps=0 must be > 0"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -158,10 +158,16 @@ func (p Predictor) checkModel() error {
 	if p.Params.KSync < 1 || p.Params.KOff < 1 || p.Params.KSwap < 1 {
 		return fmt.Errorf("%w: overlap exponents k_sync=%v k_off=%v k_swap=%v must be >= 1", ErrBadInput, p.Params.KSync, p.Params.KOff, p.Params.KSwap)
 	}
+	return p.Env.checkBandwidths()
+}
+
+// checkBandwidths reports a link bandwidth the model cannot price: every
+// transfer over it would take forever.
+func (e Env) checkBandwidths() error {
 	for _, f := range [...]struct {
 		name string
 		v    float64
-	}{{"intra_gbps", p.Env.IntraGBps}, {"inter_gbps", p.Env.InterGBps}, {"pcie_gbps", p.Env.PCIeGBps}} {
+	}{{"intra_gbps", e.IntraGBps}, {"inter_gbps", e.InterGBps}, {"pcie_gbps", e.PCIeGBps}} {
 		if !(f.v > 0) || math.IsInf(f.v, 0) {
 			return fmt.Errorf("%w: env.%s=%v must be > 0", ErrBadInput, f.name, f.v)
 		}

@@ -255,6 +255,8 @@ func TestModelErrors(t *testing.T) {
 		"unknown env name":   {args: []string{"model", "validate", "--env", "nvlink=400"}, usage: true, want: `"nvlink"`},
 		"learn without rows": {args: []string{"model", "learn", "--rows", "0"}, want: "rows=0"},
 		"bad env value":      {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "8", "--env", "inter_gbps=-2"}, usage: true, want: "inter_gbps=-2"},
+		"no env bandwidth":   {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "8", "--env", "pcie_gbps=0"}, usage: true, want: "env.pcie_gbps=0 must be > 0"},
+		"env fraction":       {args: []string{"model", "fit", "--env", "node_cpus=0.5"}, usage: true, want: "env node_cpus=0.5 must be a whole number >= 0"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
