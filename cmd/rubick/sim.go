@@ -95,7 +95,9 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 	})
 	fset.BoolVar(&o.json, "json", false, "print a JSON array, one object per policy")
 	fset.StringVar(&o.plot, "plot", "", "write JCT CDFs and GPU utilisation to this .svg or .png file")
-	fset.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "policies simulated at once")
+	// 0 rather than this machine's CPU count: the help, and the man page
+	// made from it, stay the same on every machine.
+	fset.IntVar(&o.parallel, "parallel", 0, "policies simulated at once (0: one per CPU)")
 	if err := fset.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, err
@@ -138,7 +140,7 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 		{!(o.cfg.RefitThreshold >= 0) || o.cfg.RefitThreshold > 10, "--refit-threshold", o.cfg.RefitThreshold, "must be a number in [0, 10]"},
 		{o.cfg.FairShareHalfLife <= 0, "--fairshare-half-life", o.cfg.FairShareHalfLife, "must be > 0"},
 		{!slices.Contains([]string{"", sim.AccountsByModel, sim.AccountsFromTrace}, o.cfg.FairShareAccounts), "--fairshare-accounts", fmt.Sprintf("%q", o.cfg.FairShareAccounts), `must be "model", "trace" or empty`},
-		{o.parallel <= 0, "--parallel", o.parallel, "must be > 0"},
+		{o.parallel < 0, "--parallel", o.parallel, "must be >= 0 (0: one per CPU)"},
 		{o.policy.BestEffortOrder == policy.OrderPriority && o.cfg.PriorityWeights == (sim.PriorityWeights{}), "--set BestEffortOrder", o.policy.BestEffortOrder,
 			"needs --priority-weights: replayed jobs have no Slurm priority without them"},
 		{o.policy.GuaranteedOrder == policy.OrderPriority && o.cfg.PriorityWeights == (sim.PriorityWeights{}), "--set GuaranteedOrder", o.policy.GuaranteedOrder,
@@ -150,6 +152,9 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 		if c.bad {
 			return o, fmt.Errorf("%w: %s=%v %s", errUsage, c.flag, c.val, c.why)
 		}
+	}
+	if o.parallel == 0 {
+		o.parallel = runtime.GOMAXPROCS(0)
 	}
 	if o.plot != "" {
 		ext := strings.ToLower(filepath.Ext(o.plot))

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -55,6 +56,7 @@ func TestSimBadFlags(t *testing.T) {
 		"bad weight":          {[]string{"--priority-weights", "age=-1"}, "want NAME=WEIGHT"},
 		"fair share alone":    {[]string{"--priority-weights", "fairshare=5"}, "--priority-weights fairshare=5 needs --fairshare-accounts"},
 		"zero max age":        {[]string{"--priority-max-age", "0s"}, "--priority-max-age=0s"},
+		"negative parallel":   {[]string{"--parallel", "-1"}, "--parallel=-1 must be >= 0"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -75,6 +77,24 @@ func TestSimHelpListsDefaults(t *testing.T) {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("help does not mention %q:\n%s", want, stderr)
 		}
+	}
+}
+
+// The help is the same on every machine: docs/man/rubick-sim.md is made
+// from it, and scripts/gen-man.sh --check compares them.
+func TestSimHelpSameOnEveryMachine(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	_, one, err := runSimArgs(t, "-h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GOMAXPROCS(3)
+	_, three, err := runSimArgs(t, "-h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(one, three); diff != "" {
+		t.Errorf("help on 1 CPU (-) and on 3 (+):\n%s", diff)
 	}
 }
 
