@@ -428,6 +428,12 @@ func LoadWorkload(fsys fs.FS, name string) ([]Job, error) {
 	return ReadWorkload(f, file)
 }
 
+// MaxTraceSeconds bounds a trace's submission times and durations: about
+// 32 years, past any trace. A replay keeps its clock in float64 seconds,
+// which stops resolving its rounds far above that (at 1e300 every job ran
+// in no time), and its time limits in time.Durations (292 years at most).
+const MaxTraceSeconds = 1e9
+
 // ReadWorkload parses a workload CSV; file names the source in errors.
 func ReadWorkload(r io.Reader, file string) ([]Job, error) {
 	t, err := readTable(r, file)
@@ -442,7 +448,8 @@ func ReadWorkload(r io.Reader, file string) ([]Job, error) {
 			App: rr.str("application"), GPUs: rr.n("num_gpus"), CPUs: rr.n("num_cpus"),
 			Bandwidth: rr.f("bandwidth"), ExecPlan: rr.str("exec_plan"), Steps: rr.n("steps"), Line: i + 2,
 		}
-		j.Guaranteed = rr.n("is_sla") == 1
+		sla := rr.n("is_sla")
+		j.Guaranteed = sla == 1
 		if _, ok := t.header["account"]; ok {
 			j.Account = rr.str("account")
 		}
@@ -452,8 +459,17 @@ func ReadWorkload(r io.Reader, file string) ([]Job, error) {
 		if j.GPUs <= 0 {
 			return nil, fmt.Errorf("%w: %s line %d: num_gpus=%d must be > 0", ErrFormat, file, i+2, j.GPUs)
 		}
-		if j.SubmitS < 0 {
-			return nil, fmt.Errorf("%w: %s line %d: submission_time=%v must be >= 0", ErrFormat, file, i+2, j.SubmitS)
+		for _, c := range []struct {
+			col string
+			v   float64
+		}{{"submission_time", j.SubmitS}, {"duration", j.DurationS}} {
+			if c.v < 0 || c.v > MaxTraceSeconds {
+				return nil, fmt.Errorf("%w: %s line %d: %s=%v must be in [0, %g] seconds", ErrFormat, file, i+2, c.col, c.v, float64(MaxTraceSeconds))
+			}
+		}
+		if sla > 1 {
+			// Any other value read as best-effort silently.
+			return nil, fmt.Errorf("%w: %s line %d: is_sla=%d must be 0 or 1", ErrFormat, file, i+2, sla)
 		}
 		out = append(out, j)
 	}

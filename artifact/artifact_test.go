@@ -66,11 +66,16 @@ func TestReadWorkloadErrors(t *testing.T) {
 		body string
 		want string // substring naming the field and value
 	}{
-		"nan submit":   {body: "a,NaN,1,gpt2,1,8,0,ga,10,0\n", want: `submission_time="NaN"`},
-		"zero gpus":    {body: "a,0,1,gpt2,0,8,0,ga,10,0\n", want: "num_gpus=0"},
-		"frac steps":   {body: "a,0,1,gpt2,1,8,0,ga,1.5,0\n", want: `steps="1.5"`},
-		"short row":    {body: "a,0,1\n", want: "wrong number of fields"},
-		"negative cpu": {body: "a,0,1,gpt2,1,-8,0,ga,10,0\n", want: `num_cpus="-8"`},
+		"nan submit":          {body: "a,NaN,1,gpt2,1,8,0,ga,10,0\n", want: `submission_time="NaN"`},
+		"zero gpus":           {body: "a,0,1,gpt2,0,8,0,ga,10,0\n", want: "num_gpus=0"},
+		"frac steps":          {body: "a,0,1,gpt2,1,8,0,ga,1.5,0\n", want: `steps="1.5"`},
+		"short row":           {body: "a,0,1\n", want: "wrong number of fields"},
+		"negative cpu":        {body: "a,0,1,gpt2,1,-8,0,ga,10,0\n", want: `num_cpus="-8"`},
+		"negative duration":   {body: "a,0,-1,gpt2,1,8,0,ga,10,0\n", want: "duration=-1 must be in [0, 1e+09] seconds"},
+		"endless duration":    {body: "a,0,1e300,gpt2,1,8,0,ga,10,0\n", want: "duration=1e+300 must be in [0, 1e+09] seconds"},
+		"far submit":          {body: "a,1e300,1,gpt2,1,8,0,ga,10,0\n", want: "submission_time=1e+300 must be in [0, 1e+09] seconds"},
+		"negative submit":     {body: "a,-5,1,gpt2,1,8,0,ga,10,0\n", want: "submission_time=-5 must be in [0, 1e+09] seconds"},
+		"sla neither 0 nor 1": {body: "a,0,1,gpt2,1,8,0,ga,10,7\n", want: "is_sla=7 must be 0 or 1"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
