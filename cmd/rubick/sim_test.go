@@ -28,7 +28,8 @@ func TestSimBadFlags(t *testing.T) {
 	}{
 		"zero nodes":          {[]string{"--nodes", "0"}, "--nodes=0 must be in 1..20000"},
 		"a billion nodes":     {[]string{"--nodes", "1000000000"}, "--nodes=1000000000 must be in 1..20000"},
-		"huge load":           {[]string{"--load-scale", "1e300"}, "--load-scale=1e+300 must be in (0, 1e6]"},
+		"huge load":           {[]string{"--load-scale", "1e300"}, "--load-scale=1e+300 must be in [1e-6, 1e6]"},
+		"tiny load":           {[]string{"--load-scale", "1e-300"}, "--load-scale=1e-300 must be in [1e-6, 1e6]"},
 		"too many gpus":       {[]string{"--gpus-per-node", "100"}, "--gpus-per-node=100"},
 		"no cpus":             {[]string{"--cpus-per-node", "-4"}, "--cpus-per-node=-4"},
 		"no memory":           {[]string{"--mem-per-node-gb", "0"}, "--mem-per-node-gb=0"},
