@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -219,28 +220,54 @@ func setter[T any](parse func(string) (T, error), field func(*Config) *T) func(*
 	}
 }
 
-func parseFloat(v string) (float64, error) { return strconv.ParseFloat(v, 64) }
-func parseWord(v string) (string, error)   { return v, nil }
+// The parsers say what a knob's value must be rather than strconv's or
+// time's own message ("strconv.Atoi: parsing ...").
+
+func parseFloat(v string) (float64, error) {
+	x, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return 0, errors.New("want a number")
+	}
+	return x, nil
+}
+
+func parseInt(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, errors.New("want a whole number")
+	}
+	return n, nil
+}
+
+func parseDuration(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, errors.New("want a duration such as 90s, 30m or 4h")
+	}
+	return d, nil
+}
+
+func parseWord(v string) (string, error) { return v, nil }
 
 // knobs names every field of Config for Set, as the field is named.
 var knobs = []knob{
 	{"ReconfigKeep", setter(parseFloat, func(c *Config) *float64 { return &c.ReconfigKeep })},
-	{"StarvationAge", setter(time.ParseDuration, func(c *Config) *time.Duration { return &c.StarvationAge })},
-	{"DeadlineLead", setter(time.ParseDuration, func(c *Config) *time.Duration { return &c.DeadlineLead })},
+	{"StarvationAge", setter(parseDuration, func(c *Config) *time.Duration { return &c.StarvationAge })},
+	{"DeadlineLead", setter(parseDuration, func(c *Config) *time.Duration { return &c.DeadlineLead })},
 	{"BestEffortOrder", setter(parseWord, func(c *Config) *string { return &c.BestEffortOrder })},
 	{"TimeWeight", setter(parseFloat, func(c *Config) *float64 { return &c.TimeWeight })},
 	{"GuaranteedOrder", setter(parseWord, func(c *Config) *string { return &c.GuaranteedOrder })},
-	{"GuaranteedAge", setter(time.ParseDuration, func(c *Config) *time.Duration { return &c.GuaranteedAge })},
+	{"GuaranteedAge", setter(parseDuration, func(c *Config) *time.Duration { return &c.GuaranteedAge })},
 	{"SLOMargin", setter(parseFloat, func(c *Config) *float64 { return &c.SLOMargin })},
-	{"MinCPUsPerGPU", setter(strconv.Atoi, func(c *Config) *int { return &c.MinCPUsPerGPU })},
+	{"MinCPUsPerGPU", setter(parseInt, func(c *Config) *int { return &c.MinCPUsPerGPU })},
 	{"HostMemPerGPUGB", setter(parseFloat, func(c *Config) *float64 { return &c.HostMemPerGPUGB })},
 	{"MaxScale", setter(parseFloat, func(c *Config) *float64 { return &c.MaxScale })},
 	{"MinGain", setter(parseFloat, func(c *Config) *float64 { return &c.MinGain })},
 	{"MinShare", setter(parseFloat, func(c *Config) *float64 { return &c.MinShare })},
 	{"ReclaimKeep", setter(parseFloat, func(c *Config) *float64 { return &c.ReclaimKeep })},
-	{"MaxSpread", setter(strconv.Atoi, func(c *Config) *int { return &c.MaxSpread })},
+	{"MaxSpread", setter(parseInt, func(c *Config) *int { return &c.MaxSpread })},
 	{"PlanSwitchGain", setter(parseFloat, func(c *Config) *float64 { return &c.PlanSwitchGain })},
-	{"DefaultQuota", setter(strconv.Atoi, func(c *Config) *int { return &c.DefaultQuota })},
+	{"DefaultQuota", setter(parseInt, func(c *Config) *int { return &c.DefaultQuota })},
 }
 
 // Set parses "Name=value" (a field of Config, see Knobs; durations as in
