@@ -168,8 +168,11 @@ func explainCmd(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	if err != nil {
 		return err
 	}
-	if *top < 0 || *nReasons < 0 {
-		return fmt.Errorf("%w: --top and --reasons must be >= 0", errUsage)
+	if *top < 0 {
+		return fmt.Errorf("%w: --top=%d must be >= 0", errUsage, *top)
+	}
+	if *nReasons < 0 {
+		return fmt.Errorf("%w: --reasons=%d must be >= 0", errUsage, *nReasons)
 	}
 	path := storePath()
 	st, err := openStore(ctx, path)

@@ -360,17 +360,18 @@ func TestExplainErrors(t *testing.T) {
 		is    error
 		parts []string
 	}{
-		"unknown job":    {args: []string{"999", "--store", path}, is: store.ErrNotFound, parts: []string{"job 999", path}},
-		"missing store":  {args: []string{"42", "--store", missing}, parts: []string{missing, "does not exist"}},
-		"no job id":      {args: []string{"--store", path}, is: errUsage},
-		"two job ids":    {args: []string{"1", "2"}, is: errUsage},
-		"bad job id":     {args: []string{"12x"}, is: errUsage},
-		"bad array task": {args: []string{"12_x"}, is: errUsage},
-		"no array":       {args: []string{"0_1"}, is: errUsage},
-		"unknown task":   {args: []string{"40_9", "--store", path}, is: store.ErrNotFound, parts: []string{"job 40_9", "split off"}},
-		"negative top":   {args: []string{"42", "--top", "-1"}, is: errUsage},
-		"unknown flag":   {args: []string{"42", "--verbose"}, is: errUsage},
-		"flag after id ": {args: []string{"42", "--store"}, is: errUsage},
+		"unknown job":      {args: []string{"999", "--store", path}, is: store.ErrNotFound, parts: []string{"job 999", path}},
+		"missing store":    {args: []string{"42", "--store", missing}, parts: []string{missing, "does not exist"}},
+		"no job id":        {args: []string{"--store", path}, is: errUsage},
+		"two job ids":      {args: []string{"1", "2"}, is: errUsage},
+		"bad job id":       {args: []string{"12x"}, is: errUsage},
+		"bad array task":   {args: []string{"12_x"}, is: errUsage},
+		"no array":         {args: []string{"0_1"}, is: errUsage},
+		"unknown task":     {args: []string{"40_9", "--store", path}, is: store.ErrNotFound, parts: []string{"job 40_9", "split off"}},
+		"negative top":     {args: []string{"42", "--top", "-1"}, is: errUsage, parts: []string{"--top=-1 must be >= 0"}},
+		"negative reasons": {args: []string{"42", "--reasons", "-2"}, is: errUsage, parts: []string{"--reasons=-2 must be >= 0"}},
+		"unknown flag":     {args: []string{"42", "--verbose"}, is: errUsage},
+		"flag after id ":   {args: []string{"42", "--store"}, is: errUsage},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

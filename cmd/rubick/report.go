@@ -81,6 +81,8 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 		return fmt.Errorf("%w: --gpus=%d must be >= 0 (0: plot GPU counts)", errUsage, *capacity)
 	case *timeout <= 0:
 		return fmt.Errorf("%w: --timeout=%s must be > 0", errUsage, *timeout)
+	case *overhead < 0:
+		return fmt.Errorf("%w: --restart-overhead=%s must be >= 0", errUsage, *overhead)
 	}
 	loc := env.loc
 	if *tz != "Local" {

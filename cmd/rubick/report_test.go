@@ -167,23 +167,28 @@ func TestReportPlot(t *testing.T) {
 }
 
 func TestReportUsageErrors(t *testing.T) {
-	tests := map[string][]string{
-		"csv and json":   {"--input", synthetic, "--csv", "--json"},
-		"bad since":      {"--input", synthetic, "--since", "last tuesday"},
-		"bad group":      {"--input", synthetic, "--by", "model,owner"},
-		"window":         {"--input", synthetic, "--since", "2026-11-05", "--until", "2026-11-01"},
-		"extra argument": {"--input", synthetic, "42"},
-		"bad zone":       {"--input", synthetic, "--tz", "Mars/Olympus"},
-		"plot format":    {"--input", synthetic, "--plot-format", "jpg"},
-		"negative gpus":  {"--input", synthetic, "--gpus", "-5"},
-		"no grouping":    {"--input", synthetic, "--by", ""},
-		"no timeout":     {"--input", synthetic, "--timeout", "0s"},
+	tests := map[string]struct {
+		args []string
+		want string // what the error names
+	}{
+		"csv and json":      {args: []string{"--input", synthetic, "--csv", "--json"}, want: "--csv and --json"},
+		"bad since":         {args: []string{"--input", synthetic, "--since", "last tuesday"}, want: `--since: "last tuesday"`},
+		"bad group":         {args: []string{"--input", synthetic, "--by", "model,owner"}, want: `"owner"`},
+		"window":            {args: []string{"--input", synthetic, "--since", "2026-11-05", "--until", "2026-11-01"}, want: "since 2026-11-05"},
+		"extra argument":    {args: []string{"--input", synthetic, "42"}, want: `"42"`},
+		"bad zone":          {args: []string{"--input", synthetic, "--tz", "Mars/Olympus"}, want: `--tz="Mars/Olympus"`},
+		"plot format":       {args: []string{"--input", synthetic, "--plot-format", "jpg"}, want: `--plot-format="jpg"`},
+		"negative gpus":     {args: []string{"--input", synthetic, "--gpus", "-5"}, want: "--gpus=-5"},
+		"no grouping":       {args: []string{"--input", synthetic, "--by", ""}, want: `--by=""`},
+		"no timeout":        {args: []string{"--input", synthetic, "--timeout", "0s"}, want: "--timeout=0s"},
+		"negative overhead": {args: []string{"--input", synthetic, "--restart-overhead", "-5m"}, want: "--restart-overhead=-5m0s must be >= 0"},
 	}
-	for name, args := range tests {
+	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			var out, errb bytes.Buffer
-			if err := reportCmd(context.Background(), args, &out, &errb, testEnv(t)); !errors.Is(err, errUsage) || out.Len() > 0 {
-				t.Errorf("error = %v, output %q; want a usage error before any report", err, out.String())
+			err := reportCmd(context.Background(), tc.args, &out, &errb, testEnv(t))
+			if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tc.want) || out.Len() > 0 {
+				t.Errorf("error = %v, output %q; want a usage error naming %s before any report", err, out.String(), tc.want)
 			}
 		})
 	}
