@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"net/http"
 	"os"
 	"slices"
@@ -190,6 +191,10 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	return rep.Err()
 }
 
+// maxDays bounds a -<N>d of --since and --until: the longest time.Duration,
+// 292 years, which bounds a -<duration>.
+const maxDays = int(math.MaxInt64 / int64(24*time.Hour))
+
 // parseWhen reads a point in time: now, -7d, -36h, a date, a date and time
 // (in loc), or RFC 3339.
 func parseWhen(s string, now time.Time, loc *time.Location) (time.Time, error) {
@@ -198,9 +203,11 @@ func parseWhen(s string, now time.Time, loc *time.Location) (time.Time, error) {
 		return now, nil
 	case strings.HasPrefix(s, "-"):
 		if n, ok := strings.CutSuffix(s[1:], "d"); ok {
+			// Bounded as a -<duration> is: AddDate wraps a day count near
+			// 2^63 around into the future.
 			days, err := strconv.Atoi(n)
-			if err != nil || days < 0 {
-				return time.Time{}, fmt.Errorf("%q: want -<days>d", s)
+			if err != nil || days < 0 || days > maxDays {
+				return time.Time{}, fmt.Errorf("%q: want -<days>d, at most %d days", s, maxDays)
 			}
 			return now.AddDate(0, 0, -days), nil
 		}

@@ -319,15 +319,19 @@ func TestParseWhen(t *testing.T) {
 		want    time.Time
 		wantErr bool
 	}{
-		"now":      {in: "now", want: fixedNow},
-		"days":     {in: "-7d", want: fixedNow.AddDate(0, 0, -7)},
-		"duration": {in: "-36h", want: fixedNow.Add(-36 * time.Hour)},
-		"date":     {in: "2026-11-01", want: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)},
-		"datetime": {in: "2026-11-01T10:30:00", want: time.Date(2026, 11, 1, 10, 30, 0, 0, time.UTC)},
-		"rfc3339":  {in: "2026-11-01T10:30:00+02:00", want: time.Date(2026, 11, 1, 8, 30, 0, 0, time.UTC)},
-		"words":    {in: "yesterday", wantErr: true},
-		"bad days": {in: "-xd", wantErr: true},
-		"positive": {in: "7d", wantErr: true},
+		"now":       {in: "now", want: fixedNow},
+		"days":      {in: "-7d", want: fixedNow.AddDate(0, 0, -7)},
+		"duration":  {in: "-36h", want: fixedNow.Add(-36 * time.Hour)},
+		"date":      {in: "2026-11-01", want: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)},
+		"datetime":  {in: "2026-11-01T10:30:00", want: time.Date(2026, 11, 1, 10, 30, 0, 0, time.UTC)},
+		"rfc3339":   {in: "2026-11-01T10:30:00+02:00", want: time.Date(2026, 11, 1, 8, 30, 0, 0, time.UTC)},
+		"words":     {in: "yesterday", wantErr: true},
+		"bad days":  {in: "-xd", wantErr: true},
+		"positive":  {in: "7d", wantErr: true},
+		"most days": {in: "-106751d", want: fixedNow.AddDate(0, 0, -106751)},
+		// AddDate wrapped these around: 2^63-1 days ago was tomorrow.
+		"too many days": {in: "-106752d", wantErr: true},
+		"days wrapping": {in: "-9223372036854775807d", wantErr: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
