@@ -17,6 +17,7 @@ import (
 	"math"
 	"os"
 	"path"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -149,6 +150,32 @@ func Load(fsys fs.FS) (*Set, error) {
 	return s, nil
 }
 
+// jsonProblem says what is wrong with a JSON document that did not decode:
+// the field, what it holds and what it should, for a value of another
+// type than the field's (whole, when the document is not what); the
+// syntax error otherwise.
+func jsonProblem(err error, whole string) string {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return err.Error()
+	}
+	want := "a " + te.Type.Kind().String()
+	switch te.Type.Kind() {
+	case reflect.Int, reflect.Int64:
+		want = "a whole number"
+	case reflect.Float64:
+		want = "a number"
+	case reflect.Map, reflect.Struct:
+		want = "an object"
+	case reflect.Slice:
+		want = "an array"
+	}
+	if te.Field == "" {
+		return fmt.Sprintf("a JSON %s, want %s", te.Value, whole)
+	}
+	return fmt.Sprintf("%s is a JSON %s, want %s", te.Field, te.Value, want)
+}
+
 type jsonModel struct {
 	Layers        int                 `json:"layers"`
 	Hidden        int                 `json:"hidden"`
@@ -169,14 +196,19 @@ func loadModels(fsys fs.FS) (map[string]ModelInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read models.json: %w", err)
 	}
+	// Each model decoded on its own, so that an error names it.
 	var doc struct {
-		Models map[string]jsonModel `json:"models"`
+		Models map[string]json.RawMessage `json:"models"`
 	}
 	if err := json.Unmarshal(raw, &doc); err != nil {
-		return nil, fmt.Errorf("%w: models.json: %v", ErrFormat, err)
+		return nil, fmt.Errorf("%w: models.json: %s", ErrFormat, jsonProblem(err, `an object with a "models" object of model types`))
 	}
 	out := make(map[string]ModelInfo, len(doc.Models))
-	for name, m := range doc.Models {
+	for name, r := range doc.Models {
+		var m jsonModel
+		if err := json.Unmarshal(r, &m); err != nil {
+			return nil, fmt.Errorf("%w: models.json: model %s: %s", ErrFormat, name, jsonProblem(err, "an object"))
+		}
 		spec := model.Spec{
 			Name: name, Params: m.Parameters, Layers: m.Layers, Hidden: m.Hidden, Heads: m.Heads,
 			SeqLen: m.SeqLen, GlobalBatch: m.GlobalBatch, ForwardMs: m.ForwardMs,

@@ -90,6 +90,31 @@ func TestReadWorkloadErrors(t *testing.T) {
 	}
 }
 
+// A models.json of the wrong shape is an error naming the model and the
+// field, what it holds and what it should, not encoding/json's own.
+func TestLoadMalformedModels(t *testing.T) {
+	tests := map[string]struct {
+		doc, want string
+	}{
+		"an array":          {doc: `[]`, want: `models.json: a JSON array, want an object with a "models" object of model types`},
+		"models an array":   {doc: `{"models":[]}`, want: "models.json: models is a JSON array, want an object"},
+		"a model a number":  {doc: `{"models":{"m":5}}`, want: "models.json: model m: a JSON number, want an object"},
+		"layers a string":   {doc: `{"models":{"m":{"layers":"x"}}}`, want: "models.json: model m: layers is a JSON string, want a whole number"},
+		"a fraction":        {doc: `{"models":{"m":{"max_micro_batch":{"dp":1.5}}}}`, want: "model m: max_micro_batch is a JSON number 1.5, want a whole number"},
+		"env an array":      {doc: `{"models":{"m":{"env":[]}}}`, want: "model m: env is a JSON array, want an object"},
+		"parameters a bool": {doc: `{"models":{"m":{"parameters":true}}}`, want: "model m: parameters is a JSON bool, want a number"},
+		"cut short":         {doc: `{"models"`, want: "models.json: unexpected end of JSON input"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := Load(fstest.MapFS{"models.json": {Data: []byte(tc.doc)}})
+			if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Load error = %v, want ErrFormat saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
 func TestLoadMalformedPlacements(t *testing.T) {
 	fsys := fstest.MapFS{
 		"models.json":             {Data: []byte(`{"models":{"m":{"layers":2,"hidden":8,"heads":2,"seq_len":4,"global_batch":4,"parameters":100,"forward_ms_1gpu":1}}}`)},
