@@ -157,11 +157,15 @@ func envDefaults(e model.Env) string {
 
 func loadSet(dir string) (*artifact.Set, error) {
 	set, err := artifact.Load(artifact.Open(dir))
+	if dir == "" {
+		dir = "embedded data"
+	}
 	if err != nil {
-		if dir == "" {
-			dir = "embedded data"
-		}
 		return nil, fmt.Errorf("load %s: %w", dir, err)
+	}
+	if len(set.Models) == 0 {
+		// Else fit and validate print empty tables, and succeed.
+		return nil, fmt.Errorf("load %s: %w: models.json has no model types", dir, artifact.ErrFormat)
 	}
 	return set, nil
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -234,6 +236,10 @@ func TestModelLearnJSON(t *testing.T) {
 }
 
 func TestModelErrors(t *testing.T) {
+	noModels := t.TempDir()
+	if err := os.WriteFile(filepath.Join(noModels, "models.json"), []byte(`{"models":{}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := map[string]struct {
 		args  []string
 		usage bool
@@ -254,6 +260,8 @@ func TestModelErrors(t *testing.T) {
 		"fit unknown model":  {args: []string{"model", "fit", "--model", "gpt5"}, want: `"gpt5"`},
 		"unknown env name":   {args: []string{"model", "validate", "--env", "nvlink=400"}, usage: true, want: `"nvlink"`},
 		"learn without rows": {args: []string{"model", "learn", "--rows", "0"}, want: "rows=0"},
+		"fit no models":      {args: []string{"model", "fit", "--data", noModels}, want: "models.json has no model types"},
+		"validate no models": {args: []string{"model", "validate", "--data", noModels, "--json"}, want: "models.json has no model types"},
 		"bad env value":      {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "8", "--env", "inter_gbps=-2"}, usage: true, want: "inter_gbps=-2"},
 		"no env bandwidth":   {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "8", "--env", "pcie_gbps=0"}, usage: true, want: "env.pcie_gbps=0 must be > 0"},
 		"env fraction":       {args: []string{"model", "fit", "--env", "node_cpus=0.5"}, usage: true, want: "env node_cpus=0.5 must be a whole number >= 0"},
