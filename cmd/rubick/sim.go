@@ -53,10 +53,12 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 	fset.SetOutput(stderr)
 	fset.Usage = func() {
 		fmt.Fprintln(stderr, "usage: rubick sim [flags]\n\nReplay a workload trace against scheduling policies on a simulated cluster.\n\nflags:")
-		fset.PrintDefaults()
+		// Every default, 0 and false too, which fset.PrintDefaults leaves
+		// out: --refit-threshold's read as rubickd's 0.1 its usage names.
+		printDefaults(stderr, fset)
 	}
 	fset.StringVar(&o.workload, "workload", "workload-base", "embedded trace (workload-base, workload-bp, workload-mt, naive) or a CSV file path")
-	fset.StringVar(&o.data, "data", "", "artifact data directory (default: the embedded data)")
+	fset.StringVar(&o.data, "data", "", "artifact data directory; empty means the embedded copy")
 	pols := fset.String("policy", strings.Join(policy.Names(), ","), "comma-separated policies")
 	fset.IntVar(&o.cfg.Nodes, "nodes", def.Nodes, "nodes in the cluster")
 	fset.IntVar(&o.cfg.GPUsPerNode, "gpus-per-node", def.GPUsPerNode, "GPUs per node")

@@ -79,6 +79,12 @@ func TestSimHelpListsDefaults(t *testing.T) {
 			t.Errorf("help does not mention %q:\n%s", want, stderr)
 		}
 	}
+	// Zero defaults too: --refit-threshold's usage names rubickd's 0.1.
+	for _, want := range []string{"0: the profile fits throughout) (default 0)\n", "(0: every GPU) (default 0)\n", "one object per policy (default false)\n"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("help does not say %q:\n%s", want, stderr)
+		}
+	}
 }
 
 // The help is the same on every machine: docs/man/rubick-sim.md is made
