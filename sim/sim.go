@@ -245,12 +245,17 @@ type simJob struct {
 // than most jobs' runs leave the cluster idle most of the time.
 func unfinished(policyName string, active []*simJob, left, total int, cfg Config) error {
 	var names []string
-	tooBig, short := 0, 0
+	tooBig, cpus, short := 0, 0, 0
 	for _, j := range active {
 		names = append(names, j.Name)
 		switch {
 		case j.Request.GPUs > cfg.Nodes*cfg.GPUsPerNode || j.Request.Placement.MaxPerNode() > cfg.GPUsPerNode:
 			tooBig++
+		case j.Request.CPUs*j.Request.Placement.MaxPerNode() > cfg.CPUsPerNode*j.Request.GPUs:
+			// As requested, a node holding g of its GPUs holds CPUs*g/GPUs
+			// of its CPUs: more than a node has on --gpus-per-node 16 for
+			// the traces' 8 CPUs per GPU.
+			cpus++
 		case j.DurationS+cfg.RestartPenalty.Seconds() < cfg.Interval.Seconds():
 			short++
 		}
@@ -266,7 +271,10 @@ func unfinished(policyName string, active []*simJob, left, total int, cfg Config
 	if tooBig > 0 {
 		msg += fmt.Sprintf("; %d of them ask for more GPUs than the cluster's %d nodes of %d hold", tooBig, cfg.Nodes, cfg.GPUsPerNode)
 	}
-	if 2*short > len(active)-tooBig {
+	if cpus > 0 {
+		msg += fmt.Sprintf("; %d of them ask for more CPUs on a node than the %d it has (their CPUs per GPU times the GPUs packed on a node)", cpus, cfg.CPUsPerNode)
+	}
+	if 2*short > len(active)-tooBig-cpus {
 		msg += fmt.Sprintf("; the interval (%v) is the likely cause: %d of them run, restart included, shorter than one round and hold their GPUs to the next",
 			cfg.Interval, short)
 	}

@@ -510,6 +510,13 @@ func TestUnfinished(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Errorf("a job the cluster cannot hold: %v, want %q", err, want)
 	}
+	// 32 CPUs for 4 GPUs on nodes of 16 CPUs: a node holds all 4 GPUs.
+	cfg.CPUsPerNode = 16
+	_, err = Run(context.Background(), cfg, d, fits[:1], fifo, nil)
+	want = "sim fifo: 1 of 1 jobs unfinished 2h0m0s after the last arrival (MaxTime): bert-0; 1 of them ask for more CPUs on a node than the 16 it has (their CPUs per GPU times the GPUs packed on a node)"
+	if err == nil || err.Error() != want {
+		t.Errorf("a job whose CPUs a node cannot hold: %v, want %q", err, want)
+	}
 }
 
 // TestUnfinishedInterval: a replay stopped with jobs left names the
