@@ -114,7 +114,8 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	}
 	o.RestartOverhead = *overhead
 	for _, d := range strings.Split(*by, ",") {
-		if d = strings.TrimSpace(d); d != "" {
+		// A dimension named twice is grouped by once, not printed twice.
+		if d = strings.TrimSpace(d); d != "" && !slices.Contains(o.By, d) {
 			o.By = append(o.By, d)
 		}
 	}

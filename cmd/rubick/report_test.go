@@ -73,6 +73,30 @@ func TestReportTableMatchesGolden(t *testing.T) {
 	}
 }
 
+// A dimension given twice in --by is grouped by once.
+func TestReportByTwice(t *testing.T) {
+	var out, errb bytes.Buffer
+	err := reportCmd(context.Background(), []string{"--input", synthetic, "--by", "model, model", "--json"}, &out, &errb, testEnv(t))
+	if !errors.Is(err, report.ErrJob) {
+		t.Fatalf("error = %v", err)
+	}
+	var rep struct {
+		Groups []struct {
+			By string `json:"by"`
+		} `json:"groups"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	var by []string
+	for _, g := range rep.Groups {
+		by = append(by, g.By)
+	}
+	if diff := cmp.Diff([]string{"model"}, by); diff != "" {
+		t.Errorf("groupings (-want +got):\n%s", diff)
+	}
+}
+
 // TestReportFakeSacct runs the argv path against a fake sacct binary: the
 // default window is the 7 days before the injected now.
 func TestReportFakeSacct(t *testing.T) {
