@@ -198,6 +198,12 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return fmt.Errorf("%w: --data %q is not a directory", errUsage, o.data)
 		}
 	}
+	// Before the replay, which may take minutes, rather than after it.
+	if dir := filepath.Dir(o.plot); o.plot != "" {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return fmt.Errorf("%w: --plot %q: %s is not a directory", errUsage, o.plot, dir)
+		}
+	}
 	fsys := artifact.Open(o.data)
 	rows, err := loadWorkload(fsys, o.workload)
 	if err != nil {
@@ -237,17 +243,18 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	if o.plot != "" {
-		if err := sim.Plot(o.plot, results); err != nil {
-			return err
-		}
-	}
+	// The results first: a plot that cannot be written loses no replay.
 	if o.json {
-		return writeJSON(stdout, results)
+		err = writeJSON(stdout, results)
+	} else {
+		fmt.Fprintf(stdout, "workload %s: %d jobs on %d x %d GPUs, interval %v, restart penalty %v, load scale %g\n\n",
+			o.workload, len(rows), o.cfg.Nodes, o.cfg.GPUsPerNode, o.cfg.Interval, o.cfg.RestartPenalty, o.cfg.LoadScale)
+		err = sim.WriteTable(stdout, results)
 	}
-	fmt.Fprintf(stdout, "workload %s: %d jobs on %d x %d GPUs, interval %v, restart penalty %v, load scale %g\n\n",
-		o.workload, len(rows), o.cfg.Nodes, o.cfg.GPUsPerNode, o.cfg.Interval, o.cfg.RestartPenalty, o.cfg.LoadScale)
-	return sim.WriteTable(stdout, results)
+	if err != nil || o.plot == "" {
+		return err
+	}
+	return sim.Plot(o.plot, results)
 }
 
 // parsePriorityWeights reads --priority-weights: "age=1000,fairshare=10000,

@@ -42,6 +42,7 @@ func TestSimBadFlags(t *testing.T) {
 		"unknown policy":      {[]string{"--policy", "rubick,tetris"}, `--policy "tetris"`},
 		"empty policy":        {[]string{"--policy", ","}, "--policy"},
 		"plot format":         {[]string{"--plot", "out.pdf"}, `--plot "out.pdf"`},
+		"plot directory":      {[]string{"--workload", "naive", "--policy", "fifo", "--plot", "/nonexistent/cdf.svg"}, `--plot "/nonexistent/cdf.svg": /nonexistent is not a directory`},
 		"missing workload":    {[]string{"--workload", "/nonexistent/trace.csv"}, `--workload "/nonexistent/trace.csv"`},
 		"missing data":        {[]string{"--data", "/nonexistent"}, `--data "/nonexistent"`},
 		"not a duration":      {[]string{"--interval", "soon"}, "soon"},
@@ -153,6 +154,23 @@ func TestSimTableAndPlot(t *testing.T) {
 		if st, err := os.Stat(path); err != nil || st.Size() < 1000 {
 			t.Errorf("plot %s: %v (size %d)", path, err, st.Size())
 		}
+	}
+}
+
+// A plot that cannot be written fails the command after the results are
+// printed, not instead of them.
+func TestSimPlotFails(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cdf.svg")
+	if err := os.Mkdir(dir, 0o755); err != nil { // a directory, not a file
+		t.Fatal(err)
+	}
+	out, _, err := runSimArgs(t, "--workload", "naive", "--policy", "fifo", "--json", "--plot", dir)
+	if err == nil || !strings.Contains(err.Error(), dir) {
+		t.Errorf("error %v, want one naming %s", err, dir)
+	}
+	var rows []map[string]any
+	if jerr := json.Unmarshal([]byte(out), &rows); jerr != nil || len(rows) != 1 {
+		t.Errorf("results %v (%v), want the fifo row printed all the same:\n%s", rows, jerr, out)
 	}
 }
 
