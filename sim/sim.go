@@ -297,6 +297,12 @@ func loadJobs(rows []artifact.Job, d *Data, cfg Config) ([]*simJob, error) {
 		if r.Steps <= 0 {
 			return nil, fmt.Errorf("job %s (line %d): steps=%d must be > 0", r.Name, r.Line, r.Steps)
 		}
+		if at := r.SubmitS / cfg.LoadScale; at > artifact.MaxTraceSeconds {
+			// The snapshots' times are time.Durations from the replay's
+			// start, and its clock float64 seconds: neither goes much further.
+			return nil, fmt.Errorf("job %s (line %d): submission_time=%v at load scale %g arrives %.3g s into the replay, past the %g s it times",
+				r.Name, r.Line, r.SubmitS, cfg.LoadScale, at, float64(artifact.MaxTraceSeconds))
+		}
 		j := &simJob{Job: r, Submit: r.SubmitS / cfg.LoadScale, steps: float64(r.Steps),
 			Request:   policy.Request{GPUs: r.GPUs, CPUs: r.CPUs, Placement: pl, Plan: plan},
 			timeLimit: secs((r.DurationS + cfg.RestartPenalty.Seconds()) * overestimate(r.Name, cfg.TimeLimitOver))}
@@ -582,7 +588,19 @@ func (c Config) priorities(factors map[string]float64) slurm.Priorities {
 	}
 }
 
-func secs(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }
+func secs(s float64) time.Duration {
+	// Saturated: Go converts a float past time.Duration's 292 years to an
+	// undefined value (on amd64 the most negative), which made a time
+	// limit --time-limit-over stretched that far no limit at all.
+	switch d := math.Round(s * float64(time.Second)); {
+	case d >= math.MaxInt64:
+		return math.MaxInt64
+	case d <= math.MinInt64:
+		return math.MinInt64
+	default:
+		return time.Duration(d)
+	}
+}
 
 // apply checks a plan against the snapshot and carries it out.
 func apply(s *policy.Snapshot, p policy.Plan, byID map[string]*simJob, d *Data, t, penalty float64, res *Result, log *slog.Logger) error {

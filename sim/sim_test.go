@@ -204,6 +204,33 @@ func TestOverestimate(t *testing.T) {
 	}
 }
 
+// secs saturates past time.Duration's range instead of wrapping around.
+func TestSecs(t *testing.T) {
+	got := []time.Duration{secs(1.5), secs(-2), secs(1.4e10), secs(1e300), secs(-1e300)}
+	want := []time.Duration{1500 * time.Millisecond, -2 * time.Second, math.MaxInt64, math.MaxInt64, math.MinInt64}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("secs (-want +got):\n%s", diff)
+	}
+}
+
+// A load scale that stretches an arrival past what a replay times is an
+// error naming the job, its submission time and the scale.
+func TestLoadScaleTooSmall(t *testing.T) {
+	d := data(t)
+	cfg := DefaultConfig()
+	cfg.LoadScale = 1e-6
+	rows := []artifact.Job{{Name: "bert-0", SubmitS: 47550, App: "bert", GPUs: 4, CPUs: 32, ExecPlan: "ga", Steps: 100, Line: 7}}
+	err := CheckTrace(cfg, d, rows)
+	want := "job bert-0 (line 7): submission_time=47550 at load scale 1e-06 arrives 4.76e+10 s into the replay, past the 1e+09 s it times"
+	if err == nil || err.Error() != want {
+		t.Errorf("CheckTrace = %v, want %q", err, want)
+	}
+	cfg.LoadScale = 1e-4
+	if err := CheckTrace(cfg, d, rows); err != nil {
+		t.Errorf("at load scale 1e-4: %v", err)
+	}
+}
+
 func TestPercentile(t *testing.T) {
 	xs := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
 	got := []float64{percentile(xs, 50), percentile(xs, 99), percentile(xs, 100), percentile(nil, 50)}
