@@ -145,7 +145,7 @@ func TestScriptCmdUsageErrors(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			var out, errb bytes.Buffer
-			err := scriptCmd(context.Background(), tc.args, &out, &errb, strings.NewReader(tc.script))
+			err := scriptCmd(context.Background(), tc.args, &out, &errb, strings.NewReader(tc.script), noEnv)
 			if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "--gpus=-1") {
 				t.Errorf("error %v, want a usage error naming --gpus=-1", err)
 			}
