@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 )
 
@@ -44,10 +45,14 @@ func usage(w io.Writer) {
 	for _, name := range sortedKeys(commands()) {
 		fmt.Fprintf(w, "  %-8s %s\n", name, commands()[name].summary)
 	}
-	fmt.Fprintln(w, "\nRun 'rubick <command> -h' for the flags of a command.")
+	fmt.Fprintln(w, "\nRun 'rubick <command> -h' or 'rubick help <command>' for the flags of a command.")
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 1 && args[0] == "help" {
+		// rubick help sim, rubick help model fit: that command's own help.
+		return run(ctx, append(slices.Clone(args[1:]), "-h"), stdout, stderr)
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stdout)
 		return nil

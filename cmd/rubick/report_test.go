@@ -395,3 +395,30 @@ func TestSacctRunnerZone(t *testing.T) {
 type fakeRunnerForZone struct{}
 
 func (fakeRunnerForZone) Run(context.Context, []string) ([]byte, error) { return nil, nil }
+
+// TestHelpCommand: rubick help CMD [SUB] prints that command's own help,
+// as CMD [SUB] -h does; an unknown one is a usage error.
+func TestHelpCommand(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"help"}, "usage: rubick <command> [flags]"},
+		{[]string{"help", "sim"}, "usage: rubick sim [flags]"},
+		{[]string{"help", "model"}, "usage: rubick model <fit|validate|learn|best-plan>"},
+		{[]string{"help", "model", "fit"}, "usage: rubick model fit [flags]"},
+		{[]string{"help", "store", "stats"}, "usage: rubick store stats [flags]"},
+	} {
+		var out, errb bytes.Buffer
+		if err := run(context.Background(), tc.args, &out, &errb); err != nil {
+			t.Errorf("rubick %s: %v", strings.Join(tc.args, " "), err)
+		}
+		if got := out.String() + errb.String(); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("rubick %s printed %.80q, want it to start %q", strings.Join(tc.args, " "), got, tc.want)
+		}
+	}
+	var out, errb bytes.Buffer
+	if err := run(context.Background(), []string{"help", "bogus"}, &out, &errb); !errors.Is(err, errUsage) {
+		t.Errorf("rubick help bogus = %v, want a usage error", err)
+	}
+}
