@@ -60,8 +60,8 @@ type LearnScore struct {
 // the learner's fit. It answers how much the learning loop recovers of
 // what single-node profiles cannot see.
 func Learn(ctx context.Context, set *Set, env model.Env, opts LearnOptions) ([]LearnScore, error) {
-	if opts.Rows < 1 || opts.Seeds < 1 || !(opts.Threshold >= 0) {
-		return nil, fmt.Errorf("%w: learn rows=%d seeds=%d threshold=%v: want rows >= 1, seeds >= 1, threshold >= 0",
+	if opts.Rows < 1 || opts.Seeds < 1 || !(opts.Threshold >= 0) || math.IsInf(opts.Threshold, 1) {
+		return nil, fmt.Errorf("%w: learn rows=%d seeds=%d threshold=%v: want rows >= 1, seeds >= 1, a finite threshold >= 0",
 			model.ErrBadInput, opts.Rows, opts.Seeds, opts.Threshold)
 	}
 	fits, err := FitAll(ctx, set, env)

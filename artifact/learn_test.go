@@ -94,6 +94,7 @@ func TestLearnRejects(t *testing.T) {
 		"no rows":       {LearnOptions{Rows: 0, Seeds: 1, Threshold: 0.1}, "rows=0"},
 		"no seeds":      {LearnOptions{Rows: 3, Seeds: 0, Threshold: 0.1}, "seeds=0"},
 		"nan threshold": {LearnOptions{Rows: 3, Seeds: 1, Threshold: math.NaN()}, "threshold=NaN"},
+		"inf threshold": {LearnOptions{Rows: 3, Seeds: 1, Threshold: math.Inf(1)}, "threshold=+Inf"},
 		"rows of none":  {LearnOptions{Rows: 1000, Seeds: 1, Threshold: 0.1}, "rows=1000: no model"},
 	} {
 		t.Run(name, func(t *testing.T) {
