@@ -441,6 +441,7 @@ func TestRestartAcknowledgesRequeueAfterFailure(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			sim := reclaimSim()
+			sim.mail = map[int]string{91: "BEGIN,END"}
 			requeued, failing := false, true
 			sim.fail = func(argv []string) bool {
 				if slices.Contains(argv, "requeuehold") {
@@ -473,6 +474,10 @@ func TestRestartAcknowledgesRequeueAfterFailure(t *testing.T) {
 			j := sim.job(t, 91)
 			if slurm.HeldByUser(j) || slurm.RequeuedByOther(j) || j.Tag.Extra["ran"] != "3600" {
 				t.Errorf("job 91 comment %q, tag %+v; want the preemption's tag (ran=3600) acknowledging the requeue, not held for its user", j.Comment, j.Tag)
+			}
+			// The mail the preemption quieted comes back at its start.
+			if sim.mail[91] != "END" || slurm.MailTypeOfTag(j.Tag) != "BEGIN,END" {
+				t.Errorf("job 91 mail type %q, tag's %q; want END now and BEGIN,END kept for its start", sim.mail[91], slurm.MailTypeOfTag(j.Tag))
 			}
 			if left, err := st.Unacked(ctx); err != nil || len(left) != 0 {
 				t.Errorf("store's requeues awaiting their tag %+v, %v; want none once acknowledged", left, err)

@@ -85,7 +85,7 @@ type Store interface {
 	LaunchLimits(ctx context.Context, jobs []store.LaunchKey) (map[int64]store.Launch, error)
 	Deferred(ctx context.Context, ids []int64) (map[int64]time.Time, error)
 	RecentJobSamples(ctx context.Context, jobIDs []int64, n int) (map[int64][]store.StoredSample, error)
-	AwaitAck(ctx context.Context, id int64) error
+	AwaitAck(ctx context.Context, id int64, mail string) error
 	Acked(ctx context.Context, jobID int64) error
 	Unacked(ctx context.Context) ([]store.Action, error)
 	RestartStore
@@ -472,7 +472,7 @@ func (d *Daemon) awaitAck(ctx context.Context, id int, w ackWait, action int64) 
 	if action == 0 {
 		return
 	}
-	if err := d.deps.Store.AwaitAck(ctx, action); err != nil {
+	if err := d.deps.Store.AwaitAck(ctx, action, w.mail); err != nil {
 		d.deps.Logger.Warn("recording a requeue that awaits its tag failed; should rubickd restart before the tag is written, the job waits for its user's release",
 			"job", id, "err", err)
 	}
@@ -491,14 +491,14 @@ func (d *Daemon) acked(ctx context.Context, id int) {
 // schema 10) or it does not read.
 func (d *Daemon) ackOf(a store.Action) ackWait {
 	if a.Tag == "" {
-		return ackWait{}
+		return ackWait{mail: a.AckMail}
 	}
 	t, err := slurm.ParseTag(a.Tag)
 	if err != nil {
 		d.deps.Logger.Warn("stored tag of a preemption or restart does not read; its requeue is acknowledged in the job's own", "job", a.JobID, "err", err)
-		return ackWait{}
+		return ackWait{mail: a.AckMail}
 	}
-	return ackFor(slurm.ActionKind(a.Kind), &t, "")
+	return ackFor(slurm.ActionKind(a.Kind), &t, a.AckMail)
 }
 
 // ackFor is what acknowledges the requeue of a preemption or restart with

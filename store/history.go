@@ -49,6 +49,9 @@ type Action struct {
 	// AwaitsAck marks an action that may have requeued its job without the
 	// job's tag saying so yet (AwaitAck), until Acked.
 	AwaitsAck bool
+	// AckMail is the mail types (a tag's mail= value) the action took out
+	// of the job's, which the acknowledging tag keeps; "" for none.
+	AckMail string
 }
 
 // Decision is one scheduling cycle: the policy's output and why.
@@ -218,7 +221,7 @@ func insertAction(ctx context.Context, tx *sql.Tx, a Action, now time.Time) (Act
 	if a.ID, err = res.LastInsertId(); err != nil {
 		return Action{}, err
 	}
-	a.DecidedAt, a.AppliedAt, a.Result, a.Error, a.AwaitsAck = now, time.Time{}, ResultPending, "", false
+	a.DecidedAt, a.AppliedAt, a.Result, a.Error, a.AwaitsAck, a.AckMail = now, time.Time{}, ResultPending, "", false, ""
 	return a, nil
 }
 
@@ -277,17 +280,17 @@ func (s *Store) MarkApplied(ctx context.Context, id int64, res Result, applyErr 
 }
 
 const actionColumns = `id, cycle_id, job_id, kind, plan, placement, cpus, host_mem_gb,
-	decided_ns, applied_ns, result, error, tag, awaits_ack`
+	decided_ns, applied_ns, result, error, tag, awaits_ack, ack_mail`
 
 func scanAction(sc scanner) (Action, error) {
 	var a Action
 	var cycle, decided, applied sql.NullInt64
-	var plan, placement, result, tag sql.NullString
+	var plan, placement, result, tag, mail sql.NullString
 	if err := sc.Scan(&a.ID, &cycle, &a.JobID, &a.Kind, &plan, &placement, &a.Resources.CPUs,
-		&a.Resources.HostMemGB, &decided, &applied, &result, &a.Error, &tag, &a.AwaitsAck); err != nil {
+		&a.Resources.HostMemGB, &decided, &applied, &result, &a.Error, &tag, &a.AwaitsAck, &mail); err != nil {
 		return Action{}, err
 	}
-	a.Tag = tag.String
+	a.Tag, a.AckMail = tag.String, mail.String
 	var err error
 	if a.Plan, a.Resources.Placement, err = fromPlanColumns(plan, placement); err != nil {
 		return Action{}, fmt.Errorf("action %d: %w", a.ID, err)
@@ -333,11 +336,12 @@ func (s *Store) Pending(ctx context.Context) ([]Action, error) {
 // the job's tag saying so yet: a preemption or restart that failed after
 // its requeue, or whose requeue timed out after Slurm may have taken it.
 // Until the tag is written (Acked), the requeue reads as someone else's,
-// and a restarted rubickd finds it with Unacked. It wraps ErrNotFound for
+// and a restarted rubickd finds it with Unacked, with mail (AckMail: the
+// mail types the action quieted, "" for none). It wraps ErrNotFound for
 // an unknown action.
-func (s *Store) AwaitAck(ctx context.Context, id int64) error {
+func (s *Store) AwaitAck(ctx context.Context, id int64, mail string) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		r, err := tx.ExecContext(ctx, `UPDATE plan_history SET awaits_ack = 1 WHERE id = ?`, id)
+		r, err := tx.ExecContext(ctx, `UPDATE plan_history SET awaits_ack = 1, ack_mail = NULLIF(?, '') WHERE id = ?`, mail, id)
 		if err != nil {
 			return err
 		}

@@ -563,12 +563,13 @@ func TestAwaitAck(t *testing.T) {
 	if err := s.MarkApplied(ctx, later.ID, ResultFailed, errors.New("annotate: exit status 1")); err != nil {
 		t.Fatal(err)
 	}
+	mails := map[int64]string{start.ID: "", preempt.ID: "begin-end", later.ID: "requeue"}
 	for _, id := range []int64{start.ID, preempt.ID, later.ID} {
-		if err := s.AwaitAck(ctx, id); err != nil {
+		if err := s.AwaitAck(ctx, id, mails[id]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.AwaitAck(ctx, 99); !errors.Is(err, ErrNotFound) {
+	if err := s.AwaitAck(ctx, 99, ""); !errors.Is(err, ErrNotFound) {
 		t.Errorf("AwaitAck(99) = %v, want ErrNotFound", err)
 	}
 	s.Close()
@@ -581,8 +582,8 @@ func TestAwaitAck(t *testing.T) {
 		}
 		var out []int64
 		for _, a := range got {
-			if !a.AwaitsAck {
-				t.Errorf("Unacked listed action %d, not awaiting its tag", a.ID)
+			if !a.AwaitsAck || a.AckMail != mails[a.ID] {
+				t.Errorf("Unacked listed action %d, awaiting its tag %v with mail %q; want true, %q", a.ID, a.AwaitsAck, a.AckMail, mails[a.ID])
 			}
 			out = append(out, a.ID)
 		}

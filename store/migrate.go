@@ -249,10 +249,12 @@ ALTER TABLE decisions ADD COLUMN unchanged TEXT CHECK (unchanged IS NULL OR json
 // job without its tag saying so yet (a failed preemption or restart): the
 // job then reads as requeued by someone else until rubickd writes that
 // tag, and a rubickd that restarts in between must still know the requeue
-// is its own.
+// is its own; ack_mail is the mail types the action took out of the job's
+// (a tag's mail= value), which that tag keeps for the job's next start.
 const schemaV10 = `
 ALTER TABLE plan_history ADD COLUMN tag TEXT CHECK (tag IS NULL OR tag <> '');
 ALTER TABLE plan_history ADD COLUMN awaits_ack INTEGER NOT NULL DEFAULT 0 CHECK (awaits_ack IN (0, 1));
+ALTER TABLE plan_history ADD COLUMN ack_mail TEXT CHECK (ack_mail IS NULL OR ack_mail <> '');
 CREATE INDEX plan_history_awaiting_ack ON plan_history(id) WHERE awaits_ack = 1;
 `
 

@@ -352,7 +352,7 @@ func TestMigrationV10Actions(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("plan history after migrating (-want +got):\n%s", d)
 	}
-	if err := s.AwaitAck(ctx, 1); err != nil {
+	if err := s.AwaitAck(ctx, 1, ""); err != nil {
 		t.Fatal(err)
 	}
 	want[0].AwaitsAck = true
