@@ -1333,34 +1333,47 @@ func TestJobNodeQuota(t *testing.T) {
 	}
 }
 
+// busyNode is a snapshot of one node of 8 GPUs and 32 CPUs, 4 GPUs and 26
+// CPUs of which a running job holds, with job j queued.
+func busyNode(t *testing.T, j policy.Job) *policy.Snapshot {
+	t.Helper()
+	other := pt.NewJob("busy", "small").GPUs(4).CPUs(26).Running(model.Plan{}, time.Hour, policy.NodeAlloc{Node: "n0", GPUs: 4, CPUs: 26, MemGB: 64}).Obj()
+	nodes := pt.Cluster(1, 8)
+	nodes[0].CPUs = 32
+	plan, _, err := pt.Models()["small"].BestPlan(model.Resources{Placement: model.Placement{4}, CPUs: 26, HostMemGB: 64}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Plan = plan
+	s, err := policy.NewSnapshot(pt.Epoch.Add(time.Hour), nodes, []policy.Job{other, j}, nil, pt.Models(), 260*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// actionOf is policy pol's action for job id on s (zero: none).
+func actionOf(t *testing.T, pol string, s *policy.Snapshot, id string) policy.Action {
+	t.Helper()
+	for _, a := range decide(t, pol, s).Actions {
+		if a.JobID == id {
+			return a
+		}
+	}
+	return policy.Action{}
+}
+
 // A job's CPUsPerGPU (--cpus-per-gpu, which Slurm allocates whatever the
 // job is resized to) is the fewest CPUs it gets per GPU, with every
 // policy. On a node with 4 GPUs and 6 CPUs free, a job asking for 2 GPUs
 // and 8 CPUs would otherwise run on 2 GPUs with the 6 CPUs.
 func TestJobCPUsPerGPU(t *testing.T) {
 	for _, cpg := range []int{0, 4} {
-		other := pt.NewJob("busy", "small").GPUs(4).CPUs(26).Running(model.Plan{}, time.Hour, policy.NodeAlloc{Node: "n0", GPUs: 4, CPUs: 26, MemGB: 64}).Obj()
 		j := pt.NewJob("a", "small").GPUs(2).CPUs(8).Obj()
 		j.CPUsPerGPU = cpg
-		nodes := pt.Cluster(1, 8)
-		nodes[0].CPUs = 32
-		est := pt.Models()["small"]
-		plan, _, err := est.BestPlan(model.Resources{Placement: model.Placement{4}, CPUs: 26, HostMemGB: 64}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		other.Plan = plan
-		s, err := policy.NewSnapshot(pt.Epoch.Add(time.Hour), nodes, []policy.Job{other, j}, nil, pt.Models(), 260*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := busyNode(t, j)
 		for _, pol := range policy.Names() {
-			var a policy.Action
-			for _, b := range decide(t, pol, s).Actions {
-				if b.JobID == "a" {
-					a = b
-				}
-			}
+			a := actionOf(t, pol, s, "a")
 			gpus, cpus := 0, 0
 			for _, n := range a.Alloc {
 				gpus, cpus = gpus+n.GPUs, cpus+n.CPUs
@@ -1389,28 +1402,11 @@ func TestJobCPUsPerGPU(t *testing.T) {
 // rubick starts the job with 6 CPUs and 32 GB or more.
 func TestJobMaxMemPerCPU(t *testing.T) {
 	for _, tc := range []struct{ perCPU, perGPU float64 }{{0, 0}, {4, 0}, {4, 16}} {
-		other := pt.NewJob("busy", "small").GPUs(4).CPUs(26).Running(model.Plan{}, time.Hour, policy.NodeAlloc{Node: "n0", GPUs: 4, CPUs: 26, MemGB: 64}).Obj()
 		j := pt.NewJob("a", "small").GPUs(2).CPUs(8).Obj()
 		j.MaxMemPerCPUGB, j.Request.MemPerGPUGB = tc.perCPU, tc.perGPU
-		nodes := pt.Cluster(1, 8)
-		nodes[0].CPUs = 32
-		est := pt.Models()["small"]
-		plan, _, err := est.BestPlan(model.Resources{Placement: model.Placement{4}, CPUs: 26, HostMemGB: 64}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		other.Plan = plan
-		s, err := policy.NewSnapshot(pt.Epoch.Add(time.Hour), nodes, []policy.Job{other, j}, nil, pt.Models(), 260*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := busyNode(t, j)
 		for _, pol := range policy.Names() {
-			var a policy.Action
-			for _, b := range decide(t, pol, s).Actions {
-				if b.JobID == "a" {
-					a = b
-				}
-			}
+			a := actionOf(t, pol, s, "a")
 			if a.Kind != policy.Start {
 				continue
 			}
