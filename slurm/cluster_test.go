@@ -1276,40 +1276,62 @@ func jobsPath(v string) string {
 	return "/slurm/" + v + "/jobs/"
 }
 
+// zeroVersion is how one API version lists a limit set to 0 and an unset
+// one, in slurmdbd's QOS listing under key.
+type zeroVersion struct {
+	version        string
+	path, key      string
+	zero, infinite string
+}
+
+// zeroVersions are the versions the zero-limit tests read listings of.
+func zeroVersions() []zeroVersion {
+	return []zeroVersion{
+		{Version38, "v0.0.38", "QOS", "0", "null"},
+		{Version41, "v0.0.41", "qos", `{"set":true,"infinite":false,"number":0}`, `{"set":false,"infinite":true,"number":0}`},
+	}
+}
+
+// zeroOf has slurmdbd list qos and assocs (the entries of its QOS and
+// association listings) on v, and returns Limits.Zero of each job of the
+// lab cluster in partition gpu.
+func zeroOf(t *testing.T, v zeroVersion, qos, assocs string, jobs map[string]Job) map[string]string {
+	t.Helper()
+	f, srv := newFakeRestd(t, v.version)
+	c := newTestCluster(t, srv.URL, nil)
+	f.overrides["/slurmdb/"+v.path+"/qos"] = `{"errors":[],"` + v.key + `":[` + qos + `]}`
+	f.overrides["/slurmdb/"+v.path+"/associations"] = `{"errors":[],"associations":[` + assocs + `]}`
+	l, err := c.Limits(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for name, j := range jobs {
+		j.Cluster = "lab"
+		got[name] = l.Zero(j, "gpu")
+	}
+	return got
+}
+
 // A group limit set to 0 (sacctmgr's way of stopping an account's jobs)
 // is read as one that Slurm starts no job under, not as no limit, on both
 // versions; as listed, with an unset one (null) and a TRES rubick does not
 // plan with beside it.
 func TestZeroLimits(t *testing.T) {
-	for _, v := range []struct {
-		version        string
-		path, key      string
-		zero, infinite string
-	}{
-		{Version38, "v0.0.38", "QOS", "0", "null"},
-		{Version41, "v0.0.41", "qos", `{"set":true,"infinite":false,"number":0}`, `{"set":false,"infinite":true,"number":0}`},
-	} {
+	for _, v := range zeroVersions() {
 		t.Run(v.path, func(t *testing.T) {
-			f, srv := newFakeRestd(t, v.version)
-			c := newTestCluster(t, srv.URL, nil)
 			gpu0 := `{"type":"gres","name":"gpu","id":1001,"count":0}`
-			f.overrides["/slurmdb/"+v.path+"/qos"] = `{"errors":[],"` + v.key + `":[` +
-				`{"name":"normal","limits":{"max":{"active_jobs":{"count":` + v.infinite + `},"tres":{"total":[{"type":"fs","name":"disk","id":6,"count":0}]}}}},` +
+			qos := `{"name":"normal","limits":{"max":{"active_jobs":{"count":` + v.infinite + `},"tres":{"total":[{"type":"fs","name":"disk","id":6,"count":0}]}}}},` +
 				`{"name":"frozen","limits":{"max":{"active_jobs":{"count":` + v.zero + `}}}},` +
 				`{"name":"peruser","limits":{"max":{"jobs":{"active_jobs":{"per":{"user":` + v.zero + `,"account":` + v.infinite + `}}}}}},` +
 				`{"name":"nogpu","limits":{"max":{"tres":{"total":[` + gpu0 + `]}}}},` +
 				`{"name":"noh100","limits":{"max":{"tres":{"per":{"user":[{"type":"gres","name":"gpu:h100","id":1003,"count":0}]}}}}},` +
-				`{"name":"nomins","limits":{"max":{"tres":{"minutes":{"per":{"qos":[{"type":"cpu","name":null,"id":1,"count":0}]}}}}}}]}`
-			f.overrides["/slurmdb/"+v.path+"/associations"] = `{"errors":[],"associations":[` +
-				`{"cluster":"lab","account":"root","user":"","max":{"jobs":{"active":` + v.infinite + `,"per":{"count":` + v.infinite + `}}}},` +
+				`{"name":"nomins","limits":{"max":{"tres":{"minutes":{"per":{"qos":[{"type":"cpu","name":null,"id":1,"count":0}]}}}}}}`
+			assocs := `{"cluster":"lab","account":"root","user":"","max":{"jobs":{"active":` + v.infinite + `,"per":{"count":` + v.infinite + `}}}},` +
 				`{"cluster":"lab","account":"phys","user":"","parent_account":"root","max":{"jobs":{"per":{"count":` + v.zero + `}}}},` +
 				`{"cluster":"lab","account":"bio","user":"","parent_account":"root","max":{"jobs":{"active":` + v.zero + `}}},` +
 				`{"cluster":"lab","account":"bio","user":"eve","max":{"jobs":{"active":` + v.zero + `}}},` +
-				`{"cluster":"lab","account":"chem","user":"","parent_account":"root","max":{"tres":{"total":[` + gpu0 + `]}}}]}`
-			l, err := c.Limits(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
+				`{"cluster":"lab","account":"chem","user":"","parent_account":"root","max":{"tres":{"total":[` + gpu0 + `]}}}`
 			jobs := map[string]Job{
 				"none":          {QOS: "normal", Account: "root", User: "ann"},
 				"QOS GrpJobs":   {QOS: "frozen", Account: "root", User: "ann"},
@@ -1336,12 +1358,7 @@ func TestZeroLimits(t *testing.T) {
 				"account TRES":  "association chem GrpTRES=gres/gpu=0",
 				"no such assoc": "association bio MaxJobs=0",
 			}
-			got := map[string]string{}
-			for name, j := range jobs {
-				j.Cluster = "lab"
-				got[name] = l.Zero(j, "gpu")
-			}
-			if d := cmp.Diff(want, got); d != "" {
+			if d := cmp.Diff(want, zeroOf(t, v, qos, assocs, jobs)); d != "" {
 				t.Errorf("Zero (-want +got):\n%s", d)
 			}
 		})
@@ -1407,36 +1424,21 @@ func TestMalformedHostlistLogged(t *testing.T) {
 // association sets the same bound ahead of it: Slurm holds a job to the
 // first that sets one.
 func TestZeroPerJobLimits(t *testing.T) {
-	for _, v := range []struct {
-		version        string
-		path, key      string
-		zero, infinite string
-	}{
-		{Version38, "v0.0.38", "QOS", "0", "null"},
-		{Version41, "v0.0.41", "qos", `{"set":true,"infinite":false,"number":0}`, `{"set":false,"infinite":true,"number":0}`},
-	} {
+	for _, v := range zeroVersions() {
 		t.Run(v.path, func(t *testing.T) {
-			f, srv := newFakeRestd(t, v.version)
-			c := newTestCluster(t, srv.URL, nil)
 			gpu0 := `{"type":"gres","name":"gpu","id":1001,"count":0}`
 			gpu8 := `{"type":"gres","name":"gpu","id":1001,"count":8}`
-			f.overrides["/slurmdb/"+v.path+"/qos"] = `{"errors":[],"` + v.key + `":[` +
-				`{"name":"normal","limits":{"max":{"wall_clock":{"per":{"job":` + v.infinite + `}},"tres":{"per":{"job":[{"type":"fs","name":"disk","id":6,"count":0}],"node":[{"type":"node","name":null,"id":4,"count":0}]}}}}},` +
+			qos := `{"name":"normal","limits":{"max":{"wall_clock":{"per":{"job":` + v.infinite + `}},"tres":{"per":{"job":[{"type":"fs","name":"disk","id":6,"count":0}],"node":[{"type":"node","name":null,"id":4,"count":0}]}}}}},` +
 				`{"name":"nojobgpu","limits":{"max":{"tres":{"per":{"job":[` + gpu0 + `]}}}}},` +
 				`{"name":"nonodecpu","limits":{"max":{"tres":{"per":{"node":[{"type":"cpu","name":null,"id":1,"count":0}]}}}}},` +
 				`{"name":"nogpumins","limits":{"max":{"tres":{"minutes":{"per":{"job":[` + gpu0 + `]}}}}}},` +
 				`{"name":"nowall","limits":{"max":{"wall_clock":{"per":{"job":` + v.zero + `}}}}},` +
 				`{"name":"noh100","limits":{"max":{"tres":{"per":{"job":[{"type":"gres","name":"gpu:h100","id":1003,"count":0}]}}}}},` +
-				`{"name":"wide","limits":{"max":{"tres":{"per":{"job":[` + gpu8 + `]}}}}}]}`
-			f.overrides["/slurmdb/"+v.path+"/associations"] = `{"errors":[],"associations":[` +
-				`{"cluster":"lab","account":"root","user":""},` +
+				`{"name":"wide","limits":{"max":{"tres":{"per":{"job":[` + gpu8 + `]}}}}}`
+			assocs := `{"cluster":"lab","account":"root","user":""},` +
 				`{"cluster":"lab","account":"chem","user":"","parent_account":"root","max":{"tres":{"per":{"job":[` + gpu0 + `]}}}},` +
 				`{"cluster":"lab","account":"chem","user":"bo","max":{"tres":{"per":{"job":[` + gpu8 + `]}}}},` +
-				`{"cluster":"lab","account":"geo","user":"","parent_account":"root","max":{"jobs":{"per":{"wall_clock":` + v.zero + `}}}}]}`
-			l, err := c.Limits(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
+				`{"cluster":"lab","account":"geo","user":"","parent_account":"root","max":{"jobs":{"per":{"wall_clock":` + v.zero + `}}}}`
 			jobs := map[string]Job{
 				"none":               {QOS: "normal", Account: "root", User: "ann"},
 				"QOS MaxTRESPerJob":  {QOS: "nojobgpu", Account: "root", User: "ann"},
@@ -1463,12 +1465,7 @@ func TestZeroPerJobLimits(t *testing.T) {
 				"user sets it ahead": "",
 				"account MaxWall":    "association geo MaxWall=0",
 			}
-			got := map[string]string{}
-			for name, j := range jobs {
-				j.Cluster = "lab"
-				got[name] = l.Zero(j, "gpu")
-			}
-			if d := cmp.Diff(want, got); d != "" {
+			if d := cmp.Diff(want, zeroOf(t, v, qos, assocs, jobs)); d != "" {
 				t.Errorf("Zero (-want +got):\n%s", d)
 			}
 		})
