@@ -138,21 +138,29 @@ func TestWrap(t *testing.T) {
 
 // TestPlanStepTorchrunNodes: torchrun on two nodes meets at the job's
 // first node, under the job's id.
+// stepOf is the step planStep makes, in a state directory of its own, of
+// rubick-srun's args for plan on alloc, with env.
+func stepOf(t *testing.T, args []string, plan string, alloc launch.Alloc, env func(string) string) step {
+	t.Helper()
+	cfg, err := parseFlags(args, envMap(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := model.ParsePlan(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := planStep(cfg, p, alloc, t.TempDir(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 func TestPlanStepTorchrunNodes(t *testing.T) {
-	cfg, err := parseFlags([]string{"--", "torchrun", "--standalone", "--nproc_per_node=8", "pretrain_gpt.py", "--global-batch-size", "16"},
-		envMap(nil), &bytes.Buffer{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := model.ParsePlan("dp8.tp1.pp1.mb2.a1.z0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "gpu[3,9]"})
-	st, err := planStep(cfg, p, launch.Alloc{Nodes: 2, GPUsOnNode: 4, CPUsOnNode: 16}, t.TempDir(), env)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := stepOf(t, []string{"--", "torchrun", "--standalone", "--nproc_per_node=8", "pretrain_gpt.py", "--global-batch-size", "16"},
+		"dp8.tp1.pp1.mb2.a1.z0", launch.Alloc{Nodes: 2, GPUsOnNode: 4, CPUsOnNode: 16},
+		envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "gpu[3,9]"}))
 	want := strings.Fields("srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --gres=gpu:4 --cpus-per-task=16 --kill-on-bad-exit=1 " +
 		"torchrun --nproc_per_node=4 --nnodes 2 --rdzv_backend c10d --rdzv_endpoint gpu3:20042 --rdzv_id 42 pretrain_gpt.py --global-batch-size 16 " +
 		"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --micro-batch-size 2")
@@ -181,19 +189,9 @@ func TestPlanStepCheckpointDir(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			cfg, err := parseFlags([]string{"--launcher", "direct", "--checkpoint-dir", ckpt, "--",
-				"python", "pretrain_gpt.py", "--load", "/models/base", "--global-batch-size", "8"}, envMap(nil), &bytes.Buffer{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := model.ParsePlan("dp1.tp1.pp1.mb8.a1.z0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, err := planStep(cfg, p, launch.Alloc{Nodes: 1, GPUsOnNode: 1}, t.TempDir(), envMap(nil))
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := stepOf(t, []string{"--launcher", "direct", "--checkpoint-dir", ckpt, "--",
+				"python", "pretrain_gpt.py", "--load", "/models/base", "--global-batch-size", "8"},
+				"dp1.tp1.pp1.mb8.a1.z0", launch.Alloc{Nodes: 1, GPUsOnNode: 1}, envMap(nil))
 			load := strings.ReplaceAll(tc.load, "CKPT", ckpt)
 			want := []string{"python", "pretrain_gpt.py", "--load", load, "--global-batch-size", "8", "--tensor-model-parallel-size", "1",
 				"--pipeline-model-parallel-size", "1", "--micro-batch-size", "8", "--save", ckpt}
@@ -231,19 +229,8 @@ func TestPlanStepCPUs(t *testing.T) {
 		{"unknown", nil, "python pretrain_gpt.py", "dp4.tp1.pp1.mb4.a1.z0", launch.Alloc{Nodes: 1, GPUsOnNode: 4}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := parseFlags(slices.Concat(tc.flags, []string{"--"}, strings.Fields(tc.line), []string{"--global-batch-size", "16"}),
-				envMap(nil), io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := model.ParsePlan(tc.plan)
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, err := planStep(cfg, p, tc.alloc, t.TempDir(), envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "gpu[1-2]"}))
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := stepOf(t, slices.Concat(tc.flags, []string{"--"}, strings.Fields(tc.line), []string{"--global-batch-size", "16"}),
+				tc.plan, tc.alloc, envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "gpu[1-2]"}))
 			var env []string
 			for _, kv := range st.env {
 				if strings.HasPrefix(kv, "RUBICK_CPUS=") {
@@ -285,18 +272,8 @@ func TestPlanStepParser(t *testing.T) {
 		{"deepspeed", "python train.py --deepspeed_config " + cfgPath, []string{report.SourceDeepSpeed, report.SourceMegatron}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := parseFlags(append([]string{"--"}, strings.Fields(tc.line)...), envMap(nil), io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := model.ParsePlan("dp8.tp1.pp1.mb4.a1.z0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, err := planStep(cfg, p, launch.Alloc{Nodes: 1, GPUsOnNode: 8}, t.TempDir(), envMap(nil))
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := stepOf(t, append([]string{"--"}, strings.Fields(tc.line)...), "dp8.tp1.pp1.mb4.a1.z0",
+				launch.Alloc{Nodes: 1, GPUsOnNode: 8}, envMap(nil))
 			var got []string
 			for _, l := range []string{deepspeed, megatron} {
 				if m, ok := st.parser.Parse(l); ok {
