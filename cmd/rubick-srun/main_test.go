@@ -964,57 +964,36 @@ func (base64Encoder) Encode(_ context.Context, payload []byte) (string, error) {
 // markRequeue appends rubick:requeue to the comment squeue reports (none
 // for "(null)"), once; a squeue that fails is an error and changes nothing.
 // The mark is tried again when scontrol times out, and the job is
-// requeued whether or not it took.
-func TestRequeueHoldRetriesMark(t *testing.T) {
+// requeued whether or not it took. A requeuehold that fails (a busy
+// slurmctld times it out now and then) is tried twice more, 1 s and 2 s
+// later, as the mark is. Before, one failure ended a job that requeues
+// itself (a --signal=B:USR1@N job, which nothing else requeues) with its
+// trainer's status, FAILED.
+func TestRequeueHoldRetries(t *testing.T) {
 	bin := fakes(t)
 	cfg := config{squeue: filepath.Join(bin, "squeue"), scontrol: filepath.Join(bin, "scontrol"), jobRef: "42", markWait: time.Millisecond}
 	const mark, requeue = "update JobId=42 Comment=rubick:requeue", "requeuehold 42"
+	// anyCall fails the first scontrol calls, whichever they are;
+	// holdOnly the first requeuehold calls only.
+	const anyCall, holdOnly = "FAKE_SCONTROL_FAIL_FIRST", "FAKE_REQUEUEHOLD_FAIL_FIRST"
 	for _, tc := range []struct {
-		failing int
-		want    []string
-	}{
-		{0, []string{mark, requeue}},
-		{1, []string{mark, mark, requeue}},
-		// Calls 4 and 5 are the requeue's first two: it is tried again too.
-		{5, []string{mark, mark, mark, requeue, requeue, requeue}},
-	} {
-		log := filepath.Join(t.TempDir(), "scontrol.log")
-		t.Setenv("FAKE_SCONTROL_LOG", log)
-		t.Setenv("FAKE_SCONTROL_FAIL_FIRST", strconv.Itoa(tc.failing))
-		err := requeueHold(t.Context(), cfg, whyCheckpoint, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		if err != nil {
-			t.Errorf("%d failing: %v", tc.failing, err)
-		}
-		calls, _ := os.ReadFile(log)
-		if diff := cmp.Diff(tc.want, strings.Split(strings.TrimSpace(string(calls)), "\n")); diff != "" {
-			t.Errorf("%d failing: scontrol calls (-want +got):\n%s", tc.failing, diff)
-		}
-	}
-}
-
-// TestRequeueHoldRetried: a requeuehold that fails (a busy slurmctld
-// times it out now and then) is tried twice more, 1 s and 2 s later, as
-// the mark is. Before, one failure ended a job that requeues itself (a
-// --signal=B:USR1@N job, which nothing else requeues) with its trainer's
-// status, FAILED.
-func TestRequeueHoldRetried(t *testing.T) {
-	bin := fakes(t)
-	cfg := config{squeue: filepath.Join(bin, "squeue"), scontrol: filepath.Join(bin, "scontrol"), jobRef: "42", markWait: time.Millisecond}
-	const mark, requeue = "update JobId=42 Comment=rubick:requeue", "requeuehold 42"
-	for _, tc := range []struct {
+		fail    string
 		failing int
 		want    []string
 		wantErr bool
 	}{
-		{failing: 0, want: []string{mark, requeue}},
-		{failing: 1, want: []string{mark, requeue, requeue}},
-		{failing: 2, want: []string{mark, requeue, requeue, requeue}},
-		{failing: 5, want: []string{mark, requeue, requeue, requeue}, wantErr: true},
+		{fail: anyCall, failing: 0, want: []string{mark, requeue}},
+		{fail: anyCall, failing: 1, want: []string{mark, mark, requeue}},
+		// Calls 4 and 5 are the requeue's first two: it is tried again too.
+		{fail: anyCall, failing: 5, want: []string{mark, mark, mark, requeue, requeue, requeue}},
+		{fail: holdOnly, failing: 1, want: []string{mark, requeue, requeue}},
+		{fail: holdOnly, failing: 2, want: []string{mark, requeue, requeue, requeue}},
+		{fail: holdOnly, failing: 5, want: []string{mark, requeue, requeue, requeue}, wantErr: true},
 	} {
-		t.Run(strconv.Itoa(tc.failing), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s=%d", tc.fail, tc.failing), func(t *testing.T) {
 			log := filepath.Join(t.TempDir(), "scontrol.log")
 			t.Setenv("FAKE_SCONTROL_LOG", log)
-			t.Setenv("FAKE_REQUEUEHOLD_FAIL_FIRST", strconv.Itoa(tc.failing))
+			t.Setenv(tc.fail, strconv.Itoa(tc.failing))
 			err := requeueHold(t.Context(), cfg, whyCheckpoint, slog.New(slog.DiscardHandler))
 			if (err != nil) != tc.wantErr {
 				t.Errorf("requeueHold: %v, want an error: %v", err, tc.wantErr)
