@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rubick-sched/rubick/launch"
 	"github.com/rubick-sched/rubick/policy"
 	"github.com/spf13/viper"
 )
@@ -501,7 +502,6 @@ const minCallTimeout = time.Second
 var (
 	nameRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 	versionRE = regexp.MustCompile(`^v0\.0\.(3[89]|4[0-9])$`)
-	signals   = []string{"USR1", "USR2", "TERM", "INT", "HUP", "CONT", "URG"}
 )
 
 // Validate reports the first invalid field by its path and value.
@@ -575,8 +575,8 @@ func (c Config) Validate() error {
 	if c.Interval < time.Second || c.Interval > time.Hour {
 		return bad("interval", c.Interval, "want 1s..1h")
 	}
-	if !slices.Contains(signals, strings.TrimPrefix(strings.ToUpper(c.Checkpoint.Signal), "SIG")) {
-		return bad("checkpoint.signal", fmt.Sprintf("%q", c.Checkpoint.Signal), "want one of "+strings.Join(signals, ", "))
+	if !slices.Contains(launch.CheckpointSignals, strings.TrimPrefix(strings.ToUpper(c.Checkpoint.Signal), "SIG")) {
+		return bad("checkpoint.signal", fmt.Sprintf("%q", c.Checkpoint.Signal), "want one of "+strings.Join(launch.CheckpointSignals, ", "))
 	}
 	if c.Checkpoint.Grace < 0 || c.Checkpoint.Grace > 24*time.Hour {
 		return bad("checkpoint.grace", c.Checkpoint.Grace, "want 0..24h")

@@ -30,8 +30,30 @@ const (
 var ErrSignal = errors.New("checkpoint signal mismatch")
 
 // signalNumbers names the Linux signal numbers a job may give for the
-// signals rubick-srun knows.
-var signalNumbers = map[int]string{1: "HUP", 2: "INT", 3: "QUIT", 10: "USR1", 12: "USR2", 15: "TERM"}
+// signals rubick-srun knows: its checkpoint signals and QUIT.
+var signalNumbers = map[int]string{1: "HUP", 2: "INT", 3: "QUIT", 10: "USR1", 12: "USR2", 15: "TERM", 18: "CONT", 23: "URG"}
+
+// CheckpointSignals are the signals rubickd's checkpoint.signal may name:
+// rubick-srun takes each as its --signal.
+var CheckpointSignals = []string{"USR1", "USR2", "TERM", "INT", "HUP", "CONT", "URG"}
+
+// SignalNumber is the Linux number of a signal rubick-srun knows, given as
+// SignalName reads it, or of any signal 1-64 given by number.
+func SignalNumber(s string) (int, error) {
+	name, err := SignalName(s)
+	if err != nil {
+		return 0, err
+	}
+	if n, err := strconv.Atoi(name); err == nil {
+		return n, nil
+	}
+	for n, known := range signalNumbers {
+		if known == name {
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: signal %q is not one of %s or a number 1-64", ErrBadInput, clip(s), strings.Join(append(slices.Clone(CheckpointSignals), "QUIT"), ", "))
+}
 
 // forwarded are the signals rubick-srun passes on to the training step
 // besides its checkpoint signal.

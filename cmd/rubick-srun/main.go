@@ -200,24 +200,11 @@ type printedError struct{ error }
 func (e printedError) Unwrap() error { return e.error }
 
 func parseSignal(s string) (syscall.Signal, error) {
-	switch strings.TrimPrefix(strings.ToUpper(s), "SIG") {
-	case "USR1":
-		return syscall.SIGUSR1, nil
-	case "USR2":
-		return syscall.SIGUSR2, nil
-	case "TERM":
-		return syscall.SIGTERM, nil
-	case "INT":
-		return syscall.SIGINT, nil
-	case "HUP":
-		return syscall.SIGHUP, nil
-	case "QUIT":
-		return syscall.SIGQUIT, nil
+	n, err := launch.SignalNumber(s)
+	if err != nil {
+		return 0, fmt.Errorf("--signal=%q: %w", s, err)
 	}
-	if n, err := strconv.Atoi(s); err == nil && n > 0 && n < 65 {
-		return syscall.Signal(n), nil
-	}
-	return 0, fmt.Errorf("--signal=%q is not USR1, USR2, TERM, INT, HUP, QUIT or a signal number", s)
+	return syscall.Signal(n), nil
 }
 
 func newLogger(level string, w io.Writer, jobID string) (*slog.Logger, error) {

@@ -1177,6 +1177,10 @@ func TestSiteCheckpointSignal(t *testing.T) {
 	}{
 		{name: "nothing exported", sig: syscall.SIGUSR1},
 		{name: "the site's by default", site: "TERM", sig: syscall.SIGTERM},
+		// Every checkpoint.signal rubickd takes: a site exporting one must
+		// not make every job's flags fail.
+		{name: "the site's URG", site: "URG", sig: syscall.SIGURG},
+		{name: "the site's CONT", site: "SIGCONT", sig: syscall.SIGCONT},
 		{name: "the site's given", args: []string{"--signal", "SIGTERM"}, site: "15", sig: syscall.SIGTERM},
 		{name: "another given", args: []string{"--signal", "USR1"}, site: "TERM", sig: syscall.SIGUSR1, warn: true},
 		{name: "the site's unreadable", site: "TERMINATE", args: []string{"--signal", "USR1"}, sig: syscall.SIGUSR1, warn: true},
