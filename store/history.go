@@ -319,6 +319,7 @@ func (s *Store) actions(ctx context.Context, q querier, where string, args ...an
 
 type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 // Pending returns every action decided but not yet resolved, oldest first.

@@ -311,9 +311,9 @@ func migrate(ctx context.Context, db *sql.DB, migs []migration, now func() time.
 		}
 	}
 	// A database with no migrations to run still has to be checked.
-	var cur int
-	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&cur); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
+	cur, err := schemaVersion(ctx, db)
+	if err != nil {
+		return err
 	}
 	if cur > len(migs) {
 		return fmt.Errorf("%w: database is at version %d, this binary knows up to %d", ErrSchemaTooNew, cur, len(migs))
@@ -321,9 +321,9 @@ func migrate(ctx context.Context, db *sql.DB, migs []migration, now func() time.
 	return nil
 }
 
-func schemaVersion(ctx context.Context, tx *sql.Tx) (int, error) {
+func schemaVersion(ctx context.Context, q querier) (int, error) {
 	var v int
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
+	if err := q.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
 		return 0, fmt.Errorf("read schema version: %w", err)
 	}
 	return v, nil

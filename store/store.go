@@ -236,11 +236,7 @@ func checkExisting(ctx context.Context, path string, common url.Values) (int, er
 	case n == 0:
 		return 0, fmt.Errorf("%w: the database has no schema_migrations table (an empty file, or another program's database)", ErrNotStore)
 	}
-	var v int
-	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
-		return 0, fmt.Errorf("read schema version: %w", err)
-	}
-	return v, nil
+	return schemaVersion(ctx, db)
 }
 
 // checkVersion fails unless a store at schema version v is one a binary
