@@ -3,7 +3,6 @@ package policy
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -173,7 +172,7 @@ func (c Config) Validate() error {
 		return bad("SLOMargin", c.SLOMargin, "0 <= x < 1")
 	case c.MinCPUsPerGPU < 0:
 		return bad("MinCPUsPerGPU", c.MinCPUsPerGPU, ">= 0")
-	case !(c.HostMemPerGPUGB >= 0) || math.IsInf(c.HostMemPerGPUGB, 1):
+	case !sizeGB(c.HostMemPerGPUGB):
 		return bad("HostMemPerGPUGB", c.HostMemPerGPUGB, "a finite number >= 0")
 	case !(c.MaxScale == 0 || c.MaxScale >= 1):
 		return bad("MaxScale", c.MaxScale, "0 (no bound) or >= 1")
