@@ -2044,7 +2044,8 @@ func (r *round) allocOf(js *jstate, plan model.Plan) []NodeAlloc {
 	out := make([]NodeAlloc, 0, len(js.cur))
 	need := js.est.Memory(plan, r.placement(js.cur).Canonical()).HostGBNode
 	for _, s := range js.cur {
-		mem := js.j.cpuMem(r.hostMem(js, plan, s.gpus), s.gpus, s.cpus, need, js.hostBase)
+		mem := js.j.hostMem(r.e.cfg.HostMemPerGPUGB, s.gpus, need, js.hostBase)
+		mem = js.j.cpuMem(mem, s.gpus, s.cpus, need, js.hostBase)
 		out = append(out, NodeAlloc{Node: r.nodes[s.node].n.Name, GPUs: s.gpus, CPUs: s.cpus, MemGB: mem})
 	}
 	return out
