@@ -58,7 +58,7 @@ const (
 	// requeue (22.05 lab: a requeued job's SubmitTime became the requeue's,
 	// sacct -D keeps both), which would restart a preempted job's age for
 	// the starvation and guaranteed-age rules.
-	tagSubmit = "sub"
+	tagSubmit = slurm.TagSubmit
 )
 
 // splitPerCycle bounds the array tasks split off in one cycle (one scontrol

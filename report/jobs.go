@@ -18,10 +18,6 @@ import (
 // any grouping value a job lacks.
 const NoModel = "(none)"
 
-// tagSubmit is the tag key in which rubickd keeps a job's first submit time
-// (seconds since 1970): Slurm moves the job's Submit to each requeue.
-const tagSubmit = "sub"
-
 // GPU sources of a run's GPU count.
 const (
 	// GPUsFromTRES: the gres/gpu entry of AllocTRES.
@@ -300,11 +296,11 @@ func buildJob(rows []Row, overhead time.Duration, tres bool) (Job, []*JobError) 
 				j.Request, j.req = s, &req
 			}
 		}
-		if s, ok := t.Extra[tagSubmit]; ok {
+		if s, ok := t.Extra[slurm.TagSubmit]; ok {
 			sec, err := strconv.ParseInt(s, 10, 64)
 			switch {
 			case err != nil || sec <= 0:
-				addErr("AdminComment "+tagSubmit, s, errors.New("want seconds since 1970, > 0"))
+				addErr("AdminComment "+slurm.TagSubmit, s, errors.New("want seconds since 1970, > 0"))
 			case tagSub.IsZero() || time.Unix(sec, 0).Before(tagSub):
 				tagSub = time.Unix(sec, 0)
 			}

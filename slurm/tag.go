@@ -328,6 +328,11 @@ const TagBy = "by"
 // are mailed as it asked.
 const TagMail = "mail"
 
+// TagSubmit is the tag key in which rubickd keeps a job's submission time
+// (seconds since 1970) from when it first acts on the job: Slurm moves a
+// job's submit time to each requeue.
+const TagSubmit = "sub"
+
 // mailTagValue writes a MailType ("BEGIN,END,INVALID_DEPEND") as a tag
 // value, which has no '_' ("begin,end,invalid-depend"); no mail type has
 // a '-'.
