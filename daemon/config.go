@@ -268,7 +268,7 @@ func Defaults() Config {
 		Partitions:         []string{"gpu"},
 		TenantFrom:         "account",
 		Interval:           30 * time.Second,
-		Checkpoint:         CheckpointConfig{Signal: "USR1", Grace: 120 * time.Second},
+		Checkpoint:         CheckpointConfig{Signal: launch.DefaultCheckpointSignal, Grace: 120 * time.Second},
 		RestartCost:        260 * time.Second,
 		MeasureRestartCost: true,
 		ReadBatchScripts:   true,
