@@ -74,8 +74,9 @@ func printDefaults(w io.Writer, fs *flag.FlagSet) {
 		if typ != "" {
 			name += " " + typ
 		}
-		if typ == "value" {
-			// A repeatable flag (flag.Func) names its defaults in its usage.
+		if typ == "value" || strings.Contains(usage, "(default") {
+			// A repeatable flag (flag.Func) names its defaults in its usage,
+			// as does one whose default is not a value ("default: you").
 			fmt.Fprintf(w, "  %s\n    \t%s\n", name, usage)
 			return
 		}

@@ -363,3 +363,31 @@ func TestPrintDefaultsQuotesStrings(t *testing.T) {
 		t.Errorf("printDefaults (-want +got):\n%s", diff)
 	}
 }
+
+// TestHelpProseDefault checks that a flag whose usage names its default in
+// words is not given a second, empty one.
+func TestHelpProseDefault(t *testing.T) {
+	for _, tc := range []struct {
+		cmd, flag, want string
+	}{
+		{"script", "--user", "(default: you)\n"},
+		{"script", "--workdir", "as sbatch's)\n"},
+		{"report", "--since", "unless given)\n"},
+		{"script", "--gpus", "(default 0)\n"},
+	} {
+		_, stderr, err := runCLI(t, tc.cmd, "-h")
+		if err != nil {
+			t.Fatalf("%s -h: %v", tc.cmd, err)
+		}
+		i := strings.Index(stderr, "  "+tc.flag+" ")
+		if i < 0 {
+			t.Fatalf("%s -h does not list %s:\n%s", tc.cmd, tc.flag, stderr)
+		}
+		line := stderr[i:]
+		line = line[strings.Index(line, "\n")+1:]
+		line = line[:strings.Index(line, "\n")+1]
+		if !strings.HasSuffix(line, tc.want) {
+			t.Errorf("%s -h: %s help line %q, want it to end %q", tc.cmd, tc.flag, line, tc.want)
+		}
+	}
+}
