@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -156,7 +158,14 @@ func envDefaults(e model.Env) string {
 	return "defaults: " + strings.Join(e.KeyValues(), " ")
 }
 
+// loadSet loads --data dir, the embedded copy for "". A dir that is not
+// a directory is a usage error, as rubick sim's --data is.
 func loadSet(dir string) (*artifact.Set, error) {
+	if dir != "" {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("%w: --data %q is not a directory", errUsage, dir)
+		}
+	}
 	set, err := artifact.Load(artifact.Open(dir))
 	if dir == "" {
 		dir = "embedded data"
@@ -201,7 +210,7 @@ func modelFit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var fits map[string]model.FitResult
 	if *only != "" {
 		if _, ok := set.Models[*only]; !ok {
-			return fmt.Errorf("%w: --model %q: not in the data (have %s)", model.ErrBadInput, *only, strings.Join(set.ModelNames(), ", "))
+			return fmt.Errorf("%w: --model %q: not in the data (have %s)", errUsage, *only, strings.Join(set.ModelNames(), ", "))
 		}
 		// The whole set stays: a profile may be a copy of another model's.
 		f, err := artifact.FitOne(ctx, set, *env, *only)
@@ -338,6 +347,14 @@ func modelLearn(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
+	switch {
+	case *rows < 1:
+		return fmt.Errorf("%w: --rows=%d must be >= 1", errUsage, *rows)
+	case *seeds < 1:
+		return fmt.Errorf("%w: --seeds=%d must be >= 1", errUsage, *seeds)
+	case !(*threshold >= 0) || math.IsInf(*threshold, 1):
+		return fmt.Errorf("%w: --threshold=%v must be a finite number >= 0", errUsage, *threshold)
+	}
 	set, err := loadSet(*data)
 	if err != nil {
 		return err
@@ -376,10 +393,10 @@ func modelBestPlan(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	pl, err := model.ParsePlacement(*place)
 	if err != nil {
-		return fmt.Errorf("--placement: %w", err)
+		return fmt.Errorf("%w: --placement: %w", errUsage, err)
 	}
 	if *cpus < 0 {
-		return fmt.Errorf("%w: --cpus=%d must be >= 0", model.ErrBadInput, *cpus)
+		return fmt.Errorf("%w: --cpus=%d must be >= 0", errUsage, *cpus)
 	}
 	set, err := loadSet(*data)
 	if err != nil {
@@ -387,7 +404,7 @@ func modelBestPlan(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	info, ok := set.Models[*name]
 	if !ok {
-		return fmt.Errorf("%w: --model %q: not in the data (have %s)", model.ErrBadInput, *name, strings.Join(set.ModelNames(), ", "))
+		return fmt.Errorf("%w: --model %q: not in the data (have %s)", errUsage, *name, strings.Join(set.ModelNames(), ", "))
 	}
 	c := *cpus
 	if c == 0 {
@@ -396,10 +413,10 @@ func modelBestPlan(ctx context.Context, args []string, stdout, stderr io.Writer)
 	env := *envp
 	// The placement and CPUs must be ones the priced nodes hold.
 	if env.NodeGPUs > 0 && pl.MaxPerNode() > env.NodeGPUs {
-		return fmt.Errorf("%w: --placement=%s puts %d GPUs on a node of %d (env node_gpus=%d)", model.ErrBadInput, *place, pl.MaxPerNode(), env.NodeGPUs, env.NodeGPUs)
+		return fmt.Errorf("%w: --placement=%s puts %d GPUs on a node of %d (env node_gpus=%d)", errUsage, *place, pl.MaxPerNode(), env.NodeGPUs, env.NodeGPUs)
 	}
 	if env.NodeCPUs > 0 && c > env.NodeCPUs*pl.Nodes() {
-		return fmt.Errorf("%w: --cpus=%d is more than the %d nodes of the placement hold (%d each, env node_cpus)", model.ErrBadInput, c, pl.Nodes(), env.NodeCPUs)
+		return fmt.Errorf("%w: --cpus=%d is more than the %d nodes of the placement hold (%d each, env node_cpus)", errUsage, c, pl.Nodes(), env.NodeCPUs)
 	}
 	fit, err := artifact.FitOne(ctx, set, env, *name)
 	if err != nil {
