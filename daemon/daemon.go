@@ -966,7 +966,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 			// cycle.
 			logger.Info("start deferred for its licenses or GRES", "job", id, "err", e)
 			if i, ok := slices.BinarySearchFunc(plan.Actions, strconv.Itoa(id), func(a policy.Action, id string) int { return strings.Compare(a.JobID, id) }); ok {
-				plan.Actions[i] = policy.Action{Kind: policy.Keep, JobID: plan.Actions[i].JobID, Reason: policy.ReasonNoResources, Detail: e.Error()}
+				plan.Actions[i] = deferredKeep(view, plan.Actions[i], policy.ReasonNoResources, e.Error())
 			}
 			continue
 		}
@@ -983,7 +983,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 				logger.Info("action deferred for a group limit", "job", id, "err", e)
 			}
 			if ok {
-				plan.Actions[i] = policy.Action{Kind: policy.Keep, JobID: plan.Actions[i].JobID, Reason: policy.ReasonGroup, Detail: e.Error()}
+				plan.Actions[i] = deferredKeep(view, plan.Actions[i], policy.ReasonGroup, e.Error())
 			}
 			continue
 		}
@@ -1046,6 +1046,18 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	d.last = rep
 	d.mu.Unlock()
 	return rep, nil
+}
+
+// deferredKeep is the keep a deferred action a becomes: the job as it is
+// (running on its allocation and plan, or queued), where the policy
+// placed it in its orders: rubick queue shows it in its place, with why
+// it waits, rather than a gap in the positions.
+func deferredKeep(v *View, a policy.Action, reason policy.Reason, detail string) policy.Action {
+	k := policy.Action{Kind: policy.Keep, JobID: a.JobID, Reason: reason, Detail: detail, MinRes: a.MinRes, Order: a.Order, Admission: a.Admission}
+	if i := slices.IndexFunc(v.Snapshot.Jobs, func(j policy.Job) bool { return j.ID == a.JobID }); i >= 0 && v.Snapshot.Jobs[i].Running() {
+		k.Alloc, k.Plan = slices.Clone(v.Snapshot.Jobs[i].Alloc), v.Snapshot.Jobs[i].Plan
+	}
+	return k
 }
 
 // ReleaseAll runs one cycle that hands the queue back to Slurm: it

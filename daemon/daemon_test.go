@@ -3004,6 +3004,41 @@ func TestCycleWarnsOfUnschedulableJobOnce(t *testing.T) {
 	}
 }
 
+// A start deferred for its licenses keeps the place the policy gave the
+// job in its order: rubick queue lists it there, waiting, with no gap in
+// the positions.
+func TestCycleDeferredStartKeepsItsPlace(t *testing.T) {
+	d, st := newTestDaemonWith(t, matlabJobs(1), &fakeApplier{}, func(*Config) {})
+	rep, err := d.Cycle(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Skipped[22] == "" {
+		t.Fatalf("skipped %v, want job 22 deferred", rep.Skipped)
+	}
+	type place struct {
+		Kind     policy.Kind
+		Reason   policy.Reason
+		Position int
+	}
+	got := map[int64]place{}
+	for _, id := range []int64{21, 22} {
+		a := lastAction(t, st, id)
+		p := place{Kind: a.Kind, Reason: a.Reason}
+		if a.Order != nil {
+			p.Position = a.Order.Position
+		}
+		got[id] = p
+	}
+	want := map[int64]place{21: {policy.Start, policy.ReasonSlope, 2}, 22: {policy.Keep, policy.ReasonNoResources, 1}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("stored decisions (-want +got):\n%s", diff)
+	}
+	if a := lastAction(t, st, 22); len(a.Alloc) != 0 || !strings.Contains(a.Detail, "its licenses are taken") {
+		t.Errorf("job 22: %+v, want it queued, saying why", a)
+	}
+}
+
 // A deferred start is logged when it first comes, not at every cycle it
 // lasts (a group limit holds a job back for hours).
 func TestCycleLogsDeferralOnce(t *testing.T) {
