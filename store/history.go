@@ -454,6 +454,31 @@ func (s *Store) LastCycle(ctx context.Context) (int64, error) {
 	return id.Int64, nil
 }
 
+// LastSeen returns when the newest decision cycle that saw the job was
+// recorded: one that stored a reason for it or lists it as unchanged. The
+// job's own record (Job.Updated) is not rewritten by a cycle that leaves
+// it alone for a reason stored before, so it can be hours older. Zero
+// when no stored cycle names the job.
+func (s *Store) LastSeen(ctx context.Context, jobID int64) (time.Time, error) {
+	// Only the cycles from the job's newest reason on can list it as
+	// unchanged (an unchanged job's reason is stored before); newest first,
+	// the first match ends the scan.
+	var at int64
+	err := s.r.QueryRowContext(ctx, `
+		SELECT d.decided_ns FROM decisions d
+		WHERE d.cycle_id >= COALESCE((SELECT MAX(cycle_id) FROM decision_reasons WHERE job_id = ?), 0)
+		  AND (EXISTS (SELECT 1 FROM decision_reasons r WHERE r.cycle_id = d.cycle_id AND r.job_id = ?)
+		       OR (d.unchanged IS NOT NULL AND EXISTS (SELECT 1 FROM json_each(d.unchanged) WHERE value = ?)))
+		ORDER BY d.cycle_id DESC LIMIT 1`, jobID, jobID, jobID).Scan(&at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("store: last cycle that saw job %d: %w", jobID, err)
+	}
+	return time.Unix(0, at).UTC(), nil
+}
+
 // ReasonsAsOf returns, for each of the jobs ids with a reason stored in
 // cycle cycleID or before, the newest such reason: what that cycle said of
 // a job it lists as Unchanged. A job whose reasons up to the cycle were all

@@ -402,6 +402,40 @@ func TestReasonsAsOf(t *testing.T) {
 	}
 }
 
+// LastSeen is the newest cycle that stored a reason for the job or listed
+// it as unchanged.
+func TestLastSeen(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "")
+	at := map[int64]time.Time{}
+	record := func(d Decision) {
+		t.Helper()
+		d.Policy = "rubick"
+		got, err := s.RecordDecision(ctx, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at[got.CycleID] = got.At
+	}
+	reason := json.RawMessage(`"held by its user"`)
+	record(Decision{Reasons: map[int64]json.RawMessage{5: reason, 6: reason}})
+	record(Decision{Reasons: map[int64]json.RawMessage{7: reason}, Unchanged: []int64{5, 6}})
+	record(Decision{Unchanged: []int64{5, 7}})
+	record(Decision{Reasons: map[int64]json.RawMessage{8: reason}})
+	got := map[int64]time.Time{}
+	for _, id := range []int64{5, 6, 7, 8, 99} {
+		seen, err := s.LastSeen(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[id] = seen
+	}
+	want := map[int64]time.Time{5: at[3], 6: at[2], 7: at[3], 8: at[4], 99: {}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("LastSeen (-want +got):\n%s", diff)
+	}
+}
+
 func TestRecordDecisionIsAtomic(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, "")

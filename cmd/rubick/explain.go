@@ -42,8 +42,13 @@ type explanation struct {
 	// of a job array, the array while the task was part of it, whichever
 	// is later (report.LastWait): its age in the queue counts from then.
 	// Omitted when it never waited.
-	Waited  *time.Time `json:"last_seen_waiting,omitempty"`
-	Updated time.Time  `json:"updated"`
+	Waited *time.Time `json:"last_seen_waiting,omitempty"`
+	// LastSeen is when the newest cycle that saw the job was recorded,
+	// or its record was, whichever is later: a cycle that leaves a job
+	// alone for a reason stored before (a hold that lasts) does not write
+	// the job again, so Updated, its last record, can be hours older.
+	LastSeen time.Time `json:"last_seen"`
+	Updated  time.Time `json:"updated"`
 	// Cannot is what the job's launch line cannot express, as rubick-srun
 	// reported it ("" for nothing, or no report yet).
 	Cannot string `json:"cannot"`
@@ -220,6 +225,7 @@ type explainStore interface {
 	CurrentFit(ctx context.Context, modelType string) (store.Fit, error)
 	Reasons(ctx context.Context, jobID int64, limit int) ([]store.Reason, error)
 	PlanHistory(ctx context.Context, jobID int64) ([]store.Action, error)
+	LastSeen(ctx context.Context, jobID int64) (time.Time, error)
 	JobRestartCosts(ctx context.Context, jobID int64) ([]store.RestartCost, error)
 }
 
@@ -235,6 +241,14 @@ func explain(ctx context.Context, st explainStore, path string, id int64, top, n
 		JobID: id, ArrayTask: arrayTaskName(j), User: j.User, Store: path, ModelType: j.ModelType, Class: string(j.Class), Tenant: j.Tenant, State: j.State,
 		Submitted: j.Submitted, Updated: j.Updated, Cannot: j.Cannot.String(), Alternatives: []alternative{}, Reasons: []reasonView{},
 		History: []report.PlanChange{}, Notes: []string{},
+	}
+	seen, err := st.LastSeen(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("explain: %w", err)
+	}
+	ex.LastSeen = j.Updated
+	if seen.After(ex.LastSeen) {
+		ex.LastSeen = seen
 	}
 	waited, err := report.LastWait(ctx, st, j)
 	if err != nil {
@@ -406,7 +420,7 @@ func (ex *explanation) write(w io.Writer) error {
 		mt = report.NoModel
 	}
 	fmt.Fprintf(ew, "job %s: user %s, model %s, class %s, tenant %s, state %s\n", jobLabel(ex.JobID, ex.ArrayTask), orDash(ex.User), mt, orDash(ex.Class), orDash(ex.Tenant), ex.State)
-	fmt.Fprintf(ew, "  submitted %s, last seen %s, store %s\n", utcTime(ex.Submitted), utcTime(ex.Updated), ex.Store)
+	fmt.Fprintf(ew, "  submitted %s, last seen %s, store %s\n", utcTime(ex.Submitted), utcTime(ex.LastSeen), ex.Store)
 	if ex.Waited != nil {
 		fmt.Fprintf(ew, "  last seen held or waiting for its --begin or dependencies at %s; its age in the queue counts from then\n", utcTime(*ex.Waited))
 	}

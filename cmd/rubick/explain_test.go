@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -76,6 +77,40 @@ func seedExplainStore(t *testing.T) (string, model.Plan) {
 		t.Fatal(err)
 	}
 	return path, plan
+}
+
+// A job later cycles leave alone for a reason stored before (a hold that
+// lasts) is last seen at the newest of them, not at its last record.
+func TestExplainLastSeen(t *testing.T) {
+	path, _ := seedExplainStore(t)
+	ctx := context.Background()
+	st, err := store.Open(ctx, path, store.WithClock(func() time.Time { return fixedNow.Add(-time.Minute) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := st.RecordDecision(ctx, store.Decision{Policy: "rubick", Unchanged: []int64{42}})
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := explainCmd(ctx, []string{"42", "--store", path, "--json"}, &out, io.Discard, testEnv(t)); err != nil {
+		t.Fatal(err)
+	}
+	var ex explanation
+	if err := json.Unmarshal(out.Bytes(), &ex); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !ex.LastSeen.Equal(d.At) || !ex.Updated.Before(d.At) {
+		t.Errorf("last_seen %v, updated %v; want last seen at cycle %d's %v, after the job's last record", ex.LastSeen, ex.Updated, d.CycleID, d.At)
+	}
+	out.Reset()
+	if err := explainCmd(ctx, []string{"42", "--store", path}, &out, io.Discard, testEnv(t)); err != nil {
+		t.Fatal(err)
+	}
+	if want := "last seen " + utcTime(d.At) + ","; !strings.Contains(out.String(), want) {
+		t.Errorf("explain prints:\n%s\nwant %q", out.String(), want)
+	}
 }
 
 func TestExplainJSON(t *testing.T) {
