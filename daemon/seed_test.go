@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/rubick-sched/rubick/artifact"
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/store"
@@ -64,6 +66,48 @@ func TestSeedSpecsOnly(t *testing.T) {
 		}
 		if has, err := st.HasFit(ctx, name); err != nil || has {
 			t.Errorf("%s: has a fit = %v (%v), want none", name, has, err)
+		}
+	}
+}
+
+// Seeding through an overlay leaves the store as it is, and the overlay
+// reads the seeded types and fits over the store's, once.
+func TestSeedOverlay(t *testing.T) {
+	ctx := context.Background()
+	st, set := emptyStoreAndData(t)
+	own := set.ModelNames()[0]
+	if err := st.UpsertModelType(ctx, set.Models[own].Spec); err != nil {
+		t.Fatal(err)
+	}
+	o := NewSeedOverlay(st)
+	added, err := Seed(ctx, o, set, model.DefaultEnv(), true)
+	if err != nil || len(added) != len(set.ModelNames())-1 {
+		t.Fatalf("seed added %v, %v; want every shipped model but %s", added, err, own)
+	}
+	if again, err := Seed(ctx, o, set, model.DefaultEnv(), true); err != nil || len(again) != 0 {
+		t.Fatalf("second seed added %v, %v; want nothing", again, err)
+	}
+	if types, err := st.ModelTypes(ctx); err != nil || len(types) != 1 || types[0].Spec.Name != own {
+		t.Errorf("store's model types %v, %v; want only %s, as before", types, err, own)
+	}
+	types, err := o.ModelTypes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, mt := range types {
+		names = append(names, mt.Spec.Name)
+	}
+	if d := cmp.Diff(set.ModelNames(), names); d != "" {
+		t.Errorf("overlay's model types (-want +got):\n%s", d)
+	}
+	for _, name := range set.ModelNames() {
+		_, err := o.CurrentFit(ctx, name)
+		if name == own && !errors.Is(err, store.ErrNotFound) || name != own && err != nil {
+			t.Errorf("%s: current fit: %v; want one seeded for every type but the store's own", name, err)
+		}
+		if has, err := st.HasFit(ctx, name); err != nil || has {
+			t.Errorf("%s: the store has a fit = %v (%v), want none", name, has, err)
 		}
 	}
 }

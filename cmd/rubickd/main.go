@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -75,7 +76,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", daemon.DefaultConfigPath, "configuration file (YAML); a missing file at the default path means built-in defaults")
 	once := fs.Bool("once", false, "run one cycle, print its report as JSON and exit")
-	dryRun := fs.Bool("dry-run", false, "decide one cycle and print the plan; applies nothing to Slurm and records nothing in the store, which it creates and seeds like any start (implies --once)")
+	dryRun := fs.Bool("dry-run", false, "decide one cycle and print the plan; applies nothing to Slurm and changes no existing store: it refuses one of an older schema, which a start migrates, and seeds in memory only; a missing store it creates and seeds like any start (implies --once)")
 	releaseAll := fs.Bool("release-all", false, "hand the queue back to Slurm: release every job held for rubick on its own request, print the report as JSON and exit (with --dry-run: say which); users' and administrators' holds stay")
 	check := fs.Bool("check", false, "check the configuration, slurmrestd, the managed partitions, the commands, the slurm.conf settings and the GrpTRESMins budgets rubickd relies on, print one line each, and exit (1 if one failed); changes nothing")
 	checkJSON := fs.Bool("json", false, "with --check: print the checks as a JSON array of {name, status, detail}")
@@ -124,11 +125,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		defer lock.Release()
 	}
-	st, err := store.Open(ctx, cfg.Store, store.WithLogger(log))
+	st, leave, err := openStore(ctx, cfg.Store, *dryRun, log)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	var dst interface {
+		daemon.Store
+		daemon.SeedStore
+	} = st
+	if leave {
+		dst = daemon.NewSeedOverlay(st)
+	}
 	env := model.DefaultEnv()
 	if cfg.GPUFacts != "" {
 		facts, err := gpuinfo.ReadFacts(cfg.GPUFacts)
@@ -142,8 +150,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if added, err := daemon.Seed(ctx, st, set, env, cfg.SeedFits); err != nil {
+	if added, err := daemon.Seed(ctx, dst, set, env, cfg.SeedFits); err != nil {
 		return err
+	} else if len(added) > 0 && leave {
+		log.Info("model types a start would seed, seeded for this dry run only", "models", added)
 	} else if len(added) > 0 {
 		log.Info("seeded model types", "models", added)
 	}
@@ -172,7 +182,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	metrics := daemon.NewMetrics()
 	learner := &daemon.Learner{Store: st, Cluster: cluster, Env: env, Threshold: cfg.Samples.RefitThreshold,
 		MaxConfigsPerJob: cfg.Samples.MaxConfigsPerJob, Logger: log}
-	d, err := daemon.New(cfg, daemon.Deps{Cluster: cluster, Applier: applier, Store: st, Policy: pol, Env: env, Metrics: metrics, Logger: log, Learner: learner, Instance: self,
+	d, err := daemon.New(cfg, daemon.Deps{Cluster: cluster, Applier: applier, Store: dst, Policy: pol, Env: env, Metrics: metrics, Logger: log, Learner: learner, Instance: self,
 		Budgets: slurm.AssocMgr{Runner: commands(cfg), Scontrol: cfg.Commands.Scontrol, SShare: cfg.Commands.Sshare},
 		Scripts: slurm.BatchScripts{Runner: commands(cfg), Scontrol: cfg.Commands.Scontrol}})
 	if err != nil {
@@ -278,6 +288,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}()
 	log.Info("rubickd running", "policy", pol.Name(), "interval", cfg.Interval, "partitions", cfg.Partitions)
 	return d.Run(ctx)
+}
+
+// openStore opens rubickd's store. A dry run leaves an existing store as
+// it finds it (leave): a rubickd may run on it, and would refuse a store
+// this one migrated (store.ErrSchemaTooNew), so one of an older schema is
+// refused. A missing store no rubickd uses: it is created, as at any
+// start.
+func openStore(ctx context.Context, path string, dryRun bool, log *slog.Logger) (st *store.Store, leave bool, err error) {
+	opts := []store.Option{store.WithLogger(log)}
+	if dryRun {
+		switch _, err := os.Stat(path); {
+		case err == nil:
+			leave = true
+			opts = append(opts, store.WithoutMigrating())
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, false, fmt.Errorf("store: %w", err)
+		}
+	}
+	st, err = store.Open(ctx, path, opts...)
+	if leave && errors.Is(err, store.ErrSchemaTooOld) {
+		return nil, false, fmt.Errorf("--dry-run migrates no store, since a running rubickd may use it: %w", err)
+	}
+	return st, leave, err
 }
 
 // acceptResult labels what became of a sample or launch notice, for the

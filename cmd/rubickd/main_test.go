@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/rubick-sched/rubick/daemon"
 	"github.com/rubick-sched/rubick/launch/report"
+	"github.com/rubick-sched/rubick/store"
 )
 
 // A second rubickd on a store another one holds stops before touching
@@ -50,6 +52,110 @@ func TestSecondInstanceRefused(t *testing.T) {
 	if err == nil || errors.Is(err, daemon.ErrLocked) || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Fatalf("--dry-run beside a running rubickd: %v, want it past the lock, failing at slurmrestd", err)
 	}
+}
+
+// A dry run changes no existing store, which a running rubickd may use:
+// it refuses one of an older schema, naming both versions, rather than
+// migrating it, and seeds a current one in memory only. A missing store
+// it creates and seeds, as any start does.
+func TestDryRunLeavesStore(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		make  func(t *testing.T, path string)
+		is    error  // the run's error, past the store
+		say   string // ... saying this
+		types bool   // the store has model types after the run
+	}{
+		{"older", func(t *testing.T, path string) { newStore(t, path); dropVersion(t, path) }, store.ErrSchemaTooOld,
+			fmt.Sprintf("database is at version %d, this binary reads version %d", store.SchemaVersion()-1, store.SchemaVersion()), false},
+		{"current", newStore, nil, "127.0.0.1:1", false},
+		{"missing", func(*testing.T, string) {}, nil, "127.0.0.1:1", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, path := dryRunConfig(t)
+			tc.make(t, path)
+			err := run(ctx, []string{"--config", cfg, "--dry-run"}, io.Discard, io.Discard)
+			if err == nil || tc.is != nil && !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.say) {
+				t.Fatalf("--dry-run: %v, want %v saying %q", err, tc.is, tc.say)
+			}
+			want := store.SchemaVersion()
+			if tc.is != nil {
+				want--
+			}
+			if v := schemaVersion(t, path); v != want {
+				t.Errorf("store at version %d after the dry run, want %d", v, want)
+			}
+			st, err := store.Open(ctx, path, store.WithoutMigrating(), store.WithReaders(1))
+			if errors.Is(err, store.ErrSchemaTooOld) {
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			if types, err := st.ModelTypes(ctx); err != nil || (len(types) > 0) != tc.types {
+				t.Errorf("store's model types after the dry run: %d (%v), want some: %v", len(types), err, tc.types)
+			}
+		})
+	}
+}
+
+// dryRunConfig writes a configuration whose slurmrestd nothing listens
+// on (a run that gets past the store fails there), and returns it and its
+// store's path.
+func dryRunConfig(t *testing.T) (cfg, path string) {
+	t.Helper()
+	dir := t.TempDir()
+	path, cfg = filepath.Join(dir, "rubick.db"), filepath.Join(dir, "rubickd.yaml")
+	yaml := "store: " + path + "\nslurmrestd:\n  url: http://127.0.0.1:1\n  token_file: " + filepath.Join(dir, "jwt") + "\n"
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "jwt"), []byte("t"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, path
+}
+
+// newStore creates an empty store at path, at this binary's schema.
+func newStore(t *testing.T, path string) {
+	t.Helper()
+	st, err := store.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dropVersion makes the store at path one at the schema version before
+// this binary's, as far as its version says.
+func dropVersion(t *testing.T, path string) {
+	t.Helper()
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`DELETE FROM schema_migrations WHERE version = ?`, store.SchemaVersion()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func schemaVersion(t *testing.T, path string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var v int
+	if err := db.QueryRow(`SELECT MAX(version) FROM schema_migrations`).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // rubickd --check --json prints the checks as a JSON array, with a failed
