@@ -88,6 +88,7 @@ type Store interface {
 	AwaitAck(ctx context.Context, id int64, mail string) error
 	Acked(ctx context.Context, jobID int64) error
 	Unacked(ctx context.Context) ([]store.Action, error)
+	Jobs(ctx context.Context, f store.JobFilter) ([]store.Job, error)
 	RestartStore
 }
 
@@ -341,7 +342,9 @@ const (
 // acknowledges it gets that tag, so the job is not read as requeued by
 // someone else (slurm.RequeuedByOther); so does, at the first cycle, one
 // that failed after its requeue with its tag still unwritten when the
-// previous run stopped (the store's Unacked). A failure (slurmrestd or
+// previous run stopped (the store's Unacked). A job the store has as live
+// and Slurm no longer lists, one that ended while rubickd was stopped, is
+// recorded as StateGone. A failure (slurmrestd or
 // the store) is retried up to reconcileTries times in all while ctx lasts;
 // what was settled before it stays settled.
 func (d *Daemon) Reconcile(ctx context.Context) error {
@@ -359,8 +362,56 @@ func (d *Daemon) Reconcile(ctx context.Context) error {
 	return err
 }
 
+// StateGone is the state rubickd records for a job its store has as live
+// (pending, running, suspended, completing) that Slurm no longer lists when
+// rubickd starts: the job ended while rubickd was stopped for longer than
+// Slurm's MinJobAge, and how it ended is in Slurm's accounting (sacct).
+const StateGone = "GONE"
+
+// liveStates are the Slurm states of a job that has not ended
+// (slurm.Job.Ended).
+var liveStates = []string{slurm.StatePending, slurm.StateRunning, slurm.StateSuspended, slurm.StateCompleting}
+
+// settleGone records as StateGone each job the store has as live and
+// Slurm no longer lists: without it, rubick explain, queue and status
+// would show such a job in its last state, running say, for ever.
+func (d *Daemon) settleGone(ctx context.Context) error {
+	live, err := d.deps.Store.Jobs(ctx, store.JobFilter{States: liveStates})
+	if err != nil || len(live) == 0 {
+		return err
+	}
+	jobs, err := d.jobs(ctx)
+	if err != nil {
+		return err
+	}
+	listed := make(map[int64]bool, len(jobs))
+	for _, j := range jobs {
+		listed[int64(j.ID)] = true
+	}
+	var gone []store.Job
+	var ids []int64
+	for _, j := range live {
+		if !listed[j.ID] {
+			j.State = StateGone
+			gone = append(gone, j)
+			ids = append(ids, j.ID)
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	if err := d.deps.Store.UpsertJobs(ctx, gone); err != nil {
+		return err
+	}
+	d.deps.Logger.Info("jobs Slurm no longer lists recorded as gone: they ended while rubickd was stopped; sacct -j has how", "jobs", ids)
+	return nil
+}
+
 // reconcile is one try of Reconcile.
 func (d *Daemon) reconcile(ctx context.Context) error {
+	if err := d.settleGone(ctx); err != nil {
+		return fmt.Errorf("reconcile: jobs Slurm no longer lists: %w", err)
+	}
 	unacked, err := d.deps.Store.Unacked(ctx)
 	if err != nil {
 		return fmt.Errorf("reconcile: %w", err)

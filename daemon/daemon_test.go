@@ -3039,6 +3039,45 @@ func TestCycleDeferredStartKeepsItsPlace(t *testing.T) {
 	}
 }
 
+// A job the store has as live that Slurm no longer lists when rubickd
+// starts ended while it was stopped: Reconcile records it as gone, keeping
+// the rest of its record; listed and ended jobs stay as they are.
+func TestReconcileRecordsGoneJobs(t *testing.T) {
+	ctx := context.Background()
+	c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{runningJob(6, "bert")}}
+	d, st := newTestDaemon(t, c, &fakeApplier{})
+	plan := model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1}
+	res := model.Resources{Placement: model.Placement{4}, CPUs: 8}
+	for _, j := range []store.Job{
+		{ID: 5, ModelType: "bert", Class: store.BestEffort, State: slurm.StateRunning, User: "ann", LastPlan: plan, LastResources: res},
+		{ID: 6, ModelType: "bert", Class: store.BestEffort, State: slurm.StateRunning},
+		{ID: 7, ModelType: "bert", Class: store.BestEffort, State: slurm.StateCompleted},
+		{ID: 8, Class: store.BestEffort, State: slurm.StatePending},
+	} {
+		if err := st.UpsertJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]string{}
+	for _, id := range []int64{5, 6, 7, 8} {
+		j, err := st.Job(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[id] = j.State
+	}
+	want := map[int64]string{5: StateGone, 6: slurm.StateRunning, 7: slurm.StateCompleted, 8: StateGone}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("stored states (-want +got):\n%s", diff)
+	}
+	if j, err := st.Job(ctx, 5); err != nil || j.LastPlan != plan || j.User != "ann" || j.ModelType != "bert" {
+		t.Errorf("job 5: %+v, %v; want its record kept but its state", j, err)
+	}
+}
+
 // A deferred start is logged when it first comes, not at every cycle it
 // lasts (a group limit holds a job back for hours).
 func TestCycleLogsDeferralOnce(t *testing.T) {

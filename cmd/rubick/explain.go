@@ -242,6 +242,9 @@ func explain(ctx context.Context, st explainStore, path string, id int64, top, n
 		Submitted: j.Submitted, Updated: j.Updated, Cannot: j.Cannot.String(), Alternatives: []alternative{}, Reasons: []reasonView{},
 		History: []report.PlanChange{}, Notes: []string{},
 	}
+	if j.State == daemon.StateGone {
+		ex.Notes = append(ex.Notes, fmt.Sprintf("Slurm no longer listed the job when rubickd started: it ended while rubickd was stopped (for longer than MinJobAge); sacct -j %d says how", id))
+	}
 	seen, err := st.LastSeen(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("explain: %w", err)

@@ -113,6 +113,31 @@ func TestExplainLastSeen(t *testing.T) {
 	}
 }
 
+// A job rubickd recorded as gone (it ended while rubickd was stopped) is
+// explained as such, with where to read how it ended.
+func TestExplainGone(t *testing.T) {
+	path, _ := seedExplainStore(t)
+	ctx := context.Background()
+	st, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.UpsertJob(ctx, store.Job{ID: 44, ModelType: "gpt2", Class: store.BestEffort, State: daemon.StateGone})
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := explainCmd(ctx, []string{"44", "--store", path}, &out, io.Discard, testEnv(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"state GONE", "ended while rubickd was stopped", "sacct -j 44"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("explain prints:\n%s\nwant %q", out.String(), want)
+		}
+	}
+}
+
 func TestExplainJSON(t *testing.T) {
 	path, plan := seedExplainStore(t)
 	var out, errb bytes.Buffer
