@@ -368,15 +368,13 @@ func (d *Daemon) Reconcile(ctx context.Context) error {
 // Slurm's MinJobAge, and how it ended is in Slurm's accounting (sacct).
 const StateGone = "GONE"
 
-// liveStates are the Slurm states of a job that has not ended
-// (slurm.Job.Ended).
-var liveStates = []string{slurm.StatePending, slurm.StateRunning, slurm.StateSuspended, slurm.StateCompleting}
-
 // settleGone records as StateGone each job the store has as live and
 // Slurm no longer lists: without it, rubick explain, queue and status
 // would show such a job in its last state, running say, for ever.
 func (d *Daemon) settleGone(ctx context.Context) error {
-	live, err := d.deps.Store.Jobs(ctx, store.JobFilter{States: liveStates})
+	// The states of a job that has not ended (slurm.Job.Ended).
+	live, err := d.deps.Store.Jobs(ctx, store.JobFilter{States: []string{
+		slurm.StatePending, slurm.StateRunning, slurm.StateSuspended, slurm.StateCompleting}})
 	if err != nil || len(live) == 0 {
 		return err
 	}
