@@ -22,6 +22,8 @@ func TestCycleHoldsJobUnderZeroLimit(t *testing.T) {
 	tests := map[string]struct {
 		qos   slurm.QOS
 		assoc []slurm.Association
+		// part is partition gpu's limits set to 0.
+		part []slurm.ZeroLimit
 		// budget is QOS normal's as slurmctld lists it (scontrol show
 		// assoc_mgr), for the cycle's budgets reading.
 		budget *slurm.Budget
@@ -40,6 +42,12 @@ func TestCycleHoldsJobUnderZeroLimit(t *testing.T) {
 		"account MaxTRESPerJob=gres/gpu=0 behind the QOS's": {qos: slurm.QOS{PerJob: slurm.JobLimits{GPUs: 4}},
 			assoc: []slurm.Association{{Cluster: "lab", Account: "physics", Zero: []slurm.ZeroLimit{{Name: "MaxTRESPerJob=gres/gpu=0", PerJob: slurm.JobLimits{GPUs: 1}}}}},
 			want:  result{Started: true}},
+		// A partition's MaxTime=0 holds every job in it (PartitionTimeLimit),
+		// but those of a QOS with the PartitionTimeLimit flag.
+		"partition MaxTime=0": {part: []slurm.ZeroLimit{{Name: "MaxTime=0", PerJob: slurm.JobLimits{Wall: 1}}},
+			want: result{Ignored: "waits for partition gpu MaxTime=0 to be raised: Slurm starts no job it applies to"}},
+		"partition MaxTime=0, QOS PartitionTimeLimit": {qos: slurm.QOS{OverPartTime: true},
+			part: []slurm.ZeroLimit{{Name: "MaxTime=0", PerJob: slurm.JobLimits{Wall: 1}}}, want: result{Started: true}},
 		// slurmdbd does not list a QOS's GrpTRESMins; slurmctld does.
 		"QOS GrpTRESMins=gres/gpu=0": {budget: &slurm.Budget{Spent: slurm.GroupLimits{GPURunMins: 30}, Zero: []slurm.ZeroLimit{{Name: "GrpTRESMins=gres/gpu=0"}}},
 			want: result{Ignored: "waits for QOS normal GrpTRESMins=gres/gpu=0 to be raised: Slurm starts no job it applies to"}},
@@ -51,7 +59,7 @@ func TestCycleHoldsJobUnderZeroLimit(t *testing.T) {
 			q := tc.qos
 			q.Name = "normal"
 			limits := slurm.Limits{QOS: map[string]slurm.QOS{"normal": q}, Associations: tc.assoc,
-				Partitions: map[string]slurm.Partition{"gpu": {Name: "gpu"}}}
+				Partitions: map[string]slurm.Partition{"gpu": {Name: "gpu", Zero: tc.part}}}
 			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: labNodes(4), jobs: []slurm.Job{j}}, limits: limits}
 			a := &fakeApplier{}
 			d, _ := newTestDaemonWith(t, c, a, func(*Config) {})

@@ -1365,6 +1365,58 @@ func TestZeroLimits(t *testing.T) {
 	}
 }
 
+// A partition's MaxNodes=0 or MaxTime=0 is read as a limit that Slurm
+// starts no job under (PartitionNodeLimit, PartitionTimeLimit: it holds a
+// job whose node count or time limit is above the partition's, and
+// unlimited is -1 or infinite), not as no limit, on both versions;
+// unless the job's QOS has the PartitionMaxNodes or PartitionTimeLimit
+// flag, which lets its jobs past the partition's limit.
+func TestZeroPartitionLimits(t *testing.T) {
+	for _, v := range zeroVersions() {
+		t.Run(v.path, func(t *testing.T) {
+			f, srv := newFakeRestd(t, v.version)
+			c := newTestCluster(t, srv.URL, nil)
+			if v.version == Version38 {
+				part := func(name, nodes, time string) string {
+					return `{"name":"` + name + `","nodes":"node[1-4]","maximum_nodes_per_job":` + nodes + `,"max_time_limit":` + time + `}`
+				}
+				f.overrides["/slurm/v0.0.38/partitions"] = `{"errors":[],"partitions":[` + part("open", "-1", "-1") + `,` + part("nonodes", "0", "-1") + `,` +
+					part("notime", "-1", "0") + `,` + part("short", "2", "60") + `,` + `{"name":"unlisted","nodes":"node[1-4]"}]}`
+			} else {
+				part := func(name, nodes, time string) string {
+					return `{"name":"` + name + `","maximums":{"nodes":` + nodes + `,"time":` + time + `}}`
+				}
+				two, hour := `{"set":true,"infinite":false,"number":2}`, `{"set":true,"infinite":false,"number":60}`
+				f.overrides["/slurm/v0.0.41/partitions/"] = `{"errors":[],"warnings":[],"partitions":[` + part("open", v.infinite, v.infinite) + `,` +
+					part("nonodes", v.zero, v.infinite) + `,` + part("notime", v.infinite, v.zero) + `,` + part("short", two, hour) + `,` +
+					`{"name":"unlisted","maximums":{"nodes":{"set":false,"infinite":false,"number":0}}}]}`
+			}
+			f.overrides["/slurmdb/"+v.path+"/qos"] = `{"errors":[],"` + v.key + `":[{"name":"normal"},` +
+				`{"name":"wide","flags":["PARTITION_MAXIMUM_NODE"]},{"name":"long","flags":["PARTITION_TIME_LIMIT"]}]}`
+			f.overrides["/slurmdb/"+v.path+"/associations"] = `{"errors":[],"associations":[]}`
+			l, err := c.Limits(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			type run struct{ qos, partition string }
+			got := map[run]string{}
+			for _, r := range []run{{"normal", "open"}, {"normal", "short"}, {"normal", "unlisted"}, {"normal", "nonodes"}, {"normal", "notime"},
+				{"wide", "nonodes"}, {"wide", "notime"}, {"long", "nonodes"}, {"long", "notime"}} {
+				got[r] = l.Zero(Job{QOS: r.qos, Cluster: "lab"}, r.partition)
+			}
+			want := map[run]string{
+				{"normal", "open"}: "", {"normal", "short"}: "", {"normal", "unlisted"}: "",
+				{"normal", "nonodes"}: "partition nonodes MaxNodes=0", {"normal", "notime"}: "partition notime MaxTime=0",
+				{"wide", "nonodes"}: "", {"wide", "notime"}: "partition notime MaxTime=0",
+				{"long", "nonodes"}: "partition nonodes MaxNodes=0", {"long", "notime"}: "",
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("Zero (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
 // A job's malformed hostlist is read as no nodes, named in NodesErr, and
 // logged once, not at every poll; the job is still listed, its other lists
 // read.

@@ -367,7 +367,8 @@ func (l Limits) Groups(j Job, partition string) []Group {
 // ZeroLimit is a limit of a QOS or an association set to 0 on what rubick
 // plans with: a group limit on GPUs, CPUs, memory, billing or nodes, their
 // minutes, or running jobs ("GrpJobs=0", "GrpTRES=gres/gpu=0"), or a
-// per-job one on the same ("MaxTRESPerJob=gres/gpu=0", "MaxWall=0"). Slurm
+// per-job one on the same ("MaxTRESPerJob=gres/gpu=0", "MaxWall=0"); or a
+// partition's MaxNodes or MaxTime set to 0 (Partition.Zero). Slurm
 // starts no job it applies to until it is raised (sacctmgr's way of
 // stopping an account's or a user's jobs), where a limit rubick reads as 0
 // is none.
@@ -390,11 +391,19 @@ type ZeroLimit struct {
 
 // Zero names the first limit set to 0 (ZeroLimit) that job j run in
 // partition counts against, with whose it is ("association physics GrpJobs=0"):
+// its partition's MaxNodes or MaxTime (unless j's QOS has the
+// PartitionMaxNodes or PartitionTimeLimit flag, as PerJob reads them),
 // its QOS's and its partition's QOS's, then its associations' (as Groups
-// lists them); "" when none does. A per-job one counts only where no QOS
-// or association ahead of it in PerJob's order sets the same bound. Slurm
-// starts no such job until the limit is raised.
+// lists them); "" when none does. A per-job one of a QOS or association
+// counts only where no QOS or association ahead of it in PerJob's order
+// sets the same bound. Slurm starts no such job until the limit is raised.
 func (l Limits) Zero(j Job, partition string) string {
+	q := l.QOS[j.QOS]
+	for _, z := range l.Partitions[partition].Zero {
+		if z.PerJob.Nodes > 0 && !q.OverPartNodes || z.PerJob.Wall > 0 && !q.OverPartTime {
+			return "partition " + partition + " " + z.Name
+		}
+	}
 	var set, typed JobLimits // the per-job bounds set ahead, as tres reads them
 	applies := func(z ZeroLimit) bool {
 		if z.GPUType != "" && (len(j.GPUTypes) != 1 || j.GPUTypes[0] != z.GPUType) {

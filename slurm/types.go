@@ -278,12 +278,20 @@ type Partition struct {
 	Nodes      []string
 	TotalCPUs  int
 	TotalNodes int
-	// MaxNodesPerJob is the partition's MaxNodes; 0 when unlimited.
+	// MaxNodesPerJob is the partition's MaxNodes; 0 when unlimited (or
+	// set to 0: Zero).
 	MaxNodesPerJob int
 	// MinNodesPerJob is the partition's MinNodes; 0 when none.
 	MinNodesPerJob int
-	// MaxTime is the partition's MaxTime; 0 when unlimited.
+	// MaxTime is the partition's MaxTime; 0 when unlimited (or set to 0:
+	// Zero).
 	MaxTime time.Duration
+	// Zero lists its MaxNodes and MaxTime where set to 0 ("MaxNodes=0"),
+	// with the bound each sets (PerJob.Nodes, PerJob.Wall): Slurm starts
+	// no job in it (PartitionNodeLimit, PartitionTimeLimit) unless the
+	// job's QOS has the PartitionMaxNodes or PartitionTimeLimit flag.
+	// Unlimited is another value in every version (-1, or infinite).
+	Zero []ZeroLimit
 	// MaxCPUsPerNode and MaxMemPerNodeMB are the partition's
 	// MaxCPUsPerNode and MaxMemPerNode (MiB); 0 when unlimited.
 	MaxCPUsPerNode  int

@@ -136,6 +136,11 @@ func num[T int32 | int64 | float64](v *noVal[T]) int64 {
 	return int64(*v.Number)
 }
 
+// isZero reports a {set, infinite, number} value set to 0.
+func isZero[T int32 | int64 | float64](v *noVal[T]) bool {
+	return v != nil && deref(v.Set) && !deref(v.Infinite) && v.Number != nil && *v.Number == 0
+}
+
 // v41Overlay re-reads the job fields whose real range exceeds the spec:
 // priority is an int32 in the spec but a uint32 in Slurm (4294901729 is a
 // normal priority/basic value), which the generated type cannot hold.
@@ -433,6 +438,13 @@ func (b *v41) partitions(ctx context.Context) ([]Partition, error) {
 			part.MaxCPUsPerNode = int(num(p.Maximums.CpusPerNode))
 			part.MaxMemPerNodeMB = num(p.Maximums.PartitionMemoryPerNode)
 			part.MaxMemPerCPUMB = num(p.Maximums.PartitionMemoryPerCpu)
+			// Set to 0 is a limit; unlimited is infinite.
+			if isZero(p.Maximums.Nodes) {
+				part.Zero = append(part.Zero, ZeroLimit{Name: "MaxNodes=0", PerJob: JobLimits{Nodes: 1}})
+			}
+			if isZero(p.Maximums.Time) {
+				part.Zero = append(part.Zero, ZeroLimit{Name: "MaxTime=0", PerJob: JobLimits{Wall: 1}})
+			}
 		}
 		if p.Partition != nil {
 			var words []string
