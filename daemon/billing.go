@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/rubick-sched/rubick/policy"
 	"github.com/rubick-sched/rubick/slurm"
 )
 
@@ -190,7 +191,7 @@ func (v *View) billBounds(j slurm.Job, w slurm.BillingWeights, rooms []billRoom,
 			if bill.by.perJob {
 				v.asSubmitted(j, "no room to start under "+bill.why())
 			} else {
-				v.waits(j, bill.waits())
+				v.waits(j, policy.ReasonGroup, bill.waits())
 			}
 			return false
 		}

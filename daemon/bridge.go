@@ -900,9 +900,11 @@ type View struct {
 	nodes groupNodes
 	// gpuTypes are the nodes' GPU types, for the limits on one type.
 	gpuTypes nodeGPUTypes
-	// Waiting lists pending jobs kept held while a group limit of theirs
-	// has no room left; Unmanaged says which.
-	Waiting []slurm.Job
+	// Waiting lists pending jobs kept held while a limit of theirs has no
+	// room left: a group's, or one on each job set to 0; Unmanaged says
+	// which, waitReasons the reason code of those not a group's.
+	Waiting     []slurm.Job
+	waitReasons map[int]policy.Reason
 	// Marked lists pending jobs someone else requeued held
 	// (slurm.RequeuedByOther), to mark held by their user (HoldActions).
 	Marked []slurm.Job
@@ -1363,11 +1365,15 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			v.asSubmitted(j, "Slurm holds it at any size for "+unmet)
 			continue
 		}
-		if zero := in.Limits.Zero(j, part); zero != "" {
+		if zero, perJob := in.Limits.Zero(j, part); zero != "" {
 			// Not no limit: Slurm starts no job it applies to, and a
 			// running one it requeued would wait until it is raised.
 			if j.State == slurm.StatePending {
-				v.waits(j, fmt.Sprintf("waits for %s to be raised: Slurm starts no job it applies to", zero))
+				reason := policy.ReasonGroup
+				if perJob {
+					reason = reasonJobLimit
+				}
+				v.waits(j, reason, fmt.Sprintf("waits for %s to be raised: Slurm starts no job it applies to", zero))
 			} else {
 				v.Unmanaged[j.ID] = fmt.Sprintf("%s: runs on as it is, since Slurm would not start it again until the limit is raised", zero)
 			}
@@ -1382,7 +1388,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		if why, full := room.full(v.usage, minMem); full && j.State == slurm.StatePending {
 			// Slurm would hold it back whatever its size: it stays held
 			// and is planned once the group has room.
-			v.waits(j, why)
+			v.waits(j, policy.ReasonGroup, why)
 			continue
 		}
 		held := holds(j, now)
@@ -1399,7 +1405,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 					// Slurm holds it back at any size: left to Slurm.
 					v.asSubmitted(j, why)
 				} else {
-					v.waits(j, why)
+					v.waits(j, policy.ReasonGroup, why)
 				}
 				continue
 			}
@@ -1481,7 +1487,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 				if j.State == slurm.StatePending {
 					delete(v.Bounds, j.ID)
 					delete(v.NodeBounds, j.ID)
-					v.waits(j, nodeRoom.waits(v.nodes))
+					v.waits(j, policy.ReasonGroup, nodeRoom.waits(v.nodes))
 					continue
 				}
 				pj.Nodes = j.NodeList // it keeps the nodes it holds
@@ -1657,11 +1663,23 @@ func (v *View) asSubmitted(j slurm.Job, why string) {
 	}
 }
 
-// waits keeps pending job j held while a group limit of its has no room
-// for it, and says why.
-func (v *View) waits(j slurm.Job, why string) {
+// waits keeps pending job j held while a limit of its has no room for it,
+// and says why; reason is what rubick explain reads: policy.ReasonGroup
+// for a group's limit, reasonJobLimit for one on each job (set to 0).
+func (v *View) waits(j slurm.Job, reason policy.Reason, why string) {
 	v.Unmanaged[j.ID] = why
 	v.Waiting = append(v.Waiting, j)
+	if reason != policy.ReasonGroup {
+		if v.waitReasons == nil {
+			v.waitReasons = map[int]policy.Reason{}
+		}
+		v.waitReasons[j.ID] = reason
+	}
+}
+
+// waitReason is the reason code of Waiting job j (waits).
+func (v *View) waitReason(j slurm.Job) policy.Reason {
+	return cmp.Or(v.waitReasons[j.ID], policy.ReasonGroup)
 }
 
 // submitTime is when the job was submitted: the tag's record (tagSubmit)

@@ -993,7 +993,12 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	actions = append(actions, view.SplitActions()...)
 	actions = append(actions, view.HoldActions()...)
 	rep.Actions = actions
-	limited := len(view.Waiting)
+	limited := 0
+	for _, j := range view.Waiting {
+		if view.waitReason(j) == policy.ReasonGroup {
+			limited++
+		}
+	}
 	for _, a := range plan.Actions {
 		if a.Reason == policy.ReasonGroup {
 			limited++
@@ -1386,7 +1391,7 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 	}
 	for _, j := range v.Waiting {
 		// rubick explain says why the job is still held.
-		raw, err := json.Marshal(policy.Action{JobID: strconv.Itoa(j.ID), Kind: policy.Keep, Reason: policy.ReasonGroup, Detail: v.Unmanaged[j.ID]})
+		raw, err := json.Marshal(policy.Action{JobID: strconv.Itoa(j.ID), Kind: policy.Keep, Reason: v.waitReason(j), Detail: v.Unmanaged[j.ID]})
 		if err != nil {
 			return store.Decision{}, fmt.Errorf("encode reason of job %d: %w", j.ID, err)
 		}
@@ -1516,17 +1521,24 @@ const reasonAsSubmitted policy.Reason = "as-submitted"
 // administrator to release; the detail says why.
 const reasonHeld policy.Reason = "held"
 
+// reasonJobLimit is the stored reason of a job kept held while a limit on
+// each job (MaxTRESPerJob, MaxWall, a partition's MaxNodes or MaxTime)
+// stands at 0, which Slurm starts no job under; the detail names it.
+// Before, such a job was stored with policy.ReasonGroup, which old
+// decisions keep.
+const reasonJobLimit policy.Reason = "job-limit"
+
 // ReasonIgnored is the stored reason of any other job rubickd leaves as it
 // is (it lists them under ignored); the detail says why. Stored once per
 // change of detail: the later cycles list the job in Decision.Unchanged.
 const ReasonIgnored policy.Reason = "ignored"
 
 // Unplanned reports whether r is the stored reason of a job rubickd does
-// not hand to the policy (one it leaves held or alone, or released as
-// submitted): the job stands in none of the policy's orders, whatever an
+// not hand to the policy (one it leaves held or alone, held for a per-job
+// limit of 0, or released as submitted): the job stands in none of the policy's orders, whatever an
 // earlier cycle placed it at.
 func Unplanned(r policy.Reason) bool {
-	return r == reasonHeld || r == ReasonIgnored || r == reasonAsSubmitted
+	return r == reasonHeld || r == ReasonIgnored || r == reasonAsSubmitted || r == reasonJobLimit
 }
 
 // Last returns the report of the last applied cycle.

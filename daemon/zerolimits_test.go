@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -13,11 +14,16 @@ import (
 // or GrpTRES=gres/gpu=0), or a per-job one that Slurm applies
 // (MaxTRESPerJob=gres/gpu=0), stops every job it applies to in Slurm: rubickd
 // keeps such a job held and says why, rather than read the 0 as no limit
-// and release the job sized for GPUs Slurm never lets it have.
+// and release the job sized for GPUs Slurm never lets it have. rubick
+// explain reads the held job's reason as group-limit under a group's limit
+// (counted in rubick_group_limited_jobs), job-limit under one on each job.
 func TestCycleHoldsJobUnderZeroLimit(t *testing.T) {
 	type result struct {
 		Started bool
 		Ignored string
+		// Reason is the stored reason code of a held job.
+		Reason       policy.Reason
+		GroupLimited float64
 	}
 	tests := map[string]struct {
 		qos   slurm.QOS
@@ -31,13 +37,13 @@ func TestCycleHoldsJobUnderZeroLimit(t *testing.T) {
 	}{
 		"none": {want: result{Started: true}},
 		"QOS GrpJobs=0": {qos: slurm.QOS{Zero: []slurm.ZeroLimit{{Name: "GrpJobs=0"}}},
-			want: result{Ignored: "waits for QOS normal GrpJobs=0 to be raised: Slurm starts no job it applies to"}},
+			want: result{Ignored: "waits for QOS normal GrpJobs=0 to be raised: Slurm starts no job it applies to", Reason: policy.ReasonGroup, GroupLimited: 1}},
 		"account GrpTRES=gres/gpu=0": {assoc: []slurm.Association{{Cluster: "lab", Account: "physics", Zero: []slurm.ZeroLimit{{Name: "GrpTRES=gres/gpu=0"}}}},
-			want: result{Ignored: "waits for association physics GrpTRES=gres/gpu=0 to be raised: Slurm starts no job it applies to"}},
+			want: result{Ignored: "waits for association physics GrpTRES=gres/gpu=0 to be raised: Slurm starts no job it applies to", Reason: policy.ReasonGroup, GroupLimited: 1}},
 		// A limit on a type the job does not ask for holds it to nothing.
 		"other type": {qos: slurm.QOS{Zero: []slurm.ZeroLimit{{Name: "GrpTRES=gres/gpu:h100=0", GPUType: "h100"}}}, want: result{Started: true}},
 		"QOS MaxTRESPerJob=gres/gpu=0": {qos: slurm.QOS{Zero: []slurm.ZeroLimit{{Name: "MaxTRESPerJob=gres/gpu=0", PerJob: slurm.JobLimits{GPUs: 1}}}},
-			want: result{Ignored: "waits for QOS normal MaxTRESPerJob=gres/gpu=0 to be raised: Slurm starts no job it applies to"}},
+			want: result{Ignored: "waits for QOS normal MaxTRESPerJob=gres/gpu=0 to be raised: Slurm starts no job it applies to", Reason: reasonJobLimit}},
 		// The QOS's bound applies in Slurm, not the association's 0.
 		"account MaxTRESPerJob=gres/gpu=0 behind the QOS's": {qos: slurm.QOS{PerJob: slurm.JobLimits{GPUs: 4}},
 			assoc: []slurm.Association{{Cluster: "lab", Account: "physics", Zero: []slurm.ZeroLimit{{Name: "MaxTRESPerJob=gres/gpu=0", PerJob: slurm.JobLimits{GPUs: 1}}}}},
@@ -45,12 +51,12 @@ func TestCycleHoldsJobUnderZeroLimit(t *testing.T) {
 		// A partition's MaxTime=0 holds every job in it (PartitionTimeLimit),
 		// but those of a QOS with the PartitionTimeLimit flag.
 		"partition MaxTime=0": {part: []slurm.ZeroLimit{{Name: "MaxTime=0", PerJob: slurm.JobLimits{Wall: 1}}},
-			want: result{Ignored: "waits for partition gpu MaxTime=0 to be raised: Slurm starts no job it applies to"}},
+			want: result{Ignored: "waits for partition gpu MaxTime=0 to be raised: Slurm starts no job it applies to", Reason: reasonJobLimit}},
 		"partition MaxTime=0, QOS PartitionTimeLimit": {qos: slurm.QOS{OverPartTime: true},
 			part: []slurm.ZeroLimit{{Name: "MaxTime=0", PerJob: slurm.JobLimits{Wall: 1}}}, want: result{Started: true}},
 		// slurmdbd does not list a QOS's GrpTRESMins; slurmctld does.
 		"QOS GrpTRESMins=gres/gpu=0": {budget: &slurm.Budget{Spent: slurm.GroupLimits{GPURunMins: 30}, Zero: []slurm.ZeroLimit{{Name: "GrpTRESMins=gres/gpu=0"}}},
-			want: result{Ignored: "waits for QOS normal GrpTRESMins=gres/gpu=0 to be raised: Slurm starts no job it applies to"}},
+			want: result{Ignored: "waits for QOS normal GrpTRESMins=gres/gpu=0 to be raised: Slurm starts no job it applies to", Reason: policy.ReasonGroup, GroupLimited: 1}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -62,7 +68,7 @@ func TestCycleHoldsJobUnderZeroLimit(t *testing.T) {
 				Partitions: map[string]slurm.Partition{"gpu": {Name: "gpu", Zero: tc.part}}}
 			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: labNodes(4), jobs: []slurm.Job{j}}, limits: limits}
 			a := &fakeApplier{}
-			d, _ := newTestDaemonWith(t, c, a, func(*Config) {})
+			d, st := newTestDaemonWith(t, c, a, func(*Config) {})
 			if tc.budget != nil {
 				d.deps.Budgets = &fakeBudgets{b: slurm.Budgets{QOS: map[string]slurm.Budget{"normal": *tc.budget}}}
 			}
@@ -77,6 +83,18 @@ func TestCycleHoldsJobUnderZeroLimit(t *testing.T) {
 				}
 			}
 			got.Ignored = rep.Ignored[21]
+			if !got.Started {
+				reasons, err := st.Reasons(context.Background(), 21, 1)
+				if err != nil || len(reasons) != 1 {
+					t.Fatalf("stored reasons of job 21: %v, %v; want one", reasons, err)
+				}
+				var act policy.Action
+				if err := json.Unmarshal(reasons[0].Reason, &act); err != nil {
+					t.Fatal(err)
+				}
+				got.Reason = act.Reason
+			}
+			got.GroupLimited = gauge(t, d, "rubick_group_limited_jobs")
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Errorf("(-want +got):\n%s", d)
 			}

@@ -362,7 +362,7 @@ func TestWithBudgetsZero(t *testing.T) {
 	for range 2 {
 		got := l.WithBudgets(Budgets{QOS: map[string]Budget{"normal": zeros, "frozen": zeros}})
 		for qos, want := range map[string]string{"normal": "QOS normal GrpTRESMins=gres/gpu=0", "frozen": "QOS frozen GrpJobs=0"} {
-			if z := got.Zero(Job{QOS: qos}, "gpu"); z != want {
+			if z, _ := got.Zero(Job{QOS: qos}, "gpu"); z != want {
 				t.Errorf("QOS %s: Zero = %q, want %q", qos, z, want)
 			}
 		}

@@ -1294,8 +1294,9 @@ func zeroVersions() []zeroVersion {
 
 // zeroOf has slurmdbd list qos and assocs (the entries of its QOS and
 // association listings) on v, and returns Limits.Zero of each job of the
-// lab cluster in partition gpu.
-func zeroOf(t *testing.T, v zeroVersion, qos, assocs string, jobs map[string]Job) map[string]string {
+// lab cluster in partition gpu, each a group limit or, wantPerJob, a
+// per-job one.
+func zeroOf(t *testing.T, v zeroVersion, qos, assocs string, jobs map[string]Job, wantPerJob bool) map[string]string {
 	t.Helper()
 	f, srv := newFakeRestd(t, v.version)
 	c := newTestCluster(t, srv.URL, nil)
@@ -1306,9 +1307,13 @@ func zeroOf(t *testing.T, v zeroVersion, qos, assocs string, jobs map[string]Job
 		t.Fatal(err)
 	}
 	got := map[string]string{}
-	for name, j := range jobs {
+	for jname, j := range jobs {
 		j.Cluster = "lab"
-		got[name] = l.Zero(j, "gpu")
+		name, perJob := l.Zero(j, "gpu")
+		if name != "" && perJob != wantPerJob {
+			t.Errorf("job %+v: Zero %q reads as per-job %v, want %v", j, name, perJob, wantPerJob)
+		}
+		got[jname] = name
 	}
 	return got
 }
@@ -1358,7 +1363,7 @@ func TestZeroLimits(t *testing.T) {
 				"account TRES":  "association chem GrpTRES=gres/gpu=0",
 				"no such assoc": "association bio MaxJobs=0",
 			}
-			if d := cmp.Diff(want, zeroOf(t, v, qos, assocs, jobs)); d != "" {
+			if d := cmp.Diff(want, zeroOf(t, v, qos, assocs, jobs, false)); d != "" {
 				t.Errorf("Zero (-want +got):\n%s", d)
 			}
 		})
@@ -1402,7 +1407,11 @@ func TestZeroPartitionLimits(t *testing.T) {
 			got := map[run]string{}
 			for _, r := range []run{{"normal", "open"}, {"normal", "short"}, {"normal", "unlisted"}, {"normal", "nonodes"}, {"normal", "notime"},
 				{"wide", "nonodes"}, {"wide", "notime"}, {"long", "nonodes"}, {"long", "notime"}} {
-				got[r] = l.Zero(Job{QOS: r.qos, Cluster: "lab"}, r.partition)
+				name, perJob := l.Zero(Job{QOS: r.qos, Cluster: "lab"}, r.partition)
+				if name != "" && !perJob {
+					t.Errorf("%+v: Zero %q reads as a group limit, want a per-job one", r, name)
+				}
+				got[r] = name
 			}
 			want := map[run]string{
 				{"normal", "open"}: "", {"normal", "short"}: "", {"normal", "unlisted"}: "",
@@ -1517,7 +1526,7 @@ func TestZeroPerJobLimits(t *testing.T) {
 				"user sets it ahead": "",
 				"account MaxWall":    "association geo MaxWall=0",
 			}
-			if d := cmp.Diff(want, zeroOf(t, v, qos, assocs, jobs)); d != "" {
+			if d := cmp.Diff(want, zeroOf(t, v, qos, assocs, jobs, true)); d != "" {
 				t.Errorf("Zero (-want +got):\n%s", d)
 			}
 		})

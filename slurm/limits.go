@@ -397,11 +397,13 @@ type ZeroLimit struct {
 // lists them); "" when none does. A per-job one of a QOS or association
 // counts only where no QOS or association ahead of it in PerJob's order
 // sets the same bound. Slurm starts no such job until the limit is raised.
-func (l Limits) Zero(j Job, partition string) string {
+// perJob reports a limit on each job alone (ZeroLimit.PerJob, and the
+// partition's), not on a group's jobs together.
+func (l Limits) Zero(j Job, partition string) (name string, perJob bool) {
 	q := l.QOS[j.QOS]
 	for _, z := range l.Partitions[partition].Zero {
 		if z.PerJob.Nodes > 0 && !q.OverPartNodes || z.PerJob.Wall > 0 && !q.OverPartTime {
-			return "partition " + partition + " " + z.Name
+			return "partition " + partition + " " + z.Name, true
 		}
 	}
 	var set, typed JobLimits // the per-job bounds set ahead, as tres reads them
@@ -423,7 +425,7 @@ func (l Limits) Zero(j Job, partition string) string {
 	for _, q := range l.qosOf(j, partition) {
 		for _, z := range q.Zero {
 			if applies(z) {
-				return "QOS " + q.Name + " " + z.Name
+				return "QOS " + q.Name + " " + z.Name, z.PerJob != (JobLimits{})
 			}
 		}
 		set.fill(q.PerJob)
@@ -432,13 +434,13 @@ func (l Limits) Zero(j Job, partition string) string {
 	for i, a := range l.chain(j, partition) {
 		for _, z := range a.Zero {
 			if applies(z) && (!z.Own || i == 0) {
-				return "association " + a.path() + " " + z.Name
+				return "association " + a.path() + " " + z.Name, z.PerJob != (JobLimits{})
 			}
 		}
 		set.fill(a.PerJob)
 		typed.fill(a.Typed.perJobOf(j))
 	}
-	return ""
+	return "", false
 }
 
 // Unread lists the limits the listing sets on what rubick does not plan

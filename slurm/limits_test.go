@@ -123,8 +123,12 @@ func TestLimitsZeroPerJob(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			j := Job{Cluster: "lab", QOS: tc.qos, Account: tc.account, User: "ann", GPUTypes: tc.types}
-			if diff := cmp.Diff(tc.want, l.Zero(j, tc.partition)); diff != "" {
+			got, perJob := l.Zero(j, tc.partition)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if got != "" && !perJob {
+				t.Errorf("Zero %q reads as a group limit, want a per-job one", got)
 			}
 		})
 	}

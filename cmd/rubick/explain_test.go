@@ -549,6 +549,7 @@ func TestExplainPlaces(t *testing.T) {
 	ignored := policy.Action{Kind: policy.Keep, Reason: daemon.ReasonIgnored, Detail: "held by its user"}
 	held := policy.Action{Kind: policy.Keep, Reason: "held", Detail: "requeued and held by its user or an administrator"}
 	rigid := policy.Action{Kind: policy.Start, Reason: "as-submitted", Detail: "--exclusive"}
+	zero := policy.Action{Kind: policy.Keep, Reason: "job-limit", Detail: "waits for QOS normal MaxWall=0 to be raised: Slurm starts no job it applies to"}
 	type places struct{ Order, Admission int64 } // the cycles they come from; 0: none
 	for _, tc := range []struct {
 		name    string
@@ -563,6 +564,7 @@ func TestExplainPlaces(t *testing.T) {
 		{name: "held by its user since", cycles: []policy.Action{ordered, ignored}},
 		{name: "requeued held since", cycles: []policy.Action{ordered, penalty, held}},
 		{name: "released as submitted since", cycles: []policy.Action{ordered, rigid}},
+		{name: "held for a per-job limit of 0 since", cycles: []policy.Action{ordered, zero}},
 		{name: "queued again once released", cycles: []policy.Action{ordered, ignored, ordered}, want: places{Order: 3}},
 		{name: "guaranteed, queued", cycles: []policy.Action{admitted}, want: places{Admission: 1}, minRes: true},
 		{name: "guaranteed, held since", cycles: []policy.Action{admitted, ignored}, minRes: true},
