@@ -568,6 +568,37 @@ func (t jobTime) stretched(tput float64, size slurm.GroupLimits, ran time.Durati
 	return max(d, t.user)
 }
 
+// wallBelow names the time limit wall (the MaxWall or MaxTime that
+// applies to job j; 0: none) where it is below the limit j would start
+// again with once requeued: its user's --time, which a restart never
+// cuts but at its deadline (limitAt), or none. Slurm holds the job then
+// (QOSMaxWallDurationPerJobLimit, PartitionTimeLimit) until the limit
+// is raised. "" when wall lets it start again, or its tag does not read
+// (convertJob says so).
+func wallBelow(j slurm.Job, wall time.Duration, now time.Time) string {
+	if wall <= 0 {
+		return ""
+	}
+	user, _, err := userTime(j)
+	if err != nil {
+		return ""
+	}
+	t := jobTime{user: user, hasRun: true}
+	if !j.Deadline.IsZero() {
+		t.untilDeadline = max(j.Deadline.Sub(now), time.Nanosecond)
+	}
+	again := t.limitAt(0, slurm.GroupLimits{}, 0)
+	if again > 0 && again <= wall {
+		return ""
+	}
+	what := "none"
+	if again > 0 {
+		what = fmt.Sprintf("%d min", wholeMinutes(again))
+	}
+	return fmt.Sprintf("the MaxWall of its QOS or association or its partition's MaxTime, %d min, is below the time limit it would start again with (%s)",
+		wholeMinutes(wall), what)
+}
+
 // userTime is the job's --time: the tag's record once rubick has acted on
 // the job, what Slurm reports before that (0 when unlimited). fixed
 // reports a limit set by hand: one other than rubick last set (the job's
@@ -1365,7 +1396,13 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			v.asSubmitted(j, "Slurm holds it at any size for "+unmet)
 			continue
 		}
-		if zero, perJob := in.Limits.Zero(j, part); zero != "" {
+		zero, perJob := in.Limits.Zero(j, part)
+		if zero == "" && j.State != slurm.StatePending {
+			// A wall limit lowered below its time limit holds it as a 0
+			// holds every job.
+			zero = wallBelow(j, lim.Wall, now)
+		}
+		if zero != "" {
 			// Not no limit: Slurm starts no job it applies to, and a
 			// running one it requeued would wait until it is raised.
 			if j.State == slurm.StatePending {

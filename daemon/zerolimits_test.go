@@ -3,7 +3,10 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rubick-sched/rubick/policy"
@@ -141,6 +144,68 @@ func TestCycleKeepsRunningJobUnderZeroLimit(t *testing.T) {
 			}
 			if diff := cmp.Diff(want, rep.Ignored); diff != "" {
 				t.Errorf("ignored (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A running job whose time limit is above a MaxWall (or its partition's
+// MaxTime) lowered while it ran runs on as it is, as under a limit set to
+// 0: a restart never cuts the user's --time (but at a deadline), so Slurm
+// would hold the requeued job (QOSMaxWallDurationPerJobLimit,
+// PartitionTimeLimit) until the limit is raised. One whose own limit
+// fits, though rubick stretched the limit it runs with past the wall, is
+// offered to the policy, as is one whose QOS lifts the partition's MaxTime
+// or whose deadline cuts a restart within the wall.
+func TestCycleKeepsRunningJobOverWall(t *testing.T) {
+	const kept = "the MaxWall of its QOS or association or its partition's MaxTime, 60 min, is below the time limit it would start again with (%s): " +
+		"runs on as it is, since Slurm would not start it again until the limit is raised"
+	tests := map[string]struct {
+		qos      slurm.QOS
+		maxTime  time.Duration
+		limit    time.Duration     // the time limit it runs with
+		extra    map[string]string // its tag's
+		deadline time.Duration     // from now; 0: none
+		want     string            // why it is kept; "": offered
+	}{
+		"QOS MaxWall below":      {qos: slurm.QOS{PerJob: slurm.JobLimits{Wall: time.Hour}}, limit: 2 * time.Hour, want: fmt.Sprintf(kept, "120 min")},
+		"QOS MaxWall above":      {qos: slurm.QOS{PerJob: slurm.JobLimits{Wall: 3 * time.Hour}}, limit: 2 * time.Hour},
+		"no time limit":          {qos: slurm.QOS{PerJob: slurm.JobLimits{Wall: time.Hour}}, want: fmt.Sprintf(kept, "none")},
+		"partition MaxTime":      {maxTime: time.Hour, limit: 2 * time.Hour, want: fmt.Sprintf(kept, "120 min")},
+		"PartitionTimeLimit":     {qos: slurm.QOS{OverPartTime: true}, maxTime: time.Hour, limit: 2 * time.Hour},
+		"stretched past it":      {qos: slurm.QOS{PerJob: slurm.JobLimits{Wall: time.Hour}}, limit: 2 * time.Hour, extra: map[string]string{"tl": "30", "ts": "120"}},
+		"deadline within it":     {qos: slurm.QOS{PerJob: slurm.JobLimits{Wall: time.Hour}}, limit: 2 * time.Hour, deadline: 40 * time.Minute},
+		"deadline past it":       {qos: slurm.QOS{PerJob: slurm.JobLimits{Wall: time.Hour}}, limit: 2 * time.Hour, deadline: 90 * time.Minute, want: fmt.Sprintf(kept, "90 min")},
+		"no wall, no time limit": {},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			j := runningJob(5, "bert")
+			j.Cluster, j.QOS, j.TimeLimit = "lab", "normal", tc.limit
+			j.NodeList, j.GPUs, j.Tag.Plan, j.Tag.Extra = []string{"node1"}, 4, "dp4.tp1.pp1.mb8.a1.z0", tc.extra
+			j.StartTime = t0.Add(-10 * time.Minute)
+			if tc.deadline > 0 {
+				j.Deadline = t0.Add(tc.deadline)
+			}
+			nodes := labNodes(2)
+			nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 4, 8
+			q := tc.qos
+			q.Name = "normal"
+			limits := slurm.Limits{QOS: map[string]slurm.QOS{"normal": q}, Partitions: map[string]slurm.Partition{"gpu": {Name: "gpu", MaxTime: tc.maxTime}}}
+			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: nodes, jobs: []slurm.Job{j}}, limits: limits}
+			d, _ := newTestDaemonWith(t, c, &fakeApplier{}, func(*Config) {})
+			offered := &offeredJobs{}
+			d.deps.Policy = offered
+			rep, err := d.Cycle(context.Background(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := rep.Ignored[5]
+			if tc.want == "" && !slices.Equal(offered.ids, []string{"5"}) {
+				t.Errorf("offered %v, ignored %q; want job 5 offered", offered.ids, got)
+			}
+			if tc.want != "" && (len(offered.ids) != 0 || got != tc.want) {
+				t.Errorf("offered %v, ignored %q; want none offered, and %q", offered.ids, got, tc.want)
 			}
 		})
 	}
