@@ -1915,6 +1915,9 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 		if err != nil || !(b.Iter > 0) {
 			r.release(js)
 			why := "no plan fits the free host memory"
+			if j.MaxMemPerCPUGB > 0 {
+				why += fmt.Sprintf(" and CPUs (Slurm gives it a CPU per %.3g GB: MaxMemPerCPU)", j.MaxMemPerCPUGB)
+			}
 			if j.Max.MemGB > 0 {
 				why += fmt.Sprintf(" within the job's bound of %.0f GB", j.Max.MemGB)
 			}
@@ -2011,42 +2014,63 @@ func (r *round) placement(slots []slot) model.Placement {
 	return pl
 }
 
-// hostMem is the host memory plan needs on a node holding g of its GPUs.
-func (r *round) hostMem(js *jstate, plan model.Plan, g int) float64 {
-	pl := r.placement(js.cur)
-	m := js.est.Memory(plan, pl.Canonical())
-	return js.j.hostMem(r.e.cfg.HostMemPerGPUGB, g, m.HostGBNode, js.hostBase)
+// nodeAllocs is what plan books for js on each node it holds, in js.cur's
+// order, as Slurm allocates it: the host memory (hostMem, cut to its
+// partition's MaxMemPerCPU times its CPUs there: cpuMem) and its CPUs,
+// raised to a CPU per MaxMemPerCPU of that memory where the plan's own
+// need is more than its CPUs allow, and the memory cut again to what the
+// raised CPUs allow. memFits checks and books it, allocOf records it.
+func (r *round) nodeAllocs(js *jstate, plan model.Plan) []NodeAlloc {
+	out := make([]NodeAlloc, 0, len(js.cur))
+	need := js.est.Memory(plan, r.placement(js.cur).Canonical()).HostGBNode
+	for _, s := range js.cur {
+		full := js.j.hostMem(r.e.cfg.HostMemPerGPUGB, s.gpus, need, js.hostBase)
+		mem := js.j.cpuMem(full, s.gpus, s.cpus, need, js.hostBase)
+		cpus := js.j.slurmCPUs(mem, s.cpus)
+		if cpus > s.cpus {
+			// A fixed point: booked again on the raised CPUs (allocOf
+			// after memFits), it reads the same.
+			mem = js.j.cpuMem(full, s.gpus, cpus, need, js.hostBase)
+		}
+		out = append(out, NodeAlloc{Node: r.nodes[s.node].n.Name, GPUs: s.gpus, CPUs: cpus, MemGB: mem})
+	}
+	return out
 }
 
-// memFits checks (and with reserve, books) the host memory of plan; a job
-// held to its request gets no more than it asked for.
+// memFits checks (and with reserve, books) the host memory of plan, and
+// the CPUs Slurm raises the job to for it (nodeAllocs): free on each node
+// and within the job's bounds and its groups' room. A job held to its
+// request gets no more memory than it asked for.
 func (r *round) memFits(js *jstate, plan model.Plan, memFree []float64, reserve bool) bool {
-	total := 0.0
-	for _, s := range js.cur {
-		m := r.hostMem(js, plan, s.gpus)
-		if m > memFree[s.node]+1e-9 || !js.j.memOnNode(m) {
+	allocs := r.nodeAllocs(js, plan)
+	total, extra := 0.0, 0
+	for i, s := range js.cur {
+		a := allocs[i]
+		more := a.CPUs - s.cpus
+		if a.MemGB > memFree[s.node]+1e-9 || !js.j.memOnNode(a.MemGB) ||
+			more > r.nodes[s.node].freeCPU || js.j.Max.CPUsPerNode > 0 && more > 0 && a.CPUs > js.j.Max.CPUsPerNode {
 			return false
 		}
-		total += m
+		total += a.MemGB
+		extra += more
 	}
 	if !js.j.memWithin(total) {
 		return false
 	}
+	if _, gc := r.groupFree(js); extra > 0 && (extra > gc || js.j.Max.CPUs > 0 && js.cpus()+extra > js.j.Max.CPUs) {
+		return false
+	}
 	if reserve {
-		for _, s := range js.cur {
-			memFree[s.node] -= r.hostMem(js, plan, s.gpus)
+		slots := slices.Clone(js.cur)
+		for i, s := range slots {
+			memFree[s.node] -= allocs[i].MemGB
+			if more := allocs[i].CPUs - s.cpus; more > 0 {
+				r.adjust(js, s.node, 0, more)
+			}
 		}
 	}
 	return true
 }
 
-func (r *round) allocOf(js *jstate, plan model.Plan) []NodeAlloc {
-	out := make([]NodeAlloc, 0, len(js.cur))
-	need := js.est.Memory(plan, r.placement(js.cur).Canonical()).HostGBNode
-	for _, s := range js.cur {
-		mem := js.j.hostMem(r.e.cfg.HostMemPerGPUGB, s.gpus, need, js.hostBase)
-		mem = js.j.cpuMem(mem, s.gpus, s.cpus, need, js.hostBase)
-		out = append(out, NodeAlloc{Node: r.nodes[s.node].n.Name, GPUs: s.gpus, CPUs: s.cpus, MemGB: mem})
-	}
-	return out
-}
+// allocOf is js's allocation with plan, as memFits booked it.
+func (r *round) allocOf(js *jstate, plan model.Plan) []NodeAlloc { return r.nodeAllocs(js, plan) }

@@ -1431,6 +1431,69 @@ func TestJobMaxMemPerCPU(t *testing.T) {
 	}
 }
 
+// Where a job's own memory on a node (its --mem) is more than its CPUs
+// there times MaxMemPerCPU, Slurm raises its CPUs to a CPU per
+// MaxMemPerCPU of it: the rubick policies book those CPUs, and leave the
+// job queued where the node has too few free. A job asking for 64 GB on 2
+// GPUs under 4 GB per CPU takes 16 CPUs: on the busy node's 6 free CPUs
+// it does not start, on an empty node it starts with 16 CPUs or more.
+func TestJobMaxMemPerCPURaisesCPUs(t *testing.T) {
+	j := pt.NewJob("a", "small").GPUs(2).CPUs(8).Obj()
+	j.MaxMemPerCPUGB, j.Request.MemGB = 4, 64
+	empty, err := policy.NewSnapshot(pt.Epoch, pt.Cluster(1, 8), []policy.Job{j}, nil, pt.Models(), 260*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pol := range []string{"rubick", "rubick-r", "sia"} {
+		for name, s := range map[string]*policy.Snapshot{"busy node": busyNode(t, j), "empty node": empty} {
+			a := actionOf(t, pol, s, "a")
+			if name == "busy node" && a.Kind != policy.Keep {
+				t.Errorf("%s, %s: %s on %+v, want it queued: Slurm would give it 16 CPUs, 6 are free", pol, name, a.Kind, a.Alloc)
+			}
+			if name == "empty node" && a.Kind != policy.Start {
+				t.Errorf("%s, %s: %s (%s), want a start", pol, name, a.Kind, a.Detail)
+			}
+			for _, n := range a.Alloc {
+				if n.MemGB > float64(n.CPUs)*j.MaxMemPerCPUGB+1e-9 {
+					t.Errorf("%s, %s: %.1f GB with %d CPUs on %s: Slurm would raise the CPUs past what the policy booked", pol, name, n.MemGB, n.CPUs, n.Node)
+				}
+			}
+		}
+	}
+}
+
+// The host memory the rubick policies book for a job under MaxMemPerCPU
+// while they choose the plans of a round is what its allocation records,
+// cut to its CPUs times MaxMemPerCPU, not the default per GPU: on a node
+// of 100 GB, a job on 4 GPUs with at most 16 CPUs under 2 GB per CPU
+// takes 32 GB at most, which leaves the 64 GB another 4-GPU job books.
+func TestMaxMemPerCPUBooksWhatAllocRecords(t *testing.T) {
+	a := pt.NewJob("a", "small").GPUs(4).CPUs(16).Obj()
+	a.MaxMemPerCPUGB, a.Max.CPUs = 2, 16
+	b := pt.NewJob("b", "small").GPUs(4).CPUs(16).Obj()
+	b.Max.CPUs = 16
+	nodes := pt.Cluster(1, 8)
+	nodes[0].MemGB = 100
+	s, err := policy.NewSnapshot(pt.Epoch, nodes, []policy.Job{a, b}, nil, pt.Models(), 260*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pol := range []string{"rubick", "rubick-r", "sia"} {
+		mem := 0.0
+		for _, act := range decide(t, pol, s).Actions {
+			if act.Kind != policy.Start {
+				t.Errorf("%s: job %s %s (%s), want both started", pol, act.JobID, act.Kind, act.Detail)
+			}
+			for _, n := range act.Alloc {
+				mem += n.MemGB
+			}
+		}
+		if mem > nodes[0].MemGB+1e-9 {
+			t.Errorf("%s: %.1f GB booked on a node of %.0f", pol, mem, nodes[0].MemGB)
+		}
+	}
+}
+
 // A guaranteed job reclaims GPUs from a best-effort one no further than
 // the victim's minimum: below it Slurm would hold the victim's restart, so
 // it gives up all its GPUs or none. Without the minimum it is shrunk to 4.

@@ -168,7 +168,8 @@ type Job struct {
 	// gives a job no less than a CPU for each MaxMemPerCPU of its memory
 	// on a node, raising its CPUs past what a policy counted free, so a
 	// policy books no more memory than the job's CPUs allow where it can
-	// (cpuMem), and gives it CPUs for its own memory per GPU (minCPG).
+	// (cpuMem), gives it CPUs for its own memory per GPU (minCPG), and
+	// books the CPUs Slurm raises it to for the rest (slurmCPUs).
 	MaxMemPerCPUGB float64 `json:"max_mem_per_cpu_gb,omitempty"`
 	// Min bounds it from below: the least its Slurm QOS lets one job have
 	// (MinTRESPerJob), which Slurm holds a smaller job pending for. Only
@@ -331,6 +332,16 @@ func (j *Job) cpuMem(mem float64, g, cpus int, need, base float64) float64 {
 		return mem
 	}
 	return min(mem, max(float64(cpus)*j.MaxMemPerCPUGB, j.hostMem(0, g, need, base)))
+}
+
+// slurmCPUs is the CPUs Slurm gives the job on a node where it asks for
+// cpus CPUs and mem GB of host memory: a CPU per its partition's
+// MaxMemPerCPU of mem at least.
+func (j *Job) slurmCPUs(mem float64, cpus int) int {
+	if j.MaxMemPerCPUGB <= 0 {
+		return cpus
+	}
+	return max(cpus, int(math.Ceil(mem/j.MaxMemPerCPUGB-1e-9)))
 }
 
 // hostMem is the host memory a policy books for the job on a node holding
