@@ -198,7 +198,7 @@ func modelFit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("model fit", "Fit the seven performance-model parameters of each model on its profile/ samples.", stderr)
 	data := fs.String("data", "", "artifact data directory; empty means the embedded copy")
 	only := fs.String("model", "", "fit only this model; empty means every model")
-	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
+	asJSON := fs.Bool("json", false, "print a JSON array instead of a table, with the fields docs/model.md lists under JSON output")
 	env := envFlag(fs)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
@@ -253,7 +253,7 @@ func pctOrDash(n int, pct float64) string {
 func modelValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("model validate", "Fit each model on its profile/ samples only, predict every measured row of its placements.csv,\nand score accuracy per model and plan family and the plan choice per placement.", stderr)
 	data := fs.String("data", "", "artifact data directory; empty means the embedded copy")
-	asJSON := fs.Bool("json", false, "print the JSON array of BRIEF section 8 instead of a table")
+	asJSON := fs.Bool("json", false, "print a JSON array, accuracy rows then plan-choice rows, instead of a table, with the fields docs/model.md lists under JSON output")
 	exclude := fs.Bool("exclude-suspect", false, "leave the rows the data README flags as suspect out of the scores")
 	rowsOut := fs.Bool("rows", false, "also list every predicted row (table output only)")
 	env := envFlag(fs)
@@ -338,7 +338,7 @@ func modelLearn(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		"and so is the plan each ranks first at every placement with several measured plans and no\n"+
 		"drawn row.", stderr)
 	data := fs.String("data", "", "artifact data directory; empty means the embedded copy")
-	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
+	asJSON := fs.Bool("json", false, "print a JSON array instead of a table, with the fields docs/model.md lists under JSON output")
 	rows := fs.Int("rows", 10, "measured rows each model's learner sees per seed (models with no more rows are left out)")
 	seeds := fs.Int("seeds", 10, "independent random draws")
 	threshold := fs.Float64("threshold", daemon.Defaults().Samples.RefitThreshold, "refit threshold, as rubickd's samples.refit_threshold")
@@ -382,7 +382,7 @@ func modelBestPlan(ctx context.Context, args []string, stdout, stderr io.Writer)
 	name := fs.String("model", "", "model type, e.g. gpt2 (required)")
 	place := fs.String("placement", "", "GPUs per node as digits, e.g. 8 or 4444; over 9 on a node, NxG (2x16) or dash-separated (16-8) (required)")
 	cpus := fs.Int("cpus", 0, "CPU cores of the job over all nodes; 0 means 4 per GPU, as the artifact measured")
-	asJSON := fs.Bool("json", false, "print JSON instead of text")
+	asJSON := fs.Bool("json", false, "print JSON instead of text, with the fields docs/model.md lists under JSON output")
 	envp := envFlag(fs)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err

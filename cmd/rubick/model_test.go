@@ -23,8 +23,8 @@ func runCLI(t *testing.T, args ...string) (string, string, error) {
 	return out.String(), errb.String(), err
 }
 
-// TestModelValidateJSON checks the BRIEF section 8 contract of
-// `rubick model validate --json`.
+// TestModelValidateJSON checks the fields of `rubick model validate --json`
+// that docs/model.md (JSON output) lists.
 func TestModelValidateJSON(t *testing.T) {
 	out, _, err := runCLI(t, "model", "validate", "--json")
 	if err != nil {
