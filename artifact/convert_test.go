@@ -216,15 +216,15 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // Accuracy the model reaches on the shipped data (docs/benchmarks.md). These
-// are regression bounds on today's numbers, a little above them; the BRIEF
-// targets (10 % overall MAPE, 15 % per cell, 40 % max APE) are not all met
-// and docs/benchmarks.md lists the cells that miss.
+// are regression bounds on today's numbers, a little above them; the
+// accuracy targets (10 % overall MAPE, 15 % per cell, 40 % max APE) are not
+// all met, and docs/benchmarks.md (Against the targets) lists what misses.
 const (
 	maxOverallMAPEAll   = 17.5 // every row of placements.csv (17.0 %)
 	maxOverallMAPEClean = 10.9 // without the README's suspect rows (10.3 %)
 	minBestPickClean    = 65   // 65.6 %
 	maxRegretClean      = 3.6  // 3.32 %
-	maxCellMAPE         = 15   // BRIEF's bound per model x family
+	maxCellMAPE         = 15   // the target per model x family
 )
 
 func TestValidateShipped(t *testing.T) {

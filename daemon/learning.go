@@ -40,7 +40,7 @@ type Learner struct {
 	Cluster Cluster
 	Env     model.Env
 	// Threshold is the mean relative error of new samples above which the
-	// model type is refitted (BRIEF 3: e.g. 10 %).
+	// model type is refitted (samples.refit_threshold, 10 % by default).
 	Threshold float64
 	// MaxConfigsPerJob bounds the configurations (plan, placement, CPUs)
 	// one job may report samples of; 0 leaves them unbounded. Set it before
@@ -387,9 +387,10 @@ func (l *Learner) fitNew(ctx context.Context, spec model.Spec, stored []store.St
 	for i, s := range stored {
 		samples[i] = s.Sample
 	}
-	// BRIEF 3's seven samples are seven measured configurations: a run that
-	// reports every iteration would otherwise make two runs of a profiling
-	// phase a "fit", pinning what the other runs are there to show.
+	// The seven samples a first fit needs are seven measured
+	// configurations: a run that reports every iteration would otherwise
+	// make two runs of a profiling phase a "fit", pinning what the other
+	// runs are there to show.
 	samples = model.Collapse(samples)
 	res, err := model.Fit(ctx, spec, l.Env, samples, model.FitOptions{})
 	if errors.Is(err, model.ErrTooFewSamples) {

@@ -10,9 +10,11 @@ import (
 	"github.com/rubick-sched/rubick/model"
 )
 
-// Profiling phase bounds (BRIEF 3 and 7): a fit of the seven model
-// parameters needs at least MinProfileRuns sampled configurations, at least
-// MinProfileOffloadRuns of them with ZeRO-Offload.
+// Profiling phase bounds (docs/rubick-srun.md, Profiling phase): a fit of
+// the seven model parameters needs at least MinProfileRuns sampled
+// configurations, one per parameter, at least MinProfileOffloadRuns of them
+// with ZeRO-Offload, one per parameter only offload runs see (k_opt_off,
+// k_off, k_swap).
 const (
 	MinProfileRuns        = 7
 	MinProfileOffloadRuns = 3

@@ -28,7 +28,8 @@ type FitOptions struct {
 	Starts int
 	// NeedOffload requires the samples to identify the offload parameters.
 	NeedOffload bool
-	// AllowPartial accepts fewer samples than BRIEF section 3 asks for:
+	// AllowPartial accepts fewer samples than a fit of all seven parameters
+	// needs (7, and 3 ZeRO-Offload ones with NeedOffload):
 	// parameters the samples cannot identify stay at the prior and are
 	// listed in FitResult.Pinned instead of failing with ErrTooFewSamples.
 	AllowPartial bool

@@ -12,8 +12,9 @@ import (
 
 // Fit tuning constants.
 const (
-	// minSamples and minOffloadSamples are the sample counts BRIEF section 3
-	// asks for before all seven parameters are fitted.
+	// minSamples and minOffloadSamples are the samples a fit of all seven
+	// parameters needs: one per parameter, and one ZeRO-Offload run per
+	// parameter only offload runs see (k_opt_off, k_off, k_swap).
 	minSamples        = 7
 	minOffloadSamples = 3
 	// defaultStarts is the number of optimizer starts when FitOptions.Starts is 0.
@@ -66,10 +67,11 @@ func (p Predictor) at(f fitSample) Predictor {
 // Tcc includes the gradient offload and its llama Topt is 1 ms), and
 // fitting them made the iteration fit worse (docs/model.md).
 //
-// With FitOptions.AllowPartial, fewer samples than BRIEF asks for are
-// accepted: parameters the samples cannot identify (see docs/model.md) stay
-// at Priors and are listed in FitResult.Pinned. The check runs on every fit,
-// so a large but one-sided sample set also pins what it cannot see.
+// With FitOptions.AllowPartial, fewer samples than minSamples (and, with
+// NeedOffload, minOffloadSamples) are accepted: parameters the samples
+// cannot identify (see docs/model.md) stay at Priors and are listed in
+// FitResult.Pinned. The check runs on every fit, so a large but one-sided
+// sample set also pins what it cannot see.
 func Fit(ctx context.Context, spec Spec, env Env, samples []Sample, opts FitOptions) (FitResult, error) {
 	if err := spec.Validate(); err != nil {
 		return FitResult{}, err

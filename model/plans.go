@@ -26,10 +26,10 @@ func tpFits(pl Placement, t int) bool {
 	return true
 }
 
-// Enumerate lists every valid plan of spec on placement pl (BRIEF 3:
-// d*t*p = g, TP inside a node and dividing heads, PP dividing layers, integer
-// micro-batch, global batch unchanged), in a deterministic order. It does not
-// check memory.
+// Enumerate lists every valid plan of spec on placement pl (docs/model.md,
+// Plans: d*t*p = g, TP inside a node and dividing heads, PP dividing
+// layers, integer micro-batch, global batch unchanged), in a deterministic
+// order. It does not check memory.
 //
 // Order: PP, then TP ascending; micro-batch descending (fewest accumulation
 // steps first); ZeRO stage ascending, offload last; checkpointing last.

@@ -186,11 +186,12 @@ func (p Predictor) ForPlan(plan Plan) Predictor {
 // Predict returns the predicted iteration breakdown of plan on r. It fails
 // with ErrInvalidPlan when the plan does not match the placement.
 //
-// The equations are those of BRIEF section 3 with the deviations listed in
-// docs/model.md: pipelines price the TP traffic on the 1F1B critical path,
-// cross-node DP rings share the NICs of a node, ZeRO-Offload moves the DP
-// reduction out of the backward pass into the offload phase, and a TP
-// shard runs slower than 1/t of the layer (tpSlowdown).
+// The equations are those of the Rubick paper (MLSys'25), Appendix A, with
+// the deviations listed in docs/model.md (Equations states them whole):
+// pipelines price the TP traffic on the 1F1B critical path, cross-node DP
+// rings share the NICs of a node, ZeRO-Offload moves the DP reduction out
+// of the backward pass into the offload phase, and a TP shard runs slower
+// than 1/t of the layer (tpSlowdown).
 func (p Predictor) Predict(plan Plan, r Resources) (Breakdown, error) {
 	if err := p.checkModel(); err != nil {
 		return Breakdown{}, err

@@ -215,7 +215,7 @@ type Drift struct {
 // Refittable reports whether the drift warrants a refit: the error exceeds
 // threshold, there are at least two recent configurations (so Refit can
 // hold one out), and old and recent samples cover at least the seven
-// configurations a first fit needs (BRIEF 3). Fewer let a refit match two
+// configurations a first fit needs (minSamples). Fewer let a refit match two
 // or three runs exactly with a degenerate tuple: a llama30 refit from two
 // of its 3D runs traded k_bwd for a large k_const, which misprices every
 // llama30 configuration with a short iteration.

@@ -1,8 +1,9 @@
 // Package model is rubick's performance and memory model: it predicts the
 // iteration time of a deep-learning training job for any execution plan on
-// any placement (BRIEF section 3, the Rubick paper's Appendix A), decides
-// which plans fit in GPU and host memory, fits the seven model parameters to
-// measured samples, and derives resource-sensitivity curves.
+// any placement (the Rubick paper (MLSys'25), Appendix A, with the
+// deviations docs/model.md lists), decides which plans fit in GPU and host
+// memory, fits the seven model parameters to measured samples, and derives
+// resource-sensitivity curves.
 //
 // The package is pure: it imports neither the Slurm bridge nor the store, so
 // the daemon, the simulator and the tests all drive the same code.
@@ -303,8 +304,8 @@ type Env struct {
 	RidgeFlopPerByte float64 `json:"ridge_flop_per_byte"`
 }
 
-// Params are the fitted parameters of a model type: BRIEF section 3's seven
-// and K3D.
+// Params are the fitted parameters of a model type: the seven of the
+// equations (docs/model.md, Equations) and K3D.
 type Params struct {
 	KBwd    float64 `json:"k_bwd"`     // backward / forward time ratio
 	KSync   float64 `json:"k_sync"`    // overlap of backward and DP communication

@@ -34,7 +34,8 @@ var (
 	variantSia           = variant{space: spaceDP, sia: true, noStarve: true}
 )
 
-// engine is Algorithm 1 (BRIEF section 4) parameterised by a variant.
+// engine is Algorithm 1 (docs/policy.md, "rubick (Algorithm 1)")
+// parameterised by a variant.
 type engine struct {
 	name string
 	cfg  Config
@@ -339,12 +340,12 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 		if js.running {
 			js.frozen = !e.reconfigurable(s, j)
 		}
-		// Old queued jobs are served first (BRIEF 4), and one that cannot
-		// start has free GPUs held back for it: that bounds the tail of
-		// completion times. Once running it competes like any other job,
-		// by slope; heading the order or shielded from shrinks, an old job
-		// cut down to a sliver (by a guaranteed job) kept that sliver, or
-		// grew first, for hours.
+		// Old queued jobs are served first (docs/policy.md,
+		// Anti-starvation), and one that cannot start has free GPUs held
+		// back for it: that bounds the tail of completion times. Once
+		// running it competes like any other job, by slope; heading the
+		// order or shielded from shrinks, an old job cut down to a sliver
+		// (by a guaranteed job) kept that sliver, or grew first, for hours.
 		js.starve = !js.running && !(e.v.slo && j.Guaranteed) && !e.v.noStarve && e.cfg.StarvationAge > 0 && s.Now.Sub(j.Submit) >= e.cfg.StarvationAge
 		// A queued job near the latest start its --deadline allows goes
 		// first too: Slurm ends it past that, held or not.

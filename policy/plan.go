@@ -79,8 +79,8 @@ type Action struct {
 }
 
 // Admission is a queued guaranteed job's place in one round's admission
-// order (BRIEF step 1), which is served before the best-effort order,
-// each job within its tenant's quota.
+// order (docs/policy.md, Algorithm 1's step 1), which is served before the
+// best-effort order, each job within its tenant's quota.
 type Admission struct {
 	Position int `json:"position"`
 	Of       int `json:"of"`
@@ -104,7 +104,8 @@ const (
 // nearest deadline first, then oldest.
 const OrderStarvation = "starvation"
 
-// Order is a job's place in one round's best-effort order (BRIEF step 2),
+// Order is a job's place in one round's best-effort order (docs/policy.md,
+// Algorithm 1's step 2),
 // which hands out GPUs first to the jobs at its head.
 type Order struct {
 	// Position is 1 for the head of the order; Of counts the jobs in it,

@@ -9,7 +9,8 @@ import (
 	"time"
 )
 
-// Result is the outcome of one replay (BRIEF section 8's JSON contract).
+// Result is the outcome of one replay; docs/simulator.md (Output) lists its
+// JSON fields.
 type Result struct {
 	Policy    string  `json:"policy"`
 	Jobs      int     `json:"jobs"`

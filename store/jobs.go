@@ -12,7 +12,8 @@ import (
 	"github.com/rubick-sched/rubick/model"
 )
 
-// Class is a job's service class (BRIEF section 4).
+// Class is a job's service class (docs/admin-guide.md, Tenants and quotas;
+// docs/policy.md, rubick (Algorithm 1)).
 type Class string
 
 // Job classes.

@@ -55,7 +55,8 @@ var scenario = []jobSpec{
 	{model: "roberta", nodes: 1, gpus: 8, iters: 300, batch: 64, guaranteed: true},
 }
 
-// Result is the JSON line the test writes (BRIEF section 8).
+// Result is the JSON line the test writes (docs/benchmarks.md, End to end,
+// shows one).
 type Result struct {
 	Jobs                     int     `json:"jobs"`
 	Completed                int     `json:"completed"`
