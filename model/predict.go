@@ -188,7 +188,8 @@ func (p Predictor) ForPlan(plan Plan) Predictor {
 //
 // The equations are those of the Rubick paper (MLSys'25), Appendix A, with
 // the deviations listed in docs/model.md (Equations states them whole):
-// pipelines price the TP traffic on the 1F1B critical path, cross-node DP
+// pipelines run each micro-batch through all stages alone (1F1B overlap
+// with Env.Pipeline1F1B) and stretch the TP traffic alike, cross-node DP
 // rings share the NICs of a node, ZeRO-Offload moves the DP reduction out
 // of the backward pass into the offload phase, and a TP shard runs slower
 // than 1/t of the layer (tpSlowdown).
