@@ -94,6 +94,28 @@ func (c *cmdline) set(f flagSpec, v string, lo, hi int) int {
 	return hi
 }
 
+// dropListValues removes the values after the first of every "--name v1
+// v2 ..." of f in toks[lo:hi]: a list option (argparse's nargs="+") takes
+// each token up to the next option, so setting the first value alone
+// would leave the others in the list. "--name=v" takes one value. It
+// returns the new end of the region.
+func (c *cmdline) dropListValues(f flagSpec, lo, hi int) int {
+	occ := c.find(f, lo, hi)
+	for i := len(occ) - 1; i >= 0; i-- {
+		o := occ[i]
+		if o.n != 2 {
+			continue
+		}
+		from, to := o.idx+2, o.idx+2
+		for to < hi && !strings.HasPrefix(c.toks[to], "-") {
+			to++
+		}
+		c.toks = slices.Delete(c.toks, from, to)
+		hi -= to - from
+	}
+	return hi
+}
+
 // setSwitch makes switch f present once (on) or absent (off) in toks[lo:hi]
 // and returns the new end of the region.
 func (c *cmdline) setSwitch(f flagSpec, on bool, lo, hi int) int {

@@ -196,6 +196,11 @@ var (
 	// The main process's log level, which the Trainer gives DeepSpeed's
 	// logger too.
 	fHFLogLevel = valued("--log_level", "--log-level")
+	// The trackers the Trainer logs to: one name ("wandb", "all",
+	// "none"), or several after one flag where the field is a list
+	// (nargs="+"). Unset, it is "all" before transformers 5: every
+	// tracker installed.
+	fHFReportTo = valued("--report_to", "--report-to")
 
 	fNprocPerNode = valued("--nproc_per_node", "--nproc-per-node")
 	fNnodes       = valued("--nnodes")

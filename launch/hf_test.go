@@ -90,12 +90,14 @@ func TestRewriteHF(t *testing.T) {
 		want   string
 		config map[string]string // hfKeys that are not "-"
 	}{
+		// The training run reports to the job's trackers, unlike a
+		// profiling run.
 		"auto config: flags rewritten, auto kept": {
 			line: "python train.py --model_name_or_path gpt2 --per_device_train_batch_size 4 --gradient_accumulation_steps 1 " +
-				"--deepspeed auto.json --output_dir out --bf16",
+				"--deepspeed auto.json --output_dir out --bf16 --report_to wandb tensorboard",
 			plan: "dp8.tp1.pp1.mb2.a2.z2",
 			want: "python train.py --model_name_or_path gpt2 --per_device_train_batch_size 2 --gradient_accumulation_steps 2 " +
-				"--deepspeed /job/rubick-auto.json --output_dir out --bf16",
+				"--deepspeed /job/rubick-auto.json --output_dir out --bf16 --report_to wandb tensorboard",
 			config: map[string]string{"train_batch_size": `"auto"`, "train_micro_batch_size_per_gpu": `"auto"`,
 				"gradient_accumulation_steps": `"auto"`, "zero_optimization.stage": "2",
 				"zero_optimization.reduce_bucket_size": `"auto"`, "optimizer.params.lr": `"auto"`},

@@ -308,8 +308,9 @@ var (
 //   - A Hugging Face Trainer line also writes into opts.ConfigDir/output
 //     (--output_dir; its own --logging_dir is removed, so logs go there
 //     too), saves no checkpoint (--save_strategy no) and starts from
-//     scratch (--resume_from_checkpoint removed); --log_level info lets
-//     DeepSpeed print its steps.
+//     scratch (--resume_from_checkpoint removed), and reports to no
+//     tracker (--report_to none, whatever values it had); --log_level
+//     info lets DeepSpeed print its steps.
 //
 // opts.EnsureLoad, opts.CheckpointDir and opts.CheckpointSaved are ignored.
 func RewriteProfile(argv []string, run ProfileRun, opts Options) (Result, error) {
@@ -408,6 +409,11 @@ func hfProfile(c *cmdline, out string, lo, hi int) []string {
 	hi = c.remove(fHFLoggingDir, lo, hi)
 	hi = c.remove(fHFResume, lo, hi)
 	hi = c.set(fHFSaveStrategy, "no", lo, hi)
+	// A run of a configuration not the job's would make a run in the
+	// job's W&B (or other tracker's) project, and the Trainer reports to
+	// every tracker installed unless told otherwise.
+	hi = c.dropListValues(fHFReportTo, lo, hi)
+	hi = c.set(fHFReportTo, "none", lo, hi)
 	// The Trainer refuses it unless saving and evaluation share a strategy.
 	c.remove(fHFBestAtEnd, lo, hi)
 	return c.toks

@@ -323,7 +323,8 @@ func TestRewriteProfile(t *testing.T) {
 				"--resume_from_checkpoint /ckpt/checkpoint-400 --load_best_model_at_end --eval_strategy steps --save-strategy=steps --log-level=warning"),
 			run: run("dp4.tp1.pp1.mb8.a1.z0"),
 			want: strings.Fields("python train.py --deepspeed /job/rubick-ds.json --output_dir /job/output --save_steps 2 " +
-				"--eval_strategy steps --save-strategy=no --log-level=info --per_device_train_batch_size 8 --gradient_accumulation_steps 1"),
+				"--eval_strategy steps --save-strategy=no --log-level=info --per_device_train_batch_size 8 --gradient_accumulation_steps 1 " +
+				"--report_to none"),
 			wantConf: map[string]any{"train_batch_size": 32.0, "steps_per_print": 1.0, "train_micro_batch_size_per_gpu": 8.0,
 				"gradient_accumulation_steps": 1.0, "zero_optimization": map[string]any{"stage": 0.0}},
 		},
@@ -331,7 +332,24 @@ func TestRewriteProfile(t *testing.T) {
 			argv: strings.Fields("python train.py --deepspeed=ds.json --per_device_train_batch_size 4"),
 			run:  run("dp4.tp1.pp1.mb8.a1.z0"),
 			want: strings.Fields("python train.py --deepspeed=/job/rubick-ds.json --per_device_train_batch_size 8 " +
-				"--gradient_accumulation_steps 1 --log_level info --output_dir /job/output --save_strategy no"),
+				"--gradient_accumulation_steps 1 --log_level info --output_dir /job/output --save_strategy no --report_to none"),
+			wantConf: map[string]any{"train_batch_size": 32.0, "steps_per_print": 1.0, "train_micro_batch_size_per_gpu": 8.0,
+				"gradient_accumulation_steps": 1.0, "zero_optimization": map[string]any{"stage": 0.0}},
+		},
+		"hugging face: its trackers, several after one flag, are none": {
+			argv: strings.Fields("python train.py --deepspeed ds.json --report_to wandb tensorboard --run_name r1 " +
+				"--output_dir /ckpt --report_to=comet_ml"),
+			run: run("dp4.tp1.pp1.mb8.a1.z0"),
+			want: strings.Fields("python train.py --deepspeed /job/rubick-ds.json --report_to none --run_name r1 " +
+				"--output_dir /job/output --per_device_train_batch_size 8 --gradient_accumulation_steps 1 --log_level info --save_strategy no"),
+			wantConf: map[string]any{"train_batch_size": 32.0, "steps_per_print": 1.0, "train_micro_batch_size_per_gpu": 8.0,
+				"gradient_accumulation_steps": 1.0, "zero_optimization": map[string]any{"stage": 0.0}},
+		},
+		"hugging face: dash spelling, inline": {
+			argv: strings.Fields("python train.py --deepspeed ds.json --report-to=wandb --output_dir /ckpt"),
+			run:  run("dp4.tp1.pp1.mb8.a1.z0"),
+			want: strings.Fields("python train.py --deepspeed /job/rubick-ds.json --report-to=none --output_dir /job/output " +
+				"--per_device_train_batch_size 8 --gradient_accumulation_steps 1 --log_level info --save_strategy no"),
 			wantConf: map[string]any{"train_batch_size": 32.0, "steps_per_print": 1.0, "train_micro_batch_size_per_gpu": 8.0,
 				"gradient_accumulation_steps": 1.0, "zero_optimization": map[string]any{"stage": 0.0}},
 		},
