@@ -49,7 +49,8 @@ func TestConfigHjson(t *testing.T) {
     "stage": 1,
     "reduce_bucket_size": 500000000
   },
-  "gradient_accumulation_steps": 4
+  "gradient_accumulation_steps": 4,
+  "steps_per_print": 10
 }
 `
 	if diff := cmp.Diff(want, string(res.Config.Data)); diff != "" || !json.Valid(res.Config.Data) {

@@ -164,6 +164,15 @@ func Rewrite(argv []string, plan model.Plan, opts Options) (Result, error) {
 		if err := rewriteConfig(cf.obj, plan, gb, cf.hf); err != nil {
 			return Result{}, fmt.Errorf("DeepSpeed config %s: %w", cf.path, err)
 		}
+		if d == DeepSpeed && !cf.hf && !cf.launcher && !cf.obj.has("steps_per_print") {
+			// A plain DeepSpeed job is timed by DeepSpeed's step lines,
+			// which it prints every steps_per_print steps: since 0.15.3
+			// never, unless the config sets it. (accelerate, through
+			// which the Trainer and the plugin build their engine, sets
+			// it to infinity whatever the copy says; Megatron-DeepSpeed
+			// is timed by Megatron's lines.)
+			cf.obj.setInt("steps_per_print", defaultStepsPerPrint)
+		}
 		data, err := cf.obj.indented()
 		if err != nil {
 			return Result{}, fmt.Errorf("DeepSpeed config %s: %w", cf.path, err)
@@ -705,6 +714,14 @@ func readLine(argv []string, opts Options) (line, error) {
 	}
 	return line{d: d, c: c, lo: l.trainLo(), hi: len(argv), l: l, cf: cf}, nil
 }
+
+// defaultStepsPerPrint is the steps_per_print a plain DeepSpeed line's
+// config copy gets where the user's config sets none: DeepSpeed's own
+// default before 0.15.3, so the job logs as it did then, and each line,
+// the time of one step, is a sample every 10 steps, enough for rubickd's
+// fit (it takes a configuration's median) without a line per step in the
+// job's log.
+const defaultStepsPerPrint = 10
 
 // defaultActivationCheckpointing is DeepSpeed's activation checkpointing
 // section with its documented defaults, added when the plan checkpoints

@@ -320,6 +320,51 @@ func TestRewriteFlagForms(t *testing.T) {
 	}
 }
 
+// A plain DeepSpeed line's config copy sets steps_per_print where the
+// user's sets none, since DeepSpeed 0.15.3 prints no step lines by
+// default and the job would report no sample; a value of the user's, null
+// (off) included, stays, and lines timed otherwise get none.
+func TestRewriteStepsPerPrint(t *testing.T) {
+	files := map[string][]byte{
+		"none.json": []byte(`{"train_batch_size": 8}`),
+		"own.json":  []byte(`{"train_batch_size": 8, "steps_per_print": 100}`),
+		"off.json":  []byte(`{"train_batch_size": 8, "steps_per_print": null}`),
+		"hf.json":   []byte(`{"train_batch_size": "auto"}`),
+	}
+	cases := map[string]struct {
+		line string
+		plan string
+		want string // steps_per_print in the copy, "-" for none
+	}{
+		"plain DeepSpeed, none set":   {line: "deepspeed train.py --deepspeed_config none.json", plan: "dp2.tp1.pp1.mb4.a1.z0", want: "10"},
+		"plain DeepSpeed, inline":     {line: "python train.py --deepspeed --deepspeed-config=none.json", plan: "dp2.tp1.pp1.mb2.a2.z1", want: "10"},
+		"plain DeepSpeed, the user's": {line: "deepspeed train.py --deepspeed_config own.json", plan: "dp2.tp1.pp1.mb4.a1.z0", want: "100"},
+		"plain DeepSpeed, off":        {line: "deepspeed train.py --deepspeed_config off.json", plan: "dp2.tp1.pp1.mb4.a1.z0", want: "null"},
+		// Its Accelerator sets steps_per_print itself.
+		"Hugging Face Trainer": {line: "python train.py --deepspeed hf.json", plan: "dp2.tp1.pp1.mb4.a1.z0", want: "-"},
+		"accelerate's config file": {line: "accelerate launch --use_deepspeed --deepspeed_config_file none.json train.py",
+			plan: "dp2.tp1.pp1.mb4.a1.z0", want: "-"},
+		// Timed by Megatron's lines.
+		"Megatron-DeepSpeed": {line: "python pretrain_gpt.py --micro-batch-size 4 --deepspeed --deepspeed_config none.json",
+			plan: "dp2.tp1.pp1.mb4.a1.z0", want: "-"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			res, err := Rewrite(strings.Fields(c.line), mustPlan(t, c.plan), Options{ConfigDir: "/job", ReadFile: mapReader(files)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Config == nil {
+				t.Fatal("no config copy")
+			}
+			got := configValues(t, res.Config.Data, "steps_per_print")["steps_per_print"]
+			if got != c.want {
+				t.Errorf("steps_per_print = %s, want %s\n%s", got, c.want, res.Config.Data)
+			}
+		})
+	}
+}
+
 func TestRewriteLeavesInputAlone(t *testing.T) {
 	argv := append([]string(nil), megatronLine...)
 	if _, err := Rewrite(argv, mustPlan(t, familyPlans[model.Family3D]), Options{}); err != nil {
