@@ -312,12 +312,12 @@ var (
 //     tracker (--report_to none, whatever values it had); --log_level
 //     info lets DeepSpeed print its steps.
 //
-// opts.EnsureLoad, opts.CheckpointDir and opts.CheckpointSaved are ignored.
+// opts.EnsureLoad, opts.CheckpointDir and opts.Saved are ignored.
 func RewriteProfile(argv []string, run ProfileRun, opts Options) (Result, error) {
 	if run.Iters < 1 {
 		return Result{}, fmt.Errorf("%w: profile run %s: iterations=%d must be >= 1", ErrBadInput, run.Plan, run.Iters)
 	}
-	opts.EnsureLoad, opts.CheckpointDir, opts.CheckpointSaved = false, "", false
+	opts.EnsureLoad, opts.CheckpointDir, opts.Saved = false, "", nil
 	res, err := Rewrite(argv, run.Plan, opts)
 	if err != nil {
 		return Result{}, err

@@ -26,18 +26,20 @@ type Options struct {
 	// ReadFile reads the user's DeepSpeed config; nil means os.ReadFile.
 	ReadFile func(name string) ([]byte, error)
 	// EnsureLoad adds "--load X" to a Megatron line that saves to X and
-	// loads from nowhere, so that a requeued job resumes.
+	// loads from nowhere, and makes one that loads from elsewhere load X
+	// once X holds a checkpoint (Saved), so that a requeued job resumes.
 	EnsureLoad bool
 	// CheckpointDir, when set, is given as --save to a Megatron line that
-	// has no --save, and as --load once it holds a checkpoint
-	// (CheckpointSaved). Until then a --load of the line's own stays, so
-	// that the first start begins where the user meant; a line without
-	// one gets --load CheckpointDir at once.
+	// has no --save, and as --load once it holds a checkpoint (Saved).
+	// Until then a --load of the line's own stays, so that the first
+	// start begins where the user meant; a line without one gets --load
+	// CheckpointDir at once.
 	CheckpointDir string
-	// CheckpointSaved says CheckpointDir holds a checkpoint the job saved
-	// before it was restarted: the line resumes from it, not from its own
-	// --load.
-	CheckpointSaved bool
+	// Saved reports whether dir, where the line saves (its --save, else
+	// CheckpointDir), holds a checkpoint the job saved before it was
+	// restarted: the line then resumes from it, not from a --load of
+	// another directory. nil: none does.
+	Saved func(dir string) bool
 	// Nodes and GPUsPerNode, when both positive, size a per-node launcher:
 	// torchrun --nnodes/--nproc_per_node, deepspeed --num_nodes/--num_gpus.
 	Nodes, GPUsPerNode int
@@ -185,17 +187,21 @@ func Rewrite(argv []string, plan model.Plan, opts Options) (Result, error) {
 	if d != DeepSpeed {
 		if opts.CheckpointDir != "" && !c.has(fSave, lo, hi) {
 			hi = c.set(fSave, opts.CheckpointDir, lo, hi)
-			if opts.CheckpointSaved && c.has(fLoad, lo, hi) {
+		}
+		save, _ := c.get(fSave, lo, hi)
+		if save != "" && (opts.EnsureLoad || opts.CheckpointDir != "") {
+			load, ok := c.get(fLoad, lo, hi)
+			switch {
+			case !ok:
+				c.set(fLoad, save, lo, hi)
+			case load != save && opts.Saved != nil && opts.Saved(save):
 				// A restart: loading the line's --load again would start
-				// the job over from there.
-				hi = c.set(fLoad, opts.CheckpointDir, lo, hi)
+				// the job over from there, not from what it saved since.
+				hi = c.set(fLoad, save, lo, hi)
 				for _, f := range loadPartly {
 					hi = c.remove(f, lo, hi)
 				}
 			}
-		}
-		if save, ok := c.get(fSave, lo, hi); ok && save != "" && (opts.EnsureLoad || opts.CheckpointDir != "") && !c.has(fLoad, lo, hi) {
-			c.set(fLoad, save, lo, hi)
 		}
 	}
 	// Launcher flags precede the script, so editing them last leaves the

@@ -129,6 +129,11 @@ func TestRewriteGolden(t *testing.T) {
 	}
 }
 
+// savedIn is an Options.Saved for which dir alone holds a checkpoint.
+func savedIn(dir string) func(string) bool {
+	return func(d string) bool { return d == dir }
+}
+
 // mapReader serves files from m and falls back to the disk.
 func mapReader(m map[string][]byte) func(string) ([]byte, error) {
 	return func(name string) ([]byte, error) {
@@ -276,14 +281,46 @@ func TestRewriteFlagForms(t *testing.T) {
 		"checkpoint dir holding the job's checkpoint: a restart loads it, all of it": {
 			argv: []string{"python", "pretrain_gpt.py", "--load=/models/base", "--finetune", "--no-load-optim", "--no-load-rng",
 				"--global-batch-size", "4"},
-			plan: "dp1.tp1.pp1.mb4.a1.z0", opts: Options{CheckpointDir: "/scratch/j1", CheckpointSaved: true},
+			plan: "dp1.tp1.pp1.mb4.a1.z0", opts: Options{CheckpointDir: "/scratch/j1", Saved: savedIn("/scratch/j1")},
 			want: []string{"python", "pretrain_gpt.py", "--load=/scratch/j1", "--global-batch-size", "4",
 				"--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1", "--micro-batch-size", "4", "--save", "/scratch/j1"},
 		},
 		"checkpoint dir holding a checkpoint, the line's own save: the line's load stays": {
 			argv: []string{"python", "pretrain_gpt.py", "--save", "/c", "--load", "/models/base", "--finetune", "--global-batch-size", "4"},
-			plan: "dp1.tp1.pp1.mb4.a1.z0", opts: Options{CheckpointDir: "/scratch/j1", CheckpointSaved: true},
+			plan: "dp1.tp1.pp1.mb4.a1.z0", opts: Options{CheckpointDir: "/scratch/j1", Saved: savedIn("/scratch/j1")},
 			want: []string{"python", "pretrain_gpt.py", "--save", "/c", "--load", "/models/base", "--finetune", "--global-batch-size", "4",
+				"--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1", "--micro-batch-size", "4"},
+		},
+		"own save without a checkpoint: the line's load kept for the first start": {
+			argv: []string{"python", "pretrain_gpt.py", "--save", "/c", "--load", "/models/base", "--finetune", "--global-batch-size", "4"},
+			plan: "dp1.tp1.pp1.mb4.a1.z0", opts: Options{EnsureLoad: true, Saved: savedIn("/other")},
+			want: []string{"python", "pretrain_gpt.py", "--save", "/c", "--load", "/models/base", "--finetune", "--global-batch-size", "4",
+				"--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1", "--micro-batch-size", "4"},
+		},
+		"own save holding the job's checkpoint: a restart loads it, all of it": {
+			argv: []string{"python", "pretrain_gpt.py", "--save=/c", "--load", "/models/base", "--finetune", "--no-load-optim",
+				"--load", "/models/other", "--global-batch-size", "4"},
+			plan: "dp1.tp1.pp1.mb4.a1.z0", opts: Options{EnsureLoad: true, Saved: savedIn("/c")},
+			want: []string{"python", "pretrain_gpt.py", "--save=/c", "--load", "/c", "--global-batch-size", "4",
+				"--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1", "--micro-batch-size", "4"},
+		},
+		"megatron-deepspeed: own save holding the job's checkpoint": {
+			argv: []string{"python", "pretrain_gpt.py", "--deepspeed", "--zero-stage", "1", "--load=/models/base", "--save", "/c",
+				"--global-batch-size", "4"},
+			plan: "dp1.tp1.pp1.mb4.a1.z1", opts: Options{EnsureLoad: true, Saved: savedIn("/c")},
+			want: []string{"python", "pretrain_gpt.py", "--deepspeed", "--zero-stage", "1", "--load=/c", "--save", "/c",
+				"--global-batch-size", "4", "--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1", "--micro-batch-size", "4"},
+		},
+		"own save holding a checkpoint, loads left alone when asked": {
+			argv: []string{"python", "pretrain_gpt.py", "--save", "/c", "--load", "/models/base", "--global-batch-size", "4"},
+			plan: "dp1.tp1.pp1.mb4.a1.z0", opts: Options{Saved: savedIn("/c")},
+			want: []string{"python", "pretrain_gpt.py", "--save", "/c", "--load", "/models/base", "--global-batch-size", "4",
+				"--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1", "--micro-batch-size", "4"},
+		},
+		"loading where it saves: the line's own flags stay": {
+			argv: []string{"python", "pretrain_gpt.py", "--save", "/c", "--load", "/c", "--finetune", "--global-batch-size", "4"},
+			plan: "dp1.tp1.pp1.mb4.a1.z0", opts: Options{EnsureLoad: true, Saved: savedIn("/c")},
+			want: []string{"python", "pretrain_gpt.py", "--save", "/c", "--load", "/c", "--finetune", "--global-batch-size", "4",
 				"--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1", "--micro-batch-size", "4"},
 		},
 		"load not added unless asked": {

@@ -145,7 +145,7 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) *flag.F
 	fs.StringVar(&c.scancel, "scancel", "scancel", "scancel program used to pass SIGTERM, SIGINT, SIGHUP and SIGQUIT on to the step's tasks (srun kills the tasks at SIGTERM, SIGHUP and SIGQUIT, and only prints their state at a first SIGINT)")
 	fs.StringVar(&c.stateDir, "state-dir", "", "job-private directory for the rewritten DeepSpeed config, visible on every node of the job (default: $SLURM_SUBMIT_DIR/.rubick/$SLURM_JOB_ID)")
 	fs.StringVar(&c.checkpointDir, "checkpoint-dir", "", "pass --save DIR to a Megatron line that has no --save, and --load DIR unless the line loads from elsewhere and DIR holds no checkpoint yet (default: leave the line alone)")
-	fs.BoolVar(&c.ensureLoad, "ensure-load", true, "add --load X to a Megatron line that has --save X and no --load, so a requeued job resumes")
+	fs.BoolVar(&c.ensureLoad, "ensure-load", true, "add --load X to a Megatron line that has --save X and no --load, and load X instead of the line's --load once X holds a checkpoint, so a requeued job resumes")
 	fs.StringVar(&c.modelType, "model-type", "", "model type reported with samples (default: the job's rubick tag)")
 	fs.StringVar(&c.reportURL, "report-url", getenv("RUBICK_REPORT_URL"), "rubickd samples endpoint (default $RUBICK_REPORT_URL; empty: no reporting)")
 	fs.StringVar(&c.munge, "munge", "munge", "munge program used to sign samples")
@@ -571,7 +571,7 @@ func planStep(cfg config, plan model.Plan, alloc launch.Alloc, stateDir string, 
 		return step{}, err
 	}
 	opts := launch.Options{Dialect: dialect, GlobalBatch: cfg.globalBatch, ConfigDir: stateDir,
-		EnsureLoad: cfg.ensureLoad, CheckpointDir: cfg.checkpointDir, CheckpointSaved: checkpointSaved(cfg.checkpointDir)}
+		EnsureLoad: cfg.ensureLoad, CheckpointDir: cfg.checkpointDir, Saved: checkpointSaved}
 	dist := distributedFor(getenv, getenv("SLURM_JOB_ID"), firstNode(getenv))
 	if geo.Mode == launch.ModePerNode {
 		opts.Nodes, opts.GPUsPerNode = geo.Nodes, geo.GPUsPerNode
@@ -612,8 +612,9 @@ func planStep(cfg config, plan model.Plan, alloc launch.Alloc, stateDir string, 
 // Megatron-DeepSpeed loads.
 var checkpointTrackers = []string{"latest_checkpointed_iteration.txt", "latest"}
 
-// checkpointSaved reports whether dir (--checkpoint-dir; "" for none)
-// holds a saved checkpoint: a restarted job resumes from it.
+// checkpointSaved reports whether dir, where the line saves (its --save or
+// --checkpoint-dir; "" for none), holds a saved checkpoint: a restarted
+// job resumes from it.
 func checkpointSaved(dir string) bool {
 	if dir == "" {
 		return false

@@ -202,6 +202,41 @@ func TestPlanStepCheckpointDir(t *testing.T) {
 	}
 }
 
+// TestPlanStepResumesFromSave: a Megatron line that saves to Y and loads
+// X starts from X, and, once Y holds a checkpoint the job saved, resumes
+// from Y instead; --ensure-load=false leaves its --load alone.
+func TestPlanStepResumesFromSave(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		saved string // tracker file in Y, "" for none
+		flags []string
+		load  string // the --load the step gets; "CKPT" is Y
+	}{
+		{name: "first start", load: "/models/base"},
+		{name: "restart after a Megatron checkpoint", saved: "latest_checkpointed_iteration.txt", load: "CKPT"},
+		{name: "restart after a Megatron-DeepSpeed checkpoint", saved: "latest", load: "CKPT"},
+		{name: "restart, loads left alone", saved: "latest", flags: []string{"--ensure-load=false"}, load: "/models/base"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ckpt := t.TempDir()
+			if tc.saved != "" {
+				if err := os.WriteFile(filepath.Join(ckpt, tc.saved), []byte("100\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			args := append(append([]string{"--launcher", "direct"}, tc.flags...), "--",
+				"python", "pretrain_gpt.py", "--save", ckpt, "--load=/models/base", "--global-batch-size", "8")
+			st := stepOf(t, args, "dp1.tp1.pp1.mb8.a1.z0", launch.Alloc{Nodes: 1, GPUsOnNode: 1}, envMap(nil))
+			load := strings.ReplaceAll(tc.load, "CKPT", ckpt)
+			want := []string{"python", "pretrain_gpt.py", "--save", ckpt, "--load=" + load, "--global-batch-size", "8",
+				"--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1", "--micro-batch-size", "8"}
+			if d := cmp.Diff(want, st.argv); d != "" {
+				t.Errorf("argv (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
 // TestPlanStepCPUs: the step's CPUs, in RUBICK_CPUS and its samples, are
 // those srun gives its tasks (--cpus-per-task each), not the node's; a
 // step without srun has the batch step's.
