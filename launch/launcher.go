@@ -61,6 +61,7 @@ func (c *cmdline) sizeLauncher(l layout, opts Options) error {
 		hi = c.set(fNnodes, nodes, lo, hi)
 		hi = c.set(fNprocPerNode, gpn, lo, hi)
 		if opts.Nodes == 1 {
+			c.torchrunPort(opts.Rendezvous, lo, hi)
 			return nil
 		}
 		// srun starts one torchrun per node, every one with the same
@@ -122,9 +123,34 @@ func (c *cmdline) sizeLauncher(l layout, opts Options) error {
 		hi = c.remove(fInclude, lo, hi)
 		hi = c.remove(fExclude, lo, hi)
 		hi = c.set(fNumNodes, nodes, lo, hi)
-		c.set(fNumGPUs, gpn, lo, hi)
+		hi = c.set(fNumGPUs, gpn, lo, hi)
+		if _, port, ok := strings.Cut(opts.Rendezvous, ":"); ok && port != "" && !c.has(fMasterPort, lo, hi) {
+			// Its default, 29500, is every job's: two on one node would
+			// collide.
+			c.set(fMasterPort, port, lo, hi)
+		}
 	}
 	return nil
+}
+
+// torchrunPort gives a one-node torchrun in toks[lo:hi] the port of
+// rendezvous ("host:port"), where it would otherwise meet at a port every
+// job's torchrun takes: 29500 (static rendezvous, master_port) or 29400
+// (c10d without an endpoint), so two jobs on one node would collide.
+// --standalone picks a free port itself, and an endpoint or port of the
+// line's own is kept.
+func (c *cmdline) torchrunPort(rendezvous string, lo, hi int) {
+	_, port, ok := strings.Cut(rendezvous, ":")
+	if !ok || port == "" || c.has(fStandalone, lo, hi) || c.has(fRdzvEndpoint, lo, hi) {
+		return
+	}
+	if b, _ := c.get(fRdzvBackend, lo, hi); b != "" && b != "static" {
+		c.set(fRdzvEndpoint, "localhost:"+port, lo, hi)
+		return
+	}
+	if !c.has(fMasterPort, lo, hi) {
+		c.set(fMasterPort, port, lo, hi)
+	}
 }
 
 // The deepspeed launcher's own flags that say how it starts the script.

@@ -411,7 +411,7 @@ func TestProfileDeepSpeedStopped(t *testing.T) {
 	}
 	calls := readInvocations(t, logDir)
 	wantFirst := strings.Fields("srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --gres=gpu:4 --cpus-per-task=16 --kill-on-bad-exit=1 " +
-		"deepspeed --num_nodes 1 --num_gpus 4 train.py --deepspeed_config " + filepath.Join(stateDir, "profile", "run-01", "rubick-ds.json"))
+		"deepspeed --num_nodes 1 --num_gpus 4 --master_port 20042 train.py --deepspeed_config " + filepath.Join(stateDir, "profile", "run-01", "rubick-ds.json"))
 	if diff := cmp.Diff(wantFirst, calls[0].Argv); diff != "" {
 		t.Errorf("first run (-want +got):\n%s", diff)
 	}
