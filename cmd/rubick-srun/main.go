@@ -571,7 +571,8 @@ func planStep(cfg config, plan model.Plan, alloc launch.Alloc, stateDir string, 
 		return step{}, err
 	}
 	opts := launch.Options{Dialect: dialect, GlobalBatch: cfg.globalBatch, ConfigDir: stateDir,
-		EnsureLoad: cfg.ensureLoad, CheckpointDir: cfg.checkpointDir, Saved: checkpointSaved}
+		EnsureLoad: cfg.ensureLoad, CheckpointDir: cfg.checkpointDir,
+		Saved: func(dir string) bool { return restarted(getenv) && checkpointSaved(dir) }}
 	dist := distributedFor(getenv, getenv("SLURM_JOB_ID"), firstNode(getenv))
 	if geo.Mode == launch.ModePerNode {
 		opts.Nodes, opts.GPUsPerNode = geo.Nodes, geo.GPUsPerNode
@@ -611,6 +612,15 @@ func planStep(cfg config, plan model.Plan, alloc launch.Alloc, stateDir string, 
 // Megatron-DeepSpeed writes too, and DeepSpeed's own, from which
 // Megatron-DeepSpeed loads.
 var checkpointTrackers = []string{"latest_checkpointed_iteration.txt", "latest"}
+
+// restarted reports whether Slurm restarted the job (requeued it, as
+// rubickd does for a new plan): only then is a checkpoint in the directory
+// the line saves to this job's. A new submission whose directory holds an
+// older job's checkpoint starts where its line says, as Megatron would.
+func restarted(getenv func(string) string) bool {
+	n, err := strconv.Atoi(getenv("SLURM_RESTART_COUNT"))
+	return err == nil && n > 0
+}
 
 // checkpointSaved reports whether dir, where the line saves (its --save or
 // --checkpoint-dir; "" for none), holds a saved checkpoint: a restarted

@@ -174,13 +174,15 @@ func TestPlanStepTorchrunNodes(t *testing.T) {
 // checkpoint the job saved, resumes from that instead.
 func TestPlanStepCheckpointDir(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		saved string // tracker file in the checkpoint directory, "" for none
-		load  string // the --load the step gets; "CKPT" is the directory
+		name     string
+		saved    string // tracker file in the checkpoint directory, "" for none
+		restarts string // SLURM_RESTART_COUNT
+		load     string // the --load the step gets; "CKPT" is the directory
 	}{
 		{name: "first start", load: "/models/base"},
-		{name: "restart after a Megatron checkpoint", saved: "latest_checkpointed_iteration.txt", load: "CKPT"},
-		{name: "restart after a Megatron-DeepSpeed checkpoint", saved: "latest", load: "CKPT"},
+		{name: "restart after a Megatron checkpoint", saved: "latest_checkpointed_iteration.txt", restarts: "1", load: "CKPT"},
+		{name: "restart after a Megatron-DeepSpeed checkpoint", saved: "latest", restarts: "2", load: "CKPT"},
+		{name: "new job, an older job's checkpoint", saved: "latest", restarts: "0", load: "/models/base"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ckpt := t.TempDir()
@@ -191,7 +193,7 @@ func TestPlanStepCheckpointDir(t *testing.T) {
 			}
 			st := stepOf(t, []string{"--launcher", "direct", "--checkpoint-dir", ckpt, "--",
 				"python", "pretrain_gpt.py", "--load", "/models/base", "--global-batch-size", "8"},
-				"dp1.tp1.pp1.mb8.a1.z0", launch.Alloc{Nodes: 1, GPUsOnNode: 1}, envMap(nil))
+				"dp1.tp1.pp1.mb8.a1.z0", launch.Alloc{Nodes: 1, GPUsOnNode: 1}, envMap(map[string]string{"SLURM_RESTART_COUNT": tc.restarts}))
 			load := strings.ReplaceAll(tc.load, "CKPT", ckpt)
 			want := []string{"python", "pretrain_gpt.py", "--load", load, "--global-batch-size", "8", "--tensor-model-parallel-size", "1",
 				"--pipeline-model-parallel-size", "1", "--micro-batch-size", "8", "--save", ckpt}
@@ -207,15 +209,17 @@ func TestPlanStepCheckpointDir(t *testing.T) {
 // from Y instead; --ensure-load=false leaves its --load alone.
 func TestPlanStepResumesFromSave(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		saved string // tracker file in Y, "" for none
-		flags []string
-		load  string // the --load the step gets; "CKPT" is Y
+		name     string
+		saved    string // tracker file in Y, "" for none
+		restarts string // SLURM_RESTART_COUNT
+		flags    []string
+		load     string // the --load the step gets; "CKPT" is Y
 	}{
 		{name: "first start", load: "/models/base"},
-		{name: "restart after a Megatron checkpoint", saved: "latest_checkpointed_iteration.txt", load: "CKPT"},
-		{name: "restart after a Megatron-DeepSpeed checkpoint", saved: "latest", load: "CKPT"},
-		{name: "restart, loads left alone", saved: "latest", flags: []string{"--ensure-load=false"}, load: "/models/base"},
+		{name: "restart after a Megatron checkpoint", saved: "latest_checkpointed_iteration.txt", restarts: "1", load: "CKPT"},
+		{name: "restart after a Megatron-DeepSpeed checkpoint", saved: "latest", restarts: "3", load: "CKPT"},
+		{name: "restart, loads left alone", saved: "latest", restarts: "1", flags: []string{"--ensure-load=false"}, load: "/models/base"},
+		{name: "new job, an older job's checkpoint", saved: "latest", load: "/models/base"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ckpt := t.TempDir()
@@ -226,7 +230,8 @@ func TestPlanStepResumesFromSave(t *testing.T) {
 			}
 			args := append(append([]string{"--launcher", "direct"}, tc.flags...), "--",
 				"python", "pretrain_gpt.py", "--save", ckpt, "--load=/models/base", "--global-batch-size", "8")
-			st := stepOf(t, args, "dp1.tp1.pp1.mb8.a1.z0", launch.Alloc{Nodes: 1, GPUsOnNode: 1}, envMap(nil))
+			st := stepOf(t, args, "dp1.tp1.pp1.mb8.a1.z0", launch.Alloc{Nodes: 1, GPUsOnNode: 1},
+				envMap(map[string]string{"SLURM_RESTART_COUNT": tc.restarts}))
 			load := strings.ReplaceAll(tc.load, "CKPT", ckpt)
 			want := []string{"python", "pretrain_gpt.py", "--save", ckpt, "--load=" + load, "--global-batch-size", "8",
 				"--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1", "--micro-batch-size", "8"}
