@@ -158,13 +158,21 @@ func envDefaults(e model.Env) string {
 	return "defaults: " + strings.Join(e.KeyValues(), " ")
 }
 
-// loadSet loads --data dir, the embedded copy for "". A dir that is not
-// a directory is a usage error, as rubick sim's --data is.
-func loadSet(dir string) (*artifact.Set, error) {
+// checkDataDir refuses --data dir as a usage error where it is set ("" is
+// the embedded copy) and is not a directory.
+func checkDataDir(dir string) error {
 	if dir != "" {
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-			return nil, fmt.Errorf("%w: --data %q is not a directory", errUsage, dir)
+			return fmt.Errorf("%w: --data %q is not a directory", errUsage, dir)
 		}
+	}
+	return nil
+}
+
+// loadSet loads --data dir, the embedded copy for "" (checkDataDir).
+func loadSet(dir string) (*artifact.Set, error) {
+	if err := checkDataDir(dir); err != nil {
+		return nil, err
 	}
 	set, err := artifact.Load(artifact.Open(dir))
 	if dir == "" {

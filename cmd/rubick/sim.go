@@ -193,10 +193,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	if o.data != "" {
-		if st, err := os.Stat(o.data); err != nil || !st.IsDir() {
-			return fmt.Errorf("%w: --data %q is not a directory", errUsage, o.data)
-		}
+	if err := checkDataDir(o.data); err != nil {
+		return err
 	}
 	// Before the replay, which may take minutes, rather than after it.
 	if dir := filepath.Dir(o.plot); o.plot != "" {
