@@ -2058,8 +2058,10 @@ func (r *round) memFits(js *jstate, plan model.Plan, memFree []float64, reserve 
 	if !js.j.memWithin(total) {
 		return false
 	}
-	if _, gc := r.groupFree(js); extra > 0 && (extra > gc || js.j.Max.CPUs > 0 && js.cpus()+extra > js.j.Max.CPUs) {
-		return false
+	if extra > 0 {
+		if _, gc := r.groupFree(js); extra > gc || js.j.Max.CPUs > 0 && js.cpus()+extra > js.j.Max.CPUs {
+			return false
+		}
 	}
 	if reserve {
 		slots := slices.Clone(js.cur)
