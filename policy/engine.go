@@ -2064,8 +2064,9 @@ func (r *round) memFits(js *jstate, plan model.Plan, memFree []float64, reserve 
 		}
 	}
 	if reserve {
-		slots := slices.Clone(js.cur)
-		for i, s := range slots {
+		// adjust changes only the CPUs of slots js.cur holds: their order
+		// stays that of allocs.
+		for i, s := range js.cur {
 			memFree[s.node] -= allocs[i].MemGB
 			if more := allocs[i].CPUs - s.cpus; more > 0 {
 				r.adjust(js, s.node, 0, more)
