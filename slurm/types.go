@@ -314,6 +314,19 @@ type Partition struct {
 	Billing BillingWeights
 }
 
+// partitionZero is Partition.Zero of a partition whose MaxNodes (nodes)
+// or MaxTime (wall) is set to 0.
+func partitionZero(nodes, wall bool) []ZeroLimit {
+	var zero []ZeroLimit
+	if nodes {
+		zero = append(zero, ZeroLimit{Name: "MaxNodes=0", PerJob: JobLimits{Nodes: 1}})
+	}
+	if wall {
+		zero = append(zero, ZeroLimit{Name: "MaxTime=0", PerJob: JobLimits{Wall: 1}})
+	}
+	return zero
+}
+
 // JobLimits is what a QOS or an association allows one job: its
 // allocation (MaxTRESPerJob: gres/gpu, node, cpu, mem, billing), on each
 // node (MaxTRESPerNode: gres/gpu, cpu, mem, billing), its time limit

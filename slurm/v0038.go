@@ -311,17 +311,10 @@ func (b *v38) partitions(ctx context.Context) ([]Partition, error) {
 		if err != nil {
 			billing = unreadBilling(err)
 		}
-		// 0 is a limit, -1 none, and null not listed.
-		var zero []ZeroLimit
-		if n := p.MaximumNodesPerJob; n != nil && *n == 0 {
-			zero = append(zero, ZeroLimit{Name: "MaxNodes=0", PerJob: JobLimits{Nodes: 1}})
-		}
-		if m := p.MaxTimeLimit; m != nil && *m == 0 {
-			zero = append(zero, ZeroLimit{Name: "MaxTime=0", PerJob: JobLimits{Wall: 1}})
-		}
 		out = append(out, Partition{
-			Name:       deref(p.Name),
-			Zero:       zero,
+			Name: deref(p.Name),
+			// 0 is a limit, -1 none, and null not listed.
+			Zero:       partitionZero(p.MaximumNodesPerJob != nil && *p.MaximumNodesPerJob == 0, p.MaxTimeLimit != nil && *p.MaxTimeLimit == 0),
 			Billing:    billing,
 			State:      strings.ToUpper(deref(p.State)),
 			Nodes:      nodes,

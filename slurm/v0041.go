@@ -439,12 +439,7 @@ func (b *v41) partitions(ctx context.Context) ([]Partition, error) {
 			part.MaxMemPerNodeMB = num(p.Maximums.PartitionMemoryPerNode)
 			part.MaxMemPerCPUMB = num(p.Maximums.PartitionMemoryPerCpu)
 			// Set to 0 is a limit; unlimited is infinite.
-			if isZero(p.Maximums.Nodes) {
-				part.Zero = append(part.Zero, ZeroLimit{Name: "MaxNodes=0", PerJob: JobLimits{Nodes: 1}})
-			}
-			if isZero(p.Maximums.Time) {
-				part.Zero = append(part.Zero, ZeroLimit{Name: "MaxTime=0", PerJob: JobLimits{Wall: 1}})
-			}
+			part.Zero = partitionZero(isZero(p.Maximums.Nodes), isZero(p.Maximums.Time))
 		}
 		if p.Partition != nil {
 			var words []string
