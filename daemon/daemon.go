@@ -1108,8 +1108,8 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 // it waits, rather than a gap in the positions.
 func deferredKeep(v *View, a policy.Action, reason policy.Reason, detail string) policy.Action {
 	k := policy.Action{Kind: policy.Keep, JobID: a.JobID, Reason: reason, Detail: detail, MinRes: a.MinRes, Order: a.Order, Admission: a.Admission}
-	if i := slices.IndexFunc(v.Snapshot.Jobs, func(j policy.Job) bool { return j.ID == a.JobID }); i >= 0 && v.Snapshot.Jobs[i].Running() {
-		k.Alloc, k.Plan = slices.Clone(v.Snapshot.Jobs[i].Alloc), v.Snapshot.Jobs[i].Plan
+	if j, ok := v.Snapshot.Job(a.JobID); ok && j.Running() {
+		k.Alloc, k.Plan = slices.Clone(j.Alloc), j.Plan
 	}
 	return k
 }
