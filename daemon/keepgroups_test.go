@@ -97,3 +97,38 @@ func TestSlurmActionsDropIdleShrink(t *testing.T) {
 		})
 	}
 }
+
+// A deferred action becomes a keep of the job as it is, in its place in
+// the orders: a running job's keep carries its allocation and plan (rubick
+// queue shows it running, not queued), a queued job's none.
+func TestDeferredKeep(t *testing.T) {
+	running := runningJob(5, "bert")
+	running.NodeList = []string{"node1"}
+	nodes := labNodes(2)
+	nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 4, 8
+	v, err := BuildView(Defaults(), t0, Inputs{Nodes: nodes, Jobs: []slurm.Job{running, heldJob(6, "bert", 1, 4)},
+		Estimators: shippedEstimators(t)}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := &policy.Order{Position: 2, Of: 3, By: "slope"}
+	shrink := policy.Action{Kind: policy.Restart, JobID: "5", Order: order,
+		Alloc: []policy.NodeAlloc{{Node: "node1", GPUs: 2, CPUs: 4, MemGB: 32}}, Plan: model.Plan{DP: 2, TP: 1, PP: 1, MicroBatch: 16, Accum: 1}}
+	start := policy.Action{Kind: policy.Start, JobID: "6", Order: order,
+		Alloc: []policy.NodeAlloc{{Node: "node2", GPUs: 4, CPUs: 8, MemGB: 32}}, Plan: model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1}}
+	pj := snapshotJob(v, "5")
+	if len(pj.Alloc) == 0 || pj.Plan.DP == 0 {
+		t.Fatalf("job 5 in the snapshot: %+v, want it running", pj)
+	}
+	for _, tc := range []struct {
+		a    policy.Action
+		want policy.Action
+	}{
+		{shrink, policy.Action{Kind: policy.Keep, JobID: "5", Alloc: pj.Alloc, Plan: pj.Plan, Reason: policy.ReasonGroup, Detail: "why", Order: order}},
+		{start, policy.Action{Kind: policy.Keep, JobID: "6", Reason: policy.ReasonGroup, Detail: "why", Order: order}},
+	} {
+		if d := cmp.Diff(tc.want, deferredKeep(v, tc.a, policy.ReasonGroup, "why")); d != "" {
+			t.Errorf("job %s (-want +got):\n%s", tc.a.JobID, d)
+		}
+	}
+}
