@@ -201,6 +201,9 @@ var (
 	// (nargs="+"). Unset, it is "all" before transformers 5: every
 	// tracker installed.
 	fHFReportTo = valued("--report_to", "--report-to")
+	// A bool field: the Trainer's progress bar, rubick-srun's only source
+	// of its iteration times, is off when true (on alone).
+	fHFDisableTqdm = valued("--disable_tqdm", "--disable-tqdm")
 
 	fNprocPerNode = valued("--nproc_per_node", "--nproc-per-node")
 	fNnodes       = valued("--nnodes")

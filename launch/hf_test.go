@@ -387,3 +387,31 @@ func TestGlobalBatchHF(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckSamples: a Hugging Face Trainer line that turns its progress
+// bar off reports no iteration times, and says so; other lines, and one
+// that turns it on, are not warned about.
+func TestCheckSamples(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want bool
+	}{
+		{"python train.py --deepspeed ds.json --disable_tqdm", true},
+		{"python train.py --deepspeed=ds.json --disable-tqdm=True --output_dir /o", true},
+		{"torchrun --nproc_per_node 8 train.py --deepspeed ds.json --disable_tqdm yes", true},
+		{"python train.py --deepspeed ds.json --disable_tqdm true --disable_tqdm false", false},
+		{"python train.py --deepspeed ds.json --disable_tqdm False", false},
+		{"python train.py --deepspeed ds.json", false},
+		{"python train.py --deepspeed ds.json --disable_tqdm $OFF", false},   // left to the run
+		{"python train.py --deepspeed_config ds.json --disable_tqdm", false}, // not the Trainer's: its own flags
+		{"python pretrain_gpt.py --micro-batch-size 4 --disable_tqdm", false},
+	} {
+		err := CheckSamples(strings.Fields(tc.line), Options{})
+		if got := errors.Is(err, ErrNoSamples); got != tc.want {
+			t.Errorf("%s: CheckSamples = %v, want a warning: %v", tc.line, err, tc.want)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--disable_tqdm") {
+			t.Errorf("%s: %v does not name the flag", tc.line, err)
+		}
+	}
+}

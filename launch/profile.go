@@ -309,8 +309,9 @@ var (
 //     (--output_dir; its own --logging_dir is removed, so logs go there
 //     too), saves no checkpoint (--save_strategy no) and starts from
 //     scratch (--resume_from_checkpoint removed), and reports to no
-//     tracker (--report_to none, whatever values it had); --log_level
-//     info lets DeepSpeed print its steps.
+//     tracker (--report_to none, whatever values it had). It shows its
+//     progress bar (--disable_tqdm False), which the run is timed by,
+//     and logs at --log_level info.
 //
 // opts.EnsureLoad, opts.CheckpointDir and opts.Saved are ignored.
 func RewriteProfile(argv []string, run ProfileRun, opts Options) (Result, error) {
@@ -349,9 +350,12 @@ func RewriteProfile(argv []string, run ProfileRun, opts Options) (Result, error)
 		if res.hf {
 			c := &cmdline{toks: res.Argv}
 			lo, hi := parseLayout(c.toks).trainLo(), len(c.toks)
-			// The Trainer sets DeepSpeed's logger to its own level, which
-			// is transformers' (warning) unless the script raises it: the
-			// steps_per_print lines the run is timed by are info.
+			// The Trainer's progress bar is the run's only measure: the
+			// Trainer builds its DeepSpeed engine through accelerate,
+			// which turns DeepSpeed's step lines off. The bar is off where
+			// transformers' log level is above warning, or by the line.
+			hi = c.set(fHFDisableTqdm, "False", lo, hi)
+			// The Trainer gives DeepSpeed's logger its own level.
 			hi = c.set(fHFLogLevel, "info", lo, hi)
 			res.Argv = hfProfile(c, filepath.Join(opts.ConfigDir, "output"), lo, hi)
 		}

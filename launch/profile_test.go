@@ -318,13 +318,13 @@ func TestRewriteProfile(t *testing.T) {
 				"csv_monitor": map[string]any{"enabled": false, "output_path": "/ckpt/csv"},
 				"comet":       map[string]any{"enabled": false, "project": "gpt"}},
 		},
-		"hugging face: its own output directory, no checkpoint, from scratch, DeepSpeed's steps logged": {
+		"hugging face: its own output directory, no checkpoint, from scratch, its progress bar on": {
 			argv: strings.Fields("python train.py --deepspeed ds.json --output_dir /ckpt --logging-dir=/ckpt/tb --save_steps 2 " +
 				"--resume_from_checkpoint /ckpt/checkpoint-400 --load_best_model_at_end --eval_strategy steps --save-strategy=steps --log-level=warning"),
 			run: run("dp4.tp1.pp1.mb8.a1.z0"),
 			want: strings.Fields("python train.py --deepspeed /job/rubick-ds.json --output_dir /job/output --save_steps 2 " +
 				"--eval_strategy steps --save-strategy=no --log-level=info --per_device_train_batch_size 8 --gradient_accumulation_steps 1 " +
-				"--report_to none"),
+				"--disable_tqdm False --report_to none"),
 			wantConf: map[string]any{"train_batch_size": 32.0, "steps_per_print": 1.0, "train_micro_batch_size_per_gpu": 8.0,
 				"gradient_accumulation_steps": 1.0, "zero_optimization": map[string]any{"stage": 0.0}},
 		},
@@ -332,7 +332,7 @@ func TestRewriteProfile(t *testing.T) {
 			argv: strings.Fields("python train.py --deepspeed=ds.json --per_device_train_batch_size 4"),
 			run:  run("dp4.tp1.pp1.mb8.a1.z0"),
 			want: strings.Fields("python train.py --deepspeed=/job/rubick-ds.json --per_device_train_batch_size 8 " +
-				"--gradient_accumulation_steps 1 --log_level info --output_dir /job/output --save_strategy no --report_to none"),
+				"--gradient_accumulation_steps 1 --disable_tqdm False --log_level info --output_dir /job/output --save_strategy no --report_to none"),
 			wantConf: map[string]any{"train_batch_size": 32.0, "steps_per_print": 1.0, "train_micro_batch_size_per_gpu": 8.0,
 				"gradient_accumulation_steps": 1.0, "zero_optimization": map[string]any{"stage": 0.0}},
 		},
@@ -341,7 +341,17 @@ func TestRewriteProfile(t *testing.T) {
 				"--output_dir /ckpt --report_to=comet_ml"),
 			run: run("dp4.tp1.pp1.mb8.a1.z0"),
 			want: strings.Fields("python train.py --deepspeed /job/rubick-ds.json --report_to none --run_name r1 " +
-				"--output_dir /job/output --per_device_train_batch_size 8 --gradient_accumulation_steps 1 --log_level info --save_strategy no"),
+				"--output_dir /job/output --per_device_train_batch_size 8 --gradient_accumulation_steps 1 --disable_tqdm False --log_level info --save_strategy no"),
+			wantConf: map[string]any{"train_batch_size": 32.0, "steps_per_print": 1.0, "train_micro_batch_size_per_gpu": 8.0,
+				"gradient_accumulation_steps": 1.0, "zero_optimization": map[string]any{"stage": 0.0}},
+		},
+		// The progress bar is the run's only measure: a line that turns
+		// it off, alone or with a value, has it on in its runs.
+		"hugging face: the progress bar on": {
+			argv: strings.Fields("python train.py --deepspeed ds.json --disable_tqdm --output_dir /ckpt --disable-tqdm=true --log_level error"),
+			run:  run("dp4.tp1.pp1.mb8.a1.z0"),
+			want: strings.Fields("python train.py --deepspeed /job/rubick-ds.json --disable_tqdm False --output_dir /job/output --log_level info " +
+				"--per_device_train_batch_size 8 --gradient_accumulation_steps 1 --save_strategy no --report_to none"),
 			wantConf: map[string]any{"train_batch_size": 32.0, "steps_per_print": 1.0, "train_micro_batch_size_per_gpu": 8.0,
 				"gradient_accumulation_steps": 1.0, "zero_optimization": map[string]any{"stage": 0.0}},
 		},
@@ -349,7 +359,7 @@ func TestRewriteProfile(t *testing.T) {
 			argv: strings.Fields("python train.py --deepspeed ds.json --report-to=wandb --output_dir /ckpt"),
 			run:  run("dp4.tp1.pp1.mb8.a1.z0"),
 			want: strings.Fields("python train.py --deepspeed /job/rubick-ds.json --report-to=none --output_dir /job/output " +
-				"--per_device_train_batch_size 8 --gradient_accumulation_steps 1 --log_level info --save_strategy no"),
+				"--per_device_train_batch_size 8 --gradient_accumulation_steps 1 --disable_tqdm False --log_level info --save_strategy no"),
 			wantConf: map[string]any{"train_batch_size": 32.0, "steps_per_print": 1.0, "train_micro_batch_size_per_gpu": 8.0,
 				"gradient_accumulation_steps": 1.0, "zero_optimization": map[string]any{"stage": 0.0}},
 		},

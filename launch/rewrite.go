@@ -85,6 +85,11 @@ type Result struct {
 	hf bool
 }
 
+// HFTrainer reports whether the line is a Hugging Face Trainer script's
+// (a DeepSpeed config given with --deepspeed FILE), whose iteration times
+// are on its progress bar.
+func (r Result) HFTrainer() bool { return r.hf }
+
 // ValidatePlan reports the first field of p that no dialect can run.
 func ValidatePlan(p model.Plan) error {
 	for _, f := range []struct {
@@ -1035,11 +1040,44 @@ func inspectAccSizes(ln line, gpus int) (model.Plan, int, error) {
 	return p, p.DP * p.MicroBatch * p.Accum, nil
 }
 
-// hfCheckpoint reads a Hugging Face line's --gradient_checkpointing: on
+// hfCheckpoint reads a Hugging Face line's --gradient_checkpointing.
+func hfCheckpoint(c *cmdline, lo, hi int) (bool, error) { return hfBool(c, fHFCheckpoint, lo, hi) }
+
+// ErrNoSamples marks a launch line whose job reports no iteration times.
+var ErrNoSamples = errors.New("no iteration times")
+
+// CheckSamples reports, wrapping ErrNoSamples, why the line's job would
+// report no iteration times to rubickd, nil when no reason is known: a
+// Hugging Face Trainer line with --disable_tqdm on has no progress bar,
+// the only source of its times (accelerate, through which the Trainer
+// builds its DeepSpeed engine, turns DeepSpeed's step lines off). rubickd
+// then learns nothing from the job beyond its profiling runs, which show
+// the bar.
+func CheckSamples(argv []string, opts Options) error {
+	if len(argv) == 0 {
+		return nil
+	}
+	d, err := dialectOf(argv, opts)
+	if err != nil || d != DeepSpeed {
+		return nil
+	}
+	c := &cmdline{toks: argv}
+	lo, hi := parseLayout(argv).trainLo(), len(argv)
+	if _, flag, ok := configFlag(c, lo, hi); !ok || !slices.Equal(flag.names, fDeepSpeedHF.names) {
+		return nil
+	}
+	if off, err := hfBool(c, fHFDisableTqdm, lo, hi); err == nil && off {
+		return fmt.Errorf("%w: %s turns off the Hugging Face Trainer's progress bar, the only source of its iteration times, "+
+			"so rubickd learns nothing from the job's training: drop it", ErrNoSamples, fHFDisableTqdm.names[0])
+	}
+	return nil
+}
+
+// hfBool reads a bool TrainingArguments field f of a Hugging Face line: on
 // alone, else the value as HfArgumentParser's string_to_bool reads it; the
-// last occurrence counts.
-func hfCheckpoint(c *cmdline, lo, hi int) (bool, error) {
-	occ := c.find(fHFCheckpoint, lo, hi)
+// last occurrence counts. Absent, it is false.
+func hfBool(c *cmdline, f flagSpec, lo, hi int) (bool, error) {
+	occ := c.find(f, lo, hi)
 	if len(occ) == 0 {
 		return false, nil
 	}
@@ -1053,5 +1091,5 @@ func hfCheckpoint(c *cmdline, lo, hi int) (bool, error) {
 	case "no", "false", "f", "n", "0":
 		return false, nil
 	}
-	return false, fmt.Errorf("%w: %s=%q is not a boolean (yes/no, true/false, t/f, y/n, 1/0)", ErrBadInput, fHFCheckpoint.names[0], clip(o.value))
+	return false, fmt.Errorf("%w: %s=%q is not a boolean (yes/no, true/false, t/f, y/n, 1/0)", ErrBadInput, f.names[0], clip(o.value))
 }

@@ -581,3 +581,9 @@ func SrunFlag(name string) bool {
 	_, ok := srunFlags[name]
 	return ok
 }
+
+// CheckSamples reports, wrapping ErrNoSamples, why the line's job would
+// report no iteration times (the package's CheckSamples).
+func (sl ScriptLine) CheckSamples() error {
+	return CheckSamples(sl.Train, Options{Dialect: sl.Dialect})
+}

@@ -347,6 +347,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	var samples *sampler
 	if plan != nil {
+		if err := launch.CheckSamples(cfg.train, launch.Options{Dialect: cfg.parsedDialect}); err != nil {
+			log.Warn("this job reports no iteration times", "err", err)
+		}
 		samples = &sampler{rep: rep, skip: cfg.reportSkip, parser: st.parser, resumes: res.lines(),
 			base: report.Sample{Version: report.SampleVersion, JobID: jobID, ModelType: modelType, Plan: plan.String(),
 				Placement: st.placement.String(), CPUs: st.cpus}}
@@ -642,9 +645,14 @@ func checkpointSaved(dir string) bool {
 // before Megatron's in the same iteration: read too, it would count the
 // iteration twice and take the warm-up skip from the first Megatron line,
 // whose interval averages in the startup. Megatron's line alone is read.
+// A Hugging Face Trainer prints no DeepSpeed lines (accelerate turns them
+// off): its progress bar is read.
 func stepParser(res launch.Result) report.Parser {
 	if res.Dialect == launch.Megatron || res.Dialect == launch.MegatronDeepSpeed {
 		return report.Parser{}
+	}
+	if res.HFTrainer() {
+		return report.TrainerBarParser()
 	}
 	return report.Parser{GlobalBatch: res.GlobalBatch}
 }

@@ -291,11 +291,15 @@ func TestPlanStepCPUs(t *testing.T) {
 // TestPlanStepParser: a Megatron-DeepSpeed step's iteration times are
 // Megatron's lines alone. DeepSpeed's steps_per_print line comes first in
 // the iteration both log: read too, it took the warm-up skip and let the
-// first Megatron line, startup averaged in, through as a sample.
+// first Megatron line, startup averaged in, through as a sample. A Hugging
+// Face Trainer's are its progress bar's: accelerate turns DeepSpeed's
+// lines off, and the step measured nothing.
 func TestPlanStepParser(t *testing.T) {
 	const (
 		megatron  = " iteration       10/     100 | consumed samples: 320 | elapsed time per iteration (ms): 3900.0 |"
 		deepspeed = "[INFO] [timer.py:260:stop] epoch=0/micro_step=10/global_step=10, RunningAvgSamplesPerSec=32.0, CurrSamplesPerSec=32.0, MemAllocated=1GB"
+		bar1      = "  1%|          | 1/100 [00:03<05:00,  3.03s/it]"
+		bar2      = "  2%|▏         | 2/100 [00:04<04:00,  2.50s/it]"
 	)
 	cfgPath := filepath.Join(t.TempDir(), "ds.json")
 	if err := os.WriteFile(cfgPath, []byte(`{"train_batch_size": 32}`), 0o600); err != nil {
@@ -310,12 +314,14 @@ func TestPlanStepParser(t *testing.T) {
 			[]string{report.SourceMegatron}},
 		{"megatron", "python pretrain_gpt.py --micro-batch-size 4 --global-batch-size 32", []string{report.SourceMegatron}},
 		{"deepspeed", "python train.py --deepspeed_config " + cfgPath, []string{report.SourceDeepSpeed, report.SourceMegatron}},
+		{"hugging face", "python train.py --deepspeed " + cfgPath + " --per_device_train_batch_size 4",
+			[]string{report.SourceTrainerBar, report.SourceTrainerBar}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := stepOf(t, append([]string{"--"}, strings.Fields(tc.line)...), "dp8.tp1.pp1.mb4.a1.z0",
 				launch.Alloc{Nodes: 1, GPUsOnNode: 8}, envMap(nil))
 			var got []string
-			for _, l := range []string{deepspeed, megatron} {
+			for _, l := range []string{deepspeed, megatron, bar1, bar1, bar2} {
 				if m, ok := st.parser.Parse(l); ok {
 					got = append(got, m.Source)
 				}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"slices"
 	"strings"
 
 	"github.com/rubick-sched/rubick/daemon"
@@ -29,6 +30,9 @@ type scriptView struct {
 	// SignalWarnings say where the script's signals keep the trainer from
 	// checkpointing when it should (launch.ScriptLine.CheckSignals).
 	SignalWarnings []string `json:"signal_warnings,omitempty"`
+	// SampleWarnings say why the job would report no iteration times
+	// (launch.ScriptLine.CheckSamples).
+	SampleWarnings []string `json:"sample_warnings,omitempty"`
 }
 
 // errNothingRead is a script rubickd reads nothing off.
@@ -102,6 +106,9 @@ func scriptCmd(ctx context.Context, args []string, stdout, stderr io.Writer, std
 	for _, err := range sl.CheckSignals(*site) {
 		v.SignalWarnings = append(v.SignalWarnings, launch.ShowUnresolved(err.Error()))
 	}
+	if err := sl.CheckSamples(); err != nil {
+		v.SampleWarnings = append(v.SampleWarnings, launch.ShowUnresolved(err.Error()))
+	}
 	v.Dialect, v.Cannot, v.GlobalBatch = string(f.Dialect), f.Cannot.String(), f.GlobalBatch
 	if f.BatchErr != nil {
 		v.GlobalBatchError = launch.ShowUnresolved(f.BatchErr.Error())
@@ -122,7 +129,7 @@ func scriptCmd(ctx context.Context, args []string, stdout, stderr io.Writer, std
 	}
 	_, err = fmt.Fprintf(stdout, "rubick-srun runs: %s\n  dialect:        %s\n  cannot express: %s\n  global batch:   %s\n",
 		strings.Join(v.Line, " "), v.Dialect, cannot, batch)
-	for _, w := range v.SignalWarnings {
+	for _, w := range slices.Concat(v.SignalWarnings, v.SampleWarnings) {
 		if err == nil {
 			_, err = fmt.Fprintf(stdout, "  warning:        %s\n", w)
 		}

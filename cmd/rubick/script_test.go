@@ -55,6 +55,16 @@ func TestScriptCmd(t *testing.T) {
 			want: scriptView{Line: []string{"python", "pretrain_gpt.py", "--global-batch-size", "$GBS"}, Dialect: "megatron",
 				GlobalBatchError: `--global-batch-size="$GBS" is not a positive integer`},
 		},
+		{
+			// The Trainer's progress bar is its only source of samples.
+			name:   "a Hugging Face Trainer line without its progress bar",
+			script: "exec rubick-srun python train.py --deepspeed ds.json --per_device_train_batch_size 4 --disable_tqdm\n",
+			args:   []string{"--workdir", dir},
+			want: scriptView{Line: []string{"python", "train.py", "--deepspeed", "ds.json", "--per_device_train_batch_size", "4", "--disable_tqdm"},
+				Dialect: "deepspeed", Cannot: "tp,pp", GlobalBatch: 64,
+				SampleWarnings: []string{"no iteration times: --disable_tqdm turns off the Hugging Face Trainer's progress bar, the only source of " +
+					"its iteration times, so rubickd learns nothing from the job's training: drop it"}},
+		},
 		{name: "flags from the environment", script: "exec rubick-srun python pretrain_gpt.py $ARGS\n", err: errNothingRead},
 		{name: "no rubick-srun", script: "srun python train.py\n", err: errNothingRead},
 		{name: "context parallel", script: "exec rubick-srun python pretrain_gpt.py --context-parallel-size 2 --global-batch-size 32\n", err: errNoPlan},

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -134,6 +135,136 @@ func TestParser(t *testing.T) {
 			}
 		})
 	}
+}
+
+// barLines splits a captured Trainer log as rubick-srun's line tap does:
+// at newlines and carriage returns, empty lines dropped.
+func barLines(t *testing.T, name string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.FieldsFunc(string(data), func(r rune) bool { return r == '\n' || r == '\r' })
+}
+
+// TestTrainerBarFixtures: the Trainer's training bar, recorded with tqdm
+// (testdata/hf-trainer-bar.py), gives one measurement per redraw that
+// moved its count, in s/it and in it/s; the described bars before it
+// ("Loading checkpoint shards", "Map" in examples/s), the evaluation bar
+// drawn below it, its redraws around the logs and at its close give none.
+// Before, a Trainer line was read for DeepSpeed's step lines only, which
+// accelerate turns off: it measured nothing.
+func TestTrainerBarFixtures(t *testing.T) {
+	type m struct {
+		N     int
+		IterS float64
+	}
+	fast := func(ns []int, rates []float64) []m {
+		var out []m
+		for i, n := range ns {
+			out = append(out, m{n, 1 / rates[i]})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		file string
+		want []m
+	}{
+		{"hf-trainer-slow.log", []m{{1, 1.30}, {2, 1.30}, {3, 1.30}, {4, 1.30}, {5, 1.41}, {6, 1.37}, {7, 1.35}, {8, 1.33}}},
+		// The first redraw, 2 steps at once, is not one step's time; the
+		// rate after the evaluation averages its pause in.
+		{"hf-trainer-fast.log", fast(
+			[]int{4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 34, 36, 38, 40},
+			[]float64{19.92, 19.92, 19.91, 19.92, 19.91, 19.91, 19.91, 19.91, 19.91, 7.87, 9.64, 11.43, 13.11, 14.62, 15.89, 16.92, 17.72, 18.33, 18.78})},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			p := TrainerBarParser()
+			var got []m
+			for _, l := range barLines(t, tc.file) {
+				meas, ok := p.Parse(l)
+				if !ok {
+					continue
+				}
+				if meas.Source != SourceTrainerBar || !meas.Step || meas.Iteration < 1 {
+					t.Errorf("%q: %+v", l, meas)
+				}
+				got = append(got, m{meas.Iteration, meas.IterS})
+			}
+			if d := cmp.Diff(tc.want, got, cmpApprox); d != "" {
+				t.Errorf("measurements (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+var cmpApprox = cmp.Comparer(func(a, b float64) bool { return math.Abs(a-b) < 1e-9 })
+
+// TestTrainerBar: which redraws of which bars are measurements, line by
+// line.
+func TestTrainerBar(t *testing.T) {
+	const (
+		bar0  = "  0%|          | 0/100 [00:00<?, ?it/s]"
+		bar1  = "  1%|          | 1/100 [00:03<05:00,  3.03s/it]"
+		bar2  = "  2%|▏         | 2/100 [00:04<04:00,  2.50s/it]"
+		bar3  = "  3%|▎         | 3/100 [00:05<03:00,  2.00s/it, loss=2.3]"
+		fast4 = "  4%|▍         | 4/100 [00:06<00:30,  4.00it/s]"
+	)
+	type m struct {
+		N     int
+		IterS float64
+	}
+	for _, tc := range []struct {
+		name  string
+		lines []string
+		want  []m
+	}{
+		{"training bar", []string{bar0, bar1, bar2, bar3, fast4}, []m{{1, 3.03}, {2, 2.5}, {3, 2}, {4, 0.25}}},
+		{"repeated count", []string{bar1, bar1, "  1%|          | 1/100 [00:04<05:00,  3.10s/it]", bar2}, []m{{1, 3.03}, {2, 2.5}}},
+		{"described bars", []string{
+			"Loading checkpoint shards:  50%|█████     | 1/2 [00:03<00:03,  3.00s/it]",
+			"Map:  33%|███▎      | 1000/3000 [00:00<00:00, 4997.29 examples/s]",
+			"Epoch 1:  10%|█         | 10/100 [00:01<00:09, 9.9it/s]",
+		}, nil},
+		{"other units", []string{"  5%|▌         | 5/100 [00:01<00:19, 4.90 examples/s]", " 10%|█         | 10/100 [00:02<00:18, 4.9ba/s]"}, nil},
+		{"no total", []string{"12it [00:03,  3.99it/s]"}, nil},
+		{"unknown rate", []string{bar0, "  1%|          | 1/100 [00:00<?, ?it/s]"}, nil},
+		{"evaluation bar below the training bar", []string{
+			bar1, "  0%|          | 0/6 [00:00<?, ?it/s]\x1b[A", " 50%|█████     | 3/6 [00:00<00:00, 29.76it/s]\x1b[A",
+			"                                             \x1b[A", bar1, bar2,
+		}, []m{{1, 3.03}, {2, 2.5}}},
+		{"evaluation after training", []string{bar1, bar2, " 10%|█         | 1/10 [00:00<00:00, 29.76it/s]", " 20%|██        | 2/10 [00:00<00:00, 29.76it/s]"},
+			[]m{{1, 3.03}, {2, 2.5}}},
+		{"a new bar of the same total", []string{bar1, bar2, bar1, bar2}, []m{{1, 3.03}, {2, 2.5}, {2, 2.5}}},
+		// Resumed at step 500, the Trainer advances the bar from 0 to 501
+		// at once: tqdm's average rate holds those steps, weighing 0.3 x
+		// 0.7^k after k more redraws, so redraws are read once it is
+		// under 1 % of theirs (k = 27 for a step a redraw).
+		{"resumed run", resumed(27), []m{{528, 0.5}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := TrainerBarParser()
+			var got []m
+			for _, l := range tc.lines {
+				if meas, ok := p.Parse(l); ok {
+					got = append(got, m{meas.Iteration, meas.IterS})
+				}
+			}
+			if d := cmp.Diff(tc.want, got, cmpApprox); d != "" {
+				t.Errorf("measurements (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// resumed is a resumed run's bar: 0, its first redraw at step 501, then
+// k redraws a step apart.
+func resumed(k int) []string {
+	lines := []string{"  0%|          | 0/1000 [00:00<?, ?it/s]", " 50%|█████     | 501/1000 [00:09<00:09, 55.60it/s]"}
+	for i := 1; i <= k; i++ {
+		lines = append(lines, fmt.Sprintf(" 50%%|█████     | %d/1000 [00:09<00:09,  2.00it/s]", 501+i))
+	}
+	return lines
 }
 
 func TestSampleValidate(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"math"
 	"regexp"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/rubick-sched/rubick/model"
@@ -126,6 +128,13 @@ const (
 	// or the older "0/40, SamplesPerSec=61.2". The iteration time is the
 	// global batch divided by the samples per second.
 	SourceDeepSpeed = "deepspeed"
+	// SourceTrainerBar is the Hugging Face Trainer's training progress
+	// bar (tqdm's, redrawn on stderr with carriage returns):
+	//   " 25%|██▌       | 10/40 [00:04<00:12,  2.41it/s]"
+	// or "1.30s/it" once a step takes over a second. The count is the
+	// optimizer steps done (the Trainer's global_step), the rate tqdm's
+	// moving average (smoothing 0.3) of steps per second.
+	SourceTrainerBar = "hf-trainer-bar"
 )
 
 var (
@@ -136,13 +145,27 @@ var (
 
 // Parser reads iteration times from trainer log lines. GlobalBatch converts
 // DeepSpeed's samples per second into seconds per iteration; with 0,
-// DeepSpeed lines are ignored.
+// DeepSpeed lines are ignored. A Parser made by TrainerBarParser reads the
+// Hugging Face Trainer's progress bar instead.
 type Parser struct {
 	GlobalBatch int
+	// bar, shared by the Parser's copies, follows the Trainer's training
+	// bar across redraws; nil for a Parser of log lines.
+	bar *trainerBar
 }
+
+// TrainerBarParser returns a Parser of a Hugging Face Trainer's output,
+// which has no step lines of DeepSpeed's (accelerate, through which the
+// Trainer builds its engine, sets steps_per_print to infinity) but its
+// training progress bar (SourceTrainerBar). Its copies share what they
+// have read, and are safe for concurrent use.
+func TrainerBarParser() Parser { return Parser{bar: &trainerBar{}} }
 
 // Parse returns the measurement a line carries, if any.
 func (p Parser) Parse(line string) (Measurement, bool) {
+	if p.bar != nil {
+		return p.bar.parse(line)
+	}
 	if m := megatronIterRe.FindStringSubmatch(line); m != nil {
 		it, err1 := strconv.Atoi(m[1])
 		ms, err2 := strconv.ParseFloat(m[2], 64)
@@ -169,6 +192,97 @@ func (p Parser) Parse(line string) (Measurement, bool) {
 		return Measurement{}, false
 	}
 	return Measurement{Iteration: it, Step: global, IterS: float64(p.GlobalBatch) / v, Source: SourceDeepSpeed}, true
+}
+
+// barRe matches a tqdm bar without a description, with a total and a
+// rate in steps: "pct%|bar| n/total [elapsed<remaining, rate{it/s,s/it}
+// (, postfix)]". A described bar ("Loading checkpoint shards: ...",
+// datasets' "Map: ...") starts with its description; one counting other
+// units says so in its rate ("examples/s").
+var barRe = regexp.MustCompile(`^\s*\d+%\|[^|]*\| (\d+)/(\d+) \[[0-9:]+<[0-9:?]+, +([0-9.]+(?:[eE][-+]?\d+)?)(it/s|s/it)(?:, [^\]]*)?\]`)
+
+// The smoothing of tqdm's rate, an exponential moving average, and the
+// share of a redraw's steps the bar's first redraw may still hold in it
+// before the rate is read.
+const (
+	barSmoothing = 0.3
+	barJumpShare = 0.01
+)
+
+// trainerBar follows the Trainer's training bar. That is the first bar
+// without a description whose count moves and that is drawn at the top:
+// tqdm draws a bar opened while another is open (the Trainer's evaluation
+// and prediction bars during training) one line down, and moves back up
+// after each redraw with an escape sequence. Other bars without a
+// description (an evaluation after training, a script's own loop later)
+// are told apart by their total. A redraw measures the steps since the
+// last one that moved the count: tqdm redraws the same count when the
+// Trainer writes its logs and when the bar closes.
+type trainerBar struct {
+	mu    sync.Mutex
+	total int // the training bar's, 0 until found
+	n     int // its count at the last redraw
+	// first is how far the bar's first redraw moved the count, while it
+	// may still weigh in tqdm's average rate (0 after), and moves the
+	// redraws that moved it since. The Trainer advances the bar from 0 to
+	// its global step after its first step: 1, or a resumed run's step.
+	first, moves int
+}
+
+func (b *trainerBar) parse(line string) (Measurement, bool) {
+	if strings.Contains(line, "\x1b[") {
+		return Measurement{}, false // a bar drawn below another
+	}
+	m := barRe.FindStringSubmatch(line)
+	if m == nil {
+		return Measurement{}, false
+	}
+	n, err1 := strconv.Atoi(m[1])
+	total, err2 := strconv.Atoi(m[2])
+	rate, err3 := strconv.ParseFloat(m[3], 64)
+	if err1 != nil || err2 != nil || err3 != nil || !(rate > 0) || math.IsInf(rate, 0) {
+		return Measurement{}, false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.total == 0 && n > 0:
+		b.total, b.n, b.first, b.moves = total, n, n, 0
+		if n > 1 {
+			// A resumed run's global step at once (or the first steps
+			// of a fast one, between two of tqdm's redraws): not one
+			// step's time.
+			return Measurement{}, false
+		}
+		b.first = 0
+	case total != b.total:
+		return Measurement{}, false
+	case n < b.n:
+		b.n = n // a new bar of the same total
+		return Measurement{}, false
+	case n == b.n:
+		return Measurement{}, false
+	default:
+		dn := n - b.n
+		b.n = n
+		b.moves++
+		// tqdm averages the steps and the seconds of its redraws, the
+		// last weighing the smoothing and each earlier one 1-smoothing
+		// times the next: the first redraw's jump must have decayed to
+		// a small share of this redraw's steps.
+		if b.first > 0 {
+			w := barSmoothing * math.Pow(1-barSmoothing, float64(b.moves))
+			if w*float64(b.first-dn) > barJumpShare*float64(dn) {
+				return Measurement{}, false
+			}
+			b.first = 0
+		}
+	}
+	iterS := 1 / rate
+	if m[4] == "s/it" {
+		iterS = rate
+	}
+	return Measurement{Iteration: n, Step: true, IterS: iterS, Source: SourceTrainerBar}, true
 }
 
 // clip bounds untrusted text quoted in error messages.
