@@ -156,59 +156,61 @@ func barLines(t *testing.T, name string) []string {
 // Before, a Trainer line was read for DeepSpeed's step lines only, which
 // accelerate turns off: it measured nothing.
 func TestTrainerBarFixtures(t *testing.T) {
-	type m struct {
-		N     int
-		IterS float64
-	}
-	fast := func(ns []int, rates []float64) []m {
-		var out []m
-		for i, n := range ns {
-			out = append(out, m{n, 1 / rates[i]})
-		}
-		return out
-	}
 	for _, tc := range []struct {
-		file string
-		want []m
+		file  string
+		steps []int   // the counts measured
+		stepS float64 // each step's time in the script
+		pause int     // the count whose redraw times an evaluation too (0: none)
 	}{
-		{"hf-trainer-slow.log", []m{{1, 1.30}, {2, 1.30}, {3, 1.30}, {4, 1.30}, {5, 1.41}, {6, 1.37}, {7, 1.35}, {8, 1.33}}},
-		// The first redraw, 2 steps at once, is not one step's time; the
-		// rate after the evaluation averages its pause in.
-		{"hf-trainer-fast.log", fast(
-			[]int{4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 34, 36, 38, 40},
-			[]float64{19.92, 19.92, 19.91, 19.92, 19.91, 19.91, 19.91, 19.91, 19.91, 7.87, 9.64, 11.43, 13.11, 14.62, 15.89, 16.92, 17.72, 18.33, 18.78})},
+		{"hf-trainer-slow.log", []int{1, 2, 3, 4, 5, 6, 7, 8}, 1.3, 5},
+		// The first redraw, 2 steps at once, is not one step's time.
+		{"hf-trainer-fast.log", []int{4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 34, 36, 38, 40}, 0.05, 22},
+		// tqdm's own rate reads 1.47 s/it after the 3 s first step and
+		// 0.55 s at step 6; each redraw's own seconds are 0.4.
+		{"hf-trainer-warm.log", []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, 0.4, 0},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			p := TrainerBarParser()
-			var got []m
+			var got []int
 			for _, l := range barLines(t, tc.file) {
 				meas, ok := p.Parse(l)
 				if !ok {
 					continue
 				}
-				if meas.Source != SourceTrainerBar || !meas.Step || meas.Iteration < 1 {
+				got = append(got, meas.Iteration)
+				if meas.Source != SourceTrainerBar || !meas.Step {
 					t.Errorf("%q: %+v", l, meas)
 				}
-				got = append(got, m{meas.Iteration, meas.IterS})
+				switch n := meas.Iteration; {
+				case tc.file == "hf-trainer-warm.log" && n == 1:
+					if math.Abs(meas.IterS-3) > 0.1 {
+						t.Errorf("step 1: %.3f s, want the first step's 3", meas.IterS)
+					}
+				case n == tc.pause:
+					if meas.IterS < tc.stepS*1.2 {
+						t.Errorf("step %d: %.3f s, want the evaluation's pause in it", n, meas.IterS)
+					}
+				case math.Abs(meas.IterS/tc.stepS-1) > 0.03:
+					t.Errorf("step %d: %.4f s, want %.2f within 3 %%", n, meas.IterS, tc.stepS)
+				}
 			}
-			if d := cmp.Diff(tc.want, got, cmpApprox); d != "" {
-				t.Errorf("measurements (-want +got):\n%s", d)
+			if d := cmp.Diff(tc.steps, got); d != "" {
+				t.Errorf("counts measured (-want +got):\n%s", d)
 			}
 		})
 	}
 }
 
-var cmpApprox = cmp.Comparer(func(a, b float64) bool { return math.Abs(a-b) < 1e-9 })
-
 // TestTrainerBar: which redraws of which bars are measurements, line by
 // line.
 func TestTrainerBar(t *testing.T) {
 	const (
-		bar0  = "  0%|          | 0/100 [00:00<?, ?it/s]"
-		bar1  = "  1%|          | 1/100 [00:03<05:00,  3.03s/it]"
-		bar2  = "  2%|▏         | 2/100 [00:04<04:00,  2.50s/it]"
-		bar3  = "  3%|▎         | 3/100 [00:05<03:00,  2.00s/it, loss=2.3]"
-		fast4 = "  4%|▍         | 4/100 [00:06<00:30,  4.00it/s]"
+		bar0 = "  0%|          | 0/100 [00:00<?, ?it/s]"
+		bar1 = "  1%|          | 1/100 [00:03<05:00,  3.03s/it]"
+		// Steps of 3.03, 2, 1.5 and 0.25 s, as tqdm averages them.
+		bar2 = "  2%|▏         | 2/100 [00:05<04:00,  2.42s/it]"
+		bar3 = "  3%|▎         | 3/100 [00:06<03:00,  2.00s/it, loss=2.3]"
+		bar4 = "  4%|▍         | 4/100 [00:06<00:30,  1.31s/it]"
 	)
 	type m struct {
 		N     int
@@ -219,8 +221,8 @@ func TestTrainerBar(t *testing.T) {
 		lines []string
 		want  []m
 	}{
-		{"training bar", []string{bar0, bar1, bar2, bar3, fast4}, []m{{1, 3.03}, {2, 2.5}, {3, 2}, {4, 0.25}}},
-		{"repeated count", []string{bar1, bar1, "  1%|          | 1/100 [00:04<05:00,  3.10s/it]", bar2}, []m{{1, 3.03}, {2, 2.5}}},
+		{"training bar", []string{bar0, bar1, bar2, bar3, bar4}, []m{{1, 3.03}, {2, 2}, {3, 1.5}, {4, 0.25}}},
+		{"repeated count", []string{bar1, bar1, "  1%|          | 1/100 [00:04<05:00,  3.10s/it]", bar2}, []m{{1, 3.03}, {2, 2}}},
 		{"described bars", []string{
 			"Loading checkpoint shards:  50%|█████     | 1/2 [00:03<00:03,  3.00s/it]",
 			"Map:  33%|███▎      | 1000/3000 [00:00<00:00, 4997.29 examples/s]",
@@ -232,15 +234,15 @@ func TestTrainerBar(t *testing.T) {
 		{"evaluation bar below the training bar", []string{
 			bar1, "  0%|          | 0/6 [00:00<?, ?it/s]\x1b[A", " 50%|█████     | 3/6 [00:00<00:00, 29.76it/s]\x1b[A",
 			"                                             \x1b[A", bar1, bar2,
-		}, []m{{1, 3.03}, {2, 2.5}}},
+		}, []m{{1, 3.03}, {2, 2}}},
 		{"evaluation after training", []string{bar1, bar2, " 10%|█         | 1/10 [00:00<00:00, 29.76it/s]", " 20%|██        | 2/10 [00:00<00:00, 29.76it/s]"},
-			[]m{{1, 3.03}, {2, 2.5}}},
-		{"a new bar of the same total", []string{bar1, bar2, bar1, bar2}, []m{{1, 3.03}, {2, 2.5}, {2, 2.5}}},
+			[]m{{1, 3.03}, {2, 2}}},
+		{"a new bar of the same total", []string{bar1, bar2, bar1, bar2}, []m{{1, 3.03}, {2, 2}, {1, 3.03}, {2, 2}}},
 		// Resumed at step 500, the Trainer advances the bar from 0 to 501
-		// at once: tqdm's average rate holds those steps, weighing 0.3 x
-		// 0.7^k after k more redraws, so redraws are read once it is
-		// under 1 % of theirs (k = 27 for a step a redraw).
-		{"resumed run", resumed(27), []m{{528, 0.5}}},
+		// at once: tqdm's averages hold those steps, weighing 0.3 x 0.7^k
+		// after k more redraws, so redraws are read once they are under
+		// 1 % of theirs (k = 27 for a step a redraw).
+		{"resumed run", resumed(30), []m{{528, 0.5}, {529, 0.5}, {530, 0.5}, {531, 0.5}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := TrainerBarParser()
@@ -250,19 +252,46 @@ func TestTrainerBar(t *testing.T) {
 					got = append(got, m{meas.Iteration, meas.IterS})
 				}
 			}
-			if d := cmp.Diff(tc.want, got, cmpApprox); d != "" {
+			// The rates shown have three digits: the seconds read back
+			// from them are within 1 %.
+			if d := cmp.Diff(tc.want, got, cmpWithin(0.01)); d != "" {
 				t.Errorf("measurements (-want +got):\n%s", d)
 			}
 		})
 	}
 }
 
-// resumed is a resumed run's bar: 0, its first redraw at step 501, then
-// k redraws a step apart.
+// cmpWithin compares floats within a relative tolerance.
+func cmpWithin(rel float64) cmp.Option {
+	return cmp.Comparer(func(a, b float64) bool { return math.Abs(a-b) <= rel*math.Max(math.Abs(a), math.Abs(b)) })
+}
+
+// resumed is a resumed run's bar as tqdm draws it: 0, its first redraw at
+// step 501 after 9 s, then k redraws a step of 0.5 s apart.
 func resumed(k int) []string {
-	lines := []string{"  0%|          | 0/1000 [00:00<?, ?it/s]", " 50%|█████     | 501/1000 [00:09<00:09, 55.60it/s]"}
-	for i := 1; i <= k; i++ {
-		lines = append(lines, fmt.Sprintf(" 50%%|█████     | %d/1000 [00:09<00:09,  2.00it/s]", 501+i))
+	steps, secs := []int{501}, []float64{9}
+	for range k {
+		steps, secs = append(steps, 1), append(secs, 0.5)
+	}
+	return tqdmRedraws(1000, steps, secs)
+}
+
+// tqdmRedraws is what tqdm 4.64 draws of a bar of total steps whose
+// redraws advance it by steps[i] in secs[i] seconds: its rate is the ratio
+// of its moving averages (smoothing 0.3) of the steps and the seconds,
+// shown with two decimals, in s/it when a step takes over a second.
+func tqdmRedraws(total int, steps []int, secs []float64) []string {
+	lines := []string{fmt.Sprintf("  0%%|          | 0/%d [00:00<?, ?it/s]", total)}
+	n, avgSteps, avgSecs := 0, 0.0, 0.0
+	for i, dn := range steps {
+		n += dn
+		avgSteps = 0.3*float64(dn) + 0.7*avgSteps
+		avgSecs = 0.3*secs[i] + 0.7*avgSecs
+		rate := fmt.Sprintf("%5.2fit/s", avgSteps/avgSecs)
+		if avgSecs > avgSteps {
+			rate = fmt.Sprintf("%5.2fs/it", avgSecs/avgSteps)
+		}
+		lines = append(lines, fmt.Sprintf("%3d%%|█████     | %d/%d [00:09<00:09, %s]", 100*n/total, n, total, rate))
 	}
 	return lines
 }

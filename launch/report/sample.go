@@ -132,8 +132,9 @@ const (
 	// bar (tqdm's, redrawn on stderr with carriage returns):
 	//   " 25%|██▌       | 10/40 [00:04<00:12,  2.41it/s]"
 	// or "1.30s/it" once a step takes over a second. The count is the
-	// optimizer steps done (the Trainer's global_step), the rate tqdm's
-	// moving average (smoothing 0.3) of steps per second.
+	// optimizer steps done (the Trainer's global_step); the rate, tqdm's
+	// moving average (smoothing 0.3), is read back to each redraw's own
+	// seconds (trainerBar).
 	SourceTrainerBar = "hf-trainer-bar"
 )
 
@@ -218,14 +219,28 @@ const (
 // are told apart by their total. A redraw measures the steps since the
 // last one that moved the count: tqdm redraws the same count when the
 // Trainer writes its logs and when the bar closes.
+//
+// The rate a redraw shows is tqdm's moving average, steps over seconds,
+// each averaged over the redraws that moved the count (the last weighing
+// barSmoothing, each earlier one 1-barSmoothing times the next). Read as
+// it is, it would carry a slow first step (start-up, compilation) into
+// the next several measurements. The steps of every redraw are known from
+// the counts, so each redraw's average of the steps, over its rate, gives
+// its average of the seconds, and two consecutive averages the seconds of
+// the last redraw alone, however late or bunched the redraws arrive.
 type trainerBar struct {
 	mu    sync.Mutex
 	total int // the training bar's, 0 until found
 	n     int // its count at the last redraw
+	// steps and secs are tqdm's averages of the steps and the seconds
+	// between redraws, both without the normalisation they share.
+	steps, secs float64
 	// first is how far the bar's first redraw moved the count, while it
-	// may still weigh in tqdm's average rate (0 after), and moves the
-	// redraws that moved it since. The Trainer advances the bar from 0 to
-	// its global step after its first step: 1, or a resumed run's step.
+	// may still weigh in the averages (0 after), and moves the redraws
+	// that moved it since. The Trainer advances the bar from 0 to its
+	// global step after its first step: 1, or a resumed run's step. The
+	// seconds of a later redraw are then the small difference of two
+	// large averages, each rounded to the rate's three digits.
 	first, moves int
 }
 
@@ -239,50 +254,56 @@ func (b *trainerBar) parse(line string) (Measurement, bool) {
 	}
 	n, err1 := strconv.Atoi(m[1])
 	total, err2 := strconv.Atoi(m[2])
-	rate, err3 := strconv.ParseFloat(m[3], 64)
-	if err1 != nil || err2 != nil || err3 != nil || !(rate > 0) || math.IsInf(rate, 0) {
+	v, err3 := strconv.ParseFloat(m[3], 64)
+	if err1 != nil || err2 != nil || err3 != nil || !(v > 0) || math.IsInf(v, 0) {
 		return Measurement{}, false
+	}
+	rate := v // steps per second
+	if m[4] == "s/it" {
+		rate = 1 / v
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
-	case b.total == 0 && n > 0:
-		b.total, b.n, b.first, b.moves = total, n, n, 0
+	case total != b.total && b.total != 0:
+		return Measurement{}, false
+	case n == b.n:
+		return Measurement{}, false
+	case b.total == 0 || n < b.n:
+		// The bar's first redraw that moved the count, or a new bar of
+		// the same total's: its averages start over.
+		b.total, b.n, b.first, b.moves = total, n, 0, 0
+		b.steps = barSmoothing * float64(n)
+		b.secs = b.steps / rate
 		if n > 1 {
 			// A resumed run's global step at once (or the first steps
 			// of a fast one, between two of tqdm's redraws): not one
 			// step's time.
+			b.first = n
+			return Measurement{}, false
+		}
+		return Measurement{Iteration: n, Step: true, IterS: 1 / rate, Source: SourceTrainerBar}, true
+	}
+	dn := n - b.n
+	b.n = n
+	b.moves++
+	prev := b.secs
+	b.steps = (1-barSmoothing)*b.steps + barSmoothing*float64(dn)
+	b.secs = b.steps / rate
+	if b.first > 0 {
+		// The first redraw's jump must have decayed to a small share of
+		// this redraw's steps.
+		w := barSmoothing * math.Pow(1-barSmoothing, float64(b.moves))
+		if w*float64(b.first-dn) > barJumpShare*float64(dn) {
 			return Measurement{}, false
 		}
 		b.first = 0
-	case total != b.total:
-		return Measurement{}, false
-	case n < b.n:
-		b.n = n // a new bar of the same total
-		return Measurement{}, false
-	case n == b.n:
-		return Measurement{}, false
-	default:
-		dn := n - b.n
-		b.n = n
-		b.moves++
-		// tqdm averages the steps and the seconds of its redraws, the
-		// last weighing the smoothing and each earlier one 1-smoothing
-		// times the next: the first redraw's jump must have decayed to
-		// a small share of this redraw's steps.
-		if b.first > 0 {
-			w := barSmoothing * math.Pow(1-barSmoothing, float64(b.moves))
-			if w*float64(b.first-dn) > barJumpShare*float64(dn) {
-				return Measurement{}, false
-			}
-			b.first = 0
-		}
 	}
-	iterS := 1 / rate
-	if m[4] == "s/it" {
-		iterS = rate
+	secs := (b.secs - (1-barSmoothing)*prev) / barSmoothing
+	if !(secs > 0) {
+		return Measurement{}, false // rates that are not one bar's averages
 	}
-	return Measurement{Iteration: n, Step: true, IterS: iterS, Source: SourceTrainerBar}, true
+	return Measurement{Iteration: n, Step: true, IterS: secs / float64(dn), Source: SourceTrainerBar}, true
 }
 
 // clip bounds untrusted text quoted in error messages.

@@ -15,9 +15,11 @@ The fixtures beside it were written by this script, with tqdm 4.64.1
 
     python3 hf-trainer-bar.py slow > hf-trainer-slow.log 2>&1
     python3 hf-trainer-bar.py fast > hf-trainer-fast.log 2>&1
+    python3 hf-trainer-bar.py warm > hf-trainer-warm.log 2>&1
 
 slow takes 1.3 s a step (tqdm shows s/it), fast 0.05 s (it/s); each
-evaluates in the middle of training. The bars go to stderr, the logs
+evaluates in the middle of training. warm takes 3 s for its first step
+(a start-up) and 0.4 s for each of the 11 others, with no evaluation. The bars go to stderr, the logs
 dicts to stdout.
 """
 
@@ -37,11 +39,11 @@ def described_bars():
     bar.close()
 
 
-def train(max_steps, step_s, eval_at, eval_batches, log_every):
+def train(max_steps, step_s, eval_at, eval_batches, log_every, first_s=None):
     training_bar = tqdm(total=max_steps, dynamic_ncols=True)
     current_step = 0
     for global_step in range(1, max_steps + 1):
-        time.sleep(step_s)
+        time.sleep(first_s if global_step == 1 and first_s else step_s)
         training_bar.update(global_step - current_step)
         current_step = global_step
         if global_step % log_every == 0:
@@ -64,5 +66,7 @@ if __name__ == "__main__":
     described_bars()
     if sys.argv[1:] == ["slow"]:
         train(max_steps=8, step_s=1.3, eval_at=4, eval_batches=6, log_every=2)
+    elif sys.argv[1:] == ["warm"]:
+        train(max_steps=12, step_s=0.4, eval_at=0, eval_batches=0, log_every=4, first_s=3.0)
     else:
         train(max_steps=40, step_s=0.05, eval_at=20, eval_batches=10, log_every=10)
