@@ -204,6 +204,9 @@ var (
 	// A bool field: the Trainer's progress bar, rubick-srun's only source
 	// of its iteration times, is off when true (on alone).
 	fHFDisableTqdm = valued("--disable_tqdm", "--disable-tqdm")
+	// A bool field: the Trainer uploads the output directory to the
+	// Hugging Face Hub at each save and at the end of training.
+	fHFPushToHub = valued("--push_to_hub", "--push-to-hub")
 
 	fNprocPerNode = valued("--nproc_per_node", "--nproc-per-node")
 	fNnodes       = valued("--nnodes")

@@ -309,7 +309,8 @@ var (
 //     (--output_dir; its own --logging_dir is removed, so logs go there
 //     too), saves no checkpoint (--save_strategy no) and starts from
 //     scratch (--resume_from_checkpoint removed), and reports to no
-//     tracker (--report_to none, whatever values it had). It shows its
+//     tracker (--report_to none, whatever values it had) nor the Hub
+//     (--push_to_hub removed). It shows its
 //     progress bar (--disable_tqdm False), which the run is timed by,
 //     and logs at --log_level info.
 //
@@ -419,6 +420,9 @@ func hfProfile(c *cmdline, out string, lo, hi int) []string {
 	hi = c.dropListValues(fHFReportTo, lo, hi)
 	hi = c.set(fHFReportTo, "none", lo, hi)
 	// The Trainer refuses it unless saving and evaluation share a strategy.
-	c.remove(fHFBestAtEnd, lo, hi)
+	hi = c.remove(fHFBestAtEnd, lo, hi)
+	// A run of a configuration not the job's would create or update the
+	// job's Hub repository with the run's output at its end.
+	c.remove(fHFPushToHub, lo, hi)
 	return c.toks
 }

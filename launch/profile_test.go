@@ -336,12 +336,12 @@ func TestRewriteProfile(t *testing.T) {
 			wantConf: map[string]any{"train_batch_size": 32.0, "steps_per_print": 1.0, "train_micro_batch_size_per_gpu": 8.0,
 				"gradient_accumulation_steps": 1.0, "zero_optimization": map[string]any{"stage": 0.0}},
 		},
-		"hugging face: its trackers, several after one flag, are none": {
-			argv: strings.Fields("python train.py --deepspeed ds.json --report_to wandb tensorboard --run_name r1 " +
-				"--output_dir /ckpt --report_to=comet_ml"),
+		"hugging face: its trackers, several after one flag, are none, and nothing goes to the Hub": {
+			argv: strings.Fields("python train.py --deepspeed ds.json --report_to wandb tensorboard --push_to_hub --run_name r1 " +
+				"--output_dir /ckpt --report_to=comet_ml --push-to-hub=True --hub_model_id me/gpt --push_to_hub true"),
 			run: run("dp4.tp1.pp1.mb8.a1.z0"),
 			want: strings.Fields("python train.py --deepspeed /job/rubick-ds.json --report_to none --run_name r1 " +
-				"--output_dir /job/output --per_device_train_batch_size 8 --gradient_accumulation_steps 1 --disable_tqdm False --log_level info --save_strategy no"),
+				"--output_dir /job/output --hub_model_id me/gpt --per_device_train_batch_size 8 --gradient_accumulation_steps 1 --disable_tqdm False --log_level info --save_strategy no"),
 			wantConf: map[string]any{"train_batch_size": 32.0, "steps_per_print": 1.0, "train_micro_batch_size_per_gpu": 8.0,
 				"gradient_accumulation_steps": 1.0, "zero_optimization": map[string]any{"stage": 0.0}},
 		},
