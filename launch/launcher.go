@@ -56,12 +56,13 @@ func (c *cmdline) sizeLauncher(l layout, opts Options) error {
 	}
 	nodes, gpn := strconv.Itoa(opts.Nodes), strconv.Itoa(opts.GPUsPerNode)
 	lo, hi := l.launcherFlags, l.script
+	host, port, _ := strings.Cut(opts.Rendezvous, ":")
 	switch l.launcher {
 	case LauncherTorchrun:
 		hi = c.set(fNnodes, nodes, lo, hi)
 		hi = c.set(fNprocPerNode, gpn, lo, hi)
 		if opts.Nodes == 1 {
-			c.torchrunPort(opts.Rendezvous, lo, hi)
+			c.torchrunPort(port, lo, hi)
 			return nil
 		}
 		// srun starts one torchrun per node, every one with the same
@@ -84,8 +85,7 @@ func (c *cmdline) sizeLauncher(l layout, opts Options) error {
 		hi = c.remove(fAccGPUIDs, lo, hi)
 		hi = c.set(fAccMachines, nodes, lo, hi)
 		hi = c.set(fAccProcs, strconv.Itoa(opts.Nodes*opts.GPUsPerNode), lo, hi)
-		host, port, ok := strings.Cut(opts.Rendezvous, ":")
-		ok = ok && host != "" && port != ""
+		ok := host != "" && port != ""
 		if opts.Nodes == 1 {
 			if ok && !c.has(fAccMainPort, lo, hi) {
 				// Its default, 29500, is every job's: two on one node
@@ -124,7 +124,7 @@ func (c *cmdline) sizeLauncher(l layout, opts Options) error {
 		hi = c.remove(fExclude, lo, hi)
 		hi = c.set(fNumNodes, nodes, lo, hi)
 		hi = c.set(fNumGPUs, gpn, lo, hi)
-		if _, port, ok := strings.Cut(opts.Rendezvous, ":"); ok && port != "" && !c.has(fMasterPort, lo, hi) {
+		if port != "" && !c.has(fMasterPort, lo, hi) {
 			// Its default, 29500, is every job's: two on one node would
 			// collide.
 			c.set(fMasterPort, port, lo, hi)
@@ -133,15 +133,14 @@ func (c *cmdline) sizeLauncher(l layout, opts Options) error {
 	return nil
 }
 
-// torchrunPort gives a one-node torchrun in toks[lo:hi] the port of
-// rendezvous ("host:port"), where it would otherwise meet at a port every
+// torchrunPort gives a one-node torchrun in toks[lo:hi] the rendezvous
+// port ("" for none), where it would otherwise meet at a port every
 // job's torchrun takes: 29500 (static rendezvous, master_port) or 29400
 // (c10d without an endpoint), so two jobs on one node would collide.
 // --standalone picks a free port itself, and an endpoint or port of the
 // line's own is kept.
-func (c *cmdline) torchrunPort(rendezvous string, lo, hi int) {
-	_, port, ok := strings.Cut(rendezvous, ":")
-	if !ok || port == "" || c.has(fStandalone, lo, hi) || c.has(fRdzvEndpoint, lo, hi) {
+func (c *cmdline) torchrunPort(port string, lo, hi int) {
+	if port == "" || c.has(fStandalone, lo, hi) || c.has(fRdzvEndpoint, lo, hi) {
 		return
 	}
 	if b, _ := c.get(fRdzvBackend, lo, hi); b != "" && b != "static" {
