@@ -408,7 +408,8 @@ func SelfExiting(d Dialect) bool { return d == Megatron || d == MegatronDeepSpee
 // job's output directory, where a script that resumes from its last
 // checkpoint (get_last_checkpoint) would take the run's, and one that
 // refuses a non-empty directory without a checkpoint would stop at the
-// run's logs. It returns the line's tokens.
+// run's logs, and away from the job's trackers and Hub repository. It
+// returns the line's tokens.
 func hfProfile(c *cmdline, out string, lo, hi int) []string {
 	hi = c.set(fHFOutputDir, out, lo, hi)
 	hi = c.remove(fHFLoggingDir, lo, hi)
