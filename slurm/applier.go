@@ -75,7 +75,7 @@ type Action struct {
 	// with TagRestarts set to the job's restart count then.
 	Tag *Tag
 	// Hold, with annotate, also marks the job held by its user
-	// (UserHoldWord in its Comment), in the same update as the tag.
+	// (UserHoldWord in its Comment), in an update before the tag's.
 	Hold bool
 	// MailType, with annotate, gives a running job back the mail types
 	// rubick quieted at its requeue (its tag's TagMail), in the same
@@ -529,8 +529,8 @@ func sameMailTypes(a, b []string) bool {
 }
 
 // writeTag writes tag (and hold) to job as it is now, in one update
-// (tagArgs) with the arguments of extra; nothing runs when no field
-// changes.
+// (tagArgs) with the arguments of extra, after one that marks the hold
+// where the job lacks the mark; nothing runs when no field changes.
 func (r *run) writeTag(ctx context.Context, job Job, tag Tag, hold bool, extra ...string) error {
 	if r.mailWas != "" {
 		tag.Extra = maps.Clone(tag.Extra)
@@ -538,6 +538,20 @@ func (r *run) writeTag(ctx context.Context, job Job, tag Tag, hold bool, extra .
 			tag.Extra = map[string]string{}
 		}
 		tag.Extra[TagMail] = r.mailWas
+	}
+	if _, err := tagArgs(job, tag, hold, r.a.cfg.Instance); err != nil {
+		return err // before the hold's mark, which would stay without its count
+	}
+	if hold && !HasWord(job.Comment, UserHoldWord) {
+		// The mark first, in an update of its own: Slurm may take part of
+		// a multi-field update (LAB.md), and a restart count in the tag
+		// without the mark would read as rubick's own hold, which rubickd
+		// releases. A mark without its count is marked again.
+		marked := WithWord(job.Comment, UserHoldWord)
+		if err := r.cmd(ctx, "hold", r.a.cfg.Scontrol, "update", r.jobArg(), "Comment="+marked); err != nil {
+			return err
+		}
+		job.Comment = marked
 	}
 	args, err := tagArgs(job, tag, hold, r.a.cfg.Instance)
 	if err != nil {

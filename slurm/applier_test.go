@@ -854,31 +854,45 @@ func TestApplyTimeLimit(t *testing.T) {
 }
 
 // A tag goes with the job's restart count, and in the same update its
-// Comment loses rubick-srun's RequeueWord and, for a hold, gains the
-// user's hold word; the Comment is left alone otherwise.
+// Comment loses rubick-srun's RequeueWord; the Comment is left alone
+// otherwise. A hold's word goes first, in an update of its own: Slurm may
+// take part of a multi-field update, and the count without the word would
+// read as rubick's hold. When that update fails, the tag is not written.
 func TestApplyAnnotateComment(t *testing.T) {
 	tag := &Tag{ModelType: "gpt2", Generation: 1}
+	const ac = "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 gen=1 rc=3"
 	tests := map[string]struct {
 		comment string
 		hold    bool
-		want    []string // after JobId=
+		// fail makes the first command fail.
+		fail bool
+		want [][]string // after JobId=
 	}{
-		"comment untouched": {"my note", false, []string{"AdminComment=model_type=gpt2;rubick:v1 model=gpt2 gen=1 rc=3"}},
-		"requeue word out": {"my note rubick:requeue", false,
-			[]string{"AdminComment=model_type=gpt2;rubick:v1 model=gpt2 gen=1 rc=3", "Comment=my note"}},
-		"hold":             {"my note", true, []string{"AdminComment=model_type=gpt2;rubick:v1 model=gpt2 gen=1 rc=3", "Comment=my note rubick:hold"}},
-		"hold, no comment": {"", true, []string{"AdminComment=model_type=gpt2;rubick:v1 model=gpt2 gen=1 rc=3", "Comment=rubick:hold"}},
+		"comment untouched": {comment: "my note", want: [][]string{{ac}}},
+		"requeue word out":  {comment: "my note rubick:requeue", want: [][]string{{ac, "Comment=my note"}}},
+		"hold":              {comment: "my note", hold: true, want: [][]string{{"Comment=my note rubick:hold"}, {ac}}},
+		"hold, no comment":  {hold: true, want: [][]string{{"Comment=rubick:hold"}, {ac}}},
+		"hold, requeue word out": {comment: "my note rubick:requeue", hold: true,
+			want: [][]string{{"Comment=my note rubick:requeue rubick:hold"}, {ac, "Comment=my note rubick:hold"}}},
+		"hold marked already": {comment: "rubick:hold", hold: true, want: [][]string{{ac}}},
+		"hold fails":          {comment: "my note", hold: true, fail: true, want: [][]string{{"Comment=my note rubick:hold"}}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			j := requeued(7)
 			j.RestartCount, j.Comment = 3, tc.comment
 			f := newApplierFixture(t, map[int][]Job{7: {j}}, nil)
-			res := f.app.ApplyOne(context.Background(), Action{Kind: ActionAnnotate, JobID: 7, Tag: tag, Hold: tc.hold})
-			if res.Err != nil {
-				t.Fatal(res.Err)
+			if tc.fail {
+				f.runner.failAt = map[int]string{1: "slurm_update error: Unable to contact slurm controller"}
 			}
-			want := [][]string{append([]string{"/usr/bin/scontrol", "update", "JobId=7"}, tc.want...)}
+			res := f.app.ApplyOne(context.Background(), Action{Kind: ActionAnnotate, JobID: 7, Tag: tag, Hold: tc.hold})
+			if (res.Err != nil) != tc.fail {
+				t.Fatalf("Err = %v, want an error: %t", res.Err, tc.fail)
+			}
+			var want [][]string
+			for _, args := range tc.want {
+				want = append(want, append([]string{"/usr/bin/scontrol", "update", "JobId=7"}, args...))
+			}
 			if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
 				t.Errorf("argv (-want +got):\n%s", diff)
 			}
