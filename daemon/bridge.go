@@ -937,7 +937,9 @@ type View struct {
 	Waiting     []slurm.Job
 	waitReasons map[int]policy.Reason
 	// Marked lists pending jobs someone else requeued held
-	// (slurm.RequeuedByOther), to mark held by their user (HoldActions).
+	// (slurm.RequeuedByOther), to mark held by their user (HoldActions):
+	// those not marked yet, and those marked whose tag does not count
+	// the requeue yet.
 	Marked []slurm.Job
 	// Deferred lists held jobs that do not queue for GPUs: held by their
 	// user or an administrator, or, never run, waiting for their --begin
@@ -1206,6 +1208,12 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			}
 			if slurm.HeldByUser(j) {
 				v.Unmanaged[j.ID] = fmt.Sprintf("held by its user (%s in its comment: sbatch --hold or scontrol hold); planned once they release it (scontrol release)", slurm.UserHoldWord)
+				if slurm.RequeuedByOther(j) {
+					// Marked for a requeue by hand, its tag not yet
+					// counting it (a failed write): their release would
+					// read as another such requeue, marked again.
+					v.Marked = append(v.Marked, j)
+				}
 				v.noteDeferred(j, true)
 				continue
 			}

@@ -2743,16 +2743,22 @@ func TestReconcileAcknowledgesRequeue(t *testing.T) {
 
 // A job someone else requeued held (its restart count past its tag's, no
 // rubick:requeue from rubick-srun) is not started: it is marked held by
-// its user, and rubick explain says why. One rubick-srun requeued, or
-// whose requeue the tag acknowledges, is started.
+// its user, and rubick explain says why. So is one marked already whose
+// tag does not count the requeue yet (the tag's write failed after the
+// mark's): their release would read as another requeue by hand. One
+// rubick-srun requeued, or whose requeue the tag acknowledges, is started.
 func TestCycleRequeuedByOther(t *testing.T) {
 	for _, tc := range []struct {
 		name, rc, comment string
-		marked            bool
+		marked, started   bool
+		// why is what the job's stored reason names.
+		why string
 	}{
-		{"scontrol requeuehold", "1", "my note", true},
-		{"rubick-srun's", "1", "my note rubick:requeue", false},
-		{"acknowledged", "2", "my note", false},
+		{name: "scontrol requeuehold", rc: "1", comment: "my note", marked: true, why: "scontrol requeuehold"},
+		{name: "marked, not counted", rc: "1", comment: "my note rubick:hold", marked: true, why: "held by its user"},
+		{name: "marked and counted", rc: "2", comment: "my note rubick:hold"},
+		{name: "rubick-srun's", rc: "1", comment: "my note rubick:requeue", started: true},
+		{name: "acknowledged", rc: "2", comment: "my note", started: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j := heldJob(5, "bert", 1, 4)
@@ -2764,8 +2770,8 @@ func TestCycleRequeuedByOther(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := startedJobs(a); (len(got) == 0) != tc.marked {
-				t.Errorf("started %v; want job 5 started: %v", got, !tc.marked)
+			if got := startedJobs(a); (len(got) > 0) != tc.started {
+				t.Errorf("started %v; want job 5 started: %v", got, tc.started)
 			}
 			var marks []slurm.Action
 			for _, act := range a.got {
@@ -2782,14 +2788,14 @@ func TestCycleRequeuedByOther(t *testing.T) {
 			if len(marks) != 1 || marks[0].Kind != slurm.ActionAnnotate || marks[0].JobID != 5 || marks[0].Tag == nil || marks[0].Tag.Plan != j.Tag.Plan {
 				t.Errorf("actions %+v; want one annotate marking job 5 held, its tag kept", a.got)
 			}
-			if why := rep.Ignored[5]; !strings.Contains(why, "scontrol requeuehold") {
-				t.Errorf("ignored reason %q; want it to name scontrol requeuehold", why)
+			if why := rep.Ignored[5]; !strings.Contains(why, tc.why) {
+				t.Errorf("ignored reason %q; want it to say %q", why, tc.why)
 			}
 			if h, err := st.PlanHistory(context.Background(), 5); err != nil || len(h) != 1 || h[0].Kind != string(slurm.ActionAnnotate) {
 				t.Errorf("history %+v, %v; want the annotate recorded", h, err)
 			}
 			if r, err := st.Reasons(context.Background(), 5, 1); err != nil || len(r) != 1 || !strings.Contains(string(r[0].Reason), `"held"`) ||
-				!strings.Contains(string(r[0].Reason), "scontrol requeuehold") {
+				!strings.Contains(string(r[0].Reason), tc.why) {
 				t.Errorf("stored reasons %v, %v; want rubick explain to say it stays held, and why", r, err)
 			}
 		})
