@@ -1,0 +1,833 @@
+package daemon
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rubick-sched/rubick/artifact"
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/policy"
+	"github.com/rubick-sched/rubick/slurm"
+	"github.com/rubick-sched/rubick/store"
+)
+
+// faultKind is how the command a fault is injected at fails.
+type faultKind string
+
+const (
+	// faultRefused: Slurm does not take the command (rc=1).
+	faultRefused faultKind = "refused"
+	// faultPartial: a multi-field update is taken but for one field, and
+	// reported failed (rc=1), as the lab found Slurm does.
+	faultPartial faultKind = "partial"
+	// faultTimeout: Slurm takes the command, which is killed at its
+	// timeout before it says so (exit code -1).
+	faultTimeout faultKind = "timeout"
+	// faultCrash: Slurm takes the command, and rubickd dies right after.
+	faultCrash faultKind = "crash"
+)
+
+// fault is one failure point: the at-th command that changes Slurm fails
+// as kind says; field is the update's field (0 is the first after the job)
+// a partial update leaves out.
+type fault struct {
+	at    int
+	kind  faultKind
+	field int
+}
+
+func (f fault) String() string {
+	if f.kind == faultPartial {
+		return fmt.Sprintf("command %d %s without field %d", f.at, f.kind, f.field)
+	}
+	return fmt.Sprintf("command %d %s", f.at, f.kind)
+}
+
+// errCrashed is every answer a rubickd that crashed still gets.
+var errCrashed = errors.New("rubickd crashed")
+
+// faultSlurm is a Slurm that keeps its jobs' state (state, hold, nodes,
+// size, tag, restart count), changed by the scontrol and scancel commands
+// the Applier runs as Slurm changes them, and read back through a
+// slurmConn as slurmrestd reads them. A fault makes one command fail.
+type faultSlurm struct {
+	mu    sync.Mutex
+	jobs  []slurm.Job
+	nodes []slurm.Node
+	mail  map[int]string
+	// epoch counts the crashes: a slurmConn of an earlier one is a dead
+	// rubickd's.
+	epoch int
+	// cmds counts the commands run that change Slurm (all but show).
+	cmds  int
+	fault fault
+	// crash stops the rubickd that ran the crashing command.
+	crash func()
+	// argv lists the commands run that change Slurm, in order.
+	argv [][]string
+	// requeues counts each job's requeuehold commands.
+	requeues map[int]int
+	// broken lists what Slurm was left with that must never be: a tag
+	// that does not parse, a generation that goes back.
+	broken []string
+	nextID int
+}
+
+func newFaultSlurm(nodes int, jobs ...slurm.Job) *faultSlurm {
+	s := &faultSlurm{nodes: labNodes(nodes), mail: map[int]string{}, requeues: map[int]int{}, nextID: 1000}
+	for _, j := range jobs {
+		if j.AdminComment == "" && j.Tag != nil {
+			j.AdminComment = j.Tag.String()
+		}
+		j.Tag, j.TagErr = slurm.TagFromAdminComment(j.AdminComment)
+		if j.Held && j.Reason == "" {
+			j.Reason = "JobHeldUser" // job_submit.lua's hold
+		}
+		s.jobs = append(s.jobs, j)
+	}
+	return s
+}
+
+// slurmConn is one rubickd's way to Slurm: reads (a Cluster) and commands
+// (a slurm.Runner). A crash cuts it.
+type slurmConn struct {
+	s     *faultSlurm
+	epoch int
+}
+
+func (s *faultSlurm) conn() *slurmConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &slurmConn{s: s, epoch: s.epoch}
+}
+
+func (c *slurmConn) live() bool {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	return c.epoch == c.s.epoch
+}
+
+func (c *slurmConn) Jobs(context.Context, time.Time) ([]slurm.Job, bool, error) {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if c.epoch != c.s.epoch {
+		return nil, false, errCrashed
+	}
+	return c.s.cloneJobs(), true, nil
+}
+
+func (c *slurmConn) Job(_ context.Context, id int) (slurm.Job, error) {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if c.epoch != c.s.epoch {
+		return slurm.Job{}, errCrashed
+	}
+	for _, j := range c.s.cloneJobs() {
+		if j.ID == id {
+			return j, nil
+		}
+	}
+	return slurm.Job{}, slurm.ErrNotFound
+}
+
+// Nodes counts the running jobs' GPUs, CPUs and memory on their nodes.
+func (c *slurmConn) Nodes(context.Context) ([]slurm.Node, error) {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if c.epoch != c.s.epoch {
+		return nil, errCrashed
+	}
+	nodes := slices.Clone(c.s.nodes)
+	for i := range nodes {
+		n := &nodes[i]
+		for _, j := range c.s.jobs {
+			if j.State != slurm.StateRunning || !slices.Contains(j.NodeList, n.Name) {
+				continue
+			}
+			n.GPUsUsed += j.GPUsPerNode
+			n.CPUsAlloc += j.CPUs / len(j.NodeList)
+			n.MemAllocMB += j.MemPerNodeMB
+		}
+		if n.GPUsUsed > 0 || n.CPUsAlloc > 0 {
+			n.State = "MIXED"
+		}
+	}
+	return nodes, nil
+}
+
+func (c *slurmConn) Ping(context.Context) error                            { return nil }
+func (c *slurmConn) Partitions(context.Context) ([]slurm.Partition, error) { return nil, nil }
+func (c *slurmConn) Submit(context.Context, slurm.SubmitRequest) (int, error) {
+	return 0, errors.New("not supported")
+}
+
+func (c *slurmConn) Run(ctx context.Context, argv []string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if c.epoch != c.s.epoch {
+		return nil, errCrashed
+	}
+	return c.s.run(argv)
+}
+
+func (s *faultSlurm) cloneJobs() []slurm.Job {
+	out := slices.Clone(s.jobs)
+	for i := range out {
+		out[i].NodeList = slices.Clone(out[i].NodeList)
+		out[i].RequiredNodes = slices.Clone(out[i].RequiredNodes)
+		out[i].Tag, out[i].TagErr = slurm.TagFromAdminComment(out[i].AdminComment)
+	}
+	return out
+}
+
+// run runs argv as Slurm would, failing it as s.fault says.
+func (s *faultSlurm) run(argv []string) ([]byte, error) {
+	if len(argv) > 2 && argv[0] == "scontrol" && argv[1] == "show" {
+		id, _, _ := strings.Cut(argv[len(argv)-1], "_")
+		n, _ := strconv.Atoi(id)
+		return fmt.Appendf(nil, "JobId=%s JobName=train MailUser=alice MailType=%s\n", argv[len(argv)-1], cmp.Or(s.mail[n], "NONE")), nil
+	}
+	s.cmds++
+	s.argv = append(s.argv, slices.Clone(argv))
+	f := s.fault
+	if f.at != s.cmds {
+		f = fault{}
+	}
+	fail := func(code int, stderr string, err error) error {
+		return &slurm.CommandError{Argv: argv, ExitCode: code, Stderr: stderr, Err: err}
+	}
+	if f.kind == faultRefused {
+		return nil, fail(1, "slurm_update error: Unable to contact slurm controller (connect failure)", errors.New("exit status 1"))
+	}
+	skip := -1
+	if f.kind == faultPartial {
+		skip = f.field
+	}
+	if err := s.apply(argv, skip); err != nil {
+		return nil, fail(1, err.Error(), errors.New("exit status 1"))
+	}
+	switch f.kind {
+	case faultPartial:
+		return nil, fail(1, "slurm_update error: Invalid generic resource (gres) specification", errors.New("exit status 1"))
+	case faultTimeout:
+		return nil, fail(-1, "", context.DeadlineExceeded)
+	case faultCrash:
+		s.epoch++
+		s.crash()
+	}
+	return nil, nil
+}
+
+// find is the job ref names ("JobId=12", "12", "50_3"); for a task still
+// in its array's record, the task split off that record.
+func (s *faultSlurm) find(ref string) (*slurm.Job, error) {
+	ref = strings.TrimPrefix(ref, "JobId=")
+	id, task, isTask := strings.Cut(ref, "_")
+	n, err := strconv.Atoi(id)
+	if err != nil {
+		return nil, fmt.Errorf("Invalid job id specified: %q", ref)
+	}
+	if !isTask {
+		for i := range s.jobs {
+			if s.jobs[i].ID == n {
+				return &s.jobs[i], nil
+			}
+		}
+		return nil, errors.New("Invalid job id specified")
+	}
+	k, err := strconv.Atoi(task)
+	if err != nil {
+		return nil, fmt.Errorf("Invalid job id specified: %q", ref)
+	}
+	for i := range s.jobs {
+		j := &s.jobs[i]
+		if j.ArrayJobID == n && j.ArrayTaskID == k && j.ArrayTasks == "" {
+			return j, nil
+		}
+	}
+	for i := range s.jobs {
+		j := &s.jobs[i]
+		if j.ID != n || j.ArrayTasks == "" {
+			continue
+		}
+		tasks := strings.Split(j.ArrayTasks, ",")
+		left := slices.DeleteFunc(slices.Clone(tasks), func(t string) bool { return t == task })
+		if len(left) == len(tasks) {
+			break
+		}
+		if len(left) == 1 {
+			// The record's last task is the record.
+			rest, _ := strconv.Atoi(left[0])
+			j.ArrayTasks, j.ArrayJobID, j.ArrayTaskID = "", n, rest
+		} else {
+			j.ArrayTasks = strings.Join(left, ",")
+		}
+		t := *j
+		t.ID, t.ArrayJobID, t.ArrayTaskID, t.ArrayTasks = s.nextID, n, k, ""
+		s.nextID++
+		s.jobs = append(s.jobs, t)
+		return &s.jobs[len(s.jobs)-1], nil
+	}
+	return nil, errors.New("Invalid job id specified")
+}
+
+// apply changes the jobs as Slurm does for argv, leaving out the update
+// field skip (-1: none).
+func (s *faultSlurm) apply(argv []string, skip int) error {
+	var ref string
+	switch {
+	case argv[0] == "scancel":
+		ref = argv[len(argv)-1]
+	case len(argv) > 2:
+		ref = argv[2]
+	default:
+		return fmt.Errorf("unexpected command %q", argv)
+	}
+	j, err := s.find(ref)
+	if err != nil {
+		return err
+	}
+	switch {
+	case argv[0] == "scancel":
+		if j.State != slurm.StateRunning {
+			return errors.New("Job is pending execution")
+		}
+	case argv[1] == "requeuehold":
+		if j.State != slurm.StateRunning {
+			return errors.New("Job is pending execution")
+		}
+		j.State, j.Held, j.Reason, j.Priority = slurm.StatePending, true, "JobHeldUser", 0
+		j.NodeList, j.BatchHost, j.GPUs, j.MemMB, j.StartTime = nil, "", 0, 0, time.Time{}
+		j.RestartCount++
+		s.requeues[j.ID]++
+	case argv[1] == "release":
+		for i := range s.jobs {
+			// A heterogeneous job's leader releases every component.
+			c := &s.jobs[i]
+			if (c == j || j.HetJobID != 0 && c.HetJobID == j.HetJobID) && c.State == slurm.StatePending && c.Held {
+				c.Held, c.Reason, c.Priority = false, "", 1
+			}
+		}
+	case argv[1] == "update":
+		for i, a := range argv[3:] {
+			if i == skip {
+				continue
+			}
+			if err := s.update(j, a); err != nil {
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("unexpected command %q", argv)
+	}
+	return nil
+}
+
+// update sets one field of job j as scontrol update does.
+func (s *faultSlurm) update(j *slurm.Job, field string) error {
+	k, v, _ := strings.Cut(field, "=")
+	n, _ := strconv.Atoi(v)
+	switch k {
+	case "AdminComment":
+		old := j.Tag
+		t, err := slurm.TagFromAdminComment(v)
+		switch {
+		case err != nil:
+			s.broken = append(s.broken, fmt.Sprintf("job %d: tag %q does not parse: %v", j.ID, v, err))
+		case old != nil && t != nil && t.Generation < old.Generation:
+			s.broken = append(s.broken, fmt.Sprintf("job %d: tag generation back from %d to %d", j.ID, old.Generation, t.Generation))
+		}
+		j.AdminComment, j.Tag, j.TagErr = v, t, err
+	case "Comment":
+		j.Comment = v
+	case "MailType":
+		s.mail[j.ID] = v
+	case "NumNodes":
+		lo, _, _ := strings.Cut(v, "-")
+		j.NodeCount, _ = strconv.Atoi(lo)
+	case "NumCPUs":
+		j.CPUs = n
+	case "CPUsPerTask":
+		j.CPUsPerTask = n
+	case "MinMemoryNode":
+		j.MemPerNodeMB = int64(n)
+	case "Gres":
+		g := strings.Split(strings.Split(v, ",")[0], ":")
+		j.GPUsPerNode, _ = strconv.Atoi(g[len(g)-1])
+	case "TimeLimit":
+		j.TimeLimit = time.Duration(n) * time.Minute
+	case "TimeMin":
+		j.TimeMin = time.Duration(n) * time.Minute
+	case "Partition":
+		j.Partition = v
+	case "NodeList":
+		if j.State == slurm.StateRunning {
+			return errors.New("Requested operation is presently disabled")
+		}
+		j.RequiredNodes = nil
+		if v != "" {
+			j.RequiredNodes = strings.Split(v, ",")
+		}
+	case "NumTasks", "StartTime", "MemPerTres", "TresPerJob", "TresPerTask":
+	default:
+		return fmt.Errorf("Update of %s not supported here", k)
+	}
+	return nil
+}
+
+// tick is Slurm's scheduling pass: it starts each released job where it
+// fits, on its required nodes if it has them.
+func (s *faultSlurm) tick(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	free := map[string]int{}
+	for _, n := range s.nodes {
+		free[n.Name] = n.GPUs
+	}
+	for _, j := range s.jobs {
+		if j.State == slurm.StateRunning {
+			for _, n := range j.NodeList {
+				free[n] -= j.GPUsPerNode
+			}
+		}
+	}
+	for i := range s.jobs {
+		j := &s.jobs[i]
+		if j.State != slurm.StatePending || j.Held || j.ArrayTasks != "" {
+			continue
+		}
+		var on []string
+		for _, n := range s.nodes {
+			if len(on) < max(j.NodeCount, 1) && free[n.Name] >= j.GPUsPerNode && (len(j.RequiredNodes) == 0 || slices.Contains(j.RequiredNodes, n.Name)) {
+				on = append(on, n.Name)
+			}
+		}
+		if len(on) < max(j.NodeCount, 1) {
+			continue
+		}
+		for _, n := range on {
+			free[n] -= j.GPUsPerNode
+		}
+		j.State, j.Reason, j.NodeList, j.BatchHost, j.StartTime = slurm.StateRunning, "", on, on[0], now
+		j.GPUs, j.MemMB = j.GPUsPerNode*len(on), j.MemPerNodeMB*int64(len(on))
+	}
+}
+
+// connApplier is the real Applier on conn, with no waits worth the name.
+func connApplier(t *testing.T, conn *slurmConn) *slurm.Applier {
+	t.Helper()
+	app, err := slurm.NewApplier(slurm.ApplierConfig{Runner: conn, Cluster: conn, Clock: instantClock{}, Logger: slog.New(slog.DiscardHandler),
+		CheckpointTimeout: time.Millisecond, WaitCheckpoint: func(context.Context, slurm.Job) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return app
+}
+
+// crashStore is the store of a rubickd that dies with its slurmConn: it
+// writes nothing from then on.
+type crashStore struct {
+	Store
+	conn *slurmConn
+}
+
+func (c crashStore) UpsertJobs(ctx context.Context, jobs []store.Job) error {
+	if !c.conn.live() {
+		return errCrashed
+	}
+	return c.Store.UpsertJobs(ctx, jobs)
+}
+
+func (c crashStore) RecordDecision(ctx context.Context, d store.Decision) (store.Decision, error) {
+	if !c.conn.live() {
+		return store.Decision{}, errCrashed
+	}
+	return c.Store.RecordDecision(ctx, d)
+}
+
+func (c crashStore) MarkApplied(ctx context.Context, id int64, res store.Result, applyErr error) error {
+	if !c.conn.live() {
+		return errCrashed
+	}
+	return c.Store.MarkApplied(ctx, id, res, applyErr)
+}
+
+func (c crashStore) AwaitAck(ctx context.Context, id int64, mail string) error {
+	if !c.conn.live() {
+		return errCrashed
+	}
+	return c.Store.AwaitAck(ctx, id, mail)
+}
+
+func (c crashStore) Acked(ctx context.Context, jobID int64) error {
+	if !c.conn.live() {
+		return errCrashed
+	}
+	return c.Store.Acked(ctx, jobID)
+}
+
+func (c crashStore) AddRestartCost(ctx context.Context, rc store.RestartCost) (bool, error) {
+	if !c.conn.live() {
+		return false, errCrashed
+	}
+	return c.Store.AddRestartCost(ctx, rc)
+}
+
+func (c crashStore) Prune(ctx context.Context, r store.Retention) (store.Pruned, error) {
+	if !c.conn.live() {
+		return store.Pruned{}, errCrashed
+	}
+	return c.Store.Prune(ctx, r)
+}
+
+// faultScenario is a cluster whose first cycle applies an action of kind,
+// among others.
+type faultScenario struct {
+	name string
+	kind slurm.ActionKind
+	// nodes is the node count; jobs the jobs Slurm has.
+	nodes int
+	jobs  func() []slurm.Job
+	mail  map[int]string
+	edit  func(*Config)
+	// plan, when set, is the first cycle's plan; the rubick policy
+	// decides the others, unless keep: then plan is every cycle's.
+	plan *policy.Plan
+	keep bool
+	// setup prepares the store.
+	setup func(t *testing.T, st *store.Store)
+}
+
+// faultScenarios cover each kind of action the daemon applies; shrinks
+// are restarts to rubickd (slurmAction), which never applies one.
+func faultScenarios() []faultScenario {
+	running := func(id int, tag slurm.Tag) slurm.Job {
+		j := heldJob(id, tag.ModelType, 1, 8)
+		j.State, j.Held, j.NodeList, j.BatchHost, j.GPUs = slurm.StateRunning, false, []string{"node1"}, "node1", 8
+		j.StartTime = t0.Add(-time.Hour)
+		j.Tag = &tag
+		return j
+	}
+	ownTag := func(class string, extra map[string]string) slurm.Tag {
+		e := map[string]string{tagReq: "n1.g8.c8.m64000", tagAt: strconv.FormatInt(t0.Add(-time.Hour).Unix(), 10), slurm.TagRestarts: "0"}
+		maps.Copy(e, extra)
+		return slurm.Tag{ModelType: "bert", Class: class, Generation: 1, Plan: "dp8.tp1.pp1.mb4.a1.z0", Extra: e}
+	}
+	restart := policy.Action{Kind: policy.Restart, JobID: "91", Alloc: []policy.NodeAlloc{{Node: "node1", GPUs: 4, CPUs: 8, MemGB: 64}},
+		Plan: model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1}, Throughput: 1e6}
+	// keep91 keeps job 91 running as it is.
+	keep91 := &policy.Plan{Actions: []policy.Action{{Kind: policy.Keep, JobID: "91", Alloc: []policy.NodeAlloc{{Node: "node1", GPUs: 8, CPUs: 8, MemGB: 62.5}},
+		Plan: model.Plan{DP: 8, TP: 1, PP: 1, MicroBatch: 4, Accum: 1}}}}
+	return []faultScenario{
+		{name: "start", kind: slurm.ActionStart, nodes: 1,
+			jobs: func() []slurm.Job { return []slurm.Job{heldJob(41, "bert", 1, 2)} }},
+		{name: "preempt and start", kind: slurm.ActionPreempt, nodes: 1, mail: map[int]string{91: "BEGIN,END,REQUEUE"}, edit: withLab,
+			jobs: func() []slurm.Job {
+				g := heldJob(92, "roberta", 1, 8)
+				g.Account, g.Tag.Class = "lab", slurm.ClassGuaranteed
+				return []slurm.Job{running(91, ownTag(slurm.ClassBestEffort, nil)), g}
+			}},
+		{name: "restart", kind: slurm.ActionRestart, nodes: 1, mail: map[int]string{91: "BEGIN,END"},
+			plan: &policy.Plan{Actions: []policy.Action{restart}},
+			jobs: func() []slurm.Job { return []slurm.Job{running(91, ownTag(slurm.ClassBestEffort, nil))} }},
+		{name: "annotate: hold of a job requeued by hand", kind: slurm.ActionAnnotate, nodes: 1,
+			jobs: func() []slurm.Job {
+				j := running(91, ownTag(slurm.ClassBestEffort, nil))
+				j.State, j.Held, j.Reason, j.NodeList, j.BatchHost, j.GPUs, j.RestartCount = slurm.StatePending, true, "JobHeldUser", nil, "", 0, 1
+				return []slurm.Job{j}
+			}},
+		{name: "annotate: mail given back", kind: slurm.ActionAnnotate, nodes: 1, mail: map[int]string{91: "END"}, plan: keep91, keep: true,
+			jobs: func() []slurm.Job {
+				return []slurm.Job{running(91, ownTag(slurm.ClassBestEffort, map[string]string{slurm.TagMail: "begin,end"}))}
+			}},
+		{name: "annotate: profiled plan", kind: slurm.ActionAnnotate, nodes: 1, plan: keep91, keep: true,
+			jobs: func() []slurm.Job {
+				return []slurm.Job{running(91, ownTag(slurm.ClassBestEffort, map[string]string{tagProfile: "1"}))}
+			}},
+		{name: "release", kind: slurm.ActionRelease, nodes: 2,
+			jobs: func() []slurm.Job {
+				leader, comp := heldJob(52, "bert", 1, 2), heldJob(53, "bert", 1, 1)
+				leader.HetJobID, comp.HetJobID, comp.HetJobOffset = 52, 52, 1
+				return []slurm.Job{leader, comp}
+			}},
+		{name: "split", kind: slurm.ActionSplit, nodes: 1,
+			jobs: func() []slurm.Job {
+				a := heldJob(50, "bert", 1, 2)
+				a.ArrayTasks = "0,1"
+				return []slurm.Job{a}
+			}},
+		{name: "time limit", kind: slurm.ActionTimeLimit, nodes: 1, edit: func(cfg *Config) { cfg.TimeLimits.Stretch = true },
+			jobs: func() []slurm.Job {
+				j := running(5, slurm.Tag{ModelType: "bert", Class: slurm.ClassBestEffort, Plan: "dp4.tp1.pp1.mb8.a1.z0", Generation: 1,
+					Extra: map[string]string{tagTime: "60", tagReq: "n1.g4.c8.m64000", slurm.TagRestarts: "0"}})
+				j.User, j.GPUsPerNode, j.GPUs, j.StartTime, j.TimeLimit = "alice", 4, 4, t0.Add(-10*time.Minute), 75*time.Minute
+				return []slurm.Job{j}
+			},
+			setup: func(t *testing.T, st *store.Store) {
+				plan := model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1}
+				res := model.Resources{Placement: model.Placement{4}, CPUs: 8}
+				e, _ := shippedEstimators(t)("bert")
+				b, err := e.Predict(plan, res)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range 3 {
+					if err := st.AddReported(context.Background(), "bert", model.Sample{Plan: plan, Resources: res, IterS: 3 * b.Iter}, 5, 10*i); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}},
+	}
+}
+
+// faultRun is one run of a scenario with fault f (none: at 0).
+type faultRun struct {
+	slurm *faultSlurm
+	st    *store.Store
+	// kinds are the kinds of the actions the first cycle applied.
+	kinds []slurm.ActionKind
+	// first lists the commands the first cycle ran.
+	first [][]string
+	// before is each job as the first cycle found it.
+	before map[int]slurm.Job
+}
+
+// runFault runs sc's first cycle with fault f, then recovers: a rubickd
+// that crashed is started again on the same store and reconciles; then
+// come at most two cycles with Slurm working, a scheduling pass of Slurm's
+// after each.
+func runFault(t *testing.T, seeded []byte, sc faultScenario, f fault) faultRun {
+	t.Helper()
+	ctx := context.Background()
+	s := newFaultSlurm(sc.nodes, sc.jobs()...)
+	for id, m := range sc.mail {
+		s.mail[id] = m
+	}
+	run := faultRun{slurm: s, before: map[int]slurm.Job{}}
+	for _, j := range s.cloneJobs() {
+		run.before[j.ID] = j
+	}
+	path := filepath.Join(t.TempDir(), "rubick.db")
+	if err := os.WriteFile(path, seeded, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, path, store.WithClock(func() time.Time { return t0 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	run.st = st
+	if sc.setup != nil {
+		sc.setup(t, st)
+	}
+	rubick, err := policy.New("rubick", Defaults().Policy.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Defaults()
+	if sc.edit != nil {
+		sc.edit(&cfg)
+	}
+	conn := s.conn()
+	d, err := New(cfg, Deps{Cluster: conn, Applier: connApplier(t, conn), Store: crashStore{Store: st, conn: conn}, Policy: rubick,
+		Env: model.DefaultEnv(), Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.plan != nil {
+		d.deps.Policy = planned{*sc.plan}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.mu.Lock()
+	s.fault, s.crash = f, cancel
+	s.mu.Unlock()
+	rep, err := d.Cycle(cctx, false)
+	for _, a := range rep.Actions {
+		run.kinds = append(run.kinds, a.Kind)
+	}
+	s.mu.Lock()
+	run.first = slices.Clone(s.argv)
+	s.fault = fault{}
+	crashed := s.epoch > 0
+	s.mu.Unlock()
+	if !sc.keep {
+		d.deps.Policy = rubick
+	}
+	if crashed {
+		deps := d.deps
+		conn = s.conn()
+		deps.Cluster, deps.Applier, deps.Store = conn, connApplier(t, conn), st
+		if d, err = New(d.boot, deps); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Reconcile(ctx); err != nil {
+			t.Fatalf("%v: reconcile: %v", f, err)
+		}
+	} else if err != nil {
+		t.Fatalf("%v: cycle: %v", f, err)
+	}
+	for range 2 {
+		s.tick(t0)
+		d.Invalidate()
+		if _, err := d.Cycle(ctx, false); err != nil {
+			t.Fatalf("%v: cycle after the fault: %v", f, err)
+		}
+	}
+	s.tick(t0)
+	return run
+}
+
+// faults are the failure points of commands, each command's as its kind
+// allows: any refused, timed out or crashed after; a multi-field update
+// partially applied, without each of its fields in turn.
+func faults(commands [][]string) []fault {
+	var out []fault
+	for i, argv := range commands {
+		at := i + 1
+		out = append(out, fault{at: at, kind: faultRefused}, fault{at: at, kind: faultTimeout}, fault{at: at, kind: faultCrash})
+		if len(argv) > 4 && argv[1] == "update" {
+			for k := range argv[3:] {
+				out = append(out, fault{at: at, kind: faultPartial, field: k})
+			}
+		}
+	}
+	return out
+}
+
+// seededStore is a store's database with the shipped model types seeded,
+// which each run copies: seeding it anew would take most of each run's
+// time.
+func seededStore(t *testing.T) []byte {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "rubick.db")
+	st, err := store.Open(ctx, path, store.WithClock(func() time.Time { return t0 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := artifact.Load(artifact.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Seed(ctx, st, set, model.DefaultEnv(), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// violations are the invariants run breaks after its recovery.
+func (run faultRun) violations(t *testing.T) []string {
+	t.Helper()
+	ctx := context.Background()
+	s := run.slurm
+	s.mu.Lock()
+	out := slices.Clone(s.broken)
+	jobs := s.cloneJobs()
+	requeues := s.requeues
+	s.mu.Unlock()
+	// theirs: held by its user or an administrator, which rubick never
+	// releases.
+	theirs := func(j slurm.Job) bool { return slurm.HeldByUser(j) || slurm.HeldByAdmin(j) || slurm.RequeuedByOther(j) }
+	for _, j := range jobs {
+		was, known := run.before[j.ID]
+		switch {
+		case known && theirs(was) && !theirs(j):
+			out = append(out, fmt.Sprintf("job %d: %s held=%t (comment %q, restarts %d, tag %v): the hold of its user or an administrator is gone", j.ID, j.State, j.Held, j.Comment, j.RestartCount, j.Tag))
+		case j.TagErr != nil:
+			out = append(out, fmt.Sprintf("job %d: tag %q does not parse: %v", j.ID, j.AdminComment, j.TagErr))
+		case j.State == slurm.StateRunning, j.State == slurm.StateCompleted, j.State == slurm.StatePending && !j.Held:
+		case theirs(j):
+			if !known || !theirs(was) {
+				out = append(out, fmt.Sprintf("job %d: held for its user or an administrator (comment %q, restarts %d, tag %v), which it was not", j.ID, j.Comment, j.RestartCount, j.Tag))
+			}
+			if slurm.HeldByUser(j) && slurm.RequeuedByOther(j) {
+				// Their release would read as another requeue by hand,
+				// and the job would be held for them again.
+				out = append(out, fmt.Sprintf("job %d: held for its user with restart count %d, which its tag %v does not count", j.ID, j.RestartCount, j.Tag))
+			}
+		case heldForRubick(j):
+			r, err := run.st.Reasons(ctx, int64(j.ID), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r) == 0 {
+				out = append(out, fmt.Sprintf("job %d: held for rubick with no reason stored for rubick explain", j.ID))
+			}
+		default:
+			out = append(out, fmt.Sprintf("job %d: %s held=%t reason %q: neither running nor held for rubick", j.ID, j.State, j.Held, j.Reason))
+		}
+		if n := requeues[j.ID]; n > 1 {
+			out = append(out, fmt.Sprintf("job %d: requeued %d times", j.ID, n))
+		}
+	}
+	pending, err := run.st.Pending(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range pending {
+		out = append(out, fmt.Sprintf("job %d: %s action %d left pending", a.JobID, a.Kind, a.ID))
+	}
+	unacked, err := run.st.Unacked(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range unacked {
+		out = append(out, fmt.Sprintf("job %d: %s action %d awaits its tag still", a.JobID, a.Kind, a.ID))
+	}
+	return out
+}
+
+// Every command the daemon's first cycle sends Slurm, in each scenario,
+// fails in turn in each way Slurm fails (refused, half-applied, timed out
+// after it was taken) or rubickd crashes right after it; after a recovery
+// (a new rubickd's Reconcile, then at most two cycles with Slurm working)
+// no job is lost or stuck: each runs, or waits held for rubick with a
+// reason rubick explain shows, or is held for its user or an
+// administrator only if it was; every tag parses and its generation never
+// goes back; no action is left pending and no requeue unacknowledged; no
+// job is requeued twice.
+func TestFaultsNeverLoseJobs(t *testing.T) {
+	seeded := seededStore(t)
+	for _, sc := range faultScenarios() {
+		t.Run(sc.name, func(t *testing.T) {
+			clean := runFault(t, seeded, sc, fault{})
+			if !slices.Contains(clean.kinds, sc.kind) {
+				t.Fatalf("first cycle applied %v, want a %s", clean.kinds, sc.kind)
+			}
+			if v := clean.violations(t); len(v) > 0 {
+				t.Fatalf("without a fault:\n%s", strings.Join(v, "\n"))
+			}
+			first := clean.first
+			t.Logf("%d commands, %d failure points", len(first), len(faults(first)))
+			for _, f := range faults(first) {
+				run := runFault(t, seeded, sc, f)
+				if v := run.violations(t); len(v) > 0 {
+					t.Errorf("%s (%q):\n%s", f, first[f.at-1], strings.Join(v, "\n"))
+				}
+			}
+		})
+	}
+}
