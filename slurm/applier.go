@@ -544,7 +544,7 @@ func (r *run) writeTag(ctx context.Context, job Job, tag Tag, hold bool, extra .
 	}
 	if hold && !HasWord(job.Comment, UserHoldWord) {
 		// The mark first, in an update of its own: Slurm may take part of
-		// a multi-field update (LAB.md), and a restart count in the tag
+		// a multi-field update (docs/slurm.md), and a restart count in the tag
 		// without the mark would read as rubick's own hold, which rubickd
 		// releases. A mark without its count is marked again.
 		marked := WithWord(job.Comment, UserHoldWord)

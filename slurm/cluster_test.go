@@ -500,7 +500,7 @@ func TestSubmitRealErrorFails(t *testing.T) {
 }
 
 func TestSubmitBodies(t *testing.T) {
-	// The request bodies carry the fixes LAB.md section 5 found: nodes as
+	// The request bodies carry the fixes the 22.05 lab showed: nodes as
 	// "n-n" and environment as a dict in v0.0.38; a list and the script
 	// inside the job from v0.0.41 on.
 	for _, v := range []string{Version38, Version41, Version42} {

@@ -49,7 +49,7 @@ func (c *fakeClock) Sleeps() []time.Duration {
 }
 
 // fakeRestd serves recorded slurmrestd responses from testdata, with the
-// authentication behaviour of the real one (LAB.md section 5).
+// authentication behaviour of the real one (22.05 lab).
 type fakeRestd struct {
 	t       *testing.T
 	version string // Version38, Version41 or Version42
