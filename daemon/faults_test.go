@@ -55,13 +55,30 @@ func (f fault) String() string {
 	return fmt.Sprintf("command %d %s", f.at, f.kind)
 }
 
+// readFault is a failure point of reads: the at-th read of a cycle (of
+// the jobs, the nodes, the limits, the budgets, the reservations, a job,
+// a job's mail types) fails as it does when slurmrestd or slurmctld is
+// down; with down, every read after it too, to the cycle's end.
+type readFault struct {
+	at   int
+	down bool
+}
+
+func (f readFault) String() string {
+	if f.down {
+		return fmt.Sprintf("reads from %d failing", f.at)
+	}
+	return fmt.Sprintf("read %d failing", f.at)
+}
+
 // errCrashed is every answer a rubickd that crashed still gets.
 var errCrashed = errors.New("rubickd crashed")
 
 // faultSlurm is a Slurm that keeps its jobs' state (state, hold, nodes,
 // size, tag, restart count), changed by the scontrol and scancel commands
 // the Applier runs as Slurm changes them, and read back through a
-// slurmConn as slurmrestd reads them. A fault makes one command fail.
+// slurmConn as slurmrestd reads them. A fault makes one command fail, a
+// readFault one read or all from one on.
 type faultSlurm struct {
 	mu    sync.Mutex
 	jobs  []slurm.Job
@@ -79,6 +96,15 @@ type faultSlurm struct {
 	argv [][]string
 	// requeues counts each job's requeuehold commands.
 	requeues map[int]int
+	// reads counts the reads, readFault fails them, and readLog names
+	// each (jobs, nodes, job 91, mail 91, ...), in order.
+	reads     int
+	readFault readFault
+	readLog   []string
+	// failedRead names the first read that failed; cmdsAtRead is how
+	// many commands had run then.
+	failedRead string
+	cmdsAtRead int
 	// broken lists what Slurm was left with that must never be: a tag
 	// that does not parse, a generation that goes back.
 	broken []string
@@ -119,11 +145,30 @@ func (c *slurmConn) live() bool {
 	return c.epoch == c.s.epoch
 }
 
+// read is a read of what by conn c (its lock held): errCrashed for a dead
+// rubickd's, the error s.readFault says, or nil.
+func (c *slurmConn) read(what string) error {
+	s := c.s
+	if c.epoch != s.epoch {
+		return errCrashed
+	}
+	s.reads++
+	s.readLog = append(s.readLog, what)
+	f := s.readFault
+	if f.at == 0 || s.reads < f.at || s.reads > f.at && !f.down {
+		return nil
+	}
+	if s.failedRead == "" {
+		s.failedRead, s.cmdsAtRead = what, s.cmds
+	}
+	return fmt.Errorf("read %s: %w", what, slurm.ErrUnavailable)
+}
+
 func (c *slurmConn) Jobs(context.Context, time.Time) ([]slurm.Job, bool, error) {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
-	if c.epoch != c.s.epoch {
-		return nil, false, errCrashed
+	if err := c.read("jobs"); err != nil {
+		return nil, false, err
 	}
 	return c.s.cloneJobs(), true, nil
 }
@@ -131,8 +176,8 @@ func (c *slurmConn) Jobs(context.Context, time.Time) ([]slurm.Job, bool, error) 
 func (c *slurmConn) Job(_ context.Context, id int) (slurm.Job, error) {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
-	if c.epoch != c.s.epoch {
-		return slurm.Job{}, errCrashed
+	if err := c.read("job " + strconv.Itoa(id)); err != nil {
+		return slurm.Job{}, err
 	}
 	for _, j := range c.s.cloneJobs() {
 		if j.ID == id {
@@ -146,8 +191,8 @@ func (c *slurmConn) Job(_ context.Context, id int) (slurm.Job, error) {
 func (c *slurmConn) Nodes(context.Context) ([]slurm.Node, error) {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
-	if c.epoch != c.s.epoch {
-		return nil, errCrashed
+	if err := c.read("nodes"); err != nil {
+		return nil, err
 	}
 	nodes := slices.Clone(c.s.nodes)
 	for i := range nodes {
@@ -167,6 +212,28 @@ func (c *slurmConn) Nodes(context.Context) ([]slurm.Node, error) {
 	return nodes, nil
 }
 
+// Limits lists no limit but a QOS map, so that the budgets are read too.
+func (c *slurmConn) Limits(context.Context) (slurm.Limits, error) {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if err := c.read("limits"); err != nil {
+		return slurm.Limits{}, err
+	}
+	return slurm.Limits{QOS: map[string]slurm.QOS{}}.Indexed(), nil
+}
+
+func (c *slurmConn) Budgets(context.Context, slurm.BudgetScope) (slurm.Budgets, error) {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	return slurm.Budgets{}, c.read("budgets")
+}
+
+func (c *slurmConn) Reservations(context.Context) ([]slurm.Reservation, error) {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	return nil, c.read("reservations")
+}
+
 func (c *slurmConn) Ping(context.Context) error                            { return nil }
 func (c *slurmConn) Partitions(context.Context) ([]slurm.Partition, error) { return nil, nil }
 func (c *slurmConn) Submit(context.Context, slurm.SubmitRequest) (int, error) {
@@ -179,7 +246,11 @@ func (c *slurmConn) Run(ctx context.Context, argv []string) ([]byte, error) {
 	}
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
-	if c.epoch != c.s.epoch {
+	if len(argv) > 2 && argv[0] == "scontrol" && argv[1] == "show" {
+		if err := c.read("mail " + argv[len(argv)-1]); err != nil {
+			return nil, &slurm.CommandError{Argv: argv, ExitCode: 1, Stderr: "slurm_load_jobs error: Unable to contact slurm controller (connect failure)", Err: err}
+		}
+	} else if c.epoch != c.s.epoch {
 		return nil, errCrashed
 	}
 	return c.s.run(argv)
@@ -428,10 +499,34 @@ func (s *faultSlurm) tick(now time.Time) {
 	}
 }
 
+// stepClock is a clock that only its sleeps move on: a wait for a state
+// (the Applier's for a requeued job to be pending) ends at its deadline
+// however often its reads fail, at once.
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *stepClock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	return nil
+}
+
 // connApplier is the real Applier on conn, with no waits worth the name.
 func connApplier(t *testing.T, conn *slurmConn) *slurm.Applier {
 	t.Helper()
-	app, err := slurm.NewApplier(slurm.ApplierConfig{Runner: conn, Cluster: conn, Clock: instantClock{}, Logger: slog.New(slog.DiscardHandler),
+	app, err := slurm.NewApplier(slurm.ApplierConfig{Runner: conn, Cluster: conn, Clock: &stepClock{now: t0}, Logger: slog.New(slog.DiscardHandler),
 		CheckpointTimeout: time.Millisecond, WaitCheckpoint: func(context.Context, slurm.Job) error { return nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -595,23 +690,56 @@ func faultScenarios() []faultScenario {
 	}
 }
 
-// faultRun is one run of a scenario with fault f (none: at 0).
+// faultCase is what fails in one run: first at the first cycle's
+// commands; again, where first crashed rubickd, at the commands of the
+// restarted one's Reconcile and first cycle (a crash loop, as systemd's
+// Restart=on-failure makes of one); read at the first cycle's reads.
+// Zero: nothing.
+type faultCase struct {
+	first, again fault
+	read         readFault
+}
+
+func (c faultCase) String() string {
+	var s []string
+	if c.first.at > 0 {
+		s = append(s, c.first.String())
+	}
+	if c.again.at > 0 {
+		s = append(s, "then at recovery "+c.again.String())
+	}
+	if c.read.at > 0 {
+		s = append(s, c.read.String())
+	}
+	return cmp.Or(strings.Join(s, ", "), "no fault")
+}
+
+// faultRun is one run of a scenario with a faultCase.
 type faultRun struct {
 	slurm *faultSlurm
 	st    *store.Store
 	// kinds are the kinds of the actions the first cycle applied.
 	kinds []slurm.ActionKind
-	// first lists the commands the first cycle ran.
+	// first lists the commands the first cycle ran; reads its reads.
 	first [][]string
+	reads []string
+	// recovery lists the commands the Reconcile and first cycle of the
+	// rubickd restarted after the first crash ran.
+	recovery [][]string
+	// failedRead is the first cycle's first read that failed, with the
+	// commands run before it (cmdsAtRead).
+	failedRead string
+	cmdsAtRead int
 	// before is each job as the first cycle found it.
 	before map[int]slurm.Job
 }
 
-// runFault runs sc's first cycle with fault f, then recovers: a rubickd
-// that crashed is started again on the same store and reconciles; then
-// come at most two cycles with Slurm working, a scheduling pass of Slurm's
-// after each.
-func runFault(t *testing.T, seeded []byte, sc faultScenario, f fault) faultRun {
+// runFault runs sc's first cycle with fault c, then recovers: a rubickd
+// that crashed is started again on the same store, reconciles and runs a
+// cycle (should c fail again there and crash it, once more); then come
+// cycles with Slurm working, two after the first in all, a scheduling pass
+// of Slurm's before each and after the last.
+func runFault(t *testing.T, seeded []byte, sc faultScenario, c faultCase) faultRun {
 	t.Helper()
 	ctx := context.Background()
 	s := newFaultSlurm(sc.nodes, sc.jobs()...)
@@ -645,48 +773,92 @@ func runFault(t *testing.T, seeded []byte, sc faultScenario, f fault) faultRun {
 	}
 	conn := s.conn()
 	d, err := New(cfg, Deps{Cluster: conn, Applier: connApplier(t, conn), Store: crashStore{Store: st, conn: conn}, Policy: rubick,
-		Env: model.DefaultEnv(), Now: func() time.Time { return t0 }})
+		Env: model.DefaultEnv(), Now: func() time.Time { return t0 }, Budgets: conn})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if sc.plan != nil {
 		d.deps.Policy = planned{*sc.plan}
 	}
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	s.mu.Lock()
-	s.fault, s.crash = f, cancel
-	s.mu.Unlock()
-	rep, err := d.Cycle(cctx, false)
-	for _, a := range rep.Actions {
-		run.kinds = append(run.kinds, a.Kind)
+	// live runs one step of a rubickd with fault f at its commands, and
+	// reports whether the rubickd crashed.
+	live := func(f fault, step func(ctx context.Context) error) (bool, error) {
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		s.mu.Lock()
+		s.fault, s.crash = f, cancel
+		epoch := s.epoch
+		s.mu.Unlock()
+		err := step(cctx)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.fault = fault{}
+		return s.epoch > epoch, err
 	}
 	s.mu.Lock()
-	run.first = slices.Clone(s.argv)
-	s.fault = fault{}
-	crashed := s.epoch > 0
+	s.readFault = c.read
 	s.mu.Unlock()
+	crashed, err := live(c.first, func(ctx context.Context) error {
+		rep, err := d.Cycle(ctx, false)
+		for _, a := range rep.Actions {
+			run.kinds = append(run.kinds, a.Kind)
+		}
+		return err
+	})
+	s.mu.Lock()
+	run.first, run.reads = slices.Clone(s.argv), slices.Clone(s.readLog)
+	run.failedRead, run.cmdsAtRead = s.failedRead, s.cmdsAtRead
+	s.readFault = readFault{}
+	s.mu.Unlock()
+	if !crashed && err != nil && c.read.at == 0 {
+		t.Fatalf("%v: cycle: %v", c, err)
+	}
 	if !sc.keep {
 		d.deps.Policy = rubick
 	}
-	if crashed {
+	cycles := 2
+	// restart starts a new rubickd on the same store, which reconciles
+	// and runs a cycle, with fault f at the commands of both.
+	restart := func(f fault) bool {
 		deps := d.deps
 		conn = s.conn()
-		deps.Cluster, deps.Applier, deps.Store = conn, connApplier(t, conn), st
+		deps.Cluster, deps.Applier, deps.Store, deps.Budgets = conn, connApplier(t, conn), crashStore{Store: st, conn: conn}, conn
 		if d, err = New(d.boot, deps); err != nil {
 			t.Fatal(err)
 		}
-		if err := d.Reconcile(ctx); err != nil {
-			t.Fatalf("%v: reconcile: %v", f, err)
+		crashed, err := live(f, func(ctx context.Context) error {
+			if err := d.Reconcile(ctx); err != nil {
+				return fmt.Errorf("reconcile: %w", err)
+			}
+			s.tick(t0)
+			if _, err := d.Cycle(ctx, false); err != nil {
+				return fmt.Errorf("cycle after the restart: %w", err)
+			}
+			return nil
+		})
+		if !crashed && err != nil {
+			t.Fatalf("%v: %v", c, err)
 		}
-	} else if err != nil {
-		t.Fatalf("%v: cycle: %v", f, err)
+		cycles = 1 // and one more
+		return crashed
 	}
-	for range 2 {
+	if crashed {
+		s.mu.Lock()
+		s.cmds, s.argv = 0, nil // c.again counts the recovery's commands
+		s.mu.Unlock()
+		again := restart(c.again)
+		s.mu.Lock()
+		run.recovery = slices.Clone(s.argv)
+		s.mu.Unlock()
+		if again {
+			restart(fault{})
+		}
+	}
+	for range cycles {
 		s.tick(t0)
 		d.Invalidate()
 		if _, err := d.Cycle(ctx, false); err != nil {
-			t.Fatalf("%v: cycle after the fault: %v", f, err)
+			t.Fatalf("%v: cycle after the fault: %v", c, err)
 		}
 	}
 	s.tick(t0)
@@ -800,20 +972,70 @@ func (run faultRun) violations(t *testing.T) []string {
 	return out
 }
 
+// shape is a command's verb, job and the fields it sets, not their values.
+func shape(argv []string) string {
+	if len(argv) < 3 || argv[1] != "update" {
+		return strings.Join(argv, " ")
+	}
+	out := slices.Clone(argv[:3])
+	for _, a := range argv[3:] {
+		k, _, _ := strings.Cut(a, "=")
+		out = append(out, k+"=")
+	}
+	return strings.Join(out, " ")
+}
+
+// partial is what run's first cycle, whose reads failed, did on a partial
+// picture of the cluster: any command after its jobs or nodes read failed
+// (its picture of the cluster), or a command the cycle without the fault
+// (clean) does not run, by its shape.
+func (run faultRun) partial(clean faultRun) []string {
+	var out []string
+	if (run.failedRead == "jobs" || run.failedRead == "nodes") && len(run.first) > run.cmdsAtRead {
+		out = append(out, fmt.Sprintf("%q and %d more ran after the %s read failed", run.first[run.cmdsAtRead], len(run.first)-run.cmdsAtRead-1, run.failedRead))
+	}
+	if run.failedRead == "" {
+		out = append(out, "no read failed")
+	}
+	shapes := map[string]bool{}
+	for _, argv := range clean.first {
+		shapes[shape(argv)] = true
+	}
+	for _, argv := range run.first {
+		if !shapes[shape(argv)] {
+			out = append(out, fmt.Sprintf("%q ran, which the cycle with every read working does not run", argv))
+		}
+	}
+	return out
+}
+
+// recoveryFaults is how many of the recovery's first commands fail again
+// after a crash: each crash's recovery runs Reconcile's acknowledgements
+// and the cycle's unfinished actions first, and failing every command of
+// every recovery would multiply the runs past the test's time.
+const recoveryFaults = 2
+
 // Every command the daemon's first cycle sends Slurm, in each scenario,
 // fails in turn in each way Slurm fails (refused, half-applied, timed out
-// after it was taken) or rubickd crashes right after it; after a recovery
-// (a new rubickd's Reconcile, then at most two cycles with Slurm working)
-// no job is lost or stuck: each runs, or waits held for rubick with a
-// reason rubick explain shows, or is held for its user or an
+// after it was taken) or rubickd crashes right after it; after a crash,
+// each of the first commands of its recovery (Reconcile's, then the
+// restarted rubickd's first cycle's) fails in turn again in each way, a
+// crash loop included. Then each read of the first cycle (of the jobs, the
+// nodes, the limits and budgets, a job inside the Applier, its mail types)
+// fails in turn, alone or with every read after it. After a recovery (a
+// new rubickd's Reconcile after each crash, then two cycles with Slurm
+// working) no job is lost or stuck: each runs, or waits held for rubick
+// with a reason rubick explain shows, or is held for its user or an
 // administrator only if it was; every tag parses and its generation never
 // goes back; no action is left pending and no requeue unacknowledged; no
-// job is requeued twice.
+// job is requeued twice. A cycle whose jobs or nodes read failed runs no
+// command after it, and one whose reads failed runs no command the cycle
+// without the failure does not.
 func TestFaultsNeverLoseJobs(t *testing.T) {
 	seeded := seededStore(t)
 	for _, sc := range faultScenarios() {
 		t.Run(sc.name, func(t *testing.T) {
-			clean := runFault(t, seeded, sc, fault{})
+			clean := runFault(t, seeded, sc, faultCase{})
 			if !slices.Contains(clean.kinds, sc.kind) {
 				t.Fatalf("first cycle applied %v, want a %s", clean.kinds, sc.kind)
 			}
@@ -821,13 +1043,47 @@ func TestFaultsNeverLoseJobs(t *testing.T) {
 				t.Fatalf("without a fault:\n%s", strings.Join(v, "\n"))
 			}
 			first := clean.first
-			t.Logf("%d commands, %d failure points", len(first), len(faults(first)))
-			for _, f := range faults(first) {
-				run := runFault(t, seeded, sc, f)
-				if v := run.violations(t); len(v) > 0 {
-					t.Errorf("%s (%q):\n%s", f, first[f.at-1], strings.Join(v, "\n"))
+			check := func(t *testing.T, c faultCase, what []string, v []string) {
+				t.Helper()
+				if len(v) > 0 {
+					t.Errorf("%s (%q):\n%s", c, what, strings.Join(v, "\n"))
 				}
 			}
+			// again are the crash loops: each crash of the first cycle
+			// with a fault at each of its recovery's first commands.
+			var again []faultCase
+			var againAt [][]string
+			t.Run("commands", func(t *testing.T) {
+				for _, f := range faults(first) {
+					c := faultCase{first: f}
+					run := runFault(t, seeded, sc, c)
+					check(t, c, first[f.at-1], run.violations(t))
+					if f.kind != faultCrash {
+						continue
+					}
+					rec := run.recovery[:min(len(run.recovery), recoveryFaults)]
+					for _, g := range faults(rec) {
+						again, againAt = append(again, faultCase{first: f, again: g}), append(againAt, rec[g.at-1])
+					}
+				}
+				t.Logf("%d commands, %d failure points", len(first), len(faults(first)))
+			})
+			t.Run("crash loop", func(t *testing.T) {
+				for i, c := range again {
+					check(t, c, againAt[i], runFault(t, seeded, sc, c).violations(t))
+				}
+				t.Logf("%d failure points at the recoveries of the crashes", len(again))
+			})
+			t.Run("reads", func(t *testing.T) {
+				for i := range clean.reads {
+					for _, down := range []bool{false, true} {
+						c := faultCase{read: readFault{at: i + 1, down: down}}
+						run := runFault(t, seeded, sc, c)
+						check(t, c, []string{clean.reads[i]}, slices.Concat(run.violations(t), run.partial(clean)))
+					}
+				}
+				t.Logf("%d reads %q, each failing alone and with the rest of the cycle's", len(clean.reads), clean.reads)
+			})
 		})
 	}
 }
