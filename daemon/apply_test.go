@@ -526,3 +526,39 @@ func TestCycleRecordsLaterResultsAfterStoreError(t *testing.T) {
 		t.Errorf("results recorded (-want +got):\n%s", diff)
 	}
 }
+
+// A start that stopped between its resize and its tag's write (the write
+// refused, rubickd crashing after the resize) leaves the job untagged at
+// rubick's size, on rubick's node: the next start records its user's
+// request and --nodelist from the first start's tag in the store, not
+// from what Slurm now reports.
+func TestStartKeepsUserRequestAfterResize(t *testing.T) {
+	seeded := seededStore(t)
+	i := slices.IndexFunc(faultScenarios(), func(sc faultScenario) bool { return sc.name == "start" })
+	sc := faultScenarios()[i]
+	for _, tc := range []struct {
+		name string
+		c    faultCase
+	}{
+		{name: "crash after the resize", c: faultCase{first: fault{at: 1, kind: faultCrash}}},
+		{name: "resize timed out", c: faultCase{first: fault{at: 1, kind: faultTimeout}}},
+		{name: "tag write refused", c: faultCase{first: fault{at: 2, kind: faultRefused}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := runFault(t, seeded, sc, tc.c)
+			if shape(run.first[0]) != "scontrol update JobId=41 NumNodes= NumTasks= CPUsPerTask= NumCPUs= MinMemoryNode= Gres= NodeList=" {
+				t.Fatalf("first command %q, want the start's resize", run.first[0])
+			}
+			j := run.slurm.cloneJobs()[0]
+			type record struct{ State, Req, Nodes string }
+			want := record{State: slurm.StateRunning, Req: "n1.g2.c8.m64000"}
+			got := record{State: j.State}
+			if j.Tag != nil {
+				got.Req, got.Nodes = j.Tag.Extra[tagReq], j.Tag.Extra[tagNodes]
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("job 41 after recovery (-want +got):\n%s", d)
+			}
+		})
+	}
+}

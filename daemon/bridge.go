@@ -800,7 +800,7 @@ func userNodes(j slurm.Job) ([]string, error) {
 		}
 		return nodes, nil
 	}
-	if j.Tag.Generation > 0 {
+	if placedByRubick(j.Tag) {
 		return nil, nil // what Slurm reports is rubick's placement
 	}
 	if len(slurm.CompressHostlist(j.RequiredNodes)) > maxTagNodes {
@@ -808,6 +808,14 @@ func userNodes(j slurm.Job) ([]string, error) {
 			slurm.CompressHostlist(j.RequiredNodes)[:32], maxTagNodes)
 	}
 	return j.RequiredNodes, nil
+}
+
+// placedByRubick reports whether tag is that of a job rubick may have
+// placed, whose node list Slurm reports is then rubick's: one it started,
+// or whose tag records the user's request (req=), and with it their
+// --nodelist, if any (nl=).
+func placedByRubick(tag *slurm.Tag) bool {
+	return tag.Generation > 0 || tag.Extra[tagReq] != ""
 }
 
 // maxTagNodes is the longest hostlist a tag value holds.
@@ -2441,7 +2449,7 @@ func (v *View) RigidActions(now time.Time, profile func(modelType string) bool) 
 			tag := cloneTag(*j.Tag)
 			if a.Kind == slurm.ActionStart {
 				nodes, err := userNodes(j)
-				a.Nodes, a.ClearNodes = nodes, err == nil && len(nodes) == 0 && j.Tag.Generation > 0
+				a.Nodes, a.ClearNodes = nodes, err == nil && len(nodes) == 0 && placedByRubick(j.Tag)
 				recordNodes(&tag, nodes)
 				// The user's own time limit back, for the request it was
 				// meant for.

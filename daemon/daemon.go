@@ -88,6 +88,7 @@ type Store interface {
 	AwaitAck(ctx context.Context, id int64, mail string) error
 	Acked(ctx context.Context, jobID int64) error
 	Unacked(ctx context.Context) ([]store.Action, error)
+	FirstStartTags(ctx context.Context, ids []int64) (map[int64]string, error)
 	Jobs(ctx context.Context, f store.JobFilter) ([]store.Job, error)
 	RestartStore
 }
@@ -594,6 +595,51 @@ func (d *Daemon) ackRequeues(ctx context.Context, jobs []slurm.Job) []slurm.Job 
 	return jobs
 }
 
+// userRequests gives each job whose tag lacks its user's request (req=)
+// but that rubick has started before the request and --nodelist its first
+// start recorded (Store.FirstStartTags), and returns jobs as they are then.
+// That start's tag write failed, or rubickd stopped before it, after its
+// resize: Slurm's size and node list are rubick's now, which read as the
+// user's would pin the job on rubick's nodes and make its GPUs the user's
+// request. The next tag written records them.
+func (d *Daemon) userRequests(ctx context.Context, jobs []slurm.Job) ([]slurm.Job, error) {
+	var ids []int64
+	for _, j := range jobs {
+		if j.Tag != nil && j.TagErr == nil && !j.Ended() && j.Tag.Extra[tagReq] == "" {
+			ids = append(ids, int64(j.ID))
+		}
+	}
+	if len(ids) == 0 {
+		return jobs, nil
+	}
+	tags, err := d.deps.Store.FirstStartTags(ctx, ids)
+	if err != nil || len(tags) == 0 {
+		return jobs, err
+	}
+	jobs = slices.Clone(jobs) // d.lastJobs is the cached list
+	for i, j := range jobs {
+		s, ok := tags[int64(j.ID)]
+		if !ok || j.Tag == nil || j.Tag.Extra[tagReq] != "" {
+			continue
+		}
+		first, err := slurm.ParseTag(s)
+		if err != nil || first.Extra[tagReq] == "" {
+			continue
+		}
+		t := cloneTag(*j.Tag)
+		if t.Extra == nil {
+			t.Extra = map[string]string{}
+		}
+		t.Extra[tagReq] = first.Extra[tagReq]
+		if nl := first.Extra[tagNodes]; nl != "" {
+			t.Extra[tagNodes] = nl
+		}
+		jobs[i].Tag = &t
+		d.deps.Logger.Debug("job's request read from its first start: its tag was not written after its resize", "job", j.ID, "req", t.Extra[tagReq], "nodes", t.Extra[tagNodes])
+	}
+	return jobs, nil
+}
+
 // minOwnRestarts is how many of its own measured restarts a job needs
 // before it is priced at their median instead of its model type's: one
 // restart slowed by a busy file system should not decide alone.
@@ -917,6 +963,9 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	}
 	if !dryRun {
 		jobs = d.ackRequeues(ctx, jobs)
+	}
+	if jobs, err = d.userRequests(ctx, jobs); err != nil {
+		return rep, err
 	}
 	nodes, err := d.deps.Cluster.Nodes(ctx)
 	if err != nil {

@@ -954,6 +954,12 @@ func (run faultRun) violations(t *testing.T) []string {
 		if n := requeues[j.ID]; n > 1 {
 			out = append(out, fmt.Sprintf("job %d: requeued %d times", j.ID, n))
 		}
+		if !known {
+			was, known = run.before[j.ArrayJobID] // a task split off its array
+		}
+		if known {
+			out = append(out, userRecord(j, was)...)
+		}
 	}
 	pending, err := run.st.Pending(ctx)
 	if err != nil {
@@ -968,6 +974,27 @@ func (run faultRun) violations(t *testing.T) []string {
 	}
 	for _, a := range unacked {
 		out = append(out, fmt.Sprintf("job %d: %s action %d awaits its tag still", a.JobID, a.Kind, a.ID))
+	}
+	return out
+}
+
+// userRecord is what j's tag says of its user's request (req=) and
+// --nodelist (nl=) that is not what j asked for when it was was.
+func userRecord(j, was slurm.Job) []string {
+	r, ok := tagRequest(j)
+	if !ok {
+		return nil
+	}
+	var out []string
+	if want := userRequest(was); r != want {
+		out = append(out, fmt.Sprintf("job %d: tag %s=%s, its user asked for %s", j.ID, tagReq, r, want))
+	}
+	nodes, err := userNodes(was)
+	if err != nil {
+		return append(out, fmt.Sprintf("job %d: %v", j.ID, err))
+	}
+	if got, want := j.Tag.Extra[tagNodes], slurm.CompressHostlist(nodes); got != want {
+		out = append(out, fmt.Sprintf("job %d: tag %s=%q, its user's --nodelist is %q", j.ID, tagNodes, got, want))
 	}
 	return out
 }
@@ -1027,7 +1054,8 @@ const recoveryFaults = 2
 // working) no job is lost or stuck: each runs, or waits held for rubick
 // with a reason rubick explain shows, or is held for its user or an
 // administrator only if it was; every tag parses and its generation never
-// goes back; no action is left pending and no requeue unacknowledged; no
+// goes back, and its record of its user's request and --nodelist (req=,
+// nl=) is what the user asked for; no action is left pending and no requeue unacknowledged; no
 // job is requeued twice. A cycle whose jobs or nodes read failed runs no
 // command after it, and one whose reads failed runs no command the cycle
 // without the failure does not.

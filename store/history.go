@@ -383,6 +383,38 @@ func (s *Store) Unacked(ctx context.Context) ([]Action, error) {
 	return out, nil
 }
 
+// FirstStartTags returns, for each of the jobs ids that has one, the tag
+// of its first recorded start (kind "start") that has a tag. That start
+// was recorded before it resized its job, so the tag holds the job's
+// request as it was until then: what a start that failed or stopped
+// after its resize, before its tag's write, left Slurm without.
+func (s *Store) FirstStartTags(ctx context.Context, ids []int64) (map[int64]string, error) {
+	args := make([]any, 0, len(ids))
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	out := map[int64]string{}
+	first := map[int64]int64{}
+	// A job rubick has not tagged has few starts: one, or, after such a
+	// failure, one a cycle until one writes its tag.
+	err := s.inChunks(ctx, `SELECT job_id, id, tag FROM plan_history
+		WHERE kind = 'start' AND tag IS NOT NULL AND job_id IN `, args, func(rows *sql.Rows) error {
+		var job, id int64
+		var tag string
+		if err := rows.Scan(&job, &id, &tag); err != nil {
+			return err
+		}
+		if f, ok := first[job]; !ok || id < f {
+			first[job], out[job] = id, tag
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: first starts' tags: %w", err)
+	}
+	return out, nil
+}
+
 // PlanHistory returns every action recorded for the job, oldest first.
 func (s *Store) PlanHistory(ctx context.Context, jobID int64) ([]Action, error) {
 	out, err := s.actions(ctx, s.r, `job_id = ?`, jobID)

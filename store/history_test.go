@@ -637,3 +637,26 @@ func TestAwaitAck(t *testing.T) {
 		t.Errorf("Unacked after job 9's acknowledgement (-want +got):\n%s", d)
 	}
 }
+
+func TestFirstStartTags(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, filepath.Join(t.TempDir(), "rubick.db"))
+	decide(t, s) // job 7's start without a tag, job 9's preempt
+	first := "rubick:v1 model=gpt2 class=guaranteed plan=dp4.tp1.pp1.mb2.a1.z0 gen=1 req=n1.g2.c8.m64000"
+	for _, a := range []Action{
+		{JobID: 7, Kind: "start", Tag: first},
+		{JobID: 7, Kind: "start", Tag: "rubick:v1 model=gpt2 class=guaranteed plan=dp8.tp1.pp1.mb2.a1.z0 gen=1 req=n1.g8.c32.m147456 nl=node1"},
+		{JobID: 9, Kind: "restart", Tag: "rubick:v1 model=bert class=best-effort plan=dp4.tp1.pp1.mb2.a1.z0 gen=2"},
+	} {
+		if _, err := s.RecordPlan(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.FirstStartTags(ctx, []int64{7, 9, 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(map[int64]string{7: first}, got); d != "" {
+		t.Errorf("FirstStartTags (-want +got):\n%s", d)
+	}
+}
