@@ -562,3 +562,43 @@ func TestStartKeepsUserRequestAfterResize(t *testing.T) {
 		})
 	}
 }
+
+// The mail types rubick takes out of a job's for its requeue come back
+// after any one failure: a crash after the quieting update, before the
+// requeue (the retried preemption finds nothing to quiet), or after the
+// requeue (Reconcile's tag keeps them), and a give-back whose update
+// Slurm took without its MailType= (the next cycle gives them back
+// again). got is what Slurm mails, with what the tag keeps to give back.
+func TestMailTypesSurviveFaults(t *testing.T) {
+	seeded := seededStore(t)
+	scenario := func(name string) faultScenario {
+		i := slices.IndexFunc(faultScenarios(), func(sc faultScenario) bool { return sc.name == name })
+		return faultScenarios()[i]
+	}
+	for _, tc := range []struct {
+		name, scenario string
+		c              faultCase
+		// first begins the failing command's shape.
+		first string
+		want  string
+	}{
+		{name: "crash after quieting", scenario: "preempt and start", c: faultCase{first: fault{at: 1, kind: faultCrash}},
+			first: "scontrol update JobId=91 MailType=", want: "BEGIN,END,REQUEUE"},
+		{name: "crash after the requeue", scenario: "preempt and start", c: faultCase{first: fault{at: 3, kind: faultCrash}},
+			first: "scontrol requeuehold 91", want: "BEGIN,END,REQUEUE"},
+		{name: "give-back without its MailType", scenario: "annotate: mail given back", c: faultCase{first: fault{at: 1, kind: faultPartial, field: 0}},
+			first: "scontrol update JobId=91 MailType= AdminComment=", want: "BEGIN,END"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := runFault(t, seeded, scenario(tc.scenario), tc.c)
+			if got := shape(run.first[tc.c.first.at-1]); !strings.HasPrefix(got, tc.first) {
+				t.Fatalf("failing command %q, want %q", got, tc.first)
+			}
+			j := run.slurm.cloneJobs()[0]
+			got := strings.Join(mailSet(run.slurm.mail[91]+","+slurm.MailTypeOfTag(j.Tag)), ",")
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("job 91's mail types with its tag's (-want +got):\n%s", d)
+			}
+		})
+	}
+}

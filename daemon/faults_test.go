@@ -730,8 +730,10 @@ type faultRun struct {
 	// commands run before it (cmdsAtRead).
 	failedRead string
 	cmdsAtRead int
-	// before is each job as the first cycle found it.
+	// before is each job as the first cycle found it, mail its mail
+	// types then.
 	before map[int]slurm.Job
+	mail   map[int]string
 }
 
 // runFault runs sc's first cycle with fault c, then recovers: a rubickd
@@ -746,7 +748,7 @@ func runFault(t *testing.T, seeded []byte, sc faultScenario, c faultCase) faultR
 	for id, m := range sc.mail {
 		s.mail[id] = m
 	}
-	run := faultRun{slurm: s, before: map[int]slurm.Job{}}
+	run := faultRun{slurm: s, before: map[int]slurm.Job{}, mail: maps.Clone(s.mail)}
 	for _, j := range s.cloneJobs() {
 		run.before[j.ID] = j
 	}
@@ -919,6 +921,7 @@ func (run faultRun) violations(t *testing.T) []string {
 	out := slices.Clone(s.broken)
 	jobs := s.cloneJobs()
 	requeues := s.requeues
+	mail := maps.Clone(s.mail)
 	s.mu.Unlock()
 	// theirs: held by its user or an administrator, which rubick never
 	// releases.
@@ -960,6 +963,16 @@ func (run faultRun) violations(t *testing.T) []string {
 		if known {
 			out = append(out, userRecord(j, was)...)
 		}
+		if m, ok := run.mail[j.ID]; ok {
+			// What Slurm mails, with what rubick took out of it and gives
+			// back when the job runs again (the tag's mail=).
+			mails := func(mailType string, tag *slurm.Tag) []string {
+				return mailSet(mailType + "," + slurm.MailTypeOfTag(tag))
+			}
+			if got, want := mails(mail[j.ID], j.Tag), mails(m, was.Tag); !slices.Equal(got, want) {
+				out = append(out, fmt.Sprintf("job %d: mail types %q with its tag's %q, want the %v it was submitted with", j.ID, mail[j.ID], slurm.MailTypeOfTag(j.Tag), want))
+			}
+		}
 	}
 	pending, err := run.st.Pending(ctx)
 	if err != nil {
@@ -997,6 +1010,12 @@ func userRecord(j, was slurm.Job) []string {
 		out = append(out, fmt.Sprintf("job %d: tag %s=%q, its user's --nodelist is %q", j.ID, tagNodes, got, want))
 	}
 	return out
+}
+
+// mailSet is the mail types of a MailType value, sorted; none for NONE.
+func mailSet(v string) []string {
+	out := slices.DeleteFunc(strings.Split(v, ","), func(t string) bool { return t == "" || t == "NONE" })
+	return slices.Compact(slices.Sorted(slices.Values(out)))
 }
 
 // shape is a command's verb, job and the fields it sets, not their values.
@@ -1055,7 +1074,8 @@ const recoveryFaults = 2
 // with a reason rubick explain shows, or is held for its user or an
 // administrator only if it was; every tag parses and its generation never
 // goes back, and its record of its user's request and --nodelist (req=,
-// nl=) is what the user asked for; no action is left pending and no requeue unacknowledged; no
+// nl=) is what the user asked for; the mail types Slurm has for a job,
+// with those its tag keeps to give back (mail=), are the job's own; no action is left pending and no requeue unacknowledged; no
 // job is requeued twice. A cycle whose jobs or nodes read failed runs no
 // command after it, and one whose reads failed runs no command the cycle
 // without the failure does not.

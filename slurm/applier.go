@@ -813,7 +813,7 @@ func (r *run) checkpointRequeue(ctx context.Context, job Job) (time.Time, error)
 		return time.Time{}, fmt.Errorf("%s job %d: %w: submitted with --no-requeue", act.Kind, act.JobID, ErrJobState)
 	}
 	if !r.a.cfg.RequeueMail {
-		r.quietMail(ctx)
+		r.quietMail(ctx, job)
 	}
 	// --batch: without it (or --full) only srun steps get the signal.
 	if err := r.cmd(ctx, "signal", r.a.cfg.Scancel, "--signal="+r.a.cfg.Signal, "--batch", r.id()); err != nil {
@@ -873,11 +873,16 @@ func (r *run) checkpointRequeue(ctx context.Context, job Job) (time.Time, error)
 	return r.a.cfg.Clock.Now(), nil
 }
 
-// quietMail takes BEGIN and REQUEUE out of the job's mail types before
-// rubick requeues it (ApplierConfig.RequeueMail). The REST API of 22.05
-// does not list them, so scontrol does. A failure leaves the mail as it is
-// and the restart goes on: a mail too many is no reason to keep a plan.
-func (r *run) quietMail(ctx context.Context) {
+// quietMail takes BEGIN and REQUEUE out of the mail types of job, as read
+// at the action's start, before rubick requeues it
+// (ApplierConfig.RequeueMail). The REST API of 22.05 does not list them,
+// so scontrol does. The job's own tag keeps the mail types it had
+// (TagMail), in the same update: a failure or a crash before the next tag
+// write would leave them quieted with no record of what to give back, and
+// the retried action finds nothing to quiet. A failure leaves the mail as
+// it is, or quieted and recorded, and the restart goes on: a mail too many
+// is no reason to keep a plan.
+func (r *run) quietMail(ctx context.Context, job Job) {
 	out, err := r.output(ctx, "read mail type", r.a.cfg.Scontrol, "show", "job", "-o", r.id())
 	if err != nil {
 		r.log.Warn("mail types not read; Slurm mails this requeue and restart as the job asks", "job", r.id(), "err", err)
@@ -887,11 +892,33 @@ func (r *run) quietMail(ctx context.Context) {
 	if !ok {
 		return
 	}
-	if err := r.cmd(ctx, "quiet mail", r.a.cfg.Scontrol, "update", r.jobArg(), "MailType="+v); err != nil {
-		r.log.Warn("mail types unchanged; Slurm mails this requeue and restart", "job", r.id(), "err", err)
-		return
+	was := MailTagValue(MailTypeOf(string(out)))
+	argv := []string{r.a.cfg.Scontrol, "update", r.jobArg(), "MailType=" + v}
+	if tag, err := TagFromAdminComment(job.AdminComment); err == nil && tag != nil {
+		if tag.Extra[TagMail] == "" {
+			tag.Extra = maps.Clone(tag.Extra)
+			if tag.Extra == nil {
+				tag.Extra = map[string]string{}
+			}
+			tag.Extra[TagMail] = was
+		}
+		args, err := tagArgs(job, *tag, false, r.a.cfg.Instance)
+		if err != nil {
+			r.log.Warn("mail types not quieted: the tag that would keep them cannot be written", "job", r.id(), "err", err)
+			return
+		}
+		// The AdminComment only: the Comment is the next tag write's, after
+		// the requeue (a rubick-srun requeue's mark stays until then).
+		argv = append(argv, slices.DeleteFunc(args, func(a string) bool { return !strings.HasPrefix(a, "AdminComment=") })...)
 	}
-	r.mailWas = mailTagValue(MailTypeOf(string(out)))
+	// Every later tag of this run keeps them, even after a failure: Slurm
+	// may have taken MailType= and not the tag (a multi-field update can be
+	// applied in part). Kept for mail types Slurm did not change, they are
+	// left as they are once the job runs again (annotate).
+	r.mailWas = was
+	if err := r.cmd(ctx, "quiet mail", argv...); err != nil {
+		r.log.Warn("mail types perhaps unchanged; Slurm may mail this requeue and restart", "job", r.id(), "err", err)
+	}
 }
 
 // QuietMailType is the MailType to set, read from `scontrol show job -o`

@@ -911,24 +911,36 @@ func TestApplyAnnotateComment(t *testing.T) {
 // job had (TagMail), for when it runs again.
 func TestApplyQuietMail(t *testing.T) {
 	signal := []string{"/usr/bin/scancel", "--signal=USR1", "--batch", "32"}
+	// quiet is the update that quiets the job's mail to mailType, and
+	// keeps what it had (mail) in the job's own tag: the fixture's job
+	// has the legacy tag of job_submit.lua's first version.
+	quiet := func(mailType, mail string) []string {
+		return []string{"/usr/bin/scontrol", "update", "JobId=32", "MailType=" + mailType,
+			"AdminComment=model_type=gpt2;rubick:v1 model=gpt2 mail=" + mail + " rc=0"}
+	}
 	tests := map[string]struct {
 		show       string
 		failShow   bool
+		failQuiet  bool
 		keep       bool       // ApplierConfig.RequeueMail
 		wantBefore [][]string // the calls before the signal
 		wantMail   string     // TagMail in the tag written after the requeue
 	}{
 		"all": {show: "JobId=32 Comment=x MailUser=alice MailType=INVALID_DEPEND,BEGIN,END,FAIL,REQUEUE,STAGE_OUT",
-			wantBefore: [][]string{showMail, {"/usr/bin/scontrol", "update", "JobId=32", "MailType=INVALID_DEPEND,END,FAIL,STAGE_OUT"}},
+			wantBefore: [][]string{showMail, quiet("INVALID_DEPEND,END,FAIL,STAGE_OUT", "invalid-depend,begin,end,fail,requeue,stage-out")},
 			wantMail:   "invalid-depend,begin,end,fail,requeue,stage-out"},
 		"ALL spelled": {show: "MailUser=alice MailType=ALL",
-			wantBefore: [][]string{showMail, {"/usr/bin/scontrol", "update", "JobId=32", "MailType=END,FAIL,INVALID_DEPEND,STAGE_OUT"}},
+			wantBefore: [][]string{showMail, quiet("END,FAIL,INVALID_DEPEND,STAGE_OUT", "all")},
 			wantMail:   "all"},
 		"begin only": {show: "MailUser=alice MailType=BEGIN",
-			wantBefore: [][]string{showMail, {"/usr/bin/scontrol", "update", "JobId=32", "MailType=NONE"}}, wantMail: "begin"},
+			wantBefore: [][]string{showMail, quiet("NONE", "begin")}, wantMail: "begin"},
 		"comment first": {show: "Comment=MailType=NONE MailUser=alice MailType=REQUEUE,TIME_LIMIT_90",
-			wantBefore: [][]string{showMail, {"/usr/bin/scontrol", "update", "JobId=32", "MailType=TIME_LIMIT_90"}},
+			wantBefore: [][]string{showMail, quiet("TIME_LIMIT_90", "requeue,time-limit-90")},
 			wantMail:   "requeue,time-limit-90"},
+		// Slurm may have taken MailType= and not the tag: the tag after
+		// the requeue keeps what it had.
+		"quieting fails": {show: "MailUser=alice MailType=BEGIN,END", failQuiet: true,
+			wantBefore: [][]string{showMail, quiet("END", "begin,end")}, wantMail: "begin,end"},
 		"end and fail": {show: "MailUser=alice MailType=END,FAIL", wantBefore: [][]string{showMail}},
 		"no mail":      {show: "JobId=32 JobName=train", wantBefore: [][]string{showMail}},
 		"read fails":   {show: "MailType=ALL", failShow: true, wantBefore: [][]string{showMail}},
@@ -941,6 +953,9 @@ func TestApplyQuietMail(t *testing.T) {
 			f.runner.out = []byte(tc.show)
 			if tc.failShow {
 				f.runner.failAt = map[int]string{1: "scontrol: error: Socket timed out"}
+			}
+			if tc.failQuiet {
+				f.runner.failAt = map[int]string{2: "slurm_update error: Unable to contact slurm controller"}
 			}
 			res := f.app.ApplyOne(context.Background(), Action{Kind: ActionPreempt, JobID: 32})
 			if res.Err != nil {
