@@ -602,3 +602,39 @@ func TestMailTypesSurviveFaults(t *testing.T) {
 		})
 	}
 }
+
+// A rubickd that crashes in Reconcile, right after any store write, while
+// it settles a preemption or restart that crashed between its requeue and
+// its tag, leaves a record that the tag is still owed: the next rubickd
+// writes it, and the job is not held for its user.
+func TestReconcileCrashKeepsRequeueOwed(t *testing.T) {
+	seeded := seededStore(t)
+	for _, name := range []string{"preempt and start", "restart"} {
+		t.Run(name, func(t *testing.T) {
+			i := slices.IndexFunc(faultScenarios(), func(sc faultScenario) bool { return sc.name == name })
+			sc := faultScenarios()[i]
+			clean := runFault(t, seeded, sc, faultCase{})
+			at := slices.IndexFunc(clean.first, func(argv []string) bool { return shape(argv) == "scontrol requeuehold 91" }) + 1
+			if at == 0 {
+				t.Fatalf("no requeuehold in %q", clean.first)
+			}
+			crashed := faultCase{first: fault{at: at, kind: faultCrash}}
+			writes := runFault(t, seeded, sc, crashed).recoveryWrites
+			if writes == 0 {
+				t.Fatal("the recovery wrote nothing to the store")
+			}
+			var held []string
+			for w := 1; w <= writes; w++ {
+				c := crashed
+				c.again = fault{at: w, kind: faultStoreCrash}
+				j := runFault(t, seeded, sc, c).slurm.cloneJobs()[0]
+				if slurm.HeldByUser(j) || slurm.RequeuedByOther(j) {
+					held = append(held, fmt.Sprintf("%v: job 91 held for its user (comment %q, restarts %d, tag %v)", c, j.Comment, j.RestartCount, j.Tag))
+				}
+			}
+			if d := cmp.Diff([]string(nil), held); d != "" {
+				t.Errorf("%d crashes after the recovery's store writes (-want +got):\n%s", writes, d)
+			}
+		})
+	}
+}

@@ -447,20 +447,28 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 		case a.Kind == string(slurm.ActionPreempt) && j.State == slurm.StatePending:
 			res, why = store.ResultOK, nil
 		}
+		// The requeue was this action's, stopped before the tag said so:
+		// say it now, or the job waits for its user's release, with what
+		// the job ran so far as the action stored it.
+		owed := err == nil && (a.Kind == string(slurm.ActionPreempt) || a.Kind == string(slurm.ActionRestart)) && slurm.RequeuedByOther(j)
+		w := d.ackOf(a)
+		if owed {
+			// Stored before the action is resolved: a crash between the
+			// two would leave no record that the tag is still owed.
+			d.awaitAck(ctx, j.ID, w, a.ID)
+		}
 		if err := d.deps.Store.MarkApplied(ctx, a.ID, res, why); err != nil && !errors.Is(err, store.ErrResolved) {
 			return fmt.Errorf("reconcile action %d: %w", a.ID, err)
 		}
 		d.deps.Logger.Info("reconciled action", "job", a.JobID, "action", a.Kind, "result", res)
-		if err == nil && (a.Kind == string(slurm.ActionPreempt) || a.Kind == string(slurm.ActionRestart)) && slurm.RequeuedByOther(j) {
-			// The requeue was this action's, stopped before the tag said
-			// so: say it now, or the job waits for its user's release,
-			// with what the job ran so far as the action stored it.
-			w := d.ackOf(a)
-			if err := d.writeTag(ctx, j.ID, *w.of(j)); err != nil {
-				d.deps.Logger.Warn("acknowledging the requeue of an unfinished action failed; the next cycle tries again", "job", j.ID, "err", err)
-				d.awaitAck(ctx, j.ID, w, a.ID)
-			}
+		if !owed {
+			continue
 		}
+		if err := d.writeTag(ctx, j.ID, *w.of(j)); err != nil {
+			d.deps.Logger.Warn("acknowledging the requeue of an unfinished action failed; the next cycle tries again", "job", j.ID, "err", err)
+			continue
+		}
+		d.acked(ctx, j.ID)
 	}
 	return nil
 }

@@ -37,10 +37,15 @@ const (
 	faultTimeout faultKind = "timeout"
 	// faultCrash: Slurm takes the command, and rubickd dies right after.
 	faultCrash faultKind = "crash"
+	// faultStoreCrash: rubickd dies right after the at-th write of its
+	// store (counted, as the commands are, from the cycle's or the
+	// recovery's start), between it and the next command.
+	faultStoreCrash faultKind = "crash after store write"
 )
 
 // fault is one failure point: the at-th command that changes Slurm fails
-// as kind says; field is the update's field (0 is the first after the job)
+// as kind says, or, for faultStoreCrash, rubickd crashes after the at-th
+// store write; field is the update's field (0 is the first after the job)
 // a partial update leaves out.
 type fault struct {
 	at    int
@@ -49,8 +54,11 @@ type fault struct {
 }
 
 func (f fault) String() string {
-	if f.kind == faultPartial {
+	switch f.kind {
+	case faultPartial:
 		return fmt.Sprintf("command %d %s without field %d", f.at, f.kind, f.field)
+	case faultStoreCrash:
+		return fmt.Sprintf("%s %d", f.kind, f.at)
 	}
 	return fmt.Sprintf("command %d %s", f.at, f.kind)
 }
@@ -87,9 +95,11 @@ type faultSlurm struct {
 	// epoch counts the crashes: a slurmConn of an earlier one is a dead
 	// rubickd's.
 	epoch int
-	// cmds counts the commands run that change Slurm (all but show).
-	cmds  int
-	fault fault
+	// cmds counts the commands run that change Slurm (all but show);
+	// writes the store writes of the live rubickd.
+	cmds   int
+	writes int
+	fault  fault
 	// crash stops the rubickd that ran the crashing command.
 	crash func()
 	// argv lists the commands run that change Slurm, in order.
@@ -143,6 +153,22 @@ func (c *slurmConn) live() bool {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
 	return c.epoch == c.s.epoch
+}
+
+// wrote counts a store write of c's rubickd, and crashes it there when
+// s.fault says so.
+func (c *slurmConn) wrote() {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.epoch != s.epoch {
+		return
+	}
+	s.writes++
+	if s.fault.kind == faultStoreCrash && s.fault.at == s.writes {
+		s.epoch++
+		s.crash()
+	}
 }
 
 // read is a read of what by conn c (its lock held): errCrashed for a dead
@@ -542,52 +568,45 @@ type crashStore struct {
 }
 
 func (c crashStore) UpsertJobs(ctx context.Context, jobs []store.Job) error {
+	return c.write(func() error { return c.Store.UpsertJobs(ctx, jobs) })
+}
+
+// write runs one store write of a live rubickd, which may crash right
+// after it (faultStoreCrash).
+func (c crashStore) write(f func() error) error {
 	if !c.conn.live() {
 		return errCrashed
 	}
-	return c.Store.UpsertJobs(ctx, jobs)
+	err := f()
+	c.conn.wrote()
+	return err
 }
 
-func (c crashStore) RecordDecision(ctx context.Context, d store.Decision) (store.Decision, error) {
-	if !c.conn.live() {
-		return store.Decision{}, errCrashed
-	}
-	return c.Store.RecordDecision(ctx, d)
+func (c crashStore) RecordDecision(ctx context.Context, d store.Decision) (out store.Decision, err error) {
+	err = c.write(func() error { out, err = c.Store.RecordDecision(ctx, d); return err })
+	return out, err
 }
 
 func (c crashStore) MarkApplied(ctx context.Context, id int64, res store.Result, applyErr error) error {
-	if !c.conn.live() {
-		return errCrashed
-	}
-	return c.Store.MarkApplied(ctx, id, res, applyErr)
+	return c.write(func() error { return c.Store.MarkApplied(ctx, id, res, applyErr) })
 }
 
 func (c crashStore) AwaitAck(ctx context.Context, id int64, mail string) error {
-	if !c.conn.live() {
-		return errCrashed
-	}
-	return c.Store.AwaitAck(ctx, id, mail)
+	return c.write(func() error { return c.Store.AwaitAck(ctx, id, mail) })
 }
 
 func (c crashStore) Acked(ctx context.Context, jobID int64) error {
-	if !c.conn.live() {
-		return errCrashed
-	}
-	return c.Store.Acked(ctx, jobID)
+	return c.write(func() error { return c.Store.Acked(ctx, jobID) })
 }
 
-func (c crashStore) AddRestartCost(ctx context.Context, rc store.RestartCost) (bool, error) {
-	if !c.conn.live() {
-		return false, errCrashed
-	}
-	return c.Store.AddRestartCost(ctx, rc)
+func (c crashStore) AddRestartCost(ctx context.Context, rc store.RestartCost) (added bool, err error) {
+	err = c.write(func() error { added, err = c.Store.AddRestartCost(ctx, rc); return err })
+	return added, err
 }
 
-func (c crashStore) Prune(ctx context.Context, r store.Retention) (store.Pruned, error) {
-	if !c.conn.live() {
-		return store.Pruned{}, errCrashed
-	}
-	return c.Store.Prune(ctx, r)
+func (c crashStore) Prune(ctx context.Context, r store.Retention) (out store.Pruned, err error) {
+	err = c.write(func() error { out, err = c.Store.Prune(ctx, r); return err })
+	return out, err
 }
 
 // faultScenario is a cluster whose first cycle applies an action of kind,
@@ -720,12 +739,16 @@ type faultRun struct {
 	st    *store.Store
 	// kinds are the kinds of the actions the first cycle applied.
 	kinds []slurm.ActionKind
-	// first lists the commands the first cycle ran; reads its reads.
-	first [][]string
-	reads []string
+	// first lists the commands the first cycle ran; reads its reads;
+	// writes counts its store writes.
+	first  [][]string
+	reads  []string
+	writes int
 	// recovery lists the commands the Reconcile and first cycle of the
-	// rubickd restarted after the first crash ran.
-	recovery [][]string
+	// rubickd restarted after the first crash ran; recoveryWrites counts
+	// their store writes.
+	recovery       [][]string
+	recoveryWrites int
 	// failedRead is the first cycle's first read that failed, with the
 	// commands run before it (cmdsAtRead).
 	failedRead string
@@ -808,7 +831,7 @@ func runFault(t *testing.T, seeded []byte, sc faultScenario, c faultCase) faultR
 		return err
 	})
 	s.mu.Lock()
-	run.first, run.reads = slices.Clone(s.argv), slices.Clone(s.readLog)
+	run.first, run.reads, run.writes = slices.Clone(s.argv), slices.Clone(s.readLog), s.writes
 	run.failedRead, run.cmdsAtRead = s.failedRead, s.cmdsAtRead
 	s.readFault = readFault{}
 	s.mu.Unlock()
@@ -841,16 +864,20 @@ func runFault(t *testing.T, seeded []byte, sc faultScenario, c faultCase) faultR
 		if !crashed && err != nil {
 			t.Fatalf("%v: %v", c, err)
 		}
-		cycles = 1 // and one more
+		if len(run.first) > 0 {
+			// The first cycle's commands were its work; a first cycle
+			// that crashed before any leaves it to this one.
+			cycles = 1 // and one more
+		}
 		return crashed
 	}
 	if crashed {
 		s.mu.Lock()
-		s.cmds, s.argv = 0, nil // c.again counts the recovery's commands
+		s.cmds, s.argv, s.writes = 0, nil, 0 // c.again counts the recovery's commands and writes
 		s.mu.Unlock()
 		again := restart(c.again)
 		s.mu.Lock()
-		run.recovery = slices.Clone(s.argv)
+		run.recovery, run.recoveryWrites = slices.Clone(s.argv), s.writes
 		s.mu.Unlock()
 		if again {
 			restart(fault{})
@@ -880,6 +907,15 @@ func faults(commands [][]string) []fault {
 				out = append(out, fault{at: at, kind: faultPartial, field: k})
 			}
 		}
+	}
+	return out
+}
+
+// storeFaults are the crashes right after each of n store writes.
+func storeFaults(n int) []fault {
+	out := make([]fault, 0, n)
+	for at := 1; at <= n; at++ {
+		out = append(out, fault{at: at, kind: faultStoreCrash})
 	}
 	return out
 }
@@ -1063,10 +1099,12 @@ const recoveryFaults = 2
 
 // Every command the daemon's first cycle sends Slurm, in each scenario,
 // fails in turn in each way Slurm fails (refused, half-applied, timed out
-// after it was taken) or rubickd crashes right after it; after a crash,
-// each of the first commands of its recovery (Reconcile's, then the
-// restarted rubickd's first cycle's) fails in turn again in each way, a
-// crash loop included. Then each read of the first cycle (of the jobs, the
+// after it was taken) or rubickd crashes right after it, or right after
+// each of the cycle's store writes; after a crash, each of the first
+// commands of its recovery (Reconcile's, then the restarted rubickd's
+// first cycle's) fails in turn again in each way, and rubickd crashes
+// right after each of the recovery's store writes, a crash loop included.
+// Then each read of the first cycle (of the jobs, the
 // nodes, the limits and budgets, a job inside the Applier, its mail types)
 // fails in turn, alone or with every read after it. After a recovery (a
 // new rubickd's Reconcile after each crash, then two cycles with Slurm
@@ -1075,8 +1113,9 @@ const recoveryFaults = 2
 // administrator only if it was; every tag parses and its generation never
 // goes back, and its record of its user's request and --nodelist (req=,
 // nl=) is what the user asked for; the mail types Slurm has for a job,
-// with those its tag keeps to give back (mail=), are the job's own; no action is left pending and no requeue unacknowledged; no
-// job is requeued twice. A cycle whose jobs or nodes read failed runs no
+// with those its tag keeps to give back (mail=), are the job's own; no
+// action is left pending and no requeue unacknowledged; no job is
+// requeued twice. A cycle whose jobs or nodes read failed runs no
 // command after it, and one whose reads failed runs no command the cycle
 // without the failure does not.
 func TestFaultsNeverLoseJobs(t *testing.T) {
@@ -1101,20 +1140,28 @@ func TestFaultsNeverLoseJobs(t *testing.T) {
 			// with a fault at each of its recovery's first commands.
 			var again []faultCase
 			var againAt [][]string
+			// at is what f fails: a command of cmds, or a store write.
+			at := func(f fault, cmds [][]string) []string {
+				if f.kind == faultStoreCrash {
+					return []string{"store write " + strconv.Itoa(f.at)}
+				}
+				return cmds[f.at-1]
+			}
 			t.Run("commands", func(t *testing.T) {
-				for _, f := range faults(first) {
+				points := append(faults(first), storeFaults(clean.writes)...)
+				for _, f := range points {
 					c := faultCase{first: f}
 					run := runFault(t, seeded, sc, c)
-					check(t, c, first[f.at-1], run.violations(t))
-					if f.kind != faultCrash {
+					check(t, c, at(f, first), run.violations(t))
+					if f.kind != faultCrash && f.kind != faultStoreCrash {
 						continue
 					}
 					rec := run.recovery[:min(len(run.recovery), recoveryFaults)]
-					for _, g := range faults(rec) {
-						again, againAt = append(again, faultCase{first: f, again: g}), append(againAt, rec[g.at-1])
+					for _, g := range append(faults(rec), storeFaults(run.recoveryWrites)...) {
+						again, againAt = append(again, faultCase{first: f, again: g}), append(againAt, at(g, rec))
 					}
 				}
-				t.Logf("%d commands, %d failure points", len(first), len(faults(first)))
+				t.Logf("%d commands, %d store writes, %d failure points", len(first), clean.writes, len(points))
 			})
 			t.Run("crash loop", func(t *testing.T) {
 				for i, c := range again {
