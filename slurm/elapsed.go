@@ -8,6 +8,11 @@ import (
 	"time"
 )
 
+// maxElapsed bounds the days of a period, and its leading hours or
+// minutes, each: their sum stays inside time.Duration's 292 years, where
+// it would otherwise wrap round to a wrong or negative duration.
+const maxElapsed = 100 * 365 * 24 * time.Hour
+
 // ParseElapsed parses a period as Slurm prints it: [D-]HH:MM:SS, and the
 // MM:SS and MM:SS.mmm forms sacct uses for short times (sacct's Elapsed,
 // scontrol show config's PriorityCalcPeriod).
@@ -22,6 +27,9 @@ func ParseElapsed(v string) (time.Duration, error) {
 		if err != nil || n < 0 {
 			return 0, fmt.Errorf("days %q are not a non-negative integer", ds)
 		}
+		if time.Duration(n) > maxElapsed/(24*time.Hour) {
+			return 0, fmt.Errorf("days %q exceed %v", ds, maxElapsed)
+		}
 		d, rest = time.Duration(n)*24*time.Hour, r
 	}
 	parts := strings.Split(rest, ":")
@@ -34,14 +42,15 @@ func ParseElapsed(v string) (time.Duration, error) {
 	}
 	for i, p := range parts {
 		if i == len(parts)-1 {
+			// NaN fails both comparisons.
 			secs, err := strconv.ParseFloat(p, 64)
-			if err != nil || secs < 0 || secs >= 60 || strings.ContainsAny(p, "eE+-") {
+			if err != nil || !(secs >= 0 && secs < 60) || strings.ContainsAny(p, "eE+-") {
 				return 0, fmt.Errorf("seconds %q are not in [0, 60)", p)
 			}
 			return d + time.Duration(secs*float64(time.Second)+0.5), nil
 		}
 		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 || (i > 0 && n >= 60) || strings.HasPrefix(p, "+") {
+		if err != nil || n < 0 || (i > 0 && n >= 60) || time.Duration(n) > maxElapsed/unit || strings.HasPrefix(p, "+") {
 			return 0, fmt.Errorf("component %q is out of range", p)
 		}
 		d += time.Duration(n) * unit

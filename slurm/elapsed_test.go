@@ -25,6 +25,12 @@ func TestParseElapsed(t *testing.T) {
 		"negative day": {in: "-1-00:00:00", wantErr: true},
 		"four parts":   {in: "1:2:3:4", wantErr: true},
 		"exponent":     {in: "00:1e1", wantErr: true},
+		"nan seconds":  {in: "00:NaN", wantErr: true},
+		"max days":     {in: "36500-23:59:59", want: 36500*24*time.Hour + 23*time.Hour + 59*time.Minute + 59*time.Second},
+		"days wrap":    {in: "106751-23:47:17", wantErr: true},
+		"huge days":    {in: "999999999999-00:00:00", wantErr: true},
+		"huge hours":   {in: "9999999999999999:00:00", wantErr: true},
+		"huge minutes": {in: "99999999999999999:00", wantErr: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -37,4 +43,21 @@ func TestParseElapsed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzParseElapsed checks that an elapsed time ParseElapsed accepts is a
+// duration that is not negative, whatever the size of its fields.
+func FuzzParseElapsed(f *testing.F) {
+	for _, s := range []string{
+		"01:02:03", "364-23:59:00", "05:07", "00:01.500", "00:00:00", "", "00:60:00", "00:00:60",
+		"INVALID", "-1-00:00:00", "1:2:3:4", "00:1e1", "00:NaN", "106751-23:47:17", "9999999999999999:00:00",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseElapsed(s)
+		if err == nil && d < 0 {
+			t.Fatalf("ParseElapsed(%q) = %v, negative", s, d)
+		}
+	})
 }
