@@ -139,7 +139,7 @@ func tresCounts(s string) map[string]float64 {
 			}
 			continue
 		}
-		if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 {
+		if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && !math.IsInf(f, 0) {
 			out[k] = f
 		}
 	}

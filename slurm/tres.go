@@ -25,7 +25,7 @@ func gpusFromGres(s string) int {
 			continue
 		}
 		if n, err := strconv.Atoi(f[len(f)-1]); err == nil {
-			total += max(n, 0)
+			total += clampCount(n)
 		} else if len(f) == 1 {
 			total++ // "gpu:a100": a typed GPU without a count
 		}
@@ -90,7 +90,7 @@ func GresCounts(entries ...string) map[string]int {
 			if out == nil {
 				out = map[string]int{}
 			}
-			out[strings.Join(f[:len(f)-1], ":")] += max(n, 0)
+			out[strings.Join(f[:len(f)-1], ":")] += clampCount(n)
 		}
 	}
 	return out
@@ -208,7 +208,7 @@ func tresMemMB(tres string) int64 {
 		scale, v = math.Pow(1024, float64(i-1)), v[:len(v)-1]
 	}
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || !(f > 0) {
+	if err != nil || !(f > 0) || f*scale > maxMemMB {
 		return 0
 	}
 	return int64(math.Ceil(f * scale))
@@ -219,15 +219,28 @@ func tresMemMB(tres string) int64 {
 func tresGPUs(tres string) int {
 	if v, ok := listValue(tres, "gres/gpu"); ok {
 		n, _ := strconv.Atoi(v)
-		return n
+		return clampCount(n)
 	}
 	total := 0
 	for _, kv := range strings.Split(tres, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		if ok && strings.HasPrefix(k, "gres/gpu:") {
 			n, _ := strconv.Atoi(v)
-			total += n
+			total += clampCount(n)
 		}
 	}
 	return total
 }
+
+// maxCount bounds a count read from a GRES or TRES string, far above any
+// node's or job's: a sum of the string's counts cannot overflow, which
+// made a negative count of a huge one.
+const maxCount = 1 << 40
+
+// maxMemMB bounds a memory size read from a TRES string (a zebibyte, in
+// MiB): int64 cannot hold much more, and a larger one converts to a
+// negative size.
+const maxMemMB = 1 << 50
+
+// clampCount is n within 0..maxCount: Slurm writes no negative count.
+func clampCount(n int) int { return min(max(n, 0), maxCount) }

@@ -1,6 +1,10 @@
 package slurm
 
 import (
+	"maps"
+	"math"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -26,6 +30,8 @@ func TestGPUsFromGres(t *testing.T) {
 		"gpu:a100:4(S:0,2)":       4, // node gres on sockets 0 and 2
 		"gpu:4(IDX:0,2-3,5)":      4, // gres_detail, gres_used
 		"gpu:2(IDX:0,3),gpu:1":    3,
+		// Counts no node has must not sum to a negative.
+		"gpu:9223372036854775807,gpu:1": 1<<40 + 1,
 	}
 	for in, want := range tests {
 		if got := gpusFromGres(in); got != want {
@@ -40,6 +46,8 @@ func TestTRES(t *testing.T) {
 		"cpu=1,mem=4000M,node=1,billing=1":                 0,
 		"cpu=2,gres/gpu:a100=2,gres/gpu:v100=1":            3,
 		"cpu=2,gres/gpu=3,gres/gpu:a100=2,gres/gpu:v100=1": 3,
+		"gres/gpu=-1": 0,
+		"gres/gpu:a100=9223372036854775807,gres/gpu:v100=9223372036854775807": 2 << 40,
 	}
 	for in, want := range tests {
 		if got := tresGPUs(in); got != want {
@@ -59,6 +67,9 @@ func TestTRESMem(t *testing.T) {
 		"cpu=1,mem=lots":                            0,
 		"cpu=1,mem=-1G":                             0,
 		"cpu=1,mem=G":                               0,
+		// More than int64 holds.
+		"cpu=1,mem=1e300G": 0,
+		"cpu=1,mem=1e30":   0,
 	}
 	for in, want := range tests {
 		if got := tresMemMB(in); got != want {
@@ -170,5 +181,81 @@ func TestGresCounts(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]int{"lscratch": 50}, gresFree("gpu:a100:4(S:0,2),lscratch:1000", "gpu:a100:2(IDX:0,2),lscratch:950")); diff != "" {
 		t.Errorf("gresFree with sockets and indices (-want +got):\n%s", diff)
+	}
+}
+
+// FuzzGres checks the readers of GRES and TRES strings on any text: the
+// counts, memory sizes and weights they give are finite and not negative,
+// the GPU types they list are named once each, and the GRES they list
+// apart from GPUs are not GPUs.
+func FuzzGres(f *testing.F) {
+	for _, s := range []string{
+		"", "gres:gpu:4", "gres/gpu:4", "gpu:8", "gpu:0", "gpu:4(IDX:0-3)", "gpu:a100:2(IDX:0-1)", "gpu:(null):4(IDX:0-3)",
+		"gpu:8(S:0-1)", "gres/gpu", "gpu:a100", "gres/gpu:2,gres/shard:1", "gpu:a100:2,gpu:v100:1", "shard:4", "gres:gpu:x:y",
+		"gpu:a100:4(S:0,2)", "gpu:4(IDX:0,2-3,5)", "gpu:2(IDX:0,3),gpu:1",
+		"cpu=8,mem=64G,node=1,billing=8,gres/gpu=4", "cpu=2,gres/gpu:a100=2,gres/gpu:v100=1", "cpu=1,mem=1.50T,node=1",
+		"cpu=1,mem=2048K", "cpu=1,mem=-1G", "cpu=1,mem=G", "gres:gpu:16384", "gres/shard:10;gres/gpu:99",
+		"gres:gpu:2,gres:lscratch:100", "gres:lscratch:100(S:0,1),gres:gpu:2", "gpu:8,lscratch:1000,nvme:fast:2(S:0)",
+		"CPU=0.5,Mem=0.25G,GRES/gpu=2.0", "CPU=1,GRES/gpu=2,GRES/gpu:a100=5", "license/matlab=4", "Mem=2K,Node=3",
+		"gpu:9223372036854775807,gpu:1", "gres/gpu=-1", "mem=1e300G", "cpu=inf",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if n := gpusFromGres(s); n < 0 {
+			t.Errorf("gpusFromGres(%q) = %d", s, n)
+		}
+		if n := tresGPUs(s); n < 0 {
+			t.Errorf("tresGPUs(%q) = %d", s, n)
+		}
+		if n := tresMemMB(s); n < 0 {
+			t.Errorf("tresMemMB(%q) = %d", s, n)
+		}
+		if n := memPerGPU(s); n < 0 {
+			t.Errorf("memPerGPU(%q) = %d", s, n)
+		}
+		types := gpuTypes(s)
+		for i, ty := range types {
+			if ty == "" || ty == "(null)" || slices.Contains(types[:i], ty) {
+				t.Errorf("gpuTypes(%q) = %q", s, types)
+			}
+		}
+		for k, n := range GresCounts(s) {
+			if n < 0 || k == "gpu" || strings.HasPrefix(k, "gpu:") {
+				t.Errorf("GresCounts(%q) has %q: %d", s, k, n)
+			}
+		}
+		for _, e := range otherGres(s) {
+			if _, gpu := gpuEntry(e); gpu {
+				t.Errorf("otherGres(%q) lists GPUs %q", s, e)
+			}
+		}
+		for k, v := range tresCounts(s) {
+			if !(v >= 0) || math.IsInf(v, 0) {
+				t.Errorf("tresCounts(%q) has %s=%v", s, k, v)
+			}
+		}
+		w, err := ParseBillingWeights(s)
+		if err != nil {
+			return
+		}
+		for _, v := range append([]float64{w.CPU, w.MemMB, w.Node, w.GPU}, slices.Collect(maps.Values(w.Typed))...) {
+			if !(v >= 0) || math.IsInf(v, 0) {
+				t.Errorf("ParseBillingWeights(%q) = %+v", s, w)
+			}
+		}
+	})
+}
+
+func TestTRESCounts(t *testing.T) {
+	for in, want := range map[string]map[string]float64{
+		"cpu=6,mem=20G,node=2,gres/gpu=6": {"cpu": 6, "mem": 20 << 10, "node": 2, "gres/gpu": 6},
+		"CPU=2,billing=x,node":            {"cpu": 2},
+		// Not a count.
+		"cpu=inf,node=+Inf,gres/gpu=NaN,mem=1e300G": {},
+	} {
+		if diff := cmp.Diff(want, tresCounts(in)); diff != "" {
+			t.Errorf("tresCounts(%q) (-want +got):\n%s", in, diff)
+		}
 	}
 }
