@@ -255,6 +255,10 @@ type TRES struct {
 	Billing int
 }
 
+// maxTRESCount bounds a count in an AllocTRES string, far above any
+// allocation's: typed GPU counts are summed, which must not overflow.
+const maxTRESCount = 1 << 40
+
 // ParseTRES reads gres/gpu, node, cpu and billing from an AllocTRES string
 // such as "billing=8,cpu=8,gres/gpu=4,mem=64G,node=1". Typed GPU entries
 // ("gres/gpu:a100=4") count when the untyped total is absent.
@@ -274,8 +278,8 @@ func ParseTRES(s string) (TRES, error) {
 			continue
 		}
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return TRES{}, fmt.Errorf("%s=%q is not a non-negative integer", k, clip(v))
+		if err != nil || n < 0 || n > maxTRESCount {
+			return TRES{}, fmt.Errorf("%s=%q is not an integer in 0..%d", k, clip(v), maxTRESCount)
 		}
 		switch {
 		case k == "node":

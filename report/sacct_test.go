@@ -29,6 +29,8 @@ func TestParseTRES(t *testing.T) {
 		"bad gpu":                   {in: "gres/gpu=four", wantErr: true},
 		"bad billing":               {in: "billing=-2,cpu=1", wantErr: true},
 		"no equals":                 {in: "cpu=1,node", wantErr: true},
+		"huge typed gpus":           {in: "gres/gpu:a100=9223372036854775807,gres/gpu:v100=1", wantErr: true},
+		"largest count":             {in: "gres/gpu:a100=1099511627776,gres/gpu:v100=1099511627776", want: TRES{GPUs: 2 << 40, HasGPU: true}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -209,4 +211,85 @@ func TestQueryRunTimeFormat(t *testing.T) {
 	if want := "JobID|State|Submit\n1|COMPLETED|standard\n"; string(out) != want {
 		t.Errorf("sacct saw SLURM_TIME_FORMAT as in %q, want %q", out, want)
 	}
+}
+
+// FuzzParseSacct checks that whatever ParseSacct accepts is a row the
+// report can use: a job (not a step) with a state, a duration that is not
+// negative and TRES counts that are not either; and that what it refuses
+// wraps ErrInput.
+func FuzzParseSacct(f *testing.F) {
+	for _, name := range []string{"sacct-22.05.txt", "synthetic.txt"} {
+		data, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(data))
+	}
+	for _, s := range []string{
+		"JobID|State|Start|Elapsed|AllocTRES\n5|CANCELLED by 0|2026-11-02T10:00:00|00:00:01|billing=2,cpu=2,gres/gpu=2,mem=8000M,node=2|\n5.batch|CANCELLED|2026-11-02T10:00:00|00:00:01|cpu=1\n\n6|RUNNING|Unknown|00:00:00|\n",
+		"JobID|State|JobName\n7|COMPLETED|a|b||c\n8|FAILED|plain\n",
+		"JobID|State|JobName|\n7|COMPLETED|a|b|\n8|FAILED||\n",
+		"JobID|State|Submit|Elapsed|AllocTRES\n7|COMPLETED|None|ten minutes|\n",
+		"JobID|State|Elapsed\n7|COMPLETED|2-03:04:05.5\r\n",
+		"JobID|State|Elapsed|AllocTRES\n7|COMPLETED|106751-23:47:17|gres/gpu:a=9223372036854775807,gres/gpu:b=1\n8|FAILED|00:NaN|\n",
+		"JobID|State|State\n1|A|B\n",
+		"",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		rows, cols, err := ParseSacct(strings.NewReader(in), time.UTC)
+		if err != nil {
+			if !errors.Is(err, ErrInput) {
+				t.Fatalf("error %v does not wrap ErrInput", err)
+			}
+			return
+		}
+		if !cols["JobID"] || !cols["State"] {
+			t.Fatalf("columns %v lack JobID or State", cols)
+		}
+		line := 0
+		for _, r := range rows {
+			switch {
+			case r.Line <= line:
+				t.Fatalf("row at line %d after line %d", r.Line, line)
+			case r.JobID == "" || strings.Contains(r.JobID, "."):
+				t.Fatalf("line %d: job id %q", r.Line, r.JobID)
+			case r.State == "":
+				t.Fatalf("line %d: no state", r.Line)
+			case r.Elapsed < 0:
+				t.Fatalf("line %d: negative elapsed %v", r.Line, r.Elapsed)
+			case r.HasElapsed != cols["Elapsed"]:
+				t.Fatalf("line %d: HasElapsed %v with columns %v", r.Line, r.HasElapsed, cols)
+			case r.GPUs < 0 || r.Nodes < 0 || r.CPUs < 0 || r.Billing < 0:
+				t.Fatalf("line %d: negative count in %+v", r.Line, r)
+			}
+			line = r.Line
+		}
+	})
+}
+
+// FuzzParseTRES checks that an AllocTRES string ParseTRES accepts gives
+// counts that are not negative, and GPUs only where it names gres/gpu.
+func FuzzParseTRES(f *testing.F) {
+	for _, s := range []string{
+		"billing=8,cpu=8,gres/gpu=4,mem=64G,node=1", "billing=1,cpu=1,mem=500G,node=1", "",
+		"cpu=2,gres/gpu:a100=2,gres/gpu:v100=1,node=2", "gres/gpu=4,gres/gpu:a100=4,node=1",
+		"mem=62.50G,gres/gpu=16,node=2", "gres/gpu=four", "billing=-2,cpu=1", "cpu=1,node",
+		"gres/gpu:a100=9223372036854775807,gres/gpu:v100=1",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tres, err := ParseTRES(s)
+		if err != nil {
+			return
+		}
+		if tres.GPUs < 0 || tres.Nodes < 0 || tres.CPUs < 0 || tres.Billing < 0 {
+			t.Fatalf("ParseTRES(%q) = %+v: a negative count", s, tres)
+		}
+		if !tres.HasGPU && tres.GPUs != 0 {
+			t.Fatalf("ParseTRES(%q) = %+v: GPUs without gres/gpu", s, tres)
+		}
+	})
 }
