@@ -2,6 +2,7 @@ package model
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -75,6 +76,7 @@ func TestParsePlacement(t *testing.T) {
 		"dash over limit":  {in: "16-2048", errText: "GPU count 2048 exceeds the limit of 1024"},
 		"dash spaces":      {in: "16- 8", errText: `GPU count " 8" is not a number`},
 		"dash many nodes":  {in: strings.Repeat("1-", maxPlacementNodes) + "1", errText: "100001 nodes exceeds the limit of 100000"},
+		"digit many nodes": {in: strings.Repeat("1", maxPlacementNodes+1), errText: "100001 nodes exceeds the limit of 100000"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -123,6 +125,39 @@ func TestPlacementStringParses(t *testing.T) {
 		}
 		if d := cmp.Diff(p, got); d != "" {
 			t.Fatalf("round trip of %q (-want +got):\n%s", p.String(), d)
+		}
+	})
+}
+
+// FuzzParsePlacement checks that a placement ParsePlacement accepts is
+// within its bounds (1 to maxPlacementNodes nodes of 1 to maxGPUsPerNode
+// GPUs) and that String writes it in a form that parses back to it.
+func FuzzParsePlacement(f *testing.F) {
+	for _, s := range []string{
+		"2222", "8", "2x16", "1x8", "16-8", "16-16", "10-2", "", "20", "2a", "0x8", "2x0", "2x", "x8", "2x8x8", "+2x8",
+		"1x99999999", "100001x8", "99999999999999999999999x8", "16-", "-16", "16-0", "16-2048", "16- 8", "100000x1024",
+		"10-2-10", "91", "١",
+	} {
+		f.Add(s)
+	}
+	f.Add(strings.Repeat("1", maxPlacementNodes+1))
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParsePlacement(s)
+		if err != nil {
+			if !errors.Is(err, ErrBadInput) {
+				t.Fatalf("ParsePlacement(%.40q) error %v does not wrap ErrBadInput", s, err)
+			}
+			return
+		}
+		if p.Nodes() < 1 || p.Nodes() > maxPlacementNodes || slices.Min(p) < 1 || p.MaxPerNode() > maxGPUsPerNode {
+			t.Fatalf("ParsePlacement(%.40q) = %d nodes, %d to %d GPUs each", s, p.Nodes(), slices.Min(p), p.MaxPerNode())
+		}
+		back, err := ParsePlacement(p.String())
+		if err != nil {
+			t.Fatalf("ParsePlacement(%.40q): %v", p.String(), err)
+		}
+		if d := cmp.Diff(p, back); d != "" {
+			t.Fatalf("round trip of %.40q (-first +second):\n%s", s, d)
 		}
 	})
 }

@@ -70,3 +70,41 @@ func TestPlanStringRoundTrip(t *testing.T) {
 		}
 	})
 }
+
+// FuzzParsePlan checks that a plan ParsePlan accepts is one it can run
+// (every degree at least 1, a ZeRO stage 0-3) and written as String
+// writes it, which parses back to the same plan; and that what it
+// refuses wraps ErrBadInput.
+func FuzzParsePlan(f *testing.F) {
+	for _, s := range []string{
+		"dp8.tp1.pp1.mb2.a1.z0", "dp2.tp4.pp2.mb1.a4.z1", "dp1.tp1.pp1.mb8.a1.z2+off", "dp1.tp1.pp1.mb8.a1.z2+off+gc",
+		"", "dp8.tp1.pp1.mb2.a1", "dp0.tp1.pp1.mb2.a1.z0", "dp1.tp1.pp1.mb2.a1.z4", "tp1.dp8.pp1.mb2.a1.z0",
+		"dp8.tp1.pp1.mb2.a1.z0+x", "dp8.tp1.pp1.mb2.a1.z0;rm -rf /", "dp8.tp1.pp1.mb-2.a1.z0", "dp08.tp1.pp1.mb2.a1.z0",
+		"dp8.tp1.pp1.mb2.a1.z-0", "dp8.tp1.pp1.mb+2.a1.z0", "dp1.tp1.pp1.mb8.a1.z2+gc+off", "dp8.tp1.pp1.mb2.a1.z0+",
+		"dp1048576.tp1048576.pp1048576.mb1048576.a1048576.z3+off+gc",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParsePlan(s)
+		if err != nil {
+			if !errors.Is(err, ErrBadInput) {
+				t.Fatalf("ParsePlan(%q) error %v does not wrap ErrBadInput", s, err)
+			}
+			return
+		}
+		if p.DP < 1 || p.TP < 1 || p.PP < 1 || p.MicroBatch < 1 || p.Accum < 1 || p.ZeRO < 0 || p.ZeRO > 3 || p.GPUs() < 1 {
+			t.Fatalf("ParsePlan(%q) = %+v", s, p)
+		}
+		if p.String() != s {
+			t.Fatalf("ParsePlan(%q) = %+v, written %q", s, p, p.String())
+		}
+		back, err := ParsePlan(p.String())
+		if err != nil {
+			t.Fatalf("ParsePlan(%q): %v", p.String(), err)
+		}
+		if diff := cmp.Diff(p, back); diff != "" {
+			t.Fatalf("round trip of %q (-first +second):\n%s", s, diff)
+		}
+	})
+}

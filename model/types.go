@@ -190,6 +190,10 @@ func ParsePlacement(s string) (Placement, error) {
 		}
 		return p, nil
 	}
+	// One node a byte: as many as the other forms may have.
+	if len(s) > maxPlacementNodes {
+		return nil, fmt.Errorf("%w: placement %.40q...: %d nodes exceeds the limit of %d", ErrBadInput, s, len(s), maxPlacementNodes)
+	}
 	p := make(Placement, 0, len(s))
 	for _, r := range s {
 		if r < '1' || r > '9' {
