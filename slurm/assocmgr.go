@@ -348,8 +348,15 @@ func parseBudget(list string) (Budget, error) {
 		{"node", &b.Limit.NodeRunMins, &b.Spent.NodeRunMins},
 	}
 	typed := map[string]*Budget{}
+	// values holds each key's first value, by its key in lower case, as
+	// listValue reads it: looking each entry up with listValue took time
+	// quadratic in the entries.
+	values := map[string]string{}
 	for _, kv := range strings.Split(list, ",") {
-		k, _, _ := strings.Cut(strings.TrimSpace(kv), "=")
+		k, v, _ := strings.Cut(strings.TrimSpace(kv), "=")
+		if _, ok := values[strings.ToLower(k)]; !ok {
+			values[strings.ToLower(k)] = v
+		}
 		if t, ok := strings.CutPrefix(k, "gres/gpu:"); ok && t != "" && typed[t] == nil {
 			tb := &Budget{}
 			typed[t] = tb
@@ -357,7 +364,7 @@ func parseBudget(list string) (Budget, error) {
 		}
 	}
 	for _, e := range entries {
-		v, ok := listValue(list, e.key)
+		v, ok := values[strings.ToLower(e.key)]
 		if !ok {
 			continue
 		}

@@ -147,6 +147,33 @@ ClusterName=lab Account=half UserName= Partition= Priority=0 ID=4
 	}
 }
 
+// TestParseAssocMgrManyTypes: a list of many GPU types reads in time
+// linear in its entries; each entry's lookup scanned the whole list, and
+// 20000 types took about 13 s.
+func TestParseAssocMgrManyTypes(t *testing.T) {
+	const n = 20000
+	var out strings.Builder
+	out.WriteString("QOS Records\n\nQOS=many(1)\n    GrpTRESMins=cpu=N(0)")
+	for i := range n {
+		fmt.Fprintf(&out, ",gres/gpu:t%d=%d(1)", i, i+1)
+	}
+	start := time.Now()
+	b, err := ParseAssocMgr([]byte(out.String() + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("%d GPU types took %v", n, took)
+	}
+	typed := b.QOS["many"].Typed
+	if len(typed) != n {
+		t.Errorf("%d types read, want %d", len(typed), n)
+	}
+	if diff := cmp.Diff(Budget{Limit: GroupLimits{GPURunMins: 10}, Spent: GroupLimits{GPURunMins: 1}}, typed["t9"]); diff != "" {
+		t.Errorf("t9 (-want +got):\n%s", diff)
+	}
+}
+
 // A factor that does not read leaves its association out and is named;
 // the budgets beside it stand.
 func TestParseAssocMgrUnreadFactor(t *testing.T) {
@@ -517,4 +544,63 @@ func TestAssocMgrSShare(t *testing.T) {
 	if err != nil || b.SShareErr == nil || b.FairShare[user] != 1 {
 		t.Errorf("sshare failing: err %v, SShareErr %v, factor %v; want the two decimals' 1 and SShareErr set", err, b.SShareErr, b.FairShare[user])
 	}
+}
+
+// FuzzParseAssocMgr checks that whatever ParseAssocMgr reads off any text
+// is a budget it can plan with: limits and minutes used that are not
+// negative, priorities that are not either, and fair-share factors in
+// 0..1.
+func FuzzParseAssocMgr(f *testing.F) {
+	for _, name := range []string{"24.11/scontrol-show-assoc_mgr.txt", "22.05/scontrol-show-assoc_mgr.txt"} {
+		data, err := os.ReadFile("testdata/" + name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte("QOS Records\n\nQOS=h100(5)\n    GrpTRESMins=cpu=N(0),gres/gpu=N(40),gres/gpu:a100=N(30),gres/gpu:h100=5000(10)\n    Priority=0\n" +
+		"QOS=closed(6)\n    GrpTRESMins=cpu=0(3),gres/gpu=0(12),gres/gpu:h100=0(2)\n    Account Limits\n" +
+		"Association Records\n\nClusterName=c Account=a UserName=u(1) Partition= Priority=3 ID=2\n    SharesRaw/Norm/Level/Factor=0/0.00/1/nan\n    GrpTRESMins=cpu=N(0),gres/gpu=50(7)\n"))
+	f.Fuzz(func(t *testing.T, out []byte) {
+		b, err := ParseAssocMgr(out)
+		if err != nil {
+			return
+		}
+		check := func(what string, bud Budget) {
+			for _, g := range []GroupLimits{bud.Limit, bud.Spent} {
+				if g.GPURunMins < 0 || g.CPURunMins < 0 || g.MemRunMins < 0 || g.BillingRunMins < 0 || g.NodeRunMins < 0 {
+					t.Fatalf("%s: negative minutes in %+v", what, bud)
+				}
+			}
+			for ty, tb := range bud.Typed {
+				if ty == "" || tb.Limit.GPURunMins <= 0 || tb.Spent.GPURunMins < 0 {
+					t.Fatalf("%s: type %q: %+v", what, ty, tb)
+				}
+			}
+		}
+		for q, bud := range b.QOS {
+			check("QOS "+q, bud)
+		}
+		for k, bud := range b.Assoc {
+			check(fmt.Sprintf("association %+v", k), bud)
+			if !bud.IsSet() {
+				t.Fatalf("association %+v listed with no budget: %+v", k, bud)
+			}
+		}
+		for k, v := range b.FairShare {
+			if !(v >= 0 && v <= 1) {
+				t.Fatalf("association %+v: fair-share factor %v", k, v)
+			}
+		}
+		for _, p := range b.QOSPriority {
+			if p < 0 {
+				t.Fatalf("QOS priorities %v", b.QOSPriority)
+			}
+		}
+		for _, p := range b.AssocPriority {
+			if p < 0 {
+				t.Fatalf("association priorities %v", b.AssocPriority)
+			}
+		}
+	})
 }
