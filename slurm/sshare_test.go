@@ -53,3 +53,28 @@ func TestShowFairShareArgv(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseSShare checks that every factor ParseSShare reads is in 0..1
+// and belongs to an association with an account.
+func FuzzParseSShare(f *testing.F) {
+	for _, s := range []string{
+		"rubicklab2411|root|||\nrubicklab2411| root|root||1.000000\nrubicklab2411| pacct|||\nrubicklab2411|  pacct|root|gpu|0.333333\n",
+		"c|a|u||nan\n", "c|a|u|1.0\n", "c|a|u||1.5\n", "c|a|u||-0\n", "\n\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, out []byte) {
+		fs, err := ParseSShare(out)
+		if err != nil {
+			return
+		}
+		for k, v := range fs {
+			if !(v >= 0 && v <= 1) {
+				t.Fatalf("%+v: factor %v", k, v)
+			}
+			if k.Account != strings.TrimSpace(k.Account) {
+				t.Fatalf("%+v: account not trimmed", k)
+			}
+		}
+	})
+}
