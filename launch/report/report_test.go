@@ -238,6 +238,9 @@ func TestTrainerBar(t *testing.T) {
 		{"evaluation after training", []string{bar1, bar2, " 10%|█         | 1/10 [00:00<00:00, 29.76it/s]", " 20%|██        | 2/10 [00:00<00:00, 29.76it/s]"},
 			[]m{{1, 3.03}, {2, 2}}},
 		{"a new bar of the same total", []string{bar1, bar2, bar1, bar2}, []m{{1, 3.03}, {2, 2}, {1, 3.03}, {2, 2}}},
+		// A redraw at 0 moved no step, whatever rate it shows.
+		{"a new bar drawn at 0", []string{bar1, bar2, "  0%|          | 0/100 [00:00<05:00,  2.00s/it]", bar1}, []m{{1, 3.03}, {2, 2}, {1, 3.03}}},
+		{"a total of 0", []string{"  0%|          | 1/0 [00:01<00:00,  1.00it/s]", "  0%|          | 0/0 [00:01<00:00,  1.00it/s]"}, nil},
 		// Resumed at step 500, the Trainer advances the bar from 0 to 501
 		// at once: tqdm's averages hold those steps, weighing 0.3 x 0.7^k
 		// after k more redraws, so redraws are read once they are under
@@ -715,4 +718,123 @@ func TestLaunchValidateGlobalBatch(t *testing.T) {
 			t.Errorf("global_batch=%d: Validate = %v, want %v naming it", tc.gb, err, tc.want)
 		}
 	}
+}
+
+// checkMeasurement fails t unless m is a time rubickd can take: finite and
+// positive seconds, at an iteration that is not negative, from a source
+// Parse names.
+func checkMeasurement(t *testing.T, line string, m Measurement) {
+	t.Helper()
+	if !(m.IterS > 0) || math.IsInf(m.IterS, 0) || m.Iteration < 0 ||
+		!slices.Contains([]string{SourceMegatron, SourceDeepSpeed, SourceTrainerBar}, m.Source) {
+		t.Fatalf("Parse(%q) = %+v", line, m)
+	}
+	if m.IterS > 7*24*3600 {
+		return // Validate refuses it: rubick-srun sends it and rubickd says why
+	}
+	if err := sample().With(m, time.Now()).Validate(); err != nil {
+		t.Fatalf("Parse(%q) = %+v, a sample Validate refuses: %v", line, m, err)
+	}
+}
+
+// FuzzParser checks Megatron's and DeepSpeed's log lines: whatever Parse
+// reads off a line is a measurement a sample can carry.
+func FuzzParser(f *testing.F) {
+	for _, line := range []string{
+		" [2024-05-01 10:00:00] iteration       10/    1000 | consumed samples:          320 | elapsed time per iteration (ms): 512.3 | learning rate: 1.500E-04 |",
+		" iteration      200/  500000 | consumed samples: 6400 | elapsed time per iteration (ms): 1034.5/1020.0 | throughput per GPU (TFLOP/s/GPU): 180.2 |",
+		"[2024-05-01 10:00:00,123] [INFO] [timer.py:260:stop] epoch=0/micro_step=40/global_step=10, RunningAvgSamplesPerSec=61.2, CurrSamplesPerSec=64.0, MemAllocated=4.2GB, MaxMemAllocated=9.1GB",
+		"[INFO] [logging.py:60:log_dist] [Rank 0] 0/50, SamplesPerSec=16.0",
+		"epoch=0/micro_step=1/global_step=1, RunningAvgSamplesPerSec=1, CurrSamplesPerSec=1,",
+		" validation loss at iteration 100 | lm loss value: 3.2 |",
+		" iteration 1/ 2 | elapsed time per iteration (ms): 0.0 |",
+		"loss: 2.34 iteration time 12ms",
+	} {
+		f.Add(line, 32)
+	}
+	f.Fuzz(func(t *testing.T, line string, gb int) {
+		if m, ok := (Parser{GlobalBatch: gb}).Parse(line); ok {
+			checkMeasurement(t, line, m)
+		}
+	})
+}
+
+// FuzzTrainerBar feeds a Trainer's output, split into lines as rubick-srun
+// splits it (at newlines and carriage returns), to one TrainerBarParser:
+// each measurement is of a step of the bar, and a time a sample can carry.
+func FuzzTrainerBar(f *testing.F) {
+	for _, name := range []string{"hf-trainer-slow.log", "hf-trainer-fast.log", "hf-trainer-warm.log"} {
+		data, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(data))
+	}
+	f.Add(strings.Join(resumed(30), "\r"))
+	f.Add("  1%|          | 1/100 [00:03<05:00,  3.03s/it]\r  2%|▏         | 2/100 [00:05<04:00,  2.42s/it]\r" +
+		"  0%|          | 0/6 [00:00<?, ?it/s]\x1b[A\n  3%|▎         | 3/100 [00:06<03:00,  2.00s/it, loss=2.3]\n" +
+		" 10%|█         | 1/10 [00:00<00:00, 29.76it/s]\r12it [00:03,  3.99it/s]\n")
+	f.Fuzz(func(t *testing.T, out string) {
+		p := TrainerBarParser()
+		for _, line := range strings.FieldsFunc(out, func(r rune) bool { return r == '\n' || r == '\r' }) {
+			m, ok := p.Parse(line)
+			if !ok {
+				continue
+			}
+			checkMeasurement(t, line, m)
+			if m.Source != SourceTrainerBar || !m.Step || m.Iteration < 1 {
+				t.Fatalf("Parse(%q) = %+v", line, m)
+			}
+		}
+	})
+}
+
+// FuzzSamplePayload posts any payload, in a credential, to the samples
+// endpoint: a sample it hands on converts to a model sample with a plan,
+// a placement and a finite positive time, a launch notice is valid, and
+// whatever it refuses is a bad request.
+func FuzzSamplePayload(f *testing.F) {
+	for _, s := range []string{
+		`{"version":1,"job_id":"42","model_type":"gpt2","plan":"dp1.tp1.pp1.mb1.a1.z0","placement":"1","iter_s":0.1}`,
+		`{"version":1,"job_id":"42_3","plan":"dp4.tp2.pp1.mb2.a1.z0+gc","placement":"1x16","cpus":32,"iteration":10,"iter_s":0.5123,"source":"megatron","time":"2025-01-02T03:04:05Z"}`,
+		`{"kind":"launch","version":1,"job_id":"42","model_type":"gpt2","dialect":"deepspeed","cannot":"tp,pp","plan":"dp1.tp2.pp1.mb1.a1.z0","refused":true}`,
+		`{"version":1,"job_id":"42","plan":"dp1.tp1.pp1.mb1.a1.z0","placement":"1","iter_s":1e309}`,
+		`{"version":1,"job_id":"42","plan":"dp1.tp1.pp1.mb1.a1.z0","placement":"16-8","iter_s":-1}`,
+		`{"kind":"other"}`, `[]`, `null`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	m := inProcess{uid: 1000}
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		h := Handler(m, Acceptors{
+			Sample: func(_ context.Context, _ uint32, s Sample) error {
+				ms, err := s.ModelSample()
+				if err != nil {
+					t.Fatalf("sample %+v handed on, but ModelSample: %v", s, err)
+				}
+				if !(ms.IterS > 0) || math.IsInf(ms.IterS, 0) || ms.Plan.GPUs() < 1 || ms.Resources.Placement.GPUs() < 1 || ms.Resources.CPUs < 0 {
+					t.Fatalf("payload %q gives model sample %+v", payload, ms)
+				}
+				if _, err := model.ParsePlan(ms.Plan.String()); err != nil {
+					t.Fatalf("payload %q: plan %v: %v", payload, ms.Plan, err)
+				}
+				return nil
+			},
+			Launch: func(_ context.Context, _ uint32, l Launch) error {
+				if err := l.Validate(); err != nil {
+					t.Fatalf("launch notice %+v handed on: %v", l, err)
+				}
+				return nil
+			},
+		})
+		cred, err := m.Encode(t.Context(), payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/samples", strings.NewReader(cred)))
+		if rec.Code != http.StatusNoContent && rec.Code != http.StatusBadRequest && rec.Code != http.StatusUnauthorized {
+			t.Fatalf("payload %q: status %d: %s", payload, rec.Code, rec.Body)
+		}
+	})
 }

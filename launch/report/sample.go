@@ -258,6 +258,11 @@ func (b *trainerBar) parse(line string) (Measurement, bool) {
 	if err1 != nil || err2 != nil || err3 != nil || !(v > 0) || math.IsInf(v, 0) {
 		return Measurement{}, false
 	}
+	if n == 0 || total == 0 {
+		// A bar at 0 has moved no step (a new bar drawn with a rate
+		// shown was measured as one), and a total of 0 is no training's.
+		return Measurement{}, false
+	}
 	rate := v // steps per second
 	if m[4] == "s/it" {
 		rate = 1 / v
