@@ -100,6 +100,7 @@ func TestParser(t *testing.T) {
 	cases := map[string]struct {
 		line string
 		gb   int
+		bar  bool // a TrainerBarParser's
 		want Measurement
 		ok   bool
 	}{
@@ -123,10 +124,19 @@ func TestParser(t *testing.T) {
 		"validation line":                {line: " validation loss at iteration 100 | lm loss value: 3.2 |"},
 		"zero time":                      {line: " iteration 1/ 2 | elapsed time per iteration (ms): 0.0 |"},
 		"noise":                          {line: "loss: 2.34 iteration time 12ms", gb: 8},
+		// Times a float64 cannot hold.
+		"megatron time rounds to 0": {line: " iteration 1/ 2 | elapsed time per iteration (ms): 1e-323 |"},
+		"deepspeed time overflows":  {line: "epoch=0/micro_step=1/global_step=1, RunningAvgSamplesPerSec=1, CurrSamplesPerSec=1e-320,", gb: 8},
+		"bar time overflows":        {line: "  1%|          | 1/100 [00:03<05:00,  1e-320it/s]", bar: true},
+		"bar time rounds to 0":      {line: "  1%|          | 1/100 [00:03<05:00,  1e-320s/it]", bar: true},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, ok := Parser{GlobalBatch: c.gb}.Parse(c.line)
+			p := Parser{GlobalBatch: c.gb}
+			if c.bar {
+				p = TrainerBarParser()
+			}
+			got, ok := p.Parse(c.line)
 			if ok != c.ok {
 				t.Fatalf("Parse ok = %v, want %v (%+v)", ok, c.ok, got)
 			}
@@ -749,6 +759,8 @@ func FuzzParser(f *testing.F) {
 		" validation loss at iteration 100 | lm loss value: 3.2 |",
 		" iteration 1/ 2 | elapsed time per iteration (ms): 0.0 |",
 		"loss: 2.34 iteration time 12ms",
+		" iteration 1/ 2 | elapsed time per iteration (ms): 1e-323 |",
+		"epoch=0/micro_step=1/global_step=1, RunningAvgSamplesPerSec=1, CurrSamplesPerSec=1e-320,",
 	} {
 		f.Add(line, 32)
 	}
@@ -771,6 +783,8 @@ func FuzzTrainerBar(f *testing.F) {
 		f.Add(string(data))
 	}
 	f.Add(strings.Join(resumed(30), "\r"))
+	f.Add("  1%|          | 1/100 [00:03<05:00,  1e-320it/s]")
+	f.Add("  1%|          | 1/100 [00:03<05:00,  1e-320s/it]")
 	f.Add("  1%|          | 1/100 [00:03<05:00,  3.03s/it]\r  2%|▏         | 2/100 [00:05<04:00,  2.42s/it]\r" +
 		"  0%|          | 0/6 [00:00<?, ?it/s]\x1b[A\n  3%|▎         | 3/100 [00:06<03:00,  2.00s/it, loss=2.3]\n" +
 		" 10%|█         | 1/10 [00:00<00:00, 29.76it/s]\r12it [00:03,  3.99it/s]\n")

@@ -164,6 +164,16 @@ func TrainerBarParser() Parser { return Parser{bar: &trainerBar{}} }
 
 // Parse returns the measurement a line carries, if any.
 func (p Parser) Parse(line string) (Measurement, bool) {
+	m, ok := p.parse(line)
+	// A time that rounds to 0 or overflows (1e-320 samples/s) is none:
+	// rubickd would refuse the one, and JSON cannot carry the other.
+	if !ok || !(m.IterS > 0) || math.IsInf(m.IterS, 0) {
+		return Measurement{}, false
+	}
+	return m, true
+}
+
+func (p Parser) parse(line string) (Measurement, bool) {
 	if p.bar != nil {
 		return p.bar.parse(line)
 	}
