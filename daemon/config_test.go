@@ -196,3 +196,45 @@ func TestLoadConfigZeroDurations(t *testing.T) {
 		t.Errorf("deadline_lead, guaranteed_age, retention.reasons (-want +got):\n%s", diff)
 	}
 }
+
+// FuzzLoadConfig loads any text as rubickd's file: what loads is a
+// configuration that validates and loads the same again, and every error
+// wraps ErrConfig.
+func FuzzLoadConfig(f *testing.F) {
+	example, err := os.ReadFile("../contrib/rubickd/rubickd.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range []string{
+		string(example), "", "slurmrestd:\n  url: ftp://x\n", "commands:\n  scontrol: \"scontrol; rm -rf /\"\n", "partitions: []\n",
+		"tenants:\n  - {name: a, quota_gpus: 1}\n  - {name: a, quota_gpus: 1}\n", "tenants:\n  - {name: a, match: [x], quota: 16}\n",
+		"tenants: 3\n", "tenants:\n  - 3\n", "policy:\n  reconfig_threshold: true\n", "samples:\n  max_configs_per_job: 6.5\n",
+		"checkpoint:\n  grace: 120\n", "policy:\n  deadline_lead: 0\n  guaranteed_age: 0.0\nretention:\n  reasons: 0\n",
+		"commands:\n  sacct: /usr/bin/sacct\n", "interval: soon\n", "a: &x [*x]\n", "policy: [1, 2]\n", "{", "\t",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, yaml string) {
+		path := filepath.Join(t.TempDir(), "rubickd.yaml")
+		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, _, err := LoadConfig(path, nil)
+		if err != nil {
+			if !errors.Is(err, ErrConfig) {
+				t.Fatalf("error %v does not wrap ErrConfig", err)
+			}
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("loaded a configuration that does not validate: %v", err)
+		}
+		again, _, err := LoadConfig(path, nil)
+		if err != nil {
+			t.Fatalf("second load: %v", err)
+		}
+		if diff := cmp.Diff(c, again); diff != "" {
+			t.Fatalf("two loads differ (-first +second):\n%s", diff)
+		}
+	})
+}
