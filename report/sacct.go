@@ -194,8 +194,9 @@ func parseRow(get func(string) string, cols Columns, line int, loc *time.Locatio
 	}
 	if st := strings.Fields(get("State")); len(st) > 0 {
 		r.State = strings.TrimSuffix(st[0], "+")
-	} else {
-		return r, bad("State", "", errors.New("empty"))
+	}
+	if r.State == "" { // "+" alone is no state either
+		return r, bad("State", get("State"), errors.New("empty"))
 	}
 	for _, t := range []struct {
 		name string

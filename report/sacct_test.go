@@ -57,6 +57,7 @@ func TestParseSacctErrors(t *testing.T) {
 		"bad submit":     {in: head + "7|COMPLETED|yesterday|00:00:01|\n", want: []string{`Submit="yesterday"`}},
 		"bad tres":       {in: head + "8|COMPLETED|None|00:00:01|gres/gpu=x\n", want: []string{`job "8"`, `AllocTRES="gres/gpu=x"`, "gres/gpu"}},
 		"empty state":    {in: head + "9||None|00:00:01|\n", want: []string{`State=""`}},
+		"plus state":     {in: head + "9|+ 0|None|00:00:01|\n", want: []string{`State="+ 0"`}},
 		"empty job id":   {in: head + "|COMPLETED|None|00:00:01|\n", want: []string{`JobID=""`}},
 		"field count":    {in: head + "7|COMPLETED|None|00:00:01|a|b|c\n", want: []string{"line 2", "7 fields, header has 5"}},
 		"no job id":      {in: "State|Elapsed\nCOMPLETED|00:00:01\n", want: []string{"lacks column JobID"}},
