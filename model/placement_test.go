@@ -51,39 +51,40 @@ func TestParsePlacement(t *testing.T) {
 		want    Placement
 		errText string // set: the error must name it
 	}{
-		"digits":           {in: "2222", want: Placement{2, 2, 2, 2}},
-		"one digit":        {in: "8", want: Placement{8}},
-		"nxg":              {in: "2x16", want: Placement{16, 16}},
-		"nxg small":        {in: "1x8", want: Placement{8}},
-		"dash":             {in: "16-8", want: Placement{16, 8}},
-		"dash equal":       {in: "16-16", want: Placement{16, 16}}, // older rubick's form
-		"dash small":       {in: "10-2", want: Placement{10, 2}},
-		"empty":            {in: "", errText: "empty"},
-		"digit zero":       {in: "20", errText: `'0'`},
-		"letter":           {in: "2a", errText: `'a'`},
-		"zero nodes":       {in: "0x8", errText: `"0x8": node count 0 must be >= 1`},
-		"zero gpus":        {in: "2x0", errText: `"2x0": GPU count 0 must be >= 1`},
-		"no gpus":          {in: "2x", errText: `"2x": GPU count "" is not a number`},
-		"no nodes":         {in: "x8", errText: `"x8": node count "" is not a number`},
-		"two x":            {in: "2x8x8", errText: `GPU count "8x8" is not a number`},
-		"signed nodes":     {in: "+2x8", errText: `node count "+2" is not a number`},
-		"gpus over limit":  {in: "1x99999999", errText: `"1x99999999": GPU count 99999999 exceeds the limit of 1024`},
-		"nodes over limit": {in: "100001x8", errText: "node count 100001 exceeds the limit of 100000"},
-		"overflow":         {in: "99999999999999999999999x8", errText: "node count 99999999999999999999999 exceeds"},
-		"trailing dash":    {in: "16-", errText: `"16-": GPU count "" is not a number`},
-		"leading dash":     {in: "-16", errText: `"-16": GPU count "" is not a number`},
-		"dash zero":        {in: "16-0", errText: `"16-0": GPU count 0 must be >= 1`},
-		"dash over limit":  {in: "16-2048", errText: "GPU count 2048 exceeds the limit of 1024"},
-		"dash spaces":      {in: "16- 8", errText: `GPU count " 8" is not a number`},
-		"dash many nodes":  {in: strings.Repeat("1-", maxPlacementNodes) + "1", errText: "100001 nodes exceeds the limit of 100000"},
-		"digit many nodes": {in: strings.Repeat("1", maxPlacementNodes+1), errText: "100001 nodes exceeds the limit of 100000"},
+		"digits":             {in: "2222", want: Placement{2, 2, 2, 2}},
+		"one digit":          {in: "8", want: Placement{8}},
+		"nxg":                {in: "2x16", want: Placement{16, 16}},
+		"nxg small":          {in: "1x8", want: Placement{8}},
+		"dash":               {in: "16-8", want: Placement{16, 8}},
+		"dash equal":         {in: "16-16", want: Placement{16, 16}}, // older rubick's form
+		"dash small":         {in: "10-2", want: Placement{10, 2}},
+		"empty":              {in: "", errText: "empty"},
+		"digit zero":         {in: "20", errText: `'0'`},
+		"letter":             {in: "2a", errText: `'a'`},
+		"zero nodes":         {in: "0x8", errText: `"0x8": node count 0 must be >= 1`},
+		"zero gpus":          {in: "2x0", errText: `"2x0": GPU count 0 must be >= 1`},
+		"no gpus":            {in: "2x", errText: `"2x": GPU count "" is not a number`},
+		"no nodes":           {in: "x8", errText: `"x8": node count "" is not a number`},
+		"two x":              {in: "2x8x8", errText: `GPU count "8x8" is not a number`},
+		"signed nodes":       {in: "+2x8", errText: `node count "+2" is not a number`},
+		"gpus over limit":    {in: "1x99999999", errText: `"1x99999999": GPU count 99999999 exceeds the limit of 1024`},
+		"nodes over limit":   {in: "100001x8", errText: "node count 100001 exceeds the limit of 100000"},
+		"overflow":           {in: "99999999999999999999999x8", errText: "node count 99999999999999999999999 exceeds"},
+		"trailing dash":      {in: "16-", errText: `"16-": GPU count "" is not a number`},
+		"leading dash":       {in: "-16", errText: `"-16": GPU count "" is not a number`},
+		"dash zero":          {in: "16-0", errText: `"16-0": GPU count 0 must be >= 1`},
+		"dash over limit":    {in: "16-2048", errText: "GPU count 2048 exceeds the limit of 1024"},
+		"dash spaces":        {in: "16- 8", errText: `GPU count " 8" is not a number`},
+		"dash many nodes":    {in: strings.Repeat("1-", maxPlacementNodes) + "1", errText: "100001 nodes exceeds the limit of 100000"},
+		"dash many, one bad": {in: strings.Repeat("1-", maxPlacementNodes-1) + "a", errText: `"1-1-1-1-1-1-1-1-1-1-1-1-1-1-1-1-1-1-1-1-...": GPU count "a"`},
+		"digit many nodes":   {in: strings.Repeat("1", maxPlacementNodes+1), errText: "100001 nodes exceeds the limit of 100000"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			got, err := ParsePlacement(tc.in)
 			if tc.errText != "" {
-				if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), tc.errText) {
-					t.Fatalf("ParsePlacement(%.40q) error = %v, want ErrBadInput naming %s", tc.in, err, tc.errText)
+				if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), tc.errText) || len(err.Error()) > 200 {
+					t.Fatalf("ParsePlacement(%.40q) error = %.300v, want ErrBadInput naming %s, at most 200 bytes", tc.in, err, tc.errText)
 				}
 				return
 			}

@@ -177,7 +177,7 @@ func ParsePlacement(s string) (Placement, error) {
 	if strings.Contains(s, "-") {
 		// Count before splitting so that a huge input is refused unallocated.
 		if n := strings.Count(s, "-") + 1; n > maxPlacementNodes {
-			return nil, fmt.Errorf("%w: placement %q: %d nodes exceeds the limit of %d", ErrBadInput, s, n, maxPlacementNodes)
+			return nil, fmt.Errorf("%w: placement %q: %d nodes exceeds the limit of %d", ErrBadInput, clipPlacement(s), n, maxPlacementNodes)
 		}
 		parts := strings.Split(s, "-")
 		p := make(Placement, len(parts))
@@ -192,30 +192,39 @@ func ParsePlacement(s string) (Placement, error) {
 	}
 	// One node a byte: as many as the other forms may have.
 	if len(s) > maxPlacementNodes {
-		return nil, fmt.Errorf("%w: placement %.40q...: %d nodes exceeds the limit of %d", ErrBadInput, s, len(s), maxPlacementNodes)
+		return nil, fmt.Errorf("%w: placement %q: %d nodes exceeds the limit of %d", ErrBadInput, clipPlacement(s), len(s), maxPlacementNodes)
 	}
 	p := make(Placement, 0, len(s))
 	for _, r := range s {
 		if r < '1' || r > '9' {
-			return nil, fmt.Errorf("%w: placement %q: %q is not a GPU count 1-9", ErrBadInput, s, r)
+			return nil, fmt.Errorf("%w: placement %q: %q is not a GPU count 1-9", ErrBadInput, clipPlacement(s), r)
 		}
 		p = append(p, int(r-'0'))
 	}
 	return p, nil
 }
 
+// clipPlacement bounds a placement quoted in an error: one of 100000
+// nodes would fill the message.
+func clipPlacement(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}
+
 // placementCount reads part of placement s, a count of what, as a decimal
 // in [1, limit]. Only digits pass: strconv.Atoi would also take a sign.
 func placementCount(s, what, part string, limit int) (int, error) {
 	if part == "" || strings.TrimLeft(part, "0123456789") != "" {
-		return 0, fmt.Errorf("%w: placement %q: %s %q is not a number", ErrBadInput, s, what, part)
+		return 0, fmt.Errorf("%w: placement %q: %s %q is not a number", ErrBadInput, clipPlacement(s), what, part)
 	}
 	n, err := strconv.Atoi(part)
 	if err != nil || n > limit { // Atoi fails here only on overflow
-		return 0, fmt.Errorf("%w: placement %q: %s %s exceeds the limit of %d", ErrBadInput, s, what, part, limit)
+		return 0, fmt.Errorf("%w: placement %q: %s %s exceeds the limit of %d", ErrBadInput, clipPlacement(s), what, part, limit)
 	}
 	if n < 1 {
-		return 0, fmt.Errorf("%w: placement %q: %s %s must be >= 1", ErrBadInput, s, what, part)
+		return 0, fmt.Errorf("%w: placement %q: %s %s must be >= 1", ErrBadInput, clipPlacement(s), what, part)
 	}
 	return n, nil
 }
