@@ -42,9 +42,10 @@ func ParseElapsed(v string) (time.Duration, error) {
 	}
 	for i, p := range parts {
 		if i == len(parts)-1 {
-			// NaN fails both comparisons.
+			// Digits and a point only: ParseFloat also reads signs,
+			// exponents, hex floats, Inf and NaN.
 			secs, err := strconv.ParseFloat(p, 64)
-			if err != nil || !(secs >= 0 && secs < 60) || strings.ContainsAny(p, "eE+-") {
+			if err != nil || !(secs >= 0 && secs < 60) || strings.Trim(p, "0123456789.") != "" {
 				return 0, fmt.Errorf("seconds %q are not in [0, 60)", p)
 			}
 			return d + time.Duration(secs*float64(time.Second)+0.5), nil

@@ -26,6 +26,8 @@ func TestParseElapsed(t *testing.T) {
 		"four parts":   {in: "1:2:3:4", wantErr: true},
 		"exponent":     {in: "00:1e1", wantErr: true},
 		"nan seconds":  {in: "00:NaN", wantErr: true},
+		"hex seconds":  {in: "00:0x1p2", wantErr: true},
+		"inf seconds":  {in: "00:Inf", wantErr: true},
 		"max days":     {in: "36500-23:59:59", want: 36500*24*time.Hour + 23*time.Hour + 59*time.Minute + 59*time.Second},
 		"days wrap":    {in: "106751-23:47:17", wantErr: true},
 		"huge days":    {in: "999999999999-00:00:00", wantErr: true},
