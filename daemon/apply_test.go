@@ -566,9 +566,11 @@ func TestStartKeepsUserRequestAfterResize(t *testing.T) {
 // The mail types rubick takes out of a job's for its requeue come back
 // after any one failure: a crash after the quieting update, before the
 // requeue (the retried preemption finds nothing to quiet), or after the
-// requeue (Reconcile's tag keeps them), and a give-back whose update
-// Slurm took without its MailType= (the next cycle gives them back
-// again). got is what Slurm mails, with what the tag keeps to give back.
+// requeue (Reconcile's tag keeps them), and a give-back that failed,
+// with rubickd crashing right after it or not: the tag keeps mail= until
+// Slurm has the mail types back, so the next cycle, or the next rubickd,
+// gives them back again. got is what Slurm mails, with what the tag keeps
+// to give back.
 func TestMailTypesSurviveFaults(t *testing.T) {
 	seeded := seededStore(t)
 	scenario := func(name string) faultScenario {
@@ -582,12 +584,18 @@ func TestMailTypesSurviveFaults(t *testing.T) {
 		first string
 		want  string
 	}{
-		{name: "crash after quieting", scenario: "preempt and start", c: faultCase{first: fault{at: 1, kind: faultCrash}},
+		{name: "crash after quieting", scenario: "preempt and start", c: faultCase{first: fault{at: 2, kind: faultCrash}},
 			first: "scontrol update JobId=91 MailType=", want: "BEGIN,END,REQUEUE"},
-		{name: "crash after the requeue", scenario: "preempt and start", c: faultCase{first: fault{at: 3, kind: faultCrash}},
+		{name: "quieting refused", scenario: "preempt and start", c: faultCase{first: fault{at: 2, kind: faultRefused}},
+			first: "scontrol update JobId=91 MailType=", want: "BEGIN,END,REQUEUE"},
+		{name: "crash after the requeue", scenario: "preempt and start", c: faultCase{first: fault{at: 4, kind: faultCrash}},
 			first: "scontrol requeuehold 91", want: "BEGIN,END,REQUEUE"},
-		{name: "give-back without its MailType", scenario: "annotate: mail given back", c: faultCase{first: fault{at: 1, kind: faultPartial, field: 0}},
-			first: "scontrol update JobId=91 MailType= AdminComment=", want: "BEGIN,END"},
+		{name: "give-back refused", scenario: "annotate: mail given back", c: faultCase{first: fault{at: 1, kind: faultRefused}},
+			first: "scontrol update JobId=91 MailType=", want: "BEGIN,END"},
+		{name: "give-back without its MailType, then a crash", scenario: "annotate: mail given back", c: faultCase{first: fault{at: 1, kind: faultPartialCrash, field: 0}},
+			first: "scontrol update JobId=91 MailType=", want: "BEGIN,END"},
+		{name: "crash after the give-back", scenario: "annotate: mail given back", c: faultCase{first: fault{at: 1, kind: faultCrash}},
+			first: "scontrol update JobId=91 MailType=", want: "BEGIN,END"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			run := runFault(t, seeded, scenario(tc.scenario), tc.c)

@@ -212,12 +212,6 @@ type Daemon struct {
 	// wait for its user's release. The store keeps it too (AwaitAck), for
 	// Reconcile to read back after a restart. Only the cycle uses it.
 	unacked map[int]ackWait
-	// mailOwed holds the mail types (a MailType value) of the running jobs
-	// whose give-back failed (an annotate with MailType): Slurm may have
-	// taken the tag without mail= and not MailType=, and the next cycle
-	// gives them back again, from here, until one succeeds. Only the
-	// cycle uses it.
-	mailOwed map[int]string
 	// retryWait is the wait before Reconcile's second try
 	// (reconcileWait; tests shorten it).
 	retryWait time.Duration
@@ -659,51 +653,6 @@ func (d *Daemon) userRequests(ctx context.Context, jobs []slurm.Job) ([]slurm.Jo
 	return jobs, nil
 }
 
-// oweMail records the mail types a failed give-back (an annotate with
-// MailType) leaves owed to its job, and forgets them once one succeeds.
-func (d *Daemon) oweMail(r slurm.ActionResult) {
-	if r.Action.Kind != slurm.ActionAnnotate || r.Action.MailType == "" {
-		return
-	}
-	if r.Err == nil {
-		delete(d.mailOwed, r.Action.JobID)
-		return
-	}
-	if d.mailOwed == nil {
-		d.mailOwed = map[int]string{}
-	}
-	d.mailOwed[r.Action.JobID] = r.Action.MailType
-}
-
-// owedMail puts the mail types d.mailOwed holds for a running job back in
-// its tag (mail=), as read this cycle, where Slurm has the tag without
-// them: the job gets them back as after rubick's requeue (its annotate
-// leaves mail types that are not the quieted ones as they are). A job that
-// no longer runs, or whose tag has mail= again, owes none. It returns jobs
-// as the cycle reads them then.
-func (d *Daemon) owedMail(jobs []slurm.Job) []slurm.Job {
-	if len(d.mailOwed) == 0 {
-		return jobs
-	}
-	jobs = slices.Clone(jobs) // d.lastJobs is the cached list
-	owed := d.mailOwed
-	d.mailOwed = map[int]string{}
-	for i, j := range jobs {
-		mt, ok := owed[j.ID]
-		if !ok || j.State != slurm.StateRunning || j.Tag == nil || j.Tag.Extra[slurm.TagMail] != "" {
-			continue
-		}
-		d.mailOwed[j.ID] = mt
-		t := cloneTag(*j.Tag)
-		if t.Extra == nil {
-			t.Extra = map[string]string{}
-		}
-		t.Extra[slurm.TagMail] = slurm.MailTagValue(mt)
-		jobs[i].Tag = &t
-	}
-	return jobs
-}
-
 // minOwnRestarts is how many of its own measured restarts a job needs
 // before it is priced at their median instead of its model type's: one
 // restart slowed by a busy file system should not decide alone.
@@ -1031,7 +980,6 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	if jobs, err = d.userRequests(ctx, jobs); err != nil {
 		return rep, err
 	}
-	jobs = d.owedMail(jobs)
 	nodes, err := d.deps.Cluster.Nodes(ctx)
 	if err != nil {
 		d.deps.Metrics.SlurmErrors.WithLabelValues("slurmrestd").Inc()
@@ -1197,7 +1145,6 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 		} else {
 			d.deps.Logger.Info("action applied", "job", r.Action.JobID, "action", kind, "plan", planOf(r.Action))
 		}
-		d.oweMail(r)
 		d.deps.Metrics.Actions.WithLabelValues(kind, string(res)).Inc()
 		if i < len(recorded.Actions) {
 			if err := d.deps.Store.MarkApplied(rctx, recorded.Actions[i].ID, res, r.Err); err != nil {

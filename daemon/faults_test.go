@@ -32,6 +32,9 @@ const (
 	// faultPartial: a multi-field update is taken but for one field, and
 	// reported failed (rc=1), as the lab found Slurm does.
 	faultPartial faultKind = "partial"
+	// faultPartialCrash: a multi-field update is taken but for one field,
+	// and rubickd dies right after, before it can act on the failure.
+	faultPartialCrash faultKind = "partial, then crash"
 	// faultTimeout: Slurm takes the command, which is killed at its
 	// timeout before it says so (exit code -1).
 	faultTimeout faultKind = "timeout"
@@ -55,7 +58,7 @@ type fault struct {
 
 func (f fault) String() string {
 	switch f.kind {
-	case faultPartial:
+	case faultPartial, faultPartialCrash:
 		return fmt.Sprintf("command %d %s without field %d", f.at, f.kind, f.field)
 	case faultStoreCrash:
 		return fmt.Sprintf("%s %d", f.kind, f.at)
@@ -312,7 +315,7 @@ func (s *faultSlurm) run(argv []string) ([]byte, error) {
 		return nil, fail(1, "slurm_update error: Unable to contact slurm controller (connect failure)", errors.New("exit status 1"))
 	}
 	skip := -1
-	if f.kind == faultPartial {
+	if f.kind == faultPartial || f.kind == faultPartialCrash {
 		skip = f.field
 	}
 	if err := s.apply(argv, skip); err != nil {
@@ -323,7 +326,7 @@ func (s *faultSlurm) run(argv []string) ([]byte, error) {
 		return nil, fail(1, "slurm_update error: Invalid generic resource (gres) specification", errors.New("exit status 1"))
 	case faultTimeout:
 		return nil, fail(-1, "", context.DeadlineExceeded)
-	case faultCrash:
+	case faultCrash, faultPartialCrash:
 		s.epoch++
 		s.crash()
 	}
@@ -896,7 +899,8 @@ func runFault(t *testing.T, seeded []byte, sc faultScenario, c faultCase) faultR
 
 // faults are the failure points of commands, each command's as its kind
 // allows: any refused, timed out or crashed after; a multi-field update
-// partially applied, without each of its fields in turn.
+// partially applied, without each of its fields in turn, with rubickd
+// going on or crashing right after.
 func faults(commands [][]string) []fault {
 	var out []fault
 	for i, argv := range commands {
@@ -904,7 +908,7 @@ func faults(commands [][]string) []fault {
 		out = append(out, fault{at: at, kind: faultRefused}, fault{at: at, kind: faultTimeout}, fault{at: at, kind: faultCrash})
 		if len(argv) > 4 && argv[1] == "update" {
 			for k := range argv[3:] {
-				out = append(out, fault{at: at, kind: faultPartial, field: k})
+				out = append(out, fault{at: at, kind: faultPartial, field: k}, fault{at: at, kind: faultPartialCrash, field: k})
 			}
 		}
 	}
@@ -1099,7 +1103,8 @@ const recoveryFaults = 2
 
 // Every command the daemon's first cycle sends Slurm, in each scenario,
 // fails in turn in each way Slurm fails (refused, half-applied, timed out
-// after it was taken) or rubickd crashes right after it, or right after
+// after it was taken) or rubickd crashes right after it (a half-applied
+// update's too), or right after
 // each of the cycle's store writes; after a crash, each of the first
 // commands of its recovery (Reconcile's, then the restarted rubickd's
 // first cycle's) fails in turn again in each way, and rubickd crashes

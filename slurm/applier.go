@@ -78,10 +78,11 @@ type Action struct {
 	// (UserHoldWord in its Comment), in an update before the tag's.
 	Hold bool
 	// MailType, with annotate, gives a running job back the mail types
-	// rubick quieted at its requeue (its tag's TagMail), in the same
-	// update as the tag, which no longer has them. If the job's mail
-	// types are not the quieted ones any more (its user changed them),
-	// they stay as they are.
+	// rubick quieted at its requeue (its tag's TagMail), in an update
+	// before the tag's, which no longer has them. If the job's mail types
+	// are not the quieted ones any more (its user changed them, or an
+	// earlier give-back whose tag was not written gave them back), they
+	// stay as they are.
 	MailType string
 }
 
@@ -520,7 +521,15 @@ func (r *run) annotate(ctx context.Context, job Job) error {
 		r.step(StepResult{Name: "restore mail", Note: "its mail types changed since rubick quieted them; left as they are"})
 		return r.writeTag(ctx, job, *act.Tag, act.Hold)
 	}
-	return r.writeTag(ctx, job, *act.Tag, act.Hold, "MailType="+act.MailType)
+	// MailType= first, in an update of its own, as a hold's mark: Slurm
+	// may take part of a multi-field update (docs/slurm.md), and a tag
+	// without mail= but the mail types still quieted would leave no record
+	// of what is owed. The tag keeps mail= until they are back; a retry
+	// finds them back, not quieted, and writes the tag alone.
+	if err := r.cmd(ctx, "restore mail", r.a.cfg.Scontrol, "update", r.jobArg(), "MailType="+act.MailType); err != nil {
+		return err
+	}
+	return r.writeTag(ctx, job, *act.Tag, act.Hold)
 }
 
 // sameMailTypes compares two lists of mail types as sets.
@@ -877,11 +886,12 @@ func (r *run) checkpointRequeue(ctx context.Context, job Job) (time.Time, error)
 // at the action's start, before rubick requeues it
 // (ApplierConfig.RequeueMail). The REST API of 22.05 does not list them,
 // so scontrol does. The job's own tag keeps the mail types it had
-// (TagMail), in the same update: a failure or a crash before the next tag
-// write would leave them quieted with no record of what to give back, and
-// the retried action finds nothing to quiet. A failure leaves the mail as
-// it is, or quieted and recorded, and the restart goes on: a mail too many
-// is no reason to keep a plan.
+// (TagMail), written first, in an update of its own: a failure or a crash
+// before the next tag write would leave them quieted with no record of
+// what to give back, and the retried action finds nothing to quiet; Slurm
+// may take part of a multi-field update, so the two cannot go in one. A
+// failure leaves the mail as it is, or quieted and recorded, and the
+// restart goes on: a mail too many is no reason to keep a plan.
 func (r *run) quietMail(ctx context.Context, job Job) {
 	out, err := r.output(ctx, "read mail type", r.a.cfg.Scontrol, "show", "job", "-o", r.id())
 	if err != nil {
@@ -893,7 +903,6 @@ func (r *run) quietMail(ctx context.Context, job Job) {
 		return
 	}
 	was := MailTagValue(MailTypeOf(string(out)))
-	argv := []string{r.a.cfg.Scontrol, "update", r.jobArg(), "MailType=" + v}
 	if tag, err := TagFromAdminComment(job.AdminComment); err == nil && tag != nil {
 		if tag.Extra[TagMail] == "" {
 			tag.Extra = maps.Clone(tag.Extra)
@@ -909,14 +918,20 @@ func (r *run) quietMail(ctx context.Context, job Job) {
 		}
 		// The AdminComment only: the Comment is the next tag write's, after
 		// the requeue (a rubick-srun requeue's mark stays until then).
-		argv = append(argv, slices.DeleteFunc(args, func(a string) bool { return !strings.HasPrefix(a, "AdminComment=") })...)
+		args = slices.DeleteFunc(args, func(a string) bool { return !strings.HasPrefix(a, "AdminComment=") })
+		if len(args) > 0 {
+			if err := r.cmd(ctx, "keep mail", append([]string{r.a.cfg.Scontrol, "update", r.jobArg()}, args...)...); err != nil {
+				r.log.Warn("mail types not quieted: the tag that would keep them was not written", "job", r.id(), "err", err)
+				return
+			}
+		}
 	}
 	// Every later tag of this run keeps them, even after a failure: Slurm
-	// may have taken MailType= and not the tag (a multi-field update can be
-	// applied in part). Kept for mail types Slurm did not change, they are
-	// left as they are once the job runs again (annotate).
+	// may have taken MailType= all the same (a timeout). Kept for mail
+	// types Slurm did not change, they are left as they are once the job
+	// runs again (annotate).
 	r.mailWas = was
-	if err := r.cmd(ctx, "quiet mail", argv...); err != nil {
+	if err := r.cmd(ctx, "quiet mail", r.a.cfg.Scontrol, "update", r.jobArg(), "MailType="+v); err != nil {
 		r.log.Warn("mail types perhaps unchanged; Slurm may mail this requeue and restart", "job", r.id(), "err", err)
 	}
 }

@@ -911,36 +911,42 @@ func TestApplyAnnotateComment(t *testing.T) {
 // job had (TagMail), for when it runs again.
 func TestApplyQuietMail(t *testing.T) {
 	signal := []string{"/usr/bin/scancel", "--signal=USR1", "--batch", "32"}
-	// quiet is the update that quiets the job's mail to mailType, and
-	// keeps what it had (mail) in the job's own tag: the fixture's job
-	// has the legacy tag of job_submit.lua's first version.
-	quiet := func(mailType, mail string) []string {
-		return []string{"/usr/bin/scontrol", "update", "JobId=32", "MailType=" + mailType,
-			"AdminComment=model_type=gpt2;rubick:v1 model=gpt2 mail=" + mail + " rc=0"}
+	// keep is the update that keeps the job's mail types (mail) in its own
+	// tag, before quiet quiets them to mailType, in an update of its own:
+	// the fixture's job has the legacy tag of job_submit.lua's first
+	// version.
+	keep := func(mail string) []string {
+		return []string{"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 mail=" + mail + " rc=0"}
+	}
+	quiet := func(mailType string) []string {
+		return []string{"/usr/bin/scontrol", "update", "JobId=32", "MailType=" + mailType}
 	}
 	tests := map[string]struct {
 		show       string
 		failShow   bool
-		failQuiet  bool
+		failAt     int        // the update that fails; 0: none
 		keep       bool       // ApplierConfig.RequeueMail
 		wantBefore [][]string // the calls before the signal
 		wantMail   string     // TagMail in the tag written after the requeue
 	}{
 		"all": {show: "JobId=32 Comment=x MailUser=alice MailType=INVALID_DEPEND,BEGIN,END,FAIL,REQUEUE,STAGE_OUT",
-			wantBefore: [][]string{showMail, quiet("INVALID_DEPEND,END,FAIL,STAGE_OUT", "invalid-depend,begin,end,fail,requeue,stage-out")},
+			wantBefore: [][]string{showMail, keep("invalid-depend,begin,end,fail,requeue,stage-out"), quiet("INVALID_DEPEND,END,FAIL,STAGE_OUT")},
 			wantMail:   "invalid-depend,begin,end,fail,requeue,stage-out"},
 		"ALL spelled": {show: "MailUser=alice MailType=ALL",
-			wantBefore: [][]string{showMail, quiet("END,FAIL,INVALID_DEPEND,STAGE_OUT", "all")},
+			wantBefore: [][]string{showMail, keep("all"), quiet("END,FAIL,INVALID_DEPEND,STAGE_OUT")},
 			wantMail:   "all"},
 		"begin only": {show: "MailUser=alice MailType=BEGIN",
-			wantBefore: [][]string{showMail, quiet("NONE", "begin")}, wantMail: "begin"},
+			wantBefore: [][]string{showMail, keep("begin"), quiet("NONE")}, wantMail: "begin"},
 		"comment first": {show: "Comment=MailType=NONE MailUser=alice MailType=REQUEUE,TIME_LIMIT_90",
-			wantBefore: [][]string{showMail, quiet("TIME_LIMIT_90", "requeue,time-limit-90")},
+			wantBefore: [][]string{showMail, keep("requeue,time-limit-90"), quiet("TIME_LIMIT_90")},
 			wantMail:   "requeue,time-limit-90"},
-		// Slurm may have taken MailType= and not the tag: the tag after
-		// the requeue keeps what it had.
-		"quieting fails": {show: "MailUser=alice MailType=BEGIN,END", failQuiet: true,
-			wantBefore: [][]string{showMail, quiet("END", "begin,end")}, wantMail: "begin,end"},
+		// Slurm may have taken MailType= all the same: the tag after the
+		// requeue keeps what it had.
+		"quieting fails": {show: "MailUser=alice MailType=BEGIN,END", failAt: 3,
+			wantBefore: [][]string{showMail, keep("begin,end"), quiet("END")}, wantMail: "begin,end"},
+		// Without their record, the mail types are not quieted.
+		"keeping fails": {show: "MailUser=alice MailType=BEGIN,END", failAt: 2,
+			wantBefore: [][]string{showMail, keep("begin,end")}},
 		"end and fail": {show: "MailUser=alice MailType=END,FAIL", wantBefore: [][]string{showMail}},
 		"no mail":      {show: "JobId=32 JobName=train", wantBefore: [][]string{showMail}},
 		"read fails":   {show: "MailType=ALL", failShow: true, wantBefore: [][]string{showMail}},
@@ -954,8 +960,8 @@ func TestApplyQuietMail(t *testing.T) {
 			if tc.failShow {
 				f.runner.failAt = map[int]string{1: "scontrol: error: Socket timed out"}
 			}
-			if tc.failQuiet {
-				f.runner.failAt = map[int]string{2: "slurm_update error: Unable to contact slurm controller"}
+			if tc.failAt > 0 {
+				f.runner.failAt = map[int]string{tc.failAt: "slurm_update error: Unable to contact slurm controller"}
 			}
 			res := f.app.ApplyOne(context.Background(), Action{Kind: ActionPreempt, JobID: 32})
 			if res.Err != nil {
@@ -990,35 +996,42 @@ func TestApplyQuietMail(t *testing.T) {
 }
 
 // An annotate with a MailType gives a running job back the mail types
-// rubick quieted, in the update that writes its tag, unless they changed
-// since (its user's own choice then stays). A job rubick-srun is
-// requeueing (rubick:requeue in its Comment) is left alone: the write
-// would take the mark out.
+// rubick quieted, in an update of its own before the one that writes its
+// tag without them, unless they changed since (its user's own choice then
+// stays, as do the mail types an earlier give-back whose tag was not
+// written gave back). A give-back that fails writes no tag: the tag keeps
+// mail= for the next one. A job rubick-srun is requeueing (rubick:requeue
+// in its Comment) is left alone: the write would take the mark out.
 func TestApplyRestoreMail(t *testing.T) {
 	tag := &Tag{ModelType: "gpt2", Plan: "dp2.tp1.pp1.mb1.a1.z0", Generation: 2}
+	giveBack := []string{"/usr/bin/scontrol", "update", "JobId=32", "MailType=ALL"}
+	writeTag := []string{"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 plan=dp2.tp1.pp1.mb1.a1.z0 gen=2 rc=0"}
 	tests := map[string]struct {
-		show string
-		want [][]string
+		show       string
+		requeueing bool
+		failAt     int // the call that fails; 0: none
+		want       [][]string
 	}{
-		"quieted": {show: "JobId=32 MailType=END,FAIL,INVALID_DEPEND,STAGE_OUT",
-			want: [][]string{showMail, {"/usr/bin/scontrol", "update", "JobId=32", "MailType=ALL", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 plan=dp2.tp1.pp1.mb1.a1.z0 gen=2 rc=0"}}},
-		"changed by its user": {show: "JobId=32 MailType=END",
-			want: [][]string{showMail, {"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 plan=dp2.tp1.pp1.mb1.a1.z0 gen=2 rc=0"}}},
+		"quieted":             {show: "JobId=32 MailType=END,FAIL,INVALID_DEPEND,STAGE_OUT", want: [][]string{showMail, giveBack, writeTag}},
+		"changed by its user": {show: "JobId=32 MailType=END", want: [][]string{showMail, writeTag}},
+		"given back before":   {show: "JobId=32 MailType=ALL", want: [][]string{showMail, writeTag}},
+		"give-back fails":     {show: "JobId=32 MailType=END,FAIL,INVALID_DEPEND,STAGE_OUT", failAt: 2, want: [][]string{showMail, giveBack}},
+		"requeueing itself":   {show: "JobId=32 MailType=END,FAIL,INVALID_DEPEND,STAGE_OUT", requeueing: true},
 	}
-	tests["requeueing itself"] = struct {
-		show string
-		want [][]string
-	}{show: "JobId=32 MailType=END,FAIL,INVALID_DEPEND,STAGE_OUT", want: nil}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			j := running(32, "node2")
-			if name == "requeueing itself" {
+			if tc.requeueing {
 				j.Comment = RequeueWord
 			}
 			f := newApplierFixture(t, map[int][]Job{32: {j}}, nil)
 			f.runner.out = []byte(tc.show)
-			if res := f.app.ApplyOne(context.Background(), Action{Kind: ActionAnnotate, JobID: 32, Tag: tag, MailType: "ALL"}); res.Err != nil {
-				t.Fatalf("Err = %v; steps %+v", res.Err, res.Steps)
+			if tc.failAt > 0 {
+				f.runner.failAt = map[int]string{tc.failAt: "slurm_update error: Unable to contact slurm controller"}
+			}
+			res := f.app.ApplyOne(context.Background(), Action{Kind: ActionAnnotate, JobID: 32, Tag: tag, MailType: "ALL"})
+			if (res.Err != nil) != (tc.failAt > 0) {
+				t.Fatalf("Err = %v, want an error %v; steps %+v", res.Err, tc.failAt > 0, res.Steps)
 			}
 			if diff := cmp.Diff(tc.want, f.runner.Calls(), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("argv (-want +got):\n%s", diff)
