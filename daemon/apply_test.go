@@ -536,14 +536,26 @@ func TestStartKeepsUserRequestAfterResize(t *testing.T) {
 	seeded := seededStore(t)
 	i := slices.IndexFunc(faultScenarios(), func(sc faultScenario) bool { return sc.name == "start" })
 	sc := faultScenarios()[i]
-	for _, tc := range []struct {
+	cases := []struct {
 		name string
 		c    faultCase
 	}{
 		{name: "crash after the resize", c: faultCase{first: fault{at: 1, kind: faultCrash}}},
 		{name: "resize timed out", c: faultCase{first: fault{at: 1, kind: faultTimeout}}},
 		{name: "tag write refused", c: faultCase{first: fault{at: 2, kind: faultRefused}}},
-	} {
+	}
+	// Slurm may apply the resize field by field: any field rubick's
+	// says that it did.
+	for k := range 7 {
+		for _, kind := range []faultKind{faultPartial, faultPartialCrash} {
+			f := fault{at: 1, kind: kind, field: k}
+			cases = append(cases, struct {
+				name string
+				c    faultCase
+			}{name: f.String(), c: faultCase{first: f}})
+		}
+	}
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			run := runFault(t, seeded, sc, tc.c)
 			if shape(run.first[0]) != "scontrol update JobId=41 NumNodes= NumTasks= CPUsPerTask= NumCPUs= MinMemoryNode= Gres= NodeList=" {
@@ -558,6 +570,53 @@ func TestStartKeepsUserRequestAfterResize(t *testing.T) {
 			}
 			if d := cmp.Diff(want, got); d != "" {
 				t.Errorf("job 41 after recovery (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// A start whose resize Slurm refused leaves the job as its user asked,
+// and a change the user makes since to their pending job's size or
+// --nodelist (scontrol update NumNodes=, Gres=, NumCPUs=, NodeList=) is
+// their request from then on: the next start's tag records it, not the
+// request the refused start's tag recorded.
+func TestStartTakesUserChangeAfterRefusedResize(t *testing.T) {
+	seeded := seededStore(t)
+	i := slices.IndexFunc(faultScenarios(), func(sc faultScenario) bool { return sc.name == "start" })
+	sc := faultScenarios()[i]
+	sc.nodes = 2 // a --nodelist the start did not set
+	update := func(fields ...string) func(s *faultSlurm) {
+		return func(s *faultSlurm) {
+			for _, f := range fields {
+				if err := s.update(&s.jobs[0], f); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	type record struct{ Req, Nodes string }
+	for _, tc := range []struct {
+		name   string
+		fields []string
+		want   record
+	}{
+		{name: "size", fields: []string{"NumNodes=1", "Gres=gpu:4", "NumCPUs=16"}, want: record{Req: "n1.g4.c16.m64000"}},
+		{name: "nodelist", fields: []string{"NodeList=node2"}, want: record{Req: "n1.g2.c8.m64000", Nodes: "node2"}},
+		{name: "memory", fields: []string{"MinMemoryNode=32000"}, want: record{Req: "n1.g2.c8.m32000"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := faultCase{first: fault{at: 1, kind: faultRefused}, user: update(tc.fields...), userDid: strings.Join(tc.fields, " ")}
+			run := runFault(t, seeded, sc, c)
+			if shape(run.first[0]) != "scontrol update JobId=41 NumNodes= NumTasks= CPUsPerTask= NumCPUs= MinMemoryNode= Gres= NodeList=" {
+				t.Fatalf("first command %q, want the start's resize", run.first[0])
+			}
+			j := run.slurm.cloneJobs()[0]
+			if j.Tag == nil || j.Tag.Generation == 0 {
+				t.Fatalf("job 41 not started after the refusal: tag %v", j.Tag)
+			}
+			got := record{Req: j.Tag.Extra[tagReq], Nodes: j.Tag.Extra[tagNodes]}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("job 41's tag after %v (-want +got):\n%s", c, d)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -88,7 +89,7 @@ type Store interface {
 	AwaitAck(ctx context.Context, id int64, mail string) error
 	Acked(ctx context.Context, jobID int64) error
 	Unacked(ctx context.Context) ([]store.Action, error)
-	FirstStartTags(ctx context.Context, ids []int64) (map[int64]string, error)
+	Starts(ctx context.Context, ids []int64) (map[int64][]store.Action, error)
 	Jobs(ctx context.Context, f store.JobFilter) ([]store.Job, error)
 	RestartStore
 }
@@ -609,12 +610,15 @@ func (d *Daemon) ackRequeues(ctx context.Context, jobs []slurm.Job) []slurm.Job 
 }
 
 // userRequests gives each job whose tag lacks its user's request (req=)
-// but that rubick has started before the request and --nodelist its first
-// start recorded (Store.FirstStartTags), and returns jobs as they are then.
+// but whose size or node list Slurm reports is, in part at least, one
+// that a start of rubick's resized it to, the request and --nodelist that
+// start's tag recorded (Store.Starts), and returns jobs as they are then.
 // That start's tag write failed, or rubickd stopped before it, after its
 // resize: Slurm's size and node list are rubick's now, which read as the
 // user's would pin the job on rubick's nodes and make its GPUs the user's
-// request. The next tag written records them.
+// request. The next tag written records them. A job no start resized has
+// its user's request as Slurm reports it: a resize refused, then a user's
+// own change (scontrol update NumNodes=, Gres=, NodeList=) since, stands.
 func (d *Daemon) userRequests(ctx context.Context, jobs []slurm.Job) ([]slurm.Job, error) {
 	var ids []int64
 	for _, j := range jobs {
@@ -625,32 +629,82 @@ func (d *Daemon) userRequests(ctx context.Context, jobs []slurm.Job) ([]slurm.Jo
 	if len(ids) == 0 {
 		return jobs, nil
 	}
-	tags, err := d.deps.Store.FirstStartTags(ctx, ids)
-	if err != nil || len(tags) == 0 {
+	starts, err := d.deps.Store.Starts(ctx, ids)
+	if err != nil || len(starts) == 0 {
 		return jobs, err
 	}
 	jobs = slices.Clone(jobs) // d.lastJobs is the cached list
 	for i, j := range jobs {
-		s, ok := tags[int64(j.ID)]
-		if !ok || j.Tag == nil || j.Tag.Extra[tagReq] != "" {
+		if j.Tag == nil || j.Tag.Extra[tagReq] != "" {
 			continue
 		}
-		first, err := slurm.ParseTag(s)
-		if err != nil || first.Extra[tagReq] == "" {
-			continue
+		// The newest start that resized the job: an earlier one's
+		// resize, if any took, is behind it.
+		for _, s := range starts[int64(j.ID)] {
+			rec, ok := resizedBy(j, s)
+			if !ok {
+				continue
+			}
+			t := cloneTag(*j.Tag)
+			if t.Extra == nil {
+				t.Extra = map[string]string{}
+			}
+			t.Extra[tagReq] = rec.Extra[tagReq]
+			if nl := rec.Extra[tagNodes]; nl != "" {
+				t.Extra[tagNodes] = nl
+			}
+			jobs[i].Tag = &t
+			d.deps.Logger.Debug("job's request read from a start's tag: its tag was not written after its resize", "job", j.ID, "req", t.Extra[tagReq], "nodes", t.Extra[tagNodes])
+			break
 		}
-		t := cloneTag(*j.Tag)
-		if t.Extra == nil {
-			t.Extra = map[string]string{}
-		}
-		t.Extra[tagReq] = first.Extra[tagReq]
-		if nl := first.Extra[tagNodes]; nl != "" {
-			t.Extra[tagNodes] = nl
-		}
-		jobs[i].Tag = &t
-		d.deps.Logger.Debug("job's request read from its first start: its tag was not written after its resize", "job", j.ID, "req", t.Extra[tagReq], "nodes", t.Extra[tagNodes])
 	}
 	return jobs, nil
+}
+
+// resizedBy reports whether start s resized job j, wholly or in
+// part (Slurm may apply an update field by field), and returns the tag s
+// recorded, which holds the user's request and --nodelist of then: j has
+// a field (node count, GPUs per node, CPUs, memory per node, node list)
+// at the value s set, which is not the user's one s recorded. Where the
+// two agree, the field says nothing; where neither does, it is the user's
+// own change since.
+func resizedBy(j slurm.Job, s store.Action) (slurm.Tag, bool) {
+	tag, err := slurm.ParseTag(s.Tag)
+	if err != nil || tag.Extra[tagReq] == "" {
+		return slurm.Tag{}, false
+	}
+	was, err := parseRequest(tag.Extra[tagReq])
+	if err != nil {
+		return slurm.Tag{}, false
+	}
+	wasNodes, err := slurm.ExpandHostlist(tag.Extra[tagNodes])
+	if err != nil {
+		return slurm.Tag{}, false
+	}
+	set, err := slurm.ExpandHostlist(s.Nodes)
+	if err != nil {
+		return slurm.Tag{}, false
+	}
+	rubicks := func(now, set, was int64) bool { return set > 0 && now == set && set != was }
+	sameNodes := func(a, b []string) bool {
+		return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
+	}
+	n := int64(len(s.Resources.Placement))
+	var gpus, mem int64
+	if n > 0 {
+		gpus = int64(s.Resources.Placement[0])
+		mem = int64(math.Round(s.Resources.HostMemGB * 1024 / float64(n)))
+	}
+	now := ownRequest(j)
+	switch {
+	case rubicks(int64(now.Nodes), n, int64(was.Nodes)),
+		rubicks(int64(now.GPUsPerNode), gpus, int64(was.GPUsPerNode)),
+		rubicks(int64(now.CPUs), int64(s.Resources.CPUs), int64(was.CPUs)),
+		rubicks(now.MemMB, mem, was.MemMB),
+		len(set) > 0 && sameNodes(j.RequiredNodes, set) && !sameNodes(set, wasNodes):
+		return tag, true
+	}
+	return slurm.Tag{}, false
 }
 
 // minOwnRestarts is how many of its own measured restarts a job needs
@@ -1547,6 +1601,11 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 			// For Reconcile: the generation a start or restart writes,
 			// and the tag a preemption's requeue is acknowledged in.
 			sa.Tag = a.Tag.String()
+		}
+		if a.Kind == slurm.ActionStart {
+			// For userRequests: where a start that stopped after its
+			// resize left its job.
+			sa.Nodes = slurm.CompressHostlist(a.Nodes)
 		}
 		dec.Actions = append(dec.Actions, sa)
 	}

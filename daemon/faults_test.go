@@ -720,6 +720,10 @@ func faultScenarios() []faultScenario {
 type faultCase struct {
 	first, again fault
 	read         readFault
+	// user, when set, is what a job's user changes in Slurm after the
+	// first cycle (scontrol update as the user), named by userDid.
+	user    func(s *faultSlurm)
+	userDid string
 }
 
 func (c faultCase) String() string {
@@ -732,6 +736,9 @@ func (c faultCase) String() string {
 	}
 	if c.read.at > 0 {
 		s = append(s, c.read.String())
+	}
+	if c.user != nil {
+		s = append(s, "then its user "+c.userDid)
 	}
 	return cmp.Or(strings.Join(s, ", "), "no fault")
 }
@@ -837,6 +844,9 @@ func runFault(t *testing.T, seeded []byte, sc faultScenario, c faultCase) faultR
 	run.first, run.reads, run.writes = slices.Clone(s.argv), slices.Clone(s.readLog), s.writes
 	run.failedRead, run.cmdsAtRead = s.failedRead, s.cmdsAtRead
 	s.readFault = readFault{}
+	if c.user != nil {
+		c.user(s)
+	}
 	s.mu.Unlock()
 	if !crashed && err != nil && c.read.at == 0 {
 		t.Fatalf("%v: cycle: %v", c, err)

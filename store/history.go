@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -52,6 +53,10 @@ type Action struct {
 	// AckMail is the mail types (a tag's mail= value) the action took out
 	// of the job's, which the acknowledging tag keeps; "" for none.
 	AckMail string
+	// Nodes is the node list the action sends Slurm, a hostlist
+	// ("node[1-2]"); "" for none, and for the actions recorded before
+	// schema 11.
+	Nodes string
 }
 
 // Decision is one scheduling cycle: the policy's output and why.
@@ -211,10 +216,11 @@ func insertAction(ctx context.Context, tx *sql.Tx, a Action, now time.Time) (Act
 	}
 	plan, placement := planColumns(a.Plan, a.Resources)
 	tag := sql.NullString{String: a.Tag, Valid: a.Tag != ""}
+	nodes := sql.NullString{String: a.Nodes, Valid: a.Nodes != ""}
 	res, err := tx.ExecContext(ctx, `
-		INSERT INTO plan_history(cycle_id, job_id, kind, plan, placement, cpus, host_mem_gb, decided_ns, error, tag)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, '', ?)`,
-		cycle, a.JobID, a.Kind, plan, placement, a.Resources.CPUs, a.Resources.HostMemGB, now.UnixNano(), tag)
+		INSERT INTO plan_history(cycle_id, job_id, kind, plan, placement, cpus, host_mem_gb, decided_ns, error, tag, nodes)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?)`,
+		cycle, a.JobID, a.Kind, plan, placement, a.Resources.CPUs, a.Resources.HostMemGB, now.UnixNano(), tag, nodes)
 	if err != nil {
 		return Action{}, err
 	}
@@ -280,17 +286,17 @@ func (s *Store) MarkApplied(ctx context.Context, id int64, res Result, applyErr 
 }
 
 const actionColumns = `id, cycle_id, job_id, kind, plan, placement, cpus, host_mem_gb,
-	decided_ns, applied_ns, result, error, tag, awaits_ack, ack_mail`
+	decided_ns, applied_ns, result, error, tag, awaits_ack, ack_mail, nodes`
 
 func scanAction(sc scanner) (Action, error) {
 	var a Action
 	var cycle, decided, applied sql.NullInt64
-	var plan, placement, result, tag, mail sql.NullString
+	var plan, placement, result, tag, mail, nodes sql.NullString
 	if err := sc.Scan(&a.ID, &cycle, &a.JobID, &a.Kind, &plan, &placement, &a.Resources.CPUs,
-		&a.Resources.HostMemGB, &decided, &applied, &result, &a.Error, &tag, &a.AwaitsAck, &mail); err != nil {
+		&a.Resources.HostMemGB, &decided, &applied, &result, &a.Error, &tag, &a.AwaitsAck, &mail, &nodes); err != nil {
 		return Action{}, err
 	}
-	a.Tag, a.AckMail = tag.String, mail.String
+	a.Tag, a.AckMail, a.Nodes = tag.String, mail.String, nodes.String
 	var err error
 	if a.Plan, a.Resources.Placement, err = fromPlanColumns(plan, placement); err != nil {
 		return Action{}, fmt.Errorf("action %d: %w", a.ID, err)
@@ -383,34 +389,34 @@ func (s *Store) Unacked(ctx context.Context) ([]Action, error) {
 	return out, nil
 }
 
-// FirstStartTags returns, for each of the jobs ids that has one, the tag
-// of its first recorded start (kind "start") that has a tag. That start
-// was recorded before it resized its job, so the tag holds the job's
-// request as it was until then: what a start that failed or stopped
-// after its resize, before its tag's write, left Slurm without.
-func (s *Store) FirstStartTags(ctx context.Context, ids []int64) (map[int64]string, error) {
+// Starts returns, for each of the jobs ids that has any, its recorded
+// starts (kind "start") that have a tag, newest first. Each was recorded
+// before it resized its job, so its tag holds the job's request as it was
+// then, and its resources and nodes what it resized the job to: what a
+// start that failed or stopped after its resize, before its tag's write,
+// left Slurm with, and without.
+func (s *Store) Starts(ctx context.Context, ids []int64) (map[int64][]Action, error) {
 	args := make([]any, 0, len(ids))
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	out := map[int64]string{}
-	first := map[int64]int64{}
+	out := map[int64][]Action{}
 	// A job rubick has not tagged has few starts: one, or, after such a
 	// failure, one a cycle until one writes its tag.
-	err := s.inChunks(ctx, `SELECT job_id, id, tag FROM plan_history
+	err := s.inChunks(ctx, `SELECT `+actionColumns+` FROM plan_history
 		WHERE kind = 'start' AND tag IS NOT NULL AND job_id IN `, args, func(rows *sql.Rows) error {
-		var job, id int64
-		var tag string
-		if err := rows.Scan(&job, &id, &tag); err != nil {
+		a, err := scanAction(rows)
+		if err != nil {
 			return err
 		}
-		if f, ok := first[job]; !ok || id < f {
-			first[job], out[job] = id, tag
-		}
+		out[a.JobID] = append(out[a.JobID], a)
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: first starts' tags: %w", err)
+		return nil, fmt.Errorf("store: starts: %w", err)
+	}
+	for _, starts := range out {
+		slices.SortFunc(starts, func(a, b Action) int { return cmp.Compare(b.ID, a.ID) })
 	}
 	return out, nil
 }

@@ -638,25 +638,36 @@ func TestAwaitAck(t *testing.T) {
 	}
 }
 
-func TestFirstStartTags(t *testing.T) {
+// Starts lists each job's starts with a tag, newest first, with the node
+// list each sent (schema 11); other kinds, and starts without a tag, are
+// left out.
+func TestStarts(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, filepath.Join(t.TempDir(), "rubick.db"))
 	decide(t, s) // job 7's start without a tag, job 9's preempt
 	first := "rubick:v1 model=gpt2 class=guaranteed plan=dp4.tp1.pp1.mb2.a1.z0 gen=1 req=n1.g2.c8.m64000"
+	second := "rubick:v1 model=gpt2 class=guaranteed plan=dp8.tp1.pp1.mb2.a1.z0 gen=1 req=n1.g8.c32.m147456 nl=node1"
 	for _, a := range []Action{
-		{JobID: 7, Kind: "start", Tag: first},
-		{JobID: 7, Kind: "start", Tag: "rubick:v1 model=gpt2 class=guaranteed plan=dp8.tp1.pp1.mb2.a1.z0 gen=1 req=n1.g8.c32.m147456 nl=node1"},
-		{JobID: 9, Kind: "restart", Tag: "rubick:v1 model=bert class=best-effort plan=dp4.tp1.pp1.mb2.a1.z0 gen=2"},
+		{JobID: 7, Kind: "start", Tag: first, Nodes: "node[1-2]"},
+		{JobID: 7, Kind: "start", Tag: second},
+		{JobID: 9, Kind: "restart", Tag: "rubick:v1 model=bert class=best-effort plan=dp4.tp1.pp1.mb2.a1.z0 gen=2", Nodes: "node3"},
 	} {
 		if _, err := s.RecordPlan(ctx, a); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err := s.FirstStartTags(ctx, []int64{7, 9, 11})
+	got, err := s.Starts(ctx, []int64{7, 9, 11})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff(map[int64]string{7: first}, got); d != "" {
-		t.Errorf("FirstStartTags (-want +got):\n%s", d)
+	type start struct{ Tag, Nodes string }
+	summary := map[int64][]start{}
+	for job, as := range got {
+		for _, a := range as {
+			summary[job] = append(summary[job], start{a.Tag, a.Nodes})
+		}
+	}
+	if d := cmp.Diff(map[int64][]start{7: {{second, ""}, {first, "node[1-2]"}}}, summary); d != "" {
+		t.Errorf("Starts (-want +got):\n%s", d)
 	}
 }

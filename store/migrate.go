@@ -30,6 +30,7 @@ func migrations() []migration {
 		{version: 8, name: "jobs' users", up: schemaV8},
 		{version: 9, name: "jobs a cycle left alone for an earlier reason", up: schemaV9},
 		{version: 10, name: "actions' tags, requeues awaiting their tag", up: schemaV10},
+		{version: 11, name: "actions' node lists", up: schemaV11},
 	}
 }
 
@@ -256,6 +257,14 @@ ALTER TABLE plan_history ADD COLUMN tag TEXT CHECK (tag IS NULL OR tag <> '');
 ALTER TABLE plan_history ADD COLUMN awaits_ack INTEGER NOT NULL DEFAULT 0 CHECK (awaits_ack IN (0, 1));
 ALTER TABLE plan_history ADD COLUMN ack_mail TEXT CHECK (ack_mail IS NULL OR ack_mail <> '');
 CREATE INDEX plan_history_awaiting_ack ON plan_history(id) WHERE awaits_ack = 1;
+`
+
+// schemaV11 keeps the node list each action sends Slurm (a hostlist; NULL
+// for none, and for the actions recorded before v11): a start that stopped
+// after its resize left the job on those nodes, and rubickd tells them from
+// a --nodelist its user set since.
+const schemaV11 = `
+ALTER TABLE plan_history ADD COLUMN nodes TEXT CHECK (nodes IS NULL OR nodes <> '');
 `
 
 // migrate brings db to the newest version in migs. Each migration runs in
