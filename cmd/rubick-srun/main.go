@@ -303,7 +303,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			if sig := ph.run(ctx); sig != 0 {
 				if sig == cfg.checkpointSig {
 					if cfg.requeue && jobID != "" {
-						_ = requeueHold(ctx, cfg, whyCheckpoint, log)
+						_ = requeueHold(ctx, cfg, whyCheckpoint, log, nil)
 					}
 					return exitCheckpointed
 				}
@@ -883,7 +883,7 @@ func killStrays(pgid int, log *slog.Logger) {
 // slurm.RequeueWord, which tells rubickd the requeue is rubick's to start
 // again: one without it waits for its user's release; and the words of
 // words (the mail types quietMail took out, slurm.MailWord).
-func requeueHold(ctx context.Context, cfg config, why string, log *slog.Logger, words ...string) error {
+func requeueHold(ctx context.Context, cfg config, why string, log *slog.Logger, afterMark func(), words ...string) error {
 	// A busy slurmctld times an update out now and then, and an unmarked
 	// requeue waits for a release by hand: the mark is worth a few tries.
 	_, err := tries(ctx, cfg.markWait, "marking the requeue as rubick's", log, func() error {
@@ -893,6 +893,8 @@ func requeueHold(ctx context.Context, cfg config, why string, log *slog.Logger, 
 		// Requeued all the same: unmarked, the job waits held for its
 		// user's scontrol release rather than ends.
 		log.Warn("could not mark the requeue as rubick's; the job will wait for scontrol release", "err", err)
+	} else if afterMark != nil {
+		afterMark()
 	}
 	if err := scontrolRequeue(ctx, cfg, "requeuehold", why, log); err != nil {
 		return err
@@ -953,7 +955,7 @@ func requeueCheckpointed(ctx context.Context, cfg config, tag *slurm.Tag, log *s
 			return nil
 		}
 	}
-	return requeueHold(ctx, cfg, whyCheckpoint, log)
+	return requeueHold(ctx, cfg, whyCheckpoint, log, nil)
 }
 
 // markTries bounds the attempts at the requeue's mark, and at the
@@ -1035,12 +1037,16 @@ func refuse(ctx context.Context, cfg config, jobID, modelType string, plan model
 		return exitUsage
 	}
 	var words []string
+	var afterMark func()
 	if cfg.requeue && !cfg.requeueMail {
-		if was := quietMail(ctx, cfg, log); was != "" {
+		if was, quiet := mailQuieting(ctx, cfg, log); quiet != "" {
+			// The mark keeps what they were before they change: changed
+			// first, a failed mark or a crash before it would lose them.
 			words = append(words, slurm.MailWord(was))
+			afterMark = func() { quietMail(ctx, cfg, quiet, log) }
 		}
 	}
-	if cfg.requeue && requeueHold(ctx, cfg, whyRefused, log, words...) == nil {
+	if cfg.requeue && requeueHold(ctx, cfg, whyRefused, log, afterMark, words...) == nil {
 		return exitCheckpointed
 	}
 	sigs := make(chan os.Signal, 1)
@@ -1058,35 +1064,41 @@ func refuse(ctx context.Context, cfg config, jobID, modelType string, plan model
 	}
 	log.Info("rubickd signalled the restart")
 	if cfg.requeue {
-		_ = requeueHold(ctx, cfg, whyRefused, log, words...) // rubickd requeues it otherwise
+		_ = requeueHold(ctx, cfg, whyRefused, log, afterMark, words...) // rubickd requeues it otherwise
 	}
 	return exitCheckpointed
 }
 
-// quietMail takes BEGIN and REQUEUE out of the job's mail types before
-// rubick-srun requeues it, as rubickd does before its own restarts: the
-// job has not run a step, and Slurm would mail "Requeued" and a second
-// "Began" for it. Users may change their own job's mail types. It
-// returns the MailType it changed, for the requeue's mark to keep
-// (slurm.MailWord) and rubickd to give back once the job runs; "" when it
-// changed none. A failure leaves the mails as they are.
-func quietMail(ctx context.Context, cfg config, log *slog.Logger) string {
+// mailQuieting reads the job's mail types for rubick-srun's requeue: it
+// returns them (was) and what they are without BEGIN and REQUEUE (quiet),
+// "" for quiet when there is nothing to take out or they cannot be read.
+// The job has not run a step, and Slurm would mail "Requeued" and a second
+// "Began" for it; rubickd takes them out before its own restarts too.
+func mailQuieting(ctx context.Context, cfg config, log *slog.Logger) (was, quiet string) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(cctx, cfg.scontrol, "show", "job", "-o", cfg.jobRef).Output()
 	if err != nil {
 		log.Warn("mail types not read; Slurm mails this requeue as the job asks", "err", err)
-		return ""
+		return "", ""
 	}
-	v, ok := slurm.QuietMailType(string(out))
+	quiet, ok := slurm.QuietMailType(string(out))
 	if !ok {
-		return ""
+		return "", ""
 	}
-	if b, err := exec.CommandContext(cctx, cfg.scontrol, "update", "JobId="+cfg.jobRef, "MailType="+v).CombinedOutput(); err != nil {
+	return slurm.MailTypeOf(string(out)), quiet
+}
+
+// quietMail sets the job's mail types to quiet, once the requeue's mark
+// keeps what they were (slurm.MailWord) for rubickd to give back once the
+// job runs. Users may change their own job's mail types. A failure leaves
+// the mails as they are.
+func quietMail(ctx context.Context, cfg config, quiet string, log *slog.Logger) {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if b, err := exec.CommandContext(cctx, cfg.scontrol, "update", "JobId="+cfg.jobRef, "MailType="+quiet).CombinedOutput(); err != nil {
 		log.Warn("mail types unchanged; Slurm mails this requeue", "err", err, "output", strings.TrimSpace(string(b)))
-		return ""
 	}
-	return slurm.MailTypeOf(string(out))
 }
 
 // sendLaunch reports what the job's launch line cannot express (and, with

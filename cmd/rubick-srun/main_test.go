@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -587,8 +588,9 @@ func TestRunRefusedPlan(t *testing.T) {
 			var want []string
 			if tc.want != "" {
 				want = []string{tc.want}
-				if i := slices.Index(calls, tc.want); i < 0 || i > slices.Index(calls, "requeuehold "+tc.ref) {
-					t.Errorf("scontrol calls %q: want the mail changed before the requeue", calls)
+				if i := slices.Index(calls, tc.want); i < 0 || i > slices.Index(calls, "requeuehold "+tc.ref) ||
+					i < slices.Index(calls, "update JobId="+tc.ref+" Comment="+tc.comment) {
+					t.Errorf("scontrol calls %q: want the mail changed after the requeue's mark keeps it and before the requeue", calls)
 				}
 			}
 			if d := cmp.Diff(want, mail); d != "" {
@@ -628,7 +630,7 @@ func testRunRefusedPlan(t *testing.T, extraEnv map[string]string, ref, comment s
 	}
 	calls, err := os.ReadFile(scontrolLog)
 	if err != nil || !strings.Contains(string(calls), "show job -o "+ref+"\n") ||
-		!strings.Contains(string(calls), "update JobId="+ref+" Comment="+comment+"\nrequeuehold "+ref+"\n") {
+		!regexp.MustCompile(`update JobId=`+regexp.QuoteMeta(ref+" Comment="+comment)+`\n(update JobId=\S+ MailType=\S+\n)?requeuehold `+regexp.QuoteMeta(ref)+`\n`).Match(calls) {
 		t.Errorf("scontrol calls %q (%v), want the tag read, the requeue marked (%s) and a requeuehold of %s", calls, err, comment, ref)
 	}
 	col.mu.Lock()
@@ -972,29 +974,37 @@ func (base64Encoder) Encode(_ context.Context, payload []byte) (string, error) {
 func TestRequeueHoldRetries(t *testing.T) {
 	bin := fakes(t)
 	cfg := config{squeue: filepath.Join(bin, "squeue"), scontrol: filepath.Join(bin, "scontrol"), jobRef: "42", markWait: time.Millisecond}
-	const mark, requeue = "update JobId=42 Comment=rubick:requeue", "requeuehold 42"
+	const mark, requeue, quiet = "update JobId=42 Comment=rubick:requeue", "requeuehold 42", "update JobId=42 MailType=END"
 	// anyCall fails the first scontrol calls, whichever they are;
 	// holdOnly the first requeuehold calls only.
 	const anyCall, holdOnly = "FAKE_SCONTROL_FAIL_FIRST", "FAKE_REQUEUEHOLD_FAIL_FIRST"
 	for _, tc := range []struct {
 		fail    string
 		failing int
+		quiet   bool // quiet the mail types once the mark took
 		want    []string
 		wantErr bool
 	}{
 		{fail: anyCall, failing: 0, want: []string{mark, requeue}},
 		{fail: anyCall, failing: 1, want: []string{mark, mark, requeue}},
+		// The mail types change only once the mark keeps what they were.
+		{fail: anyCall, failing: 1, quiet: true, want: []string{mark, mark, quiet, requeue}},
+		{fail: anyCall, failing: 3, quiet: true, want: []string{mark, mark, mark, requeue}},
 		// Calls 4 and 5 are the requeue's first two: it is tried again too.
 		{fail: anyCall, failing: 5, want: []string{mark, mark, mark, requeue, requeue, requeue}},
 		{fail: holdOnly, failing: 1, want: []string{mark, requeue, requeue}},
 		{fail: holdOnly, failing: 2, want: []string{mark, requeue, requeue, requeue}},
 		{fail: holdOnly, failing: 5, want: []string{mark, requeue, requeue, requeue}, wantErr: true},
 	} {
-		t.Run(fmt.Sprintf("%s=%d", tc.fail, tc.failing), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s=%d,quiet=%v", tc.fail, tc.failing, tc.quiet), func(t *testing.T) {
 			log := filepath.Join(t.TempDir(), "scontrol.log")
 			t.Setenv("FAKE_SCONTROL_LOG", log)
 			t.Setenv(tc.fail, strconv.Itoa(tc.failing))
-			err := requeueHold(t.Context(), cfg, whyCheckpoint, slog.New(slog.DiscardHandler))
+			var afterMark func()
+			if tc.quiet {
+				afterMark = func() { quietMail(t.Context(), cfg, "END", slog.New(slog.DiscardHandler)) }
+			}
+			err := requeueHold(t.Context(), cfg, whyCheckpoint, slog.New(slog.DiscardHandler), afterMark)
 			if (err != nil) != tc.wantErr {
 				t.Errorf("requeueHold: %v, want an error: %v", err, tc.wantErr)
 			}
