@@ -902,7 +902,7 @@ func (r *run) quietMail(ctx context.Context, job Job) {
 	if !ok {
 		return
 	}
-	was := MailTagValue(MailTypeOf(string(out)))
+	was := mailTagValue(MailTypeOf(string(out)))
 	if tag, err := TagFromAdminComment(job.AdminComment); err == nil && tag != nil {
 		if tag.Extra[TagMail] == "" {
 			tag.Extra = maps.Clone(tag.Extra)

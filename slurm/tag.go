@@ -333,10 +333,10 @@ const TagMail = "mail"
 // job's submit time to each requeue.
 const TagSubmit = "sub"
 
-// MailTagValue writes a MailType ("BEGIN,END,INVALID_DEPEND") as a tag
+// mailTagValue writes a MailType ("BEGIN,END,INVALID_DEPEND") as a tag
 // value, which has no '_' ("begin,end,invalid-depend"); no mail type has
 // a '-'.
-func MailTagValue(v string) string { return strings.ReplaceAll(strings.ToLower(v), "_", "-") }
+func mailTagValue(v string) string { return strings.ReplaceAll(strings.ToLower(v), "_", "-") }
 
 // MailWordPrefix begins the word of a job's Comment that keeps the
 // MailType rubick-srun took BEGIN and REQUEUE out of before it requeued
@@ -346,7 +346,7 @@ func MailTagValue(v string) string { return strings.ReplaceAll(strings.ToLower(v
 const MailWordPrefix = "rubick:mail="
 
 // MailWord is the Comment word that keeps mailType ("BEGIN,END").
-func MailWord(mailType string) string { return MailWordPrefix + MailTagValue(mailType) }
+func MailWord(mailType string) string { return MailWordPrefix + mailTagValue(mailType) }
 
 // mailOfComment is the tag value (TagMail) of comment's first mail word
 // ("" when it has none, or a malformed one: the user may write it), and
