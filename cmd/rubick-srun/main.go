@@ -882,7 +882,8 @@ func killStrays(pgid int, log *slog.Logger) {
 // next rubickd cycle instead of ending. The job's comment first gets
 // slurm.RequeueWord, which tells rubickd the requeue is rubick's to start
 // again: one without it waits for its user's release; and the words of
-// words (the mail types quietMail took out, slurm.MailWord).
+// words (the mail types afterMark quiets, slurm.MailWord). afterMark, if
+// any, runs once the mark is written, and not when it fails.
 func requeueHold(ctx context.Context, cfg config, why string, log *slog.Logger, afterMark func(), words ...string) error {
 	// A busy slurmctld times an update out now and then, and an unmarked
 	// requeue waits for a release by hand: the mark is worth a few tries.
