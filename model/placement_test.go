@@ -76,6 +76,7 @@ func TestParsePlacement(t *testing.T) {
 		"dash over limit":    {in: "16-2048", errText: "GPU count 2048 exceeds the limit of 1024"},
 		"dash spaces":        {in: "16- 8", errText: `GPU count " 8" is not a number`},
 		"dash many nodes":    {in: strings.Repeat("1-", maxPlacementNodes) + "1", errText: "100001 nodes exceeds the limit of 100000"},
+		"long bad count":     {in: "1x" + strings.Repeat("a", maxPlacementNodes), errText: `GPU count "aaaa`},
 		"dash many, one bad": {in: strings.Repeat("1-", maxPlacementNodes-1) + "a", errText: `"1-1-1-1-1-1-1-1-1-1-1-1-1-1-1-1-1-1-1-1-...": GPU count "a"`},
 		"digit many nodes":   {in: strings.Repeat("1", maxPlacementNodes+1), errText: "100001 nodes exceeds the limit of 100000"},
 	}

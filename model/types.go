@@ -217,14 +217,14 @@ func clipPlacement(s string) string {
 // in [1, limit]. Only digits pass: strconv.Atoi would also take a sign.
 func placementCount(s, what, part string, limit int) (int, error) {
 	if part == "" || strings.TrimLeft(part, "0123456789") != "" {
-		return 0, fmt.Errorf("%w: placement %q: %s %q is not a number", ErrBadInput, clipPlacement(s), what, part)
+		return 0, fmt.Errorf("%w: placement %q: %s %q is not a number", ErrBadInput, clipPlacement(s), what, clipPlacement(part))
 	}
 	n, err := strconv.Atoi(part)
 	if err != nil || n > limit { // Atoi fails here only on overflow
-		return 0, fmt.Errorf("%w: placement %q: %s %s exceeds the limit of %d", ErrBadInput, clipPlacement(s), what, part, limit)
+		return 0, fmt.Errorf("%w: placement %q: %s %s exceeds the limit of %d", ErrBadInput, clipPlacement(s), what, clipPlacement(part), limit)
 	}
 	if n < 1 {
-		return 0, fmt.Errorf("%w: placement %q: %s %s must be >= 1", ErrBadInput, clipPlacement(s), what, part)
+		return 0, fmt.Errorf("%w: placement %q: %s %s must be >= 1", ErrBadInput, clipPlacement(s), what, clipPlacement(part))
 	}
 	return n, nil
 }
