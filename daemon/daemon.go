@@ -446,10 +446,11 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 		// say it now, or the job waits for its user's release, with what
 		// the job ran so far as the action stored it.
 		owed := err == nil && (a.Kind == string(slurm.ActionPreempt) || a.Kind == string(slurm.ActionRestart)) && slurm.RequeuedByOther(j)
-		w := d.ackOf(a)
+		var w ackWait
 		if owed {
 			// Stored before the action is resolved: a crash between the
 			// two would leave no record that the tag is still owed.
+			w = d.ackOf(a)
 			d.awaitAck(ctx, j.ID, w, a.ID)
 		}
 		if err := d.deps.Store.MarkApplied(ctx, a.ID, res, why); err != nil && !errors.Is(err, store.ErrResolved) {
