@@ -248,6 +248,18 @@ func TestTrainerBar(t *testing.T) {
 		{"evaluation after training", []string{bar1, bar2, " 10%|█         | 1/10 [00:00<00:00, 29.76it/s]", " 20%|██        | 2/10 [00:00<00:00, 29.76it/s]"},
 			[]m{{1, 3.03}, {2, 2}}},
 		{"a new bar of the same total", []string{bar1, bar2, bar1, bar2}, []m{{1, 3.03}, {2, 2}, {1, 3.03}, {2, 2}}},
+		// An evaluation the script runs before training draws the first
+		// bar at the top, read until the Trainer announces its total
+		// (logged at info level, as in profiling runs; the warm-up skip
+		// drops a run's first measurements); then the training bar is.
+		{"evaluation before training, total announced", []string{
+			" 50%|█████     | 3/6 [00:00<00:00, 29.76it/s]", "100%|██████████| 6/6 [00:00<00:00, 29.76it/s]",
+			"[INFO|trainer.py:2128] 2026-11-30 06:00:00,000 >>   Total optimization steps = 100", bar0, bar1, bar2,
+		}, []m{{6, 0.0336}, {1, 3.03}, {2, 2}}},
+		{"total announced, another bar first", []string{
+			"  Total optimization steps = 1,000", " 17%|█▋        | 1/6 [00:00<00:00, 29.76it/s]", bar1,
+			"  0%|          | 1/1000 [00:03<50:00,  3.03s/it]",
+		}, []m{{1, 3.03}}},
 		// A redraw at 0 moved no step, whatever rate it shows.
 		{"a new bar drawn at 0", []string{bar1, bar2, "  0%|          | 0/100 [00:00<05:00,  2.00s/it]", bar1}, []m{{1, 3.03}, {2, 2}, {1, 3.03}}},
 		{"a total of 0", []string{"  0%|          | 1/0 [00:01<00:00,  1.00it/s]", "  0%|          | 0/0 [00:01<00:00,  1.00it/s]"}, nil},

@@ -210,6 +210,11 @@ func (p Parser) parse(line string) (Measurement, bool) {
 // (, postfix)]". A described bar ("Loading checkpoint shards: ...",
 // datasets' "Map: ...") starts with its description; one counting other
 // units says so in its rate ("examples/s").
+// stepsRe matches the Trainer's log line announcing its training bar's
+// total, "  Total optimization steps = 1,000", which it logs at info level
+// (a profiling run's --log_level) before it draws the bar.
+var stepsRe = regexp.MustCompile(`Total optimization steps = ([0-9][0-9,]*)`)
+
 var barRe = regexp.MustCompile(`^\s*\d+%\|[^|]*\| (\d+)/(\d+) \[[0-9:]+<[0-9:?]+, +([0-9.]+(?:[eE][-+]?\d+)?)(it/s|s/it)(?:, [^\]]*)?\]`)
 
 // The smoothing of tqdm's rate, an exponential moving average, and the
@@ -252,11 +257,27 @@ type trainerBar struct {
 	// seconds of a later redraw are then the small difference of two
 	// large averages, each rounded to the rate's three digits.
 	first, moves int
+	// want is the total the Trainer announced (stepsRe), 0 until then:
+	// a bar of another total is not its training bar, even the first
+	// (an evaluation the script runs before training).
+	want int
 }
 
 func (b *trainerBar) parse(line string) (Measurement, bool) {
 	if strings.Contains(line, "\x1b[") {
 		return Measurement{}, false // a bar drawn below another
+	}
+	if m := stepsRe.FindStringSubmatch(line); m != nil {
+		if want, err := strconv.Atoi(strings.ReplaceAll(m[1], ",", "")); err == nil && want > 0 {
+			b.mu.Lock()
+			if b.total != want {
+				// The bar followed so far was not the training bar.
+				b.total, b.n, b.steps, b.secs, b.first, b.moves = 0, 0, 0, 0, 0, 0
+			}
+			b.want = want
+			b.mu.Unlock()
+		}
+		return Measurement{}, false
 	}
 	m := barRe.FindStringSubmatch(line)
 	if m == nil {
@@ -280,7 +301,7 @@ func (b *trainerBar) parse(line string) (Measurement, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
-	case total != b.total && b.total != 0:
+	case total != b.total && b.total != 0, b.want != 0 && total != b.want:
 		return Measurement{}, false
 	case n == b.n:
 		return Measurement{}, false
