@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/rubick-sched/rubick/store"
+	"github.com/rubick-sched/rubick/store/storetest"
 )
 
 func TestStoreStatsAndPrune(t *testing.T) {
@@ -103,42 +103,14 @@ func TestOlderStoreNotMigrated(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			path, _ := seedExplainStore(t)
-			olderVersion(t, path)
+			storetest.Older(t, path)
 			err := run(path)
 			if err == nil || !strings.Contains(err.Error(), store.ErrSchemaTooOld.Error()) || !strings.Contains(err.Error(), "upgrade rubickd") {
 				t.Errorf("error = %v, want %v telling to upgrade rubickd", err, store.ErrSchemaTooOld)
 			}
-			if v := schemaVersion(t, path); v != store.SchemaVersion()-1 {
+			if v := storetest.Version(t, path); v != store.SchemaVersion()-1 {
 				t.Errorf("store at version %d after %s, want %d as it was", v, name, store.SchemaVersion()-1)
 			}
 		})
 	}
-}
-
-// olderVersion makes the store at path one at the schema version before
-// this binary's, as far as its version says.
-func olderVersion(t *testing.T, path string) {
-	t.Helper()
-	db, err := sql.Open("sqlite3", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`DELETE FROM schema_migrations WHERE version = ?`, store.SchemaVersion()); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func schemaVersion(t *testing.T, path string) int {
-	t.Helper()
-	db, err := sql.Open("sqlite3", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var v int
-	if err := db.QueryRow(`SELECT MAX(version) FROM schema_migrations`).Scan(&v); err != nil {
-		t.Fatal(err)
-	}
-	return v
 }

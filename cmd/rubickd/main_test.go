@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"github.com/rubick-sched/rubick/daemon"
 	"github.com/rubick-sched/rubick/launch/report"
 	"github.com/rubick-sched/rubick/store"
+	"github.com/rubick-sched/rubick/store/storetest"
 )
 
 // A second rubickd on a store another one holds stops before touching
@@ -67,7 +67,7 @@ func TestDryRunLeavesStore(t *testing.T) {
 		say   string // ... saying this
 		types bool   // the store has model types after the run
 	}{
-		{"older", func(t *testing.T, path string) { newStore(t, path); dropVersion(t, path) }, store.ErrSchemaTooOld,
+		{"older", func(t *testing.T, path string) { newStore(t, path); storetest.Older(t, path) }, store.ErrSchemaTooOld,
 			fmt.Sprintf("database is at version %d, this binary reads version %d", store.SchemaVersion()-1, store.SchemaVersion()), false},
 		{"current", newStore, nil, "127.0.0.1:1", false},
 		{"missing", func(*testing.T, string) {}, nil, "127.0.0.1:1", true},
@@ -83,7 +83,7 @@ func TestDryRunLeavesStore(t *testing.T) {
 			if tc.is != nil {
 				want--
 			}
-			if v := schemaVersion(t, path); v != want {
+			if v := storetest.Version(t, path); v != want {
 				t.Errorf("store at version %d after the dry run, want %d", v, want)
 			}
 			st, err := store.Open(ctx, path, store.WithoutMigrating(), store.WithReaders(1))
@@ -128,34 +128,6 @@ func newStore(t *testing.T, path string) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// dropVersion makes the store at path one at the schema version before
-// this binary's, as far as its version says.
-func dropVersion(t *testing.T, path string) {
-	t.Helper()
-	db, err := sql.Open("sqlite3", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`DELETE FROM schema_migrations WHERE version = ?`, store.SchemaVersion()); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func schemaVersion(t *testing.T, path string) int {
-	t.Helper()
-	db, err := sql.Open("sqlite3", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var v int
-	if err := db.QueryRow(`SELECT MAX(version) FROM schema_migrations`).Scan(&v); err != nil {
-		t.Fatal(err)
-	}
-	return v
 }
 
 // rubickd --check --json prints the checks as a JSON array, with a failed
