@@ -123,19 +123,10 @@ func TestCycleKeepsRunningJobUnderZeroLimit(t *testing.T) {
 			pending.Cluster, pending.QOS, pending.Account, pending.User = "lab", "frozen", "physics", "alice"
 			other := heldJob(7, "bert", 1, 4)
 			other.Cluster, other.QOS, other.Account, other.User = "lab", "normal", "physics", "alice"
-			nodes := labNodes(2)
-			nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 4, 8
 			limits := slurm.Limits{QOS: map[string]slurm.QOS{"frozen": {Name: "frozen", Zero: []slurm.ZeroLimit{zero}}, "normal": {Name: "normal"}},
 				Partitions: map[string]slurm.Partition{"gpu": {Name: "gpu"}}}
-			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: nodes, jobs: []slurm.Job{running, pending, other}}, limits: limits}
-			d, _ := newTestDaemonWith(t, c, &fakeApplier{}, func(*Config) {})
-			offered := &offeredJobs{}
-			d.deps.Policy = offered
-			rep, err := d.Cycle(context.Background(), false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff([]string{"7"}, offered.ids); diff != "" {
+			offered, rep := offerCycle(t, limits, running, pending, other)
+			if diff := cmp.Diff([]string{"7"}, offered); diff != "" {
 				t.Errorf("jobs offered to the policy (-want +got):\n%s", diff)
 			}
 			want := map[int]string{
@@ -187,28 +178,37 @@ func TestCycleKeepsRunningJobOverWall(t *testing.T) {
 			if tc.deadline > 0 {
 				j.Deadline = t0.Add(tc.deadline)
 			}
-			nodes := labNodes(2)
-			nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 4, 8
 			q := tc.qos
 			q.Name = "normal"
 			limits := slurm.Limits{QOS: map[string]slurm.QOS{"normal": q}, Partitions: map[string]slurm.Partition{"gpu": {Name: "gpu", MaxTime: tc.maxTime}}}
-			c := &limitsCluster{fakeCluster: &fakeCluster{nodes: nodes, jobs: []slurm.Job{j}}, limits: limits}
-			d, _ := newTestDaemonWith(t, c, &fakeApplier{}, func(*Config) {})
-			offered := &offeredJobs{}
-			d.deps.Policy = offered
-			rep, err := d.Cycle(context.Background(), false)
-			if err != nil {
-				t.Fatal(err)
-			}
+			offered, rep := offerCycle(t, limits, j)
 			got := rep.Ignored[5]
-			if tc.want == "" && !slices.Equal(offered.ids, []string{"5"}) {
-				t.Errorf("offered %v, ignored %q; want job 5 offered", offered.ids, got)
+			if tc.want == "" && !slices.Equal(offered, []string{"5"}) {
+				t.Errorf("offered %v, ignored %q; want job 5 offered", offered, got)
 			}
-			if tc.want != "" && (len(offered.ids) != 0 || got != tc.want) {
-				t.Errorf("offered %v, ignored %q; want none offered, and %q", offered.ids, got, tc.want)
+			if tc.want != "" && (len(offered) != 0 || got != tc.want) {
+				t.Errorf("offered %v, ignored %q; want none offered, and %q", offered, got, tc.want)
 			}
 		})
 	}
+}
+
+// offerCycle runs one cycle of jobs under limits on two lab nodes, the
+// first half busy, with a policy that plans nothing, and returns the IDs
+// of the jobs the policy was offered and the cycle's report.
+func offerCycle(t *testing.T, limits slurm.Limits, jobs ...slurm.Job) ([]string, CycleReport) {
+	t.Helper()
+	nodes := labNodes(2)
+	nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 4, 8
+	c := &limitsCluster{fakeCluster: &fakeCluster{nodes: nodes, jobs: jobs}, limits: limits}
+	d, _ := newTestDaemonWith(t, c, &fakeApplier{}, func(*Config) {})
+	offered := &offeredJobs{}
+	d.deps.Policy = offered
+	rep, err := d.Cycle(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return offered.ids, rep
 }
 
 // offeredJobs is a Policy that plans nothing and records the jobs of the
