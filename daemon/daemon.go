@@ -735,16 +735,34 @@ func (d *Daemon) jobFacts(ctx context.Context, jobs []slurm.Job) (map[int]JobFac
 		return nil, fmt.Errorf("read launch limits: %w", err)
 	}
 	out := make(map[int]JobFacts, len(limits))
+	reported := map[int]bool{}
 	for id, l := range limits {
 		out[int(id)] = JobFacts{Cannot: l.Cannot, GlobalBatch: l.GlobalBatch}
+		reported[int(id)] = l.Own
 	}
-	for id, r := range d.scriptFacts(ctx, jobs) {
+	for id, r := range d.scriptFacts(ctx, jobs, reported) {
 		f := out[id]
 		f.Cannot = r.cannot
 		if r.batch {
 			f.GlobalBatch = r.gb
 		}
 		out[id] = f
+	}
+	for _, j := range jobs {
+		// A job that ran without reporting (no samples endpoint, or not
+		// yet) trains with the batch of the plan it ran: rubick-srun keeps
+		// a line's batch and refuses a plan of another, and writes the
+		// plan's into a line that states none. Its user's earlier job, or
+		// its model type's, would have it restarted on a plan its line
+		// refuses.
+		if reported[j.ID] || j.Tag == nil || j.Tag.Plan == "" || !started(j) {
+			continue
+		}
+		if p, err := model.ParsePlan(j.Tag.Plan); err == nil {
+			f := out[j.ID]
+			f.GlobalBatch = p.DP * p.MicroBatch * p.Accum
+			out[j.ID] = f
+		}
 	}
 	if d.cfg.TimeLimits.Stretch {
 		var timed []slurm.Job

@@ -486,7 +486,7 @@ func TestAcceptLaunch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff(map[int64]store.Launch{5: {Cannot: model.FeatureTP | model.FeaturePP, GlobalBatch: 64}}, got); d != "" {
+	if d := cmp.Diff(map[int64]store.Launch{5: {Cannot: model.FeatureTP | model.FeaturePP, GlobalBatch: 64, Own: true}}, got); d != "" {
 		t.Errorf("stored (-want +got):\n%s", d)
 	}
 }

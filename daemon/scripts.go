@@ -46,15 +46,17 @@ type scriptRead struct {
 	line *launch.ScriptLine
 }
 
-// scriptFacts returns, for the pending jobs among jobs that have never
-// started, what the rubick-srun line of their batch script says: what it
-// cannot express and the global batch it trains with. Until a job's
-// rubick-srun reports at its start these are its best facts: its user's
-// last job of the model type may have run another line. A script rubick
-// cannot read (a launch line built at run time) gives nothing, and the job
-// is planned as before; so does the batch of a line whose DeepSpeed config
-// rubickd may not open.
-func (d *Daemon) scriptFacts(ctx context.Context, jobs []slurm.Job) map[int]scriptRead {
+// scriptFacts returns, for the pending and running jobs among jobs that
+// have not reported their launch line (reported), what the rubick-srun
+// line of their batch script says: what it cannot express and the global
+// batch it trains with. Until a job's rubick-srun reports at its start
+// these are its best facts: its user's last job of the model type may have
+// run another line. A job that runs without reporting (no samples
+// endpoint) keeps them: a restart on a plan its line cannot run would end
+// it. A script rubick cannot read (a launch line built at run time) gives
+// nothing, and the job is planned as before; so does the batch of a line
+// whose DeepSpeed config rubickd may not open.
+func (d *Daemon) scriptFacts(ctx context.Context, jobs []slurm.Job, reported map[int]bool) map[int]scriptRead {
 	if d.deps.Scripts == nil || !d.cfg.ReadBatchScripts {
 		return nil
 	}
@@ -62,7 +64,7 @@ func (d *Daemon) scriptFacts(ctx context.Context, jobs []slurm.Job) map[int]scri
 	out := map[int]scriptRead{}
 	reads, start := 0, d.deps.Now()
 	for _, j := range jobs {
-		if j.Tag == nil || j.Tag.ModelType == "" || j.State != slurm.StatePending || j.RestartCount > 0 || !j.StartTime.IsZero() || j.Interactive {
+		if j.Tag == nil || j.Tag.ModelType == "" || j.State != slurm.StatePending && j.State != slurm.StateRunning || reported[j.ID] || j.Interactive {
 			continue
 		}
 		sid := scriptID(j)
@@ -86,7 +88,7 @@ func (d *Daemon) scriptFacts(ctx context.Context, jobs []slurm.Job) map[int]scri
 	}
 	for id := range d.scripts {
 		if !seen[id] {
-			delete(d.scripts, id) // started, ended or gone
+			delete(d.scripts, id) // reported, ended or gone
 		}
 	}
 	return out
@@ -323,4 +325,9 @@ func ownedRegular(f *os.File, uid uint32) (os.FileInfo, error) {
 		return nil, errNotUsers
 	}
 	return st, nil
+}
+
+// started: job j runs, or ran before it was requeued.
+func started(j slurm.Job) bool {
+	return j.State == slurm.StateRunning || j.State == slurm.StatePending && (j.RestartCount > 0 || !j.StartTime.IsZero())
 }

@@ -70,6 +70,7 @@ func TestCycleReadsBatchScript(t *testing.T) {
 		earlierGB int    // the global batch the user's earlier job reported
 		off       bool   // read_batch_scripts: false
 		restarted bool   // the job has run before
+		ownGB     int    // the global batch the job reported at that start
 		wantPlan  string
 	}{
 		// 5 GPUs split 80 five ways, where gpt2's 16 would not.
@@ -84,7 +85,10 @@ func TestCycleReadsBatchScript(t *testing.T) {
 		"a config it cannot read":  {gpus: 4, script: "exec rubick-srun deepspeed train.py --deepspeed_config missing.json\n", earlierGB: 64, wantPlan: "dp4.tp1.pp1.mb16.a1.z2"},
 		"read_batch_scripts false": {gpus: 5, script: megatron80, off: true, wantPlan: "dp4.tp1.pp1.mb4.a1.z2"},
 		// A job that ran before reported its own line at that start.
-		"a requeued job": {gpus: 5, script: megatron80, restarted: true, wantPlan: "dp4.tp1.pp1.mb4.a1.z2"},
+		"a requeued job": {gpus: 5, script: megatron80, restarted: true, ownGB: 16, earlierGB: 64, wantPlan: "dp4.tp1.pp1.mb4.a1.z2"},
+		// One that ran without reporting (no samples endpoint) still has
+		// its script.
+		"a requeued job that never reported": {gpus: 5, script: megatron80, restarted: true, earlierGB: 64, wantPlan: "dp5.tp1.pp1.mb16.a1.z2"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -118,6 +122,14 @@ func TestCycleReadsBatchScript(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			if tc.ownGB != 0 {
+				if err := st.UpsertJob(ctx, store.Job{ID: 21, ModelType: mt, Class: store.BestEffort, State: "PENDING"}); err != nil {
+					t.Fatal(err)
+				}
+				if err := st.SetJobLaunch(ctx, 21, j.User, store.Launch{GlobalBatch: tc.ownGB}); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if _, err := d.Cycle(ctx, false); err != nil {
 				t.Fatal(err)
 			}
@@ -125,7 +137,7 @@ func TestCycleReadsBatchScript(t *testing.T) {
 				t.Errorf("started with plan %q, want %q", got, tc.wantPlan)
 			}
 			wantReads := []int{21}
-			if tc.off || tc.restarted {
+			if tc.off || tc.ownGB != 0 {
 				wantReads = nil
 			}
 			if diff := cmp.Diff(wantReads, scripts.reads); diff != "" {
@@ -193,6 +205,69 @@ func TestJobFactsFromScript(t *testing.T) {
 	}
 }
 
+// TestJobFactsOfStartedJob: a job that has run trains with the batch of
+// the plan it ran and keeps what its script says it cannot express, until
+// it reports its own line; its user's earlier job (global batch 64, TP and
+// PP unexpressible) and its model type's batch no longer guide it.
+func TestJobFactsOfStartedJob(t *testing.T) {
+	const deepspeed = "exec rubick-srun python pretrain_gpt.py --deepspeed --global-batch-size 32\n"
+	tests := map[string]struct {
+		job       func(*slurm.Job)
+		script    string
+		own       *store.Launch // what the job reported at its start
+		want      JobFacts
+		wantReads []int
+	}{
+		"running, never reported": {job: func(j *slurm.Job) { j.State = slurm.StateRunning },
+			script: deepspeed, want: JobFacts{Cannot: model.FeatureOffload, GlobalBatch: 32}, wantReads: []int{21}},
+		"running, no script": {job: func(j *slurm.Job) { j.State = slurm.StateRunning },
+			want: JobFacts{Cannot: model.FeatureTP | model.FeaturePP, GlobalBatch: 32}, wantReads: []int{21}},
+		"requeued, never reported": {job: func(j *slurm.Job) { j.RestartCount = 1 },
+			want: JobFacts{Cannot: model.FeatureTP | model.FeaturePP, GlobalBatch: 32}, wantReads: []int{21}},
+		"running, reported": {job: func(j *slurm.Job) { j.State = slurm.StateRunning }, script: deepspeed,
+			own: &store.Launch{Cannot: model.FeatureTP, GlobalBatch: 16}, want: JobFacts{Cannot: model.FeatureTP, GlobalBatch: 16}},
+		// A start whose release failed: the tag's plan never ran.
+		"never started": {want: JobFacts{Cannot: model.FeatureTP | model.FeaturePP, GlobalBatch: 64}, wantReads: []int{21}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			j := heldJob(21, "gpt2", 1, 8)
+			j.User, j.WorkDir, j.Tag.Plan = currentUser(t), t.TempDir(), "dp8.tp1.pp1.mb4.a1.z2"
+			if tc.job != nil {
+				tc.job(&j)
+			}
+			d, st := newTestDaemonWith(t, &fakeCluster{}, &fakeApplier{}, func(*Config) {})
+			scripts := &fakeScripts{scripts: map[int]string{}}
+			if tc.script != "" {
+				scripts.scripts[21] = tc.script
+			}
+			d.deps.Scripts = scripts
+			ctx := context.Background()
+			for id, l := range map[int64]*store.Launch{20: {Cannot: model.FeatureTP | model.FeaturePP, GlobalBatch: 64}, 21: tc.own} {
+				if l == nil {
+					continue
+				}
+				if err := st.UpsertJob(ctx, store.Job{ID: id, ModelType: "gpt2", Class: store.BestEffort, State: "COMPLETED"}); err != nil {
+					t.Fatal(err)
+				}
+				if err := st.SetJobLaunch(ctx, id, j.User, *l); err != nil {
+					t.Fatal(err)
+				}
+			}
+			facts, err := d.jobFacts(ctx, []slurm.Job{j})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, facts[21]); diff != "" {
+				t.Errorf("facts (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantReads, scripts.reads); diff != "" {
+				t.Errorf("scripts read (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // TestScriptFactsReadOnce: each batch script is read once, at most
 // maxScriptReads per cycle; the tasks of an array share the array's.
 func TestScriptFactsReadOnce(t *testing.T) {
@@ -207,22 +282,25 @@ func TestScriptFactsReadOnce(t *testing.T) {
 	d, _ := newTestDaemonWith(t, &fakeCluster{}, &fakeApplier{}, func(*Config) {})
 	d.deps.Scripts = scripts
 	ctx := context.Background()
-	first := d.scriptFacts(ctx, jobs)
+	first := d.scriptFacts(ctx, jobs, nil)
 	if len(first) != maxScriptReads+1 || len(scripts.reads) != maxScriptReads || scripts.reads[0] != 2 {
 		t.Fatalf("first cycle: %d facts from reads %v, want %d from %d, the first of job 2", len(first), scripts.reads, maxScriptReads+1, maxScriptReads)
 	}
-	second := d.scriptFacts(ctx, jobs)
+	second := d.scriptFacts(ctx, jobs, nil)
 	if len(second) != len(jobs) || len(scripts.reads) != len(jobs)-1 {
 		t.Fatalf("second cycle: %d facts, %d reads in all; want %d and %d", len(second), len(scripts.reads), len(jobs), len(jobs)-1)
 	}
 	if got := second[100]; got != (scriptRead{gb: 32, batch: true}) {
 		t.Errorf("array task's facts %+v, want global batch 32", got)
 	}
-	// Started: forgotten.
+	// Started: kept, until the job reports its line.
 	jobs[2].State, jobs[2].StartTime = slurm.StateRunning, t0
-	d.scriptFacts(ctx, jobs)
-	if _, ok := d.scripts[jobs[2].ID]; ok || len(d.scripts) != len(jobs)-2 {
-		t.Errorf("kept %d scripts, with started job %d: %v", len(d.scripts), jobs[2].ID, ok)
+	if got := d.scriptFacts(ctx, jobs, nil); len(got) != len(jobs) || len(scripts.reads) != len(jobs)-1 {
+		t.Fatalf("a job started: %d facts, %d reads in all; want %d and %d", len(got), len(scripts.reads), len(jobs), len(jobs)-1)
+	}
+	got := d.scriptFacts(ctx, jobs, map[int]bool{jobs[2].ID: true})
+	if _, ok := d.scripts[jobs[2].ID]; ok || len(d.scripts) != len(jobs)-2 || len(got) != len(jobs)-1 {
+		t.Errorf("kept %d scripts and gave %d facts, with reported job %d: %v", len(d.scripts), len(got), jobs[2].ID, ok)
 	}
 }
 
@@ -241,7 +319,7 @@ func TestScriptFactsTime(t *testing.T) {
 	now := t0
 	d.deps.Now = func() time.Time { now = now.Add(time.Second); return now }
 	for cycle, want := range []int{1, 2, 3, 4, 5} {
-		d.scriptFacts(context.Background(), jobs)
+		d.scriptFacts(context.Background(), jobs, nil)
 		if len(scripts.reads) != want {
 			t.Fatalf("after cycle %d: %d scripts read, want %d", cycle+1, len(scripts.reads), want)
 		}
@@ -415,7 +493,7 @@ func TestScriptFactsFilesBusy(t *testing.T) {
 	ctx := context.Background()
 	unread := scriptRead{cannot: model.FeatureTP | model.FeaturePP}
 	read := scriptRead{cannot: model.FeatureTP | model.FeaturePP, gb: 48, batch: true}
-	got := d.scriptFacts(ctx, jobs)
+	got := d.scriptFacts(ctx, jobs, nil)
 	opts := cmp.Options{cmp.AllowUnexported(scriptRead{}), cmpopts.IgnoreFields(scriptRead{}, "line")}
 	if diff := cmp.Diff(map[int]scriptRead{1: unread, 2: unread, 3: unread}, got, opts); diff != "" {
 		t.Errorf("first cycle (-want +got):\n%s", diff)
@@ -428,7 +506,7 @@ func TestScriptFactsFilesBusy(t *testing.T) {
 	for len(d.files.slots) > 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	got = d.scriptFacts(ctx, jobs)
+	got = d.scriptFacts(ctx, jobs, nil)
 	if diff := cmp.Diff(map[int]scriptRead{1: unread, 2: read, 3: read}, got, opts); diff != "" {
 		t.Errorf("second cycle (-want +got):\n%s", diff)
 	}
@@ -472,7 +550,7 @@ func TestScriptsNotGiven(t *testing.T) {
 			for i := range js {
 				js[i].Interactive = tc.interactive
 			}
-			d.scriptFacts(context.Background(), js)
+			d.scriptFacts(context.Background(), js, nil)
 			if got := strings.Count(logs.String(), "Slurm gives rubickd no batch scripts"); got != map[bool]int{true: 1}[tc.warn] {
 				t.Errorf("%d warnings, want warn=%v:\n%s", got, tc.warn, logs.String())
 			}

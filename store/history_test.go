@@ -172,18 +172,21 @@ func TestLaunchLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	ds := Launch{Cannot: model.FeatureTP | model.FeaturePP, GlobalBatch: 64}
-	check("alice's deepspeed job", map[int64]Launch{4: ds, 5: ds, 6: {Cannot: model.FeatureOffload}, 8: ds})
+	ownDS, bobs := ds, Launch{Cannot: model.FeatureOffload, Own: true}
+	ownDS.Own = true
+	check("alice's deepspeed job", map[int64]Launch{4: ownDS, 5: ds, 6: bobs, 8: ds})
 	// Alice's newest gpt2 job runs Megatron at gpt2's own global batch: her
-	// other unreported job follows it, job 4 keeps its own report.
+	// other unreported job follows it, job 4 keeps its own report, and
+	// job 8's, which says nothing, is its own still.
 	if err := s.SetJobLaunch(ctx, 8, "alice", Launch{}); err != nil {
 		t.Fatal(err)
 	}
-	check("alice's megatron job", map[int64]Launch{4: ds, 6: {Cannot: model.FeatureOffload}})
+	check("alice's megatron job", map[int64]Launch{4: ownDS, 6: bobs, 8: {Own: true}})
 	// A line that can run every plan, at a batch of its own.
 	if err := s.SetJobLaunch(ctx, 8, "alice", Launch{GlobalBatch: 16}); err != nil {
 		t.Fatal(err)
 	}
-	check("alice's batch of 16", map[int64]Launch{4: ds, 5: {GlobalBatch: 16}, 6: {Cannot: model.FeatureOffload}, 8: {GlobalBatch: 16}})
+	check("alice's batch of 16", map[int64]Launch{4: ownDS, 5: {GlobalBatch: 16}, 6: bobs, 8: {GlobalBatch: 16, Own: true}})
 	j, err := s.Job(ctx, 6)
 	if err != nil || j.Cannot != model.FeatureOffload {
 		t.Errorf("Job(6).Cannot = %v, %v; want offload", j.Cannot, err)

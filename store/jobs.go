@@ -281,6 +281,8 @@ func (s *Store) Deferred(ctx context.Context, ids []int64) (map[int64]time.Time,
 type Launch struct {
 	Cannot      model.Features
 	GlobalBatch int
+	// Own: the job's own report, not its user's earlier job's.
+	Own bool
 }
 
 // SetJobLaunch records what the launch line of job id says, as its
@@ -326,9 +328,10 @@ type LaunchKey struct {
 }
 
 // LaunchLimits returns what the launch line of each job says: its own
-// report, or, for a job that has not reported yet, the newest report of a
-// job of the same user and model type (users resubmit the same script).
-// Jobs with nothing to avoid and no global batch of their own are absent.
+// report (Own), or, for a job that has not reported yet, the newest report
+// of a job of the same user and model type (users resubmit the same
+// script). Jobs with no report of their own, and nothing to avoid nor a
+// global batch from their user's, are absent.
 func (s *Store) LaunchLimits(ctx context.Context, jobs []LaunchKey) (map[int64]Launch, error) {
 	own := map[int64]Launch{}
 	ids := make([]any, 0, len(jobs))
@@ -346,7 +349,7 @@ func (s *Store) LaunchLimits(ctx context.Context, jobs []LaunchKey) (map[int64]L
 		if err != nil {
 			return fmt.Errorf("job %d: %w", id, err)
 		}
-		own[id] = Launch{Cannot: f, GlobalBatch: gb}
+		own[id] = Launch{Cannot: f, GlobalBatch: gb, Own: true}
 		return nil
 	})
 	if err != nil {
