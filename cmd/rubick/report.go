@@ -25,7 +25,8 @@ import (
 // defaultStore is rubickd's default database path.
 const defaultStore = "/var/lib/rubick/rubick.db"
 
-// storeEnv overrides the default store path of explain and status.
+// storeEnv overrides the default store path of explain, queue, status
+// and store, and gives report one.
 const storeEnv = "RUBICK_STORE"
 
 // cliEnv is what the report, explain and status commands take from the
@@ -58,7 +59,7 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	until := fset.String("until", "now", "submit times before this; same forms as --since (no bound with --input unless given)")
 	sacct := fset.String("sacct", "sacct", "sacct binary to run (argv, no shell)")
 	input := fset.String("input", "", "read saved sacct --parsable2 output (with its header) from this `file` instead of running sacct; - for stdin")
-	storePath := fset.String("store", "", "rubick store to add plan history and the SLO check from (optional)")
+	storePath := fset.String("store", "", "rubick store to add plan history and the SLO check from (optional; $"+storeEnv+" when the flag is not given)")
 	asCSV := fset.Bool("csv", false, "write CSV: one row per summary (per job with --jobs)")
 	asJSON := fset.Bool("json", false, "write the whole report as JSON")
 	jobs := fset.Bool("jobs", false, "also list every job (table) or list jobs instead of summaries (CSV)")
@@ -71,6 +72,13 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	timeout := fset.Duration("timeout", 10*time.Minute, "time bound of the sacct run (a hung slurmdbd must not hang the report)")
 	if help, err := parseFlags(fset, args); help || err != nil {
 		return err
+	}
+	given := false
+	fset.Visit(func(f *flag.Flag) { given = given || f.Name == "store" })
+	if !given {
+		// The store explain and queue read, where the site sets it; still
+		// optional: users without one get sacct's report.
+		*storePath = env.getenv(storeEnv)
 	}
 	if *asCSV && *asJSON {
 		return fmt.Errorf("%w: --csv and --json are exclusive", errUsage)

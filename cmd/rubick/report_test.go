@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -421,5 +422,49 @@ func TestHelpCommand(t *testing.T) {
 	var out, errb bytes.Buffer
 	if err := run(context.Background(), []string{"help", "bogus"}, &out, &errb); !errors.Is(err, errUsage) {
 		t.Errorf("rubick help bogus = %v, want a usage error", err)
+	}
+}
+
+// The report takes its store from $RUBICK_STORE, as explain does, when
+// --store is not given; --store "" leaves it out.
+func TestReportStoreFromEnv(t *testing.T) {
+	path, _ := seedExplainStore(t)
+	tests := map[string]struct {
+		args []string
+		env  string
+		want string
+	}{
+		"flag":            {args: []string{"--store", path}, want: path},
+		"environment":     {env: path, want: path},
+		"neither":         {},
+		"flag left empty": {args: []string{"--store", ""}, env: path},
+		"flag beside env": {args: []string{"--store", path}, env: path + ".other", want: path},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			env := testEnv(t)
+			env.getenv = func(k string) string {
+				if k == storeEnv {
+					return tc.env
+				}
+				return ""
+			}
+			var out bytes.Buffer
+			args := append([]string{"--input", synthetic, "--json"}, tc.args...)
+			// The input's one malformed tag fails the command after the
+			// report is written.
+			if err := reportCmd(context.Background(), args, &out, io.Discard, env); !errors.Is(err, report.ErrJob) {
+				t.Fatalf("error = %v, want %v for the input's malformed tag", err, report.ErrJob)
+			}
+			var rep struct {
+				Store string `json:"store"`
+			}
+			if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+				t.Fatal(err)
+			}
+			if rep.Store != tc.want {
+				t.Errorf("store %q, want %q", rep.Store, tc.want)
+			}
+		})
 	}
 }
