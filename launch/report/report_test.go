@@ -171,13 +171,24 @@ func TestTrainerBarFixtures(t *testing.T) {
 		steps []int   // the counts measured
 		stepS float64 // each step's time in the script
 		pause int     // the count whose redraw times an evaluation too (0: none)
+		// eval is how many measurements come first from an evaluation's
+		// bar before training, of its batches: nothing tells it from a
+		// training bar until the training bar replaces it.
+		eval int
 	}{
-		{"hf-trainer-slow.log", []int{1, 2, 3, 4, 5, 6, 7, 8}, 1.3, 5},
+		{"hf-trainer-slow.log", []int{1, 2, 3, 4, 5, 6, 7, 8}, 1.3, 5, 0},
 		// The first redraw, 2 steps at once, is not one step's time.
-		{"hf-trainer-fast.log", []int{4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 34, 36, 38, 40}, 0.05, 22},
+		{"hf-trainer-fast.log", []int{4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 34, 36, 38, 40}, 0.05, 22, 0},
 		// tqdm's own rate reads 1.47 s/it after the 3 s first step and
 		// 0.55 s at step 6; each redraw's own seconds are 0.4.
-		{"hf-trainer-warm.log", []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, 0.4, 0},
+		{"hf-trainer-warm.log", []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, 0.4, 0, 0},
+		// An evaluation of 10 batches before training and one of 12
+		// after it, at the default log level (no announced total): the
+		// training bar replaces the first once it is full, and the
+		// Trainer's logs over the training bar (train_runtime, before it
+		// closes) keep the second from replacing it. Before, the first
+		// evaluation's bar was followed, and no step was measured.
+		{"hf-trainer-evalfirst.log", []int{6, 9, 10, 1, 2, 3, 4, 5, 6, 7, 8}, 0.5, 0, 3},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			p := TrainerBarParser()
@@ -192,6 +203,7 @@ func TestTrainerBarFixtures(t *testing.T) {
 					t.Errorf("%q: %+v", l, meas)
 				}
 				switch n := meas.Iteration; {
+				case len(got) <= tc.eval:
 				case tc.file == "hf-trainer-warm.log" && n == 1:
 					if math.Abs(meas.IterS-3) > 0.1 {
 						t.Errorf("step 1: %.3f s, want the first step's 3", meas.IterS)
@@ -245,8 +257,28 @@ func TestTrainerBar(t *testing.T) {
 			bar1, "  0%|          | 0/6 [00:00<?, ?it/s]\x1b[A", " 50%|█████     | 3/6 [00:00<00:00, 29.76it/s]\x1b[A",
 			"                                             \x1b[A", bar1, bar2,
 		}, []m{{1, 3.03}, {2, 2}}},
-		{"evaluation after training", []string{bar1, bar2, " 10%|█         | 1/10 [00:00<00:00, 29.76it/s]", " 20%|██        | 2/10 [00:00<00:00, 29.76it/s]"},
+		{"a bar of another total before the training bar is full", []string{bar1, bar2, " 10%|█         | 1/10 [00:00<00:00, 29.76it/s]", " 20%|██        | 2/10 [00:00<00:00, 29.76it/s]"},
 			[]m{{1, 3.03}, {2, 2}}},
+		// At the default log level the Trainer announces no total. An
+		// evaluation before training draws the first bar and closes it
+		// full, with nothing logged over it: the training bar replaces
+		// it. Its redraws before are read (the warm-up skip drops a
+		// run's first).
+		{"evaluation before training", []string{
+			" 50%|█████     | 3/6 [00:00<00:00, 29.76it/s]", "100%|██████████| 6/6 [00:00<00:00, 29.76it/s]", bar0, bar1, bar2,
+		}, []m{{6, 0.0336}, {1, 3.03}, {2, 2}}},
+		// The Trainer logs train_runtime over its training bar before it
+		// closes it: tqdm clears the bar, the logs go to stdout, and the
+		// bar is redrawn. An evaluation after training does not replace
+		// it.
+		{"evaluation after training", append(small("                              ", "{'train_runtime': 4.0, 'train_loss': 2.3, 'epoch': 1.0}"),
+			" 50%|█████     | 5/10 [00:00<00:00, 29.76it/s]", "100%|██████████| 10/10 [00:00<00:00, 29.76it/s]"),
+			[]m{{1, 3.03}, {2, 2}, {3, 1.5}}},
+		// Without the Trainer's logs over it, a full bar is replaced by
+		// the next of another total.
+		{"a full bar not logged over", append(small(),
+			" 50%|█████     | 5/10 [00:00<00:00, 29.76it/s]", "100%|██████████| 10/10 [00:00<00:00, 29.76it/s]"),
+			[]m{{1, 3.03}, {2, 2}, {3, 1.5}, {10, 0.0336}}},
 		{"a new bar of the same total", []string{bar1, bar2, bar1, bar2}, []m{{1, 3.03}, {2, 2}, {1, 3.03}, {2, 2}}},
 		// An evaluation the script runs before training draws the first
 		// bar at the top, read until the Trainer announces its total
@@ -284,6 +316,19 @@ func TestTrainerBar(t *testing.T) {
 			}
 		})
 	}
+}
+
+// small is a training bar of 3 steps of 3.03, 2 and 1.5 s, full, with the
+// lines written between its last redraws (a clear and a logs line), and
+// redrawn as tqdm closes it.
+func small(between ...string) []string {
+	full := "100%|██████████| 3/3 [00:06<00:00,  2.00s/it]"
+	lines := []string{
+		"  0%|          | 0/3 [00:00<?, ?it/s]", " 33%|███▎      | 1/3 [00:03<00:06,  3.03s/it]",
+		" 67%|██████▋   | 2/3 [00:05<00:02,  2.42s/it]", full,
+	}
+	lines = append(lines, between...)
+	return append(lines, full, full)
 }
 
 // cmpWithin compares floats within a relative tolerance.
@@ -787,7 +832,7 @@ func FuzzParser(f *testing.F) {
 // splits it (at newlines and carriage returns), to one TrainerBarParser:
 // each measurement is of a step of the bar, and a time a sample can carry.
 func FuzzTrainerBar(f *testing.F) {
-	for _, name := range []string{"hf-trainer-slow.log", "hf-trainer-fast.log", "hf-trainer-warm.log"} {
+	for _, name := range []string{"hf-trainer-slow.log", "hf-trainer-fast.log", "hf-trainer-warm.log", "hf-trainer-evalfirst.log"} {
 		data, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			f.Fatal(err)

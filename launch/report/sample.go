@@ -235,6 +235,14 @@ const (
 // last one that moved the count: tqdm redraws the same count when the
 // Trainer writes its logs and when the bar closes.
 //
+// An evaluation a script runs before training draws the first such bar,
+// of its batches, and closes it full; the Trainer logs nothing over it
+// (ProgressCallback writes logs over its training bar only). So a bar of
+// another total replaces the one followed once that one is full, unless
+// the Trainer has logged over it: the training bar, which always is, with
+// the train_runtime logs just before it closes. tqdm clears its bars for
+// such a write ("\r", spaces, "\r") and redraws them after it.
+//
 // The rate a redraw shows is tqdm's moving average, steps over seconds,
 // each averaged over the redraws that moved the count (the last weighing
 // barSmoothing, each earlier one 1-barSmoothing times the next). Read as
@@ -261,18 +269,28 @@ type trainerBar struct {
 	// a bar of another total is not its training bar, even the first
 	// (an evaluation the script runs before training).
 	want int
+	// cleared: a line of spaces alone (tqdm's clear for a write) came
+	// after the last bar at the top; logged: the bar followed was
+	// redrawn right after one, so the Trainer logs over it.
+	cleared, logged bool
 }
 
 func (b *trainerBar) parse(line string) (Measurement, bool) {
 	if strings.Contains(line, "\x1b[") {
 		return Measurement{}, false // a bar drawn below another
 	}
+	if line != "" && strings.Trim(line, " ") == "" {
+		b.mu.Lock()
+		b.cleared = b.total != 0
+		b.mu.Unlock()
+		return Measurement{}, false
+	}
 	if m := stepsRe.FindStringSubmatch(line); m != nil {
 		if want, err := strconv.Atoi(strings.ReplaceAll(m[1], ",", "")); err == nil && want > 0 {
 			b.mu.Lock()
 			if b.total != want {
 				// The bar followed so far was not the training bar.
-				b.total, b.n, b.steps, b.secs, b.first, b.moves = 0, 0, 0, 0, 0, 0
+				b.total, b.n, b.steps, b.secs, b.first, b.moves, b.logged = 0, 0, 0, 0, 0, 0, false
 			}
 			b.want = want
 			b.mu.Unlock()
@@ -289,6 +307,10 @@ func (b *trainerBar) parse(line string) (Measurement, bool) {
 	if err1 != nil || err2 != nil || err3 != nil || !(v > 0) || math.IsInf(v, 0) {
 		return Measurement{}, false
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	cleared := b.cleared
+	b.cleared = false
 	if n == 0 || total == 0 {
 		// A bar at 0 has moved no step (a new bar drawn with a rate
 		// shown was measured as one), and a total of 0 is no training's.
@@ -298,16 +320,23 @@ func (b *trainerBar) parse(line string) (Measurement, bool) {
 	if m[4] == "s/it" {
 		rate = 1 / v
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	if cleared && total == b.total && n >= b.n {
+		b.logged = true
+	}
 	switch {
-	case total != b.total && b.total != 0, b.want != 0 && total != b.want:
+	case b.want != 0 && total != b.want:
 		return Measurement{}, false
-	case n == b.n:
+	case total != b.total && b.total != 0 && (b.logged || b.n < b.total):
 		return Measurement{}, false
-	case b.total == 0 || n < b.n:
-		// The bar's first redraw that moved the count, or a new bar of
-		// the same total's: its averages start over.
+	case n == b.n && total == b.total:
+		return Measurement{}, false
+	case total != b.total || n < b.n:
+		// The bar's first redraw that moved the count, a new bar of the
+		// same total's, or one that replaces a full bar the Trainer did
+		// not log over: its averages start over.
+		if total != b.total {
+			b.logged = false
+		}
 		b.total, b.n, b.first, b.moves = total, n, 0, 0
 		b.steps = barSmoothing * float64(n)
 		b.secs = b.steps / rate
