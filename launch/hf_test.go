@@ -389,29 +389,41 @@ func TestGlobalBatchHF(t *testing.T) {
 }
 
 // TestCheckSamples: a Hugging Face Trainer line that turns its progress
-// bar off reports no iteration times, and says so; other lines, and one
-// that turns it on, are not warned about.
+// bar off reports no iteration times, and says so; so does a line that
+// accelerate launches with its DeepSpeed plugin and no Trainer config of
+// its own, whose DeepSpeed accelerate keeps from printing step lines
+// (before, it was not warned about: its job reported nothing, silently).
+// Other lines, and one that turns the bar on, are not warned about.
 func TestCheckSamples(t *testing.T) {
 	for _, tc := range []struct {
 		line string
-		want bool
+		flag string // the flag the warning names ("": none)
 	}{
-		{"python train.py --deepspeed ds.json --disable_tqdm", true},
-		{"python train.py --deepspeed=ds.json --disable-tqdm=True --output_dir /o", true},
-		{"torchrun --nproc_per_node 8 train.py --deepspeed ds.json --disable_tqdm yes", true},
-		{"python train.py --deepspeed ds.json --disable_tqdm true --disable_tqdm false", false},
-		{"python train.py --deepspeed ds.json --disable_tqdm False", false},
-		{"python train.py --deepspeed ds.json", false},
-		{"python train.py --deepspeed ds.json --disable_tqdm $OFF", false},   // left to the run
-		{"python train.py --deepspeed_config ds.json --disable_tqdm", false}, // not the Trainer's: its own flags
-		{"python pretrain_gpt.py --micro-batch-size 4 --disable_tqdm", false},
+		{"python train.py --deepspeed ds.json --disable_tqdm", "--disable_tqdm"},
+		{"python train.py --deepspeed=ds.json --disable-tqdm=True --output_dir /o", "--disable_tqdm"},
+		{"torchrun --nproc_per_node 8 train.py --deepspeed ds.json --disable_tqdm yes", "--disable_tqdm"},
+		{"python train.py --deepspeed ds.json --disable_tqdm true --disable_tqdm false", ""},
+		{"python train.py --deepspeed ds.json --disable_tqdm False", ""},
+		{"python train.py --deepspeed ds.json", ""},
+		{"python train.py --deepspeed ds.json --disable_tqdm $OFF", ""},   // left to the run
+		{"python train.py --deepspeed_config ds.json --disable_tqdm", ""}, // not the Trainer's: its own flags
+		{"python pretrain_gpt.py --micro-batch-size 4 --disable_tqdm", ""},
+		{"accelerate launch --use_deepspeed --deepspeed_config_file acc.json train.py --lr 1e-4", "--use_deepspeed"},
+		{"accelerate launch --use_deepspeed --zero_stage 2 train.py --per_device_train_batch_size 4", "--use_deepspeed"},
+		{"python -m accelerate.commands.launch --use-deepspeed train.py --per_device_train_batch_size 4", "--use_deepspeed"},
+		// The Trainer's own config: its progress bar is read.
+		{"accelerate launch --use_deepspeed train.py --deepspeed ds.json", ""},
+		{"accelerate launch --use_deepspeed train.py --deepspeed ds.json --disable_tqdm", "--disable_tqdm"},
+		// Without the plugin, DeepSpeed's steps_per_print is the config's.
+		{"accelerate launch train.py --deepspeed_config ds.json", ""},
+		{"accelerate launch --num_processes 8 train.py --per_device_train_batch_size 4", ""},
 	} {
 		err := CheckSamples(strings.Fields(tc.line), Options{})
-		if got := errors.Is(err, ErrNoSamples); got != tc.want {
-			t.Errorf("%s: CheckSamples = %v, want a warning: %v", tc.line, err, tc.want)
+		if got := errors.Is(err, ErrNoSamples); got != (tc.flag != "") {
+			t.Errorf("%s: CheckSamples = %v, want a warning: %v", tc.line, err, tc.flag != "")
 		}
-		if err != nil && !strings.Contains(err.Error(), "--disable_tqdm") {
-			t.Errorf("%s: %v does not name the flag", tc.line, err)
+		if err != nil && !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("%s: %v does not name %s", tc.line, err, tc.flag)
 		}
 	}
 }

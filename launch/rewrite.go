@@ -1052,7 +1052,12 @@ var ErrNoSamples = errors.New("no iteration times")
 // the only source of its times (accelerate, through which the Trainer
 // builds its DeepSpeed engine, turns DeepSpeed's step lines off). rubickd
 // then learns nothing from the job beyond its profiling runs, which show
-// the bar.
+// the bar. A line accelerate launches with its DeepSpeed plugin and no
+// Trainer --deepspeed of its own has neither: accelerate sets
+// steps_per_print to infinity in every config it builds or reads, and
+// neither a config key nor an environment variable undoes that. Its
+// profiling runs are refused (RewriteProfile), so rubickd learns nothing
+// from it at all.
 func CheckSamples(argv []string, opts Options) error {
 	if len(argv) == 0 {
 		return nil
@@ -1062,8 +1067,15 @@ func CheckSamples(argv []string, opts Options) error {
 		return nil
 	}
 	c := &cmdline{toks: argv}
-	lo, hi := parseLayout(argv).trainLo(), len(argv)
+	l := parseLayout(argv)
+	lo, hi := l.trainLo(), len(argv)
 	if _, flag, ok := configFlag(c, lo, hi); !ok || !slices.Equal(flag.names, fDeepSpeedHF.names) {
+		if l.accDeepSpeed(c) {
+			return fmt.Errorf("%w: accelerate launch %s has DeepSpeed print no iteration times (accelerate sets steps_per_print "+
+				"to infinity whatever the config says), so rubickd learns nothing from the job, nor profiles it: "+
+				"a plain DeepSpeed script (deepspeed.initialize with --deepspeed_config) or a Hugging Face Trainer "+
+				"given --deepspeed X.json reports them", ErrNoSamples, fAccUseDS.names[0])
+		}
 		return nil
 	}
 	if off, err := hfBool(c, fHFDisableTqdm, lo, hi); err == nil && off {

@@ -65,6 +65,19 @@ func TestScriptCmd(t *testing.T) {
 				SampleWarnings: []string{"no iteration times: --disable_tqdm turns off the Hugging Face Trainer's progress bar, the only source of " +
 					"its iteration times, so rubickd learns nothing from the job's training: drop it"}},
 		},
+		{
+			// accelerate turns DeepSpeed's step lines off, and there is no
+			// progress bar of a Trainer's to read instead.
+			name:   "a line accelerate launches with its DeepSpeed plugin",
+			script: "exec rubick-srun accelerate launch --use_deepspeed --deepspeed_config_file ds.json train.py\n",
+			args:   []string{"--workdir", dir},
+			want: scriptView{Line: []string{"accelerate", "launch", "--use_deepspeed", "--deepspeed_config_file", "ds.json", "train.py"},
+				Dialect: "deepspeed", Cannot: "tp,pp", GlobalBatch: 64,
+				SampleWarnings: []string{"no iteration times: accelerate launch --use_deepspeed has DeepSpeed print no iteration times " +
+					"(accelerate sets steps_per_print to infinity whatever the config says), so rubickd learns nothing from the job, " +
+					"nor profiles it: a plain DeepSpeed script (deepspeed.initialize with --deepspeed_config) or a Hugging Face Trainer " +
+					"given --deepspeed X.json reports them"}},
+		},
 		{name: "flags from the environment", script: "exec rubick-srun python pretrain_gpt.py $ARGS\n", err: errNothingRead},
 		{name: "no rubick-srun", script: "srun python train.py\n", err: errNothingRead},
 		{name: "context parallel", script: "exec rubick-srun python pretrain_gpt.py --context-parallel-size 2 --global-batch-size 32\n", err: errNoPlan},
