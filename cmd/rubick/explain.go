@@ -307,7 +307,9 @@ func explain(ctx context.Context, st explainStore, path string, id int64, top, n
 // alternatives on the current placement.
 func (ex *explanation) addModel(ctx context.Context, st explainStore, j store.Job, top int, now time.Time) error {
 	if j.ModelType == "" {
-		ex.Notes = append(ex.Notes, "no model type: a rigid job, run with its own request and plan")
+		// The store keeps only types it has a spec for: a job of another
+		// type (as the SPANK list allows) is stored without one.
+		ex.Notes = append(ex.Notes, "no model type the store has a spec for (none given, or an unknown one: the decisions say which): run with its own request and plan")
 		return nil
 	}
 	mt, err := st.ModelType(ctx, j.ModelType)

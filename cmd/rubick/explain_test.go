@@ -362,7 +362,7 @@ func TestExplainText(t *testing.T) {
 	if err := explainCmd(context.Background(), []string{"43", "--store", path}, &out, &errb, testEnv(t)); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"job 43: user -, model (none)", `cycle 2 rubick: "queued"`, "note: no model type"} {
+	for _, want := range []string{"job 43: user -, model (none)", `cycle 2 rubick: "queued"`, "note: no model type the store has a spec for (none given, or an unknown one"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("rigid job output lacks %q:\n%s", want, out.String())
 		}
