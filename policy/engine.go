@@ -2016,23 +2016,16 @@ func (r *round) placement(slots []slot) model.Placement {
 }
 
 // nodeAllocs is what plan books for js on each node it holds, in js.cur's
-// order, as Slurm allocates it: the host memory (hostMem, cut to its
-// partition's MaxMemPerCPU times its CPUs there: cpuMem) and its CPUs,
-// raised to a CPU per MaxMemPerCPU of that memory where the plan's own
-// need is more than its CPUs allow, and the memory cut again to what the
-// raised CPUs allow. memFits checks and books it, allocOf records it.
+// order, as Slurm allocates it (slurmAlloc): the host memory (hostMem, cut
+// to its partition's MaxMemPerCPU times its CPUs there) and its CPUs,
+// raised where the plan's own need is more than they allow. memFits checks
+// and books it, allocOf records it.
 func (r *round) nodeAllocs(js *jstate, plan model.Plan) []NodeAlloc {
 	out := make([]NodeAlloc, 0, len(js.cur))
 	need := js.est.Memory(plan, r.placement(js.cur).Canonical()).HostGBNode
 	for _, s := range js.cur {
 		full := js.j.hostMem(r.e.cfg.HostMemPerGPUGB, s.gpus, need, js.hostBase)
-		mem := js.j.cpuMem(full, s.gpus, s.cpus, need, js.hostBase)
-		cpus := js.j.slurmCPUs(mem, s.cpus)
-		if cpus > s.cpus {
-			// A fixed point: booked again on the raised CPUs (allocOf
-			// after memFits), it reads the same.
-			mem = js.j.cpuMem(full, s.gpus, cpus, need, js.hostBase)
-		}
+		cpus, mem := js.j.slurmAlloc(full, s.gpus, s.cpus, need, js.hostBase)
 		out = append(out, NodeAlloc{Node: r.nodes[s.node].n.Name, GPUs: s.gpus, CPUs: cpus, MemGB: mem})
 	}
 	return out

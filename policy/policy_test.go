@@ -1494,6 +1494,100 @@ func TestMaxMemPerCPUBooksWhatAllocRecords(t *testing.T) {
 	}
 }
 
+// offloadFast is the fake estimator with ZeRO-Offload plans 4x faster, so
+// that the best plan offloads where the job's requested one does not.
+type offloadFast struct{ *pt.Fake }
+
+func (o offloadFast) Predict(p model.Plan, r model.Resources) (model.Breakdown, error) {
+	b, err := o.Fake.Predict(p, r)
+	if p.Offload {
+		b.Iter /= 4
+	}
+	return b, err
+}
+
+func (o offloadFast) BestPlan(r model.Resources, allow func(model.Plan) bool) (model.Plan, model.Breakdown, error) {
+	p, _, err := o.Fake.BestPlan(r, func(p model.Plan) bool { return p.Offload && (allow == nil || allow(p)) })
+	if err != nil {
+		return o.Fake.BestPlan(r, allow)
+	}
+	b, err := o.Predict(p, r)
+	return p, b, err
+}
+
+// The queue policies book what Slurm allocates a job under its
+// partition's MaxMemPerCPU, as the rubick policies do: a CPU per
+// MaxMemPerCPU of the memory it gets on a node where its --mem or its
+// plan's own need (ZeRO-Offload's states) is more than its CPUs there
+// allow, taken from the node's free CPUs, so the next job sees what is
+// left (b starts on n1, or with synergy's fewer CPUs beside a); no start,
+// and no switch to a faster plan (rubick-e), where those CPUs are not
+// free; and the default per GPU cut to its CPUs, which fits a node with
+// less free memory than the default. a asks for 4 GPUs and 16 CPUs.
+func TestQueueMaxMemPerCPU(t *testing.T) {
+	nodes := func(n, cpus int, memGB float64) []policy.Node {
+		out := pt.Cluster(n, 8)
+		for i := range out {
+			out[i].CPUs, out[i].MemGB = cpus, memGB
+		}
+		return out
+	}
+	job := func(m string, perCPU, memGB float64) policy.Job {
+		j := pt.NewJob("a", m).GPUs(4).CPUs(16).Obj()
+		j.MaxMemPerCPUGB, j.Request.MemGB = perCPU, memGB
+		return j
+	}
+	offload := job("big", 2, 0)
+	offload.Request.Plan = model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 2, Accum: 1, ZeRO: 2, Offload: true}
+	fast := job("fast", 2, 0)
+	fast.Request.Plan = model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 2, Accum: 1, ZeRO: 2}
+	b := pt.NewJob("b", "small").GPUs(4).CPUs(16).SubmittedAt(time.Second).Obj()
+	na := func(node string, gpus, cpus int, memGB float64) policy.NodeAlloc {
+		return policy.NodeAlloc{Node: node, GPUs: gpus, CPUs: cpus, MemGB: memGB}
+	}
+	requested := []string{"fifo", "antman", "rubick-e", "rubick-n"}
+	for _, tc := range []struct {
+		name  string
+		pols  []string
+		nodes []policy.Node
+		jobs  []policy.Job
+		want  map[string][]policy.NodeAlloc // by job; nil: queued
+	}{
+		{"--mem=128G under 4 GB per CPU: 32 CPUs", requested, nodes(2, 40, 1600), []policy.Job{job("small", 4, 128), b},
+			map[string][]policy.NodeAlloc{"a": {na("n0", 4, 32, 128)}, "b": {na("n1", 4, 16, 64)}}},
+		{"--mem=128G under 4 GB per CPU, CPUs tuned", []string{"synergy"}, nodes(2, 40, 1600), []policy.Job{job("small", 4, 128), b},
+			map[string][]policy.NodeAlloc{"a": {na("n0", 4, 32, 128)}, "b": {na("n0", 4, 4, 64)}}},
+		{"--mem=128G under 4 GB per CPU, 24 CPUs", append(requested, "synergy"), nodes(1, 24, 1600), []policy.Job{job("small", 4, 128)},
+			map[string][]policy.NodeAlloc{"a": nil}},
+		{"84 GB of offloaded states under 2 GB per CPU: 42 CPUs", []string{"fifo", "antman", "rubick-n"}, nodes(2, 48, 1600), []policy.Job{offload, b},
+			map[string][]policy.NodeAlloc{"a": {na("n0", 4, 42, 84)}, "b": {na("n1", 4, 16, 64)}}},
+		{"84 GB of offloaded states under 2 GB per CPU, CPUs tuned", []string{"synergy"}, nodes(2, 48, 1600), []policy.Job{offload, b},
+			map[string][]policy.NodeAlloc{"a": {na("n0", 4, 42, 84)}, "b": {na("n0", 4, 4, 64)}}},
+		{"an offloading plan faster, its 42 CPUs free", []string{"rubick-e"}, nodes(1, 48, 1600), []policy.Job{fast},
+			map[string][]policy.NodeAlloc{"a": {na("n0", 4, 42, 84)}}},
+		{"an offloading plan faster, 40 CPUs", []string{"rubick-e"}, nodes(1, 40, 1600), []policy.Job{fast},
+			map[string][]policy.NodeAlloc{"a": {na("n0", 4, 16, 32)}}},
+		{"default per GPU cut to 32 GB on a node of 40", requested, nodes(1, 96, 40), []policy.Job{job("small", 2, 0)},
+			map[string][]policy.NodeAlloc{"a": {na("n0", 4, 16, 32)}}},
+	} {
+		models := pt.Models()
+		models["fast"] = offloadFast{&pt.Fake{S: pt.Specs()["big"]}}
+		s, err := policy.NewSnapshot(pt.Epoch, tc.nodes, tc.jobs, nil, models, 260*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pol := range tc.pols {
+			got := map[string][]policy.NodeAlloc{}
+			for _, a := range decide(t, pol, s).Actions {
+				got[a.JobID] = a.Alloc
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("%s, %s: allocations (-want +got):\n%s", tc.name, pol, d)
+			}
+		}
+	}
+}
+
 // A guaranteed job reclaims GPUs from a best-effort one no further than
 // the victim's minimum: below it Slurm would hold the victim's restart, so
 // it gives up all its GPUs or none. Without the minimum it is shrunk to 4.

@@ -236,7 +236,12 @@ func (q *queue) predict(s *Snapshot, j *Job, plan model.Plan, pl model.Placement
 
 // fit finds nodes for placement pl (GPUs and the minimum CPUs and memory):
 // for each part, largest first, the fitting node with the least free GPUs.
+// A node fits with the fewest CPUs the job starts with, as Slurm raises
+// them for the memory start books there with the requested plan
+// (nodeAlloc), and the least memory any plan books there (cut to them).
 func (q *queue) fit(s *Snapshot, free []qnode, pl model.Placement, j *Job) ([]int, bool) {
+	est := s.Models[j.Model]
+	need, base := est.Memory(j.Request.Plan, pl.Canonical()).HostGBNode, hostBase(est, j.Request.Plan)
 	used := make(map[int]bool, len(pl))
 	out := make([]int, len(pl))
 	order := make([]int, len(pl))
@@ -254,8 +259,12 @@ func (q *queue) fit(s *Snapshot, free []qnode, pl model.Placement, j *Job) ([]in
 		for n := range free {
 			name := s.Nodes[n].Name
 			isNew := j.newNode(name)
-			if used[n] || !j.may(name) || isNew && newLeft <= 0 || free[n].gpus < g || free[n].cpus < q.minCPUs(j, g) ||
-				free[n].mem < j.hostMem(q.cfg.HostMemPerGPUGB, g, 0, 0) {
+			if used[n] || !j.may(name) || isNew && newLeft <= 0 || free[n].gpus < g {
+				continue
+			}
+			c := q.minCPUs(j, g)
+			cpus, _ := q.nodeAlloc(j, g, c, need, base, free[n].mem)
+			if _, least := j.slurmAlloc(j.hostMem(q.cfg.HostMemPerGPUGB, g, 0, 0), g, c, 0, 0); free[n].cpus < cpus || free[n].mem < least {
 				continue
 			}
 			// A shared node first: it leaves the quota to the parts after.
@@ -273,6 +282,15 @@ func (q *queue) fit(s *Snapshot, free []qnode, pl model.Placement, j *Job) ([]in
 		out[i] = best
 	}
 	return out, true
+}
+
+// nodeAlloc is the CPUs and host memory the queue books for j on a node
+// holding g of its GPUs and cpus of its CPUs, with a plan whose host need
+// there is need (base of it whatever the plan), out of free GB free: the
+// memory hostMem books, or what is left where that is not free (the
+// user's own plan ran before), as Slurm allocates it (slurmAlloc).
+func (q *queue) nodeAlloc(j *Job, g, cpus int, need, base, free float64) (int, float64) {
+	return j.slurmAlloc(min(j.hostMem(q.cfg.HostMemPerGPUGB, g, need, base), free), g, cpus, need, base)
 }
 
 // minCPUs is the fewest CPUs a job may start with on a node holding g of its GPUs.
@@ -344,19 +362,14 @@ func (q *queue) start(s *Snapshot, free []qnode, nodes []int, pl model.Placement
 	if q.kind.bestPlan {
 		v := q.perf.pick(j.Model, est, spaceAny, j.Cannot, plan, shapeKey(pl), total, memGB, q.cfg.PlanSwitchGain)
 		req := q.predict(s, j, plan, pl, total, memGB)
-		if v.tput > req && q.hostFits(j, est, v.plan, pl, nodes, free) {
+		if v.tput > req && q.hostFits(j, est, v.plan, pl, nodes, alloc, free) {
 			plan = v.plan
 			detail = fmt.Sprintf("%s on %s: %.3g samples/s, %.2fx the requested plan", plan, pl, v.tput, v.tput/max(req, 1e-12))
 		}
 	}
 	hostNode, base := est.Memory(plan, pl.Canonical()).HostGBNode, hostBase(est, plan)
 	for i, n := range nodes {
-		alloc[i].MemGB = j.hostMem(q.cfg.HostMemPerGPUGB, pl[i], hostNode, base)
-		if alloc[i].MemGB > free[n].mem {
-			// The user's own plan ran before: book what is left, not more.
-			alloc[i].MemGB = max(j.hostMem(q.cfg.HostMemPerGPUGB, pl[i], 0, 0), free[n].mem)
-		}
-		alloc[i].MemGB = j.cpuMem(alloc[i].MemGB, pl[i], alloc[i].CPUs, hostNode, base)
+		alloc[i].CPUs, alloc[i].MemGB = q.nodeAlloc(j, pl[i], alloc[i].CPUs, hostNode, base, free[n].mem)
 	}
 	slices.SortFunc(alloc, func(a, b NodeAlloc) int {
 		ia, _ := s.NodeIndex(a.Node)
@@ -371,19 +384,22 @@ func (q *queue) start(s *Snapshot, free []qnode, nodes []int, pl model.Placement
 		Throughput: q.predict(s, j, plan, pl, total, memGB), Reason: reason, Detail: detail}
 }
 
-// hostFits reports whether the host memory j books with plan fits on the
-// chosen nodes and within what j may have.
-func (q *queue) hostFits(j *Job, est Estimator, plan model.Plan, pl model.Placement, nodes []int, free []qnode) bool {
+// hostFits reports whether the host memory j books with plan on the
+// chosen nodes (alloc, in nodes' order), and the CPUs Slurm raises it to
+// for that memory (slurmAlloc), fit there and within what j may have.
+func (q *queue) hostFits(j *Job, est Estimator, plan model.Plan, pl model.Placement, nodes []int, alloc []NodeAlloc, free []qnode) bool {
 	h, base := est.Memory(plan, pl.Canonical()).HostGBNode, hostBase(est, plan)
-	total := 0.0
+	total, extra := 0.0, 0
 	for i, n := range nodes {
-		m := j.hostMem(q.cfg.HostMemPerGPUGB, pl[i], h, base)
-		if m > free[n].mem || !j.memOnNode(m) {
+		cpus, m := j.slurmAlloc(j.hostMem(q.cfg.HostMemPerGPUGB, pl[i], h, base), pl[i], alloc[i].CPUs, h, base)
+		more := cpus - alloc[i].CPUs
+		if m > free[n].mem || !j.memOnNode(m) || cpus > free[n].cpus || more > 0 && j.Max.CPUsPerNode > 0 && cpus > j.Max.CPUsPerNode {
 			return false
 		}
 		total += m
+		extra += more
 	}
-	return j.memWithin(total)
+	return j.memWithin(total) && (extra == 0 || j.Max.CPUs <= 0 || cpusOf(alloc)+extra <= j.Max.CPUs)
 }
 
 // shadow returns the free capacity at the moment the head job could start

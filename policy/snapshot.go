@@ -169,7 +169,7 @@ type Job struct {
 	// on a node, raising its CPUs past what a policy counted free, so a
 	// policy books no more memory than the job's CPUs allow where it can
 	// (cpuMem), gives it CPUs for its own memory per GPU (minCPG), and
-	// books the CPUs Slurm raises it to for the rest (slurmCPUs).
+	// books the CPUs Slurm raises it to for the rest (slurmAlloc).
 	MaxMemPerCPUGB float64 `json:"max_mem_per_cpu_gb,omitempty"`
 	// Min bounds it from below: the least its Slurm QOS lets one job have
 	// (MinTRESPerJob), which Slurm holds a smaller job pending for. Only
@@ -342,6 +342,24 @@ func (j *Job) slurmCPUs(mem float64, cpus int) int {
 		return cpus
 	}
 	return max(cpus, int(math.Ceil(mem/j.MaxMemPerCPUGB-1e-9)))
+}
+
+// slurmAlloc is the CPUs and host memory Slurm allocates the job on a node
+// holding g of its GPUs where a policy asks for cpus CPUs and up to mem GB
+// (need and base as for hostMem): mem cut to its CPUs (cpuMem), the CPUs
+// raised to a CPU per MaxMemPerCPU of what is left where the plan's need
+// or the job's request is more than they allow (slurmCPUs), and the memory
+// cut again to the raised CPUs. Every policy books this, so the CPUs a
+// node has free are not over-counted.
+func (j *Job) slurmAlloc(mem float64, g, cpus int, need, base float64) (int, float64) {
+	cut := j.cpuMem(mem, g, cpus, need, base)
+	raised := j.slurmCPUs(cut, cpus)
+	if raised > cpus {
+		// A fixed point: booked again on the raised CPUs, it reads the
+		// same.
+		cut = j.cpuMem(mem, g, raised, need, base)
+	}
+	return raised, cut
 }
 
 // hostMem is the host memory a policy books for the job on a node holding
