@@ -491,29 +491,60 @@ func (js *jstate) memHeldOn(node string) float64 {
 }
 
 // memRoom is how many more GPUs j may take on node n within its host
-// memory bound (Max.MemGB): each GPU books memPer, and each node memBase
-// whatever the plan, so a job is not grown to an allocation no plan fits.
+// memory bound (Max.MemGB), with the CPUs that come with them (cpg per
+// GPU): what it then books whatever the plan (baseMem), so a job is not
+// grown to an allocation no plan fits.
 func (r *round) memRoom(j *jstate, n int) int {
 	if j.j.Max.MemGB <= 0 {
 		return math.MaxInt
 	}
-	nodes := 0
-	for _, sl := range j.cur {
-		if sl.gpus > 0 {
-			nodes++
+	k := 0
+	for k < r.nodes[n].n.GPUs-j.on(n) && r.baseMem(j, n, k+1, j.cpg*(k+1)) <= j.j.Max.MemGB+1e-9 {
+		k++
+	}
+	return k
+}
+
+// baseMem is the host memory js books whatever its plan (offloaded states
+// aside), with node n changed by dg GPUs and dc CPUs: on each node memPer
+// per GPU and memBase, which bound hostMem from above, as Slurm allocates
+// it (slurmAlloc, as nodeAllocs books it). Under MaxMemPerCPU that is cut
+// to its CPUs there, so that more CPUs book more.
+func (r *round) baseMem(js *jstate, n, dg, dc int) float64 {
+	total, found := 0.0, false
+	for _, s := range js.cur {
+		g, c := s.gpus, s.cpus
+		if s.node == n {
+			g, c, found = g+dg, c+dc, true
 		}
+		total += js.baseMemOn(g, c)
 	}
-	if j.on(n) == 0 {
-		nodes++
+	if !found {
+		total += js.baseMemOn(dg, dc)
 	}
-	left := j.j.Max.MemGB - j.memBase*float64(nodes) - j.memPer*float64(j.gpus)
-	switch {
-	case left < -1e-9:
+	return total
+}
+
+// baseMemOn is what baseMem counts on a node holding g of js's GPUs and
+// cpus of its CPUs.
+func (js *jstate) baseMemOn(g, cpus int) float64 {
+	if g <= 0 {
 		return 0
-	case j.memPer <= 0:
-		return math.MaxInt // memory per node only: the node fits
 	}
-	return max(int(math.Floor(left/j.memPer+1e-9)), 0)
+	_, mem := js.j.slurmAlloc(js.memPer*float64(g)+js.memBase, g, cpus, js.hostBase, js.hostBase)
+	return mem
+}
+
+// cpusOverMem reports whether c more CPUs for js on node n take what it
+// books whatever its plan past its host memory bound (Max.MemGB): memRoom
+// counted the CPUs that came with its GPUs, and under MaxMemPerCPU more
+// CPUs book more memory.
+func (r *round) cpusOverMem(js *jstate, n, c int) bool {
+	if js.j.Max.MemGB <= 0 {
+		return false
+	}
+	after := r.baseMem(js, n, 0, c)
+	return after > js.j.Max.MemGB+1e-9 && after > r.baseMem(js, n, 0, 0)
 }
 
 // reconfigurable applies the reconfiguration-cost rule.
@@ -1775,9 +1806,11 @@ func (r *round) tuneCPUs() {
 				js := r.jobs[vi]
 				g := js.on(n)
 				if _, gc := r.groupFree(js); g == 0 || !js.gpuChanged() || g > nd.freeCPU || js.cpusOn(n)+g > g*share ||
-					!js.j.cpusWithin(js.cpus()+g) || js.j.Max.CPUsPerNode > 0 && js.cpusOn(n)+g > js.j.Max.CPUsPerNode || gc < g {
+					!js.j.cpusWithin(js.cpus()+g) || js.j.Max.CPUsPerNode > 0 && js.cpusOn(n)+g > js.j.Max.CPUsPerNode || gc < g ||
+					r.cpusOverMem(js, n, g) {
 					// Beyond the node's CPUs per GPU, the GPUs of jobs placed
-					// later would have no data loaders.
+					// later would have no data loaders; past its memory
+					// bound, it would have no plan.
 					continue
 				}
 				cur := r.nt(js)
@@ -1846,7 +1879,17 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 		if a.Reason == "" {
 			a.Reason = ReasonNoResources
 		}
-		if one := js.memPer + js.memBase; a.Detail == "" && one > 0 && (j.Max.MemGB > 0 && j.Max.MemGB < one || j.Max.MemGBPerNode > 0 && j.Max.MemGBPerNode < one) {
+		// What one GPU books whatever the plan: against the bound per job
+		// as memRoom counts it (cut to its CPUs under MaxMemPerCPU), per
+		// node at the rates.
+		one := 0.0
+		switch perJob, perNode := js.baseMemOn(1, js.cpg), js.memPer+js.memBase; {
+		case j.Max.MemGB > 0 && j.Max.MemGB < perJob:
+			one = perJob
+		case j.Max.MemGBPerNode > 0 && j.Max.MemGBPerNode < perNode:
+			one = perNode
+		}
+		if a.Detail == "" && one > 0 {
 			a.Detail = fmt.Sprintf("its memory bound (%.0f GB per job, %.0f per node; 0: none) is below the %.0f GB one GPU books",
 				j.Max.MemGB, j.Max.MemGBPerNode, one)
 		}

@@ -1588,6 +1588,72 @@ func TestQueueMaxMemPerCPU(t *testing.T) {
 	}
 }
 
+// cpuHungry is the fake estimator with every plan slower by a second over
+// its CPUs (data loading), so that more CPUs always pay.
+type cpuHungry struct{ *pt.Fake }
+
+func (o cpuHungry) Predict(p model.Plan, r model.Resources) (model.Breakdown, error) {
+	b, err := o.Fake.Predict(p, r)
+	b.Iter += 1 / float64(max(1, r.CPUs))
+	return b, err
+}
+
+func (o cpuHungry) BestPlan(r model.Resources, allow func(model.Plan) bool) (model.Plan, model.Breakdown, error) {
+	p, _, err := o.Fake.BestPlan(r, allow)
+	if err != nil {
+		return p, model.Breakdown{}, err
+	}
+	b, err := o.Predict(p, r)
+	return p, b, err
+}
+
+// The rubick policies grow a job within its host memory bound (Max.MemGB)
+// by what it books under its partition's MaxMemPerCPU: the default per
+// GPU cut to its CPUs. A job asking for 4 GPUs and 16 CPUs under a bound
+// of 32 GB and 2 GB per CPU books 8 GB a GPU, and gets its 4 GPUs, not
+// the 2 the uncut 16 GB a GPU allow; CPUs that pay are not given past
+// the bound, where no plan would fit. Under a bound of 6 GB it waits,
+// told that one GPU books 8 GB.
+func TestMaxMemPerCPUWithinMemBound(t *testing.T) {
+	na := func(node string, gpus, cpus int, memGB float64) policy.NodeAlloc {
+		return policy.NodeAlloc{Node: node, GPUs: gpus, CPUs: cpus, MemGB: memGB}
+	}
+	for _, tc := range []struct {
+		name   string
+		model  string
+		perCPU float64
+		cpus   int     // the node's, for 8 GPUs
+		bound  float64 // Max.MemGB
+		want   []policy.NodeAlloc
+		detail string
+	}{
+		{"2 GB per CPU", "small", 2, 32, 32, []policy.NodeAlloc{na("n0", 4, 16, 32)}, ""},
+		{"no MaxMemPerCPU: 16 GB a GPU", "small", 0, 32, 32, []policy.NodeAlloc{na("n0", 2, 8, 32)}, ""},
+		{"2 GB per CPU, CPUs that pay", "hungry", 2, 64, 32, []policy.NodeAlloc{na("n0", 4, 16, 32)}, ""},
+		{"2 GB per CPU, a bound below one GPU", "small", 2, 32, 6, nil, "is below the 8 GB one GPU books"},
+	} {
+		j := pt.NewJob("a", tc.model).GPUs(4).CPUs(16).Obj()
+		j.MaxMemPerCPUGB, j.Max.MemGB = tc.perCPU, tc.bound
+		nodes := pt.Cluster(1, 8)
+		nodes[0].CPUs = tc.cpus
+		models := pt.Models()
+		models["hungry"] = cpuHungry{&pt.Fake{S: pt.Specs()["small"]}}
+		s, err := policy.NewSnapshot(pt.Epoch, nodes, []policy.Job{j}, nil, models, 260*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pol := range []string{"rubick", "rubick-r", "sia"} {
+			a := actionOf(t, pol, s, "a")
+			if d := cmp.Diff(tc.want, a.Alloc); d != "" {
+				t.Errorf("%s, %s: %s (%s), allocation (-want +got):\n%s", tc.name, pol, a.Kind, a.Detail, d)
+			}
+			if !strings.Contains(a.Detail, tc.detail) {
+				t.Errorf("%s, %s: detail %q, want it to say %q", tc.name, pol, a.Detail, tc.detail)
+			}
+		}
+	}
+}
+
 // A guaranteed job reclaims GPUs from a best-effort one no further than
 // the victim's minimum: below it Slurm would hold the victim's restart, so
 // it gives up all its GPUs or none. Without the minimum it is shrunk to 4.
