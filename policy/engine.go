@@ -1323,12 +1323,13 @@ func (r *round) growOn(j *jstate, n int, privileged bool) {
 			if !ok || !(privileged && below || v.loss < j.info.entry/j.tw) {
 				return
 			}
-			// The victim frees v.r GPUs; j takes what its groups let it
+			// The victim frees v.r GPUs; j takes what its room (its
+			// memory bound, its GPUs per node) and its groups let it
 			// (more once the victim is in one of them), the rest stays
-			// free.
+			// free. Taken whole, they could leave it no plan that fits.
 			mark, before := len(r.log), r.groupsOf(j)
 			r.yieldTo(v, n)
-			k := v.r
+			k := min(v.r, room)
 			if gg, _ := r.groupFree(j); gg < k {
 				k = gg
 			}

@@ -1654,6 +1654,33 @@ func TestMaxMemPerCPUWithinMemBound(t *testing.T) {
 	}
 }
 
+// A queued job takes no more of the GPUs a victim frees than its room: on
+// a node a best-effort job holds whole, one asking for 4 GPUs under a
+// memory bound of 20 GB (16 GB a GPU) takes 1 of the 4 the victim frees
+// (dp8 to dp4), and the rest stay free; taken whole, no plan fit it and
+// the victim was shrunk for nothing. Under 2 GB per CPU (8 GB a GPU with
+// its 4 CPUs) it takes 1 under a bound of 10 GB and 2 under 20.
+func TestVictimGPUsWithinRoom(t *testing.T) {
+	for _, tc := range []struct {
+		perCPU, bound float64
+		gpus          int
+	}{{0, 20, 1}, {2, 10, 1}, {2, 20, 2}} {
+		j := pt.NewJob("a", "small").GPUs(4).CPUs(16).SubmittedAt(time.Hour).Obj()
+		j.MaxMemPerCPUGB, j.Max.MemGB = tc.perCPU, tc.bound
+		busy := pt.NewJob("busy", "small").GPUs(8).Running(dp(8, 32), time.Hour, pt.On("n0", 8)).Obj()
+		s := snap(t, time.Hour, pt.Cluster(1, 8), nil, busy, j)
+		want := map[string]outcome{
+			"a":    {Kind: policy.Start, GPUs: tc.gpus, Reason: policy.ReasonSlope},
+			"busy": {Kind: policy.Shrink, GPUs: 4, Reason: policy.ReasonReclaimed},
+		}
+		for _, pol := range []string{"rubick", "rubick-r", "sia"} {
+			if d := cmp.Diff(want, outcomes(decide(t, pol, s))); d != "" {
+				t.Errorf("%g GB per CPU, a bound of %g GB, %s: (-want +got):\n%s", tc.perCPU, tc.bound, pol, d)
+			}
+		}
+	}
+}
+
 // A guaranteed job reclaims GPUs from a best-effort one no further than
 // the victim's minimum: below it Slurm would hold the victim's restart, so
 // it gives up all its GPUs or none. Without the minimum it is shrunk to 4.
