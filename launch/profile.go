@@ -301,8 +301,10 @@ var (
 //     logged. A plain DeepSpeed script has no exit bound, and its own
 //     checkpoint flags are unknown: the caller stops it after run.Iters
 //     measured iterations. A line accelerate launch starts with its
-//     DeepSpeed plugin is refused (ErrUnsupported): accelerate stops
-//     DeepSpeed's step logging, so the run would measure nothing.
+//     DeepSpeed plugin and no Hugging Face Trainer --deepspeed is refused
+//     (ErrUnsupported): accelerate stops DeepSpeed's step logging, so the
+//     run would measure nothing (CheckSamples warns about the same lines).
+//     A Trainer line is timed by its progress bar, whoever launches it.
 //   - A config copy (DeepSpeed, Megatron-DeepSpeed) has its trackers
 //     (tensorboard, wandb, csv_monitor, comet) disabled.
 //   - A Hugging Face Trainer line also writes into opts.ConfigDir/output
@@ -342,11 +344,14 @@ func RewriteProfile(argv []string, run ProfileRun, opts Options) (Result, error)
 		c.remove(fWandbExpName, lo, hi)
 		res.Argv = c.toks
 	case DeepSpeed:
-		if l := parseLayout(argv); l.accDeepSpeed(&cmdline{toks: argv}) {
+		// A Trainer given its own --deepspeed is timed by its progress bar
+		// (below), launched by accelerate's plugin or not: its
+		// TrainingArguments build the plugin from that config.
+		if l := parseLayout(argv); !res.hf && l.accDeepSpeed(&cmdline{toks: argv}) {
 			// Its Accelerator sets the config's steps_per_print to
 			// infinity, whatever the line's copy says.
-			return Result{}, fmt.Errorf("%w: profile run %s: accelerate launch --use_deepspeed has DeepSpeed print no iteration times to measure",
-				ErrUnsupported, run.Plan)
+			return Result{}, fmt.Errorf("%w: profile run %s: accelerate launch --use_deepspeed without a Hugging Face Trainer's --deepspeed "+
+				"has DeepSpeed print no iteration times to measure", ErrUnsupported, run.Plan)
 		}
 		if res.hf {
 			c := &cmdline{toks: res.Argv}

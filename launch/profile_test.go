@@ -355,6 +355,21 @@ func TestRewriteProfile(t *testing.T) {
 			wantConf: map[string]any{"train_batch_size": 32.0, "steps_per_print": 1.0, "train_micro_batch_size_per_gpu": 8.0,
 				"gradient_accumulation_steps": 1.0, "zero_optimization": map[string]any{"stage": 0.0}},
 		},
+		// The Trainer's own config wins over accelerate's plugin (its
+		// TrainingArguments build the plugin from it), and its bar is
+		// shown: run as any Trainer line. Before, it was refused.
+		"hugging face launched by accelerate with its DeepSpeed plugin": {
+			argv: strings.Fields("accelerate launch --use_deepspeed --gradient_accumulation_steps 2 --num_processes 8 train.py " +
+				"--deepspeed ds.json --output_dir /ckpt --disable_tqdm --per_device_train_batch_size 2"),
+			run:  run("dp4.tp1.pp1.mb8.a1.z0"),
+			opts: Options{Nodes: 1, GPUsPerNode: 4, Rendezvous: "127.0.0.1:20042"},
+			want: strings.Fields("accelerate launch --use_deepspeed --gradient_accumulation_steps 1 --num_processes 4 " +
+				"--num_machines 1 --main_process_port 20042 train.py --deepspeed /job/rubick-ds.json --output_dir /job/output " +
+				"--disable_tqdm False --per_device_train_batch_size 8 --gradient_accumulation_steps 1 --log_level info " +
+				"--save_strategy no --report_to none"),
+			wantConf: map[string]any{"train_batch_size": 32.0, "steps_per_print": 1.0, "train_micro_batch_size_per_gpu": 8.0,
+				"gradient_accumulation_steps": 1.0, "zero_optimization": map[string]any{"stage": 0.0}},
+		},
 		"hugging face: dash spelling, inline": {
 			argv: strings.Fields("python train.py --deepspeed ds.json --report-to=wandb --output_dir /ckpt"),
 			run:  run("dp4.tp1.pp1.mb8.a1.z0"),
@@ -397,6 +412,58 @@ func TestRewriteProfile(t *testing.T) {
 	}
 	if !SelfExiting(Megatron) || !SelfExiting(MegatronDeepSpeed) || SelfExiting(DeepSpeed) {
 		t.Error("SelfExiting: only Megatron dialects take --exit-interval")
+	}
+}
+
+// TestRewriteProfileSampleSource: profiling refuses exactly the lines
+// CheckSamples says report no iteration times whatever their flags (an
+// accelerate DeepSpeed-plugin line without a Trainer --deepspeed), and
+// times the rest as their training runs are: a Trainer line by its bar,
+// whoever launches it, a plain DeepSpeed line by DeepSpeed's step lines.
+// Before, a Trainer line that accelerate launched with the plugin was
+// refused although its training runs read its bar.
+func TestRewriteProfileSampleSource(t *testing.T) {
+	files := map[string][]byte{"ds.json": []byte(`{"train_batch_size": 16, "zero_optimization": {"stage": 2}}`),
+		"acc.json": accConfigs["acc.json"]}
+	run := ProfileRun{Plan: mustPlan(t, "dp2.tp1.pp1.mb8.a1.z2"), GPUs: 2, Iters: 3}
+	for _, tc := range []struct {
+		line string
+		want string // what the run is timed by: "bar", "deepspeed", or "none" (refused)
+	}{
+		{"accelerate launch --use_deepspeed --deepspeed_config_file acc.json train.py --lr 1e-4", "none"},
+		{"accelerate launch --use_deepspeed --zero_stage 2 train.py --per_device_train_batch_size 4", "none"},
+		{"python -m accelerate.commands.launch --use-deepspeed train.py --per_device_train_batch_size 4", "none"},
+		{"accelerate launch --use_deepspeed train.py --deepspeed ds.json", "bar"},
+		{"accelerate launch --use-deepspeed --zero_stage 3 train.py --deepspeed=ds.json --disable_tqdm", "bar"},
+		{"accelerate launch --use_deepspeed --deepspeed_config_file acc.json train.py --deepspeed ds.json", "bar"},
+		{"accelerate launch train.py --deepspeed ds.json", "bar"},
+		{"torchrun --nproc_per_node 2 train.py --deepspeed ds.json", "bar"},
+		{"accelerate launch train.py --deepspeed_config ds.json", "deepspeed"},
+		{"deepspeed train.py --deepspeed_config ds.json", "deepspeed"},
+	} {
+		t.Run(tc.line, func(t *testing.T) {
+			argv := strings.Fields(tc.line)
+			got := "deepspeed"
+			res, err := RewriteProfile(argv, run, Options{ConfigDir: "/job", ReadFile: mapReader(files)})
+			switch {
+			case errors.Is(err, ErrUnsupported):
+				got = "none"
+			case err != nil:
+				t.Fatal(err)
+			case res.HFTrainer():
+				got = "bar"
+				if i := slices.Index(res.Argv, "--disable_tqdm"); i < 0 || i+1 == len(res.Argv) || res.Argv[i+1] != "False" {
+					t.Errorf("argv %q: the bar is not turned on", res.Argv)
+				}
+			}
+			if got != tc.want {
+				t.Errorf("RewriteProfile: timed by %q (err %v), want %q", got, err, tc.want)
+			}
+			warn := CheckSamples(argv, Options{})
+			if named := errors.Is(warn, ErrNoSamples) && strings.Contains(warn.Error(), fAccUseDS.names[0]); named != (tc.want == "none") {
+				t.Errorf("CheckSamples = %v: says no source at all %v, want %v", warn, named, tc.want == "none")
+			}
+		})
 	}
 }
 
