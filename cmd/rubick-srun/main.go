@@ -1143,7 +1143,9 @@ func sendLaunch(ctx context.Context, cfg config, jobID, modelType string, plan m
 		}
 	}
 	if err != nil && !refused {
-		log.Debug("launch notice not delivered", "err", err)
+		// The first sign that reporting is broken (munge, the endpoint):
+		// rubickd goes on planning the job from its batch script.
+		log.Warn("launch notice not delivered; the job runs on, planned from its batch script", "err", err)
 	}
 	return err
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -641,6 +642,28 @@ func testRunRefusedPlan(t *testing.T, extraEnv map[string]string, ref, comment s
 		t.Errorf("launch notices (-want +got):\n%s", d)
 	}
 	return strings.Split(strings.TrimSpace(string(calls)), "\n")
+}
+
+// A launch notice rubickd does not take (its endpoint down) is said at
+// once, and the job runs.
+func TestRunLaunchNoticeNotDelivered(t *testing.T) {
+	bin := fakes(t)
+	t.Setenv("FAKE_SRUN_LOG", filepath.Join(t.TempDir(), "argv.json"))
+	t.Setenv("FAKE_PLAN", "dp2.tp1.pp1.mb4.a2.z0")
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	env := envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NUM_NODES": "1", "SLURM_GPUS_ON_NODE": "2",
+		"SLURM_CPUS_ON_NODE": "8"})
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"--scontrol", filepath.Join(bin, "scontrol"), "--squeue", filepath.Join(bin, "squeue"), "--srun", filepath.Join(bin, "srun"),
+		"--munge", filepath.Join(bin, "munge"), "--report-url", down.URL + "/samples", "--",
+		"python", "pretrain_gpt.py", "--global-batch-size", "16", "--micro-batch-size", "8"}, env, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0; stderr:\n%s", code, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "level=WARN msg=\"launch notice not delivered") || !strings.Contains(errOut.String(), "connection refused") {
+		t.Errorf("stderr lacks the warning with its cause:\n%s", errOut.String())
+	}
 }
 
 // A line that trains with a global batch of its own (64) cannot run the
