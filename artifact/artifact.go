@@ -431,7 +431,19 @@ type Job struct {
 	// Account is the submitting account, from an optional account
 	// column; empty where the trace has none (the shipped ones).
 	Account string
-	Line    int
+	// File and Line say where the row is, for errors about it.
+	File string
+	Line int
+}
+
+// Where names the row in errors: "FILE line N: job NAME" (no file for
+// rows made in code).
+func (j Job) Where() string {
+	at := fmt.Sprintf("line %d", j.Line)
+	if j.File != "" {
+		at = j.File + " " + at
+	}
+	return fmt.Sprintf("%s: job %s", at, j.Name)
 }
 
 // Workloads lists the workload files shipped under workloads/.
@@ -478,7 +490,7 @@ func ReadWorkload(r io.Reader, file string) ([]Job, error) {
 		j := Job{
 			Name: rr.str("name"), SubmitS: rr.f("submission_time"), DurationS: rr.f("duration"),
 			App: rr.str("application"), GPUs: rr.n("num_gpus"), CPUs: rr.n("num_cpus"),
-			Bandwidth: rr.f("bandwidth"), ExecPlan: rr.str("exec_plan"), Steps: rr.n("steps"), Line: i + 2,
+			Bandwidth: rr.f("bandwidth"), ExecPlan: rr.str("exec_plan"), Steps: rr.n("steps"), File: file, Line: i + 2,
 		}
 		sla := rr.n("is_sla")
 		j.Guaranteed = sla == 1

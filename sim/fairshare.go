@@ -31,7 +31,7 @@ func checkAccounts(jobs []*simJob, cfg Config) error {
 	}
 	for _, j := range jobs {
 		if j.Account == "" {
-			return fmt.Errorf("job %s (line %d): account is empty; FairShareAccounts=%q takes accounts from the trace", j.Name, j.Line, AccountsFromTrace)
+			return fmt.Errorf("%w: %s: account is empty; FairShareAccounts=%q takes accounts from the trace", ErrBadTrace, j.Where(), AccountsFromTrace)
 		}
 	}
 	return nil

@@ -108,7 +108,7 @@ func TestFairShareAccounts(t *testing.T) {
 	cfg.FairShareAccounts = AccountsFromTrace
 	rows[1].Account = ""
 	fifo, _ := policy.New("fifo", policy.DefaultConfig())
-	if _, err := Run(context.Background(), cfg, d, rows, fifo, nil); err == nil || !strings.Contains(err.Error(), "job gpt2-1 (line 3): account is empty") {
+	if _, err := Run(context.Background(), cfg, d, rows, fifo, nil); !errors.Is(err, ErrBadTrace) || !strings.Contains(err.Error(), "line 3: job gpt2-1: account is empty") {
 		t.Errorf("a trace job without an account: err = %v, want one naming it", err)
 	}
 }

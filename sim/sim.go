@@ -27,6 +27,9 @@ var (
 	// capacity, a plan that does not match its placement, an action on an
 	// unknown job. It is a policy bug.
 	ErrBadAction = errors.New("policy returned an invalid action")
+	// ErrBadTrace reports a trace row the replay cannot run whatever the
+	// policy; the message names the file, line, job, column and value.
+	ErrBadTrace = errors.New("bad trace")
 )
 
 // Config describes the simulated cluster and the replay.
@@ -287,21 +290,22 @@ func loadJobs(rows []artifact.Job, d *Data, cfg Config) ([]*simJob, error) {
 	for _, r := range rows {
 		info, ok := d.Set.Models[r.App]
 		if !ok {
-			return nil, fmt.Errorf("job %s (line %d): unknown model %q", r.Name, r.Line, r.App)
+			return nil, fmt.Errorf("%w: %s: application=%q is not a model type of the data (have %s)",
+				ErrBadTrace, r.Where(), r.App, strings.Join(d.Set.ModelNames(), ", "))
 		}
 		pl := policy.PackedPlacement(r.GPUs, cfg.GPUsPerNode)
 		plan, err := model.ParseExecPlan(info.Spec, r.ExecPlan, pl)
 		if err != nil {
-			return nil, fmt.Errorf("job %s (line %d): %w", r.Name, r.Line, err)
+			return nil, fmt.Errorf("%w: %s: exec_plan=%q with num_gpus=%d: %w", ErrBadTrace, r.Where(), r.ExecPlan, r.GPUs, err)
 		}
 		if r.Steps <= 0 {
-			return nil, fmt.Errorf("job %s (line %d): steps=%d must be > 0", r.Name, r.Line, r.Steps)
+			return nil, fmt.Errorf("%w: %s: steps=%d must be > 0", ErrBadTrace, r.Where(), r.Steps)
 		}
 		if at := r.SubmitS / cfg.LoadScale; at > artifact.MaxTraceSeconds {
 			// The snapshots' times are time.Durations from the replay's
 			// start, and its clock float64 seconds: neither goes much further.
-			return nil, fmt.Errorf("job %s (line %d): submission_time=%v at load scale %g arrives %.3g s into the replay, past the %g s it times",
-				r.Name, r.Line, r.SubmitS, cfg.LoadScale, at, float64(artifact.MaxTraceSeconds))
+			return nil, fmt.Errorf("%w: %s: submission_time=%v at load scale %g arrives %.3g s into the replay, past the %g s it times",
+				ErrBadTrace, r.Where(), r.SubmitS, cfg.LoadScale, at, float64(artifact.MaxTraceSeconds))
 		}
 		j := &simJob{Job: r, Submit: r.SubmitS / cfg.LoadScale, steps: float64(r.Steps),
 			Request:   policy.Request{GPUs: r.GPUs, CPUs: r.CPUs, Placement: pl, Plan: plan},
@@ -311,7 +315,7 @@ func loadJobs(rows []artifact.Job, d *Data, cfg Config) ([]*simJob, error) {
 		}
 		t, err := d.Oracle.IterTime(r.App, plan, pl, j.Request.CPUs)
 		if err != nil {
-			return nil, fmt.Errorf("job %s (line %d): request: %w", r.Name, r.Line, err)
+			return nil, fmt.Errorf("%w: %s: request: %w", ErrBadTrace, r.Where(), err)
 		}
 		j.reqIter = t.IterS
 		jobs = append(jobs, j)
@@ -328,7 +332,6 @@ func loadJobs(rows []artifact.Job, d *Data, cfg Config) ([]*simJob, error) {
 	return jobs, nil
 }
 
-// Run replays rows with policy pol on the cluster of cfg.
 // CheckTrace reports what Run would refuse in the trace rows whatever the
 // policy: an unknown model, a bad request or account. Check once before
 // replaying one trace under several policies.
@@ -343,6 +346,7 @@ func CheckTrace(cfg Config, d *Data, rows []artifact.Job) error {
 	return checkAccounts(jobs, cfg)
 }
 
+// Run replays rows with policy pol on the cluster of cfg.
 func Run(ctx context.Context, cfg Config, d *Data, rows []artifact.Job, pol policy.Policy, log *slog.Logger) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -221,7 +221,7 @@ func TestLoadScaleTooSmall(t *testing.T) {
 	cfg.LoadScale = 1e-6
 	rows := []artifact.Job{{Name: "bert-0", SubmitS: 47550, App: "bert", GPUs: 4, CPUs: 32, ExecPlan: "ga", Steps: 100, Line: 7}}
 	err := CheckTrace(cfg, d, rows)
-	want := "job bert-0 (line 7): submission_time=47550 at load scale 1e-06 arrives 4.76e+10 s into the replay, past the 1e+09 s it times"
+	want := "bad trace: line 7: job bert-0: submission_time=47550 at load scale 1e-06 arrives 4.76e+10 s into the replay, past the 1e+09 s it times"
 	if err == nil || err.Error() != want {
 		t.Errorf("CheckTrace = %v, want %q", err, want)
 	}
@@ -367,18 +367,45 @@ func TestAssumedRestartCost(t *testing.T) {
 	}
 }
 
+// A trace row the replay cannot run is an error naming the file, line,
+// job, column and value, from CheckTrace and from Run alike.
 func TestRunRejectsBadTrace(t *testing.T) {
 	d := data(t)
 	p, _ := policy.New("fifo", policy.DefaultConfig())
-	tests := map[string]artifact.Job{
-		"unknown model": {Name: "x", App: "gpt9", GPUs: 1, ExecPlan: "ga", Steps: 1},
-		"bad plan":      {Name: "y", App: "bert", GPUs: 3, ExecPlan: "ga", Steps: 1},
-		"no steps":      {Name: "z", App: "bert", GPUs: 1, ExecPlan: "ga", Steps: 0},
+	ok := artifact.Job{Name: "bert-0", App: "bert", GPUs: 4, CPUs: 32, ExecPlan: "ga", Steps: 10, File: "w.csv", Line: 2}
+	with := func(f func(*artifact.Job)) artifact.Job {
+		j := ok
+		j.Name, j.Line = "x-1", 3
+		f(&j)
+		return j
 	}
-	for name, row := range tests {
+	tests := map[string]struct {
+		row  artifact.Job
+		want string
+	}{
+		"unknown model": {with(func(j *artifact.Job) { j.App = "gpt5" }),
+			`bad trace: w.csv line 3: job x-1: application="gpt5" is not a model type of the data (have bert, gpt2, llama30, llama7, roberta, t5, vit)`},
+		"malformed plan": {with(func(j *artifact.Job) { j.ExecPlan = "zero-2" }),
+			`bad trace: w.csv line 3: job x-1: exec_plan="zero-2" with num_gpus=4: bad input: exec plan "zero-2" is not ga, gc, zero-dp, zero-offload or a PTD code of three digits 1-9`},
+		"plan of other GPUs": {with(func(j *artifact.Job) { j.ExecPlan = "222" }),
+			`bad trace: w.csv line 3: job x-1: exec_plan="222" with num_gpus=4: invalid plan: exec plan "222" uses 8 GPUs, placement 4 has 4`},
+		"batch does not split": {with(func(j *artifact.Job) { j.GPUs = 3 }),
+			`bad trace: w.csv line 3: job x-1: exec_plan="ga" with num_gpus=3: invalid plan: exec plan "ga": global batch 32 does not split over 3 GPUs`},
+		"no steps": {with(func(j *artifact.Job) { j.Steps = 0 }),
+			"bad trace: w.csv line 3: job x-1: steps=0 must be > 0"},
+	}
+	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if _, err := Run(context.Background(), DefaultConfig(), d, []artifact.Job{row}, p, nil); err == nil || !strings.Contains(err.Error(), row.Name) {
-				t.Errorf("Run = %v, want an error naming job %s", err, row.Name)
+			rows := []artifact.Job{ok, tc.row}
+			err := CheckTrace(DefaultConfig(), d, rows)
+			if !errors.Is(err, ErrBadTrace) {
+				t.Fatalf("CheckTrace = %v, want ErrBadTrace", err)
+			}
+			if diff := cmp.Diff(tc.want, err.Error()); diff != "" {
+				t.Errorf("CheckTrace error (-want +got):\n%s", diff)
+			}
+			if _, err := Run(context.Background(), DefaultConfig(), d, rows, p, nil); !errors.Is(err, ErrBadTrace) || err.Error() != tc.want {
+				t.Errorf("Run = %v, want %q", err, tc.want)
 			}
 		})
 	}

@@ -208,7 +208,49 @@ func TestSimTraceErrorOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err := runSimArgs(t, "--workload", path, "--policy", "rubick,fifo,sia")
-	if err == nil || strings.Count(err.Error(), `unknown model "nosuch"`) != 1 {
+	if err == nil || strings.Count(err.Error(), `application="nosuch" is not a model type`) != 1 {
 		t.Errorf("error %v, want one naming the unknown model once", err)
+	}
+}
+
+// A trace rubick sim cannot replay is an error naming the file, line,
+// column and value; a job the cluster cannot hold as requested is named
+// with the reason once the replay gives up on it (an elastic policy may
+// still run it on fewer GPUs).
+func TestSimBadTrace(t *testing.T) {
+	const header = "name,submission_time,duration,application,num_gpus,num_cpus,bandwidth,exec_plan,steps,is_sla\n"
+	const first = "bert-0,0,100,bert,2,16,0,ga,100,0\n"
+	tests := map[string]struct {
+		csv  string
+		args []string
+		want string // FILE stands for the trace's path
+	}{
+		"missing column": {csv: "name,submission_time,duration,application,num_gpus,num_cpus,bandwidth,exec_plan,is_sla\nbert-0,0,100,bert,2,16,0,ga,0\n",
+			want: `FILE: missing column "steps"`},
+		"unknown application": {csv: header + first + "x-1,60,200,gpt5,4,32,0,zero-dp,200,1\n",
+			want: `FILE line 3: job x-1: application="gpt5" is not a model type of the data (have bert, gpt2, llama30, llama7, roberta, t5, vit)`},
+		"malformed exec_plan": {csv: header + first + "gpt2-1,60,200,gpt2,4,32,0,zero-2,200,1\n",
+			want: `FILE line 3: job gpt2-1: exec_plan="zero-2" with num_gpus=4: bad input: exec plan "zero-2" is not ga, gc, zero-dp, zero-offload or a PTD code of three digits 1-9`},
+		"exec_plan of other GPUs": {csv: header + first + "gpt2-1,60,200,gpt2,4,32,0,222,200,1\n",
+			want: `FILE line 3: job gpt2-1: exec_plan="222" with num_gpus=4: invalid plan: exec plan "222" uses 8 GPUs, placement 4 has 4`},
+		"no steps": {csv: header + first + "gpt2-1,60,200,gpt2,4,32,0,zero-dp,0,1\n",
+			want: "FILE line 3: job gpt2-1: steps=0 must be > 0"},
+		"negative steps": {csv: header + first + "gpt2-1,60,200,gpt2,4,32,0,zero-dp,-5,1\n",
+			want: `FILE line 3: steps="-5" is not a non-negative integer`},
+		"empty file": {csv: "", want: "FILE: no header"},
+		"more GPUs than the cluster": {csv: header + first + "roberta-1,60,200,roberta,64,512,1.25,ga,200,1\n", args: []string{"--nodes", "4"},
+			want: "sim fifo: 1 of 2 jobs unfinished 72h0m0s after the last arrival (MaxTime): roberta-1; 1 of them ask for more GPUs than the cluster's 4 nodes of 8 hold"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "trace.csv")
+			if err := os.WriteFile(path, []byte(tc.csv), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := runSimArgs(t, append([]string{"--workload", path, "--policy", "fifo"}, tc.args...)...)
+			if want := strings.ReplaceAll(tc.want, "FILE", path); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("error %v, want one saying %q", err, want)
+			}
+		})
 	}
 }
