@@ -437,11 +437,14 @@ type Job struct {
 }
 
 // Where names the row in errors: "FILE line N: job NAME" (no file for
-// rows made in code).
+// rows made in code, no job for a row without a name).
 func (j Job) Where() string {
 	at := fmt.Sprintf("line %d", j.Line)
 	if j.File != "" {
 		at = j.File + " " + at
+	}
+	if j.Name == "" {
+		return at
 	}
 	return fmt.Sprintf("%s: job %s", at, j.Name)
 }

@@ -287,7 +287,18 @@ func unfinished(policyName string, active []*simJob, left, total int, cfg Config
 // loadJobs turns trace rows into replay jobs with parsed requests.
 func loadJobs(rows []artifact.Job, d *Data, cfg Config) ([]*simJob, error) {
 	jobs := make([]*simJob, 0, len(rows))
+	// A name is the job's ID in every snapshot and plan: two jobs of one
+	// name made the replay apply one's action to the other and blame the
+	// policy.
+	lineOf := make(map[string]int, len(rows))
 	for _, r := range rows {
+		if r.Name == "" {
+			return nil, fmt.Errorf("%w: %s: name is empty", ErrBadTrace, r.Where())
+		}
+		if first, ok := lineOf[r.Name]; ok {
+			return nil, fmt.Errorf("%w: %s: name=%q repeats line %d", ErrBadTrace, r.Where(), r.Name, first)
+		}
+		lineOf[r.Name] = r.Line
 		info, ok := d.Set.Models[r.App]
 		if !ok {
 			return nil, fmt.Errorf("%w: %s: application=%q is not a model type of the data (have %s)",

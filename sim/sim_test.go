@@ -393,6 +393,10 @@ func TestRunRejectsBadTrace(t *testing.T) {
 			`bad trace: w.csv line 3: job x-1: exec_plan="ga" with num_gpus=3: invalid plan: exec plan "ga": global batch 32 does not split over 3 GPUs`},
 		"no steps": {with(func(j *artifact.Job) { j.Steps = 0 }),
 			"bad trace: w.csv line 3: job x-1: steps=0 must be > 0"},
+		"no name": {with(func(j *artifact.Job) { j.Name = "" }),
+			"bad trace: w.csv line 3: name is empty"},
+		"name twice": {with(func(j *artifact.Job) { j.Name = "bert-0" }),
+			`bad trace: w.csv line 3: job bert-0: name="bert-0" repeats line 2`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
