@@ -520,5 +520,9 @@ func ReadWorkload(r io.Reader, file string) ([]Job, error) {
 		}
 		out = append(out, j)
 	}
+	if len(out) == 0 {
+		// A replay of nothing prints a table of zeros, as if it had run.
+		return nil, fmt.Errorf("%w: %s: no jobs after the header", ErrFormat, file)
+	}
 	return out, nil
 }

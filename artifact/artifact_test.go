@@ -76,6 +76,7 @@ func TestReadWorkloadErrors(t *testing.T) {
 		"far submit":          {body: "a,1e300,1,gpt2,1,8,0,ga,10,0\n", want: "submission_time=1e+300 must be in [0, 1e+09] seconds"},
 		"negative submit":     {body: "a,-5,1,gpt2,1,8,0,ga,10,0\n", want: "submission_time=-5 must be in [0, 1e+09] seconds"},
 		"sla neither 0 nor 1": {body: "a,0,1,gpt2,1,8,0,ga,10,7\n", want: "is_sla=7 must be 0 or 1"},
+		"header only":         {body: "", want: "w.csv: no jobs after the header"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

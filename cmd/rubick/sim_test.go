@@ -241,7 +241,8 @@ func TestSimBadTrace(t *testing.T) {
 			want: "FILE line 3: name is empty"},
 		"name twice": {csv: header + first + "bert-0,60,200,gpt2,4,32,0,zero-dp,200,1\n",
 			want: `FILE line 3: job bert-0: name="bert-0" repeats line 2`},
-		"empty file": {csv: "", want: "FILE: no header"},
+		"empty file":  {csv: "", want: "FILE: no header"},
+		"header only": {csv: header, want: "FILE: no jobs after the header"},
 		"more GPUs than the cluster": {csv: header + first + "roberta-1,60,200,roberta,64,512,1.25,ga,200,1\n", args: []string{"--nodes", "4"},
 			want: "sim fifo: 1 of 2 jobs unfinished 72h0m0s after the last arrival (MaxTime): roberta-1; 1 of them ask for more GPUs than the cluster's 4 nodes of 8 hold"},
 	}
