@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,6 +13,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/rubick-sched/rubick/artifact"
+	"github.com/rubick-sched/rubick/sim"
 )
 
 func runSimArgs(t *testing.T, args ...string) (string, string, error) {
@@ -257,5 +261,54 @@ func TestSimBadTrace(t *testing.T) {
 				t.Errorf("error %v, want one saying %q", err, want)
 			}
 		})
+	}
+}
+
+// The example of docs/simulator.md (Trace format) is
+// testdata/trace-example.csv, and it replays as the doc says: under fifo
+// every job starts on its request at its submission, so it takes one
+// restart penalty plus its duration, steps times the measured time of
+// the request.
+func TestSimTraceExample(t *testing.T) {
+	const file = "testdata/trace-example.csv"
+	example, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../../docs/simulator.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(doc), "```csv\n")
+	block, _, closed := strings.Cut(block, "```")
+	if !ok || !closed {
+		t.Fatal("docs/simulator.md has no ```csv block")
+	}
+	if diff := cmp.Diff(string(example), block); diff != "" {
+		t.Errorf("docs/simulator.md's example (+) is not %s (-):\n%s", file, diff)
+	}
+	out, _, err := runSimArgs(t, "--workload", file, "--policy", "fifo", "--fairshare-accounts", "trace", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []sim.Result
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 {
+		t.Fatalf("%d results, want fifo's", len(rows))
+	}
+	r := rows[0]
+	if r.Jobs != 3 || r.Completed != 3 || r.Guaranteed.Jobs != 1 || r.FallbackJobS != 0 {
+		t.Errorf("jobs %d, completed %d, guaranteed %d, fallback %.0f job-s; want 3, 3, 1 and 0", r.Jobs, r.Completed, r.Guaranteed.Jobs, r.FallbackJobS)
+	}
+	jobs, err := artifact.ReadWorkload(bytes.NewReader(example), file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs { // one job per model type
+		if got := r.Models[j.App].All.AvgJCT; math.Abs(got-(260+j.DurationS)) > 1 {
+			t.Errorf("%s: JCT %.1f s, want the 260 s restart penalty plus its duration, %.0f s", j.Name, got, j.DurationS)
+		}
 	}
 }
