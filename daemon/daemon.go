@@ -224,11 +224,15 @@ type Daemon struct {
 	pending  *pendingReload
 	// started is when Run began, lastErr why Run's last cycle failed (nil
 	// once one succeeds), window how long Health waits for a cycle: what
-	// Health reads. Run sets them; d.cfg, which a reload replaces, is
-	// Run's goroutine's alone.
-	started time.Time
-	lastErr error
-	window  time.Duration
+	// Health reads. failedCycles counts the cycles that failed in a row
+	// up to lastErr, the first of which began at failedSince: what Status
+	// adds. Run sets them; d.cfg, which a reload replaces, is Run's
+	// goroutine's alone.
+	started      time.Time
+	lastErr      error
+	failedSince  time.Time
+	failedCycles int
+	window       time.Duration
 }
 
 // New checks deps and returns a Daemon.
@@ -1681,11 +1685,35 @@ func Unplanned(r policy.Reason) bool {
 	return r == reasonHeld || r == ReasonIgnored || r == reasonAsSubmitted || r == reasonJobLimit
 }
 
-// Last returns the report of the last applied cycle.
-func (d *Daemon) Last() CycleReport {
+// Status is what rubickd's /status serves: the last completed cycle's
+// report, with Failing while the cycles Run ran since have failed.
+type Status struct {
+	CycleReport
+	// Failing is nil unless Run's last cycle failed, which keeps the JSON
+	// of a healthy rubickd its last report's.
+	Failing *Failing `json:"failing,omitempty"`
+}
+
+// Failing says that Run's cycles fail: /healthz answers 200 for a while
+// after the last completed one, and only the log would tell.
+type Failing struct {
+	// Since is when the first failed cycle began.
+	Since  time.Time `json:"since"`
+	Cycles int       `json:"cycles"`
+	// Error is why the last failed.
+	Error string `json:"error"`
+}
+
+// Status returns the report of the last applied cycle, and how Run's
+// cycles fail since, if they do.
+func (d *Daemon) Status() Status {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.last
+	s := Status{CycleReport: d.last}
+	if d.lastErr != nil {
+		s.Failing = &Failing{Since: d.failedSince, Cycles: d.failedCycles, Error: d.lastErr.Error()}
+	}
+	return s
 }
 
 // Health is nil while Run completes cycles: one within three of the
@@ -1767,15 +1795,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 				d.deps.Logger.Warn("pruning the store failed", "err", err)
 			}
 		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cycleLimit())
-		rep, err := d.Cycle(cctx, false)
-		cancel()
+		rep, err := d.runCycle(ctx)
 		if errors.Is(err, ErrLocked) {
 			return err
 		}
-		d.mu.Lock()
-		d.lastErr, d.window = err, d.healthWindow() // a reload may have changed it
-		d.mu.Unlock()
 		if err != nil {
 			d.deps.Logger.Error("cycle failed", "err", err)
 		} else if len(rep.Actions) > 0 {
@@ -1791,6 +1814,31 @@ func (d *Daemon) Run(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// runCycle runs one of Run's cycles, bounded by the longest a cycle may
+// take, and notes how it ended for Health and Status; ErrLocked, which
+// ends Run, is not noted.
+func (d *Daemon) runCycle(ctx context.Context) (CycleReport, error) {
+	start := d.deps.Now()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cycleLimit())
+	rep, err := d.Cycle(cctx, false)
+	cancel()
+	if errors.Is(err, ErrLocked) {
+		return rep, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.lastErr, d.window = err, d.healthWindow() // a reload may have changed it
+	switch {
+	case err == nil:
+		d.failedSince, d.failedCycles = time.Time{}, 0
+	case d.failedCycles == 0:
+		d.failedSince, d.failedCycles = start, 1
+	default:
+		d.failedCycles++
+	}
+	return rep, err
 }
 
 // WaitCheckpoint returns the Applier's checkpoint wait: it polls the job

@@ -3321,6 +3321,82 @@ func TestHealth(t *testing.T) {
 	}
 }
 
+// TestStatusFailing: /status says, from the first failed cycle, how many
+// have failed since the last completed one, since when and why the last
+// did, while it still serves that cycle's report; a completed cycle
+// clears it, and a healthy rubickd's JSON is its report's alone.
+func TestStatusFailing(t *testing.T) {
+	ctx := context.Background()
+	c := &fakeCluster{nodes: labNodes(1)}
+	d, _ := newTestDaemon(t, c, &fakeApplier{})
+	now := t0
+	d.deps.Now = func() time.Time { return now }
+	cycle := func(at time.Time) {
+		t.Helper()
+		now = at
+		d.Invalidate()
+		if _, err := d.runCycle(ctx); (err != nil) != (c.err != nil) {
+			t.Fatalf("cycle at %s: %v, want the cluster's error %v", at, err, c.err)
+		}
+	}
+	healthyJSON := func() {
+		t.Helper()
+		s := d.Status()
+		got, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(s.CycleReport)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(string(want), string(got)); diff != "" {
+			t.Errorf("/status of a healthy rubickd (-report +status):\n%s", diff)
+		}
+	}
+	cycle(t0)
+	if s := d.Status(); !s.At.Equal(t0) || s.Failing != nil {
+		t.Fatalf("after a completed cycle: last cycle at %s, failing %+v; want %s and nil", s.At, s.Failing, t0)
+	}
+	healthyJSON()
+
+	c.err = errors.New("slurmrestd unavailable: connection refused")
+	for i := 1; i <= 3; i++ {
+		cycle(t0.Add(time.Duration(i) * time.Minute))
+	}
+	s := d.Status()
+	want := &Failing{Since: t0.Add(time.Minute), Cycles: 3, Error: "read jobs: slurmrestd unavailable: connection refused"}
+	if diff := cmp.Diff(want, s.Failing); diff != "" {
+		t.Errorf("failing (-want +got):\n%s", diff)
+	}
+	if !s.At.Equal(t0) {
+		t.Errorf("last cycle at %s, want the completed one's %s", s.At, t0)
+	}
+	var got map[string]any
+	if b, err := json.Marshal(s); err != nil {
+		t.Fatal(err)
+	} else if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	wantJSON := map[string]any{"since": "2026-11-22T08:01:00Z", "cycles": 3.0, "error": want.Error}
+	if diff := cmp.Diff(wantJSON, got["failing"]); diff != "" {
+		t.Errorf("/status failing (-want +got):\n%s", diff)
+	}
+
+	c.err = nil
+	cycle(t0.Add(4 * time.Minute))
+	if s := d.Status(); !s.At.Equal(t0.Add(4*time.Minute)) || s.Failing != nil {
+		t.Errorf("after a completed cycle again: last cycle at %s, failing %+v; want %s and nil", s.At, s.Failing, t0.Add(4*time.Minute))
+	}
+	healthyJSON()
+	// A failure after that counts from one again.
+	c.err = errors.New("slurmrestd unavailable")
+	cycle(t0.Add(5 * time.Minute))
+	if f := d.Status().Failing; f == nil || f.Cycles != 1 || !f.Since.Equal(t0.Add(5*time.Minute)) {
+		t.Errorf("failing %+v, want 1 cycle since %s", f, t0.Add(5*time.Minute))
+	}
+}
+
 // A tagged job's end goes to the store once, while Slurm still lists it:
 // rubick explain reads the job's last recorded state, which would stay
 // RUNNING for a job that finished. A job without a tag is not recorded.

@@ -69,6 +69,10 @@ type daemonView struct {
 	// Queued counts the queued jobs the policy plans per class, with the
 	// longest any has queued; absent before the first planned cycle.
 	Queued map[string]daemon.Queue `json:"queued,omitempty"`
+	// Failing says how many cycles failed since the last completed one,
+	// since when and why the last did; absent unless the last failed.
+	// /healthz answers 200 for a while after the last completed cycle.
+	Failing *daemon.Failing `json:"failing,omitempty"`
 }
 
 // jobList is one of the last cycle's lists of jobs, with why each is on it.
@@ -188,7 +192,7 @@ func probeDaemon(ctx context.Context, c *http.Client, base string, timeout time.
 	if err == nil && code != http.StatusOK {
 		err = fmt.Errorf("HTTP %d", code)
 	}
-	var rep daemon.CycleReport
+	var rep daemon.Status
 	if err == nil {
 		if jerr := json.Unmarshal(body, &rep); jerr != nil {
 			err = fmt.Errorf("decode: %w", jerr)
@@ -211,7 +215,7 @@ func probeDaemon(ctx context.Context, c *http.Client, base string, timeout time.
 	maps.Copy(d.Skipped, rep.Skipped)
 	maps.Copy(d.Ignored, rep.Ignored)
 	maps.Copy(d.Adjusted, rep.Adjusted)
-	d.Reserved, d.Groups, d.Queued = rep.Reserved, rep.Groups, rep.Queued
+	d.Reserved, d.Groups, d.Queued, d.Failing = rep.Reserved, rep.Groups, rep.Queued, rep.Failing
 	return d
 }
 
@@ -311,10 +315,10 @@ func (v *statusView) write(w io.Writer) error {
 	case !d.Reachable:
 		fmt.Fprintf(ew, "rubickd %s: DOWN (%s)\n", v.URL, d.Error)
 	case d.LastCycle == nil:
-		fmt.Fprintf(ew, "rubickd %s: %s, no cycle yet%s\n", v.URL, health(d), colonDetail(d.Error))
+		fmt.Fprintf(ew, "rubickd %s: %s, no cycle yet%s%s\n", v.URL, health(d), colonDetail(d.Error), failingNote(d.Failing))
 	default:
-		fmt.Fprintf(ew, "rubickd %s%s: %s, last cycle %d at %s took %.3fs (policy %.3fs), %d jobs%s\n", v.URL, instanceNote(d), health(d),
-			d.CycleID, utcTime(*d.LastCycle), d.DurationS, d.PolicyS, d.Jobs, colonDetail(d.Error))
+		fmt.Fprintf(ew, "rubickd %s%s: %s, last cycle %d at %s took %.3fs (policy %.3fs), %d jobs%s%s\n", v.URL, instanceNote(d), health(d),
+			d.CycleID, utcTime(*d.LastCycle), d.DurationS, d.PolicyS, d.Jobs, colonDetail(d.Error), failingNote(d.Failing))
 		fmt.Fprintf(ew, "  decided: %s; applied %d, failed %d, skipped %d, ignored %d, adjusted %d\n",
 			counts(d.Decided), d.Applied, len(d.Failed), len(d.Skipped), len(d.Ignored), len(d.Adjusted))
 		for _, l := range d.lists() {
@@ -381,6 +385,20 @@ func instanceNote(d daemonView) string {
 		return ""
 	}
 	return " (by=" + d.Instance + ")"
+}
+
+// failingNote says that the cycles since the last completed one failed:
+// "; 7 cycles failed since 2026-11-25T07:48:15Z: read jobs: ..."; ""
+// when f is nil. /healthz stays 200 a while, so "healthy" alone would hide it.
+func failingNote(f *daemon.Failing) string {
+	if f == nil {
+		return ""
+	}
+	cycles := "1 cycle"
+	if f.Cycles != 1 {
+		cycles = fmt.Sprintf("%d cycles", f.Cycles)
+	}
+	return fmt.Sprintf("; %s failed since %s: %s", cycles, utcTime(f.Since), f.Error)
 }
 
 func health(d daemonView) string {

@@ -24,11 +24,17 @@ import (
 // fakeDaemon serves rubickd's /healthz and /status with rep.
 func fakeDaemon(t *testing.T, rep daemon.CycleReport) *httptest.Server {
 	t.Helper()
+	return fakeDaemonStatus(t, daemon.Status{CycleReport: rep})
+}
+
+// fakeDaemonStatus serves a healthy rubickd's /healthz, and /status with s.
+func fakeDaemonStatus(t *testing.T, s daemon.Status) *httptest.Server {
+	t.Helper()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(rep)
+		_ = json.NewEncoder(w).Encode(s)
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -247,6 +253,60 @@ func TestStatusURL(t *testing.T) {
 			}
 			if v.URL != srv.URL || !v.Daemon.Reachable {
 				t.Errorf("url %q, reachable %v; want %q, reachable", v.URL, v.Daemon.Reachable, srv.URL)
+			}
+		})
+	}
+}
+
+// TestStatusFailing: cycles failing since the last completed one are
+// said on rubickd's line and in the JSON while /healthz still answers
+// 200, and --check still passes; nothing is said while none fails.
+func TestStatusFailing(t *testing.T) {
+	path, _ := seedExplainStore(t)
+	last := daemon.CycleReport{At: fixedNow.Add(-8 * time.Minute), CycleID: 15, Jobs: 3, Duration: 1500 * time.Millisecond}
+	failing := &daemon.Failing{Since: fixedNow.Add(-7 * time.Minute), Cycles: 7,
+		Error: "read jobs: slurmrestd unavailable: dial unix /run/slurmrestd.sock: connect: no such file or directory"}
+	tests := map[string]struct {
+		status daemon.Status
+		line   string // how rubickd's line ends
+	}{
+		"failing": {
+			status: daemon.Status{CycleReport: last, Failing: failing},
+			line: "healthy, last cycle 15 at 2026-11-08T11:52:00Z took 1.500s (policy 0.000s), 3 jobs; 7 cycles failed since 2026-11-08T11:53:00Z: " +
+				"read jobs: slurmrestd unavailable: dial unix /run/slurmrestd.sock: connect: no such file or directory\n",
+		},
+		"failing before a first cycle": {
+			status: daemon.Status{Failing: &daemon.Failing{Since: fixedNow.Add(-time.Minute), Cycles: 1, Error: "read jobs: slurmrestd unavailable"}},
+			line:   ": healthy, no cycle yet; 1 cycle failed since 2026-11-08T11:59:00Z: read jobs: slurmrestd unavailable\n",
+		},
+		"completing": {
+			status: daemon.Status{CycleReport: last},
+			line:   "healthy, last cycle 15 at 2026-11-08T11:52:00Z took 1.500s (policy 0.000s), 3 jobs\n",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			srv := fakeDaemonStatus(t, tc.status)
+			var out, errb bytes.Buffer
+			if err := statusCmd(context.Background(), []string{"--url", srv.URL, "--store", path, "--check"}, &out, &errb, testEnv(t)); err != nil {
+				t.Fatalf("--check: %v, want success: /healthz answers 200", err)
+			}
+			if first, _, _ := strings.Cut(out.String(), "\n"); !strings.HasSuffix(first+"\n", tc.line) {
+				t.Errorf("rubickd's line:\n%s\nwant it to end in:\n%s", first, tc.line)
+			}
+			out.Reset()
+			if err := statusCmd(context.Background(), []string{"--url", srv.URL, "--store", path, "--json"}, &out, &errb, testEnv(t)); err != nil {
+				t.Fatal(err)
+			}
+			var v statusView
+			if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.status.Failing, v.Daemon.Failing); diff != "" {
+				t.Errorf("JSON failing (-want +got):\n%s", diff)
+			}
+			if got := strings.Contains(out.String(), `"failing"`); got != (tc.status.Failing != nil) {
+				t.Errorf("JSON has failing: %v, want %v:\n%s", got, tc.status.Failing != nil, out.String())
 			}
 		})
 	}

@@ -263,7 +263,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		})
 		mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(d.Last())
+			_ = json.NewEncoder(w).Encode(d.Status())
 		})
 		// Bounded, since compute nodes (anyone on them) reach it.
 		srv := &http.Server{Addr: cfg.Listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
