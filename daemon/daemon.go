@@ -90,6 +90,7 @@ type Store interface {
 	Acked(ctx context.Context, jobID int64) error
 	Unacked(ctx context.Context) ([]store.Action, error)
 	Starts(ctx context.Context, ids []int64) (map[int64][]store.Action, error)
+	Tagged(ctx context.Context, kinds []string, ids []int64) (map[int64][]store.Action, error)
 	Jobs(ctx context.Context, f store.JobFilter) ([]store.Job, error)
 	RestartStore
 }
@@ -666,6 +667,82 @@ func (d *Daemon) userRequests(ctx context.Context, jobs []slurm.Job) ([]slurm.Jo
 	return jobs, nil
 }
 
+// refusedLimits gives each job whose tag records a time limit (tagSet)
+// the job does not have, written by an action of rubick's that failed or
+// was abandoned (Reconcile abandons one rubickd stopped in: its job is
+// still held, and a time limit action stores no plan to find), that tag
+// with the limit the job has, and returns jobs as they are then.
+// slurmctld takes an update's AdminComment before its TimeLimit and stops
+// at a field it refuses (job_mgr.c, _update_job; 22.05 to 24.11): such an
+// action's tag may stand without its limit, and read as is it would take
+// the job's limit, rubick's or its user's, as one set by hand, fixed for
+// good (tagFixed), and a raise refused once would never be tried again.
+// The next tag written records the limit the job has. A limit other than
+// the tag's under a tag whose action Slurm took whole is one set by hand
+// since.
+func (d *Daemon) refusedLimits(ctx context.Context, jobs []slurm.Job) ([]slurm.Job, error) {
+	// The actions that send a time limit with the tag that records it,
+	// in one update.
+	limitKinds := []string{string(slurm.ActionStart), string(slurm.ActionRestart), string(slurm.ActionTimeLimit)}
+	var ids []int64
+	for _, j := range jobs {
+		if limitDiffers(j) {
+			ids = append(ids, int64(j.ID))
+		}
+	}
+	if len(ids) == 0 {
+		return jobs, nil
+	}
+	tagged, err := d.deps.Store.Tagged(ctx, limitKinds, ids)
+	if err != nil || len(tagged) == 0 {
+		return jobs, err
+	}
+	jobs = slices.Clone(jobs) // d.lastJobs is the cached list
+	for i, j := range jobs {
+		if !limitDiffers(j) {
+			continue
+		}
+		// The newest action whose tag the job has: an older one's
+		// limit, whatever became of it, is behind it.
+		k := slices.IndexFunc(tagged[int64(j.ID)], func(a store.Action) bool { return sameLimitTag(j.Tag, a.Tag) })
+		if k < 0 {
+			continue
+		}
+		if a := tagged[int64(j.ID)][k]; a.Result != store.ResultFailed && a.Result != store.ResultAbandoned {
+			continue
+		}
+		t := cloneTag(*j.Tag)
+		recordTime(&t, 0, false, j.TimeLimit)
+		jobs[i].Tag = &t
+		d.deps.Logger.Debug("job's tag records a time limit Slurm refused; read with the one it has", "job", j.ID,
+			"tag_limit_min", j.Tag.Extra[tagSet], "limit_min", wholeMinutes(j.TimeLimit))
+	}
+	return jobs, nil
+}
+
+// limitDiffers reports whether job j's tag records a time limit (tagSet)
+// other than the one the job has.
+func limitDiffers(j slurm.Job) bool {
+	if j.Tag == nil || j.TagErr != nil || j.Ended() {
+		return false
+	}
+	s, ok := j.Tag.Extra[tagSet]
+	return ok && s != strconv.FormatInt(wholeMinutes(j.TimeLimit), 10)
+}
+
+// sameLimitTag reports whether tag t says what the stored tag s says of
+// the plan and the time limit: what an action writing s left, where the
+// Applier's own keys (the restart count, the writer, the mail types) and
+// the class job_submit.lua writes may differ.
+func sameLimitTag(t *slurm.Tag, s string) bool {
+	st, err := slurm.ParseTag(s)
+	if err != nil {
+		return false
+	}
+	return t.Plan == st.Plan && t.Generation == st.Generation &&
+		t.Extra[tagSet] == st.Extra[tagSet] && t.Extra[tagTime] == st.Extra[tagTime] && t.Extra[tagFixed] == st.Extra[tagFixed]
+}
+
 // resizedBy reports whether start s resized job j, wholly or in
 // part (Slurm may apply an update field by field), and returns the tag s
 // recorded, which holds the user's request and --nodelist of then: j has
@@ -1055,6 +1132,9 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 		jobs = d.ackRequeues(ctx, jobs)
 	}
 	if jobs, err = d.userRequests(ctx, jobs); err != nil {
+		return rep, err
+	}
+	if jobs, err = d.refusedLimits(ctx, jobs); err != nil {
 		return rep, err
 	}
 	nodes, err := d.deps.Cluster.Nodes(ctx)

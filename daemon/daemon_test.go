@@ -2607,6 +2607,102 @@ func TestUserTime(t *testing.T) {
 	}
 }
 
+// A tag whose action Slurm took in part, its AdminComment and not its
+// TimeLimit (slurmctld applies them in that order, and stops at the
+// refusal), records a limit the job does not have: read with the job's
+// limit, the user's --time and a limit rubick set stay theirs, neither
+// read as set by hand. A limit other than the tag's under a tag whose
+// action Slurm took whole was set by hand.
+func TestRefusedLimits(t *testing.T) {
+	ctx := context.Background()
+	const plan = "dp4.tp1.pp1.mb8.a1.z0"
+	tag := func(gen int, extra map[string]string) slurm.Tag {
+		e := map[string]string{tagReq: "n1.g4.c8.m64000"}
+		maps.Copy(e, extra)
+		return slurm.Tag{ModelType: "bert", Class: slurm.ClassBestEffort, Plan: plan, Generation: gen, Extra: e}
+	}
+	raised := tag(1, map[string]string{tagTime: "60", tagSet: "240"})
+	started := tag(2, map[string]string{tagTime: "60", tagSet: "150"})
+	type stored struct {
+		kind slurm.ActionKind
+		tag  slurm.Tag
+		res  store.Result
+	}
+	type limit struct {
+		User  time.Duration
+		Fixed bool
+	}
+	tests := map[string]struct {
+		state   string
+		tag     slurm.Tag
+		limit   time.Duration
+		actions []stored
+		want    limit
+	}{
+		"raise refused": {state: slurm.StateRunning, tag: raised, limit: 75 * time.Minute,
+			actions: []stored{{slurm.ActionTimeLimit, raised, store.ResultFailed}},
+			want:    limit{User: time.Hour}},
+		"raise abandoned, rubickd stopped after it": {state: slurm.StateRunning, tag: raised, limit: 75 * time.Minute,
+			actions: []stored{{slurm.ActionTimeLimit, raised, store.ResultAbandoned}},
+			want:    limit{User: time.Hour}},
+		"start's limit refused": {state: slurm.StatePending, tag: started, limit: 75 * time.Minute,
+			actions: []stored{{slurm.ActionStart, started, store.ResultFailed}},
+			want:    limit{User: time.Hour}},
+		"limit set by hand before, raise refused": {state: slurm.StateRunning, tag: tag(1, map[string]string{tagTime: "90", tagSet: "120", tagFixed: "1"}),
+			limit:   90 * time.Minute,
+			actions: []stored{{slurm.ActionStart, tag(1, map[string]string{tagTime: "90", tagSet: "120", tagFixed: "1"}), store.ResultFailed}},
+			want:    limit{User: 90 * time.Minute, Fixed: true}},
+		"raise taken, then cut by hand": {state: slurm.StateRunning, tag: raised, limit: 30 * time.Minute,
+			actions: []stored{{slurm.ActionTimeLimit, raised, store.ResultOK}},
+			want:    limit{User: 30 * time.Minute, Fixed: true}},
+		"an earlier action's tag": {state: slurm.StateRunning, tag: raised, limit: 30 * time.Minute,
+			actions: []stored{
+				{slurm.ActionTimeLimit, raised, store.ResultOK},
+				{slurm.ActionTimeLimit, tag(1, map[string]string{tagTime: "30", tagSet: "240", tagFixed: "1"}), store.ResultFailed},
+			},
+			want: limit{User: 30 * time.Minute, Fixed: true}},
+		"no action recorded": {state: slurm.StateRunning, tag: raised, limit: 30 * time.Minute,
+			want: limit{User: 30 * time.Minute, Fixed: true}},
+		"an annotation's tag": {state: slurm.StateRunning, tag: raised, limit: 30 * time.Minute,
+			actions: []stored{{slurm.ActionAnnotate, raised, store.ResultFailed}},
+			want:    limit{User: 30 * time.Minute, Fixed: true}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			j := runningJob(5, "bert")
+			j.State, j.Held, j.TimeLimit, j.Tag = tc.state, tc.state == slurm.StatePending, tc.limit, &tc.tag
+			d, st := newTestDaemonWith(t, &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{j}}, &fakeApplier{}, func(*Config) {})
+			if err := st.UpsertJob(ctx, store.Job{ID: 5, ModelType: "bert", Class: store.BestEffort, State: j.State}); err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range tc.actions {
+				rec, err := st.RecordPlan(ctx, store.Action{JobID: 5, Kind: string(a.kind), Tag: a.tag.String()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var why error
+				if a.res != store.ResultOK {
+					why = errors.New("slurm_update error: Requested time limit is invalid (missing or exceeds some limit)")
+				}
+				if err := st.MarkApplied(ctx, rec.ID, a.res, why); err != nil {
+					t.Fatal(err)
+				}
+			}
+			jobs, err := d.refusedLimits(ctx, []slurm.Job{j})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got limit
+			if got.User, got.Fixed, err = userTime(jobs[0]); err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("user's time limit read from tag %v with limit %v (-want +got):\n%s", jobs[0].Tag, tc.limit, d)
+			}
+		})
+	}
+}
+
 // A time limit someone set by hand since rubick last set one (an admin's
 // extension, a user's cut, UNLIMITED) is the job's from then on: a restart
 // onto a slower plan keeps it instead of stretching the user's --time

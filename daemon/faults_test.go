@@ -1012,6 +1012,7 @@ func (run faultRun) violations(t *testing.T) []string {
 		}
 		if known {
 			out = append(out, userRecord(j, was)...)
+			out = append(out, userLimit(j, was)...)
 		}
 		if m, ok := run.mail[j.ID]; ok {
 			// What Slurm mails, with what rubick took out of it and gives
@@ -1060,6 +1061,31 @@ func userRecord(j, was slurm.Job) []string {
 		out = append(out, fmt.Sprintf("job %d: tag %s=%q, its user's --nodelist is %q", j.ID, tagNodes, got, want))
 	}
 	return out
+}
+
+// userLimit is what j's tag and time limit say of its user's time limit
+// (tl=, ts=, tf=1) that is not what they said when it was was: no one
+// sets a limit by hand here, and no limit of rubick's reads as one.
+func userLimit(j, was slurm.Job) []string {
+	if j.Tag == nil || was.Tag == nil {
+		return nil
+	}
+	type limit struct {
+		User  time.Duration
+		Fixed bool
+	}
+	var got, want limit
+	var err error
+	if got.User, got.Fixed, err = userTime(j); err != nil {
+		return []string{fmt.Sprintf("job %d: %v", j.ID, err)}
+	}
+	if want.User, want.Fixed, err = userTime(was); err != nil {
+		return nil
+	}
+	if got != want {
+		return []string{fmt.Sprintf("job %d: time limit %v with tag %v reads as its user's %+v, want %+v", j.ID, j.TimeLimit, j.Tag, got, want)}
+	}
+	return nil
 }
 
 // mailSet is the mail types of a MailType value, sorted; none for NONE.

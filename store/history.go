@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rubick-sched/rubick/model"
@@ -396,27 +397,54 @@ func (s *Store) Unacked(ctx context.Context) ([]Action, error) {
 // start that failed or stopped after its resize, before its tag's write,
 // left Slurm with, and without.
 func (s *Store) Starts(ctx context.Context, ids []int64) (map[int64][]Action, error) {
+	// A job rubick has not tagged has few starts: one, or, after such a
+	// failure, one a cycle until one writes its tag.
+	out, err := s.tagged(ctx, []string{"start"}, ids)
+	if err != nil {
+		return nil, fmt.Errorf("store: starts: %w", err)
+	}
+	return out, nil
+}
+
+// Tagged returns, for each of the jobs ids that has any, its recorded
+// actions of the kinds given that have a tag, newest first, with their
+// results: what each wrote, or may have written, to its job's tag, and
+// whether Slurm took the whole action.
+func (s *Store) Tagged(ctx context.Context, kinds []string, ids []int64) (map[int64][]Action, error) {
+	out, err := s.tagged(ctx, kinds, ids)
+	if err != nil {
+		return nil, fmt.Errorf("store: tagged actions: %w", err)
+	}
+	return out, nil
+}
+
+func (s *Store) tagged(ctx context.Context, kinds []string, ids []int64) (map[int64][]Action, error) {
+	out := map[int64][]Action{}
+	if len(kinds) == 0 {
+		return out, nil
+	}
 	args := make([]any, 0, len(ids))
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	out := map[int64][]Action{}
-	// A job rubick has not tagged has few starts: one, or, after such a
-	// failure, one a cycle until one writes its tag.
+	fixed := make([]any, 0, len(kinds))
+	for _, k := range kinds {
+		fixed = append(fixed, k)
+	}
 	err := s.inChunks(ctx, `SELECT `+actionColumns+` FROM plan_history
-		WHERE kind = 'start' AND tag IS NOT NULL AND job_id IN `, args, func(rows *sql.Rows) error {
+		WHERE kind IN (?`+strings.Repeat(", ?", len(kinds)-1)+`) AND tag IS NOT NULL AND job_id IN `, args, func(rows *sql.Rows) error {
 		a, err := scanAction(rows)
 		if err != nil {
 			return err
 		}
 		out[a.JobID] = append(out[a.JobID], a)
 		return nil
-	})
+	}, fixed...)
 	if err != nil {
-		return nil, fmt.Errorf("store: starts: %w", err)
+		return nil, err
 	}
-	for _, starts := range out {
-		slices.SortFunc(starts, func(a, b Action) int { return cmp.Compare(b.ID, a.ID) })
+	for _, as := range out {
+		slices.SortFunc(as, func(a, b Action) int { return cmp.Compare(b.ID, a.ID) })
 	}
 	return out, nil
 }

@@ -674,3 +674,58 @@ func TestStarts(t *testing.T) {
 		t.Errorf("Starts (-want +got):\n%s", d)
 	}
 }
+
+// Tagged lists each job's actions of the kinds asked for that have a tag,
+// newest first, with their results; other kinds, and actions without a
+// tag, are left out.
+func TestTagged(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, filepath.Join(t.TempDir(), "rubick.db"))
+	decide(t, s) // job 7's start without a tag, job 9's preempt
+	start := "rubick:v1 model=gpt2 plan=dp4.tp1.pp1.mb2.a1.z0 gen=1 tl=60 ts=90"
+	raise := "rubick:v1 model=gpt2 plan=dp4.tp1.pp1.mb2.a1.z0 gen=1 tl=60 ts=120"
+	restart := "rubick:v1 model=bert plan=dp2.tp1.pp1.mb2.a1.z0 gen=2 ts=30"
+	for _, a := range []struct {
+		Action
+		res Result
+	}{
+		{Action{JobID: 7, Kind: "start", Tag: start}, ResultOK},
+		{Action{JobID: 7, Kind: "timelimit", Tag: raise}, ResultFailed},
+		{Action{JobID: 7, Kind: "annotate", Tag: raise}, ResultOK},
+		{Action{JobID: 9, Kind: "restart", Tag: restart}, ResultAbandoned},
+		{Action{JobID: 9, Kind: "preempt", Tag: restart}, ResultOK},
+	} {
+		rec, err := s.RecordPlan(ctx, a.Action)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var why error
+		if a.res != ResultOK {
+			why = errors.New("refused")
+		}
+		if err := s.MarkApplied(ctx, rec.ID, a.res, why); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Tagged(ctx, []string{"start", "restart", "timelimit"}, []int64{7, 9, 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type tagged struct {
+		Kind, Tag string
+		Result    Result
+	}
+	summary := map[int64][]tagged{}
+	for job, as := range got {
+		for _, a := range as {
+			summary[job] = append(summary[job], tagged{a.Kind, a.Tag, a.Result})
+		}
+	}
+	want := map[int64][]tagged{
+		7: {{"timelimit", raise, ResultFailed}, {"start", start, ResultOK}},
+		9: {{"restart", restart, ResultAbandoned}},
+	}
+	if d := cmp.Diff(want, summary); d != "" {
+		t.Errorf("Tagged (-want +got):\n%s", d)
+	}
+}
