@@ -670,6 +670,44 @@ func TestMailTypesSurviveFaults(t *testing.T) {
 	}
 }
 
+// A job whose tag still keeps the mail types an earlier requeue quieted
+// (mail=begin,end), given back since and changed by its user (REQUEUE
+// added): rubick's next requeue records the ones it finds over the old
+// record, in Slurm's tag and in the one that acknowledges the requeue.
+// After a crash right after the quieting or the requeue, the job gets its
+// user's new choice back. Kept, the old record was given back where it
+// matched the quieted ones, dropping REQUEUE, or read as changed and
+// dropped with what it recorded.
+func TestMailTypesSurviveFaultsAfterUserChange(t *testing.T) {
+	seeded := seededStore(t)
+	i := slices.IndexFunc(faultScenarios(), func(sc faultScenario) bool { return sc.name == "preempt and start" })
+	sc := faultScenarios()[i]
+	sc.mail = map[int]string{91: "BEGIN,END,REQUEUE"}
+	jobs := sc.jobs
+	sc.jobs = func() []slurm.Job {
+		js := jobs()
+		tag := cloneTag(*js[0].Tag)
+		tag.Extra[slurm.TagMail] = "begin,end"
+		js[0].Tag, js[0].AdminComment = &tag, tag.String()
+		return js
+	}
+	clean := runFault(t, seeded, sc, faultCase{})
+	for _, after := range []string{"scontrol update JobId=91 MailType=", "scontrol requeuehold 91"} {
+		t.Run("crash after "+after, func(t *testing.T) {
+			at := slices.IndexFunc(clean.first, func(argv []string) bool { return strings.HasPrefix(shape(argv), after) })
+			if at < 0 {
+				t.Fatalf("no %q among %q", after, clean.first)
+			}
+			run := runFault(t, seeded, sc, faultCase{first: fault{at: at + 1, kind: faultCrash}})
+			j := run.slurm.cloneJobs()[0]
+			got := strings.Join(mailSet(run.slurm.mail[91]+","+slurm.MailTypeOfTag(j.Tag)), ",")
+			if d := cmp.Diff("BEGIN,END,REQUEUE", got); d != "" {
+				t.Errorf("job 91's mail types %q with its tag's %v (-want +got):\n%s", run.slurm.mail[91], j.Tag, d)
+			}
+		})
+	}
+}
+
 // A rubickd that crashes in Reconcile, right after any store write, while
 // it settles a preemption or restart that crashed between its requeue and
 // its tag, leaves a record that the tag is still owed: the next rubickd

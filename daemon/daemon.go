@@ -518,13 +518,16 @@ func (w ackWait) of(j slurm.Job) *slurm.Tag {
 	if w.ran != "" {
 		c.Extra[tagRan] = w.ran
 	}
-	if w.mail != "" && c.Extra[slurm.TagMail] == "" {
-		c.Extra[slurm.TagMail] = w.mail
+	// The newest record of the mail types quieted: the requeue's own, else
+	// the job's own tag's, which the action that requeued it wrote before
+	// it quieted them, after the stored tag was recorded. A stored tag's
+	// may be an earlier requeue's, of mail types its user changed since.
+	var own string
+	if j.Tag != nil {
+		own = j.Tag.Extra[slurm.TagMail]
 	}
-	if j.Tag != nil && j.Tag.Extra[slurm.TagMail] != "" && c.Extra[slurm.TagMail] == "" {
-		// Quieted, in the job's own tag, by the action that requeued it,
-		// after the stored tag was recorded.
-		c.Extra[slurm.TagMail] = j.Tag.Extra[slurm.TagMail]
+	if m := cmp.Or(w.mail, own); m != "" {
+		c.Extra[slurm.TagMail] = m
 	}
 	return &c
 }

@@ -347,7 +347,7 @@ func (r *run) do(ctx context.Context) error {
 		if act.Tag != nil {
 			// In the same update: a tag that says what limit rubick set
 			// must never lag behind it.
-			args, err := tagArgs(job, *act.Tag, false, r.a.cfg.Instance)
+			args, err := tagArgs(job, *act.Tag, false, r.a.cfg.Instance, r.mailWas)
 			if err != nil {
 				return err
 			}
@@ -541,14 +541,7 @@ func sameMailTypes(a, b []string) bool {
 // (tagArgs) with the arguments of extra, after one that marks the hold
 // where the job lacks the mark; nothing runs when no field changes.
 func (r *run) writeTag(ctx context.Context, job Job, tag Tag, hold bool, extra ...string) error {
-	if r.mailWas != "" {
-		tag.Extra = maps.Clone(tag.Extra)
-		if tag.Extra == nil {
-			tag.Extra = map[string]string{}
-		}
-		tag.Extra[TagMail] = r.mailWas
-	}
-	if _, err := tagArgs(job, tag, hold, r.a.cfg.Instance); err != nil {
+	if _, err := tagArgs(job, tag, hold, r.a.cfg.Instance, r.mailWas); err != nil {
 		return err // before the hold's mark, which would stay without its count
 	}
 	if hold && !HasWord(job.Comment, UserHoldWord) {
@@ -562,7 +555,7 @@ func (r *run) writeTag(ctx context.Context, job Job, tag Tag, hold bool, extra .
 		}
 		job.Comment = marked
 	}
-	args, err := tagArgs(job, tag, hold, r.a.cfg.Instance)
+	args, err := tagArgs(job, tag, hold, r.a.cfg.Instance, r.mailWas)
 	if err != nil {
 		return err
 	}
@@ -577,8 +570,10 @@ func (r *run) writeTag(ctx context.Context, job Job, tag Tag, hold bool, extra .
 // job's restart count (TagRestarts), into the AdminComment job has now,
 // and its Comment: without RequeueWord (that requeue is rubick's, and
 // this is its answer), and with UserHoldWord for hold. by, when set, names
-// the writer (TagBy). Only the fields that change; none when neither does.
-func tagArgs(job Job, tag Tag, hold bool, by string) ([]string, error) {
+// the writer (TagBy); quieted, when set, is the MailType the writer's run
+// took BEGIN and REQUEUE out of (TagMail), which the tag keeps. Only the
+// fields that change; none when neither does.
+func tagArgs(job Job, tag Tag, hold bool, by, quieted string) ([]string, error) {
 	if job.Tag != nil && job.Tag.Class != "" {
 		// The class is job_submit.lua's to write: a new QOS or account
 		// since the cycle read the job has changed it.
@@ -594,9 +589,16 @@ func tagArgs(job Job, tag Tag, hold bool, by string) ([]string, error) {
 	}
 	comment := WithoutWord(job.Comment, RequeueWord)
 	// The mail types rubick-srun quieted for its own requeue move into the
-	// tag, to be given back once the job runs (Action.MailType).
+	// tag, to be given back once the job runs (Action.MailType). Each
+	// quieting records what it found over an older record: that one's
+	// mail types were quieted, so the job's are another choice of its
+	// user's since, and the give-back, which leaves mail types that are
+	// not the record's quieted ones as they are, would drop both.
 	mail, comment := mailOfComment(comment)
-	if mail != "" && tag.Extra[TagMail] == "" {
+	switch {
+	case quieted != "":
+		tag.Extra[TagMail] = quieted
+	case mail != "":
 		tag.Extra[TagMail] = mail
 	}
 	merged, err := MergeAdminComment(job.AdminComment, tag)
@@ -904,14 +906,9 @@ func (r *run) quietMail(ctx context.Context, job Job) {
 	}
 	was := mailTagValue(MailTypeOf(string(out)))
 	if tag, err := TagFromAdminComment(job.AdminComment); err == nil && tag != nil {
-		if tag.Extra[TagMail] == "" {
-			tag.Extra = maps.Clone(tag.Extra)
-			if tag.Extra == nil {
-				tag.Extra = map[string]string{}
-			}
-			tag.Extra[TagMail] = was
-		}
-		args, err := tagArgs(job, *tag, false, r.a.cfg.Instance)
+		// Over a mail= the tag keeps from an earlier requeue: the job has
+		// BEGIN or REQUEUE again, which that one took out.
+		args, err := tagArgs(job, *tag, false, r.a.cfg.Instance, was)
 		if err != nil {
 			r.log.Warn("mail types not quieted: the tag that would keep them cannot be written", "job", r.id(), "err", err)
 			return

@@ -908,7 +908,8 @@ func TestApplyAnnotateComment(t *testing.T) {
 // Slurm would mail both at every requeue and start. The rest stay, a job
 // without either is not updated, and a read that fails changes nothing
 // but the mail. The tag written after the requeue keeps the mail types the
-// job had (TagMail), for when it runs again.
+// job had (TagMail), for when it runs again, over those an earlier
+// requeue's tag still keeps (its user chose others since).
 func TestApplyQuietMail(t *testing.T) {
 	signal := []string{"/usr/bin/scancel", "--signal=USR1", "--batch", "32"}
 	// keep is the update that keeps the job's mail types (mail) in its own
@@ -923,6 +924,7 @@ func TestApplyQuietMail(t *testing.T) {
 	}
 	tests := map[string]struct {
 		show       string
+		tagMail    string // TagMail in the job's tag; "": none
 		failShow   bool
 		failAt     int        // the update that fails; 0: none
 		keep       bool       // ApplierConfig.RequeueMail
@@ -947,6 +949,12 @@ func TestApplyQuietMail(t *testing.T) {
 		// Without their record, the mail types are not quieted.
 		"keeping fails": {show: "MailUser=alice MailType=BEGIN,END", failAt: 2,
 			wantBefore: [][]string{showMail, keep("begin,end")}},
+		// An earlier requeue's record, of mail types given back to a job
+		// its user has since changed them on: quieted and read back as
+		// they are now, the old record would read as changed, the new
+		// mail types kept quiet for good.
+		"tag keeps older ones": {show: "MailUser=alice MailType=BEGIN,END,FAIL", tagMail: "begin,end",
+			wantBefore: [][]string{showMail, keep("begin,end,fail"), quiet("END,FAIL")}, wantMail: "begin,end,fail"},
 		"end and fail": {show: "MailUser=alice MailType=END,FAIL", wantBefore: [][]string{showMail}},
 		"no mail":      {show: "JobId=32 JobName=train", wantBefore: [][]string{showMail}},
 		"read fails":   {show: "MailType=ALL", failShow: true, wantBefore: [][]string{showMail}},
@@ -954,7 +962,13 @@ func TestApplyQuietMail(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), running(32, "node2", "node3"), requeued(32)}},
+			jobs := []Job{running(32, "node2", "node3"), running(32, "node2", "node3"), requeued(32)}
+			if tc.tagMail != "" {
+				for i := range jobs {
+					jobs[i].AdminComment += ";rubick:v1 model=gpt2 mail=" + tc.tagMail + " rc=0"
+				}
+			}
+			f := newApplierFixture(t, map[int][]Job{32: jobs},
 				func(c *ApplierConfig) { c.RequeueMail = tc.keep })
 			f.runner.out = []byte(tc.show)
 			if tc.failShow {
@@ -1043,8 +1057,10 @@ func TestApplyRestoreMail(t *testing.T) {
 // The mail types rubick-srun quieted before it requeued a job itself
 // (its Comment's MailWord, its user cannot write the tag) move into the
 // tag at the next annotate, the answer to that requeue, to be given back
-// once the job runs (TestApplyRestoreMail). A tag that keeps some already
-// keeps them; a malformed word is dropped.
+// once the job runs (TestApplyRestoreMail). They replace those a tag
+// keeps from an earlier requeue: that one's were quieted, so the job's
+// were its user's new choice, which the give-back would otherwise leave
+// quieted. A malformed word is dropped.
 func TestApplyMovesMailWord(t *testing.T) {
 	tag := &Tag{ModelType: "gpt2", Plan: "dp2.tp1.pp1.mb1.a1.z0", Generation: 2}
 	tests := map[string]struct {
@@ -1054,8 +1070,8 @@ func TestApplyMovesMailWord(t *testing.T) {
 	}{
 		"mail word": {comment: "my note rubick:requeue rubick:mail=begin,end,invalid-depend",
 			want: []string{"AdminComment=rubick:v1 model=gpt2 plan=dp2.tp1.pp1.mb1.a1.z0 gen=2 mail=begin,end,invalid-depend rc=0", "Comment=my note"}},
-		"tag keeps some": {comment: "rubick:requeue rubick:mail=begin", ac: "rubick:v1 model=gpt2 mail=requeue,end", tagMail: "requeue,end",
-			want: []string{"AdminComment=rubick:v1 model=gpt2 plan=dp2.tp1.pp1.mb1.a1.z0 gen=2 mail=requeue,end rc=0", "Comment="}},
+		"tag keeps older ones": {comment: "rubick:requeue rubick:mail=begin", ac: "rubick:v1 model=gpt2 mail=requeue,end", tagMail: "requeue,end",
+			want: []string{"AdminComment=rubick:v1 model=gpt2 plan=dp2.tp1.pp1.mb1.a1.z0 gen=2 mail=begin rc=0", "Comment="}},
 		"malformed": {comment: "rubick:mail=BEGIN,END; rubick:requeue",
 			want: []string{"AdminComment=rubick:v1 model=gpt2 plan=dp2.tp1.pp1.mb1.a1.z0 gen=2 rc=0", "Comment="}},
 	}
