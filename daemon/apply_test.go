@@ -708,6 +708,47 @@ func TestMailTypesSurviveFaultsAfterUserChange(t *testing.T) {
 	}
 }
 
+// Two faults in one cycle at the steps that quiet a job's mail types:
+// the update that keeps them in the tag, or the one that quiets them,
+// fails (refused, or timed out after Slurm took it), and the action goes
+// on; then rubickd crashes right after any later command of the cycle.
+// After the recovery every invariant of TestFaultsNeverLoseJobs holds:
+// the job's mail types, with those its tag keeps to give back, are its
+// own. (A crash, then a fault at the recovery, is among
+// TestFaultsNeverLoseJobs's crash loops. A give-back that fails ends its
+// action, leaving what a single fault leaves: nothing, or the MailType=
+// taken, as a crash right after it does.)
+func TestMailTypesSurviveTwoFaults(t *testing.T) {
+	seeded := seededStore(t)
+	for _, name := range []string{"preempt and start", "restart"} {
+		t.Run(name, func(t *testing.T) {
+			i := slices.IndexFunc(faultScenarios(), func(sc faultScenario) bool { return sc.name == name })
+			sc := faultScenarios()[i]
+			clean := runFault(t, seeded, sc, faultCase{})
+			quiet := slices.IndexFunc(clean.first, func(argv []string) bool {
+				return slices.ContainsFunc(argv, func(a string) bool { return strings.HasPrefix(a, "MailType=") })
+			})
+			if quiet < 1 {
+				t.Fatalf("no update that keeps the mail types, then one that quiets them, among %q", clean.first)
+			}
+			n := 0
+			for _, at := range []int{quiet, quiet + 1} { // keep, quiet
+				for _, kind := range []faultKind{faultRefused, faultTimeout} {
+					first := fault{at: at, kind: kind}
+					for then := at + 1; then <= len(clean.first); then++ {
+						c := faultCase{first: first, then: fault{at: then, kind: faultCrash}}
+						if v := runFault(t, seeded, sc, c).violations(t); len(v) > 0 {
+							t.Errorf("%s (%q):\n%s", c, clean.first[at-1], strings.Join(v, "\n"))
+						}
+						n++
+					}
+				}
+			}
+			t.Logf("%d pairs of faults", n)
+		})
+	}
+}
+
 // A rubickd that crashes in Reconcile, right after any store write, while
 // it settles a preemption or restart that crashed between its requeue and
 // its tag, leaves a record that the tag is still owed: the next rubickd

@@ -103,6 +103,8 @@ type faultSlurm struct {
 	cmds   int
 	writes int
 	fault  fault
+	// then is a second failure point of the first cycle's commands.
+	then fault
 	// crash stops the rubickd that ran the crashing command.
 	crash func()
 	// argv lists the commands run that change Slurm, in order.
@@ -295,7 +297,7 @@ func (s *faultSlurm) cloneJobs() []slurm.Job {
 	return out
 }
 
-// run runs argv as Slurm would, failing it as s.fault says.
+// run runs argv as Slurm would, failing it as s.fault or s.then says.
 func (s *faultSlurm) run(argv []string) ([]byte, error) {
 	if len(argv) > 2 && argv[0] == "scontrol" && argv[1] == "show" {
 		id, _, _ := strings.Cut(argv[len(argv)-1], "_")
@@ -305,6 +307,9 @@ func (s *faultSlurm) run(argv []string) ([]byte, error) {
 	s.cmds++
 	s.argv = append(s.argv, slices.Clone(argv))
 	f := s.fault
+	if f.at != s.cmds {
+		f = s.then
+	}
 	if f.at != s.cmds {
 		f = fault{}
 	}
@@ -720,6 +725,9 @@ func faultScenarios() []faultScenario {
 type faultCase struct {
 	first, again fault
 	read         readFault
+	// then is a second failure point of the first cycle's commands, after
+	// first.
+	then fault
 	// user, when set, is what a job's user changes in Slurm after the
 	// first cycle (scontrol update as the user), named by userDid.
 	user    func(s *faultSlurm)
@@ -730,6 +738,9 @@ func (c faultCase) String() string {
 	var s []string
 	if c.first.at > 0 {
 		s = append(s, c.first.String())
+	}
+	if c.then.at > 0 {
+		s = append(s, "then "+c.then.String())
 	}
 	if c.again.at > 0 {
 		s = append(s, "then at recovery "+c.again.String())
@@ -827,11 +838,11 @@ func runFault(t *testing.T, seeded []byte, sc faultScenario, c faultCase) faultR
 		err := step(cctx)
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.fault = fault{}
+		s.fault, s.then = fault{}, fault{}
 		return s.epoch > epoch, err
 	}
 	s.mu.Lock()
-	s.readFault = c.read
+	s.readFault, s.then = c.read, c.then
 	s.mu.Unlock()
 	crashed, err := live(c.first, func(ctx context.Context) error {
 		rep, err := d.Cycle(ctx, false)
