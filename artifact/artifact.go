@@ -7,6 +7,7 @@
 package artifact
 
 import (
+	"bytes"
 	"embed"
 	"encoding/csv"
 	"encoding/json"
@@ -157,7 +158,8 @@ func Load(fsys fs.FS) (*Set, error) {
 func jsonProblem(err error, whole string) string {
 	var te *json.UnmarshalTypeError
 	if !errors.As(err, &te) {
-		return err.Error()
+		// encoding/json's unknown-field error has no type of its own.
+		return strings.TrimPrefix(err.Error(), "json: ")
 	}
 	want := "a " + te.Type.Kind().String()
 	switch te.Type.Kind() {
@@ -191,6 +193,41 @@ type jsonModel struct {
 	Placements3D  map[string][]string `json:"placements_3d"`
 }
 
+// specFields are the keys of a models.json entry that make its model.Spec;
+// every other key is optional, and only the simulator and rubick model
+// validate read them.
+var specFields = []string{"parameters", "layers", "hidden", "heads", "seq_len", "global_batch", "forward_ms_1gpu"}
+
+// decodeStrict is json.Unmarshal that also refuses keys v has no field
+// for: a misspelt key would otherwise leave its field at 0 or, for an
+// optional one, be dropped without a word.
+func decodeStrict(raw []byte, v any) error {
+	if err := json.Unmarshal(raw, v); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// validTypeName reports whether name is a model type name a job can be
+// submitted with: [a-z0-9][a-z0-9._-]{0,63}, the syntax the SPANK plugin
+// and job_submit.lua check --model-type against.
+func validTypeName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for i, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+		case i > 0 && (r == '.' || r == '_' || r == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 func loadModels(fsys fs.FS) (map[string]ModelInfo, error) {
 	raw, err := fs.ReadFile(fsys, "models.json")
 	if err != nil {
@@ -198,16 +235,39 @@ func loadModels(fsys fs.FS) (map[string]ModelInfo, error) {
 	}
 	// Each model decoded on its own, so that an error names it.
 	var doc struct {
+		About  string                     `json:"_about"`
 		Models map[string]json.RawMessage `json:"models"`
 	}
-	if err := json.Unmarshal(raw, &doc); err != nil {
+	if err := decodeStrict(raw, &doc); err != nil {
 		return nil, fmt.Errorf("%w: models.json: %s", ErrFormat, jsonProblem(err, `an object with a "models" object of model types`))
+	}
+	if len(doc.Models) == 0 {
+		return nil, fmt.Errorf(`%w: models.json has no model types: want {"models": {"NAME": {...}, ...}}`, ErrFormat)
 	}
 	out := make(map[string]ModelInfo, len(doc.Models))
 	for name, r := range doc.Models {
+		if !validTypeName(name) {
+			return nil, fmt.Errorf("%w: models.json: model %q: a model type name is [a-z0-9][a-z0-9._-]{0,63}, as --model-type takes it", ErrFormat, name)
+		}
 		var m jsonModel
-		if err := json.Unmarshal(r, &m); err != nil {
+		if err := decodeStrict(r, &m); err != nil {
 			return nil, fmt.Errorf("%w: models.json: model %s: %s", ErrFormat, name, jsonProblem(err, "an object"))
+		}
+		// A key left out reads as 0, which Validate would quote as if
+		// it had been written.
+		var keys map[string]json.RawMessage
+		if err := json.Unmarshal(r, &keys); err != nil {
+			return nil, fmt.Errorf("%w: models.json: model %s: %s", ErrFormat, name, jsonProblem(err, "an object"))
+		}
+		var missing []string
+		for _, k := range specFields {
+			if _, ok := keys[k]; !ok {
+				missing = append(missing, k)
+			}
+		}
+		if len(missing) > 0 {
+			return nil, fmt.Errorf("%w: models.json: model %s: missing %s (every model type needs %s)",
+				ErrFormat, name, strings.Join(missing, ", "), strings.Join(specFields, ", "))
 		}
 		spec := model.Spec{
 			Name: name, Params: m.Parameters, Layers: m.Layers, Hidden: m.Hidden, Heads: m.Heads,

@@ -1,12 +1,14 @@
 package artifact
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"testing/fstest"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/model"
 )
 
 func TestLoadEmbedded(t *testing.T) {
@@ -105,6 +107,22 @@ func TestLoadMalformedModels(t *testing.T) {
 		"env an array":      {doc: `{"models":{"m":{"env":[]}}}`, want: "model m: env is a JSON array, want an object"},
 		"parameters a bool": {doc: `{"models":{"m":{"parameters":true}}}`, want: "model m: parameters is a JSON bool, want a number"},
 		"cut short":         {doc: `{"models"`, want: "models.json: unexpected end of JSON input"},
+		"trailing data":     {doc: `{"models":{"m":` + specOnly + `}} {}`, want: "models.json: invalid character '{' after top-level value"},
+		"no model types":    {doc: `{"models":{}}`, want: `models.json has no model types: want {"models": {"NAME": {...}, ...}}`},
+		"models left out":   {doc: `{"m":` + specOnly + `}`, want: `models.json: unknown field "m"`},
+		"a misspelt key": {doc: `{"models":{"m":` + strings.Replace(specOnly, `"parameters"`, `"paramters"`, 1) + `}}`,
+			want: `models.json: model m: unknown field "paramters"`},
+		"a misspelt optional key": {doc: `{"models":{"m":` + strings.Replace(specOnly, `{`, `{"max_microbatch":{"dp":4},`, 1) + `}}`,
+			want: `models.json: model m: unknown field "max_microbatch"`},
+		"no forward time": {doc: `{"models":{"m":` + strings.Replace(specOnly, `,"forward_ms_1gpu":1`, ``, 1) + `}}`,
+			want: "models.json: model m: missing forward_ms_1gpu (every model type needs parameters, layers, hidden, heads, seq_len, global_batch, forward_ms_1gpu)"},
+		"nothing but optional keys": {doc: `{"models":{"m":{"fitted":{"k_bwd":2}}}}`,
+			want: "models.json: model m: missing parameters, layers, hidden, heads, seq_len, global_batch, forward_ms_1gpu ("},
+		"a zero": {doc: `{"models":{"m":` + strings.Replace(specOnly, `"heads":2`, `"heads":0`, 1) + `}}`, want: "models.json: bad input: spec m: heads=0 must be > 0"},
+		"an upper-case name": {doc: `{"models":{"GPT13":` + specOnly + `}}`,
+			want: `models.json: model "GPT13": a model type name is [a-z0-9][a-z0-9._-]{0,63}, as --model-type takes it`},
+		"a name with a space": {doc: `{"models":{"gpt 13":` + specOnly + `}}`, want: `model "gpt 13": a model type name is`},
+		"a name too long":     {doc: `{"models":{"` + strings.Repeat("a", 65) + `":` + specOnly + `}}`, want: `model "aaaa`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -113,6 +131,32 @@ func TestLoadMalformedModels(t *testing.T) {
 				t.Fatalf("Load error = %v, want ErrFormat saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// specOnly is a models.json entry with only the fields a model.Spec needs,
+// as an administrator writes one for a model type without measurements.
+const specOnly = `{"parameters":100,"layers":2,"hidden":8,"heads":2,"seq_len":4,"global_batch":4,"forward_ms_1gpu":1}`
+
+// An entry with only the spec's fields, and no profile or placements,
+// loads: its jobs are profiled on the cluster, so it has no fit to start
+// from, and a name of up to 64 characters of --model-type's syntax is one.
+func TestLoadSpecOnly(t *testing.T) {
+	long := "a" + strings.Repeat("b", 61) + ".-"
+	set, err := Load(fstest.MapFS{"models.json": {Data: []byte(`{"models":{"gpt-13b_v2.1":` + specOnly + `,"` + long + `":` + specOnly + `}}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := model.Spec{Name: "gpt-13b_v2.1", Params: 100, Layers: 2, Hidden: 8, Heads: 2, SeqLen: 4, GlobalBatch: 4, ForwardMs: 1}
+	if d := cmp.Diff(want, set.Models["gpt-13b_v2.1"].Spec); d != "" {
+		t.Errorf("spec (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{long, "gpt-13b_v2.1"}, set.ModelNames()); d != "" {
+		t.Errorf("models (-want +got):\n%s", d)
+	}
+	fits, err := FitAll(context.Background(), set, model.DefaultEnv())
+	if err != nil || len(fits) != 0 {
+		t.Errorf("FitAll = %v, %v; want no fit", fits, err)
 	}
 }
 

@@ -181,10 +181,6 @@ func loadSet(dir string) (*artifact.Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", dir, err)
 	}
-	if len(set.Models) == 0 {
-		// Else fit and validate print empty tables, and succeed.
-		return nil, fmt.Errorf("load %s: %w: models.json has no model types", dir, artifact.ErrFormat)
-	}
 	return set, nil
 }
 
