@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path"
@@ -117,6 +118,23 @@ func (s *Set) ModelNames() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// Merge returns the model types of base and over, over's where both have
+// one: its entry, profile and measurements, none of base's, since those
+// were measured on base's model and a spec-only entry of over must be
+// profiled anew. base and over are left as they are.
+func Merge(base, over *Set) *Set {
+	out := &Set{Models: map[string]ModelInfo{}, Profiles: map[string][]ProfileRow{}, Placements: map[string][]Measurement{}}
+	maps.Copy(out.Models, base.Models)
+	maps.Copy(out.Profiles, base.Profiles)
+	maps.Copy(out.Placements, base.Placements)
+	for name, m := range over.Models {
+		out.Models[name] = m
+		out.Profiles[name] = over.Profiles[name]
+		out.Placements[name] = over.Placements[name]
+	}
+	return out
 }
 
 // profileDir maps model names to the artifact's profile directory names.

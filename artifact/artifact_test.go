@@ -3,6 +3,7 @@ package artifact
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -207,5 +208,42 @@ func TestLoadDuplicatePlacementRow(t *testing.T) {
 	const want = "traces/m/placements.csv line 4: exec_plan=ga placement=44 repeats line 2"
 	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Load error = %v, want ErrFormat naming %q", err, want)
+	}
+}
+
+// Merge keeps base's model types and adds over's; where both have one,
+// over's entry wins with its own profile and measurements, none of base's.
+func TestMerge(t *testing.T) {
+	spec := func(name string, params float64) string {
+		return `"` + name + `":` + strings.Replace(specOnly, `"parameters":100`, fmt.Sprintf(`"parameters":%g`, params), 1)
+	}
+	const placements = "exec_plan,placement,iter_time\nga,2,1.0\n"
+	base, err := Load(fstest.MapFS{
+		"models.json":             {Data: []byte(`{"models":{` + spec("a", 100) + `,` + spec("b", 100) + `}}`)},
+		"traces/a/placements.csv": {Data: []byte(placements)},
+		"traces/b/placements.csv": {Data: []byte(placements)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	over, err := Load(fstest.MapFS{"models.json": {Data: []byte(`{"models":{` + spec("b", 200) + `,` + spec("c", 300) + `}}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Merge(base, over)
+	type entry struct {
+		Params float64
+		Rows   int
+	}
+	entries := map[string]entry{}
+	for _, name := range got.ModelNames() {
+		entries[name] = entry{got.Models[name].Spec.Params, len(got.Placements[name])}
+	}
+	want := map[string]entry{"a": {100, 1}, "b": {200, 0}, "c": {300, 0}}
+	if d := cmp.Diff(want, entries); d != "" {
+		t.Errorf("merged model types (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"a", "b"}, base.ModelNames()); d != "" || len(base.Placements["b"]) != 1 {
+		t.Errorf("Merge changed base: models (-want +got):\n%s, b has %d rows", d, len(base.Placements["b"]))
 	}
 }

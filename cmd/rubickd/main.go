@@ -59,6 +59,25 @@ func main() {
 	}
 }
 
+// seedData is the embedded data with the model types of the data
+// directory dir added, its entry where both have a type: a site adds its
+// own types without a copy of the shipped ones, which would otherwise go
+// unseeded in a new store.
+func seedData(dir string) (*artifact.Set, error) {
+	set, err := artifact.Load(artifact.Default())
+	if err != nil {
+		return nil, fmt.Errorf("embedded data: %w", err)
+	}
+	if dir == "" {
+		return set, nil
+	}
+	own, err := artifact.Load(artifact.Dir(dir))
+	if err != nil {
+		return nil, fmt.Errorf("--data %s: %w", dir, err)
+	}
+	return artifact.Merge(set, own), nil
+}
+
 // exitLocked is the exit status when another rubickd manages the cluster
 // (daemon.ErrLocked).
 const exitLocked = 3
@@ -80,7 +99,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	releaseAll := fs.Bool("release-all", false, "hand the queue back to Slurm: release every job held for rubick on its own request, print the report as JSON and exit (with --dry-run: say which); users' and administrators' holds stay")
 	check := fs.Bool("check", false, "check the configuration, slurmrestd, the managed partitions, the commands, the slurm.conf settings and the GrpTRESMins budgets rubickd relies on, print one line each, and exit (1 if one failed); changes nothing")
 	checkJSON := fs.Bool("json", false, "with --check: print the checks as a JSON array of {name, status, detail}")
-	dataDir := fs.String("data", "", "measurement data used to seed unknown model types (default: the embedded artifact data)")
+	dataDir := fs.String("data", "", "directory whose models.json (and optional profile/, traces/) adds model types to seed to the embedded ones; an entry replaces the embedded one of its name; a type the store has keeps its spec and fit")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: rubickd [flags]\n\nEvery configuration key can also be set as RUBICK_<KEY> (see contrib/rubickd/rubickd.yaml).\n"+
 			"SIGHUP re-reads the configuration; it applies from the next cycle (docs/admin-guide.md).\n"+
@@ -146,7 +165,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		env = gpuinfo.ApplyTo(env, facts)
 		log.Info("GPU facts applied", "file", cfg.GPUFacts, "source", facts.Source, "gpus", env.NodeGPUs, "gpu_mem_gb", env.GPUMemGB, "intra_gbps", env.IntraGBps)
 	}
-	set, err := artifact.Load(artifact.Open(*dataDir))
+	set, err := seedData(*dataDir)
 	if err != nil {
 		return err
 	}

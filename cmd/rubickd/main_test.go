@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/artifact"
 	"github.com/rubick-sched/rubick/daemon"
 	"github.com/rubick-sched/rubick/launch/report"
 	"github.com/rubick-sched/rubick/store"
@@ -96,6 +99,76 @@ func TestDryRunLeavesStore(t *testing.T) {
 			defer st.Close()
 			if types, err := st.ModelTypes(ctx); err != nil || (len(types) > 0) != tc.types {
 				t.Errorf("store's model types after the dry run: %d (%v), want some: %v", len(types), err, tc.types)
+			}
+		})
+	}
+}
+
+// --data adds its model types to the embedded ones, a new store is seeded
+// with both, and its entry replaces an embedded type of the same name; a
+// type without a profile is registered without a fit, so its first job is
+// profiled. A malformed directory stops rubickd, naming it.
+func TestDataDirAddsModelTypes(t *testing.T) {
+	ctx := context.Background()
+	set, err := artifact.Load(artifact.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped := set.ModelNames()
+	const spec = `{"parameters":13e9,"layers":40,"hidden":5120,"heads":40,"seq_len":2048,"global_batch":64,"forward_ms_1gpu":9000}`
+	for _, tc := range []struct {
+		name   string
+		models string // models.json; "" writes none
+		say    string // the run's error, past the seeding: slurmrestd
+		fitted map[string]bool
+	}{
+		{"a new type", `{"models":{"gpt13":` + spec + `}}`, "127.0.0.1:1", map[string]bool{"gpt13": false}},
+		{"a shipped type replaced", `{"models":{"bert":` + spec + `}}`, "127.0.0.1:1", map[string]bool{"bert": false}},
+		{"an entry without its forward time", `{"models":{"gpt13":` + strings.Replace(spec, `,"forward_ms_1gpu":9000`, "", 1) + `}}`,
+			"--data DIR: malformed data: models.json: model gpt13: missing forward_ms_1gpu", nil},
+		{"no models.json", "", "--data DIR: read models.json", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, path := dryRunConfig(t)
+			dir := t.TempDir()
+			if tc.models != "" {
+				if err := os.WriteFile(filepath.Join(dir, "models.json"), []byte(tc.models), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := run(ctx, []string{"--config", cfg, "--dry-run", "--data", dir}, io.Discard, io.Discard)
+			if say := strings.ReplaceAll(tc.say, "DIR", dir); err == nil || !strings.Contains(err.Error(), say) {
+				t.Fatalf("--dry-run --data: %v, want it saying %q", err, say)
+			}
+			st, err := store.Open(ctx, path, store.WithReaders(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			types, err := st.ModelTypes(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]bool{}
+			for _, mt := range types {
+				has, err := st.HasFit(ctx, mt.Spec.Name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, ours := tc.fitted[mt.Spec.Name]; ours && mt.Spec.Params != 13e9 {
+					t.Errorf("%s: %g parameters, want the data directory's 1.3e10", mt.Spec.Name, mt.Spec.Params)
+				}
+				got[mt.Spec.Name] = has
+			}
+			want := map[string]bool{}
+			if tc.fitted != nil {
+				for _, name := range shipped {
+					want[name] = true
+				}
+				maps.Copy(want, tc.fitted)
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("the store's model types -> fitted (-want +got):\n%s", d)
 			}
 		})
 	}
