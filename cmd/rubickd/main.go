@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
@@ -62,20 +63,40 @@ func main() {
 // seedData is the embedded data with the model types of the data
 // directory dir added, its entry where both have a type: a site adds its
 // own types without a copy of the shipped ones, which would otherwise go
-// unseeded in a new store.
-func seedData(dir string) (*artifact.Set, error) {
-	set, err := artifact.Load(artifact.Default())
+// unseeded in a new store. own names dir's types.
+func seedData(dir string) (set *artifact.Set, own []string, err error) {
+	set, err = artifact.Load(artifact.Default())
 	if err != nil {
-		return nil, fmt.Errorf("embedded data: %w", err)
+		return nil, nil, fmt.Errorf("embedded data: %w", err)
 	}
 	if dir == "" {
-		return set, nil
+		return set, nil, nil
 	}
-	own, err := artifact.Load(artifact.Dir(dir))
+	ours, err := artifact.Load(artifact.Dir(dir))
 	if err != nil {
-		return nil, fmt.Errorf("--data %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("--data %s: %w", dir, err)
 	}
-	return artifact.Merge(set, own), nil
+	return artifact.Merge(set, ours), ours.ModelNames(), nil
+}
+
+// warnKept warns of each of the model types own names that the store has
+// with another spec than set's: seeding leaves a type the store has as it
+// is, so an entry edited after its type was seeded does not apply.
+func warnKept(ctx context.Context, st daemon.SeedStore, set *artifact.Set, own []string, log *slog.Logger) error {
+	if len(own) == 0 {
+		return nil
+	}
+	have, err := st.ModelTypes(ctx)
+	if err != nil {
+		return fmt.Errorf("read model types: %w", err)
+	}
+	for _, t := range have {
+		if slices.Contains(own, t.Spec.Name) && t.Spec != set.Models[t.Spec.Name].Spec {
+			log.Warn("a model type of --data differs from the store's, which is kept: seeding adds only types the store lacks",
+				"model", t.Spec.Name, "store", t.Spec, "data", set.Models[t.Spec.Name].Spec)
+		}
+	}
+	return nil
 }
 
 // exitLocked is the exit status when another rubickd manages the cluster
@@ -165,8 +186,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		env = gpuinfo.ApplyTo(env, facts)
 		log.Info("GPU facts applied", "file", cfg.GPUFacts, "source", facts.Source, "gpus", env.NodeGPUs, "gpu_mem_gb", env.GPUMemGB, "intra_gbps", env.IntraGBps)
 	}
-	set, err := seedData(*dataDir)
+	set, own, err := seedData(*dataDir)
 	if err != nil {
+		return err
+	}
+	if err := warnKept(ctx, dst, set, own, log); err != nil {
 		return err
 	}
 	if added, err := daemon.Seed(ctx, dst, set, env, cfg.SeedFits); err != nil {

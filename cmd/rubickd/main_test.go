@@ -17,6 +17,7 @@ import (
 	"github.com/rubick-sched/rubick/artifact"
 	"github.com/rubick-sched/rubick/daemon"
 	"github.com/rubick-sched/rubick/launch/report"
+	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/store"
 	"github.com/rubick-sched/rubick/store/storetest"
 )
@@ -169,6 +170,63 @@ func TestDataDirAddsModelTypes(t *testing.T) {
 			}
 			if d := cmp.Diff(want, got); d != "" {
 				t.Errorf("the store's model types -> fitted (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// A type of --data the store already has keeps the store's spec; where
+// the two differ, rubickd says so, naming the type, since the entry an
+// administrator edited does not apply. A shipped type the store has with
+// another spec (an older release's) is not theirs to edit: no warning.
+func TestDataDirWarnsOfKeptSpec(t *testing.T) {
+	ctx := context.Background()
+	gpt13 := model.Spec{Name: "gpt13", Params: 13e9, Layers: 40, Hidden: 5120, Heads: 40, SeqLen: 2048, GlobalBatch: 64, ForwardMs: 9000}
+	const entry = `{"models":{"gpt13":{"parameters":13e9,"layers":40,"hidden":5120,"heads":40,"seq_len":2048,"global_batch":64,"forward_ms_1gpu":9000}}}`
+	edited, oldBert := gpt13, gpt13
+	edited.ForwardMs = 8000
+	oldBert.Name = "bert"
+	for _, tc := range []struct {
+		name   string
+		stored []model.Spec
+		want   []string // the types warned of
+	}{
+		{"the same spec", []model.Spec{gpt13}, nil},
+		{"another spec", []model.Spec{edited}, []string{"gpt13"}},
+		{"a shipped type's other spec", []model.Spec{oldBert}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, path := dryRunConfig(t)
+			st, err := store.Open(ctx, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, sp := range tc.stored {
+				if err := st.UpsertModelType(ctx, sp); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := st.Close(); err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "models.json"), []byte(entry), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var log strings.Builder
+			err = run(ctx, []string{"--config", cfg, "--dry-run", "--data", dir}, io.Discard, &log)
+			if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
+				t.Fatalf("--dry-run --data: %v, want it past the seeding, failing at slurmrestd", err)
+			}
+			var warned []string
+			for line := range strings.Lines(log.String()) {
+				var rec struct{ Level, Msg, Model string }
+				if json.Unmarshal([]byte(line), &rec) == nil && rec.Level == "WARN" && strings.HasPrefix(rec.Msg, "a model type of --data differs") {
+					warned = append(warned, rec.Model)
+				}
+			}
+			if d := cmp.Diff(tc.want, warned); d != "" {
+				t.Errorf("types warned of (-want +got):\n%s\n%s", d, log.String())
 			}
 		})
 	}
