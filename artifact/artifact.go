@@ -33,6 +33,11 @@ var embedded embed.FS
 // ErrFormat reports a malformed data file; the message names file, line and field.
 var ErrFormat = errors.New("malformed data")
 
+// ErrNoProfile reports a model type without profiling runs in the data,
+// such as one an administrator added with its spec only: nothing fits it
+// before rubickd profiles its first job.
+var ErrNoProfile = errors.New("no profiling runs")
+
 // Default returns the embedded data tree.
 func Default() fs.FS {
 	sub, err := fs.Sub(embedded, "data")
@@ -140,6 +145,14 @@ func Merge(base, over *Set) *Set {
 // profileDir maps model names to the artifact's profile directory names.
 var profileDir = map[string]string{"llama7": "llama7b", "llama30": "llama30b"}
 
+// profilePath is the directory of the model's profile in a data tree.
+func profilePath(name string) string {
+	if d, ok := profileDir[name]; ok {
+		return path.Join("profile", d)
+	}
+	return path.Join("profile", name)
+}
+
 // Load reads models.json, every model's profile and placements.
 func Load(fsys fs.FS) (*Set, error) {
 	models, err := loadModels(fsys)
@@ -148,11 +161,7 @@ func Load(fsys fs.FS) (*Set, error) {
 	}
 	s := &Set{Models: models, Profiles: map[string][]ProfileRow{}, Placements: map[string][]Measurement{}}
 	for name := range models {
-		dir := name
-		if d, ok := profileDir[name]; ok {
-			dir = d
-		}
-		prof, err := loadProfile(fsys, path.Join("profile", dir))
+		prof, err := loadProfile(fsys, profilePath(name))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}

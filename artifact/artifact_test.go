@@ -141,7 +141,7 @@ const specOnly = `{"parameters":100,"layers":2,"hidden":8,"heads":2,"seq_len":4,
 
 // An entry with only the spec's fields, and no profile or placements,
 // loads: its jobs are profiled on the cluster, so it has no fit to start
-// from, and a name of up to 64 characters of --model-type's syntax is one.
+// from (FitOne says so, rather than calling the data malformed), and a name of up to 64 characters of --model-type's syntax is one.
 func TestLoadSpecOnly(t *testing.T) {
 	long := "a" + strings.Repeat("b", 61) + ".-"
 	set, err := Load(fstest.MapFS{"models.json": {Data: []byte(`{"models":{"gpt-13b_v2.1":` + specOnly + `,"` + long + `":` + specOnly + `}}`)}})
@@ -158,6 +158,10 @@ func TestLoadSpecOnly(t *testing.T) {
 	fits, err := FitAll(context.Background(), set, model.DefaultEnv())
 	if err != nil || len(fits) != 0 {
 		t.Errorf("FitAll = %v, %v; want no fit", fits, err)
+	}
+	const say = "gpt-13b_v2.1 has none in profile/gpt-13b_v2.1/ to fit it on"
+	if _, err := FitOne(context.Background(), set, model.DefaultEnv(), "gpt-13b_v2.1"); !errors.Is(err, ErrNoProfile) || !strings.Contains(err.Error(), say) {
+		t.Errorf("FitOne: %v, want ErrNoProfile saying %q", err, say)
 	}
 }
 

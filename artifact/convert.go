@@ -146,12 +146,13 @@ func FitAll(ctx context.Context, set *Set, env model.Env) (map[string]model.FitR
 }
 
 // FitOne is FitAll's fit of one model of set, which may need another
-// model's profile (llama30's is a copy of llama7's). It wraps ErrFormat
+// model's profile (llama30's is a copy of llama7's). It wraps ErrNoProfile
 // when name has no profile rows.
 func FitOne(ctx context.Context, set *Set, env model.Env, name string) (model.FitResult, error) {
 	rows := set.Profiles[name]
 	if len(rows) == 0 {
-		return model.FitResult{}, fmt.Errorf("%w: %s has no profile rows", ErrFormat, name)
+		return model.FitResult{}, fmt.Errorf("%w: %s has none in %s/ to fit it on; rubickd fits it on the profiling runs of its first job",
+			ErrNoProfile, name, profilePath(name))
 	}
 	src := name
 	if !profileMatches(set.Models[name].Spec, rows) {

@@ -240,18 +240,26 @@ func TestModelErrors(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(noModels, "models.json"), []byte(`{"models":{}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	specOnly := t.TempDir()
+	const entry = `{"models":{"gpt13":{"parameters":13e9,"layers":40,"hidden":5120,"heads":40,"seq_len":2048,"global_batch":64,"forward_ms_1gpu":9000}}}`
+	if err := os.WriteFile(filepath.Join(specOnly, "models.json"), []byte(entry), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := map[string]struct {
 		args  []string
 		usage bool
 		want  string
 	}{
-		"unknown subcommand": {args: []string{"model", "predict"}, usage: true, want: `"predict"`},
-		"unknown flag":       {args: []string{"model", "validate", "--bogus"}, usage: true, want: "bogus"},
-		"missing model":      {args: []string{"model", "best-plan", "--placement", "8"}, usage: true, want: "--model"},
-		"unknown model":      {args: []string{"model", "best-plan", "--model", "gpt5", "--placement", "8"}, usage: true, want: `"gpt5"`},
-		"bad placement":      {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "80"}, usage: true, want: `"80"`},
-		"zero-GPU nodes":     {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "2x0"}, usage: true, want: `"2x0"`},
-		"negative cpus":      {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "8", "--cpus", "-1"}, usage: true, want: "--cpus=-1"},
+		"best-plan without a profile": {args: []string{"model", "best-plan", "--data", specOnly, "--model", "gpt13", "--placement", "8"},
+			want: "no profiling runs: gpt13 has none in profile/gpt13/ to fit it on; rubickd fits it on the profiling runs of its first job"},
+		"fit without a profile": {args: []string{"model", "fit", "--data", specOnly, "--model", "gpt13"}, want: "gpt13 has none in profile/gpt13/"},
+		"unknown subcommand":    {args: []string{"model", "predict"}, usage: true, want: `"predict"`},
+		"unknown flag":          {args: []string{"model", "validate", "--bogus"}, usage: true, want: "bogus"},
+		"missing model":         {args: []string{"model", "best-plan", "--placement", "8"}, usage: true, want: "--model"},
+		"unknown model":         {args: []string{"model", "best-plan", "--model", "gpt5", "--placement", "8"}, usage: true, want: `"gpt5"`},
+		"bad placement":         {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "80"}, usage: true, want: `"80"`},
+		"zero-GPU nodes":        {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "2x0"}, usage: true, want: `"2x0"`},
+		"negative cpus":         {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "8", "--cpus", "-1"}, usage: true, want: "--cpus=-1"},
 		"over a node's GPUs": {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "8", "--env", "node_gpus=4"}, usage: true,
 			want: "--placement=8 puts 8 GPUs on a node of 4"},
 		"over the nodes' CPUs": {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "44", "--cpus", "100000"}, usage: true,
