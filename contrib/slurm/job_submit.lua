@@ -8,7 +8,10 @@ this script
     keeping whatever else is there (fields are separated by ';'),
   * holds the job (priority 0) so that only rubickd starts it, after it has
     chosen the job's size, nodes and execution plan,
-  * makes it requeueable, because rubickd resizes running jobs by requeueing.
+  * makes it requeueable, because rubickd resizes running jobs by requeueing,
+  * tells the user when the job's batch script never mentions rubick-srun
+    (WARN_NO_RUBICK_SRUN): rubickd may resize such a job but cannot set its
+    execution plan. The job is submitted all the same.
 Jobs without a model type, or outside the managed partitions, are untouched.
 
 A user's own hold is kept as the word "rubick:hold" in the job's Comment,
@@ -91,6 +94,12 @@ local FORCE_REQUEUE = true
 -- for rubickd; set true with priority/multifactor. rubickd --check compares
 -- it with PriorityType.
 local NICE_KEEPS_HOLD = false
+
+-- Whether the user of a batch job this script tags whose script never
+-- mentions rubick-srun is told at submission (sbatch prints it) that rubickd
+-- may resize the job but cannot set its execution plan. The job is never
+-- refused: the script may call another that runs rubick-srun.
+local WARN_NO_RUBICK_SRUN = true
 
 -- ---------------------------------------------------------------- helpers
 
@@ -327,6 +336,25 @@ local function modify_unmanaged(job_desc, job_rec, part_list, modify_uid, commen
    return slurm.SUCCESS
 end
 
+-- Tells the user of a batch job whose script never mentions rubick-srun
+-- that rubickd cannot set its plan. A plain substring test, no shell
+-- parsing: any mention counts, a comment too, and a script that only calls
+-- another that runs rubick-srun is told (the notice says to ignore it
+-- then). salloc and srun send no script. argv[0] is the script's file as
+-- sbatch was given it; --wrap and a script on stdin have none.
+local function warn_no_rubick_srun(job_desc)
+   if not WARN_NO_RUBICK_SRUN then return end
+   local script = job_desc.script
+   if script == nil or string.find(script, "rubick-srun", 1, true) ~= nil then return end
+   local argv = job_desc.argv
+   local file = argv ~= nil and argv[0] or nil
+   if file == nil or file == "" then file = "this script" end
+   slurm.log_user("rubick: %s runs no rubick-srun: rubickd may resize this job but cannot set " ..
+                  "its execution plan; launch with `exec rubick-srun -- ...` (rubick script FILE " ..
+                  "checks a script). Ignore this if the script calls another that runs rubick-srun.",
+                  string.sub(file, 1, 200))
+end
+
 -- ---------------------------------------------------------------- entry points
 
 -- Why model cannot be a job's model type, or nil.
@@ -443,6 +471,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
    job_desc.priority = 0
    if FORCE_REQUEUE then job_desc.requeue = 1 end
    slurm.log_info("job_submit.lua: uid %d %s: tagged and held", submit_uid, tag)
+   warn_no_rubick_srun(job_desc)
    return slurm.SUCCESS
 end
 

@@ -117,6 +117,53 @@ for _, c in ipairs(cases) do
    end
 end
 
+-- A batch job it tags whose script never mentions rubick-srun gets a
+-- notice, and is tagged and held all the same; salloc and srun (no script)
+-- and jobs it does not tag get none.
+local function script_job(script, file, extra)
+   local job = { partition = "gpu", spank_job_env = spank("gpt2"), script = script }
+   if file then job.argv = { [0] = file, [1] = "--lr=3e-4" } end
+   for k, v in pairs(extra or {}) do job[k] = v end
+   return job
+end
+local gpt2_tag = "rubick:v1 model=gpt2 class=best-effort"
+local NOTICE = "runs no rubick-srun: rubickd may resize this job but cannot set its execution plan"
+local plain = "#!/bin/bash\nsrun torchrun --nproc_per_node=8 train.py\n"
+local notice_cases = {
+   { name = "plain srun", job = script_job(plain, "jobs/train.sh"), rc = 0, notice = "rubick: jobs/train.sh " .. NOTICE },
+   { name = "no file name (--wrap, stdin)", job = script_job(plain), rc = 0, notice = "rubick: this script " .. NOTICE },
+   { name = "a file name with a format character", job = script_job(plain, "100%s.sh"), rc = 0, notice = "rubick: 100%s.sh " .. NOTICE },
+   { name = "sbatch --hold", job = script_job(plain, "train.sh", { priority = 0 }), rc = 0, notice = "rubick: train.sh " .. NOTICE },
+   { name = "exec rubick-srun", job = script_job("#!/bin/bash\nexec rubick-srun -- python train.py\n", "train.sh"), rc = 0 },
+   { name = "rubick-srun by its path", job = script_job("#!/bin/bash\n/opt/rubick/bin/rubick-srun --dialect megatron -- python x.py\n"), rc = 0 },
+   { name = "rubick-srun in a comment", job = script_job("#!/bin/bash\n# launched by run.sh through rubick-srun\n./run.sh\n"), rc = 0 },
+   { name = "no script (salloc, srun)", job = script_job(nil), rc = 0 },
+   { name = "unmanaged partition", job = script_job(plain, "train.sh", { partition = "cpu" }), rc = 0, untagged = true },
+   { name = "no model type", job = { partition = "gpu", script = plain, argv = { [0] = "train.sh" } }, rc = 0, untagged = true },
+   { name = "refused model type", job = script_job(plain, "train.sh", { spank_job_env = spank("vit") }), rc = -1 },
+}
+for _, c in ipairs(notice_cases) do
+   user_msgs = {}
+   local rc = slurm_job_submit(c.job, parts, 1000)
+   check(rc == c.rc, "notice %s: rc %s, want %s", c.name, tostring(rc), tostring(c.rc))
+   if c.untagged then
+      check(c.job.admin_comment == nil, "notice %s: admin_comment %q, want none", c.name, tostring(c.job.admin_comment))
+   elseif c.rc == 0 then
+      check(c.job.admin_comment == gpt2_tag and c.job.priority == 0, "notice %s: admin_comment %q, priority %s; want %q and 0",
+            c.name, tostring(c.job.admin_comment), tostring(c.job.priority), gpt2_tag)
+   end
+   local notices = {}
+   for _, m in ipairs(user_msgs) do
+      if string.find(m, "rubick-srun", 1, true) then table.insert(notices, m) end
+   end
+   if c.notice then
+      check(#notices == 1 and string.sub(notices[1], 1, #c.notice) == c.notice and not string.find(notices[1], "\n", 1, true),
+            "notice %s: user messages %q, want one line starting %q", c.name, table.concat(user_msgs, " | "), c.notice)
+   else
+      check(#notices == 0, "notice %s: user messages %q, want no notice", c.name, table.concat(user_msgs, " | "))
+   end
+end
+
 -- modify: only SCHEDULER_UIDS may release a held managed job, and its
 -- user their own hold (the comment word), which leaves it held for rubickd
 local tag = "rubick:v1 model=gpt2 class=best-effort"
@@ -325,6 +372,20 @@ do
    local rc = slurm_job_modify(desc, managed, parts, 1000)
    check(rc == 0 and desc.priority == nil, "new nice of a held job, NICE_KEEPS_HOLD: rc %s, priority %s, want 0 and none",
          tostring(rc), tostring(desc.priority))
+end
+
+-- A site may switch the notice off (WARN_NO_RUBICK_SRUN = false).
+do
+   local s2, n2 = string.gsub(src, "\nlocal WARN_NO_RUBICK_SRUN = true", "\nlocal WARN_NO_RUBICK_SRUN = false")
+   assert(n2 == 1, "WARN_NO_RUBICK_SRUN line not found")
+   chunk = assert(loadstring(s2, "job_submit.lua"))
+   check(chunk() == slurm.SUCCESS, "script did not return slurm.SUCCESS")
+   user_msgs = {}
+   local job = script_job(plain, "train.sh")
+   local rc = slurm_job_submit(job, parts, 1000)
+   check(rc == 0 and job.admin_comment == tag and #user_msgs == 0,
+         "WARN_NO_RUBICK_SRUN false: rc %s, admin_comment %q, user messages %q; want 0, %q and none",
+         tostring(rc), tostring(job.admin_comment), table.concat(user_msgs, " | "), tag)
 end
 
 -- A model type list that is there but cannot be read refuses model types

@@ -208,6 +208,9 @@ func (l lab) submitScript(t *testing.T, dir, body string, ids *[]string, args ..
 	// must be the test's, not the source tree.
 	argv := append([]string{"sbatch", "--parsable", "-D", dir}, args...)
 	out := l.runIn(t, dir, append(argv, "--open-mode=append", "-o", filepath.Join(dir, "job-%j.out"), script)...)
+	// The id is the last line: job_submit.lua's notice for a script without
+	// rubick-srun comes before it, on stderr.
+	out = out[strings.LastIndexByte(out, '\n')+1:]
 	out = strings.Split(out, ";")[0]
 	*ids = append(*ids, out)
 	id, err := strconv.Atoi(out)

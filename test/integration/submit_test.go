@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +107,52 @@ func TestBadModelTypeIsRefused(t *testing.T) {
 			}
 			if !strings.Contains(r.stderr, tc.wantErr) {
 				t.Errorf("stderr = %q, want it to contain %q", r.stderr, tc.wantErr)
+			}
+		})
+	}
+}
+
+// job_submit.lua tells the user at sbatch when a model-typed job's batch
+// script never mentions rubick-srun (rubickd cannot set its plan), and tags
+// and holds the job all the same; a script that runs rubick-srun gets no
+// notice.
+func TestNoticeForScriptWithoutRubickSrun(t *testing.T) {
+	l := needLab(t)
+	for name, tc := range map[string]struct {
+		body   string
+		notice bool
+	}{
+		"plain srun":       {"#!/bin/bash\nsrun torchrun --nproc_per_node=2 train.py\n", true},
+		"exec rubick-srun": {"#!/bin/bash\nexec rubick-srun -- python train.py\n", false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "train.sh")
+			if err := os.WriteFile(path, []byte(tc.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := command("", "sbatch", "--parsable", "-D", l.out, "-o", "/dev/null", "--job-name", "it-notice",
+				"--model-type=gpt2", "-p", l.partition, "-N1", "--gres=gpu:1", path)
+			if r.err != nil {
+				t.Fatalf("sbatch: %v: %s", r.err, r.stderr)
+			}
+			id, _, _ := strings.Cut(strings.TrimSpace(r.stdout), ";")
+			if _, err := strconv.Atoi(id); err != nil {
+				t.Fatalf("sbatch printed %q, want a job id", r.stdout)
+			}
+			t.Cleanup(func() { command("", "scancel", id) })
+
+			notice := "rubick: " + path + " runs no rubick-srun: rubickd may resize this job but cannot set its execution plan"
+			if tc.notice && !strings.Contains(r.stderr, notice) {
+				t.Errorf("sbatch stderr %q, want it to contain %q", r.stderr, notice)
+			}
+			if !tc.notice && strings.Contains(r.stderr, "runs no rubick-srun") {
+				t.Errorf("sbatch stderr %q, want no notice", r.stderr)
+			}
+			out := showJob(t, id)
+			got := map[string]string{"Priority": field(out, "Priority"), "AdminComment": field(out, "AdminComment")}
+			want := map[string]string{"Priority": "0", "AdminComment": "rubick:v1 model=gpt2 class=best-effort"}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("scontrol show job %s (-want +got):\n%s", id, d)
 			}
 		})
 	}
