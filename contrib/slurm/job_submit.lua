@@ -348,11 +348,12 @@ local function warn_no_rubick_srun(job_desc)
    if script == nil or string.find(script, "rubick-srun", 1, true) ~= nil then return end
    local argv = job_desc.argv
    local file = argv ~= nil and argv[0] or nil
-   if file == nil or file == "" then file = "this script" end
+   local name, arg = "this script", "FILE"
+   if file ~= nil and file ~= "" then name = string.sub(file, 1, 200); arg = name end
    slurm.log_user("rubick: %s runs no rubick-srun: rubickd may resize this job but cannot set " ..
-                  "its execution plan; launch with `exec rubick-srun -- ...` (rubick script FILE " ..
-                  "checks a script). Ignore this if the script calls another that runs rubick-srun.",
-                  string.sub(file, 1, 200))
+                  "its execution plan; launch with `exec rubick-srun -- ...` (`rubick script %s` " ..
+                  "checks it). Ignore this if the script calls another that runs rubick-srun.",
+                  name, arg)
 end
 
 -- ---------------------------------------------------------------- entry points

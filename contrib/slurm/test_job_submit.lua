@@ -130,8 +130,10 @@ local gpt2_tag = "rubick:v1 model=gpt2 class=best-effort"
 local NOTICE = "runs no rubick-srun: rubickd may resize this job but cannot set its execution plan"
 local plain = "#!/bin/bash\nsrun torchrun --nproc_per_node=8 train.py\n"
 local notice_cases = {
-   { name = "plain srun", job = script_job(plain, "jobs/train.sh"), rc = 0, notice = "rubick: jobs/train.sh " .. NOTICE },
-   { name = "no file name (--wrap, stdin)", job = script_job(plain), rc = 0, notice = "rubick: this script " .. NOTICE },
+   { name = "plain srun", job = script_job(plain, "jobs/train.sh"), rc = 0, notice = "rubick: jobs/train.sh " .. NOTICE,
+     has = "(`rubick script jobs/train.sh` checks it)" },
+   { name = "no file name (--wrap, stdin)", job = script_job(plain), rc = 0, notice = "rubick: this script " .. NOTICE,
+     has = "(`rubick script FILE` checks it)" },
    { name = "a file name with a format character", job = script_job(plain, "100%s.sh"), rc = 0, notice = "rubick: 100%s.sh " .. NOTICE },
    { name = "sbatch --hold", job = script_job(plain, "train.sh", { priority = 0 }), rc = 0, notice = "rubick: train.sh " .. NOTICE },
    { name = "exec rubick-srun", job = script_job("#!/bin/bash\nexec rubick-srun -- python train.py\n", "train.sh"), rc = 0 },
@@ -157,8 +159,10 @@ for _, c in ipairs(notice_cases) do
       if string.find(m, "rubick-srun", 1, true) then table.insert(notices, m) end
    end
    if c.notice then
-      check(#notices == 1 and string.sub(notices[1], 1, #c.notice) == c.notice and not string.find(notices[1], "\n", 1, true),
-            "notice %s: user messages %q, want one line starting %q", c.name, table.concat(user_msgs, " | "), c.notice)
+      check(#notices == 1 and string.sub(notices[1], 1, #c.notice) == c.notice and not string.find(notices[1], "\n", 1, true) and
+            (c.has == nil or string.find(notices[1], c.has, 1, true)),
+            "notice %s: user messages %q, want one line starting %q with %q", c.name, table.concat(user_msgs, " | "), c.notice,
+            tostring(c.has))
    else
       check(#notices == 0, "notice %s: user messages %q, want no notice", c.name, table.concat(user_msgs, " | "))
    end
