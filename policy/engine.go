@@ -101,8 +101,8 @@ type jstate struct {
 	newNode []bool
 	newMax  int
 	// hostBase is the host memory any plan needs on each of its nodes;
-	// memPer and memBase price its host memory against Max.MemGB and
-	// Max.MemGBPerNode: booked per GPU, and per node whatever the plan.
+	// memPer and memBase price its host memory against Max.MemGB: booked
+	// per GPU, and per node whatever the plan.
 	hostBase, memPer, memBase float64
 	groups                    []int // indexes of its groups in the snapshot
 	reason                    Reason
@@ -536,15 +536,47 @@ func (js *jstate) baseMemOn(g, cpus int) float64 {
 }
 
 // cpusOverMem reports whether c more CPUs for js on node n take what it
-// books whatever its plan past its host memory bound (Max.MemGB): memRoom
-// counted the CPUs that came with its GPUs, and under MaxMemPerCPU more
-// CPUs book more memory.
+// books whatever its plan past its host memory bound (Max.MemGB), or on n
+// past the memory n has for it (memOn): memRoom and growOn counted the
+// CPUs that came with its GPUs, and under MaxMemPerCPU more CPUs book
+// more memory.
 func (r *round) cpusOverMem(js *jstate, n, c int) bool {
+	if js.j.MaxMemPerCPUGB <= 0 {
+		return false
+	}
+	g, cpus := js.on(n), js.cpusOn(n)
+	if on := r.leastMemOn(js, g, cpus+c); on > r.memOn(js, n)+1e-9 && on > r.leastMemOn(js, g, cpus) {
+		return true
+	}
 	if js.j.Max.MemGB <= 0 {
 		return false
 	}
 	after := r.baseMem(js, n, 0, c)
 	return after > js.j.Max.MemGB+1e-9 && after > r.baseMem(js, n, 0, 0)
+}
+
+// memOn is the host memory node n has for js: what the snapshot's other
+// jobs leave there, as they are, within its bound per node
+// (Max.MemGBPerNode).
+func (r *round) memOn(js *jstate, n int) float64 {
+	nd := &r.nodes[n]
+	mem := nd.n.MemGB - nd.heldMem + js.memHeldOn(nd.n.Name)
+	if b := js.j.Max.MemGBPerNode; b > 0 {
+		mem = min(mem, b)
+	}
+	return mem
+}
+
+// leastMemOn is the host memory js books whatever its plan (offloaded
+// states aside) on a node holding g of its GPUs and cpus of its CPUs, as
+// Slurm allocates it (slurmAlloc, as nodeAllocs books it): under
+// MaxMemPerCPU, cut to those CPUs. No plan books less there.
+func (r *round) leastMemOn(js *jstate, g, cpus int) float64 {
+	if g <= 0 {
+		return 0
+	}
+	_, mem := js.j.slurmAlloc(js.j.hostMem(r.e.cfg.HostMemPerGPUGB, g, js.hostBase, js.hostBase), g, cpus, js.hostBase, js.hostBase)
+	return mem
 }
 
 // reconfigurable applies the reconfiguration-cost rule.
@@ -1283,16 +1315,15 @@ func (r *round) growOn(j *jstate, n int, privileged bool) {
 	// No more GPUs than the node's memory could book, other jobs' as they
 	// are (a job asking for much memory per GPU grown past it would have
 	// no plan that fits at all).
-	mem := nd.n.MemGB - nd.heldMem + j.memHeldOn(nd.n.Name)
-	if b := j.j.Max.MemGBPerNode; b > 0 {
-		mem = min(mem, b)
-	}
+	mem := r.memOn(j, n)
 	for iter := 0; iter < 4*nd.n.GPUs+4; iter++ {
 		room := min(nd.n.GPUs-j.on(n), j.cap-j.gpus, r.memRoom(j, n))
 		if m := j.j.Max.GPUsPerNode; m > 0 {
 			room = min(room, m-j.on(n))
 		}
-		for room > 0 && j.j.hostMem(r.e.cfg.HostMemPerGPUGB, j.on(n)+room, j.hostBase, j.hostBase) > mem+1e-9 {
+		// With the CPUs that come with them: under MaxMemPerCPU its
+		// booking is cut to those.
+		for room > 0 && r.leastMemOn(j, j.on(n)+room, j.cpusOn(n)+j.cpg*room) > mem+1e-9 {
 			room-- // its booking grows with its GPUs here: at most a node's GPUs steps
 		}
 		if m := j.j.Min.Nodes; m > 1 && len(j.cur) < m {
@@ -1880,11 +1911,11 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 		if a.Reason == "" {
 			a.Reason = ReasonNoResources
 		}
-		// What one GPU books whatever the plan: against the bound per job
-		// as memRoom counts it (cut to its CPUs under MaxMemPerCPU), per
-		// node at the rates.
+		// What one GPU books whatever the plan, cut to its CPUs under
+		// MaxMemPerCPU: against the bound per job as memRoom counts it,
+		// per node as growOn does.
 		one := 0.0
-		switch perJob, perNode := js.baseMemOn(1, js.cpg), js.memPer+js.memBase; {
+		switch perJob, perNode := js.baseMemOn(1, js.cpg), r.leastMemOn(js, 1, js.cpg); {
 		case j.Max.MemGB > 0 && j.Max.MemGB < perJob:
 			one = perJob
 		case j.Max.MemGBPerNode > 0 && j.Max.MemGBPerNode < perNode:

@@ -1654,6 +1654,60 @@ func TestMaxMemPerCPUWithinMemBound(t *testing.T) {
 	}
 }
 
+// The rubick policies grow a job on a node within the memory it has free
+// (and the job's bound per node, Max.MemGBPerNode) by what it books there
+// under its partition's MaxMemPerCPU: the default per GPU cut to its CPUs.
+// On a node of 40 GB, a job asking for 4 GPUs and 16 CPUs under 2 GB per
+// CPU books 8 GB a GPU and gets its 4 GPUs, as fifo starts it, not the 2
+// the uncut 16 GB a GPU allow; under a bound of 10 GB per node it gets 1,
+// and under 6 it waits, told that one GPU books 8 GB. CPUs that pay are
+// given only as far as the node's memory holds what they book, where a
+// plan still fits.
+func TestMaxMemPerCPUWithinNodeMem(t *testing.T) {
+	na := func(gpus, cpus int, memGB float64) []policy.NodeAlloc {
+		return []policy.NodeAlloc{{Node: "n0", GPUs: gpus, CPUs: cpus, MemGB: memGB}}
+	}
+	rubicks := []string{"rubick", "rubick-r", "sia"}
+	for _, tc := range []struct {
+		name    string
+		model   string
+		perCPU  float64
+		nodeMem float64
+		perNode float64 // Max.MemGBPerNode
+		pols    []string
+		want    []policy.NodeAlloc
+		detail  string
+	}{
+		{"2 GB per CPU, 40 GB free", "small", 2, 40, 0, rubicks, na(4, 16, 32), ""},
+		{"no MaxMemPerCPU, 40 GB free: 16 GB a GPU", "small", 0, 40, 0, rubicks, na(2, 8, 32), ""},
+		{"2 GB per CPU, a bound of 40 GB per node", "small", 2, 1600, 40, rubicks, na(4, 16, 32), ""},
+		{"2 GB per CPU, a bound of 10 GB per node", "small", 2, 1600, 10, rubicks, na(1, 4, 8), ""},
+		{"2 GB per CPU, a bound per node below one GPU", "small", 2, 1600, 6, rubicks, nil, "is below the 8 GB one GPU books"},
+		// sia gives no CPUs past those that come with the GPUs.
+		{"2 GB per CPU, 40 GB free, CPUs that pay", "hungry", 2, 40, 0, []string{"rubick", "rubick-r"}, na(4, 20, 40), ""},
+	} {
+		j := pt.NewJob("a", tc.model).GPUs(4).CPUs(16).Obj()
+		j.MaxMemPerCPUGB, j.Max.MemGBPerNode = tc.perCPU, tc.perNode
+		nodes := pt.Cluster(1, 8)
+		nodes[0].MemGB = tc.nodeMem
+		models := pt.Models()
+		models["hungry"] = cpuHungry{&pt.Fake{S: pt.Specs()["small"]}}
+		s, err := policy.NewSnapshot(pt.Epoch, nodes, []policy.Job{j}, nil, models, 260*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pol := range tc.pols {
+			a := actionOf(t, pol, s, "a")
+			if d := cmp.Diff(tc.want, a.Alloc); d != "" {
+				t.Errorf("%s, %s: %s (%s), allocation (-want +got):\n%s", tc.name, pol, a.Kind, a.Detail, d)
+			}
+			if !strings.Contains(a.Detail, tc.detail) {
+				t.Errorf("%s, %s: detail %q, want it to say %q", tc.name, pol, a.Detail, tc.detail)
+			}
+		}
+	}
+}
+
 // A queued job takes no more of the GPUs a victim frees than its room: on
 // a node a best-effort job holds whole, one asking for 4 GPUs under a
 // memory bound of 20 GB (16 GB a GPU) takes 1 of the 4 the victim frees
