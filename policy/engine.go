@@ -372,8 +372,8 @@ func maxCPUsPerGPU(s *Snapshot) int {
 
 // minGPUs is the fewest GPUs js's Min takes, whatever its request: its
 // GPUs, one on each of its nodes, those its CPUs come with, and, packed,
-// those whose host memory (as booked whatever the plan) reaches its
-// memory.
+// those whose host memory (as booked whatever the plan, with the CPUs
+// that come with them: leastMemOn) reaches its memory.
 func (r *round) minGPUs(js *jstate) int {
 	m := js.j.Min
 	g := max(m.GPUs, m.Nodes, (m.CPUs+js.cpg-1)/max(js.cpg, 1))
@@ -383,7 +383,7 @@ func (r *round) minGPUs(js *jstate) int {
 	for k := max(g, 1); k <= r.gpuTotal; k++ {
 		mem := 0.0
 		for _, n := range PackedPlacement(k, r.nodeGPUs) {
-			mem += js.j.hostMem(r.e.cfg.HostMemPerGPUGB, n, js.hostBase, js.hostBase)
+			mem += r.leastMemOn(js, n, js.cpg*n)
 		}
 		if mem+1e-9 >= m.MemGB {
 			return k
@@ -844,7 +844,8 @@ func (r *round) cpuFor(js *jstate, n, k int) (int, bool) {
 }
 
 // minMet reports whether js holding slots (gpus GPUs) is at least its Min:
-// memory as booked on each node whatever the plan, which no plan lowers.
+// memory as booked on each node whatever the plan (leastMemOn: under
+// MaxMemPerCPU, cut to its CPUs there), which no plan lowers.
 func (r *round) minMet(js *jstate, slots []slot, gpus int) bool {
 	m := js.j.Min
 	if m == (Size{}) {
@@ -854,7 +855,7 @@ func (r *round) minMet(js *jstate, slots []slot, gpus int) bool {
 	for _, s := range slots {
 		if s.gpus > 0 {
 			nodes++
-			mem += js.j.hostMem(r.e.cfg.HostMemPerGPUGB, s.gpus, js.hostBase, js.hostBase)
+			mem += r.leastMemOn(js, s.gpus, s.cpus)
 		}
 		cpus += s.cpus
 	}

@@ -1277,6 +1277,48 @@ func TestJobMin(t *testing.T) {
 	}
 }
 
+// A job's Min of memory is met by what it books as Slurm allocates it:
+// under its partition's MaxMemPerCPU, the default per GPU cut to its CPUs.
+// A job on 4 GPUs with 16 CPUs under 2 GB per CPU books 32 GB, below a
+// minimum of 40 GB (Slurm would hold it, as fifo leaves it queued), so
+// rubick grows it to 8 GPUs and 64 GB; held to 4 GPUs it waits. Held to
+// its request, it may grow to the 8 GPUs a minimum of 64 GB takes (not
+// the 4 that book 64 GB uncut). Without MaxMemPerCPU its 4 GPUs book 64
+// GB, and so they do without a minimum.
+func TestJobMinMemMaxMemPerCPU(t *testing.T) {
+	na := func(node string, gpus, cpus int, memGB float64) policy.NodeAlloc {
+		return policy.NodeAlloc{Node: node, GPUs: gpus, CPUs: cpus, MemGB: memGB}
+	}
+	for _, tc := range []struct {
+		name        string
+		perCPU, min float64
+		maxGPUs     int
+		within      bool // held to its request
+		want        []policy.NodeAlloc
+		detail      string
+	}{
+		{"2 GB per CPU, no minimum", 2, 0, 0, false, []policy.NodeAlloc{na("n0", 4, 16, 32)}, ""},
+		{"2 GB per CPU, at least 40 GB", 2, 40, 0, false, []policy.NodeAlloc{na("n0", 4, 16, 32), na("n1", 4, 16, 32)}, ""},
+		{"2 GB per CPU, at least 40 GB, 4 GPUs at most", 2, 40, 4, false, nil, "needs at least 40 GB"},
+		{"no MaxMemPerCPU, at least 40 GB", 0, 40, 0, false, []policy.NodeAlloc{na("n0", 4, 16, 64)}, ""},
+		{"2 GB per CPU, at least 64 GB, held to its request", 2, 64, 0, true, []policy.NodeAlloc{na("n0", 4, 16, 32), na("n1", 4, 16, 32)}, ""},
+	} {
+		j := pt.NewJob("a", "big").GPUs(2).CPUs(8).Obj()
+		j.MaxMemPerCPUGB, j.Min.MemGB, j.Max.GPUs, j.WithinRequest = tc.perCPU, tc.min, tc.maxGPUs, tc.within
+		s, err := policy.NewSnapshot(pt.Epoch.Add(time.Hour), pt.Cluster(4, 4), []policy.Job{j}, nil, pt.Models(), 260*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := actionOf(t, "rubick", s, "a")
+		if d := cmp.Diff(tc.want, a.Alloc); d != "" {
+			t.Errorf("%s: %s (%s), allocation (-want +got):\n%s", tc.name, a.Kind, a.Detail, d)
+		}
+		if !strings.Contains(a.Detail, tc.detail) {
+			t.Errorf("%s: detail %q, want it to say %q", tc.name, a.Detail, tc.detail)
+		}
+	}
+}
+
 // A job's NodeQuota (a Slurm group's node limit, which counts a node the
 // group's jobs share once) lets it span at most New nodes outside Shared,
 // with every policy; without the quota rubick spreads the job over n0 and
