@@ -2118,7 +2118,7 @@ func (r *round) memFits(js *jstate, plan model.Plan, memFree []float64, reserve 
 		a := allocs[i]
 		more := a.CPUs - s.cpus
 		if a.MemGB > memFree[s.node]+1e-9 || !js.j.memOnNode(a.MemGB) ||
-			more > r.nodes[s.node].freeCPU || js.j.Max.CPUsPerNode > 0 && more > 0 && a.CPUs > js.j.Max.CPUsPerNode {
+			more > r.nodes[s.node].freeCPU || !js.j.raiseWithin(s.cpus, a.CPUs, js.j.Max.CPUsPerNode) {
 			return false
 		}
 		total += a.MemGB
@@ -2128,7 +2128,7 @@ func (r *round) memFits(js *jstate, plan model.Plan, memFree []float64, reserve 
 		return false
 	}
 	if extra > 0 {
-		if _, gc := r.groupFree(js); extra > gc || js.j.Max.CPUs > 0 && js.cpus()+extra > js.j.Max.CPUs {
+		if _, gc := r.groupFree(js); extra > gc || !js.j.raiseWithin(js.cpus(), js.cpus()+extra, js.j.Max.CPUs) {
 			return false
 		}
 	}

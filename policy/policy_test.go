@@ -1564,8 +1564,11 @@ func (o offloadFast) BestPlan(r model.Resources, allow func(model.Plan) bool) (m
 // allow, taken from the node's free CPUs, so the next job sees what is
 // left (b starts on n1, or with synergy's fewer CPUs beside a); no start,
 // and no switch to a faster plan (rubick-e), where those CPUs are not
-// free; and the default per GPU cut to its CPUs, which fits a node with
-// less free memory than the default. a asks for 4 GPUs and 16 CPUs.
+// free or take the job past its CPU bounds (Max.CPUs, Max.CPUsPerNode),
+// which Slurm would hold it for: b starts in its place, and rubick-e runs
+// a faster plan within them; and the default per GPU cut to its CPUs,
+// which fits a node with less free memory than the default. a asks for 4
+// GPUs and 16 CPUs.
 func TestQueueMaxMemPerCPU(t *testing.T) {
 	nodes := func(n, cpus int, memGB float64) []policy.Node {
 		out := pt.Cluster(n, 8)
@@ -1581,6 +1584,8 @@ func TestQueueMaxMemPerCPU(t *testing.T) {
 	}
 	offload := job("big", 2, 0)
 	offload.Request.Plan = model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 2, Accum: 1, ZeRO: 2, Offload: true}
+	bounded, boundedNode := offload, offload
+	bounded.Max.CPUs, boundedNode.Max.CPUsPerNode = 32, 32
 	fast := job("fast", 2, 0)
 	fast.Request.Plan = model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 2, Accum: 1, ZeRO: 2}
 	b := pt.NewJob("b", "small").GPUs(4).CPUs(16).SubmittedAt(time.Second).Obj()
@@ -1594,23 +1599,32 @@ func TestQueueMaxMemPerCPU(t *testing.T) {
 		nodes []policy.Node
 		jobs  []policy.Job
 		want  map[string][]policy.NodeAlloc // by job; nil: queued
+		why   string                        // in a's detail
 	}{
 		{"--mem=128G under 4 GB per CPU: 32 CPUs", requested, nodes(2, 40, 1600), []policy.Job{job("small", 4, 128), b},
-			map[string][]policy.NodeAlloc{"a": {na("n0", 4, 32, 128)}, "b": {na("n1", 4, 16, 64)}}},
+			map[string][]policy.NodeAlloc{"a": {na("n0", 4, 32, 128)}, "b": {na("n1", 4, 16, 64)}}, ""},
 		{"--mem=128G under 4 GB per CPU, CPUs tuned", []string{"synergy"}, nodes(2, 40, 1600), []policy.Job{job("small", 4, 128), b},
-			map[string][]policy.NodeAlloc{"a": {na("n0", 4, 32, 128)}, "b": {na("n0", 4, 4, 64)}}},
+			map[string][]policy.NodeAlloc{"a": {na("n0", 4, 32, 128)}, "b": {na("n0", 4, 4, 64)}}, ""},
 		{"--mem=128G under 4 GB per CPU, 24 CPUs", append(requested, "synergy"), nodes(1, 24, 1600), []policy.Job{job("small", 4, 128)},
-			map[string][]policy.NodeAlloc{"a": nil}},
+			map[string][]policy.NodeAlloc{"a": nil}, "needs 4 GPUs per node with a CPU per 4 GB of its memory (MaxMemPerCPU)"},
 		{"84 GB of offloaded states under 2 GB per CPU: 42 CPUs", []string{"fifo", "antman", "rubick-n"}, nodes(2, 48, 1600), []policy.Job{offload, b},
-			map[string][]policy.NodeAlloc{"a": {na("n0", 4, 42, 84)}, "b": {na("n1", 4, 16, 64)}}},
+			map[string][]policy.NodeAlloc{"a": {na("n0", 4, 42, 84)}, "b": {na("n1", 4, 16, 64)}}, ""},
 		{"84 GB of offloaded states under 2 GB per CPU, CPUs tuned", []string{"synergy"}, nodes(2, 48, 1600), []policy.Job{offload, b},
-			map[string][]policy.NodeAlloc{"a": {na("n0", 4, 42, 84)}, "b": {na("n0", 4, 4, 64)}}},
+			map[string][]policy.NodeAlloc{"a": {na("n0", 4, 42, 84)}, "b": {na("n0", 4, 4, 64)}}, ""},
+		{"42 CPUs for offloaded states, over a bound of 32", []string{"fifo", "antman", "rubick-n"}, nodes(1, 48, 1600), []policy.Job{bounded, b},
+			map[string][]policy.NodeAlloc{"a": nil, "b": {na("n0", 4, 16, 64)}}, "needs 4 GPUs per node with a CPU per 2 GB of its memory (MaxMemPerCPU), within 32 CPUs"},
+		{"42 CPUs for offloaded states, over a bound of 32 per node", []string{"fifo", "antman", "rubick-n"}, nodes(1, 48, 1600), []policy.Job{boundedNode, b},
+			map[string][]policy.NodeAlloc{"a": nil, "b": {na("n0", 4, 16, 64)}}, "(MaxMemPerCPU), within 32 CPUs per node"},
+		{"42 CPUs for offloaded states, over a bound of 32, CPUs tuned", []string{"synergy"}, nodes(1, 48, 1600), []policy.Job{bounded, b},
+			map[string][]policy.NodeAlloc{"a": nil, "b": {na("n0", 4, 4, 64)}}, ""},
+		{"42 CPUs for offloaded states, over a bound of 32, a faster plan within it", []string{"rubick-e"}, nodes(1, 48, 1600), []policy.Job{bounded, b},
+			map[string][]policy.NodeAlloc{"a": {na("n0", 4, 16, 32)}, "b": {na("n0", 4, 16, 64)}}, ""},
 		{"an offloading plan faster, its 42 CPUs free", []string{"rubick-e"}, nodes(1, 48, 1600), []policy.Job{fast},
-			map[string][]policy.NodeAlloc{"a": {na("n0", 4, 42, 84)}}},
+			map[string][]policy.NodeAlloc{"a": {na("n0", 4, 42, 84)}}, ""},
 		{"an offloading plan faster, 40 CPUs", []string{"rubick-e"}, nodes(1, 40, 1600), []policy.Job{fast},
-			map[string][]policy.NodeAlloc{"a": {na("n0", 4, 16, 32)}}},
+			map[string][]policy.NodeAlloc{"a": {na("n0", 4, 16, 32)}}, ""},
 		{"default per GPU cut to 32 GB on a node of 40", requested, nodes(1, 96, 40), []policy.Job{job("small", 2, 0)},
-			map[string][]policy.NodeAlloc{"a": {na("n0", 4, 16, 32)}}},
+			map[string][]policy.NodeAlloc{"a": {na("n0", 4, 16, 32)}}, ""},
 	} {
 		models := pt.Models()
 		models["fast"] = offloadFast{&pt.Fake{S: pt.Specs()["big"]}}
@@ -1620,11 +1634,18 @@ func TestQueueMaxMemPerCPU(t *testing.T) {
 		}
 		for _, pol := range tc.pols {
 			got := map[string][]policy.NodeAlloc{}
+			why := ""
 			for _, a := range decide(t, pol, s).Actions {
 				got[a.JobID] = a.Alloc
+				if a.JobID == "a" {
+					why = a.Detail
+				}
 			}
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Errorf("%s, %s: allocations (-want +got):\n%s", tc.name, pol, d)
+			}
+			if !strings.Contains(why, tc.why) {
+				t.Errorf("%s, %s: a's detail %q, want it to say %q", tc.name, pol, why, tc.why)
 			}
 		}
 	}

@@ -148,8 +148,16 @@ func (q *queue) Decide(ctx context.Context, s *Snapshot) (Plan, error) {
 			}
 		}
 		if !ok {
-			actions[j.ID] = Action{Kind: Keep, JobID: j.ID, Reason: ReasonNoResources,
-				Detail: fmt.Sprintf("needs %s GPUs per node", model.Placement(pl))}
+			detail := fmt.Sprintf("needs %s GPUs per node", model.Placement(pl))
+			if j.MaxMemPerCPUGB > 0 {
+				// The CPUs Slurm gives it for its memory may be what it
+				// waits for, or take it past its bounds.
+				detail += fmt.Sprintf(" with a CPU per %.3g GB of its memory (MaxMemPerCPU)", j.MaxMemPerCPUGB)
+				if m := j.Max; m.CPUs > 0 || m.CPUsPerNode > 0 {
+					detail += ", within " + Size{CPUs: m.CPUs, CPUsPerNode: m.CPUsPerNode}.String()
+				}
+			}
+			actions[j.ID] = Action{Kind: Keep, JobID: j.ID, Reason: ReasonNoResources, Detail: detail}
 			if head == nil && q.kind.backfill {
 				head = j
 				shadow, shadowT = q.shadow(s, free, j, pl, actions)
@@ -239,6 +247,9 @@ func (q *queue) predict(s *Snapshot, j *Job, plan model.Plan, pl model.Placement
 // A node fits with the fewest CPUs the job starts with, as Slurm raises
 // them for the memory start books there with the requested plan
 // (nodeAlloc), and the least memory any plan books there (cut to them).
+// Raised past the job's CPU bounds (Max.CPUsPerNode, Max.CPUs), Slurm
+// would hold it: nothing fits, unless the policy may switch to a plan that
+// keeps within them (rubick-e: hostFits).
 func (q *queue) fit(s *Snapshot, free []qnode, pl model.Placement, j *Job) ([]int, bool) {
 	est := s.Models[j.Model]
 	need, base := est.Memory(j.Request.Plan, pl.Canonical()).HostGBNode, hostBase(est, j.Request.Plan)
@@ -253,23 +264,26 @@ func (q *queue) fit(s *Snapshot, free []qnode, pl model.Placement, j *Job) ([]in
 	if j.NodeQuota != nil {
 		newLeft = j.NodeQuota.New
 	}
+	asked, raised := 0, 0 // CPUs over the parts placed
+	bound := !q.kind.bestPlan
 	for _, i := range order {
 		g := pl[i]
-		best, bestNew := -1, false
+		c := q.minCPUs(j, g)
+		best, bestNew, bestCPUs := -1, false, 0
 		for n := range free {
 			name := s.Nodes[n].Name
 			isNew := j.newNode(name)
 			if used[n] || !j.may(name) || isNew && newLeft <= 0 || free[n].gpus < g {
 				continue
 			}
-			c := q.minCPUs(j, g)
 			cpus, _ := q.nodeAlloc(j, g, c, need, base, free[n].mem)
-			if _, least := j.slurmAlloc(j.hostMem(q.cfg.HostMemPerGPUGB, g, 0, 0), g, c, 0, 0); free[n].cpus < cpus || free[n].mem < least {
+			if _, least := j.slurmAlloc(j.hostMem(q.cfg.HostMemPerGPUGB, g, 0, 0), g, c, 0, 0); free[n].cpus < cpus || free[n].mem < least ||
+				bound && !j.raiseWithin(c, cpus, j.Max.CPUsPerNode) {
 				continue
 			}
 			// A shared node first: it leaves the quota to the parts after.
 			if best < 0 || bestNew && !isNew || bestNew == isNew && free[n].gpus < free[best].gpus {
-				best, bestNew = n, isNew
+				best, bestNew, bestCPUs = n, isNew, cpus
 			}
 		}
 		if best < 0 {
@@ -280,6 +294,10 @@ func (q *queue) fit(s *Snapshot, free []qnode, pl model.Placement, j *Job) ([]in
 		}
 		used[best] = true
 		out[i] = best
+		asked, raised = asked+c, raised+bestCPUs
+	}
+	if bound && !j.raiseWithin(asked, raised, j.Max.CPUs) {
+		return nil, false
 	}
 	return out, true
 }
@@ -389,17 +407,16 @@ func (q *queue) start(s *Snapshot, free []qnode, nodes []int, pl model.Placement
 // for that memory (slurmAlloc), fit there and within what j may have.
 func (q *queue) hostFits(j *Job, est Estimator, plan model.Plan, pl model.Placement, nodes []int, alloc []NodeAlloc, free []qnode) bool {
 	h, base := est.Memory(plan, pl.Canonical()).HostGBNode, hostBase(est, plan)
-	total, extra := 0.0, 0
+	total, raised := 0.0, 0
 	for i, n := range nodes {
 		cpus, m := j.slurmAlloc(j.hostMem(q.cfg.HostMemPerGPUGB, pl[i], h, base), pl[i], alloc[i].CPUs, h, base)
-		more := cpus - alloc[i].CPUs
-		if m > free[n].mem || !j.memOnNode(m) || cpus > free[n].cpus || more > 0 && j.Max.CPUsPerNode > 0 && cpus > j.Max.CPUsPerNode {
+		if m > free[n].mem || !j.memOnNode(m) || cpus > free[n].cpus || !j.raiseWithin(alloc[i].CPUs, cpus, j.Max.CPUsPerNode) {
 			return false
 		}
 		total += m
-		extra += more
+		raised += cpus
 	}
-	return j.memWithin(total) && (extra == 0 || j.Max.CPUs <= 0 || cpusOf(alloc)+extra <= j.Max.CPUs)
+	return j.memWithin(total) && j.raiseWithin(cpusOf(alloc), raised, j.Max.CPUs)
 }
 
 // shadow returns the free capacity at the moment the head job could start

@@ -362,6 +362,14 @@ func (j *Job) slurmAlloc(mem float64, g, cpus int, need, base float64) (int, flo
 	return raised, cut
 }
 
+// raiseWithin reports whether Slurm raising the job's CPUs from asked to
+// cpus for its memory (slurmAlloc) keeps them within limit, Max.CPUs over
+// the job or Max.CPUsPerNode on a node (0: none): a policy keeps what it
+// asks for within them itself, and Slurm holds a job raised past them.
+func (j *Job) raiseWithin(asked, cpus, limit int) bool {
+	return cpus <= asked || limit <= 0 || cpus <= limit
+}
+
 // hostMem is the host memory a policy books for the job on a node holding
 // g of its GPUs, with a plan whose host need there is need, base of it what
 // any plan needs (offloaded states are the rest): the default per GPU
