@@ -357,8 +357,11 @@ func (r groupRoom) full(use map[slurm.Group]slurm.GroupLimits, minMem int64) (wh
 // memory limit: what it asked for with one GPU on one node, when it asked
 // for memory (the policy books that alone then: per GPU for
 // --mem-per-gpu, per node otherwise); else the policy's default for one
-// GPU and what a node needs whatever the plan.
-func oneGPUMem(cfg Config, e policy.Estimator, j slurm.Job) int64 {
+// GPU and what a node needs whatever the plan, as Slurm allocates it
+// under its partition's MaxMemPerCPU (perCPUMB MiB; 0: none): cut to the
+// CPUs that come with the GPU (its request's per GPU, and no fewer than
+// the policy gives it), as the policy books it.
+func oneGPUMem(cfg Config, e policy.Estimator, j slurm.Job, perCPUMB int64) int64 {
 	if j.MemPerGPUMB > 0 {
 		return j.MemPerGPUMB
 	}
@@ -367,7 +370,9 @@ func oneGPUMem(cfg Config, e policy.Estimator, j slurm.Job) int64 {
 		return req.MemMB
 	}
 	plan := model.Plan{DP: 1, TP: 1, PP: 1, MicroBatch: 1, Accum: max(e.Spec().GlobalBatch, 1)}
-	return int64(math.Ceil((cfg.Policy.HostMemPerGPUGB + e.Memory(plan, model.Placement{1}).HostGBNode) * 1024))
+	cpus := max(req.CPUs/max(req.Nodes*req.GPUsPerNode, 1), cfg.Policy.Config().MinCPUsPerGPU, j.CPUsPerGPU)
+	gb := policy.DefaultMemGB(cfg.Policy.HostMemPerGPUGB, 1, cpus, e.Memory(plan, model.Placement{1}).HostGBNode, float64(perCPUMB)/1024)
+	return int64(math.Ceil(gb * 1024))
 }
 
 // jobMinutes is what a job's TRES-minute limits leave it: GPU-, CPU-,
@@ -1436,7 +1441,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 		room := roomOf(groups, v.usage, j, v.gpuTypes, now)
 		var minMem int64
 		if (room.mem >= 0 || room.memMins >= 0 || lim.MemMins > 0) && j.State == slurm.StatePending {
-			minMem = oneGPUMem(cfg, e, j)
+			minMem = oneGPUMem(cfg, e, j, in.Limits.Partitions[part].MaxMemPerCPUMB)
 		}
 		if why, full := room.full(v.usage, minMem); full && j.State == slurm.StatePending {
 			// Slurm would hold it back whatever its size: it stays held
@@ -1494,7 +1499,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			types = j.GPUTypes
 		}
 		weights := in.Limits.Partitions[part].Billing.ForTypes(types)
-		if !v.billBounds(j, weights, billRooms(lim, room, v.usage, mins.limit), &lim, &bound, held, func() int64 { return oneGPUMem(cfg, e, j) }) {
+		if !v.billBounds(j, weights, billRooms(lim, room, v.usage, mins.limit), &lim, &bound, held, func() int64 { return oneGPUMem(cfg, e, j, in.Limits.Partitions[part].MaxMemPerCPUMB) }) {
 			continue
 		}
 		if bound.GPUs > 0 {

@@ -362,6 +362,19 @@ func (j *Job) slurmAlloc(mem float64, g, cpus int, need, base float64) (int, flo
 	return raised, cut
 }
 
+// DefaultMemGB is the host memory a policy books, whatever the plan, for
+// a job that asked for none on a node holding g of its GPUs and cpus of
+// its CPUs, where any plan needs base GB: def per GPU
+// (Config.HostMemPerGPUGB) and base, as Slurm allocates it (slurmAlloc)
+// under the job's partition's MaxMemPerCPU, maxMemPerCPU GB (0: none): cut
+// to those CPUs, never below base. rubickd checks its memory limits'
+// room against it.
+func DefaultMemGB(def float64, g, cpus int, base, maxMemPerCPU float64) float64 {
+	j := Job{MaxMemPerCPUGB: maxMemPerCPU}
+	_, mem := j.slurmAlloc(j.hostMem(def, g, base, base), g, cpus, base, base)
+	return mem
+}
+
 // raiseWithin reports whether Slurm raising the job's CPUs from asked to
 // cpus for its memory (slurmAlloc) keeps them within limit, Max.CPUs over
 // the job or Max.CPUsPerNode on a node (0: none): a policy keeps what it
