@@ -73,9 +73,9 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	if help, err := parseFlags(fset, args); help || err != nil {
 		return err
 	}
-	given := false
-	fset.Visit(func(f *flag.Flag) { given = given || f.Name == "store" })
-	if !given {
+	set := map[string]bool{}
+	fset.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["store"] {
 		// The store explain and queue read, where the site sets it; still
 		// optional: users without one get sacct's report.
 		*storePath = env.getenv(storeEnv)
@@ -101,8 +101,6 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 		}
 		loc = l
 	}
-	set := map[string]bool{}
-	fset.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	now := env.now().In(loc)
 	var o report.Options
 	var err error
