@@ -798,10 +798,11 @@ func resizedBy(j slurm.Job, s store.Action) (slurm.Tag, bool) {
 const minOwnRestarts = 2
 
 // jobFacts reads what the store knows of the jobs with a model type: what
-// their launch lines cannot express, as their rubick-srun reported it (or,
-// before a job's first start, as its batch script's rubick-srun line says,
-// else as its user's last job of that model type reported), and, with
-// measure_restart_cost, what their own restarts cost.
+// their launch lines cannot express and the global batch they train with,
+// as their rubick-srun reported it (or, until a job reports its own, as
+// its batch script's rubick-srun line says, else as its user's last job of
+// that model type reported; the batch of one that ran, as the plan it ran
+// says), and, with measure_restart_cost, what their own restarts cost.
 func (d *Daemon) jobFacts(ctx context.Context, jobs []slurm.Job) (map[int]JobFacts, error) {
 	var keys []store.LaunchKey
 	var ids []int64
