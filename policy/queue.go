@@ -269,6 +269,7 @@ func (q *queue) fit(s *Snapshot, free []qnode, pl model.Placement, j *Job) ([]in
 	for _, i := range order {
 		g := pl[i]
 		c := q.minCPUs(j, g)
+		_, least := j.slurmAlloc(j.hostMem(q.cfg.HostMemPerGPUGB, g, 0, 0), g, c, 0, 0)
 		best, bestNew, bestCPUs := -1, false, 0
 		for n := range free {
 			name := s.Nodes[n].Name
@@ -277,8 +278,7 @@ func (q *queue) fit(s *Snapshot, free []qnode, pl model.Placement, j *Job) ([]in
 				continue
 			}
 			cpus, _ := q.nodeAlloc(j, g, c, need, base, free[n].mem)
-			if _, least := j.slurmAlloc(j.hostMem(q.cfg.HostMemPerGPUGB, g, 0, 0), g, c, 0, 0); free[n].cpus < cpus || free[n].mem < least ||
-				bound && !j.raiseWithin(c, cpus, j.Max.CPUsPerNode) {
+			if free[n].cpus < cpus || free[n].mem < least || bound && !j.raiseWithin(c, cpus, j.Max.CPUsPerNode) {
 				continue
 			}
 			// A shared node first: it leaves the quota to the parts after.
