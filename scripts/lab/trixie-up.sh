@@ -137,7 +137,8 @@ chmod 400 "$R/etc/munge/munge.key"
     echo "AccountingStorageHost=localhost"
     echo "AccountingStoragePort=$DBD_PORT"
     echo "AccountingStorageEnforce=associations,limits,qos"
-    echo "AccountingStorageTRES=gres/gpu"
+    # the GPU types too, as the 22.05 lab: limits on one type hold
+    echo "AccountingStorageTRES=gres/gpu,gres/gpu:a100,gres/gpu:h100"
   else
     # no AccountingStorageTRES=gres/gpu: 24.11 makes it fatal without slurmdbd
     echo "AccountingStorageType=accounting_storage/none"
@@ -165,13 +166,23 @@ chmod 400 "$R/etc/munge/munge.key"
   echo "JobRequeue=1"
   echo "KillWait=5"
   for i in $(seq 1 "$NODES"); do
+    # two GPU kinds, as GRES types and as features, as in the 22.05 lab
+    # (the first half a100)
+    feature=h100; [ "$i" -le $((NODES / 2)) ] && feature=a100
     echo "NodeName=node$i NodeHostname=$HN NodeAddr=127.0.0.1 Port=$((SLURMD_PORT_BASE + i)) CPUs=64" \
-      "Boards=1 SocketsPerBoard=2 CoresPerSocket=32 ThreadsPerCore=1 RealMemory=512000 Gres=gpu:$GPUS,lscratch:1000 State=UNKNOWN"
+      "Boards=1 SocketsPerBoard=2 CoresPerSocket=32 ThreadsPerCore=1 RealMemory=512000 Gres=gpu:$feature:$GPUS,lscratch:1000" \
+      "Feature=$feature State=UNKNOWN"
   done
   echo "PartitionName=gpu Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP"
 } > "$R/etc/slurm/slurm.conf"
-printf 'AutoDetect=off\nNodeName=node[1-%s] Name=gpu File=%s/dev/nvidia[0-%s]\nNodeName=node[1-%s] Name=lscratch Count=1000\n' \
-  "$NODES" "$L" "$((GPUS - 1))" "$NODES" > "$R/etc/slurm/gres.conf"
+{
+  echo "AutoDetect=off"
+  for i in $(seq 1 "$NODES"); do
+    feature=h100; [ "$i" -le $((NODES / 2)) ] && feature=a100
+    echo "NodeName=node$i Name=gpu Type=$feature File=$L/dev/nvidia[0-$((GPUS - 1))]"
+    echo "NodeName=node$i Name=lscratch Count=1000"
+  done
+} > "$R/etc/slurm/gres.conf"
 # 24.11 can run without any cgroup plugin
 echo "CgroupPlugin=disabled" > "$R/etc/slurm/cgroup.conf"
 

@@ -56,9 +56,17 @@ func restAgainstSlurm2411(t *testing.T, version string) {
 	if len(nodes) < 2 {
 		t.Fatalf("%d nodes, want the lab's 4", len(nodes))
 	}
-	for _, n := range nodes {
+	for i, n := range nodes {
 		if n.GPUs != 8 || n.CPUs <= 0 || n.MemMB <= 0 {
 			t.Errorf("node %+v: want 8 GPUs and positive CPUs and memory", n)
+		}
+		// The lab's first half of nodes has a100s, the rest h100s.
+		want := []string{"h100"}
+		if i < len(nodes)/2 {
+			want = []string{"a100"}
+		}
+		if !slices.Equal(n.GPUTypes, want) {
+			t.Errorf("node %s: GPU types %v, want %v", n.Name, n.GPUTypes, want)
 		}
 	}
 
@@ -181,8 +189,9 @@ func runArgv(argv ...string) error {
 }
 
 // On 24.11 too: a --gpus job is resized to a per-node count (its per-job
-// request cleared), and a held job array is split, its last record then
-// started under ARRAY_TASK.
+// request cleared), a job asking for a GPU type keeps it when resized, and
+// a held job array is split, its last record then started under
+// ARRAY_TASK.
 func TestGPUsPerJobAndArrays2411(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -224,6 +233,18 @@ func TestGPUsPerJobAndArrays2411(t *testing.T) {
 	}
 	if j := running(id); j.GPUs != 4 {
 		t.Errorf("--gpus=2 job resized to 4 per node runs with %d GPUs", j.GPUs)
+	}
+
+	typed := sbatch("--gres=gpu:h100:1")
+	if j, err := c.Job(ctx, typed); err != nil || !slices.Equal(j.GPUTypes, []string{"h100"}) || j.GPUsPerNode != 1 {
+		t.Fatalf("--gres=gpu:h100:1 job %d: types %v, %d GPUs per node (%v); want h100, 1", typed, j.GPUTypes, j.GPUsPerNode, err)
+	}
+	if res := app.ApplyOne(ctx, slurm.Action{Kind: slurm.ActionStart, JobID: typed, NumNodes: 1, GPUsPerNode: 2, CPUsPerTask: 2}); res.Err != nil {
+		t.Fatalf("start of the typed job: %v (steps %+v)", res.Err, res.Steps)
+	}
+	if j := running(typed); j.GPUs != 2 || !slices.Equal(j.GPUTypes, []string{"h100"}) || len(j.NodeList) != 1 ||
+		j.NodeList[0] != "node3" && j.NodeList[0] != "node4" {
+		t.Errorf("h100 job resized to 2 GPUs runs with %d of types %v on %v; want 2 h100s on node3 or node4", j.GPUs, j.GPUTypes, j.NodeList)
 	}
 
 	arr := sbatch("--array=0-1%1", "--gres=gpu:1")
