@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os/user"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/rubick-sched/rubick/launch"
 	"github.com/rubick-sched/rubick/launch/report"
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/slurm"
@@ -29,7 +31,9 @@ type LearnStore interface {
 }
 
 // Learner turns the iteration times rubick-srun reports into stored
-// samples, and fits a model type without a fit once its samples suffice.
+// samples, and fits a model type without a fit once its samples suffice:
+// seven configurations, or, once a job reports its profiling phase over,
+// the launch.MinPartialProfileRuns configurations that phase measured.
 // When the current fit mispredicts the configurations measured since it was
 // made by more than Threshold, the Learner refits on every sample and lets
 // the refit replace the current fit only if, configuration by
@@ -57,6 +61,9 @@ type Learner struct {
 	// configurations at the last refit attempt: a refit is retried only
 	// when a new configuration has been measured since.
 	tried map[string]attempt
+	// phases is, per model type, the jobs that reported their profiling
+	// phase over since the type's last first-fit attempt.
+	phases map[string]map[int64]bool
 }
 
 type attempt struct {
@@ -98,13 +105,18 @@ func (l *Learner) Accept(ctx context.Context, uid uint32, s report.Sample) error
 		// Not the sample's fault (a locked store): the endpoint answers 503.
 		return fmt.Errorf("store the sample: %w", err)
 	}
+	l.markDirty(s.ModelType)
+	return nil
+}
+
+// markDirty has the next Refit look at model type mt.
+func (l *Learner) markDirty(mt string) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.dirty == nil {
 		l.dirty = map[string]bool{}
 	}
-	l.dirty[s.ModelType] = true
-	l.mu.Unlock()
-	return nil
+	l.dirty[mt] = true
 }
 
 // SetMaxConfigsPerJob changes MaxConfigsPerJob while samples arrive (a
@@ -196,7 +208,26 @@ func (l *Learner) AcceptLaunch(ctx context.Context, uid uint32, n report.Launch)
 	} else {
 		l.log().Debug("launch line reported", "job", id, "dialect", n.Dialect, "cannot", n.Cannot, "global_batch", n.GlobalBatch)
 	}
+	if n.Profiled {
+		l.phaseOver(n.ModelType, int64(id))
+	}
 	return nil
+}
+
+// phaseOver records that job id's profiling phase is over, for the next
+// Refit to fit its model type on what the phase measured.
+func (l *Learner) phaseOver(mt string, id int64) {
+	l.log().Info("profiling phase over", "job", id, "model", mt)
+	l.mu.Lock()
+	if l.phases == nil {
+		l.phases = map[string]map[int64]bool{}
+	}
+	if l.phases[mt] == nil {
+		l.phases[mt] = map[int64]bool{}
+	}
+	l.phases[mt][id] = true
+	l.mu.Unlock()
+	l.markDirty(mt)
 }
 
 // maxSampleRatio bounds how far a reported iteration time may be from the
@@ -279,12 +310,7 @@ func (l *Learner) Refit(ctx context.Context) ([]string, error) {
 			// The others are still refitted; this one is tried again at
 			// the next Refit, not only once new samples come.
 			errs = append(errs, fmt.Errorf("refit %s: %w", mt, err))
-			l.mu.Lock()
-			if l.dirty == nil {
-				l.dirty = map[string]bool{}
-			}
-			l.dirty[mt] = true
-			l.mu.Unlock()
+			l.markDirty(mt)
 			continue
 		}
 		if ok {
@@ -295,7 +321,16 @@ func (l *Learner) Refit(ctx context.Context) ([]string, error) {
 }
 
 func (l *Learner) refit(ctx context.Context, mt string) (bool, error) {
+	l.mu.Lock()
+	phases := maps.Clone(l.phases[mt])
+	l.mu.Unlock()
 	spec, err := l.Store.ModelType(ctx, mt)
+	if errors.Is(err, store.ErrNotFound) && len(phases) > 0 {
+		// A job's own report of a phase for a type without a spec
+		// (rubickd profiles only types with one): nothing to fit.
+		l.phasesSeen(mt, phases)
+		return false, nil
+	}
 	if err != nil {
 		return false, err
 	}
@@ -306,10 +341,15 @@ func (l *Learner) refit(ctx context.Context, mt string) (bool, error) {
 	cur, err := l.Store.CurrentFit(ctx, mt)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return l.fitNew(ctx, spec.Spec, stored)
+		ok, err := l.fitNew(ctx, spec.Spec, stored, phases)
+		if err == nil {
+			l.phasesSeen(mt, phases)
+		}
+		return ok, err
 	case err != nil:
 		return false, err
 	}
+	l.phasesSeen(mt, phases) // fitted already
 	// Samples reported since the current fit was made are the evidence
 	// against it; the rest (older reports, the shipped profile) it has seen.
 	var old, recent []model.Sample
@@ -380,19 +420,52 @@ func movedParams(only []string) string {
 	return strings.Join(only, ",")
 }
 
+// phasesSeen forgets the profiling phases a Refit of mt has dealt with;
+// phases reported since stay for the next.
+func (l *Learner) phasesSeen(mt string, seen map[int64]bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id := range seen {
+		delete(l.phases[mt], id)
+	}
+	if len(l.phases[mt]) == 0 {
+		delete(l.phases, mt)
+	}
+}
+
 // fitNew fits a model type that has no fit yet, once its samples identify
-// the parameters.
-func (l *Learner) fitNew(ctx context.Context, spec model.Spec, stored []store.StoredSample) (bool, error) {
+// the parameters: seven configurations, or, once a profiling phase of one
+// of the jobs in phases is over, the launch.MinPartialProfileRuns that
+// phase measured, with what they cannot identify held at its prior.
+func (l *Learner) fitNew(ctx context.Context, spec model.Spec, stored []store.StoredSample, phases map[int64]bool) (bool, error) {
 	samples := make([]model.Sample, len(stored))
+	var profiled []model.Sample
 	for i, s := range stored {
 		samples[i] = s.Sample
+		if phases[s.SourceJob] {
+			profiled = append(profiled, s.Sample)
+		}
 	}
 	// The seven samples a first fit needs are seven measured
 	// configurations: a run that reports every iteration would otherwise
 	// make two runs of a profiling phase a "fit", pinning what the other
 	// runs are there to show.
 	samples = model.Collapse(samples)
-	res, err := model.Fit(ctx, spec, l.Env, samples, model.FitOptions{})
+	var opts model.FitOptions
+	// A large model fails a phase's plain data-parallel runs for memory,
+	// and its next jobs' phases fail them again: what a phase measured is
+	// all its type gets. Samples reported any other way (a running job's)
+	// still wait for seven configurations, as refits do (docs/model.md,
+	// Online refits).
+	measured := len(model.Collapse(profiled))
+	switch {
+	case measured >= launch.MinPartialProfileRuns:
+		opts.AllowPartial = true
+	case len(phases) > 0:
+		l.log().Info("profiling phase measured too few configurations for a first fit of what they identify",
+			"model", spec.Name, "configurations", measured, "want", launch.MinPartialProfileRuns, "jobs", slices.Sorted(maps.Keys(phases)))
+	}
+	res, err := model.Fit(ctx, spec, l.Env, samples, opts)
 	if errors.Is(err, model.ErrTooFewSamples) {
 		l.log().Info("waiting for more samples", "model", spec.Name, "configurations", len(samples), "err", err)
 		return false, nil
@@ -404,7 +477,8 @@ func (l *Learner) fitNew(ctx context.Context, spec model.Spec, stored []store.St
 	if err != nil {
 		return false, err
 	}
-	l.log().Info("stored fit", "model", spec.Name, "rmsle", res.RMSLE, "samples", res.Samples, "current", fit.Current)
+	l.log().Info("stored fit", "model", spec.Name, "rmsle", res.RMSLE, "samples", res.Samples, "pinned", strings.Join(res.Pinned, ","),
+		"current", fit.Current)
 	return fit.Current, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -616,5 +617,157 @@ func TestRefitRetriedAfterAFailedWrite(t *testing.T) {
 	}
 	if len(fits) != 2 {
 		t.Errorf("%d fits stored, want the first and the refit", len(fits))
+	}
+}
+
+// gpt13bSpec is a model type too large for a profiling phase's plain
+// data-parallel runs on 80 GB GPUs (docs/admin-guide.md, Adding a model
+// type).
+func gpt13bSpec() model.Spec {
+	return model.Spec{Name: "gpt13b", Params: 13e9, Layers: 40, Hidden: 5120, Heads: 40, SeqLen: 2048, GlobalBatch: 64, ForwardMs: 23000}
+}
+
+// largePhase is what a profiling phase of gpt13b measures on 8 GPUs and
+// 96 CPUs, its iteration times truth's: the runs that fit memory, ZeRO-DP
+// on 8 GPUs, then ZeRO-Offload on 1 GPU with all the CPUs, on 8 GPUs, on
+// 1 GPU with half the CPUs and on 2 GPUs, three reports each.
+func largePhase(t *testing.T, truth model.Predictor, job int) []report.Sample {
+	t.Helper()
+	var out []report.Sample
+	for _, c := range []struct {
+		dp, cpus int
+		off      bool
+	}{{8, 96, false}, {1, 96, true}, {8, 96, true}, {1, 48, true}, {2, 96, true}} {
+		plan := model.Plan{DP: c.dp, TP: 1, PP: 1, MicroBatch: 1, Accum: truth.Spec.GlobalBatch / c.dp, ZeRO: 2, Offload: c.off}
+		res := model.Resources{Placement: model.Placement{c.dp}, CPUs: c.cpus}
+		b, err := truth.Predict(plan, res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for it := range 3 {
+			out = append(out, report.Sample{Version: report.SampleVersion, JobID: strconv.Itoa(job), ModelType: truth.Spec.Name,
+				Plan: plan.String(), Placement: res.Placement.String(), CPUs: c.cpus, Iteration: ptr(2 + it), IterS: b.Iter})
+		}
+	}
+	return out
+}
+
+// A model type whose profiling phases cannot run the plain data-parallel
+// runs gets its first fit from what a phase measured, once the job says
+// the phase is over, with the parameters those runs cannot identify
+// pinned at their priors. Samples reported any other way still wait for
+// seven configurations, and a phase that measured too little gives no fit.
+func TestFirstFitAfterProfilingPhase(t *testing.T) {
+	truth := model.Predictor{Spec: gpt13bSpec(), Params: model.Priors(), Env: model.DefaultEnv()}
+	truth.Params.KBwd, truth.Params.KOptOff, truth.Params.KConst = 2.4, 12, 0.05
+	// Each event is samples of a job's phase runs (configs: indices into
+	// largePhase), a launch notice, or a Refit.
+	type event struct {
+		job      int
+		configs  []int
+		notice   bool
+		profiled bool
+		refit    bool
+	}
+	samples := func(job int, configs ...int) event { return event{job: job, configs: configs} }
+	over := func(job int) event { return event{job: job, notice: true, profiled: true} }
+	refit := event{refit: true}
+	tests := map[string]struct {
+		events []event
+		pinned []string // nil: no fit
+		maxErr float64  // of the fit on each run of the phase
+	}{
+		"phase over": {events: []event{samples(5, 0, 1, 2, 3), refit, over(5)},
+			pinned: []string{"k_opt", "k_sync", "k_swap", "k_off", "k_3d"}, maxErr: 0.02},
+		"phase over, three configurations": {events: []event{samples(5, 1, 2, 3), over(5)},
+			pinned: []string{"k_opt_off", "k_opt", "k_sync", "k_swap", "k_off", "k_3d"}, maxErr: 0.11},
+		// Another job's configurations count in the fit, not towards the
+		// phase's minimum.
+		"phase over, and a running job's": {events: []event{samples(5, 1, 2, 3), samples(6, 0, 4), over(5)},
+			pinned: []string{"k_opt", "k_sync", "k_swap", "k_off", "k_3d"}, maxErr: 0.02},
+		"no notice":             {events: []event{samples(5, 0, 1, 2, 3, 4)}},
+		"notice of an old line": {events: []event{samples(5, 0, 1, 2, 3), {job: 5, notice: true}}},
+		"two configurations":    {events: []event{samples(5, 1, 2), samples(6, 0, 3, 4), over(5)}},
+		// Every run failed; what the job reports after its phase is a
+		// running job's.
+		"every run failed": {events: []event{over(5), refit, samples(5, 0, 1, 2, 3, 4)}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			l, st, _ := newLearner(t, measuringJob(5, "gpt13b"), measuringJob(6, "gpt13b"))
+			if err := st.UpsertModelType(ctx, truth.Spec); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.UpsertJob(ctx, store.Job{ID: 5, ModelType: "gpt13b", Class: store.BestEffort, State: "RUNNING"}); err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range tc.events {
+				switch {
+				case e.refit:
+					if refitted, err := l.Refit(ctx); err != nil || len(refitted) != 0 {
+						t.Fatalf("Refit before the phase is over = %v, %v; want no fit", refitted, err)
+					}
+				case e.notice:
+					n := report.Launch{Kind: report.KindLaunch, Version: report.LaunchVersion, JobID: strconv.Itoa(e.job), ModelType: "gpt13b",
+						Dialect: "megatron", GlobalBatch: 64, Profiled: e.profiled}
+					if err := l.AcceptLaunch(ctx, 1000, n); err != nil {
+						t.Fatal(err)
+					}
+				default:
+					all := largePhase(t, truth, e.job)
+					for _, c := range e.configs {
+						for _, s := range all[3*c : 3*c+3] {
+							if err := l.Accept(ctx, 1000, s); err != nil {
+								t.Fatal(err)
+							}
+						}
+					}
+				}
+			}
+			refitted, err := l.Refit(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur, err := st.CurrentFit(ctx, "gpt13b")
+			if tc.pinned == nil {
+				if !errors.Is(err, store.ErrNotFound) || len(refitted) != 0 {
+					t.Fatalf("fit %+v (%v), refitted %v; want none", cur, err, refitted)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("no fit: %v", err)
+			}
+			if d := cmp.Diff([]string{"gpt13b"}, refitted); d != "" {
+				t.Errorf("refitted (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tc.pinned, cur.Pinned); d != "" {
+				t.Errorf("pinned (-want +got):\n%s", d)
+			}
+			// The fit prices every run the phase could measure, those it
+			// was not fitted on too: within 2 %, and within 11 % from the
+			// three ZeRO-Offload runs alone, which leave CPU Adam at its
+			// prior (ZeRO-DP on 8 GPUs).
+			for i, s := range largePhase(t, truth, 5) {
+				if i%3 != 0 {
+					continue // one report of each run
+				}
+				ms, err := s.ModelSample()
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := model.Predictor{Spec: truth.Spec, Params: cur.Params, Env: truth.Env}.Predict(ms.Plan, ms.Resources)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e := math.Abs(b.Iter/ms.IterS - 1); e > tc.maxErr {
+					t.Errorf("%s on %s, %d CPUs: fit predicts %.3f s for %.3f s", ms.Plan, ms.Resources.Placement, ms.Resources.CPUs, b.Iter, ms.IterS)
+				}
+			}
+			if refitted, err := l.Refit(ctx); err != nil || len(refitted) != 0 {
+				t.Errorf("Refit after the fit = %v, %v; want nothing to do", refitted, err)
+			}
+		})
 	}
 }

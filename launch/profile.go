@@ -18,6 +18,15 @@ import (
 const (
 	MinProfileRuns        = 7
 	MinProfileOffloadRuns = 3
+	// MinPartialProfileRuns is the fewest configurations a phase must
+	// measure for rubickd to fit the model type on them, the parameters
+	// they cannot identify held at their priors: a large model fails the
+	// plain data-parallel runs for memory. A fit on one puts all the
+	// priors miss into k_const, and on two some models' fits are far off
+	// (docs/model.md, Fit); three are what the shipped llama fits rest
+	// on, and the phase's first five runs hold three such a model runs
+	// (the ZeRO-Offload ones), should its time bound cut it short.
+	MinPartialProfileRuns = 3
 	// DefaultProfileIters is the iterations of one profiling run, the
 	// first of which is warm-up.
 	DefaultProfileIters = 6

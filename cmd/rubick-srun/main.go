@@ -285,6 +285,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			log.Debug("samples reported", "count", rep.Close(cctx))
 		}()
 	}
+	// profiled: the job's profiling phase is over, now or at an earlier
+	// start; the launch notice tells rubickd.
+	profiled := false
 	if wantProfile(cfg, tag) {
 		ph, err := newProfilePhase(cfg, plan, alloc, stateDir)
 		switch {
@@ -298,6 +301,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			ph.resumes, ph.early = res, early
 			if ph.done() {
 				log.Info("profiling phase already done for this job; not repeated", "record", filepath.Join(stateDir, profileFile))
+				profiled = true
 				break
 			}
 			if sig := ph.run(ctx); sig != 0 {
@@ -309,6 +313,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 				}
 				return 128 + int(sig)
 			}
+			profiled = true
 			if cfg.plan == "" && jobID != "" {
 				plan = rereadPlan(ctx, cfg, jobID, plan, log)
 			}
@@ -354,11 +359,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			base: report.Sample{Version: report.SampleVersion, JobID: jobID, ModelType: modelType, Plan: plan.String(),
 				Placement: st.placement.String(), CPUs: st.cpus}}
 	}
-	if plan != nil && jobID != "" && cfg.reportURL != "" {
+	if (plan != nil || profiled) && jobID != "" && cfg.reportURL != "" {
 		// Tell rubickd what this line cannot run before it plans the job
-		// again; a slow rubickd delays the trainer by launchNoticeWait at most.
+		// again, and that the profiling phase is over; a slow rubickd
+		// delays the trainer by launchNoticeWait at most (twice after a
+		// phase).
+		if profiled && rep != nil {
+			// rubickd fits on what the phase measured once it hears the
+			// phase is over: its last samples must be there first.
+			fctx, cancel := context.WithTimeout(ctx, launchNoticeWait)
+			if err := rep.Flush(fctx); err != nil {
+				log.Warn("profiling samples still unsent at the launch notice", "err", err)
+			}
+			cancel()
+		}
 		lctx, cancel := context.WithTimeout(ctx, launchNoticeWait)
-		_ = sendLaunch(lctx, cfg, jobID, modelType, *plan, false, log)
+		_ = sendLaunch(lctx, cfg, jobID, modelType, plan, false, profiled, log)
 		cancel()
 	}
 	log.Info("launching", "argv", shellQuote(st.argv))
@@ -1030,7 +1046,7 @@ func refuse(ctx context.Context, cfg config, jobID, modelType string, plan model
 		log.Warn("refusal not recorded; a second one of the same plan would go round again", "record", record, "err", err)
 	}
 	log.Warn("the launch line cannot run this plan; asking rubickd for another", "plan", plan.String(), "err", why)
-	if err := sendLaunch(ctx, cfg, jobID, modelType, plan, true, log); err != nil {
+	if err := sendLaunch(ctx, cfg, jobID, modelType, &plan, true, false, log); err != nil {
 		// Back in the queue, the job would get the same plan again, and
 		// again: without the notice nothing tells rubickd otherwise.
 		log.Error("could not tell rubickd what the launch line cannot run; the job ends here rather than get the same plan again",
@@ -1103,9 +1119,10 @@ func quietMail(ctx context.Context, cfg config, quiet string, log *slog.Logger) 
 }
 
 // sendLaunch reports what the job's launch line cannot express (and, with
-// refused, that it cannot run plan). A refusal is retried: rubickd must
-// hear it before it plans the job again.
-func sendLaunch(ctx context.Context, cfg config, jobID, modelType string, plan model.Plan, refused bool, log *slog.Logger) error {
+// refused, that it cannot run plan; with profiled, that the job's profiling
+// phase is over). plan is nil for a job without one. A refusal is retried:
+// rubickd must hear it before it plans the job again.
+func sendLaunch(ctx context.Context, cfg config, jobID, modelType string, plan *model.Plan, refused, profiled bool, log *slog.Logger) error {
 	if cfg.reportURL == "" {
 		return errors.New("no samples endpoint configured (--report-url)")
 	}
@@ -1117,13 +1134,16 @@ func sendLaunch(ctx context.Context, cfg config, jobID, modelType string, plan m
 	if err != nil {
 		return err
 	}
-	if gb == 0 {
-		// A line that states none trains with the plan's, which
-		// rubick-srun writes into it; the job keeps it from then on.
-		gb = plan.DP * plan.MicroBatch * plan.Accum
-	}
 	n := report.Launch{JobID: jobID, ModelType: modelType, Dialect: string(d), Cannot: cannot.String(), GlobalBatch: gb,
-		Plan: plan.String(), Refused: refused, Time: time.Now()}
+		Refused: refused, Profiled: profiled, Time: time.Now()}
+	if plan != nil {
+		n.Plan = plan.String()
+		if gb == 0 {
+			// A line that states none trains with the plan's, which
+			// rubick-srun writes into it; the job keeps it from then on.
+			n.GlobalBatch = plan.DP * plan.MicroBatch * plan.Accum
+		}
+	}
 	hc := &http.Client{Timeout: 10 * time.Second}
 	enc := report.Munge{MungePath: cfg.munge, Socket: cfg.mungeSock}
 	tries := 1
@@ -1145,7 +1165,11 @@ func sendLaunch(ctx context.Context, cfg config, jobID, modelType string, plan m
 	if err != nil && !refused {
 		// The first sign that reporting is broken (munge, the endpoint):
 		// rubickd goes on planning the job from its batch script.
-		log.Warn("launch notice not delivered; the job runs on, planned from its batch script", "err", err)
+		msg := "launch notice not delivered; the job runs on, planned from its batch script"
+		if profiled {
+			msg = "launch notice not delivered; the job runs on, and rubickd does not hear that its profiling phase is over"
+		}
+		log.Warn(msg, "err", err)
 	}
 	return err
 }

@@ -389,6 +389,10 @@ type collector struct {
 	mu       sync.Mutex
 	got      []report.Sample
 	launches []report.Launch
+	// before is, per launch notice, the samples received before it.
+	before []int
+	// delay slows the taking of each sample, as a busy rubickd does.
+	delay time.Duration
 }
 
 func (c *collector) server(t *testing.T) *httptest.Server {
@@ -399,6 +403,7 @@ func (c *collector) server(t *testing.T) *httptest.Server {
 	})
 	srv := httptest.NewServer(report.Handler(verify, report.Acceptors{
 		Sample: func(_ context.Context, _ uint32, s report.Sample) error {
+			time.Sleep(c.delay)
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			c.got = append(c.got, s)
@@ -408,6 +413,7 @@ func (c *collector) server(t *testing.T) *httptest.Server {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			c.launches = append(c.launches, l)
+			c.before = append(c.before, len(c.got))
 			return nil
 		},
 	}))

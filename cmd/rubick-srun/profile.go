@@ -295,9 +295,14 @@ func (ph *profilePhase) run(ctx context.Context) syscall.Signal {
 	ph.write(&rep)
 	ph.log.Info("profiling phase over", "samples", rep.Samples, "offload_runs_ok", rep.OffloadRuns,
 		"seconds", rep.Finished.Sub(rep.Started).Round(time.Millisecond).Seconds(), "reason", rep.Reason)
-	if rep.OffloadRuns < launch.MinProfileOffloadRuns || okRuns(rep.Runs) < launch.MinProfileRuns {
-		ph.log.Warn("the profiling phase measured fewer configurations than a fit needs", "ok_runs", okRuns(rep.Runs),
-			"want", launch.MinProfileRuns, "offload_runs_ok", rep.OffloadRuns, "want_offload", launch.MinProfileOffloadRuns)
+	switch ok := okRuns(rep.Runs); {
+	case ok < launch.MinPartialProfileRuns:
+		ph.log.Warn("the profiling phase measured too few configurations for rubickd to fit the model type on", "ok_runs", ok,
+			"want", launch.MinPartialProfileRuns)
+	case rep.OffloadRuns < launch.MinProfileOffloadRuns || ok < launch.MinProfileRuns:
+		// A large model fails the plain data-parallel runs for memory.
+		ph.log.Info("the profiling phase measured fewer configurations than a fit of every parameter needs; rubickd holds those they cannot identify at their priors",
+			"ok_runs", ok, "want", launch.MinProfileRuns, "offload_runs_ok", rep.OffloadRuns, "want_offload", launch.MinProfileOffloadRuns)
 	}
 	return got.get()
 }

@@ -20,7 +20,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/rubick-sched/rubick/launch"
+	"github.com/rubick-sched/rubick/launch/report"
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/trainer"
 )
@@ -555,5 +557,45 @@ func TestProfilePhaseLineBatch(t *testing.T) {
 		if b := r.Plan.DP * r.Plan.MicroBatch * r.Plan.Accum; b != 16 {
 			t.Errorf("run %s has global batch %d, want 16", r.Plan, b)
 		}
+	}
+}
+
+// TestProfilePhaseOverNotice: the job of a model type without a fit has
+// no plan. After its profiling phase it trains its line unchanged and
+// sends a launch notice saying the phase is over, which rubickd fits the
+// type on, only once every sample of the phase has reached rubickd; a
+// requeued job whose phase is done says so again.
+func TestProfilePhaseOverNotice(t *testing.T) {
+	col := collector{delay: 20 * time.Millisecond}
+	srv := col.server(t)
+	flags, logDir, _ := profileSetup(t, srv.URL)
+	noPlan := filepath.Join(t.TempDir(), "plan")
+	if err := os.WriteFile(noPlan, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FAKE_PLAN_FILE", noPlan)
+	var out, errOut bytes.Buffer
+	for start := range 2 {
+		if code := run(t.Context(), slices.Concat(flags, []string{"--"}, profileLine), profileEnv(), &out, &errOut); code != 0 {
+			t.Fatalf("start %d: exit %d:\n%s", start+1, code, errOut.String())
+		}
+	}
+	calls := readInvocations(t, logDir)
+	for _, i := range []int{len(calls) - 2, len(calls) - 1} {
+		if _, planned := calls[i].Env["RUBICK_PLAN"]; planned || calls[i].Env["RUBICK_PROFILE_RUN"] != "" {
+			t.Errorf("call %d %+v, want the line unchanged", i+1, calls[i])
+		}
+	}
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	want := report.Launch{Kind: report.KindLaunch, Version: report.LaunchVersion, JobID: "42", ModelType: "gpt2", Dialect: "megatron",
+		GlobalBatch: 16, Profiled: true}
+	if d := cmp.Diff([]report.Launch{want, want}, col.launches, cmpopts.IgnoreFields(report.Launch{}, "Time")); d != "" {
+		t.Errorf("launch notices (-want +got):\n%s", d)
+	}
+	// The training run reports nothing without a plan: every sample is
+	// the phase's.
+	if n := len(calls) - 2; len(col.got) != 3*n || len(col.before) != 2 || col.before[0] != len(col.got) {
+		t.Errorf("%d samples of %d runs, %v of them before each notice; want 3 a run, all before the first", len(col.got), n, col.before)
 	}
 }

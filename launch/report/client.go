@@ -52,10 +52,17 @@ type ReporterConfig struct {
 // debug level, and once MUNGE is found missing nothing more is attempted.
 type Reporter struct {
 	cfg   ReporterConfig
-	queue chan Sample
+	queue chan queued
 	done  chan struct{}
 	once  sync.Once
 	sent  atomic.Int64
+}
+
+// queued is a sample to send, or a Flush's mark: flushed closes once
+// every sample queued before it has been handled.
+type queued struct {
+	s       Sample
+	flushed chan struct{}
 }
 
 // NewReporter starts a Reporter; Close stops it.
@@ -72,7 +79,7 @@ func NewReporter(ctx context.Context, cfg ReporterConfig) *Reporter {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Reporter{cfg: cfg, queue: make(chan Sample, cfg.Queue), done: make(chan struct{})}
+	r := &Reporter{cfg: cfg, queue: make(chan queued, cfg.Queue), done: make(chan struct{})}
 	go r.run(ctx)
 	return r
 }
@@ -83,10 +90,31 @@ func (r *Reporter) Submit(s Sample) bool {
 		return false
 	}
 	select {
-	case r.queue <- s:
+	case r.queue <- queued{s: s}:
 		return true
 	default:
 		return false
+	}
+}
+
+// Flush waits, until ctx ends, for the samples submitted before it to be
+// sent or given up on, so that what the caller sends next reaches rubickd
+// after them. Like Submit, it must not be called after Close.
+func (r *Reporter) Flush(ctx context.Context) error {
+	if r.cfg.URL == "" {
+		return nil
+	}
+	mark := queued{flushed: make(chan struct{})}
+	select {
+	case r.queue <- mark:
+	case <-ctx.Done():
+		return fmt.Errorf("flush samples: %w", ctx.Err())
+	}
+	select {
+	case <-mark.flushed:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("flush samples: %w", ctx.Err())
 	}
 }
 
@@ -108,7 +136,12 @@ func (r *Reporter) run(ctx context.Context) {
 		log.Info("no samples endpoint configured; iteration times are not reported")
 	}
 	warned, disabled := false, false
-	for s := range r.queue {
+	for q := range r.queue {
+		if q.flushed != nil {
+			close(q.flushed)
+			continue
+		}
+		s := q.s
 		if disabled || ctx.Err() != nil {
 			continue
 		}

@@ -21,7 +21,8 @@ const KindLaunch = "launch"
 // Launch tells rubickd which plans a job's launch line can run. rubick-srun
 // sends it when it starts the job's step, and before it requeues a job
 // whose plan the line cannot express, so that rubickd keeps the job to the
-// plans it can run from then on.
+// plans it can run from then on. After a profiling phase it also says that
+// the phase is over (Profiled).
 type Launch struct {
 	Kind    string `json:"kind"` // always KindLaunch
 	Version int    `json:"version"`
@@ -38,9 +39,17 @@ type Launch struct {
 	// line states (its flags or its DeepSpeed config), else Plan's, which
 	// rubick-srun writes into the line. 0: unknown.
 	GlobalBatch int `json:"global_batch,omitempty"`
-	// Plan is the plan rubickd had set; Refused says the line cannot run it.
+	// Plan is the plan rubickd had set, "" for none; Refused says the line
+	// cannot run it.
 	Plan    string `json:"plan"`
 	Refused bool   `json:"refused,omitempty"`
+	// Profiled says the job's profiling phase ran to its end, at this start
+	// or an earlier one, and that every sample it measured was sent before
+	// this notice: rubickd may then fit the model type on what the phase
+	// measured. rubick-srun sends such a notice for a job without a plan
+	// too. A rubickd that predates the field ignores it, as JSON decoding
+	// does any field it does not know, so the version stays 1.
+	Profiled bool `json:"profiled,omitempty"`
 	// Time is when rubick-srun read the line.
 	Time time.Time `json:"time"`
 }

@@ -542,6 +542,41 @@ func TestReporterEndToEnd(t *testing.T) {
 	}
 }
 
+// Flush returns once the samples submitted before it have reached the
+// endpoint, so that a launch notice sent next comes after them; without a
+// URL it returns at once.
+func TestReporterFlush(t *testing.T) {
+	var got atomic.Int32
+	srv := httptest.NewServer(Handler(inProcess{uid: 1}, Acceptors{Sample: func(context.Context, uint32, Sample) error {
+		time.Sleep(10 * time.Millisecond) // a busy rubickd
+		got.Add(1)
+		return nil
+	}}))
+	defer srv.Close()
+	r := NewReporter(t.Context(), ReporterConfig{URL: srv.URL, Encoder: inProcess{uid: 1}})
+	defer r.Close(t.Context())
+	for range 10 {
+		if !r.Submit(sample()) {
+			t.Fatal("Submit dropped a sample")
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := r.Flush(ctx); err != nil || got.Load() != 10 {
+		t.Errorf("Flush = %v with %d of 10 samples received, want nil with all", err, got.Load())
+	}
+	// A flush that cannot finish in time says so.
+	r.Submit(sample())
+	short, cancel := context.WithTimeout(t.Context(), time.Millisecond)
+	defer cancel()
+	if err := r.Flush(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Flush past its deadline = %v, want %v", err, context.DeadlineExceeded)
+	}
+	if err := NewReporter(t.Context(), ReporterConfig{}).Flush(short); err != nil {
+		t.Errorf("Flush without a URL = %v", err)
+	}
+}
+
 // syncBuffer is a log sink safe for the reporter's goroutine.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -694,7 +729,7 @@ func TestSendLaunch(t *testing.T) {
 	}))
 	defer srv.Close()
 	sent := Launch{JobID: "7", ModelType: "gpt2", Dialect: "deepspeed", Cannot: "tp,pp", GlobalBatch: 8, Plan: "dp2.tp2.pp1.mb4.a1.z0",
-		Refused: true, Time: time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)}
+		Refused: true, Profiled: true, Time: time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)}
 	if err := SendLaunch(t.Context(), srv.Client(), srv.URL, m, sent); err != nil {
 		t.Fatal(err)
 	}
