@@ -30,6 +30,16 @@ const (
 	// DefaultProfileIters is the iterations of one profiling run, the
 	// first of which is warm-up.
 	DefaultProfileIters = 6
+	// ProfileMemoryHeadroom is the share of a GPU's memory a profiling run
+	// may be predicted to need (model.Predictor.Memory) and still be run
+	// (MemoryFits). The artifact's memory verdicts the model gets right
+	// put what fits at 0.90 of the memory at most and what does not at
+	// 1.28 at least (docs/model.md, Memory). The bound sits near the low
+	// end of that gap: a run that fails costs the phase part of its time
+	// bound, one left out only gives its place to a lighter variant, and
+	// the model leaves out what trainers may add (fp32 main gradients,
+	// attention scores without fused kernels).
+	ProfileMemoryHeadroom = 0.95
 )
 
 // ProfileOptions tune ProfilePlans.
@@ -47,6 +57,26 @@ type ProfileOptions struct {
 	// ZeRO-DP run: the profile's only run on the 3D code path, which
 	// identifies k_3d. 0 means none.
 	TP int
+	// Fits reports whether a run of plan on placement pl (one node) fits
+	// in GPU memory (MemoryFits). A run it rejects is left out, and more
+	// variants that fit fill the phase up to its minimum; it is asked once
+	// per distinct plan. nil means every run fits.
+	Fits func(plan model.Plan, pl model.Placement) bool
+}
+
+// MemoryFits is a ProfileOptions.Fits for a model type of spec on GPUs of
+// gpuMemGB each (model.Env's unit): a run fits when the memory model
+// predicts it needs at most ProfileMemoryHeadroom of the GPU. Only the
+// spec's Params, Layers, Hidden and SeqLen are read. A gpuMemGB <= 0
+// (unknown) gives nil: every run fits.
+func MemoryFits(spec model.Spec, gpuMemGB float64) func(model.Plan, model.Placement) bool {
+	if !(gpuMemGB > 0) {
+		return nil
+	}
+	p := model.Predictor{Spec: spec}
+	return func(plan model.Plan, pl model.Placement) bool {
+		return p.Memory(plan, pl).GPUGB <= ProfileMemoryHeadroom*gpuMemGB
+	}
 }
 
 // ProfileRun is one short configuration of the profiling phase. It runs on
@@ -85,11 +115,13 @@ type ProfileRun struct {
 //  11. activation checkpointing on all GPUs,
 //
 // leaving out those the node or the batch cannot take (GPU counts must
-// divide the global batch; "all GPUs" is the largest count that does), then
-// adding variants until there are at least MinProfileRuns runs, at least
-// MinProfileOffloadRuns with offload. Every run keeps the global batch:
-// DP x MicroBatch x Accum = globalBatch, with the largest micro-batch up to
-// opts.MaxMicroBatch and accumulation for the rest.
+// divide the global batch; "all GPUs" is the largest count that does) and
+// those opts.Fits rejects, then adding variants until there are at least
+// MinProfileRuns runs, at least MinProfileOffloadRuns with offload. Every
+// run keeps the global batch: DP x MicroBatch x Accum = globalBatch, with
+// the largest micro-batch up to opts.MaxMicroBatch and accumulation for
+// the rest. When opts.Fits rejects every run, the error wraps
+// model.ErrInfeasible.
 func ProfilePlans(globalBatch, gpusOnNode, cpusOnNode int, d Dialect, opts ProfileOptions) ([]ProfileRun, error) {
 	switch {
 	case globalBatch < 1:
@@ -114,7 +146,7 @@ func ProfilePlans(globalBatch, gpusOnNode, cpusOnNode int, d Dialect, opts Profi
 		return nil, fmt.Errorf("%w: profile: iterations=%d must be >= 2 (the first is warm-up)", ErrBadInput, iters)
 	}
 
-	b := profileBuilder{gb: globalBatch, cpus: cpusOnNode, d: d, cap: opts.MaxMicroBatch, iters: iters}
+	b := profileBuilder{gb: globalBatch, cpus: cpusOnNode, d: d, cap: opts.MaxMicroBatch, iters: iters, fits: opts.Fits}
 	all := 1 // the largest GPU count that divides the global batch
 	for g := min(gpusOnNode, globalBatch); g >= 1; g-- {
 		if globalBatch%g == 0 {
@@ -138,7 +170,7 @@ func ProfilePlans(globalBatch, gpusOnNode, cpusOnNode int, d Dialect, opts Profi
 	}
 	if t := opts.TP; t > 1 && t <= gpusOnNode && cannotOf(d, true)&model.FeatureTP == 0 {
 		mb := b.microBatch(globalBatch)
-		b.push(ProfileRun{Plan: Expressible(d, model.Plan{DP: 1, TP: t, PP: 1, MicroBatch: mb, Accum: globalBatch / mb}),
+		b.try(ProfileRun{Plan: Expressible(d, model.Plan{DP: 1, TP: t, PP: 1, MicroBatch: mb, Accum: globalBatch / mb}),
 			GPUs: t, CPUs: b.cpus - b.cpus%t, Iters: iters,
 			Purpose: fmt.Sprintf("tensor parallel on %d GPUs: the 3D code path's compute against data parallelism's (k_3d)", t)})
 	}
@@ -181,12 +213,65 @@ func ProfilePlans(globalBatch, gpusOnNode, cpusOnNode int, d Dialect, opts Profi
 		}
 		pad()
 	}
+	if b.left() > 0 {
+		// The places of the runs left out for memory go to lighter
+		// variants: sharded states, offload, checkpointing and smaller
+		// micro-batches, which a large model's GPUs can hold.
+		fill := []func(){
+			func() {
+				b.add(all, 2, false, true, b.cpus, "ZeRO-DP with checkpointing on all GPUs: the optimizer step on the GPU (k_opt, k_bwd)")
+			},
+			pads[0], pads[2],
+			func() {
+				b.addSmallerMB(1, 2, true, false, b.cpus, "ZeRO-Offload on 1 GPU with a smaller micro-batch (k_opt_off against compute)")
+			},
+			func() {
+				b.add(all, 2, true, true, b.cpus, "ZeRO-Offload with checkpointing on all GPUs: offload against one more forward (k_off, k_bwd)")
+			},
+			func() {
+				b.addSmallerMB(all, 2, true, false, b.cpus, "ZeRO-Offload on all GPUs with a smaller micro-batch (k_off against compute)")
+			},
+			pads[1],
+			func() {
+				if usable(2) {
+					b.add(2, 2, true, true, b.cpus, "ZeRO-Offload with checkpointing on 2 GPUs (k_off, k_swap)")
+				}
+			},
+			func() {
+				if usable(2) {
+					b.addSmallerMB(2, 2, true, false, b.cpus, "ZeRO-Offload on 2 GPUs with a smaller micro-batch (k_off, k_swap)")
+				}
+			},
+			func() {
+				b.add(1, 2, true, true, half, "ZeRO-Offload with checkpointing on 1 GPU, half the CPUs (k_opt_off vs k_swap)")
+			},
+			func() {
+				b.addSmallerMB(1, 2, true, false, half, "ZeRO-Offload on 1 GPU with a smaller micro-batch, half the CPUs (k_opt_off vs k_swap)")
+			},
+			pads[3],
+			func() { b.add(all, 3, true, false, b.cpus, "ZeRO-Offload stage 3 on all GPUs (k_off, k_swap)") },
+			func() { b.add(all, 3, false, true, b.cpus, "ZeRO-DP stage 3 with checkpointing on all GPUs (k_opt)") },
+		}
+		for _, f := range fill {
+			if len(b.runs) >= MinProfileRuns && b.offload >= MinProfileOffloadRuns {
+				break
+			}
+			f()
+		}
+	}
+	if len(b.runs) == 0 {
+		return nil, fmt.Errorf("%w: profile: none of the %d configurations considered fits in GPU memory", model.ErrInfeasible, b.left())
+	}
 	// A node and batch too small for that many distinct configurations
 	// measure some twice: repeated samples still fit, only no better.
-	distinct := len(b.runs)
-	for i := 0; b.offload < MinProfileOffloadRuns || len(b.runs) < MinProfileRuns; i++ {
+	// Without an offload run that fits, none can be repeated.
+	distinct, wantOffload := len(b.runs), MinProfileOffloadRuns
+	if b.offload == 0 {
+		wantOffload = 0
+	}
+	for i := 0; b.offload < wantOffload || len(b.runs) < MinProfileRuns; i++ {
 		r := b.runs[i%distinct]
-		if b.offload < MinProfileOffloadRuns && !r.Plan.Offload {
+		if b.offload < wantOffload && !r.Plan.Offload {
 			continue
 		}
 		r.Purpose = "repeat: " + r.Purpose
@@ -201,6 +286,36 @@ type profileBuilder struct {
 	d                    Dialect
 	runs                 []ProfileRun
 	offload              int
+	fits                 func(model.Plan, model.Placement) bool
+	// verdicts holds fits's answer for each plan it was asked about.
+	verdicts map[model.Plan]bool
+}
+
+// fit reports whether plan p fits in GPU memory, asking b.fits once per plan.
+func (b *profileBuilder) fit(p model.Plan) bool {
+	if b.fits == nil {
+		return true
+	}
+	ok, asked := b.verdicts[p]
+	if !asked {
+		if b.verdicts == nil {
+			b.verdicts = map[model.Plan]bool{}
+		}
+		ok = b.fits(p, model.Placement{p.GPUs()})
+		b.verdicts[p] = ok
+	}
+	return ok
+}
+
+// left is the number of distinct plans left out for memory.
+func (b *profileBuilder) left() int {
+	n := 0
+	for _, ok := range b.verdicts {
+		if !ok {
+			n++
+		}
+	}
+	return n
 }
 
 // cpuShare is 1/div of the node's CPUs, at least one when any are known.
@@ -241,6 +356,23 @@ func (b *profileBuilder) addHalfMB(gpus, zero int, off bool, cpus int, purpose s
 	}
 }
 
+// addSmallerMB adds the run with the largest micro-batch below add's
+// that fits in GPU memory, if any.
+func (b *profileBuilder) addSmallerMB(gpus, zero int, off, gc bool, cpus int, purpose string) {
+	perRank := b.gb / gpus
+	for s := b.microBatch(perRank) - 1; s >= 1; s-- {
+		if perRank%s != 0 {
+			continue
+		}
+		p := Expressible(b.d, model.Plan{DP: gpus, TP: 1, PP: 1, MicroBatch: s, Accum: perRank / s,
+			ZeRO: zero, Offload: off, Checkpoint: gc})
+		if b.fit(p) {
+			b.addMB(gpus, zero, off, gc, cpus, s, purpose)
+			return
+		}
+	}
+}
+
 func (b *profileBuilder) addMB(gpus, zero int, off, gc bool, cpus, mb int, purpose string) {
 	perRank := b.gb / gpus
 	p := Expressible(b.d, model.Plan{DP: gpus, TP: 1, PP: 1, MicroBatch: mb, Accum: perRank / mb,
@@ -253,7 +385,14 @@ func (b *profileBuilder) addMB(gpus, zero int, off, gc bool, cpus, mb int, purpo
 	if slices.ContainsFunc(b.runs, func(o ProfileRun) bool { return o.Plan == r.Plan && o.CPUs == r.CPUs }) {
 		return
 	}
-	b.push(r)
+	b.try(r)
+}
+
+// try adds r if it fits in GPU memory.
+func (b *profileBuilder) try(r ProfileRun) {
+	if b.fit(r.Plan) {
+		b.push(r)
+	}
 }
 
 func (b *profileBuilder) push(r ProfileRun) {

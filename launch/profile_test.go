@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
+
+	"github.com/rubick-sched/rubick/model"
 )
 
 // runKey renders a profiling run for table comparisons.
@@ -124,6 +126,149 @@ func TestProfilePlans(t *testing.T) {
 	}
 }
 
+// Large models on 80 GB GPUs: gpt13 (a 13B GPT, sequence 2048) and
+// llama7 (LLaMA-7B, sequence 4096, as the artifact's spec).
+var (
+	gpt13  = model.Spec{Name: "gpt13", Params: 13e9, Layers: 40, Hidden: 5120, Heads: 40, SeqLen: 2048}
+	llama7 = model.Spec{Name: "llama7", Params: 6.738423808e9, Layers: 32, Hidden: 4096, Heads: 32, SeqLen: 4096}
+)
+
+// TestProfilePlansMemory: runs that do not fit in GPU memory are left out
+// and lighter variants fill the phase to seven that do, three of them
+// with offload. Before, a 13B GPT's phase on 80 GB GPUs started its plain
+// data-parallel, checkpointing and, at micro-batch 2, most offload runs,
+// each failing for memory: it measured two configurations at most.
+func TestProfilePlansMemory(t *testing.T) {
+	// The plain data-parallel and checkpointing runs of a large model.
+	noPlainNoGC := func(p model.Plan, _ model.Placement) bool { return (p.ZeRO > 0 || p.Offload) && !p.Checkpoint }
+	cases := map[string]struct {
+		gb, gpus, cpus int
+		d              Dialect
+		opts           ProfileOptions
+		want           []string
+	}{
+		"13B GPT, Megatron, micro-batch 2: offload with checkpointing or micro-batch 1": {gb: 16, gpus: 8, cpus: 96, d: Megatron,
+			opts: ProfileOptions{MaxMicroBatch: 2, TP: 2, Fits: MemoryFits(gpt13, 80)}, want: []string{
+				"dp1.tp1.pp1.mb2.a8.z1+off+gc gpus=1 cpus=96 iters=6",
+				"dp1.tp1.pp1.mb1.a16.z1+off gpus=1 cpus=96 iters=6",
+				"dp8.tp1.pp1.mb2.a1.z1+off+gc gpus=8 cpus=96 iters=6",
+				"dp8.tp1.pp1.mb1.a2.z1+off gpus=8 cpus=96 iters=6",
+				"dp2.tp1.pp1.mb2.a4.z1+off+gc gpus=2 cpus=96 iters=6",
+				"dp2.tp1.pp1.mb1.a8.z1+off gpus=2 cpus=96 iters=6",
+				"dp1.tp1.pp1.mb2.a8.z1+off+gc gpus=1 cpus=48 iters=6",
+			}},
+		"13B GPT, DeepSpeed, micro-batch 2: ZeRO-2 shards what Megatron's optimizer keeps": {gb: 16, gpus: 8, cpus: 96, d: DeepSpeed,
+			opts: ProfileOptions{MaxMicroBatch: 2, Fits: MemoryFits(gpt13, 80)}, want: []string{
+				"dp8.tp1.pp1.mb2.a1.z2+off gpus=8 cpus=96 iters=6",
+				"dp2.tp1.pp1.mb2.a4.z2+off gpus=2 cpus=96 iters=6",
+				"dp8.tp1.pp1.mb2.a1.z2+off gpus=8 cpus=48 iters=6",
+				"dp8.tp1.pp1.mb2.a1.z2+gc gpus=8 cpus=96 iters=6",
+				"dp1.tp1.pp1.mb2.a8.z2+off+gc gpus=1 cpus=96 iters=6",
+				"dp1.tp1.pp1.mb1.a16.z2+off gpus=1 cpus=96 iters=6",
+				"dp8.tp1.pp1.mb2.a1.z2+off+gc gpus=8 cpus=96 iters=6",
+			}},
+		"13B GPT, Megatron-DeepSpeed, micro-batch 4 on a 4-GPU node: only offload runs fit": {gb: 64, gpus: 4, cpus: 32, d: MegatronDeepSpeed,
+			opts: ProfileOptions{MaxMicroBatch: 4, Fits: MemoryFits(gpt13, 80)}, want: []string{
+				"dp1.tp1.pp1.mb4.a16.z2+off+gc gpus=1 cpus=32 iters=6",
+				"dp1.tp1.pp1.mb1.a64.z2+off gpus=1 cpus=32 iters=6",
+				"dp4.tp1.pp1.mb4.a4.z2+off+gc gpus=4 cpus=32 iters=6",
+				"dp4.tp1.pp1.mb2.a8.z2+off gpus=4 cpus=32 iters=6",
+				"dp2.tp1.pp1.mb4.a8.z2+off+gc gpus=2 cpus=32 iters=6",
+				"dp2.tp1.pp1.mb2.a16.z2+off gpus=2 cpus=32 iters=6",
+				"dp1.tp1.pp1.mb4.a16.z2+off+gc gpus=1 cpus=16 iters=6",
+			}},
+		"LLaMA-7B, Megatron, micro-batch 1: only plain data parallelism left out": {gb: 16, gpus: 8, cpus: 96, d: Megatron,
+			opts: ProfileOptions{MaxMicroBatch: 1, TP: 2, Fits: MemoryFits(llama7, 80)}, want: []string{
+				"dp1.tp1.pp1.mb1.a16.z1+off gpus=1 cpus=96 iters=6",
+				"dp8.tp1.pp1.mb1.a2.z1+off gpus=8 cpus=96 iters=6",
+				"dp1.tp1.pp1.mb1.a16.z1+off gpus=1 cpus=48 iters=6",
+				"dp8.tp1.pp1.mb1.a2.z1 gpus=8 cpus=96 iters=6",
+				"dp1.tp2.pp1.mb1.a16.z0 gpus=2 cpus=96 iters=6",
+				"dp2.tp1.pp1.mb1.a8.z1+off gpus=2 cpus=96 iters=6",
+				"dp8.tp1.pp1.mb1.a2.z1+gc gpus=8 cpus=96 iters=6",
+			}},
+		"no plain data parallelism, no checkpointing": {gb: 32, gpus: 8, cpus: 64, d: DeepSpeed,
+			opts: ProfileOptions{MaxMicroBatch: 4, Fits: noPlainNoGC}, want: []string{
+				"dp1.tp1.pp1.mb4.a8.z2+off gpus=1 cpus=64 iters=6",
+				"dp8.tp1.pp1.mb4.a1.z2+off gpus=8 cpus=64 iters=6",
+				"dp1.tp1.pp1.mb4.a8.z2+off gpus=1 cpus=32 iters=6",
+				"dp8.tp1.pp1.mb4.a1.z2 gpus=8 cpus=64 iters=6",
+				"dp2.tp1.pp1.mb4.a4.z2+off gpus=2 cpus=64 iters=6",
+				"dp1.tp1.pp1.mb4.a8.z2 gpus=1 cpus=64 iters=6",
+				"dp8.tp1.pp1.mb4.a1.z2+off gpus=8 cpus=32 iters=6",
+			}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			asked := map[model.Plan]int{}
+			fits := c.opts.Fits
+			c.opts.Fits = func(p model.Plan, pl model.Placement) bool {
+				asked[p]++
+				if pl.Nodes() != 1 || pl.GPUs() != p.GPUs() {
+					t.Errorf("plan %s asked about on placement %v", p, pl)
+				}
+				return fits(p, pl)
+			}
+			runs, err := ProfilePlans(c.gb, c.gpus, c.cpus, c.d, c.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			off := 0
+			for _, r := range runs {
+				got = append(got, runKey(r))
+				if !fits(r.Plan, model.Placement{r.GPUs}) {
+					t.Errorf("run %s does not fit", r.Plan)
+				}
+				if r.Plan.Offload {
+					off++
+				}
+			}
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("runs (-want +got):\n%s", diff)
+			}
+			if len(runs) < MinProfileRuns || off < MinProfileOffloadRuns {
+				t.Errorf("%d runs, %d with offload; want >= %d and >= %d", len(runs), off, MinProfileRuns, MinProfileOffloadRuns)
+			}
+			for p, n := range asked {
+				if n > 1 {
+					t.Errorf("Fits asked %d times about %s", n, p)
+				}
+			}
+		})
+	}
+
+	// Where every run fits the phase is the one without a check, and where
+	// none does there is no phase.
+	want, _ := ProfilePlans(32, 8, 64, Megatron, ProfileOptions{MaxMicroBatch: 4, TP: 2})
+	got, err := ProfilePlans(32, 8, 64, Megatron, ProfileOptions{MaxMicroBatch: 4, TP: 2, Fits: MemoryFits(gpt13, 1000)})
+	if diff := cmp.Diff(want, got); err != nil || diff != "" {
+		t.Errorf("every run fits: %v, runs (-without check +with):\n%s", err, diff)
+	}
+	if got, err := ProfilePlans(32, 8, 64, Megatron, ProfileOptions{Fits: MemoryFits(gpt13, 16)}); !errors.Is(err, model.ErrInfeasible) ||
+		!strings.Contains(err.Error(), "GPU memory") {
+		t.Errorf("nothing fits: %d runs, err %v; want an error wrapping model.ErrInfeasible", len(got), err)
+	}
+	if MemoryFits(gpt13, 0) != nil {
+		t.Error("MemoryFits with the GPU memory unknown is not nil")
+	}
+}
+
+// TestMemoryFitsHeadroom: a run fits when predicted to need at most
+// ProfileMemoryHeadroom of the GPU's memory, not all of it.
+func TestMemoryFitsHeadroom(t *testing.T) {
+	plan := model.Plan{DP: 2, TP: 1, PP: 1, MicroBatch: 2, Accum: 4, ZeRO: 2, Offload: true}
+	need := model.Predictor{Spec: gpt13}.Memory(plan, model.Placement{2}).GPUGB // 71.5
+	for _, tc := range []struct {
+		gpuGB float64
+		want  bool
+	}{{need / ProfileMemoryHeadroom, true}, {need/ProfileMemoryHeadroom - 0.1, false}, {need, false}, {80, true}} {
+		if got := MemoryFits(gpt13, tc.gpuGB)(plan, model.Placement{2}); got != tc.want {
+			t.Errorf("%s needs %.1f GB: fits %.1f GB GPUs = %v, want %v", plan, need, tc.gpuGB, got, tc.want)
+		}
+	}
+}
+
 func TestProfilePlansErrors(t *testing.T) {
 	cases := map[string]struct {
 		gb, gpus, cpus int
@@ -230,6 +375,73 @@ func TestPropertyProfilePlans(t *testing.T) {
 		}
 		if cpus >= 2 && len(offCPUs) < 2 {
 			t.Fatalf("offload runs all with the same CPU count: %v", offCPUs)
+		}
+	})
+}
+
+// TestPropertyProfilePlansMemory: for any model and GPU memory, a phase
+// with the memory check holds only runs that fit, at least MinProfileRuns
+// of them and MinProfileOffloadRuns with offload where any offload run
+// fits, each keeping the global batch; where every run fits it is the
+// phase without the check, and where none does ProfilePlans says so.
+func TestPropertyProfilePlansMemory(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		spec := model.Spec{Params: rapid.Float64Range(1e8, 1e11).Draw(t, "params"), Layers: rapid.IntRange(1, 96).Draw(t, "layers"),
+			Hidden: rapid.IntRange(256, 12288).Draw(t, "hidden"), SeqLen: rapid.IntRange(128, 8192).Draw(t, "seq")}
+		gpuGB := rapid.SampledFrom([]float64{16, 24, 40, 80, 141}).Draw(t, "gpu GB")
+		gb := rapid.IntRange(1, 256).Draw(t, "global batch")
+		gpus := rapid.IntRange(1, 8).Draw(t, "gpus")
+		cpus := rapid.IntRange(0, 128).Draw(t, "cpus")
+		d := rapid.SampledFrom([]Dialect{Megatron, MegatronDeepSpeed, DeepSpeed}).Draw(t, "dialect")
+		opts := ProfileOptions{MaxMicroBatch: rapid.IntRange(0, 16).Draw(t, "cap"), TP: rapid.SampledFrom([]int{0, 2}).Draw(t, "tp")}
+		fits := MemoryFits(spec, gpuGB)
+		rejected := 0
+		opts.Fits = func(p model.Plan, pl model.Placement) bool {
+			ok := fits(p, pl)
+			if !ok {
+				rejected++
+			}
+			return ok
+		}
+		runs, err := ProfilePlans(gb, gpus, cpus, d, opts)
+		if err != nil {
+			if !errors.Is(err, model.ErrInfeasible) {
+				t.Fatal(err)
+			}
+			return
+		}
+		again, _ := ProfilePlans(gb, gpus, cpus, d, opts)
+		if diff := cmp.Diff(runs, again); diff != "" {
+			t.Fatalf("not deterministic:\n%s", diff)
+		}
+		if rejected == 0 {
+			opts.Fits = nil
+			want, _ := ProfilePlans(gb, gpus, cpus, d, opts)
+			if diff := cmp.Diff(want, runs); diff != "" {
+				t.Fatalf("every run fits, yet the phase differs (-without check +with):\n%s", diff)
+			}
+		}
+		if len(runs) < MinProfileRuns {
+			t.Fatalf("%d runs, want >= %d", len(runs), MinProfileRuns)
+		}
+		off := 0
+		for _, r := range runs {
+			p := r.Plan
+			if !fits(p, model.Placement{r.GPUs}) {
+				t.Fatalf("run %s does not fit in %v GB", p, gpuGB)
+			}
+			if p.DP*p.TP*p.MicroBatch*p.Accum != gb*p.TP || r.GPUs != p.GPUs() || r.GPUs > gpus {
+				t.Fatalf("run %s on %d GPUs of %d, global batch %d", p, r.GPUs, gpus, gb)
+			}
+			if err := ValidatePlan(p); err != nil || Expressible(d, p) != p {
+				t.Fatalf("run %s: not a plan %s expresses (%v)", p, d, err)
+			}
+			if p.Offload {
+				off++
+			}
+		}
+		if off > 0 && off < MinProfileOffloadRuns {
+			t.Fatalf("%d offload runs, want >= %d", off, MinProfileOffloadRuns)
 		}
 	})
 }
