@@ -211,6 +211,54 @@ func Probe(ctx context.Context, lib Library) (Facts, error) {
 	return summarize(gpus), nil
 }
 
+// ProbeMem initialises lib and returns the total memory, in GiB as
+// Facts.MemGB, of the smallest GPU this process may open, then shuts lib
+// down. Unlike Probe it passes over the GPUs it may not open
+// (ERROR_NO_PERMISSION): a Slurm step where Slurm constrains devices opens
+// its own GPUs only, and those are what it runs on. Errors wrap
+// ErrNoDriver, ErrNoGPU (none it may open), ctx.Err() or the failing
+// nvml.Return, as Probe's do.
+func ProbeMem(ctx context.Context, lib Library) (float64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("gpuinfo: %w", err)
+	}
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		return 0, fmt.Errorf("gpuinfo: %w: nvml init: %w", ErrNoDriver, ret)
+	}
+	defer func() { _ = lib.Shutdown() }()
+	n, ret := lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return 0, fmt.Errorf("gpuinfo: device count: %w", ret)
+	}
+	smallest := 0.0
+	for i := range n {
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("gpuinfo: %w", err)
+		}
+		h, ret := lib.DeviceGetHandleByIndex(i)
+		if ret == nvml.ERROR_NO_PERMISSION {
+			continue
+		}
+		if ret != nvml.SUCCESS {
+			return 0, fmt.Errorf("gpuinfo: GPU %d: handle: %w", i, ret)
+		}
+		mem, ret := h.GetMemoryInfo()
+		if ret != nvml.SUCCESS {
+			return 0, fmt.Errorf("gpuinfo: GPU %d: memory info: %w", i, ret)
+		}
+		if gib := float64(mem.Total) / (1 << 30); smallest == 0 || gib < smallest {
+			smallest = gib
+		}
+	}
+	if smallest == 0 {
+		return 0, fmt.Errorf("gpuinfo: %w: nvml sees %d devices, none this process may open", ErrNoGPU, n)
+	}
+	return smallest, nil
+}
+
+// DetectMem is ProbeMem on the node's NVML.
+func DetectMem(ctx context.Context) (float64, error) { return ProbeMem(ctx, nvml.New()) }
+
 // probeDevice reads GPU self of handles.
 func probeDevice(d Device, self int, handles []nvml.Device) (gpu, error) {
 	var g gpu

@@ -331,6 +331,74 @@ func TestProbeRealNVMLWithoutDriver(t *testing.T) {
 	t.Logf("Probe error: %v", err)
 }
 
+// TestProbeMem: the memory of the smallest GPU the process may open. A
+// Slurm step where Slurm constrains devices opens its own GPUs only; the
+// others are passed over, not an error as they are to Probe.
+func TestProbeMem(t *testing.T) {
+	// own holds GPUs 4-7 of an 8-GPU node whose GPUs 0-3 are smaller.
+	own := func() *fakeLib {
+		l := hgxA800(8)
+		l.handleRet = map[int]nvml.Return{}
+		for i := range 4 {
+			l.devs[i].memBytes = 40 << 30
+			l.handleRet[i] = nvml.ERROR_NO_PERMISSION
+		}
+		return l
+	}
+	tests := map[string]struct {
+		lib     Library
+		want    float64
+		wantErr []error
+	}{
+		"dgx a100":  {lib: newDGXA100(), want: 40},
+		"hgx a800":  {lib: hgxA800(8), want: 80},
+		"mixed":     {lib: func() Library { l := hgxA800(8); l.devs[6].memBytes = 40 << 30; return l }(), want: 40},
+		"own GPUs":  {lib: own(), want: 80},
+		"no driver": {lib: &fakeLib{initRet: nvml.ERROR_LIBRARY_NOT_FOUND}, wantErr: []error{ErrNoDriver, nvml.ERROR_LIBRARY_NOT_FOUND}},
+		"no gpu":    {lib: hgxA800(0), wantErr: []error{ErrNoGPU}},
+		"none it may open": {lib: func() Library {
+			l := own()
+			for i := 4; i < 8; i++ {
+				l.handleRet[i] = nvml.ERROR_NO_PERMISSION
+			}
+			return l
+		}(), wantErr: []error{ErrNoGPU}},
+		"gpu lost": {lib: func() Library {
+			l := hgxA800(8)
+			l.devs[3].fail = map[string]nvml.Return{"GetMemoryInfo": nvml.ERROR_GPU_IS_LOST}
+			return l
+		}(), wantErr: []error{nvml.ERROR_GPU_IS_LOST}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := ProbeMem(t.Context(), tc.lib)
+			for _, w := range tc.wantErr {
+				if !errors.Is(err, w) {
+					t.Errorf("ProbeMem error %v, want it to wrap %v", err, w)
+				}
+			}
+			if tc.wantErr == nil && (err != nil || got != tc.want) {
+				t.Errorf("ProbeMem = %v, %v; want %v GiB", got, err, tc.want)
+			}
+			if l, ok := tc.lib.(*fakeLib); ok && l.initRet == nvml.SUCCESS && l.shutdowns != 1 {
+				t.Errorf("Shutdown called %d times, want 1", l.shutdowns)
+			}
+		})
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	l := hgxA800(8)
+	if _, err := ProbeMem(ctx, l); !errors.Is(err, context.Canceled) || l.inits != 0 {
+		t.Errorf("ProbeMem after cancellation: %v, %d inits; want context.Canceled and none", err, l.inits)
+	}
+	// The real NVML: here, with no driver, nothing is known.
+	if mem, err := DetectMem(t.Context()); err == nil {
+		t.Logf("NVML is present here; smallest GPU %v GiB", mem)
+	} else if !errors.Is(err, ErrNoDriver) {
+		t.Errorf("DetectMem error %v, want ErrNoDriver without a driver", err)
+	}
+}
+
 // logRecords returns a logger that records into buf and a function
 // decoding what it recorded.
 func logRecords(t *testing.T) (*slog.Logger, func() []map[string]any) {
