@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rubick-sched/rubick/launch"
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/policy"
 	"github.com/rubick-sched/rubick/slurm"
@@ -2289,6 +2290,7 @@ func (mj *managedJob) profiledAnnotation(a policy.Action) (slurm.Action, bool) {
 	}
 	tag := cloneTag(mj.tag)
 	delete(tag.Extra, tagProfile)
+	delete(tag.Extra, launch.TagArch)
 	tag.Plan = a.Plan.String()
 	return annotateRunning(mj.slurm, tag), true
 }
@@ -2434,10 +2436,12 @@ func cloneTag(t slurm.Tag) slurm.Tag {
 const tagProfile = "profile"
 
 // RigidActions releases each rigid job on its own request, letting Slurm
-// place it. A job whose model type is registered (profile reports whether
-// it is) but not fitted is tagged profile=1, so rubick-srun measures the
-// configurations the fit needs before it trains.
-func (v *View) RigidActions(now time.Time, profile func(modelType string) bool) []slurm.Action {
+// place it. A job whose model type is registered but not fitted (profile
+// gives its spec) is tagged profile=1, so rubick-srun measures the
+// configurations the fit needs before it trains, and with the spec's
+// memory inputs (launch.TagArch), so that it leaves out the runs its GPUs
+// cannot hold.
+func (v *View) RigidActions(now time.Time, profile func(modelType string) (model.Spec, bool)) []slurm.Action {
 	var out []slurm.Action
 	for _, j := range v.Rigid {
 		req := userRequest(j) // as asked, though rubick resized it before
@@ -2472,8 +2476,9 @@ func (v *View) RigidActions(now time.Time, profile func(modelType string) bool) 
 			tag.Generation++
 			tag.Extra[tagAt] = strconv.FormatInt(now.Unix(), 10)
 			recordSubmit(&tag, j)
-			if profile(tag.ModelType) {
+			if spec, ok := profile(tag.ModelType); ok {
 				tag.Extra[tagProfile] = "1"
+				tag.Extra[launch.TagArch] = launch.ArchValue(spec)
 			}
 			a.Tag = &tag
 		}

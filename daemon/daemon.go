@@ -278,16 +278,16 @@ type CycleReport struct {
 }
 
 // estimators loads the current fit of every model type from the store, and
-// reports which model types are registered (a spec is known).
-func (d *Daemon) estimators(ctx context.Context) (Estimators, func(string) bool, error) {
+// gives the spec of each registered model type.
+func (d *Daemon) estimators(ctx context.Context) (Estimators, func(string) (model.Spec, bool), error) {
 	types, err := d.deps.Store.ModelTypes(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read model types: %w", err)
 	}
 	est := map[string]policy.Estimator{}
-	known := map[string]bool{}
+	known := map[string]model.Spec{}
 	for _, t := range types {
-		known[t.Spec.Name] = true
+		known[t.Spec.Name] = t.Spec
 		fit, err := d.deps.Store.CurrentFit(ctx, t.Spec.Name)
 		if errors.Is(err, store.ErrNotFound) {
 			continue // no fit yet: its jobs wait for profiling
@@ -298,7 +298,7 @@ func (d *Daemon) estimators(ctx context.Context) (Estimators, func(string) bool,
 		est[t.Spec.Name] = policy.FromPredictor(model.Predictor{Spec: t.Spec, Params: fit.Params, Env: d.deps.Env})
 	}
 	lookup := func(name string) (policy.Estimator, bool) { e, ok := est[name]; return e, ok }
-	return lookup, func(name string) bool { return known[name] }, nil
+	return lookup, func(name string) (model.Spec, bool) { s, ok := known[name]; return s, ok }, nil
 }
 
 // restartCosts measures the restarts whose jobs have reported since (not
@@ -1211,7 +1211,11 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	}
 	rep.Plan = plan
 	actions, skipped := view.SlurmActions(plan, start)
-	unfitted := func(mt string) bool { _, fitted := est(mt); return registered(mt) && !fitted }
+	unfitted := func(mt string) (model.Spec, bool) {
+		_, fitted := est(mt)
+		spec, ok := registered(mt)
+		return spec, ok && !fitted
+	}
 	actions = append(actions, view.RigidActions(start, unfitted)...)
 	actions = append(actions, view.SplitActions()...)
 	actions = append(actions, view.HoldActions()...)
@@ -1493,7 +1497,8 @@ const deferredRefresh = 10 * time.Minute
 
 // record stores the jobs, the decision with its reasons, and the actions
 // as pending, in that order.
-func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions []slurm.Action, took time.Duration, registered func(string) bool) (store.Decision, error) {
+func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions []slurm.Action, took time.Duration,
+	registered func(string) (model.Spec, bool)) (store.Decision, error) {
 	// A job's wait for a release, its --begin or dependencies goes to the
 	// store when rubick explain is told of it, every deferredRefresh while
 	// it lasts, and, the cycle after its last, with the job's first record
@@ -1514,8 +1519,10 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 			written[j.ID] = sj.Deferred
 		}
 		sj.ArrayJobID, sj.ArrayTaskID = arrayTask(j)
-		if j.Tag != nil && registered(j.Tag.ModelType) {
-			sj.ModelType = j.Tag.ModelType
+		if j.Tag != nil {
+			if _, ok := registered(j.Tag.ModelType); ok {
+				sj.ModelType = j.Tag.ModelType
+			}
 		}
 		if j.Tag != nil && j.Tag.Class == slurm.ClassGuaranteed && d.cfg.TenantOf(j.Account, j.QOS) != "" {
 			sj.Class = store.Guaranteed // as convertJob reads it

@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/rubick-sched/rubick/artifact"
+	"github.com/rubick-sched/rubick/launch"
 	"github.com/rubick-sched/rubick/launch/report"
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/policy"
@@ -248,6 +249,48 @@ func TestUnschedulableJobsAreReleasedNotLost(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[int]string{31: "", 32: "", 33: "", 34: "1"}, got); diff != "" {
 		t.Errorf("released jobs -> profile flag (-want +got):\n%s", diff)
+	}
+}
+
+// TestProfiledJobGetsArch: the job released to profile a model type
+// without a fit carries the type's memory inputs in its tag, which
+// rubick-srun reads to leave out the runs its GPUs cannot hold; a job of a
+// fitted type carries neither.
+func TestProfiledJobGetsArch(t *testing.T) {
+	unfitted, fitted := heldJob(35, "gpt13", 1, 4), heldJob(36, "bert", 1, 4)
+	c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{unfitted, fitted}}
+	a := &fakeApplier{}
+	d, st := newTestDaemon(t, c, a)
+	spec := model.Spec{Name: "gpt13", Params: 13e9, Layers: 40, Hidden: 5120, Heads: 40, SeqLen: 2048, GlobalBatch: 16, ForwardMs: 9000}
+	if err := st.UpsertModelType(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Cycle(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	got := map[int][2]string{}
+	for _, act := range a.got {
+		if act.Tag == nil {
+			t.Fatalf("job %d: %s without a tag", act.JobID, act.Kind)
+		}
+		// What rubick-srun reads back from the job's AdminComment.
+		ac, err := slurm.MergeAdminComment("model_type="+act.Tag.ModelType, *act.Tag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := slurm.TagFromAdminComment(ac)
+		if err != nil || back == nil {
+			t.Fatalf("job %d: AdminComment %q: %v", act.JobID, ac, err)
+		}
+		got[act.JobID] = [2]string{back.Extra[tagProfile], back.Extra[launch.TagArch]}
+	}
+	want := map[int][2]string{35: {"1", "1.3e+10,40,5120,2048"}, 36: {"", ""}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("jobs -> profile, arch (-want +got):\n%s", diff)
+	}
+	mem, err := launch.ParseArch(got[35][1])
+	if diff := cmp.Diff(model.Spec{Params: 13e9, Layers: 40, Hidden: 5120, SeqLen: 2048}, mem); err != nil || diff != "" {
+		t.Errorf("arch read back: %v (-want +got):\n%s", err, diff)
 	}
 }
 
@@ -547,7 +590,7 @@ func TestProfiledJobGetsItsPlanOnceFitted(t *testing.T) {
 	j := heldJob(81, "bert", 1, 4)
 	j.State, j.Held, j.NodeList, j.BatchHost = slurm.StateRunning, false, []string{"node1"}, "node1"
 	j.StartTime = t0.Add(-time.Minute)
-	j.Tag.Generation, j.Tag.Extra = 1, map[string]string{"profile": "1", "req": "n1.g4.c8.m64000"}
+	j.Tag.Generation, j.Tag.Extra = 1, map[string]string{"profile": "1", "arch": "3.4e+08,24,1024,512", "req": "n1.g4.c8.m64000"}
 	c := &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{j}}
 	a := &fakeApplier{}
 	d, _ := newTestDaemon(t, c, a)
@@ -563,8 +606,8 @@ func TestProfiledJobGetsItsPlanOnceFitted(t *testing.T) {
 	if ann == nil {
 		t.Fatalf("no annotation of the profiled job; actions %+v", a.got)
 	}
-	if _, err := model.ParsePlan(ann.Tag.Plan); err != nil || ann.Tag.Extra["profile"] != "" {
-		t.Errorf("tag %+v: want a plan and no profile flag", ann.Tag)
+	if _, err := model.ParsePlan(ann.Tag.Plan); err != nil || ann.Tag.Extra["profile"] != "" || ann.Tag.Extra["arch"] != "" {
+		t.Errorf("tag %+v: want a plan, and no profile flag or arch", ann.Tag)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/policy"
 	"github.com/rubick-sched/rubick/slurm"
 )
@@ -122,7 +123,7 @@ func TestRigidActionsOwnRequest(t *testing.T) {
 	perGPU.MemPerNodeMB, perGPU.MemPerCPUMB, perGPU.MemPerGPUMB = 0, 4000, 16384
 	v := &View{Rigid: []slurm.Job{perCPU, perNode, resized, listed, perGPU}}
 	var got []slurm.Action
-	for _, a := range v.RigidActions(t0, func(string) bool { return false }) {
+	for _, a := range v.RigidActions(t0, func(string) (model.Spec, bool) { return model.Spec{}, false }) {
 		a.Tag = nil
 		got = append(got, a)
 	}

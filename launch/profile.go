@@ -2,6 +2,7 @@ package launch
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -41,6 +42,52 @@ const (
 	// attention scores without fused kernels).
 	ProfileMemoryHeadroom = 0.95
 )
+
+// TagArch is the rubick tag key (slurm.Tag.Extra) in which rubickd gives
+// a job it asks to profile (profile=1) the memory inputs of its model
+// type, ArchValue's form, so that rubick-srun can leave out the runs that
+// cannot fit in its GPUs (MemoryFits). A tag without it (an older
+// rubickd's) has every run tried.
+const TagArch = "arch"
+
+// maxArchInt bounds the whole numbers of an arch value: far above any
+// model, low enough that no product of them overflows.
+const maxArchInt = 1 << 24
+
+// ArchValue writes the fields of spec the memory model reads as a tag
+// value: "<parameters>,<layers>,<hidden>,<seq_len>", e.g.
+// "1.3e+10,40,5120,2048", of characters a tag value may hold and well
+// within its 256 bytes.
+func ArchValue(spec model.Spec) string {
+	return strings.Join([]string{strconv.FormatFloat(spec.Params, 'g', -1, 64), strconv.Itoa(spec.Layers),
+		strconv.Itoa(spec.Hidden), strconv.Itoa(spec.SeqLen)}, ",")
+}
+
+// ParseArch reads an ArchValue back into a spec with only Params, Layers,
+// Hidden and SeqLen set. Errors wrap ErrBadInput and name the field.
+func ParseArch(v string) (model.Spec, error) {
+	f := strings.Split(v, ",")
+	if len(f) != 4 {
+		return model.Spec{}, fmt.Errorf("%w: tag %s=%q: want <parameters>,<layers>,<hidden>,<seq_len>", ErrBadInput, TagArch, v)
+	}
+	var s model.Spec
+	p, err := strconv.ParseFloat(f[0], 64)
+	if err != nil || !(p > 0) || math.IsInf(p, 0) {
+		return model.Spec{}, fmt.Errorf("%w: tag %s=%q: parameters=%q must be a finite number > 0", ErrBadInput, TagArch, v, f[0])
+	}
+	s.Params = p
+	for i, w := range []struct {
+		name string
+		dst  *int
+	}{{"layers", &s.Layers}, {"hidden", &s.Hidden}, {"seq_len", &s.SeqLen}} {
+		n, err := strconv.Atoi(f[i+1])
+		if err != nil || n < 1 || n > maxArchInt {
+			return model.Spec{}, fmt.Errorf("%w: tag %s=%q: %s=%q is not a whole number in 1..%d", ErrBadInput, TagArch, v, w.name, f[i+1], maxArchInt)
+		}
+		*w.dst = n
+	}
+	return s, nil
+}
 
 // ProfileOptions tune ProfilePlans.
 type ProfileOptions struct {

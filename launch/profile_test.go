@@ -12,6 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/slurm"
 )
 
 // runKey renders a profiling run for table comparisons.
@@ -265,6 +266,63 @@ func TestMemoryFitsHeadroom(t *testing.T) {
 	}{{need / ProfileMemoryHeadroom, true}, {need/ProfileMemoryHeadroom - 0.1, false}, {need, false}, {80, true}} {
 		if got := MemoryFits(gpt13, tc.gpuGB)(plan, model.Placement{2}); got != tc.want {
 			t.Errorf("%s needs %.1f GB: fits %.1f GB GPUs = %v, want %v", plan, need, tc.gpuGB, got, tc.want)
+		}
+	}
+}
+
+// TestArchTagRoundTrip: the arch value rubickd writes goes through the
+// AdminComment and back, beside the other keys and segments, as the
+// memory inputs it was written from.
+func TestArchTagRoundTrip(t *testing.T) {
+	for _, spec := range []model.Spec{gpt13, llama7,
+		{Params: 3.36297858e+08, Layers: 24, Hidden: 1024, SeqLen: 512},
+		{Params: 1.7976931348623157e+308, Layers: maxArchInt, Hidden: maxArchInt, SeqLen: maxArchInt}} {
+		v := ArchValue(spec)
+		tag := slurm.Tag{ModelType: "gpt13", Class: slurm.ClassBestEffort, Generation: 1,
+			Extra: map[string]string{"profile": "1", TagArch: v, "at": "1700000000"}}
+		ac, err := slurm.MergeAdminComment("model_type=gpt13;other=tool", tag)
+		if err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		back, err := slurm.TagFromAdminComment(ac)
+		if err != nil || back == nil {
+			t.Fatalf("%s: %v", ac, err)
+		}
+		if diff := cmp.Diff(tag, *back); diff != "" {
+			t.Errorf("tag (-written +read):\n%s", diff)
+		}
+		got, err := ParseArch(back.Extra[TagArch])
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := model.Spec{Params: spec.Params, Layers: spec.Layers, Hidden: spec.Hidden, SeqLen: spec.SeqLen}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: spec (-want +got):\n%s", v, diff)
+		}
+	}
+	if v := ArchValue(gpt13); v != "1.3e+10,40,5120,2048" {
+		t.Errorf("ArchValue(gpt13) = %q", v)
+	}
+}
+
+func TestParseArchErrors(t *testing.T) {
+	for v, field := range map[string]string{
+		"":                       "want <parameters>,<layers>,<hidden>,<seq_len>",
+		"1.3e+10,40,5120":        "want <parameters>,<layers>,<hidden>,<seq_len>",
+		"1.3e+10,40,5120,2048,1": "want <parameters>,<layers>,<hidden>,<seq_len>",
+		"x,40,5120,2048":         `parameters="x"`,
+		"0,40,5120,2048":         `parameters="0"`,
+		"-1e9,40,5120,2048":      `parameters="-1e9"`,
+		"NaN,40,5120,2048":       `parameters="NaN"`,
+		"Inf,40,5120,2048":       `parameters="Inf"`,
+		"1e9,0,5120,2048":        `layers="0"`,
+		"1e9,40,5120.5,2048":     `hidden="5120.5"`,
+		"1e9,40,5120,16777217":   `seq_len="16777217"`,
+		"1e9,40,5120,":           `seq_len=""`,
+	} {
+		_, err := ParseArch(v)
+		if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), field) || !strings.Contains(err.Error(), "arch=") {
+			t.Errorf("ParseArch(%q) = %v, want ErrBadInput naming %q", v, err, field)
 		}
 	}
 }

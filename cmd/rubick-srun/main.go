@@ -11,7 +11,8 @@
 // samples (package launch/report), and exits with the step's exit status.
 // A job tagged profile=1 (its model type has no fitted model yet) first
 // runs a bounded profiling phase of short sampled configurations on its
-// first node (profile.go, launch.ProfilePlans), then re-reads its plan.
+// first node (profile.go, launch.ProfilePlans), leaving out those its
+// GPUs cannot hold, then re-reads its plan.
 // See docs/rubick-srun.md.
 package main
 
@@ -35,6 +36,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rubick-sched/rubick/gpuinfo"
 	"github.com/rubick-sched/rubick/launch"
 	"github.com/rubick-sched/rubick/launch/report"
 	"github.com/rubick-sched/rubick/model"
@@ -49,6 +51,11 @@ const (
 
 func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// run is rubick-srun on this node: its GPUs' memory comes from NVML.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	return runWith(ctx, args, getenv, gpuinfo.DetectMem, stdout, stderr)
 }
 
 // config is the parsed command line.
@@ -215,7 +222,10 @@ func newLogger(level string, w io.Writer, jobID string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})).With("prog", "rubick-srun", "job", jobID), nil
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+// runWith runs rubick-srun; gpuMem reads the memory of the node's GPUs
+// (GiB), which the profiling phase checks its runs against.
+func runWith(ctx context.Context, args []string, getenv func(string) string, gpuMem func(context.Context) (float64, error),
+	stdout, stderr io.Writer) int {
 	// The step's stderr is copied by a goroutine while rubick-srun logs to
 	// the same writer.
 	stderr = &lockedWriter{w: stderr}
@@ -289,7 +299,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// start; the launch notice tells rubickd.
 	profiled := false
 	if wantProfile(cfg, tag) {
-		ph, err := newProfilePhase(cfg, plan, alloc, stateDir)
+		ph, err := newProfilePhase(cfg, plan, alloc, stateDir, profileMemoryOf(ctx, tag, gpuMem, log))
+		if err == nil && len(ph.leftOut) > 0 {
+			log.Info("profiling runs left out: predicted not to fit in GPU memory", "gpu_mem_gb", ph.mem.gpuGB,
+				"headroom", launch.ProfileMemoryHeadroom, "runs", strings.Join(ph.leftOut, ", "))
+		}
 		switch {
 		case err != nil:
 			log.Warn("profiling phase skipped: no configurations to run", "err", err)

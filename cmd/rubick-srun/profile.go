@@ -63,13 +63,18 @@ type profileRecord struct {
 
 // profileReport is profile.json.
 type profileReport struct {
-	Version     int             `json:"version"`
-	JobID       string          `json:"job_id"`
-	ModelType   string          `json:"model_type"`
-	Dialect     string          `json:"dialect"`
-	GlobalBatch int             `json:"global_batch"`
-	GPUsOnNode  int             `json:"gpus_on_node"`
-	CPUsOnNode  int             `json:"cpus_on_node"`
+	Version     int    `json:"version"`
+	JobID       string `json:"job_id"`
+	ModelType   string `json:"model_type"`
+	Dialect     string `json:"dialect"`
+	GlobalBatch int    `json:"global_batch"`
+	GPUsOnNode  int    `json:"gpus_on_node"`
+	CPUsOnNode  int    `json:"cpus_on_node"`
+	// GPUMemGB is the GPU memory the runs were checked against, 0 when
+	// unchecked; LeftOut the plans left out for it, with the memory each
+	// is predicted to need.
+	GPUMemGB    float64         `json:"gpu_mem_gb,omitempty"`
+	LeftOut     []string        `json:"left_out,omitempty"`
 	Started     time.Time       `json:"started"`
 	Finished    time.Time       `json:"finished,omitzero"`
 	Complete    bool            `json:"complete"` // the phase ran to its end (runs may still have failed)
@@ -92,8 +97,12 @@ type profilePhase struct {
 	dialect    launch.Dialect
 	gb         int
 	runs       []launch.ProfileRun
-	rep        *report.Reporter // nil in a dry run
-	resumes    *resumes
+	mem        profileMemory
+	// leftOut lists the plans left out for memory, with what each is
+	// predicted to need ("dp8.tp1.pp1.mb2.a1.z0 (241 GB)").
+	leftOut []string
+	rep     *report.Reporter // nil in a dry run
+	resumes *resumes
 	// early has a checkpoint signal that came before the phase began
 	// (run's subscription): the phase then runs nothing.
 	early  <-chan os.Signal
@@ -110,9 +119,48 @@ func wantProfile(cfg config, tag *slurm.Tag) bool {
 	return cfg.profileIters > 0 && tag != nil && tag.Extra[tagProfile] == "1"
 }
 
+// profileMemory is what the phase checks its runs' GPU memory with: the
+// model type's memory inputs (the tag's launch.TagArch) and the memory of
+// the node's GPUs. Without either nothing is checked: every run is tried.
+type profileMemory struct {
+	spec  model.Spec
+	gpuGB float64
+}
+
+// known reports whether runs can be checked.
+func (m profileMemory) known() bool { return m.spec.Params > 0 && m.gpuGB > 0 }
+
+// profileMemoryOf reads the memory inputs of a job's tag and, when it has
+// them, the memory of this node's GPUs with gpuMem. A tag without them (an
+// older rubickd's), a malformed one or a node without NVML (the lab's
+// fake GPUs) leaves every run to be tried, as before the check.
+func profileMemoryOf(ctx context.Context, tag *slurm.Tag, gpuMem func(context.Context) (float64, error), log *slog.Logger) profileMemory {
+	if tag == nil {
+		return profileMemory{}
+	}
+	v, ok := tag.Extra[launch.TagArch]
+	if !ok {
+		return profileMemory{}
+	}
+	spec, err := launch.ParseArch(v)
+	if err != nil {
+		log.Warn("the job's model type's memory inputs are malformed; every profiling run is tried", "err", err)
+		return profileMemory{}
+	}
+	spec.Name = tag.ModelType
+	gb, err := gpuMem(ctx)
+	if err != nil {
+		log.Info("GPU memory unknown; every profiling run is tried", "err", err)
+		return profileMemory{}
+	}
+	return profileMemory{spec: spec, gpuGB: gb}
+}
+
 // newProfilePhase chooses the runs for the job. plan is the job's plan, or
 // nil when its tag has none; the launch line then says the global batch.
-func newProfilePhase(cfg config, plan *model.Plan, alloc launch.Alloc, stateDir string) (*profilePhase, error) {
+// With mem known, runs predicted not to fit in GPU memory are left out
+// (launch.MemoryFits).
+func newProfilePhase(cfg config, plan *model.Plan, alloc launch.Alloc, stateDir string, mem profileMemory) (*profilePhase, error) {
 	d := cfg.parsedDialect
 	if d == launch.DialectAuto {
 		var err error
@@ -150,13 +198,24 @@ func newProfilePhase(cfg config, plan *model.Plan, alloc launch.Alloc, stateDir 
 			gb = lineGB
 		}
 	}
-	runs, err := launch.ProfilePlans(gb, gpusOnNode, alloc.CPUsOnNode, d,
-		launch.ProfileOptions{MaxMicroBatch: base.MicroBatch, Iters: cfg.profileIters, TP: profileTP(cfg.train)})
+	opts := launch.ProfileOptions{MaxMicroBatch: base.MicroBatch, Iters: cfg.profileIters, TP: profileTP(cfg.train)}
+	var leftOut []string
+	if fits := launch.MemoryFits(mem.spec, mem.gpuGB); mem.known() {
+		pred := model.Predictor{Spec: mem.spec}
+		opts.Fits = func(p model.Plan, pl model.Placement) bool {
+			if fits(p, pl) {
+				return true
+			}
+			leftOut = append(leftOut, fmt.Sprintf("%s (%.0f GB)", p, pred.Memory(p, pl).GPUGB))
+			return false
+		}
+	}
+	runs, err := launch.ProfilePlans(gb, gpusOnNode, alloc.CPUsOnNode, d, opts)
 	if err != nil {
 		return nil, err
 	}
 	return &profilePhase{cfg: cfg, alloc: alloc, gpusOnNode: gpusOnNode, dialect: d, gb: gb, runs: runs,
-		stateDir: stateDir, grace: 10 * time.Second}, nil
+		mem: mem, leftOut: leftOut, stateDir: stateDir, grace: 10 * time.Second}, nil
 }
 
 // profileTP is the TP degree of the profiling phase's one tensor-parallel
@@ -264,7 +323,10 @@ func (ph *profilePhase) run(ctx context.Context) syscall.Signal {
 	}()
 
 	rep := profileReport{Version: 1, JobID: ph.jobID, ModelType: ph.modelType, Dialect: string(ph.dialect), GlobalBatch: ph.gb,
-		GPUsOnNode: ph.gpusOnNode, CPUsOnNode: ph.alloc.CPUsOnNode, Started: time.Now().UTC()}
+		GPUsOnNode: ph.gpusOnNode, CPUsOnNode: ph.alloc.CPUsOnNode, LeftOut: ph.leftOut, Started: time.Now().UTC()}
+	if ph.mem.known() {
+		rep.GPUMemGB = ph.mem.gpuGB
+	}
 	ph.log.Info("profiling phase: the model type has no fitted model yet", "runs", len(ph.runs), "iters", ph.cfg.profileIters,
 		"timeout", ph.cfg.profileTimeout, "record", filepath.Join(ph.stateDir, profileFile))
 	for i, run := range ph.runs {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/rubick-sched/rubick/gpuinfo"
 	"github.com/rubick-sched/rubick/launch"
 	"github.com/rubick-sched/rubick/launch/report"
 	"github.com/rubick-sched/rubick/model"
@@ -546,7 +547,7 @@ func TestProfilePhaseLineBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := model.Plan{DP: 2, TP: 1, PP: 1, MicroBatch: 4, Accum: 1}
-	ph, err := newProfilePhase(cfg, &plan, launch.Alloc{Nodes: 1, GPUsOnNode: 2, CPUsOnNode: 8}, t.TempDir())
+	ph, err := newProfilePhase(cfg, &plan, launch.Alloc{Nodes: 1, GPUsOnNode: 2, CPUsOnNode: 8}, t.TempDir(), profileMemory{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -597,5 +598,105 @@ func TestProfilePhaseOverNotice(t *testing.T) {
 	// the phase's.
 	if n := len(calls) - 2; len(col.got) != 3*n || len(col.before) != 2 || col.before[0] != len(col.got) {
 		t.Errorf("%d samples of %d runs, %v of them before each notice; want 3 a run, all before the first", len(col.got), n, col.before)
+	}
+}
+
+// TestProfilePhaseMemory: a job whose tag gives its model type's memory
+// inputs (arch, a 13B GPT) has the profiling runs that cannot fit in its
+// node's GPUs left out and lighter ones in their place, logged on one line
+// and recorded in profile.json. Without the GPUs' memory (no NVML, as on
+// the lab's fake GPUs) or the inputs (an older rubickd's tag) every run is
+// tried, as before.
+func TestProfilePhaseMemory(t *testing.T) {
+	gpt13 := model.Spec{Params: 13e9, Layers: 40, Hidden: 5120, SeqLen: 2048}
+	opts := launch.ProfileOptions{MaxMicroBatch: 4, Iters: 4}
+	every, err := launch.ProfilePlans(16, 4, 16, launch.Megatron, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Fits = launch.MemoryFits(gpt13, 80)
+	fitting, err := launch.ProfilePlans(16, 4, 16, launch.Megatron, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(plan, gpus, cpus string) string { return plan + " gpus=" + gpus + " cpus=" + cpus }
+	keys := func(runs []launch.ProfileRun) []string {
+		var out []string
+		for _, r := range runs {
+			out = append(out, key(r.Plan.String(), strconv.Itoa(r.GPUs), strconv.Itoa(r.CPUs)))
+		}
+		return out
+	}
+	if cmp.Equal(keys(every), keys(fitting)) {
+		t.Fatalf("a 13B GPT on 80 GB GPUs leaves no run out: %v", keys(every))
+	}
+	noNVML := func(context.Context) (float64, error) {
+		return 0, fmt.Errorf("gpuinfo: %w: nvml init: ERROR_LIBRARY_NOT_FOUND", gpuinfo.ErrNoDriver)
+	}
+	cases := map[string]struct {
+		tag    string
+		gpuMem func(context.Context) (float64, error)
+		want   []launch.ProfileRun
+		log    []string
+	}{
+		"80 GB GPUs": {tag: "profile=1 arch=1.3e+10,40,5120,2048", gpuMem: func(context.Context) (float64, error) { return 80, nil },
+			want: fitting, log: []string{`level=INFO msg="profiling runs left out: predicted not to fit in GPU memory"`,
+				`gpu_mem_gb=80 headroom=0.95 runs="dp4.tp1.pp1.mb4.a1.z0 (269 GB), dp1.tp1.pp1.mb4.a4.z0 (269 GB), `}},
+		"no NVML": {tag: "profile=1 arch=1.3e+10,40,5120,2048", gpuMem: noNVML, want: every,
+			log: []string{`level=INFO msg="GPU memory unknown; every profiling run is tried"`, "no NVIDIA driver"}},
+		"older rubickd": {tag: "profile=1", want: every, gpuMem: func(context.Context) (float64, error) {
+			t.Error("GPU memory read for a tag without arch")
+			return 80, nil
+		}},
+		"malformed arch": {tag: "profile=1 arch=13e9,40", gpuMem: noNVML, want: every,
+			log: []string{`level=WARN msg="the job's model type's memory inputs are malformed; every profiling run is tried"`, `arch=\"13e9,40\"`}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			flags, _, _ := profileSetup(t, "")
+			t.Setenv("FAKE_TAG_EXTRA", c.tag)
+			var out, errOut bytes.Buffer
+			if code := runWith(t.Context(), slices.Concat(flags, []string{"--dry-run", "--"}, profileLine), profileEnv(), c.gpuMem, &out, &errOut); code != 0 {
+				t.Fatalf("exit %d:\n%s", code, errOut.String())
+			}
+			var got []string
+			for _, m := range regexp.MustCompile(`(?m)^# profile run \d+/\d+ (\S+) gpus=(\d+) cpus=(\d+): `).FindAllStringSubmatch(out.String(), -1) {
+				got = append(got, key(m[1], m[2], m[3]))
+			}
+			if diff := cmp.Diff(keys(c.want), got); diff != "" {
+				t.Errorf("profiling runs (-want +got):\n%s", diff)
+			}
+			for _, l := range c.log {
+				if !strings.Contains(errOut.String(), l) {
+					t.Errorf("log lacks %q:\n%s", l, errOut.String())
+				}
+			}
+			if n := strings.Count(errOut.String(), "left out"); n != map[bool]int{true: 1}[name == "80 GB GPUs"] {
+				t.Errorf("%d lines about runs left out:\n%s", n, errOut.String())
+			}
+		})
+	}
+
+	// The phase run: only runs that fit start, and profile.json says what
+	// was left out and for which GPU memory.
+	flags, logDir, stateDir := profileSetup(t, "")
+	t.Setenv("FAKE_TAG_EXTRA", "profile=1 arch=1.3e+10,40,5120,2048")
+	var out, errOut bytes.Buffer
+	if code := runWith(t.Context(), slices.Concat(flags, []string{"--"}, profileLine), profileEnv(),
+		func(context.Context) (float64, error) { return 80, nil }, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, errOut.String())
+	}
+	var started []string
+	for _, c := range readInvocations(t, logDir) {
+		if c.Env["RUBICK_PROFILE_RUN"] != "" {
+			started = append(started, key(c.Env["RUBICK_PLAN"], strconv.Itoa(strings.Count(c.Env["CUDA_VISIBLE_DEVICES"], ",")+1), c.Env["RUBICK_CPUS"]))
+		}
+	}
+	if diff := cmp.Diff(keys(fitting), started); diff != "" {
+		t.Errorf("runs started (-want +got):\n%s", diff)
+	}
+	rec := readProfile(t, stateDir)
+	if rec.GPUMemGB != 80 || len(rec.LeftOut) == 0 || rec.LeftOut[0] != "dp4.tp1.pp1.mb4.a1.z0 (269 GB)" || len(rec.Runs) != len(fitting) {
+		t.Errorf("profile.json: gpu_mem_gb %v, left_out %q, %d runs", rec.GPUMemGB, rec.LeftOut, len(rec.Runs))
 	}
 }
