@@ -411,19 +411,22 @@ func (b *profileBuilder) addSmallerMB(gpus, zero int, off, gc bool, cpus int, pu
 		if perRank%s != 0 {
 			continue
 		}
-		p := Expressible(b.d, model.Plan{DP: gpus, TP: 1, PP: 1, MicroBatch: s, Accum: perRank / s,
-			ZeRO: zero, Offload: off, Checkpoint: gc})
-		if b.fit(p) {
+		if b.fit(b.plan(gpus, zero, off, gc, s)) {
 			b.addMB(gpus, zero, off, gc, cpus, s, purpose)
 			return
 		}
 	}
 }
 
-func (b *profileBuilder) addMB(gpus, zero int, off, gc bool, cpus, mb int, purpose string) {
-	perRank := b.gb / gpus
-	p := Expressible(b.d, model.Plan{DP: gpus, TP: 1, PP: 1, MicroBatch: mb, Accum: perRank / mb,
+// plan is the data-parallel plan of a run on gpus GPUs with micro-batch
+// mb, as the dialect expresses it.
+func (b *profileBuilder) plan(gpus, zero int, off, gc bool, mb int) model.Plan {
+	return Expressible(b.d, model.Plan{DP: gpus, TP: 1, PP: 1, MicroBatch: mb, Accum: b.gb / gpus / mb,
 		ZeRO: zero, Offload: off, Checkpoint: gc})
+}
+
+func (b *profileBuilder) addMB(gpus, zero int, off, gc bool, cpus, mb int, purpose string) {
+	p := b.plan(gpus, zero, off, gc, mb)
 	if cpus > 0 && gpus > 1 && cpus >= gpus {
 		// Whole cores per rank, so srun's per-task split gives exactly cpus.
 		cpus -= cpus % gpus
