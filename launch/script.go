@@ -565,9 +565,9 @@ var srunFlags = map[string]bool{
 	"plan": false, "dialect": false, "launcher": false, "gpu-bind": false, "cpus-per-task": false, "global-batch": false,
 	"signal": false, "scontrol": false, "squeue": false, "srun": false, "scancel": false, "state-dir": false, "checkpoint-dir": false,
 	"model-type": false, "report-url": false, "munge": false, "munge-socket": false, "report-skip": false,
-	"profile-iters": false, "profile-timeout": false, "profile-run-timeout": false, "local-rank-at": false, "log-level": false,
-	"ensure-load": true, "requeue-on-checkpoint": true, "requeue-mail": true, "dry-run": true, "as-task": true,
-	"h": true, "help": true,
+	"profile-iters": false, "profile-timeout": false, "profile-run-timeout": false, "plan-wait": false, "local-rank-at": false,
+	"log-level": false, "ensure-load": true, "requeue-on-checkpoint": true, "requeue-mail": true, "dry-run": true,
+	"as-task": true, "h": true, "help": true,
 }
 
 // SrunBoolFlag is true for the rubick-srun flags that take no value.

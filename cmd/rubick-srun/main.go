@@ -12,7 +12,8 @@
 // A job tagged profile=1 (its model type has no fitted model yet) first
 // runs a bounded profiling phase of short sampled configurations on its
 // first node (profile.go, launch.ProfilePlans), leaving out those its
-// GPUs cannot hold, then re-reads its plan.
+// GPUs cannot hold, then re-reads its plan, waiting a while (--plan-wait)
+// for the one rubickd sets once it has fitted the model type.
 // See docs/rubick-srun.md.
 package main
 
@@ -71,6 +72,9 @@ type config struct {
 	cpusPerTask, globalBatch, reportSkip int
 	profileIters                         int
 	profileTimeout, profileRunTimeout    time.Duration
+	// planWait bounds the wait for rubickd's plan after a profiling
+	// phase (awaitPlan); 0: no wait.
+	planWait time.Duration
 	// markWait is the pause before the first retry of the requeue's mark
 	// (markRequeue), doubled before each next one.
 	markWait                    time.Duration
@@ -130,6 +134,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	if c.profileTimeout <= 0 || c.profileRunTimeout <= 0 {
 		return c, fmt.Errorf("--profile-timeout=%s and --profile-run-timeout=%s must be positive", c.profileTimeout, c.profileRunTimeout)
 	}
+	if c.planWait < 0 {
+		return c, fmt.Errorf("--plan-wait=%s must be >= 0", c.planWait)
+	}
 	return c, nil
 }
 
@@ -163,6 +170,7 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) *flag.F
 	fs.IntVar(&c.profileIters, "profile-iters", launch.DefaultProfileIters, "iterations of each profiling run, the first --report-skip of them warm-up (0: never profile)")
 	fs.DurationVar(&c.profileTimeout, "profile-timeout", 5*time.Minute, "time bound of the whole profiling phase")
 	fs.DurationVar(&c.profileRunTimeout, "profile-run-timeout", 2*time.Minute, "time bound of one profiling run")
+	fs.DurationVar(&c.planWait, "plan-wait", defaultPlanWait, "after a profiling phase whose end rubickd was told of, the longest wait for the plan rubickd sets once it has fitted the model type; without one by then, the training run starts on the plan the job has (0: no wait)")
 	fs.BoolVar(&c.dryRun, "dry-run", false, "print the rewritten command and DeepSpeed config, run nothing")
 	fs.BoolVar(&c.asTask, asTaskFlag, false, "run as one task of a per-GPU step, as rubick-srun starts them: set RANK, LOCAL_RANK and GROUP_RANK from SLURM_PROCID, SLURM_LOCALID and SLURM_NODEID, then exec the command")
 	fs.IntVar(&c.localRankAt, localRankAtFlag, -1, "with --as-task, insert --local_rank=SLURM_LOCALID at this index of the command, as the deepspeed launcher passes it (-1: none)")
@@ -319,17 +327,30 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, gpu
 				break
 			}
 			if sig := ph.run(ctx); sig != 0 {
-				if sig == cfg.checkpointSig {
-					if cfg.requeue && jobID != "" {
-						_ = requeueHold(ctx, cfg, whyCheckpoint, log, nil)
-					}
-					return exitCheckpointed
-				}
-				return 128 + int(sig)
+				return untrained(ctx, cfg, jobID, sig, log)
 			}
 			profiled = true
 			if cfg.plan == "" && jobID != "" {
 				plan = rereadPlan(ctx, cfg, jobID, plan, log)
+			}
+		}
+	}
+
+	// noticed: the launch notice went out, naming the plan the job trains
+	// on.
+	noticed := false
+	if profiled && jobID != "" && cfg.reportURL != "" {
+		// rubickd fits the model type once it hears the phase is over, and
+		// then sets the job's plan: the training run waits for it a while
+		// rather than run the line as it is while the tag says otherwise.
+		noticed = true
+		if phaseOver(ctx, cfg, jobID, modelType, plan, rep, log) && cfg.planWait > 0 {
+			p, sig := awaitPlan(ctx, cfg, early, log)
+			if sig != 0 {
+				return untrained(ctx, cfg, jobID, sig, log)
+			}
+			if p != nil && (plan == nil || *p != *plan) {
+				plan, noticed = p, false // its own notice names it
 			}
 		}
 	}
@@ -373,22 +394,12 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, gpu
 			base: report.Sample{Version: report.SampleVersion, JobID: jobID, ModelType: modelType, Plan: plan.String(),
 				Placement: st.placement.String(), CPUs: st.cpus}}
 	}
-	if (plan != nil || profiled) && jobID != "" && cfg.reportURL != "" {
+	if plan != nil && jobID != "" && cfg.reportURL != "" && !noticed {
 		// Tell rubickd what this line cannot run before it plans the job
-		// again, and that the profiling phase is over; a slow rubickd
-		// delays the trainer by launchNoticeWait at most (twice after a
-		// phase).
-		if profiled && rep != nil {
-			// rubickd fits on what the phase measured once it hears the
-			// phase is over: its last samples must be there first.
-			fctx, cancel := context.WithTimeout(ctx, launchNoticeWait)
-			if err := rep.Flush(fctx); err != nil {
-				log.Warn("profiling samples still unsent at the launch notice", "err", err)
-			}
-			cancel()
-		}
+		// again; a slow rubickd delays the trainer by launchNoticeWait at
+		// most.
 		lctx, cancel := context.WithTimeout(ctx, launchNoticeWait)
-		_ = sendLaunch(lctx, cfg, jobID, modelType, plan, false, profiled, log)
+		_ = sendLaunch(lctx, cfg, jobID, modelType, plan, false, false, log)
 		cancel()
 	}
 	log.Info("launching", "argv", shellQuote(st.argv))

@@ -92,6 +92,16 @@ func TestMain(m *testing.M) {
 		if e := os.Getenv("FAKE_TAG_EXTRA"); e != "" {
 			extra = " " + e
 		}
+		// Once there, FAKE_TAG_EXTRA_FILE holds the keys rubickd's later
+		// annotation leaves.
+		if p := os.Getenv("FAKE_TAG_EXTRA_FILE"); p != "" {
+			if data, err := os.ReadFile(p); err == nil {
+				extra = ""
+				if e := strings.TrimSpace(string(data)); e != "" {
+					extra = " " + e
+				}
+			}
+		}
 		mail := ""
 		if m := os.Getenv("FAKE_MAIL_TYPE"); m != "" {
 			mail = " MailUser=alice MailType=" + m
@@ -393,6 +403,9 @@ type collector struct {
 	before []int
 	// delay slows the taking of each sample, as a busy rubickd does.
 	delay time.Duration
+	// onLaunch, when set, sees each launch notice taken, as rubickd acts
+	// on it.
+	onLaunch func(report.Launch)
 }
 
 func (c *collector) server(t *testing.T) *httptest.Server {
@@ -411,9 +424,12 @@ func (c *collector) server(t *testing.T) *httptest.Server {
 		},
 		Launch: func(_ context.Context, _ uint32, l report.Launch) error {
 			c.mu.Lock()
-			defer c.mu.Unlock()
 			c.launches = append(c.launches, l)
 			c.before = append(c.before, len(c.got))
+			c.mu.Unlock()
+			if c.onLaunch != nil {
+				c.onLaunch(l)
+			}
 			return nil
 		},
 	}))

@@ -631,3 +631,126 @@ func rereadPlan(ctx context.Context, cfg config, jobID string, old *model.Plan, 
 	}
 	return &p
 }
+
+// untrained ends rubick-srun when sig stopped it before it trained: in
+// the profiling phase or in the wait for rubickd's plan after it. Nothing
+// was trained, so the user's checkpoint is current: the checkpoint signal
+// requeues the job held, as after a checkpoint, and exits 75; SIGTERM or
+// SIGINT exit 128+N.
+func untrained(ctx context.Context, cfg config, jobID string, sig syscall.Signal, log *slog.Logger) int {
+	if sig != cfg.checkpointSig {
+		return 128 + int(sig)
+	}
+	if cfg.requeue && jobID != "" {
+		_ = requeueHold(ctx, cfg, whyCheckpoint, log, nil)
+	}
+	return exitCheckpointed
+}
+
+// phaseOver tells rubickd that the job's profiling phase is over, once the
+// phase's samples have all been sent: rubickd fits the model type on what
+// the phase measured when it hears this, so they must be there first. plan
+// is the job's plan, nil for none. It reports whether rubickd took the
+// notice.
+func phaseOver(ctx context.Context, cfg config, jobID, modelType string, plan *model.Plan, rep *report.Reporter, log *slog.Logger) bool {
+	if rep != nil {
+		fctx, cancel := context.WithTimeout(ctx, launchNoticeWait)
+		if err := rep.Flush(fctx); err != nil {
+			log.Warn("profiling samples still unsent at the launch notice", "err", err)
+		}
+		cancel()
+	}
+	lctx, cancel := context.WithTimeout(ctx, launchNoticeWait)
+	defer cancel()
+	return sendLaunch(lctx, cfg, jobID, modelType, plan, false, true, log) == nil
+}
+
+// defaultPlanWait is --plan-wait's default: two of rubickd's default
+// intervals (30 s). rubickd fits the model type at its first cycle after
+// the phase's notice, which may come just after a cycle's fits, and sets
+// the plan in that cycle, or at the next where that cycle waits for jobs
+// it released to start.
+const defaultPlanWait = time.Minute
+
+// maxPlanPoll bounds the time between two reads of the job's tag while
+// awaitPlan waits; a shorter --plan-wait reads it ten times.
+const maxPlanPoll = 5 * time.Second
+
+// awaitPlan waits, at most cfg.planWait, for the plan rubickd sets once it
+// has fitted the model type on what the phase measured: the job's tag then
+// has a plan and no longer profile=1. It reads the tag at once (rubickd
+// may have fitted the type during the phase), then a tenth of the bound
+// apart, maxPlanPoll at most. It returns the plan, nil when none came
+// within the bound, and the signal that ended the wait, if one did: the
+// checkpoint signal (rubickd restarting the job on its fit), SIGTERM or
+// SIGINT, as in the phase.
+func awaitPlan(ctx context.Context, cfg config, early <-chan os.Signal, log *slog.Logger) (*model.Plan, syscall.Signal) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, cfg.planWait)
+	defer cancel()
+	sigCtx, sigCancel := context.WithCancel(ctx)
+	defer sigCancel()
+	var got signalBox
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, cfg.checkpointSig, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	// One that already came ends the wait before it reads anything; later
+	// ones reach sigs too. early is not read after this: a checkpoint
+	// signal the wait does not act on must stay there for the step.
+	select {
+	case s := <-early:
+		got.set(s.(syscall.Signal))
+		sigCancel()
+	default:
+	}
+	go func() {
+		select {
+		case s := <-sigs:
+			got.set(s.(syscall.Signal))
+			sigCancel()
+		case <-sigCtx.Done():
+		}
+	}()
+	log.Info("waiting for rubickd's plan: it fits the model type on what the profiling phase measured", "bound", cfg.planWait)
+	poll := min(cfg.planWait/10, maxPlanPoll)
+	var last error
+	for sigCtx.Err() == nil {
+		p, err := annotatedPlan(sigCtx, cfg)
+		if p != nil {
+			log.Info("plan from rubickd after profiling", "plan", p.String(), "waited", time.Since(start).Round(time.Millisecond).Seconds())
+			return p, 0
+		}
+		if err != nil && sigCtx.Err() == nil {
+			last = err
+		}
+		select {
+		case <-sigCtx.Done():
+		case <-time.After(poll):
+		}
+	}
+	if s := got.get(); s != 0 {
+		log.Info("signal while waiting for rubickd's plan; not training", "signal", s)
+		return nil, s
+	}
+	args := []any{"plan_wait", cfg.planWait}
+	if last != nil {
+		args = append(args, "last_err", last)
+	}
+	log.Info("no plan from rubickd within --plan-wait; training on the plan the job has", args...)
+	return nil, 0
+}
+
+// annotatedPlan reads the job's tag and returns its plan once rubickd has
+// set it after the phase (a plan, and profile=1 taken out); nil, with the
+// reason where there is one, until then.
+func annotatedPlan(ctx context.Context, cfg config) (*model.Plan, error) {
+	tag, err := readTag(ctx, cfg.scontrol, cfg.jobRef)
+	if err != nil || tag == nil || tag.Plan == "" || tag.Extra[tagProfile] == "1" {
+		return nil, err
+	}
+	p, err := model.ParsePlan(tag.Plan)
+	if err != nil {
+		return nil, fmt.Errorf("the job's AdminComment: %w", err)
+	}
+	return &p, nil
+}

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -109,8 +110,12 @@ func fakeTrainer(args []string) int {
 	}
 	if p := os.Getenv("FAKE_PLAN_FILE"); p != "" && os.Getenv("RUBICK_PROFILE_RUN") != "" &&
 		strings.HasPrefix(os.Getenv("RUBICK_PROFILE_RUN"), os.Getenv("FAKE_LAST_RUN")+"/") {
-		// rubickd fitted the model type and chose another plan.
+		// rubickd fitted the model type, chose another plan and took
+		// profile=1 out.
 		_ = os.WriteFile(p, []byte(os.Getenv("FAKE_PLAN_AFTER")), 0o644)
+		if e := os.Getenv("FAKE_TAG_EXTRA_FILE"); e != "" {
+			_ = os.WriteFile(e, nil, 0o644)
+		}
 	}
 	script := slices.IndexFunc(line, func(a string) bool { return strings.HasSuffix(a, ".py") })
 	if filepath.Base(line[script]) == "train.py" {
@@ -206,6 +211,7 @@ func TestProfilePhase(t *testing.T) {
 	t.Setenv("FAKE_SRUN_FAIL_RUN", "2")
 	t.Setenv("FAKE_LAST_RUN", strconv.Itoa(n))
 	t.Setenv("FAKE_PLAN_AFTER", "dp2.tp1.pp1.mb4.a2.z0+gc")
+	t.Setenv("FAKE_TAG_EXTRA_FILE", filepath.Join(t.TempDir(), "extra"))
 
 	var out, errOut bytes.Buffer
 	code := run(t.Context(), append(append(flags, "--"), append(slices.Clone(profileLine), "--save", save)...), profileEnv(), &out, &errOut)
@@ -562,9 +568,10 @@ func TestProfilePhaseLineBatch(t *testing.T) {
 }
 
 // TestProfilePhaseOverNotice: the job of a model type without a fit has
-// no plan. After its profiling phase it trains its line unchanged and
-// sends a launch notice saying the phase is over, which rubickd fits the
-// type on, only once every sample of the phase has reached rubickd; a
+// no plan. After its profiling phase it sends a launch notice saying the
+// phase is over, which rubickd fits the type on, only once every sample of
+// the phase has reached rubickd, and, not waiting for rubickd's plan
+// (--plan-wait 0; TestProfilePlanWait waits), trains its line unchanged; a
 // requeued job whose phase is done says so again.
 func TestProfilePhaseOverNotice(t *testing.T) {
 	col := collector{delay: 20 * time.Millisecond}
@@ -577,7 +584,7 @@ func TestProfilePhaseOverNotice(t *testing.T) {
 	t.Setenv("FAKE_PLAN_FILE", noPlan)
 	var out, errOut bytes.Buffer
 	for start := range 2 {
-		if code := run(t.Context(), slices.Concat(flags, []string{"--"}, profileLine), profileEnv(), &out, &errOut); code != 0 {
+		if code := run(t.Context(), slices.Concat(flags, []string{"--plan-wait", "0", "--"}, profileLine), profileEnv(), &out, &errOut); code != 0 {
 			t.Fatalf("start %d: exit %d:\n%s", start+1, code, errOut.String())
 		}
 	}
@@ -598,6 +605,175 @@ func TestProfilePhaseOverNotice(t *testing.T) {
 	// the phase's.
 	if n := len(calls) - 2; len(col.got) != 3*n || len(col.before) != 2 || col.before[0] != len(col.got) {
 		t.Errorf("%d samples of %d runs, %v of them before each notice; want 3 a run, all before the first", len(col.got), n, col.before)
+	}
+}
+
+// TestProfilePlanWait: the job of a model type without a fit has no plan.
+// After the launch notice that says its profiling phase is over, it waits
+// for the plan rubickd sets once it has fitted the type (a plan in the
+// tag, profile=1 taken out), and trains on it as on any plan, with a
+// notice that names it; with none within --plan-wait it trains its line
+// unchanged. A notice rubickd did not take cannot lead to a fit: the job
+// does not wait. A requeued job whose phase is done (done: its record, and
+// no runs) waits as after its phase.
+func TestProfilePlanWait(t *testing.T) {
+	const planAfter = "dp2.tp1.pp1.mb4.a2.z0+gc"
+	over := report.Launch{Kind: report.KindLaunch, Version: report.LaunchVersion, JobID: "42", ModelType: "gpt2", Dialect: "megatron",
+		GlobalBatch: 16, Profiled: true}
+	planned := over
+	planned.Plan, planned.Profiled = planAfter, false
+	tests := map[string]struct {
+		wait string
+		// annotate: rubickd sets the plan 100 ms after the notice; down:
+		// the samples endpoint does not answer.
+		annotate, down, done bool
+		wantPlan             string // the training run's; "" for the line unchanged
+		notices              []report.Launch
+		waits, noPlan        int // log lines: the wait began, it ended without a plan
+	}{
+		"plan after the notice": {wait: "10s", annotate: true, wantPlan: planAfter, notices: []report.Launch{over, planned}, waits: 1},
+		"no plan in time":       {wait: "500ms", done: true, notices: []report.Launch{over}, waits: 1, noPlan: 1},
+		"notice not delivered":  {wait: "20s", done: true, annotate: true, down: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var mu sync.Mutex
+			var noticed time.Time
+			col := collector{}
+			srv := col.server(t)
+			flags, logDir, stateDir := profileSetup(t, srv.URL)
+			if tc.done {
+				if err := os.MkdirAll(stateDir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(stateDir, profileFile), []byte(`{"complete": true}`), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			planFile, extraFile := filepath.Join(t.TempDir(), "plan"), filepath.Join(t.TempDir(), "extra")
+			if err := os.WriteFile(planFile, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("FAKE_PLAN_FILE", planFile)
+			t.Setenv("FAKE_TAG_EXTRA_FILE", extraFile)
+			col.onLaunch = func(l report.Launch) {
+				mu.Lock()
+				defer mu.Unlock()
+				if !l.Profiled || !noticed.IsZero() {
+					return
+				}
+				noticed = time.Now()
+				if tc.annotate {
+					// rubickd's next cycle fits the type and sets the plan.
+					time.AfterFunc(100*time.Millisecond, func() {
+						_ = os.WriteFile(planFile, []byte(planAfter), 0o644)
+						_ = os.WriteFile(extraFile, nil, 0o644)
+					})
+				}
+			}
+			if tc.down {
+				srv.Close()
+			}
+			var out, errOut bytes.Buffer
+			if code := run(t.Context(), slices.Concat(flags, []string{"--plan-wait", tc.wait, "--"}, profileLine), profileEnv(), &out, &errOut); code != 0 {
+				t.Fatalf("exit %d:\n%s", code, errOut.String())
+			}
+			ended := time.Now()
+			calls := readInvocations(t, logDir)
+			train := calls[len(calls)-1]
+			want := invocation{Argv: append([]string{"srun"}, profileLine...), Env: map[string]string{}}
+			if tc.wantPlan != "" {
+				// As at any start with the plan.
+				want.Argv = slices.Concat(strings.Fields("srun --nodes=1 --ntasks=2 --ntasks-per-node=2 --gres=gpu:2 --cpus-per-task=8 --kill-on-bad-exit=1"),
+					[]string{testSelf(t), "--as-task", "--"}, profileLine, strings.Fields("--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 "+
+						"--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"))
+				want.Env = map[string]string{"RUBICK_PLAN": tc.wantPlan, "RUBICK_PLACEMENT": "2", "RUBICK_CPUS": "16",
+					"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "node1", "MASTER_PORT": "20042"}
+			}
+			if d := cmp.Diff(want, train); d != "" {
+				t.Errorf("training run (-want +got):\n%s", d)
+			}
+			col.mu.Lock()
+			if d := cmp.Diff(tc.notices, col.launches, cmpopts.IgnoreFields(report.Launch{}, "Time"), cmpopts.EquateEmpty()); d != "" {
+				t.Errorf("launch notices (-want +got):\n%s", d)
+			}
+			col.mu.Unlock()
+			log := errOut.String()
+			if n, m := strings.Count(log, "waiting for rubickd's plan"), strings.Count(log, "no plan from rubickd within --plan-wait"); n != tc.waits || m != tc.noPlan {
+				t.Errorf("log says the wait began %d times and ended without a plan %d times, want %d and %d:\n%s", n, m, tc.waits, tc.noPlan, log)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if bound, _ := time.ParseDuration(tc.wait); tc.noPlan > 0 && (noticed.IsZero() || ended.Sub(noticed) < bound) {
+				t.Errorf("trained %v after the notice, want the whole --plan-wait %v", ended.Sub(noticed), bound)
+			}
+		})
+	}
+}
+
+// TestProfilePlanWaitSignal: a signal while the job waits for rubickd's
+// plan after its phase ends the wait as it ends the phase: the checkpoint
+// signal (rubickd restarting the job on its fit) requeues the job held and
+// exits 75, SIGTERM exits 143; neither trains.
+func TestProfilePlanWaitSignal(t *testing.T) {
+	for _, tc := range []struct {
+		sig     syscall.Signal
+		code    int
+		requeue bool
+	}{{syscall.SIGUSR1, exitCheckpointed, true}, {syscall.SIGTERM, 128 + int(syscall.SIGTERM), false}} {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			var col collector
+			srv := col.server(t)
+			flags, logDir, stateDir := profileSetup(t, srv.URL)
+			// The phase is done (a requeued job's): it waits at once.
+			if err := os.MkdirAll(stateDir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(stateDir, profileFile), []byte(`{"complete": true}`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			scontrolLog := filepath.Join(t.TempDir(), "scontrol.log")
+			cmd := exec.Command(testSelf(t), slices.Concat(flags, []string{"--plan-wait", "1m", "--"}, profileLine)...)
+			cmd.Env = append(os.Environ(), "RUBICK_SRUN_MAIN=1", "FAKE_SCONTROL_LOG="+scontrolLog,
+				"SLURM_JOB_ID=42", "SLURM_JOB_NUM_NODES=1", "SLURM_GPUS_ON_NODE=4", "SLURM_CPUS_ON_NODE=16")
+			stderr, err := cmd.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			kill := time.AfterFunc(30*time.Second, func() { _ = cmd.Process.Kill() })
+			defer kill.Stop()
+			var log strings.Builder
+			sc := bufio.NewScanner(stderr)
+			for sc.Scan() && !strings.Contains(sc.Text(), "waiting for rubickd's plan") {
+				log.WriteString(sc.Text() + "\n")
+			}
+			if sc.Err() != nil || !strings.Contains(sc.Text(), "waiting for rubickd's plan") {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+				t.Fatalf("no wait for rubickd's plan:\n%s", log.String())
+			}
+			if err := cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			for sc.Scan() {
+				log.WriteString(sc.Text() + "\n")
+			}
+			err = cmd.Wait()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != tc.code {
+				t.Fatalf("exit %v, want %d\n%s", err, tc.code, log.String())
+			}
+			calls, _ := os.ReadFile(scontrolLog)
+			if got := strings.HasSuffix(strings.TrimSpace(string(calls)), "requeuehold 42"); got != tc.requeue {
+				t.Errorf("scontrol calls %q: requeued %v, want %v", calls, got, tc.requeue)
+			}
+			if _, err := os.Stat(filepath.Join(logDir, "calls.jsonl")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("srun ran: %v", err)
+			}
+		})
 	}
 }
 
