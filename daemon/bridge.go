@@ -2283,7 +2283,9 @@ func (v *View) slurmActions(p policy.Plan, now time.Time) (actions []slurm.Actio
 
 // profiledAnnotation gives a running job that was started for profiling,
 // and whose model type is now fitted, the plan the policy keeps it on, and
-// clears its profile flag: rubick-srun reads the plan when its phase ends.
+// clears its profile flag. The fit and this annotation come in the same
+// cycle (Cycle refits before it plans): rubick-srun, which waits a while
+// for the plan after its phase's launch notice, trains on it.
 func (mj *managedJob) profiledAnnotation(a policy.Action) (slurm.Action, bool) {
 	if mj.slurm.State != slurm.StateRunning || mj.tag.Extra[tagProfile] != "1" {
 		return slurm.Action{}, false

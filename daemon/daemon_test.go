@@ -611,6 +611,54 @@ func TestProfiledJobGetsItsPlanOnceFitted(t *testing.T) {
 	}
 }
 
+// The cycle that makes a profiled job's model type its first fit plans the
+// job in the same cycle: rubick-srun waits for that plan after its phase
+// only so long (--plan-wait).
+func TestProfiledJobPlannedInItsFitsCycle(t *testing.T) {
+	j := heldJob(5, "newnet", 1, 8)
+	j.State, j.Held, j.User, j.CPUs, j.NodeList, j.BatchHost = slurm.StateRunning, false, "alice", 64, []string{"node1"}, "node1"
+	j.StartTime = t0.Add(-10 * time.Minute)
+	j.Tag.Generation, j.Tag.Extra = 1, map[string]string{"profile": "1", "arch": launch.ArchValue(newnetSpec())}
+	nodes := labNodes(1)
+	nodes[0].State, nodes[0].GPUsUsed, nodes[0].CPUsAlloc, nodes[0].MemAllocMB = "ALLOCATED", 8, 64, 64000
+	c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{j}}
+	a := &fakeApplier{}
+	d, st := newTestDaemon(t, c, a)
+	ctx := context.Background()
+	if err := st.UpsertModelType(ctx, newnetSpec()); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpsertJob(ctx, store.Job{ID: 5, ModelType: "newnet", Class: store.BestEffort, State: "RUNNING"}); err != nil {
+		t.Fatal(err)
+	}
+	l := &Learner{Store: st, Cluster: c, Env: model.DefaultEnv(), LookupUID: func(string) (uint32, error) { return 1000, nil }}
+	for _, s := range samplesOf(model.Predictor{Spec: newnetSpec(), Params: model.Priors(), Env: model.DefaultEnv()}, 1) {
+		if err := l.Accept(ctx, 1000, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.deps.Learner = l
+	rep, err := d.Cycle(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"newnet"}, rep.Refitted); d != "" {
+		t.Fatalf("refitted (-want +got):\n%s", d)
+	}
+	var ann *slurm.Action
+	for i := range a.got {
+		if a.got[i].JobID == 5 && a.got[i].Kind == slurm.ActionAnnotate {
+			ann = &a.got[i]
+		}
+	}
+	if ann == nil {
+		t.Fatalf("the fit's cycle did not plan the profiled job; actions %+v", a.got)
+	}
+	if _, err := model.ParsePlan(ann.Tag.Plan); err != nil || ann.Tag.Extra["profile"] != "" {
+		t.Errorf("tag %+v: want a plan and no profile flag", ann.Tag)
+	}
+}
+
 // A guaranteed job arriving on a full cluster makes the policy release a
 // best-effort job; the release is recorded (without a plan or placement of
 // its own) and applied before the start that needs its GPUs.
