@@ -1566,7 +1566,8 @@ func (o offloadFast) BestPlan(r model.Resources, allow func(model.Plan) bool) (m
 // and no switch to a faster plan (rubick-e), where those CPUs are not
 // free or take the job past its CPU bounds (Max.CPUs, Max.CPUsPerNode),
 // which Slurm would hold it for: b starts in its place, and rubick-e runs
-// a faster plan within them; and the default per GPU cut to its CPUs,
+// a faster plan within them where there is one, or else leaves it queued
+// as the others do (no room held for it, no job preempted for it); and the default per GPU cut to its CPUs,
 // which fits a node with less free memory than the default. a asks for 4
 // GPUs and 16 CPUs.
 func TestQueueMaxMemPerCPU(t *testing.T) {
@@ -1588,6 +1589,16 @@ func TestQueueMaxMemPerCPU(t *testing.T) {
 	bounded.Max.CPUs, boundedNode.Max.CPUsPerNode = 32, 32
 	fast := job("fast", 2, 0)
 	fast.Request.Plan = model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 2, Accum: 1, ZeRO: 2}
+	// Offloading is its fastest plan: rubick-e has none to switch to within
+	// the bounds.
+	fastBounded := job("fast", 2, 0)
+	fastBounded.Request.Plan, fastBounded.Max.CPUs = offload.Request.Plan, 32
+	fastBoundedNode := fastBounded
+	fastBoundedNode.Max.CPUs, fastBoundedNode.Max.CPUsPerNode = 0, 32
+	r := pt.NewJob("r", "small").GPUs(4).TimeLimit(time.Hour).Running(dp(4, 32), 10*time.Minute, pt.On("n0", 4)).Obj()
+	fastGuaranteed := fastBounded
+	fastGuaranteed.Guaranteed = true
+	v := pt.NewJob("v", "small").GPUs(8).Running(dp(8, 32), 10*time.Minute, policy.NodeAlloc{Node: "n0", GPUs: 8, CPUs: 32, MemGB: 128}).Obj()
 	b := pt.NewJob("b", "small").GPUs(4).CPUs(16).SubmittedAt(time.Second).Obj()
 	na := func(node string, gpus, cpus int, memGB float64) policy.NodeAlloc {
 		return policy.NodeAlloc{Node: node, GPUs: gpus, CPUs: cpus, MemGB: memGB}
@@ -1619,6 +1630,15 @@ func TestQueueMaxMemPerCPU(t *testing.T) {
 			map[string][]policy.NodeAlloc{"a": nil, "b": {na("n0", 4, 4, 64)}}, ""},
 		{"42 CPUs for offloaded states, over a bound of 32, a faster plan within it", []string{"rubick-e"}, nodes(1, 48, 1600), []policy.Job{bounded, b},
 			map[string][]policy.NodeAlloc{"a": {na("n0", 4, 16, 32)}, "b": {na("n0", 4, 16, 64)}}, ""},
+		{"42 CPUs for offloaded states, over a bound of 32, no faster plan", []string{"rubick-e"}, nodes(1, 48, 1600), []policy.Job{fastBounded, b},
+			map[string][]policy.NodeAlloc{"a": nil, "b": {na("n0", 4, 16, 64)}}, "needs 4 GPUs per node with a CPU per 2 GB of its memory (MaxMemPerCPU), within 32 CPUs"},
+		{"42 CPUs for offloaded states, over a bound of 32 per node, no faster plan", []string{"rubick-e"}, nodes(1, 48, 1600), []policy.Job{fastBoundedNode, b},
+			map[string][]policy.NodeAlloc{"a": nil, "b": {na("n0", 4, 16, 64)}}, "(MaxMemPerCPU), within 32 CPUs per node"},
+		// a, never to start so, holds no room for itself that b must leave.
+		{"42 CPUs for offloaded states, over a bound of 32, no faster plan, backfill", []string{"rubick-e"}, nodes(1, 80, 1600), []policy.Job{r, fastBounded, b},
+			map[string][]policy.NodeAlloc{"r": {pt.On("n0", 4)}, "a": nil, "b": {na("n0", 4, 16, 64)}}, "within 32 CPUs"},
+		{"42 CPUs for offloaded states, over a bound of 32, no faster plan, guaranteed", []string{"rubick-e"}, nodes(1, 48, 1600), []policy.Job{v, fastGuaranteed},
+			map[string][]policy.NodeAlloc{"v": {na("n0", 8, 32, 128)}, "a": nil}, "within 32 CPUs"},
 		{"an offloading plan faster, its 42 CPUs free", []string{"rubick-e"}, nodes(1, 48, 1600), []policy.Job{fast},
 			map[string][]policy.NodeAlloc{"a": {na("n0", 4, 42, 84)}}, ""},
 		{"an offloading plan faster, 40 CPUs", []string{"rubick-e"}, nodes(1, 40, 1600), []policy.Job{fast},

@@ -62,12 +62,11 @@ type qnode struct {
 // Decide implements Policy.
 func (q *queue) Decide(ctx context.Context, s *Snapshot) (Plan, error) {
 	q.perf.sync(s.Models)
-	nodeGPUs, memGB := 0, math.Inf(1)
+	nodeGPUs, memGB := 0, leastMem(s)
 	free := make([]qnode, len(s.Nodes))
 	for i, n := range s.Nodes {
 		free[i] = qnode{n.GPUs, n.CPUs, n.MemGB}
 		nodeGPUs = max(nodeGPUs, n.GPUs)
-		memGB = min(memGB, n.MemGB)
 	}
 	for i := range s.Jobs {
 		for _, a := range s.Jobs[i].Alloc {
@@ -248,8 +247,8 @@ func (q *queue) predict(s *Snapshot, j *Job, plan model.Plan, pl model.Placement
 // them for the memory start books there with the requested plan
 // (nodeAlloc), and the least memory any plan books there (cut to them).
 // Raised past the job's CPU bounds (Max.CPUsPerNode, Max.CPUs), Slurm
-// would hold it: nothing fits, unless the policy may switch to a plan that
-// keeps within them (rubick-e: hostFits).
+// would hold it: nothing fits, unless rubick-e switches it on the nodes
+// found to a plan that keeps within them (switchPlan).
 func (q *queue) fit(s *Snapshot, free []qnode, pl model.Placement, j *Job) ([]int, bool) {
 	est := s.Models[j.Model]
 	need, base := est.Memory(j.Request.Plan, pl.Canonical()).HostGBNode, hostBase(est, j.Request.Plan)
@@ -265,7 +264,9 @@ func (q *queue) fit(s *Snapshot, free []qnode, pl model.Placement, j *Job) ([]in
 		newLeft = j.NodeQuota.New
 	}
 	asked, raised := 0, 0 // CPUs over the parts placed
-	bound := !q.kind.bestPlan
+	// rubick-e may take a node the requested plan is raised past its bound
+	// on: the plan it switches to there may keep within it.
+	bound, within := !q.kind.bestPlan, true
 	for _, i := range order {
 		g := pl[i]
 		c := q.minCPUs(j, g)
@@ -295,11 +296,31 @@ func (q *queue) fit(s *Snapshot, free []qnode, pl model.Placement, j *Job) ([]in
 		used[best] = true
 		out[i] = best
 		asked, raised = asked+c, raised+bestCPUs
+		within = within && j.raiseWithin(c, bestCPUs, j.Max.CPUsPerNode)
 	}
-	if bound && !j.raiseWithin(asked, raised, j.Max.CPUs) {
-		return nil, false
+	if !within || !j.raiseWithin(asked, raised, j.Max.CPUs) {
+		if !q.kind.bestPlan {
+			return nil, false
+		}
+		alloc := make([]NodeAlloc, len(out))
+		for i := range out {
+			alloc[i] = NodeAlloc{GPUs: pl[i], CPUs: q.minCPUs(j, pl[i])}
+		}
+		if _, _, ok := q.switchPlan(s, j, pl, out, alloc, free, leastMem(s)); !ok {
+			return nil, false
+		}
 	}
 	return out, true
+}
+
+// leastMem is the host memory of the cluster's smallest node, what the
+// queue predicts a job's throughput with.
+func leastMem(s *Snapshot) float64 {
+	m := math.Inf(1)
+	for _, n := range s.Nodes {
+		m = min(m, n.MemGB)
+	}
+	return m
 }
 
 // nodeAlloc is the CPUs and host memory the queue books for j on a node
@@ -378,9 +399,7 @@ func (q *queue) start(s *Snapshot, free []qnode, nodes []int, pl model.Placement
 	plan := j.Request.Plan
 	detail := fmt.Sprintf("requested %s on %s", plan, pl)
 	if q.kind.bestPlan {
-		v := q.perf.pick(j.Model, est, spaceAny, j.Cannot, plan, shapeKey(pl), total, memGB, q.cfg.PlanSwitchGain)
-		req := q.predict(s, j, plan, pl, total, memGB)
-		if v.tput > req && q.hostFits(j, est, v.plan, pl, nodes, alloc, free) {
+		if v, req, ok := q.switchPlan(s, j, pl, nodes, alloc, free, memGB); ok {
 			plan = v.plan
 			detail = fmt.Sprintf("%s on %s: %.3g samples/s, %.2fx the requested plan", plan, pl, v.tput, v.tput/max(req, 1e-12))
 		}
@@ -400,6 +419,18 @@ func (q *queue) start(s *Snapshot, free []qnode, nodes []int, pl model.Placement
 	}
 	return Action{Kind: Start, JobID: j.ID, Alloc: alloc, Plan: plan,
 		Throughput: q.predict(s, j, plan, pl, total, memGB), Reason: reason, Detail: detail}
+}
+
+// switchPlan returns the plan rubick-e runs j with on nodes instead of the
+// requested one, alloc holding the CPUs it asks for there (before Slurm
+// raises them for its memory), and the requested plan's throughput: the
+// best plan, where it is faster and its memory and the CPUs Slurm raises
+// it to fit (hostFits). false: it runs the requested plan.
+func (q *queue) switchPlan(s *Snapshot, j *Job, pl model.Placement, nodes []int, alloc []NodeAlloc, free []qnode, memGB float64) (perfVal, float64, bool) {
+	est, cpus := s.Models[j.Model], cpusOf(alloc)
+	v := q.perf.pick(j.Model, est, spaceAny, j.Cannot, j.Request.Plan, shapeKey(pl), cpus, memGB, q.cfg.PlanSwitchGain)
+	req := q.predict(s, j, j.Request.Plan, pl, cpus, memGB)
+	return v, req, v.tput > req && q.hostFits(j, est, v.plan, pl, nodes, alloc, free)
 }
 
 // hostFits reports whether the host memory j books with plan on the
