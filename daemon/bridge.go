@@ -2291,8 +2291,7 @@ func (mj *managedJob) profiledAnnotation(a policy.Action) (slurm.Action, bool) {
 		return slurm.Action{}, false
 	}
 	tag := cloneTag(mj.tag)
-	delete(tag.Extra, tagProfile)
-	delete(tag.Extra, launch.TagArch)
+	profileTag(&tag, model.Spec{}, false)
 	tag.Plan = a.Plan.String()
 	return annotateRunning(mj.slurm, tag), true
 }
@@ -2332,6 +2331,7 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 	recordNodes(&tag, mj.nodes)
 	recordTime(&tag, mj.time.user, mj.time.fixed, j.TimeLimit)
 	recordSubmit(&tag, j)
+	profileTag(&tag, model.Spec{}, false) // a managed job's type is fitted
 	tag.Generation = mj.tag.Generation + 1
 	ran := mj.ran + j.RunTime(now)
 	out := slurm.Action{JobID: j.ID, Tag: &tag}
@@ -2437,12 +2437,26 @@ func cloneTag(t slurm.Tag) slurm.Tag {
 // tagProfile asks rubick-srun to run its profiling phase before training.
 const tagProfile = "profile"
 
+// profileTag sets tagProfile and the model type's memory inputs
+// (launch.TagArch, from spec) in tag where the type is registered but not
+// fitted (unfitted), and clears them otherwise: a release before the fit
+// left them, and a start with them would profile the type again.
+func profileTag(tag *slurm.Tag, spec model.Spec, unfitted bool) {
+	if !unfitted {
+		delete(tag.Extra, tagProfile)
+		delete(tag.Extra, launch.TagArch)
+		return
+	}
+	tag.Extra[tagProfile] = "1"
+	tag.Extra[launch.TagArch] = launch.ArchValue(spec)
+}
+
 // RigidActions releases each rigid job on its own request, letting Slurm
 // place it. A job whose model type is registered but not fitted (profile
 // gives its spec) is tagged profile=1, so rubick-srun measures the
 // configurations the fit needs before it trains, and with the spec's
 // memory inputs (launch.TagArch), so that it leaves out the runs its GPUs
-// cannot hold.
+// cannot hold; a job of a fitted type loses both (profileTag).
 func (v *View) RigidActions(now time.Time, profile func(modelType string) (model.Spec, bool)) []slurm.Action {
 	var out []slurm.Action
 	for _, j := range v.Rigid {
@@ -2478,10 +2492,8 @@ func (v *View) RigidActions(now time.Time, profile func(modelType string) (model
 			tag.Generation++
 			tag.Extra[tagAt] = strconv.FormatInt(now.Unix(), 10)
 			recordSubmit(&tag, j)
-			if spec, ok := profile(tag.ModelType); ok {
-				tag.Extra[tagProfile] = "1"
-				tag.Extra[launch.TagArch] = launch.ArchValue(spec)
-			}
+			spec, unfitted := profile(tag.ModelType)
+			profileTag(&tag, spec, unfitted)
 			a.Tag = &tag
 		}
 		out = append(out, a)

@@ -659,6 +659,50 @@ func TestProfiledJobPlannedInItsFitsCycle(t *testing.T) {
 	}
 }
 
+// TestFittedJobStartsWithoutProfiling: a job released to profile its model
+// type keeps the profile flag and memory inputs in its tag until rubickd
+// writes the tag again; once the type is fitted, that start of it (planned,
+// or on its own request for a rigid job) carries neither, so that
+// rubick-srun does not profile the type again. A rigid job of a type still
+// unfitted is profiled.
+func TestFittedJobStartsWithoutProfiling(t *testing.T) {
+	stale := func(j slurm.Job) slurm.Job {
+		j.Tag.Generation = 1
+		j.Tag.Extra = map[string]string{tagProfile: "1", launch.TagArch: "3.4e+08,24,1024,512",
+			"at": strconv.FormatInt(t0.Add(-StartGrace-time.Minute).Unix(), 10)}
+		return j
+	}
+	held := stale(heldJob(61, "bert", 1, 2))
+	released := stale(heldJob(62, "bert", 1, 2)) // Slurm has not started it yet
+	released.Held = false
+	exclusive := stale(heldJob(63, "bert", 1, 2))
+	exclusive.Exclusive = true
+	unfitted := heldJob(64, "newnet", 1, 2)
+	unfitted.Exclusive = true
+	c := &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{held, released, exclusive, unfitted}}
+	a := &fakeApplier{}
+	d, st := newTestDaemon(t, c, a)
+	spec := model.Spec{Name: "newnet", Params: 1e8, Layers: 12, Hidden: 768, Heads: 12, SeqLen: 512, GlobalBatch: 32, ForwardMs: 50}
+	if err := st.UpsertModelType(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Cycle(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	got := map[int][2]string{}
+	for _, act := range a.got {
+		if act.Kind != slurm.ActionStart || act.Tag == nil {
+			t.Errorf("job %d: %s with tag %v, want a start with a tag", act.JobID, act.Kind, act.Tag)
+			continue
+		}
+		got[act.JobID] = [2]string{act.Tag.Extra[tagProfile], act.Tag.Extra[launch.TagArch]}
+	}
+	want := map[int][2]string{61: {}, 62: {}, 63: {}, 64: {"1", "1e+08,12,768,512"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("started jobs -> profile, arch (-want +got):\n%s", diff)
+	}
+}
+
 // A guaranteed job arriving on a full cluster makes the policy release a
 // best-effort job; the release is recorded (without a plan or placement of
 // its own) and applied before the start that needs its GPUs.
