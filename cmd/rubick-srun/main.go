@@ -307,7 +307,14 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, gpu
 	// start; the launch notice tells rubickd.
 	profiled := false
 	if wantProfile(cfg, tag) {
-		ph, err := newProfilePhase(cfg, plan, alloc, stateDir, profileMemoryOf(ctx, tag, gpuMem, log))
+		// A phase an earlier start completed is not repeated: its runs
+		// need no check of the GPUs' memory, which starts NVML.
+		done := !cfg.dryRun && phaseDone(stateDir)
+		var memOf func() profileMemory
+		if !done {
+			memOf = func() profileMemory { return profileMemoryOf(ctx, tag, gpuMem, log) }
+		}
+		ph, err := newProfilePhase(cfg, plan, alloc, stateDir, memOf)
 		if err == nil && len(ph.leftOut) > 0 {
 			log.Info("profiling runs left out: predicted not to fit in GPU memory", "gpu_mem_gb", ph.mem.gpuGB,
 				"headroom", launch.ProfileMemoryHeadroom, "runs", strings.Join(ph.leftOut, ", "))
@@ -321,7 +328,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, gpu
 		default:
 			ph.jobID, ph.modelType, ph.getenv, ph.rep, ph.stdout, ph.stderr, ph.log = jobID, modelType, getenv, rep, stdout, stderr, log
 			ph.resumes, ph.early = res, early
-			if ph.done() {
+			if done {
 				log.Info("profiling phase already done for this job; not repeated", "record", filepath.Join(stateDir, profileFile))
 				profiled = true
 				break

@@ -158,9 +158,10 @@ func profileMemoryOf(ctx context.Context, tag *slurm.Tag, gpuMem func(context.Co
 
 // newProfilePhase chooses the runs for the job. plan is the job's plan, or
 // nil when its tag has none; the launch line then says the global batch.
-// With mem known, runs predicted not to fit in GPU memory are left out
-// (launch.MemoryFits).
-func newProfilePhase(cfg config, plan *model.Plan, alloc launch.Alloc, stateDir string, mem profileMemory) (*profilePhase, error) {
+// mem, read only once the runs are about to be chosen (it may start NVML;
+// nil: nothing is checked), says what runs are left out for not fitting
+// in GPU memory (launch.MemoryFits), where it is known.
+func newProfilePhase(cfg config, plan *model.Plan, alloc launch.Alloc, stateDir string, memOf func() profileMemory) (*profilePhase, error) {
 	d := cfg.parsedDialect
 	if d == launch.DialectAuto {
 		var err error
@@ -199,6 +200,10 @@ func newProfilePhase(cfg config, plan *model.Plan, alloc launch.Alloc, stateDir 
 		}
 	}
 	opts := launch.ProfileOptions{MaxMicroBatch: base.MicroBatch, Iters: cfg.profileIters, TP: profileTP(cfg.train)}
+	var mem profileMemory
+	if memOf != nil {
+		mem = memOf()
+	}
 	var leftOut []string
 	if fits := launch.MemoryFits(mem.spec, mem.gpuGB); mem.known() {
 		pred := model.Predictor{Spec: mem.spec}
@@ -229,10 +234,10 @@ func profileTP(argv []string) int {
 	return 0
 }
 
-// done reports whether an earlier start of this job (before a requeue)
-// completed the phase already.
-func (ph *profilePhase) done() bool {
-	data, err := os.ReadFile(filepath.Join(ph.stateDir, profileFile))
+// phaseDone reports whether an earlier start of the job whose state
+// directory is stateDir (before a requeue) completed the phase already.
+func phaseDone(stateDir string) bool {
+	data, err := os.ReadFile(filepath.Join(stateDir, profileFile))
 	if err != nil {
 		return false
 	}

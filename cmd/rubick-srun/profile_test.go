@@ -553,7 +553,7 @@ func TestProfilePhaseLineBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := model.Plan{DP: 2, TP: 1, PP: 1, MicroBatch: 4, Accum: 1}
-	ph, err := newProfilePhase(cfg, &plan, launch.Alloc{Nodes: 1, GPUsOnNode: 2, CPUsOnNode: 8}, t.TempDir(), profileMemory{})
+	ph, err := newProfilePhase(cfg, &plan, launch.Alloc{Nodes: 1, GPUsOnNode: 2, CPUsOnNode: 8}, t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -874,5 +874,19 @@ func TestProfilePhaseMemory(t *testing.T) {
 	rec := readProfile(t, stateDir)
 	if rec.GPUMemGB != 80 || len(rec.LeftOut) == 0 || rec.LeftOut[0] != "dp4.tp1.pp1.mb4.a1.z0 (269 GB)" || len(rec.Runs) != len(fitting) {
 		t.Errorf("profile.json: gpu_mem_gb %v, left_out %q, %d runs", rec.GPUMemGB, rec.LeftOut, len(rec.Runs))
+	}
+
+	// Requeued with its phase complete, it profiles nothing: the GPUs'
+	// memory is not read, nor runs said to be left out.
+	errOut.Reset()
+	if code := runWith(t.Context(), slices.Concat(flags, []string{"--"}, profileLine), profileEnv(),
+		func(context.Context) (float64, error) {
+			t.Error("GPU memory read for a phase already done")
+			return 80, nil
+		}, &out, &errOut); code != 0 {
+		t.Fatalf("requeued: exit %d:\n%s", code, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "profiling phase already done") || strings.Contains(errOut.String(), "left out") {
+		t.Errorf("requeued: stderr, want the phase done and no runs left out:\n%s", errOut.String())
 	}
 }

@@ -536,7 +536,7 @@ func TestProfileStopsAtEarlySignal(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := model.Plan{DP: 2, TP: 1, PP: 1, MicroBatch: 4, Accum: 2}
-	ph, err := newProfilePhase(cfg, &plan, launch.Alloc{Nodes: 1, GPUsOnNode: 2, CPUsOnNode: 8}, t.TempDir(), profileMemory{})
+	ph, err := newProfilePhase(cfg, &plan, launch.Alloc{Nodes: 1, GPUsOnNode: 2, CPUsOnNode: 8}, t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -628,7 +628,7 @@ func TestProfileRunLeavesNoStrays(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := model.Plan{DP: 2, TP: 1, PP: 1, MicroBatch: 4, Accum: 2}
-	ph, err := newProfilePhase(cfg, &plan, launch.Alloc{Nodes: 1, GPUsOnNode: 2, CPUsOnNode: 8}, t.TempDir(), profileMemory{})
+	ph, err := newProfilePhase(cfg, &plan, launch.Alloc{Nodes: 1, GPUsOnNode: 2, CPUsOnNode: 8}, t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
