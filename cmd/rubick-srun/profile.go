@@ -302,30 +302,15 @@ func (ph *profilePhase) printDry(w io.Writer) {
 func (ph *profilePhase) run(ctx context.Context) syscall.Signal {
 	ctx, cancel := context.WithTimeoutCause(ctx, ph.cfg.profileTimeout, errPhaseTimeout)
 	defer cancel()
-	sigCtx, sigCancel := context.WithCancelCause(ctx)
-	defer sigCancel(nil)
-	var got signalBox
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, ph.cfg.checkpointSig, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
-	// One that already came stops the phase before its first run; later
-	// ones reach sigs, subscribed above, too.
-	select {
-	case s := <-ph.early:
-		got.set(s.(syscall.Signal))
-		ph.log.Info("checkpoint signal before the profiling phase; not starting it", "signal", s)
-		sigCancel(errInterrupted)
-	default:
-	}
-	go func() {
-		select {
-		case s := <-sigs:
-			got.set(s.(syscall.Signal))
+	// One that already came stops the phase before its first run.
+	sigCtx, got, stop := stopOnSignal(ctx, ph.cfg.checkpointSig, ph.early, func(s syscall.Signal, before bool) {
+		if before {
+			ph.log.Info("checkpoint signal before the profiling phase; not starting it", "signal", s)
+		} else {
 			ph.log.Info("signal during the profiling phase; stopping it", "signal", s)
-			sigCancel(errInterrupted)
-		case <-sigCtx.Done():
 		}
-	}()
+	})
+	defer stop()
 
 	rep := profileReport{Version: 1, JobID: ph.jobID, ModelType: ph.modelType, Dialect: string(ph.dialect), GlobalBatch: ph.gb,
 		GPUsOnNode: ph.gpusOnNode, CPUsOnNode: ph.alloc.CPUsOnNode, LeftOut: ph.leftOut, Started: time.Now().UTC()}
@@ -614,6 +599,44 @@ func (b *signalBox) get() syscall.Signal {
 	return b.sig
 }
 
+// stopOnSignal returns ctx cancelled, with errInterrupted as its cause, by
+// the first checkpoint signal, SIGTERM or SIGINT to come, or at once by a
+// checkpoint signal already in early; got holds that signal, and onSig,
+// when set, sees it (before: it was in early). early is read only then: a
+// checkpoint signal that comes later stays there for the step. stop ends
+// the watch.
+func stopOnSignal(ctx context.Context, ckptSig syscall.Signal, early <-chan os.Signal,
+	onSig func(s syscall.Signal, before bool)) (sigCtx context.Context, got *signalBox, stop func()) {
+	sigCtx, cancel := context.WithCancelCause(ctx)
+	got = new(signalBox)
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, ckptSig, syscall.SIGTERM, syscall.SIGINT)
+	stopped := func(s os.Signal, before bool) {
+		got.set(s.(syscall.Signal))
+		if onSig != nil {
+			onSig(s.(syscall.Signal), before)
+		}
+		cancel(errInterrupted)
+	}
+	// Subscribed above: one that comes after this check reaches sigs too.
+	select {
+	case s := <-early:
+		stopped(s, true)
+	default:
+	}
+	go func() {
+		select {
+		case s := <-sigs:
+			stopped(s, false)
+		case <-sigCtx.Done():
+		}
+	}()
+	return sigCtx, got, func() {
+		signal.Stop(sigs)
+		cancel(nil)
+	}
+}
+
 // rereadPlan reads the job's plan again after the profiling phase: rubickd
 // may have fitted the model type and chosen another. It keeps old when the
 // tag cannot be read or holds no valid plan.
@@ -693,29 +716,9 @@ func awaitPlan(ctx context.Context, cfg config, early <-chan os.Signal, log *slo
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, cfg.planWait)
 	defer cancel()
-	sigCtx, sigCancel := context.WithCancel(ctx)
-	defer sigCancel()
-	var got signalBox
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, cfg.checkpointSig, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
-	// One that already came ends the wait before it reads anything; later
-	// ones reach sigs too. early is not read after this: a checkpoint
-	// signal the wait does not act on must stay there for the step.
-	select {
-	case s := <-early:
-		got.set(s.(syscall.Signal))
-		sigCancel()
-	default:
-	}
-	go func() {
-		select {
-		case s := <-sigs:
-			got.set(s.(syscall.Signal))
-			sigCancel()
-		case <-sigCtx.Done():
-		}
-	}()
+	// One that already came ends the wait before it reads anything.
+	sigCtx, got, stop := stopOnSignal(ctx, cfg.checkpointSig, early, nil)
+	defer stop()
 	log.Info("waiting for rubickd's plan: it fits the model type on what the profiling phase measured", "bound", cfg.planWait)
 	poll := min(cfg.planWait/10, maxPlanPoll)
 	var last error
