@@ -364,7 +364,11 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, gpu
 
 	var st step
 	if plan == nil {
-		log.Warn("no plan for this job; running the command unchanged")
+		if tag != nil && tag.Extra[tagProfile] == "1" {
+			log.Info("no plan for this job yet; running the command unchanged")
+		} else {
+			log.Warn("no plan for this job; running the command unchanged")
+		}
 		st = unchangedStep(cfg)
 	} else if st, err = planStep(cfg, *plan, alloc, stateDir, getenv); errors.Is(err, launch.ErrUnknownDialect) && cfg.parsedDialect == launch.DialectAuto {
 		log.Warn("launch line not recognised; running it unchanged (pass --dialect to rewrite it)", "err", err)
@@ -495,7 +499,12 @@ func jobPlan(ctx context.Context, cfg config, jobID string, log *slog.Logger) (*
 		return nil, nil, nil
 	}
 	if tag == nil || tag.Plan == "" {
-		log.Warn("the job's AdminComment has no rubick plan")
+		if tag != nil && tag.Extra[tagProfile] == "1" {
+			// Started to profile its model type, which has no fit yet.
+			log.Info("no plan yet: the job profiles its model type first")
+		} else {
+			log.Warn("the job's AdminComment has no rubick plan")
+		}
 		return nil, tag, nil
 	}
 	p, err := model.ParsePlan(tag.Plan)

@@ -643,6 +643,12 @@ func stopOnSignal(ctx context.Context, ckptSig syscall.Signal, early <-chan os.S
 func rereadPlan(ctx context.Context, cfg config, jobID string, old *model.Plan, log *slog.Logger) *model.Plan {
 	tag, err := readTag(ctx, cfg.scontrol, cfg.jobRef)
 	if err == nil && (tag == nil || tag.Plan == "") {
+		if old == nil {
+			// The usual case: a job started for profiling has no plan
+			// until rubickd fits its type.
+			log.Info("no plan after profiling yet: rubickd has not fitted the model type")
+			return nil
+		}
 		err = errors.New("the job's AdminComment has no rubick plan")
 	}
 	if err != nil {

@@ -588,6 +588,10 @@ func TestProfilePhaseOverNotice(t *testing.T) {
 			t.Fatalf("start %d: exit %d:\n%s", start+1, code, errOut.String())
 		}
 	}
+	// No plan yet is what a job started to profile has: not a warning.
+	if strings.Contains(errOut.String(), "level=WARN") || strings.Count(errOut.String(), "no plan after profiling yet") != 1 {
+		t.Errorf("stderr warns of the plan it has not got, or does not say once after the phase that it has none:\n%s", errOut.String())
+	}
 	calls := readInvocations(t, logDir)
 	for _, i := range []int{len(calls) - 2, len(calls) - 1} {
 		if _, planned := calls[i].Env["RUBICK_PLAN"]; planned || calls[i].Env["RUBICK_PROFILE_RUN"] != "" {
