@@ -96,3 +96,20 @@ slurmdbd_conf() {
   echo "StoragePass=rubicklab"
   echo "StorageLoc=slurm_acct_db"
 }
+
+# gpu_type <node index> <nodes>: the GPU type, and feature, of node i of
+# both labs: the first half a100, the rest h100.
+gpu_type() {
+  if [ "$1" -le $(($2 / 2)) ]; then echo a100; else echo h100; fi
+}
+
+# gres_conf <nodes> <GPUs a node> <device dir as slurmd sees it>: the labs'
+# gres.conf on stdout: typed fake GPUs (gpu_type) and node-local scratch.
+gres_conf() {
+  local nodes=$1 gpus=$2 dev=$3 i
+  echo "AutoDetect=off"
+  for i in $(seq 1 "$nodes"); do
+    echo "NodeName=node$i Name=gpu Type=$(gpu_type "$i" "$nodes") File=$dev/nvidia[0-$((gpus - 1))]"
+    echo "NodeName=node$i Name=lscratch Count=1000"
+  done
+}

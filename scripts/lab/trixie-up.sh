@@ -168,21 +168,14 @@ chmod 400 "$R/etc/munge/munge.key"
   for i in $(seq 1 "$NODES"); do
     # two GPU kinds, as GRES types and as features, as in the 22.05 lab
     # (the first half a100)
-    feature=h100; [ "$i" -le $((NODES / 2)) ] && feature=a100
+    feature=$(gpu_type "$i" "$NODES")
     echo "NodeName=node$i NodeHostname=$HN NodeAddr=127.0.0.1 Port=$((SLURMD_PORT_BASE + i)) CPUs=64" \
       "Boards=1 SocketsPerBoard=2 CoresPerSocket=32 ThreadsPerCore=1 RealMemory=512000 Gres=gpu:$feature:$GPUS,lscratch:1000" \
       "Feature=$feature State=UNKNOWN"
   done
   echo "PartitionName=gpu Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP"
 } > "$R/etc/slurm/slurm.conf"
-{
-  echo "AutoDetect=off"
-  for i in $(seq 1 "$NODES"); do
-    feature=h100; [ "$i" -le $((NODES / 2)) ] && feature=a100
-    echo "NodeName=node$i Name=gpu Type=$feature File=$L/dev/nvidia[0-$((GPUS - 1))]"
-    echo "NodeName=node$i Name=lscratch Count=1000"
-  done
-} > "$R/etc/slurm/gres.conf"
+gres_conf "$NODES" "$GPUS" "$L/dev" > "$R/etc/slurm/gres.conf"
 # 24.11 can run without any cgroup plugin
 echo "CgroupPlugin=disabled" > "$R/etc/slurm/cgroup.conf"
 

@@ -172,7 +172,7 @@ install_file "$ETC/mail" 755
   for i in $(seq 1 "$NODES"); do
     # two GPU kinds, as GRES types and as features for --constraint (the
     # first half a100)
-    feature=h100; [ "$i" -le $((NODES / 2)) ] && feature=a100
+    feature=$(gpu_type "$i" "$NODES")
     echo "NodeName=node$i NodeHostname=$HN NodeAddr=127.0.0.1 Port=$((SLURMD_PORT_BASE + i))" \
       "CPUs=$NODE_CPUS Boards=1 SocketsPerBoard=2 CoresPerSocket=$((NODE_CPUS / 2)) ThreadsPerCore=1" \
       "RealMemory=$NODE_MEM_MB Gres=gpu:$feature:$GPUS,lscratch:1000 Feature=$feature State=UNKNOWN"
@@ -185,14 +185,7 @@ install_file "$ETC/mail" 755
 install_file "$ETC/slurm.conf" 644
 
 # typed GPUs, as the features say (--gres=gpu:h100:2 keeps to nodes 3-4)
-{
-  echo "AutoDetect=off"
-  for i in $(seq 1 "$NODES"); do
-    feature=h100; [ "$i" -le $((NODES / 2)) ] && feature=a100
-    echo "NodeName=node$i Name=gpu Type=$feature File=$LAB/dev/nvidia[0-$((GPUS - 1))]"
-    echo "NodeName=node$i Name=lscratch Count=1000"
-  done
-} > "$ETC/gres.conf.new"
+gres_conf "$NODES" "$GPUS" "$LAB/dev" > "$ETC/gres.conf.new"
 install_file "$ETC/gres.conf" 644
 
 # 22.05 slurmd always initialises a cgroup plugin. v1 and hybrid hosts:
