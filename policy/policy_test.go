@@ -1719,20 +1719,28 @@ func TestMaxMemPerCPUWithinMemBound(t *testing.T) {
 		j.MaxMemPerCPUGB, j.Max.MemGB = tc.perCPU, tc.bound
 		nodes := pt.Cluster(1, 8)
 		nodes[0].CPUs = tc.cpus
-		models := pt.Models()
-		models["hungry"] = cpuHungry{&pt.Fake{S: pt.Specs()["small"]}}
-		s, err := policy.NewSnapshot(pt.Epoch, nodes, []policy.Job{j}, nil, models, 260*time.Second)
-		if err != nil {
-			t.Fatal(err)
+		checkOneJob(t, tc.name, j, nodes, []string{"rubick", "rubick-r", "sia"}, tc.want, tc.detail)
+	}
+}
+
+// checkOneJob decides snapshot nodes with job "a" alone under each of
+// pols, the "hungry" model among the models, and checks a's allocation and
+// that its detail says detail.
+func checkOneJob(t *testing.T, name string, j policy.Job, nodes []policy.Node, pols []string, want []policy.NodeAlloc, detail string) {
+	t.Helper()
+	models := pt.Models()
+	models["hungry"] = cpuHungry{&pt.Fake{S: pt.Specs()["small"]}}
+	s, err := policy.NewSnapshot(pt.Epoch, nodes, []policy.Job{j}, nil, models, 260*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pol := range pols {
+		a := actionOf(t, pol, s, "a")
+		if d := cmp.Diff(want, a.Alloc); d != "" {
+			t.Errorf("%s, %s: %s (%s), allocation (-want +got):\n%s", name, pol, a.Kind, a.Detail, d)
 		}
-		for _, pol := range []string{"rubick", "rubick-r", "sia"} {
-			a := actionOf(t, pol, s, "a")
-			if d := cmp.Diff(tc.want, a.Alloc); d != "" {
-				t.Errorf("%s, %s: %s (%s), allocation (-want +got):\n%s", tc.name, pol, a.Kind, a.Detail, d)
-			}
-			if !strings.Contains(a.Detail, tc.detail) {
-				t.Errorf("%s, %s: detail %q, want it to say %q", tc.name, pol, a.Detail, tc.detail)
-			}
+		if !strings.Contains(a.Detail, detail) {
+			t.Errorf("%s, %s: detail %q, want it to say %q", name, pol, a.Detail, detail)
 		}
 	}
 }
@@ -1773,21 +1781,7 @@ func TestMaxMemPerCPUWithinNodeMem(t *testing.T) {
 		j.MaxMemPerCPUGB, j.Max.MemGBPerNode = tc.perCPU, tc.perNode
 		nodes := pt.Cluster(1, 8)
 		nodes[0].MemGB = tc.nodeMem
-		models := pt.Models()
-		models["hungry"] = cpuHungry{&pt.Fake{S: pt.Specs()["small"]}}
-		s, err := policy.NewSnapshot(pt.Epoch, nodes, []policy.Job{j}, nil, models, 260*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, pol := range tc.pols {
-			a := actionOf(t, pol, s, "a")
-			if d := cmp.Diff(tc.want, a.Alloc); d != "" {
-				t.Errorf("%s, %s: %s (%s), allocation (-want +got):\n%s", tc.name, pol, a.Kind, a.Detail, d)
-			}
-			if !strings.Contains(a.Detail, tc.detail) {
-				t.Errorf("%s, %s: detail %q, want it to say %q", tc.name, pol, a.Detail, tc.detail)
-			}
-		}
+		checkOneJob(t, tc.name, j, nodes, tc.pols, tc.want, tc.detail)
 	}
 }
 
