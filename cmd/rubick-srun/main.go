@@ -364,7 +364,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, gpu
 
 	var st step
 	if plan == nil {
-		if tag != nil && tag.Extra[tagProfile] == "1" {
+		if profileTag(tag) {
 			log.Info("no plan for this job yet; running the command unchanged")
 		} else {
 			log.Warn("no plan for this job; running the command unchanged")
@@ -499,7 +499,7 @@ func jobPlan(ctx context.Context, cfg config, jobID string, log *slog.Logger) (*
 		return nil, nil, nil
 	}
 	if tag == nil || tag.Plan == "" {
-		if tag != nil && tag.Extra[tagProfile] == "1" {
+		if profileTag(tag) {
 			// Started to profile its model type, which has no fit yet.
 			log.Info("no plan yet: the job profiles its model type first")
 		} else {

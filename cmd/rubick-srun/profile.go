@@ -116,8 +116,12 @@ type profilePhase struct {
 
 // wantProfile reports whether the job asks for a profiling phase.
 func wantProfile(cfg config, tag *slurm.Tag) bool {
-	return cfg.profileIters > 0 && tag != nil && tag.Extra[tagProfile] == "1"
+	return cfg.profileIters > 0 && profileTag(tag)
 }
+
+// profileTag reports whether rubickd started the job to profile its model
+// type (profile=1): it has no plan until the type is fitted.
+func profileTag(tag *slurm.Tag) bool { return tag != nil && tag.Extra[tagProfile] == "1" }
 
 // profileMemory is what the phase checks its runs' GPU memory with: the
 // model type's memory inputs (the tag's launch.TagArch) and the memory of
@@ -759,7 +763,7 @@ func awaitPlan(ctx context.Context, cfg config, early <-chan os.Signal, log *slo
 // reason where there is one, until then.
 func annotatedPlan(ctx context.Context, cfg config) (*model.Plan, error) {
 	tag, err := readTag(ctx, cfg.scontrol, cfg.jobRef)
-	if err != nil || tag == nil || tag.Plan == "" || tag.Extra[tagProfile] == "1" {
+	if err != nil || tag == nil || tag.Plan == "" || profileTag(tag) {
 		return nil, err
 	}
 	p, err := model.ParsePlan(tag.Plan)
