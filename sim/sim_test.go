@@ -391,6 +391,8 @@ func TestRunRejectsBadTrace(t *testing.T) {
 			`bad trace: w.csv line 3: job x-1: exec_plan="222" with num_gpus=4: invalid plan: exec plan "222" uses 8 GPUs, placement 4 has 4`},
 		"batch does not split": {with(func(j *artifact.Job) { j.GPUs = 3 }),
 			`bad trace: w.csv line 3: job x-1: exec_plan="ga" with num_gpus=3: invalid plan: exec plan "ga": global batch 32 does not split over 3 GPUs`},
+		"plan no GPU holds": {with(func(j *artifact.Job) { j.App, j.GPUs, j.CPUs = "llama30", 1, 8 }),
+			`bad trace: w.csv line 3: job x-1: exec_plan="ga" with num_gpus=1: plan does not fit in memory: llama30 plan dp1.tp1.pp1.mb1.a4.z0 needs 579.6 GB per GPU, gpu_mem_gb=80`},
 		"no steps": {with(func(j *artifact.Job) { j.Steps = 0 }),
 			"bad trace: w.csv line 3: job x-1: steps=0 must be > 0"},
 		"no name": {with(func(j *artifact.Job) { j.Name = "" }),
