@@ -28,12 +28,17 @@ type LearnStore interface {
 	Samples(ctx context.Context, modelType string) ([]store.StoredSample, error)
 	AddFitAs(ctx context.Context, modelType string, r model.FitResult, src store.Source, how store.Promotion) (store.Fit, error)
 	SetJobLaunch(ctx context.Context, id int64, user string, l store.Launch) error
+	PendingPhases(ctx context.Context) (map[string][]int64, error)
+	PhasesUsed(ctx context.Context, ids []int64) error
 }
 
 // Learner turns the iteration times rubick-srun reports into stored
 // samples, and fits a model type without a fit once its samples suffice:
 // seven configurations, or, once a job reports its profiling phase over,
-// the launch.MinPartialProfileRuns configurations that phase measured.
+// the launch.MinPartialProfileRuns configurations that phase measured. The
+// store keeps the phases reported over until a first-fit attempt uses them,
+// so a restarted rubickd fits their types as the process that took the
+// notices would have.
 // When the current fit mispredicts the configurations measured since it was
 // made by more than Threshold, the Learner refits on every sample and lets
 // the refit replace the current fit only if, configuration by
@@ -61,9 +66,6 @@ type Learner struct {
 	// configurations at the last refit attempt: a refit is retried only
 	// when a new configuration has been measured since.
 	tried map[string]attempt
-	// phases is, per model type, the jobs that reported their profiling
-	// phase over since the type's last first-fit attempt.
-	phases map[string]map[int64]bool
 }
 
 type attempt struct {
@@ -189,14 +191,21 @@ func (l *Learner) sender(ctx context.Context, uid uint32, jobID, modelType strin
 
 // AcceptLaunch is the samples endpoint's step for launch notices: after the
 // same checks as Accept, it records what the job's launch line cannot
-// express, which every later plan for the job avoids.
+// express, which every later plan for the job avoids, and, for a notice
+// that says the job's profiling phase is over, that phase, for the next
+// Refit to fit its model type on what the phase measured. Both are in the
+// store once it returns nil, which the endpoint acknowledges.
 func (l *Learner) AcceptLaunch(ctx context.Context, uid uint32, n report.Launch) error {
 	j, err := l.sender(ctx, uid, n.JobID, n.ModelType, report.ErrBadLaunch)
 	if err != nil {
 		return err
 	}
 	id := j.ID
-	if err := l.Store.SetJobLaunch(ctx, int64(id), j.User, store.Launch{Cannot: n.Features(), GlobalBatch: n.GlobalBatch}); err != nil {
+	sl := store.Launch{Cannot: n.Features(), GlobalBatch: n.GlobalBatch}
+	if n.Profiled {
+		sl.Profiled = n.ModelType
+	}
+	if err := l.Store.SetJobLaunch(ctx, int64(id), j.User, sl); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("%w: job %d has not been scheduled by rubickd", report.ErrBadLaunch, id)
 		}
@@ -209,25 +218,9 @@ func (l *Learner) AcceptLaunch(ctx context.Context, uid uint32, n report.Launch)
 		l.log().Debug("launch line reported", "job", id, "dialect", n.Dialect, "cannot", n.Cannot, "global_batch", n.GlobalBatch)
 	}
 	if n.Profiled {
-		l.phaseOver(n.ModelType, int64(id))
+		l.log().Info("profiling phase over", "job", id, "model", n.ModelType)
 	}
 	return nil
-}
-
-// phaseOver records that job id's profiling phase is over, for the next
-// Refit to fit its model type on what the phase measured.
-func (l *Learner) phaseOver(mt string, id int64) {
-	l.log().Info("profiling phase over", "job", id, "model", mt)
-	l.mu.Lock()
-	if l.phases == nil {
-		l.phases = map[string]map[int64]bool{}
-	}
-	if l.phases[mt] == nil {
-		l.phases[mt] = map[int64]bool{}
-	}
-	l.phases[mt][id] = true
-	l.mu.Unlock()
-	l.markDirty(mt)
 }
 
 // maxSampleRatio bounds how far a reported iteration time may be from the
@@ -290,46 +283,52 @@ func (l *Learner) uidOf(name string) (uint32, error) {
 	return uint32(n), err
 }
 
-// Refit fits every model type that received samples since the last call
-// and needs it; it returns the model types whose current fit it replaced
-// (or created).
+// Refit fits every model type that received samples since the last call,
+// or has a profiling phase reported over that no first-fit attempt has used
+// yet, and needs it; it returns the model types whose current fit it
+// replaced (or created).
 func (l *Learner) Refit(ctx context.Context) ([]string, error) {
-	l.mu.Lock()
-	var todo []string
-	for mt := range l.dirty {
-		todo = append(todo, mt)
+	phases, err := l.Store.PendingPhases(ctx)
+	if err != nil {
+		// dirty is kept: the next Refit looks at those types, phases and all.
+		return nil, err
 	}
+	l.mu.Lock()
+	todo := slices.Collect(maps.Keys(l.dirty))
 	l.dirty = nil
 	l.mu.Unlock()
+	for mt := range phases {
+		if !slices.Contains(todo, mt) {
+			todo = append(todo, mt)
+		}
+	}
 	slices.Sort(todo)
 	var refitted []string
 	var errs []error
 	for _, mt := range todo {
-		ok, err := l.refit(ctx, mt)
+		ok, err := l.refit(ctx, mt, phases[mt])
+		if ok {
+			refitted = append(refitted, mt)
+		}
 		if err != nil {
 			// The others are still refitted; this one is tried again at
 			// the next Refit, not only once new samples come.
 			errs = append(errs, fmt.Errorf("refit %s: %w", mt, err))
 			l.markDirty(mt)
-			continue
-		}
-		if ok {
-			refitted = append(refitted, mt)
 		}
 	}
 	return refitted, errors.Join(errs...)
 }
 
-func (l *Learner) refit(ctx context.Context, mt string) (bool, error) {
-	l.mu.Lock()
-	phases := maps.Clone(l.phases[mt])
-	l.mu.Unlock()
+// refit fits or refits model type mt; phases are the jobs whose profiling
+// phase of mt is over and unused. It may report a fit made together with
+// an error in recording the phases used, which the next Refit records.
+func (l *Learner) refit(ctx context.Context, mt string, phases []int64) (bool, error) {
 	spec, err := l.Store.ModelType(ctx, mt)
 	if errors.Is(err, store.ErrNotFound) && len(phases) > 0 {
 		// A job's own report of a phase for a type without a spec
 		// (rubickd profiles only types with one): nothing to fit.
-		l.phasesSeen(mt, phases)
-		return false, nil
+		return false, l.phasesUsed(ctx, phases)
 	}
 	if err != nil {
 		return false, err
@@ -343,13 +342,17 @@ func (l *Learner) refit(ctx context.Context, mt string) (bool, error) {
 	case errors.Is(err, store.ErrNotFound):
 		ok, err := l.fitNew(ctx, spec.Spec, stored, phases)
 		if err == nil {
-			l.phasesSeen(mt, phases)
+			// This attempt used them: a later one waits for a new phase or
+			// new samples.
+			err = l.phasesUsed(ctx, phases)
 		}
 		return ok, err
 	case err != nil:
 		return false, err
 	}
-	l.phasesSeen(mt, phases) // fitted already
+	if err := l.phasesUsed(ctx, phases); err != nil { // fitted already
+		return false, err
+	}
 	// Samples reported since the current fit was made are the evidence
 	// against it; the rest (older reports, the shipped profile) it has seen.
 	var old, recent []model.Sample
@@ -420,29 +423,28 @@ func movedParams(only []string) string {
 	return strings.Join(only, ",")
 }
 
-// phasesSeen forgets the profiling phases a Refit of mt has dealt with;
-// phases reported since stay for the next.
-func (l *Learner) phasesSeen(mt string, seen map[int64]bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for id := range seen {
-		delete(l.phases[mt], id)
+// phasesUsed records that a Refit has dealt with the profiling phases of
+// jobs ids; phases reported since stay for the next.
+func (l *Learner) phasesUsed(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
 	}
-	if len(l.phases[mt]) == 0 {
-		delete(l.phases, mt)
+	if err := l.Store.PhasesUsed(ctx, ids); err != nil {
+		return fmt.Errorf("profiling phases of jobs %v: %w", ids, err)
 	}
+	return nil
 }
 
 // fitNew fits a model type that has no fit yet, once its samples identify
 // the parameters: seven configurations, or, once a profiling phase of one
 // of the jobs in phases is over, the launch.MinPartialProfileRuns that
 // phase measured, with what they cannot identify held at its prior.
-func (l *Learner) fitNew(ctx context.Context, spec model.Spec, stored []store.StoredSample, phases map[int64]bool) (bool, error) {
+func (l *Learner) fitNew(ctx context.Context, spec model.Spec, stored []store.StoredSample, phases []int64) (bool, error) {
 	samples := make([]model.Sample, len(stored))
 	var profiled []model.Sample
 	for i, s := range stored {
 		samples[i] = s.Sample
-		if phases[s.SourceJob] {
+		if slices.Contains(phases, s.SourceJob) {
 			profiled = append(profiled, s.Sample)
 		}
 	}
@@ -463,7 +465,7 @@ func (l *Learner) fitNew(ctx context.Context, spec model.Spec, stored []store.St
 		opts.AllowPartial = true
 	case len(phases) > 0:
 		l.log().Info("profiling phase measured too few configurations for a first fit of what they identify",
-			"model", spec.Name, "configurations", measured, "want", launch.MinPartialProfileRuns, "jobs", slices.Sorted(maps.Keys(phases)))
+			"model", spec.Name, "configurations", measured, "want", launch.MinPartialProfileRuns, "jobs", phases)
 	}
 	res, err := model.Fit(ctx, spec, l.Env, samples, opts)
 	if errors.Is(err, model.ErrTooFewSamples) {

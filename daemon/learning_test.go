@@ -24,25 +24,37 @@ import (
 func clockStore(t *testing.T, start time.Time) (*store.Store, *time.Time) {
 	t.Helper()
 	now := start
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "rubick.db"), store.WithClock(func() time.Time { return now }))
+	return openClockStore(t, filepath.Join(t.TempDir(), "rubick.db"), &now), &now
+}
+
+// openClockStore opens the store at path, whose clock reads *now; it
+// closes when t ends.
+func openClockStore(t *testing.T, path string, now *time.Time) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), path, store.WithClock(func() time.Time { return *now }))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return st, &now
+	return st
 }
 
 func newLearner(t *testing.T, jobs ...slurm.Job) (*Learner, *store.Store, *time.Time) {
 	t.Helper()
 	st, now := clockStore(t, t0)
-	l := &Learner{Store: st, Cluster: &fakeCluster{jobs: jobs}, Env: model.DefaultEnv(), Threshold: 0.1,
+	return learnerOn(st, jobs...), st, now
+}
+
+// learnerOn is a Learner over st, as rubickd starts one, for a cluster
+// running jobs, whose user alice has UID 1000.
+func learnerOn(st LearnStore, jobs ...slurm.Job) *Learner {
+	return &Learner{Store: st, Cluster: &fakeCluster{jobs: jobs}, Env: model.DefaultEnv(), Threshold: 0.1,
 		LookupUID: func(name string) (uint32, error) {
 			if name == "alice" {
 				return 1000, nil
 			}
 			return 0, errors.New("unknown user " + name)
 		}}
-	return l, st, now
 }
 
 func runningJob(id int, modelType string) slurm.Job {
@@ -572,6 +584,38 @@ func TestRefitGoesOnPastAFailure(t *testing.T) {
 	}
 }
 
+// phaselessStore cannot read the profiling phases, as a busy store cannot.
+type phaselessStore struct{ LearnStore }
+
+func (phaselessStore) PendingPhases(context.Context) (map[string][]int64, error) {
+	return nil, errors.New("database is locked")
+}
+
+// A Refit that cannot read the profiling phases reported over fits nothing
+// (a type without a fit would be fitted as if its phase were not over) and
+// leaves the types with new samples to the next.
+func TestRefitWaitsForPhases(t *testing.T) {
+	ctx := context.Background()
+	l, st, _, _, samples := newnetLearner(t)
+	for _, s := range samples {
+		if err := l.Accept(ctx, 1000, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Store = phaselessStore{st}
+	if refitted, err := l.Refit(ctx); err == nil || !strings.Contains(err.Error(), "database is locked") || len(refitted) != 0 {
+		t.Fatalf("Refit without the phases = %v, %v; want the store's error and no fit", refitted, err)
+	}
+	l.Store = st
+	refitted, err := l.Refit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"newnet"}, refitted); d != "" {
+		t.Errorf("Refit once the phases read (-want +got):\n%s", d)
+	}
+}
+
 // failingFitStore fails the next fit write as a busy store does.
 type failingFitStore struct {
 	LearnStore
@@ -657,21 +701,27 @@ func largePhase(t *testing.T, truth model.Predictor, job int) []report.Sample {
 // the phase is over, with the parameters those runs cannot identify
 // pinned at their priors. Samples reported any other way still wait for
 // seven configurations, and a phase that measured too little gives no fit.
+// A rubickd restarted after it took the notice fits the type as the old one
+// would have, and one restarted after a first-fit attempt used the phase
+// makes no other on it.
 func TestFirstFitAfterProfilingPhase(t *testing.T) {
 	truth := model.Predictor{Spec: gpt13bSpec(), Params: model.Priors(), Env: model.DefaultEnv()}
 	truth.Params.KBwd, truth.Params.KOptOff, truth.Params.KConst = 2.4, 12, 0.05
 	// Each event is samples of a job's phase runs (configs: indices into
-	// largePhase), a launch notice, or a Refit.
+	// largePhase), a launch notice, a Refit, or a restart of rubickd: a new
+	// Learner over the store reopened.
 	type event struct {
 		job      int
 		configs  []int
 		notice   bool
 		profiled bool
 		refit    bool
+		restart  bool
 	}
 	samples := func(job int, configs ...int) event { return event{job: job, configs: configs} }
 	over := func(job int) event { return event{job: job, notice: true, profiled: true} }
 	refit := event{refit: true}
+	restart := event{restart: true}
 	tests := map[string]struct {
 		events []event
 		pinned []string // nil: no fit
@@ -691,11 +741,19 @@ func TestFirstFitAfterProfilingPhase(t *testing.T) {
 		// Every run failed; what the job reports after its phase is a
 		// running job's.
 		"every run failed": {events: []event{over(5), refit, samples(5, 0, 1, 2, 3, 4)}},
+		"phase over, then a restart": {events: []event{samples(5, 0, 1, 2, 3), over(5), restart},
+			pinned: []string{"k_opt", "k_sync", "k_swap", "k_off", "k_3d"}, maxErr: 0.02},
+		"phase over, then two restarts": {events: []event{samples(5, 1, 2, 3), refit, over(5), restart, restart},
+			pinned: []string{"k_opt_off", "k_opt", "k_sync", "k_swap", "k_off", "k_3d"}, maxErr: 0.11},
+		"every run failed, then a restart": {events: []event{over(5), refit, restart, samples(5, 0, 1, 2, 3, 4)}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			l, st, _ := newLearner(t, measuringJob(5, "gpt13b"), measuringJob(6, "gpt13b"))
+			jobs := []slurm.Job{measuringJob(5, "gpt13b"), measuringJob(6, "gpt13b")}
+			path, now := filepath.Join(t.TempDir(), "rubick.db"), t0
+			st := openClockStore(t, path, &now)
+			l := learnerOn(st, jobs...)
 			if err := st.UpsertModelType(ctx, truth.Spec); err != nil {
 				t.Fatal(err)
 			}
@@ -704,6 +762,12 @@ func TestFirstFitAfterProfilingPhase(t *testing.T) {
 			}
 			for _, e := range tc.events {
 				switch {
+				case e.restart:
+					if err := st.Close(); err != nil {
+						t.Fatal(err)
+					}
+					st = openClockStore(t, path, &now)
+					l = learnerOn(st, jobs...)
 				case e.refit:
 					if refitted, err := l.Refit(ctx); err != nil || len(refitted) != 0 {
 						t.Fatalf("Refit before the phase is over = %v, %v; want no fit", refitted, err)

@@ -196,6 +196,65 @@ func TestLaunchLimits(t *testing.T) {
 	}
 }
 
+// A job's profiling phase reported over stays pending, across a reopen,
+// until a first-fit attempt uses it; a later report of the same job's phase
+// is pending again.
+func TestPendingPhases(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "rubick.db")
+	s := openTest(t, path)
+	for id, mt := range map[int64]string{4: "gpt2", 5: "gpt2", 6: "bert", 7: "gpt2"} {
+		if err := s.UpsertJob(ctx, Job{ID: id, ModelType: mt, Class: BestEffort, State: "RUNNING"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type step struct {
+		report  map[int64]string // job: the model type its notice ends the phase of ("": none)
+		used    []int64
+		reopen  bool
+		pending map[string][]int64
+	}
+	for i, st := range []step{
+		{pending: map[string][]int64{}},
+		{report: map[int64]string{4: "gpt2", 6: "bert", 7: ""}, pending: map[string][]int64{"gpt2": {4}, "bert": {6}}},
+		{report: map[int64]string{5: "gpt2"}, reopen: true, pending: map[string][]int64{"gpt2": {4, 5}, "bert": {6}}},
+		{used: []int64{4, 6, 7}, pending: map[string][]int64{"gpt2": {5}}},
+		{used: []int64{4}, reopen: true, pending: map[string][]int64{"gpt2": {5}}},
+		// A requeued job's later start reports its phase over again.
+		{report: map[int64]string{4: "gpt2"}, pending: map[string][]int64{"gpt2": {4, 5}}},
+		{used: []int64{5, 4}, pending: map[string][]int64{}},
+	} {
+		for id, mt := range st.report {
+			if err := s.SetJobLaunch(ctx, id, "alice", Launch{GlobalBatch: 16, Profiled: mt}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.PhasesUsed(ctx, st.used); err != nil {
+			t.Fatal(err)
+		}
+		if st.reopen {
+			s.Close()
+			s = openTest(t, path)
+		}
+		got, err := s.PendingPhases(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(st.pending, got); d != "" {
+			t.Errorf("step %d: PendingPhases (-want +got):\n%s", i, d)
+		}
+	}
+	if err := s.SetJobLaunch(ctx, 99, "alice", Launch{Profiled: "gpt2"}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("SetJobLaunch for an unknown job = %v, want ErrNotFound", err)
+	}
+	if err := s.SetJobLaunch(ctx, 5, "alice", Launch{Profiled: " gpt2"}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `model_type=" gpt2"`) {
+		t.Errorf("SetJobLaunch of a bad model type = %v, want ErrInvalid naming it", err)
+	}
+	if got, err := s.PendingPhases(ctx); err != nil || len(got) != 0 {
+		t.Errorf("PendingPhases after refused reports = %v, %v; want none", got, err)
+	}
+}
+
 func TestUpsertJobRejects(t *testing.T) {
 	for name, tc := range map[string]struct {
 		job  Job

@@ -283,6 +283,11 @@ type Launch struct {
 	GlobalBatch int
 	// Own: the job's own report, not its user's earlier job's.
 	Own bool
+	// Profiled, when set, is the model type whose profiling phase the
+	// report says is over: SetJobLaunch keeps it, in the same transaction,
+	// for that type's next first-fit attempt (PendingPhases). LaunchLimits
+	// leaves it empty.
+	Profiled string
 }
 
 // SetJobLaunch records what the launch line of job id says, as its
@@ -292,6 +297,11 @@ type Launch struct {
 func (s *Store) SetJobLaunch(ctx context.Context, id int64, user string, l Launch) error {
 	if l.GlobalBatch < 0 {
 		return fmt.Errorf("store: job %d: %w: global_batch=%d is negative", id, ErrInvalid, l.GlobalBatch)
+	}
+	if l.Profiled != "" {
+		if err := checkName("profiled model_type", l.Profiled); err != nil {
+			return fmt.Errorf("store: job %d: %w", id, err)
+		}
 	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var mt sql.NullString
@@ -304,6 +314,16 @@ func (s *Store) SetJobLaunch(ctx context.Context, id int64, user string, l Launc
 		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET cannot = ?, global_batch = ? WHERE job_id = ?`, l.Cannot.String(), l.GlobalBatch, id); err != nil {
 			return err
 		}
+		if l.Profiled != "" {
+			// A later notice of the same job (a requeued job whose phase
+			// was over sends one at each start) is a phase over again.
+			if _, err := tx.ExecContext(ctx, `
+				INSERT INTO profiling_phases(job_id, model_type, over_ns) VALUES (?, ?, ?)
+				ON CONFLICT(job_id) DO UPDATE SET model_type = excluded.model_type, over_ns = excluded.over_ns, used_ns = NULL`,
+				id, l.Profiled, s.now().UnixNano()); err != nil {
+				return err
+			}
+		}
 		if user == "" || !mt.Valid {
 			return nil
 		}
@@ -315,7 +335,54 @@ func (s *Store) SetJobLaunch(ctx context.Context, id int64, user string, l Launc
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("store: job %d: set cannot=%q global_batch=%d: %w", id, l.Cannot, l.GlobalBatch, err)
+		return fmt.Errorf("store: job %d: set cannot=%q global_batch=%d profiled=%q: %w", id, l.Cannot, l.GlobalBatch, l.Profiled, err)
+	}
+	return nil
+}
+
+// PendingPhases returns, per model type, the jobs whose profiling phase
+// their rubick-srun reported over (Launch.Profiled) that no first-fit
+// attempt of the type has used yet (PhasesUsed), in ascending order.
+func (s *Store) PendingPhases(ctx context.Context) (map[string][]int64, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT model_type, job_id FROM profiling_phases WHERE used_ns IS NULL ORDER BY model_type, job_id`)
+	if err != nil {
+		return nil, fmt.Errorf("store: pending profiling phases: %w", err)
+	}
+	defer rows.Close()
+	out := map[string][]int64{}
+	for rows.Next() {
+		var mt string
+		var id int64
+		if err := rows.Scan(&mt, &id); err != nil {
+			return nil, fmt.Errorf("store: pending profiling phases: %w", err)
+		}
+		out[mt] = append(out[mt], id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: pending profiling phases: %w", err)
+	}
+	return out, nil
+}
+
+// PhasesUsed records that the Learner dealt with the profiling phases of
+// jobs ids (a first-fit attempt used them, or their type had a fit
+// already): PendingPhases no longer returns them, until a job reports its
+// phase over again.
+func (s *Store) PhasesUsed(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	now := s.now().UnixNano()
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		for _, id := range ids {
+			if _, err := tx.ExecContext(ctx, `UPDATE profiling_phases SET used_ns = ? WHERE job_id = ? AND used_ns IS NULL`, now, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: profiling phases of jobs %v used: %w", ids, err)
 	}
 	return nil
 }

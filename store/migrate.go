@@ -31,6 +31,7 @@ func migrations() []migration {
 		{version: 9, name: "jobs a cycle left alone for an earlier reason", up: schemaV9},
 		{version: 10, name: "actions' tags, requeues awaiting their tag", up: schemaV10},
 		{version: 11, name: "actions' node lists", up: schemaV11},
+		{version: 12, name: "profiling phases reported over", up: schemaV12},
 	}
 }
 
@@ -265,6 +266,23 @@ CREATE INDEX plan_history_awaiting_ack ON plan_history(id) WHERE awaits_ack = 1;
 // a --nodelist its user set since.
 const schemaV11 = `
 ALTER TABLE plan_history ADD COLUMN nodes TEXT CHECK (nodes IS NULL OR nodes <> '');
+`
+
+// schemaV12 keeps the profiling phases jobs reported over (their launch
+// notice's profiled), per job: the model type, when the notice came, and
+// when a first-fit attempt of that type used it (NULL: none has yet). A
+// rubickd restarted after taking a notice still fits the type on what the
+// phase measured; a phase some attempt used triggers no other. The model
+// type is the notice's: rubickd takes one for a type without a spec too,
+// so it references no model_types row.
+const schemaV12 = `
+CREATE TABLE profiling_phases (
+	job_id     INTEGER PRIMARY KEY REFERENCES jobs(job_id),
+	model_type TEXT    NOT NULL CHECK (model_type <> ''),
+	over_ns    INTEGER NOT NULL,
+	used_ns    INTEGER
+) STRICT;
+CREATE INDEX profiling_phases_pending ON profiling_phases(model_type, job_id) WHERE used_ns IS NULL;
 `
 
 // migrate brings db to the newest version in migs. Each migration runs in

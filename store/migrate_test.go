@@ -360,3 +360,33 @@ func TestMigrationV10Actions(t *testing.T) {
 		t.Errorf("Unacked = %+v, %v; want %+v", got, err, want)
 	}
 }
+
+// A store at schema 11 takes the profiling phases jobs report over once
+// migrated, and a second open migrates nothing and keeps them.
+func TestMigrationV12Phases(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "rubick.db")
+	db := olderDB(t, path, 11)
+	if _, err := db.ExecContext(ctx, `
+		INSERT INTO jobs(job_id, model_type, class, tenant, state, first_seen_ns, updated_ns) VALUES
+			(1, 'gpt13b', 'best-effort', '', 'RUNNING', 1, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s := openTest(t, path)
+	if err := s.SetJobLaunch(ctx, 1, "alice", Launch{Profiled: "gpt13b"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = openTest(t, path)
+	if d := cmp.Diff(wantMigrations(migrations()), appliedMigrations(t, s)); d != "" {
+		t.Errorf("schema_migrations (-want +got):\n%s", d)
+	}
+	got, err := s.PendingPhases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(map[string][]int64{"gpt13b": {1}}, got); d != "" {
+		t.Errorf("PendingPhases after migrating (-want +got):\n%s", d)
+	}
+}
