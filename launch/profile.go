@@ -41,6 +41,17 @@ const (
 	// the model leaves out what trainers may add (fp32 main gradients,
 	// attention scores without fused kernels).
 	ProfileMemoryHeadroom = 0.95
+	// ProfileHostMemoryHeadroom is the share of the job's memory on the
+	// node a ZeRO-Offload profiling run may be predicted to need there
+	// (model.MemoryEstimate.HostGBNode) and still be run
+	// (HostMemoryFits). Slurm's cgroup kills the job's processes past
+	// that memory, after the run's start-up. It sits below the GPU's
+	// bound: the estimate counts 14 bytes per offloaded parameter, where
+	// the trainers' CPU optimizers hold 16 or more (fp32 gradients,
+	// DeepSpeed's pinned accumulation copies), and the same cgroup holds
+	// rubick-srun, data loader workers and their shared memory. Nothing
+	// calibrates it against measured runs as the GPU's is.
+	ProfileHostMemoryHeadroom = 0.8
 )
 
 // TagArch is the rubick tag key (slurm.Tag.Extra) in which rubickd gives
@@ -105,9 +116,9 @@ type ProfileOptions struct {
 	// identifies k_3d. 0 means none.
 	TP int
 	// Fits reports whether a run of plan on placement pl (one node) fits
-	// in GPU memory (MemoryFits). A run it rejects is left out, and more
-	// variants that fit fill the phase up to its minimum; it is asked once
-	// per distinct plan. nil means every run fits.
+	// in memory (MemoryFits, HostMemoryFits). A run it rejects is left
+	// out, and more variants that fit fill the phase up to its minimum; it
+	// is asked once per distinct plan. nil means every run fits.
 	Fits func(plan model.Plan, pl model.Placement) bool
 }
 
@@ -123,6 +134,23 @@ func MemoryFits(spec model.Spec, gpuMemGB float64) func(model.Plan, model.Placem
 	p := model.Predictor{Spec: spec}
 	return func(plan model.Plan, pl model.Placement) bool {
 		return p.Memory(plan, pl).GPUGB <= ProfileMemoryHeadroom*gpuMemGB
+	}
+}
+
+// HostMemoryFits is a ProfileOptions.Fits for a model type of spec in a
+// job with hostMemGB of memory on the node (Slurm's --mem, GB of 1024 MB):
+// a ZeRO-Offload run fits when the memory model predicts the node's ranks
+// need at most ProfileHostMemoryHeadroom of it; other runs keep no
+// optimizer states on the host and always fit, as model.Predictor.Feasible
+// has it. Only the spec's Params is read. A hostMemGB <= 0 (unknown, or
+// --mem=0: the whole node) gives nil: every run fits.
+func HostMemoryFits(spec model.Spec, hostMemGB float64) func(model.Plan, model.Placement) bool {
+	if !(hostMemGB > 0) {
+		return nil
+	}
+	p := model.Predictor{Spec: spec}
+	return func(plan model.Plan, pl model.Placement) bool {
+		return !plan.Offload || p.Memory(plan, pl).HostGBNode <= ProfileHostMemoryHeadroom*hostMemGB
 	}
 }
 
@@ -307,7 +335,7 @@ func ProfilePlans(globalBatch, gpusOnNode, cpusOnNode int, d Dialect, opts Profi
 		}
 	}
 	if len(b.runs) == 0 {
-		return nil, fmt.Errorf("%w: profile: none of the %d configurations considered fits in GPU memory", model.ErrInfeasible, b.left())
+		return nil, fmt.Errorf("%w: profile: none of the %d configurations considered fits in memory", model.ErrInfeasible, b.left())
 	}
 	// A node and batch too small for that many distinct configurations
 	// measure some twice: repeated samples still fit, only no better.
@@ -338,7 +366,7 @@ type profileBuilder struct {
 	verdicts map[model.Plan]bool
 }
 
-// fit reports whether plan p fits in GPU memory, asking b.fits once per plan.
+// fit reports whether plan p fits in memory, asking b.fits once per plan.
 func (b *profileBuilder) fit(p model.Plan) bool {
 	if b.fits == nil {
 		return true
@@ -404,7 +432,7 @@ func (b *profileBuilder) addHalfMB(gpus, zero int, off bool, cpus int, purpose s
 }
 
 // addSmallerMB adds the run with the largest micro-batch below add's
-// that fits in GPU memory, if any.
+// that fits in memory, if any.
 func (b *profileBuilder) addSmallerMB(gpus, zero int, off, gc bool, cpus int, purpose string) {
 	perRank := b.gb / gpus
 	for s := b.microBatch(perRank) - 1; s >= 1; s-- {
@@ -438,7 +466,7 @@ func (b *profileBuilder) addMB(gpus, zero int, off, gc bool, cpus, mb int, purpo
 	b.try(r)
 }
 
-// try adds r if it fits in GPU memory.
+// try adds r if it fits in memory.
 func (b *profileBuilder) try(r ProfileRun) {
 	if b.fit(r.Plan) {
 		b.push(r)

@@ -247,7 +247,7 @@ func TestProfilePlansMemory(t *testing.T) {
 		t.Errorf("every run fits: %v, runs (-without check +with):\n%s", err, diff)
 	}
 	if got, err := ProfilePlans(32, 8, 64, Megatron, ProfileOptions{Fits: MemoryFits(gpt13, 16)}); !errors.Is(err, model.ErrInfeasible) ||
-		!strings.Contains(err.Error(), "GPU memory") {
+		!strings.Contains(err.Error(), "fits in memory") {
 		t.Errorf("nothing fits: %d runs, err %v; want an error wrapping model.ErrInfeasible", len(got), err)
 	}
 	if MemoryFits(gpt13, 0) != nil {
@@ -267,6 +267,34 @@ func TestMemoryFitsHeadroom(t *testing.T) {
 		if got := MemoryFits(gpt13, tc.gpuGB)(plan, model.Placement{2}); got != tc.want {
 			t.Errorf("%s needs %.1f GB: fits %.1f GB GPUs = %v, want %v", plan, need, tc.gpuGB, got, tc.want)
 		}
+	}
+}
+
+// TestHostMemoryFits: a ZeRO-Offload run fits when its node's ranks are
+// predicted to need at most ProfileHostMemoryHeadroom of the job's memory
+// there; a run without offload keeps no optimizer states on the host and
+// always fits, and an unknown memory checks nothing.
+func TestHostMemoryFits(t *testing.T) {
+	off := model.Plan{DP: 1, TP: 1, PP: 1, MicroBatch: 2, Accum: 8, ZeRO: 2, Offload: true}
+	need := model.Predictor{Spec: gpt13}.Memory(off, model.Placement{1}).HostGBNode // 198
+	plain := model.Plan{DP: 1, TP: 1, PP: 1, MicroBatch: 2, Accum: 8, ZeRO: 2}
+	for _, tc := range []struct {
+		plan   model.Plan
+		hostGB float64
+		want   bool
+	}{
+		{off, need / ProfileHostMemoryHeadroom, true},
+		{off, need/ProfileHostMemoryHeadroom - 0.1, false},
+		{off, need, false},
+		{off, 1024, true},
+		{plain, 1, true},
+	} {
+		if got := HostMemoryFits(gpt13, tc.hostGB)(tc.plan, model.Placement{1}); got != tc.want {
+			t.Errorf("%s needs %.1f GB of host memory: fits %.1f GB = %v, want %v", tc.plan, need, tc.hostGB, got, tc.want)
+		}
+	}
+	if HostMemoryFits(gpt13, 0) != nil {
+		t.Error("HostMemoryFits with the job's memory unknown is not nil")
 	}
 }
 

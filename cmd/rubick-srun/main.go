@@ -12,8 +12,9 @@
 // A job tagged profile=1 (its model type has no fitted model yet) first
 // runs a bounded profiling phase of short sampled configurations on its
 // first node (profile.go, launch.ProfilePlans), leaving out those its
-// GPUs cannot hold, then re-reads its plan, waiting a while (--plan-wait)
-// for the one rubickd sets once it has fitted the model type.
+// GPUs or its memory on the node cannot hold, then re-reads its plan,
+// waiting a while (--plan-wait) for the one rubickd sets once it has
+// fitted the model type.
 // See docs/rubick-srun.md.
 package main
 
@@ -312,12 +313,16 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, gpu
 		done := !cfg.dryRun && phaseDone(stateDir)
 		var memOf func() profileMemory
 		if !done {
-			memOf = func() profileMemory { return profileMemoryOf(ctx, tag, gpuMem, log) }
+			memOf = func() profileMemory { return profileMemoryOf(ctx, tag, gpuMem, getenv, alloc.CPUsOnNode, log) }
 		}
 		ph, err := newProfilePhase(cfg, plan, alloc, stateDir, memOf)
 		if err == nil && len(ph.leftOut) > 0 {
 			log.Info("profiling runs left out: predicted not to fit in GPU memory", "gpu_mem_gb", ph.mem.gpuGB,
 				"headroom", launch.ProfileMemoryHeadroom, "runs", strings.Join(ph.leftOut, ", "))
+		}
+		if err == nil && len(ph.leftOutHost) > 0 {
+			log.Info("profiling runs left out: predicted not to fit in the job's memory on the node", "host_mem_gb", ph.mem.hostGB,
+				"headroom", launch.ProfileHostMemoryHeadroom, "runs", strings.Join(ph.leftOutHost, ", "))
 		}
 		switch {
 		case err != nil:

@@ -72,9 +72,13 @@ type profileReport struct {
 	CPUsOnNode  int    `json:"cpus_on_node"`
 	// GPUMemGB is the GPU memory the runs were checked against, 0 when
 	// unchecked; LeftOut the plans left out for it, with the memory each
-	// is predicted to need.
+	// is predicted to need. HostMemGB and LeftOutHost are the same for
+	// the job's memory on the node, which offload runs were checked
+	// against.
 	GPUMemGB    float64         `json:"gpu_mem_gb,omitempty"`
 	LeftOut     []string        `json:"left_out,omitempty"`
+	HostMemGB   float64         `json:"host_mem_gb,omitempty"`
+	LeftOutHost []string        `json:"left_out_host,omitempty"`
 	Started     time.Time       `json:"started"`
 	Finished    time.Time       `json:"finished,omitzero"`
 	Complete    bool            `json:"complete"` // the phase ran to its end (runs may still have failed)
@@ -98,11 +102,14 @@ type profilePhase struct {
 	gb         int
 	runs       []launch.ProfileRun
 	mem        profileMemory
-	// leftOut lists the plans left out for memory, with what each is
-	// predicted to need ("dp8.tp1.pp1.mb2.a1.z0 (241 GB)").
-	leftOut []string
-	rep     *report.Reporter // nil in a dry run
-	resumes *resumes
+	// leftOut lists the plans left out for GPU memory, with what each is
+	// predicted to need per GPU ("dp8.tp1.pp1.mb2.a1.z0 (241 GB)");
+	// leftOutHost those left out for the job's memory on the node, with
+	// what each is predicted to need there.
+	leftOut     []string
+	leftOutHost []string
+	rep         *report.Reporter // nil in a dry run
+	resumes     *resumes
 	// early has a checkpoint signal that came before the phase began
 	// (run's subscription): the phase then runs nothing.
 	early  <-chan os.Signal
@@ -123,22 +130,32 @@ func wantProfile(cfg config, tag *slurm.Tag) bool {
 // type (profile=1): it has no plan until the type is fitted.
 func profileTag(tag *slurm.Tag) bool { return tag != nil && tag.Extra[tagProfile] == "1" }
 
-// profileMemory is what the phase checks its runs' GPU memory with: the
-// model type's memory inputs (the tag's launch.TagArch) and the memory of
-// the node's GPUs. Without either nothing is checked: every run is tried.
+// profileMemory is what the phase checks its runs' memory with: the model
+// type's memory inputs (the tag's launch.TagArch), the memory of the
+// node's GPUs and the job's memory on the node. Without the inputs nothing
+// is checked, and without one of the two memories nothing against it:
+// those runs are tried.
 type profileMemory struct {
-	spec  model.Spec
-	gpuGB float64
+	spec   model.Spec
+	gpuGB  float64
+	hostGB float64
 }
 
-// known reports whether runs can be checked.
-func (m profileMemory) known() bool { return m.spec.Params > 0 && m.gpuGB > 0 }
+// gpuKnown reports whether runs can be checked against the GPUs' memory.
+func (m profileMemory) gpuKnown() bool { return m.spec.Params > 0 && m.gpuGB > 0 }
+
+// hostKnown reports whether offload runs can be checked against the job's
+// memory on the node.
+func (m profileMemory) hostKnown() bool { return m.spec.Params > 0 && m.hostGB > 0 }
 
 // profileMemoryOf reads the memory inputs of a job's tag and, when it has
-// them, the memory of this node's GPUs with gpuMem. A tag without them (an
-// older rubickd's), a malformed one or a node without NVML (the lab's
-// fake GPUs) leaves every run to be tried, as before the check.
-func profileMemoryOf(ctx context.Context, tag *slurm.Tag, gpuMem func(context.Context) (float64, error), log *slog.Logger) profileMemory {
+// them, the memory of this node's GPUs with gpuMem and the job's memory on
+// the node from getenv (jobMemGB). A tag without them (an older
+// rubickd's), a malformed one, a node without NVML (the lab's fake GPUs)
+// or a job without a memory bound leaves those runs to be tried, as
+// before the check.
+func profileMemoryOf(ctx context.Context, tag *slurm.Tag, gpuMem func(context.Context) (float64, error),
+	getenv func(string) string, cpusOnNode int, log *slog.Logger) profileMemory {
 	if tag == nil {
 		return profileMemory{}
 	}
@@ -152,19 +169,60 @@ func profileMemoryOf(ctx context.Context, tag *slurm.Tag, gpuMem func(context.Co
 		return profileMemory{}
 	}
 	spec.Name = tag.ModelType
-	gb, err := gpuMem(ctx)
-	if err != nil {
-		log.Info("GPU memory unknown; every profiling run is tried", "err", err)
-		return profileMemory{}
+	m := profileMemory{spec: spec}
+	if m.gpuGB, err = gpuMem(ctx); err != nil {
+		m.gpuGB = 0
+		log.Info("GPU memory unknown; profiling runs are not checked against it", "err", err)
 	}
-	return profileMemory{spec: spec, gpuGB: gb}
+	switch gb, err := jobMemGB(getenv, cpusOnNode); {
+	case err != nil:
+		log.Warn("the job's memory on the node is unknown; offload profiling runs are not checked against it", "err", err)
+	case gb == 0:
+		log.Debug("the job has no memory bound on the node; offload profiling runs are not checked against it")
+	default:
+		m.hostGB = gb
+	}
+	return m
+}
+
+// jobMemGB is the job's memory on this node, in GB of 1024 MB as rubickd
+// counts Slurm's MB, from the environment of its batch step:
+// SLURM_MEM_PER_NODE (--mem), else SLURM_MEM_PER_CPU (--mem-per-cpu) times
+// the job's CPUs on the node (SLURM_CPUS_ON_NODE). It is 0, no bound,
+// when neither is set, for --mem=0 (the whole node) and when the CPUs are
+// unknown.
+//
+// SLURM_MEM_PER_NODE comes first: slurmd writes the one of the two the job
+// has when it starts over the submission's, so a job submitted with
+// --mem-per-cpu that rubickd sized per node (MinMemoryNode) holds both,
+// and the per-node one is current. SLURM_MEM_PER_GPU is not read: it is
+// the submission's, and rubickd may since have raised the job's memory per
+// GPU (MemPerTres), which the environment does not show.
+func jobMemGB(getenv func(string) string, cpusOnNode int) (float64, error) {
+	mb := func(key string) (int64, bool, error) {
+		v := getenv(key)
+		if v == "" {
+			return 0, false, nil
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return 0, true, fmt.Errorf("%s=%q is not a whole number of MB", key, v)
+		}
+		return n, true, nil
+	}
+	if n, ok, err := mb("SLURM_MEM_PER_NODE"); ok || err != nil {
+		return float64(n) / 1024, err
+	}
+	n, _, err := mb("SLURM_MEM_PER_CPU")
+	return float64(n) * float64(cpusOnNode) / 1024, err
 }
 
 // newProfilePhase chooses the runs for the job. plan is the job's plan, or
 // nil when its tag has none; the launch line then says the global batch.
 // mem, read only once the runs are about to be chosen (it may start NVML;
 // nil: nothing is checked), says what runs are left out for not fitting
-// in GPU memory (launch.MemoryFits), where it is known.
+// in GPU memory (launch.MemoryFits) or, offload runs, in the job's memory
+// on the node (launch.HostMemoryFits), where each is known.
 func newProfilePhase(cfg config, plan *model.Plan, alloc launch.Alloc, stateDir string, memOf func() profileMemory) (*profilePhase, error) {
 	d := cfg.parsedDialect
 	if d == launch.DialectAuto {
@@ -208,15 +266,26 @@ func newProfilePhase(cfg config, plan *model.Plan, alloc launch.Alloc, stateDir 
 	if memOf != nil {
 		mem = memOf()
 	}
-	var leftOut []string
-	if fits := launch.MemoryFits(mem.spec, mem.gpuGB); mem.known() {
+	var gpuFits, hostFits func(model.Plan, model.Placement) bool
+	if mem.gpuKnown() {
+		gpuFits = launch.MemoryFits(mem.spec, mem.gpuGB)
+	}
+	if mem.hostKnown() {
+		hostFits = launch.HostMemoryFits(mem.spec, mem.hostGB)
+	}
+	var leftOut, leftOutHost []string
+	if gpuFits != nil || hostFits != nil {
 		pred := model.Predictor{Spec: mem.spec}
 		opts.Fits = func(p model.Plan, pl model.Placement) bool {
-			if fits(p, pl) {
-				return true
+			switch {
+			case gpuFits != nil && !gpuFits(p, pl):
+				leftOut = append(leftOut, fmt.Sprintf("%s (%.0f GB)", p, pred.Memory(p, pl).GPUGB))
+				return false
+			case hostFits != nil && !hostFits(p, pl):
+				leftOutHost = append(leftOutHost, fmt.Sprintf("%s (%.0f GB)", p, pred.Memory(p, pl).HostGBNode))
+				return false
 			}
-			leftOut = append(leftOut, fmt.Sprintf("%s (%.0f GB)", p, pred.Memory(p, pl).GPUGB))
-			return false
+			return true
 		}
 	}
 	runs, err := launch.ProfilePlans(gb, gpusOnNode, alloc.CPUsOnNode, d, opts)
@@ -224,7 +293,7 @@ func newProfilePhase(cfg config, plan *model.Plan, alloc launch.Alloc, stateDir 
 		return nil, err
 	}
 	return &profilePhase{cfg: cfg, alloc: alloc, gpusOnNode: gpusOnNode, dialect: d, gb: gb, runs: runs,
-		mem: mem, leftOut: leftOut, stateDir: stateDir, grace: 10 * time.Second}, nil
+		mem: mem, leftOut: leftOut, leftOutHost: leftOutHost, stateDir: stateDir, grace: 10 * time.Second}, nil
 }
 
 // profileTP is the TP degree of the profiling phase's one tensor-parallel
@@ -317,9 +386,13 @@ func (ph *profilePhase) run(ctx context.Context) syscall.Signal {
 	defer stop()
 
 	rep := profileReport{Version: 1, JobID: ph.jobID, ModelType: ph.modelType, Dialect: string(ph.dialect), GlobalBatch: ph.gb,
-		GPUsOnNode: ph.gpusOnNode, CPUsOnNode: ph.alloc.CPUsOnNode, LeftOut: ph.leftOut, Started: time.Now().UTC()}
-	if ph.mem.known() {
+		GPUsOnNode: ph.gpusOnNode, CPUsOnNode: ph.alloc.CPUsOnNode, LeftOut: ph.leftOut, LeftOutHost: ph.leftOutHost,
+		Started: time.Now().UTC()}
+	if ph.mem.gpuKnown() {
 		rep.GPUMemGB = ph.mem.gpuGB
+	}
+	if ph.mem.hostKnown() {
+		rep.HostMemGB = ph.mem.hostGB
 	}
 	ph.log.Info("profiling phase: the model type has no fitted model yet", "runs", len(ph.runs), "iters", ph.cfg.profileIters,
 		"timeout", ph.cfg.profileTimeout, "record", filepath.Join(ph.stateDir, profileFile))

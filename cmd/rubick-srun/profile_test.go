@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -823,7 +824,7 @@ func TestProfilePhaseMemory(t *testing.T) {
 			want: fitting, log: []string{`level=INFO msg="profiling runs left out: predicted not to fit in GPU memory"`,
 				`gpu_mem_gb=80 headroom=0.95 runs="dp4.tp1.pp1.mb4.a1.z0 (269 GB), dp1.tp1.pp1.mb4.a4.z0 (269 GB), `}},
 		"no NVML": {tag: "profile=1 arch=1.3e+10,40,5120,2048", gpuMem: noNVML, want: every,
-			log: []string{`level=INFO msg="GPU memory unknown; every profiling run is tried"`, "no NVIDIA driver"}},
+			log: []string{`level=INFO msg="GPU memory unknown; profiling runs are not checked against it"`, "no NVIDIA driver"}},
 		"older rubickd": {tag: "profile=1", want: every, gpuMem: func(context.Context) (float64, error) {
 			t.Error("GPU memory read for a tag without arch")
 			return 80, nil
@@ -892,5 +893,183 @@ func TestProfilePhaseMemory(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "profiling phase already done") || strings.Contains(errOut.String(), "left out") {
 		t.Errorf("requeued: stderr, want the phase done and no runs left out:\n%s", errOut.String())
+	}
+}
+
+// TestProfilePhaseHostMemory: a ZeRO-Offload run that the memory model
+// predicts needs more than the job's memory on the node allows (Slurm's
+// --mem, or --mem-per-cpu times its CPUs there) is left out, as one its
+// GPUs cannot hold is, logged on a line of its own and recorded in
+// profile.json. Before, it started, and Slurm's cgroup killed it after
+// its start-up. Without a memory bound every run that fits the GPUs is
+// tried.
+func TestProfilePhaseHostMemory(t *testing.T) {
+	gpt13 := model.Spec{Params: 13e9, Layers: 40, Hidden: 5120, SeqLen: 2048}
+	opts := launch.ProfileOptions{MaxMicroBatch: 4, Iters: 4}
+	plans := func(fits ...func(model.Plan, model.Placement) bool) []launch.ProfileRun {
+		t.Helper()
+		o := opts
+		o.Fits = func(p model.Plan, pl model.Placement) bool {
+			for _, f := range fits {
+				if !f(p, pl) {
+					return false
+				}
+			}
+			return true
+		}
+		runs, err := launch.ProfilePlans(16, 4, 16, launch.Megatron, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runs
+	}
+	// 256 GB on the node: a Megatron offload run on 1 GPU is predicted to
+	// need 198 GB there, on 2 GPUs 224 GB, more than 80 % of it.
+	gpuFits, hostFits := launch.MemoryFits(gpt13, 80), launch.HostMemoryFits(gpt13, 256)
+	fitting, both, hostOnly := plans(gpuFits), plans(gpuFits, hostFits), plans(hostFits)
+	key := func(r launch.ProfileRun) string { return fmt.Sprintf("%s gpus=%d cpus=%d", r.Plan, r.GPUs, r.CPUs) }
+	keys := func(runs []launch.ProfileRun) []string {
+		var out []string
+		for _, r := range runs {
+			out = append(out, key(r))
+		}
+		return out
+	}
+	offloadOn := func(runs []launch.ProfileRun) map[int]int {
+		n := map[int]int{}
+		for _, r := range runs {
+			if r.Plan.Offload {
+				n[r.GPUs]++
+			}
+		}
+		return n
+	}
+	if n := offloadOn(fitting); n[2] == 0 || n[4] == 0 {
+		t.Fatalf("the GPUs alone leave no offload run on 2 and 4 GPUs to leave out: %v", keys(fitting))
+	}
+	if n := offloadOn(both); n[1] == 0 || n[2] != 0 || n[4] != 0 {
+		t.Fatalf("256 GB: want offload runs on 1 GPU alone: %v", keys(both))
+	}
+	noNVML := func(context.Context) (float64, error) {
+		return 0, fmt.Errorf("gpuinfo: %w: nvml init: ERROR_LIBRARY_NOT_FOUND", gpuinfo.ErrNoDriver)
+	}
+	gpu80 := func(context.Context) (float64, error) { return 80, nil }
+	hostLine := []string{`level=INFO msg="profiling runs left out: predicted not to fit in the job's memory on the node"`,
+		`host_mem_gb=256 headroom=0.8 runs="dp4.tp1.pp1.mb4.a1.z1+off+gc (276 GB), dp4.tp1.pp1.mb1.a4.z1+off (276 GB), ` +
+			`dp2.tp1.pp1.mb4.a2.z1+off+gc (224 GB), dp2.tp1.pp1.mb1.a8.z1+off (224 GB)"`}
+	cases := map[string]struct {
+		env    map[string]string
+		gpuMem func(context.Context) (float64, error)
+		want   []launch.ProfileRun
+		log    []string
+		noLog  string
+	}{
+		"--mem":         {env: map[string]string{"SLURM_MEM_PER_NODE": "262144"}, gpuMem: gpu80, want: both, log: hostLine},
+		"--mem-per-cpu": {env: map[string]string{"SLURM_MEM_PER_CPU": "16384"}, gpuMem: gpu80, want: both, log: hostLine},
+		// rubickd sized a --mem-per-cpu job per node: slurmd wrote the
+		// node's memory at the start, beside the submission's per CPU.
+		"sized per node": {env: map[string]string{"SLURM_MEM_PER_NODE": "262144", "SLURM_MEM_PER_CPU": "1024"}, gpuMem: gpu80, want: both,
+			log: hostLine},
+		// Without the GPUs' memory the plain runs stay and offload ones
+		// are checked all the same.
+		"GPU memory unknown": {env: map[string]string{"SLURM_MEM_PER_NODE": "262144"}, gpuMem: noNVML, want: hostOnly,
+			log: []string{`msg="GPU memory unknown; profiling runs are not checked against it"`,
+				`host_mem_gb=256 headroom=0.8 runs="dp4.tp1.pp1.mb4.a1.z1+off (276 GB), dp2.tp1.pp1.mb4.a2.z1+off (224 GB)"`},
+			noLog: "fit in GPU memory"},
+		"no --mem": {gpuMem: gpu80, want: fitting, noLog: "job's memory"},
+		"--mem=0":  {env: map[string]string{"SLURM_MEM_PER_NODE": "0"}, gpuMem: gpu80, want: fitting, noLog: "job's memory"},
+		"malformed": {env: map[string]string{"SLURM_MEM_PER_NODE": "256G"}, gpuMem: gpu80, want: fitting,
+			log: []string{`level=WARN msg="the job's memory on the node is unknown; offload profiling runs are not checked against it"`,
+				`err="SLURM_MEM_PER_NODE=\"256G\" is not a whole number of MB"`},
+			noLog: "not to fit in the job's memory"},
+	}
+	env := func(extra map[string]string) func(string) string {
+		m := map[string]string{"SLURM_JOB_ID": "42", "SLURMD_NODENAME": "node1", "SLURM_JOB_NUM_NODES": "1", "SLURM_GPUS_ON_NODE": "4",
+			"SLURM_CPUS_ON_NODE": "16", "CUDA_VISIBLE_DEVICES": "4,5,6,7"}
+		maps.Copy(m, extra)
+		return envMap(m)
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			flags, _, _ := profileSetup(t, "")
+			t.Setenv("FAKE_TAG_EXTRA", "profile=1 arch=1.3e+10,40,5120,2048")
+			var out, errOut bytes.Buffer
+			if code := runWith(t.Context(), slices.Concat(flags, []string{"--dry-run", "--"}, profileLine), env(c.env), c.gpuMem, &out, &errOut); code != 0 {
+				t.Fatalf("exit %d:\n%s", code, errOut.String())
+			}
+			var got []string
+			for _, m := range regexp.MustCompile(`(?m)^# profile run \d+/\d+ (\S+) gpus=(\d+) cpus=(\d+): `).FindAllStringSubmatch(out.String(), -1) {
+				got = append(got, m[1]+" gpus="+m[2]+" cpus="+m[3])
+			}
+			if diff := cmp.Diff(keys(c.want), got); diff != "" {
+				t.Errorf("profiling runs (-want +got):\n%s", diff)
+			}
+			for _, l := range c.log {
+				if !strings.Contains(errOut.String(), l) {
+					t.Errorf("log lacks %q:\n%s", l, errOut.String())
+				}
+			}
+			if c.noLog != "" && strings.Contains(errOut.String(), c.noLog) {
+				t.Errorf("log has %q:\n%s", c.noLog, errOut.String())
+			}
+		})
+	}
+
+	// The phase run: no offload run beyond the job's memory starts, and
+	// profile.json says what was left out and for which memory.
+	flags, logDir, stateDir := profileSetup(t, "")
+	t.Setenv("FAKE_TAG_EXTRA", "profile=1 arch=1.3e+10,40,5120,2048")
+	var out, errOut bytes.Buffer
+	if code := runWith(t.Context(), slices.Concat(flags, []string{"--"}, profileLine), env(map[string]string{"SLURM_MEM_PER_NODE": "262144"}),
+		gpu80, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, errOut.String())
+	}
+	var started []string
+	for _, c := range readInvocations(t, logDir) {
+		if c.Env["RUBICK_PROFILE_RUN"] != "" {
+			started = append(started, fmt.Sprintf("%s gpus=%d cpus=%s", c.Env["RUBICK_PLAN"], strings.Count(c.Env["CUDA_VISIBLE_DEVICES"], ",")+1, c.Env["RUBICK_CPUS"]))
+		}
+	}
+	if diff := cmp.Diff(keys(both), started); diff != "" {
+		t.Errorf("runs started (-want +got):\n%s", diff)
+	}
+	rec := readProfile(t, stateDir)
+	if rec.GPUMemGB != 80 || rec.HostMemGB != 256 || len(rec.LeftOut) == 0 || len(rec.LeftOutHost) == 0 ||
+		rec.LeftOutHost[0] != "dp4.tp1.pp1.mb4.a1.z1+off+gc (276 GB)" || len(rec.Runs) != len(both) {
+		t.Errorf("profile.json: gpu_mem_gb %v, host_mem_gb %v, left_out %q, left_out_host %q, %d runs",
+			rec.GPUMemGB, rec.HostMemGB, rec.LeftOut, rec.LeftOutHost, len(rec.Runs))
+	}
+}
+
+func TestJobMemGB(t *testing.T) {
+	cases := map[string]struct {
+		env     map[string]string
+		cpus    int
+		want    float64
+		wantErr string
+	}{
+		"--mem":          {env: map[string]string{"SLURM_MEM_PER_NODE": "262144"}, cpus: 16, want: 256},
+		"--mem-per-cpu":  {env: map[string]string{"SLURM_MEM_PER_CPU": "4096"}, cpus: 16, want: 64},
+		"sized per node": {env: map[string]string{"SLURM_MEM_PER_NODE": "262144", "SLURM_MEM_PER_CPU": "1024"}, cpus: 16, want: 256},
+		"--mem=0":        {env: map[string]string{"SLURM_MEM_PER_NODE": "0", "SLURM_MEM_PER_CPU": "1024"}, cpus: 16},
+		"CPUs unknown":   {env: map[string]string{"SLURM_MEM_PER_CPU": "4096"}},
+		"--mem-per-gpu":  {env: map[string]string{"SLURM_MEM_PER_GPU": "16384"}, cpus: 16},
+		"none":           {cpus: 16},
+		"suffix":         {env: map[string]string{"SLURM_MEM_PER_NODE": "256G"}, cpus: 16, wantErr: `SLURM_MEM_PER_NODE="256G" is not a whole number of MB`},
+		"negative":       {env: map[string]string{"SLURM_MEM_PER_CPU": "-1"}, cpus: 16, wantErr: `SLURM_MEM_PER_CPU="-1" is not a whole number of MB`},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := jobMemGB(envMap(c.env), c.cpus)
+			if c.wantErr != "" {
+				if err == nil || err.Error() != c.wantErr {
+					t.Errorf("jobMemGB = %v, %v; want error %q", got, err, c.wantErr)
+				}
+				return
+			}
+			if err != nil || got != c.want {
+				t.Errorf("jobMemGB = %v, %v; want %v GB", got, err, c.want)
+			}
+		})
 	}
 }
