@@ -80,6 +80,13 @@ type fakeDevice struct {
 	// peers holds the indices of the GPUs reachable by NVLink P2P.
 	peers      []int
 	gen, width int
+	// migMode is the GPU's current MIG mode (nvml.DEVICE_MIG_ENABLE or
+	// not). mig holds its MIG devices by index, as many as
+	// GetMaxMigDeviceCount reports, nil where there is none; migRet
+	// injects a failure into GetMigDeviceHandleByIndex, by index.
+	migMode int
+	mig     []*fakeDevice
+	migRet  map[int]nvml.Return
 	// fail injects a failure into the named method.
 	fail map[string]nvml.Return
 }
@@ -148,6 +155,33 @@ func (d *fakeDevice) GetMaxPcieLinkWidth() (int, nvml.Return) {
 		return 0, r
 	}
 	return d.width, nvml.SUCCESS
+}
+
+func (d *fakeDevice) GetMigMode() (int, int, nvml.Return) {
+	if r, ok := d.failed("GetMigMode"); ok {
+		return 0, 0, r
+	}
+	return d.migMode, d.migMode, nvml.SUCCESS
+}
+
+func (d *fakeDevice) GetMaxMigDeviceCount() (int, nvml.Return) {
+	if r, ok := d.failed("GetMaxMigDeviceCount"); ok {
+		return 0, r
+	}
+	return len(d.mig), nvml.SUCCESS
+}
+
+func (d *fakeDevice) GetMigDeviceHandleByIndex(i int) (nvml.Device, nvml.Return) {
+	if r, ok := d.migRet[i]; ok {
+		return nil, r
+	}
+	if i >= len(d.mig) {
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
+	if d.mig[i] == nil {
+		return nil, nvml.ERROR_NOT_FOUND
+	}
+	return d.mig[i], nvml.SUCCESS
 }
 
 // hgxA800 returns a fake HGX A800 node of n GPUs, the artifact's hardware:

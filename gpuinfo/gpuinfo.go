@@ -87,7 +87,7 @@ type Library interface {
 	DeviceGetHandleByIndex(index int) (nvml.Device, nvml.Return)
 }
 
-// Device is the part of nvml.Device that Probe calls.
+// Device is the part of nvml.Device that Probe and ProbeMem call.
 //
 // NVLink peers come from GetP2PStatus rather than GetNvLinkRemotePciInfo
 // because on NVSwitch systems (DGX/HGX) a link's remote end is the switch,
@@ -102,6 +102,11 @@ type Device interface {
 	GetP2PStatus(peer nvml.Device, index nvml.GpuP2PCapsIndex) (nvml.GpuP2PStatus, nvml.Return)
 	GetMaxPcieLinkGeneration() (int, nvml.Return)
 	GetMaxPcieLinkWidth() (int, nvml.Return)
+	// GetMigMode, GetMaxMigDeviceCount and GetMigDeviceHandleByIndex
+	// find the MIG devices of a GPU in MIG mode (ProbeMem only).
+	GetMigMode() (int, int, nvml.Return)
+	GetMaxMigDeviceCount() (int, nvml.Return)
+	GetMigDeviceHandleByIndex(index int) (nvml.Device, nvml.Return)
 }
 
 // The real NVML must keep satisfying the subsets above.
@@ -215,9 +220,11 @@ func Probe(ctx context.Context, lib Library) (Facts, error) {
 // Facts.MemGB, of the smallest GPU this process may open, then shuts lib
 // down. Unlike Probe it passes over the GPUs it may not open
 // (ERROR_NO_PERMISSION): a Slurm step where Slurm constrains devices opens
-// its own GPUs only, and those are what it runs on. Errors wrap
-// ErrNoDriver, ErrNoGPU (none it may open), ctx.Err() or the failing
-// nvml.Return, as Probe's do.
+// its own GPUs only, and those are what it runs on. A GPU in MIG mode
+// counts as the smallest of its MIG devices the process may open, since
+// a job there runs on MIG devices, not on the whole GPU; one with none
+// counts as nothing. Errors wrap ErrNoDriver, ErrNoGPU (none it may
+// open), ctx.Err() or the failing nvml.Return, as Probe's do.
 func ProbeMem(ctx context.Context, lib Library) (float64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("gpuinfo: %w", err)
@@ -242,16 +249,69 @@ func ProbeMem(ctx context.Context, lib Library) (float64, error) {
 		if ret != nvml.SUCCESS {
 			return 0, fmt.Errorf("gpuinfo: GPU %d: handle: %w", i, ret)
 		}
-		mem, ret := h.GetMemoryInfo()
-		if ret != nvml.SUCCESS {
-			return 0, fmt.Errorf("gpuinfo: GPU %d: memory info: %w", i, ret)
+		gib, err := usableMemGiB(h)
+		if err != nil {
+			return 0, fmt.Errorf("gpuinfo: GPU %d: %w", i, err)
 		}
-		if gib := float64(mem.Total) / (1 << 30); smallest == 0 || gib < smallest {
+		if gib > 0 && (smallest == 0 || gib < smallest) {
 			smallest = gib
 		}
 	}
 	if smallest == 0 {
 		return 0, fmt.Errorf("gpuinfo: %w: nvml sees %d devices, none this process may open", ErrNoGPU, n)
+	}
+	return smallest, nil
+}
+
+// usableMemGiB is the total memory, in GiB, of what GPU d gives a process
+// to run on: the GPU's own, or in MIG mode the smallest of its MIG devices
+// the process may open, 0 when it may open none. The smallest is the
+// conservative reading where the process holds several.
+func usableMemGiB(d Device) (float64, error) {
+	mode, _, ret := d.GetMigMode()
+	switch {
+	case ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_FUNCTION_NOT_FOUND:
+		// A GPU without MIG (before Ampere), or a driver without it.
+	case ret != nvml.SUCCESS:
+		return 0, fmt.Errorf("MIG mode: %w", ret)
+	case mode == nvml.DEVICE_MIG_ENABLE:
+		// The GPU's own memory is the whole GPU's, which no process in
+		// MIG mode gets; unprivileged, NVML does not even report it.
+		return migMemGiB(d)
+	}
+	mem, ret := d.GetMemoryInfo()
+	if ret != nvml.SUCCESS {
+		return 0, fmt.Errorf("memory info: %w", ret)
+	}
+	return float64(mem.Total) / (1 << 30), nil
+}
+
+// migMemGiB is the total memory, in GiB, of the smallest MIG device of d
+// the process may open, 0 when it may open none. An index without a MIG
+// device (ERROR_NOT_FOUND) and one the process may not open, another
+// job's where Slurm constrains devices (ERROR_NO_PERMISSION), are passed
+// over.
+func migMemGiB(d Device) (float64, error) {
+	n, ret := d.GetMaxMigDeviceCount()
+	if ret != nvml.SUCCESS {
+		return 0, fmt.Errorf("MIG device count: %w", ret)
+	}
+	smallest := 0.0
+	for j := range n {
+		m, ret := d.GetMigDeviceHandleByIndex(j)
+		if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_NO_PERMISSION {
+			continue
+		}
+		if ret != nvml.SUCCESS {
+			return 0, fmt.Errorf("MIG device %d: handle: %w", j, ret)
+		}
+		mem, ret := m.GetMemoryInfo()
+		if ret != nvml.SUCCESS {
+			return 0, fmt.Errorf("MIG device %d: memory info: %w", j, ret)
+		}
+		if gib := float64(mem.Total) / (1 << 30); smallest == 0 || gib < smallest {
+			smallest = gib
+		}
 	}
 	return smallest, nil
 }

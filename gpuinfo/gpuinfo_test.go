@@ -331,9 +331,31 @@ func TestProbeRealNVMLWithoutDriver(t *testing.T) {
 	t.Logf("Probe error: %v", err)
 }
 
+// MIG device sizes of an A100 or A800 80 GB, in bytes, as nvidia-smi mig
+// -lgip lists them: 1g.10gb 9.5 GiB, 3g.40gb 39.25 GiB.
+const (
+	mig1g10 = 9728 << 20
+	mig3g40 = 40192 << 20
+)
+
+// migA800 puts GPU d in MIG mode with MIG devices of the given sizes
+// (bytes) by index, 0 where there is none. Its own memory can no longer be
+// read, as for a process without privileges.
+func migA800(d *fakeDevice, sizes ...uint64) {
+	d.migMode = nvml.DEVICE_MIG_ENABLE
+	d.mig = make([]*fakeDevice, 7)
+	for j, b := range sizes {
+		if b > 0 {
+			d.mig[j] = &fakeDevice{name: d.name, memBytes: b}
+		}
+	}
+	d.fail = map[string]nvml.Return{"GetMemoryInfo": nvml.ERROR_NO_PERMISSION}
+}
+
 // TestProbeMem: the memory of the smallest GPU the process may open. A
 // Slurm step where Slurm constrains devices opens its own GPUs only; the
-// others are passed over, not an error as they are to Probe.
+// others are passed over, not an error as they are to Probe. A GPU in MIG
+// mode counts as its smallest MIG device the process may open.
 func TestProbeMem(t *testing.T) {
 	// own holds GPUs 4-7 of an 8-GPU node whose GPUs 0-3 are smaller.
 	own := func() *fakeLib {
@@ -368,6 +390,71 @@ func TestProbeMem(t *testing.T) {
 			l.devs[3].fail = map[string]nvml.Return{"GetMemoryInfo": nvml.ERROR_GPU_IS_LOST}
 			return l
 		}(), wantErr: []error{nvml.ERROR_GPU_IS_LOST}},
+		// MIG: the job runs on MIG devices, whose memory is what counts,
+		// not the whole GPU's (which NVML does not give an unprivileged
+		// process in MIG mode).
+		"MIG 1g.10gb": {lib: func() Library {
+			l := hgxA800(8)
+			migA800(l.devs[0], mig1g10, mig1g10, mig1g10, mig1g10, mig1g10, mig1g10, mig1g10)
+			return l
+		}(), want: 9.5},
+		"MIG, privileged": {lib: func() Library {
+			// Root reads the whole GPU's 80 GB, which no job gets.
+			l := hgxA800(8)
+			migA800(l.devs[0], mig3g40, mig3g40)
+			l.devs[0].fail = nil
+			return l
+		}(), want: 39.25},
+		"MIG, slices of two sizes": {lib: func() Library {
+			l := hgxA800(8)
+			migA800(l.devs[2], mig3g40, 0, 0, 0, mig1g10)
+			return l
+		}(), want: 9.5},
+		"MIG, own slice": {lib: func() Library {
+			// The job holds the 3g.40gb of GPU 4; its 1g.10gb are other
+			// jobs', as are GPUs 5-7 and their slices.
+			l := own()
+			for i := 4; i < 8; i++ {
+				migA800(l.devs[i], mig3g40, 0, 0, 0, mig1g10, mig1g10, mig1g10)
+				if i > 4 {
+					l.handleRet[i] = nvml.ERROR_NO_PERMISSION
+				}
+			}
+			l.devs[4].migRet = map[int]nvml.Return{4: nvml.ERROR_NO_PERMISSION, 5: nvml.ERROR_NO_PERMISSION, 6: nvml.ERROR_NO_PERMISSION}
+			return l
+		}(), want: 39.25},
+		"MIG, no slice it may open": {lib: func() Library {
+			l := hgxA800(2)
+			migA800(l.devs[0], mig3g40, mig3g40)
+			l.devs[0].migRet = map[int]nvml.Return{0: nvml.ERROR_NO_PERMISSION, 1: nvml.ERROR_NO_PERMISSION}
+			migA800(l.devs[1])
+			return l
+		}(), wantErr: []error{ErrNoGPU}},
+		"MIG not supported": {lib: func() Library {
+			l := hgxA800(8)
+			for _, d := range l.devs {
+				d.fail = map[string]nvml.Return{"GetMigMode": nvml.ERROR_NOT_SUPPORTED}
+			}
+			l.devs[1].memBytes = 32 << 30
+			return l
+		}(), want: 32},
+		"MIG mode lost": {lib: func() Library {
+			l := hgxA800(8)
+			l.devs[5].fail = map[string]nvml.Return{"GetMigMode": nvml.ERROR_GPU_IS_LOST}
+			return l
+		}(), wantErr: []error{nvml.ERROR_GPU_IS_LOST}},
+		"MIG device lost": {lib: func() Library {
+			l := hgxA800(8)
+			migA800(l.devs[0], mig1g10, mig1g10)
+			l.devs[0].mig[1].fail = map[string]nvml.Return{"GetMemoryInfo": nvml.ERROR_GPU_IS_LOST}
+			return l
+		}(), wantErr: []error{nvml.ERROR_GPU_IS_LOST}},
+		"MIG handle unknown error": {lib: func() Library {
+			l := hgxA800(8)
+			migA800(l.devs[0], mig1g10)
+			l.devs[0].migRet = map[int]nvml.Return{0: nvml.ERROR_UNKNOWN}
+			return l
+		}(), wantErr: []error{nvml.ERROR_UNKNOWN}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
