@@ -33,15 +33,10 @@ type ModelType struct {
 }
 
 // UpsertModelType stores spec under spec.Name, replacing the spec of an
-// existing model type but keeping its creation time and its fits.
+// existing model type but keeping its creation time and its fits, the
+// current one too: ReplaceSpec corrects a stored type's spec.
 func (s *Store) UpsertModelType(ctx context.Context, spec model.Spec) error {
-	if err := spec.Validate(); err != nil {
-		return fmt.Errorf("store: upsert model type %q: %w: %w", spec.Name, ErrInvalid, err)
-	}
-	if err := checkName("spec.name", spec.Name); err != nil {
-		return fmt.Errorf("store: upsert model type: %w", err)
-	}
-	blob, err := json.Marshal(spec)
+	blob, err := specJSON(spec)
 	if err != nil {
 		return fmt.Errorf("store: upsert model type %q: %w", spec.Name, err)
 	}
@@ -57,6 +52,105 @@ func (s *Store) UpsertModelType(ctx context.Context, spec model.Spec) error {
 		return fmt.Errorf("store: upsert model type %q: %w", spec.Name, err)
 	}
 	return nil
+}
+
+// specJSON is spec as stored, or an error wrapping ErrInvalid that names
+// the field at fault.
+func specJSON(spec model.Spec) ([]byte, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if err := checkName("spec.name", spec.Name); err != nil {
+		return nil, err
+	}
+	return json.Marshal(spec)
+}
+
+// ReplacedSpec is a spec ReplaceSpec replaced.
+type ReplacedSpec struct {
+	Spec model.Spec
+	// FitID is the fit that was current under it; 0: none.
+	FitID    int64
+	Replaced time.Time
+}
+
+// ReplaceSpec stores spec as the spec of the model type spec.Name and
+// leaves the type without a current fit: its fits were made against the
+// old spec (its forward time, layers, heads...) and would misprice its
+// jobs under the new one. Every fit and sample is kept, samples being
+// measurements that hold whatever the spec; so is the old spec, with the
+// fit that was current under it (ReplacedSpecs). It returns the spec it
+// replaced; a spec equal to it changes nothing. It wraps ErrNotFound for a
+// type the store lacks and ErrInvalid for a spec UpsertModelType refuses.
+func (s *Store) ReplaceSpec(ctx context.Context, spec model.Spec) (model.Spec, error) {
+	blob, err := specJSON(spec)
+	if err != nil {
+		return model.Spec{}, fmt.Errorf("store: replace spec of %q: %w", spec.Name, err)
+	}
+	now := s.now().UnixNano()
+	var old model.Spec
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		var stored string
+		err := tx.QueryRowContext(ctx, `SELECT spec FROM model_types WHERE name = ?`, spec.Name).Scan(&stored)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal([]byte(stored), &old); err != nil {
+			return fmt.Errorf("stored spec: %w", err)
+		}
+		if old == spec {
+			return nil
+		}
+		var fit sql.NullInt64
+		err = tx.QueryRowContext(ctx, `SELECT id FROM fits WHERE model_type = ? AND current = 1`, spec.Name).Scan(&fit)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO replaced_specs(model_type, spec, fit_id, replaced_ns) VALUES (?, ?, ?, ?)`,
+			spec.Name, stored, fit, now); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE fits SET current = 0 WHERE model_type = ? AND current = 1`, spec.Name); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE model_types SET spec = ?, updated_ns = ? WHERE name = ?`, string(blob), now, spec.Name)
+		return err
+	})
+	if err != nil {
+		return model.Spec{}, fmt.Errorf("store: replace spec of %q: %w", spec.Name, err)
+	}
+	return old, nil
+}
+
+// ReplacedSpecs returns the specs ReplaceSpec replaced of modelType,
+// oldest first.
+func (s *Store) ReplacedSpecs(ctx context.Context, modelType string) ([]ReplacedSpec, error) {
+	rows, err := s.r.QueryContext(ctx,
+		`SELECT spec, fit_id, replaced_ns FROM replaced_specs WHERE model_type = ? ORDER BY id`, modelType)
+	if err != nil {
+		return nil, fmt.Errorf("store: replaced specs of %q: %w", modelType, err)
+	}
+	defer rows.Close()
+	var out []ReplacedSpec
+	for rows.Next() {
+		var blob string
+		var fit, replaced sql.NullInt64
+		if err := rows.Scan(&blob, &fit, &replaced); err != nil {
+			return nil, fmt.Errorf("store: replaced specs of %q: %w", modelType, err)
+		}
+		r := ReplacedSpec{FitID: fit.Int64, Replaced: fromTimestamp(replaced)}
+		if err := json.Unmarshal([]byte(blob), &r.Spec); err != nil {
+			return nil, fmt.Errorf("store: replaced specs of %q: stored spec: %w", modelType, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: replaced specs of %q: %w", modelType, err)
+	}
+	return out, nil
 }
 
 // ModelType returns the model type called name, or an error wrapping

@@ -73,6 +73,110 @@ func TestModelTypeRejects(t *testing.T) {
 	}
 }
 
+// A replaced spec leaves its type without a current fit, since its fits
+// were made against the old spec; every fit, every sample and the old spec
+// with the fit that was current under it are kept. The same spec again
+// changes nothing.
+func TestReplaceSpec(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "")
+	old := gpt2()
+	if err := s.UpsertModelType(ctx, old); err != nil { // t0
+		t.Fatal(err)
+	}
+	first, err := s.AddFit(ctx, "gpt2", fitWith(0.1), SourceProfile) // t0+1s
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddSamples(ctx, "gpt2", []model.Sample{sample(8, 1, 1, model.Placement{8}, 1.2)}, 7, SourceOnline); err != nil { // t0+2s
+		t.Fatal(err)
+	}
+	fixed := old
+	fixed.ForwardMs, fixed.Heads = 700, 32
+	replaced, err := s.ReplaceSpec(ctx, fixed) // t0+3s
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(old, replaced); d != "" {
+		t.Errorf("ReplaceSpec returned (-want +got):\n%s", d)
+	}
+	if _, err := s.ReplaceSpec(ctx, fixed); err != nil { // the same again: t0+4s, nothing stored
+		t.Fatal(err)
+	}
+	again := fixed
+	again.GlobalBatch = 128
+	if _, err := s.ReplaceSpec(ctx, again); err != nil { // t0+5s, no current fit
+		t.Fatal(err)
+	}
+	mt, err := s.ModelType(ctx, "gpt2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(ModelType{Spec: again, Created: t0, Updated: t0.Add(5 * time.Second)}, mt); d != "" {
+		t.Errorf("model type (-want +got):\n%s", d)
+	}
+	if _, err := s.CurrentFit(ctx, "gpt2"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("current fit after the spec changed: %v, want ErrNotFound", err)
+	}
+	fits, err := s.Fits(ctx, "gpt2")
+	if err != nil || len(fits) != 1 || fits[0].ID != first.ID || fits[0].Current {
+		t.Errorf("fits = %+v (%v), want the first kept, not current", fits, err)
+	}
+	if smp, err := s.Samples(ctx, "gpt2"); err != nil || len(smp) != 1 {
+		t.Errorf("samples = %d (%v), want the one kept", len(smp), err)
+	}
+	history, err := s.ReplacedSpecs(ctx, "gpt2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ReplacedSpec{{Spec: old, FitID: first.ID, Replaced: t0.Add(3 * time.Second)}, {Spec: fixed, Replaced: t0.Add(5 * time.Second)}}
+	if d := cmp.Diff(want, history); d != "" {
+		t.Errorf("replaced specs (-want +got):\n%s", d)
+	}
+	// A fit made since is current again, as a new type's first fit.
+	if f, err := s.AddFit(ctx, "gpt2", fitWith(0.5), SourceOnline); err != nil || !f.Current {
+		t.Errorf("first fit on the new spec: %+v (%v), want it current", f, err)
+	}
+}
+
+// A spec is refused as a new type's is, naming the field, and a type the
+// store lacks is not found; neither changes anything.
+func TestReplaceSpecRejects(t *testing.T) {
+	for name, tc := range map[string]struct {
+		mutate func(*model.Spec)
+		is     error
+		want   string
+	}{
+		"zero heads":     {func(s *model.Spec) { s.Heads = 0 }, ErrInvalid, "heads=0"},
+		"NaN forward ms": {func(s *model.Spec) { s.ForwardMs = math.NaN() }, ErrInvalid, "forward_ms_1gpu=NaN"},
+		"unknown type":   {func(s *model.Spec) { s.Name = "gpt3" }, ErrNotFound, `"gpt3"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := openTest(t, "")
+			if err := s.UpsertModelType(ctx, gpt2()); err != nil {
+				t.Fatal(err)
+			}
+			f, err := s.AddFit(ctx, "gpt2", fitWith(0.1), SourceProfile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec := gpt2()
+			tc.mutate(&spec)
+			_, err = s.ReplaceSpec(ctx, spec)
+			if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("ReplaceSpec = %v, want %v naming %s", err, tc.is, tc.want)
+			}
+			if cur, err := s.CurrentFit(ctx, "gpt2"); err != nil || cur.ID != f.ID {
+				t.Errorf("current fit %d (%v), want %d kept", cur.ID, err, f.ID)
+			}
+			if mt, err := s.ModelType(ctx, "gpt2"); err != nil || mt.Spec != gpt2() {
+				t.Errorf("spec %+v (%v), want it kept", mt.Spec, err)
+			}
+		})
+	}
+}
+
 func fitWith(rmsle float64) model.FitResult {
 	return model.FitResult{Params: model.Params{KBwd: 2, KSync: 1 + rmsle, KOpt: 1e-9, KConst: 0.01},
 		RMSLE: rmsle, MAPE: 100 * rmsle, Samples: 7, Pinned: []string{"k_off", "k_swap"}}

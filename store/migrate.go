@@ -32,6 +32,7 @@ func migrations() []migration {
 		{version: 10, name: "actions' tags, requeues awaiting their tag", up: schemaV10},
 		{version: 11, name: "actions' node lists", up: schemaV11},
 		{version: 12, name: "profiling phases reported over", up: schemaV12},
+		{version: 13, name: "model types' replaced specs", up: schemaV13},
 	}
 }
 
@@ -283,6 +284,20 @@ CREATE TABLE profiling_phases (
 	used_ns    INTEGER
 ) STRICT;
 CREATE INDEX profiling_phases_pending ON profiling_phases(model_type, job_id) WHERE used_ns IS NULL;
+`
+
+// schemaV13 keeps each spec ReplaceSpec replaced, with the fit that was
+// current under it (NULL: none): the fits stay, and a fit means nothing
+// without the spec it was made against.
+const schemaV13 = `
+CREATE TABLE replaced_specs (
+	id          INTEGER PRIMARY KEY,
+	model_type  TEXT    NOT NULL REFERENCES model_types(name),
+	spec        TEXT    NOT NULL CHECK (json_valid(spec)),
+	fit_id      INTEGER REFERENCES fits(id),
+	replaced_ns INTEGER NOT NULL
+) STRICT;
+CREATE INDEX replaced_specs_by_model ON replaced_specs(model_type, id);
 `
 
 // migrate brings db to the newest version in migs. Each migration runs in
