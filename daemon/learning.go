@@ -121,6 +121,15 @@ func (l *Learner) markDirty(mt string) {
 	l.dirty[mt] = true
 }
 
+// MarkForRefit has the next Refit look at the model types named, which
+// need not have new samples: rubickd marks those whose spec it replaced at
+// its start, which are fitted on their stored samples once these suffice.
+func (l *Learner) MarkForRefit(modelTypes ...string) {
+	for _, mt := range modelTypes {
+		l.markDirty(mt)
+	}
+}
+
 // SetMaxConfigsPerJob changes MaxConfigsPerJob while samples arrive (a
 // configuration reload).
 func (l *Learner) SetMaxConfigsPerJob(n int) {

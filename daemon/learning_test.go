@@ -464,6 +464,36 @@ func TestRefitSkipsSamplesOfAnOlderSpec(t *testing.T) {
 	}
 }
 
+// A type whose spec was replaced has no current fit; marked for a refit,
+// it is fitted again on the samples it has, under the new spec, without
+// waiting for a new sample to come.
+func TestRefitAfterSpecReplaced(t *testing.T) {
+	ctx := context.Background()
+	l, st, now := newLearner(t, measuringJob(5, "newnet"))
+	spec := newnetSpec()
+	seedFit(t, l, st, spec, model.Predictor{Spec: spec, Params: model.Priors(), Env: model.DefaultEnv()})
+	first, err := st.CurrentFit(ctx, "newnet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	*now = now.Add(time.Minute)
+	spec.ForwardMs *= 2
+	if _, err := st.ReplaceSpec(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	if refitted, err := l.Refit(ctx); err != nil || len(refitted) != 0 {
+		t.Fatalf("refit before the mark = %v, %v; want nothing to look at", refitted, err)
+	}
+	l.MarkForRefit("newnet")
+	if refitted, err := l.Refit(ctx); err != nil || len(refitted) != 1 {
+		t.Fatalf("refit = %v, %v; want newnet fitted on its samples", refitted, err)
+	}
+	cur, err := st.CurrentFit(ctx, "newnet")
+	if err != nil || cur.ID == first.ID || cur.Samples != first.Samples {
+		t.Errorf("current fit %+v (%v), want a new one on the %d samples of the first", cur, err, first.Samples)
+	}
+}
+
 func TestAcceptLaunch(t *testing.T) {
 	l, st, _ := newLearner(t, runningJob(5, "bert"), runningJob(6, "bert"))
 	ctx := context.Background()

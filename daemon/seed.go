@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/rubick-sched/rubick/artifact"
 	"github.com/rubick-sched/rubick/model"
@@ -18,6 +19,7 @@ type SeedStore interface {
 	UpsertModelType(ctx context.Context, spec model.Spec) error
 	HasFit(ctx context.Context, modelType string) (bool, error)
 	AddFit(ctx context.Context, modelType string, r model.FitResult, src store.Source) (store.Fit, error)
+	ReplaceSpec(ctx context.Context, spec model.Spec) (model.Spec, error)
 }
 
 // Seed registers every model type of set that the store lacks, with its fit
@@ -68,8 +70,88 @@ func Seed(ctx context.Context, st SeedStore, set *artifact.Set, env model.Env, w
 	return added, nil
 }
 
-// SeedOverlay is a Store that keeps what Seed writes through it in
-// memory: its ModelTypes and CurrentFit read the seeded model types and
+// SpecChange is a model type of the seed data that the store has with
+// another spec.
+type SpecChange struct {
+	Old, New model.Spec
+}
+
+// Keys says what changes, key by key as models.json names them, e.g.
+// "forward_ms_1gpu: 2300 -> 23000".
+func (c SpecChange) Keys() []string {
+	var out []string
+	o, n := specValues(c.Old), specValues(c.New)
+	for i := range o {
+		if o[i] != n[i] {
+			out = append(out, fmt.Sprintf("%s: %s -> %s", specKeys[i], o[i], n[i]))
+		}
+	}
+	return out
+}
+
+// specKeys are a spec's keys in models.json, in specValues' order.
+var specKeys = [...]string{"parameters", "layers", "hidden", "heads", "seq_len", "global_batch", "forward_ms_1gpu"}
+
+func specValues(s model.Spec) [len(specKeys)]string {
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	return [...]string{f(s.Params), strconv.Itoa(s.Layers), strconv.Itoa(s.Hidden), strconv.Itoa(s.Heads),
+		strconv.Itoa(s.SeqLen), strconv.Itoa(s.GlobalBatch), f(s.ForwardMs)}
+}
+
+// SpecChanges returns, ordered by name, the change of each model type
+// names lists that st has with another spec than set's: Seed leaves such
+// a type as it is.
+func SpecChanges(ctx context.Context, st SeedStore, set *artifact.Set, names []string) ([]SpecChange, error) {
+	have, err := st.ModelTypes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read model types: %w", err)
+	}
+	var out []SpecChange
+	for _, t := range have {
+		m, ok := set.Models[t.Spec.Name]
+		if ok && slices.Contains(names, t.Spec.Name) && t.Spec != m.Spec {
+			out = append(out, SpecChange{Old: t.Spec, New: m.Spec})
+		}
+	}
+	return out, nil
+}
+
+// Respec gives each changed model type its new spec (store.ReplaceSpec):
+// the type is left without a current fit, since its fits were made
+// against the old spec, and keeps its fits and samples. With withFits, a
+// type that set has profiling runs for gets its fit on them under the new
+// spec, as Seed gives a new type; the others wait for a refit on their
+// samples (Learner.MarkForRefit) or their next job's profiling. It
+// returns the types given a fit.
+func Respec(ctx context.Context, st SeedStore, set *artifact.Set, changes []SpecChange, env model.Env, withFits bool) ([]string, error) {
+	if len(changes) == 0 {
+		return nil, nil
+	}
+	fits := map[string]model.FitResult{}
+	if withFits {
+		var err error
+		if fits, err = artifact.FitAll(ctx, set, env); err != nil {
+			return nil, fmt.Errorf("respec: fit profiles: %w", err)
+		}
+	}
+	var fitted []string
+	for _, c := range changes {
+		name := c.New.Name
+		if _, err := st.ReplaceSpec(ctx, c.New); err != nil {
+			return fitted, fmt.Errorf("respec %s: %w", name, err)
+		}
+		if fit, ok := fits[name]; ok {
+			if _, err := st.AddFit(ctx, name, fit, store.SourceProfile); err != nil {
+				return fitted, fmt.Errorf("respec %s: %w", name, err)
+			}
+			fitted = append(fitted, name)
+		}
+	}
+	return fitted, nil
+}
+
+// SeedOverlay is a Store that keeps what Seed and Respec write through it
+// in memory: its ModelTypes and CurrentFit read the seeded model types and
 // fits over the store's own, and the store is left as it is. rubickd
 // --dry-run seeds an existing store through one, so that it plans as a
 // start would while the store, which a running rubickd may use, stays
@@ -78,11 +160,13 @@ type SeedOverlay struct {
 	Store
 	types map[string]store.ModelType
 	fits  map[string]store.Fit
+	// unfit are the types whose spec it replaced, without a fit since.
+	unfit map[string]bool
 }
 
 // NewSeedOverlay returns an overlay of st with nothing seeded yet.
 func NewSeedOverlay(st Store) *SeedOverlay {
-	return &SeedOverlay{Store: st, types: map[string]store.ModelType{}, fits: map[string]store.Fit{}}
+	return &SeedOverlay{Store: st, types: map[string]store.ModelType{}, fits: map[string]store.Fit{}, unfit: map[string]bool{}}
 }
 
 // ModelTypes returns the store's model types and the seeded ones, ordered
@@ -109,31 +193,56 @@ func (o *SeedOverlay) UpsertModelType(_ context.Context, spec model.Spec) error 
 	return nil
 }
 
+// ReplaceSpec keeps spec in memory as the spec of a model type the store
+// or the overlay has, and the type without a current fit, refused and
+// done as the store does it.
+func (o *SeedOverlay) ReplaceSpec(ctx context.Context, spec model.Spec) (model.Spec, error) {
+	if err := spec.Validate(); err != nil {
+		return model.Spec{}, fmt.Errorf("replace spec of %q: %w: %w", spec.Name, store.ErrInvalid, err)
+	}
+	have, err := o.ModelTypes(ctx)
+	if err != nil {
+		return model.Spec{}, err
+	}
+	i := slices.IndexFunc(have, func(t store.ModelType) bool { return t.Spec.Name == spec.Name })
+	if i < 0 {
+		return model.Spec{}, fmt.Errorf("replace spec of %q: %w", spec.Name, store.ErrNotFound)
+	}
+	if t := have[i]; t.Spec != spec {
+		t.Spec = spec
+		o.types[spec.Name] = t
+		delete(o.fits, spec.Name)
+		o.unfit[spec.Name] = true
+	}
+	return have[i].Spec, nil
+}
+
 // HasFit reports whether the model type has a seeded fit or a current
 // one in the store.
 func (o *SeedOverlay) HasFit(ctx context.Context, modelType string) (bool, error) {
-	if _, ok := o.fits[modelType]; ok {
-		return true, nil
-	}
-	_, err := o.Store.CurrentFit(ctx, modelType)
+	_, err := o.CurrentFit(ctx, modelType)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
 	return err == nil, err
 }
 
-// AddFit keeps r in memory as the model type's current fit: Seed adds a
-// fit only to a type without one.
+// AddFit keeps r in memory as the model type's current fit: Seed and
+// Respec add a fit only to a type without one.
 func (o *SeedOverlay) AddFit(_ context.Context, modelType string, r model.FitResult, src store.Source) (store.Fit, error) {
 	f := store.Fit{ModelType: modelType, FitResult: r, Origin: src, Current: true}
 	o.fits[modelType] = f
 	return f, nil
 }
 
-// CurrentFit returns the seeded fit of the model type, else the store's.
+// CurrentFit returns the seeded fit of the model type, else, unless it
+// replaced the type's spec, the store's.
 func (o *SeedOverlay) CurrentFit(ctx context.Context, modelType string) (store.Fit, error) {
 	if f, ok := o.fits[modelType]; ok {
 		return f, nil
+	}
+	if o.unfit[modelType] {
+		return store.Fit{}, fmt.Errorf("current fit of %q: %w", modelType, store.ErrNotFound)
 	}
 	return o.Store.CurrentFit(ctx, modelType)
 }

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -109,5 +110,108 @@ func TestSeedOverlay(t *testing.T) {
 		if has, err := st.HasFit(ctx, name); err != nil || has {
 			t.Errorf("%s: the store has a fit = %v (%v), want none", name, has, err)
 		}
+	}
+}
+
+// A model type of the data that the store has with another spec is a
+// change, key by key; Respec gives it the data's spec and leaves its fit
+// to be made again, from the data's profiling runs with withFits, every
+// fit kept. Through an overlay the store stays as it is. A type not named
+// (a shipped one) is no change of the site's.
+func TestRespec(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		overlay  bool
+		withFits bool
+		fitted   []string
+	}{
+		{"without fits", false, false, nil},
+		{"with fits", false, true, []string{"bert"}},
+		{"overlay without fits", true, false, nil},
+		{"overlay with fits", true, true, []string{"bert"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			st, set := emptyStoreAndData(t)
+			if _, err := Seed(ctx, st, set, model.DefaultEnv(), true); err != nil {
+				t.Fatal(err)
+			}
+			old := set.Models["bert"].Spec
+			old.Heads, old.ForwardMs = 12, 2*old.ForwardMs
+			if err := st.UpsertModelType(ctx, old); err != nil {
+				t.Fatal(err)
+			}
+			gpt2 := set.Models["gpt2"].Spec
+			gpt2.Layers++
+			if err := st.UpsertModelType(ctx, gpt2); err != nil {
+				t.Fatal(err)
+			}
+			was, err := st.CurrentFit(ctx, "bert")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var through interface {
+				SeedStore
+				CurrentFit(ctx context.Context, modelType string) (store.Fit, error)
+			} = st
+			if tc.overlay {
+				through = NewSeedOverlay(st)
+			}
+			changes, err := SpecChanges(ctx, through, set, []string{"bert", "t5"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []SpecChange{{Old: old, New: set.Models["bert"].Spec}}
+			if d := cmp.Diff(want, changes); d != "" {
+				t.Fatalf("changes (-want +got):\n%s", d)
+			}
+			keys := []string{fmt.Sprintf("heads: 12 -> %d", set.Models["bert"].Spec.Heads),
+				fmt.Sprintf("forward_ms_1gpu: %g -> %g", old.ForwardMs, set.Models["bert"].Spec.ForwardMs)}
+			if d := cmp.Diff(keys, changes[0].Keys()); d != "" {
+				t.Errorf("keys (-want +got):\n%s", d)
+			}
+			fitted, err := Respec(ctx, through, set, changes, model.DefaultEnv(), tc.withFits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.fitted, fitted); d != "" {
+				t.Errorf("fitted (-want +got):\n%s", d)
+			}
+			// What rubickd plans with: the new spec, and a fit made on it or none.
+			types, err := through.ModelTypes(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			specs := map[string]model.Spec{}
+			for _, mt := range types {
+				specs[mt.Spec.Name] = mt.Spec
+			}
+			if specs["bert"] != set.Models["bert"].Spec || specs["gpt2"] != gpt2 {
+				t.Errorf("specs bert %+v, gpt2 %+v; want bert's replaced, gpt2's kept", specs["bert"], specs["gpt2"])
+			}
+			cur, err := through.CurrentFit(ctx, "bert")
+			switch {
+			case tc.withFits && (err != nil || cur.ID == was.ID || cur.Origin != store.SourceProfile):
+				t.Errorf("current fit %+v (%v), want one on the profiling runs", cur, err)
+			case !tc.withFits && !errors.Is(err, store.ErrNotFound):
+				t.Errorf("current fit %+v (%v), want none", cur, err)
+			}
+			// The store: every fit kept; through the overlay, nothing changed.
+			mt, err := st.ModelType(ctx, "bert")
+			if err != nil {
+				t.Fatal(err)
+			}
+			fits, err := st.Fits(ctx, "bert")
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored, err := st.CurrentFit(ctx, "bert")
+			switch {
+			case tc.overlay && (mt.Spec != old || len(fits) != 1 || err != nil || stored.ID != was.ID):
+				t.Errorf("the store's bert: %+v, %d fits, current %d (%v); want it as it was", mt.Spec, len(fits), stored.ID, err)
+			case !tc.overlay && (mt.Spec != set.Models["bert"].Spec || len(fits) != 1+len(tc.fitted) || fits[0].ID != was.ID):
+				t.Errorf("the store's bert: %+v, %d fits; want the new spec and every fit", mt.Spec, len(fits))
+			}
+		})
 	}
 }

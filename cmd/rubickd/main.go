@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	rubickd [--config /etc/rubick/rubickd.yaml] [--once] [--dry-run] [--release-all] [--check [--json]]
+//	rubickd [--config /etc/rubick/rubickd.yaml] [--once] [--dry-run] [--release-all] [--check [--json]] [--data DIR [--update-specs]]
 //
 // SIGTERM lets the cycle in progress finish; SIGHUP re-reads the
 // configuration for the next cycle.
@@ -79,24 +79,45 @@ func seedData(dir string) (set *artifact.Set, own []string, err error) {
 	return artifact.Merge(set, ours), ours.ModelNames(), nil
 }
 
-// warnKept warns of each of the model types own names that the store has
+// updateSpecs deals with the model types own names that the store has
 // with another spec than set's: seeding leaves a type the store has as it
-// is, so an entry edited after its type was seeded does not apply.
-func warnKept(ctx context.Context, st daemon.SeedStore, set *artifact.Set, own []string, log *slog.Logger) error {
+// is, so an entry edited since applies only with --update-specs (update),
+// which replaces the stored spec (daemon.Respec); without it, rubickd says
+// what it keeps. It returns the types whose spec it replaced.
+func updateSpecs(ctx context.Context, st daemon.SeedStore, set *artifact.Set, own []string, update, dryRun, withFits bool,
+	env model.Env, log *slog.Logger) ([]string, error) {
 	if len(own) == 0 {
-		return nil
+		return nil, nil
 	}
-	have, err := st.ModelTypes(ctx)
+	changes, err := daemon.SpecChanges(ctx, st, set, own)
 	if err != nil {
-		return fmt.Errorf("read model types: %w", err)
+		return nil, err
 	}
-	for _, t := range have {
-		if slices.Contains(own, t.Spec.Name) && t.Spec != set.Models[t.Spec.Name].Spec {
-			log.Warn("a model type of --data differs from the store's, which is kept: seeding adds only types the store lacks",
-				"model", t.Spec.Name, "store", t.Spec, "data", set.Models[t.Spec.Name].Spec)
+	if !update {
+		for _, c := range changes {
+			log.Warn("a model type of --data differs from the store's, which is kept: seeding adds only types the store lacks; --update-specs replaces it",
+				"model", c.New.Name, "changes", c.Keys())
 		}
+		return nil, nil
 	}
-	return nil
+	fitted, err := daemon.Respec(ctx, st, set, changes, env, withFits)
+	if err != nil {
+		return nil, err
+	}
+	msg := "replaced the spec of a model type of --data; its fits, made against the old spec, are kept and none is current"
+	if dryRun {
+		msg = "a start would replace the spec of a model type of --data, replaced for this dry run only; its fits, made against the old spec, are kept and none is current"
+	}
+	var replaced []string
+	for _, c := range changes {
+		fit := "none until refitted on its stored samples or profiled"
+		if slices.Contains(fitted, c.New.Name) {
+			fit = "on its profiling runs in --data"
+		}
+		log.Info(msg, "model", c.New.Name, "changes", c.Keys(), "fit", fit)
+		replaced = append(replaced, c.New.Name)
+	}
+	return replaced, nil
 }
 
 // exitLocked is the exit status when another rubickd manages the cluster
@@ -120,7 +141,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	releaseAll := fs.Bool("release-all", false, "hand the queue back to Slurm: release every job held for rubick on its own request, print the report as JSON and exit (with --dry-run: say which); users' and administrators' holds stay")
 	check := fs.Bool("check", false, "check the configuration, slurmrestd, the managed partitions, the commands, the slurm.conf settings and the GrpTRESMins budgets rubickd relies on, print one line each, and exit (1 if one failed); changes nothing")
 	checkJSON := fs.Bool("json", false, "with --check: print the checks as a JSON array of {name, status, detail}")
-	dataDir := fs.String("data", "", "directory whose models.json (and optional profile/, traces/) adds model types to seed to the embedded ones; an entry replaces the embedded one of its name; a type the store has keeps its spec and fit")
+	dataDir := fs.String("data", "", "directory whose models.json (and optional profile/, traces/) adds model types to seed to the embedded ones; an entry replaces the embedded one of its name; a type the store has keeps its spec and fit, unless --update-specs")
+	respec := fs.Bool("update-specs", false, "with --data: give each model type of the directory that the store has with another spec the directory's (with --dry-run, in memory only); its fits, made against the old spec, and its samples are kept, and none is current until it is refitted: on its profiling runs in the directory with seed_fits, else on its stored samples at the first cycle")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: rubickd [flags]\n\nEvery configuration key can also be set as RUBICK_<KEY> (see contrib/rubickd/rubickd.yaml).\n"+
 			"SIGHUP re-reads the configuration; it applies from the next cycle (docs/admin-guide.md).\n"+
@@ -132,6 +154,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *checkJSON && !*check {
 		return errors.New("--json goes with --check")
+	}
+	if *respec && *dataDir == "" {
+		return errors.New("--update-specs goes with --data")
 	}
 	file := configFile(*configPath, "", daemon.DefaultConfigPath)
 	cfg, warnings, err := daemon.LoadConfig(file, os.Environ())
@@ -190,7 +215,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := warnKept(ctx, dst, set, own, log); err != nil {
+	replaced, err := updateSpecs(ctx, dst, set, own, *respec, leave, cfg.SeedFits, env, log)
+	if err != nil {
 		return err
 	}
 	if added, err := daemon.Seed(ctx, dst, set, env, cfg.SeedFits); err != nil {
@@ -225,6 +251,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	metrics := daemon.NewMetrics()
 	learner := &daemon.Learner{Store: st, Cluster: cluster, Env: env, Threshold: cfg.Samples.RefitThreshold,
 		MaxConfigsPerJob: cfg.Samples.MaxConfigsPerJob, Logger: log}
+	learner.MarkForRefit(replaced...)
 	d, err := daemon.New(cfg, daemon.Deps{Cluster: cluster, Applier: applier, Store: dst, Policy: pol, Env: env, Metrics: metrics, Logger: log, Learner: learner, Instance: self,
 		Budgets: slurm.AssocMgr{Runner: commands(cfg), Scontrol: cfg.Commands.Scontrol, SShare: cfg.Commands.Sshare},
 		Scripts: slurm.BatchScripts{Runner: commands(cfg), Scontrol: cfg.Commands.Scontrol}})

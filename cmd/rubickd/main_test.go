@@ -175,25 +175,43 @@ func TestDataDirAddsModelTypes(t *testing.T) {
 	}
 }
 
-// A type of --data the store already has keeps the store's spec; where
-// the two differ, rubickd says so, naming the type, since the entry an
-// administrator edited does not apply. A shipped type the store has with
-// another spec (an older release's) is not theirs to edit: no warning.
-func TestDataDirWarnsOfKeptSpec(t *testing.T) {
+// A type of --data the store already has keeps the store's spec and fit;
+// where the two differ, rubickd says so, naming the type and the keys,
+// since the entry an administrator edited does not apply. With
+// --update-specs a start gives the type the entry's spec and no current
+// fit, keeping its fits, and says so; a dry run says what a start would
+// replace and changes nothing. A shipped type the store has with another
+// spec (an older release's) is not theirs to edit: neither warned of nor
+// replaced.
+func TestDataDirChangedSpec(t *testing.T) {
 	ctx := context.Background()
 	gpt13 := model.Spec{Name: "gpt13", Params: 13e9, Layers: 40, Hidden: 5120, Heads: 40, SeqLen: 2048, GlobalBatch: 64, ForwardMs: 9000}
 	const entry = `{"models":{"gpt13":{"parameters":13e9,"layers":40,"hidden":5120,"heads":40,"seq_len":2048,"global_batch":64,"forward_ms_1gpu":9000}}}`
 	edited, oldBert := gpt13, gpt13
-	edited.ForwardMs = 8000
+	edited.ForwardMs, edited.Heads = 8000, 32
 	oldBert.Name = "bert"
+	changes := []string{"heads: 32 -> 40", "forward_ms_1gpu: 8000 -> 9000"}
+	type said struct {
+		Level, Msg, Model string
+		Changes           []string
+	}
 	for _, tc := range []struct {
 		name   string
-		stored []model.Spec
-		want   []string // the types warned of
+		stored model.Spec
+		args   []string
+		said   []said     // what rubickd logged of the type, each Msg its start
+		spec   model.Spec // the store's afterwards
+		fit    bool       // the store's type has a current fit afterwards
 	}{
-		{"the same spec", []model.Spec{gpt13}, nil},
-		{"another spec", []model.Spec{edited}, []string{"gpt13"}},
-		{"a shipped type's other spec", []model.Spec{oldBert}, nil},
+		{"the same spec", gpt13, []string{"--dry-run"}, nil, gpt13, true},
+		{"another spec", edited, []string{"--dry-run"}, []said{{Level: "WARN", Msg: "a model type of --data differs from the store's, which is kept", Model: "gpt13", Changes: changes}}, edited, true},
+		{"another spec at a start", edited, nil, []said{{Level: "WARN", Msg: "a model type of --data differs from the store's, which is kept", Model: "gpt13", Changes: changes}}, edited, true},
+		{"a shipped type's other spec", oldBert, []string{"--dry-run"}, nil, oldBert, true},
+		{"another spec updated", edited, []string{"--update-specs"},
+			[]said{{Level: "INFO", Msg: "replaced the spec of a model type of --data", Model: "gpt13", Changes: changes}}, gpt13, false},
+		{"another spec updated in a dry run", edited, []string{"--update-specs", "--dry-run"},
+			[]said{{Level: "INFO", Msg: "a start would replace the spec of a model type of --data", Model: "gpt13", Changes: changes}}, edited, true},
+		{"a shipped type's other spec updated", oldBert, []string{"--update-specs"}, nil, oldBert, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, path := dryRunConfig(t)
@@ -201,10 +219,12 @@ func TestDataDirWarnsOfKeptSpec(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, sp := range tc.stored {
-				if err := st.UpsertModelType(ctx, sp); err != nil {
-					t.Fatal(err)
-				}
+			if err := st.UpsertModelType(ctx, tc.stored); err != nil {
+				t.Fatal(err)
+			}
+			fit := model.FitResult{Params: model.Priors(), RMSLE: 0.1, Samples: 7}
+			if _, err := st.AddFit(ctx, tc.stored.Name, fit, store.SourceProfile); err != nil {
+				t.Fatal(err)
 			}
 			if err := st.Close(); err != nil {
 				t.Fatal(err)
@@ -214,21 +234,48 @@ func TestDataDirWarnsOfKeptSpec(t *testing.T) {
 				t.Fatal(err)
 			}
 			var log strings.Builder
-			err = run(ctx, []string{"--config", cfg, "--dry-run", "--data", dir}, io.Discard, &log)
+			err = run(ctx, append([]string{"--config", cfg, "--data", dir}, tc.args...), io.Discard, &log)
 			if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
-				t.Fatalf("--dry-run --data: %v, want it past the seeding, failing at slurmrestd", err)
+				t.Fatalf("rubickd %v: %v, want it past the seeding, failing at slurmrestd", tc.args, err)
 			}
-			var warned []string
+			var got []said
 			for line := range strings.Lines(log.String()) {
-				var rec struct{ Level, Msg, Model string }
-				if json.Unmarshal([]byte(line), &rec) == nil && rec.Level == "WARN" && strings.HasPrefix(rec.Msg, "a model type of --data differs") {
-					warned = append(warned, rec.Model)
+				var rec said
+				if json.Unmarshal([]byte(line), &rec) == nil && rec.Model == tc.stored.Name {
+					got = append(got, rec)
 				}
 			}
-			if d := cmp.Diff(tc.want, warned); d != "" {
-				t.Errorf("types warned of (-want +got):\n%s\n%s", d, log.String())
+			for i := range min(len(got), len(tc.said)) {
+				if strings.HasPrefix(got[i].Msg, tc.said[i].Msg) {
+					got[i].Msg = tc.said[i].Msg // the message starts so
+				}
+			}
+			if d := cmp.Diff(tc.said, got); d != "" {
+				t.Errorf("logged of %s (-want +got):\n%s\n%s", tc.stored.Name, d, log.String())
+			}
+			st, err = store.Open(ctx, path, store.WithReaders(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			mt, err := st.ModelType(ctx, tc.stored.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.spec, mt.Spec); d != "" {
+				t.Errorf("the store's spec (-want +got):\n%s", d)
+			}
+			if has, err := st.HasFit(ctx, tc.stored.Name); err != nil || has != tc.fit {
+				t.Errorf("the store's type has a current fit: %v (%v), want %v", has, err, tc.fit)
+			}
+			if fits, err := st.Fits(ctx, tc.stored.Name); err != nil || len(fits) != 1 {
+				t.Errorf("the store's type has %d fits (%v), want its one kept", len(fits), err)
 			}
 		})
+	}
+	cfg, _ := dryRunConfig(t)
+	if err := run(ctx, []string{"--config", cfg, "--update-specs"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "--update-specs goes with --data") {
+		t.Errorf("--update-specs without --data: %v, want it refused", err)
 	}
 }
 
