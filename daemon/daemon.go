@@ -1873,6 +1873,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.started, d.window = d.deps.Now(), d.healthWindow()
 	d.mu.Unlock()
 	if err := d.Reconcile(ctx); err != nil {
+		if ctx.Err() != nil {
+			// Stopped, not failed: the next start reconciles anew.
+			d.stopping(ctx, "reconciling stopped")
+			return nil
+		}
 		return err
 	}
 	interval := d.cfg.Interval
@@ -1901,10 +1906,17 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
+			d.stopping(ctx, "the cycle in progress finished")
 			return nil
 		case <-tick.C:
 		}
 	}
+}
+
+// stopping says that Run ends because ctx did, for the journal: the next
+// rubickd may start only once this one is gone (the instance lock).
+func (d *Daemon) stopping(ctx context.Context, what string) {
+	d.deps.Logger.Info("rubickd stopping; "+what, "cause", context.Cause(ctx))
 }
 
 // runCycle runs one of Run's cycles, bounded by the longest a cycle may

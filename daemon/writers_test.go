@@ -244,6 +244,50 @@ func TestRunStopsForAnOlderRubickd(t *testing.T) {
 	}
 }
 
+// Run ends without an error when its context does, during the start-up
+// reconciliation or after the cycle in progress, and says so with the
+// cause.
+func TestRunStopsWhenAsked(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		before     bool // cancelled before Run, so during the reconciliation
+	}{
+		{"in a cycle", `msg="rubickd stopping; the cycle in progress finished" cause=terminated`, false},
+		{"reconciling", `msg="rubickd stopping; reconciling stopped" cause=terminated`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			term := func() { cancel(errors.New("terminated")) }
+			c := &cancelingCluster{fakeCluster: fakeCluster{nodes: labNodes(1)}, cancel: term}
+			d, _ := newTestDaemonWith(t, c, &fakeApplier{}, func(cfg *Config) { cfg.Interval = time.Hour })
+			var logs bytes.Buffer
+			d.deps.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			if tc.before {
+				term()
+			}
+			if err := d.Run(ctx); err != nil {
+				t.Fatalf("Run = %v, want nil", err)
+			}
+			if !strings.Contains(logs.String(), tc.want) {
+				t.Errorf("log lacks %q:\n%s", tc.want, logs.String())
+			}
+		})
+	}
+}
+
+// cancelingCluster calls cancel at its first poll of the jobs, as a
+// SIGTERM during a cycle would.
+type cancelingCluster struct {
+	fakeCluster
+	cancel func()
+}
+
+func (c *cancelingCluster) Jobs(ctx context.Context, since time.Time) ([]slurm.Job, bool, error) {
+	c.cancel()
+	return c.fakeCluster.Jobs(ctx, since)
+}
+
 // A rubickd running on this host that started first is found in the first
 // cycle, from a tag it wrote before this one started: nothing is applied.
 // One that started later is logged once, and this one plans on.
