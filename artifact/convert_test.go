@@ -178,6 +178,10 @@ func TestFitAll(t *testing.T) {
 		if f.RMSLE > 0.05 {
 			t.Errorf("%s: in-sample RMSLE %v", name, f.RMSLE)
 		}
+		// rubickd warns of a doubted fit: none of the shipped ones is.
+		if d := f.Doubts(set.Models[name].Spec); d != nil {
+			t.Errorf("%s: doubted: %v", name, d)
+		}
 	}
 	if !strings.Contains(fits["llama30"].Source, "llama7") || fits["llama7"].Source != "" {
 		t.Errorf("llama30 source %q, llama7 source %q", fits["llama30"].Source, fits["llama7"].Source)

@@ -421,7 +421,21 @@ func (l *Learner) refit(ctx context.Context, mt string, phases []int64) (bool, e
 	}
 	l.log().Info("refit on new samples", "model", mt, "configs", rr.Configs, "current_err", rr.CurrentErr,
 		"held_out_err", rr.HeldOutErr, "samples", rr.Fit.Samples, "moved", movedParams(rr.Only), "current", fit.Current)
+	l.warnDoubts(fit, spec.Spec)
 	return fit.Current, nil
+}
+
+// warnDoubts warns of a current fit whose parameters or errors put the
+// model type's spec in doubt (model.FitResult.Doubts): the spec is the
+// administrator's, and its jobs are planned with the fit.
+func (l *Learner) warnDoubts(fit store.Fit, spec model.Spec) {
+	if !fit.Current {
+		return
+	}
+	if d := fit.Doubts(spec); d != nil {
+		l.log().Warn("the current fit of a model type explains its samples poorly; check the type's spec and correct it with rubickd --data DIR --update-specs",
+			"model", spec.Name, "fit", fit.ID, "doubts", d, "spec", spec)
+	}
 }
 
 // movedParams says which parameters a refit was free to move.
@@ -490,6 +504,7 @@ func (l *Learner) fitNew(ctx context.Context, spec model.Spec, stored []store.St
 	}
 	l.log().Info("stored fit", "model", spec.Name, "rmsle", res.RMSLE, "samples", res.Samples, "pinned", strings.Join(res.Pinned, ","),
 		"current", fit.Current)
+	l.warnDoubts(fit, spec)
 	return fit.Current, nil
 }
 

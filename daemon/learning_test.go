@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"path/filepath"
 	"slices"
@@ -219,6 +221,44 @@ func TestFirstFitCountsConfigurations(t *testing.T) {
 	}
 	if refitted, err := l.Refit(ctx); err != nil || len(refitted) != 1 {
 		t.Fatalf("Refit = %v, %v; want a fit once a seventh configuration reported", refitted, err)
+	}
+}
+
+// A first fit that puts its spec in doubt (model.FitResult.Doubts) is
+// warned of: newnet's samples measured with a forward time a quarter of
+// what its registered spec says.
+func TestFirstFitDoubted(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		scale float64 // of the registered forward_ms_1gpu
+		want  string
+	}{
+		{"right spec", 1, ""},
+		{"forward time too long", 4, "forward_ms_1gpu=1200 is likely too long"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			l, st, _ := newLearner(t, measuringJob(5, "newnet"))
+			var logs bytes.Buffer
+			l.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			spec := newnetSpec()
+			spec.ForwardMs *= tc.scale
+			if err := st.UpsertModelType(ctx, spec); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range samplesOf(model.Predictor{Spec: newnetSpec(), Params: model.Priors(), Env: model.DefaultEnv()}, 1) {
+				if err := l.Accept(ctx, 1000, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if refitted, err := l.Refit(ctx); err != nil || len(refitted) != 1 {
+				t.Fatalf("Refit = %v, %v; want newnet fitted", refitted, err)
+			}
+			warned := strings.Contains(logs.String(), "level=WARN msg=\"the current fit of a model type explains its samples poorly")
+			if warned != (tc.want != "") || !strings.Contains(logs.String(), tc.want) {
+				t.Errorf("warned %v, want %q in the log:\n%s", warned, tc.want, logs.String())
+			}
+		})
 	}
 }
 

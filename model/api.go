@@ -1,5 +1,10 @@
 package model
 
+import (
+	"fmt"
+	"slices"
+)
+
 // Predictor prices execution plans for one model type in one environment.
 type Predictor struct {
 	Spec   Spec
@@ -65,4 +70,32 @@ type Curve struct {
 	Points []CurvePoint `json:"points"`
 	// Ref is the reference throughput the slopes are normalised by.
 	Ref float64 `json:"ref"`
+}
+
+// PoorFitMAPE is the mean error over its own samples above which a fit is
+// doubted (FitResult.Doubts): a shipped profile fits within a few percent,
+// and refits on many placements within about 15 %.
+const PoorFitMAPE = 50
+
+// Doubts says why the fit, of a model type of spec, may not be trusted, one
+// reason each; nil when none shows. k_bwd, free to move, at a bound of its
+// range most often means the spec's forward_ms_1gpu, which nothing
+// measures, is off by more than the backward/forward ratio can absorb:
+// every forward and recompute time is then mispriced.
+func (r FitResult) Doubts(spec Spec) []string {
+	var out []string
+	if !slices.Contains(r.Pinned, paramNames[0]) {
+		lo, hi := paramBounds[0][0], paramBounds[0][1]
+		tol := 1e-3 * (hi - lo)
+		switch {
+		case r.Params.KBwd <= lo+tol:
+			out = append(out, fmt.Sprintf("k_bwd=%.4g is the least backward/forward ratio a fit allows: forward_ms_1gpu=%g is likely too long", r.Params.KBwd, spec.ForwardMs))
+		case r.Params.KBwd >= hi-tol:
+			out = append(out, fmt.Sprintf("k_bwd=%.4g is the largest backward/forward ratio a fit allows: forward_ms_1gpu=%g is likely too short", r.Params.KBwd, spec.ForwardMs))
+		}
+	}
+	if r.MAPE > PoorFitMAPE {
+		out = append(out, fmt.Sprintf("it misses its own samples by %.0f %% on average", r.MAPE))
+	}
+	return out
 }

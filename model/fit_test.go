@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -247,5 +248,56 @@ func TestSpecWithGlobalBatch(t *testing.T) {
 	bd, err := p.ForPlan(plan).Predict(plan, Resources{Placement: Placement{1}, CPUs: 1})
 	if err != nil || math.Abs(bd.Fwd-2*spec.ForwardMs/1000) > 1e-12 {
 		t.Errorf("ForPlan(%s).Predict: fwd %v (%v), want %v", plan, bd.Fwd, err, 2*spec.ForwardMs/1000)
+	}
+}
+
+// TestFitDoubts: samples priced with one forward time, fitted with a spec
+// whose forward_ms_1gpu is 4x too long or too short, leave k_bwd at a
+// bound, and Doubts names the spec's figure; the right spec leaves no
+// doubt. A pinned k_bwd is no evidence, and a fit that misses its samples
+// by more than PoorFitMAPE is doubted whatever its parameters.
+func TestFitDoubts(t *testing.T) {
+	truth := Params{KBwd: 2, KSync: 1.8, KOpt: 0.2, KOptOff: 6, KOff: 2.5, KSwap: 1.6, KConst: 0.05, K3D: 1.7}
+	spec := testSpec()
+	samples := syntheticSamples(t, Predictor{Spec: spec, Params: truth, Env: testEnv()})
+	for _, tc := range []struct {
+		name  string
+		scale float64
+		want  string
+	}{
+		{"right", 1, ""},
+		{"too long", 4, "is the least backward/forward ratio a fit allows: forward_ms_1gpu=%g is likely too long"},
+		{"too short", 0.25, "is the largest backward/forward ratio a fit allows: forward_ms_1gpu=%g is likely too short"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := spec
+			s.ForwardMs *= tc.scale
+			got, err := Fit(context.Background(), s, testEnv(), samples, FitOptions{NeedOffload: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			if tc.want != "" {
+				want = []string{fmt.Sprintf("k_bwd=%.4g ", got.Params.KBwd) + fmt.Sprintf(tc.want, s.ForwardMs)}
+			}
+			if d := cmp.Diff(want, got.Doubts(s)); d != "" {
+				t.Errorf("Doubts (-want +got):\n%s", d)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		r    FitResult
+		want []string
+	}{
+		{"pinned at its prior bound", FitResult{Params: Params{KBwd: 0.5}, Pinned: []string{"k_bwd"}}, nil},
+		{"poor", FitResult{Params: Params{KBwd: 2}, MAPE: 534.4}, []string{"it misses its own samples by 534 % on average"}},
+		{"just within", FitResult{Params: Params{KBwd: 2}, MAPE: PoorFitMAPE}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if d := cmp.Diff(tc.want, tc.r.Doubts(spec)); d != "" {
+				t.Errorf("Doubts (-want +got):\n%s", d)
+			}
+		})
 	}
 }

@@ -97,13 +97,17 @@ type fitView struct {
 	Pinned      []string  `json:"pinned"`
 	Created     time.Time `json:"created"`
 	AgeS        float64   `json:"age_s"`
+	// Doubts says why the fit may put its model type's spec in doubt
+	// (model.FitResult.Doubts); empty when nothing does.
+	Doubts []string `json:"doubts"`
 }
 
-func newFitView(f store.Fit, now time.Time) *fitView {
+// newFitView shows fit f of a model type of spec.
+func newFitView(f store.Fit, spec model.Spec, now time.Time) *fitView {
 	return &fitView{
 		ID: f.ID, Params: f.Params, RMSLE: f.RMSLE, MAPE: f.MAPE, Samples: f.Samples, Origin: string(f.Origin),
 		ParamSource: f.Source, Pinned: append([]string{}, f.Pinned...), Created: f.Created,
-		AgeS: now.Sub(f.Created).Seconds(),
+		AgeS: now.Sub(f.Created).Seconds(), Doubts: append([]string{}, f.Doubts(spec)...),
 	}
 }
 
@@ -328,7 +332,7 @@ func (ex *explanation) addModel(ctx context.Context, st explainStore, j store.Jo
 	if err != nil {
 		return fmt.Errorf("explain: %w", err)
 	}
-	ex.Fit = newFitView(fit, now)
+	ex.Fit = newFitView(fit, mt.Spec, now)
 	if j.LastPlan == (model.Plan{}) {
 		ex.Notes = append(ex.Notes, "no plan yet: the job has not been placed")
 		return nil
@@ -451,6 +455,9 @@ func (ex *explanation) write(w io.Writer) error {
 		p := f.Params
 		fmt.Fprintf(ew, "\n  k_bwd=%.4g k_sync=%.4g k_opt=%.4g k_opt_off=%.4g k_off=%.4g k_swap=%.4g k_const=%.4g k_3d=%.4g\n",
 			p.KBwd, p.KSync, p.KOpt, p.KOptOff, p.KOff, p.KSwap, p.KConst, p.Normalized().K3D)
+		for _, d := range f.Doubts {
+			fmt.Fprintf(ew, "  doubt: %s (the model type's spec is the administrator's: docs/admin-guide.md, Correcting a model type's spec)\n", d)
+		}
 	}
 	// A job queued again (preempted, requeued held) runs no plan: the one
 	// it ran with or was given last is not its current one.

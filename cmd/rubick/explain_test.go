@@ -700,3 +700,53 @@ func TestExplainLastPlan(t *testing.T) {
 		})
 	}
 }
+
+// A current fit that puts its model type's spec in doubt (k_bwd at its
+// bound, or a fit that misses its own samples) is said so by explain, in
+// text and JSON, and by status, in a note; the seeded fit has no doubt.
+func TestFitDoubtShown(t *testing.T) {
+	path, _ := seedExplainStore(t)
+	ctx := context.Background()
+	doubt := "it misses its own samples by 534 % on average"
+	for _, doubted := range []bool{false, true} {
+		if doubted {
+			st, err := store.Open(ctx, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.AddFitAs(ctx, "gpt2", model.FitResult{Params: model.Priors(), RMSLE: 1.7, MAPE: 534.4, Samples: 9}, store.SourceOnline, store.PromoteAlways); err != nil {
+				t.Fatal(err)
+			}
+			st.Close()
+		}
+		var out, errb bytes.Buffer
+		if err := explainCmd(ctx, []string{"42", "--store", path, "--json"}, &out, &errb, testEnv(t)); err != nil {
+			t.Fatal(err)
+		}
+		var ex explanation
+		if err := json.Unmarshal(out.Bytes(), &ex); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{}
+		if doubted {
+			want = []string{doubt}
+		}
+		if d := cmp.Diff(want, ex.Fit.Doubts); d != "" {
+			t.Errorf("doubted=%v: explain JSON doubts (-want +got):\n%s", doubted, d)
+		}
+		out.Reset()
+		if err := explainCmd(ctx, []string{"42", "--store", path}, &out, &errb, testEnv(t)); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(out.String(), "  doubt: "+doubt+" (the model type's spec is the administrator's"); got != doubted {
+			t.Errorf("doubted=%v: explain text shows the doubt %v:\n%s", doubted, got, out.String())
+		}
+		out.Reset()
+		if err := statusCmd(ctx, []string{"--url", "http://127.0.0.1:1", "--store", path}, &out, &errb, testEnv(t)); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(out.String(), "note: the fit of gpt2 is in doubt: "+doubt+"; check its spec"); got != doubted {
+			t.Errorf("doubted=%v: status notes the doubt %v:\n%s", doubted, got, out.String())
+		}
+	}
+}

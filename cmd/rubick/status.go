@@ -284,7 +284,10 @@ func (v *statusView) readStore(ctx context.Context, st statusStore, now time.Tim
 		}
 		m := modelView{Name: t.Spec.Name, FitCount: len(fits)}
 		if i := slices.IndexFunc(fits, func(f store.Fit) bool { return f.Current }); i >= 0 {
-			m.Fit = newFitView(fits[i], now)
+			m.Fit = newFitView(fits[i], t.Spec, now)
+			for _, d := range m.Fit.Doubts {
+				v.Notes = append(v.Notes, fmt.Sprintf("the fit of %s is in doubt: %s; check its spec (docs/admin-guide.md, Correcting a model type's spec)", t.Spec.Name, d))
+			}
 		}
 		restarts, err := st.RestartCosts(ctx, t.Spec.Name, 0)
 		if err != nil {
