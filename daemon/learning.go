@@ -425,17 +425,50 @@ func (l *Learner) refit(ctx context.Context, mt string, phases []int64) (bool, e
 	return fit.Current, nil
 }
 
-// warnDoubts warns of a current fit whose parameters or errors put the
-// model type's spec in doubt (model.FitResult.Doubts): the spec is the
-// administrator's, and its jobs are planned with the fit.
+// warnDoubts warns of fit when it is current and its parameters or errors
+// put the model type's spec in doubt (model.FitResult.Doubts).
 func (l *Learner) warnDoubts(fit store.Fit, spec model.Spec) {
-	if !fit.Current {
-		return
+	if fit.Current {
+		warnDoubts(l.log(), fit, spec)
 	}
+}
+
+// warnDoubts warns of fit, of a model type of spec, if it puts the spec in
+// doubt: the spec is the administrator's, and the type's jobs are planned
+// with the fit.
+func warnDoubts(log *slog.Logger, fit store.Fit, spec model.Spec) {
 	if d := fit.Doubts(spec); d != nil {
-		l.log().Warn("the current fit of a model type explains its samples poorly; check the type's spec and correct it with rubickd --data DIR --update-specs",
+		log.Warn("the current fit of a model type explains its samples poorly; check the type's spec and correct it with rubickd --data DIR --update-specs",
 			"model", spec.Name, "fit", fit.ID, "doubts", d, "spec", spec)
 	}
+}
+
+// FitReader reads the model types and their current fits.
+type FitReader interface {
+	ModelTypes(ctx context.Context) ([]store.ModelType, error)
+	CurrentFit(ctx context.Context, modelType string) (store.Fit, error)
+}
+
+// WarnDoubtedFits warns, at rubickd's start, of each current fit that puts
+// its model type's spec in doubt, as the Learner does when it makes one
+// current: a fit seeded from --data, or one an earlier rubickd warned of
+// once, which stays until the spec is corrected.
+func WarnDoubtedFits(ctx context.Context, st FitReader, log *slog.Logger) error {
+	types, err := st.ModelTypes(ctx)
+	if err != nil {
+		return fmt.Errorf("read model types: %w", err)
+	}
+	for _, t := range types {
+		fit, err := st.CurrentFit(ctx, t.Spec.Name)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("current fit of %s: %w", t.Spec.Name, err)
+		}
+		warnDoubts(log, fit, t.Spec)
+	}
+	return nil
 }
 
 // movedParams says which parameters a refit was free to move.

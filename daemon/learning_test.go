@@ -905,3 +905,50 @@ func TestFirstFitAfterProfilingPhase(t *testing.T) {
 		})
 	}
 }
+
+// At its start rubickd warns of each current fit that puts its type's spec
+// in doubt, and of no other: neither a sound fit, nor a doubted one that is
+// no longer current, nor a type without a fit.
+func TestWarnDoubtedFits(t *testing.T) {
+	ctx := context.Background()
+	_, st, _ := newLearner(t)
+	for _, name := range []string{"sound", "doubted", "superseded", "unfitted"} {
+		spec := newnetSpec()
+		spec.Name = name
+		if err := st.UpsertModelType(ctx, spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poor := model.FitResult{Params: model.Priors(), MAPE: 120, Samples: 7}
+	fits := []struct {
+		mt  string
+		r   model.FitResult
+		how store.Promotion
+	}{
+		{"sound", model.FitResult{Params: model.Priors(), MAPE: 3, Samples: 7}, store.PromoteAlways},
+		{"doubted", poor, store.PromoteAlways},
+		{"superseded", poor, store.PromoteAlways},
+		{"superseded", model.FitResult{Params: model.Priors(), MAPE: 3, Samples: 9}, store.PromoteAlways},
+	}
+	for _, f := range fits {
+		if _, err := st.AddFitAs(ctx, f.mt, f.r, store.SourceOnline, f.how); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs bytes.Buffer
+	if err := WarnDoubtedFits(ctx, st, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+		t.Fatal(err)
+	}
+	var warned []string
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		if i := strings.Index(line, " model="); i >= 0 && strings.Contains(line, "level=WARN") {
+			warned = append(warned, strings.Fields(line[i+1:])[0])
+		}
+	}
+	if d := cmp.Diff([]string{"model=doubted"}, warned); d != "" {
+		t.Errorf("warned of (-want +got):\n%s\n%s", d, logs.String())
+	}
+	if !strings.Contains(logs.String(), "it misses its own samples by 120 % on average") {
+		t.Errorf("the warning lacks the doubt:\n%s", logs.String())
+	}
+}

@@ -226,6 +226,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	} else if len(added) > 0 {
 		log.Info("seeded model types", "models", added)
 	}
+	if err := daemon.WarnDoubtedFits(ctx, dst, log); err != nil {
+		return err
+	}
 
 	cluster, err := slurm.NewCluster(ctx, slurmCfg)
 	if err != nil {
