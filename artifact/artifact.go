@@ -568,6 +568,12 @@ func LoadWorkload(fsys fs.FS, name string) ([]Job, error) {
 // in no time), and its time limits in time.Durations (292 years at most).
 const MaxTraceSeconds = 1e9
 
+// MaxTraceGPUs bounds a trace job's num_gpus: above the largest cluster a
+// replay builds (20,000 nodes of 64 GPUs), and small enough that packing
+// the request onto nodes costs little. A typo of 2,000,000,000 GPUs
+// otherwise took 8 GB and half a minute to refuse.
+const MaxTraceGPUs = 1 << 21
+
 // ReadWorkload parses a workload CSV; file names the source in errors.
 func ReadWorkload(r io.Reader, file string) ([]Job, error) {
 	t, err := readTable(r, file)
@@ -590,8 +596,8 @@ func ReadWorkload(r io.Reader, file string) ([]Job, error) {
 		if rr.err != nil {
 			return nil, rr.err
 		}
-		if j.GPUs <= 0 {
-			return nil, fmt.Errorf("%w: %s line %d: num_gpus=%d must be > 0", ErrFormat, file, i+2, j.GPUs)
+		if j.GPUs <= 0 || j.GPUs > MaxTraceGPUs {
+			return nil, fmt.Errorf("%w: %s line %d: num_gpus=%d must be in [1, %d]", ErrFormat, file, i+2, j.GPUs, MaxTraceGPUs)
 		}
 		for _, c := range []struct {
 			col string

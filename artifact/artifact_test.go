@@ -70,7 +70,8 @@ func TestReadWorkloadErrors(t *testing.T) {
 		want string // substring naming the field and value
 	}{
 		"nan submit":          {body: "a,NaN,1,gpt2,1,8,0,ga,10,0\n", want: `submission_time="NaN"`},
-		"zero gpus":           {body: "a,0,1,gpt2,0,8,0,ga,10,0\n", want: "num_gpus=0"},
+		"zero gpus":           {body: "a,0,1,gpt2,0,8,0,ga,10,0\n", want: "num_gpus=0 must be in [1, 2097152]"},
+		"absurd gpus":         {body: "a,0,1,gpt2,2000000000,8,0,ga,10,0\n", want: "num_gpus=2000000000 must be in [1, 2097152]"},
 		"frac steps":          {body: "a,0,1,gpt2,1,8,0,ga,1.5,0\n", want: `steps="1.5"`},
 		"short row":           {body: "a,0,1\n", want: "wrong number of fields"},
 		"negative cpu":        {body: "a,0,1,gpt2,1,-8,0,ga,10,0\n", want: `num_cpus="-8"`},
