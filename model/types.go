@@ -12,7 +12,6 @@ package model
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,26 +58,48 @@ func (s Spec) WithGlobalBatch(b int) Spec {
 
 // Validate reports the first field of s that cannot be used by the model.
 func (s Spec) Validate() error {
-	switch {
-	case s.Name == "":
+	if s.Name == "" {
 		return fmt.Errorf("%w: spec.name is empty", ErrBadInput)
-	case !(s.Params > 0) || math.IsInf(s.Params, 0):
-		return fmt.Errorf("%w: spec %s: parameters=%v must be finite and > 0", ErrBadInput, s.Name, s.Params)
-	case s.Layers <= 0:
-		return fmt.Errorf("%w: spec %s: layers=%d must be > 0", ErrBadInput, s.Name, s.Layers)
-	case s.Hidden <= 0:
-		return fmt.Errorf("%w: spec %s: hidden=%d must be > 0", ErrBadInput, s.Name, s.Hidden)
-	case s.Heads <= 0:
-		return fmt.Errorf("%w: spec %s: heads=%d must be > 0", ErrBadInput, s.Name, s.Heads)
-	case s.SeqLen <= 0:
-		return fmt.Errorf("%w: spec %s: seq_len=%d must be > 0", ErrBadInput, s.Name, s.SeqLen)
-	case s.GlobalBatch <= 0:
-		return fmt.Errorf("%w: spec %s: global_batch=%d must be > 0", ErrBadInput, s.Name, s.GlobalBatch)
-	case !(s.ForwardMs > 0) || math.IsInf(s.ForwardMs, 0):
-		return fmt.Errorf("%w: spec %s: forward_ms_1gpu=%v must be finite and > 0", ErrBadInput, s.Name, s.ForwardMs)
+	}
+	for _, f := range []struct {
+		key string
+		v   float64
+		max float64
+	}{
+		{"parameters", s.Params, MaxSpecParams}, {"layers", float64(s.Layers), MaxSpecLayers},
+		{"hidden", float64(s.Hidden), MaxSpecHidden}, {"heads", float64(s.Heads), MaxSpecHeads},
+		{"seq_len", float64(s.SeqLen), MaxSpecSeqLen}, {"global_batch", float64(s.GlobalBatch), MaxGlobalBatch},
+		{"forward_ms_1gpu", s.ForwardMs, MaxSpecForwardMs},
+	} {
+		if !(f.v > 0) || f.v > f.max {
+			return fmt.Errorf("%w: spec %s: %s=%s must be > 0 and at most %s", ErrBadInput, s.Name, f.key, specNum(f.v), specNum(f.max))
+		}
 	}
 	return nil
 }
+
+// specNum writes a spec value as models.json would: a whole number as
+// one, up to the counts' bounds, anything else in %g.
+func specNum(v float64) string {
+	if v == float64(int64(v)) && v > -1e16 && v < 1e16 {
+		return strconv.FormatInt(int64(v), 10)
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
+}
+
+// Bounds of a spec's values: far above any model trained, they keep a typo
+// (a few zeros too many) from being planned. Planning time grows with the
+// global batch (its divisors are the micro-batches tried): 2e9 took seconds
+// per placement, which every cycle of rubickd would spend.
+const (
+	MaxSpecParams    = 1e15
+	MaxSpecLayers    = 1 << 16
+	MaxSpecHidden    = 1 << 20
+	MaxSpecHeads     = 1 << 16
+	MaxSpecSeqLen    = 1 << 24
+	MaxGlobalBatch   = 1 << 20
+	MaxSpecForwardMs = 1e10
+)
 
 // Family is the plan family used by the artifact's traces and by reports.
 type Family string

@@ -57,6 +57,10 @@ func TestModelTypeRejects(t *testing.T) {
 		// fail later as a marshalling error.
 		"infinite forward ms": {func(s *model.Spec) { s.ForwardMs = math.Inf(1) }, "forward_ms_1gpu=+Inf"},
 		"infinite params":     {func(s *model.Spec) { s.Params = math.Inf(1) }, "parameters=+Inf"},
+		// A few zeros too many: planning would spend seconds per placement.
+		"absurd batch":  {func(s *model.Spec) { s.GlobalBatch = 2_000_000_000 }, "global_batch=2000000000 must be > 0 and at most 1048576"},
+		"absurd params": {func(s *model.Spec) { s.Params = 1e300 }, "parameters=1e+300 must be > 0 and at most 1000000000000000"},
+		"absurd layers": {func(s *model.Spec) { s.Layers = 1 << 20 }, "layers=1048576 must be > 0 and at most 65536"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := openTest(t, "")

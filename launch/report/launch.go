@@ -81,8 +81,8 @@ func (l Launch) Validate() error {
 
 // MaxGlobalBatch bounds a reported global batch: far above any training
 // run's (millions of samples per step would be a unit mix-up), it keeps
-// an absurd value out of the planner.
-const MaxGlobalBatch = 1 << 20
+// an absurd value out of the planner, as it does a spec's.
+const MaxGlobalBatch = model.MaxGlobalBatch
 
 // Features is Cannot parsed; l must be valid.
 func (l Launch) Features() model.Features {
