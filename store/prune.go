@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -84,7 +85,8 @@ func (s *Store) Prune(ctx context.Context, r Retention) (Pruned, error) {
 // Stats is what the store holds, for operators sizing retention.
 type Stats struct {
 	SchemaVersion int `json:"schema_version"`
-	// Rows counts the rows of each table.
+	// Rows counts the rows of each table of the schema, but
+	// schema_migrations (SchemaVersion says what it holds).
 	Rows map[string]int64 `json:"rows"`
 	// OnlineSamples are the samples jobs reported (the ones Prune bounds).
 	OnlineSamples int64 `json:"online_samples"`
@@ -98,9 +100,6 @@ type Stats struct {
 	FreeBytes int64 `json:"free_bytes"`
 }
 
-// statsTables are the tables Stats counts.
-var statsTables = []string{"model_types", "fits", "samples", "jobs", "decisions", "decision_reasons", "plan_history", "restart_costs"}
-
 // Stats reads what the store holds in one read transaction.
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{Rows: map[string]int64{}}
@@ -110,10 +109,14 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 			return err
 		}
 		st.SchemaVersion = v
-		for _, t := range statsTables {
+		tables, err := statsTables(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for _, t := range tables {
 			var n int64
-			// t comes from statsTables, never from input.
-			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+t).Scan(&n); err != nil {
+			// t is a table name the schema holds, never input; quoted all the same.
+			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM "`+strings.ReplaceAll(t, `"`, `""`)+`"`).Scan(&n); err != nil {
 				return fmt.Errorf("count %s: %w", t, err)
 			}
 			st.Rows[t] = n
@@ -142,4 +145,29 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		return Stats{}, fmt.Errorf("store: stats: %w", err)
 	}
 	return st, nil
+}
+
+// statsTables lists the tables Stats counts, read from the schema so that
+// a table a migration adds is counted without another list to keep:
+// every table but schema_migrations and SQLite's own (sqlite_sequence).
+func statsTables(ctx context.Context, tx *sql.Tx) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT name FROM sqlite_schema
+		WHERE type = 'table' AND name NOT LIKE 'sqlite\_%' ESCAPE '\' AND name <> 'schema_migrations'
+		ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list tables: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			return nil, fmt.Errorf("list tables: %w", err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list tables: %w", err)
+	}
+	return out, nil
 }
