@@ -89,6 +89,17 @@ func (c SpecChange) Keys() []string {
 	return out
 }
 
+// SpecKeyValues lists s key by key as models.json names them, "key=value",
+// each value as Keys writes it.
+func SpecKeyValues(s model.Spec) []string {
+	v := specValues(s)
+	out := make([]string, len(specKeys))
+	for i, k := range specKeys {
+		out[i] = k + "=" + v[i]
+	}
+	return out
+}
+
 // specKeys are a spec's keys in models.json, in specValues' order.
 var specKeys = [...]string{"parameters", "layers", "hidden", "heads", "seq_len", "global_batch", "forward_ms_1gpu"}
 

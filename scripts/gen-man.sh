@@ -31,7 +31,7 @@ done
 for sub in fit validate learn best-plan; do
   page "rubick-model-$sub" 1 "\`rubick model $sub\`" -- "$bin/rubick" model "$sub"
 done
-for sub in stats prune; do
+for sub in stats specs prune; do
   page "rubick-store-$sub" 1 "\`rubick store $sub\`" -- "$bin/rubick" store "$sub"
 done
 page rubickd 8 "The rubick scheduling daemon (configuration: contrib/rubickd/rubickd.yaml)." -- "$bin/rubickd"

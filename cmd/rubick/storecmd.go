@@ -2,17 +2,23 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/rubick-sched/rubick/daemon"
+	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/store"
 )
 
-const storeUsage = `usage: rubick store <stats|prune> [flags]
+const storeUsage = `usage: rubick store <stats|specs|prune> [flags]
 
   stats   what the store holds: rows per table, reported samples, decision cycles, size
+  specs   each model type's spec, its current fit, and the specs rubickd --update-specs replaced
   prune   apply a retention now (rubickd prunes hourly by its retention settings)
 
 Run 'rubick store <subcommand> -h' for its flags.`
@@ -21,7 +27,7 @@ func runStore(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return storeCmd(ctx, args, stdout, stderr, processEnv())
 }
 
-// storeCmd implements `rubick store stats|prune`.
+// storeCmd implements `rubick store stats|specs|prune`.
 func storeCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env cliEnv) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(stdout, storeUsage)
@@ -30,6 +36,8 @@ func storeCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	switch args[0] {
 	case "stats":
 		return storeStats(ctx, args[1:], stdout, stderr, env)
+	case "specs":
+		return storeSpecs(ctx, args[1:], stdout, stderr, env)
 	case "prune":
 		return storePrune(ctx, args[1:], stdout, stderr, env)
 	}
@@ -80,6 +88,141 @@ func storeStats(ctx context.Context, args []string, stdout, stderr io.Writer, en
 		return err
 	}
 	return ew.err
+}
+
+// specsView is what `rubick store specs` shows.
+type specsView struct {
+	Store  string     `json:"store"`
+	Models []specView `json:"model_types"`
+}
+
+// specView is a model type's stored spec and the specs it replaced.
+type specView struct {
+	Name string     `json:"name"`
+	Spec model.Spec `json:"spec"`
+	// FitID is the type's current fit; nil: none.
+	FitID *int64 `json:"fit_id"`
+	// Replaced are the specs rubickd --update-specs replaced, newest first.
+	Replaced []replacedView `json:"replaced"`
+}
+
+// replacedView is a replaced spec.
+type replacedView struct {
+	Replaced time.Time  `json:"replaced"`
+	Spec     model.Spec `json:"spec"`
+	// FitID is the fit that was current under the spec; nil: none.
+	FitID *int64 `json:"fit_id"`
+	// Changes are the keys the spec that replaced it changed, "key: old -> new".
+	Changes []string `json:"changes"`
+}
+
+func storeSpecs(ctx context.Context, args []string, stdout, stderr io.Writer, env cliEnv) error {
+	fs := newFlags("store specs", "Show each model type's spec as the store holds it (models.json's keys), its\n"+
+		"current fit, and the specs rubickd --update-specs replaced, newest first: when,\n"+
+		"the keys that changed (old -> new) and the fit that was current under each.", stderr)
+	storePath := storePathFlag(fs, env)
+	name := fs.String("model", "", "show this model type only (default: every one)")
+	asJSON := fs.Bool("json", false, "write JSON")
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	path := storePath()
+	st, err := openStore(ctx, path)
+	if err != nil {
+		return fmt.Errorf("store specs: %w", err)
+	}
+	defer st.Close()
+	v, err := readSpecs(ctx, st, path, *name)
+	if err != nil {
+		return fmt.Errorf("store specs: %w", err)
+	}
+	if *asJSON {
+		return writeJSON(stdout, v)
+	}
+	return v.write(stdout)
+}
+
+// readSpecs reads the spec history of the model type name, or of every
+// type for "".
+func readSpecs(ctx context.Context, st *store.Store, path, name string) (specsView, error) {
+	v := specsView{Store: path, Models: []specView{}}
+	var types []store.ModelType
+	if name == "" {
+		var err error
+		if types, err = st.ModelTypes(ctx); err != nil {
+			return v, err
+		}
+	} else {
+		t, err := st.ModelType(ctx, name)
+		if errors.Is(err, store.ErrNotFound) {
+			return v, fmt.Errorf("--model %q is not a model type of the store %s: %w", name, path, err)
+		}
+		if err != nil {
+			return v, err
+		}
+		types = []store.ModelType{t}
+	}
+	for _, t := range types {
+		m := specView{Name: t.Spec.Name, Spec: t.Spec, Replaced: []replacedView{}}
+		fit, err := st.CurrentFit(ctx, t.Spec.Name)
+		switch {
+		case err == nil:
+			m.FitID = &fit.ID
+		case !errors.Is(err, store.ErrNotFound):
+			return v, err
+		}
+		replaced, err := st.ReplacedSpecs(ctx, t.Spec.Name)
+		if err != nil {
+			return v, err
+		}
+		// Each spec was replaced by the one stored after it, the newest by
+		// the current spec.
+		next := t.Spec
+		for _, r := range slices.Backward(replaced) {
+			rv := replacedView{Replaced: r.Replaced, Spec: r.Spec, Changes: daemon.SpecChange{Old: r.Spec, New: next}.Keys()}
+			if r.FitID != 0 {
+				rv.FitID = &r.FitID
+			}
+			if rv.Changes == nil {
+				rv.Changes = []string{}
+			}
+			m.Replaced = append(m.Replaced, rv)
+			next = r.Spec
+		}
+		v.Models = append(v.Models, m)
+	}
+	return v, nil
+}
+
+func (v specsView) write(w io.Writer) error {
+	ew := &stickyWriter{w: w}
+	plural := "s"
+	if len(v.Models) == 1 {
+		plural = ""
+	}
+	fmt.Fprintf(ew, "store %s: %d model type%s\n", v.Store, len(v.Models), plural)
+	for _, m := range v.Models {
+		fmt.Fprintf(ew, "%s: %s\n", m.Name, fitNote("current fit", m.FitID))
+		fmt.Fprintf(ew, "  spec: %s\n", strings.Join(daemon.SpecKeyValues(m.Spec), " "))
+		for _, r := range m.Replaced {
+			changes := strings.Join(r.Changes, "; ")
+			// ReplaceSpec stores no spec equal to its successor: none read only
+			// when a replacement came between the reads of the type and its history.
+			if changes == "" {
+				changes = "no key changed"
+			}
+			fmt.Fprintf(ew, "  replaced %s (%s was current): %s\n", utcTime(r.Replaced), fitNote("fit", r.FitID), changes)
+		}
+	}
+	return ew.err
+}
+
+// fitNote is "what N" for fit id N, "no what" for none.
+func fitNote(what string, id *int64) string {
+	if id == nil {
+		return "no " + what
+	}
+	return fmt.Sprintf("%s %d", what, *id)
 }
 
 func storePrune(ctx context.Context, args []string, stdout, stderr io.Writer, env cliEnv) error {

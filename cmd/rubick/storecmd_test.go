@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -101,6 +102,9 @@ func TestOlderStoreNotMigrated(t *testing.T) {
 		},
 		"store stats": func(path string) error {
 			return storeCmd(ctx, []string{"stats", "--store", path}, io.Discard, io.Discard, testEnv(t))
+		},
+		"store specs": func(path string) error {
+			return storeCmd(ctx, []string{"specs", "--store", path}, io.Discard, io.Discard, testEnv(t))
 		},
 		"store prune": func(path string) error {
 			return storeCmd(ctx, []string{"prune", "--store", path}, io.Discard, io.Discard, testEnv(t))
@@ -202,6 +206,94 @@ func TestStoreStatsEveryTable(t *testing.T) {
 			}
 			if d := cmp.Diff(want, tc.rows(t, out.Bytes())); d != "" {
 				t.Errorf("rows per table (-want +got):\n%s\n%s", d, out.String())
+			}
+		})
+	}
+}
+
+// store specs shows each type's spec and current fit, and what each
+// replaced spec was: newest first, the keys the next spec changed and the
+// fit current under it.
+func TestStoreSpecs(t *testing.T) {
+	path := seedSpecsStore(t)
+	const (
+		bert = `bert: no current fit
+  spec: parameters=3.4e+08 layers=24 hidden=1024 heads=16 seq_len=512 global_batch=128 forward_ms_1gpu=100
+`
+		gpt2 = `gpt2: current fit 2
+  spec: parameters=1.5e+09 layers=36 hidden=1600 heads=20 seq_len=1024 global_batch=64 forward_ms_1gpu=8125
+  replaced 2026-11-08T11:00:00Z (fit 1 was current): layers: 48 -> 36; heads: 25 -> 20
+  replaced 2026-11-08T10:00:00Z (no fit was current): forward_ms_1gpu: 812.5 -> 8125
+`
+		bertJSON = `{"name": "bert", "fit_id": null, "replaced": [],
+			"spec": {"name": "bert", "parameters": 3.4e8, "layers": 24, "hidden": 1024, "heads": 16, "seq_len": 512, "global_batch": 128, "forward_ms_1gpu": 100}}`
+		gpt2JSON = `{"name": "gpt2", "fit_id": 2,
+			"spec": {"name": "gpt2", "parameters": 1.5e9, "layers": 36, "hidden": 1600, "heads": 20, "seq_len": 1024, "global_batch": 64, "forward_ms_1gpu": 8125},
+			"replaced": [
+				{"replaced": "2026-11-08T11:00:00Z", "fit_id": 1, "changes": ["layers: 48 -> 36", "heads: 25 -> 20"],
+				 "spec": {"name": "gpt2", "parameters": 1.5e9, "layers": 48, "hidden": 1600, "heads": 25, "seq_len": 1024, "global_batch": 64, "forward_ms_1gpu": 8125}},
+				{"replaced": "2026-11-08T10:00:00Z", "fit_id": null, "changes": ["forward_ms_1gpu: 812.5 -> 8125"],
+				 "spec": {"name": "gpt2", "parameters": 1.5e9, "layers": 48, "hidden": 1600, "heads": 25, "seq_len": 1024, "global_batch": 64, "forward_ms_1gpu": 812.5}}]}`
+	)
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		envVar string // $RUBICK_STORE
+		want   string // the text, or JSON with --json
+		err    []string
+	}{
+		{name: "every type", args: []string{"specs", "--store", path},
+			want: "store " + path + ": 2 model types\n" + bert + gpt2},
+		{name: "one type", args: []string{"specs", "--store", path, "--model", "gpt2"},
+			want: "store " + path + ": 1 model type\n" + gpt2},
+		{name: "store from the environment", args: []string{"specs", "--model", "bert"}, envVar: path,
+			want: "store " + path + ": 1 model type\n" + bert},
+		{name: "every type as JSON", args: []string{"specs", "--store", path, "--json"},
+			want: `{"store": "` + path + `", "model_types": [` + bertJSON + `, ` + gpt2JSON + `]}`},
+		{name: "one type as JSON", args: []string{"specs", "--json", "--store", path, "--model", "bert"},
+			want: `{"store": "` + path + `", "model_types": [` + bertJSON + `]}`},
+		{name: "unknown type", args: []string{"specs", "--store", path, "--model", "gpt3"},
+			err: []string{`--model "gpt3"`, path, store.ErrNotFound.Error()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := testEnv(t)
+			env.getenv = func(k string) string {
+				if k == storeEnv {
+					return tc.envVar
+				}
+				return ""
+			}
+			var out bytes.Buffer
+			err := storeCmd(context.Background(), tc.args, &out, io.Discard, env)
+			if tc.err != nil {
+				if err == nil || !errors.Is(err, store.ErrNotFound) {
+					t.Fatalf("error = %v, want one wrapping %v", err, store.ErrNotFound)
+				}
+				for _, part := range tc.err {
+					if !strings.Contains(err.Error(), part) {
+						t.Errorf("error %q does not say %q", err, part)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(tc.args, "--json") {
+				if d := cmp.Diff(tc.want, out.String()); d != "" {
+					t.Errorf("output (-want +got):\n%s", d)
+				}
+				return
+			}
+			var want, got any
+			if err := json.Unmarshal([]byte(tc.want), &want); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+				t.Fatalf("%v\n%s", err, out.String())
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("JSON (-want +got):\n%s", d)
 			}
 		})
 	}
