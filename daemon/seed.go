@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 
 	"github.com/rubick-sched/rubick/artifact"
 	"github.com/rubick-sched/rubick/model"
@@ -78,36 +77,7 @@ type SpecChange struct {
 
 // Keys says what changes, key by key as models.json names them, e.g.
 // "forward_ms_1gpu: 2300 -> 23000".
-func (c SpecChange) Keys() []string {
-	var out []string
-	o, n := specValues(c.Old), specValues(c.New)
-	for i := range o {
-		if o[i] != n[i] {
-			out = append(out, fmt.Sprintf("%s: %s -> %s", specKeys[i], o[i], n[i]))
-		}
-	}
-	return out
-}
-
-// SpecKeyValues lists s key by key as models.json names them, "key=value",
-// each value as Keys writes it.
-func SpecKeyValues(s model.Spec) []string {
-	v := specValues(s)
-	out := make([]string, len(specKeys))
-	for i, k := range specKeys {
-		out[i] = k + "=" + v[i]
-	}
-	return out
-}
-
-// specKeys are a spec's keys in models.json, in specValues' order.
-var specKeys = [...]string{"parameters", "layers", "hidden", "heads", "seq_len", "global_batch", "forward_ms_1gpu"}
-
-func specValues(s model.Spec) [len(specKeys)]string {
-	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	return [...]string{f(s.Params), strconv.Itoa(s.Layers), strconv.Itoa(s.Hidden), strconv.Itoa(s.Heads),
-		strconv.Itoa(s.SeqLen), strconv.Itoa(s.GlobalBatch), f(s.ForwardMs)}
-}
+func (c SpecChange) Keys() []string { return c.Old.Changes(c.New) }
 
 // SpecChanges returns, ordered by name, the change of each model type
 // names lists that st has with another spec than set's: Seed leaves such

@@ -61,30 +61,12 @@ func (s Spec) Validate() error {
 	if s.Name == "" {
 		return fmt.Errorf("%w: spec.name is empty", ErrBadInput)
 	}
-	for _, f := range []struct {
-		key string
-		v   float64
-		max float64
-	}{
-		{"parameters", s.Params, MaxSpecParams}, {"layers", float64(s.Layers), MaxSpecLayers},
-		{"hidden", float64(s.Hidden), MaxSpecHidden}, {"heads", float64(s.Heads), MaxSpecHeads},
-		{"seq_len", float64(s.SeqLen), MaxSpecSeqLen}, {"global_batch", float64(s.GlobalBatch), MaxGlobalBatch},
-		{"forward_ms_1gpu", s.ForwardMs, MaxSpecForwardMs},
-	} {
+	for _, f := range s.fields() {
 		if !(f.v > 0) || f.v > f.max {
 			return fmt.Errorf("%w: spec %s: %s=%s must be > 0 and at most %s", ErrBadInput, s.Name, f.key, specNum(f.v), specNum(f.max))
 		}
 	}
 	return nil
-}
-
-// specNum writes a spec value as models.json would: a whole number as
-// one, up to the counts' bounds, anything else in %g.
-func specNum(v float64) string {
-	if v == float64(int64(v)) && v > -1e16 && v < 1e16 {
-		return strconv.FormatInt(int64(v), 10)
-	}
-	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
 // Bounds of a spec's values: far above any model trained, they keep a typo
@@ -100,6 +82,54 @@ const (
 	MaxGlobalBatch   = 1 << 20
 	MaxSpecForwardMs = 1e10
 )
+
+// specField is one of a spec's values with its models.json key and bound.
+type specField struct {
+	key    string
+	v, max float64
+}
+
+// fields are the spec's values in models.json's order.
+func (s Spec) fields() [7]specField {
+	return [...]specField{
+		{"parameters", s.Params, MaxSpecParams}, {"layers", float64(s.Layers), MaxSpecLayers},
+		{"hidden", float64(s.Hidden), MaxSpecHidden}, {"heads", float64(s.Heads), MaxSpecHeads},
+		{"seq_len", float64(s.SeqLen), MaxSpecSeqLen}, {"global_batch", float64(s.GlobalBatch), MaxGlobalBatch},
+		{"forward_ms_1gpu", s.ForwardMs, MaxSpecForwardMs},
+	}
+}
+
+// KeyValues lists the spec key by key as models.json names them,
+// "key=value".
+func (s Spec) KeyValues() []string {
+	var out []string
+	for _, f := range s.fields() {
+		out = append(out, f.key+"="+specNum(f.v))
+	}
+	return out
+}
+
+// Changes says what differs from s in n, key by key as models.json names
+// them, e.g. "forward_ms_1gpu: 2300 -> 23000"; the name is not compared.
+func (s Spec) Changes(n Spec) []string {
+	var out []string
+	o, w := s.fields(), n.fields()
+	for i := range o {
+		if o[i].v != w[i].v {
+			out = append(out, fmt.Sprintf("%s: %s -> %s", o[i].key, specNum(o[i].v), specNum(w[i].v)))
+		}
+	}
+	return out
+}
+
+// specNum writes a spec value as models.json would: a whole number as
+// one, up to the counts' bounds, anything else in %g.
+func specNum(v float64) string {
+	if v == float64(int64(v)) && v > -1e16 && v < 1e16 {
+		return strconv.FormatInt(int64(v), 10)
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
+}
 
 // Family is the plan family used by the artifact's traces and by reports.
 type Family string

@@ -203,7 +203,7 @@ func (v specsView) write(w io.Writer) error {
 	fmt.Fprintf(ew, "store %s: %d model type%s\n", v.Store, len(v.Models), plural)
 	for _, m := range v.Models {
 		fmt.Fprintf(ew, "%s: %s\n", m.Name, fitNote("current fit", m.FitID))
-		fmt.Fprintf(ew, "  spec: %s\n", strings.Join(daemon.SpecKeyValues(m.Spec), " "))
+		fmt.Fprintf(ew, "  spec: %s\n", strings.Join(m.Spec.KeyValues(), " "))
 		for _, r := range m.Replaced {
 			changes := strings.Join(r.Changes, "; ")
 			// ReplaceSpec stores no spec equal to its successor: none read only

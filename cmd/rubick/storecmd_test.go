@@ -218,10 +218,10 @@ func TestStoreSpecs(t *testing.T) {
 	path := seedSpecsStore(t)
 	const (
 		bert = `bert: no current fit
-  spec: parameters=3.4e+08 layers=24 hidden=1024 heads=16 seq_len=512 global_batch=128 forward_ms_1gpu=100
+  spec: parameters=340000000 layers=24 hidden=1024 heads=16 seq_len=512 global_batch=128 forward_ms_1gpu=100
 `
 		gpt2 = `gpt2: current fit 2
-  spec: parameters=1.5e+09 layers=36 hidden=1600 heads=20 seq_len=1024 global_batch=64 forward_ms_1gpu=8125
+  spec: parameters=1500000000 layers=36 hidden=1600 heads=20 seq_len=1024 global_batch=64 forward_ms_1gpu=8125
   replaced 2026-11-08T11:00:00Z (fit 1 was current): layers: 48 -> 36; heads: 25 -> 20
   replaced 2026-11-08T10:00:00Z (no fit was current): forward_ms_1gpu: 812.5 -> 8125
 `
