@@ -318,7 +318,8 @@ func (ex *explanation) addModel(ctx context.Context, st explainStore, j store.Jo
 	}
 	mt, err := st.ModelType(ctx, j.ModelType)
 	if errors.Is(err, store.ErrNotFound) {
-		ex.Notes = append(ex.Notes, fmt.Sprintf("model type %q is not in the store: the job waits for profiling", j.ModelType))
+		// rubickd profiles only the types it has a spec for.
+		ex.Notes = append(ex.Notes, fmt.Sprintf("model type %q is not in the store (no spec): the job runs on its own request, unprofiled and unplanned, until an administrator adds the type (docs/admin-guide.md, Adding a model type)", j.ModelType))
 		return nil
 	}
 	if err != nil {
@@ -326,7 +327,8 @@ func (ex *explanation) addModel(ctx context.Context, st explainStore, j store.Jo
 	}
 	fit, err := st.CurrentFit(ctx, j.ModelType)
 	if errors.Is(err, store.ErrNotFound) {
-		ex.Notes = append(ex.Notes, fmt.Sprintf("model type %q has no fit yet: the job waits for profiling samples", j.ModelType))
+		ex.Notes = append(ex.Notes, fmt.Sprintf("model type %q has no fit yet: the job runs on its own request, and its rubick-srun profiles the type before it trains; "+
+			"rubickd fits the type once seven configurations, or three of a finished profiling phase, are measured (docs/rubick-srun.md, Profiling phase)", j.ModelType))
 		return nil
 	}
 	if err != nil {

@@ -750,3 +750,31 @@ func TestFitDoubtShown(t *testing.T) {
 		}
 	}
 }
+
+// A job of a type without a fit is said to run on its own request while
+// rubick-srun profiles its type, not to wait.
+func TestExplainUnfittedType(t *testing.T) {
+	path, _ := seedExplainStore(t)
+	ctx := context.Background()
+	st, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpsertJob(ctx, store.Job{ID: 44, ModelType: "bert", Class: store.BestEffort, State: "RUNNING", User: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	var out, errb bytes.Buffer
+	if err := explainCmd(ctx, []string{"44", "--store", path, "--json"}, &out, &errb, testEnv(t)); err != nil {
+		t.Fatal(err)
+	}
+	var ex explanation
+	if err := json.Unmarshal(out.Bytes(), &ex); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`model type "bert" has no fit yet: the job runs on its own request, and its rubick-srun profiles the type before it trains; ` +
+		"rubickd fits the type once seven configurations, or three of a finished profiling phase, are measured (docs/rubick-srun.md, Profiling phase)"}
+	if d := cmp.Diff(want, ex.Notes); d != "" {
+		t.Errorf("notes (-want +got):\n%s", d)
+	}
+}
