@@ -196,6 +196,8 @@ type fitRow struct {
 	Spec        model.Spec      `json:"spec"`
 	Corrections []string        `json:"corrections,omitempty"`
 	Fit         model.FitResult `json:"fit"`
+	// Doubts says why the fit puts the spec in doubt (FitResult.Doubts).
+	Doubts []string `json:"doubts,omitempty"`
 }
 
 func modelFit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -231,7 +233,8 @@ func modelFit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if !ok {
 			continue
 		}
-		rows = append(rows, fitRow{Model: name, Spec: set.Models[name].Spec, Corrections: set.Models[name].Corrections, Fit: f})
+		spec := set.Models[name].Spec
+		rows = append(rows, fitRow{Model: name, Spec: spec, Corrections: set.Models[name].Corrections, Fit: f, Doubts: f.Doubts(spec)})
 	}
 	if *asJSON {
 		return writeJSON(stdout, rows)
@@ -243,7 +246,18 @@ func modelFit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.4f\t%.3f\t%.3f\t%.3f\t%.4f\t%.3f\t%.4f\t%.2f\t%s\t\n", r.Model, r.Fit.Samples,
 			p.KBwd, p.KSync, p.KOpt, p.KOptOff, p.KOff, p.KSwap, p.KConst, p.Normalized().K3D, r.Fit.RMSLE, r.Fit.MAPE, strings.Join(r.Fit.Pinned, ","))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// Said before rubickd seeds the type and warns of the same.
+	for _, r := range rows {
+		for _, d := range r.Doubts {
+			if _, err := fmt.Fprintf(stdout, "doubt: %s: %s (docs/admin-guide.md, Correcting a model type's spec)\n", r.Model, d); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // pctOrDash prints a percentage of n scored items, or "-" when none was.

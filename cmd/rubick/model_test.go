@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/model"
 )
 
 func runCLI(t *testing.T, args ...string) (string, string, error) {
@@ -400,5 +402,56 @@ func TestHelpProseDefault(t *testing.T) {
 		if !strings.HasSuffix(line, tc.want) {
 			t.Errorf("%s -h: %s help line %q, want it to end %q", tc.cmd, tc.flag, line, tc.want)
 		}
+	}
+}
+
+// A site's profile fitted under a spec whose forward time is four times
+// too long is doubted, in the table and in the JSON; the shipped one is not.
+func TestModelFitDoubts(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "profile", "bertx"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"config.csv", "data.csv"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "artifact", "data", "profile", "bert", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "profile", "bertx", f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// bert's entry, its forward time four times its own.
+	const entry = `{"models":{"bertx":{"parameters":336297858,"layers":24,"hidden":1536,"heads":16,"seq_len":1024,"global_batch":32,"forward_ms_1gpu":900}}}`
+	if err := os.WriteFile(filepath.Join(dir, "models.json"), []byte(entry), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCLI(t, "model", "fit", "--data", dir, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []struct {
+		Fit struct {
+			Params model.Params `json:"params"`
+		} `json:"fit"`
+		Doubts []string `json:"doubts"`
+	}
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 {
+		t.Fatalf("rows %+v, want bertx's", rows)
+	}
+	doubt := fmt.Sprintf("k_bwd=%.4g is the least backward/forward ratio a fit allows: forward_ms_1gpu=900 is likely too long", rows[0].Fit.Params.KBwd)
+	if d := cmp.Diff([]string{doubt}, rows[0].Doubts); d != "" {
+		t.Errorf("doubts (-want +got):\n%s", d)
+	}
+	table, _, err := runCLI(t, "model", "fit", "--data", dir)
+	if err != nil || !strings.Contains(table, "doubt: bertx: "+doubt) {
+		t.Errorf("fit table lacks the doubt: %v\n%s", err, table)
+	}
+	shipped, _, err := runCLI(t, "model", "fit")
+	if err != nil || strings.Contains(shipped, "doubt:") {
+		t.Errorf("the shipped fits are doubted: %v\n%s", err, shipped)
 	}
 }
