@@ -2438,11 +2438,12 @@ func cloneTag(t slurm.Tag) slurm.Tag {
 const tagProfile = "profile"
 
 // profileTag sets tagProfile and the model type's memory inputs
-// (launch.TagArch, from spec) in tag where the type is registered but not
-// fitted (unfitted), and clears them otherwise: a release before the fit
-// left them, and a start with them would profile the type again.
-func profileTag(tag *slurm.Tag, spec model.Spec, unfitted bool) {
-	if !unfitted {
+// (launch.TagArch, from spec) in tag where the job is to profile its type,
+// registered but not fitted (profile), and clears them otherwise: a
+// release before the fit left them, and a start with them would profile
+// the type again.
+func profileTag(tag *slurm.Tag, spec model.Spec, profile bool) {
+	if !profile {
 		delete(tag.Extra, tagProfile)
 		delete(tag.Extra, launch.TagArch)
 		return
@@ -2451,13 +2452,59 @@ func profileTag(tag *slurm.Tag, spec model.Spec, unfitted bool) {
 	tag.Extra[launch.TagArch] = launch.ArchValue(spec)
 }
 
+// profilingBound is how long after its start a job tagged profile=1
+// counts as profiling while its rubick-srun has not reported the phase
+// over: the phase's own bound (rubick-srun --profile-timeout, 5 min) with
+// room for the batch script's setup. A job that never reports (a line
+// rubick-srun cannot profile, no samples endpoint, no rubick-srun at all)
+// would otherwise keep every other job of its type from profiling for as
+// long as it runs.
+const profilingBound = 20 * time.Minute
+
+// profilingCandidate reports whether job j may be profiling its model type
+// at now, unless its rubick-srun reported the phase over since its start
+// (profilingTypes): it holds its allocation (a suspended phase resumes)
+// with tagProfile, started less than profilingBound ago.
+func profilingCandidate(j slurm.Job, now time.Time) bool {
+	return j.Allocated() && j.Tag != nil && j.Tag.ModelType != "" && j.Tag.Extra[tagProfile] == "1" &&
+		now.Sub(j.StartTime) < profilingBound
+}
+
+// profilingTypes names the model types a job of which is profiling at now
+// (profilingCandidate) and has not reported its phase over since its
+// current start: over holds when each job's last notice came. A notice
+// before that start was an earlier start's; a requeued job keeps
+// profile=1, and its rubick-srun sends the notice again at once.
+func profilingTypes(jobs []slurm.Job, over map[int64]time.Time, now time.Time) map[string]bool {
+	out := map[string]bool{}
+	for _, j := range jobs {
+		if !profilingCandidate(j, now) {
+			continue
+		}
+		if t, ok := over[int64(j.ID)]; ok && !t.Before(j.StartTime) {
+			continue
+		}
+		out[j.Tag.ModelType] = true
+	}
+	return out
+}
+
 // RigidActions releases each rigid job on its own request, letting Slurm
 // place it. A job whose model type is registered but not fitted (profile
 // gives its spec) is tagged profile=1, so rubick-srun measures the
 // configurations the fit needs before it trains, and with the spec's
 // memory inputs (launch.TagArch), so that it leaves out the runs its GPUs
-// cannot hold; a job of a fitted type loses both (profileTag).
-func (v *View) RigidActions(now time.Time, profile func(modelType string) (model.Spec, bool)) []slurm.Action {
+// cannot hold; a job of a fitted type loses both (profileTag). One job of
+// a type profiles at a time: the first phase gives the type its fit, and
+// more at once would only measure the same runs on more GPUs. So a job of
+// a type in profiling (a running job's phase is under way) loses both too,
+// as do the jobs of a type after the first this call tags; they train on
+// their line as it is, and their samples count towards the fit.
+func (v *View) RigidActions(now time.Time, profile func(modelType string) (model.Spec, bool), profiling map[string]bool) []slurm.Action {
+	profiling = maps.Clone(profiling)
+	if profiling == nil {
+		profiling = map[string]bool{}
+	}
 	var out []slurm.Action
 	for _, j := range v.Rigid {
 		req := userRequest(j) // as asked, though rubick resized it before
@@ -2493,7 +2540,11 @@ func (v *View) RigidActions(now time.Time, profile func(modelType string) (model
 			tag.Extra[tagAt] = strconv.FormatInt(now.Unix(), 10)
 			recordSubmit(&tag, j)
 			spec, unfitted := profile(tag.ModelType)
-			profileTag(&tag, spec, unfitted)
+			first := unfitted && !profiling[tag.ModelType]
+			if first {
+				profiling[tag.ModelType] = true
+			}
+			profileTag(&tag, spec, first)
 			a.Tag = &tag
 		}
 		out = append(out, a)

@@ -85,6 +85,7 @@ type Store interface {
 	Prune(ctx context.Context, r store.Retention) (store.Pruned, error)
 	LaunchLimits(ctx context.Context, jobs []store.LaunchKey) (map[int64]store.Launch, error)
 	Deferred(ctx context.Context, ids []int64) (map[int64]time.Time, error)
+	PhasesOver(ctx context.Context, ids []int64) (map[int64]time.Time, error)
 	RecentJobSamples(ctx context.Context, jobIDs []int64, n int) (map[int64][]store.StoredSample, error)
 	AwaitAck(ctx context.Context, id int64, mail string) error
 	Acked(ctx context.Context, jobID int64) error
@@ -797,6 +798,28 @@ func resizedBy(j slurm.Job, s store.Action) (slurm.Tag, bool) {
 // restart slowed by a busy file system should not decide alone.
 const minOwnRestarts = 2
 
+// profiling names the model types a job of which is profiling at now
+// (profilingTypes), reading in one query which of the jobs that may be
+// reported their phases over.
+func (d *Daemon) profiling(ctx context.Context, jobs []slurm.Job, now time.Time) map[string]bool {
+	var ids []int64
+	for _, j := range jobs {
+		if profilingCandidate(j, now) {
+			ids = append(ids, int64(j.ID))
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	over, err := d.deps.Store.PhasesOver(ctx, ids)
+	if err != nil {
+		// Their phases count as under way: a second phase at once is
+		// what this avoids, and the next cycle reads again.
+		d.deps.Logger.Warn("reading whether running jobs' profiling phases are over failed; no other job of their model types profiles this cycle", "jobs", ids, "err", err)
+	}
+	return profilingTypes(jobs, over, now)
+}
+
 // jobFacts reads what the store knows of the jobs with a model type: what
 // their launch lines cannot express and the global batch they train with,
 // as their rubick-srun reported it (or, until a job reports its own, as
@@ -1216,7 +1239,11 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 		spec, ok := registered(mt)
 		return spec, ok && !fitted
 	}
-	actions = append(actions, view.RigidActions(start, unfitted)...)
+	var profiling map[string]bool
+	if len(view.Rigid) > 0 {
+		profiling = d.profiling(ctx, jobs, start)
+	}
+	actions = append(actions, view.RigidActions(start, unfitted, profiling)...)
 	actions = append(actions, view.SplitActions()...)
 	actions = append(actions, view.HoldActions()...)
 	rep.Actions = actions

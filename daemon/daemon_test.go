@@ -703,6 +703,104 @@ func TestFittedJobStartsWithoutProfiling(t *testing.T) {
 	}
 }
 
+// TestOneJobOfATypeProfiles: of the jobs of a model type without a fit,
+// one profiles at a time. Of two released in one cycle, the first gets
+// profile=1 and the arch, the other neither; a running job of the type in
+// its phase keeps a new start from profiling, until its rubick-srun reports
+// the phase over or it started longer ago than a phase lasts. A job
+// running unprofiled is left as it is.
+func TestOneJobOfATypeProfiles(t *testing.T) {
+	arch := launch.ArchValue(newnetSpec())
+	held := func(id int) slurm.Job { return heldJob(id, "newnet", 1, 4) }
+	running := func(id int, profile bool, ran time.Duration) slurm.Job {
+		j := heldJob(id, "newnet", 1, 4)
+		j.State, j.Held, j.NodeList, j.BatchHost, j.StartTime = slurm.StateRunning, false, []string{"node1"}, "node1", t0.Add(-ran)
+		j.Tag.Generation, j.Tag.Extra = 1, map[string]string{"at": strconv.FormatInt(t0.Add(-ran).Unix(), 10)}
+		if profile {
+			j.Tag.Extra[tagProfile], j.Tag.Extra[launch.TagArch] = "1", arch
+		}
+		return j
+	}
+	for name, tc := range map[string]struct {
+		jobs []slurm.Job
+		over []int64 // jobs whose rubick-srun reported their phase over
+		want map[int][2]string
+	}{
+		"two in one cycle": {jobs: []slurm.Job{held(81), held(82)},
+			want: map[int][2]string{81: {"1", arch}, 82: {}}},
+		"a phase under way": {jobs: []slurm.Job{running(80, true, 2*time.Minute), held(81)},
+			want: map[int][2]string{81: {}}},
+		"a phase reported over": {jobs: []slurm.Job{running(80, true, 2*time.Minute), held(81), held(82)}, over: []int64{80},
+			want: map[int][2]string{81: {"1", arch}, 82: {}}},
+		"a phase past its bound": {jobs: []slurm.Job{running(80, true, profilingBound+time.Minute), held(81)},
+			want: map[int][2]string{81: {"1", arch}}},
+		"a job running unprofiled": {jobs: []slurm.Job{running(80, false, 2*time.Minute), held(81)},
+			want: map[int][2]string{81: {"1", arch}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := &fakeCluster{nodes: labNodes(2), jobs: tc.jobs}
+			a := &fakeApplier{}
+			d, st := newTestDaemon(t, c, a)
+			ctx := context.Background()
+			if err := st.UpsertModelType(ctx, newnetSpec()); err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range tc.over {
+				if err := st.UpsertJob(ctx, store.Job{ID: id, ModelType: "newnet", Class: store.BestEffort, State: "RUNNING"}); err != nil {
+					t.Fatal(err)
+				}
+				if err := st.SetJobLaunch(ctx, id, "alice", store.Launch{GlobalBatch: 32, Profiled: "newnet"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := d.Cycle(ctx, false); err != nil {
+				t.Fatal(err)
+			}
+			got := map[int][2]string{}
+			for _, act := range a.got {
+				if act.Kind != slurm.ActionStart || act.Tag == nil {
+					t.Errorf("job %d: %s with tag %v, want a start with a tag", act.JobID, act.Kind, act.Tag)
+					continue
+				}
+				got[act.JobID] = [2]string{act.Tag.Extra[tagProfile], act.Tag.Extra[launch.TagArch]}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("started jobs -> profile, arch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestProfilingTypes: a model type is in profiling while a job of it holds
+// its allocation with profile=1, started within profilingBound, and has
+// reported no phase over since that start; a notice of an earlier start (a
+// requeued job) does not end the phase of this one.
+func TestProfilingTypes(t *testing.T) {
+	job := func(id int, mt, state string, profile bool, ran time.Duration) slurm.Job {
+		j := heldJob(id, mt, 1, 4)
+		j.State, j.Held, j.StartTime = state, false, t0.Add(-ran)
+		j.Tag.Extra = map[string]string{}
+		if profile {
+			j.Tag.Extra[tagProfile] = "1"
+		}
+		return j
+	}
+	jobs := []slurm.Job{
+		job(1, "a", slurm.StateRunning, true, time.Minute),     // in its phase
+		job(2, "b", slurm.StateRunning, true, time.Minute),     // reported over since its start
+		job(3, "c", slurm.StateRunning, true, time.Minute),     // reported over at an earlier start
+		job(4, "d", slurm.StateSuspended, true, 2*time.Minute), // its phase resumes with it
+		job(5, "e", slurm.StateRunning, true, profilingBound),  // past the bound
+		job(6, "f", slurm.StateRunning, false, time.Minute),    // not profiling
+		job(7, "g", slurm.StatePending, true, 0),               // released, not started
+	}
+	over := map[int64]time.Time{2: t0.Add(-time.Second), 3: t0.Add(-time.Hour), 5: t0.Add(-time.Hour)}
+	want := map[string]bool{"a": true, "c": true, "d": true}
+	if diff := cmp.Diff(want, profilingTypes(jobs, over, t0)); diff != "" {
+		t.Errorf("profiling types (-want +got):\n%s", diff)
+	}
+}
+
 // A guaranteed job arriving on a full cluster makes the policy release a
 // best-effort job; the release is recorded (without a plan or placement of
 // its own) and applied before the start that needs its GPUs.

@@ -123,7 +123,7 @@ func TestRigidActionsOwnRequest(t *testing.T) {
 	perGPU.MemPerNodeMB, perGPU.MemPerCPUMB, perGPU.MemPerGPUMB = 0, 4000, 16384
 	v := &View{Rigid: []slurm.Job{perCPU, perNode, resized, listed, perGPU}}
 	var got []slurm.Action
-	for _, a := range v.RigidActions(t0, func(string) (model.Spec, bool) { return model.Spec{}, false }) {
+	for _, a := range v.RigidActions(t0, func(string) (model.Spec, bool) { return model.Spec{}, false }, nil) {
 		a.Tag = nil
 		got = append(got, a)
 	}

@@ -255,6 +255,40 @@ func TestPendingPhases(t *testing.T) {
 	}
 }
 
+// PhasesOver gives, for the jobs asked about, when each last reported its
+// phase over, whether a fit used it or not; jobs without a notice are
+// absent.
+func TestPhasesOver(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	s := openTest(t, "", WithClock(func() time.Time { return now }))
+	for _, id := range []int64{4, 5, 6} {
+		if err := s.UpsertJob(ctx, Job{ID: id, ModelType: "gpt2", Class: BestEffort, State: "RUNNING"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []int64{4, 5} {
+		if err := s.SetJobLaunch(ctx, id, "alice", Launch{GlobalBatch: 16, Profiled: "gpt2"}); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(time.Minute)
+	}
+	if err := s.PhasesUsed(ctx, []int64{4}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.PhasesOver(ctx, []int64{4, 5, 6, 99})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t1 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	if d := cmp.Diff(map[int64]time.Time{4: t1, 5: t1.Add(time.Minute)}, got); d != "" {
+		t.Errorf("PhasesOver (-want +got):\n%s", d)
+	}
+	if got, err := s.PhasesOver(ctx, nil); err != nil || len(got) != 0 {
+		t.Errorf("PhasesOver(nil) = %v, %v; want none", got, err)
+	}
+}
+
 func TestUpsertJobRejects(t *testing.T) {
 	for name, tc := range map[string]struct {
 		job  Job

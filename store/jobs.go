@@ -364,6 +364,31 @@ func (s *Store) PendingPhases(ctx context.Context) (map[string][]int64, error) {
 	return out, nil
 }
 
+// PhasesOver returns, for those of jobs ids whose rubick-srun reported
+// their profiling phase over (Launch.Profiled), when its last notice came,
+// used by a fit or not: rubickd profiles one job of a type at a time, and
+// a running job's phase is over once a notice came since its start.
+func (s *Store) PhasesOver(ctx context.Context, ids []int64) (map[int64]time.Time, error) {
+	args := make([]any, 0, len(ids))
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	out := map[int64]time.Time{}
+	err := s.inChunks(ctx, `SELECT job_id, over_ns FROM profiling_phases WHERE job_id IN `, args, func(rows *sql.Rows) error {
+		var id int64
+		var ns sql.NullInt64
+		if err := rows.Scan(&id, &ns); err != nil {
+			return err
+		}
+		out[id] = fromTimestamp(ns)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: profiling phases of jobs %v: %w", ids, err)
+	}
+	return out, nil
+}
+
 // PhasesUsed records that the Learner dealt with the profiling phases of
 // jobs ids (a first-fit attempt used them, or their type had a fit
 // already): PendingPhases no longer returns them, until a job reports its
