@@ -327,7 +327,7 @@ func (ex *explanation) addModel(ctx context.Context, st explainStore, j store.Jo
 	}
 	fit, err := st.CurrentFit(ctx, j.ModelType)
 	if errors.Is(err, store.ErrNotFound) {
-		ex.Notes = append(ex.Notes, fmt.Sprintf("model type %q has no fit yet: the job runs on its own request, and one job of the type at a time has its rubick-srun profile the type before it trains; "+
+		ex.Notes = append(ex.Notes, fmt.Sprintf("model type %q has no fit yet: the job runs on its own request, and one job of the type at a time profiles it (its rubick-srun, before training); "+
 			"rubickd fits the type once seven configurations, or three of a finished profiling phase, are measured (docs/rubick-srun.md, Profiling phase)", j.ModelType))
 		return nil
 	}

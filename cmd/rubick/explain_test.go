@@ -772,7 +772,7 @@ func TestExplainUnfittedType(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &ex); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{`model type "bert" has no fit yet: the job runs on its own request, and one job of the type at a time has its rubick-srun profile the type before it trains; ` +
+	want := []string{`model type "bert" has no fit yet: the job runs on its own request, and one job of the type at a time profiles it (its rubick-srun, before training); ` +
 		"rubickd fits the type once seven configurations, or three of a finished profiling phase, are measured (docs/rubick-srun.md, Profiling phase)"}
 	if d := cmp.Diff(want, ex.Notes); d != "" {
 		t.Errorf("notes (-want +got):\n%s", d)
