@@ -158,7 +158,7 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) *flag.F
 	fs.StringVar(&c.squeue, "squeue", "squeue", "squeue program used to read the job's comment before it requeues itself")
 	fs.StringVar(&c.srun, "srun", "srun", "srun program")
 	fs.StringVar(&c.scancel, "scancel", "scancel", "scancel program used to pass SIGTERM, SIGINT, SIGHUP and SIGQUIT on to the step's tasks (srun kills the tasks at SIGTERM, SIGHUP and SIGQUIT, and only prints their state at a first SIGINT)")
-	fs.StringVar(&c.stateDir, "state-dir", "", "job-private directory for the rewritten DeepSpeed config, visible on every node of the job (default: $SLURM_SUBMIT_DIR/.rubick/$SLURM_JOB_ID)")
+	fs.StringVar(&c.stateDir, "state-dir", "", "job-private directory for the rewritten DeepSpeed config, the profiling record and the last refused plan, visible on every node of the job; the records an earlier job of the same ID left there are moved aside into earlier-sub-N (default: $SLURM_SUBMIT_DIR/.rubick/$SLURM_JOB_ID)")
 	fs.StringVar(&c.checkpointDir, "checkpoint-dir", "", "pass --save DIR to a Megatron line that has no --save, and --load DIR unless the line loads from elsewhere and the job is a new one ($SLURM_RESTART_COUNT unset or 0) or DIR holds no checkpoint yet (default: leave the line alone)")
 	fs.BoolVar(&c.ensureLoad, "ensure-load", true, "add --load X to a Megatron line that has --save X and no --load, and load X instead of the line's --load in a restarted job ($SLURM_RESTART_COUNT above 0) once X holds a checkpoint, so a requeued job resumes")
 	fs.StringVar(&c.modelType, "model-type", "", "model type reported with samples (default: the job's rubick tag)")
@@ -291,6 +291,14 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, gpu
 		modelType = tag.ModelType
 	}
 	stateDir := stateDirFor(cfg, jobID, getenv)
+	// Before anything reads the directory: it may be an earlier job's of
+	// the same ID.
+	ident := jobIdentity(tag, log)
+	if err := ownStateDir(stateDir, ident, cfg.dryRun, log); err != nil {
+		log.Error("the state directory holds an earlier job's records of the same ID, which cannot be moved aside; this job would take them for its own",
+			"err", err)
+		return exitLaunch
+	}
 
 	var rep *report.Reporter
 	var res *resumes
@@ -338,6 +346,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, gpu
 				profiled = true
 				break
 			}
+			claimStateDir(stateDir, ident, log)
 			if sig := ph.run(ctx); sig != 0 {
 				return untrained(ctx, cfg, jobID, sig, log)
 			}
@@ -382,6 +391,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, gpu
 		// rubickd chose the plan (a --plan is the user's own mistake, below):
 		// one the line cannot express, or one of another global batch than
 		// the line trains with (rubickd planned with its model type's).
+		claimStateDir(stateDir, ident, log)
 		return refuse(ctx, cfg, jobID, modelType, *plan, err, stateDir, early, log)
 	} else if err != nil {
 		log.Error("cannot run the plan", "plan", plan.String(), "err", err)
@@ -396,6 +406,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, gpu
 		return 0
 	}
 	if st.config != nil {
+		claimStateDir(stateDir, ident, log)
 		if err := writeFileAtomic(st.config.Path, st.config.Data); err != nil {
 			log.Error("cannot write the rewritten DeepSpeed config", "err", err)
 			return exitLaunch

@@ -30,6 +30,10 @@ const tagProfile = "profile"
 // profileFile is the phase's record in the state directory.
 const profileFile = "profile.json"
 
+// profileRunsDir, in the job's state directory, holds each profiling run's
+// rewritten configs.
+const profileRunsDir = "profile"
+
 // exitCheckpointed is rubick-srun's status when the checkpoint signal
 // arrived during the profiling phase: nothing was trained, so the job's
 // checkpoint is as it was (EX_TEMPFAIL, as a checkpointed trainer exits).
@@ -327,7 +331,7 @@ func (ph *profilePhase) build(i int) (step, error) {
 		return step{}, err
 	}
 	opts := launch.Options{Dialect: ph.dialect, GlobalBatch: ph.cfg.globalBatch,
-		ConfigDir: filepath.Join(ph.stateDir, "profile", fmt.Sprintf("run-%02d", i+1))}
+		ConfigDir: filepath.Join(ph.stateDir, profileRunsDir, fmt.Sprintf("run-%02d", i+1))}
 	// Every run is on the batch host.
 	dist := distributedFor(ph.getenv, ph.getenv("SLURM_JOB_ID"), ph.getenv("SLURMD_NODENAME"))
 	if geo.Mode == launch.ModePerNode {
