@@ -255,12 +255,22 @@ func scanJob(sc scanner) (Job, error) {
 // Deferred returns, for those of the jobs ids the store has seen wait
 // outside the queue (Job.Deferred), when it last saw them wait.
 func (s *Store) Deferred(ctx context.Context, ids []int64) (map[int64]time.Time, error) {
+	out, err := s.jobTimes(ctx, `SELECT job_id, deferred_ns FROM jobs WHERE deferred_ns IS NOT NULL AND job_id IN `, ids)
+	if err != nil {
+		return nil, fmt.Errorf("store: deferred jobs: %w", err)
+	}
+	return out, nil
+}
+
+// jobTimes runs query, which selects a job ID and a timestamp and ends in
+// "IN ", for the jobs ids (inChunks), and returns each row's time by job.
+func (s *Store) jobTimes(ctx context.Context, query string, ids []int64) (map[int64]time.Time, error) {
 	args := make([]any, 0, len(ids))
 	for _, id := range ids {
 		args = append(args, id)
 	}
 	out := map[int64]time.Time{}
-	err := s.inChunks(ctx, `SELECT job_id, deferred_ns FROM jobs WHERE deferred_ns IS NOT NULL AND job_id IN `, args, func(rows *sql.Rows) error {
+	err := s.inChunks(ctx, query, args, func(rows *sql.Rows) error {
 		var id int64
 		var ns sql.NullInt64
 		if err := rows.Scan(&id, &ns); err != nil {
@@ -270,7 +280,7 @@ func (s *Store) Deferred(ctx context.Context, ids []int64) (map[int64]time.Time,
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: deferred jobs: %w", err)
+		return nil, err
 	}
 	return out, nil
 }
@@ -369,20 +379,7 @@ func (s *Store) PendingPhases(ctx context.Context) (map[string][]int64, error) {
 // used by a fit or not: rubickd profiles one job of a type at a time, and
 // a running job's phase is over once a notice came since its start.
 func (s *Store) PhasesOver(ctx context.Context, ids []int64) (map[int64]time.Time, error) {
-	args := make([]any, 0, len(ids))
-	for _, id := range ids {
-		args = append(args, id)
-	}
-	out := map[int64]time.Time{}
-	err := s.inChunks(ctx, `SELECT job_id, over_ns FROM profiling_phases WHERE job_id IN `, args, func(rows *sql.Rows) error {
-		var id int64
-		var ns sql.NullInt64
-		if err := rows.Scan(&id, &ns); err != nil {
-			return err
-		}
-		out[id] = fromTimestamp(ns)
-		return nil
-	})
+	out, err := s.jobTimes(ctx, `SELECT job_id, over_ns FROM profiling_phases WHERE job_id IN `, ids)
 	if err != nil {
 		return nil, fmt.Errorf("store: profiling phases of jobs %v: %w", ids, err)
 	}
