@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/rubick-sched/rubick/daemon"
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/store"
 )
@@ -179,7 +178,7 @@ func readSpecs(ctx context.Context, st *store.Store, path, name string) (specsVi
 		// the current spec.
 		next := t.Spec
 		for _, r := range slices.Backward(replaced) {
-			rv := replacedView{Replaced: r.Replaced, Spec: r.Spec, Changes: daemon.SpecChange{Old: r.Spec, New: next}.Keys()}
+			rv := replacedView{Replaced: r.Replaced, Spec: r.Spec, Changes: r.Spec.Changes(next)}
 			if r.FitID != 0 {
 				rv.FitID = &r.FitID
 			}
