@@ -1020,6 +1020,10 @@ type JobFacts struct {
 	// IterS is the iteration time the running job reports on its current
 	// run; 0 when unknown.
 	IterS float64
+	// RanPlan is the plan the running job's newest report on its current
+	// run names, read when its tag names none it can run (tagPlan) and it
+	// is not profiling; the zero Plan when none.
+	RanPlan model.Plan
 	// Deferred is when rubickd last saw the job held by its user or an
 	// administrator, or, before its first start, wait for its --begin or
 	// dependencies (View.Deferred); zero: never.
@@ -1932,10 +1936,16 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 			})
 		}
 		pj.RunTime += j.RunTime(now)
-		plan, err := model.ParsePlan(j.Tag.Plan)
-		if err != nil || plan.GPUs() != j.GPUsPerNode*n {
-			// A job started outside rubick (or an old tag): assume the best
-			// plan for what it holds.
+		plan, ok := tagPlan(j)
+		if !ok && ranFits(facts.RanPlan, j.GPUsPerNode*n, e.Spec().GlobalBatch, allow) {
+			// A job that trains on its launch line as it is (started on
+			// its request while its model type had no fit, or outside
+			// rubick): the plan it reports running.
+			plan, ok = facts.RanPlan, true
+		}
+		if !ok {
+			// Nothing reported yet (or an old tag): assume the best plan
+			// for what it holds.
 			plan, _, err = e.BestPlan(model.Resources{Placement: policy.PlacementOf(pj.Alloc), CPUs: j.CPUs}, allow)
 			if err != nil {
 				return nil, policy.Job{}, fmt.Errorf("job %d: no feasible plan on its allocation: %w", j.ID, err)
@@ -1944,6 +1954,21 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 		pj.Plan = plan
 	}
 	return mj, pj, nil
+}
+
+// tagPlan is the plan running job j's tag names, false when it names none
+// or one for other than the GPUs the job holds.
+func tagPlan(j slurm.Job) (model.Plan, bool) {
+	plan, err := model.ParsePlan(j.Tag.Plan)
+	return plan, err == nil && plan.GPUs() == j.GPUsPerNode*len(j.NodeList)
+}
+
+// ranFits reports whether a job holding gpus GPUs and training with
+// global batch gb (its estimator's) can be running plan, as a report of
+// it says, on a launch line that allow says can run it: a report of an
+// earlier allocation or batch is not.
+func ranFits(plan model.Plan, gpus, gb int, allow func(model.Plan) bool) bool {
+	return plan.GPUs() == gpus && plan.DP*plan.MicroBatch*plan.Accum == gb && allow(plan)
 }
 
 // nearestRequest finds the GPU count nearest the request, packed on nodes

@@ -872,25 +872,49 @@ func (d *Daemon) jobFacts(ctx context.Context, jobs []slurm.Job) (map[int]JobFac
 			out[j.ID] = f
 		}
 	}
-	if d.cfg.TimeLimits.Stretch {
-		var timed []slurm.Job
-		var timedIDs []int64
-		for _, j := range jobs {
-			if j.State == slurm.StateRunning && j.Tag != nil && j.Tag.Plan != "" && j.TimeLimit > 0 {
-				timed, timedIDs = append(timed, j), append(timedIDs, int64(j.ID))
-			}
+	// The running jobs whose time limits follow their measured speed, and
+	// those whose tag names no plan they can run: these train on their
+	// launch line as it is (started on their request while their model
+	// type had no fit, or outside rubick) and are priced at the plan they
+	// report. Not a profiling job: its reports on its current run are its
+	// phase's short runs of other plans, and rubickd plans it once its
+	// model type is fitted.
+	var timed, untagged []slurm.Job
+	var recentIDs []int64
+	for _, j := range jobs {
+		if j.State != slurm.StateRunning || j.Tag == nil {
+			continue
 		}
-		// One query for all of them, not one per job every cycle.
-		recent, err := d.deps.Store.RecentJobSamples(ctx, timedIDs, recentRunSamples)
-		if err != nil {
-			d.deps.Logger.Warn("reading running jobs' samples failed; their time limits follow the predictions", "err", err)
+		isTimed := d.cfg.TimeLimits.Stretch && j.Tag.Plan != "" && j.TimeLimit > 0
+		if isTimed {
+			timed = append(timed, j)
 		}
-		for _, j := range timed {
-			if iterS := measuredIterS(j, recent[int64(j.ID)]); iterS > 0 {
-				f := out[j.ID]
-				f.IterS = iterS
-				out[j.ID] = f
-			}
+		_, planned := tagPlan(j)
+		isUntagged := !planned && len(j.NodeList) > 0 && j.Tag.ModelType != "" && j.Tag.Extra[tagProfile] != "1"
+		if isUntagged {
+			untagged = append(untagged, j)
+		}
+		if isTimed || isUntagged {
+			recentIDs = append(recentIDs, int64(j.ID))
+		}
+	}
+	// One query for all of them, not one per job every cycle.
+	recent, err := d.deps.Store.RecentJobSamples(ctx, recentIDs, recentRunSamples)
+	if err != nil {
+		d.deps.Logger.Warn("reading running jobs' samples failed; their time limits follow the predictions, and jobs without a plan in their tag are priced at the best plan for what they hold", "err", err)
+	}
+	for _, j := range timed {
+		if iterS := measuredIterS(j, recent[int64(j.ID)]); iterS > 0 {
+			f := out[j.ID]
+			f.IterS = iterS
+			out[j.ID] = f
+		}
+	}
+	for _, j := range untagged {
+		if plan, ok := reportedPlan(j, recent[int64(j.ID)]); ok {
+			f := out[j.ID]
+			f.RanPlan = plan
+			out[j.ID] = f
 		}
 	}
 	// A task split off a job array after the array waited (a hold of the
@@ -966,6 +990,18 @@ func measuredIterS(j slurm.Job, recent []store.StoredSample) float64 {
 	}
 	slices.Sort(times)
 	return times[len(times)/2]
+}
+
+// reportedPlan is the plan the newest of recent (a job's newest reports,
+// oldest first) that job j reported on its current run names; false when
+// it reported none since its start.
+func reportedPlan(j slurm.Job, recent []store.StoredSample) (model.Plan, bool) {
+	for _, s := range slices.Backward(recent) {
+		if s.Source == store.SourceOnline && !s.Created.Before(j.StartTime) {
+			return s.Plan, true
+		}
+	}
+	return model.Plan{}, false
 }
 
 // slurmLimits is the limits listing with the budgets on it. The listing is
