@@ -300,9 +300,24 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, gpu
 		return exitLaunch
 	}
 
+	// lined: for a job rubickd started without a plan, the plan its
+	// unchanged launch line expresses on the allocation, which its samples
+	// and launch notice name; nil when there is none. A profiling job's
+	// phase reports its own runs.
+	var lined *model.Plan
+	var linedStep step
+	if plan == nil && startedUnplanned(tag) && !profileTag(tag) && !cfg.dryRun {
+		p, st, err := lineStep(cfg, alloc, stateDir)
+		if err != nil {
+			log.Info("no samples reported: the plan the launch line expresses on the allocation is unknown", "err", err)
+		} else {
+			lined, linedStep = &p, st
+		}
+	}
+
 	var rep *report.Reporter
 	var res *resumes
-	if !cfg.dryRun && (plan != nil || wantProfile(cfg, tag)) {
+	if !cfg.dryRun && (plan != nil || lined != nil || wantProfile(cfg, tag)) {
 		res = watchResumes(ctx, log)
 		rep = report.NewReporter(ctx, report.ReporterConfig{URL: cfg.reportURL, Logger: log,
 			Encoder: report.Munge{MungePath: cfg.munge, Socket: cfg.mungeSock}})
@@ -378,12 +393,21 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, gpu
 
 	var st step
 	if plan == nil {
-		if profileTag(tag) {
+		switch {
+		case profileTag(tag):
 			log.Info("no plan for this job yet; running the command unchanged")
-		} else {
+		case lined != nil:
+			log.Info("rubickd started the job without a plan; running the command unchanged, its samples reported under the plan it expresses",
+				"plan", lined.String())
+		case startedUnplanned(tag):
+			log.Info("rubickd started the job without a plan; running the command unchanged")
+		default:
 			log.Warn("no plan for this job; running the command unchanged")
 		}
 		st = unchangedStep(cfg)
+		if lined != nil {
+			st = linedStep
+		}
 	} else if st, err = planStep(cfg, *plan, alloc, stateDir, getenv); errors.Is(err, launch.ErrUnknownDialect) && cfg.parsedDialect == launch.DialectAuto {
 		log.Warn("launch line not recognised; running it unchanged (pass --dialect to rewrite it)", "err", err)
 		st = unchangedStep(cfg)
@@ -412,21 +436,26 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, gpu
 			return exitLaunch
 		}
 	}
+	// reported: the plan the samples and the launch notice name.
+	reported := plan
+	if plan == nil {
+		reported = lined
+	}
 	var samples *sampler
-	if plan != nil {
+	if reported != nil {
 		if err := launch.CheckSamples(cfg.train, launch.Options{Dialect: cfg.parsedDialect}); err != nil {
 			log.Warn("this job reports no iteration times", "err", err)
 		}
 		samples = &sampler{rep: rep, skip: cfg.reportSkip, parser: st.parser, resumes: res.lines(),
-			base: report.Sample{Version: report.SampleVersion, JobID: jobID, ModelType: modelType, Plan: plan.String(),
+			base: report.Sample{Version: report.SampleVersion, JobID: jobID, ModelType: modelType, Plan: reported.String(),
 				Placement: st.placement.String(), CPUs: st.cpus}}
 	}
-	if plan != nil && jobID != "" && cfg.reportURL != "" && !noticed {
+	if reported != nil && jobID != "" && cfg.reportURL != "" && !noticed {
 		// Tell rubickd what this line cannot run before it plans the job
 		// again; a slow rubickd delays the trainer by launchNoticeWait at
 		// most.
 		lctx, cancel := context.WithTimeout(ctx, launchNoticeWait)
-		_ = sendLaunch(lctx, cfg, jobID, modelType, plan, false, false, log)
+		_ = sendLaunch(lctx, cfg, jobID, modelType, reported, false, false, log)
 		cancel()
 	}
 	log.Info("launching", "argv", shellQuote(st.argv))
@@ -515,10 +544,14 @@ func jobPlan(ctx context.Context, cfg config, jobID string, log *slog.Logger) (*
 		return nil, nil, nil
 	}
 	if tag == nil || tag.Plan == "" {
-		if profileTag(tag) {
+		switch {
+		case profileTag(tag):
 			// Started to profile its model type, which has no fit yet.
 			log.Info("no plan yet: the job profiles its model type first")
-		} else {
+		case startedUnplanned(tag):
+			// rubickd's own choice (another job profiles its model type,
+			// say): runWith says what runs.
+		default:
 			log.Warn("the job's AdminComment has no rubick plan")
 		}
 		return nil, tag, nil
@@ -528,6 +561,44 @@ func jobPlan(ctx context.Context, cfg config, jobID string, log *slog.Logger) (*
 		return nil, tag, fmt.Errorf("AdminComment of job %s: %w", jobID, err)
 	}
 	return &p, tag, nil
+}
+
+// startedUnplanned reports whether tag, a job's rubick tag without a plan,
+// is rubickd's: it names the job's model type, and rubickd started the job
+// without a plan on purpose (another job profiles its unfitted model type,
+// or no plan fits the job).
+func startedUnplanned(tag *slurm.Tag) bool { return tag != nil && tag.ModelType != "" }
+
+// lineStep is the unchanged step of a job without a plan, set up to report
+// its samples: it returns the plan the launch line expresses on the job's
+// allocation (launch.Inspect), and the step with the parser of the line's
+// dialect and the allocation's placement and CPUs. An error says why the
+// line's plan is unknown.
+func lineStep(cfg config, alloc launch.Alloc, stateDir string) (model.Plan, step, error) {
+	if alloc.GPUsOnNode == 0 {
+		return model.Plan{}, step{}, errors.New("SLURM_GPUS_ON_NODE is unset: the GPUs the line runs on are unknown")
+	}
+	opts := launch.Options{Dialect: cfg.parsedDialect, GlobalBatch: cfg.globalBatch}
+	p, _, err := launch.Inspect(cfg.train, alloc.GPUsOnNode*alloc.Nodes, opts)
+	if err != nil {
+		return model.Plan{}, step{}, err
+	}
+	// The line read as if rewritten to the plan it expresses gives the
+	// parser a planned run's would have; nothing rewritten runs.
+	opts.ConfigDir = stateDir
+	res, err := launch.Rewrite(cfg.train, p, opts)
+	if err != nil {
+		return model.Plan{}, step{}, fmt.Errorf("plan %s read from the line: %w", p, err)
+	}
+	st := unchangedStep(cfg)
+	st.parser = stepParser(res)
+	st.placement = make(model.Placement, alloc.Nodes)
+	for i := range st.placement {
+		st.placement[i] = alloc.GPUsOnNode
+	}
+	// As planStep counts a step without --cpus-per-task of its own.
+	st.cpus = alloc.CPUsOnNode * alloc.Nodes
+	return p, st, nil
 }
 
 // readTag runs "scontrol show job -o ID" (argv, no shell) and parses the
@@ -1177,8 +1248,8 @@ func quietMail(ctx context.Context, cfg config, quiet string, log *slog.Logger) 
 
 // sendLaunch reports what the job's launch line cannot express (and, with
 // refused, that it cannot run plan; with profiled, that the job's profiling
-// phase is over). plan is nil for a job without one. A refusal is retried:
-// rubickd must hear it before it plans the job again.
+// phase is over). plan is the one the job trains on, nil for none. A
+// refusal is retried: rubickd must hear it before it plans the job again.
 func sendLaunch(ctx context.Context, cfg config, jobID, modelType string, plan *model.Plan, refused, profiled bool, log *slog.Logger) error {
 	if cfg.reportURL == "" {
 		return errors.New("no samples endpoint configured (--report-url)")

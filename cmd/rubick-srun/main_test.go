@@ -779,7 +779,11 @@ func TestRunUnchanged(t *testing.T) {
 	}{
 		"not in a job":   {env: map[string]string{}, warn: "SLURM_JOB_ID unset"},
 		"scontrol fails": {env: map[string]string{"SLURM_JOB_ID": "7"}, extra: map[string]string{"FAKE_SCONTROL_FAIL": "1"}, warn: "Invalid job id"},
-		"no plan in tag": {env: map[string]string{"SLURM_JOB_ID": "7"}, extra: map[string]string{"FAKE_PLAN": ""}, warn: "no rubick plan"},
+		// rubickd started it without a plan on purpose: no warning.
+		"no plan in tag": {env: map[string]string{"SLURM_JOB_ID": "7"}, extra: map[string]string{"FAKE_PLAN": ""},
+			warn: `level=INFO msg="rubickd started the job without a plan; running the command unchanged"`},
+		"no tag": {env: map[string]string{"SLURM_JOB_ID": "7"}, extra: map[string]string{"FAKE_NO_TAG": "1"},
+			warn: `level=WARN msg="the job's AdminComment has no rubick plan"`},
 		"unknown line": {env: map[string]string{}, args: []string{"--plan", "dp1.tp1.pp1.mb1.a1.z0"},
 			warn: "launch line not recognised"},
 	}
@@ -805,6 +809,82 @@ func TestRunUnchanged(t *testing.T) {
 			}
 			if !strings.Contains(errOut.String(), c.warn) {
 				t.Errorf("stderr lacks %q:\n%s", c.warn, errOut.String())
+			}
+			if !strings.Contains(c.warn, "level=") && !strings.Contains(errOut.String(), "level=WARN") ||
+				strings.Contains(c.warn, "level=INFO") && strings.Contains(errOut.String(), "level=WARN") {
+				t.Errorf("stderr's warnings are not as expected (%q):\n%s", c.warn, errOut.String())
+			}
+		})
+	}
+}
+
+// TestRunUnplanned runs jobs rubickd started without a plan in their tag:
+// the launch line runs unchanged, and where the plan it expresses on the
+// allocation can be read, its samples are reported under that plan and a
+// launch notice tells rubickd the line's limits and batch. A profiling job
+// reports only its phase's runs.
+func TestRunUnplanned(t *testing.T) {
+	bin := fakes(t)
+	megatron := []string{"python", "pretrain_gpt.py", "--micro-batch-size", "2", "--global-batch-size", "16"}
+	cases := map[string]struct {
+		train []string
+		tag   string
+		args  []string
+		// plan is the plan the samples and the launch notice name; ""
+		// for neither.
+		plan string
+		log  string
+	}{
+		"megatron line": {train: megatron, plan: "dp4.tp1.pp1.mb2.a2.z0",
+			log: `level=INFO msg="rubickd started the job without a plan; running the command unchanged, its samples reported under the plan it expresses" prog=rubick-srun job=42 plan=dp4.tp1.pp1.mb2.a2.z0`},
+		"line not read": {train: []string{"bash", "train.sh"},
+			log: `level=INFO msg="no samples reported: the plan the launch line expresses on the allocation is unknown"`},
+		"profiling job": {train: megatron, tag: "profile=1", args: []string{"--profile-iters", "0"},
+			log: `level=INFO msg="no plan for this job yet; running the command unchanged"`},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			logPath := filepath.Join(t.TempDir(), "argv.json")
+			t.Setenv("FAKE_SRUN_LOG", logPath)
+			t.Setenv("FAKE_SRUN_EXIT", "0")
+			t.Setenv("FAKE_PLAN", "")
+			t.Setenv("FAKE_TAG_EXTRA", c.tag)
+			var col collector
+			srv := col.server(t)
+			env := envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NUM_NODES": "1", "SLURM_GPUS_ON_NODE": "4",
+				"SLURM_CPUS_ON_NODE": "8"})
+			args := append([]string{"--scontrol", filepath.Join(bin, "scontrol"), "--squeue", filepath.Join(bin, "squeue"),
+				"--srun", filepath.Join(bin, "srun"), "--munge", filepath.Join(bin, "munge"), "--report-url", srv.URL,
+				"--report-skip", "0", "--state-dir", t.TempDir()}, c.args...)
+			var out, errOut bytes.Buffer
+			if code := run(t.Context(), append(append(args, "--"), c.train...), env, &out, &errOut); code != 0 {
+				t.Fatalf("exit %d:\n%s", code, errOut.String())
+			}
+			if diff := cmp.Diff(append([]string{"srun"}, c.train...), readArgv(t, logPath)); diff != "" {
+				t.Errorf("argv (-want +got):\n%s", diff)
+			}
+			if !strings.Contains(errOut.String(), c.log) || strings.Contains(errOut.String(), "level=WARN") {
+				t.Errorf("stderr lacks %q or warns:\n%s", c.log, errOut.String())
+			}
+			col.mu.Lock()
+			defer col.mu.Unlock()
+			var got []string
+			for _, s := range col.got {
+				got = append(got, fmt.Sprintf("%s %s %s %d %s %.3f", s.JobID, s.ModelType, s.Plan, s.CPUs, s.Placement, s.IterS))
+			}
+			var want []string
+			var wantLaunches []report.Launch
+			if c.plan != "" {
+				for _, it := range []string{"0.900", "0.500", "0.250", "0.400"} {
+					want = append(want, "42 gpt2 "+c.plan+" 8 4 "+it)
+				}
+				wantLaunches = []report.Launch{{Kind: report.KindLaunch, Version: report.LaunchVersion, JobID: "42", ModelType: "gpt2", Dialect: "megatron", GlobalBatch: 16, Plan: c.plan}}
+			}
+			if !sameSet(want, got) {
+				t.Errorf("samples %q, want %q", got, want)
+			}
+			if diff := cmp.Diff(wantLaunches, col.launches, cmpopts.IgnoreFields(report.Launch{}, "Time")); diff != "" {
+				t.Errorf("launch notices (-want +got):\n%s", diff)
 			}
 		})
 	}

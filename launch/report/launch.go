@@ -39,8 +39,9 @@ type Launch struct {
 	// line states (its flags or its DeepSpeed config), else Plan's, which
 	// rubick-srun writes into the line. 0: unknown.
 	GlobalBatch int `json:"global_batch,omitempty"`
-	// Plan is the plan rubickd had set, "" for none; Refused says the line
-	// cannot run it.
+	// Plan is the plan rubickd had set, else, for a job rubickd started
+	// without one, the plan its unchanged line expresses; "" for none.
+	// Refused says the line cannot run it.
 	Plan    string `json:"plan"`
 	Refused bool   `json:"refused,omitempty"`
 	// Profiled says the job's profiling phase ran to its end, at this start
