@@ -183,8 +183,8 @@ func (o *Oracle) compute(name, code string, plan model.Plan, pl model.Placement,
 			if plan.Offload {
 				ref := o.refCPUsPerGPU * pl.GPUs()
 				if cpus != ref {
-					a, errA := pred.Predict(plan, model.Resources{Placement: pl, CPUs: cpus, HostMemGB: pred.Env.NodeMemGB * float64(len(pl))})
-					b, errB := pred.Predict(plan, model.Resources{Placement: pl, CPUs: ref, HostMemGB: pred.Env.NodeMemGB * float64(len(pl))})
+					a, errA := pred.Predict(plan, wholeNodes(pred.Env, pl, cpus))
+					b, errB := pred.Predict(plan, wholeNodes(pred.Env, pl, ref))
 					if errA == nil && errB == nil && a.Iter > 0 && b.Iter > 0 {
 						t.IterS *= a.Iter / b.Iter
 						t.CPUScaled = true
@@ -194,7 +194,7 @@ func (o *Oracle) compute(name, code string, plan model.Plan, pl model.Placement,
 			return t, nil
 		}
 	}
-	b, err := pred.Predict(plan, model.Resources{Placement: pl, CPUs: cpus, HostMemGB: pred.Env.NodeMemGB * float64(len(pl))})
+	b, err := pred.Predict(plan, wholeNodes(pred.Env, pl, cpus))
 	if err != nil {
 		return Truth{}, fmt.Errorf("oracle: %s %s on %s: %w", name, plan, pl, err)
 	}
@@ -219,4 +219,11 @@ func (o *Oracle) BestMeasured(name string, maxGPUs, maxNodes, perNode int) float
 		}
 	}
 	return best
+}
+
+// wholeNodes is a run on placement pl with cpus CPUs and all the memory of
+// its nodes in env: how the replay prices a run nobody measured, and
+// checks a trace request against memory.
+func wholeNodes(env model.Env, pl model.Placement, cpus int) model.Resources {
+	return model.Resources{Placement: pl, CPUs: cpus, HostMemGB: env.NodeMemGB * float64(len(pl))}
 }

@@ -333,8 +333,7 @@ func loadJobs(rows []artifact.Job, d *Data, cfg Config) ([]*simJob, error) {
 			// run in a replay though no GPU of the cluster could hold it
 			// (ParseExecPlan only accumulates as far as memory allows).
 			p := d.Predictors[r.App]
-			res := model.Resources{Placement: pl, CPUs: j.Request.CPUs, HostMemGB: p.Env.NodeMemGB * float64(len(pl))}
-			if err := p.Feasible(plan, res); err != nil {
+			if err := p.Feasible(plan, wholeNodes(p.Env, pl, j.Request.CPUs)); err != nil {
 				return nil, fmt.Errorf("%w: %s: exec_plan=%q with num_gpus=%d: %w", ErrBadTrace, r.Where(), r.ExecPlan, r.GPUs, err)
 			}
 		}
