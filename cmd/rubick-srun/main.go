@@ -1009,14 +1009,56 @@ func (o *stepOutput) wait(d time.Duration) {
 	<-done
 }
 
+// strayGrace is how long what a step's leader leaves in its process group
+// gets to end by itself. srun leaves a process in every step: the shepherd
+// it forks, which exits once it reads srun's last word; killing that at
+// once warned of strays after every step.
+const strayGrace = time.Second
+
 // killStrays ends what is left of a step's process group (pgid) once its
 // leader has exited: processes it started and left running, which would
 // outlive rubick-srun and hold the step's GPUs. (Slurm kills those of an
-// srun step itself when the step ends.)
+// srun step itself when the step ends.) Those that end within strayGrace
+// are not strays.
 func killStrays(pgid int, log *slog.Logger) {
+	for deadline := time.Now().Add(strayGrace); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if !groupRuns(pgid) {
+			return
+		}
+	}
 	if err := syscall.Kill(-pgid, syscall.SIGKILL); err == nil {
 		log.Warn("the step exited and left processes running; killed them", "pgid", pgid)
 	}
+}
+
+// groupRuns reports whether process group pgid has a member that has not
+// exited. An exited one stays in the group until its parent, init once its
+// own has gone, reaps it, which some inits do only now and then; so the
+// group's existence (kill 0) is not the answer. Without /proc it is.
+func groupRuns(pgid int) bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return syscall.Kill(-pgid, 0) == nil
+	}
+	for _, e := range entries {
+		if e.Name()[0] < '1' || e.Name()[0] > '9' {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // ended since the listing
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(data, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(data[i+1:]))
+		if len(f) >= 3 && f[0] != "Z" && f[0] != "X" && f[2] == strconv.Itoa(pgid) {
+			return true
+		}
+	}
+	return false
 }
 
 // requeueHold puts the job back in the queue, held, after the trainer

@@ -617,6 +617,32 @@ func TestStepLeavesNoStrays(t *testing.T) {
 	}
 }
 
+// TestStepLingerIsNoStray: what a step's leader leaves in its group that
+// ends by itself soon after (srun's shepherd, in every srun step) ends
+// the step quietly; a process that stays is killed, with a warning.
+// Before, the warning came at the end of every step run through srun.
+func TestStepLingerIsNoStray(t *testing.T) {
+	for name, tc := range map[string]struct {
+		left     string
+		wantWarn bool
+	}{
+		"ends by itself": {left: "sleep 0.2"},
+		"stays":          {left: "sleep 60", wantWarn: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var logs bytes.Buffer
+			st := step{argv: []string{"/bin/sh", "-c", tc.left + " & exit 0"}}
+			status, _ := launchStep(t.Context(), st, syscall.SIGUSR1, make(chan os.Signal), nil, io.Discard, io.Discard, slog.New(slog.NewTextHandler(&logs, nil)))
+			if status != 0 {
+				t.Errorf("launchStep = %d, want 0", status)
+			}
+			if got := strings.Contains(logs.String(), "left processes running"); got != tc.wantWarn {
+				t.Errorf("warned of strays: %v, want %v; log:\n%s", got, tc.wantWarn, logs.String())
+			}
+		})
+	}
+}
+
 // TestProfileRunLeavesNoStrays: a profiling run that exits leaving a
 // process running (which would hold its GPUs into the next run and the
 // training run) has it killed, and the phase goes on at once.
