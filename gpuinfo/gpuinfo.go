@@ -1,6 +1,7 @@
 // Package gpuinfo reads the GPU facts of one node from NVML (through
 // github.com/NVIDIA/go-nvml): how many GPUs it has, the memory of the
 // smallest, how richly they are connected by NVLink, and their PCIe link.
+// A GPU in MIG mode counts as its MIG devices, which jobs run on.
 // The performance model prices plans with these facts (model.Env); where no
 // NVIDIA driver is present, as on a Slurm controller, the configured values
 // stand instead.
@@ -48,7 +49,8 @@ const (
 // its slowest member. A zero numeric field means "unknown".
 type Facts struct {
 	// GPUs is the number of GPUs NVML sees on the node (all of them, whatever
-	// CUDA_VISIBLE_DEVICES or the Slurm allocation of the caller says).
+	// CUDA_VISIBLE_DEVICES or the Slurm allocation of the caller says). A
+	// GPU in MIG mode counts as its MIG devices, as Slurm schedules them.
 	GPUs int `json:"gpus"`
 	// MemGB is the total memory of the smallest GPU in GiB (2^30 bytes), the
 	// unit of the vendors' "40 GB"/"80 GB" names and so of the configured
@@ -58,7 +60,8 @@ type Facts struct {
 	Name string `json:"name"`
 	// NVLinkPeers is the fewest GPUs that any one GPU reaches over NVLink
 	// peer-to-peer (directly or through NVSwitch). GPUs-1 means every pair
-	// is NVLink-connected; 0 means at least one GPU has no NVLink peer.
+	// is NVLink-connected; 0 means at least one GPU has no NVLink peer, as
+	// a MIG device never has.
 	NVLinkPeers int `json:"nvlink_peers"`
 	// NVLinkGBps is the peak one-direction NVLink bandwidth of the GPU with
 	// the least: the sum over its active links of the per-link rate of the
@@ -74,6 +77,9 @@ type Facts struct {
 	PCIeGBps float64 `json:"pcie_gbps"`
 	// Source is SourceNVML or SourceConfig.
 	Source string `json:"source"`
+	// MIG says that the GPUs counted include MIG devices: slices of a GPU
+	// in MIG mode, each with its own memory and no NVLink peer.
+	MIG bool `json:"mig,omitempty"`
 }
 
 // Library is the part of nvml.Interface that Probe calls; nvml.New() and
@@ -103,7 +109,7 @@ type Device interface {
 	GetMaxPcieLinkGeneration() (int, nvml.Return)
 	GetMaxPcieLinkWidth() (int, nvml.Return)
 	// GetMigMode, GetMaxMigDeviceCount and GetMigDeviceHandleByIndex
-	// find the MIG devices of a GPU in MIG mode (ProbeMem only).
+	// find the MIG devices of a GPU in MIG mode.
 	GetMigMode() (int, int, nvml.Return)
 	GetMaxMigDeviceCount() (int, nvml.Return)
 	GetMigDeviceHandleByIndex(index int) (nvml.Device, nvml.Return)
@@ -153,7 +159,7 @@ func PCIeGBps(gen, width int) float64 {
 	return pcieLaneGBps[gen] * float64(width)
 }
 
-// gpu is what Probe reads from one device.
+// gpu is what Probe reads from one device: a whole GPU or a MIG device.
 type gpu struct {
 	name       string
 	memBytes   uint64
@@ -161,11 +167,14 @@ type gpu struct {
 	peers      int
 	pcieGen    int
 	pcieWidth  int
+	mig        bool
 }
 
 // Probe initialises lib, reads the facts of every GPU it sees and shuts it
-// down again. Errors wrap ErrNoDriver when lib cannot be initialised,
-// ErrNoGPU when it sees no GPU, ctx.Err() when ctx ends between devices,
+// down again. A GPU in MIG mode counts as its MIG devices, one without
+// any as nothing. Errors wrap ErrNoDriver when lib cannot be initialised,
+// ErrNoGPU when it sees no GPU (or only GPUs in MIG mode without MIG
+// devices), ctx.Err() when ctx ends between devices,
 // and otherwise the failing nvml.Return (which is an error), so callers can
 // also test errors.Is(err, nvml.ERROR_GPU_IS_LOST).
 func Probe(ctx context.Context, lib Library) (Facts, error) {
@@ -202,16 +211,40 @@ func Probe(ctx context.Context, lib Library) (Facts, error) {
 		}
 		handles[i] = h
 	}
-	gpus := make([]gpu, n)
+	// NVLink peers are whole GPUs: a GPU in MIG mode offers none, since
+	// MIG devices have no peer-to-peer.
+	whole := slices.Clone(handles)
+	mig := make([]bool, n)
+	for i, h := range handles {
+		on, err := migEnabled(h)
+		if err != nil {
+			return Facts{}, fmt.Errorf("gpuinfo: GPU %d: %w", i, err)
+		}
+		if on {
+			mig[i], whole[i] = true, nil
+		}
+	}
+	var gpus []gpu
 	for i, h := range handles {
 		if err := ctx.Err(); err != nil {
 			return Facts{}, fmt.Errorf("gpuinfo: %w", err)
 		}
-		g, err := probeDevice(h, i, handles)
+		var gs []gpu
+		var err error
+		if mig[i] {
+			gs, err = probeMig(h)
+		} else {
+			var g gpu
+			g, err = probeDevice(h, i, whole)
+			gs = []gpu{g}
+		}
 		if err != nil {
 			return Facts{}, fmt.Errorf("gpuinfo: GPU %d: %w", i, err)
 		}
-		gpus[i] = g
+		gpus = append(gpus, gs...)
+	}
+	if len(gpus) == 0 {
+		return Facts{}, fmt.Errorf("gpuinfo: %w: nvml sees %d GPUs, all in MIG mode with no MIG devices", ErrNoGPU, n)
 	}
 	return summarize(gpus), nil
 }
@@ -268,13 +301,11 @@ func ProbeMem(ctx context.Context, lib Library) (float64, error) {
 // the process may open, 0 when it may open none. The smallest is the
 // conservative reading where the process holds several.
 func usableMemGiB(d Device) (float64, error) {
-	mode, _, ret := d.GetMigMode()
-	switch {
-	case ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_FUNCTION_NOT_FOUND:
-		// A GPU without MIG (before Ampere), or a driver without it.
-	case ret != nvml.SUCCESS:
-		return 0, fmt.Errorf("MIG mode: %w", ret)
-	case mode == nvml.DEVICE_MIG_ENABLE:
+	on, err := migEnabled(d)
+	if err != nil {
+		return 0, err
+	}
+	if on {
 		// The GPU's own memory is the whole GPU's, which no process in
 		// MIG mode gets; unprivileged, NVML does not even report it.
 		return migMemGiB(d)
@@ -286,40 +317,113 @@ func usableMemGiB(d Device) (float64, error) {
 	return float64(mem.Total) / (1 << 30), nil
 }
 
-// migMemGiB is the total memory, in GiB, of the smallest MIG device of d
-// the process may open, 0 when it may open none. An index without a MIG
-// device (ERROR_NOT_FOUND) and one the process may not open, another
-// job's where Slurm constrains devices (ERROR_NO_PERMISSION), are passed
-// over.
-func migMemGiB(d Device) (float64, error) {
+// migEnabled says whether GPU d is in MIG mode now. A GPU without MIG
+// (before Ampere) or a driver without it is not.
+func migEnabled(d Device) (bool, error) {
+	mode, _, ret := d.GetMigMode()
+	switch {
+	case ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_FUNCTION_NOT_FOUND:
+		return false, nil
+	case ret != nvml.SUCCESS:
+		return false, fmt.Errorf("MIG mode: %w", ret)
+	}
+	return mode == nvml.DEVICE_MIG_ENABLE, nil
+}
+
+// migDevice is one MIG device of a GPU in MIG mode.
+type migDevice struct {
+	index    int         // the MIG device's index under its GPU
+	dev      nvml.Device // nil where the process may not open it
+	memBytes uint64
+}
+
+// migDevices reads the MIG devices of GPU d, which is in MIG mode, by
+// index. An index without a MIG device (ERROR_NOT_FOUND) is passed over;
+// one the process may not open, another job's where Slurm constrains
+// devices (ERROR_NO_PERMISSION), comes back without handle or memory,
+// for the caller to pass over or refuse.
+func migDevices(d Device) ([]migDevice, error) {
 	n, ret := d.GetMaxMigDeviceCount()
 	if ret != nvml.SUCCESS {
-		return 0, fmt.Errorf("MIG device count: %w", ret)
+		return nil, fmt.Errorf("MIG device count: %w", ret)
 	}
-	smallest := 0.0
+	var out []migDevice
 	for j := range n {
 		m, ret := d.GetMigDeviceHandleByIndex(j)
-		if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_NO_PERMISSION {
+		switch {
+		case ret == nvml.ERROR_NOT_FOUND:
 			continue
-		}
-		if ret != nvml.SUCCESS {
-			return 0, fmt.Errorf("MIG device %d: handle: %w", j, ret)
+		case ret == nvml.ERROR_NO_PERMISSION:
+			out = append(out, migDevice{index: j})
+			continue
+		case ret != nvml.SUCCESS:
+			return nil, fmt.Errorf("MIG device %d: handle: %w", j, ret)
 		}
 		mem, ret := m.GetMemoryInfo()
 		if ret != nvml.SUCCESS {
-			return 0, fmt.Errorf("MIG device %d: memory info: %w", j, ret)
+			return nil, fmt.Errorf("MIG device %d: memory info: %w", j, ret)
 		}
-		if gib := float64(mem.Total) / (1 << 30); smallest == 0 || gib < smallest {
+		out = append(out, migDevice{index: j, dev: m, memBytes: mem.Total})
+	}
+	return out, nil
+}
+
+// migMemGiB is the total memory, in GiB, of the smallest MIG device of d
+// the process may open, 0 when it may open none.
+func migMemGiB(d Device) (float64, error) {
+	devs, err := migDevices(d)
+	if err != nil {
+		return 0, err
+	}
+	smallest := 0.0
+	for _, m := range devs {
+		if m.dev == nil {
+			continue
+		}
+		if gib := float64(m.memBytes) / (1 << 30); smallest == 0 || gib < smallest {
 			smallest = gib
 		}
 	}
 	return smallest, nil
 }
 
+// probeMig reads the MIG devices of GPU d, which is in MIG mode, as the
+// GPUs jobs run on: each has its own memory and name ("NVIDIA
+// A100-SXM4-80GB MIG 1g.10gb"), no NVLink peer (MIG devices have no
+// peer-to-peer, so traffic between them crosses the host), and the PCIe
+// link of d. A GPU in MIG mode without MIG devices gives none.
+func probeMig(d Device) ([]gpu, error) {
+	gen, width, err := pcieLink(d)
+	if err != nil {
+		return nil, err
+	}
+	devs, err := migDevices(d)
+	if err != nil {
+		return nil, err
+	}
+	gpus := make([]gpu, 0, len(devs))
+	for _, m := range devs {
+		if m.dev == nil {
+			// As for a whole GPU (Probe): the facts of some MIG devices
+			// would misstate the node.
+			return nil, fmt.Errorf("MIG device %d: handle: %w: this process may not open it "+
+				"(a Slurm step's device cgroup holds its own MIG devices only); probe with all of the node's GPUs, "+
+				"counting each MIG device as one as Slurm does", m.index, nvml.ERROR_NO_PERMISSION)
+		}
+		name, ret := m.dev.GetName()
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("MIG device %d: name: %w", m.index, ret)
+		}
+		gpus = append(gpus, gpu{name: name, memBytes: m.memBytes, pcieGen: gen, pcieWidth: width, mig: true})
+	}
+	return gpus, nil
+}
+
 // DetectMem is ProbeMem on the node's NVML.
 func DetectMem(ctx context.Context) (float64, error) { return ProbeMem(ctx, nvml.New()) }
 
-// probeDevice reads GPU self of handles.
+// probeDevice reads GPU self of handles, a whole GPU. Its NVLink peers are
+// the other handles that are not nil.
 func probeDevice(d Device, self int, handles []nvml.Device) (gpu, error) {
 	var g gpu
 	var ret nvml.Return
@@ -367,7 +471,7 @@ func probeDevice(d Device, self int, handles []nvml.Device) (gpu, error) {
 	}
 	if links > 0 {
 		for j, peer := range handles {
-			if j == self {
+			if j == self || peer == nil {
 				continue
 			}
 			st, ret := d.GetP2PStatus(peer, nvml.P2P_CAPS_INDEX_NVLINK)
@@ -383,19 +487,28 @@ func probeDevice(d Device, self int, handles []nvml.Device) (gpu, error) {
 		}
 	}
 
-	// NOT_SUPPORTED (e.g. SoC GPUs without PCIe) leaves the link unknown.
+	var err error
+	if g.pcieGen, g.pcieWidth, err = pcieLink(d); err != nil {
+		return gpu{}, err
+	}
+	return g, nil
+}
+
+// pcieLink reads the PCIe generation and width of GPU d, 0 and 0 where
+// NVML does not support them (e.g. SoC GPUs without PCIe): unknown.
+func pcieLink(d Device) (gen, width int, err error) {
 	gen, ret := d.GetMaxPcieLinkGeneration()
 	if ret != nvml.SUCCESS && ret != nvml.ERROR_NOT_SUPPORTED {
-		return gpu{}, fmt.Errorf("pcie generation: %w", ret)
+		return 0, 0, fmt.Errorf("pcie generation: %w", ret)
 	}
 	width, wret := d.GetMaxPcieLinkWidth()
 	if wret != nvml.SUCCESS && wret != nvml.ERROR_NOT_SUPPORTED {
-		return gpu{}, fmt.Errorf("pcie width: %w", wret)
+		return 0, 0, fmt.Errorf("pcie width: %w", wret)
 	}
-	if ret == nvml.SUCCESS && wret == nvml.SUCCESS {
-		g.pcieGen, g.pcieWidth = gen, width
+	if ret != nvml.SUCCESS || wret != nvml.SUCCESS {
+		return 0, 0, nil
 	}
-	return g, nil
+	return gen, width, nil
 }
 
 // summarize reduces per-GPU readings to the node's facts, keeping the
@@ -420,6 +533,7 @@ func summarize(gpus []gpu) Facts {
 				f.PCIeGen, f.PCIeWidth = 0, 0
 			}
 		}
+		f.MIG = f.MIG || g.mig
 		if !slices.Contains(names, g.name) {
 			names = append(names, g.name)
 		}
@@ -448,7 +562,7 @@ func detect(ctx context.Context, log *slog.Logger, lib Library, fallback Facts) 
 		log.InfoContext(ctx, "gpu facts from nvml",
 			"gpus", f.GPUs, "name", f.Name, "mem_gb", f.MemGB,
 			"nvlink_peers", f.NVLinkPeers, "nvlink_gbps", f.NVLinkGBps,
-			"pcie_gen", f.PCIeGen, "pcie_width", f.PCIeWidth)
+			"pcie_gen", f.PCIeGen, "pcie_width", f.PCIeWidth, "mig", f.MIG)
 		return f
 	}
 	fallback.Source = SourceConfig
@@ -487,8 +601,8 @@ func ReadFacts(path string) (Facts, error) {
 //   - NodeGPUs from GPUs and GPUMemGB from MemGB.
 //   - IntraGBps from NVLinkGBps times the A800 calibration's efficiency
 //     (0.75) when every pair of GPUs is NVLink-connected; when some pair is
-//     not, a collective over the whole node crosses PCIe, so IntraGBps
-//     becomes env.PCIeGBps.
+//     not (as MIG devices never are), a collective over the whole node
+//     crosses PCIe, so IntraGBps becomes env.PCIeGBps.
 //
 // InterGBps and GPUsPerNIC stay as configured because NVML does not see
 // the network; PCIeGBps stays too because the effective host-device copy

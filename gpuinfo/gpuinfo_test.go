@@ -175,6 +175,46 @@ func TestProbeTopologies(t *testing.T) {
 			want: Facts{GPUs: 1, MemGB: 80, Name: "NVIDIA A800-SXM4-80GB",
 				PCIeGen: 4, PCIeWidth: 16, PCIeGBps: gen4x16, Source: SourceNVML},
 		},
+		// MIG: Slurm schedules MIG devices as GPUs, so they are the node's
+		// GPUs, with their own memory and no peer-to-peer.
+		"MIG: gpus are the MIG devices": {
+			lib: func() *fakeLib { return migNode() },
+			want: Facts{GPUs: 5, MemGB: 9.5, Name: "NVIDIA A800-SXM4-80GB MIG 1g.10gb, NVIDIA A800-SXM4-80GB MIG 2g.20gb",
+				PCIeGen: 4, PCIeWidth: 16, PCIeGBps: gen4x16, Source: SourceNVML, MIG: true},
+		},
+		"MIG beside a whole gpu: both count, weakest values": {
+			lib: func() *fakeLib {
+				l := hgxA800(2)
+				migA800(l.devs[0], mig2g20, mig2g20)
+				l.devs[0].gen = 3 // the MIG devices' link is their GPU's
+				return l
+			},
+			want: Facts{GPUs: 3, MemGB: 19.5, Name: "NVIDIA A800-SXM4-80GB MIG 2g.20gb, NVIDIA A800-SXM4-80GB",
+				PCIeGen: 3, PCIeWidth: 16, PCIeGBps: 16 * 8 * 128.0 / 130 / 8, Source: SourceNVML, MIG: true},
+		},
+		"MIG mode without MIG devices: no gpu, no nvlink peer": {
+			lib: func() *fakeLib {
+				l := hgxA800(3)
+				migA800(l.devs[2])
+				return l
+			},
+			want: Facts{GPUs: 2, MemGB: 80, Name: "NVIDIA A800-SXM4-80GB", NVLinkPeers: 1, NVLinkGBps: 200,
+				PCIeGen: 4, PCIeWidth: 16, PCIeGBps: gen4x16, Source: SourceNVML},
+		},
+		"MIG not supported: whole gpus": {
+			lib: func() *fakeLib {
+				l := hgxA800(4)
+				for i, d := range l.devs {
+					d.fail = map[string]nvml.Return{"GetMigMode": nvml.ERROR_NOT_SUPPORTED}
+					if i == 3 {
+						d.fail["GetMigMode"] = nvml.ERROR_FUNCTION_NOT_FOUND
+					}
+				}
+				return l
+			},
+			want: Facts{GPUs: 4, MemGB: 80, Name: "NVIDIA A800-SXM4-80GB", NVLinkPeers: 3, NVLinkGBps: 200,
+				PCIeGen: 4, PCIeWidth: 16, PCIeGBps: gen4x16, Source: SourceNVML},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -199,6 +239,16 @@ func TestProbeErrors(t *testing.T) {
 		return func() *fakeLib {
 			l := hgxA800(8)
 			l.devs[5].fail = map[string]nvml.Return{method: ret}
+			return l
+		}
+	}
+	// migFailOn puts GPU 5 of an 8-GPU node in MIG mode with two MIG
+	// devices and lets change inject a failure.
+	migFailOn := func(change func(d *fakeDevice)) func() *fakeLib {
+		return func() *fakeLib {
+			l := hgxA800(8)
+			migA800(l.devs[5], mig3g40, mig3g40)
+			change(l.devs[5])
 			return l
 		}
 	}
@@ -269,6 +319,52 @@ func TestProbeErrors(t *testing.T) {
 		"pcie width fails": {
 			lib: failOn("GetMaxPcieLinkWidth", nvml.ERROR_UNKNOWN), want: []error{nvml.ERROR_UNKNOWN}, initOK: true, gpu5: true,
 		},
+		"MIG mode fails": {
+			lib: failOn("GetMigMode", nvml.ERROR_GPU_IS_LOST), want: []error{nvml.ERROR_GPU_IS_LOST}, initOK: true, gpu5: true,
+			hint: "GPU 5: MIG mode: ERROR_GPU_IS_LOST",
+		},
+		"MIG device count fails": {
+			lib:  migFailOn(func(d *fakeDevice) { d.fail["GetMaxMigDeviceCount"] = nvml.ERROR_UNKNOWN }),
+			want: []error{nvml.ERROR_UNKNOWN}, initOK: true, gpu5: true,
+			hint: "GPU 5: MIG device count: ERROR_UNKNOWN",
+		},
+		"MIG handle fails": {
+			lib:  migFailOn(func(d *fakeDevice) { d.migRet = map[int]nvml.Return{1: nvml.ERROR_GPU_IS_LOST} }),
+			want: []error{nvml.ERROR_GPU_IS_LOST}, initOK: true, gpu5: true,
+			hint: "GPU 5: MIG device 1: handle: ERROR_GPU_IS_LOST",
+		},
+		"MIG handle denied by the device cgroup": {
+			lib:  migFailOn(func(d *fakeDevice) { d.migRet = map[int]nvml.Return{1: nvml.ERROR_NO_PERMISSION} }),
+			want: []error{nvml.ERROR_NO_PERMISSION}, initOK: true, gpu5: true,
+			hint: "GPU 5: MIG device 1: handle: ERROR_NO_PERMISSION: this process may not open it",
+		},
+		"MIG device memory fails": {
+			lib: migFailOn(func(d *fakeDevice) {
+				d.mig[1].fail = map[string]nvml.Return{"GetMemoryInfo": nvml.ERROR_GPU_IS_LOST}
+			}),
+			want: []error{nvml.ERROR_GPU_IS_LOST}, initOK: true, gpu5: true,
+			hint: "GPU 5: MIG device 1: memory info: ERROR_GPU_IS_LOST",
+		},
+		"MIG device name fails": {
+			lib:  migFailOn(func(d *fakeDevice) { d.mig[0].fail = map[string]nvml.Return{"GetName": nvml.ERROR_UNKNOWN} }),
+			want: []error{nvml.ERROR_UNKNOWN}, initOK: true, gpu5: true,
+			hint: "GPU 5: MIG device 0: name: ERROR_UNKNOWN",
+		},
+		"MIG gpu's pcie fails": {
+			lib:  migFailOn(func(d *fakeDevice) { d.fail["GetMaxPcieLinkWidth"] = nvml.ERROR_UNKNOWN }),
+			want: []error{nvml.ERROR_UNKNOWN}, initOK: true, gpu5: true,
+			hint: "GPU 5: pcie width: ERROR_UNKNOWN",
+		},
+		"MIG mode without MIG devices on every gpu": {
+			lib: func() *fakeLib {
+				l := hgxA800(2)
+				migA800(l.devs[0])
+				migA800(l.devs[1])
+				return l
+			},
+			want: []error{ErrNoGPU}, initOK: true,
+			hint: "nvml sees 2 GPUs, all in MIG mode with no MIG devices",
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -305,6 +401,30 @@ func TestProbeErrors(t *testing.T) {
 	}
 }
 
+// migNode is a node of two A800 80 GB in MIG mode: GPU 0 with three
+// 1g.10gb MIG devices, GPU 1 with two 2g.20gb and an index between them
+// without one.
+func migNode() *fakeLib {
+	l := hgxA800(2)
+	migA800(l.devs[0], mig1g10, mig1g10, mig1g10)
+	migA800(l.devs[1], mig2g20, 0, mig2g20)
+	return l
+}
+
+// TestProbeMIGPricing: the model prices a MIG node's jobs on MIG devices,
+// whose collectives cross the host, not NVLink.
+func TestProbeMIGPricing(t *testing.T) {
+	f, err := Probe(t.Context(), migNode())
+	if err != nil {
+		t.Fatalf("Probe: %v", err)
+	}
+	want := model.DefaultEnv()
+	want.NodeGPUs, want.GPUMemGB, want.IntraGBps = 5, 9.5, want.PCIeGBps
+	if diff := cmp.Diff(want, ApplyTo(model.DefaultEnv(), f), approx); diff != "" {
+		t.Errorf("env (-want +got):\n%s", diff)
+	}
+}
+
 func TestProbeCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -332,21 +452,26 @@ func TestProbeRealNVMLWithoutDriver(t *testing.T) {
 }
 
 // MIG device sizes of an A100 or A800 80 GB, in bytes, as nvidia-smi mig
-// -lgip lists them: 1g.10gb 9.5 GiB, 3g.40gb 39.25 GiB.
+// -lgip lists them: 1g.10gb 9.5 GiB, 2g.20gb 19.5 GiB, 3g.40gb 39.25 GiB.
 const (
 	mig1g10 = 9728 << 20
+	mig2g20 = 19968 << 20
 	mig3g40 = 40192 << 20
 )
 
+// migProfiles names the MIG devices of the sizes above.
+var migProfiles = map[uint64]string{mig1g10: "1g.10gb", mig2g20: "2g.20gb", mig3g40: "3g.40gb"}
+
 // migA800 puts GPU d in MIG mode with MIG devices of the given sizes
-// (bytes) by index, 0 where there is none. Its own memory can no longer be
-// read, as for a process without privileges.
+// (bytes) by index, 0 where there is none, named as NVML names them. Its
+// own memory can no longer be read, as for a process without privileges.
+// The MIG devices report no PCIe link: a GPU's is its parent's.
 func migA800(d *fakeDevice, sizes ...uint64) {
 	d.migMode = nvml.DEVICE_MIG_ENABLE
 	d.mig = make([]*fakeDevice, 7)
 	for j, b := range sizes {
 		if b > 0 {
-			d.mig[j] = &fakeDevice{name: d.name, memBytes: b}
+			d.mig[j] = &fakeDevice{name: d.name + " MIG " + migProfiles[b], memBytes: b}
 		}
 	}
 	d.fail = map[string]nvml.Return{"GetMemoryInfo": nvml.ERROR_NO_PERMISSION}
@@ -689,6 +814,14 @@ func TestFactsJSON(t *testing.T) {
 	}
 	if diff := cmp.Diff(f, back); diff != "" {
 		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+	// mig appears where MIG devices were counted.
+	f.MIG = true
+	if b, err = json.Marshal(f); err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.TrimSuffix(want, "}") + `,"mig":true}`; string(b) != want {
+		t.Errorf("JSON with MIG %s, want %s", b, want)
 	}
 }
 
