@@ -477,7 +477,13 @@ func checkGPUFacts(path string) CheckResult {
 			path, f.Source, gpuinfo.SourceNVML)
 	default:
 		env := gpuinfo.ApplyTo(model.DefaultEnv(), f)
-		r.Detail = fmt.Sprintf("%s: %s, %d GPUs of %g GB per node, %g GB/s within a node", path, cmp.Or(f.Name, "unnamed GPUs"), env.NodeGPUs, env.GPUMemGB, env.IntraGBps)
+		mig := ""
+		if f.MIG {
+			// Priced as GPUs of their own, which they are only where
+			// Slurm schedules them so.
+			mig = " (MIG devices counted as GPUs)"
+		}
+		r.Detail = fmt.Sprintf("%s: %s, %d GPUs of %g GB per node%s, %g GB/s within a node", path, cmp.Or(f.Name, "unnamed GPUs"), env.NodeGPUs, env.GPUMemGB, mig, env.IntraGBps)
 	}
 	return r
 }

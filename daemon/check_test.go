@@ -314,7 +314,9 @@ func TestCheckGPUFacts(t *testing.T) {
 		name, path, status, in string
 	}{
 		{"measured", write(`{"gpus":4,"mem_gb":40,"name":"NVIDIA A100-SXM4-40GB","nvlink_peers":3,"nvlink_gbps":300,"source":"nvml"}`),
-			CheckOK, "NVIDIA A100-SXM4-40GB, 4 GPUs of 40 GB per node"},
+			CheckOK, "NVIDIA A100-SXM4-40GB, 4 GPUs of 40 GB per node, 225 GB/s within a node"},
+		{"MIG", write(`{"gpus":5,"mem_gb":9.5,"name":"NVIDIA A100-SXM4-80GB MIG 1g.10gb","pcie_gen":4,"pcie_width":16,"pcie_gbps":31.5,"source":"nvml","mig":true}`),
+			CheckOK, "NVIDIA A100-SXM4-80GB MIG 1g.10gb, 5 GPUs of 9.5 GB per node (MIG devices counted as GPUs), 12 GB/s within a node"},
 		{"configured", write(`{"gpus":4,"mem_gb":40,"source":"config"}`), CheckWarn, `source "config", not "nvml": not applied`},
 		{"no source", write(`{"gpus":4,"mem_gb":40}`), CheckWarn, `source "", not "nvml"`},
 		{"not JSON", write(`gpus: 4`), CheckFail, "rubickd does not start"},
