@@ -165,7 +165,7 @@ func explainCmd(ctx context.Context, args []string, stdout, stderr io.Writer, en
 		"placement, the predicted throughput of the best plans on that placement, and the\n"+
 		"reasons rubickd recorded in its last decision cycles. JOBID is a job id, or a\n"+
 		"task of a job array as squeue shows it (ARRAY_TASK, e.g. 1234_5).", stderr)
-	storePath := storePathFlag(fset, env)
+	storePath := storePathFlag(fset, env, configFlag(fset, env, stderr))
 	asJSON := fset.Bool("json", false, "write JSON")
 	top := fset.Int("top", 5, "plans to list on the current placement")
 	nReasons := fset.Int("reasons", 5, "stored decision reasons to show, newest first")
@@ -183,7 +183,10 @@ func explainCmd(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	if *nReasons < 0 {
 		return fmt.Errorf("%w: --reasons=%d must be >= 0", errUsage, *nReasons)
 	}
-	path := storePath()
+	path, err := storePath()
+	if err != nil {
+		return err
+	}
 	st, err := openStore(ctx, path)
 	if err != nil {
 		return fmt.Errorf("explain: %w", err)

@@ -79,7 +79,7 @@ func queueCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		"GPUs: the queued guaranteed jobs it admits first, then the best-effort order, head\n"+
 		"first, with each job's slope, time left and decision. squeue shows the jobs rubick\n"+
 		"holds as held; this is the order behind it. rubick explain JOBID has one job's story.", stderr)
-	storePath := storePathFlag(fset, env)
+	storePath := storePathFlag(fset, env, configFlag(fset, env, stderr))
 	asJSON := fset.Bool("json", false, "write JSON")
 	queuedOnly := fset.Bool("queued", false, "only the jobs queued at the cycle")
 	all := fset.Bool("all", false, "also the cycle's jobs outside the order (held for a group limit, left to Slurm)")
@@ -91,7 +91,10 @@ func queueCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	if *cycle < 0 {
 		return fmt.Errorf("%w: --cycle=%d must be a cycle id (> 0), or 0 for the newest", errUsage, *cycle)
 	}
-	path := storePath()
+	path, err := storePath()
+	if err != nil {
+		return err
+	}
 	st, err := openStore(ctx, path)
 	if err != nil {
 		return fmt.Errorf("queue: %w", err)

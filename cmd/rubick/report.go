@@ -16,17 +16,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rubick-sched/rubick/daemon"
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/report"
 	"github.com/rubick-sched/rubick/slurm"
 	"github.com/rubick-sched/rubick/store"
 )
 
-// defaultStore is rubickd's default database path.
-const defaultStore = "/var/lib/rubick/rubick.db"
-
-// storeEnv overrides the default store path of explain, queue, status
-// and store, and gives report one.
+// storeEnv overrides rubickd's store setting for explain, queue, status,
+// store and report, as it does for rubickd.
 const storeEnv = "RUBICK_STORE"
 
 // cliEnv is what the report, explain and status commands take from the
@@ -34,15 +32,21 @@ const storeEnv = "RUBICK_STORE"
 type cliEnv struct {
 	now    func() time.Time
 	getenv func(string) string
-	loc    *time.Location
-	runner slurm.Runner
-	http   *http.Client
-	stdin  io.Reader
+	// environ is the process environment, whose RUBICK_* variables
+	// rubickd's configuration is read with.
+	environ func() []string
+	// configPath is rubickd's default configuration file.
+	configPath string
+	loc        *time.Location
+	runner     slurm.Runner
+	http       *http.Client
+	stdin      io.Reader
 }
 
 func processEnv() cliEnv {
 	return cliEnv{
-		now: time.Now, getenv: os.Getenv, loc: time.Local, runner: slurm.ExecRunner{},
+		now: time.Now, getenv: os.Getenv, environ: os.Environ, configPath: daemon.DefaultConfigPath,
+		loc: time.Local, runner: slurm.ExecRunner{},
 		http: &http.Client{Timeout: 5 * time.Second}, stdin: os.Stdin,
 	}
 }
@@ -59,7 +63,9 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	until := fset.String("until", "now", "submit times before this; same forms as --since (no bound with --input unless given)")
 	sacct := fset.String("sacct", "sacct", "sacct binary to run (argv, no shell)")
 	input := fset.String("input", "", "read saved sacct --parsable2 output (with its header) from this `file` instead of running sacct; - for stdin")
-	storePath := fset.String("store", "", "rubick store to add plan history and the SLO check from (optional; $"+storeEnv+" when the flag is not given)")
+	storePath := fset.String("store", "", "rubick store to add plan history and the SLO check from (optional; default: $"+storeEnv+
+		", else rubickd's store setting when its configuration file is read)")
+	cfg := configFlag(fset, env, stderr)
 	asCSV := fset.Bool("csv", false, "write CSV: one row per summary (per job with --jobs)")
 	asJSON := fset.Bool("json", false, "write the whole report as JSON")
 	jobs := fset.Bool("jobs", false, "also list every job (table) or list jobs instead of summaries (CSV)")
@@ -75,10 +81,21 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	}
 	set := map[string]bool{}
 	fset.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	// The store explain and queue read, where the site sets it; still
+	// optional: users without one get sacct's report.
+	fromConfig := false
 	if !set["store"] {
-		// The store explain and queue read, where the site sets it; still
-		// optional: users without one get sacct's report.
 		*storePath = env.getenv(storeEnv)
+	}
+	if !set["store"] && *storePath == "" {
+		c, err := cfg()
+		if err != nil {
+			return err
+		}
+		// Without a file rubickd's default store is no site's setting.
+		if c.File != "" {
+			*storePath, fromConfig = c.Store, true
+		}
 	}
 	if *asCSV && *asJSON {
 		return fmt.Errorf("%w: --csv and --json are exclusive", errUsage)
@@ -164,12 +181,18 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	}
 	if *storePath != "" {
 		st, err := openStore(ctx, *storePath)
-		if err != nil {
+		switch {
+		case err != nil && fromConfig:
+			// Users may read rubickd's configuration but not its store:
+			// the one they did not ask for must not cost them the report.
+			fmt.Fprintf(stderr, "rubick report: warning: rubickd's store not read, the report goes without it: %v\n", err)
+		case err != nil:
 			return err
-		}
-		defer st.Close()
-		if err := rep.Enrich(ctx, st, *storePath, model.DefaultEnv()); err != nil {
-			return err
+		default:
+			defer st.Close()
+			if err := rep.Enrich(ctx, st, *storePath, model.DefaultEnv()); err != nil {
+				return err
+			}
 		}
 	}
 	switch {
@@ -235,18 +258,23 @@ func parseWhen(s string, now time.Time, loc *time.Location) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%q: want now, -<N>d, -<duration>, YYYY-MM-DD[THH:MM:SS] or RFC 3339", s)
 }
 
-// storePathFlag adds --store to fs for explain, status and store, and
-// returns the path to use once fs is parsed: the flag when given, else
-// $RUBICK_STORE, else rubickd's default.
-func storePathFlag(fs *flag.FlagSet, env cliEnv) func() string {
-	path := fs.String("store", defaultStore, "rubick store (SQLite); $"+storeEnv+" when the flag is not given")
-	return func() string {
+// storePathFlag adds --store to fs for explain, queue, status and store,
+// and returns what gives the path to use once fs is parsed: the flag when
+// given, else $RUBICK_STORE, else rubickd's store setting (cfg, whose
+// defaults are rubickd's).
+func storePathFlag(fs *flag.FlagSet, env cliEnv, cfg func() (rubickdConfig, error)) func() (string, error) {
+	path := fs.String("store", "", "rubick store (SQLite) (default: $"+storeEnv+", else rubickd's store setting, else "+daemon.Defaults().Store+")")
+	return func() (string, error) {
 		set := false
 		fs.Visit(func(f *flag.Flag) { set = set || f.Name == "store" })
-		if p := env.getenv(storeEnv); !set && p != "" {
-			return p
+		if set {
+			return *path, nil
 		}
-		return *path
+		if p := env.getenv(storeEnv); p != "" {
+			return p, nil
+		}
+		c, err := cfg()
+		return c.Store, err
 	}
 }
 
@@ -258,7 +286,7 @@ func storePathFlag(fs *flag.FlagSet, env cliEnv) func() string {
 func openStore(ctx context.Context, path string) (*store.Store, error) {
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("store %s does not exist (set --store or %s): %w", path, storeEnv, err)
+			return nil, fmt.Errorf("store %s does not exist (set --store, %s or --config): %w", path, storeEnv, err)
 		}
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}

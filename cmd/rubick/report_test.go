@@ -24,12 +24,16 @@ var fixedNow = time.Date(2026, 11, 8, 12, 0, 0, 0, time.UTC)
 func testEnv(t *testing.T) cliEnv {
 	t.Helper()
 	return cliEnv{
-		now:    func() time.Time { return fixedNow },
-		getenv: func(string) string { return "" },
-		loc:    time.UTC,
-		runner: slurm.ExecRunner{},
-		http:   &http.Client{Timeout: 5 * time.Second},
-		stdin:  strings.NewReader(""),
+		now:     func() time.Time { return fixedNow },
+		getenv:  func(string) string { return "" },
+		environ: func() []string { return nil },
+		// A default configuration file that does not exist: tests never
+		// read the host's.
+		configPath: filepath.Join(t.TempDir(), "rubickd.yaml"),
+		loc:        time.UTC,
+		runner:     slurm.ExecRunner{},
+		http:       &http.Client{Timeout: 5 * time.Second},
+		stdin:      strings.NewReader(""),
 	}
 }
 
@@ -319,9 +323,9 @@ func TestHelpListsEveryFlag(t *testing.T) {
 			}
 			help := errb.String()
 			want := map[string][]string{
-				"report":  {"since", "until", "sacct", "input", "store", "csv", "json", "jobs", "plot", "plot-format", "gpus", "by", "restart-overhead", "tz", "timeout"},
-				"explain": {"store", "json", "top", "reasons"},
-				"status":  {"url", "store", "json", "timeout", "check"},
+				"report":  {"since", "until", "sacct", "input", "store", "config", "csv", "json", "jobs", "plot", "plot-format", "gpus", "by", "restart-overhead", "tz", "timeout"},
+				"explain": {"store", "config", "json", "top", "reasons"},
+				"status":  {"url", "store", "config", "json", "timeout", "check"},
 			}[name]
 			for _, f := range want {
 				if !strings.Contains(help, "--"+f+" ") && !strings.Contains(help, "--"+f+"\n") {

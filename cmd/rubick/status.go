@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -107,8 +108,10 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	fset := newFlags("status", "Show rubickd's health and last decision cycle (from its HTTP endpoint), the\n"+
 		"managed jobs by state and every model type with its fit (from the store).\n"+
 		"Either source may be down; the other is still shown.", stderr)
-	rawURL := fset.String("url", "http://127.0.0.1:9717", "rubickd's HTTP endpoint: a URL, or its listen setting as it is (HOST:PORT)")
-	storePath := storePathFlag(fset, env)
+	rawURL := fset.String("url", "", "rubickd's HTTP endpoint: a URL, or its listen setting as it is (HOST:PORT) "+
+		"(default: rubickd's listen setting, a wildcard host read as loopback, else http://"+daemon.Defaults().Listen+")")
+	cfg := configFlag(fset, env, stderr)
+	storePath := storePathFlag(fset, env, cfg)
 	asJSON := fset.Bool("json", false, "write JSON")
 	timeout := fset.Duration("timeout", 3*time.Second, "timeout of each request to rubickd")
 	check := fset.Bool("check", false, "fail (exit status 1) unless rubickd answers healthy, for monitoring; the status is printed all the same")
@@ -118,17 +121,27 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	if *timeout <= 0 {
 		return fmt.Errorf("%w: --timeout=%s must be > 0", errUsage, *timeout)
 	}
-	base, err := daemonURL(*rawURL)
+	base, noEndpoint, err := statusURL(fset, *rawURL, cfg, env)
 	if err != nil {
 		return err
 	}
-	path := storePath()
+	path, err := storePath()
+	if err != nil {
+		return err
+	}
 	v := &statusView{URL: base, Store: path, JobsByState: map[string]int{},
 		RigidByState: map[string]int{}, Models: []modelView{}, Notes: []string{}}
 
-	v.Daemon = probeDaemon(ctx, env.http, v.URL, *timeout)
-	if !v.Daemon.Reachable {
-		v.Notes = append(v.Notes, fmt.Sprintf("rubickd is not reachable at %s: showing the store only", v.URL))
+	switch {
+	case noEndpoint != "":
+		v.Daemon = newDaemonView()
+		v.Daemon.Error = noEndpoint
+		v.Notes = append(v.Notes, "rubickd "+noEndpoint+": showing the store only")
+	default:
+		v.Daemon = probeDaemon(ctx, env.http, v.URL, *timeout)
+		if !v.Daemon.Reachable {
+			v.Notes = append(v.Notes, fmt.Sprintf("rubickd is not reachable at %s: showing the store only", v.URL))
+		}
 	}
 	if st, err := openStore(ctx, path); err != nil {
 		v.StoreError = err.Error()
@@ -153,10 +166,35 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	if !v.Daemon.Reachable && v.StoreError != "" {
 		return fmt.Errorf("status: neither rubickd (%s) nor the store (%s) could be read", v.Daemon.Error, v.StoreError)
 	}
+	if *check && noEndpoint != "" {
+		return fmt.Errorf("status: rubickd %s", noEndpoint)
+	}
 	if *check && !(v.Daemon.Reachable && v.Daemon.Healthy) {
 		return fmt.Errorf("status: rubickd at %s is not healthy: %s", v.URL, v.Daemon.Error)
 	}
 	return nil
+}
+
+// statusURL is rubickd's endpoint: --url when given, else rubickd's listen
+// setting (cfg). When that is empty (HTTP disabled) it returns no URL and
+// says so in noEndpoint, rather than trying an address rubickd does not
+// serve.
+func statusURL(fs *flag.FlagSet, rawURL string, cfg func() (rubickdConfig, error), env cliEnv) (base, noEndpoint string, err error) {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "url" })
+	if set {
+		base, err = daemonURL(rawURL)
+		return base, "", err
+	}
+	c, err := cfg()
+	if err != nil {
+		return "", "", err
+	}
+	if c.Listen == "" {
+		return "", fmt.Sprintf("has no HTTP endpoint configured (listen is empty in %s)", c.listenSource(env)), nil
+	}
+	base, err = listenURL(c.Listen)
+	return base, "", err
 }
 
 // daemonURL reads --url: an http or https URL, or rubickd's listen
@@ -174,10 +212,16 @@ func daemonURL(s string) (string, error) {
 	return strings.TrimRight(full, "/"), nil
 }
 
+// newDaemonView is rubickd unreached, with empty lists, which its JSON
+// shows as {} rather than null.
+func newDaemonView() daemonView {
+	return daemonView{Decided: map[string]int{}, Failed: map[int]string{}, Skipped: map[int]string{}, Ignored: map[int]string{}, Adjusted: map[int]string{}}
+}
+
 // probeDaemon asks /healthz and /status; errors are reported, not returned,
 // because the store half of the status is still worth printing.
 func probeDaemon(ctx context.Context, c *http.Client, base string, timeout time.Duration) daemonView {
-	d := daemonView{Decided: map[string]int{}, Failed: map[int]string{}, Skipped: map[int]string{}, Ignored: map[int]string{}, Adjusted: map[int]string{}}
+	d := newDaemonView()
 	body, code, err := get(ctx, c, base+"/healthz", timeout)
 	if err != nil {
 		d.Error = err.Error()
@@ -315,6 +359,8 @@ func (v *statusView) write(w io.Writer) error {
 	ew := &stickyWriter{w: w}
 	d := v.Daemon
 	switch {
+	case v.URL == "":
+		fmt.Fprintf(ew, "rubickd %s\n", d.Error)
 	case !d.Reachable:
 		fmt.Fprintf(ew, "rubickd %s: DOWN (%s)\n", v.URL, d.Error)
 	case d.LastCycle == nil:

@@ -47,12 +47,15 @@ func storeCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 func storeStats(ctx context.Context, args []string, stdout, stderr io.Writer, env cliEnv) error {
 	fs := newFlags("store stats", "Show what rubick's store holds: rows per table, the samples jobs reported,\n"+
 		"the time span of the stored decision cycles and the database size.", stderr)
-	storePath := storePathFlag(fs, env)
+	storePath := storePathFlag(fs, env, configFlag(fs, env, stderr))
 	asJSON := fs.Bool("json", false, "write JSON")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
-	path := storePath()
+	path, err := storePath()
+	if err != nil {
+		return err
+	}
 	st, err := openStore(ctx, path)
 	if err != nil {
 		return fmt.Errorf("store stats: %w", err)
@@ -119,13 +122,16 @@ func storeSpecs(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	fs := newFlags("store specs", "Show each model type's spec as the store holds it (models.json's keys), its\n"+
 		"current fit, and the specs rubickd --update-specs replaced, newest first: when,\n"+
 		"the keys that changed (old -> new) and the fit that was current under each.", stderr)
-	storePath := storePathFlag(fs, env)
+	storePath := storePathFlag(fs, env, configFlag(fs, env, stderr))
 	name := fs.String("model", "", "show this model type only (default: every one)")
 	asJSON := fs.Bool("json", false, "write JSON")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
-	path := storePath()
+	path, err := storePath()
+	if err != nil {
+		return err
+	}
 	st, err := openStore(ctx, path)
 	if err != nil {
 		return fmt.Errorf("store specs: %w", err)
@@ -229,7 +235,7 @@ func storePrune(ctx context.Context, args []string, stdout, stderr io.Writer, en
 		"than --reasons (each job's newest stays) and reported samples beyond the newest\n"+
 		"--samples-per-config per job and configuration. Plan history, fits and profile\n"+
 		"samples are never deleted. Safe while rubickd runs.", stderr)
-	storePath := storePathFlag(fs, env)
+	storePath := storePathFlag(fs, env, configFlag(fs, env, stderr))
 	asJSON := fs.Bool("json", false, "write JSON")
 	reasons := fs.Duration("reasons", 14*24*time.Hour, "keep per-job reasons this long; 0 keeps all")
 	perConfig := fs.Int("samples-per-config", 100, "reported samples kept per job and configuration; 0 keeps all")
@@ -242,7 +248,10 @@ func storePrune(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	if *perConfig < 0 {
 		return fmt.Errorf("%w: --samples-per-config=%d must be >= 0", errUsage, *perConfig)
 	}
-	path := storePath()
+	path, err := storePath()
+	if err != nil {
+		return err
+	}
 	st, err := openStore(ctx, path)
 	if err != nil {
 		return fmt.Errorf("store prune: %w", err)
