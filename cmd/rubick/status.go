@@ -53,7 +53,7 @@ type daemonView struct {
 	PolicyS   float64 `json:"policy_s"`
 	Jobs      int     `json:"jobs"`
 	// Decided counts the policy's actions by kind; Applied the Slurm
-	// actions the cycle ran.
+	// actions the cycle ran that did not fail.
 	Decided map[string]int `json:"decided"`
 	Applied int            `json:"applied"`
 	Failed  map[int]string `json:"failed"`
@@ -250,7 +250,13 @@ func probeDaemon(ctx context.Context, c *http.Client, base string, timeout time.
 		at := rep.At
 		d.LastCycle = &at
 	}
-	d.CycleID, d.Jobs, d.Applied, d.Instance = rep.CycleID, rep.Jobs, len(rep.Actions), rep.Instance
+	d.CycleID, d.Jobs, d.Instance = rep.CycleID, rep.Jobs, rep.Instance
+	// The report lists every Slurm action the cycle ran, failed ones too.
+	for _, a := range rep.Actions {
+		if _, failed := rep.Failed[a.JobID]; !failed {
+			d.Applied++
+		}
+	}
 	d.DurationS, d.PolicyS = rep.Duration.Seconds(), rep.Policy.Seconds()
 	for _, a := range rep.Plan.Actions {
 		d.Decided[string(a.Kind)]++

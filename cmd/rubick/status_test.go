@@ -48,7 +48,8 @@ func TestStatusJSON(t *testing.T) {
 		At: fixedNow.Add(-30 * time.Second), Jobs: 3, CycleID: 7, Duration: 1500 * time.Millisecond, Policy: 20 * time.Millisecond,
 		Instance: "head1/4242/2026-11-25T05:00:00Z",
 		Plan:     policy.Plan{Actions: []policy.Action{{Kind: policy.Start, JobID: "42"}, {Kind: policy.Keep, JobID: "43"}, {Kind: policy.Keep, JobID: "44"}}},
-		Actions:  []slurm.Action{{Kind: slurm.ActionStart, JobID: 42}},
+		// The report lists the failed action too; it is not applied.
+		Actions:  []slurm.Action{{Kind: slurm.ActionStart, JobID: 42}, {Kind: slurm.ActionAnnotate, JobID: 44}},
 		Failed:   map[int]string{44: "scontrol: rc=1"},
 		Adjusted: map[int]string{46: "no feasible plan for model llama7 on its request of 1 GPU on 1 node; planned from 2 GPUs on 1 node"},
 		Reserved: &daemon.Reservation{JobID: 45, Nodes: []string{"n2"}, GPUs: 8},
