@@ -1017,12 +1017,15 @@ type JobFacts struct {
 	// RestartCost is the median of the job's own measured restarts; 0
 	// prices them as its model type's.
 	RestartCost time.Duration
-	// IterS is the iteration time the running job reports on its current
-	// run; 0 when unknown.
+	// IterS is the iteration time of RanPlan the running job reports on
+	// its current run, read where its time limit may stretch; 0 when
+	// unknown. It counts where the job is priced at RanPlan.
 	IterS float64
 	// RanPlan is the plan the running job's newest report on its current
-	// run names, read when its tag names none it can run (tagPlan) and it
-	// is not profiling; the zero Plan when none.
+	// training run names (since its start, and since the end of a
+	// profiling phase on it), read while it is not profiling; the zero
+	// Plan when none. The job is priced at it where it differs from its
+	// tag's and fits what the job holds (ranFits).
 	RanPlan model.Plan
 	// Deferred is when rubickd last saw the job held by its user or an
 	// administrator, or, before its first start, wait for its --begin or
@@ -1895,9 +1898,6 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 	if reqB.Iter > 0 {
 		mj.time.reqTput = float64(e.Spec().GlobalBatch) / reqB.Iter
 	}
-	if facts.IterS > 0 {
-		mj.time.measured = float64(e.Spec().GlobalBatch) / facts.IterS
-	}
 	if mj.time.user, mj.time.fixed, err = userTime(j); err != nil {
 		return nil, policy.Job{}, fmt.Errorf("job %d: %w", j.ID, err)
 	}
@@ -1937,10 +1937,12 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 		}
 		pj.RunTime += j.RunTime(now)
 		plan, ok := tagPlan(j)
-		if !ok && ranFits(facts.RanPlan, j.GPUsPerNode*n, e.Spec().GlobalBatch, allow) {
+		if facts.RanPlan != plan && ranFits(facts.RanPlan, j.GPUsPerNode*n, e.Spec().GlobalBatch, allow) {
 			// A job that trains on its launch line as it is (started on
 			// its request while its model type had no fit, or outside
-			// rubick): the plan it reports running.
+			// rubick, or given its plan after its rubick-srun stopped
+			// waiting for one): the plan it reports running, until its
+			// next start runs its tag's.
 			plan, ok = facts.RanPlan, true
 		}
 		if !ok {
@@ -1952,6 +1954,11 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 			}
 		}
 		pj.Plan = plan
+		if facts.IterS > 0 && plan == facts.RanPlan {
+			// Its speed on another plan than it is priced at says nothing
+			// of the time it needs.
+			mj.time.measured = float64(e.Spec().GlobalBatch) / facts.IterS
+		}
 	}
 	return mj, pj, nil
 }

@@ -872,50 +872,62 @@ func (d *Daemon) jobFacts(ctx context.Context, jobs []slurm.Job) (map[int]JobFac
 			out[j.ID] = f
 		}
 	}
-	// The running jobs whose time limits follow their measured speed, and
-	// those whose tag names no plan they can run: these train on their
-	// launch line as it is (started on their request while their model
-	// type had no fit, or outside rubick) and are priced at the plan they
-	// report. Not a profiling job: its reports on its current run are its
-	// phase's short runs of other plans, and rubickd plans it once its
-	// model type is fitted.
-	var timed, untagged []slurm.Job
+	// The running jobs whose reports say what they run: a job trains on
+	// its launch line as it is where its tag names no plan (started on its
+	// request while its model type had no fit, or outside rubick) or where
+	// its plan came after its rubick-srun stopped waiting for one (its
+	// profiling phase ended before the fit), and is priced at the plan it
+	// reports; its time limit follows the speed it reports. Not a
+	// profiling job: its reports on its current run are its phase's short
+	// runs of other plans, and rubickd plans it once its model type is
+	// fitted.
+	var reporting []slurm.Job
 	var recentIDs []int64
 	for _, j := range jobs {
-		if j.State != slurm.StateRunning || j.Tag == nil {
-			continue
-		}
-		isTimed := d.cfg.TimeLimits.Stretch && j.Tag.Plan != "" && j.TimeLimit > 0
-		if isTimed {
-			timed = append(timed, j)
-		}
-		_, planned := tagPlan(j)
-		isUntagged := !planned && len(j.NodeList) > 0 && j.Tag.ModelType != "" && j.Tag.Extra[tagProfile] != "1"
-		if isUntagged {
-			untagged = append(untagged, j)
-		}
-		if isTimed || isUntagged {
+		if j.State == slurm.StateRunning && len(j.NodeList) > 0 && j.Tag != nil && j.Tag.ModelType != "" && j.Tag.Extra[tagProfile] != "1" {
+			reporting = append(reporting, j)
 			recentIDs = append(recentIDs, int64(j.ID))
 		}
 	}
 	// One query for all of them, not one per job every cycle.
 	recent, err := d.deps.Store.RecentJobSamples(ctx, recentIDs, recentRunSamples)
 	if err != nil {
-		d.deps.Logger.Warn("reading running jobs' samples failed; their time limits follow the predictions, and jobs without a plan in their tag are priced at the best plan for what they hold", "err", err)
+		d.deps.Logger.Warn("reading running jobs' samples failed; their time limits follow the predictions, and they are priced at their tag's plan, else the best plan for what they hold", "err", err)
 	}
-	for _, j := range timed {
-		if iterS := measuredIterS(j, recent[int64(j.ID)]); iterS > 0 {
-			f := out[j.ID]
+	// A job that profiled on its current run reported its phase's runs
+	// since its start: only its reports after the phase's notice are of
+	// its training run (rubick-srun sends the phase's samples before it).
+	// One query for all, as for the samples.
+	var over map[int64]time.Time
+	phasesRead := true
+	if len(recent) > 0 {
+		if over, err = d.deps.Store.PhasesOver(ctx, recentIDs); err != nil {
+			phasesRead = false
+			d.deps.Logger.Warn("reading running jobs' profiling phases failed; jobs with a plan in their tag are priced at it this cycle", "err", err)
+		}
+	}
+	stretch := d.cfg.TimeLimits.Stretch
+	for _, j := range reporting {
+		since := j.StartTime
+		if t := over[int64(j.ID)]; t.After(since) {
+			since = t
+		}
+		only := ""
+		if !phasesRead {
+			// A phase's runs cannot be told from the training run's: only
+			// the tag's plan is sure to be the latter's.
+			only = j.Tag.Plan
+		}
+		plan, iterS, ok := reportedRun(recent[int64(j.ID)], since, only)
+		if !ok {
+			continue
+		}
+		f := out[j.ID]
+		f.RanPlan = plan
+		if stretch && j.TimeLimit > 0 {
 			f.IterS = iterS
-			out[j.ID] = f
 		}
-	}
-	for _, j := range untagged {
-		if plan, ok := reportedPlan(j, recent[int64(j.ID)]); ok {
-			f := out[j.ID]
-			f.RanPlan = plan
-			out[j.ID] = f
-		}
+		out[j.ID] = f
 	}
 	// A task split off a job array after the array waited (a hold of the
 	// whole array, its dependencies) waited with it: its wait is stored
@@ -975,33 +987,33 @@ const (
 	recentRunSamples = 5
 )
 
-// measuredIterS is the median of the iteration times among recent (a
-// job's newest reports, oldest first) that job j reported on its current
-// run and plan; 0 with fewer than minRunSamples.
-func measuredIterS(j slurm.Job, recent []store.StoredSample) float64 {
-	var times []float64
+// reportedRun reads a running job's training run from recent (its newest
+// reports, oldest first): the plan the newest of its online reports since
+// since names (naming only, when set), and the median of the iteration
+// times of that plan among them, 0 with fewer than minRunSamples; false
+// when it reported none.
+func reportedRun(recent []store.StoredSample, since time.Time, only string) (model.Plan, float64, bool) {
+	var run []store.StoredSample
 	for _, s := range recent {
-		if s.Source == store.SourceOnline && !s.Created.Before(j.StartTime) && s.Plan.String() == j.Tag.Plan {
+		if s.Source == store.SourceOnline && !s.Created.Before(since) && (only == "" || s.Plan.String() == only) {
+			run = append(run, s)
+		}
+	}
+	if len(run) == 0 {
+		return model.Plan{}, 0, false
+	}
+	plan := run[len(run)-1].Plan
+	var times []float64
+	for _, s := range run {
+		if s.Plan == plan {
 			times = append(times, s.IterS)
 		}
 	}
 	if len(times) < minRunSamples {
-		return 0
+		return plan, 0, true
 	}
 	slices.Sort(times)
-	return times[len(times)/2]
-}
-
-// reportedPlan is the plan the newest of recent (a job's newest reports,
-// oldest first) that job j reported on its current run names; false when
-// it reported none since its start.
-func reportedPlan(j slurm.Job, recent []store.StoredSample) (model.Plan, bool) {
-	for _, s := range slices.Backward(recent) {
-		if s.Source == store.SourceOnline && !s.Created.Before(j.StartTime) {
-			return s.Plan, true
-		}
-	}
-	return model.Plan{}, false
+	return plan, times[len(times)/2], true
 }
 
 // slurmLimits is the limits listing with the budgets on it. The listing is

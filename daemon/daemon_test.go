@@ -127,8 +127,15 @@ func oneCycle(t *testing.T, c Cluster, started []int) (CycleReport, *fakeApplier
 
 func newTestDaemonWith(t *testing.T, c Cluster, a *fakeApplier, edit func(*Config)) (*Daemon, *store.Store) {
 	t.Helper()
+	return newTestDaemonClock(t, c, a, edit, func() time.Time { return t0 }, filepath.Join(t.TempDir(), "rubick.db"))
+}
+
+// newTestDaemonClock is newTestDaemonWith with a store at path whose times
+// come from clock.
+func newTestDaemonClock(t *testing.T, c Cluster, a *fakeApplier, edit func(*Config), clock func() time.Time, path string) (*Daemon, *store.Store) {
+	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "rubick.db"), store.WithClock(func() time.Time { return t0 }))
+	st, err := store.Open(ctx, path, store.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -2463,10 +2470,15 @@ func TestCycleRaisesTimeLimitsOnMeasuredSpeed(t *testing.T) {
 		earlier bool          // the samples are of an earlier run
 		set     string        // the tag's ts: the limit rubick set
 		limit   time.Duration // the job's limit, 75 min if 0
+		tag     string        // the tag's plan, the reported one if ""; "-": none
 		want    time.Duration // the raised limit; 0: none
 	}{
-		"3x slower":                 {slower: 3, want: raised(3)},
-		"3x slower, limit rubick's": {slower: 3, set: "75", want: raised(3)},
+		"3x slower": {slower: 3, want: raised(3)},
+		// It trains on its line as it is: priced at the plan it reports,
+		// at that plan's speed.
+		"3x slower, no plan in its tag":      {slower: 3, tag: "-", want: raised(3)},
+		"3x slower, another plan in its tag": {slower: 3, tag: "dp2.tp2.pp1.mb16.a1.z0", want: raised(3)},
+		"3x slower, limit rubick's":          {slower: 3, set: "75", want: raised(3)},
 		// Someone cut it to 50 min (scontrol update): theirs to keep.
 		"3x slower, limit set by hand": {slower: 3, set: "75", limit: 50 * time.Minute},
 		"an earlier run's":             {slower: 3, earlier: true},
@@ -2481,6 +2493,13 @@ func TestCycleRaisesTimeLimitsOnMeasuredSpeed(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			j := runningJob(5, "bert")
 			j.NodeList, j.GPUs, j.Tag.Plan, j.Tag.Generation = []string{"node1"}, 4, plan.String(), 1
+			switch tc.tag {
+			case "":
+			case "-":
+				j.Tag.Plan = ""
+			default:
+				j.Tag.Plan = tc.tag
+			}
 			j.StartTime, j.TimeLimit = t0.Add(-10*time.Minute), 75*time.Minute
 			if tc.limit > 0 {
 				j.TimeLimit = tc.limit
