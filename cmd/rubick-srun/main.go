@@ -391,9 +391,24 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, gpu
 		}
 	}
 
+	if plan == nil && profiled && lined == nil && !cfg.dryRun {
+		// No plan came after the phase: the line runs as it is, and its
+		// samples say what it runs, which rubickd prices the job by once
+		// it has fitted the type and until the job's next start.
+		p, st, err := lineStep(cfg, alloc, stateDir)
+		if err != nil {
+			log.Info("no samples reported: the plan the launch line expresses on the allocation is unknown", "err", err)
+		} else {
+			lined, linedStep = &p, st
+		}
+	}
+
 	var st step
 	if plan == nil {
 		switch {
+		case profileTag(tag) && lined != nil:
+			log.Info("no plan for this job yet; running the command unchanged, its samples reported under the plan it expresses",
+				"plan", lined.String())
 		case profileTag(tag):
 			log.Info("no plan for this job yet; running the command unchanged")
 		case lined != nil:

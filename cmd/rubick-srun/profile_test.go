@@ -572,8 +572,9 @@ func TestProfilePhaseLineBatch(t *testing.T) {
 // no plan. After its profiling phase it sends a launch notice saying the
 // phase is over, which rubickd fits the type on, only once every sample of
 // the phase has reached rubickd, and, not waiting for rubickd's plan
-// (--plan-wait 0; TestProfilePlanWait waits), trains its line unchanged; a
-// requeued job whose phase is done says so again.
+// (--plan-wait 0; TestProfilePlanWait waits), trains its line unchanged,
+// reporting under the plan the line expresses; a requeued job whose phase
+// is done says so again.
 func TestProfilePhaseOverNotice(t *testing.T) {
 	col := collector{delay: 20 * time.Millisecond}
 	srv := col.server(t)
@@ -606,10 +607,17 @@ func TestProfilePhaseOverNotice(t *testing.T) {
 	if d := cmp.Diff([]report.Launch{want, want}, col.launches, cmpopts.IgnoreFields(report.Launch{}, "Time")); d != "" {
 		t.Errorf("launch notices (-want +got):\n%s", d)
 	}
-	// The training run reports nothing without a plan: every sample is
-	// the phase's.
-	if n := len(calls) - 2; len(col.got) != 3*n || len(col.before) != 2 || col.before[0] != len(col.got) {
-		t.Errorf("%d samples of %d runs, %v of them before each notice; want 3 a run, all before the first", len(col.got), n, col.before)
+	// The phase's samples all come before its notice; the training runs
+	// after it report under the plan the line expresses on the job's 4
+	// GPUs.
+	if n := len(calls) - 2; len(col.before) != 2 || col.before[0] != 3*n || len(col.got) <= col.before[0] {
+		t.Errorf("%d samples of %d runs, %v of them before each notice; want 3 a run before the first, then the training runs'", len(col.got), n, col.before)
+		return
+	}
+	for _, s := range col.got[col.before[0]:] {
+		if s.Plan != "dp4.tp1.pp1.mb4.a1.z0" {
+			t.Errorf("a training run reported plan %q, want the line's dp4.tp1.pp1.mb4.a1.z0", s.Plan)
+		}
 	}
 }
 
@@ -633,12 +641,14 @@ func TestProfilePlanWait(t *testing.T) {
 		// the samples endpoint does not answer.
 		annotate, down, done bool
 		wantPlan             string // the training run's; "" for the line unchanged
+		samplesPlan          string // the plan the newest sample, the training run's, names; "" for none
 		notices              []report.Launch
 		waits, noPlan        int // log lines: the wait began, it ended without a plan
 	}{
-		"plan after the notice": {wait: "10s", annotate: true, wantPlan: planAfter, notices: []report.Launch{over, planned}, waits: 1},
-		"no plan in time":       {wait: "500ms", done: true, notices: []report.Launch{over}, waits: 1, noPlan: 1},
-		"notice not delivered":  {wait: "20s", done: true, annotate: true, down: true},
+		"plan after the notice": {wait: "10s", annotate: true, wantPlan: planAfter, samplesPlan: planAfter, notices: []report.Launch{over, planned}, waits: 1},
+		// The line's own plan on the job's 4 GPUs.
+		"no plan in time":      {wait: "500ms", done: true, samplesPlan: "dp4.tp1.pp1.mb4.a1.z0", notices: []report.Launch{over}, waits: 1, noPlan: 1},
+		"notice not delivered": {wait: "20s", done: true, annotate: true, down: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -702,7 +712,14 @@ func TestProfilePlanWait(t *testing.T) {
 			if d := cmp.Diff(tc.notices, col.launches, cmpopts.IgnoreFields(report.Launch{}, "Time"), cmpopts.EquateEmpty()); d != "" {
 				t.Errorf("launch notices (-want +got):\n%s", d)
 			}
+			newest := ""
+			if len(col.got) > 0 {
+				newest = col.got[len(col.got)-1].Plan
+			}
 			col.mu.Unlock()
+			if newest != tc.samplesPlan {
+				t.Errorf("the newest sample names plan %q, want %q", newest, tc.samplesPlan)
+			}
 			log := errOut.String()
 			if n, m := strings.Count(log, "waiting for rubickd's plan"), strings.Count(log, "no plan from rubickd within --plan-wait"); n != tc.waits || m != tc.noPlan {
 				t.Errorf("log says the wait began %d times and ended without a plan %d times, want %d and %d:\n%s", n, m, tc.waits, tc.noPlan, log)
