@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/rubick-sched/rubick/daemon"
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/store"
 )
@@ -235,12 +237,30 @@ func storePrune(ctx context.Context, args []string, stdout, stderr io.Writer, en
 		"than --reasons (each job's newest stays) and reported samples beyond the newest\n"+
 		"--samples-per-config per job and configuration. Plan history, fits and profile\n"+
 		"samples are never deleted. Safe while rubickd runs.", stderr)
-	storePath := storePathFlag(fs, env, configFlag(fs, env, stderr))
+	cfg := configFlag(fs, env, stderr)
+	storePath := storePathFlag(fs, env, cfg)
 	asJSON := fs.Bool("json", false, "write JSON")
-	reasons := fs.Duration("reasons", 14*24*time.Hour, "keep per-job reasons this long; 0 keeps all")
-	perConfig := fs.Int("samples-per-config", 100, "reported samples kept per job and configuration; 0 keeps all")
+	def := daemon.Defaults().Retention
+	reasons := fs.Duration("reasons", def.Reasons, "keep per-job reasons this long; 0 keeps all (default: rubickd's retention.reasons)")
+	perConfig := fs.Int("samples-per-config", def.SamplesPerConfig, "reported samples kept per job and configuration; 0 keeps all (default: rubickd's retention.samples_per_config)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
+	}
+	// A flag not given keeps what rubickd keeps: a site that keeps every
+	// sample (samples_per_config: 0) must not lose them to a prune by hand.
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if !given["reasons"] || !given["samples-per-config"] {
+		c, err := cfg()
+		if err != nil {
+			return err
+		}
+		if !given["reasons"] {
+			*reasons = c.Retention.Reasons
+		}
+		if !given["samples-per-config"] {
+			*perConfig = c.Retention.SamplesPerConfig
+		}
 	}
 	if *reasons < 0 {
 		return fmt.Errorf("%w: --reasons=%v must be >= 0", errUsage, *reasons)

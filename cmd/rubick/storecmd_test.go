@@ -298,3 +298,37 @@ func TestStoreSpecs(t *testing.T) {
 		})
 	}
 }
+
+// TestStorePruneRetentionFromConfig: store prune keeps what rubickd's
+// retention keeps where its flags are not given, so a site that keeps
+// more than the built-in retention loses nothing to a prune by hand;
+// a flag still overrides the file. The seeded reasons are two hours old.
+func TestStorePruneRetentionFromConfig(t *testing.T) {
+	for name, tc := range map[string]struct {
+		config []string // the default configuration file; nil: none
+		args   []string
+		want   string
+	}{
+		"built-in retention":  {want: "deleted 0 reasons"},
+		"file's retention":    {config: []string{"retention:", "  reasons: 1h"}, want: "deleted 1 reasons"},
+		"flag over the file":  {config: []string{"retention:", "  reasons: 1h"}, args: []string{"--reasons", "0"}, want: "deleted 0 reasons"},
+		"file keeps all":      {config: []string{"retention:", "  reasons: 0"}, want: "deleted 0 reasons"},
+		"flag with no file":   {args: []string{"--reasons", "1h"}, want: "deleted 1 reasons"},
+		"file, other setting": {config: []string{"retention:", "  samples_per_config: 0"}, args: []string{"--reasons", "1h"}, want: "deleted 1 reasons"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path, _ := seedExplainStore(t)
+			env := testEnv(t)
+			if tc.config != nil {
+				env.configPath = writeConfig(t, append([]string{"store: " + path}, tc.config...)...)
+			}
+			var out, errb bytes.Buffer
+			if err := storeCmd(context.Background(), append([]string{"prune", "--store", path}, tc.args...), &out, &errb, env); err != nil {
+				t.Fatalf("%v\n%s", err, errb.String())
+			}
+			if !strings.Contains(out.String(), tc.want) || errb.Len() > 0 {
+				t.Errorf("prune printed %q (stderr %q), want %q", out.String(), errb.String(), tc.want)
+			}
+		})
+	}
+}
