@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,15 +28,16 @@ type Store interface {
 // same plan; anything lower is a violation.
 const sloTolerance = 1e-6
 
-// Enrich adds rubickd's plan history to every job the store knows and
-// checks the SLO of guaranteed jobs: a guaranteed job violates its SLO when
-// a plan it ran with (an applied store action, else the plan= of a run's
-// tag on that run's allocation) has a predicted throughput below that of
-// the best plan on its requested resources (req=), the baseline rubickd
-// itself guarantees. Predictions use the model type's current fit in env.
-// A requeue whose restart rubickd measured is priced at that cost instead
-// of the gap plus the configured overhead. name is the store path, for the
-// report header.
+// Enrich adds rubickd's plan history to every job the store knows, gives
+// a running run without a tag plan the plan rubickd last applied to its
+// job (runningPlan), and checks the SLO of guaranteed jobs: a guaranteed
+// job violates its SLO when a plan it ran with (an applied store action,
+// else the plan= of a run's tag on that run's allocation) has a predicted
+// throughput below that of the best plan on its requested resources
+// (req=), the baseline rubickd itself guarantees. Predictions use the
+// model type's current fit in env. A requeue whose restart rubickd
+// measured is priced at that cost instead of the gap plus the configured
+// overhead. name is the store path, for the report header.
 func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.Env) error {
 	r.Store, r.storeSet = name, true
 	measured, requeues, waited := 0, 0, 0
@@ -83,6 +85,7 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 			requeues += len(j.requeues)
 		}
 		j.StorePlans = PlanChanges(hist, costs)
+		j.runningPlan(hist)
 		if found && j.Class == "" {
 			j.Class = string(sj.Class)
 			if j.ModelType == NoModel && sj.ModelType != "" {
@@ -118,6 +121,37 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 	}
 	r.summarize()
 	return nil
+}
+
+// runningPlan gives the job's running run, whose tag sacct shows only once
+// the run ends, the plan rubickd last applied to the job: that of its
+// newest plan action with result ok, as the store keeps the job's last
+// plan, unless a preemption followed it (the run was then started by an
+// action not confirmed yet). A run with a tag plan, and every run that
+// ended, keep their tag's.
+func (j *Job) runningPlan(hist []store.Action) {
+	k := len(j.Runs) - 1
+	if k < 0 || j.State != "RUNNING" || j.Runs[k].Plan != "" {
+		return
+	}
+	for _, a := range slices.Backward(hist) {
+		if a.Result != store.ResultOK {
+			continue
+		}
+		if a.Kind == string(slurm.ActionPreempt) {
+			return
+		}
+		// As checkSLO: a plan is recorded only with the GPUs it runs on.
+		if a.Plan == (model.Plan{}) || a.Resources.Placement.GPUs() == 0 {
+			continue
+		}
+		p := a.Plan.String()
+		j.Runs[k].Plan = p
+		if len(j.Plans) == 0 || j.Plans[len(j.Plans)-1] != p {
+			j.Plans = append(j.Plans, p)
+		}
+		return
+	}
 }
 
 // ParseJobID reads a job id as sacct and squeue print it: a job id (id >

@@ -421,3 +421,119 @@ func TestParseJobID(t *testing.T) {
 		}
 	}
 }
+
+// sacct shows a run's tag only once the run ends: a running run takes the
+// plan rubickd last applied to its job from the store. Runs that ended
+// keep their tag's plan.
+func TestEnrichRunningPlan(t *testing.T) {
+	const header = "JobID|JobName|Account|QOS|Partition|State|Submit|Start|End|Elapsed|AllocTRES|AdminComment|User\n"
+	const (
+		running  = "301|train|physics|normal|gpu|RUNNING|2026-11-02T10:00:00|2026-11-02T10:01:00|Unknown|00:10:00|billing=8,cpu=8,gres/gpu=8,node=1||alice\n"
+		requeued = "301|train|physics|normal|gpu|REQUEUED|2026-11-02T10:00:00|2026-11-02T10:01:00|2026-11-02T10:31:00|00:30:00|billing=4,cpu=4,gres/gpu=4,node=1|rubick:v1 model=gpt2 class=best-effort tenant=physics plan=dp4.tp1.pp1.mb2.a1.z0 gen=1|alice\n"
+		finished = "301|train|physics|normal|gpu|COMPLETED|2026-11-02T10:00:00|2026-11-02T10:01:00|2026-11-02T11:01:00|01:00:00|billing=8,cpu=8,gres/gpu=8,node=1|rubick:v1 model=gpt2 class=best-effort tenant=physics plan=dp8.tp1.pp1.mb1.a1.z0 gen=1|alice\n"
+		pending  = "301|train|physics|normal|gpu|PENDING|2026-11-02T10:32:00|Unknown|Unknown|00:00:00|||alice\n"
+	)
+	t0 := time.Date(2026, 11, 2, 10, 0, 30, 0, time.UTC)
+	p4, p8 := mustPlan(t, "dp4.tp1.pp1.mb2.a1.z0"), mustPlan(t, "dp8.tp1.pp1.mb4.a1.z2")
+	on4 := model.Resources{Placement: model.Placement{4}, CPUs: 4}
+	on8 := model.Resources{Placement: model.Placement{8}, CPUs: 8}
+	action := func(kind string, plan model.Plan, res model.Resources, r store.Result, after time.Duration) store.Action {
+		a := store.Action{JobID: 301, Kind: kind, Plan: plan, Resources: res, Result: r, DecidedAt: t0.Add(after)}
+		if r == store.ResultFailed {
+			a.Error = "slurm: update job 301: rc=1"
+		}
+		return a
+	}
+	type plans struct {
+		Plans, RunPlans []string
+	}
+	tests := map[string]struct {
+		rows string
+		hist []store.Action // nil: no store
+		want plans
+	}{
+		"running, applied start": {
+			rows: running,
+			hist: []store.Action{action("start", p8, on8, store.ResultOK, 0)},
+			want: plans{[]string{p8.String()}, []string{p8.String()}},
+		},
+		"running, start failed": {
+			rows: running,
+			hist: []store.Action{action("start", p8, on8, store.ResultFailed, 0)},
+			want: plans{[]string{}, []string{""}},
+		},
+		"running, newest applied plan after a failed restart and a pending one": {
+			rows: running,
+			hist: []store.Action{
+				action("start", p4, on4, store.ResultOK, 0),
+				action("restart", p8, on8, store.ResultOK, time.Minute),
+				action("restart", p4, on4, store.ResultFailed, 2*time.Minute),
+				action("restart", p4, on4, store.ResultPending, 3*time.Minute),
+			},
+			want: plans{[]string{p8.String()}, []string{p8.String()}},
+		},
+		"running after a requeue: the ended run keeps its tag": {
+			rows: requeued + strings.Replace(running, "10:01:00", "10:33:00", 1),
+			hist: []store.Action{
+				action("start", p4, on4, store.ResultOK, 0),
+				action("restart", p8, on8, store.ResultOK, 30*time.Minute),
+			},
+			want: plans{[]string{p4.String(), p8.String()}, []string{p4.String(), p8.String()}},
+		},
+		"running on the same plan after a requeue": {
+			rows: requeued + strings.Replace(running, "10:01:00", "10:33:00", 1),
+			hist: []store.Action{action("start", p4, on4, store.ResultOK, 0), action("restart", p4, on4, store.ResultOK, 30*time.Minute)},
+			want: plans{[]string{p4.String()}, []string{p4.String(), p4.String()}},
+		},
+		"running since a preemption whose start is not confirmed": {
+			rows: running,
+			hist: []store.Action{
+				action("start", p8, on8, store.ResultOK, 0),
+				action("preempt", model.Plan{}, model.Resources{}, store.ResultOK, time.Minute),
+				action("start", p4, on4, store.ResultPending, 2*time.Minute),
+			},
+			want: plans{[]string{}, []string{""}},
+		},
+		"running with a tag: the tag's plan, not the store's": {
+			rows: strings.Replace(running, "||alice", "|rubick:v1 model=gpt2 class=best-effort tenant=physics plan=dp8.tp1.pp1.mb1.a1.z0 gen=1|alice", 1),
+			hist: []store.Action{action("start", p8, on8, store.ResultOK, 0)},
+			want: plans{[]string{"dp8.tp1.pp1.mb1.a1.z0"}, []string{"dp8.tp1.pp1.mb1.a1.z0"}},
+		},
+		"finished: the tag's plan, not the store's": {
+			rows: finished,
+			hist: []store.Action{action("start", p8, on8, store.ResultOK, 0)},
+			want: plans{[]string{"dp8.tp1.pp1.mb1.a1.z0"}, []string{"dp8.tp1.pp1.mb1.a1.z0"}},
+		},
+		"queued again after a requeue: no run is running": {
+			rows: requeued + pending,
+			hist: []store.Action{action("start", p4, on4, store.ResultOK, 0), action("restart", p8, on8, store.ResultOK, 30*time.Minute)},
+			want: plans{[]string{p4.String()}, []string{p4.String(), ""}},
+		},
+		"running, no store": {
+			rows: running,
+			want: plans{[]string{}, []string{""}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := build(t, header+tc.rows, Options{})
+			if tc.hist != nil {
+				st := &fakeStore{history: map[int64][]store.Action{301: tc.hist}}
+				if err := r.Enrich(context.Background(), st, "s.db", model.DefaultEnv()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(r.Jobs) != 1 {
+				t.Fatalf("%d jobs, want 1", len(r.Jobs))
+			}
+			j := r.Jobs[0]
+			got := plans{Plans: j.Plans, RunPlans: []string{}}
+			for _, run := range j.Runs {
+				got.RunPlans = append(got.RunPlans, run.Plan)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("job 301's plans (-want +got):\n%s", d)
+			}
+		})
+	}
+}

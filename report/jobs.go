@@ -55,6 +55,8 @@ type Run struct {
 	// of it, by its partition's TRESBillingWeights.
 	Billing int `json:"billing"`
 	// Plan is the plan= of the run's rubick tag; empty when it has none.
+	// A running run's tag is not in sacct yet: with a store, it is the
+	// plan rubickd last applied to the job (Enrich).
 	Plan string `json:"plan"`
 }
 
@@ -140,7 +142,7 @@ type Job struct {
 	// site charges the job's account.
 	BillingHours   *float64 `json:"billing_hours"`
 	GPUTRESMissing bool     `json:"gpu_tres_missing"`
-	// Plans is the tag's plan per run with repeats collapsed.
+	// Plans is Run.Plan per run with repeats collapsed.
 	Plans []string `json:"plans"`
 	// StorePlans is rubickd's plan history; null without a store.
 	StorePlans []PlanChange `json:"store_plans"`
