@@ -277,51 +277,6 @@ func TestStoreFromConfig(t *testing.T) {
 	}
 }
 
-// TestReportStoreFromConfig: the report reads the store rubickd's
-// configuration names only when a file names it, and goes on without
-// one it cannot open, which the user did not ask for.
-func TestReportStoreFromConfig(t *testing.T) {
-	path, _ := seedExplainStore(t)
-	missing := filepath.Join(t.TempDir(), "missing.db")
-	tests := map[string]struct {
-		defaultFile []string // its lines; nil: no file
-		args        []string
-		want        string
-		stderr      string
-	}{
-		"from the file":           {defaultFile: []string{"store: " + path}, want: path},
-		"file without a store":    {defaultFile: []string{"interval: 30s"}, want: "", stderr: daemon.Defaults().Store},
-		"no file":                 {},
-		"store missing":           {defaultFile: []string{"store: " + missing}, stderr: "rubick report: warning: rubickd's store not read, the report goes without it: store " + missing + " does not exist"},
-		"--store '' beside files": {defaultFile: []string{"store: " + path}, args: []string{"--store", ""}},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			env := testEnv(t)
-			if tc.defaultFile != nil {
-				env.configPath = writeConfig(t, tc.defaultFile...)
-			}
-			var out, errb bytes.Buffer
-			args := append([]string{"--input", synthetic, "--json"}, tc.args...)
-			if err := reportCmd(context.Background(), args, &out, &errb, env); !errors.Is(err, report.ErrJob) {
-				t.Fatalf("error = %v, want %v for the input's malformed tag", err, report.ErrJob)
-			}
-			var rep struct {
-				Store string `json:"store"`
-			}
-			if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-				t.Fatal(err)
-			}
-			if rep.Store != tc.want {
-				t.Errorf("store %q, want %q", rep.Store, tc.want)
-			}
-			if !strings.Contains(errb.String(), tc.stderr) || tc.stderr == "" && errb.Len() > 0 {
-				t.Errorf("stderr %q, want %q", errb.String(), tc.stderr)
-			}
-		})
-	}
-}
-
 func TestListenURL(t *testing.T) {
 	for listen, want := range map[string]string{
 		"127.0.0.1:9717":  "http://127.0.0.1:9717",

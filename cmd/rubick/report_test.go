@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/daemon"
 	"github.com/rubick-sched/rubick/report"
 	"github.com/rubick-sched/rubick/slurm"
 )
@@ -429,20 +429,29 @@ func TestHelpCommand(t *testing.T) {
 	}
 }
 
-// The report takes its store from $RUBICK_STORE, as explain does, when
-// --store is not given; --store "" leaves it out.
-func TestReportStoreFromEnv(t *testing.T) {
+// The report takes its store from --store, else $RUBICK_STORE, as explain
+// does; --store "" leaves it out. Else it reads the store rubickd's
+// configuration names only when a file is read, and goes on without one it
+// cannot open, which the user did not ask for.
+func TestReportStoreSources(t *testing.T) {
 	path, _ := seedExplainStore(t)
+	missing := filepath.Join(t.TempDir(), "missing.db")
 	tests := map[string]struct {
-		args []string
-		env  string
-		want string
+		args        []string
+		env         string
+		defaultFile []string // its lines; nil: no file
+		want        string
+		stderr      string
 	}{
-		"flag":            {args: []string{"--store", path}, want: path},
-		"environment":     {env: path, want: path},
-		"neither":         {},
-		"flag left empty": {args: []string{"--store", ""}, env: path},
-		"flag beside env": {args: []string{"--store", path}, env: path + ".other", want: path},
+		"flag":                    {args: []string{"--store", path}, want: path},
+		"environment":             {env: path, want: path},
+		"neither":                 {},
+		"flag left empty":         {args: []string{"--store", ""}, env: path},
+		"flag beside env":         {args: []string{"--store", path}, env: path + ".other", want: path},
+		"from the file":           {defaultFile: []string{"store: " + path}, want: path},
+		"file without a store":    {defaultFile: []string{"interval: 30s"}, want: "", stderr: daemon.Defaults().Store},
+		"store missing":           {defaultFile: []string{"store: " + missing}, stderr: "rubick report: warning: rubickd's store not read, the report goes without it: store " + missing + " does not exist"},
+		"--store '' beside files": {defaultFile: []string{"store: " + path}, args: []string{"--store", ""}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -453,11 +462,14 @@ func TestReportStoreFromEnv(t *testing.T) {
 				}
 				return ""
 			}
-			var out bytes.Buffer
+			if tc.defaultFile != nil {
+				env.configPath = writeConfig(t, tc.defaultFile...)
+			}
+			var out, errb bytes.Buffer
 			args := append([]string{"--input", synthetic, "--json"}, tc.args...)
 			// The input's one malformed tag fails the command after the
 			// report is written.
-			if err := reportCmd(context.Background(), args, &out, io.Discard, env); !errors.Is(err, report.ErrJob) {
+			if err := reportCmd(context.Background(), args, &out, &errb, env); !errors.Is(err, report.ErrJob) {
 				t.Fatalf("error = %v, want %v for the input's malformed tag", err, report.ErrJob)
 			}
 			var rep struct {
@@ -468,6 +480,9 @@ func TestReportStoreFromEnv(t *testing.T) {
 			}
 			if rep.Store != tc.want {
 				t.Errorf("store %q, want %q", rep.Store, tc.want)
+			}
+			if !strings.Contains(errb.String(), tc.stderr) || tc.stderr == "" && errb.Len() > 0 {
+				t.Errorf("stderr %q, want %q", errb.String(), tc.stderr)
 			}
 		})
 	}
