@@ -253,8 +253,8 @@ func TestCycleSaysHowLongQueued(t *testing.T) {
 	if _, err := d.Cycle(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	if act := lastAction(t, st, 21); act.Kind != policy.Keep || act.Reason != policy.ReasonNoResources || act.Detail != "queued 10m0s" {
-		t.Errorf("stored reason %s %s %q, want keep no-resources \"queued 10m0s\"", act.Kind, act.Reason, act.Detail)
+	if act := lastAction(t, st, 21); act.Kind != policy.Keep || act.Reason != policy.ReasonNoResources || act.Detail != "queued 10m0s; no GPU free" {
+		t.Errorf("stored reason %s %s %q, want keep no-resources \"queued 10m0s; no GPU free\"", act.Kind, act.Reason, act.Detail)
 	}
 }
 

@@ -107,6 +107,16 @@ type jstate struct {
 	groups                    []int // indexes of its groups in the snapshot
 	reason                    Reason
 	detail                    string
+	held                      heldBack
+}
+
+// heldBack is what a queued best-effort job found when it had nothing to
+// try (stuck, in run), kept to tell its user why it waits.
+type heldBack struct {
+	ok             bool
+	free, reserved int     // GPUs free for it, and held for a starving job
+	need           int     // fewest GPUs any plan of it runs on
+	loss           float64 // least victim loss per GPU, weighed
 }
 
 // lossMemo is a job's cheapest release on one node at one version.
@@ -154,6 +164,15 @@ type round struct {
 	memo          [][2]vmemo // per node and privileged: the two best victims
 	minLoss       [2]float64 // cluster-wide least victim loss, per privileged
 	minLossVer    [2]int     // version minLoss was computed at (0: never)
+	// frozen sums up the running jobs that may not be reconfigured this
+	// round, for the details of queued jobs; computed on first use.
+	frozen *frozenSum
+	// held holds the details of queued jobs held back alike, the last one
+	// apart: a round may hold thousands, and formatting each its own
+	// doubled its time.
+	held           map[heldBack]string
+	lastHeld       heldBack
+	lastHeldDetail string
 	// floor is, in fair-share or priority order, the rank of the job
 	// being placed: best-effort jobs ranked higher give it only the GPUs
 	// they hold beyond their request. byRank holds every job's index,
@@ -1576,6 +1595,10 @@ func (r *round) run(ctx context.Context) error {
 		}
 		// Nothing free and nobody worth shrinking: nothing to try.
 		stuck := r.freeTotal-r.reservedTotal < max(1, js.info.minG-js.gpus) && !(r.minVictimLoss(false) < c.key)
+		if stuck && !js.running {
+			js.held = heldBack{ok: true, free: r.freeTotal - r.reservedTotal, reserved: r.reservedTotal,
+				need: max(1, js.info.minG), loss: r.minVictimLoss(false)}
+		}
 		if js.running {
 			if !stuck {
 				r.replace(js)
@@ -1938,6 +1961,9 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 				a.Detail = detailReserved
 			}
 		}
+		if a.Reason == ReasonNoResources && a.Detail == "" && js.held.ok {
+			a.Detail = r.heldDetailOf(js.held)
+		}
 		return a
 	}
 	if js.running && !js.changed() && !runs(r.s, j) {
@@ -2147,3 +2173,103 @@ func (r *round) memFits(js *jstate, plan model.Plan, memFree []float64, reserve 
 
 // allocOf is js's allocation with plan, as memFits booked it.
 func (r *round) allocOf(js *jstate, plan model.Plan) []NodeAlloc { return r.nodeAllocs(js, plan) }
+
+// frozenSum is what the running jobs that may not be reconfigured this
+// round hold, and which of them the reconfiguration rule frees first.
+type frozenSum struct {
+	jobs, gpus int
+	only       *jstate       // one of them: the only one where jobs is 1
+	first      *jstate       // the first to become reconfigurable (nil: none ever)
+	at, in     time.Duration // its run time then, and how long until then
+}
+
+// frozenSummary sums up the frozen running jobs once per round. Their GPUs
+// change only in step 1, before any queued best-effort job is placed.
+func (r *round) frozenSummary() *frozenSum {
+	if r.frozen != nil {
+		return r.frozen
+	}
+	f := &frozenSum{}
+	keep := r.e.cfg.ReconfigKeep
+	for _, js := range r.jobs {
+		if !js.frozen || js.gpus == 0 {
+			continue
+		}
+		f.jobs++
+		f.gpus += js.gpus
+		f.only = js
+		if keep >= 1 {
+			continue // no run time makes it reconfigurable
+		}
+		// (T - (N+1)*delta)/T >= keep solved for T.
+		at := time.Duration(float64(js.j.Reconfigs+1) * float64(r.s.JobRestartCost(js.j)) / (1 - keep))
+		if in := at - js.j.RunTime; f.first == nil || in < f.in {
+			f.first, f.at, f.in = js, at, in
+		}
+	}
+	r.frozen = f
+	return f
+}
+
+// heldDetailOf is heldDetail, formatted once per round for jobs held back
+// alike; those placed one after another in the round usually are.
+func (r *round) heldDetailOf(h heldBack) string {
+	if h == r.lastHeld {
+		return r.lastHeldDetail
+	}
+	d, ok := r.held[h]
+	if !ok {
+		d = r.heldDetail(h)
+		if r.held == nil {
+			r.held = map[heldBack]string{}
+		}
+		r.held[h] = d
+	}
+	r.lastHeld, r.lastHeldDetail = h, d
+	return d
+}
+
+// heldDetail says why a queued best-effort job with nothing to try waits:
+// too few GPUs free, and the running jobs holding the rest either losing
+// more per GPU than it would gain or not reconfigurable yet. Its slope is
+// left to its Order, which rubick explain shows: one detail serves every
+// job held back alike.
+func (r *round) heldDetail(h heldBack) string {
+	var b strings.Builder
+	switch h.free {
+	case 0:
+		b.WriteString("no GPU free")
+	case 1:
+		b.WriteString("1 GPU free")
+	default:
+		fmt.Fprintf(&b, "%d GPUs free", h.free)
+	}
+	if h.reserved > 0 {
+		fmt.Fprintf(&b, " (%d more held for a job past the starvation age)", h.reserved)
+	}
+	if h.need > 1 {
+		fmt.Fprintf(&b, ", below the %d its smallest runnable plan needs", h.need)
+	}
+	if !math.IsInf(h.loss, 1) {
+		fmt.Fprintf(&b, "; the running jobs it could take GPUs from lose more per GPU (least %.2f) than its slope", h.loss)
+		if r.e.timeWeight() > 0 {
+			b.WriteString(", both weighed by time left")
+		}
+	}
+	f := r.frozenSummary()
+	switch {
+	case f.jobs == 1:
+		fmt.Fprintf(&b, "; running job %s holding %d GPUs may not be reconfigured yet (reconfiguration rule)", f.only.j.ID, f.gpus)
+		if f.first != nil {
+			fmt.Fprintf(&b, ": from %v run time, in %v", f.at.Round(time.Second), f.in.Round(time.Second))
+		}
+	case f.jobs > 1:
+		fmt.Fprintf(&b, "; %d running jobs holding %d GPUs may not be reconfigured yet (reconfiguration rule)", f.jobs, f.gpus)
+		if f.first != nil {
+			fmt.Fprintf(&b, ": the first, job %s, from %v run time, in %v", f.first.j.ID, f.at.Round(time.Second), f.in.Round(time.Second))
+		}
+	case math.IsInf(h.loss, 1) && h.free+h.reserved < r.gpuTotal:
+		b.WriteString("; no running job may give up GPUs to it")
+	}
+	return b.String()
+}

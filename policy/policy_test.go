@@ -2059,7 +2059,7 @@ func TestQueuedDetail(t *testing.T) {
 	}{
 		{"nothing free", 8, map[string]string{
 			"old": "past the starvation age: goes first; the GPUs that free up are held for it",
-			"new": "",
+			"new": "no GPU free; running job r holding 8 GPUs may not be reconfigured yet (reconfiguration rule): from 43m20s run time, in 23m20s",
 		}},
 		{"room for both", 4, map[string]string{
 			"old": "dp1.tp2.pp1.mb8.a1.z0 on 2 with 16 CPUs: 3.13 samples/s (0.71x request); past the starvation age: goes first",
@@ -2318,5 +2318,87 @@ func TestStarvingReservesItsNodes(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("outcomes (-want +got):\n%s", diff)
+	}
+}
+
+// A queued best-effort job with nothing to try says why: how few GPUs are
+// free against the fewest it runs on, and whether the running jobs
+// holding the rest lose more per GPU than it would gain or may not be
+// reconfigured yet, and from what run time the first of them may be.
+func TestWaitDetail(t *testing.T) {
+	cfg := policy.DefaultConfig()
+	// The run time from which a job restarted n times may be reconfigured:
+	// (T - (n+1)*delta)/T >= ReconfigKeep solved for T, delta 260 s (snap).
+	from := func(n int) time.Duration {
+		return time.Duration(float64(n+1) * float64(260*time.Second) / (1 - cfg.ReconfigKeep))
+	}
+	// Four jobs hold both nodes' 16 GPUs; b, restarted once, would be the
+	// first reconfigurable by run time alone, a by the least time left.
+	running := func(rt [4]time.Duration, limit time.Duration, held int) []policy.Job {
+		var jobs []policy.Job
+		for i, id := range []string{"a", "b", "c", "d"} {
+			g := 4
+			if i == 3 {
+				g = held
+			}
+			jb := pt.NewJob(id, "small").GPUs(g).Running(dp(g, 32), rt[i], pt.On(fmt.Sprintf("n%d", i/2), g))
+			if id == "b" {
+				jb = jb.Reconfigs(1)
+			}
+			if limit > 0 {
+				jb = jb.TimeLimit(limit)
+			}
+			jobs = append(jobs, jb.Obj())
+		}
+		return jobs
+	}
+	young := [4]time.Duration{30 * time.Minute, 5 * time.Minute, 10 * time.Minute, 20 * time.Minute}
+	frozen := fmt.Sprintf("4 running jobs holding 16 GPUs may not be reconfigured yet (reconfiguration rule): the first, job a, from %v run time, in %v",
+		from(0), from(0)-young[0])
+	for _, tc := range []struct {
+		name string
+		jobs []policy.Job
+		wait policy.Job
+		want string
+	}{
+		{"young jobs hold every GPU", running(young, 0, 4), pt.NewJob("w", "small").GPUs(4).SubmittedAt(5*time.Hour + 50*time.Minute).Obj(),
+			"no GPU free; " + frozen},
+		{"first one just short of it", running([4]time.Duration{from(0) - time.Second, 5 * time.Minute, 10 * time.Minute, 20 * time.Minute}, 0, 4),
+			pt.NewJob("w", "small").GPUs(4).SubmittedAt(5*time.Hour + 50*time.Minute).Obj(),
+			"no GPU free; " + strings.Replace(frozen, "in "+(from(0)-young[0]).String(), "in 1s", 1)},
+		{"first one old enough", running([4]time.Duration{from(0) + time.Second, 5 * time.Minute, 10 * time.Minute, 20 * time.Minute}, 0, 4),
+			pt.NewJob("w", "small").GPUs(4).SubmittedAt(5*time.Hour + 50*time.Minute).Obj(), ""},
+		{"victims lose more than it gains", running([4]time.Duration{2 * time.Hour, 2 * time.Hour, 2 * time.Hour, 2 * time.Hour}, 2*time.Hour+10*time.Minute, 4),
+			pt.NewJob("w", "small").GPUs(4).TimeLimit(100 * time.Hour).SubmittedAt(5*time.Hour + 50*time.Minute).Obj(),
+			"no GPU free; the running jobs it could take GPUs from lose more per GPU (least 1.90) than its slope, both weighed by time left"},
+		{"too few free", running(young, 0, 3), pt.NewJob("w", "big").GPUs(8).Cannot(model.FeatureOffload).SubmittedAt(5*time.Hour + 50*time.Minute).Obj(),
+			"1 GPU free, below the 2 its smallest runnable plan needs; " + strings.Replace(frozen, "16 GPUs", "15 GPUs", 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := policy.New("rubick", cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan, err := p.Decide(context.Background(), snap(t, 6*time.Hour, pt.Cluster(2, 8), nil, append(tc.jobs, tc.wait)...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got policy.Action
+			for _, a := range plan.Actions {
+				if a.JobID == "w" {
+					got = a
+				}
+			}
+			want := policy.Action{Kind: policy.Keep, JobID: "w", Reason: policy.ReasonNoResources, Detail: tc.want}
+			if tc.want == "" {
+				// Old enough, a gives up GPUs to it.
+				want = policy.Action{Kind: policy.Start, Reason: policy.ReasonSlope}
+				got = policy.Action{Kind: got.Kind, Reason: got.Reason}
+			}
+			got.Order, got.Plan = nil, model.Plan{}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("w (-want +got):\n%s\nactions %+v", diff, plan.Actions)
+			}
+		})
 	}
 }
