@@ -293,6 +293,9 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 	r.floor = topRank
 	r.groupUse = make([]groupUse, len(s.Groups))
 	r.jobs = make([]*jstate, len(s.Jobs))
+	// Once a round: over every node, it was a quarter of a large round's
+	// time when taken per job.
+	maxCPG := maxCPUsPerGPU(s)
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
 		js := &jstate{j: j, idx: i, est: s.Models[j.Model], running: j.Running(), freshVer: -1}
@@ -338,7 +341,7 @@ func (e *engine) newRound(s *Snapshot) (*round, error) {
 			}
 		}
 		js.info = e.jobInfo(r, js)
-		js.cpg = max(e.minCPG(j), min(j.Request.CPUs/max(1, j.Request.GPUs), maxCPUsPerGPU(s)))
+		js.cpg = max(e.minCPG(j), min(j.Request.CPUs/max(1, j.Request.GPUs), maxCPG))
 		js.hostBase = hostBase(js.est, j.Request.Plan)
 		js.memPer, js.memBase = j.memRates(e.cfg.HostMemPerGPUGB, js.hostBase)
 		js.leastG = r.minGPUs(js)
