@@ -261,21 +261,65 @@ func checkBudgets(b slurm.Budgets, err error, c slurm.CtldConfig, scope *slurm.B
 // LogChecks logs every check that did not pass (a failure as an error),
 // for rubickd's start, and returns how many failed.
 func LogChecks(log *slog.Logger, results []CheckResult) (failed int) {
+	for _, r := range startFindings(results) {
+		if r.Status == CheckFail {
+			failed++
+			log.Error("setup check failed (rubickd --check)", "check", r.Name, "detail", r.Detail)
+		} else {
+			log.Warn("setup check warns (rubickd --check)", "check", r.Name, "detail", r.Detail)
+		}
+	}
+	return failed
+}
+
+// startFindings are the checks of results that failed or warned, which
+// rubickd's start tells of.
+func startFindings(results []CheckResult) []CheckResult {
+	var out []CheckResult
 	for _, r := range results {
 		if r.Name == checkHeldJobs {
 			// Each cycle warns of these jobs, the first one seconds
 			// after this, and again when they change.
 			continue
 		}
-		switch r.Status {
-		case CheckFail:
-			failed++
-			log.Error("setup check failed (rubickd --check)", "check", r.Name, "detail", r.Detail)
-		case CheckWarn:
-			log.Warn("setup check warns (rubickd --check)", "check", r.Name, "detail", r.Detail)
+		if r.Status == CheckFail || r.Status == CheckWarn {
+			out = append(out, r)
 		}
 	}
-	return failed
+	return out
+}
+
+// SetupChecks are the checks of rubickd --check that failed or warned
+// when rubickd started, which it runs anyway: /status and rubick status
+// say so, where otherwise only the log would.
+type SetupChecks struct {
+	// At is when the checks ran.
+	At     time.Time     `json:"at"`
+	Checks []CheckResult `json:"checks"`
+}
+
+// NewSetupChecks keeps the checks of results, run at at, that failed or
+// warned; nil when none did.
+func NewSetupChecks(at time.Time, results []CheckResult) *SetupChecks {
+	found := startFindings(results)
+	if len(found) == 0 {
+		return nil
+	}
+	return &SetupChecks{At: at, Checks: found}
+}
+
+// Failed counts the checks that failed; 0 for nil.
+func (s *SetupChecks) Failed() int {
+	if s == nil {
+		return 0
+	}
+	n := 0
+	for _, r := range s.Checks {
+		if r.Status == CheckFail {
+			n++
+		}
+	}
+	return n
 }
 
 // checkTagWriters warns of the rubickd that the tags of jobs not ended

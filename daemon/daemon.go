@@ -123,6 +123,10 @@ type Deps struct {
 	// (ApplierConfig.Instance). Zero: rubickd does not watch for another
 	// one writing tags (checkWriters).
 	Instance Instance
+	// Setup is what the checks rubickd ran at its start found
+	// (NewSetupChecks); Status serves it. Nil: all passed. Nothing
+	// changes it after New.
+	Setup *SetupChecks
 }
 
 // Daemon runs rubickd's control loop.
@@ -245,6 +249,7 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 	if deps.Metrics == nil {
 		deps.Metrics = NewMetrics()
 	}
+	deps.Metrics.SetupFailed.Set(float64(deps.Setup.Failed()))
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -1852,12 +1857,15 @@ func Unplanned(r policy.Reason) bool {
 }
 
 // Status is what rubickd's /status serves: the last completed cycle's
-// report, with Failing while the cycles Run ran since have failed.
+// report, with Failing while the cycles Run ran since have failed, and
+// Setup when a check at rubickd's start failed or warned.
 type Status struct {
 	CycleReport
-	// Failing is nil unless Run's last cycle failed, which keeps the JSON
-	// of a healthy rubickd its last report's.
-	Failing *Failing `json:"failing,omitempty"`
+	// Failing is nil unless Run's last cycle failed, and Setup unless a
+	// start-up check did not pass, which keeps the JSON of a healthy
+	// rubickd its last report's.
+	Failing *Failing     `json:"failing,omitempty"`
+	Setup   *SetupChecks `json:"setup,omitempty"`
 }
 
 // Failing says that Run's cycles fail: /healthz answers 200 for a while
@@ -1870,12 +1878,12 @@ type Failing struct {
 	Error string `json:"error"`
 }
 
-// Status returns the report of the last applied cycle, and how Run's
-// cycles fail since, if they do.
+// Status returns the report of the last applied cycle, how Run's cycles
+// fail since, if they do, and the start-up checks that did not pass.
 func (d *Daemon) Status() Status {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s := Status{CycleReport: d.last}
+	s := Status{CycleReport: d.last, Setup: d.deps.Setup}
 	if d.lastErr != nil {
 		s.Failing = &Failing{Since: d.failedSince, Cycles: d.failedCycles, Error: d.lastErr.Error()}
 	}

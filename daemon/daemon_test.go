@@ -3745,6 +3745,68 @@ func TestStatusFailing(t *testing.T) {
 	}
 }
 
+// TestStatusSetupChecks: the start-up checks that failed or warned are in
+// /status (setup) from the first moment, the failed ones counted in
+// rubick_setup_checks_failed; the held jobs are the cycles' to tell, and
+// a rubickd whose checks all passed serves its report's JSON alone.
+func TestStatusSetupChecks(t *testing.T) {
+	scontrol := CheckResult{"commands.scontrol", CheckFail, "scontrol show config: exit status 1: slurm_load_ctl_conf error"}
+	lua := CheckResult{"JobSubmitPlugins", CheckFail, "no lua"}
+	limits := CheckResult{"limits", CheckWarn, "slurmrestd serves no /slurmdb listing"}
+	held := CheckResult{checkHeldJobs, CheckWarn, "1 job: 7"}
+	ok := CheckResult{"store", CheckOK, "fine"}
+	tests := map[string]struct {
+		results []CheckResult
+		want    *SetupChecks
+		failed  float64
+		json    string // the setup key's JSON; "" when absent
+	}{
+		"failed and warned": {
+			results: []CheckResult{ok, scontrol, limits, held, lua},
+			want:    &SetupChecks{At: t0, Checks: []CheckResult{scontrol, limits, lua}},
+			failed:  2,
+			json: `{"at":"2026-11-22T08:00:00Z","checks":[{"name":"commands.scontrol","status":"FAIL","detail":"scontrol show config: exit status 1: slurm_load_ctl_conf error"},` +
+				`{"name":"limits","status":"warn","detail":"slurmrestd serves no /slurmdb listing"},{"name":"JobSubmitPlugins","status":"FAIL","detail":"no lua"}]}`,
+		},
+		"warned": {
+			results: []CheckResult{ok, limits},
+			want:    &SetupChecks{At: t0, Checks: []CheckResult{limits}},
+			json:    `{"at":"2026-11-22T08:00:00Z","checks":[{"name":"limits","status":"warn","detail":"slurmrestd serves no /slurmdb listing"}]}`,
+		},
+		"passed": {results: []CheckResult{ok, held}},
+		"none":   {},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			base, _ := newTestDaemon(t, &fakeCluster{nodes: labNodes(1)}, &fakeApplier{})
+			deps := base.deps
+			deps.Metrics, deps.Setup = NewMetrics(), NewSetupChecks(t0, tc.results)
+			d, err := New(base.boot, deps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := d.Status()
+			if diff := cmp.Diff(tc.want, s.Setup); diff != "" {
+				t.Errorf("setup (-want +got):\n%s", diff)
+			}
+			if got := gauge(t, d, "rubick_setup_checks_failed"); got != tc.failed {
+				t.Errorf("rubick_setup_checks_failed = %v, want %v", got, tc.failed)
+			}
+			b, err := json.Marshal(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got map[string]json.RawMessage
+			if err := json.Unmarshal(b, &got); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.json, string(got["setup"])); diff != "" {
+				t.Errorf("/status setup (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // A tagged job's end goes to the store once, while Slurm still lists it:
 // rubick explain reads the job's last recorded state, which would stay
 // RUNNING for a job that finished. A job without a tag is not recorded.

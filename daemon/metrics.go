@@ -32,6 +32,7 @@ type Metrics struct {
 	TokenExpiry    prometheus.Gauge
 	OtherWrites    prometheus.Counter
 	QueuedAge      *prometheus.GaugeVec
+	SetupFailed    prometheus.Gauge
 }
 
 // NewMetrics creates and registers every metric.
@@ -104,8 +105,12 @@ func NewMetrics() *Metrics {
 			Name: "rubick_other_rubickd_writes_total",
 			Help: "Job tags seen changed since the last cycle with another rubickd's name in them (tag by=): a second rubickd manages the same cluster. The one that started later stops.",
 		}),
+		SetupFailed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rubick_setup_checks_failed",
+			Help: "Checks of rubickd --check that failed when rubickd started; it runs anyway. /status lists them (setup), with those that warned.",
+		}),
 	}
-	m.Registry.MustRegister(m.CycleDuration, m.PolicyDuration, m.Actions, m.SlurmErrors, m.Jobs, m.Samples, m.LaunchNotices, m.RestartCost, m.RigidReserved, m.GroupLimited, m.GroupAllowed, m.GroupInUse, m.LastCycle, m.TokenExpiry, m.OtherWrites, m.QueuedAge,
+	m.Registry.MustRegister(m.CycleDuration, m.PolicyDuration, m.Actions, m.SlurmErrors, m.Jobs, m.Samples, m.LaunchNotices, m.RestartCost, m.RigidReserved, m.GroupLimited, m.GroupAllowed, m.GroupInUse, m.LastCycle, m.TokenExpiry, m.OtherWrites, m.QueuedAge, m.SetupFailed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -22,6 +22,7 @@ func TestMetricsExposeDocumentedNames(t *testing.T) {
 	m.GroupLimited.Set(2)
 	m.OtherWrites.Inc()
 	m.QueuedAge.WithLabelValues("best-effort").Set(90)
+	m.SetupFailed.Set(1)
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL)
@@ -40,6 +41,7 @@ func TestMetricsExposeDocumentedNames(t *testing.T) {
 		`rubick_group_limited_jobs 2`,
 		`rubick_other_rubickd_writes_total 1`,
 		`rubick_queued_age_seconds{class="best-effort"} 90`,
+		`rubick_setup_checks_failed 1`,
 		"# HELP rubick_policy_duration_seconds",
 	} {
 		if !strings.Contains(string(body), want) {

@@ -74,6 +74,10 @@ type daemonView struct {
 	// since when and why the last did; absent unless the last failed.
 	// /healthz answers 200 for a while after the last completed cycle.
 	Failing *daemon.Failing `json:"failing,omitempty"`
+	// Setup lists the checks of rubickd --check that failed or warned at
+	// rubickd's start; absent when all passed. /healthz does not count
+	// them: a check may fail at boot for a moment.
+	Setup *daemon.SetupChecks `json:"setup,omitempty"`
 }
 
 // jobList is one of the last cycle's lists of jobs, with why each is on it.
@@ -265,7 +269,7 @@ func probeDaemon(ctx context.Context, c *http.Client, base string, timeout time.
 	maps.Copy(d.Skipped, rep.Skipped)
 	maps.Copy(d.Ignored, rep.Ignored)
 	maps.Copy(d.Adjusted, rep.Adjusted)
-	d.Reserved, d.Groups, d.Queued, d.Failing = rep.Reserved, rep.Groups, rep.Queued, rep.Failing
+	d.Reserved, d.Groups, d.Queued, d.Failing, d.Setup = rep.Reserved, rep.Groups, rep.Queued, rep.Failing, rep.Setup
 	return d
 }
 
@@ -371,9 +375,11 @@ func (v *statusView) write(w io.Writer) error {
 		fmt.Fprintf(ew, "rubickd %s: DOWN (%s)\n", v.URL, d.Error)
 	case d.LastCycle == nil:
 		fmt.Fprintf(ew, "rubickd %s: %s, no cycle yet%s%s\n", v.URL, health(d), colonDetail(d.Error), failingNote(d.Failing))
+		writeSetup(ew, d.Setup)
 	default:
 		fmt.Fprintf(ew, "rubickd %s%s: %s, last cycle %d at %s took %.3fs (policy %.3fs), %d jobs%s%s\n", v.URL, instanceNote(d), health(d),
 			d.CycleID, utcTime(*d.LastCycle), d.DurationS, d.PolicyS, d.Jobs, colonDetail(d.Error), failingNote(d.Failing))
+		writeSetup(ew, d.Setup)
 		fmt.Fprintf(ew, "  decided: %s; applied %d, failed %d, skipped %d, ignored %d, adjusted %d\n",
 			counts(d.Decided), d.Applied, len(d.Failed), len(d.Skipped), len(d.Ignored), len(d.Adjusted))
 		for _, l := range d.lists() {
@@ -454,6 +460,26 @@ func failingNote(f *daemon.Failing) string {
 		cycles = fmt.Sprintf("%d cycles", f.Cycles)
 	}
 	return fmt.Sprintf("; %s failed since %s: %s", cycles, utcTime(f.Since), f.Error)
+}
+
+// writeSetup writes the start-up checks that did not pass, one line
+// each, under a line saying when they ran and how many failed and
+// warned; nothing when s is nil. Those, not /healthz, tell a rubickd
+// that cycles while a command or setting it needs is missing.
+func writeSetup(w io.Writer, s *daemon.SetupChecks) {
+	if s == nil {
+		return
+	}
+	failed := s.Failed()
+	fmt.Fprintf(w, "  setup checks at start %s (rubickd --check runs them again): %d failed, %d warned\n",
+		utcTime(s.At), failed, len(s.Checks)-failed)
+	for _, c := range s.Checks {
+		what := "warned"
+		if c.Status == daemon.CheckFail {
+			what = "failed"
+		}
+		fmt.Fprintf(w, "    %s %s: %s\n", what, c.Name, c.Detail)
+	}
 }
 
 func health(d daemonView) string {

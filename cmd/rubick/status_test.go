@@ -313,6 +313,65 @@ func TestStatusFailing(t *testing.T) {
 	}
 }
 
+// TestStatusSetupChecks: the start-up checks that failed or warned are
+// listed under rubickd's line and in the JSON; --check, which asks
+// whether cycles complete, passes all the same; nothing is said when all
+// passed.
+func TestStatusSetupChecks(t *testing.T) {
+	path, _ := seedExplainStore(t)
+	last := daemon.CycleReport{At: fixedNow.Add(-8 * time.Minute), CycleID: 15, Jobs: 3, Duration: 1500 * time.Millisecond}
+	setup := &daemon.SetupChecks{At: fixedNow.Add(-time.Hour), Checks: []daemon.CheckResult{
+		{Name: "commands.scontrol", Status: daemon.CheckFail, Detail: "scontrol show config: exit status 1: slurm_load_ctl_conf error"},
+		{Name: "limits", Status: daemon.CheckWarn, Detail: "slurmrestd serves no /slurmdb listing"},
+	}}
+	const listed = "  setup checks at start 2026-11-08T11:00:00Z (rubickd --check runs them again): 1 failed, 1 warned\n" +
+		"    failed commands.scontrol: scontrol show config: exit status 1: slurm_load_ctl_conf error\n" +
+		"    warned limits: slurmrestd serves no /slurmdb listing\n"
+	tests := map[string]struct {
+		status daemon.Status
+		lines  string // what follows rubickd's line
+	}{
+		"after a cycle": {
+			status: daemon.Status{CycleReport: last, Setup: setup},
+			lines:  listed + "  decided: none;",
+		},
+		"before a first cycle": {
+			status: daemon.Status{Setup: setup},
+			lines:  listed + "store ",
+		},
+		"all passed": {
+			status: daemon.Status{CycleReport: last},
+			lines:  "  decided: none;",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			srv := fakeDaemonStatus(t, tc.status)
+			var out, errb bytes.Buffer
+			if err := statusCmd(context.Background(), []string{"--url", srv.URL, "--store", path, "--check"}, &out, &errb, testEnv(t)); err != nil {
+				t.Fatalf("--check: %v, want success: /healthz answers 200", err)
+			}
+			if _, rest, _ := strings.Cut(out.String(), "\n"); !strings.HasPrefix(rest, tc.lines) {
+				t.Errorf("output:\n%s\nwant rubickd's line followed by:\n%s", out.String(), tc.lines)
+			}
+			out.Reset()
+			if err := statusCmd(context.Background(), []string{"--url", srv.URL, "--store", path, "--json"}, &out, &errb, testEnv(t)); err != nil {
+				t.Fatal(err)
+			}
+			var v statusView
+			if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.status.Setup, v.Daemon.Setup); diff != "" {
+				t.Errorf("JSON setup (-want +got):\n%s", diff)
+			}
+			if got := strings.Contains(out.String(), `"setup"`); got != (tc.status.Setup != nil) {
+				t.Errorf("JSON has setup: %v, want %v:\n%s", got, tc.status.Setup != nil, out.String())
+			}
+		})
+	}
+}
+
 func TestStatusNoCycleYet(t *testing.T) {
 	srv := fakeDaemon(t, daemon.CycleReport{})
 	var out, errb bytes.Buffer

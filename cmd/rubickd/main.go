@@ -235,9 +235,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log.Info("connected to slurmrestd", "url", cfg.Slurmrestd.URL, "version", cluster.Version())
-	// What --check would say, in the journal: a site missing job_submit.lua
-	// gets a rubickd that runs and manages nothing, and should read why.
-	daemon.LogChecks(log, daemon.Preflight(ctx, cfg, checkDeps(cfg, func(context.Context) (daemon.CheckCluster, error) { return cluster, nil })))
+	// What --check would say, in the journal and /status: a site missing
+	// job_submit.lua gets a rubickd that runs and manages nothing, and
+	// should read why.
+	checkedAt := time.Now()
+	checks := daemon.Preflight(ctx, cfg, checkDeps(cfg, func(context.Context) (daemon.CheckCluster, error) { return cluster, nil }))
+	daemon.LogChecks(log, checks)
 	applier, err := slurm.NewApplier(slurm.ApplierConfig{
 		Scontrol: cfg.Commands.Scontrol, Scancel: cfg.Commands.Scancel, Cluster: cluster, Logger: log,
 		CommandTimeout: cfg.Commands.Timeout, Signal: cfg.Checkpoint.Signal, CheckpointTimeout: cfg.Checkpoint.Grace,
@@ -256,6 +259,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		MaxConfigsPerJob: cfg.Samples.MaxConfigsPerJob, Logger: log}
 	learner.MarkForRefit(replaced...)
 	d, err := daemon.New(cfg, daemon.Deps{Cluster: cluster, Applier: applier, Store: dst, Policy: pol, Env: env, Metrics: metrics, Logger: log, Learner: learner, Instance: self,
+		Setup:   daemon.NewSetupChecks(checkedAt, checks),
 		Budgets: slurm.AssocMgr{Runner: commands(cfg), Scontrol: cfg.Commands.Scontrol, SShare: cfg.Commands.Sshare},
 		Scripts: slurm.BatchScripts{Runner: commands(cfg), Scontrol: cfg.Commands.Scontrol}})
 	if err != nil {
