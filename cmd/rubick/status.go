@@ -384,7 +384,7 @@ func (v *statusView) write(w io.Writer) error {
 			counts(d.Decided), d.Applied, len(d.Failed), len(d.Skipped), len(d.Ignored), len(d.Adjusted))
 		for _, l := range d.lists() {
 			for _, id := range sortedKeys(l.jobs) {
-				fmt.Fprintf(ew, "    %s job %s: %s\n", l.name, jobLabel(int64(id), v.ArrayTasks[id]), l.jobs[id])
+				fmt.Fprintf(ew, "    %s job %s: %s\n", l.name, jobLabel(int64(id), v.ArrayTasks[id]), continued(l.jobs[id]))
 			}
 		}
 		if len(d.Queued) > 0 {
@@ -466,6 +466,13 @@ func failingNote(f *daemon.Failing) string {
 // each, under a line saying when they ran and how many failed and
 // warned; nothing when s is nil. Those, not /healthz, tell a rubickd
 // that cycles while a command or setting it needs is missing.
+// continued indents the lines after the first of a reason (a command's
+// stderr runs to several) under the line it belongs to, so they do not
+// read as lines of status of their own.
+func continued(s string) string {
+	return strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n      ")
+}
+
 func writeSetup(w io.Writer, s *daemon.SetupChecks) {
 	if s == nil {
 		return
@@ -478,7 +485,7 @@ func writeSetup(w io.Writer, s *daemon.SetupChecks) {
 		if c.Status == daemon.CheckFail {
 			what = "failed"
 		}
-		fmt.Fprintf(w, "    %s %s: %s\n", what, c.Name, c.Detail)
+		fmt.Fprintf(w, "    %s %s: %s\n", what, c.Name, continued(c.Detail))
 	}
 }
 

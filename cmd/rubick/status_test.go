@@ -321,11 +321,13 @@ func TestStatusSetupChecks(t *testing.T) {
 	path, _ := seedExplainStore(t)
 	last := daemon.CycleReport{At: fixedNow.Add(-8 * time.Minute), CycleID: 15, Jobs: 3, Duration: 1500 * time.Millisecond}
 	setup := &daemon.SetupChecks{At: fixedNow.Add(-time.Hour), Checks: []daemon.CheckResult{
-		{Name: "commands.scontrol", Status: daemon.CheckFail, Detail: "scontrol show config: exit status 1: slurm_load_ctl_conf error"},
+		// A command's stderr runs to several lines: indented under the check.
+		{Name: "commands.scontrol", Status: daemon.CheckFail, Detail: "scontrol show config: exit status 1: scontrol: error: fetch_config\nscontrol: fatal: no configuration source\n"},
 		{Name: "limits", Status: daemon.CheckWarn, Detail: "slurmrestd serves no /slurmdb listing"},
 	}}
 	const listed = "  setup checks at start 2026-11-08T11:00:00Z (rubickd --check runs them again): 1 failed, 1 warned\n" +
-		"    failed commands.scontrol: scontrol show config: exit status 1: slurm_load_ctl_conf error\n" +
+		"    failed commands.scontrol: scontrol show config: exit status 1: scontrol: error: fetch_config\n" +
+		"      scontrol: fatal: no configuration source\n" +
 		"    warned limits: slurmrestd serves no /slurmdb listing\n"
 	tests := map[string]struct {
 		status daemon.Status
