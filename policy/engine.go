@@ -80,6 +80,9 @@ type jstate struct {
 	starve bool
 	// reserves marks the starving queued job the free GPUs are held for.
 	reserves bool
+	// ranked: detail is the rank it waits at in fair-share or priority
+	// order, which what held it back is added to.
+	ranked bool
 	// deadline marks a queued job near its Job.StartBy (Config.DeadlineLead).
 	deadline bool
 	// tw divides its slope and its losses as a victim: its time left in
@@ -1629,6 +1632,7 @@ func (r *round) run(ctx context.Context) error {
 			js.reason = ReasonNoResources
 			if ranked && !js.starve {
 				_, js.detail = r.e.rankReason(js.j)
+				js.ranked = true
 			}
 			if js.starve && !reserving {
 				// Hold back what is free for the oldest starving job, so
@@ -1964,8 +1968,13 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 				a.Detail = detailReserved
 			}
 		}
-		if a.Reason == ReasonNoResources && a.Detail == "" && js.held.ok {
-			a.Detail = r.heldDetailOf(js.held)
+		if a.Reason == ReasonNoResources && js.held.ok {
+			switch {
+			case a.Detail == "":
+				a.Detail = r.heldDetailOf(js.held)
+			case js.ranked && a.Detail == js.detail:
+				a.Detail += "; " + r.heldDetailOf(js.held)
+			}
 		}
 		return a
 	}

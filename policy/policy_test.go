@@ -783,7 +783,8 @@ func TestConfigSet(t *testing.T) {
 	}
 }
 
-// In fair-share order a job left waiting says its factor.
+// In fair-share order a job left waiting says its factor, then why it
+// waits.
 func TestFairShareDetail(t *testing.T) {
 	cfg := policy.DefaultConfig()
 	fairShare(&cfg)
@@ -795,7 +796,8 @@ func TestFairShareDetail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"hi": "", "lo": "fair-share factor 0.10"}
+	// And why: hi, ranked higher, gives up no GPU it asked for.
+	want := map[string]string{"hi": "", "lo": "fair-share factor 0.10; no GPU free; no running job may give up GPUs to it"}
 	for _, a := range plan.Actions {
 		if w := want[a.JobID]; w != "" && a.Detail != w {
 			t.Errorf("job %s: detail %q, want %q", a.JobID, a.Detail, w)
@@ -803,7 +805,8 @@ func TestFairShareDetail(t *testing.T) {
 	}
 }
 
-// In priority order a job left waiting says its priority and tier.
+// In priority order a job left waiting says its priority and tier, then
+// why it waits.
 func TestPriorityDetail(t *testing.T) {
 	cfg := policy.DefaultConfig()
 	slurmPriority(&cfg)
@@ -830,7 +833,7 @@ func TestPriorityDetail(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		string(policy.ReasonNoResources): "priority 1000",
+		string(policy.ReasonNoResources): "priority 1000; no GPU free; no running job may give up GPUs to it",
 		string(policy.ReasonPriority):    "priority 9000 in partition tier 3 (fairshare 9000)",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -2356,25 +2359,33 @@ func TestWaitDetail(t *testing.T) {
 	frozen := fmt.Sprintf("4 running jobs holding 16 GPUs may not be reconfigured yet (reconfiguration rule): the first, job a, from %v run time, in %v",
 		from(0), from(0)-young[0])
 	for _, tc := range []struct {
-		name string
-		jobs []policy.Job
-		wait policy.Job
-		want string
+		name   string
+		jobs   []policy.Job
+		wait   policy.Job
+		want   string
+		mutate func(*policy.Config)
 	}{
 		{"young jobs hold every GPU", running(young, 0, 4), pt.NewJob("w", "small").GPUs(4).SubmittedAt(5*time.Hour + 50*time.Minute).Obj(),
-			"no GPU free; " + frozen},
+			"no GPU free; " + frozen, nil},
+		// The rank it waits at comes first, then why.
+		{"in fair-share order", running(young, 0, 4), pt.NewJob("w", "small").GPUs(4).SubmittedAt(5*time.Hour + 50*time.Minute).FairShare(0.5).Obj(),
+			"fair-share factor 0.50; no GPU free; " + frozen, fairShare},
 		{"first one just short of it", running([4]time.Duration{from(0) - time.Second, 5 * time.Minute, 10 * time.Minute, 20 * time.Minute}, 0, 4),
 			pt.NewJob("w", "small").GPUs(4).SubmittedAt(5*time.Hour + 50*time.Minute).Obj(),
-			"no GPU free; " + strings.Replace(frozen, "in "+(from(0)-young[0]).String(), "in 1s", 1)},
+			"no GPU free; " + strings.Replace(frozen, "in "+(from(0)-young[0]).String(), "in 1s", 1), nil},
 		{"first one old enough", running([4]time.Duration{from(0) + time.Second, 5 * time.Minute, 10 * time.Minute, 20 * time.Minute}, 0, 4),
-			pt.NewJob("w", "small").GPUs(4).SubmittedAt(5*time.Hour + 50*time.Minute).Obj(), ""},
+			pt.NewJob("w", "small").GPUs(4).SubmittedAt(5*time.Hour + 50*time.Minute).Obj(), "", nil},
 		{"victims lose more than it gains", running([4]time.Duration{2 * time.Hour, 2 * time.Hour, 2 * time.Hour, 2 * time.Hour}, 2*time.Hour+10*time.Minute, 4),
 			pt.NewJob("w", "small").GPUs(4).TimeLimit(100 * time.Hour).SubmittedAt(5*time.Hour + 50*time.Minute).Obj(),
-			"no GPU free; the running jobs it could take GPUs from lose more per GPU (least 1.90) than its slope, both weighed by time left"},
+			"no GPU free; the running jobs it could take GPUs from lose more per GPU (least 1.90) than its slope, both weighed by time left", nil},
 		{"too few free", running(young, 0, 3), pt.NewJob("w", "big").GPUs(8).Cannot(model.FeatureOffload).SubmittedAt(5*time.Hour + 50*time.Minute).Obj(),
-			"1 GPU free, below the 2 its smallest runnable plan needs; " + strings.Replace(frozen, "16 GPUs", "15 GPUs", 1)},
+			"1 GPU free, below the 2 its smallest runnable plan needs; " + strings.Replace(frozen, "16 GPUs", "15 GPUs", 1), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			cfg := cfg
+			if tc.mutate != nil {
+				tc.mutate(&cfg)
+			}
 			p, err := policy.New("rubick", cfg)
 			if err != nil {
 				t.Fatal(err)
