@@ -462,10 +462,6 @@ func failingNote(f *daemon.Failing) string {
 	return fmt.Sprintf("; %s failed since %s: %s", cycles, utcTime(f.Since), f.Error)
 }
 
-// writeSetup writes the start-up checks that did not pass, one line
-// each, under a line saying when they ran and how many failed and
-// warned; nothing when s is nil. Those, not /healthz, tell a rubickd
-// that cycles while a command or setting it needs is missing.
 // continued indents the lines after the first of a reason (a command's
 // stderr runs to several) under the line it belongs to, so they do not
 // read as lines of status of their own.
@@ -473,6 +469,10 @@ func continued(s string) string {
 	return strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n      ")
 }
 
+// writeSetup writes the start-up checks that did not pass, one line
+// each, under a line saying when they ran and how many failed and
+// warned; nothing when s is nil. Those, not /healthz, tell a rubickd
+// that cycles while a command or setting it needs is missing.
 func writeSetup(w io.Writer, s *daemon.SetupChecks) {
 	if s == nil {
 		return
