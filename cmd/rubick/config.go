@@ -43,9 +43,7 @@ func configFlag(fs *flag.FlagSet, env cliEnv, stderr io.Writer) func() (rubickdC
 	return func() (rubickdConfig, error) {
 		if !loaded {
 			loaded = true
-			set := false
-			fs.Visit(func(f *flag.Flag) { set = set || f.Name == "config" })
-			cfg, err = loadRubickdConfig(*path, set, env, stderr)
+			cfg, err = loadRubickdConfig(*path, flagGiven(fs, "config"), env, stderr)
 		}
 		return cfg, err
 	}

@@ -100,6 +100,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
 	return false, nil
 }
 
+// flagGiven says whether the flag name was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
 // parseOneArg parses args, whose one positional argument (what) may come
 // before or after the flags ("-" is one, standard input); help is true
 // when -h asked for the usage.

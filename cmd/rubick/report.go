@@ -265,9 +265,7 @@ func parseWhen(s string, now time.Time, loc *time.Location) (time.Time, error) {
 func storePathFlag(fs *flag.FlagSet, env cliEnv, cfg func() (rubickdConfig, error)) func() (string, error) {
 	path := fs.String("store", "", "rubick store (SQLite) (default: $"+storeEnv+", else rubickd's store setting, else "+daemon.Defaults().Store+")")
 	return func() (string, error) {
-		set := false
-		fs.Visit(func(f *flag.Flag) { set = set || f.Name == "store" })
-		if set {
+		if flagGiven(fs, "store") {
 			return *path, nil
 		}
 		if p := env.getenv(storeEnv); p != "" {

@@ -184,9 +184,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 // says so in noEndpoint, rather than trying an address rubickd does not
 // serve.
 func statusURL(fs *flag.FlagSet, rawURL string, cfg func() (rubickdConfig, error), env cliEnv) (base, noEndpoint string, err error) {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "url" })
-	if set {
+	if flagGiven(fs, "url") {
 		base, err = daemonURL(rawURL)
 		return base, "", err
 	}
