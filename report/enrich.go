@@ -141,8 +141,7 @@ func (j *Job) runningPlan(hist []store.Action) {
 		if a.Kind == string(slurm.ActionPreempt) {
 			return
 		}
-		// As checkSLO: a plan is recorded only with the GPUs it runs on.
-		if a.Plan == (model.Plan{}) || a.Resources.Placement.GPUs() == 0 {
+		if !ranWith(a) {
 			continue
 		}
 		p := a.Plan.String()
@@ -278,6 +277,12 @@ func (j *Job) priceRequeues(costs []store.RestartCost) {
 	}
 }
 
+// ranWith says whether a is a plan the job ran with, as rubickd applied
+// it: an action with result ok that records a plan and the GPUs it runs on.
+func ranWith(a store.Action) bool {
+	return a.Result == store.ResultOK && a.Plan != (model.Plan{}) && a.Resources.Placement.GPUs() > 0
+}
+
 // checkSLO sets SLOViolated, or leaves it nil with the reason in SLODetail.
 func (j *Job) checkSLO(p model.Predictor, hist []store.Action) {
 	if j.req == nil {
@@ -305,7 +310,7 @@ func (j *Job) checkSLO(p model.Predictor, hist []store.Action) {
 	}
 	var runs []ran
 	for _, a := range hist {
-		if a.Result == store.ResultOK && a.Plan != (model.Plan{}) && a.Resources.Placement.GPUs() > 0 {
+		if ranWith(a) {
 			runs = append(runs, ran{a.Plan, a.Resources})
 		}
 	}
