@@ -306,13 +306,16 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, gpu
 	// phase reports its own runs.
 	var lined *model.Plan
 	var linedStep step
-	if plan == nil && startedUnplanned(tag) && !profileTag(tag) && !cfg.dryRun {
+	readLine := func() {
 		p, st, err := lineStep(cfg, alloc, stateDir)
 		if err != nil {
 			log.Info("no samples reported: the plan the launch line expresses on the allocation is unknown", "err", err)
-		} else {
-			lined, linedStep = &p, st
+			return
 		}
+		lined, linedStep = &p, st
+	}
+	if plan == nil && startedUnplanned(tag) && !profileTag(tag) && !cfg.dryRun {
+		readLine()
 	}
 
 	var rep *report.Reporter
@@ -395,12 +398,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, gpu
 		// No plan came after the phase: the line runs as it is, and its
 		// samples say what it runs, which rubickd prices the job by once
 		// it has fitted the type and until the job's next start.
-		p, st, err := lineStep(cfg, alloc, stateDir)
-		if err != nil {
-			log.Info("no samples reported: the plan the launch line expresses on the allocation is unknown", "err", err)
-		} else {
-			lined, linedStep = &p, st
-		}
+		readLine()
 	}
 
 	var st step
