@@ -211,17 +211,17 @@ func Probe(ctx context.Context, lib Library) (Facts, error) {
 		}
 		handles[i] = h
 	}
-	// NVLink peers are whole GPUs: a GPU in MIG mode offers none, since
-	// MIG devices have no peer-to-peer.
-	whole := slices.Clone(handles)
-	mig := make([]bool, n)
+	// whole: the GPUs not in MIG mode, nil for one in it. NVLink peers are
+	// whole GPUs: a GPU in MIG mode offers none, since MIG devices have no
+	// peer-to-peer.
+	whole := make([]nvml.Device, n)
 	for i, h := range handles {
 		on, err := migEnabled(h)
 		if err != nil {
 			return Facts{}, fmt.Errorf("gpuinfo: GPU %d: %w", i, err)
 		}
-		if on {
-			mig[i], whole[i] = true, nil
+		if !on {
+			whole[i] = h
 		}
 	}
 	var gpus []gpu
@@ -231,7 +231,7 @@ func Probe(ctx context.Context, lib Library) (Facts, error) {
 		}
 		var gs []gpu
 		var err error
-		if mig[i] {
+		if whole[i] == nil {
 			gs, err = probeMig(h)
 		} else {
 			var g gpu
