@@ -288,26 +288,15 @@ func TestStatusFailing(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			srv := fakeDaemonStatus(t, tc.status)
-			var out, errb bytes.Buffer
-			if err := statusCmd(context.Background(), []string{"--url", srv.URL, "--store", path, "--check"}, &out, &errb, testEnv(t)); err != nil {
-				t.Fatalf("--check: %v, want success: /healthz answers 200", err)
-			}
-			if first, _, _ := strings.Cut(out.String(), "\n"); !strings.HasSuffix(first+"\n", tc.line) {
+			text, v, raw := statusTextAndJSON(t, srv.URL, path)
+			if first, _, _ := strings.Cut(text, "\n"); !strings.HasSuffix(first+"\n", tc.line) {
 				t.Errorf("rubickd's line:\n%s\nwant it to end in:\n%s", first, tc.line)
-			}
-			out.Reset()
-			if err := statusCmd(context.Background(), []string{"--url", srv.URL, "--store", path, "--json"}, &out, &errb, testEnv(t)); err != nil {
-				t.Fatal(err)
-			}
-			var v statusView
-			if err := json.Unmarshal(out.Bytes(), &v); err != nil {
-				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tc.status.Failing, v.Daemon.Failing); diff != "" {
 				t.Errorf("JSON failing (-want +got):\n%s", diff)
 			}
-			if got := strings.Contains(out.String(), `"failing"`); got != (tc.status.Failing != nil) {
-				t.Errorf("JSON has failing: %v, want %v:\n%s", got, tc.status.Failing != nil, out.String())
+			if got := strings.Contains(raw, `"failing"`); got != (tc.status.Failing != nil) {
+				t.Errorf("JSON has failing: %v, want %v:\n%s", got, tc.status.Failing != nil, raw)
 			}
 		})
 	}
@@ -349,26 +338,15 @@ func TestStatusSetupChecks(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			srv := fakeDaemonStatus(t, tc.status)
-			var out, errb bytes.Buffer
-			if err := statusCmd(context.Background(), []string{"--url", srv.URL, "--store", path, "--check"}, &out, &errb, testEnv(t)); err != nil {
-				t.Fatalf("--check: %v, want success: /healthz answers 200", err)
-			}
-			if _, rest, _ := strings.Cut(out.String(), "\n"); !strings.HasPrefix(rest, tc.lines) {
-				t.Errorf("output:\n%s\nwant rubickd's line followed by:\n%s", out.String(), tc.lines)
-			}
-			out.Reset()
-			if err := statusCmd(context.Background(), []string{"--url", srv.URL, "--store", path, "--json"}, &out, &errb, testEnv(t)); err != nil {
-				t.Fatal(err)
-			}
-			var v statusView
-			if err := json.Unmarshal(out.Bytes(), &v); err != nil {
-				t.Fatal(err)
+			text, v, raw := statusTextAndJSON(t, srv.URL, path)
+			if _, rest, _ := strings.Cut(text, "\n"); !strings.HasPrefix(rest, tc.lines) {
+				t.Errorf("output:\n%s\nwant rubickd's line followed by:\n%s", text, tc.lines)
 			}
 			if diff := cmp.Diff(tc.status.Setup, v.Daemon.Setup); diff != "" {
 				t.Errorf("JSON setup (-want +got):\n%s", diff)
 			}
-			if got := strings.Contains(out.String(), `"setup"`); got != (tc.status.Setup != nil) {
-				t.Errorf("JSON has setup: %v, want %v:\n%s", got, tc.status.Setup != nil, out.String())
+			if got := strings.Contains(raw, `"setup"`); got != (tc.status.Setup != nil) {
+				t.Errorf("JSON has setup: %v, want %v:\n%s", got, tc.status.Setup != nil, raw)
 			}
 		})
 	}
@@ -447,4 +425,25 @@ func TestStatusArrayTasks(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
+}
+
+// statusTextAndJSON runs status against rubickd at url and the store at
+// path, as --check (which must pass: /healthz answers 200) and as --json,
+// and returns the text, the JSON read and the JSON as written.
+func statusTextAndJSON(t *testing.T, url, path string) (string, statusView, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if err := statusCmd(context.Background(), []string{"--url", url, "--store", path, "--check"}, &out, &errb, testEnv(t)); err != nil {
+		t.Fatalf("--check: %v, want success: /healthz answers 200", err)
+	}
+	text := out.String()
+	out.Reset()
+	if err := statusCmd(context.Background(), []string{"--url", url, "--store", path, "--json"}, &out, &errb, testEnv(t)); err != nil {
+		t.Fatal(err)
+	}
+	var v statusView
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+		t.Fatal(err)
+	}
+	return text, v, out.String()
 }
