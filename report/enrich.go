@@ -37,9 +37,12 @@ const sloTolerance = 1e-6
 // (req=), the baseline rubickd itself guarantees. Predictions use the
 // model type's current fit in env. A requeue whose restart rubickd
 // measured is priced at that cost instead of the gap plus the configured
-// overhead. name is the store path, for the report header.
+// overhead. A job whose sacct rows have no req= (a first run still
+// running) takes its request from the tag rubickd stored with its newest
+// action (storeRequest). name is the store path, for the report header.
 func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.Env) error {
 	r.Store, r.storeSet = name, true
+	tresNote := tresMissingNote(r.Jobs)
 	measured, requeues, waited := 0, 0, 0
 	preds := map[string]*model.Predictor{}
 	predErr := map[string]error{}
@@ -75,6 +78,14 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 		if err != nil {
 			return fmt.Errorf("report: %w", err)
 		}
+		if j.req == nil {
+			if req, ok := storeRequest(hist); ok {
+				// Rebuilt from its rows so that the request also gives the
+				// GPUs of runs whose AllocTRES lacks gres/gpu. Build has
+				// reported the rows' problems.
+				*j, _ = buildJob(j.rows, r.overhead, r.tres, &req)
+			}
+		}
 		costs, err := st.JobRestartCosts(ctx, id)
 		if err != nil {
 			return fmt.Errorf("report: %w", err)
@@ -92,6 +103,8 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 				j.ModelType = sj.ModelType
 			}
 		}
+		// The class or the request may have come from the store.
+		j.BelowRequest = j.belowRequest()
 		w, err := LastWait(ctx, st, sj)
 		if err != nil {
 			return fmt.Errorf("report: %w", err)
@@ -119,8 +132,38 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 	if waited > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d job(s) queued from the end of a hold or of a wait for --begin or dependencies that rubickd saw, not from their submission", waited))
 	}
+	// The store may have given a job its request or its model type.
+	if n := tresMissingNote(r.Jobs); n != tresNote {
+		if k := slices.Index(r.Notes, tresNote); tresNote != "" && k >= 0 {
+			r.Notes = slices.Delete(r.Notes, k, k+1)
+		}
+		if n != "" {
+			r.Notes = append(r.Notes, n)
+		}
+	}
 	r.summarize()
 	return nil
+}
+
+// storeRequest is the req= of the tag rubickd stored with the newest of
+// the job's actions that has one. rubickd writes req= from its first
+// action on, so this is the request of a job whose only run is still
+// running, whose tag sacct shows only once the run ends.
+func storeRequest(hist []store.Action) (request, bool) {
+	for _, a := range slices.Backward(hist) {
+		t, err := slurm.TagFromAdminComment(a.Tag)
+		if err != nil || t == nil {
+			continue
+		}
+		s, ok := t.Extra["req"]
+		if !ok {
+			continue
+		}
+		if req, err := parseRequest(s); err == nil {
+			return req, true
+		}
+	}
+	return request{}, false
 }
 
 // runningPlan gives the job's running run, whose tag sacct shows only once

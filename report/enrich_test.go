@@ -537,3 +537,140 @@ func TestEnrichRunningPlan(t *testing.T) {
 		})
 	}
 }
+
+// sacct shows a run's tag only once the run ends: a guaranteed job in its
+// first run takes its request from the tag rubickd stored with its newest
+// action, for the SLO check, below_request and the GPUs of a run whose
+// AllocTRES lacks gres/gpu. A request in sacct's tag stays.
+func TestEnrichStoreRequest(t *testing.T) {
+	const header = "JobID|JobName|Account|QOS|Partition|State|Submit|Start|End|Elapsed|AllocTRES|AdminComment|User\n"
+	running := func(tres, tag string) string {
+		return "401|train|physics|normal|gpu|RUNNING|2026-11-02T10:00:00|2026-11-02T10:31:00|Unknown|00:10:00|" + tres + "|" + tag + "|alice\n"
+	}
+	const (
+		on4     = "billing=8,cpu=8,gres/gpu=4,node=1"
+		on2     = "billing=4,cpu=4,gres/gpu=2,node=1"
+		noGRES  = "billing=8,cpu=8,node=1"
+		tagBase = "rubick:v1 model=gpt2 class=guaranteed tenant=physics gen=1"
+		reqA    = "n1.g2.c4.m32000"
+		reqB    = "n1.g4.c8.m64000"
+	)
+	env := model.DefaultEnv()
+	pred := model.Predictor{Spec: gpt2Spec(), Params: model.Priors(), Env: env}
+	resB := model.Resources{Placement: model.Placement{4}, CPUs: 8, HostMemGB: 64000.0 / 1024}
+	resA := model.Resources{Placement: model.Placement{2}, CPUs: 4, HostMemGB: 32000.0 / 1024}
+	bestB, _, err := pred.BestPlan(resB, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bestA, _, err := pred.BestPlan(resA, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := tput(t, pred, bestA.String(), resA.Placement, resA.CPUs), tput(t, pred, bestB.String(), resB.Placement, resB.CPUs); a >= b {
+		t.Fatalf("precondition: %s on 2 GPUs gives %v samples/s, want below %v (%s on 4)", bestA, a, b, bestB)
+	}
+	t0 := time.Date(2026, 11, 2, 10, 30, 0, 0, time.UTC)
+	start := func(plan model.Plan, res model.Resources, tag string) []store.Action {
+		return []store.Action{{JobID: 401, Kind: "start", Plan: plan, Resources: res, Result: store.ResultOK, DecidedAt: t0, Tag: tag}}
+	}
+	type view struct {
+		Request        string
+		SLOViolated    *bool
+		BelowRequest   bool
+		GPUs           []int
+		GPUSources     []string
+		GPUTRESMissing bool
+		GPUHours       *float64
+		TRESNote       bool
+	}
+	tests := map[string]struct {
+		rows       string
+		hist       []store.Action // nil: no store
+		want       view
+		wantDetail string
+	}{
+		"no tag in sacct: the store's request, its best plan meets the SLO": {
+			rows: running(on4, ""),
+			hist: start(bestB, resB, tagBase+" plan="+bestB.String()+" req="+reqB),
+			want: view{Request: reqB, SLOViolated: ptr(false), GPUs: []int{4}, GPUSources: []string{GPUsFromTRES}, GPUHours: ptr(600 * 4 / 3600.0)},
+		},
+		"no tag in sacct: the store's request, a plan on 2 GPUs violates it": {
+			rows: running(on2, ""),
+			hist: start(bestA, resA, tagBase+" plan="+bestA.String()+" req="+reqB),
+			want: view{Request: reqB, SLOViolated: ptr(true), BelowRequest: true, GPUs: []int{2}, GPUSources: []string{GPUsFromTRES},
+				GPUHours: ptr(600 * 2 / 3600.0)},
+			wantDetail: "on 4)",
+		},
+		"the newest stored tag with a request": {
+			rows: running(on2, ""),
+			hist: append(start(bestA, resA, tagBase+" plan="+bestA.String()+" req="+reqA),
+				store.Action{JobID: 401, Kind: "restart", Plan: bestA, Resources: resA, Result: store.ResultFailed, Error: "rc=1",
+					DecidedAt: t0.Add(time.Minute), Tag: tagBase + " plan=" + bestA.String() + " req=" + reqB},
+				store.Action{JobID: 401, Kind: "resume", Result: store.ResultOK, DecidedAt: t0.Add(2 * time.Minute), Tag: tagBase}),
+			want: view{Request: reqB, SLOViolated: ptr(true), BelowRequest: true, GPUs: []int{2}, GPUSources: []string{GPUsFromTRES},
+				GPUHours: ptr(600 * 2 / 3600.0)},
+		},
+		"no gres/gpu in AllocTRES: the store's request gives the GPUs": {
+			rows: running(noGRES, ""),
+			hist: start(bestB, resB, tagBase+" plan="+bestB.String()+" req="+reqB),
+			want: view{Request: reqB, SLOViolated: ptr(false), GPUs: []int{4}, GPUSources: []string{GPUsFromRequest}, GPUHours: ptr(600 * 4 / 3600.0)},
+		},
+		"a request in sacct's tag stays": {
+			rows: running(on2, tagBase+" plan="+bestA.String()+" req="+reqA),
+			hist: start(bestA, resA, tagBase+" plan="+bestA.String()+" req="+reqB),
+			want: view{Request: reqA, SLOViolated: ptr(false), GPUs: []int{2}, GPUSources: []string{GPUsFromTRES}, GPUHours: ptr(600 * 2 / 3600.0)},
+		},
+		"a stored tag without a request: unchecked": {
+			rows:       running(on4, ""),
+			hist:       start(bestB, resB, tagBase+" plan="+bestB.String()),
+			want:       view{GPUs: []int{4}, GPUSources: []string{GPUsFromTRES}, GPUHours: ptr(600 * 4 / 3600.0)},
+			wantDetail: "no req= in the tag",
+		},
+		"no gres/gpu and no request anywhere": {
+			rows:       running(noGRES, ""),
+			hist:       start(bestB, resB, tagBase+" plan="+bestB.String()),
+			want:       view{GPUs: []int{0}, GPUSources: []string{GPUsMissing}, GPUTRESMissing: true, GPUHours: ptr(0.0), TRESNote: true},
+			wantDetail: "no req= in the tag",
+		},
+		"no store": {
+			rows: running(on4, ""),
+			want: view{GPUs: []int{4}, GPUSources: []string{GPUsFromTRES}, GPUHours: ptr(600 * 4 / 3600.0)},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := build(t, header+tc.rows, Options{})
+			if tc.hist != nil {
+				st := &fakeStore{
+					jobs:    map[int64]store.Job{401: {ID: 401, ModelType: "gpt2", Class: store.Guaranteed, State: "RUNNING"}},
+					history: map[int64][]store.Action{401: tc.hist},
+					specs:   map[string]model.Spec{"gpt2": gpt2Spec()},
+					fits:    map[string]store.Fit{"gpt2": {FitResult: model.FitResult{Params: model.Priors()}}},
+				}
+				if err := r.Enrich(context.Background(), st, "s.db", env); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(r.Jobs) != 1 {
+				t.Fatalf("%d jobs, want 1", len(r.Jobs))
+			}
+			j := r.Jobs[0]
+			got := view{Request: j.Request, SLOViolated: j.SLOViolated, BelowRequest: j.BelowRequest,
+				GPUTRESMissing: j.GPUTRESMissing, GPUHours: j.GPUHours,
+				TRESNote: slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "AllocTRES without gres/gpu") })}
+			for _, run := range j.Runs {
+				got.GPUs, got.GPUSources = append(got.GPUs, run.GPUs), append(got.GPUSources, run.GPUSource)
+			}
+			if d := cmp.Diff(tc.want, got, cmpopts.EquateApprox(0, 1e-9)); d != "" {
+				t.Errorf("job 401 (-want +got):\n%s\nslo_detail: %s", d, j.SLODetail)
+			}
+			if !strings.Contains(j.SLODetail, tc.wantDetail) {
+				t.Errorf("slo_detail %q lacks %q", j.SLODetail, tc.wantDetail)
+			}
+			if d := cmp.Diff(tc.want.BelowRequest, r.Overall.BelowRequest == 1); d != "" {
+				t.Errorf("overall below_request (-want +got):\n%s", d)
+			}
+		})
+	}
+}

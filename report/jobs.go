@@ -106,7 +106,9 @@ type Job struct {
 	QOS       string `json:"qos"`
 	Partition string `json:"partition"`
 	// ModelType, Class, Tenant and Request come from the newest run's
-	// rubick tag; ModelType is NoModel without one.
+	// rubick tag; ModelType is NoModel without one. With a store, a job
+	// whose rows have no req= takes its Request from the tag rubickd
+	// stored with its newest action (Enrich).
 	ModelType string `json:"model_type"`
 	Class     string `json:"class"`
 	Tenant    string `json:"tenant"`
@@ -200,12 +202,13 @@ func (e *JobError) MarshalJSON() ([]byte, error) {
 type request struct {
 	Nodes, GPUsPerNode, CPUs int
 	MemMB                    int64
+	text                     string // as the tag wrote it
 }
 
 func (r request) gpus() int { return r.Nodes * r.GPUsPerNode }
 
 func parseRequest(s string) (request, error) {
-	var r request
+	r := request{text: s}
 	parts := strings.Split(s, ".")
 	if len(parts) != 4 {
 		return r, errors.New("want n<nodes>.g<GPUs per node>.c<CPUs>.m<MiB>")
@@ -255,8 +258,10 @@ func groupRows(rows []Row) [][]Row {
 
 // buildJob computes one job's metrics from its runs. Without the AllocTRES
 // column (tres false) its GPU-hours and billing-hours stay nil: every run
-// would count 0 GPUs and 0 billing.
-func buildJob(rows []Row, overhead time.Duration, tres bool) (Job, []*JobError) {
+// would count 0 GPUs and 0 billing. fallback, when not nil, is the job's
+// request where no row's tag has one (a running first run's tag is not in
+// sacct yet; Enrich finds it in the store).
+func buildJob(rows []Row, overhead time.Duration, tres bool, fallback *request) (Job, []*JobError) {
 	last := rows[len(rows)-1]
 	j := Job{
 		ID: last.JobID, Name: last.JobName, User: last.User, Account: last.Account, QOS: last.QOS, Partition: last.Partition,
@@ -308,6 +313,9 @@ func buildJob(rows []Row, overhead time.Duration, tres bool) (Job, []*JobError) 
 			}
 		}
 	}
+	if j.req == nil && fallback != nil {
+		j.Request, j.req = fallback.text, fallback
+	}
 	var gpuH, billingH, lostGPUs float64
 	for i, r := range rows {
 		run := Run{State: r.State, Start: timePtr(r.Start), End: timePtr(r.End), Nodes: r.Nodes, CPUs: r.CPUs, Billing: r.Billing}
@@ -343,12 +351,9 @@ func buildJob(rows []Row, overhead time.Duration, tres bool) (Job, []*JobError) 
 		}
 		gpuH += run.ElapsedS * float64(run.GPUs) / 3600
 		billingH += run.ElapsedS * float64(run.Billing) / 3600
-		if j.Class == slurm.ClassGuaranteed && j.req != nil && run.GPUSource == GPUsFromTRES &&
-			run.ElapsedS > 0 && run.GPUs < j.req.gpus() {
-			j.BelowRequest = true
-		}
 		j.Runs = append(j.Runs, run)
 	}
+	j.BelowRequest = j.belowRequest()
 	// Every row but the last ends in a reconfiguration: RESIZING rows are
 	// shrinks in place, any other state a requeue (restart elsewhere).
 	for i := 0; i+1 < len(rows); i++ {
@@ -427,6 +432,17 @@ func buildJob(rows []Row, overhead time.Duration, tres bool) (Job, []*JobError) 
 	}
 	j.rows = rows
 	return j, errs
+}
+
+// belowRequest reports whether j is guaranteed and ran on fewer GPUs (per
+// AllocTRES) than its request asked for.
+func (j *Job) belowRequest() bool {
+	if j.Class != slurm.ClassGuaranteed || j.req == nil {
+		return false
+	}
+	return slices.ContainsFunc(j.Runs, func(run Run) bool {
+		return run.GPUSource == GPUsFromTRES && run.ElapsedS > 0 && run.GPUs < j.req.gpus()
+	})
 }
 
 // neverStarted reports whether run r never started: its AllocTRES is empty

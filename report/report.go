@@ -104,6 +104,8 @@ type Report struct {
 
 	by       []string
 	storeSet bool
+	// overhead is Options.RestartOverhead, for Enrich to rebuild a job.
+	overhead time.Duration
 	// tres says the input had AllocTRES, which every GPU-hour and
 	// billing-hour figure needs.
 	tres bool
@@ -135,6 +137,7 @@ func Build(rows []Row, cols Columns, o Options) (*Report, error) {
 	r := &Report{
 		Since: timePtr(o.Since), Until: timePtr(o.Until), RestartOverheadS: o.RestartOverhead.Seconds(),
 		Jobs: []Job{}, Errors: []*JobError{}, Notes: []string{}, by: o.By, tres: cols["AllocTRES"],
+		overhead: o.RestartOverhead,
 	}
 	for _, c := range []struct{ col, note string }{
 		{"Submit", "no Submit column: the time window is not applied and JCT and queueing delay are unknown"},
@@ -150,7 +153,7 @@ func Build(rows []Row, cols Columns, o Options) (*Report, error) {
 		}
 	}
 	for _, rs := range groupRows(rows) {
-		j, errs := buildJob(rs, o.RestartOverhead, r.tres)
+		j, errs := buildJob(rs, o.RestartOverhead, r.tres, nil)
 		if j.Submit != nil && (!o.Since.IsZero() && j.Submit.Before(o.Since) || !o.Until.IsZero() && !j.Submit.Before(o.Until)) {
 			continue
 		}
@@ -158,17 +161,27 @@ func Build(rows []Row, cols Columns, o Options) (*Report, error) {
 		r.Errors = append(r.Errors, errs...)
 	}
 	slices.SortStableFunc(r.Jobs, func(a, b Job) int { return jobIDCompare(a.ID, b.ID) })
+	if n := tresMissingNote(r.Jobs); n != "" {
+		r.Notes = append(r.Notes, n)
+	}
+	r.summarize()
+	return r, nil
+}
+
+// tresMissingNote is the note on the rubick jobs whose GPUs are unknown:
+// AllocTRES lacks gres/gpu and there is no req= to fall back on. "" for
+// none.
+func tresMissingNote(jobs []Job) string {
 	var missing int
-	for _, j := range r.Jobs {
+	for _, j := range jobs {
 		if j.GPUTRESMissing && j.ModelType != NoModel {
 			missing++
 		}
 	}
-	if missing > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("%d rubick job(s) have AllocTRES without gres/gpu and no req= to fall back on: set AccountingStorageTRES=gres/gpu", missing))
+	if missing == 0 {
+		return ""
 	}
-	r.summarize()
-	return r, nil
+	return fmt.Sprintf("%d rubick job(s) have AllocTRES without gres/gpu and no req= to fall back on: set AccountingStorageTRES=gres/gpu", missing)
 }
 
 // summarize fills Overall and Groups from Jobs.
