@@ -337,16 +337,6 @@ func (j *Job) checkSLO(p model.Predictor, hist []store.Action) {
 		CPUs:      j.req.CPUs,
 		HostMemGB: float64(j.req.MemMB) * float64(j.req.Nodes) / 1024,
 	}
-	reqPlan, _, err := p.BestPlan(reqRes, nil)
-	if err != nil {
-		j.SLODetail = fmt.Sprintf("no feasible plan on the request %s: %v", reqRes.Placement, err)
-		return
-	}
-	want, err := p.Throughput(reqPlan, reqRes)
-	if err != nil {
-		j.SLODetail = fmt.Sprintf("request %s: %v", reqRes.Placement, err)
-		return
-	}
 	type ran struct {
 		plan model.Plan
 		res  model.Resources
@@ -372,6 +362,20 @@ func (j *Job) checkSLO(p model.Predictor, hist []store.Action) {
 	}
 	if len(runs) == 0 {
 		j.SLODetail = "no plan with resources recorded"
+		return
+	}
+	// The job trains with its launch line's global batch, which need not
+	// be its model type's and which every plan it ran keeps: its request
+	// is priced at that batch too, as rubickd plans it.
+	p = p.ForPlan(runs[0].plan)
+	reqPlan, _, err := p.BestPlan(reqRes, nil)
+	if err != nil {
+		j.SLODetail = fmt.Sprintf("no feasible plan on the request %s: %v", reqRes.Placement, err)
+		return
+	}
+	want, err := p.Throughput(reqPlan, reqRes)
+	if err != nil {
+		j.SLODetail = fmt.Sprintf("request %s: %v", reqRes.Placement, err)
 		return
 	}
 	worst, worstTput := -1, 0.0

@@ -100,6 +100,12 @@ func TestEnrichSLO(t *testing.T) {
 	if err != nil || got >= want {
 		t.Fatalf("precondition: %s on 2 GPUs gives %v samples/s (err %v), want below %v", smallPlan, got, err, want)
 	}
+	double := pred
+	double.Spec = pred.Spec.WithGlobalBatch(2 * pred.Spec.GlobalBatch)
+	bestDouble, _, err := double.BestPlan(reqRes, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t0 := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
 	tests := map[string]struct {
 		hist       []store.Action
@@ -133,6 +139,13 @@ func TestEnrichSLO(t *testing.T) {
 				tput(t, pred, "dp8.tp1.pp1.mb1.a8.z0", model.Placement{4, 4}, 16)) < want*(1-sloTolerance)),
 		},
 		"no fit leaves it unchecked": {wantDetail: "no fitted model"},
+		// Its launch line's global batch, twice gpt2's: the request is
+		// priced at it too. Before, every plan of it was invalid for the
+		// model type's batch, and the SLO went unchecked.
+		"a job of its own global batch": {
+			hist: []store.Action{{JobID: 101, Kind: "start", Plan: bestDouble, Resources: reqRes, Result: store.ResultOK, DecidedAt: t0}},
+			fits: map[string]store.Fit{"gpt2": {FitResult: model.FitResult{Params: model.Priors()}}}, wantViol: ptr(false),
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
