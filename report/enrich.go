@@ -78,6 +78,7 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 		if err != nil {
 			return fmt.Errorf("report: %w", err)
 		}
+		hist = j.own(hist)
 		if j.req == nil {
 			if req, ok := storeRequest(hist); ok {
 				// Rebuilt from its rows so that the request also gives the
@@ -143,6 +144,18 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 	}
 	r.summarize()
 	return nil
+}
+
+// own leaves out of hist the actions decided before the job was
+// submitted: they are an earlier job's of the same id (Slurm reuses ids
+// after its state is reset, or past MaxJobId), which the store keeps
+// under that id. sacct's times are whole seconds.
+func (j *Job) own(hist []store.Action) []store.Action {
+	if j.Submit == nil {
+		return hist
+	}
+	from := j.Submit.Add(-clockSlack)
+	return slices.DeleteFunc(hist, func(a store.Action) bool { return a.DecidedAt.Before(from) })
 }
 
 // storeRequest is the req= of the tag rubickd stored with the newest of

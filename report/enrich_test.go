@@ -475,6 +475,13 @@ func TestEnrichRunningPlan(t *testing.T) {
 			hist: []store.Action{action("start", p8, on8, store.ResultFailed, 0)},
 			want: plans{[]string{}, []string{""}},
 		},
+		// Slurm reused the id: the store's start of it a day before this
+		// job's submission is another job's.
+		"running, an earlier job's start of the same id": {
+			rows: running,
+			hist: []store.Action{action("start", p8, on8, store.ResultOK, -24*time.Hour)},
+			want: plans{[]string{}, []string{""}},
+		},
 		"running, newest applied plan after a failed restart and a pending one": {
 			rows: running,
 			hist: []store.Action{
