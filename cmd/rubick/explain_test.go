@@ -79,6 +79,46 @@ func seedExplainStore(t *testing.T) (string, model.Plan) {
 	return path, plan
 }
 
+// A job whose id Slurm reused (its state reset, or past MaxJobId) is
+// explained by its own records only: the decisions and plan history the
+// store holds of the id from before its submission are an earlier job's.
+func TestExplainReusedID(t *testing.T) {
+	path, _ := seedExplainStore(t)
+	ctx := context.Background()
+	for name, tc := range map[string]struct {
+		submitted     time.Time
+		reasons, hist int
+	}{
+		// The seed's job, submitted before its decisions.
+		"the same job": {submitted: fixedNow.Add(-3 * time.Hour), reasons: 2, hist: 1},
+		// A new job of id 42, submitted after them.
+		"a later job of its id": {submitted: fixedNow.Add(-10 * time.Minute)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			st, err := store.Open(ctx, path, store.WithClock(func() time.Time { return fixedNow.Add(-time.Minute) }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = st.UpsertJob(ctx, store.Job{ID: 42, ModelType: "gpt2", Class: store.Guaranteed, State: "PENDING", Submitted: tc.submitted})
+			st.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			if err := explainCmd(ctx, []string{"42", "--store", path, "--json"}, &out, io.Discard, testEnv(t)); err != nil {
+				t.Fatal(err)
+			}
+			var ex explanation
+			if err := json.Unmarshal(out.Bytes(), &ex); err != nil {
+				t.Fatalf("%v\n%s", err, out.String())
+			}
+			if len(ex.Reasons) != tc.reasons || len(ex.History) != tc.hist {
+				t.Errorf("%d reasons and %d plan changes, want %d and %d", len(ex.Reasons), len(ex.History), tc.reasons, tc.hist)
+			}
+		})
+	}
+}
+
 // A job later cycles leave alone for a reason stored before (a hold that
 // lasts) is last seen at the newest of them, not at its last record.
 func TestExplainLastSeen(t *testing.T) {
