@@ -84,7 +84,9 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 				// Rebuilt from its rows so that the request also gives the
 				// GPUs of runs whose AllocTRES lacks gres/gpu. Build has
 				// reported the rows' problems.
+				next := j.next
 				*j, _ = buildJob(j.rows, r.overhead, r.tres, &req)
+				j.next = next
 			}
 		}
 		costs, err := st.JobRestartCosts(ctx, id)
@@ -98,7 +100,9 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 		}
 		j.StorePlans = PlanChanges(hist, costs)
 		j.runningPlan(hist)
-		if found && j.Class == "" {
+		// The store keeps one record per id: with a later job of the id,
+		// it is that job's.
+		if found && j.Class == "" && j.next == nil {
 			j.Class = string(sj.Class)
 			if j.ModelType == NoModel && sj.ModelType != "" {
 				j.ModelType = sj.ModelType
@@ -147,15 +151,15 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 }
 
 // own leaves out of hist the actions decided before the job was
-// submitted: they are an earlier job's of the same id (Slurm reuses ids
-// after its state is reset, or past MaxJobId), which the store keeps
-// under that id. sacct's times are whole seconds.
+// submitted, or once a later job of the same id was (j.next): they are
+// another job's of the id (Slurm reuses ids after its state is reset, or
+// past MaxJobId), which the store keeps under that id. sacct's times are
+// whole seconds. hist is left as it is: each job of the id reads it.
 func (j *Job) own(hist []store.Action) []store.Action {
-	if j.Submit == nil {
-		return hist
-	}
-	from := j.Submit.Add(-clockSlack)
-	return slices.DeleteFunc(hist, func(a store.Action) bool { return a.DecidedAt.Before(from) })
+	return slices.DeleteFunc(slices.Clone(hist), func(a store.Action) bool {
+		return j.Submit != nil && a.DecidedAt.Before(j.Submit.Add(-clockSlack)) ||
+			j.next != nil && !a.DecidedAt.Before(j.next.Add(-clockSlack))
+	})
 }
 
 // storeRequest is the req= of the tag rubickd stored with the newest of

@@ -694,3 +694,55 @@ func TestEnrichStoreRequest(t *testing.T) {
 		})
 	}
 }
+
+// Each job of a reused id (Slurm reuses ids after its state is reset) gets
+// the store's actions of its own time only, and the store's one record of
+// the id, the later job's, gives no class to the earlier one.
+func TestEnrichReusedJobID(t *testing.T) {
+	const header = "JobID|State|Submit|Start|End|AllocTRES|AdminComment\n"
+	const tres = "cpu=8,gres/gpu=8,node=1"
+	t0 := time.Date(2026, 11, 2, 8, 0, 0, 0, time.UTC)
+	at := func(h, m int) time.Time { return t0.Add(time.Duration(h)*time.Hour + time.Duration(m)*time.Minute) }
+	p4, p8 := mustPlan(t, "dp4.tp1.pp1.mb2.a1.z0"), mustPlan(t, "dp8.tp1.pp1.mb4.a1.z2")
+	on4 := model.Resources{Placement: model.Placement{4}, CPUs: 4}
+	on8 := model.Resources{Placement: model.Placement{8}, CPUs: 8}
+	hist := []store.Action{
+		{JobID: 143, Kind: "start", Plan: p4, Resources: on4, Result: store.ResultOK, DecidedAt: at(0, 9)},
+		{JobID: 143, Kind: "restart", Plan: p8, Resources: on8, Result: store.ResultOK, DecidedAt: at(1, 0)},
+		{JobID: 143, Kind: "start", Plan: p8, Resources: on8, Result: store.ResultOK, DecidedAt: at(6, 29)},
+	}
+	// The morning's job, untagged (its tag lost with the reset), then the
+	// afternoon's, still running.
+	rows := header +
+		"143|REQUEUED|2026-11-02T08:00:00|2026-11-02T08:10:00|2026-11-02T09:00:00|" + tres + "|\n" +
+		"143|COMPLETED|2026-11-02T09:00:00|2026-11-02T09:05:00|2026-11-02T11:00:00|" + tres + "|\n" +
+		"143|RUNNING|2026-11-02T14:00:00|2026-11-02T14:30:00|Unknown|" + tres + "|\n"
+	r := build(t, rows, Options{})
+	st := &fakeStore{
+		jobs:    map[int64]store.Job{143: {ID: 143, ModelType: "gpt2", Class: store.BestEffort, State: "RUNNING", Submitted: at(6, 0)}},
+		history: map[int64][]store.Action{143: hist},
+	}
+	if err := r.Enrich(context.Background(), st, "s.db", model.DefaultEnv()); err != nil {
+		t.Fatal(err)
+	}
+	type job struct {
+		ModelType, Class, State string
+		StorePlans              []time.Time
+		Plans                   []string
+	}
+	want := []job{
+		{NoModel, "", "COMPLETED", []time.Time{at(0, 9), at(1, 0)}, []string{}},
+		{"gpt2", "best-effort", "RUNNING", []time.Time{at(6, 29)}, []string{p8.String()}},
+	}
+	var got []job
+	for _, j := range r.Jobs {
+		g := job{j.ModelType, j.Class, j.State, nil, j.Plans}
+		for _, pc := range j.StorePlans {
+			g.StorePlans = append(g.StorePlans, pc.At)
+		}
+		got = append(got, g)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("jobs 143 (-want +got):\n%s", d)
+	}
+}

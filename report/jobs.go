@@ -158,6 +158,10 @@ type Job struct {
 
 	req  *request
 	rows []Row // the sacct rows behind Runs, for the store check
+	// next is the submission of the later job Slurm gave the same id
+	// (splitReused); nil for none. The store's record of the id and its
+	// actions from then on are that job's.
+	next *time.Time
 	// requeues are the job's requeues as priced from sacct, for Enrich to
 	// replace with measured costs.
 	requeues []requeue
@@ -232,7 +236,13 @@ func parseRequest(s string) (request, error) {
 	return r, nil
 }
 
-// groupRows groups rows by job id, in order of first appearance.
+// ended lists the states Slurm never runs a job again from. After any
+// other a job may run again under its id: REQUEUED, RESIZING, and
+// NODE_FAIL or PREEMPTED of a job Slurm requeues.
+var ended = []string{"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "DEADLINE", "BOOT_FAIL"}
+
+// groupRows groups rows by job id, in order of first appearance, and
+// splits an id's rows where Slurm reused it (splitReused).
 func groupRows(rows []Row) [][]Row {
 	var order []string
 	by := map[string][]Row{}
@@ -251,9 +261,54 @@ func groupRows(rows []Row) [][]Row {
 		if !slices.ContainsFunc(rs, func(r Row) bool { return r.Start.IsZero() }) {
 			slices.SortStableFunc(rs, func(a, b Row) int { return a.Start.Compare(b.Start) })
 		}
-		out = append(out, rs)
+		out = append(out, splitReused(rs)...)
 	}
 	return out
+}
+
+// splitReused splits the runs of one job id into the jobs Slurm gave it:
+// Slurm reuses ids after its state is reset (StateSaveLocation wiped,
+// FirstJobId) or past MaxJobId, and slurmdbd keeps the rows of each. A run
+// starts a new job where its tag's sub= differs from the job's so far
+// (rubickd writes the job's first submission into every tag, so an equal
+// sub= is the same job, one requeued once it had ended); without sub= on
+// both, where it was submitted after the run before it ended in a state
+// the job never runs again from.
+func splitReused(rs []Row) [][]Row {
+	var out [][]Row
+	first, sub := 0, int64(0)
+	for i, r := range rs {
+		s := rowSubmit(r)
+		if i > 0 {
+			prev := rs[i-1]
+			reused := s != 0 && sub != 0 && s != sub
+			if s == 0 || sub == 0 {
+				reused = slices.Contains(ended, prev.State) && !prev.End.IsZero() && r.Submit.After(prev.End)
+			}
+			if reused {
+				out = append(out, rs[first:i])
+				first, sub = i, 0
+			}
+		}
+		if s != 0 {
+			sub = s
+		}
+	}
+	return append(out, rs[first:])
+}
+
+// rowSubmit is the sub= of r's rubick tag, 0 without a valid one (buildJob
+// reports a malformed one).
+func rowSubmit(r Row) int64 {
+	t, err := slurm.TagFromAdminComment(r.AdminComment)
+	if err != nil || t == nil {
+		return 0
+	}
+	sec, err := strconv.ParseInt(t.Extra[slurm.TagSubmit], 10, 64)
+	if err != nil || sec <= 0 {
+		return 0
+	}
+	return sec
 }
 
 // buildJob computes one job's metrics from its runs. Without the AllocTRES

@@ -152,20 +152,47 @@ func Build(rows []Row, cols Columns, o Options) (*Report, error) {
 			r.Notes = append(r.Notes, c.note)
 		}
 	}
-	for _, rs := range groupRows(rows) {
-		j, errs := buildJob(rs, o.RestartOverhead, r.tres, nil)
+	groups := groupRows(rows)
+	jobs := make([]Job, len(groups))
+	errs := make([][]*JobError, len(groups))
+	for k, rs := range groups {
+		jobs[k], errs[k] = buildJob(rs, o.RestartOverhead, r.tres, nil)
+	}
+	for k, j := range jobs {
+		// groupRows puts the jobs of a reused id next to each other.
+		if k+1 < len(jobs) && jobs[k+1].ID == j.ID {
+			j.next = jobs[k+1].Submit
+		}
 		if j.Submit != nil && (!o.Since.IsZero() && j.Submit.Before(o.Since) || !o.Until.IsZero() && !j.Submit.Before(o.Until)) {
 			continue
 		}
 		r.Jobs = append(r.Jobs, j)
-		r.Errors = append(r.Errors, errs...)
+		r.Errors = append(r.Errors, errs[k]...)
 	}
 	slices.SortStableFunc(r.Jobs, func(a, b Job) int { return jobIDCompare(a.ID, b.ID) })
+	if n := reusedNote(r.Jobs); n != "" {
+		r.Notes = append(r.Notes, n)
+	}
 	if n := tresMissingNote(r.Jobs); n != "" {
 		r.Notes = append(r.Notes, n)
 	}
 	r.summarize()
 	return r, nil
+}
+
+// reusedNote is the note on the job ids that more than one of jobs
+// (sorted by id) has: Slurm reused them. "" for none.
+func reusedNote(jobs []Job) string {
+	var n int
+	for k := 1; k < len(jobs); k++ {
+		if jobs[k].ID == jobs[k-1].ID && (k == 1 || jobs[k-2].ID != jobs[k].ID) {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d job id(s) reused by Slurm: their runs are reported as separate jobs", n)
 }
 
 // tresMissingNote is the note on the rubick jobs whose GPUs are unknown:

@@ -758,3 +758,103 @@ func TestSubmitFromTag(t *testing.T) {
 		})
 	}
 }
+
+// Slurm reuses job ids (after its state is reset, or past MaxJobId) and
+// sacct -D lists the runs of every job of an id under it: a run submitted
+// after the one before it ended for good, or whose tag's sub= differs,
+// is another job's. Job 143 of the lab was a llama7 job in the morning
+// and a gpt2 job in the afternoon.
+func TestReusedJobID(t *testing.T) {
+	const header = "JobID|State|Submit|Start|End|AllocTRES|AdminComment\n"
+	day := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
+	tag := func(model string, h int) string {
+		return "rubick:v1 model=" + model + " class=best-effort sub=" + strconv.FormatInt(day.Add(time.Duration(h)*time.Hour).Unix(), 10)
+	}
+	const tres = "cpu=1,gres/gpu=4,node=1"
+	// The morning's job: submitted 08:00, ran 08:10-09:00, requeued, ran
+	// 09:05-11:00.
+	morning := "143|REQUEUED|2026-11-02T08:00:00|2026-11-02T08:10:00|2026-11-02T09:00:00|" + tres + "|" + tag("llama7", 8) + "\n" +
+		"143|COMPLETED|2026-11-02T09:00:00|2026-11-02T09:05:00|2026-11-02T11:00:00|" + tres + "|" + tag("llama7", 8) + "\n"
+	type job struct {
+		ID, ModelType, State string
+		JCTS, QueueS         *float64
+		Runs, Requeues       int
+		GPUh                 *float64
+	}
+	first := job{"143", "llama7", "COMPLETED", f(3 * 3600), f(600), 2, 1, f(4 * (50.0/60 + 115.0/60))}
+	tests := map[string]struct {
+		rows  string
+		since time.Time
+		want  []job
+		note  bool
+	}{
+		"completed, then a new job running": {
+			rows: morning + "143|RUNNING|2026-11-02T14:00:00|2026-11-02T14:30:00|Unknown|" + tres + "|\n",
+			want: []job{first, {"143", NoModel, "RUNNING", nil, f(1800), 1, 0, f(0)}},
+			note: true,
+		},
+		"completed, then a new job pending": {
+			rows: morning + "143|PENDING|2026-11-02T14:00:00|Unknown|Unknown||\n",
+			want: []job{first, {"143", NoModel, "PENDING", nil, nil, 1, 0, f(0)}},
+			note: true,
+		},
+		"completed, then a new job that ended, its tag without sub=": {
+			rows: morning + "143|FAILED|2026-11-02T14:00:00|2026-11-02T14:30:00|2026-11-02T15:00:00|" + tres + "|rubick:v1 model=gpt2\n",
+			want: []job{first, {"143", "gpt2", "FAILED", f(3600), f(1800), 1, 0, f(2)}},
+			note: true,
+		},
+		// The reset lost the end of the earlier job's last run.
+		"tags of different sub=, no ended run between": {
+			rows: strings.Replace(morning, "COMPLETED", "RUNNING", 1) +
+				"143|COMPLETED|2026-11-02T14:00:00|2026-11-02T14:30:00|2026-11-02T15:00:00|" + tres + "|" + tag("gpt2", 14) + "\n",
+			want: []job{{"143", "llama7", "RUNNING", nil, f(600), 2, 1, first.GPUh},
+				{"143", "gpt2", "COMPLETED", f(3600), f(1800), 1, 0, f(2)}},
+			note: true,
+		},
+		"the earlier job before the window": {
+			rows:  morning + "143|RUNNING|2026-11-02T14:00:00|2026-11-02T14:30:00|Unknown|" + tres + "|\n",
+			since: day.Add(12 * time.Hour),
+			want:  []job{{"143", NoModel, "RUNNING", nil, f(1800), 1, 0, f(0)}},
+		},
+		"requeued: one job": {
+			rows: morning,
+			want: []job{first},
+		},
+		// Slurm requeues a job whose node failed, and its next run's
+		// Submit is the requeue's. Untagged: the state alone tells.
+		"running again after a node failure: one job": {
+			rows: strings.Replace(strings.Replace(strings.ReplaceAll(morning, tag("llama7", 8), ""), "REQUEUED", "NODE_FAIL", 1),
+				"COMPLETED|2026-11-02T09:00:00", "COMPLETED|2026-11-02T09:01:00", 1),
+			want: []job{{"143", NoModel, "COMPLETED", f(3 * 3600), f(600), 2, 1, first.GPUh}},
+		},
+		// scontrol requeue also requeues a job that ended; rubickd's tag
+		// keeps its first submission.
+		"requeued once it had ended, the same sub=: one job": {
+			rows: strings.Replace(strings.Replace(morning, "REQUEUED", "COMPLETED", 1), "COMPLETED|2026-11-02T09:00:00", "COMPLETED|2026-11-02T09:01:00", 1),
+			want: []job{first},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := build(t, header+tc.rows, Options{Since: tc.since, RestartOverhead: time.Minute})
+			var got []job
+			for _, j := range r.Jobs {
+				got = append(got, job{j.ID, j.ModelType, j.State, j.JCTS, j.QueueS, len(j.Runs), j.Requeues, j.GPUHours})
+			}
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+				t.Errorf("jobs (-want +got):\n%s", diff)
+			}
+			var notes []string
+			if tc.note {
+				notes = []string{"1 job id(s) reused by Slurm: their runs are reported as separate jobs"}
+			}
+			reused := slices.DeleteFunc(slices.Clone(r.Notes), func(n string) bool { return !strings.Contains(n, "reused") })
+			if diff := cmp.Diff(notes, reused, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("notes (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(len(tc.want), r.Overall.Jobs); diff != "" {
+				t.Errorf("overall jobs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
