@@ -144,7 +144,7 @@ func TestLaunchLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	keys := []LaunchKey{{4, "alice", "gpt2"}, {5, "alice", "gpt2"}, {6, "bob", "gpt2"}, {7, "alice", "bert"}, {8, "alice", "gpt2"}, {99, "carol", "gpt2"}}
+	keys := []LaunchKey{{ID: 4, User: "alice", ModelType: "gpt2"}, {ID: 5, User: "alice", ModelType: "gpt2"}, {ID: 6, User: "bob", ModelType: "gpt2"}, {ID: 7, User: "alice", ModelType: "bert"}, {ID: 8, User: "alice", ModelType: "gpt2"}, {ID: 99, User: "carol", ModelType: "gpt2"}}
 	check := func(step string, want map[int64]Launch) {
 		t.Helper()
 		got, err := s.LaunchLimits(ctx, keys)
@@ -820,5 +820,81 @@ func TestTagged(t *testing.T) {
 	}
 	if d := cmp.Diff(want, summary); d != "" {
 		t.Errorf("Tagged (-want +got):\n%s", d)
+	}
+}
+
+// Slurm gives old ids to new jobs after its state is reset: an upsert of
+// a later submission under a stored job's id starts the row afresh, and
+// LaunchLimits does not give the earlier job's report as the later one's
+// own. The same submission (a requeue) or an unknown one keeps it all.
+func TestUpsertJobAnotherSubmission(t *testing.T) {
+	ctx := context.Background()
+	sub := t0.Add(-time.Hour)
+	waited := t0.Add(-30 * time.Minute)
+	// kept is what the row holds of the job first stored.
+	type kept struct {
+		Submitted, FirstSeen, Deferred time.Time
+		User                           string
+		LastPlan                       model.Plan
+		Cannot                         model.Features
+		GlobalBatch                    int
+		Own                            bool // LaunchLimits' report is its own
+	}
+	old := kept{Submitted: sub, Deferred: waited, User: "alice", LastPlan: plan4, Cannot: model.FeatureTP, GlobalBatch: 64, Own: true}
+	for name, tc := range map[string]struct {
+		submitted time.Time
+		reset     bool
+	}{
+		"requeue, same submission": {submitted: sub},
+		"unknown submission":       {},
+		"later submission":         {submitted: sub.Add(5 * time.Hour), reset: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := openTest(t, "")
+			if err := s.UpsertModelType(ctx, gpt2()); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.UpsertJob(ctx, Job{ID: 4, ModelType: "gpt2", Class: BestEffort, State: "RUNNING", User: "alice",
+				Submitted: sub, Deferred: waited, LastPlan: plan4, LastResources: res4}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SetJobLaunch(ctx, 4, "alice", Launch{Cannot: model.FeatureTP, GlobalBatch: 64}); err != nil {
+				t.Fatal(err)
+			}
+			first, err := s.Job(ctx, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := old
+			want.FirstSeen = first.FirstSeen
+			if tc.reset {
+				// bob's job: alice's report is not even his guess.
+				want = kept{Submitted: tc.submitted}
+			}
+			key := LaunchKey{ID: 4, User: "bob", ModelType: "gpt2", Submitted: tc.submitted}
+			limits, err := s.LaunchLimits(ctx, []LaunchKey{key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Its user not known yet.
+			if err := s.UpsertJob(ctx, Job{ID: 4, ModelType: "gpt2", Class: BestEffort, State: "PENDING", Submitted: tc.submitted}); err != nil {
+				t.Fatal(err)
+			}
+			j, err := s.Job(ctx, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.reset {
+				want.FirstSeen = j.Updated
+			}
+			got := kept{Submitted: j.Submitted, FirstSeen: j.FirstSeen, Deferred: j.Deferred, User: j.User, LastPlan: j.LastPlan,
+				Cannot: j.Cannot, GlobalBatch: j.GlobalBatch, Own: limits[4].Own}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("job 4 after an upsert submitted at %v (-want +got):\n%s", tc.submitted, d)
+			}
+			if got := limits[4]; !tc.reset && got != (Launch{Cannot: model.FeatureTP, GlobalBatch: 64, Own: true}) {
+				t.Errorf("LaunchLimits of job 4 before the upsert = %+v, want its own report", got)
+			}
+		})
 	}
 }

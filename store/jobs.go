@@ -32,8 +32,10 @@ type Job struct {
 	Tenant    string // Slurm account or QOS the quota is charged to
 	// User is the Slurm user who owns the job; "" for unknown, which
 	// UpsertJob does not store over a known one.
-	User      string
-	State     string // Slurm job state, e.g. PENDING or RUNNING
+	User  string
+	State string // Slurm job state, e.g. PENDING or RUNNING
+	// Submitted is when the job was submitted, the same across its
+	// requeues; a later one is another job of the same id (UpsertJob).
 	Submitted time.Time
 	FirstSeen time.Time // set by the store on the first UpsertJob, then kept
 	Updated   time.Time // set by the store on every UpsertJob
@@ -43,7 +45,8 @@ type Job struct {
 	LastResources model.Resources
 	// Cannot is what the job's launch line cannot express, and GlobalBatch
 	// the global batch it trains with (0: not reported), as rubick-srun
-	// reported them (SetJobLaunch); UpsertJob leaves both alone.
+	// reported them (SetJobLaunch); UpsertJob leaves both alone, but for
+	// another job of the id.
 	Cannot      model.Features
 	GlobalBatch int
 	// ArrayJobID and ArrayTaskID name the task of a job array the job is
@@ -60,7 +63,13 @@ type Job struct {
 // UpsertJob stores j, replacing the stored fields of a known job except
 // FirstSeen, which the store sets once. A zero LastPlan keeps the stored
 // last plan: a job that is queued again still remembers how it last ran;
-// a zero Deferred keeps the stored one, an empty User the stored one.
+// a zero Deferred keeps the stored one, an empty User the stored one, a
+// zero Submitted the stored one. A Submitted later than the stored one is
+// another job that Slurm gave the same id (ids start again after
+// slurmctld's state is reset): the row then starts afresh, FirstSeen,
+// Deferred, User, the last plan and the launch facts (Cannot, GlobalBatch)
+// set as for a job not seen before. The submission must stay the job's
+// first across its requeues for that (the daemon's is).
 func (s *Store) UpsertJob(ctx context.Context, j Job) error {
 	if err := checkJob(j); err != nil {
 		return fmt.Errorf("store: upsert job %d: %w", j.ID, err)
@@ -112,14 +121,23 @@ func upsertJob(ctx context.Context, tx *sql.Tx, j Job, now int64) error {
 			CASE WHEN ?12 THEN ?10 END, CASE WHEN ?12 THEN ?11 END, ?13, CASE WHEN ?13 IS NOT NULL THEN ?14 END, ?15, ?16)
 		ON CONFLICT(job_id) DO UPDATE SET
 			model_type = excluded.model_type, class = excluded.class, tenant = excluded.tenant,
-			state = excluded.state, submitted_ns = excluded.submitted_ns, updated_ns = excluded.updated_ns,
+			state = excluded.state, updated_ns = excluded.updated_ns,
 			array_job_id = excluded.array_job_id, array_task_id = excluded.array_task_id,
-			deferred_ns = COALESCE(excluded.deferred_ns, deferred_ns),
-			user_name = COALESCE(excluded.user_name, user_name),
-			last_plan        = CASE WHEN ?12 THEN excluded.last_plan ELSE last_plan END,
-			last_placement   = CASE WHEN ?12 THEN excluded.last_placement ELSE last_placement END,
-			last_cpus        = CASE WHEN ?12 THEN excluded.last_cpus ELSE last_cpus END,
-			last_host_mem_gb = CASE WHEN ?12 THEN excluded.last_host_mem_gb ELSE last_host_mem_gb END`,
+			submitted_ns = COALESCE(excluded.submitted_ns, submitted_ns),
+			-- A later submission is another job that Slurm gave this id
+			-- (Job.Submitted): nothing of the earlier one is its. NULL on
+			-- either side compares as unknown, which resets nothing.
+			first_seen_ns = CASE WHEN excluded.submitted_ns > submitted_ns THEN excluded.first_seen_ns ELSE first_seen_ns END,
+			deferred_ns = CASE WHEN excluded.submitted_ns > submitted_ns THEN excluded.deferred_ns
+				ELSE COALESCE(excluded.deferred_ns, deferred_ns) END,
+			user_name = CASE WHEN excluded.submitted_ns > submitted_ns THEN excluded.user_name
+				ELSE COALESCE(excluded.user_name, user_name) END,
+			cannot       = CASE WHEN excluded.submitted_ns > submitted_ns THEN NULL ELSE cannot END,
+			global_batch = CASE WHEN excluded.submitted_ns > submitted_ns THEN 0 ELSE global_batch END,
+			last_plan        = CASE WHEN ?12 OR excluded.submitted_ns > submitted_ns THEN excluded.last_plan ELSE last_plan END,
+			last_placement   = CASE WHEN ?12 OR excluded.submitted_ns > submitted_ns THEN excluded.last_placement ELSE last_placement END,
+			last_cpus        = CASE WHEN ?12 OR excluded.submitted_ns > submitted_ns THEN excluded.last_cpus ELSE last_cpus END,
+			last_host_mem_gb = CASE WHEN ?12 OR excluded.submitted_ns > submitted_ns THEN excluded.last_host_mem_gb ELSE last_host_mem_gb END`,
 		j.ID, mt, string(j.Class), j.Tenant, j.State, timestamp(j.Submitted), now,
 		plan, placement, j.LastResources.CPUs, j.LastResources.HostMemGB, hasPlan,
 		sql.NullInt64{Int64: j.ArrayJobID, Valid: j.ArrayJobID > 0}, j.ArrayTaskID,
@@ -414,6 +432,10 @@ type LaunchKey struct {
 	ID        int64
 	User      string // the Slurm user who owns it
 	ModelType string
+	// Submitted is when the job was submitted (Job.Submitted); zero for
+	// unknown. A stored job of the id submitted earlier is another job,
+	// whose report is not this one's.
+	Submitted time.Time
 }
 
 // LaunchLimits returns what the launch line of each job says: its own
@@ -424,15 +446,22 @@ type LaunchKey struct {
 func (s *Store) LaunchLimits(ctx context.Context, jobs []LaunchKey) (map[int64]Launch, error) {
 	own := map[int64]Launch{}
 	ids := make([]any, 0, len(jobs))
+	submitted := make(map[int64]time.Time, len(jobs))
 	for _, j := range jobs {
 		ids = append(ids, j.ID)
+		submitted[j.ID] = j.Submitted
 	}
-	err := s.inChunks(ctx, `SELECT job_id, cannot, global_batch FROM jobs WHERE cannot IS NOT NULL AND job_id IN `, ids, func(rows *sql.Rows) error {
+	err := s.inChunks(ctx, `SELECT job_id, cannot, global_batch, submitted_ns FROM jobs WHERE cannot IS NOT NULL AND job_id IN `, ids, func(rows *sql.Rows) error {
 		var id int64
 		var c string
 		var gb int
-		if err := rows.Scan(&id, &c, &gb); err != nil {
+		var sub sql.NullInt64
+		if err := rows.Scan(&id, &c, &gb, &sub); err != nil {
 			return err
+		}
+		// The row is an earlier job's until UpsertJob stores this one.
+		if at := fromTimestamp(sub); !at.IsZero() && submitted[id].After(at) {
+			return nil
 		}
 		f, err := model.ParseFeatures(c)
 		if err != nil {
