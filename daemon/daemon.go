@@ -456,7 +456,8 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 		// The requeue was this action's, stopped before the tag said so:
 		// say it now, or the job waits for its user's release, with what
 		// the job ran so far as the action stored it.
-		owed := err == nil && (a.Kind == string(slurm.ActionPreempt) || a.Kind == string(slurm.ActionRestart)) && slurm.RequeuedByOther(j)
+		owed := err == nil && (a.Kind == string(slurm.ActionPreempt) || a.Kind == string(slurm.ActionRestart)) &&
+			slurm.RequeuedByOther(j) && !predates(j, a.DecidedAt)
 		var w ackWait
 		if owed {
 			// Stored before the action is resolved: a crash between the
@@ -505,10 +506,13 @@ func (d *Daemon) writeTag(ctx context.Context, id int, tag slurm.Tag) error {
 // ackWait is the tag that acknowledges a job's requeue: tag, nil for the
 // job's own; with ran as its run time where set, and mail as its TagMail
 // where the requeue's action quieted the job's mail
-// (slurm.ActionResult.MailWas).
+// (slurm.ActionResult.MailWas). at is when that action was decided, where
+// it comes from the store (zero: the running rubickd's own): a requeue
+// older than the job's submission is an earlier job's (predates).
 type ackWait struct {
 	tag       *slurm.Tag
 	ran, mail string
+	at        time.Time
 }
 
 // of is the tag to write for job j.
@@ -570,14 +574,16 @@ func (d *Daemon) acked(ctx context.Context, id int) {
 // schema 10) or it does not read.
 func (d *Daemon) ackOf(a store.Action) ackWait {
 	if a.Tag == "" {
-		return ackWait{mail: a.AckMail}
+		return ackWait{mail: a.AckMail, at: a.DecidedAt}
 	}
 	t, err := slurm.ParseTag(a.Tag)
 	if err != nil {
 		d.deps.Logger.Warn("stored tag of a preemption or restart does not read; its requeue is acknowledged in the job's own", "job", a.JobID, "err", err)
-		return ackWait{mail: a.AckMail}
+		return ackWait{mail: a.AckMail, at: a.DecidedAt}
 	}
-	return ackFor(slurm.ActionKind(a.Kind), &t, a.AckMail)
+	w := ackFor(slurm.ActionKind(a.Kind), &t, a.AckMail)
+	w.at = a.DecidedAt
+	return w
 }
 
 // ackFor is what acknowledges the requeue of a preemption or restart with
@@ -607,7 +613,9 @@ func (d *Daemon) ackRequeues(ctx context.Context, jobs []slurm.Job) []slurm.Job 
 	jobs = slices.Clone(jobs) // d.lastJobs is the cached list
 	for id, w := range d.unacked {
 		i := slices.IndexFunc(jobs, func(j slurm.Job) bool { return j.ID == id })
-		if i < 0 || !slurm.RequeuedByOther(jobs[i]) {
+		// A requeue before the job's submission was an earlier job's of
+		// that id: its tag would make the job that one.
+		if i < 0 || !slurm.RequeuedByOther(jobs[i]) || predates(jobs[i], w.at) {
 			d.acked(ctx, id) // acknowledged, started or gone since
 			continue
 		}
@@ -656,6 +664,9 @@ func (d *Daemon) userRequests(ctx context.Context, jobs []slurm.Job) ([]slurm.Jo
 		// The newest start that resized the job: an earlier one's
 		// resize, if any took, is behind it.
 		for _, s := range starts[int64(j.ID)] {
+			if predates(j, s.DecidedAt) {
+				continue
+			}
 			rec, ok := resizedBy(j, s)
 			if !ok {
 				continue
@@ -713,7 +724,9 @@ func (d *Daemon) refusedLimits(ctx context.Context, jobs []slurm.Job) ([]slurm.J
 		}
 		// The newest action whose tag the job has: an older one's
 		// limit, whatever became of it, is behind it.
-		k := slices.IndexFunc(tagged[int64(j.ID)], func(a store.Action) bool { return sameLimitTag(j.Tag, a.Tag) })
+		k := slices.IndexFunc(tagged[int64(j.ID)], func(a store.Action) bool {
+			return !predates(j, a.DecidedAt) && sameLimitTag(j.Tag, a.Tag)
+		})
 		if k < 0 {
 			continue
 		}
@@ -836,7 +849,7 @@ func (d *Daemon) jobFacts(ctx context.Context, jobs []slurm.Job) (map[int]JobFac
 	var ids []int64
 	for _, j := range jobs {
 		if j.Tag != nil && j.Tag.ModelType != "" && (j.State == slurm.StatePending || j.State == slurm.StateRunning) {
-			keys = append(keys, store.LaunchKey{ID: int64(j.ID), User: j.User, ModelType: j.Tag.ModelType})
+			keys = append(keys, store.LaunchKey{ID: int64(j.ID), User: j.User, ModelType: j.Tag.ModelType, Submitted: submitTime(j)})
 			ids = append(ids, int64(j.ID))
 		}
 	}
@@ -953,6 +966,8 @@ func (d *Daemon) jobFacts(ctx context.Context, jobs []slurm.Job) (map[int]JobFac
 			}
 		}
 	}
+	// A wait stored under the id before the job's submission, an earlier
+	// job's of that id, counts for nothing: queuedSince takes the later.
 	deferred, err := d.deps.Store.Deferred(ctx, lookup)
 	if err != nil {
 		// Their age then counts from their submission, as before they waited.
@@ -974,7 +989,12 @@ func (d *Daemon) jobFacts(ctx context.Context, jobs []slurm.Job) (map[int]JobFac
 		d.deps.Logger.Warn("reading jobs' restart costs failed", "err", err)
 		return out, nil
 	}
+	byID := make(map[int64]slurm.Job, len(ids))
+	for _, j := range jobs {
+		byID[int64(j.ID)] = j
+	}
 	for id, cs := range costs {
+		cs = slices.DeleteFunc(cs, func(c store.RestartCost) bool { return predates(byID[id], c.Signaled) })
 		if len(cs) >= minOwnRestarts {
 			f := out[int(id)]
 			f.RestartCost = RestartCostOf(cs)

@@ -2889,7 +2889,10 @@ func TestRefusedLimits(t *testing.T) {
 		tag     slurm.Tag
 		limit   time.Duration
 		actions []stored
-		want    limit
+		// submitted, when set, is the job's submission; the store's clock
+		// is at t0.
+		submitted time.Time
+		want      limit
 	}{
 		"raise refused": {state: slurm.StateRunning, tag: raised, limit: 75 * time.Minute,
 			actions: []stored{{slurm.ActionTimeLimit, raised, store.ResultFailed}},
@@ -2913,6 +2916,12 @@ func TestRefusedLimits(t *testing.T) {
 				{slurm.ActionTimeLimit, tag(1, map[string]string{tagTime: "30", tagSet: "240", tagFixed: "1"}), store.ResultFailed},
 			},
 			want: limit{User: 30 * time.Minute, Fixed: true}},
+		// Slurm gave the job the id of an earlier one, whose refused
+		// raise wrote the tag the job has (a state reset).
+		"an earlier job's of the id": {state: slurm.StateRunning, tag: raised, limit: 75 * time.Minute,
+			actions:   []stored{{slurm.ActionTimeLimit, raised, store.ResultFailed}},
+			submitted: t0.Add(time.Hour),
+			want:      limit{User: 75 * time.Minute, Fixed: true}},
 		"no action recorded": {state: slurm.StateRunning, tag: raised, limit: 30 * time.Minute,
 			want: limit{User: 30 * time.Minute, Fixed: true}},
 		"an annotation's tag": {state: slurm.StateRunning, tag: raised, limit: 30 * time.Minute,
@@ -2923,6 +2932,9 @@ func TestRefusedLimits(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			j := runningJob(5, "bert")
 			j.State, j.Held, j.TimeLimit, j.Tag = tc.state, tc.state == slurm.StatePending, tc.limit, &tc.tag
+			if !tc.submitted.IsZero() {
+				j.SubmitTime = tc.submitted
+			}
 			d, st := newTestDaemonWith(t, &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{j}}, &fakeApplier{}, func(*Config) {})
 			if err := st.UpsertJob(ctx, store.Job{ID: 5, ModelType: "bert", Class: store.BestEffort, State: j.State}); err != nil {
 				t.Fatal(err)
@@ -2950,6 +2962,86 @@ func TestRefusedLimits(t *testing.T) {
 			}
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Errorf("user's time limit read from tag %v with limit %v (-want +got):\n%s", jobs[0].Tag, tc.limit, d)
+			}
+		})
+	}
+}
+
+// Slurm gives old ids to new jobs after its state is reset. A start the
+// store holds under a job's id, recorded before the job's submission, is
+// an earlier job's: the job's request is its own, though its CPUs are
+// what that start set (the lab's job 143, taken for a request of 8 GPUs).
+// One recorded since the submission is the job's own, whose tag's write
+// failed after its resize: its request is that start's.
+func TestUserRequestsOfReusedID(t *testing.T) {
+	ctx := context.Background()
+	old := slurm.Tag{ModelType: "llama7", Class: slurm.ClassGuaranteed, Plan: "dp8.tp1.pp1.mb1.a1.z0", Generation: 1,
+		Extra: map[string]string{tagReq: "n1.g8.c1.m4000"}}
+	for name, tc := range map[string]struct {
+		submitted time.Time // the store's clock is at t0
+		want      string
+	}{
+		"start recorded before the submission": {submitted: t0.Add(5 * time.Hour), want: "n1.g4.c8.m64000"},
+		"start recorded after the submission":  {submitted: t0.Add(-time.Minute), want: "n1.g8.c1.m4000"},
+		// Slurm's submit time is whole seconds, rubickd's clock may trail.
+		"start recorded a second before the submission": {submitted: t0.Add(time.Second), want: "n1.g8.c1.m4000"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			j := heldJob(143, "gpt2", 1, 4)
+			j.SubmitTime, j.Tag.Class = tc.submitted, slurm.ClassGuaranteed
+			d, st := newTestDaemonWith(t, &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{j}}, &fakeApplier{}, func(*Config) {})
+			if err := st.UpsertJob(ctx, store.Job{ID: 143, ModelType: "llama7", Class: store.Guaranteed, State: slurm.StateRunning}); err != nil {
+				t.Fatal(err)
+			}
+			plan := model.Plan{DP: 8, TP: 1, PP: 1, MicroBatch: 1, Accum: 1}
+			rec, err := st.RecordPlan(ctx, store.Action{JobID: 143, Kind: string(slurm.ActionStart), Plan: plan,
+				Resources: model.Resources{Placement: model.Placement{8}, CPUs: 8, HostMemGB: 4000.0 / 1024}, Tag: old.String()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.MarkApplied(ctx, rec.ID, store.ResultOK, nil); err != nil {
+				t.Fatal(err)
+			}
+			jobs, err := d.userRequests(ctx, []slurm.Job{j})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := userRequest(jobs[0]).String(); got != tc.want {
+				t.Errorf("request of job 143 submitted at %v = %s, want %s", tc.submitted, got, tc.want)
+			}
+		})
+	}
+}
+
+// What an earlier job of the same id reported of its launch line is not
+// a later-submitted job's own (Slurm's state was reset), not even in the
+// cycle before the job's record is stored.
+func TestJobFactsOfReusedID(t *testing.T) {
+	ctx := context.Background()
+	for name, tc := range map[string]struct {
+		submitted time.Time // the stored job's was t0-5h
+		want      map[int]JobFacts
+	}{
+		"the same job": {submitted: t0.Add(-5 * time.Hour), want: map[int]JobFacts{5: {Cannot: model.FeatureTP, GlobalBatch: 64}}},
+		"a later job":  {submitted: t0.Add(-time.Minute), want: map[int]JobFacts{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			j := heldJob(5, "bert", 1, 4)
+			j.User, j.SubmitTime = "bob", tc.submitted
+			d, st := newTestDaemon(t, &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{j}}, &fakeApplier{})
+			if err := st.UpsertJob(ctx, store.Job{ID: 5, ModelType: "bert", Class: store.BestEffort, State: slurm.StateRunning,
+				Submitted: t0.Add(-5 * time.Hour), User: "alice"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.SetJobLaunch(ctx, 5, "alice", store.Launch{Cannot: model.FeatureTP, GlobalBatch: 64}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := d.jobFacts(ctx, []slurm.Job{j})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("job facts of job 5 submitted at %v (-want +got):\n%s", tc.submitted, d)
 			}
 		})
 	}
@@ -3086,6 +3178,63 @@ func TestReconcileAcknowledgesRequeue(t *testing.T) {
 	}
 	if len(a.got) != 1 || a.got[0].Kind != slurm.ActionAnnotate || a.got[0].JobID != 61 || a.got[0].Hold || a.got[0].Tag == nil || a.got[0].Tag.Plan != c.jobs[0].Tag.Plan {
 		t.Errorf("reconcile applied %+v; want one annotate of job 61 with its own tag, no hold", a.got)
+	}
+}
+
+// A requeue the store holds as awaiting its tag, or a pending preemption
+// Reconcile finds, decided before the job's submission was an earlier
+// job's of the same id (Slurm's state was reset): its tag, which holds
+// that job's plan and run time, is not written to the later job, whose
+// requeue is someone else's. The job's own is acknowledged in it.
+func TestReconcileAckOfReusedID(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		pending bool // the preemption is unresolved, else failed and awaits its tag
+		later   bool // the job was submitted after the preemption
+	}{
+		{name: "awaiting its tag"},
+		{name: "awaiting its tag, later job", later: true},
+		{name: "pending"},
+		{name: "pending, later job", pending: true, later: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := heldJob(61, "bert", 1, 2)
+			j.RestartCount, j.Tag.Plan, j.Tag.Generation = 1, "dp2.tp1.pp1.mb16.a1.z0", 1
+			j.Tag.Extra = map[string]string{slurm.TagRestarts: "0", tagReq: "n1.g2.c8.m64000"}
+			if tc.later {
+				j.SubmitTime = t0.Add(time.Hour) // the store's clock is at t0
+			}
+			preempt := cloneTag(*j.Tag)
+			preempt.Extra[tagRan] = "3600"
+			a := &fakeApplier{}
+			d, st := newTestDaemon(t, &fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{j}}, a)
+			if err := st.UpsertJob(ctx, store.Job{ID: 61, ModelType: "bert", Class: store.BestEffort, State: "RUNNING"}); err != nil {
+				t.Fatal(err)
+			}
+			rec, err := st.RecordPlan(ctx, store.Action{JobID: 61, Kind: string(slurm.ActionPreempt), Tag: preempt.String()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.pending {
+				if err := st.AwaitAck(ctx, rec.ID, ""); err != nil {
+					t.Fatal(err)
+				}
+				if err := st.MarkApplied(ctx, rec.ID, store.ResultFailed, errors.New("requeue timed out")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := d.Reconcile(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.Cycle(ctx, false); err != nil {
+				t.Fatal(err)
+			}
+			wrote := slices.ContainsFunc(a.got, func(act slurm.Action) bool { return act.Tag != nil && act.Tag.Extra[tagRan] == "3600" })
+			if wrote == tc.later {
+				t.Errorf("applied %+v; want the preemption's tag (ran=3600) written: %v", a.got, !tc.later)
+			}
+		})
 	}
 }
 

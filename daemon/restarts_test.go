@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -169,6 +170,13 @@ func TestDaemonMeasuresRestartCosts(t *testing.T) {
 	}
 	if d := cmp.Diff(map[int]JobFacts{2: {RestartCost: 42500 * time.Millisecond}}, facts); d != "" {
 		t.Errorf("job facts (-want +got):\n%s", d)
+	}
+	// Slurm gave id 2 to a job submitted after those restarts (its state
+	// was reset): they are an earlier job's, and price nothing of this one.
+	reused := slices.Clone(jobs)
+	reused[1].SubmitTime = at(205)
+	if facts, err := d.jobFacts(ctx, reused); err != nil || len(facts) != 0 {
+		t.Errorf("job facts of a later job 2 = %v, %v; want none", facts, err)
 	}
 
 	// Reloaded with measure_restart_cost: false, every type is priced at
