@@ -104,14 +104,7 @@ func TestExplainReusedID(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var out bytes.Buffer
-			if err := explainCmd(ctx, []string{"42", "--store", path, "--json"}, &out, io.Discard, testEnv(t)); err != nil {
-				t.Fatal(err)
-			}
-			var ex explanation
-			if err := json.Unmarshal(out.Bytes(), &ex); err != nil {
-				t.Fatalf("%v\n%s", err, out.String())
-			}
+			ex := explainJSON(t, path, "42")
 			if len(ex.Reasons) != tc.reasons || len(ex.History) != tc.hist {
 				t.Errorf("%d reasons and %d plan changes, want %d and %d", len(ex.Reasons), len(ex.History), tc.reasons, tc.hist)
 			}
@@ -133,18 +126,11 @@ func TestExplainLastSeen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	if err := explainCmd(ctx, []string{"42", "--store", path, "--json"}, &out, io.Discard, testEnv(t)); err != nil {
-		t.Fatal(err)
-	}
-	var ex explanation
-	if err := json.Unmarshal(out.Bytes(), &ex); err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
+	ex := explainJSON(t, path, "42")
 	if !ex.LastSeen.Equal(d.At) || !ex.Updated.Before(d.At) {
 		t.Errorf("last_seen %v, updated %v; want last seen at cycle %d's %v, after the job's last record", ex.LastSeen, ex.Updated, d.CycleID, d.At)
 	}
-	out.Reset()
+	var out bytes.Buffer
 	if err := explainCmd(ctx, []string{"42", "--store", path}, &out, io.Discard, testEnv(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -817,4 +803,19 @@ func TestExplainUnfittedType(t *testing.T) {
 	if d := cmp.Diff(want, ex.Notes); d != "" {
 		t.Errorf("notes (-want +got):\n%s", d)
 	}
+}
+
+// explainJSON runs explain --json on job id of the store at path and
+// returns what it wrote.
+func explainJSON(t *testing.T, path, id string) explanation {
+	t.Helper()
+	var out bytes.Buffer
+	if err := explainCmd(context.Background(), []string{id, "--store", path, "--json"}, &out, io.Discard, testEnv(t)); err != nil {
+		t.Fatal(err)
+	}
+	var ex explanation
+	if err := json.Unmarshal(out.Bytes(), &ex); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	return ex
 }
