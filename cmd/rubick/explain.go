@@ -183,13 +183,9 @@ func explainCmd(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	if *nReasons < 0 {
 		return fmt.Errorf("%w: --reasons=%d must be >= 0", errUsage, *nReasons)
 	}
-	path, err := storePath()
+	st, path, err := openStoreFlag(ctx, "explain", storePath)
 	if err != nil {
 		return err
-	}
-	st, err := openStore(ctx, path)
-	if err != nil {
-		return fmt.Errorf("explain: %w", err)
 	}
 	defer st.Close()
 	if array > 0 {

@@ -91,13 +91,9 @@ func queueCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	if *cycle < 0 {
 		return fmt.Errorf("%w: --cycle=%d must be a cycle id (> 0), or 0 for the newest", errUsage, *cycle)
 	}
-	path, err := storePath()
+	st, path, err := openStoreFlag(ctx, "queue", storePath)
 	if err != nil {
 		return err
-	}
-	st, err := openStore(ctx, path)
-	if err != nil {
-		return fmt.Errorf("queue: %w", err)
 	}
 	defer st.Close()
 	q, err := queue(ctx, st, path, queueFilter{queuedOnly: *queuedOnly, all: *all, user: *user, cycle: *cycle}, env.now())

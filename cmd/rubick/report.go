@@ -276,6 +276,20 @@ func storePathFlag(fs *flag.FlagSet, env cliEnv, cfg func() (rubickdConfig, erro
 	}
 }
 
+// openStoreFlag opens the existing store that storePath (storePathFlag)
+// names, for command cmd, and returns it with its path.
+func openStoreFlag(ctx context.Context, cmd string, storePath func() (string, error)) (*store.Store, string, error) {
+	path, err := storePath()
+	if err != nil {
+		return nil, "", err
+	}
+	st, err := openStore(ctx, path)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", cmd, err)
+	}
+	return st, path, nil
+}
+
 // openStore opens an existing store; it never creates one, so a mistyped
 // path is an error rather than an empty database. Nor does it migrate one:
 // the running rubickd, when older than this rubick, would refuse the store

@@ -54,13 +54,9 @@ func storeStats(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
-	path, err := storePath()
+	st, path, err := openStoreFlag(ctx, "store stats", storePath)
 	if err != nil {
 		return err
-	}
-	st, err := openStore(ctx, path)
-	if err != nil {
-		return fmt.Errorf("store stats: %w", err)
 	}
 	defer st.Close()
 	s, err := st.Stats(ctx)
@@ -130,13 +126,9 @@ func storeSpecs(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
-	path, err := storePath()
+	st, path, err := openStoreFlag(ctx, "store specs", storePath)
 	if err != nil {
 		return err
-	}
-	st, err := openStore(ctx, path)
-	if err != nil {
-		return fmt.Errorf("store specs: %w", err)
 	}
 	defer st.Close()
 	v, err := readSpecs(ctx, st, path, *name)
@@ -268,13 +260,9 @@ func storePrune(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	if *perConfig < 0 {
 		return fmt.Errorf("%w: --samples-per-config=%d must be >= 0", errUsage, *perConfig)
 	}
-	path, err := storePath()
+	st, path, err := openStoreFlag(ctx, "store prune", storePath)
 	if err != nil {
 		return err
-	}
-	st, err := openStore(ctx, path)
-	if err != nil {
-		return fmt.Errorf("store prune: %w", err)
 	}
 	defer st.Close()
 	r := store.Retention{SamplesPerConfig: *perConfig}
