@@ -696,14 +696,7 @@ func TestFittedJobStartsWithoutProfiling(t *testing.T) {
 	if _, err := d.Cycle(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
-	got := map[int][2]string{}
-	for _, act := range a.got {
-		if act.Kind != slurm.ActionStart || act.Tag == nil {
-			t.Errorf("job %d: %s with tag %v, want a start with a tag", act.JobID, act.Kind, act.Tag)
-			continue
-		}
-		got[act.JobID] = [2]string{act.Tag.Extra[tagProfile], act.Tag.Extra[launch.TagArch]}
-	}
+	got := profileTags(t, a.got)
 	want := map[int][2]string{61: {}, 62: {}, 63: {}, 64: {"1", "1e+08,12,768,512"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("started jobs -> profile, arch (-want +got):\n%s", diff)
@@ -763,14 +756,7 @@ func TestOneJobOfATypeProfiles(t *testing.T) {
 			if _, err := d.Cycle(ctx, false); err != nil {
 				t.Fatal(err)
 			}
-			got := map[int][2]string{}
-			for _, act := range a.got {
-				if act.Kind != slurm.ActionStart || act.Tag == nil {
-					t.Errorf("job %d: %s with tag %v, want a start with a tag", act.JobID, act.Kind, act.Tag)
-					continue
-				}
-				got[act.JobID] = [2]string{act.Tag.Extra[tagProfile], act.Tag.Extra[launch.TagArch]}
-			}
+			got := profileTags(t, a.got)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("started jobs -> profile, arch (-want +got):\n%s", diff)
 			}
@@ -4004,4 +3990,19 @@ func TestCycleRecordsJobEnd(t *testing.T) {
 	if got := state(); got != "MARK" {
 		t.Errorf("job 22's end written again: stored %s", got)
 	}
+}
+
+// profileTags is the profile flag and architecture each of actions, every
+// one a start with a tag, writes to its job's tag.
+func profileTags(t *testing.T, actions []slurm.Action) map[int][2]string {
+	t.Helper()
+	got := map[int][2]string{}
+	for _, act := range actions {
+		if act.Kind != slurm.ActionStart || act.Tag == nil {
+			t.Errorf("job %d: %s with tag %v, want a start with a tag", act.JobID, act.Kind, act.Tag)
+			continue
+		}
+		got[act.JobID] = [2]string{act.Tag.Extra[tagProfile], act.Tag.Extra[launch.TagArch]}
+	}
+	return got
 }
