@@ -279,8 +279,8 @@ func explain(ctx context.Context, st explainStore, path string, id int64, top, n
 	// What the store holds of the id from before the job's submission is
 	// an earlier job's: Slurm reuses ids after its state is reset or past
 	// MaxJobId. sub= is whole seconds.
-	from := j.Submitted.Add(-time.Second)
-	reasons = slices.DeleteFunc(reasons, func(r store.Reason) bool { return !j.Submitted.IsZero() && r.At.Before(from) })
+	earlier := func(t time.Time) bool { return !j.Submitted.IsZero() && t.Before(j.Submitted.Add(-time.Second)) }
+	reasons = slices.DeleteFunc(reasons, func(r store.Reason) bool { return earlier(r.At) })
 	placed := true // the places older decisions gave it may still stand
 	for _, r := range reasons {
 		v := newReasonView(r)
@@ -303,7 +303,7 @@ func explain(ctx context.Context, st explainStore, path string, id int64, top, n
 	if err != nil {
 		return nil, fmt.Errorf("explain: %w", err)
 	}
-	hist = slices.DeleteFunc(hist, func(a store.Action) bool { return !j.Submitted.IsZero() && a.DecidedAt.Before(from) })
+	hist = slices.DeleteFunc(hist, func(a store.Action) bool { return earlier(a.DecidedAt) })
 	costs, err := st.JobRestartCosts(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("explain: %w", err)
