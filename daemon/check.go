@@ -261,15 +261,15 @@ func checkBudgets(b slurm.Budgets, err error, c slurm.CtldConfig, scope *slurm.B
 // LogChecks logs every check that did not pass (a failure as an error),
 // for rubickd's start, and returns how many failed.
 func LogChecks(log *slog.Logger, results []CheckResult) (failed int) {
-	for _, r := range startFindings(results) {
+	found := startFindings(results)
+	for _, r := range found {
 		if r.Status == CheckFail {
-			failed++
 			log.Error("setup check failed (rubickd --check)", "check", r.Name, "detail", r.Detail)
 		} else {
 			log.Warn("setup check warns (rubickd --check)", "check", r.Name, "detail", r.Detail)
 		}
 	}
-	return failed
+	return (&SetupChecks{Checks: found}).Failed()
 }
 
 // startFindings are the checks of results that failed or warned, which
