@@ -281,7 +281,8 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, gpu
 	signal.Notify(early, cfg.checkpointSig)
 	defer signal.Stop(early)
 
-	plan, tag, err := jobPlan(ctx, cfg, jobID, log)
+	plan, shown, err := jobPlan(ctx, cfg, jobID, log)
+	tag := shown.tag
 	if err != nil {
 		log.Error("bad plan", "err", err)
 		return exitUsage
@@ -339,7 +340,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, gpu
 		done := !cfg.dryRun && phaseDone(stateDir)
 		var memOf func() profileMemory
 		if !done {
-			memOf = func() profileMemory { return profileMemoryOf(ctx, tag, gpuMem, getenv, alloc.CPUsOnNode, log) }
+			memOf = func() profileMemory { return profileMemoryOf(ctx, shown, gpuMem, getenv, alloc, log) }
 		}
 		ph, err := newProfilePhase(cfg, plan, alloc, stateDir, memOf)
 		if err == nil && len(ph.leftOut) > 0 {
@@ -538,24 +539,26 @@ func minCPUsPerNode(v string, nodes int) (int, error) {
 }
 
 // jobPlan returns the plan to run: --plan, else the job's rubick tag; nil
-// when there is none (out of a job, no tag, or scontrol failing).
-func jobPlan(ctx context.Context, cfg config, jobID string, log *slog.Logger) (*model.Plan, *slurm.Tag, error) {
+// when there is none (out of a job, no tag, or scontrol failing). shown is
+// what scontrol says of the job, empty with --plan.
+func jobPlan(ctx context.Context, cfg config, jobID string, log *slog.Logger) (*model.Plan, shownJob, error) {
 	if cfg.plan != "" {
 		p, err := model.ParsePlan(cfg.plan)
 		if err != nil {
-			return nil, nil, fmt.Errorf("--plan: %w", err)
+			return nil, shownJob{}, fmt.Errorf("--plan: %w", err)
 		}
-		return &p, nil, nil
+		return &p, shownJob{}, nil
 	}
 	if jobID == "" {
 		log.Warn("not in a Slurm job (SLURM_JOB_ID unset) and no --plan")
-		return nil, nil, nil
+		return nil, shownJob{}, nil
 	}
-	tag, err := readTag(ctx, cfg.scontrol, cfg.jobRef)
+	shown, err := showJob(ctx, cfg.scontrol, cfg.jobRef)
 	if err != nil {
 		log.Warn("cannot read the job's rubick tag", "err", err)
-		return nil, nil, nil
+		return nil, shownJob{}, nil
 	}
+	tag := shown.tag
 	if tag == nil || tag.Plan == "" {
 		switch {
 		case profileTag(tag):
@@ -567,13 +570,13 @@ func jobPlan(ctx context.Context, cfg config, jobID string, log *slog.Logger) (*
 		default:
 			log.Warn("the job's AdminComment has no rubick plan")
 		}
-		return nil, tag, nil
+		return nil, shown, nil
 	}
 	p, err := model.ParsePlan(tag.Plan)
 	if err != nil {
-		return nil, tag, fmt.Errorf("AdminComment of job %s: %w", jobID, err)
+		return nil, shown, fmt.Errorf("AdminComment of job %s: %w", jobID, err)
 	}
-	return &p, tag, nil
+	return &p, shown, nil
 }
 
 // startedUnplanned reports whether tag, a job's rubick tag without a plan,
@@ -614,11 +617,26 @@ func lineStep(cfg config, alloc launch.Alloc, stateDir string) (model.Plan, step
 	return p, st, nil
 }
 
-// readTag runs "scontrol show job -o ID" (argv, no shell) and parses the
-// rubick tag out of its AdminComment.
+// shownJob is what rubick-srun reads of its job in "scontrol show job".
+type shownJob struct {
+	tag *slurm.Tag
+	// memPerTres is the job's MemPerTres ("gres:gpu:MB"; "" when it asks
+	// for memory per node or per CPU): its memory per GPU now, which
+	// rubickd may have raised since the submission.
+	memPerTres string
+}
+
+// readTag reads the job's rubick tag (showJob).
 func readTag(ctx context.Context, scontrol, jobID string) (*slurm.Tag, error) {
+	s, err := showJob(ctx, scontrol, jobID)
+	return s.tag, err
+}
+
+// showJob runs "scontrol show job -o ID" (argv, no shell) and parses the
+// rubick tag out of its AdminComment, and the job's MemPerTres.
+func showJob(ctx context.Context, scontrol, jobID string) (shownJob, error) {
 	if _, err := strconv.ParseUint(strings.Split(jobID, "_")[0], 10, 64); err != nil {
-		return nil, fmt.Errorf("SLURM_JOB_ID=%q is not a job id", jobID)
+		return shownJob{}, fmt.Errorf("SLURM_JOB_ID=%q is not a job id", jobID)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -626,9 +644,21 @@ func readTag(ctx context.Context, scontrol, jobID string) (*slurm.Tag, error) {
 	cmd := exec.CommandContext(ctx, scontrol, "show", "job", "-o", jobID)
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%s show job -o %s: %w: %s", scontrol, jobID, err, strings.TrimSpace(errOut.String()))
+		return shownJob{}, fmt.Errorf("%s show job -o %s: %w: %s", scontrol, jobID, err, strings.TrimSpace(errOut.String()))
 	}
-	return slurm.TagFromAdminComment(adminComment(out.String()))
+	tag, err := slurm.TagFromAdminComment(adminComment(out.String()))
+	if err != nil {
+		return shownJob{}, err
+	}
+	s := shownJob{tag: tag}
+	// The last one: the user's Comment, printed before it, may hold
+	// anything.
+	for _, f := range strings.Fields(out.String()) {
+		if v, ok := strings.CutPrefix(f, "MemPerTres="); ok {
+			s.memPerTres = v
+		}
+	}
+	return s, nil
 }
 
 // adminComment extracts the AdminComment value from one-line scontrol

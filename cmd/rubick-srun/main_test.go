@@ -110,8 +110,9 @@ func TestMain(m *testing.M) {
 			fmt.Printf("JobId=%s JobName=train UserId=alice(1000) Priority=1 AdminComment=(null) Comment=hello NumNodes=1\n", os.Args[len(os.Args)-1])
 			os.Exit(0)
 		}
-		fmt.Printf("JobId=%s JobName=train UserId=alice(1000) Priority=1 AdminComment=other=1;rubick:v1 model=gpt2 class=guaranteed plan=%s gen=2%s SystemComment=x Comment=hello world NumNodes=1%s\n",
-			os.Args[len(os.Args)-1], plan, extra, mail)
+		// FAKE_SHOW_EXTRA: fields after the comments (MemPerTres=...).
+		fmt.Printf("JobId=%s JobName=train UserId=alice(1000) Priority=1 AdminComment=other=1;rubick:v1 model=gpt2 class=guaranteed plan=%s gen=2%s SystemComment=x Comment=hello world NumNodes=1%s %s\n",
+			os.Args[len(os.Args)-1], plan, extra, mail, os.Getenv("FAKE_SHOW_EXTRA"))
 		os.Exit(0)
 	}
 	if os.Getenv("FAKE_TASK") == "1" {

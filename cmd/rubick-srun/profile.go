@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -154,12 +155,14 @@ func (m profileMemory) hostKnown() bool { return m.spec.Params > 0 && m.hostGB >
 
 // profileMemoryOf reads the memory inputs of a job's tag and, when it has
 // them, the memory of this node's GPUs with gpuMem and the job's memory on
-// the node from getenv (jobMemGB). A tag without them (an older
+// the node (jobMemGB) from shown's MemPerTres and getenv. A tag without
+// them (an older
 // rubickd's), a malformed one, a node without NVML (the lab's fake GPUs)
 // or a job without a memory bound leaves those runs to be tried, as
 // before the check.
-func profileMemoryOf(ctx context.Context, tag *slurm.Tag, gpuMem func(context.Context) (float64, error),
-	getenv func(string) string, cpusOnNode int, log *slog.Logger) profileMemory {
+func profileMemoryOf(ctx context.Context, shown shownJob, gpuMem func(context.Context) (float64, error),
+	getenv func(string) string, alloc launch.Alloc, log *slog.Logger) profileMemory {
+	tag := shown.tag
 	if tag == nil {
 		return profileMemory{}
 	}
@@ -178,7 +181,7 @@ func profileMemoryOf(ctx context.Context, tag *slurm.Tag, gpuMem func(context.Co
 		m.gpuGB = 0
 		log.Info("GPU memory unknown; profiling runs are not checked against it", "err", err)
 	}
-	switch gb, err := jobMemGB(getenv, cpusOnNode); {
+	switch gb, err := jobMemGB(shown.memPerTres, getenv, alloc); {
 	case err != nil:
 		log.Warn("the job's memory on the node is unknown; offload profiling runs are not checked against it", "err", err)
 	case gb == 0:
@@ -190,19 +193,23 @@ func profileMemoryOf(ctx context.Context, tag *slurm.Tag, gpuMem func(context.Co
 }
 
 // jobMemGB is the job's memory on this node, in GB of 1024 MB as rubickd
-// counts Slurm's MB, from the environment of its batch step:
-// SLURM_MEM_PER_NODE (--mem), else SLURM_MEM_PER_CPU (--mem-per-cpu) times
-// the job's CPUs on the node (SLURM_CPUS_ON_NODE). It is 0, no bound,
-// when neither is set, for --mem=0 (the whole node) and when the CPUs are
-// unknown.
+// counts Slurm's MB: its memory per GPU (memPerTres, the job's MemPerTres
+// in scontrol: --mem-per-gpu) times the GPUs on the node, else from the
+// environment of its batch step: SLURM_MEM_PER_NODE (--mem), else
+// SLURM_MEM_PER_CPU (--mem-per-cpu) times the job's CPUs on the node. It
+// is 0, no bound, when none is set, for --mem=0 (the whole node) and when
+// the GPUs or CPUs are unknown.
 //
-// SLURM_MEM_PER_NODE comes first: slurmd writes the one of the two the job
-// has when it starts over the submission's, so a job submitted with
-// --mem-per-cpu that rubickd sized per node (MinMemoryNode) holds both,
-// and the per-node one is current. SLURM_MEM_PER_GPU is not read: it is
-// the submission's, and rubickd may since have raised the job's memory per
-// GPU (MemPerTres), which the environment does not show.
-func jobMemGB(getenv func(string) string, cpusOnNode int) (float64, error) {
+// SLURM_MEM_PER_NODE comes before SLURM_MEM_PER_CPU: slurmd writes the
+// one of the two the job has when it starts over the submission's, so a
+// job submitted with --mem-per-cpu that rubickd sized per node
+// (MinMemoryNode) holds both, and the per-node one is current.
+// SLURM_MEM_PER_GPU is not read: it is the submission's, and rubickd may
+// since have raised the job's memory per GPU, which MemPerTres shows.
+func jobMemGB(memPerTres string, getenv func(string) string, alloc launch.Alloc) (float64, error) {
+	if n, err := gpuMemPerTres(memPerTres); n > 0 || err != nil {
+		return float64(n) * float64(alloc.GPUsOnNode) / 1024, err
+	}
 	mb := func(key string) (int64, bool, error) {
 		v := getenv(key)
 		if v == "" {
@@ -218,7 +225,28 @@ func jobMemGB(getenv func(string) string, cpusOnNode int) (float64, error) {
 		return float64(n) / 1024, err
 	}
 	n, _, err := mb("SLURM_MEM_PER_CPU")
-	return float64(n) * float64(cpusOnNode) / 1024, err
+	return float64(n) * float64(alloc.CPUsOnNode) / 1024, err
+}
+
+// gpuMemPerTres reads the MB per GPU out of a MemPerTres value: its GPU
+// entry, "gres:gpu:MB" (22.05) or "gres/gpu:MB", a GPU type perhaps
+// before the MB. 0 when it has none.
+func gpuMemPerTres(v string) (int64, error) {
+	for _, e := range strings.Split(v, ",") {
+		rest, ok := strings.CutPrefix(e, "gres:gpu:")
+		if !ok {
+			rest, ok = strings.CutPrefix(e, "gres/gpu:")
+		}
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(rest[strings.LastIndex(rest, ":")+1:], 10, 64)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("MemPerTres=%q is not a whole number of MB per GPU", v)
+		}
+		return n, nil
+	}
+	return 0, nil
 }
 
 // newProfilePhase chooses the runs for the job. plan is the job's plan, or

@@ -976,6 +976,7 @@ func TestProfilePhaseHostMemory(t *testing.T) {
 			`dp2.tp1.pp1.mb4.a2.z1+off+gc (224 GB), dp2.tp1.pp1.mb1.a8.z1+off (224 GB)"`}
 	cases := map[string]struct {
 		env    map[string]string
+		show   string // FAKE_SHOW_EXTRA
 		gpuMem func(context.Context) (float64, error)
 		want   []launch.ProfileRun
 		log    []string
@@ -983,6 +984,12 @@ func TestProfilePhaseHostMemory(t *testing.T) {
 	}{
 		"--mem":         {env: map[string]string{"SLURM_MEM_PER_NODE": "262144"}, gpuMem: gpu80, want: both, log: hostLine},
 		"--mem-per-cpu": {env: map[string]string{"SLURM_MEM_PER_CPU": "16384"}, gpuMem: gpu80, want: both, log: hostLine},
+		// rubickd raised the job's 16 GB per GPU to 64 GB: scontrol shows
+		// it, the environment does not.
+		"--mem-per-gpu": {env: map[string]string{"SLURM_MEM_PER_GPU": "16384"}, show: "MemPerTres=gres:gpu:65536", gpuMem: gpu80, want: both,
+			log: hostLine},
+		// A user's comment cannot stand for the job's memory.
+		"MemPerTres in the comment": {show: "Comment=x MemPerTres=gres:gpu:1 MemPerTres=gres:gpu:65536", gpuMem: gpu80, want: both, log: hostLine},
 		// rubickd sized a --mem-per-cpu job per node: slurmd wrote the
 		// node's memory at the start, beside the submission's per CPU.
 		"sized per node": {env: map[string]string{"SLURM_MEM_PER_NODE": "262144", "SLURM_MEM_PER_CPU": "1024"}, gpuMem: gpu80, want: both,
@@ -1010,6 +1017,7 @@ func TestProfilePhaseHostMemory(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			flags, _, _ := profileSetup(t, "")
 			t.Setenv("FAKE_TAG_EXTRA", "profile=1 arch=1.3e+10,40,5120,2048")
+			t.Setenv("FAKE_SHOW_EXTRA", c.show)
 			var out, errOut bytes.Buffer
 			if code := runWith(t.Context(), slices.Concat(flags, []string{"--dry-run", "--"}, profileLine), env(c.env), c.gpuMem, &out, &errOut); code != 0 {
 				t.Fatalf("exit %d:\n%s", code, errOut.String())
@@ -1060,24 +1068,33 @@ func TestProfilePhaseHostMemory(t *testing.T) {
 
 func TestJobMemGB(t *testing.T) {
 	cases := map[string]struct {
-		env     map[string]string
-		cpus    int
-		want    float64
-		wantErr string
+		env        map[string]string
+		memPerTres string
+		cpus, gpus int
+		want       float64
+		wantErr    string
 	}{
 		"--mem":          {env: map[string]string{"SLURM_MEM_PER_NODE": "262144"}, cpus: 16, want: 256},
 		"--mem-per-cpu":  {env: map[string]string{"SLURM_MEM_PER_CPU": "4096"}, cpus: 16, want: 64},
 		"sized per node": {env: map[string]string{"SLURM_MEM_PER_NODE": "262144", "SLURM_MEM_PER_CPU": "1024"}, cpus: 16, want: 256},
 		"--mem=0":        {env: map[string]string{"SLURM_MEM_PER_NODE": "0", "SLURM_MEM_PER_CPU": "1024"}, cpus: 16},
 		"CPUs unknown":   {env: map[string]string{"SLURM_MEM_PER_CPU": "4096"}},
-		"--mem-per-gpu":  {env: map[string]string{"SLURM_MEM_PER_GPU": "16384"}, cpus: 16},
-		"none":           {cpus: 16},
-		"suffix":         {env: map[string]string{"SLURM_MEM_PER_NODE": "256G"}, cpus: 16, wantErr: `SLURM_MEM_PER_NODE="256G" is not a whole number of MB`},
-		"negative":       {env: map[string]string{"SLURM_MEM_PER_CPU": "-1"}, cpus: 16, wantErr: `SLURM_MEM_PER_CPU="-1" is not a whole number of MB`},
+		// The environment keeps the submission's 16 GB per GPU; rubickd
+		// raised it to 64 GB.
+		"--mem-per-gpu":                    {env: map[string]string{"SLURM_MEM_PER_GPU": "16384"}, memPerTres: "gres:gpu:65536", cpus: 16, gpus: 4, want: 256},
+		"--mem-per-gpu, MemPerTres unread": {env: map[string]string{"SLURM_MEM_PER_GPU": "16384"}, cpus: 16, gpus: 4},
+		"gres/gpu":                         {memPerTres: "gres/gpu:65536", gpus: 2, want: 128},
+		"typed":                            {memPerTres: "gres/gpu:a100:65536", gpus: 2, want: 128},
+		"GPUs unknown":                     {memPerTres: "gres:gpu:65536", cpus: 16},
+		"no GPU entry":                     {memPerTres: "gres:nic:1", env: map[string]string{"SLURM_MEM_PER_NODE": "262144"}, gpus: 2, want: 256},
+		"none":                             {cpus: 16},
+		"suffix":                           {env: map[string]string{"SLURM_MEM_PER_NODE": "256G"}, cpus: 16, wantErr: `SLURM_MEM_PER_NODE="256G" is not a whole number of MB`},
+		"negative":                         {env: map[string]string{"SLURM_MEM_PER_CPU": "-1"}, cpus: 16, wantErr: `SLURM_MEM_PER_CPU="-1" is not a whole number of MB`},
+		"MemPerTres suffix":                {memPerTres: "gres:gpu:64G", gpus: 2, wantErr: `MemPerTres="gres:gpu:64G" is not a whole number of MB per GPU`},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := jobMemGB(envMap(c.env), c.cpus)
+			got, err := jobMemGB(c.memPerTres, envMap(c.env), launch.Alloc{CPUsOnNode: c.cpus, GPUsOnNode: c.gpus})
 			if c.wantErr != "" {
 				if err == nil || err.Error() != c.wantErr {
 					t.Errorf("jobMemGB = %v, %v; want error %q", got, err, c.wantErr)
