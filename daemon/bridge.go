@@ -2503,14 +2503,13 @@ func profileTag(tag *slurm.Tag, spec model.Spec, profile bool) {
 	tag.Extra[launch.TagArch] = launch.ArchValue(spec)
 }
 
-// profilingBound is how long after its start a job tagged profile=1
-// counts as profiling while its rubick-srun has not reported the phase
-// over: the phase's own bound (rubick-srun --profile-timeout, 5 min) with
-// room for the batch script's setup. A job that never reports (a line
-// rubick-srun cannot profile, no samples endpoint, no rubick-srun at all)
-// would otherwise keep every other job of its type from profiling for as
-// long as it runs.
-const profilingBound = 20 * time.Minute
+// profilingBound bounds the wait on a job tagged profile=1 that never
+// reports its phase over (launch.ProfilingBound: the phase's own bound,
+// rubick-srun --profile-timeout, 5 min, with room for the batch script's
+// setup). Such a job (a line rubick-srun cannot profile, no samples
+// endpoint, no rubick-srun at all) would otherwise keep every other job of
+// its type from profiling for as long as it runs.
+const profilingBound = launch.ProfilingBound
 
 // profilingCandidate reports whether job j may be profiling its model type
 // at now, unless its rubick-srun reported the phase over since its start

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rubick-sched/rubick/model"
 )
@@ -31,6 +32,14 @@ const (
 	// DefaultProfileIters is the iterations of one profiling run, the
 	// first of which is warm-up.
 	DefaultProfileIters = 6
+	// ProfilingBound is how long after its start rubickd counts a job
+	// tagged profile=1 as profiling its model type while its rubick-srun
+	// has not reported the phase over; past it, another job of the type
+	// may profile. ProfilingSetup is the room in it for the batch script
+	// before the phase: a phase bound above ProfilingBound-ProfilingSetup
+	// may outlast it.
+	ProfilingBound = 20 * time.Minute
+	ProfilingSetup = 5 * time.Minute
 	// ProfileMemoryHeadroom is the share of a GPU's memory a profiling run
 	// may be predicted to need (model.Predictor.Memory) and still be run
 	// (MemoryFits). The artifact's memory verdicts the model gets right

@@ -366,6 +366,10 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, gpu
 				break
 			}
 			claimStateDir(stateDir, ident, log)
+			if cfg.profileTimeout > launch.ProfilingBound-launch.ProfilingSetup {
+				log.Warn("the profiling phase may outlast the time rubickd waits on it; another job of the model type may then profile it too",
+					"profile_timeout", cfg.profileTimeout, "rubickd_waits", launch.ProfilingBound.String()+" from the job's start")
+			}
 			if sig := ph.run(ctx); sig != 0 {
 				return untrained(ctx, cfg, jobID, sig, log)
 			}

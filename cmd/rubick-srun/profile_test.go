@@ -394,6 +394,25 @@ func TestProfileTimeouts(t *testing.T) {
 	}
 }
 
+// TestProfileTimeoutOutlastsWait: a phase bound that may outlast the time
+// rubickd waits on the phase (launch.ProfilingBound less its setup room)
+// is warned about when the phase starts.
+func TestProfileTimeoutOutlastsWait(t *testing.T) {
+	const warning = "the profiling phase may outlast the time rubickd waits on it"
+	for timeout, want := range map[string]bool{"15m": false, "16m": true, "5m": false} {
+		t.Run(timeout, func(t *testing.T) {
+			flags, _, _ := profileSetup(t, "")
+			var out, errOut bytes.Buffer
+			if code := run(t.Context(), slices.Concat(flags, []string{"--profile-timeout", timeout, "--"}, profileLine), profileEnv(), &out, &errOut); code != 0 {
+				t.Fatalf("exit %d:\n%s", code, errOut.String())
+			}
+			if got := strings.Contains(errOut.String(), warning); got != want {
+				t.Errorf("warned %v, want %v:\n%s", got, want, errOut.String())
+			}
+		})
+	}
+}
+
 // TestProfileDeepSpeedStopped: a DeepSpeed script has no exit bound; each
 // run is stopped once it logged its iterations, and counts as measured.
 func TestProfileDeepSpeedStopped(t *testing.T) {
