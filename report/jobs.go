@@ -179,27 +179,35 @@ type requeue struct {
 // could be read.
 type JobError struct {
 	JobID string
-	Field string
-	Value string
-	Err   error
+	// Submit tells the job apart from the others of its id (Slurm reused
+	// it); nil for an id of one job.
+	Submit *time.Time
+	Field  string
+	Value  string
+	Err    error
 }
 
 // Error names the job, the field and the value.
 func (e *JobError) Error() string {
-	return fmt.Sprintf("job %s: %s=%q: %v", e.JobID, e.Field, clip(e.Value), e.Err)
+	job := e.JobID
+	if e.Submit != nil {
+		job += " (submitted " + e.Submit.Format(time.RFC3339) + ")"
+	}
+	return fmt.Sprintf("job %s: %s=%q: %v", job, e.Field, clip(e.Value), e.Err)
 }
 
 // Unwrap returns ErrJob and the cause, so errors.Is finds both.
 func (e *JobError) Unwrap() []error { return []error{ErrJob, e.Err} }
 
-// MarshalJSON writes {"job_id","field","value","error"}.
+// MarshalJSON writes {"job_id","submit","field","value","error"}.
 func (e *JobError) MarshalJSON() ([]byte, error) {
 	return marshalJSON(struct {
-		JobID string `json:"job_id"`
-		Field string `json:"field"`
-		Value string `json:"value"`
-		Error string `json:"error"`
-	}{e.JobID, e.Field, e.Value, e.Err.Error()})
+		JobID  string     `json:"job_id"`
+		Submit *time.Time `json:"submit,omitempty"`
+		Field  string     `json:"field"`
+		Value  string     `json:"value"`
+		Error  string     `json:"error"`
+	}{e.JobID, e.Submit, e.Field, e.Value, e.Err.Error()})
 }
 
 // request is the tag's req= (n<nodes>.g<GPUs per node>.c<CPUs>.m<MiB>).

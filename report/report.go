@@ -163,6 +163,11 @@ func Build(rows []Row, cols Columns, o Options) (*Report, error) {
 		if k+1 < len(jobs) && jobs[k+1].ID == j.ID {
 			j.next = jobs[k+1].Submit
 		}
+		if k+1 < len(jobs) && jobs[k+1].ID == j.ID || k > 0 && jobs[k-1].ID == j.ID {
+			for _, e := range errs[k] {
+				e.Submit = j.Submit
+			}
+		}
 		if j.Submit != nil && (!o.Since.IsZero() && j.Submit.Before(o.Since) || !o.Until.IsZero() && !j.Submit.Before(o.Until)) {
 			continue
 		}

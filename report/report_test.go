@@ -787,6 +787,7 @@ func TestReusedJobID(t *testing.T) {
 		since time.Time
 		want  []job
 		note  bool
+		errs  []string
 	}{
 		"completed, then a new job running": {
 			rows: morning + "143|RUNNING|2026-11-02T14:00:00|2026-11-02T14:30:00|Unknown|" + tres + "|\n",
@@ -810,6 +811,22 @@ func TestReusedJobID(t *testing.T) {
 			want: []job{{"143", "llama7", "RUNNING", nil, f(600), 2, 1, first.GPUh},
 				{"143", "gpt2", "COMPLETED", f(3600), f(1800), 1, 0, f(2)}},
 			note: true,
+		},
+		// Each job's problem names its submission.
+		"both tags malformed": {
+			rows: strings.ReplaceAll(morning, tag("llama7", 8), "rubick:v1 model=llama7 gen=x") +
+				"143|FAILED|2026-11-02T14:00:00|2026-11-02T14:30:00|2026-11-02T15:00:00|" + tres + "|rubick:v1 model=gpt2 gen=y\n",
+			want: []job{{"143", NoModel, "COMPLETED", f(3 * 3600), f(600), 2, 1, first.GPUh}, {"143", NoModel, "FAILED", f(3600), f(1800), 1, 0, f(2)}},
+			note: true,
+			errs: []string{
+				`job 143 (submitted 2026-11-02T08:00:00Z): AdminComment="rubick:v1 model=llama7 gen=x": malformed rubick tag: gen="x" is not a non-negative integer`,
+				`job 143 (submitted 2026-11-02T14:00:00Z): AdminComment="rubick:v1 model=gpt2 gen=y": malformed rubick tag: gen="y" is not a non-negative integer`,
+			},
+		},
+		"one job, its tag malformed": {
+			rows: strings.ReplaceAll(morning, tag("llama7", 8), "rubick:v1 model=llama7 gen=x"),
+			want: []job{{"143", NoModel, "COMPLETED", f(3 * 3600), f(600), 2, 1, first.GPUh}},
+			errs: []string{`job 143: AdminComment="rubick:v1 model=llama7 gen=x": malformed rubick tag: gen="x" is not a non-negative integer`},
 		},
 		"the earlier job before the window": {
 			rows:  morning + "143|RUNNING|2026-11-02T14:00:00|2026-11-02T14:30:00|Unknown|" + tres + "|\n",
@@ -854,6 +871,13 @@ func TestReusedJobID(t *testing.T) {
 			}
 			if diff := cmp.Diff(len(tc.want), r.Overall.Jobs); diff != "" {
 				t.Errorf("overall jobs (-want +got):\n%s", diff)
+			}
+			var errs []string
+			for _, e := range r.Errors {
+				errs = append(errs, e.Error())
+			}
+			if diff := cmp.Diff(tc.errs, errs); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
 			}
 		})
 	}
