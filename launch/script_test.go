@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/rubick-sched/rubick/launch/report"
 )
 
 func TestFromScript(t *testing.T) {
@@ -199,4 +201,31 @@ func TestFromScriptHostile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzFromScript: rubickd reads every user's batch script, and the
+// DeepSpeed config its line names, before the job starts. No script or
+// config may panic it or take a line it reads for one it cannot run.
+func FuzzFromScript(f *testing.F) {
+	f.Add("GBS=32\nexec rubick-srun --dialect megatron -- python pretrain_gpt.py --global-batch-size $GBS --micro-batch-size 2\n", `{}`, 8)
+	f.Add("#!/bin/bash\n#SBATCH --signal=B:USR1@60\nsrun rubick-srun deepspeed train.py --deepspeed_config ds.json\n",
+		`{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}}`, 4)
+	f.Add("A=${B@Q}\nrubick-srun --launcher node torchrun --nproc_per_node 8 run_clm.py --per_device_train_batch_size 4 --gradient_accumulation_steps 2 $A\n", `[`, 0)
+	f.Fuzz(func(t *testing.T, script, config string, gpus int) {
+		sl, err := FromScript(script)
+		if err != nil {
+			return
+		}
+		facts, err := sl.Facts(func(string) ([]byte, error) { return []byte(config), nil }, gpus)
+		if err != nil {
+			return
+		}
+		if facts.GlobalBatch < 0 || facts.GlobalBatch > report.MaxGlobalBatch {
+			t.Fatalf("global batch %d read off %q", facts.GlobalBatch, sl.Train)
+		}
+		if gpus > 0 && gpus <= 1024 {
+			_, _, _ = Inspect(sl.Train, gpus, Options{Dialect: sl.Dialect, GlobalBatch: sl.GlobalBatch,
+				ReadFile: func(string) ([]byte, error) { return []byte(config), nil }})
+		}
+	})
 }
