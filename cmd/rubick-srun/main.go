@@ -655,8 +655,8 @@ func showJob(ctx context.Context, scontrol, jobID string) (shownJob, error) {
 		return shownJob{}, err
 	}
 	s := shownJob{tag: tag}
-	// The last one: the user's Comment, printed before it, may hold
-	// anything.
+	// The last one: the user's Comment, printed before it (22.05 and
+	// 24.11), may hold anything.
 	for _, f := range strings.Fields(out.String()) {
 		if v, ok := strings.CutPrefix(f, "MemPerTres="); ok {
 			s.memPerTres = v

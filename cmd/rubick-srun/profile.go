@@ -156,10 +156,9 @@ func (m profileMemory) hostKnown() bool { return m.spec.Params > 0 && m.hostGB >
 // profileMemoryOf reads the memory inputs of a job's tag and, when it has
 // them, the memory of this node's GPUs with gpuMem and the job's memory on
 // the node (jobMemGB) from shown's MemPerTres and getenv. A tag without
-// them (an older
-// rubickd's), a malformed one, a node without NVML (the lab's fake GPUs)
-// or a job without a memory bound leaves those runs to be tried, as
-// before the check.
+// them (an older rubickd's), a malformed one, a node without NVML (the
+// lab's fake GPUs) or a job without a memory bound leaves those runs to be
+// tried, as before the check.
 func profileMemoryOf(ctx context.Context, shown shownJob, gpuMem func(context.Context) (float64, error),
 	getenv func(string) string, alloc launch.Alloc, log *slog.Logger) profileMemory {
 	tag := shown.tag
