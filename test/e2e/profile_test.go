@@ -80,9 +80,11 @@ exec %[1]s/rubick-srun --launcher gpu --state-dir %[2]s/state-"$SLURM_JOB_ID" \
 		t.Fatal(err)
 	}
 	cluster := l.cluster(ctx, t)
-	submit := func() int {
+	// mem is the job's memory flag: the first job asks per GPU, whose
+	// value the environment of its batch step keeps as submitted.
+	submit := func(mem string) int {
 		out := l.run(t, "sbatch", "--parsable", "--model-type="+mt, "-p", "gpu", "-J", "e2e-"+mt, "-N", "1",
-			"--ntasks-per-node=1", "--gres=gpu:8", "--cpus-per-task=32", "--mem=32G", "--requeue",
+			"--ntasks-per-node=1", "--gres=gpu:8", "--cpus-per-task=32", mem, "--requeue",
 			"--open-mode=append", "-o", filepath.Join(dir, "job-%j.out"), script)
 		id, err := strconv.Atoi(strings.Split(out, ";")[0])
 		if err != nil {
@@ -102,15 +104,16 @@ exec %[1]s/rubick-srun --launcher gpu --state-dir %[2]s/state-"$SLURM_JOB_ID" \
 		return slurm.Job{}
 	}
 
-	first := submit()
+	first := submit("--mem-per-gpu=4G")
 	j1 := wait(first)
 	if j1.State != slurm.StateCompleted {
 		t.Fatalf("profiled job %d ended %s", first, j1.State)
 	}
 	var prof struct {
-		Started  time.Time `json:"started"`
-		Finished time.Time `json:"finished"`
-		Runs     []struct {
+		Started   time.Time `json:"started"`
+		Finished  time.Time `json:"finished"`
+		HostMemGB float64   `json:"host_mem_gb"`
+		Runs      []struct {
 			Status string `json:"status"`
 			Plan   string `json:"plan"`
 		} `json:"runs"`
@@ -133,6 +136,11 @@ exec %[1]s/rubick-srun --launcher gpu --state-dir %[2]s/state-"$SLURM_JOB_ID" \
 				tp++
 			}
 		}
+	}
+	// Offload runs were checked against the job's memory on the node, read
+	// from its MemPerTres (before, unread for --mem-per-gpu: 0).
+	if want := float64(j1.MemPerGPUMB*8) / 1024; want == 0 || prof.HostMemGB != want {
+		t.Errorf("profile: host_mem_gb %v, want the job's %d MB per GPU times 8 GPUs (%v GB)", prof.HostMemGB, j1.MemPerGPUMB, want)
 	}
 	// 16 heads: the phase also runs TP 2 on 2 GPUs, for k_3d.
 	if ok < 7 || offload < 3 || tp != 1 {
@@ -161,7 +169,7 @@ exec %[1]s/rubick-srun --launcher gpu --state-dir %[2]s/state-"$SLURM_JOB_ID" \
 		t.Errorf("profiling phase took %.0f s, want (0, 300]", profileS)
 	}
 
-	second := submit()
+	second := submit("--mem=32G")
 	j2 := wait(second)
 	if j2.State != slurm.StateCompleted {
 		t.Fatalf("second job %d ended %s", second, j2.State)
