@@ -263,6 +263,30 @@ func explain(ctx context.Context, st explainStore, path string, id int64, top, n
 	if !waited.IsZero() {
 		ex.Waited = &waited
 	}
+	// What the store holds of the id from before the job's submission is
+	// an earlier job's: Slurm reuses ids after its state is reset or past
+	// MaxJobId. sub= is whole seconds.
+	earlier := func(t time.Time) bool { return !j.Submitted.IsZero() && t.Before(j.Submitted.Add(-time.Second)) }
+	var reasons []store.Reason
+	// The newest is read even with --reasons 0: it may say what the job
+	// runs (ranPlan).
+	if reasons, err = st.Reasons(ctx, id, max(nReasons, 1)); err != nil {
+		return nil, fmt.Errorf("explain: %w", err)
+	}
+	reasons = slices.DeleteFunc(reasons, func(r store.Reason) bool { return earlier(r.At) })
+	hist, err := st.PlanHistory(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("explain: %w", err)
+	}
+	hist = slices.DeleteFunc(hist, func(a store.Action) bool { return earlier(a.DecidedAt) })
+	if ran, res, ok := ranPlan(j, reasons, hist); ok {
+		why := fmt.Sprintf("not on %s, which rubickd set last (it stopped waiting for that plan, --plan-wait)", j.LastPlan)
+		if j.LastPlan == (model.Plan{}) {
+			why = "rubickd started it without a plan"
+		}
+		ex.Notes = append(ex.Notes, fmt.Sprintf("its rubick-srun reports it training on %s, its launch line as it is (%s); rubickd prices it at that plan", ran, why))
+		j.LastPlan, j.LastResources = ran, res
+	}
 	if j.LastPlan != (model.Plan{}) {
 		ex.Plan, ex.Placement = j.LastPlan.String(), j.LastResources.Placement.String()
 		ex.CPUs, ex.HostMemGB = j.LastResources.CPUs, j.LastResources.HostMemGB
@@ -270,19 +294,8 @@ func explain(ctx context.Context, st explainStore, path string, id int64, top, n
 	if err := ex.addModel(ctx, st, j, top, now); err != nil {
 		return nil, err
 	}
-	var reasons []store.Reason
-	if nReasons > 0 { // Reasons reads every one stored for a limit of 0
-		if reasons, err = st.Reasons(ctx, id, nReasons); err != nil {
-			return nil, fmt.Errorf("explain: %w", err)
-		}
-	}
-	// What the store holds of the id from before the job's submission is
-	// an earlier job's: Slurm reuses ids after its state is reset or past
-	// MaxJobId. sub= is whole seconds.
-	earlier := func(t time.Time) bool { return !j.Submitted.IsZero() && t.Before(j.Submitted.Add(-time.Second)) }
-	reasons = slices.DeleteFunc(reasons, func(r store.Reason) bool { return earlier(r.At) })
 	placed := true // the places older decisions gave it may still stand
-	for _, r := range reasons {
+	for _, r := range reasons[:min(nReasons, len(reasons))] {
 		v := newReasonView(r)
 		ex.Reasons = append(ex.Reasons, v)
 		if ex.MinRes == nil {
@@ -299,17 +312,40 @@ func explain(ctx context.Context, st explainStore, path string, id int64, top, n
 		// before would read as where it waits now.
 		placed = placed && (v.Raw != nil || !daemon.Unplanned(policy.Reason(v.Reason)))
 	}
-	hist, err := st.PlanHistory(ctx, id)
-	if err != nil {
-		return nil, fmt.Errorf("explain: %w", err)
-	}
-	hist = slices.DeleteFunc(hist, func(a store.Action) bool { return earlier(a.DecidedAt) })
 	costs, err := st.JobRestartCosts(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("explain: %w", err)
 	}
 	ex.History = report.PlanChanges(hist, costs)
 	return ex, nil
+}
+
+// ranPlan is the plan job j trains on when it is not the one rubickd set
+// last (j.LastPlan), and what it holds: those of its newest decision
+// (reasons, newest first), a keep later than every action of hist (oldest
+// first) on another plan. rubickd keeps a running job at the plan its
+// rubick-srun reports, which is another when rubickd started the job
+// without one (another job of its type profiled it) or when rubick-srun
+// stopped waiting for the plan rubickd set after its profiling phase: it
+// trains on its launch line as it is. false when the job trains on
+// j.LastPlan, as far as the store says.
+func ranPlan(j store.Job, reasons []store.Reason, hist []store.Action) (model.Plan, model.Resources, bool) {
+	if len(reasons) == 0 || len(hist) > 0 && !reasons[0].At.After(hist[len(hist)-1].DecidedAt) {
+		return model.Plan{}, model.Resources{}, false
+	}
+	a, ok := decodeReason(reasons[0].Reason)
+	if !ok || a.Kind != policy.Keep || a.Plan == (model.Plan{}) || a.Plan == j.LastPlan {
+		return model.Plan{}, model.Resources{}, false
+	}
+	if j.LastPlan != (model.Plan{}) {
+		return a.Plan, j.LastResources, true
+	}
+	res := model.Resources{Placement: a.Placement()}
+	for _, n := range a.Alloc {
+		res.CPUs += n.CPUs
+		res.HostMemGB += n.MemGB
+	}
+	return a.Plan, res, true
 }
 
 // addModel fills the fit, the current plan's throughput and the

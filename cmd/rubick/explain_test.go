@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -253,13 +254,14 @@ func testExplainOwnGlobalBatch(t *testing.T, reported bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// rubickd restarted the job on a plan of the batch its line trains with.
 	plan := mustParseTestPlan(t, "dp4.tp1.pp1.mb4.a8.z0")
-	j, err := st.Job(ctx, 42)
+	res := model.Resources{Placement: model.Placement{4}, CPUs: 16, HostMemGB: 128}
+	d, err := st.RecordDecision(ctx, store.Decision{Policy: "rubick", Actions: []store.Action{{JobID: 42, Kind: "restart", Plan: plan, Resources: res}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	j.LastPlan = plan
-	if err := st.UpsertJob(ctx, j); err != nil {
+	if err := st.MarkApplied(ctx, d.Actions[0].ID, store.ResultOK, nil); err != nil {
 		t.Fatal(err)
 	}
 	if reported {
@@ -668,10 +670,9 @@ func TestExplainReasonsRead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var want []int
-		if n > 0 {
-			want = []int{n}
-		}
+		// The newest is read with --reasons 0 too: it may name the plan
+		// the job trains on (ranPlan).
+		want := []int{max(n, 1)}
 		if d := cmp.Diff(want, ls.limits); d != "" || len(ex.Reasons) != min(n, 2) {
 			t.Errorf("--reasons %d: %d reasons shown, limits read (-want +got):\n%s", n, len(ex.Reasons), d)
 		}
@@ -818,4 +819,121 @@ func explainJSON(t *testing.T, path, id string) explanation {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	return ex
+}
+
+// A job whose rubick-srun stopped waiting for the plan rubickd set after
+// its profiling phase trains on its launch line as it is, and rubickd
+// keeps it at the plan it reports: explain shows that plan as the current
+// one, until rubickd acts on the job again. So too for a job rubickd
+// started without a plan, on what it holds.
+func TestExplainRanPlan(t *testing.T) {
+	t.Run("started without a plan", testExplainRanUnplanned)
+	const ran, set = "dp4.tp1.pp1.mb4.a4.z0", "dp4.tp1.pp1.mb2.a8.z0"
+	keep := func(plan string) json.RawMessage {
+		p := mustParseTestPlan(t, plan)
+		raw, err := json.Marshal(policy.Action{Kind: policy.Keep, JobID: "42", Plan: p, Throughput: 40, Reason: policy.ReasonPenalty})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	for name, tc := range map[string]struct {
+		reasons   []json.RawMessage // recorded after the seed's, in order
+		actAfter  bool              // a restart onto set after them
+		want      string
+		wantNoted bool
+	}{
+		"kept on the reported plan":       {reasons: []json.RawMessage{keep(ran)}, want: ran, wantNoted: true},
+		"kept on the plan set":            {reasons: []json.RawMessage{keep(ran), keep(set)}, want: set},
+		"restarted since":                 {reasons: []json.RawMessage{keep(ran)}, actAfter: true, want: set},
+		"newest decision not a keep":      {reasons: []json.RawMessage{keep(ran), json.RawMessage(`{"kind":"restart","job":"42","reason":"grow"}`)}, want: set},
+		"another writer's reason, newest": {reasons: []json.RawMessage{keep(ran), json.RawMessage(`"free text"`)}, want: set},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path, _ := seedExplainStore(t)
+			ctx := context.Background()
+			clock := fixedNow
+			st, err := store.Open(ctx, path, store.WithClock(func() time.Time { clock = clock.Add(time.Minute); return clock }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range tc.reasons {
+				if _, err := st.RecordDecision(ctx, store.Decision{Policy: "rubick", Reasons: map[int64]json.RawMessage{42: r}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.actAfter {
+				res := model.Resources{Placement: model.Placement{4}, CPUs: 16, HostMemGB: 128}
+				d, err := st.RecordDecision(ctx, store.Decision{Policy: "rubick",
+					Actions: []store.Action{{JobID: 42, Kind: "restart", Plan: mustParseTestPlan(t, set), Resources: res}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := st.MarkApplied(ctx, d.Actions[0].ID, store.ResultOK, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ex, err := explain(ctx, st, path, 42, 50, 0, fixedNow.Add(time.Hour))
+			st.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var current []string
+			for _, a := range ex.Alternatives {
+				if a.Current {
+					current = append(current, a.Plan)
+				}
+			}
+			noted := slices.ContainsFunc(ex.Notes, func(n string) bool { return strings.Contains(n, "reports it training on "+ran) })
+			if diff := cmp.Diff([]string{tc.want, tc.want}, []string{ex.Plan, strings.Join(current, ",")}); diff != "" || noted != tc.wantNoted {
+				t.Errorf("current plan and alternative (-want +got):\n%s\nnoted %v, want %v; notes %q", diff, noted, tc.wantNoted, ex.Notes)
+			}
+		})
+	}
+}
+
+func testExplainRanUnplanned(t *testing.T) {
+	path, _ := seedExplainStore(t)
+	ctx := context.Background()
+	clock := fixedNow
+	st, err := store.Open(ctx, path, store.WithClock(func() time.Time { clock = clock.Add(time.Minute); return clock }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.UpsertJob(ctx, store.Job{ID: 44, ModelType: "gpt2", Class: store.BestEffort, State: "RUNNING", Submitted: fixedNow}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := st.RecordDecision(ctx, store.Decision{Policy: "rubick", Actions: []store.Action{{JobID: 44, Kind: "start"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkApplied(ctx, d.Actions[0].ID, store.ResultOK, nil); err != nil {
+		t.Fatal(err)
+	}
+	ran := mustParseTestPlan(t, "dp4.tp1.pp1.mb4.a4.z0")
+	raw, err := json.Marshal(policy.Action{Kind: policy.Keep, JobID: "44", Plan: ran, Throughput: 40, Reason: policy.ReasonPenalty,
+		Alloc: []policy.NodeAlloc{{Node: "n1", GPUs: 2, CPUs: 8, MemGB: 64}, {Node: "n2", GPUs: 2, CPUs: 8, MemGB: 64}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.RecordDecision(ctx, store.Decision{Policy: "rubick", Reasons: map[int64]json.RawMessage{44: raw}}); err != nil {
+		t.Fatal(err)
+	}
+	ex, err := explain(ctx, st, path, 44, 50, 0, fixedNow.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type shown struct {
+		Plan, Placement string
+		CPUs            int
+		HostMemGB       float64
+		Priced          bool
+		Note            bool
+	}
+	got := shown{ex.Plan, ex.Placement, ex.CPUs, ex.HostMemGB, ex.Throughput != nil,
+		slices.ContainsFunc(ex.Notes, func(n string) bool { return strings.Contains(n, "(rubickd started it without a plan)") })}
+	if diff := cmp.Diff(shown{ran.String(), "22", 16, 128, true, true}, got); diff != "" {
+		t.Errorf("job started without a plan (-want +got):\n%s\nnotes %q", diff, ex.Notes)
+	}
 }
