@@ -269,7 +269,7 @@ func explain(ctx context.Context, st explainStore, path string, id int64, top, n
 	earlier := func(t time.Time) bool { return !j.Submitted.IsZero() && t.Before(j.Submitted.Add(-time.Second)) }
 	var reasons []store.Reason
 	// The newest is read even with --reasons 0: it may say what the job
-	// runs (ranPlan).
+	// runs (report.RanPlan).
 	if reasons, err = st.Reasons(ctx, id, max(nReasons, 1)); err != nil {
 		return nil, fmt.Errorf("explain: %w", err)
 	}
@@ -279,7 +279,7 @@ func explain(ctx context.Context, st explainStore, path string, id int64, top, n
 		return nil, fmt.Errorf("explain: %w", err)
 	}
 	hist = slices.DeleteFunc(hist, func(a store.Action) bool { return earlier(a.DecidedAt) })
-	if ran, res, ok := ranPlan(j, reasons, hist); ok {
+	if ran, res, ok := report.RanPlan(j, reasons, hist); ok {
 		why := fmt.Sprintf("not on %s, which rubickd set last (it stopped waiting for that plan, --plan-wait)", j.LastPlan)
 		if j.LastPlan == (model.Plan{}) {
 			why = "rubickd started it without a plan"
@@ -318,34 +318,6 @@ func explain(ctx context.Context, st explainStore, path string, id int64, top, n
 	}
 	ex.History = report.PlanChanges(hist, costs)
 	return ex, nil
-}
-
-// ranPlan is the plan job j trains on when it is not the one rubickd set
-// last (j.LastPlan), and what it holds: those of its newest decision
-// (reasons, newest first), a keep later than every action of hist (oldest
-// first) on another plan. rubickd keeps a running job at the plan its
-// rubick-srun reports, which is another when rubickd started the job
-// without one (another job of its type profiled it) or when rubick-srun
-// stopped waiting for the plan rubickd set after its profiling phase: it
-// trains on its launch line as it is. false when the job trains on
-// j.LastPlan, as far as the store says.
-func ranPlan(j store.Job, reasons []store.Reason, hist []store.Action) (model.Plan, model.Resources, bool) {
-	if len(reasons) == 0 || len(hist) > 0 && !reasons[0].At.After(hist[len(hist)-1].DecidedAt) {
-		return model.Plan{}, model.Resources{}, false
-	}
-	a, ok := decodeReason(reasons[0].Reason)
-	if !ok || a.Kind != policy.Keep || a.Plan == (model.Plan{}) || a.Plan == j.LastPlan {
-		return model.Plan{}, model.Resources{}, false
-	}
-	if j.LastPlan != (model.Plan{}) {
-		return a.Plan, j.LastResources, true
-	}
-	res := model.Resources{Placement: a.Placement()}
-	for _, n := range a.Alloc {
-		res.CPUs += n.CPUs
-		res.HostMemGB += n.MemGB
-	}
-	return a.Plan, res, true
 }
 
 // addModel fills the fit, the current plan's throughput and the
@@ -437,21 +409,9 @@ func restartCost(s *float64) string {
 	return fmt.Sprintf(" (restart cost %.1fs, measured)", *s)
 }
 
-// decodeReason reads a stored reason as the policy.Action rubickd records;
-// false for any other JSON (another writer's free-form reason), which a
-// decision without a kind is too. explain and queue both read reasons
-// with it, so they never disagree on whether a job has a decision.
-func decodeReason(raw json.RawMessage) (policy.Action, bool) {
-	var a policy.Action
-	if err := json.Unmarshal(raw, &a); err != nil || a.Kind == "" {
-		return policy.Action{}, false
-	}
-	return a, true
-}
-
 func newReasonView(r store.Reason) reasonView {
 	v := reasonView{CycleID: r.CycleID, At: r.At, Policy: r.Policy}
-	a, ok := decodeReason(r.Reason)
+	a, ok := report.DecodeReason(r.Reason)
 	if !ok {
 		v.Raw = r.Reason
 		return v

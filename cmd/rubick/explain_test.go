@@ -671,7 +671,7 @@ func TestExplainReasonsRead(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The newest is read with --reasons 0 too: it may name the plan
-		// the job trains on (ranPlan).
+		// the job trains on (report.RanPlan).
 		want := []int{max(n, 1)}
 		if d := cmp.Diff(want, ls.limits); d != "" || len(ex.Reasons) != min(n, 2) {
 			t.Errorf("--reasons %d: %d reasons shown, limits read (-want +got):\n%s", n, len(ex.Reasons), d)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rubick-sched/rubick/daemon"
 	"github.com/rubick-sched/rubick/policy"
+	"github.com/rubick-sched/rubick/report"
 	"github.com/rubick-sched/rubick/slurm"
 	"github.com/rubick-sched/rubick/store"
 )
@@ -174,7 +175,7 @@ func queue(ctx context.Context, st queueStore, path string, f queueFilter, now t
 	}
 	ordered := false // the cycle's policy placed some job in an order
 	for _, jobID := range slices.Sorted(maps.Keys(reasons)) {
-		a, ok := decodeReason(reasons[jobID])
+		a, ok := report.DecodeReason(reasons[jobID])
 		if !ok {
 			continue // not a decision (another policy's free-form reason)
 		}

@@ -1,0 +1,49 @@
+package report
+
+import (
+	"encoding/json"
+
+	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/policy"
+	"github.com/rubick-sched/rubick/store"
+)
+
+// DecodeReason reads a stored reason as the policy.Action rubickd records;
+// false for any other JSON (another writer's free-form reason), which a
+// decision without a kind is too. explain, queue and the report read
+// reasons with it, so they never disagree on whether a job has a decision.
+func DecodeReason(raw json.RawMessage) (policy.Action, bool) {
+	var a policy.Action
+	if err := json.Unmarshal(raw, &a); err != nil || a.Kind == "" {
+		return policy.Action{}, false
+	}
+	return a, true
+}
+
+// RanPlan is the plan job j trains on when it is not the one rubickd set
+// last (j.LastPlan), and what it holds: those of its newest decision
+// (reasons, newest first), a keep later than every action of hist (oldest
+// first) on another plan. rubickd keeps a running job at the plan its
+// rubick-srun reports, which is another when rubickd started the job
+// without one (another job of its type profiled it) or when rubick-srun
+// stopped waiting for the plan rubickd set after its profiling phase: it
+// trains on its launch line as it is. false when the job trains on
+// j.LastPlan, as far as the store says.
+func RanPlan(j store.Job, reasons []store.Reason, hist []store.Action) (model.Plan, model.Resources, bool) {
+	if len(reasons) == 0 || len(hist) > 0 && !reasons[0].At.After(hist[len(hist)-1].DecidedAt) {
+		return model.Plan{}, model.Resources{}, false
+	}
+	a, ok := DecodeReason(reasons[0].Reason)
+	if !ok || a.Kind != policy.Keep || a.Plan == (model.Plan{}) || a.Plan == j.LastPlan {
+		return model.Plan{}, model.Resources{}, false
+	}
+	if j.LastPlan != (model.Plan{}) {
+		return a.Plan, j.LastResources, true
+	}
+	res := model.Resources{Placement: a.Placement()}
+	for _, n := range a.Alloc {
+		res.CPUs += n.CPUs
+		res.HostMemGB += n.MemGB
+	}
+	return a.Plan, res, true
+}
