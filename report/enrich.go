@@ -22,6 +22,7 @@ type Store interface {
 	ModelType(ctx context.Context, name string) (store.ModelType, error)
 	CurrentFit(ctx context.Context, modelType string) (store.Fit, error)
 	JobRestartCosts(ctx context.Context, jobID int64) ([]store.RestartCost, error)
+	Reasons(ctx context.Context, jobID int64, limit int) ([]store.Reason, error)
 }
 
 // sloTolerance absorbs floating-point noise between two predictions of the
@@ -99,7 +100,16 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 			requeues += len(j.requeues)
 		}
 		j.StorePlans = PlanChanges(hist, costs)
-		j.runningPlan(hist)
+		var newest []store.Reason
+		if j.runsUnplanned() {
+			// The newest decision may keep it on the plan its rubick-srun
+			// reports (RanPlan).
+			if newest, err = st.Reasons(ctx, id, 1); err != nil {
+				return fmt.Errorf("report: %w", err)
+			}
+			newest = slices.DeleteFunc(newest, func(r store.Reason) bool { return j.Submit != nil && r.At.Before(j.Submit.Add(-clockSlack)) })
+		}
+		j.runningPlan(hist, newest)
 		// The store keeps one record per id: with a later job of the id,
 		// it is that job's.
 		if found && j.Class == "" && j.next == nil {
@@ -183,33 +193,48 @@ func storeRequest(hist []store.Action) (request, bool) {
 	return request{}, false
 }
 
-// runningPlan gives the job's running run, whose tag sacct shows only once
-// the run ends, the plan rubickd last applied to the job: that of its
-// newest plan action with result ok, as the store keeps the job's last
-// plan, unless a preemption followed it (the run was then started by an
-// action not confirmed yet). A run with a tag plan, and every run that
-// ended, keep their tag's.
-func (j *Job) runningPlan(hist []store.Action) {
+// runsUnplanned reports whether the job's running run has no plan: sacct
+// shows a run's tag only once the run ends.
+func (j *Job) runsUnplanned() bool {
 	k := len(j.Runs) - 1
-	if k < 0 || j.State != "RUNNING" || j.Runs[k].Plan != "" {
+	return k >= 0 && j.State == "RUNNING" && j.Runs[k].Plan == ""
+}
+
+// runningPlan gives the job's running run without a plan (runsUnplanned)
+// the plan rubickd last applied to the job: that of its newest plan action
+// with result ok, as the store keeps the job's last plan, unless a
+// preemption followed it (the run was then started by an action not
+// confirmed yet). Its newest decision (newest), a keep later than every
+// action on another plan, names the plan it trains on instead (RanPlan).
+// A run with a tag plan, and every run that ended, keep their tag's.
+func (j *Job) runningPlan(hist []store.Action, newest []store.Reason) {
+	if !j.runsUnplanned() {
 		return
 	}
+	var applied model.Plan
 	for _, a := range slices.Backward(hist) {
 		if a.Result != store.ResultOK {
 			continue
 		}
 		if a.Kind == string(slurm.ActionPreempt) {
-			return
+			break
 		}
-		if !ranWith(a) {
-			continue
+		if ranWith(a) {
+			applied = a.Plan
+			break
 		}
-		p := a.Plan.String()
-		j.Runs[k].Plan = p
-		if len(j.Plans) == 0 || j.Plans[len(j.Plans)-1] != p {
-			j.Plans = append(j.Plans, p)
-		}
+	}
+	plan := applied
+	if ran, _, ok := RanPlan(store.Job{LastPlan: applied}, newest, hist); ok {
+		plan = ran
+	}
+	if plan == (model.Plan{}) {
 		return
+	}
+	p := plan.String()
+	j.Runs[len(j.Runs)-1].Plan = p
+	if len(j.Plans) == 0 || j.Plans[len(j.Plans)-1] != p {
+		j.Plans = append(j.Plans, p)
 	}
 }
 

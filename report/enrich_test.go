@@ -2,6 +2,7 @@ package report
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/rubick-sched/rubick/model"
+	"github.com/rubick-sched/rubick/policy"
 	"github.com/rubick-sched/rubick/store"
 )
 
@@ -25,6 +27,7 @@ type fakeStore struct {
 	specs   map[string]model.Spec
 	fits    map[string]store.Fit
 	costs   map[int64][]store.RestartCost
+	reasons map[int64][]store.Reason // newest first
 	// reads counts Job's reads by id, when set.
 	reads map[int64]int
 }
@@ -54,6 +57,11 @@ func (f *fakeStore) ArrayTask(_ context.Context, array, task int64) (store.Job, 
 
 func (f *fakeStore) PlanHistory(_ context.Context, id int64) ([]store.Action, error) {
 	return f.history[id], nil
+}
+
+func (f *fakeStore) Reasons(_ context.Context, id int64, limit int) ([]store.Reason, error) {
+	rs := f.reasons[id]
+	return rs[:min(limit, len(rs))], nil
 }
 
 func (f *fakeStore) ModelType(_ context.Context, name string) (store.ModelType, error) {
@@ -460,11 +468,48 @@ func TestEnrichRunningPlan(t *testing.T) {
 	type plans struct {
 		Plans, RunPlans []string
 	}
+	pl := mustPlan(t, "dp4.tp1.pp1.mb4.a4.z0") // the plan a launch line expresses
+	keep := func(plan model.Plan, after time.Duration) store.Reason {
+		raw, err := json.Marshal(policy.Action{Kind: policy.Keep, JobID: "301", Plan: plan, Reason: policy.ReasonPenalty,
+			Alloc: []policy.NodeAlloc{{Node: "n1", GPUs: 8, CPUs: 8}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return store.Reason{JobID: 301, At: t0.Add(after), Reason: raw}
+	}
 	tests := map[string]struct {
-		rows string
-		hist []store.Action // nil: no store
-		want plans
+		rows    string
+		hist    []store.Action // nil: no store
+		reasons []store.Reason // newest first
+		want    plans
 	}{
+		// rubickd keeps a running job at the plan its rubick-srun reports:
+		// its line's, when it stopped waiting for the plan set after its
+		// profiling phase, or when rubickd started it without one.
+		"running, kept on the plan it reports": {
+			rows:    running,
+			hist:    []store.Action{action("start", p8, on8, store.ResultOK, 0)},
+			reasons: []store.Reason{keep(pl, time.Minute)},
+			want:    plans{[]string{pl.String()}, []string{pl.String()}},
+		},
+		"running, started without a plan, kept on the plan it reports": {
+			rows:    running,
+			hist:    []store.Action{action("start", model.Plan{}, on8, store.ResultOK, 0)},
+			reasons: []store.Reason{keep(pl, time.Minute)},
+			want:    plans{[]string{pl.String()}, []string{pl.String()}},
+		},
+		"running, restarted since it was kept on another plan": {
+			rows:    running,
+			hist:    []store.Action{action("start", p4, on4, store.ResultOK, 0), action("restart", p8, on8, store.ResultOK, 2*time.Minute)},
+			reasons: []store.Reason{keep(pl, time.Minute)},
+			want:    plans{[]string{p8.String()}, []string{p8.String()}},
+		},
+		"running, an earlier job's decision of the same id": {
+			rows:    running,
+			hist:    []store.Action{action("start", p8, on8, store.ResultOK, 0)},
+			reasons: []store.Reason{keep(pl, -24*time.Hour)},
+			want:    plans{[]string{p8.String()}, []string{p8.String()}},
+		},
 		"running, applied start": {
 			rows: running,
 			hist: []store.Action{action("start", p8, on8, store.ResultOK, 0)},
@@ -538,7 +583,7 @@ func TestEnrichRunningPlan(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := build(t, header+tc.rows, Options{})
 			if tc.hist != nil {
-				st := &fakeStore{history: map[int64][]store.Action{301: tc.hist}}
+				st := &fakeStore{history: map[int64][]store.Action{301: tc.hist}, reasons: map[int64][]store.Reason{301: tc.reasons}}
 				if err := r.Enrich(context.Background(), st, "s.db", model.DefaultEnv()); err != nil {
 					t.Fatal(err)
 				}
