@@ -852,11 +852,7 @@ func TestExplainRanPlan(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			path, _ := seedExplainStore(t)
 			ctx := context.Background()
-			clock := fixedNow
-			st, err := store.Open(ctx, path, store.WithClock(func() time.Time { clock = clock.Add(time.Minute); return clock }))
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := openAfterSeed(t, path)
 			for _, r := range tc.reasons {
 				if _, err := st.RecordDecision(ctx, store.Decision{Policy: "rubick", Reasons: map[int64]json.RawMessage{42: r}}); err != nil {
 					t.Fatal(err)
@@ -892,14 +888,22 @@ func TestExplainRanPlan(t *testing.T) {
 	}
 }
 
-func testExplainRanUnplanned(t *testing.T) {
-	path, _ := seedExplainStore(t)
-	ctx := context.Background()
+// openAfterSeed opens the seeded store with a clock that ticks a minute a
+// read from fixedNow, after every record seedExplainStore wrote.
+func openAfterSeed(t *testing.T, path string) *store.Store {
+	t.Helper()
 	clock := fixedNow
-	st, err := store.Open(ctx, path, store.WithClock(func() time.Time { clock = clock.Add(time.Minute); return clock }))
+	st, err := store.Open(context.Background(), path, store.WithClock(func() time.Time { clock = clock.Add(time.Minute); return clock }))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return st
+}
+
+func testExplainRanUnplanned(t *testing.T) {
+	path, _ := seedExplainStore(t)
+	ctx := context.Background()
+	st := openAfterSeed(t, path)
 	defer st.Close()
 	if err := st.UpsertJob(ctx, store.Job{ID: 44, ModelType: "gpt2", Class: store.BestEffort, State: "RUNNING", Submitted: fixedNow}); err != nil {
 		t.Fatal(err)
