@@ -212,6 +212,7 @@ func (j *Job) runningPlan(hist []store.Action, newest []store.Reason) {
 		return
 	}
 	var applied model.Plan
+	var appliedRes model.Resources
 	for _, a := range slices.Backward(hist) {
 		if a.Result != store.ResultOK {
 			continue
@@ -220,13 +221,13 @@ func (j *Job) runningPlan(hist []store.Action, newest []store.Reason) {
 			break
 		}
 		if ranWith(a) {
-			applied = a.Plan
+			applied, appliedRes = a.Plan, a.Resources
 			break
 		}
 	}
 	plan := applied
-	if ran, _, ok := RanPlan(store.Job{LastPlan: applied}, newest, hist); ok {
-		plan = ran
+	if ran, res, ok := RanPlan(store.Job{LastPlan: applied, LastResources: appliedRes}, newest, hist); ok {
+		plan, j.trains = ran, &ranInstead{planOn{ran, res}, applied}
 	}
 	if plan == (model.Plan{}) {
 		return
@@ -379,15 +380,19 @@ func (j *Job) checkSLO(p model.Predictor, hist []store.Action) {
 		CPUs:      j.req.CPUs,
 		HostMemGB: float64(j.req.MemMB) * float64(j.req.Nodes) / 1024,
 	}
-	type ran struct {
-		plan model.Plan
-		res  model.Resources
-	}
-	var runs []ran
+	var runs []planOn
 	for _, a := range hist {
 		if ranWith(a) {
-			runs = append(runs, ran{a.Plan, a.Resources})
+			runs = append(runs, planOn{a.Plan, a.Resources})
 		}
+	}
+	if j.trains != nil {
+		// The running run trains on another plan than the one rubickd
+		// applied last, which it never ran.
+		if n := len(runs); n > 0 && j.trains.applied != (model.Plan{}) && runs[n-1].plan == j.trains.applied {
+			runs = runs[:n-1]
+		}
+		runs = append(runs, j.trains.planOn)
 	}
 	if len(runs) == 0 {
 		for k, run := range j.Runs {
@@ -399,7 +404,7 @@ func (j *Job) checkSLO(p model.Predictor, hist []store.Action) {
 			if err != nil {
 				continue
 			}
-			runs = append(runs, ran{plan, model.Resources{Placement: uniform(max(row.Nodes, 1), run.GPUs), CPUs: row.CPUs}})
+			runs = append(runs, planOn{plan, model.Resources{Placement: uniform(max(row.Nodes, 1), run.GPUs), CPUs: row.CPUs}})
 		}
 	}
 	if len(runs) == 0 {

@@ -791,3 +791,69 @@ func TestEnrichReusedJobID(t *testing.T) {
 		t.Errorf("jobs 143 (-want +got):\n%s", d)
 	}
 }
+
+// A running guaranteed job that rubickd keeps on another plan than it
+// applied last (RanPlan: rubick-srun trains on its launch line as it is)
+// has its SLO checked at the plan it trains on: the applied one it never
+// ran does not count, and a job started without a plan is checked too.
+func TestEnrichSLOOfPlanKeptOn(t *testing.T) {
+	const (
+		header  = "JobID|JobName|Account|QOS|Partition|State|Submit|Start|End|Elapsed|AllocTRES|AdminComment|User\n"
+		running = "401|train|physics|normal|gpu|RUNNING|2026-11-02T10:00:00|2026-11-02T10:31:00|Unknown|00:10:00|billing=8,cpu=8,gres/gpu=4,node=1||alice\n"
+		tag     = "rubick:v1 model=gpt2 class=guaranteed tenant=physics gen=1 req=n1.g4.c8.m64000"
+	)
+	env := model.DefaultEnv()
+	pred := model.Predictor{Spec: gpt2Spec(), Params: model.Priors(), Env: env}
+	res := model.Resources{Placement: model.Placement{4}, CPUs: 8, HostMemGB: 64000.0 / 1024}
+	best, _, err := pred.BestPlan(res, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := mustPlan(t, "dp4.tp1.pp1.mb1.a16.z0+gc")
+	if s, b := tput(t, pred, slow.String(), res.Placement, res.CPUs), tput(t, pred, best.String(), res.Placement, res.CPUs); s >= b {
+		t.Fatalf("precondition: %s gives %v samples/s, want below %v (%s)", slow, s, b, best)
+	}
+	t0 := time.Date(2026, 11, 2, 10, 30, 0, 0, time.UTC)
+	keep := func(plan model.Plan) []store.Reason {
+		raw, err := json.Marshal(policy.Action{Kind: policy.Keep, JobID: "401", Plan: plan, Reason: policy.ReasonPenalty,
+			Alloc: []policy.NodeAlloc{{Node: "n1", GPUs: 4, CPUs: 8, MemGB: 64000.0 / 1024}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []store.Reason{{JobID: 401, At: t0.Add(time.Minute), Reason: raw}}
+	}
+	start := func(plan model.Plan) []store.Action {
+		return []store.Action{{JobID: 401, Kind: "start", Plan: plan, Resources: res, Result: store.ResultOK, DecidedAt: t0, Tag: tag}}
+	}
+	tests := map[string]struct {
+		hist    []store.Action
+		reasons []store.Reason
+		want    *bool
+		detail  string
+	}{
+		"kept on the plan applied":                   {hist: start(best), reasons: keep(best), want: ptr(false)},
+		"kept on a slower plan than the one applied": {hist: start(best), reasons: keep(slow), want: ptr(true), detail: slow.String()},
+		"started without a plan, kept on the best":   {hist: start(model.Plan{}), reasons: keep(best), want: ptr(false)},
+		"started without a plan, kept on a slower":   {hist: start(model.Plan{}), reasons: keep(slow), want: ptr(true), detail: slow.String()},
+		"started without a plan, no decision":        {hist: start(model.Plan{}), detail: "no plan with resources recorded"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := build(t, header+running, Options{})
+			st := &fakeStore{
+				jobs:    map[int64]store.Job{401: {ID: 401, ModelType: "gpt2", Class: store.Guaranteed, State: "RUNNING"}},
+				history: map[int64][]store.Action{401: tc.hist},
+				reasons: map[int64][]store.Reason{401: tc.reasons},
+				specs:   map[string]model.Spec{"gpt2": gpt2Spec()},
+				fits:    map[string]store.Fit{"gpt2": {FitResult: model.FitResult{Params: model.Priors()}}},
+			}
+			if err := r.Enrich(context.Background(), st, "s.db", env); err != nil {
+				t.Fatal(err)
+			}
+			j := r.Jobs[0]
+			if d := cmp.Diff(tc.want, j.SLOViolated); d != "" || !strings.Contains(j.SLODetail, tc.detail) {
+				t.Errorf("slo_violated (-want +got):\n%s\nslo_detail %q, want it to hold %q", d, j.SLODetail, tc.detail)
+			}
+		})
+	}
+}

@@ -165,6 +165,23 @@ type Job struct {
 	// requeues are the job's requeues as priced from sacct, for Enrich to
 	// replace with measured costs.
 	requeues []requeue
+	// trains is what a running run trains on when rubickd keeps it on
+	// another plan than the one it applied last (RanPlan), for the SLO
+	// check; nil otherwise.
+	trains *ranInstead
+}
+
+// ranInstead is the plan a run trains on and its resources, and the plan
+// rubickd applied last that it never ran (zero for none).
+type ranInstead struct {
+	planOn
+	applied model.Plan
+}
+
+// planOn is a plan and the resources it runs on.
+type planOn struct {
+	plan model.Plan
+	res  model.Resources
 }
 
 // requeue is one requeue of a job: run ended, next started, and what it
