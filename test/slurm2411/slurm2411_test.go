@@ -4,8 +4,8 @@
 // the Applier against a real Slurm 24.11 (scripts/lab/trixie-up.sh, a
 // Debian trixie chroot), which serves both: version detection, nodes, a
 // REST submission tagged and held by job_submit.lua, a start through
-// scontrol that lands where asked, polling, the limits, and rubickd itself
-// for a few cycles.
+// scontrol that lands where asked, polling, the limits, rubickd itself
+// for a few cycles, and rubick-srun reading a job's memory per GPU.
 package slurm2411
 
 import (
@@ -1079,5 +1079,64 @@ func TestBatchScript2411(t *testing.T) {
 	}
 	if _, err := scripts.BatchScript(ctx, 99999999); !errors.Is(err, slurm.ErrNoScript) {
 		t.Errorf("script of a job that does not exist: %v, want ErrNoScript", err)
+	}
+}
+
+// On 24.11 rubick-srun reads a --mem-per-gpu job's memory per GPU from its
+// MemPerTres ("gres/gpu:MB" there, "gres:gpu:MB" on 22.05), which rubickd
+// may raise and the job's SLURM_MEM_PER_GPU does not follow, and checks
+// the profiling phase's offload runs against it times the GPUs on the
+// node: 64 GB per GPU on 4 GPUs leaves out a 13B GPT's runs that need 276
+// and 224 GB there.
+func TestRubickSrunMemPerGPU2411(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	root, _, _ := chrootLab(ctx, t, "")
+	dir, err := os.MkdirTemp(filepath.Join(root, "tmp"), "rubick-srun-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "rubick-srun"), "../../cmd/rubick-srun").CombinedOutput(); err != nil {
+		t.Fatalf("go build rubick-srun: %v\n%s", err, out)
+	}
+	in := "/" + strings.TrimPrefix(strings.TrimPrefix(dir, root), "/") // the directory inside the chroot
+	script := "#!/bin/bash\n" + in + "/rubick-srun --dry-run -- python pretrain_gpt.py --micro-batch-size 4 --global-batch-size 16 --train-iters 20\n"
+	if err := os.WriteFile(filepath.Join(dir, "job.sh"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	chroot := func(argv ...string) string {
+		t.Helper()
+		out, err := exec.CommandContext(ctx, "chroot", append([]string{root, "env", "-u", "SLURM_CONF"}, argv...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	out := chroot("sbatch", "--parsable", "-H", "-p", "gpu", "-N", "1", "--gres=gpu:4", "--mem-per-gpu=16000", "-c", "16",
+		"-D", in, "-o", in+"/job.out", in+"/job.sh")
+	id, err := strconv.Atoi(strings.Split(out, ";")[0])
+	if err != nil {
+		t.Fatalf("sbatch printed %q", out)
+	}
+	t.Cleanup(func() { cancelJob(root, id) })
+	job := strconv.Itoa(id)
+	chroot("scontrol", "update", "JobId="+job, "AdminComment=rubick:v1 model=gpt13 profile=1 arch=1.3e+10,40,5120,2048")
+	// As rubickd raises a job's memory per GPU: only beside Gres=.
+	chroot("scontrol", "update", "JobId="+job, "Gres=gpu:4", "MemPerTres=gres/gpu:65536")
+	chroot("scontrol", "release", job)
+	var log []byte
+	for ctx.Err() == nil {
+		if st := chroot("squeue", "-h", "-j", job, "-o", "%T"); st == "" || st == "COMPLETED" {
+			if log, err = os.ReadFile(filepath.Join(dir, "job.out")); err == nil && len(log) > 0 {
+				break
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	const want = `msg="profiling runs left out: predicted not to fit in the job's memory on the node" prog=rubick-srun job=%d host_mem_gb=256 headroom=0.8 ` +
+		`runs="dp4.tp1.pp1.mb4.a1.z1+off (276 GB), dp2.tp1.pp1.mb4.a2.z1+off (224 GB)`
+	if !strings.Contains(string(log), fmt.Sprintf(want, id)) {
+		t.Errorf("job %d's log lacks the runs left out for its 4 x 64 GB:\n%s", id, log)
 	}
 }
