@@ -2036,11 +2036,13 @@ func gpusOn(pl model.Placement) string {
 }
 
 // memPerNode is the memory per node the job asks for (MiB): --mem-per-gpu
-// times its GPUs per node until rubick resizes it (the resize sets
-// MinMemoryNode), --mem, or --mem-per-cpu times its CPUs spread over its
-// nodes; 0 when it asked for none of them.
+// times its GPUs per node, --mem, or --mem-per-cpu times its CPUs spread
+// over its nodes; 0 when it asked for none of them. A --mem-per-gpu job
+// keeps its memory per GPU when rubick resizes it (MemPerTres, which
+// MemPerGPUMB reads), and the per-node value Slurm reports beside it is not
+// the job's.
 func memPerNode(j slurm.Job) int64 {
-	if _, resized := tagRequest(j); !resized && j.MemPerGPUMB > 0 {
+	if j.MemPerGPUMB > 0 {
 		return j.MemPerGPUMB * int64(j.GPUsPerNode)
 	}
 	if j.MemPerNodeMB > 0 {

@@ -153,3 +153,43 @@ func gauge(t *testing.T, d *Daemon, name string) float64 {
 	}
 	return -1
 }
+
+// A running --mem-per-gpu job holds its memory per GPU times its GPUs on
+// each node, also once rubick resized it (req= in its tag): the resize
+// keeps the memory per GPU (MemPerTres), and the per-node value Slurm
+// reports beside it is not the job's (0 on 22.05, the per-GPU value on
+// 24.11). Before, a resized job held no memory in the snapshot, and the
+// policy counted its node's memory as free (22.05 lab: 8 GPUs with 18 GB
+// each, mem_gb 0 in its keep).
+func TestBuildViewMemPerGPURunning(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		resized bool
+		perNode int64 // what Slurm reports as memory per node
+	}{
+		{"as submitted", false, 0},
+		{"resized, 22.05", true, 0},
+		{"resized, 24.11", true, 18432},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := runningJob(31, "bert")
+			j.NodeList, j.GPUsPerNode, j.GPUs, j.CPUs, j.Tag.Plan = []string{"node1"}, 8, 8, 32, "dp8.tp1.pp1.mb4.a1.z2"
+			j.MemPerNodeMB, j.MemPerCPUMB, j.MemPerGPUMB = tc.perNode, 0, 18432
+			if tc.resized {
+				j.Tag.Extra = map[string]string{tagReq: "n1.g2.c8.m16384"}
+			}
+			v, err := BuildView(Defaults(), t0, Inputs{Nodes: labNodes(2), Jobs: []slurm.Job{j}, Estimators: shippedEstimators(t)}, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []policy.NodeAlloc
+			for _, pj := range v.Snapshot.Jobs {
+				got = append(got, pj.Alloc...)
+			}
+			want := []policy.NodeAlloc{{Node: "node1", GPUs: 8, CPUs: 32, MemGB: 144}}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("job 31's allocation (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
