@@ -201,32 +201,17 @@ func (j *Job) runsUnplanned() bool {
 }
 
 // runningPlan gives the job's running run without a plan (runsUnplanned)
-// the plan rubickd last applied to the job: that of its newest plan action
-// with result ok, as the store keeps the job's last plan, unless a
-// preemption followed it (the run was then started by an action not
-// confirmed yet). Its newest decision (newest), a keep later than every
-// action on another plan, names the plan it trains on instead (RanPlan).
-// A run with a tag plan, and every run that ended, keep their tag's.
+// the plan rubickd last applied to it (AppliedPlan). Its newest decision
+// (newest), a keep later than every action on another plan, names the
+// plan it trains on instead (RanPlan). A run with a tag plan, and every
+// run that ended, keep their tag's.
 func (j *Job) runningPlan(hist []store.Action, newest []store.Reason) {
 	if !j.runsUnplanned() {
 		return
 	}
-	var applied model.Plan
-	var appliedRes model.Resources
-	for _, a := range slices.Backward(hist) {
-		if a.Result != store.ResultOK {
-			continue
-		}
-		if a.Kind == string(slurm.ActionPreempt) {
-			break
-		}
-		if ranWith(a) {
-			applied, appliedRes = a.Plan, a.Resources
-			break
-		}
-	}
+	applied, appliedRes := AppliedPlan(hist)
 	plan := applied
-	if ran, res, ok := RanPlan(store.Job{LastPlan: applied, LastResources: appliedRes}, newest, hist); ok {
+	if ran, res, ok := RanPlan(applied, appliedRes, newest, hist); ok {
 		plan, j.trains = ran, &ranInstead{planOn{ran, res}, applied}
 	}
 	if plan == (model.Plan{}) {

@@ -504,6 +504,21 @@ func TestEnrichRunningPlan(t *testing.T) {
 			reasons: []store.Reason{keep(pl, time.Minute)},
 			want:    plans{[]string{p8.String()}, []string{p8.String()}},
 		},
+		// rubickd released it again without a plan (after Slurm requeued
+		// it, or after its own preemption): the run has none of rubickd's.
+		"running, released without a plan since the applied one": {
+			rows: running,
+			hist: []store.Action{action("start", p8, on8, store.ResultOK, 0), action("start", model.Plan{}, on8, store.ResultOK, 2*time.Minute)},
+			want: plans{[]string{}, []string{""}},
+		},
+		"running, preempted, released without a plan, kept on the plan it reports": {
+			rows: running,
+			hist: []store.Action{action("start", p8, on8, store.ResultOK, 0),
+				action("preempt", model.Plan{}, model.Resources{}, store.ResultOK, time.Minute),
+				action("start", model.Plan{}, on8, store.ResultOK, 2*time.Minute)},
+			reasons: []store.Reason{keep(pl, 3*time.Minute)},
+			want:    plans{[]string{pl.String()}, []string{pl.String()}},
+		},
 		"running, an earlier job's decision of the same id": {
 			rows:    running,
 			hist:    []store.Action{action("start", p8, on8, store.ResultOK, 0)},
@@ -836,6 +851,12 @@ func TestEnrichSLOOfPlanKeptOn(t *testing.T) {
 		"started without a plan, kept on the best":   {hist: start(model.Plan{}), reasons: keep(best), want: ptr(false)},
 		"started without a plan, kept on a slower":   {hist: start(model.Plan{}), reasons: keep(slow), want: ptr(true), detail: slow.String()},
 		"started without a plan, no decision":        {hist: start(model.Plan{}), detail: "no plan with resources recorded"},
+		// Its first run trained on the slower plan; released again without
+		// a plan, it is kept on the best: the first run still counts.
+		"released again without a plan, kept on the best": {
+			hist:    append(start(slow), store.Action{JobID: 401, Kind: "start", Resources: res, Result: store.ResultOK, DecidedAt: t0.Add(30 * time.Second), Tag: tag}),
+			reasons: keep(best), want: ptr(true), detail: slow.String(),
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

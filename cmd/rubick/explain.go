@@ -279,9 +279,12 @@ func explain(ctx context.Context, st explainStore, path string, id int64, top, n
 		return nil, fmt.Errorf("explain: %w", err)
 	}
 	hist = slices.DeleteFunc(hist, func(a store.Action) bool { return earlier(a.DecidedAt) })
-	if ran, res, ok := report.RanPlan(j, reasons, hist); ok {
-		why := fmt.Sprintf("not on %s, which rubickd set last (it stopped waiting for that plan, --plan-wait)", j.LastPlan)
-		if j.LastPlan == (model.Plan{}) {
+	// As rubick report reads it: the store's last plan may be an earlier
+	// run's, where rubickd released the job without one since.
+	applied, appliedRes := report.AppliedPlan(hist)
+	if ran, res, ok := report.RanPlan(applied, appliedRes, reasons, hist); ok {
+		why := fmt.Sprintf("not on %s, which rubickd set last (it stopped waiting for that plan, --plan-wait)", applied)
+		if applied == (model.Plan{}) {
 			why = "rubickd started it without a plan"
 		}
 		ex.Notes = append(ex.Notes, fmt.Sprintf("its rubick-srun reports it training on %s, its launch line as it is (%s); rubickd prices it at that plan", ran, why))

@@ -828,6 +828,7 @@ func explainJSON(t *testing.T, path, id string) explanation {
 // started without a plan, on what it holds.
 func TestExplainRanPlan(t *testing.T) {
 	t.Run("started without a plan", testExplainRanUnplanned)
+	t.Run("preempted, started again without a plan", testExplainRanReleasedAgain)
 	const ran, set = "dp4.tp1.pp1.mb4.a4.z0", "dp4.tp1.pp1.mb2.a8.z0"
 	keep := func(plan string) json.RawMessage {
 		p := mustParseTestPlan(t, plan)
@@ -939,5 +940,49 @@ func testExplainRanUnplanned(t *testing.T) {
 		slices.ContainsFunc(ex.Notes, func(n string) bool { return strings.Contains(n, "(rubickd started it without a plan)") })}
 	if diff := cmp.Diff(shown{ran.String(), "22", 16, 128, true, true}, got); diff != "" {
 		t.Errorf("job started without a plan (-want +got):\n%s\nnotes %q", diff, ex.Notes)
+	}
+}
+
+// Job 42 ran on the seed's plan, was preempted and started again without
+// a plan (another job of its type profiled it): the store's last plan is
+// the first run's, and the run it trains on is explained as rubick report
+// reads it, from what rubickd keeps it on.
+func testExplainRanReleasedAgain(t *testing.T) {
+	path, _ := seedExplainStore(t)
+	ctx := context.Background()
+	st := openAfterSeed(t, path)
+	defer st.Close()
+	for _, kind := range []string{"preempt", "start"} {
+		d, err := st.RecordDecision(ctx, store.Decision{Policy: "rubick", Actions: []store.Action{{JobID: 42, Kind: kind}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.MarkApplied(ctx, d.Actions[0].ID, store.ResultOK, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ran := mustParseTestPlan(t, "dp2.tp1.pp1.mb4.a8.z0")
+	raw, err := json.Marshal(policy.Action{Kind: policy.Keep, JobID: "42", Plan: ran, Throughput: 20, Reason: policy.ReasonPenalty,
+		Alloc: []policy.NodeAlloc{{Node: "n2", GPUs: 2, CPUs: 8, MemGB: 64}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.RecordDecision(ctx, store.Decision{Policy: "rubick", Reasons: map[int64]json.RawMessage{42: raw}}); err != nil {
+		t.Fatal(err)
+	}
+	ex, err := explain(ctx, st, path, 42, 50, 0, fixedNow.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type shown struct {
+		Plan, Placement string
+		CPUs            int
+		HostMemGB       float64
+		Note            bool
+	}
+	got := shown{ex.Plan, ex.Placement, ex.CPUs, ex.HostMemGB,
+		slices.ContainsFunc(ex.Notes, func(n string) bool { return strings.Contains(n, "(rubickd started it without a plan)") })}
+	if diff := cmp.Diff(shown{ran.String(), "2", 8, 64, true}, got); diff != "" {
+		t.Errorf("job started again without a plan (-want +got):\n%s\nnotes %q", diff, ex.Notes)
 	}
 }
