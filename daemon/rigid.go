@@ -63,7 +63,12 @@ func reserveRigid(cfg Config, jobs []slurm.Job, nodes []slurm.Node, pnodes []pol
 		nNodes := max(j.NodeCount, 1)
 		cpus := int(math.Ceil(float64(j.CPUs) / float64(nNodes)))
 		memGB := float64(j.MemPerNodeMB) / 1024
-		if j.MemPerCPUMB > 0 {
+		switch {
+		case j.MemPerGPUMB > 0:
+			// Beside it 22.05 reports a default per-CPU memory and 24.11
+			// the per-GPU value as per-node memory.
+			memGB = float64(j.MemPerGPUMB) * float64(j.GPUsPerNode) / 1024
+		case j.MemPerCPUMB > 0:
 			memGB = float64(j.MemPerCPUMB) * float64(cpus) / 1024
 		}
 		type cand struct {

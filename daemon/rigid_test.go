@@ -32,6 +32,11 @@ func TestReserveRigid(t *testing.T) {
 	huge := rigidJob(4, 1, 16, 100, 0) // no node has 16 GPUs
 	other := rigidJob(5, 1, 8, 100, 0)
 	other.Partition = "cpu"
+	// --mem-per-gpu=16G on 4 GPUs: 64 GB. 22.05 reports a default per-CPU
+	// memory beside it, 24.11 the per-GPU value as per-node memory.
+	perGPU2205, perGPU2411 := rigidJob(13, 1, 4, 1, 0), rigidJob(13, 1, 4, 1, 0)
+	perGPU2205.MemPerNodeMB, perGPU2205.MemPerCPUMB, perGPU2205.MemPerGPUMB = 0, 1000, 16*1024
+	perGPU2411.MemPerNodeMB, perGPU2411.MemPerGPUMB = 16*1024, 16*1024
 	for name, tc := range map[string]struct {
 		jobs      []slurm.Job
 		want      *Reservation
@@ -48,6 +53,12 @@ func TestReserveRigid(t *testing.T) {
 		"highest priority, then oldest": {jobs: []slurm.Job{rigidJob(9, 1, 4, 1, 0), rigidJob(10, 1, 2, 5, time.Hour), rigidJob(11, 1, 1, 5, time.Minute)},
 			want:      &Reservation{JobID: 11, Nodes: []string{"node2"}, GPUs: 1},
 			wantNodes: []policy.Node{{Name: "node1", GPUs: 8, CPUs: 64, MemGB: 500}, {Name: "node2", GPUs: 7, CPUs: 48, MemGB: 436}}},
+		"--mem-per-gpu, as 22.05 reports it": {jobs: []slurm.Job{perGPU2205},
+			want:      &Reservation{JobID: 13, Nodes: []string{"node2"}, GPUs: 4},
+			wantNodes: []policy.Node{{Name: "node1", GPUs: 8, CPUs: 64, MemGB: 500}, {Name: "node2", GPUs: 4, CPUs: 48, MemGB: 436}}},
+		"--mem-per-gpu, as 24.11 reports it": {jobs: []slurm.Job{perGPU2411},
+			want:      &Reservation{JobID: 13, Nodes: []string{"node2"}, GPUs: 4},
+			wantNodes: []policy.Node{{Name: "node1", GPUs: 8, CPUs: 64, MemGB: 500}, {Name: "node2", GPUs: 4, CPUs: 48, MemGB: 436}}},
 		"held, waiting on something else, tagged, impossible or elsewhere: skipped": {
 			jobs:      []slurm.Job{held, dep, tagged, huge, other, rigidJob(12, 1, 2, 1, time.Hour)},
 			want:      &Reservation{JobID: 12, Nodes: []string{"node2"}, GPUs: 2},
