@@ -9,6 +9,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -828,7 +829,6 @@ func explainJSON(t *testing.T, path, id string) explanation {
 // started without a plan, on what it holds.
 func TestExplainRanPlan(t *testing.T) {
 	t.Run("started without a plan", testExplainRanUnplanned)
-	t.Run("preempted, started again without a plan", testExplainRanReleasedAgain)
 	const ran, set = "dp4.tp1.pp1.mb4.a4.z0", "dp4.tp1.pp1.mb2.a8.z0"
 	keep := func(plan string) json.RawMessage {
 		p := mustParseTestPlan(t, plan)
@@ -901,34 +901,12 @@ func openAfterSeed(t *testing.T, path string) *store.Store {
 	return st
 }
 
+// A job rubickd started without a plan (another job of its type profiled
+// it) trains on its launch line as it is, on what it holds: job 44 from its
+// first start, and job 42, which ran on the seed's plan, was preempted and
+// started again so. The store's last plan is then the first run's; the run
+// is explained as rubick report reads it.
 func testExplainRanUnplanned(t *testing.T) {
-	path, _ := seedExplainStore(t)
-	ctx := context.Background()
-	st := openAfterSeed(t, path)
-	defer st.Close()
-	if err := st.UpsertJob(ctx, store.Job{ID: 44, ModelType: "gpt2", Class: store.BestEffort, State: "RUNNING", Submitted: fixedNow}); err != nil {
-		t.Fatal(err)
-	}
-	d, err := st.RecordDecision(ctx, store.Decision{Policy: "rubick", Actions: []store.Action{{JobID: 44, Kind: "start"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.MarkApplied(ctx, d.Actions[0].ID, store.ResultOK, nil); err != nil {
-		t.Fatal(err)
-	}
-	ran := mustParseTestPlan(t, "dp4.tp1.pp1.mb4.a4.z0")
-	raw, err := json.Marshal(policy.Action{Kind: policy.Keep, JobID: "44", Plan: ran, Throughput: 40, Reason: policy.ReasonPenalty,
-		Alloc: []policy.NodeAlloc{{Node: "n1", GPUs: 2, CPUs: 8, MemGB: 64}, {Node: "n2", GPUs: 2, CPUs: 8, MemGB: 64}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.RecordDecision(ctx, store.Decision{Policy: "rubick", Reasons: map[int64]json.RawMessage{44: raw}}); err != nil {
-		t.Fatal(err)
-	}
-	ex, err := explain(ctx, st, path, 44, 50, 0, fixedNow.Add(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
 	type shown struct {
 		Plan, Placement string
 		CPUs            int
@@ -936,53 +914,56 @@ func testExplainRanUnplanned(t *testing.T) {
 		Priced          bool
 		Note            bool
 	}
-	got := shown{ex.Plan, ex.Placement, ex.CPUs, ex.HostMemGB, ex.Throughput != nil,
-		slices.ContainsFunc(ex.Notes, func(n string) bool { return strings.Contains(n, "(rubickd started it without a plan)") })}
-	if diff := cmp.Diff(shown{ran.String(), "22", 16, 128, true, true}, got); diff != "" {
-		t.Errorf("job started without a plan (-want +got):\n%s\nnotes %q", diff, ex.Notes)
-	}
-}
-
-// Job 42 ran on the seed's plan, was preempted and started again without
-// a plan (another job of its type profiled it): the store's last plan is
-// the first run's, and the run it trains on is explained as rubick report
-// reads it, from what rubickd keeps it on.
-func testExplainRanReleasedAgain(t *testing.T) {
-	path, _ := seedExplainStore(t)
-	ctx := context.Background()
-	st := openAfterSeed(t, path)
-	defer st.Close()
-	for _, kind := range []string{"preempt", "start"} {
-		d, err := st.RecordDecision(ctx, store.Decision{Policy: "rubick", Actions: []store.Action{{JobID: 42, Kind: kind}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.MarkApplied(ctx, d.Actions[0].ID, store.ResultOK, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ran := mustParseTestPlan(t, "dp2.tp1.pp1.mb4.a8.z0")
-	raw, err := json.Marshal(policy.Action{Kind: policy.Keep, JobID: "42", Plan: ran, Throughput: 20, Reason: policy.ReasonPenalty,
-		Alloc: []policy.NodeAlloc{{Node: "n2", GPUs: 2, CPUs: 8, MemGB: 64}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.RecordDecision(ctx, store.Decision{Policy: "rubick", Reasons: map[int64]json.RawMessage{42: raw}}); err != nil {
-		t.Fatal(err)
-	}
-	ex, err := explain(ctx, st, path, 42, 50, 0, fixedNow.Add(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	type shown struct {
-		Plan, Placement string
-		CPUs            int
-		HostMemGB       float64
-		Note            bool
-	}
-	got := shown{ex.Plan, ex.Placement, ex.CPUs, ex.HostMemGB,
-		slices.ContainsFunc(ex.Notes, func(n string) bool { return strings.Contains(n, "(rubickd started it without a plan)") })}
-	if diff := cmp.Diff(shown{ran.String(), "2", 8, 64, true}, got); diff != "" {
-		t.Errorf("job started again without a plan (-want +got):\n%s\nnotes %q", diff, ex.Notes)
+	for name, tc := range map[string]struct {
+		id      int64
+		actions []string // applied, without a plan, after the seed's
+		ran     string
+		alloc   []policy.NodeAlloc
+		want    shown
+	}{
+		"first start": {id: 44, actions: []string{"start"}, ran: "dp4.tp1.pp1.mb4.a4.z0",
+			alloc: []policy.NodeAlloc{{Node: "n1", GPUs: 2, CPUs: 8, MemGB: 64}, {Node: "n2", GPUs: 2, CPUs: 8, MemGB: 64}},
+			want:  shown{"dp4.tp1.pp1.mb4.a4.z0", "22", 16, 128, true, true}},
+		"started again after a preemption": {id: 42, actions: []string{"preempt", "start"}, ran: "dp2.tp1.pp1.mb4.a8.z0",
+			alloc: []policy.NodeAlloc{{Node: "n2", GPUs: 2, CPUs: 8, MemGB: 64}},
+			want:  shown{"dp2.tp1.pp1.mb4.a8.z0", "2", 8, 64, true, true}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path, _ := seedExplainStore(t)
+			ctx := context.Background()
+			st := openAfterSeed(t, path)
+			defer st.Close()
+			if tc.id == 44 {
+				if err := st.UpsertJob(ctx, store.Job{ID: 44, ModelType: "gpt2", Class: store.BestEffort, State: "RUNNING", Submitted: fixedNow}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, kind := range tc.actions {
+				d, err := st.RecordDecision(ctx, store.Decision{Policy: "rubick", Actions: []store.Action{{JobID: tc.id, Kind: kind}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := st.MarkApplied(ctx, d.Actions[0].ID, store.ResultOK, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			raw, err := json.Marshal(policy.Action{Kind: policy.Keep, JobID: strconv.FormatInt(tc.id, 10), Plan: mustParseTestPlan(t, tc.ran),
+				Throughput: 40, Reason: policy.ReasonPenalty, Alloc: tc.alloc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.RecordDecision(ctx, store.Decision{Policy: "rubick", Reasons: map[int64]json.RawMessage{tc.id: raw}}); err != nil {
+				t.Fatal(err)
+			}
+			ex, err := explain(ctx, st, path, tc.id, 50, 0, fixedNow.Add(time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := shown{ex.Plan, ex.Placement, ex.CPUs, ex.HostMemGB, ex.Throughput != nil,
+				slices.ContainsFunc(ex.Notes, func(n string) bool { return strings.Contains(n, "(rubickd started it without a plan)") })}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("job %d (-want +got):\n%s\nnotes %q", tc.id, diff, ex.Notes)
+			}
+		})
 	}
 }
