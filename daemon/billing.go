@@ -85,7 +85,7 @@ type jobMem struct {
 func memOf(j slurm.Job, req request, perGPU func() int64) jobMem {
 	switch {
 	case j.MemPerGPUMB > 0:
-		return jobMem{perGPU: j.MemPerGPUMB}
+		return jobMem{perGPU: userMemPerGPU(j)}
 	case req.MemMB > 0:
 		return jobMem{perNode: req.MemMB}
 	}

@@ -363,8 +363,8 @@ func (r groupRoom) full(use map[slurm.Group]slurm.GroupLimits, minMem int64) (wh
 // CPUs that come with the GPU (its request's per GPU, and no fewer than
 // the policy gives it), as the policy books it.
 func oneGPUMem(cfg Config, e policy.Estimator, j slurm.Job, perCPUMB int64) int64 {
-	if j.MemPerGPUMB > 0 {
-		return j.MemPerGPUMB
+	if m := userMemPerGPU(j); m > 0 {
+		return m
 	}
 	req := userRequest(j)
 	if req.MemMB > 0 {
@@ -1930,7 +1930,7 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 		Submit:     queuedSince(j, facts.Deferred),
 		Request: policy.Request{
 			GPUs: pl.GPUs(), CPUs: reqRes.CPUs, MemGB: reqRes.HostMemGB, Placement: pl, Plan: reqPlan,
-			MemPerGPUGB: float64(j.MemPerGPUMB) / 1024,
+			MemPerGPUGB: float64(userMemPerGPU(j)) / 1024,
 		},
 		RunTime:   mj.ran,
 		Reconfigs: max(j.Tag.Generation-1, 0),
@@ -2053,6 +2053,22 @@ func memPerNode(j slurm.Job) int64 {
 		return j.MemPerCPUMB * int64(j.CPUs) / int64(n)
 	}
 	return 0
+}
+
+// userMemPerGPU is the memory per GPU (MiB) a --mem-per-gpu job asked
+// for: as rubick recorded its request when it first resized it, as Slurm
+// reports it until then; 0 for any other job. rubick raises the job's
+// memory per GPU to what a plan books, and that must not become the floor
+// of the next plan: the node's share of each plan, spread over the GPUs,
+// would raise it again at every resize.
+func userMemPerGPU(j slurm.Job) int64 {
+	if j.MemPerGPUMB <= 0 {
+		return 0
+	}
+	if r, ok := tagRequest(j); ok && r.GPUsPerNode > 0 && r.MemMB > 0 {
+		return (r.MemMB + int64(r.GPUsPerNode) - 1) / int64(r.GPUsPerNode)
+	}
+	return j.MemPerGPUMB
 }
 
 // SlurmActions turns the policy's plan into Slurm actions, in the order
@@ -2423,6 +2439,7 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 	tag.Plan = a.Plan.String()
 	tag.Extra[tagAt] = strconv.FormatInt(now.Unix(), 10)
 	out.Nodes, out.NumNodes, out.GPUsPerNode, out.CPUsPerTask, out.MemPerNodeMB = nodes, len(nodes), gpus, cpus, memMB
+	out.MemPerGPUFloorMB = userMemPerGPU(j)
 	bill := mj.billing.Of(gpus*len(nodes), cpus*len(nodes), len(nodes), out.MemMB(j))
 	size := slurm.GroupLimits{GPUs: gpus * len(nodes), CPUs: cpus * len(nodes), Billing: bill, MemMB: cmp.Or(out.MemMB(j), j.MemMB), Nodes: len(nodes)}
 	if tl := mj.time.limitAt(a.Throughput, size, 0); tl > 0 && tl != j.TimeLimit {
@@ -2561,7 +2578,7 @@ func (v *View) RigidActions(now time.Time, profile func(modelType string) (model
 	for _, j := range v.Rigid {
 		req := userRequest(j) // as asked, though rubick resized it before
 		a := slurm.Action{Kind: slurm.ActionStart, JobID: j.ID, NumNodes: req.Nodes,
-			GPUsPerNode: req.GPUsPerNode, CPUsPerTask: max(req.CPUs/req.Nodes, 1), MemPerNodeMB: req.MemMB}
+			GPUsPerNode: req.GPUsPerNode, CPUsPerTask: max(req.CPUs/req.Nodes, 1), MemPerNodeMB: req.MemMB, MemPerGPUFloorMB: userMemPerGPU(j)}
 		if j.HetJobID != 0 || len(j.GPUTypes) > 1 {
 			// Any size update is refused (a heterogeneous job), or cannot
 			// keep the GPU request; rubick never changed either.

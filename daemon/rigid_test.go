@@ -143,7 +143,7 @@ func TestRigidActionsOwnRequest(t *testing.T) {
 		{Kind: slurm.ActionStart, JobID: 8, NumNodes: 2, GPUsPerNode: 4, CPUsPerTask: 8, MemPerNodeMB: 64000},
 		{Kind: slurm.ActionStart, JobID: 9, NumNodes: 2, GPUsPerNode: 2, CPUsPerTask: 4, MemPerNodeMB: 16000, ClearNodes: true},
 		{Kind: slurm.ActionStart, JobID: 10, Nodes: []string{"node3"}, NumNodes: 2, GPUsPerNode: 4, CPUsPerTask: 8, MemPerNodeMB: 64000},
-		{Kind: slurm.ActionStart, JobID: 11, NumNodes: 1, GPUsPerNode: 2, CPUsPerTask: 8, MemPerNodeMB: 32768},
+		{Kind: slurm.ActionStart, JobID: 11, NumNodes: 1, GPUsPerNode: 2, CPUsPerTask: 8, MemPerNodeMB: 32768, MemPerGPUFloorMB: 16384},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("actions (-want +got):\n%s", diff)
@@ -194,12 +194,39 @@ func TestBuildViewMemPerGPURunning(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got []policy.NodeAlloc
+			var asked []float64
 			for _, pj := range v.Snapshot.Jobs {
-				got = append(got, pj.Alloc...)
+				got, asked = append(got, pj.Alloc...), append(asked, pj.Request.MemPerGPUGB)
 			}
 			want := []policy.NodeAlloc{{Node: "node1", GPUs: 8, CPUs: 32, MemGB: 144}}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("job 31's allocation (-want +got):\n%s", diff)
+			}
+			// What it asked for per GPU is its submission's (req=: 16 GB
+			// on 2 GPUs), not the 18 GB rubick raised it to: that would be
+			// the floor of the next plan, and each resize would raise it.
+			wantAsked := []float64{18}
+			if tc.resized {
+				wantAsked = []float64{8}
+			}
+			if diff := cmp.Diff(wantAsked, asked); diff != "" {
+				t.Errorf("job 31's request per GPU, GB (-want +got):\n%s", diff)
+			}
+			// A restart onto 4 GPUs with 80 GB: the Applier sets 20 GB
+			// per GPU, never below the submission's.
+			restart := policy.Action{Kind: policy.Restart, JobID: "31", Alloc: []policy.NodeAlloc{{Node: "node1", GPUs: 4, CPUs: 16, MemGB: 80}},
+				Plan: model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1}, Throughput: 1e6}
+			actions, skipped := v.SlurmActions(policy.Plan{Actions: []policy.Action{restart}}, t0)
+			if len(actions) != 1 || len(skipped) != 0 {
+				t.Fatalf("actions %+v, skipped %v; want the restart", actions, skipped)
+			}
+			type mem struct{ PerNodeMB, FloorMB int64 }
+			wantMem := mem{80 * 1024, 18432}
+			if tc.resized {
+				wantMem.FloorMB = 8192
+			}
+			if diff := cmp.Diff(wantMem, mem{actions[0].MemPerNodeMB, actions[0].MemPerGPUFloorMB}); diff != "" {
+				t.Errorf("restart's memory (-want +got):\n%s", diff)
 			}
 		})
 	}

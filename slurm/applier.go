@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,6 +64,11 @@ type Action struct {
 	GPUsPerNode  int
 	CPUsPerTask  int
 	MemPerNodeMB int64
+	// MemPerGPUFloorMB is the memory per GPU (MiB) a --mem-per-gpu job was
+	// submitted with, which its steps still ask for: a start or restart
+	// sets no less. 0: the job's memory per GPU now (Job.MemPerGPUMB),
+	// which an earlier resize may have raised.
+	MemPerGPUFloorMB int64
 	// Partition, when set, narrows a pending job submitted to several
 	// partitions to the one its Nodes are in (start only).
 	Partition string
@@ -424,7 +430,7 @@ func validateAction(act Action) error {
 			// NumCPUs is never lowered by Slurm: always send the full size
 			return bad("CPUsPerTask %d, want >= 1", act.CPUsPerTask)
 		}
-		if act.GPUsPerNode < 0 || act.MemPerNodeMB < 0 || act.TimeLimit < 0 {
+		if act.GPUsPerNode < 0 || act.MemPerNodeMB < 0 || act.MemPerGPUFloorMB < 0 || act.TimeLimit < 0 {
 			return bad("negative GPUs, memory or time limit")
 		}
 	case ActionShrink:
@@ -458,13 +464,18 @@ func (act Action) NodeCount() int {
 }
 
 // memPerGPUOf is the memory per GPU (MiB) a start or restart sets for a
-// --mem-per-gpu job: its own value, or the action's memory per node spread
-// over its GPUs when that is more; 0 for any other job.
+// --mem-per-gpu job: the action's memory per node spread over its GPUs,
+// never below the job's submitted value (MemPerGPUFloorMB); the job's
+// value now for an action that sets no memory; 0 for any other job.
 func memPerGPUOf(job Job, act Action) int64 {
 	if job.MemPerGPUMB <= 0 || act.GPUsPerNode <= 0 {
 		return 0
 	}
-	return max(job.MemPerGPUMB, (act.MemPerNodeMB+int64(act.GPUsPerNode)-1)/int64(act.GPUsPerNode))
+	if act.MemPerNodeMB <= 0 {
+		return job.MemPerGPUMB
+	}
+	floor := cmp.Or(act.MemPerGPUFloorMB, job.MemPerGPUMB)
+	return max(floor, (act.MemPerNodeMB+int64(act.GPUsPerNode)-1)/int64(act.GPUsPerNode))
 }
 
 // MemMB is the memory (MiB) job holds over all its nodes once the start or

@@ -130,6 +130,7 @@ func TestApplyRejectsBeforeRunning(t *testing.T) {
 		"restart a no-requeue":   {Action{Kind: ActionRestart, JobID: 7, NumNodes: 1, CPUsPerTask: 1}, ErrJobState},
 		"preempt a pending job":  {Action{Kind: ActionPreempt, JobID: 8}, ErrJobState},
 		"negative time limit":    {Action{Kind: ActionStart, JobID: 6, NumNodes: 1, CPUsPerTask: 1, TimeLimit: -time.Minute}, ErrBadAction},
+		"negative memory floor":  {Action{Kind: ActionStart, JobID: 6, NumNodes: 1, CPUsPerTask: 1, MemPerGPUFloorMB: -1}, ErrBadAction},
 		"no time limit":          {Action{Kind: ActionTimeLimit, JobID: 5}, ErrBadAction},
 		"time limit of an ended": {Action{Kind: ActionTimeLimit, JobID: 9, TimeLimit: time.Hour}, ErrJobState},
 	}
@@ -690,6 +691,14 @@ func TestApplyStartResize(t *testing.T) {
 		"memory per GPU, less": {func(j *Job) { j.MemPerGPUMB = 16384 },
 			Action{Nodes: []string{"node1"}, GPUsPerNode: 4, CPUsPerTask: 4, MemPerNodeMB: 40000},
 			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:4", "MemPerTres=gres:gpu:16384", "NodeList=node1"}},
+		// An earlier resize raised it to 24000: the next comes down to
+		// what it books, as far as the submitted value.
+		"memory per GPU, raised before": {func(j *Job) { j.MemPerGPUMB = 24000 },
+			Action{Nodes: []string{"node1"}, GPUsPerNode: 8, CPUsPerTask: 4, MemPerNodeMB: 147456, MemPerGPUFloorMB: 8192},
+			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:8", "MemPerTres=gres:gpu:18432", "NodeList=node1"}},
+		"memory per GPU, raised before, less": {func(j *Job) { j.MemPerGPUMB = 24000 },
+			Action{Nodes: []string{"node1"}, GPUsPerNode: 8, CPUsPerTask: 4, MemPerNodeMB: 40000, MemPerGPUFloorMB: 8192},
+			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:8", "MemPerTres=gres:gpu:8192", "NodeList=node1"}},
 		// Gres= replaces the whole list: the other GRES go with it (22.05
 		// lab: Gres=gpu:4 dropped lscratch:100).
 		"other GRES": {func(j *Job) { j.OtherGres = []string{"lscratch:100", "nvme:fast:1"} },
