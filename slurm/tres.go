@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -127,20 +128,35 @@ func gpuTypes(s string) []string {
 	return out
 }
 
-// memPerGPU reads the GPU entry of memory_per_tres ("gres:gpu:16384" in
-// 22.05, "gres/gpu:16384" in 24.11, both read off the labs; entries are
-// separated by ';' or ','): MiB per GPU, 0 when there is none.
-func memPerGPU(s string) int64 {
+// MemPerGPU reads the GPU entry of a job's memory per TRES
+// (memory_per_tres, scontrol's MemPerTres: "gres:gpu:16384" in 22.05,
+// "gres/gpu:16384" in 24.11, both read off the labs; entries are separated
+// by ';' or ',', and a GPU type may come before the MiB): MiB per GPU, 0
+// when there is none. The error says a GPU entry's MiB are not a whole
+// number, when no other GPU entry gives them.
+func MemPerGPU(s string) (int64, error) {
+	var bad error
 	for _, e := range strings.FieldsFunc(s, func(r rune) bool { return r == ';' || r == ',' }) {
 		f, ok := gpuEntry(e)
 		if !ok || len(f) == 0 {
 			continue
 		}
-		if n, err := strconv.ParseInt(f[len(f)-1], 10, 64); err == nil && n > 0 {
-			return n
+		n, err := strconv.ParseInt(f[len(f)-1], 10, 64)
+		if err == nil && n > 0 {
+			return n, nil
+		}
+		if err != nil || n < 0 {
+			bad = fmt.Errorf("memory per TRES %q: MiB per GPU %q are not a whole number", s, f[len(f)-1])
 		}
 	}
-	return 0
+	return 0, bad
+}
+
+// memPerGPU is MemPerGPU without its error: a malformed value from
+// slurmrestd reads as none.
+func memPerGPU(s string) int64 {
+	n, _ := MemPerGPU(s)
+	return n
 }
 
 // splitGres splits a GRES or TRES-per-node string into its entries at the

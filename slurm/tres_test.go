@@ -114,6 +114,14 @@ func TestMemPerGPU(t *testing.T) {
 			t.Errorf("memPerGPU(%q) = %d, want %d", in, got, want)
 		}
 	}
+	// rubick-srun reads scontrol's MemPerTres with the error: a malformed
+	// GPU entry is no memory bound it may skip silently.
+	for in, bad := range map[string]bool{"gres/gpu:x": true, "gres:gpu:64G": true, "gres/gpu:-1": true, "gres:gpu:0": false,
+		"gres/gpu:x,gres/gpu:99": false, "gres:nic:x": false} {
+		if _, err := MemPerGPU(in); (err != nil) != bad {
+			t.Errorf("MemPerGPU(%q) error %v, want one: %v", in, err, bad)
+		}
+	}
 }
 
 // A job with --mem=0 (or none and no default) reports no memory per node,

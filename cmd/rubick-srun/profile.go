@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -206,8 +205,11 @@ func profileMemoryOf(ctx context.Context, shown shownJob, gpuMem func(context.Co
 // SLURM_MEM_PER_GPU is not read: it is the submission's, and rubickd may
 // since have raised the job's memory per GPU, which MemPerTres shows.
 func jobMemGB(memPerTres string, getenv func(string) string, alloc launch.Alloc) (float64, error) {
-	if n, err := gpuMemPerTres(memPerTres); n > 0 || err != nil {
-		return float64(n) * float64(alloc.GPUsOnNode) / 1024, err
+	switch n, err := slurm.MemPerGPU(memPerTres); {
+	case err != nil:
+		return 0, fmt.Errorf("MemPerTres=%q is not a whole number of MB per GPU", memPerTres)
+	case n > 0:
+		return float64(n) * float64(alloc.GPUsOnNode) / 1024, nil
 	}
 	mb := func(key string) (int64, bool, error) {
 		v := getenv(key)
@@ -225,27 +227,6 @@ func jobMemGB(memPerTres string, getenv func(string) string, alloc launch.Alloc)
 	}
 	n, _, err := mb("SLURM_MEM_PER_CPU")
 	return float64(n) * float64(alloc.CPUsOnNode) / 1024, err
-}
-
-// gpuMemPerTres reads the MB per GPU out of a MemPerTres value: its GPU
-// entry, "gres:gpu:MB" (22.05) or "gres/gpu:MB", a GPU type perhaps
-// before the MB. 0 when it has none.
-func gpuMemPerTres(v string) (int64, error) {
-	for _, e := range strings.Split(v, ",") {
-		rest, ok := strings.CutPrefix(e, "gres:gpu:")
-		if !ok {
-			rest, ok = strings.CutPrefix(e, "gres/gpu:")
-		}
-		if !ok {
-			continue
-		}
-		n, err := strconv.ParseInt(rest[strings.LastIndex(rest, ":")+1:], 10, 64)
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("MemPerTres=%q is not a whole number of MB per GPU", v)
-		}
-		return n, nil
-	}
-	return 0, nil
 }
 
 // newProfilePhase chooses the runs for the job. plan is the job's plan, or
