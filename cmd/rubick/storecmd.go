@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -240,17 +239,16 @@ func storePrune(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	}
 	// A flag not given keeps what rubickd keeps: a site that keeps every
 	// sample (samples_per_config: 0) must not lose them to a prune by hand.
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	if !given["reasons"] || !given["samples-per-config"] {
+	givenReasons, givenPerConfig := flagGiven(fs, "reasons"), flagGiven(fs, "samples-per-config")
+	if !givenReasons || !givenPerConfig {
 		c, err := cfg()
 		if err != nil {
 			return err
 		}
-		if !given["reasons"] {
+		if !givenReasons {
 			*reasons = c.Retention.Reasons
 		}
-		if !given["samples-per-config"] {
+		if !givenPerConfig {
 			*perConfig = c.Retention.SamplesPerConfig
 		}
 	}
