@@ -33,12 +33,12 @@ const (
 	GPUsMissing = "missing"
 )
 
-// terminal lists the sacct states in which a job is over. Everything else
-// (PENDING, RUNNING, REQUEUED, RESIZING, SUSPENDED, ...) is not.
-var terminal = []string{
-	"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL",
-	"PREEMPTED", "BOOT_FAIL", "DEADLINE", "REVOKED",
-}
+// terminal lists the sacct states in which a job is over: those it never
+// runs again from (ended), and NODE_FAIL, PREEMPTED and REVOKED, after
+// which only Slurm's requeue of it, a run of its own, runs it again.
+// Everything else (PENDING, RUNNING, REQUEUED, RESIZING, SUSPENDED, ...)
+// is not.
+var terminal = append(slices.Clone(ended), "NODE_FAIL", "PREEMPTED", "REVOKED")
 
 // Run is one run of a job: one sacct row.
 type Run struct {
