@@ -1765,25 +1765,6 @@ func submitTime(j slurm.Job) time.Time {
 	return j.SubmitTime
 }
 
-// submitSlack is how much earlier than job j's submitTime a record of
-// the job may be dated: the tag's sub= and Slurm's SubmitTime are whole
-// seconds, and rubickd's clock may trail slurmctld's a little.
-const submitSlack = time.Second
-
-// predates reports whether a record rubick dated at (an action's decision,
-// a restart's checkpoint signal) is older than job j's submission: the
-// record is an earlier job's that had j's id. Slurm gives old ids to new
-// jobs after its state is reset (StateSaveLocation wiped, FirstJobId) or
-// past MaxJobId, and the store, which keys what it keeps of a job by its
-// id, still holds the earlier job's. The store cannot tell the two apart,
-// only the daemon knows each job's submission, so each per-job read is
-// filtered here, by this one test, where its result is used. A zero at or
-// an unknown submission predates nothing.
-func predates(j slurm.Job, at time.Time) bool {
-	sub := submitTime(j)
-	return !at.IsZero() && !sub.IsZero() && at.Before(sub.Add(-submitSlack))
-}
-
 // recordSubmit writes job j's submission time (submitTime) into the tag of
 // an action on it, so that it outlives the action's requeue.
 func recordSubmit(tag *slurm.Tag, j slurm.Job) {

@@ -811,6 +811,13 @@ func resizedBy(j slurm.Job, s store.Action) (slurm.Tag, bool) {
 	return slurm.Tag{}, false
 }
 
+// predates reports whether a record rubick dated at (an action's decision,
+// a restart's checkpoint signal) is an earlier job's that had job j's id
+// (store.Predates, against j's submitTime). The store cannot tell the two
+// apart, only the daemon knows each job's submission, so each per-job read
+// is filtered here, by this one test, where its result is used.
+func predates(j slurm.Job, at time.Time) bool { return store.Predates(at, submitTime(j)) }
+
 // minOwnRestarts is how many of its own measured restarts a job needs
 // before it is priced at their median instead of its model type's: one
 // restart slowed by a busy file system should not decide alone.

@@ -107,7 +107,7 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 			if newest, err = st.Reasons(ctx, id, 1); err != nil {
 				return fmt.Errorf("report: %w", err)
 			}
-			newest = slices.DeleteFunc(newest, func(r store.Reason) bool { return j.Submit != nil && r.At.Before(j.Submit.Add(-clockSlack)) })
+			newest = slices.DeleteFunc(newest, func(r store.Reason) bool { return j.predated(r.At) })
 		}
 		j.runningPlan(hist, newest)
 		// The store keeps one record per id: with a later job of the id,
@@ -163,14 +163,17 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 // own leaves out of hist the actions decided before the job was
 // submitted, or once a later job of the same id was (j.next): they are
 // another job's of the id (Slurm reuses ids after its state is reset, or
-// past MaxJobId), which the store keeps under that id. sacct's times are
-// whole seconds. hist is left as it is: each job of the id reads it.
+// past MaxJobId), which the store keeps under that id. hist is left as it
+// is: each job of the id reads it.
 func (j *Job) own(hist []store.Action) []store.Action {
 	return slices.DeleteFunc(slices.Clone(hist), func(a store.Action) bool {
-		return j.Submit != nil && a.DecidedAt.Before(j.Submit.Add(-clockSlack)) ||
-			j.next != nil && !a.DecidedAt.Before(j.next.Add(-clockSlack))
+		return j.predated(a.DecidedAt) || j.next != nil && !store.Predates(a.DecidedAt, *j.next)
 	})
 }
+
+// predated reports whether a store record dated at is an earlier job's of
+// j's id (store.Predates); false when j's submission is unknown.
+func (j *Job) predated(at time.Time) bool { return j.Submit != nil && store.Predates(at, *j.Submit) }
 
 // storeRequest is the req= of the tag rubickd stored with the newest of
 // the job's actions that has one. rubickd writes req= from its first

@@ -60,6 +60,19 @@ type Job struct {
 	Deferred time.Time
 }
 
+// Predates reports whether a record dated at (an action's decision, a
+// reason's cycle, a restart's signal) is older than the submission of the
+// job it is stored under, submitted, by more than a second (submissions
+// are whole seconds, and rubickd's clock may trail slurmctld's a little):
+// it is an earlier job's that had the id. Slurm gives old ids to new jobs
+// after its state is reset (StateSaveLocation wiped, FirstJobId) or past
+// MaxJobId, and the store keys what it keeps of a job by its id; only its
+// readers know which job they read for. A zero time of either predates
+// nothing.
+func Predates(at, submitted time.Time) bool {
+	return !at.IsZero() && !submitted.IsZero() && at.Before(submitted.Add(-time.Second))
+}
+
 // UpsertJob stores j, replacing the stored fields of a known job except
 // FirstSeen, which the store sets once. A zero LastPlan keeps the stored
 // last plan: a job that is queued again still remembers how it last ran;

@@ -264,9 +264,8 @@ func explain(ctx context.Context, st explainStore, path string, id int64, top, n
 		ex.Waited = &waited
 	}
 	// What the store holds of the id from before the job's submission is
-	// an earlier job's: Slurm reuses ids after its state is reset or past
-	// MaxJobId. sub= is whole seconds.
-	earlier := func(t time.Time) bool { return !j.Submitted.IsZero() && t.Before(j.Submitted.Add(-time.Second)) }
+	// an earlier job's (store.Predates).
+	earlier := func(t time.Time) bool { return store.Predates(t, j.Submitted) }
 	var reasons []store.Reason
 	// The newest is read even with --reasons 0: it may say what the job
 	// runs (report.RanPlan).
