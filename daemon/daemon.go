@@ -2044,8 +2044,12 @@ func (d *Daemon) runCycle(ctx context.Context) (CycleReport, error) {
 	defer d.mu.Unlock()
 	d.lastErr, d.window = err, d.healthWindow() // a reload may have changed it
 	switch {
-	case err == nil:
+	case err == nil && d.failedCycles > 0:
+		// The journal shows each failure; without this line it would not
+		// show that they ended.
+		d.deps.Logger.Info("cycles complete again", "failed_cycles", d.failedCycles, "failing_since", d.failedSince)
 		d.failedSince, d.failedCycles = time.Time{}, 0
+	case err == nil:
 	case d.failedCycles == 0:
 		d.failedSince, d.failedCycles = start, 1
 	default:

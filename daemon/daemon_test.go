@@ -3812,6 +3812,8 @@ func TestStatusFailing(t *testing.T) {
 	ctx := context.Background()
 	c := &fakeCluster{nodes: labNodes(1)}
 	d, _ := newTestDaemon(t, c, &fakeApplier{})
+	var log bytes.Buffer
+	d.deps.Logger = slog.New(slog.NewTextHandler(&log, nil))
 	now := t0
 	d.deps.Now = func() time.Time { return now }
 	cycle := func(at time.Time) {
@@ -3866,12 +3868,23 @@ func TestStatusFailing(t *testing.T) {
 		t.Errorf("/status failing (-want +got):\n%s", diff)
 	}
 
+	if strings.Contains(log.String(), "cycles complete again") {
+		t.Errorf("the log says the cycles complete again while they fail:\n%s", log.String())
+	}
 	c.err = nil
 	cycle(t0.Add(4 * time.Minute))
 	if s := d.Status(); !s.At.Equal(t0.Add(4*time.Minute)) || s.Failing != nil {
 		t.Errorf("after a completed cycle again: last cycle at %s, failing %+v; want %s and nil", s.At, s.Failing, t0.Add(4*time.Minute))
 	}
 	healthyJSON()
+	// The journal says the failures ended, once.
+	if got, want := strings.Count(log.String(), `msg="cycles complete again" failed_cycles=3 failing_since=2026-11-22T08:01:00.000Z`), 1; got != want {
+		t.Errorf("%d recovery lines with 3 failed cycles since 08:01, want %d; log:\n%s", got, want, log.String())
+	}
+	cycle(t0.Add(4*time.Minute + 30*time.Second))
+	if got := strings.Count(log.String(), "cycles complete again"); got != 1 {
+		t.Errorf("%d recovery lines after a second completed cycle, want 1", got)
+	}
 	// A failure after that counts from one again.
 	c.err = errors.New("slurmrestd unavailable")
 	cycle(t0.Add(5 * time.Minute))
