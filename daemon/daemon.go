@@ -239,6 +239,9 @@ type Daemon struct {
 	failedSince  time.Time
 	failedCycles int
 	window       time.Duration
+	// waiting is what Status adds while Run's cycles since the last
+	// completed one waited for released jobs to start; nil otherwise.
+	waiting *Waiting
 }
 
 // New checks deps and returns a Daemon.
@@ -1888,11 +1891,24 @@ func Unplanned(r policy.Reason) bool {
 // Setup when a check at rubickd's start failed or warned.
 type Status struct {
 	CycleReport
-	// Failing is nil unless Run's last cycle failed, and Setup unless a
-	// start-up check did not pass, which keeps the JSON of a healthy
-	// rubickd its last report's.
+	// Failing is nil unless Run's last cycle failed, Waiting unless it
+	// waited for released jobs to start, and Setup unless a start-up
+	// check did not pass, which keeps the JSON of a healthy rubickd its
+	// last report's.
 	Failing *Failing     `json:"failing,omitempty"`
+	Waiting *Waiting     `json:"waiting,omitempty"`
 	Setup   *SetupChecks `json:"setup,omitempty"`
+}
+
+// Waiting says that Run's cycles since the last completed one decided
+// nothing: each waited for Slurm to start jobs rubickd had released
+// (StartGrace at most from each release). The last completed cycle, the
+// one status shows, is older meanwhile, and nothing else would say why.
+type Waiting struct {
+	// Since is when the first of those cycles began.
+	Since time.Time `json:"since"`
+	// Jobs are the released jobs the last one waited for.
+	Jobs []int `json:"jobs"`
 }
 
 // Failing says that Run's cycles fail: /healthz answers 200 for a while
@@ -1910,7 +1926,7 @@ type Failing struct {
 func (d *Daemon) Status() Status {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s := Status{CycleReport: d.last, Setup: d.deps.Setup}
+	s := Status{CycleReport: d.last, Setup: d.deps.Setup, Waiting: d.waiting}
 	if d.lastErr != nil {
 		s.Failing = &Failing{Since: d.failedSince, Cycles: d.failedCycles, Error: d.lastErr.Error()}
 	}
@@ -2054,6 +2070,14 @@ func (d *Daemon) runCycle(ctx context.Context) (CycleReport, error) {
 		d.failedSince, d.failedCycles = start, 1
 	default:
 		d.failedCycles++
+	}
+	switch {
+	case err != nil || len(rep.Starting) == 0:
+		d.waiting = nil
+	case d.waiting == nil:
+		d.waiting = &Waiting{Since: start, Jobs: rep.Starting}
+	default:
+		d.waiting = &Waiting{Since: d.waiting.Since, Jobs: rep.Starting}
 	}
 	return rep, err
 }

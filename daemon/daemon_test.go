@@ -496,20 +496,33 @@ func TestCycleWaitsForReleasedJobs(t *testing.T) {
 	c := &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{released, queued}}
 	a := &fakeApplier{}
 	d, _ := newTestDaemon(t, c, a)
-	rep, err := d.Cycle(context.Background(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(a.got) != 0 || len(rep.Starting) != 1 {
-		t.Fatalf("applied %d actions, starting %v; want none while job 71 starts", len(a.got), rep.Starting)
+	now := t0
+	d.deps.Now = func() time.Time { return now }
+	// Run's cycles: /status says from the first that they wait, and for
+	// which jobs, since the last completed cycle stays what it shows.
+	for _, at := range []time.Time{t0, t0.Add(5 * time.Second)} {
+		now = at
+		rep, err := d.runCycle(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(a.got) != 0 || len(rep.Starting) != 1 {
+			t.Fatalf("applied %d actions, starting %v; want none while job 71 starts", len(a.got), rep.Starting)
+		}
+		if diff := cmp.Diff(&Waiting{Since: t0, Jobs: []int{71}}, d.Status().Waiting); diff != "" {
+			t.Errorf("status at %s: waiting (-want +got):\n%s", at, diff)
+		}
 	}
 	// Past the grace the job is decided on again.
-	c.jobs[0].Tag.Extra["at"] = strconv.FormatInt(t0.Add(-StartGrace-time.Second).Unix(), 10)
-	if _, err := d.Cycle(context.Background(), false); err != nil {
+	c.jobs[0].Tag.Extra["at"] = strconv.FormatInt(now.Add(-StartGrace-time.Second).Unix(), 10)
+	if _, err := d.runCycle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if len(a.got) == 0 {
 		t.Fatal("no action after the start grace")
+	}
+	if w := d.Status().Waiting; w != nil {
+		t.Errorf("status after a completed cycle: waiting %+v, want nil", w)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -74,6 +75,10 @@ type daemonView struct {
 	// since when and why the last did; absent unless the last failed.
 	// /healthz answers 200 for a while after the last completed cycle.
 	Failing *daemon.Failing `json:"failing,omitempty"`
+	// Waiting says since when the cycles since the last completed one
+	// decided nothing, waiting for Slurm to start jobs rubickd released,
+	// and which; absent otherwise.
+	Waiting *daemon.Waiting `json:"waiting,omitempty"`
 	// Setup lists the checks of rubickd --check that failed or warned at
 	// rubickd's start; absent when all passed. /healthz does not count
 	// them: a check may fail at boot for a moment.
@@ -267,7 +272,7 @@ func probeDaemon(ctx context.Context, c *http.Client, base string, timeout time.
 	maps.Copy(d.Skipped, rep.Skipped)
 	maps.Copy(d.Ignored, rep.Ignored)
 	maps.Copy(d.Adjusted, rep.Adjusted)
-	d.Reserved, d.Groups, d.Queued, d.Failing, d.Setup = rep.Reserved, rep.Groups, rep.Queued, rep.Failing, rep.Setup
+	d.Reserved, d.Groups, d.Queued, d.Failing, d.Waiting, d.Setup = rep.Reserved, rep.Groups, rep.Queued, rep.Failing, rep.Waiting, rep.Setup
 	return d
 }
 
@@ -372,11 +377,11 @@ func (v *statusView) write(w io.Writer) error {
 	case !d.Reachable:
 		fmt.Fprintf(ew, "rubickd %s: DOWN (%s)\n", v.URL, d.Error)
 	case d.LastCycle == nil:
-		fmt.Fprintf(ew, "rubickd %s: %s, no cycle yet%s%s\n", v.URL, health(d), colonDetail(d.Error), failingNote(d.Failing))
+		fmt.Fprintf(ew, "rubickd %s: %s, no cycle yet%s%s%s\n", v.URL, health(d), colonDetail(d.Error), failingNote(d.Failing), waitingNote(d.Waiting))
 		writeSetup(ew, d.Setup)
 	default:
-		fmt.Fprintf(ew, "rubickd %s%s: %s, last cycle %d at %s took %.3fs (policy %.3fs), %d jobs%s%s\n", v.URL, instanceNote(d), health(d),
-			d.CycleID, utcTime(*d.LastCycle), d.DurationS, d.PolicyS, d.Jobs, colonDetail(d.Error), failingNote(d.Failing))
+		fmt.Fprintf(ew, "rubickd %s%s: %s, last cycle %d at %s took %.3fs (policy %.3fs), %d jobs%s%s%s\n", v.URL, instanceNote(d), health(d),
+			d.CycleID, utcTime(*d.LastCycle), d.DurationS, d.PolicyS, d.Jobs, colonDetail(d.Error), failingNote(d.Failing), waitingNote(d.Waiting))
 		writeSetup(ew, d.Setup)
 		fmt.Fprintf(ew, "  decided: %s; applied %d, failed %d, skipped %d, ignored %d, adjusted %d\n",
 			counts(d.Decided), d.Applied, len(d.Failed), len(d.Skipped), len(d.Ignored), len(d.Adjusted))
@@ -458,6 +463,27 @@ func failingNote(f *daemon.Failing) string {
 		cycles = fmt.Sprintf("%d cycles", f.Cycles)
 	}
 	return fmt.Sprintf("; %s failed since %s: %s", cycles, utcTime(f.Since), f.Error)
+}
+
+// waitingNote says that the cycles since the last completed one decided
+// nothing, waiting for released jobs to start: "; cycles since
+// 2026-11-25T07:48:15Z wait for Slurm to start jobs 144, 145, which
+// rubickd released (up to 60s each), and decide nothing"; "" when w is
+// nil. Without it the last cycle's age would be unexplained.
+func waitingNote(w *daemon.Waiting) string {
+	if w == nil || len(w.Jobs) == 0 {
+		return ""
+	}
+	ids := make([]string, len(w.Jobs))
+	for i, id := range w.Jobs {
+		ids[i] = strconv.Itoa(id)
+	}
+	jobs := "job " + ids[0]
+	if len(ids) != 1 {
+		jobs = "jobs " + strings.Join(ids, ", ")
+	}
+	return fmt.Sprintf("; cycles since %s wait for Slurm to start %s, which rubickd released (up to %.0fs each), and decide nothing",
+		utcTime(w.Since), jobs, daemon.StartGrace.Seconds())
 }
 
 // continued indents the lines after the first of a reason (a command's

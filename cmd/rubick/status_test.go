@@ -302,6 +302,48 @@ func TestStatusFailing(t *testing.T) {
 	}
 }
 
+// TestStatusWaiting: cycles that wait for released jobs to start, and
+// so decide nothing, are said on rubickd's line and in the JSON, since
+// the last completed cycle grows old meanwhile; nothing is said otherwise.
+func TestStatusWaiting(t *testing.T) {
+	path, _ := seedExplainStore(t)
+	last := daemon.CycleReport{At: fixedNow.Add(-40 * time.Second), CycleID: 23, Jobs: 6, Duration: 175 * time.Millisecond}
+	tests := map[string]struct {
+		status daemon.Status
+		line   string // how rubickd's line ends
+	}{
+		"one job": {
+			status: daemon.Status{CycleReport: last, Waiting: &daemon.Waiting{Since: fixedNow.Add(-35 * time.Second), Jobs: []int{144}}},
+			line: "last cycle 23 at 2026-11-08T11:59:20Z took 0.175s (policy 0.000s), 6 jobs; cycles since 2026-11-08T11:59:25Z " +
+				"wait for Slurm to start job 144, which rubickd released (up to 60s each), and decide nothing\n",
+		},
+		"two jobs before a first cycle": {
+			status: daemon.Status{Waiting: &daemon.Waiting{Since: fixedNow.Add(-5 * time.Second), Jobs: []int{144, 145}}},
+			line: ": healthy, no cycle yet; cycles since 2026-11-08T11:59:55Z " +
+				"wait for Slurm to start jobs 144, 145, which rubickd released (up to 60s each), and decide nothing\n",
+		},
+		"deciding": {
+			status: daemon.Status{CycleReport: last},
+			line:   "last cycle 23 at 2026-11-08T11:59:20Z took 0.175s (policy 0.000s), 6 jobs\n",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			srv := fakeDaemonStatus(t, tc.status)
+			text, v, raw := statusTextAndJSON(t, srv.URL, path)
+			if first, _, _ := strings.Cut(text, "\n"); !strings.HasSuffix(first+"\n", tc.line) {
+				t.Errorf("rubickd's line:\n%s\nwant it to end in:\n%s", first, tc.line)
+			}
+			if diff := cmp.Diff(tc.status.Waiting, v.Daemon.Waiting); diff != "" {
+				t.Errorf("JSON waiting (-want +got):\n%s", diff)
+			}
+			if got := strings.Contains(raw, `"waiting"`); got != (tc.status.Waiting != nil) {
+				t.Errorf("JSON has waiting: %v, want %v:\n%s", got, tc.status.Waiting != nil, raw)
+			}
+		})
+	}
+}
+
 // TestStatusSetupChecks: the start-up checks that failed or warned are
 // listed under rubickd's line and in the JSON; --check, which asks
 // whether cycles complete, passes all the same; nothing is said when all
