@@ -613,3 +613,56 @@ func (s *Store) Reasons(ctx context.Context, jobID int64, limit int) ([]Reason, 
 	}
 	return out, nil
 }
+
+// Span is a stretch of time, From included, To not.
+type Span struct{ From, To time.Time }
+
+// NewestReasons returns, for each of spans in turn, the newest of the
+// job's reasons recorded within it; a zero Reason (CycleID 0) for a span
+// without one, its reasons never stored or pruned. One read serves every
+// span: the report asks it for each run of a job.
+func (s *Store) NewestReasons(ctx context.Context, jobID int64, spans []Span) ([]Reason, error) {
+	out := make([]Reason, len(spans))
+	// Three parameters a span, well within SQLite's 32,766.
+	const chunk = 1000
+	for first := 0; first < len(spans); first += chunk {
+		part := spans[first:min(first+chunk, len(spans))]
+		args := make([]any, 0, 3*len(part)+2)
+		for i, sp := range part {
+			args = append(args, first+i, sp.From.UnixNano(), sp.To.UnixNano())
+		}
+		args = append(args, jobID, jobID)
+		// decision_reasons_by_job (job_id, cycle_id) walks the job's
+		// reasons from the newest to each span's newest.
+		rows, err := s.r.QueryContext(ctx, `
+			WITH spans(i, from_ns, to_ns) AS (VALUES (?, ?, ?)`+strings.Repeat(", (?, ?, ?)", len(part)-1)+`)
+			SELECT sp.i, r.cycle_id, d.decided_ns, d.policy, r.job_id, r.reason
+			FROM spans sp
+			JOIN decision_reasons r ON r.job_id = ? AND r.cycle_id = (
+				SELECT r2.cycle_id FROM decision_reasons r2 JOIN decisions d2 USING (cycle_id)
+				WHERE r2.job_id = ? AND d2.decided_ns >= sp.from_ns AND d2.decided_ns < sp.to_ns
+				ORDER BY r2.cycle_id DESC LIMIT 1)
+			JOIN decisions d ON d.cycle_id = r.cycle_id`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("store: newest reasons of job %d: %w", jobID, err)
+		}
+		for rows.Next() {
+			var i int
+			var at int64
+			var r Reason
+			var text string
+			if err := rows.Scan(&i, &r.CycleID, &at, &r.Policy, &r.JobID, &text); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("store: newest reasons of job %d: %w", jobID, err)
+			}
+			r.At, r.Reason = time.Unix(0, at).UTC(), json.RawMessage(text)
+			out[i] = r
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("store: newest reasons of job %d: %w", jobID, err)
+		}
+	}
+	return out, nil
+}

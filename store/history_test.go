@@ -498,6 +498,63 @@ func TestReasonsAsOf(t *testing.T) {
 	}
 }
 
+// NewestReasons gives each span the job's newest reason recorded within
+// it (From included, To not), none where it has none: another job's
+// reasons and the job's outside the span do not count.
+func TestNewestReasons(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return now.Add(d) }
+	clock := now
+	s := openTest(t, "", WithClock(func() time.Time { return clock }))
+	reason := func(s string) json.RawMessage { return json.RawMessage(strconv.Quote(s)) }
+	record := func(d time.Duration, reasons map[int64]json.RawMessage) Reason {
+		t.Helper()
+		clock = at(d)
+		got, err := s.RecordDecision(ctx, Decision{Policy: "rubick", Reasons: reasons})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Reason{CycleID: got.CycleID, At: got.At, Policy: "rubick", JobID: 5, Reason: reasons[5]}
+	}
+	r1 := record(0, map[int64]json.RawMessage{5: reason("first")})
+	r2 := record(time.Minute, map[int64]json.RawMessage{5: reason("second")})
+	record(90*time.Second, map[int64]json.RawMessage{6: reason("another job's")})
+	r3 := record(2*time.Minute, map[int64]json.RawMessage{5: reason("third"), 6: reason("another job's")})
+	spans := []Span{
+		{at(0), at(2 * time.Minute)},                  // r3 is at To: r2
+		{at(time.Minute), at(10 * time.Minute)},       // r3, the newest
+		{at(-time.Hour), at(30 * time.Second)},        // r1 at From
+		{at(80 * time.Second), at(100 * time.Second)}, // only job 6's
+		{at(2 * time.Minute), at(2 * time.Minute)},    // empty
+		{at(time.Hour), at(2 * time.Hour)},            // after every reason
+	}
+	got, err := s.NewestReasons(ctx, 5, spans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]Reason{r2, r3, r1, {}, {}, {}}, got); diff != "" {
+		t.Errorf("NewestReasons(5) (-want +got):\n%s", diff)
+	}
+	if got, err := s.NewestReasons(ctx, 5, nil); err != nil || len(got) != 0 {
+		t.Errorf("NewestReasons(5, no spans) = %v, %v; want none", got, err)
+	}
+	// More spans than one query binds.
+	many := make([]Span, 2500)
+	for i := range many {
+		many[i] = Span{at(time.Duration(i) * time.Second), at(time.Duration(i+1) * time.Second)}
+	}
+	gotMany, err := s.NewestReasons(ctx, 5, many)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]Reason, len(many))
+	want[0], want[60], want[120] = r1, r2, r3
+	if diff := cmp.Diff(want, gotMany); diff != "" {
+		t.Errorf("NewestReasons(5, 2,500 spans) (-want +got):\n%s", diff)
+	}
+}
+
 // LastSeen is the newest cycle that stored a reason for the job or listed
 // it as unchanged.
 func TestLastSeen(t *testing.T) {
