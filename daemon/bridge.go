@@ -2486,7 +2486,7 @@ func cloneTag(t slurm.Tag) slurm.Tag {
 }
 
 // tagProfile asks rubick-srun to run its profiling phase before training.
-const tagProfile = "profile"
+const tagProfile = slurm.TagProfile
 
 // profileTag sets tagProfile and the model type's memory inputs
 // (launch.TagArch, from spec) in tag where the job is to profile its type,

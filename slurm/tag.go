@@ -333,6 +333,11 @@ const TagMail = "mail"
 // job's submit time to each requeue.
 const TagSubmit = "sub"
 
+// TagProfile is the tag key, set to "1", by which rubickd asks a job's
+// rubick-srun for a profiling phase (its model type is not fitted yet):
+// such a run trains on other plans than its tag's on purpose.
+const TagProfile = "profile"
+
 // mailTagValue writes a MailType ("BEGIN,END,INVALID_DEPEND") as a tag
 // value, which has no '_' ("begin,end,invalid-depend"); no mail type has
 // a '-'.

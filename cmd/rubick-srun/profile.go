@@ -25,7 +25,7 @@ import (
 
 // tagProfile is the rubick tag key by which rubickd asks for a profiling
 // phase: the job's model type has no fitted model yet.
-const tagProfile = "profile"
+const tagProfile = slurm.TagProfile
 
 // profileFile is the phase's record in the state directory.
 const profileFile = "profile.json"
