@@ -23,6 +23,7 @@ type Store interface {
 	CurrentFit(ctx context.Context, modelType string) (store.Fit, error)
 	JobRestartCosts(ctx context.Context, jobID int64) ([]store.RestartCost, error)
 	Reasons(ctx context.Context, jobID int64, limit int) ([]store.Reason, error)
+	NewestReasons(ctx context.Context, jobID int64, spans []store.Span) ([]store.Reason, error)
 }
 
 // sloTolerance absorbs floating-point noise between two predictions of the
@@ -31,16 +32,19 @@ const sloTolerance = 1e-6
 
 // Enrich adds rubickd's plan history to every job the store knows, gives
 // a running run without a tag plan the plan rubickd last applied to its
-// job (runningPlan), and checks the SLO of guaranteed jobs: a guaranteed
-// job violates its SLO when a plan it ran with (an applied store action,
-// else the plan= of a run's tag on that run's allocation) has a predicted
-// throughput below that of the best plan on its requested resources
-// (req=), the baseline rubickd itself guarantees. Predictions use the
-// model type's current fit in env. A requeue whose restart rubickd
-// measured is priced at that cost instead of the gap plus the configured
-// overhead. A job whose sacct rows have no req= (a first run still
-// running) takes its request from the tag rubickd stored with its newest
-// action (storeRequest). name is the store path, for the report header.
+// job (runningPlan) and a run that ended the plan it trained on where the
+// store shows it was not its tag's (endedPlans), and checks the SLO of
+// guaranteed jobs: a guaranteed job violates its SLO when a plan it ran
+// with (an applied store action, unless its runs all trained on another
+// plan, and those plans; else the plan= of a run's tag on that run's
+// allocation) has a predicted throughput below that of the best plan on
+// its requested resources (req=), the baseline rubickd itself guarantees.
+// Predictions use the model type's current fit in env. A requeue whose
+// restart rubickd measured is priced at that cost instead of the gap plus
+// the configured overhead. A job whose sacct rows have no req= (a first
+// run still running) takes its request from the tag rubickd stored with
+// its newest action (storeRequest). name is the store path, for the
+// report header.
 func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.Env) error {
 	r.Store, r.storeSet = name, true
 	tresNote := tresMissingNote(r.Jobs)
@@ -100,6 +104,17 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 			requeues += len(j.requeues)
 		}
 		j.StorePlans = PlanChanges(hist, costs)
+		if ended := j.endedRuns(hist); len(ended) > 0 {
+			spans := make([]store.Span, len(ended))
+			for k, e := range ended {
+				spans[k] = e.span
+			}
+			reasons, err := st.NewestReasons(ctx, id, spans)
+			if err != nil {
+				return fmt.Errorf("report: %w", err)
+			}
+			j.endedPlans(ended, reasons)
+		}
 		var newest []store.Reason
 		if j.runsUnplanned() {
 			// The newest decision may keep it on the plan its rubick-srun
@@ -206,24 +221,153 @@ func (j *Job) runsUnplanned() bool {
 // runningPlan gives the job's running run without a plan (runsUnplanned)
 // the plan rubickd last applied to it (AppliedPlan). Its newest decision
 // (newest), a keep later than every action on another plan, names the
-// plan it trains on instead (RanPlan). A run with a tag plan, and every
-// run that ended, keep their tag's.
+// plan it trains on instead (RanPlan). A running run with a tag plan
+// keeps it; the runs that ended are endedPlans'.
 func (j *Job) runningPlan(hist []store.Action, newest []store.Reason) {
+	k := len(j.Runs) - 1
+	if k < 0 || j.State != "RUNNING" {
+		return
+	}
+	i := appliedAction(hist)
 	if !j.runsUnplanned() {
+		j.ranOn(i)
 		return
 	}
 	applied, appliedRes := AppliedPlan(hist)
 	plan := applied
 	if ran, res, ok := RanPlan(applied, appliedRes, newest, hist); ok {
-		plan, j.trains = ran, &ranInstead{planOn{ran, res}, applied}
+		plan = ran
+		j.trained = append(j.trained, ranInstead{planOn{ran, res}, i})
+	} else {
+		j.ranOn(i)
 	}
 	if plan == (model.Plan{}) {
 		return
 	}
 	p := plan.String()
-	j.Runs[len(j.Runs)-1].Plan = p
+	j.Runs[k].Plan = p
 	if len(j.Plans) == 0 || j.Plans[len(j.Plans)-1] != p {
 		j.Plans = append(j.Plans, p)
+	}
+}
+
+// ranOn marks the action of index i in the job's own plan history as one
+// whose plan a run trained on; nothing for -1.
+func (j *Job) ranOn(i int) {
+	if i < 0 {
+		return
+	}
+	if j.ranApplied == nil {
+		j.ranApplied = map[int]bool{}
+	}
+	j.ranApplied[i] = true
+}
+
+// endedRun is a run that ended on a plan of rubickd's, its tag's, which
+// endedPlans checks against the store.
+type endedRun struct {
+	run  int
+	plan model.Plan
+	// res is what plan was applied on: that of the action that applied it
+	// (applied, its index in the job's own plan history, -1 for none),
+	// else the run's allocation.
+	res     model.Resources
+	applied int
+	// span is where the run's decisions are read: from its start to its
+	// end, or to the restart, preemption or shrink that ended it.
+	span store.Span
+	// hist is the job's own plan history decided before span.To.
+	hist []store.Action
+}
+
+// endsRun lists the actions that end a running job's run: its row ends
+// once the job is checkpointed and requeued, or resized.
+var endsRun = []string{string(slurm.ActionRestart), string(slurm.ActionPreempt), string(slurm.ActionShrink)}
+
+// endedRuns lists the job's runs with a start and an end whose tag names a
+// plan, for endedPlans; hist is the job's own plan history, oldest first.
+// Not a profiling run's (profile=1): it trains on its phase's plans on
+// purpose, and rubickd takes its reports for none. A run without a tag
+// plan is not one rubickd applied a plan to: rubickd names the best plan
+// for what such a job holds until it reports one, which is no sign of what
+// it trained on.
+func (j *Job) endedRuns(hist []store.Action) []endedRun {
+	var out []endedRun
+	for k, run := range j.Runs {
+		if run.Start == nil || run.End == nil || run.Plan == "" {
+			continue
+		}
+		row := j.rows[k]
+		t, err := slurm.TagFromAdminComment(row.AdminComment)
+		if err != nil || t == nil || t.Extra[slurm.TagProfile] == "1" {
+			continue
+		}
+		plan, err := model.ParsePlan(run.Plan)
+		if err != nil {
+			continue
+		}
+		// rubickd decides a restart, preemption or shrink while the run
+		// runs, which then ends it: its cycle's decision, and any later,
+		// say what the job is to become; those before, what the run
+		// trained on.
+		to := *run.End
+		for _, a := range hist {
+			if !a.DecidedAt.Before(*run.Start) && a.DecidedAt.Before(to) && slices.Contains(endsRun, a.Kind) {
+				to = a.DecidedAt
+				break
+			}
+		}
+		n := slices.IndexFunc(hist, func(a store.Action) bool { return !a.DecidedAt.Before(to) })
+		if n < 0 {
+			n = len(hist)
+		}
+		e := endedRun{run: k, plan: plan, applied: appliedAction(hist[:n]), span: store.Span{From: *run.Start, To: to}, hist: hist[:n]}
+		if e.applied >= 0 && hist[e.applied].Plan == plan {
+			e.res = hist[e.applied].Resources
+		} else {
+			e.applied = -1
+			e.res = model.Resources{Placement: uniform(max(row.Nodes, 1), run.GPUs), CPUs: row.CPUs}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// endedPlans gives each run of ended the plan it trained on where the
+// store shows it was not its tag's, as runningPlan does a running run:
+// newest holds, per run, its newest decision within its span (zero for
+// none), and a keep on another plan later than every action before names
+// it (RanPlan's rule, on the run's span). Decisions rather than the job's
+// samples: rubickd records one every cycle, on the plan the job's
+// rubick-srun reports where that is not its tag's, while samples would
+// have to be told from a run's profiling phase, which the store dates for
+// a job's newest phase only. Without such a decision (pruned) the run
+// keeps its tag's.
+func (j *Job) endedPlans(ended []endedRun, newest []store.Reason) {
+	changed := false
+	for k, e := range ended {
+		var reasons []store.Reason
+		if newest[k].CycleID != 0 {
+			reasons = newest[k : k+1]
+		}
+		ran, res, ok := RanPlan(e.plan, e.res, reasons, e.hist)
+		if !ok {
+			j.ranOn(e.applied)
+			continue
+		}
+		j.Runs[e.run].Plan, changed = ran.String(), true
+		if res.Placement.GPUs() > 0 {
+			j.trained = append(j.trained, ranInstead{planOn{ran, res}, e.applied})
+		}
+	}
+	if !changed {
+		return
+	}
+	j.Plans = j.Plans[:0]
+	for _, run := range j.Runs {
+		if run.Plan != "" && (len(j.Plans) == 0 || j.Plans[len(j.Plans)-1] != run.Plan) {
+			j.Plans = append(j.Plans, run.Plan)
+		}
 	}
 }
 
@@ -369,18 +513,16 @@ func (j *Job) checkSLO(p model.Predictor, hist []store.Action) {
 		HostMemGB: float64(j.req.MemMB) * float64(j.req.Nodes) / 1024,
 	}
 	var runs []planOn
-	for _, a := range hist {
-		if ranWith(a) {
+	for i, a := range hist {
+		// An action whose runs all trained on another plan applied one
+		// the job never ran.
+		never := !j.ranApplied[i] && slices.ContainsFunc(j.trained, func(t ranInstead) bool { return t.applied == i })
+		if ranWith(a) && !never {
 			runs = append(runs, planOn{a.Plan, a.Resources})
 		}
 	}
-	if j.trains != nil {
-		// The running run trains on another plan than the one rubickd
-		// applied last, which it never ran.
-		if n := len(runs); n > 0 && j.trains.applied != (model.Plan{}) && runs[n-1].plan == j.trains.applied {
-			runs = runs[:n-1]
-		}
-		runs = append(runs, j.trains.planOn)
+	for _, t := range j.trained {
+		runs = append(runs, t.planOn)
 	}
 	if len(runs) == 0 {
 		for k, run := range j.Runs {

@@ -30,6 +30,8 @@ type fakeStore struct {
 	reasons map[int64][]store.Reason // newest first
 	// reads counts Job's reads by id, when set.
 	reads map[int64]int
+	// spanReads counts NewestReasons' reads.
+	spanReads int
 }
 
 func (f *fakeStore) JobRestartCosts(_ context.Context, id int64) ([]store.RestartCost, error) {
@@ -62,6 +64,22 @@ func (f *fakeStore) PlanHistory(_ context.Context, id int64) ([]store.Action, er
 func (f *fakeStore) Reasons(_ context.Context, id int64, limit int) ([]store.Reason, error) {
 	rs := f.reasons[id]
 	return rs[:min(limit, len(rs))], nil
+}
+
+// NewestReasons gives each span the newest of f.reasons within it, From
+// included and To not, as the store does.
+func (f *fakeStore) NewestReasons(_ context.Context, id int64, spans []store.Span) ([]store.Reason, error) {
+	f.spanReads++
+	out := make([]store.Reason, len(spans))
+	for k, sp := range spans {
+		for _, r := range f.reasons[id] {
+			if !r.At.Before(sp.From) && r.At.Before(sp.To) {
+				out[k] = r
+				break
+			}
+		}
+	}
+	return out, nil
 }
 
 func (f *fakeStore) ModelType(_ context.Context, name string) (store.ModelType, error) {
@@ -863,6 +881,233 @@ func TestEnrichSLOOfPlanKeptOn(t *testing.T) {
 			r := build(t, header+running, Options{})
 			st := &fakeStore{
 				jobs:    map[int64]store.Job{401: {ID: 401, ModelType: "gpt2", Class: store.Guaranteed, State: "RUNNING"}},
+				history: map[int64][]store.Action{401: tc.hist},
+				reasons: map[int64][]store.Reason{401: tc.reasons},
+				specs:   map[string]model.Spec{"gpt2": gpt2Spec()},
+				fits:    map[string]store.Fit{"gpt2": {FitResult: model.FitResult{Params: model.Priors()}}},
+			}
+			if err := r.Enrich(context.Background(), st, "s.db", env); err != nil {
+				t.Fatal(err)
+			}
+			j := r.Jobs[0]
+			if d := cmp.Diff(tc.want, j.SLOViolated); d != "" || !strings.Contains(j.SLODetail, tc.detail) {
+				t.Errorf("slo_violated (-want +got):\n%s\nslo_detail %q, want it to hold %q", d, j.SLODetail, tc.detail)
+			}
+		})
+	}
+}
+
+// A run that ended has the plan it trained on where rubickd's newest
+// decision within it, later than every action before its end, keeps it on
+// another plan than its tag's (rubick-srun stopped waiting for the plan
+// set after its profiling phase); otherwise its tag's.
+func TestEnrichEndedRunPlan(t *testing.T) {
+	const (
+		header = "JobID|State|Submit|Start|End|AllocTRES|AdminComment\n"
+		tres   = "cpu=8,gres/gpu=4,node=1"
+	)
+	t0 := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
+	at := func(h, m int) time.Time { return t0.Add(time.Duration(h)*time.Hour + time.Duration(m)*time.Minute) }
+	x, y, z := mustPlan(t, "dp4.tp1.pp1.mb2.a1.z0"), mustPlan(t, "dp4.tp1.pp1.mb1.a2.z0"), mustPlan(t, "dp2.tp2.pp1.mb2.a1.z0")
+	on4 := model.Resources{Placement: model.Placement{4}, CPUs: 8}
+	tag := func(p model.Plan, extra string) string {
+		return "rubick:v1 model=gpt2 class=best-effort gen=1 plan=" + p.String() + extra
+	}
+	row := func(id, state string, submit, start, end time.Time, tag string) string {
+		f := func(t time.Time) string { return t.Format("2006-01-02T15:04:05") }
+		return id + "|" + state + "|" + f(submit) + "|" + f(start) + "|" + f(end) + "|" + tres + "|" + tag + "\n"
+	}
+	decided := func(kind string, p model.Plan, when time.Time) store.Action {
+		return store.Action{JobID: 501, Kind: kind, Plan: p, Resources: on4, Result: store.ResultOK, DecidedAt: when}
+	}
+	reason := func(kind policy.Kind, p model.Plan, when time.Time) store.Reason {
+		raw, err := json.Marshal(policy.Action{Kind: kind, JobID: "501", Plan: p, Reason: policy.ReasonPenalty})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A cycle a minute from midnight.
+		return store.Reason{CycleID: int64(when.Sub(t0) / time.Minute), JobID: 501, At: when, Reason: raw}
+	}
+	// One run, started on x, given x again after its profiling phase
+	// (rubickd's annotate) at 10:10, completed at 12:00.
+	completed := row("501", "COMPLETED", at(9, 50), at(10, 0), at(12, 0), tag(x, ""))
+	profiled := []store.Action{decided("start", x, at(9, 59)), decided("annotate", x, at(10, 10))}
+	tests := map[string]struct {
+		rows    string
+		hist    []store.Action
+		reasons []store.Reason // newest first
+		storeID int64          // the id the store knows the job by; 501 when 0
+		want    [][]string     // per job: its runs' plans, then its plans
+	}{
+		"kept on another plan after its last action": {
+			rows: completed, hist: profiled,
+			reasons: []store.Reason{reason(policy.Keep, y, at(11, 50)), reason(policy.Keep, x, at(10, 5))},
+			want:    [][]string{{y.String()}, {y.String()}},
+		},
+		"kept on its tag's plan": {
+			rows: completed, hist: profiled,
+			reasons: []store.Reason{reason(policy.Keep, x, at(11, 50)), reason(policy.Keep, y, at(10, 20))},
+			want:    [][]string{{x.String()}, {x.String()}},
+		},
+		"kept on another plan before rubickd applied its tag's": {
+			rows: row("501", "COMPLETED", at(9, 50), at(10, 0), at(10, 31), tag(x, "")),
+			hist: []store.Action{decided("start", x, at(9, 59)), decided("annotate", x, at(10, 30))},
+			// During the profiling phase rubickd names the best plan for
+			// what the job holds.
+			reasons: []store.Reason{reason(policy.Keep, y, at(10, 20))},
+			want:    [][]string{{x.String()}, {x.String()}},
+		},
+		"a profiling run": {
+			rows: row("501", "COMPLETED", at(9, 50), at(10, 0), at(12, 0), tag(x, " profile=1")),
+			hist: profiled[:1], reasons: []store.Reason{reason(policy.Keep, y, at(11, 50))},
+			want: [][]string{{x.String()}, {x.String()}},
+		},
+		"kept on another plan after it ended": {
+			rows: completed, hist: profiled,
+			reasons: []store.Reason{reason(policy.Keep, y, at(12, 5)), reason(policy.Keep, x, at(11, 50))},
+			want:    [][]string{{x.String()}, {x.String()}},
+		},
+		"no decision within it (pruned)": {
+			rows: completed, hist: profiled,
+			want: [][]string{{x.String()}, {x.String()}},
+		},
+		// rubickd restarts it on z: its cycle decides the restart, and the
+		// run ends after the checkpoint; the keep before is what it trained
+		// on. The next run trains on its tag's.
+		"restarted by rubickd": {
+			rows: row("501", "REQUEUED", at(9, 50), at(10, 0), at(11, 0), tag(x, "")) +
+				row("501", "COMPLETED", at(11, 0), at(11, 5), at(12, 0), tag(z, "")),
+			hist: []store.Action{decided("start", x, at(9, 59)), decided("annotate", x, at(10, 10)), decided("restart", z, at(10, 59))},
+			reasons: []store.Reason{
+				reason(policy.Keep, z, at(11, 30)), reason(policy.Restart, z, at(10, 59)), reason(policy.Keep, y, at(10, 58)),
+			},
+			want: [][]string{{y.String(), z.String()}, {y.String(), z.String()}},
+		},
+		// Slurm requeued it after a node failure, and its next run, which
+		// trains on its tag's, has no decision of its own (pruned): the
+		// first run's keep is not the second's.
+		"requeued by Slurm": {
+			rows: row("501", "NODE_FAIL", at(9, 50), at(10, 0), at(11, 0), tag(x, "")) +
+				row("501", "COMPLETED", at(11, 0), at(11, 5), at(12, 0), tag(x, "")),
+			hist: profiled, reasons: []store.Reason{reason(policy.Keep, y, at(10, 50))},
+			want: [][]string{{y.String(), x.String()}, {y.String(), x.String()}},
+		},
+		// Slurm reused the id: each job's runs get its own decisions.
+		"an earlier job of the id": {
+			rows: row("501", "COMPLETED", at(7, 50), at(8, 0), at(9, 0), tag(x, " sub=1793605800")) +
+				row("501", "COMPLETED", at(13, 50), at(14, 0), at(15, 0), tag(x, " sub=1793627400")),
+			hist: []store.Action{
+				decided("start", x, at(7, 59)), decided("annotate", x, at(8, 10)),
+				decided("start", x, at(13, 59)), decided("annotate", x, at(14, 10)),
+			},
+			reasons: []store.Reason{reason(policy.Keep, z, at(14, 50)), reason(policy.Keep, y, at(8, 50))},
+			want:    [][]string{{y.String()}, {y.String()}, {z.String()}, {z.String()}},
+		},
+		"a task of a job array": {
+			rows: row("200_3", "COMPLETED", at(9, 50), at(10, 0), at(12, 0), tag(x, "")), storeID: 210,
+			hist:    profiled,
+			reasons: []store.Reason{reason(policy.Keep, y, at(11, 50))},
+			want:    [][]string{{y.String()}, {y.String()}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := build(t, header+tc.rows, Options{})
+			id := tc.storeID
+			if id == 0 {
+				id = 501
+			}
+			st := &fakeStore{
+				jobs:    map[int64]store.Job{id: {ID: id, ModelType: "gpt2", Class: store.BestEffort, State: "COMPLETED", ArrayJobID: 200, ArrayTaskID: 3}},
+				history: map[int64][]store.Action{id: tc.hist},
+				reasons: map[int64][]store.Reason{id: tc.reasons},
+			}
+			if err := r.Enrich(context.Background(), st, "s.db", model.DefaultEnv()); err != nil {
+				t.Fatal(err)
+			}
+			var got [][]string
+			for _, j := range r.Jobs {
+				var runs []string
+				for _, run := range j.Runs {
+					runs = append(runs, run.Plan)
+				}
+				got = append(got, runs, j.Plans)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("runs' plans, plans (-want +got):\n%s", d)
+			}
+			if len(r.Jobs) != len(tc.want)/2 {
+				t.Errorf("%d jobs, want %d", len(r.Jobs), len(tc.want)/2)
+			}
+			if st.spanReads > len(r.Jobs) {
+				t.Errorf("%d reads of reasons within runs for %d jobs, want one per job at most", st.spanReads, len(r.Jobs))
+			}
+		})
+	}
+}
+
+// A guaranteed job's SLO check prices what its runs that ended trained
+// on: a plan rubickd applied that its runs never trained on does not
+// count, one that another of its runs trained on does.
+func TestEnrichSLOOfEndedRuns(t *testing.T) {
+	const (
+		header = "JobID|State|Submit|Start|End|AllocTRES|AdminComment\n"
+		tres   = "billing=8,cpu=8,gres/gpu=4,node=1"
+		tag    = "rubick:v1 model=gpt2 class=guaranteed tenant=physics gen=1 req=n1.g4.c8.m64000 plan="
+	)
+	env := model.DefaultEnv()
+	pred := model.Predictor{Spec: gpt2Spec(), Params: model.Priors(), Env: env}
+	res := model.Resources{Placement: model.Placement{4}, CPUs: 8, HostMemGB: 64000.0 / 1024}
+	best, _, err := pred.BestPlan(res, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := mustPlan(t, "dp4.tp1.pp1.mb1.a16.z0+gc")
+	if s, b := tput(t, pred, slow.String(), res.Placement, res.CPUs), tput(t, pred, best.String(), res.Placement, res.CPUs); s >= b {
+		t.Fatalf("precondition: %s gives %v samples/s, want below %v (%s)", slow, s, b, best)
+	}
+	t0 := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
+	at := func(h, m int) time.Time { return t0.Add(time.Duration(h)*time.Hour + time.Duration(m)*time.Minute) }
+	keep := func(plan model.Plan, when time.Time) store.Reason {
+		raw, err := json.Marshal(policy.Action{Kind: policy.Keep, JobID: "401", Plan: plan, Reason: policy.ReasonPenalty})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return store.Reason{CycleID: int64(when.Sub(t0) / time.Minute), JobID: 401, At: when, Reason: raw}
+	}
+	start := func(plan model.Plan) []store.Action {
+		return []store.Action{{JobID: 401, Kind: "start", Plan: plan, Resources: res, Result: store.ResultOK, DecidedAt: at(9, 59)}}
+	}
+	one := func(plan model.Plan) string {
+		return "401|COMPLETED|2026-11-02T09:50:00|2026-11-02T10:00:00|2026-11-02T12:00:00|" + tres + "|" + tag + plan.String() + "\n"
+	}
+	// Slurm requeued it after a node failure, on the same start.
+	two := "401|NODE_FAIL|2026-11-02T09:50:00|2026-11-02T10:00:00|2026-11-02T11:00:00|" + tres + "|" + tag + slow.String() + "\n" +
+		"401|COMPLETED|2026-11-02T11:00:00|2026-11-02T11:05:00|2026-11-02T12:00:00|" + tres + "|" + tag + slow.String() + "\n"
+	tests := map[string]struct {
+		rows    string
+		hist    []store.Action
+		reasons []store.Reason // newest first
+		want    *bool
+		detail  string
+	}{
+		"kept on the plan applied":                       {rows: one(best), hist: start(best), reasons: []store.Reason{keep(best, at(11, 50))}, want: ptr(false)},
+		"kept on a slower plan than the one applied":     {rows: one(best), hist: start(best), reasons: []store.Reason{keep(slow, at(11, 50))}, want: ptr(true), detail: slow.String()},
+		"kept on the best, a slower plan applied":        {rows: one(slow), hist: start(slow), reasons: []store.Reason{keep(best, at(11, 50))}, want: ptr(false)},
+		"no decision within it: the slower plan applied": {rows: one(slow), hist: start(slow), want: ptr(true), detail: slow.String()},
+		"the first run kept on the best, the second trained on the slower": {
+			rows: two, hist: start(slow), reasons: []store.Reason{keep(slow, at(11, 50)), keep(best, at(10, 50))},
+			want: ptr(true), detail: slow.String(),
+		},
+		"both runs kept on the best": {
+			rows: two, hist: start(slow), reasons: []store.Reason{keep(best, at(11, 50)), keep(best, at(10, 50))}, want: ptr(false),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := build(t, header+tc.rows, Options{})
+			st := &fakeStore{
+				jobs:    map[int64]store.Job{401: {ID: 401, ModelType: "gpt2", Class: store.Guaranteed, State: "COMPLETED"}},
 				history: map[int64][]store.Action{401: tc.hist},
 				reasons: map[int64][]store.Reason{401: tc.reasons},
 				specs:   map[string]model.Spec{"gpt2": gpt2Spec()},

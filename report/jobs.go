@@ -56,7 +56,8 @@ type Run struct {
 	Billing int `json:"billing"`
 	// Plan is the plan= of the run's rubick tag; empty when it has none.
 	// A running run's tag is not in sacct yet: with a store, it is the
-	// plan rubickd last applied to the job (Enrich).
+	// plan rubickd last applied to the job (Enrich). With a store, a run
+	// that trained on another plan than rubickd applied has that one.
 	Plan string `json:"plan"`
 }
 
@@ -165,17 +166,22 @@ type Job struct {
 	// requeues are the job's requeues as priced from sacct, for Enrich to
 	// replace with measured costs.
 	requeues []requeue
-	// trains is what a running run trains on when rubickd keeps it on
-	// another plan than the one it applied last (RanPlan), for the SLO
-	// check; nil otherwise.
-	trains *ranInstead
+	// trained is what the runs trained on where the store says it was
+	// not the plan rubickd applied to them (RanPlan: runningPlan,
+	// endedPlans), and ranApplied marks the actions, by index in the
+	// job's own plan history, whose plan a run trained on: for the SLO
+	// check, an action whose runs all trained on another plan is none the
+	// job ran with.
+	trained    []ranInstead
+	ranApplied map[int]bool
 }
 
-// ranInstead is the plan a run trains on and its resources, and the plan
-// rubickd applied last that it never ran (zero for none).
+// ranInstead is the plan a run trained on and its resources, and the
+// index in the job's own plan history of the action that applied the plan
+// it never trained on (-1 for none).
 type ranInstead struct {
 	planOn
-	applied model.Plan
+	applied int
 }
 
 // planOn is a plan and the resources it runs on.

@@ -56,14 +56,23 @@ func RanPlan(applied model.Plan, appliedRes model.Resources, reasons []store.Rea
 // release without a plan followed it (the run since has none of rubickd's,
 // or was started by an action not confirmed yet). Zero for none.
 func AppliedPlan(hist []store.Action) (model.Plan, model.Resources) {
-	for _, a := range slices.Backward(hist) {
+	if i := appliedAction(hist); i >= 0 {
+		return hist[i].Plan, hist[i].Resources
+	}
+	return model.Plan{}, model.Resources{}
+}
+
+// appliedAction is the index in hist of the action whose plan AppliedPlan
+// gives, -1 for none.
+func appliedAction(hist []store.Action) int {
+	for i, a := range slices.Backward(hist) {
 		switch {
 		case a.Result != store.ResultOK:
 		case ranWith(a):
-			return a.Plan, a.Resources
+			return i
 		case a.Kind == string(slurm.ActionPreempt), a.Kind == string(slurm.ActionStart), a.Kind == string(slurm.ActionRelease):
-			return model.Plan{}, model.Resources{}
+			return -1
 		}
 	}
-	return model.Plan{}, model.Resources{}
+	return -1
 }
