@@ -280,9 +280,15 @@ type endedRun struct {
 	hist []store.Action
 }
 
-// endsRun lists the actions that end a running job's run: its row ends
-// once the job is checkpointed and requeued, or resized.
-var endsRun = []string{string(slurm.ActionRestart), string(slurm.ActionPreempt), string(slurm.ActionShrink)}
+// endsRun reports whether an action of kind ends a running job's run: its
+// row ends once the job is checkpointed and requeued, or resized.
+func endsRun(kind string) bool {
+	switch slurm.ActionKind(kind) {
+	case slurm.ActionRestart, slurm.ActionPreempt, slurm.ActionShrink:
+		return true
+	}
+	return false
+}
 
 // endedRuns lists the job's runs with a start and an end whose tag names a
 // plan, for endedPlans; hist is the job's own plan history, oldest first.
@@ -312,7 +318,7 @@ func (j *Job) endedRuns(hist []store.Action) []endedRun {
 		// trained on.
 		to := *run.End
 		for _, a := range hist {
-			if !a.DecidedAt.Before(*run.Start) && a.DecidedAt.Before(to) && slices.Contains(endsRun, a.Kind) {
+			if !a.DecidedAt.Before(*run.Start) && a.DecidedAt.Before(to) && endsRun(a.Kind) {
 				to = a.DecidedAt
 				break
 			}
