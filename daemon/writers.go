@@ -169,53 +169,56 @@ func (w *tagWriters) rubickdRuns(i Instance) bool {
 }
 
 // rubickdRuns reports whether rubickd i of this host runs: its pid's
-// command is rubickd, and that process started by i's start. A pid the
-// kernel gave to another process since, rubickd or not, started later.
+// command is rubickd, that process started by i's start, and it has not
+// exited. A pid the kernel gave to another process since, rubickd or not,
+// started later. An exited one stays a zombie until its parent reaps it,
+// which in a container whose first process reaps none is never.
 func rubickdRuns(i Instance) bool {
 	dir := "/proc/" + strconv.Itoa(i.PID)
 	comm, err := os.ReadFile(dir + "/comm")
 	if err != nil || strings.TrimSpace(string(comm)) != "rubickd" {
 		return false
 	}
-	started, err := processStart(dir)
+	state, started, err := processStat(dir)
 	// The tag's start is in whole seconds, and taken just after the
 	// process started.
-	return err == nil && !started.After(i.Start.Add(2*time.Second))
+	return err == nil && state != "Z" && state != "X" && !started.After(i.Start.Add(2*time.Second))
 }
 
-// processStart is when the process of /proc directory dir started: its
-// stat's starttime (clock ticks after boot, USER_HZ = 100 on Linux) after
-// /proc/stat's btime.
-func processStart(dir string) (time.Time, error) {
+// processStat is the state of the process of /proc directory dir ("R",
+// "S", "Z" for one that exited and was not reaped, ...) and when it
+// started: its stat's starttime (clock ticks after boot, USER_HZ = 100 on
+// Linux) after /proc/stat's btime.
+func processStat(dir string) (state string, start time.Time, err error) {
 	stat, err := os.ReadFile(dir + "/stat")
 	if err != nil {
-		return time.Time{}, err
+		return "", time.Time{}, err
 	}
-	// The command, in parentheses, may hold spaces; starttime is the
-	// 20th field after it.
-	_, rest, ok := strings.Cut(string(stat[bytes.LastIndexByte(stat, ')')+1:]), " ")
-	fields := strings.Fields(rest)
-	if !ok || len(fields) < 20 {
-		return time.Time{}, fmt.Errorf("%s/stat: %d fields after the command", dir, len(fields))
+	// The command, in parentheses, may hold spaces; the state is the
+	// first field after it, starttime the 20th.
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(fields) < 20 {
+		return "", time.Time{}, fmt.Errorf("%s/stat: %d fields after the command", dir, len(fields))
 	}
+	state = fields[0]
 	ticks, err := strconv.ParseInt(fields[19], 10, 64)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%s/stat: starttime: %w", dir, err)
+		return "", time.Time{}, fmt.Errorf("%s/stat: starttime: %w", dir, err)
 	}
 	boot, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return time.Time{}, err
+		return "", time.Time{}, err
 	}
 	for _, line := range strings.Split(string(boot), "\n") {
 		if v, ok := strings.CutPrefix(line, "btime "); ok {
 			btime, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			if err != nil {
-				return time.Time{}, fmt.Errorf("/proc/stat: btime: %w", err)
+				return "", time.Time{}, fmt.Errorf("/proc/stat: btime: %w", err)
 			}
-			return time.Unix(btime, ticks*int64(time.Second/100)), nil
+			return state, time.Unix(btime, ticks*int64(time.Second/100)), nil
 		}
 	}
-	return time.Time{}, errors.New("/proc/stat: no btime")
+	return "", time.Time{}, errors.New("/proc/stat: no btime")
 }
 
 // writerView is the tag as rubickd writes it: job_submit.lua rewrites

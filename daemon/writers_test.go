@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -335,7 +336,7 @@ func TestCycleBesideARubickdOfThisHost(t *testing.T) {
 
 // rubickdRuns goes by the command name and the start: a sleep named
 // rubickd is one, unless the tag's rubickd started long before it; the
-// test process is not, and neither is a pid that ended.
+// test process is not, and neither is a pid that ended, reaped or not.
 func TestRubickdRuns(t *testing.T) {
 	sleep, err := exec.LookPath("sleep")
 	if err != nil {
@@ -368,6 +369,21 @@ func TestRubickdRuns(t *testing.T) {
 		t.Error("the test process counts as a rubickd")
 	}
 	_ = cmd.Process.Kill()
+	// Not reaped yet: a zombie, as one whose parent reaps none stays.
+	zombie := false
+	for range 1000 {
+		if state, _, err := processStat("/proc/" + strconv.Itoa(pid)); err == nil && state == "Z" {
+			zombie = true
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !zombie {
+		t.Fatalf("pid %d did not become a zombie after the kill", pid)
+	}
+	if i := (Instance{PID: pid, Start: now}); rubickdRuns(i) {
+		t.Errorf("rubickdRuns(%s) = true for a zombie", i)
+	}
 	_ = cmd.Wait()
 	if i := (Instance{PID: pid, Start: now}); rubickdRuns(i) {
 		t.Errorf("rubickdRuns(%s) = true after it ended", i)
