@@ -1,8 +1,9 @@
 // Package report turns Slurm accounting records (sacct) into the admin
 // report of rubick: per model type, account and tenant, and overall, the
 // job count, job completion time (JCT), queueing delay, GPU-hours allocated
-// and usefully trained, reconfigurations and their cost, SLO violations of
-// guaranteed jobs, and each job's plan history.
+// and usefully trained, reconfigurations and Slurm's interruptions (node
+// failures, its preemptions) and their cost, SLO violations of guaranteed
+// jobs, and each job's plan history.
 //
 // The input is the text `sacct --parsable2 --duplicates --allocations`
 // prints: one row per run of a job, so a job requeued twice has three rows

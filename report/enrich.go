@@ -39,16 +39,16 @@ const sloTolerance = 1e-6
 // plan, and those plans; else the plan= of a run's tag on that run's
 // allocation) has a predicted throughput below that of the best plan on
 // its requested resources (req=), the baseline rubickd itself guarantees.
-// Predictions use the model type's current fit in env. A requeue whose
-// restart rubickd measured is priced at that cost instead of the gap plus
-// the configured overhead. A job whose sacct rows have no req= (a first
-// run still running) takes its request from the tag rubickd stored with
-// its newest action (storeRequest). name is the store path, for the
-// report header.
+// Predictions use the model type's current fit in env. A requeue (or
+// interruption) whose restart rubickd measured is priced at that cost
+// instead of the gap plus the configured overhead. A job whose sacct rows
+// have no req= (a first run still running) takes its request from the tag
+// rubickd stored with its newest action (storeRequest). name is the store
+// path, for the report header.
 func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.Env) error {
 	r.Store, r.storeSet = name, true
 	tresNote := tresMissingNote(r.Jobs)
-	measured, requeues, waited := 0, 0, 0
+	measured, requeues, intrMeasured, waited := 0, 0, 0, 0
 	preds := map[string]*model.Predictor{}
 	predErr := map[string]error{}
 	predictor := func(mt string) (*model.Predictor, error) {
@@ -101,7 +101,8 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 		if len(j.requeues) > 0 {
 			j.priceRequeues(costs)
 			measured += j.ReconfigMeasured
-			requeues += len(j.requeues)
+			requeues += j.Requeues
+			intrMeasured += j.InterruptionMeasured
 		}
 		j.StorePlans = PlanChanges(hist, costs)
 		if ended := j.endedRuns(hist); len(ended) > 0 {
@@ -158,6 +159,9 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 	}
 	if measured > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d of %d requeues priced at the restart cost rubickd measured; the others at the gap plus the restart overhead", measured, requeues))
+	}
+	if intrMeasured > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d interruption(s) priced at the restart cost rubickd measured: it had decided to restart the run Slurm ended", intrMeasured))
 	}
 	if waited > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d job(s) queued from the end of a hold or of a wait for --begin or dependencies that rubickd saw, not from their submission", waited))
@@ -472,13 +476,19 @@ const clockSlack = time.Second
 // priceRequeues replaces the sacct price of each requeue whose restart
 // rubickd measured (decided while the run it ended was running) with the
 // measured cost. The GPUs are taken to be held for the cost less the gap
-// between the runs, as the overhead was.
+// between the runs, as the overhead was. An interruption is priced the
+// same, where rubickd had decided to restart the run Slurm ended, into its
+// own figures.
 func (j *Job) priceRequeues(costs []store.RestartCost) {
 	used := make([]bool, len(costs))
 	for _, rq := range j.requeues {
 		row := j.rows[rq.run]
 		if row.Start.IsZero() || row.End.IsZero() {
 			continue
+		}
+		lostS, lostGPUH, measured := &j.ReconfigLostS, &j.ReconfigLostGPUHours, &j.ReconfigMeasured
+		if rq.interrupted {
+			lostS, lostGPUH, measured = &j.InterruptionLostS, &j.InterruptionLostGPUHours, &j.InterruptionMeasured
 		}
 		for k, c := range costs {
 			if used[k] || c.Signaled.Before(row.Start.Add(-clockSlack)) || c.Signaled.After(row.End.Add(clockSlack)) {
@@ -487,15 +497,15 @@ func (j *Job) priceRequeues(costs []store.RestartCost) {
 			used[k] = true
 			cost := c.Cost.Seconds()
 			held := max(cost-rq.gapS, 0)
-			j.ReconfigLostS += cost - rq.gapS - rq.ohS
+			*lostS += cost - rq.gapS - rq.ohS
 			// Without AllocTRES the GPUs held are unknown: the GPU-hours
 			// stay nil.
-			if j.ReconfigLostGPUHours != nil && j.UsefulGPUHours != nil {
+			if *lostGPUH != nil && j.UsefulGPUHours != nil {
 				lost := (held - rq.ohS) * float64(rq.nextGPUs) / 3600
-				j.ReconfigLostGPUHours = floatPtr(*j.ReconfigLostGPUHours + lost)
+				*lostGPUH = floatPtr(**lostGPUH + lost)
 				j.UsefulGPUHours = floatPtr(*j.UsefulGPUHours - lost)
 			}
-			j.ReconfigMeasured++
+			*measured++
 			break
 		}
 	}

@@ -291,6 +291,74 @@ func TestEnrichMeasuredRestartCost(t *testing.T) {
 	}
 }
 
+// rubickd may have decided to restart the run Slurm then ended (its node
+// failed while the job checkpointed): the interruption is priced at the
+// measured cost, in its own figures; a requeue's measured cost stays the
+// requeue's.
+func TestEnrichMeasuredInterruption(t *testing.T) {
+	const header = "JobID|State|Submit|Start|End|AllocTRES\n"
+	// row is a run of job 7 on 8 GPUs, from and to hh:mm.
+	row := func(state, from, to string) string {
+		return "7|" + state + "|2026-11-02T00:00:00|2026-11-02T" + from + ":00|2026-11-02T" + to + ":00|cpu=8,gres/gpu=8,node=1\n"
+	}
+	at := func(h, m int) time.Time { return time.Date(2026, 11, 2, h, m, 0, 0, time.UTC) }
+	cost := func(id int64, signaled time.Time) store.RestartCost {
+		return store.RestartCost{ActionID: id, JobID: 7, Cost: 400 * time.Second, Signaled: signaled}
+	}
+	// 400 s measured, of which the gap of 300 s held no GPUs.
+	measuredGPUh := (400 - 300) * 8 / 3600.0
+	sacctGPUh := 260 * 8 / 3600.0
+	type price struct {
+		ReconfigMeasured, InterruptionMeasured int
+		ReconfigLostS, InterruptionLostS       float64
+		ReconfigLostGPUh, InterruptionLostGPUh float64
+		LostToBoth                             float64 // GPU-h less useful GPU-h
+		Notes                                  []string
+	}
+	note := "1 interruption(s) priced at the restart cost rubickd measured: it had decided to restart the run Slurm ended"
+	tests := map[string]struct {
+		rows  string
+		costs []store.RestartCost
+		want  price
+	}{
+		"decided within the run its node failure ended": {
+			rows: row("NODE_FAIL", "00:10", "01:00") + row("COMPLETED", "01:05", "03:00"), costs: []store.RestartCost{cost(1, at(0, 59))},
+			want: price{InterruptionMeasured: 1, InterruptionLostS: 400, InterruptionLostGPUh: measuredGPUh, LostToBoth: measuredGPUh,
+				Notes: []string{note}},
+		},
+		"none decided": {
+			rows: row("NODE_FAIL", "00:10", "01:00") + row("COMPLETED", "01:05", "03:00"),
+			want: price{InterruptionLostS: 300 + 260, InterruptionLostGPUh: sacctGPUh, LostToBoth: sacctGPUh},
+		},
+		"decided within the run before, which rubickd requeued": {
+			rows:  row("REQUEUED", "00:10", "01:00") + row("NODE_FAIL", "01:05", "02:00") + row("COMPLETED", "02:05", "03:00"),
+			costs: []store.RestartCost{cost(1, at(0, 59))},
+			want: price{ReconfigMeasured: 1, ReconfigLostS: 400, ReconfigLostGPUh: measuredGPUh,
+				InterruptionLostS: 300 + 260, InterruptionLostGPUh: sacctGPUh, LostToBoth: measuredGPUh + sacctGPUh,
+				Notes: []string{"1 of 1 requeues priced at the restart cost rubickd measured; the others at the gap plus the restart overhead"}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := build(t, header+tc.rows, Options{RestartOverhead: DefaultRestartOverhead})
+			st := &fakeStore{costs: map[int64][]store.RestartCost{7: tc.costs}}
+			if err := r.Enrich(context.Background(), st, "s.db", model.DefaultEnv()); err != nil {
+				t.Fatal(err)
+			}
+			j := r.Jobs[0]
+			notes := slices.DeleteFunc(slices.Clone(r.Notes), func(n string) bool { return strings.HasPrefix(n, "no ") })
+			got := price{j.ReconfigMeasured, j.InterruptionMeasured, j.ReconfigLostS, j.InterruptionLostS,
+				*j.ReconfigLostGPUHours, *j.InterruptionLostGPUHours, *j.GPUHours - *j.UsefulGPUHours, notes}
+			if d := cmp.Diff(tc.want, got, cmpopts.EquateApprox(0, 1e-9), cmpopts.EquateEmpty()); d != "" {
+				t.Errorf("job 7 priced (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(j.InterruptionLostGPUHours, r.Overall.InterruptionLostGPUHours, cmpopts.EquateApprox(0, 1e-9)); d != "" {
+				t.Errorf("overall interruption GPU-h (-job +overall):\n%s", d)
+			}
+		})
+	}
+}
+
 // Without AllocTRES a measured restart still reprices the lost seconds, but
 // the lost and useful GPU-hours stay unknown.
 func TestEnrichMeasuredRestartCostNoAllocTRES(t *testing.T) {

@@ -130,17 +130,31 @@ type Job struct {
 	Runs       []Run      `json:"runs"`
 	Requeues   int        `json:"requeues"`
 	Resizes    int        `json:"resizes"`
-	// Reconfigurations is Requeues + Resizes: every row but the last.
+	// Reconfigurations is Requeues + Resizes: every row but the last,
+	// less the interruptions.
 	Reconfigurations int     `json:"reconfigurations"`
 	ReconfigLostS    float64 `json:"reconfig_lost_s"`
-	// ReconfigLostGPUHours, GPUHours, UsefulGPUHours and BillingHours
-	// need AllocTRES: null without that column.
+	// ReconfigLostGPUHours, InterruptionLostGPUHours, GPUHours,
+	// UsefulGPUHours and BillingHours need AllocTRES: null without that
+	// column.
 	ReconfigLostGPUHours *float64 `json:"reconfig_lost_gpu_hours"`
 	// ReconfigMeasured counts the requeues priced at the restart cost
 	// rubickd measured (with a store) instead of gap + overhead.
-	ReconfigMeasured int      `json:"reconfig_measured"`
-	GPUHours         *float64 `json:"gpu_hours"`
-	UsefulGPUHours   *float64 `json:"useful_gpu_hours"`
+	ReconfigMeasured int `json:"reconfig_measured"`
+	// Interruptions counts the runs Slurm ended and requeued the job
+	// after (interrupted): no reconfiguration of rubick's, priced as a
+	// requeue is but on their own.
+	Interruptions            int      `json:"interruptions"`
+	InterruptionLostS        float64  `json:"interruption_lost_s"`
+	InterruptionLostGPUHours *float64 `json:"interruption_lost_gpu_hours"`
+	// InterruptionMeasured counts the interruptions priced at the restart
+	// cost rubickd measured: it had decided to restart the run that Slurm
+	// ended.
+	InterruptionMeasured int      `json:"interruption_measured"`
+	GPUHours             *float64 `json:"gpu_hours"`
+	// UsefulGPUHours is GPUHours less the GPU-hours lost to both
+	// reconfigurations and interruptions.
+	UsefulGPUHours *float64 `json:"useful_gpu_hours"`
 	// BillingHours is the sum over runs of run length x billing, what the
 	// site charges the job's account.
 	BillingHours   *float64 `json:"billing_hours"`
@@ -191,11 +205,26 @@ type planOn struct {
 }
 
 // requeue is one requeue of a job: run ended, next started, and what it
-// was priced at from sacct alone.
+// was priced at from sacct alone. interrupted marks Slurm's (interrupted),
+// an interruption rather than a reconfiguration.
 type requeue struct {
-	run       int // index of the run it ended
-	gapS, ohS float64
-	nextGPUs  int
+	run         int // index of the run it ended
+	gapS, ohS   float64
+	nextGPUs    int
+	interrupted bool
+}
+
+// interrupted reports whether a run that ended in state, and that another
+// run of its job followed, was Slurm's requeue of the job, not rubick's:
+// its node failed (NODE_FAIL, with JobRequeue=1) or Slurm preempted it
+// (PREEMPTED, PreemptMode=REQUEUE). rubickd's own restarts and preemptions
+// requeue the job held, which ends the run REQUEUED.
+func interrupted(state string) bool {
+	switch state {
+	case slurm.StateNodeFail, slurm.StatePreempted:
+		return true
+	}
+	return false
 }
 
 // JobError is a problem with one job; the job is still reported with what
@@ -440,32 +469,44 @@ func buildJob(rows []Row, overhead time.Duration, tres bool, fallback *request) 
 		j.Runs = append(j.Runs, run)
 	}
 	j.BelowRequest = j.belowRequest()
-	// Every row but the last ends in a reconfiguration: RESIZING rows are
-	// shrinks in place, any other state a requeue (restart elsewhere).
+	// Every row but the last ends in a reconfiguration or an interruption:
+	// RESIZING rows are shrinks in place, NODE_FAIL and PREEMPTED rows
+	// Slurm's requeues (interrupted), any other state a requeue (restart
+	// elsewhere). An interruption costs as a requeue does, on its own.
+	var intrGPUs float64
 	for i := 0; i+1 < len(rows); i++ {
 		next := j.Runs[i+1]
 		oh := min(overhead.Seconds(), next.ElapsedS)
+		lost := oh * float64(next.GPUs) / 3600
 		if rows[i].State == "RESIZING" {
 			j.Resizes++
+			j.ReconfigLostS += oh
+			lostGPUs += lost
+			continue
+		}
+		rq := requeue{run: i, ohS: oh, nextGPUs: next.GPUs, interrupted: interrupted(rows[i].State)}
+		// A next run that never started (cancelled while it waited to
+		// start again) has its cancel time as Start: the time until then
+		// was a wait that ended the job, not a restart's cost.
+		if !rows[i].End.IsZero() && rows[i+1].Start.After(rows[i].End) && !neverStarted(rows[i+1], tres) {
+			rq.gapS = rows[i+1].Start.Sub(rows[i].End).Seconds()
+		}
+		j.requeues = append(j.requeues, rq)
+		if rq.interrupted {
+			j.Interruptions++
+			j.InterruptionLostS += rq.gapS + oh
+			intrGPUs += lost
 		} else {
 			j.Requeues++
-			rq := requeue{run: i, ohS: oh, nextGPUs: next.GPUs}
-			// A next run that never started (cancelled while it waited to
-			// start again) has its cancel time as Start: the time until
-			// then was a wait that ended the job, not a restart's cost.
-			if !rows[i].End.IsZero() && rows[i+1].Start.After(rows[i].End) && !neverStarted(rows[i+1], tres) {
-				rq.gapS = rows[i+1].Start.Sub(rows[i].End).Seconds()
-			}
-			j.requeues = append(j.requeues, rq)
-			j.ReconfigLostS += rq.gapS
+			j.ReconfigLostS += rq.gapS + oh
+			lostGPUs += lost
 		}
-		j.ReconfigLostS += oh
-		lostGPUs += oh * float64(next.GPUs) / 3600
 	}
 	j.Reconfigurations = j.Requeues + j.Resizes
 	if tres {
 		j.GPUHours, j.BillingHours = floatPtr(gpuH), floatPtr(billingH)
-		j.ReconfigLostGPUHours, j.UsefulGPUHours = floatPtr(lostGPUs), floatPtr(gpuH-lostGPUs)
+		j.ReconfigLostGPUHours, j.InterruptionLostGPUHours = floatPtr(lostGPUs), floatPtr(intrGPUs)
+		j.UsefulGPUHours = floatPtr(gpuH - lostGPUs - intrGPUs)
 	}
 
 	var submit, start time.Time

@@ -27,6 +27,7 @@ var summaryHeader = []string{
 	"by", "key", "jobs", "finished", "avg_jct_s", "p99_jct_s", "avg_queue_s", "gpu_hours", "useful_gpu_hours",
 	"reconfigurations", "requeues", "resizes", "reconfig_lost_s", "reconfig_lost_gpu_hours",
 	"guaranteed", "below_request", "slo_violations", "slo_unchecked", "gpu_tres_missing", "timed_out", "billing_hours",
+	"interruptions", "interruption_lost_s", "interruption_lost_gpu_hours",
 }
 
 // jobHeader is the CSV header of job rows.
@@ -35,6 +36,7 @@ var jobHeader = []string{
 	"submit", "first_start", "end", "jct_s", "queue_s", "runs", "requeues", "resizes", "reconfigurations",
 	"reconfig_lost_s", "reconfig_lost_gpu_hours", "gpu_hours", "useful_gpu_hours", "gpu_tres_missing",
 	"below_request", "slo_violated", "plans", "billing_hours", "user",
+	"interruptions", "interruption_lost_s", "interruption_lost_gpu_hours",
 }
 
 // WriteCSV writes one row per summary: the overall row (by "all"), then
@@ -52,6 +54,7 @@ func (r *Report) WriteCSV(w io.Writer, jobs bool) error {
 				csvPtr(j.ReconfigLostGPUHours), csvPtr(j.GPUHours), csvPtr(j.UsefulGPUHours),
 				strconv.FormatBool(j.GPUTRESMissing), strconv.FormatBool(j.BelowRequest),
 				csvBool(j.SLOViolated), strings.Join(j.Plans, " "), csvPtr(j.BillingHours), j.User,
+				strconv.Itoa(j.Interruptions), num(j.InterruptionLostS), csvPtr(j.InterruptionLostGPUHours),
 			})
 		}
 	} else {
@@ -81,6 +84,7 @@ func summaryCSV(by string, s Summary) []string {
 		strconv.Itoa(s.Requeues), strconv.Itoa(s.Resizes), num(s.ReconfigLostS), csvPtr(s.ReconfigLostGPUHours),
 		strconv.Itoa(s.Guaranteed), strconv.Itoa(s.BelowRequest), slo, strconv.Itoa(s.SLOUnchecked),
 		strconv.Itoa(s.GPUTRESMissing), strconv.Itoa(s.TimedOut), csvPtr(s.BillingHours),
+		strconv.Itoa(s.Interruptions), num(s.InterruptionLostS), csvPtr(s.InterruptionLostGPUHours),
 	}
 }
 
@@ -133,7 +137,7 @@ func (r *Report) WriteTable(w io.Writer, jobs bool) error {
 	for _, g := range r.Groups {
 		fmt.Fprintln(ew)
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "by %s\tjobs\tdone\tavg JCT\tp99 JCT\tavg queue\tGPU-h\tuseful GPU-h\tbilling-h\treconf (rq+rs)\treconf cost\tguar.\tbelow req\tSLO viol.\n", g.By)
+		fmt.Fprintf(tw, "by %s\tjobs\tdone\tavg JCT\tp99 JCT\tavg queue\tGPU-h\tuseful GPU-h\tbilling-h\treconf (rq+rs)\treconf cost\tintr.\tintr. cost\tguar.\tbelow req\tSLO viol.\n", g.By)
 		for _, s := range g.Rows {
 			tableRow(tw, s)
 		}
@@ -180,10 +184,10 @@ func (r *Report) WriteTable(w io.Writer, jobs bool) error {
 	if jobs {
 		fmt.Fprintln(ew)
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "job\tname\tmodel\tclass\taccount\tstate\truns\treconf\tJCT\tqueue\tGPU-h\tuseful GPU-h\tbilling-h\tplans")
+		fmt.Fprintln(tw, "job\tname\tmodel\tclass\taccount\tstate\truns\treconf\tintr.\tJCT\tqueue\tGPU-h\tuseful GPU-h\tbilling-h\tplans")
 		for _, j := range r.Jobs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, dash(j.Name), j.ModelType,
-				dash(j.Class), dash(j.Account), j.State, len(j.Runs), j.Reconfigurations, dur(j.JCTS), dur(j.QueueS),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, dash(j.Name), j.ModelType,
+				dash(j.Class), dash(j.Account), j.State, len(j.Runs), j.Reconfigurations, j.Interruptions, dur(j.JCTS), dur(j.QueueS),
 				hours(j.GPUHours), hours(j.UsefulGPUHours), hours(j.BillingHours), dash(strings.Join(j.Plans, " -> ")))
 		}
 		if err := tw.Flush(); err != nil {
@@ -211,10 +215,10 @@ func tableRow(w io.Writer, s Summary) {
 	if s.TimedOut > 0 {
 		done += fmt.Sprintf(" (%d timeout)", s.TimedOut)
 	}
-	fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d (%d+%d)\t%s / %s GPU-h\t%d\t%d\t%s\n",
+	fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d (%d+%d)\t%s / %s GPU-h\t%d\t%s / %s GPU-h\t%d\t%d\t%s\n",
 		s.Key, s.Jobs, done, dur(s.AvgJCTS), dur(s.P99JCTS), dur(s.AvgQueueS), hours(s.GPUHours), hours(s.UsefulGPUHours),
 		hours(s.BillingHours), s.Reconfigurations, s.Requeues, s.Resizes, dur(&s.ReconfigLostS), hours(s.ReconfigLostGPUHours),
-		s.Guaranteed, s.BelowRequest, slo)
+		s.Interruptions, dur(&s.InterruptionLostS), hours(s.InterruptionLostGPUHours), s.Guaranteed, s.BelowRequest, slo)
 }
 
 // dur formats seconds compactly ("45s", "12m05s", "3h04m", "2d05h"); "-"

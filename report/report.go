@@ -16,8 +16,8 @@ var Dimensions = []string{"model", "account", "tenant", "class", "qos", "partiti
 // DefaultBy is the default grouping.
 var DefaultBy = []string{"model", "account", "tenant"}
 
-// DefaultRestartOverhead is the cost charged for each reconfiguration on
-// top of the measured gap: checkpoint load and warm-up of the next run.
+// DefaultRestartOverhead is the cost charged for each reconfiguration and
+// interruption on top of the measured gap: checkpoint load and warm-up of the next run.
 // 260 s is the paper artifact's restart penalty, also the simulator's.
 const DefaultRestartOverhead = 260 * time.Second
 
@@ -26,8 +26,8 @@ type Options struct {
 	// Since and Until select jobs by submit time: Since <= Submit < Until.
 	// A zero bound is open. Jobs whose submit time is unknown are kept.
 	Since, Until time.Time
-	// RestartOverhead is charged per reconfiguration, capped at the next
-	// run's length.
+	// RestartOverhead is charged per reconfiguration and interruption,
+	// capped at the next run's length.
 	RestartOverhead time.Duration
 	// By lists the dimensions to group by (see Dimensions).
 	By []string
@@ -62,8 +62,8 @@ type Summary struct {
 	P99JCTS  *float64 `json:"p99_jct_s"`
 	// AvgQueueS averages first start - submit over the jobs that started.
 	AvgQueueS *float64 `json:"avg_queue_s"`
-	// GPUHours, UsefulGPUHours, BillingHours and ReconfigLostGPUHours
-	// need AllocTRES: null without that column.
+	// GPUHours, UsefulGPUHours, BillingHours, ReconfigLostGPUHours and
+	// InterruptionLostGPUHours need AllocTRES: null without that column.
 	GPUHours             *float64 `json:"gpu_hours"`
 	UsefulGPUHours       *float64 `json:"useful_gpu_hours"`
 	BillingHours         *float64 `json:"billing_hours"`
@@ -72,8 +72,13 @@ type Summary struct {
 	Resizes              int      `json:"resizes"`
 	ReconfigLostS        float64  `json:"reconfig_lost_s"`
 	ReconfigLostGPUHours *float64 `json:"reconfig_lost_gpu_hours"`
-	Guaranteed           int      `json:"guaranteed"`
-	BelowRequest         int      `json:"below_request"`
+	// Interruptions are Slurm's requeues (Job.Interruptions), apart from
+	// rubick's reconfigurations.
+	Interruptions            int      `json:"interruptions"`
+	InterruptionLostS        float64  `json:"interruption_lost_s"`
+	InterruptionLostGPUHours *float64 `json:"interruption_lost_gpu_hours"`
+	Guaranteed               int      `json:"guaranteed"`
+	BelowRequest             int      `json:"below_request"`
 	// SLOViolations counts guaranteed jobs the store check found below
 	// their requested throughput; null without a store.
 	SLOViolations *int `json:"slo_violations"`
@@ -267,7 +272,7 @@ func dimension(j Job, dim string) string {
 // which the GPU-hour and billing-hour sums are unknown rather than 0.
 func summarize(key string, jobs []Job, withStore, withTRES bool) Summary {
 	s := Summary{Key: key, Jobs: len(jobs)}
-	var gpuH, usefulH, billingH, lostH float64
+	var gpuH, usefulH, billingH, lostH, intrH float64
 	var jcts []float64
 	var queue float64
 	var queued int
@@ -294,6 +299,9 @@ func summarize(key string, jobs []Job, withStore, withTRES bool) Summary {
 		s.Resizes += j.Resizes
 		s.ReconfigLostS += j.ReconfigLostS
 		lostH += orZero(j.ReconfigLostGPUHours)
+		s.Interruptions += j.Interruptions
+		s.InterruptionLostS += j.InterruptionLostS
+		intrH += orZero(j.InterruptionLostGPUHours)
 		if j.Class == "guaranteed" {
 			s.Guaranteed++
 			if withStore && j.SLOViolated == nil {
@@ -327,6 +335,7 @@ func summarize(key string, jobs []Job, withStore, withTRES bool) Summary {
 	if withTRES {
 		s.GPUHours, s.UsefulGPUHours = floatPtr(gpuH), floatPtr(usefulH)
 		s.BillingHours, s.ReconfigLostGPUHours = floatPtr(billingH), floatPtr(lostH)
+		s.InterruptionLostGPUHours = floatPtr(intrH)
 	}
 	return s
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -132,7 +134,7 @@ func TestSynthetic(t *testing.T) {
 		// 1 h x 8 + 2 h x 16, 30 min x 16 + 45 min x 8, then one run each.
 		BillingHours:     f(40 + 14 + 4 + 1.0/6 + 16 + 4.0/3),
 		Reconfigurations: 2, Requeues: 1, Resizes: 1, ReconfigLostS: 560 + 260, ReconfigLostGPUHours: f(2 * lost),
-		Guaranteed: 2, BelowRequest: 1, GPUTRESMissing: 1}
+		InterruptionLostGPUHours: f(0), Guaranteed: 2, BelowRequest: 1, GPUTRESMissing: 1}
 	if diff := cmp.Diff(wantAll, r.Overall, approx); diff != "" {
 		t.Errorf("overall (-want +got):\n%s", diff)
 	}
@@ -346,10 +348,12 @@ func TestJSONKeys(t *testing.T) {
 	}{
 		"top": {top, []string{"errors", "groups", "jobs", "notes", "overall", "restart_overhead_s", "since", "store", "until"}},
 		"summary": {overall, []string{"avg_jct_s", "avg_queue_s", "below_request", "billing_hours", "finished", "gpu_hours", "gpu_tres_missing",
-			"guaranteed", "jobs", "key", "p99_jct_s", "reconfig_lost_gpu_hours", "reconfig_lost_s", "reconfigurations",
-			"requeues", "resizes", "slo_unchecked", "slo_violations", "timed_out", "useful_gpu_hours"}},
+			"guaranteed", "interruption_lost_gpu_hours", "interruption_lost_s", "interruptions", "jobs", "key", "p99_jct_s",
+			"reconfig_lost_gpu_hours", "reconfig_lost_s", "reconfigurations", "requeues", "resizes", "slo_unchecked",
+			"slo_violations", "timed_out", "useful_gpu_hours"}},
 		"job": {job, []string{"account", "below_request", "billing_hours", "class", "end", "finished", "first_start", "gpu_hours",
-			"gpu_tres_missing", "jct_s", "job_id", "model_type", "name", "partition", "plans", "qos", "queue_s", "queued_from",
+			"gpu_tres_missing", "interruption_lost_gpu_hours", "interruption_lost_s", "interruption_measured", "interruptions",
+			"jct_s", "job_id", "model_type", "name", "partition", "plans", "qos", "queue_s", "queued_from",
 			"reconfig_lost_gpu_hours", "reconfig_lost_s", "reconfig_measured", "reconfigurations", "request", "requeues", "resizes", "runs",
 			"slo_detail", "slo_violated", "state", "store_plans", "submit", "tenant", "useful_gpu_hours", "user"}},
 		"run":   {run, []string{"billing", "cpus", "elapsed_s", "end", "gpu_source", "gpus", "nodes", "plan", "start", "state"}},
@@ -496,30 +500,30 @@ func TestMissingAllocTRES(t *testing.T) {
 	const table = `rubick report: 3 jobs, submitted 2026-11-02T00:00:00Z .. 2026-11-03T09:00:00Z, restart overhead 4m20s, store -
 note: no AllocTRES column: GPU-hours and billing-hours are unknown
 
-by model  jobs  done  avg JCT  p99 JCT  avg queue  GPU-h  useful GPU-h  billing-h  reconf (rq+rs)  reconf cost       guar.  below req  SLO viol.
-bert      1     1     1h10m    1h10m    10m00s     -      -             -          0 (0+0)         0s / - GPU-h      1      0          -
-gpt2      2     1     3h10m    3h10m    2m45s      -      -             -          2 (1+1)         13m40s / - GPU-h  1      0          -
-all       3     2     2h10m    3h10m    5m10s      -      -             -          2 (1+1)         13m40s / - GPU-h  2      0          -
+by model  jobs  done  avg JCT  p99 JCT  avg queue  GPU-h  useful GPU-h  billing-h  reconf (rq+rs)  reconf cost       intr.  intr. cost    guar.  below req  SLO viol.
+bert      1     1     1h10m    1h10m    10m00s     -      -             -          0 (0+0)         0s / - GPU-h      0      0s / - GPU-h  1      0          -
+gpt2      2     1     3h10m    3h10m    2m45s      -      -             -          2 (1+1)         13m40s / - GPU-h  0      0s / - GPU-h  1      0          -
+all       3     2     2h10m    3h10m    5m10s      -      -             -          2 (1+1)         13m40s / - GPU-h  0      0s / - GPU-h  2      0          -
 
 plan history
   job 101 (gpt2): dp4.tp1.pp1.mb2.a8.z0 -> dp8.tp1.pp1.mb1.a8.z0
   job 102 (gpt2): dp16.tp1.pp1.mb1.a4.z0 -> dp8.tp1.pp1.mb1.a8.z0
   job 103 (bert): dp2.tp1.pp1.mb8.a8.z0
 
-job  name   model  class        account  state      runs  reconf  JCT    queue   GPU-h  useful GPU-h  billing-h  plans
-101  train  gpt2   guaranteed   physics  COMPLETED  2     1       3h10m  5m00s   -      -             -          dp4.tp1.pp1.mb2.a8.z0 -> dp8.tp1.pp1.mb1.a8.z0
-102  be     gpt2   best-effort  bio      RUNNING    2     1       -      30s     -      -             -          dp16.tp1.pp1.mb1.a4.z0 -> dp8.tp1.pp1.mb1.a8.z0
-103  ft     bert   guaranteed   physics  COMPLETED  1     0       1h10m  10m00s  -      -             -          dp2.tp1.pp1.mb8.a8.z0
+job  name   model  class        account  state      runs  reconf  intr.  JCT    queue   GPU-h  useful GPU-h  billing-h  plans
+101  train  gpt2   guaranteed   physics  COMPLETED  2     1       0      3h10m  5m00s   -      -             -          dp4.tp1.pp1.mb2.a8.z0 -> dp8.tp1.pp1.mb1.a8.z0
+102  be     gpt2   best-effort  bio      RUNNING    2     1       0      -      30s     -      -             -          dp16.tp1.pp1.mb1.a4.z0 -> dp8.tp1.pp1.mb1.a8.z0
+103  ft     bert   guaranteed   physics  COMPLETED  1     0       0      1h10m  10m00s  -      -             -          dp2.tp1.pp1.mb8.a8.z0
 `
-	const csvSummary = `by,key,jobs,finished,avg_jct_s,p99_jct_s,avg_queue_s,gpu_hours,useful_gpu_hours,reconfigurations,requeues,resizes,reconfig_lost_s,reconfig_lost_gpu_hours,guaranteed,below_request,slo_violations,slo_unchecked,gpu_tres_missing,timed_out,billing_hours
-all,all,3,2,7800,11400,310,,,2,1,1,820,,2,0,,0,0,0,
-model,bert,1,1,4200,4200,600,,,0,0,0,0,,1,0,,0,0,0,
-model,gpt2,2,1,11400,11400,165,,,2,1,1,820,,1,0,,0,0,0,
+	const csvSummary = `by,key,jobs,finished,avg_jct_s,p99_jct_s,avg_queue_s,gpu_hours,useful_gpu_hours,reconfigurations,requeues,resizes,reconfig_lost_s,reconfig_lost_gpu_hours,guaranteed,below_request,slo_violations,slo_unchecked,gpu_tres_missing,timed_out,billing_hours,interruptions,interruption_lost_s,interruption_lost_gpu_hours
+all,all,3,2,7800,11400,310,,,2,1,1,820,,2,0,,0,0,0,,0,0,
+model,bert,1,1,4200,4200,600,,,0,0,0,0,,1,0,,0,0,0,,0,0,
+model,gpt2,2,1,11400,11400,165,,,2,1,1,820,,1,0,,0,0,0,,0,0,
 `
-	const csvJobs = `job_id,name,account,qos,partition,model_type,class,tenant,state,finished,submit,first_start,end,jct_s,queue_s,runs,requeues,resizes,reconfigurations,reconfig_lost_s,reconfig_lost_gpu_hours,gpu_hours,useful_gpu_hours,gpu_tres_missing,below_request,slo_violated,plans,billing_hours,user
-101,train,physics,normal,gpu,gpt2,guaranteed,physics,COMPLETED,true,2026-11-02T10:00:00Z,2026-11-02T10:05:00Z,2026-11-02T13:10:00Z,11400,300,2,1,0,1,560,,,,false,false,,dp4.tp1.pp1.mb2.a8.z0 dp8.tp1.pp1.mb1.a8.z0,,alice
-102,be,bio,normal,gpu,gpt2,best-effort,bio,RUNNING,false,2026-11-02T12:00:00Z,2026-11-02T12:00:30Z,,,30,2,0,1,1,260,,,,false,false,,dp16.tp1.pp1.mb1.a4.z0 dp8.tp1.pp1.mb1.a8.z0,,bob
-103,ft,physics,normal,gpu,bert,guaranteed,physics,COMPLETED,true,2026-11-03T08:00:00Z,2026-11-03T08:10:00Z,2026-11-03T09:10:00Z,4200,600,1,0,0,0,0,,,,false,false,,dp2.tp1.pp1.mb8.a8.z0,,alice
+	const csvJobs = `job_id,name,account,qos,partition,model_type,class,tenant,state,finished,submit,first_start,end,jct_s,queue_s,runs,requeues,resizes,reconfigurations,reconfig_lost_s,reconfig_lost_gpu_hours,gpu_hours,useful_gpu_hours,gpu_tres_missing,below_request,slo_violated,plans,billing_hours,user,interruptions,interruption_lost_s,interruption_lost_gpu_hours
+101,train,physics,normal,gpu,gpt2,guaranteed,physics,COMPLETED,true,2026-11-02T10:00:00Z,2026-11-02T10:05:00Z,2026-11-02T13:10:00Z,11400,300,2,1,0,1,560,,,,false,false,,dp4.tp1.pp1.mb2.a8.z0 dp8.tp1.pp1.mb1.a8.z0,,alice,0,0,
+102,be,bio,normal,gpu,gpt2,best-effort,bio,RUNNING,false,2026-11-02T12:00:00Z,2026-11-02T12:00:30Z,,,30,2,0,1,1,260,,,,false,false,,dp16.tp1.pp1.mb1.a4.z0 dp8.tp1.pp1.mb1.a8.z0,,bob,0,0,
+103,ft,physics,normal,gpu,bert,guaranteed,physics,COMPLETED,true,2026-11-03T08:00:00Z,2026-11-03T08:10:00Z,2026-11-03T09:10:00Z,4200,600,1,0,0,0,0,,,,false,false,,dp2.tp1.pp1.mb8.a8.z0,,alice,0,0,
 `
 	for name, tc := range map[string]struct {
 		write func(*bytes.Buffer) error
@@ -562,8 +566,8 @@ model,gpt2,2,1,11400,11400,165,,,2,1,1,820,,1,0,,0,0,0,
 			Jobs    []hours  `json:"jobs"`
 			Notes   []string `json:"notes"`
 		}
-		// The four keys must be present and null, not absent.
-		for _, key := range []string{"gpu_hours", "useful_gpu_hours", "billing_hours", "reconfig_lost_gpu_hours"} {
+		// The five keys must be present and null, not absent.
+		for _, key := range []string{"gpu_hours", "useful_gpu_hours", "billing_hours", "reconfig_lost_gpu_hours", "interruption_lost_gpu_hours"} {
 			if n := strings.Count(b.String(), `"`+key+`": null`); n != 1+2+3 {
 				t.Errorf("%q is null %d times, want 6 (overall, 2 models, 3 jobs):\n%s", key, n, b.String())
 			}
@@ -838,11 +842,12 @@ func TestReusedJobID(t *testing.T) {
 			want: []job{first},
 		},
 		// Slurm requeues a job whose node failed, and its next run's
-		// Submit is the requeue's. Untagged: the state alone tells.
+		// Submit is the requeue's. Untagged: the state alone tells. The
+		// node failure is an interruption, no requeue (TestInterruptions).
 		"running again after a node failure: one job": {
 			rows: strings.Replace(strings.Replace(strings.ReplaceAll(morning, tag("llama7", 8), ""), "REQUEUED", "NODE_FAIL", 1),
 				"COMPLETED|2026-11-02T09:00:00", "COMPLETED|2026-11-02T09:01:00", 1),
-			want: []job{{"143", NoModel, "COMPLETED", f(3 * 3600), f(600), 2, 1, first.GPUh}},
+			want: []job{{"143", NoModel, "COMPLETED", f(3 * 3600), f(600), 2, 0, first.GPUh}},
 		},
 		// scontrol requeue also requeues a job that ended; rubickd's tag
 		// keeps its first submission.
@@ -881,4 +886,157 @@ func TestReusedJobID(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Slurm requeues a job whose node failed (NODE_FAIL, with JobRequeue=1)
+// or that it preempted (PREEMPTED, PreemptMode=REQUEUE); rubickd's own
+// restarts and preemptions end a run REQUEUED. A run ended by Slurm and
+// followed by another is an interruption, no reconfiguration of rubick's:
+// counted and priced on its own, and its lost GPU-hours are still no
+// useful ones. A NODE_FAIL last run ended the job.
+func TestInterruptions(t *testing.T) {
+	const header = "JobID|State|Submit|Start|End|AllocTRES|AdminComment\n"
+	// row is a run of job id on the 2nd of November, from and to hh:mm.
+	row := func(id, state, from, to string, gpus int, model string) string {
+		return fmt.Sprintf("%s|%s|2026-11-02T00:00:00|2026-11-02T%s:00|2026-11-02T%s:00|cpu=8,gres/gpu=%d,node=1|rubick:v1 model=%s\n",
+			id, state, from, to, gpus, model)
+	}
+	// Two runs: 00:10-01:00 on 4 GPUs, 01:05-03:00 on 8 after a gap of
+	// 5 minutes. The restart costs the gap and the overhead, 260 s,
+	// which holds the next run's 8 GPUs.
+	two := func(id, state, model string) string {
+		return row(id, state, "00:10", "01:00", 4, model) + row(id, "COMPLETED", "01:05", "03:00", 8, model)
+	}
+	lost := 260.0 * 8 / 3600
+	twoGPUh := (50*4 + 115*8) / 60.0
+	// Requeued, then its node failed: 00:10-01:00 on 4 GPUs, 01:05-02:00
+	// and 02:10-03:00 on 8.
+	mix := row("4", "REQUEUED", "00:10", "01:00", 4, "bert") + row("4", "NODE_FAIL", "01:05", "02:00", 8, "bert") +
+		row("4", "COMPLETED", "02:10", "03:00", 8, "bert")
+	mixGPUh := (50*4 + 55*8 + 50*8) / 60.0
+	type price struct {
+		State                                  string
+		Finished                               bool
+		Requeues, Resizes, Reconfigs           int
+		ReconfigLostS                          float64
+		ReconfigLostGPUh                       *float64
+		Interruptions                          int
+		InterruptionLostS                      float64
+		InterruptionLostGPUh, GPUh, UsefulGPUh *float64
+	}
+	tests := map[string]struct {
+		rows string
+		want price
+	}{
+		"node failure": {rows: two("1", "NODE_FAIL", "gpt2"), want: price{State: "COMPLETED", Finished: true,
+			ReconfigLostGPUh: f(0), Interruptions: 1, InterruptionLostS: 300 + 260, InterruptionLostGPUh: f(lost),
+			GPUh: f(twoGPUh), UsefulGPUh: f(twoGPUh - lost)}},
+		"preempted by Slurm": {rows: two("2", "PREEMPTED", "gpt2"), want: price{State: "COMPLETED", Finished: true,
+			ReconfigLostGPUh: f(0), Interruptions: 1, InterruptionLostS: 300 + 260, InterruptionLostGPUh: f(lost),
+			GPUh: f(twoGPUh), UsefulGPUh: f(twoGPUh - lost)}},
+		"requeued by rubickd": {rows: two("3", "REQUEUED", "bert"), want: price{State: "COMPLETED", Finished: true,
+			Requeues: 1, Reconfigs: 1, ReconfigLostS: 300 + 260, ReconfigLostGPUh: f(lost), InterruptionLostGPUh: f(0),
+			GPUh: f(twoGPUh), UsefulGPUh: f(twoGPUh - lost)}},
+		"requeued, then its node failed": {rows: mix, want: price{State: "COMPLETED", Finished: true,
+			Requeues: 1, Reconfigs: 1, ReconfigLostS: 300 + 260, ReconfigLostGPUh: f(lost),
+			Interruptions: 1, InterruptionLostS: 600 + 260, InterruptionLostGPUh: f(lost),
+			GPUh: f(mixGPUh), UsefulGPUh: f(mixGPUh - 2*lost)}},
+		// JobRequeue=0: the node failure ended the job.
+		"ended by a node failure": {rows: row("5", "NODE_FAIL", "00:10", "01:00", 4, "llama7"), want: price{State: "NODE_FAIL",
+			Finished: true, ReconfigLostGPUh: f(0), InterruptionLostGPUh: f(0), GPUh: f(200 / 60.0), UsefulGPUh: f(200 / 60.0)}},
+	}
+	approx := cmpopts.EquateApprox(0, 1e-9)
+	var all strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(tests)) {
+		tc := tests[name]
+		all.WriteString(tc.rows)
+		t.Run(name, func(t *testing.T) {
+			r := build(t, header+tc.rows, Options{RestartOverhead: DefaultRestartOverhead})
+			if len(r.Jobs) != 1 {
+				t.Fatalf("%d jobs, want 1", len(r.Jobs))
+			}
+			j := r.Jobs[0]
+			got := price{j.State, j.Finished, j.Requeues, j.Resizes, j.Reconfigurations, j.ReconfigLostS, j.ReconfigLostGPUHours,
+				j.Interruptions, j.InterruptionLostS, j.InterruptionLostGPUHours, j.GPUHours, j.UsefulGPUHours}
+			if d := cmp.Diff(tc.want, got, approx); d != "" {
+				t.Errorf("job (-want +got):\n%s", d)
+			}
+		})
+	}
+
+	// Every summary sums them.
+	t.Run("summaries", func(t *testing.T) {
+		r := build(t, header+all.String(), Options{RestartOverhead: DefaultRestartOverhead, By: []string{"model"}})
+		type sum struct {
+			Key                              string
+			Reconfigs, Requeues              int
+			ReconfigLostS                    float64
+			ReconfigLostGPUh                 *float64
+			Interruptions                    int
+			InterruptionLostS                float64
+			InterruptionLostGPUh, UsefulGPUh *float64
+		}
+		want := []sum{
+			{"bert", 2, 2, 2 * 560, f(2 * lost), 1, 860, f(lost), f(twoGPUh + mixGPUh - 3*lost)},
+			{"gpt2", 0, 0, 0, f(0), 2, 2 * 560, f(2 * lost), f(2*twoGPUh - 2*lost)},
+			{"llama7", 0, 0, 0, f(0), 0, 0, f(0), f(200 / 60.0)},
+			{"all", 2, 2, 2 * 560, f(2 * lost), 3, 2*560 + 860, f(3 * lost), f(3*twoGPUh + mixGPUh + 200/60.0 - 5*lost)},
+		}
+		var got []sum
+		for _, s := range append(slices.Clone(r.Groups[0].Rows), r.Overall) {
+			got = append(got, sum{s.Key, s.Reconfigurations, s.Requeues, s.ReconfigLostS, s.ReconfigLostGPUHours,
+				s.Interruptions, s.InterruptionLostS, s.InterruptionLostGPUHours, s.UsefulGPUHours})
+		}
+		if d := cmp.Diff(want, got, approx); d != "" {
+			t.Errorf("summaries (-want +got):\n%s", d)
+		}
+
+		// The table's intr. columns and the CSV's interruption columns.
+		const table = `rubick report: 5 jobs, submitted - .. -, restart overhead 4m20s, store -
+note: no Elapsed column: run lengths come from End - Start
+note: no Account column: every job is account (none)
+
+by model  jobs  done  avg JCT  p99 JCT  avg queue  GPU-h   useful GPU-h  billing-h  reconf (rq+rs)  reconf cost           intr.  intr. cost            guar.  below req  SLO viol.
+bert      2     2     3h00m    3h00m    10m00s     36.000  34.267        0.000      2 (2+0)         18m40s / 1.156 GPU-h  1      14m20s / 0.578 GPU-h  0      0          -
+gpt2      2     2     3h00m    3h00m    10m00s     37.333  36.178        0.000      0 (0+0)         0s / 0.000 GPU-h      2      18m40s / 1.156 GPU-h  0      0          -
+llama7    1     1     1h00m    1h00m    10m00s     3.333   3.333         0.000      0 (0+0)         0s / 0.000 GPU-h      0      0s / 0.000 GPU-h      0      0          -
+all       5     5     2h36m    3h00m    10m00s     76.667  73.778        0.000      2 (2+0)         18m40s / 1.156 GPU-h  3      33m00s / 1.733 GPU-h  0      0          -
+
+job  name  model   class  account  state      runs  reconf  intr.  JCT    queue   GPU-h   useful GPU-h  billing-h  plans
+1    -     gpt2    -      -        COMPLETED  2     0       1      3h00m  10m00s  18.667  18.089        0.000      -
+2    -     gpt2    -      -        COMPLETED  2     0       1      3h00m  10m00s  18.667  18.089        0.000      -
+3    -     bert    -      -        COMPLETED  2     1       0      3h00m  10m00s  18.667  18.089        0.000      -
+4    -     bert    -      -        COMPLETED  3     1       1      3h00m  10m00s  17.333  16.178        0.000      -
+5    -     llama7  -      -        NODE_FAIL  1     0       0      1h00m  10m00s  3.333   3.333         0.000      -
+`
+		const csvSummary = `by,key,jobs,finished,avg_jct_s,p99_jct_s,avg_queue_s,gpu_hours,useful_gpu_hours,reconfigurations,requeues,resizes,reconfig_lost_s,reconfig_lost_gpu_hours,guaranteed,below_request,slo_violations,slo_unchecked,gpu_tres_missing,timed_out,billing_hours,interruptions,interruption_lost_s,interruption_lost_gpu_hours
+all,all,5,5,9360,10800,600,76.666667,73.777778,2,2,0,1120,1.155556,0,0,,0,0,0,0,3,1980,1.733333
+model,bert,2,2,10800,10800,600,36,34.266667,2,2,0,1120,1.155556,0,0,,0,0,0,0,1,860,0.577778
+model,gpt2,2,2,10800,10800,600,37.333333,36.177778,0,0,0,0,0,0,0,,0,0,0,0,2,1120,1.155556
+model,llama7,1,1,3600,3600,600,3.333333,3.333333,0,0,0,0,0,0,0,,0,0,0,0,0,0,0
+`
+		const csvJobs = `job_id,name,account,qos,partition,model_type,class,tenant,state,finished,submit,first_start,end,jct_s,queue_s,runs,requeues,resizes,reconfigurations,reconfig_lost_s,reconfig_lost_gpu_hours,gpu_hours,useful_gpu_hours,gpu_tres_missing,below_request,slo_violated,plans,billing_hours,user,interruptions,interruption_lost_s,interruption_lost_gpu_hours
+1,,,,,gpt2,,,COMPLETED,true,2026-11-02T00:00:00Z,2026-11-02T00:10:00Z,2026-11-02T03:00:00Z,10800,600,2,0,0,0,0,0,18.666667,18.088889,false,false,,,0,,1,560,0.577778
+2,,,,,gpt2,,,COMPLETED,true,2026-11-02T00:00:00Z,2026-11-02T00:10:00Z,2026-11-02T03:00:00Z,10800,600,2,0,0,0,0,0,18.666667,18.088889,false,false,,,0,,1,560,0.577778
+3,,,,,bert,,,COMPLETED,true,2026-11-02T00:00:00Z,2026-11-02T00:10:00Z,2026-11-02T03:00:00Z,10800,600,2,1,0,1,560,0.577778,18.666667,18.088889,false,false,,,0,,0,0,0
+4,,,,,bert,,,COMPLETED,true,2026-11-02T00:00:00Z,2026-11-02T00:10:00Z,2026-11-02T03:00:00Z,10800,600,3,1,0,1,560,0.577778,17.333333,16.177778,false,false,,,0,,1,860,0.577778
+5,,,,,llama7,,,NODE_FAIL,true,2026-11-02T00:00:00Z,2026-11-02T00:10:00Z,2026-11-02T01:00:00Z,3600,600,1,0,0,0,0,0,3.333333,3.333333,false,false,,,0,,0,0,0
+`
+		for name, tc := range map[string]struct {
+			write func(*bytes.Buffer) error
+			want  string
+		}{
+			"table":    {func(b *bytes.Buffer) error { return r.WriteTable(b, true) }, table},
+			"csv":      {func(b *bytes.Buffer) error { return r.WriteCSV(b, false) }, csvSummary},
+			"csv jobs": {func(b *bytes.Buffer) error { return r.WriteCSV(b, true) }, csvJobs},
+		} {
+			var b bytes.Buffer
+			if err := tc.write(&b); err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, b.String()); d != "" {
+				t.Errorf("%s (-want +got):\n%s", name, d)
+			}
+		}
+	})
 }

@@ -73,7 +73,7 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	plotFormat := fset.String("plot-format", "png", "chart format: png or svg")
 	capacity := fset.Int("gpus", 0, "cluster GPUs, to plot allocation as a fraction (0: plot GPU counts)")
 	by := fset.String("by", strings.Join(report.DefaultBy, ","), "group by these, comma-separated: "+strings.Join(report.Dimensions, ", "))
-	overhead := fset.Duration("restart-overhead", report.DefaultRestartOverhead, "GPU time lost per reconfiguration on top of the measured gap (checkpoint load, warm-up)")
+	overhead := fset.Duration("restart-overhead", report.DefaultRestartOverhead, "GPU time lost per reconfiguration or interruption on top of the measured gap (checkpoint load, warm-up)")
 	tz := fset.String("tz", "Local", "time zone sacct prints its times in (IANA name, Local or UTC)")
 	timeout := fset.Duration("timeout", 10*time.Minute, "time bound of the sacct run (a hung slurmdbd must not hang the report)")
 	if help, err := parseFlags(fset, args); help || err != nil {

@@ -726,6 +726,7 @@ func checkAccounting(t *testing.T, l lab, rubick, db string, ids []int, reconfig
 		Jobs []struct {
 			JobID            string   `json:"job_id"`
 			Reconfigurations int      `json:"reconfigurations"`
+			Interruptions    int      `json:"interruptions"`
 			Plans            []string `json:"plans"`
 			BillingHours     float64  `json:"billing_hours"`
 		} `json:"jobs"`
@@ -746,7 +747,9 @@ func checkAccounting(t *testing.T, l lab, rubick, db string, ids []int, reconfig
 	for _, j := range r.Jobs {
 		if slices.Contains(list, j.JobID) {
 			found++
-			total += j.Reconfigurations
+			// Slurm counts its own requeues (a node failure) among the
+			// job's restarts; the report keeps them apart.
+			total += j.Reconfigurations + j.Interruptions
 			if len(j.Plans) == 0 {
 				t.Errorf("rubick report: job %s has no plan history", j.JobID)
 			}
