@@ -1031,6 +1031,9 @@ type JobFacts struct {
 	// administrator, or, before its first start, wait for its --begin or
 	// dependencies (View.Deferred); zero: never.
 	Deferred time.Time
+	// ScriptUnread says that the pending job's batch script is read in a
+	// coming cycle, this one's reads spent: it waits for it (scriptFacts).
+	ScriptUnread bool
 }
 
 // Inputs is what one cycle read: Slurm's nodes, jobs and QOS limits, and
@@ -1399,6 +1402,10 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 			}, j.Reason) // a tag value
 		} else if starting(j, now) {
 			v.Starting = append(v.Starting, j.ID)
+			continue
+		}
+		if facts[j.ID].ScriptUnread && j.State == slurm.StatePending {
+			v.Unmanaged[j.ID] = "its batch script is read in a coming cycle, this one's reads spent; planned then, on a plan its launch line can run"
 			continue
 		}
 		e, ok := est(j.Tag.ModelType)

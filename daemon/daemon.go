@@ -141,6 +141,11 @@ type Daemon struct {
 	// started told (scriptFacts), by the job whose script it is
 	// (scriptID); only the cycle uses it.
 	scripts map[int]*scriptRead // nil: the script told nothing
+	// scriptWaits counts the cycles a pending job's script was left
+	// unread, by scriptID (maxScriptWaits). Only Run's cycles, which
+	// inRun marks, wait for a read: a cycle of --once has no next one.
+	scriptWaits map[int]int
+	inRun       bool
 	// scriptMiss counts the script reads in a row Slurm gave none for.
 	scriptMiss int
 	// files bounds the reads of users' files still outstanding (a hung
@@ -259,7 +264,7 @@ func New(cfg Config, deps Deps) (*Daemon, error) {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	return &Daemon{cfg: cfg, deps: deps, boot: cfg, scripts: map[int]*scriptRead{}, files: newUserFiles(maxUserFileReads),
+	return &Daemon{cfg: cfg, deps: deps, boot: cfg, scripts: map[int]*scriptRead{}, scriptWaits: map[int]int{}, files: newUserFiles(maxUserFileReads),
 		writersSaid: map[string]bool{}, writersClaimed: map[string]bool{}, retryWait: reconcileWait}, nil
 }
 
@@ -876,12 +881,18 @@ func (d *Daemon) jobFacts(ctx context.Context, jobs []slurm.Job) (map[int]JobFac
 		out[int(id)] = JobFacts{Cannot: l.Cannot, GlobalBatch: l.GlobalBatch}
 		reported[int(id)] = l.Own
 	}
-	for id, r := range d.scriptFacts(ctx, jobs, reported) {
+	read, unread := d.scriptFacts(ctx, jobs, reported)
+	for id, r := range read {
 		f := out[id]
 		f.Cannot = r.cannot
 		if r.batch {
 			f.GlobalBatch = r.gb
 		}
+		out[id] = f
+	}
+	for id := range unread {
+		f := out[id]
+		f.ScriptUnread = true
 		out[id] = f
 	}
 	for _, j := range jobs {
@@ -1998,6 +2009,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.mu.Lock()
 	d.started, d.window = d.deps.Now(), d.healthWindow()
 	d.mu.Unlock()
+	d.inRun = true
 	if err := d.Reconcile(ctx); err != nil {
 		if ctx.Err() != nil {
 			// Stopped, not failed: the next start reconciles anew.

@@ -222,7 +222,7 @@ func (l *Learner) AcceptLaunch(ctx context.Context, uid uint32, n report.Launch)
 	}
 	if n.Refused {
 		l.log().Warn("launch line cannot run the job's plan; the job requeued itself held and gets a plan it can run",
-			"job", id, "plan", n.Plan, "dialect", n.Dialect, "cannot", n.Cannot, "global_batch", n.GlobalBatch)
+			"job", id, "plan", n.Plan, "why", refusal(n), "dialect", n.Dialect, "cannot", n.Cannot, "global_batch", n.GlobalBatch)
 	} else {
 		l.log().Debug("launch line reported", "job", id, "dialect", n.Dialect, "cannot", n.Cannot, "global_batch", n.GlobalBatch)
 	}
@@ -230,6 +230,25 @@ func (l *Learner) AcceptLaunch(ctx context.Context, uid uint32, n report.Launch)
 		l.log().Info("profiling phase over", "job", id, "model", n.ModelType)
 	}
 	return nil
+}
+
+// refusal says why a launch line refused the plan its notice names: the
+// features of the plan it cannot express, and the plan's global batch
+// where it is not the line's (a plan chosen before rubickd knew the line,
+// on its model type's batch). "" when the notice tells neither.
+func refusal(n report.Launch) string {
+	p, err := model.ParsePlan(n.Plan)
+	if err != nil {
+		return ""
+	}
+	var why []string
+	if f := model.Of(p) & n.Features(); f != 0 {
+		why = append(why, "it uses "+f.String()+", which the line cannot express")
+	}
+	if gb := p.DP * p.MicroBatch * p.Accum; n.GlobalBatch > 0 && gb != n.GlobalBatch {
+		why = append(why, fmt.Sprintf("its global batch is %d, the line's %d", gb, n.GlobalBatch))
+	}
+	return strings.Join(why, "; ")
 }
 
 // maxSampleRatio bounds how far a reported iteration time may be from the

@@ -952,3 +952,28 @@ func TestWarnDoubtedFits(t *testing.T) {
 		t.Errorf("the warning lacks the doubt:\n%s", logs.String())
 	}
 }
+
+// A refused plan's notice says why: the features of the plan the line
+// cannot express, and a global batch other than the line's.
+func TestRefusal(t *testing.T) {
+	for name, tc := range map[string]struct {
+		n    report.Launch
+		want string
+	}{
+		"features": {report.Launch{Cannot: "tp,pp", GlobalBatch: 64, Plan: "dp2.tp2.pp1.mb32.a1.z0"},
+			"it uses tp, which the line cannot express"},
+		"global batch": {report.Launch{GlobalBatch: 32, Plan: "dp4.tp1.pp1.mb16.a1.z0"},
+			"its global batch is 64, the line's 32"},
+		"both": {report.Launch{Cannot: "offload", GlobalBatch: 8, Plan: "dp1.tp1.pp1.mb4.a4.z2+off"},
+			"it uses offload, which the line cannot express; its global batch is 16, the line's 8"},
+		"batch unknown":   {report.Launch{Plan: "dp4.tp1.pp1.mb16.a1.z0"}, ""},
+		"no plan":         {report.Launch{Cannot: "tp", GlobalBatch: 32}, ""},
+		"features unused": {report.Launch{Cannot: "tp,pp", GlobalBatch: 64, Plan: "dp4.tp1.pp1.mb16.a1.z0"}, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, refusal(tc.n)); diff != "" {
+				t.Errorf("refusal (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/rubick-sched/rubick/artifact"
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/policy"
@@ -245,6 +246,30 @@ func TestBuildViewPricesRestartsPerJob(t *testing.T) {
 	}
 	if d := cmp.Diff(map[string]time.Duration{"5": 7 * time.Second, "6": Defaults().RestartCost}, got); d != "" {
 		t.Errorf("restart cost per job (-want +got):\n%s", d)
+	}
+}
+
+// A pending job whose batch script is still to be read waits for it,
+// unplanned; a running one is planned all the same.
+func TestBuildViewWaitsForUnreadScripts(t *testing.T) {
+	running := heldJob(6, "bert", 1, 2)
+	running.Held, running.State, running.NodeList, running.StartTime = false, slurm.StateRunning, []string{"node1"}, t0.Add(-time.Hour)
+	jobs := []slurm.Job{heldJob(5, "bert", 1, 2), running, heldJob(7, "bert", 1, 2)}
+	facts := map[int]JobFacts{5: {ScriptUnread: true}, 6: {ScriptUnread: true}}
+	v, err := BuildView(Defaults(), t0, Inputs{Nodes: labNodes(1), Jobs: jobs, Estimators: shippedEstimators(t), Facts: facts}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var planned []string
+	for _, j := range v.Snapshot.Jobs {
+		planned = append(planned, j.ID)
+	}
+	if diff := cmp.Diff([]string{"6", "7"}, planned, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("jobs planned (-want +got):\n%s", diff)
+	}
+	want := map[int]string{5: "its batch script is read in a coming cycle, this one's reads spent; planned then, on a plan its launch line can run"}
+	if diff := cmp.Diff(want, v.Unmanaged); diff != "" {
+		t.Errorf("unmanaged (-want +got):\n%s", diff)
 	}
 }
 

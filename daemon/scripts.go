@@ -27,11 +27,15 @@ type ScriptReader interface {
 
 // maxScriptReads bounds the batch scripts one cycle reads, and
 // scriptReadTime the time it spends reading them (a slow slurmctld, a
-// hung file system); the jobs past either are read in the next cycles,
-// planned meanwhile as before their read.
+// hung file system); the jobs past either are read in the next cycles.
+// A pending job among them waits for its read, maxScriptWaits cycles at
+// most, and is planned as before its read past them: started on its
+// model type's batch, a line of another would refuse the plan and the
+// job restart, while reads slowed to a trickle must not hold jobs back.
 const (
-	maxScriptReads = 16
+	maxScriptReads = 64
 	scriptReadTime = 2 * time.Second
+	maxScriptWaits = 3
 )
 
 // scriptRead is what a batch script told, read once: what its rubick-srun
@@ -49,19 +53,20 @@ type scriptRead struct {
 // scriptFacts returns, for the pending and running jobs among jobs that
 // have not reported their launch line (reported), what the rubick-srun
 // line of their batch script says: what it cannot express and the global
-// batch it trains with. Until a job's rubick-srun reports at its start
+// batch it trains with; and the pending jobs whose scripts the cycle's
+// reads did not reach, to wait for them (maxScriptWaits). Until a job's rubick-srun reports at its start
 // these are its best facts: its user's last job of the model type may have
 // run another line. A job that runs without reporting (no samples
 // endpoint) keeps them: a restart on a plan its line cannot run would end
 // it. A script rubick cannot read (a launch line built at run time) gives
 // nothing, and the job is planned as before; so does the batch of a line
 // whose DeepSpeed config rubickd may not open.
-func (d *Daemon) scriptFacts(ctx context.Context, jobs []slurm.Job, reported map[int]bool) map[int]scriptRead {
+func (d *Daemon) scriptFacts(ctx context.Context, jobs []slurm.Job, reported map[int]bool) (map[int]scriptRead, map[int]bool) {
 	if d.deps.Scripts == nil || !d.cfg.ReadBatchScripts {
-		return nil
+		return nil, nil
 	}
 	seen := make(map[int]bool)
-	out := map[int]scriptRead{}
+	out, unread, waited := map[int]scriptRead{}, map[int]bool{}, map[int]bool{}
 	reads, start := 0, d.deps.Now()
 	for _, j := range jobs {
 		if j.Tag == nil || j.Tag.ModelType == "" || j.State != slurm.StatePending && j.State != slurm.StateRunning || reported[j.ID] || j.Interactive {
@@ -81,6 +86,15 @@ func (d *Daemon) scriptFacts(ctx context.Context, jobs []slurm.Job, reported map
 				d.scriptMissed(err)
 			}
 			d.scripts[sid] = r
+			delete(d.scriptWaits, sid)
+		} else if !ok && j.State == slurm.StatePending && d.inRun {
+			if !waited[sid] { // once a cycle for an array's tasks
+				waited[sid] = true
+				d.scriptWaits[sid]++
+			}
+			if d.scriptWaits[sid] <= maxScriptWaits {
+				unread[j.ID] = true
+			}
 		}
 		if r != nil {
 			out[j.ID] = *r
@@ -91,7 +105,12 @@ func (d *Daemon) scriptFacts(ctx context.Context, jobs []slurm.Job, reported map
 			delete(d.scripts, id) // reported, ended or gone
 		}
 	}
-	return out
+	for id := range d.scriptWaits {
+		if !seen[id] {
+			delete(d.scriptWaits, id)
+		}
+	}
+	return out, unread
 }
 
 // scriptMisses is how many batch scripts of pending jobs in a row Slurm

@@ -269,7 +269,8 @@ func TestJobFactsOfStartedJob(t *testing.T) {
 }
 
 // TestScriptFactsReadOnce: each batch script is read once, at most
-// maxScriptReads per cycle; the tasks of an array share the array's.
+// maxScriptReads per cycle; the tasks of an array share the array's. The
+// pending jobs past the bound are the cycle's unread, to wait for theirs.
 func TestScriptFactsReadOnce(t *testing.T) {
 	var jobs []slurm.Job
 	scripts := &fakeScripts{scripts: map[int]string{}}
@@ -281,24 +282,29 @@ func TestScriptFactsReadOnce(t *testing.T) {
 	jobs[0].ArrayJobID, jobs[0].ID = 2, 100 // a task of array 2, whose script job 2 has too
 	d, _ := newTestDaemonWith(t, &fakeCluster{}, &fakeApplier{}, func(*Config) {})
 	d.deps.Scripts = scripts
+	d.inRun = true
 	ctx := context.Background()
-	first := d.scriptFacts(ctx, jobs, nil)
+	first, unread := d.scriptFacts(ctx, jobs, nil)
 	if len(first) != maxScriptReads+1 || len(scripts.reads) != maxScriptReads || scripts.reads[0] != 2 {
 		t.Fatalf("first cycle: %d facts from reads %v, want %d from %d, the first of job 2", len(first), scripts.reads, maxScriptReads+1, maxScriptReads)
 	}
-	second := d.scriptFacts(ctx, jobs, nil)
-	if len(second) != len(jobs) || len(scripts.reads) != len(jobs)-1 {
-		t.Fatalf("second cycle: %d facts, %d reads in all; want %d and %d", len(second), len(scripts.reads), len(jobs), len(jobs)-1)
+	past := map[int]bool{maxScriptReads + 2: true, maxScriptReads + 3: true, maxScriptReads + 4: true}
+	if diff := cmp.Diff(past, unread); diff != "" {
+		t.Errorf("first cycle's unread (-want +got):\n%s", diff)
+	}
+	second, unread := d.scriptFacts(ctx, jobs, nil)
+	if len(second) != len(jobs) || len(scripts.reads) != len(jobs)-1 || len(unread) != 0 {
+		t.Fatalf("second cycle: %d facts, %d reads in all, unread %v; want %d, %d and none", len(second), len(scripts.reads), unread, len(jobs), len(jobs)-1)
 	}
 	if got := second[100]; got != (scriptRead{gb: 32, batch: true}) {
 		t.Errorf("array task's facts %+v, want global batch 32", got)
 	}
 	// Started: kept, until the job reports its line.
 	jobs[2].State, jobs[2].StartTime = slurm.StateRunning, t0
-	if got := d.scriptFacts(ctx, jobs, nil); len(got) != len(jobs) || len(scripts.reads) != len(jobs)-1 {
+	if got, _ := d.scriptFacts(ctx, jobs, nil); len(got) != len(jobs) || len(scripts.reads) != len(jobs)-1 {
 		t.Fatalf("a job started: %d facts, %d reads in all; want %d and %d", len(got), len(scripts.reads), len(jobs), len(jobs)-1)
 	}
-	got := d.scriptFacts(ctx, jobs, map[int]bool{jobs[2].ID: true})
+	got, _ := d.scriptFacts(ctx, jobs, map[int]bool{jobs[2].ID: true})
 	if _, ok := d.scripts[jobs[2].ID]; ok || len(d.scripts) != len(jobs)-2 || len(got) != len(jobs)-1 {
 		t.Errorf("kept %d scripts and gave %d facts, with reported job %d: %v", len(d.scripts), len(got), jobs[2].ID, ok)
 	}
@@ -306,7 +312,8 @@ func TestScriptFactsReadOnce(t *testing.T) {
 
 // TestScriptFactsTime: a cycle reads no more scripts once it has spent
 // scriptReadTime reading them (here each look at the clock is a second
-// later); the rest wait for the next cycles.
+// later); the rest wait for the next cycles, each pending job
+// maxScriptWaits cycles at most before it is planned unread.
 func TestScriptFactsTime(t *testing.T) {
 	var jobs []slurm.Job
 	scripts := &fakeScripts{scripts: map[int]string{}}
@@ -316,13 +323,36 @@ func TestScriptFactsTime(t *testing.T) {
 	}
 	d, _ := newTestDaemonWith(t, &fakeCluster{}, &fakeApplier{}, func(*Config) {})
 	d.deps.Scripts = scripts
+	d.inRun = true
 	now := t0
 	d.deps.Now = func() time.Time { now = now.Add(time.Second); return now }
-	for cycle, want := range []int{1, 2, 3, 4, 5} {
-		d.scriptFacts(context.Background(), jobs, nil)
-		if len(scripts.reads) != want {
-			t.Fatalf("after cycle %d: %d scripts read, want %d", cycle+1, len(scripts.reads), want)
+	for cycle, want := range []struct {
+		reads  int
+		unread map[int]bool
+	}{
+		{1, map[int]bool{2: true, 3: true, 4: true, 5: true}},
+		{2, map[int]bool{3: true, 4: true, 5: true}},
+		{3, map[int]bool{4: true, 5: true}},
+		{4, map[int]bool{}}, // job 5 left unread a fourth time
+		{5, map[int]bool{}},
+	} {
+		_, unread := d.scriptFacts(context.Background(), jobs, nil)
+		if len(scripts.reads) != want.reads {
+			t.Fatalf("after cycle %d: %d scripts read, want %d", cycle+1, len(scripts.reads), want.reads)
 		}
+		if diff := cmp.Diff(want.unread, unread); diff != "" {
+			t.Errorf("cycle %d's unread (-want +got):\n%s", cycle+1, diff)
+		}
+	}
+	if len(d.scriptWaits) != 0 {
+		t.Errorf("waits still counted once every script was read: %v", d.scriptWaits)
+	}
+	// A cycle outside Run (--once) has no next one to wait for.
+	d, _ = newTestDaemonWith(t, &fakeCluster{}, &fakeApplier{}, func(*Config) {})
+	d.deps.Scripts = &fakeScripts{scripts: scripts.scripts}
+	d.deps.Now = func() time.Time { now = now.Add(time.Second); return now }
+	if _, unread := d.scriptFacts(context.Background(), jobs, nil); len(unread) != 0 {
+		t.Errorf("a cycle outside Run waits for %v", unread)
 	}
 }
 
@@ -493,7 +523,7 @@ func TestScriptFactsFilesBusy(t *testing.T) {
 	ctx := context.Background()
 	unread := scriptRead{cannot: model.FeatureTP | model.FeaturePP}
 	read := scriptRead{cannot: model.FeatureTP | model.FeaturePP, gb: 48, batch: true}
-	got := d.scriptFacts(ctx, jobs, nil)
+	got, _ := d.scriptFacts(ctx, jobs, nil)
 	opts := cmp.Options{cmp.AllowUnexported(scriptRead{}), cmpopts.IgnoreFields(scriptRead{}, "line")}
 	if diff := cmp.Diff(map[int]scriptRead{1: unread, 2: unread, 3: unread}, got, opts); diff != "" {
 		t.Errorf("first cycle (-want +got):\n%s", diff)
@@ -506,7 +536,7 @@ func TestScriptFactsFilesBusy(t *testing.T) {
 	for len(d.files.slots) > 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	got = d.scriptFacts(ctx, jobs, nil)
+	got, _ = d.scriptFacts(ctx, jobs, nil)
 	if diff := cmp.Diff(map[int]scriptRead{1: unread, 2: read, 3: read}, got, opts); diff != "" {
 		t.Errorf("second cycle (-want +got):\n%s", diff)
 	}
