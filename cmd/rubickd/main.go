@@ -25,7 +25,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"sync/atomic"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -288,7 +288,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if cfg.Listen != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler())
-		var lastUnverified atomic.Int64 // when Refused last warned, Unix ns
+		// Anyone can send requests, and a job whose samples rubickd
+		// rejects (its model type's spec off by more than
+		// maxSampleRatio) sends one each logging interval: each warning
+		// comes at most once a minute, the rest at debug level.
+		unverified, unstored := throttle{period: time.Minute}, throttle{period: time.Minute}
 		// At most 8 unmunge processes at once, whoever sends requests.
 		verifier := report.Limit(report.Munge{UnmungePath: cfg.Samples.Unmunge, Socket: cfg.Samples.MungeSocket}, 8)
 		mux.Handle("/samples", report.Handler(verifier, report.Acceptors{
@@ -296,7 +300,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				err := learner.Accept(ctx, uid, s)
 				result := acceptResult(err)
 				if err != nil {
-					log.Warn("sample not stored", "job", s.JobID, "uid", uid, "result", result, "err", err)
+					level, held := slog.LevelDebug, 0
+					if ok, n := unstored.allow(time.Now()); ok {
+						level, held = slog.LevelWarn, n
+					}
+					log.Log(ctx, level, "sample not stored", "job", s.JobID, "uid", uid, "result", result, "err", err,
+						"not_stored_since_last_warning", held)
 				}
 				metrics.Samples.WithLabelValues(result).Inc()
 				return err
@@ -318,11 +327,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 					return // the sender went away
 				}
 				// munged down: no sample reaches the model until it is back.
-				// Said at most once a minute: anyone can send requests.
 				if errors.Is(err, report.ErrUnavailable) {
 					metrics.Samples.WithLabelValues("unverified").Inc()
-					now, last := time.Now(), lastUnverified.Load()
-					if now.Sub(time.Unix(0, last)) >= time.Minute && lastUnverified.CompareAndSwap(last, now.UnixNano()) {
+					if ok, _ := unverified.allow(time.Now()); ok {
 						log.Warn("a sample could not be verified; is munged running? (samples.munge_socket; rubick_samples_total{result=\"unverified\"} counts them)", "err", err)
 					}
 					return
@@ -388,6 +395,29 @@ func openStore(ctx context.Context, path string, dryRun bool, log *slog.Logger) 
 		return nil, false, fmt.Errorf("--dry-run migrates no store, since a running rubickd may use it: %w", err)
 	}
 	return st, leave, err
+}
+
+// throttle lets a warning through at most once a period, and counts the
+// ones it held back since the last, for the next to say.
+type throttle struct {
+	period time.Duration
+	mu     sync.Mutex
+	last   time.Time
+	held   int
+}
+
+// allow reports whether a warning at now goes out, and how many were held
+// back since the last that did.
+func (t *throttle) allow(now time.Time) (bool, int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.last.IsZero() && now.Sub(t.last) < t.period {
+		t.held++
+		return false, 0
+	}
+	held := t.held
+	t.last, t.held = now, 0
+	return true, held
 }
 
 // acceptResult labels what became of a sample or launch notice, for the

@@ -384,3 +384,23 @@ func TestAcceptResult(t *testing.T) {
 		}
 	}
 }
+
+// A throttled warning goes out at most once a period, and the next one
+// says how many were held back since.
+func TestThrottle(t *testing.T) {
+	th := throttle{period: time.Minute}
+	t0 := time.Date(2026, 11, 30, 17, 51, 0, 0, time.UTC)
+	type call struct {
+		ok   bool
+		held int
+	}
+	var got []call
+	for _, at := range []time.Duration{0, time.Second, 30 * time.Second, 59 * time.Second, time.Minute, 61 * time.Second, 3 * time.Minute} {
+		ok, held := th.allow(t0.Add(at))
+		got = append(got, call{ok, held})
+	}
+	want := []call{{true, 0}, {false, 0}, {false, 0}, {false, 0}, {true, 3}, {false, 0}, {true, 1}}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(call{})); diff != "" {
+		t.Errorf("allow (-want +got):\n%s", diff)
+	}
+}
