@@ -353,6 +353,24 @@ func openTable(fsys fs.FS, file string) (*table, error) {
 	return readTable(f, file)
 }
 
+// require reports every one of cols the header lacks at once, so that a
+// file written by hand is mended in one pass, not one column a run.
+func (t *table) require(cols ...string) error {
+	var missing []string
+	for _, c := range cols {
+		if _, ok := t.header[c]; !ok {
+			missing = append(missing, strconv.Quote(c))
+		}
+	}
+	switch len(missing) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("%w: %s: missing column %s", ErrFormat, t.file, missing[0])
+	}
+	return fmt.Errorf("%w: %s: missing columns %s", ErrFormat, t.file, strings.Join(missing, ", "))
+}
+
 // field returns the named column of row i (0-based data row).
 func (t *table) field(i int, col string) (string, error) {
 	c, ok := t.header[col]
@@ -578,6 +596,10 @@ const MaxTraceGPUs = 1 << 21
 func ReadWorkload(r io.Reader, file string) ([]Job, error) {
 	t, err := readTable(r, file)
 	if err != nil {
+		return nil, err
+	}
+	if err := t.require("name", "submission_time", "duration", "application", "num_gpus", "num_cpus",
+		"bandwidth", "exec_plan", "steps", "is_sla"); err != nil {
 		return nil, err
 	}
 	out := make([]Job, 0, len(t.rows))

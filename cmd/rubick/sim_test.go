@@ -231,6 +231,9 @@ func TestSimBadTrace(t *testing.T) {
 	}{
 		"missing column": {csv: "name,submission_time,duration,application,num_gpus,num_cpus,bandwidth,exec_plan,is_sla\nbert-0,0,100,bert,2,16,0,ga,0\n",
 			want: `FILE: missing column "steps"`},
+		// Every missing column at once, not one a run.
+		"missing columns": {csv: "job_id,submit_time,model,num_gpus,duration\n1,0,gpt2,4,3600\n",
+			want: `FILE: missing columns "name", "submission_time", "application", "num_cpus", "bandwidth", "exec_plan", "steps", "is_sla"`},
 		"unknown application": {csv: header + first + "x-1,60,200,gpt5,4,32,0,zero-dp,200,1\n",
 			want: `FILE line 3: job x-1: application="gpt5" is not a model type of the data (have bert, gpt2, llama30, llama7, roberta, t5, vit)`},
 		"malformed exec_plan": {csv: header + first + "gpt2-1,60,200,gpt2,4,32,0,zero-2,200,1\n",
