@@ -463,6 +463,10 @@ func loadProfile(fsys fs.FS, dir string) ([]ProfileRow, error) {
 	case datErr != nil:
 		return nil, datErr
 	}
+	if err := errors.Join(cfg.require("nodes", "gpus", "parameter_size", "batch_size", "seq_hid", "num_cpu_threads", "zero_type", "is_tp", "is_pp"),
+		dat.require("forward_time", "Tcc", "Topt", "iter_time", "strategy")); err != nil {
+		return nil, err
+	}
 	if len(cfg.rows) != len(dat.rows) {
 		return nil, fmt.Errorf("%w: %s: config.csv has %d rows, data.csv %d", ErrFormat, dir, len(cfg.rows), len(dat.rows))
 	}
@@ -493,6 +497,9 @@ func loadProfile(fsys fs.FS, dir string) ([]ProfileRow, error) {
 func loadPlacements(fsys fs.FS, file string) ([]Measurement, error) {
 	t, err := openTable(fsys, file)
 	if err != nil {
+		return nil, err
+	}
+	if err := t.require("exec_plan", "placement", "iter_time"); err != nil {
 		return nil, err
 	}
 	out := make([]Measurement, 0, len(t.rows))

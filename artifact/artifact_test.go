@@ -169,13 +169,21 @@ func TestLoadSpecOnly(t *testing.T) {
 }
 
 func TestLoadMalformedPlacements(t *testing.T) {
-	fsys := fstest.MapFS{
-		"models.json":             {Data: []byte(`{"models":{"m":{"layers":2,"hidden":8,"heads":2,"seq_len":4,"global_batch":4,"parameters":100,"forward_ms_1gpu":1}}}`)},
-		"traces/m/placements.csv": {Data: []byte("exec_plan,placement,iter_time\nga,80,1.0\n")},
-	}
-	_, err := Load(fsys)
-	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), `"80"`) {
-		t.Fatalf("Load error = %v, want ErrFormat naming placement \"80\"", err)
+	for name, tc := range map[string]struct{ csv, want string }{
+		"placement": {"exec_plan,placement,iter_time\nga,80,1.0\n", `"80"`},
+		// Every column it lacks, even without rows.
+		"header": {"plan,nodes,iter_time\n", `traces/m/placements.csv: missing columns "exec_plan", "placement"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			fsys := fstest.MapFS{
+				"models.json":             {Data: []byte(`{"models":{"m":{"layers":2,"hidden":8,"heads":2,"seq_len":4,"global_batch":4,"parameters":100,"forward_ms_1gpu":1}}}`)},
+				"traces/m/placements.csv": {Data: []byte(tc.csv)},
+			}
+			_, err := Load(fsys)
+			if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Load error = %v, want ErrFormat naming %s", err, tc.want)
+			}
+		})
 	}
 }
 

@@ -85,11 +85,15 @@ func TestLoadMalformedProfile(t *testing.T) {
 		cfg, dat string
 		want     string
 	}{
-		"nan forward":   {cfg: cfg + "1,2,0.0001,1,64,1,0,0,0\n", dat: dat + "NaN,2,1,5,1100\n", want: `forward_time="NaN"`},
-		"zero gpus":     {cfg: cfg + "1,0,0.0001,1,64,1,0,0,0\n", dat: dat + "1,2,1,5,1100\n", want: "gpus=0"},
-		"row mismatch":  {cfg: cfg + "1,2,0.0001,1,64,1,0,0,0\n", dat: dat, want: "config.csv has 1 rows, data.csv 0"},
-		"short row":     {cfg: cfg + "1,2\n", dat: dat + "1,2,1,5,1100\n", want: "wrong number of fields"},
-		"missing field": {cfg: "nodes,gpus\n1,2\n", dat: dat + "1,2,1,5,1100\n", want: `missing column "parameter_size"`},
+		"nan forward":  {cfg: cfg + "1,2,0.0001,1,64,1,0,0,0\n", dat: dat + "NaN,2,1,5,1100\n", want: `forward_time="NaN"`},
+		"zero gpus":    {cfg: cfg + "1,0,0.0001,1,64,1,0,0,0\n", dat: dat + "1,2,1,5,1100\n", want: "gpus=0"},
+		"row mismatch": {cfg: cfg + "1,2,0.0001,1,64,1,0,0,0\n", dat: dat, want: "config.csv has 1 rows, data.csv 0"},
+		"short row":    {cfg: cfg + "1,2\n", dat: dat + "1,2,1,5,1100\n", want: "wrong number of fields"},
+		"missing field": {cfg: "nodes,gpus\n1,2\n", dat: dat + "1,2,1,5,1100\n",
+			want: `config.csv: missing columns "parameter_size", "batch_size", "seq_hid", "num_cpu_threads", "zero_type", "is_tp", "is_pp"`},
+		// Both files' missing columns at once, even without rows.
+		"missing in both": {cfg: "nodes,gpus,parameter_size,batch_size,seq_hid,num_cpu_threads,zero_type,is_tp\n", dat: "forward_time,Tcc,Topt,iter\n",
+			want: `config.csv: missing column "is_pp"` + "\n" + `malformed data: profile/m/data.csv: missing columns "iter_time", "strategy"`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
