@@ -903,17 +903,7 @@ func TestEnrichSLOOfPlanKeptOn(t *testing.T) {
 		running = "401|train|physics|normal|gpu|RUNNING|2026-11-02T10:00:00|2026-11-02T10:31:00|Unknown|00:10:00|billing=8,cpu=8,gres/gpu=4,node=1||alice\n"
 		tag     = "rubick:v1 model=gpt2 class=guaranteed tenant=physics gen=1 req=n1.g4.c8.m64000"
 	)
-	env := model.DefaultEnv()
-	pred := model.Predictor{Spec: gpt2Spec(), Params: model.Priors(), Env: env}
-	res := model.Resources{Placement: model.Placement{4}, CPUs: 8, HostMemGB: 64000.0 / 1024}
-	best, _, err := pred.BestPlan(res, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	slow := mustPlan(t, "dp4.tp1.pp1.mb1.a16.z0+gc")
-	if s, b := tput(t, pred, slow.String(), res.Placement, res.CPUs), tput(t, pred, best.String(), res.Placement, res.CPUs); s >= b {
-		t.Fatalf("precondition: %s gives %v samples/s, want below %v (%s)", slow, s, b, best)
-	}
+	env, res, best, slow := sloPlans(t)
 	t0 := time.Date(2026, 11, 2, 10, 30, 0, 0, time.UTC)
 	keep := func(plan model.Plan) []store.Reason {
 		raw, err := json.Marshal(policy.Action{Kind: policy.Keep, JobID: "401", Plan: plan, Reason: policy.ReasonPenalty,
@@ -1123,17 +1113,7 @@ func TestEnrichSLOOfEndedRuns(t *testing.T) {
 		tres   = "billing=8,cpu=8,gres/gpu=4,node=1"
 		tag    = "rubick:v1 model=gpt2 class=guaranteed tenant=physics gen=1 req=n1.g4.c8.m64000 plan="
 	)
-	env := model.DefaultEnv()
-	pred := model.Predictor{Spec: gpt2Spec(), Params: model.Priors(), Env: env}
-	res := model.Resources{Placement: model.Placement{4}, CPUs: 8, HostMemGB: 64000.0 / 1024}
-	best, _, err := pred.BestPlan(res, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	slow := mustPlan(t, "dp4.tp1.pp1.mb1.a16.z0+gc")
-	if s, b := tput(t, pred, slow.String(), res.Placement, res.CPUs), tput(t, pred, best.String(), res.Placement, res.CPUs); s >= b {
-		t.Fatalf("precondition: %s gives %v samples/s, want below %v (%s)", slow, s, b, best)
-	}
+	env, res, best, slow := sloPlans(t)
 	t0 := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
 	at := func(h, m int) time.Time { return t0.Add(time.Duration(h)*time.Hour + time.Duration(m)*time.Minute) }
 	keep := func(plan model.Plan, when time.Time) store.Reason {
@@ -1190,4 +1170,23 @@ func TestEnrichSLOOfEndedRuns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sloPlans is the setup of the SLO checks of a guaranteed gpt2 job asking
+// for 4 GPUs, 8 CPUs and 64,000 MB: the environment, those resources, the
+// best plan on them, and a plan slower there.
+func sloPlans(t *testing.T) (model.Env, model.Resources, model.Plan, model.Plan) {
+	t.Helper()
+	env := model.DefaultEnv()
+	pred := model.Predictor{Spec: gpt2Spec(), Params: model.Priors(), Env: env}
+	res := model.Resources{Placement: model.Placement{4}, CPUs: 8, HostMemGB: 64000.0 / 1024}
+	best, _, err := pred.BestPlan(res, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := mustPlan(t, "dp4.tp1.pp1.mb1.a16.z0+gc")
+	if s, b := tput(t, pred, slow.String(), res.Placement, res.CPUs), tput(t, pred, best.String(), res.Placement, res.CPUs); s >= b {
+		t.Fatalf("precondition: %s gives %v samples/s, want below %v (%s)", slow, s, b, best)
+	}
+	return env, res, best, slow
 }

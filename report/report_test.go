@@ -525,24 +525,7 @@ model,gpt2,2,1,11400,11400,165,,,2,1,1,820,,1,0,,0,0,0,,0,0,
 102,be,bio,normal,gpu,gpt2,best-effort,bio,RUNNING,false,2026-11-02T12:00:00Z,2026-11-02T12:00:30Z,,,30,2,0,1,1,260,,,,false,false,,dp16.tp1.pp1.mb1.a4.z0 dp8.tp1.pp1.mb1.a8.z0,,bob,0,0,
 103,ft,physics,normal,gpu,bert,guaranteed,physics,COMPLETED,true,2026-11-03T08:00:00Z,2026-11-03T08:10:00Z,2026-11-03T09:10:00Z,4200,600,1,0,0,0,0,,,,false,false,,dp2.tp1.pp1.mb8.a8.z0,,alice,0,0,
 `
-	for name, tc := range map[string]struct {
-		write func(*bytes.Buffer) error
-		want  string
-	}{
-		"table":    {func(b *bytes.Buffer) error { return r.WriteTable(b, true) }, table},
-		"csv":      {func(b *bytes.Buffer) error { return r.WriteCSV(b, false) }, csvSummary},
-		"csv jobs": {func(b *bytes.Buffer) error { return r.WriteCSV(b, true) }, csvJobs},
-	} {
-		t.Run(name, func(t *testing.T) {
-			var b bytes.Buffer
-			if err := tc.write(&b); err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.want, b.String()); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
-		})
-	}
+	checkWritten(t, r, table, csvSummary, csvJobs)
 
 	t.Run("json", func(t *testing.T) {
 		var b bytes.Buffer
@@ -1022,21 +1005,30 @@ model,llama7,1,1,3600,3600,600,3.333333,3.333333,0,0,0,0,0,0,0,,0,0,0,0,0,0,0
 4,,,,,bert,,,COMPLETED,true,2026-11-02T00:00:00Z,2026-11-02T00:10:00Z,2026-11-02T03:00:00Z,10800,600,3,1,0,1,560,0.577778,17.333333,16.177778,false,false,,,0,,1,860,0.577778
 5,,,,,llama7,,,NODE_FAIL,true,2026-11-02T00:00:00Z,2026-11-02T00:10:00Z,2026-11-02T01:00:00Z,3600,600,1,0,0,0,0,0,3.333333,3.333333,false,false,,,0,,0,0,0
 `
-		for name, tc := range map[string]struct {
-			write func(*bytes.Buffer) error
-			want  string
-		}{
-			"table":    {func(b *bytes.Buffer) error { return r.WriteTable(b, true) }, table},
-			"csv":      {func(b *bytes.Buffer) error { return r.WriteCSV(b, false) }, csvSummary},
-			"csv jobs": {func(b *bytes.Buffer) error { return r.WriteCSV(b, true) }, csvJobs},
-		} {
+		checkWritten(t, r, table, csvSummary, csvJobs)
+	})
+}
+
+// checkWritten compares what r writes as a table with its jobs, as CSV
+// summaries and as CSV jobs with what each should be.
+func checkWritten(t *testing.T, r *Report, table, csvSummary, csvJobs string) {
+	t.Helper()
+	for name, tc := range map[string]struct {
+		write func(*bytes.Buffer) error
+		want  string
+	}{
+		"table":    {func(b *bytes.Buffer) error { return r.WriteTable(b, true) }, table},
+		"csv":      {func(b *bytes.Buffer) error { return r.WriteCSV(b, false) }, csvSummary},
+		"csv jobs": {func(b *bytes.Buffer) error { return r.WriteCSV(b, true) }, csvJobs},
+	} {
+		t.Run(name, func(t *testing.T) {
 			var b bytes.Buffer
 			if err := tc.write(&b); err != nil {
 				t.Fatal(err)
 			}
-			if d := cmp.Diff(tc.want, b.String()); d != "" {
-				t.Errorf("%s (-want +got):\n%s", name, d)
+			if diff := cmp.Diff(tc.want, b.String()); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
 			}
-		}
-	})
+		})
+	}
 }
