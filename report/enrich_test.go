@@ -936,21 +936,7 @@ func TestEnrichSLOOfPlanKeptOn(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			r := build(t, header+running, Options{})
-			st := &fakeStore{
-				jobs:    map[int64]store.Job{401: {ID: 401, ModelType: "gpt2", Class: store.Guaranteed, State: "RUNNING"}},
-				history: map[int64][]store.Action{401: tc.hist},
-				reasons: map[int64][]store.Reason{401: tc.reasons},
-				specs:   map[string]model.Spec{"gpt2": gpt2Spec()},
-				fits:    map[string]store.Fit{"gpt2": {FitResult: model.FitResult{Params: model.Priors()}}},
-			}
-			if err := r.Enrich(context.Background(), st, "s.db", env); err != nil {
-				t.Fatal(err)
-			}
-			j := r.Jobs[0]
-			if d := cmp.Diff(tc.want, j.SLOViolated); d != "" || !strings.Contains(j.SLODetail, tc.detail) {
-				t.Errorf("slo_violated (-want +got):\n%s\nslo_detail %q, want it to hold %q", d, j.SLODetail, tc.detail)
-			}
+			checkEnrichedSLO(t, header+running, "RUNNING", tc.hist, tc.reasons, env, tc.want, tc.detail)
 		})
 	}
 }
@@ -1153,21 +1139,7 @@ func TestEnrichSLOOfEndedRuns(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			r := build(t, header+tc.rows, Options{})
-			st := &fakeStore{
-				jobs:    map[int64]store.Job{401: {ID: 401, ModelType: "gpt2", Class: store.Guaranteed, State: "COMPLETED"}},
-				history: map[int64][]store.Action{401: tc.hist},
-				reasons: map[int64][]store.Reason{401: tc.reasons},
-				specs:   map[string]model.Spec{"gpt2": gpt2Spec()},
-				fits:    map[string]store.Fit{"gpt2": {FitResult: model.FitResult{Params: model.Priors()}}},
-			}
-			if err := r.Enrich(context.Background(), st, "s.db", env); err != nil {
-				t.Fatal(err)
-			}
-			j := r.Jobs[0]
-			if d := cmp.Diff(tc.want, j.SLOViolated); d != "" || !strings.Contains(j.SLODetail, tc.detail) {
-				t.Errorf("slo_violated (-want +got):\n%s\nslo_detail %q, want it to hold %q", d, j.SLODetail, tc.detail)
-			}
+			checkEnrichedSLO(t, header+tc.rows, "COMPLETED", tc.hist, tc.reasons, env, tc.want, tc.detail)
 		})
 	}
 }
@@ -1189,4 +1161,26 @@ func sloPlans(t *testing.T) (model.Env, model.Resources, model.Plan, model.Plan)
 		t.Fatalf("precondition: %s gives %v samples/s, want below %v (%s)", slow, s, b, best)
 	}
 	return env, res, best, slow
+}
+
+// checkEnrichedSLO enriches the report of sacct text with a store that
+// holds guaranteed gpt2 job 401 in state, with hist and reasons, and
+// checks its SLO verdict: want, and a detail that holds detail.
+func checkEnrichedSLO(t *testing.T, text, state string, hist []store.Action, reasons []store.Reason, env model.Env, want *bool, detail string) {
+	t.Helper()
+	r := build(t, text, Options{})
+	st := &fakeStore{
+		jobs:    map[int64]store.Job{401: {ID: 401, ModelType: "gpt2", Class: store.Guaranteed, State: state}},
+		history: map[int64][]store.Action{401: hist},
+		reasons: map[int64][]store.Reason{401: reasons},
+		specs:   map[string]model.Spec{"gpt2": gpt2Spec()},
+		fits:    map[string]store.Fit{"gpt2": {FitResult: model.FitResult{Params: model.Priors()}}},
+	}
+	if err := r.Enrich(context.Background(), st, "s.db", env); err != nil {
+		t.Fatal(err)
+	}
+	j := r.Jobs[0]
+	if d := cmp.Diff(want, j.SLOViolated); d != "" || !strings.Contains(j.SLODetail, detail) {
+		t.Errorf("slo_violated (-want +got):\n%s\nslo_detail %q, want it to hold %q", d, j.SLODetail, detail)
+	}
 }
