@@ -37,6 +37,20 @@ var palette = []color.RGBA{
 	{0x94, 0x67, 0xbd, 0xff}, {0x8c, 0x56, 0x4b, 0xff}, {0xe3, 0x77, 0xc2, 0xff}, {0x7f, 0x7f, 0x7f, 0xff},
 }
 
+// modelColors gives each model type of the report's jobs its colour, in
+// name order, so that a model type has one colour in every chart.
+func (r *Report) modelColors() map[string]color.RGBA {
+	all := map[string]bool{}
+	for _, j := range r.Jobs {
+		all[j.ModelType] = true
+	}
+	out := map[string]color.RGBA{}
+	for i, mt := range sortedKeys(all) {
+		out[mt] = palette[i%len(palette)]
+	}
+	return out
+}
+
 // Plot writes jct-cdf, gpu-alloc and plans charts into dir and returns the
 // files written. A chart without data is skipped; its reason comes back in
 // the joined error (wrapping ErrNoData), after the other charts are written.
@@ -86,7 +100,8 @@ func (r *Report) jctCDF(PlotOptions) (*plot.Plot, error) {
 	p.X.Label.Text = "JCT (h)"
 	p.Y.Label.Text = "fraction of jobs"
 	p.Y.Min, p.Y.Max = 0, 1
-	for i, mt := range sortedKeys(by) {
+	colors := r.modelColors()
+	for _, mt := range sortedKeys(by) {
 		v := slices.Sorted(slices.Values(by[mt]))
 		pts := make(plotter.XYs, 0, 2*len(v))
 		for k, x := range v {
@@ -97,7 +112,7 @@ func (r *Report) jctCDF(PlotOptions) (*plot.Plot, error) {
 		if err != nil {
 			return nil, err
 		}
-		l.Color = palette[i%len(palette)]
+		l.Color = colors[mt]
 		p.Add(l)
 		p.Legend.Add(mt, l)
 	}
@@ -166,8 +181,15 @@ func (r *Report) gpuAlloc(o PlotOptions) (*plot.Plot, error) {
 	return p, nil
 }
 
+// maxLabelledRows is the most jobs the plans chart labels its runs for:
+// past it the labels of one row run into the next (a week of a busy
+// cluster holds hundreds), and rubick report --jobs lists the plans.
+const maxLabelledRows = 30
+
 // plansOverTime draws one bar per run of every job with a plan, one job per
-// row, labelled with the run's plan.
+// row, in its model type's colour (as in the JCT chart, with a legend),
+// labelled with the run's plan up to maxLabelledRows jobs. Bars thin as
+// rows grow, so that rows stay apart.
 func (r *Report) plansOverTime(o PlotOptions) (*plot.Plot, error) {
 	var t0 time.Time
 	type seg struct {
@@ -177,16 +199,12 @@ func (r *Report) plansOverTime(o PlotOptions) (*plot.Plot, error) {
 		color      color.RGBA
 	}
 	var segs []seg
-	models := map[string]int{}
+	colors := r.modelColors()
+	shown := map[string]color.RGBA{} // the model types with a bar
 	row := 0
 	for _, j := range r.Jobs {
 		if len(j.Plans) == 0 {
 			continue
-		}
-		c, ok := models[j.ModelType]
-		if !ok {
-			c = len(models)
-			models[j.ModelType] = c
 		}
 		added := false
 		for _, run := range j.Runs {
@@ -197,7 +215,8 @@ func (r *Report) plansOverTime(o PlotOptions) (*plot.Plot, error) {
 			if run.End != nil {
 				end = *run.End
 			}
-			segs = append(segs, seg{row, *run.Start, end, run.Plan, palette[c%len(palette)]})
+			segs = append(segs, seg{row, *run.Start, end, run.Plan, colors[j.ModelType]})
+			shown[j.ModelType] = colors[j.ModelType]
 			if t0.IsZero() || run.Start.Before(t0) {
 				t0 = *run.Start
 			}
@@ -212,8 +231,14 @@ func (r *Report) plansOverTime(o PlotOptions) (*plot.Plot, error) {
 	}
 	p := plot.New()
 	p.Title.Text = "Plans over time (one row per job)"
+	labelled := row <= maxLabelledRows
+	if !labelled {
+		p.Title.Text = fmt.Sprintf("Plans over time (one row per job; %d jobs, too many to label: rubick report --jobs lists their plans)", row)
+	}
 	p.X.Label.Text = "hours since " + t0.Format(time.RFC3339)
 	p.Y.Label.Text = "job"
+	// About 300 points of height hold the rows.
+	width := vg.Points(min(6, max(1, 300/float64(row))))
 	labels := plotter.XYLabels{}
 	for _, s := range segs {
 		y := float64(s.row)
@@ -221,16 +246,29 @@ func (r *Report) plansOverTime(o PlotOptions) (*plot.Plot, error) {
 		if err != nil {
 			return nil, err
 		}
-		l.Color, l.Width = s.color, vg.Points(6)
+		l.Color, l.Width = s.color, width
 		p.Add(l)
-		labels.XYs = append(labels.XYs, plotter.XY{X: s.start.Sub(t0).Hours(), Y: y + 0.25})
-		labels.Labels = append(labels.Labels, s.plan)
+		if labelled {
+			labels.XYs = append(labels.XYs, plotter.XY{X: s.start.Sub(t0).Hours(), Y: y + 0.25})
+			labels.Labels = append(labels.Labels, s.plan)
+		}
 	}
-	lb, err := plotter.NewLabels(labels)
-	if err != nil {
-		return nil, err
+	if labelled {
+		lb, err := plotter.NewLabels(labels)
+		if err != nil {
+			return nil, err
+		}
+		p.Add(lb)
 	}
-	p.Add(lb)
+	for _, mt := range sortedKeys(shown) {
+		l, err := plotter.NewLine(plotter.XYs{{}})
+		if err != nil {
+			return nil, err
+		}
+		l.Color, l.Width = shown[mt], vg.Points(6)
+		p.Legend.Add(mt, l)
+	}
+	p.Legend.Top, p.Legend.Left = true, true
 	p.Y.Min, p.Y.Max = -0.5, float64(row)-0.5+0.5
 	return p, nil
 }

@@ -1032,3 +1032,50 @@ func checkWritten(t *testing.T, r *Report, table, csvSummary, csvJobs string) {
 		})
 	}
 }
+
+// The plans chart labels each run with its plan up to maxLabelledRows
+// jobs; past it the labels of one row would run into the next, and the
+// title says where the plans are listed. Either way a legend names each
+// model type drawn.
+func TestPlotPlansLabels(t *testing.T) {
+	const header = "JobID|State|Submit|Start|End|AllocTRES|AdminComment\n"
+	rows := func(n int) string {
+		var b strings.Builder
+		b.WriteString(header)
+		for i := range n {
+			model := []string{"gpt2", "bert"}[i%2]
+			fmt.Fprintf(&b, "%d|COMPLETED|2026-11-02T10:00:00|2026-11-02T10:%02d:00|2026-11-02T11:00:00|cpu=8,gres/gpu=4,node=1|rubick:v1 model=%s gen=1 plan=dp4.tp1.pp1.mb2.a1.z0\n",
+				100+i, i%60, model)
+		}
+		return b.String()
+	}
+	for name, tc := range map[string]struct {
+		jobs   int
+		labels int
+		title  string
+	}{
+		"few":  {jobs: maxLabelledRows, labels: maxLabelledRows, title: "Plans over time (one row per job)<"},
+		"many": {jobs: maxLabelledRows + 1, labels: 0, title: "31 jobs, too many to label: rubick report --jobs lists their plans"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := build(t, rows(tc.jobs), Options{})
+			dir := t.TempDir()
+			if _, err := r.Plot(dir, PlotOptions{Format: "svg"}); err != nil && !errors.Is(err, ErrNoData) {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(filepath.Join(dir, "plans.svg"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			svg := string(b)
+			if got := strings.Count(svg, ">dp4.tp1.pp1.mb2.a1.z0<"); got != tc.labels {
+				t.Errorf("%d plan labels, want %d", got, tc.labels)
+			}
+			for _, want := range []string{tc.title, ">bert<", ">gpt2<"} {
+				if !strings.Contains(svg, want) {
+					t.Errorf("the chart lacks %q", want)
+				}
+			}
+		})
+	}
+}
