@@ -476,7 +476,18 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, gpu
 		_ = sendLaunch(lctx, cfg, jobID, modelType, reported, false, false, log)
 		cancel()
 	}
-	log.Info("launching", "argv", shellQuote(st.argv))
+	// The plan in so many words: the argv shows it only as flags.
+	attrs := []any{}
+	if reported != nil {
+		attrs = append(attrs, "plan", reported.String())
+	}
+	if st.placement.GPUs() > 0 {
+		attrs = append(attrs, "placement", st.placement.String())
+	}
+	if st.cpus > 0 {
+		attrs = append(attrs, "cpus", st.cpus)
+	}
+	log.Info("launching", append(attrs, "argv", shellQuote(st.argv))...)
 	status, checkpointed := launchStep(ctx, st, cfg.checkpointSig, early, samples, stdout, stderr, log)
 	if checkpointed && cfg.requeue && jobID != "" {
 		_ = requeueCheckpointed(ctx, cfg, tag, log)

@@ -488,6 +488,10 @@ func TestRunFromAdminComment(t *testing.T) {
 	if out.String() != trainerOutput {
 		t.Errorf("stdout changed:\n%q\nwant\n%q", out.String(), trainerOutput)
 	}
+	// The job's log names the plan and what it runs on, not as flags only.
+	if want := `msg=launching prog=rubick-srun job=42 plan=dp2.tp1.pp1.mb4.a2.z0+gc placement=2 cpus=8 argv=`; !strings.Contains(errOut.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, errOut.String())
+	}
 	// The Megatron line on stderr counts too; the DeepSpeed one before it
 	// does not, on a Megatron line.
 	col.mu.Lock()
