@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,6 +34,14 @@ type Cluster interface {
 // learns limits from the reasons Slurm holds jobs back for.
 type LimitLister interface {
 	Limits(ctx context.Context) (slurm.Limits, error)
+}
+
+// PartitionLister is a Cluster that lists the partitions alone
+// (slurm.RESTCluster does): between limits listings rubickd reads them
+// each cycle, so that a partition set DOWN or UP, or a new MaxTime,
+// counts from the next cycle rather than within a minute.
+type PartitionLister interface {
+	Partitions(ctx context.Context) ([]slurm.Partition, error)
 }
 
 // ReservationLister is a Cluster that lists advance reservations
@@ -170,6 +179,9 @@ type Daemon struct {
 	limitsAt        time.Time
 	limitsTook      time.Duration
 	limitsErr       error
+	// partsErr is the last error reading the partitions between
+	// listings (logged once).
+	partsErr error
 	// budgets are the last GrpTRESMins budgets and fair-share factors
 	// read, budgetsAt when and budgetScope for which associations they
 	// were read, budgetsErr the last error reading them.
@@ -1064,7 +1076,8 @@ func reportedRun(recent []store.StoredSample, since time.Time, only string) (mod
 
 // slurmLimits is the limits listing with the budgets on it. The listing is
 // read again once limitsRefresh has passed, or limitsSlowdown times what
-// the last one took if that is longer; the budgets each limitsRefresh, and
+// the last one took if that is longer, and its partitions alone in every
+// cycle between (PartitionLister); the budgets each limitsRefresh, and
 // with every new listing. With them come the fair-share factors of the
 // accounts in fairAccounts, at once when one was not read before, and the
 // QOS and association priorities and the priority weights (with an
@@ -1088,6 +1101,21 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time, fairAccounts []
 				unread = errors.New(strings.Join(u, "; "))
 			}
 			d.warnNew(&d.unreadErr, unread, "limits rubick does not plan with; Slurm holds back a job sized past one, and rubick then runs it on its request")
+		}
+	} else if p, ok := d.deps.Cluster.(PartitionLister); ok && d.listing.Partitions != nil {
+		// Between listings, the partitions alone: a state an administrator
+		// set (DOWN, UP) counts from this cycle, not from the next
+		// listing. The rest of the listing stays.
+		parts, err := p.Partitions(ctx)
+		d.warnNew(&d.partsErr, err, "partitions not read; their state and limits as last read stay in force")
+		if err == nil {
+			byName := make(map[string]slurm.Partition, len(parts))
+			for _, part := range parts {
+				byName[part.Name] = part
+			}
+			if !maps.EqualFunc(byName, d.listing.Partitions, func(a, b slurm.Partition) bool { return reflect.DeepEqual(a, b) }) {
+				d.listing.Partitions, changed = byName, true
+			}
 		}
 	}
 	// Budgets go on what slurmdbd listed; without a listing there is

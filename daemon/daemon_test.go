@@ -1604,6 +1604,59 @@ func TestSlurmLimitsRefresh(t *testing.T) {
 	}
 }
 
+// partsCluster lists the partitions alone besides the limits.
+type partsCluster struct {
+	*limitsCluster
+	parts []slurm.Partition
+	err   error
+	calls int
+}
+
+func (p *partsCluster) Partitions(context.Context) ([]slurm.Partition, error) {
+	p.calls++
+	return p.parts, p.err
+}
+
+// Between limits listings the partitions alone are read each cycle: a
+// partition set DOWN counts from the next cycle, the QOS of the listing
+// stay, a failed read keeps the partitions last read, and a new listing
+// brings its own.
+func TestSlurmLimitsPartitionsEachCycle(t *testing.T) {
+	qos := map[string]slurm.QOS{"normal": {Name: "normal", PerJob: slurm.JobLimits{GPUs: 4}}}
+	up := map[string]slurm.Partition{"gpu": {Name: "gpu", State: "UP"}}
+	down := map[string]slurm.Partition{"gpu": {Name: "gpu", State: "DOWN"}}
+	c := &partsCluster{limitsCluster: &limitsCluster{fakeCluster: &fakeCluster{}, limits: slurm.Limits{QOS: qos, Partitions: up}}}
+	d, _ := newTestDaemonWith(t, c, &fakeApplier{}, func(*Config) {})
+	var log bytes.Buffer
+	d.deps.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	ctx := context.Background()
+	for _, st := range []struct {
+		after               time.Duration
+		parts               []slurm.Partition
+		err                 error
+		want                map[string]slurm.Partition
+		listings, partsRead int
+	}{
+		{0, nil, nil, up, 1, 0},
+		{5 * time.Second, []slurm.Partition{{Name: "gpu", State: "DOWN"}}, nil, down, 1, 1},
+		{10 * time.Second, nil, errors.New("slurmrestd unavailable"), down, 1, 2},
+		{15 * time.Second, nil, errors.New("slurmrestd unavailable"), down, 1, 3},
+		{limitsRefresh, nil, nil, up, 2, 3}, // the listing's own
+	} {
+		c.parts, c.err = st.parts, st.err
+		got := d.slurmLimits(ctx, t0.Add(st.after), nil)
+		if diff := cmp.Diff(slurm.Limits{QOS: qos, Partitions: st.want}, got); diff != "" {
+			t.Errorf("at +%v: limits (-want +got):\n%s", st.after, diff)
+		}
+		if c.limitsCluster.calls != st.listings || c.calls != st.partsRead {
+			t.Errorf("at +%v: %d listings and %d partition reads, want %d and %d", st.after, c.limitsCluster.calls, c.calls, st.listings, st.partsRead)
+		}
+	}
+	if n := strings.Count(log.String(), "partitions not read"); n != 1 {
+		t.Errorf("%d warnings of the failed reads, want 1:\n%s", n, log.String())
+	}
+}
+
 // slowLister is a limits listing that takes took on the daemon's clock.
 type slowLister struct {
 	*limitsCluster
