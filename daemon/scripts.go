@@ -63,6 +63,10 @@ type scriptRead struct {
 // whose DeepSpeed config rubickd may not open.
 func (d *Daemon) scriptFacts(ctx context.Context, jobs []slurm.Job, reported map[int]bool) (map[int]scriptRead, map[int]bool) {
 	if d.deps.Scripts == nil || !d.cfg.ReadBatchScripts {
+		// A reload that turned the reads off: what they told is dropped,
+		// not kept for as long as they stay off.
+		clear(d.scripts)
+		clear(d.scriptWaits)
 		return nil, nil
 	}
 	seen := make(map[int]bool)

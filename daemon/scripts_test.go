@@ -347,6 +347,15 @@ func TestScriptFactsTime(t *testing.T) {
 	if len(d.scriptWaits) != 0 {
 		t.Errorf("waits still counted once every script was read: %v", d.scriptWaits)
 	}
+	// Reads turned off (a reload) drop what was read and counted.
+	if len(d.scripts) != len(jobs) {
+		t.Fatalf("%d scripts kept, want %d", len(d.scripts), len(jobs))
+	}
+	d.scriptWaits[7] = 1 // a job past this cycle's reads
+	d.cfg.ReadBatchScripts = false
+	if facts, unread := d.scriptFacts(context.Background(), jobs, nil); facts != nil || unread != nil || len(d.scripts)+len(d.scriptWaits) != 0 {
+		t.Errorf("reads off: facts %v, unread %v; kept %d scripts and %d waits, want none", facts, unread, len(d.scripts), len(d.scriptWaits))
+	}
 	// A cycle outside Run (--once) has no next one to wait for.
 	d, _ = newTestDaemonWith(t, &fakeCluster{}, &fakeApplier{}, func(*Config) {})
 	d.deps.Scripts = &fakeScripts{scripts: scripts.scripts}
