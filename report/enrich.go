@@ -248,11 +248,8 @@ func (j *Job) runningPlan(hist []store.Action, newest []store.Reason) {
 	if plan == (model.Plan{}) {
 		return
 	}
-	p := plan.String()
-	j.Runs[k].Plan = p
-	if len(j.Plans) == 0 || j.Plans[len(j.Plans)-1] != p {
-		j.Plans = append(j.Plans, p)
-	}
+	j.Runs[k].Plan = plan.String()
+	j.Plans = plansOf(j.Runs)
 }
 
 // ranOn marks the action of index i in the job's own plan history as one
@@ -336,7 +333,7 @@ func (j *Job) endedRuns(hist []store.Action) []endedRun {
 			e.res = hist[e.applied].Resources
 		} else {
 			e.applied = -1
-			e.res = model.Resources{Placement: uniform(max(row.Nodes, 1), run.GPUs), CPUs: row.CPUs}
+			e.res = run.resources()
 		}
 		out = append(out, e)
 	}
@@ -354,7 +351,6 @@ func (j *Job) endedRuns(hist []store.Action) []endedRun {
 // a job's newest phase only. Without such a decision (pruned) the run
 // keeps its tag's.
 func (j *Job) endedPlans(ended []endedRun, newest []store.Reason) {
-	changed := false
 	for k, e := range ended {
 		var reasons []store.Reason
 		if newest[k].CycleID != 0 {
@@ -365,20 +361,12 @@ func (j *Job) endedPlans(ended []endedRun, newest []store.Reason) {
 			j.ranOn(e.applied)
 			continue
 		}
-		j.Runs[e.run].Plan, changed = ran.String(), true
+		j.Runs[e.run].Plan = ran.String()
 		if res.Placement.GPUs() > 0 {
 			j.trained = append(j.trained, ranInstead{planOn{ran, res}, e.applied})
 		}
 	}
-	if !changed {
-		return
-	}
-	j.Plans = j.Plans[:0]
-	for _, run := range j.Runs {
-		if run.Plan != "" && (len(j.Plans) == 0 || j.Plans[len(j.Plans)-1] != run.Plan) {
-			j.Plans = append(j.Plans, run.Plan)
-		}
-	}
+	j.Plans = plansOf(j.Runs)
 }
 
 // ParseJobID reads a job id as sacct and squeue print it: a job id (id >
@@ -541,8 +529,7 @@ func (j *Job) checkSLO(p model.Predictor, hist []store.Action) {
 		runs = append(runs, t.planOn)
 	}
 	if len(runs) == 0 {
-		for k, run := range j.Runs {
-			row := j.rows[k]
+		for _, run := range j.Runs {
 			if run.Plan == "" || run.GPUs == 0 || run.ElapsedS == 0 {
 				continue
 			}
@@ -550,7 +537,7 @@ func (j *Job) checkSLO(p model.Predictor, hist []store.Action) {
 			if err != nil {
 				continue
 			}
-			runs = append(runs, planOn{plan, model.Resources{Placement: uniform(max(row.Nodes, 1), run.GPUs), CPUs: row.CPUs}})
+			runs = append(runs, planOn{plan, run.resources()})
 		}
 	}
 	if len(runs) == 0 {

@@ -190,6 +190,24 @@ type Job struct {
 	ranApplied map[int]bool
 }
 
+// plansOf is the plans of runs, in order, a plan that consecutive runs
+// share named once: what Job.Plans lists.
+func plansOf(runs []Run) []string {
+	out := []string{} // JSON's plans is [], not null, without one
+	for _, r := range runs {
+		if r.Plan != "" && (len(out) == 0 || out[len(out)-1] != r.Plan) {
+			out = append(out, r.Plan)
+		}
+	}
+	return out
+}
+
+// resources is what the run held as the model prices it: its GPUs spread
+// evenly over its nodes, and its CPUs.
+func (r Run) resources() model.Resources {
+	return model.Resources{Placement: uniform(max(r.Nodes, 1), r.GPUs), CPUs: r.CPUs}
+}
+
 // ranInstead is the plan a run trained on and its resources, and the
 // index in the job's own plan history of the action that applied the plan
 // it never trained on (-1 for none).
@@ -381,7 +399,7 @@ func buildJob(rows []Row, overhead time.Duration, tres bool, fallback *request) 
 	j := Job{
 		ID: last.JobID, Name: last.JobName, User: last.User, Account: last.Account, QOS: last.QOS, Partition: last.Partition,
 		ModelType: NoModel, State: last.State, Finished: slices.Contains(terminal, last.State),
-		Runs: []Run{}, Plans: []string{},
+		Runs: []Run{},
 	}
 	var errs []*JobError
 	seen := map[string]bool{}
@@ -459,15 +477,13 @@ func buildJob(rows []Row, overhead time.Duration, tres bool, fallback *request) 
 				addErr("AdminComment plan", t.Plan, err)
 			} else {
 				run.Plan = t.Plan
-				if len(j.Plans) == 0 || j.Plans[len(j.Plans)-1] != t.Plan {
-					j.Plans = append(j.Plans, t.Plan)
-				}
 			}
 		}
 		gpuH += run.ElapsedS * float64(run.GPUs) / 3600
 		billingH += run.ElapsedS * float64(run.Billing) / 3600
 		j.Runs = append(j.Runs, run)
 	}
+	j.Plans = plansOf(j.Runs)
 	j.BelowRequest = j.belowRequest()
 	// Every row but the last ends in a reconfiguration or an interruption:
 	// RESIZING rows are shrinks in place, NODE_FAIL and PREEMPTED rows
