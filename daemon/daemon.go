@@ -1109,11 +1109,8 @@ func (d *Daemon) slurmLimits(ctx context.Context, now time.Time, fairAccounts []
 		parts, err := p.Partitions(ctx)
 		d.warnNew(&d.partsErr, err, "partitions not read; their state and limits as last read stay in force")
 		if err == nil {
-			byName := make(map[string]slurm.Partition, len(parts))
-			for _, part := range parts {
-				byName[part.Name] = part
-			}
-			if !maps.EqualFunc(byName, d.listing.Partitions, func(a, b slurm.Partition) bool { return reflect.DeepEqual(a, b) }) {
+			// Unchanged, the limits with budgets on them are not rebuilt.
+			if byName := slurm.PartitionsByName(parts); !maps.EqualFunc(byName, d.listing.Partitions, func(a, b slurm.Partition) bool { return reflect.DeepEqual(a, b) }) {
 				d.listing.Partitions, changed = byName, true
 			}
 		}

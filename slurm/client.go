@@ -234,10 +234,7 @@ func (c *RESTCluster) Limits(ctx context.Context) (Limits, error) {
 	if partErr != nil {
 		return Limits{}, partErr
 	}
-	l := Limits{Partitions: make(map[string]Partition, len(parts))}
-	for _, p := range parts {
-		l.Partitions[p.Name] = p
-	}
+	l := Limits{Partitions: PartitionsByName(parts)}
 	if errors.Is(qosErr, ErrUnsupported) {
 		return l, nil
 	}

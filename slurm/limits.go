@@ -28,6 +28,15 @@ type Limits struct {
 	AssocIndex map[AssocKey]int
 }
 
+// PartitionsByName keys parts by name, as Limits.Partitions holds them.
+func PartitionsByName(parts []Partition) map[string]Partition {
+	out := make(map[string]Partition, len(parts))
+	for _, p := range parts {
+		out[p.Name] = p
+	}
+	return out
+}
+
 // Indexed is l with AssocIndex built; the listing calls it. Associations
 // must not be reordered or resized after it.
 func (l Limits) Indexed() Limits {
