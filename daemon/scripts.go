@@ -54,9 +54,9 @@ type scriptRead struct {
 // have not reported their launch line (reported), what the rubick-srun
 // line of their batch script says: what it cannot express and the global
 // batch it trains with; and the pending jobs whose scripts the cycle's
-// reads did not reach, to wait for them (maxScriptWaits). Until a job's rubick-srun reports at its start
-// these are its best facts: its user's last job of the model type may have
-// run another line. A job that runs without reporting (no samples
+// reads did not reach, to wait for them (maxScriptWaits). Until a job's
+// rubick-srun reports at its start these are its best facts: its user's
+// last job of the model type may have run another line. A job that runs without reporting (no samples
 // endpoint) keeps them: a restart on a plan its line cannot run would end
 // it. A script rubick cannot read (a launch line built at run time) gives
 // nothing, and the job is planned as before; so does the batch of a line
