@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +29,7 @@ type LearnStore interface {
 	Samples(ctx context.Context, modelType string) ([]store.StoredSample, error)
 	AddFitAs(ctx context.Context, modelType string, r model.FitResult, src store.Source, how store.Promotion) (store.Fit, error)
 	SetJobLaunch(ctx context.Context, id int64, user string, l store.Launch) error
+	RecordRefusal(ctx context.Context, jobID int64, plan model.Plan, why string) (store.Action, error)
 	PendingPhases(ctx context.Context) (map[string][]int64, error)
 	PhasesUsed(ctx context.Context, ids []int64) error
 }
@@ -221,8 +223,18 @@ func (l *Learner) AcceptLaunch(ctx context.Context, uid uint32, n report.Launch)
 		return err
 	}
 	if n.Refused {
+		why := refusal(n)
+		// In the plan history, the refusal tells rubick report that the
+		// requeue which follows is rubick's (a reconfiguration), not
+		// someone's scontrol requeue. Recorded after the launch facts,
+		// which a retried notice sets again.
+		if p, err := model.ParsePlan(n.Plan); err == nil {
+			if _, err := l.Store.RecordRefusal(ctx, int64(id), p, cmp.Or(why, "the launch line cannot run it")); err != nil {
+				return err
+			}
+		}
 		l.log().Warn("launch line cannot run the job's plan; the job requeued itself held and gets a plan it can run",
-			"job", id, "plan", n.Plan, "why", refusal(n), "dialect", n.Dialect, "cannot", n.Cannot, "global_batch", n.GlobalBatch)
+			"job", id, "plan", n.Plan, "why", why, "dialect", n.Dialect, "cannot", n.Cannot, "global_batch", n.GlobalBatch)
 	} else {
 		l.log().Debug("launch line reported", "job", id, "dialect", n.Dialect, "cannot", n.Cannot, "global_batch", n.GlobalBatch)
 	}

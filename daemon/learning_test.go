@@ -572,6 +572,16 @@ func TestAcceptLaunch(t *testing.T) {
 	if d := cmp.Diff(map[int64]store.Launch{5: {Cannot: model.FeatureTP | model.FeaturePP, GlobalBatch: 64, Own: true}}, got); d != "" {
 		t.Errorf("stored (-want +got):\n%s", d)
 	}
+	// The accepted refusal is in the job's plan history, for rubick
+	// report to count the requeue after it as rubick's.
+	hist, err := st.PlanHistory(ctx, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 1 || hist[0].Kind != store.KindRefused || hist[0].Plan.String() != good.Plan ||
+		hist[0].Error != "it uses tp, which the line cannot express; its global batch is 32, the line's 64" {
+		t.Errorf("plan history %+v, want the one refusal of %s, why", hist, good.Plan)
+	}
 }
 
 // A job reports as many samples as it likes of the configurations it has

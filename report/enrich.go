@@ -84,15 +84,25 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 			return fmt.Errorf("report: %w", err)
 		}
 		hist = j.own(hist)
+		var fallback *request
 		if j.req == nil {
 			if req, ok := storeRequest(hist); ok {
-				// Rebuilt from its rows so that the request also gives the
-				// GPUs of runs whose AllocTRES lacks gres/gpu. Build has
-				// reported the rows' problems.
-				next := j.next
-				*j, _ = buildJob(j.rows, r.overhead, r.tres, &req)
-				j.next = next
+				fallback = &req
 			}
+		}
+		var owner requeueOwner
+		if found && slices.ContainsFunc(j.requeues, func(rq requeue) bool { return rq.rubicks }) {
+			// The plan history of a job rubickd knows tells whose each
+			// requeue was; a job it does not know has none.
+			owner = historyOwner(hist)
+		}
+		if fallback != nil || owner != nil {
+			// Rebuilt from its rows so that the request also gives the
+			// GPUs of runs whose AllocTRES lacks gres/gpu, and with the
+			// owner. Build has reported the rows' problems.
+			next := j.next
+			*j, _ = buildJob(j.rows, r.overhead, r.tres, fallback, owner)
+			j.next = next
 		}
 		costs, err := st.JobRestartCosts(ctx, id)
 		if err != nil {
@@ -455,6 +465,29 @@ func (j *Job) queueFrom(waited time.Time) bool {
 	j.QueuedFrom = &waited
 	j.QueueS = floatPtr(j.FirstStart.Sub(waited).Seconds())
 	return true
+}
+
+// historyOwner says from a job's plan history whether rubick requeued
+// the run end: rubickd restarted or preempted the job while it ran, or its
+// launch line refused the plan rubickd gave it (store.KindRefused), after
+// which its rubick-srun requeues it. Anything else that requeued a run
+// (someone's scontrol requeue, a checkpoint signal of the user's own)
+// was not rubick's, even where rubickd then started the job again. A run
+// with no start or end in sacct stays rubick's, as before the history was
+// read.
+func historyOwner(hist []store.Action) requeueOwner {
+	return func(end, _ Row) bool {
+		if end.Start.IsZero() || end.End.IsZero() {
+			return true
+		}
+		return slices.ContainsFunc(hist, func(a store.Action) bool {
+			switch a.Kind {
+			case string(slurm.ActionRestart), string(slurm.ActionPreempt), store.KindRefused:
+				return !a.DecidedAt.Before(end.Start.Add(-clockSlack)) && !a.DecidedAt.After(end.End.Add(clockSlack))
+			}
+			return false
+		})
+	}
 }
 
 // clockSlack absorbs sacct's one-second times when a measured restart is

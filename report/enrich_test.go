@@ -319,6 +319,7 @@ func TestEnrichMeasuredInterruption(t *testing.T) {
 	tests := map[string]struct {
 		rows  string
 		costs []store.RestartCost
+		hist  []store.Action
 		want  price
 	}{
 		"decided within the run its node failure ended": {
@@ -333,6 +334,7 @@ func TestEnrichMeasuredInterruption(t *testing.T) {
 		"decided within the run before, which rubickd requeued": {
 			rows:  row("REQUEUED", "00:10", "01:00") + row("NODE_FAIL", "01:05", "02:00") + row("COMPLETED", "02:05", "03:00"),
 			costs: []store.RestartCost{cost(1, at(0, 59))},
+			hist:  []store.Action{{ID: 1, JobID: 7, Kind: "restart", DecidedAt: at(0, 59), Result: store.ResultOK}},
 			want: price{ReconfigMeasured: 1, ReconfigLostS: 400, ReconfigLostGPUh: measuredGPUh,
 				InterruptionLostS: 300 + 260, InterruptionLostGPUh: sacctGPUh, LostToBoth: measuredGPUh + sacctGPUh,
 				Notes: []string{"1 of 1 requeues priced at the restart cost rubickd measured; the others at the gap plus the restart overhead"}},
@@ -341,7 +343,7 @@ func TestEnrichMeasuredInterruption(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			r := build(t, header+tc.rows, Options{RestartOverhead: DefaultRestartOverhead})
-			st := &fakeStore{costs: map[int64][]store.RestartCost{7: tc.costs}}
+			st := &fakeStore{costs: map[int64][]store.RestartCost{7: tc.costs}, history: map[int64][]store.Action{7: tc.hist}}
 			if err := r.Enrich(context.Background(), st, "s.db", model.DefaultEnv()); err != nil {
 				t.Fatal(err)
 			}
@@ -354,6 +356,68 @@ func TestEnrichMeasuredInterruption(t *testing.T) {
 			}
 			if d := cmp.Diff(j.InterruptionLostGPUHours, r.Overall.InterruptionLostGPUHours, cmpopts.EquateApprox(0, 1e-9)); d != "" {
 				t.Errorf("overall interruption GPU-h (-job +overall):\n%s", d)
+			}
+		})
+	}
+}
+
+// With a store, the plan history of a job rubickd knows tells whose each
+// requeue was: a restart or preemption rubickd decided while the run ran,
+// or a plan the job's launch line refused in it (after which rubick-srun
+// requeues the job), is rubick's; a run someone requeued by hand is not,
+// even though rubickd started the job again (gen= one more, which sacct
+// alone reads as rubick's). A job the store does not know keeps the tags'
+// verdict.
+func TestEnrichRequeueOwner(t *testing.T) {
+	const header = "JobID|State|Submit|Start|End|AllocTRES|AdminComment\n"
+	at := func(h, m int) time.Time { return time.Date(2026, 11, 2, h, m, 0, 0, time.UTC) }
+	row := func(state, from, to string, gen int) string {
+		end, tag := "2026-11-02T"+to+":00", fmt.Sprintf("rubick:v1 model=bert gen=%d", gen)
+		if to == "" {
+			end, tag = "Unknown", ""
+		}
+		return fmt.Sprintf("9|%s|2026-11-02T00:00:00|2026-11-02T%s:00|%s|cpu=8,gres/gpu=8,node=1|%s\n", state, from, end, tag)
+	}
+	requeued := row("REQUEUED", "00:10", "01:00", 1) + row("COMPLETED", "01:05", "02:00", 2)
+	p8 := mustPlan(t, "dp8.tp1.pp1.mb4.a1.z2")
+	on8 := model.Resources{Placement: model.Placement{8}, CPUs: 8}
+	act := func(kind string, h, m int) store.Action {
+		a := store.Action{JobID: 9, Kind: kind, Result: store.ResultOK, DecidedAt: at(h, m)}
+		if kind != "preempt" {
+			a.Plan, a.Resources = p8, on8
+		}
+		if kind == store.KindRefused {
+			a.Resources, a.Result, a.Error = model.Resources{}, store.ResultFailed, "it uses tp, which the line cannot express"
+		}
+		return a
+	}
+	known := map[int64]store.Job{9: {ID: 9, ModelType: "bert", Class: store.BestEffort, Submitted: at(0, 0)}}
+	tests := map[string]struct {
+		rows                     string
+		jobs                     map[int64]store.Job
+		hist                     []store.Action
+		reconfigs, interruptions int
+	}{
+		"restarted by rubickd":     {rows: requeued, jobs: known, hist: []store.Action{act("start", 0, 9), act("restart", 0, 59)}, reconfigs: 1},
+		"preempted by rubickd":     {rows: requeued, jobs: known, hist: []store.Action{act("start", 0, 9), act("preempt", 0, 30), act("start", 1, 4)}, reconfigs: 1},
+		"its line refused a plan":  {rows: requeued, jobs: known, hist: []store.Action{act("start", 0, 9), act(store.KindRefused, 0, 10), act("start", 1, 4)}, reconfigs: 1},
+		"requeued by hand":         {rows: requeued, jobs: known, hist: []store.Action{act("start", 0, 9), act("start", 1, 4)}, interruptions: 1},
+		"a restart before the run": {rows: requeued, jobs: known, hist: []store.Action{act("restart", 0, 5), act("start", 1, 4)}, interruptions: 1},
+		"by hand, next run running": {rows: row("REQUEUED", "00:10", "01:00", 1) + row("RUNNING", "01:05", "", 0), jobs: known,
+			hist: []store.Action{act("start", 0, 9), act("start", 1, 4)}, interruptions: 1},
+		"a job the store does not know": {rows: requeued, reconfigs: 1},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := build(t, header+tc.rows, Options{RestartOverhead: DefaultRestartOverhead})
+			st := &fakeStore{jobs: tc.jobs, history: map[int64][]store.Action{9: tc.hist}}
+			if err := r.Enrich(context.Background(), st, "s.db", model.DefaultEnv()); err != nil {
+				t.Fatal(err)
+			}
+			j := r.Jobs[0]
+			if j.Reconfigurations != tc.reconfigs || j.Interruptions != tc.interruptions || r.Overall.Interruptions != tc.interruptions {
+				t.Errorf("%d reconfigurations, %d interruptions (overall %d); want %d, %d",
+					j.Reconfigurations, j.Interruptions, r.Overall.Interruptions, tc.reconfigs, tc.interruptions)
 			}
 		})
 	}

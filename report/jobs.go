@@ -75,6 +75,20 @@ type PlanChange struct {
 	RestartCostS *float64 `json:"restart_cost_s"`
 }
 
+// Subject is what the change acted on, as report and explain print it
+// after its kind: its plan on its placement and CPUs; the plan alone for
+// a refusal (store.KindRefused), which ran on the job's allocation; ""
+// for a change of neither (a time limit).
+func (pc PlanChange) Subject() string {
+	switch {
+	case pc.Placement != "":
+		return fmt.Sprintf("%s on %s, %d CPUs", dash(pc.Plan), pc.Placement, pc.CPUs)
+	case pc.Plan != "":
+		return pc.Plan
+	}
+	return ""
+}
+
 // PlanChanges turns a job's plan history and its measured restart costs
 // into the rows report and explain show.
 func PlanChanges(hist []store.Action, costs []store.RestartCost) []PlanChange {
@@ -142,7 +156,8 @@ type Job struct {
 	// rubickd measured (with a store) instead of gap + overhead.
 	ReconfigMeasured int `json:"reconfig_measured"`
 	// Interruptions counts the runs Slurm ended and requeued the job
-	// after (interrupted): no reconfiguration of rubick's, priced as a
+	// after (interrupted), and those someone else requeued
+	// (rubicksRequeue): no reconfiguration of rubick's, priced as a
 	// requeue is but on their own.
 	Interruptions            int      `json:"interruptions"`
 	InterruptionLostS        float64  `json:"interruption_lost_s"`
@@ -223,13 +238,16 @@ type planOn struct {
 }
 
 // requeue is one requeue of a job: run ended, next started, and what it
-// was priced at from sacct alone. interrupted marks Slurm's (interrupted),
-// an interruption rather than a reconfiguration.
+// was priced at from sacct alone. interrupted marks one that was not
+// rubick's (Slurm's, interrupted, or someone's scontrol requeue,
+// rubicksRequeue), an interruption rather than a reconfiguration.
 type requeue struct {
 	run         int // index of the run it ended
 	gapS, ohS   float64
 	nextGPUs    int
 	interrupted bool
+	// rubicks marks one counted as rubick's: a reconfiguration.
+	rubicks bool
 }
 
 // interrupted reports whether a run that ended in state, and that another
@@ -244,6 +262,27 @@ func interrupted(state string) bool {
 	}
 	return false
 }
+
+// rubicksRequeue says whether the run whose tag is end (REQUEUED, or
+// ended and requeued by hand) was requeued by rubick, where the tag of
+// the run after it (next) tells.
+// rubick's own requeues (a restart, a preemption, rubick-srun's after a
+// refused plan) end held, and only rubickd's start of the job (gen= one
+// more) runs it again. A run Slurm started again by itself after
+// someone's scontrol requeue keeps its gen= (22.05 lab). known is false
+// where a tag is missing (the next run is still running: sacct shows its
+// tag once it ends) or end's has no gen= (rubickd never started it).
+func rubicksRequeue(end, next *slurm.Tag) (mine, known bool) {
+	if end == nil || next == nil || end.Generation == 0 {
+		return false, false
+	}
+	return next.Generation > end.Generation, true
+}
+
+// requeueOwner decides whether rubick requeued the run end, followed by
+// next, in place of their tags (rubicksRequeue); Enrich's reads rubickd's
+// plan history, which knows more.
+type requeueOwner func(end, next Row) bool
 
 // JobError is a problem with one job; the job is still reported with what
 // could be read.
@@ -394,7 +433,7 @@ func rowSubmit(r Row) int64 {
 // would count 0 GPUs and 0 billing. fallback, when not nil, is the job's
 // request where no row's tag has one (a running first run's tag is not in
 // sacct yet; Enrich finds it in the store).
-func buildJob(rows []Row, overhead time.Duration, tres bool, fallback *request) (Job, []*JobError) {
+func buildJob(rows []Row, overhead time.Duration, tres bool, fallback *request, owner requeueOwner) (Job, []*JobError) {
 	last := rows[len(rows)-1]
 	j := Job{
 		ID: last.JobID, Name: last.JobName, User: last.User, Account: last.Account, QOS: last.QOS, Partition: last.Partition,
@@ -488,7 +527,8 @@ func buildJob(rows []Row, overhead time.Duration, tres bool, fallback *request) 
 	// Every row but the last ends in a reconfiguration or an interruption:
 	// RESIZING rows are shrinks in place, NODE_FAIL and PREEMPTED rows
 	// Slurm's requeues (interrupted), any other state a requeue (restart
-	// elsewhere). An interruption costs as a requeue does, on its own.
+	// elsewhere), rubick's unless owner, else the tags (rubicksRequeue),
+	// say otherwise. An interruption costs as a requeue does, on its own.
 	var intrGPUs float64
 	for i := 0; i+1 < len(rows); i++ {
 		next := j.Runs[i+1]
@@ -501,6 +541,13 @@ func buildJob(rows []Row, overhead time.Duration, tres bool, fallback *request) 
 			continue
 		}
 		rq := requeue{run: i, ohS: oh, nextGPUs: next.GPUs, interrupted: interrupted(rows[i].State)}
+		if !rq.interrupted {
+			mine, known := rubicksRequeue(tags[i], tags[i+1])
+			if owner != nil {
+				mine, known = owner(rows[i], rows[i+1]), true
+			}
+			rq.interrupted, rq.rubicks = known && !mine, !known || mine
+		}
 		// A next run that never started (cancelled while it waited to
 		// start again) has its cancel time as Start: the time until then
 		// was a wait that ended the job, not a restart's cost.

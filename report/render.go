@@ -169,8 +169,8 @@ func (r *Report) WriteTable(w io.Writer, jobs bool) error {
 				if pc.RestartCostS != nil {
 					cost = fmt.Sprintf(" (restart cost %.1fs, measured)", *pc.RestartCostS)
 				}
-				fmt.Fprintf(ew, "    %s %-8s %s on %s, %d CPUs: %s%s%s\n", pc.At.Format(time.RFC3339), pc.Kind,
-					dash(pc.Plan), dash(pc.Placement), pc.CPUs, res, suffix(pc.Error), cost)
+				fmt.Fprintf(ew, "    %s %s: %s%s%s\n", pc.At.Format(time.RFC3339), strings.TrimRight(fmt.Sprintf("%-8s %s", pc.Kind, pc.Subject()), " "),
+					res, suffix(pc.Error), cost)
 			}
 			if j.SLOViolated != nil || j.SLODetail != "" {
 				v := "unchecked"

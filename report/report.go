@@ -72,8 +72,8 @@ type Summary struct {
 	Resizes              int      `json:"resizes"`
 	ReconfigLostS        float64  `json:"reconfig_lost_s"`
 	ReconfigLostGPUHours *float64 `json:"reconfig_lost_gpu_hours"`
-	// Interruptions are Slurm's requeues (Job.Interruptions), apart from
-	// rubick's reconfigurations.
+	// Interruptions are the requeues that were not rubick's
+	// (Job.Interruptions), apart from its reconfigurations.
 	Interruptions            int      `json:"interruptions"`
 	InterruptionLostS        float64  `json:"interruption_lost_s"`
 	InterruptionLostGPUHours *float64 `json:"interruption_lost_gpu_hours"`
@@ -161,7 +161,7 @@ func Build(rows []Row, cols Columns, o Options) (*Report, error) {
 	jobs := make([]Job, len(groups))
 	errs := make([][]*JobError, len(groups))
 	for k, rs := range groups {
-		jobs[k], errs[k] = buildJob(rs, o.RestartOverhead, r.tres, nil)
+		jobs[k], errs[k] = buildJob(rs, o.RestartOverhead, r.tres, nil, nil)
 	}
 	for k, j := range jobs {
 		// groupRows puts the jobs of a reused id next to each other.

@@ -871,6 +871,49 @@ func TestReusedJobID(t *testing.T) {
 	}
 }
 
+// A REQUEUED run is rubick's reconfiguration when rubickd started the next
+// run (its tag's gen= one more), and an interruption when Slurm started
+// it again by itself after someone's scontrol requeue (the same gen=, as
+// on the 22.05 lab). Where a tag is missing (a next run still running,
+// whose tag sacct does not show yet) or has no gen=, it stays rubick's.
+func TestRequeueOwnerFromTags(t *testing.T) {
+	const header = "JobID|State|Submit|Start|End|AllocTRES|AdminComment\n"
+	row := func(state, from, to, tag string) string {
+		end := "2026-11-02T" + to + ":00"
+		if to == "" {
+			end = "Unknown"
+		}
+		return fmt.Sprintf("9|%s|2026-11-02T00:00:00|2026-11-02T%s:00|%s|cpu=8,gres/gpu=8,node=1|%s\n", state, from, end, tag)
+	}
+	gen := func(g int) string { return fmt.Sprintf("rubick:v1 model=bert plan=dp8.tp1.pp1.mb4.a1.z2 gen=%d", g) }
+	tests := map[string]struct {
+		rows                     string
+		reconfigs, interruptions int
+	}{
+		"started again by rubickd":                  {row("REQUEUED", "00:10", "01:00", gen(1)) + row("COMPLETED", "01:05", "02:00", gen(2)), 1, 0},
+		"started again by Slurm":                    {row("REQUEUED", "00:10", "01:00", gen(1)) + row("COMPLETED", "01:05", "02:00", gen(1)), 0, 1},
+		"next run still running":                    {row("REQUEUED", "00:10", "01:00", gen(1)) + row("RUNNING", "01:05", "", ""), 1, 0},
+		"no gen= on the run":                        {row("REQUEUED", "00:10", "01:00", "rubick:v1 model=bert") + row("COMPLETED", "01:05", "02:00", "rubick:v1 model=bert"), 1, 0},
+		"requeued by hand once it had completed":    {row("COMPLETED", "00:10", "01:00", gen(1)) + row("COMPLETED", "01:05", "02:00", gen(1)), 0, 1},
+		"by rubickd, then by hand, then by rubickd": {row("REQUEUED", "00:10", "01:00", gen(1)) + row("REQUEUED", "01:05", "02:00", gen(2)) + row("REQUEUED", "02:05", "03:00", gen(2)) + row("COMPLETED", "03:05", "04:00", gen(3)), 2, 1},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := build(t, header+tc.rows, Options{RestartOverhead: DefaultRestartOverhead})
+			if len(r.Jobs) != 1 {
+				t.Fatalf("%d jobs, want 1", len(r.Jobs))
+			}
+			j := r.Jobs[0]
+			if j.Reconfigurations != tc.reconfigs || j.Requeues != tc.reconfigs || j.Interruptions != tc.interruptions {
+				t.Errorf("%d reconfigurations (%d requeues), %d interruptions; want %d, %d", j.Reconfigurations, j.Requeues, j.Interruptions, tc.reconfigs, tc.interruptions)
+			}
+			if r.Overall.Interruptions != tc.interruptions {
+				t.Errorf("overall: %d interruptions, want %d", r.Overall.Interruptions, tc.interruptions)
+			}
+		})
+	}
+}
+
 // Slurm requeues a job whose node failed (NODE_FAIL, with JobRequeue=1)
 // or that it preempted (PREEMPTED, PreemptMode=REQUEUE); rubickd's own
 // restarts and preemptions end a run REQUEUED. A run ended by Slurm and

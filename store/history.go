@@ -104,6 +104,42 @@ func (s *Store) RecordPlan(ctx context.Context, a Action) (Action, error) {
 	return a, nil
 }
 
+// KindRefused is the plan history entry of a plan a job's launch line
+// refused (RecordRefusal): no action of rubickd's, but the reason its job
+// requeued itself, which rubick report counts as a reconfiguration.
+const KindRefused = "refused"
+
+// RecordRefusal records that job jobID's launch line refused plan, why,
+// as a resolved entry of its plan history (KindRefused, ResultFailed,
+// why as its error) without resources: the plan ran on the job's
+// allocation, whose record the start before has. It leaves the job's last
+// plan as it is. It wraps ErrNotFound when the job is not stored.
+func (s *Store) RecordRefusal(ctx context.Context, jobID int64, plan model.Plan, why string) (Action, error) {
+	a := Action{JobID: jobID, Kind: KindRefused, Plan: plan, Result: ResultFailed, Error: why}
+	err := checkPlanFields(plan)
+	if jobID <= 0 {
+		err = fmt.Errorf("%w: job_id=%d must be > 0", ErrInvalid, jobID)
+	}
+	if err != nil {
+		return Action{}, fmt.Errorf("store: record refusal for job %d: %w", jobID, err)
+	}
+	now := s.now().UTC()
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		if a, err = insertAction(ctx, tx, a, now); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE plan_history SET result = ?, applied_ns = ?, error = ? WHERE id = ?`,
+			string(ResultFailed), now.UnixNano(), why, a.ID)
+		return err
+	})
+	if err != nil {
+		return Action{}, fmt.Errorf("store: record refusal for job %d: %w", jobID, err)
+	}
+	a.AppliedAt, a.Result, a.Error = a.DecidedAt, ResultFailed, why
+	return a, nil
+}
+
 // RecordDecision records d and its actions, all pending, in one
 // transaction, and returns it with the cycle ID, the time and the action
 // IDs set. The CycleID of each action is set to the new cycle's.

@@ -732,6 +732,63 @@ func TestRecordPlanUnknownJobOrCycle(t *testing.T) {
 	}
 }
 
+// A refusal is a resolved entry of the job's plan history, after its
+// start, without resources; it is not pending and leaves the job's last
+// plan as the start set it. A bad plan is refused naming the field, an
+// unknown job with ErrNotFound.
+func TestRecordRefusal(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "")
+	if _, err := s.RecordRefusal(ctx, 5, plan8, "tp"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("RecordRefusal for an unknown job = %v, want ErrNotFound", err)
+	}
+	if err := s.UpsertJob(ctx, Job{ID: 5, Class: BestEffort, State: "PENDING"}); err != nil {
+		t.Fatal(err)
+	}
+	start, err := s.RecordPlan(ctx, Action{JobID: 5, Kind: "start", Plan: plan8, Resources: res8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkApplied(ctx, start.ID, ResultOK, nil); err != nil {
+		t.Fatal(err)
+	}
+	why := "it uses tp, which the line cannot express"
+	if _, err := s.RecordRefusal(ctx, 5, plan8, why); err != nil {
+		t.Fatal(err)
+	}
+	bad := plan8
+	bad.MicroBatch = 0
+	if _, err := s.RecordRefusal(ctx, 5, bad, why); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "plan.micro_batch=0") {
+		t.Errorf("RecordRefusal of a bad plan = %v, want ErrInvalid naming plan.micro_batch", err)
+	}
+	hist, err := s.PlanHistory(ctx, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type entry struct {
+		Kind   string
+		Plan   model.Plan
+		GPUs   int
+		Result Result
+		Error  string
+		Done   bool
+	}
+	var got []entry
+	for _, a := range hist {
+		got = append(got, entry{a.Kind, a.Plan, a.Resources.Placement.GPUs(), a.Result, a.Error, !a.AppliedAt.IsZero()})
+	}
+	want := []entry{{"start", plan8, 8, ResultOK, "", true}, {KindRefused, plan8, 0, ResultFailed, why, true}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("plan history (-want +got):\n%s", d)
+	}
+	if pending, err := s.Pending(ctx); err != nil || len(pending) != 0 {
+		t.Errorf("Pending = %v, %v; want none", pending, err)
+	}
+	if j, err := s.Job(ctx, 5); err != nil || j.LastPlan != plan8 {
+		t.Errorf("job 5 last plan = %v (%v), want the start's %v", j.LastPlan, err, plan8)
+	}
+}
+
 // An action's tag reads back as recorded. A preemption that failed after
 // its requeue awaits its tag until the job's requeue is acknowledged:
 // Unacked lists it, across a reopening of the store, and no longer once

@@ -49,6 +49,20 @@ func checkParams(p model.Params) error {
 // checkPlan validates a plan against its resources: positive degrees, a
 // ZeRO stage under offload, and DP*TP*PP equal to the GPUs of the placement.
 func checkPlan(p model.Plan, r model.Resources) error {
+	if err := checkPlanFields(p); err != nil {
+		return err
+	}
+	if err := checkResources(r); err != nil {
+		return err
+	}
+	if p.GPUs() != r.Placement.GPUs() {
+		return fmt.Errorf("%w: plan %s uses %d GPUs but placement=%s has %d", ErrInvalid, p, p.GPUs(), r.Placement, r.Placement.GPUs())
+	}
+	return nil
+}
+
+// checkPlanFields checks a plan on its own, without the resources it runs on.
+func checkPlanFields(p model.Plan) error {
 	for _, f := range []struct {
 		name string
 		v    int
@@ -67,12 +81,6 @@ func checkPlan(p model.Plan, r model.Resources) error {
 	// plan, and a fit on stored samples that hold one fails.
 	if p.Offload && p.ZeRO == 0 {
 		return fmt.Errorf("%w: plan.offload=true needs plan.zero >= 1, have 0", ErrInvalid)
-	}
-	if err := checkResources(r); err != nil {
-		return err
-	}
-	if p.GPUs() != r.Placement.GPUs() {
-		return fmt.Errorf("%w: plan %s uses %d GPUs but placement=%s has %d", ErrInvalid, p, p.GPUs(), r.Placement, r.Placement.GPUs())
 	}
 	return nil
 }

@@ -530,7 +530,7 @@ func (ex *explanation) write(w io.Writer) error {
 			if res == "" {
 				res = "pending"
 			}
-			fmt.Fprintf(ew, "  %s %s %s on %s, %d CPUs: %s%s%s\n", utcTime(h.At), h.Kind, orDash(h.Plan), orDash(h.Placement), h.CPUs, res,
+			fmt.Fprintf(ew, "  %s %s: %s%s%s\n", utcTime(h.At), strings.TrimSpace(h.Kind+" "+h.Subject()), res,
 				colonDetail(h.Error), restartCost(h.RestartCostS))
 		}
 	}

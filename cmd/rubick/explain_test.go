@@ -355,6 +355,23 @@ func mustParseTestPlan(t *testing.T, s string) model.Plan {
 func TestExplainText(t *testing.T) {
 	path, plan := seedExplainStore(t)
 	addRestartCost(t, path, 42, "gpt2", plan, 12500*time.Millisecond)
+	// A time limit changes no plan, and a refused plan ran on the job's
+	// allocation: neither has a placement to show.
+	st, err := store.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := st.RecordPlan(context.Background(), store.Action{JobID: 42, Kind: "timelimit"})
+	if err == nil {
+		err = st.MarkApplied(context.Background(), tl.ID, store.ResultOK, nil)
+	}
+	if err == nil {
+		_, err = st.RecordRefusal(context.Background(), 42, plan, "it uses tp, which the line cannot express")
+	}
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out, errb bytes.Buffer
 	// Flags before the job id, and the store from the environment.
 	env := testEnv(t)
@@ -378,6 +395,8 @@ func TestExplainText(t *testing.T) {
 		"keep (restart-penalty) dp4.tp1.pp1.mb2.a8.z0 on -, 50 samples/s, 3rd of 12 in order: a restart",
 		"plan history:",
 		"restart dp4.tp1.pp1.mb2.a8.z0 on 4, 16 CPUs: ok (restart cost 12.5s, measured)",
+		"timelimit: ok\n",
+		"refused dp4.tp1.pp1.mb2.a8.z0: failed: it uses tp, which the line cannot express\n",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
@@ -401,7 +420,7 @@ func TestExplainText(t *testing.T) {
 	}
 
 	// A queued job's decisions have no plan to show.
-	st, err := store.Open(context.Background(), path)
+	st, err = store.Open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}

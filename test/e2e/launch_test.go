@@ -9,7 +9,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -153,6 +155,53 @@ exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socke
 	if err != nil || got[int64(id)].Cannot != model.FeatureOffload {
 		t.Errorf("stored launch limits %v (%v), want offload for job %d", got, err, id)
 	}
+	// The refusal is in the job's plan history, so the report counts the
+	// requeue after it as rubick's reconfiguration.
+	hist, err := st.PlanHistory(ctx, int64(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := slices.ContainsFunc(hist, func(a store.Action) bool { return a.Kind == store.KindRefused && a.Plan.Offload })
+	if refused == readScripts {
+		t.Errorf("plan history %+v has the refusal of an offload plan: %v, want %v", hist, refused, !readScripts)
+	}
+	if got := reportedRequeues(ctx, t, l, bin, dbPath, id, j.RestartCount+1); got != (requeues{Reconfigs: j.RestartCount}) {
+		t.Errorf("rubick report counts job %d's %d requeues as %+v, want all rubick's", id, j.RestartCount, got)
+	}
+}
+
+// requeues is how rubick report counts a job's requeues.
+type requeues struct{ Reconfigs, Interruptions int }
+
+// reportedRequeues runs rubick report with the store at db on job id,
+// once sacct has its runs (slurmdbd may lag behind slurmctld).
+func reportedRequeues(ctx context.Context, t *testing.T, l lab, bin, db string, id, runs int) requeues {
+	t.Helper()
+	var got requeues
+	for ctx.Err() == nil {
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "rubick"), "report", "--json", "--jobs", "--store", db, "--since", "-1h")
+		cmd.Env = l.env
+		out, _ := cmd.Output()
+		var r struct {
+			Jobs []struct {
+				JobID            string `json:"job_id"`
+				Finished         bool   `json:"finished"`
+				Runs             []any  `json:"runs"`
+				Reconfigurations int    `json:"reconfigurations"`
+				Interruptions    int    `json:"interruptions"`
+			} `json:"jobs"`
+		}
+		if json.Unmarshal(out, &r) == nil {
+			for _, j := range r.Jobs {
+				if j.JobID == strconv.Itoa(id) && j.Finished && len(j.Runs) == runs {
+					return requeues{j.Reconfigurations, j.Interruptions}
+				}
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("rubick report never showed job %d ended after %d runs", id, runs)
+	return got
 }
 
 // cycleReport reads rubickd's last cycle report; the zero report while
