@@ -370,7 +370,17 @@ func LoadConfig(path string, environ []string) (Config, []string, error) {
 		}
 		return Config{}, warnings, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	return c, warnings, c.Validate()
+	if err := c.Validate(); err != nil {
+		// A value the environment gave (an empty RUBICK_STORE= in a
+		// service's environment file, say) is not in any file to look for.
+		for _, kv := range fromEnv {
+			if name, _, _ := strings.Cut(kv, "="); strings.Contains(err.Error(), ": "+byEnv[name]+"=") {
+				return Config{}, warnings, fmt.Errorf("%w (from environment variable %s)", err, name)
+			}
+		}
+		return Config{}, warnings, err
+	}
+	return c, warnings, nil
 }
 
 // checkType refuses a value from the file that the decoder would take
