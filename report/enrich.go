@@ -468,7 +468,8 @@ func (j *Job) queueFrom(waited time.Time) bool {
 }
 
 // historyOwner says from a job's plan history whether rubick requeued
-// the run end: rubickd restarted or preempted the job while it ran, or its
+// the run end: rubickd restarted or preempted the job while it ran
+// (endsRun), or its
 // launch line refused the plan rubickd gave it (store.KindRefused), after
 // which its rubick-srun requeues it. Anything else that requeued a run
 // (someone's scontrol requeue, a checkpoint signal of the user's own)
@@ -481,11 +482,8 @@ func historyOwner(hist []store.Action) requeueOwner {
 			return true
 		}
 		return slices.ContainsFunc(hist, func(a store.Action) bool {
-			switch a.Kind {
-			case string(slurm.ActionRestart), string(slurm.ActionPreempt), store.KindRefused:
-				return !a.DecidedAt.Before(end.Start.Add(-clockSlack)) && !a.DecidedAt.After(end.End.Add(clockSlack))
-			}
-			return false
+			return (endsRun(a.Kind) || a.Kind == store.KindRefused) &&
+				!a.DecidedAt.Before(end.Start.Add(-clockSlack)) && !a.DecidedAt.After(end.End.Add(clockSlack))
 		})
 	}
 }
