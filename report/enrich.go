@@ -469,15 +469,14 @@ func (j *Job) queueFrom(waited time.Time) bool {
 
 // historyOwner says from a job's plan history whether rubick requeued
 // the run end: rubickd restarted or preempted the job while it ran
-// (endsRun), or its
-// launch line refused the plan rubickd gave it (store.KindRefused), after
-// which its rubick-srun requeues it. Anything else that requeued a run
-// (someone's scontrol requeue, a checkpoint signal of the user's own)
-// was not rubick's, even where rubickd then started the job again. A run
-// with no start or end in sacct stays rubick's, as before the history was
-// read.
+// (endsRun), or its launch line refused the plan rubickd gave it
+// (store.KindRefused), after which its rubick-srun requeues it. Anything
+// else that requeued a run (someone's scontrol requeue, a checkpoint
+// signal of the user's own) was not rubick's, even where rubickd then
+// started the job again. A run with no start or end in sacct stays
+// rubick's, as before the history was read.
 func historyOwner(hist []store.Action) requeueOwner {
-	return func(end, _ Row) bool {
+	return func(end Row) bool {
 		if end.Start.IsZero() || end.End.IsZero() {
 			return true
 		}

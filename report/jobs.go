@@ -279,10 +279,10 @@ func rubicksRequeue(end, next *slurm.Tag) (mine, known bool) {
 	return next.Generation > end.Generation, true
 }
 
-// requeueOwner decides whether rubick requeued the run end, followed by
-// next, in place of their tags (rubicksRequeue); Enrich's reads rubickd's
-// plan history, which knows more.
-type requeueOwner func(end, next Row) bool
+// requeueOwner decides whether rubick requeued the run end, in place of
+// the tags (rubicksRequeue); Enrich's reads rubickd's plan history, which
+// knows more.
+type requeueOwner func(end Row) bool
 
 // JobError is a problem with one job; the job is still reported with what
 // could be read.
@@ -544,7 +544,7 @@ func buildJob(rows []Row, overhead time.Duration, tres bool, fallback *request, 
 		if !rq.interrupted {
 			mine, known := rubicksRequeue(tags[i], tags[i+1])
 			if owner != nil {
-				mine, known = owner(rows[i], rows[i+1]), true
+				mine, known = owner(rows[i]), true
 			}
 			rq.interrupted, rq.rubicks = known && !mine, !known || mine
 		}
