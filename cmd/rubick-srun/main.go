@@ -351,6 +351,11 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, gpu
 			log.Info("profiling runs left out: predicted not to fit in the job's memory on the node", "host_mem_gb", ph.mem.hostGB,
 				"headroom", launch.ProfileHostMemoryHeadroom, "runs", strings.Join(ph.leftOutHost, ", "))
 		}
+		if err == nil && len(ph.leftOutCPUs) > 0 {
+			// The user's to mend: too few runs leave the type unfitted.
+			log.Warn("profiling runs left out: their steps start more tasks (one per GPU) than the job has CPUs on the node; submit with at least one CPU per GPU (--cpus-per-task)",
+				"cpus", alloc.CPUsOnNode, "runs", strings.Join(ph.leftOutCPUs, ", "))
+		}
 		switch {
 		case err != nil:
 			log.Warn("profiling phase skipped: no configurations to run", "err", err)

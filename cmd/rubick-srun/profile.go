@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -78,11 +79,13 @@ type profileReport struct {
 	// unchecked; LeftOut the plans left out for it, with the memory each
 	// is predicted to need. HostMemGB and LeftOutHost are the same for
 	// the job's memory on the node, which offload runs were checked
-	// against.
+	// against. LeftOutCPUs are the plans left out for the job's CPUs on
+	// the node, with the tasks each would start.
 	GPUMemGB    float64         `json:"gpu_mem_gb,omitempty"`
 	LeftOut     []string        `json:"left_out,omitempty"`
 	HostMemGB   float64         `json:"host_mem_gb,omitempty"`
 	LeftOutHost []string        `json:"left_out_host,omitempty"`
+	LeftOutCPUs []string        `json:"left_out_cpus,omitempty"`
 	Started     time.Time       `json:"started"`
 	Finished    time.Time       `json:"finished,omitzero"`
 	Complete    bool            `json:"complete"` // the phase ran to its end (runs may still have failed)
@@ -112,6 +115,10 @@ type profilePhase struct {
 	// what each is predicted to need there.
 	leftOut     []string
 	leftOutHost []string
+	// leftOutCPUs lists the plans left out because their step would
+	// start more tasks on the node than the job has CPUs there, with the
+	// tasks each starts ("dp8.tp1.pp1.mb2.a1.z0 (8 tasks)").
+	leftOutCPUs []string
 	rep         *report.Reporter // nil in a dry run
 	resumes     *resumes
 	// early has a checkpoint signal that came before the phase began
@@ -304,8 +311,30 @@ func newProfilePhase(cfg config, plan *model.Plan, alloc launch.Alloc, stateDir 
 	if err != nil {
 		return nil, err
 	}
-	return &profilePhase{cfg: cfg, alloc: alloc, gpusOnNode: gpusOnNode, dialect: d, gb: gb, runs: runs,
-		mem: mem, leftOut: leftOut, leftOutHost: leftOutHost, stateDir: stateDir, grace: 10 * time.Second}, nil
+	ph := &profilePhase{cfg: cfg, alloc: alloc, gpusOnNode: gpusOnNode, dialect: d, gb: gb,
+		mem: mem, leftOut: leftOut, leftOutHost: leftOutHost, stateDir: stateDir, grace: 10 * time.Second}
+	// srun refuses a step of more tasks than the job's CPUs on the node
+	// ("More processors requested than permitted", 22.05 lab): with one
+	// task per GPU, a job submitted with --gres=gpu:8 and Slurm's one CPU
+	// can run its 1-GPU runs only.
+	for _, r := range runs {
+		if geo, err := ph.geometry(r); err == nil && r.CPUs > 0 && geo.Tasks() > r.CPUs {
+			ph.leftOutCPUs = append(ph.leftOutCPUs, fmt.Sprintf("%s (%d tasks)", r.Plan, geo.Tasks()))
+			continue
+		}
+		ph.runs = append(ph.runs, r)
+	}
+	if len(ph.runs) == 0 {
+		return nil, fmt.Errorf("every profiling run starts more tasks (one per GPU) than the job's %d CPUs on the node: %s",
+			alloc.CPUsOnNode, strings.Join(ph.leftOutCPUs, ", "))
+	}
+	return ph, nil
+}
+
+// geometry is the task layout of run's step on the first node.
+func (ph *profilePhase) geometry(run launch.ProfileRun) (launch.Geometry, error) {
+	return launch.PlanGeometry(run.Plan, launch.Alloc{Nodes: 1, GPUsOnNode: ph.gpusOnNode, CPUsOnNode: run.CPUs},
+		launch.GeometryOptions{Mode: ph.cfg.parsedMode, Bind: ph.cfg.parsedBind, Launcher: launch.DetectLauncher(ph.cfg.train)})
 }
 
 // profileTP is the TP degree of the profiling phase's one tensor-parallel
@@ -333,8 +362,7 @@ func phaseDone(stateDir string) bool {
 // build is the step of run i: its rewritten launch line on the first node.
 func (ph *profilePhase) build(i int) (step, error) {
 	run := ph.runs[i]
-	geo, err := launch.PlanGeometry(run.Plan, launch.Alloc{Nodes: 1, GPUsOnNode: ph.gpusOnNode, CPUsOnNode: run.CPUs},
-		launch.GeometryOptions{Mode: ph.cfg.parsedMode, Bind: ph.cfg.parsedBind, Launcher: launch.DetectLauncher(ph.cfg.train)})
+	geo, err := ph.geometry(run)
 	if err != nil {
 		return step{}, err
 	}
@@ -398,7 +426,7 @@ func (ph *profilePhase) run(ctx context.Context) syscall.Signal {
 	defer stop()
 
 	rep := profileReport{Version: 1, JobID: ph.jobID, ModelType: ph.modelType, Dialect: string(ph.dialect), GlobalBatch: ph.gb,
-		GPUsOnNode: ph.gpusOnNode, CPUsOnNode: ph.alloc.CPUsOnNode, LeftOut: ph.leftOut, LeftOutHost: ph.leftOutHost,
+		GPUsOnNode: ph.gpusOnNode, CPUsOnNode: ph.alloc.CPUsOnNode, LeftOut: ph.leftOut, LeftOutHost: ph.leftOutHost, LeftOutCPUs: ph.leftOutCPUs,
 		Started: time.Now().UTC()}
 	if ph.mem.gpuKnown() {
 		rep.GPUMemGB = ph.mem.gpuGB

@@ -587,6 +587,49 @@ func TestProfilePhaseLineBatch(t *testing.T) {
 	}
 }
 
+// A job submitted with --gres=gpu:8 and Slurm's one CPU: srun refuses a
+// step of more tasks than that, so with one task per GPU only the 1-GPU
+// runs are left, and the others are listed; a launcher that starts one
+// task per node (torchrun) keeps them all.
+func TestProfilePhaseTooFewCPUs(t *testing.T) {
+	line := []string{"python", "pretrain_gpt.py", "--micro-batch-size", "2", "--global-batch-size", "16"}
+	for name, tc := range map[string]struct {
+		argv     []string
+		leftOut  bool
+		maxTasks int
+	}{
+		"one task per GPU":  {argv: line, leftOut: true, maxTasks: 1},
+		"one task per node": {argv: append([]string{"torchrun", "--nproc_per_node", "8"}, line[1:]...), maxTasks: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := parseFlags(append([]string{"--"}, tc.argv...), envMap(nil), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ph, err := newProfilePhase(cfg, nil, launch.Alloc{Nodes: 1, GPUsOnNode: 8, CPUsOnNode: 1}, t.TempDir(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			multi := false
+			for _, r := range ph.runs {
+				geo, err := ph.geometry(r)
+				if err != nil || geo.Tasks() > tc.maxTasks {
+					t.Errorf("run %s starts %d tasks (%v) on 1 CPU", r.Plan, geo.Tasks(), err)
+				}
+				multi = multi || r.Plan.GPUs() > 1
+			}
+			if (len(ph.leftOutCPUs) > 0) != tc.leftOut || multi == tc.leftOut || len(ph.runs) == 0 {
+				t.Errorf("runs %v, left out %v; want runs on more than one GPU left out: %v", ph.runs, ph.leftOutCPUs, tc.leftOut)
+			}
+			for _, l := range ph.leftOutCPUs {
+				if !strings.HasSuffix(l, " tasks)") {
+					t.Errorf("left out %q, want it with its tasks", l)
+				}
+			}
+		})
+	}
+}
+
 // TestProfilePhaseOverNotice: the job of a model type without a fit has
 // no plan. After its profiling phase it sends a launch notice saying the
 // phase is over, which rubickd fits the type on, only once every sample of
