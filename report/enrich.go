@@ -91,7 +91,7 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 			}
 		}
 		var owner requeueOwner
-		if found && slices.ContainsFunc(j.requeues, func(rq requeue) bool { return rq.rubicks }) {
+		if found && slices.ContainsFunc(j.requeues, func(rq requeue) bool { return !rq.interrupted }) {
 			// The plan history of a job rubickd knows tells whose each
 			// requeue was; a job it does not know has none.
 			owner = historyOwner(hist)

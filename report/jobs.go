@@ -246,8 +246,6 @@ type requeue struct {
 	gapS, ohS   float64
 	nextGPUs    int
 	interrupted bool
-	// rubicks marks one counted as rubick's: a reconfiguration.
-	rubicks bool
 }
 
 // interrupted reports whether a run that ended in state, and that another
@@ -265,13 +263,13 @@ func interrupted(state string) bool {
 
 // rubicksRequeue says whether the run whose tag is end (REQUEUED, or
 // ended and requeued by hand) was requeued by rubick, where the tag of
-// the run after it (next) tells.
-// rubick's own requeues (a restart, a preemption, rubick-srun's after a
-// refused plan) end held, and only rubickd's start of the job (gen= one
-// more) runs it again. A run Slurm started again by itself after
-// someone's scontrol requeue keeps its gen= (22.05 lab). known is false
-// where a tag is missing (the next run is still running: sacct shows its
-// tag once it ends) or end's has no gen= (rubickd never started it).
+// the run after it (next) tells. rubick's own requeues (a restart, a
+// preemption, rubick-srun's after a refused plan) end held, and only
+// rubickd's start of the job (gen= one more) runs it again. A run Slurm
+// started again by itself after someone's scontrol requeue keeps its gen=
+// (22.05 lab). known is false where a tag is missing (the next run is
+// still running: sacct shows its tag once it ends) or end's has no gen=
+// (rubickd never started it).
 func rubicksRequeue(end, next *slurm.Tag) (mine, known bool) {
 	if end == nil || next == nil || end.Generation == 0 {
 		return false, false
@@ -546,7 +544,7 @@ func buildJob(rows []Row, overhead time.Duration, tres bool, fallback *request, 
 			if owner != nil {
 				mine, known = owner(rows[i]), true
 			}
-			rq.interrupted, rq.rubicks = known && !mine, !known || mine
+			rq.interrupted = known && !mine
 		}
 		// A next run that never started (cancelled while it waited to
 		// start again) has its cancel time as Start: the time until then
