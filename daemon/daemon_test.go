@@ -2652,6 +2652,27 @@ func TestBuildViewStoppedPartition(t *testing.T) {
 	}
 }
 
+// A job rubickd released a moment before its partition went DOWN does not
+// keep the cycles waiting for it to start (StartGrace): the next cycle,
+// which reads the partition's state, leaves it alone for the partition.
+func TestBuildViewReleasedIntoStoppedPartition(t *testing.T) {
+	released := heldJob(6, "bert", 1, 4)
+	released.Held, released.Reason = false, "PartitionDown"
+	released.Tag.Generation, released.Tag.Plan = 1, "dp4.tp1.pp1.mb8.a1.z0"
+	released.Tag.Extra = map[string]string{tagAt: strconv.FormatInt(t0.Add(-5*time.Second).Unix(), 10)}
+	for state, starting := range map[string]bool{"UP": true, "DOWN": false} {
+		limits := slurm.Limits{Partitions: map[string]slurm.Partition{"gpu": {Name: "gpu", State: state}}}
+		v, err := BuildView(Defaults(), t0, Inputs{Nodes: labNodes(2), Jobs: []slurm.Job{released}, Estimators: shippedEstimators(t),
+			Limits: limits}, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := slices.Contains(v.Starting, 6); got != starting {
+			t.Errorf("partition %s: job 6 awaited as starting: %v, want %v (reason %q)", state, got, starting, v.Unmanaged[6])
+		}
+	}
+}
+
 // A job rubick cannot reconfigure is released on its own request (its
 // --nodelist left to Slurm), and never reconfigured once it runs: an
 // interactive job (salloc, srun: no batch script), which Slurm can neither
