@@ -266,10 +266,10 @@ func interrupted(state string) bool {
 // the run after it (next) tells. rubick's own requeues (a restart, a
 // preemption, rubick-srun's after a refused plan) end held, and only
 // rubickd's start of the job (gen= one more) runs it again. A run Slurm
-// started again by itself after someone's scontrol requeue keeps its gen=
-// (22.05 lab). known is false where a tag is missing (the next run is
-// still running: sacct shows its tag once it ends) or end's has no gen=
-// (rubickd never started it).
+// started again by itself after someone's scontrol requeue keeps its
+// gen= (22.05 and 24.11 labs). known is false where a tag is missing
+// (the next run is still running: sacct shows its tag once it ends) or
+// end's has no gen= (rubickd never started it).
 func rubicksRequeue(end, next *slurm.Tag) (mine, known bool) {
 	if end == nil || next == nil || end.Generation == 0 {
 		return false, false
