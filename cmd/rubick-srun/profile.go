@@ -313,12 +313,13 @@ func newProfilePhase(cfg config, plan *model.Plan, alloc launch.Alloc, stateDir 
 	}
 	ph := &profilePhase{cfg: cfg, alloc: alloc, gpusOnNode: gpusOnNode, dialect: d, gb: gb,
 		mem: mem, leftOut: leftOut, leftOutHost: leftOutHost, stateDir: stateDir, grace: 10 * time.Second}
-	// srun refuses a step of more tasks than the job's CPUs on the node
-	// ("More processors requested than permitted", 22.05 lab): with one
-	// task per GPU, a job submitted with --gres=gpu:8 and Slurm's one CPU
-	// can run its 1-GPU runs only.
+	// srun refuses a step that asks for more CPUs than the job has on the
+	// node ("More processors requested than permitted", 22.05 lab), and
+	// a task gets one at least: with one task per GPU, a job submitted
+	// with --gres=gpu:8 and Slurm's one CPU can run its 1-GPU runs only.
 	for _, r := range runs {
-		if geo, err := ph.geometry(r); err == nil && r.CPUs > 0 && geo.Tasks() > r.CPUs {
+		geo, err := ph.geometry(r)
+		if err == nil && alloc.CPUsOnNode > 0 && geo.Tasks()*max(geo.CPUsPerTask, 1) > alloc.CPUsOnNode {
 			ph.leftOutCPUs = append(ph.leftOutCPUs, fmt.Sprintf("%s (%d tasks)", r.Plan, geo.Tasks()))
 			continue
 		}

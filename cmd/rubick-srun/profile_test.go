@@ -593,6 +593,13 @@ func TestProfilePhaseLineBatch(t *testing.T) {
 // task per node (torchrun) keeps them all.
 func TestProfilePhaseTooFewCPUs(t *testing.T) {
 	line := []string{"python", "pretrain_gpt.py", "--micro-batch-size", "2", "--global-batch-size", "16"}
+	cfgOf := func(argv []string) config {
+		cfg, err := parseFlags(append([]string{"--"}, argv...), envMap(nil), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
 	for name, tc := range map[string]struct {
 		argv     []string
 		leftOut  bool
@@ -602,11 +609,7 @@ func TestProfilePhaseTooFewCPUs(t *testing.T) {
 		"one task per node": {argv: append([]string{"torchrun", "--nproc_per_node", "8"}, line[1:]...), maxTasks: 1},
 	} {
 		t.Run(name, func(t *testing.T) {
-			cfg, err := parseFlags(append([]string{"--"}, tc.argv...), envMap(nil), io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ph, err := newProfilePhase(cfg, nil, launch.Alloc{Nodes: 1, GPUsOnNode: 8, CPUsOnNode: 1}, t.TempDir(), nil)
+			ph, err := newProfilePhase(cfgOf(tc.argv), nil, launch.Alloc{Nodes: 1, GPUsOnNode: 8, CPUsOnNode: 1}, t.TempDir(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -627,6 +630,11 @@ func TestProfilePhaseTooFewCPUs(t *testing.T) {
 				}
 			}
 		})
+	}
+	// 12 CPUs for 8 GPUs: a task per GPU fits, so nothing is left out.
+	ph, err := newProfilePhase(cfgOf(line), nil, launch.Alloc{Nodes: 1, GPUsOnNode: 8, CPUsOnNode: 12}, t.TempDir(), nil)
+	if err != nil || len(ph.leftOutCPUs) > 0 {
+		t.Errorf("on 12 CPUs: left out %v (%v), want none", ph.leftOutCPUs, err)
 	}
 }
 
