@@ -481,15 +481,20 @@ func historyOwner(hist []store.Action) requeueOwner {
 			return true
 		}
 		return slices.ContainsFunc(hist, func(a store.Action) bool {
-			return (endsRun(a.Kind) || a.Kind == store.KindRefused) &&
-				!a.DecidedAt.Before(end.Start.Add(-clockSlack)) && !a.DecidedAt.After(end.End.Add(clockSlack))
+			return (endsRun(a.Kind) || a.Kind == store.KindRefused) && end.during(a.DecidedAt)
 		})
 	}
 }
 
-// clockSlack absorbs sacct's one-second times when a measured restart is
-// matched to the run it stopped.
+// clockSlack absorbs sacct's one-second times when something rubickd
+// decided is matched to the run it happened in.
 const clockSlack = time.Second
+
+// during reports whether t falls within run r, its Start to its End, give
+// or take clockSlack; both must be known.
+func (r Row) during(t time.Time) bool {
+	return !t.Before(r.Start.Add(-clockSlack)) && !t.After(r.End.Add(clockSlack))
+}
 
 // priceRequeues replaces the sacct price of each requeue whose restart
 // rubickd measured (decided while the run it ended was running) with the
@@ -509,7 +514,7 @@ func (j *Job) priceRequeues(costs []store.RestartCost) {
 			lostS, lostGPUH, measured = &j.InterruptionLostS, &j.InterruptionLostGPUHours, &j.InterruptionMeasured
 		}
 		for k, c := range costs {
-			if used[k] || c.Signaled.Before(row.Start.Add(-clockSlack)) || c.Signaled.After(row.End.Add(clockSlack)) {
+			if used[k] || !row.during(c.Signaled) {
 				continue
 			}
 			used[k] = true
