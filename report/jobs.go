@@ -539,11 +539,12 @@ func buildJob(rows []Row, overhead time.Duration, tres bool, fallback *request, 
 			continue
 		}
 		rq := requeue{run: i, ohS: oh, nextGPUs: next.GPUs, interrupted: interrupted(rows[i].State)}
-		if !rq.interrupted {
+		switch {
+		case rq.interrupted:
+		case owner != nil:
+			rq.interrupted = !owner(rows[i])
+		default:
 			mine, known := rubicksRequeue(tags[i], tags[i+1])
-			if owner != nil {
-				mine, known = owner(rows[i]), true
-			}
 			rq.interrupted = known && !mine
 		}
 		// A next run that never started (cancelled while it waited to
