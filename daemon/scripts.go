@@ -56,11 +56,12 @@ type scriptRead struct {
 // batch it trains with; and the pending jobs whose scripts the cycle's
 // reads did not reach, to wait for them (maxScriptWaits). Until a job's
 // rubick-srun reports at its start these are its best facts: its user's
-// last job of the model type may have run another line. A job that runs without reporting (no samples
-// endpoint) keeps them: a restart on a plan its line cannot run would end
-// it. A script rubick cannot read (a launch line built at run time) gives
-// nothing, and the job is planned as before; so does the batch of a line
-// whose DeepSpeed config rubickd may not open.
+// last job of the model type may have run another line. A job that runs
+// without reporting (no samples endpoint) keeps them: a restart on a plan
+// its line cannot run would end it. A script rubick cannot read (a launch
+// line built at run time) gives nothing, and the job is planned as
+// before; so does the batch of a line whose DeepSpeed config rubickd may
+// not open.
 func (d *Daemon) scriptFacts(ctx context.Context, jobs []slurm.Job, reported map[int]bool) (map[int]scriptRead, map[int]bool) {
 	if d.deps.Scripts == nil || !d.cfg.ReadBatchScripts {
 		// A reload that turned the reads off: what they told is dropped,
