@@ -280,11 +280,13 @@ func (u userFiles) read(ctx context.Context, userName, workDir, name string) ([]
 	}
 	done := make(chan result, 1)
 	go func() {
-		if u.slots != nil {
-			defer func() { <-u.slots }()
-		}
 		// The user's lookup too: a directory service can hang as well.
 		b, err := open(userName, name)
+		// The slot is given back before the result, so that the caller's
+		// next read, made as soon as this one returns, finds it free.
+		if u.slots != nil {
+			<-u.slots
+		}
 		done <- result{b, err}
 	}()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
