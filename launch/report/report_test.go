@@ -461,12 +461,16 @@ func TestLimit(t *testing.T) {
 	if most > 3 || most < 1 {
 		t.Errorf("%d decodes at once, want at most 3", most)
 	}
-	block := make(chan struct{})
-	stuck := Limit(verifierFunc(func(context.Context, string) (Credential, error) { <-block; return Credential{}, nil }), 1)
+	block, holding := make(chan struct{}), make(chan struct{})
+	stuck := Limit(verifierFunc(func(context.Context, string) (Credential, error) {
+		close(holding)
+		<-block
+		return Credential{}, nil
+	}), 1)
 	go func() { _, _ = stuck.Decode(context.Background(), "MUNGE:x:") }()
+	<-holding // the only turn is taken
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel()
-	time.Sleep(5 * time.Millisecond)
 	if _, err := stuck.Decode(ctx, "MUNGE:y:"); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrUnavailable) {
 		t.Errorf("waiting past the context: %v, want the context's error, not ErrUnavailable", err)
 	}
