@@ -159,7 +159,13 @@ type Job struct {
 	// after (interrupted), and those someone else requeued
 	// (rubicksRequeue): no reconfiguration of rubick's, priced as a
 	// requeue is but on their own.
-	Interruptions            int      `json:"interruptions"`
+	Interruptions int `json:"interruptions"`
+	// IntrNodeFail, IntrPreempted and IntrRequeued split Interruptions by
+	// cause: the run's node failed (NODE_FAIL), Slurm preempted the run
+	// (PREEMPTED), or someone else requeued it (any other state).
+	IntrNodeFail             int      `json:"interruptions_node_fail"`
+	IntrPreempted            int      `json:"interruptions_preempted"`
+	IntrRequeued             int      `json:"interruptions_requeued"`
 	InterruptionLostS        float64  `json:"interruption_lost_s"`
 	InterruptionLostGPUHours *float64 `json:"interruption_lost_gpu_hours"`
 	// InterruptionMeasured counts the interruptions priced at the restart
@@ -556,6 +562,14 @@ func buildJob(rows []Row, overhead time.Duration, tres bool, fallback *request, 
 		j.requeues = append(j.requeues, rq)
 		if rq.interrupted {
 			j.Interruptions++
+			switch rows[i].State {
+			case slurm.StateNodeFail:
+				j.IntrNodeFail++
+			case slurm.StatePreempted:
+				j.IntrPreempted++
+			default:
+				j.IntrRequeued++
+			}
 			j.InterruptionLostS += rq.gapS + oh
 			intrGPUs += lost
 		} else {

@@ -74,7 +74,12 @@ type Summary struct {
 	ReconfigLostGPUHours *float64 `json:"reconfig_lost_gpu_hours"`
 	// Interruptions are the requeues that were not rubick's
 	// (Job.Interruptions), apart from its reconfigurations.
-	Interruptions            int      `json:"interruptions"`
+	Interruptions int `json:"interruptions"`
+	// IntrNodeFail, IntrPreempted and IntrRequeued split them by cause, as
+	// Job's do.
+	IntrNodeFail             int      `json:"interruptions_node_fail"`
+	IntrPreempted            int      `json:"interruptions_preempted"`
+	IntrRequeued             int      `json:"interruptions_requeued"`
 	InterruptionLostS        float64  `json:"interruption_lost_s"`
 	InterruptionLostGPUHours *float64 `json:"interruption_lost_gpu_hours"`
 	Guaranteed               int      `json:"guaranteed"`
@@ -300,6 +305,9 @@ func summarize(key string, jobs []Job, withStore, withTRES bool) Summary {
 		s.ReconfigLostS += j.ReconfigLostS
 		lostH += orZero(j.ReconfigLostGPUHours)
 		s.Interruptions += j.Interruptions
+		s.IntrNodeFail += j.IntrNodeFail
+		s.IntrPreempted += j.IntrPreempted
+		s.IntrRequeued += j.IntrRequeued
 		s.InterruptionLostS += j.InterruptionLostS
 		intrH += orZero(j.InterruptionLostGPUHours)
 		if j.Class == "guaranteed" {
