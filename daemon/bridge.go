@@ -1803,9 +1803,17 @@ func queuedSince(j slurm.Job, deferred time.Time) time.Time {
 	return deferred
 }
 
-// starting reports whether rubickd released the pending job moments ago.
+// starting reports whether rubickd released the pending job moments ago,
+// and it has not run since. One Slurm requeued since (its node failed:
+// its restart count is past the tag's) ran and waits for nodes now, not
+// for the start it was released to: awaited as starting, it would stop
+// every cycle's decisions until StartGrace from the release (22.05 lab:
+// 36 s, with nodes free for it elsewhere).
 func starting(j slurm.Job, now time.Time) bool {
 	if j.State != slurm.StatePending || j.Held || j.Tag == nil {
+		return false
+	}
+	if n, err := strconv.Atoi(j.Tag.Extra[slurm.TagRestarts]); err == nil && j.RestartCount > n {
 		return false
 	}
 	sec, err := strconv.ParseInt(j.Tag.Extra[tagAt], 10, 64)

@@ -2673,6 +2673,40 @@ func TestBuildViewReleasedIntoStoppedPartition(t *testing.T) {
 	}
 }
 
+// A job rubickd released moments ago that started, and that Slurm then
+// requeued unheld when its node failed, waits for nodes, not for the
+// start it was released to: the cycle plans it (on another node) rather
+// than wait for it until StartGrace from its release.
+func TestBuildViewRequeuedSinceRelease(t *testing.T) {
+	for name, tc := range map[string]struct {
+		rc, restarts int // the tag's restart count, and Slurm's
+		starting     bool
+	}{
+		"released, not started yet":         {0, 0, true},
+		"requeued since, its node failed":   {0, 1, false},
+		"released after an earlier requeue": {1, 1, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			j := heldJob(6, "bert", 1, 8)
+			j.Held, j.Reason = false, "ReqNodeNotAvail,_UnavailableNodes:node1"
+			j.RequiredNodes = []string{"node1"}
+			j.Tag.Generation, j.Tag.Plan = 1, "dp8.tp1.pp1.mb4.a1.z2"
+			j.Tag.Extra = map[string]string{tagAt: strconv.FormatInt(t0.Add(-20*time.Second).Unix(), 10), slurm.TagRestarts: strconv.Itoa(tc.rc)}
+			j.RestartCount = tc.restarts
+			nodes := labNodes(2)
+			nodes[0].State = "DOWN+DRAIN"
+			v, err := BuildView(Defaults(), t0, Inputs{Nodes: nodes, Jobs: []slurm.Job{j}, Estimators: shippedEstimators(t)},
+				slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := slices.Contains(v.Starting, 6); got != tc.starting {
+				t.Errorf("job 6 awaited as starting: %v, want %v (%q)", got, tc.starting, v.Unmanaged[6])
+			}
+		})
+	}
+}
+
 // A job rubick cannot reconfigure is released on its own request (its
 // --nodelist left to Slurm), and never reconfigured once it runs: an
 // interactive job (salloc, srun: no batch script), which Slurm can neither

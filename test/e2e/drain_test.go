@@ -5,10 +5,12 @@ package e2e
 import (
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rubick-sched/rubick/daemon"
 	"github.com/rubick-sched/rubick/slurm"
 )
 
@@ -57,5 +59,59 @@ func TestDrainedNode(t *testing.T) {
 	}
 	if j, err := cluster.Job(ctx, first.ID); err != nil || j.State != slurm.StateRunning {
 		t.Errorf("job %d on the drained node: %s (%v), want it still running", first.ID, j.State, err)
+	}
+}
+
+// TestNodeFailure: the node a rubick job runs on fails (an administrator
+// drains it and sets it DOWN; with the drain it stays out once slurmd
+// answers again). Slurm ends the run NODE_FAIL and requeues the job
+// unheld, still bound to that node. rubickd plans it again as a queued
+// job and starts it on another node, within StartGrace of its first
+// start: before, it took the requeued job for one it had just released
+// and decided nothing until then. rubick report counts the requeue as an
+// interruption by a node failure.
+func TestNodeFailure(t *testing.T) {
+	smp := newSamples(t)
+	lt := newLabTest(t, "nodefail", 2*time.Minute, smp.config())
+	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
+	d := runDaemon(t, l, bin, dir, cfgPath)
+
+	id := l.submitScript(t, dir, longTraining(bin, dir), &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-nodefail", "-N", "1",
+		"--ntasks-per-node=1", "--gres=gpu:8", "--cpus-per-task=8", "--mem=32G", "--requeue")
+	// runningOff waits until the job runs on a node other than off, and
+	// returns it.
+	runningOff := func(off string) slurm.Job {
+		for ctx.Err() == nil {
+			if j, err := cluster.Job(ctx, id); err == nil && j.State == slurm.StateRunning && len(j.NodeList) > 0 && !slices.Contains(j.NodeList, off) {
+				return j
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		t.Fatalf("job %d did not run off %q; rubickd log %s", id, off, d.log)
+		return slurm.Job{}
+	}
+	first := runningOff("")
+	node := first.NodeList[0]
+	l.run(t, "scontrol", "update", "NodeName="+node, "State=DRAIN", "Reason=e2e-nodefail")
+	defer l.run(t, "scontrol", "update", "NodeName="+node, "State=RESUME")
+	l.run(t, "scontrol", "update", "NodeName="+node, "State=DOWN", "Reason=e2e-nodefail")
+
+	again := runningOff(node)
+	startedAt := func(j slurm.Job) time.Time {
+		sec, err := strconv.ParseInt(j.Tag.Extra["at"], 10, 64)
+		if err != nil {
+			t.Fatalf("job %d: tag %v has no start time", j.ID, j.Tag)
+		}
+		return time.Unix(sec, 0)
+	}
+	if j := again; j.RestartCount != 1 || j.Tag == nil || j.Tag.Generation != first.Tag.Generation+1 {
+		t.Errorf("job %d after the failure: restart count %d, tag %v; want 1, started by rubickd (gen=%d)", id, j.RestartCount, j.Tag, first.Tag.Generation+1)
+	} else if gap := startedAt(j).Sub(startedAt(first)); gap >= daemon.StartGrace {
+		t.Errorf("job %d started again %v after its first start, want within %v: rubickd awaited the requeued job as released; log %s",
+			id, gap, daemon.StartGrace, d.log)
+	}
+	l.run(t, "scancel", strconv.Itoa(id))
+	if got := reportedRequeues(ctx, t, l, bin, lt.dbPath, id, 2); got != (requeues{Interruptions: 1, NodeFail: 1}) {
+		t.Errorf("rubick report counts job %d's node failure as %+v, want an interruption by a node failure", id, got)
 	}
 }
