@@ -1575,11 +1575,19 @@ func planOf(a slurm.Action) string {
 }
 
 // jobs polls slurmrestd with update_time and reuses the last list on 304.
+// The list is read in full once the begin time of a job it holds as
+// waiting for it has come: Slurm does not count that as a change (22.05
+// lab: a requeued job's reason went from BeginTime to Resources, and
+// update_time from before answered "no change"), and the job would be
+// left waiting for its begin time until some other job changed.
 func (d *Daemon) jobs(ctx context.Context) ([]slurm.Job, error) {
 	d.mu.Lock()
 	since, last := d.polled, d.lastJobs
 	d.mu.Unlock()
 	now := d.deps.Now()
+	if beginCame(last, now) {
+		since = time.Time{}
+	}
 	jobs, changed, err := d.deps.Cluster.Jobs(ctx, since)
 	if err != nil {
 		return nil, fmt.Errorf("read jobs: %w", err)
@@ -1595,6 +1603,17 @@ func (d *Daemon) jobs(ctx context.Context) ([]slurm.Job, error) {
 	d.polled, d.lastJobs = now.Add(-time.Second), jobs
 	d.mu.Unlock()
 	return jobs, nil
+}
+
+// beginCame reports whether a pending job of jobs waits, as Slurm last
+// said, for a begin time that has come.
+func beginCame(jobs []slurm.Job, now time.Time) bool {
+	for _, j := range jobs {
+		if j.State == slurm.StatePending && j.Reason == "BeginTime" && !j.EligibleTime.IsZero() && !j.EligibleTime.After(now) {
+			return true
+		}
+	}
+	return false
 }
 
 // Invalidate forgets the cached job list, so the next cycle reads it in

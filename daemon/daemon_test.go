@@ -2673,6 +2673,54 @@ func TestBuildViewReleasedIntoStoppedPartition(t *testing.T) {
 	}
 }
 
+// pollCluster answers a poll with update_time as slurmrestd does when
+// nothing Slurm counts has changed: no list. Only a full poll reads it.
+type pollCluster struct {
+	fakeCluster
+	full []bool // per poll, whether it was a full one
+}
+
+func (c *pollCluster) Jobs(ctx context.Context, since time.Time) ([]slurm.Job, bool, error) {
+	c.full = append(c.full, since.IsZero())
+	if !since.IsZero() {
+		return nil, false, nil
+	}
+	jobs, changed, err := c.fakeCluster.Jobs(ctx, since)
+	return slices.Clone(jobs), changed, err // what rubickd caches is a copy
+}
+
+// Slurm does not count a requeued job's begin time passing as a change of
+// its job list. Once the begin time of a job the cached list has waiting
+// for it comes, the list is read in full, until it no longer says so.
+func TestJobsReadInFullOnceBeginTimeComes(t *testing.T) {
+	j := heldJob(5, "bert", 1, 8)
+	j.Held, j.Reason, j.EligibleTime = false, "BeginTime", t0.Add(10*time.Second)
+	c := &pollCluster{fakeCluster: fakeCluster{nodes: labNodes(1), jobs: []slurm.Job{j}}}
+	d, _ := newTestDaemonWith(t, c, &fakeApplier{}, func(*Config) {})
+	now := t0
+	d.deps.Now = func() time.Time { return now }
+	var reasons []string
+	for _, at := range []time.Duration{0, 5, 10, 15, 20} {
+		now = t0.Add(at * time.Second)
+		if at == 15 {
+			c.jobs[0].Reason = "Resources" // Slurm's next pass
+		}
+		jobs, err := d.jobs(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		reasons = append(reasons, jobs[0].Reason)
+	}
+	// The first poll is a full one; at 10 s and 15 s the cached list has
+	// the job waiting for a begin time that has come.
+	if diff := cmp.Diff([]bool{true, false, true, true, false}, c.full); diff != "" {
+		t.Errorf("full polls (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"BeginTime", "BeginTime", "BeginTime", "Resources", "Resources"}, reasons); diff != "" {
+		t.Errorf("reasons read (-want +got):\n%s", diff)
+	}
+}
+
 // A job rubickd released moments ago that started, and that Slurm then
 // requeued unheld when its node failed, waits for nodes, not for the
 // start it was released to: the cycle plans it (on another node) rather
