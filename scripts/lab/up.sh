@@ -155,6 +155,10 @@ install_file "$ETC/mail" 755
   echo "SlurmdParameters=config_overrides"
   echo "ReturnToService=2"
   echo "JobRequeue=1"
+  # QOS preemption as sites run it: a job of a QOS whose Preempt= lists
+  # another requeues that one's jobs. No QOS lists one until a test adds it.
+  echo "PreemptType=preempt/qos"
+  echo "PreemptMode=REQUEUE"
   echo "KillWait=5"
   echo "MinJobAge=300"
   echo "SlurmctldTimeout=30"
