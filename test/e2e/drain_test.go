@@ -73,23 +73,10 @@ func TestDrainedNode(t *testing.T) {
 func TestNodeFailure(t *testing.T) {
 	smp := newSamples(t)
 	lt := newLabTest(t, "nodefail", 2*time.Minute, smp.config())
-	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
-	d := runDaemon(t, l, bin, dir, cfgPath)
+	l, ctx, bin := lt.lab, lt.ctx, lt.bin
+	d := runDaemon(t, l, bin, lt.dir, lt.cfgPath)
 
-	id := l.submitScript(t, dir, longTraining(bin, dir), &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-nodefail", "-N", "1",
-		"--ntasks-per-node=1", "--gres=gpu:8", "--cpus-per-task=8", "--mem=32G", "--requeue")
-	// runningOff waits until the job runs on a node other than off, and
-	// returns it.
-	runningOff := func(off string) slurm.Job {
-		for ctx.Err() == nil {
-			if j, err := cluster.Job(ctx, id); err == nil && j.State == slurm.StateRunning && len(j.NodeList) > 0 && !slices.Contains(j.NodeList, off) {
-				return j
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-		t.Fatalf("job %d did not run off %q; rubickd log %s", id, off, d.log)
-		return slurm.Job{}
-	}
+	id, runningOff := nodeJob(t, lt, d, "e2e-nodefail")
 	first := runningOff("")
 	node := first.NodeList[0]
 	l.run(t, "scontrol", "update", "NodeName="+node, "State=DRAIN", "Reason=e2e-nodefail")
@@ -113,5 +100,26 @@ func TestNodeFailure(t *testing.T) {
 	l.run(t, "scancel", strconv.Itoa(id))
 	if got := reportedRequeues(ctx, t, l, bin, lt.dbPath, id, 2); got != (requeues{Interruptions: 1, NodeFail: 1}) {
 		t.Errorf("rubick report counts job %d's node failure as %+v, want an interruption by a node failure", id, got)
+	}
+}
+
+// nodeJob submits a bert job of a whole node that trains until it is
+// cancelled, and returns its id and a wait until it runs on a node other
+// than off ("": any), which returns the job.
+func nodeJob(t *testing.T, lt *labTest, d *daemonProc, name string) (int, func(off string) slurm.Job) {
+	t.Helper()
+	id := lt.submitScript(t, lt.dir, longTraining(lt.bin, lt.dir), &lt.ids, "--model-type=bert", "-p", "gpu", "-J", name, "-N", "1",
+		"--ntasks-per-node=1", "--gres=gpu:8", "--cpus-per-task=8", "--mem=32G", "--requeue")
+	return id, func(off string) slurm.Job {
+		t.Helper()
+		for lt.ctx.Err() == nil {
+			j, err := lt.cluster.Job(lt.ctx, id)
+			if err == nil && j.State == slurm.StateRunning && len(j.NodeList) > 0 && !slices.Contains(j.NodeList, off) {
+				return j
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		t.Fatalf("job %d did not run off %q; rubickd log %s", id, off, d.log)
+		return slurm.Job{}
 	}
 }

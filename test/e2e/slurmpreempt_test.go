@@ -23,27 +23,15 @@ import (
 func TestSlurmPreemption(t *testing.T) {
 	smp := newSamples(t)
 	lt := newLabTest(t, "slurmpreempt", 2*time.Minute, smp.config())
-	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
+	l, ctx, bin, cluster := lt.lab, lt.ctx, lt.bin, lt.cluster
 	const qos = "e2eurgent"
 	l.run(t, "sacctmgr", "-i", "add", "qos", qos, "Priority=1000", "Preempt=normal", "PreemptMode=requeue")
 	t.Cleanup(func() { l.run(t, "sacctmgr", "-i", "delete", "qos", qos) })
 	l.run(t, "sacctmgr", "-i", "modify", "user", "root", "set", "qos+="+qos)
 	t.Cleanup(func() { l.run(t, "sacctmgr", "-i", "modify", "user", "root", "set", "qos-="+qos) })
-	d := runDaemon(t, l, bin, dir, cfgPath)
+	d := runDaemon(t, l, bin, lt.dir, lt.cfgPath)
 
-	id := l.submitScript(t, dir, longTraining(bin, dir), &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-slurmpreempt", "-N", "1",
-		"--ntasks-per-node=1", "--gres=gpu:8", "--cpus-per-task=8", "--mem=32G", "--requeue")
-	// runningOff waits until the job runs on a node other than off.
-	runningOff := func(off string) slurm.Job {
-		for ctx.Err() == nil {
-			if j, err := cluster.Job(ctx, id); err == nil && j.State == slurm.StateRunning && len(j.NodeList) > 0 && !slices.Contains(j.NodeList, off) {
-				return j
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-		t.Fatalf("job %d did not run off %q; rubickd log %s", id, off, d.log)
-		return slurm.Job{}
-	}
+	id, runningOff := nodeJob(t, lt, d, "e2e-slurmpreempt")
 	node := runningOff("").NodeList[0]
 	// A job of the QOS that preempts, on that node only: Slurm requeues
 	// the rubick job to start it.
