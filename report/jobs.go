@@ -160,12 +160,12 @@ type Job struct {
 	// (rubicksRequeue): no reconfiguration of rubick's, priced as a
 	// requeue is but on their own.
 	Interruptions int `json:"interruptions"`
-	// IntrNodeFail, IntrPreempted and IntrRequeued split Interruptions by
+	// IntrNodeFail, IntrPreempted and IntrOther split Interruptions by
 	// cause: the run's node failed (NODE_FAIL), Slurm preempted the run
 	// (PREEMPTED), or someone else requeued it (any other state).
 	IntrNodeFail             int      `json:"interruptions_node_fail"`
 	IntrPreempted            int      `json:"interruptions_preempted"`
-	IntrRequeued             int      `json:"interruptions_requeued"`
+	IntrOther                int      `json:"interruptions_other"`
 	InterruptionLostS        float64  `json:"interruption_lost_s"`
 	InterruptionLostGPUHours *float64 `json:"interruption_lost_gpu_hours"`
 	// InterruptionMeasured counts the interruptions priced at the restart
@@ -568,7 +568,7 @@ func buildJob(rows []Row, overhead time.Duration, tres bool, fallback *request, 
 			case slurm.StatePreempted:
 				j.IntrPreempted++
 			default:
-				j.IntrRequeued++
+				j.IntrOther++
 			}
 			j.InterruptionLostS += rq.gapS + oh
 			intrGPUs += lost

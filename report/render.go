@@ -28,7 +28,7 @@ var summaryHeader = []string{
 	"reconfigurations", "requeues", "resizes", "reconfig_lost_s", "reconfig_lost_gpu_hours",
 	"guaranteed", "below_request", "slo_violations", "slo_unchecked", "gpu_tres_missing", "timed_out", "billing_hours",
 	"interruptions", "interruption_lost_s", "interruption_lost_gpu_hours",
-	"interruptions_node_fail", "interruptions_preempted", "interruptions_requeued",
+	"interruptions_node_fail", "interruptions_preempted", "interruptions_other",
 }
 
 // jobHeader is the CSV header of job rows.
@@ -38,7 +38,7 @@ var jobHeader = []string{
 	"reconfig_lost_s", "reconfig_lost_gpu_hours", "gpu_hours", "useful_gpu_hours", "gpu_tres_missing",
 	"below_request", "slo_violated", "plans", "billing_hours", "user",
 	"interruptions", "interruption_lost_s", "interruption_lost_gpu_hours",
-	"interruptions_node_fail", "interruptions_preempted", "interruptions_requeued",
+	"interruptions_node_fail", "interruptions_preempted", "interruptions_other",
 }
 
 // WriteCSV writes one row per summary: the overall row (by "all"), then
@@ -57,7 +57,7 @@ func (r *Report) WriteCSV(w io.Writer, jobs bool) error {
 				strconv.FormatBool(j.GPUTRESMissing), strconv.FormatBool(j.BelowRequest),
 				csvBool(j.SLOViolated), strings.Join(j.Plans, " "), csvPtr(j.BillingHours), j.User,
 				strconv.Itoa(j.Interruptions), num(j.InterruptionLostS), csvPtr(j.InterruptionLostGPUHours),
-				strconv.Itoa(j.IntrNodeFail), strconv.Itoa(j.IntrPreempted), strconv.Itoa(j.IntrRequeued),
+				strconv.Itoa(j.IntrNodeFail), strconv.Itoa(j.IntrPreempted), strconv.Itoa(j.IntrOther),
 			})
 		}
 	} else {
@@ -88,7 +88,7 @@ func summaryCSV(by string, s Summary) []string {
 		strconv.Itoa(s.Guaranteed), strconv.Itoa(s.BelowRequest), slo, strconv.Itoa(s.SLOUnchecked),
 		strconv.Itoa(s.GPUTRESMissing), strconv.Itoa(s.TimedOut), csvPtr(s.BillingHours),
 		strconv.Itoa(s.Interruptions), num(s.InterruptionLostS), csvPtr(s.InterruptionLostGPUHours),
-		strconv.Itoa(s.IntrNodeFail), strconv.Itoa(s.IntrPreempted), strconv.Itoa(s.IntrRequeued),
+		strconv.Itoa(s.IntrNodeFail), strconv.Itoa(s.IntrPreempted), strconv.Itoa(s.IntrOther),
 	}
 }
 
@@ -141,7 +141,7 @@ func (r *Report) WriteTable(w io.Writer, jobs bool) error {
 	for _, g := range r.Groups {
 		fmt.Fprintln(ew)
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "by %s\tjobs\tdone\tavg JCT\tp99 JCT\tavg queue\tGPU-h\tuseful GPU-h\tbilling-h\treconf (rq+rs)\treconf cost\tintr. (nf+pr+rq)\tintr. cost\tguar.\tbelow req\tSLO viol.\n", g.By)
+		fmt.Fprintf(tw, "by %s\tjobs\tdone\tavg JCT\tp99 JCT\tavg queue\tGPU-h\tuseful GPU-h\tbilling-h\treconf (rq+rs)\treconf cost\tintr. (nf+pr+other)\tintr. cost\tguar.\tbelow req\tSLO viol.\n", g.By)
 		for _, s := range g.Rows {
 			tableRow(tw, s)
 		}
@@ -222,7 +222,7 @@ func tableRow(w io.Writer, s Summary) {
 	fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d (%d+%d)\t%s / %s GPU-h\t%d (%d+%d+%d)\t%s / %s GPU-h\t%d\t%d\t%s\n",
 		s.Key, s.Jobs, done, dur(s.AvgJCTS), dur(s.P99JCTS), dur(s.AvgQueueS), hours(s.GPUHours), hours(s.UsefulGPUHours),
 		hours(s.BillingHours), s.Reconfigurations, s.Requeues, s.Resizes, dur(&s.ReconfigLostS), hours(s.ReconfigLostGPUHours),
-		s.Interruptions, s.IntrNodeFail, s.IntrPreempted, s.IntrRequeued, dur(&s.InterruptionLostS), hours(s.InterruptionLostGPUHours), s.Guaranteed, s.BelowRequest, slo)
+		s.Interruptions, s.IntrNodeFail, s.IntrPreempted, s.IntrOther, dur(&s.InterruptionLostS), hours(s.InterruptionLostGPUHours), s.Guaranteed, s.BelowRequest, slo)
 }
 
 // dur formats seconds compactly ("45s", "12m05s", "3h04m", "2d05h"); "-"

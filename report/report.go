@@ -75,11 +75,11 @@ type Summary struct {
 	// Interruptions are the requeues that were not rubick's
 	// (Job.Interruptions), apart from its reconfigurations.
 	Interruptions int `json:"interruptions"`
-	// IntrNodeFail, IntrPreempted and IntrRequeued split them by cause, as
+	// IntrNodeFail, IntrPreempted and IntrOther split them by cause, as
 	// Job's do.
 	IntrNodeFail             int      `json:"interruptions_node_fail"`
 	IntrPreempted            int      `json:"interruptions_preempted"`
-	IntrRequeued             int      `json:"interruptions_requeued"`
+	IntrOther                int      `json:"interruptions_other"`
 	InterruptionLostS        float64  `json:"interruption_lost_s"`
 	InterruptionLostGPUHours *float64 `json:"interruption_lost_gpu_hours"`
 	Guaranteed               int      `json:"guaranteed"`
@@ -307,7 +307,7 @@ func summarize(key string, jobs []Job, withStore, withTRES bool) Summary {
 		s.Interruptions += j.Interruptions
 		s.IntrNodeFail += j.IntrNodeFail
 		s.IntrPreempted += j.IntrPreempted
-		s.IntrRequeued += j.IntrRequeued
+		s.IntrOther += j.IntrOther
 		s.InterruptionLostS += j.InterruptionLostS
 		intrH += orZero(j.InterruptionLostGPUHours)
 		if j.Class == "guaranteed" {

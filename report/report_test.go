@@ -349,12 +349,12 @@ func TestJSONKeys(t *testing.T) {
 		"top": {top, []string{"errors", "groups", "jobs", "notes", "overall", "restart_overhead_s", "since", "store", "until"}},
 		"summary": {overall, []string{"avg_jct_s", "avg_queue_s", "below_request", "billing_hours", "finished", "gpu_hours", "gpu_tres_missing",
 			"guaranteed", "interruption_lost_gpu_hours", "interruption_lost_s", "interruptions", "interruptions_node_fail",
-			"interruptions_preempted", "interruptions_requeued", "jobs", "key", "p99_jct_s",
+			"interruptions_other", "interruptions_preempted", "jobs", "key", "p99_jct_s",
 			"reconfig_lost_gpu_hours", "reconfig_lost_s", "reconfigurations", "requeues", "resizes", "slo_unchecked",
 			"slo_violations", "timed_out", "useful_gpu_hours"}},
 		"job": {job, []string{"account", "below_request", "billing_hours", "class", "end", "finished", "first_start", "gpu_hours",
 			"gpu_tres_missing", "interruption_lost_gpu_hours", "interruption_lost_s", "interruption_measured", "interruptions",
-			"interruptions_node_fail", "interruptions_preempted", "interruptions_requeued",
+			"interruptions_node_fail", "interruptions_other", "interruptions_preempted",
 			"jct_s", "job_id", "model_type", "name", "partition", "plans", "qos", "queue_s", "queued_from",
 			"reconfig_lost_gpu_hours", "reconfig_lost_s", "reconfig_measured", "reconfigurations", "request", "requeues", "resizes", "runs",
 			"slo_detail", "slo_violated", "state", "store_plans", "submit", "tenant", "useful_gpu_hours", "user"}},
@@ -502,10 +502,10 @@ func TestMissingAllocTRES(t *testing.T) {
 	const table = `rubick report: 3 jobs, submitted 2026-11-02T00:00:00Z .. 2026-11-03T09:00:00Z, restart overhead 4m20s, store -
 note: no AllocTRES column: GPU-hours and billing-hours are unknown
 
-by model  jobs  done  avg JCT  p99 JCT  avg queue  GPU-h  useful GPU-h  billing-h  reconf (rq+rs)  reconf cost       intr. (nf+pr+rq)  intr. cost    guar.  below req  SLO viol.
-bert      1     1     1h10m    1h10m    10m00s     -      -             -          0 (0+0)         0s / - GPU-h      0 (0+0+0)         0s / - GPU-h  1      0          -
-gpt2      2     1     3h10m    3h10m    2m45s      -      -             -          2 (1+1)         13m40s / - GPU-h  0 (0+0+0)         0s / - GPU-h  1      0          -
-all       3     2     2h10m    3h10m    5m10s      -      -             -          2 (1+1)         13m40s / - GPU-h  0 (0+0+0)         0s / - GPU-h  2      0          -
+by model  jobs  done  avg JCT  p99 JCT  avg queue  GPU-h  useful GPU-h  billing-h  reconf (rq+rs)  reconf cost       intr. (nf+pr+other)  intr. cost    guar.  below req  SLO viol.
+bert      1     1     1h10m    1h10m    10m00s     -      -             -          0 (0+0)         0s / - GPU-h      0 (0+0+0)            0s / - GPU-h  1      0          -
+gpt2      2     1     3h10m    3h10m    2m45s      -      -             -          2 (1+1)         13m40s / - GPU-h  0 (0+0+0)            0s / - GPU-h  1      0          -
+all       3     2     2h10m    3h10m    5m10s      -      -             -          2 (1+1)         13m40s / - GPU-h  0 (0+0+0)            0s / - GPU-h  2      0          -
 
 plan history
   job 101 (gpt2): dp4.tp1.pp1.mb2.a8.z0 -> dp8.tp1.pp1.mb1.a8.z0
@@ -517,12 +517,12 @@ job  name   model  class        account  state      runs  reconf  intr.  JCT    
 102  be     gpt2   best-effort  bio      RUNNING    2     1       0      -      30s     -      -             -          dp16.tp1.pp1.mb1.a4.z0 -> dp8.tp1.pp1.mb1.a8.z0
 103  ft     bert   guaranteed   physics  COMPLETED  1     0       0      1h10m  10m00s  -      -             -          dp2.tp1.pp1.mb8.a8.z0
 `
-	const csvSummary = `by,key,jobs,finished,avg_jct_s,p99_jct_s,avg_queue_s,gpu_hours,useful_gpu_hours,reconfigurations,requeues,resizes,reconfig_lost_s,reconfig_lost_gpu_hours,guaranteed,below_request,slo_violations,slo_unchecked,gpu_tres_missing,timed_out,billing_hours,interruptions,interruption_lost_s,interruption_lost_gpu_hours,interruptions_node_fail,interruptions_preempted,interruptions_requeued
+	const csvSummary = `by,key,jobs,finished,avg_jct_s,p99_jct_s,avg_queue_s,gpu_hours,useful_gpu_hours,reconfigurations,requeues,resizes,reconfig_lost_s,reconfig_lost_gpu_hours,guaranteed,below_request,slo_violations,slo_unchecked,gpu_tres_missing,timed_out,billing_hours,interruptions,interruption_lost_s,interruption_lost_gpu_hours,interruptions_node_fail,interruptions_preempted,interruptions_other
 all,all,3,2,7800,11400,310,,,2,1,1,820,,2,0,,0,0,0,,0,0,,0,0,0
 model,bert,1,1,4200,4200,600,,,0,0,0,0,,1,0,,0,0,0,,0,0,,0,0,0
 model,gpt2,2,1,11400,11400,165,,,2,1,1,820,,1,0,,0,0,0,,0,0,,0,0,0
 `
-	const csvJobs = `job_id,name,account,qos,partition,model_type,class,tenant,state,finished,submit,first_start,end,jct_s,queue_s,runs,requeues,resizes,reconfigurations,reconfig_lost_s,reconfig_lost_gpu_hours,gpu_hours,useful_gpu_hours,gpu_tres_missing,below_request,slo_violated,plans,billing_hours,user,interruptions,interruption_lost_s,interruption_lost_gpu_hours,interruptions_node_fail,interruptions_preempted,interruptions_requeued
+	const csvJobs = `job_id,name,account,qos,partition,model_type,class,tenant,state,finished,submit,first_start,end,jct_s,queue_s,runs,requeues,resizes,reconfigurations,reconfig_lost_s,reconfig_lost_gpu_hours,gpu_hours,useful_gpu_hours,gpu_tres_missing,below_request,slo_violated,plans,billing_hours,user,interruptions,interruption_lost_s,interruption_lost_gpu_hours,interruptions_node_fail,interruptions_preempted,interruptions_other
 101,train,physics,normal,gpu,gpt2,guaranteed,physics,COMPLETED,true,2026-11-02T10:00:00Z,2026-11-02T10:05:00Z,2026-11-02T13:10:00Z,11400,300,2,1,0,1,560,,,,false,false,,dp4.tp1.pp1.mb2.a8.z0 dp8.tp1.pp1.mb1.a8.z0,,alice,0,0,,0,0,0
 102,be,bio,normal,gpu,gpt2,best-effort,bio,RUNNING,false,2026-11-02T12:00:00Z,2026-11-02T12:00:30Z,,,30,2,0,1,1,260,,,,false,false,,dp16.tp1.pp1.mb1.a4.z0 dp8.tp1.pp1.mb1.a8.z0,,bob,0,0,,0,0,0
 103,ft,physics,normal,gpu,bert,guaranteed,physics,COMPLETED,true,2026-11-03T08:00:00Z,2026-11-03T08:10:00Z,2026-11-03T09:10:00Z,4200,600,1,0,0,0,0,,,,false,false,,dp2.tp1.pp1.mb8.a8.z0,,alice,0,0,,0,0,0
@@ -991,7 +991,7 @@ func TestInterruptions(t *testing.T) {
 			}
 			j := r.Jobs[0]
 			got := price{j.State, j.Finished, j.Requeues, j.Resizes, j.Reconfigurations, j.ReconfigLostS, j.ReconfigLostGPUHours,
-				j.Interruptions, [3]int{j.IntrNodeFail, j.IntrPreempted, j.IntrRequeued}, j.InterruptionLostS, j.InterruptionLostGPUHours,
+				j.Interruptions, [3]int{j.IntrNodeFail, j.IntrPreempted, j.IntrOther}, j.InterruptionLostS, j.InterruptionLostGPUHours,
 				j.GPUHours, j.UsefulGPUHours}
 			if d := cmp.Diff(tc.want, got, approx); d != "" {
 				t.Errorf("job (-want +got):\n%s", d)
@@ -1022,7 +1022,7 @@ func TestInterruptions(t *testing.T) {
 		var got []sum
 		for _, s := range append(slices.Clone(r.Groups[0].Rows), r.Overall) {
 			got = append(got, sum{s.Key, s.Reconfigurations, s.Requeues, s.ReconfigLostS, s.ReconfigLostGPUHours,
-				s.Interruptions, [3]int{s.IntrNodeFail, s.IntrPreempted, s.IntrRequeued}, s.InterruptionLostS, s.InterruptionLostGPUHours,
+				s.Interruptions, [3]int{s.IntrNodeFail, s.IntrPreempted, s.IntrOther}, s.InterruptionLostS, s.InterruptionLostGPUHours,
 				s.UsefulGPUHours})
 		}
 		if d := cmp.Diff(want, got, approx); d != "" {
@@ -1034,12 +1034,12 @@ func TestInterruptions(t *testing.T) {
 note: no Elapsed column: run lengths come from End - Start
 note: no Account column: every job is account (none)
 
-by model  jobs  done  avg JCT  p99 JCT  avg queue  GPU-h   useful GPU-h  billing-h  reconf (rq+rs)  reconf cost           intr. (nf+pr+rq)  intr. cost            guar.  below req  SLO viol.
-bert      2     2     3h00m    3h00m    10m00s     36.000  34.267        0.000      2 (2+0)         18m40s / 1.156 GPU-h  1 (1+0+0)         14m20s / 0.578 GPU-h  0      0          -
-gpt2      2     2     3h00m    3h00m    10m00s     37.333  36.178        0.000      0 (0+0)         0s / 0.000 GPU-h      2 (1+1+0)         18m40s / 1.156 GPU-h  0      0          -
-llama7    1     1     1h00m    1h00m    10m00s     3.333   3.333         0.000      0 (0+0)         0s / 0.000 GPU-h      0 (0+0+0)         0s / 0.000 GPU-h      0      0          -
-vit       1     1     3h00m    3h00m    10m00s     18.667  18.089        0.000      0 (0+0)         0s / 0.000 GPU-h      1 (0+0+1)         9m20s / 0.578 GPU-h   0      0          -
-all       6     6     2h40m    3h00m    10m00s     95.333  91.867        0.000      2 (2+0)         18m40s / 1.156 GPU-h  4 (2+1+1)         42m20s / 2.311 GPU-h  0      0          -
+by model  jobs  done  avg JCT  p99 JCT  avg queue  GPU-h   useful GPU-h  billing-h  reconf (rq+rs)  reconf cost           intr. (nf+pr+other)  intr. cost            guar.  below req  SLO viol.
+bert      2     2     3h00m    3h00m    10m00s     36.000  34.267        0.000      2 (2+0)         18m40s / 1.156 GPU-h  1 (1+0+0)            14m20s / 0.578 GPU-h  0      0          -
+gpt2      2     2     3h00m    3h00m    10m00s     37.333  36.178        0.000      0 (0+0)         0s / 0.000 GPU-h      2 (1+1+0)            18m40s / 1.156 GPU-h  0      0          -
+llama7    1     1     1h00m    1h00m    10m00s     3.333   3.333         0.000      0 (0+0)         0s / 0.000 GPU-h      0 (0+0+0)            0s / 0.000 GPU-h      0      0          -
+vit       1     1     3h00m    3h00m    10m00s     18.667  18.089        0.000      0 (0+0)         0s / 0.000 GPU-h      1 (0+0+1)            9m20s / 0.578 GPU-h   0      0          -
+all       6     6     2h40m    3h00m    10m00s     95.333  91.867        0.000      2 (2+0)         18m40s / 1.156 GPU-h  4 (2+1+1)            42m20s / 2.311 GPU-h  0      0          -
 
 job  name  model   class  account  state      runs  reconf  intr.  JCT    queue   GPU-h   useful GPU-h  billing-h  plans
 1    -     gpt2    -      -        COMPLETED  2     0       1      3h00m  10m00s  18.667  18.089        0.000      -
@@ -1049,14 +1049,14 @@ job  name  model   class  account  state      runs  reconf  intr.  JCT    queue 
 5    -     llama7  -      -        NODE_FAIL  1     0       0      1h00m  10m00s  3.333   3.333         0.000      -
 6    -     vit     -      -        COMPLETED  2     0       1      3h00m  10m00s  18.667  18.089        0.000      -
 `
-		const csvSummary = `by,key,jobs,finished,avg_jct_s,p99_jct_s,avg_queue_s,gpu_hours,useful_gpu_hours,reconfigurations,requeues,resizes,reconfig_lost_s,reconfig_lost_gpu_hours,guaranteed,below_request,slo_violations,slo_unchecked,gpu_tres_missing,timed_out,billing_hours,interruptions,interruption_lost_s,interruption_lost_gpu_hours,interruptions_node_fail,interruptions_preempted,interruptions_requeued
+		const csvSummary = `by,key,jobs,finished,avg_jct_s,p99_jct_s,avg_queue_s,gpu_hours,useful_gpu_hours,reconfigurations,requeues,resizes,reconfig_lost_s,reconfig_lost_gpu_hours,guaranteed,below_request,slo_violations,slo_unchecked,gpu_tres_missing,timed_out,billing_hours,interruptions,interruption_lost_s,interruption_lost_gpu_hours,interruptions_node_fail,interruptions_preempted,interruptions_other
 all,all,6,6,9600,10800,600,95.333333,91.866667,2,2,0,1120,1.155556,0,0,,0,0,0,0,4,2540,2.311111,2,1,1
 model,bert,2,2,10800,10800,600,36,34.266667,2,2,0,1120,1.155556,0,0,,0,0,0,0,1,860,0.577778,1,0,0
 model,gpt2,2,2,10800,10800,600,37.333333,36.177778,0,0,0,0,0,0,0,,0,0,0,0,2,1120,1.155556,1,1,0
 model,llama7,1,1,3600,3600,600,3.333333,3.333333,0,0,0,0,0,0,0,,0,0,0,0,0,0,0,0,0,0
 model,vit,1,1,10800,10800,600,18.666667,18.088889,0,0,0,0,0,0,0,,0,0,0,0,1,560,0.577778,0,0,1
 `
-		const csvJobs = `job_id,name,account,qos,partition,model_type,class,tenant,state,finished,submit,first_start,end,jct_s,queue_s,runs,requeues,resizes,reconfigurations,reconfig_lost_s,reconfig_lost_gpu_hours,gpu_hours,useful_gpu_hours,gpu_tres_missing,below_request,slo_violated,plans,billing_hours,user,interruptions,interruption_lost_s,interruption_lost_gpu_hours,interruptions_node_fail,interruptions_preempted,interruptions_requeued
+		const csvJobs = `job_id,name,account,qos,partition,model_type,class,tenant,state,finished,submit,first_start,end,jct_s,queue_s,runs,requeues,resizes,reconfigurations,reconfig_lost_s,reconfig_lost_gpu_hours,gpu_hours,useful_gpu_hours,gpu_tres_missing,below_request,slo_violated,plans,billing_hours,user,interruptions,interruption_lost_s,interruption_lost_gpu_hours,interruptions_node_fail,interruptions_preempted,interruptions_other
 1,,,,,gpt2,,,COMPLETED,true,2026-11-02T00:00:00Z,2026-11-02T00:10:00Z,2026-11-02T03:00:00Z,10800,600,2,0,0,0,0,0,18.666667,18.088889,false,false,,,0,,1,560,0.577778,1,0,0
 2,,,,,gpt2,,,COMPLETED,true,2026-11-02T00:00:00Z,2026-11-02T00:10:00Z,2026-11-02T03:00:00Z,10800,600,2,0,0,0,0,0,18.666667,18.088889,false,false,,,0,,1,560,0.577778,0,1,0
 3,,,,,bert,,,COMPLETED,true,2026-11-02T00:00:00Z,2026-11-02T00:10:00Z,2026-11-02T03:00:00Z,10800,600,2,1,0,1,560,0.577778,18.666667,18.088889,false,false,,,0,,0,0,0,0,0,0

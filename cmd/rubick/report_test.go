@@ -271,7 +271,7 @@ func TestReportMissingAllocTRES(t *testing.T) {
 	}{
 		"table": {"--by=model", []string{
 			"note: no AllocTRES column: GPU-hours and billing-hours are unknown",
-			"all       7     5 (1 timeout)  1h04m    3h10m    2m47s      -      -             -          2 (1+1)         13m40s / - GPU-h  0 (0+0+0)         0s / - GPU-h  2      0          -",
+			"all       7     5 (1 timeout)  1h04m    3h10m    2m47s      -      -             -          2 (1+1)         13m40s / - GPU-h  0 (0+0+0)            0s / - GPU-h  2      0          -",
 		}},
 		"csv": {"--csv", []string{"all,all,7,5,3854,11400,166.666667,,,2,1,1,820,,2,0,,0,0,1,,0,0,,0,0,0"}},
 		"json": {"--json", []string{`"gpu_hours": null,`, `"useful_gpu_hours": null,`, `"billing_hours": null,`, `"reconfig_lost_gpu_hours": null,`,

@@ -194,7 +194,7 @@ func TestUserHold(t *testing.T) {
 	l.run(t, "scancel", ref)
 	// rubickd started it again (gen= one more), but the requeue was not
 	// rubick's: its plan history has no restart while the first run ran.
-	if got := reportedRequeues(lt.ctx, t, l, bin, lt.dbPath, id, 2); got != (requeues{Interruptions: 1, Requeued: 1}) {
+	if got := reportedRequeues(lt.ctx, t, l, bin, lt.dbPath, id, 2); got != (requeues{Interruptions: 1, Other: 1}) {
 		t.Errorf("rubick report counts job %d's requeue by hand as %+v, want an interruption", id, got)
 	}
 }

@@ -173,7 +173,7 @@ exec %[1]s/rubick-srun --launcher gpu --dialect megatron-deepspeed --munge-socke
 // requeues is how rubick report counts a job's requeues.
 // requeues is what rubick report says of a job's requeues: rubick's
 // reconfigurations, and interruptions with those by cause.
-type requeues struct{ Reconfigs, Interruptions, NodeFail, Preempted, Requeued int }
+type requeues struct{ Reconfigs, Interruptions, NodeFail, Preempted, Other int }
 
 // reportedRequeues runs rubick report with the store at db on job id,
 // once sacct has its runs (slurmdbd may lag behind slurmctld).
@@ -193,13 +193,13 @@ func reportedRequeues(ctx context.Context, t *testing.T, l lab, bin, db string, 
 				Interruptions    int    `json:"interruptions"`
 				NodeFail         int    `json:"interruptions_node_fail"`
 				Preempted        int    `json:"interruptions_preempted"`
-				Requeued         int    `json:"interruptions_requeued"`
+				Other            int    `json:"interruptions_other"`
 			} `json:"jobs"`
 		}
 		if json.Unmarshal(out, &r) == nil {
 			for _, j := range r.Jobs {
 				if j.JobID == strconv.Itoa(id) && j.Finished && len(j.Runs) == runs {
-					return requeues{j.Reconfigurations, j.Interruptions, j.NodeFail, j.Preempted, j.Requeued}
+					return requeues{j.Reconfigurations, j.Interruptions, j.NodeFail, j.Preempted, j.Other}
 				}
 			}
 		}
