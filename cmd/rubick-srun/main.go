@@ -1196,6 +1196,16 @@ func tries(ctx context.Context, wait time.Duration, what string, log *slog.Logge
 // --signal=B:USR1@N), so held it would wait for its user; it is requeued
 // for Slurm to start again.
 func requeueCheckpointed(ctx context.Context, cfg config, tag *slurm.Tag, log *slog.Logger) error {
+	// Where the checkpoint signal is TERM, the one Slurm sends as it ends
+	// the job (scancel, its time limit, Slurm's own preemption, which
+	// requeues the job itself) is taken for it too, and a requeue would
+	// bring back a job its user cancelled (22.05 lab: held, waiting for a
+	// release). rubickd signals a running job. A state that cannot be read
+	// leaves the requeue as it was.
+	if state, err := jobState(ctx, cfg.squeue, cfg.jobRef); err == nil && state != "RUNNING" {
+		log.Info("not requeued: Slurm is ending the job, so the signal was not rubickd's", "state", state, "after", whyCheckpoint)
+		return nil
+	}
 	if tag == nil {
 		if t, err := readTag(ctx, cfg.scontrol, cfg.jobRef); err == nil && t == nil {
 			if err := scontrolRequeue(ctx, cfg, "requeue", whyCheckpoint, log); err != nil {
@@ -1206,6 +1216,24 @@ func requeueCheckpointed(ctx context.Context, cfg config, tag *slurm.Tag, log *s
 		}
 	}
 	return requeueHold(ctx, cfg, whyCheckpoint, log, nil)
+}
+
+// jobState is the job's state as squeue prints it (%T): RUNNING, or
+// COMPLETING once Slurm ends it, whatever ends it.
+func jobState(ctx context.Context, squeue, jobID string) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	cmd := exec.CommandContext(cctx, squeue, "--noheader", "--jobs", jobID, "--format", "%T")
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s --jobs %s: %w: %s", squeue, jobID, err, strings.TrimSpace(errOut.String()))
+	}
+	state, _, _ := strings.Cut(out.String(), "\n")
+	if state = strings.TrimSpace(state); state == "" {
+		return "", fmt.Errorf("%s --jobs %s: no state", squeue, jobID)
+	}
+	return state, nil
 }
 
 // markTries bounds the attempts at the requeue's mark, and at the

@@ -44,7 +44,15 @@ func TestMain(m *testing.M) {
 	case "scancel":
 		os.Exit(fakeScancel(os.Args[1:]))
 	case "squeue":
-		// Only ever asked for the job's comment (%k).
+		// Asked for the job's state (%T) or its comment (%k).
+		if os.Args[len(os.Args)-1] == "%T" {
+			if st := os.Getenv("FAKE_STATE"); st != "" {
+				fmt.Println(st)
+			} else {
+				fmt.Println("RUNNING")
+			}
+			os.Exit(0)
+		}
 		if c, ok := os.LookupEnv("FAKE_COMMENT"); ok {
 			fmt.Println(c)
 		} else {
@@ -1157,16 +1165,22 @@ func TestRequeueCheckpointed(t *testing.T) {
 		name  string
 		tag   *slurm.Tag // read at the start
 		noTag bool       // what Slurm says now
+		state string     // squeue's; "": RUNNING
 		want  []string
 	}{
 		{name: "tagged", tag: &slurm.Tag{ModelType: "gpt2"}, want: []string{mark, hold}},
 		{name: "--plan in a tagged job", want: []string{read, mark, hold}},
 		{name: "no tag", noTag: true, want: []string{read, "requeue 42"}},
+		// scancel, the time limit or Slurm's preemption sent the signal
+		// (TERM, the site's checkpoint signal): Slurm ends the job.
+		{name: "tagged, Slurm ending it", tag: &slurm.Tag{ModelType: "gpt2"}, state: "COMPLETING"},
+		{name: "no tag, Slurm ending it", noTag: true, state: "COMPLETING"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			log := filepath.Join(t.TempDir(), "scontrol.log")
 			t.Setenv("FAKE_SCONTROL_LOG", log)
 			t.Setenv("FAKE_COMMENT", "hello world")
+			t.Setenv("FAKE_STATE", tc.state)
 			if tc.noTag {
 				t.Setenv("FAKE_NO_TAG", "1")
 			}
@@ -1174,7 +1188,11 @@ func TestRequeueCheckpointed(t *testing.T) {
 				t.Fatal(err)
 			}
 			calls, _ := os.ReadFile(log)
-			if diff := cmp.Diff(tc.want, strings.Split(strings.TrimSpace(string(calls)), "\n")); diff != "" {
+			got := strings.Split(strings.TrimSpace(string(calls)), "\n")
+			if len(calls) == 0 {
+				got = nil
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("scontrol calls (-want +got):\n%s", diff)
 			}
 		})

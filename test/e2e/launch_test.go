@@ -296,3 +296,44 @@ func tagPlan(j slurm.Job) string {
 	}
 	return j.Tag.Plan
 }
+
+// TestCancelAtTermSite: where the checkpoint signal is TERM (Megatron's
+// --exit-signal-handler), the SIGTERM of a user's scancel reaches the
+// trainer as a checkpoint signal: it saves and exits 75. rubick-srun then
+// leaves the job to end CANCELLED. Before, it requeued the job held, and
+// the cancelled job came back pending, waiting for its user's release.
+func TestCancelAtTermSite(t *testing.T) {
+	lt := newLabTest(t, "termcancel", 2*time.Minute, "checkpoint:\n  signal: TERM\n")
+	l, ctx, cluster := lt.lab, lt.ctx, lt.cluster
+	d := runDaemon(t, l, lt.bin, lt.dir, lt.cfgPath)
+	script := strings.Replace(longTraining(lt.bin, lt.dir), "rubick-srun --launcher gpu", "rubick-srun --launcher gpu --signal TERM", 1)
+	id := l.submitScript(t, lt.dir, script, &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-termcancel", "-N", "1",
+		"--ntasks-per-node=1", "--gres=gpu:2", "--cpus-per-task=8", "--mem=32G")
+	// Running, and training: the trainer has written its first progress
+	// line, so it has its signal handler.
+	out := filepath.Join(lt.dir, "job-"+strconv.Itoa(id)+".out")
+	for ctx.Err() == nil {
+		b, _ := os.ReadFile(out)
+		if j, err := cluster.Job(ctx, id); err == nil && j.State == slurm.StateRunning && strings.Contains(string(b), " iteration ") {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	l.run(t, "scancel", strconv.Itoa(id))
+	// Either it ends, or it is requeued (pending again, restarted once).
+	var j slurm.Job
+	for ctx.Err() == nil {
+		var err error
+		if j, err = cluster.Job(ctx, id); err == nil && (j.Ended() || j.State == slurm.StatePending && j.RestartCount > 0) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	b, _ := os.ReadFile(out)
+	if j.State != slurm.StateCancelled || j.RestartCount != 0 {
+		t.Errorf("job %d after scancel: %s, %d restarts; want CANCELLED, never requeued; its output:\n%s\nrubickd log %s", id, j.State, j.RestartCount, b, d.log)
+	}
+	if !strings.Contains(string(b), "not requeued: Slurm is ending the job") {
+		t.Errorf("job %d: rubick-srun does not say it left the cancelled job alone:\n%s", id, b)
+	}
+}
