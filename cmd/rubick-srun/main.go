@@ -1196,14 +1196,7 @@ func tries(ctx context.Context, wait time.Duration, what string, log *slog.Logge
 // --signal=B:USR1@N), so held it would wait for its user; it is requeued
 // for Slurm to start again.
 func requeueCheckpointed(ctx context.Context, cfg config, tag *slurm.Tag, log *slog.Logger) error {
-	// Where the checkpoint signal is TERM, the one Slurm sends as it ends
-	// the job (scancel, its time limit, Slurm's own preemption, which
-	// requeues the job itself) is taken for it too, and a requeue would
-	// bring back a job its user cancelled (22.05 lab: held, waiting for a
-	// release). rubickd signals a running job. A state that cannot be read
-	// leaves the requeue as it was.
-	if state, err := jobState(ctx, cfg.squeue, cfg.jobRef); err == nil && state != "RUNNING" {
-		log.Info("not requeued: Slurm is ending the job, so the signal was not rubickd's", "state", state, "after", whyCheckpoint)
+	if slurmEnding(ctx, cfg, whyCheckpoint, log) {
 		return nil
 	}
 	if tag == nil {
@@ -1216,6 +1209,22 @@ func requeueCheckpointed(ctx context.Context, cfg config, tag *slurm.Tag, log *s
 		}
 	}
 	return requeueHold(ctx, cfg, whyCheckpoint, log, nil)
+}
+
+// slurmEnding reports, and logs, that Slurm is ending the job, which is
+// then not to be requeued after the checkpoint signal. Where that signal
+// is TERM, the one Slurm sends as it ends the job (scancel, its time
+// limit, Slurm's own preemption, which requeues the job itself) is taken
+// for it too, and a requeue would bring back a job its user cancelled
+// (22.05 lab: held, waiting for a release). rubickd signals a running
+// job. A state that cannot be read leaves the requeue as it was.
+func slurmEnding(ctx context.Context, cfg config, why string, log *slog.Logger) bool {
+	state, err := jobState(ctx, cfg.squeue, cfg.jobRef)
+	if err != nil || state == "RUNNING" {
+		return false
+	}
+	log.Info("not requeued: Slurm is ending the job, so the signal was not rubickd's", "state", state, "after", why)
+	return true
 }
 
 // jobState is the job's state as squeue prints it (%T): RUNNING, or
@@ -1341,7 +1350,7 @@ func refuse(ctx context.Context, cfg config, jobID, modelType string, plan model
 		return exitUsage
 	}
 	log.Info("rubickd signalled the restart")
-	if cfg.requeue {
+	if cfg.requeue && !slurmEnding(ctx, cfg, whyRefused, log) {
 		_ = requeueHold(ctx, cfg, whyRefused, log, afterMark, words...) // rubickd requeues it otherwise
 	}
 	return exitCheckpointed

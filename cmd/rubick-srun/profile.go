@@ -793,7 +793,7 @@ func untrained(ctx context.Context, cfg config, jobID string, sig syscall.Signal
 	if sig != cfg.checkpointSig {
 		return 128 + int(sig)
 	}
-	if cfg.requeue && jobID != "" {
+	if cfg.requeue && jobID != "" && !slurmEnding(ctx, cfg, whyCheckpoint, log) {
 		_ = requeueHold(ctx, cfg, whyCheckpoint, log, nil)
 	}
 	return exitCheckpointed

@@ -806,14 +806,22 @@ func TestProfilePlanWait(t *testing.T) {
 // TestProfilePlanWaitSignal: a signal while the job waits for rubickd's
 // plan after its phase ends the wait as it ends the phase: the checkpoint
 // signal (rubickd restarting the job on its fit) requeues the job held and
-// exits 75, SIGTERM exits 143; neither trains.
+// exits 75, SIGTERM exits 143; neither trains. The checkpoint signal of a
+// job Slurm is ending (a scancel's SIGTERM where that is the checkpoint
+// signal) requeues nothing.
 func TestProfilePlanWaitSignal(t *testing.T) {
 	for _, tc := range []struct {
 		sig     syscall.Signal
 		code    int
 		requeue bool
-	}{{syscall.SIGUSR1, exitCheckpointed, true}, {syscall.SIGTERM, 128 + int(syscall.SIGTERM), false}} {
-		t.Run(tc.sig.String(), func(t *testing.T) {
+		state   string // squeue's; "": RUNNING
+	}{
+		{syscall.SIGUSR1, exitCheckpointed, true, ""},
+		{syscall.SIGTERM, 128 + int(syscall.SIGTERM), false, ""},
+		{syscall.SIGUSR1, exitCheckpointed, false, "COMPLETING"},
+	} {
+		t.Run(tc.sig.String()+tc.state, func(t *testing.T) {
+			t.Setenv("FAKE_STATE", tc.state)
 			var col collector
 			srv := col.server(t)
 			flags, logDir, stateDir := profileSetup(t, srv.URL)
