@@ -1230,19 +1230,28 @@ func slurmEnding(ctx context.Context, cfg config, why string, log *slog.Logger) 
 // jobState is the job's state as squeue prints it (%T): RUNNING, or
 // COMPLETING once Slurm ends it, whatever ends it.
 func jobState(ctx context.Context, squeue, jobID string) (string, error) {
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	var out, errOut bytes.Buffer
-	cmd := exec.CommandContext(cctx, squeue, "--noheader", "--jobs", jobID, "--format", "%T")
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("%s --jobs %s: %w: %s", squeue, jobID, err, strings.TrimSpace(errOut.String()))
+	state, err := squeueLine(ctx, squeue, jobID, "%T")
+	if err != nil {
+		return "", err
 	}
-	state, _, _ := strings.Cut(out.String(), "\n")
 	if state = strings.TrimSpace(state); state == "" {
 		return "", fmt.Errorf("%s --jobs %s: no state", squeue, jobID)
 	}
 	return state, nil
+}
+
+// squeueLine is the first line squeue prints of the job in format.
+func squeueLine(ctx context.Context, squeue, jobID, format string) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	cmd := exec.CommandContext(cctx, squeue, "--noheader", "--jobs", jobID, "--format", format)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s --jobs %s: %w: %s", squeue, jobID, err, strings.TrimSpace(errOut.String()))
+	}
+	line, _, _ := strings.Cut(out.String(), "\n")
+	return line, nil
 }
 
 // markTries bounds the attempts at the requeue's mark, and at the
@@ -1253,15 +1262,10 @@ const markTries = 3
 // comment, read with squeue (%k prints it as it is; "(null)" for none),
 // unless it has them.
 func markRequeue(ctx context.Context, squeue, scontrol, jobID string, words ...string) error {
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	var out, errOut bytes.Buffer
-	cmd := exec.CommandContext(cctx, squeue, "--noheader", "--jobs", jobID, "--format", "%k")
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s --jobs %s: %w: %s", squeue, jobID, err, strings.TrimSpace(errOut.String()))
+	comment, err := squeueLine(ctx, squeue, jobID, "%k")
+	if err != nil {
+		return err
 	}
-	comment, _, _ := strings.Cut(out.String(), "\n")
 	if comment == "(null)" {
 		comment = ""
 	}
@@ -1272,6 +1276,8 @@ func markRequeue(ctx context.Context, squeue, scontrol, jobID string, words ...s
 	if marked == comment {
 		return nil
 	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	b, err := exec.CommandContext(cctx, scontrol, "update", "JobId="+jobID, "Comment="+marked).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s update JobId=%s Comment=: %w: %s", scontrol, jobID, err, strings.TrimSpace(string(b)))
