@@ -1813,7 +1813,7 @@ func starting(j slurm.Job, now time.Time) bool {
 	if j.State != slurm.StatePending || j.Held || j.Tag == nil {
 		return false
 	}
-	if n, err := strconv.Atoi(j.Tag.Extra[slurm.TagRestarts]); err == nil && j.RestartCount > n {
+	if slurm.RequeuedSinceTag(j) {
 		return false
 	}
 	sec, err := strconv.ParseInt(j.Tag.Extra[tagAt], 10, 64)

@@ -434,11 +434,21 @@ func hasField(ac, name string) bool {
 // (RequeueExitHold). Its restart count is past the tag's, and rubick-srun
 // did not mark the requeue. A tag without the count says nothing.
 func RequeuedByOther(j Job) bool {
-	if j.State != StatePending || !j.Held || j.Tag == nil {
+	if j.State != StatePending || !j.Held {
+		return false
+	}
+	return RequeuedSinceTag(j) && !HasWord(j.Comment, RequeueWord)
+}
+
+// RequeuedSinceTag reports whether job j was requeued, by anyone, since
+// rubick last wrote its tag: its restart count is past the tag's
+// (TagRestarts). A tag without the count says nothing.
+func RequeuedSinceTag(j Job) bool {
+	if j.Tag == nil {
 		return false
 	}
 	n, err := strconv.Atoi(j.Tag.Extra[TagRestarts])
-	return err == nil && j.RestartCount > n && !HasWord(j.Comment, RequeueWord)
+	return err == nil && j.RestartCount > n
 }
 
 // isWordSep separates the words of a Comment, as job_submit.lua reads them.
