@@ -223,12 +223,12 @@ func (l *Learner) AcceptLaunch(ctx context.Context, uid uint32, n report.Launch)
 		return err
 	}
 	if n.Refused {
-		why := refusal(n)
+		p, why, ok := refusal(n)
 		// In the plan history, the refusal tells rubick report that the
 		// requeue which follows is rubick's (a reconfiguration), not
 		// someone's scontrol requeue. Recorded after the launch facts,
 		// which a retried notice sets again.
-		if p, err := model.ParsePlan(n.Plan); err == nil {
+		if ok {
 			if _, err := l.Store.RecordRefusal(ctx, int64(id), p, cmp.Or(why, "the launch line cannot run it")); err != nil {
 				return err
 			}
@@ -247,20 +247,21 @@ func (l *Learner) AcceptLaunch(ctx context.Context, uid uint32, n report.Launch)
 // refusal says why a launch line refused the plan its notice names: the
 // features of the plan it cannot express, and the plan's global batch
 // where it is not the line's (a plan chosen before rubickd knew the line,
-// on its model type's batch). "" when the notice tells neither.
-func refusal(n report.Launch) string {
+// on its model type's batch). why is "" when the notice tells neither;
+// ok is false when the notice names no plan that parses, p that plan.
+func refusal(n report.Launch) (p model.Plan, why string, ok bool) {
 	p, err := model.ParsePlan(n.Plan)
 	if err != nil {
-		return ""
+		return model.Plan{}, "", false
 	}
-	var why []string
+	var reasons []string
 	if f := model.Of(p) & n.Features(); f != 0 {
-		why = append(why, "it uses "+f.String()+", which the line cannot express")
+		reasons = append(reasons, "it uses "+f.String()+", which the line cannot express")
 	}
 	if gb := p.DP * p.MicroBatch * p.Accum; n.GlobalBatch > 0 && gb != n.GlobalBatch {
-		why = append(why, fmt.Sprintf("its global batch is %d, the line's %d", gb, n.GlobalBatch))
+		reasons = append(reasons, fmt.Sprintf("its global batch is %d, the line's %d", gb, n.GlobalBatch))
 	}
-	return strings.Join(why, "; ")
+	return p, strings.Join(reasons, "; "), true
 }
 
 // maxSampleRatio bounds how far a reported iteration time may be from the

@@ -981,7 +981,8 @@ func TestRefusal(t *testing.T) {
 		"features unused": {report.Launch{Cannot: "tp,pp", GlobalBatch: 64, Plan: "dp4.tp1.pp1.mb16.a1.z0"}, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, refusal(tc.n)); diff != "" {
+			_, why, _ := refusal(tc.n)
+			if diff := cmp.Diff(tc.want, why); diff != "" {
 				t.Errorf("refusal (-want +got):\n%s", diff)
 			}
 		})
