@@ -359,24 +359,30 @@ func LoadConfig(path string, environ []string) (Config, []string, error) {
 		v.Set(key, val)
 		fromEnv = append(fromEnv, kv)
 	}
+	// setBy finds the variable that set the key err names, written in
+	// err as named(key).
+	setBy := func(err error, named func(key string) string) (name, val string, ok bool) {
+		for _, kv := range fromEnv {
+			name, val, _ := strings.Cut(kv, "=")
+			if strings.Contains(err.Error(), named(byEnv[name])) {
+				return name, val, true
+			}
+		}
+		return "", "", false
+	}
 	var c Config
 	if err := v.Unmarshal(&c); err != nil {
 		// The decoder names the key; say which variable set it.
-		for _, kv := range fromEnv {
-			name, val, _ := strings.Cut(kv, "=")
-			if strings.Contains(err.Error(), "'"+byEnv[name]+"'") {
-				return Config{}, warnings, fmt.Errorf("%w: environment variable %s=%q: %v", ErrConfig, name, val, err)
-			}
+		if name, val, ok := setBy(err, func(key string) string { return "'" + key + "'" }); ok {
+			return Config{}, warnings, fmt.Errorf("%w: environment variable %s=%q: %v", ErrConfig, name, val, err)
 		}
 		return Config{}, warnings, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if err := c.Validate(); err != nil {
 		// A value the environment gave (an empty RUBICK_STORE= in a
 		// service's environment file, say) is not in any file to look for.
-		for _, kv := range fromEnv {
-			if name, _, _ := strings.Cut(kv, "="); strings.Contains(err.Error(), ": "+byEnv[name]+"=") {
-				return Config{}, warnings, fmt.Errorf("%w (from environment variable %s)", err, name)
-			}
+		if name, _, ok := setBy(err, func(key string) string { return ": " + key + "=" }); ok {
+			return Config{}, warnings, fmt.Errorf("%w (from environment variable %s)", err, name)
 		}
 		return Config{}, warnings, err
 	}
