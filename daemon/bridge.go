@@ -1150,8 +1150,10 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 	}
 	isUsable := func(n slurm.Node) bool { return usable(n, cfg.Partitions, len(reserved[n.Name]) > 0) }
 	var open openNodes
+	openSet := map[string]bool{}
 	for _, n := range nodes {
 		if isUsable(n) {
+			openSet[n.Name] = true
 			open.nodes = append(open.nodes, n)
 			open.resv = append(open.resv, reserved[n.Name])
 			shape.nodeGPUs = max(shape.nodeGPUs, n.GPUs)
@@ -1400,7 +1402,7 @@ func BuildView(cfg Config, now time.Time, in Inputs, log *slog.Logger) (*View, e
 				}
 				return -1
 			}, j.Reason) // a tag value
-		} else if starting(j, now) {
+		} else if starting(j, now, openSet) {
 			v.Starting = append(v.Starting, j.ID)
 			continue
 		}
@@ -1808,13 +1810,21 @@ func queuedSince(j slurm.Job, deferred time.Time) time.Time {
 // its restart count is past the tag's) ran and waits for nodes now, not
 // for the start it was released to: awaited as starting, it would stop
 // every cycle's decisions until StartGrace from the release (22.05 lab:
-// 36 s, with nodes free for it elsewhere).
-func starting(j slurm.Job, now time.Time) bool {
+// 36 s, with nodes free for it elsewhere). So would one sent to a node
+// that has gone down or drained since (open: the usable nodes): it cannot
+// start there. Its reason cannot tell that, as Slurm gives
+// ReqNodeNotAvail for a node still busy with a job that is ending too.
+func starting(j slurm.Job, now time.Time, open map[string]bool) bool {
 	if j.State != slurm.StatePending || j.Held || j.Tag == nil {
 		return false
 	}
 	if slurm.RequeuedSinceTag(j) {
 		return false
+	}
+	for _, n := range j.RequiredNodes {
+		if !open[n] {
+			return false
+		}
 	}
 	sec, err := strconv.ParseInt(j.Tag.Extra[tagAt], 10, 64)
 	if err != nil {

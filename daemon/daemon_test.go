@@ -2724,15 +2724,22 @@ func TestJobsReadInFullOnceBeginTimeComes(t *testing.T) {
 // A job rubickd released moments ago that started, and that Slurm then
 // requeued unheld when its node failed, waits for nodes, not for the
 // start it was released to: the cycle plans it (on another node) rather
-// than wait for it until StartGrace from its release.
+// than wait for it until StartGrace from its release. So is one released
+// onto a node that went down or was drained before it started there.
 func TestBuildViewRequeuedSinceRelease(t *testing.T) {
 	for name, tc := range map[string]struct {
-		rc, restarts int // the tag's restart count, and Slurm's
+		rc, restarts int    // the tag's restart count, and Slurm's
+		state        string // node1's, the node it was sent to
 		starting     bool
 	}{
-		"released, not started yet":         {0, 0, true},
-		"requeued since, its node failed":   {0, 1, false},
-		"released after an earlier requeue": {1, 1, true},
+		"released, not started yet":            {0, 0, "IDLE", true},
+		"released onto a node still busy":      {0, 0, "MIXED+COMPLETING", true},
+		"requeued since, its node failed":      {0, 1, "DOWN+DRAIN", false},
+		"requeued since, node back":            {0, 1, "IDLE", false},
+		"released after an earlier requeue":    {1, 1, "IDLE", true},
+		"its node went down since release":     {0, 0, "DOWN", false},
+		"its node was drained since release":   {0, 0, "IDLE+DRAIN", false},
+		"node gone from the managed partition": {0, 0, "", false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			j := heldJob(6, "bert", 1, 8)
@@ -2742,7 +2749,10 @@ func TestBuildViewRequeuedSinceRelease(t *testing.T) {
 			j.Tag.Extra = map[string]string{tagAt: strconv.FormatInt(t0.Add(-20*time.Second).Unix(), 10), slurm.TagRestarts: strconv.Itoa(tc.rc)}
 			j.RestartCount = tc.restarts
 			nodes := labNodes(2)
-			nodes[0].State = "DOWN+DRAIN"
+			nodes[0].State = tc.state
+			if tc.state == "" {
+				nodes = nodes[1:]
+			}
 			v, err := BuildView(Defaults(), t0, Inputs{Nodes: nodes, Jobs: []slurm.Job{j}, Estimators: shippedEstimators(t)},
 				slog.New(slog.DiscardHandler))
 			if err != nil {
