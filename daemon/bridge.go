@@ -1034,6 +1034,9 @@ type JobFacts struct {
 	// ScriptUnread says that the pending job's batch script is read in a
 	// coming cycle, this one's reads spent: it waits for it (scriptFacts).
 	ScriptUnread bool
+	// Unrecorded is run time of runs Slurm requeued that the job's tag
+	// does not count yet (noteRuns): it ran that long too.
+	Unrecorded time.Duration
 }
 
 // Inputs is what one cycle read: Slurm's nodes, jobs and QOS limits, and
@@ -1884,6 +1887,7 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 		}
 		mj.ran = time.Duration(sec) * time.Second
 	}
+	mj.ran += facts.Unrecorded
 	tenant := cfg.TenantOf(j.Account, j.QOS)
 	pl := make(model.Placement, mj.req.Nodes)
 	for i := range pl {
@@ -2415,7 +2419,7 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 		// What it ran so far counts at its next start (its restart cost's
 		// rule, a deadline cut); the preemption and that start are one
 		// reconfiguration, as the simulator counts them.
-		tag.Extra[tagRan] = strconv.FormatInt(int64(ran/time.Second), 10)
+		tag.Extra[tagRan] = ranSeconds(ran)
 		tag.Generation = mj.tag.Generation
 		out.Kind = slurm.ActionPreempt
 		return out, nil
@@ -2454,6 +2458,10 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 	}
 	if j.State == slurm.StatePending {
 		out.Kind = slurm.ActionStart
+		if mj.ran > 0 {
+			// With what it ran before Slurm's own requeues, if any.
+			tag.Extra[tagRan] = ranSeconds(mj.ran)
+		}
 		return out, nil
 	}
 	// Every change of a running job is a checkpoint-restart, shrinks
@@ -2461,7 +2469,7 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 	// NumNodes shrink kills the trainer's ranks on the dropped nodes before
 	// they can checkpoint, while the new plan needs a relaunch anyway.
 	out.Kind = slurm.ActionRestart
-	tag.Extra[tagRan] = strconv.FormatInt(int64(ran/time.Second), 10)
+	tag.Extra[tagRan] = ranSeconds(ran)
 	return out, nil
 }
 

@@ -229,6 +229,11 @@ type Daemon struct {
 	// skippedSaid the same for the actions it deferred or could not
 	// express in Slurm.
 	unschedulable, skippedSaid map[int]string
+	// runs and unrecorded are what noteRuns keeps: the running jobs' run
+	// time as last seen, and run time Slurm's own requeues took from
+	// jobs' tags. Only the cycle uses them.
+	runs       map[int]runSeen
+	unrecorded map[int]unrecorded
 	// unacked holds the jobs a failed preemption or restart requeued, or
 	// may have (a timed-out requeuehold), before its tag could say so,
 	// with the tag it was to write (nil: the job's own): acknowledged the
@@ -1305,6 +1310,15 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	facts, err := d.jobFacts(ctx, jobs)
 	if err != nil {
 		return rep, err
+	}
+	d.noteRuns(jobs, start)
+	if facts == nil && len(d.unrecorded) > 0 {
+		facts = map[int]JobFacts{}
+	}
+	for id, u := range d.unrecorded {
+		f := facts[id]
+		f.Unrecorded = u.ran
+		facts[id] = f
 	}
 	fair := d.fairAccounts(jobs)
 	in := Inputs{Nodes: nodes, Jobs: jobs, Estimators: est, RestartCosts: costs, ReleaseAll: d.releaseAll,

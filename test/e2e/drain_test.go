@@ -79,6 +79,9 @@ func TestNodeFailure(t *testing.T) {
 	id, runningOff := nodeJob(t, lt, d, "e2e-nodefail")
 	first := runningOff("")
 	node := first.NodeList[0]
+	// Long enough for rubickd's 2 s cycles to see it run: the run counts
+	// at its next start.
+	time.Sleep(6 * time.Second)
 	l.run(t, "scontrol", "update", "NodeName="+node, "State=DRAIN", "Reason=e2e-nodefail")
 	defer l.run(t, "scontrol", "update", "NodeName="+node, "State=RESUME")
 	l.run(t, "scontrol", "update", "NodeName="+node, "State=DOWN", "Reason=e2e-nodefail")
@@ -96,6 +99,11 @@ func TestNodeFailure(t *testing.T) {
 	} else if gap := startedAt(j).Sub(startedAt(first)); gap >= daemon.StartGrace {
 		t.Errorf("job %d started again %v after its first start, want within %v: rubickd awaited the requeued job as released; log %s",
 			id, gap, daemon.StartGrace, d.log)
+	}
+	// Slurm's record of the job starts over at the requeue: the tag
+	// rubickd started it again with keeps the run the failure ended.
+	if ran, err := strconv.Atoi(again.Tag.Extra["ran"]); err != nil || ran < 3 {
+		t.Errorf("job %d started again with tag %v: ran=%q, want the seconds it ran before the failure (about 6)", id, again.Tag, again.Tag.Extra["ran"])
 	}
 	l.run(t, "scancel", strconv.Itoa(id))
 	if got := reportedRequeues(ctx, t, l, bin, lt.dbPath, id, 2); got != (requeues{Interruptions: 1, NodeFail: 1}) {

@@ -1,0 +1,86 @@
+package daemon
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+// A job Slurm requeues by itself (its node failed, a QOS preempted it, an
+// administrator ran scontrol requeue) loses the run that ended from its
+// tag's run time (ran=): Slurm's record of the job starts over at the
+// requeue, and only rubickd's own requeues write ran=. Yet that requeue
+// counts as one of the job's restarts when rubickd starts it again, so the
+// restart rule, (T - N*delta)/T, and the gains weighed against a restart's
+// cost (run time so far standing for time left) saw a job that ran for
+// hours as one that had just begun (24.11 lab, three requeues: "would
+// leave 0% of its 16s run time useful"). rubickd keeps the run time it
+// last saw of each running job and, once Slurm has requeued the job since,
+// counts it as run until a tag of rubickd's records it. What rubickd did
+// not see (a run that began and ended while it was stopped) stays lost.
+
+// runSeen is a running job as the last cycle saw it: its restart count,
+// which a requeue raises, and its run time then.
+type runSeen struct {
+	restarts int
+	ran      time.Duration
+}
+
+// unrecorded is run time of runs Slurm requeued that the job's tag does
+// not count, with the tag's ran= when it was first counted: a tag that
+// says otherwise has been written by rubickd since, with it.
+type unrecorded struct {
+	ran  time.Duration
+	base string
+}
+
+// noteRuns updates what rubickd saw run (d.runs) from jobs, as read at
+// now, and counts the runs Slurm requeued since (d.unrecorded). It runs
+// after ackRequeues: a requeue of rubickd's own is acknowledged by then,
+// its tag counting the run, and a job whose acknowledgement failed is
+// not in jobs.
+func (d *Daemon) noteRuns(jobs []slurm.Job, now time.Time) {
+	listed := make(map[int]bool, len(jobs))
+	if d.runs == nil {
+		d.runs, d.unrecorded = map[int]runSeen{}, map[int]unrecorded{}
+	}
+	for _, j := range jobs {
+		listed[j.ID] = true
+		if j.Tag == nil {
+			delete(d.runs, j.ID)
+			delete(d.unrecorded, j.ID)
+			continue
+		}
+		if u, ok := d.unrecorded[j.ID]; ok && j.Tag.Extra[tagRan] != u.base {
+			delete(d.unrecorded, j.ID)
+		}
+		if s, ok := d.runs[j.ID]; ok && j.RestartCount > s.restarts {
+			delete(d.runs, j.ID)
+			if slurm.RequeuedSinceTag(j) && s.ran >= time.Second {
+				u, ok := d.unrecorded[j.ID]
+				if !ok {
+					u.base = j.Tag.Extra[tagRan]
+				}
+				u.ran += s.ran.Truncate(time.Second)
+				d.unrecorded[j.ID] = u
+			}
+		}
+		if j.State == slurm.StateRunning || j.State == slurm.StateSuspended {
+			d.runs[j.ID] = runSeen{restarts: j.RestartCount, ran: j.RunTime(now)}
+		}
+	}
+	for id := range d.runs {
+		if !listed[id] {
+			delete(d.runs, id)
+		}
+	}
+	for id := range d.unrecorded {
+		if _, waits := d.unacked[id]; !listed[id] && !waits {
+			delete(d.unrecorded, id)
+		}
+	}
+}
+
+// ranSeconds is a tag's ran= value for run time d.
+func ranSeconds(d time.Duration) string { return strconv.FormatInt(int64(d/time.Second), 10) }

@@ -1,0 +1,170 @@
+package daemon
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rubick-sched/rubick/slurm"
+)
+
+// ranBert is bert job 5 running on node1's 8 GPUs since start, its tag
+// as rubickd's start wrote it with restart count rc and ran= ran ("":
+// none).
+func ranBert(start time.Time, restarts int, rc, ran string) slurm.Job {
+	j := heldJob(5, "bert", 1, 8)
+	j.State, j.Held, j.User = slurm.StateRunning, false, "alice"
+	j.NodeList, j.StartTime, j.RestartCount = []string{"node1"}, start, restarts
+	j.Tag.Generation, j.Tag.Plan = 1, "dp8.tp1.pp1.mb4.a1.z2"
+	j.Tag.Extra = map[string]string{slurm.TagRestarts: rc}
+	if ran != "" {
+		j.Tag.Extra[tagRan] = ran
+	}
+	return j
+}
+
+// requeued is running job j as Slurm has it once it requeued it unheld:
+// pending, its restart count raised, its begin time come.
+func requeued(j slurm.Job) slurm.Job {
+	j.State, j.NodeList, j.StartTime, j.Reason = slurm.StatePending, nil, time.Time{}, "None"
+	j.RestartCount++
+	return j
+}
+
+// A job Slurm requeued (its node failed, a QOS preempted it) keeps the run
+// that ended: the tag rubickd writes when it starts the job again counts
+// it in ran=, as a requeue of rubickd's own does, and a run counted once
+// is not counted again at the next requeue.
+func TestSlurmRequeueKeepsRunTime(t *testing.T) {
+	for name, tc := range map[string]struct {
+		ran     string // the tag's ran= while it ran
+		rc, now string // the tag's restart count and ran= once requeued
+		unseen  bool   // rubickd never saw it run
+		want    string // ran= of the start's tag
+	}{
+		"Slurm's requeue":             {"", "0", "", false, "7200"},
+		"Slurm's, after earlier runs": {"600", "0", "600", false, "7800"},
+		// The restart's tag, written with its requeue, counts the run.
+		"rubickd's own, acknowledged": {"", "1", "7200", false, "7200"},
+		"a run rubickd never saw":     {"", "0", "", true, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			j := ranBert(t0.Add(-2*time.Hour), 0, "0", tc.ran)
+			nodes := labNodes(1)
+			nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 8, 8
+			c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{j}}
+			a := &fakeApplier{}
+			d, _ := newTestDaemon(t, c, a)
+			now := t0
+			d.deps.Now = func() time.Time { return now }
+			if !tc.unseen {
+				if _, err := d.Cycle(ctx, false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			now = t0.Add(30 * time.Second)
+			r := requeued(j)
+			r.Tag.Extra[slurm.TagRestarts] = tc.rc
+			delete(r.Tag.Extra, tagRan)
+			if tc.now != "" {
+				r.Tag.Extra[tagRan] = tc.now
+			}
+			c.jobs, c.nodes[0].GPUsUsed, c.nodes[0].CPUsAlloc = []slurm.Job{r}, 0, 0
+			a.got = nil
+			if _, err := d.Cycle(ctx, false); err != nil {
+				t.Fatal(err)
+			}
+			if got := oneStart(t, a).Tag.Extra[tagRan]; got != tc.want {
+				t.Errorf("start's tag ran=%q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// Once the start's tag counts the run, it is not counted again: the next
+// requeue by Slurm adds only the run after it.
+func TestSlurmRequeueCountedOnce(t *testing.T) {
+	ctx := context.Background()
+	j := ranBert(t0.Add(-2*time.Hour), 0, "0", "")
+	nodes := labNodes(1)
+	nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 8, 8
+	c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{j}}
+	a := &fakeApplier{}
+	d, _ := newTestDaemon(t, c, a)
+	now := t0
+	d.deps.Now = func() time.Time { return now }
+	var got []string
+	for i, step := range []struct {
+		at  time.Duration
+		job slurm.Job
+	}{
+		{0, j},
+		{30 * time.Second, requeued(j)},
+		// Started on the tag the start wrote, 10 minutes, then requeued
+		// by Slurm again.
+		{11 * time.Minute, ranBert(t0.Add(time.Minute), 1, "1", "7200")},
+		{12 * time.Minute, requeued(ranBert(t0.Add(time.Minute), 1, "1", "7200"))},
+	} {
+		now = t0.Add(step.at)
+		c.jobs = []slurm.Job{step.job}
+		c.nodes[0].GPUsUsed, c.nodes[0].CPUsAlloc = 0, 0
+		if step.job.State == slurm.StateRunning {
+			c.nodes[0].GPUsUsed, c.nodes[0].CPUsAlloc = 8, 8
+		}
+		a.got = nil
+		if _, err := d.Cycle(ctx, false); err != nil {
+			t.Fatalf("cycle %d: %v", i, err)
+		}
+		for _, act := range a.got {
+			if act.Kind == slurm.ActionStart {
+				got = append(got, act.Tag.Extra[tagRan])
+			}
+		}
+	}
+	if diff := cmp.Diff([]string{"7200", "7800"}, got); diff != "" {
+		t.Errorf("starts' ran= (-want +got):\n%s", diff)
+	}
+}
+
+// The run before Slurm's requeue counts in the restart rule: a job that
+// ran two hours on 4 GPUs before Slurm requeued it, running again on them
+// for a minute, may grow onto the node's other 4, where counting the
+// minute alone froze it (restart-penalty).
+func TestSlurmRequeueRunCountsForRestarts(t *testing.T) {
+	ctx := context.Background()
+	half := func(start time.Time, restarts int) slurm.Job {
+		j := ranBert(start, restarts, "0", "")
+		j.GPUsPerNode, j.Tag.Plan = 4, "dp4.tp1.pp1.mb8.a1.z2"
+		return j
+	}
+	nodes := labNodes(1)
+	nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 8, 16 // the other 4 taken
+	other := heldJob(9, "", 1, 4)
+	other.State, other.Held, other.Tag, other.NodeList, other.StartTime = slurm.StateRunning, false, nil, []string{"node1"}, t0.Add(-time.Hour)
+	c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{half(t0.Add(-2*time.Hour), 0), other}}
+	a := &fakeApplier{}
+	d, _ := newTestDaemon(t, c, a)
+	now := t0
+	d.deps.Now = func() time.Time { return now }
+	if _, err := d.Cycle(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	// Requeued by Slurm and started again on its GPUs by Slurm itself;
+	// the other job has ended.
+	now = t0.Add(2 * time.Minute)
+	c.jobs, c.nodes[0].GPUsUsed, c.nodes[0].CPUsAlloc = []slurm.Job{half(t0.Add(time.Minute), 1)}, 4, 8
+	a.got = nil
+	rep, err := d.Cycle(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.got) != 1 || a.got[0].Kind != slurm.ActionRestart || a.got[0].GPUsPerNode != 8 {
+		t.Fatalf("actions %+v (plan %+v), want job 5 restarted on 8 GPUs", a.got, rep.Plan.Actions)
+	}
+	// Both runs: two hours, and a minute.
+	if got := a.got[0].Tag.Extra[tagRan]; got != "7260" {
+		t.Errorf("restart's tag ran=%q, want 7260", got)
+	}
+}
