@@ -32,6 +32,21 @@ func requeued(j slurm.Job) slurm.Job {
 	return j
 }
 
+// oneNodeLab is a daemon on one node whose 8 GPUs running job j holds,
+// with its cluster, its applier and the time its clock reads (t0 until
+// set).
+func oneNodeLab(t *testing.T, j slurm.Job) (*fakeCluster, *fakeApplier, *Daemon, *time.Time) {
+	t.Helper()
+	nodes := labNodes(1)
+	nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 8, 8
+	c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{j}}
+	a := &fakeApplier{}
+	d, _ := newTestDaemon(t, c, a)
+	now := t0
+	d.deps.Now = func() time.Time { return now }
+	return c, a, d, &now
+}
+
 // A job Slurm requeued (its node failed, a QOS preempted it) keeps the run
 // that ended: the tag rubickd writes when it starts the job again counts
 // it in ran=, as a requeue of rubickd's own does, and a run counted once
@@ -52,19 +67,13 @@ func TestSlurmRequeueKeepsRunTime(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			j := ranBert(t0.Add(-2*time.Hour), 0, "0", tc.ran)
-			nodes := labNodes(1)
-			nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 8, 8
-			c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{j}}
-			a := &fakeApplier{}
-			d, _ := newTestDaemon(t, c, a)
-			now := t0
-			d.deps.Now = func() time.Time { return now }
+			c, a, d, now := oneNodeLab(t, j)
 			if !tc.unseen {
 				if _, err := d.Cycle(ctx, false); err != nil {
 					t.Fatal(err)
 				}
 			}
-			now = t0.Add(30 * time.Second)
+			*now = t0.Add(30 * time.Second)
 			r := requeued(j)
 			r.Tag.Extra[slurm.TagRestarts] = tc.rc
 			delete(r.Tag.Extra, tagRan)
@@ -88,13 +97,7 @@ func TestSlurmRequeueKeepsRunTime(t *testing.T) {
 func TestSlurmRequeueCountedOnce(t *testing.T) {
 	ctx := context.Background()
 	j := ranBert(t0.Add(-2*time.Hour), 0, "0", "")
-	nodes := labNodes(1)
-	nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 8, 8
-	c := &fakeCluster{nodes: nodes, jobs: []slurm.Job{j}}
-	a := &fakeApplier{}
-	d, _ := newTestDaemon(t, c, a)
-	now := t0
-	d.deps.Now = func() time.Time { return now }
+	c, a, d, now := oneNodeLab(t, j)
 	var got []string
 	for i, step := range []struct {
 		at  time.Duration
@@ -107,7 +110,7 @@ func TestSlurmRequeueCountedOnce(t *testing.T) {
 		{11 * time.Minute, ranBert(t0.Add(time.Minute), 1, "1", "7200")},
 		{12 * time.Minute, requeued(ranBert(t0.Add(time.Minute), 1, "1", "7200"))},
 	} {
-		now = t0.Add(step.at)
+		*now = t0.Add(step.at)
 		c.jobs = []slurm.Job{step.job}
 		c.nodes[0].GPUsUsed, c.nodes[0].CPUsAlloc = 0, 0
 		if step.job.State == slurm.StateRunning {
