@@ -192,6 +192,17 @@ var constructors = map[string]func(Config) Policy{
 	"antman":   func(c Config) Policy { return newQueue("antman", c, queueAntMan) },
 }
 
+// KeepsOrder reports whether the named policy places the jobs it plans
+// in an order (Action.Order, Action.Admission): those built on rubick's
+// engine do, the queue-based baselines do not.
+func KeepsOrder(name string) bool {
+	switch name {
+	case "rubick", "rubick-r", "sia":
+		return true
+	}
+	return false
+}
+
 // Names lists the registered policies, rubick first, then the baselines.
 func Names() []string {
 	return []string{"rubick", "fifo", "synergy", "sia", "antman", "rubick-e", "rubick-r", "rubick-n"}

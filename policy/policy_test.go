@@ -2413,3 +2413,23 @@ func TestWaitDetail(t *testing.T) {
 		})
 	}
 }
+
+// KeepsOrder names the policies whose plans place queued jobs in an order
+// (rubick queue and rubick explain show it): each policy's plan for one
+// queued job says so, or not, as KeepsOrder does.
+func TestKeepsOrder(t *testing.T) {
+	jobs := []policy.Job{pt.NewJob("q", "big").GPUs(8).Obj()}
+	s, err := policy.NewSnapshot(pt.Epoch, pt.Cluster(2, 8), jobs, nil, pt.Models(), 260*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range policy.Names() {
+		ordered := false
+		for _, a := range decide(t, name, s).Actions {
+			ordered = ordered || a.Order != nil || a.Admission != nil
+		}
+		if ordered != policy.KeepsOrder(name) {
+			t.Errorf("policy %s: plan places a job in an order %v, KeepsOrder %v", name, ordered, policy.KeepsOrder(name))
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -219,8 +220,17 @@ func queue(ctx context.Context, st queueStore, path string, f queueFilter, now t
 		others = "; --all lists the cycle's other jobs (held, waiting, left to Slurm), rubick explain JOBID why one waits"
 	}
 	switch {
+	case !ordered && policy.KeepsOrder(d.Policy):
+		// Its order holds queued jobs and running ones it may reconfigure.
+		q.Notes = append(q.Notes, fmt.Sprintf("cycle %d placed no job in an order: none was queued for GPUs, and no running one could be reconfigured%s", d.CycleID, others))
 	case !ordered:
-		q.Notes = append(q.Notes, fmt.Sprintf("cycle %d placed no job in an order (policy %s: only rubick, rubick-r and sia keep one)%s", d.CycleID, d.Policy, others))
+		var keep []string
+		for _, n := range policy.Names() {
+			if policy.KeepsOrder(n) {
+				keep = append(keep, n)
+			}
+		}
+		q.Notes = append(q.Notes, fmt.Sprintf("cycle %d placed no job in an order (policy %s: only %s keep one)%s", d.CycleID, d.Policy, strings.Join(keep, ", "), others))
 	case len(q.Order) > 0 || len(q.Guaranteed) > 0:
 	case f.user != "":
 		q.Notes = append(q.Notes, fmt.Sprintf("no job of user %q in the orders of cycle %d%s", f.user, d.CycleID, others))

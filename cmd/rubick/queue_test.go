@@ -290,24 +290,37 @@ func TestQueueErrors(t *testing.T) {
 
 // A queue policy keeps no order: the command says so.
 func TestQueueWithoutOrder(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "rubick.db")
-	st, err := store.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := json.Marshal(policy.Action{Kind: policy.Keep, Reason: policy.ReasonFIFO})
-	_, err = st.RecordDecision(ctx, store.Decision{Policy: "fifo", Reasons: map[int64]json.RawMessage{5: raw}})
-	st.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out, errb bytes.Buffer
-	if err := queueCmd(ctx, []string{"--store", path}, &out, &errb, testEnv(t)); err != nil {
-		t.Fatal(err)
-	}
-	if want := "note: cycle 1 placed no job in an order (policy fifo: only rubick, rubick-r and sia keep one); --all lists the cycle's other jobs (held, waiting, left to Slurm), rubick explain JOBID why one waits\n"; !strings.HasSuffix(out.String(), want) {
-		t.Errorf("output does not end in %q:\n%s", want, out.String())
+	for _, tc := range []struct {
+		policy string
+		reason policy.Reason
+		want   string
+	}{
+		{"fifo", policy.ReasonFIFO, "note: cycle 1 placed no job in an order (policy fifo: only rubick, sia, rubick-r keep one)"},
+		// rubick's cycle with one running job it may not reconfigure yet:
+		// before, the note said only rubick kept an order, of rubick's.
+		{"rubick", policy.ReasonPenalty, "note: cycle 1 placed no job in an order: none was queued for GPUs, and no running one could be reconfigured"},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), "rubick.db")
+			st, err := store.Open(ctx, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := json.Marshal(policy.Action{Kind: policy.Keep, Reason: tc.reason})
+			_, err = st.RecordDecision(ctx, store.Decision{Policy: tc.policy, Reasons: map[int64]json.RawMessage{5: raw}})
+			st.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out, errb bytes.Buffer
+			if err := queueCmd(ctx, []string{"--store", path}, &out, &errb, testEnv(t)); err != nil {
+				t.Fatal(err)
+			}
+			if want := tc.want + "; --all lists the cycle's other jobs (held, waiting, left to Slurm), rubick explain JOBID why one waits\n"; !strings.HasSuffix(out.String(), want) {
+				t.Errorf("output does not end in %q:\n%s", want, out.String())
+			}
+		})
 	}
 }
 
