@@ -81,7 +81,7 @@ func TestNodeFailure(t *testing.T) {
 	node := first.NodeList[0]
 	// Long enough for rubickd's 2 s cycles to see it run: the run counts
 	// at its next start.
-	time.Sleep(6 * time.Second)
+	time.Sleep(8 * time.Second)
 	l.run(t, "scontrol", "update", "NodeName="+node, "State=DRAIN", "Reason=e2e-nodefail")
 	defer l.run(t, "scontrol", "update", "NodeName="+node, "State=RESUME")
 	l.run(t, "scontrol", "update", "NodeName="+node, "State=DOWN", "Reason=e2e-nodefail")
@@ -103,7 +103,7 @@ func TestNodeFailure(t *testing.T) {
 	// Slurm's record of the job starts over at the requeue: the tag
 	// rubickd started it again with keeps the run the failure ended.
 	if ran, err := strconv.Atoi(again.Tag.Extra["ran"]); err != nil || ran < 3 {
-		t.Errorf("job %d started again with tag %v: ran=%q, want the seconds it ran before the failure (about 6)", id, again.Tag, again.Tag.Extra["ran"])
+		t.Errorf("job %d started again with tag %v: ran=%q, want the seconds it ran before the failure (about 8)", id, again.Tag, again.Tag.Extra["ran"])
 	}
 	l.run(t, "scancel", strconv.Itoa(id))
 	if got := reportedRequeues(ctx, t, l, bin, lt.dbPath, id, 2); got != (requeues{Interruptions: 1, NodeFail: 1}) {
