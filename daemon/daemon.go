@@ -1312,6 +1312,9 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 		return rep, err
 	}
 	d.noteRuns(jobs, start)
+	if !dryRun {
+		jobs = d.recordRuns(ctx, jobs)
+	}
 	if facts == nil && len(d.unrecorded) > 0 {
 		facts = map[int]JobFacts{}
 	}

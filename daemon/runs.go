@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"context"
+	"slices"
 	"strconv"
 	"time"
 
@@ -80,6 +82,39 @@ func (d *Daemon) noteRuns(jobs []slurm.Job, now time.Time) {
 			delete(d.unrecorded, id)
 		}
 	}
+}
+
+// recordRuns writes into the tags of the running jobs Slurm started again
+// by itself after its requeue (their node back by their begin time) the
+// run time the tag does not count yet, and returns jobs as they are then:
+// rubickd writes no other tag of theirs until it reconfigures them, maybe
+// hours later, and its memory does not outlive a restart. A pending job's
+// is written with its start. A write that fails is tried next cycle.
+func (d *Daemon) recordRuns(ctx context.Context, jobs []slurm.Job) []slurm.Job {
+	cloned := false
+	for i, j := range jobs {
+		u, ok := d.unrecorded[j.ID]
+		if !ok || j.State != slurm.StateRunning || !slurm.RequeuedSinceTag(j) {
+			continue
+		}
+		tag := cloneTag(*j.Tag)
+		ran := u.ran
+		if sec, err := strconv.ParseInt(tag.Extra[tagRan], 10, 64); err == nil && sec > 0 {
+			ran += time.Duration(sec) * time.Second
+		}
+		tag.Extra[tagRan] = ranSeconds(ran)
+		if err := d.writeTag(ctx, j.ID, tag); err != nil {
+			d.deps.Logger.Warn("recording the run time of a job Slurm requeued failed; tried again next cycle", "job", j.ID, "err", err)
+			continue
+		}
+		delete(d.unrecorded, j.ID)
+		if !cloned {
+			jobs, cloned = slices.Clone(jobs), true // d.lastJobs is the cached list
+		}
+		tag.Extra[slurm.TagRestarts] = strconv.Itoa(j.RestartCount) // as the Applier writes it
+		jobs[i].Tag = &tag
+	}
+	return jobs
 }
 
 // ranSeconds is a tag's ran= value for run time d.

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -163,11 +165,49 @@ func TestSlurmRequeueRunCountsForRestarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(a.got) != 1 || a.got[0].Kind != slurm.ActionRestart || a.got[0].GPUsPerNode != 8 {
-		t.Fatalf("actions %+v (plan %+v), want job 5 restarted on 8 GPUs", a.got, rep.Plan.Actions)
+	// The run Slurm ended goes into the tag at once (recordRuns), then
+	// the restart counts both runs: two hours, and a minute.
+	if len(a.got) != 2 || a.got[0].Kind != slurm.ActionAnnotate || a.got[1].Kind != slurm.ActionRestart || a.got[1].GPUsPerNode != 8 {
+		t.Fatalf("actions %+v (plan %+v), want job 5's tag written, then the job restarted on 8 GPUs", a.got, rep.Plan.Actions)
 	}
-	// Both runs: two hours, and a minute.
-	if got := a.got[0].Tag.Extra[tagRan]; got != "7260" {
-		t.Errorf("restart's tag ran=%q, want 7260", got)
+	if got, want := []string{a.got[0].Tag.Extra[tagRan], a.got[1].Tag.Extra[tagRan]}, []string{"7200", "7260"}; !slices.Equal(got, want) {
+		t.Errorf("tags' ran= %q, want %q", got, want)
+	}
+}
+
+// A job Slurm started again by itself after its requeue gets the run
+// that ended into its tag at once: rubickd may write no other tag of it
+// for hours, and its memory does not outlive a restart. A write that
+// fails is tried again the next cycle; once written, it is not counted
+// again.
+func TestSlurmRestartedJobRunRecorded(t *testing.T) {
+	ctx := context.Background()
+	c, a, d, now := oneNodeLab(t, ranBert(t0.Add(-2*time.Hour), 0, "0", ""))
+	if _, err := d.Cycle(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	again := ranBert(t0.Add(time.Minute), 1, "0", "")
+	c.jobs = []slurm.Job{again}
+	a.fail = map[int]error{5: errors.New("scontrol: Socket timed out")}
+	var written []string
+	for i, at := range []time.Duration{2 * time.Minute, 3 * time.Minute, 4 * time.Minute} {
+		*now = t0.Add(at)
+		a.got = nil
+		if _, err := d.Cycle(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+		for _, act := range a.got {
+			if act.Kind == slurm.ActionAnnotate {
+				written = append(written, act.Tag.Extra[tagRan])
+			}
+		}
+		if i == 1 {
+			// Written: Slurm lists the tag as the Applier wrote it.
+			c.jobs = []slurm.Job{ranBert(t0.Add(time.Minute), 1, "1", "7200")}
+		}
+		a.fail = nil
+	}
+	if diff := cmp.Diff([]string{"7200", "7200"}, written); diff != "" {
+		t.Errorf("tags written with ran= (-want +got):\n%s", diff)
 	}
 }
