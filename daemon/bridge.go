@@ -1880,13 +1880,11 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 	if mj.req.GPUsPerNode <= 0 {
 		return nil, policy.Job{}, fmt.Errorf("job %d: gres gpu per node=%d: a model-type job needs GPUs", j.ID, mj.req.GPUsPerNode)
 	}
-	if s, ok := j.Tag.Extra[tagRan]; ok {
-		sec, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || sec < 0 {
-			return nil, policy.Job{}, fmt.Errorf("job %d: tag %s=%q is not whole seconds", j.ID, tagRan, s)
-		}
-		mj.ran = time.Duration(sec) * time.Second
+	ran, err := tagRanTime(*j.Tag)
+	if err != nil {
+		return nil, policy.Job{}, fmt.Errorf("job %d: %w", j.ID, err)
 	}
+	mj.ran = ran
 	mj.ran += facts.Unrecorded
 	tenant := cfg.TenantOf(j.Account, j.QOS)
 	pl := make(model.Placement, mj.req.Nodes)

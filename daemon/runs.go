@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -99,8 +100,8 @@ func (d *Daemon) recordRuns(ctx context.Context, jobs []slurm.Job) []slurm.Job {
 		}
 		tag := cloneTag(*j.Tag)
 		ran := u.ran
-		if sec, err := strconv.ParseInt(tag.Extra[tagRan], 10, 64); err == nil && sec > 0 {
-			ran += time.Duration(sec) * time.Second
+		if before, err := tagRanTime(tag); err == nil {
+			ran += before
 		}
 		tag.Extra[tagRan] = ranSeconds(ran)
 		if err := d.writeTag(ctx, j.ID, tag); err != nil {
@@ -115,6 +116,20 @@ func (d *Daemon) recordRuns(ctx context.Context, jobs []slurm.Job) []slurm.Job {
 		jobs[i].Tag = &tag
 	}
 	return jobs
+}
+
+// tagRanTime is the run time tag's ran= records: 0 without one, an error
+// naming the value where it is not whole seconds.
+func tagRanTime(tag slurm.Tag) (time.Duration, error) {
+	s, ok := tag.Extra[tagRan]
+	if !ok {
+		return 0, nil
+	}
+	sec, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || sec < 0 {
+		return 0, fmt.Errorf("tag %s=%q is not whole seconds", tagRan, s)
+	}
+	return time.Duration(sec) * time.Second, nil
 }
 
 // ranSeconds is a tag's ran= value for run time d.
