@@ -98,6 +98,7 @@ type Store interface {
 	RecentJobSamples(ctx context.Context, jobIDs []int64, n int) (map[int64][]store.StoredSample, error)
 	AwaitAck(ctx context.Context, id int64, mail string) error
 	Acked(ctx context.Context, jobID int64) error
+	LastRuns(ctx context.Context, ids []int64) (map[int64]store.SeenRun, error)
 	Unacked(ctx context.Context) ([]store.Action, error)
 	Starts(ctx context.Context, ids []int64) (map[int64][]store.Action, error)
 	Tagged(ctx context.Context, kinds []string, ids []int64) (map[int64][]store.Action, error)
@@ -230,8 +231,9 @@ type Daemon struct {
 	// express in Slurm.
 	unschedulable, skippedSaid map[int]string
 	// runs and unrecorded are what noteRuns keeps: the running jobs' run
-	// time as last seen, and run time Slurm's own requeues took from
-	// jobs' tags. Only the cycle uses them.
+	// time as last seen (nil until loadRuns read the store's), and run
+	// time Slurm's own requeues took from jobs' tags. Only the cycle uses
+	// them.
 	runs       map[int]runSeen
 	unrecorded map[int]unrecorded
 	// unacked holds the jobs a failed preemption or restart requeued, or
@@ -1311,6 +1313,11 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	if err != nil {
 		return rep, err
 	}
+	if d.runs == nil {
+		if err := d.loadRuns(ctx, jobs); err != nil {
+			return rep, err
+		}
+	}
 	d.noteRuns(jobs, start)
 	if !dryRun {
 		jobs = d.recordRuns(ctx, jobs)
@@ -1696,7 +1703,7 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 	// upsert records a job outside the snapshot.
 	upsert := func(j slurm.Job) {
 		sj := store.Job{ID: int64(j.ID), Class: store.BestEffort, State: j.State, Submitted: submitTime(j),
-			Deferred: cmp.Or(deferred[j.ID], d.deferredSeen[j.ID]), User: j.User}
+			Deferred: cmp.Or(deferred[j.ID], d.deferredSeen[j.ID]), User: j.User, LastRun: d.lastRun(j.ID)}
 		if _, ok := deferred[j.ID]; ok {
 			written[j.ID] = sj.Deferred
 		}
@@ -1730,6 +1737,7 @@ func (d *Daemon) record(ctx context.Context, v *View, plan policy.Plan, actions 
 		sj := store.Job{
 			ID: int64(mj.slurm.ID), ModelType: mj.tag.ModelType, Class: class, Tenant: pj.Tenant,
 			State: mj.slurm.State, Submitted: submitTime(mj.slurm), Deferred: d.deferredSeen[mj.slurm.ID], User: mj.slurm.User,
+			LastRun: d.lastRun(mj.slurm.ID),
 		}
 		sj.ArrayJobID, sj.ArrayTaskID = arrayTask(mj.slurm)
 		jobs = append(jobs, sj)

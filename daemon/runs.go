@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rubick-sched/rubick/slurm"
+	"github.com/rubick-sched/rubick/store"
 )
 
 // A job Slurm requeues by itself (its node failed, a QOS preempted it, an
@@ -20,8 +21,11 @@ import (
 // hours as one that had just begun (24.11 lab, three requeues: "would
 // leave 0% of its 16s run time useful"). rubickd keeps the run time it
 // last saw of each running job and, once Slurm has requeued the job since,
-// counts it as run until a tag of rubickd's records it. What rubickd did
-// not see (a run that began and ended while it was stopped) stays lost.
+// counts it as run until a tag of rubickd's records it. The store keeps
+// each job's run as last seen (record writes it with the job), so a
+// rubickd restarted since, even one stopped across the requeue, counts it
+// too, up to where the one before saw it; what no rubickd saw (a run that
+// began and ended while it was stopped) stays lost.
 
 // runSeen is a running job as the last cycle saw it: its restart count,
 // which a requeue raises, and its run time then.
@@ -36,6 +40,41 @@ type runSeen struct {
 type unrecorded struct {
 	ran  time.Duration
 	base string
+}
+
+// loadRuns reads what the store kept of the listed jobs' runs as last
+// seen into d.runs, where noteRuns then finds the runs Slurm requeued
+// since. A stored run of another job of the id (an earlier submission) is
+// not the job's.
+func (d *Daemon) loadRuns(ctx context.Context, jobs []slurm.Job) error {
+	ids := make([]int64, 0, len(jobs))
+	for _, j := range jobs {
+		if j.Tag != nil {
+			ids = append(ids, int64(j.ID))
+		}
+	}
+	seen, err := d.deps.Store.LastRuns(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("read jobs' runs as last seen: %w", err)
+	}
+	d.runs, d.unrecorded = make(map[int]runSeen, len(seen)), map[int]unrecorded{}
+	for _, j := range jobs {
+		s, ok := seen[int64(j.ID)]
+		if ok && j.Tag != nil && s.Submitted.Unix() == submitTime(j).Unix() {
+			d.runs[j.ID] = runSeen{restarts: s.Restarts, ran: s.Time}
+		}
+	}
+	return nil
+}
+
+// lastRun is job id's run as the cycle last saw it, for the store: zero
+// for a job not seen running since its last requeue.
+func (d *Daemon) lastRun(id int) store.Run {
+	s, ok := d.runs[id]
+	if !ok || s.ran <= 0 {
+		return store.Run{}
+	}
+	return store.Run{Restarts: s.restarts, Time: s.ran}
 }
 
 // noteRuns updates what rubickd saw run (d.runs) from jobs, as read at

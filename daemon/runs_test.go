@@ -211,3 +211,64 @@ func TestSlurmRestartedJobRunRecorded(t *testing.T) {
 		t.Errorf("tags written with ran= (-want +got):\n%s", diff)
 	}
 }
+
+// A rubickd restarted after Slurm requeued a job by itself still counts
+// the run the requeue ended, up to where the rubickd before it saw it:
+// the store keeps each job's run as last seen. It does not count a run
+// the job's tag counts already, nor another job's of the same id.
+func TestSlurmRequeueAcrossRubickdRestart(t *testing.T) {
+	for name, tc := range map[string]struct {
+		after func(slurm.Job) slurm.Job // the job as the next rubickd finds it
+		kind  slurm.ActionKind          // the action that writes its tag
+		want  string                    // ran= of that tag
+	}{
+		"requeued while rubickd was stopped": {requeued, slurm.ActionStart, "7200"},
+		"started again by Slurm since": {func(j slurm.Job) slurm.Job {
+			j.StartTime, j.RestartCount = t0.Add(time.Minute), 1
+			return j
+		}, slurm.ActionAnnotate, "7200"},
+		"rubickd's own requeue, acknowledged": {func(j slurm.Job) slurm.Job {
+			r := requeued(j)
+			r.Tag.Extra = map[string]string{slurm.TagRestarts: "1", tagRan: "7200"}
+			return r
+		}, slurm.ActionStart, "7200"},
+		// Submitted since, and requeued by Slurm once too, in a run no
+		// rubickd saw.
+		"another job of the id": {func(j slurm.Job) slurm.Job {
+			r := requeued(j)
+			r.SubmitTime, r.Tag.Extra = t0, map[string]string{slurm.TagRestarts: "0"}
+			return r
+		}, slurm.ActionStart, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			j := ranBert(t0.Add(-2*time.Hour), 0, "0", "")
+			c, a, d, now := oneNodeLab(t, j)
+			if _, err := d.Cycle(ctx, false); err != nil {
+				t.Fatal(err)
+			}
+			*now = t0.Add(2 * time.Minute)
+			next, err := New(d.cfg, d.deps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.jobs = []slurm.Job{tc.after(j)}
+			if c.jobs[0].State != slurm.StateRunning {
+				c.nodes[0].GPUsUsed, c.nodes[0].CPUsAlloc = 0, 0
+			}
+			a.got = nil
+			if _, err := next.Cycle(ctx, false); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, act := range a.got {
+				if act.Kind == tc.kind && act.Tag != nil {
+					got = append(got, act.Tag.Extra[tagRan])
+				}
+			}
+			if diff := cmp.Diff([]string{tc.want}, got); diff != "" {
+				t.Errorf("ran= of the %s tags (-want +got):\n%s (actions %+v)", tc.kind, diff, a.got)
+			}
+		})
+	}
+}

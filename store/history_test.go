@@ -128,6 +128,38 @@ func TestDeferred(t *testing.T) {
 	}
 }
 
+// A job's run as last seen running survives the upserts of the job while
+// it is not running, is replaced by a later one (a requeue's next run
+// starts over), and reads back only for the jobs seen running.
+func TestLastRuns(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "")
+	sub := t0.Add(-3 * time.Hour)
+	for _, j := range []Job{
+		{ID: 4, Class: BestEffort, State: "RUNNING", Submitted: sub, LastRun: Run{Restarts: 1, Time: time.Minute}},
+		{ID: 4, Class: BestEffort, State: "RUNNING", Submitted: sub, LastRun: Run{Restarts: 1, Time: 2 * time.Hour}},
+		{ID: 4, Class: BestEffort, State: "PENDING", Submitted: sub},
+		{ID: 5, Class: BestEffort, State: "RUNNING", LastRun: Run{Time: 3 * time.Hour}},
+		{ID: 5, Class: BestEffort, State: "RUNNING", LastRun: Run{Restarts: 1, Time: 20 * time.Second}},
+		{ID: 6, Class: BestEffort, State: "PENDING"},
+	} {
+		if err := s.UpsertJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.LastRuns(ctx, []int64{4, 5, 6, 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64]SeenRun{
+		4: {Submitted: sub, Run: Run{Restarts: 1, Time: 2 * time.Hour}},
+		5: {Run: Run{Restarts: 1, Time: 20 * time.Second}},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("LastRuns (-want +got):\n%s", d)
+	}
+}
+
 // What a job's launch line cannot express survives the daemon's upserts of
 // the job and reads back per job; a job that has not reported yet gets its
 // user's newest report for its model type.
@@ -299,6 +331,8 @@ func TestUpsertJobRejects(t *testing.T) {
 		"empty state":   {Job{ID: 1, Class: Guaranteed}, `state=""`},
 		"array task":    {Job{ID: 1, Class: Guaranteed, State: "PENDING", ArrayJobID: 1, ArrayTaskID: -1}, "array task 1_-1"},
 		"zero-GPU plan": {Job{ID: 1, Class: Guaranteed, State: "RUNNING", LastPlan: plan8, LastResources: model.Resources{Placement: model.Placement{0}}}, "gpus=0"},
+		"run time":      {Job{ID: 1, Class: Guaranteed, State: "RUNNING", LastRun: Run{Time: -time.Second}}, "run time=-1s"},
+		"restarts":      {Job{ID: 1, Class: Guaranteed, State: "RUNNING", LastRun: Run{Restarts: -1, Time: time.Second}}, "restarts=-1"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := openTest(t, "")
@@ -953,8 +987,10 @@ func TestUpsertJobAnotherSubmission(t *testing.T) {
 		Cannot                         model.Features
 		GlobalBatch                    int
 		Own                            bool // LaunchLimits' report is its own
+		LastRun                        Run
 	}
-	old := kept{Submitted: sub, Deferred: waited, User: "alice", LastPlan: plan4, Cannot: model.FeatureTP, GlobalBatch: 64, Own: true}
+	ran := Run{Restarts: 2, Time: 90 * time.Minute}
+	old := kept{Submitted: sub, Deferred: waited, User: "alice", LastPlan: plan4, Cannot: model.FeatureTP, GlobalBatch: 64, Own: true, LastRun: ran}
 	for name, tc := range map[string]struct {
 		submitted time.Time
 		reset     bool
@@ -969,7 +1005,7 @@ func TestUpsertJobAnotherSubmission(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := s.UpsertJob(ctx, Job{ID: 4, ModelType: "gpt2", Class: BestEffort, State: "RUNNING", User: "alice",
-				Submitted: sub, Deferred: waited, LastPlan: plan4, LastResources: res4}); err != nil {
+				Submitted: sub, Deferred: waited, LastPlan: plan4, LastResources: res4, LastRun: ran}); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.SetJobLaunch(ctx, 4, "alice", Launch{Cannot: model.FeatureTP, GlobalBatch: 64}); err != nil {
@@ -1002,7 +1038,7 @@ func TestUpsertJobAnotherSubmission(t *testing.T) {
 				want.FirstSeen = j.Updated
 			}
 			got := kept{Submitted: j.Submitted, FirstSeen: j.FirstSeen, Deferred: j.Deferred, User: j.User, LastPlan: j.LastPlan,
-				Cannot: j.Cannot, GlobalBatch: j.GlobalBatch, Own: limits[4].Own}
+				Cannot: j.Cannot, GlobalBatch: j.GlobalBatch, Own: limits[4].Own, LastRun: j.LastRun}
 			if d := cmp.Diff(want, got); d != "" {
 				t.Errorf("job 4 after an upsert submitted at %v (-want +got):\n%s", tc.submitted, d)
 			}

@@ -58,6 +58,16 @@ type Job struct {
 	// its dependencies: it has queued for GPUs since. Zero when never;
 	// UpsertJob then keeps the stored one.
 	Deferred time.Time
+	// LastRun is the job's run as rubickd last saw it running; zero when
+	// never. A zero LastRun.Time keeps the stored one (UpsertJob).
+	LastRun Run
+}
+
+// Run is a job's run as seen at one moment: Slurm's restart count of the
+// job then, which each requeue raises, and its run time so far.
+type Run struct {
+	Restarts int
+	Time     time.Duration
 }
 
 // Predates reports whether a record dated at (an action's decision, a
@@ -129,9 +139,11 @@ func upsertJob(ctx context.Context, tx *sql.Tx, j Job, now int64) error {
 	mt := sql.NullString{String: j.ModelType, Valid: j.ModelType != ""}
 	_, err := tx.ExecContext(ctx, `
 		INSERT INTO jobs(job_id, model_type, class, tenant, state, submitted_ns, first_seen_ns, updated_ns,
-			last_plan, last_placement, last_cpus, last_host_mem_gb, array_job_id, array_task_id, deferred_ns, user_name)
+			last_plan, last_placement, last_cpus, last_host_mem_gb, array_job_id, array_task_id, deferred_ns, user_name,
+			run_restarts, run_ns)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9,
-			CASE WHEN ?12 THEN ?10 END, CASE WHEN ?12 THEN ?11 END, ?13, CASE WHEN ?13 IS NOT NULL THEN ?14 END, ?15, ?16)
+			CASE WHEN ?12 THEN ?10 END, CASE WHEN ?12 THEN ?11 END, ?13, CASE WHEN ?13 IS NOT NULL THEN ?14 END, ?15, ?16,
+			CASE WHEN ?18 IS NOT NULL THEN ?17 END, ?18)
 		ON CONFLICT(job_id) DO UPDATE SET
 			model_type = excluded.model_type, class = excluded.class, tenant = excluded.tenant,
 			state = excluded.state, updated_ns = excluded.updated_ns,
@@ -147,6 +159,10 @@ func upsertJob(ctx context.Context, tx *sql.Tx, j Job, now int64) error {
 				ELSE COALESCE(excluded.user_name, user_name) END,
 			cannot       = CASE WHEN excluded.submitted_ns > submitted_ns THEN NULL ELSE cannot END,
 			global_batch = CASE WHEN excluded.submitted_ns > submitted_ns THEN 0 ELSE global_batch END,
+			run_restarts = CASE WHEN excluded.run_ns IS NOT NULL OR excluded.submitted_ns > submitted_ns
+				THEN excluded.run_restarts ELSE run_restarts END,
+			run_ns = CASE WHEN excluded.run_ns IS NOT NULL OR excluded.submitted_ns > submitted_ns
+				THEN excluded.run_ns ELSE run_ns END,
 			last_plan        = CASE WHEN ?12 OR excluded.submitted_ns > submitted_ns THEN excluded.last_plan ELSE last_plan END,
 			last_placement   = CASE WHEN ?12 OR excluded.submitted_ns > submitted_ns THEN excluded.last_placement ELSE last_placement END,
 			last_cpus        = CASE WHEN ?12 OR excluded.submitted_ns > submitted_ns THEN excluded.last_cpus ELSE last_cpus END,
@@ -155,7 +171,8 @@ func upsertJob(ctx context.Context, tx *sql.Tx, j Job, now int64) error {
 		plan, placement, j.LastResources.CPUs, j.LastResources.HostMemGB, hasPlan,
 		sql.NullInt64{Int64: j.ArrayJobID, Valid: j.ArrayJobID > 0}, j.ArrayTaskID,
 		sql.NullInt64{Int64: j.Deferred.UnixNano(), Valid: !j.Deferred.IsZero()},
-		sql.NullString{String: j.User, Valid: j.User != ""})
+		sql.NullString{String: j.User, Valid: j.User != ""},
+		j.LastRun.Restarts, sql.NullInt64{Int64: int64(j.LastRun.Time), Valid: j.LastRun.Time > 0})
 	return err
 }
 
@@ -170,6 +187,9 @@ func checkJob(j Job) error {
 	}
 	if j.ArrayJobID < 0 || j.ArrayJobID > 0 && j.ArrayTaskID < 0 {
 		return fmt.Errorf("%w: array task %d_%d must be > 0 and >= 0", ErrInvalid, j.ArrayJobID, j.ArrayTaskID)
+	}
+	if j.LastRun.Restarts < 0 || j.LastRun.Time < 0 {
+		return fmt.Errorf("%w: last run restarts=%d run time=%v must be >= 0", ErrInvalid, j.LastRun.Restarts, j.LastRun.Time)
 	}
 	if j.Class != Guaranteed && j.Class != BestEffort {
 		return fmt.Errorf("%w: class=%q must be %q or %q", ErrInvalid, j.Class, Guaranteed, BestEffort)
@@ -253,7 +273,8 @@ func (s *Store) Jobs(ctx context.Context, f JobFilter) ([]Job, error) {
 }
 
 const jobColumns = `job_id, model_type, class, tenant, state, submitted_ns, first_seen_ns, updated_ns,
-	last_plan, last_placement, last_cpus, last_host_mem_gb, cannot, global_batch, array_job_id, array_task_id, deferred_ns, user_name`
+	last_plan, last_placement, last_cpus, last_host_mem_gb, cannot, global_batch, array_job_id, array_task_id, deferred_ns, user_name,
+	run_restarts, run_ns`
 
 func scanJob(sc scanner) (Job, error) {
 	var j Job
@@ -263,10 +284,13 @@ func scanJob(sc scanner) (Job, error) {
 	var cannot sql.NullString
 	var array, task, deferred sql.NullInt64
 	var user sql.NullString
+	var restarts, ran sql.NullInt64
 	if err := sc.Scan(&j.ID, &mt, &class, &j.Tenant, &j.State, &submitted, &first, &updated,
-		&plan, &placement, &cpus, &mem, &cannot, &j.GlobalBatch, &array, &task, &deferred, &user); err != nil {
+		&plan, &placement, &cpus, &mem, &cannot, &j.GlobalBatch, &array, &task, &deferred, &user,
+		&restarts, &ran); err != nil {
 		return Job{}, err
 	}
+	j.LastRun = Run{Restarts: int(restarts.Int64), Time: time.Duration(ran.Int64)}
 	j.User = user.String
 	j.Deferred = fromTimestamp(deferred)
 	j.ArrayJobID, j.ArrayTaskID = array.Int64, task.Int64
@@ -289,6 +313,38 @@ func (s *Store) Deferred(ctx context.Context, ids []int64) (map[int64]time.Time,
 	out, err := s.jobTimes(ctx, `SELECT job_id, deferred_ns FROM jobs WHERE deferred_ns IS NOT NULL AND job_id IN `, ids)
 	if err != nil {
 		return nil, fmt.Errorf("store: deferred jobs: %w", err)
+	}
+	return out, nil
+}
+
+// SeenRun is a job's run as last seen (Job.LastRun), with the job's
+// submission (Job.Submitted), which tells whether it is the job of that id
+// a reader has.
+type SeenRun struct {
+	Submitted time.Time
+	Run
+}
+
+// LastRuns returns, for those of the jobs ids the store has seen running,
+// their runs as last seen (Job.LastRun).
+func (s *Store) LastRuns(ctx context.Context, ids []int64) (map[int64]SeenRun, error) {
+	args := make([]any, 0, len(ids))
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	out := map[int64]SeenRun{}
+	err := s.inChunks(ctx, `SELECT job_id, submitted_ns, run_restarts, run_ns FROM jobs WHERE run_ns IS NOT NULL AND job_id IN `, args,
+		func(rows *sql.Rows) error {
+			var id, restarts, ran int64
+			var submitted sql.NullInt64
+			if err := rows.Scan(&id, &submitted, &restarts, &ran); err != nil {
+				return err
+			}
+			out[id] = SeenRun{Submitted: fromTimestamp(submitted), Run: Run{Restarts: int(restarts), Time: time.Duration(ran)}}
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("store: last runs: %w", err)
 	}
 	return out, nil
 }

@@ -33,6 +33,7 @@ func migrations() []migration {
 		{version: 11, name: "actions' node lists", up: schemaV11},
 		{version: 12, name: "profiling phases reported over", up: schemaV12},
 		{version: 13, name: "model types' replaced specs", up: schemaV13},
+		{version: 14, name: "jobs' runs as last seen", up: schemaV14},
 	}
 }
 
@@ -298,6 +299,15 @@ CREATE TABLE replaced_specs (
 	replaced_ns INTEGER NOT NULL
 ) STRICT;
 CREATE INDEX replaced_specs_by_model ON replaced_specs(model_type, id);
+`
+
+// schemaV14 keeps each job's run as rubickd last saw it running: Slurm's
+// restart count then, and its run time (NULL: never seen running). A
+// rubickd restarted after Slurm requeued the job by itself (a node
+// failure) still counts that run in the job's run time.
+const schemaV14 = `
+ALTER TABLE jobs ADD COLUMN run_restarts INTEGER CHECK (run_restarts IS NULL OR run_restarts >= 0);
+ALTER TABLE jobs ADD COLUMN run_ns INTEGER CHECK (run_ns IS NULL OR run_ns > 0);
 `
 
 // migrate brings db to the newest version in migs. Each migration runs in

@@ -69,7 +69,9 @@ func TestDrainedNode(t *testing.T) {
 // job and starts it on another node, within StartGrace of its first
 // start: before, it took the requeued job for one it had just released
 // and decided nothing until then. rubick report counts the requeue as an
-// interruption by a node failure.
+// interruption by a node failure. rubickd is stopped across the failure,
+// as during a maintenance: the one started after it still counts the run
+// the failure ended, from the store.
 func TestNodeFailure(t *testing.T) {
 	smp := newSamples(t)
 	lt := newLabTest(t, "nodefail", 2*time.Minute, smp.config())
@@ -82,9 +84,17 @@ func TestNodeFailure(t *testing.T) {
 	// Long enough for rubickd's 2 s cycles to see it run: the run counts
 	// at its next start.
 	time.Sleep(8 * time.Second)
+	d.stop()
 	l.run(t, "scontrol", "update", "NodeName="+node, "State=DRAIN", "Reason=e2e-nodefail")
 	defer l.run(t, "scontrol", "update", "NodeName="+node, "State=RESUME")
 	l.run(t, "scontrol", "update", "NodeName="+node, "State=DOWN", "Reason=e2e-nodefail")
+	for j, err := lt.cluster.Job(ctx, id); err != nil || j.RestartCount == 0; j, err = lt.cluster.Job(ctx, id) {
+		if ctx.Err() != nil {
+			t.Fatalf("job %d was not requeued after its node failed: %v", id, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	d.start()
 
 	again := runningOff(node)
 	startedAt := func(j slurm.Job) time.Time {
@@ -103,7 +113,7 @@ func TestNodeFailure(t *testing.T) {
 	// Slurm's record of the job starts over at the requeue: the tag
 	// rubickd started it again with keeps the run the failure ended.
 	if ran, err := strconv.Atoi(again.Tag.Extra["ran"]); err != nil || ran < 3 {
-		t.Errorf("job %d started again with tag %v: ran=%q, want the seconds it ran before the failure (about 8)", id, again.Tag, again.Tag.Extra["ran"])
+		t.Errorf("job %d started again with tag %v: ran=%q, want the seconds it ran before rubickd stopped (about 8)", id, again.Tag, again.Tag.Extra["ran"])
 	}
 	l.run(t, "scancel", strconv.Itoa(id))
 	if got := reportedRequeues(ctx, t, l, bin, lt.dbPath, id, 2); got != (requeues{Interruptions: 1, NodeFail: 1}) {
