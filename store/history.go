@@ -188,10 +188,14 @@ func (s *Store) RecordDecision(ctx context.Context, d Decision) (Decision, error
 		if out.CycleID, err = res.LastInsertId(); err != nil {
 			return err
 		}
+		reason, err := tx.PrepareContext(ctx, `INSERT INTO decision_reasons(cycle_id, job_id, reason) VALUES (?, ?, ?)`)
+		if err != nil {
+			return err
+		}
+		defer reason.Close()
 		// Sorted, so the write order and any error do not depend on map order.
 		for _, job := range slices.Sorted(maps.Keys(d.Reasons)) {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO decision_reasons(cycle_id, job_id, reason) VALUES (?, ?, ?)`,
-				out.CycleID, job, string(d.Reasons[job])); err != nil {
+			if _, err := reason.ExecContext(ctx, out.CycleID, job, string(d.Reasons[job])); err != nil {
 				return fmt.Errorf("reason for job %d: %w", job, err)
 			}
 		}

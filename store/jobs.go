@@ -97,7 +97,14 @@ func (s *Store) UpsertJob(ctx context.Context, j Job) error {
 	if err := checkJob(j); err != nil {
 		return fmt.Errorf("store: upsert job %d: %w", j.ID, err)
 	}
-	if err := s.write(ctx, func(tx *sql.Tx) error { return upsertJob(ctx, tx, j, s.now().UnixNano()) }); err != nil {
+	if err := s.write(ctx, func(tx *sql.Tx) error {
+		stmt, err := tx.PrepareContext(ctx, upsertJobSQL)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		return upsertJob(ctx, stmt, j, s.now().UnixNano())
+	}); err != nil {
 		return fmt.Errorf("store: upsert job %d: %w", j.ID, err)
 	}
 	return nil
@@ -117,8 +124,15 @@ func (s *Store) UpsertJobs(ctx context.Context, jobs []Job) error {
 	}
 	now := s.now().UnixNano()
 	err := s.write(ctx, func(tx *sql.Tx) error {
+		// One statement for all: preparing it per job cost about a
+		// third of the batch.
+		stmt, err := tx.PrepareContext(ctx, upsertJobSQL)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
 		for _, j := range jobs {
-			if err := upsertJob(ctx, tx, j, now); err != nil {
+			if err := upsertJob(ctx, stmt, j, now); err != nil {
 				return fmt.Errorf("job %d: %w", j.ID, err)
 			}
 		}
@@ -130,14 +144,8 @@ func (s *Store) UpsertJobs(ctx context.Context, jobs []Job) error {
 	return nil
 }
 
-func upsertJob(ctx context.Context, tx *sql.Tx, j Job, now int64) error {
-	plan, placement := planColumns(j.LastPlan, j.LastResources)
-	hasPlan := plan.Valid
-	if !hasPlan {
-		placement = sql.NullString{}
-	}
-	mt := sql.NullString{String: j.ModelType, Valid: j.ModelType != ""}
-	_, err := tx.ExecContext(ctx, `
+// upsertJobSQL stores one job (UpsertJob); a batch prepares it once.
+const upsertJobSQL = `
 		INSERT INTO jobs(job_id, model_type, class, tenant, state, submitted_ns, first_seen_ns, updated_ns,
 			last_plan, last_placement, last_cpus, last_host_mem_gb, array_job_id, array_task_id, deferred_ns, user_name,
 			run_restarts, run_ns)
@@ -166,7 +174,16 @@ func upsertJob(ctx context.Context, tx *sql.Tx, j Job, now int64) error {
 			last_plan        = CASE WHEN ?12 OR excluded.submitted_ns > submitted_ns THEN excluded.last_plan ELSE last_plan END,
 			last_placement   = CASE WHEN ?12 OR excluded.submitted_ns > submitted_ns THEN excluded.last_placement ELSE last_placement END,
 			last_cpus        = CASE WHEN ?12 OR excluded.submitted_ns > submitted_ns THEN excluded.last_cpus ELSE last_cpus END,
-			last_host_mem_gb = CASE WHEN ?12 OR excluded.submitted_ns > submitted_ns THEN excluded.last_host_mem_gb ELSE last_host_mem_gb END`,
+			last_host_mem_gb = CASE WHEN ?12 OR excluded.submitted_ns > submitted_ns THEN excluded.last_host_mem_gb ELSE last_host_mem_gb END`
+
+func upsertJob(ctx context.Context, stmt *sql.Stmt, j Job, now int64) error {
+	plan, placement := planColumns(j.LastPlan, j.LastResources)
+	hasPlan := plan.Valid
+	if !hasPlan {
+		placement = sql.NullString{}
+	}
+	mt := sql.NullString{String: j.ModelType, Valid: j.ModelType != ""}
+	_, err := stmt.ExecContext(ctx,
 		j.ID, mt, string(j.Class), j.Tenant, j.State, timestamp(j.Submitted), now,
 		plan, placement, j.LastResources.CPUs, j.LastResources.HostMemGB, hasPlan,
 		sql.NullInt64{Int64: j.ArrayJobID, Valid: j.ArrayJobID > 0}, j.ArrayTaskID,
