@@ -144,9 +144,7 @@ func newTestDaemonClock(t *testing.T, c Cluster, a *fakeApplier, edit func(*Conf
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Seed(ctx, st, set, model.DefaultEnv(), true); err != nil {
-		t.Fatal(err)
-	}
+	seedShipped(ctx, t, st, set)
 	pol, err := policy.New("rubick", Defaults().Policy.Config())
 	if err != nil {
 		t.Fatal(err)

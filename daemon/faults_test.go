@@ -960,9 +960,7 @@ func seededStore(t *testing.T) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Seed(ctx, st, set, model.DefaultEnv(), true); err != nil {
-		t.Fatal(err)
-	}
+	seedShipped(ctx, t, st, set)
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}

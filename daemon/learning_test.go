@@ -87,7 +87,7 @@ func TestAcceptChecksOwnerModelAndJob(t *testing.T) {
 	if err := st.UpsertModelType(context.Background(), set.Models["bert"].Spec); err != nil {
 		t.Fatal(err)
 	}
-	fits, err := artifact.FitAll(context.Background(), set, model.DefaultEnv())
+	fits, err := shippedFits()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,9 +450,7 @@ func TestRefitSeededTypeOnFasterHardware(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Seed(ctx, st, set, model.DefaultEnv(), true); err != nil {
-		t.Fatal(err)
-	}
+	seedShipped(ctx, t, st, set)
 	seeded, err := st.CurrentFit(ctx, "bert")
 	if err != nil {
 		t.Fatal(err)

@@ -219,7 +219,7 @@ func shippedEstimators(t *testing.T) Estimators {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fits, err := artifact.FitAll(context.Background(), set, model.DefaultEnv())
+	fits, err := shippedFits()
 	if err != nil {
 		t.Fatal(err)
 	}

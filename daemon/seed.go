@@ -33,6 +33,17 @@ type SeedStore interface {
 // with their specs only, and the first job of each is profiled on this
 // cluster. It returns the names it added.
 func Seed(ctx context.Context, st SeedStore, set *artifact.Set, env model.Env, withFits bool) ([]string, error) {
+	fitAll := func() (map[string]model.FitResult, error) { return nil, nil }
+	if withFits {
+		fitAll = func() (map[string]model.FitResult, error) { return artifact.FitAll(ctx, set, env) }
+	}
+	return seed(ctx, st, set, fitAll)
+}
+
+// seed is Seed with the fits of set's profiles from fitAll, which it
+// calls only when the store lacks a type: a rubickd restarted on its store
+// fits nothing.
+func seed(ctx context.Context, st SeedStore, set *artifact.Set, fitAll func() (map[string]model.FitResult, error)) ([]string, error) {
 	have, err := st.ModelTypes(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("seed: %w", err)
@@ -41,17 +52,21 @@ func Seed(ctx context.Context, st SeedStore, set *artifact.Set, env model.Env, w
 	for _, t := range have {
 		known[t.Spec.Name] = true
 	}
-	fits := map[string]model.FitResult{}
-	if withFits {
-		if fits, err = artifact.FitAll(ctx, set, env); err != nil {
-			return nil, fmt.Errorf("seed: fit shipped profiles: %w", err)
+	var missing []string
+	for _, name := range set.ModelNames() {
+		if !known[name] {
+			missing = append(missing, name)
 		}
 	}
+	if len(missing) == 0 {
+		return nil, nil
+	}
+	fits, err := fitAll()
+	if err != nil {
+		return nil, fmt.Errorf("seed: fit shipped profiles: %w", err)
+	}
 	var added []string
-	for _, name := range set.ModelNames() {
-		if known[name] {
-			continue
-		}
+	for _, name := range missing {
 		if err := st.UpsertModelType(ctx, set.Models[name].Spec); err != nil {
 			return added, fmt.Errorf("seed %s: %w", name, err)
 		}

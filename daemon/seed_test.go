@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -12,6 +13,26 @@ import (
 	"github.com/rubick-sched/rubick/model"
 	"github.com/rubick-sched/rubick/store"
 )
+
+// shippedFits are the fits of the shipped profiles (artifact.FitAll),
+// made once: the tests seed a store each, and fitting every type again for
+// each took half the package's time under -race.
+var shippedFits = sync.OnceValues(func() (map[string]model.FitResult, error) {
+	set, err := artifact.Load(artifact.Default())
+	if err != nil {
+		return nil, err
+	}
+	return artifact.FitAll(context.Background(), set, model.DefaultEnv())
+})
+
+// seedShipped seeds st with the shipped data, set, as Seed with fits
+// does, from shippedFits.
+func seedShipped(ctx context.Context, t testing.TB, st SeedStore, set *artifact.Set) {
+	t.Helper()
+	if _, err := seed(ctx, st, set, shippedFits); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // emptyStoreAndData is a new store and the embedded data to seed it from.
 func emptyStoreAndData(t *testing.T) (*store.Store, *artifact.Set) {
@@ -39,6 +60,13 @@ func TestSeedFitsOnceWithoutSamples(t *testing.T) {
 	}
 	if again, err := Seed(ctx, st, set, model.DefaultEnv(), true); err != nil || len(again) != 0 {
 		t.Fatalf("second seed added %v, %v; want nothing", again, err)
+	}
+	// A store with every type fits nothing again (a rubickd restart).
+	if _, err := seed(ctx, st, set, func() (map[string]model.FitResult, error) {
+		t.Error("a store with every shipped type fitted the profiles again")
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	for _, name := range set.ModelNames() {
 		fits, err := st.Fits(ctx, name)
