@@ -1940,8 +1940,11 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 			GPUs: pl.GPUs(), CPUs: reqRes.CPUs, MemGB: reqRes.HostMemGB, Placement: pl, Plan: reqPlan,
 			MemPerGPUGB: float64(userMemPerGPU(j)) / 1024,
 		},
-		RunTime:   mj.ran,
-		Reconfigs: max(j.Tag.Generation-1, 0),
+		RunTime: mj.ran,
+		// A start after a requeue, rubick's or Slurm's, advances the
+		// generation; a job Slurm started again by itself after its
+		// requeue paid a restart too, which only Slurm's count shows.
+		Reconfigs: max(j.Tag.Generation-1, j.RestartCount, 0),
 		// The user's --time: the order of the guaranteed queue and backfill.
 		TimeLimit:     mj.time.user,
 		Cannot:        cannot,

@@ -3,7 +3,9 @@ package daemon
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -268,6 +270,40 @@ func TestSlurmRequeueAcrossRubickdRestart(t *testing.T) {
 			}
 			if diff := cmp.Diff([]string{tc.want}, got); diff != "" {
 				t.Errorf("ran= of the %s tags (-want +got):\n%s (actions %+v)", tc.kind, diff, a.got)
+			}
+		})
+	}
+}
+
+// A restart counts in the restart rule however the job got it: a start
+// after a requeue, rubick's or Slurm's, advances the tag's generation, and
+// a job Slurm started again by itself has only Slurm's restart count to
+// show it.
+func TestRestartsCounted(t *testing.T) {
+	for name, tc := range map[string]struct {
+		gen, restarts, want int
+	}{
+		"first run":                       {1, 0, 0},
+		"restarted by rubick":             {2, 1, 1},
+		"requeued and started by Slurm":   {1, 1, 1},
+		"then restarted by rubick":        {2, 2, 2},
+		"a generation past Slurm's count": {3, 1, 2},
+	} {
+		t.Run(name, func(t *testing.T) {
+			j := ranBert(t0.Add(-time.Hour), tc.restarts, strconv.Itoa(tc.restarts), "")
+			j.Tag.Generation = tc.gen
+			nodes := labNodes(1)
+			nodes[0].GPUsUsed, nodes[0].CPUsAlloc = 8, 8
+			v, err := BuildView(Defaults(), t0, Inputs{Nodes: nodes, Jobs: []slurm.Job{j}, Estimators: shippedEstimators(t)},
+				slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(v.Snapshot.Jobs) != 1 {
+				t.Fatalf("snapshot jobs %+v (unmanaged %v), want job 5", v.Snapshot.Jobs, v.Unmanaged)
+			}
+			if got := v.Snapshot.Jobs[0].Reconfigs; got != tc.want {
+				t.Errorf("Reconfigs = %d, want %d", got, tc.want)
 			}
 		})
 	}

@@ -124,7 +124,8 @@ type Job struct {
 	Plan model.Plan `json:"plan"`
 	// RunTime is the time the job has held resources, over all its starts.
 	RunTime time.Duration `json:"run_time"`
-	// Reconfigs counts the placement or plan changes after the first start.
+	// Reconfigs counts the restarts after the first start: placement or
+	// plan changes, and starts after a requeue.
 	Reconfigs int `json:"reconfigs"`
 	// TimeLimit is the user's estimate of the run time on the request (the
 	// Slurm time limit); 0 when unknown. Only backfill uses it.
