@@ -558,7 +558,7 @@ func TestStartKeepsUserRequestAfterResize(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			run := runFault(t, seeded, sc, tc.c)
-			if shape(run.first[0]) != "scontrol update JobId=41 NumNodes= NumTasks= CPUsPerTask= NumCPUs= MinMemoryNode= Gres= NodeList=" {
+			if shape(run.first[0]) != "scontrol update JobId=41 NumNodes= NumTasks= CPUsPerTask= MinCPUsNode= NumCPUs= MinMemoryNode= Gres= NodeList=" {
 				t.Fatalf("first command %q, want the start's resize", run.first[0])
 			}
 			j := run.slurm.cloneJobs()[0]
@@ -607,7 +607,7 @@ func TestStartTakesUserChangeAfterRefusedResize(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := faultCase{first: fault{at: 1, kind: faultRefused}, user: update(tc.fields...), userDid: strings.Join(tc.fields, " ")}
 			run := runFault(t, seeded, sc, c)
-			if shape(run.first[0]) != "scontrol update JobId=41 NumNodes= NumTasks= CPUsPerTask= NumCPUs= MinMemoryNode= Gres= NodeList=" {
+			if shape(run.first[0]) != "scontrol update JobId=41 NumNodes= NumTasks= CPUsPerTask= MinCPUsNode= NumCPUs= MinMemoryNode= Gres= NodeList=" {
 				t.Fatalf("first command %q, want the start's resize", run.first[0])
 			}
 			j := run.slurm.cloneJobs()[0]

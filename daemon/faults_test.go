@@ -488,7 +488,7 @@ func (s *faultSlurm) update(j *slurm.Job, field string) error {
 		if v != "" {
 			j.RequiredNodes = strings.Split(v, ",")
 		}
-	case "NumTasks", "StartTime", "MemPerTres", "TresPerJob", "TresPerTask":
+	case "NumTasks", "MinCPUsNode", "StartTime", "MemPerTres", "TresPerJob", "TresPerTask":
 	default:
 		return fmt.Errorf("Update of %s not supported here", k)
 	}

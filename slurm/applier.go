@@ -661,7 +661,11 @@ func (r *run) ackRequeue(ctx context.Context, tag *Tag, before Job, requeued tim
 
 // sizeAndRelease sends the complete size in one update (Slurm raises
 // NumCPUs but never lowers it, so partial sizes leave BadConstraints),
-// writes the tag with the time limit, and releases. For a restart,
+// writes the tag with the time limit, and releases. MinCPUsNode goes with
+// it: Slurm keeps the submission's per-node minimum (--cpus-per-task
+// times --ntasks-per-node), and a job of 2 nodes of 8 CPUs sized to one
+// node of 4 kept NumCPUs=8 and stayed pending in BadConstraints (22.05
+// lab). For a restart,
 // requeued is when the requeue was issued, or when the job was found
 // requeued.
 func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeued time.Time) error {
@@ -672,6 +676,7 @@ func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeue
 		fmt.Sprintf("NumNodes=%d-%d", n, n),
 		"NumTasks=" + strconv.Itoa(n),
 		"CPUsPerTask=" + strconv.Itoa(act.CPUsPerTask),
+		"MinCPUsNode=" + strconv.Itoa(act.CPUsPerTask),
 		"NumCPUs=" + strconv.Itoa(n*act.CPUsPerTask)}
 	// A --mem-per-gpu job keeps its memory per GPU: beside it MinMemoryNode
 	// puts SLURM_MEM_PER_NODE in the job's environment next to the

@@ -70,7 +70,7 @@ func TestApplyStart(t *testing.T) {
 		t.Fatalf("Err = %v", res.Err)
 	}
 	want := [][]string{
-		{"/usr/bin/scontrol", "update", "JobId=33", "NumNodes=2-2", "NumTasks=2", "CPUsPerTask=4", "NumCPUs=8",
+		{"/usr/bin/scontrol", "update", "JobId=33", "NumNodes=2-2", "NumTasks=2", "CPUsPerTask=4", "MinCPUsNode=4", "NumCPUs=8",
 			"MinMemoryNode=16000", "Gres=gpu:4", "NodeList=node3,node4"},
 		{"/usr/bin/scontrol", "update", "JobId=33", planTagAC + " rc=0"},
 		{"/usr/bin/scontrol", "release", "33"},
@@ -93,7 +93,7 @@ func TestApplyStartLetsSlurmPlace(t *testing.T) {
 		if res.Err != nil {
 			t.Fatal(res.Err)
 		}
-		resize := []string{"/usr/bin/scontrol", "update", "JobId=33", "NumNodes=1-1", "NumTasks=1", "CPUsPerTask=2", "NumCPUs=2"}
+		resize := []string{"/usr/bin/scontrol", "update", "JobId=33", "NumNodes=1-1", "NumTasks=1", "CPUsPerTask=2", "MinCPUsNode=2", "NumCPUs=2"}
 		if clear {
 			// An empty NodeList clears the list an earlier start set.
 			resize = append(resize, "NodeList=")
@@ -202,7 +202,7 @@ func restartArgv(rc string) [][]string {
 		{"/usr/bin/scancel", "--signal=USR1", "--batch", "32"},
 		{"/usr/bin/scontrol", "requeuehold", "32"},
 		{"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 rc=" + rc},
-		{"/usr/bin/scontrol", "update", "JobId=32", "NumNodes=2-2", "NumTasks=2", "CPUsPerTask=16", "NumCPUs=32",
+		{"/usr/bin/scontrol", "update", "JobId=32", "NumNodes=2-2", "NumTasks=2", "CPUsPerTask=16", "MinCPUsNode=16", "NumCPUs=32",
 			"MinMemoryNode=64000", "Gres=gpu:8", "NodeList=node1,node2"},
 		{"/usr/bin/scontrol", "update", "JobId=32", planTagAC + " rc=" + rc},
 		{"/usr/bin/scontrol", "update", "JobId=32", "StartTime=now"},
@@ -640,7 +640,7 @@ func TestApplyStartArrayTask(t *testing.T) {
 		t.Fatal(res.Err)
 	}
 	want := [][]string{
-		{"/usr/bin/scontrol", "update", "JobId=40_3", "NumNodes=1-1", "NumTasks=1", "CPUsPerTask=2", "NumCPUs=2"},
+		{"/usr/bin/scontrol", "update", "JobId=40_3", "NumNodes=1-1", "NumTasks=1", "CPUsPerTask=2", "MinCPUsNode=2", "NumCPUs=2"},
 		{"/usr/bin/scontrol", "release", "40_3"},
 	}
 	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
@@ -673,54 +673,54 @@ func TestApplyStartResize(t *testing.T) {
 		// specification: cleared with the resize.
 		"GPUs per job": {func(j *Job) { j.GPUsPerNode, j.GPUsNotPerNode = 4, true },
 			Action{Nodes: []string{"node1"}, GPUsPerNode: 8, CPUsPerTask: 2},
-			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=2", "NumCPUs=2", "TresPerJob=", "TresPerTask=", "Gres=gpu:8", "NodeList=node1"}},
+			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=2", "MinCPUsNode=2", "NumCPUs=2", "TresPerJob=", "TresPerTask=", "Gres=gpu:8", "NodeList=node1"}},
 		// An untyped Gres beside a typed request is refused.
 		"GPU type": {func(j *Job) { j.GPUTypes = []string{"h100"} },
 			Action{Nodes: []string{"node3"}, GPUsPerNode: 4, CPUsPerTask: 4},
-			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:h100:4", "NodeList=node3"}},
+			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "MinCPUsNode=4", "NumCPUs=4", "Gres=gpu:h100:4", "NodeList=node3"}},
 		// A user's --nodelist given back: node3 and another.
 		"fewer nodes listed": {func(*Job) {},
 			Action{NumNodes: 2, Nodes: []string{"node3"}, GPUsPerNode: 2, CPUsPerTask: 4},
-			[]string{"NumNodes=2-2", "NumTasks=2", "CPUsPerTask=4", "NumCPUs=8", "Gres=gpu:2", "NodeList=node3"}},
+			[]string{"NumNodes=2-2", "NumTasks=2", "CPUsPerTask=4", "MinCPUsNode=4", "NumCPUs=8", "Gres=gpu:2", "NodeList=node3"}},
 		// --mem-per-gpu: memory per GPU, never below the submitted value
 		// (checked on both labs: srun refuses SLURM_MEM_PER_NODE beside
 		// SLURM_MEM_PER_GPU, and steps ask the submitted value).
 		"memory per GPU": {func(j *Job) { j.MemPerGPUMB = 16384 },
 			Action{Nodes: []string{"node1"}, GPUsPerNode: 4, CPUsPerTask: 4, MemPerNodeMB: 100000},
-			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:4", "MemPerTres=gres:gpu:25000", "NodeList=node1"}},
+			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "MinCPUsNode=4", "NumCPUs=4", "Gres=gpu:4", "MemPerTres=gres:gpu:25000", "NodeList=node1"}},
 		"memory per GPU, less": {func(j *Job) { j.MemPerGPUMB = 16384 },
 			Action{Nodes: []string{"node1"}, GPUsPerNode: 4, CPUsPerTask: 4, MemPerNodeMB: 40000},
-			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:4", "MemPerTres=gres:gpu:16384", "NodeList=node1"}},
+			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "MinCPUsNode=4", "NumCPUs=4", "Gres=gpu:4", "MemPerTres=gres:gpu:16384", "NodeList=node1"}},
 		// An earlier resize raised it to 24000: the next comes down to
 		// what it books, as far as the submitted value.
 		"memory per GPU, raised before": {func(j *Job) { j.MemPerGPUMB = 24000 },
 			Action{Nodes: []string{"node1"}, GPUsPerNode: 8, CPUsPerTask: 4, MemPerNodeMB: 147456, MemPerGPUFloorMB: 8192},
-			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:8", "MemPerTres=gres:gpu:18432", "NodeList=node1"}},
+			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "MinCPUsNode=4", "NumCPUs=4", "Gres=gpu:8", "MemPerTres=gres:gpu:18432", "NodeList=node1"}},
 		"memory per GPU, raised before, less": {func(j *Job) { j.MemPerGPUMB = 24000 },
 			Action{Nodes: []string{"node1"}, GPUsPerNode: 8, CPUsPerTask: 4, MemPerNodeMB: 40000, MemPerGPUFloorMB: 8192},
-			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:8", "MemPerTres=gres:gpu:8192", "NodeList=node1"}},
+			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "MinCPUsNode=4", "NumCPUs=4", "Gres=gpu:8", "MemPerTres=gres:gpu:8192", "NodeList=node1"}},
 		// Gres= replaces the whole list: the other GRES go with it (22.05
 		// lab: Gres=gpu:4 dropped lscratch:100).
 		"other GRES": {func(j *Job) { j.OtherGres = []string{"lscratch:100", "nvme:fast:1"} },
 			Action{Nodes: []string{"node1"}, GPUsPerNode: 4, CPUsPerTask: 4},
-			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:4,lscratch:100,nvme:fast:1", "NodeList=node1"}},
+			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "MinCPUsNode=4", "NumCPUs=4", "Gres=gpu:4,lscratch:100,nvme:fast:1", "NodeList=node1"}},
 		// Submitted to several partitions: started in rubick's.
 		"partition": {func(j *Job) { j.Partition = "debug,gpu" },
 			Action{Nodes: []string{"node2"}, GPUsPerNode: 2, CPUsPerTask: 4, Partition: "gpu"},
-			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:2", "Partition=gpu", "NodeList=node2"}},
+			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "MinCPUsNode=4", "NumCPUs=4", "Gres=gpu:2", "Partition=gpu", "NodeList=node2"}},
 		// Slurm takes whole minutes: a part of one is rounded up.
 		"time limit": {func(*Job) {},
 			Action{Nodes: []string{"node2"}, GPUsPerNode: 2, CPUsPerTask: 4, TimeLimit: 90*time.Minute + time.Second},
-			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:2", "TimeLimit=91", "NodeList=node2"}},
+			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "MinCPUsNode=4", "NumCPUs=4", "Gres=gpu:2", "TimeLimit=91", "NodeList=node2"}},
 		// Slurm refuses a limit below the job's --time-min ("Invalid
 		// time-min specification", 22.05 lab): the minimum comes down
 		// with it, and only then.
 		"time limit below --time-min": {func(j *Job) { j.TimeMin = 30 * time.Minute },
 			Action{Nodes: []string{"node2"}, GPUsPerNode: 2, CPUsPerTask: 4, TimeLimit: 20 * time.Minute},
-			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:2", "TimeLimit=20", "TimeMin=20", "NodeList=node2"}},
+			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "MinCPUsNode=4", "NumCPUs=4", "Gres=gpu:2", "TimeLimit=20", "TimeMin=20", "NodeList=node2"}},
 		"time limit at --time-min": {func(j *Job) { j.TimeMin = 91 * time.Minute },
 			Action{Nodes: []string{"node2"}, GPUsPerNode: 2, CPUsPerTask: 4, TimeLimit: 90*time.Minute + time.Second},
-			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:2", "TimeLimit=91", "NodeList=node2"}},
+			[]string{"NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "MinCPUsNode=4", "NumCPUs=4", "Gres=gpu:2", "TimeLimit=91", "NodeList=node2"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -803,7 +803,7 @@ func TestApplyStartTimeLimitWithTag(t *testing.T) {
 	tag := Tag{ModelType: "gpt2", Plan: "dp2.tp1.pp1.mb4.a1.z0", Generation: 1, Extra: map[string]string{"ts": "91", "tl": "60"}}
 	act := Action{Kind: ActionStart, JobID: 33, Nodes: []string{"node2"}, GPUsPerNode: 2, CPUsPerTask: 4,
 		TimeLimit: 90*time.Minute + time.Second, Tag: &tag}
-	resize := []string{"/usr/bin/scontrol", "update", "JobId=33", "NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "NumCPUs=4", "Gres=gpu:2", "NodeList=node2"}
+	resize := []string{"/usr/bin/scontrol", "update", "JobId=33", "NumNodes=1-1", "NumTasks=1", "CPUsPerTask=4", "MinCPUsNode=4", "NumCPUs=4", "Gres=gpu:2", "NodeList=node2"}
 	annotate := []string{"/usr/bin/scontrol", "update", "JobId=33", "TimeLimit=91",
 		"AdminComment=model_type=gpt2;rubick:v1 model=gpt2 plan=dp2.tp1.pp1.mb4.a1.z0 gen=1 rc=0 tl=60 ts=91"}
 	release := []string{"/usr/bin/scontrol", "release", "33"}
@@ -1160,7 +1160,7 @@ func TestApplyTagNamesInstance(t *testing.T) {
 		t.Fatal(res.Err)
 	}
 	want := [][]string{
-		{"/usr/bin/scontrol", "update", "JobId=33", "NumNodes=1-1", "NumTasks=1", "CPUsPerTask=2", "NumCPUs=2"},
+		{"/usr/bin/scontrol", "update", "JobId=33", "NumNodes=1-1", "NumTasks=1", "CPUsPerTask=2", "MinCPUsNode=2", "NumCPUs=2"},
 		{"/usr/bin/scontrol", "update", "JobId=33", planTagAC + " by=" + by + " rc=0"},
 		{"/usr/bin/scontrol", "release", "33"},
 		{"/usr/bin/scontrol", "update", "JobId=5", "TimeLimit=96", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 gen=1 by=" + by + " rc=0"},

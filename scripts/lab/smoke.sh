@@ -63,7 +63,7 @@ J=$(sbatch --parsable --model-type=gpt2 -N1 --gres=gpu:1 -o "$OUT/smoke-%j.out" 
   --wrap 'echo MT=$RUBICK_MODEL_TYPE NODES=$SLURM_JOB_NODELIST CUDA=$CUDA_VISIBLE_DEVICES')
 check "--model-type job is held (priority 0)" sh -c "squeue -h -j $J -o '%T %Q' | grep -qx 'PENDING 0'"
 check "--model-type job is tagged" sh -c "scontrol show job $J | grep -q 'AdminComment=rubick:v1 model=gpt2 class=best-effort'"
-scontrol update JobId="$J" NumNodes=2-2 NumTasks=2 CPUsPerTask=2 NumCPUs=4 Gres=gpu:4 NodeList='node[2-3]' > /dev/null
+scontrol update JobId="$J" NumNodes=2-2 NumTasks=2 CPUsPerTask=2 MinCPUsNode=2 NumCPUs=4 Gres=gpu:4 NodeList='node[2-3]' > /dev/null
 scontrol release "$J"
 wait_gone "$J" 30
 check "released job ran on node[2-3] with 4 GPUs and RUBICK_MODEL_TYPE" \

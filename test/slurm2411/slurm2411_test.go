@@ -189,8 +189,9 @@ func runArgv(argv ...string) error {
 }
 
 // On 24.11 too: a --gpus job is resized to a per-node count (its per-job
-// request cleared), a job asking for a GPU type keeps it when resized, and
-// a held job array is split, its last record then started under
+// request cleared), a job asking for a GPU type keeps it when resized, a
+// 2-node job runs on one node with fewer CPUs than it asked for on each,
+// and a held job array is split, its last record then started under
 // ARRAY_TASK.
 func TestGPUsPerJobAndArrays2411(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -245,6 +246,17 @@ func TestGPUsPerJobAndArrays2411(t *testing.T) {
 	if j := running(typed); j.GPUs != 2 || !slices.Equal(j.GPUTypes, []string{"h100"}) || len(j.NodeList) != 1 ||
 		j.NodeList[0] != "node3" && j.NodeList[0] != "node4" {
 		t.Errorf("h100 job resized to 2 GPUs runs with %d of types %v on %v; want 2 h100s on node3 or node4", j.GPUs, j.GPUTypes, j.NodeList)
+	}
+
+	// Fewer CPUs per node than it was submitted with: Slurm keeps the
+	// submission's per-node minimum unless the resize sets it too, and
+	// before it did the job stayed pending in BadConstraints.
+	wide := sbatch("-N2", "--ntasks-per-node=1", "--cpus-per-task=8", "--gres=gpu:8")
+	if res := app.ApplyOne(ctx, slurm.Action{Kind: slurm.ActionStart, JobID: wide, NumNodes: 1, GPUsPerNode: 4, CPUsPerTask: 4}); res.Err != nil {
+		t.Fatalf("start of the 2-node job on one: %v (steps %+v)", res.Err, res.Steps)
+	}
+	if j := running(wide); j.CPUs != 4 || len(j.NodeList) != 1 || j.GPUs != 4 {
+		t.Errorf("2-node job of 8 CPUs each resized to one node with 4 GPUs and 4 CPUs runs with %d CPUs, %d GPUs on %v", j.CPUs, j.GPUs, j.NodeList)
 	}
 
 	arr := sbatch("--array=0-1%1", "--gres=gpu:1")
