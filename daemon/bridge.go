@@ -30,7 +30,7 @@ const (
 	tagReq = "req"
 	// tagRan records seconds of run time before the current start, so the
 	// reconfiguration rule sees the whole run time across requeues.
-	tagRan = "ran"
+	tagRan = slurm.TagRan
 	// tagLimit records the Slurm reason (a QOS, association or partition
 	// size limit) that held back a larger allocation rubickd gave the job;
 	// from then on the job is planned within its request.

@@ -1016,6 +1016,15 @@ func (run faultRun) violations(t *testing.T) []string {
 		if n := requeues[j.ID]; n > 1 {
 			out = append(out, fmt.Sprintf("job %d: requeued %d times", j.ID, n))
 		}
+		if known && was.State == slurm.StateRunning && was.Tag != nil && j.Tag != nil &&
+			j.RestartCount > was.RestartCount && !slurm.RequeuedSinceTag(j) {
+			// The tag counts the requeue (rc=): it must count the run
+			// that requeue ended too, or nothing will.
+			before, _ := tagRanTime(*was.Tag)
+			if got, want := j.Tag.Extra[tagRan], before+was.RunTime(t0).Truncate(time.Second); !ranAtLeast(got, want) {
+				out = append(out, fmt.Sprintf("job %d: requeued, its tag %v counts ran=%q, want the %v it had run", j.ID, j.Tag, got, want))
+			}
+		}
 		if !known {
 			was, known = run.before[j.ArrayJobID] // a task split off its array
 		}
@@ -1049,6 +1058,12 @@ func (run faultRun) violations(t *testing.T) []string {
 		out = append(out, fmt.Sprintf("job %d: %s action %d awaits its tag still", a.JobID, a.Kind, a.ID))
 	}
 	return out
+}
+
+// ranAtLeast reports whether a tag's ran= value counts want at least.
+func ranAtLeast(ran string, want time.Duration) bool {
+	sec, err := strconv.ParseInt(ran, 10, 64)
+	return err == nil && time.Duration(sec)*time.Second >= want
 }
 
 // userRecord is what j's tag says of its user's request (req=) and

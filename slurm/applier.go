@@ -629,8 +629,8 @@ func tagArgs(job Job, tag Tag, hold bool, by, quieted string) ([]string, error) 
 	return args, nil
 }
 
-// ackRequeue writes the tag (the job's own when tag is nil) once the job
-// is requeued, so that its restart count says the requeue was rubick's: a
+// ackRequeue writes the tag (the job's own when tag is nil; a restart's
+// with the run time its tag counts, TagRan) once the job is requeued, so that its restart count says the requeue was rubick's: a
 // failure or a crash before the next step must not leave it looking like
 // someone else's (RequeuedByOther), held for them. Slurm takes the
 // AdminComment of a job still COMPLETING (both labs). before is the job
@@ -647,6 +647,17 @@ func (r *run) ackRequeue(ctx context.Context, tag *Tag, before Job, requeued tim
 	}
 	if tag == nil {
 		tag, err = TagFromAdminComment(job.AdminComment)
+		if act := r.res.Action; act.Kind == ActionRestart && act.Tag != nil && tag != nil && act.Tag.Extra[TagRan] != "" {
+			// The restart's run time, with the run this requeue ended:
+			// once the tag counts the requeue (rc=), nothing else would
+			// count that run should the restart stop before its own tag
+			// (rubickd killed, the resize refused).
+			tag.Extra = maps.Clone(tag.Extra)
+			if tag.Extra == nil {
+				tag.Extra = map[string]string{}
+			}
+			tag.Extra[TagRan] = act.Tag.Extra[TagRan]
+		}
 	}
 	if tag == nil {
 		note := "no rubick tag to acknowledge the requeue in"

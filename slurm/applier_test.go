@@ -310,6 +310,32 @@ func TestApplyRestartResumesHalfDoneRestart(t *testing.T) {
 	}
 }
 
+// A restart acknowledges its requeue in the job's own tag with the run
+// time its tag counts, the run the requeue ended included: should the
+// restart stop after that (here its resize is refused; or rubickd is
+// killed), the tag that counts the requeue (rc=) still counts the run.
+// Before, it kept the job's old ran=, and the run was lost (seen in an
+// e2e run with rubickd killed between the two).
+func TestApplyRestartAckCarriesRunTime(t *testing.T) {
+	act := restartAction()
+	tag := *act.Tag
+	tag.Extra = map[string]string{TagRan: "600"}
+	act.Tag = &tag
+	f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), running(32, "node2", "node3"), requeued(32), requeued(32), requeued(32)}}, nil)
+	f.runner.failAt = map[int]string{5: "scontrol: error: Node count specification invalid"}
+	if res := f.app.ApplyOne(context.Background(), act); res.Err == nil {
+		t.Fatal("restart with its resize refused succeeded")
+	}
+	calls := f.runner.Calls()
+	want := []string{"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 ran=600 rc=1"}
+	if len(calls) < 4 {
+		t.Fatalf("calls %q, want the requeue acknowledged", calls)
+	}
+	if diff := cmp.Diff(want, calls[3]); diff != "" {
+		t.Errorf("acknowledgement argv (-want +got):\n%s", diff)
+	}
+}
+
 func TestApplyRestartFailureRereadsJob(t *testing.T) {
 	half := pendingHeld(32)
 	half.NodeList = nil

@@ -316,6 +316,12 @@ const RequeueWord = "rubick:requeue"
 // RequeueWord, was someone else's (RequeuedByOther).
 const TagRestarts = "rc"
 
+// TagRan is the tag key of the job's run time before its current run,
+// in whole seconds: Slurm's restarts its record of the job at each
+// requeue. A restart's acknowledgement carries its tag's (the run that
+// requeue ended included) into the job's own tag.
+const TagRan = "ran"
+
 // TagBy is the tag key that names the rubickd that wrote the tag
 // (ApplierConfig.Instance). A tag that changes under one rubickd with
 // another's name in it shows a second rubickd managing the same cluster.
