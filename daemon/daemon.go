@@ -1388,7 +1388,12 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	}
 	actions = append(actions, view.RigidActions(start, unfitted, profiling)...)
 	actions = append(actions, view.SplitActions()...)
-	actions = append(actions, view.HoldActions()...)
+	for _, a := range view.HoldActions() {
+		// The hold's tag counts the requeue by hand: the run it ended
+		// goes in with it.
+		d.countUnrecorded(a.JobID, a.Tag)
+		actions = append(actions, a)
+	}
 	rep.Actions = actions
 	limited := 0
 	for _, j := range view.Waiting {

@@ -128,21 +128,16 @@ func (d *Daemon) noteRuns(jobs []slurm.Job, now time.Time) {
 // by itself after its requeue (their node back by their begin time) the
 // run time the tag does not count yet, and returns jobs as they are then:
 // rubickd writes no other tag of theirs until it reconfigures them, maybe
-// hours later, and its memory does not outlive a restart. A pending job's
-// is written with its start. A write that fails is tried next cycle.
+// hours later. A pending job's is written with its start, or with the hold
+// of a requeue by hand. A write that fails is tried next cycle.
 func (d *Daemon) recordRuns(ctx context.Context, jobs []slurm.Job) []slurm.Job {
 	cloned := false
 	for i, j := range jobs {
-		u, ok := d.unrecorded[j.ID]
-		if !ok || j.State != slurm.StateRunning || !slurm.RequeuedSinceTag(j) {
+		if _, ok := d.unrecorded[j.ID]; !ok || j.State != slurm.StateRunning || !slurm.RequeuedSinceTag(j) {
 			continue
 		}
 		tag := cloneTag(*j.Tag)
-		ran := u.ran
-		if before, err := tagRanTime(tag); err == nil {
-			ran += before
-		}
-		tag.Extra[tagRan] = ranSeconds(ran)
+		d.countUnrecorded(j.ID, &tag)
 		if err := d.writeTag(ctx, j.ID, tag); err != nil {
 			d.deps.Logger.Warn("recording the run time of a job Slurm requeued failed; tried again next cycle", "job", j.ID, "err", err)
 			continue
@@ -155,6 +150,25 @@ func (d *Daemon) recordRuns(ctx context.Context, jobs []slurm.Job) []slurm.Job {
 		jobs[i].Tag = &tag
 	}
 	return jobs
+}
+
+// countUnrecorded adds to tag, about to be written as job id's, the run
+// time Slurm's requeue took that the job's tag does not count
+// (d.unrecorded): the write sets the tag's restart count past that
+// requeue, and from then on only ran= would count the run.
+func (d *Daemon) countUnrecorded(id int, tag *slurm.Tag) {
+	u, ok := d.unrecorded[id]
+	if !ok || tag == nil || tag.Extra[tagRan] != u.base {
+		return
+	}
+	ran := u.ran
+	if before, err := tagRanTime(*tag); err == nil {
+		ran += before
+	}
+	if tag.Extra == nil {
+		tag.Extra = map[string]string{}
+	}
+	tag.Extra[tagRan] = ranSeconds(ran)
 }
 
 // tagRanTime is the run time tag's ran= records: 0 without one, an error

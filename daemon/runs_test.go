@@ -308,3 +308,32 @@ func TestRestartsCounted(t *testing.T) {
 		})
 	}
 }
+
+// A job requeued held by hand (scontrol requeuehold) is marked held by its
+// user, a tag write that counts the requeue (rc=): it counts the run that
+// requeue ended too, which nothing would count after a rubickd restart.
+func TestHandRequeueRunRecorded(t *testing.T) {
+	ctx := context.Background()
+	j := ranBert(t0.Add(-2*time.Hour), 0, "0", "")
+	c, a, d, now := oneNodeLab(t, j)
+	if _, err := d.Cycle(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	*now = t0.Add(30 * time.Second)
+	r := requeued(j)
+	r.Held, r.Reason = true, "JobHeldUser"
+	c.jobs, c.nodes[0].GPUsUsed, c.nodes[0].CPUsAlloc = []slurm.Job{r}, 0, 0
+	a.got = nil
+	if _, err := d.Cycle(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, act := range a.got {
+		if act.Kind == slurm.ActionAnnotate && act.Hold {
+			got = append(got, act.Tag.Extra[tagRan])
+		}
+	}
+	if diff := cmp.Diff([]string{"7200"}, got); diff != "" {
+		t.Errorf("ran= of the hold's tag (-want +got):\n%s (actions %+v)", diff, a.got)
+	}
+}
