@@ -463,10 +463,7 @@ func (s *Store) tagged(ctx context.Context, kinds []string, ids []int64) (map[in
 	if len(kinds) == 0 {
 		return out, nil
 	}
-	args := make([]any, 0, len(ids))
-	for _, id := range ids {
-		args = append(args, id)
-	}
+	args := idArgs(ids)
 	fixed := make([]any, 0, len(kinds))
 	for _, k := range kinds {
 		fixed = append(fixed, k)

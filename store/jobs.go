@@ -345,12 +345,8 @@ type SeenRun struct {
 // LastRuns returns, for those of the jobs ids the store has seen running,
 // their runs as last seen (Job.LastRun).
 func (s *Store) LastRuns(ctx context.Context, ids []int64) (map[int64]SeenRun, error) {
-	args := make([]any, 0, len(ids))
-	for _, id := range ids {
-		args = append(args, id)
-	}
 	out := map[int64]SeenRun{}
-	err := s.inChunks(ctx, `SELECT job_id, submitted_ns, run_restarts, run_ns FROM jobs WHERE run_ns IS NOT NULL AND job_id IN `, args,
+	err := s.inChunks(ctx, `SELECT job_id, submitted_ns, run_restarts, run_ns FROM jobs WHERE run_ns IS NOT NULL AND job_id IN `, idArgs(ids),
 		func(rows *sql.Rows) error {
 			var id, restarts, ran int64
 			var submitted sql.NullInt64
@@ -369,12 +365,8 @@ func (s *Store) LastRuns(ctx context.Context, ids []int64) (map[int64]SeenRun, e
 // jobTimes runs query, which selects a job ID and a timestamp and ends in
 // "IN ", for the jobs ids (inChunks), and returns each row's time by job.
 func (s *Store) jobTimes(ctx context.Context, query string, ids []int64) (map[int64]time.Time, error) {
-	args := make([]any, 0, len(ids))
-	for _, id := range ids {
-		args = append(args, id)
-	}
 	out := map[int64]time.Time{}
-	err := s.inChunks(ctx, query, args, func(rows *sql.Rows) error {
+	err := s.inChunks(ctx, query, idArgs(ids), func(rows *sql.Rows) error {
 		var id int64
 		var ns sql.NullInt64
 		if err := rows.Scan(&id, &ns); err != nil {
@@ -599,6 +591,15 @@ func (s *Store) LaunchLimits(ctx context.Context, jobs []LaunchKey) (map[int64]L
 
 // inChunks runs query, which ends in "IN ", with args as its list, in
 // chunks (SQLite binds at most 32,766 parameters), calling row per row.
+// idArgs is ids as query arguments, for inChunks.
+func idArgs(ids []int64) []any {
+	args := make([]any, 0, len(ids))
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	return args
+}
+
 // fixed bind the query's placeholders before the list, in every chunk.
 func (s *Store) inChunks(ctx context.Context, query string, args []any, row func(*sql.Rows) error, fixed ...any) error {
 	const chunk = 1000
