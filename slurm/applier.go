@@ -652,8 +652,7 @@ func (r *run) ackRequeue(ctx context.Context, tag *Tag, before Job, requeued tim
 			// once the tag counts the requeue (rc=), nothing else would
 			// count that run should the restart stop before its own tag
 			// (rubickd killed, the resize refused).
-			tag.Extra = maps.Clone(tag.Extra)
-			if tag.Extra == nil {
+			if tag.Extra == nil { // a tag parsed afresh: its map is its own
 				tag.Extra = map[string]string{}
 			}
 			tag.Extra[TagRan] = act.Tag.Extra[TagRan]
