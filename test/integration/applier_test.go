@@ -4,7 +4,6 @@ package integration
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -22,10 +21,7 @@ func TestApplierStartBelowSubmittedCPUs(t *testing.T) {
 	needScheduler(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := slurm.NewCluster(ctx, slurm.Config{URL: l.restURL, User: l.restUser, TokenFile: os.Getenv("SLURMRESTD_TOKEN_FILE")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := l.cluster(ctx, t)
 	app, err := slurm.NewApplier(slurm.ApplierConfig{Scontrol: "scontrol", Scancel: "scancel", Cluster: c})
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rubick-sched/rubick/slurm"
 )
 
 // lab describes the running lab, as read from $LAB/env.sh's variables.
@@ -220,6 +222,16 @@ func (l *lab) idleNodes(t *testing.T, n int) []string {
 		return fmt.Sprintf("idle: %v; the queue:\n%s", nodes, q.stdout)
 	})
 	return nodes[:n]
+}
+
+// cluster is rubick's slurmrestd client of the lab, with the lab's token.
+func (l *lab) cluster(ctx context.Context, t *testing.T) *slurm.RESTCluster {
+	t.Helper()
+	c, err := slurm.NewCluster(ctx, slurm.Config{URL: l.restURL, User: l.restUser, TokenFile: os.Getenv("SLURMRESTD_TOKEN_FILE")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // rest calls slurmrestd with the lab's JWT and decodes a JSON answer into v

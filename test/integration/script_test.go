@@ -49,10 +49,7 @@ func TestBatchScriptOfPendingJob(t *testing.T) {
 		t.Errorf("rubick-srun line (-want +got):\n%s", diff)
 	}
 
-	c, err := slurm.NewCluster(ctx, slurm.Config{URL: l.restURL, User: l.restUser, TokenFile: os.Getenv("SLURMRESTD_TOKEN_FILE")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := l.cluster(ctx, t)
 	j, err := c.Job(ctx, jid)
 	if err != nil {
 		t.Fatal(err)

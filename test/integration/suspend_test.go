@@ -4,7 +4,6 @@ package integration
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -20,10 +19,7 @@ func TestSuspendedJobRunTime(t *testing.T) {
 	needScheduler(t) // only an operator may suspend
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := slurm.NewCluster(ctx, slurm.Config{URL: l.restURL, User: l.restUser, TokenFile: os.Getenv("SLURMRESTD_TOKEN_FILE")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := l.cluster(ctx, t)
 	node := l.idleNodes(t, 1)[0]
 	id := l.sbatch(t, "-p", l.partition, "--gres=gpu:2", "--nodelist="+node, "--wrap", "sleep 120")
 	waitState(t, id, "RUNNING", 20*time.Second)
