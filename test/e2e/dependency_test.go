@@ -69,8 +69,8 @@ func TestDependency(t *testing.T) {
 	later := l.submitScript(t, dir, body, &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-begin", "-N", "1",
 		"--ntasks-per-node=1", "--gres=gpu:1", "--requeue", "--begin=now+20")
 
-	// A few cycles (2 s each): still held, nothing planned.
-	time.Sleep(8 * time.Second)
+	// A few cycles: still held, nothing planned.
+	lt.waitCycles(t, d, 3)
 	j, err := cluster.Job(ctx, id)
 	if err != nil || j.State != slurm.StatePending || !j.Held || j.Dependency == "" {
 		t.Fatalf("job %d while its dependency runs: %s, held %v, dependency %q (%v); want pending, held, waiting", id, j.State, j.Held, j.Dependency, err)
@@ -145,8 +145,8 @@ func TestUserHold(t *testing.T) {
 	id := l.submitScript(t, dir, shortTraining(bin, dir, "bert", 32), &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-userhold",
 		"-N", "1", "--gres=gpu:1", "--requeue", "--hold", "--comment=my note")
 
-	// A few cycles (2 s each): still held, nothing planned.
-	time.Sleep(8 * time.Second)
+	// A few cycles: still held, nothing planned.
+	lt.waitCycles(t, d, 3)
 	j, err := cluster.Job(ctx, id)
 	if err != nil || !slurm.HeldByUser(j) || j.Tag == nil || j.Tag.Plan != "" {
 		t.Fatalf("job %d before its release: %s, held %v, comment %q, tag %v (%v); want held by its user, unplanned; rubickd log %s",
@@ -174,7 +174,7 @@ func TestUserHold(t *testing.T) {
 	ref := strconv.Itoa(id)
 	waitRunning(ctx, cluster, ref)
 	l.run(t, "scontrol", "requeuehold", ref)
-	time.Sleep(8 * time.Second)
+	lt.waitCycles(t, d, 3)
 	j, err = cluster.Job(ctx, id)
 	if err != nil || !slurm.HeldByUser(j) || j.RestartCount != 1 {
 		t.Fatalf("job %d after scontrol requeuehold: %s, held %v, comment %q, %d restarts, tag %v (%v); want held by its user; rubickd log %s",
@@ -270,11 +270,11 @@ func TestWaitsBehindRigidJob(t *testing.T) {
 }
 
 // heldUnplanned fails the test unless job id, after a few of rubickd's
-// cycles (2 s each), is still pending and held, without a plan: rubickd
-// left it alone while what says.
+// cycles, is still pending and held, without a plan: rubickd left it alone
+// while what says.
 func heldUnplanned(t *testing.T, lt *labTest, d *daemonProc, id int, while string) {
 	t.Helper()
-	time.Sleep(8 * time.Second)
+	lt.waitCycles(t, d, 3)
 	j, err := lt.cluster.Job(lt.ctx, id)
 	if err != nil || j.State != slurm.StatePending || !j.Held || j.Tag == nil || j.Tag.Plan != "" {
 		t.Fatalf("job %d %s: %s (%s), held %v, tag %v (%v); want pending, held, unplanned; rubickd log %s",

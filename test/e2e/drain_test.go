@@ -81,9 +81,8 @@ func TestNodeFailure(t *testing.T) {
 	id, runningOff := nodeJob(t, lt, d, "e2e-nodefail")
 	first := runningOff("")
 	node := first.NodeList[0]
-	// Long enough for rubickd's 2 s cycles to see it run: the run counts
-	// at its next start.
-	time.Sleep(8 * time.Second)
+	// rubickd's cycles see it run: the run counts at its next start.
+	lt.waitCycles(t, d, 3)
 	d.stop()
 	l.run(t, "scontrol", "update", "NodeName="+node, "State=DRAIN", "Reason=e2e-nodefail")
 	defer l.run(t, "scontrol", "update", "NodeName="+node, "State=RESUME")

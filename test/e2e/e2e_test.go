@@ -10,6 +10,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -244,6 +245,31 @@ func newLabTest(t *testing.T, name string, timeout time.Duration, extra string) 
 	lt.cluster = l.cluster(ctx, t)
 	t.Cleanup(func() { scancelAll(l, &lt.ids) })
 	return lt
+}
+
+// waitCycles waits until rubickd has recorded n more decision cycles in
+// the store than when called. The first may have read the cluster before
+// the call, so n cycles give n-1 that saw what the test just did, however
+// slow a cycle runs; a fixed sleep could end before any.
+func (lt *labTest) waitCycles(t *testing.T, d *daemonProc, n int64) {
+	t.Helper()
+	st, err := store.Open(lt.ctx, lt.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	last := func() int64 {
+		id, err := st.LastCycle(lt.ctx)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			t.Fatal(err)
+		}
+		return id
+	}
+	for at := last(); last() < at+n; time.Sleep(250 * time.Millisecond) {
+		if lt.ctx.Err() != nil {
+			t.Fatalf("rubickd recorded fewer than %d cycles after %d; log %s", n, at, d.log)
+		}
+	}
 }
 
 // waitIdle waits (30 s at most) until the lab's partition has no jobs
