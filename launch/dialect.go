@@ -158,18 +158,19 @@ var (
 
 	// Flags that are valid only with some of the sizes and switches the
 	// plan rewrites.
-	fPrecAware    = switchFlag("--use-precision-aware-optimizer")
-	fOverlapPG    = switchFlag("--overlap-param-gather")
-	fOverlapPGOpt = switchFlag("--overlap-param-gather-with-optimizer-step")
-	fCPUOptimizer = switchFlag("--cpu-optimizer")
-	fVPPLayers    = valued("--num-layers-per-virtual-pipeline-stage")
-	fVPPStages    = valued("--num-virtual-stages-per-pipeline-rank")
-	fNoOverlapP2P = switchFlag("--no-overlap-p2p-communication")
-	fEmbedSplit   = switchFlag("--account-for-embedding-in-pipeline-split")
-	fLossSplit    = switchFlag("--account-for-loss-in-pipeline-split")
-	fNoPP         = switchFlag("--no-pipeline-parallel")
-	fDistSaved    = switchFlag("--distribute-saved-activations")
-	fDistCkpt     = switchFlag("--distribute-checkpointed-activations")
+	fPrecAware     = switchFlag("--use-precision-aware-optimizer")
+	fOverlapPG     = switchFlag("--overlap-param-gather")
+	fOverlapPGOpt  = switchFlag("--overlap-param-gather-with-optimizer-step")
+	fCPUOptimizer  = switchFlag("--cpu-optimizer")
+	fVPPLayers     = valued("--num-layers-per-virtual-pipeline-stage")
+	fVPPStages     = valued("--num-virtual-stages-per-pipeline-rank")
+	fNoOverlapP2P  = switchFlag("--no-overlap-p2p-communication")
+	fTPCommOverlap = switchFlag("--tp-comm-overlap")
+	fEmbedSplit    = switchFlag("--account-for-embedding-in-pipeline-split")
+	fLossSplit     = switchFlag("--account-for-loss-in-pipeline-split")
+	fNoPP          = switchFlag("--no-pipeline-parallel")
+	fDistSaved     = switchFlag("--distribute-saved-activations")
+	fDistCkpt      = switchFlag("--distribute-checkpointed-activations")
 	// The precision-aware optimizer's state and gradient types.
 	fOptDtypes = []flagSpec{valued("--main-grads-dtype"), valued("--main-params-dtype"),
 		valued("--exp-avg-dtype"), valued("--exp-avg-sq-dtype")}

@@ -392,6 +392,11 @@ func dropStale(c *cmdline, d Dialect, plan model.Plan, lo, hi int) int {
 		// and asserts TP > 1 and full recompute.
 		hi = c.remove(fDistSaved, lo, hi)
 	}
+	if plan.TP == 1 {
+		// Megatron turns sequence parallelism off at TP 1, then asserts it
+		// for the TP communication overlap.
+		hi = c.remove(fTPCommOverlap, lo, hi)
+	}
 	if d == MegatronDeepSpeed && !plan.Checkpoint {
 		// Older Megatron-DeepSpeed asserts --checkpoint-activations with it.
 		hi = c.remove(fDistCkpt, lo, hi)
@@ -406,13 +411,16 @@ func dropStale(c *cmdline, d Dialect, plan model.Plan, lo, hi int) int {
 // --no-overlap-p2p-communication; Megatron-DeepSpeed asserts PP > 2 (its
 // newer forks only without p2p overlap, which rubick cannot tell). With
 // layers per virtual stage, the layers per pipeline stage must divide
-// into them; a value rubick cannot read is left to the trainer.
+// into them; a value rubick cannot read is left to the trainer. The
+// micro-batches of a step (Accum) must be a multiple of PP: Megatron-
+// DeepSpeed and Megatron-LM before its microbatch groups refuse others,
+// and later ones refuse fewer than PP.
 func interleaves(c *cmdline, d Dialect, plan model.Plan, lo, hi int) bool {
 	minPP := 2
 	if d == MegatronDeepSpeed || c.has(fNoOverlapP2P, lo, hi) {
 		minPP = 3
 	}
-	if plan.PP < minPP {
+	if plan.PP < minPP || plan.Accum%plan.PP != 0 {
 		return false
 	}
 	v, ok := c.get(fVPPLayers, lo, hi)

@@ -604,53 +604,65 @@ func TestRewriteDependentFlags(t *testing.T) {
 		},
 		"interleaving kept when the stage's layers divide": {
 			line: "python pretrain_gpt.py --num-layers=24 --num-layers-per-virtual-pipeline-stage=3 --global-batch-size 8",
-			plan: "dp1.tp1.pp4.mb4.a2.z0",
+			plan: "dp1.tp1.pp4.mb2.a4.z0",
 			want: "python pretrain_gpt.py --num-layers=24 --num-layers-per-virtual-pipeline-stage=3 --global-batch-size 8 " +
-				"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 4 --micro-batch-size 4",
+				"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 4 --micro-batch-size 2",
 		},
 		"interleaving dropped when the stage's layers do not divide": {
 			line: "python pretrain_gpt.py --num-layers 24 --num-layers-per-virtual-pipeline-stage=4 --global-batch-size 8",
-			plan: "dp1.tp1.pp4.mb4.a2.z0",
+			plan: "dp1.tp1.pp4.mb2.a4.z0",
 			want: "python pretrain_gpt.py --num-layers 24 --global-batch-size 8 --tensor-model-parallel-size 1 " +
-				"--pipeline-model-parallel-size 4 --micro-batch-size 4",
+				"--pipeline-model-parallel-size 4 --micro-batch-size 2",
 		},
 		"interleaving dropped when the layers do not split over the stages": {
 			line: "python pretrain_gpt.py --num-layers 30 --num-layers-per-virtual-pipeline-stage 3 --global-batch-size 8",
-			plan: "dp1.tp1.pp4.mb4.a2.z0",
+			plan: "dp1.tp1.pp4.mb2.a4.z0",
 			want: "python pretrain_gpt.py --num-layers 30 --global-batch-size 8 --tensor-model-parallel-size 1 " +
-				"--pipeline-model-parallel-size 4 --micro-batch-size 4",
+				"--pipeline-model-parallel-size 4 --micro-batch-size 2",
 		},
 		"interleaving counts the embedding and loss stages": {
 			line: "python pretrain_gpt.py --num-layers 22 --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split " +
 				"--num-layers-per-virtual-pipeline-stage 3 --global-batch-size 8",
-			plan: "dp1.tp1.pp4.mb4.a2.z0",
+			plan: "dp1.tp1.pp4.mb2.a4.z0",
 			want: "python pretrain_gpt.py --num-layers 22 --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split " +
 				"--num-layers-per-virtual-pipeline-stage 3 --global-batch-size 8 --tensor-model-parallel-size 1 " +
-				"--pipeline-model-parallel-size 4 --micro-batch-size 4",
+				"--pipeline-model-parallel-size 4 --micro-batch-size 2",
 		},
 		"interleaving on two stages kept": {
 			line: "python pretrain_gpt.py --num-virtual-stages-per-pipeline-rank 2 --global-batch-size 8",
-			plan: "dp2.tp1.pp2.mb4.a1.z0",
+			plan: "dp2.tp1.pp2.mb2.a2.z0",
 			want: "python pretrain_gpt.py --num-virtual-stages-per-pipeline-rank 2 --global-batch-size 8 --tensor-model-parallel-size 1 " +
+				"--pipeline-model-parallel-size 2 --micro-batch-size 2",
+		},
+		"interleaving dropped when the micro-batches do not fill the stages": {
+			line: "python pretrain_gpt.py --num-virtual-stages-per-pipeline-rank 2 --global-batch-size 8",
+			plan: "dp2.tp1.pp2.mb4.a1.z0",
+			want: "python pretrain_gpt.py --global-batch-size 8 --tensor-model-parallel-size 1 " +
 				"--pipeline-model-parallel-size 2 --micro-batch-size 4",
+		},
+		"interleaving dropped when the micro-batches are no multiple of the stages": {
+			line: "python pretrain_gpt.py --num-virtual-stages-per-pipeline-rank 2 --global-batch-size 6",
+			plan: "dp1.tp1.pp2.mb2.a3.z0",
+			want: "python pretrain_gpt.py --global-batch-size 6 --tensor-model-parallel-size 1 " +
+				"--pipeline-model-parallel-size 2 --micro-batch-size 2",
 		},
 		"interleaving on two stages dropped without p2p overlap": {
 			line: "python pretrain_gpt.py --num-virtual-stages-per-pipeline-rank 2 --no-overlap-p2p-communication --global-batch-size 8",
-			plan: "dp2.tp1.pp2.mb4.a1.z0",
+			plan: "dp2.tp1.pp2.mb2.a2.z0",
 			want: "python pretrain_gpt.py --no-overlap-p2p-communication --global-batch-size 8 --tensor-model-parallel-size 1 " +
-				"--pipeline-model-parallel-size 2 --micro-batch-size 4",
+				"--pipeline-model-parallel-size 2 --micro-batch-size 2",
 		},
 		"megatron-deepspeed interleaving dropped on two stages": {
 			line: "python pretrain_gpt.py --deepspeed --num-layers 24 --num-layers-per-virtual-pipeline-stage 2 --global-batch-size 8",
-			plan: "dp2.tp1.pp2.mb4.a1.z0",
+			plan: "dp2.tp1.pp2.mb2.a2.z0",
 			want: "python pretrain_gpt.py --deepspeed --num-layers 24 --global-batch-size 8 --tensor-model-parallel-size 1 " +
-				"--pipeline-model-parallel-size 2 --micro-batch-size 4 --zero-stage 0",
+				"--pipeline-model-parallel-size 2 --micro-batch-size 2 --zero-stage 0",
 		},
 		"megatron-deepspeed interleaving kept on three stages": {
 			line: "python pretrain_gpt.py --deepspeed --num-layers 24 --num-layers-per-virtual-pipeline-stage 2 --global-batch-size 6",
-			plan: "dp2.tp1.pp3.mb3.a1.z0",
+			plan: "dp2.tp1.pp3.mb1.a3.z0",
 			want: "python pretrain_gpt.py --deepspeed --num-layers 24 --num-layers-per-virtual-pipeline-stage 2 --global-batch-size 6 " +
-				"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 3 --micro-batch-size 3 --zero-stage 0",
+				"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 3 --micro-batch-size 1 --zero-stage 0",
 		},
 		"no-pipeline-parallel dropped with pipeline parallelism": {
 			line: "python pretrain_gpt.py --deepspeed --no-pipeline-parallel --global-batch-size 8",
@@ -681,6 +693,18 @@ func TestRewriteDependentFlags(t *testing.T) {
 			plan: "dp4.tp1.pp1.mb2.a1.z1",
 			want: "python pretrain_gpt.py --deepspeed --zero-stage 1 --global-batch-size 8 --tensor-model-parallel-size 1 " +
 				"--pipeline-model-parallel-size 1 --micro-batch-size 2",
+		},
+		"TP communication overlap needs tensor parallelism": {
+			line: "python pretrain_gpt.py --tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap --global-batch-size 8",
+			plan: "dp2.tp1.pp1.mb4.a1.z0",
+			want: "python pretrain_gpt.py --tensor-model-parallel-size 1 --sequence-parallel --global-batch-size 8 " +
+				"--pipeline-model-parallel-size 1 --micro-batch-size 4",
+		},
+		"TP communication overlap kept with tensor parallelism": {
+			line: "python pretrain_gpt.py --sequence-parallel --tp-comm-overlap --global-batch-size 8",
+			plan: "dp1.tp2.pp1.mb4.a2.z0",
+			want: "python pretrain_gpt.py --sequence-parallel --tp-comm-overlap --global-batch-size 8 --tensor-model-parallel-size 2 " +
+				"--pipeline-model-parallel-size 1 --micro-batch-size 4",
 		},
 		"distributed saved activations need tensor parallelism": {
 			line: "python pretrain_gpt.py --tensor-model-parallel-size 2 --distribute-saved-activations --global-batch-size 8",
