@@ -64,6 +64,9 @@ type layout struct {
 	// launcherFlags is where the launcher's flags start (after "torchrun"
 	// or "python -m torch.distributed.run"); -1 when they cannot be edited.
 	launcherFlags int
+	// flagsEnd is where they end: the script, or the launcher's module
+	// switch before it ("torchrun ... -m package.module").
+	flagsEnd int
 	// script is the index of the training script or program; its flags
 	// follow it.
 	script int
@@ -75,7 +78,7 @@ func (l layout) trainLo() int { return l.script + 1 }
 // accDeepSpeed reports whether the line is accelerate launch with its
 // DeepSpeed plugin (--use_deepspeed among accelerate's own flags).
 func (l layout) accDeepSpeed(c *cmdline) bool {
-	return l.launcher == LauncherAccelerate && l.launcherFlags >= 0 && c.has(fAccUseDS, l.launcherFlags, l.script)
+	return l.launcher == LauncherAccelerate && l.launcherFlags >= 0 && c.has(fAccUseDS, l.launcherFlags, l.flagsEnd)
 }
 
 func parseLayout(argv []string) layout {
@@ -105,7 +108,7 @@ func parseLayout(argv []string) layout {
 				l.launcher, i = LauncherAccelerate, j+2
 			default:
 				// "python -m package.module": the module is the program.
-				l.script = j + 1
+				l.flagsEnd, l.script = j, j+1
 				return l
 			}
 			break
@@ -114,7 +117,13 @@ func parseLayout(argv []string) layout {
 	l.launcherFlags = i
 	for j := i; j < len(argv); j++ {
 		if strings.HasSuffix(argv[j], ".py") {
-			l.script = j
+			l.flagsEnd, l.script = j, j
+			return l
+		}
+		if l.launcher != LauncherNone && isModuleSwitch(argv[j]) && j+1 < len(argv) {
+			// "torchrun ... -m package.module": the launcher's switch
+			// makes the module its program, ending the launcher's flags.
+			l.flagsEnd, l.script = j, j+1
 			return l
 		}
 	}
@@ -122,9 +131,13 @@ func parseLayout(argv []string) layout {
 	// argument we cannot tell from the launcher's own flags, which are then
 	// left alone.
 	l.script = max(i-1, 0)
-	l.launcherFlags = -1
+	l.launcherFlags, l.flagsEnd = -1, l.script
 	return l
 }
+
+// isModuleSwitch reports the switch of torchrun, the deepspeed launcher
+// and accelerate launch that runs a module instead of a script.
+func isModuleSwitch(tok string) bool { return tok == "-m" || tok == "--module" }
 
 // Flags rubick reads or writes. Megatron spells them with dashes,
 // DeepSpeed's launchers accept both spellings of theirs.
@@ -231,7 +244,7 @@ func Detect(argv []string) (Dialect, error) {
 	l := parseLayout(argv)
 	c := cmdline{toks: argv}
 	lo, hi := l.trainLo(), len(argv)
-	megatron := l.script < len(argv) && strings.HasPrefix(filepath.Base(argv[l.script]), "pretrain_")
+	megatron := l.script < len(argv) && strings.HasPrefix(programName(argv[l.script]), "pretrain_")
 	for _, f := range megatronSignals {
 		megatron = megatron || c.has(f, lo, hi)
 	}
@@ -250,6 +263,16 @@ func Detect(argv []string) (Dialect, error) {
 		return DeepSpeed, nil
 	}
 	return "", fmt.Errorf("%w: %q has neither Megatron nor DeepSpeed flags; pass the dialect explicitly", ErrUnknownDialect, clip(strings.Join(argv, " ")))
+}
+
+// programName is the name of a launch line's program: a script's file
+// name, or the last part of a module's dotted path (megatron.pretrain_gpt).
+func programName(prog string) string {
+	base := filepath.Base(prog)
+	if strings.HasSuffix(base, ".py") {
+		return base
+	}
+	return base[strings.LastIndex(base, ".")+1:]
 }
 
 // DetectLauncher names the per-node launcher the line starts with

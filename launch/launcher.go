@@ -55,7 +55,7 @@ func (c *cmdline) sizeLauncher(l layout, opts Options) error {
 		return nil
 	}
 	nodes, gpn := strconv.Itoa(opts.Nodes), strconv.Itoa(opts.GPUsPerNode)
-	lo, hi := l.launcherFlags, l.script
+	lo, hi := l.launcherFlags, l.flagsEnd
 	host, port, _ := strings.Cut(opts.Rendezvous, ":")
 	switch l.launcher {
 	case LauncherTorchrun:
@@ -170,22 +170,28 @@ type Unlaunched struct {
 
 // WithoutLauncher turns a line that starts with the deepspeed launcher
 // ("deepspeed [flags] train.py ..." or "python -m deepspeed.launcher.runner
-// ...") into what the launcher runs on each GPU: python -u train.py ...,
-// with python the interpreter the launcher runs under. The launcher starts
+// ...") into what the launcher runs on each GPU: python -u train.py ...
+// (python -u -m pkg.train ... for a --module line), with python the
+// interpreter the launcher runs under. The launcher starts
 // the workers of other nodes over ssh from a hostfile; under srun, which
 // starts every task itself, a plan on several nodes runs this way.
 func WithoutLauncher(argv []string, python string) (Unlaunched, error) {
 	l := parseLayout(argv)
 	if l.launcher != LauncherDeepSpeed || l.launcherFlags < 0 {
-		return Unlaunched{}, fmt.Errorf("%w: %q does not start a .py script with the deepspeed launcher", ErrBadInput, clip(strings.Join(argv, " ")))
+		return Unlaunched{}, fmt.Errorf("%w: %q does not start a .py script or module with the deepspeed launcher", ErrBadInput, clip(strings.Join(argv, " ")))
 	}
 	c := cmdline{toks: argv}
-	lo, hi := l.launcherFlags, l.script
+	lo, hi := l.launcherFlags, l.flagsEnd
 	if l.launcherFlags > 1 {
 		python = argv[0] // "python -m deepspeed.launcher.runner": its own
 	}
 	out := []string{python, "-u", argv[l.script]}
-	if c.has(fDSNoPython, lo, hi) {
+	switch module := l.script > l.flagsEnd; {
+	case module && c.has(fDSNoPython, lo, hi):
+		return Unlaunched{}, fmt.Errorf("%w: the deepspeed launcher refuses --no_python with --module", ErrBadInput)
+	case module:
+		out = []string{python, "-u", "-m", argv[l.script]}
+	case c.has(fDSNoPython, lo, hi):
 		out = out[2:]
 	}
 	u := Unlaunched{LocalRankAt: len(out)}

@@ -212,7 +212,9 @@ func Rewrite(argv []string, plan model.Plan, opts Options) (Result, error) {
 	// Launcher flags precede the script, so editing them last leaves the
 	// indices used above valid.
 	if d == DeepSpeed && l.accDeepSpeed(c) {
-		l.script = c.setAccDeepSpeed(l, plan, cf, res.Config)
+		end := c.setAccDeepSpeed(l, plan, cf, res.Config)
+		l.script += end - l.flagsEnd
+		l.flagsEnd = end
 	}
 	if err := c.sizeLauncher(l, opts); err != nil {
 		return Result{}, err
@@ -327,7 +329,7 @@ func rewriteAccScript(c *cmdline, plan model.Plan, lo, hi int) int {
 }
 
 // setAccDeepSpeed gives accelerate's DeepSpeed plugin the plan and returns
-// the script's new index. Set by flags (cf nil), it gets the ZeRO stage,
+// where its flags now end. Set by flags (cf nil), it gets the ZeRO stage,
 // the optimizer's offload and the accumulation; parameter offload, which
 // DeepSpeed accepts only at stage 3, is turned off below it. With a
 // config (cf), whose rewritten copy is cp, accelerate fills only the
@@ -335,7 +337,7 @@ func rewriteAccScript(c *cmdline, plan model.Plan, lo, hi int) int {
 // own names the copy, and a --gradient_accumulation_steps, which is also
 // the Accelerator's, gets the config's.
 func (c *cmdline) setAccDeepSpeed(l layout, plan model.Plan, cf *userConfig, cp *Config) int {
-	lo, hi := l.launcherFlags, l.script
+	lo, hi := l.launcherFlags, l.flagsEnd
 	accum := strconv.Itoa(plan.Accum)
 	if cf != nil {
 		if cf.launcher {
@@ -364,7 +366,7 @@ func (c *cmdline) setAccDeepSpeed(l layout, plan model.Plan, cf *userConfig, cp 
 // script's DataLoader, so no plan would keep the global batch. nil for any
 // other line.
 func accPluginErr(c *cmdline, l layout) error {
-	if !l.accDeepSpeed(c) || c.has(fAccDSConfig, l.launcherFlags, l.script) || c.has(fHFMicroBatch, l.trainLo(), len(c.toks)) {
+	if !l.accDeepSpeed(c) || c.has(fAccDSConfig, l.launcherFlags, l.flagsEnd) || c.has(fHFMicroBatch, l.trainLo(), len(c.toks)) {
 		return nil
 	}
 	return fmt.Errorf("%w: accelerate launch --use_deepspeed without --deepspeed_config_file takes the micro-batch from the script's DataLoader, "+
@@ -595,7 +597,7 @@ func loadConfig(c *cmdline, d Dialect, l layout, opts Options) (*userConfig, err
 	path, flag, ok := configFlag(c, l.trainLo(), len(c.toks))
 	onLauncher := false
 	if !ok && d == DeepSpeed && l.accDeepSpeed(c) {
-		if path, ok = c.get(fAccDSConfig, l.launcherFlags, l.script); !ok {
+		if path, ok = c.get(fAccDSConfig, l.launcherFlags, l.flagsEnd); !ok {
 			return nil, accPluginErr(c, l)
 		}
 		flag, onLauncher = fAccDSConfig, true
@@ -872,10 +874,10 @@ func Inspect(argv []string, gpus int, opts Options) (model.Plan, int, error) {
 			if p.Checkpoint, err = hfCheckpoint(c, lo, hi); err != nil {
 				return model.Plan{}, 0, err
 			}
-			if p.ZeRO, err = intFlagOf(c, fAccZeroStage, accDefaultZeroStage, ln.l.launcherFlags, ln.l.script); err != nil {
+			if p.ZeRO, err = intFlagOf(c, fAccZeroStage, accDefaultZeroStage, ln.l.launcherFlags, ln.l.flagsEnd); err != nil {
 				return model.Plan{}, 0, err
 			}
-			off, _ := c.get(fAccOffloadOpt, ln.l.launcherFlags, ln.l.script)
+			off, _ := c.get(fAccOffloadOpt, ln.l.launcherFlags, ln.l.flagsEnd)
 			p.Offload = off == "cpu"
 		case cf.hf:
 			if p.Checkpoint, err = hfCheckpoint(c, lo, hi); err != nil {
@@ -1035,7 +1037,7 @@ func inspectAccSizes(ln line, gpus int) (model.Plan, int, error) {
 	if p.MicroBatch, err = intFlagOf(c, fHFMicroBatch, 0, lo, hi); err != nil {
 		return model.Plan{}, 0, err
 	}
-	accum, alo, ahi := fAccAccum, ln.l.launcherFlags, ln.l.script
+	accum, alo, ahi := fAccAccum, ln.l.launcherFlags, ln.l.flagsEnd
 	if !c.has(accum, alo, ahi) {
 		accum, alo, ahi = fHFAccum, lo, hi
 	}
