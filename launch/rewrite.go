@@ -683,7 +683,11 @@ func statedGlobalBatch(c *cmdline, lo, hi int, cf *userConfig, opts Options) (st
 
 // GlobalBatch is the global batch the training command argv trains with,
 // as its flags, its DeepSpeed config or opts state it; 0 when none does
-// (the plan's is then written into the line).
+// (the plan's is then written into the line). With opts.GPUs, a line
+// whose framework derives the batch from the world size (a Hugging Face
+// Trainer, accelerate's DeepSpeed plugin, a DeepSpeed config with a
+// micro-batch but no train_batch_size) gives the batch it trains with on
+// that many GPUs.
 func GlobalBatch(argv []string, opts Options) (int, error) {
 	if len(argv) == 0 {
 		return 0, fmt.Errorf("%w: the training command is empty", ErrBadInput)
@@ -703,8 +707,41 @@ func GlobalBatch(argv []string, opts Options) (int, error) {
 		_, n, err = inspectAccSizes(ln, opts.GPUs)
 	case ln.cf != nil && ln.cf.hf:
 		_, n, err = inspectHFSizes(ln, opts.GPUs)
+	case ln.cf != nil && ln.d == DeepSpeed:
+		n, err = dsConfigBatch(ln.cf, opts.GPUs)
 	}
 	return n, err
+}
+
+// dsConfigBatch is the global batch DeepSpeed trains a config without
+// train_batch_size with on gpus GPUs (all data parallel in a plain
+// DeepSpeed line): its micro-batch x its accumulation (default 1) x gpus;
+// 0 when the config states no micro-batch either ("auto" states none).
+func dsConfigBatch(cf *userConfig, gpus int) (int, error) {
+	mb, ok, err := cf.obj.intVal("train_micro_batch_size_per_gpu")
+	if err != nil || !ok {
+		return 0, wrapConfigErr(cf, err)
+	}
+	accum, ok, err := cf.obj.intVal("gradient_accumulation_steps")
+	if err != nil {
+		return 0, wrapConfigErr(cf, err)
+	}
+	if !ok {
+		accum = 1
+	}
+	if mb < 1 || accum < 1 {
+		return 0, fmt.Errorf("%w: DeepSpeed config %s: train_micro_batch_size_per_gpu=%d and gradient_accumulation_steps=%d must be >= 1",
+			ErrBadInput, cf.path, mb, accum)
+	}
+	return mb * accum * gpus, nil
+}
+
+// wrapConfigErr names the DeepSpeed config err, if any, was read from.
+func wrapConfigErr(cf *userConfig, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("DeepSpeed config %s: %w", cf.path, err)
 }
 
 // line is a launch line as Inspect and GlobalBatch read it: its dialect,
