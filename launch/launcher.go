@@ -133,6 +133,53 @@ func (c *cmdline) sizeLauncher(l layout, opts Options) error {
 	return nil
 }
 
+// LauncherWorld is the processes a line's per-node launcher starts as
+// written: nodes, its --nnodes, --num_nodes or --num_machines (1 when
+// absent), and perNode processes on each (--nproc_per_node, --num_gpus,
+// or --num_processes over the machines). ok is false for a line without a
+// launcher, or one that leaves the count to the node ("--nproc_per_node
+// gpu", no --num_gpus) or states a value rubick cannot read.
+func LauncherWorld(argv []string) (nodes, perNode int, ok bool) {
+	l := parseLayout(argv)
+	if l.launcherFlags < 0 {
+		return 0, 0, false
+	}
+	c := cmdline{toks: argv}
+	lo, hi := l.launcherFlags, l.flagsEnd
+	var fNodes, fProcs flagSpec
+	switch l.launcher {
+	case LauncherTorchrun:
+		fNodes, fProcs = fNnodes, fNprocPerNode
+	case LauncherDeepSpeed:
+		fNodes, fProcs = fNumNodes, fNumGPUs
+	case LauncherAccelerate:
+		fNodes, fProcs = fAccMachines, fAccProcs
+	default:
+		return 0, 0, false
+	}
+	count := func(f flagSpec, def string) int {
+		v, ok := c.get(f, lo, hi)
+		if !ok {
+			v = def
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return 0
+		}
+		return n
+	}
+	// An elastic range ("--nnodes 1:4") is not read.
+	nodes, perNode = count(fNodes, "1"), count(fProcs, "")
+	if l.launcher == LauncherAccelerate {
+		// Its --num_processes counts every machine's.
+		if nodes == 0 || perNode%nodes != 0 {
+			return 0, 0, false
+		}
+		perNode /= nodes
+	}
+	return nodes, perNode, nodes > 0 && perNode > 0
+}
+
 // torchrunPort gives a one-node torchrun in toks[lo:hi] the rendezvous
 // port ("" for none), where it would otherwise meet at a port every
 // job's torchrun takes: 29500 (static rendezvous, master_port) or 29400

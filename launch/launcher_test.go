@@ -163,3 +163,30 @@ func TestWithoutLauncher(t *testing.T) {
 		})
 	}
 }
+
+// TestLauncherWorld: the processes a launcher starts as written, which
+// an unplanned job's unchanged line trains on.
+func TestLauncherWorld(t *testing.T) {
+	type world struct {
+		Nodes, PerNode int
+		OK             bool
+	}
+	for line, want := range map[string]world{
+		"torchrun --nproc_per_node 4 pretrain_gpt.py":                     {1, 4, true},
+		"torchrun --nnodes=2 --nproc-per-node=8 -m megatron.pretrain_gpt": {2, 8, true},
+		"python -m torch.distributed.run --nproc_per_node 2 train.py":     {1, 2, true},
+		"deepspeed --num_nodes 1 --num_gpus 4 train.py":                   {1, 4, true},
+		"accelerate launch --num_processes 8 --num_machines 2 train.py":   {2, 4, true},
+		"accelerate launch --num_processes 6 --num_machines 4 train.py":   {},
+		"torchrun --nproc_per_node gpu train.py":                          {},
+		"torchrun --nnodes 1:4 --nproc_per_node 8 train.py":               {},
+		"deepspeed train.py":                                       {},
+		"python pretrain_gpt.py --nproc_per_node 4":                {},
+		"torchrun --nproc_per_node 4 mytrainer --nproc_per_node 8": {},
+	} {
+		nodes, perNode, ok := LauncherWorld(strings.Fields(line))
+		if got := (world{nodes, perNode, ok}); got != want && (ok || want.OK) {
+			t.Errorf("LauncherWorld(%s) = %+v, want %+v", line, got, want)
+		}
+	}
+}

@@ -608,14 +608,22 @@ func startedUnplanned(tag *slurm.Tag) bool { return tag != nil && tag.ModelType 
 // lineStep is the unchanged step of a job without a plan, set up to report
 // its samples: it returns the plan the launch line expresses on the job's
 // allocation (launch.Inspect), and the step with the parser of the line's
-// dialect and the allocation's placement and CPUs. An error says why the
+// dialect, the placement (the processes its launcher starts, else the
+// allocation's GPUs) and the allocation's CPUs. An error says why the
 // line's plan is unknown.
 func lineStep(cfg config, alloc launch.Alloc, stateDir string) (model.Plan, step, error) {
 	if alloc.GPUsOnNode == 0 {
 		return model.Plan{}, step{}, errors.New("SLURM_GPUS_ON_NODE is unset: the GPUs the line runs on are unknown")
 	}
+	// A per-node launcher may start fewer processes than the allocation
+	// has GPUs ("torchrun --nproc_per_node 4" on 8): the line trains on
+	// those.
+	nodes, perNode := alloc.Nodes, alloc.GPUsOnNode
+	if n, g, ok := launch.LauncherWorld(cfg.train); ok && n <= nodes && g <= perNode {
+		nodes, perNode = n, g
+	}
 	opts := launch.Options{Dialect: cfg.parsedDialect, GlobalBatch: cfg.globalBatch}
-	p, _, err := launch.Inspect(cfg.train, alloc.GPUsOnNode*alloc.Nodes, opts)
+	p, _, err := launch.Inspect(cfg.train, nodes*perNode, opts)
 	if err != nil {
 		return model.Plan{}, step{}, err
 	}
@@ -628,9 +636,9 @@ func lineStep(cfg config, alloc launch.Alloc, stateDir string) (model.Plan, step
 	}
 	st := unchangedStep(cfg)
 	st.parser = stepParser(res)
-	st.placement = make(model.Placement, alloc.Nodes)
+	st.placement = make(model.Placement, nodes)
 	for i := range st.placement {
-		st.placement[i] = alloc.GPUsOnNode
+		st.placement[i] = perNode
 	}
 	// As planStep counts a step without --cpus-per-task of its own.
 	st.cpus = alloc.CPUsOnNode * alloc.Nodes

@@ -844,12 +844,16 @@ func TestRunUnplanned(t *testing.T) {
 		tag   string
 		args  []string
 		// plan is the plan the samples and the launch notice name; ""
-		// for neither.
-		plan string
-		log  string
+		// for neither. placement is the samples' ("" for the allocation's 4).
+		plan, placement string
+		log             string
 	}{
 		"megatron line": {train: megatron, plan: "dp4.tp1.pp1.mb2.a2.z0",
 			log: `level=INFO msg="rubickd started the job without a plan; running the command unchanged, its samples reported under the plan it expresses" prog=rubick-srun job=42 plan=dp4.tp1.pp1.mb2.a2.z0`},
+		// Before, the samples were reported as dp4 on 4 GPUs.
+		"torchrun on part of the node": {train: append([]string{"torchrun", "--nproc_per_node", "2"}, megatron[1:]...),
+			plan: "dp2.tp1.pp1.mb2.a4.z0", placement: "2",
+			log: `level=INFO msg="rubickd started the job without a plan; running the command unchanged, its samples reported under the plan it expresses" prog=rubick-srun job=42 plan=dp2.tp1.pp1.mb2.a4.z0`},
 		"line not read": {train: []string{"bash", "train.sh"},
 			log: `level=INFO msg="no samples reported: the plan the launch line expresses on the allocation is unknown"`},
 		"profiling job": {train: megatron, tag: "profile=1", args: []string{"--profile-iters", "0"},
@@ -888,8 +892,12 @@ func TestRunUnplanned(t *testing.T) {
 			var want []string
 			var wantLaunches []report.Launch
 			if c.plan != "" {
+				placement := c.placement
+				if placement == "" {
+					placement = "4"
+				}
 				for _, it := range []string{"0.900", "0.500", "0.250", "0.400"} {
-					want = append(want, "42 gpt2 "+c.plan+" 8 4 "+it)
+					want = append(want, "42 gpt2 "+c.plan+" 8 "+placement+" "+it)
 				}
 				wantLaunches = []report.Launch{{Kind: report.KindLaunch, Version: report.LaunchVersion, JobID: "42", ModelType: "gpt2", Dialect: "megatron", GlobalBatch: 16, Plan: c.plan}}
 			}
