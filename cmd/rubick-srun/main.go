@@ -792,7 +792,8 @@ func planStep(cfg config, plan model.Plan, alloc launch.Alloc, stateDir string, 
 		EnsureLoad: cfg.ensureLoad, CheckpointDir: cfg.checkpointDir,
 		Saved: func(dir string) bool { return restarted(getenv) && checkpointSaved(dir) }}
 	dist := distributedFor(getenv, getenv("SLURM_JOB_ID"), firstNode(getenv))
-	if geo.Mode == launch.ModePerNode {
+	if geo.Mode == launch.ModePerNode || geo.Mode == launch.ModeDirect {
+		// Direct, a launcher runs on the batch host alone (geo.Nodes is 1).
 		opts.Nodes, opts.GPUsPerNode = geo.Nodes, geo.GPUsPerNode
 		opts.Rendezvous, opts.RendezvousID = dist.rendezvous(), getenv("SLURM_JOB_ID")
 	}

@@ -371,7 +371,7 @@ func (ph *profilePhase) build(i int) (step, error) {
 		ConfigDir: filepath.Join(ph.stateDir, profileRunsDir, fmt.Sprintf("run-%02d", i+1))}
 	// Every run is on the batch host.
 	dist := distributedFor(ph.getenv, ph.getenv("SLURM_JOB_ID"), ph.getenv("SLURMD_NODENAME"))
-	if geo.Mode == launch.ModePerNode {
+	if geo.Mode == launch.ModePerNode || geo.Mode == launch.ModeDirect {
 		opts.Nodes, opts.GPUsPerNode = 1, geo.GPUsPerNode
 		opts.Rendezvous = dist.rendezvous()
 	}

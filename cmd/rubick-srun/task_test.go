@@ -169,6 +169,20 @@ func TestPlanStepTorchrunNodes(t *testing.T) {
 	}
 }
 
+// TestPlanStepTorchrunDirect: without srun the launcher is sized too, on
+// the batch host (before, torchrun started the line's 8 ranks for a
+// 4-GPU plan).
+func TestPlanStepTorchrunDirect(t *testing.T) {
+	st := stepOf(t, []string{"--launcher", "direct", "--", "torchrun", "--nproc_per_node=8", "pretrain_gpt.py", "--global-batch-size", "32"},
+		"dp4.tp1.pp1.mb4.a2.z0", launch.Alloc{Nodes: 1, GPUsOnNode: 8, CPUsOnNode: 16},
+		envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "gpu3"}))
+	want := strings.Fields("torchrun --nproc_per_node=4 --nnodes 1 --master_port 20042 pretrain_gpt.py --global-batch-size 32 " +
+		"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --micro-batch-size 4")
+	if d := cmp.Diff(want, st.argv); d != "" {
+		t.Errorf("argv (-want +got):\n%s", d)
+	}
+}
+
 // TestPlanStepCheckpointDir: a Megatron line with its own --load and no
 // --save starts from its --load, and, once --checkpoint-dir holds a
 // checkpoint the job saved, resumes from that instead.
