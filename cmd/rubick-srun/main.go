@@ -249,7 +249,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, gpu
 		return exitUsage
 	}
 	if cfg.asTask {
-		return runTask(cfg.train, cfg.localRankAt, getenv, stderr)
+		return runTask(cfg.train, cfg.localRankAt, cfg.parsedBind, getenv, stderr)
 	}
 	cfg.self = "rubick-srun" // found on PATH, as on every node
 	if self, err := os.Executable(); err == nil {

@@ -30,8 +30,11 @@ const asTaskFlag = "as-task"
 const localRankAtFlag = "local-rank-at"
 
 // taskEnv is the per-task part of torch.distributed's environment, from
-// srun's variables for this task.
-func taskEnv(getenv func(string) string) ([]string, error) {
+// srun's variables for this task. Bound to one GPU (launch.BindPerTask:
+// srun's --gpus-per-task=1 implies --gpu-bind=per_task:1), a task sees
+// that GPU alone, as device 0: its LOCAL_RANK, from which Megatron,
+// DeepSpeed and the Trainer pick their device, is 0.
+func taskEnv(getenv func(string) string, bind launch.GPUBind) ([]string, error) {
 	var env []string
 	for _, v := range []struct{ key, from string }{
 		{"RANK", "SLURM_PROCID"}, {"LOCAL_RANK", "SLURM_LOCALID"}, {"GROUP_RANK", "SLURM_NODEID"},
@@ -40,6 +43,9 @@ func taskEnv(getenv func(string) string) ([]string, error) {
 		if n, err := strconv.Atoi(s); err != nil || n < 0 {
 			return nil, fmt.Errorf("--%s: %s=%q is not a task number (run under srun, as rubick-srun starts it)", asTaskFlag, v.from, s)
 		}
+		if v.key == "LOCAL_RANK" && bind == launch.BindPerTask {
+			s = "0"
+		}
 		env = append(env, v.key+"="+s)
 	}
 	return env, nil
@@ -47,8 +53,8 @@ func taskEnv(getenv func(string) string) ([]string, error) {
 
 // runTask execs train with the task's ranks in its environment; it returns
 // only when it cannot.
-func runTask(train []string, localRankAt int, getenv func(string) string, stderr io.Writer) int {
-	add, err := taskEnv(getenv)
+func runTask(train []string, localRankAt int, bind launch.GPUBind, getenv func(string) string, stderr io.Writer) int {
+	add, err := taskEnv(getenv, bind)
 	if err != nil {
 		fmt.Fprintln(stderr, "rubick-srun:", err)
 		return exitUsage
@@ -58,7 +64,11 @@ func runTask(train []string, localRankAt int, getenv func(string) string, stderr
 			fmt.Fprintf(stderr, "rubick-srun: --%s=%d is past the command's %d words\n", localRankAtFlag, localRankAt, len(train))
 			return exitUsage
 		}
-		train = slices.Insert(slices.Clone(train), localRankAt, "--local_rank="+getenv("SLURM_LOCALID"))
+		local := getenv("SLURM_LOCALID")
+		if bind == launch.BindPerTask {
+			local = "0" // as LOCAL_RANK (taskEnv)
+		}
+		train = slices.Insert(slices.Clone(train), localRankAt, "--local_rank="+local)
 	}
 	path, err := exec.LookPath(train[0])
 	if err != nil {
@@ -137,6 +147,9 @@ func (d distributed) rendezvous() string {
 // (it orders communication before computation on the device).
 func (d distributed) wrap(st *step, geo launch.Geometry, plan model.Plan, self string, getenv func(string) string, taskArgs ...string) {
 	if geo.Mode == launch.ModePerGPU {
+		if geo.Bind == launch.BindPerTask {
+			taskArgs = append(slices.Clone(taskArgs), "--gpu-bind", string(launch.BindPerTask))
+		}
 		st.argv = slices.Concat([]string{self, "--" + asTaskFlag}, taskArgs, []string{"--"}, st.argv)
 		st.env = append(st.env, "WORLD_SIZE="+strconv.Itoa(geo.Tasks()), "LOCAL_WORLD_SIZE="+strconv.Itoa(geo.TasksPerNode), "MASTER_PORT="+d.port)
 		addr := d.addr

@@ -64,6 +64,25 @@ func TestAsTaskLocalRank(t *testing.T) {
 	}
 }
 
+// TestAsTaskOneGPU: a task bound to its one GPU sees it as device 0, so
+// its local rank, from which trainers pick their device, is 0 (before, the
+// task of local ID 3 asked for device 3 of one).
+func TestAsTaskOneGPU(t *testing.T) {
+	echo, err := exec.LookPath("echo")
+	if err != nil {
+		t.Skip("no echo program")
+	}
+	cmd := exec.Command(testSelf(t), "--as-task", "--gpu-bind", "per-task", "--local-rank-at", "2", "--", echo, "train.py", "--x")
+	cmd.Env = append(os.Environ(), "RUBICK_SRUN_MAIN=1", "SLURM_PROCID=5", "SLURM_LOCALID=3", "SLURM_NODEID=1")
+	if out, err := cmd.Output(); err != nil || string(out) != "train.py --local_rank=0 --x\n" {
+		t.Errorf("the command got %q, %v; want --local_rank=0 after the script", out, err)
+	}
+	got, err := taskEnv(envMap(map[string]string{"SLURM_PROCID": "5", "SLURM_LOCALID": "3", "SLURM_NODEID": "1"}), launch.BindPerTask)
+	if d := cmp.Diff([]string{"RANK=5", "LOCAL_RANK=0", "GROUP_RANK=1"}, got); err != nil || d != "" {
+		t.Errorf("taskEnv (-want +got), %v:\n%s", err, d)
+	}
+}
+
 func TestAsTaskErrors(t *testing.T) {
 	for _, tc := range []struct {
 		env  map[string]string
@@ -118,6 +137,10 @@ func TestWrap(t *testing.T) {
 			launch.Geometry{Mode: launch.ModePerGPU, Nodes: 1, GPUsPerNode: 2, TasksPerNode: 2}, "dp2.tp1.pp1.mb1.a1.z0",
 			append([]string{"/bin/rubick-srun", "--as-task", "--"}, train...),
 			[]string{"WORLD_SIZE=2", "LOCAL_WORLD_SIZE=2", "MASTER_PORT=29500", "MASTER_ADDR=127.0.0.1"}},
+		{"per GPU, one GPU per task: the tasks know", map[string]string{"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "gpu07"},
+			launch.Geometry{Mode: launch.ModePerGPU, Bind: launch.BindPerTask, Nodes: 1, GPUsPerNode: 2, TasksPerNode: 2}, "dp2.tp1.pp1.mb1.a1.z0",
+			append([]string{"/bin/rubick-srun", "--as-task", "--gpu-bind", "per-task", "--"}, train...),
+			[]string{"WORLD_SIZE=2", "LOCAL_WORLD_SIZE=2", "MASTER_PORT=20007", "MASTER_ADDR=gpu07"}},
 		{"per node: the launcher sets the ranks", map[string]string{"SLURM_JOB_ID": "7"},
 			launch.Geometry{Mode: launch.ModePerNode, Nodes: 2, GPUsPerNode: 4, TasksPerNode: 1}, "dp2.tp4.pp1.mb1.a1.z0",
 			train, []string{"CUDA_DEVICE_MAX_CONNECTIONS=1"}},
