@@ -227,15 +227,17 @@ var (
 	fNumGPUs      = valued("--num_gpus", "--num-gpus")
 	fNumNodes     = valued("--num_nodes", "--num-nodes")
 
-	megatronSignals = []flagSpec{fTP, fPP, fMB, fGB, fRecGran, fRecAct, fCkptAct, fDistOpt,
-		fNumLayers, valued("--hidden-size"), valued("--num-attention-heads"),
-		valued("--train-iters"), valued("--seq-length")}
+	megatronSignals = []flagSpec{fTP, fPP, fMB, fGB, fRecGran, fRecAct, fCkptAct, fDistOpt}
+	// Megatron requires all three to define its model; any script may
+	// take one of them (or --train-iters, --seq-length) for its own.
+	megatronModel = []flagSpec{fNumLayers, valued("--hidden-size"), valued("--num-attention-heads")}
 	// fDeepSpeedHF also finds "--deepspeed=ds.json", which the switch does not.
 	deepspeedSignals = []flagSpec{fDeepSpeed, fDeepSpeedHF, fDSConfig, fZeroStage}
 )
 
-// Detect tells the dialect of a launch line: Megatron flags or a
-// pretrain_*.py script make it Megatron; DeepSpeed flags or the deepspeed
+// Detect tells the dialect of a launch line: Megatron flags (its parallel
+// sizes, batch or recompute flags, or the three that define its model) or
+// a pretrain_*.py script make it Megatron; DeepSpeed flags or the deepspeed
 // launcher make it DeepSpeed; both make it Megatron-DeepSpeed. A Hugging
 // Face Trainer line (--deepspeed FILE) is DeepSpeed, and so is a line
 // without Megatron flags that accelerate launch starts with its DeepSpeed
@@ -245,9 +247,11 @@ func Detect(argv []string) (Dialect, error) {
 	c := cmdline{toks: argv}
 	lo, hi := l.trainLo(), len(argv)
 	megatron := l.script < len(argv) && strings.HasPrefix(programName(argv[l.script]), "pretrain_")
-	for _, f := range megatronSignals {
-		megatron = megatron || c.has(f, lo, hi)
+	defines := true
+	for _, f := range megatronModel {
+		defines = defines && c.has(f, lo, hi)
 	}
+	megatron = megatron || defines || hasAny(&c, megatronSignals, lo, hi)
 	// accelerate's DeepSpeed plugin serves a script that trains through
 	// its Accelerator; a Megatron script builds its own engine.
 	ds := l.launcher == LauncherDeepSpeed || (!megatron && l.accDeepSpeed(&c))
