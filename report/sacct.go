@@ -112,7 +112,7 @@ func ParseSacct(r io.Reader, loc *time.Location) ([]Row, Columns, error) {
 			last = lastText(f)
 			continue
 		}
-		if (parsable || len(f) == len(idx)+1) && len(f) > len(idx) && f[len(f)-1] == "" {
+		if parsable && len(f) > len(idx) && f[len(f)-1] == "" {
 			f = f[:len(f)-1]
 		}
 		if extra := len(f) - len(idx); extra > 0 && last >= 0 {
@@ -148,8 +148,13 @@ func ParseSacct(r io.Reader, loc *time.Location) ([]Row, Columns, error) {
 // lastText is the index of the header's last column when that is one of
 // freeText, else -1.
 func lastText(header []string) int {
+	isText := func(col string) bool {
+		return slices.ContainsFunc(freeText, func(c string) bool { return strings.EqualFold(strings.TrimSpace(col), c) })
+	}
 	i := len(header) - 1
-	if i >= 0 && slices.ContainsFunc(freeText, func(c string) bool { return strings.EqualFold(strings.TrimSpace(header[i]), c) }) {
+	// With another such column before it, a '|' may be in either: the
+	// fields it adds cannot be told apart.
+	if i >= 0 && isText(header[i]) && !slices.ContainsFunc(header[:i], isText) {
 		return i
 	}
 	return -1

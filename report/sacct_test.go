@@ -81,8 +81,8 @@ func TestParseSacctErrors(t *testing.T) {
 }
 
 func TestParseSacctRows(t *testing.T) {
-	in := "JobID|State|Start|Elapsed|AllocTRES\n" +
-		"5|CANCELLED by 0|2026-11-02T10:00:00|00:00:01|billing=2,cpu=2,gres/gpu=2,mem=8000M,node=2|\n" + // --parsable trailing '|'
+	in := "JobID|State|Start|Elapsed|AllocTRES|\n" + // --parsable: a trailing '|'
+		"5|CANCELLED by 0|2026-11-02T10:00:00|00:00:01|billing=2,cpu=2,gres/gpu=2,mem=8000M,node=2|\n" +
 		"5.batch|CANCELLED|2026-11-02T10:00:00|00:00:01|cpu=1\n" +
 		"\n" +
 		"6|RUNNING|Unknown|00:00:00|\n"
@@ -118,6 +118,12 @@ func TestParseSacctPipeInName(t *testing.T) {
 		"name not last":          {in: "JobID|JobName|State\n7|a|b|COMPLETED\n", wantErr: "4 fields, header has 3"},
 		"another column last":    {in: "JobID|State|User\n7|COMPLETED|u|v\n", wantErr: "4 fields, header has 3"},
 		"a name with no pipe ok": {in: "JobID|State|JobName\n7|COMPLETED|n\n", want: []string{"n"}},
+		// Before, the empty AdminComment was taken for a trailing '|' and
+		// the columns after the name shifted: User "v2", Account "alice".
+		"name not last, empty column last": {in: "JobID|State|JobName|User|Account|AdminComment\n7|COMPLETED|train|v2|alice|physics|\n",
+			wantErr: "7 fields, header has 6"},
+		// The '|' may be in either: before, Comment took the name's rest.
+		"name and comment last": {in: "JobID|JobName|State|Comment\n7|a|b|COMPLETED|note\n", wantErr: "5 fields, header has 4"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
