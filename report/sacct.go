@@ -34,6 +34,10 @@ var Fields = []string{
 	"Submit", "Start", "End", "Elapsed", "AllocTRES", "AdminComment", "User", "JobName",
 }
 
+// otherColumns are the columns beyond Fields that saved input may have
+// and the report reads.
+var otherColumns = []string{"Comment", "Cluster"}
+
 // freeText are the columns whose text users set: a '|' in them splits the
 // line.
 var freeText = []string{"JobName", "Comment"}
@@ -93,6 +97,8 @@ func ParseSacct(r io.Reader, loc *time.Location) ([]Row, Columns, error) {
 		last = -1
 		// parsable: --parsable (not 2) ends every line with a '|'.
 		parsable bool
+		// cluster is the first row's Cluster, when the input has one.
+		cluster string
 	)
 	for sc.Scan() {
 		line++
@@ -131,6 +137,14 @@ func ParseSacct(r io.Reader, loc *time.Location) ([]Row, Columns, error) {
 		if err != nil {
 			return nil, nil, err
 		}
+		// Job IDs are a cluster's own: jobs of two clusters with one ID
+		// would be taken for runs of one job.
+		if c := get("Cluster"); cluster == "" {
+			cluster = c
+		} else if c != "" && c != cluster {
+			return nil, nil, fmt.Errorf("%w: line %d: job %q: Cluster=%q after jobs of cluster %q: the report covers one cluster; save each one's jobs apart (sacct -M %s)",
+				ErrInput, line, row.JobID, clip(c), clip(cluster), clip(c))
+		}
 		if strings.Contains(row.JobID, ".") {
 			continue
 		}
@@ -166,7 +180,7 @@ func header(f []string, line int) (map[string]int, Columns, error) {
 	for i, name := range f {
 		name = strings.TrimSpace(name)
 		// sacct capitalises as asked; compare with Fields' spelling.
-		for _, want := range Fields {
+		for _, want := range slices.Concat(Fields, otherColumns) {
 			if strings.EqualFold(name, want) {
 				name = want
 			}

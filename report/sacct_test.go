@@ -64,6 +64,9 @@ func TestParseSacctErrors(t *testing.T) {
 		"duplicate col":  {in: "JobID|State|State\n1|A|B\n", want: []string{`column "State" twice`}},
 		"empty input":    {in: "", want: []string{"no header"}},
 		"data as header": {in: "44|mt-test|COMPLETED\n", want: []string{"lacks column JobID"}},
+		// Before, the two clusters' job 300 was one job run twice.
+		"two clusters": {in: "cluster|JobID|State\na|300|COMPLETED\n|301|COMPLETED\nb|300|COMPLETED\n",
+			want: []string{"line 4", `job "300"`, `Cluster="b" after jobs of cluster "a"`, "sacct -M b"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -299,4 +302,13 @@ func FuzzParseTRES(f *testing.F) {
 			t.Fatalf("ParseTRES(%q) = %+v: GPUs without gres/gpu", s, tres)
 		}
 	})
+}
+
+// TestParseSacctOneCluster: input of one cluster, its Cluster column
+// named as the user spelled it, reads as any other.
+func TestParseSacctOneCluster(t *testing.T) {
+	rows, cols, err := ParseSacct(strings.NewReader("JobID|State|CLUSTER\n300|COMPLETED|a\n301|FAILED|a\n"), time.UTC)
+	if err != nil || len(rows) != 2 || !cols["Cluster"] {
+		t.Fatalf("ParseSacct = %d rows, columns %v, %v; want 2 rows and the Cluster column", len(rows), cols, err)
+	}
 }
