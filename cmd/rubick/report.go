@@ -153,10 +153,14 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	}
 
 	var text []byte
+	// readLoc is the zone of the input's times, which carry no offset.
+	readLoc := loc
 	switch *input {
 	case "":
-		q := report.Query{Path: *sacct, Since: o.Since, Until: o.Until, Location: loc}
-		if text, err = q.Run(ctx, slurm.TimedRunner{Runner: sacctRunner(env.runner, *tz), Timeout: *timeout}); err != nil {
+		var run slurm.Runner
+		run, readLoc = sacctRunner(env.runner, loc)
+		q := report.Query{Path: *sacct, Since: o.Since, Until: o.Until, Location: readLoc}
+		if text, err = q.Run(ctx, slurm.TimedRunner{Runner: run, Timeout: *timeout}); err != nil {
 			return err
 		}
 	case "-":
@@ -168,7 +172,11 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 			return fmt.Errorf("report: %w", err)
 		}
 	}
-	rows, cols, err := report.ParseSacct(bytes.NewReader(text), loc)
+	rows, cols, err := report.ParseSacct(bytes.NewReader(text), readLoc)
+	for i := range rows {
+		r := &rows[i]
+		r.Submit, r.Start, r.End = r.Submit.In(loc), r.Start.In(loc), r.End.In(loc)
+	}
 	if err != nil {
 		if *input != "" {
 			return fmt.Errorf("report: %s: %w", *input, err)
@@ -310,12 +318,15 @@ func openStore(ctx context.Context, path string) (*store.Store, error) {
 }
 
 // sacctRunner is r with sacct printing, and reading --starttime and
-// --endtime, in zone tz, as the report reads them: sacct uses its own
-// process's zone, not --tz.
-func sacctRunner(r slurm.Runner, tz string) slurm.Runner {
-	if e, ok := r.(slurm.ExecRunner); ok && tz != "Local" {
-		e.Env = append(slices.Clip(e.Env), "TZ="+tz)
-		return e
+// --endtime, in UTC, and the zone its times are then read in. sacct prints
+// local times without an offset: in a zone with daylight saving, the hour
+// the clocks go back happens twice, and its times could not be told apart
+// (a job's End read before its Submit). A runner other than ExecRunner
+// (tests) keeps loc.
+func sacctRunner(r slurm.Runner, loc *time.Location) (slurm.Runner, *time.Location) {
+	if e, ok := r.(slurm.ExecRunner); ok {
+		e.Env = append(slices.Clip(e.Env), "TZ=UTC")
+		return e, time.UTC
 	}
-	return r
+	return r, loc
 }

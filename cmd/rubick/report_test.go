@@ -377,25 +377,65 @@ func TestParseWhen(t *testing.T) {
 	}
 }
 
-// sacct run by the report prints in --tz, the zone the report reads its
-// times in; without --tz it keeps this process's zone.
+// sacct run by the report prints in UTC, which the report reads its times
+// in, whatever the process's zone.
 func TestSacctRunnerZone(t *testing.T) {
 	script := filepath.Join(t.TempDir(), "sacct")
 	if err := os.WriteFile(script, []byte("#!/bin/sh\necho \"TZ=$TZ\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("TZ", "UTC")
-	for _, tc := range []struct{ tz, want string }{{"Asia/Tokyo", "TZ=Asia/Tokyo"}, {"Local", "TZ=UTC"}} {
-		out, err := sacctRunner(slurm.ExecRunner{}, tc.tz).Run(t.Context(), []string{script})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := strings.TrimSpace(string(out)); got != tc.want {
-			t.Errorf("--tz=%s: sacct saw %q, want %q", tc.tz, got, tc.want)
-		}
+	t.Setenv("TZ", "America/New_York")
+	tokyo, err := time.LoadLocation("Asia/Tokyo")
+	if err != nil {
+		t.Skip(err)
 	}
-	if _, ok := sacctRunner(fakeRunnerForZone{}, "Asia/Tokyo").(fakeRunnerForZone); !ok {
+	r, loc := sacctRunner(slurm.ExecRunner{}, tokyo)
+	out, err := r.Run(t.Context(), []string{script})
+	if got := strings.TrimSpace(string(out)); err != nil || got != "TZ=UTC" || loc != time.UTC {
+		t.Errorf("sacct saw %q (%v), read in %v; want TZ=UTC, read in UTC", got, err, loc)
+	}
+	if r, loc := sacctRunner(fakeRunnerForZone{}, tokyo); r != (fakeRunnerForZone{}) || loc != tokyo {
 		t.Error("a runner other than ExecRunner was replaced")
+	}
+}
+
+// TestReportDSTFallBack: a job that spans the hour New York's clocks go
+// back. sacct, printing in local time, would give its End (01:10 EST) as
+// before its Submit (01:30 EDT); run in UTC, the JCT is its 40 minutes,
+// and the job's times are shown in the report's zone. Before, the job's
+// JCT was unknown and the command failed.
+func TestReportDSTFallBack(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "sacct")
+	// What sacct prints with TZ=UTC: 05:30Z is 01:30 EDT, 06:10Z 01:10 EST.
+	script := "#!/bin/sh\n[ \"$TZ\" = UTC ] || { echo 'not run in UTC' >&2; exit 1; }\n" +
+		"echo 'JobID|State|Submit|Start|End|Elapsed|AllocTRES'\n" +
+		"echo '5|COMPLETED|2026-11-01T05:30:00|2026-11-01T05:30:00|2026-11-01T06:10:00|00:40:00|gres/gpu=1'\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := testEnv(t)
+	env.loc = ny
+	var out, errb bytes.Buffer
+	if err := reportCmd(context.Background(), []string{"--sacct", bin, "--json", "--jobs", "--until", "2026-11-02"}, &out, &errb, env); err != nil {
+		t.Fatalf("report: %v\n%s", err, errb.String())
+	}
+	var rep struct {
+		Jobs []struct {
+			JobID  string  `json:"job_id"`
+			Submit string  `json:"submit"`
+			JCT    float64 `json:"jct_s"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if len(rep.Jobs) != 1 || rep.Jobs[0].JCT != 2400 || rep.Jobs[0].Submit != "2026-11-01T01:30:00-04:00" {
+		t.Errorf("jobs %+v, want job 5 submitted 01:30 EDT, JCT 2400 s\n%s", rep.Jobs, out.String())
 	}
 }
 
