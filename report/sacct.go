@@ -323,6 +323,9 @@ func ParseTRES(s string) (TRES, error) {
 	return t, nil
 }
 
+// allStates are sacct's job states, for --state.
+var allStates = []string{"PD", "R", "S", "RQ", "RS", "RV", "CD", "CA", "F", "TO", "NF", "PR", "OOM", "BF", "DL"}
+
 // Query says how to run sacct.
 type Query struct {
 	// Path is the sacct binary; "sacct" looks it up in PATH.
@@ -350,7 +353,12 @@ func (q Query) Argv() []string {
 	}
 	const layout = "2006-01-02T15:04:05"
 	if !q.Since.IsZero() {
-		argv = append(argv, "--starttime="+q.Since.In(loc).Format(layout))
+		// With a window and no states, sacct selects by eligible time,
+		// which a held job lacks: rubick holds every job until it plans
+		// it, and one cancelled before that (22.05 and 24.11 labs) would
+		// be left out. Every state selects what the window alone does,
+		// and those. (Without --starttime, states would start it now.)
+		argv = append(argv, "--state="+strings.Join(allStates, ","), "--starttime="+q.Since.In(loc).Format(layout))
 	}
 	if !q.Until.IsZero() {
 		argv = append(argv, "--endtime="+q.Until.In(loc).Format(layout))

@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rubick-sched/rubick/report"
+	"github.com/rubick-sched/rubick/slurm"
 )
 
 // nodeLine prints "<node> <CUDA_VISIBLE_DEVICES>" once per node of the job.
@@ -142,4 +146,28 @@ func TestSacctShowsAdminCommentAfterEnd(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), "MT=t5") {
 		t.Errorf("job output %q (%v), want RUBICK_MODEL_TYPE=t5 in the task environment", b, err)
 	}
+}
+
+// TestReportQueryFindsJobCancelledWhileHeld: rubick holds every job until
+// rubickd plans it, and a job its user cancels before that never becomes
+// eligible. sacct's window without --state selects by eligible time and
+// leaves such a job out (22.05 and 24.11); the report's query finds it.
+func TestReportQueryFindsJobCancelledWhileHeld(t *testing.T) {
+	l := needLab(t)
+	needScheduler(t)
+	since := time.Now().Add(-time.Minute)
+	id := l.sbatch(t, "--model-type=bert", "-N1", "--gres=gpu:1", "--wrap", "true")
+	run(t, "scancel", id)
+	q := report.Query{Since: since, Until: time.Now().Add(time.Minute)}
+	var rows []report.Row
+	waitFor(t, 30*time.Second, "the cancelled job's sacct row", func() bool {
+		out, err := q.Run(t.Context(), slurm.ExecRunner{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rows, _, err = report.ParseSacct(bytes.NewReader(out), time.Local); err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(rows, func(r report.Row) bool { return r.JobID == id && r.State == "CANCELLED" })
+	})
 }
