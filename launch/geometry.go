@@ -186,8 +186,14 @@ func (g Geometry) SrunArgs(srun string) []string {
 	if g.BindCores {
 		args = append(args, "--cpu-bind=cores")
 	}
-	return append(args, "--kill-on-bad-exit=1")
+	return append(args, "--kill-on-bad-exit=1", ExportAll)
 }
+
+// ExportAll passes the batch step's environment to every srun step: a job
+// submitted with --export=NONE has srun export nothing by default
+// (SLURM_EXPORT_ENV), not even PATH or the ranks and rendezvous rubick-srun
+// sets (22.05 lab: the step found no program to run).
+const ExportAll = "--export=ALL"
 
 // Command is the full argv to run: srun with g's geometry, then the
 // training command.

@@ -18,27 +18,27 @@ func TestPlanGeometry(t *testing.T) {
 	}{
 		"one task per GPU, two nodes": {
 			plan: "dp4.tp2.pp2.mb1.a8.z0", alloc: Alloc{Nodes: 2, GPUsOnNode: 8, CPUsOnNode: 64},
-			want:  []string{"srun", "--nodes=2", "--ntasks=16", "--ntasks-per-node=8", "--gres=gpu:8", "--cpus-per-task=8", "--kill-on-bad-exit=1"},
+			want:  []string{"srun", "--nodes=2", "--ntasks=16", "--ntasks-per-node=8", "--gres=gpu:8", "--cpus-per-task=8", "--kill-on-bad-exit=1", "--export=ALL"},
 			place: model.Placement{8, 8},
 		},
 		"offload binds cores": {
 			plan: "dp4.tp1.pp1.mb4.a2.z2+off", alloc: Alloc{Nodes: 1, GPUsOnNode: 4, CPUsOnNode: 32},
-			want:  []string{"srun", "--nodes=1", "--ntasks=4", "--ntasks-per-node=4", "--gres=gpu:4", "--cpus-per-task=8", "--cpu-bind=cores", "--kill-on-bad-exit=1"},
+			want:  []string{"srun", "--nodes=1", "--ntasks=4", "--ntasks-per-node=4", "--gres=gpu:4", "--cpus-per-task=8", "--cpu-bind=cores", "--kill-on-bad-exit=1", "--export=ALL"},
 			place: model.Placement{4},
 		},
 		"nodes of different CPUs: the fewest bound every task": {
 			plan: "dp16.tp1.pp1.mb1.a1.z0", alloc: Alloc{Nodes: 2, GPUsOnNode: 8, CPUsOnNode: 64, MinCPUsOnNode: 48},
-			want:  []string{"srun", "--nodes=2", "--ntasks=16", "--ntasks-per-node=8", "--gres=gpu:8", "--cpus-per-task=6", "--kill-on-bad-exit=1"},
+			want:  []string{"srun", "--nodes=2", "--ntasks=16", "--ntasks-per-node=8", "--gres=gpu:8", "--cpus-per-task=6", "--kill-on-bad-exit=1", "--export=ALL"},
 			place: model.Placement{8, 8},
 		},
 		"per-node launcher": {
 			plan: "dp8.tp1.pp1.mb4.a1.z0", alloc: Alloc{Nodes: 2, CPUsOnNode: 16}, opts: GeometryOptions{Launcher: LauncherTorchrun},
-			want:  []string{"srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--gres=gpu:4", "--cpus-per-task=16", "--kill-on-bad-exit=1"},
+			want:  []string{"srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--gres=gpu:4", "--cpus-per-task=16", "--kill-on-bad-exit=1", "--export=ALL"},
 			place: model.Placement{4, 4},
 		},
 		"one GPU per task, explicit CPUs": {
 			plan: "dp2.tp1.pp1.mb4.a1.z0", alloc: Alloc{Nodes: 1}, opts: GeometryOptions{Bind: BindPerTask, CPUsPerTask: 3},
-			want:  []string{"srun", "--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--gpus-per-task=1", "--cpus-per-task=3", "--kill-on-bad-exit=1"},
+			want:  []string{"srun", "--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--gpus-per-task=1", "--cpus-per-task=3", "--kill-on-bad-exit=1", "--export=ALL"},
 			place: model.Placement{2},
 		},
 		"direct": {

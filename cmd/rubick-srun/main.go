@@ -732,7 +732,7 @@ func unchangedStep(cfg config) step {
 	if cfg.parsedMode == launch.ModeDirect {
 		return step{argv: cfg.train}
 	}
-	st := step{argv: append([]string{cfg.srun}, cfg.train...)}
+	st := step{argv: append([]string{cfg.srun, launch.ExportAll}, cfg.train...)}
 	st.signalsThroughScancel(cfg)
 	return st
 }

@@ -343,7 +343,7 @@ func TestDryRunDeepSpeed(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
-	want := "srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --gres=gpu:2 --cpus-per-task=16 --cpu-bind=cores --kill-on-bad-exit=1 " +
+	want := "srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --gres=gpu:2 --cpus-per-task=16 --cpu-bind=cores --kill-on-bad-exit=1 --export=ALL " +
 		"deepspeed --num_nodes 1 --num_gpus 2 train.py --deepspeed_config " + filepath.Join(state, "rubick-ds.json") + "\n"
 	if !strings.HasPrefix(out.String(), want) {
 		t.Errorf("dry run printed\n%s\nwant it to start with\n%s", out.String(), want)
@@ -486,7 +486,7 @@ func TestRunFromAdminComment(t *testing.T) {
 	if code != 3 {
 		t.Fatalf("exit %d, want the step's 3; stderr:\n%s", code, errOut.String())
 	}
-	wantArgv := []string{"srun", "--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--gres=gpu:2", "--cpus-per-task=4", "--kill-on-bad-exit=1",
+	wantArgv := []string{"srun", "--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--gres=gpu:2", "--cpus-per-task=4", "--kill-on-bad-exit=1", "--export=ALL",
 		testSelf(t), "--as-task", "--", "python", "pretrain_gpt.py", "--global-batch-size", "16", "--micro-batch-size", "4", "--save", "/ck",
 		"--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1",
 		"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1", "--load", "/ck"}
@@ -817,7 +817,7 @@ func TestRunUnchanged(t *testing.T) {
 			if code := run(t.Context(), args, envMap(c.env), &out, &errOut); code != 0 {
 				t.Fatalf("exit %d:\n%s", code, errOut.String())
 			}
-			if diff := cmp.Diff(append([]string{"srun"}, cmdline...), readArgv(t, logPath)); diff != "" {
+			if diff := cmp.Diff(append([]string{"srun", "--export=ALL"}, cmdline...), readArgv(t, logPath)); diff != "" {
 				t.Errorf("argv (-want +got):\n%s", diff)
 			}
 			if !strings.Contains(errOut.String(), c.warn) {
@@ -877,7 +877,7 @@ func TestRunUnplanned(t *testing.T) {
 			if code := run(t.Context(), append(append(args, "--"), c.train...), env, &out, &errOut); code != 0 {
 				t.Fatalf("exit %d:\n%s", code, errOut.String())
 			}
-			if diff := cmp.Diff(append([]string{"srun"}, c.train...), readArgv(t, logPath)); diff != "" {
+			if diff := cmp.Diff(append([]string{"srun", "--export=ALL"}, c.train...), readArgv(t, logPath)); diff != "" {
 				t.Errorf("argv (-want +got):\n%s", diff)
 			}
 			if !strings.Contains(errOut.String(), c.log) || strings.Contains(errOut.String(), "level=WARN") {

@@ -232,12 +232,12 @@ func TestProfilePhase(t *testing.T) {
 	common := strings.Fields("python pretrain_gpt.py --micro-batch-size 4 --global-batch-size 16 --train-iters 20 --log-interval 1 " +
 		"--time-scale 0.001 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1")
 	full := map[int]invocation{
-		0: {Argv: slices.Concat(strings.Fields("srun --nodes=1 --ntasks=4 --ntasks-per-node=4 --gres=gpu:4 --cpus-per-task=4 --kill-on-bad-exit=1"),
+		0: {Argv: slices.Concat(strings.Fields("srun --nodes=1 --ntasks=4 --ntasks-per-node=4 --gres=gpu:4 --cpus-per-task=4 --kill-on-bad-exit=1 --export=ALL"),
 			asTask, common, []string{"--exit-interval", "4"}),
 			Env: map[string]string{"CUDA_VISIBLE_DEVICES": "4,5,6,7", "RUBICK_PLAN": "dp4.tp1.pp1.mb4.a1.z0", "RUBICK_PLACEMENT": "4",
 				"RUBICK_CPUS": "16", "RUBICK_PROFILE_RUN": fmt.Sprintf("1/%d", n),
 				"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4", "MASTER_ADDR": "node1", "MASTER_PORT": "20042"}},
-		2: {Argv: slices.Concat(strings.Fields("srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --gres=gpu:1 --cpus-per-task=16 --cpu-bind=cores --kill-on-bad-exit=1"),
+		2: {Argv: slices.Concat(strings.Fields("srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --gres=gpu:1 --cpus-per-task=16 --cpu-bind=cores --kill-on-bad-exit=1 --export=ALL"),
 			asTask, common, strings.Fields("--use-distributed-optimizer --optimizer-cpu-offload --use-precision-aware-optimizer --exit-interval 4")),
 			Env: map[string]string{"CUDA_VISIBLE_DEVICES": "4", "RUBICK_PLAN": "dp1.tp1.pp1.mb4.a4.z1+off", "RUBICK_PLACEMENT": "1",
 				"RUBICK_CPUS": "16", "RUBICK_PROFILE_RUN": fmt.Sprintf("3/%d", n), "OMP_NUM_THREADS": "16",
@@ -271,7 +271,7 @@ func TestProfilePhase(t *testing.T) {
 	}
 	// The training run: the plan rubickd set during the phase, resuming.
 	train := calls[n]
-	wantTrain := slices.Concat(strings.Fields("srun --nodes=1 --ntasks=2 --ntasks-per-node=2 --gres=gpu:2 --cpus-per-task=8 --kill-on-bad-exit=1"),
+	wantTrain := slices.Concat(strings.Fields("srun --nodes=1 --ntasks=2 --ntasks-per-node=2 --gres=gpu:2 --cpus-per-task=8 --kill-on-bad-exit=1 --export=ALL"),
 		asTask, strings.Fields("python pretrain_gpt.py --micro-batch-size 4 --global-batch-size 16 --train-iters 20 --log-interval 10 --time-scale 0.001"),
 		[]string{"--save", save}, strings.Fields("--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 "+
 			"--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"), []string{"--load", save})
@@ -439,7 +439,7 @@ func TestProfileDeepSpeedStopped(t *testing.T) {
 		}
 	}
 	calls := readInvocations(t, logDir)
-	wantFirst := strings.Fields("srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --gres=gpu:4 --cpus-per-task=16 --kill-on-bad-exit=1 " +
+	wantFirst := strings.Fields("srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --gres=gpu:4 --cpus-per-task=16 --kill-on-bad-exit=1 --export=ALL " +
 		"deepspeed --num_nodes 1 --num_gpus 4 --master_port 20042 train.py --deepspeed_config " + filepath.Join(stateDir, "profile", "run-01", "rubick-ds.json"))
 	if diff := cmp.Diff(wantFirst, calls[0].Argv); diff != "" {
 		t.Errorf("first run (-want +got):\n%s", diff)
@@ -459,9 +459,9 @@ func TestProfileDryRunAndDone(t *testing.T) {
 	for _, w := range []string{
 		"# profile run 3/9 dp1.tp1.pp1.mb4.a4.z1+off gpus=1 cpus=16: ZeRO-Offload on 1 GPU, all CPUs",
 		"RUBICK_PROFILE_RUN=3/9 CUDA_VISIBLE_DEVICES=4 WORLD_SIZE=1 LOCAL_WORLD_SIZE=1 MASTER_PORT=20042 MASTER_ADDR=node1 OMP_NUM_THREADS=16 /",
-		"/srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --gres=gpu:1 --cpus-per-task=16 --cpu-bind=cores --kill-on-bad-exit=1 " + testSelf(t) + " --as-task -- python pretrain_gpt.py",
+		"/srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --gres=gpu:1 --cpus-per-task=16 --cpu-bind=cores --kill-on-bad-exit=1 --export=ALL " + testSelf(t) + " --as-task -- python pretrain_gpt.py",
 		// The training run follows, unbounded.
-		"/srun --nodes=1 --ntasks=4 --ntasks-per-node=4 --gres=gpu:4 --cpus-per-task=4 --kill-on-bad-exit=1 " + testSelf(t) + " --as-task -- python pretrain_gpt.py " +
+		"/srun --nodes=1 --ntasks=4 --ntasks-per-node=4 --gres=gpu:4 --cpus-per-task=4 --kill-on-bad-exit=1 --export=ALL " + testSelf(t) + " --as-task -- python pretrain_gpt.py " +
 			"--micro-batch-size 4 --global-batch-size 16 --train-iters 20 --log-interval 10 --time-scale 0.001 " +
 			"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1\n",
 	} {
@@ -766,10 +766,10 @@ func TestProfilePlanWait(t *testing.T) {
 			ended := time.Now()
 			calls := readInvocations(t, logDir)
 			train := calls[len(calls)-1]
-			want := invocation{Argv: append([]string{"srun"}, profileLine...), Env: map[string]string{}}
+			want := invocation{Argv: append([]string{"srun", "--export=ALL"}, profileLine...), Env: map[string]string{}}
 			if tc.wantPlan != "" {
 				// As at any start with the plan.
-				want.Argv = slices.Concat(strings.Fields("srun --nodes=1 --ntasks=2 --ntasks-per-node=2 --gres=gpu:2 --cpus-per-task=8 --kill-on-bad-exit=1"),
+				want.Argv = slices.Concat(strings.Fields("srun --nodes=1 --ntasks=2 --ntasks-per-node=2 --gres=gpu:2 --cpus-per-task=8 --kill-on-bad-exit=1 --export=ALL"),
 					[]string{testSelf(t), "--as-task", "--"}, profileLine, strings.Fields("--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 "+
 						"--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"))
 				want.Env = map[string]string{"RUBICK_PLAN": tc.wantPlan, "RUBICK_PLACEMENT": "2", "RUBICK_CPUS": "16",

@@ -184,7 +184,7 @@ func TestPlanStepTorchrunNodes(t *testing.T) {
 	st := stepOf(t, []string{"--", "torchrun", "--standalone", "--nproc_per_node=8", "pretrain_gpt.py", "--global-batch-size", "16"},
 		"dp8.tp1.pp1.mb2.a1.z0", launch.Alloc{Nodes: 2, GPUsOnNode: 4, CPUsOnNode: 16},
 		envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "gpu[3,9]"}))
-	want := strings.Fields("srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --gres=gpu:4 --cpus-per-task=16 --kill-on-bad-exit=1 " +
+	want := strings.Fields("srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --gres=gpu:4 --cpus-per-task=16 --kill-on-bad-exit=1 --export=ALL " +
 		"torchrun --nproc_per_node=4 --nnodes 2 --rdzv_backend c10d --rdzv_endpoint gpu3:20042 --rdzv_id 42 pretrain_gpt.py --global-batch-size 16 " +
 		"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --micro-batch-size 2")
 	if d := cmp.Diff(want, st.argv); d != "" {
@@ -528,7 +528,7 @@ func TestPlanStepDeepSpeedNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := strings.Fields("srun --nodes=2 --ntasks=8 --ntasks-per-node=4 --gres=gpu:4 --cpus-per-task=4 --kill-on-bad-exit=1 " +
+	want := strings.Fields("srun --nodes=2 --ntasks=8 --ntasks-per-node=4 --gres=gpu:4 --cpus-per-task=4 --kill-on-bad-exit=1 --export=ALL " +
 		"/bin/rubick-srun --as-task --local-rank-at 3 -- /venv/bin/python -u train.py --deepspeed_config " + filepath.Join(state, "rubick-ds.json"))
 	if d := cmp.Diff(want, st.argv); d != "" {
 		t.Errorf("argv (-want +got):\n%s", d)
@@ -545,7 +545,7 @@ func TestPlanStepDeepSpeedNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.argv[7] != launcher || !slices.Contains(st.argv, "--num_gpus") {
+	if st.argv[8] != launcher || !slices.Contains(st.argv, "--num_gpus") {
 		t.Errorf("one node: argv %q, want the launcher run once", st.argv)
 	}
 }

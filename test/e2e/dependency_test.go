@@ -142,8 +142,14 @@ func TestUserHold(t *testing.T) {
 	lt := newLabTest(t, "userhold", 2*time.Minute, "")
 	l, ctx, dir, bin, cfgPath, cluster := lt.lab, lt.ctx, lt.dir, lt.bin, lt.cfgPath, lt.cluster
 	d := runDaemon(t, l, bin, dir, cfgPath)
-	id := l.submitScript(t, dir, shortTraining(bin, dir, "bert", 32), &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-userhold",
-		"-N", "1", "--gres=gpu:1", "--requeue", "--hold", "--comment=my note")
+	// --export=NONE as well, with the trainer found on the PATH the
+	// script sets, as python is: srun then exported nothing to the
+	// trainer's step, not even PATH, until rubick-srun passed
+	// --export=ALL.
+	body := strings.Replace(shortTraining(bin, dir, "bert", 32), bin+"/rubick-emu-trainer", "rubick-emu-trainer", 1)
+	body = strings.Replace(body, "\n", "\nexport PATH="+bin+":$PATH\n", 1)
+	id := l.submitScript(t, dir, body, &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-userhold",
+		"-N", "1", "--gres=gpu:1", "--requeue", "--hold", "--comment=my note", "--export=NONE")
 
 	// A few cycles: still held, nothing planned.
 	lt.waitCycles(t, d, 3)
