@@ -673,18 +673,45 @@ func orZero(v *float64) float64 {
 	return *v
 }
 
-// jobIDCompare orders job ids numerically where they are numbers ("9" before
-// "10"), then by text (array and heterogeneous ids).
+// jobIDCompare orders job ids by their numbers: the job's, then an array
+// task's or a heterogeneous component's ("99_9" before "99_10" before
+// "100"; "99" before its "99_1"); what is not such an id sorts after, by
+// text.
 func jobIDCompare(a, b string) int {
-	na, ea := strconv.ParseInt(a, 10, 64)
-	nb, eb := strconv.ParseInt(b, 10, 64)
+	na, oka := idNumbers(a)
+	nb, okb := idNumbers(b)
 	switch {
-	case ea == nil && eb == nil:
-		return cmp.Compare(na, nb)
-	case ea == nil:
+	case oka && okb:
+		return slices.Compare(na, nb)
+	case oka:
 		return -1
-	case eb == nil:
+	case okb:
 		return 1
 	}
 	return strings.Compare(a, b)
+}
+
+// idNumbers reads a job id ("12"), array task ("12_3", or a pending
+// range "12_[3-9]", whose task sorts as -1) or heterogeneous component
+// ("12+1") as its numbers.
+func idNumbers(id string) ([]int64, bool) {
+	job, rest, sep := strings.Cut(id, "_")
+	if !sep {
+		job, rest, sep = strings.Cut(id, "+")
+	}
+	n, err := strconv.ParseInt(job, 10, 64)
+	if err != nil {
+		return nil, false
+	}
+	if !sep {
+		return []int64{n}, true
+	}
+	k, err := strconv.ParseInt(rest, 10, 64)
+	if err != nil {
+		if !strings.HasPrefix(rest, "[") {
+			return nil, false
+		}
+		k = -1
+	}
+	return []int64{n, k}, true
 }

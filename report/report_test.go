@@ -1138,3 +1138,15 @@ func TestPlotPlansLabels(t *testing.T) {
 		})
 	}
 }
+
+// TestJobIDCompare: array tasks and heterogeneous components sort by
+// their numbers among plain ids (before, as text after all of them:
+// "100 1000_1 200_1 99_10 99_9").
+func TestJobIDCompare(t *testing.T) {
+	ids := []string{"1000_1", "99_10", "100", "200+1", "99_9", "x", "99", "200+0", "99_[11-20]"}
+	slices.SortFunc(ids, jobIDCompare)
+	want := []string{"99", "99_[11-20]", "99_9", "99_10", "100", "200+0", "200+1", "1000_1", "x"}
+	if d := cmp.Diff(want, ids); d != "" {
+		t.Errorf("order (-want +got):\n%s", d)
+	}
+}
