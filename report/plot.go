@@ -138,10 +138,7 @@ func (r *Report) gpuAlloc(o PlotOptions) (*plot.Plot, error) {
 			if run.Start == nil || run.GPUs == 0 {
 				continue
 			}
-			end := o.Now
-			if run.End != nil {
-				end = *run.End
-			}
+			end := run.until(o.Now)
 			if !end.After(*run.Start) {
 				continue
 			}
@@ -211,10 +208,7 @@ func (r *Report) plansOverTime(o PlotOptions) (*plot.Plot, error) {
 			if run.Start == nil || run.Plan == "" {
 				continue
 			}
-			end := o.Now
-			if run.End != nil {
-				end = *run.End
-			}
+			end := run.until(o.Now)
 			segs = append(segs, seg{row, *run.Start, end, run.Plan, colors[j.ModelType]})
 			shown[j.ModelType] = colors[j.ModelType]
 			if t0.IsZero() || run.Start.Before(t0) {
@@ -294,4 +288,17 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// until is when a started run ends on a plot: its End; for one still
+// running, its start plus the Elapsed sacct gave, as its GPU-hours count
+// it (saved input may be days old), else now.
+func (run Run) until(now time.Time) time.Time {
+	switch {
+	case run.End != nil:
+		return *run.End
+	case run.ElapsedS > 0:
+		return run.Start.Add(time.Duration(run.ElapsedS * float64(time.Second)))
+	}
+	return now
 }

@@ -1150,3 +1150,24 @@ func TestJobIDCompare(t *testing.T) {
 		t.Errorf("order (-want +got):\n%s", d)
 	}
 }
+
+// TestRunUntil: a run still running in saved input ends on the plots
+// where its Elapsed, which its GPU-hours count, says; before, at now,
+// 146 h later for a 1 h run in a capture 6 days old.
+func TestRunUntil(t *testing.T) {
+	start := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	end := start.Add(30 * time.Minute)
+	now := start.Add(146 * time.Hour)
+	for name, tc := range map[string]struct {
+		run  Run
+		want time.Time
+	}{
+		"ended":           {Run{Start: &start, End: &end, ElapsedS: 1800}, end},
+		"running":         {Run{Start: &start, ElapsedS: 3600}, start.Add(time.Hour)},
+		"elapsed unknown": {Run{Start: &start}, now},
+	} {
+		if got := tc.run.until(now); !got.Equal(tc.want) {
+			t.Errorf("%s: until = %v, want %v", name, got, tc.want)
+		}
+	}
+}
