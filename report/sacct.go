@@ -103,6 +103,10 @@ func ParseSacct(r io.Reader, loc *time.Location) ([]Row, Columns, error) {
 	for sc.Scan() {
 		line++
 		text := strings.TrimRight(sc.Text(), "\r")
+		if line == 1 {
+			// A file saved by an editor that marks UTF-8.
+			text = strings.TrimPrefix(text, "\ufeff")
+		}
 		if strings.TrimSpace(text) == "" {
 			continue
 		}

@@ -312,3 +312,12 @@ func TestParseSacctOneCluster(t *testing.T) {
 		t.Fatalf("ParseSacct = %d rows, columns %v, %v; want 2 rows and the Cluster column", len(rows), cols, err)
 	}
 }
+
+// TestParseSacctBOM: a saved file that starts with a UTF-8 byte order
+// mark reads as one without (before: "header lacks column JobID").
+func TestParseSacctBOM(t *testing.T) {
+	rows, _, err := ParseSacct(strings.NewReader("\ufeffJobID|State\r\n7|COMPLETED\r\n"), time.UTC)
+	if err != nil || len(rows) != 1 || rows[0].JobID != "7" {
+		t.Errorf("ParseSacct = %+v, %v; want job 7", rows, err)
+	}
+}
