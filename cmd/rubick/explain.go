@@ -563,12 +563,14 @@ func utcTime(t time.Time) string {
 
 // ageString formats an age in seconds compactly.
 func ageString(s float64) string {
+	// Whole seconds and minutes, rounded down below the next unit (59.6 s
+	// printed as "60s", 59m40s as "60m").
 	d := time.Duration(s) * time.Second
 	switch {
 	case d < time.Minute:
-		return fmt.Sprintf("%.0fs", s)
+		return fmt.Sprintf("%ds", d/time.Second)
 	case d < time.Hour:
-		return fmt.Sprintf("%.0fm", d.Minutes())
+		return fmt.Sprintf("%dm", d/time.Minute)
 	case d < 48*time.Hour:
 		return fmt.Sprintf("%.1fh", d.Hours())
 	}

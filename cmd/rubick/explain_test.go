@@ -986,3 +986,13 @@ func testExplainRanUnplanned(t *testing.T) {
 		})
 	}
 }
+
+// TestAgeString: an age just under the next unit keeps its unit (before,
+// 59.6 s printed as "60s" and 59m40s as "60m").
+func TestAgeString(t *testing.T) {
+	for s, want := range map[float64]string{0: "0s", 59.6: "59s", 60: "1m", 3580: "59m", 3600: "1.0h", 50 * 3600: "2.1d"} {
+		if got := ageString(s); got != want {
+			t.Errorf("ageString(%v) = %q, want %q", s, got, want)
+		}
+	}
+}
