@@ -362,6 +362,95 @@ func parseRequest(s string) (request, error) {
 // NODE_FAIL or PREEMPTED of a job Slurm requeues.
 var ended = []string{"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "DEADLINE", "BOOT_FAIL"}
 
+// mergeHet makes the components of a heterogeneous job (sacct's 200+0,
+// 200+1, ...) one job, 200, as Slurm schedules them (and rubickd reads
+// them): the i-th run of each component is one run, holding what they
+// hold together, from the first start to the last end; names, tags and
+// state are component 0's. A job whose components list different numbers
+// of runs is left as they are, since which runs belong together is
+// unknown. Other rows keep their order; a merged job stands where its
+// first row stood.
+func mergeHet(rows []Row) []Row {
+	comps := map[string][][]Row{} // leader id -> component -> its rows
+	for _, r := range rows {
+		leader, k, ok := hetComponent(r.JobID)
+		if !ok {
+			continue
+		}
+		cs := comps[leader]
+		for len(cs) <= k {
+			cs = append(cs, nil)
+		}
+		cs[k] = append(cs[k], r)
+		comps[leader] = cs
+	}
+	merged := map[string][]Row{}
+	for leader, cs := range comps {
+		if len(cs[0]) == 0 || slices.ContainsFunc(cs, func(c []Row) bool { return len(c) != len(cs[0]) }) {
+			continue
+		}
+		runs := make([]Row, len(cs[0]))
+		for i := range runs {
+			m := cs[0][i]
+			m.JobID = leader
+			for _, c := range cs[1:] {
+				r := c[i]
+				m.Submit, m.Start = earliest(m.Submit, r.Submit), earliest(m.Start, r.Start)
+				if r.End.After(m.End) {
+					m.End = r.End
+				}
+				m.Elapsed, m.HasElapsed = max(m.Elapsed, r.Elapsed), m.HasElapsed && r.HasElapsed
+				m.AllocTRES = strings.Trim(m.AllocTRES+";"+r.AllocTRES, ";")
+				m.GPUs, m.HasGPUTRES = m.GPUs+r.GPUs, m.HasGPUTRES || r.HasGPUTRES
+				m.Nodes, m.CPUs, m.Billing = m.Nodes+r.Nodes, m.CPUs+r.CPUs, m.Billing+r.Billing
+			}
+			runs[i] = m
+		}
+		merged[leader] = runs
+	}
+	if len(merged) == 0 {
+		return rows
+	}
+	out := make([]Row, 0, len(rows))
+	for _, r := range rows {
+		leader, _, ok := hetComponent(r.JobID)
+		if runs, done := merged[leader]; ok && done {
+			if runs != nil {
+				out = append(out, runs...)
+				merged[leader] = nil // placed
+			}
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// hetComponent reads a heterogeneous job's component id, "200+1", as its
+// leader "200" and component 1.
+func hetComponent(id string) (leader string, k int, ok bool) {
+	leader, c, ok := strings.Cut(id, "+")
+	if !ok {
+		return "", 0, false
+	}
+	if _, err := strconv.ParseUint(leader, 10, 64); err != nil {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(c)
+	if err != nil || n < 0 || n > 1<<10 {
+		return "", 0, false
+	}
+	return leader, n, true
+}
+
+// earliest is the earlier of two times, a zero one (unknown) ignored.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
+}
+
 // groupRows groups rows by job id, in order of first appearance, and
 // splits an id's rows where Slurm reused it (splitReused).
 func groupRows(rows []Row) [][]Row {

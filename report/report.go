@@ -162,7 +162,7 @@ func Build(rows []Row, cols Columns, o Options) (*Report, error) {
 			r.Notes = append(r.Notes, c.note)
 		}
 	}
-	groups := groupRows(rows)
+	groups := groupRows(mergeHet(rows))
 	jobs := make([]Job, len(groups))
 	errs := make([][]*JobError, len(groups))
 	for k, rs := range groups {

@@ -1171,3 +1171,31 @@ func TestRunUntil(t *testing.T) {
 		}
 	}
 }
+
+// TestHeterogeneousJob: the components of a heterogeneous job are one job
+// with one run holding what they hold together (before, each component
+// counted as a job of its own). Components whose run counts differ stay
+// apart.
+func TestHeterogeneousJob(t *testing.T) {
+	in := "JobID|State|Submit|Start|End|Elapsed|AllocTRES\n" +
+		"200+0|COMPLETED|2026-11-02T10:00:00|2026-11-02T10:01:00|2026-11-02T11:01:00|01:00:00|cpu=8,gres/gpu=2,node=1\n" +
+		"201|COMPLETED|2026-11-02T10:00:00|2026-11-02T10:00:00|2026-11-02T10:30:00|00:30:00|cpu=1,gres/gpu=1,node=1\n" +
+		"200+1|COMPLETED|2026-11-02T10:00:00|2026-11-02T10:01:00|2026-11-02T11:01:00|01:00:00|cpu=4,gres/gpu=1,node=1\n" +
+		"300+0|REQUEUED|2026-11-02T10:00:00|2026-11-02T10:00:00|2026-11-02T10:10:00|00:10:00|gres/gpu=1\n" +
+		"300+0|COMPLETED|2026-11-02T10:00:00|2026-11-02T10:11:00|2026-11-02T10:20:00|00:09:00|gres/gpu=1\n" +
+		"300+1|COMPLETED|2026-11-02T10:00:00|2026-11-02T10:11:00|2026-11-02T10:20:00|00:09:00|gres/gpu=1\n"
+	r := build(t, in, Options{})
+	var ids []string
+	for _, j := range r.Jobs {
+		ids = append(ids, j.ID)
+	}
+	if d := cmp.Diff([]string{"200", "201", "300+0", "300+1"}, ids); d != "" {
+		t.Fatalf("jobs (-want +got):\n%s", d)
+	}
+	j := r.Jobs[0]
+	if len(j.Runs) != 1 || j.Runs[0].GPUs != 3 || j.Runs[0].CPUs != 12 || j.Runs[0].Nodes != 2 || j.JCTS == nil || *j.JCTS != 3660 ||
+		j.GPUHours == nil || *j.GPUHours != 3 {
+		t.Errorf("job 200: runs %+v, JCT %v, GPU-hours %v; want one run of 3 GPUs, 12 CPUs, 2 nodes, JCT 3660 s, 3 GPU-hours",
+			j.Runs, orZero(j.JCTS), orZero(j.GPUHours))
+	}
+}
