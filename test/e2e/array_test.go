@@ -129,4 +129,33 @@ func TestHeterogeneousJob(t *testing.T) {
 			t.Errorf("job %d (heterogeneous job %d) ended %s (%s); want COMPLETED; rubickd log %s", c, j.HetJobID, j.State, j.Reason, d.log)
 		}
 	}
+	// sacct lists the components as id+0 and id+1; rubick report counts
+	// one job holding both's GPUs (before, two jobs).
+	ref, gpus := strconv.Itoa(id), map[string]int{}
+	for ctx.Err() == nil && gpus[ref] != 3 {
+		time.Sleep(time.Second)
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "rubick"), "report", "--json", "--jobs", "--since", "-1h")
+		cmd.Env = l.env
+		out, _ := cmd.Output()
+		var r struct {
+			Jobs []struct {
+				JobID string `json:"job_id"`
+				Runs  []struct {
+					GPUs int `json:"gpus"`
+				} `json:"runs"`
+			} `json:"jobs"`
+		}
+		if json.Unmarshal(out, &r) != nil {
+			continue
+		}
+		clear(gpus)
+		for _, j := range r.Jobs {
+			for _, run := range j.Runs {
+				gpus[j.JobID] += run.GPUs
+			}
+		}
+	}
+	if _, split := gpus[ref+"+0"]; gpus[ref] != 3 || split {
+		t.Errorf("rubick report's GPUs per job %v; want job %d with 3, no component of its own", gpus, id)
+	}
 }
