@@ -517,6 +517,14 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
                      tostring(job_rec.job_id))
       return JOB_HELD
    end
+   if job_desc.comment ~= nil and job_rec.priority == 0 and has_hold(job_rec.comment) and
+      not has_hold(job_desc.comment) and (prio == nil or prio == slurm.NO_VAL or prio == 0) then
+      -- A new comment of a job its user holds keeps the word: without it
+      -- the hold would read as rubick's, the user's release would be
+      -- refused, and rubickd would start the job.
+      job_desc.comment = with_hold(job_desc.comment)
+      comment = job_desc.comment
+   end
    if prio == nil or prio == slurm.NO_VAL then return slurm.SUCCESS end
    if SCHEDULER_UIDS[modify_uid] then
       -- rubickd neither holds jobs nor releases one held by its user or an

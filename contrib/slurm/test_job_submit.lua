@@ -196,6 +196,15 @@ local modify_cases = {
    { name = "root release of the user's hold: held for rubickd", desc = { priority = 4294967295 }, rec = rec(0, "rubick:hold"),
      uid = 0, rc = 0, prio = 4294967294, comment = " ", ac = tag .. ";rubick-held" },
    { name = "root hold of a released job is Slurm's", desc = { priority = 0 }, rec = rec(5000, "x"), uid = 0, rc = 0, prio = 0, comment = nil },
+   -- a new comment of a job its user holds keeps the word (before, it went,
+   -- the user's release was refused and rubickd started the job)
+   { name = "user's new comment keeps their hold", desc = { comment = "my new note" }, rec = rec(0, "my note rubick:hold"), uid = 1000,
+     rc = 0, comment = "my new note rubick:hold" },
+   { name = "root's new comment keeps the user's hold", desc = { comment = "x" }, rec = rec(0, "rubick:hold"), uid = 0,
+     rc = 0, comment = "x rubick:hold" },
+   { name = "a new comment with the word", desc = { comment = "rubick:hold n" }, rec = rec(0, "rubick:hold"), uid = 1000,
+     rc = 0, comment = "rubick:hold n" },
+   { name = "a new comment of a job rubick holds", desc = { comment = "n" }, rec = rec(0, nil), uid = 1000, rc = 0, comment = "n" },
    -- an administrator's hold of a job rubickd holds stays rubick's, marked
    { name = "root hold of a held job is marked", desc = { priority = 0 }, rec = managed, uid = 0, rc = 0, prio = 4294967294,
      ac = tag .. ";rubick-admin-hold" },
