@@ -32,7 +32,11 @@ func TestEnvSet(t *testing.T) {
 		"not a bool":   {kv: "pipeline_1f1b=maybe", wantErr: "env pipeline_1f1b=maybe must be true or false"},
 		"negative":     {kv: "pcie_gbps=-1", wantErr: "pcie_gbps=-1 must be a finite number >= 0"},
 		"string value": {kv: `intra_gbps="150"`, wantErr: `env intra_gbps="150" must be a finite number >= 0`},
-		"no bandwidth": {kv: "inter_gbps=0", wantErr: "env.inter_gbps=0 must be > 0"},
+		"no bandwidth": {kv: "inter_gbps=0", wantErr: "env.inter_gbps=0 must be >= 0.001 GB/s"},
+		// Before, these priced every plan at an infinite time: the fit
+		// panicked on 1e-310.
+		"tiny bandwidth":      {kv: "intra_gbps=1e-310", wantErr: "env.intra_gbps=1e-310 must be >= 0.001 GB/s"},
+		"tiny host bandwidth": {kv: "host_mem_gbps=1e-310", wantErr: "env.host_mem_gbps=1e-310 must be >= 0.001 GB/s"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

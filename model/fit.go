@@ -145,6 +145,11 @@ func Fit(ctx context.Context, spec Spec, env Env, samples []Sample, opts FitOpti
 			bestF, bestU = res.F, append([]float64(nil), res.X...)
 		}
 	}
+	if bestU == nil && len(obj.start(0)) > 0 {
+		// Every start priced the samples at an infinite or NaN loss (a
+		// parameter free to fit, and no point to read it from).
+		return FitResult{}, fmt.Errorf("fit %s: %w: no start reached a finite error (env %v)", spec.Name, ErrBadInput, env)
+	}
 	params := paramsFromVec(obj.params(bestU))
 	out := FitResult{Params: params, Samples: len(fs)}
 	for _, j := range identOrder {

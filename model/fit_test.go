@@ -301,3 +301,15 @@ func TestFitDoubts(t *testing.T) {
 		})
 	}
 }
+
+// TestFitTinyBandwidth: an environment whose links would price every
+// sample at an infinite time is refused, naming the link (before, the fit
+// panicked reading a best point no start had found).
+func TestFitTinyBandwidth(t *testing.T) {
+	env := testEnv()
+	env.IntraGBps = 1e-310
+	_, err := Fit(context.Background(), testSpec(), env, syntheticSamples(t, testPredictor()), FitOptions{})
+	if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "env.intra_gbps=1e-310") {
+		t.Errorf("Fit = %v, want ErrBadInput naming env.intra_gbps", err)
+	}
+}

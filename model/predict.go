@@ -167,13 +167,22 @@ func (e Env) checkBandwidths() error {
 	for _, f := range [...]struct {
 		name string
 		v    float64
-	}{{"intra_gbps", e.IntraGBps}, {"inter_gbps", e.InterGBps}, {"pcie_gbps", e.PCIeGBps}} {
-		if !(f.v > 0) || math.IsInf(f.v, 0) {
-			return fmt.Errorf("%w: env.%s=%v must be > 0", ErrBadInput, f.name, f.v)
+	}{{"intra_gbps", e.IntraGBps}, {"inter_gbps", e.InterGBps}, {"pcie_gbps", e.PCIeGBps}, {"host_mem_gbps", e.HostMemGBps}} {
+		// host_mem_gbps 0 is the default's; a bandwidth below minGBps
+		// priced every plan at an infinite time (1e-310 made the fit panic).
+		if f.name == "host_mem_gbps" && f.v == 0 {
+			continue
+		}
+		if !(f.v >= minGBps) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("%w: env.%s=%v must be >= %v GB/s", ErrBadInput, f.name, f.v, minGBps)
 		}
 	}
 	return nil
 }
+
+// minGBps bounds the bandwidths an Env may state from below: 1 MB/s, far
+// below any link a training job runs over.
+const minGBps = 1e-3
 
 // ForPlan is p at plan's own global batch, dp*micro_batch*accum (the
 // model type's when plan is the zero Plan): a job trains with its launch

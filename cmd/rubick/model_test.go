@@ -276,7 +276,7 @@ func TestModelErrors(t *testing.T) {
 		"fit no models":       {args: []string{"model", "fit", "--data", noModels}, want: "models.json has no model types"},
 		"validate no models":  {args: []string{"model", "validate", "--data", noModels, "--json"}, want: "models.json has no model types"},
 		"bad env value":       {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "8", "--env", "inter_gbps=-2"}, usage: true, want: "inter_gbps=-2"},
-		"no env bandwidth":    {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "8", "--env", "pcie_gbps=0"}, usage: true, want: "env.pcie_gbps=0 must be > 0"},
+		"no env bandwidth":    {args: []string{"model", "best-plan", "--model", "gpt2", "--placement", "8", "--env", "pcie_gbps=0"}, usage: true, want: "env.pcie_gbps=0 must be >= 0.001 GB/s"},
 		"env fraction":        {args: []string{"model", "fit", "--env", "node_cpus=0.5"}, usage: true, want: "env node_cpus=0.5 must be a whole number >= 0"},
 	}
 	for name, tc := range tests {
