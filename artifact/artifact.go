@@ -339,7 +339,14 @@ func readTable(r io.Reader, file string) (*table, error) {
 	}
 	t := &table{file: file, header: map[string]int{}, rows: recs[1:]}
 	for i, h := range recs[0] {
-		t.header[strings.TrimSpace(h)] = i
+		if i == 0 {
+			h = strings.TrimPrefix(h, "\ufeff") // as a spreadsheet saves UTF-8
+		}
+		h = strings.TrimSpace(h)
+		if _, dup := t.header[h]; dup {
+			return nil, fmt.Errorf("%w: %s: column %q twice in the header", ErrFormat, file, h)
+		}
+		t.header[h] = i
 	}
 	return t, nil
 }

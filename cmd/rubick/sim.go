@@ -151,6 +151,10 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 		{o.policy.GuaranteedOrder == policy.OrderPriority && o.cfg.PriorityWeights == (sim.PriorityWeights{}), "--set GuaranteedOrder", o.policy.GuaranteedOrder,
 			"needs --priority-weights: replayed jobs have no Slurm priority without them"},
 		{o.cfg.PriorityWeights.FairShare > 0 && o.cfg.FairShareAccounts == "", "--priority-weights fairshare", o.cfg.PriorityWeights.FairShare, "needs --fairshare-accounts"},
+		// Without accounts every job's fair share is the same: the order
+		// was the default one, silently.
+		{o.policy.BestEffortOrder == policy.OrderFairShare && o.cfg.FairShareAccounts == "", "--set BestEffortOrder", o.policy.BestEffortOrder,
+			"needs --fairshare-accounts: replayed jobs have no accounts without it"},
 		{o.cfg.PriorityMaxAge <= 0, "--priority-max-age", o.cfg.PriorityMaxAge, "must be > 0"},
 	}
 	for _, c := range checks {
@@ -170,11 +174,15 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 	return o, nil
 }
 
-// loadWorkload resolves --workload: an embedded trace name first, then a file.
+// loadWorkload resolves --workload: a file that exists, else an embedded
+// trace's name (a file of yours named workload-base.csv was replaced by
+// the embedded trace).
 func loadWorkload(fsys fs.FS, name string) ([]artifact.Job, error) {
 	base := strings.TrimSuffix(name, ".csv")
-	if names, err := artifact.Workloads(fsys); err == nil && slices.Contains(names, base) && !strings.ContainsRune(name, os.PathSeparator) {
-		return artifact.LoadWorkload(fsys, base)
+	if _, err := os.Stat(name); err != nil {
+		if names, err := artifact.Workloads(fsys); err == nil && slices.Contains(names, base) && !strings.ContainsRune(name, os.PathSeparator) {
+			return artifact.LoadWorkload(fsys, base)
+		}
 	}
 	f, err := os.Open(name)
 	if err != nil {

@@ -57,12 +57,14 @@ func TestSimBadFlags(t *testing.T) {
 		"unknown model":       {[]string{"--fixed-frameworks-models", "bert,gpt5"}, `model type "gpt5"`},
 		"priority order":      {[]string{"--set", "BestEffortOrder=priority"}, "--set BestEffortOrder=priority needs --priority-weights"},
 		"guaranteed priority": {[]string{"--set", "GuaranteedOrder=priority"}, "--set GuaranteedOrder=priority needs --priority-weights"},
-		"unknown weight":      {[]string{"--priority-weights", "age=1,qos=2"}, `unknown weight "qos"`},
-		"weight twice":        {[]string{"--priority-weights", "age=1,age=2"}, "age given twice"},
-		"bad weight":          {[]string{"--priority-weights", "age=-1"}, "want NAME=WEIGHT"},
-		"fair share alone":    {[]string{"--priority-weights", "fairshare=5"}, "--priority-weights fairshare=5 needs --fairshare-accounts"},
-		"zero max age":        {[]string{"--priority-max-age", "0s"}, "--priority-max-age=0s"},
-		"negative parallel":   {[]string{"--parallel", "-1"}, "--parallel=-1 must be >= 0"},
+		// Before, the default order, silently.
+		"fair share order":  {[]string{"--set", "BestEffortOrder=fairshare"}, "--set BestEffortOrder=fairshare needs --fairshare-accounts"},
+		"unknown weight":    {[]string{"--priority-weights", "age=1,qos=2"}, `unknown weight "qos"`},
+		"weight twice":      {[]string{"--priority-weights", "age=1,age=2"}, "age given twice"},
+		"bad weight":        {[]string{"--priority-weights", "age=-1"}, "want NAME=WEIGHT"},
+		"fair share alone":  {[]string{"--priority-weights", "fairshare=5"}, "--priority-weights fairshare=5 needs --fairshare-accounts"},
+		"zero max age":      {[]string{"--priority-max-age", "0s"}, "--priority-max-age=0s"},
+		"negative parallel": {[]string{"--parallel", "-1"}, "--parallel=-1 must be >= 0"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -203,6 +205,25 @@ func TestSimWorkloadFile(t *testing.T) {
 	}
 }
 
+// TestSimWorkloadFileNamedLikeEmbedded: a file of the user's named as an
+// embedded trace is read, and a BOM before its header is not a column's
+// (before, the embedded trace of 406 jobs was replayed instead).
+func TestSimWorkloadFileNamedLikeEmbedded(t *testing.T) {
+	t.Chdir(t.TempDir())
+	csv := "\ufeffname,submission_time,duration,application,num_gpus,num_cpus,bandwidth,exec_plan,steps,is_sla\n" +
+		"bert-0,0,100,bert,2,16,0,ga,100,1\n"
+	if err := os.WriteFile("workload-base.csv", []byte(csv), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runSimArgs(t, "--workload", "workload-base.csv", "--policy", "fifo", "--json")
+	var rows []struct {
+		Jobs int `json:"jobs"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 || rows[0].Jobs != 1 {
+		t.Errorf("rows %+v (%v), want the file's one job:\n%s", rows, err, out)
+	}
+}
+
 // A trace error is said once, not once per policy replaying the trace.
 func TestSimTraceErrorOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "bad.csv")
@@ -248,8 +269,9 @@ func TestSimBadTrace(t *testing.T) {
 			want: "FILE line 3: name is empty"},
 		"name twice": {csv: header + first + "bert-0,60,200,gpt2,4,32,0,zero-dp,200,1\n",
 			want: `FILE line 3: job bert-0: name="bert-0" repeats line 2`},
-		"empty file":  {csv: "", want: "FILE: no header"},
-		"header only": {csv: header, want: "FILE: no jobs after the header"},
+		"column twice": {csv: strings.Replace(header, "steps", "num_gpus", 1) + first, want: `FILE: column "num_gpus" twice in the header`},
+		"empty file":   {csv: "", want: "FILE: no header"},
+		"header only":  {csv: header, want: "FILE: no jobs after the header"},
 		"more GPUs than the cluster": {csv: header + first + "roberta-1,60,200,roberta,64,512,1.25,ga,200,1\n", args: []string{"--nodes", "4"},
 			want: "sim fifo: 1 of 2 jobs unfinished 72h0m0s after the last arrival (MaxTime): roberta-1; 1 of them ask for more GPUs than the cluster's 4 nodes of 8 hold"},
 	}
