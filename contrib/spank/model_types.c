@@ -92,6 +92,8 @@ int rubick_models_load(const char *path, struct rubick_models *m,
 	m->cap = 0;
 
 	f = fopen(path, "re");
+	if (f == NULL && errno == ENOENT)
+		return RUBICK_MODELS_ABSENT;
 	if (f == NULL) {
 		snprintf(err, errlen, "cannot open model type list %s: %s",
 			 path, strerror(errno));

@@ -30,9 +30,12 @@ int rubick_name_syntax_ok(const char *name);
 /*
  * rubick_models_load reads a list file: one name per line, '#' starts a
  * comment, surrounding blanks are ignored. Every name must pass
- * rubick_name_syntax_ok. Returns 0 on success; on failure returns -1, leaves
- * m empty and writes a message into err.
+ * rubick_name_syntax_ok. Returns 0 on success; RUBICK_MODELS_ABSENT, with m
+ * empty and err untouched, when the file does not exist (no list: any
+ * well-formed name goes, as job_submit.lua has it); on failure returns -1,
+ * leaves m empty and writes a message into err.
  */
+#define RUBICK_MODELS_ABSENT 1
 int rubick_models_load(const char *path, struct rubick_models *m,
 		       char *err, size_t errlen);
 

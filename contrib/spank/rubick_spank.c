@@ -98,6 +98,7 @@ static void parse_args(int ac, char **av)
 			if (have_models)
 				rubick_models_free(&models);
 			have_models = 0;
+			/* An absent list lets any well-formed name go. */
 			if (rubick_models_load(av[i] + 7, &models, config_error,
 					       sizeof(config_error)) == 0)
 				have_models = 1;

@@ -120,9 +120,17 @@ static void test_list(void)
 	CHECK(m.count == 0, "failed load left %zu entries", m.count);
 	unlink(path);
 
-	CHECK(rubick_models_load("/nonexistent/rubick-models", &m, err,
-				 sizeof(err)) != 0,
-	      "missing file accepted");
+	/* An absent list is no list (before, it refused every name). */
+	err[0] = '\0';
+	CHECK(rubick_models_load("/nonexistent-rubick-models", &m, err,
+				 sizeof(err)) == RUBICK_MODELS_ABSENT,
+	      "absent file not reported as absent: %s", err);
+	CHECK(m.count == 0 && err[0] == '\0', "absent file: %zu names, %s",
+	      (size_t)m.count, err);
+	/* A list that cannot be opened otherwise is an error. */
+	CHECK(rubick_models_load("/proc/self/mem/x", &m, err,
+				 sizeof(err)) < 0,
+	      "unopenable file accepted");
 	CHECK(strstr(err, "cannot open") != NULL, "unexpected message: %s",
 	      err);
 
