@@ -281,9 +281,9 @@ func WriteTable(w io.Writer, results []*Result) error {
 		if m := r.ProgressJobS - r.FallbackJobS; m > 0 {
 			mp = 100 * r.MispricedJobS / m
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t%.0f\t%d\t%d\t%.2f\t%.2f/%.1f\t%.1f\t%.1f\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t%s\t%d\t%d\t%.2f\t%.2f/%.1f\t%.1f\t%.1f\t\n",
 			r.Policy, r.Jobs, r.Completed, r.AvgJCT, r.P50JCT, r.P99JCT, r.Makespan, r.AvgQueue,
-			classAvg(r.Guaranteed), r.BestEffort.AvgJCT, r.SLOViolations, r.Restarts, r.GPUUtil, r.RoundMsAvg, r.RoundMsMax, fb, mp)
+			classAvg(r.Guaranteed), classAvg(r.BestEffort), r.SLOViolations, r.Restarts, r.GPUUtil, r.RoundMsAvg, r.RoundMsMax, fb, mp)
 	}
 	if len(results) > 0 {
 		b := results[0].Bound

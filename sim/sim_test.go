@@ -661,3 +661,18 @@ func TestOracleFallbackPerPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteTableEmptyClass: a class without jobs has no average JCT, "-"
+// like the guaranteed column (before, "BE avg s" printed 0).
+func TestWriteTableEmptyClass(t *testing.T) {
+	var b strings.Builder
+	r := &Result{Policy: "fifo", Jobs: 1, Completed: 1, AvgJCT: 100, Guaranteed: Class{Jobs: 1, AvgJCT: 100}}
+	if err := WriteTable(&b, []*Result{r}); err != nil {
+		t.Fatal(err)
+	}
+	// policy jobs done avg p50 p99 makespan queue G BE ...
+	row := strings.Fields(strings.Split(b.String(), "\n")[1])
+	if len(row) < 10 || row[8] != "100" || row[9] != "-" {
+		t.Errorf("table:\n%s\nwant G avg 100 and BE avg \"-\"", b.String())
+	}
+}
