@@ -220,7 +220,7 @@ func (p Predictor) BestPlan(r Resources, allow func(Plan) bool) (Plan, Breakdown
 		best, bestBD, found = plan, bd, true
 	})
 	if !found {
-		return Plan{}, Breakdown{}, fmt.Errorf("%w: %s on placement %s with %d CPUs", ErrNoPlan, p.Spec.Name, r.Placement, r.CPUs)
+		return Plan{}, Breakdown{}, fmt.Errorf("%w: %s on placement %s with %d CPUs", ErrNoPlan, p.Spec.Name, clipPlacement(r.Placement.String()), r.CPUs)
 	}
 	return best, bestBD, nil
 }

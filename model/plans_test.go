@@ -230,3 +230,17 @@ func BenchmarkBestPlan64(b *testing.B) {
 		})
 	}
 }
+
+// TestBestPlanErrorClipped: the error for a placement of many nodes names
+// it clipped (before, 100,000 nodes made it 100 KB long).
+func TestBestPlanErrorClipped(t *testing.T) {
+	p := Predictor{Spec: testSpec(), Params: testParams(), Env: testEnv()}
+	pl, err := ParsePlacement("100000x8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = p.BestPlan(res(pl, 16), func(Plan) bool { return false })
+	if !errors.Is(err, ErrNoPlan) || len(err.Error()) > 200 || !strings.Contains(err.Error(), "88...") {
+		t.Errorf("BestPlan error (%d bytes) = %.300v, want ErrNoPlan naming the placement clipped", len(err.Error()), err)
+	}
+}
