@@ -248,12 +248,14 @@ type simJob struct {
 // than most jobs' runs leave the cluster idle most of the time.
 func unfinished(policyName string, active []*simJob, left, total int, cfg Config) error {
 	var names []string
-	tooBig, cpus, short := 0, 0, 0
+	tooBig, cpus, split, short := 0, 0, 0, 0
 	for _, j := range active {
 		names = append(names, j.Name)
 		switch {
 		case j.Request.GPUs > cfg.Nodes*cfg.GPUsPerNode || j.Request.Placement.MaxPerNode() > cfg.GPUsPerNode:
 			tooBig++
+		case tpSplit(j.Request, cfg.GPUsPerNode):
+			split++
 		case j.Request.CPUs*j.Request.Placement.MaxPerNode() > cfg.CPUsPerNode*j.Request.GPUs:
 			// As requested, a node holding g of its GPUs holds CPUs*g/GPUs
 			// of its CPUs: more than a node has on --gpus-per-node 16 for
@@ -277,11 +279,27 @@ func unfinished(policyName string, active []*simJob, left, total int, cfg Config
 	if cpus > 0 {
 		msg += fmt.Sprintf("; %d of them ask for more CPUs on a node than the %d it has (their CPUs per GPU times the GPUs packed on a node)", cpus, cfg.CPUsPerNode)
 	}
-	if 2*short > len(active)-tooBig-cpus {
+	if split > 0 {
+		msg += fmt.Sprintf("; %d of them ask for a tensor-parallel group split over nodes of %d GPUs, which a policy that keeps tensor parallelism inside a node (sia, rubick-r) does not start",
+			split, cfg.GPUsPerNode)
+	}
+	if 2*short > len(active)-tooBig-cpus-split {
 		msg += fmt.Sprintf("; the interval (%v) is the likely cause: %d of them run, restart included, shorter than one round and hold their GPUs to the next",
 			cfg.Interval, short)
 	}
 	return errors.New(msg)
+}
+
+// tpSplit reports a request whose tensor-parallel groups cannot each sit
+// on one node of its placement (packed on nodes of perNode GPUs when it
+// names none): gpt2 "151", TP 5, on 4-GPU nodes.
+func tpSplit(r policy.Request, perNode int) bool {
+	pl := r.Placement
+	if pl == nil && perNode > 0 {
+		pl = model.PackedPlacement(r.GPUs, perNode)
+	}
+	tp := max(r.Plan.TP, 1)
+	return slices.ContainsFunc(pl, func(g int) bool { return g%tp != 0 })
 }
 
 // loadJobs turns trace rows into replay jobs with parsed requests.

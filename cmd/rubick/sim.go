@@ -246,8 +246,17 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
+	// The policies that finished are printed even when another did not:
+	// their replays are as good, and the error follows them.
+	runErr := errors.Join(errs...)
+	var finished []*sim.Result
+	for i, r := range results {
+		if errs[i] == nil && r != nil {
+			finished = append(finished, r)
+		}
+	}
+	if results = finished; len(results) == 0 {
+		return runErr
 	}
 	// The results first: a plot that cannot be written loses no replay.
 	if o.json {
@@ -258,9 +267,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		err = sim.WriteTable(stdout, results)
 	}
 	if err != nil || o.plot == "" {
-		return err
+		return errors.Join(runErr, err)
 	}
-	return sim.Plot(o.plot, results)
+	return errors.Join(runErr, sim.Plot(o.plot, results))
 }
 
 // parsePriorityWeights reads --priority-weights: "age=1000,fairshare=10000,

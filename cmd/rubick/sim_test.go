@@ -337,3 +337,28 @@ func TestSimTraceExample(t *testing.T) {
 		}
 	}
 }
+
+// TestSimSomePoliciesUnfinished: a job whose tensor-parallel group the
+// cluster's nodes split is never started by sia, which keeps TP inside a
+// node. Its error says why, and fifo's row, a finished replay, is printed
+// all the same (before: no results at all, and no reason).
+func TestSimSomePoliciesUnfinished(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "trace.csv")
+	csv := "name,submission_time,duration,application,num_gpus,num_cpus,bandwidth,exec_plan,steps,is_sla\n" +
+		"gpt2-40,0,572.01,gpt2,5,40,0,151,552,0\n"
+	if err := os.WriteFile(path, []byte(csv), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runSimArgs(t, "--workload", path, "--policy", "fifo,sia", "--nodes", "4", "--gpus-per-node", "4", "--json")
+	if err == nil || !strings.Contains(err.Error(), "sim sia: 1 of 1 jobs unfinished") ||
+		!strings.Contains(err.Error(), "1 of them ask for a tensor-parallel group split over nodes of 4 GPUs") {
+		t.Errorf("error %v, want sia's naming the split tensor-parallel group", err)
+	}
+	var rows []struct {
+		Policy    string `json:"policy"`
+		Completed int    `json:"completed"`
+	}
+	if jerr := json.Unmarshal([]byte(out), &rows); jerr != nil || len(rows) != 1 || rows[0].Policy != "fifo" || rows[0].Completed != 1 {
+		t.Errorf("results %+v (%v), want fifo's finished replay:\n%s", rows, jerr, out)
+	}
+}
