@@ -325,19 +325,34 @@ type table struct {
 	file   string
 	header map[string]int
 	rows   [][]string
+	lines  []int // the file line of each row
 }
+
+// line is the file line of data row i.
+func (t *table) line(i int) int { return t.lines[i] }
 
 func readTable(r io.Reader, file string) (*table, error) {
 	cr := csv.NewReader(r)
 	cr.TrimLeadingSpace = true
-	recs, err := cr.ReadAll()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrFormat, file, err)
+	var recs [][]string
+	var lines []int
+	for {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrFormat, file, err)
+		}
+		// The file's line, which blank lines and quoted line breaks
+		// before it move away from the record's number.
+		line, _ := cr.FieldPos(0)
+		recs, lines = append(recs, rec), append(lines, line)
 	}
 	if len(recs) == 0 {
 		return nil, fmt.Errorf("%w: %s: no header", ErrFormat, file)
 	}
-	t := &table{file: file, header: map[string]int{}, rows: recs[1:]}
+	t := &table{file: file, header: map[string]int{}, rows: recs[1:], lines: lines[1:]}
 	for i, h := range recs[0] {
 		if i == 0 {
 			h = strings.TrimPrefix(h, "\ufeff") // as a spreadsheet saves UTF-8
@@ -385,7 +400,7 @@ func (t *table) field(i int, col string) (string, error) {
 		return "", fmt.Errorf("%w: %s: missing column %q", ErrFormat, t.file, col)
 	}
 	if c >= len(t.rows[i]) {
-		return "", fmt.Errorf("%w: %s line %d: missing field %q", ErrFormat, t.file, i+2, col)
+		return "", fmt.Errorf("%w: %s line %d: missing field %q", ErrFormat, t.file, t.line(i), col)
 	}
 	return strings.TrimSpace(t.rows[i][c]), nil
 }
@@ -397,7 +412,7 @@ func (t *table) float(i int, col string) (float64, error) {
 	}
 	v, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("%w: %s line %d: %s=%q is not a finite number", ErrFormat, t.file, i+2, col, s)
+		return 0, fmt.Errorf("%w: %s line %d: %s=%q is not a finite number", ErrFormat, t.file, t.line(i), col, s)
 	}
 	return v, nil
 }
@@ -409,7 +424,7 @@ func (t *table) int(i int, col string) (int, error) {
 	}
 	if v != math.Trunc(v) || v < 0 || v > math.MaxInt32 {
 		s, _ := t.field(i, col)
-		return 0, fmt.Errorf("%w: %s line %d: %s=%q is not a non-negative integer", ErrFormat, t.file, i+2, col, s)
+		return 0, fmt.Errorf("%w: %s line %d: %s=%q is not a non-negative integer", ErrFormat, t.file, t.line(i), col, s)
 	}
 	return int(v), nil
 }
@@ -491,10 +506,10 @@ func loadProfile(fsys fs.FS, dir string) ([]ProfileRow, error) {
 			return nil, err
 		}
 		if p.GPUs <= 0 || p.Nodes <= 0 {
-			return nil, fmt.Errorf("%w: %s/config.csv line %d: gpus=%d nodes=%d must be > 0", ErrFormat, dir, i+2, p.GPUs, p.Nodes)
+			return nil, fmt.Errorf("%w: %s/config.csv line %d: gpus=%d nodes=%d must be > 0", ErrFormat, dir, cfg.line(i), p.GPUs, p.Nodes)
 		}
 		if len(p.Strategy) < 3 {
-			return nil, fmt.Errorf("%w: %s/data.csv line %d: strategy=%q needs at least 3 digits", ErrFormat, dir, i+2, p.Strategy)
+			return nil, fmt.Errorf("%w: %s/data.csv line %d: strategy=%q needs at least 3 digits", ErrFormat, dir, dat.line(i), p.Strategy)
 		}
 		out = append(out, p)
 	}
@@ -515,22 +530,22 @@ func loadPlacements(fsys fs.FS, file string) ([]Measurement, error) {
 	lineOf := map[[2]string]int{}
 	for i := range t.rows {
 		r := &rowReader{t: t, i: i}
-		m := Measurement{ExecPlan: r.str("exec_plan"), IterS: r.f("iter_time"), Line: i + 2}
+		m := Measurement{ExecPlan: r.str("exec_plan"), IterS: r.f("iter_time"), Line: t.line(i)}
 		pl := r.str("placement")
 		if r.err != nil {
 			return nil, r.err
 		}
 		if m.Placement, err = model.ParsePlacement(pl); err != nil {
-			return nil, fmt.Errorf("%w: %s line %d: %v", ErrFormat, file, i+2, err)
+			return nil, fmt.Errorf("%w: %s line %d: %v", ErrFormat, file, t.line(i), err)
 		}
 		if !(m.IterS > 0) {
-			return nil, fmt.Errorf("%w: %s line %d: iter_time=%v must be > 0", ErrFormat, file, i+2, m.IterS)
+			return nil, fmt.Errorf("%w: %s line %d: iter_time=%v must be > 0", ErrFormat, file, t.line(i), m.IterS)
 		}
 		k := [2]string{m.ExecPlan, m.Placement.String()}
 		if first, ok := lineOf[k]; ok {
-			return nil, fmt.Errorf("%w: %s line %d: exec_plan=%s placement=%s repeats line %d", ErrFormat, file, i+2, k[0], k[1], first)
+			return nil, fmt.Errorf("%w: %s line %d: exec_plan=%s placement=%s repeats line %d", ErrFormat, file, t.line(i), k[0], k[1], first)
 		}
-		lineOf[k] = i + 2
+		lineOf[k] = t.line(i)
 		out = append(out, m)
 	}
 	return out, nil
@@ -622,7 +637,7 @@ func ReadWorkload(r io.Reader, file string) ([]Job, error) {
 		j := Job{
 			Name: rr.str("name"), SubmitS: rr.f("submission_time"), DurationS: rr.f("duration"),
 			App: rr.str("application"), GPUs: rr.n("num_gpus"), CPUs: rr.n("num_cpus"),
-			Bandwidth: rr.f("bandwidth"), ExecPlan: rr.str("exec_plan"), Steps: rr.n("steps"), File: file, Line: i + 2,
+			Bandwidth: rr.f("bandwidth"), ExecPlan: rr.str("exec_plan"), Steps: rr.n("steps"), File: file, Line: t.line(i),
 		}
 		sla := rr.n("is_sla")
 		j.Guaranteed = sla == 1
@@ -633,19 +648,19 @@ func ReadWorkload(r io.Reader, file string) ([]Job, error) {
 			return nil, rr.err
 		}
 		if j.GPUs <= 0 || j.GPUs > MaxTraceGPUs {
-			return nil, fmt.Errorf("%w: %s line %d: num_gpus=%d must be in [1, %d]", ErrFormat, file, i+2, j.GPUs, MaxTraceGPUs)
+			return nil, fmt.Errorf("%w: %s line %d: num_gpus=%d must be in [1, %d]", ErrFormat, file, t.line(i), j.GPUs, MaxTraceGPUs)
 		}
 		for _, c := range []struct {
 			col string
 			v   float64
 		}{{"submission_time", j.SubmitS}, {"duration", j.DurationS}} {
 			if c.v < 0 || c.v > MaxTraceSeconds {
-				return nil, fmt.Errorf("%w: %s line %d: %s=%v must be in [0, %g] seconds", ErrFormat, file, i+2, c.col, c.v, float64(MaxTraceSeconds))
+				return nil, fmt.Errorf("%w: %s line %d: %s=%v must be in [0, %g] seconds", ErrFormat, file, t.line(i), c.col, c.v, float64(MaxTraceSeconds))
 			}
 		}
 		if sla > 1 {
 			// Any other value read as best-effort silently.
-			return nil, fmt.Errorf("%w: %s line %d: is_sla=%d must be 0 or 1", ErrFormat, file, i+2, sla)
+			return nil, fmt.Errorf("%w: %s line %d: is_sla=%d must be 0 or 1", ErrFormat, file, t.line(i), sla)
 		}
 		out = append(out, j)
 	}

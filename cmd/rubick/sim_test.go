@@ -263,6 +263,11 @@ func TestSimBadTrace(t *testing.T) {
 			want: `FILE line 3: job gpt2-1: exec_plan="222" with num_gpus=4: invalid plan: exec plan "222" uses 8 GPUs, placement 4 has 4`},
 		"no steps": {csv: header + first + "gpt2-1,60,200,gpt2,4,32,0,zero-dp,0,1\n",
 			want: "FILE line 3: job gpt2-1: steps=0 must be > 0"},
+		// The file's line (before, the record's: 3 here too).
+		"after blank lines": {csv: header + first + "\n\ngpt2-1,60,200,gpt2,4,32,0,zero-dp,0,1\n",
+			want: "FILE line 5: job gpt2-1: steps=0 must be > 0"},
+		"after a quoted line break": {csv: header + `"bert` + "\n" + `-0",0,100,bert,2,16,0,ga,100,1` + "\ngpt2-1,60,200,gpt2,4,32,0,zero-dp,-5,1\n",
+			want: `FILE line 4: steps="-5" is not a non-negative integer`},
 		"negative steps": {csv: header + first + "gpt2-1,60,200,gpt2,4,32,0,zero-dp,-5,1\n",
 			want: `FILE line 3: steps="-5" is not a non-negative integer`},
 		"no name": {csv: header + first + ",60,200,gpt2,4,32,0,zero-dp,200,1\n",
