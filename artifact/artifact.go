@@ -255,6 +255,11 @@ func validTypeName(name string) bool {
 	return true
 }
 
+// fittedKeys are the parameters a model type's "fitted" object may give:
+// the artifact's names, and k_opt_off and k_3d as rubick model fit --json
+// writes them.
+var fittedKeys = []string{"k_bwd", "k_sync", "k_opt", "k_os_offload", "k_opt_off", "k_off", "k_swap", "k_const", "k_3d"}
+
 func loadModels(fsys fs.FS) (map[string]ModelInfo, error) {
 	raw, err := fs.ReadFile(fsys, "models.json")
 	if err != nil {
@@ -304,6 +309,19 @@ func loadModels(fsys fs.FS) (map[string]ModelInfo, error) {
 			return nil, fmt.Errorf("%w: models.json: %v", ErrFormat, err)
 		}
 		f := m.Fitted
+		for k := range f {
+			if !slices.Contains(fittedKeys, k) {
+				return nil, fmt.Errorf("%w: models.json: model %s: fitted.%s is not a parameter (have %s)", ErrFormat, name, k, strings.Join(fittedKeys, ", "))
+			}
+		}
+		// rubick model fit --json writes k_opt_off for the artifact's
+		// k_os_offload: either is read, both must agree.
+		if v, ok := f["k_opt_off"]; ok {
+			if w, both := f["k_os_offload"]; both && w != v {
+				return nil, fmt.Errorf("%w: models.json: model %s: fitted.k_opt_off=%v but fitted.k_os_offload=%v (one parameter)", ErrFormat, name, v, w)
+			}
+			f["k_os_offload"] = v
+		}
 		out[name] = ModelInfo{
 			Spec:          spec,
 			MaxMicroBatch: m.MaxMicroBatch,
@@ -311,7 +329,7 @@ func loadModels(fsys fs.FS) (map[string]ModelInfo, error) {
 			NVLinkGBps:    m.Env["nvlink_gbps"],
 			Fitted: model.Params{
 				KBwd: f["k_bwd"], KSync: f["k_sync"], KOpt: f["k_opt"], KOptOff: f["k_os_offload"],
-				KOff: f["k_off"], KSwap: f["k_swap"], KConst: f["k_const"],
+				KOff: f["k_off"], KSwap: f["k_swap"], KConst: f["k_const"], K3D: f["k_3d"],
 			},
 			RefThroughput: m.RefThroughput,
 			Placements3D:  m.Placements3D,

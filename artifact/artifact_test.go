@@ -127,6 +127,11 @@ func TestLoadMalformedModels(t *testing.T) {
 			want: `models.json: model "GPT13": a model type name is [a-z0-9][a-z0-9._-]{0,63}, as --model-type takes it`},
 		"a name with a space": {doc: `{"models":{"gpt 13":` + specOnly + `}}`, want: `model "gpt 13": a model type name is`},
 		"a name too long":     {doc: `{"models":{"` + strings.Repeat("a", 65) + `":` + specOnly + `}}`, want: `model "aaaa`},
+		// Before, ignored: the parameter read as 0.
+		"a fitted key unknown": {doc: `{"models":{"m":` + strings.Replace(specOnly, `{`, `{"fitted":{"k_bwd":2,"k_sinc":1},`, 1) + `}}`,
+			want: "models.json: model m: fitted.k_sinc is not a parameter (have k_bwd, k_sync,"},
+		"both names of CPU Adam's parameter": {doc: `{"models":{"m":` + strings.Replace(specOnly, `{`, `{"fitted":{"k_opt_off":4,"k_os_offload":5},`, 1) + `}}`,
+			want: "models.json: model m: fitted.k_opt_off=4 but fitted.k_os_offload=5 (one parameter)"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -260,5 +265,18 @@ func TestMerge(t *testing.T) {
 	}
 	if d := cmp.Diff([]string{"a", "b"}, base.ModelNames()); d != "" || len(base.Placements["b"]) != 1 {
 		t.Errorf("Merge changed base: models (-want +got):\n%s, b has %d rows", d, len(base.Placements["b"]))
+	}
+}
+
+// TestLoadFittedNames: a fitted object in rubick model fit --json's names
+// (k_opt_off, k_3d) is read as the artifact's (before, they read as 0).
+func TestLoadFittedNames(t *testing.T) {
+	doc := `{"models":{"m":` + strings.Replace(specOnly, `{`, `{"fitted":{"k_bwd":2,"k_opt_off":4.5,"k_3d":1.7},`, 1) + `}}`
+	set, err := Load(fstest.MapFS{"models.json": {Data: []byte(doc)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := set.Models["m"].Fitted; f.KBwd != 2 || f.KOptOff != 4.5 || f.K3D != 1.7 {
+		t.Errorf("fitted %+v, want k_bwd 2, k_opt_off 4.5, k_3d 1.7", f)
 	}
 }
