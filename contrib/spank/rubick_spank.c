@@ -26,6 +26,9 @@
 SPANK_PLUGIN(rubick, 1);
 
 #define ENV_NAME "RUBICK_MODEL_TYPE"
+/* How Slurm passes the option on in a job's environment, read back as the
+ * option by any sbatch or salloc run inside the job. */
+#define INHERITED_OPTION "SLURM_SPANK__SLURM_SPANK_OPTION_rubick_model_type"
 
 static char *model_type;
 static struct rubick_models models;
@@ -119,6 +122,12 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 	if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR &&
 	    ctx != S_CTX_REMOTE)
 		return ESPANK_SUCCESS;
+	/* An sbatch or salloc run inside a job submits a job of its own:
+	 * without --model-type it is no job of that model type (an
+	 * evaluation, a follow-up), and once the name left the list the
+	 * inherited one failed every such submission. */
+	if (ctx == S_CTX_ALLOCATOR)
+		unsetenv(INHERITED_OPTION);
 	/* Register dynamically: sbatch and salloc ignore a static
 	 * spank_options[] table (Slurm 22.05 plugstack.c). */
 	rc = spank_option_register(sp, &model_type_option);

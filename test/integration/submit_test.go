@@ -349,3 +349,30 @@ func TestQOSChangeSetsClass(t *testing.T) {
 		t.Errorf("after the user's QOS=guaranteed: QOS %s, AdminComment %q; want normal, class=best-effort", got, ac)
 	}
 }
+
+// TestNestedSbatchDoesNotInheritModelType: an sbatch inside a job of a
+// model type submits an untagged job unless it names one itself. Before,
+// Slurm's SLURM_SPANK__SLURM_SPANK_OPTION_rubick_model_type in the job's
+// environment tagged it with the job's (and, once that name left the
+// list, failed it).
+func TestNestedSbatchDoesNotInheritModelType(t *testing.T) {
+	l := needLab(t)
+	needScheduler(t)
+	ids := filepath.Join(l.out, "nested-"+strconv.FormatInt(time.Now().UnixNano(), 10))
+	inner := "sbatch --parsable -p gpu -N1 --gres=gpu:1 -o /dev/null --hold"
+	l.sbatch(t, "-p", "debug", "--model-type=bert", "-N1", "--wrap",
+		inner+" --wrap true > "+ids+".plain && "+inner+" --model-type=t5 --wrap true > "+ids+".named")
+	for _, tc := range []struct{ file, want string }{{".plain", ""}, {".named", "rubick:v1 model=t5 class=best-effort"}} {
+		var id string
+		waitFor(t, 30*time.Second, "the nested sbatch's job id in "+ids+tc.file, func() bool {
+			b, err := os.ReadFile(ids + tc.file)
+			id, _, _ = strings.Cut(strings.TrimSpace(string(b)), ";")
+			_, aerr := strconv.Atoi(id)
+			return err == nil && aerr == nil
+		})
+		t.Cleanup(func() { command("", "scancel", id) })
+		if ac := field(showJob(t, id), "AdminComment"); ac != tc.want {
+			t.Errorf("nested job %s (%s): AdminComment %q, want %q", id, tc.file, ac, tc.want)
+		}
+	}
+}
