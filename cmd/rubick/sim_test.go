@@ -180,13 +180,20 @@ func TestSimPlotFails(t *testing.T) {
 	}
 }
 
-func TestSimWorkloadFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "tiny.csv")
-	csv := "name,submission_time,duration,application,num_gpus,num_cpus,bandwidth,exec_plan,steps,is_sla\n" +
-		"bert-0,0,100,bert,2,16,0,ga,100,1\n"
+// traceFile writes a trace of rows, after the trace header, and returns
+// its path.
+func traceFile(t *testing.T, rows string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "trace.csv")
+	csv := "name,submission_time,duration,application,num_gpus,num_cpus,bandwidth,exec_plan,steps,is_sla\n" + rows
 	if err := os.WriteFile(path, []byte(csv), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+func TestSimWorkloadFile(t *testing.T) {
+	path := traceFile(t, "bert-0,0,100,bert,2,16,0,ga,100,1\n")
 	out, _, err := runSimArgs(t, "--workload", path, "--policy", "rubick", "--json", "--interval", "30s", "--restart-penalty", "0s")
 	if err != nil {
 		t.Fatal(err)
@@ -226,12 +233,7 @@ func TestSimWorkloadFileNamedLikeEmbedded(t *testing.T) {
 
 // A trace error is said once, not once per policy replaying the trace.
 func TestSimTraceErrorOnce(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "bad.csv")
-	csv := "name,submission_time,duration,application,num_gpus,num_cpus,bandwidth,exec_plan,steps,is_sla\n" +
-		"vit-0,0,100,nosuch,2,16,0,ga,100,1\n"
-	if err := os.WriteFile(path, []byte(csv), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := traceFile(t, "vit-0,0,100,nosuch,2,16,0,ga,100,1\n")
 	_, _, err := runSimArgs(t, "--workload", path, "--policy", "rubick,fifo,sia")
 	if err == nil || strings.Count(err.Error(), `application="nosuch" is not a model type`) != 1 {
 		t.Errorf("error %v, want one naming the unknown model once", err)
@@ -348,12 +350,7 @@ func TestSimTraceExample(t *testing.T) {
 // node. Its error says why, and fifo's row, a finished replay, is printed
 // all the same (before: no results at all, and no reason).
 func TestSimSomePoliciesUnfinished(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "trace.csv")
-	csv := "name,submission_time,duration,application,num_gpus,num_cpus,bandwidth,exec_plan,steps,is_sla\n" +
-		"gpt2-40,0,572.01,gpt2,5,40,0,151,552,0\n"
-	if err := os.WriteFile(path, []byte(csv), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := traceFile(t, "gpt2-40,0,572.01,gpt2,5,40,0,151,552,0\n")
 	out, _, err := runSimArgs(t, "--workload", path, "--policy", "fifo,sia", "--nodes", "4", "--gpus-per-node", "4", "--json")
 	if err == nil || !strings.Contains(err.Error(), "sim sia: 1 of 1 jobs unfinished") ||
 		!strings.Contains(err.Error(), "1 of them ask for a tensor-parallel group split over nodes of 4 GPUs") {
