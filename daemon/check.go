@@ -675,8 +675,9 @@ func luaJobSubmit(c slurm.CtldConfig) bool {
 // a new nice of a held job that would end its hold (NICE_KEEPS_HOLD); 4
 // gives a job the class of its new QOS or account; 5 refuses model types
 // when their list cannot be read and keeps a hold across a move between
-// unmanaged partitions.
-const JobSubmitVersion = 5
+// unmanaged partitions; 6 changes each record of a job array changed as a
+// whole (one request for all, which the script edits) as its own.
+const JobSubmitVersion = 6
 
 // jobSubmitLacks says what a copy of job_submit.lua older than each
 // version does wrong, for rubickd --check.
@@ -688,6 +689,7 @@ var jobSubmitLacks = []struct {
 	{3, "a job with a model type moved into a managed partition runs as submitted, and with PriorityType=priority/basic a user's new nice (scontrol update Nice=) of a job rubick holds starts it as submitted"},
 	{4, "a job given a new QOS or account (scontrol update QOS= or Account=) keeps the class it was submitted with"},
 	{5, "a model type list slurmctld's user cannot read lets any model type through, and a move between partitions rubickd does not manage ends a hold"},
+	{6, "a change of a whole job array (scontrol update JobId=ARRAY ...) gives each task the comment and holds written for the one before it: a task its user released can be held by them again"},
 }
 
 var (

@@ -501,23 +501,25 @@ func TestCheckJobSubmit(t *testing.T) {
 		detail     []string
 		priority   string // PriorityType: priority/basic when "", none for not read
 	}{
-		{"shipped", shipped, nil, []string{"gpu"}, 0, CheckOK, []string{"version 5, MANAGED_PARTITIONS gpu as partitions, NICE_KEEPS_HOLD false for priority/basic"}, ""},
+		{"shipped", shipped, nil, []string{"gpu"}, 0, CheckOK, []string{"version 6, MANAGED_PARTITIONS gpu as partitions, NICE_KEEPS_HOLD false for priority/basic"}, ""},
 		// rubickd as SlurmUser, which the script does not let release.
 		{"SlurmUser not a scheduler", shipped, nil, []string{"gpu"}, 64030, CheckFail, []string{"SCHEDULER_UIDS (0) lacks uid 64030", "no job starts"}, ""},
 		{"SlurmUser a scheduler", edit("local SCHEDULER_UIDS = { [0] = true }", "local SCHEDULER_UIDS = { [0] = true, [64030] = true }"), nil,
-			[]string{"gpu"}, 64030, CheckOK, []string{"version 5"}, ""},
+			[]string{"gpu"}, 64030, CheckOK, []string{"version 6"}, ""},
 		{"quoted keys", edit(managed, "local MANAGED_PARTITIONS = {\n  [\"gpu-a100\"] = true,\n  gpu = true,\n}"), nil, []string{"gpu", "gpu-a100"}, 0,
 			CheckOK, []string{"MANAGED_PARTITIONS gpu-a100, gpu as partitions"}, ""},
-		{"first copy", edit("local VERSION = 5\n", ""), nil, []string{"gpu"}, 0, CheckWarn,
-			[]string{"an older copy (version 1, rubickd expects 5)", "release of a job rubick holds starts it as submitted, and a job with a model type moved"}, ""},
-		{"second copy", edit("local VERSION = 5\n", "local VERSION = 2\n"), nil, []string{"gpu"}, 0, CheckWarn,
-			[]string{"(version 2, rubickd expects 5)", "; until then a job with a model type moved into a managed partition runs as submitted"}, ""},
-		{"third copy", edit("local VERSION = 5\n", "local VERSION = 3\n"), nil, []string{"gpu"}, 0, CheckWarn,
-			[]string{"(version 3, rubickd expects 5)", "; until then a job given a new QOS or account (scontrol update QOS= or Account=) keeps the class it was submitted with"}, ""},
-		{"fourth copy", edit("local VERSION = 5\n", "local VERSION = 4\n"), nil, []string{"gpu"}, 0, CheckWarn,
-			[]string{"(version 4, rubickd expects 5)", "; until then a model type list slurmctld's user cannot read lets any model type through"}, ""},
-		{"a newer copy", edit("local VERSION = 5\n", "local VERSION = 6\n"), nil, []string{"gpu"}, 0, CheckWarn,
-			[]string{"a newer copy (version 6, this rubickd knows up to 5)"}, ""},
+		{"first copy", edit("local VERSION = 6\n", ""), nil, []string{"gpu"}, 0, CheckWarn,
+			[]string{"an older copy (version 1, rubickd expects 6)", "release of a job rubick holds starts it as submitted, and a job with a model type moved"}, ""},
+		{"second copy", edit("local VERSION = 6\n", "local VERSION = 2\n"), nil, []string{"gpu"}, 0, CheckWarn,
+			[]string{"(version 2, rubickd expects 6)", "; until then a job with a model type moved into a managed partition runs as submitted"}, ""},
+		{"third copy", edit("local VERSION = 6\n", "local VERSION = 3\n"), nil, []string{"gpu"}, 0, CheckWarn,
+			[]string{"(version 3, rubickd expects 6)", "; until then a job given a new QOS or account (scontrol update QOS= or Account=) keeps the class it was submitted with"}, ""},
+		{"fourth copy", edit("local VERSION = 6\n", "local VERSION = 4\n"), nil, []string{"gpu"}, 0, CheckWarn,
+			[]string{"(version 4, rubickd expects 6)", "; until then a model type list slurmctld's user cannot read lets any model type through"}, ""},
+		{"fifth copy", edit("local VERSION = 6\n", "local VERSION = 5\n"), nil, []string{"gpu"}, 0, CheckWarn,
+			[]string{"(version 5, rubickd expects 6)", "; until then a change of a whole job array (scontrol update JobId=ARRAY ...) gives each task"}, ""},
+		{"a newer copy", edit("local VERSION = 6\n", "local VERSION = 7\n"), nil, []string{"gpu"}, 0, CheckWarn,
+			[]string{"a newer copy (version 7, this rubickd knows up to 6)"}, ""},
 		// What is commented out is not set.
 		{"uid commented out", edit("local SCHEDULER_UIDS = { [0] = true }", "local SCHEDULER_UIDS = { [0] = true, -- [64030] = true\n}"), nil,
 			[]string{"gpu"}, 64030, CheckFail, []string{"lacks uid 64030"}, ""},
@@ -538,9 +540,9 @@ func TestCheckJobSubmit(t *testing.T) {
 		{"nice refused on multifactor", shipped, nil, []string{"gpu"}, 0, CheckWarn,
 			[]string{"NICE_KEEPS_HOLD is false", "set it true"}, "priority/multifactor"},
 		{"nice kept on multifactor", edit(nice, "local NICE_KEEPS_HOLD = true"), nil, []string{"gpu"}, 0, CheckOK,
-			[]string{"version 5", "NICE_KEEPS_HOLD true for priority/multifactor"}, "priority/multifactor"},
+			[]string{"version 6", "NICE_KEEPS_HOLD true for priority/multifactor"}, "priority/multifactor"},
 		{"PriorityType unknown", edit(nice, "local NICE_KEEPS_HOLD = true"), nil, []string{"gpu"}, 0, CheckOK,
-			[]string{"version 5"}, "none"},
+			[]string{"version 6"}, "none"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pt := tc.priority

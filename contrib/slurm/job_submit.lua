@@ -60,9 +60,10 @@ exists, a name missing from that list rejects the submission.
 -- administrator's (RUBICK_HELD), and refuses a new nice of a held job
 -- unless NICE_KEEPS_HOLD; 4 gives a tagged job the class of its new QOS or
 -- account; 5 refuses a model type when the list of them cannot be read, and
--- keeps a hold across a move between partitions rubickd does not manage.
+-- keeps a hold across a move between partitions rubickd does not manage;
+-- 6 changes each record of a job array changed as a whole as its own.
 -- Not a setting.
-local VERSION = 5
+local VERSION = 6
 
 -- ---------------------------------------------------------------- settings
 
@@ -476,7 +477,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
    return slurm.SUCCESS
 end
 
-function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+local function modify(job_desc, job_rec, part_list, modify_uid)
    -- Only the scheduler may release a held managed job: a user's
    -- `scontrol release` would start it with the size it was submitted with.
    -- Their own hold is theirs to release (HOLD_WORD).
@@ -582,6 +583,67 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
    slurm.log_user("rubick: job %s is started by the Rubick scheduler; " ..
                   "it cannot be released by hand", tostring(job_rec.job_id))
    return ACCESS_DENIED
+end
+
+-- Slurm changes the records of a job array, or the components of a
+-- heterogeneous job, updated as a whole (scontrol update JobId=ARRAY ...)
+-- one after another with one request, which this script edits in place:
+-- without care, the comment or hold it wrote for one record would reach the
+-- next (a task released from its user's hold would get the hold word of
+-- the tasks still held). So the fields it writes are kept as they were
+-- sent, and put back for the next record of the same request. That request
+-- is the one left by the call before, for another record, within a second.
+local MODIFY_FIELDS = { "admin_comment", "comment", "priority", "requeue" }
+local last_modify = nil
+
+-- The C request behind job_desc, which Slurm names in its metatable; nil
+-- where it does not.
+local function request_key(job_desc)
+   local mt = getmetatable(job_desc)
+   if type(mt) ~= "table" then return nil end
+   return rawget(mt, "_job_desc")
+end
+
+local function modify_fields(job_desc)
+   local t = {}
+   for _, f in ipairs(MODIFY_FIELDS) do t[f] = job_desc[f] end
+   return t
+end
+
+-- The fields of the request as sent: those of job_desc, or, for the next
+-- record of the request the call before saw, that call's.
+local function sent_fields(job_desc, job_rec, key)
+   local now = modify_fields(job_desc)
+   local prev = last_modify
+   last_modify = nil
+   if key == nil or prev == nil or prev.key ~= key or prev.job_id == job_rec.job_id or
+      os.difftime(os.time(), prev.at) > 1 then
+      return now
+   end
+   for _, f in ipairs(MODIFY_FIELDS) do
+      if now[f] ~= prev.left[f] then return now end
+   end
+   for _, f in ipairs(MODIFY_FIELDS) do
+      if prev.left[f] ~= prev.sent[f] then
+         -- A string not sent cannot be unset again: the record's own value
+         -- changes nothing ("" is no value, where the record has none).
+         local v = prev.sent[f]
+         if v == nil then v = job_rec[f] or "" end
+         job_desc[f] = v
+      end
+   end
+   return prev.sent
+end
+
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+   local key = request_key(job_desc)
+   local sent = sent_fields(job_desc, job_rec, key)
+   local rc = modify(job_desc, job_rec, part_list, modify_uid)
+   if key ~= nil then
+      last_modify = { key = key, job_id = job_rec.job_id, at = os.time(), sent = sent,
+                      left = modify_fields(job_desc) }
+   end
+   return rc
 end
 
 slurm.log_info("job_submit.lua: rubick job submit filter loaded")

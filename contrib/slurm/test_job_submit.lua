@@ -375,6 +375,63 @@ for _, c in ipairs(modify_cases) do
    end
 end
 
+-- An update of a whole job array is one request, which Slurm hands to the
+-- script for each record of the array in turn and applies to it, edits
+-- included: a proxy like Slurm's (its metatable names the C request; an
+-- empty string sets no value), numbers unset as NO_VAL.
+local function request(fields)
+   local store = { priority = slurm.NO_VAL, requeue = 65534 }
+   for k, v in pairs(fields) do store[k] = v end
+   return setmetatable({}, { _job_desc = {}, __index = store,
+      __newindex = function(_, k, v) if v == "" then v = nil end store[k] = v end })
+end
+local function apply(desc, rec)
+   for _, f in ipairs({ "admin_comment", "comment" }) do
+      if desc[f] ~= nil then rec[f] = desc[f] end
+   end
+   if desc.priority ~= slurm.NO_VAL then rec.priority = desc.priority end
+end
+for _, tc in ipairs({
+   -- Task 1 was released from its user's hold; the others were not.
+   { name = "user's new comment", desc = { comment = "new" }, uid = 1000,
+     rc = { 0, 0 }, comment = { "new rubick:hold", "new" }, prio = { 0, 0 } },
+   { name = "user's release", desc = { priority = slurm.INFINITE }, uid = 1000,
+     rc = { 0, 2002 }, comment = { "note", "note" }, prio = { 0, 0 } },
+   { name = "user's hold", desc = { priority = 0 }, uid = 1000,
+     rc = { 0, 0 }, comment = { "note rubick:hold", "note rubick:hold" }, prio = { 0, 0 } },
+   { name = "root's release", desc = { priority = slurm.INFINITE }, uid = 0,
+     rc = { 0, 0 }, comment = { "note", "note" }, prio = { 0, slurm.INFINITE },
+     ac = { tag .. ";rubick-held", tag } },
+}) do
+   local recs = {
+      { job_id = 20, array_job_id = 20, priority = 0, admin_comment = tag, comment = "note rubick:hold" },
+      { job_id = 21, array_job_id = 20, priority = 0, admin_comment = tag .. ";rubick-held", comment = "note" },
+   }
+   local desc = request(tc.desc)
+   for i, rec in ipairs(recs) do
+      local rc = slurm_job_modify(desc, rec, parts, tc.uid)
+      check(rc == tc.rc[i], "whole array, %s: record %d rc %s, want %s", tc.name, i, tostring(rc), tostring(tc.rc[i]))
+      if rc == 0 then apply(desc, rec) end
+      check(rec.comment == tc.comment[i] and rec.priority == tc.prio[i],
+            "whole array, %s: record %d comment %q, priority %s; want %q, %s", tc.name, i,
+            tostring(rec.comment), tostring(rec.priority), tc.comment[i], tostring(tc.prio[i]))
+      if tc.ac then
+         check(rec.admin_comment == tc.ac[i], "whole array, %s: record %d admin_comment %q, want %q",
+               tc.name, i, tostring(rec.admin_comment), tc.ac[i])
+      end
+   end
+end
+-- The same record again is a new request, with the values it was sent.
+do
+   local desc = request({ comment = "mine rubick:hold" })
+   local rec = { job_id = 22, priority = 0, admin_comment = tag, comment = "x rubick:hold" }
+   local rc1 = slurm_job_modify(desc, rec, parts, 1000)
+   local rc2 = slurm_job_modify(desc, rec, parts, 1000)
+   check(rc1 == 0 and rc2 == 0 and desc.comment == "mine rubick:hold",
+         "the same record twice: rc %s, %s, comment %q; want 0, 0 and the one sent", tostring(rc1), tostring(rc2),
+         tostring(desc.comment))
+end
+
 -- priority/multifactor keeps the hold at a new nice (NICE_KEEPS_HOLD = true)
 src, n = string.gsub(src, "\nlocal NICE_KEEPS_HOLD = false", "\nlocal NICE_KEEPS_HOLD = true")
 assert(n == 1, "NICE_KEEPS_HOLD line not found")

@@ -376,3 +376,47 @@ func TestNestedSbatchDoesNotInheritModelType(t *testing.T) {
 		}
 	}
 }
+
+// TestWholeArrayUpdate: a change of a whole job array reaches each of its
+// records as that record's own. Slurm hands job_submit.lua one request for
+// every record in turn, edits included: before, a task its user had
+// released got the hold word the script wrote for the tasks still held,
+// and was held by its user again.
+func TestWholeArrayUpdate(t *testing.T) {
+	l := needLab(t)
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: needs root to submit as another user")
+	}
+	r := command("nobody", "sbatch", "--parsable", "-D", l.out, "-o", "/dev/null", "--array=0-2", "--hold",
+		"--comment=my note", "--model-type=gpt2", "--gres=gpu:1", "--wrap", "sleep 30")
+	if r.err != nil {
+		t.Fatalf("sbatch as nobody: %v: %s", r.err, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	t.Cleanup(func() { command("", "scancel", id) })
+	want := func(step string, held, released string) {
+		t.Helper()
+		for _, rec := range []struct{ task, comment string }{{"0", held}, {"1", released}} {
+			out := showJob(t, id+"_"+rec.task)
+			if p, c := field(out, "Priority"), field(out, "Comment"); p != "0" || c != rec.comment {
+				t.Errorf("after %s: task %s: Priority %s, Comment %q; want 0 (held) and %q", step, rec.task, p, c, rec.comment)
+			}
+		}
+	}
+	// Task 1 leaves the array's record, released from its user's hold.
+	if r := command("nobody", "scontrol", "release", id+"_1"); r.err != nil {
+		t.Fatalf("scontrol release %s_1 by the owner: %v: %s", id, r.err, r.stderr)
+	}
+	want("the release of task 1", "my note rubick:hold", "my note")
+	if r := command("nobody", "scontrol", "update", "JobId="+id, "Comment=new note"); r.err != nil {
+		t.Fatalf("scontrol update of the whole array's comment: %v: %s", r.err, r.stderr)
+	}
+	want("the whole array's new comment", "new note rubick:hold", "new note")
+	// The release ends the user's hold of the tasks they hold and is refused
+	// for task 1, which only rubickd starts.
+	r = command("nobody", "scontrol", "release", id)
+	if r.err == nil || !strings.Contains(r.stderr, id+"_1: Access/permission denied") {
+		t.Errorf("scontrol release of the whole array by the owner: %v: %s; want task 1 refused", r.err, r.stderr)
+	}
+	want("the whole array's release", "new note", "new note")
+}
