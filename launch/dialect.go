@@ -57,10 +57,17 @@ const (
 	LauncherAccelerate = "accelerate" // accelerate launch, torchrun underneath
 )
 
-// layout locates the parts of a launch line: an optional per-node launcher
-// with its own flags, then the training program and its flags.
+// layout locates the parts of a launch line: the commands it runs inside
+// (env, a container's exec), an optional per-node launcher with its own
+// flags, then the training program and its flags.
 type layout struct {
-	launcher string
+	// wrap is where the command inside the line's wrappers starts; 0 for
+	// a line without one.
+	wrap int
+	// container is whether a wrapper runs the command in a container,
+	// whose files are not the host's.
+	container bool
+	launcher  string
 	// launcherFlags is where the launcher's flags start (after "torchrun"
 	// or "python -m torch.distributed.run"); -1 when they cannot be edited.
 	launcherFlags int
@@ -86,16 +93,18 @@ func parseLayout(argv []string) layout {
 	if len(argv) == 0 {
 		return l
 	}
-	i := 0
-	switch base := filepath.Base(argv[0]); {
+	w, container := wrapperEnd(argv)
+	l.wrap, l.container = w, container
+	i := w
+	switch base := filepath.Base(argv[w]); {
 	case base == "torchrun":
-		l.launcher, i = LauncherTorchrun, 1
+		l.launcher, i = LauncherTorchrun, w+1
 	case base == "deepspeed":
-		l.launcher, i = LauncherDeepSpeed, 1
-	case base == "accelerate" && len(argv) > 1 && argv[1] == "launch":
-		l.launcher, i = LauncherAccelerate, 2
+		l.launcher, i = LauncherDeepSpeed, w+1
+	case base == "accelerate" && len(argv) > w+1 && argv[w+1] == "launch":
+		l.launcher, i = LauncherAccelerate, w+2
 	case strings.HasPrefix(base, "python"):
-		for j := 1; j+1 < len(argv); j++ {
+		for j := w + 1; j+1 < len(argv); j++ {
 			if argv[j] != "-m" {
 				continue
 			}
@@ -108,7 +117,7 @@ func parseLayout(argv []string) layout {
 				l.launcher, i = LauncherAccelerate, j+2
 			default:
 				// "python -m package.module": the module is the program.
-				l.flagsEnd, l.script = j, j+1
+				l.launcherFlags, l.flagsEnd, l.script = w, j, j+1
 				return l
 			}
 			break
@@ -127,10 +136,10 @@ func parseLayout(argv []string) layout {
 			return l
 		}
 	}
-	// No script file: the program is argv[0], or, after a launcher, an
-	// argument we cannot tell from the launcher's own flags, which are then
-	// left alone.
-	l.script = max(i-1, 0)
+	// No script file: the program is the first inside the wrappers, or,
+	// after a launcher, an argument we cannot tell from the launcher's own
+	// flags, which are then left alone.
+	l.script = max(i-1, w)
 	l.launcherFlags, l.flagsEnd = -1, l.script
 	return l
 }

@@ -2,6 +2,7 @@ package launch
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -229,17 +230,20 @@ func WithoutLauncher(argv []string, python string) (Unlaunched, error) {
 	}
 	c := cmdline{toks: argv}
 	lo, hi := l.launcherFlags, l.flagsEnd
-	if l.launcherFlags > 1 {
-		python = argv[0] // "python -m deepspeed.launcher.runner": its own
+	if l.launcherFlags > l.wrap+1 {
+		python = argv[l.wrap] // "python -m deepspeed.launcher.runner": its own
 	}
-	out := []string{python, "-u", argv[l.script]}
+	// The wrappers stay: the workers run inside them as the launcher did.
+	out := slices.Clone(argv[:l.wrap])
 	switch module := l.script > l.flagsEnd; {
 	case module && c.has(fDSNoPython, lo, hi):
 		return Unlaunched{}, fmt.Errorf("%w: the deepspeed launcher refuses --no_python with --module", ErrBadInput)
 	case module:
-		out = []string{python, "-u", "-m", argv[l.script]}
+		out = append(out, python, "-u", "-m", argv[l.script])
 	case c.has(fDSNoPython, lo, hi):
-		out = out[2:]
+		out = append(out, argv[l.script])
+	default:
+		out = append(out, python, "-u", argv[l.script])
 	}
 	u := Unlaunched{LocalRankAt: len(out)}
 	if c.has(fDSNoLocalRnk, lo, hi) {

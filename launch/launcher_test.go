@@ -63,6 +63,15 @@ func TestSizeLauncher(t *testing.T) {
 			plan: "dp4.tp1.pp1.mb2.a2.z0", opts: Options{Nodes: 1, GPUsPerNode: 4, Rendezvous: "node1:20042"},
 			want: []string{"torchrun", "--nproc_per_node=4", "--nnodes", "1", "--master_port", "20042", "-m", "megatron.pretrain_gpt",
 				"--global-batch-size", "16", "--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1", "--micro-batch-size", "2"}},
+		{name: "torchrun in a container: sized inside it, the container's flags kept",
+			argv: line("apptainer", "exec", "--nv", "-B", "/data:/data", "--env=A=1", "img.sif", "torchrun", "--nproc_per_node=8"),
+			plan: "dp4.tp1.pp1.mb2.a2.z0", opts: Options{Nodes: 1, GPUsPerNode: 4, Rendezvous: "node1:20042"},
+			want: want("apptainer", "exec", "--nv", "-B", "/data:/data", "--env=A=1", "img.sif", "torchrun", "--nproc_per_node=4", "--nnodes", "1",
+				"--master_port", "20042")},
+		{name: "torchrun after env's assignments",
+			argv: line("env", "-u", "X", "NCCL_DEBUG=INFO", "torchrun", "--nproc_per_node=8"), plan: "dp8.tp1.pp1.mb2.a1.z0", opts: two,
+			want: want("env", "-u", "X", "NCCL_DEBUG=INFO", "torchrun", "--nproc_per_node=4", "--nnodes", "2", "--rdzv_backend", "c10d",
+				"--rdzv_endpoint", "node1:20042", "--rdzv_id", "42")},
 		{name: "torchrun, two nodes, no rendezvous host",
 			argv: line("torchrun", "--nproc_per_node=8"), plan: "dp8.tp1.pp1.mb2.a1.z0", opts: Options{Nodes: 2, GPUsPerNode: 4},
 			wantErr: "torchrun on 2 nodes needs a rendezvous host"},
@@ -142,6 +151,16 @@ func TestWithoutLauncher(t *testing.T) {
 		{name: "a module",
 			argv: strings.Fields("deepspeed --num_gpus 8 --module pkg.train --deepspeed_config ds.json"),
 			want: Unlaunched{Argv: strings.Fields("/venv/bin/python -u -m pkg.train --deepspeed_config ds.json"), LocalRankAt: 4}},
+		{name: "in a container: its workers too",
+			argv: strings.Fields("singularity exec --nv -B /d img.sif deepspeed --num_gpus 8 train.py --deepspeed_config ds.json"),
+			want: Unlaunched{Argv: strings.Fields("singularity exec --nv -B /d img.sif /venv/bin/python -u train.py --deepspeed_config ds.json"),
+				LocalRankAt: 9}},
+		{name: "in a container, python -m deepspeed.launcher.runner: its python",
+			argv:    strings.Fields("apptainer exec img.sif python -m deepspeed.launcher.runner --no_python --module pkg.train"),
+			wantErr: "--no_python with --module"},
+		{name: "in a container, python -m deepspeed.launcher.runner",
+			argv: strings.Fields("env A=1 apptainer exec img.sif python -m deepspeed.launcher.runner --no_local_rank train.py --x"),
+			want: Unlaunched{Argv: strings.Fields("env A=1 apptainer exec img.sif python -u train.py --x"), LocalRankAt: -1}},
 		{name: "a module without python", argv: strings.Fields("deepspeed --no_python --module pkg.train"), wantErr: "--no_python with --module"},
 		{name: "torchrun", argv: strings.Fields("torchrun --nproc_per_node 8 train.py"), wantErr: "does not start a .py script or module with the deepspeed launcher"},
 		{name: "no script", argv: strings.Fields("deepspeed --num_gpus 8 mytrainer"), wantErr: "does not start a .py script"},
@@ -172,14 +191,16 @@ func TestLauncherWorld(t *testing.T) {
 		OK             bool
 	}
 	for line, want := range map[string]world{
-		"torchrun --nproc_per_node 4 pretrain_gpt.py":                     {1, 4, true},
-		"torchrun --nnodes=2 --nproc-per-node=8 -m megatron.pretrain_gpt": {2, 8, true},
-		"python -m torch.distributed.run --nproc_per_node 2 train.py":     {1, 2, true},
-		"deepspeed --num_nodes 1 --num_gpus 4 train.py":                   {1, 4, true},
-		"accelerate launch --num_processes 8 --num_machines 2 train.py":   {2, 4, true},
-		"accelerate launch --num_processes 6 --num_machines 4 train.py":   {},
-		"torchrun --nproc_per_node gpu train.py":                          {},
-		"torchrun --nnodes 1:4 --nproc_per_node 8 train.py":               {},
+		"torchrun --nproc_per_node 4 pretrain_gpt.py":                      {1, 4, true},
+		"torchrun --nnodes=2 --nproc-per-node=8 -m megatron.pretrain_gpt":  {2, 8, true},
+		"python -m torch.distributed.run --nproc_per_node 2 train.py":      {1, 2, true},
+		"deepspeed --num_nodes 1 --num_gpus 4 train.py":                    {1, 4, true},
+		"accelerate launch --num_processes 8 --num_machines 2 train.py":    {2, 4, true},
+		"accelerate launch --num_processes 6 --num_machines 4 train.py":    {},
+		"torchrun --nproc_per_node gpu train.py":                           {},
+		"torchrun --nnodes 1:4 --nproc_per_node 8 train.py":                {},
+		"apptainer exec --nv img.sif torchrun --nproc_per_node 4 train.py": {1, 4, true},
+		"env A=1 deepspeed --num_gpus 2 train.py":                          {1, 2, true},
 		"deepspeed train.py":                                       {},
 		"python pretrain_gpt.py --nproc_per_node 4":                {},
 		"torchrun --nproc_per_node 4 mytrainer --nproc_per_node 8": {},
@@ -187,6 +208,42 @@ func TestLauncherWorld(t *testing.T) {
 		nodes, perNode, ok := LauncherWorld(strings.Fields(line))
 		if got := (world{nodes, perNode, ok}); got != want && (ok || want.OK) {
 			t.Errorf("LauncherWorld(%s) = %+v, want %+v", line, got, want)
+		}
+	}
+}
+
+// TestWrapperEnd: the command a launch line runs inside env and a
+// container's exec, which rubick sizes and rewrites; a wrapper it cannot
+// read to its end is the program itself.
+func TestWrapperEnd(t *testing.T) {
+	type got struct {
+		Command   string
+		Container bool
+	}
+	for line, want := range map[string]got{
+		"torchrun train.py":                                                   {"torchrun train.py", false},
+		"env NCCL_DEBUG=INFO A=b torchrun train.py":                           {"torchrun train.py", false},
+		"/usr/bin/env -i -u X --unset=Y -C /w --chdir=/x -uZ python train.py": {"python train.py", false},
+		"env -- python train.py":                                              {"python train.py", false},
+		"env -S 'python train.py'":                                            {"env -S 'python train.py'", false},
+		"env A=1":                                                             {"env A=1", false},
+		"apptainer exec --nv img.sif torchrun train.py":                       {"torchrun train.py", true},
+		"apptainer exec -B /a:/b --bind=/c -e --env A=1 docker://nvcr.io/nvidia/pytorch:24.01-py3 python train.py": {"python train.py", true},
+		// Short flags run together: -c and -e, then -B with its value.
+		"singularity exec -ce -B /a img.sif python train.py":                               {"python train.py", true},
+		"singularity exec -ceB /a img.sif python train.py":                                 {"python train.py", true},
+		"singularity exec -B/a img.sif python train.py":                                    {"python train.py", true},
+		"/opt/apptainer/bin/apptainer exec --overlay o.img --nv ./sandbox/ deepspeed t.py": {"deepspeed t.py", true},
+		"env A=1 apptainer exec img.sif env B=2 torchrun t.py":                             {"torchrun t.py", true},
+		// The image's runscript, not a command of the line's.
+		"apptainer run img.sif torchrun train.py": {"apptainer run img.sif torchrun train.py", false},
+		"apptainer exec --nv img.sif":             {"apptainer exec --nv img.sif", false},
+		"apptainer exec --nv":                     {"apptainer exec --nv", false},
+	} {
+		argv := strings.Fields(line)
+		end, container := wrapperEnd(argv)
+		if g := (got{strings.Join(argv[end:], " "), container}); g != want {
+			t.Errorf("wrapperEnd(%s) = %+v, want %+v", line, g, want)
 		}
 	}
 }

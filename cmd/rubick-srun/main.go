@@ -768,7 +768,7 @@ func planStep(cfg config, plan model.Plan, alloc launch.Alloc, stateDir string, 
 	if launch.DetectLauncher(train) == launch.LauncherDeepSpeed && mode == launch.ModeAuto && alloc.Nodes > 1 {
 		// The deepspeed launcher reaches other nodes over ssh, not srun:
 		// srun starts its workers once per GPU instead.
-		u, err := launch.WithoutLauncher(train, launcherPython(train[0]))
+		u, err := launch.WithoutLauncher(train, workerPython(train))
 		if err != nil {
 			return step{}, err
 		}

@@ -165,6 +165,16 @@ func (d distributed) wrap(st *step, geo launch.Geometry, plan model.Plan, self s
 	}
 }
 
+// workerPython is the interpreter the deepspeed launcher of line runs
+// its workers with: the launcher's own (launcherPython), or python3 in a
+// container, whose launcher the host cannot read.
+func workerPython(line []string) string {
+	if launch.InContainer(line) {
+		return "python3"
+	}
+	return launcherPython(launch.Unwrapped(line)[0])
+}
+
 // launcherPython is the interpreter the deepspeed launcher program runs
 // under, from its "#!" line (a pip-installed script names its venv's
 // python); python3 where that cannot be read.

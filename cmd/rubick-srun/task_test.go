@@ -159,8 +159,6 @@ func TestWrap(t *testing.T) {
 	}
 }
 
-// TestPlanStepTorchrunNodes: torchrun on two nodes meets at the job's
-// first node, under the job's id.
 // stepOf is the step planStep makes, in a state directory of its own, of
 // rubick-srun's args for plan on alloc, with env.
 func stepOf(t *testing.T, args []string, plan string, alloc launch.Alloc, env func(string) string) step {
@@ -180,6 +178,8 @@ func stepOf(t *testing.T, args []string, plan string, alloc launch.Alloc, env fu
 	return st
 }
 
+// TestPlanStepTorchrunNodes: torchrun on two nodes meets at the job's
+// first node, under the job's id.
 func TestPlanStepTorchrunNodes(t *testing.T) {
 	st := stepOf(t, []string{"--", "torchrun", "--standalone", "--nproc_per_node=8", "pretrain_gpt.py", "--global-batch-size", "16"},
 		"dp8.tp1.pp1.mb2.a1.z0", launch.Alloc{Nodes: 2, GPUsOnNode: 4, CPUsOnNode: 16},
@@ -189,6 +189,42 @@ func TestPlanStepTorchrunNodes(t *testing.T) {
 		"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --micro-batch-size 2")
 	if d := cmp.Diff(want, st.argv); d != "" {
 		t.Errorf("argv (-want +got):\n%s", d)
+	}
+}
+
+// TestPlanStepInContainer: a launcher inside a container's exec is sized
+// and run once per node as it is outside one; the deepspeed launcher's
+// workers on several nodes run in the container too, under its python3
+// (the host cannot read the launcher in the image). Before, the line was
+// a plain program: srun ran it once per GPU, each starting the line's 8
+// ranks.
+func TestPlanStepInContainer(t *testing.T) {
+	env := envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "gpu[3,9]"})
+	alloc := launch.Alloc{Nodes: 2, GPUsOnNode: 4, CPUsOnNode: 16}
+	st := stepOf(t, []string{"--", "apptainer", "exec", "--nv", "-B", "/data", "img.sif", "torchrun", "--nproc_per_node=8", "pretrain_gpt.py",
+		"--global-batch-size", "16"}, "dp8.tp1.pp1.mb2.a1.z0", alloc, env)
+	want := strings.Fields("srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --gres=gpu:4 --cpus-per-task=16 --kill-on-bad-exit=1 --export=ALL " +
+		"apptainer exec --nv -B /data img.sif torchrun --nproc_per_node=4 --nnodes 2 --rdzv_backend c10d --rdzv_endpoint gpu3:20042 --rdzv_id 42 " +
+		"pretrain_gpt.py --global-batch-size 16 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --micro-batch-size 2")
+	if d := cmp.Diff(want, st.argv); d != "" {
+		t.Errorf("torchrun: argv (-want +got):\n%s", d)
+	}
+	ds := filepath.Join(t.TempDir(), "ds.json")
+	if err := os.WriteFile(ds, []byte(`{"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st = stepOf(t, []string{"--", "singularity", "exec", "--nv", "img.sif", "deepspeed", "--num_gpus", "8", "train.py", "--deepspeed_config", ds},
+		"dp8.tp1.pp1.mb2.a1.z0", alloc, env)
+	if n := len(st.argv); n < 2 || !strings.HasSuffix(st.argv[n-1], "rubick-ds.json") {
+		t.Fatalf("deepspeed: argv %q, want the rewritten config last", st.argv)
+	}
+	// The workers' --local_rank goes after the script: at 7 of the
+	// command (stepOf's rubick-srun has no path).
+	want = append(strings.Fields("srun --nodes=2 --ntasks=8 --ntasks-per-node=4 --gres=gpu:4 --cpus-per-task=4 --kill-on-bad-exit=1 --export=ALL"),
+		"", "--as-task", "--local-rank-at", "7", "--", "singularity", "exec", "--nv", "img.sif", "python3", "-u", "train.py",
+		"--deepspeed_config", st.argv[len(st.argv)-1])
+	if d := cmp.Diff(want, st.argv); d != "" {
+		t.Errorf("deepspeed: argv (-want +got):\n%s", d)
 	}
 }
 
