@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/rubick-sched/rubick/model"
 )
@@ -93,6 +94,9 @@ type GeometryOptions struct {
 	CPUsPerTask int
 	// Launcher is the per-node launcher of the line (DetectLauncher).
 	Launcher string
+	// SrunExtra are the job's own srun options for every step
+	// (CheckSrunExtra).
+	SrunExtra []string
 }
 
 // Geometry is the srun task layout a plan needs.
@@ -107,6 +111,8 @@ type Geometry struct {
 	// BindCores pins each task to its cores: ZeRO-Offload runs the optimizer
 	// step on the CPU, where migrating threads cost throughput.
 	BindCores bool
+	// Extra are the job's own srun options, after the geometry's.
+	Extra []string
 }
 
 // PlanGeometry computes the task layout of plan on alloc. The plan's GPUs
@@ -119,7 +125,8 @@ func PlanGeometry(plan model.Plan, alloc Alloc, opts GeometryOptions) (Geometry,
 	if g < 1 || g%alloc.Nodes != 0 {
 		return Geometry{}, fmt.Errorf("%w: plan %s needs %d GPUs, which do not spread evenly over SLURM_JOB_NUM_NODES=%d nodes", ErrBadInput, plan, g, alloc.Nodes)
 	}
-	geo := Geometry{Mode: opts.Mode, Bind: opts.Bind, Nodes: alloc.Nodes, GPUsPerNode: g / alloc.Nodes, BindCores: plan.Offload}
+	geo := Geometry{Mode: opts.Mode, Bind: opts.Bind, Nodes: alloc.Nodes, GPUsPerNode: g / alloc.Nodes, BindCores: plan.Offload,
+		Extra: opts.SrunExtra}
 	if alloc.GPUsOnNode > 0 && geo.GPUsPerNode > alloc.GPUsOnNode {
 		return Geometry{}, fmt.Errorf("%w: plan %s needs %d GPUs per node but SLURM_GPUS_ON_NODE=%d", ErrBadInput, plan, geo.GPUsPerNode, alloc.GPUsOnNode)
 	}
@@ -186,7 +193,37 @@ func (g Geometry) SrunArgs(srun string) []string {
 	if g.BindCores {
 		args = append(args, "--cpu-bind=cores")
 	}
-	return append(args, "--kill-on-bad-exit=1", ExportAll)
+	return append(append(args, "--kill-on-bad-exit=1", ExportAll), g.Extra...)
+}
+
+// srunOwned are the srun options a step's geometry sets (SrunArgs), or
+// that would place its tasks elsewhere than the plan: the job's own
+// options may not set them again. Long and short names.
+var srunOwned = []string{"--nodes", "-N", "--ntasks", "-n", "--ntasks-per-node", "--ntasks-per-gpu", "--gres", "--gpus", "-G",
+	"--gpus-per-node", "--gpus-per-task", "--gpus-per-socket", "--gpu-bind", "--cpus-per-task", "-c", "--cpus-per-gpu",
+	"--cpu-bind", "--kill-on-bad-exit", "-K", "--export", "--nodelist", "-w", "--exclude", "-x", "--relative", "-r",
+	"--het-group", "--multi-prog", "--overlap"}
+
+// CheckSrunExtra checks a job's own srun options (rubick-srun's
+// --srun-arg, e.g. a container's --container-image=...): each an option,
+// or a value after one, and none the geometry sets.
+func CheckSrunExtra(args []string) error {
+	for i, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			if i == 0 {
+				return fmt.Errorf("%w: --srun-arg=%q is not an srun option: srun would run it as the program", ErrBadInput, a)
+			}
+			continue
+		}
+		name, _, _ := strings.Cut(a, "=")
+		if !strings.HasPrefix(name, "--") && len(name) > 2 {
+			name = name[:2] // "-N2"
+		}
+		if slices.Contains(srunOwned, name) {
+			return fmt.Errorf("%w: --srun-arg=%q: rubick-srun sets srun's %s from the plan", ErrBadInput, a, name)
+		}
+	}
+	return nil
 }
 
 // ExportAll passes the batch step's environment to every srun step: a job

@@ -567,7 +567,7 @@ var srunFlags = map[string]bool{
 	"model-type": false, "report-url": false, "munge": false, "munge-socket": false, "report-skip": false,
 	"profile-iters": false, "profile-timeout": false, "profile-run-timeout": false, "plan-wait": false, "local-rank-at": false,
 	"log-level": false, "ensure-load": true, "requeue-on-checkpoint": true, "requeue-mail": true, "dry-run": true,
-	"as-task": true, "h": true, "help": true,
+	"as-task": true, "h": true, "help": true, "srun-arg": false,
 }
 
 // SrunBoolFlag is true for the rubick-srun flags that take no value.

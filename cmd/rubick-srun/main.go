@@ -31,6 +31,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,8 +87,10 @@ type config struct {
 	asTask      bool
 	localRankAt int
 	// self is this program, as a per-GPU step's tasks run it.
-	self          string
-	logLevel      string
+	self     string
+	logLevel string
+	// srunArgs are the job's own options for every srun step.
+	srunArgs      []string
 	train         []string
 	checkpointSig syscall.Signal
 	parsedDialect launch.Dialect
@@ -117,6 +120,12 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	}
 	if c.parsedBind, err = launch.ParseGPUBind(c.gpuBind); err != nil {
 		return c, fmt.Errorf("--gpu-bind: %w", err)
+	}
+	if err := launch.CheckSrunExtra(c.srunArgs); err != nil {
+		return c, err
+	}
+	if len(c.srunArgs) > 0 && c.parsedMode == launch.ModeDirect {
+		return c, fmt.Errorf("--srun-arg=%q with --launcher direct, which runs no srun step", c.srunArgs[0])
 	}
 	if c.checkpointSig, err = parseSignal(c.signal); err != nil {
 		return c, err
@@ -176,6 +185,10 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) *flag.F
 	fs.BoolVar(&c.asTask, asTaskFlag, false, "run as one task of a per-GPU step, as rubick-srun starts them: set RANK, LOCAL_RANK and GROUP_RANK from SLURM_PROCID, SLURM_LOCALID and SLURM_NODEID, then exec the command")
 	fs.IntVar(&c.localRankAt, localRankAtFlag, -1, "with --as-task, insert --local_rank=SLURM_LOCALID at this index of the command, as the deepspeed launcher passes it (-1: none)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.Func("srun-arg", "an srun option of the job's own for every step, e.g. a container's --srun-arg=--container-image=IMAGE; repeat it for several (not those rubick-srun sets from the plan: nodes, tasks, GPUs, CPUs, binding, --export)", func(v string) error {
+		c.srunArgs = append(c.srunArgs, v)
+		return nil
+	})
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: rubick-srun [flags] [--] <training command...>\n\nflags:")
 		fs.PrintDefaults()
@@ -732,7 +745,7 @@ func unchangedStep(cfg config) step {
 	if cfg.parsedMode == launch.ModeDirect {
 		return step{argv: cfg.train}
 	}
-	st := step{argv: append([]string{cfg.srun, launch.ExportAll}, cfg.train...)}
+	st := step{argv: slices.Concat([]string{cfg.srun, launch.ExportAll}, cfg.srunArgs, cfg.train)}
 	st.signalsThroughScancel(cfg)
 	return st
 }
@@ -784,7 +797,7 @@ func planStep(cfg config, plan model.Plan, alloc launch.Alloc, stateDir string, 
 		}
 	}
 	geo, err := launch.PlanGeometry(plan, alloc, launch.GeometryOptions{Mode: mode, Bind: cfg.parsedBind,
-		CPUsPerTask: cfg.cpusPerTask, Launcher: launch.DetectLauncher(train)})
+		CPUsPerTask: cfg.cpusPerTask, Launcher: launch.DetectLauncher(train), SrunExtra: cfg.srunArgs})
 	if err != nil {
 		return step{}, err
 	}

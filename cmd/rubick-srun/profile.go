@@ -335,7 +335,8 @@ func newProfilePhase(cfg config, plan *model.Plan, alloc launch.Alloc, stateDir 
 // geometry is the task layout of run's step on the first node.
 func (ph *profilePhase) geometry(run launch.ProfileRun) (launch.Geometry, error) {
 	return launch.PlanGeometry(run.Plan, launch.Alloc{Nodes: 1, GPUsOnNode: ph.gpusOnNode, CPUsOnNode: run.CPUs},
-		launch.GeometryOptions{Mode: ph.cfg.parsedMode, Bind: ph.cfg.parsedBind, Launcher: launch.DetectLauncher(ph.cfg.train)})
+		launch.GeometryOptions{Mode: ph.cfg.parsedMode, Bind: ph.cfg.parsedBind, Launcher: launch.DetectLauncher(ph.cfg.train),
+			SrunExtra: ph.cfg.srunArgs})
 }
 
 // profileTP is the TP degree of the profiling phase's one tensor-parallel

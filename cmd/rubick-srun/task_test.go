@@ -228,6 +228,59 @@ func TestPlanStepInContainer(t *testing.T) {
 	}
 }
 
+// TestSrunArgs: the job's own srun options (a container's, say) go to
+// every step after the geometry's, planned or not; those the plan sets,
+// a program in their place, and any with no srun step are refused.
+func TestSrunArgs(t *testing.T) {
+	env := envMap(map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "gpu3"})
+	own := []string{"--srun-arg=--container-image=nvcr.io#nvidia/pytorch:24.05-py3", "--srun-arg", "--container-mounts", "--srun-arg", "/data:/data"}
+	st := stepOf(t, append(own, "--", "torchrun", "--nproc_per_node=8", "pretrain_gpt.py", "--global-batch-size", "16"),
+		"dp4.tp1.pp1.mb2.a2.z0", launch.Alloc{Nodes: 1, GPUsOnNode: 8, CPUsOnNode: 16}, env)
+	want := strings.Fields("srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --gres=gpu:4 --cpus-per-task=16 --kill-on-bad-exit=1 --export=ALL " +
+		"--container-image=nvcr.io#nvidia/pytorch:24.05-py3 --container-mounts /data:/data " +
+		"torchrun --nproc_per_node=4 --nnodes 1 --master_port 20042 pretrain_gpt.py --global-batch-size 16 " +
+		"--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --micro-batch-size 2")
+	if d := cmp.Diff(want, st.argv); d != "" {
+		t.Errorf("planned: argv (-want +got):\n%s", d)
+	}
+	cfg, err := parseFlags(append(own, "--", "python", "train.py"), envMap(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = strings.Fields("srun --export=ALL --container-image=nvcr.io#nvidia/pytorch:24.05-py3 --container-mounts /data:/data python train.py")
+	if d := cmp.Diff(want, unchangedStep(cfg).argv); d != "" {
+		t.Errorf("unplanned: argv (-want +got):\n%s", d)
+	}
+	// The profiling phase's runs too.
+	if cfg, err = parseFlags(append(own, "--", "python", "pretrain_gpt.py", "--micro-batch-size", "2", "--global-batch-size", "16"),
+		envMap(nil), io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	ph, err := newProfilePhase(cfg, nil, launch.Alloc{Nodes: 1, GPUsOnNode: 8, CPUsOnNode: 16}, t.TempDir(), nil)
+	if err != nil || len(ph.runs) == 0 {
+		t.Fatalf("profiling phase: %v, %v", ph, err)
+	}
+	geo, err := ph.geometry(ph.runs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := geo.SrunArgs("srun"); !slices.Contains(got, "--container-mounts") {
+		t.Errorf("profiling run: srun %q, want the job's own options", got)
+	}
+	for _, tc := range []struct{ args, want string }{
+		{"--srun-arg=-N2", `--srun-arg="-N2": rubick-srun sets srun's -N from the plan`},
+		{"--srun-arg=--gres=gpu:8", `--srun-arg="--gres=gpu:8": rubick-srun sets srun's --gres`},
+		{"--srun-arg --export=NONE", `rubick-srun sets srun's --export`},
+		{"--srun-arg=hostname", `--srun-arg="hostname" is not an srun option`},
+		{"--launcher direct --srun-arg=--container-image=x", `--srun-arg="--container-image=x" with --launcher direct`},
+	} {
+		_, err := parseFlags(append(strings.Fields(tc.args), "--", "python", "train.py"), envMap(nil), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %s", tc.args, err, tc.want)
+		}
+	}
+}
+
 // TestPlanStepTorchrunDirect: without srun the launcher is sized too, on
 // the batch host (before, torchrun started the line's 8 ranks for a
 // 4-GPU plan).
