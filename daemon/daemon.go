@@ -499,7 +499,7 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 		if !owed {
 			continue
 		}
-		if err := d.writeTag(ctx, j.ID, *w.of(j)); err != nil {
+		if err := d.ackTag(ctx, j.ID, *w.of(j)); err != nil {
 			d.deps.Logger.Warn("acknowledging the requeue of an unfinished action failed; the next cycle tries again", "job", j.ID, "err", err)
 			continue
 		}
@@ -528,6 +528,13 @@ func wroteTag(j slurm.Job, a store.Action) bool {
 func (d *Daemon) writeTag(ctx context.Context, id int, tag slurm.Tag) error {
 	t := cloneTag(tag)
 	return d.deps.Applier.Apply(ctx, []slurm.Action{{Kind: slurm.ActionAnnotate, JobID: id, Tag: &t}})[0].Err
+}
+
+// ackTag writes tag to job id to acknowledge rubick's own requeue of it
+// (slurm.Action.Acknowledge).
+func (d *Daemon) ackTag(ctx context.Context, id int, tag slurm.Tag) error {
+	t := cloneTag(tag)
+	return d.deps.Applier.Apply(ctx, []slurm.Action{{Kind: slurm.ActionAnnotate, JobID: id, Tag: &t, Acknowledge: true}})[0].Err
 }
 
 // ackWait is the tag that acknowledges a job's requeue: tag, nil for the
@@ -646,7 +653,7 @@ func (d *Daemon) ackRequeues(ctx context.Context, jobs []slurm.Job) []slurm.Job 
 			d.acked(ctx, id) // acknowledged, started or gone since
 			continue
 		}
-		werr := d.writeTag(ctx, id, *w.of(jobs[i]))
+		werr := d.ackTag(ctx, id, *w.of(jobs[i]))
 		j, err := d.deps.Cluster.Job(ctx, id)
 		if werr == nil && err == nil {
 			d.acked(ctx, id)
@@ -2170,8 +2177,10 @@ func (d *Daemon) runCycle(ctx context.Context) (CycleReport, error) {
 
 // WaitCheckpoint returns the Applier's checkpoint wait: it polls the job
 // until it stops running, which is what a job under rubick-srun does once
-// its trainer has checkpointed (it requeues itself held). The Applier
-// bounds the wait and requeues the job itself when the bound passes.
+// its trainer has checkpointed (it requeues itself held). A job still
+// completing is waited for: its final state (requeued, failed, cancelled)
+// is what tells the Applier whether to requeue it. The Applier bounds the
+// wait and requeues the job itself when the bound passes.
 func WaitCheckpoint(c Cluster, every time.Duration) func(ctx context.Context, j slurm.Job) error {
 	return func(ctx context.Context, j slurm.Job) error {
 		t := time.NewTicker(every)
@@ -2183,9 +2192,16 @@ func WaitCheckpoint(c Cluster, every time.Duration) func(ctx context.Context, j 
 			case <-t.C:
 			}
 			now, err := c.Job(ctx, j.ID)
-			if err == nil && now.State != slurm.StateRunning {
+			if err == nil && !stillRunning(now) {
 				return nil
 			}
 		}
 	}
+}
+
+// stillRunning reports whether j runs or is on its way out of running:
+// COMPLETING is a base state in 22.05 and a flag in 24.11.
+func stillRunning(j slurm.Job) bool {
+	return j.State == slurm.StateRunning || j.State == slurm.StateCompleting ||
+		slices.Contains(j.StateFlags, slurm.StateCompleting)
 }

@@ -479,6 +479,21 @@ func TestWaitCheckpointReturnsWhenJobLeavesRunning(t *testing.T) {
 	if err := wait(ctx, j); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("wait on a running job = %v, want the deadline", err)
 	}
+	// Completing (a base state in 22.05, a flag in 24.11) is not over:
+	// only the final state says whether the job requeued itself or ended.
+	for _, completing := range []slurm.Job{
+		{ID: j.ID, State: slurm.StateCompleting},
+		{ID: j.ID, State: slurm.StateCancelled, StateFlags: []string{slurm.StateCompleting}},
+	} {
+		c.jobs[0] = completing
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		err := wait(ctx, j)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("wait on a job %s %v = %v, want the deadline", completing.State, completing.StateFlags, err)
+		}
+	}
+	c.jobs[0] = j
 	c.jobs[0].State = slurm.StatePending
 	if err := wait(context.Background(), j); err != nil {
 		t.Fatalf("wait on a requeued job = %v", err)

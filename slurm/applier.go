@@ -90,6 +90,11 @@ type Action struct {
 	// earlier give-back whose tag was not written gave them back), they
 	// stay as they are.
 	MailType string
+	// Acknowledge, with annotate, says the tag acknowledges a requeue of
+	// rubick's own whose tag was not written (a failure or a crash after
+	// the requeue): the job then reads as requeued by someone else
+	// (RequeuedByOther), which refuses any other annotate.
+	Acknowledge bool
 }
 
 // StepResult is one executed (or skipped) step of an action.
@@ -321,6 +326,11 @@ func (r *run) do(ctx context.Context) error {
 		if act.Tag == nil {
 			return fmt.Errorf("%w: annotate without a tag", ErrBadAction)
 		}
+		if !act.Hold && !act.Acknowledge && RequeuedByOther(job) {
+			// The tag's restart count would claim their requeue for
+			// rubick. Marking it held by them (Hold) is what counts it.
+			return fmt.Errorf("annotate job %d: %w", act.JobID, errRequeuedByOther)
+		}
 		return r.annotate(ctx, job)
 	case ActionStart:
 		if job.State != StatePending {
@@ -348,6 +358,10 @@ func (r *run) do(ctx context.Context) error {
 	case ActionTimeLimit:
 		if job.State != StateRunning && job.State != StatePending {
 			return fmt.Errorf("time limit of job %d: %w: %s, want RUNNING or PENDING", act.JobID, ErrJobState, job.State)
+		}
+		if RequeuedByOther(job) {
+			// Theirs now, and the tag would count their requeue as rubick's.
+			return fmt.Errorf("time limit of job %d: %w", act.JobID, errRequeuedByOther)
 		}
 		argv := append([]string{r.a.cfg.Scontrol, "update", r.jobArg()}, limitArgs(job, act.TimeLimit)...)
 		if act.Tag != nil {
@@ -766,12 +780,19 @@ func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeue
 	return r.cmd(ctx, "release", r.a.cfg.Scontrol, "release", r.id())
 }
 
+// errRequeuedByOther refuses an action on a job someone else requeued held
+// since the cycle read it (RequeuedByOther).
+var errRequeuedByOther = fmt.Errorf("%w: requeued and held by its user or an administrator since the cycle read it", ErrJobState)
+
 // heldByOthers is an ErrJobState error when pending job j is held by its
-// user or an administrator: rubickd's release, root's, would end their hold
-// (job_submit.lua takes their mark out), and the cycle that chose to start
-// the job read it before they held it.
+// user or an administrator, or was requeued held by them: rubickd's
+// release, root's, would end their hold (job_submit.lua takes their mark
+// out), and the cycle that chose to start the job read it before they held
+// it.
 func heldByOthers(j Job) error {
 	switch {
+	case RequeuedByOther(j):
+		return errRequeuedByOther
 	case HeldByUser(j):
 		return fmt.Errorf("%w: held by its user since the cycle read it", ErrJobState)
 	case HeldByAdmin(j):
@@ -895,6 +916,13 @@ func (r *run) checkpointRequeue(ctx context.Context, job Job) (time.Time, error)
 		// pending job.
 		r.step(StepResult{Name: "requeuehold", Note: "the job requeued itself after its checkpoint"})
 		return r.a.cfg.Clock.Now(), nil
+	case err == nil && endedByOther(now):
+		// scancel, the time limit or Slurm's own preemption ended it while
+		// it checkpointed: a requeuehold would bring back, held, a job its
+		// owner or the cluster meant to end. A job that failed because its
+		// batch shell did not survive the signal is requeued as planned.
+		r.step(StepResult{Name: "requeuehold", Note: "job ended (" + now.State + ") during the checkpoint wait; not requeued"})
+		return time.Time{}, fmt.Errorf("%s job %d: %w: %s during the checkpoint wait", act.Kind, act.JobID, ErrJobState, now.State)
 	case err == nil && now.State == StateSuspended:
 		// Stopped before it could checkpoint: a requeue would lose its work
 		// since the last checkpoint and end the suspension. Resumed,
@@ -908,6 +936,17 @@ func (r *run) checkpointRequeue(ctx context.Context, job Job) (time.Time, error)
 		return time.Time{}, err
 	}
 	return r.a.cfg.Clock.Now(), nil
+}
+
+// endedByOther reports whether j ended in a state that only a cancel, a
+// limit or Slurm's preemption gives: the signal rubick sends ends a job
+// that does not catch it as FAILED, never as one of these.
+func endedByOther(j Job) bool {
+	switch j.State {
+	case StateCancelled, StateTimeout, StateDeadline, StatePreempted:
+		return true
+	}
+	return false
 }
 
 // quietMail takes BEGIN and REQUEUE out of the mail types of job, as read

@@ -463,6 +463,41 @@ func TestApplyCheckpointWait(t *testing.T) {
 			t.Errorf("argv (-want +got):\n%s", diff)
 		}
 	})
+	for _, state := range []string{StateCancelled, StateTimeout, StateDeadline, StatePreempted} {
+		t.Run("job "+state+" during the wait", func(t *testing.T) {
+			// requeuehold brings an ended job back pending and held: one
+			// its user cancelled must stay cancelled.
+			ended := running(32, "node2", "node3")
+			ended.State = state
+			f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), ended}}, func(c *ApplierConfig) {
+				c.WaitCheckpoint = func(ctx context.Context, j Job) error { return nil }
+			})
+			res := f.app.ApplyOne(context.Background(), Action{Kind: ActionPreempt, JobID: 32})
+			if !errors.Is(res.Err, ErrJobState) || !strings.Contains(res.Err.Error(), state) {
+				t.Errorf("Err = %v, want ErrJobState naming %s", res.Err, state)
+			}
+			want := [][]string{showMail, {"/usr/bin/scancel", "--signal=USR1", "--batch", "32"}}
+			if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
+				t.Errorf("argv (-want +got):\n%s", diff)
+			}
+		})
+	}
+	t.Run("job failed on the signal", func(t *testing.T) {
+		// A batch script that does not catch the signal dies of it: FAILED,
+		// and requeued as planned.
+		failed := running(32, "node2", "node3")
+		failed.State = StateFailed
+		f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3"), failed, requeued(32)}}, func(c *ApplierConfig) {
+			c.WaitCheckpoint = func(ctx context.Context, j Job) error { return nil }
+		})
+		res := f.app.ApplyOne(context.Background(), Action{Kind: ActionPreempt, JobID: 32})
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		if calls := f.runner.Calls(); len(calls) < 3 || !slices.Equal(calls[2], []string{"/usr/bin/scontrol", "requeuehold", "32"}) {
+			t.Errorf("calls %q; want the requeuehold third", calls)
+		}
+	})
 	t.Run("bounded", func(t *testing.T) {
 		f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3")}}, func(c *ApplierConfig) {
 			c.CheckpointTimeout = 20 * time.Millisecond
@@ -1249,5 +1284,55 @@ func TestApplyRestartFoundRequeuedWaits(t *testing.T) {
 	}
 	if calls := f.runner.Calls(); !slices.ContainsFunc(calls, func(c []string) bool { return slices.Contains(c, "release") }) {
 		t.Errorf("argv %q; want a release", calls)
+	}
+}
+
+// A job someone else requeued held since the cycle read it is theirs: an
+// action that would write rubick's tag on it would count their requeue
+// as rubick's (the restart count) and leave it to be released. Only the
+// mark that it is held by them (Hold) is written.
+func TestApplyRequeuedByOtherSinceTheCycle(t *testing.T) {
+	theirs := func() Job {
+		j := requeued(7)
+		j.RestartCount = 2
+		j.AdminComment = "model_type=gpt2;rubick:v1 model=gpt2 gen=1 rc=1"
+		j.Tag = &Tag{ModelType: "gpt2", Generation: 1, Extra: map[string]string{TagRestarts: "1"}}
+		return j
+	}
+	tag := &Tag{ModelType: "gpt2", Generation: 2}
+	for _, act := range []Action{
+		{Kind: ActionAnnotate, JobID: 7, Tag: tag},
+		{Kind: ActionAnnotate, JobID: 7, Tag: tag, MailType: "BEGIN,END"},
+		{Kind: ActionTimeLimit, JobID: 7, TimeLimit: time.Hour, Tag: tag},
+		{Kind: ActionTimeLimit, JobID: 7, TimeLimit: time.Hour},
+		{Kind: ActionRelease, JobID: 7, Tag: tag},
+		{Kind: ActionStart, JobID: 7, Nodes: []string{"node1"}, GPUsPerNode: 1, CPUsPerTask: 1, MemPerNodeMB: 1000, Tag: tag},
+	} {
+		f := newApplierFixture(t, map[int][]Job{7: {theirs()}}, nil)
+		res := f.app.ApplyOne(context.Background(), act)
+		if !errors.Is(res.Err, ErrJobState) || len(f.runner.Calls()) != 0 {
+			t.Errorf("%s (tag %t): Err = %v, calls %q; want ErrJobState and no command", act.Kind, act.Tag != nil, res.Err, f.runner.Calls())
+		}
+	}
+	f := newApplierFixture(t, map[int][]Job{7: {theirs()}}, nil)
+	res := f.app.ApplyOne(context.Background(), Action{Kind: ActionAnnotate, JobID: 7, Tag: tag, Hold: true})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	want := [][]string{
+		{"/usr/bin/scontrol", "update", "JobId=7", "Comment=rubick:hold"},
+		{"/usr/bin/scontrol", "update", "JobId=7", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 gen=2 rc=2"},
+	}
+	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
+		t.Errorf("the hold's mark: argv (-want +got):\n%s", diff)
+	}
+	// rubick's own requeue, its tag not written yet, reads the same: the
+	// acknowledgement writes it.
+	f = newApplierFixture(t, map[int][]Job{7: {theirs()}}, nil)
+	if res := f.app.ApplyOne(context.Background(), Action{Kind: ActionAnnotate, JobID: 7, Tag: tag, Acknowledge: true}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if diff := cmp.Diff(want[1:], f.runner.Calls()); diff != "" {
+		t.Errorf("the acknowledgement: argv (-want +got):\n%s", diff)
 	}
 }
