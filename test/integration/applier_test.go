@@ -4,10 +4,12 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/rubick-sched/rubick/daemon"
 	"github.com/rubick-sched/rubick/slurm"
 )
 
@@ -45,5 +47,55 @@ func TestApplierStartBelowSubmittedCPUs(t *testing.T) {
 		func() string { return showJob(t, id) })
 	if j, err := c.Job(ctx, jid); err != nil || j.CPUs != 4 || j.NodeCount != 1 || j.GPUsPerNode != 4 {
 		t.Errorf("job %s running with %d CPUs on %d nodes, %d GPUs each (%v); want 4 on 1, 4", id, j.CPUs, j.NodeCount, j.GPUsPerNode, err)
+	}
+}
+
+// A job its user cancels while rubickd waits for its checkpoint stays
+// cancelled: scontrol requeuehold takes a CANCELLED job and brings it back
+// pending and held, so the preemption stops at the job's end state.
+func TestApplierLeavesJobCancelledDuringCheckpoint(t *testing.T) {
+	l := needLab(t)
+	needScheduler(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := l.cluster(ctx, t)
+	node := l.idleNodes(t, 1)[0]
+	// The trainer ignores the signal, as one still writing its checkpoint.
+	id := l.sbatch(t, "--model-type=bert", "-p", l.partition, "-N1", "--gres=gpu:2", "--mem=1G", "--requeue",
+		"--wrap", "trap '' USR1; sleep 60")
+	jid, _ := strconv.Atoi(id)
+	t.Cleanup(func() { command("", "scancel", id) })
+	j, err := c.Job(ctx, jid)
+	if err != nil || j.Tag == nil {
+		t.Fatalf("job %s: tag %v (%v); want tagged by job_submit.lua", id, j.Tag, err)
+	}
+	tag := *j.Tag
+	tag.Plan, tag.Generation = "dp2.tp1.pp1.mb8.a1.z0", 1
+	start, err := slurm.NewApplier(slurm.ApplierConfig{Scontrol: "scontrol", Scancel: "scancel", Cluster: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := start.ApplyOne(ctx, slurm.Action{Kind: slurm.ActionStart, JobID: jid, Nodes: []string{node}, GPUsPerNode: 2,
+		CPUsPerTask: 1, MemPerNodeMB: 1000, Tag: &tag}); res.Err != nil {
+		t.Fatalf("start: %v (steps %+v)", res.Err, res.Steps)
+	}
+	waitState(t, id, "RUNNING", 20*time.Second)
+	wait := daemon.WaitCheckpoint(c, 200*time.Millisecond)
+	app, err := slurm.NewApplier(slurm.ApplierConfig{Scontrol: "scontrol", Scancel: "scancel", Cluster: c,
+		CheckpointTimeout: 20 * time.Second,
+		WaitCheckpoint: func(ctx context.Context, j slurm.Job) error {
+			run(t, "scancel", id) // its user, mid-checkpoint
+			return wait(ctx, j)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := app.ApplyOne(ctx, slurm.Action{Kind: slurm.ActionPreempt, JobID: jid})
+	if !errors.Is(res.Err, slurm.ErrJobState) {
+		t.Errorf("preempt of a job cancelled during its checkpoint: %v (steps %+v); want ErrJobState", res.Err, res.Steps)
+	}
+	time.Sleep(2 * time.Second)
+	if got := field(showJob(t, id), "JobState"); got != "CANCELLED" {
+		t.Errorf("job %s is %s; want it left CANCELLED\n%s", id, got, showJob(t, id))
 	}
 }
