@@ -593,8 +593,8 @@ func (r *run) writeTag(ctx context.Context, job Job, tag Tag, hold bool, extra .
 
 // tagArgs are the scontrol update arguments that write tag, with the
 // job's restart count (TagRestarts), into the AdminComment job has now,
-// and its Comment: without RequeueWord (that requeue is rubick's, and
-// this is its answer), and with UserHoldWord for hold. by, when set, names
+// and its Comment: without RequeueWord unless the job runs (that requeue
+// is rubick's, and this is its answer), and with UserHoldWord for hold. by, when set, names
 // the writer (TagBy); quieted, when set, is the MailType the writer's run
 // took BEGIN and REQUEUE out of (TagMail), which the tag keeps. Only the
 // fields that change; none when neither does.
@@ -612,7 +612,13 @@ func tagArgs(job Job, tag Tag, hold bool, by, quieted string) ([]string, error) 
 	if by != "" {
 		tag.Extra[TagBy] = by
 	}
-	comment := WithoutWord(job.Comment, RequeueWord)
+	comment := job.Comment
+	if job.State != StateRunning {
+		// A running job's mark is rubick-srun's requeue to come, which
+		// this tag does not answer: taken out, that requeue would read
+		// as someone else's (RequeuedByOther).
+		comment = WithoutWord(comment, RequeueWord)
+	}
 	// The mail types rubick-srun quieted for its own requeue move into the
 	// tag, to be given back once the job runs (Action.MailType). Each
 	// quieting records what it found over an older record: that one's

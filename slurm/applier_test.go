@@ -1336,3 +1336,30 @@ func TestApplyRequeuedByOtherSinceTheCycle(t *testing.T) {
 		t.Errorf("the acknowledgement: argv (-want +got):\n%s", diff)
 	}
 }
+
+// rubick-srun marks its job's Comment before it requeues the job itself: a
+// tag written on the running job in between (a time limit, a mail
+// give-back's retry) keeps the mark, or the requeue would read as someone
+// else's and the job wait for a release by hand.
+func TestApplyTagKeepsRunningJobsRequeueMark(t *testing.T) {
+	j := running(5, "node1")
+	j.Comment = "my note rubick:requeue rubick:mail=begin,end"
+	tag := &Tag{ModelType: "gpt2", Generation: 1}
+	for _, act := range []Action{
+		{Kind: ActionAnnotate, JobID: 5, Tag: tag},
+		{Kind: ActionTimeLimit, JobID: 5, Tag: tag, TimeLimit: time.Hour},
+	} {
+		f := newApplierFixture(t, map[int][]Job{5: {j}}, nil)
+		if res := f.app.ApplyOne(context.Background(), act); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		calls := f.runner.Calls()
+		if len(calls) != 1 {
+			t.Fatalf("%s: calls %q; want one update", act.Kind, calls)
+		}
+		got := calls[0]
+		if c := slices.IndexFunc(got, func(a string) bool { return strings.HasPrefix(a, "Comment=") }); c >= 0 && !HasWord(got[c], RequeueWord) {
+			t.Errorf("%s: %q takes out the requeue mark", act.Kind, got)
+		}
+	}
+}
