@@ -714,7 +714,12 @@ func TestJobRef(t *testing.T) {
 		"7":    {ID: 7},
 		"40_3": {ID: 40, ArrayJobID: 40, ArrayTaskID: 3},
 		"40_0": {ID: 41, ArrayJobID: 40, ArrayTaskID: 0},
-		"40":   {ID: 40, ArrayJobID: 40, ArrayTasks: "0-2"},
+		// The record of tasks not split off yet: those alone, not the
+		// array's every task.
+		"40_[0-2]":          {ID: 40, ArrayJobID: 40, ArrayTasks: "0-2"},
+		"40_[0-1,3-5]":      {ID: 40, ArrayJobID: 40, ArrayTasks: "0-1,3-5%3"},
+		"40_[0,4,8,12]":     {ID: 40, ArrayJobID: 40, ArrayTasks: "0-12:4%2"},
+		"40_[1,2,5,7,9,11]": {ID: 40, ArrayJobID: 40, ArrayTasks: "1-2,5-11:2"},
 	} {
 		if got := j.Ref(); got != want {
 			t.Errorf("%+v.Ref() = %q, want %q", j, got, want)

@@ -672,7 +672,7 @@ func TestJobsGPUsPerJobAndArrays(t *testing.T) {
 			{"job_id":55,"job_state":"PENDING","node_count":2,"tres_req_str":"cpu=8,node=2,gres/gpu=5","array_job_id":0},
 			{"job_id":46,"job_state":"PENDING","node_count":1,"tres_per_node":"gres:gpu:1","array_job_id":46,"array_task_id":1,"array_task_string":"","array_max_tasks":2},
 			{"job_id":48,"job_state":"PENDING","node_count":1,"tres_per_node":"gres:gpu:2","array_job_id":48,"array_task_string":"0-2"}]}`,
-			[]got{{4, true, 0, 0, "", "53", 0}, {4, true, 0, 0, "", "54", 0}, {0, false, 0, 0, "", "55", 0}, {1, false, 46, 1, "", "46_1", 2}, {2, false, 48, 0, "0-2", "48", 0}}},
+			[]got{{4, true, 0, 0, "", "53", 0}, {4, true, 0, 0, "", "54", 0}, {0, false, 0, 0, "", "55", 0}, {1, false, 46, 1, "", "46_1", 2}, {2, false, 48, 0, "0-2", "48_[0-2]", 0}}},
 		"24.11": {Version41, "/slurm/v0.0.41/jobs/", `{"errors":[],"warnings":[],"jobs":[
 			{"job_id":53,"job_state":["PENDING"],"node_count":{"set":true,"number":1},"tres_per_job":"gres/gpu:4","tres_req_str":"cpu=1,node=1,gres/gpu=4","array_job_id":{"set":true,"number":0}},
 			{"job_id":47,"job_state":["PENDING"],"node_count":{"set":true,"number":1},"tres_per_node":"gres/gpu:1","array_job_id":{"set":true,"number":46},"array_task_id":{"set":true,"number":0},"array_max_tasks":{"set":true,"infinite":false,"number":2}},

@@ -3,6 +3,7 @@ package slurm
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -260,16 +261,46 @@ func (j Job) RunTime(now time.Time) time.Duration {
 	return max(now.Sub(j.StartTime), 0)
 }
 
-// Ref names the job to scontrol and scancel: "ARRAY_TASK" for a task of a
-// job array, since the array's ID (which the array's last record keeps as
-// its own) names every task; the ID for other jobs and for an array record
-// that still holds several tasks.
+// Ref names the job to scontrol update and release and to scancel:
+// "ARRAY_TASK" for a task of a job array, since the array's ID (which the
+// array's last record keeps as its own) names every task, split off or
+// not; "ARRAY_[TASKS]" for an array record that still holds several
+// tasks, which names those alone (22.05 lab: an update of the bare ID
+// reached a task split off before, a release of the bracketed list did
+// not); the ID for other jobs. scontrol show job refuses the bracketed
+// form, so a job's own fields are read by its ID.
 func (j Job) Ref() string {
-	if j.ArrayJobID > 0 && j.ArrayTasks == "" {
+	switch {
+	case j.ArrayJobID > 0 && j.ArrayTasks == "":
 		return strconv.Itoa(j.ArrayJobID) + "_" + strconv.Itoa(j.ArrayTaskID)
+	case j.ArrayJobID > 0:
+		return strconv.Itoa(j.ArrayJobID) + "_[" + arrayRefTasks(j.ArrayTasks) + "]"
 	}
 	return strconv.Itoa(j.ID)
 }
+
+// arrayRefTasks is a task list as scontrol takes it between brackets:
+// without the "%limit" Slurm reports after it, and, as scontrol refuses
+// a ":step" there (22.05 lab), with stepped ranges written out.
+func arrayRefTasks(tasks string) string {
+	list, _, _ := strings.Cut(tasks, "%")
+	if !strings.Contains(list, ":") {
+		return list
+	}
+	ids, err := ArrayTaskIDs(list, maxArrayRefTasks)
+	if err != nil {
+		return list // scontrol names what it cannot read
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = strconv.Itoa(id)
+	}
+	return strings.Join(out, ",")
+}
+
+// maxArrayRefTasks bounds a written-out task list: Slurm's default
+// MaxArraySize is 1001.
+const maxArrayRefTasks = 1 << 16
 
 // Partition is a Slurm partition.
 type Partition struct {

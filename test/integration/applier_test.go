@@ -99,3 +99,38 @@ func TestApplierLeavesJobCancelledDuringCheckpoint(t *testing.T) {
 		t.Errorf("job %s is %s; want it left CANCELLED\n%s", id, got, showJob(t, id))
 	}
 }
+
+// The release of an array's record of tasks not split off yet releases
+// those alone: a task split off before, held for a plan of its own, stays
+// held. (The bare array ID names every task.)
+func TestApplierReleasesArrayRecordAlone(t *testing.T) {
+	l := needLab(t)
+	needScheduler(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := l.cluster(ctx, t)
+	app, err := slurm.NewApplier(slurm.ApplierConfig{Scontrol: "scontrol", Scancel: "scancel", Cluster: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := l.sbatch(t, "--model-type=bert", "-p", l.partition, "-N1", "--gres=gpu:1", "--mem=1G", "--array=0-3",
+		"--wrap", "sleep 20")
+	jid, _ := strconv.Atoi(id)
+	t.Cleanup(func() { command("", "scancel", id) })
+	if res := app.ApplyOne(ctx, slurm.Action{Kind: slurm.ActionSplit, JobID: jid, Tasks: []int{1}}); res.Err != nil {
+		t.Fatalf("split: %v (steps %+v)", res.Err, res.Steps)
+	}
+	if res := app.ApplyOne(ctx, slurm.Action{Kind: slurm.ActionRelease, JobID: jid}); res.Err != nil {
+		t.Fatalf("release: %v (steps %+v)", res.Err, res.Steps)
+	}
+	task := id + "_1"
+	for _, k := range []string{"0", "2", "3"} {
+		waitForOr(t, 20*time.Second, "task "+id+"_"+k+" released", func() bool {
+			s := field(showJob(t, id+"_"+k), "JobState")
+			return s == "RUNNING" || s == "COMPLETED"
+		}, func() string { return showJob(t, id+"_"+k) })
+	}
+	if out := showJob(t, task); field(out, "JobState") != "PENDING" || field(out, "Reason") != "JobHeldUser" {
+		t.Errorf("task %s split off before the release: %s %s; want it still held\n%s", task, field(out, "JobState"), field(out, "Reason"), out)
+	}
+}
