@@ -426,7 +426,8 @@ func validateAction(act Action) error {
 	}
 	if act.Tag != nil {
 		if err := act.Tag.Validate(); err != nil {
-			return bad("%v", err)
+			// Both sentinels: a bad action, because of a bad tag.
+			return fmt.Errorf("%w: job %d %s: %w", ErrBadAction, act.JobID, act.Kind, err)
 		}
 	}
 	if act.Hold && act.Kind != ActionAnnotate {

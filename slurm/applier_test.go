@@ -158,6 +158,11 @@ func TestApplyRejectsBeforeRunning(t *testing.T) {
 			}
 		})
 	}
+	// A bad tag is both: the caller may tell it from other bad actions.
+	f := newApplierFixture(t, nil, nil)
+	if res := f.app.ApplyOne(context.Background(), tests["bad tag"].act); !errors.Is(res.Err, ErrTag) {
+		t.Errorf("bad tag: Err = %v, want ErrTag too", res.Err)
+	}
 }
 
 func TestApplyShrink(t *testing.T) {
