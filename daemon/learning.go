@@ -30,8 +30,8 @@ type LearnStore interface {
 	AddFitAs(ctx context.Context, modelType string, r model.FitResult, src store.Source, how store.Promotion) (store.Fit, error)
 	SetJobLaunch(ctx context.Context, id int64, user string, l store.Launch) error
 	RecordRefusal(ctx context.Context, jobID int64, plan model.Plan, why string) (store.Action, error)
-	PendingPhases(ctx context.Context) (map[string][]int64, error)
-	PhasesUsed(ctx context.Context, ids []int64) error
+	PendingPhases(ctx context.Context) (map[string][]store.Phase, error)
+	PhasesUsed(ctx context.Context, phases []store.Phase) error
 }
 
 // Learner turns the iteration times rubick-srun reports into stored
@@ -364,7 +364,7 @@ func (l *Learner) Refit(ctx context.Context) ([]string, error) {
 // refit fits or refits model type mt; phases are the jobs whose profiling
 // phase of mt is over and unused. It may report a fit made together with
 // an error in recording the phases used, which the next Refit records.
-func (l *Learner) refit(ctx context.Context, mt string, phases []int64) (bool, error) {
+func (l *Learner) refit(ctx context.Context, mt string, phases []store.Phase) (bool, error) {
 	spec, err := l.Store.ModelType(ctx, mt)
 	if errors.Is(err, store.ErrNotFound) && len(phases) > 0 {
 		// A job's own report of a phase for a type without a spec
@@ -511,14 +511,14 @@ func movedParams(only []string) string {
 	return strings.Join(only, ",")
 }
 
-// phasesUsed records that a Refit has dealt with the profiling phases of
-// jobs ids; phases reported since stay for the next.
-func (l *Learner) phasesUsed(ctx context.Context, ids []int64) error {
-	if len(ids) == 0 {
+// phasesUsed records that a Refit has dealt with phases; phases reported
+// since stay for the next.
+func (l *Learner) phasesUsed(ctx context.Context, phases []store.Phase) error {
+	if len(phases) == 0 {
 		return nil
 	}
-	if err := l.Store.PhasesUsed(ctx, ids); err != nil {
-		return fmt.Errorf("profiling phases of jobs %v: %w", ids, err)
+	if err := l.Store.PhasesUsed(ctx, phases); err != nil {
+		return fmt.Errorf("profiling phases of jobs %v: %w", store.PhaseJobs(phases), err)
 	}
 	return nil
 }
@@ -527,12 +527,13 @@ func (l *Learner) phasesUsed(ctx context.Context, ids []int64) error {
 // the parameters: seven configurations, or, once a profiling phase of one
 // of the jobs in phases is over, the launch.MinPartialProfileRuns that
 // phase measured, with what they cannot identify held at its prior.
-func (l *Learner) fitNew(ctx context.Context, spec model.Spec, stored []store.StoredSample, phases []int64) (bool, error) {
+func (l *Learner) fitNew(ctx context.Context, spec model.Spec, stored []store.StoredSample, phases []store.Phase) (bool, error) {
+	jobs := store.PhaseJobs(phases)
 	samples := make([]model.Sample, len(stored))
 	var profiled []model.Sample
 	for i, s := range stored {
 		samples[i] = s.Sample
-		if slices.Contains(phases, s.SourceJob) {
+		if slices.Contains(jobs, s.SourceJob) {
 			profiled = append(profiled, s.Sample)
 		}
 	}
@@ -553,7 +554,7 @@ func (l *Learner) fitNew(ctx context.Context, spec model.Spec, stored []store.St
 		opts.AllowPartial = true
 	case len(phases) > 0:
 		l.log().Info("profiling phase measured too few configurations for a first fit of what they identify",
-			"model", spec.Name, "configurations", measured, "want", launch.MinPartialProfileRuns, "jobs", phases)
+			"model", spec.Name, "configurations", measured, "want", launch.MinPartialProfileRuns, "jobs", jobs)
 	}
 	res, err := model.Fit(ctx, spec, l.Env, samples, opts)
 	if errors.Is(err, model.ErrTooFewSamples) {

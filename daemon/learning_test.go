@@ -665,7 +665,7 @@ func TestRefitGoesOnPastAFailure(t *testing.T) {
 // phaselessStore cannot read the profiling phases, as a busy store cannot.
 type phaselessStore struct{ LearnStore }
 
-func (phaselessStore) PendingPhases(context.Context) (map[string][]int64, error) {
+func (phaselessStore) PendingPhases(context.Context) (map[string][]store.Phase, error) {
 	return nil, errors.New("database is locked")
 }
 

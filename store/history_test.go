@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -246,6 +247,7 @@ func TestPendingPhases(t *testing.T) {
 		reopen  bool
 		pending map[string][]int64
 	}
+	last := map[int64]Phase{} // the phases the last step read pending
 	for i, st := range []step{
 		{pending: map[string][]int64{}},
 		{report: map[int64]string{4: "gpt2", 6: "bert", 7: ""}, pending: map[string][]int64{"gpt2": {4}, "bert": {6}}},
@@ -261,7 +263,15 @@ func TestPendingPhases(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := s.PhasesUsed(ctx, st.used); err != nil {
+		var used []Phase
+		for _, id := range st.used {
+			p, ok := last[id]
+			if !ok {
+				p = Phase{JobID: id} // matches none
+			}
+			used = append(used, p)
+		}
+		if err := s.PhasesUsed(ctx, used); err != nil {
 			t.Fatal(err)
 		}
 		if st.reopen {
@@ -272,9 +282,37 @@ func TestPendingPhases(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := cmp.Diff(st.pending, got); d != "" {
+		if d := cmp.Diff(st.pending, phaseJobs(got)); d != "" {
 			t.Errorf("step %d: PendingPhases (-want +got):\n%s", i, d)
 		}
+		last = map[int64]Phase{}
+		for _, ps := range got {
+			for _, p := range ps {
+				last[p.JobID] = p
+			}
+		}
+	}
+	// A phase reported over again after the read stays pending: the
+	// attempt that used the read did not see its new samples.
+	if err := s.SetJobLaunch(ctx, 5, "alice", Launch{GlobalBatch: 16, Profiled: "gpt2"}); err != nil {
+		t.Fatal(err)
+	}
+	read, err := s.PendingPhases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Millisecond) // the store's clock is the wall clock
+	if err := s.SetJobLaunch(ctx, 5, "alice", Launch{GlobalBatch: 16, Profiled: "gpt2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PhasesUsed(ctx, read["gpt2"]); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.PendingPhases(ctx); err != nil || !slices.Equal(PhaseJobs(got["gpt2"]), []int64{5}) {
+		t.Errorf("PendingPhases after a phase reported over again = %v, %v; want job 5 still", got, err)
+	}
+	if err := s.PhasesUsed(ctx, nil); err != nil {
+		t.Fatal(err)
 	}
 	if err := s.SetJobLaunch(ctx, 99, "alice", Launch{Profiled: "gpt2"}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("SetJobLaunch for an unknown job = %v, want ErrNotFound", err)
@@ -282,9 +320,18 @@ func TestPendingPhases(t *testing.T) {
 	if err := s.SetJobLaunch(ctx, 5, "alice", Launch{Profiled: " gpt2"}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `model_type=" gpt2"`) {
 		t.Errorf("SetJobLaunch of a bad model type = %v, want ErrInvalid naming it", err)
 	}
-	if got, err := s.PendingPhases(ctx); err != nil || len(got) != 0 {
-		t.Errorf("PendingPhases after refused reports = %v, %v; want none", got, err)
+	if got, err := s.PendingPhases(ctx); err != nil || len(got) != 1 {
+		t.Errorf("PendingPhases after refused reports = %v, %v; want job 5's alone", got, err)
 	}
+}
+
+// phaseJobs are the jobs of each type's phases.
+func phaseJobs(phases map[string][]Phase) map[string][]int64 {
+	out := map[string][]int64{}
+	for mt, ps := range phases {
+		out[mt] = PhaseJobs(ps)
+	}
+	return out
 }
 
 // PhasesOver gives, for the jobs asked about, when each last reported its
@@ -305,7 +352,7 @@ func TestPhasesOver(t *testing.T) {
 		}
 		now = now.Add(time.Minute)
 	}
-	if err := s.PhasesUsed(ctx, []int64{4}); err != nil {
+	if err := s.PhasesUsed(ctx, []Phase{{JobID: 4, Over: now.Add(-2 * time.Minute)}}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.PhasesOver(ctx, []int64{4, 5, 6, 99})

@@ -446,23 +446,30 @@ func (s *Store) SetJobLaunch(ctx context.Context, id int64, user string, l Launc
 	return nil
 }
 
-// PendingPhases returns, per model type, the jobs whose profiling phase
-// their rubick-srun reported over (Launch.Profiled) that no first-fit
-// attempt of the type has used yet (PhasesUsed), in ascending order.
-func (s *Store) PendingPhases(ctx context.Context) (map[string][]int64, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT model_type, job_id FROM profiling_phases WHERE used_ns IS NULL ORDER BY model_type, job_id`)
+// Phase is a job's profiling phase reported over (Launch.Profiled): Over
+// is when its last notice came, which PhasesUsed matches.
+type Phase struct {
+	JobID int64
+	Over  time.Time
+}
+
+// PendingPhases returns, per model type, the profiling phases reported
+// over that no first-fit attempt of the type has used yet (PhasesUsed), in
+// ascending order of job.
+func (s *Store) PendingPhases(ctx context.Context) (map[string][]Phase, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT model_type, job_id, over_ns FROM profiling_phases WHERE used_ns IS NULL ORDER BY model_type, job_id`)
 	if err != nil {
 		return nil, fmt.Errorf("store: pending profiling phases: %w", err)
 	}
 	defer rows.Close()
-	out := map[string][]int64{}
+	out := map[string][]Phase{}
 	for rows.Next() {
 		var mt string
-		var id int64
-		if err := rows.Scan(&mt, &id); err != nil {
+		var id, over int64
+		if err := rows.Scan(&mt, &id, &over); err != nil {
 			return nil, fmt.Errorf("store: pending profiling phases: %w", err)
 		}
-		out[mt] = append(out[mt], id)
+		out[mt] = append(out[mt], Phase{JobID: id, Over: time.Unix(0, over).UTC()})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: pending profiling phases: %w", err)
@@ -482,27 +489,38 @@ func (s *Store) PhasesOver(ctx context.Context, ids []int64) (map[int64]time.Tim
 	return out, nil
 }
 
-// PhasesUsed records that the Learner dealt with the profiling phases of
-// jobs ids (a first-fit attempt used them, or their type had a fit
-// already): PendingPhases no longer returns them, until a job reports its
-// phase over again.
-func (s *Store) PhasesUsed(ctx context.Context, ids []int64) error {
-	if len(ids) == 0 {
+// PhasesUsed records that the Learner dealt with phases, as PendingPhases
+// returned them (a first-fit attempt used them, or their type had a fit
+// already): PendingPhases no longer returns them. A job whose phase was
+// reported over again since, with samples that attempt did not see, stays
+// pending, as does one that reports it over later.
+func (s *Store) PhasesUsed(ctx context.Context, phases []Phase) error {
+	if len(phases) == 0 {
 		return nil
 	}
 	now := s.now().UnixNano()
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		for _, id := range ids {
-			if _, err := tx.ExecContext(ctx, `UPDATE profiling_phases SET used_ns = ? WHERE job_id = ? AND used_ns IS NULL`, now, id); err != nil {
+		for _, p := range phases {
+			if _, err := tx.ExecContext(ctx, `UPDATE profiling_phases SET used_ns = ? WHERE job_id = ? AND over_ns = ? AND used_ns IS NULL`,
+				now, p.JobID, p.Over.UnixNano()); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("store: profiling phases of jobs %v used: %w", ids, err)
+		return fmt.Errorf("store: profiling phases of jobs %v used: %w", PhaseJobs(phases), err)
 	}
 	return nil
+}
+
+// PhaseJobs are the jobs of phases, in their order.
+func PhaseJobs(phases []Phase) []int64 {
+	ids := make([]int64, len(phases))
+	for i, p := range phases {
+		ids[i] = p.JobID
+	}
+	return ids
 }
 
 // LaunchKey names a job for LaunchLimits.
