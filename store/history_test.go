@@ -705,6 +705,14 @@ func TestRecordDecisionRejects(t *testing.T) {
 		"unchanged with a reason": {Decision{Policy: "p", Reasons: map[int64]json.RawMessage{4: json.RawMessage(`"x"`)}, Unchanged: []int64{4}},
 			"unchanged job 4"},
 		"unchanged job 0": {Decision{Policy: "p", Unchanged: []int64{3, 0}}, "unchanged job 0 must be > 0"},
+		// What the store's own reads would refuse: stored, it would break
+		// every read of the decisions and jobs around it.
+		"micro-batch past ParsePlan's bound": {Decision{Policy: "p", Actions: []Action{{JobID: 1, Kind: "start",
+			Plan: model.Plan{DP: 1, TP: 1, PP: 1, MicroBatch: 1<<20 + 1, Accum: 1}, Resources: model.Resources{Placement: model.Placement{1}}}}},
+			"mb=\"1048577\""},
+		"GPUs per node past ParsePlacement's bound": {Decision{Policy: "p", Actions: []Action{{JobID: 1, Kind: "start",
+			Plan: model.Plan{DP: 2048, TP: 1, PP: 1, MicroBatch: 1, Accum: 1}, Resources: model.Resources{Placement: model.Placement{2048}}}}},
+			"placement=1x2048"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := openTest(t, "")

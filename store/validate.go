@@ -82,6 +82,11 @@ func checkPlanFields(p model.Plan) error {
 	if p.Offload && p.ZeRO == 0 {
 		return fmt.Errorf("%w: plan.offload=true needs plan.zero >= 1, have 0", ErrInvalid)
 	}
+	// Stored as written, read back with ParsePlan: one its bounds refuse
+	// would make every read of the rows around it fail.
+	if _, err := model.ParsePlan(p.String()); err != nil {
+		return fmt.Errorf("%w: plan=%s: %w", ErrInvalid, p, err)
+	}
 	return nil
 }
 
@@ -93,6 +98,10 @@ func checkResources(r model.Resources) error {
 		if g < 1 {
 			return fmt.Errorf("%w: placement=%v: node %d has gpus=%d, must be >= 1", ErrInvalid, []int(r.Placement), i, g)
 		}
+	}
+	if _, err := decodePlacement(encodePlacement(r.Placement)); err != nil {
+		// As a plan: what the store writes, it must read.
+		return fmt.Errorf("%w: placement=%s: %w", ErrInvalid, r.Placement, err)
 	}
 	if r.CPUs < 0 {
 		return fmt.Errorf("%w: cpus=%d must be >= 0", ErrInvalid, r.CPUs)
