@@ -93,15 +93,17 @@ func (s *Store) RecordPlan(ctx context.Context, a Action) (Action, error) {
 		return Action{}, fmt.Errorf("store: record plan for job %d: %w", a.JobID, err)
 	}
 	now := s.now().UTC()
+	var out Action
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		a, err = insertAction(ctx, tx, a, now)
+		out, err = insertAction(ctx, tx, a, now)
 		return err
 	})
 	if err != nil {
+		// a, not what the failed insert returned: that names no job.
 		return Action{}, fmt.Errorf("store: record plan for job %d: %w", a.JobID, err)
 	}
-	return a, nil
+	return out, nil
 }
 
 // KindRefused is the plan history entry of a plan a job's launch line

@@ -810,8 +810,8 @@ func TestPendingAndMarkApplied(t *testing.T) {
 func TestRecordPlanUnknownJobOrCycle(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, "")
-	if _, err := s.RecordPlan(ctx, Action{JobID: 5, Kind: "start", Plan: plan8, Resources: res8}); !errors.Is(err, ErrNotFound) {
-		t.Errorf("RecordPlan for an unknown job = %v, want ErrNotFound", err)
+	if _, err := s.RecordPlan(ctx, Action{JobID: 5, Kind: "start", Plan: plan8, Resources: res8}); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "record plan for job 5") {
+		t.Errorf("RecordPlan for an unknown job = %v, want ErrNotFound naming job 5", err)
 	}
 	if err := s.UpsertJob(ctx, Job{ID: 5, Class: BestEffort, State: "PENDING"}); err != nil {
 		t.Fatal(err)
