@@ -34,6 +34,7 @@ func migrations() []migration {
 		{version: 12, name: "profiling phases reported over", up: schemaV12},
 		{version: 13, name: "model types' replaced specs", up: schemaV13},
 		{version: 14, name: "jobs' runs as last seen", up: schemaV14},
+		{version: 15, name: "launch limits' model type without their global batch", up: schemaV15},
 	}
 }
 
@@ -308,6 +309,37 @@ CREATE INDEX replaced_specs_by_model ON replaced_specs(model_type, id);
 const schemaV14 = `
 ALTER TABLE jobs ADD COLUMN run_restarts INTEGER CHECK (run_restarts IS NULL OR run_restarts >= 0);
 ALTER TABLE jobs ADD COLUMN run_ns INTEGER CHECK (run_ns IS NULL OR run_ns > 0);
+`
+
+// schemaV15 does for the launch limits what schemaV6 did for the jobs:
+// a user's report stored under "TYPE@gbN" is under TYPE, where a new job
+// of theirs looks for it (LaunchLimits). Of the reports that then share a
+// name, the newest stays, as SetJobLaunch keeps it (ties go to the plain
+// name, then the lower N's). The temporary table names each @gb row's type.
+const schemaV15 = `
+CREATE TEMP TABLE gb_limits AS
+SELECT user_name, model_type, substr(model_type, 1, instr(model_type, '@gb') - 1) AS base, updated_ns
+FROM launch_limits
+WHERE instr(model_type, '@gb') > 1
+	AND substr(model_type, instr(model_type, '@gb') + 3) GLOB '[1-9]*'
+	AND substr(model_type, instr(model_type, '@gb') + 3) NOT GLOB '*[^0-9]*';
+
+DELETE FROM launch_limits WHERE EXISTS (
+	SELECT 1 FROM gb_limits g WHERE g.user_name = launch_limits.user_name AND g.model_type = launch_limits.model_type
+	AND (EXISTS (SELECT 1 FROM launch_limits p WHERE p.user_name = g.user_name AND p.model_type = g.base AND p.updated_ns >= g.updated_ns)
+		OR EXISTS (SELECT 1 FROM gb_limits o WHERE o.user_name = g.user_name AND o.base = g.base AND o.model_type <> g.model_type
+			AND (o.updated_ns > g.updated_ns OR o.updated_ns = g.updated_ns AND length(o.model_type) < length(g.model_type)
+				OR o.updated_ns = g.updated_ns AND length(o.model_type) = length(g.model_type) AND o.model_type < g.model_type))));
+
+DELETE FROM launch_limits WHERE EXISTS (
+	SELECT 1 FROM gb_limits g JOIN launch_limits k ON k.user_name = g.user_name AND k.model_type = g.model_type
+	WHERE g.user_name = launch_limits.user_name AND g.base = launch_limits.model_type);
+
+UPDATE launch_limits SET model_type = (
+	SELECT g.base FROM gb_limits g WHERE g.user_name = launch_limits.user_name AND g.model_type = launch_limits.model_type)
+WHERE EXISTS (SELECT 1 FROM gb_limits g WHERE g.user_name = launch_limits.user_name AND g.model_type = launch_limits.model_type);
+
+DROP TABLE gb_limits;
 `
 
 // migrate brings db to the newest version in migs. Each migration runs in

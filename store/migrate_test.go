@@ -256,6 +256,42 @@ func TestMigrationV6ModelTypes(t *testing.T) {
 	}
 }
 
+// A user's launch limits stored under an estimator's name ("gpt2@gb64")
+// stand for their next job of the model type: the newest report of those
+// that share the name after the migration stays.
+func TestMigrationV15LaunchLimits(t *testing.T) {
+	ctx := context.Background()
+	s := migratedFrom(t, 14, `
+		INSERT INTO jobs(job_id, model_type, class, tenant, state, first_seen_ns, updated_ns) VALUES
+			(1, 'gpt2', 'best-effort', '', 'COMPLETED', 1, 1), (2, 'gpt2', 'best-effort', '', 'COMPLETED', 1, 1),
+			(3, 'gpt2', 'best-effort', '', 'COMPLETED', 1, 1), (4, 'gpt2', 'best-effort', '', 'COMPLETED', 1, 1),
+			(5, 'gpt2', 'best-effort', '', 'COMPLETED', 1, 1), (6, 'gpt2', 'best-effort', '', 'COMPLETED', 1, 1),
+			(7, 'my@gbnet', 'best-effort', '', 'COMPLETED', 1, 1);
+		INSERT INTO launch_limits(user_name, model_type, cannot, global_batch, job_id, updated_ns) VALUES
+			('alice', 'gpt2@gb64', 'offload', 64, 1, 10),
+			('bob', 'gpt2', '', 16, 2, 20), ('bob', 'gpt2@gb64', 'offload', 64, 3, 10),
+			('carol', 'gpt2', '', 16, 4, 5), ('carol', 'gpt2@gb64', 'offload', 64, 5, 10), ('carol', 'gpt2@gb128', 'tp', 128, 6, 30),
+			('dave', 'my@gbnet', 'pp', 8, 7, 10)`)
+	var keys []LaunchKey
+	for i, u := range []string{"alice", "bob", "carol", "dave"} {
+		keys = append(keys, LaunchKey{ID: int64(100 + i), User: u, ModelType: "gpt2"})
+	}
+	keys = append(keys, LaunchKey{ID: 104, User: "dave", ModelType: "my@gbnet"})
+	got, err := s.LaunchLimits(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64]Launch{
+		100: {Cannot: model.FeatureOffload, GlobalBatch: 64},
+		101: {GlobalBatch: 16},
+		102: {Cannot: model.FeatureTP, GlobalBatch: 128},
+		104: {Cannot: model.FeaturePP, GlobalBatch: 8},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("launch limits after migrating (-want +got):\n%s", d)
+	}
+}
+
 // Jobs stored before schema 7 read back with no wait, and take one.
 func TestMigrationV7Deferred(t *testing.T) {
 	ctx := context.Background()
