@@ -138,6 +138,10 @@ type nstate struct {
 	freeCPU int
 	heldMem float64 // host memory the snapshot's jobs hold here
 	jobs    []int   // jobs holding GPUs here (possibly zero after a shrink)
+	// newMem is what the jobs placed anew this round book here beyond
+	// what they hold (newMemOn), as of node version newMemVer.
+	newMem    float64
+	newMemVer int
 }
 
 // op is one logged change of a job's slot, for undo.
@@ -580,16 +584,36 @@ func (r *round) cpusOverMem(js *jstate, n, c int) bool {
 	return after > js.j.Max.MemGB+1e-9 && after > r.baseMem(js, n, 0, 0)
 }
 
-// memOn is the host memory node n has for js: what the snapshot's other
-// jobs leave there, as they are, within its bound per node
+// memOn is the host memory node n has for js: what the other jobs leave
+// there, the snapshot's as they are, and those placed anew this round as
+// they are booked whatever the plan, within its bound per node
 // (Max.MemGBPerNode).
 func (r *round) memOn(js *jstate, n int) float64 {
 	nd := &r.nodes[n]
-	mem := nd.n.MemGB - nd.heldMem + js.memHeldOn(nd.n.Name)
+	if nd.newMemVer != r.nodeVer[n] {
+		// Every change of a job's slots bumps the version of the nodes it
+		// holds; none has changed at version 0.
+		nd.newMem, nd.newMemVer = 0, r.nodeVer[n]
+		for _, k := range nd.jobs {
+			nd.newMem += r.newMemOn(r.jobs[k], n)
+		}
+	}
+	mem := nd.n.MemGB - nd.heldMem + js.memHeldOn(nd.n.Name) - (nd.newMem - r.newMemOn(js, n))
 	if b := js.j.Max.MemGBPerNode; b > 0 {
 		mem = min(mem, b)
 	}
 	return mem
+}
+
+// newMemOn is the host memory js, placed anew this round, books on node
+// n beyond what it holds there: commit books it no less than leastMemOn
+// there (an unchanged job keeps what it holds), and counted as held
+// alone it could be given to another job too.
+func (r *round) newMemOn(js *jstate, n int) float64 {
+	if !js.changed() {
+		return 0
+	}
+	return max(0, r.leastMemOn(js, js.on(n), js.cpusOn(n))-js.memHeldOn(r.nodes[n].n.Name))
 }
 
 // leastMemOn is the host memory js books whatever its plan (offloaded
@@ -2036,6 +2060,12 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 			if j.Max.MemGB > 0 {
 				why += fmt.Sprintf(" within the job's bound of %.0f GB", j.Max.MemGB)
 			}
+			if js.running && r.restore(js, memFree) {
+				// What it holds is free still: it runs on as it is rather
+				// than go back to the queue for a change no plan fits.
+				js.reason, js.detail = "", why+": it runs on as it is, not on "+pl.String()
+				return r.action(js, memFree)
+			}
 			if js.running {
 				return Action{Kind: Preempt, JobID: j.ID, Reason: ReasonNoPlan, Detail: why}
 			}
@@ -2090,6 +2120,32 @@ func (r *round) unsupported(js *jstate, memFree []float64) Action {
 	}
 	r.release(js)
 	return Action{Kind: Preempt, JobID: j.ID, Reason: ReasonUnsupported, Detail: why + ", and no plan it can run fits what it holds"}
+}
+
+// restore gives running js, released, back what it holds in the
+// snapshot where the round left that free (GPUs, CPUs, host memory and
+// its groups' room), booking its memory; else it changes nothing.
+func (r *round) restore(js *jstate, memFree []float64) bool {
+	gpus, cpus := 0, 0
+	for _, s := range js.orig {
+		if nd := &r.nodes[s.node]; nd.freeGPU < s.gpus || nd.freeCPU < s.cpus {
+			return false
+		}
+		gpus, cpus = gpus+s.gpus, cpus+s.cpus
+	}
+	for _, al := range js.j.Alloc {
+		if n, _ := r.s.NodeIndex(al.Node); al.MemGB > memFree[n]+1e-9 {
+			return false
+		}
+	}
+	if gg, gc := r.groupFree(js); gpus > gg || cpus > gc {
+		return false
+	}
+	for _, s := range js.orig {
+		r.adjust(js, s.node, s.gpus, s.cpus)
+	}
+	r.bookHeld(memFree, js.j, 1)
+	return true
 }
 
 // bookHeld takes the host memory job j holds on each node out of memFree

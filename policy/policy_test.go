@@ -2324,6 +2324,76 @@ func TestStarvingReservesItsNodes(t *testing.T) {
 	}
 }
 
+// Host memory the round gives one job on a node is not given to another
+// there: q, queued past the starvation age, takes 200 GB of n0's 250 for 2
+// GPUs, and r, running on 2 GPUs (32 GB), is grown no further than the
+// 50 GB left (4 GPUs would book 64). Given both, the job committed second
+// found no plan that fits: r, guaranteed or not, was preempted, or q kept
+// queued beside idle GPUs. Either way round, q starts and r runs on.
+func TestRoundBooksHostMemoryOnce(t *testing.T) {
+	for _, tc := range []struct {
+		running, queued string // job IDs, which set the commit order
+		guaranteed      bool
+	}{{"r", "q", false}, {"r", "q", true}, {"a", "q", false}, {"a", "q", true}} {
+		nodes := pt.Cluster(1, 8)
+		nodes[0].MemGB = 250
+		r := pt.NewJob(tc.running, "small").GPUs(2).Running(dp(2, 32), 3*time.Hour, pt.On("n0", 2))
+		if tc.guaranteed {
+			r = r.Guaranteed()
+		}
+		q := pt.NewJob(tc.queued, "small").GPUs(2).Obj()
+		q.Request.MemPerGPUGB = 100
+		s := snap(t, 5*time.Hour, nodes, []policy.Tenant{{Name: "default", GPUQuota: 8}}, r.Obj(), q)
+		plan := decideRubick(t, s)
+		want := map[string]outcome{
+			tc.running: {policy.Keep, 2, policy.ReasonUnchanged},
+			tc.queued:  {policy.Start, 2, policy.ReasonStarving},
+		}
+		if diff := cmp.Diff(want, outcomes(plan)); diff != "" {
+			t.Errorf("%+v: outcomes (-want +got):\n%s", tc, diff)
+		}
+		mem := 0.0
+		for _, a := range plan.Actions {
+			for _, n := range a.Alloc {
+				mem += n.MemGB
+			}
+		}
+		if mem > nodes[0].MemGB+1e-6 {
+			t.Errorf("%+v: n0 books %.0f of its %.0f GB:\n%+v", tc, mem, nodes[0].MemGB, plan.Actions)
+		}
+	}
+}
+
+// A running job whose new allocation no plan fits in the host memory left
+// at commit keeps what it holds, where that is still free, rather than
+// going back to the queue. a, big on its one GPU, runs offloaded and
+// books 100 GB of n0's 160, more than the round counted for it (16, no
+// plan books less); b, grown from 2 GPUs to 4, would book 64 of the 60
+// left, and keeps its 2 GPUs and 32 GB.
+func TestRunningJobKeepsWhatItHoldsWhereNoPlanFits(t *testing.T) {
+	nodes := pt.Cluster(1, 8)
+	nodes[0].MemGB = 160
+	a := pt.NewJob("a", "big").GPUs(1).Obj()
+	a.Max.GPUs = 1
+	b := pt.NewJob("b", "small").GPUs(2).Running(dp(2, 32), 3*time.Hour, pt.On("n0", 2)).Obj()
+	b.Max.GPUs = 4
+	plan := decideRubick(t, snap(t, 5*time.Hour, nodes, nil, a, b))
+	want := map[string]outcome{
+		"a": {policy.Start, 1, policy.ReasonStarving},
+		"b": {policy.Keep, 2, policy.ReasonUnchanged},
+	}
+	if diff := cmp.Diff(want, outcomes(plan)); diff != "" {
+		t.Errorf("outcomes (-want +got):\n%s", diff)
+	}
+	got, _ := plan.Action("b")
+	if !slices.Equal(got.Alloc, b.Alloc) || got.Plan != b.Plan {
+		t.Errorf("b: %s on %+v, want it kept on %+v with %s", got.Plan, got.Alloc, b.Alloc, b.Plan)
+	}
+	if want := "no plan fits the free host memory: it runs on as it is, not on 4"; got.Detail != want {
+		t.Errorf("b: detail %q, want %q", got.Detail, want)
+	}
+}
+
 // A queued best-effort job with nothing to try says why: how few GPUs are
 // free against the fewest it runs on, and whether the running jobs
 // holding the rest lose more per GPU than it would gain or may not be
