@@ -1658,9 +1658,11 @@ func (r *round) run(ctx context.Context) error {
 				_, js.detail = r.e.rankReason(js.j)
 				js.ranked = true
 			}
-			if js.starve && !reserving {
+			if js.starve && !reserving && !r.bounded(js) {
 				// Hold back what is free for the oldest starving job, so
-				// that jobs behind it cannot keep taking it forever.
+				// that jobs behind it cannot keep taking it forever; not
+				// for one its own bounds hold, which free GPUs would not
+				// start: they would idle.
 				reserving = true
 				r.reserve(js, js.info.startGPUs)
 				js.reserves = true
@@ -1966,17 +1968,7 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 		if a.Reason == "" {
 			a.Reason = ReasonNoResources
 		}
-		// What one GPU books whatever the plan, cut to its CPUs under
-		// MaxMemPerCPU: against the bound per job as memRoom counts it,
-		// per node as growOn does.
-		one := 0.0
-		switch perJob, perNode := js.baseMemOn(1, js.cpg), r.leastMemOn(js, 1, js.cpg); {
-		case j.Max.MemGB > 0 && j.Max.MemGB < perJob:
-			one = perJob
-		case j.Max.MemGBPerNode > 0 && j.Max.MemGBPerNode < perNode:
-			one = perNode
-		}
-		if a.Detail == "" && one > 0 {
+		if one := r.oneOverBound(js); a.Detail == "" && one > 0 {
 			a.Detail = fmt.Sprintf("its memory bound (%.0f GB per job, %.0f per node; 0: none) is below the %.0f GB one GPU books",
 				j.Max.MemGB, j.Max.MemGBPerNode, one)
 		}
@@ -2104,6 +2096,42 @@ func (r *round) action(js *jstate, memFree []float64) Action {
 		a.Detail += "; " + detailStarving
 	}
 	return a
+}
+
+// oneOverBound is what one GPU of js books whatever the plan, cut to its
+// CPUs under MaxMemPerCPU, where that is past its memory bound: against
+// the bound per job as memRoom counts it, per node as growOn does. 0
+// where it is within them.
+func (r *round) oneOverBound(js *jstate) float64 {
+	j := js.j
+	switch perJob, perNode := js.baseMemOn(1, js.cpg), r.leastMemOn(js, 1, js.cpg); {
+	case j.Max.MemGB > 0 && j.Max.MemGB < perJob:
+		return perJob
+	case j.Max.MemGBPerNode > 0 && j.Max.MemGBPerNode < perNode:
+		return perNode
+	}
+	return 0
+}
+
+// bounded reports whether queued js's own bounds keep it from starting
+// however many GPUs were free: its groups' room below the fewest GPUs (or
+// their CPUs) it runs on, a memory bound below what one GPU books, a cap
+// (Max) below its Min or below any runnable plan, a Min of nodes past
+// those it may span, or no node it may take GPUs on (Nodes, NodeQuota).
+func (r *round) bounded(js *jstate) bool {
+	need := max(1, js.leastG, js.info.minG)
+	if gg, gc := r.groupFree(js); gg < need || gc < r.e.minCPG(js.j)*need {
+		return true
+	}
+	if r.oneOverBound(js) > 0 || js.cap < need || js.j.Min.Nodes > js.maxNodes {
+		return true
+	}
+	for i := range r.nodes {
+		if js.may(i) && (js.newNode == nil || !js.newNode[i] || js.newMax > 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // unsupported gives a running job whose launch line cannot run its plan

@@ -2324,6 +2324,47 @@ func TestStarvingReservesItsNodes(t *testing.T) {
 	}
 }
 
+// A starving job that its own bounds keep from starting, however many
+// GPUs were free, holds none back: held, they would idle without
+// bringing its start any closer, and new would wait for them. old would
+// run on r's free GPU but for its group's room, its memory bound (one GPU
+// books 16 GB), a Min above its Max or a node quota that leaves it no
+// node. Below, old needs 2 GPUs (its Min) where one is free: that GPU is
+// held for it.
+func TestStarvingHeldByItsBoundsReservesNothing(t *testing.T) {
+	tests := map[string]struct {
+		bound func(*policy.Job)
+		old   policy.Reason
+		new   outcome
+	}{
+		"group":      {func(j *policy.Job) { j.Groups = []string{"g"} }, policy.ReasonGroup, outcome{policy.Start, 1, policy.ReasonSlope}},
+		"memory":     {func(j *policy.Job) { j.Max.MemGB = 8 }, policy.ReasonNoResources, outcome{policy.Start, 1, policy.ReasonSlope}},
+		"min":        {func(j *policy.Job) { j.Min.GPUs, j.Max.GPUs = 4, 2 }, policy.ReasonNoResources, outcome{policy.Start, 1, policy.ReasonSlope}},
+		"node quota": {func(j *policy.Job) { j.NodeQuota = &policy.NodeQuota{New: 0} }, policy.ReasonNoResources, outcome{policy.Start, 1, policy.ReasonSlope}},
+		"free GPUs":  {func(j *policy.Job) { j.Min.GPUs = 2 }, policy.ReasonNoResources, outcome{policy.Keep, 0, policy.ReasonNoResources}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			old := pt.NewJob("old", "small").GPUs(1).SubmittedAt(time.Hour).Obj()
+			tc.bound(&old)
+			jobs := oneGPUFor(old, pt.NewJob("new", "small").GPUs(1).SubmittedAt(10*time.Hour-time.Minute).Obj())
+			s, err := policy.NewSnapshot(pt.Epoch.Add(10*time.Hour), pt.Cluster(1, 8), jobs, nil, pt.Models(), 260*time.Second,
+				policy.WithGroups([]policy.Group{{Name: "g", GPUs: 0, CPUs: -1, Jobs: -1}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]outcome{
+				"r":   {policy.Keep, 7, policy.ReasonPenalty},
+				"old": {policy.Keep, 0, tc.old},
+				"new": tc.new,
+			}
+			if diff := cmp.Diff(want, outcomes(decideRubick(t, s))); diff != "" {
+				t.Errorf("outcomes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // Host memory the round gives one job on a node is not given to another
 // there: q, queued past the starvation age, takes 200 GB of n0's 250 for 2
 // GPUs, and r, running on 2 GPUs (32 GB), is grown no further than the
