@@ -102,9 +102,10 @@ func (q *queue) Decide(ctx context.Context, s *Snapshot) (Plan, error) {
 		}
 		return cmp.Or(a.Submit.Compare(b.Submit), cmp.Compare(a.ID, b.ID))
 	})
-	var head *Job       // the first job that could not start (EASY backfill)
-	var shadow []qnode  // free capacity when head can start
-	var shadowT float64 // seconds from now until then
+	var head *Job            // the first job that could not start (EASY backfill)
+	var shadow []qnode       // free capacity when head can start
+	var shadowT float64      // seconds from now until then
+	var held map[string]bool // running jobs shadow counts as still holding theirs
 	for _, j := range queued {
 		if err := ctx.Err(); err != nil {
 			return Plan{}, fmt.Errorf("policy %s: %w", q.name, err)
@@ -117,15 +118,22 @@ func (q *queue) Decide(ctx context.Context, s *Snapshot) (Plan, error) {
 			actions[j.ID] = belowMin(j, pl)
 			continue
 		}
+		// f is what j may start on: free, or for a guaranteed job free
+		// with the victims preemptFor picks gone. They are preempted only
+		// once j starts: preempted for a job that still waits, they would
+		// restart and be preempted again round after round.
+		f, victims := free, []*Job(nil)
 		if q.kind.guaranteed && j.Guaranteed {
 			if _, ok := q.fit(s, free, pl, j); !ok {
-				q.preemptFor(s, free, pl, j, actions)
+				if trial, vs, ok := q.preemptFor(s, free, pl, j, actions); ok {
+					f, victims = trial, vs
+				}
 			}
 		}
-		nodes, ok := q.fit(s, free, pl, j)
+		nodes, ok := q.fit(s, f, pl, j)
 		var a Action
 		if ok {
-			a = q.start(s, free, nodes, pl, j, memGB)
+			a = q.start(s, f, nodes, pl, j, memGB)
 		}
 		// outlives: a backfilled job still running when the head is to
 		// start, which must leave the head's room free.
@@ -138,6 +146,11 @@ func (q *queue) Decide(ctx context.Context, s *Snapshot) (Plan, error) {
 			outlives = !(j.TimeLimit > 0 && j.TimeLimit.Seconds() <= shadowT)
 			if outlives {
 				after := slices.Clone(shadow)
+				for _, v := range victims {
+					if held[v.ID] {
+						release(s, after, v.Alloc)
+					}
+				}
 				book(s, after, a.Alloc)
 				hp := head.Request.Placement
 				if len(hp) == 0 {
@@ -159,7 +172,7 @@ func (q *queue) Decide(ctx context.Context, s *Snapshot) (Plan, error) {
 			actions[j.ID] = Action{Kind: Keep, JobID: j.ID, Reason: ReasonNoResources, Detail: detail}
 			if head == nil && q.kind.backfill {
 				head = j
-				shadow, shadowT = q.shadow(s, free, j, pl, actions)
+				shadow, shadowT, held = q.shadow(s, free, j, pl, actions)
 			}
 			continue
 		}
@@ -167,6 +180,17 @@ func (q *queue) Decide(ctx context.Context, s *Snapshot) (Plan, error) {
 			// As it asked, it is below its minimum: Slurm would hold it.
 			actions[j.ID] = belowMin(j, pl)
 			continue
+		}
+		for _, v := range victims {
+			actions[v.ID] = Action{Kind: Preempt, JobID: v.ID, Reason: ReasonReclaimed, Detail: "by guaranteed " + j.ID}
+			if held[v.ID] {
+				// Gone, it no longer holds its room at head's start.
+				release(s, shadow, v.Alloc)
+				delete(held, v.ID)
+			}
+		}
+		if victims != nil {
+			copy(free, f)
 		}
 		book(s, free, a.Alloc)
 		if head != nil {
@@ -354,6 +378,16 @@ func book(s *Snapshot, f []qnode, alloc []NodeAlloc) {
 	}
 }
 
+// release gives alloc back to the free capacity f.
+func release(s *Snapshot, f []qnode, alloc []NodeAlloc) {
+	for _, a := range alloc {
+		n, _ := s.NodeIndex(a.Node)
+		f[n].gpus += a.GPUs
+		f[n].cpus += a.CPUs
+		f[n].mem += a.MemGB
+	}
+}
+
 // start returns the Start action of a job on nodes, out of what free
 // leaves there; the caller books it.
 func (q *queue) start(s *Snapshot, free []qnode, nodes []int, pl model.Placement, j *Job, memGB float64) Action {
@@ -451,9 +485,11 @@ func (q *queue) hostFits(j *Job, est Estimator, plan model.Plan, pl model.Placem
 }
 
 // shadow returns the free capacity at the moment the head job could start
-// if running jobs end at their time limits, and how far away that is.
-func (q *queue) shadow(s *Snapshot, free []qnode, head *Job, pl model.Placement, actions map[string]Action) ([]qnode, float64) {
+// if running jobs end at their time limits, how far away that is, and the
+// jobs still holding their allocations then.
+func (q *queue) shadow(s *Snapshot, free []qnode, head *Job, pl model.Placement, actions map[string]Action) ([]qnode, float64, map[string]bool) {
 	type end struct {
+		id    string
 		t     float64
 		alloc []NodeAlloc
 	}
@@ -468,34 +504,36 @@ func (q *queue) shadow(s *Snapshot, free []qnode, head *Job, pl model.Placement,
 		if j.TimeLimit > 0 {
 			t = max(0, (j.TimeLimit - j.RunTime).Seconds())
 		}
-		ends = append(ends, end{t, a.Alloc})
+		ends = append(ends, end{j.ID, t, a.Alloc})
 	}
 	slices.SortStableFunc(ends, func(a, b end) int { return cmp.Compare(a.t, b.t) })
 	f := slices.Clone(free)
+	held := make(map[string]bool, len(ends))
+	for _, e := range ends {
+		held[e.id] = true
+	}
 	for _, e := range ends {
 		if _, ok := q.fit(s, f, pl, head); ok {
-			return f, e.t
+			return f, e.t, held
 		}
 		if math.IsInf(e.t, 1) {
 			break
 		}
-		for _, a := range e.alloc {
-			n, _ := s.NodeIndex(a.Node)
-			f[n].gpus += a.GPUs
-			f[n].cpus += a.CPUs
-			f[n].mem += a.MemGB
-		}
+		release(s, f, e.alloc)
+		delete(held, e.id)
 		if _, ok := q.fit(s, f, pl, head); ok {
-			return f, e.t
+			return f, e.t, held
 		}
 	}
 	// Never fits on what running jobs release: do not hold others back.
-	return nil, math.Inf(1)
+	return nil, math.Inf(1), nil
 }
 
-// preemptFor preempts best-effort running jobs, most recently started
-// first, until guaranteed job j fits.
-func (q *queue) preemptFor(s *Snapshot, free []qnode, pl model.Placement, j *Job, actions map[string]Action) {
+// preemptFor picks best-effort running jobs, most recently started first,
+// until guaranteed job j fits: it returns the free capacity without them,
+// and them. false: j does not fit even so. It preempts nothing: the caller
+// does once j starts.
+func (q *queue) preemptFor(s *Snapshot, free []qnode, pl model.Placement, j *Job, actions map[string]Action) ([]qnode, []*Job, bool) {
 	var victims []*Job
 	for i := range s.Jobs {
 		v := &s.Jobs[i]
@@ -512,19 +550,11 @@ func (q *queue) preemptFor(s *Snapshot, free []qnode, pl model.Placement, j *Job
 		if _, ok := q.fit(s, trial, pl, j); ok {
 			break
 		}
-		for _, a := range v.Alloc {
-			n, _ := s.NodeIndex(a.Node)
-			trial[n].gpus += a.GPUs
-			trial[n].cpus += a.CPUs
-			trial[n].mem += a.MemGB
-		}
+		release(s, trial, v.Alloc)
 		chosen = append(chosen, v)
 	}
 	if _, ok := q.fit(s, trial, pl, j); !ok {
-		return
+		return nil, nil, false
 	}
-	copy(free, trial)
-	for _, v := range chosen {
-		actions[v.ID] = Action{Kind: Preempt, JobID: v.ID, Reason: ReasonReclaimed, Detail: "by guaranteed " + j.ID}
-	}
+	return trial, chosen, true
 }
