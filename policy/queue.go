@@ -114,6 +114,12 @@ func (q *queue) Decide(ctx context.Context, s *Snapshot) (Plan, error) {
 		if len(pl) == 0 {
 			pl = PackedPlacement(j.Request.GPUs, nodeGPUs)
 		}
+		if pl.GPUs() == 0 {
+			// No node has a GPU left to rubick (others hold them all): a
+			// start would hold none.
+			actions[j.ID] = Action{Kind: Keep, JobID: j.ID, Reason: ReasonNoResources, Detail: "no GPU free"}
+			continue
+		}
 		if pl.GPUs() < j.Min.GPUs || len(pl) < j.Min.Nodes {
 			actions[j.ID] = belowMin(j, pl)
 			continue

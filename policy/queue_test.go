@@ -139,3 +139,25 @@ func TestPropertyQueuePreemptsForAStart(t *testing.T) {
 		})
 	}
 }
+
+// Where others hold every GPU (rubickd then reports nodes of 0 GPUs), no
+// policy starts a job: not on an allocation without GPUs, nor by dividing
+// by the GPUs it gets.
+func TestNoGPUsNoStart(t *testing.T) {
+	nodes := pt.Cluster(2, 0)
+	for i := range nodes {
+		nodes[i].CPUs = 96
+	}
+	kept := outcome{policy.Keep, 0, policy.ReasonNoResources}
+	want := map[string]outcome{"be": kept, "g": kept}
+	for _, name := range policy.Names() {
+		t.Run(name, func(t *testing.T) {
+			s := snap(t, time.Hour, nodes, []policy.Tenant{{Name: "default", GPUQuota: 8}},
+				pt.NewJob("be", "small").GPUs(2).Obj(),
+				pt.NewJob("g", "small").GPUs(1).Guaranteed().Obj())
+			if diff := cmp.Diff(want, outcomes(decide(t, name, s))); diff != "" {
+				t.Errorf("outcomes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
