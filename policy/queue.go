@@ -364,11 +364,12 @@ func (q *queue) nodeAlloc(j *Job, g, cpus int, need, base, free float64) (int, f
 
 // minCPUs is the fewest CPUs a job may start with on a node holding g of its GPUs.
 func (q *queue) minCPUs(j *Job, g int) int {
-	want := j.Request.CPUs * g / max(1, j.Request.GPUs)
 	if q.kind.tuneCPU {
-		return min(want, q.minCPG(j)*g)
+		// Tuned, it gets no fewer than minCPG per GPU (start), even where
+		// it asked for fewer: fit must find those free.
+		return q.minCPG(j) * g
 	}
-	return want
+	return j.Request.CPUs * g / max(1, j.Request.GPUs)
 }
 
 // minCPG is the fewest CPUs j runs with per GPU.

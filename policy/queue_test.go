@@ -161,3 +161,57 @@ func TestNoGPUsNoStart(t *testing.T) {
 		})
 	}
 }
+
+// synergy never gives a job more CPUs than its nodes have free: where they
+// have fewer per GPU than the least it tunes a job to (MinCPUsPerGPU, or
+// the job's --cpus-per-gpu), the job waits, even if it asked for fewer.
+// One node of 8 GPUs and 32 CPUs, 4 GPUs and 29 CPUs of which are held: 3
+// CPUs free.
+func TestSynergyCPUsWithinFree(t *testing.T) {
+	type got struct {
+		Outcome outcome
+		CPUs    int
+	}
+	for _, tc := range []struct {
+		name       string
+		minCPG     int
+		gpus, cpus int
+		want       got
+	}{
+		{"a CPU per GPU, fewer free", 1, 4, 2, got{outcome{policy.Keep, 0, policy.ReasonNoResources}, 0}},
+		{"a CPU per GPU, enough free", 1, 2, 1, got{outcome{policy.Start, 2, policy.ReasonFIFO}, 2}},
+		{"two CPUs per GPU, fewer free", 2, 2, 2, got{outcome{policy.Keep, 0, policy.ReasonNoResources}, 0}},
+		{"two CPUs per GPU, enough free", 2, 1, 1, got{outcome{policy.Start, 1, policy.ReasonFIFO}, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := pt.Cluster(1, 8)
+			nodes[0].CPUs = 32
+			held := policy.NodeAlloc{Node: "n0", GPUs: 4, CPUs: 29, MemGB: 64}
+			plan, _, err := pt.Models()["small"].BestPlan(model.Resources{Placement: model.Placement{4}, CPUs: 29, HostMemGB: 64}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := snap(t, time.Hour, nodes, nil,
+				pt.NewJob("busy", "small").GPUs(4).CPUs(29).Running(plan, time.Hour, held).Obj(),
+				pt.NewJob("a", "small").GPUs(tc.gpus).CPUs(tc.cpus).SubmittedAt(time.Minute).Obj())
+			cfg := policy.DefaultConfig()
+			cfg.MinCPUsPerGPU = tc.minCPG
+			pol, err := policy.New("synergy", cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := pol.Decide(context.Background(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, _ := p.Action("a")
+			g := got{outcomes(p)["a"], 0}
+			for _, n := range a.Alloc {
+				g.CPUs += n.CPUs
+			}
+			if diff := cmp.Diff(tc.want, g); diff != "" {
+				t.Errorf("a (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
