@@ -265,10 +265,10 @@ func (j Job) RunTime(now time.Time) time.Duration {
 // "ARRAY_TASK" for a task of a job array, since the array's ID (which the
 // array's last record keeps as its own) names every task, split off or
 // not; "ARRAY_[TASKS]" for an array record that still holds several
-// tasks, which names those alone (22.05 lab: an update of the bare ID
-// reached a task split off before, a release of the bracketed list did
-// not); the ID for other jobs. scontrol show job refuses the bracketed
-// form, so a job's own fields are read by its ID.
+// tasks, which names those alone (an update of the bare ID reached a task
+// split off before, 22.05 lab; a release of the bracketed list left it
+// held, both labs); the ID for other jobs. scontrol show job refuses the
+// bracketed form, so a job's own fields are read by its ID.
 func (j Job) Ref() string {
 	switch {
 	case j.ArrayJobID > 0 && j.ArrayTasks == "":
