@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/rubick-sched/rubick/model"
 )
@@ -194,36 +193,6 @@ func (g Geometry) SrunArgs(srun string) []string {
 		args = append(args, "--cpu-bind=cores")
 	}
 	return append(append(args, "--kill-on-bad-exit=1", ExportAll), g.Extra...)
-}
-
-// srunOwned are the srun options a step's geometry sets (SrunArgs), or
-// that would place its tasks elsewhere than the plan: the job's own
-// options may not set them again. Long and short names.
-var srunOwned = []string{"--nodes", "-N", "--ntasks", "-n", "--ntasks-per-node", "--ntasks-per-gpu", "--gres", "--gpus", "-G",
-	"--gpus-per-node", "--gpus-per-task", "--gpus-per-socket", "--gpu-bind", "--cpus-per-task", "-c", "--cpus-per-gpu",
-	"--cpu-bind", "--kill-on-bad-exit", "-K", "--export", "--nodelist", "-w", "--exclude", "-x", "--relative", "-r",
-	"--het-group", "--multi-prog", "--overlap"}
-
-// CheckSrunExtra checks a job's own srun options (rubick-srun's
-// --srun-arg, e.g. a container's --container-image=...): each an option,
-// or a value after one, and none the geometry sets.
-func CheckSrunExtra(args []string) error {
-	for i, a := range args {
-		if !strings.HasPrefix(a, "-") {
-			if i == 0 {
-				return fmt.Errorf("%w: --srun-arg=%q is not an srun option: srun would run it as the program", ErrBadInput, a)
-			}
-			continue
-		}
-		name, _, _ := strings.Cut(a, "=")
-		if !strings.HasPrefix(name, "--") && len(name) > 2 {
-			name = name[:2] // "-N2"
-		}
-		if slices.Contains(srunOwned, name) {
-			return fmt.Errorf("%w: --srun-arg=%q: rubick-srun sets srun's %s from the plan", ErrBadInput, a, name)
-		}
-	}
-	return nil
 }
 
 // ExportAll passes the batch step's environment to every srun step: a job

@@ -268,10 +268,10 @@ func TestSrunArgs(t *testing.T) {
 		t.Errorf("profiling run: srun %q, want the job's own options", got)
 	}
 	for _, tc := range []struct{ args, want string }{
-		{"--srun-arg=-N2", `--srun-arg="-N2": rubick-srun sets srun's -N from the plan`},
+		{"--srun-arg=-N2", `--srun-arg="-N2": rubick-srun sets srun's -N (--nodes) from the plan`},
 		{"--srun-arg=--gres=gpu:8", `--srun-arg="--gres=gpu:8": rubick-srun sets srun's --gres`},
 		{"--srun-arg --export=NONE", `rubick-srun sets srun's --export`},
-		{"--srun-arg=hostname", `--srun-arg="hostname" is not an srun option`},
+		{"--srun-arg=hostname", `--srun-arg="hostname": not an srun option`},
 		{"--launcher direct --srun-arg=--container-image=x", `--srun-arg="--container-image=x" with --launcher direct`},
 	} {
 		_, err := parseFlags(append(strings.Fields(tc.args), "--", "python", "train.py"), envMap(nil), io.Discard)
