@@ -239,11 +239,54 @@ func TestWrapperEnd(t *testing.T) {
 		"apptainer run img.sif torchrun train.py": {"apptainer run img.sif torchrun train.py", false},
 		"apptainer exec --nv img.sif":             {"apptainer exec --nv img.sif", false},
 		"apptainer exec --nv":                     {"apptainer exec --nv", false},
+		// SingularityCE 4's flags with a value.
+		"singularity exec --data d.sif:/data --netns-path /n --proot /p img.sif torchrun t.py": {"torchrun t.py", true},
+		// Global options before exec.
+		"apptainer --debug -q exec img.sif torchrun t.py":               {"torchrun t.py", true},
+		"singularity -c /etc/s.conf --nocolor exec img.sif python t.py": {"python t.py", true},
+		"apptainer --config=/etc/a.conf exec img.sif python t.py":       {"python t.py", true},
+		"apptainer --version": {"apptainer --version", false},
+		// GNU env reads assignments after --.
+		"env -- NCCL_DEBUG=INFO A=1 torchrun t.py": {"torchrun t.py", false},
 	} {
 		argv := strings.Fields(line)
 		end, container := wrapperEnd(argv)
 		if g := (got{strings.Join(argv[end:], " "), container}); g != want {
 			t.Errorf("wrapperEnd(%s) = %+v, want %+v", line, g, want)
+		}
+	}
+}
+
+// A wrapper option that clears the environment rubick-srun passes each
+// rank in, or moves the directory it reads the line's files from, is
+// refused, naming it; the rest are not.
+func TestCheckWrappers(t *testing.T) {
+	for line, want := range map[string]string{
+		"env NCCL_DEBUG=INFO torchrun t.py":                     "",
+		"env -u X -- A=1 torchrun t.py":                         "",
+		"apptainer exec --nv -B /a img.sif torchrun t.py":       "",
+		"apptainer exec --contain img.sif torchrun t.py":        "",
+		"apptainer run --cleanenv img.sif":                      "", // not read: the image's runscript
+		"env -i PATH=/usr/bin torchrun t.py":                    "env -i",
+		"/usr/bin/env --ignore-environment torchrun t.py":       "env --ignore-environment",
+		"env - torchrun t.py":                                   "env -",
+		"env -C /w deepspeed t.py":                              "env -C",
+		"env --chdir=/w deepspeed t.py":                         "env --chdir",
+		"env -C/w deepspeed t.py":                               "env -C",
+		"apptainer exec --cleanenv img.sif torchrun t.py":       "apptainer --cleanenv",
+		"singularity exec -ce img.sif torchrun t.py":            "singularity -e",
+		"apptainer exec -C img.sif torchrun t.py":               "apptainer -C",
+		"apptainer exec --compat img.sif torchrun t.py":         "apptainer --compat",
+		"apptainer exec --pwd /workspace img.sif torchrun t.py": "apptainer --pwd",
+		"apptainer exec --cwd=/w img.sif torchrun t.py":         "apptainer --cwd",
+		"env A=1 apptainer exec -e img.sif torchrun t.py":       "apptainer -e",
+	} {
+		err := CheckWrappers(strings.Fields(line))
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v, want it accepted", line, err)
+		case want != "" && (!errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), want+" in the launch line")):
+			t.Errorf("%s: %v, want ErrBadInput naming %q", line, err, want)
 		}
 	}
 }

@@ -124,6 +124,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	if err := launch.CheckSrunExtra(c.srunArgs); err != nil {
 		return c, err
 	}
+	if err := launch.CheckWrappers(c.train); err != nil {
+		return c, err
+	}
 	if len(c.srunArgs) > 0 && c.parsedMode == launch.ModeDirect {
 		return c, fmt.Errorf("--srun-arg=%q with --launcher direct, which runs no srun step", c.srunArgs[0])
 	}
