@@ -13,21 +13,29 @@ import (
 	"github.com/rubick-sched/rubick/slurm"
 )
 
+// applierTest is the lab, a context bounded to a minute, its cluster and
+// an Applier on it with the lab's scontrol and scancel.
+func applierTest(t *testing.T) (*lab, context.Context, *slurm.RESTCluster, *slurm.Applier) {
+	t.Helper()
+	l := needLab(t)
+	needScheduler(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	c := l.cluster(ctx, t)
+	app, err := slurm.NewApplier(slurm.ApplierConfig{Scontrol: "scontrol", Scancel: "scancel", Cluster: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, ctx, c, app
+}
+
 // rubick's start may give a job fewer CPUs per node than it was submitted
 // with: a job of 2 nodes with 8 CPUs each, started by the Applier on one
 // node with 4 GPUs and 4 CPUs, runs there. Slurm keeps the submission's
 // per-node minimum unless the resize sets it too; before it did, the job
 // kept NumCPUs=8 and stayed pending in BadConstraints.
 func TestApplierStartBelowSubmittedCPUs(t *testing.T) {
-	l := needLab(t)
-	needScheduler(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c := l.cluster(ctx, t)
-	app, err := slurm.NewApplier(slurm.ApplierConfig{Scontrol: "scontrol", Scancel: "scancel", Cluster: c})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, ctx, c, app := applierTest(t)
 	node := l.idleNodes(t, 1)[0]
 	id := l.sbatch(t, "--model-type=bert", "-p", l.partition, "-N2", "--ntasks-per-node=1", "--cpus-per-task=8",
 		"--gres=gpu:8", "--mem=4G", "--wrap", "sleep 30")
@@ -54,11 +62,7 @@ func TestApplierStartBelowSubmittedCPUs(t *testing.T) {
 // cancelled: scontrol requeuehold takes a CANCELLED job and brings it back
 // pending and held, so the preemption stops at the job's end state.
 func TestApplierLeavesJobCancelledDuringCheckpoint(t *testing.T) {
-	l := needLab(t)
-	needScheduler(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c := l.cluster(ctx, t)
+	l, ctx, c, start := applierTest(t)
 	node := l.idleNodes(t, 1)[0]
 	// The trainer ignores the signal, as one still writing its checkpoint.
 	id := l.sbatch(t, "--model-type=bert", "-p", l.partition, "-N1", "--gres=gpu:2", "--mem=1G", "--requeue",
@@ -71,10 +75,6 @@ func TestApplierLeavesJobCancelledDuringCheckpoint(t *testing.T) {
 	}
 	tag := *j.Tag
 	tag.Plan, tag.Generation = "dp2.tp1.pp1.mb8.a1.z0", 1
-	start, err := slurm.NewApplier(slurm.ApplierConfig{Scontrol: "scontrol", Scancel: "scancel", Cluster: c})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if res := start.ApplyOne(ctx, slurm.Action{Kind: slurm.ActionStart, JobID: jid, Nodes: []string{node}, GPUsPerNode: 2,
 		CPUsPerTask: 1, MemPerNodeMB: 1000, Tag: &tag}); res.Err != nil {
 		t.Fatalf("start: %v (steps %+v)", res.Err, res.Steps)
@@ -104,15 +104,7 @@ func TestApplierLeavesJobCancelledDuringCheckpoint(t *testing.T) {
 // those alone: a task split off before, held for a plan of its own, stays
 // held. (The bare array ID names every task.)
 func TestApplierReleasesArrayRecordAlone(t *testing.T) {
-	l := needLab(t)
-	needScheduler(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c := l.cluster(ctx, t)
-	app, err := slurm.NewApplier(slurm.ApplierConfig{Scontrol: "scontrol", Scancel: "scancel", Cluster: c})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, ctx, _, app := applierTest(t)
 	id := l.sbatch(t, "--model-type=bert", "-p", l.partition, "-N1", "--gres=gpu:1", "--mem=1G", "--array=0-3",
 		"--wrap", "sleep 20")
 	jid, _ := strconv.Atoi(id)
