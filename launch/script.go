@@ -513,6 +513,7 @@ func (e scriptEnv) Each(f func(name string, vr expand.Variable) bool) {
 // does: up to "--" or its first word that is not a flag.
 func srunLine(args []string) (ScriptLine, error) {
 	var sl ScriptLine
+	var srunArgs []string
 	i := 0
 	for ; i < len(args); i++ {
 		a := args[i]
@@ -550,11 +551,23 @@ func srunLine(args []string) (ScriptLine, error) {
 			sl.GlobalBatch = n
 		case "signal":
 			sl.Signal = val
+		case "srun-arg":
+			srunArgs = append(srunArgs, val)
 		}
 	}
 	sl.Train = args[i:]
 	if len(sl.Train) == 0 {
 		return ScriptLine{}, fmt.Errorf("%w: the rubick-srun line has no training command", ErrBadInput)
+	}
+	// What rubick-srun refuses before it runs anything; a word the script
+	// sets only when it runs is left to rubick-srun.
+	if !slices.ContainsFunc(srunArgs, func(a string) bool { return strings.Contains(a, Unresolved) }) {
+		if err := CheckSrunExtra(srunArgs); err != nil {
+			return ScriptLine{}, err
+		}
+	}
+	if err := CheckWrappers(sl.Train); err != nil {
+		return ScriptLine{}, err
 	}
 	return sl, nil
 }

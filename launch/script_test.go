@@ -120,6 +120,22 @@ run`,
 			err:    ErrBadInput,
 		},
 		{
+			// rubick-srun exits 2 on these before it runs anything.
+			name:   "an srun option the plan owns",
+			script: "exec rubick-srun --srun-arg=-lN2 -- torchrun train.py",
+			err:    ErrBadInput,
+		},
+		{
+			name:   "a wrapper that clears the ranks' environment",
+			script: "exec rubick-srun -- env -i PATH=/usr/bin torchrun train.py",
+			err:    ErrBadInput,
+		},
+		{
+			name:   "an srun option the script sets when it runs",
+			script: "exec rubick-srun --srun-arg=\"$OPT\" -- torchrun train.py",
+			want:   ScriptLine{Train: []string{"torchrun", "train.py"}},
+		},
+		{
 			name:   "not a shell script",
 			script: "exec rubick-srun python train.py 'unterminated",
 			err:    ErrBadInput,
