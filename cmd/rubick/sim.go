@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rubick-sched/rubick/artifact"
 	"github.com/rubick-sched/rubick/daemon"
@@ -65,6 +66,7 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 	fset.IntVar(&o.cfg.CPUsPerNode, "cpus-per-node", def.CPUsPerNode, "CPU cores per node")
 	fset.Float64Var(&o.cfg.MemPerNodeGB, "mem-per-node-gb", def.MemPerNodeGB, "host memory per node, GB")
 	fset.DurationVar(&o.cfg.Interval, "interval", def.Interval, "scheduling interval (simulated time)")
+	fset.DurationVar(&o.cfg.MaxTime, "max-time", def.MaxTime, "how long a replay runs on after its last arrival before it stops, naming the jobs left (simulated time)")
 	fset.DurationVar(&o.cfg.RestartPenalty, "restart-penalty", def.RestartPenalty, "time without progress after every start and placement change")
 	fset.DurationVar(&o.cfg.AssumedRestartCost, "assumed-restart-cost", 0, "what the policies are told a restart costs; 0: the penalty itself")
 	fset.Float64Var(&o.cfg.LoadScale, "load-scale", def.LoadScale, "divide submission times by this (> 1 compresses arrivals)")
@@ -132,8 +134,11 @@ func parseSimFlags(args []string, stderr io.Writer) (simOptions, error) {
 		{o.cfg.GPUsPerNode <= 0 || o.cfg.GPUsPerNode > 64, "--gpus-per-node", o.cfg.GPUsPerNode, "must be in 1..64"},
 		{o.cfg.CPUsPerNode <= 0, "--cpus-per-node", o.cfg.CPUsPerNode, "must be > 0"},
 		{!(o.cfg.MemPerNodeGB > 0) || math.IsInf(o.cfg.MemPerNodeGB, 1), "--mem-per-node-gb", o.cfg.MemPerNodeGB, "must be a finite number > 0"},
+		// A year of simulated time is far past any trace, and keeps the
+		// replay's float64 clock resolving its rounds.
+		{o.cfg.MaxTime < time.Second || o.cfg.MaxTime > 365*24*time.Hour, "--max-time", o.cfg.MaxTime, "must be in [1s, 8760h]"},
 		{o.cfg.Interval.Seconds() < 1, "--interval", o.cfg.Interval, "must be >= 1s"},
-		{o.cfg.Interval > o.cfg.MaxTime, "--interval", o.cfg.Interval, fmt.Sprintf("must be at most %v, the time a replay runs on after its last arrival", o.cfg.MaxTime)},
+		{o.cfg.Interval > o.cfg.MaxTime, "--interval", o.cfg.Interval, fmt.Sprintf("must be at most %v, the time a replay runs on after its last arrival (--max-time)", o.cfg.MaxTime)},
 		{o.cfg.RestartPenalty < 0, "--restart-penalty", o.cfg.RestartPenalty, "must be >= 0"},
 		{o.cfg.AssumedRestartCost < 0, "--assumed-restart-cost", o.cfg.AssumedRestartCost, "must be >= 0"},
 		// Below 1e-6 arrivals (artifact.MaxTraceSeconds at most) stretch

@@ -41,6 +41,9 @@ func TestSimBadFlags(t *testing.T) {
 		"endless host memory": {[]string{"--set", "HostMemPerGPUGB=Inf"}, "HostMemPerGPUGB=+Inf"},
 		"tiny interval":       {[]string{"--interval", "10ms"}, "--interval=10ms"},
 		"huge interval":       {[]string{"--interval", "100h"}, "--interval=100h0m0s must be at most 72h0m0s"},
+		"interval past max":   {[]string{"--max-time", "1h", "--interval", "2h"}, "--interval=2h0m0s must be at most 1h0m0s"},
+		"no max time":         {[]string{"--max-time", "0s"}, "--max-time=0s must be in [1s, 8760h]"},
+		"endless max time":    {[]string{"--max-time", "10000h"}, "--max-time=10000h0m0s"},
 		"negative penalty":    {[]string{"--restart-penalty", "-1s"}, "--restart-penalty=-1s"},
 		"negative load":       {[]string{"--load-scale", "-2"}, "--load-scale=-2"},
 		"unknown policy":      {[]string{"--policy", "rubick,tetris"}, `--policy "tetris"`},
@@ -76,12 +79,24 @@ func TestSimBadFlags(t *testing.T) {
 	}
 }
 
+// --max-time bounds how long a replay runs on after its last arrival: the
+// naive trace, which finishes within the default, stops after one second.
+func TestSimMaxTime(t *testing.T) {
+	if _, _, err := runSimArgs(t, "--workload", "naive", "--policy", "fifo"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := runSimArgs(t, "--workload", "naive", "--policy", "fifo", "--max-time", "1s", "--interval", "1s")
+	if err == nil || !strings.Contains(err.Error(), "unfinished 1s after the last arrival") {
+		t.Errorf("sim --max-time 1s: %v, want the replay stopped 1s after the last arrival", err)
+	}
+}
+
 func TestSimHelpListsDefaults(t *testing.T) {
 	_, stderr, err := runSimArgs(t, "-h")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"-workload", "workload-base", "-nodes", "(default 8)", "-interval", "1m0s", "-restart-penalty", "4m20s", "-load-scale", "-json", "-plot", "-policy", "rubick,fifo", "-set", "ReconfigKeep=0.9", "GuaranteedOrder=shortest", "-refit-threshold", "-exclude-suspect"} {
+	for _, want := range []string{"-workload", "workload-base", "-nodes", "(default 8)", "-interval", "1m0s", "-max-time", "72h0m0s", "-restart-penalty", "4m20s", "-load-scale", "-json", "-plot", "-policy", "rubick,fifo", "-set", "ReconfigKeep=0.9", "GuaranteedOrder=shortest", "-refit-threshold", "-exclude-suspect"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("help does not mention %q:\n%s", want, stderr)
 		}
@@ -280,7 +295,7 @@ func TestSimBadTrace(t *testing.T) {
 		"empty file":   {csv: "", want: "FILE: no header"},
 		"header only":  {csv: header, want: "FILE: no jobs after the header"},
 		"more GPUs than the cluster": {csv: header + first + "roberta-1,60,200,roberta,64,512,1.25,ga,200,1\n", args: []string{"--nodes", "4"},
-			want: "sim fifo: 1 of 2 jobs unfinished 72h0m0s after the last arrival (MaxTime): roberta-1; 1 of them ask for more GPUs than the cluster's 4 nodes of 8 hold"},
+			want: "sim fifo: 1 of 2 jobs unfinished 72h0m0s after the last arrival (MaxTime, rubick sim --max-time): roberta-1; 1 of them ask for more GPUs than the cluster's 4 nodes of 8 hold"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
