@@ -265,7 +265,7 @@ func unfinished(policyName string, active []*simJob, left, total int, cfg Config
 			short++
 		}
 	}
-	msg := fmt.Sprintf("sim %s: %d of %d jobs unfinished %v after the last arrival (MaxTime, rubick sim --max-time)", policyName, left, total, cfg.MaxTime)
+	msg := fmt.Sprintf("sim %s: %d of %d jobs unfinished %v after the last arrival (MaxTime)", policyName, left, total, cfg.MaxTime)
 	if len(names) > 0 {
 		more := ""
 		if len(names) > 5 {

@@ -295,7 +295,7 @@ func TestSimBadTrace(t *testing.T) {
 		"empty file":   {csv: "", want: "FILE: no header"},
 		"header only":  {csv: header, want: "FILE: no jobs after the header"},
 		"more GPUs than the cluster": {csv: header + first + "roberta-1,60,200,roberta,64,512,1.25,ga,200,1\n", args: []string{"--nodes", "4"},
-			want: "sim fifo: 1 of 2 jobs unfinished 72h0m0s after the last arrival (MaxTime, rubick sim --max-time): roberta-1; 1 of them ask for more GPUs than the cluster's 4 nodes of 8 hold"},
+			want: "sim fifo: 1 of 2 jobs unfinished 72h0m0s after the last arrival (MaxTime): roberta-1; 1 of them ask for more GPUs than the cluster's 4 nodes of 8 hold"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
