@@ -369,7 +369,10 @@ func (q *queue) minCPUs(j *Job, g int) int {
 		// it asked for fewer: fit must find those free.
 		return q.minCPG(j) * g
 	}
-	return j.Request.CPUs * g / max(1, j.Request.GPUs)
+	// Never below the job's own CPUs per GPU (its --cpus-per-gpu, or what
+	// its memory takes under MaxMemPerCPU), which Slurm allocates at any
+	// size, as every policy keeps it.
+	return max(j.Request.CPUs*g/max(1, j.Request.GPUs), j.minCPG(0)*g)
 }
 
 // minCPG is the fewest CPUs j runs with per GPU.

@@ -215,3 +215,32 @@ func TestSynergyCPUsWithinFree(t *testing.T) {
 		})
 	}
 }
+
+// The queue policies that run a job on its requested CPUs give it no fewer
+// than its own CPUs per GPU (--cpus-per-gpu), which Slurm allocates at
+// any size: a request's ratio below it is raised.
+func TestQueueKeepsCPUsPerGPU(t *testing.T) {
+	for _, name := range []string{"fifo", "antman", "rubick-e", "rubick-n"} {
+		t.Run(name, func(t *testing.T) {
+			j := pt.NewJob("a", "small").GPUs(2).CPUs(2).Obj()
+			j.CPUsPerGPU = 4
+			s := snap(t, time.Hour, pt.Cluster(1, 8), nil, j)
+			pol, err := policy.New(name, policy.DefaultConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := pol.Decide(context.Background(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, _ := p.Action("a")
+			cpus := 0
+			for _, n := range a.Alloc {
+				cpus += n.CPUs
+			}
+			if a.Kind != policy.Start || cpus != 8 {
+				t.Errorf("a: %s with %d CPUs, want a start with 8 (4 per GPU)", a.Kind, cpus)
+			}
+		})
+	}
+}
