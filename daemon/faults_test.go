@@ -124,6 +124,10 @@ type faultSlurm struct {
 	// that does not parse, a generation that goes back.
 	broken []string
 	nextID int
+	// srun has each job requeue itself at the checkpoint signal, as
+	// rubick-srun does once its trainer checkpointed: its Comment marked
+	// (rubick:requeue), then requeued held.
+	srun bool
 }
 
 func newFaultSlurm(nodes int, jobs ...slurm.Job) *faultSlurm {
@@ -412,6 +416,13 @@ func (s *faultSlurm) apply(argv []string, skip int) error {
 		if j.State != slurm.StateRunning {
 			return errors.New("Job is pending execution")
 		}
+		if s.srun {
+			j.Comment = slurm.WithWord(j.Comment, slurm.RequeueWord)
+			j.State, j.Held, j.Reason, j.Priority = slurm.StatePending, true, "JobHeldUser", 0
+			j.NodeList, j.BatchHost, j.GPUs, j.MemMB, j.StartTime = nil, "", 0, 0, time.Time{}
+			j.RestartCount++
+			s.requeues[j.ID]++
+		}
 	case argv[1] == "requeuehold":
 		if j.State != slurm.StateRunning {
 			return errors.New("Job is pending execution")
@@ -633,6 +644,8 @@ type faultScenario struct {
 	keep bool
 	// setup prepares the store.
 	setup func(t *testing.T, st *store.Store)
+	// srun is faultSlurm.srun: the job's rubick-srun requeues it.
+	srun bool
 }
 
 // faultScenarios cover each kind of action the daemon applies; shrinks
@@ -655,7 +668,7 @@ func faultScenarios() []faultScenario {
 	// keep91 keeps job 91 running as it is.
 	keep91 := &policy.Plan{Actions: []policy.Action{{Kind: policy.Keep, JobID: "91", Alloc: []policy.NodeAlloc{{Node: "node1", GPUs: 8, CPUs: 8, MemGB: 62.5}},
 		Plan: model.Plan{DP: 8, TP: 1, PP: 1, MicroBatch: 4, Accum: 1}}}}
-	return []faultScenario{
+	scs := []faultScenario{
 		{name: "start", kind: slurm.ActionStart, nodes: 1,
 			jobs: func() []slurm.Job { return []slurm.Job{heldJob(41, "bert", 1, 2)} }},
 		{name: "preempt and start", kind: slurm.ActionPreempt, nodes: 1, mail: map[int]string{91: "BEGIN,END,REQUEUE"}, edit: withLab,
@@ -715,6 +728,15 @@ func faultScenarios() []faultScenario {
 				}
 			}},
 	}
+	// rubick-srun requeues the job itself, marked, at the signal: the tag
+	// that acknowledges it and the Comment that loses the mark must never
+	// read, taken apart, as someone else's requeue.
+	for _, name := range []string{"preempt and start", "restart"} {
+		sc := scs[slices.IndexFunc(scs, func(sc faultScenario) bool { return sc.name == name })]
+		sc.name, sc.srun = name+", rubick-srun requeues", true
+		scs = append(scs, sc)
+	}
+	return scs
 }
 
 // faultCase is what fails in one run: first at the first cycle's
@@ -789,6 +811,7 @@ func runFault(t *testing.T, seeded []byte, sc faultScenario, c faultCase) faultR
 	t.Helper()
 	ctx := context.Background()
 	s := newFaultSlurm(sc.nodes, sc.jobs()...)
+	s.srun = sc.srun
 	for id, m := range sc.mail {
 		s.mail[id] = m
 	}

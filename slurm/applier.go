@@ -331,6 +331,12 @@ func (r *run) do(ctx context.Context) error {
 			// rubick. Marking it held by them (Hold) is what counts it.
 			return fmt.Errorf("annotate job %d: %w", act.JobID, errRequeuedByOther)
 		}
+		if act.Hold && !RequeuedByOther(job) {
+			// Released (or started) since the cycle read it: the mark
+			// would stay on a job no one holds, and read as its user's
+			// hold at its next requeue.
+			return fmt.Errorf("annotate job %d: %w: no longer requeued and held by someone else", act.JobID, ErrJobState)
+		}
 		return r.annotate(ctx, job)
 	case ActionStart:
 		if job.State != StatePending {
@@ -363,17 +369,17 @@ func (r *run) do(ctx context.Context) error {
 			// Theirs now, and the tag would count their requeue as rubick's.
 			return fmt.Errorf("time limit of job %d: %w", act.JobID, errRequeuedByOther)
 		}
-		argv := append([]string{r.a.cfg.Scontrol, "update", r.jobArg()}, limitArgs(job, act.TimeLimit)...)
+		args := limitArgs(job, act.TimeLimit)
 		if act.Tag != nil {
 			// In the same update: a tag that says what limit rubick set
 			// must never lag behind it.
-			args, err := tagArgs(job, *act.Tag, false, r.a.cfg.Instance, r.mailWas)
+			tag, err := tagArgs(job, *act.Tag, false, r.a.cfg.Instance, r.mailWas)
 			if err != nil {
 				return err
 			}
-			argv = append(argv, args...)
+			args = append(args, tag...)
 		}
-		return r.cmd(ctx, "time limit", argv...)
+		return r.updateTag(ctx, "time limit", args)
 	case ActionRestart:
 		seen := r.a.cfg.Clock.Now()
 		requeued, err := r.checkpointRequeue(ctx, job)
@@ -589,7 +595,26 @@ func (r *run) writeTag(ctx context.Context, job Job, tag Tag, hold bool, extra .
 		r.step(StepResult{Name: "annotate", Note: "AdminComment already up to date"})
 		return nil
 	}
-	return r.cmd(ctx, "annotate", append([]string{r.a.cfg.Scontrol, "update", r.jobArg()}, args...)...)
+	return r.updateTag(ctx, "annotate", args)
+}
+
+// updateTag sends args, an update that writes a tag (tagArgs, after any
+// fields that must go with it), with the Comment in an update of its own
+// after the rest. Slurm may take part of a multi-field update
+// (docs/slurm.md), and the Comment only ever loses rubick-srun's requeue
+// mark or its mail word there: taken alone, it would leave a job whose
+// tag does not count that requeue yet (RequeuedByOther, held for its
+// user) or does not keep the mail types yet.
+func (r *run) updateTag(ctx context.Context, name string, args []string) error {
+	update := []string{r.a.cfg.Scontrol, "update", r.jobArg()}
+	c := slices.IndexFunc(args, func(a string) bool { return strings.HasPrefix(a, "Comment=") })
+	if c < 0 || len(args) == 1 {
+		return r.cmd(ctx, name, append(update, args...)...)
+	}
+	if err := r.cmd(ctx, name, slices.Concat(update, args[:c], args[c+1:])...); err != nil {
+		return err
+	}
+	return r.cmd(ctx, name+" comment", append(update, args[c])...)
 }
 
 // tagArgs are the scontrol update arguments that write tag, with the
@@ -662,6 +687,12 @@ func (r *run) ackRequeue(ctx context.Context, tag *Tag, before Job, requeued tim
 	job, err := r.read(ctx, "read job after requeue")
 	if err != nil {
 		return err
+	}
+	if m, _ := mailOfComment(job.Comment); m != "" && r.mailWas == "" {
+		// rubick-srun quieted the mail for its own requeue: this tag takes
+		// its word out of the Comment, so every later one of the run (a
+		// restart's) must keep what it recorded.
+		r.mailWas = m
 	}
 	if !requeued.IsZero() {
 		job.RestartCount = max(job.RestartCount, before.RestartCount+1)
@@ -913,24 +944,30 @@ func (r *run) checkpointRequeue(ctx context.Context, job Job) (time.Time, error)
 	r.step(st)
 	now, err := r.a.cfg.Cluster.Job(ctx, act.JobID)
 	switch {
-	case err == nil && RequeuedByOther(now):
+	case err != nil:
+		// Its state unknown, it may have ended (a requeuehold would bring
+		// back a cancelled job) or been requeued by someone else: the next
+		// cycle decides on what it reads then.
+		r.step(StepResult{Name: "requeuehold", Err: err, Note: "job not read after the checkpoint wait; not requeued"})
+		return time.Time{}, fmt.Errorf("%s job %d: reading it after the checkpoint wait: %w", act.Kind, act.JobID, err)
+	case RequeuedByOther(now):
 		// Not rubick-srun's requeue, which says so (RequeueWord).
 		r.step(StepResult{Name: "requeuehold", Note: "requeued by someone else during the checkpoint wait; left to them"})
 		return time.Time{}, fmt.Errorf("%s job %d: %w: requeued and held by its user or an administrator during the checkpoint wait", act.Kind, act.JobID, ErrJobState)
-	case err == nil && now.State == StatePending && now.Held:
+	case now.State == StatePending && now.Held:
 		// rubick-srun requeues its own job held once the trainer
 		// checkpointed; a second requeuehold would fail on the now
 		// pending job.
 		r.step(StepResult{Name: "requeuehold", Note: "the job requeued itself after its checkpoint"})
 		return r.a.cfg.Clock.Now(), nil
-	case err == nil && endedByOther(now):
+	case endedByOther(now):
 		// scancel, the time limit or Slurm's own preemption ended it while
 		// it checkpointed: a requeuehold would bring back, held, a job its
 		// owner or the cluster meant to end. A job that failed because its
 		// batch shell did not survive the signal is requeued as planned.
 		r.step(StepResult{Name: "requeuehold", Note: "job ended (" + now.State + ") during the checkpoint wait; not requeued"})
 		return time.Time{}, fmt.Errorf("%s job %d: %w: %s during the checkpoint wait", act.Kind, act.JobID, ErrJobState, now.State)
-	case err == nil && now.State == StateSuspended:
+	case now.State == StateSuspended:
 		// Stopped before it could checkpoint: a requeue would lose its work
 		// since the last checkpoint and end the suspension. Resumed,
 		// rubick-srun finishes the checkpoint it was signalled for and

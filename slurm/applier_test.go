@@ -949,11 +949,9 @@ func TestApplyAnnotateComment(t *testing.T) {
 		want [][]string // after JobId=
 	}{
 		"comment untouched": {comment: "my note", want: [][]string{{ac}}},
-		"requeue word out":  {comment: "my note rubick:requeue", want: [][]string{{ac, "Comment=my note"}}},
+		"requeue word out":  {comment: "my note rubick:requeue", want: [][]string{{ac}, {"Comment=my note"}}},
 		"hold":              {comment: "my note", hold: true, want: [][]string{{"Comment=my note rubick:hold"}, {ac}}},
 		"hold, no comment":  {hold: true, want: [][]string{{"Comment=rubick:hold"}, {ac}}},
-		"hold, requeue word out": {comment: "my note rubick:requeue", hold: true,
-			want: [][]string{{"Comment=my note rubick:requeue rubick:hold"}, {ac, "Comment=my note rubick:hold"}}},
 		"hold marked already": {comment: "rubick:hold", hold: true, want: [][]string{{ac}}},
 		"hold fails":          {comment: "my note", hold: true, fail: true, want: [][]string{{"Comment=my note rubick:hold"}}},
 	}
@@ -961,6 +959,11 @@ func TestApplyAnnotateComment(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			j := requeued(7)
 			j.RestartCount, j.Comment = 3, tc.comment
+			if tc.hold {
+				// Its tag counts 2 restarts: the third was someone
+				// else's, which a hold marks (RequeuedByOther).
+				j.Tag = &Tag{ModelType: "gpt2", Extra: map[string]string{TagRestarts: "2"}}
+			}
 			f := newApplierFixture(t, map[int][]Job{7: {j}}, nil)
 			if tc.fail {
 				f.runner.failAt = map[int]string{1: "slurm_update error: Unable to contact slurm controller"}
@@ -1174,7 +1177,11 @@ func TestApplyMovesMailWord(t *testing.T) {
 			if res := f.app.ApplyOne(context.Background(), Action{Kind: ActionAnnotate, JobID: 7, Tag: &tag}); res.Err != nil {
 				t.Fatalf("Err = %v; steps %+v", res.Err, res.Steps)
 			}
-			want := [][]string{append([]string{"/usr/bin/scontrol", "update", "JobId=7"}, tc.want...)}
+			// The Comment after the tag, in an update of its own (updateTag).
+			var want [][]string
+			for _, a := range tc.want {
+				want = append(want, []string{"/usr/bin/scontrol", "update", "JobId=7", a})
+			}
 			if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
 				t.Errorf("argv (-want +got):\n%s", diff)
 			}
@@ -1336,6 +1343,18 @@ func TestApplyRequeuedByOtherSinceTheCycle(t *testing.T) {
 	if diff := cmp.Diff(want, f.runner.Calls()); diff != "" {
 		t.Errorf("the hold's mark: argv (-want +got):\n%s", diff)
 	}
+	// Released, or requeued by rubick-srun (its mark), since the cycle read
+	// it: no one's hold to mark, and the mark would stay.
+	released := theirs()
+	released.Held, released.Reason = false, "None"
+	srun := theirs()
+	srun.Comment = RequeueWord
+	for _, j := range []Job{released, srun} {
+		f = newApplierFixture(t, map[int][]Job{7: {j}}, nil)
+		if res := f.app.ApplyOne(context.Background(), Action{Kind: ActionAnnotate, JobID: 7, Tag: tag, Hold: true}); !errors.Is(res.Err, ErrJobState) || len(f.runner.Calls()) != 0 {
+			t.Errorf("hold of a job held %t, comment %q: Err = %v, calls %q; want ErrJobState and no command", j.Held, j.Comment, res.Err, f.runner.Calls())
+		}
+	}
 	// rubick's own requeue, its tag not written yet, reads the same: the
 	// acknowledgement writes it.
 	f = newApplierFixture(t, map[int][]Job{7: {theirs()}}, nil)
@@ -1363,13 +1382,71 @@ func TestApplyTagKeepsRunningJobsRequeueMark(t *testing.T) {
 		if res := f.app.ApplyOne(context.Background(), act); res.Err != nil {
 			t.Fatal(res.Err)
 		}
-		calls := f.runner.Calls()
-		if len(calls) != 1 {
-			t.Fatalf("%s: calls %q; want one update", act.Kind, calls)
+		for _, got := range f.runner.Calls() {
+			if c := slices.IndexFunc(got, func(a string) bool { return strings.HasPrefix(a, "Comment=") }); c >= 0 && !HasWord(got[c], RequeueWord) {
+				t.Errorf("%s: %q takes out the requeue mark", act.Kind, got)
+			}
 		}
-		got := calls[0]
-		if c := slices.IndexFunc(got, func(a string) bool { return strings.HasPrefix(a, "Comment=") }); c >= 0 && !HasWord(got[c], RequeueWord) {
-			t.Errorf("%s: %q takes out the requeue mark", act.Kind, got)
+	}
+}
+
+// rubick-srun quieted the job's mail and requeued it itself (its Comment's
+// rubick:requeue and rubick:mail=begin,end) while rubickd restarts it: the
+// tag that acknowledges the requeue takes the word out and keeps the mail
+// types, and so must the restart's own tag after it, or the job never
+// gets BEGIN and REQUEUE back.
+func TestApplyRestartKeepsSrunMailRecord(t *testing.T) {
+	comment := "rubick:requeue rubick:mail=begin,end"
+	run := running(32, "node2", "node3")
+	run.Comment = comment
+	run.AdminComment = "rubick:v1 model=gpt2 gen=1 rc=0"
+	run.Tag, _ = TagFromAdminComment(run.AdminComment)
+	req := requeued(32)
+	req.Comment, req.AdminComment, req.Tag = comment, run.AdminComment, run.Tag
+	acked := req
+	acked.Comment = ""
+	acked.AdminComment = "rubick:v1 model=gpt2 gen=1 mail=begin,end rc=1"
+	acked.Tag, _ = TagFromAdminComment(acked.AdminComment)
+	f := newApplierFixture(t, map[int][]Job{32: {run, req, req, acked}}, func(c *ApplierConfig) {
+		c.WaitCheckpoint = func(ctx context.Context, j Job) error { return nil }
+	})
+	f.runner.out = []byte("JobId=32 MailType=END\n")
+	act := restartAction()
+	act.Tag = &Tag{ModelType: "gpt2", Plan: "dp8.tp1.pp1.mb1.a1.z0", Generation: 2}
+	if res := f.app.ApplyOne(context.Background(), act); res.Err != nil {
+		t.Fatalf("Err = %v", res.Err)
+	}
+	var last string
+	for _, c := range f.runner.Calls() {
+		for _, a := range c {
+			if strings.HasPrefix(a, "AdminComment=") {
+				last = a
+			}
+		}
+	}
+	if !strings.Contains(last, "mail=begin,end") {
+		t.Errorf("last tag %q: want the mail types rubick-srun quieted (mail=begin,end)", last)
+	}
+}
+
+// The read after the checkpoint wait fails: the job may have been
+// cancelled meanwhile, which a requeuehold would bring back, so nothing
+// is requeued; the next cycle decides on what it reads.
+func TestApplyNoRequeueAfterFailedRead(t *testing.T) {
+	f := newApplierFixture(t, map[int][]Job{32: {running(32, "node2", "node3")}}, nil)
+	f.app.cfg.WaitCheckpoint = func(ctx context.Context, j Job) error {
+		f.cluster.mu.Lock()
+		f.cluster.err = ErrUnavailable
+		f.cluster.mu.Unlock()
+		return nil
+	}
+	res := f.app.ApplyOne(context.Background(), restartAction())
+	if !errors.Is(res.Err, ErrUnavailable) {
+		t.Errorf("Err = %v, want ErrUnavailable", res.Err)
+	}
+	for _, c := range f.runner.Calls() {
+		if len(c) > 1 && c[1] == "requeuehold" {
+			t.Errorf("%q ran though the job was not read after the checkpoint wait", c)
 		}
 	}
 }
