@@ -334,8 +334,9 @@ var allStates = []string{"PD", "R", "S", "RQ", "RS", "RV", "CD", "CA", "F", "TO"
 type Query struct {
 	// Path is the sacct binary; "sacct" looks it up in PATH.
 	Path string
-	// Since and Until bound the jobs sacct selects (--starttime,
-	// --endtime); zero leaves a bound to sacct's default.
+	// Since bounds the jobs sacct selects (--starttime), up to now
+	// (--endtime=now) whatever Until, the end of the report's window,
+	// which Build applies; both zero leave the window to sacct's default.
 	Since, Until time.Time
 	// Location is the zone sacct runs in (its times carry no offset); nil
 	// means the local zone.
@@ -364,8 +365,14 @@ func (q Query) Argv() []string {
 		// and those. (Without --starttime, states would start it now.)
 		argv = append(argv, "--state="+strings.Join(allStates, ","), "--starttime="+q.Since.In(loc).Format(layout))
 	}
-	if !q.Until.IsZero() {
-		argv = append(argv, "--endtime="+q.Until.In(loc).Format(layout))
+	if !q.Since.IsZero() || !q.Until.IsZero() {
+		// Up to now, whatever Until: with states, sacct selects a job by
+		// what it was within the window, and one held past Until (rubick
+		// holds every job until it plans it) was nothing there, so a job
+		// submitted before Until and released after it was left out
+		// (22.05 lab). Build keeps those submitted before Until. Without
+		// an end, states would end the window at its start.
+		argv = append(argv, "--endtime=now")
 	}
 	return argv
 }

@@ -156,7 +156,7 @@ func TestQueryArgv(t *testing.T) {
 		Until: time.Date(2026, 11, 8, 12, 30, 0, 0, time.UTC), Location: time.UTC}
 	want := []string{"/usr/bin/sacct", "--allusers", "--allocations", "--duplicates", "--parsable2",
 		"--format=JobID,Account,QOS,Partition,State,Submit,Start,End,Elapsed,AllocTRES,AdminComment,User,JobName",
-		"--state=PD,R,S,RQ,RS,RV,CD,CA,F,TO,NF,PR,OOM,BF,DL", "--starttime=2026-11-01T00:00:00", "--endtime=2026-11-08T12:30:00"}
+		"--state=PD,R,S,RQ,RS,RV,CD,CA,F,TO,NF,PR,OOM,BF,DL", "--starttime=2026-11-01T00:00:00", "--endtime=now"}
 	if diff := cmp.Diff(want, q.Argv()); diff != "" {
 		t.Errorf("argv (-want +got):\n%s", diff)
 	}

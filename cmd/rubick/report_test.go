@@ -122,7 +122,7 @@ func TestReportFakeSacct(t *testing.T) {
 		t.Fatalf("error = %v", err)
 	}
 	args, _ := os.ReadFile(argsFile)
-	for _, want := range []string{"--starttime=2026-11-01T12:00:00\n", "--endtime=2026-11-08T12:00:00\n", "--duplicates\n", "--parsable2\n"} {
+	for _, want := range []string{"--starttime=2026-11-01T12:00:00\n", "--endtime=now\n", "--duplicates\n", "--parsable2\n"} {
 		if !strings.Contains(string(args), want) {
 			t.Errorf("sacct argv %q lacks %q", args, want)
 		}
@@ -148,9 +148,10 @@ func TestReportSinceDefaultsBeforeUntil(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"--until", "2026-10-01"}, []string{"--starttime=2026-09-24T00:00:00\n", "--endtime=2026-10-01T00:00:00\n"}},
-		{[]string{"--until", "-2d"}, []string{"--starttime=2026-10-30T12:00:00\n", "--endtime=2026-11-06T12:00:00\n"}},
-		{[]string{"--since", "-3d", "--until", "-2d"}, []string{"--starttime=2026-11-05T12:00:00\n", "--endtime=2026-11-06T12:00:00\n"}},
+		// sacct's window ends now whatever --until (report.Query).
+		{[]string{"--until", "2026-10-01"}, []string{"--starttime=2026-09-24T00:00:00\n", "--endtime=now\n"}},
+		{[]string{"--until", "-2d"}, []string{"--starttime=2026-10-30T12:00:00\n", "--endtime=now\n"}},
+		{[]string{"--since", "-3d", "--until", "-2d"}, []string{"--starttime=2026-11-05T12:00:00\n", "--endtime=now\n"}},
 	} {
 		var out, errb bytes.Buffer
 		if err := reportCmd(context.Background(), append([]string{"--sacct", bin, "--json"}, tc.args...), &out, &errb, testEnv(t)); err != nil {

@@ -171,3 +171,31 @@ func TestReportQueryFindsJobCancelledWhileHeld(t *testing.T) {
 		return slices.ContainsFunc(rows, func(r report.Row) bool { return r.JobID == id && r.State == "CANCELLED" })
 	})
 }
+
+// A job submitted before the report's --until and released after it is
+// the report's: sacct, given states and a window ending at --until,
+// selected it by what it was within the window, and a held job was
+// nothing there (22.05 lab).
+func TestReportQueryFindsJobHeldPastUntil(t *testing.T) {
+	l := needLab(t)
+	needScheduler(t)
+	since := time.Now().Add(-time.Minute)
+	id := l.sbatch(t, "--model-type=bert", "-N1", "--gres=gpu:1", "--wrap", "true")
+	t.Cleanup(func() { command("", "scancel", id) })
+	time.Sleep(2 * time.Second)
+	until := time.Now()
+	time.Sleep(2 * time.Second)
+	run(t, "scontrol", "release", id)
+	q := report.Query{Since: since, Until: until}
+	waitFor(t, 30*time.Second, "the job's sacct row", func() bool {
+		out, err := q.Run(t.Context(), slurm.ExecRunner{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, _, err := report.ParseSacct(bytes.NewReader(out), time.Local)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(rows, func(r report.Row) bool { return r.JobID == id && r.State == "COMPLETED" })
+	})
+}
