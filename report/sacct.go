@@ -78,7 +78,14 @@ type Row struct {
 // Columns says which of Fields an input had.
 type Columns map[string]bool
 
-// ParseSacct reads `sacct --parsable2` text with its header line. Steps
+// Delimiter separates the fields of the sacct output the report runs
+// (--delimiter): a '|', sacct's own, may be in any field of text users or
+// site tools write, AdminComment's other segments among them, and sacct
+// does not escape it; the unit separator is in none.
+const Delimiter = "\x1f"
+
+// ParseSacct reads `sacct --parsable2` text with its header line, its
+// fields separated by '|' or by Delimiter. Steps
 // (JobID with a '.') are skipped: the report is about allocations. Errors
 // wrap ErrInput and name the line, job, field and value.
 func ParseSacct(r io.Reader, loc *time.Location) ([]Row, Columns, error) {
@@ -99,6 +106,9 @@ func ParseSacct(r io.Reader, loc *time.Location) ([]Row, Columns, error) {
 		parsable bool
 		// cluster is the first row's Cluster, when the input has one.
 		cluster string
+		// sep separates the fields: Delimiter where the header has it
+		// (sacct run by the report), else sacct's '|'.
+		sep = "|"
 	)
 	for sc.Scan() {
 		line++
@@ -110,7 +120,10 @@ func ParseSacct(r io.Reader, loc *time.Location) ([]Row, Columns, error) {
 		if strings.TrimSpace(text) == "" {
 			continue
 		}
-		f := strings.Split(text, "|")
+		if idx == nil && strings.Contains(text, Delimiter) {
+			sep = Delimiter
+		}
+		f := strings.Split(text, sep)
 		if idx == nil {
 			if parsable = len(f) > 1 && strings.TrimSpace(f[len(f)-1]) == ""; parsable {
 				f = f[:len(f)-1]
@@ -125,7 +138,7 @@ func ParseSacct(r io.Reader, loc *time.Location) ([]Row, Columns, error) {
 		if parsable && len(f) > len(idx) && f[len(f)-1] == "" {
 			f = f[:len(f)-1]
 		}
-		if extra := len(f) - len(idx); extra > 0 && last >= 0 {
+		if extra := len(f) - len(idx); extra > 0 && last >= 0 && sep == "|" {
 			f = slices.Concat(f[:last], []string{strings.Join(f[last:last+extra+1], "|")}, f[last+extra+1:])
 		}
 		if len(f) != len(idx) {
@@ -350,7 +363,7 @@ func (q Query) Argv() []string {
 	if path == "" {
 		path = "sacct"
 	}
-	argv := []string{path, "--allusers", "--allocations", "--duplicates", "--parsable2",
+	argv := []string{path, "--allusers", "--allocations", "--duplicates", "--parsable2", "--delimiter=" + Delimiter,
 		"--format=" + strings.Join(Fields, ",")}
 	loc := q.Location
 	if loc == nil {

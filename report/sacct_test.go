@@ -115,7 +115,10 @@ func TestParseSacctPipeInName(t *testing.T) {
 		want    []string // job names
 		wantErr string
 	}{
-		"parsable2":              {in: "JobID|State|JobName\n7|COMPLETED|a|b||c\n8|FAILED|plain\n", want: []string{"a|b||c", "plain"}},
+		"parsable2": {in: "JobID|State|JobName\n7|COMPLETED|a|b||c\n8|FAILED|plain\n", want: []string{"a|b||c", "plain"}},
+		// The report's own sacct run: a '|' anywhere is text.
+		"delimiter": {in: "JobID\x1fState\x1fAdminComment\x1fUser\x1fJobName\n7\x1fCOMPLETED\x1fsite|x\x1falice\x1fa|b\n",
+			want: []string{"a|b"}},
 		"parsable":               {in: "JobID|State|JobName|\n7|COMPLETED|a|b|\n8|FAILED||\n", want: []string{"a|b", ""}},
 		"comment last":           {in: "JobID|State|Comment\n7|COMPLETED|x|y\n", want: []string{""}},
 		"name not last":          {in: "JobID|JobName|State\n7|a|b|COMPLETED\n", wantErr: "4 fields, header has 3"},
@@ -154,13 +157,13 @@ func TestParseSacctPipeInName(t *testing.T) {
 func TestQueryArgv(t *testing.T) {
 	q := Query{Path: "/usr/bin/sacct", Since: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC),
 		Until: time.Date(2026, 11, 8, 12, 30, 0, 0, time.UTC), Location: time.UTC}
-	want := []string{"/usr/bin/sacct", "--allusers", "--allocations", "--duplicates", "--parsable2",
+	want := []string{"/usr/bin/sacct", "--allusers", "--allocations", "--duplicates", "--parsable2", "--delimiter=\x1f",
 		"--format=JobID,Account,QOS,Partition,State,Submit,Start,End,Elapsed,AllocTRES,AdminComment,User,JobName",
 		"--state=PD,R,S,RQ,RS,RV,CD,CA,F,TO,NF,PR,OOM,BF,DL", "--starttime=2026-11-01T00:00:00", "--endtime=now"}
 	if diff := cmp.Diff(want, q.Argv()); diff != "" {
 		t.Errorf("argv (-want +got):\n%s", diff)
 	}
-	if got := (Query{}).Argv(); got[0] != "sacct" || len(got) != 6 {
+	if got := (Query{}).Argv(); got[0] != "sacct" || len(got) != 7 {
 		t.Errorf("default argv = %q, want sacct without time bounds", got)
 	}
 }
