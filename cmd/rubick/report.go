@@ -110,6 +110,21 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	case *overhead < 0:
 		return fmt.Errorf("%w: --restart-overhead=%s must be >= 0", errUsage, *overhead)
 	}
+	// A flag that would do nothing is refused: its user expects it to.
+	for _, f := range []struct {
+		name, needs string
+		alone       bool
+	}{
+		{"sacct", "--input", set["input"]}, {"timeout", "--input", set["input"]},
+		{"gpus", "--plot", !set["plot"]}, {"plot-format", "--plot", !set["plot"]},
+	} {
+		if set[f.name] && f.alone {
+			if f.needs == "--input" {
+				return fmt.Errorf("%w: --%s with --input, which reads saved output and runs no sacct", errUsage, f.name)
+			}
+			return fmt.Errorf("%w: --%s without --plot, which it is for", errUsage, f.name)
+		}
+	}
 	loc := env.loc
 	if *tz != "Local" {
 		l, err := time.LoadLocation(*tz)

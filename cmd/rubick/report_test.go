@@ -212,6 +212,11 @@ func TestReportUsageErrors(t *testing.T) {
 		"no grouping":       {args: []string{"--input", synthetic, "--by", ""}, want: `--by=""`},
 		"no timeout":        {args: []string{"--input", synthetic, "--timeout", "0s"}, want: "--timeout=0s"},
 		"negative overhead": {args: []string{"--input", synthetic, "--restart-overhead", "-5m"}, want: "--restart-overhead=-5m0s must be >= 0"},
+		// Flags that would do nothing.
+		"sacct with input":    {args: []string{"--input", synthetic, "--sacct", "/opt/slurm/bin/sacct"}, want: "--sacct with --input"},
+		"timeout with input":  {args: []string{"--input", synthetic, "--timeout", "1m"}, want: "--timeout with --input"},
+		"gpus without plot":   {args: []string{"--input", synthetic, "--gpus", "64"}, want: "--gpus without --plot"},
+		"format without plot": {args: []string{"--input", synthetic, "--plot-format", "svg"}, want: "--plot-format without --plot"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
