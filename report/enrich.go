@@ -78,6 +78,14 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 		if !ok {
 			continue
 		}
+		later := false
+		if found && j.next == nil && j.Submit != nil && store.Predates(*j.Submit, sj.Submitted) {
+			// The store's record is of a later job of the id, which the
+			// rows lack (still held, or submitted after --until): what
+			// it holds from that job's submission on is not this one's.
+			next := sj.Submitted
+			j.next, later = &next, true
+		}
 		id := sj.ID
 		hist, err := st.PlanHistory(ctx, id)
 		if err != nil {
@@ -146,9 +154,11 @@ func (r *Report) Enrich(ctx context.Context, st Store, name string, env model.En
 		}
 		// The class or the request may have come from the store.
 		j.BelowRequest = j.belowRequest()
-		w, err := LastWait(ctx, st, sj)
-		if err != nil {
-			return fmt.Errorf("report: %w", err)
+		var w time.Time
+		if !later {
+			if w, err = LastWait(ctx, st, sj); err != nil {
+				return fmt.Errorf("report: %w", err)
+			}
 		}
 		if j.queueFrom(w) {
 			waited++

@@ -955,6 +955,27 @@ func TestEnrichReusedJobID(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("jobs 143 (-want +got):\n%s", d)
 	}
+	// The afternoon's job not in the rows (still held, or after --until):
+	// the store's record, its class and model type, and its plans from
+	// its submission on are still not the morning's.
+	r = build(t, header+
+		"143|REQUEUED|2026-11-02T08:00:00|2026-11-02T08:10:00|2026-11-02T09:00:00|"+tres+"|\n"+
+		"143|COMPLETED|2026-11-02T09:00:00|2026-11-02T09:05:00|2026-11-02T11:00:00|"+tres+"|\n", Options{})
+	st.jobs[143] = store.Job{ID: 143, ModelType: "gpt2", Class: store.Guaranteed, State: "PENDING", Submitted: at(6, 0)}
+	if err := r.Enrich(context.Background(), st, "s.db", model.DefaultEnv()); err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	for _, j := range r.Jobs {
+		g := job{j.ModelType, j.Class, j.State, nil, j.Plans}
+		for _, pc := range j.StorePlans {
+			g.StorePlans = append(g.StorePlans, pc.At)
+		}
+		got = append(got, g)
+	}
+	if d := cmp.Diff(want[:1], got); d != "" {
+		t.Errorf("the morning's job 143 alone (-want +got):\n%s", d)
+	}
 }
 
 // A running guaranteed job that rubickd keeps on another plan than it
