@@ -400,6 +400,16 @@ func (ex *explanation) addModel(ctx context.Context, st explainStore, j store.Jo
 	if len(alts) == 0 {
 		ex.Notes = append(ex.Notes, fmt.Sprintf("no memory-feasible plan on %s with %d CPUs", res.Placement, res.CPUs))
 	}
+	if j.LastPlan.GPUs() > 0 && !slices.ContainsFunc(alts, func(a alternative) bool { return a.Current }) {
+		// Not left out unsaid: a job may run a plan the model would not
+		// choose (its launch line's own, kept as it is).
+		switch err := p.Feasible(j.LastPlan, res); {
+		case err != nil:
+			ex.Notes = append(ex.Notes, fmt.Sprintf("current plan %s is not among the plans listed: the memory model finds it does not fit on %s (%v)", j.LastPlan, res.Placement, err))
+		case !j.Cannot.Allows(j.LastPlan):
+			ex.Notes = append(ex.Notes, fmt.Sprintf("current plan %s is not among the plans listed: its launch line cannot express it (%s)", j.LastPlan, j.Cannot))
+		}
+	}
 	return nil
 }
 

@@ -996,3 +996,43 @@ func TestAgeString(t *testing.T) {
 		}
 	}
 }
+
+// A current plan the memory model finds does not fit (a launch line's
+// own, kept as it is) is not priced among the best plans: a note says so,
+// rather than leave it out unsaid.
+func TestExplainCurrentPlanOutOfTheList(t *testing.T) {
+	spec := explainGPT2Spec()
+	p := model.Predictor{Spec: spec, Params: model.Priors(), Env: model.DefaultEnv()}
+	var res model.Resources
+	var infeasible model.Plan
+	for _, g := range []int{1, 2, 4} {
+		r := model.Resources{Placement: model.Placement{g}, CPUs: 4 * g, HostMemGB: 128}
+		for _, mb := range []int{1, 2, 4, 8, 16, 32, 64} {
+			pl := model.Plan{DP: g, TP: 1, PP: 1, MicroBatch: mb, Accum: 64 / (g * mb)}
+			if 64%(g*mb) == 0 && infeasible == (model.Plan{}) && p.Feasible(pl, r) != nil {
+				infeasible, res = pl, r
+			}
+		}
+	}
+	if infeasible == (model.Plan{}) {
+		t.Fatal("no plan the memory model refuses: pick another")
+	}
+	path, _ := seedExplainStore(t)
+	ctx := context.Background()
+	st := openAfterSeed(t, path)
+	defer st.Close()
+	if err := st.UpsertJob(ctx, store.Job{ID: 42, ModelType: "gpt2", Class: store.BestEffort, State: "RUNNING", LastPlan: infeasible, LastResources: res}); err != nil {
+		t.Fatal(err)
+	}
+	ex, err := explain(ctx, st, path, 42, 3, 0, fixedNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := slices.ContainsFunc(ex.Alternatives, func(a alternative) bool { return a.Current })
+	noted := slices.ContainsFunc(ex.Notes, func(n string) bool {
+		return strings.Contains(n, "current plan "+infeasible.String()+" is not among the plans listed: the memory model")
+	})
+	if !listed && !noted {
+		t.Errorf("current plan %s neither listed nor noted; notes %q", infeasible, ex.Notes)
+	}
+}
