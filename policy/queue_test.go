@@ -205,10 +205,7 @@ func TestSynergyCPUsWithinFree(t *testing.T) {
 				t.Fatal(err)
 			}
 			a, _ := p.Action("a")
-			g := got{outcomes(p)["a"], 0}
-			for _, n := range a.Alloc {
-				g.CPUs += n.CPUs
-			}
+			g := got{outcomes(p)["a"], allocCPUs(a)}
 			if diff := cmp.Diff(tc.want, g); diff != "" {
 				t.Errorf("a (-want +got):\n%s", diff)
 			}
@@ -224,23 +221,19 @@ func TestQueueKeepsCPUsPerGPU(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			j := pt.NewJob("a", "small").GPUs(2).CPUs(2).Obj()
 			j.CPUsPerGPU = 4
-			s := snap(t, time.Hour, pt.Cluster(1, 8), nil, j)
-			pol, err := policy.New(name, policy.DefaultConfig())
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := pol.Decide(context.Background(), s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			a, _ := p.Action("a")
-			cpus := 0
-			for _, n := range a.Alloc {
-				cpus += n.CPUs
-			}
-			if a.Kind != policy.Start || cpus != 8 {
+			a, _ := decide(t, name, snap(t, time.Hour, pt.Cluster(1, 8), nil, j)).Action("a")
+			if cpus := allocCPUs(a); a.Kind != policy.Start || cpus != 8 {
 				t.Errorf("a: %s with %d CPUs, want a start with 8 (4 per GPU)", a.Kind, cpus)
 			}
 		})
 	}
+}
+
+// allocCPUs are the CPUs of a's allocation.
+func allocCPUs(a policy.Action) int {
+	n := 0
+	for _, al := range a.Alloc {
+		n += al.CPUs
+	}
+	return n
 }

@@ -948,10 +948,10 @@ func TestApplyAnnotateComment(t *testing.T) {
 		fail bool
 		want [][]string // after JobId=
 	}{
-		"comment untouched": {comment: "my note", want: [][]string{{ac}}},
-		"requeue word out":  {comment: "my note rubick:requeue", want: [][]string{{ac}, {"Comment=my note"}}},
-		"hold":              {comment: "my note", hold: true, want: [][]string{{"Comment=my note rubick:hold"}, {ac}}},
-		"hold, no comment":  {hold: true, want: [][]string{{"Comment=rubick:hold"}, {ac}}},
+		"comment untouched":   {comment: "my note", want: [][]string{{ac}}},
+		"requeue word out":    {comment: "my note rubick:requeue", want: [][]string{{ac}, {"Comment=my note"}}},
+		"hold":                {comment: "my note", hold: true, want: [][]string{{"Comment=my note rubick:hold"}, {ac}}},
+		"hold, no comment":    {hold: true, want: [][]string{{"Comment=rubick:hold"}, {ac}}},
 		"hold marked already": {comment: "rubick:hold", hold: true, want: [][]string{{ac}}},
 		"hold fails":          {comment: "my note", hold: true, fail: true, want: [][]string{{"Comment=my note rubick:hold"}}},
 	}
