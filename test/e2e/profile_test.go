@@ -92,20 +92,27 @@ exec %[1]s/rubick-srun --launcher gpu --state-dir %[2]s/state-"$SLURM_JOB_ID" \
 		}
 		return id
 	}
-	wait := func(id int) slurm.Job {
+	// wait returns the job once it ended, and its memory per GPU as it
+	// first ran: what its profiling phase read. A later restart (rubickd
+	// may raise its memory once more is free) does not profile again.
+	wait := func(id int) (slurm.Job, int64) {
+		firstMem := int64(-1)
 		for ctx.Err() == nil {
 			j, err := cluster.Job(ctx, id)
+			if err == nil && j.State == slurm.StateRunning && firstMem < 0 {
+				firstMem = j.MemPerGPUMB
+			}
 			if err == nil && j.Ended() {
-				return j
+				return j, firstMem
 			}
 			time.Sleep(time.Second)
 		}
 		t.Fatalf("job %d did not finish; logs in %s", id, dir)
-		return slurm.Job{}
+		return slurm.Job{}, 0
 	}
 
 	first := submit("--mem-per-gpu=4G")
-	j1 := wait(first)
+	j1, firstMem := wait(first)
 	if j1.State != slurm.StateCompleted {
 		t.Fatalf("profiled job %d ended %s", first, j1.State)
 	}
@@ -138,9 +145,10 @@ exec %[1]s/rubick-srun --launcher gpu --state-dir %[2]s/state-"$SLURM_JOB_ID" \
 		}
 	}
 	// Offload runs were checked against the job's memory on the node, read
-	// from its MemPerTres (before, unread for --mem-per-gpu: 0).
-	if want := float64(j1.MemPerGPUMB*8) / 1024; want == 0 || prof.HostMemGB != want {
-		t.Errorf("profile: host_mem_gb %v, want the job's %d MB per GPU times 8 GPUs (%v GB)", prof.HostMemGB, j1.MemPerGPUMB, want)
+	// from its MemPerTres as it ran (before, unread for --mem-per-gpu: 0).
+	if want := float64(firstMem*8) / 1024; !(want > 0) || prof.HostMemGB != want {
+		t.Errorf("profile: host_mem_gb %v, want the job's %d MB per GPU as it first ran times 8 GPUs (%v GB; %d MB at its end)",
+			prof.HostMemGB, firstMem, want, j1.MemPerGPUMB)
 	}
 	// 16 heads: the phase also runs TP 2 on 2 GPUs, for k_3d.
 	if ok < 7 || offload < 3 || tp != 1 {
@@ -170,7 +178,7 @@ exec %[1]s/rubick-srun --launcher gpu --state-dir %[2]s/state-"$SLURM_JOB_ID" \
 	}
 
 	second := submit("--mem=32G")
-	j2 := wait(second)
+	j2, _ := wait(second)
 	if j2.State != slurm.StateCompleted {
 		t.Fatalf("second job %d ended %s", second, j2.State)
 	}
