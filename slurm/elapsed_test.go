@@ -33,6 +33,12 @@ func TestParseElapsed(t *testing.T) {
 		"huge days":    {in: "999999999999-00:00:00", wantErr: true},
 		"huge hours":   {in: "9999999999999999:00:00", wantErr: true},
 		"huge minutes": {in: "99999999999999999:00", wantErr: true},
+		// Slurm's D-HH and D-HH:MM: hours and minutes, not minutes and
+		// seconds.
+		"days hours":         {in: "1-02", want: 26 * time.Hour},
+		"days hours minutes": {in: "1-02:03", want: 26*time.Hour + 3*time.Minute},
+		"days minutes 60":    {in: "1-02:60", wantErr: true},
+		"days, no hours":     {in: "1-", wantErr: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
