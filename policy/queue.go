@@ -379,22 +379,18 @@ func (q *queue) minCPUs(j *Job, g int) int {
 func (q *queue) minCPG(j *Job) int { return j.minCPG(q.cfg.MinCPUsPerGPU) }
 
 // book takes alloc out of the free capacity f.
-func book(s *Snapshot, f []qnode, alloc []NodeAlloc) {
-	for _, a := range alloc {
-		n, _ := s.NodeIndex(a.Node)
-		f[n].gpus -= a.GPUs
-		f[n].cpus -= a.CPUs
-		f[n].mem -= a.MemGB
-	}
-}
+func book(s *Snapshot, f []qnode, alloc []NodeAlloc) { addAlloc(s, f, alloc, -1) }
 
 // release gives alloc back to the free capacity f.
-func release(s *Snapshot, f []qnode, alloc []NodeAlloc) {
+func release(s *Snapshot, f []qnode, alloc []NodeAlloc) { addAlloc(s, f, alloc, 1) }
+
+// addAlloc adds alloc to the free capacity f sign times.
+func addAlloc(s *Snapshot, f []qnode, alloc []NodeAlloc, sign int) {
 	for _, a := range alloc {
 		n, _ := s.NodeIndex(a.Node)
-		f[n].gpus += a.GPUs
-		f[n].cpus += a.CPUs
-		f[n].mem += a.MemGB
+		f[n].gpus += sign * a.GPUs
+		f[n].cpus += sign * a.CPUs
+		f[n].mem += float64(sign) * a.MemGB
 	}
 }
 
