@@ -526,15 +526,20 @@ func wroteTag(j slurm.Job, a store.Action) bool {
 
 // writeTag writes tag (a copy) as job id's, changing nothing else of it.
 func (d *Daemon) writeTag(ctx context.Context, id int, tag slurm.Tag) error {
-	t := cloneTag(tag)
-	return d.deps.Applier.Apply(ctx, []slurm.Action{{Kind: slurm.ActionAnnotate, JobID: id, Tag: &t}})[0].Err
+	return d.annotate(ctx, slurm.Action{JobID: id}, tag)
 }
 
 // ackTag writes tag to job id to acknowledge rubick's own requeue of it
 // (slurm.Action.Acknowledge).
 func (d *Daemon) ackTag(ctx context.Context, id int, tag slurm.Tag) error {
+	return d.annotate(ctx, slurm.Action{JobID: id, Acknowledge: true}, tag)
+}
+
+// annotate applies a, an annotate writing tag (a copy).
+func (d *Daemon) annotate(ctx context.Context, a slurm.Action, tag slurm.Tag) error {
 	t := cloneTag(tag)
-	return d.deps.Applier.Apply(ctx, []slurm.Action{{Kind: slurm.ActionAnnotate, JobID: id, Tag: &t, Acknowledge: true}})[0].Err
+	a.Kind, a.Tag = slurm.ActionAnnotate, &t
+	return d.deps.Applier.Apply(ctx, []slurm.Action{a})[0].Err
 }
 
 // ackWait is the tag that acknowledges a job's requeue: tag, nil for the

@@ -620,10 +620,10 @@ func (r *run) updateTag(ctx context.Context, name string, args []string) error {
 // tagArgs are the scontrol update arguments that write tag, with the
 // job's restart count (TagRestarts), into the AdminComment job has now,
 // and its Comment: without RequeueWord unless the job runs (that requeue
-// is rubick's, and this is its answer), and with UserHoldWord for hold. by, when set, names
-// the writer (TagBy); quieted, when set, is the MailType the writer's run
-// took BEGIN and REQUEUE out of (TagMail), which the tag keeps. Only the
-// fields that change; none when neither does.
+// is rubick's, and this is its answer), and with UserHoldWord for hold.
+// by, when set, names the writer (TagBy); quieted, when set, is the
+// MailType the writer's run took BEGIN and REQUEUE out of (TagMail), which
+// the tag keeps. Only the fields that change; none when neither does.
 func tagArgs(job Job, tag Tag, hold bool, by, quieted string) ([]string, error) {
 	if job.Tag != nil && job.Tag.Class != "" {
 		// The class is job_submit.lua's to write: a new QOS or account
@@ -894,7 +894,7 @@ func (r *run) checkpointRequeue(ctx context.Context, job Job) (time.Time, error)
 	if RequeuedByOther(job) {
 		// Since the cycle read it running: their hold, which a tag with
 		// the new restart count would pass off as rubick's.
-		return time.Time{}, fmt.Errorf("%s job %d: %w: requeued and held by its user or an administrator since the cycle read it", act.Kind, act.JobID, ErrJobState)
+		return time.Time{}, fmt.Errorf("%s job %d: %w", act.Kind, act.JobID, errRequeuedByOther)
 	}
 	if job.State == StatePending && job.Held {
 		r.step(StepResult{Name: "requeue", Note: "job already pending and held"})
