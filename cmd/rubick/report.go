@@ -111,18 +111,17 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env
 		return fmt.Errorf("%w: --restart-overhead=%s must be >= 0", errUsage, *overhead)
 	}
 	// A flag that would do nothing is refused: its user expects it to.
+	const noSacct, noPlot = "with --input, which reads saved output and runs no sacct", "without --plot, which it is for"
 	for _, f := range []struct {
-		name, needs string
-		alone       bool
+		name string
+		idle bool
+		why  string
 	}{
-		{"sacct", "--input", set["input"]}, {"timeout", "--input", set["input"]},
-		{"gpus", "--plot", !set["plot"]}, {"plot-format", "--plot", !set["plot"]},
+		{"sacct", set["input"], noSacct}, {"timeout", set["input"], noSacct},
+		{"gpus", !set["plot"], noPlot}, {"plot-format", !set["plot"], noPlot},
 	} {
-		if set[f.name] && f.alone {
-			if f.needs == "--input" {
-				return fmt.Errorf("%w: --%s with --input, which reads saved output and runs no sacct", errUsage, f.name)
-			}
-			return fmt.Errorf("%w: --%s without --plot, which it is for", errUsage, f.name)
+		if set[f.name] && f.idle {
+			return fmt.Errorf("%w: --%s %s", errUsage, f.name, f.why)
 		}
 	}
 	loc := env.loc
