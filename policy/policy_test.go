@@ -687,12 +687,16 @@ func TestNewSnapshotRejects(t *testing.T) {
 		jobs  []policy.Job
 		want  string
 	}{
-		"duplicate node":    {nodes: append(pt.Cluster(1, 8), pt.Cluster(1, 8)...), want: `duplicate node "n0"`},
-		"duplicate job":     {nodes: pt.Cluster(1, 8), jobs: []policy.Job{ok, ok}, want: `duplicate job "a"`},
-		"unknown node":      {nodes: pt.Cluster(1, 8), jobs: []policy.Job{pt.NewJob("b", "small").Running(dp(1, 32), time.Minute, pt.On("n9", 1)).Obj()}, want: `unknown node "n9"`},
-		"unknown model":     {nodes: pt.Cluster(1, 8), jobs: []policy.Job{{ID: "c", Model: "gpt9", Request: policy.Request{GPUs: 1}}}, want: `model type "gpt9"`},
-		"over capacity":     {nodes: pt.Cluster(1, 4), jobs: []policy.Job{pt.NewJob("d", "small").GPUs(8).Running(dp(8, 32), time.Minute, pt.On("n0", 8)).Obj()}, want: "over capacity"},
-		"zero GPU request":  {nodes: pt.Cluster(1, 8), jobs: []policy.Job{{ID: "e", Model: "small"}}, want: "request.gpus=0"},
+		"duplicate node":   {nodes: append(pt.Cluster(1, 8), pt.Cluster(1, 8)...), want: `duplicate node "n0"`},
+		"duplicate job":    {nodes: pt.Cluster(1, 8), jobs: []policy.Job{ok, ok}, want: `duplicate job "a"`},
+		"unknown node":     {nodes: pt.Cluster(1, 8), jobs: []policy.Job{pt.NewJob("b", "small").Running(dp(1, 32), time.Minute, pt.On("n9", 1)).Obj()}, want: `unknown node "n9"`},
+		"unknown model":    {nodes: pt.Cluster(1, 8), jobs: []policy.Job{{ID: "c", Model: "gpt9", Request: policy.Request{GPUs: 1}}}, want: `model type "gpt9"`},
+		"over capacity":    {nodes: pt.Cluster(1, 4), jobs: []policy.Job{pt.NewJob("d", "small").GPUs(8).Running(dp(8, 32), time.Minute, pt.On("n0", 8)).Obj()}, want: "over capacity"},
+		"zero GPU request": {nodes: pt.Cluster(1, 8), jobs: []policy.Job{{ID: "e", Model: "small"}}, want: "request.gpus=0"},
+		"placement with an empty node": {nodes: pt.Cluster(2, 8), jobs: []policy.Job{{ID: "h", Model: "small", Request: policy.Request{GPUs: 4, Placement: model.Placement{4, 0}}}},
+			want: "request.placement=40 must give each node at least one GPU and 4 in all"},
+		"placement not the GPUs": {nodes: pt.Cluster(2, 8), jobs: []policy.Job{{ID: "i", Model: "small", Request: policy.Request{GPUs: 4, Placement: model.Placement{2, 4}}}},
+			want: "request.placement=24 must give each node at least one GPU and 4 in all"},
 		"fair share NaN":    {nodes: pt.Cluster(1, 8), jobs: []policy.Job{pt.NewJob("f", "small").FairShare(math.NaN()).Obj()}, want: "fair_share=NaN must be in 0..1"},
 		"fair share over 1": {nodes: pt.Cluster(1, 8), jobs: []policy.Job{pt.NewJob("g", "small").FairShare(1.5).Obj()}, want: "fair_share=1.5 must be in 0..1"},
 	}

@@ -615,6 +615,10 @@ func NewSnapshot(now time.Time, nodes []Node, jobs []Job, tenants []Tenant, mode
 		if j.Request.GPUs <= 0 {
 			return nil, fmt.Errorf("%w: job %s: request.gpus=%d must be > 0", ErrBadSnapshot, j.ID, j.Request.GPUs)
 		}
+		if p := j.Request.Placement; p != nil && (slices.ContainsFunc(p, func(g int) bool { return g <= 0 }) || p.GPUs() != j.Request.GPUs) {
+			return nil, fmt.Errorf("%w: job %s: request.placement=%v must give each node at least one GPU and %d in all (request.gpus)",
+				ErrBadSnapshot, j.ID, p, j.Request.GPUs)
+		}
 		if j.RestartCost < 0 {
 			return nil, fmt.Errorf("%w: job %s: restart_cost=%v is negative", ErrBadSnapshot, j.ID, j.RestartCost)
 		}
