@@ -335,6 +335,23 @@ func TestCycleAcknowledgesRestartInOwnTag(t *testing.T) {
 	}
 }
 
+// recordRequeue stores action a, a preemption or restart, as a rubickd
+// that stopped right after its requeue left it: pending, with the restart
+// count the requeue gave its job (store.WillRequeue).
+func recordRequeue(t *testing.T, st *store.Store, a store.Action, restarts int) store.Action {
+	t.Helper()
+	ctx := context.Background()
+	a, err := st.RecordPlan(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.WillRequeue(ctx, a.ID, restarts); err != nil {
+		t.Fatal(err)
+	}
+	a.RequeueCount = restarts
+	return a
+}
+
 // A requeue Reconcile could not acknowledge at start-up is acknowledged by
 // the first cycle, not taken for someone else's.
 func TestReconcileAckFailureRetried(t *testing.T) {
@@ -349,9 +366,7 @@ func TestReconcileAckFailureRetried(t *testing.T) {
 	if err := st.UpsertJob(ctx, store.Job{ID: 91, ModelType: "bert", Class: store.BestEffort, State: "RUNNING", Submitted: t0}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.RecordPlan(ctx, store.Action{JobID: 91, Kind: string(slurm.ActionPreempt)}); err != nil {
-		t.Fatal(err)
-	}
+	recordRequeue(t, st, store.Action{JobID: 91, Kind: string(slurm.ActionPreempt)}, 1)
 	if err := d.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -405,9 +420,7 @@ func TestReconcileAcknowledgesRequeueInStoredTag(t *testing.T) {
 				a = store.Action{JobID: 91, Kind: string(slurm.ActionRestart), Plan: model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1},
 					Resources: model.Resources{Placement: model.Placement{4}, CPUs: 8}, Tag: restart.String()}
 			}
-			if _, err := st.RecordPlan(ctx, a); err != nil {
-				t.Fatal(err)
-			}
+			recordRequeue(t, st, a, 1)
 			if err := d.Reconcile(ctx); err != nil {
 				t.Fatal(err)
 			}

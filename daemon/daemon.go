@@ -97,6 +97,7 @@ type Store interface {
 	PhasesOver(ctx context.Context, ids []int64) (map[int64]time.Time, error)
 	RecentJobSamples(ctx context.Context, jobIDs []int64, n int) (map[int64][]store.StoredSample, error)
 	AwaitAck(ctx context.Context, id int64, mail string) error
+	WillRequeue(ctx context.Context, id int64, restarts int) error
 	Acked(ctx context.Context, jobID int64) error
 	LastRuns(ctx context.Context, ids []int64) (map[int64]store.SeenRun, error)
 	Unacked(ctx context.Context) ([]store.Action, error)
@@ -482,9 +483,12 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 		}
 		// The requeue was this action's, stopped before the tag said so:
 		// say it now, or the job waits for its user's release, with what
-		// the job ran so far as the action stored it.
+		// the job ran so far as the action stored it. A requeue at another
+		// count than the one the action recorded, or with none recorded
+		// (rubickd stopped before it issued its own), is someone else's:
+		// a user's requeuehold while rubickd was down stays theirs.
 		owed := err == nil && (a.Kind == string(slurm.ActionPreempt) || a.Kind == string(slurm.ActionRestart)) &&
-			slurm.RequeuedByOther(j) && !predates(j, a.DecidedAt)
+			slurm.RequeuedByOther(j) && !predates(j, a.DecidedAt) && requeuedBy(j, a.RequeueCount)
 		var w ackWait
 		if owed {
 			// Stored before the action is resolved: a crash between the
@@ -548,10 +552,23 @@ func (d *Daemon) annotate(ctx context.Context, a slurm.Action, tag slurm.Tag) er
 // (slurm.ActionResult.MailWas). at is when that action was decided, where
 // it comes from the store (zero: the running rubickd's own): a requeue
 // older than the job's submission is an earlier job's (predates).
+// restarts is the restart count the requeue gave the job (its action's
+// RequeueCount; requeuedBy): at another, the job was requeued by someone
+// else since.
 type ackWait struct {
 	tag       *slurm.Tag
 	ran, mail string
 	at        time.Time
+	restarts  int
+}
+
+// requeuedBy reports whether job j, requeued and held, is at the restart
+// count restarts, an action's RequeueCount: that action's requeue is the
+// job's last. An action an older rubickd left unresolved
+// (store.RequeueUnknown) is taken at any count, as that rubickd took it;
+// one that recorded no requeue (0) issued none.
+func requeuedBy(j slurm.Job, restarts int) bool {
+	return restarts == store.RequeueUnknown || restarts > 0 && j.RestartCount == restarts
 }
 
 // of is the tag to write for job j.
@@ -613,15 +630,15 @@ func (d *Daemon) acked(ctx context.Context, id int) {
 // schema 10) or it does not read.
 func (d *Daemon) ackOf(a store.Action) ackWait {
 	if a.Tag == "" {
-		return ackWait{mail: a.AckMail, at: a.DecidedAt}
+		return ackWait{mail: a.AckMail, at: a.DecidedAt, restarts: a.RequeueCount}
 	}
 	t, err := slurm.ParseTag(a.Tag)
 	if err != nil {
 		d.deps.Logger.Warn("stored tag of a preemption or restart does not read; its requeue is acknowledged in the job's own", "job", a.JobID, "err", err)
-		return ackWait{mail: a.AckMail, at: a.DecidedAt}
+		return ackWait{mail: a.AckMail, at: a.DecidedAt, restarts: a.RequeueCount}
 	}
 	w := ackFor(slurm.ActionKind(a.Kind), &t, a.AckMail)
-	w.at = a.DecidedAt
+	w.at, w.restarts = a.DecidedAt, a.RequeueCount
 	return w
 }
 
@@ -653,8 +670,9 @@ func (d *Daemon) ackRequeues(ctx context.Context, jobs []slurm.Job) []slurm.Job 
 	for id, w := range d.unacked {
 		i := slices.IndexFunc(jobs, func(j slurm.Job) bool { return j.ID == id })
 		// A requeue before the job's submission was an earlier job's of
-		// that id: its tag would make the job that one.
-		if i < 0 || !slurm.RequeuedByOther(jobs[i]) || predates(jobs[i], w.at) {
+		// that id: its tag would make the job that one. One at another
+		// restart count than rubick's gave is someone else's since.
+		if i < 0 || !slurm.RequeuedByOther(jobs[i]) || predates(jobs[i], w.at) || w.restarts != 0 && !requeuedBy(jobs[i], w.restarts) {
 			d.acked(ctx, id) // acknowledged, started or gone since
 			continue
 		}
@@ -1470,7 +1488,17 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	}
 	rep.CycleID = recorded.CycleID
 	// Apply only what was recorded first, so a crash in between leaves a
-	// pending record to reconcile rather than an unrecorded change.
+	// pending record to reconcile rather than an unrecorded change; so
+	// too the restart count each requeue gives its job, which tells it
+	// from its user's after a crash (Reconcile).
+	for i := range min(len(actions), len(recorded.Actions)) {
+		if k := actions[i].Kind; k == slurm.ActionPreempt || k == slurm.ActionRestart {
+			id := recorded.Actions[i].ID
+			actions[i].BeforeRequeue = func(ctx context.Context, restarts int) error {
+				return d.deps.Store.WillRequeue(ctx, id, restarts)
+			}
+		}
+	}
 	results := d.apply(ctx, actions)
 	rep.Results = results
 	// What Slurm took is recorded even when the cycle's deadline passed
@@ -1492,7 +1520,9 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 				if i < len(recorded.Actions) {
 					id = recorded.Actions[i].ID
 				}
-				d.awaitAck(rctx, r.Action.JobID, ackFor(r.Action.Kind, r.Action.Tag, r.MailWas), id)
+				w := ackFor(r.Action.Kind, r.Action.Tag, r.MailWas)
+				w.restarts = r.RequeueCount
+				d.awaitAck(rctx, r.Action.JobID, w, id)
 			}
 		} else {
 			d.deps.Logger.Info("action applied", "job", r.Action.JobID, "action", kind, "plan", planOf(r.Action))

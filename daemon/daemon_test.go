@@ -3347,9 +3347,14 @@ func TestReconcileAcknowledgesRequeue(t *testing.T) {
 		if err := st.UpsertJob(ctx, store.Job{ID: id, ModelType: "bert", Class: store.BestEffort, State: "RUNNING", Submitted: t0}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.RecordPlan(ctx, store.Action{JobID: id, Kind: kind, Plan: plan, Resources: model.Resources{Placement: model.Placement{4}, CPUs: 8}}); err != nil {
-			t.Fatal(err)
+		act := store.Action{JobID: id, Kind: kind, Plan: plan, Resources: model.Resources{Placement: model.Placement{4}, CPUs: 8}}
+		if kind == "start" {
+			if _, err := st.RecordPlan(ctx, act); err != nil {
+				t.Fatal(err)
+			}
+			continue
 		}
+		recordRequeue(t, st, act, 1)
 	}
 	if err := d.Reconcile(ctx); err != nil {
 		t.Fatal(err)
@@ -4210,4 +4215,26 @@ func profileTags(t *testing.T, actions []slurm.Action) map[int][2]string {
 		got[act.JobID] = [2]string{act.Tag.Extra[tagProfile], act.Tag.Extra[launch.TagArch]}
 	}
 	return got
+}
+
+// A requeued job is rubick's only at the restart count its action
+// recorded; an action an older rubickd left unresolved at any.
+func TestRequeuedBy(t *testing.T) {
+	job := func(rc int) slurm.Job {
+		return slurm.Job{ID: 1, State: slurm.StatePending, Held: true, RestartCount: rc}
+	}
+	for _, tc := range []struct {
+		name      string
+		rc, count int
+		want      bool
+	}{
+		{"its count", 2, 2, true},
+		{"requeued again since", 3, 2, false},
+		{"none recorded", 1, 0, false},
+		{"older rubickd's", 5, store.RequeueUnknown, true},
+	} {
+		if got := requeuedBy(job(tc.rc), tc.count); got != tc.want {
+			t.Errorf("%s: requeuedBy(restarts %d, count %d) = %t, want %t", tc.name, tc.rc, tc.count, got, tc.want)
+		}
+	}
 }

@@ -128,6 +128,36 @@ type faultSlurm struct {
 	// rubick-srun does once its trainer checkpointed: its Comment marked
 	// (rubick:requeue), then requeued held.
 	srun bool
+	// userHeld are the jobs their users requeued held (userRequeueHold).
+	userHeld map[int]bool
+	// willRequeue is the store write, counted as writes, of the live
+	// rubickd's last record of a requeue it is about to issue.
+	willRequeue int
+}
+
+// userRequeueHold is job id's user's scontrol requeuehold: a running job
+// is requeued held (its restart count up one, its Comment without
+// rubick-srun's mark); one waiting held for rubick's release the user
+// releases first, and Slurm starts. It reports whether the job was
+// requeued; not one pending and released, which requeuehold refuses.
+func (s *faultSlurm) userRequeueHold(id int) bool {
+	j, err := s.find(strconv.Itoa(id))
+	if err != nil || j.State == slurm.StatePending && !j.Held {
+		return false
+	}
+	if j.State == slurm.StatePending {
+		j.Held, j.Reason, j.Priority = false, "", 1
+		j.State, j.NodeList, j.BatchHost, j.GPUs, j.StartTime = slurm.StateRunning, []string{s.nodes[0].Name}, s.nodes[0].Name, j.GPUsPerNode, t0
+	}
+	j.Comment = slurm.WithoutWord(j.Comment, slurm.RequeueWord)
+	j.State, j.Held, j.Reason, j.Priority = slurm.StatePending, true, "JobHeldUser", 0
+	j.NodeList, j.BatchHost, j.GPUs, j.MemMB, j.StartTime = nil, "", 0, 0, time.Time{}
+	j.RestartCount++
+	if s.userHeld == nil {
+		s.userHeld = map[int]bool{}
+	}
+	s.userHeld[id] = true
+	return true
 }
 
 func newFaultSlurm(nodes int, jobs ...slurm.Job) *faultSlurm {
@@ -614,6 +644,15 @@ func (c crashStore) AwaitAck(ctx context.Context, id int64, mail string) error {
 	return c.write(func() error { return c.Store.AwaitAck(ctx, id, mail) })
 }
 
+func (c crashStore) WillRequeue(ctx context.Context, id int64, restarts int) error {
+	return c.write(func() error {
+		c.conn.s.mu.Lock()
+		c.conn.s.willRequeue = c.conn.s.writes + 1
+		c.conn.s.mu.Unlock()
+		return c.Store.WillRequeue(ctx, id, restarts)
+	})
+}
+
 func (c crashStore) Acked(ctx context.Context, jobID int64) error {
 	return c.write(func() error { return c.Store.Acked(ctx, jobID) })
 }
@@ -796,6 +835,9 @@ type faultRun struct {
 	// commands run before it (cmdsAtRead).
 	failedRead string
 	cmdsAtRead int
+	// willRequeue is the first cycle's store write that recorded the
+	// requeue it was about to issue (0: none).
+	willRequeue int
 	// before is each job as the first cycle found it, mail its mail
 	// types then.
 	before map[int]slurm.Job
@@ -876,7 +918,7 @@ func runFault(t *testing.T, seeded []byte, sc faultScenario, c faultCase) faultR
 	})
 	s.mu.Lock()
 	run.first, run.reads, run.writes = slices.Clone(s.argv), slices.Clone(s.readLog), s.writes
-	run.failedRead, run.cmdsAtRead = s.failedRead, s.cmdsAtRead
+	run.failedRead, run.cmdsAtRead, run.willRequeue = s.failedRead, s.cmdsAtRead, s.willRequeue
 	s.readFault = readFault{}
 	if c.user != nil {
 		c.user(s)
@@ -1004,6 +1046,7 @@ func (run faultRun) violations(t *testing.T) []string {
 	jobs := s.cloneJobs()
 	requeues := s.requeues
 	mail := maps.Clone(s.mail)
+	userHeld := maps.Clone(s.userHeld)
 	s.mu.Unlock()
 	// theirs: held by its user or an administrator, which rubick never
 	// releases.
@@ -1011,13 +1054,13 @@ func (run faultRun) violations(t *testing.T) []string {
 	for _, j := range jobs {
 		was, known := run.before[j.ID]
 		switch {
-		case known && theirs(was) && !theirs(j):
+		case (known && theirs(was) || userHeld[j.ID]) && !theirs(j):
 			out = append(out, fmt.Sprintf("job %d: %s held=%t (comment %q, restarts %d, tag %v): the hold of its user or an administrator is gone", j.ID, j.State, j.Held, j.Comment, j.RestartCount, j.Tag))
 		case j.TagErr != nil:
 			out = append(out, fmt.Sprintf("job %d: tag %q does not parse: %v", j.ID, j.AdminComment, j.TagErr))
 		case j.State == slurm.StateRunning, j.State == slurm.StateCompleted, j.State == slurm.StatePending && !j.Held:
 		case theirs(j):
-			if !known || !theirs(was) {
+			if (!known || !theirs(was)) && !userHeld[j.ID] {
 				out = append(out, fmt.Sprintf("job %d: held for its user or an administrator (comment %q, restarts %d, tag %v), which it was not", j.ID, j.Comment, j.RestartCount, j.Tag))
 			}
 			if slurm.HeldByUser(j) && slurm.RequeuedByOther(j) {
@@ -1262,6 +1305,51 @@ func TestFaultsNeverLoseJobs(t *testing.T) {
 				}
 				t.Logf("%d reads %q, each failing alone and with the rest of the cycle's", len(clean.reads), clean.reads)
 			})
+		})
+	}
+}
+
+// A user who requeues their job held while rubickd is down, after it
+// crashed anywhere in a preemption or restart of the job (before its
+// requeue, or after it, the user releasing and requeueing it again), keeps
+// their hold: the restarted rubickd does not take the requeue for its own,
+// and the invariants of TestFaultsNeverLoseJobs hold otherwise. A crash
+// between the store's record of rubick's requeue and the requeue itself
+// is left out: the record then names the restart count the user's
+// requeue gives the job, and nothing in Slurm tells the two apart.
+func TestUserRequeueHoldWhileDown(t *testing.T) {
+	seeded := seededStore(t)
+	for _, sc := range faultScenarios() {
+		if sc.srun || sc.kind != slurm.ActionPreempt && sc.kind != slurm.ActionRestart {
+			continue
+		}
+		t.Run(sc.name, func(t *testing.T) {
+			clean := runFault(t, seeded, sc, faultCase{})
+			points := append(faults(clean.first), storeFaults(clean.writes)...)
+			var held int
+			for _, f := range points {
+				if f.kind != faultCrash && f.kind != faultStoreCrash {
+					continue
+				}
+				var did bool
+				c := faultCase{first: f, userDid: "requeues job 91 held while rubickd is down",
+					user: func(s *faultSlurm) { did = s.userRequeueHold(91) }}
+				run := runFault(t, seeded, sc, c)
+				if f.kind == faultStoreCrash && f.at == run.willRequeue {
+					continue
+				}
+				if !did {
+					continue
+				}
+				held++
+				if v := run.violations(t); len(v) > 0 {
+					t.Errorf("%s:\n%s", c, strings.Join(v, "\n"))
+				}
+			}
+			if held == 0 {
+				t.Fatalf("no crash point of %d left job 91 for its user to requeue", len(points))
+			}
+			t.Logf("%d crash points with the user's requeuehold", held)
 		})
 	}
 }

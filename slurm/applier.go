@@ -95,6 +95,13 @@ type Action struct {
 	// the requeue): the job then reads as requeued by someone else
 	// (RequeuedByOther), which refuses any other annotate.
 	Acknowledge bool
+	// BeforeRequeue, when set, is called with the restart count a
+	// preemption's or restart's requeue gives the job, just before the
+	// requeue is issued; an error stops the action there, the job running
+	// on. The caller records the count (the store's WillRequeue): after a
+	// crash, a job requeued and held at another count was requeued by
+	// someone else, whose hold is theirs.
+	BeforeRequeue func(ctx context.Context, restarts int) error `json:"-"`
 }
 
 // StepResult is one executed (or skipped) step of an action.
@@ -123,6 +130,9 @@ type ActionResult struct {
 	// acknowledges its requeue after a failure keeps it, or the job never
 	// gets them back.
 	MailWas string
+	// RequeueCount is the restart count the action's requeue gives the job
+	// (Action.BeforeRequeue's); 0 when it issued none.
+	RequeueCount int
 }
 
 // MayHaveRequeued reports whether the action may have requeued its job
@@ -976,6 +986,13 @@ func (r *run) checkpointRequeue(ctx context.Context, job Job) (time.Time, error)
 		r.step(StepResult{Name: "requeuehold", Note: "suspended during the checkpoint wait; not requeued"})
 		return time.Time{}, fmt.Errorf("%s job %d: %w: suspended during the checkpoint wait", act.Kind, act.JobID, ErrJobState)
 	}
+	if act.BeforeRequeue != nil {
+		if err := act.BeforeRequeue(ctx, now.RestartCount+1); err != nil {
+			r.step(StepResult{Name: "requeuehold", Err: err, Note: "the requeue could not be recorded; not requeued"})
+			return time.Time{}, fmt.Errorf("%s job %d: recording its requeue: %w", act.Kind, act.JobID, err)
+		}
+	}
+	r.res.RequeueCount = now.RestartCount + 1
 	if err := r.cmd(ctx, "requeuehold", r.a.cfg.Scontrol, "requeuehold", r.id()); err != nil {
 		return time.Time{}, err
 	}

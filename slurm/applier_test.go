@@ -1450,3 +1450,46 @@ func TestApplyNoRequeueAfterFailedRead(t *testing.T) {
 		}
 	}
 }
+
+// A requeue's restart count goes to Action.BeforeRequeue before the
+// requeue is issued, and comes back in the result; when it cannot be
+// recorded, the job is not requeued: a crash after an unrecorded requeue
+// would leave rubick unable to tell it from its user's.
+func TestApplyRecordsRequeueFirst(t *testing.T) {
+	errStore := errors.New("database is locked")
+	for name, fail := range map[string]bool{"recorded": false, "not recorded": true} {
+		t.Run(name, func(t *testing.T) {
+			run := running(32, "node2", "node3")
+			run.RestartCount = 2
+			after := requeued(32)
+			after.RestartCount = 3
+			f := newApplierFixture(t, map[int][]Job{32: {run, run, after}}, nil)
+			act := restartAction()
+			var got []int
+			var ranBefore [][]string
+			act.BeforeRequeue = func(_ context.Context, n int) error {
+				got, ranBefore = append(got, n), f.runner.Calls()
+				if fail {
+					return errStore
+				}
+				return nil
+			}
+			res := f.app.ApplyOne(context.Background(), act)
+			if d := cmp.Diff([]int{3}, got); d != "" {
+				t.Errorf("BeforeRequeue's counts (-want +got):\n%s", d)
+			}
+			for _, c := range ranBefore {
+				if slices.Contains(c, "requeuehold") {
+					t.Errorf("%q ran before BeforeRequeue", c)
+				}
+			}
+			requeued := slices.ContainsFunc(f.runner.Calls(), func(c []string) bool { return slices.Contains(c, "requeuehold") })
+			switch {
+			case fail && (!errors.Is(res.Err, errStore) || requeued || res.RequeueCount != 0 || res.MayHaveRequeued()):
+				t.Errorf("Err = %v, requeued %t, RequeueCount %d; want the store's error, no requeue", res.Err, requeued, res.RequeueCount)
+			case !fail && (res.Err != nil || !requeued || res.RequeueCount != 3):
+				t.Errorf("Err = %v, requeued %t, RequeueCount %d; want a requeue giving count 3", res.Err, requeued, res.RequeueCount)
+			}
+		})
+	}
+}

@@ -58,7 +58,18 @@ type Action struct {
 	// ("node[1-2]"); "" for none, and for the actions recorded before
 	// schema 11.
 	Nodes string
+	// RequeueCount is the restart count the action's requeue gives its job
+	// (a preemption's or restart's), recorded just before rubick issues it
+	// (WillRequeue); 0 while none was issued; RequeueUnknown for an action
+	// an older rubickd left unresolved, whose requeue, if any, went
+	// unrecorded.
+	RequeueCount int
 }
+
+// RequeueUnknown is the RequeueCount of a preemption or restart that
+// schema 16 found unresolved: a rubickd before it issued its requeue, if
+// it did, without recording it.
+const RequeueUnknown = -1
 
 // Decision is one scheduling cycle: the policy's output and why.
 type Decision struct {
@@ -329,17 +340,17 @@ func (s *Store) MarkApplied(ctx context.Context, id int64, res Result, applyErr 
 }
 
 const actionColumns = `id, cycle_id, job_id, kind, plan, placement, cpus, host_mem_gb,
-	decided_ns, applied_ns, result, error, tag, awaits_ack, ack_mail, nodes`
+	decided_ns, applied_ns, result, error, tag, awaits_ack, ack_mail, nodes, requeue_count`
 
 func scanAction(sc scanner) (Action, error) {
 	var a Action
-	var cycle, decided, applied sql.NullInt64
+	var cycle, decided, applied, requeues sql.NullInt64
 	var plan, placement, result, tag, mail, nodes sql.NullString
 	if err := sc.Scan(&a.ID, &cycle, &a.JobID, &a.Kind, &plan, &placement, &a.Resources.CPUs,
-		&a.Resources.HostMemGB, &decided, &applied, &result, &a.Error, &tag, &a.AwaitsAck, &mail, &nodes); err != nil {
+		&a.Resources.HostMemGB, &decided, &applied, &result, &a.Error, &tag, &a.AwaitsAck, &mail, &nodes, &requeues); err != nil {
 		return Action{}, err
 	}
-	a.Tag, a.AckMail, a.Nodes = tag.String, mail.String, nodes.String
+	a.Tag, a.AckMail, a.Nodes, a.RequeueCount = tag.String, mail.String, nodes.String, int(requeues.Int64)
 	var err error
 	if a.Plan, a.Resources.Placement, err = fromPlanColumns(plan, placement); err != nil {
 		return Action{}, fmt.Errorf("action %d: %w", a.ID, err)
@@ -380,6 +391,33 @@ func (s *Store) Pending(ctx context.Context) ([]Action, error) {
 		return nil, fmt.Errorf("store: pending actions: %w", err)
 	}
 	return out, nil
+}
+
+// WillRequeue records that rubick is about to requeue the job of action
+// id, a preemption or restart, which gives the job restart count
+// restarts: a restarted rubickd that finds the job requeued and held
+// takes the requeue for its own only at that count (RequeueCount). It
+// wraps ErrNotFound for an unknown action, ErrInvalid for a count below 1.
+func (s *Store) WillRequeue(ctx context.Context, id int64, restarts int) error {
+	if restarts < 1 {
+		return fmt.Errorf("store: action %d's requeue: %w: restart count %d, want at least 1", id, ErrInvalid, restarts)
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `UPDATE plan_history SET requeue_count = ? WHERE id = ?`, restarts, id)
+		if err != nil {
+			return err
+		}
+		if n, err := r.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: record action %d's requeue: %w", id, err)
+	}
+	return nil
 }
 
 // AwaitAck marks action id as one that may have requeued its job without

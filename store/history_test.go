@@ -937,6 +937,54 @@ func TestAwaitAck(t *testing.T) {
 	}
 }
 
+// The restart count an action's requeue gives its job reads back from
+// Pending and Unacked, across a reopening; an unknown action or a count
+// below 1 is refused, naming it.
+func TestWillRequeue(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "rubick.db")
+	s := openTest(t, path)
+	preempt := decide(t, s).Actions[1]
+	if err := s.WillRequeue(ctx, preempt.ID, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WillRequeue(ctx, 99, 1); !errors.Is(err, ErrNotFound) {
+		t.Errorf("WillRequeue(99) = %v, want ErrNotFound", err)
+	}
+	if err := s.WillRequeue(ctx, preempt.ID, 0); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "restart count 0") {
+		t.Errorf("WillRequeue(count 0) = %v, want ErrInvalid naming the count", err)
+	}
+	s.Close()
+	s = openTest(t, path)
+	count := func(as []Action) map[int64]int {
+		out := map[int64]int{}
+		for _, a := range as {
+			out[a.ID] = a.RequeueCount
+		}
+		return out
+	}
+	pending, err := s.Pending(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(map[int64]int{preempt.ID - 1: 0, preempt.ID: 3}, count(pending)); d != "" {
+		t.Errorf("Pending's requeue counts (-want +got):\n%s", d)
+	}
+	if err := s.MarkApplied(ctx, preempt.ID, ResultFailed, errors.New("annotate: exit status 1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AwaitAck(ctx, preempt.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	unacked, err := s.Unacked(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(map[int64]int{preempt.ID: 3}, count(unacked)); d != "" {
+		t.Errorf("Unacked's requeue counts (-want +got):\n%s", d)
+	}
+}
+
 // Starts lists each job's starts with a tag, newest first, with the node
 // list each sent (schema 11); other kinds, and starts without a tag, are
 // left out.

@@ -35,6 +35,7 @@ func migrations() []migration {
 		{version: 13, name: "model types' replaced specs", up: schemaV13},
 		{version: 14, name: "jobs' runs as last seen", up: schemaV14},
 		{version: 15, name: "launch limits' model type without their global batch", up: schemaV15},
+		{version: 16, name: "restart counts rubick's requeues give their jobs", up: schemaV16},
 	}
 }
 
@@ -340,6 +341,19 @@ UPDATE launch_limits SET model_type = (
 WHERE EXISTS (SELECT 1 FROM gb_limits g WHERE g.user_name = launch_limits.user_name AND g.model_type = launch_limits.model_type);
 
 DROP TABLE gb_limits;
+`
+
+// schemaV16 keeps the restart count a preemption's or restart's requeue
+// gives its job, recorded just before rubick issues the requeue
+// (WillRequeue; NULL: none issued): a restarted rubickd finding the job
+// requeued and held takes the requeue for its own only if the job's count
+// is that one, and leaves a hold its user or an administrator made while
+// it was down, or after its own requeue, to them. An action left
+// unresolved by an older rubickd gets -1 (RequeueUnknown): its requeue
+// went unrecorded, and is taken for rubick's as that rubickd took it.
+const schemaV16 = `
+ALTER TABLE plan_history ADD COLUMN requeue_count INTEGER CHECK (requeue_count IS NULL OR requeue_count = -1 OR requeue_count > 0);
+UPDATE plan_history SET requeue_count = -1 WHERE kind IN ('preempt', 'restart') AND (result IS NULL OR awaits_ack = 1);
 `
 
 // migrate brings db to the newest version in migs. Each migration runs in

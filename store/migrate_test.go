@@ -397,6 +397,32 @@ func TestMigrationV10Actions(t *testing.T) {
 	}
 }
 
+// Preemptions and restarts an older rubickd left unresolved (pending, or
+// awaiting their tag) read back with RequeueUnknown: their requeue, if
+// any, went unrecorded. Resolved ones, and other kinds, have none.
+func TestMigrationV16RequeueCount(t *testing.T) {
+	ctx := context.Background()
+	s := migratedFrom(t, 15, `
+		INSERT INTO jobs(job_id, model_type, class, tenant, state, first_seen_ns, updated_ns) VALUES
+			(1, NULL, 'best-effort', '', 'PENDING', 1, 1);
+		INSERT INTO plan_history(job_id, kind, cpus, host_mem_gb, decided_ns, applied_ns, result, error, awaits_ack) VALUES
+			(1, 'preempt', 0, 0, 2, NULL, NULL, '', 0),
+			(1, 'restart', 0, 0, 3, 4, 'failed', 'exit status 1', 1),
+			(1, 'restart', 0, 0, 5, 6, 'ok', '', 0),
+			(1, 'start', 0, 0, 7, NULL, NULL, '', 0)`)
+	got, err := s.PlanHistory(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[int64]int{}
+	for _, a := range got {
+		counts[a.ID] = a.RequeueCount
+	}
+	if d := cmp.Diff(map[int64]int{1: RequeueUnknown, 2: RequeueUnknown, 3: 0, 4: 0}, counts); d != "" {
+		t.Errorf("requeue counts after migrating (-want +got):\n%s", d)
+	}
+}
+
 // A store at schema 11 takes the profiling phases jobs report over once
 // migrated, and a second open migrates nothing and keeps them.
 func TestMigrationV12Phases(t *testing.T) {

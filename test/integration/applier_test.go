@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -124,5 +125,54 @@ func TestApplierReleasesArrayRecordAlone(t *testing.T) {
 	}
 	if out := showJob(t, task); field(out, "JobState") != "PENDING" || field(out, "Reason") != "JobHeldUser" {
 		t.Errorf("task %s split off before the release: %s %s; want it still held\n%s", task, field(out, "JobState"), field(out, "Reason"), out)
+	}
+}
+
+// The restart count a preemption hands Action.BeforeRequeue before its
+// requeue is the one slurmrestd reports once the job is requeued, at its
+// first requeue and its second: rubickd, restarted, takes a requeued job
+// for its own only at that count.
+func TestApplierRequeueCount(t *testing.T) {
+	l, ctx, c, start := applierTest(t)
+	node := l.idleNodes(t, 1)[0]
+	id := l.sbatch(t, "--model-type=bert", "-p", l.partition, "-N1", "--gres=gpu:2", "--mem=1G", "--requeue",
+		"--wrap", "trap '' USR1; sleep 120")
+	jid, _ := strconv.Atoi(id)
+	t.Cleanup(func() { command("", "scancel", id) })
+	app, err := slurm.NewApplier(slurm.ApplierConfig{Scontrol: "scontrol", Scancel: "scancel", Cluster: c,
+		CheckpointTimeout: 5 * time.Second, WaitCheckpoint: func(context.Context, slurm.Job) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for gen := 1; gen <= 2; gen++ {
+		// A start needs the requeued job out of COMPLETING.
+		waitForOr(t, 30*time.Second, "job "+id+" pending", func() bool {
+			j, err := c.Job(ctx, jid)
+			return err == nil && j.State == slurm.StatePending && !slices.Contains(j.StateFlags, slurm.StateCompleting)
+		}, func() string { return showJob(t, id) })
+		j, err := c.Job(ctx, jid)
+		if err != nil || j.Tag == nil {
+			t.Fatalf("job %s: tag %v (%v); want tagged", id, j.Tag, err)
+		}
+		tag := *j.Tag
+		tag.Plan, tag.Generation = "dp2.tp1.pp1.mb8.a1.z0", gen
+		if res := start.ApplyOne(ctx, slurm.Action{Kind: slurm.ActionStart, JobID: jid, Nodes: []string{node}, GPUsPerNode: 2,
+			CPUsPerTask: 1, MemPerNodeMB: 1000, Tag: &tag}); res.Err != nil {
+			t.Fatalf("start %d: %v (steps %+v)", gen, res.Err, res.Steps)
+		}
+		waitState(t, id, "RUNNING", 30*time.Second)
+		var recorded int
+		res := app.ApplyOne(ctx, slurm.Action{Kind: slurm.ActionPreempt, JobID: jid,
+			BeforeRequeue: func(_ context.Context, n int) error { recorded = n; return nil }})
+		if res.Err != nil {
+			t.Fatalf("preempt %d: %v (steps %+v)", gen, res.Err, res.Steps)
+		}
+		j, err = c.Job(ctx, jid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if recorded != gen || res.RequeueCount != gen || j.RestartCount != gen {
+			t.Errorf("preempt %d: recorded count %d, result's %d, slurmrestd's %d; want %d each", gen, recorded, res.RequeueCount, j.RestartCount, gen)
+		}
 	}
 }
