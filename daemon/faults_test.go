@@ -786,6 +786,11 @@ func faultScenarios() []faultScenario {
 type faultCase struct {
 	first, again fault
 	read         readFault
+	// reconcileRead, where first crashed rubickd, fails the reads of the
+	// restarted one's Reconcile (counted from its start): a Reconcile
+	// that still fails after its retries stops rubickd at start-up, and
+	// systemd starts it again.
+	reconcileRead readFault
 	// then is a second failure point of the first cycle's commands, after
 	// first.
 	then fault
@@ -809,6 +814,9 @@ func (c faultCase) String() string {
 	if c.read.at > 0 {
 		s = append(s, c.read.String())
 	}
+	if c.reconcileRead.at > 0 {
+		s = append(s, "then at Reconcile "+c.reconcileRead.String())
+	}
 	if c.user != nil {
 		s = append(s, "then its user "+c.userDid)
 	}
@@ -831,6 +839,9 @@ type faultRun struct {
 	// their store writes.
 	recovery       [][]string
 	recoveryWrites int
+	// reconcileReads are the reads of the first restarted rubickd's
+	// Reconcile.
+	reconcileReads []string
 	// failedRead is the first cycle's first read that failed, with the
 	// commands run before it (cmdsAtRead).
 	failedRead string
@@ -932,16 +943,30 @@ func runFault(t *testing.T, seeded []byte, sc faultScenario, c faultCase) faultR
 	}
 	cycles := 2
 	// restart starts a new rubickd on the same store, which reconciles
-	// and runs a cycle, with fault f at the commands of both.
-	restart := func(f fault) bool {
+	// and runs a cycle, with fault f at the commands of both and rf at
+	// the reads of its Reconcile. It reports whether the rubickd crashed,
+	// and whether it stopped at start-up for its Reconcile's failure.
+	restart := func(f fault, rf readFault) (crashed, stopped bool) {
 		deps := d.deps
 		conn = s.conn()
 		deps.Cluster, deps.Applier, deps.Store, deps.Budgets = conn, connApplier(t, conn), crashStore{Store: st, conn: conn}, conn
 		if d, err = New(d.boot, deps); err != nil {
 			t.Fatal(err)
 		}
+		d.retryWait = time.Microsecond
+		s.mu.Lock()
+		s.reads, s.readLog, s.readFault, s.failedRead = 0, nil, rf, ""
+		s.mu.Unlock()
 		crashed, err := live(f, func(ctx context.Context) error {
-			if err := d.Reconcile(ctx); err != nil {
+			err := d.Reconcile(ctx)
+			s.mu.Lock()
+			if run.reconcileReads == nil {
+				run.reconcileReads = slices.Clone(s.readLog)
+			}
+			s.readFault = readFault{}
+			s.mu.Unlock()
+			if err != nil {
+				stopped = true
 				return fmt.Errorf("reconcile: %w", err)
 			}
 			s.tick(t0)
@@ -950,7 +975,7 @@ func runFault(t *testing.T, seeded []byte, sc faultScenario, c faultCase) faultR
 			}
 			return nil
 		})
-		if !crashed && err != nil {
+		if !crashed && err != nil && !(stopped && rf.at > 0) {
 			t.Fatalf("%v: %v", c, err)
 		}
 		if len(run.first) > 0 {
@@ -958,18 +983,18 @@ func runFault(t *testing.T, seeded []byte, sc faultScenario, c faultCase) faultR
 			// that crashed before any leaves it to this one.
 			cycles = 1 // and one more
 		}
-		return crashed
+		return crashed, stopped && !crashed
 	}
 	if crashed {
 		s.mu.Lock()
 		s.cmds, s.argv, s.writes = 0, nil, 0 // c.again counts the recovery's commands and writes
 		s.mu.Unlock()
-		again := restart(c.again)
+		again, stopped := restart(c.again, c.reconcileRead)
 		s.mu.Lock()
 		run.recovery, run.recoveryWrites = slices.Clone(s.argv), s.writes
 		s.mu.Unlock()
-		if again {
-			restart(fault{})
+		if again || stopped {
+			restart(fault{}, readFault{})
 		}
 	}
 	for range cycles {
@@ -1230,9 +1255,12 @@ const recoveryFaults = 2
 // commands of its recovery (Reconcile's, then the restarted rubickd's
 // first cycle's) fails in turn again in each way, and rubickd crashes
 // right after each of the recovery's store writes, a crash loop included.
-// Then each read of the first cycle (of the jobs, the
-// nodes, the limits and budgets, a job inside the Applier, its mail types)
-// fails in turn, alone or with every read after it. After a recovery (a
+// After each crash at a command, each read of the restarted rubickd's
+// Reconcile fails alone, and every one of them does (rubickd then stops
+// at start-up, and is started again). Then each read of the first cycle
+// (of the jobs, the nodes, the limits and budgets, a job inside the
+// Applier, its mail types) fails in turn, alone or with every read after
+// it. After a recovery (a
 // new rubickd's Reconcile after each crash, then two cycles with Slurm
 // working) no job is lost or stuck: each runs, or waits held for rubick
 // with a reason rubick explain shows, or is held for its user or an
@@ -1294,6 +1322,26 @@ func TestFaultsNeverLoseJobs(t *testing.T) {
 					check(t, c, againAt[i], runFault(t, seeded, sc, c).violations(t))
 				}
 				t.Logf("%d failure points at the recoveries of the crashes", len(again))
+			})
+			t.Run("reads at Reconcile", func(t *testing.T) {
+				// Each read of the Reconcile after each crash at a command
+				// fails alone, and slurmrestd is down for the whole of it.
+				var n int
+				for _, f := range faults(first) {
+					if f.kind != faultCrash {
+						continue
+					}
+					reads := runFault(t, seeded, sc, faultCase{first: f}).reconcileReads
+					for i := range reads {
+						c := faultCase{first: f, reconcileRead: readFault{at: i + 1}}
+						check(t, c, []string{reads[i]}, runFault(t, seeded, sc, c).violations(t))
+						n++
+					}
+					c := faultCase{first: f, reconcileRead: readFault{at: 1, down: true}}
+					check(t, c, reads, runFault(t, seeded, sc, c).violations(t))
+					n++
+				}
+				t.Logf("%d failure points at the reads of Reconcile", n)
 			})
 			t.Run("reads", func(t *testing.T) {
 				for i := range clean.reads {
