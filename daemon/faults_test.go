@@ -598,11 +598,12 @@ func (c *stepClock) Sleep(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// connApplier is the real Applier on conn, with no waits worth the name.
-func connApplier(t *testing.T, conn *slurmConn) *slurm.Applier {
+// connApplier is the real Applier on conn, with no waits worth the name,
+// writing self in its tags.
+func connApplier(t *testing.T, conn *slurmConn, self Instance) *slurm.Applier {
 	t.Helper()
 	app, err := slurm.NewApplier(slurm.ApplierConfig{Runner: conn, Cluster: conn, Clock: &stepClock{now: t0}, Logger: slog.New(slog.DiscardHandler),
-		CheckpointTimeout: time.Millisecond, WaitCheckpoint: func(context.Context, slurm.Job) error { return nil }})
+		CheckpointTimeout: time.Millisecond, WaitCheckpoint: func(context.Context, slurm.Job) error { return nil }, Instance: self.String()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -894,7 +895,12 @@ func runFault(t *testing.T, seeded []byte, sc faultScenario, c faultCase) faultR
 		sc.edit(&cfg)
 	}
 	conn := s.conn()
-	d, err := New(cfg, Deps{Cluster: conn, Applier: connApplier(t, conn), Store: crashStore{Store: st, conn: conn}, Policy: rubick,
+	// Each rubickd is a process of its own, as systemd restarts one: its
+	// tags name it (by=), and one that crashed no longer runs.
+	self := func(n int) Instance { return Instance{Host: "ctl1", PID: 4194304 + n, Start: t0.Add(time.Duration(n) * time.Second)} }
+	started := 0
+	d, err := New(cfg, Deps{Cluster: conn, Applier: connApplier(t, conn, self(started)), Instance: self(started),
+		Store: crashStore{Store: st, conn: conn}, Policy: rubick,
 		Env: model.DefaultEnv(), Now: func() time.Time { return t0 }, Budgets: conn})
 	if err != nil {
 		t.Fatal(err)
@@ -949,7 +955,9 @@ func runFault(t *testing.T, seeded []byte, sc faultScenario, c faultCase) faultR
 	restart := func(f fault, rf readFault) (crashed, stopped bool) {
 		deps := d.deps
 		conn = s.conn()
-		deps.Cluster, deps.Applier, deps.Store, deps.Budgets = conn, connApplier(t, conn), crashStore{Store: st, conn: conn}, conn
+		started++
+		deps.Cluster, deps.Applier, deps.Store, deps.Budgets = conn, connApplier(t, conn, self(started)), crashStore{Store: st, conn: conn}, conn
+		deps.Instance = self(started)
 		if d, err = New(d.boot, deps); err != nil {
 			t.Fatal(err)
 		}
