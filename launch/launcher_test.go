@@ -290,3 +290,29 @@ func TestCheckWrappers(t *testing.T) {
 		}
 	}
 }
+
+func TestWrapperPath(t *testing.T) {
+	type result struct {
+		Path string
+		Set  bool
+	}
+	for line, want := range map[string]result{
+		"deepspeed t.py":                                      {},
+		"env NCCL_DEBUG=INFO deepspeed t.py":                  {},
+		"env PATH=/venv/bin:/usr/bin deepspeed t.py":          {Path: "/venv/bin:/usr/bin", Set: true},
+		"env PATH=/a env PATH=/b deepspeed t.py":              {Path: "/b", Set: true},
+		"env -u PATH deepspeed t.py":                          {Path: DefaultPath, Set: true},
+		"env --unset=PATH deepspeed t.py":                     {Path: DefaultPath, Set: true},
+		"env -u PATH PATH=/v deepspeed t.py":                  {Path: "/v", Set: true},
+		"env -u HOME deepspeed t.py":                          {},
+		"env -- PATH=/v deepspeed t.py":                       {Path: "/v", Set: true},
+		"deepspeed t.py PATH=/v":                              {},
+		"env PATH=/v apptainer exec img.sif deepspeed t.py":   {},
+		"apptainer exec --env PATH=/v img.sif deepspeed t.py": {},
+	} {
+		path, set := WrapperPath(strings.Fields(line))
+		if d := cmp.Diff(want, result{path, set}); d != "" {
+			t.Errorf("WrapperPath(%s) (-want +got):\n%s", line, d)
+		}
+	}
+}

@@ -195,6 +195,37 @@ func containerEnd(argv []string, j int, flag func(string)) int {
 // container's exec): argv itself for a line without one.
 func Unwrapped(argv []string) []string { return argv[parseLayout(argv).wrap:] }
 
+// DefaultPath is the PATH execvp looks a command up in when the
+// environment has none (glibc's _CS_PATH): where env -u PATH runs it.
+const DefaultPath = "/bin:/usr/bin"
+
+// WrapperPath returns the PATH argv's env wrappers run their command
+// with, and whether they set one: their last PATH=VALUE, or DefaultPath
+// after env -u PATH. env looks its command up in the PATH it sets, so the
+// line's launcher is that PATH's, not the caller's. A container's is the
+// image's, which this does not read (InContainer).
+func WrapperPath(argv []string) (path string, set bool) {
+	end, container := wrapperEnd(argv)
+	if container {
+		return "", false
+	}
+	for i := 0; i < end; i++ {
+		tok := argv[i]
+		switch {
+		case (tok == "-u" || tok == "--unset") && i+1 < end:
+			i++
+			if argv[i] == "PATH" {
+				path, set = DefaultPath, true
+			}
+		case tok == "-uPATH" || tok == "--unset=PATH":
+			path, set = DefaultPath, true
+		case strings.HasPrefix(tok, "PATH="):
+			path, set = tok[len("PATH="):], true
+		}
+	}
+	return path, set
+}
+
 // InContainer reports whether argv runs its command in a container, whose
 // programs are not the host's.
 func InContainer(argv []string) bool { return parseLayout(argv).container }

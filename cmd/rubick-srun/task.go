@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -166,30 +167,56 @@ func (d distributed) wrap(st *step, geo launch.Geometry, plan model.Plan, self s
 }
 
 // workerPython is the interpreter the deepspeed launcher of line runs
-// its workers with: the launcher's own (launcherPython), or python3 in a
+// its workers with: the launcher's own (launcherPython), found where the
+// line's env wrappers look for it (launch.WrapperPath), or python3 in a
 // container, whose launcher the host cannot read.
 func workerPython(line []string) string {
 	if launch.InContainer(line) {
 		return "python3"
 	}
-	return launcherPython(launch.Unwrapped(line)[0])
+	path, set := launch.WrapperPath(line)
+	if !set {
+		path = os.Getenv("PATH")
+	}
+	return launcherPython(launch.Unwrapped(line)[0], path)
 }
 
 // launcherPython is the interpreter the deepspeed launcher program runs
 // under, from its "#!" line (a pip-installed script names its venv's
-// python); python3 where that cannot be read.
-func launcherPython(launcher string) string {
-	path, err := exec.LookPath(launcher)
-	if err != nil {
+// python); python3 where that cannot be read. The launcher is looked up
+// in path.
+func launcherPython(launcher, path string) string {
+	file, ok := lookPath(launcher, path)
+	if !ok {
 		return "python3"
 	}
-	f, err := os.Open(path)
+	f, err := os.Open(file)
 	if err != nil {
 		return "python3"
 	}
 	defer f.Close()
 	line, _ := bufio.NewReader(io.LimitReader(f, 512)).ReadString('\n')
 	return shebangPython(line)
+}
+
+// lookPath finds the executable file name in path as execvp does: a name
+// with a slash as it is, else the first directory of path holding it (an
+// empty entry is the working directory). exec.LookPath reads the
+// process's own PATH only.
+func lookPath(name, path string) (string, bool) {
+	executable := func(f string) bool {
+		st, err := os.Stat(f)
+		return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
+	}
+	if strings.Contains(name, "/") {
+		return name, executable(name)
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if f := filepath.Join(cmp.Or(dir, "."), name); executable(f) {
+			return f, true
+		}
+	}
+	return "", false
 }
 
 // shebangPython reads the interpreter off a "#!" line: "#!/venv/bin/python"

@@ -589,6 +589,39 @@ func TestShebangPython(t *testing.T) {
 	}
 }
 
+// The deepspeed launcher whose python runs the workers is the one the
+// line's env wrapper finds in the PATH it sets, not rubick-srun's.
+func TestWorkerPython(t *testing.T) {
+	dir := t.TempDir()
+	launcher := func(sub, python string, mode os.FileMode) string {
+		d := filepath.Join(dir, sub)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "deepspeed"), []byte("#!"+python+"\nimport sys\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	system := launcher("system", "/usr/bin/python3", 0o755)
+	venv := launcher("venv", "/venv/bin/python", 0o755)
+	plain := launcher("plain", "/plain/bin/python", 0o644) // not executable: passed over
+	t.Setenv("PATH", system)
+	for line, want := range map[string]string{
+		"deepspeed t.py":                                     "/usr/bin/python3",
+		"env PATH=" + venv + " deepspeed t.py":               "/venv/bin/python",
+		"env NCCL_DEBUG=INFO deepspeed t.py":                 "/usr/bin/python3",
+		"env PATH=" + plain + ":" + venv + " deepspeed t.py": "/venv/bin/python",
+		"env PATH=/nonexistent deepspeed t.py":               "python3",
+		venv + "/deepspeed t.py":                             "/venv/bin/python",
+		"apptainer exec img.sif deepspeed t.py":              "python3",
+	} {
+		if got := workerPython(strings.Fields(line)); got != want {
+			t.Errorf("workerPython(%s) = %q, want %q", line, got, want)
+		}
+	}
+}
+
 // TestPlanStepDeepSpeedNodes: a deepspeed launcher line planned on two
 // nodes runs its workers through srun, one per GPU, under the launcher's
 // python, each given its --local_rank as the launcher would.
