@@ -128,6 +128,10 @@ type Job struct {
 	Class     string `json:"class"`
 	Tenant    string `json:"tenant"`
 	Request   string `json:"request"`
+	// Tasks is how many jobs the row stands for: an array's tasks not
+	// split off yet, one sacct row ("12_[3-9]", 7 tasks; ArrayTasks), count
+	// one each; 1 for any other.
+	Tasks int `json:"tasks"`
 	// State is the last run's state; Finished whether it is terminal.
 	State      string     `json:"state"`
 	Finished   bool       `json:"finished"`
@@ -531,7 +535,7 @@ func buildJob(rows []Row, overhead time.Duration, tres bool, fallback *request, 
 	j := Job{
 		ID: last.JobID, Name: last.JobName, User: last.User, Account: last.Account, QOS: last.QOS, Partition: last.Partition,
 		ModelType: NoModel, State: last.State, Finished: slices.Contains(terminal, last.State),
-		Runs: []Run{},
+		Tasks: ArrayTasks(last.JobID), Runs: []Run{},
 	}
 	var errs []*JobError
 	seen := map[string]bool{}
@@ -778,6 +782,38 @@ func jobIDCompare(a, b string) int {
 		return 1
 	}
 	return strings.Compare(a, b)
+}
+
+// ArrayTasks is how many jobs the job id id stands for: the tasks of an
+// array's record not split off yet, as sacct prints it ("12_[3-9]",
+// "12_[0,4-8:2]", "12_[0-99%5]": the throttle after % is no task), one
+// each; 1 for any other id, and for a record whose tasks do not read.
+func ArrayTasks(id string) int {
+	_, rest, ok := strings.Cut(id, "_[")
+	spec, closed := strings.CutSuffix(rest, "]")
+	if !ok || !closed {
+		return 1
+	}
+	spec, _, _ = strings.Cut(spec, "%")
+	n := 0
+	for _, item := range strings.Split(spec, ",") {
+		r, step, stepped := strings.Cut(item, ":")
+		lo, hi, ranged := strings.Cut(r, "-")
+		a, err := strconv.Atoi(lo)
+		b := a
+		if err == nil && ranged {
+			b, err = strconv.Atoi(hi)
+		}
+		s := 1
+		if err == nil && stepped {
+			s, err = strconv.Atoi(step)
+		}
+		if err != nil || a < 0 || b < a || s < 1 {
+			return 1
+		}
+		n += (b-a)/s + 1
+	}
+	return max(n, 1)
 }
 
 // idNumbers reads a job id ("12"), array task ("12_3", or a pending

@@ -276,21 +276,27 @@ func dimension(j Job, dim string) string {
 // summarize aggregates jobs; withTRES says the input had AllocTRES, without
 // which the GPU-hour and billing-hour sums are unknown rather than 0.
 func summarize(key string, jobs []Job, withStore, withTRES bool) Summary {
-	s := Summary{Key: key, Jobs: len(jobs)}
+	s := Summary{Key: key}
 	var gpuH, usefulH, billingH, lostH, intrH float64
 	var jcts []float64
 	var queue float64
 	var queued int
 	var slo int
 	for _, j := range jobs {
+		// An array's record of tasks not split off yet is each of them:
+		// they share its state, submit and end, and none has run.
+		n := max(j.Tasks, 1)
+		s.Jobs += n
 		if j.Finished {
-			s.Finished++
+			s.Finished += n
 		}
 		if j.State == "TIMEOUT" {
-			s.TimedOut++
+			s.TimedOut += n
 		}
 		if j.JCTS != nil {
-			jcts = append(jcts, *j.JCTS)
+			for range n {
+				jcts = append(jcts, *j.JCTS)
+			}
 		}
 		if j.QueueS != nil {
 			queue += *j.QueueS
@@ -311,9 +317,9 @@ func summarize(key string, jobs []Job, withStore, withTRES bool) Summary {
 		s.InterruptionLostS += j.InterruptionLostS
 		intrH += orZero(j.InterruptionLostGPUHours)
 		if j.Class == "guaranteed" {
-			s.Guaranteed++
+			s.Guaranteed += n
 			if withStore && j.SLOViolated == nil {
-				s.SLOUnchecked++
+				s.SLOUnchecked += n
 			}
 		}
 		if j.BelowRequest {

@@ -357,7 +357,7 @@ func TestJSONKeys(t *testing.T) {
 			"interruptions_node_fail", "interruptions_other", "interruptions_preempted",
 			"jct_s", "job_id", "model_type", "name", "partition", "plans", "qos", "queue_s", "queued_from",
 			"reconfig_lost_gpu_hours", "reconfig_lost_s", "reconfig_measured", "reconfigurations", "request", "requeues", "resizes", "runs",
-			"slo_detail", "slo_violated", "state", "store_plans", "submit", "tenant", "useful_gpu_hours", "user"}},
+			"slo_detail", "slo_violated", "state", "store_plans", "submit", "tasks", "tenant", "useful_gpu_hours", "user"}},
 		"run":   {run, []string{"billing", "cpus", "elapsed_s", "end", "gpu_source", "gpus", "nodes", "plan", "start", "state"}},
 		"error": {jerr, []string{"error", "field", "job_id", "value"}},
 	} {
@@ -1197,5 +1197,51 @@ func TestHeterogeneousJob(t *testing.T) {
 		j.GPUHours == nil || *j.GPUHours != 3 {
 		t.Errorf("job 200: runs %+v, JCT %v, GPU-hours %v; want one run of 3 GPUs, 12 CPUs, 2 nodes, JCT 3660 s, 3 GPU-hours",
 			j.Runs, orZero(j.JCTS), orZero(j.GPUHours))
+	}
+}
+
+func TestArrayTasks(t *testing.T) {
+	for id, want := range map[string]int{
+		"12":             1,
+		"12_3":           1,
+		"12+1":           1,
+		"12_[3-9]":       7,
+		"12_[0-5%2]":     6,
+		"12_[0,4-8:2]":   4,
+		"12_[1,3,5]":     3,
+		"12_[0-99:10%4]": 10,
+		"12_[9-3]":       1, // does not read
+		"12_[a]":         1,
+		"12_[3-9":        1,
+	} {
+		if got := ArrayTasks(id); got != want {
+			t.Errorf("ArrayTasks(%q) = %d, want %d", id, got, want)
+		}
+	}
+}
+
+// An array's tasks not split off yet are one sacct row ("5_[2-4]"), and
+// as many jobs in the summaries: here cancelled while they waited, each
+// done after its wait.
+func TestArrayRecordCountsItsTasks(t *testing.T) {
+	const text = "JobID|State|Submit|Start|End|Elapsed|AllocTRES|AdminComment\n" +
+		"5_0|COMPLETED|2026-11-02T00:00:00|2026-11-02T00:10:00|2026-11-02T01:00:00|00:50:00|cpu=1,gres/gpu=1,node=1|rubick:v1 model=bert class=guaranteed\n" +
+		"5_[2-4]|CANCELLED by 1000|2026-11-02T00:00:00|2026-11-02T02:00:00|2026-11-02T02:00:00|00:00:00||rubick:v1 model=bert class=guaranteed\n"
+	r := build(t, text, Options{RestartOverhead: DefaultRestartOverhead})
+	type counts struct {
+		Jobs, Finished, Guaranteed int
+		AvgJCTS, AvgQueueS         *float64
+	}
+	o := r.Overall
+	want := counts{Jobs: 4, Finished: 4, Guaranteed: 4, AvgJCTS: f((3600 + 3*7200) / 4.0), AvgQueueS: f(600)}
+	if d := cmp.Diff(want, counts{o.Jobs, o.Finished, o.Guaranteed, o.AvgJCTS, o.AvgQueueS}); d != "" {
+		t.Errorf("overall (-want +got):\n%s", d)
+	}
+	var tasks []string
+	for _, j := range r.Jobs {
+		tasks = append(tasks, fmt.Sprintf("%s:%d", j.ID, j.Tasks))
+	}
+	if d := cmp.Diff([]string{"5_[2-4]:3", "5_0:1"}, tasks); d != "" {
+		t.Errorf("jobs and their tasks (-want +got):\n%s", d)
 	}
 }
