@@ -38,6 +38,10 @@ const (
 	// faultTimeout: Slurm takes the command, which is killed at its
 	// timeout before it says so (exit code -1).
 	faultTimeout faultKind = "timeout"
+	// faultTimeoutLost: the command is killed at its timeout before
+	// slurmctld took it (exit code -1), as when slurmctld is too busy to
+	// answer.
+	faultTimeoutLost faultKind = "timeout, not taken"
 	// faultCrash: Slurm takes the command, and rubickd dies right after.
 	faultCrash faultKind = "crash"
 	// faultStoreCrash: rubickd dies right after the at-th write of its
@@ -350,8 +354,11 @@ func (s *faultSlurm) run(argv []string) ([]byte, error) {
 	fail := func(code int, stderr string, err error) error {
 		return &slurm.CommandError{Argv: argv, ExitCode: code, Stderr: stderr, Err: err}
 	}
-	if f.kind == faultRefused {
+	switch f.kind {
+	case faultRefused:
 		return nil, fail(1, "slurm_update error: Unable to contact slurm controller (connect failure)", errors.New("exit status 1"))
+	case faultTimeoutLost:
+		return nil, fail(-1, "", context.DeadlineExceeded)
 	}
 	skip := -1
 	if f.kind == faultPartial || f.kind == faultPartialCrash {
@@ -1024,7 +1031,7 @@ func faults(commands [][]string) []fault {
 	var out []fault
 	for i, argv := range commands {
 		at := i + 1
-		out = append(out, fault{at: at, kind: faultRefused}, fault{at: at, kind: faultTimeout}, fault{at: at, kind: faultCrash})
+		out = append(out, fault{at: at, kind: faultRefused}, fault{at: at, kind: faultTimeout}, fault{at: at, kind: faultTimeoutLost}, fault{at: at, kind: faultCrash})
 		if len(argv) > 4 && argv[1] == "update" {
 			for k := range argv[3:] {
 				out = append(out, fault{at: at, kind: faultPartial, field: k}, fault{at: at, kind: faultPartialCrash, field: k})
@@ -1257,7 +1264,7 @@ const recoveryFaults = 2
 
 // Every command the daemon's first cycle sends Slurm, in each scenario,
 // fails in turn in each way Slurm fails (refused, half-applied, timed out
-// after it was taken) or rubickd crashes right after it (a half-applied
+// after it was taken or before) or rubickd crashes right after it (a half-applied
 // update's too), or right after
 // each of the cycle's store writes; after a crash, each of the first
 // commands of its recovery (Reconcile's, then the restarted rubickd's
