@@ -904,7 +904,9 @@ func runFault(t *testing.T, seeded []byte, sc faultScenario, c faultCase) faultR
 	conn := s.conn()
 	// Each rubickd is a process of its own, as systemd restarts one: its
 	// tags name it (by=), and one that crashed no longer runs.
-	self := func(n int) Instance { return Instance{Host: "ctl1", PID: 4194304 + n, Start: t0.Add(time.Duration(n) * time.Second)} }
+	self := func(n int) Instance {
+		return Instance{Host: "ctl1", PID: 4194304 + n, Start: t0.Add(time.Duration(n) * time.Second)}
+	}
 	started := 0
 	d, err := New(cfg, Deps{Cluster: conn, Applier: connApplier(t, conn, self(started)), Instance: self(started),
 		Store: crashStore{Store: st, conn: conn}, Policy: rubick,
