@@ -817,13 +817,14 @@ func (r *run) sizeAndRelease(ctx context.Context, job Job, restart bool, requeue
 		if err := r.cmd(ctx, "start now", r.a.cfg.Scontrol, "update", r.jobArg(), "StartTime=now"); err != nil {
 			return err
 		}
-		// A user's or an administrator's scontrol hold of the requeued
-		// job, seconds long, is theirs: this release, root's, would take
-		// their mark out (job_submit.lua) and start the job.
-		if now, err := r.read(ctx, "read job before release"); err == nil && (HeldByUser(now) || HeldByAdmin(now)) {
-			r.step(StepResult{Name: "release", Note: "held by its user or an administrator since the requeue; left held"})
-			return nil
-		}
+	}
+	// A user's or an administrator's scontrol hold since the action read
+	// the job (seconds after a requeue; the resize and the tag's update
+	// otherwise) is theirs: this release, root's, would take their mark
+	// out (job_submit.lua) and start the job.
+	if now, err := r.read(ctx, "read job before release"); err == nil && (HeldByUser(now) || HeldByAdmin(now)) {
+		r.step(StepResult{Name: "release", Note: "held by its user or an administrator since the action read it; left held"})
+		return nil
 	}
 	return r.cmd(ctx, "release", r.a.cfg.Scontrol, "release", r.id())
 }

@@ -299,6 +299,31 @@ func TestApplyStartLeavesHold(t *testing.T) {
 	}
 }
 
+// A hold its user or an administrator puts on the job while a start
+// resizes and tags it stays: the start reads the job again before its
+// release, and leaves it held.
+func TestApplyStartLeavesHoldSinceItsRead(t *testing.T) {
+	for name, hold := range map[string]func(*Job){
+		"user":          func(j *Job) { j.Comment = "rubick:hold" },
+		"administrator": func(j *Job) { j.AdminComment += ";" + AdminHoldField },
+	} {
+		t.Run(name, func(t *testing.T) {
+			held := pendingHeld(33)
+			hold(&held)
+			f := newApplierFixture(t, map[int][]Job{33: {pendingHeld(33), held}}, nil)
+			res := f.app.ApplyOne(context.Background(), Action{Kind: ActionStart, JobID: 33, Nodes: []string{"node2"}, GPUsPerNode: 2, CPUsPerTask: 4, Tag: planTag})
+			if res.Err != nil {
+				t.Fatalf("Err = %v; steps %+v", res.Err, res.Steps)
+			}
+			for _, c := range f.runner.Calls() {
+				if slices.Contains(c, "release") {
+					t.Errorf("%q ran on a job held since the start read it", c)
+				}
+			}
+		})
+	}
+}
+
 func TestApplyRestartResumesHalfDoneRestart(t *testing.T) {
 	// A previous attempt requeued the job and stopped: no second signal or
 	// requeue, but StartTime=now and the release still happen.
