@@ -247,6 +247,11 @@ type Daemon struct {
 	// retryWait is the wait before Reconcile's second try
 	// (reconcileWait; tests shorten it).
 	retryWait time.Duration
+	// unmarked holds the results of applied actions the store failed to
+	// record (MarkApplied), by action: each cycle records them again
+	// first, or they would stay pending until a restarted rubickd's
+	// Reconcile settled them from what Slurm then says.
+	unmarked map[int64]mark
 
 	mu       sync.Mutex // guards the fields below, read by the status endpoint
 	lastJobs []slurm.Job
@@ -617,12 +622,16 @@ func (d *Daemon) awaitAck(ctx context.Context, id int, w ackWait, action int64) 
 	}
 }
 
-// acked forgets job id's requeue awaiting its tag, in the store too.
+// acked forgets job id's requeue awaiting its tag, in the store too. One
+// the store could not forget stays for the next cycle (ackRequeues),
+// which finds the job acknowledged and forgets it again: kept awaiting in
+// the store, it would be acknowledged anew by every restarted rubickd.
 func (d *Daemon) acked(ctx context.Context, id int) {
-	delete(d.unacked, id)
 	if err := d.deps.Store.Acked(ctx, int64(id)); err != nil {
-		d.deps.Logger.Warn("recording a requeue's acknowledgement failed", "job", id, "err", err)
+		d.deps.Logger.Warn("recording a requeue's acknowledgement failed; the next cycle records it again", "job", id, "err", err)
+		return
 	}
+	delete(d.unacked, id)
 }
 
 // ackOf is what acknowledges the requeue of action a, from its tag as
@@ -1313,6 +1322,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	}
 	if !dryRun {
 		jobs = d.ackRequeues(ctx, jobs)
+		d.markAgain(ctx)
 	}
 	if jobs, err = d.userRequests(ctx, jobs); err != nil {
 		return rep, err
@@ -1509,6 +1519,18 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	// A result the store refuses fails the cycle, but after the others:
 	// each is recorded, and a requeue acknowledged, on its own.
 	var unrecorded []error
+	// markApplied records one result; one the store refuses is kept for
+	// the next cycle (markAgain).
+	markApplied := func(id int64, res store.Result, err error) error {
+		merr := d.deps.Store.MarkApplied(rctx, id, res, err)
+		if merr != nil && !errors.Is(merr, store.ErrResolved) && !errors.Is(merr, store.ErrNotFound) {
+			if d.unmarked == nil {
+				d.unmarked = map[int64]mark{}
+			}
+			d.unmarked[id] = mark{res: res, err: err}
+		}
+		return merr
+	}
 	for i, r := range results {
 		res, kind := store.ResultOK, string(r.Action.Kind)
 		if r.Err != nil {
@@ -1529,7 +1551,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 		}
 		d.deps.Metrics.Actions.WithLabelValues(kind, string(res)).Inc()
 		if i < len(recorded.Actions) {
-			if err := d.deps.Store.MarkApplied(rctx, recorded.Actions[i].ID, res, r.Err); err != nil {
+			if err := markApplied(recorded.Actions[i].ID, res, r.Err); err != nil {
 				unrecorded = append(unrecorded, fmt.Errorf("record result of job %d: %w", r.Action.JobID, err))
 			}
 		}
@@ -1544,6 +1566,25 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	d.last = rep
 	d.mu.Unlock()
 	return rep, nil
+}
+
+// mark is an action's result for the store (Store.MarkApplied).
+type mark struct {
+	res store.Result
+	err error
+}
+
+// markAgain records the results the store refused before (unmarked),
+// forgetting each it takes, or finds resolved or gone (pruned).
+func (d *Daemon) markAgain(ctx context.Context) {
+	for id, m := range d.unmarked {
+		err := d.deps.Store.MarkApplied(ctx, id, m.res, m.err)
+		if err != nil && !errors.Is(err, store.ErrResolved) && !errors.Is(err, store.ErrNotFound) {
+			d.deps.Logger.Warn("recording an action's result failed again; the next cycle tries again", "action", id, "err", err)
+			continue
+		}
+		delete(d.unmarked, id)
+	}
 }
 
 // deferredKeep is the keep a deferred action a becomes: the job as it is

@@ -48,6 +48,9 @@ const (
 	// store (counted, as the commands are, from the cycle's or the
 	// recovery's start), between it and the next command.
 	faultStoreCrash faultKind = "crash after store write"
+	// faultStoreError: the at-th write of the store fails (a full disk,
+	// an I/O error) and writes nothing; rubickd goes on.
+	faultStoreError faultKind = "store write failing"
 )
 
 // fault is one failure point: the at-th command that changes Slurm fails
@@ -64,7 +67,7 @@ func (f fault) String() string {
 	switch f.kind {
 	case faultPartial, faultPartialCrash:
 		return fmt.Sprintf("command %d %s without field %d", f.at, f.kind, f.field)
-	case faultStoreCrash:
+	case faultStoreCrash, faultStoreError:
 		return fmt.Sprintf("%s %d", f.kind, f.at)
 	}
 	return fmt.Sprintf("command %d %s", f.at, f.kind)
@@ -196,6 +199,22 @@ func (c *slurmConn) live() bool {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
 	return c.epoch == c.s.epoch
+}
+
+// errStoreWrite is a store write's failure (faultStoreError).
+var errStoreWrite = errors.New("disk I/O error")
+
+// failWrite counts a store write of c's rubickd that s.fault fails
+// (faultStoreError), and reports whether it does.
+func (c *slurmConn) failWrite() bool {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fault.kind != faultStoreError || s.fault.at != s.writes+1 {
+		return false
+	}
+	s.writes++
+	return true
 }
 
 // wrote counts a store write of c's rubickd, and crashes it there when
@@ -628,11 +647,14 @@ func (c crashStore) UpsertJobs(ctx context.Context, jobs []store.Job) error {
 	return c.write(func() error { return c.Store.UpsertJobs(ctx, jobs) })
 }
 
-// write runs one store write of a live rubickd, which may crash right
-// after it (faultStoreCrash).
+// write runs one store write of a live rubickd, which may fail
+// (faultStoreError) or crash rubickd right after it (faultStoreCrash).
 func (c crashStore) write(f func() error) error {
 	if !c.conn.live() {
 		return errCrashed
+	}
+	if c.conn.failWrite() {
+		return errStoreWrite
 	}
 	err := f()
 	c.conn.wrote()
@@ -950,7 +972,7 @@ func runFault(t *testing.T, seeded []byte, sc faultScenario, c faultCase) faultR
 		c.user(s)
 	}
 	s.mu.Unlock()
-	if !crashed && err != nil && c.read.at == 0 {
+	if !crashed && err != nil && c.read.at == 0 && !errors.Is(err, errStoreWrite) {
 		t.Fatalf("%v: cycle: %v", c, err)
 	}
 	if !sc.keep {
@@ -992,7 +1014,7 @@ func runFault(t *testing.T, seeded []byte, sc faultScenario, c faultCase) faultR
 			}
 			return nil
 		})
-		if !crashed && err != nil && !(stopped && rf.at > 0) {
+		if !crashed && err != nil && !(stopped && rf.at > 0) && !errors.Is(err, errStoreWrite) {
 			t.Fatalf("%v: %v", c, err)
 		}
 		if len(run.first) > 0 {
@@ -1043,11 +1065,12 @@ func faults(commands [][]string) []fault {
 	return out
 }
 
-// storeFaults are the crashes right after each of n store writes.
+// storeFaults are the failures of each of n store writes, and the
+// crashes right after each.
 func storeFaults(n int) []fault {
-	out := make([]fault, 0, n)
+	out := make([]fault, 0, 2*n)
 	for at := 1; at <= n; at++ {
-		out = append(out, fault{at: at, kind: faultStoreCrash})
+		out = append(out, fault{at: at, kind: faultStoreError}, fault{at: at, kind: faultStoreCrash})
 	}
 	return out
 }
@@ -1267,11 +1290,11 @@ const recoveryFaults = 2
 // Every command the daemon's first cycle sends Slurm, in each scenario,
 // fails in turn in each way Slurm fails (refused, half-applied, timed out
 // after it was taken or before) or rubickd crashes right after it (a half-applied
-// update's too), or right after
-// each of the cycle's store writes; after a crash, each of the first
+// update's too), or each of the cycle's store writes fails, or rubickd
+// crashes right after it; after a crash, each of the first
 // commands of its recovery (Reconcile's, then the restarted rubickd's
 // first cycle's) fails in turn again in each way, and rubickd crashes
-// right after each of the recovery's store writes, a crash loop included.
+// right after each of the recovery's store writes (or the write fails), a crash loop included.
 // After each crash at a command, each read of the restarted rubickd's
 // Reconcile fails alone, and every one of them does (rubickd then stops
 // at start-up, and is started again). Then each read of the first cycle
@@ -1313,7 +1336,7 @@ func TestFaultsNeverLoseJobs(t *testing.T) {
 			var againAt [][]string
 			// at is what f fails: a command of cmds, or a store write.
 			at := func(f fault, cmds [][]string) []string {
-				if f.kind == faultStoreCrash {
+				if f.kind == faultStoreCrash || f.kind == faultStoreError {
 					return []string{"store write " + strconv.Itoa(f.at)}
 				}
 				return cmds[f.at-1]
