@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -30,6 +32,8 @@ var (
 	// ErrNotStore reports a file Open, told WithExisting, found not to be a
 	// rubick store.
 	ErrNotStore = errors.New("not a rubick store")
+	// ErrReadOnly reports a write to a store opened ReadOnly.
+	ErrReadOnly = errors.New("store opened read-only")
 )
 
 // Sync is the SQLite synchronous level of the writer connection.
@@ -57,6 +61,7 @@ type config struct {
 	sync        Sync
 	existing    bool
 	noMigrate   bool
+	readOnly    bool
 }
 
 // WithClock sets the clock every stored time comes from; the default is time.Now.
@@ -82,6 +87,16 @@ func WithExisting() Option { return func(c *config) { c.existing = true } }
 // a store they migrated would be one the running, older rubickd refuses
 // with ErrSchemaTooNew; the new rubickd migrates it when it starts.
 func WithoutMigrating() Option { return func(c *config) { c.noMigrate = true } }
+
+// ReadOnly makes Open open no writer: every write fails with ErrReadOnly,
+// and nothing is written, the schema included (WithoutMigrating). It
+// needs read access to the database file only: for users running rubick
+// explain or queue on a store they may read but whose directory they may
+// not write. A WAL read needs the store's shared-memory file (-shm), which
+// a running rubickd keeps; with none and no log (-wal), no one has the
+// store open, and it is read as immutable, since SQLite could not create
+// the file.
+func ReadOnly() Option { return func(c *config) { c.readOnly, c.noMigrate = true, true } }
 
 // WithReaders sets the size of the reader pool; the default is 4.
 func WithReaders(n int) Option { return func(c *config) { c.readers = n } }
@@ -143,8 +158,11 @@ func open(ctx context.Context, path string, migs []migration, opts ...Option) (*
 	common := url.Values{}
 	common.Set("_busy_timeout", fmt.Sprint(cfg.busyTimeout.Milliseconds()))
 	common.Set("_foreign_keys", "on")
+	if cfg.readOnly {
+		return openReadOnly(ctx, path, common, len(migs), cfg)
+	}
 	if cfg.existing || cfg.noMigrate {
-		v, err := checkExisting(ctx, path, common)
+		v, err := checkExisting(ctx, path, common, false)
 		if err == nil && cfg.noMigrate {
 			err = checkVersion(v, len(migs))
 		}
@@ -208,19 +226,71 @@ func open(ctx context.Context, path string, migs []migration, opts ...Option) (*
 	return s, nil
 }
 
-// checkExisting fails with ErrNotStore unless path is a rubick store, and
-// returns its schema version. It reads through a read-only connection: the
-// writer's own opening would already turn another program's database to
-// WAL.
-func checkExisting(ctx context.Context, path string, common url.Values) (int, error) {
+// openReadOnly is open told ReadOnly: readers only, on a store at
+// schema version want.
+func openReadOnly(ctx context.Context, path string, common url.Values, want int, cfg config) (*Store, error) {
+	immutable := false
+	v, err := checkExisting(ctx, path, common, false)
+	if err != nil && unsharable(path, err) {
+		immutable = true
+		v, err = checkExisting(ctx, path, common, true)
+	}
+	if err == nil {
+		err = checkVersion(v, want)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	r, err := sql.Open("sqlite3", readOnlyDSN(path, common, immutable))
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(cfg.readers)
+	r.SetMaxIdleConns(cfg.readers)
+	s := &Store{r: r, now: cfg.now, log: cfg.log}
+	if s.currentFit, err = r.PrepareContext(ctx, `SELECT `+fitColumns+` FROM fits WHERE model_type = ? AND current = 1`); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store: open %s: prepare: %w", path, err)
+	}
+	return s, nil
+}
+
+// unsharable reports whether err, from a read-only open of the store at
+// path, is SQLite's failure to create the shared-memory file of a WAL
+// read in a directory the reader may not write, with no log beside the
+// store: no one has it open, and it may be read as immutable.
+func unsharable(path string, err error) bool {
+	var se sqlite3.Error
+	if !errors.As(err, &se) || se.Code != sqlite3.ErrReadonly && se.Code != sqlite3.ErrCantOpen {
+		return false
+	}
+	_, serr := os.Stat(path + "-wal")
+	return errors.Is(serr, fs.ErrNotExist)
+}
+
+// readOnlyDSN opens path read-only, as immutable where told: SQLite then
+// neither locks it nor looks for a log.
+func readOnlyDSN(path string, common url.Values, immutable bool) string {
 	q := url.Values{}
 	for k, v := range common {
 		q[k] = v
 	}
 	q.Set("mode", "ro")
+	q.Set("_query_only", "on")
+	if immutable {
+		q.Set("immutable", "1")
+	}
 	// Only a "file:" URI takes mode=ro; '?' and '#' are refused above, and
 	// '%' would start an escape.
-	db, err := sql.Open("sqlite3", "file:"+strings.ReplaceAll(path, "%", "%25")+"?"+q.Encode())
+	return "file:" + strings.ReplaceAll(path, "%", "%25") + "?" + q.Encode()
+}
+
+// checkExisting fails with ErrNotStore unless path is a rubick store, and
+// returns its schema version. It reads through a read-only connection
+// (immutable where told, readOnlyDSN): the writer's own opening would
+// already turn another program's database to WAL.
+func checkExisting(ctx context.Context, path string, common url.Values, immutable bool) (int, error) {
+	db, err := sql.Open("sqlite3", readOnlyDSN(path, common, immutable))
 	if err != nil {
 		return 0, err
 	}
@@ -309,12 +379,18 @@ func (s *Store) Close() error {
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
 	}
-	return errors.Join(append(errs, s.w.Close())...)
+	if s.w != nil {
+		errs = append(errs, s.w.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // write runs fn in one writer transaction and commits it, or rolls it back
 // when fn fails.
 func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if s.w == nil {
+		return ErrReadOnly
+	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)

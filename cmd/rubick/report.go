@@ -300,31 +300,36 @@ func storePathFlag(fs *flag.FlagSet, env cliEnv, cfg func() (rubickdConfig, erro
 
 // openStoreFlag opens the existing store that storePath (storePathFlag)
 // names, for command cmd, and returns it with its path.
-func openStoreFlag(ctx context.Context, cmd string, storePath func() (string, error)) (*store.Store, string, error) {
+func openStoreFlag(ctx context.Context, cmd string, storePath func() (string, error), opts ...store.Option) (*store.Store, string, error) {
 	path, err := storePath()
 	if err != nil {
 		return nil, "", err
 	}
-	st, err := openStore(ctx, path)
+	st, err := openStore(ctx, path, opts...)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", cmd, err)
 	}
 	return st, path, nil
 }
 
-// openStore opens an existing store; it never creates one, so a mistyped
-// path is an error rather than an empty database. Nor does it migrate one:
-// the running rubickd, when older than this rubick, would refuse the store
-// afterwards, so one of an older schema is refused with
+// openStore opens an existing store to read it (store.ReadOnly, unless
+// opts says to write it, store.WithoutMigrating): a user may read a store
+// whose directory only rubickd may write. It never creates one, so a
+// mistyped path is an error rather than an empty database. Nor does it
+// migrate one: the running rubickd, when older than this rubick, would
+// refuse the store afterwards, so one of an older schema is refused with
 // store.ErrSchemaTooOld until the new rubickd migrates it.
-func openStore(ctx context.Context, path string) (*store.Store, error) {
+func openStore(ctx context.Context, path string, opts ...store.Option) (*store.Store, error) {
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("store %s does not exist (set --store, %s or --config): %w", path, storeEnv, err)
 		}
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
-	st, err := store.Open(ctx, path, store.WithReaders(2), store.WithoutMigrating())
+	if len(opts) == 0 {
+		opts = []store.Option{store.ReadOnly()}
+	}
+	st, err := store.Open(ctx, path, append([]store.Option{store.WithReaders(2)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}

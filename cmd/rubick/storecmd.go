@@ -258,7 +258,7 @@ func storePrune(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	if *perConfig < 0 {
 		return fmt.Errorf("%w: --samples-per-config=%d must be >= 0", errUsage, *perConfig)
 	}
-	st, path, err := openStoreFlag(ctx, "store prune", storePath)
+	st, path, err := openStoreFlag(ctx, "store prune", storePath, store.WithoutMigrating())
 	if err != nil {
 		return err
 	}
