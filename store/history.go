@@ -402,8 +402,17 @@ func (s *Store) WillRequeue(ctx context.Context, id int64, restarts int) error {
 	if restarts < 1 {
 		return fmt.Errorf("store: action %d's requeue: %w: restart count %d, want at least 1", id, ErrInvalid, restarts)
 	}
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		r, err := tx.ExecContext(ctx, `UPDATE plan_history SET requeue_count = ? WHERE id = ?`, restarts, id)
+	if err := s.updateAction(ctx, `UPDATE plan_history SET requeue_count = ? WHERE id = ?`, restarts, id); err != nil {
+		return fmt.Errorf("store: record action %d's requeue: %w", id, err)
+	}
+	return nil
+}
+
+// updateAction runs query, an UPDATE of one action, in a write of its
+// own; ErrNotFound when it changed none.
+func (s *Store) updateAction(ctx context.Context, query string, args ...any) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, query, args...)
 		if err != nil {
 			return err
 		}
@@ -414,10 +423,6 @@ func (s *Store) WillRequeue(ctx context.Context, id int64, restarts int) error {
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("store: record action %d's requeue: %w", id, err)
-	}
-	return nil
 }
 
 // AwaitAck marks action id as one that may have requeued its job without
@@ -428,19 +433,7 @@ func (s *Store) WillRequeue(ctx context.Context, id int64, restarts int) error {
 // mail types the action quieted, "" for none). It wraps ErrNotFound for
 // an unknown action.
 func (s *Store) AwaitAck(ctx context.Context, id int64, mail string) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		r, err := tx.ExecContext(ctx, `UPDATE plan_history SET awaits_ack = 1, ack_mail = NULLIF(?, '') WHERE id = ?`, mail, id)
-		if err != nil {
-			return err
-		}
-		if n, err := r.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return ErrNotFound
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.updateAction(ctx, `UPDATE plan_history SET awaits_ack = 1, ack_mail = NULLIF(?, '') WHERE id = ?`, mail, id); err != nil {
 		return fmt.Errorf("store: mark action %d as awaiting its tag: %w", id, err)
 	}
 	return nil

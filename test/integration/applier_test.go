@@ -70,17 +70,7 @@ func TestApplierLeavesJobCancelledDuringCheckpoint(t *testing.T) {
 		"--wrap", "trap '' USR1; sleep 60")
 	jid, _ := strconv.Atoi(id)
 	t.Cleanup(func() { command("", "scancel", id) })
-	j, err := c.Job(ctx, jid)
-	if err != nil || j.Tag == nil {
-		t.Fatalf("job %s: tag %v (%v); want tagged by job_submit.lua", id, j.Tag, err)
-	}
-	tag := *j.Tag
-	tag.Plan, tag.Generation = "dp2.tp1.pp1.mb8.a1.z0", 1
-	if res := start.ApplyOne(ctx, slurm.Action{Kind: slurm.ActionStart, JobID: jid, Nodes: []string{node}, GPUsPerNode: 2,
-		CPUsPerTask: 1, MemPerNodeMB: 1000, Tag: &tag}); res.Err != nil {
-		t.Fatalf("start: %v (steps %+v)", res.Err, res.Steps)
-	}
-	waitState(t, id, "RUNNING", 20*time.Second)
+	startOn(ctx, t, c, start, id, node, 1)
 	wait := daemon.WaitCheckpoint(c, 200*time.Millisecond)
 	app, err := slurm.NewApplier(slurm.ApplierConfig{Scontrol: "scontrol", Scancel: "scancel", Cluster: c,
 		CheckpointTimeout: 20 * time.Second,
@@ -150,24 +140,14 @@ func TestApplierRequeueCount(t *testing.T) {
 			j, err := c.Job(ctx, jid)
 			return err == nil && j.State == slurm.StatePending && !slices.Contains(j.StateFlags, slurm.StateCompleting)
 		}, func() string { return showJob(t, id) })
-		j, err := c.Job(ctx, jid)
-		if err != nil || j.Tag == nil {
-			t.Fatalf("job %s: tag %v (%v); want tagged", id, j.Tag, err)
-		}
-		tag := *j.Tag
-		tag.Plan, tag.Generation = "dp2.tp1.pp1.mb8.a1.z0", gen
-		if res := start.ApplyOne(ctx, slurm.Action{Kind: slurm.ActionStart, JobID: jid, Nodes: []string{node}, GPUsPerNode: 2,
-			CPUsPerTask: 1, MemPerNodeMB: 1000, Tag: &tag}); res.Err != nil {
-			t.Fatalf("start %d: %v (steps %+v)", gen, res.Err, res.Steps)
-		}
-		waitState(t, id, "RUNNING", 30*time.Second)
+		startOn(ctx, t, c, start, id, node, gen)
 		var recorded int
 		res := app.ApplyOne(ctx, slurm.Action{Kind: slurm.ActionPreempt, JobID: jid,
 			BeforeRequeue: func(_ context.Context, n int) error { recorded = n; return nil }})
 		if res.Err != nil {
 			t.Fatalf("preempt %d: %v (steps %+v)", gen, res.Err, res.Steps)
 		}
-		j, err = c.Job(ctx, jid)
+		j, err := c.Job(ctx, jid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,4 +155,22 @@ func TestApplierRequeueCount(t *testing.T) {
 			t.Errorf("preempt %d: recorded count %d, result's %d, slurmrestd's %d; want %d each", gen, recorded, res.RequeueCount, j.RestartCount, gen)
 		}
 	}
+}
+
+// startOn starts job id, tagged by job_submit.lua, with 2 GPUs on node
+// and a tag of generation gen, and waits until it runs.
+func startOn(ctx context.Context, t *testing.T, c *slurm.RESTCluster, start *slurm.Applier, id, node string, gen int) {
+	t.Helper()
+	jid, _ := strconv.Atoi(id)
+	j, err := c.Job(ctx, jid)
+	if err != nil || j.Tag == nil {
+		t.Fatalf("job %s: tag %v (%v); want tagged by job_submit.lua", id, j.Tag, err)
+	}
+	tag := *j.Tag
+	tag.Plan, tag.Generation = "dp2.tp1.pp1.mb8.a1.z0", gen
+	if res := start.ApplyOne(ctx, slurm.Action{Kind: slurm.ActionStart, JobID: jid, Nodes: []string{node}, GPUsPerNode: 2,
+		CPUsPerTask: 1, MemPerNodeMB: 1000, Tag: &tag}); res.Err != nil {
+		t.Fatalf("start %d of job %s: %v (steps %+v)", gen, id, res.Err, res.Steps)
+	}
+	waitState(t, id, "RUNNING", 30*time.Second)
 }
