@@ -471,6 +471,17 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 	for _, a := range pending {
 		j, err := d.deps.Cluster.Job(ctx, int(a.JobID))
 		res, why := store.ResultAbandoned, errors.New("rubickd stopped before confirming; Slurm state differs")
+		// The requeue was this action's, stopped before the tag said so:
+		// say it now, or the job waits for its user's release, with what
+		// the job ran so far as the action stored it. A requeue at another
+		// count than the one the action recorded, or with none recorded
+		// (rubickd stopped before it issued its own), is someone else's
+		// (theirs): a user's requeuehold while rubickd was down stays
+		// theirs, and the action did not happen.
+		requeue := err == nil && (a.Kind == string(slurm.ActionPreempt) || a.Kind == string(slurm.ActionRestart)) &&
+			slurm.RequeuedByOther(j) && !predates(j, a.DecidedAt)
+		owed := requeue && requeuedBy(j, a.RequeueCount)
+		theirs := requeue && !owed
 		switch {
 		case errors.Is(err, slurm.ErrNotFound):
 			why = errors.New("job no longer known to Slurm")
@@ -483,17 +494,11 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 			// Resized and released, waiting for Slurm's next pass: the
 			// release is the last step of a start.
 			res, why = store.ResultOK, nil
-		case a.Kind == string(slurm.ActionPreempt) && j.State == slurm.StatePending:
+		case a.Kind == string(slurm.ActionPreempt) && j.State == slurm.StatePending && !theirs:
 			res, why = store.ResultOK, nil
+		case theirs:
+			why = errors.New("requeued by its user or an administrator while rubickd was stopped")
 		}
-		// The requeue was this action's, stopped before the tag said so:
-		// say it now, or the job waits for its user's release, with what
-		// the job ran so far as the action stored it. A requeue at another
-		// count than the one the action recorded, or with none recorded
-		// (rubickd stopped before it issued its own), is someone else's:
-		// a user's requeuehold while rubickd was down stays theirs.
-		owed := err == nil && (a.Kind == string(slurm.ActionPreempt) || a.Kind == string(slurm.ActionRestart)) &&
-			slurm.RequeuedByOther(j) && !predates(j, a.DecidedAt) && requeuedBy(j, a.RequeueCount)
 		var w ackWait
 		if owed {
 			// Stored before the action is resolved: a crash between the

@@ -3364,6 +3364,57 @@ func TestReconcileAcknowledgesRequeue(t *testing.T) {
 	}
 }
 
+// A preemption or restart a previous run left before its own requeue
+// (none recorded), or after it at another restart count, finds its job
+// requeued held by its user while rubickd was stopped: Reconcile writes no
+// tag claiming that requeue, and records the action abandoned, saying why.
+func TestReconcileLeavesUsersRequeue(t *testing.T) {
+	ctx := context.Background()
+	requeued := func(id, rc int) slurm.Job {
+		j := heldJob(id, "bert", 1, 2)
+		j.RestartCount, j.Tag.Plan, j.Tag.Extra = rc, "dp2.tp1.pp1.mb16.a1.z0", map[string]string{slurm.TagRestarts: "0"}
+		return j
+	}
+	// 71: stopped before its requeue; 72: after a requeue to count 1, the
+	// user released the job and requeued it again.
+	c := &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{requeued(71, 1), requeued(72, 2)}}
+	a := &fakeApplier{}
+	d, st := newTestDaemon(t, c, a)
+	plan := model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1}
+	ids := map[int64]int64{}
+	for id, kind := range map[int64]string{71: "preempt", 72: "restart"} {
+		if err := st.UpsertJob(ctx, store.Job{ID: id, ModelType: "bert", Class: store.BestEffort, State: "RUNNING", Submitted: t0}); err != nil {
+			t.Fatal(err)
+		}
+		act := store.Action{JobID: id, Kind: kind, Plan: plan, Resources: model.Resources{Placement: model.Placement{4}, CPUs: 8}}
+		if id == 71 {
+			rec, err := st.RecordPlan(ctx, act)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids[id] = rec.ID
+			continue
+		}
+		ids[id] = recordRequeue(t, st, act, 1).ID
+	}
+	if err := d.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.got) != 0 {
+		t.Errorf("reconcile applied %+v; want nothing: both requeues are the user's", a.got)
+	}
+	for id, action := range ids {
+		hist, err := st.PlanHistory(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(hist, func(h store.Action) bool { return h.ID == action })
+		if i < 0 || hist[i].Result != store.ResultAbandoned || !strings.Contains(hist[i].Error, "requeued by its user") {
+			t.Errorf("job %d's action: %+v; want it abandoned, requeued by its user", id, hist)
+		}
+	}
+}
+
 // A requeue the store holds as awaiting its tag, or a pending preemption
 // Reconcile finds, decided before the job's submission was an earlier
 // job's of the same id (Slurm's state was reset): its tag, which holds
