@@ -828,6 +828,10 @@ type faultCase struct {
 	// first cycle (scontrol update as the user), named by userDid.
 	user    func(s *faultSlurm)
 	userDid string
+	// downtime, where first crashed rubickd, is how long it stays down:
+	// the clock of the restarted one, its store's and Slurm's scheduling
+	// passes are that much later (and stay there).
+	downtime time.Duration
 }
 
 func (c faultCase) String() string {
@@ -849,6 +853,9 @@ func (c faultCase) String() string {
 	}
 	if c.user != nil {
 		s = append(s, "then its user "+c.userDid)
+	}
+	if c.downtime > 0 {
+		s = append(s, "down for "+c.downtime.String())
 	}
 	return cmp.Or(strings.Join(s, ", "), "no fault")
 }
@@ -906,7 +913,12 @@ func runFault(t *testing.T, seeded []byte, sc faultScenario, c faultCase) faultR
 	if err := os.WriteFile(path, seeded, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(ctx, path, store.WithClock(func() time.Time { return t0 }))
+	// now is the clock of rubickd, its store and Slurm: t0 until a crash
+	// that c.downtime follows.
+	var clockMu sync.Mutex
+	at := t0
+	now := func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return at }
+	st, err := store.Open(ctx, path, store.WithClock(now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -932,7 +944,7 @@ func runFault(t *testing.T, seeded []byte, sc faultScenario, c faultCase) faultR
 	started := 0
 	d, err := New(cfg, Deps{Cluster: conn, Applier: connApplier(t, conn, self(started)), Instance: self(started),
 		Store: crashStore{Store: st, conn: conn}, Policy: rubick,
-		Env: model.DefaultEnv(), Now: func() time.Time { return t0 }, Budgets: conn})
+		Env: model.DefaultEnv(), Now: now, Budgets: conn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1008,7 +1020,7 @@ func runFault(t *testing.T, seeded []byte, sc faultScenario, c faultCase) faultR
 				stopped = true
 				return fmt.Errorf("reconcile: %w", err)
 			}
-			s.tick(t0)
+			s.tick(now())
 			if _, err := d.Cycle(ctx, false); err != nil {
 				return fmt.Errorf("cycle after the restart: %w", err)
 			}
@@ -1025,6 +1037,9 @@ func runFault(t *testing.T, seeded []byte, sc faultScenario, c faultCase) faultR
 		return crashed, stopped && !crashed
 	}
 	if crashed {
+		clockMu.Lock()
+		at = at.Add(c.downtime)
+		clockMu.Unlock()
 		s.mu.Lock()
 		s.cmds, s.argv, s.writes = 0, nil, 0 // c.again counts the recovery's commands and writes
 		s.mu.Unlock()
@@ -1037,13 +1052,13 @@ func runFault(t *testing.T, seeded []byte, sc faultScenario, c faultCase) faultR
 		}
 	}
 	for range cycles {
-		s.tick(t0)
+		s.tick(now())
 		d.Invalidate()
 		if _, err := d.Cycle(ctx, false); err != nil {
 			t.Fatalf("%v: cycle after the fault: %v", c, err)
 		}
 	}
-	s.tick(t0)
+	s.tick(now())
 	return run
 }
 
@@ -1438,6 +1453,31 @@ func TestUserRequeueHoldWhileDown(t *testing.T) {
 				t.Fatalf("no crash point of %d left job 91 for its user to requeue", len(points))
 			}
 			t.Logf("%d crash points with the user's requeuehold", held)
+		})
+	}
+}
+
+// A rubickd that crashed anywhere in a cycle and is started again ten
+// minutes later, its clock, its store's and Slurm's that much on, leaves
+// no job lost or stuck (the invariants of TestFaultsNeverLoseJobs): the
+// fault matrix's own runs keep the clock at t0 throughout.
+func TestFaultsAcrossDowntime(t *testing.T) {
+	seeded := seededStore(t)
+	for _, sc := range faultScenarios() {
+		t.Run(sc.name, func(t *testing.T) {
+			clean := runFault(t, seeded, sc, faultCase{})
+			var n int
+			for _, f := range append(faults(clean.first), storeFaults(clean.writes)...) {
+				if f.kind != faultCrash && f.kind != faultStoreCrash {
+					continue
+				}
+				c := faultCase{first: f, downtime: 10 * time.Minute}
+				if v := runFault(t, seeded, sc, c).violations(t); len(v) > 0 {
+					t.Errorf("%s:\n%s", c, strings.Join(v, "\n"))
+				}
+				n++
+			}
+			t.Logf("%d crash points", n)
 		})
 	}
 }
