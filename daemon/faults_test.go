@@ -1435,7 +1435,7 @@ func TestUserRequeueHoldWhileDown(t *testing.T) {
 					continue
 				}
 				var did bool
-				c := faultCase{first: f, userDid: "requeues job 91 held while rubickd is down",
+				c := faultCase{first: f, userDid: "requeues job 91 held while rubickd is down", downtime: 10 * time.Minute,
 					user: func(s *faultSlurm) { did = s.userRequeueHold(91) }}
 				run := runFault(t, seeded, sc, c)
 				if f.kind == faultStoreCrash && f.at == run.willRequeue {
