@@ -284,6 +284,17 @@ func (d *Daemon) claim(ctx context.Context, j slurm.Job) bool {
 	if j.Tag == nil || j.State != slurm.StateRunning || slurm.HasWord(j.Comment, slurm.RequeueWord) {
 		return false
 	}
+	// Read again: the other rubickd may have rewritten the tag since the
+	// cycle read it (a restart's new plan and generation), which the tag
+	// as read then would take back.
+	now, err := d.deps.Cluster.Job(ctx, j.ID)
+	if err != nil {
+		d.deps.Logger.Warn("reading a job to write its tag for the other rubickd failed", "job", j.ID, "err", err)
+		return false
+	}
+	if j = now; j.Tag == nil || j.State != slurm.StateRunning || slurm.HasWord(j.Comment, slurm.RequeueWord) {
+		return false
+	}
 	if err := d.writeTag(ctx, j.ID, *j.Tag); err != nil {
 		d.deps.Logger.Warn("writing a tag for the other rubickd to see failed", "job", j.ID, "err", err)
 		return false

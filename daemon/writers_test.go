@@ -411,20 +411,30 @@ func TestClaim(t *testing.T) {
 	requeueing.Comment = "my note " + slurm.RequeueWord
 	untagged := running
 	untagged.Tag = nil
+	restarted := taggedJob(7, "dp4.tp1.pp1.mb1.a2.z0", "ctl2/200/2026-11-22T09:00:00Z")
+	restarted.Tag.Generation++
 	for _, tc := range []struct {
 		name string
-		job  slurm.Job
-		want bool
+		// job is the job as the cycle read it, now as Slurm has it at the
+		// claim.
+		job, now slurm.Job
+		want     bool
 	}{
-		{"running", running, true},
-		{"pending", pending, false},
-		{"requeueing itself", requeueing, false},
-		{"no tag", untagged, false},
+		{"running", running, running, true},
+		{"pending", pending, pending, false},
+		{"requeueing itself", requeueing, requeueing, false},
+		{"no tag", untagged, untagged, false},
+		{"requeued since", running, pending, false},
+		{"restarted since", running, restarted, true},
 	} {
 		a := &fakeApplier{}
-		d, _ := newTestDaemon(t, &fakeCluster{}, a)
+		d, _ := newTestDaemon(t, &fakeCluster{jobs: []slurm.Job{tc.now}}, a)
 		if got := d.claim(context.Background(), tc.job); got != tc.want || len(a.got) != map[bool]int{true: 1}[tc.want] {
 			t.Errorf("%s: claim = %v with %d actions, want %v", tc.name, got, len(a.got), tc.want)
+			continue
+		}
+		if tc.want && a.got[0].Tag.String() != tc.now.Tag.String() {
+			t.Errorf("%s: claim wrote %v, want the tag Slurm has now, %v", tc.name, a.got[0].Tag, tc.now.Tag)
 		}
 	}
 }
