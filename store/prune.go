@@ -90,6 +90,12 @@ type Stats struct {
 	Rows map[string]int64 `json:"rows"`
 	// OnlineSamples are the samples jobs reported (the ones Prune bounds).
 	OnlineSamples int64 `json:"online_samples"`
+	// PendingActions are the actions decided and not resolved: a running
+	// rubickd's being applied, or those a rubickd that stopped left, which
+	// the next one's Reconcile settles at its start. AwaitingTag are the
+	// requeues awaiting the tag that says they were rubick's (AwaitAck).
+	PendingActions int64 `json:"pending_actions"`
+	AwaitingTag    int64 `json:"awaiting_tag"`
 	// OldestCycle and NewestCycle are the times of the stored decision
 	// cycles; zero without any.
 	OldestCycle time.Time `json:"oldest_cycle,omitzero"`
@@ -122,6 +128,10 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 			st.Rows[t] = n
 		}
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM samples WHERE source = ?`, string(SourceOnline)).Scan(&st.OnlineSamples); err != nil {
+			return err
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(result IS NULL), 0), COALESCE(SUM(awaits_ack = 1), 0) FROM plan_history`).
+			Scan(&st.PendingActions, &st.AwaitingTag); err != nil {
 			return err
 		}
 		var oldest, newest sql.NullInt64

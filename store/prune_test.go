@@ -64,6 +64,7 @@ func TestPrune(t *testing.T) {
 		"decision_reasons": 5, "plan_history": 1, "restart_costs": 0, "launch_limits": 0, "profiling_phases": 0,
 		"replaced_specs": 0}
 	if d := cmp.Diff(wantRows, before.Rows); d != "" || before.OnlineSamples != 11 || before.SchemaVersion != SchemaVersion() ||
+		before.PendingActions != 1 || before.AwaitingTag != 0 ||
 		!before.OldestCycle.Equal(t0.Add(3*time.Second)) || !before.NewestCycle.Equal(t0.Add(6*time.Second)) || before.Bytes <= 0 {
 		t.Errorf("Stats = %+v (rows -want +got:\n%s)", before, d)
 	}
@@ -107,11 +108,22 @@ func TestPrune(t *testing.T) {
 		t.Errorf("job 9's samples after pruning (-want +got):\n%s", d)
 	}
 
+	d2, err := s.Decision(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkApplied(ctx, d2.Actions[0].ID, ResultFailed, errors.New("annotate: exit status 1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AwaitAck(ctx, d2.Actions[0].ID, ""); err != nil {
+		t.Fatal(err)
+	}
 	after, err := s.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after.Rows["decision_reasons"] != 2 || after.Rows["decisions"] != 3 || after.OnlineSamples != 6 || after.Rows["samples"] != 9 {
+	if after.Rows["decision_reasons"] != 2 || after.Rows["decisions"] != 3 || after.OnlineSamples != 6 || after.Rows["samples"] != 9 ||
+		after.PendingActions != 0 || after.AwaitingTag != 1 {
 		t.Errorf("Stats after pruning = %+v", after)
 	}
 	again, err := s.Prune(ctx, Retention{ReasonsBefore: t0.Add(6 * time.Second), SamplesPerConfig: 2})

@@ -79,8 +79,12 @@ func storeStats(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	fmt.Fprintln(tw, "  table\trows")
 	for _, t := range sortedKeys(s.Rows) {
 		fmt.Fprintf(tw, "  %s\t%d\n", t, s.Rows[t])
-		if t == "samples" {
+		switch t {
+		case "samples":
 			fmt.Fprintf(tw, "    of them reported by jobs\t%d\n", s.OnlineSamples)
+		case "plan_history":
+			fmt.Fprintf(tw, "    of them pending\t%d\n", s.PendingActions)
+			fmt.Fprintf(tw, "    of them requeues awaiting their tag\t%d\n", s.AwaitingTag)
 		}
 	}
 	if err := tw.Flush(); err != nil {
