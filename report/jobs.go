@@ -786,32 +786,18 @@ func jobIDCompare(a, b string) int {
 
 // ArrayTasks is how many jobs the job id id stands for: the tasks of an
 // array's record not split off yet, as sacct prints it ("12_[3-9]",
-// "12_[0,4-8:2]", "12_[0-99%5]": the throttle after % is no task), one
-// each; 1 for any other id, and for a record whose tasks do not read.
+// "12_[0,4-8:2]", "12_[0-99%5]": the throttle after % is no task;
+// slurm.ArrayTaskCount), one each; 1 for any other id, and for a record
+// whose tasks do not read.
 func ArrayTasks(id string) int {
 	_, rest, ok := strings.Cut(id, "_[")
 	spec, closed := strings.CutSuffix(rest, "]")
 	if !ok || !closed {
 		return 1
 	}
-	spec, _, _ = strings.Cut(spec, "%")
-	n := 0
-	for _, item := range strings.Split(spec, ",") {
-		r, step, stepped := strings.Cut(item, ":")
-		lo, hi, ranged := strings.Cut(r, "-")
-		a, err := strconv.Atoi(lo)
-		b := a
-		if err == nil && ranged {
-			b, err = strconv.Atoi(hi)
-		}
-		s := 1
-		if err == nil && stepped {
-			s, err = strconv.Atoi(step)
-		}
-		if err != nil || a < 0 || b < a || s < 1 {
-			return 1
-		}
-		n += (b-a)/s + 1
+	n, err := slurm.ArrayTaskCount(spec)
+	if err != nil {
+		return 1
 	}
 	return max(n, 1)
 }

@@ -36,3 +36,21 @@ func TestArrayTaskIDs(t *testing.T) {
 		}
 	}
 }
+
+// ArrayTaskCount counts what ArrayTaskIDs lists, and refuses what it
+// refuses.
+func TestArrayTaskCount(t *testing.T) {
+	for in, want := range map[string]int{"0-3": 4, "0,2-3": 3, "1-15:2%4": 8, "7": 1, "0-3999999": 4000000} {
+		if got, err := ArrayTaskCount(in); err != nil || got != want {
+			t.Errorf("ArrayTaskCount(%q) = %d, %v; want %d", in, got, err, want)
+		}
+		if ids, _ := ArrayTaskIDs(in, 10_000_000); len(ids) != want {
+			t.Errorf("ArrayTaskIDs(%q) lists %d, ArrayTaskCount %d", in, len(ids), want)
+		}
+	}
+	for _, in := range []string{"", "a", "3-1", "1:2", "0-4:0", "1,,2"} {
+		if _, err := ArrayTaskCount(in); !errors.Is(err, ErrArrayTasks) {
+			t.Errorf("ArrayTaskCount(%q): %v, want ErrArrayTasks", in, err)
+		}
+	}
+}
