@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
 	"strings"
@@ -171,10 +172,7 @@ func open(ctx context.Context, path string, migs []migration, opts ...Option) (*
 		}
 	}
 
-	wq := url.Values{}
-	for k, v := range common {
-		wq[k] = v
-	}
+	wq := maps.Clone(common)
 	wq.Set("_journal_mode", "WAL")
 	wq.Set("_synchronous", string(cfg.sync))
 	// BEGIN IMMEDIATE takes the write lock up front: a deferred transaction
@@ -202,28 +200,32 @@ func open(ctx context.Context, path string, migs []migration, opts ...Option) (*
 		}
 	}
 
-	rq := url.Values{}
-	for k, v := range common {
-		rq[k] = v
-	}
+	rq := maps.Clone(common)
 	rq.Set("_query_only", "on")
-	r, err := sql.Open("sqlite3", path+"?"+rq.Encode())
-	if err != nil {
-		w.Close()
+	if err := s.openReaders(ctx, path+"?"+rq.Encode(), cfg.readers); err != nil {
+		s.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	r.SetMaxOpenConns(cfg.readers)
-	r.SetMaxIdleConns(cfg.readers)
+	return s, nil
+}
+
+// openReaders opens s's pool of n readers on dsn, and prepares the
+// statements they run.
+func (s *Store) openReaders(ctx context.Context, dsn string, n int) error {
+	r, err := sql.Open("sqlite3", dsn)
+	if err != nil {
+		return err
+	}
+	r.SetMaxOpenConns(n)
+	r.SetMaxIdleConns(n)
 	s.r = r
 	if err := r.PingContext(ctx); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("store: open %s: readers: %w", path, err)
+		return fmt.Errorf("readers: %w", err)
 	}
 	if s.currentFit, err = r.PrepareContext(ctx, `SELECT `+fitColumns+` FROM fits WHERE model_type = ? AND current = 1`); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("store: open %s: prepare: %w", path, err)
+		return fmt.Errorf("prepare: %w", err)
 	}
-	return s, nil
+	return nil
 }
 
 // openReadOnly is open told ReadOnly: readers only, on a store at
@@ -241,16 +243,10 @@ func openReadOnly(ctx context.Context, path string, common url.Values, want int,
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	r, err := sql.Open("sqlite3", readOnlyDSN(path, common, immutable))
-	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
-	}
-	r.SetMaxOpenConns(cfg.readers)
-	r.SetMaxIdleConns(cfg.readers)
-	s := &Store{r: r, now: cfg.now, log: cfg.log}
-	if s.currentFit, err = r.PrepareContext(ctx, `SELECT `+fitColumns+` FROM fits WHERE model_type = ? AND current = 1`); err != nil {
+	s := &Store{now: cfg.now, log: cfg.log}
+	if err := s.openReaders(ctx, readOnlyDSN(path, common, immutable), cfg.readers); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("store: open %s: prepare: %w", path, err)
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	return s, nil
 }
@@ -271,10 +267,7 @@ func unsharable(path string, err error) bool {
 // readOnlyDSN opens path read-only, as immutable where told: SQLite then
 // neither locks it nor looks for a log.
 func readOnlyDSN(path string, common url.Values, immutable bool) string {
-	q := url.Values{}
-	for k, v := range common {
-		q[k] = v
-	}
+	q := maps.Clone(common)
 	q.Set("mode", "ro")
 	q.Set("_query_only", "on")
 	if immutable {
