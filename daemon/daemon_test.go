@@ -3328,17 +3328,20 @@ func TestCycleExplainsTimeLimitSetByHand(t *testing.T) {
 	}
 }
 
+// requeuedJob is a bert job requeued held at restart count rc, its tag
+// (plan dp2) counting none of them.
+func requeuedJob(id, rc int) slurm.Job {
+	j := heldJob(id, "bert", 1, 2)
+	j.RestartCount, j.Tag.Plan, j.Tag.Extra = rc, "dp2.tp1.pp1.mb16.a1.z0", map[string]string{slurm.TagRestarts: "0"}
+	return j
+}
+
 // A restart or preemption a previous run left between its requeue and the
 // tag that acknowledges it: reconcile writes that tag (the job's own, with
 // no hold), and nothing else; the job is then rubick's to start again.
 func TestReconcileAcknowledgesRequeue(t *testing.T) {
 	ctx := context.Background()
-	requeued := func(id int) slurm.Job {
-		j := heldJob(id, "bert", 1, 2)
-		j.RestartCount, j.Tag.Plan, j.Tag.Extra = 1, "dp2.tp1.pp1.mb16.a1.z0", map[string]string{slurm.TagRestarts: "0"}
-		return j
-	}
-	c := &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{requeued(61), requeued(62), requeued(63)}}
+	c := &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{requeuedJob(61, 1), requeuedJob(62, 1), requeuedJob(63, 1)}}
 	c.jobs[2].Tag.Extra[slurm.TagRestarts] = "1" // acknowledged before the crash
 	a := &fakeApplier{}
 	d, st := newTestDaemon(t, c, a)
@@ -3370,14 +3373,9 @@ func TestReconcileAcknowledgesRequeue(t *testing.T) {
 // tag claiming that requeue, and records the action abandoned, saying why.
 func TestReconcileLeavesUsersRequeue(t *testing.T) {
 	ctx := context.Background()
-	requeued := func(id, rc int) slurm.Job {
-		j := heldJob(id, "bert", 1, 2)
-		j.RestartCount, j.Tag.Plan, j.Tag.Extra = rc, "dp2.tp1.pp1.mb16.a1.z0", map[string]string{slurm.TagRestarts: "0"}
-		return j
-	}
 	// 71: stopped before its requeue; 72: after a requeue to count 1, the
 	// user released the job and requeued it again.
-	c := &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{requeued(71, 1), requeued(72, 2)}}
+	c := &fakeCluster{nodes: labNodes(2), jobs: []slurm.Job{requeuedJob(71, 1), requeuedJob(72, 2)}}
 	a := &fakeApplier{}
 	d, st := newTestDaemon(t, c, a)
 	plan := model.Plan{DP: 4, TP: 1, PP: 1, MicroBatch: 8, Accum: 1}

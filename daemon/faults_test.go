@@ -157,9 +157,7 @@ func (s *faultSlurm) userRequeueHold(id int) bool {
 		j.State, j.NodeList, j.BatchHost, j.GPUs, j.StartTime = slurm.StateRunning, []string{s.nodes[0].Name}, s.nodes[0].Name, j.GPUsPerNode, t0
 	}
 	j.Comment = slurm.WithoutWord(j.Comment, slurm.RequeueWord)
-	j.State, j.Held, j.Reason, j.Priority = slurm.StatePending, true, "JobHeldUser", 0
-	j.NodeList, j.BatchHost, j.GPUs, j.MemMB, j.StartTime = nil, "", 0, 0, time.Time{}
-	j.RestartCount++
+	requeueHeld(j)
 	if s.userHeld == nil {
 		s.userHeld = map[int]bool{}
 	}
@@ -474,18 +472,14 @@ func (s *faultSlurm) apply(argv []string, skip int) error {
 		}
 		if s.srun {
 			j.Comment = slurm.WithWord(j.Comment, slurm.RequeueWord)
-			j.State, j.Held, j.Reason, j.Priority = slurm.StatePending, true, "JobHeldUser", 0
-			j.NodeList, j.BatchHost, j.GPUs, j.MemMB, j.StartTime = nil, "", 0, 0, time.Time{}
-			j.RestartCount++
+			requeueHeld(j)
 			s.requeues[j.ID]++
 		}
 	case argv[1] == "requeuehold":
 		if j.State != slurm.StateRunning {
 			return errors.New("Job is pending execution")
 		}
-		j.State, j.Held, j.Reason, j.Priority = slurm.StatePending, true, "JobHeldUser", 0
-		j.NodeList, j.BatchHost, j.GPUs, j.MemMB, j.StartTime = nil, "", 0, 0, time.Time{}
-		j.RestartCount++
+		requeueHeld(j)
 		s.requeues[j.ID]++
 	case argv[1] == "release":
 		for i := range s.jobs {
@@ -508,6 +502,14 @@ func (s *faultSlurm) apply(argv []string, skip int) error {
 		return fmt.Errorf("unexpected command %q", argv)
 	}
 	return nil
+}
+
+// requeueHeld changes running job j as scontrol requeuehold does: back in
+// the queue, held, off its nodes, its restart count one up.
+func requeueHeld(j *slurm.Job) {
+	j.State, j.Held, j.Reason, j.Priority = slurm.StatePending, true, "JobHeldUser", 0
+	j.NodeList, j.BatchHost, j.GPUs, j.MemMB, j.StartTime = nil, "", 0, 0, time.Time{}
+	j.RestartCount++
 }
 
 // update sets one field of job j as scontrol update does.
