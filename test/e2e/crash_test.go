@@ -39,13 +39,8 @@ listen: ""
 	lt.ids = append(lt.ids, holdGPUs(lt.ctx, t, lt.lab, lt.cluster, filler{"3", "8"})...)
 	d := runDaemon(t, lt.lab, lt.bin, lt.dir, lt.cfgPath)
 	submit := func(args ...string) int {
-		out := lt.lab.run(t, append([]string{"sbatch", "--parsable", "-p", "gpu", "-N1", "--gres=gpu:8", "--mem=8G", "-o", "/dev/null"}, args...)...)
-		out = strings.Split(out[strings.LastIndexByte(out, '\n')+1:], ";")[0]
-		lt.ids = append(lt.ids, out)
-		id, err := strconv.Atoi(out)
-		if err != nil {
-			t.Fatalf("sbatch printed %q", out)
-		}
+		id := parsableID(t, lt.lab.run(t, append([]string{"sbatch", "--parsable", "-p", "gpu", "-N1", "--gres=gpu:8", "--mem=8G", "-o", "/dev/null"}, args...)...))
+		lt.ids = append(lt.ids, strconv.Itoa(id))
 		return id
 	}
 	bert := submit("--model-type=bert", "--requeue", "--time=30", "--wrap", "trap '' USR1; sleep 600")

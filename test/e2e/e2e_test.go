@@ -209,12 +209,18 @@ func (l lab) submitScript(t *testing.T, dir, body string, ids *[]string, args ..
 	// must be the test's, not the source tree.
 	argv := append([]string{"sbatch", "--parsable", "-D", dir}, args...)
 	out := l.runIn(t, dir, append(argv, "--open-mode=append", "-o", filepath.Join(dir, "job-%j.out"), script)...)
-	// The id is the last line: job_submit.lua's notice for a script without
-	// rubick-srun comes before it, on stderr.
-	out = out[strings.LastIndexByte(out, '\n')+1:]
-	out = strings.Split(out, ";")[0]
-	*ids = append(*ids, out)
-	id, err := strconv.Atoi(out)
+	id := parsableID(t, out)
+	*ids = append(*ids, strconv.Itoa(id))
+	return id
+}
+
+// parsableID is the job id in what sbatch --parsable printed, out: its
+// last line (job_submit.lua's notice for a script without rubick-srun
+// comes before it, on stderr), before any ";cluster".
+func parsableID(t *testing.T, out string) int {
+	t.Helper()
+	line := strings.Split(out[strings.LastIndexByte(out, '\n')+1:], ";")[0]
+	id, err := strconv.Atoi(line)
 	if err != nil {
 		t.Fatalf("sbatch printed %q", out)
 	}
