@@ -1524,18 +1524,6 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	// A result the store refuses fails the cycle, but after the others:
 	// each is recorded, and a requeue acknowledged, on its own.
 	var unrecorded []error
-	// markApplied records one result; one the store refuses is kept for
-	// the next cycle (markAgain).
-	markApplied := func(id int64, res store.Result, err error) error {
-		merr := d.deps.Store.MarkApplied(rctx, id, res, err)
-		if merr != nil && !errors.Is(merr, store.ErrResolved) && !errors.Is(merr, store.ErrNotFound) {
-			if d.unmarked == nil {
-				d.unmarked = map[int64]mark{}
-			}
-			d.unmarked[id] = mark{res: res, err: err}
-		}
-		return merr
-	}
 	for i, r := range results {
 		res, kind := store.ResultOK, string(r.Action.Kind)
 		if r.Err != nil {
@@ -1556,7 +1544,7 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 		}
 		d.deps.Metrics.Actions.WithLabelValues(kind, string(res)).Inc()
 		if i < len(recorded.Actions) {
-			if err := markApplied(recorded.Actions[i].ID, res, r.Err); err != nil {
+			if _, err := d.recordResult(rctx, recorded.Actions[i].ID, mark{res: res, err: r.Err}); err != nil {
 				unrecorded = append(unrecorded, fmt.Errorf("record result of job %d: %w", r.Action.JobID, err))
 			}
 		}
@@ -1579,16 +1567,29 @@ type mark struct {
 	err error
 }
 
-// markAgain records the results the store refused before (unmarked),
-// forgetting each it takes, or finds resolved or gone (pruned).
+// recordResult records action id's result m (Store.MarkApplied) and
+// returns the store's error. A result the store refused is kept in
+// unmarked for the next cycle (markAgain, kept); one it took, or found
+// resolved or gone (pruned), is forgotten.
+func (d *Daemon) recordResult(ctx context.Context, id int64, m mark) (kept bool, err error) {
+	err = d.deps.Store.MarkApplied(ctx, id, m.res, m.err)
+	if err == nil || errors.Is(err, store.ErrResolved) || errors.Is(err, store.ErrNotFound) {
+		delete(d.unmarked, id)
+		return false, err
+	}
+	if d.unmarked == nil {
+		d.unmarked = map[int64]mark{}
+	}
+	d.unmarked[id] = m
+	return true, err
+}
+
+// markAgain records the results the store refused before (unmarked).
 func (d *Daemon) markAgain(ctx context.Context) {
 	for id, m := range d.unmarked {
-		err := d.deps.Store.MarkApplied(ctx, id, m.res, m.err)
-		if err != nil && !errors.Is(err, store.ErrResolved) && !errors.Is(err, store.ErrNotFound) {
+		if kept, err := d.recordResult(ctx, id, m); kept {
 			d.deps.Logger.Warn("recording an action's result failed again; the next cycle tries again", "action", id, "err", err)
-			continue
 		}
-		delete(d.unmarked, id)
 	}
 }
 
