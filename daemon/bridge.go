@@ -2418,11 +2418,12 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 	switch a.Kind {
 	case policy.Preempt:
 		// What it ran so far counts at its next start (its restart cost's
-		// rule, a deadline cut); the preemption and that start are one
-		// reconfiguration, as the simulator counts them.
+		// rule, a deadline cut), to the requeue (RanAt); the preemption
+		// and that start are one reconfiguration, as the simulator counts
+		// them.
 		tag.Extra[tagRan] = ranSeconds(ran)
 		tag.Generation = mj.tag.Generation
-		out.Kind = slurm.ActionPreempt
+		out.Kind, out.RanAt = slurm.ActionPreempt, now
 		return out, nil
 	case policy.Start, policy.Restart, policy.Shrink:
 	default:
@@ -2470,7 +2471,9 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 	// NumNodes shrink kills the trainer's ranks on the dropped nodes before
 	// they can checkpoint, while the new plan needs a relaunch anyway.
 	out.Kind = slurm.ActionRestart
+	// The Applier adds the run from now to the requeue (RanAt).
 	tag.Extra[tagRan] = ranSeconds(ran)
+	out.RanAt = now
 	return out, nil
 }
 

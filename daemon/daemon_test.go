@@ -2978,6 +2978,9 @@ func TestPreemptRecordsRunTime(t *testing.T) {
 	if got.Extra["ran"] != "900" || got.Generation != 1 {
 		t.Errorf("preemption tag %+v; want ran=900 (300 s before, 600 s this run) and gen=1", got)
 	}
+	if !actions[0].RanAt.Equal(t0) {
+		t.Errorf("RanAt = %v, want %v: the Applier adds the run from the decision to the requeue", actions[0].RanAt, t0)
+	}
 
 	// Preempted: pending and held with that tag, 10 minutes later.
 	later := t0.Add(10 * time.Minute)
@@ -2993,8 +2996,8 @@ func TestPreemptRecordsRunTime(t *testing.T) {
 	if len(actions) != 1 || len(skipped) != 0 {
 		t.Fatalf("actions %+v, skipped %v; want the start", actions, skipped)
 	}
-	if a := actions[0]; a.TimeLimit != 30*time.Minute || a.Tag.Generation != 2 || a.Tag.Extra["ran"] != "900" {
-		t.Errorf("start: time limit %v, tag %+v; want 30m (to the deadline), gen=2, ran=900", a.TimeLimit, a.Tag)
+	if a := actions[0]; a.TimeLimit != 30*time.Minute || a.Tag.Generation != 2 || a.Tag.Extra["ran"] != "900" || !a.RanAt.IsZero() {
+		t.Errorf("start: time limit %v, tag %+v, RanAt %v; want 30m (to the deadline), gen=2, ran=900, no RanAt", a.TimeLimit, a.Tag, a.RanAt)
 	}
 }
 
@@ -3272,6 +3275,9 @@ func TestRestartKeepsTimeLimitSetByHand(t *testing.T) {
 			}
 			if a.TimeLimit != want {
 				t.Errorf("restart's time limit %v, want %v (0: unchanged)", a.TimeLimit, want)
+			}
+			if a.Tag.Extra[tagRan] != "600" || !a.RanAt.Equal(t0) {
+				t.Errorf("restart's ran=%s counted at %v; want 600 at %v, the Applier adding the run to the requeue", a.Tag.Extra[tagRan], a.RanAt, t0)
 			}
 			got := map[string]string{}
 			for _, k := range []string{tagTime, tagSet, tagFixed} {

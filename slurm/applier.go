@@ -102,6 +102,12 @@ type Action struct {
 	// crash, a job requeued and held at another count was requeued by
 	// someone else, whose hold is theirs.
 	BeforeRequeue func(ctx context.Context, restarts int) error `json:"-"`
+	// RanAt, for a preemption or restart, is when Tag's run time (TagRan)
+	// was counted, the job running: the requeue adds the run from then to
+	// itself, the checkpoint wait included, which nothing else counts (the
+	// job's next run starts over). Zero adds none, as does a requeue an
+	// earlier attempt issued, whose time is not known.
+	RanAt time.Time
 }
 
 // StepResult is one executed (or skipped) step of an action.
@@ -396,6 +402,7 @@ func (r *run) do(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		r.countRun(requeued)
 		if err := r.ackRequeue(ctx, nil, job, requeued); err != nil {
 			return err
 		}
@@ -414,9 +421,10 @@ func (r *run) do(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		r.countRun(requeued)
 		// After the requeue, not before: a tag saying the job has run so
 		// far on a job still running would count that run twice.
-		return r.ackRequeue(ctx, act.Tag, job, requeued)
+		return r.ackRequeue(ctx, r.res.Action.Tag, job, requeued)
 	}
 	return fmt.Errorf("%w: unknown kind %q", ErrBadAction, act.Kind)
 }
@@ -448,6 +456,16 @@ func validateAction(act Action) error {
 	}
 	if act.Hold && act.Kind != ActionAnnotate {
 		return bad("a hold is marked by annotate only")
+	}
+	if !act.RanAt.IsZero() {
+		if act.Kind != ActionPreempt && act.Kind != ActionRestart || act.Tag == nil {
+			return bad("RanAt counts the run to a requeue: preempt and restart only, with a tag")
+		}
+		if s, ok := act.Tag.Extra[TagRan]; ok {
+			if n, err := strconv.ParseInt(s, 10, 64); err != nil || n < 0 {
+				return bad("tag %s=%q is not whole seconds", TagRan, s)
+			}
+		}
 	}
 	if act.MailType != "" && (act.Kind != ActionAnnotate || act.Tag == nil || strings.Trim(act.MailType, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_,") != "") {
 		return bad("MailType %q: mail types are given back by annotate only, with a tag", act.MailType)
@@ -683,6 +701,32 @@ func tagArgs(job Job, tag Tag, hold bool, by, quieted string) ([]string, error) 
 		args = append(args, "Comment="+comment)
 	}
 	return args, nil
+}
+
+// countRun adds to the action's tag the run from RanAt to requeued, when
+// this run requeued the job: the tags written from then on (ackRequeue's,
+// the restart's) count it, so that the checkpoint wait is neither lost
+// from the job's time limit nor from its restart cost. A tag without
+// ran= counts no run to add to (validateAction rejects one that does not
+// read).
+func (r *run) countRun(requeued time.Time) {
+	act := &r.res.Action
+	if act.Tag == nil || act.RanAt.IsZero() || requeued.IsZero() {
+		return
+	}
+	d := requeued.Sub(act.RanAt)
+	s, ok := act.Tag.Extra[TagRan]
+	if !ok || d < time.Second {
+		return
+	}
+	ran, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return
+	}
+	tag := *act.Tag
+	tag.Extra = maps.Clone(tag.Extra)
+	tag.Extra[TagRan] = strconv.FormatInt(ran+int64(d/time.Second), 10)
+	act.Tag = &tag
 }
 
 // ackRequeue writes the tag (the job's own when tag is nil; a restart's

@@ -133,6 +133,9 @@ func TestApplyRejectsBeforeRunning(t *testing.T) {
 		"negative memory floor":  {Action{Kind: ActionStart, JobID: 6, NumNodes: 1, CPUsPerTask: 1, MemPerGPUFloorMB: -1}, ErrBadAction},
 		"no time limit":          {Action{Kind: ActionTimeLimit, JobID: 5}, ErrBadAction},
 		"time limit of an ended": {Action{Kind: ActionTimeLimit, JobID: 9, TimeLimit: time.Hour}, ErrJobState},
+		"run counted at a start": {Action{Kind: ActionStart, JobID: 6, NumNodes: 1, CPUsPerTask: 1, Tag: planTag, RanAt: time.Unix(1, 0)}, ErrBadAction},
+		"run counted, no tag":    {Action{Kind: ActionPreempt, JobID: 5, RanAt: time.Unix(1, 0)}, ErrBadAction},
+		"ran= not seconds":       {Action{Kind: ActionPreempt, JobID: 5, Tag: &Tag{Extra: map[string]string{TagRan: "1.5"}}, RanAt: time.Unix(1, 0)}, ErrBadAction},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -363,6 +366,78 @@ func TestApplyRestartAckCarriesRunTime(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, calls[3]); diff != "" {
 		t.Errorf("acknowledgement argv (-want +got):\n%s", diff)
+	}
+}
+
+// A preemption's or restart's requeue counts the job's run from when its
+// tag's ran= was counted (the cycle that decided it) to the requeue: the
+// checkpoint wait, here 25 s, counts towards the job's time limit and
+// restart cost, once, in every tag written after the requeue. Before, it
+// counted nowhere.
+func TestApplyRequeueCountsCheckpointWait(t *testing.T) {
+	const wait = 25 * time.Second
+	tag := Tag{ModelType: "gpt2", Class: ClassBestEffort, Plan: "dp8.tp1.pp1.mb1.a1.z0", Generation: 1, Extra: map[string]string{TagRan: "95"}}
+	for name, tc := range map[string]struct {
+		act   Action
+		jobs  []Job
+		want  [][]string // the tag writes
+		at    time.Duration
+		ranAt bool
+	}{
+		"preempt": {
+			act:   Action{Kind: ActionPreempt, JobID: 32, Tag: &tag},
+			jobs:  []Job{running(32, "node2", "node3"), running(32, "node2", "node3"), requeued(32)},
+			ranAt: true, at: -3 * time.Second,
+			want: [][]string{{"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 class=best-effort plan=dp8.tp1.pp1.mb1.a1.z0 gen=1 ran=123 rc=1"}},
+		},
+		"preempt without RanAt": {
+			act:  Action{Kind: ActionPreempt, JobID: 32, Tag: &tag},
+			jobs: []Job{running(32, "node2", "node3"), running(32, "node2", "node3"), requeued(32)},
+			want: [][]string{{"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 class=best-effort plan=dp8.tp1.pp1.mb1.a1.z0 gen=1 ran=95 rc=1"}},
+		},
+		"restart": {
+			act:   Action{Kind: ActionRestart, JobID: 32, Nodes: []string{"node1", "node2"}, GPUsPerNode: 8, CPUsPerTask: 16, Tag: &tag},
+			jobs:  []Job{running(32, "node2", "node3"), running(32, "node2", "node3"), requeued(32), requeued(32), requeued(32)},
+			ranAt: true,
+			want: [][]string{
+				{"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 ran=120 rc=1"},
+				{"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 class=best-effort plan=dp8.tp1.pp1.mb1.a1.z0 gen=1 ran=120 rc=1"},
+			},
+		},
+		"requeued by an earlier attempt": {
+			// When that requeue was is not known: nothing is added.
+			act:   Action{Kind: ActionPreempt, JobID: 32, Tag: &tag},
+			jobs:  []Job{requeued(32), requeued(32)},
+			ranAt: true,
+			want:  [][]string{{"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 class=best-effort plan=dp8.tp1.pp1.mb1.a1.z0 gen=1 ran=95 rc=1"}},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var clock *fakeClock
+			f := newApplierFixture(t, map[int][]Job{32: tc.jobs}, func(c *ApplierConfig) {
+				c.WaitCheckpoint = func(ctx context.Context, j Job) error { return clock.Sleep(ctx, wait) }
+			})
+			clock = f.clock
+			act := tc.act
+			if tc.ranAt {
+				act.RanAt = f.clock.Now().Add(tc.at)
+			}
+			if res := f.app.ApplyOne(context.Background(), act); res.Err != nil {
+				t.Fatalf("Err = %v; steps %+v", res.Err, res.Steps)
+			}
+			var got [][]string
+			for _, c := range f.runner.Calls() {
+				if len(c) == 4 && strings.HasPrefix(c[3], "AdminComment=") {
+					got = append(got, c)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("tag writes (-want +got):\n%s", diff)
+			}
+			if tag.Extra[TagRan] != "95" {
+				t.Errorf("the caller's tag changed: ran=%s", tag.Extra[TagRan])
+			}
+		})
 	}
 }
 
