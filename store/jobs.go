@@ -94,20 +94,7 @@ func Predates(at, submitted time.Time) bool {
 // set as for a job not seen before. The submission must stay the job's
 // first across its requeues for that (the daemon's is).
 func (s *Store) UpsertJob(ctx context.Context, j Job) error {
-	if err := checkJob(j); err != nil {
-		return fmt.Errorf("store: upsert job %d: %w", j.ID, err)
-	}
-	if err := s.write(ctx, func(tx *sql.Tx) error {
-		stmt, err := tx.PrepareContext(ctx, upsertJobSQL)
-		if err != nil {
-			return err
-		}
-		defer stmt.Close()
-		return upsertJob(ctx, stmt, j, s.now().UnixNano())
-	}); err != nil {
-		return fmt.Errorf("store: upsert job %d: %w", j.ID, err)
-	}
-	return nil
+	return s.UpsertJobs(ctx, []Job{j})
 }
 
 // UpsertJobs stores jobs as UpsertJob does, in order, in one transaction:
@@ -144,7 +131,7 @@ func (s *Store) UpsertJobs(ctx context.Context, jobs []Job) error {
 	return nil
 }
 
-// upsertJobSQL stores one job (UpsertJob); a batch prepares it once.
+// upsertJobSQL stores one job; UpsertJobs prepares it once per batch.
 const upsertJobSQL = `
 		INSERT INTO jobs(job_id, model_type, class, tenant, state, submitted_ns, first_seen_ns, updated_ns,
 			last_plan, last_placement, last_cpus, last_host_mem_gb, array_job_id, array_task_id, deferred_ns, user_name,
