@@ -58,6 +58,10 @@ type Options struct {
 	ExitInterval int
 	// IterMs is the iteration time, in ms, when no IterTimer knows the plan.
 	IterMs float64
+	// SaveMs is how long writing one checkpoint takes, in ms, not scaled
+	// by TimeScale: a large model's checkpoint takes seconds, which a
+	// checkpoint-restart waits for.
+	SaveMs float64
 	// TimeScale multiplies the sleeps (not the logged times), so tests run
 	// fast while logging realistic iteration times.
 	TimeScale float64
@@ -198,6 +202,13 @@ func ParseArgs(args []string, getenv func(string) string) (Options, error) {
 	intFlag("--exit-interval", &o.ExitInterval, 0)
 	floatFlag("--iter-ms", &o.IterMs)
 	floatFlag("--time-scale", &o.TimeScale)
+	if v, ok := launch.LookupFlag(args, "--save-ms"); ok {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f >= 0) || math.IsInf(f, 0) {
+			errs = append(errs, fmt.Errorf("%w: --save-ms=%q is not a number >= 0", ErrBadInput, v))
+		}
+		o.SaveMs = f
+	}
 	o.Save, _ = launch.LookupFlag(args, "--save")
 	o.Load, _ = launch.LookupFlag(args, "--load")
 	o.ModelType, _ = launch.LookupFlag(args, "--model-type")
@@ -309,6 +320,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		// Nothing new to save before the first iteration of this run.
 		if o.Rank != 0 || o.Save == "" || it == res.Start || it == res.Saved {
 			return nil
+		}
+		if o.SaveMs > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-cfg.Clock.After(time.Duration(o.SaveMs * float64(time.Millisecond))):
+			}
 		}
 		if err := WriteTracker(o.Save, it); err != nil {
 			return err

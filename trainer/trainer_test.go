@@ -2,7 +2,9 @@ package trainer
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -60,6 +62,7 @@ func TestParseArgsErrors(t *testing.T) {
 		"bad train iters": {args: base + "--train-iters x", field: "--train-iters"},
 		"bad time scale":  {args: base + "--train-iters 1 --time-scale -1", field: "--time-scale"},
 		"bad iter ms":     {args: base + "--train-iters 1 --iter-ms 0", field: "--iter-ms"},
+		"bad save ms":     {args: base + "--train-iters 1 --save-ms -5", field: `--save-ms="-5"`},
 		"bad procid":      {args: base + "--train-iters 1", field: "SLURM_PROCID", env: map[string]string{"SLURM_PROCID": "a"}},
 		"rank too big":    {args: base + "--train-iters 1", field: "SLURM_PROCID=2", env: map[string]string{"SLURM_PROCID": "2", "SLURM_NTASKS": "2"}},
 		"rank not srun's": {args: base + "--train-iters 1", field: "RANK=1 but SLURM_PROCID=0",
@@ -163,6 +166,67 @@ func TestRunCheckpointAndResume(t *testing.T) {
 	if err != nil || res.End != 6 || res.Saved != -1 {
 		t.Errorf("finished run: %+v, %v", res, err)
 	}
+}
+
+// --save-ms makes each checkpoint write take that long, unscaled, before
+// the tracker says it is done: the signalled checkpoint a restart waits
+// for, and the one at the end.
+func TestRunSaveTime(t *testing.T) {
+	dir := t.TempDir()
+	o := opts(t, dir, 6)
+	o.SaveMs = 3000
+	clk := newClock(4) // three iterations complete, then the signal
+	res, err := Run(t.Context(), Config{Options: o, Clock: clk, Out: io.Discard, Checkpoint: clk.ckpt})
+	if !errors.Is(err, ErrCheckpointed) || res.Saved != 3 {
+		t.Fatalf("Run = %+v, %v; want saved at 3, ErrCheckpointed", res, err)
+	}
+	want := []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 3 * time.Second}
+	if diff := cmp.Diff(want, clk.sleeps); diff != "" {
+		t.Errorf("sleeps (-want +got):\n%s", diff)
+	}
+
+	// Cancelled while it saves: it stops, the tracker not written.
+	ctx, cancel := context.WithCancel(t.Context())
+	dir = t.TempDir()
+	o = opts(t, dir, 6)
+	o.SaveMs = 3000
+	ckpt := make(chan struct{}, 1)
+	clock := &funcClock{after: func(n int) bool {
+		switch n {
+		case 1: // the first iteration
+			return true
+		case 2: // the second: the signal
+			ckpt <- struct{}{}
+		default: // the save's wait
+			cancel()
+		}
+		return false
+	}}
+	if _, err := Run(ctx, Config{Options: o, Clock: clock, Out: io.Discard, Checkpoint: ckpt}); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled during its save: %v, want context.Canceled", err)
+	}
+	if n, err := ReadTracker(dir); n != 0 || err != nil {
+		t.Errorf("tracker = %d, %v after a save that was cancelled; want 0 (none)", n, err)
+	}
+}
+
+// funcClock's waits fire at once where after, told the number of each,
+// says so, else never.
+type funcClock struct {
+	n     int
+	after func(n int) bool
+}
+
+func (c *funcClock) Now() time.Time { return time.Time{} }
+
+func (c *funcClock) After(time.Duration) <-chan time.Time {
+	c.n++
+	if !c.after(c.n) {
+		return nil
+	}
+	ch := make(chan time.Time, 1)
+	ch <- time.Time{}
+	return ch
 }
 
 func TestRunRanks(t *testing.T) {

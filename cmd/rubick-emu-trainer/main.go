@@ -55,6 +55,7 @@ Emulator flags:
                                    from the measured ground truth of this model
   --iter-ms MS                     iteration time in ms (default 100, or the ground truth)
   --time-scale F                   multiply the sleeps, not the logged times (default 1)
+  --save-ms MS                     time one checkpoint write takes, not scaled (default 0)
   --elapsed plan|wall              log the plan's iteration time, or each log interval's wall
                                    time per iteration divided by --time-scale, as Megatron's
                                    timers measure it (default plan)

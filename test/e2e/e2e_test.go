@@ -37,6 +37,7 @@ type jobSpec struct {
 	guaranteed  bool   // submitted with --qos=guaranteed (a tenant with a GPU quota)
 	time        string // --time; "" for none
 	mail        string // --mail-type (to root); "" for none
+	saveMs      int    // how long each checkpoint write takes (the trainer's --save-ms)
 }
 
 // The scenario: best-effort jobs asking for more GPUs than the lab has
@@ -686,7 +687,7 @@ func trainScript(bin, dir string) string {
 exec %[1]s/rubick-srun --launcher gpu -- %[1]s/rubick-emu-trainer --model-type "$E2E_MODEL" \
   --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --micro-batch-size 1 \
   --global-batch-size "$E2E_BATCH" --train-iters "$E2E_ITERS" --time-scale 0.25 --log-interval 10 \
-  --save %[2]s/ckpt-"$SLURM_JOB_ID"
+  --save %[2]s/ckpt-"$SLURM_JOB_ID" --save-ms "${E2E_SAVE_MS:-0}"
 `, bin, dir)
 }
 
@@ -702,7 +703,7 @@ func (l lab) submitTraining(t *testing.T, dir, script string, js jobSpec) int {
 	args := []string{"sbatch", "--parsable", "--model-type=" + js.model, qos, "-p", "gpu", "-J", "e2e-" + js.model,
 		"-N", strconv.Itoa(js.nodes), "--ntasks-per-node=1", "--gres=gpu:" + strconv.Itoa(js.gpus), "--cpus-per-task=8",
 		"--mem=32G", "--requeue", "--open-mode=append", "-o", filepath.Join(dir, "job-%j.out"),
-		"--export=ALL,E2E_MODEL=" + js.model + ",E2E_ITERS=" + strconv.Itoa(js.iters) + ",E2E_BATCH=" + strconv.Itoa(js.batch)}
+		"--export=ALL,E2E_MODEL=" + js.model + ",E2E_ITERS=" + strconv.Itoa(js.iters) + ",E2E_BATCH=" + strconv.Itoa(js.batch) + ",E2E_SAVE_MS=" + strconv.Itoa(js.saveMs)}
 	if js.time != "" {
 		args = append(args, "--time="+js.time)
 	}

@@ -66,7 +66,9 @@ log_level: debug
 	}
 	const bertIters, robertaIters = 600, 150
 	submitted := time.Now()
-	bert := submit(jobSpec{model: "bert", nodes: 1, gpus: 8, iters: bertIters, batch: 32, time: "30", mail: "ALL"})
+	// Its checkpoint takes 4 s to write: the preemption's ran= counts its
+	// run to the requeue, that wait included.
+	bert := submit(jobSpec{model: "bert", nodes: 1, gpus: 8, iters: bertIters, batch: 32, time: "30", mail: "ALL", saveMs: 4000})
 	// Let bert run a few seconds (of its 25 or so) before the guaranteed
 	// job comes: the trainer checkpoints on the signal.
 	for lt.ctx.Err() == nil {
