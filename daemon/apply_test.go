@@ -345,7 +345,7 @@ func recordRequeue(t *testing.T, st *store.Store, a store.Action, restarts int) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.WillRequeue(ctx, a.ID, restarts); err != nil {
+	if err := st.WillRequeue(ctx, a.ID, restarts, ""); err != nil {
 		t.Fatal(err)
 	}
 	a.RequeueCount = restarts

@@ -97,7 +97,7 @@ type Store interface {
 	PhasesOver(ctx context.Context, ids []int64) (map[int64]time.Time, error)
 	RecentJobSamples(ctx context.Context, jobIDs []int64, n int) (map[int64][]store.StoredSample, error)
 	AwaitAck(ctx context.Context, id int64, mail string) error
-	WillRequeue(ctx context.Context, id int64, restarts int) error
+	WillRequeue(ctx context.Context, id int64, restarts int, tag string) error
 	Acked(ctx context.Context, jobID int64) error
 	LastRuns(ctx context.Context, ids []int64) (map[int64]store.SeenRun, error)
 	Unacked(ctx context.Context) ([]store.Action, error)
@@ -1509,8 +1509,12 @@ func (d *Daemon) Cycle(ctx context.Context, dryRun bool) (CycleReport, error) {
 	for i := range min(len(actions), len(recorded.Actions)) {
 		if k := actions[i].Kind; k == slurm.ActionPreempt || k == slurm.ActionRestart {
 			id := recorded.Actions[i].ID
-			actions[i].BeforeRequeue = func(ctx context.Context, restarts int) error {
-				return d.deps.Store.WillRequeue(ctx, id, restarts)
+			actions[i].BeforeRequeue = func(ctx context.Context, restarts int, tag *slurm.Tag) error {
+				var s string
+				if tag != nil {
+					s = tag.String()
+				}
+				return d.deps.Store.WillRequeue(ctx, id, restarts, s)
 			}
 		}
 	}

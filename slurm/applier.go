@@ -96,12 +96,14 @@ type Action struct {
 	// (RequeuedByOther), which refuses any other annotate.
 	Acknowledge bool
 	// BeforeRequeue, when set, is called with the restart count a
-	// preemption's or restart's requeue gives the job, just before the
-	// requeue is issued; an error stops the action there, the job running
-	// on. The caller records the count (the store's WillRequeue): after a
-	// crash, a job requeued and held at another count was requeued by
-	// someone else, whose hold is theirs.
-	BeforeRequeue func(ctx context.Context, restarts int) error `json:"-"`
+	// preemption's or restart's requeue gives the job, and the action's tag
+	// as the requeue leaves it (its run counted to now, RanAt; nil without
+	// one), just before the requeue is issued; an error stops the action
+	// there, the job running on. The caller records both (the store's
+	// WillRequeue): after a crash, a job requeued and held at another count
+	// was requeued by someone else, whose hold is theirs, and one at that
+	// count is acknowledged in that tag.
+	BeforeRequeue func(ctx context.Context, restarts int, tag *Tag) error `json:"-"`
 	// RanAt, for a preemption or restart, is when Tag's run time (TagRan)
 	// was counted, the job running: the requeue adds the run from then to
 	// itself, the checkpoint wait included, which nothing else counts (the
@@ -302,6 +304,10 @@ type run struct {
 	// mailWas is the MailType quietMail took BEGIN and REQUEUE out of, as
 	// a tag value; every tag this run writes keeps it (TagMail).
 	mailWas string
+	// counted says countRun has added the run to the requeue to the
+	// action's tag: just before the requeue it issued, or once it found
+	// the job had requeued itself.
+	counted bool
 }
 
 func (r *run) do(ctx context.Context) error {
@@ -703,17 +709,19 @@ func tagArgs(job Job, tag Tag, hold bool, by, quieted string) ([]string, error) 
 	return args, nil
 }
 
-// countRun adds to the action's tag the run from RanAt to requeued, when
-// this run requeued the job: the tags written from then on (ackRequeue's,
-// the restart's) count it, so that the checkpoint wait is neither lost
-// from the job's time limit nor from its restart cost. A tag without
+// countRun adds to the action's tag, once, the run from RanAt to
+// requeued, when this run requeues the job: the tags written from then on
+// (ackRequeue's, the restart's, BeforeRequeue's record of it) count it, so
+// that the checkpoint wait is neither lost from the job's time limit nor
+// from its restart cost. A tag without
 // ran= counts no run to add to (validateAction rejects one that does not
 // read).
 func (r *run) countRun(requeued time.Time) {
 	act := &r.res.Action
-	if act.Tag == nil || act.RanAt.IsZero() || requeued.IsZero() {
+	if act.Tag == nil || act.RanAt.IsZero() || requeued.IsZero() || r.counted {
 		return
 	}
+	r.counted = true
 	d := requeued.Sub(act.RanAt)
 	s, ok := act.Tag.Extra[TagRan]
 	if !ok || d < time.Second {
@@ -1031,8 +1039,9 @@ func (r *run) checkpointRequeue(ctx context.Context, job Job) (time.Time, error)
 		r.step(StepResult{Name: "requeuehold", Note: "suspended during the checkpoint wait; not requeued"})
 		return time.Time{}, fmt.Errorf("%s job %d: %w: suspended during the checkpoint wait", act.Kind, act.JobID, ErrJobState)
 	}
+	r.countRun(r.a.cfg.Clock.Now())
 	if act.BeforeRequeue != nil {
-		if err := act.BeforeRequeue(ctx, now.RestartCount+1); err != nil {
+		if err := act.BeforeRequeue(ctx, now.RestartCount+1, r.res.Action.Tag); err != nil {
 			r.step(StepResult{Name: "requeuehold", Err: err, Note: "the requeue could not be recorded; not requeued"})
 			return time.Time{}, fmt.Errorf("%s job %d: recording its requeue: %w", act.Kind, act.JobID, err)
 		}

@@ -378,31 +378,41 @@ func TestApplyRequeueCountsCheckpointWait(t *testing.T) {
 	const wait = 25 * time.Second
 	tag := Tag{ModelType: "gpt2", Class: ClassBestEffort, Plan: "dp8.tp1.pp1.mb1.a1.z0", Generation: 1, Extra: map[string]string{TagRan: "95"}}
 	for name, tc := range map[string]struct {
-		act   Action
-		jobs  []Job
-		want  [][]string // the tag writes
-		at    time.Duration
-		ranAt bool
+		act      Action
+		jobs     []Job
+		want     [][]string // the tag writes
+		recorded []string   // ran= of the tag BeforeRequeue gets, if called
+		at       time.Duration
+		ranAt    bool
 	}{
 		"preempt": {
 			act:   Action{Kind: ActionPreempt, JobID: 32, Tag: &tag},
 			jobs:  []Job{running(32, "node2", "node3"), running(32, "node2", "node3"), requeued(32)},
-			ranAt: true, at: -3 * time.Second,
+			ranAt: true, at: -3 * time.Second, recorded: []string{"123"},
 			want: [][]string{{"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 class=best-effort plan=dp8.tp1.pp1.mb1.a1.z0 gen=1 ran=123 rc=1"}},
 		},
 		"preempt without RanAt": {
-			act:  Action{Kind: ActionPreempt, JobID: 32, Tag: &tag},
-			jobs: []Job{running(32, "node2", "node3"), running(32, "node2", "node3"), requeued(32)},
-			want: [][]string{{"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 class=best-effort plan=dp8.tp1.pp1.mb1.a1.z0 gen=1 ran=95 rc=1"}},
+			act:      Action{Kind: ActionPreempt, JobID: 32, Tag: &tag},
+			jobs:     []Job{running(32, "node2", "node3"), running(32, "node2", "node3"), requeued(32)},
+			recorded: []string{"95"},
+			want:     [][]string{{"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 class=best-effort plan=dp8.tp1.pp1.mb1.a1.z0 gen=1 ran=95 rc=1"}},
 		},
 		"restart": {
 			act:   Action{Kind: ActionRestart, JobID: 32, Nodes: []string{"node1", "node2"}, GPUsPerNode: 8, CPUsPerTask: 16, Tag: &tag},
 			jobs:  []Job{running(32, "node2", "node3"), running(32, "node2", "node3"), requeued(32), requeued(32), requeued(32)},
-			ranAt: true,
+			ranAt: true, recorded: []string{"120"},
 			want: [][]string{
 				{"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 ran=120 rc=1"},
 				{"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 class=best-effort plan=dp8.tp1.pp1.mb1.a1.z0 gen=1 ran=120 rc=1"},
 			},
+		},
+		"job requeued itself": {
+			// Found pending and held after the wait: counted to then, with
+			// no requeue of the Applier's to record.
+			act:   Action{Kind: ActionPreempt, JobID: 32, Tag: &tag},
+			jobs:  []Job{running(32, "node2", "node3"), requeued(32), requeued(32)},
+			ranAt: true,
+			want:  [][]string{{"/usr/bin/scontrol", "update", "JobId=32", "AdminComment=model_type=gpt2;rubick:v1 model=gpt2 class=best-effort plan=dp8.tp1.pp1.mb1.a1.z0 gen=1 ran=120 rc=1"}},
 		},
 		"requeued by an earlier attempt": {
 			// When that requeue was is not known: nothing is added.
@@ -422,8 +432,17 @@ func TestApplyRequeueCountsCheckpointWait(t *testing.T) {
 			if tc.ranAt {
 				act.RanAt = f.clock.Now().Add(tc.at)
 			}
+			var recorded []string // the tags BeforeRequeue is given
+			act.BeforeRequeue = func(_ context.Context, _ int, tag *Tag) error {
+				recorded = append(recorded, tag.Extra[TagRan])
+				return nil
+			}
 			if res := f.app.ApplyOne(context.Background(), act); res.Err != nil {
 				t.Fatalf("Err = %v; steps %+v", res.Err, res.Steps)
+			}
+			// What a crash after the requeue leaves to acknowledge it in.
+			if diff := cmp.Diff(tc.recorded, recorded); diff != "" {
+				t.Errorf("ran= of the tag BeforeRequeue records (-want +got):\n%s", diff)
 			}
 			var got [][]string
 			for _, c := range f.runner.Calls() {
@@ -1567,7 +1586,7 @@ func TestApplyRecordsRequeueFirst(t *testing.T) {
 			act := restartAction()
 			var got []int
 			var ranBefore [][]string
-			act.BeforeRequeue = func(_ context.Context, n int) error {
+			act.BeforeRequeue = func(_ context.Context, n int, _ *Tag) error {
 				got, ranBefore = append(got, n), f.runner.Calls()
 				if fail {
 					return errStore

@@ -396,13 +396,17 @@ func (s *Store) Pending(ctx context.Context) ([]Action, error) {
 // WillRequeue records that rubick is about to requeue the job of action
 // id, a preemption or restart, which gives the job restart count
 // restarts: a restarted rubickd that finds the job requeued and held
-// takes the requeue for its own only at that count (RequeueCount). It
-// wraps ErrNotFound for an unknown action, ErrInvalid for a count below 1.
-func (s *Store) WillRequeue(ctx context.Context, id int64, restarts int) error {
+// takes the requeue for its own only at that count (RequeueCount). tag,
+// when not empty, replaces the action's Tag: the tag as the requeue
+// leaves it (the job's run counted to the requeue), which such a
+// rubickd acknowledges the requeue in. It wraps ErrNotFound for an
+// unknown action, ErrInvalid for a count below 1.
+func (s *Store) WillRequeue(ctx context.Context, id int64, restarts int, tag string) error {
 	if restarts < 1 {
 		return fmt.Errorf("store: action %d's requeue: %w: restart count %d, want at least 1", id, ErrInvalid, restarts)
 	}
-	if err := s.updateAction(ctx, `UPDATE plan_history SET requeue_count = ? WHERE id = ?`, restarts, id); err != nil {
+	if err := s.updateAction(ctx, `UPDATE plan_history SET requeue_count = ?1, tag = CASE WHEN ?2 = '' THEN tag ELSE ?2 END WHERE id = ?3`,
+		restarts, tag, id); err != nil {
 		return fmt.Errorf("store: record action %d's requeue: %w", id, err)
 	}
 	return nil

@@ -937,21 +937,26 @@ func TestAwaitAck(t *testing.T) {
 	}
 }
 
-// The restart count an action's requeue gives its job reads back from
-// Pending and Unacked, across a reopening; an unknown action or a count
-// below 1 is refused, naming it.
+// The restart count an action's requeue gives its job, and the tag it
+// leaves, read back from Pending and Unacked, across a reopening; an
+// unknown action or a count below 1 is refused, naming it. No tag keeps
+// the one recorded.
 func TestWillRequeue(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "rubick.db")
 	s := openTest(t, path)
 	preempt := decide(t, s).Actions[1]
-	if err := s.WillRequeue(ctx, preempt.ID, 3); err != nil {
+	const counted = "rubick:v1 model=bert class=best-effort gen=1 ran=130"
+	if err := s.WillRequeue(ctx, preempt.ID, 2, counted); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.WillRequeue(ctx, 99, 1); !errors.Is(err, ErrNotFound) {
+	if err := s.WillRequeue(ctx, preempt.ID, 3, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WillRequeue(ctx, 99, 1, ""); !errors.Is(err, ErrNotFound) {
 		t.Errorf("WillRequeue(99) = %v, want ErrNotFound", err)
 	}
-	if err := s.WillRequeue(ctx, preempt.ID, 0); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "restart count 0") {
+	if err := s.WillRequeue(ctx, preempt.ID, 0, ""); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "restart count 0") {
 		t.Errorf("WillRequeue(count 0) = %v, want ErrInvalid naming the count", err)
 	}
 	s.Close()
@@ -969,6 +974,11 @@ func TestWillRequeue(t *testing.T) {
 	}
 	if d := cmp.Diff(map[int64]int{preempt.ID - 1: 0, preempt.ID: 3}, count(pending)); d != "" {
 		t.Errorf("Pending's requeue counts (-want +got):\n%s", d)
+	}
+	for _, a := range pending {
+		if a.ID == preempt.ID && a.Tag != counted {
+			t.Errorf("preemption's tag %q, want %q", a.Tag, counted)
+		}
 	}
 	if err := s.MarkApplied(ctx, preempt.ID, ResultFailed, errors.New("annotate: exit status 1")); err != nil {
 		t.Fatal(err)

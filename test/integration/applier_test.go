@@ -143,7 +143,7 @@ func TestApplierRequeueCount(t *testing.T) {
 		startOn(ctx, t, c, start, id, node, gen)
 		var recorded int
 		res := app.ApplyOne(ctx, slurm.Action{Kind: slurm.ActionPreempt, JobID: jid,
-			BeforeRequeue: func(_ context.Context, n int) error { recorded = n; return nil }})
+			BeforeRequeue: func(_ context.Context, n int, _ *slurm.Tag) error { recorded = n; return nil }})
 		if res.Err != nil {
 			t.Fatalf("preempt %d: %v (steps %+v)", gen, res.Err, res.Steps)
 		}
