@@ -713,9 +713,8 @@ func tagArgs(job Job, tag Tag, hold bool, by, quieted string) ([]string, error) 
 // requeued, when this run requeues the job: the tags written from then on
 // (ackRequeue's, the restart's, BeforeRequeue's record of it) count it, so
 // that the checkpoint wait is neither lost from the job's time limit nor
-// from its restart cost. A tag without
-// ran= counts no run to add to (validateAction rejects one that does not
-// read).
+// from its restart cost. A tag without ran= counts no run to add to
+// (validateAction rejects one that does not read).
 func (r *run) countRun(requeued time.Time) {
 	act := &r.res.Action
 	if act.Tag == nil || act.RanAt.IsZero() || requeued.IsZero() || r.counted {
