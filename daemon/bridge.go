@@ -1880,7 +1880,7 @@ func convertJob(cfg Config, now time.Time, j slurm.Job, e policy.Estimator, fact
 	if mj.req.GPUsPerNode <= 0 {
 		return nil, policy.Job{}, fmt.Errorf("job %d: gres gpu per node=%d: a model-type job needs GPUs", j.ID, mj.req.GPUsPerNode)
 	}
-	ran, err := tagRanTime(*j.Tag)
+	ran, err := j.Tag.RanTime()
 	if err != nil {
 		return nil, policy.Job{}, fmt.Errorf("job %d: %w", j.ID, err)
 	}
@@ -2421,7 +2421,7 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 		// rule, a deadline cut), to the requeue (RanAt); the preemption
 		// and that start are one reconfiguration, as the simulator counts
 		// them.
-		tag.Extra[tagRan] = ranSeconds(ran)
+		tag.Extra[tagRan] = slurm.RanSeconds(ran)
 		tag.Generation = mj.tag.Generation
 		out.Kind, out.RanAt = slurm.ActionPreempt, now
 		return out, nil
@@ -2462,7 +2462,7 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 		out.Kind = slurm.ActionStart
 		if mj.ran > 0 {
 			// With what it ran before Slurm's own requeues, if any.
-			tag.Extra[tagRan] = ranSeconds(mj.ran)
+			tag.Extra[tagRan] = slurm.RanSeconds(mj.ran)
 		}
 		return out, nil
 	}
@@ -2472,7 +2472,7 @@ func (mj *managedJob) slurmAction(a policy.Action, now time.Time) (slurm.Action,
 	// they can checkpoint, while the new plan needs a relaunch anyway.
 	out.Kind = slurm.ActionRestart
 	// The Applier adds the run from now to the requeue (RanAt).
-	tag.Extra[tagRan] = ranSeconds(ran)
+	tag.Extra[tagRan] = slurm.RanSeconds(ran)
 	out.RanAt = now
 	return out, nil
 }

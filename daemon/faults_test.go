@@ -1176,7 +1176,7 @@ func (run faultRun) violations(t *testing.T) []string {
 			j.RestartCount > was.RestartCount && !slurm.RequeuedSinceTag(j) {
 			// The tag counts the requeue (rc=): it must count the run
 			// that requeue ended too, to the requeue, or nothing will.
-			before, _ := tagRanTime(*was.Tag)
+			before, _ := was.Tag.RanTime()
 			want := before + was.RunTime(t0).Truncate(time.Second)
 			if requeues[j.ID] == 1 && !userHeld[j.ID] && !s.srun {
 				// rubick's requeue, after the checkpoint. rubick-srun's
@@ -1184,7 +1184,7 @@ func (run faultRun) violations(t *testing.T) []string {
 				// action, which then counts nothing more.
 				want += ckptWait
 			}
-			if got, err := tagRanTime(*j.Tag); err != nil || got < want {
+			if got, err := j.Tag.RanTime(); err != nil || got < want {
 				out = append(out, fmt.Sprintf("job %d: requeued, its tag %v counts %v (%v), want the %v it had run", j.ID, j.Tag, got, err, want))
 			}
 		}

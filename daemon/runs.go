@@ -162,28 +162,11 @@ func (d *Daemon) countUnrecorded(id int, tag *slurm.Tag) {
 		return
 	}
 	ran := u.ran
-	if before, err := tagRanTime(*tag); err == nil {
+	if before, err := tag.RanTime(); err == nil {
 		ran += before
 	}
 	if tag.Extra == nil {
 		tag.Extra = map[string]string{}
 	}
-	tag.Extra[tagRan] = ranSeconds(ran)
+	tag.Extra[tagRan] = slurm.RanSeconds(ran)
 }
-
-// tagRanTime is the run time tag's ran= records: 0 without one, an error
-// naming the value where it is not whole seconds.
-func tagRanTime(tag slurm.Tag) (time.Duration, error) {
-	s, ok := tag.Extra[tagRan]
-	if !ok {
-		return 0, nil
-	}
-	sec, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || sec < 0 {
-		return 0, fmt.Errorf("tag %s=%q is not whole seconds", tagRan, s)
-	}
-	return time.Duration(sec) * time.Second, nil
-}
-
-// ranSeconds is a tag's ran= value for run time d.
-func ranSeconds(d time.Duration) string { return strconv.FormatInt(int64(d/time.Second), 10) }

@@ -304,10 +304,6 @@ type run struct {
 	// mailWas is the MailType quietMail took BEGIN and REQUEUE out of, as
 	// a tag value; every tag this run writes keeps it (TagMail).
 	mailWas string
-	// counted says countRun has added the run to the requeue to the
-	// action's tag: just before the requeue it issued, or once it found
-	// the job had requeued itself.
-	counted bool
 }
 
 func (r *run) do(ctx context.Context) error {
@@ -408,7 +404,6 @@ func (r *run) do(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		r.countRun(requeued)
 		if err := r.ackRequeue(ctx, nil, job, requeued); err != nil {
 			return err
 		}
@@ -427,7 +422,6 @@ func (r *run) do(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		r.countRun(requeued)
 		// After the requeue, not before: a tag saying the job has run so
 		// far on a job still running would count that run twice.
 		return r.ackRequeue(ctx, r.res.Action.Tag, job, requeued)
@@ -467,10 +461,8 @@ func validateAction(act Action) error {
 		if act.Kind != ActionPreempt && act.Kind != ActionRestart || act.Tag == nil {
 			return bad("RanAt counts the run to a requeue: preempt and restart only, with a tag")
 		}
-		if s, ok := act.Tag.Extra[TagRan]; ok {
-			if n, err := strconv.ParseInt(s, 10, 64); err != nil || n < 0 {
-				return bad("tag %s=%q is not whole seconds", TagRan, s)
-			}
+		if _, err := act.Tag.RanTime(); err != nil {
+			return bad("%v", err)
 		}
 	}
 	if act.MailType != "" && (act.Kind != ActionAnnotate || act.Tag == nil || strings.Trim(act.MailType, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_,") != "") {
@@ -709,30 +701,26 @@ func tagArgs(job Job, tag Tag, hold bool, by, quieted string) ([]string, error) 
 	return args, nil
 }
 
-// countRun adds to the action's tag, once, the run from RanAt to
-// requeued, when this run requeues the job: the tags written from then on
-// (ackRequeue's, the restart's, BeforeRequeue's record of it) count it, so
+// countRun adds to the action's tag the run from RanAt to requeued, as
+// checkpointRequeue requeues the job or finds it requeued itself: the
+// tags written from then on (BeforeRequeue's record, ackRequeue's, the
+// restart's) count it, so
 // that the checkpoint wait is neither lost from the job's time limit nor
 // from its restart cost. A tag without ran= counts no run to add to
 // (validateAction rejects one that does not read).
 func (r *run) countRun(requeued time.Time) {
 	act := &r.res.Action
-	if act.Tag == nil || act.RanAt.IsZero() || requeued.IsZero() || r.counted {
+	if act.Tag == nil || act.RanAt.IsZero() {
 		return
 	}
-	r.counted = true
 	d := requeued.Sub(act.RanAt)
-	s, ok := act.Tag.Extra[TagRan]
-	if !ok || d < time.Second {
-		return
-	}
-	ran, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
+	ran, err := act.Tag.RanTime()
+	if _, ok := act.Tag.Extra[TagRan]; !ok || err != nil || d < time.Second {
 		return
 	}
 	tag := *act.Tag
 	tag.Extra = maps.Clone(tag.Extra)
-	tag.Extra[TagRan] = strconv.FormatInt(ran+int64(d/time.Second), 10)
+	tag.Extra[TagRan] = RanSeconds(ran + d.Truncate(time.Second))
 	act.Tag = &tag
 }
 
@@ -1021,7 +1009,9 @@ func (r *run) checkpointRequeue(ctx context.Context, job Job) (time.Time, error)
 		// checkpointed; a second requeuehold would fail on the now
 		// pending job.
 		r.step(StepResult{Name: "requeuehold", Note: "the job requeued itself after its checkpoint"})
-		return r.a.cfg.Clock.Now(), nil
+		at := r.a.cfg.Clock.Now()
+		r.countRun(at)
+		return at, nil
 	case endedByOther(now):
 		// scancel, the time limit or Slurm's own preemption ended it while
 		// it checkpointed: a requeuehold would bring back, held, a job its

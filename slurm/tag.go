@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Tag is rubick's record on a job, kept in the job's AdminComment as one
@@ -321,6 +322,23 @@ const TagRestarts = "rc"
 // requeue. A restart's acknowledgement carries its tag's (the run that
 // requeue ended included) into the job's own tag.
 const TagRan = "ran"
+
+// RanTime is the run time the tag's ran= records: 0 without one, an error
+// naming the value where it is not whole seconds.
+func (t Tag) RanTime() (time.Duration, error) {
+	s, ok := t.Extra[TagRan]
+	if !ok {
+		return 0, nil
+	}
+	sec, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || sec < 0 {
+		return 0, fmt.Errorf("tag %s=%q is not whole seconds", TagRan, s)
+	}
+	return time.Duration(sec) * time.Second, nil
+}
+
+// RanSeconds is a tag's ran= value for run time d.
+func RanSeconds(d time.Duration) string { return strconv.FormatInt(int64(d/time.Second), 10) }
 
 // TagBy is the tag key that names the rubickd that wrote the tag
 // (ApplierConfig.Instance). A tag that changes under one rubickd with

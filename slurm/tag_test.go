@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -386,5 +387,42 @@ func TestRequeuedByOther(t *testing.T) {
 		if got := RequeuedByOther(tc.job); got != tc.want {
 			t.Errorf("%s: RequeuedByOther = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// ran= reads as whole seconds, 0 without one; anything else is an error
+// naming the value. RanSeconds writes what it reads.
+func TestTagRanTime(t *testing.T) {
+	for _, tc := range []struct {
+		ran     string // "" for no ran=
+		want    time.Duration
+		wantErr string
+	}{
+		{ran: "", want: 0},
+		{ran: "0", want: 0},
+		{ran: "3600", want: time.Hour},
+		{ran: "1.5", wantErr: `tag ran="1.5" is not whole seconds`},
+		{ran: "-1", wantErr: `tag ran="-1" is not whole seconds`},
+	} {
+		tag := Tag{Extra: map[string]string{}}
+		if tc.ran != "" {
+			tag.Extra[TagRan] = tc.ran
+		}
+		got, err := tag.RanTime()
+		if tc.wantErr != "" {
+			if err == nil || err.Error() != tc.wantErr {
+				t.Errorf("ran=%q: err %v, want %q", tc.ran, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("ran=%q: %v, %v; want %v", tc.ran, got, err, tc.want)
+		}
+		if tc.ran != "" && RanSeconds(got) != tc.ran {
+			t.Errorf("RanSeconds(%v) = %q, want %q", got, RanSeconds(got), tc.ran)
+		}
+	}
+	if got := RanSeconds(90*time.Second + 999*time.Millisecond); got != "90" {
+		t.Errorf("RanSeconds(90.999s) = %q, want 90 (truncated)", got)
 	}
 }
