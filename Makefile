@@ -16,7 +16,8 @@ build: ## build every command into bin/
 demo: build ## run the simulator on the embedded Base trace with every policy
 	$(BIN)/rubick sim --workload workload-base --policy rubick,fifo,synergy,sia,antman,rubick-e,rubick-r,rubick-n
 
-check: vet fmt-check man-check test lab-fresh integration integration-2411 e2e ## every test: unit, race, real-Slurm integration and end-to-end
+check: ## every test: unit, race, real-Slurm integration and end-to-end (scripts/check.sh; SERIAL=1 one target at a time)
+	MAKE="$(MAKE)" scripts/check.sh
 
 vet: ## go vet
 	$(GO) vet $(PKGS)
