@@ -15,7 +15,7 @@
 # after the other, as `make vet fmt-check man-check test lab-fresh
 # integration integration-2411 e2e` would.
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit
 MAKE=${MAKE:-make}
 T0=$(date +%s)
 
@@ -25,13 +25,18 @@ if [ "${SERIAL:-0}" = 1 ]; then
   exec "$MAKE" vet fmt-check man-check test lab-fresh integration integration-2411 e2e
 fi
 
-# side NAME CMD...: run CMD in the background, its output prefixed with NAME;
-# its pid is left in $!.
+# side NAME CMD...: run CMD in the background, its output prefixed with NAME,
+# and say when it ends; its pid is left in $!, its exit status is CMD's.
 side() {
   local name=$1
   shift
   say "$name: started"
-  ( "$@" 2>&1 | sed -u "s/^/[$name] /" ) &
+  (
+    "$@" 2>&1 | sed -u "s/^/[$name] /"
+    rc=$?
+    say "$name: ended, exit status $rc"
+    exit "$rc"
+  ) &
 }
 
 failed=()
