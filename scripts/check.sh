@@ -39,6 +39,22 @@ side() {
   ) &
 }
 
+# A check stopped (Ctrl-C, a CI timeout's TERM) stops its side-runs too,
+# which would otherwise go on testing on their own.
+sides=()
+killtree() {
+  local c
+  for c in $(pgrep -P "$1"); do killtree "$c"; done
+  kill -TERM "$1" 2> /dev/null
+}
+stop() {
+  local p
+  for p in "${sides[@]}"; do killtree "$p"; done
+  say "stopped"
+  exit 130
+}
+trap stop INT TERM
+
 failed=()
 # finish NAME PID: wait for a side-run and record its result.
 finish() {
@@ -57,8 +73,10 @@ low=(nice -n 19)
 if command -v ionice > /dev/null && ionice -c 2 -n 7 true 2> /dev/null; then low+=(ionice -c 2 -n 7); fi
 side unit "${low[@]}" "$MAKE" vet fmt-check man-check test
 unit_pid=$!
+sides+=("$unit_pid")
 side 24.11 "$MAKE" -s integration-2411
 s2411_pid=$!
+sides+=("$s2411_pid")
 
 "$MAKE" integration || failed+=(integration)
 "$MAKE" e2e || failed+=(e2e)
