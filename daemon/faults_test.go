@@ -1347,6 +1347,9 @@ func TestFaultsNeverLoseJobs(t *testing.T) {
 	seeded := seededStore(t)
 	for _, sc := range faultScenarios() {
 		t.Run(sc.name, func(t *testing.T) {
+			// Each scenario's runs have their own store and Slurm; side by
+			// side they use every CPU, where one at a time they use one.
+			t.Parallel()
 			clean := runFault(t, seeded, sc, faultCase{})
 			if !slices.Contains(clean.kinds, sc.kind) {
 				t.Fatalf("first cycle applied %v, want a %s", clean.kinds, sc.kind)
