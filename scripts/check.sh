@@ -26,7 +26,8 @@ if [ "${SERIAL:-0}" = 1 ]; then
 fi
 
 # side NAME CMD...: run CMD in the background, its output prefixed with NAME,
-# and say when it ends; its pid is left in $!, its exit status is CMD's.
+# and say when it ends; its pid is left in $! and added to sides, its exit
+# status is CMD's.
 side() {
   local name=$1
   shift
@@ -37,6 +38,7 @@ side() {
     say "$name: ended, exit status $rc"
     exit "$rc"
   ) &
+  sides+=("$!")
 }
 
 # A check stopped (Ctrl-C, a CI timeout's TERM) stops its side-runs too,
@@ -56,10 +58,9 @@ stop() {
 trap stop INT TERM
 
 failed=()
-# finish NAME PID: wait for a side-run and record its result.
-finish() {
-  if wait "$2"; then say "$1: passed"; else say "$1: FAILED"; failed+=("$1"); fi
-}
+# finish NAME PID: wait for a side-run and record a failure (side says how
+# it ended).
+finish() { wait "$2" || failed+=("$1"); }
 
 # Both labs' old state goes first: the tests assume an empty cluster. The
 # 22.05 lab is installed before anything runs beside it, so that its apt
@@ -73,10 +74,8 @@ low=(nice -n 19)
 if command -v ionice > /dev/null && ionice -c 2 -n 7 true 2> /dev/null; then low+=(ionice -c 2 -n 7); fi
 side unit "${low[@]}" "$MAKE" vet fmt-check man-check test
 unit_pid=$!
-sides+=("$unit_pid")
 side 24.11 "$MAKE" -s integration-2411
 s2411_pid=$!
-sides+=("$s2411_pid")
 
 "$MAKE" integration || failed+=(integration)
 "$MAKE" e2e || failed+=(e2e)
