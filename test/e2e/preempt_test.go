@@ -133,7 +133,7 @@ log_level: debug
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, resumed := trainerLog(t, filepath.Join(lt.dir, fmt.Sprintf("job-%d.out", bert)))
+	_, resumed, _ := trainerLog(t, filepath.Join(lt.dir, fmt.Sprintf("job-%d.out", bert)))
 	if !preempted || j.RestartCount == 0 || resumed == 0 {
 		t.Errorf("bert: preempted %v, %d restarts, %d resumes from its checkpoint; want a preemption, a restart and a resume; actions %s; rubickd log: %s",
 			preempted, j.RestartCount, resumed, actions(hist), d.log)
