@@ -298,7 +298,40 @@ func runDaemon(t *testing.T, l lab, bin, dir, cfgPath string) *daemonProc {
 	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
 	d.start()
 	t.Cleanup(d.stop)
+	// Registered after stop, so it runs before it: the state it shows is
+	// the one the test failed in, and a CI machine keeps no lab files.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(l.evidence(bin, d.log, filepath.Join(dir, "rubick.db")))
+		}
+	})
 	return d
+}
+
+// evidence is what a failed test leaves in its output: the cluster as
+// Slurm shows it, why rubickd's newest cycle left each job as it did, and
+// the end of rubickd's log.
+func (l lab) evidence(bin, logPath, db string) string {
+	var b strings.Builder
+	show := func(argv ...string) {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = l.env
+		out, err := cmd.CombinedOutput()
+		fmt.Fprintf(&b, "\n$ %s\n%s", strings.Join(argv, " "), out)
+		if err != nil {
+			fmt.Fprintf(&b, "(%v)\n", err)
+		}
+	}
+	show("sinfo", "-N", "-p", "gpu", "-o", "%N %T %G %E")
+	show("squeue", "-a", "-o", "%i %P %j %T %r %N %b")
+	if _, err := os.Stat(db); err == nil {
+		show(filepath.Join(bin, "rubick"), "queue", "--store", db, "--all")
+	}
+	if log, err := os.ReadFile(logPath); err == nil {
+		lines := strings.Split(strings.TrimRight(string(log), "\n"), "\n")
+		fmt.Fprintf(&b, "\nlast lines of %s:\n%s\n", logPath, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+	}
+	return b.String()
 }
 
 // shortTraining is a batch script in which rubick-srun runs the emulated
