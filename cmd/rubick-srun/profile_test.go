@@ -356,7 +356,9 @@ func TestProfileTimeouts(t *testing.T) {
 		wantStatus func(i int) string
 		reason     string
 	}{
-		"run bound": {flags: []string{"--profile-run-timeout", "300ms"}, hang: "2",
+		// 3 s, not less: each run is a new process, and on a loaded
+		// machine one that does not hang took past 300 ms to end.
+		"run bound": {flags: []string{"--profile-run-timeout", "3s"}, hang: "2",
 			wantStatus: func(i int) string { return map[bool]string{true: runTimeout, false: runOK}[i == 1] }},
 		"phase bound": {flags: []string{"--profile-timeout", "1s"}, hang: "1", reason: "time bound reached",
 			wantStatus: func(i int) string { return map[bool]string{true: runTimeout, false: runSkipped}[i == 0] }},
