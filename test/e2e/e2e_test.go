@@ -299,13 +299,20 @@ func runDaemon(t *testing.T, l lab, bin, dir, cfgPath string) *daemonProc {
 	d.start()
 	t.Cleanup(d.stop)
 	// Registered after stop, so it runs before it: the state it shows is
-	// the one the test failed in, and a CI machine keeps no lab files.
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(l.evidence(bin, d.log, filepath.Join(dir, "rubick.db")))
+	// the one the test failed in.
+	d.evidenceOnFailure(l, bin, dir)
+	return d
+}
+
+// evidenceOnFailure has a failed test print evidence (lab.evidence) of
+// rubickd's run with its store in dir, when the test's cleanups run: a CI
+// machine keeps no lab files.
+func (d *daemonProc) evidenceOnFailure(l lab, bin, dir string) {
+	d.t.Cleanup(func() {
+		if d.t.Failed() {
+			d.t.Log(l.evidence(bin, d.log, filepath.Join(dir, "rubick.db")))
 		}
 	})
-	return d
 }
 
 // evidence is what a failed test leaves in its output: the cluster as
@@ -453,6 +460,7 @@ log_level: info
 
 	// rubickd, restarted after every SIGKILL.
 	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
+	d.evidenceOnFailure(l, bin, dir)
 	d.start()
 	defer d.stop()
 

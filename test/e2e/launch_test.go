@@ -57,6 +57,7 @@ func launchLineRefusal(t *testing.T, readScripts bool) {
 	seven := ids[len(ids)-1]
 
 	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
+	d.evidenceOnFailure(l, bin, dir)
 	d.start()
 	defer d.stop()
 

@@ -46,6 +46,7 @@ func TestRestartCostMeasured(t *testing.T) {
 	ids = append(ids, fillers...)
 
 	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
+	d.evidenceOnFailure(l, bin, dir)
 	d.start()
 	defer d.stop()
 

@@ -69,6 +69,7 @@ log_level: debug
 	}
 
 	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
+	d.evidenceOnFailure(l, bin, dir)
 	d.start()
 	defer d.stop()
 	script := filepath.Join(dir, "train.sh")
