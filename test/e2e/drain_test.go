@@ -30,13 +30,15 @@ func TestDrainedNode(t *testing.T) {
 			"--ntasks-per-node=1", "--gres=gpu:8", "--cpus-per-task=8", "--mem=32G", "--requeue")
 	}
 	running := func(id int) slurm.Job {
+		var j slurm.Job
+		var err error
 		for ctx.Err() == nil {
-			if j, err := cluster.Job(ctx, id); err == nil && j.State == slurm.StateRunning && len(j.NodeList) > 0 {
+			if j, err = cluster.Job(ctx, id); err == nil && j.State == slurm.StateRunning && len(j.NodeList) > 0 {
 				return j
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
-		t.Fatalf("job %d did not start; rubickd log %s", id, d.log)
+		t.Fatalf("job %d did not start: last seen %s (%s), held %v, tag %v (%v); rubickd log %s", id, j.State, j.Reason, j.Held, j.Tag, err, d.log)
 		return slurm.Job{}
 	}
 	first := running(submit())
@@ -129,14 +131,17 @@ func nodeJob(t *testing.T, lt *labTest, d *daemonProc, name string) (int, func(o
 		"--ntasks-per-node=1", "--gres=gpu:8", "--cpus-per-task=8", "--mem=32G", "--requeue")
 	return id, func(off string) slurm.Job {
 		t.Helper()
+		var j slurm.Job
+		var err error
 		for lt.ctx.Err() == nil {
-			j, err := lt.cluster.Job(lt.ctx, id)
+			j, err = lt.cluster.Job(lt.ctx, id)
 			if err == nil && j.State == slurm.StateRunning && len(j.NodeList) > 0 && !slices.Contains(j.NodeList, off) {
 				return j
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
-		t.Fatalf("job %d did not run off %q; rubickd log %s", id, off, d.log)
+		t.Fatalf("job %d did not run off %q: last seen %s (%s) on %v, held %v, tag %v (%v); rubickd log %s",
+			id, off, j.State, j.Reason, j.NodeList, j.Held, j.Tag, err, d.log)
 		return slurm.Job{}
 	}
 }
