@@ -24,29 +24,14 @@ func TestDrainedNode(t *testing.T) {
 
 	d := runDaemon(t, l, bin, dir, cfgPath)
 
-	body := longTraining(bin, dir)
-	submit := func() int {
-		return l.submitScript(t, dir, body, &lt.ids, "--model-type=bert", "-p", "gpu", "-J", "e2e-drain", "-N", "1",
-			"--ntasks-per-node=1", "--gres=gpu:8", "--cpus-per-task=8", "--mem=32G", "--requeue")
-	}
-	running := func(id int) slurm.Job {
-		var j slurm.Job
-		var err error
-		for ctx.Err() == nil {
-			if j, err = cluster.Job(ctx, id); err == nil && j.State == slurm.StateRunning && len(j.NodeList) > 0 {
-				return j
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-		t.Fatalf("job %d did not start: last seen %s (%s), held %v, tag %v (%v); rubickd log %s", id, j.State, j.Reason, j.Held, j.Tag, err, d.log)
-		return slurm.Job{}
-	}
-	first := running(submit())
+	_, runningOff := nodeJob(t, lt, d, "e2e-drain")
+	first := runningOff("")
 	node := first.NodeList[0]
 	l.run(t, "scontrol", "update", "NodeName="+node, "State=DRAIN", "Reason=e2e-drain")
 	defer l.run(t, "scontrol", "update", "NodeName="+node, "State=RESUME")
 
-	second := running(submit())
+	_, runningOff = nodeJob(t, lt, d, "e2e-drain")
+	second := runningOff("")
 	if slices.Contains(second.NodeList, node) {
 		t.Errorf("job %d started on the drained node %s", second.ID, node)
 	}

@@ -101,13 +101,19 @@ func (l lab) run(t *testing.T, argv ...string) string {
 // runIn is run in directory dir ("": the test's).
 func (l lab) runIn(t *testing.T, dir string, argv ...string) string {
 	t.Helper()
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env, cmd.Dir = l.env, dir
-	out, err := cmd.CombinedOutput()
+	out, err := l.output(dir, argv...)
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// output runs argv in the lab's environment, in directory dir ("": the
+// test's), and returns its output and error.
+func (l lab) output(dir string, argv ...string) ([]byte, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env, cmd.Dir = l.env, dir
+	return cmd.CombinedOutput()
 }
 
 func repoRoot(t *testing.T) string {
@@ -295,24 +301,23 @@ func (l lab) waitIdle(t *testing.T) {
 // runDaemon starts rubickd with cfgPath, its log in dir; it stops when the
 // test ends.
 func runDaemon(t *testing.T, l lab, bin, dir, cfgPath string) *daemonProc {
-	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
+	d := newDaemon(t, l, bin, dir, cfgPath)
 	d.start()
 	t.Cleanup(d.stop)
-	// Registered after stop, so it runs before it: the state it shows is
-	// the one the test failed in.
-	d.evidenceOnFailure(l, bin, dir)
 	return d
 }
 
-// evidenceOnFailure has a failed test print evidence (lab.evidence) of
-// rubickd's run with its store in dir, when the test's cleanups run: a CI
-// machine keeps no lab files.
-func (d *daemonProc) evidenceOnFailure(l lab, bin, dir string) {
-	d.t.Cleanup(func() {
-		if d.t.Failed() {
-			d.t.Log(l.evidence(bin, d.log, filepath.Join(dir, "rubick.db")))
+// newDaemon is rubickd of bin with cfgPath, its log and store in dir, not
+// started. A test that fails prints evidence (lab.evidence) of its run
+// when its cleanups run: a CI machine keeps no lab files.
+func newDaemon(t *testing.T, l lab, bin, dir, cfgPath string) *daemonProc {
+	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(l.evidence(bin, d.log, filepath.Join(dir, "rubick.db")))
 		}
 	})
+	return d
 }
 
 // evidence is what a failed test leaves in its output: the cluster as
@@ -321,9 +326,7 @@ func (d *daemonProc) evidenceOnFailure(l lab, bin, dir string) {
 func (l lab) evidence(bin, logPath, db string) string {
 	var b strings.Builder
 	show := func(argv ...string) {
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env = l.env
-		out, err := cmd.CombinedOutput()
+		out, err := l.output("", argv...)
 		fmt.Fprintf(&b, "\n$ %s\n%s", strings.Join(argv, " "), out)
 		if err != nil {
 			fmt.Fprintf(&b, "(%v)\n", err)
@@ -459,8 +462,7 @@ log_level: info
 	}
 
 	// rubickd, restarted after every SIGKILL.
-	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
-	d.evidenceOnFailure(l, bin, dir)
+	d := newDaemon(t, l, bin, dir, cfgPath)
 	d.start()
 	defer d.stop()
 

@@ -56,8 +56,7 @@ func launchLineRefusal(t *testing.T, readScripts bool) {
 	ids = append(ids, holdGPUs(ctx, t, l, cluster, filler{"3", "8"}, filler{"1", "7"})...)
 	seven := ids[len(ids)-1]
 
-	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
-	d.evidenceOnFailure(l, bin, dir)
+	d := newDaemon(t, l, bin, dir, cfgPath)
 	d.start()
 	defer d.stop()
 

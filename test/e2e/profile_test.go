@@ -64,8 +64,7 @@ func TestProfilingNewModelType(t *testing.T) {
 
 	smp := newSamples(t)
 	cfgPath, _, _ := writeConfig(t, l, dir, "restart_cost: 1s\n"+smp.config()+"log_level: info\n")
-	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
-	d.evidenceOnFailure(l, bin, dir)
+	d := newDaemon(t, l, bin, dir, cfgPath)
 	d.start()
 	defer d.stop()
 

@@ -45,8 +45,7 @@ func TestRestartCostMeasured(t *testing.T) {
 	fillers := holdGPUs(ctx, t, l, cluster, filler{"3", "8"}, filler{"1", "6"})
 	ids = append(ids, fillers...)
 
-	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
-	d.evidenceOnFailure(l, bin, dir)
+	d := newDaemon(t, l, bin, dir, cfgPath)
 	d.start()
 	defer d.stop()
 

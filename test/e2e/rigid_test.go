@@ -68,8 +68,7 @@ log_level: debug
 		time.Sleep(500 * time.Millisecond)
 	}
 
-	d := &daemonProc{t: t, bin: filepath.Join(bin, "rubickd"), cfg: cfgPath, env: l.env, log: filepath.Join(dir, "rubickd.log")}
-	d.evidenceOnFailure(l, bin, dir)
+	d := newDaemon(t, l, bin, dir, cfgPath)
 	d.start()
 	defer d.stop()
 	script := filepath.Join(dir, "train.sh")
