@@ -46,6 +46,7 @@ if [ "${1:-}" = --check ]; then
   echo "docs/man matches every command's --help"
 else
   rm -f docs/man/*.md
-  cp "$out"/*.md docs/man/
-  echo "wrote $(ls "$out" | wc -l) pages to docs/man"
+  pages=("$out"/*.md)
+  cp "${pages[@]}" docs/man/
+  echo "wrote ${#pages[@]} pages to docs/man"
 fi

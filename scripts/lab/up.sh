@@ -98,6 +98,7 @@ install_file() {
 
 # MailProg: each mail Slurm sends is one line of $LAB/log/mail.log
 # ("-s Slurm Job_id=7 Name=x Began, Queued time 00:00:01 alice"), for tests.
+# shellcheck disable=SC2016 # $(date) and $* are the mail script's, expanded when Slurm runs it
 printf '#!/bin/sh\necho "$(date +%%FT%%T) $*" >> %s/log/mail.log\n' "$LAB" > "$ETC/mail.new"
 install_file "$ETC/mail" 755
 
